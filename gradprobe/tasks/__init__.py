@@ -1,0 +1,93 @@
+"""Tasks: problem sources (reasoning-gym, GSM8K) and the exact-match verifier.
+
+>>> task = load_task("chain_sum", min_terms=2, max_terms=3)   # doctest: +SKIP
+>>> p = task.problems("train", 1)[0]                          # doctest: +SKIP
+>>> task.score(f"step\\n#### {p.answer}", p)                  # doctest: +SKIP
+1.0
+"""
+
+from __future__ import annotations
+
+from gradprobe.tasks.base import (
+    SPLITS,
+    DatasetFormatError,
+    Problem,
+    Task,
+    TaskConfigError,
+    TaskNotFoundError,
+)
+from gradprobe.tasks.prompts import INSTRUCTION, encode_prompt, format_prompt
+from gradprobe.tasks.verify import answers_match, extract_answer, normalize_number
+
+__all__ = [
+    "load_task",
+    "Problem",
+    "Task",
+    "SPLITS",
+    "TaskNotFoundError",
+    "TaskConfigError",
+    "DatasetFormatError",
+    "INSTRUCTION",
+    "format_prompt",
+    "encode_prompt",
+    "extract_answer",
+    "normalize_number",
+    "answers_match",
+]
+
+_GSM8K_FORMS = (
+    '"gsm8k" (hub: openai/gsm8k) or "gsm8k:PATH" (a JSONL file or a folder with '
+    "train.jsonl/test.jsonl)"
+)
+
+
+def load_task(spec: str, **config) -> Task:
+    """Build a task from its spec.
+
+    Parameters
+    ----------
+    spec : str
+        ``"gsm8k"`` (hub), ``"gsm8k:PATH"`` (local JSONL file or folder), or
+        any reasoning-gym dataset name (``"chain_sum"``, ``"basic_arithmetic"``,
+        ``"gsm_symbolic"``, ...).
+    **config
+        GSM8K: ``skip_malformed``, ``heldout_fraction``. reasoning-gym: the
+        dataset's config fields (e.g. ``min_terms``, ``max_digits``) plus
+        ``train_size`` (see :class:`~gradprobe.tasks.reasoning_gym.ReasoningGymTask`).
+
+    Returns
+    -------
+    Task
+
+    Raises
+    ------
+    TaskNotFoundError
+        Unknown spec; the message lists every valid name and the gsm8k forms.
+    TaskConfigError
+        Unknown or invalid config key.
+    FileNotFoundError
+        ``gsm8k:PATH`` with a missing path.
+    """
+    spec = spec.strip()
+    if spec == "gsm8k" or spec.startswith("gsm8k:"):
+        from gradprobe.tasks.gsm8k import GSM8KTask
+
+        unknown = sorted(set(config) - {"skip_malformed", "heldout_fraction"})
+        if unknown:
+            raise TaskConfigError(
+                f"unknown config key {unknown[0]!r} for gsm8k; valid keys: "
+                f"skip_malformed, heldout_fraction"
+            )
+        path = spec[len("gsm8k:"):].strip() if spec != "gsm8k" else None
+        if path == "":
+            raise TaskNotFoundError(f"{spec!r} names no path; valid: {_GSM8K_FORMS}")
+        return GSM8KTask(path, **config)
+    from gradprobe.tasks.reasoning_gym import ReasoningGymTask, registered_names
+
+    names = registered_names()
+    if spec not in names:
+        raise TaskNotFoundError(
+            f"unknown task {spec!r}. Valid: {_GSM8K_FORMS}, or a reasoning-gym "
+            f"dataset: {', '.join(names)}"
+        )
+    return ReasoningGymTask(spec, **config)

@@ -1,0 +1,167 @@
+"""The task plug-in point: a source of problems plus the verifier that scores them.
+
+A :class:`Task` hands out :class:`Problem` objects for two splits, ``"train"``
+(the prompt pool training draws from) and ``"heldout"`` (evaluation), and
+scores a completion against a problem with the single extraction rule of
+:mod:`gradprobe.tasks.verify` (the reward is a method on the task, as in
+nanochat). Scores are exact: 1.0 or 0.0, never partial credit.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+from gradprobe.tasks.verify import (
+    answers_match,
+    extract_answer,
+    looks_like_latex,
+    normalize_number,
+)
+
+__all__ = [
+    "Problem",
+    "Task",
+    "SPLITS",
+    "TaskNotFoundError",
+    "TaskConfigError",
+    "DatasetFormatError",
+]
+
+SPLITS = ("train", "heldout")
+
+
+class TaskNotFoundError(ValueError):
+    """The task spec names no known task (the message lists the valid ones)."""
+
+
+class TaskConfigError(ValueError):
+    """A task was given an unknown or invalid configuration value."""
+
+
+class DatasetFormatError(ValueError):
+    """A dataset row cannot be used (the message names file, line and fix)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a task.
+
+    Attributes
+    ----------
+    id : str
+        Stable identifier, ``"<task>/<split>/<index>"``, e.g.
+        ``"chain_sum/train/17"`` or ``"gsm8k/test/12"``.
+    question : str
+        The question text, without any instruction or chat formatting
+        (see :func:`gradprobe.tasks.prompts.format_prompt`).
+    answer : str
+        The gold final answer.
+    metadata : dict
+        Task metadata; JSON-serialisable (plain dicts, lists, str, numbers).
+        Excluded from the hash, so problems can be set members / dict keys.
+    """
+
+    id: str
+    question: str
+    answer: str
+    metadata: dict = field(default_factory=dict, hash=False)
+
+
+class Task(abc.ABC):
+    """Abstract task: problems for two disjoint splits and an exact-match score.
+
+    Subclasses implement :meth:`problems`; :meth:`score` and
+    :meth:`format_rate` use :mod:`gradprobe.tasks.verify`.
+
+    Attributes
+    ----------
+    name : str
+        Task name as given to :func:`gradprobe.tasks.load_task`.
+    numeric_answers : bool
+        True when every gold answer is a number; then :meth:`format_rate`
+        requires a number (or a LaTeX expression) after ``####``.
+    """
+
+    name: str = "task"
+    numeric_answers: bool = False
+
+    @abc.abstractmethod
+    def problems(self, split: str, n: int, *, seed: int = 0) -> list[Problem]:
+        """Return ``n`` problems of ``split``.
+
+        Parameters
+        ----------
+        split : {"train", "heldout"}
+            Training pool or evaluation set; the two never share a question.
+        n : int
+            Number of problems (>= 0).
+        seed : int, default 0
+            Selects the sample; the result is deterministic for
+            ``(split, n, seed)`` and the task's configuration.
+
+        Returns
+        -------
+        list of Problem
+            Length ``n``.
+
+        Raises
+        ------
+        ValueError
+            Unknown ``split``, negative ``n``, or more problems than exist.
+        """
+
+    def score(self, completion: str, problem: Problem) -> float:
+        """Exact-match reward of one completion.
+
+        Parameters
+        ----------
+        completion : str
+            Generated text (without the prompt).
+        problem : Problem
+            The problem the completion answers.
+
+        Returns
+        -------
+        float
+            1.0 if the extracted answer equals ``problem.answer`` after
+            normalisation, else 0.0 (also when no answer can be extracted).
+            A multi-line gold answer is compared with the whole block after
+            the last ``####``.
+        """
+        multiline = "\n" in problem.answer.strip()  # grids and move lists
+        predicted = extract_answer(completion, multiline=multiline)
+        return float(answers_match(predicted, problem.answer))
+
+    def format_rate(self, completion: str) -> bool:
+        """Whether the completion has a parseable final answer after ``####``.
+
+        ``\\boxed{}`` alone does not count: this measures whether the policy
+        follows the requested format. For numeric tasks the answer must hold a
+        number or a LaTeX expression; otherwise any non-blank text counts.
+
+        Parameters
+        ----------
+        completion : str
+            Generated text (without the prompt).
+
+        Returns
+        -------
+        bool
+        """
+        answer = extract_answer(completion, boxed_fallback=False)
+        if answer is None:
+            return False
+        if self.numeric_answers:
+            return normalize_number(answer) is not None or looks_like_latex(answer)
+        return True
+
+    @staticmethod
+    def _check_request(split: str, n: int) -> None:
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"n must be a non-negative int, got {n!r}")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"

@@ -1,0 +1,230 @@
+"""GSM8K (grade-school math word problems) from the hub or local JSONL.
+
+Sources:
+
+- ``GSM8KTask()``: the hub copy, ``datasets.load_dataset("openai/gsm8k",
+  "main")`` (``datasets`` is imported only then); ``train`` -> "train",
+  ``test`` -> "heldout".
+- ``GSM8KTask("folder")``: ``folder/train.jsonl`` and ``folder/test.jsonl``.
+- ``GSM8KTask("file.jsonl")``: one file, split deterministically: a fixed
+  permutation (independent of ``seed``) puts ``heldout_fraction`` of its rows
+  in heldout.
+
+Each row is ``{"question": ..., "answer": "...reasoning...\\n#### 72"}``. The
+gold answer is the text after the last ``####``, stripped, with thousands
+commas removed. A row without one is an error (:class:`DatasetFormatError`,
+naming file, line and fix), or, with ``skip_malformed=True``, skipped, counted
+(``self.skipped``) and warned about; never dropped silently. Heldout rows whose
+question also occurs in train are removed (the official splits share none).
+
+Sampling: ``numpy.random.default_rng(seed).permutation`` of the split's rows,
+first ``n``; so the first ``n`` of a seed are a prefix of its first ``n + k``.
+Ids are ``"gsm8k/<file stem>/<0-based line index>"``, e.g. ``"gsm8k/test/12"``.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError
+
+__all__ = ["GSM8KTask", "gold_from_solution"]
+
+HUB_ID = "openai/gsm8k"
+_FILES = {"train": "train.jsonl", "heldout": "test.jsonl"}
+_SPLIT_SEED = 20240101  # fixed: the single-file train/heldout split never moves
+
+
+def gold_from_solution(solution: str) -> str | None:
+    """Gold answer of a GSM8K solution: text after the last ``####``, commas removed.
+
+    Parameters
+    ----------
+    solution : str
+        The ``answer`` field, e.g. ``"... = 1,200\\n#### 1,200"``.
+
+    Returns
+    -------
+    str or None
+        ``"1200"``; None if there is no ``####`` or nothing after it.
+    """
+    if not isinstance(solution, str) or "####" not in solution:
+        return None
+    gold = solution.rsplit("####", 1)[1].strip().replace(",", "")
+    return gold or None
+
+
+class GSM8KTask(Task):
+    """GSM8K as a :class:`~gradprobe.tasks.base.Task` (see the module docstring).
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        JSONL file or folder with ``train.jsonl`` / ``test.jsonl``; None loads
+        the hub copy.
+    skip_malformed : bool, default False
+        Skip (count and warn about) rows without a usable answer instead of
+        raising.
+    heldout_fraction : float, default 0.2
+        Single-file source only: share of rows put in heldout.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist, or a folder holds neither expected file.
+    TaskConfigError
+        ``heldout_fraction`` outside (0, 1).
+    """
+
+    numeric_answers = True
+
+    def __init__(self, path: str | Path | None = None, *, skip_malformed: bool = False,
+                 heldout_fraction: float = 0.2):
+        self.name = "gsm8k" if path is None else f"gsm8k:{path}"
+        self.path = None if path is None else Path(path)
+        self.skip_malformed = skip_malformed
+        self.heldout_fraction = heldout_fraction
+        self.skipped = 0
+        self._rows: dict[str, list[Problem]] = {}
+        if not 0.0 < heldout_fraction < 1.0:
+            raise TaskConfigError(f"heldout_fraction must be in (0, 1), got {heldout_fraction!r}")
+        if self.path is not None:
+            if not self.path.exists():
+                raise FileNotFoundError(f"GSM8K source {self.path} does not exist")
+            if self.path.is_dir() and not any((self.path / f).exists() for f in _FILES.values()):
+                raise FileNotFoundError(
+                    f"folder {self.path} holds neither train.jsonl nor test.jsonl"
+                )
+
+    # -- reading -------------------------------------------------------------
+    def _bad_row(self, where: str, line: int, problem: str) -> None:
+        msg = (
+            f"{where}, line {line}: {problem}. Each line must be a JSON object with a "
+            f"'question' and an 'answer' whose final answer follows '####' (e.g. "
+            f"\"... \\n#### 42\"); fix or delete the line, or pass skip_malformed=True"
+        )
+        if not self.skip_malformed:
+            raise DatasetFormatError(msg)
+        self.skipped += 1
+        warnings.warn(f"skipping malformed GSM8K row: {msg}", stacklevel=4)
+
+    def _parse(self, records, where: str, stem: str) -> list[Problem]:
+        """Validate ``(line_number, raw)`` pairs; raw is a JSON string or a dict."""
+        out = []
+        for line, raw in records:
+            if isinstance(raw, str):
+                if not raw.strip():
+                    continue  # blank lines are not rows
+                try:
+                    raw = json.loads(raw)
+                except json.JSONDecodeError as err:
+                    self._bad_row(where, line, f"not valid JSON ({err.msg})")
+                    continue
+            if not isinstance(raw, dict) or not isinstance(raw.get("question"), str):
+                self._bad_row(where, line, "no 'question' string")
+                continue
+            if "answer" not in raw:
+                self._bad_row(where, line, "no 'answer' key")
+                continue
+            gold = gold_from_solution(raw["answer"])
+            if gold is None:
+                self._bad_row(where, line, "the 'answer' has no final answer after '####'")
+                continue
+            out.append(Problem(
+                id=f"gsm8k/{stem}/{line - 1}",
+                question=raw["question"],
+                answer=gold,
+                metadata={"source": where, "row": line - 1, "solution": raw["answer"]},
+            ))
+        return out
+
+    def _read_file(self, file: Path) -> list[Problem]:
+        with open(file, encoding="utf-8") as fh:
+            return self._parse(enumerate(fh, start=1), str(file), file.stem)
+
+    def _read_hub(self, hub_split: str) -> list[Problem]:
+        try:
+            import datasets
+        except ImportError as err:
+            raise ImportError(
+                "loading GSM8K from the hub needs the 'datasets' package "
+                "(pip install datasets), or use 'gsm8k:PATH' with local JSONL"
+            ) from err
+        ds = datasets.load_dataset(HUB_ID, "main", split=hub_split)
+        return self._parse(enumerate(ds, start=1), f"{HUB_ID}:{hub_split}", hub_split)
+
+    def _load(self, which: str) -> list[Problem]:
+        """All rows of ``which`` ("train", "test" or "all") from the source."""
+        if which not in self._rows:
+            if self.path is None:
+                self._rows[which] = self._read_hub(which)
+            elif self.path.is_file():
+                self._rows[which] = self._read_file(self.path)
+            else:
+                file = self.path / f"{which}.jsonl"
+                if not file.exists():
+                    raise FileNotFoundError(
+                        f"{file} is missing: the folder form of gsm8k needs train.jsonl "
+                        f"for 'train' and test.jsonl for 'heldout'"
+                    )
+                self._rows[which] = self._read_file(file)
+        return self._rows[which]
+
+    def split_rows(self, split: str) -> list[Problem]:
+        """All usable problems of ``split`` in file order (heldout minus train questions).
+
+        Parameters
+        ----------
+        split : {"train", "heldout"}
+
+        Returns
+        -------
+        list of Problem
+        """
+        self._check_request(split, 0)
+        if self.path is not None and self.path.is_file():
+            rows = self._load("all")
+            perm = np.random.default_rng(_SPLIT_SEED).permutation(len(rows))
+            n_held = int(round(self.heldout_fraction * len(rows)))
+            chosen = sorted(perm[:n_held] if split == "heldout" else perm[n_held:])
+            rows, train = [rows[i] for i in chosen], [rows[i] for i in sorted(perm[n_held:])]
+        else:
+            rows = self._load("train" if split == "train" else "test")
+            has_train = self.path is None or (self.path / _FILES["train"]).exists()
+            train = self._load("train") if split == "heldout" and has_train else []
+        if split == "heldout" and train:
+            seen = {" ".join(p.question.split()) for p in train}
+            rows = [p for p in rows if " ".join(p.question.split()) not in seen]
+        return rows
+
+    def problems(self, split: str, n: int, *, seed: int = 0) -> list[Problem]:
+        """Return ``n`` problems of ``split`` sampled without replacement.
+
+        Parameters
+        ----------
+        split : {"train", "heldout"}
+        n : int
+        seed : int, default 0
+            Seed of the ``numpy.random.default_rng`` permutation.
+
+        Returns
+        -------
+        list of Problem
+
+        Raises
+        ------
+        ValueError
+            Bad split, or ``n`` larger than the split (the message gives its size).
+        DatasetFormatError
+            A malformed row (unless ``skip_malformed``).
+        """
+        self._check_request(split, n)
+        rows = self.split_rows(split)
+        if n > len(rows):
+            raise ValueError(f"{self.name} {split!r} has {len(rows)} problems; asked for {n}")
+        order = np.random.default_rng(seed).permutation(len(rows))[:n]
+        return [rows[i] for i in order]

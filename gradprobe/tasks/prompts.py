@@ -1,0 +1,97 @@
+"""Prompt text and prompt token ids, with exactly one BOS.
+
+Chat templates often write the BOS token into the text (Llama 3:
+``<|begin_of_text|>``); tokenizing that text with the default
+``add_special_tokens=True`` then adds a second BOS. The contract here:
+
+- :func:`format_prompt` returns text. Callers that tokenize it themselves must
+  use ``add_special_tokens=False``.
+- :func:`encode_prompt` returns the ids to feed the model: the text tokenized
+  with ``add_special_tokens=False``, then, if the tokenizer normally prepends a
+  BOS (probed by encoding a short string both ways) and the text did not
+  already start with it, that BOS is prepended; repeated leading BOS ids are
+  collapsed to one. Tokenizers without a BOS (Qwen) get none.
+
+Without a chat template the prompt is plain text ending in ``"Answer:\\n"``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["INSTRUCTION", "format_prompt", "encode_prompt", "tokenizer_adds_bos"]
+
+INSTRUCTION = (
+    "Solve the problem step by step. Write one reasoning step per line. "
+    'On the last line write only "####" followed by the final answer, like this:\n'
+    "#### 42"
+)
+
+
+def format_prompt(tokenizer, question: str) -> str:
+    """Build the prompt text for one question.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer or None
+        If it has a ``chat_template``, the question and :data:`INSTRUCTION` go
+        in one user message rendered with ``apply_chat_template(...,
+        add_generation_prompt=True, tokenize=False)``. Otherwise (or None) the
+        plain format ``"<INSTRUCTION>\\n\\nQuestion: <question>\\nAnswer:\\n"``.
+    question : str
+        The problem text (``Problem.question``).
+
+    Returns
+    -------
+    str
+        Prompt text; tokenize it with ``add_special_tokens=False``, or use
+        :func:`encode_prompt`.
+    """
+    if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+        messages = [{"role": "user", "content": f"{question}\n\n{INSTRUCTION}"}]
+        return tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
+    return f"{INSTRUCTION}\n\nQuestion: {question}\nAnswer:\n"
+
+
+def tokenizer_adds_bos(tokenizer) -> bool:
+    """Whether ``tokenizer(..., add_special_tokens=True)`` prepends its BOS token.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+
+    Returns
+    -------
+    bool
+        False when the tokenizer has no BOS token.
+    """
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return False
+    with_special = tokenizer.encode("a", add_special_tokens=True)
+    plain = tokenizer.encode("a", add_special_tokens=False)
+    return len(with_special) > len(plain) and with_special[0] == bos
+
+
+def encode_prompt(tokenizer, question: str) -> list[int]:
+    """Token ids of :func:`format_prompt`, with exactly one BOS when the model uses one.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+    question : str
+
+    Returns
+    -------
+    list of int
+        Prompt ids, length P (no padding, no EOS).
+    """
+    ids = list(tokenizer.encode(format_prompt(tokenizer, question), add_special_tokens=False))
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return ids
+    while len(ids) >= 2 and ids[0] == bos and ids[1] == bos:
+        ids.pop(0)
+    if tokenizer_adds_bos(tokenizer) and (not ids or ids[0] != bos):
+        ids.insert(0, bos)
+    return ids
