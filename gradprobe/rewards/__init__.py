@@ -1,0 +1,22 @@
+"""Rewards: rollouts -> per-token advantages (N, T) (DESIGN.md, "Rewards and per-token advantages").
+
+``base``      registry (:func:`register_reward`, :func:`get_reward`, :func:`parse_rewards`),
+              :class:`RewardContext`, :class:`RewardOutput`;
+``outcome``   GRPO outcome reward (``outcome``, ``outcome_batch``, ``outcome_dr``);
+``steps``     MC step values shared by the dense rewards (one batched sampling call, cached);
+``dense``     ``mc_value``, ``mc_advantage``, ``hybrid[_0.9|_0.5|_0.1]``, ``mc_min``;
+``sequence``  TRL-signature user rewards (:func:`sequence_reward`).
+"""
+
+from .base import (REWARDS, Reward, RewardContext, RewardFunctionError, RewardOutput, UnknownRewardError,
+                   get_reward, parse_rewards, register_reward)
+from .outcome import OUTCOME_SCALE, normalize_sequence_rewards, outcome_reward
+from .steps import MissingSamplerError, StepValues, mc_step_values, split_steps
+from .dense import (hybrid_advantages, mc_advantage_advantages, mc_min_rewards, mc_value_advantages)
+from .sequence import sequence_reward, trl_columns
+
+__all__ = ["REWARDS", "Reward", "RewardContext", "RewardFunctionError", "RewardOutput", "UnknownRewardError",
+           "get_reward", "parse_rewards", "register_reward", "OUTCOME_SCALE", "normalize_sequence_rewards",
+           "outcome_reward", "MissingSamplerError", "StepValues", "mc_step_values", "split_steps",
+           "hybrid_advantages", "mc_advantage_advantages", "mc_min_rewards", "mc_value_advantages",
+           "sequence_reward", "trl_columns"]

@@ -1,0 +1,124 @@
+"""User sequence rewards with TRL's signature, plugged in unchanged.
+
+A TRL reward function (``GRPOTrainer(reward_funcs=...)``) is called as
+``fn(prompts, completions, **columns) -> list[float | None]``; :func:`sequence_reward` wraps
+one into a :data:`~gradprobe.rewards.base.Reward`: rewards are group-normalised like
+``outcome`` and broadcast over each completion's tokens. None or NaN means "no reward": the
+row is masked and counted, never silently zero (DESIGN.md, "Pitfalls").
+
+Example
+-------
+>>> def brevity(prompts, completions, **kwargs):
+...     return [1.0 if len(c) < 200 else 0.0 for c in completions]
+>>> reward = sequence_reward(brevity)            # doctest: +SKIP
+>>> out = reward(batch, ctx)                     # doctest: +SKIP
+>>> out.advantages.shape == batch.completion_mask.shape   # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from ..types import RolloutBatch
+from .base import RewardContext, RewardFunctionError, RewardOutput
+from .outcome import normalize_sequence_rewards
+
+RESERVED_COLUMNS = ("answer", "completion_ids", "problem_id")
+
+
+def trl_columns(batch: RolloutBatch) -> dict[str, list]:
+    """The keyword columns passed to a TRL-style reward, each a list of length N.
+
+    ``answer`` (gold answer), ``problem_id``, ``completion_ids`` (list[int] per row, padding
+    excluded, as TRL passes them), and every key of the problems' ``metadata`` (None where a
+    problem lacks it; a metadata key named like a reserved column is overridden by it).
+    """
+    g = batch.group_size
+    rows = [batch.problems[n // g] for n in range(batch.num_rows)]
+    keys: list[str] = []
+    for p in batch.problems:
+        for key in p.metadata:
+            if key not in keys and key not in RESERVED_COLUMNS:
+                keys.append(key)
+    cols = {key: [p.metadata.get(key) for p in rows] for key in keys}
+    lengths = batch.completion_lengths.tolist()
+    comp = batch.completion_ids
+    cols["answer"] = [p.answer for p in rows]
+    cols["problem_id"] = [p.id for p in rows]
+    cols["completion_ids"] = [comp[n, : lengths[n]].tolist() for n in range(batch.num_rows)]
+    return cols
+
+
+def _to_float(value, name: str, index: int) -> float:
+    if value is None:
+        return math.nan
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool) or isinstance(value, numbers.Real):
+        return float(value)
+    raise RewardFunctionError(f"reward {name!r} returned {type(value).__name__} {value!r} at index {index}; "
+                              "expected a number or None")
+
+
+def sequence_reward(fn, *, name: str | None = None, scale: str = "group"):
+    """Wrap a TRL-style sequence reward into a :data:`~gradprobe.rewards.base.Reward`.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(prompts: list[str], completions: list[str], **columns) -> list[float | None]``;
+        ``prompts[n]`` is the problem's question (the dataset prompt, before the chat
+        template), ``completions[n]`` the decoded completion, ``columns`` as in
+        :func:`trl_columns`; all lists have length N = B * G in row order.
+    name : str, optional
+        Reported name (default ``fn.__name__``).
+    scale : {"group", "batch", "none"}
+        Normalisation (:func:`gradprobe.grpo.advantages.group_normalize`).
+
+    Returns
+    -------
+    Reward
+        ``reward(batch, ctx) -> RewardOutput`` with ``advantages`` (N, T) float64,
+        ``generated_tokens`` {} and ``stats`` (``missing``, ``zero_variance_groups``,
+        ``mean_reward`` over valid rows).
+
+    Raises
+    ------
+    RewardFunctionError
+        (when the reward is called) ``fn`` raised (chained as ``__cause__``), returned a
+        non-sequence, a sequence of the wrong length, or a non-numeric value.
+    ValueError
+        Unknown ``scale``.
+    """
+    from ..grpo.advantages import SCALES
+
+    if scale not in SCALES:
+        raise ValueError(f"advantage scale {scale!r} is not one of {SCALES}")
+    reward_name = name or getattr(fn, "__name__", None) or repr(fn)
+
+    def reward(batch: RolloutBatch, ctx: RewardContext | None = None) -> RewardOutput:
+        prompts = [batch.problems[n // batch.group_size].question for n in range(batch.num_rows)]
+        completions = list(batch.completions)
+        try:
+            values = fn(prompts, completions, **trl_columns(batch))
+        except Exception as e:
+            raise RewardFunctionError(f"reward {reward_name!r} raised {type(e).__name__}: {e}") from e
+        if isinstance(values, torch.Tensor):
+            values = values.reshape(-1).tolist()
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+            raise RewardFunctionError(f"reward {reward_name!r} returned {type(values).__name__}; "
+                                      f"expected a list of {batch.num_rows} floats or None")
+        if len(values) != batch.num_rows:
+            raise RewardFunctionError(f"reward {reward_name!r} returned {len(values)} values for {batch.num_rows} "
+                                      "completions (N = B * G); return one float or None per completion")
+        r = torch.tensor([_to_float(v, reward_name, i) for i, v in enumerate(values)], dtype=torch.float64)
+        adv, valid, stats = normalize_sequence_rewards(r, batch, scale=scale)
+        return RewardOutput(name=reward_name, advantages=adv, valid=valid, generated_tokens={}, stats=stats)
+
+    reward.__name__ = f"sequence_reward_{reward_name}"
+    reward.__doc__ = f"Sequence reward {reward_name!r} (TRL signature), {scale}-normalised."
+    return reward

@@ -1,0 +1,139 @@
+"""The sampler role: prompts (token ids) in, completions (token ids) out.
+
+Everything that samples from the policy (rollouts, Monte-Carlo continuations of the dense
+rewards, evaluation) asks a :class:`Sampler`, never ``model.generate`` directly, so the
+Hugging Face backend (:mod:`gradprobe.rollout.hf`) and a vLLM backend serve the same code.
+
+Contract of a sampler (DESIGN.md, "Pitfalls", masks):
+
+* ``sample(prompts, num_samples=K, ...)`` returns ``len(prompts) * K`` samples in prompt-major
+  order (sample ``i * K + k`` continues prompt ``i``);
+* a sample's ``token_ids`` are cut after the FIRST id in the policy's EOS ids, the EOS kept
+  (so a pad id equal to EOS, as in SmolLM2, never hides the end of a completion);
+* ``truncated`` is True iff no EOS came within ``max_new_tokens``; then
+  ``len(token_ids) == max_new_tokens``;
+* ``max_new_tokens`` may be one int per prompt (per-request budgets, as vLLM's per-request
+  ``SamplingParams``): the Monte-Carlo continuations of the dense rewards send every prefix
+  with its own remaining budget in ONE call. A backend must honour each prompt's budget
+  exactly (e.g. generate to the micro-batch's largest and cut each row at its own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+from ..config import SamplingConfig
+
+
+class PromptTooLongError(ValueError):
+    """A prompt plus ``max_new_tokens`` does not fit in the model's context window."""
+
+
+@dataclass
+class Sample:
+    """One completion.
+
+    Attributes
+    ----------
+    token_ids : list[int]
+        Generated ids, cut after the first EOS (the EOS kept). Length 0 only when the call's
+        ``max_new_tokens`` was 0.
+    truncated : bool
+        True iff no EOS within ``max_new_tokens``.
+    """
+
+    token_ids: list[int]
+    truncated: bool
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """A role served by :class:`gradprobe.rollout.hf.HFSampler` (and a vLLM sampler)."""
+
+    def sample(self, prompts: list[list[int]], *, num_samples: int, sampling: SamplingConfig,
+               max_new_tokens: int | Sequence[int] | None = None, desc: str | None = None,
+               greedy: bool = False) -> list[Sample]:
+        """Draw ``num_samples`` completions of every prompt.
+
+        Parameters
+        ----------
+        prompts : list[list[int]], length M
+            Unpadded prompt token ids (chat template applied by the caller).
+        num_samples : int
+            K, completions per prompt.
+        sampling : SamplingConfig
+            Temperature, top_p, top_k, ``max_new_tokens``, micro-batch size.
+        max_new_tokens : int or sequence of int (length M), optional
+            Overrides ``sampling.max_new_tokens`` for this call; a sequence gives each prompt
+            its own budget. A budget of 0 yields an empty, truncated sample.
+        desc : str, optional
+            Progress-bar label.
+        greedy : bool
+            Argmax decoding for evaluation (``SamplingConfig`` forbids temperature 0); only
+            evaluation passes it, so test doubles may omit it.
+
+        Returns
+        -------
+        list[Sample], length M * K, prompt-major.
+        """
+        ...
+
+
+def per_prompt_budgets(max_new_tokens, num_prompts: int, default: int) -> list[int]:
+    """Normalise a sampler's ``max_new_tokens`` argument to one budget per prompt.
+
+    Parameters
+    ----------
+    max_new_tokens : None, int, or sequence of int (length ``num_prompts``)
+        None means ``default`` (``sampling.max_new_tokens``).
+
+    Returns
+    -------
+    list[int], length ``num_prompts``
+
+    Raises
+    ------
+    ValueError
+        A negative budget or a sequence of the wrong length.
+    """
+    if max_new_tokens is None:
+        budgets = [int(default)] * num_prompts
+    elif isinstance(max_new_tokens, int):
+        budgets = [int(max_new_tokens)] * num_prompts
+    else:
+        budgets = [int(b) for b in max_new_tokens]
+        if len(budgets) != num_prompts:
+            raise ValueError(f"max_new_tokens has {len(budgets)} budgets for {num_prompts} prompts")
+    if any(b < 0 for b in budgets):
+        raise ValueError(f"max_new_tokens must be >= 0, got {min(budgets)}")
+    return budgets
+
+
+def cut_at_eos(token_ids: Sequence[int], eos_token_ids: Sequence[int], max_new_tokens: int) -> Sample:
+    """Cut generated ids after the first EOS and flag truncation.
+
+    Parameters
+    ----------
+    token_ids : sequence of int
+        Raw generated ids (possibly followed by padding after an EOS).
+    eos_token_ids : sequence of int
+        Any of them ends a completion.
+    max_new_tokens : int
+        The call's length limit; ids beyond it are dropped.
+
+    Returns
+    -------
+    Sample
+        ``token_ids`` up to and including the first EOS; ``truncated`` iff there is no EOS
+        within the first ``max_new_tokens`` ids.
+    """
+    eos = set(int(e) for e in eos_token_ids)
+    ids = [int(t) for t in token_ids[:max_new_tokens]]
+    for k, t in enumerate(ids):
+        if t in eos:
+            return Sample(token_ids=ids[: k + 1], truncated=False)
+    return Sample(token_ids=ids, truncated=True)

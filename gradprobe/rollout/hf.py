@@ -1,0 +1,197 @@
+"""Sampling with Hugging Face ``generate``: batched, left-padded, deterministic for a seed.
+
+Why the details matter (DESIGN.md, "Pitfalls"):
+
+* the policy's ``generation_config`` may carry defaults (``top_k=20``, ``repetition_penalty``,
+  ``min_p``...) that would make the sampler differ from the policy whose log-probabilities
+  are differentiated; generation runs with a clean config holding only the
+  :class:`~gradprobe.config.SamplingConfig` settings (``top_k=0`` means off);
+* left padding with ``pad_token_id``; transformers derives position ids from the attention
+  mask, so a row's sampling distribution does not depend on the other rows' lengths;
+* completions are cut after the first id in ``policy.eos_token_ids`` (models with several EOS
+  ids stop on any), so pad == EOS (SmolLM2) keeps the first EOS;
+* ``torch.manual_seed(seed + call)`` inside ``torch.random.fork_rng``: the n-th call of a
+  sampler built with a given seed draws the same samples, without touching the global RNG.
+  Results depend on ``sampling.batch_size`` (micro-batch composition).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import torch
+
+from ..config import SamplingConfig
+from ..models import use_attention
+from .base import PromptTooLongError, Sample, cut_at_eos, per_prompt_budgets
+
+
+def _context_length(model) -> int | None:
+    cfg = model.config
+    n = getattr(cfg, "max_position_embeddings", None)
+    if n is None and hasattr(cfg, "get_text_config"):
+        n = getattr(cfg.get_text_config(), "max_position_embeddings", None)
+    return int(n) if n is not None else None
+
+
+class HFSampler:
+    """A :class:`~gradprobe.rollout.base.Sampler` backed by ``model.generate``.
+
+    Parameters
+    ----------
+    policy : gradprobe.models.Policy
+        Model, tokenizer (``pad_token_id`` set) and ``eos_token_ids``.
+    seed : int
+        Call ``c`` (0, 1, ...) seeds torch with ``seed + c``.
+    attn_implementation : str
+        Attention used while generating (``sdpa`` is faster than the exact eager kernel the
+        probe needs); the policy's implementation is restored afterwards.
+    progress : bool
+        Show a tqdm bar per call (sequences done).
+
+    Attributes
+    ----------
+    calls : int
+        Number of :meth:`sample` calls so far.
+    seconds : float
+        Wall seconds spent in ``generate`` (all calls).
+    generated_tokens : int
+        Completion tokens returned (EOS included, padding and ids after the first EOS excluded).
+    """
+
+    def __init__(self, policy, *, seed: int = 0, attn_implementation: str = "sdpa", progress: bool = True):
+        self.policy = policy
+        self.seed = int(seed)
+        self.attn_implementation = attn_implementation
+        self.progress = progress
+        self.calls = 0
+        self.seconds = 0.0
+        self.generated_tokens = 0
+
+    def __repr__(self) -> str:
+        return f"HFSampler(policy={self.policy.name!r}, seed={self.seed}, calls={self.calls})"
+
+    def check_prompts(self, prompts: list[list[int]], max_new_tokens) -> None:
+        """Raise if a prompt is empty or ``len(prompt) + max_new_tokens`` exceeds the context.
+
+        Parameters
+        ----------
+        prompts : list[list[int]], length M
+        max_new_tokens : int or sequence of int (length M)
+
+        Raises
+        ------
+        PromptTooLongError
+            Names the prompt index, its length, ``max_position_embeddings`` and the fix.
+        ValueError
+            An empty prompt.
+        """
+        limit = _context_length(self.policy.model)
+        budgets = per_prompt_budgets(max_new_tokens, len(prompts), 0)
+        for i, (p, b) in enumerate(zip(prompts, budgets)):
+            if len(p) == 0:
+                raise ValueError(f"prompt {i} is empty: generation needs at least one prompt token (e.g. BOS)")
+            if limit is not None and b > 0 and len(p) + b > limit:
+                raise PromptTooLongError(
+                    f"prompt {i} has {len(p)} tokens; with max_new_tokens={b} that is "
+                    f"{len(p) + b} > the model's max_position_embeddings={limit}. "
+                    f"Lower max_new_tokens to at most {max(limit - len(p), 0)} or shorten the prompt."
+                )
+
+    def _generation_config(self, sampling: SamplingConfig, max_new_tokens: int, greedy: bool):
+        from transformers import GenerationConfig
+
+        tok = self.policy.tokenizer
+        common = dict(max_new_tokens=max_new_tokens, min_new_tokens=0, pad_token_id=tok.pad_token_id,
+                      eos_token_id=list(self.policy.eos_token_ids), num_beams=1, num_return_sequences=1,
+                      repetition_penalty=1.0, no_repeat_ngram_size=0, use_cache=True)
+        if greedy:
+            return GenerationConfig(do_sample=False, **common)
+        return GenerationConfig(do_sample=True, temperature=float(sampling.temperature), top_p=float(sampling.top_p),
+                                top_k=int(sampling.top_k), **common)
+
+    def sample(self, prompts: list[list[int]], *, num_samples: int, sampling: SamplingConfig,
+               max_new_tokens: int | Sequence[int] | None = None, desc: str | None = None,
+               greedy: bool = False) -> list[Sample]:
+        """Draw ``num_samples`` completions of every prompt.
+
+        Parameters
+        ----------
+        prompts : list[list[int]], length M
+            Unpadded prompt ids, any lengths.
+        num_samples : int
+            K, completions per prompt (K >= 1).
+        sampling : SamplingConfig
+            ``temperature``, ``top_p``, ``top_k`` (0 = off), ``max_new_tokens``, ``batch_size``
+            (sequences per ``generate`` call).
+        max_new_tokens : int or sequence of int (length M), optional
+            Overrides ``sampling.max_new_tokens`` for this call, or per prompt. A micro-batch
+            generates up to its largest budget and every row is cut at its own. A budget of 0
+            gives an empty, truncated sample without running the model.
+        desc : str, optional
+            Progress-bar label.
+        greedy : bool
+            Argmax decoding (evaluation); the sampling settings are then ignored.
+
+        Returns
+        -------
+        list[Sample], length M * K, prompt-major (sample ``i * K + k`` continues prompt ``i``).
+
+        Raises
+        ------
+        PromptTooLongError
+            ``len(prompt) + max_new_tokens > max_position_embeddings`` for some prompt.
+        ValueError
+            ``num_samples < 1``, a negative budget, a budget list of the wrong length, or an
+            empty prompt.
+        """
+        from tqdm.auto import tqdm
+        from transformers import GenerationConfig
+
+        if num_samples < 1:
+            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        budgets = per_prompt_budgets(max_new_tokens, len(prompts), sampling.max_new_tokens)
+        call = self.calls
+        self.calls += 1
+        self.check_prompts(list(prompts), budgets)
+        rows = [(list(p), b) for p, b in zip(prompts, budgets) for _ in range(num_samples)]  # prompt-major
+        out: list[Sample | None] = [Sample(token_ids=[], truncated=True) if b == 0 else None for _, b in rows]
+        todo = [n for n, (_, b) in enumerate(rows) if b > 0]
+        if not todo:
+            return out  # type: ignore[return-value]
+
+        model, tok = self.policy.model, self.policy.tokenizer
+        pad = tok.pad_token_id
+        device = next(model.parameters()).device
+        step = max(1, int(sampling.batch_size))
+        start = time.perf_counter()
+        devices = [device] if device.type == "cuda" else []
+        saved_config = model.generation_config
+        bar = tqdm(total=len(todo), desc=desc or "sampling", unit="seq", disable=not self.progress, leave=False)
+        try:
+            model.generation_config = GenerationConfig()  # no checkpoint defaults (see module docstring)
+            with torch.random.fork_rng(devices=devices), use_attention(model, self.attn_implementation), \
+                    torch.inference_mode():
+                torch.manual_seed(self.seed + call)
+                for lo in range(0, len(todo), step):
+                    chunk = todo[lo: lo + step]
+                    width = max(len(rows[n][0]) for n in chunk)
+                    input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+                    attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                    for k, n in enumerate(chunk):
+                        r = rows[n][0]
+                        input_ids[k, width - len(r):] = torch.tensor(r, dtype=torch.long)
+                        attention_mask[k, width - len(r):] = 1
+                    config = self._generation_config(sampling, max(rows[n][1] for n in chunk), greedy)
+                    generated = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                                               generation_config=config)
+                    for n, row in zip(chunk, generated[:, width:].tolist()):
+                        out[n] = cut_at_eos(row, self.policy.eos_token_ids, rows[n][1])
+                    bar.update(len(chunk))
+        finally:
+            model.generation_config = saved_config
+            bar.close()
+        self.seconds += time.perf_counter() - start
+        self.generated_tokens += sum(len(s.token_ids) for s in out)
+        return out  # type: ignore[return-value]

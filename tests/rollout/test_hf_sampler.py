@@ -1,0 +1,131 @@
+"""HFSampler on a random tiny Qwen2: shapes, EOS/truncation, determinism, padding invariance."""
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers_rollout import one_thread  # noqa: E402
+
+from gradprobe.config import SamplingConfig  # noqa: E402
+from gradprobe.logprobs import token_logprobs  # noqa: E402
+from gradprobe.models import load_policy  # noqa: E402
+from gradprobe.rollout import HFSampler, PromptTooLongError, Sample, build_batch  # noqa: E402
+from gradprobe.tasks.base import Problem  # noqa: E402
+
+MAX_NEW = 24
+_threads = pytest.fixture(scope="module", autouse=True)(one_thread)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    p = load_policy("tiny-qwen2")
+    tok = p.tokenizer
+    # several EOS ids (like models with <|im_end|> and <|endoftext|>): a random model then ends often
+    extra = [tok.convert_tokens_to_ids(c) for c in "e "]
+    return dataclasses.replace(p, eos_token_ids=p.eos_token_ids + extra)
+
+
+@pytest.fixture(scope="module")
+def prompts(policy):
+    tok = policy.tokenizer
+    return [[1] + tok.encode(t, add_special_tokens=False) for t in ("Hi", "What is 2+3?", "Add 17 and 4, please.")]
+
+
+SAMPLING = SamplingConfig(temperature=1.0, max_new_tokens=MAX_NEW, batch_size=5)
+
+
+def test_shapes_eos_and_truncation(policy, prompts):
+    sampler = HFSampler(policy, seed=3, progress=False)
+    out = sampler.sample(prompts, num_samples=4, sampling=SAMPLING)
+    assert len(out) == 12 and all(isinstance(s, Sample) for s in out)
+    eos = set(policy.eos_token_ids)
+    ended = 0
+    for s in out:
+        assert 1 <= len(s.token_ids) <= MAX_NEW
+        hits = [k for k, t in enumerate(s.token_ids) if t in eos]
+        if s.truncated:
+            assert len(s.token_ids) == MAX_NEW and not hits
+        else:
+            assert hits == [len(s.token_ids) - 1]  # ends with its first (and only) EOS
+            ended += 1
+    assert 0 < ended < 12  # both cases occur for this seed
+    assert sampler.generated_tokens == sum(len(s.token_ids) for s in out)
+    assert sampler.calls == 1 and sampler.seconds > 0
+    # the policy is left as it was
+    assert policy.model.config._attn_implementation == "gradprobe_eager"
+    assert policy.model.generation_config.eos_token_id == 2
+
+
+def test_determinism_and_rng_isolation(policy, prompts):
+    state = torch.get_rng_state()
+    a = HFSampler(policy, seed=7, progress=False)
+    b = HFSampler(policy, seed=7, progress=False)
+    first_a = a.sample(prompts, num_samples=2, sampling=SAMPLING)
+    first_b = b.sample(prompts, num_samples=2, sampling=SAMPLING)
+    assert first_a == first_b
+    second_a = a.sample(prompts, num_samples=2, sampling=SAMPLING)
+    assert second_a != first_a  # seed + call counter
+    assert torch.equal(torch.get_rng_state(), state)  # global RNG untouched
+    g1 = a.sample(prompts, num_samples=2, sampling=SAMPLING, greedy=True)
+    g2 = b.sample(prompts, num_samples=2, sampling=SAMPLING, greedy=True)
+    assert g1 == g2 and g1[0] == g1[1]  # greedy: identical samples of a prompt
+
+
+def test_pad_id_does_not_change_samples_and_first_eos_is_kept(prompts):
+    base = load_policy("tiny-qwen2")
+    tok = base.tokenizer
+    extra = [tok.convert_tokens_to_ids(c) for c in "e "]
+    p1 = dataclasses.replace(base, eos_token_ids=[2] + extra)
+    out1 = HFSampler(p1, seed=1, progress=False).sample(prompts, num_samples=3, sampling=SAMPLING)
+    other = load_policy("tiny-qwen2")
+    other.tokenizer.pad_token = other.tokenizer.eos_token  # pad == eos (SmolLM2)
+    assert other.tokenizer.pad_token_id == 2
+    p2 = dataclasses.replace(other, eos_token_ids=[2] + extra)
+    out2 = HFSampler(p2, seed=1, progress=False).sample(prompts, num_samples=3, sampling=SAMPLING)
+    assert out1 == out2
+    ended = [s for s in out2 if not s.truncated]
+    assert ended and all(s.token_ids[-1] in p2.eos_token_ids for s in ended)
+
+
+def test_per_prompt_budgets_and_zero(policy, prompts):
+    sampler = HFSampler(policy, seed=0, progress=False)
+    out = sampler.sample(prompts, num_samples=2, sampling=SAMPLING, max_new_tokens=[3, 0, 6])
+    assert [len(s.token_ids) <= b for s, b in zip(out, [3, 3, 0, 0, 6, 6])] == [True] * 6
+    assert out[2] == Sample([], True) and out[3] == Sample([], True)
+    assert all(s.truncated == (len(s.token_ids) == b and not set(s.token_ids) & set(policy.eos_token_ids))
+               for s, b in zip(out, [3, 3, 0, 0, 6, 6]))
+    with pytest.raises(ValueError, match="budgets"):
+        sampler.sample(prompts, num_samples=1, sampling=SAMPLING, max_new_tokens=[3, 4])
+
+
+def test_left_padded_logprobs_equal_each_row_alone(policy, prompts):
+    out = HFSampler(policy, seed=5, progress=False).sample(prompts, num_samples=1, sampling=SAMPLING)
+    probs = [Problem(id=f"p{i}", question="", answer="") for i in range(3)]
+    batch = build_batch(policy.tokenizer, probs, prompts, out, group_size=1, temperature=0.8)
+    assert batch.attention_mask[0, 0] == 0  # the short prompt is left-padded
+    with torch.no_grad():
+        full = token_logprobs(policy.model, batch.input_ids, batch.attention_mask, batch.prompt_length,
+                              temperature=0.8)
+        for n in range(3):
+            alone = build_batch(policy.tokenizer, probs[:1], prompts[n:n + 1], out[n:n + 1], group_size=1,
+                                temperature=0.8)
+            single = token_logprobs(policy.model, alone.input_ids, alone.attention_mask, alone.prompt_length,
+                                    temperature=0.8)
+            k = len(out[n].token_ids)
+            torch.testing.assert_close(full[n, :k], single[0, :k], atol=1e-5, rtol=1e-5)
+
+
+def test_prompt_too_long(policy):
+    sampler = HFSampler(policy, progress=False)
+    prompts = [[1] * 10, [1] * 1000]
+    with pytest.raises(PromptTooLongError) as e:
+        sampler.sample(prompts, num_samples=2, sampling=SAMPLING, max_new_tokens=30)
+    msg = str(e.value)
+    assert "prompt 1" in msg and "1000 tokens" in msg and "1024" in msg and "max_new_tokens" in msg
+    assert isinstance(e.value, ValueError)
+    with pytest.raises(ValueError, match="empty"):
+        sampler.sample([[]], num_samples=1, sampling=SAMPLING)
