@@ -43,7 +43,7 @@ def exact_eager_attention(module, query, key, value, attention_mask, scaling, dr
     if groups > 1:
         key = key.repeat_interleave(groups, dim=1)
         value = value.repeat_interleave(groups, dim=1)
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    weights = torch.matmul(query * scaling, key.transpose(2, 3))
     if attention_mask is not None:
         weights = weights + attention_mask[:, :, :, : key.shape[-2]]
     softmax_dtype = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype

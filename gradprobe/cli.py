@@ -1,0 +1,83 @@
+"""Command line: ``gradprobe probe ...``. All argument parsing lives here."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .config import MCConfig, SamplingConfig
+
+
+def _add_probe(sub) -> None:
+    p = sub.add_parser("probe", help="probe rewards on one batch: per-token alignment with a reference update",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", default="smollm2-135m",
+                   help="alias (smollm2-135m, tiny-qwen2, tiny-llama), local folder, .gguf file, or hub id")
+    p.add_argument("--task", default="chain_sum",
+                   help="reasoning-gym dataset name (chain_sum, basic_arithmetic, gsm_symbolic, ...), gsm8k, or gsm8k:PATH")
+    p.add_argument("--rewards", default="outcome,mc_value", help="comma-separated registered reward names")
+    p.add_argument("--prompts", type=int, default=8, help="B, prompts in the probe batch")
+    p.add_argument("--group", type=int, default=4, help="G, completions per prompt")
+    p.add_argument("--reference", default="heldout", help="heldout, or direction:PATH (.safetensors vector)")
+    p.add_argument("--heldout-prompts", type=int, default=8)
+    p.add_argument("--heldout-group", type=int, default=16)
+    p.add_argument("--precondition", choices=["adam", "none"], default="adam",
+                   help="predict an Adam step (u = P v) or an SGD step (u = v)")
+    p.add_argument("--lr", type=float, default=1e-6, help="learning rate of the predicted update")
+    p.add_argument("--loss-type", choices=["grpo", "dapo", "dr_grpo"], default="grpo")
+    p.add_argument("--budget-tokens", type=int, default=1_000_000, help="generated-token budget of the extrapolation")
+    p.add_argument("--budget-seconds", type=float, default=None, help="device-seconds budget of the extrapolation")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--continuations", type=int, default=4, help="K, MC continuations per step boundary")
+    p.add_argument("--max-steps", type=int, default=8, help="steps per completion for MC rewards (lines merged)")
+    p.add_argument("--cosine", action="store_true", help="also compute cosines (one backward per reward)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples over prompts")
+    p.add_argument("--micro-batch-size", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
+    p.add_argument("--out", default="runs/probe", help="output folder (probe.json, alignment.safetensors, tokens.jsonl)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``gradprobe`` command; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="gradprobe", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_probe(sub)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    if args.command == "probe":
+        from .probe.run import ProbeConfig, format_table, run_probe
+
+        try:
+            config = ProbeConfig(
+                model=args.model, task=args.task,
+                rewards=tuple(r.strip() for r in args.rewards.split(",") if r.strip()),
+                prompts=args.prompts, group=args.group, reference=args.reference,
+                heldout_prompts=args.heldout_prompts, heldout_group=args.heldout_group,
+                precondition=args.precondition, lr=args.lr, loss_type=args.loss_type,
+                budget_tokens=args.budget_tokens, budget_seconds=args.budget_seconds,
+                sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p,
+                                        max_new_tokens=args.max_new_tokens),
+                mc=MCConfig(continuations=args.continuations, max_steps=args.max_steps),
+                seed=args.seed, device=args.device, dtype=args.dtype, cosine=args.cosine,
+                n_bootstrap=args.bootstrap, micro_batch_size=args.micro_batch_size, progress=not args.no_progress,
+            )
+            result = run_probe(config, out=args.out)
+        except (ValueError, FileNotFoundError, RuntimeError) as e:
+            print(f"gradprobe probe: error: {e}", file=sys.stderr)
+            return 2
+        print(format_table(result))
+        print(f"\nwrote {args.out}/probe.json")
+        return 0
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""The per-token gradient-alignment probe (DESIGN.md, "The probe").
+
+Pipeline, for a probe batch of rollouts and any number of rewards:
+
+1. a reference update v (:func:`heldout_reference`, or a supplied direction via
+   :func:`load_direction` / :func:`direction_between`), optionally preconditioned,
+   u = P v (:func:`adam_preconditioner`, :func:`apply_preconditioner`);
+2. per-token alignment a = <grad l, u>, shape (N, T), in one forward-mode pass
+   (:func:`token_alignment`);
+3. every reward's <g_R, u>, predicted gain per update and at a token budget, with bootstrap
+   intervals over prompts (:func:`estimate_rewards`).
+
+Slow references for tests and baselines live in :mod:`gradprobe.probe.references`.
+"""
+
+from .alignment import DirectionMismatchError, check_direction, token_alignment, trainable_parameters
+from .estimate import NORMALIZERS, RewardEstimate, estimate_rewards, group_sums
+from .reference_update import (
+    adam_preconditioner,
+    apply_preconditioner,
+    direction_between,
+    heldout_reference,
+    load_direction,
+    rloo_coefficients,
+    save_direction,
+    second_moment_from_minibatches,
+    second_moment_from_optimizer,
+)
+from .references import dot, norm, reward_gradient, token_alignment_autograd, token_alignment_finite_difference
+
+__all__ = [
+    "DirectionMismatchError", "check_direction", "token_alignment", "trainable_parameters",
+    "RewardEstimate", "estimate_rewards", "group_sums", "NORMALIZERS",
+    "heldout_reference", "rloo_coefficients", "load_direction", "save_direction", "direction_between",
+    "adam_preconditioner", "apply_preconditioner", "second_moment_from_minibatches", "second_moment_from_optimizer",
+    "reward_gradient", "token_alignment_autograd", "token_alignment_finite_difference", "dot", "norm",
+]

@@ -1,0 +1,322 @@
+"""From one alignment tensor to every reward's predicted gain, with bootstrap uncertainty.
+
+For reward R with per-token advantages A^R (N, T) and the loss's per-token weights w
+(:func:`gradprobe.grpo.losses.token_weights` of the whole batch), the ascent direction is
+g_R = sum_nt w_nt A^R_nt grad l_nt, so its inner product with the direction u the alignment was
+computed along (v, or P v with a preconditioner) is
+
+    <g_R, u> = sum_nt w_nt A^R_nt a_nt            (DESIGN.md, "The probe": (1/Z_R) sum A a).
+
+The alignment a (N, T) does not depend on the reward: :func:`estimate_rewards` stacks the R
+rewards' advantages (R, N, T) and reduces them against a in one pass, so its cost is a few
+multiply-adds per token per reward, negligible next to the jvp that made a.
+
+Bootstrap over prompts. The weights w couple rows through a batch-level normaliser Z (the number
+of rows, of tokens, or N * L_max). :func:`group_sums` writes the sum as a ratio of per-group sums,
+
+    sum_nt w A a = (sum_g num_g) / (sum_g den_g),    num_g = sum_{n in g, t} u_nt A_nt a_nt,
+
+with u = w * Z the unnormalised weight and den_g group g's share of Z:
+
+=========  ==================  ======================
+loss_type  u_nt                den_g
+=========  ==================  ======================
+grpo       m_nt / T_n          G (rows of the group)
+dapo       m_nt                tokens of the group
+dr_grpo    m_nt                G * L_max
+=========  ==================  ======================
+
+so resampling groups with replacement and recomputing the ratio re-normalises each replicate as
+the loss would on that batch (a ratio estimator). The same resampled groups serve all rewards
+(paired), from ``numpy.random.Generator(seed)``. Per-group sums of sub-batches concatenate:
+splitting the probe batch by groups gives the same estimate.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..grpo.losses import LOSS_TYPES
+
+__all__ = ["RewardEstimate", "group_sums", "estimate_rewards", "NORMALIZERS"]
+
+
+def _grpo(mask: Tensor, group_size: int, max_len: int) -> tuple[Tensor, Tensor]:
+    u = mask / mask.sum(-1, keepdim=True).clamp(min=1)
+    den = torch.full((mask.shape[0] // group_size,), float(group_size), dtype=mask.dtype, device=mask.device)
+    return u, den
+
+
+def _dapo(mask: Tensor, group_size: int, max_len: int) -> tuple[Tensor, Tensor]:
+    return mask, mask.sum(-1).view(-1, group_size).sum(-1)
+
+
+def _dr_grpo(mask: Tensor, group_size: int, max_len: int) -> tuple[Tensor, Tensor]:
+    den = torch.full((mask.shape[0] // group_size,), float(group_size * max_len), dtype=mask.dtype,
+                     device=mask.device)
+    return mask, den
+
+
+#: loss_type -> (mask (N, T) float64, G, L_max) -> (u (N, T), den (B,)); must agree with
+#: gradprobe.grpo.losses.LOSS_TYPES (w = u / sum(den)), which the tests check.
+NORMALIZERS: dict[str, Callable[[Tensor, int, int], tuple[Tensor, Tensor]]] = {
+    "grpo": _grpo,
+    "dapo": _dapo,
+    "dr_grpo": _dr_grpo,
+}
+
+
+def group_sums(alignment: Tensor, advantages: Tensor, completion_mask: Tensor, group_size: int, *,
+               loss_type: str = "grpo", max_completion_length: int | None = None) -> tuple[Tensor, Tensor]:
+    """Per-group numerators and normaliser shares of sum_nt w_nt A_nt a_nt (see module docstring).
+
+    Parameters
+    ----------
+    alignment : Tensor, shape (N, T)
+        a_nt from :func:`gradprobe.probe.token_alignment`.
+    advantages : Tensor, shape (N, T) or (R, N, T)
+        A^R_nt of one or R rewards; values off the completion mask are ignored.
+    completion_mask : BoolTensor, shape (N, T)
+        The whole probe batch's mask (the loss weights are computed from it).
+    group_size : int
+        G; rows are prompt-major (row n = i * G + j).
+    loss_type : {"grpo", "dapo", "dr_grpo"}
+    max_completion_length : int, optional
+        L_max of ``dr_grpo`` (default T); give it explicitly when combining sub-batches of different T.
+
+    Returns
+    -------
+    numerators : Tensor (float64), shape (B,) or (R, B)
+    denominators : Tensor (float64), shape (B,)
+        ``numerators.sum(-1) / denominators.sum()`` equals
+        ``(token_weights(mask, loss_type) * advantages * alignment).sum((-2, -1))``.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``loss_type``, mismatched shapes, N not a multiple of G, or non-finite values on the mask.
+    """
+    if loss_type not in NORMALIZERS:
+        known = sorted(NORMALIZERS)
+        extra = sorted(set(LOSS_TYPES) - set(NORMALIZERS))
+        hint = f" (loss types {extra} exist in grpo.losses but have no normaliser share here: add one)" if extra else ""
+        raise ValueError(f"loss_type {loss_type!r} is not one of {known}{hint}")
+    mask = completion_mask.bool().to(alignment.device)
+    n, t = mask.shape
+    if alignment.shape != (n, t):
+        raise ValueError(f"alignment has shape {tuple(alignment.shape)}, the completion mask {(n, t)}")
+    if advantages.shape[-2:] != (n, t) or advantages.dim() not in (2, 3):
+        raise ValueError(f"advantages must have shape (N, T) or (R, N, T) with (N, T) = {(n, t)}, "
+                         f"got {tuple(advantages.shape)}")
+    if group_size < 1 or n % group_size:
+        raise ValueError(f"N = {n} rows is not a multiple of the group size {group_size}")
+    zero = torch.zeros((), dtype=torch.float64, device=alignment.device)
+    a = torch.where(mask, alignment.to(torch.float64), zero)
+    adv = torch.where(mask, advantages.to(device=alignment.device, dtype=torch.float64), zero)
+    if not (torch.isfinite(a).all() and torch.isfinite(adv).all()):
+        raise ValueError("alignment or advantages are not finite on the completion mask (a NaN reward must be "
+                         "masked, with advantage 0, before the probe)")
+    u, den = NORMALIZERS[loss_type](mask.to(torch.float64), group_size, max_completion_length or t)
+    ua = u * a  # (N, T): shared by every reward
+    per_row = (adv * ua).sum(-1)  # (N,) or (R, N)
+    num = per_row.unflatten(-1, (n // group_size, group_size)).sum(-1)  # (B,) or (R, B)
+    return num, den
+
+
+@dataclass
+class RewardEstimate:
+    """The probe's prediction for one reward.
+
+    Attributes
+    ----------
+    name : str
+    inner_product : float
+        <g_R, u>, u the direction of the alignment (v or P v); accuracy (fraction) per unit step.
+    interval : (float, float) or None
+        Bootstrap 95% percentile interval of ``inner_product`` over prompts (None without bootstrap).
+    snr : float or None
+        |inner_product| / bootstrap standard deviation (ddof=1); 0 when both are 0, inf when only the
+        standard deviation is 0 (None without bootstrap or with fewer than 2 groups).
+    predicted_gain_per_update : float
+        Accuracy points, 100 * lr * inner_product (first order).
+    gain_interval_per_update : (float, float) or None
+    tokens_per_update : int
+        c_R, generated tokens one update costs (continuations included).
+    predicted_gain_at_budget : float
+        Accuracy points after ``budget_tokens``: (budget_tokens / c_R) * gain per update.
+    gain_interval_at_budget : (float, float) or None
+    seconds_per_update, predicted_gain_at_time_budget : float or None
+        The same at a device-seconds budget, when given.
+    cosine : float or None
+        <g_R, u> / (||g_R|| ||u||), when the norms were given (one backward per reward; off by default).
+    per_group : list[float], length B
+        Each prompt's contribution num_g / sum(den); they sum to ``inner_product``.
+    loss_type, num_groups, n_bootstrap, lr, budget_tokens, budget_seconds, seed
+        How it was made.
+    """
+
+    name: str
+    inner_product: float
+    interval: tuple[float, float] | None
+    snr: float | None
+    predicted_gain_per_update: float
+    gain_interval_per_update: tuple[float, float] | None
+    tokens_per_update: int
+    predicted_gain_at_budget: float
+    gain_interval_at_budget: tuple[float, float] | None
+    seconds_per_update: float | None = None
+    predicted_gain_at_time_budget: float | None = None
+    cosine: float | None = None
+    per_group: list[float] = field(default_factory=list)
+    loss_type: str = "grpo"
+    num_groups: int = 0
+    n_bootstrap: int = 0
+    lr: float = 0.0
+    budget_tokens: float = 0.0
+    budget_seconds: float | None = None
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict (tuples become lists)."""
+        d = asdict(self)
+        for key in ("interval", "gain_interval_per_update", "gain_interval_at_budget"):
+            if d[key] is not None:
+                d[key] = list(d[key])
+        return d
+
+
+def _bootstrap(num: np.ndarray, den: np.ndarray, n_bootstrap: int, seed: int) -> np.ndarray:
+    """Ratio-estimator replicates, shape (n_bootstrap, R): resample groups with replacement."""
+    b = den.shape[0]
+    rng = np.random.Generator(np.random.PCG64(seed))
+    idx = rng.integers(0, b, size=(n_bootstrap, b))
+    counts = np.zeros((n_bootstrap, b))
+    np.add.at(counts, (np.repeat(np.arange(n_bootstrap), b), idx.ravel()), 1.0)
+    boot_num = counts @ num.T  # (n_bootstrap, R)
+    boot_den = counts @ den  # (n_bootstrap,)
+    safe = np.where(boot_den > 0, boot_den, 1.0)
+    return np.where(boot_den[:, None] > 0, boot_num / safe[:, None], 0.0)
+
+
+def estimate_rewards(alignment: Tensor, rewards: dict[str, Tensor], *, completion_mask: Tensor, group_size: int,
+                     loss_type: str = "grpo", lr: float, tokens_per_update: dict[str, int], budget_tokens: float,
+                     n_bootstrap: int = 1000, seed: int = 0, seconds_per_update: dict[str, float] | None = None,
+                     budget_seconds: float | None = None, max_completion_length: int | None = None,
+                     gradient_norms: dict[str, float] | None = None,
+                     direction_norm: float | None = None) -> list[RewardEstimate]:
+    """Predicted gains of every reward from one alignment tensor.
+
+    Parameters
+    ----------
+    alignment : Tensor, shape (N, T)
+        a_nt = <grad l_nt, u> from :func:`gradprobe.probe.token_alignment`.
+    rewards : dict[str, Tensor of shape (N, T)]
+        Name -> per-token advantages A^R, zero off the mask (values off the mask are ignored).
+    completion_mask : BoolTensor, shape (N, T)
+    group_size : int
+        G.
+    loss_type : {"grpo", "dapo", "dr_grpo"}
+        The loss normalisation of the update being predicted.
+    lr : float
+        Learning rate of that update.
+    tokens_per_update : dict[str, int]
+        c_R per reward name, generated tokens per update (from the probe batch's ledger).
+    budget_tokens : float
+        Generated-token budget of the extrapolation.
+    n_bootstrap : int
+        Bootstrap replicates over groups; 0 skips the bootstrap (intervals and snr are None).
+    seed : int
+        Seed of the resampling (the same resampled groups for every reward).
+    seconds_per_update : dict[str, float], optional
+        Device-seconds per update of each reward; with ``budget_seconds`` gives
+        ``predicted_gain_at_time_budget``.
+    max_completion_length : int, optional
+        L_max of ``dr_grpo``.
+    gradient_norms : dict[str, float], optional
+        ||g_R|| per reward (e.g. from :func:`gradprobe.probe.references.reward_gradient`); with
+        ``direction_norm`` = ||u|| gives the cosine.
+
+    Returns
+    -------
+    list[RewardEstimate]
+        In the order of ``rewards``.
+
+    Raises
+    ------
+    ValueError
+        No rewards, a reward without ``tokens_per_update`` (or seconds with ``budget_seconds``),
+        non-positive budgets or token counts, ``n_bootstrap < 0``, or invalid shapes (see
+        :func:`group_sums`).
+    """
+    names = list(rewards)
+    if not names:
+        raise ValueError("estimate_rewards needs at least one reward")
+    if n_bootstrap < 0:
+        raise ValueError(f"n_bootstrap must be >= 0, got {n_bootstrap}")
+    if not budget_tokens > 0:
+        raise ValueError(f"budget_tokens must be > 0, got {budget_tokens}")
+    for name in names:
+        if tuple(rewards[name].shape) != tuple(alignment.shape):
+            raise ValueError(f"reward {name!r}: advantages have shape {tuple(rewards[name].shape)}, the alignment "
+                             f"{tuple(alignment.shape)}; both must be (N, T) of the same probe batch")
+        if name not in tokens_per_update or not tokens_per_update[name] > 0:
+            raise ValueError(f"tokens_per_update has no positive token count for reward {name!r}; "
+                             "pass the generated tokens one update of it costs (ledger of the probe batch)")
+        if budget_seconds is not None and (seconds_per_update is None or not seconds_per_update.get(name, 0) > 0):
+            raise ValueError(f"budget_seconds is set but seconds_per_update has no positive value for {name!r}")
+    stacked = torch.stack([rewards[k].to(alignment.device) for k in names])  # (R, N, T)
+    num_t, den_t = group_sums(alignment, stacked, completion_mask, group_size, loss_type=loss_type,
+                              max_completion_length=max_completion_length)
+    num = num_t.cpu().numpy()  # (R, B)
+    den = den_t.cpu().numpy()  # (B,)
+    b = den.shape[0]
+    total = float(den.sum())
+    per_group = num / total if total > 0 else np.zeros_like(num)
+    estimate = per_group.sum(-1)  # (R,)
+
+    intervals = stds = None
+    if n_bootstrap > 0:
+        if b < 2:
+            warnings.warn(f"bootstrap over prompts needs at least 2 groups, the batch has {b}: no interval or snr",
+                          stacklevel=2)
+        else:
+            boot = _bootstrap(num, den, n_bootstrap, seed)  # (n_bootstrap, R)
+            intervals = np.percentile(boot, [2.5, 97.5], axis=0).T + 0.0  # (R, 2); +0.0 turns -0.0 into 0.0
+            stds = boot.std(axis=0, ddof=1) if n_bootstrap > 1 else np.zeros(len(names))
+
+    out = []
+    for r, name in enumerate(names):
+        est = float(estimate[r])
+        gain = 100.0 * lr * est
+        scale = budget_tokens / tokens_per_update[name]
+        interval = snr = gain_iv = gain_iv_budget = None
+        if intervals is not None:
+            interval = (float(intervals[r, 0]), float(intervals[r, 1]))
+            std = float(stds[r])
+            snr = abs(est) / std if std > 0 else (0.0 if est == 0 else math.inf)
+            gain_iv = tuple(sorted((100.0 * lr * interval[0], 100.0 * lr * interval[1])))
+            gain_iv_budget = (scale * gain_iv[0], scale * gain_iv[1])
+        secs = time_gain = None
+        if seconds_per_update is not None and name in seconds_per_update:
+            secs = float(seconds_per_update[name])
+            if budget_seconds is not None:
+                time_gain = budget_seconds / secs * gain
+        cosine = None
+        if gradient_norms is not None and direction_norm is not None and name in gradient_norms:
+            denom = gradient_norms[name] * direction_norm
+            cosine = est / denom if denom > 0 else 0.0
+        out.append(RewardEstimate(
+            name=name, inner_product=est, interval=interval, snr=snr, predicted_gain_per_update=gain,
+            gain_interval_per_update=gain_iv, tokens_per_update=int(tokens_per_update[name]),
+            predicted_gain_at_budget=scale * gain, gain_interval_at_budget=gain_iv_budget,
+            seconds_per_update=secs, predicted_gain_at_time_budget=time_gain, cosine=cosine,
+            per_group=[float(x) for x in per_group[r]], loss_type=loss_type, num_groups=b,
+            n_bootstrap=n_bootstrap, lr=lr, budget_tokens=budget_tokens, budget_seconds=budget_seconds, seed=seed))
+    return out

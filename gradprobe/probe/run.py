@@ -1,0 +1,397 @@
+"""The main job: probe a set of rewards on one batch of a real model and task.
+
+Pipeline (DESIGN.md, "The probe"), every stage timed and charged to a ledger:
+
+1. rollouts: B training prompts x G completions (``rollout`` tokens);
+2. rewards: each reward turns the batch into per-token advantages A^R, shape (N, T);
+   MC rewards draw their continuations once for all of them (``continuation`` tokens);
+3. reference update v: ``heldout`` (RLOO policy gradient of accuracy on held-out prompts,
+   its own ledger, never charged to the rewards) or ``direction:PATH`` (a saved vector);
+4. optional Adam preconditioning u = P v (P shared by all rewards);
+5. ONE forward-mode pass gives a_ijt = <grad l_ijt, u> for every token; each reward's
+   <g_R, u> = sum w A^R a is a weighted sum over it, so the cost is flat in the number of rewards;
+6. predicted gain per update = 100 * lr * <g_R, u> accuracy points; at a token budget
+   T: (T / c_R) * gain, c_R = generated tokens per update of reward R (continuations included);
+   bootstrap interval over prompts and signal-to-noise ratio.
+
+The output folder holds ``probe.json`` (config, versions, per-reward results, ledgers,
+costs), ``alignment.safetensors`` (a, A^R, masks, ids) and ``tokens.jsonl`` (per
+completion: tokens and their alignment, for heat maps).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..config import MCConfig, SamplingConfig
+from ..ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+REFERENCES = ("heldout", "direction:PATH")
+PRECONDITIONERS = ("adam", "none")
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """Everything that defines a probe run (saved in ``probe.json``).
+
+    Attributes
+    ----------
+    model, task : str
+        See :func:`gradprobe.models.load_policy` and :func:`gradprobe.tasks.load_task`.
+    rewards : tuple[str, ...]
+        Registered reward names (:data:`gradprobe.rewards.REWARDS`).
+    prompts, group : int
+        B and G of the probe batch.
+    reference : str
+        ``heldout`` or ``direction:PATH`` (a ``.safetensors`` parameter-space vector).
+    heldout_prompts, heldout_group : int
+        Size of the held-out batch of the ``heldout`` reference (G >= 2; default 16).
+    precondition : {"adam", "none"}
+        ``adam``: u = P v with P = diag(1 / (sqrt(s) + eps)), s the mean squared minibatch
+        GRPO (outcome) gradient of the probe batch, so the prediction is for an Adam step;
+        ``none``: SGD, u = v.
+    lr : float
+        Learning rate of the update whose gain is predicted.
+    loss_type : {"grpo", "dapo", "dr_grpo"}
+    budget_tokens : int
+        Generated-token budget of the extrapolation (tokens).
+    budget_seconds : float or None
+        Device-seconds budget of the extrapolation, if any.
+    """
+
+    model: str = "smollm2-135m"
+    task: str = "chain_sum"
+    rewards: tuple[str, ...] = ("outcome", "mc_value")
+    prompts: int = 8
+    group: int = 4
+    reference: str = "heldout"
+    heldout_prompts: int = 8
+    heldout_group: int = 16
+    precondition: str = "adam"
+    lr: float = 1e-6
+    loss_type: str = "grpo"
+    budget_tokens: int = 1_000_000
+    budget_seconds: float | None = None
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    mc: MCConfig = field(default_factory=MCConfig)
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
+    cosine: bool = False
+    n_bootstrap: int = 1000
+    micro_batch_size: int = 8
+    second_moment_minibatches: int = 4
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.prompts < 1:
+            raise ValueError(f"prompts must be >= 1, got {self.prompts}")
+        if self.group < 2:
+            raise ValueError(f"group must be >= 2 (group-relative advantages need two completions), got {self.group}")
+        if self.heldout_group < 2:
+            raise ValueError(f"heldout_group must be >= 2 (RLOO baseline), got {self.heldout_group}")
+        if not (self.reference == "heldout" or self.reference.startswith("direction:")):
+            raise ValueError(f"reference {self.reference!r} must be one of {REFERENCES}")
+        if self.precondition not in PRECONDITIONERS:
+            raise ValueError(f"precondition {self.precondition!r} must be one of {PRECONDITIONERS}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.budget_tokens < 1:
+            raise ValueError(f"budget_tokens must be >= 1, got {self.budget_tokens}")
+
+
+def versions() -> dict:
+    """Versions of the software that produced a result."""
+    import transformers
+
+    from .. import __version__
+
+    return {"gradprobe": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version()}
+
+
+def _reward_outputs(batch, rewards, ctx) -> tuple[dict, dict]:
+    """Advantages (N, T) and output metadata of every reward; a failing reward names itself."""
+    advantages, outputs = {}, {}
+    for name, fn in rewards:
+        start = time.perf_counter()
+        out = fn(batch, ctx)
+        adv = out.advantages.to(torch.float64)
+        if not torch.isfinite(adv).all():
+            raise ValueError(f"reward {name!r} produced non-finite advantages; it must mask missing rewards instead")
+        advantages[name] = adv
+        outputs[name] = {"generated_tokens": dict(out.generated_tokens), "valid": int(out.valid.sum()),
+                         "stats": out.stats, "seconds": time.perf_counter() - start}
+    return advantages, outputs
+
+
+def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None, task=None,
+              extra_rewards: dict | None = None) -> dict:
+    """Run the probe end to end and (optionally) write the output folder.
+
+    Parameters
+    ----------
+    config : ProbeConfig
+    out : path, optional
+        Folder for ``probe.json``, ``alignment.safetensors`` and ``tokens.jsonl``.
+    policy : gradprobe.models.Policy, optional
+        An already loaded policy (notebooks); default: ``load_policy(config.model)``.
+    task : gradprobe.tasks.Task, optional
+        An already loaded task; default: ``load_task(config.task)``.
+    extra_rewards : dict[str, Reward], optional
+        Rewards defined in the caller (e.g. ``sequence_reward(my_fn)``), probed beside
+        ``config.rewards`` with the same single alignment pass.
+
+    Returns
+    -------
+    dict
+        The content of ``probe.json``: ``config``, ``versions``, ``rewards`` (one entry per
+        reward: ``name``, ``inner_product``, ``predicted_gain_per_update`` (accuracy points),
+        ``tokens_per_update`` (tokens), ``predicted_gain_at_budget`` (points), ``interval``,
+        ``snr``...), ``ledger`` (the probe batch's, ``generated_tokens`` by category),
+        ``reference``, ``batch`` statistics and ``costs`` (device-seconds).
+
+    Raises
+    ------
+    ValueError
+        Bad configuration, unknown reward/model/task (the message lists the valid names),
+        a reward that produced non-finite advantages.
+    """
+    from functools import partial
+
+    from ..grpo.losses import token_weights
+    from ..grpo.step import UpdateConfig, loss_and_backward
+    from ..models import load_policy
+    from ..rewards import RewardContext, get_reward, parse_rewards
+    from ..rollout import HFSampler, collect_rollouts
+    from ..tasks import load_task
+    from . import (adam_preconditioner, apply_preconditioner, dot, estimate_rewards, heldout_reference, load_direction,
+                   norm, reward_gradient, second_moment_from_minibatches, token_alignment)
+
+    torch.manual_seed(config.seed)
+    rewards = parse_rewards(list(config.rewards)) if config.rewards else []
+    for name, fn in (extra_rewards or {}).items():
+        if name in dict(rewards):
+            raise ValueError(f"reward {name!r} given twice")
+        rewards.append((name, fn))
+    if not rewards:
+        raise ValueError("no rewards to probe: pass --rewards, e.g. outcome,mc_value")
+    if config.sampling.top_p < 1 or config.sampling.top_k:
+        log.warning("top_p/top_k truncate the sampler: the probe differentiates the untruncated policy at the "
+                    "sampling temperature, so advantages and alignments refer to slightly different distributions")
+    wall = time.perf_counter()
+    policy = policy or load_policy(config.model, dtype=config.dtype, device=config.device, seed=config.seed)
+    task = task or load_task(config.task)
+    model = policy.model
+    sampler = HFSampler(policy, seed=config.seed, progress=config.progress)
+    ledger = Ledger()
+
+    # 1. rollouts on training prompts
+    problems = task.problems("train", config.prompts, seed=config.seed)
+    batch = collect_rollouts(policy, task, problems, group_size=config.group, sampler=sampler,
+                             sampling=config.sampling, ledger=ledger, category="rollout", desc="rollouts")
+    rollout_seconds = float(batch.metadata.get("generation_seconds", 0.0))
+
+    # 2. rewards -> per-token advantages (MC continuations drawn once, charged once)
+    ctx = RewardContext(task=task, sampler=sampler, sampling=config.sampling, mc=config.mc, ledger=ledger,
+                        tokenizer=policy.tokenizer, eos_token_ids=policy.eos_token_ids)
+    gen_before = ledger.device_seconds.get("generation", 0.0)
+    advantages, outputs = _reward_outputs(batch, rewards, ctx)
+    continuation_seconds = ledger.device_seconds.get("generation", 0.0) - gen_before
+    batch = batch.to(model.device)
+    advantages = {k: v.to(model.device) for k, v in advantages.items()}
+    outcome_adv = advantages.get("outcome")
+    if outcome_adv is None:
+        outcome_adv = get_reward("outcome")(batch, ctx).advantages.to(torch.float64).to(model.device)
+
+    # 3. reference update
+    ref_ledger = Ledger()
+    reference: dict = {"kind": "heldout" if config.reference == "heldout" else "direction"}
+    t0 = time.perf_counter()
+    if config.reference == "heldout":
+        held = task.problems("heldout", config.heldout_prompts, seed=config.seed)
+        hbatch = collect_rollouts(policy, task, held, group_size=config.heldout_group, sampler=sampler,
+                                  sampling=config.sampling, ledger=ref_ledger, category="eval",
+                                  desc="held-out rollouts").to(model.device)
+        with ref_ledger.timed("reference"):
+            v = heldout_reference(model, hbatch, micro_batch_size=config.micro_batch_size)
+        scores = hbatch.scores[torch.isfinite(hbatch.scores)]
+        reference.update(prompts=len(held), group=config.heldout_group,
+                         heldout_accuracy=float(scores.mean()) if scores.numel() else float("nan"),
+                         zero_variance_groups=int(sum(1 for row in hbatch.scores_grouped() if row.min() == row.max())))
+    else:
+        path = config.reference.split(":", 1)[1]
+        v = load_direction(path, model)
+        reference["path"] = path
+    reference["seconds"] = time.perf_counter() - t0
+    reference["norm"] = norm(v)
+    reference["ledger"] = ref_ledger.to_dict()
+
+    # 4. preconditioner, shared by every reward
+    t0 = time.perf_counter()
+    if config.precondition == "adam":
+        k = min(config.second_moment_minibatches, batch.num_prompts)
+        s = second_moment_from_minibatches(model, batch, outcome_adv, partial(token_weights, loss_type=config.loss_type),
+                                           num_minibatches=k, micro_batch_size=config.micro_batch_size)
+        u = apply_preconditioner(v, adam_preconditioner(s))
+    else:
+        u = v
+    precondition_seconds = time.perf_counter() - t0
+
+    # cost yardstick: one GRPO update's forward + backward on the same batch
+    model.zero_grad(set_to_none=True)
+    t0 = time.perf_counter()
+    loss_and_backward(model, batch, outcome_adv, UpdateConfig(loss_type=config.loss_type,
+                                                              micro_batch_size=config.micro_batch_size))
+    update_seconds = time.perf_counter() - t0
+    model.zero_grad(set_to_none=True)
+
+    # 5. ONE forward-mode pass for all rewards
+    t0 = time.perf_counter()
+    with ledger.timed("probe"):
+        alignment = token_alignment(model, batch, u, micro_batch_size=config.micro_batch_size)
+    alignment_seconds = time.perf_counter() - t0
+
+    cosines = {}
+    if config.cosine:  # one backward per reward: g_R explicitly, cosine with the reference v (not P v)
+        weights = token_weights(batch.completion_mask, config.loss_type)
+        v_norm = norm(v)
+        for name, adv in advantages.items():
+            g = reward_gradient(model, batch, adv, weights, micro_batch_size=config.micro_batch_size)
+            g_norm = norm(g)
+            cosines[name] = dot(g, v) / (g_norm * v_norm) if g_norm > 0 and v_norm > 0 else 0.0
+
+    # 6. per-reward estimates
+    tokens_per_update, seconds_per_update = {}, {}
+    for name in advantages:
+        extra = int(sum(outputs[name]["generated_tokens"].values()))
+        tokens_per_update[name] = batch.generated_tokens + extra
+        seconds_per_update[name] = rollout_seconds + (continuation_seconds if extra else 0.0) + update_seconds
+    t0 = time.perf_counter()
+    estimates = estimate_rewards(
+        alignment, advantages, completion_mask=batch.completion_mask, group_size=batch.group_size,
+        loss_type=config.loss_type, lr=config.lr, tokens_per_update=tokens_per_update,
+        budget_tokens=config.budget_tokens, n_bootstrap=config.n_bootstrap, seed=config.seed,
+        seconds_per_update=seconds_per_update, budget_seconds=config.budget_seconds)
+    sums_seconds = time.perf_counter() - t0
+
+    entries = []
+    for est in estimates:
+        d = est.to_dict()
+        d["cosine"] = cosines.get(est.name)
+        d.update(generated_tokens=outputs[est.name]["generated_tokens"], valid_completions=outputs[est.name]["valid"],
+                 reward_stats=outputs[est.name]["stats"], reward_seconds=outputs[est.name]["seconds"])
+        entries.append(d)
+    mask = batch.completion_mask
+    scores = batch.scores[torch.isfinite(batch.scores)]
+    result = {
+        "config": _config_dict(config),
+        "versions": versions(),
+        "rewards": entries,
+        "ledger": ledger.to_dict(),
+        "reference": reference,
+        "batch": {
+            "prompts": batch.num_prompts, "group": batch.group_size, "completions": batch.num_rows,
+            "generated_tokens": batch.generated_tokens,
+            "mean_completion_tokens": float(mask.sum(-1).double().mean()),
+            "mean_reward": float(scores.mean()) if scores.numel() else float("nan"),
+            "truncation_rate": float(batch.truncated.double().mean()),
+            "format_rate": sum(task.format_rate(c) for c in batch.completions) / batch.num_rows,
+            "score_errors": batch.metadata.get("score_errors", 0),
+            "empty_completions": int((mask.sum(-1) == 0).sum()),
+        },
+        "costs": {
+            "rollout_seconds": rollout_seconds, "continuation_seconds": continuation_seconds,
+            "reference_seconds": reference["seconds"], "precondition_seconds": precondition_seconds,
+            "update_forward_backward_seconds": update_seconds, "alignment_pass_seconds": alignment_seconds + sums_seconds,
+            "alignment_to_update_ratio": (alignment_seconds + sums_seconds) / update_seconds if update_seconds else None,
+            "wall_seconds": time.perf_counter() - wall,
+        },
+    }
+    if out is not None:
+        _write(out, result, batch, alignment, advantages, policy.tokenizer)
+    return result
+
+
+def _config_dict(config: ProbeConfig) -> dict:
+    d = asdict(config)
+    d["rewards"] = list(config.rewards)
+    return d
+
+
+def _json_safe(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+def _write(out, result, batch, alignment, advantages, tokenizer) -> None:
+    """Write probe.json (atomically), alignment.safetensors and tokens.jsonl."""
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tensors = {"alignment": alignment.detach().cpu().contiguous(),
+               "completion_mask": batch.completion_mask.cpu().contiguous(),
+               "completion_ids": batch.completion_ids.cpu().contiguous()}
+    for name, adv in advantages.items():
+        tensors[f"advantages.{name}"] = adv.cpu().contiguous()
+    save_file(tensors, str(out / "alignment.safetensors"))
+    with open(out / "tokens.jsonl", "w") as f:
+        for n in range(batch.num_rows):
+            m = batch.completion_mask[n].cpu()
+            ids = batch.completion_ids[n].cpu()[m].tolist()
+            f.write(json.dumps({
+                "row": n, "prompt_id": batch.problems[n // batch.group_size].id,
+                "score": _json_safe(float(batch.scores[n])), "truncated": bool(batch.truncated[n]),
+                "tokens": tokenizer.convert_ids_to_tokens(ids),
+                "alignment": alignment[n].cpu()[m].tolist(),
+                "advantages": {k: v[n].cpu()[m].tolist() for k, v in advantages.items()},
+            }) + "\n")
+    tmp = out / "probe.json.tmp"
+    tmp.write_text(json.dumps(_json_safe(result), indent=2))
+    tmp.replace(out / "probe.json")
+
+
+def format_table(result: dict) -> str:
+    """A plain-text table of the per-reward results (what ``gradprobe probe`` prints)."""
+    cfg = result["config"]
+    lines = [
+        f"model {cfg['model']}  task {cfg['task']}  batch {cfg['prompts']}x{cfg['group']}  reference {cfg['reference']}"
+        f"  precondition {cfg['precondition']}  lr {cfg['lr']:g}  budget {cfg['budget_tokens']:,} tokens",
+        f"batch mean reward {result['batch']['mean_reward']:.3f}  truncation {result['batch']['truncation_rate']:.2f}"
+        f"  generated tokens {result['ledger']['generated_tokens']}",
+        "",
+        f"{'reward':<14}{'<g_R,u>':>12}{'95% interval':>26}{'SNR':>7}{'gain/update':>13}{'tokens/update':>15}"
+        f"{'gain@budget':>13}",
+    ]
+    for r in result["rewards"]:
+        iv = r.get("interval")
+        ivs = f"[{iv[0]:+.3e}, {iv[1]:+.3e}]" if iv else "-"
+        snr = r.get("snr")
+        snr_s = "-" if snr is None else (f"{snr:.2f}" if isinstance(snr, float) else str(snr))
+        lines.append(f"{r['name']:<14}{r['inner_product']:>+12.3e}{ivs:>26}{snr_s:>7}"
+                     f"{r['predicted_gain_per_update']:>+13.4f}{r['tokens_per_update']:>15,}"
+                     f"{r['predicted_gain_at_budget']:>+13.3f}")
+    c = result["costs"]
+    ratio = c.get("alignment_to_update_ratio")
+    lines += ["", "gains in accuracy points (first-order extrapolation: expected to overestimate)",
+              f"alignment pass {c['alignment_pass_seconds']:.2f}s = "
+              f"{ratio:.2f}x one update's forward+backward ({c['update_forward_backward_seconds']:.2f}s); "
+              f"rollouts {c['rollout_seconds']:.1f}s, continuations {c['continuation_seconds']:.1f}s, "
+              f"reference {c['reference_seconds']:.1f}s" if ratio is not None else ""]
+    return "\n".join(lines)

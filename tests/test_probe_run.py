@@ -1,0 +1,173 @@
+"""End-to-end probe: the real pipeline (load, rollouts, rewards, reference, jvp, estimates, files)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from gradprobe.cli import main
+from gradprobe.config import MCConfig, SamplingConfig
+from gradprobe.probe.run import ProbeConfig, run_probe
+from gradprobe.tasks import load_task
+
+
+class DigitTask:
+    """chain_sum prompts, but a completion is "correct" iff it contains the digit 3.
+
+    A random tiny model never solves chain_sum; this scorer gives mixed groups, so advantages,
+    continuations and alignments are non-trivial while the real task code builds the prompts.
+    """
+
+    name = "digit3"
+
+    def __init__(self):
+        self.inner = load_task("chain_sum")
+
+    def problems(self, split, n, *, seed=0):
+        return self.inner.problems(split, n, seed=seed)
+
+    def score(self, completion, problem):
+        return 1.0 if "3" in completion else 0.0
+
+    def format_rate(self, completion):
+        return "####" in completion
+
+
+def _config(**kw):
+    base = dict(model="tiny-qwen2", task="digit3", rewards=("outcome", "mc_value", "mc_advantage"), prompts=4, group=4,
+                heldout_prompts=3, heldout_group=4, sampling=SamplingConfig(max_new_tokens=24, temperature=1.0),
+                mc=MCConfig(continuations=2, max_steps=3), n_bootstrap=200, lr=1e-4, budget_tokens=100_000,
+                progress=False, precondition="adam", second_moment_minibatches=2)
+    base.update(kw)
+    return ProbeConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def tiny_result(tmp_path_factory):
+    out = tmp_path_factory.mktemp("probe")
+    return run_probe(_config(), out=out, task=DigitTask()), out
+
+
+def test_probe_json_has_the_promised_fields(tiny_result):
+    result, out = tiny_result
+    saved = json.loads((out / "probe.json").read_text())
+    assert [r["name"] for r in saved["rewards"]] == ["outcome", "mc_value", "mc_advantage"]
+    for r in saved["rewards"]:
+        for key in ("name", "inner_product", "predicted_gain_per_update", "tokens_per_update",
+                    "predicted_gain_at_budget", "interval", "snr"):
+            assert key in r, key
+        assert math.isfinite(r["inner_product"])
+    assert set(saved["ledger"]["generated_tokens"]) == {"rollout", "continuation", "selection", "eval"}
+    assert saved["config"]["model"] == "tiny-qwen2" and saved["versions"]["torch"] == torch.__version__
+    assert (out / "alignment.safetensors").stat().st_size > 0
+    lines = (out / "tokens.jsonl").read_text().splitlines()
+    assert len(lines) == 16
+    row = json.loads(lines[0])
+    assert len(row["tokens"]) == len(row["alignment"]) == len(row["advantages"]["outcome"])
+
+
+def test_ledger_and_token_accounting_add_up(tiny_result):
+    result, _ = tiny_result
+    led = result["ledger"]["generated_tokens"]
+    by_name = {r["name"]: r for r in result["rewards"]}
+    assert led["rollout"] == result["batch"]["generated_tokens"] > 0
+    assert led["continuation"] > 0 and led["eval"] == 0 and led["selection"] == 0
+    assert by_name["outcome"]["tokens_per_update"] == led["rollout"]
+    # continuations are charged once to the ledger, but every MC reward pays them per update
+    assert by_name["mc_value"]["tokens_per_update"] == led["rollout"] + led["continuation"]
+    assert by_name["mc_advantage"]["tokens_per_update"] == led["rollout"] + led["continuation"]
+    # the reference's held-out rollouts live in their own ledger, never charged to the rewards
+    assert result["reference"]["ledger"]["generated_tokens"]["eval"] > 0
+
+
+def test_estimates_are_internally_consistent(tiny_result):
+    result, _ = tiny_result
+    for r in result["rewards"]:
+        assert sum(r["per_group"]) == pytest.approx(r["inner_product"], rel=1e-9, abs=1e-15)
+        assert r["predicted_gain_per_update"] == pytest.approx(100 * 1e-4 * r["inner_product"])
+        assert r["predicted_gain_at_budget"] == pytest.approx(100_000 / r["tokens_per_update"] * r["predicted_gain_per_update"])
+        lo, hi = r["interval"]
+        assert lo <= r["inner_product"] <= hi or lo == hi == r["inner_product"]
+    assert result["batch"]["mean_reward"] not in (0.0, 1.0)  # the digit task gives mixed groups
+    assert any(abs(r["inner_product"]) > 0 for r in result["rewards"])
+
+
+def test_alignment_file_matches_a_fresh_recomputation(tiny_result):
+    """The saved outcome inner product equals sum w A a recomputed from the saved tensors."""
+    from safetensors.torch import load_file
+
+    from gradprobe.grpo.losses import token_weights
+
+    result, out = tiny_result
+    t = load_file(str(out / "alignment.safetensors"))
+    w = token_weights(t["completion_mask"], "grpo")
+    ip = float((w * t["advantages.outcome"] * t["alignment"].double()).sum())
+    assert ip == pytest.approx(result["rewards"][0]["inner_product"], rel=1e-6)
+
+
+def test_direction_reference_and_sgd(tmp_path):
+    from gradprobe.models import load_policy
+    from gradprobe.probe import save_direction, trainable_parameters
+
+    policy = load_policy("tiny-qwen2")
+    gen = torch.Generator().manual_seed(3)
+    v = {k: torch.randn(p.shape, generator=gen) for k, p in trainable_parameters(policy.model).items()}
+    path = tmp_path / "v.safetensors"
+    save_direction(v, path)
+    result = run_probe(_config(reference=f"direction:{path}", precondition="none", rewards=("outcome", "mc_value"),
+                               cosine=True), policy=policy, task=DigitTask())
+    assert result["reference"]["kind"] == "direction"
+    for r in result["rewards"]:  # with u = v the cosine has the inner product's sign
+        assert -1 <= r["cosine"] <= 1 and (r["cosine"] > 0) == (r["inner_product"] > 0)
+    assert result["reference"]["norm"] == pytest.approx(float(torch.sqrt(sum((x.double() ** 2).sum() for x in v.values()))), rel=1e-5)
+
+
+def test_cli_runs_and_reports_bad_input(tmp_path, capsys):
+    rc = main(["probe", "--model", "tiny-qwen2", "--task", "chain_sum", "--rewards", "outcome", "--prompts", "2",
+               "--group", "2", "--heldout-prompts", "2", "--heldout-group", "2", "--max-new-tokens", "8",
+               "--bootstrap", "50", "--out", str(tmp_path / "o"), "--no-progress"])
+    assert rc == 0 and (tmp_path / "o" / "probe.json").exists()
+    assert "outcome" in capsys.readouterr().out
+    for args, needle in ((["--model", "no-such-model"], "smollm2-135m"),
+                         (["--task", "no_such_task"], "chain_sum"),
+                         (["--rewards", "outcome,bogus"], "mc_value"),
+                         (["--group", "1"], "group")):
+        rc = main(["probe", "--model", "tiny-qwen2", "--out", str(tmp_path / "x"), "--no-progress", *args])
+        err = capsys.readouterr().err
+        assert rc == 2 and needle in err, (args, err)
+
+
+def test_reward_returning_none_and_raising(tmp_path):
+    from gradprobe.rewards import sequence_reward
+    from gradprobe.rewards.base import RewardFunctionError
+
+    def half_none(prompts, completions, **kw):
+        return [None if i % 2 else float(len(c) % 2) for i, c in enumerate(completions)]
+
+    result = run_probe(_config(rewards=("outcome",)), task=DigitTask(), extra_rewards={"half_none": sequence_reward(half_none)})
+    entry = {r["name"]: r for r in result["rewards"]}["half_none"]
+    assert entry["valid_completions"] == 8 and entry["reward_stats"]["missing"] == 8
+    assert math.isfinite(entry["inner_product"])
+
+    def boom(prompts, completions, **kw):
+        raise KeyError("no such column")
+
+    with pytest.raises(RewardFunctionError, match="boom"):
+        run_probe(_config(rewards=("outcome",)), task=DigitTask(), extra_rewards={"boom": sequence_reward(boom, name="boom")})
+
+
+@pytest.mark.slow
+def test_end_to_end_on_smollm2(tmp_path):
+    """The real pretrained model, real chain_sum prompts (small sizes)."""
+    cfg = ProbeConfig(model="smollm2-135m", task="chain_sum", rewards=("outcome", "mc_value"), prompts=2, group=2,
+                      heldout_prompts=2, heldout_group=2, sampling=SamplingConfig(max_new_tokens=24),
+                      mc=MCConfig(continuations=1, max_steps=2), n_bootstrap=50, progress=False,
+                      second_moment_minibatches=1)
+    result = run_probe(cfg, out=tmp_path)
+    assert json.loads((tmp_path / "probe.json").read_text())["config"]["model"] == "smollm2-135m"
+    assert result["ledger"]["generated_tokens"]["rollout"] == result["batch"]["generated_tokens"] > 0
+    assert all(math.isfinite(r["inner_product"]) for r in result["rewards"])
+    assert result["costs"]["alignment_pass_seconds"] > 0
