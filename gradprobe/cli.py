@@ -20,7 +20,7 @@ def _add_probe(sub) -> None:
     p.add_argument("--prompts", type=int, default=8, help="B, prompts in the probe batch")
     p.add_argument("--group", type=int, default=4, help="G, completions per prompt")
     p.add_argument("--reference", default="heldout", help="heldout, or direction:PATH (.safetensors vector)")
-    p.add_argument("--heldout-prompts", type=int, default=8)
+    p.add_argument("--heldout-prompts", type=int, default=4)
     p.add_argument("--heldout-group", type=int, default=16)
     p.add_argument("--precondition", choices=["adam", "none"], default="adam",
                    help="predict an Adam step (u = P v) or an SGD step (u = v)")

@@ -144,12 +144,12 @@ def test_reward_returning_none_and_raising(tmp_path):
     from gradprobe.rewards import sequence_reward
     from gradprobe.rewards.base import RewardFunctionError
 
-    def half_none(prompts, completions, **kw):
-        return [None if i % 2 else float(len(c) % 2) for i, c in enumerate(completions)]
+    def half_none(prompts, completions, **kw):  # None on odd rows, NaN on every 4th: both masked and counted
+        return [None if i % 2 else (float("nan") if i % 4 == 0 else float(len(c) % 2)) for i, c in enumerate(completions)]
 
     result = run_probe(_config(rewards=("outcome",)), task=DigitTask(), extra_rewards={"half_none": sequence_reward(half_none)})
     entry = {r["name"]: r for r in result["rewards"]}["half_none"]
-    assert entry["valid_completions"] == 8 and entry["reward_stats"]["missing"] == 8
+    assert entry["valid_completions"] == 4 and entry["reward_stats"]["missing"] == 12
     assert math.isfinite(entry["inner_product"])
 
     def boom(prompts, completions, **kw):

@@ -25,6 +25,7 @@ import json
 import logging
 import math
 import platform
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -75,7 +76,7 @@ class ProbeConfig:
     prompts: int = 8
     group: int = 4
     reference: str = "heldout"
-    heldout_prompts: int = 8
+    heldout_prompts: int = 4
     heldout_group: int = 16
     precondition: str = "adam"
     lr: float = 1e-6
@@ -214,6 +215,8 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     if outcome_adv is None:
         outcome_adv = get_reward("outcome")(batch, ctx).advantages.to(torch.float64).to(model.device)
 
+    say = (lambda msg: print(f"[gradprobe] {msg}", file=sys.stderr, flush=True)) if config.progress else (lambda msg: None)
+
     # 3. reference update
     ref_ledger = Ledger()
     reference: dict = {"kind": "heldout" if config.reference == "heldout" else "direction"}
@@ -223,6 +226,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         hbatch = collect_rollouts(policy, task, held, group_size=config.heldout_group, sampler=sampler,
                                   sampling=config.sampling, ledger=ref_ledger, category="eval",
                                   desc="held-out rollouts").to(model.device)
+        say("reference update: RLOO policy gradient of held-out accuracy (backward passes)")
         with ref_ledger.timed("reference"):
             v = heldout_reference(model, hbatch, micro_batch_size=config.micro_batch_size)
         scores = hbatch.scores[torch.isfinite(hbatch.scores)]
@@ -240,6 +244,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     # 4. preconditioner, shared by every reward
     t0 = time.perf_counter()
     if config.precondition == "adam":
+        say("Adam preconditioner: second moment of minibatch GRPO gradients")
         k = min(config.second_moment_minibatches, batch.num_prompts)
         s = second_moment_from_minibatches(model, batch, outcome_adv, partial(token_weights, loss_type=config.loss_type),
                                            num_minibatches=k, micro_batch_size=config.micro_batch_size)
@@ -257,6 +262,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     model.zero_grad(set_to_none=True)
 
     # 5. ONE forward-mode pass for all rewards
+    say(f"alignment pass: one forward-mode (jvp) pass for {len(advantages)} rewards")
     t0 = time.perf_counter()
     with ledger.timed("probe"):
         alignment = token_alignment(model, batch, u, micro_batch_size=config.micro_batch_size)
