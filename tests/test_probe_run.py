@@ -130,7 +130,11 @@ def test_cli_runs_and_reports_bad_input(tmp_path, capsys):
                "--group", "2", "--heldout-prompts", "2", "--heldout-group", "2", "--max-new-tokens", "8",
                "--bootstrap", "50", "--out", str(tmp_path / "o"), "--no-progress"])
     assert rc == 0 and (tmp_path / "o" / "probe.json").exists()
-    assert "outcome" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "outcome" in printed
+    # a random model never solves chain_sum: the reference is zero, and the user is told why and what to do
+    assert "reference update is zero" in printed and "--heldout-prompts" in printed
+    assert json.loads((tmp_path / "o" / "probe.json").read_text())["warnings"]
     for args, needle in ((["--model", "no-such-model"], "smollm2-135m"),
                          (["--task", "no_such_task"], "chain_sum"),
                          (["--rewards", "outcome,bogus"], "mc_value"),

@@ -300,12 +300,16 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         entries.append(d)
     mask = batch.completion_mask
     scores = batch.scores[torch.isfinite(batch.scores)]
+    notes = _diagnose(batch, reference, outputs)
+    for note in notes:
+        log.warning(note)
     result = {
         "config": _config_dict(config),
         "versions": versions(),
         "rewards": entries,
         "ledger": ledger.to_dict(),
         "reference": reference,
+        "warnings": notes,
         "batch": {
             "prompts": batch.num_prompts, "group": batch.group_size, "completions": batch.num_rows,
             "generated_tokens": batch.generated_tokens,
@@ -327,6 +331,26 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     if out is not None:
         _write(out, result, batch, alignment, advantages, policy.tokenizer)
     return result
+
+
+def _diagnose(batch, reference: dict, outputs: dict) -> list[str]:
+    """Plain-language warnings about inputs that make the probe uninformative."""
+    notes = []
+    if reference.get("norm", 1.0) == 0.0:
+        notes.append("the reference update is zero (every held-out group had equal rewards, e.g. accuracy 0 or 1): "
+                     "all inner products are 0; use more --heldout-prompts, a larger --heldout-group or an easier task")
+    for name, out in outputs.items():
+        stats = out["stats"] or {}
+        groups = stats.get("groups") or batch.num_prompts
+        if stats.get("zero_variance_groups", 0) >= groups and name.startswith("outcome"):
+            notes.append(f"reward {name!r}: every group of the probe batch has equal rewards, so its advantages are "
+                         "all zero; use more --prompts or a larger --group")
+    trunc = float(batch.truncated.double().mean())
+    if trunc > 0.5:
+        notes.append(f"{trunc:.0%} of completions hit --max-new-tokens without EOS (truncated); raise --max-new-tokens")
+    if int((batch.completion_mask.sum(-1) == 0).sum()):
+        notes.append(f"{int((batch.completion_mask.sum(-1) == 0).sum())} completions are empty")
+    return notes
 
 
 def _config_dict(config: ProbeConfig) -> dict:
@@ -393,6 +417,7 @@ def format_table(result: dict) -> str:
         lines.append(f"{r['name']:<14}{r['inner_product']:>+12.3e}{ivs:>26}{snr_s:>7}"
                      f"{r['predicted_gain_per_update']:>+13.4f}{r['tokens_per_update']:>15,}"
                      f"{r['predicted_gain_at_budget']:>+13.3f}")
+    lines += [f"warning: {w}" for w in result.get("warnings", [])]
     c = result["costs"]
     ratio = c.get("alignment_to_update_ratio")
     lines += ["", "gains in accuracy points (first-order extrapolation: expected to overestimate)",
