@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 n_bootstrap=args.bootstrap, micro_batch_size=args.micro_batch_size, progress=not args.no_progress,
             )
             result = run_probe(config, out=args.out)
-        except (ValueError, FileNotFoundError, RuntimeError) as e:
+        except (ValueError, OSError, RuntimeError) as e:
             print(f"gradprobe probe: error: {e}", file=sys.stderr)
             return 2
         print(format_table(result))

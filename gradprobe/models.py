@@ -155,11 +155,18 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     ------
     ModelNotFoundError
         Unknown alias or missing path; the message lists the aliases.
+    ValueError
+        A CUDA device without CUDA, or an unknown dtype.
     TokenizerError
         The tokenizer has no pad and no EOS token.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but torch sees no CUDA device (torch {torch.__version__}); "
+                         "use --device cpu or install a CUDA build of torch")
+    if isinstance(dtype, str) and dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {sorted(DTYPES)}")
     attn = _register_attention()
     torch_dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
     common = dict(dtype=torch_dtype, attn_implementation=attn)

@@ -138,8 +138,11 @@ def test_cli_runs_and_reports_bad_input(tmp_path, capsys):
     for args, needle in ((["--model", "no-such-model"], "smollm2-135m"),
                          (["--task", "no_such_task"], "chain_sum"),
                          (["--rewards", "outcome,bogus"], "mc_value"),
-                         (["--group", "1"], "group")):
-        rc = main(["probe", "--model", "tiny-qwen2", "--out", str(tmp_path / "x"), "--no-progress", *args])
+                         (["--group", "1"], "group"),
+                         (["--device", "cuda:0"] if not torch.cuda.is_available() else ["--group", "0"], "--device cpu"
+                          if not torch.cuda.is_available() else "group"),
+                         (["--out", "/proc/version/x"], "choose another --out")):
+        rc = main(["probe", "--model", "tiny-qwen2", "--no-progress", "--out", str(tmp_path / "x"), *args])
         err = capsys.readouterr().err
         assert rc == 2 and needle in err, (args, err)
 

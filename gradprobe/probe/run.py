@@ -140,6 +140,8 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
               extra_rewards: dict | None = None) -> dict:
     """Run the probe end to end and (optionally) write the output folder.
 
+    The output folder is checked for writing before any compute, so a bad ``out`` fails at once.
+
     Parameters
     ----------
     config : ProbeConfig
@@ -167,6 +169,8 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     ValueError
         Bad configuration, unknown reward/model/task (the message lists the valid names),
         a reward that produced non-finite advantages.
+    OSError
+        ``out`` cannot be written (checked first).
     """
     from functools import partial
 
@@ -190,6 +194,8 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     if config.sampling.top_p < 1 or config.sampling.top_k:
         log.warning("top_p/top_k truncate the sampler: the probe differentiates the untruncated policy at the "
                     "sampling temperature, so advantages and alignments refer to slightly different distributions")
+    if out is not None:
+        _check_writable(Path(out))
     wall = time.perf_counter()
     policy = policy or load_policy(config.model, dtype=config.dtype, device=config.device, seed=config.seed)
     task = task or load_task(config.task)
@@ -331,6 +337,17 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     if out is not None:
         _write(out, result, batch, alignment, advantages, policy.tokenizer)
     return result
+
+
+def _check_writable(out: Path) -> None:
+    """Fail before any compute if the output folder cannot be written (nothing would be lost later)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise OSError(f"output folder {str(out)!r} is not writable ({e.strerror or e}); choose another --out") from e
 
 
 def _diagnose(batch, reference: dict, outputs: dict) -> list[str]:
