@@ -1,4 +1,4 @@
-"""Command line: ``gradprobe probe ...``. All argument parsing lives here."""
+"""Command line: ``gradprobe probe ...``, ``gradprobe train ...``. All argument parsing lives here."""
 
 from __future__ import annotations
 
@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_probe(sub)
+    from .training.run import add_train_parser
+
+    add_train_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -76,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(result))
         print(f"\nwrote {args.out}/probe.json")
         return 0
+    if args.command == "train":
+        from .training.run import train_main
+
+        return train_main(args)
     return 1
 
 

@@ -1,0 +1,196 @@
+"""Per-update statistics, held-out evaluation and the ``metrics.jsonl`` writer of a training run.
+
+Definitions used in the per-update lines (computed on the update's batch, BEFORE the update,
+i.e. under the policy that sampled it, at the sampling temperature, over completion tokens):
+
+``kl_init``   k3 estimator (Schulman 2020, "Approximating KL divergence") of
+              KL(pi_theta || pi_init) per token: mean of exp(d) - d - 1, d = l_init - l_theta,
+              l_init from a frozen copy of the initial weights; unbiased because the tokens
+              were sampled from pi_theta. Exactly 0 at the first update.
+``entropy``   mean over completion tokens of the full-vocabulary entropy of pi_theta(. | prefix)
+              (nats), from the same no-grad forward that gives l_theta (exact, not -mean logp).
+``reward_mean`` verifier outcome r_ij of the rollouts, missing (NaN) ignored;
+``advantage_*`` over completion tokens of rows with a reward.
+
+The two statistics forwards are timed as ``device_seconds["metrics"]``, outside the training
+seconds; eval tokens go to the ledger's ``eval`` category and its seconds to ``"eval"``, never
+to the budget. FLOPs: :func:`gradprobe.ledger.forward_flops_per_token` at the batch's mean
+context (prompt + half the mean completion), 3x that per trained token.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..ledger import forward_flops_per_token
+from .checkpoint import output_error
+
+
+def json_safe(x):
+    """NaN/inf -> None, recursively (strict JSON)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x
+
+
+@torch.no_grad()
+def logp_entropy(model, batch, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logp, entropy), each (n, T) float: same inputs and temperature as the training loss."""
+    from ..logprobs import position_ids_from_mask
+
+    ids, am = batch.input_ids[rows], batch.attention_mask[rows]
+    t = batch.completion_mask.shape[1]
+    out = model(input_ids=ids, attention_mask=am, position_ids=position_ids_from_mask(am), use_cache=False,
+                logits_to_keep=t + 1)
+    logits = out.logits[:, :-1]
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()
+    logp_all = torch.log_softmax(logits / batch.temperature, dim=-1)  # (n, T, V)
+    logp = logp_all.gather(-1, ids[:, batch.prompt_length:].unsqueeze(-1)).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, entropy
+
+
+def policy_stats(model, init_model, batch, micro_batch_size: int) -> tuple[float, float]:
+    """(k3 KL to the initial policy, mean token entropy) on the batch's completion tokens."""
+    kl_sum, ent_sum = 0.0, 0.0
+    for start in range(0, batch.num_rows, micro_batch_size):
+        rows = slice(start, min(batch.num_rows, start + micro_batch_size))
+        mask = batch.completion_mask[rows].to(torch.float64)
+        logp, ent = logp_entropy(model, batch, rows)
+        init_logp, _ = logp_entropy(init_model, batch, rows)
+        d = (init_logp - logp).to(torch.float64)
+        kl_sum += float(((torch.exp(d) - d - 1) * mask).sum())
+        ent_sum += float((ent.to(torch.float64) * mask).sum())
+    n = max(int(batch.completion_mask.sum()), 1)
+    return kl_sum / n, ent_sum / n
+
+
+def advantage_stats(adv: torch.Tensor, batch, valid: torch.Tensor) -> dict:
+    """Mean, population std and mean |A| of the advantages (N, T) over completion tokens of valid rows."""
+    mask = batch.completion_mask.cpu() & valid.cpu()[:, None]
+    a = adv.cpu()[mask]
+    if a.numel() == 0:
+        return {"advantage_mean": 0.0, "advantage_std": 0.0, "advantage_abs_mean": 0.0}
+    return {"advantage_mean": float(a.mean()), "advantage_std": float(a.std(unbiased=False)),
+            "advantage_abs_mean": float(a.abs().mean())}
+
+
+def zero_variance_groups(scores: torch.Tensor) -> int:
+    """Groups (rows of the (B, G) scores) with fewer than two rewards or all rewards equal."""
+    n = 0
+    for row in scores:
+        r = row[torch.isfinite(row)]
+        n += int(r.numel() < 2 or bool(r.max() == r.min()))
+    return n
+
+
+def mean_context(batch) -> float:
+    """Mean context of a generated token (tokens): prompt length + half the mean completion length."""
+    prompt = float(np.mean([len(p) for p in batch.prompt_token_ids]))
+    return prompt + float(batch.completion_lengths.double().mean()) / 2
+
+
+def evaluate(policy, task, problems, prompt_ids, run, ledger) -> dict:
+    """Held-out accuracy (fractions in [0, 1]) with a fresh sampler seeded per run seed, so every
+    eval of a run (and the same seed of every arm) uses the same random numbers.
+
+    Eval tokens go to ``ledger.generated_tokens["eval"]``, seconds to ``device_seconds["eval"]``.
+    """
+    from ..rollout import HFSampler, score_completions
+
+    tok = policy.tokenizer
+    result, tokens = {"greedy_accuracy": None, "sampled_accuracy": None}, 0
+    start = time.perf_counter()
+    modes = [("greedy", True, 1)] if run.eval.greedy else []
+    modes += [("sampled", False, run.eval.samples)] if run.eval.sampled else []
+    for mode, greedy, k in modes:
+        sampler = HFSampler(policy, seed=1_000_003 + run.seed, progress=False)
+        samples = sampler.sample(prompt_ids, num_samples=k, sampling=run.sampling, greedy=greedy, desc=f"eval {mode}")
+        texts = tok.batch_decode([s.token_ids for s in samples], skip_special_tokens=True)
+        scores, _ = score_completions(task, texts, [p for p in problems for _ in range(k)])
+        result[f"{mode}_accuracy"] = float(np.mean([s == 1.0 for s in scores]))  # a verifier crash counts as wrong
+        n = sum(len(s.token_ids) for s in samples)
+        tokens += n
+        ctx = float(np.mean([len(p) for p in prompt_ids])) + n / max(len(samples), 1) / 2
+        ledger.add_flops("eval", n * forward_flops_per_token(policy.model, ctx))
+    seconds = time.perf_counter() - start
+    ledger.add_generated("eval", tokens)
+    ledger.add_seconds("eval", seconds)
+    return {**result, "eval_tokens": tokens, "eval_seconds": seconds, "prompts": len(problems)}
+
+
+def batch_stats(batch, task, advantages: torch.Tensor, valid: torch.Tensor) -> dict:
+    """Rollout statistics of one update's batch.
+
+    Parameters
+    ----------
+    batch : RolloutBatch
+        N = B * G scored rollouts.
+    task : Task
+        ``format_rate(completion) -> bool``.
+    advantages : Tensor, shape (N, T)
+    valid : BoolTensor, shape (N,)
+        Rows with a reward.
+
+    Returns
+    -------
+    dict
+        ``reward_mean`` (missing ignored; None when all are missing), ``reward_missing``,
+        ``advantage_mean/std/abs_mean``, ``response_length_mean`` (tokens, EOS included),
+        ``truncation_rate``, ``format_rate``, ``zero_variance_groups``.
+    """
+    scores = batch.scores
+    finite = scores[torch.isfinite(scores)]
+    return {"reward_mean": float(finite.mean()) if finite.numel() else None,
+            "reward_missing": int((~torch.isfinite(scores)).sum()),
+            **advantage_stats(advantages, batch, valid),
+            "response_length_mean": float(batch.completion_lengths.double().mean()),
+            "truncation_rate": float(batch.truncated.double().mean()),
+            "format_rate": float(np.mean([bool(task.format_rate(c)) for c in batch.completions])),
+            "zero_variance_groups": zero_variance_groups(batch.scores_grouped())}
+
+
+class MetricsFile:
+    """``metrics.jsonl``, appended line by line; truncated to a checkpoint's length on resume."""
+
+    def __init__(self, path: Path, length: int):
+        self.path = path
+        try:
+            with open(path, "a+b") as f:
+                size = f.seek(0, 2)
+                if size < length:
+                    raise RuntimeError(f"{path} has {size} bytes but its checkpoint expects {length}; delete "
+                                       f"{path.parent} to start over")
+                f.truncate(length)
+            self.f = open(path, "a")
+        except OSError as e:
+            raise output_error("opening", path, e) from e
+
+    def write(self, line: dict) -> None:
+        try:
+            self.f.write(json.dumps(json_safe(line)) + "\n")
+            self.f.flush()
+        except OSError as e:
+            raise output_error("appending to", self.path, e) from e
+
+    def sync(self) -> int:
+        """fsync and return the byte length."""
+        import os
+
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        return self.f.tell()
+
+    def close(self) -> None:
+        self.f.close()

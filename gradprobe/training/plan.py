@@ -1,0 +1,518 @@
+"""The plan of a matched-compute study: one TOML file, validated once, frozen by its sha256.
+
+A plan names the model, task, held-out set, arms, seeds, budgets, eval schedule and the
+hypotheses with their test (DESIGN.md, "Matched-compute training"). :func:`load_plan`
+reads it with :mod:`tomllib`, refuses every key it does not know (the error names the key's
+full path and lists the valid keys), checks that every arm's reward is registered and that
+every budget buys at least one update, and records the sha256 of the file's bytes.
+:meth:`Plan.arm` resolves one arm (plan defaults + the arm's overrides) into the
+:class:`RunConfig` of one training run.
+
+Layout (every section optional except ``[model]``, ``[task]``, ``[budget]`` and the arms)::
+
+    name = "tiny"                 # optional label
+    seeds = [0, 1, 2, 3]
+    [model]     name, dtype, device
+    [task]      name, pool (training-pool size), [task.config] (the task's own keys)
+    [heldout]   prompts, seed (data seed of the held-out set AND the training pool, so
+                held-out questions are deduplicated against the pool)
+    [sampling]  SamplingConfig fields
+    [mc]        MCConfig fields
+    [train]     TrainConfig fields
+    [budget]    generated_tokens, device_seconds, flops, updates (at least one)
+    [eval]      every_tokens, greedy, sampled, samples
+    [arms.NAME] reward, lr_scale, description, any [train] key, [arms.NAME.mc]
+    [[hypotheses]] name, statement, test, arms, at, budget, metric, alpha, min_effect, alternative
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import MCConfig, SamplingConfig
+
+BUDGET_KINDS = ("generated_tokens", "device_seconds", "flops", "updates")
+TESTS = ("paired_bootstrap",)
+METRICS = ("greedy_accuracy", "sampled_accuracy")
+ALTERNATIVES = ("greater", "less", "two-sided")
+OPTIMIZERS = ("adamw",)
+INITIAL = "initial"  # pseudo-arm of a hypothesis: the policy before any update (eval at update 0)
+
+
+class PlanError(ValueError):
+    """A plan file cannot be used; the message names the key (full path) and the valid choices."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """``[model]``: what :func:`gradprobe.models.load_policy` loads.
+
+    ``name`` is an alias (``tiny`` = the warm-started tier of :mod:`gradprobe.tiers`,
+    ``tiny-qwen2``, ``smollm2-135m``...), a folder, a ``.gguf`` file or a hub id.
+    """
+
+    name: str
+    dtype: str = "float32"
+    device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """``[task]``: ``name`` for :func:`gradprobe.tasks.load_task`, ``config`` its keyword
+    arguments (validated by the task when a run loads it), ``pool`` the number of training
+    prompts updates draw from (each epoch in a fresh order per seed)."""
+
+    name: str
+    pool: int = 4096
+    config: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HeldoutSpec:
+    """``[heldout]``: ``prompts`` held-out problems (the same for every arm and seed) and the
+    data ``seed`` of both the held-out set and the training pool."""
+
+    prompts: int = 1000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """``[train]``: settings of every update (an arm may override any of them).
+
+    Attributes
+    ----------
+    prompts_per_update, group : int
+        B and G: an update samples B prompts x G completions.
+    lr : float
+        Peak learning rate (an arm's ``lr_scale`` multiplies it).
+    loss_type : {"grpo", "dapo", "dr_grpo"}
+    optimizer : {"adamw"}
+    weight_decay : float
+    betas : (float, float)
+    eps : float
+    max_grad_norm : float
+        Global clip (0 = off).
+    micro_batch_size : int
+        Rows per forward/backward; results do not depend on it.
+    warmup : int
+        Updates of linear learning-rate warmup (0 = constant from the first update).
+    clip_low, clip_high : float
+        PPO ratio clip.
+    checkpoint_every : int
+        K: a checkpoint every K updates and at the end (does not change results).
+    """
+
+    prompts_per_update: int = 16
+    group: int = 8
+    lr: float = 1e-4
+    loss_type: str = "grpo"
+    optimizer: str = "adamw"
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    max_grad_norm: float = 1.0
+    micro_batch_size: int = 16
+    warmup: int = 0
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    checkpoint_every: int = 25
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    """``[budget]``: a run stops before the first update that would start with any budget
+    spent. ``generated_tokens`` counts charged tokens (rollout + continuation + selection,
+    never eval); ``device_seconds`` the ledger's training seconds (generation + update);
+    ``flops`` generation + training FLOPs (deterministic, unlike seconds); ``updates`` a
+    count of updates."""
+
+    generated_tokens: int | None = None
+    device_seconds: float | None = None
+    flops: float | None = None
+    updates: int | None = None
+
+    def given(self) -> dict[str, float]:
+        """The budgets that are set, by kind."""
+        return {k: getattr(self, k) for k in BUDGET_KINDS if getattr(self, k) is not None}
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    """``[eval]``: held-out accuracy at 0 charged tokens, then every ``every_tokens`` charged
+    generated tokens (0 = only at the start and the end), and at the end. ``greedy``: argmax
+    decoding; ``sampled``: ``samples`` completions per prompt at the training sampling
+    settings."""
+
+    every_tokens: int = 0
+    greedy: bool = True
+    sampled: bool = True
+    samples: int = 1
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """``[arms.NAME]``: a registered ``reward``, ``lr_scale`` (grpo_2xlr: 2.0), and overrides
+    of ``[train]`` keys (``train``) and of ``[mc]`` keys (``mc``)."""
+
+    name: str
+    reward: str
+    lr_scale: float = 1.0
+    description: str = ""
+    train: dict = field(default_factory=dict)
+    mc: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """``[[hypotheses]]``: a preregistered comparison.
+
+    ``arms`` = (treatment, control); a control of ``"initial"`` is the policy before any
+    update. ``at``: the compute axis of the comparison (a :data:`BUDGET_KINDS` entry);
+    ``budget``: the point on it (default: the plan's budget of that kind). ``metric`` in
+    :data:`METRICS` (fractions in [0, 1]); ``min_effect`` in accuracy points; ``test`` in
+    :data:`TESTS`, over seeds, at level ``alpha``.
+    """
+
+    name: str
+    statement: str
+    test: str
+    arms: tuple[str, ...]
+    at: str = "generated_tokens"
+    budget: float | None = None
+    metric: str = "greedy_accuracy"
+    alpha: float = 0.05
+    min_effect: float = 0.0
+    alternative: str = "greater"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines ONE training run (saved as ``config.json``'s ``run``).
+
+    ``train.lr`` is already the arm's effective learning rate (plan or arm ``lr`` times
+    ``lr_scale``).
+    """
+
+    arm: str
+    reward: str
+    seed: int
+    model: ModelSpec
+    task: TaskSpec
+    heldout: HeldoutSpec
+    sampling: SamplingConfig
+    mc: MCConfig
+    train: TrainConfig
+    budget: BudgetSpec
+    eval: EvalSpec
+    lr_scale: float = 1.0
+    plan_sha256: str = ""
+    plan_name: str = ""
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (tuples become lists)."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated plan (see the module docstring); ``sha256`` is of the file's bytes."""
+
+    path: str
+    sha256: str
+    name: str
+    description: str
+    model: ModelSpec
+    task: TaskSpec
+    heldout: HeldoutSpec
+    sampling: SamplingConfig
+    mc: MCConfig
+    train: TrainConfig
+    budget: BudgetSpec
+    eval: EvalSpec
+    arms: dict[str, ArmSpec]
+    seeds: tuple[int, ...]
+    hypotheses: tuple[Hypothesis, ...] = ()
+
+    @property
+    def arm_names(self) -> list[str]:
+        return list(self.arms)
+
+    def runs(self) -> list[tuple[str, int]]:
+        """Every (arm, seed) of the study, arm-major."""
+        return [(a, s) for a in self.arms for s in self.seeds]
+
+    def arm(self, name: str, seed: int | None = None) -> RunConfig:
+        """The resolved :class:`RunConfig` of arm ``name`` (seed default: the first of ``seeds``).
+
+        Raises
+        ------
+        PlanError
+            Unknown arm (the message lists the plan's arms).
+        """
+        if name not in self.arms:
+            raise PlanError(f"plan {self.path} has no arm {name!r}; its arms: {', '.join(self.arms)}")
+        return _resolve(self, self.arms[name], self.seeds[0] if seed is None else int(seed))
+
+    def to_dict(self) -> dict:
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+
+# ----------------------------------------------------------------------------- parsing
+
+_SECTIONS = {"model": ModelSpec, "task": TaskSpec, "heldout": HeldoutSpec, "sampling": SamplingConfig,
+             "mc": MCConfig, "train": TrainConfig, "budget": BudgetSpec, "eval": EvalSpec}
+_TOP_LEVEL = ("name", "description", "seeds", *_SECTIONS, "arms", "hypotheses")
+_REQUIRED = ("model", "task", "budget", "arms")
+_ARM_OWN = ("reward", "lr_scale", "description", "mc")
+
+
+def _fields(cls) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _type_name(tp) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "a table"}.get(
+        tp, str(tp).replace("typing.", ""))
+
+
+def _coerce(value, tp, where: str):
+    """``value`` as type ``tp`` (int, float, str, bool, dict, tuple[...], X | None)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _coerce(value, args[0], where)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise PlanError(f"{where} must be a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise PlanError(f"{where} must be a list of {len(args)} values, got {value!r}")
+        return tuple(_coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    ok = {int: isinstance(value, int) and not isinstance(value, bool),
+          float: isinstance(value, (int, float)) and not isinstance(value, bool),
+          str: isinstance(value, str), bool: isinstance(value, bool), dict: isinstance(value, dict)}.get(tp)
+    if ok is None:
+        raise TypeError(f"plan schema: unsupported type {tp} at {where}")
+    if not ok:
+        raise PlanError(f"{where} must be {_type_name(tp)}, got {value!r}")
+    return float(value) if tp is float else value
+
+
+def _check_keys(table: dict, valid, where: str, extra_note: str = "") -> None:
+    for key in table:
+        if key not in valid:
+            label = f"{where}.{key}" if where else key
+            section = f"[{where}]" if where else "the top level"
+            raise PlanError(f"unknown key {label!r}; valid keys in {section}: {', '.join(valid)}{extra_note}")
+
+
+def _build(cls, table: dict, where: str):
+    """Instance of dataclass ``cls`` from a TOML table, every key checked and coerced."""
+    if not isinstance(table, dict):
+        raise PlanError(f"[{where}] must be a table, got {table!r}")
+    hints = _fields(cls)
+    _check_keys(table, list(hints), where)
+    kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in table.items()}
+    try:
+        return cls(**kwargs)
+    except TypeError as e:  # a required field is missing
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in kwargs
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        raise PlanError(f"[{where}] needs the key(s) {', '.join(missing)}") from e
+    except ValueError as e:
+        raise PlanError(f"[{where}]: {e}") from e
+
+
+def _positive(value, where: str, *, allow_zero: bool = False) -> None:
+    if value is not None and not (value > 0 or (allow_zero and value == 0)):
+        raise PlanError(f"{where} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+
+
+def _check_train(t: TrainConfig, where: str) -> None:
+    from ..grpo.losses import LOSS_TYPES
+
+    for k in ("prompts_per_update", "lr", "micro_batch_size", "checkpoint_every", "eps"):
+        _positive(getattr(t, k), f"{where}.{k}")
+    if t.group < 2:
+        raise PlanError(f"{where}.group must be >= 2 (group-relative advantages need two completions), got {t.group}")
+    for k in ("weight_decay", "max_grad_norm", "warmup", "clip_low", "clip_high"):
+        _positive(getattr(t, k), f"{where}.{k}", allow_zero=True)
+    if t.loss_type not in LOSS_TYPES:
+        raise PlanError(f"{where}.loss_type {t.loss_type!r} is not one of {', '.join(sorted(LOSS_TYPES))}")
+    if t.optimizer not in OPTIMIZERS:
+        raise PlanError(f"{where}.optimizer {t.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+    if not all(0 <= b < 1 for b in t.betas):
+        raise PlanError(f"{where}.betas must lie in [0, 1), got {list(t.betas)}")
+
+
+def _parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSpec:
+    from ..rewards import UnknownRewardError, get_reward
+
+    where = f"arms.{name}"
+    if not isinstance(table, dict):
+        raise PlanError(f"[{where}] must be a table, got {table!r}")
+    train_keys = _fields(TrainConfig)
+    for key in table:
+        if key not in _ARM_OWN and key not in train_keys:
+            raise PlanError(f"unknown key {where + '.' + key!r}; valid keys in [{where}]: "
+                            f"{', '.join(_ARM_OWN)}, or any [train] key: {', '.join(train_keys)}")
+    if "reward" not in table:
+        raise PlanError(f"[{where}] needs a reward (a registered reward name, e.g. outcome)")
+    reward = _coerce(table["reward"], str, f"{where}.reward")
+    try:
+        get_reward(reward)
+    except UnknownRewardError as e:
+        raise PlanError(f"{where}.reward: {e}") from None
+    train = {k: _coerce(v, train_keys[k], f"{where}.{k}") for k, v in table.items() if k in train_keys}
+    _check_train(dataclasses.replace(base, **train), where)
+    mc_over = table.get("mc", {})
+    if not isinstance(mc_over, dict):
+        raise PlanError(f"{where}.mc must be a table of [mc] keys, got {mc_over!r}")
+    _build(MCConfig, {**dataclasses.asdict(mc), **mc_over}, f"{where}.mc")  # validates keys and values
+    mc_over = {k: _coerce(v, _fields(MCConfig)[k], f"{where}.mc.{k}") for k, v in mc_over.items()}
+    lr_scale = _coerce(table.get("lr_scale", 1.0), float, f"{where}.lr_scale")
+    _positive(lr_scale, f"{where}.lr_scale")
+    return ArmSpec(name=name, reward=reward, lr_scale=lr_scale,
+                   description=_coerce(table.get("description", ""), str, f"{where}.description"),
+                   train=train, mc=mc_over)
+
+
+def _parse_hypothesis(i: int, table: dict, arms: dict, budget: BudgetSpec) -> Hypothesis:
+    where = f"hypotheses[{i}]"
+    h = _build(Hypothesis, table, where)
+    if h.test not in TESTS:
+        raise PlanError(f"{where}.test {h.test!r} is not one of {', '.join(TESTS)}")
+    if len(h.arms) != 2:
+        raise PlanError(f"{where}.arms must name two arms [treatment, control], got {list(h.arms)}")
+    for a in h.arms:
+        if a not in arms and a != INITIAL:
+            raise PlanError(f"{where}.arms: no arm {a!r}; valid: {', '.join([*arms, INITIAL])}")
+    if h.at not in BUDGET_KINDS:
+        raise PlanError(f"{where}.at {h.at!r} is not one of {', '.join(BUDGET_KINDS)}")
+    if h.budget is None and getattr(budget, h.at) is None:
+        raise PlanError(f"{where}: at = {h.at!r} but [budget] sets no {h.at}; give {where}.budget")
+    if h.metric not in METRICS:
+        raise PlanError(f"{where}.metric {h.metric!r} is not one of {', '.join(METRICS)}")
+    if h.alternative not in ALTERNATIVES:
+        raise PlanError(f"{where}.alternative {h.alternative!r} is not one of {', '.join(ALTERNATIVES)}")
+    if not 0 < h.alpha < 1:
+        raise PlanError(f"{where}.alpha must be in (0, 1), got {h.alpha}")
+    return h
+
+
+def _check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
+    given = budget.given()
+    if not given:
+        raise PlanError(f"[budget] sets no budget; give at least one of {', '.join(BUDGET_KINDS)}")
+    for k in ("device_seconds", "flops"):
+        _positive(getattr(budget, k), f"budget.{k}")
+    if budget.updates is not None and budget.updates < 1:
+        raise PlanError(f"budget.updates = {budget.updates} is smaller than one update; minimum: 1")
+    if budget.generated_tokens is not None:
+        for arm in arms.values():
+            t = dataclasses.replace(base, **arm.train)
+            minimum = t.prompts_per_update * t.group
+            if budget.generated_tokens < minimum:
+                raise PlanError(
+                    f"budget.generated_tokens = {budget.generated_tokens} is smaller than one update of arm "
+                    f"{arm.name!r}: B * G = {t.prompts_per_update} * {t.group} completions of at least one token "
+                    f"each; minimum: {minimum} (a realistic budget is many updates of B * G * mean length)")
+
+
+def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None) -> Plan:
+    """A :class:`Plan` from TOML text (see :func:`load_plan`)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise PlanError(f"plan {path} is not valid TOML: {e}") from None
+    _check_keys(data, _TOP_LEVEL, "")
+    for key in _REQUIRED:
+        if key not in data:
+            raise PlanError(f"plan {path} has no [{key}] section (required: {', '.join(_REQUIRED)})")
+    sec = {k: _build(cls, data.get(k, {}), k) for k, cls in _SECTIONS.items()}
+    task = sec["task"]
+    _positive(task.pool, "task.pool")
+    _positive(sec["heldout"].prompts, "heldout.prompts")
+    ev = sec["eval"]
+    _positive(ev.every_tokens, "eval.every_tokens", allow_zero=True)
+    _positive(ev.samples, "eval.samples")
+    _check_train(sec["train"], "train")
+    if not isinstance(data["arms"], dict) or not data["arms"]:
+        raise PlanError("[arms] must hold at least one [arms.NAME] table with a reward")
+    arms = {n: _parse_arm(n, t, sec["train"], sec["mc"]) for n, t in data["arms"].items()}
+    if INITIAL in arms:
+        raise PlanError(f"arm name {INITIAL!r} is reserved (the policy before training)")
+    _check_budget(sec["budget"], arms, sec["train"])
+    seeds = _coerce(data.get("seeds", [0]), tuple[int, ...], "seeds")
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise PlanError(f"seeds must be a non-empty list of distinct integers, got {list(seeds)}")
+    hyps = data.get("hypotheses", [])
+    if not isinstance(hyps, list):
+        raise PlanError("hypotheses must be an array of tables: [[hypotheses]]")
+    hypotheses = tuple(_parse_hypothesis(i, h, arms, sec["budget"]) for i, h in enumerate(hyps))
+    return Plan(path=str(path), sha256=sha256 or hashlib.sha256(text.encode()).hexdigest(),
+                name=_coerce(data.get("name", Path(path).stem), str, "name"),
+                description=_coerce(data.get("description", ""), str, "description"),
+                arms=arms, seeds=seeds, hypotheses=hypotheses, **sec)
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read and validate a plan file.
+
+    Parameters
+    ----------
+    path : str or Path
+        A TOML file (see the module docstring for the layout).
+
+    Returns
+    -------
+    Plan
+        ``sha256`` = SHA-256 of the file's bytes (any edit, even a comment, changes it).
+
+    Raises
+    ------
+    PlanError
+        Missing file, invalid TOML, an unknown key (full path + the valid keys), a value of
+        the wrong type or range, an unregistered reward (the registered ones are listed), a
+        hypothesis naming an unknown arm, or a budget smaller than one update (the minimum
+        is named).
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise PlanError(f"cannot read plan {str(p)!r}: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PlanError(f"plan {p} is not UTF-8: {e}") from None
+    return parse_plan(text, path=str(p), sha256=hashlib.sha256(raw).hexdigest())
+
+
+def _resolve(plan: Plan, arm: ArmSpec, seed: int) -> RunConfig:
+    train = dataclasses.replace(plan.train, **arm.train)
+    train = dataclasses.replace(train, lr=train.lr * arm.lr_scale)
+    mc = dataclasses.replace(plan.mc, **arm.mc)
+    return RunConfig(arm=arm.name, reward=arm.reward, seed=seed, model=plan.model, task=plan.task,
+                     heldout=plan.heldout, sampling=plan.sampling, mc=mc, train=train, budget=plan.budget,
+                     eval=plan.eval, lr_scale=arm.lr_scale, plan_sha256=plan.sha256, plan_name=plan.name)
+
+
+def run_config_from_dict(d: dict) -> RunConfig:
+    """Inverse of :meth:`RunConfig.to_dict` (reads ``config.json``'s ``run``)."""
+    d = dict(d)
+    for k, cls in _SECTIONS.items():
+        d[k] = cls(**{f: tuple(v) if isinstance(v, list) else v for f, v in d[k].items()})
+    return RunConfig(**d)

@@ -1,0 +1,356 @@
+"""One matched-compute training run: GRPO updates with one reward until a budget is spent.
+
+``gradprobe train --plan PLAN --arm NAME --seed S --out DIR`` (DESIGN.md, "Matched-compute
+training"). Each update: B pool prompts x G rollouts (``rollout`` tokens), the arm's reward
+(MC rewards add ``continuation`` tokens), policy statistics, one :func:`~gradprobe.grpo.step.grpo_step`.
+Before every update the budgets are checked; the run stops before the first update that
+would start with a budget spent, so the last update overshoots by less than one update's
+cost (reported in ``summary.json``).
+
+Outputs in DIR:
+
+``config.json``    the resolved :class:`~gradprobe.training.plan.RunConfig`, plan sha256, versions;
+``metrics.jsonl``  one line per update, and eval lines (``"eval": true``) at 0 charged tokens,
+                   every ``eval.every_tokens`` charged tokens and at the end;
+``summary.json``   stop reason, updates, final accuracy, ledger totals, overshoot;
+``checkpoint-*``   see :mod:`gradprobe.training.checkpoint` (every K updates and at the end).
+
+Per-update statistics and their definitions: :mod:`gradprobe.training.metrics`.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..ledger import CHARGED, Ledger, forward_flops_per_token
+from .checkpoint import (OutputDirError, latest_checkpoint, load_checkpoint, prepare_output_dir,
+                         rng_states, save_checkpoint, set_rng_states, write_json_atomic)
+from .metrics import MetricsFile, batch_stats, evaluate, json_safe, mean_context, policy_stats
+from .plan import PlanError, RunConfig
+
+
+class NonFiniteRunError(FloatingPointError):
+    """An update produced a NaN/inf loss; the run stopped with its data kept. ``update`` is
+    the failed update's number (1-based)."""
+
+    def __init__(self, message: str, update: int):
+        super().__init__(message)
+        self.update = update
+
+
+class RunConfigMismatchError(ValueError):
+    """DIR holds a run made with a different configuration."""
+
+
+def load_run_policy(model_spec, *, seed: int = 0):
+    """:func:`gradprobe.models.load_policy` for a plan's ``[model]``; ``tiny`` is the tier's folder.
+
+    Raises
+    ------
+    ModelNotFoundError
+        ``tiny`` without a built tier (the message says ``run gradprobe warmstart --tier tiny``).
+    """
+    import importlib.util
+
+    from ..models import ModelNotFoundError, load_policy
+
+    name = model_spec.name
+    if name == "tiny":
+        hint = "run `gradprobe warmstart --tier tiny` first"
+        if importlib.util.find_spec("gradprobe.tiers") is None:
+            raise ModelNotFoundError(f"model 'tiny' is the warm-started tier, which this install lacks; {hint}")
+        from .. import tiers
+
+        path = Path(tiers.tier_path("tiny"))
+        if not path.exists():
+            raise ModelNotFoundError(f"model 'tiny': the tier is not built at {path}; {hint}")
+        name = str(path)
+    return load_policy(name, dtype=model_spec.dtype, device=model_spec.device, seed=seed)
+
+
+def load_run_task(task_spec):
+    """The plan's task; reasoning-gym held-out questions are deduplicated against the pool."""
+    from ..tasks import load_task
+
+    config = dict(task_spec.config)
+    if not task_spec.name.startswith("gsm8k"):
+        config.setdefault("train_size", task_spec.pool)
+    return load_task(task_spec.name, **config)
+
+
+@functools.lru_cache(maxsize=8)
+def _permutation(seed: int, epoch: int, size: int) -> tuple[int, ...]:
+    return tuple(np.random.default_rng([seed, epoch]).permutation(size).tolist())
+
+
+def pool_indices(update: int, prompts_per_update: int, pool_size: int, seed: int) -> list[int]:
+    """Pool indices of update ``update`` (0-based): consecutive slices of per-epoch
+    permutations seeded by (seed, epoch), so the order is a pure function of the update index
+    (nothing to checkpoint) and differs between seeds."""
+    out = []
+    for pos in range(update * prompts_per_update, (update + 1) * prompts_per_update):
+        epoch, k = divmod(pos, pool_size)
+        out.append(_permutation(seed, epoch, pool_size)[k])
+    return out
+
+
+def _spent(ledger: Ledger, updates: int) -> dict[str, float]:
+    """Compute spent so far, by budget kind (charged tokens, training seconds, FLOPs, updates)."""
+    return {"generated_tokens": ledger.charged_tokens, "device_seconds": ledger.training_seconds,
+            "flops": ledger.flops.get("generation", 0.0) + ledger.flops.get("training", 0.0), "updates": updates}
+
+
+def _exhausted(run: RunConfig, ledger: Ledger, updates: int) -> str | None:
+    spent = _spent(ledger, updates)
+    for kind, limit in run.budget.given().items():
+        if spent[kind] >= limit:
+            return kind
+    return None
+
+
+def _check_existing(out: Path, run: RunConfig) -> dict | None:
+    """Refuse a folder made by another config; return its summary if that run is complete."""
+    cfg = out / "config.json"
+    if cfg.exists():
+        old = json.loads(cfg.read_text())["run"]
+        new = run.to_dict()
+        old.pop("plan_sha256", None), new.pop("plan_sha256", None)
+        if old != new:
+            diff = sorted(k for k in new if old.get(k) != new[k])
+            raise RunConfigMismatchError(f"{out} holds a run with a different configuration (differs in: "
+                                         f"{', '.join(diff)}); use another --out or delete {out}")
+    summary = out / "summary.json"
+    if summary.exists():
+        done = json.loads(summary.read_text())
+        if done.get("completed"):
+            return done
+        summary.unlink()
+    return None
+
+
+def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, progress: bool = False,
+                 after_update=None) -> dict:
+    """Train one run until its budget is spent, resuming from DIR's checkpoint if there is one.
+
+    Parameters
+    ----------
+    run : RunConfig
+        From :meth:`gradprobe.training.plan.Plan.arm`.
+    out : path
+        The run folder (created; checked for writing before any compute).
+    policy, task : optional
+        Already loaded policy/task (tests, notebooks); default: from ``run.model``/``run.task``.
+        A passed policy must hold the INITIAL weights (they are copied as pi_init).
+    progress : bool
+        One line per update on stderr.
+    after_update : callable(int), optional
+        Test hook called after each update's lines and checkpoint (e.g. to simulate a kill).
+
+    Returns
+    -------
+    dict
+        The content of ``summary.json``.
+
+    Raises
+    ------
+    NonFiniteRunError
+        A NaN/inf loss; metrics, the last checkpoint and ``summary.json`` (``stop_reason``
+        ``"non_finite_loss"``) are kept.
+    OutputDirError
+        DIR unwritable, a file in the way, disk full (names the path and the fix).
+    RunConfigMismatchError
+        DIR holds another configuration's run.
+    """
+    from ..grpo.step import NonFiniteLossError, UpdateConfig, grpo_step
+    from ..rewards import RewardContext, get_reward
+    from ..rollout import HFSampler, collect_rollouts
+    from ..probe.run import versions
+    from ..tasks import encode_prompt
+
+    out = prepare_output_dir(Path(out))
+    done = _check_existing(out, run)
+    if done is not None:
+        return done
+    wall = time.perf_counter()
+    say = (lambda m: print(f"[train {run.arm} s{run.seed}] {m}", file=sys.stderr, flush=True)) if progress else (
+        lambda m: None)
+    torch.manual_seed(run.seed)
+    policy = policy or load_run_policy(run.model)
+    task = task or load_run_task(run.task)
+    model, t = policy.model, run.train
+    init_model = copy.deepcopy(model).requires_grad_(False).eval()
+    reward_fn = get_reward(run.reward)
+    pool = task.problems("train", run.task.pool, seed=run.heldout.seed)
+    heldout = task.problems("heldout", run.heldout.prompts, seed=run.heldout.seed)
+    heldout_ids = [list(encode_prompt(policy.tokenizer, p.question)) for p in heldout]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=t.lr, betas=t.betas, eps=t.eps, weight_decay=t.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / t.warmup) if t.warmup else 1.0)
+    update_config = UpdateConfig(loss_type=t.loss_type, micro_batch_size=t.micro_batch_size,
+                                 max_grad_norm=t.max_grad_norm, clip_low=t.clip_low, clip_high=t.clip_high)
+    sampler = HFSampler(policy, seed=run.seed, progress=False)
+    ledger = Ledger()
+    update, next_eval, last_eval, last_ckpt, length, last_cost = 0, 0, None, None, 0, {}
+    ckpt = latest_checkpoint(out)
+    if ckpt is not None:
+        st = load_checkpoint(ckpt, model)
+        optimizer.load_state_dict(st["optimizer"])
+        scheduler.load_state_dict(st["scheduler"])
+        set_rng_states(st["rng"])
+        sampler.calls = st["sampler_calls"]
+        ledger = Ledger.from_dict(st["ledger"])
+        update, next_eval, last_eval, length = st["update"], st["next_eval"], st["last_eval"], st["metrics_bytes"]
+        last_cost = st["last_cost"]
+        last_ckpt = update
+        say(f"resuming from {ckpt.name} (update {update})")
+    else:
+        write_json_atomic(out / "config.json", {"run": run.to_dict(), "plan_sha256": run.plan_sha256,
+                                                "versions": versions()})
+    metrics = MetricsFile(out / "metrics.jsonl", length)
+
+    def checkpoint():
+        nonlocal last_ckpt
+        state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_states(),
+                 "sampler_calls": sampler.calls, "ledger": ledger.to_dict(), "update": update,
+                 "next_eval": next_eval, "last_eval": last_eval, "last_cost": last_cost, "metrics_bytes": metrics.sync()}
+        save_checkpoint(out, update, model, state)
+        last_ckpt = update
+
+    def maybe_eval(force: bool = False):
+        nonlocal next_eval, last_eval
+        if last_eval == update or not (force or ledger.charged_tokens >= next_eval):
+            return
+        res = evaluate(policy, task, heldout, heldout_ids, run, ledger)
+        spent = _spent(ledger, update)
+        metrics.write({"eval": True, "update": update, "generated_tokens": spent["generated_tokens"],
+                       "device_seconds": spent["device_seconds"], "flops": spent["flops"], **res})
+        say(f"eval at update {update}: greedy {res['greedy_accuracy']} sampled {res['sampled_accuracy']}")
+        last_eval = update
+        every = run.eval.every_tokens
+        while every and next_eval <= ledger.charged_tokens:
+            next_eval += every
+        if not every:
+            next_eval = math.inf
+
+    def finish(reason: str, extra: dict | None = None, completed: bool = False) -> dict:
+        spent = _spent(ledger, update)
+        evals = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if '"eval": true' in x]
+        summary = {"completed": completed, "stop_reason": reason, "updates": update,
+                   "initial": evals[0] if evals else None, "final": evals[-1] if evals else None,
+                   "final_greedy_accuracy": evals[-1]["greedy_accuracy"] if evals else None,
+                   "final_sampled_accuracy": evals[-1]["sampled_accuracy"] if evals else None,
+                   "budget": run.budget.given(), "spent": spent,
+                   "overshoot": {k: spent[k] - v if spent[k] > v else 0 for k, v in run.budget.given().items()},
+                   "last_update_cost": last_cost, "ledger": ledger.to_dict(), "last_checkpoint": last_ckpt,
+                   "continuation_share": ledger.share("continuation"),
+                   "wall_seconds": time.perf_counter() - wall, **(extra or {})}
+        write_json_atomic(out / "summary.json", json_safe(summary))
+        return summary
+
+    try:
+        maybe_eval()
+        while (reason := _exhausted(run, ledger, update)) is None:
+            before = _spent(ledger, update)
+            gen_before = dict(ledger.generated_tokens)
+            problems = [pool[i] for i in pool_indices(update, t.prompts_per_update, len(pool), run.seed)]
+            batch = collect_rollouts(policy, task, problems, group_size=t.group, sampler=sampler,
+                                     sampling=run.sampling, ledger=ledger, category="rollout")
+            ctx = RewardContext(task=task, sampler=sampler, sampling=run.sampling, mc=run.mc, ledger=ledger,
+                                tokenizer=policy.tokenizer, eos_token_ids=policy.eos_token_ids)
+            rout = reward_fn(batch, ctx)  # MC rewards charge their continuations' tokens and seconds
+            batch = batch.to(model.device)
+            adv = rout.advantages.to(torch.float64).to(model.device)
+            with ledger.timed("metrics"):
+                kl, entropy = policy_stats(model, init_model, batch, t.micro_batch_size)
+            lr = scheduler.get_last_lr()[0]
+            try:
+                step = grpo_step(model, optimizer, batch, adv, update_config, ledger=ledger)
+            except NonFiniteLossError as e:
+                msg = f"update {update + 1}: non-finite loss ({e}); the run stopped, data kept in {out}"
+                finish("non_finite_loss", {"failed_update": update + 1, "error": msg})
+                raise NonFiniteRunError(msg, update + 1) from e
+            scheduler.step()
+            update += 1
+            fpt = forward_flops_per_token(model, mean_context(batch))
+            new_gen = {c: ledger.generated_tokens[c] - gen_before[c] for c in CHARGED}
+            ledger.add_flops("generation", sum(new_gen.values()) * fpt)
+            ledger.add_flops("training", 3.0 * step["trained_tokens"] * fpt)
+            spent = _spent(ledger, update)
+            last_cost = {k: spent[k] - before[k] for k in spent}
+            stats = batch_stats(batch, task, adv, rout.valid)
+            metrics.write({
+                "update": update, "lr": lr, **stats, "loss": step["loss"], "grad_norm": step["grad_norm"],
+                "kl_init": kl, "entropy": entropy, "reward_stats": rout.stats, "update_generated_tokens": new_gen,
+                "update_charged_tokens": last_cost["generated_tokens"],
+                "update_device_seconds": last_cost["device_seconds"],
+                "generated_tokens": spent["generated_tokens"], "device_seconds": spent["device_seconds"],
+                "flops": spent["flops"], "ledger": ledger.to_dict()})
+            say(f"update {update}: reward {stats['reward_mean']} "
+                f"tokens {spent['generated_tokens']:,} loss {step['loss']:.4g} kl {kl:.3g}")
+            maybe_eval()
+            if update % t.checkpoint_every == 0:
+                checkpoint()
+            if after_update is not None:
+                after_update(update)
+        maybe_eval(force=True)
+        if last_ckpt != update:
+            checkpoint()
+        return finish("budget", {"budget_spent": reason}, completed=True)
+    except OutputDirError as e:
+        try:
+            finish("write_error", {"error": str(e)})
+        except Exception:  # the disk may still be full: the error itself is what matters
+            pass
+        raise
+    finally:
+        metrics.close()
+
+
+# ----------------------------------------------------------------------------- command line
+
+def add_train_parser(subparsers) -> None:
+    """Register ``gradprobe train`` on an argparse sub-parser collection."""
+    import argparse
+
+    p = subparsers.add_parser("train", help="one matched-compute training run of a plan's arm and seed",
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--plan", required=True, help="plan TOML file (e.g. plans/tiny.toml)")
+    p.add_argument("--arm", required=True, help="arm name in the plan's [arms]")
+    p.add_argument("--seed", type=int, default=0, help="run seed (rollout sampling, prompt order)")
+    p.add_argument("--out", required=True, help="run folder (config.json, metrics.jsonl, summary.json, checkpoints); "
+                                                "an existing run there is resumed")
+    p.add_argument("--device", default=None, help="override the plan's [model] device")
+    p.add_argument("--no-progress", action="store_true", help="no per-update lines on stderr")
+
+
+def train_main(args) -> int:
+    """Run ``gradprobe train``; returns the exit status (0 done, 2 bad input / stopped run)."""
+    import dataclasses
+
+    from .plan import load_plan
+
+    try:
+        plan = load_plan(args.plan)
+        run = plan.arm(args.arm, seed=args.seed)
+        if args.device:
+            run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=args.device))
+        summary = run_training(run, args.out, progress=not args.no_progress)
+    except NonFiniteRunError as e:
+        print(f"gradprobe train: error: {e}", file=sys.stderr)
+        return 2
+    except (PlanError, ValueError, OSError, RuntimeError) as e:
+        print(f"gradprobe train: error: {e}", file=sys.stderr)
+        return 2
+    acc = summary.get("final_greedy_accuracy")
+    print(f"{run.arm} seed {run.seed}: {summary['updates']} updates, stop: {summary['stop_reason']} "
+          f"({summary.get('budget_spent')}), final greedy accuracy {acc}, overshoot {summary['overshoot']}; "
+          f"wrote {args.out}/summary.json")
+    return 0

@@ -1,0 +1,368 @@
+"""One training run on the random tiny model: budget stop, eval schedule, ledger, exact resume, bad input."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from gradprobe.models import load_policy
+from gradprobe.rewards import REWARDS
+from gradprobe.tasks import load_task
+from gradprobe.training import checkpoint as ckpt_mod
+from gradprobe.training.checkpoint import OutputDirError
+from gradprobe.training.plan import parse_plan
+from gradprobe.training.metrics import logp_entropy, policy_stats
+from gradprobe.training.run import (NonFiniteRunError, RunConfigMismatchError, add_train_parser,
+                                    pool_indices, run_training, train_main)
+
+PLAN = """
+seeds = [0]
+[model]
+name = "tiny-qwen2"
+[task]
+name = "chain_sum"
+pool = 16
+[heldout]
+prompts = 6
+[sampling]
+max_new_tokens = 16
+[train]
+prompts_per_update = 2
+group = 4
+lr = 1e-3
+micro_batch_size = 4
+checkpoint_every = 2
+[budget]
+generated_tokens = 700
+[eval]
+every_tokens = 250
+[arms.grpo]
+reward = "outcome"
+[arms.mc_value]
+reward = "mc_value"
+[arms.mc_value.mc]
+continuations = 2
+max_steps = 3
+"""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+class DigitTask:
+    """chain_sum prompts; a completion is "correct" iff it contains the digit 3, so the random
+    tiny model gets mixed groups (non-zero advantages, weights that move)."""
+
+    name = "digit3"
+
+    def __init__(self):
+        self.inner = load_task("chain_sum", train_size=16)
+
+    def problems(self, split, n, *, seed=0):
+        return self.inner.problems(split, n, seed=seed)
+
+    def score(self, completion, problem):
+        return 1.0 if "3" in completion else 0.0
+
+    def format_rate(self, completion):
+        return "####" in completion
+
+
+class Killed(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def task():
+    return DigitTask()
+
+
+def _run(out, task, text=PLAN, arm="grpo", **kw):
+    return run_training(parse_plan(text).arm(arm), out, policy=load_policy("tiny-qwen2"), task=task, **kw)
+
+
+def _lines(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def _deterministic(line: dict) -> dict:
+    """A metrics line without wall-clock fields."""
+    out = {k: v for k, v in line.items() if "seconds" not in k}
+    if "ledger" in out:
+        out["ledger"] = {k: v for k, v in out["ledger"].items() if "seconds" not in k}
+    return out
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory, task):
+    out = tmp_path_factory.mktemp("baseline")
+    summary = _run(out, task)
+    return out, summary, _lines(out)
+
+
+def test_stops_when_the_token_budget_is_spent_overshooting_by_less_than_one_update(baseline):
+    out, summary, lines = baseline
+    updates = [x for x in lines if not x.get("eval")]
+    assert summary["completed"] and summary["stop_reason"] == "budget" and summary["budget_spent"] == "generated_tokens"
+    assert summary["updates"] == len(updates) >= 3 and [x["update"] for x in updates] == list(range(1, len(updates) + 1))
+    spent = summary["spent"]["generated_tokens"]
+    assert spent >= 700 and updates[-2]["generated_tokens"] < 700  # the last update started under budget
+    assert summary["overshoot"]["generated_tokens"] == spent - 700
+    assert 0 <= summary["overshoot"]["generated_tokens"] < updates[-1]["update_charged_tokens"]
+    assert summary["last_update_cost"]["generated_tokens"] == updates[-1]["update_charged_tokens"]
+    saved = json.loads((out / "summary.json").read_text())
+    assert saved["updates"] == summary["updates"] and saved["stop_reason"] == "budget"
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["run"]["arm"] == "grpo" and len(cfg["plan_sha256"]) == 64 and "torch" in cfg["versions"]
+    assert json.loads((out / "checkpoint.json").read_text())["update"] == summary["updates"]
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == [f"checkpoint-{summary['updates']:06d}"]
+
+
+def test_eval_lines_follow_the_token_schedule(baseline):
+    out, summary, lines = baseline
+    evals = [x for x in lines if x.get("eval")]
+    updates = [x for x in lines if not x.get("eval")]
+    assert evals[0]["update"] == 0 and evals[0]["generated_tokens"] == 0
+    assert evals[-1]["update"] == summary["updates"]
+    # one eval at the first update whose charged tokens reach each multiple of every_tokens
+    expected = {0}
+    for m in range(1, 10):
+        first = next((u["update"] for u in updates if u["generated_tokens"] >= 250 * m), None)
+        if first is not None:
+            expected.add(first)
+    expected.add(summary["updates"])
+    assert [e["update"] for e in evals] == sorted(expected)
+    for e in evals:
+        assert 0 <= e["greedy_accuracy"] <= 1 and 0 <= e["sampled_accuracy"] <= 1 and e["prompts"] == 6
+        assert e["eval_tokens"] > 0
+    # an eval line sits right after the update it measures
+    for i, line in enumerate(lines):
+        if line.get("eval") and line["update"] > 0:
+            assert lines[i - 1]["update"] == line["update"] and not lines[i - 1].get("eval")
+
+
+def test_ledger_totals_add_up(baseline):
+    out, summary, lines = baseline
+    evals = [x for x in lines if x.get("eval")]
+    updates = [x for x in lines if not x.get("eval")]
+    led = summary["ledger"]
+    gen = led["generated_tokens"]
+    assert gen["continuation"] == gen["selection"] == 0
+    assert gen["rollout"] == sum(u["update_charged_tokens"] for u in updates) == led["charged_generated_tokens"]
+    assert gen["eval"] == sum(e["eval_tokens"] for e in evals) > 0  # logged, never charged
+    assert led["trained_tokens"] == gen["rollout"]
+    assert summary["spent"]["flops"] == pytest.approx(led["flops"]["generation"] + led["flops"]["training"])
+    assert led["flops"]["training"] == pytest.approx(3 * led["flops"]["generation"], rel=0.2)
+    secs = led["device_seconds"]
+    assert led["training_device_seconds"] == pytest.approx(secs["generation"] + secs["training"])
+    assert secs["eval"] > 0 and secs["metrics"] > 0  # measured, but outside the training seconds
+    for u in updates:
+        for key in ("reward_mean", "advantage_mean", "advantage_std", "advantage_abs_mean", "loss", "grad_norm",
+                    "kl_init", "entropy", "response_length_mean", "truncation_rate", "format_rate",
+                    "zero_variance_groups", "lr"):
+            assert u[key] is not None and math.isfinite(u[key]), key
+        assert 0 <= u["reward_mean"] <= 1 and u["kl_init"] >= 0 and 0 < u["entropy"] <= math.log(100)
+    assert updates[0]["kl_init"] == 0.0  # the policy that sampled batch 1 is the initial one
+    assert updates[-1]["kl_init"] > 0
+    assert any(u["advantage_abs_mean"] > 0 for u in updates)
+
+
+def test_killed_run_resumes_exactly(baseline, task, tmp_path):
+    out, summary, lines = baseline
+
+    def kill(update):
+        if update == 5:
+            raise Killed
+
+    with pytest.raises(Killed):
+        _run(tmp_path, task, after_update=kill)
+    partial = _lines(tmp_path)
+    assert partial[-1]["update"] == 5 and json.loads((tmp_path / "checkpoint.json").read_text())["update"] == 4
+    resumed = _run(tmp_path, task)
+    got = _lines(tmp_path)
+    assert [_deterministic(x) for x in got] == [_deterministic(x) for x in lines]
+    assert resumed["updates"] == summary["updates"]
+    keys = [(x.get("eval", False), x["update"]) for x in got]
+    assert len(keys) == len(set(keys))  # no line duplicated by the resume
+    a, b = load_policy("tiny-qwen2"), load_policy("tiny-qwen2")
+    ckpt_mod.load_checkpoint(out / f"checkpoint-{summary['updates']:06d}", a.model)
+    ckpt_mod.load_checkpoint(tmp_path / f"checkpoint-{summary['updates']:06d}", b.model)
+    init = load_policy("tiny-qwen2").model.state_dict()
+    for (name, p), q in zip(a.model.state_dict().items(), b.model.state_dict().values()):
+        assert torch.equal(p, q), name
+    assert any(not torch.equal(p, init[n]) for n, p in a.model.state_dict().items())
+
+
+def test_finished_run_is_not_redone_and_another_config_is_refused(baseline, task):
+    out, summary, lines = baseline
+    again = _run(out, task)
+    assert again["updates"] == summary["updates"] and _lines(out) == lines
+    with pytest.raises(RunConfigMismatchError, match="train"):
+        _run(out, task, text=PLAN.replace("lr = 1e-3", "lr = 2e-3"))
+
+
+def test_mc_arm_reports_its_continuation_tokens(task, tmp_path):
+    text = PLAN.replace("generated_tokens = 700", "updates = 2").replace("every_tokens = 250", "every_tokens = 0")
+    summary = _run(tmp_path, task, text=text, arm="mc_value")
+    gen = summary["ledger"]["generated_tokens"]
+    assert summary["budget_spent"] == "updates" and summary["updates"] == 2
+    assert gen["continuation"] > 0
+    assert summary["continuation_share"] == pytest.approx(gen["continuation"] / (gen["rollout"] + gen["continuation"]))
+    updates = [x for x in _lines(tmp_path) if not x.get("eval")]
+    assert sum(u["update_generated_tokens"]["continuation"] for u in updates) == gen["continuation"]
+    assert summary["ledger"]["trained_tokens"] == gen["rollout"]  # continuations are generated, not trained
+    assert [e["update"] for e in _lines(tmp_path) if e.get("eval")] == [0, 2]
+
+
+def _args(plan, out, arm="grpo"):
+    parser = argparse.ArgumentParser()
+    add_train_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["train", "--plan", str(plan), "--arm", arm, "--seed", "0", "--out", str(out),
+                              "--no-progress"])
+
+
+def test_nan_loss_stops_with_exit_2_and_keeps_the_data(tmp_path, monkeypatch, capsys):
+    from gradprobe.rewards.outcome import outcome_reward
+
+    calls = []
+
+    def explode_at_3(batch, ctx):
+        calls.append(1)
+        out = outcome_reward(batch, ctx)
+        if len(calls) == 3:
+            out.advantages = torch.full_like(out.advantages, math.inf) * batch.completion_mask
+        return out
+
+    monkeypatch.setitem(REWARDS, "explode_at_3", explode_at_3)
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.replace('reward = "outcome"', 'reward = "explode_at_3"'))
+    out = tmp_path / "run"
+    assert train_main(_args(plan, out)) == 2
+    err = capsys.readouterr().err
+    assert "update 3" in err and "non-finite" in err and str(out) in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stop_reason"] == "non_finite_loss" and summary["failed_update"] == 3 and not summary["completed"]
+    assert [x["update"] for x in _lines(out) if not x.get("eval")] == [1, 2]
+    assert json.loads((out / "checkpoint.json").read_text())["update"] == 2
+    with pytest.raises(NonFiniteRunError) as e:  # the library raises a named error with the update
+        calls.clear()
+        run_training(parse_plan(plan.read_text()).arm("grpo"), tmp_path / "run2", policy=load_policy("tiny-qwen2"),
+                     task=DigitTask())
+    assert e.value.update == 3
+
+
+def test_unwritable_output_folder_fails_before_any_compute(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN)
+    assert train_main(_args(plan, blocker / "run")) == 2
+    err = capsys.readouterr().err
+    assert str(blocker) in err and "is a file" in err and "choose another --out" in err
+    assert train_main(_args(plan, tmp_path / "run", arm="nope")) == 2
+    assert "grpo, mc_value" in capsys.readouterr().err
+
+
+def test_disk_full_while_checkpointing_leaves_no_partial_checkpoint(tmp_path, task, monkeypatch):
+    real = ckpt_mod._save_model
+    calls = []
+
+    def full_disk(model, path):
+        calls.append(path)
+        if len(calls) == 2:  # the second checkpoint: write half a file, then run out of space
+            Path(path).write_bytes(b"\0" * 100)
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(model, path)
+
+    monkeypatch.setattr(ckpt_mod, "_save_model", full_disk)
+    with pytest.raises(OutputDirError) as e:
+        _run(tmp_path, task)
+    msg = str(e.value)
+    assert "free space" in msg and str(tmp_path) in msg and "No space left" in msg
+    assert not list(tmp_path.glob(".checkpoint-*")) and [p.name for p in tmp_path.glob("checkpoint-*")] == [
+        "checkpoint-000002"]
+    assert json.loads((tmp_path / "checkpoint.json").read_text())["update"] == 2
+    assert json.loads((tmp_path / "summary.json").read_text())["stop_reason"] == "write_error"
+    assert [x["update"] for x in _lines(tmp_path) if not x.get("eval")] == [1, 2, 3, 4]
+
+
+def test_tiny_tier_missing_says_how_to_build_it(monkeypatch):
+    import importlib.util
+
+    from gradprobe.models import ModelNotFoundError
+    from gradprobe.training.plan import ModelSpec
+    from gradprobe.training.run import load_run_policy
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gradprobe.tiers" else real(name, *a))
+    with pytest.raises(ModelNotFoundError, match="gradprobe warmstart --tier tiny"):
+        load_run_policy(ModelSpec(name="tiny"))
+
+
+def test_pool_order_is_a_function_of_update_and_seed():
+    first = [i for u in range(8) for i in pool_indices(u, 2, 16, seed=0)]
+    assert sorted(first) == list(range(16))  # one epoch covers the pool once
+    assert pool_indices(3, 2, 16, seed=0) == first[6:8]
+    assert first != [i for u in range(8) for i in pool_indices(u, 2, 16, seed=1)]
+    assert sorted(i for u in range(8, 16) for i in pool_indices(u, 2, 16, seed=0)) == list(range(16))
+
+
+def test_policy_stats_match_the_training_logprobs(task):
+    from gradprobe.config import SamplingConfig
+    from gradprobe.logprobs import token_logprobs
+    from gradprobe.rollout import HFSampler, collect_rollouts
+
+    policy = load_policy("tiny-qwen2")
+    batch = collect_rollouts(policy, task, task.problems("train", 2), group_size=3,
+                             sampler=HFSampler(policy, seed=0, progress=False),
+                             sampling=SamplingConfig(max_new_tokens=12, temperature=0.7))
+    logp, ent = logp_entropy(policy.model, batch, slice(0, batch.num_rows))
+    with torch.no_grad():
+        ref = token_logprobs(policy.model, batch.input_ids, batch.attention_mask, batch.prompt_length, temperature=0.7)
+    m = batch.completion_mask
+    assert torch.allclose(logp[m], ref[m], atol=1e-5)
+    assert bool((ent[m] > 0).all()) and bool((ent[m] <= math.log(policy.model.config.vocab_size) + 1e-5).all())
+    other = load_policy("tiny-qwen2", seed=1).model
+    kl_same, _ = policy_stats(policy.model, policy.model, batch, 4)
+    kl_other, entropy = policy_stats(policy.model, other, batch, 2)
+    assert kl_same == 0.0 and kl_other > 0
+    assert entropy == pytest.approx(float(ent[m].double().mean()), rel=1e-5)
+
+
+def test_device_seconds_budget_overshoots_by_less_than_one_update(task, tmp_path):
+    text = (PLAN.replace("generated_tokens = 700", "device_seconds = 0.4")
+            .replace("every_tokens = 250", "every_tokens = 0").replace("[eval]", "[eval]\nsampled = false"))
+    summary = _run(tmp_path, task, text=text)
+    updates = [x for x in _lines(tmp_path) if not x.get("eval")]
+    assert summary["budget_spent"] == "device_seconds" and summary["updates"] == len(updates) >= 1
+    spent = summary["spent"]["device_seconds"]
+    assert spent >= 0.4 and spent - updates[-1]["update_device_seconds"] < 0.4
+    assert summary["overshoot"]["device_seconds"] == pytest.approx(spent - 0.4)
+    assert summary["overshoot"]["device_seconds"] < updates[-1]["update_device_seconds"]
+    # eval time is measured but never spent from the budget
+    assert summary["ledger"]["device_seconds"]["eval"] > 0
+    assert spent == pytest.approx(summary["ledger"]["device_seconds"]["generation"]
+                                  + summary["ledger"]["device_seconds"]["training"])
+
+
+def test_cli_train_runs_a_plan_arm(tmp_path, capsys):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.replace("generated_tokens = 700", "updates = 1").replace("prompts = 6", "prompts = 2"))
+    out = tmp_path / "run"
+    assert train_main(_args(plan, out)) == 0
+    printed = capsys.readouterr().out
+    assert "1 updates" in printed and "summary.json" in printed
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["run"]["task"]["name"] == "chain_sum" and cfg["run"]["seed"] == 0
+    assert [x["update"] for x in _lines(out)] == [0, 1, 1]  # eval, update, final eval
