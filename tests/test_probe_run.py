@@ -134,7 +134,11 @@ def test_cli_runs_and_reports_bad_input(tmp_path, capsys):
     assert "outcome" in printed
     # a random model never solves chain_sum: the reference is zero, and the user is told why and what to do
     assert "reference update is zero" in printed and "--heldout-prompts" in printed
-    assert json.loads((tmp_path / "o" / "probe.json").read_text())["warnings"]
+    saved = json.loads((tmp_path / "o" / "probe.json").read_text())
+    assert saved["warnings"]
+    # all outcome groups flat: no second moment to precondition with, so no 1/eps blow-up (SGD fallback, warned)
+    assert saved["reference"]["precondition"].startswith("none (fallback")
+    assert any("Adam preconditioning was skipped" in w for w in saved["warnings"])
     for args, needle in ((["--model", "no-such-model"], "smollm2-135m"),
                          (["--task", "no_such_task"], "chain_sum"),
                          (["--rewards", "outcome,bogus"], "mc_value"),
@@ -145,6 +149,28 @@ def test_cli_runs_and_reports_bad_input(tmp_path, capsys):
         rc = main(["probe", "--model", "tiny-qwen2", "--no-progress", "--out", str(tmp_path / "x"), *args])
         err = capsys.readouterr().err
         assert rc == 2 and needle in err, (args, err)
+
+
+def test_direction_errors_come_before_any_generation(tmp_path, monkeypatch):
+    from gradprobe.probe import DirectionMismatchError
+    from gradprobe.rollout import collect
+
+    def no_generation(*a, **k):
+        raise AssertionError("generated before checking the direction")
+
+    monkeypatch.setattr(collect, "collect_rollouts", no_generation)
+    monkeypatch.setattr("gradprobe.rollout.collect_rollouts", no_generation)
+    from safetensors.torch import save_file
+
+    save_file({"bogus": torch.zeros(2)}, str(tmp_path / "bad.safetensors"))
+    with pytest.raises(DirectionMismatchError):
+        run_probe(_config(reference=f"direction:{tmp_path / 'bad.safetensors'}"), task=DigitTask())
+
+
+def test_task_config_inline():
+    task = load_task("chain_sum:min_terms=2,max_terms=2,min_digits=1,max_digits=1")
+    for p in task.problems("train", 20, seed=0):
+        assert p.question.count("+") + p.question.count("-") == 1
 
 
 def test_reward_returning_none_and_raising(tmp_path):

@@ -200,6 +200,9 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     policy = policy or load_policy(config.model, dtype=config.dtype, device=config.device, seed=config.seed)
     task = task or load_task(config.task)
     model = policy.model
+    direction = None
+    if config.reference != "heldout":  # fail before any generation if the file is missing or mismatched
+        direction = load_direction(config.reference.split(":", 1)[1], model)
     sampler = HFSampler(policy, seed=config.seed, progress=config.progress)
     ledger = Ledger()
 
@@ -240,9 +243,8 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
                          heldout_accuracy=float(scores.mean()) if scores.numel() else float("nan"),
                          zero_variance_groups=int(sum(1 for row in hbatch.scores_grouped() if row.min() == row.max())))
     else:
-        path = config.reference.split(":", 1)[1]
-        v = load_direction(path, model)
-        reference["path"] = path
+        v = direction
+        reference["path"] = config.reference.split(":", 1)[1]
     reference["seconds"] = time.perf_counter() - t0
     reference["norm"] = norm(v)
     reference["ledger"] = ref_ledger.to_dict()
@@ -254,8 +256,19 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         k = min(config.second_moment_minibatches, batch.num_prompts)
         s = second_moment_from_minibatches(model, batch, outcome_adv, partial(token_weights, loss_type=config.loss_type),
                                            num_minibatches=k, micro_batch_size=config.micro_batch_size)
-        u = apply_preconditioner(v, adam_preconditioner(s))
+        mean_s = sum(float(x.double().sum()) for x in s.values()) / max(1, sum(x.numel() for x in s.values()))
+        if mean_s == 0.0:
+            # no gradient signal to estimate Adam's second moment: P = 1/eps would inflate gains ~1e8-fold
+            u = v
+            reference["precondition"] = "none (fallback: the outcome gradient of the probe batch is zero)"
+        else:
+            # eps floored at 1e-3 x the RMS gradient, so coordinates the outcome gradient never touched
+            # do not get P = 1/eps (Adam would not move them on its first steps either)
+            eps = max(1e-8, 1e-3 * math.sqrt(mean_s))
+            u = apply_preconditioner(v, adam_preconditioner(s, eps=eps))
+            reference["precondition"] = f"adam (eps {eps:.3g})"
     else:
+        reference["precondition"] = "none"
         u = v
     precondition_seconds = time.perf_counter() - t0
 
@@ -353,6 +366,9 @@ def _check_writable(out: Path) -> None:
 def _diagnose(batch, reference: dict, outputs: dict) -> list[str]:
     """Plain-language warnings about inputs that make the probe uninformative."""
     notes = []
+    if str(reference.get("precondition", "")).startswith("none (fallback"):
+        notes.append("Adam preconditioning was skipped: the outcome gradient of the probe batch is zero (all groups "
+                     "flat), so gains are predicted for an SGD step; use more --prompts or a larger --group")
     if reference.get("norm", 1.0) == 0.0:
         notes.append("the reference update is zero (every held-out group had equal rewards, e.g. accuracy 0 or 1): "
                      "all inner products are 0; use more --heldout-prompts, a larger --heldout-group or an easier task")

@@ -41,6 +41,22 @@ _GSM8K_FORMS = (
 )
 
 
+def _parse_config(text: str) -> dict:
+    """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}`` (JSON values where they parse, strings otherwise)."""
+    import json
+
+    out = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise TaskConfigError(f"task config item {item!r} is not key=value (e.g. chain_sum:min_terms=2,max_digits=1)")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value.strip()
+    return out
+
+
 def load_task(spec: str, **config) -> Task:
     """Build a task from its spec.
 
@@ -49,7 +65,8 @@ def load_task(spec: str, **config) -> Task:
     spec : str
         ``"gsm8k"`` (hub), ``"gsm8k:PATH"`` (local JSONL file or folder), or
         any reasoning-gym dataset name (``"chain_sum"``, ``"basic_arithmetic"``,
-        ``"gsm_symbolic"``, ...).
+        ``"gsm_symbolic"``, ...), optionally with its config inline:
+        ``"chain_sum:min_terms=2,max_terms=3,max_digits=1"``.
     **config
         GSM8K: ``skip_malformed``, ``heldout_fraction``. reasoning-gym: the
         dataset's config fields (e.g. ``min_terms``, ``max_digits``) plus
@@ -84,6 +101,8 @@ def load_task(spec: str, **config) -> Task:
         return GSM8KTask(path, **config)
     from gradprobe.tasks.reasoning_gym import ReasoningGymTask, registered_names
 
+    if ":" in spec:  # "chain_sum:min_terms=2,max_digits=1" -> config from the spec
+        spec, config = spec.split(":", 1)[0].strip(), {**_parse_config(spec.split(":", 1)[1]), **config}
     names = registered_names()
     if spec not in names:
         raise TaskNotFoundError(

@@ -21,8 +21,8 @@ __all__ = ["INSTRUCTION", "format_prompt", "encode_prompt", "tokenizer_adds_bos"
 
 INSTRUCTION = (
     "Solve the problem step by step. Write one reasoning step per line. "
-    'On the last line write only "####" followed by the final answer, like this:\n'
-    "#### 42"
+    'On the last line write only "####" followed by the final answer.\n'
+    "Example: for 2 + 5 - 1, write\n2 + 5 = 7\n7 - 1 = 6\n#### 6"
 )
 
 
