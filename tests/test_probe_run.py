@@ -143,6 +143,9 @@ def test_cli_runs_and_reports_bad_input(tmp_path, capsys):
                          (["--task", "no_such_task"], "chain_sum"),
                          (["--rewards", "outcome,bogus"], "mc_value"),
                          (["--group", "1"], "group"),
+                         (["--micro-batch-size", "0"], "--micro-batch-size"),
+                         (["--budget-seconds", "-5"], "--budget-seconds"),
+                         (["--heldout-prompts", "0"], "--heldout-prompts"),
                          (["--device", "cuda:0"] if not torch.cuda.is_available() else ["--group", "0"], "--device cpu"
                           if not torch.cuda.is_available() else "group"),
                          (["--out", "/proc/version/x"], "choose another --out")):

@@ -108,7 +108,15 @@ class ProbeConfig:
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if self.budget_tokens < 1:
-            raise ValueError(f"budget_tokens must be >= 1, got {self.budget_tokens}")
+            raise ValueError(f"budget_tokens (--budget-tokens) must be >= 1, got {self.budget_tokens}")
+        if self.budget_seconds is not None and not self.budget_seconds > 0:
+            raise ValueError(f"budget_seconds (--budget-seconds) must be > 0, got {self.budget_seconds}")
+        if self.heldout_prompts < 1:
+            raise ValueError(f"heldout_prompts (--heldout-prompts) must be >= 1, got {self.heldout_prompts}")
+        if self.micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size (--micro-batch-size) must be >= 1, got {self.micro_batch_size}")
+        if self.seed < 0:
+            raise ValueError(f"seed (--seed) must be >= 0, got {self.seed}")
 
 
 def versions() -> dict:
