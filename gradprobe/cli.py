@@ -1,4 +1,7 @@
-"""Command line: ``gradprobe probe ...``, ``gradprobe train ...``. All argument parsing lives here."""
+"""Command line: ``gradprobe probe|train|warmstart|study|rank-prompts|difficulty-eval``.
+
+Each subcommand's parser and entry point live beside its code (``add_*_parser`` / ``*_main``);
+this module only dispatches."""
 
 from __future__ import annotations
 
@@ -49,9 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_probe(sub)
+    from .difficulty.cli import add_difficulty_parsers
+    from .study.cli import add_study_parser
+    from .tiers import add_warmstart_parser
     from .training.run import add_train_parser
 
     add_train_parser(sub)
+    add_warmstart_parser(sub)
+    add_study_parser(sub)
+    add_difficulty_parsers(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -83,6 +92,18 @@ def main(argv: list[str] | None = None) -> int:
         from .training.run import train_main
 
         return train_main(args)
+    if args.command == "warmstart":
+        from .tiers import warmstart_main
+
+        return warmstart_main(args)
+    if args.command == "study":
+        from .study.cli import study_main
+
+        return study_main(args)
+    if args.command in ("rank-prompts", "difficulty-eval"):
+        from .difficulty.cli import difficulty_main
+
+        return difficulty_main(args)
     return 1
 
 
