@@ -1,0 +1,176 @@
+"""The tiny tier's warm start: targets, determinism, cache reuse, atomic writes, reloading.
+
+Builds use a toy :class:`TinyTierConfig` (a 1-layer model, 3 SFT steps); the real build
+(``gradprobe warmstart --tier tiny``, ~3 minutes) is not run here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import pytest
+import torch
+
+from gradprobe import tiers
+from gradprobe.tasks import Problem, load_task
+from gradprobe.tiers import TINY_TASK, TierNotBuiltError, TinyTierConfig, build_tier, chain_sum_target, tier_path
+
+SMALL = TinyTierConfig(hidden_size=16, layers=1, heads=2, kv_heads=1, intermediate_size=32, steps=3, batch_size=4,
+                       micro_batch_size=2, warmup_steps=1, eval_prompts=3, eval_samples=2, eval_max_new_tokens=8)
+STEP = re.compile(r"^-?\d+ [+-] \d+ = -?\d+$")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch, tmp_path):
+    torch.set_num_threads(1)
+    monkeypatch.setenv("GRADPROBE_CACHE", str(tmp_path / "cache"))
+
+
+def _weights(path):
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "model.safetensors"))
+
+
+# ----------------------------------------------------------------------------- targets
+
+def test_target_example():
+    p = Problem(id="x", question="State the final answer to the following arithmetic problem: 12 + 7 - 3 =", answer="16")
+    assert chain_sum_target(p) == "12 + 7 = 19\n19 - 3 = 16\n#### 16"
+    neg = Problem(id="y", question="Compute: -5 + 3 - 10 =", answer="-12")
+    assert chain_sum_target(neg) == "-5 + 3 = -2\n-2 - 10 = -12\n#### -12"
+    with pytest.raises(ValueError, match="chain sum"):
+        chain_sum_target(Problem(id="z", question="What is 3 * 4?", answer="12"))
+
+
+@pytest.mark.parametrize("config", [{}, TINY_TASK], ids=["default", "tiny"])
+def test_targets_verify_and_have_one_step_per_line(config):
+    task = load_task("chain_sum", **config)
+    for p in task.problems("train", 50, seed=3):
+        target = chain_sum_target(p)
+        assert task.score(target, p) == 1.0, (p.question, target)
+        *steps, last = target.split("\n")
+        assert last == f"#### {int(p.answer)}"
+        assert len(steps) == p.metadata["num_terms"] - 1
+        assert all(STEP.match(s) for s in steps), target
+        assert chain_sum_target(Problem(id=p.id, question=p.question, answer=p.answer)) == target  # no metadata
+
+
+def test_examples_mask_the_prompt():
+    from gradprobe.char_tokenizer import char_tokenizer
+
+    tok = char_tokenizer()
+    probs = load_task("chain_sum", **TINY_TASK).problems("train", 3)
+    ex = tiers._examples(tok, probs)
+    ids, labels, keep = tiers._micro_batch(ex, tok.pad_token_id)
+    for r, (x, p) in enumerate(ex):
+        assert (labels[r, :p] == -100).all() and (labels[r, len(x):] == -100).all()
+        assert tok.decode(labels[r, p: len(x)].tolist()) == chain_sum_target(probs[r]) + tok.eos_token
+    assert keep == ids.shape[1] - min(p for _, p in ex) + 1
+
+
+# ----------------------------------------------------------------------------- builds
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("tiers")
+    return build_tier("tiny", config=SMALL, out=root / "a", progress=False)
+
+
+def test_build_is_deterministic_for_a_seed(built, tmp_path):
+    again = build_tier("tiny", config=SMALL, out=tmp_path / "b", progress=False)
+    other = build_tier("tiny", config=SMALL, seed=1, out=tmp_path / "c", progress=False)
+    w1, w2, w3 = _weights(built), _weights(again), _weights(other)
+    assert w1.keys() == w2.keys()
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)
+    assert not all(torch.equal(w1[k], w3[k]) for k in w1)
+    r1, r2 = (json.loads((p / "warmstart.json").read_text()) for p in (built, again))
+    assert r1["sft_losses"] == r2["sft_losses"] and r1["eval"]["per_prompt"] == r2["eval"]["per_prompt"]
+
+
+def test_record(built):
+    record = json.loads((built / "warmstart.json").read_text())
+    assert record["config"] == SMALL.to_dict() and record["seed"] == 0
+    assert record["config_hash"] == tiers.config_hash(SMALL, 0)
+    assert {"torch", "transformers", "gradprobe"} <= set(record["versions"])
+    assert len(record["sft_losses"]) == SMALL.steps and record["final_sft_loss"] > 0
+    ev = record["eval"]
+    assert 0 <= ev["greedy_accuracy"] <= 1 and 0 <= ev["sampled_accuracy"] <= 1
+    assert len(ev["per_prompt"]) == SMALL.eval_prompts and ev["samples"] == SMALL.eval_samples
+    assert record["seconds"] >= record["train_seconds"] > 0
+
+
+def test_cache_is_reused_without_retraining(monkeypatch):
+    with pytest.raises(TierNotBuiltError, match="gradprobe warmstart --tier tiny"):
+        tier_path("tiny", config=SMALL)
+    calls = []
+    real = tiers._sft
+    monkeypatch.setattr(tiers, "_sft", lambda *a, **k: calls.append(1) or real(*a, **k))
+    path = build_tier("tiny", config=SMALL, progress=False)
+    assert path.parent == tiers.cache_root() and path.name == f"tiny-{tiers.config_hash(SMALL, 0)}"
+    mtime = (path / "warmstart.json").stat().st_mtime_ns
+    assert build_tier("tiny", config=SMALL, progress=False) == path
+    assert tier_path("tiny", config=SMALL) == path
+    assert tier_path("tiny", config=SMALL, build=True) == path
+    assert calls == [1] and (path / "warmstart.json").stat().st_mtime_ns == mtime
+    build_tier("tiny", config=SMALL, force=True, progress=False)
+    assert calls == [1, 1]
+    assert tiers.config_hash(SMALL, 1) != tiers.config_hash(SMALL, 0)
+    assert tiers.config_hash(TinyTierConfig(steps=4), 0) != tiers.config_hash(TinyTierConfig(steps=5), 0)
+
+
+def _fail(*args, **kwargs):
+    raise RuntimeError("injected failure")
+
+
+def test_failed_build_leaves_no_folder(monkeypatch):
+    monkeypatch.setattr(tiers, "measure_accuracy", _fail)  # fails after the weights were written
+    with pytest.raises(RuntimeError, match="injected"):
+        build_tier("tiny", config=SMALL, progress=False)
+    root = tiers.cache_root()
+    assert not root.exists() or list(root.iterdir()) == []
+
+
+def test_failed_rebuild_keeps_the_old_build(built, monkeypatch):
+    before = _weights(built)
+    monkeypatch.setattr(tiers, "_sft", _fail)
+    with pytest.raises(RuntimeError, match="injected"):
+        build_tier("tiny", config=SMALL, out=built, force=True, progress=False)
+    assert sorted(p.name for p in built.parent.iterdir()) == ["a"]
+    after = _weights(built)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_saved_tier_loads_and_generates(built):
+    from gradprobe.char_tokenizer import char_tokenizer
+    from gradprobe.config import SamplingConfig
+    from gradprobe.models import load_policy
+    from gradprobe.rollout import HFSampler
+    from gradprobe.tasks import encode_prompt
+
+    policy = load_policy(str(built))
+    tok = char_tokenizer()
+    question = "State the final answer to the following arithmetic problem: 12 + 7 - 3 ="
+    prompt = encode_prompt(policy.tokenizer, question)
+    assert prompt == encode_prompt(tok, question)  # the saved tokenizer is the character tokenizer
+    assert policy.eos_token_ids == [tok.eos_token_id] and policy.tokenizer.pad_token_id == tok.pad_token_id
+    samples = HFSampler(policy, progress=False).sample([prompt], num_samples=2,
+                                                       sampling=SamplingConfig(max_new_tokens=6))
+    assert len(samples) == 2 and all(1 <= len(s) <= 6 for s in samples)
+    n = sum(p.numel() for p in policy.model.parameters())
+    assert n == json.loads((built / "warmstart.json").read_text())["parameters"]
+
+
+def test_cli(monkeypatch, capsys):
+    monkeypatch.setitem(tiers.TIERS, "tiny", lambda: SMALL)
+    parser = argparse.ArgumentParser()
+    tiers.add_warmstart_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["warmstart", "--tier", "tiny", "--no-progress"])
+    assert tiers.warmstart_main(args) == 0
+    out = capsys.readouterr().out
+    assert "greedy accuracy" in out and str(tier_path("tiny")) in out
+    with pytest.raises(ValueError, match="valid tiers: tiny"):
+        tier_path("huge")
