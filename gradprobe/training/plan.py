@@ -21,7 +21,9 @@ Layout (every section optional except ``[model]``, ``[task]``, ``[budget]`` and 
     [train]     TrainConfig fields
     [budget]    generated_tokens, device_seconds, flops, updates (at least one)
     [eval]      every_tokens, greedy, sampled, samples
-    [arms.NAME] reward, lr_scale, description, any [train] key, [arms.NAME.mc]
+    [arms.NAME] reward, lr_scale, description, any [train] key, [arms.NAME.mc],
+                prompt selection: selection ("half" | "random" | "dynamic"), candidates_multiplier,
+                prior_strength, decay, feature_batch_size (gradprobe.difficulty.select)
     [[hypotheses]] name, statement, test, arms, at, budget, metric, alpha, min_effect, alternative
 """
 
@@ -161,7 +163,9 @@ class EvalSpec:
 @dataclass(frozen=True)
 class ArmSpec:
     """``[arms.NAME]``: a registered ``reward``, ``lr_scale`` (grpo_2xlr: 2.0), and overrides
-    of ``[train]`` keys (``train``) and of ``[mc]`` keys (``mc``)."""
+    of ``[train]`` keys (``train``) and of ``[mc]`` keys (``mc``). ``selection``: the prompt
+    selection settings (:func:`gradprobe.difficulty.config.parse_selection`; empty = the plain
+    prompt stream)."""
 
     name: str
     reward: str
@@ -169,6 +173,7 @@ class ArmSpec:
     description: str = ""
     train: dict = field(default_factory=dict)
     mc: dict = field(default_factory=dict)
+    selection: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -216,6 +221,7 @@ class RunConfig:
     lr_scale: float = 1.0
     plan_sha256: str = ""
     plan_name: str = ""
+    selection: dict | None = None  # prompt selection (gradprobe.difficulty.select); None = plain stream
 
     def to_dict(self) -> dict:
         """JSON-ready dict (tuples become lists)."""
@@ -364,10 +370,13 @@ def _parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSp
     if not isinstance(table, dict):
         raise PlanError(f"[{where}] must be a table, got {table!r}")
     train_keys = _fields(TrainConfig)
+    from ..difficulty.config import SELECTION_KEYS, parse_selection
+
     for key in table:
-        if key not in _ARM_OWN and key not in train_keys:
+        if key not in _ARM_OWN and key not in train_keys and key not in SELECTION_KEYS:
             raise PlanError(f"unknown key {where + '.' + key!r}; valid keys in [{where}]: "
-                            f"{', '.join(_ARM_OWN)}, or any [train] key: {', '.join(train_keys)}")
+                            f"{', '.join(_ARM_OWN)}, or any [train] key: {', '.join(train_keys)}; "
+                            f"prompt selection: {', '.join(SELECTION_KEYS)}")
     if "reward" not in table:
         raise PlanError(f"[{where}] needs a reward (a registered reward name, e.g. outcome)")
     reward = _coerce(table["reward"], str, f"{where}.reward")
@@ -384,9 +393,13 @@ def _parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSp
     mc_over = {k: _coerce(v, _fields(MCConfig)[k], f"{where}.mc.{k}") for k, v in mc_over.items()}
     lr_scale = _coerce(table.get("lr_scale", 1.0), float, f"{where}.lr_scale")
     _positive(lr_scale, f"{where}.lr_scale")
+    try:
+        selection = parse_selection(table) or {}
+    except ValueError as e:
+        raise PlanError(f"[{where}] selection: {e}") from None
     return ArmSpec(name=name, reward=reward, lr_scale=lr_scale,
                    description=_coerce(table.get("description", ""), str, f"{where}.description"),
-                   train=train, mc=mc_over)
+                   train=train, mc=mc_over, selection=selection)
 
 
 def _parse_hypothesis(i: int, table: dict, arms: dict, budget: BudgetSpec) -> Hypothesis:
@@ -507,7 +520,8 @@ def _resolve(plan: Plan, arm: ArmSpec, seed: int) -> RunConfig:
     mc = dataclasses.replace(plan.mc, **arm.mc)
     return RunConfig(arm=arm.name, reward=arm.reward, seed=seed, model=plan.model, task=plan.task,
                      heldout=plan.heldout, sampling=plan.sampling, mc=mc, train=train, budget=plan.budget,
-                     eval=plan.eval, lr_scale=arm.lr_scale, plan_sha256=plan.sha256, plan_name=plan.name)
+                     eval=plan.eval, lr_scale=arm.lr_scale, plan_sha256=plan.sha256, plan_name=plan.name,
+                     selection=dict(arm.selection) or None)
 
 
 def run_config_from_dict(d: dict) -> RunConfig:

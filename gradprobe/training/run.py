@@ -1,7 +1,8 @@
 """One matched-compute training run: GRPO updates with one reward until a budget is spent.
 
 ``gradprobe train --plan PLAN --arm NAME --seed S --out DIR`` (DESIGN.md, "Matched-compute
-training"). Each update: B pool prompts x G rollouts (``rollout`` tokens), the arm's reward
+training"). Each update: B pool prompts x G rollouts (``rollout`` tokens; an arm with ``selection``
+chooses its prompts by :mod:`gradprobe.difficulty.select`, charging ``selection``), the arm's reward
 (MC rewards add ``continuation`` tokens), policy statistics, one :func:`~gradprobe.grpo.step.grpo_step`.
 Before every update the budgets are checked; the run stops before the first update that
 would start with a budget spent, so the last update overshoots by less than one update's
@@ -104,9 +105,14 @@ def pool_indices(update: int, prompts_per_update: int, pool_size: int, seed: int
 
 
 def _spent(ledger: Ledger, updates: int) -> dict[str, float]:
-    """Compute spent so far, by budget kind (charged tokens, training seconds, FLOPs, updates)."""
-    return {"generated_tokens": ledger.charged_tokens, "device_seconds": ledger.training_seconds,
-            "flops": ledger.flops.get("generation", 0.0) + ledger.flops.get("training", 0.0), "updates": updates}
+    """Compute spent so far, by budget kind (charged tokens, training seconds, FLOPs, updates).
+
+    Prompt selection's own work (``device_seconds``/``flops`` kind ``selection``, see
+    :mod:`gradprobe.difficulty.select`) counts in the budgets like generation and updates."""
+    return {"generated_tokens": ledger.charged_tokens,
+            "device_seconds": ledger.training_seconds + ledger.device_seconds.get("selection", 0.0),
+            "flops": ledger.flops.get("generation", 0.0) + ledger.flops.get("training", 0.0)
+            + ledger.flops.get("selection", 0.0), "updates": updates}
 
 
 def _exhausted(run: RunConfig, ledger: Ledger, updates: int) -> str | None:
@@ -197,6 +203,11 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     update_config = UpdateConfig(loss_type=t.loss_type, micro_batch_size=t.micro_batch_size,
                                  max_grad_norm=t.max_grad_norm, clip_low=t.clip_low, clip_high=t.clip_high)
     sampler = HFSampler(policy, seed=run.seed, progress=False)
+    from ..difficulty.select import make_selector
+
+    selector = make_selector(run.selection, policy=policy, task=task, pool=pool, sampler=sampler,
+                             sampling=run.sampling, group_size=t.group, prompts_per_update=t.prompts_per_update,
+                             seed=run.seed)  # None unless the arm sets `selection`
     ledger = Ledger()
     update, next_eval, last_eval, last_ckpt, length, last_cost = 0, 0, None, None, 0, {}
     ckpt = latest_checkpoint(out)
@@ -209,6 +220,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         ledger = Ledger.from_dict(st["ledger"])
         update, next_eval, last_eval, length = st["update"], st["next_eval"], st["last_eval"], st["metrics_bytes"]
         last_cost = st["last_cost"]
+        if selector is not None:
+            selector.load_state_dict(st["selector"])
         last_ckpt = update
         say(f"resuming from {ckpt.name} (update {update})")
     else:
@@ -220,7 +233,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         nonlocal last_ckpt
         state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_states(),
                  "sampler_calls": sampler.calls, "ledger": ledger.to_dict(), "update": update,
-                 "next_eval": next_eval, "last_eval": last_eval, "last_cost": last_cost, "metrics_bytes": metrics.sync()}
+                 "next_eval": next_eval, "last_eval": last_eval, "last_cost": last_cost, "metrics_bytes": metrics.sync(),
+                 "selector": selector.state_dict() if selector is not None else None}
         save_checkpoint(out, update, model, state)
         last_ckpt = update
 
@@ -260,9 +274,13 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         while (reason := _exhausted(run, ledger, update)) is None:
             before = _spent(ledger, update)
             gen_before = dict(ledger.generated_tokens)
-            problems = [pool[i] for i in pool_indices(update, t.prompts_per_update, len(pool), run.seed)]
-            batch = collect_rollouts(policy, task, problems, group_size=t.group, sampler=sampler,
-                                     sampling=run.sampling, ledger=ledger, category="rollout")
+            selection = None
+            if selector is None:
+                problems = [pool[i] for i in pool_indices(update, t.prompts_per_update, len(pool), run.seed)]
+                batch = collect_rollouts(policy, task, problems, group_size=t.group, sampler=sampler,
+                                         sampling=run.sampling, ledger=ledger, category="rollout")
+            else:  # charges its own selection tokens, FLOPs and seconds (gradprobe.difficulty.select)
+                batch, selection = selector.next_batch(update, ledger)
             ctx = RewardContext(task=task, sampler=sampler, sampling=run.sampling, mc=run.mc, ledger=ledger,
                                 tokenizer=policy.tokenizer, eos_token_ids=policy.eos_token_ids)
             rout = reward_fn(batch, ctx)  # MC rewards charge their continuations' tokens and seconds
@@ -281,7 +299,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
             update += 1
             fpt = forward_flops_per_token(model, mean_context(batch))
             new_gen = {c: ledger.generated_tokens[c] - gen_before[c] for c in CHARGED}
-            ledger.add_flops("generation", sum(new_gen.values()) * fpt)
+            ledger.add_flops("generation", (sum(new_gen.values()) - new_gen["selection"]) * fpt)  # selection: own FLOPs
             ledger.add_flops("training", 3.0 * step["trained_tokens"] * fpt)
             spent = _spent(ledger, update)
             last_cost = {k: spent[k] - before[k] for k in spent}
@@ -292,7 +310,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
                 "update_charged_tokens": last_cost["generated_tokens"],
                 "update_device_seconds": last_cost["device_seconds"],
                 "generated_tokens": spent["generated_tokens"], "device_seconds": spent["device_seconds"],
-                "flops": spent["flops"], "ledger": ledger.to_dict()})
+                "flops": spent["flops"], "ledger": ledger.to_dict(),
+                **({"selection": selection} if selection is not None else {})})
             say(f"update {update}: reward {stats['reward_mean']} "
                 f"tokens {spent['generated_tokens']:,} loss {step['loss']:.4g} kl {kl:.3g}")
             maybe_eval()

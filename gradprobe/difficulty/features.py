@@ -1,0 +1,178 @@
+"""Features of a prompt for the difficulty estimator: what the policy itself makes of it, plus metadata.
+
+Two blocks, concatenated column-wise by :func:`prompt_features`:
+
+``hidden``    the mean over the prompt's non-pad tokens of the policy's LAST hidden state (the output
+              of the decoder stack, after its final norm: ``base_model(...).last_hidden_state``), one
+              no-grad forward per micro-batch of left-padded prompts, position ids from the attention
+              mask (so a row's features do not depend on the other rows' lengths), float64;
+``metadata``  the prompt length in tokens, then the task metadata named by ``metadata_keys``
+              (reasoning-gym's ``num_terms`` / ``num_digits`` for chain_sum and basic_arithmetic);
+              a key a problem lacks is NaN (imputed by the estimator with the fit-time mean).
+
+Cost (DESIGN.md, "The compute ledger"): the prompt tokens read are charged to the ``selection``
+category (tokens a prompt-selection rule generated or read), their FLOPs to ``flops["selection"]``
+(:func:`gradprobe.ledger.forward_flops_per_token` per token at the mean causal context (L + 1) / 2 of
+a prompt of L tokens; an upper bound by the unembedding matmul, which the pass skips), the wall
+time to ``device_seconds["selection"]``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..ledger import forward_flops_per_token
+
+__all__ = ["DEFAULT_METADATA_KEYS", "hidden_features", "metadata_features", "prompt_features", "feature_names"]
+
+#: Task metadata used by default (reasoning-gym arithmetic tasks provide both).
+DEFAULT_METADATA_KEYS = ("num_terms", "num_digits")
+
+
+@torch.no_grad()
+def hidden_features(policy, prompt_ids: Sequence[Sequence[int]], *, batch_size: int = 32,
+                    ledger=None) -> np.ndarray:
+    """Mean-pooled last hidden state of every prompt.
+
+    Parameters
+    ----------
+    policy : gradprobe.models.Policy
+        Its ``model`` (any transformers causal LM with a ``base_model``) and tokenizer pad id.
+    prompt_ids : sequence of sequences of int, length M
+        Unpadded prompt token ids (:func:`gradprobe.tasks.encode_prompt`).
+    batch_size : int
+        Prompts per forward (memory knob; the result does not depend on it beyond float rounding).
+    ledger : gradprobe.ledger.Ledger, optional
+        Charged: ``generated_tokens["selection"]`` += the prompt tokens read (padding excluded),
+        ``flops["selection"]`` += tokens x forward FLOPs per token at context (L + 1) / 2,
+        ``device_seconds["selection"]`` += the wall time.
+
+    Returns
+    -------
+    ndarray (float64), shape (M, d_model)
+        h_i = (1 / L_i) sum_t h_it over the L_i prompt tokens.
+
+    Raises
+    ------
+    ValueError
+        ``batch_size < 1`` or an empty prompt (no token to pool).
+    """
+    from ..logprobs import position_ids_from_mask
+    from ..models import use_attention
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    prompts = [list(p) for p in prompt_ids]
+    for i, p in enumerate(prompts):
+        if not p:
+            raise ValueError(f"prompt {i} is empty: mean-pooling needs at least one token")
+    model = policy.model
+    d = model.config.get_text_config().hidden_size if hasattr(model.config, "get_text_config") else \
+        model.config.hidden_size
+    out = np.zeros((len(prompts), d), dtype=np.float64)
+    if not prompts:
+        return out
+    start = time.perf_counter()
+    device = next(model.parameters()).device
+    pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
+    base = model.base_model
+    was_training = model.training
+    model.eval()
+    flops = 0.0
+    try:
+        with use_attention(model, "sdpa"):
+            for lo in range(0, len(prompts), batch_size):
+                chunk = prompts[lo: lo + batch_size]
+                width = max(len(p) for p in chunk)
+                ids = torch.full((len(chunk), width), int(pad), dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for k, p in enumerate(chunk):
+                    ids[k, width - len(p):] = torch.tensor(p, dtype=torch.long)
+                    mask[k, width - len(p):] = 1
+                ids, mask = ids.to(device), mask.to(device)
+                h = base(input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask),
+                         use_cache=False).last_hidden_state  # (b, L, d)
+                m = mask.to(torch.float64).unsqueeze(-1)
+                pooled = (h.to(torch.float64) * m).sum(1) / m.sum(1)  # (b, d)
+                out[lo: lo + len(chunk)] = pooled.cpu().numpy()
+                for p in chunk:
+                    flops += len(p) * forward_flops_per_token(model, (len(p) + 1) / 2)
+    finally:
+        model.train(was_training)
+    if ledger is not None:
+        ledger.add_generated("selection", sum(len(p) for p in prompts))
+        ledger.add_flops("selection", flops)
+        ledger.add_seconds("selection", time.perf_counter() - start)
+    return out
+
+
+def metadata_features(problems, prompt_ids: Sequence[Sequence[int]],
+                      keys: Sequence[str] = DEFAULT_METADATA_KEYS) -> np.ndarray:
+    """Prompt length and numeric task metadata.
+
+    Parameters
+    ----------
+    problems : list[Problem], length M
+    prompt_ids : sequence of sequences of int, length M
+    keys : sequence of str
+        ``Problem.metadata`` keys; a missing or non-numeric value becomes NaN.
+
+    Returns
+    -------
+    ndarray (float64), shape (M, 1 + len(keys))
+        Column 0: prompt length in tokens; then one column per key.
+
+    Raises
+    ------
+    ValueError
+        ``len(problems) != len(prompt_ids)``.
+    """
+    if len(problems) != len(prompt_ids):
+        raise ValueError(f"metadata_features: {len(problems)} problems but {len(prompt_ids)} prompts")
+    out = np.full((len(problems), 1 + len(keys)), math.nan, dtype=np.float64)
+    for i, (prob, ids) in enumerate(zip(problems, prompt_ids)):
+        out[i, 0] = len(ids)
+        meta = getattr(prob, "metadata", None) or {}
+        for j, k in enumerate(keys):
+            v = meta.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[i, 1 + j] = float(v)
+    return out
+
+
+def feature_names(d_model: int, keys: Sequence[str] = DEFAULT_METADATA_KEYS) -> list[str]:
+    """Column names of :func:`prompt_features`: ``h0..h{d-1}``, ``prompt_tokens``, then the keys."""
+    return [f"h{k}" for k in range(d_model)] + ["prompt_tokens", *keys]
+
+
+def prompt_features(policy, problems, *, metadata_keys: Sequence[str] = DEFAULT_METADATA_KEYS,
+                    batch_size: int = 32, ledger=None, prompt_ids=None) -> np.ndarray:
+    """[hidden | metadata] features of every problem's prompt under the current policy.
+
+    Parameters
+    ----------
+    policy : gradprobe.models.Policy
+    problems : list[Problem], length M
+    metadata_keys : sequence of str
+    batch_size : int
+        Prompts per forward.
+    ledger : Ledger, optional
+        Charged as in :func:`hidden_features` (``selection``).
+    prompt_ids : list[list[int]], optional
+        Already encoded prompts (default: :func:`gradprobe.tasks.encode_prompt` of each question).
+
+    Returns
+    -------
+    ndarray (float64), shape (M, d_model + 1 + len(metadata_keys))
+    """
+    from ..tasks.prompts import encode_prompt
+
+    if prompt_ids is None:
+        prompt_ids = [list(encode_prompt(policy.tokenizer, p.question)) for p in problems]
+    h = hidden_features(policy, prompt_ids, batch_size=batch_size, ledger=ledger)
+    return np.concatenate([h, metadata_features(problems, prompt_ids, metadata_keys)], axis=1)
