@@ -13,6 +13,15 @@ scales with batch size.
 ``grpo``     mean over a sequence's tokens, then over sequences (Shao et al. 2024, eq. 3);
 ``dapo``     mean over all tokens of the batch (Yu et al. 2025, DAPO, eq. 12);
 ``dr_grpo``  sum over tokens divided by N * L_max, a constant (Liu et al. 2025, Dr. GRPO, eq. 5).
+
+Rollouts from another engine (vLLM) are sampled from a slightly different distribution
+pi_sampler than the training forward pass pi_theta computes (other kernels, bf16 rounding,
+stale weights). :func:`truncated_is_weights` gives the truncated importance-sampling (TIS)
+correction of Yao et al. 2025 ("Your efficient RL framework secretly brings you off-policy
+RL training"), as TRL (``vllm_importance_sampling_cap`` / ``_clip_max``, mode
+``token_truncate``) and verl (``tis_imp_ratio_cap``) apply it: each token's loss is
+multiplied by min(pi_train / pi_sampler, C), detached; :func:`policy_loss` takes it as
+``is_weights``. :func:`logprob_mismatch` reports the gap between the two log-probabilities.
 """
 
 from __future__ import annotations
@@ -65,9 +74,88 @@ def token_weights(completion_mask: torch.Tensor, loss_type: str = "grpo", *,
     return LOSS_TYPES[loss_type](mask, max_completion_length or mask.shape[1])
 
 
+IMPORTANCE_SAMPLING = ("none", "tis")
+
+
+def truncated_is_weights(train_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, *,
+                         cap: float = 2.0) -> torch.Tensor:
+    """Truncated importance-sampling weights min(pi_train / pi_sampler, C) per token.
+
+    rho_t = exp(l_train_t - l_sampler_t), truncated at ``cap`` from above (Yao et al. 2025,
+    "truncated importance sampling"; TRL ``GRPOTrainer``, ``vllm_importance_sampling_mode=
+    "token_truncate"``; verl ``tis_imp_ratio_cap``). The weights are constants (detached):
+    they re-weight the per-token policy-gradient loss, they are not differentiated.
+
+    Parameters
+    ----------
+    train_logp : Tensor, shape (N, T)
+        l_t under the training forward pass at the parameters the rollouts were drawn with
+        (pi_old; detached).
+    sampler_logp : Tensor, shape (N, T)
+        l_t the sampler reported for the token it drew; NaN where the sampler gave none (the
+        token then gets weight 1, as in TRL).
+    mask : BoolTensor, shape (N, T)
+        Completion mask; weights are 1 off the mask (they multiply zero-weight tokens there).
+    cap : float
+        C > 0 (default 2, TRL's and verl's default).
+
+    Returns
+    -------
+    Tensor, shape (N, T), dtype of ``train_logp``
+        min(exp(train - sampler), C) on the mask, 1 elsewhere.
+
+    Raises
+    ------
+    ValueError
+        ``cap <= 0`` or shapes that differ.
+    """
+    if not cap > 0:
+        raise ValueError(f"importance-sampling cap C must be > 0 (TRL/verl default 2.0), got {cap}")
+    if train_logp.shape != sampler_logp.shape or train_logp.shape != mask.shape:
+        raise ValueError(f"train_logp {tuple(train_logp.shape)}, sampler_logp {tuple(sampler_logp.shape)} and "
+                         f"mask {tuple(mask.shape)} must have the same shape (N, T)")
+    diff = (train_logp.detach() - sampler_logp.to(train_logp.dtype)).nan_to_num(nan=0.0)
+    rho = torch.exp(diff).clamp(max=float(cap))
+    return torch.where(mask.bool(), rho, torch.ones_like(rho))
+
+
+def logprob_mismatch(train_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor) -> dict:
+    """How far the sampler's per-token log-probabilities are from the training forward pass.
+
+    Parameters
+    ----------
+    train_logp, sampler_logp : Tensor, shape (N, T)
+        l_t of the training forward pass and of the sampler, for the sampled tokens; NaN in
+        ``sampler_logp`` marks tokens the sampler did not score (excluded, counted).
+    mask : BoolTensor, shape (N, T)
+
+    Returns
+    -------
+    dict
+        ``max_abs_diff``, ``mean_abs_diff`` (nats, over masked scored tokens, as TRL's
+        ``sampling/sampling_logp_difference/{max,mean}``); ``kl_k1`` = mean(l_sampler -
+        l_train) and ``kl_k3`` = mean(rho - 1 - log rho), rho = pi_train / pi_sampler: two
+        Monte-Carlo estimates of KL(pi_sampler || pi_train) from tokens drawn from pi_sampler
+        (Schulman 2020, "Approximating KL divergence"; k3 is non-negative per token);
+        ``tokens`` scored, ``unscored`` (NaN) tokens. All 0 when no token is scored.
+    """
+    m = mask.bool() & torch.isfinite(sampler_logp)
+    unscored = int((mask.bool() & ~torch.isfinite(sampler_logp)).sum())
+    t = train_logp.detach().to(torch.float64)[m]
+    s = sampler_logp.to(torch.float64)[m]
+    if t.numel() == 0:
+        return {"max_abs_diff": 0.0, "mean_abs_diff": 0.0, "kl_k1": 0.0, "kl_k3": 0.0, "tokens": 0,
+                "unscored": unscored}
+    d = t - s  # log rho
+    return {"max_abs_diff": float(d.abs().max()), "mean_abs_diff": float(d.abs().mean()),
+            "kl_k1": float((-d).mean()), "kl_k3": float((torch.expm1(d) - d).mean()), "tokens": int(t.numel()),
+            "unscored": unscored}
+
+
 def policy_loss(logp: torch.Tensor, advantages: torch.Tensor, weights: torch.Tensor, *,
                 old_logp: torch.Tensor | None = None, clip_low: float = 0.2, clip_high: float = 0.2,
-                ref_logp: torch.Tensor | None = None, kl_coef: float = 0.0) -> torch.Tensor:
+                ref_logp: torch.Tensor | None = None, kl_coef: float = 0.0,
+                is_weights: torch.Tensor | None = None) -> torch.Tensor:
     """Clipped surrogate loss of a (micro-)batch, a scalar.
 
     Parameters
@@ -87,12 +175,18 @@ def policy_loss(logp: torch.Tensor, advantages: torch.Tensor, weights: torch.Ten
     ref_logp : Tensor, shape (n, T), optional
         Reference-policy log-probabilities for the k3 KL penalty (Schulman 2020;
         DeepSeekMath eq. 4) weighted by ``kl_coef``.
+    is_weights : Tensor, shape (n, T), optional
+        Per-token importance weights for a sampler other than the training forward pass
+        (:func:`truncated_is_weights`); they multiply the clipped surrogate (not the KL
+        term), detached, as in TRL and verl.
     """
     old = logp.detach() if old_logp is None else old_logp
     ratio = torch.exp(logp - old)
     adv = advantages.to(logp.dtype)
     surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * adv)
     per_token = -surrogate
+    if is_weights is not None:
+        per_token = per_token * is_weights.detach().to(logp.dtype)
     if kl_coef and ref_logp is not None:
         delta = ref_logp - logp
         per_token = per_token + kl_coef * (torch.exp(delta) - delta - 1)
