@@ -1,0 +1,284 @@
+"""How good is p_hat? Brier score, AUC, Spearman rho and a reliability diagram vs empirical success.
+
+Protocol (``gradprobe difficulty-eval``; :func:`evaluate_estimator`):
+
+1. Sample S completions of each of M pool prompts from the policy; outcome y_ik in {0, 1} (NaN where
+   the verifier gave none: ignored everywhere).
+2. Split the prompts in two halves with a seeded permutation: the *fit* half (floor(M / 2) prompts)
+   and the *eval* half (the rest). The logistic model is fitted on every outcome of the fit half only.
+3. On each eval prompt, the first ``observed`` = k outcomes play the role of a training run's
+   attempts (they update the Beta posterior); the remaining S - k outcomes are the *target*: the
+   empirical success e_i = mean of the target outcomes. Nothing an estimator sees is in its target.
+4. Estimators scored on the eval half:
+
+   ``model``                p_model from the hidden-state + metadata logistic model (a never-attempted
+                            prompt's p_hat);
+   ``posterior``            the Beta posterior with the model as prior (n0 pseudo-counts) after the
+                            k observed outcomes;
+   ``pool_mean``            baseline: the fit half's mean success, the same for every prompt;
+   ``posterior_pool_mean``  baseline: the Beta posterior with prior mean = pool mean (no hidden-state
+                            model), same n0 and k observed outcomes.
+
+Metrics (each over the eval half's target outcomes):
+
+``brier``         (1 / N) sum_ik (p_i - y_ik)^2 over target completions (Brier 1950, "Verification
+                  of forecasts expressed in terms of probability", eq. 1, two classes); lower is better;
+``auc``           ROC AUC of p_i for the target outcomes (``sklearn.metrics.roc_auc_score``); None
+                  when the targets hold one class only;
+``spearman_rho``  Spearman rank correlation of p_i with e_i across prompts (``scipy.stats.spearmanr``);
+                  None when either is constant (e.g. a constant baseline, or a policy that never
+                  succeeds);
+``reliability``   10 equal-width bins of p: mean predicted, observed frequency and completion count
+                  per non-empty bin (the data of the reliability diagram, Murphy & Winkler 1977).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, EstimatorConfig
+
+__all__ = ["ESTIMATORS", "BASELINES", "sample_outcomes", "split_halves", "brier_score", "auc_score",
+           "spearman_rho", "reliability_bins", "evaluate_estimator", "plot_reliability"]
+
+ESTIMATORS = ("model", "posterior")
+BASELINES = ("pool_mean", "posterior_pool_mean")
+
+
+def sample_outcomes(policy, task, problems, *, samples: int, sampling, seed: int = 0, ledger=None,
+                    category: str = "eval") -> np.ndarray:
+    """0/1 outcomes of ``samples`` completions per problem.
+
+    Parameters
+    ----------
+    policy : gradprobe.models.Policy
+    task : Task
+    problems : list[Problem], length M
+    samples : int
+        S >= 1.
+    sampling : SamplingConfig
+    seed : int
+        Sampler seed.
+    ledger : Ledger, optional
+        Completion tokens to ``generated_tokens[category]``, generation FLOPs to ``flops[category]``
+        and the wall time to ``device_seconds[category]``.
+    category : str
+        ``eval`` (measurement) or ``selection`` (probe samples of a selection rule).
+
+    Returns
+    -------
+    ndarray (float64), shape (M, S)
+        1.0 where the completion was scored correct, 0.0 where wrong, NaN where the scorer raised.
+    """
+    import time
+
+    from ..ledger import forward_flops_per_token
+    from ..rollout import HFSampler, score_completions
+    from ..tasks.prompts import encode_prompt
+
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    if not problems:
+        return np.zeros((0, samples))
+    prompt_ids = [list(encode_prompt(policy.tokenizer, p.question)) for p in problems]
+    sampler = HFSampler(policy, seed=seed, progress=False)
+    start = time.perf_counter()
+    out = sampler.sample(prompt_ids, num_samples=samples, sampling=sampling, desc=category)
+    seconds = time.perf_counter() - start
+    texts = policy.tokenizer.batch_decode([s.token_ids for s in out], skip_special_tokens=True)
+    scores, _ = score_completions(task, texts, [p for p in problems for _ in range(samples)])
+    y = np.array([1.0 if s == 1.0 else (math.nan if not math.isfinite(s) else 0.0) for s in scores])
+    if ledger is not None:
+        tokens = sum(len(s.token_ids) for s in out)
+        ctx = float(np.mean([len(p) for p in prompt_ids])) + tokens / len(out) / 2
+        ledger.add_generated(category, tokens)
+        ledger.add_flops(category, tokens * forward_flops_per_token(policy.model, ctx))
+        ledger.add_seconds(category, seconds)
+    return y.reshape(len(problems), samples)
+
+
+def split_halves(m: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(fit, eval) prompt indices: a seeded permutation of range(m) cut at floor(m / 2)."""
+    perm = np.random.default_rng([seed, 0xD1FF]).permutation(m)
+    return np.sort(perm[: m // 2]), np.sort(perm[m // 2:])
+
+
+def _flatten(p, y):
+    """Per-prompt predictions (M,) repeated over each prompt's finite outcomes of y (M, K)."""
+    y = np.asarray(y, dtype=np.float64)
+    rep = np.repeat(np.asarray(p, dtype=np.float64)[:, None], y.shape[1], axis=1)
+    ok = np.isfinite(y)
+    return rep[ok], y[ok]
+
+
+def brier_score(p, y) -> float | None:
+    """Mean squared error of p_i (M,) against every finite outcome y_ik (M, K); None without outcomes."""
+    pf, yf = _flatten(p, y)
+    return float(np.mean((pf - yf) ** 2)) if yf.size else None
+
+
+def auc_score(p, y) -> float | None:
+    """ROC AUC of p_i (M,) for the finite outcomes y_ik (M, K); None when they hold one class only."""
+    from sklearn.metrics import roc_auc_score
+
+    pf, yf = _flatten(p, y)
+    if yf.size == 0 or yf.min() == yf.max():
+        return None
+    return float(roc_auc_score(yf, pf))
+
+
+def spearman_rho(p, e) -> float | None:
+    """Spearman rho of p (M,) and e (M,) over prompts where e is finite; None when either is constant."""
+    from scipy.stats import spearmanr
+
+    p, e = np.asarray(p, dtype=np.float64), np.asarray(e, dtype=np.float64)
+    ok = np.isfinite(e)
+    p, e = p[ok], e[ok]
+    if p.size < 2 or np.ptp(p) == 0 or np.ptp(e) == 0:
+        return None
+    return float(spearmanr(p, e).statistic)
+
+
+def reliability_bins(p, y, n_bins: int = 10) -> dict:
+    """Reliability-diagram data: equal-width bins of p over [0, 1], non-empty bins only.
+
+    Returns
+    -------
+    dict of lists
+        ``mean_predicted``, ``observed`` (frequency of y = 1), ``count`` (completions) per bin.
+    """
+    pf, yf = _flatten(p, y)
+    idx = np.clip((pf * n_bins).astype(int), 0, n_bins - 1)
+    out = {"mean_predicted": [], "observed": [], "count": []}
+    for b in range(n_bins):
+        sel = idx == b
+        if sel.any():
+            out["mean_predicted"].append(float(pf[sel].mean()))
+            out["observed"].append(float(yf[sel].mean()))
+            out["count"].append(int(sel.sum()))
+    return out
+
+
+def _rate(y) -> float | None:
+    y = np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(y)
+    return float(y[ok].mean()) if ok.any() else None
+
+
+def evaluate_estimator(ids, features, outcomes, *, observed: int, config: EstimatorConfig | None = None,
+                       seed: int = 0) -> dict:
+    """Score the estimator and the baselines on a held-out half of the prompts (module docstring).
+
+    Parameters
+    ----------
+    ids : sequence of str, length M
+        Unique prompt ids.
+    features : ndarray, shape (M, F)
+    outcomes : ndarray, shape (M, S)
+        0/1 outcomes (NaN = missing), S > ``observed``.
+    observed : int
+        k >= 0, outcomes per eval prompt given to the posteriors (the rest are the target).
+    config : EstimatorConfig, optional
+    seed : int
+        Seed of the fit/eval split.
+
+    Returns
+    -------
+    dict
+        ``estimators`` and ``baselines``: name -> {brier, auc, spearman_rho, mean_p, reliability};
+        ``split`` (prompt counts), ``pool_mean_success`` (fit half), ``eval_target_success``,
+        ``model_degenerate``, ``notes`` (why a metric is None).
+
+    Raises
+    ------
+    ValueError
+        M < 2, mismatched shapes, or ``observed`` not in [0, S - 1].
+    """
+    from .estimator import check_unique_ids
+
+    y = np.asarray(outcomes, dtype=np.float64)
+    x = np.asarray(features, dtype=np.float64)
+    m = len(ids)
+    if m < 2:
+        raise ValueError(f"difficulty evaluation needs at least 2 prompts (a fit half and an eval half), got {m}")
+    if y.ndim != 2 or y.shape[0] != m or x.shape[0] != m:
+        raise ValueError(f"evaluate_estimator: {m} ids, features {x.shape}, outcomes {y.shape}; expected (M, F), (M, S)")
+    if not 0 <= observed < y.shape[1]:
+        raise ValueError(f"observed must lie in [0, S - 1] = [0, {y.shape[1] - 1}] so that a target remains, got {observed}")
+    check_unique_ids(list(ids))
+    config = config or EstimatorConfig()
+    fit, ev = split_halves(m, seed)
+    est = DifficultyEstimator(config)
+    ok = np.isfinite(y[fit])
+    est.observe([ids[i] for i in fit], x[fit], np.where(ok, y[fit], 0).sum(1), ok.sum(1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DegenerateOutcomesWarning)
+        est.fit()
+    seen, target = y[ev][:, :observed], y[ev][:, observed:]
+    s_obs = np.where(np.isfinite(seen), seen, 0).sum(1)
+    n_obs = np.isfinite(seen).sum(1)
+    n0 = config.prior_strength
+    pool_mean = _rate(y[fit])
+    c = config.p_clip
+    prior_pool = float(np.clip(pool_mean if pool_mean is not None else 0.5, c, 1 - c))
+    p_model = est.predict_model(x[ev])
+    preds = {
+        "model": p_model,
+        "posterior": (n0 * p_model + s_obs) / (n0 + n_obs),
+        "pool_mean": np.full(len(ev), pool_mean if pool_mean is not None else 0.5),
+        "posterior_pool_mean": (n0 * prior_pool + s_obs) / (n0 + n_obs),
+    }
+    e = np.array([_rate(r) if _rate(r) is not None else math.nan for r in target])
+    scored = {}
+    for name, p in preds.items():
+        scored[name] = {"brier": brier_score(p, target), "auc": auc_score(p, target),
+                        "spearman_rho": spearman_rho(p, e), "mean_p": float(np.mean(p)),
+                        "reliability": reliability_bins(p, target)}
+    notes = []
+    tgt = target[np.isfinite(target)]
+    if tgt.size and tgt.min() == tgt.max():
+        notes.append(f"every target completion {'succeeded' if tgt[0] == 1 else 'failed'}: AUC and Spearman rho "
+                     f"are undefined (None); only the Brier score is meaningful")
+    if caught:
+        notes.append(f"logistic model not fitted: {caught[0].message}")
+    notes.append("pool_mean is constant across prompts: its AUC is 0.5 and its Spearman rho undefined by construction")
+    return {"estimators": {k: scored[k] for k in ESTIMATORS}, "baselines": {k: scored[k] for k in BASELINES},
+            "split": {"fit_prompts": int(len(fit)), "eval_prompts": int(len(ev)), "observed_per_eval_prompt": observed,
+                      "target_per_eval_prompt": int(y.shape[1] - observed), "seed": seed},
+            "pool_mean_success": pool_mean, "eval_target_success": _rate(target),
+            "model_degenerate": bool(est.degenerate_), "prior_strength": n0, "notes": notes}
+
+
+def plot_reliability(result: dict, path) -> None:
+    """Reliability diagram (PNG) of every estimator and baseline in ``result`` (:func:`evaluate_estimator`).
+
+    x: mean predicted p per bin, y: observed success frequency; marker area ~ completions in the bin;
+    the diagonal is perfect calibration.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid")
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")
+    rows = {**result["estimators"], **result["baselines"]}
+    for (name, r), color in zip(rows.items(), sns.color_palette("deep", len(rows))):
+        rel = r["reliability"]
+        if not rel["count"]:
+            continue
+        sizes = 20 + 180 * np.asarray(rel["count"]) / max(rel["count"])
+        ax.plot(rel["mean_predicted"], rel["observed"], color=color, lw=1)
+        brier = "n/a" if r["brier"] is None else f"{r['brier']:.3f}"
+        ax.scatter(rel["mean_predicted"], rel["observed"], s=sizes, color=color, label=f"{name} (Brier {brier})")
+    ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), xlabel="predicted success p_hat (bin mean)",
+           ylabel="observed success frequency", title="Reliability of p_hat on the eval half")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
