@@ -1,0 +1,324 @@
+"""Update throughput of our GRPO loop against TRL's ``GRPOTrainer`` on the same model and data.
+
+One GRPO configuration is run by both, in one process, from the same initial weights:
+
+* model: a randomly initialised Qwen2 (``transformers.Qwen2Config``) with the project's
+  character tokenizer (:func:`gradprobe.models.load_policy` ``"tiny-qwen2"`` with the sizes
+  given on the command line; default 4 layers, d = 128, ~0.8 M parameters);
+* data: reasoning-gym ``chain_sum`` prompts, as a :class:`datasets.Dataset` of chat messages
+  for TRL (rendered by the tokenizer's chat template: the same ids as
+  :func:`gradprobe.tasks.encode_prompt`, checked before timing), and the same problems for us;
+* settings: B prompts x G completions per update, ``max_completion_length`` L, temperature,
+  top_p = 1, top_k = 0, constant learning rate, AdamW (betas 0.9/0.999, eps 1e-8, no weight
+  decay), gradient-norm clip 1.0, PPO clip 0.2, loss type, beta = 0 (no reference model),
+  one optimizer step per generation batch (TRL: ``steps_per_generation = 1``,
+  ``gradient_accumulation_steps = 1``, ``num_iterations = 1``; ours: one
+  :func:`gradprobe.grpo.step.grpo_step` on the whole batch), no vLLM, group-std advantages.
+
+Generation: both use Hugging Face ``model.generate`` with a KV cache. Ours switches attention
+to ``sdpa`` while sampling and trains with the exact eager kernel the probe needs; TRL's copy of
+the model is given ``sdpa`` throughout (its default when it loads a model itself).
+
+Throughput (the same definition for both): completion tokens (EOS included, padding excluded)
+per wall-second of a full update = generation + reward + advantages + loss + backward + clip +
+optimizer step. For TRL an update is one ``Trainer`` step, timed from ``on_step_begin`` to
+``on_step_end`` (generation happens inside the step, in ``_prepare_inputs``); its tokens are
+counted in the reward function from ``completion_ids``. For us it is
+``collect_rollouts`` + the ``outcome`` reward + ``grpo_step``; the per-update policy statistics
+that :func:`gradprobe.training.run.run_training` also logs (KL to the initial policy, entropy:
+one more forward) are timed separately and reported as a second ratio.
+
+A third side, ``ours_sdpa`` (off with ``--no-sdpa-variant``), is our loop with the update's
+forward + backward run under ``sdpa`` attention instead of the exact eager kernel the model
+is loaded with (:mod:`gradprobe.attention`; the probe's jvp needs it, the update does not): it
+shows how much of any gap is the attention kernel. Each round starts every side from the
+initial weights, runs ``--warmup`` untimed updates, then ``--updates`` timed ones;
+rounds alternate the order (ours first, then TRL first). The throughput of a side is its total
+tokens / total seconds over all timed updates; the ratio ours / TRL is printed per round and
+overall. Target: >= 1.0.
+
+Shared machines: the thread count is set with ``--threads`` (default 1) and
+``os.getloadavg()`` is printed before and after.
+
+    python benchmarks/trl_throughput.py --updates 5 --warmup 1 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+import warnings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--prompts", type=int, default=4, help="B, prompts per update")
+    p.add_argument("--group", type=int, default=4, help="G, completions per prompt")
+    p.add_argument("--max-completion-length", type=int, default=64, help="L, tokens")
+    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--loss-type", default="grpo", choices=("grpo", "dapo", "dr_grpo"))
+    p.add_argument("--updates", type=int, default=5, help="timed updates per side and round")
+    p.add_argument("--warmup", type=int, default=1, help="untimed updates per side and round")
+    p.add_argument("--rounds", type=int, default=2, help="rounds; the order of the sides alternates")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--intermediate", type=int, default=512)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--pool", type=int, default=256, help="chain_sum training prompts")
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-sdpa-variant", dest="sdpa_variant", action="store_false",
+                   help="skip the third side, ours with sdpa attention in the update (see the module docstring)")
+    p.add_argument("--json", default=None, help="also write the results to this JSON file")
+    args = p.parse_args(argv)
+    for name in ("prompts", "group", "max_completion_length", "updates", "rounds", "threads", "pool"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.group < 2:
+        raise SystemExit("--group must be >= 2 (group-normalised advantages need two completions)")
+    if args.warmup < 0:
+        raise SystemExit(f"--warmup must be >= 0, got {args.warmup}")
+    return args
+
+
+def load_model(args):
+    from gradprobe.models import load_policy
+
+    return load_policy("tiny-qwen2", dtype="float32", seed=args.seed, layers=args.layers, hidden_size=args.hidden,
+                       intermediate_size=args.intermediate, heads=args.heads, kv_heads=args.kv_heads)
+
+
+class Ours:
+    """Our GRPO update loop (the body of :func:`gradprobe.training.run.run_training`'s update)."""
+
+    def __init__(self, policy, task, pool, args, *, train_attention: str | None = None):
+        from gradprobe.config import MCConfig, SamplingConfig
+        from gradprobe.grpo.step import UpdateConfig
+        from gradprobe.ledger import Ledger
+        from gradprobe.rewards import get_reward
+        from gradprobe.rollout import HFSampler
+
+        self.policy, self.task, self.pool, self.args = policy, task, pool, args
+        n = args.prompts * args.group
+        self.sampling = SamplingConfig(temperature=args.temperature, top_p=1.0, top_k=0,
+                                       max_new_tokens=args.max_completion_length, batch_size=n)
+        self.mc = MCConfig()
+        self.sampler = HFSampler(policy, seed=args.seed, progress=False)
+        self.reward = get_reward("outcome")
+        self.ledger = Ledger()
+        self.config = UpdateConfig(loss_type=args.loss_type, micro_batch_size=n, max_grad_norm=1.0,
+                                   clip_low=0.2, clip_high=0.2)
+        self.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8,
+                                           weight_decay=0.0)
+        self.init_model = copy.deepcopy(policy.model).requires_grad_(False).eval()
+        self.train_attention = train_attention
+        self.calls = 0
+
+    def update(self) -> dict:
+        from gradprobe.grpo.step import grpo_step
+        from gradprobe.models import use_attention
+        from gradprobe.rewards import RewardContext
+        from gradprobe.rollout import collect_rollouts
+        from gradprobe.training.metrics import policy_stats
+
+        b = self.args.prompts
+        problems = [self.pool[(self.calls * b + k) % len(self.pool)] for k in range(b)]
+        self.calls += 1
+        start = time.perf_counter()
+        batch = collect_rollouts(self.policy, self.task, problems, group_size=self.args.group, sampler=self.sampler,
+                                 sampling=self.sampling, ledger=self.ledger, category="rollout")
+        generated = time.perf_counter()
+        ctx = RewardContext(task=self.task, sampler=self.sampler, sampling=self.sampling, mc=self.mc,
+                            ledger=self.ledger, tokenizer=self.policy.tokenizer,
+                            eos_token_ids=self.policy.eos_token_ids)
+        adv = self.reward(batch, ctx).advantages.to(torch.float64)
+        model = self.policy.model
+        with use_attention(model, self.train_attention or model.config._attn_implementation):
+            step = grpo_step(model, self.optimizer, batch, adv, self.config, ledger=self.ledger)
+        end = time.perf_counter()
+        policy_stats(self.policy.model, self.init_model, batch, self.config.micro_batch_size)
+        stats_seconds = time.perf_counter() - end
+        return {"seconds": end - start, "generation_seconds": generated - start, "stats_seconds": stats_seconds,
+                "tokens": batch.generated_tokens, "loss": step["loss"],
+                "reward_mean": float(torch.nanmean(batch.scores))}
+
+
+def trl_dataset(task, pool):
+    """``chain_sum`` problems as TRL's conversational prompts (one user message)."""
+    from datasets import Dataset
+
+    from gradprobe.tasks.prompts import INSTRUCTION
+
+    return Dataset.from_dict({
+        "prompt": [[{"role": "user", "content": f"{p.question}\n\n{INSTRUCTION}"}] for p in pool],
+        "problem_index": list(range(len(pool))),
+    })
+
+
+def check_same_prompt_ids(trainer, policy, pool, dataset):
+    """TRL's prompt ids (its chat-template path) equal ours (:func:`encode_prompt`) on a few prompts."""
+    from gradprobe.tasks import encode_prompt
+
+    rows = list(range(min(4, len(pool))))
+    theirs = trainer._tokenize_prompts([dataset[i]["prompt"] for i in rows])
+    theirs = theirs[0] if isinstance(theirs, tuple) else theirs
+    theirs = theirs["prompt_ids"] if isinstance(theirs, dict) else theirs
+    for i, ids in zip(rows, theirs):
+        ours = list(encode_prompt(policy.tokenizer, pool[i].question))
+        if list(ids) != ours:
+            raise SystemExit(f"prompt {i}: TRL tokenizes to {len(ids)} ids, we to {len(ours)}; the comparison "
+                             "would not use the same prompts")
+
+
+def run_trl(model, policy, task, pool, args, steps: int) -> list[dict]:
+    """``steps`` GRPOTrainer steps on ``model``; one dict per step (seconds, tokens)."""
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    n = args.prompts * args.group
+    dataset = trl_dataset(task, pool)
+    counts: list[int] = []
+    rewards: list[float] = []
+
+    def reward(prompts, completions, completion_ids, problem_index, **kwargs):
+        counts.append(sum(len(ids) for ids in completion_ids))
+        out = []
+        for c, i in zip(completions, problem_index):
+            text = c[-1]["content"] if isinstance(c, list) else c
+            out.append(float(task.score(text, pool[i])))
+        rewards.extend(out)
+        return out
+
+    steps_out: list[dict] = []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, a, state, control, **kw):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, a, state, control, **kw):
+            steps_out.append({"seconds": time.perf_counter() - self.t0})
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = GRPOConfig(
+            output_dir=tempfile.mkdtemp(prefix="trl-bench-"), report_to="none", logging_strategy="no",
+            save_strategy="no", disable_tqdm=True, use_cpu=True, bf16=False, fp16=False, gradient_checkpointing=False,
+            per_device_train_batch_size=n, num_generations=args.group, gradient_accumulation_steps=1,
+            steps_per_generation=1, num_iterations=1, max_completion_length=args.max_completion_length,
+            temperature=args.temperature, top_p=1.0, top_k=0, learning_rate=args.lr, lr_scheduler_type="constant",
+            warmup_steps=0, optim="adamw_torch", adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,
+            weight_decay=0.0, max_grad_norm=1.0, epsilon=0.2, loss_type=args.loss_type, beta=0.0,
+            scale_rewards="group", max_steps=steps, seed=args.seed, use_vllm=False, log_completions=False,
+            dataloader_num_workers=0)
+        trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=dataset,
+                              processing_class=policy.tokenizer, callbacks=[Timer()])
+        check_same_prompt_ids(trainer, policy, pool, dataset)
+        trainer.remove_callback(PrinterCallback)  # with disable_tqdm it prints the final metrics dict
+        trainer.train()
+    if len(counts) != len(steps_out):
+        raise RuntimeError(f"TRL ran {len(steps_out)} steps but generated {len(counts)} batches; expected one "
+                           "generation per step (steps_per_generation = 1)")
+    for s, c in zip(steps_out, counts):
+        s["tokens"] = c
+    return steps_out
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    import transformers
+    import trl
+
+    from gradprobe.models import non_embedding_parameters
+    from gradprobe.tasks import load_task
+
+    load_before = os.getloadavg()
+    base = load_model(args)
+    task = load_task("chain_sum", train_size=args.pool)
+    pool = task.problems("train", args.pool, seed=args.seed)
+    params = sum(p.numel() for p in base.model.parameters())
+    print(f"model: Qwen2 {args.layers} layers, d={args.hidden}, {params:,} parameters "
+          f"({non_embedding_parameters(base.model):,} non-embedding); vocab {base.model.config.vocab_size}")
+    print(f"config: B={args.prompts} x G={args.group}, L={args.max_completion_length}, lr={args.lr}, "
+          f"T={args.temperature}, loss={args.loss_type}, beta=0, threads={args.threads}; "
+          f"{args.warmup} warm-up + {args.updates} timed updates x {args.rounds} rounds")
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}, "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; load avg before {load_before}")
+
+    sides = ("ours", "ours_sdpa", "trl") if args.sdpa_variant else ("ours", "trl")
+    results = {side: [] for side in sides}
+    results.update(ours_stats_seconds=[], rounds=[])
+    for r in range(args.rounds):
+        order = sides if r % 2 == 0 else sides[::-1]
+        round_out = {}
+        for side in order:
+            if side.startswith("ours"):
+                policy = copy.copy(base)
+                policy.model = copy.deepcopy(base.model)
+                runner = Ours(policy, task, pool, args, train_attention="sdpa" if side == "ours_sdpa" else None)
+                runs = [runner.update() for _ in range(args.warmup + args.updates)][args.warmup:]
+                if side == "ours":
+                    results["ours_stats_seconds"] += [u["stats_seconds"] for u in runs]
+            else:
+                model = copy.deepcopy(base.model)
+                model.set_attn_implementation("sdpa")
+                runs = run_trl(model, base, task, pool, args, args.warmup + args.updates)[args.warmup:]
+            results[side] += runs
+            tok, sec = sum(u["tokens"] for u in runs), sum(u["seconds"] for u in runs)
+            round_out[side] = {"tokens": tok, "seconds": sec, "tokens_per_second": tok / sec,
+                               "median_update_seconds": statistics.median(u["seconds"] for u in runs)}
+        trl_tps = round_out["trl"]["tokens_per_second"]
+        round_out["ratio"] = round_out["ours"]["tokens_per_second"] / trl_tps
+        parts = [f"{side} {round_out[side]['tokens_per_second']:.1f} tok/s ({round_out[side]['tokens']} tokens in "
+                 f"{round_out[side]['seconds']:.2f} s)" for side in sides]
+        if args.sdpa_variant:
+            round_out["ratio_sdpa"] = round_out["ours_sdpa"]["tokens_per_second"] / trl_tps
+            parts.append(f"ours_sdpa/TRL {round_out['ratio_sdpa']:.3f}")
+        results["rounds"].append(round_out)
+        print(f"round {r + 1} ({' > '.join(order)}): " + ", ".join(parts) + f", ours/TRL {round_out['ratio']:.3f}",
+              flush=True)
+
+    def rate(side, extra=0.0):
+        return sum(u["tokens"] for u in results[side]) / (sum(u["seconds"] for u in results[side]) + extra)
+
+    ours_seconds = sum(u["seconds"] for u in results["ours"])
+    summary = {
+        "ours_tokens_per_second": rate("ours"), "trl_tokens_per_second": rate("trl"),
+        "ratio": rate("ours") / rate("trl"),
+        "ratio_with_policy_stats": rate("ours", sum(results["ours_stats_seconds"])) / rate("trl"),
+        "ours_generation_share": sum(u["generation_seconds"] for u in results["ours"]) / ours_seconds,
+        "ratio_per_round": [x["ratio"] for x in results["rounds"]],
+        "load_avg_before": load_before, "load_avg_after": os.getloadavg(), "args": vars(args),
+    }
+    if args.sdpa_variant:
+        summary["ours_sdpa_tokens_per_second"] = rate("ours_sdpa")
+        summary["ratio_sdpa"] = rate("ours_sdpa") / rate("trl")
+    print(f"overall: ours {summary['ours_tokens_per_second']:.1f} tok/s, TRL {summary['trl_tokens_per_second']:.1f} "
+          f"tok/s, ours/TRL {summary['ratio']:.3f} (target >= 1.0; counting our KL/entropy statistics too "
+          f"{summary['ratio_with_policy_stats']:.3f})"
+          + (f"; training with sdpa: ours_sdpa/TRL {summary['ratio_sdpa']:.3f}" if args.sdpa_variant else "")
+          + f"; our generation share {100 * summary['ours_generation_share']:.0f}%; load avg after "
+          f"{tuple(round(x, 2) for x in summary['load_avg_after'])}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"summary": summary, "rounds": results["rounds"]}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
