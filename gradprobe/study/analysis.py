@@ -224,6 +224,12 @@ def fit_sigmoid(x, y, R0: float) -> dict:
         raise ValueError("parameters not identifiable (curve_fit covariance is not finite): the accuracy curve "
                          "does not rise or fall like a sigmoid")
     A, B, C_mid = (float(v) for v in popt)
+    if A >= bounds[1][0] - 1e-3 or A <= bounds[0][0] + 1e-3:
+        raise ValueError(f"asymptote A = {A:.4g} sits at its bound [0, 100] points: the curve has not bent over "
+                         f"within the evaluated compute, so A is not identified")
+    if abs(A - R0) < 0.1:
+        raise ValueError(f"flat curve: the fitted gain A - R0 = {A - R0:+.3g} points is below 0.1, so B and C_mid "
+                         f"are not identifiable")
     rmse = float(np.sqrt(np.mean((f(x, *popt) - y) ** 2)))
     return {"A": A, "B": B, "C_mid": C_mid, "R0": float(R0), "x": "generated_tokens", "n_points": int(x.size),
             "rmse": rmse}
@@ -561,7 +567,7 @@ FIGURES = {"update": ("accuracy_vs_updates.png", "updates", "updates"),
 
 def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) -> list[Path]:
     """Accuracy (points) vs updates, generated tokens and device-seconds per arm: mean over seeds
-    with a 95% bootstrap band (seaborn), each run interpolated on a common grid from 0 to the
+    with a band of +-2 standard errors over seeds (seaborn), each run interpolated on a common grid from 0 to the
     arm's smallest final x; a dashed line marks the matched budget. Returns the written files."""
     import matplotlib
 
@@ -587,11 +593,10 @@ def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) ->
                     rows.append({"arm": arm, "seed": k[1], column: gx, "accuracy (points)": np.interp(gx, x, y)})
         data = pd.DataFrame(rows)
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        sns.lineplot(data=data, x=column, y="accuracy (points)", hue="arm", errorbar=("ci", 95), n_boot=1000, seed=0,
-                     ax=ax)
+        sns.lineplot(data=data, x=column, y="accuracy (points)", hue="arm", errorbar=("se", 2), ax=ax)
         ax.axvline(result["matched"][axis]["budget"], color="0.4", ls="--", lw=1, label=f"matched {axis}")
         ax.set_xlabel(label)
-        ax.set_title(f"held-out greedy accuracy vs {label} (mean over seeds, 95% band)")
+        ax.set_title(f"held-out greedy accuracy vs {label} (mean over seeds, band: +-2 s.e.)")
         ax.legend(fontsize=8)
         fig.tight_layout()
         path = folder / name
