@@ -5,7 +5,8 @@ Two layers:
 1. **Logistic model** (prior for every prompt). p_model(x) = sigmoid(w . z(x) + b), z = standardised
    features (:mod:`gradprobe.difficulty.features`, NaN metadata imputed with the fit-time column mean),
    fitted by L2-regularised maximum likelihood (scikit-learn ``LogisticRegression``, inverse strength
-   ``C``) on the observed 0/1 outcome of every completion. Each observation row (one prompt at one
+   ``C``) on the observed 0/1 outcome of every completion (the standardisation uses the same weights,
+   so it is the per-completion mean and std). Each observation row (one prompt at one
    update, s successes and f failures) enters as two weighted rows, y = 1 with weight
    gamma^age * s and y = 0 with weight gamma^age * f, which is the same likelihood as one row per
    completion; ``age`` = updates since the observation, so outcomes of older policies count less.
@@ -236,8 +237,9 @@ class DifficultyEstimator:
         sw = np.concatenate([s, f])
         keep = sw > 0
         model = make_pipeline(SimpleImputer(strategy="mean", keep_empty_features=True), StandardScaler(),
-                              LogisticRegression(C=self.config.C, max_iter=1000))
-        model.fit(X[keep], y[keep], logisticregression__sample_weight=sw[keep])
+                              LogisticRegression(C=self.config.C, max_iter=1000, tol=1e-8))
+        model.fit(X[keep], y[keep], standardscaler__sample_weight=sw[keep],
+                  logisticregression__sample_weight=sw[keep])
         self._model, self._const = model, None
         return self
 
@@ -301,7 +303,7 @@ class DifficultyEstimator:
 
 
 def rank_half(ids: Sequence[str], p_hat) -> list[int]:
-    """Indices of the prompts, nearest 1/2 first: sort key (|p_hat - 1/2|, id).
+    """Indices of the prompts, nearest 1/2 first: sort key (|p_hat - 1/2| rounded to 12 decimals, id).
 
     Parameters
     ----------
@@ -322,7 +324,7 @@ def rank_half(ids: Sequence[str], p_hat) -> list[int]:
         raise ValueError(f"rank_half: {len(ids)} ids but {p.shape[0]} probabilities")
     if not np.all(np.isfinite(p)):
         raise ValueError("rank_half: p_hat holds NaN or inf")
-    d = np.abs(p - 0.5)
+    d = np.round(np.abs(p - 0.5), 12)  # float residue (|0.6 - .5| vs |0.4 - .5|) must not break a tie
     return sorted(range(len(ids)), key=lambda i: (d[i], str(ids[i])))
 
 
