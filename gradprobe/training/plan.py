@@ -59,11 +59,17 @@ class ModelSpec:
 
     ``name`` is an alias (``tiny`` = the warm-started tier of :mod:`gradprobe.tiers`,
     ``tiny-qwen2``, ``smollm2-135m``...), a folder, a ``.gguf`` file or a hub id.
+    ``gradient_checkpointing``: recompute each layer's activations in the backward pass
+    instead of storing them (``model.gradient_checkpointing_enable()``; Chen et al. 2016),
+    for bf16 training of 0.5B-1.5B models with long completions: activation memory drops
+    from O(layers) to O(1) per token for about one extra forward per update; results
+    do not change.
     """
 
     name: str
     dtype: str = "float32"
     device: str = "cpu"
+    gradient_checkpointing: bool = False
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,31 @@ def load_run_policy(model_spec, *, seed: int = 0):
     return load_policy(name, dtype=model_spec.dtype, device=model_spec.device, seed=seed)
 
 
+def enable_gradient_checkpointing(model) -> None:
+    """Recompute activations in the backward pass (``[model] gradient_checkpointing = true``).
+
+    ``model.activation_checkpointing_enable`` (transformers >= 5.2x; the older name
+    ``gradient_checkpointing_enable`` before) with non-reentrant checkpoints (PyTorch's
+    recommended mode; TRL's default too), active only in training mode, so generation,
+    evaluation and the probe's jvp (eval mode) are unaffected. Gradients are the same as
+    without it (same operations, recomputed); it costs about one extra forward per update.
+
+    Raises
+    ------
+    PlanError
+        The architecture does not support gradient checkpointing (fix: set
+        ``gradient_checkpointing = false`` in the plan's ``[model]``).
+    """
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise PlanError(f"model.gradient_checkpointing: {type(model).__name__} does not support gradient "
+                        "checkpointing; set [model] gradient_checkpointing = false")
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 def load_run_task(task_spec):
     """The plan's task; reasoning-gym held-out questions are deduplicated against the pool."""
     from ..tasks import load_task
@@ -194,6 +219,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     task = task or load_run_task(run.task)
     model, t = policy.model, run.train
     init_model = copy.deepcopy(model).requires_grad_(False).eval()
+    if getattr(run.model, "gradient_checkpointing", False):
+        enable_gradient_checkpointing(model)
     reward_fn = get_reward(run.reward)
     pool = task.problems("train", run.task.pool, seed=run.heldout.seed)
     heldout = task.problems("heldout", run.heldout.prompts, seed=run.heldout.seed)

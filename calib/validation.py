@@ -1,0 +1,153 @@
+"""Conformal prediction intervals (MAPIE) and grouped cross-validation of a calibrator.
+
+Intervals (for ONE training run's realized gain vs GRPO, accuracy points) come from MAPIE 1.6's
+conformal regressors with absolute-residual conformity scores:
+
+- ``cv_plus`` (default): CV+ (Barber, Candes, Ramdas & Tibshirani 2021, "Predictive inference with
+  the jackknife+", eq. 3 with K-fold folds), :class:`mapie.regression.CrossConformalRegressor` with
+  ``method="plus"`` and folds = :class:`sklearn.model_selection.LeaveOneGroupOut` over the groups
+  (arms, or models), so a row's conformity score always comes from a model that never saw its
+  arm. Coverage >= 1 - 2 alpha in the worst case, about 1 - alpha in practice.
+- ``split``: split conformal (Lei et al. 2018, "Distribution-free predictive inference for
+  regression", Algorithm 2), :class:`mapie.regression.SplitConformalRegressor`, fitted on half of
+  the groups and conformalized on the other half (:class:`~sklearn.model_selection.GroupShuffleSplit`);
+  coverage >= 1 - alpha, at the cost of half the rows for fitting.
+
+With n conformity scores an interval at level 1 - alpha is finite only when
+ceil((n + 1)(1 - alpha)) <= n, i.e. n >= 1/alpha - 1 (9 rows at 90%); otherwise its bounds are
+infinite (reported as such, never clipped).
+
+Grouped cross-validation (:func:`cross_validate`): leave one group out (an arm, or a model); the
+calibrator and the conformal regressor are refitted on the other groups only (the interval's own
+CV+ folds are again leave-one-group-out inside them), and the held-out rows get the out-of-fold
+prediction and interval. No row is ever predicted by a model that saw it or its group.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+from sklearn.model_selection import GroupShuffleSplit, LeaveOneGroupOut
+
+INTERVALS = ("cv_plus", "split")
+CV_GROUPS = ("arm", "model")
+
+
+def conformal_regressor(estimator, X, y, groups, *, confidence_level: float = 0.9, interval: str = "cv_plus",
+                        random_state: int = 0):
+    """A MAPIE conformal regressor around ``estimator``, fitted and conformalized.
+
+    Parameters
+    ----------
+    estimator : sklearn regressor
+        Unfitted calibrator (cloned, not modified).
+    X : ndarray, shape (n_rows, n_features)
+    y : ndarray, shape (n_rows,)
+        Realized gains (points).
+    groups : array-like, shape (n_rows,)
+        Group labels (arm or model) of the folds.
+    confidence_level : float in (0, 1)
+    interval : {"cv_plus", "split"}
+    random_state : int
+        Seed of the ``split`` group shuffle.
+
+    Returns
+    -------
+    mapie.regression.CrossConformalRegressor or SplitConformalRegressor
+
+    Raises
+    ------
+    ValueError
+        Unknown ``interval``, ``confidence_level`` outside (0, 1), fewer than 2 groups.
+    """
+    from mapie.regression import CrossConformalRegressor, SplitConformalRegressor
+
+    if interval not in INTERVALS:
+        raise ValueError(f"unknown interval method {interval!r}; choose one of {INTERVALS}")
+    if not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
+    groups = np.asarray(groups)
+    if len(np.unique(groups)) < 2:
+        raise ValueError(f"conformal intervals need at least 2 groups to hold out, got {len(np.unique(groups))}")
+    X, y = np.asarray(X, float), np.asarray(y, float)
+    if interval == "cv_plus":
+        return CrossConformalRegressor(clone(estimator), confidence_level=confidence_level, method="plus",
+                                       cv=LeaveOneGroupOut()).fit_conformalize(X, y, groups=groups)
+    train, conf = next(GroupShuffleSplit(n_splits=1, test_size=0.5, random_state=random_state).split(X, y, groups))
+    return (SplitConformalRegressor(clone(estimator), confidence_level=confidence_level, prefit=False)
+            .fit(X[train], y[train]).conformalize(X[conf], y[conf]))
+
+
+def predict_interval(regressor, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Point (the calibrator refitted on all its rows), lower and upper bounds, each shape (n_rows,).
+
+    Bounds are +-inf when there are too few conformity scores for the level (see module docstring).
+    """
+    from mapie.regression import CrossConformalRegressor
+
+    X = np.asarray(X, float)
+    kw = {"aggregate_point_predictions": None} if isinstance(regressor, CrossConformalRegressor) else {}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*infinite.*")
+        point, iv = regressor.predict_interval(X, allow_infinite_bounds=True, **kw)
+    return np.asarray(point, float), np.asarray(iv[:, 0, 0], float), np.asarray(iv[:, 1, 0], float)
+
+
+def cross_validate(estimator, rows: pd.DataFrame, *, features=("predicted_gain",), cv: str = "arm",
+                   confidence_level: float = 0.9, interval: str = "cv_plus") -> pd.DataFrame:
+    """Leave-one-group-out predictions and conformal intervals for every row.
+
+    Parameters
+    ----------
+    estimator : sklearn regressor
+        Unfitted calibrator.
+    rows : DataFrame
+        Selected rows (:func:`calib.dataset.select_rows`), with the ``features``, ``target`` and the
+        group column.
+    features : sequence of str
+    cv : {"arm", "model"}
+        Leave one arm out (does the calibration transfer to an intervention it has not seen?) or
+        leave one model out (to a model it has not seen).
+    confidence_level : float
+    interval : {"cv_plus", "split"}
+
+    Returns
+    -------
+    DataFrame, index of ``rows``
+        ``fold`` (the held-out group), ``cv_pred`` (calibrated gain, points), ``cv_lower``,
+        ``cv_upper`` (NaN when the training part of the fold has fewer than 2 groups, so no
+        conformal interval can be made: e.g. leave-one-model-out with 2 models).
+
+    Raises
+    ------
+    ValueError
+        Unknown ``cv``, or fewer than 2 groups (nothing to hold out).
+    """
+    if cv not in CV_GROUPS:
+        raise ValueError(f"unknown cv {cv!r}; choose one of {CV_GROUPS}")
+    groups = rows[cv].astype(str).to_numpy()
+    if len(np.unique(groups)) < 2:
+        raise ValueError(f"leave-one-{cv}-out needs at least 2 distinct {cv}s, the rows have {len(np.unique(groups))} "
+                         f"({sorted(set(groups))}); use --cv arm or add studies")
+    X = rows[list(features)].to_numpy(float)
+    y = rows["target"].to_numpy(float)
+    out = pd.DataFrame(index=rows.index, columns=["fold", "cv_pred", "cv_lower", "cv_upper"], dtype=float)
+    out["fold"] = out["fold"].astype(object)
+    for train, test in LeaveOneGroupOut().split(X, y, groups):
+        assert not set(train) & set(test)  # no row predicts itself
+        est = clone(estimator).fit(X[train], y[train])
+        idx = rows.index[test]
+        out.loc[idx, "fold"] = groups[test[0]]
+        out.loc[idx, "cv_pred"] = est.predict(X[test])
+        if len(np.unique(groups[train])) >= 2:
+            reg = conformal_regressor(estimator, X[train], y[train], groups[train], confidence_level=confidence_level,
+                                      interval=interval)
+            _, lo, hi = predict_interval(reg, X[test])
+            out.loc[idx, "cv_lower"], out.loc[idx, "cv_upper"] = lo, hi
+        else:
+            out.loc[idx, ["cv_lower", "cv_upper"]] = math.nan
+    return out
