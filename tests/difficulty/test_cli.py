@@ -1,0 +1,76 @@
+"""``gradprobe rank-prompts`` and ``gradprobe difficulty-eval`` end to end on the random tiny-qwen2
+(success 0 everywhere: the commands must say so, not crash), and their bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from gradprobe.cli import main
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_rank_prompts_end_to_end(tmp_path, capsys):
+    out = tmp_path / "rank"
+    rc = main(["rank-prompts", "--model", "tiny-qwen2", "--task", "chain_sum:min_terms=2,max_terms=3", "--pool", "10",
+               "--fit-prompts", "4", "--probe-samples", "2", "--max-new-tokens", "8", "--out", str(out)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    table = pd.read_csv(out / "ranking.csv")
+    assert list(table.columns[:6]) == ["rank", "prompt_id", "p_hat", "distance", "attempts", "successes"]
+    assert len(table) == 10 and table.prompt_id.is_unique
+    assert (table.distance == (table.p_hat - 0.5).abs()).all() and table.distance.is_monotonic_increasing
+    assert table.attempts.sum() == 4 * 2 and table.successes.sum() == 0  # random model: never right
+    info = json.loads((out / "rank.json").read_text())
+    assert info["no_signal"] is True and "failed" in info["warning"]
+    assert info["verdict"]["fail_more_often"] is True and "verdict: candidates are predicted to fail" in cap.out
+    assert "no model signal" in cap.err
+    led = info["ledger"]
+    assert led["generated_tokens"]["selection"] > 0 and led["flops"]["selection"] > 0
+
+
+def test_difficulty_eval_end_to_end(tmp_path, capsys):
+    out = tmp_path / "eval"
+    rc = main(["difficulty-eval", "--model", "tiny-qwen2", "--task", "chain_sum", "--pool", "6", "--samples", "4",
+               "--max-new-tokens", "8", "--out", str(out)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    m = json.loads((out / "metrics.json").read_text())
+    for key in ("brier", "auc", "spearman_rho", "estimators", "baselines", "protocol", "ledger"):
+        assert key in m
+    assert set(m["baselines"]) == {"pool_mean", "posterior_pool_mean"}
+    assert m["auc"] is None and m["spearman_rho"] is None and m["brier"] >= 0  # no success: undefined, said so
+    assert m["split"]["observed_per_eval_prompt"] == 1 and m["split"]["target_per_eval_prompt"] == 3
+    assert any("every target completion failed" in n for n in m["notes"]) and "note: every target" in cap.out
+    assert (out / "reliability.png").stat().st_size > 1000
+    assert m["ledger"]["generated_tokens"]["eval"] > 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["difficulty-eval", "--pool", "1", "--samples", "4"], "--pool must be >= 2"),
+    (["difficulty-eval", "--pool", "4", "--samples", "2", "--observed", "2"], "must be smaller than --samples"),
+    (["rank-prompts", "--pool", "4", "--task", "chain_sum:bogus=1"], "bogus"),
+])
+def test_bad_input_exits_2_with_a_message(tmp_path, capsys, argv, message):
+    base = {"--model": "tiny-qwen2", "--task": "chain_sum", "--out": str(tmp_path / "o")}
+    for k, v in base.items():
+        if k not in argv:
+            argv = argv + [k, v]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_pool_of_zero_is_refused_by_the_parser(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["rank-prompts", "--model", "tiny-qwen2", "--task", "chain_sum", "--pool", "0", "--out", str(tmp_path)])
+    assert "must be >= 1" in capsys.readouterr().err

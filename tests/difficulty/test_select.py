@@ -1,0 +1,195 @@
+"""Selection arms inside a training run: charges in the ledger and the budgets, fallbacks, bad input, resume."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+
+from gradprobe.difficulty.config import parse_selection
+from gradprobe.difficulty.estimator import DuplicatePromptError
+from gradprobe.difficulty.select import PromptSelector, SelectionConfig
+from gradprobe.ledger import Ledger
+from gradprobe.tasks import Problem, load_task
+from gradprobe.training.plan import PlanError, parse_plan
+from gradprobe.training.run import run_training
+
+PLAN = """
+seeds = [0]
+[model]
+name = "tiny-qwen2"
+[task]
+name = "chain_sum"
+pool = 16
+[heldout]
+prompts = 2
+[sampling]
+max_new_tokens = 10
+[train]
+prompts_per_update = 2
+group = 4
+lr = 1e-3
+micro_batch_size = 8
+checkpoint_every = 1
+[budget]
+updates = %d
+[eval]
+greedy = true
+sampled = false
+[arms.select_half]
+reward = "outcome"
+selection = "%s"
+candidates_multiplier = 3
+"""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+class ScoredTask:
+    """chain_sum prompts with a rule for success: "digit3" (a completion with a 3: mixed groups on the
+    random model), "never" or "always"."""
+
+    name = "scored"
+
+    def __init__(self, rule="digit3"):
+        self.inner = load_task("chain_sum", train_size=16)
+        self.rule = rule
+
+    def problems(self, split, n, *, seed=0):
+        return self.inner.problems(split, n, seed=seed)
+
+    def score(self, completion, problem):
+        return {"digit3": float("3" in completion), "never": 0.0, "always": 1.0}[self.rule]
+
+    def format_rate(self, completion):
+        return "####" in completion
+
+
+def _lines(out):
+    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_select_half_charges_selection_and_counts_it_in_the_budgets(tmp_path):
+    run = parse_plan(PLAN % (2, "half")).arm("select_half")
+    summary = run_training(run, tmp_path / "r", task=ScoredTask())
+    updates = [x for x in _lines(tmp_path / "r") if not x.get("eval")]
+    assert len(updates) == 2
+    led = summary["ledger"]
+    sel = [u["selection"] for u in updates]
+    # each update reads its 3 x 2 = 6 candidate prompts: the tokens, FLOPs and seconds are charged
+    assert all(s["candidates"] == 6 and s["selection_tokens"] > 0 and s["selection_flops"] > 0 for s in sel)
+    assert led["generated_tokens"]["selection"] == sum(s["selection_tokens"] for s in sel)
+    assert led["flops"]["selection"] == pytest.approx(sum(s["selection_flops"] for s in sel))
+    assert updates[0]["update_generated_tokens"]["selection"] == sel[0]["selection_tokens"]
+    # the budgets see every selection cost
+    spent = summary["spent"]
+    assert spent["generated_tokens"] == sum(led["generated_tokens"][c] for c in ("rollout", "continuation", "selection"))
+    assert spent["flops"] == pytest.approx(led["flops"]["generation"] + led["flops"]["training"] + led["flops"]["selection"])
+    assert spent["device_seconds"] == pytest.approx(led["device_seconds"]["generation"] + led["device_seconds"]["training"]
+                                                    + led["device_seconds"]["selection"])
+    # generation FLOPs are charged for rollout tokens only (selection tokens carry their own FLOPs): per
+    # rollout token at most one forward at the longest context (with selection tokens it would be ~20x)
+    from gradprobe.ledger import forward_flops_per_token
+    from gradprobe.models import load_policy
+
+    bound = forward_flops_per_token(load_policy("tiny-qwen2").model, 400 + 10)
+    assert led["generated_tokens"]["selection"] > 5 * led["generated_tokens"]["rollout"]
+    assert led["flops"]["generation"] <= led["generated_tokens"]["rollout"] * bound
+    # update 1 has no outcomes yet: random fallback; update 2 ranks, verdict and mean p_hat recorded
+    assert sel[0]["fallback"] == "random" and sel[1]["fallback"] is None
+    assert 0 < sel[1]["candidates_mean_p_hat"] < 1 and isinstance(sel[1]["fail_more_often"], bool)
+    assert sel[1]["fail_more_often"] == (sel[1]["candidates_mean_p_hat"] < 0.5)
+
+
+def test_select_half_resumes_exactly(tmp_path):
+    run = parse_plan(PLAN % (3, "half")).arm("select_half")
+
+    class Kill(Exception):
+        pass
+
+    def kill_after_two(update):
+        if update == 2:
+            raise Kill
+
+    with pytest.raises(Kill):
+        run_training(run, tmp_path / "killed", task=ScoredTask(), after_update=kill_after_two)
+    resumed = run_training(run, tmp_path / "killed", task=ScoredTask())
+    straight = run_training(run, tmp_path / "straight", task=ScoredTask())
+    a = [x["selection"] for x in _lines(tmp_path / "killed") if "selection" in x]
+    b = [x["selection"] for x in _lines(tmp_path / "straight") if "selection" in x]
+    drop = ("selection_seconds",)
+    assert [{k: v for k, v in x.items() if k not in drop} for x in a] == \
+        [{k: v for k, v in x.items() if k not in drop} for x in b]
+    assert resumed["ledger"]["generated_tokens"] == straight["ledger"]["generated_tokens"]
+
+
+@pytest.mark.parametrize("rule", ["never", "always"])
+def test_no_signal_falls_back_to_random_with_a_warning(tmp_path, rule, caplog):
+    run = parse_plan(PLAN % (3, "half")).arm("select_half")
+    with caplog.at_level(logging.WARNING, logger="gradprobe.difficulty.select"):
+        run_training(run, tmp_path / "r", task=ScoredTask(rule))
+    sel = [x["selection"] for x in _lines(tmp_path / "r") if "selection" in x]
+    assert [s["fallback"] for s in sel] == ["random"] * 3
+    assert all(s["estimator_degenerate"] for s in sel[1:])
+    assert sum("selecting at random" in r.message for r in caplog.records) == 1  # said once per run
+
+
+def test_dynamic_sampling_drops_zero_variance_groups_and_charges_them(tmp_path):
+    run = parse_plan(PLAN % (2, "dynamic")).arm("select_half")
+    summary = run_training(run, tmp_path / "r", task=ScoredTask("never"))
+    sel = [x["selection"] for x in _lines(tmp_path / "r") if "selection" in x]
+    # never solved: every group is uninformative; all 3 x 2 candidates are drawn, 2 are filled back in
+    assert all(s["drawn_groups"] == 6 and s["filled"] == 2 and s["dropped_groups"] == 4 for s in sel)
+    led = summary["ledger"]
+    assert led["generated_tokens"]["selection"] == sum(s["selection_tokens"] for s in sel) > 0
+    assert led["flops"]["selection"] > 0 and led["device_seconds"]["selection"] > 0
+
+
+def test_random_arm_pays_the_same_feature_cost_as_half(tmp_path):
+    half = run_training(parse_plan(PLAN % (1, "half")).arm("select_half"), tmp_path / "h", task=ScoredTask())
+    rnd = run_training(parse_plan(PLAN % (1, "random")).arm("select_half"), tmp_path / "r", task=ScoredTask())
+    assert half["ledger"]["generated_tokens"]["selection"] == rnd["ledger"]["generated_tokens"]["selection"]
+    assert half["ledger"]["flops"]["selection"] == pytest.approx(rnd["ledger"]["flops"]["selection"])
+
+
+def _selector(pool, b=2, rule="half", policy=None):
+    from gradprobe.config import SamplingConfig
+
+    return PromptSelector(SelectionConfig(rule=rule), policy=policy, task=None, pool=pool, sampler=None,
+                          sampling=SamplingConfig(max_new_tokens=4), group_size=2, prompts_per_update=b, seed=0)
+
+
+def test_bad_pools_are_refused():
+    probs = [Problem(f"t/{i}", "q", "1") for i in range(3)]
+    with pytest.raises(ValueError, match="non-empty pool"):
+        _selector([])
+    with pytest.raises(ValueError, match="3 prompts, fewer than prompts_per_update = 4"):
+        _selector(probs, b=4)
+    with pytest.raises(DuplicatePromptError, match="'t/1'"):
+        _selector(probs + [Problem("t/1", "other", "2")])
+
+
+def test_parse_selection_and_plan_errors():
+    assert parse_selection({"reward": "outcome"}) is None
+    cfg = parse_selection({"selection": "half", "candidates_multiplier": 2, "decay": 1})
+    assert cfg == {"rule": "half", "candidates_multiplier": 2, "prior_strength": 8.0, "decay": 1.0,
+                   "feature_batch_size": 32}
+    with pytest.raises(ValueError, match="not one of half, random, dynamic"):
+        parse_selection({"selection": "nearest"})
+    with pytest.raises(ValueError, match="without selection"):
+        parse_selection({"candidates_multiplier": 4})
+    with pytest.raises(ValueError, match="candidates_multiplier must be an integer"):
+        parse_selection({"selection": "half", "candidates_multiplier": 2.5})
+    with pytest.raises(PlanError, match=r"\[arms.select_half\] selection: .*decay"):
+        parse_plan((PLAN % (1, "half")) + "decay = 1.5\n")
+    plain = parse_plan((PLAN % (1, "half")).replace('selection = "half"\ncandidates_multiplier = 3\n', ""))
+    assert plain.arm("select_half").selection is None
+    assert parse_plan(PLAN % (1, "dynamic")).arm("select_half").selection["rule"] == "dynamic"
