@@ -1,0 +1,467 @@
+"""A vLLM rollout backend: the :class:`~gradprobe.rollout.base.Sampler` role served by ``vllm.LLM``.
+
+Optional extra (``pip install gradprobe[vllm]``): this module imports ``vllm`` only when an
+engine is built, so it can be imported (and its logic tested with a fake engine) without it.
+
+What it does (and why), following TRL's ``vllm_mode="colocate"`` and verl's rollout worker:
+
+* **same contract as** :class:`~gradprobe.rollout.hf.HFSampler`: ``len(prompts) * K`` samples in
+  prompt-major order, ids cut after the first id in ``policy.eos_token_ids`` (the EOS kept),
+  ``truncated`` iff no EOS within the budget, one budget per prompt (each prompt is one vLLM
+  request with its own ``max_tokens``, which is what vLLM's per-request ``SamplingParams`` are
+  for), ``greedy`` for evaluation (``temperature=0``). vLLM stops exactly on the policy's EOS
+  ids (``stop_token_ids``, ``ignore_eos=True`` so no other id ends a completion);
+* **prefix caching** (``enable_prefix_caching=True``): the G rollouts of a prompt and the K
+  Monte-Carlo continuations of a prefix reuse the prompt's / prefix's KV blocks instead of
+  paying again for their prefill;
+* **per-token log-probabilities of the sampler** (``logprobs=0``: the sampled token's,
+  ``logprobs_mode="processed_logprobs"``: after temperature scaling, as TRL sets it), returned
+  in :class:`VLLMSample.logprobs` and as an (N, T) tensor by :func:`sampler_logprobs`, so their
+  mismatch with the training forward pass can be measured and corrected
+  (:func:`gradprobe.grpo.losses.logprob_mismatch`, :func:`~gradprobe.grpo.losses.truncated_is_weights`,
+  ``UpdateConfig(importance_sampling="tis")``);
+* **weight push** after every update (:meth:`VLLMSampler.push_weights`): the training model's
+  parameters are handed to the engine's own ``model.load_weights`` (which maps Hugging Face
+  names onto vLLM's fused layers), in process when the engine runs in process (TRL colocate:
+  ``llm.llm_engine.model_executor.driver_worker.model_runner.model.load_weights``; this
+  module sets ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` before building an engine so that path
+  exists), otherwise through ``LLM.apply_model`` (vLLM's ``collective_rpc``); then the prefix
+  cache is reset, since cached KV blocks were computed with the old weights.
+
+Determinism: call ``c`` of a sampler seeded ``s`` gives prompt ``i`` the request seed
+``seed_for(s, c, i, K)``; vLLM gives child ``k`` of an ``n=K`` request ``seed + k``. Results
+still depend on vLLM's batching and kernels, not only on the seeds.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ..config import SamplingConfig
+from .base import PromptTooLongError, Sample, cut_at_eos, per_prompt_budgets
+
+log = logging.getLogger(__name__)
+
+__all__ = ["VLLMSample", "VLLMSampler", "VLLMUnavailableError", "sampler_logprobs", "seed_for", "build_engine",
+           "export_policy"]
+
+_SEED_MOD = 2 ** 31 - 1
+
+
+class VLLMUnavailableError(ImportError):
+    """vLLM is not installed (or does not import) where an engine was asked for."""
+
+
+@dataclass
+class VLLMSample(Sample):
+    """A :class:`~gradprobe.rollout.base.Sample` with the sampler's per-token log-probabilities.
+
+    Attributes
+    ----------
+    logprobs : list[float], length ``len(token_ids)``
+        log pi_sampler(token_t | prefix) in nats at the sampling temperature (vLLM
+        ``processed_logprobs``); NaN where vLLM reported none.
+    finish_reason : str or None
+        vLLM's (``"stop"``, ``"length"``), for diagnostics.
+    """
+
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+def seed_for(seed: int, call: int, prompt: int, num_samples: int) -> int:
+    """Request seed of prompt ``prompt`` in call ``call`` of a sampler seeded ``seed``.
+
+    Children ``k = 0..K-1`` of the request get ``seed_for(...) + k`` (vLLM's parallel
+    sampling), so within one call the seeds of all (prompt, sample) pairs are distinct as long
+    as fewer than 2**31 / K prompts are sent.
+    """
+    base = (int(seed) * 1_000_003 + int(call) * 7_919) % _SEED_MOD
+    return (base + int(prompt) * int(num_samples)) % _SEED_MOD
+
+
+def sampler_logprobs(samples: Sequence[Sample], num_columns: int, *, device=None,
+                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The sampler's per-token log-probabilities as a batch tensor aligned with the completion columns.
+
+    Parameters
+    ----------
+    samples : sequence of Sample, length N
+        As returned by :meth:`VLLMSampler.sample` (prompt-major, as
+        :func:`gradprobe.rollout.collect.build_batch` lays out rows). Samples without
+        ``logprobs`` (e.g. from :class:`HFSampler`) give NaN rows.
+    num_columns : int
+        T, the batch's completion columns (``batch.completion_mask.shape[1]``).
+
+    Returns
+    -------
+    Tensor, shape (N, T)
+        Column t of row n is the log-probability of the t-th generated token; NaN on padding.
+
+    Raises
+    ------
+    ValueError
+        A sample longer than ``num_columns`` or whose ``logprobs`` length differs from its ids.
+    """
+    out = torch.full((len(samples), int(num_columns)), math.nan, dtype=dtype)
+    for n, s in enumerate(samples):
+        lp = getattr(s, "logprobs", None)
+        if not lp:
+            continue
+        if len(lp) != len(s.token_ids):
+            raise ValueError(f"sample {n}: {len(lp)} log-probabilities for {len(s.token_ids)} tokens")
+        if len(lp) > num_columns:
+            raise ValueError(f"sample {n} has {len(lp)} tokens but the batch has {num_columns} completion columns")
+        out[n, :len(lp)] = torch.tensor(lp, dtype=dtype)
+    return out if device is None else out.to(device)
+
+
+def _context_length(model) -> int | None:
+    from .hf import _context_length as ctx
+
+    return ctx(model)
+
+
+def export_policy(policy, folder: str | os.PathLike | None = None) -> str:
+    """Write the policy's model (safetensors, config, generation config) where vLLM can load it.
+
+    vLLM builds its own model from a folder; exporting the policy (whatever it was loaded from:
+    a GGUF de-quantised by transformers, a tiny random model, a hub id) makes the engine's
+    initial weights exactly the policy's. The tokenizer is not needed (the engine is built
+    with ``skip_tokenizer_init=True`` and receives token ids).
+
+    Returns
+    -------
+    str
+        The folder.
+    """
+    folder = str(folder or tempfile.mkdtemp(prefix="gradprobe-vllm-"))
+    model = policy.model
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def build_engine(policy, *, seed: int = 0, model_path: str | None = None, gpu_memory_utilization: float = 0.3,
+                 max_model_len: int | None = None, enable_prefix_caching: bool = True, enforce_eager: bool = False,
+                 **engine_kwargs):
+    """A ``vllm.LLM`` holding the policy's weights, colocated with training (TRL's colocate mode).
+
+    Parameters
+    ----------
+    policy : gradprobe.models.Policy
+    seed : int
+        Engine seed.
+    model_path : str, optional
+        A folder vLLM can load; default: :func:`export_policy` into a temporary folder.
+    gpu_memory_utilization : float
+        Fraction of the GPU's memory vLLM may take (weights + KV cache); the rest is left to
+        training.
+    max_model_len : int, optional
+        Context limit of the engine (default: the model's).
+    enable_prefix_caching : bool
+        Reuse KV blocks of shared prefixes (rollout groups, MC continuations).
+    enforce_eager : bool
+        No CUDA graphs (faster start, slower decoding).
+    **engine_kwargs
+        Passed to ``vllm.LLM``.
+
+    Raises
+    ------
+    VLLMUnavailableError
+        vLLM does not import (fix: ``pip install gradprobe[vllm]`` on a GPU machine).
+    """
+    # in-process engine core, so the worker's model is reachable for weight pushes (TRL colocate)
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    try:
+        from vllm import LLM
+    except Exception as e:  # ImportError, or a CUDA/torch mismatch raised at import
+        raise VLLMUnavailableError(
+            f"vLLM is not usable here ({type(e).__name__}: {e}); install the extra on a GPU machine "
+            "(`pip install gradprobe[vllm]`, a vllm build matching your torch) or use HFSampler") from e
+    dtype = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}.get(policy.dtype)
+    if dtype is None:
+        raise ValueError(f"vLLM cannot run a {policy.dtype} model; load the policy in bfloat16, float16 or float32")
+    path = model_path or export_policy(policy)
+    kwargs = dict(model=path, dtype=dtype, seed=int(seed), enable_prefix_caching=enable_prefix_caching,
+                  logprobs_mode="processed_logprobs", skip_tokenizer_init=True,
+                  gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager)
+    if max_model_len is not None:
+        kwargs["max_model_len"] = int(max_model_len)
+    kwargs.update(engine_kwargs)
+    return LLM(**kwargs)
+
+
+def _default_params_factory():
+    from vllm import SamplingParams
+
+    return SamplingParams
+
+
+def _in_process_model(llm):
+    """The engine's ``nn.Module`` when the engine runs in this process (else None)."""
+    executor = getattr(getattr(llm, "llm_engine", None), "model_executor", None)
+    worker = getattr(executor, "driver_worker", None)
+    for holder in (worker, getattr(worker, "worker", None)):
+        runner = getattr(holder, "model_runner", None)
+        model = getattr(runner, "model", None)
+        if model is not None and hasattr(model, "load_weights"):
+            return model
+    return None
+
+
+class _LoadWeights:
+    """Picklable ``apply_model`` callback: ``model.load_weights(weights)`` inside each worker."""
+
+    def __init__(self, weights: list[tuple[str, torch.Tensor]]):
+        self.weights = weights
+
+    def __call__(self, model):
+        model.load_weights(iter(self.weights))
+        return len(self.weights)
+
+
+def _token_logprob(entry, token: int) -> float:
+    """The sampled token's log-probability from one position of vLLM's ``logprobs``."""
+    if entry is None:
+        return math.nan
+    item = entry.get(token) if hasattr(entry, "get") else None
+    if item is None and hasattr(entry, "items"):
+        for key, val in entry.items():
+            if int(key) == int(token):
+                item = val
+                break
+    if item is None:
+        return math.nan
+    value = getattr(item, "logprob", item)
+    return float(value)
+
+
+class VLLMSampler:
+    """A :class:`~gradprobe.rollout.base.Sampler` backed by a ``vllm.LLM`` engine (see module docstring).
+
+    Parameters
+    ----------
+    policy : gradprobe.models.Policy
+        The training policy: its ``eos_token_ids`` end completions, its context length bounds
+        prompts, its model's parameters are what :meth:`push_weights` sends.
+    seed : int
+        Base of the request seeds (:func:`seed_for`).
+    llm : object, optional
+        An engine with vLLM's ``generate(prompts, sampling_params=..., use_tqdm=...)``,
+        ``reset_prefix_cache()`` and either an in-process worker model or ``apply_model``;
+        default: :func:`build_engine` (needs vLLM).
+    params_factory : callable, optional
+        Builds one request's sampling parameters from keyword arguments (default
+        ``vllm.SamplingParams``).
+    progress : bool
+        vLLM's own progress bar.
+    **engine_kwargs
+        For :func:`build_engine` (``gpu_memory_utilization``, ``max_model_len``,
+        ``enable_prefix_caching``, ``enforce_eager``, ``model_path``...).
+
+    Attributes
+    ----------
+    calls : int
+        :meth:`sample` calls so far.
+    seconds : float
+        Wall seconds in ``generate`` (all calls).
+    generated_tokens : int
+        Completion tokens returned (EOS included).
+    weight_version : int
+        Weight pushes so far (0: the weights the engine was built with).
+    push_seconds : float
+        Wall seconds spent in :meth:`push_weights`.
+    """
+
+    def __init__(self, policy, *, seed: int = 0, llm=None, params_factory: Callable[..., Any] | None = None,
+                 progress: bool = False, **engine_kwargs):
+        self.policy = policy
+        self.seed = int(seed)
+        self.progress = progress
+        self.llm = llm if llm is not None else build_engine(policy, seed=seed, **engine_kwargs)
+        self._params_factory = params_factory
+        self._max_model_len = engine_kwargs.get("max_model_len")
+        self.calls = 0
+        self.seconds = 0.0
+        self.generated_tokens = 0
+        self.weight_version = 0
+        self.push_seconds = 0.0
+
+    def __repr__(self) -> str:
+        return (f"VLLMSampler(policy={self.policy.name!r}, seed={self.seed}, calls={self.calls}, "
+                f"weight_version={self.weight_version})")
+
+    # ------------------------------------------------------------------ sampling
+
+    def check_prompts(self, prompts: list[list[int]], budgets: Sequence[int]) -> None:
+        """Raise if a prompt is empty or ``len(prompt) + budget`` exceeds the context.
+
+        Raises
+        ------
+        PromptTooLongError
+            Names the prompt, its length, the limit and the largest budget that fits.
+        ValueError
+            An empty prompt.
+        """
+        limits = [x for x in (_context_length(self.policy.model), self._max_model_len) if x is not None]
+        limit = min(limits) if limits else None
+        for i, (p, b) in enumerate(zip(prompts, budgets)):
+            if len(p) == 0:
+                raise ValueError(f"prompt {i} is empty: generation needs at least one prompt token (e.g. BOS)")
+            if limit is not None and b > 0 and len(p) + b > limit:
+                raise PromptTooLongError(
+                    f"prompt {i} has {len(p)} tokens; with max_new_tokens={b} that is {len(p) + b} > the context "
+                    f"limit {limit} (model max_position_embeddings / engine max_model_len). Lower max_new_tokens to "
+                    f"at most {max(limit - len(p), 0)} or shorten the prompt.")
+
+    def request_params(self, sampling: SamplingConfig, *, num_samples: int, max_tokens: int, seed: int,
+                       greedy: bool = False) -> dict:
+        """Keyword arguments of one request's ``SamplingParams`` (pure; see module docstring)."""
+        common = dict(n=int(num_samples), max_tokens=int(max_tokens), min_tokens=0, seed=int(seed),
+                      stop_token_ids=[int(e) for e in self.policy.eos_token_ids], ignore_eos=True,
+                      repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0, min_p=0.0,
+                      logprobs=0, detokenize=False, skip_special_tokens=False)
+        if greedy:
+            return dict(temperature=0.0, top_p=1.0, top_k=-1, **common)
+        top_k = int(sampling.top_k)
+        return dict(temperature=float(sampling.temperature), top_p=float(sampling.top_p),
+                    top_k=top_k if top_k > 0 else -1, **common)
+
+    def sample(self, prompts: list[list[int]], *, num_samples: int, sampling: SamplingConfig,
+               max_new_tokens: int | Sequence[int] | None = None, desc: str | None = None,
+               greedy: bool = False) -> list[VLLMSample]:
+        """Draw ``num_samples`` completions of every prompt (one vLLM request per prompt).
+
+        Parameters
+        ----------
+        prompts : list[list[int]], length M
+            Unpadded prompt ids.
+        num_samples : int
+            K >= 1 (the request's ``n``).
+        sampling : SamplingConfig
+            ``temperature``, ``top_p``, ``top_k`` (0 = off), ``max_new_tokens``
+            (``batch_size`` is ignored: vLLM schedules its own batches).
+        max_new_tokens : int or sequence of int (length M), optional
+            Per-call or per-prompt budgets (vLLM ``max_tokens`` per request); 0 gives an empty,
+            truncated sample without a request.
+        desc : str, optional
+            Unused (vLLM draws its own progress bar when ``progress``).
+        greedy : bool
+            Argmax decoding (``temperature=0``).
+
+        Returns
+        -------
+        list[VLLMSample], length M * K, prompt-major, with the sampler's log-probabilities.
+
+        Raises
+        ------
+        PromptTooLongError, ValueError
+            As :class:`HFSampler`; ``RuntimeError`` when the engine returns the wrong number of
+            outputs.
+        """
+        if num_samples < 1:
+            raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        budgets = per_prompt_budgets(max_new_tokens, len(prompts), sampling.max_new_tokens)
+        call = self.calls
+        self.calls += 1
+        prompts = [list(map(int, p)) for p in prompts]
+        self.check_prompts(prompts, budgets)
+        out: list[VLLMSample | None] = [None] * (len(prompts) * num_samples)
+        requests, params, index = [], [], []
+        factory = self._params_factory or _default_params_factory()
+        for i, (p, b) in enumerate(zip(prompts, budgets)):
+            if b == 0:
+                for k in range(num_samples):
+                    out[i * num_samples + k] = VLLMSample(token_ids=[], truncated=True, logprobs=[])
+                continue
+            requests.append({"prompt_token_ids": p})
+            params.append(factory(**self.request_params(sampling, num_samples=num_samples, max_tokens=b,
+                                                        seed=seed_for(self.seed, call, i, num_samples),
+                                                        greedy=greedy)))
+            index.append(i)
+        if requests:
+            start = time.perf_counter()
+            results = self.llm.generate(requests, sampling_params=params, use_tqdm=self.progress)
+            self.seconds += time.perf_counter() - start
+            if len(results) != len(requests):
+                raise RuntimeError(f"the vLLM engine returned {len(results)} results for {len(requests)} requests")
+            eos = self.policy.eos_token_ids
+            for i, res in zip(index, results):
+                outputs = list(res.outputs)
+                if len(outputs) != num_samples:
+                    raise RuntimeError(f"the vLLM engine returned {len(outputs)} completions of prompt {i}, "
+                                       f"expected n={num_samples}")
+                outputs.sort(key=lambda o: getattr(o, "index", 0))
+                for k, o in enumerate(outputs):
+                    ids = [int(t) for t in o.token_ids]
+                    cut = cut_at_eos(ids, eos, budgets[i])
+                    lps = getattr(o, "logprobs", None)
+                    lp = [_token_logprob(lps[t] if lps is not None and t < len(lps) else None, tok)
+                          for t, tok in enumerate(cut.token_ids)]
+                    out[i * num_samples + k] = VLLMSample(token_ids=cut.token_ids, truncated=cut.truncated,
+                                                          logprobs=lp, finish_reason=getattr(o, "finish_reason", None))
+        self.generated_tokens += sum(len(s.token_ids) for s in out)  # type: ignore[union-attr]
+        return out  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ weights
+
+    @torch.no_grad()
+    def push_weights(self, model=None) -> dict:
+        """Copy the training model's current parameters into the engine, then reset its prefix cache.
+
+        Call after every optimizer update (before the next rollouts), so rollouts come from
+        the policy being trained.
+
+        Parameters
+        ----------
+        model : torch.nn.Module, optional
+            Default: ``policy.model``. Its ``named_parameters()`` (Hugging Face names; tied
+            weights once) are handed to vLLM's ``model.load_weights``.
+
+        Returns
+        -------
+        dict
+            ``tensors`` sent, ``bytes``, ``seconds``, ``path`` (``"in_process"`` or
+            ``"apply_model"``), ``weight_version`` after the push.
+
+        Raises
+        ------
+        RuntimeError
+            The engine offers neither an in-process model nor ``apply_model``.
+        """
+        model = model if model is not None else self.policy.model
+        start = time.perf_counter()
+        weights = [(name, p.detach()) for name, p in model.named_parameters()]
+        target = _in_process_model(self.llm)
+        if target is not None:
+            target.load_weights(iter(weights))
+            path = "in_process"
+        elif hasattr(self.llm, "apply_model"):
+            # out-of-process engine: the tensors travel pickled (vLLM needs VLLM_ALLOW_INSECURE_SERIALIZATION=1)
+            self.llm.apply_model(_LoadWeights([(n, t.cpu()) for n, t in weights]))
+            path = "apply_model"
+        else:
+            raise RuntimeError("the vLLM engine exposes neither llm_engine.model_executor.driver_worker (in-process, "
+                               "VLLM_ENABLE_V1_MULTIPROCESSING=0) nor apply_model; cannot push weights")
+        self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
+        seconds = time.perf_counter() - start
+        self.push_seconds += seconds
+        self.weight_version += 1
+        return {"tensors": len(weights), "bytes": int(sum(t.numel() * t.element_size() for _, t in weights)),
+                "seconds": seconds, "path": path, "weight_version": self.weight_version}
+
+    def close(self) -> None:
+        """Drop the engine and free its GPU memory (the sampler cannot sample afterwards)."""
+        self.llm = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
