@@ -95,10 +95,14 @@ def hidden_features(policy, prompt_ids: Sequence[Sequence[int]], *, batch_size: 
                     ids[k, width - len(p):] = torch.tensor(p, dtype=torch.long)
                     mask[k, width - len(p):] = 1
                 ids, mask = ids.to(device), mask.to(device)
-                h = base(input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask),
-                         use_cache=False).last_hidden_state  # (b, L, d)
-                m = mask.to(torch.float64).unsqueeze(-1)
-                pooled = (h.to(torch.float64) * m).sum(1) / m.sum(1)  # (b, d)
+                kwargs = dict(input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask),
+                              use_cache=False)
+                if base is model:  # no separate decoder stack: ask the LM for its hidden states
+                    h = model(**kwargs, output_hidden_states=True, logits_to_keep=1).hidden_states[-1]
+                else:
+                    h = base(**kwargs).last_hidden_state  # (b, L, d)
+                keep = mask.bool().unsqueeze(-1)
+                pooled = torch.where(keep, h.to(torch.float64), 0.0).sum(1) / keep.sum(1)  # (b, d); pads never enter
                 out[lo: lo + len(chunk)] = pooled.cpu().numpy()
                 for p in chunk:
                     flops += len(p) * forward_flops_per_token(model, (len(p) + 1) / 2)
