@@ -97,10 +97,10 @@ def _setup(args):
     from ..training.run import load_run_policy
     from .estimator import EstimatorConfig, check_unique_ids
 
-    out = prepare_output_dir(Path(args.out))
-    est_config = EstimatorConfig(prior_strength=args.prior_strength, decay=args.decay)
+    est_config = EstimatorConfig(prior_strength=args.prior_strength, decay=args.decay)  # settings first,
     sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                               batch_size=args.batch_size)
+    out = prepare_output_dir(Path(args.out))  # then the folder, then the compute
     task = load_task(args.task)
     pool = task.problems("train", args.pool, seed=args.data_seed)
     if not pool:

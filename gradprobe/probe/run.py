@@ -93,6 +93,7 @@ class ProbeConfig:
     micro_batch_size: int = 8
     second_moment_minibatches: int = 4
     progress: bool = True
+    reference_check_rows: int = 0
 
     def __post_init__(self):
         if self.prompts < 1:
@@ -117,6 +118,8 @@ class ProbeConfig:
             raise ValueError(f"micro_batch_size (--micro-batch-size) must be >= 1, got {self.micro_batch_size}")
         if self.seed < 0:
             raise ValueError(f"seed (--seed) must be >= 0, got {self.seed}")
+        if self.reference_check_rows < 0:
+            raise ValueError(f"reference_check_rows must be >= 0 (0 = off), got {self.reference_check_rows}")
 
 
 def versions() -> dict:
@@ -145,7 +148,7 @@ def _reward_outputs(batch, rewards, ctx) -> tuple[dict, dict]:
 
 
 def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None, task=None,
-              extra_rewards: dict | None = None) -> dict:
+              extra_rewards: dict | None = None, sampler=None) -> dict:
     """Run the probe end to end and (optionally) write the output folder.
 
     The output folder is checked for writing before any compute, so a bad ``out`` fails at once.
@@ -162,6 +165,10 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     extra_rewards : dict[str, Reward], optional
         Rewards defined in the caller (e.g. ``sequence_reward(my_fn)``), probed beside
         ``config.rewards`` with the same single alignment pass.
+    sampler : Sampler, optional
+        Rollout backend for rollouts, continuations and held-out rollouts (e.g.
+        :class:`gradprobe.rollout.vllm_sampler.VLLMSampler`); default: an
+        :class:`~gradprobe.rollout.hf.HFSampler` seeded with ``config.seed``.
 
     Returns
     -------
@@ -211,7 +218,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     direction = None
     if config.reference != "heldout":  # fail before any generation if the file is missing or mismatched
         direction = load_direction(config.reference.split(":", 1)[1], model)
-    sampler = HFSampler(policy, seed=config.seed, progress=config.progress)
+    sampler = sampler if sampler is not None else HFSampler(policy, seed=config.seed, progress=config.progress)
     ledger = Ledger()
 
     # 1. rollouts on training prompts
@@ -294,6 +301,12 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     with ledger.timed("probe"):
         alignment = token_alignment(model, batch, u, micro_batch_size=config.micro_batch_size)
     alignment_seconds = time.perf_counter() - t0
+    reference_check = None
+    if config.reference_check_rows:  # the pass in the model's dtype vs a float32 (float64) copy, on a slice
+        from .alignment import alignment_reference_check
+
+        reference_check = alignment_reference_check(model, batch, u, alignment, rows=config.reference_check_rows,
+                                                    micro_batch_size=config.micro_batch_size)
 
     cosines = {}
     if config.cosine:  # one backward per reward: g_R explicitly, cosine with the reference v (not P v)
@@ -336,6 +349,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         "rewards": entries,
         "ledger": ledger.to_dict(),
         "reference": reference,
+        "reference_check": reference_check,
         "warnings": notes,
         "batch": {
             "prompts": batch.num_prompts, "group": batch.group_size, "completions": batch.num_rows,
