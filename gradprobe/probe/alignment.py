@@ -53,7 +53,7 @@ from torch.overrides import TorchFunctionMode
 from ..logprobs import token_logprobs
 
 __all__ = ["DirectionMismatchError", "token_alignment", "trainable_parameters", "check_direction",
-           "FastSoftmaxJvp"]
+           "FastSoftmaxJvp", "alignment_reference_check"]
 
 #: attention implementations known to support forward-mode AD
 FORWARD_AD_ATTENTION = ("gradprobe_eager", "eager")
@@ -268,3 +268,70 @@ def token_alignment(model, batch, direction: dict[str, Tensor], *, micro_batch_s
             _, tangent = torch.func.jvp(logprobs, (primals,), (tangents,))  # (n_mb, T)
             out[rows] = torch.where(mask[rows], tangent.to(dtype), torch.zeros((), dtype=dtype, device=device))
     return out
+
+
+def alignment_reference_check(model, batch, direction: dict[str, Tensor], alignment: Tensor, *, rows: int,
+                              reference_dtype: torch.dtype | None = None, micro_batch_size: int = 8) -> dict:
+    """Error of a low-precision alignment pass against a higher-precision one, on a slice.
+
+    The probe runs in the model's dtype (bf16 on GPUs); this recomputes a_nt for the first
+    groups of the batch with a copy of the model and of the direction in ``reference_dtype``
+    (float32 for bf16/fp16 models, float64 otherwise) and compares.
+
+    Parameters
+    ----------
+    model : transformers causal LM
+        The probed model (not modified; a copy is cast).
+    batch : gradprobe.types.RolloutBatch
+    direction : dict[str, Tensor]
+        The u the alignment was computed along (the same values, upcast).
+    alignment : Tensor, shape (N, T)
+        The low-precision a_nt of the whole batch.
+    rows : int
+        Rows to check (>= 1); rounded up to whole groups (the first ceil(rows / G) groups).
+    reference_dtype : torch.dtype, optional
+    micro_batch_size : int
+
+    Returns
+    -------
+    dict
+        ``rows`` checked, ``dtype``, ``reference_dtype``, ``relative_error`` = ||a - a_ref|| /
+        ||a_ref|| over masked tokens (Frobenius; None when a_ref is 0), ``max_abs_error``,
+        ``reference_norm``, ``seconds``.
+
+    Raises
+    ------
+    ValueError
+        ``rows < 1`` or ``alignment`` not of shape (N, T).
+    """
+    import copy
+    import math
+    import time
+
+    if rows < 1:
+        raise ValueError(f"reference_check_rows must be >= 1, got {rows}")
+    if tuple(alignment.shape) != tuple(batch.completion_mask.shape):
+        raise ValueError(f"alignment has shape {tuple(alignment.shape)}, the batch's mask "
+                         f"{tuple(batch.completion_mask.shape)}")
+    start = time.perf_counter()
+    dtype = next(model.parameters()).dtype
+    if reference_dtype is None:
+        reference_dtype = torch.float32 if dtype in (torch.bfloat16, torch.float16) else torch.float64
+    groups = min(batch.num_prompts, math.ceil(rows / batch.group_size))
+    sub = batch.select_groups(list(range(groups)))
+    n = sub.num_rows
+    ref_model = copy.deepcopy(model).to(reference_dtype)
+    ref_dir = {k: v.detach().to(reference_dtype) for k, v in direction.items()}
+    try:
+        ref = token_alignment(ref_model, sub, ref_dir, micro_batch_size=micro_batch_size)
+    finally:
+        del ref_model
+    mask = sub.completion_mask.to(ref.device).bool()
+    low = alignment[:n].to(device=ref.device, dtype=reference_dtype)
+    err = (low - ref)[mask].double()
+    ref_m = ref[mask].double()
+    ref_norm = float(torch.linalg.vector_norm(ref_m)) if ref_m.numel() else 0.0
+    return {"rows": n, "dtype": str(dtype).replace("torch.", ""), "reference_dtype": str(reference_dtype).replace(
+        "torch.", ""), "relative_error": float(torch.linalg.vector_norm(err)) / ref_norm if ref_norm > 0 else None,
+            "max_abs_error": float(err.abs().max()) if err.numel() else 0.0, "reference_norm": ref_norm,
+            "seconds": time.perf_counter() - start}
