@@ -252,8 +252,11 @@ def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
                 "micro_batch_size": plan.train.micro_batch_size, "progress": False, **PROBE_DEFAULTS}
     valid = [f.name for f in dataclasses.fields(ProbeConfig)]
     for key, value in {**table, **(overrides or {})}.items():
+        if key == "continuations":  # [probe] continuations = K: the probe's MC continuations per step boundary
+            settings["mc"] = dataclasses.replace(settings["mc"], continuations=int(value))
+            continue
         if key not in valid:
-            raise PlanError(f"unknown key 'probe.{key}'; valid keys in [probe]: {', '.join(valid)}")
+            raise PlanError(f"unknown key 'probe.{key}'; valid keys in [probe]: continuations, {', '.join(valid)}")
         settings[key] = value
     settings["rewards"] = tuple(settings["rewards"])
     return settings
