@@ -26,10 +26,11 @@ groups' completion tokens are ``selection`` tokens with their generation FLOPs i
 counts ``flops["selection"]`` and ``device_seconds["selection"]`` in its FLOPs and device-seconds
 budgets.
 
-No signal, no selection: while the estimator has no outcomes yet, or every observed outcome is equal
-(always solved / never solved), ``half`` falls back to ``random`` choice among the candidates (a
-:class:`~gradprobe.difficulty.estimator.DegenerateOutcomesWarning` is logged once per run and the
-record says ``"fallback": "random"``), instead of ranking noise.
+No signal, no selection: while the estimator has no outcomes yet (the first update), or every observed
+outcome is equal (always solved / never solved), ``half`` falls back to ``random`` choice among the
+candidates instead of ranking noise; the record says ``"fallback": "random"`` on every such update, and
+the degenerate case (the estimator's :class:`~gradprobe.difficulty.estimator.DegenerateOutcomesWarning`)
+is also logged as a warning once per run.
 
 The candidate stream is :func:`gradprobe.training.run.pool_indices` (per-seed epoch permutations) at
 m x B prompts per update, a pure function of the update index, so resuming needs only the
