@@ -32,6 +32,26 @@ class CalibrationApplyError(ValueError):
     """The probe result cannot be calibrated with this calibration (the message says why and the fix)."""
 
 
+def check_applicable(calibration: Calibration, *, rewards, budget_seconds=None) -> None:
+    """Refuse, before the probe runs, a probe configuration the calibration cannot be applied to.
+
+    Raises
+    ------
+    CalibrationApplyError
+        ``outcome`` is not among ``rewards`` (the calibration predicts gains vs GRPO), the calibration
+        was fitted at matched time and no device-seconds budget is given, or at matched updates.
+    """
+    if REFERENCE_REWARD not in rewards:
+        raise CalibrationApplyError(f"calibration predicts gains vs GRPO, so the probe needs the {REFERENCE_REWARD!r} "
+                                    f"reward too: add it to --rewards (given: {', '.join(rewards)})")
+    if calibration.budget == "time" and budget_seconds is None:
+        raise CalibrationApplyError("this calibration was fitted at matched device-seconds: pass --budget-seconds")
+    if calibration.budget not in ("tokens", "time"):
+        raise CalibrationApplyError(f"a calibration fitted at a matched {calibration.budget!r} budget cannot be applied "
+                                    "to a probe (it predicts at a token or device-seconds budget); fit one with "
+                                    "--budget tokens")
+
+
 def probe_features(result: dict, budget: str) -> pd.DataFrame:
     """Calibration features of every reward of a probe result, one row per reward (index: name).
 

@@ -79,8 +79,11 @@ class Calibration:
     created: str = ""
 
     def _fit(self) -> "Calibration":
+        from threadpoolctl import threadpool_limits
+
         X, y = self.rows[list(self.features)].to_numpy(float), self.rows["target"].to_numpy(float)
-        self.estimator = make_estimator(self.method).fit(X, y)
+        with threadpool_limits(limits=1, user_api="blas"):  # tiny fit: threads only add contention
+            self.estimator = make_estimator(self.method).fit(X, y)
         self.regressor = conformal_regressor(make_estimator(self.method), X, y, self.rows[self.cv].astype(str),
                                              confidence_level=self.confidence_level, interval=self.interval)
         return self

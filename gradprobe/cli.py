@@ -44,6 +44,9 @@ def _add_probe(sub) -> None:
     p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
     p.add_argument("--out", default="runs/probe", help="output folder (probe.json, alignment.safetensors, tokens.jsonl)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument("--calibration", default=None, metavar="default|PATH",
+                   help="apply a calibration (calib fit) and add calibrated_gain and calibrated_interval (gain vs "
+                        "GRPO, accuracy points) to each reward; 'default' is the one shipped with the package")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,6 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         from .probe.run import ProbeConfig, format_table, run_probe
 
         try:
+            calibration = None
+            if args.calibration is not None:  # loaded before any compute, so a bad file fails at once
+                from calib.model import load_calibration  # the composition root may use calib; the library never does
+
+                calibration = load_calibration(args.calibration)
             config = ProbeConfig(
                 model=args.model, task=args.task,
                 rewards=tuple(r.strip() for r in args.rewards.split(",") if r.strip()),
@@ -81,11 +89,21 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed, device=args.device, dtype=args.dtype, cosine=args.cosine,
                 n_bootstrap=args.bootstrap, micro_batch_size=args.micro_batch_size, progress=not args.no_progress,
             )
+            if calibration is not None:
+                from calib.apply import calibrate_probe, check_applicable, format_calibrated, rewrite_probe_json
+
+                check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget_seconds)
             result = run_probe(config, out=args.out)
+            if calibration is not None:
+
+                calibrate_probe(result, calibration, source=args.calibration)
+                rewrite_probe_json(f"{args.out}/probe.json", result)
         except (ValueError, OSError, RuntimeError) as e:
             print(f"gradprobe probe: error: {e}", file=sys.stderr)
             return 2
         print(format_table(result))
+        if calibration is not None:
+            print(format_calibrated(result))
         print(f"\nwrote {args.out}/probe.json")
         return 0
     if args.command == "train":

@@ -12,6 +12,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
+import torch
+from threadpoolctl import threadpool_limits
 
 BUDGETS = {"tokens": 1_000_000.0, "time": 600.0, "updates": 150.0}
 
@@ -109,3 +112,11 @@ def write_study(root, *, model="tiny", task="chain_sum", slope=0.6, bias=-1.0, n
         (root / "runs.csv").write_text("\n".join(lines) + "\n")
     (root / "truth.json").write_text(json.dumps(truth))
     return root
+
+
+@pytest.fixture(autouse=True)
+def single_thread_blas():
+    """One BLAS thread (and one torch thread): the fits here are tiny, and the machine is shared."""
+    torch.set_num_threads(1)
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
