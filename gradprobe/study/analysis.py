@@ -596,7 +596,7 @@ def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) ->
         sns.lineplot(data=data, x=column, y="accuracy (points)", hue="arm", errorbar=("se", 2), ax=ax)
         ax.axvline(result["matched"][axis]["budget"], color="0.4", ls="--", lw=1, label=f"matched {axis}")
         ax.set_xlabel(label)
-        ax.set_title(f"held-out greedy accuracy vs {label} (mean over seeds, band: +-2 s.e.)")
+        ax.set_title(f"held-out greedy accuracy vs {label}\nmean over seeds, band: +-2 standard errors", fontsize=10)
         ax.legend(fontsize=8)
         fig.tight_layout()
         path = folder / name

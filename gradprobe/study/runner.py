@@ -586,7 +586,7 @@ def _run(plan, study, out, executor, workers, ray_address, probe, probe_override
     if result.skipped:
         say(f"{len(result.skipped)} of {len(plan.runs())} runs already complete; not redone")
     if tasks:
-        n_workers = workers or default_workers(len(tasks))
+        n_workers = workers or default_workers(max(1, n_runs))
         threads = max(1, (os.cpu_count() or 1) // n_workers)
         say(f"{n_runs} runs to do{' + the probe' if len(tasks) > n_runs else ''} on executor {executor} "
             f"({n_workers} workers x {threads} threads)" if executor != "inline" else f"{len(tasks)} tasks inline")
