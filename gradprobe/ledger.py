@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 CATEGORIES = ("rollout", "continuation", "selection", "eval")
 CHARGED = ("rollout", "continuation", "selection")
+TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (Kaplan et al. 2020: 6N vs 2N)
+JVP_FORWARDS = 3.0  # forward-mode pass: for every matmul y = W x it computes W x, dW x and W dx
 
 
 def forward_flops_per_token(model, context_length: float) -> float:
@@ -37,6 +39,24 @@ def forward_flops_per_token(model, context_length: float) -> float:
     tied = getattr(cfg, "tie_word_embeddings", False)
     unembed = 2 * d * cfg.vocab_size if tied else 0  # untied lm_head is already inside N
     return 2.0 * n + unembed + 2.0 * cfg.num_hidden_layers * context_length * d
+
+
+def batch_flops_per_token(model, batch) -> float:
+    """:func:`forward_flops_per_token` at a rollout batch's mean context (FLOPs per token).
+
+    The mean context of a generated token is the mean prompt length plus half the mean
+    completion length (tokens), as in :func:`gradprobe.training.metrics.mean_context`.
+
+    Parameters
+    ----------
+    model : transformers causal LM
+    batch : gradprobe.types.RolloutBatch
+        ``prompt_token_ids`` (B lists) and ``completion_mask`` (N, T).
+    """
+    prompts = [len(p) for p in batch.prompt_token_ids]
+    prompt = sum(prompts) / len(prompts) if prompts else 0.0
+    completion = float(batch.completion_mask.sum(-1).double().mean()) if batch.num_rows else 0.0
+    return forward_flops_per_token(model, prompt + completion / 2)
 
 
 @dataclass

@@ -198,6 +198,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
 
     from ..grpo.losses import token_weights
     from ..grpo.step import UpdateConfig, loss_and_backward
+    from ..ledger import JVP_FORWARDS, TRAIN_FORWARDS, batch_flops_per_token
     from ..models import load_policy
     from ..rewards import RewardContext, get_reward, parse_rewards
     from ..rollout import HFSampler, collect_rollouts
@@ -219,8 +220,8 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     if out is not None:
         _check_writable(Path(out))
     wall = time.perf_counter()
+    task = task or load_task(config.task)  # an unknown task name fails here, before the model is loaded
     policy = policy or load_policy(config.model, dtype=config.dtype, device=config.device, seed=config.seed)
-    task = task or load_task(config.task)
     model = policy.model
     direction = None
     if config.reference != "heldout":  # fail before any generation if the file is missing or mismatched
@@ -264,6 +265,9 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         reference.update(prompts=len(held), group=config.heldout_group,
                          heldout_accuracy=float(scores.mean()) if scores.numel() else float("nan"),
                          zero_variance_groups=int(sum(1 for row in hbatch.scores_grouped() if row.min() == row.max())))
+        hfpt = batch_flops_per_token(model, hbatch)  # held-out generation, then forward + backward
+        ref_ledger.add_flops("eval", hbatch.generated_tokens * hfpt)
+        ref_ledger.add_flops("reference", TRAIN_FORWARDS * hbatch.generated_tokens * hfpt)
     else:
         v = direction
         reference["path"] = config.reference.split(":", 1)[1]
@@ -320,6 +324,11 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
 
         reference_check = alignment_reference_check(model, batch, u, alignment, rows=config.reference_check_rows,
                                                     micro_batch_size=config.micro_batch_size)
+    # FLOPs (DESIGN.md, "The compute ledger"): every charged generated token (rollouts and MC
+    # continuations) one forward; the jvp pass JVP_FORWARDS forwards per completion token
+    fpt = batch_flops_per_token(model, batch)
+    ledger.add_flops("generation", ledger.charged_tokens * fpt)
+    ledger.add_flops("probe", JVP_FORWARDS * batch.generated_tokens * fpt)
 
     cosines = {}
     if config.cosine:  # one backward per reward: g_R explicitly, cosine with the reference v (not P v)
