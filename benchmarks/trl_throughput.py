@@ -32,8 +32,10 @@ A third side, ``ours_sdpa`` (off with ``--no-sdpa-variant``), is our loop with t
 forward + backward run under ``sdpa`` attention instead of the exact eager kernel the model
 is loaded with (:mod:`gradprobe.attention`; the probe's jvp needs it, the update does not): it
 shows how much of any gap is the attention kernel. Each round starts every side from the
-initial weights, runs ``--warmup`` untimed updates, then ``--updates`` timed ones;
-rounds alternate the order (ours first, then TRL first). The throughput of a side is its total
+initial weights, runs ``--warmup`` untimed updates, then ``--updates`` timed ones. The sides
+are interleaved update by update, so load from other processes hits all alike: after each TRL
+step (its timer stopped, inside ``on_step_end``) one update of each of our sides runs, in an
+order that alternates from step to step and from round to round. The throughput of a side is its total
 tokens / total seconds over all timed updates; the ratio ours / TRL is printed per round and
 overall. Target: >= 1.0.
 
@@ -184,8 +186,12 @@ def check_same_prompt_ids(trainer, policy, pool, dataset):
                              "would not use the same prompts")
 
 
-def run_trl(model, policy, task, pool, args, steps: int) -> list[dict]:
-    """``steps`` GRPOTrainer steps on ``model``; one dict per step (seconds, tokens)."""
+def run_trl(model, policy, task, pool, args, steps: int, between_steps=None) -> list[dict]:
+    """``steps`` GRPOTrainer steps on ``model``; one dict per step (seconds, tokens).
+
+    ``between_steps(step_index)``, if given, runs after each step's timer stopped (inside
+    ``on_step_end``): the other sides' updates, interleaved update by update.
+    """
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -212,6 +218,8 @@ def run_trl(model, policy, task, pool, args, steps: int) -> list[dict]:
 
         def on_step_end(self, a, state, control, **kw):
             steps_out.append({"seconds": time.perf_counter() - self.t0})
+            if between_steps is not None:
+                between_steps(len(steps_out) - 1)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -266,18 +274,26 @@ def main(argv=None) -> int:
     for r in range(args.rounds):
         order = sides if r % 2 == 0 else sides[::-1]
         round_out = {}
-        for side in order:
-            if side.startswith("ours"):
-                policy = copy.copy(base)
-                policy.model = copy.deepcopy(base.model)
-                runner = Ours(policy, task, pool, args, train_attention="sdpa" if side == "ours_sdpa" else None)
-                runs = [runner.update() for _ in range(args.warmup + args.updates)][args.warmup:]
-                if side == "ours":
-                    results["ours_stats_seconds"] += [u["stats_seconds"] for u in runs]
-            else:
-                model = copy.deepcopy(base.model)
-                model.set_attn_implementation("sdpa")
-                runs = run_trl(model, base, task, pool, args, args.warmup + args.updates)[args.warmup:]
+        runners, runs_of = {}, {side: [] for side in sides}
+        for side in sides[:-1]:
+            policy = copy.copy(base)
+            policy.model = copy.deepcopy(base.model)
+            runners[side] = Ours(policy, task, pool, args, train_attention="sdpa" if side == "ours_sdpa" else None)
+
+        def ours_updates(step):  # after TRL's step `step`, one update of each of our sides
+            for side in (order if step % 2 == 0 else order[::-1]):
+                if side != "trl":
+                    runs_of[side].append(runners[side].update())
+
+        model = copy.deepcopy(base.model)
+        model.set_attn_implementation("sdpa")
+        runs_of["trl"] = run_trl(model, base, task, pool, args, args.warmup + args.updates, ours_updates)
+        for side in sides:
+            runs = runs_of[side][args.warmup:]
+            if len(runs) != args.updates:
+                raise RuntimeError(f"{side}: {len(runs)} timed updates, expected {args.updates}")
+            if side == "ours":
+                results["ours_stats_seconds"] += [u["stats_seconds"] for u in runs]
             results[side] += runs
             tok, sec = sum(u["tokens"] for u in runs), sum(u["seconds"] for u in runs)
             round_out[side] = {"tokens": tok, "seconds": sec, "tokens_per_second": tok / sec,
