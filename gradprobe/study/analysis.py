@@ -287,15 +287,19 @@ def matched_budgets(df, plan=None) -> dict:
     finals = {k: g.iloc[-1] for k, g in runs.items()}
     token_budget = getattr(getattr(plan, "budget", None), "generated_tokens", None)
     out = {}
-    if token_budget is not None:
+    smallest = float(min(float(f["generated_tokens"]) for f in finals.values()))
+    if token_budget is not None and smallest >= token_budget:
         over = np.array([float(f["generated_tokens"]) - token_budget for f in finals.values()])
         out["tokens"] = {"budget": float(token_budget), "source": "plan budget; each run's final eval",
+                         "final_eval": True,
                          "overshoot_tokens": {"mean": float(over.mean()), "max": float(over.max()),
                                               "min": float(over.min())},
                          "overshoot_fraction_max": float(over.max() / token_budget)}
     else:
-        out["tokens"] = {"budget": float(min(float(f["generated_tokens"]) for f in finals.values())),
-                         "source": "smallest final generated_tokens over all runs (the plan sets no token budget)"}
+        why = ("the plan sets no token budget" if token_budget is None else
+               f"a run stopped on another budget before the token budget {token_budget:g}")
+        out["tokens"] = {"budget": smallest, "final_eval": False,
+                         "source": f"smallest final generated_tokens over all runs ({why})"}
     out["time"] = {"budget": float(min(float(f["device_seconds"]) for f in finals.values())),
                    "source": "smallest final device_seconds over all runs"}
     out["updates"] = {"budget": float(min(int(f["update"]) for f in finals.values())),
@@ -374,7 +378,7 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     per_axis = {}  # axis -> arm -> seed -> accuracy points
     for axis, column in AXES.items():
         at = matched[axis]["budget"]
-        final = axis == "tokens" and plan is not None and plan.budget.generated_tokens is not None
+        final = axis == "tokens" and matched["tokens"]["final_eval"]
         vals = {}
         for (a, s), g in runs.items():
             vals.setdefault(a, {})[s] = _value_at(g, column, at, "accuracy", final)
@@ -474,8 +478,8 @@ def evaluate_hypotheses(plan, df, matched: dict, *, n_resamples: int = N_RESAMPL
             if h.at not in AT_COLUMNS:
                 raise ValueError(f"at = {h.at!r}: runs.csv has no such column (use one of {', '.join(AT_COLUMNS)})")
             column, metric = AT_COLUMNS[h.at], METRIC_COLUMNS[h.metric]
-            final = (h.at == "generated_tokens" and plan.budget.generated_tokens is not None
-                     and float(budget) == float(plan.budget.generated_tokens))
+            final = (h.at == "generated_tokens" and matched["tokens"]["final_eval"]
+                     and float(budget) == matched["tokens"]["budget"])
 
             def values(arm):
                 if arm == INITIAL:

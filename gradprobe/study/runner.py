@@ -9,7 +9,8 @@
    (:class:`PlanChangedError` names both hashes; the fix is a new ``--out``);
 3. every (arm, seed) run goes to an executor: a local process pool (``spawn`` context, each
    worker with ``max(1, cores // workers)`` torch threads), Ray (one remote task per run with
-   that many ``num_cpus``), or ``inline`` (this process, serially; debugging and tests). Each run
+   that many ``num_cpus``; on a multi-machine cluster ``DIR`` must be on a file system every
+   node mounts at the same path), or ``inline`` (this process, serially; debugging and tests). Each run
    is :func:`gradprobe.training.run.run_training` in ``DIR/runs/<arm>/seed<S>/``: a run whose
    ``summary.json`` says completed is never redone, a partial run resumes from its checkpoint;
 4. the probe of every arm's reward on the initial policy (``DIR/probe/probe.json``,

@@ -269,3 +269,15 @@ def test_analyze_only_cli(study, capsys):
     (study / "runs.csv").unlink()
     assert cli_main(["study", "--analyze-only", "--out", str(study)]) == 2
     assert "runs.csv does not exist" in capsys.readouterr().err
+
+
+def test_runs_stopped_by_another_budget_match_tokens_at_the_smallest_final_count(study):
+    """With a token and a seconds budget, a run may stop on seconds first: matched tokens then
+    fall back to the smallest final token count, interpolated (never a final eval below budget)."""
+    (study / "plan.toml").write_text(PLAN.replace("generated_tokens = 1000", "generated_tokens = 1015\ndevice_seconds = 30"))
+    res = analyze(study, write=False, figures=False)
+    tok = res["matched"]["tokens"]
+    assert tok["budget"] == 1010.0 and not tok["final_eval"] and "another budget" in tok["source"]
+    # grpo seed 2 ends at 1012 tokens: read at 1010 between (500, 32) and (1012, 42)
+    assert res["arms"]["grpo"]["tokens"]["per_seed"][2] == pytest.approx(32 + 510 / 512 * 10)
+    assert res["arms"]["mc_value"]["tokens"]["per_seed"][0] == pytest.approx(28 + 510 / 520 * 7)
