@@ -133,6 +133,12 @@ def calibrate_probe(result: dict, calibration: Calibration, *, source: str = "")
     if not fitted_lo / 2 <= value <= 2 * fitted_hi:
         notes.append(f"the probe's {calibration.budget} budget {value:g} is far from the budgets the calibration was "
                      f"fitted at ({fitted_lo:g}-{fitted_hi:g}): the calibrated gains are an extrapolation")
+    cfg = result.get("config") or {}
+    models, tasks = sorted(set(calibration.rows["model"])), sorted(set(calibration.rows["task"]))
+    if cfg.get("model") not in models or cfg.get("task") not in tasks:
+        notes.append(f"the calibration was fitted on model(s) {models} and task(s) {tasks}, this probe is "
+                     f"{cfg.get('model')!r} on {cfg.get('task')!r}: the calibration may not transfer (a leave-one-model-"
+                     "out report, `calib report ... --cv model`, measures how well it does)")
     result["calibration"] = {
         "source": source, "method": calibration.method, "features": list(calibration.features),
         "budget": calibration.budget, "budget_value": value, "confidence_level": calibration.confidence_level,

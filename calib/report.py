@@ -142,7 +142,9 @@ def write_report(study_dirs, out: str | Path, **settings) -> dict:
     images["predicted_vs_realized"] = _fig_predicted_vs_realized(cv_rows, metrics)
     images["residuals_by_arm"] = _fig_residuals(cv_rows, metrics)
     for b, (col, label) in _AXES.items():
-        images[f"accuracy_vs_{b}"] = _fig_accuracy(runs, col, label)
+        sub = rows[rows["budget"] == b]
+        matched = {Path(st).name: float(v) for st, v in zip(sub["study"], sub["budget_value"])}
+        images[f"accuracy_vs_{b}"] = _fig_accuracy(runs, col, label, matched)
     for name, png in images.items():
         (out / f"{name}.png").write_bytes(png)
     _atomic_write(out / "metrics.json", json.dumps(_json_safe(metrics), indent=2))
@@ -222,17 +224,22 @@ def _fig_residuals(cv_rows: pd.DataFrame, m: dict) -> bytes:
     return _png(fig)
 
 
-def _fig_accuracy(runs: pd.DataFrame, col: str, label: str) -> bytes:
+def _fig_accuracy(runs: pd.DataFrame, col: str, label: str, matched: dict) -> bytes:
+    """One line per run (arm x seed): eval points of different seeds sit at different token counts
+    and seconds, so runs are drawn as they are rather than averaged at unequal x."""
     plt, sns = _plt()
     studies = list(dict.fromkeys(runs["study_label"]))
     fig, axes = plt.subplots(1, len(studies), figsize=(6.5 * len(studies), 4.5), squeeze=False)
     for ax, s in zip(axes[0], studies):
-        sub = runs[runs["study_label"] == s].copy()
+        sub = runs[runs["study_label"] == s].sort_values(["arm", "seed", col]).copy()
         sub["accuracy (points)"] = 100 * sub["accuracy"]
-        sns.lineplot(data=sub, x=col, y="accuracy (points)", hue="arm", ax=ax, marker="o", errorbar=("ci", 95),
-                     estimator="mean")
+        sns.lineplot(data=sub, x=col, y="accuracy (points)", hue="arm", units="seed", estimator=None, ax=ax,
+                     marker="o", markersize=3, lw=1, alpha=0.8)
+        if s in matched:
+            ax.axvline(matched[s], color="k", ls="--", lw=1, label="matched budget")
+            ax.legend(fontsize=7)
         ax.set_xlabel(label)
-        ax.set_title(f"{s}: greedy held-out accuracy (mean over seeds, 95% CI)", fontsize=10)
+        ax.set_title(f"{s}: greedy held-out accuracy, one line per run", fontsize=10)
     return _png(fig)
 
 

@@ -105,7 +105,11 @@ def test_calibrate_probe_result(rows):
     assert lo[0] < point[0] < hi[0]
     assert result["calibration"]["source"] == "x.json" and result["calibration"]["notes"] == []
     far = calibrate_probe(_probe_result(budget_tokens=10_000_000), cal)
-    assert "extrapolation" in far["calibration"]["notes"][0]
+    assert len(far["calibration"]["notes"]) == 1 and "extrapolation" in far["calibration"]["notes"][0]
+    other = _probe_result()
+    other["config"]["model"] = "smollm2-135m"
+    notes = calibrate_probe(other, cal)["calibration"]["notes"]
+    assert len(notes) == 1 and "fitted on model(s) ['tiny']" in notes[0]
 
 
 def test_calibration_needs_outcome_among_the_rewards(rows):
