@@ -32,7 +32,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
-import errno
 import hashlib
 import io
 import json
@@ -567,7 +566,7 @@ def _run(plan, study, out, executor, workers, ray_address, probe, probe_override
         entry.update(status="resuming" if status in ("partial", "failed") else "pending")
         tasks.append({"kind": "train", "plan": frozen, "arm": arm, "seed": seed, "out": str(folder)})
     probe_dir = out / "probe"
-    write_json_atomic_mkdir(probe_dir / "arms.json", arms_table(plan))
+    _write_json_mkdir(probe_dir / "arms.json", arms_table(plan))
     if not probe:
         result.probe = "off"
     elif (probe_dir / "probe.json").exists():
@@ -633,7 +632,8 @@ def _run(plan, study, out, executor, workers, ray_address, probe, probe_override
     return result
 
 
-def write_json_atomic_mkdir(path: Path, data: dict) -> None:
+def _write_json_mkdir(path: Path, data: dict) -> None:
+    """:func:`write_json_atomic` after creating the parent folder (errors as :class:`OutputDirError`)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
