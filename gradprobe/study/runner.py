@@ -605,9 +605,10 @@ def _run(plan, study, out, executor, workers, ray_address, probe, probe_override
                 key = (res["arm"], res["seed"])
                 entry = entries[key]
                 entry.update({k: res.get(k) for k in ("status", "error", "updates", "final_accuracy", "seconds",
-                                                      "failed_update") if res.get(k) is not None})
+                                                      "failed_update", "traceback") if res.get(k) is not None})
                 if res["status"] == "done":
-                    entry.pop("error", None)
+                    for k in ("error", "failed_update", "traceback"):
+                        entry.pop(k, None)
                     result.done.append(key)
                     say(f"run {key[0]} seed {key[1]} done: {res.get('updates')} updates, final greedy accuracy "
                         f"{res.get('final_accuracy')} ({res.get('seconds', 0):.0f} s)")
