@@ -118,8 +118,10 @@ def _report(args) -> int:
 
     m = write_report(args.studies, args.out, **_settings(args))
     print(f"wrote {args.out}/report.html and metrics.json ({m['counts']['rows']} runs, {len(m['arms'])} arms)")
+    cov = (f"{m['coverage']:.3f}" if m["coverage_rows"] else
+           f"n/a (each fold trains on 1 {m['cv']}; conformal intervals need 2, i.e. 3 {m['cv']}s in all)")
     print(f"bias raw {m['raw_bias']:+.2f} -> calibrated {m['calibrated_bias']:+.2f} points; MAE {m['mae']:.2f} "
-          f"(raw {m['raw_mae']:.2f}); coverage {m['coverage']:.3f} at {m['confidence_level']:.0%}; "
+          f"(raw {m['raw_mae']:.2f}); coverage {cov} at {m['confidence_level']:.0%}; "
           f"Kendall tau {m['kendall_tau']:+.2f}, Spearman rho {m['spearman_rho']:+.2f} (leave-one-{m['cv']}-out)")
     return 0
 

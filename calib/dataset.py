@@ -112,13 +112,13 @@ def build_rows(study_dir: str | Path) -> pd.DataFrame:
     ref_reward = (arms_map.get(REFERENCE_ARM) or {}).get("reward", arms[REFERENCE_ARM].get("reward", "outcome"))
     matched = analysis.get("matched") or {}
 
+    ref_entry = _entry(entries, ref_reward, study_dir)
+    ref_lr = float((arms_map.get(REFERENCE_ARM) or {}).get("lr_scale", 1.0))
     rows = []
     for budget in BUDGETS:
         if budget not in matched or "budget" not in (matched[budget] or {}):
             raise StudyFormatError(f"{study_dir}/analysis.json: matched.{budget}.budget is missing")
         value = float(matched[budget]["budget"])
-        ref_entry = _entry(entries, ref_reward, study_dir)
-        ref_lr = float((arms_map.get(REFERENCE_ARM) or {}).get("lr_scale", 1.0))
         ref_pred = predicted_at_budget(ref_entry, budget, value, lr_scale=ref_lr)
         ref_seeds = _per_seed(arms[REFERENCE_ARM], budget, REFERENCE_ARM, study_dir)
         ref_mean = float(np.nanmean(list(ref_seeds.values()))) if ref_seeds else math.nan
@@ -263,9 +263,9 @@ def select_rows(rows: pd.DataFrame, *, budget: str | None = "tokens", features=(
                             f"(arms {sorted(set(df.loc[bad, 'arm']))}); choose other --features")
     if df.empty:
         raise RowsError(f"no rows left to calibrate on ({counts}); check the budget and that the study has results")
-    n_arms = df["arm"].nunique()
-    if n_arms < min_arms:
-        raise RowsError(f"cannot calibrate: the rows have {n_arms} arm(s) besides grpo ({sorted(set(df['arm']))}) "
+    arms = sorted(set(df.loc[~df["is_reference"].astype(bool), "arm"]))
+    if len(arms) < min_arms:
+        raise RowsError(f"cannot calibrate: the rows have {len(arms)} arm(s) besides grpo ({arms}) "
                         f"and calibration needs at least {min_arms}: one arm gives no spread of predicted gains to "
                         "learn a map from and none to hold out; add arms to the study")
     counts["rows"] = int(len(df))

@@ -162,6 +162,9 @@ def fit_calibration(rows: pd.DataFrame, *, method: str = "linear", features=("pr
         raise ValueError(f"features must start with 'predicted_gain' (the calibrated quantity), got {list(features)}")
     if cv not in ("arm", "model"):
         raise ValueError(f"unknown cv {cv!r}; choose 'arm' or 'model'")
+    if method == "isotonic" and len(features) > 1:
+        raise ValueError(f"the isotonic calibrator uses predicted_gain only; drop the other features {list(features)[1:]}"
+                         " or use method='linear'")
     make_estimator(method)  # validates the name before any work
     sel, counts = select_rows(rows, budget=budget, features=features, include_reference=include_reference)
     if sel[cv].nunique() < 2:
@@ -201,15 +204,18 @@ def load_calibration(spec: str | Path) -> Calibration:
             f"{path} has calibration format version {d.get('format_version')!r} (written by "
             f"{d.get('versions', {}).get('gradprobe', '?')}); this calib reads version {FORMAT_VERSION}. Refit it "
             "with this version: `calib fit ROWS.csv --out FILE` (the rows are in the file's \"data\").")
-    data = pd.DataFrame(d["data"]["rows"], columns=d["data"]["columns"])
-    data["target"] = data["target"].astype(float)
-    cal = Calibration(method=d["method"], features=tuple(d["features"]), budget=d["budget"], cv=d["cv"],
-                      interval=d["interval"], confidence_level=float(d["confidence_level"]),
-                      include_reference=bool(d["include_reference"]), rows=data,
-                      counts=d["training"]["counts"], versions=d["versions"], created=d.get("created", ""))
+    try:
+        data = pd.DataFrame(d["data"]["rows"], columns=d["data"]["columns"])
+        data["target"] = data["target"].astype(float)
+        cal = Calibration(method=d["method"], features=tuple(d["features"]), budget=d["budget"], cv=d["cv"],
+                          interval=d["interval"], confidence_level=float(d["confidence_level"]),
+                          include_reference=bool(d["include_reference"]), rows=data,
+                          counts=d["training"]["counts"], versions=d["versions"], created=d.get("created", ""))
+        stored = d["check"]
+    except (KeyError, TypeError, ValueError) as e:
+        raise CalibrationFileError(f"{path} is damaged: field {e} is missing or malformed; refit it with `calib fit`") from e
     cal._fit()
     point, lo, hi = cal.predict(data)
-    stored = d["check"]
     for name, new in (("point", point), ("lower", lo), ("upper", hi)):
         old = np.array([_dec(v) for v in stored[name]], float)
         if old.shape != new.shape or not np.allclose(old, new, rtol=1e-6, atol=1e-6, equal_nan=True):

@@ -67,7 +67,7 @@ def compute(rows: pd.DataFrame, *, method: str = "linear", features=("predicted_
     # rankings: every arm, grpo included, at every budget; calibrated gains (CV) at the headline budget
     all_rows = rows[np.isfinite(rows["target"].astype(float))].copy()
     calibrated = pd.Series(np.nan, index=all_rows.index)
-    key = ["model", "task", "arm", "seed", "budget"]
+    key = ["study", "model", "task", "arm", "seed", "budget"]
     merged = all_rows[key].reset_index().merge(cv_rows[key + ["cv_pred"]], on=key, how="left").set_index("index")
     calibrated.loc[merged.index] = merged["cv_pred"]
     table = ranking_table(all_rows, calibrated=calibrated)
@@ -293,9 +293,15 @@ def _html(m: dict, table: pd.DataFrame, images: dict, study_dirs) -> str:
                  "</td>") + "</tr>" for b, v in m["by_budget"].items())
     tcols = ["model", "task", "budget", "arm", "predicted", "calibrated", "realized", "seeds", "rank_probe",
              "rank_calibrated", "rank_training"]
-    trows = "".join("<tr>" + "".join(
-        f"<td class=n>{_fmt(r[k], '+.2f') if k in ('predicted', 'calibrated', 'realized') else e(str(r[k] if not isinstance(r[k], float) else (int(r[k]) if not math.isnan(r[k]) else 'n/a')))}</td>"
-        for k in tcols) + "</tr>" for _, r in table.iterrows())
+    def cell(k, v):
+        if k in ("predicted", "calibrated", "realized"):
+            return _fmt(v, "+.2f")
+        if isinstance(v, float):  # ranks and counts
+            return "n/a" if math.isnan(v) else str(int(v))
+        return e(str(v))
+
+    trows = "".join("<tr>" + "".join(f"<td class=n>{cell(k, r[k])}</td>" for k in tcols) + "</tr>"
+                    for _, r in table.iterrows())
     figs = "".join(f"<figure><img alt=\"{e(n)}\" src=\"data:image/png;base64,{base64.b64encode(b).decode()}\">"
                    f"<figcaption>{e(n)}.png</figcaption></figure>" for n, b in images.items())
     return f"""<!DOCTYPE html>

@@ -64,6 +64,11 @@ def test_incompatible_or_foreign_files_are_refused(tmp_path, rows):
         load_calibration(tmp_path / "tampered.json")
     with pytest.raises(CalibrationFileError, match="not found"):
         load_calibration(tmp_path / "nope.json")
+    damaged = json.loads(path.read_text())
+    del damaged["data"]
+    (tmp_path / "damaged.json").write_text(json.dumps(damaged))
+    with pytest.raises(CalibrationFileError, match="damaged: field 'data' is missing"):
+        load_calibration(tmp_path / "damaged.json")
 
 
 def test_default_is_not_shipped_yet(monkeypatch, tmp_path):
@@ -83,6 +88,11 @@ def test_single_arm_and_bad_settings(tmp_path, rows):
         fit_calibration(rows, features=("snr",))
     with pytest.raises(ValueError, match="need at least 2 distinct models"):
         fit_calibration(rows, cv="model")
+    with pytest.raises(ValueError, match="isotonic calibrator uses predicted_gain only"):
+        fit_calibration(rows, method="isotonic", features=("predicted_gain", "snr"))
+    # with the grpo rows kept, grpo still does not count as a second arm
+    with pytest.raises(RowsError, match=r"1 arm\(s\) besides grpo"):
+        fit_calibration(rows[rows["arm"].isin(["grpo", "mc_value"])], include_reference=True)
 
 
 def _probe_result(budget_tokens=1_000_000):
