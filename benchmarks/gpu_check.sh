@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The one-GPU check (benchmarks/gpu_check.py) as one device call, in under 8 minutes.
+#
+# Here, once:  echo /.whl/ >> .git/info/exclude && bash benchmarks/fetch_gpu_wheels.sh .whl
+# Device call: carry [".whl"], command `bash benchmarks/gpu_check.sh`, timeout_s 540.
+#
+# Installs the carried wheels into /tmp/site (no index, no dependencies: each one is listed in
+# fetch_gpu_wheels.sh), runs the driver with python3 (3.12, torch 2.11, transformers 5.17 there)
+# and leaves $OUT/gpu_check.json and $OUT/gpu_check.log. Extra arguments go to the driver
+# (e.g. --no-vllm, --updates 2, --time-limit 300).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "gpu_check.sh: installing the carried wheels failed" >&2; exit 3; }
+fi
+export PYTHONPATH=".:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+LOG=${OUT:+$OUT/gpu_check.log}
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>/dev/null || echo "no nvidia-smi"
+  python3 -c "import sys, torch, transformers; print(sys.version.split()[0], 'torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
+  timeout 470 python3 benchmarks/gpu_check.py --device cuda --time-limit 360 "$@"
+} 2>&1 | tee ${LOG:-/dev/null}
+exit "${PIPESTATUS[0]}"
