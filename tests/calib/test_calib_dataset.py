@@ -122,3 +122,17 @@ def test_probe_rewards_as_dict_by_name_and_csv_round_trip(tmp_path):
     pd.testing.assert_frame_equal(back[list(REQUIRED)], rows[list(REQUIRED)], check_dtype=False)
     both = build_rows_many([study, write_study(tmp_path / "t", model="other")])
     assert set(both["model"]) == {"tiny", "other"} and len(both) == 2 * len(rows)
+
+
+def test_probe_without_seconds_leaves_time_rows_unusable_only(tmp_path):
+    study = write_study(tmp_path / "s")
+    probe = json.loads((study / "probe" / "probe.json").read_text())
+    for r in probe["rewards"]:
+        r["seconds_per_update"] = None
+    (study / "probe" / "probe.json").write_text(json.dumps(probe))
+    rows = build_rows(study)
+    assert rows.loc[rows["budget"] == "time", "predicted_gain"].isna().all()
+    assert rows.loc[rows["budget"] != "time", "predicted_gain"].notna().all()
+    select_rows(rows, budget="tokens")
+    with pytest.raises(RowsError, match="feature 'predicted_gain' is NaN or infinite in 16 of 16 rows"):
+        select_rows(rows, budget="time")
