@@ -66,7 +66,7 @@ def _json_safe(x):
 def vllm_status() -> tuple[bool, str]:
     """(usable, reason): whether ``import vllm`` works here, and why not."""
     if importlib.util.find_spec("vllm") is None:
-        return False, "vllm is not installed here (on the H200 machine: no vllm wheel matches its torch 2.11, and vllm 0.33.0 is 321 MiB, over the 64 MiB carry limit)"
+        return False, "vllm is not installed here (for the H200 machine: vllm 0.33.0 pins torch==2.14.0, the machine has 2.11, and its wheel is 321 MiB, over the 64 MiB carry limit)"
     try:
         import vllm  # noqa: F401
     except Exception as e:  # a torch/CUDA mismatch raises at import
