@@ -42,6 +42,7 @@ KL (beta)    TRL's default ``use_bias_correction_kl=True`` multiplies the k3 KL 
 
 from __future__ import annotations
 
+import os
 import tempfile
 import warnings
 
@@ -62,6 +63,7 @@ PROMPT_LENS = (5, 3, 7, 4)  # B = 4 prompts, left-padded to P = 7
 G = 3  # completions per prompt -> N = 12 rows
 COMPLETION_LENS = (6, 2, 9, 1, 4, 9, 3, 7, 5, 8, 2, 6)  # T = 9 (rows 2 and 5 reach it)
 L_MAX = 9
+OUTPUT_DIR = os.path.join(tempfile.gettempdir(), "gradprobe-trl-equivalence")  # GRPOConfig needs one; nothing is saved
 
 
 def _tight(a: torch.Tensor, b: torch.Tensor, rtol: float):
@@ -121,16 +123,16 @@ def _trainer(policy, loss_type: str, *, beta: float = 0.0, bias_correction_kl: b
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*deprecated", category=FutureWarning)
-    args = GRPOConfig(output_dir=tempfile.mkdtemp(prefix="trl-eq-"), report_to="none", use_cpu=True, bf16=False,
-                      gradient_checkpointing=False, per_device_train_batch_size=len(COMPLETION_LENS) // accumulation,
-                      gradient_accumulation_steps=accumulation, steps_per_generation=accumulation,
-                      num_generations=G, max_completion_length=max_completion_length, loss_type=loss_type,
-                      beta=0.0, epsilon=0.2, temperature=TEMPERATURE, use_bias_correction_kl=bias_correction_kl,
-                      logging_strategy="no", save_strategy="no")
     dataset = Dataset.from_dict({"prompt": ["1 + 2"] * 4})
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # GRPOConfig: "gradient_checkpointing is deprecated" (transformers 5)
         warnings.simplefilter("ignore")
+        args = GRPOConfig(output_dir=OUTPUT_DIR, report_to="none", use_cpu=True, bf16=False,
+                          gradient_checkpointing=False,
+                          per_device_train_batch_size=len(COMPLETION_LENS) // accumulation,
+                          gradient_accumulation_steps=accumulation, steps_per_generation=accumulation,
+                          num_generations=G, max_completion_length=max_completion_length, loss_type=loss_type,
+                          beta=0.0, epsilon=0.2, temperature=TEMPERATURE, use_bias_correction_kl=bias_correction_kl,
+                          logging_strategy="no", save_strategy="no")
         trainer = GRPOTrainer(model=policy.model, reward_funcs=lambda prompts, completions, **kw: [0.0] * len(prompts),
                               args=args, train_dataset=dataset, processing_class=policy.tokenizer)
     trainer.beta = beta  # see the module docstring: avoids building (downloading) a reference model
