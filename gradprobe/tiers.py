@@ -2,10 +2,23 @@
 
 Why a warm start: GRPO learns only from groups whose rewards differ, so a randomly initialised
 model (success 0) gives no signal and a perfect one gives none either. The tiny tier is a
-few-million-parameter ``Qwen2ForCausalLM`` with the character tokenizer of
+~1M-parameter ``Qwen2ForCausalLM`` (hidden 128, 4 layers) with the character tokenizer of
 :mod:`gradprobe.char_tokenizer`, trained for a few minutes with teacher forcing on reasoning-gym
-``chain_sum`` problems (2-4 terms) until its mean success on the training pool lies between
-0.2 and 0.6, with easy (1-digit) prompts mostly solved and hard (3-digit) ones mostly failed.
+``chain_sum`` problems (:data:`TINY_TASK`: 2-4 terms of 1-2 digits) until its mean success on
+the training pool lies between 0.2 and 0.6, with 1-digit prompts mostly solved and 2-digit ones
+mostly failed, so that prompts spread across the whole range of success rates.
+
+Prompt: the tier's tokenizer carries the compact chat template of
+:mod:`gradprobe.char_tokenizer` (``<s>2 + 3 - 1 =\\n``, ~10-20 tokens instead of the ~250-290 of
+the full instruction prompt, which would otherwise dominate the cost of every rollout, eval and
+update); the model learns the output format from the SFT targets, not from an instruction.
+Prompts are still built by :func:`gradprobe.tasks.prompts.encode_prompt` from the saved
+tokenizer, so SFT, GRPO and evals see the same ids.
+
+Schedule (measured, 128-prompt greedy accuracy of this shape, batch 16, lr 3e-3): ~0.05 at
+500 steps, ~0.2 at 1,000-1,250, then a jump to 0.35-0.4 between 1,500 and 2,500 steps as the
+1-digit prompts are learned (1-digit ~0.6-0.75, 2-digit ~0.05); 2,500 steps of ~45 target ids
+take ~2-3 minutes on 2 uncontended cores.
 
 Targets write one step per line and the answer after ``####``, the format the prompt asks for
 (:data:`gradprobe.tasks.prompts.INSTRUCTION`)::
@@ -14,8 +27,8 @@ Targets write one step per line and the answer after ``####``, the format the pr
     19 - 3 = 16
     #### 16
 
-The build is deterministic for a seed (one CPU thread by default: the thread count changes
-floating-point reductions), cached under ``$GRADPROBE_CACHE/tiers/tiny-<hash>`` (default
+The build is deterministic for a seed and thread count (``threads``, 2 by default, is part of
+the config: the thread count changes floating-point reductions), cached under ``$GRADPROBE_CACHE/tiers/tiny-<hash>`` (default
 ``~/.cache/gradprobe/tiers``; the hash covers the whole :class:`TinyTierConfig`, seed included),
 and written atomically: built into a hidden temporary folder, then renamed. The folder holds
 ``save_pretrained`` weights (safetensors), the tokenizer and ``warmstart.json`` (config, seed,
@@ -44,6 +57,8 @@ from pathlib import Path
 
 import torch
 
+from .models import TIER_MARKER, ModelNotFoundError
+
 log = logging.getLogger(__name__)
 
 __all__ = ["TinyTierConfig", "TierNotBuiltError", "TIERS", "TINY_TASK", "cache_root", "tier_path",
@@ -52,11 +67,14 @@ __all__ = ["TinyTierConfig", "TierNotBuiltError", "TIERS", "TINY_TASK", "cache_r
 FORMAT_VERSION = 1  # bump when the build procedure changes (invalidates cached tiers)
 SFT_DATA_SEED = 10_000
 #: Task of the tiny tier (``load_task("chain_sum", **TINY_TASK)``); plans should use the same.
-TINY_TASK = {"min_terms": 2, "max_terms": 4, "min_digits": 1, "max_digits": 1}
+TINY_TASK = {"min_terms": 2, "max_terms": 4, "min_digits": 1, "max_digits": 2}
 
 
-class TierNotBuiltError(FileNotFoundError):
-    """The tier is not in the cache; build it with ``gradprobe warmstart --tier NAME``."""
+class TierNotBuiltError(ModelNotFoundError, FileNotFoundError):
+    """The tier is not in the cache; build it with ``gradprobe warmstart --tier NAME``.
+
+    A :class:`gradprobe.models.ModelNotFoundError` (what ``load_policy`` raises for a model it
+    cannot find) and a :class:`FileNotFoundError` (what is missing is a folder)."""
 
 
 @dataclass(frozen=True)
@@ -74,10 +92,9 @@ class TinyTierConfig:
     steps : int
         Optimizer steps. Each sees ``batch_size`` fresh full examples (prompt, then target; loss
         on the target and EOS) and ``bare_rows`` fresh rows of ``bare_width`` ids packed with bare
-        targets (no prompt; loss on every id but the first). The bare rows teach the arithmetic
-        of a line and the copies inside a completion at ~1/8 of the cost per target; without
-        them the model learned the line arithmetic only after it learned to read the operands
-        from the question, and 1,000 steps reached a quarter of the accuracy.
+        targets (no prompt; loss on every id but the first). Bare rows were a cheap way to teach
+        the line arithmetic while the prompt was ~250 ids; with the compact ~15-id prompt a full
+        example costs about as much as a bare target, so the default is 0.
     batch_size, micro_batch_size : int
         Full examples per step, and per forward/backward (gradients accumulated).
     lr, min_lr_ratio, warmup_steps, weight_decay, grad_clip : float/int
@@ -89,7 +106,7 @@ class TinyTierConfig:
         ``torch.set_num_threads`` during the build (part of the hash: it changes the weights).
     """
 
-    arch: str = "tiny-llama"
+    arch: str = "tiny-qwen2"
     hidden_size: int = 128
     layers: int = 4
     heads: int = 8
@@ -98,10 +115,10 @@ class TinyTierConfig:
     max_positions: int = 1024
     task: str = "chain_sum"
     task_config: dict = field(default_factory=lambda: dict(TINY_TASK))
-    steps: int = 1000
-    batch_size: int = 8
-    micro_batch_size: int = 8
-    bare_rows: int = 2
+    steps: int = 2500
+    batch_size: int = 16
+    micro_batch_size: int = 16
+    bare_rows: int = 0
     bare_width: int = 128
     lr: float = 3e-3
     min_lr_ratio: float = 0.1
@@ -110,7 +127,7 @@ class TinyTierConfig:
     grad_clip: float = 1.0
     eval_prompts: int = 256
     eval_samples: int = 8
-    eval_max_new_tokens: int = 128
+    eval_max_new_tokens: int = 80
     threads: int = 2
 
     def to_dict(self) -> dict:
@@ -384,7 +401,7 @@ def _build_into(folder: Path, config: TinyTierConfig, seed: int, progress: bool)
     from .tasks.prompts import encode_prompt
 
     start, cpu_start = time.perf_counter(), time.process_time()
-    tokenizer = char_tokenizer()
+    tokenizer = char_tokenizer("compact")
     model_config = tiny_config(config.arch, vocab_size=len(tokenizer), hidden_size=config.hidden_size,
                                layers=config.layers, heads=config.heads, kv_heads=config.kv_heads,
                                intermediate_size=config.intermediate_size, max_positions=config.max_positions)
@@ -404,6 +421,7 @@ def _build_into(folder: Path, config: TinyTierConfig, seed: int, progress: bool)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
+    (folder / TIER_MARKER).write_text(json.dumps({"tier": "tiny", "tokenizer_class": "PreTrainedTokenizerFast"}))
 
     policy = load_policy(str(folder), dtype="float32")
     probe = encode_prompt(tokenizer, problems[0].question) + tokenizer.encode(chain_sum_target(problems[0]))

@@ -152,10 +152,13 @@ def test_saved_tier_loads_and_generates(built):
     from gradprobe.tasks import encode_prompt
 
     policy = load_policy(str(built))
-    tok = char_tokenizer()
+    assert policy.model.config.model_type == "qwen2"
+    assert type(policy.tokenizer).__name__ in ("PreTrainedTokenizerFast", "TokenizersBackend")
+    tok = char_tokenizer("compact")
     question = "State the final answer to the following arithmetic problem: 12 + 7 - 3 ="
     prompt = encode_prompt(policy.tokenizer, question)
-    assert prompt == encode_prompt(tok, question)  # the saved tokenizer is the character tokenizer
+    assert prompt == encode_prompt(tok, question)  # the saved tokenizer is the compact character tokenizer
+    assert policy.tokenizer.decode(prompt) == "<s>12 + 7 - 3 =\n"  # the instruction is not rendered
     assert policy.eos_token_ids == [tok.eos_token_id] and policy.tokenizer.pad_token_id == tok.pad_token_id
     samples = HFSampler(policy, progress=False).sample([prompt], num_samples=2,
                                                        sampling=SamplingConfig(max_new_tokens=6))
@@ -174,3 +177,75 @@ def test_cli(monkeypatch, capsys):
     assert "greedy accuracy" in out and str(tier_path("tiny")) in out
     with pytest.raises(ValueError, match="valid tiers: tiny"):
         tier_path("huge")
+
+
+def test_load_policy_alias_and_error_when_not_built(built, monkeypatch):
+    from gradprobe.models import ModelNotFoundError, load_policy
+    from gradprobe.training.plan import ModelSpec
+    from gradprobe.training.run import load_run_policy
+
+    monkeypatch.setitem(tiers.TIERS, "tiny", lambda: SMALL)
+    for load in (lambda: load_policy("tiny"), lambda: load_run_policy(ModelSpec(name="tiny"))):
+        with pytest.raises(TierNotBuiltError, match="run `gradprobe warmstart --tier tiny`") as err:
+            load()
+        assert isinstance(err.value, ModelNotFoundError) and isinstance(err.value, FileNotFoundError)
+    path = build_tier("tiny", config=SMALL, progress=False)  # the same weights as `built` (same config, seed)
+    for policy in (load_policy("tiny"), load_run_policy(ModelSpec(name="tiny"))):
+        weights = _weights(built)
+        assert all(torch.equal(p, weights[n]) for n, p in policy.model.named_parameters() if n in weights)
+        assert policy.model.config.model_type == "qwen2"
+    assert path != built and tier_path("tiny") == path
+
+
+# ----------------------------------------------------------------------------- prompt and plan
+
+def test_compact_prompt():
+    from gradprobe.char_tokenizer import char_tokenizer
+    from gradprobe.tasks import format_prompt
+
+    compact, full = char_tokenizer("compact"), char_tokenizer()
+    task = load_task("chain_sum", **TINY_TASK)
+    for p in task.problems("train", 20, seed=1):
+        expr = p.metadata["expression"]
+        assert format_prompt(compact, p.question) == f"<s>{expr} =\n"
+        assert len(encode_prompt_ids(compact, p.question)) == len(expr) + 4  # <s>, " =", newline
+        assert len(encode_prompt_ids(full, p.question)) > 200  # what the compact template saves
+    with pytest.raises(ValueError, match="valid: chat, compact"):
+        char_tokenizer("short")
+
+
+def encode_prompt_ids(tokenizer, question):
+    from gradprobe.tasks import encode_prompt
+
+    return encode_prompt(tokenizer, question)
+
+
+def test_default_plan_matches_the_tier():
+    from pathlib import Path
+
+    from gradprobe.training.plan import load_plan
+
+    plan = load_plan(Path(__file__).resolve().parents[1] / "plans" / "tiny.toml")
+    assert plan.model.name == "tiny" and plan.task.name == TinyTierConfig().task
+    assert plan.task.config == TINY_TASK == TinyTierConfig().task_config
+    assert set(plan.arms) == {"grpo", "mc_value", "mc_advantage", "hybrid_0.5", "grpo_2xlr"}
+    assert len(plan.seeds) == 4 and plan.heldout.prompts >= 1000
+    assert plan.arm("grpo_2xlr").train.lr == 2 * plan.arm("grpo").train.lr
+    assert plan.probe.prompts >= 1 and plan.probe.group >= 2 and plan.probe.continuations >= 1
+
+
+def test_probe_section():
+    from gradprobe.training.plan import PlanError, ProbeSpec, parse_plan
+
+    base = ('[model]\nname = "tiny"\n[task]\nname = "chain_sum"\n[budget]\nupdates = 2\n'
+            '[arms.grpo]\nreward = "outcome"\n')
+    assert parse_plan(base).probe == ProbeSpec(prompts=16, group=8, heldout_prompts=16, heldout_group=16,
+                                               continuations=4)
+    plan = parse_plan(base + "[probe]\nprompts = 32\nheldout_group = 4\n")
+    assert (plan.probe.prompts, plan.probe.group, plan.probe.heldout_group) == (32, 8, 4)
+    with pytest.raises(PlanError, match="unknown key 'probe.lr'.*heldout_prompts"):
+        parse_plan(base + "[probe]\nlr = 1e-4\n")
+    with pytest.raises(PlanError, match="probe.group must be >= 2"):
+        parse_plan(base + "[probe]\ngroup = 1\n")
+    with pytest.raises(PlanError, match="probe.prompts must be > 0"):
+        parse_plan(base + "[probe]\nprompts = 0\n")

@@ -21,6 +21,8 @@ Layout (every section optional except ``[model]``, ``[task]``, ``[budget]`` and 
     [train]     TrainConfig fields
     [budget]    generated_tokens, device_seconds, flops, updates (at least one)
     [eval]      every_tokens, greedy, sampled, samples
+    [probe]     prompts, group, heldout_prompts, heldout_group, continuations (the gradient
+                probe run beside the study; not part of any training run's config)
     [arms.NAME] reward, lr_scale, description, any [train] key, [arms.NAME.mc],
                 prompt selection: selection ("half" | "random" | "dynamic"), candidates_multiplier,
                 prior_strength, decay, feature_batch_size (gradprobe.difficulty.select)
@@ -167,6 +169,28 @@ class EvalSpec:
 
 
 @dataclass(frozen=True)
+class ProbeSpec:
+    """``[probe]``: settings of the per-token gradient probe a study runs on the initial policy
+    (DESIGN.md, "Probe"); independent of the learning rate, so one probe serves every arm.
+
+    Attributes
+    ----------
+    prompts, group : int
+        Training prompts of the probe batch and completions per prompt (rollouts).
+    heldout_prompts, heldout_group : int
+        Held-out prompts the alignment is measured on, and completions per held-out prompt.
+    continuations : int
+        K, Monte Carlo continuations per step boundary for the MC rewards.
+    """
+
+    prompts: int = 16
+    group: int = 8
+    heldout_prompts: int = 16
+    heldout_group: int = 16
+    continuations: int = 4
+
+
+@dataclass(frozen=True)
 class ArmSpec:
     """``[arms.NAME]``: a registered ``reward``, ``lr_scale`` (grpo_2xlr: 2.0), and overrides
     of ``[train]`` keys (``train``) and of ``[mc]`` keys (``mc``). ``selection``: the prompt
@@ -253,6 +277,7 @@ class Plan:
     arms: dict[str, ArmSpec]
     seeds: tuple[int, ...]
     hypotheses: tuple[Hypothesis, ...] = ()
+    probe: ProbeSpec = field(default_factory=ProbeSpec)
 
     @property
     def arm_names(self) -> list[str]:
@@ -282,7 +307,7 @@ class Plan:
 
 _SECTIONS = {"model": ModelSpec, "task": TaskSpec, "heldout": HeldoutSpec, "sampling": SamplingConfig,
              "mc": MCConfig, "train": TrainConfig, "budget": BudgetSpec, "eval": EvalSpec}
-_TOP_LEVEL = ("name", "description", "seeds", *_SECTIONS, "arms", "hypotheses")
+_TOP_LEVEL = ("name", "description", "seeds", *_SECTIONS, "probe", "arms", "hypotheses")
 _REQUIRED = ("model", "task", "budget", "arms")
 _ARM_OWN = ("reward", "lr_scale", "description", "mc")
 
@@ -468,6 +493,13 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None) 
     _positive(ev.every_tokens, "eval.every_tokens", allow_zero=True)
     _positive(ev.samples, "eval.samples")
     _check_train(sec["train"], "train")
+    probe = _build(ProbeSpec, data.get("probe", {}), "probe")
+    for k in ("prompts", "heldout_prompts", "continuations"):
+        _positive(getattr(probe, k), f"probe.{k}")
+    for k in ("group", "heldout_group"):
+        if getattr(probe, k) < 2:
+            raise PlanError(f"probe.{k} must be >= 2 (group-relative advantages need two completions), "
+                            f"got {getattr(probe, k)}")
     if not isinstance(data["arms"], dict) or not data["arms"]:
         raise PlanError("[arms] must hold at least one [arms.NAME] table with a reward")
     arms = {n: _parse_arm(n, t, sec["train"], sec["mc"]) for n, t in data["arms"].items()}
@@ -484,7 +516,7 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None) 
     return Plan(path=str(path), sha256=sha256 or hashlib.sha256(text.encode()).hexdigest(),
                 name=_coerce(data.get("name", Path(path).stem), str, "name"),
                 description=_coerce(data.get("description", ""), str, "description"),
-                arms=arms, seeds=seeds, hypotheses=hypotheses, **sec)
+                arms=arms, seeds=seeds, hypotheses=hypotheses, probe=probe, **sec)
 
 
 def load_plan(path: str | Path) -> Plan:
