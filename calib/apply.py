@@ -15,9 +15,7 @@ its calibrated gain vs itself is 0 with interval [0, 0] by definition.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -167,11 +165,9 @@ def format_calibrated(result: dict) -> str:
 
 
 def rewrite_probe_json(path: str | Path, result: dict) -> None:
-    """Rewrite ``probe.json`` atomically (temporary file, then rename) with non-finite floats encoded
-    as in :mod:`gradprobe.probe.run` (NaN -> null, inf -> "inf")."""
+    """Rewrite ``probe.json`` atomically (fsynced temporary file, then rename), non-finite floats
+    encoded as in :mod:`gradprobe.probe.run` (NaN -> null, inf -> "inf")."""
     from gradprobe.probe.run import _json_safe
+    from gradprobe.training.checkpoint import write_json_atomic
 
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_json_safe(result), indent=2))
-    os.replace(tmp, path)
+    write_json_atomic(Path(path), _json_safe(result))

@@ -81,13 +81,12 @@ def _rows(args) -> int:
     from pathlib import Path
 
     from .dataset import build_rows_many
+    from .model import atomic_write_text
 
     rows = build_rows_many(args.studies)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    rows.to_csv(tmp, index=False)
-    tmp.replace(out)
+    atomic_write_text(out, rows.to_csv(index=False))
     n_nan = int(rows["target"].isna().sum())
     print(f"wrote {out}: {len(rows)} rows ({rows['arm'].nunique()} arms, {rows['model'].nunique()} model(s), "
           f"budgets {', '.join(sorted(set(rows['budget'])))}; {n_nan} without a realized accuracy)")

@@ -137,12 +137,10 @@ class Calibration:
         }
 
     def save(self, path: str | Path) -> Path:
-        """Write the calibration JSON atomically (temporary file, then rename); returns the path."""
+        """Write the calibration JSON atomically (fsynced temporary file, then rename); returns the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1, default=_json_default))
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=1, default=_json_default, allow_nan=False))
         return path
 
 
@@ -245,6 +243,24 @@ def resolve(spec: str | Path) -> Path:
         raise CalibrationFileError(f"calibration file {str(path)!r} not found; write one with "
                                    f"`calib fit ROWS.csv --out {path}` or pass --calibration default")
     return path
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``path.tmp``, fsync, rename onto ``path``: a reader never sees a half-written file.
+
+    (gradprobe.training.checkpoint.write_json_atomic does the same for JSON but imports torch,
+    which would add seconds to every ``calib`` command.)
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def software_versions() -> dict:

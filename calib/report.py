@@ -20,7 +20,6 @@ import base64
 import html
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,7 @@ import pandas as pd
 from .dataset import BUDGETS, RowsError, StudyFormatError, build_rows_many, select_rows
 from .estimators import make_estimator
 from .metrics import bias, coverage, mae, ranking_metrics, ranking_table
-from .model import software_versions
+from .model import atomic_write_text, software_versions
 from .validation import cross_validate
 
 FIGURES = ("predicted_vs_realized", "residuals_by_arm", "accuracy_vs_tokens", "accuracy_vs_time",
@@ -147,8 +146,8 @@ def write_report(study_dirs, out: str | Path, **settings) -> dict:
         images[f"accuracy_vs_{b}"] = _fig_accuracy(runs, col, label, matched)
     for name, png in images.items():
         (out / f"{name}.png").write_bytes(png)
-    _atomic_write(out / "metrics.json", json.dumps(_json_safe(metrics), indent=2))
-    _atomic_write(out / "report.html", _html(metrics, table, images, study_dirs))
+    atomic_write_text(out / "metrics.json", json.dumps(_json_safe(metrics), indent=2, allow_nan=False))
+    atomic_write_text(out / "report.html", _html(metrics, table, images, study_dirs))
     return metrics
 
 
@@ -328,18 +327,13 @@ the cross-validated ones at the {e(m['budget'])} budget.</p>
 
 
 def _json_safe(x):
+    """NaN -> null and +-inf -> "inf"/"-inf" (the encoding of gradprobe.probe.run), numpy scalars -> Python."""
+    if isinstance(x, np.generic):
+        x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
         return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
     if isinstance(x, dict):
         return {str(k): _json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_json_safe(v) for v in x]
-    if isinstance(x, np.generic):
-        return _json_safe(x.item())
     return x
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
