@@ -94,7 +94,6 @@ class ProbeConfig:
     second_moment_minibatches: int = 4
     progress: bool = True
     reference_check_rows: int = 0
-    reference_check_rows: int = 0
 
     def __post_init__(self):
         if self.prompts < 1:
@@ -119,8 +118,6 @@ class ProbeConfig:
             raise ValueError(f"micro_batch_size (--micro-batch-size) must be >= 1, got {self.micro_batch_size}")
         if self.seed < 0:
             raise ValueError(f"seed (--seed) must be >= 0, got {self.seed}")
-        if self.reference_check_rows < 0:
-            raise ValueError(f"reference_check_rows must be >= 0 (0 = off), got {self.reference_check_rows}")
         if self.reference_check_rows < 0:
             raise ValueError(f"reference_check_rows must be >= 0 (0 = off), got {self.reference_check_rows}")
 
@@ -168,10 +165,6 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     extra_rewards : dict[str, Reward], optional
         Rewards defined in the caller (e.g. ``sequence_reward(my_fn)``), probed beside
         ``config.rewards`` with the same single alignment pass.
-    sampler : Sampler, optional
-        Rollout backend for rollouts, continuations and held-out rollouts (e.g.
-        :class:`gradprobe.rollout.vllm_sampler.VLLMSampler`); default: an
-        :class:`~gradprobe.rollout.hf.HFSampler` seeded with ``config.seed``.
     sampler : Sampler, optional
         Rollout backend for rollouts, continuations and held-out rollouts (e.g.
         :class:`gradprobe.rollout.vllm_sampler.VLLMSampler`); default: an
@@ -312,12 +305,6 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     with ledger.timed("probe"):
         alignment = token_alignment(model, batch, u, micro_batch_size=config.micro_batch_size)
     alignment_seconds = time.perf_counter() - t0
-    reference_check = None
-    if config.reference_check_rows:  # the pass in the model's dtype vs a float32 (float64) copy, on a slice
-        from .alignment import alignment_reference_check
-
-        reference_check = alignment_reference_check(model, batch, u, alignment, rows=config.reference_check_rows,
-                                                    micro_batch_size=config.micro_batch_size)
     reference_check = None
     if config.reference_check_rows:  # the pass in the model's dtype vs a float32 (float64) copy, on a slice
         from .alignment import alignment_reference_check
