@@ -26,11 +26,12 @@ Definitional relations (asserted below):
              accumulation TRL divides each micro-batch's mean by the number of accumulation
              steps, which equals our batch-global weights when micro-batches have equal rows);
 ``dapo``     identical (tokens of the whole generation batch, ``num_items_in_batch``);
-``dr_grpo``  TRL divides by rows x ``max_completion_length`` (the config value); our
-             :func:`token_weights` takes that constant as ``max_completion_length`` and defaults
-             to T, the batch's padded completion width, so
-             ``loss_TRL(L_max) = loss_ours(default) * T / L_max``; with T = L_max (a completion
-             reached the limit) they are identical;
+``dr_grpo``  TRL divides by rows x ``max_completion_length`` (the config value); so do we:
+             :class:`~gradprobe.grpo.step.UpdateConfig` ``max_completion_length`` (set by
+             ``run_training`` to the sampler's ``max_new_tokens``) is the constant L_max of
+             Dr. GRPO (Liu et al. 2025, sec. 3.1), identical to TRL for every batch. Only without
+             it (``None``) do :func:`token_weights` and the update fall back to T, the batch's
+             padded completion width: ``loss_TRL(L_max) = loss_ours(T) * T / L_max``;
 KL (beta)    TRL's default ``use_bias_correction_kl=True`` multiplies the k3 KL of every token
              by the ratio rho = pi_theta / pi_old; ours does not, so
              ``loss_TRL = loss_ours + beta * sum_t w_t * k3_t * (rho_t - 1)``; with
@@ -222,44 +223,55 @@ def test_kl_bias_correction_relation(policy, data, loss_type):
     assert (plain_grad - trl_grad).norm() > 1e-6 * trl_grad.norm()  # the correction is not a no-op here
 
 
-def test_dr_grpo_constant_relation(policy, data):
-    """TRL's dr_grpo divides by rows x max_completion_length; ours by default by rows x T."""
+def _rollout_batch(data) -> RolloutBatch:
+    n = data["input_ids"].shape[0]
+    return RolloutBatch(problems=[None] * (n // G), group_size=G, input_ids=data["input_ids"],
+                        attention_mask=data["attention_mask"], prompt_length=data["p"],
+                        completion_mask=data["completion_mask"].bool(), completions=[""] * n,
+                        truncated=torch.zeros(n, dtype=torch.bool), scores=torch.zeros(n, dtype=torch.float64),
+                        temperature=TEMPERATURE, prompt_token_ids=[[]] * (n // G))
+
+
+def test_dr_grpo_constant_equals_trl(policy, data):
+    """TRL's dr_grpo divides by rows x max_completion_length; so does our update given
+    UpdateConfig.max_completion_length (what run_training passes), even when every completion
+    is shorter than the limit (T = 9 < L_max = 32). The fallback without it is rows x T."""
     l_max = 32  # the config's limit, longer than every completion in this batch (T = 9)
     trainer = _use_our_logprobs(_trainer(policy, "dr_grpo", max_completion_length=l_max))
     trl_loss, trl_grad = _trl_loss_and_grad(trainer, data, beta=0.0)
+    model = policy.model
+    model.zero_grad(set_to_none=True)
+    adv = data["advantages"][:, None] * data["completion_mask"]
+    config = UpdateConfig(loss_type="dr_grpo", micro_batch_size=5, max_completion_length=l_max)
+    update_loss = loss_and_backward(model, _rollout_batch(data), adv, config, old_logp=data["old"])
+    update_grad = _grads(model)
+    assert update_loss == pytest.approx(trl_loss, rel=1e-12, abs=0)
+    _tight(update_grad, trl_grad, 1e-12)
     same_loss, same_grad = _our_loss_and_grad(policy, data, "dr_grpo", max_completion_length=l_max)
-    default_loss, default_grad = _our_loss_and_grad(policy, data, "dr_grpo", max_completion_length=None)
-    t = data["completion_ids"].shape[1]
     assert same_loss == pytest.approx(trl_loss, rel=1e-12, abs=0)
     _tight(same_grad, trl_grad, 1e-12)
-    assert default_loss * t / l_max == pytest.approx(trl_loss, rel=1e-12, abs=0)
+    fallback_loss, fallback_grad = _our_loss_and_grad(policy, data, "dr_grpo", max_completion_length=None)
+    t = data["completion_ids"].shape[1]
+    assert fallback_loss * t / l_max == pytest.approx(trl_loss, rel=1e-12, abs=0)
     # Gradients: 1e-6, not 1e-12. Qwen2's RMSNorm computes in float32 even in a float64 model,
     # so a backward seeded with a different constant (9/32 is not a power of 2) rounds differently.
-    _tight(default_grad * t / l_max, trl_grad, 1e-6)
-    assert (default_grad - trl_grad).norm() > 0.5 * trl_grad.norm()  # the constants really differ
+    _tight(fallback_grad * t / l_max, trl_grad, 1e-6)
+    assert (fallback_grad - trl_grad).norm() > 0.5 * trl_grad.norm()  # the constants really differ
 
 
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
 def test_gradient_accumulation_equals_trl(policy, data, loss_type):
     """TRL with 2 accumulation steps (steps_per_generation = 2) vs our micro-batched
-    :func:`loss_and_backward` (micro_batch_size = N / 2): same gradient as the full batch.
-
-    The batch reaches T = L_max, so even dr_grpo's default constant (T) equals TRL's.
-    """
+    :func:`loss_and_backward` (micro_batch_size = N / 2, sdpa attention, L_max for dr_grpo):
+    same gradient as the full batch."""
     n = data["input_ids"].shape[0]
     trainer = _use_our_logprobs(_trainer(policy, loss_type, accumulation=2))
     trl_loss, trl_grad = _trl_loss_and_grad(trainer, data, beta=0.0, chunks=2)
     model = policy.model
     model.zero_grad(set_to_none=True)
-    mask = data["completion_mask"].bool()
-    batch = RolloutBatch(problems=[None] * (n // G), group_size=G, input_ids=data["input_ids"],
-                         attention_mask=data["attention_mask"], prompt_length=data["p"], completion_mask=mask,
-                         completions=[""] * n, truncated=torch.zeros(n, dtype=torch.bool),
-                         scores=torch.zeros(n, dtype=torch.float64), temperature=TEMPERATURE,
-                         prompt_token_ids=[[]] * (n // G))
-    adv = data["advantages"][:, None] * mask
-    our_loss = loss_and_backward(model, batch, adv, UpdateConfig(loss_type=loss_type, micro_batch_size=n // 2),
-                                 old_logp=data["old"])
+    adv = data["advantages"][:, None] * data["completion_mask"]
+    config = UpdateConfig(loss_type=loss_type, micro_batch_size=n // 2, max_completion_length=L_MAX)
+    our_loss = loss_and_backward(model, _rollout_batch(data), adv, config, old_logp=data["old"])
     our_grad = _grads(model)
     assert our_loss == pytest.approx(trl_loss, rel=1e-12, abs=0)
     _tight(our_grad, trl_grad, 1e-12)
