@@ -8,13 +8,18 @@ i.e. under the policy that sampled it, at the sampling temperature, over complet
               l_init from a frozen copy of the initial weights; unbiased because the tokens
               were sampled from pi_theta. Exactly 0 at the first update.
 ``entropy``   mean over completion tokens of the full-vocabulary entropy of pi_theta(. | prefix)
-              (nats), from the same no-grad forward that gives l_theta (exact, not -mean logp).
+              (nats), from the same forward that gives l_theta (exact, not -mean logp).
 ``reward_mean`` verifier outcome r_ij of the rollouts, missing (NaN) ignored;
 ``advantage_*`` over completion tokens of rows with a reward.
 
-The two statistics forwards are timed as ``device_seconds["metrics"]``, outside the training
-seconds; eval tokens go to the ledger's ``eval`` category and its seconds to ``"eval"``, never
-to the budget. FLOPs: :func:`gradprobe.ledger.forward_flops_per_token` at the batch's mean
+In a training run both come from the update's own forward pass: l_theta and the entropy from
+the loss's logits (detached, before the optimizer step, under the update's ``sdpa`` attention),
+l_init from one no-grad forward of the frozen initial model
+(:func:`gradprobe.grpo.step.loss_and_backward` with ``init_model``). That extra work is timed
+as ``device_seconds["metrics"]``, outside the training seconds. :func:`policy_stats` is the
+standalone two-pass computation (its own no-grad forwards of pi_theta and pi_init), equal in
+value (``tests/grpo/test_update_attention.py``). Eval tokens go to the ledger's ``eval``
+category and its seconds to ``"eval"``, never to the budget. FLOPs: :func:`gradprobe.ledger.forward_flops_per_token` at the batch's mean
 context (prompt + half the mean completion), 3x that per trained token.
 """
 
@@ -62,7 +67,12 @@ def logp_entropy(model, batch, rows: slice) -> tuple[torch.Tensor, torch.Tensor]
 
 
 def policy_stats(model, init_model, batch, micro_batch_size: int) -> tuple[float, float]:
-    """(k3 KL to the initial policy, mean token entropy) on the batch's completion tokens."""
+    """(k3 KL to the initial policy, mean token entropy) on the batch's completion tokens, in nats.
+
+    Two no-grad forwards per micro-batch (pi_theta and pi_init) under each model's own attention:
+    for a batch without an update. A training update gets the same values from its loss forward
+    (:func:`gradprobe.grpo.step.grpo_step` with ``init_model``), without the pi_theta forward.
+    """
     kl_sum, ent_sum = 0.0, 0.0
     for start in range(0, batch.num_rows, micro_batch_size):
         rows = slice(start, min(batch.num_rows, start + micro_batch_size))

@@ -35,7 +35,7 @@ import torch
 from ..ledger import CHARGED, Ledger, forward_flops_per_token
 from .checkpoint import (OutputDirError, latest_checkpoint, load_checkpoint, prepare_output_dir,
                          rng_states, save_checkpoint, set_rng_states, write_json_atomic)
-from .metrics import MetricsFile, batch_stats, evaluate, json_safe, mean_context, policy_stats
+from .metrics import MetricsFile, batch_stats, evaluate, json_safe, mean_context
 from .plan import PlanError, RunConfig
 
 
@@ -227,8 +227,11 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     heldout_ids = [list(encode_prompt(policy.tokenizer, p.question)) for p in heldout]
     optimizer = torch.optim.AdamW(model.parameters(), lr=t.lr, betas=t.betas, eps=t.eps, weight_decay=t.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / t.warmup) if t.warmup else 1.0)
+    # sdpa attention in the update (UpdateConfig default; the model keeps gradprobe_eager for the probe);
+    # dr_grpo's constant L_max is the sampler's limit (Liu et al. 2025, Dr. GRPO), as TRL's max_completion_length
     update_config = UpdateConfig(loss_type=t.loss_type, micro_batch_size=t.micro_batch_size,
-                                 max_grad_norm=t.max_grad_norm, clip_low=t.clip_low, clip_high=t.clip_high)
+                                 max_grad_norm=t.max_grad_norm, clip_low=t.clip_low, clip_high=t.clip_high,
+                                 max_completion_length=run.sampling.max_new_tokens)
     sampler = HFSampler(policy, seed=run.seed, progress=False)
     from ..difficulty.select import make_selector
 
@@ -313,17 +316,16 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
             rout = reward_fn(batch, ctx)  # MC rewards charge their continuations' tokens and seconds
             batch = batch.to(model.device)
             adv = rout.advantages.to(torch.float64).to(model.device)
-            with ledger.timed("metrics"):
-                kl, entropy = policy_stats(model, init_model, batch, t.micro_batch_size)
             lr = scheduler.get_last_lr()[0]
-            try:
-                step = grpo_step(model, optimizer, batch, adv, update_config, ledger=ledger)
+            try:  # kl_init and entropy from the loss's own forward (+ one of pi_init), timed as "metrics"
+                step = grpo_step(model, optimizer, batch, adv, update_config, ledger=ledger, init_model=init_model)
             except NonFiniteLossError as e:
                 msg = f"update {update + 1}: non-finite loss ({e}); the run stopped, data kept in {out}"
                 finish("non_finite_loss", {"failed_update": update + 1, "error": msg})
                 raise NonFiniteRunError(msg, update + 1) from e
             scheduler.step()
             update += 1
+            kl, entropy = step["kl_init"], step["entropy"]
             fpt = forward_flops_per_token(model, mean_context(batch))
             new_gen = {c: ledger.generated_tokens[c] - gen_before[c] for c in CHARGED}
             ledger.add_flops("generation", (sum(new_gen.values()) - new_gen["selection"]) * fpt)  # selection: own FLOPs

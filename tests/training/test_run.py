@@ -340,6 +340,35 @@ def test_policy_stats_match_the_training_logprobs(task):
     assert entropy == pytest.approx(float(ent[m].double().mean()), rel=1e-5)
 
 
+def test_updates_use_sdpa_the_sampling_limit_and_one_pass_stats(task, tmp_path, monkeypatch):
+    """run_training's updates: sdpa attention, dr_grpo's L_max = sampling.max_new_tokens, and the
+    logged kl_init/entropy (from the loss forward) equal the two-pass policy_stats before the step."""
+    import gradprobe.grpo.step as step_mod
+
+    real, seen = step_mod.grpo_step, []
+
+    def spy(model, optimizer, batch, adv, config, **kw):
+        init = kw["init_model"]
+        assert init is not model and model.config._attn_implementation == "gradprobe_eager"
+        reference = policy_stats(model, init, batch, 3)  # two extra no-grad forwards, the old path
+        out = real(model, optimizer, batch, adv, config, **kw)
+        seen.append((config, reference, (out["kl_init"], out["entropy"])))
+        assert model.config._attn_implementation == "gradprobe_eager"  # restored for the probe
+        return out
+
+    monkeypatch.setattr(step_mod, "grpo_step", spy)
+    text = PLAN.replace("generated_tokens = 700", "updates = 3").replace("prompts = 6", "prompts = 2").replace(
+        "lr = 1e-3", 'lr = 1e-3\nloss_type = "dr_grpo"')
+    _run(tmp_path / "run", task, text=text)
+    updates = [x for x in _lines(tmp_path / "run") if not x.get("eval")]
+    assert len(seen) == len(updates) == 3
+    for (config, (kl_ref, ent_ref), (kl, ent)), line in zip(seen, updates):
+        assert config.attention == "sdpa" and config.max_completion_length == 16 and config.loss_type == "dr_grpo"
+        assert kl == pytest.approx(kl_ref, rel=1e-4, abs=1e-9) and ent == pytest.approx(ent_ref, rel=1e-5)
+        assert (line["kl_init"], line["entropy"]) == (kl, ent)
+    assert seen[0][2][0] == 0.0 and seen[-1][1][0] > 1e-6  # the policy moved away from pi_init
+
+
 def test_device_seconds_budget_overshoots_by_less_than_one_update(task, tmp_path):
     text = (PLAN.replace("generated_tokens = 700", "device_seconds = 0.4")
             .replace("every_tokens = 250", "every_tokens = 0").replace("[eval]", "[eval]\nsampled = false"))
