@@ -1,7 +1,7 @@
 """The tiny tier's warm start: targets, determinism, cache reuse, atomic writes, reloading.
 
 Builds use a toy :class:`TinyTierConfig` (a 1-layer model, 3 SFT steps); the real build
-(``gradprobe warmstart --tier tiny``, ~3 minutes) is not run here.
+(``gradprobe warmstart --tier tiny``, minutes) is not run here.
 """
 
 from __future__ import annotations
