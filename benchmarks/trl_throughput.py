@@ -7,7 +7,8 @@ One GRPO configuration is run by both, in one process, from the same initial wei
   given on the command line; default 4 layers, d = 128, ~0.8 M parameters);
 * data: reasoning-gym ``chain_sum`` prompts, as a :class:`datasets.Dataset` of chat messages
   for TRL (rendered by the tokenizer's chat template: the same ids as
-  :func:`gradprobe.tasks.encode_prompt`, checked before timing), and the same problems for us;
+  :func:`gradprobe.tasks.encode_prompt`, checked before timing), and the same problems for us,
+  update by update (each of our updates uses the B prompts of the TRL step it follows);
 * settings: B prompts x G completions per update, ``max_completion_length`` L, temperature,
   top_p = 1, top_k = 0, constant learning rate, AdamW (betas 0.9/0.999, eps 1e-8, no weight
   decay), gradient-norm clip 1.0, PPO clip 0.2, loss type, beta = 0 (no reference model),
@@ -16,22 +17,26 @@ One GRPO configuration is run by both, in one process, from the same initial wei
   :func:`gradprobe.grpo.step.grpo_step` on the whole batch), no vLLM, group-std advantages.
 
 Generation: both use Hugging Face ``model.generate`` with a KV cache. Ours switches attention
-to ``sdpa`` while sampling and trains with the exact eager kernel the probe needs; TRL's copy of
-the model is given ``sdpa`` throughout (its default when it loads a model itself).
+to ``sdpa`` while sampling and, by default (``UpdateConfig.attention``), for the update's
+forward + backward too, keeping the exact eager kernel the probe needs as the model's own;
+TRL's copy of the model is given ``sdpa`` throughout (its default when it loads a model itself).
 
 Throughput (the same definition for both): completion tokens (EOS included, padding excluded)
 per wall-second of a full update = generation + reward + advantages + loss + backward + clip +
 optimizer step. For TRL an update is one ``Trainer`` step, timed from ``on_step_begin`` to
 ``on_step_end`` (generation happens inside the step, in ``_prepare_inputs``); its tokens are
 counted in the reward function from ``completion_ids``. For us it is
-``collect_rollouts`` + the ``outcome`` reward + ``grpo_step``; the per-update policy statistics
-that :func:`gradprobe.training.run.run_training` also logs (KL to the initial policy, entropy:
-one more forward) are timed separately and reported as a second ratio.
+``collect_rollouts`` + the ``outcome`` reward + ``grpo_step``, as in
+:func:`gradprobe.training.run.run_training`: ``grpo_step`` also computes the per-update policy
+statistics (KL to the initial policy, entropy) from its loss forward plus one no-grad forward
+of the initial model; that statistics work is timed by ``grpo_step`` (``stats_seconds``),
+excluded from the first ratio and included in the second.
 
-A third side, ``ours_sdpa`` (off with ``--no-sdpa-variant``), is our loop with the update's
-forward + backward run under ``sdpa`` attention instead of the exact eager kernel the model
-is loaded with (:mod:`gradprobe.attention`; the probe's jvp needs it, the update does not): it
-shows how much of any gap is the attention kernel. Each round starts every side from the
+A third side, ``ours_eager`` (off with ``--no-eager-variant``), is our loop with the update's
+forward + backward under the exact eager kernel the model is loaded with
+(:mod:`gradprobe.attention`; the probe's jvp needs it, the update does not;
+``UpdateConfig(attention=None)``, the behaviour before sdpa became the update's default): it
+shows how much the attention kernel matters. Each round starts every side from the
 initial weights, runs ``--warmup`` untimed updates, then ``--updates`` timed ones. The sides
 are interleaved update by update, so load from other processes hits all alike: after each TRL
 step (its timer stopped, inside ``on_step_end``) one update of each of our sides runs, in an
@@ -42,22 +47,36 @@ overall. Target: >= 1.0.
 Shared machines: the thread count is set with ``--threads`` (default 1) and
 ``os.getloadavg()`` is printed before and after.
 
-    python benchmarks/trl_throughput.py --updates 5 --warmup 1 --rounds 2
+    python benchmarks/trl_throughput.py --updates 8 --warmup 1 --rounds 2
 
-Measured 2026-11-30 on the shared 2-core CPU box (load average 7-8 from other jobs, so +-20%
-between rounds), ``--updates 8 --warmup 1 --rounds 2``, defaults otherwise (B=4, G=4, L=64,
-grpo, ~300-token prompts): ours 169 tok/s, TRL 202 tok/s, ours/TRL 0.84 (rounds 0.80, 0.87);
-ours with an sdpa update 0.96 of TRL; with our per-update KL/entropy statistics 0.59. The gap
-is the update's exact eager attention (about 3.0 s vs 2.1 s with sdpa per update here) and,
-in ``run_training``, the extra statistics forward passes; generation was 43% of our update.
-Same box, load average ~10, ``--prompt-template compact --updates 6 --warmup 1 --rounds 2``
-(the tiny tier's ~15-token prompts, L=64): ours 486 tok/s, TRL 491 tok/s, ours/TRL 0.99 (rounds
-1.00, 0.98); sdpa update 0.99; with statistics 0.79; generation 63% of our update. And
-``--loss-type dapo --max-completion-length 32 --updates 6 --warmup 1 --rounds 2`` (chat
-prompts, load ~10): ours/TRL 0.94 (rounds 0.92, 0.97), sdpa update 1.07.
-Note for ``dr_grpo``: :func:`~gradprobe.grpo.step.grpo_step` normalises by rows x T (the batch's
-longest completion), TRL by rows x ``max_completion_length`` (see
-``tests/grpo/test_trl_equivalence.py``); the throughput is unaffected, the loss scale is not.
+Measured 2026-11-30 (before the fixes below) on the shared 2-core CPU box (load average 7-8
+from other jobs, so +-20% between rounds), ``--updates 8 --warmup 1 --rounds 2``, defaults
+otherwise (B=4, G=4, L=64, grpo, ~300-token prompts): ours 169 tok/s, TRL 202 tok/s, ours/TRL
+0.84 (rounds 0.80, 0.87); ours with an sdpa update 0.96 of TRL; with our per-update KL/entropy
+statistics 0.59. The gap was the update's exact eager attention (about 3.0 s vs 2.1 s with sdpa
+per update here) and, in ``run_training``, two extra statistics forward passes.
+
+After the fixes (the update runs under sdpa by default; KL/entropy from the loss forward plus
+one no-grad forward of the initial model; our sides use TRL's prompts step by step), same box,
+load average 3.5-5, ``--updates 8 --warmup 1 --rounds 2``:
+
+* chat prompts, seed 0: ours 432 tok/s, TRL 448 tok/s, ours/TRL 0.96 (rounds 0.95, 0.98); with
+  statistics 0.81 (0.80, 0.82); exact-eager update 0.84; TRL seconds per update / ours 1.06
+  (ours faster per update), but TRL's sampled completions were 10% longer on the same prompts
+  (745 vs 678 tokens per update); statistics 0.30 s per update against 1.57 s for the update;
+  generation 46% of ours.
+* chat prompts, ``--seed 1``: ours/TRL 1.08 (rounds 1.08, 1.08); with statistics 0.90; exact-eager
+  update 0.93; seconds per update TRL/ours 1.06; tokens per update ours 763, TRL 747.
+* ``--prompt-template compact`` (the tiny tier's ~15-token prompts): ours/TRL 0.99 (rounds 1.01,
+  0.97); with statistics 0.87; exact-eager update 0.97; seconds per update TRL/ours 1.07; tokens
+  per update ours 684, TRL 739; generation 61% of ours.
+
+So per update on the same prompts ours is ~6% faster than TRL in all three runs; the tokens/s
+ratio moves with which side happened to sample longer completions (a fixed-seed stream, the
+same in both rounds). The statistics' remaining cost is the initial model's forward (TRL logs
+no KL to the initial policy at beta = 0).
+``dr_grpo``: :func:`~gradprobe.grpo.step.grpo_step` divides by rows x
+``UpdateConfig.max_completion_length`` (here L), as TRL (``tests/grpo/test_trl_equivalence.py``).
 """
 
 from __future__ import annotations
@@ -101,8 +120,9 @@ def parse_args(argv=None):
     p.add_argument("--pool", type=int, default=256, help="chain_sum training prompts")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-sdpa-variant", dest="sdpa_variant", action="store_false",
-                   help="skip the third side, ours with sdpa attention in the update (see the module docstring)")
+    p.add_argument("--no-eager-variant", dest="eager_variant", action="store_false",
+                   help="skip the third side, ours with the exact eager attention in the update (see the module "
+                        "docstring)")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
     for name in ("prompts", "group", "max_completion_length", "updates", "rounds", "threads", "pool"):
@@ -129,7 +149,7 @@ def load_model(args):
 class Ours:
     """Our GRPO update loop (the body of :func:`gradprobe.training.run.run_training`'s update)."""
 
-    def __init__(self, policy, task, pool, args, *, train_attention: str | None = None):
+    def __init__(self, policy, task, pool, args, *, train_attention: str | None = "sdpa"):
         from gradprobe.config import MCConfig, SamplingConfig
         from gradprobe.grpo.step import UpdateConfig
         from gradprobe.ledger import Ledger
@@ -145,22 +165,23 @@ class Ours:
         self.reward = get_reward("outcome")
         self.ledger = Ledger()
         self.config = UpdateConfig(loss_type=args.loss_type, micro_batch_size=n, max_grad_norm=1.0,
-                                   clip_low=0.2, clip_high=0.2)
+                                   clip_low=0.2, clip_high=0.2, max_completion_length=args.max_completion_length,
+                                   attention=train_attention)
         self.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8,
                                            weight_decay=0.0)
         self.init_model = copy.deepcopy(policy.model).requires_grad_(False).eval()
-        self.train_attention = train_attention
         self.calls = 0
 
-    def update(self) -> dict:
+    def update(self, problem_indices: list[int] | None = None) -> dict:
+        """One update on the pool problems ``problem_indices`` (B of them; default the next B in order)."""
         from gradprobe.grpo.step import grpo_step
-        from gradprobe.models import use_attention
         from gradprobe.rewards import RewardContext
         from gradprobe.rollout import collect_rollouts
-        from gradprobe.training.metrics import policy_stats
 
         b = self.args.prompts
-        problems = [self.pool[(self.calls * b + k) % len(self.pool)] for k in range(b)]
+        if problem_indices is None:
+            problem_indices = [(self.calls * b + k) % len(self.pool) for k in range(b)]
+        problems = [self.pool[i] for i in problem_indices]
         self.calls += 1
         start = time.perf_counter()
         batch = collect_rollouts(self.policy, self.task, problems, group_size=self.args.group, sampler=self.sampler,
@@ -170,13 +191,12 @@ class Ours:
                             ledger=self.ledger, tokenizer=self.policy.tokenizer,
                             eos_token_ids=self.policy.eos_token_ids)
         adv = self.reward(batch, ctx).advantages.to(torch.float64)
-        model = self.policy.model
-        with use_attention(model, self.train_attention or model.config._attn_implementation):
-            step = grpo_step(model, self.optimizer, batch, adv, self.config, ledger=self.ledger)
+        step = grpo_step(self.policy.model, self.optimizer, batch, adv, self.config, ledger=self.ledger,
+                         init_model=self.init_model)
+        stats_seconds = step["stats_seconds"]
         end = time.perf_counter()
-        policy_stats(self.policy.model, self.init_model, batch, self.config.micro_batch_size)
-        stats_seconds = time.perf_counter() - end
-        return {"seconds": end - start, "generation_seconds": generated - start, "stats_seconds": stats_seconds,
+        return {"seconds": end - start - stats_seconds, "generation_seconds": generated - start,
+                "stats_seconds": stats_seconds, "kl_init": step["kl_init"], "entropy": step["entropy"],
                 "tokens": batch.generated_tokens, "loss": step["loss"],
                 "reward_mean": float(torch.nanmean(batch.scores))}
 
@@ -211,8 +231,9 @@ def check_same_prompt_ids(trainer, policy, pool, dataset):
 def run_trl(model, policy, task, pool, args, steps: int, between_steps=None) -> list[dict]:
     """``steps`` GRPOTrainer steps on ``model``; one dict per step (seconds, tokens).
 
-    ``between_steps(step_index)``, if given, runs after each step's timer stopped (inside
-    ``on_step_end``): the other sides' updates, interleaved update by update.
+    ``between_steps(step_index, problem_indices)``, if given, runs after each step's timer
+    stopped (inside ``on_step_end``): the other sides' updates, interleaved update by update, on
+    the B pool problems TRL's step used (its sampler's order; each repeated G times in a row).
     """
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback
@@ -221,10 +242,12 @@ def run_trl(model, policy, task, pool, args, steps: int, between_steps=None) -> 
     n = args.prompts * args.group
     dataset = trl_dataset(task, pool)
     counts: list[int] = []
+    indices: list[list[int]] = []
     rewards: list[float] = []
 
     def reward(prompts, completions, completion_ids, problem_index, **kwargs):
         counts.append(sum(len(ids) for ids in completion_ids))
+        indices.append([int(i) for i in problem_index])
         out = []
         for c, i in zip(completions, problem_index):
             text = c[-1]["content"] if isinstance(c, list) else c
@@ -241,7 +264,13 @@ def run_trl(model, policy, task, pool, args, steps: int, between_steps=None) -> 
         def on_step_end(self, a, state, control, **kw):
             steps_out.append({"seconds": time.perf_counter() - self.t0})
             if between_steps is not None:
-                between_steps(len(steps_out) - 1)
+                step = len(steps_out) - 1
+                rows = indices[step]
+                groups = [rows[k:k + args.group] for k in range(0, len(rows), args.group)]
+                if any(len(set(g)) != 1 for g in groups):
+                    raise RuntimeError(f"TRL step {step}: problem indices {rows} are not {args.group} repeats of each "
+                                       "prompt in a row; cannot give our sides the same prompts")
+                between_steps(step, [g[0] for g in groups])
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -291,7 +320,7 @@ def main(argv=None) -> int:
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}, "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; load avg before {load_before}")
 
-    sides = ("ours", "ours_sdpa", "trl") if args.sdpa_variant else ("ours", "trl")
+    sides = ("ours", "ours_eager", "trl") if args.eager_variant else ("ours", "trl")
     results = {side: [] for side in sides}
     results.update(ours_stats_seconds=[], rounds=[])
     for r in range(args.rounds):
@@ -301,12 +330,13 @@ def main(argv=None) -> int:
         for side in sides[:-1]:
             policy = copy.copy(base)
             policy.model = copy.deepcopy(base.model)
-            runners[side] = Ours(policy, task, pool, args, train_attention="sdpa" if side == "ours_sdpa" else None)
+            runners[side] = Ours(policy, task, pool, args, train_attention=None if side == "ours_eager" else "sdpa")
 
-        def ours_updates(step):  # after TRL's step `step`, one update of each of our sides
+        def ours_updates(step, problem_indices):  # after TRL's step `step`, one update of each of our sides,
+            # on the same prompts
             for side in (order if step % 2 == 0 else order[::-1]):
                 if side != "trl":
-                    runs_of[side].append(runners[side].update())
+                    runs_of[side].append(runners[side].update(problem_indices))
 
         model = copy.deepcopy(base.model)
         model.set_attn_implementation("sdpa")
@@ -325,9 +355,13 @@ def main(argv=None) -> int:
         round_out["ratio"] = round_out["ours"]["tokens_per_second"] / trl_tps
         parts = [f"{side} {round_out[side]['tokens_per_second']:.1f} tok/s ({round_out[side]['tokens']} tokens in "
                  f"{round_out[side]['seconds']:.2f} s)" for side in sides]
-        if args.sdpa_variant:
-            round_out["ratio_sdpa"] = round_out["ours_sdpa"]["tokens_per_second"] / trl_tps
-            parts.append(f"ours_sdpa/TRL {round_out['ratio_sdpa']:.3f}")
+        stats_sec = sum(u["stats_seconds"] for u in runs_of["ours"][args.warmup:])
+        round_out["ratio_with_policy_stats"] = round_out["ours"]["tokens"] / (round_out["ours"]["seconds"]
+                                                                               + stats_sec) / trl_tps
+        parts.append(f"ours+stats/TRL {round_out['ratio_with_policy_stats']:.3f}")
+        if args.eager_variant:
+            round_out["ratio_eager"] = round_out["ours_eager"]["tokens_per_second"] / trl_tps
+            parts.append(f"ours_eager/TRL {round_out['ratio_eager']:.3f}")
         results["rounds"].append(round_out)
         print(f"round {r + 1} ({' > '.join(order)}): " + ", ".join(parts) + f", ours/TRL {round_out['ratio']:.3f}",
               flush=True)
@@ -342,15 +376,27 @@ def main(argv=None) -> int:
         "ratio_with_policy_stats": rate("ours", sum(results["ours_stats_seconds"])) / rate("trl"),
         "ours_generation_share": sum(u["generation_seconds"] for u in results["ours"]) / ours_seconds,
         "ratio_per_round": [x["ratio"] for x in results["rounds"]],
+        # seconds per update, TRL / ours: the same prompts, but completions (sampled) differ in length
+        "update_seconds_ratio": (statistics.mean(u["seconds"] for u in results["trl"])
+                                 / statistics.mean(u["seconds"] for u in results["ours"])),
+        "tokens_per_update": {side: statistics.mean(u["tokens"] for u in results[side]) for side in sides},
         "load_avg_before": load_before, "load_avg_after": os.getloadavg(), "args": vars(args),
     }
-    if args.sdpa_variant:
-        summary["ours_sdpa_tokens_per_second"] = rate("ours_sdpa")
-        summary["ratio_sdpa"] = rate("ours_sdpa") / rate("trl")
+    summary["ratio_with_policy_stats_per_round"] = [x["ratio_with_policy_stats"] for x in results["rounds"]]
+    summary["ours_stats_seconds_per_update"] = statistics.mean(results["ours_stats_seconds"])
+    summary["ours_update_seconds_per_update"] = statistics.mean(u["seconds"] for u in results["ours"])
+    if args.eager_variant:
+        summary["ours_eager_tokens_per_second"] = rate("ours_eager")
+        summary["ratio_eager"] = rate("ours_eager") / rate("trl")
     print(f"overall: ours {summary['ours_tokens_per_second']:.1f} tok/s, TRL {summary['trl_tokens_per_second']:.1f} "
           f"tok/s, ours/TRL {summary['ratio']:.3f} (target >= 1.0; counting our KL/entropy statistics too "
           f"{summary['ratio_with_policy_stats']:.3f})"
-          + (f"; training with sdpa: ours_sdpa/TRL {summary['ratio_sdpa']:.3f}" if args.sdpa_variant else "")
+          + (f"; update under exact eager attention: ours_eager/TRL {summary['ratio_eager']:.3f}"
+             if args.eager_variant else "")
+          + f"; statistics {summary['ours_stats_seconds_per_update']:.3f} s per update (update "
+          f"{summary['ours_update_seconds_per_update']:.3f} s); seconds per update TRL/ours "
+          f"{summary['update_seconds_ratio']:.3f}, tokens per update "
+          + ", ".join(f"{k} {v:.0f}" for k, v in summary["tokens_per_update"].items())
           + f"; our generation share {100 * summary['ours_generation_share']:.0f}%; load avg after "
           f"{tuple(round(x, 2) for x in summary['load_avg_after'])}")
     if args.json:
