@@ -58,7 +58,7 @@ per update here) and, in ``run_training``, two extra statistics forward passes.
 
 After the fixes (the update runs under sdpa by default; KL/entropy from the loss forward plus
 one no-grad forward of the initial model; our sides use TRL's prompts step by step), same box,
-load average 3.5-5, ``--updates 8 --warmup 1 --rounds 2``:
+load average 2.6-5 (1-minute, before and after each run), ``--updates 8 --warmup 1 --rounds 2``:
 
 * chat prompts, seed 0: ours 432 tok/s, TRL 448 tok/s, ours/TRL 0.96 (rounds 0.95, 0.98); with
   statistics 0.81 (0.80, 0.82); exact-eager update 0.84; TRL seconds per update / ours 1.06

@@ -19,8 +19,9 @@ l_init from one no-grad forward of the frozen initial model
 as ``device_seconds["metrics"]``, outside the training seconds. :func:`policy_stats` is the
 standalone two-pass computation (its own no-grad forwards of pi_theta and pi_init), equal in
 value (``tests/grpo/test_update_attention.py``). Eval tokens go to the ledger's ``eval``
-category and its seconds to ``"eval"``, never to the budget. FLOPs: :func:`gradprobe.ledger.forward_flops_per_token` at the batch's mean
-context (prompt + half the mean completion), 3x that per trained token.
+category and its seconds to ``"eval"``, never to the budget. FLOPs:
+:func:`gradprobe.ledger.forward_flops_per_token` at the batch's mean context (prompt + half the
+mean completion), 3x that per trained token.
 """
 
 from __future__ import annotations
