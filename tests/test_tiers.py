@@ -228,7 +228,7 @@ def test_default_plan_matches_the_tier():
     plan = load_plan(Path(__file__).resolve().parents[1] / "plans" / "tiny.toml")
     assert plan.model.name == "tiny" and plan.task.name == TinyTierConfig().task
     assert plan.task.config == TINY_TASK == TinyTierConfig().task_config
-    assert set(plan.arms) == {"grpo", "mc_value", "mc_advantage", "hybrid_0.5", "grpo_2xlr"}
+    assert {"grpo", "mc_value", "mc_advantage", "hybrid_0.5", "grpo_2xlr"} <= set(plan.arms)
     assert len(plan.seeds) == 4 and plan.heldout.prompts >= 1000
     assert plan.arm("grpo_2xlr").train.lr == 2 * plan.arm("grpo").train.lr
     assert plan.probe.prompts >= 1 and plan.probe.group >= 2 and plan.probe.continuations >= 1
