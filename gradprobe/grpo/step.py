@@ -249,6 +249,8 @@ def loss_and_backward(model, batch: RolloutBatch, advantages: torch.Tensor, conf
             logp = token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows], batch.prompt_length,
                                   temperature=batch.temperature)
             if init_model is not None:
+                if logp.is_cuda:  # charge the loss forward's queued kernels to training, not to the statistics
+                    torch.cuda.synchronize(logp.device)
                 t0 = time.perf_counter()
                 with torch.no_grad():
                     init_logp = token_logprobs(init_model, batch.input_ids[rows], batch.attention_mask[rows],
