@@ -180,6 +180,7 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     attn = _register_attention()
     torch_dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
     common = dict(dtype=torch_dtype, attn_implementation=attn)
+    name = spec
     if spec in TIER_ALIASES:
         from .tiers import tier_path
 
@@ -228,7 +229,7 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     model.to(device)
     model.eval()
     eos = _prepare_tokenizer(tokenizer, model)
-    return Policy(model=model, tokenizer=tokenizer, name=spec, eos_token_ids=eos)
+    return Policy(model=model, tokenizer=tokenizer, name=name, eos_token_ids=eos)
 
 
 @contextlib.contextmanager

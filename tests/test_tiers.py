@@ -194,6 +194,7 @@ def test_load_policy_alias_and_error_when_not_built(built, monkeypatch):
         weights = _weights(built)
         assert all(torch.equal(p, weights[n]) for n, p in policy.model.named_parameters() if n in weights)
         assert policy.model.config.model_type == "qwen2"
+    assert load_policy("tiny").name == "tiny"
     assert path != built and tier_path("tiny") == path
 
 
