@@ -65,7 +65,7 @@ from .models import TIER_MARKER, ModelNotFoundError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TinyTierConfig", "TierNotBuiltError", "TIERS", "TINY_TASK", "cache_root", "tier_path",
+__all__ = ["TinyTierConfig", "TierNotBuiltError", "TIERS", "TINY_TASK", "cache_root", "shipped_root", "tier_path",
            "build_tier", "chain_sum_target", "add_warmstart_parser", "warmstart_main"]
 
 FORMAT_VERSION = 1  # bump when the build procedure changes (invalidates cached tiers)
@@ -159,6 +159,17 @@ def _resolve(name: str, config: TinyTierConfig | None) -> TinyTierConfig:
     return config if config is not None else TIERS[name]()
 
 
+def shipped_root() -> Path:
+    """Folder of the tiers shipped with the package (``gradprobe/data/tiers``).
+
+    The default ``tiny`` tier (seed 0) is shipped built, so that ``load_policy("tiny")``, the
+    default study and the notebooks work without the warm start; ``gradprobe warmstart --tier
+    tiny`` rebuilds it into the cache (which takes precedence). Its ``warmstart.json`` records
+    how and where it was built.
+    """
+    return Path(__file__).resolve().parent / "data" / "tiers"
+
+
 def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | None = None,
               build: bool = False, progress: bool = False) -> Path:
     """Folder of a built tier, for :func:`gradprobe.models.load_policy` (alias ``tiny``).
@@ -177,8 +188,9 @@ def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | Non
     Returns
     -------
     Path
-        ``cache_root() / f"{name}-{config_hash}"``, holding ``config.json``, ``model.safetensors``,
-        the tokenizer and ``warmstart.json``.
+        ``cache_root() / f"{name}-{config_hash}"`` if built there, else the shipped copy
+        ``shipped_root() / f"{name}-{config_hash}"`` if there is one; it holds ``config.json``,
+        ``model.safetensors``, the tokenizer and ``warmstart.json``.
 
     Raises
     ------
@@ -188,9 +200,13 @@ def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | Non
         Unknown tier name.
     """
     config = _resolve(name, config)
-    path = cache_root() / f"{name}-{config_hash(config, seed)}"
+    folder = f"{name}-{config_hash(config, seed)}"
+    path = cache_root() / folder
     if (path / "warmstart.json").is_file():
         return path
+    shipped = shipped_root() / folder
+    if (shipped / "warmstart.json").is_file():
+        return shipped
     if not build:
         raise TierNotBuiltError(
             f"tier {name!r} (seed {seed}) is not built at {path}: run `gradprobe warmstart --tier {name}"

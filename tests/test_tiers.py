@@ -250,3 +250,26 @@ def test_probe_section():
         parse_plan(base + "[probe]\ngroup = 1\n")
     with pytest.raises(PlanError, match="probe.prompts must be > 0"):
         parse_plan(base + "[probe]\nprompts = 0\n")
+
+
+def test_shipped_tiny_tier_is_found_and_meets_its_targets(monkeypatch, tmp_path):
+    """The default tier ships built: found without a cache, loads as ``tiny``, and its recorded
+    warm-start accuracy on the training pool lies in the issue's band (0.2-0.6, with spread)."""
+    from gradprobe.models import load_policy
+    from gradprobe.tasks import encode_prompt
+
+    monkeypatch.setenv("GRADPROBE_CACHE", str(tmp_path / "empty-cache"))
+    path = tier_path("tiny")
+    assert path.parent == tiers.shipped_root() and path.name == f"tiny-{tiers.config_hash(TinyTierConfig(), 0)}"
+    record = json.loads((path / "warmstart.json").read_text())
+    assert 0.2 <= record["eval"]["greedy_accuracy"] <= 0.6 and 0.2 <= record["eval"]["sampled_accuracy"] <= 0.6
+    assert record["eval"]["spread_fraction"] >= 0.2 and record["config"] == TinyTierConfig().to_dict()
+    policy = load_policy("tiny")
+    assert 500_000 < sum(p.numel() for p in policy.model.parameters()) < 5_000_000
+    ids = encode_prompt(policy.tokenizer, "State the final answer to the following arithmetic problem: 12 + 7 - 3 =")
+    assert len(ids) < 20  # the compact template: the expression only
+    # a cache build of the same config takes precedence over the shipped copy
+    cached = tmp_path / "empty-cache" / "tiers" / path.name
+    cached.mkdir(parents=True)
+    (cached / "warmstart.json").write_text("{}")
+    assert tier_path("tiny") == cached
