@@ -207,3 +207,30 @@ def test_end_to_end_on_smollm2(tmp_path):
     assert result["ledger"]["generated_tokens"]["rollout"] == result["batch"]["generated_tokens"] > 0
     assert all(math.isfinite(r["inner_product"]) for r in result["rewards"])
     assert result["costs"]["alignment_pass_seconds"] > 0
+
+
+def test_dr_grpo_normalises_by_the_sampling_limit_as_training_does(tmp_path):
+    """dr_grpo's constant is L_max = max_new_tokens (Dr. GRPO; as grpo_step in training), not the
+    batch's widest completion: the saved inner product equals sum w A a with that constant."""
+    from safetensors.torch import load_file
+
+    from gradprobe.grpo.losses import token_weights
+    from gradprobe.models import load_policy
+
+    policy = load_policy("tiny-qwen2")
+    v = {k: torch.ones_like(p) for k, p in policy.model.named_parameters()}
+    from gradprobe.probe import save_direction
+
+    save_direction(v, tmp_path / "v.safetensors")
+    result = run_probe(_config(reference=f"direction:{tmp_path / 'v.safetensors'}", precondition="none",
+                               rewards=("outcome",), loss_type="dr_grpo",
+                               sampling=SamplingConfig(max_new_tokens=40, temperature=1.0)),
+                       out=tmp_path / "out", policy=policy, task=DigitTask())
+    t = load_file(str(tmp_path / "out" / "alignment.safetensors"))
+    ip = float((token_weights(t["completion_mask"], "dr_grpo", max_completion_length=40)
+                * t["advantages.outcome"] * t["alignment"].double()).sum())
+    assert ip != 0.0 and result["rewards"][0]["inner_product"] == pytest.approx(ip, rel=1e-6)
+    if t["completion_mask"].shape[1] < 40:  # the batch-width constant would give a different value
+        other = float((token_weights(t["completion_mask"], "dr_grpo") * t["advantages.outcome"]
+                       * t["alignment"].double()).sum())
+        assert result["rewards"][0]["inner_product"] != pytest.approx(other, rel=1e-3)

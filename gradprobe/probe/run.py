@@ -268,12 +268,14 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     reference["norm"] = norm(v)
     reference["ledger"] = ref_ledger.to_dict()
 
+    # dr_grpo's constant normaliser L_max is the sampling limit, as in training (Liu et al. 2025)
+    l_max = config.sampling.max_new_tokens
     # 4. preconditioner, shared by every reward
     t0 = time.perf_counter()
     if config.precondition == "adam":
         say("Adam preconditioner: second moment of minibatch GRPO gradients")
         k = min(config.second_moment_minibatches, batch.num_prompts)
-        s = second_moment_from_minibatches(model, batch, outcome_adv, partial(token_weights, loss_type=config.loss_type),
+        s = second_moment_from_minibatches(model, batch, outcome_adv, partial(token_weights, loss_type=config.loss_type, max_completion_length=l_max),
                                            num_minibatches=k, micro_batch_size=config.micro_batch_size)
         mean_s = sum(float(x.double().sum()) for x in s.values()) / max(1, sum(x.numel() for x in s.values()))
         if mean_s == 0.0:
@@ -295,7 +297,8 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     model.zero_grad(set_to_none=True)
     t0 = time.perf_counter()
     loss_and_backward(model, batch, outcome_adv, UpdateConfig(loss_type=config.loss_type,
-                                                              micro_batch_size=config.micro_batch_size))
+                                                              micro_batch_size=config.micro_batch_size,
+                                                              max_completion_length=l_max))
     update_seconds = time.perf_counter() - t0
     model.zero_grad(set_to_none=True)
 
@@ -319,7 +322,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
 
     cosines = {}
     if config.cosine:  # one backward per reward: g_R explicitly, cosine with the reference v (not P v)
-        weights = token_weights(batch.completion_mask, config.loss_type)
+        weights = token_weights(batch.completion_mask, config.loss_type, max_completion_length=l_max)
         v_norm = norm(v)
         for name, adv in advantages.items():
             g = reward_gradient(model, batch, adv, weights, micro_batch_size=config.micro_batch_size)
@@ -335,7 +338,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     t0 = time.perf_counter()
     estimates = estimate_rewards(
         alignment, advantages, completion_mask=batch.completion_mask, group_size=batch.group_size,
-        loss_type=config.loss_type, lr=config.lr, tokens_per_update=tokens_per_update,
+        loss_type=config.loss_type, lr=config.lr, tokens_per_update=tokens_per_update, max_completion_length=l_max,
         budget_tokens=config.budget_tokens, n_bootstrap=config.n_bootstrap, seed=config.seed,
         seconds_per_update=seconds_per_update, budget_seconds=config.budget_seconds)
     sums_seconds = time.perf_counter() - t0
