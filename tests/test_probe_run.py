@@ -234,3 +234,10 @@ def test_dr_grpo_normalises_by_the_sampling_limit_as_training_does(tmp_path):
         other = float((token_weights(t["completion_mask"], "dr_grpo") * t["advantages.outcome"]
                        * t["alignment"].double()).sum())
         assert result["rewards"][0]["inner_product"] != pytest.approx(other, rel=1e-3)
+
+
+def test_corrupt_direction_file_is_a_clear_error_before_generation(tmp_path):
+    bad = tmp_path / "garbage.safetensors"
+    bad.write_bytes(b"not a safetensors file")
+    with pytest.raises(ValueError, match="not a readable safetensors file"):
+        run_probe(_config(reference=f"direction:{bad}"), task=DigitTask())

@@ -165,6 +165,8 @@ def load_direction(path: str | os.PathLike, model) -> dict[str, Tensor]:
     ------
     FileNotFoundError
         No such file.
+    ValueError
+        The file is not a readable safetensors file.
     DirectionMismatchError
         Keys or shapes differ from the model's trainable parameters (the message names the first
         bad key and the fix).
@@ -174,7 +176,12 @@ def load_direction(path: str | os.PathLike, model) -> dict[str, Tensor]:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"direction file {path!r} does not exist")
-    return check_direction(model, load_file(path), name=f"direction file {path!r}")
+    try:
+        tensors = load_file(path)
+    except Exception as e:  # safetensors raises its own SafetensorError on a damaged header
+        raise ValueError(f"direction file {path!r} is not a readable safetensors file ({e}); write it with "
+                         f"gradprobe.probe.save_direction") from None
+    return check_direction(model, tensors, name=f"direction file {path!r}")
 
 
 def direction_between(model_final, model_initial) -> dict[str, Tensor]:

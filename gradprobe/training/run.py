@@ -48,6 +48,11 @@ class NonFiniteRunError(FloatingPointError):
         self.update = update
 
 
+class BudgetTooSmallError(ValueError):
+    """The first update alone spent more than the token or FLOP budget (DESIGN.md: every budget
+    buys updates); the run stopped after it with its data kept. Fix: a larger ``[budget]``."""
+
+
 class RunConfigMismatchError(ValueError):
     """DIR holds a run made with a different configuration."""
 
@@ -343,6 +348,16 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
                 **({"selection": selection} if selection is not None else {})})
             say(f"update {update}: reward {stats['reward_mean']} "
                 f"tokens {spent['generated_tokens']:,} loss {step['loss']:.4g} kl {kl:.3g}")
+            if update == 1:  # a budget smaller than one update cannot compare arms: stop, data kept
+                over = {k: (v, spent[k]) for k, v in run.budget.given().items()
+                        if k in ("generated_tokens", "flops") and spent[k] > v}
+                if over:
+                    detail = "; ".join(f"budget.{k} = {v:,.0f} but one update of arm {run.arm!r} cost {s:,.0f}"
+                                       for k, (v, s) in over.items())
+                    msg = (f"{detail}: the budget is smaller than one update; raise it in the plan's [budget] to "
+                           f"many updates' cost (the run stopped after update 1, data kept in {out})")
+                    finish("budget_smaller_than_one_update", {"error": msg})
+                    raise BudgetTooSmallError(msg)
             maybe_eval()
             if update % t.checkpoint_every == 0:
                 checkpoint()
@@ -394,6 +409,10 @@ def train_main(args) -> int:
     except NonFiniteRunError as e:
         print(f"gradprobe train: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"gradprobe train: interrupted; the run resumes from its last checkpoint in {args.out} "
+              f"when the same command is run again", file=sys.stderr)
+        return 130
     except (PlanError, ValueError, OSError, RuntimeError) as e:
         print(f"gradprobe train: error: {e}", file=sys.stderr)
         return 2

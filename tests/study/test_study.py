@@ -195,7 +195,7 @@ def test_nan_run_is_recorded_as_failed_the_others_finish_and_the_exit_is_nonzero
 
 
 def test_probe_of_every_arms_reward_runs_once(tmp_path):
-    text = TOY.replace("seeds = [0, 1, 2]", "seeds = [0]").replace("generated_tokens = 700", "generated_tokens = 100")
+    text = TOY.replace("seeds = [0, 1, 2]", "seeds = [0]").replace("generated_tokens = 700", "generated_tokens = 200")  # about one update
     text += '[arms.grpo_2xlr]\nreward = "outcome"\nlr_scale = 2.0\n[arms.mc_min]\nreward = "mc_min"\n'
     text += "[mc]\ncontinuations = 2\nmax_steps = 2\n"
     plan = _plan(tmp_path, text)
@@ -205,7 +205,7 @@ def test_probe_of_every_arms_reward_runs_once(tmp_path):
     assert res.ok and res.probe == "done", res.summary()
     probe = json.loads((out / "probe" / "probe.json").read_text())
     assert [r["name"] for r in probe["rewards"]] == ["outcome", "mc_min"]  # one entry per distinct reward
-    assert probe["config"]["lr"] == 1e-3 and probe["config"]["prompts"] == 2 and probe["config"]["budget_tokens"] == 100
+    assert probe["config"]["lr"] == 1e-3 and probe["config"]["prompts"] == 2 and probe["config"]["budget_tokens"] == 200
     assert probe["config"]["mc"]["continuations"] == 3 and probe["config"]["mc"]["max_steps"] == 2  # [mc] + K
     arms = json.loads((out / "probe" / "arms.json").read_text())
     assert {a: (v["reward"], v["lr_scale"]) for a, v in arms.items()} == {

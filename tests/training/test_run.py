@@ -395,3 +395,15 @@ def test_cli_train_runs_a_plan_arm(tmp_path, capsys):
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["run"]["task"]["name"] == "chain_sum" and cfg["run"]["seed"] == 0
     assert [x["update"] for x in _lines(out)] == [0, 1, 1]  # eval, update, final eval
+
+
+def test_a_budget_smaller_than_one_update_stops_with_a_clear_error_and_keeps_the_data(tmp_path, task):
+    from gradprobe.training.run import BudgetTooSmallError
+
+    text = PLAN.replace("generated_tokens = 700", "generated_tokens = 9")  # passes the static B*G = 8 check
+    with pytest.raises(BudgetTooSmallError, match="smaller than one update"):
+        _run(tmp_path / "run", task, text=text)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["stop_reason"] == "budget_smaller_than_one_update" and summary["updates"] == 1
+    assert not summary["completed"] and "budget.generated_tokens = 9" in summary["error"]
+    assert any('"update": 1' in line for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())
