@@ -297,7 +297,7 @@ class DifficultyEstimator:
         self.config = EstimatorConfig(**state["config"])
         self.clock = int(state["clock"])
         self._counts = {k: list(v) for k, v in state["counts"].items()}
-        self._hx = [] if state["hx"] is None else [np.asarray(r, dtype=np.float64) for r in state["hx"]]
+        self._hx = [] if state["hx"] is None else [np.asarray(r, dtype=np.float64) for r in np.asarray(state["hx"])]
         self._hs, self._hf, self._ht = list(state["hs"]), list(state["hf"]), list(state["ht"])
         self._model, self._const = None, 0.5
 

@@ -126,7 +126,8 @@ def set_rng_states(states: dict) -> None:
     import numpy as np
 
     torch.set_rng_state(states["torch"])
-    np.random.set_state(states["numpy"])
+    kind, keys, *rest = states["numpy"]  # the key array is stored as a tensor (see _loadable)
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), *rest))
     random.setstate(states["python"])
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
@@ -165,7 +166,7 @@ def save_checkpoint(out: Path, update: int, model, state: dict) -> Path:
             shutil.rmtree(tmp)
         tmp.mkdir()
         _save_model(model, tmp / "model.safetensors")
-        torch.save(state, tmp / "state.pt")
+        torch.save(_loadable(state), tmp / "state.pt")
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
@@ -210,4 +211,21 @@ def load_checkpoint(path: Path, model) -> dict:
     from safetensors.torch import load_model
 
     load_model(model, str(path / "model.safetensors"), device=str(next(model.parameters()).device))
-    return torch.load(path / "state.pt", weights_only=False)  # our own file (numpy/python RNG states)
+    # weights_only: a checkpoint folder may come from elsewhere; unpickling arbitrary objects could run code
+    return torch.load(path / "state.pt", weights_only=True)
+
+
+def _loadable(obj):
+    """``obj`` with numpy arrays as tensors and numpy scalars as Python numbers, so that
+    ``torch.load(..., weights_only=True)`` reads it back (containers, str, numbers, tensors)."""
+    import numpy as np
+
+    if isinstance(obj, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(obj))
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        return {k: _loadable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_loadable(v) for v in obj)
+    return obj
