@@ -96,6 +96,12 @@ def build_rows(study_dir: str | Path) -> pd.DataFrame:
         matched budget, or a probe entry without the fields needed (each named, with the fix).
     """
     study_dir = Path(study_dir)
+    if not study_dir.is_dir():
+        raise StudyFormatError(f"study folder {str(study_dir)!r} does not exist or is not a folder; pass the --out "
+                               f"folder of a finished `gradprobe study` (e.g. data/study_tiny)")
+    if not (study_dir / "study.json").is_file() and not (study_dir / "probe").is_dir():
+        raise StudyFormatError(f"{str(study_dir)!r} is not a study folder (no study.json, no probe/); pass the --out "
+                               f"folder of a finished `gradprobe study` (e.g. data/study_tiny)")
     probe = _read_json(study_dir / "probe" / "probe.json", "run `gradprobe study` to the end (the probe runs last)")
     arms_map = _read_json(study_dir / "probe" / "arms.json", "it is written with probe.json by `gradprobe study`")
     analysis = _read_json(study_dir / "analysis.json", "run `gradprobe study` (it writes analysis.json at the end)")

@@ -19,10 +19,16 @@ def _add_probe(sub) -> None:
                    help="alias (smollm2-135m, tiny-qwen2, tiny-llama), local folder, .gguf file, or hub id")
     p.add_argument("--task", default="chain_sum",
                    help="reasoning-gym dataset name (chain_sum, basic_arithmetic, gsm_symbolic, ...), gsm8k, or gsm8k:PATH")
+    p.add_argument("--skip-malformed", action="store_true",
+                   help="GSM8K only: skip (count and warn about) malformed rows instead of stopping at the first")
     p.add_argument("--rewards", default="outcome,mc_value", help="comma-separated registered reward names")
     p.add_argument("--prompts", type=int, default=8, help="B, prompts in the probe batch")
     p.add_argument("--group", type=int, default=4, help="G, completions per prompt")
     p.add_argument("--reference", default="heldout", help="heldout, or direction:PATH (.safetensors vector)")
+    p.add_argument("--update-prompts", type=int, default=None,
+                   help="B of the training update the gain is predicted for (default: --prompts); scales tokens per update")
+    p.add_argument("--update-group", type=int, default=None,
+                   help="G of the training update the gain is predicted for (default: --group)")
     p.add_argument("--heldout-prompts", type=int, default=4)
     p.add_argument("--heldout-group", type=int, default=16)
     p.add_argument("--precondition", choices=["adam", "none"], default="adam",
@@ -49,6 +55,49 @@ def _add_probe(sub) -> None:
                         "GRPO, accuracy points) to each reward; 'default' is the one shipped with the package")
 
 
+def _probe_command(args) -> int:
+    """``gradprobe probe``: build the config, load the calibration first, run, print; 0 or 2 (bad input)."""
+    from .probe.run import ProbeConfig, format_table, run_probe
+
+    try:
+        calibration = None
+        if args.calibration is not None:  # loaded before any compute, so a bad file fails at once
+            from calib.model import load_calibration  # the composition root may use calib; the library never does
+
+            calibration = load_calibration(args.calibration)
+        config = ProbeConfig(
+            model=args.model, task=args.task, skip_malformed=args.skip_malformed,
+            update_prompts=args.update_prompts, update_group=args.update_group,
+            rewards=tuple(r.strip() for r in args.rewards.split(",") if r.strip()),
+            prompts=args.prompts, group=args.group, reference=args.reference,
+            heldout_prompts=args.heldout_prompts, heldout_group=args.heldout_group,
+            precondition=args.precondition, lr=args.lr, loss_type=args.loss_type,
+            budget_tokens=args.budget_tokens, budget_seconds=args.budget_seconds,
+            sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p,
+                                    max_new_tokens=args.max_new_tokens),
+            mc=MCConfig(continuations=args.continuations, max_steps=args.max_steps),
+            seed=args.seed, device=args.device, dtype=args.dtype, cosine=args.cosine,
+            n_bootstrap=args.bootstrap, micro_batch_size=args.micro_batch_size, progress=not args.no_progress,
+        )
+        if calibration is not None:
+            from calib.apply import calibrate_probe, check_applicable, format_calibrated, rewrite_probe_json
+
+            check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget_seconds)
+        result = run_probe(config, out=args.out)
+        if calibration is not None:
+
+            calibrate_probe(result, calibration, source=args.calibration)
+            rewrite_probe_json(f"{args.out}/probe.json", result)
+    except (ValueError, OSError, RuntimeError) as e:
+        print(f"gradprobe probe: error: {e}", file=sys.stderr)
+        return 2
+    print(format_table(result))
+    if calibration is not None:
+        print(format_calibrated(result))
+    print(f"\nwrote {args.out}/probe.json")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradprobe`` command; returns the exit status."""
     parser = argparse.ArgumentParser(prog="gradprobe", description=__doc__)
@@ -68,44 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     if args.command == "probe":
-        from .probe.run import ProbeConfig, format_table, run_probe
+        from .probe.run import notes_log
 
+        level = notes_log.level
+        if not args.verbose:
+            notes_log.setLevel(logging.ERROR)  # the notes are printed once, under the table
         try:
-            calibration = None
-            if args.calibration is not None:  # loaded before any compute, so a bad file fails at once
-                from calib.model import load_calibration  # the composition root may use calib; the library never does
+            return _probe_command(args)
+        finally:
+            notes_log.setLevel(level)
 
-                calibration = load_calibration(args.calibration)
-            config = ProbeConfig(
-                model=args.model, task=args.task,
-                rewards=tuple(r.strip() for r in args.rewards.split(",") if r.strip()),
-                prompts=args.prompts, group=args.group, reference=args.reference,
-                heldout_prompts=args.heldout_prompts, heldout_group=args.heldout_group,
-                precondition=args.precondition, lr=args.lr, loss_type=args.loss_type,
-                budget_tokens=args.budget_tokens, budget_seconds=args.budget_seconds,
-                sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p,
-                                        max_new_tokens=args.max_new_tokens),
-                mc=MCConfig(continuations=args.continuations, max_steps=args.max_steps),
-                seed=args.seed, device=args.device, dtype=args.dtype, cosine=args.cosine,
-                n_bootstrap=args.bootstrap, micro_batch_size=args.micro_batch_size, progress=not args.no_progress,
-            )
-            if calibration is not None:
-                from calib.apply import calibrate_probe, check_applicable, format_calibrated, rewrite_probe_json
-
-                check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget_seconds)
-            result = run_probe(config, out=args.out)
-            if calibration is not None:
-
-                calibrate_probe(result, calibration, source=args.calibration)
-                rewrite_probe_json(f"{args.out}/probe.json", result)
-        except (ValueError, OSError, RuntimeError) as e:
-            print(f"gradprobe probe: error: {e}", file=sys.stderr)
-            return 2
-        print(format_table(result))
-        if calibration is not None:
-            print(format_calibrated(result))
-        print(f"\nwrote {args.out}/probe.json")
-        return 0
     if args.command == "train":
         from .training.run import train_main
 

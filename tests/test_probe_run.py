@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,27 +15,8 @@ from gradprobe.config import MCConfig, SamplingConfig
 from gradprobe.probe.run import ProbeConfig, run_probe
 from gradprobe.tasks import load_task
 
-
-class DigitTask:
-    """chain_sum prompts, but a completion is "correct" iff it contains the digit 3.
-
-    A random tiny model never solves chain_sum; this scorer gives mixed groups, so advantages,
-    continuations and alignments are non-trivial while the real task code builds the prompts.
-    """
-
-    name = "digit3"
-
-    def __init__(self):
-        self.inner = load_task("chain_sum")
-
-    def problems(self, split, n, *, seed=0):
-        return self.inner.problems(split, n, seed=seed)
-
-    def score(self, completion, problem):
-        return 1.0 if "3" in completion else 0.0
-
-    def format_rate(self, completion):
-        return "####" in completion
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers_tasks import ScoredTask  # noqa: E402
 
 
 def _config(**kw):
@@ -48,7 +31,7 @@ def _config(**kw):
 @pytest.fixture(scope="module")
 def tiny_result(tmp_path_factory):
     out = tmp_path_factory.mktemp("probe")
-    return run_probe(_config(), out=out, task=DigitTask()), out
+    return run_probe(_config(), out=out, task=ScoredTask()), out
 
 
 def test_probe_json_has_the_promised_fields(tiny_result):
@@ -66,7 +49,31 @@ def test_probe_json_has_the_promised_fields(tiny_result):
     lines = (out / "tokens.jsonl").read_text().splitlines()
     assert len(lines) == 16
     row = json.loads(lines[0])
-    assert len(row["tokens"]) == len(row["alignment"]) == len(row["advantages"]["outcome"])
+    assert len(row["tokens"]) == len(row["alignment"]) == len(row["advantages"]["outcome"]) == len(row["texts"])
+
+
+def test_token_texts_join_to_the_decoded_text_with_a_byte_level_bpe():
+    """A byte-level BPE (the GPT-2/Qwen/SmolLM2 kind) splits "é€" into byte pieces: the raw pieces
+    are unreadable ("Ġ", "Ã"...), the texts are what each token adds and join to the decoded text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from gradprobe.probe.run import token_texts
+
+    raw = Tokenizer(models.BPE())
+    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    raw.decoder = decoders.ByteLevel()
+    raw.train_from_iterator(["12 + 7 = 19\n#### 19", "the cat sat"] * 20,
+                            trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw)
+    text = "12 + 7 = 19\n#### 19 café €5"
+    ids = tok.encode(text)
+    texts = token_texts(tok, ids)
+    assert len(texts) == len(ids) and "".join(texts) == tok.decode(ids) == text
+    pieces = tok.convert_ids_to_tokens(ids)
+    assert any("Ġ" in p for p in pieces) and not any("Ġ" in t for t in texts)
+    assert "" in texts  # a byte of "é" or "€" alone adds no character; the next byte completes it
+    assert token_texts(tok, []) == []
 
 
 def test_ledger_and_token_accounting_add_up(tiny_result):
@@ -118,14 +125,14 @@ def test_direction_reference_and_sgd(tmp_path):
     path = tmp_path / "v.safetensors"
     save_direction(v, path)
     result = run_probe(_config(reference=f"direction:{path}", precondition="none", rewards=("outcome", "mc_value"),
-                               cosine=True), policy=policy, task=DigitTask())
+                               cosine=True), policy=policy, task=ScoredTask())
     assert result["reference"]["kind"] == "direction"
     for r in result["rewards"]:  # with u = v the cosine has the inner product's sign
         assert -1 <= r["cosine"] <= 1 and (r["cosine"] > 0) == (r["inner_product"] > 0)
     assert result["reference"]["norm"] == pytest.approx(float(torch.sqrt(sum((x.double() ** 2).sum() for x in v.values()))), rel=1e-5)
 
 
-def test_cli_runs_and_reports_bad_input(tmp_path, capsys):
+def test_cli_runs_and_reports_bad_input(tmp_path, capsys, caplog):
     rc = main(["probe", "--model", "tiny-qwen2", "--task", "chain_sum", "--rewards", "outcome", "--prompts", "2",
                "--group", "2", "--heldout-prompts", "2", "--heldout-group", "2", "--max-new-tokens", "8",
                "--bootstrap", "50", "--out", str(tmp_path / "o"), "--no-progress"])
@@ -134,6 +141,9 @@ def test_cli_runs_and_reports_bad_input(tmp_path, capsys):
     assert "outcome" in printed
     # a random model never solves chain_sum: the reference is zero, and the user is told why and what to do
     assert "reference update is zero" in printed and "--heldout-prompts" in printed
+    # each note is printed once, in the table, not logged a second time
+    assert printed.count("reference update is zero") == 1
+    assert not [r for r in caplog.records if "reference update is zero" in r.getMessage()]
     saved = json.loads((tmp_path / "o" / "probe.json").read_text())
     assert saved["warnings"]
     # all outcome groups flat: no second moment to precondition with, so no 1/eps blow-up (SGD fallback, warned)
@@ -167,7 +177,7 @@ def test_direction_errors_come_before_any_generation(tmp_path, monkeypatch):
 
     save_file({"bogus": torch.zeros(2)}, str(tmp_path / "bad.safetensors"))
     with pytest.raises(DirectionMismatchError):
-        run_probe(_config(reference=f"direction:{tmp_path / 'bad.safetensors'}"), task=DigitTask())
+        run_probe(_config(reference=f"direction:{tmp_path / 'bad.safetensors'}"), task=ScoredTask())
 
 
 def test_task_config_inline():
@@ -183,7 +193,7 @@ def test_reward_returning_none_and_raising(tmp_path):
     def half_none(prompts, completions, **kw):  # None on odd rows, NaN on every 4th: both masked and counted
         return [None if i % 2 else (float("nan") if i % 4 == 0 else float(len(c) % 2)) for i, c in enumerate(completions)]
 
-    result = run_probe(_config(rewards=("outcome",)), task=DigitTask(), extra_rewards={"half_none": sequence_reward(half_none)})
+    result = run_probe(_config(rewards=("outcome",)), task=ScoredTask(), extra_rewards={"half_none": sequence_reward(half_none)})
     entry = {r["name"]: r for r in result["rewards"]}["half_none"]
     assert entry["valid_completions"] == 4 and entry["reward_stats"]["missing"] == 12
     assert math.isfinite(entry["inner_product"])
@@ -192,7 +202,7 @@ def test_reward_returning_none_and_raising(tmp_path):
         raise KeyError("no such column")
 
     with pytest.raises(RewardFunctionError, match="boom"):
-        run_probe(_config(rewards=("outcome",)), task=DigitTask(), extra_rewards={"boom": sequence_reward(boom, name="boom")})
+        run_probe(_config(rewards=("outcome",)), task=ScoredTask(), extra_rewards={"boom": sequence_reward(boom, name="boom")})
 
 
 @pytest.mark.slow
@@ -225,7 +235,7 @@ def test_dr_grpo_normalises_by_the_sampling_limit_as_training_does(tmp_path):
     result = run_probe(_config(reference=f"direction:{tmp_path / 'v.safetensors'}", precondition="none",
                                rewards=("outcome",), loss_type="dr_grpo",
                                sampling=SamplingConfig(max_new_tokens=40, temperature=1.0)),
-                       out=tmp_path / "out", policy=policy, task=DigitTask())
+                       out=tmp_path / "out", policy=policy, task=ScoredTask())
     t = load_file(str(tmp_path / "out" / "alignment.safetensors"))
     ip = float((token_weights(t["completion_mask"], "dr_grpo", max_completion_length=40)
                 * t["advantages.outcome"] * t["alignment"].double()).sum())
@@ -240,4 +250,55 @@ def test_corrupt_direction_file_is_a_clear_error_before_generation(tmp_path):
     bad = tmp_path / "garbage.safetensors"
     bad.write_bytes(b"not a safetensors file")
     with pytest.raises(ValueError, match="not a readable safetensors file"):
-        run_probe(_config(reference=f"direction:{bad}"), task=DigitTask())
+        run_probe(_config(reference=f"direction:{bad}"), task=ScoredTask())
+
+
+def test_skip_malformed_flag_on_real_gsm8k_rows(tmp_path, capsys, gsm8k_dir):
+    lines = (gsm8k_dir / "test.jsonl").read_text().splitlines()[:10]
+    src = tmp_path / "gsm8k.jsonl"
+    src.write_text("\n".join(lines[:5] + ['{"question": "no answer here"}', "not json"] + lines[5:]) + "\n")
+    args = ["probe", "--model", "tiny-qwen2", "--task", f"gsm8k:{src}", "--rewards", "outcome", "--prompts", "2",
+            "--group", "2", "--heldout-prompts", "1", "--heldout-group", "2", "--max-new-tokens", "4",
+            "--bootstrap", "20", "--no-progress"]
+    # without the flag: the first bad row stops the probe, names its line and the flag, and leaves no folder
+    assert main([*args, "--out", str(tmp_path / "strict")]) == 2
+    err = capsys.readouterr().err
+    assert "line 6" in err and "skip_malformed" in err
+    assert not (tmp_path / "strict").exists()
+    # with it: both bad rows are skipped, counted in probe.json, and the probe runs on the 10 good ones
+    with pytest.warns(UserWarning, match="skipping malformed GSM8K row"):
+        assert main([*args, "--skip-malformed", "--out", str(tmp_path / "lenient")]) == 0
+    saved = json.loads((tmp_path / "lenient" / "probe.json").read_text())
+    assert saved["batch"]["skipped_rows"] == 2 and saved["config"]["skip_malformed"] is True
+    assert saved["batch"]["prompts"] == 2
+    # the flag is refused for generated tasks, before any folder or model
+    assert main(["probe", "--model", "tiny-qwen2", "--task", "chain_sum", "--skip-malformed",
+                 "--out", str(tmp_path / "rg")]) == 2
+    assert "GSM8K tasks only" in capsys.readouterr().err and not (tmp_path / "rg").exists()
+
+
+def test_refused_input_leaves_no_output_folder(tmp_path, capsys):
+    for args in (["--task", "no_such_task"], ["--model", "no-such-model"], ["--rewards", "bogus"]):
+        out = tmp_path / "refused"
+        rc = main(["probe", "--model", "tiny-qwen2", "--no-progress", "--out", str(out), *args])
+        assert rc == 2 and not out.exists(), (args, capsys.readouterr().err)
+    kept = tmp_path / "kept"
+    (kept / "mine.txt").parent.mkdir()
+    (kept / "mine.txt").write_text("user file")
+    assert main(["probe", "--model", "tiny-qwen2", "--task", "no_such_task", "--out", str(kept)]) == 2
+    assert (kept / "mine.txt").read_text() == "user file"  # a folder the user made is never removed
+
+
+def test_update_batch_scales_tokens_and_the_budget_extrapolation_only(tiny_result):
+    """A probe of a 4x4 batch predicting a 16x4 training update: same per-update gain, 4x the
+    tokens and seconds per update, a quarter of the updates (and of the gain) at the budget."""
+    base, _ = tiny_result
+    scaled = run_probe(_config(update_prompts=16), task=ScoredTask())
+    assert scaled["batch"]["update_scale"] == 4.0 and base["batch"]["update_scale"] == 1.0
+    for b, s in zip(base["rewards"], scaled["rewards"]):
+        assert s["name"] == b["name"]
+        assert s["predicted_gain_per_update"] == pytest.approx(b["predicted_gain_per_update"], rel=1e-9)
+        assert s["tokens_per_update"] == 4 * b["tokens_per_update"]
+        assert s["predicted_gain_at_budget"] == pytest.approx(b["predicted_gain_at_budget"] / 4, rel=1e-9)
+    with pytest.raises(ValueError, match="update_group"):
+        _config(update_group=0)

@@ -32,6 +32,11 @@ _COMMON_HELP = {
 }
 
 
+#: Below these sizes the commands still run but add a note that their figures are rough.
+SMALL_FIT_PROMPTS = 32
+SMALL_EVAL_PROMPTS = 50
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -60,6 +65,8 @@ def add_difficulty_parsers(subparsers) -> None:
         p.add_argument("--model", required=True,
                        help="tiny (the warm-started tier), tiny-qwen2, smollm2-135m, a folder, .gguf file or hub id")
         p.add_argument("--task", required=True, help="task spec, e.g. chain_sum:min_terms=2,max_terms=4")
+        p.add_argument("--skip-malformed", action="store_true",
+                       help="GSM8K only: skip (count and warn about) malformed rows instead of stopping at the first")
         p.add_argument("--pool", type=_positive_int, required=True, help="N, pool prompts (train split)")
         p.add_argument("--out", required=True, help="output folder")
         if name == "rank-prompts":
@@ -100,12 +107,14 @@ def _setup(args):
     est_config = EstimatorConfig(prior_strength=args.prior_strength, decay=args.decay)  # settings first,
     sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                               batch_size=args.batch_size)
-    out = prepare_output_dir(Path(args.out))  # then the folder, then the compute
-    task = load_task(args.task)
+    if args.skip_malformed and not args.task.strip().startswith("gsm8k"):
+        raise ValueError(f"--skip-malformed applies to GSM8K tasks only, not {args.task!r}")
+    task = load_task(args.task, **({"skip_malformed": True} if args.skip_malformed else {}))  # then the data,
     pool = task.problems("train", args.pool, seed=args.data_seed)
     if not pool:
         raise ValueError(f"task {args.task!r} returned an empty pool for --pool {args.pool}")
     check_unique_ids([p.id for p in pool])
+    out = prepare_output_dir(Path(args.out))  # then the folder (nothing is created for refused input), then the compute
     policy = load_run_policy(ModelSpec(name=args.model, dtype=args.dtype, device=args.device), seed=args.seed)
     keys = tuple(k.strip() for k in args.metadata_keys.split(",") if k.strip())
     return out, policy, task, pool, sampling, est_config, keys
@@ -154,14 +163,20 @@ def rank_prompts(args) -> int:
     table.to_csv(out / "ranking.csv", index=False)
     v = verdict(p_hat)
     no_signal = bool(est.degenerate_)
+    notes = []
+    if n_fit < SMALL_FIT_PROMPTS and not no_signal:
+        notes.append(f"the logistic model is fitted on only {n_fit} probed prompts; its p_model for unprobed prompts is "
+                     f"rough (use --fit-prompts >= {SMALL_FIT_PROMPTS} and a pool at least that large)")
     write_json_atomic(out / "rank.json", {
-        "command": "rank-prompts", "settings": _settings(args), "verdict": v, "no_signal": no_signal,
-        "warning": str(caught[0].message) if caught else None, "fit_prompts": int(n_fit),
+        "command": "rank-prompts", "settings": _settings(args), "skipped_rows": int(getattr(task, "skipped", 0)), "verdict": v, "no_signal": no_signal,
+        "warning": str(caught[0].message) if caught else None, "notes": notes, "fit_prompts": int(n_fit),
         "probe_success": float(y[ok].mean()) if ok.any() else None, "ledger": ledger.to_dict(),
         "versions": versions()})
     if caught:
         print(f"gradprobe rank-prompts: warning: {caught[0].message}; the ranking carries no model signal "
               f"(p_hat differs only through the probed prompts' posteriors)", file=sys.stderr)
+    for note in notes:
+        print(f"note: {note}")
     print(f"verdict: {v['text']} over the {len(pool)} pool prompts")
     print(f"nearest 1/2: {table.prompt_id.iloc[0]} (p_hat {table.p_hat.iloc[0]:.3f}); selection cost: "
           f"{ledger.generated_tokens['selection']:,} tokens, {ledger.flops.get('selection', 0):.3g} FLOPs, "
@@ -191,8 +206,14 @@ def difficulty_eval(args) -> int:
     y = sample_outcomes(policy, task, pool, samples=args.samples, sampling=sampling, seed=args.seed, ledger=ledger,
                         category="eval")
     result = evaluate_estimator(ids, feats, y, observed=observed, config=est_config, seed=args.seed)
+    n_eval = len(pool) - len(pool) // 2
+    if n_eval < SMALL_EVAL_PROMPTS:
+        result["notes"].append(
+            f"only {n_eval} eval prompts: Brier, AUC and rho carry a large sampling error at this size (an AUC's standard "
+            f"error is ~0.1 with 20 prompts); use --pool >= {2 * SMALL_EVAL_PROMPTS} for a comparison between estimators")
     plot_reliability(result, out / "reliability.png")
     summary = {"command": "difficulty-eval", "settings": {**_settings(args), "observed": observed},
+               "skipped_rows": int(getattr(task, "skipped", 0)),
                "protocol": ("fit the logistic model on every outcome of a seeded half of the pool; on the other "
                             f"half give the posteriors the first {observed} outcomes per prompt and score every "
                             f"estimator on the remaining {args.samples - observed} (the target)"),
@@ -218,10 +239,17 @@ def difficulty_eval(args) -> int:
 
 def difficulty_main(args) -> int:
     """Dispatch ``rank-prompts`` / ``difficulty-eval``; 0 on success, 2 on bad input (message on stderr)."""
+    from pathlib import Path
+
     from ..models import ModelNotFoundError
 
+    out = Path(args.out)
+    created = not out.exists()
     try:
         return rank_prompts(args) if args.command == "rank-prompts" else difficulty_eval(args)
     except (ValueError, OSError, RuntimeError, ModelNotFoundError) as e:
         print(f"gradprobe {args.command}: error: {e}", file=sys.stderr)
         return 2
+    finally:  # a folder this command created and left empty (refused input) is removed
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()

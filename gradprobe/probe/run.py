@@ -16,7 +16,8 @@ Pipeline (DESIGN.md, "The probe"), every stage timed and charged to a ledger:
 
 The output folder holds ``probe.json`` (config, versions, per-reward results, ledgers,
 costs), ``alignment.safetensors`` (a, A^R, masks, ids) and ``tokens.jsonl`` (per
-completion: tokens and their alignment, for heat maps).
+completion: ``tokens``, the vocabulary's pieces, ``texts``, what each adds to the decoded text,
+and their alignment, for heat maps).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from ..config import MCConfig, SamplingConfig
 from ..ledger import Ledger
 
 log = logging.getLogger(__name__)
+#: The probe's diagnostic notes (also in ``result["warnings"]`` and printed by :func:`format_table`);
+#: ``gradprobe probe`` silences this logger so that each note is printed once, in the table.
+notes_log = logging.getLogger(__name__ + ".notes")
 
 REFERENCES = ("heldout", "direction:PATH")
 PRECONDITIONERS = ("adam", "none")
@@ -68,6 +72,15 @@ class ProbeConfig:
         Generated-token budget of the extrapolation (tokens).
     budget_seconds : float or None
         Device-seconds budget of the extrapolation, if any.
+    update_prompts, update_group : int or None
+        B and G of the training update whose gain is predicted, when it differs from the probe
+        batch (None: the probe batch's). The expected per-update gain does not depend on the batch
+        size (the update follows the batch-mean gradient), but its generated tokens and seconds do:
+        ``tokens_per_update`` and ``seconds_per_update`` are the probe batch's scaled by
+        (update_prompts x update_group) / (prompts x group), and so is the extrapolation to the budget.
+    skip_malformed : bool
+        GSM8K tasks only: skip (count and warn about) malformed rows instead of raising
+        :class:`~gradprobe.tasks.DatasetFormatError`; the count is ``skipped_rows`` in ``probe.json``.
     """
 
     model: str = "smollm2-135m"
@@ -94,8 +107,18 @@ class ProbeConfig:
     second_moment_minibatches: int = 4
     progress: bool = True
     reference_check_rows: int = 0
+    skip_malformed: bool = False
+    update_prompts: int | None = None
+    update_group: int | None = None
 
     def __post_init__(self):
+        for key in ("update_prompts", "update_group"):
+            value = getattr(self, key)
+            if value is not None and value < 1:
+                raise ValueError(f"{key} (--{key.replace('_', '-')}) must be >= 1, got {value}")
+        if self.skip_malformed and not self.task.strip().startswith("gsm8k"):
+            raise ValueError(f"skip_malformed (--skip-malformed) applies to GSM8K tasks only, not {self.task!r}; "
+                             f"reasoning-gym tasks are generated and have no malformed rows")
         if self.prompts < 1:
             raise ValueError(f"prompts must be >= 1, got {self.prompts}")
         if self.group < 2:
@@ -186,7 +209,20 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         a reward that produced non-finite advantages.
     OSError
         ``out`` cannot be written (checked first).
+
+    A folder that this call created is removed again if the probe fails before writing into it,
+    so refused input leaves nothing behind.
     """
+    created = out is not None and not Path(out).exists()
+    try:
+        return _run_probe(config, out=out, policy=policy, task=task, extra_rewards=extra_rewards, sampler=sampler)
+    except BaseException:
+        if created and Path(out).is_dir() and not any(Path(out).iterdir()):
+            Path(out).rmdir()
+        raise
+
+
+def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler) -> dict:
     from functools import partial
 
     from ..grpo.losses import token_weights
@@ -213,7 +249,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     if out is not None:
         _check_writable(Path(out))
     wall = time.perf_counter()
-    task = task or load_task(config.task)  # an unknown task name fails here, before the model is loaded
+    task = task or load_task(config.task, **({"skip_malformed": True} if config.skip_malformed else {}))  # an unknown task name fails here, before the model is loaded
     policy = policy or load_policy(config.model, dtype=config.dtype, device=config.device, seed=config.seed)
     model = policy.model
     direction = None
@@ -331,10 +367,13 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
 
     # 6. per-reward estimates
     tokens_per_update, seconds_per_update = {}, {}
+    update_scale = ((config.update_prompts or config.prompts) * (config.update_group or config.group)
+                    / (config.prompts * config.group))  # the training update's batch / the probe batch
     for name in advantages:
         extra = int(sum(outputs[name]["generated_tokens"].values()))
-        tokens_per_update[name] = batch.generated_tokens + extra
-        seconds_per_update[name] = rollout_seconds + (continuation_seconds if extra else 0.0) + update_seconds
+        tokens_per_update[name] = max(1, round((batch.generated_tokens + extra) * update_scale))
+        seconds_per_update[name] = update_scale * (rollout_seconds + (continuation_seconds if extra else 0.0)
+                                                   + update_seconds)
     t0 = time.perf_counter()
     estimates = estimate_rewards(
         alignment, advantages, completion_mask=batch.completion_mask, group_size=batch.group_size,
@@ -354,7 +393,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     scores = batch.scores[torch.isfinite(batch.scores)]
     notes = _diagnose(batch, reference, outputs)
     for note in notes:
-        log.warning(note)
+        notes_log.warning(note)
     result = {
         "config": _config_dict(config),
         "versions": versions(),
@@ -372,6 +411,8 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
             "format_rate": sum(task.format_rate(c) for c in batch.completions) / batch.num_rows,
             "score_errors": batch.metadata.get("score_errors", 0),
             "empty_completions": int((mask.sum(-1) == 0).sum()),
+            "skipped_rows": int(getattr(task, "skipped", 0)),
+            "update_scale": update_scale,
         },
         "costs": {
             "rollout_seconds": rollout_seconds, "continuation_seconds": continuation_seconds,
@@ -436,6 +477,25 @@ def _json_safe(x):
     return x
 
 
+def token_texts(tokenizer, ids: list[int]) -> list[str]:
+    """The text each token adds to the decoded completion (what a person reads), one string per id.
+
+    ``convert_ids_to_tokens`` gives the vocabulary's raw pieces (``"Ġthe"``, ``"Ċ"``, byte
+    fragments); this decodes prefixes instead, so ``"".join(token_texts(tok, ids)) ==
+    tok.decode(ids)``. A token that ends inside a multi-byte character adds ``""`` and the token
+    that completes it adds the character. Cost: one decode per token (completions are short).
+    """
+    out, prev = [], ""
+    for k in range(1, len(ids) + 1):
+        text = tokenizer.decode(ids[:k], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        if text.endswith("\ufffd") and k < len(ids):  # an incomplete UTF-8 sequence: wait for the next token
+            out.append("")
+            continue
+        out.append(text[len(prev):] if text.startswith(prev) else text)
+        prev = text
+    return out
+
+
 def _write(out, result, batch, alignment, advantages, tokenizer) -> None:
     """Write probe.json (atomically), alignment.safetensors and tokens.jsonl."""
     from safetensors.torch import save_file
@@ -455,7 +515,8 @@ def _write(out, result, batch, alignment, advantages, tokenizer) -> None:
             f.write(json.dumps({
                 "row": n, "prompt_id": batch.problems[n // batch.group_size].id,
                 "score": _json_safe(float(batch.scores[n])), "truncated": bool(batch.truncated[n]),
-                "tokens": tokenizer.convert_ids_to_tokens(ids),
+                "tokens": tokenizer.convert_ids_to_tokens(ids),  # the vocabulary's raw pieces
+                "texts": token_texts(tokenizer, ids),  # what each token adds to the decoded text
                 "alignment": alignment[n].cpu()[m].tolist(),
                 "advantages": {k: v[n].cpu()[m].tolist() for k, v in advantages.items()},
             }) + "\n")

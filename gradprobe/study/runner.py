@@ -228,7 +228,9 @@ def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
     Order of precedence: ``overrides`` > the plan's ``[probe]`` table (``plan.probe`` when the
     plan format has it, else ``plan.raw["probe"]``) > :data:`PROBE_DEFAULTS` > values from the
     plan (model, task name, rewards, ``[train]`` lr and loss type, token/seconds budgets,
-    ``[sampling]``, ``[mc]``, micro-batch size). The probe's ``lr`` is the plan's ``[train]``
+    ``[sampling]``, ``[mc]``, micro-batch size, and the ``[train]`` batch as ``update_prompts`` /
+    ``update_group``, so tokens per update are the training update's even when the ``[probe]``
+    batch is smaller). The probe's ``lr`` is the plan's ``[train]``
     lr: arms that differ only by ``lr_scale`` share one reward entry (``calib`` scales it).
 
     Raises
@@ -249,7 +251,8 @@ def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
                 "loss_type": plan.train.loss_type, "budget_tokens": int(plan.budget.generated_tokens or 1_000_000),
                 "budget_seconds": plan.budget.device_seconds, "sampling": plan.sampling, "mc": plan.mc,
                 "device": plan.model.device, "dtype": plan.model.dtype,
-                "micro_batch_size": plan.train.micro_batch_size, "progress": False, **PROBE_DEFAULTS}
+                "micro_batch_size": plan.train.micro_batch_size, "progress": False,
+                "update_prompts": plan.train.prompts_per_update, "update_group": plan.train.group, **PROBE_DEFAULTS}
     valid = [f.name for f in dataclasses.fields(ProbeConfig)]
     for key, value in {**table, **(overrides or {})}.items():
         if key == "continuations":  # [probe] continuations = K: the probe's MC continuations per step boundary

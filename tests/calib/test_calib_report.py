@@ -105,6 +105,13 @@ def test_cli_rows_fit_report_and_errors(tmp_path, capsys):
     assert calib_main(["fit", str(tmp_path / "bad.csv"), "--out", str(tmp_path / "x.json")]) == 2
     assert "lacks column(s) ['target']" in capsys.readouterr().err
     assert calib_main(["report", str(tmp_path / "nothing"), "--out", str(tmp_path / "rep")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert calib_main(["rows", str(tmp_path / "nothing"), "--out", str(tmp_path / "r.csv")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert calib_main(["rows", str(tmp_path), "--out", str(tmp_path / "r.csv")]) == 2
+    assert "is not a study folder" in capsys.readouterr().err
+    (tmp_path / "half" / "probe").mkdir(parents=True)
+    assert calib_main(["rows", str(tmp_path / "half"), "--out", str(tmp_path / "r.csv")]) == 2
     assert "probe.json is missing" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
 

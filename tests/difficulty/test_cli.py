@@ -52,6 +52,7 @@ def test_difficulty_eval_end_to_end(tmp_path, capsys):
     assert m["auc"] is None and m["spearman_rho"] is None and m["brier"] >= 0  # no success: undefined, said so
     assert m["split"]["observed_per_eval_prompt"] == 1 and m["split"]["target_per_eval_prompt"] == 3
     assert any("every target completion failed" in n for n in m["notes"]) and "note: every target" in cap.out
+    assert any(n.startswith("only 3 eval prompts") for n in m["notes"]) and "note: only 3 eval prompts" in cap.out
     assert (out / "reliability.png").stat().st_size > 1000
     assert m["ledger"]["generated_tokens"]["eval"] > 0
 
@@ -75,3 +76,27 @@ def test_pool_of_zero_is_refused_by_the_parser(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["rank-prompts", "--model", "tiny-qwen2", "--task", "chain_sum", "--pool", "0", "--out", str(tmp_path)])
     assert "must be >= 1" in capsys.readouterr().err
+
+
+def test_refused_input_leaves_no_output_folder(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["rank-prompts", "--model", "no-such-model", "--task", "chain_sum", "--pool", "4",
+                 "--out", str(out)]) == 2
+    assert "no-such-model" in capsys.readouterr().err and not out.exists()
+    assert main(["difficulty-eval", "--model", "tiny-qwen2", "--task", "chain_sum", "--skip-malformed",
+                 "--pool", "4", "--out", str(out)]) == 2
+    assert "GSM8K tasks only" in capsys.readouterr().err and not out.exists()
+
+
+def test_skip_malformed_on_real_gsm8k_rows(tmp_path, capsys, gsm8k_dir):
+    lines = (gsm8k_dir / "train.jsonl").read_text().splitlines()[:8]
+    src = tmp_path / "gsm8k.jsonl"
+    src.write_text("\n".join(lines[:3] + ['{"question": "q", "answer": "no final answer"}'] + lines[3:]) + "\n")
+    argv = ["rank-prompts", "--model", "tiny-qwen2", "--task", f"gsm8k:{src}", "--pool", "4", "--fit-prompts", "4",
+            "--probe-samples", "2", "--max-new-tokens", "4"]
+    assert main([*argv, "--out", str(tmp_path / "strict")]) == 2
+    assert "line 4" in capsys.readouterr().err and not (tmp_path / "strict").exists()
+    with pytest.warns(UserWarning, match="skipping malformed GSM8K row"):
+        assert main([*argv, "--skip-malformed", "--out", str(tmp_path / "ok")]) == 0
+    saved = json.loads((tmp_path / "ok" / "rank.json").read_text())
+    assert saved["skipped_rows"] == 1 and saved["settings"]["skip_malformed"] is True

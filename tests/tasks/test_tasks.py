@@ -19,7 +19,7 @@ from gradprobe.tasks import (
 from gradprobe.tasks.gsm8k import GSM8KTask, gold_from_solution
 
 GSM8K_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "gsm8k"
-needs_gsm8k = pytest.mark.skipif(not GSM8K_DIR.exists(), reason=f"{GSM8K_DIR} missing")
+needs_gsm8k = pytest.mark.usefixtures("gsm8k_dir")  # the fixture fails (never skips) when ../shared/data/gsm8k is missing
 
 
 # ---------------------------------------------------------------- reasoning-gym
