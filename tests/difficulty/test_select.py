@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,10 +13,12 @@ import torch
 from gradprobe.difficulty.config import parse_selection
 from gradprobe.difficulty.estimator import DuplicatePromptError
 from gradprobe.difficulty.select import PromptSelector, SelectionConfig
-from gradprobe.ledger import Ledger
-from gradprobe.tasks import Problem, load_task
+from gradprobe.tasks import Problem
 from gradprobe.training.plan import PlanError, parse_plan
 from gradprobe.training.run import run_training
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers_tasks import ScoredTask  # noqa: E402
 
 PLAN = """
 seeds = [0]
@@ -53,33 +57,13 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
-class ScoredTask:
-    """chain_sum prompts with a rule for success: "digit3" (a completion with a 3: mixed groups on the
-    random model), "never" or "always"."""
-
-    name = "scored"
-
-    def __init__(self, rule="digit3"):
-        self.inner = load_task("chain_sum", train_size=16)
-        self.rule = rule
-
-    def problems(self, split, n, *, seed=0):
-        return self.inner.problems(split, n, seed=seed)
-
-    def score(self, completion, problem):
-        return {"digit3": float("3" in completion), "never": 0.0, "always": 1.0}[self.rule]
-
-    def format_rate(self, completion):
-        return "####" in completion
-
-
 def _lines(out):
     return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 def test_select_half_charges_selection_and_counts_it_in_the_budgets(tmp_path):
     run = parse_plan(PLAN % (2, "half")).arm("select_half")
-    summary = run_training(run, tmp_path / "r", task=ScoredTask())
+    summary = run_training(run, tmp_path / "r", task=ScoredTask(train_size=16))
     updates = [x for x in _lines(tmp_path / "r") if not x.get("eval")]
     assert len(updates) == 2
     led = summary["ledger"]
@@ -120,9 +104,9 @@ def test_select_half_resumes_exactly(tmp_path):
             raise Kill
 
     with pytest.raises(Kill):
-        run_training(run, tmp_path / "killed", task=ScoredTask(), after_update=kill_after_two)
-    resumed = run_training(run, tmp_path / "killed", task=ScoredTask())
-    straight = run_training(run, tmp_path / "straight", task=ScoredTask())
+        run_training(run, tmp_path / "killed", task=ScoredTask(train_size=16), after_update=kill_after_two)
+    resumed = run_training(run, tmp_path / "killed", task=ScoredTask(train_size=16))
+    straight = run_training(run, tmp_path / "straight", task=ScoredTask(train_size=16))
     a = [x["selection"] for x in _lines(tmp_path / "killed") if "selection" in x]
     b = [x["selection"] for x in _lines(tmp_path / "straight") if "selection" in x]
     drop = ("selection_seconds",)
@@ -135,7 +119,7 @@ def test_select_half_resumes_exactly(tmp_path):
 def test_no_signal_falls_back_to_random_with_a_warning(tmp_path, rule, caplog):
     run = parse_plan(PLAN % (3, "half")).arm("select_half")
     with caplog.at_level(logging.WARNING, logger="gradprobe.difficulty.select"):
-        run_training(run, tmp_path / "r", task=ScoredTask(rule))
+        run_training(run, tmp_path / "r", task=ScoredTask(rule, train_size=16))
     sel = [x["selection"] for x in _lines(tmp_path / "r") if "selection" in x]
     assert [s["fallback"] for s in sel] == ["random"] * 3
     assert all(s["estimator_degenerate"] for s in sel[1:])
@@ -144,7 +128,7 @@ def test_no_signal_falls_back_to_random_with_a_warning(tmp_path, rule, caplog):
 
 def test_dynamic_sampling_drops_zero_variance_groups_and_charges_them(tmp_path):
     run = parse_plan(PLAN % (2, "dynamic")).arm("select_half")
-    summary = run_training(run, tmp_path / "r", task=ScoredTask("never"))
+    summary = run_training(run, tmp_path / "r", task=ScoredTask("never", train_size=16))
     sel = [x["selection"] for x in _lines(tmp_path / "r") if "selection" in x]
     # never solved: every group is uninformative; all 3 x 2 candidates are drawn, 2 are filled back in
     assert all(s["drawn_groups"] == 6 and s["filled"] == 2 and s["dropped_groups"] == 4 for s in sel)
@@ -154,8 +138,8 @@ def test_dynamic_sampling_drops_zero_variance_groups_and_charges_them(tmp_path):
 
 
 def test_random_arm_pays_the_same_feature_cost_as_half(tmp_path):
-    half = run_training(parse_plan(PLAN % (1, "half")).arm("select_half"), tmp_path / "h", task=ScoredTask())
-    rnd = run_training(parse_plan(PLAN % (1, "random")).arm("select_half"), tmp_path / "r", task=ScoredTask())
+    half = run_training(parse_plan(PLAN % (1, "half")).arm("select_half"), tmp_path / "h", task=ScoredTask(train_size=16))
+    rnd = run_training(parse_plan(PLAN % (1, "random")).arm("select_half"), tmp_path / "r", task=ScoredTask(train_size=16))
     assert half["ledger"]["generated_tokens"]["selection"] == rnd["ledger"]["generated_tokens"]["selection"]
     assert half["ledger"]["flops"]["selection"] == pytest.approx(rnd["ledger"]["flops"]["selection"])
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import errno
 import json
-import math
 import os
 import signal
 import subprocess
@@ -24,6 +23,9 @@ from gradprobe.study import runner
 from gradprobe.study.runner import PlanChangedError, StudyError, freeze_plan, run_dir, run_study
 from gradprobe.training.checkpoint import OutputDirError, output_error
 from gradprobe.training.plan import PlanError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers_tasks import exploding_reward  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -169,18 +171,7 @@ def test_ray_executor_runs_every_run(tmp_path):
 
 
 def test_nan_run_is_recorded_as_failed_the_others_finish_and_the_exit_is_nonzero(tmp_path, monkeypatch, capsys):
-    from gradprobe.rewards.outcome import outcome_reward
-
-    calls = []
-
-    def explode_at_2(batch, ctx):
-        calls.append(1)
-        out = outcome_reward(batch, ctx)
-        if len(calls) == 2:
-            out.advantages = torch.full_like(out.advantages, math.inf) * batch.completion_mask
-        return out
-
-    monkeypatch.setitem(REWARDS, "explode_at_2", explode_at_2)
+    monkeypatch.setitem(REWARDS, "explode_at_2", exploding_reward(2))
     text = TOY.replace("seeds = [0, 1, 2]", "seeds = [0]").replace("generated_tokens = 700", "generated_tokens = 300")
     text += '[arms.boom]\nreward = "explode_at_2"\n'
     plan = _plan(tmp_path, text)

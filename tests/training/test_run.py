@@ -6,6 +6,7 @@ import argparse
 import errno
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,13 +14,15 @@ import torch
 
 from gradprobe.models import load_policy
 from gradprobe.rewards import REWARDS
-from gradprobe.tasks import load_task
 from gradprobe.training import checkpoint as ckpt_mod
 from gradprobe.training.checkpoint import OutputDirError
 from gradprobe.training.plan import parse_plan
 from gradprobe.training.metrics import logp_entropy, policy_stats
 from gradprobe.training.run import (NonFiniteRunError, RunConfigMismatchError, add_train_parser,
                                     pool_indices, run_training, train_main)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers_tasks import ScoredTask, exploding_reward  # noqa: E402
 
 PLAN = """
 seeds = [0]
@@ -60,32 +63,13 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
-class DigitTask:
-    """chain_sum prompts; a completion is "correct" iff it contains the digit 3, so the random
-    tiny model gets mixed groups (non-zero advantages, weights that move)."""
-
-    name = "digit3"
-
-    def __init__(self):
-        self.inner = load_task("chain_sum", train_size=16)
-
-    def problems(self, split, n, *, seed=0):
-        return self.inner.problems(split, n, seed=seed)
-
-    def score(self, completion, problem):
-        return 1.0 if "3" in completion else 0.0
-
-    def format_rate(self, completion):
-        return "####" in completion
-
-
 class Killed(Exception):
     pass
 
 
 @pytest.fixture(scope="module")
 def task():
-    return DigitTask()
+    return ScoredTask("digit3", train_size=16)
 
 
 def _run(out, task, text=PLAN, arm="grpo", **kw):
@@ -233,18 +217,7 @@ def _args(plan, out, arm="grpo"):
 
 
 def test_nan_loss_stops_with_exit_2_and_keeps_the_data(tmp_path, monkeypatch, capsys):
-    from gradprobe.rewards.outcome import outcome_reward
-
-    calls = []
-
-    def explode_at_3(batch, ctx):
-        calls.append(1)
-        out = outcome_reward(batch, ctx)
-        if len(calls) == 3:
-            out.advantages = torch.full_like(out.advantages, math.inf) * batch.completion_mask
-        return out
-
-    monkeypatch.setitem(REWARDS, "explode_at_3", explode_at_3)
+    monkeypatch.setitem(REWARDS, "explode_at_3", exploding_reward(3))
     plan = tmp_path / "plan.toml"
     plan.write_text(PLAN.replace('reward = "outcome"', 'reward = "explode_at_3"'))
     out = tmp_path / "run"
@@ -256,9 +229,9 @@ def test_nan_loss_stops_with_exit_2_and_keeps_the_data(tmp_path, monkeypatch, ca
     assert [x["update"] for x in _lines(out) if not x.get("eval")] == [1, 2]
     assert json.loads((out / "checkpoint.json").read_text())["update"] == 2
     with pytest.raises(NonFiniteRunError) as e:  # the library raises a named error with the update
-        calls.clear()
+        monkeypatch.setitem(REWARDS, "explode_at_3", exploding_reward(3))
         run_training(parse_plan(plan.read_text()).arm("grpo"), tmp_path / "run2", policy=load_policy("tiny-qwen2"),
-                     task=DigitTask())
+                     task=ScoredTask("digit3", train_size=16))
     assert e.value.update == 3
 
 
