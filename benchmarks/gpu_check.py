@@ -7,7 +7,9 @@ not installed, a randomly initialised model of the same architecture and tokeniz
 1. **probe** 5 rewards (outcome, mc_value, mc_advantage, hybrid_0.5, mc_min) with
    :func:`gradprobe.probe.run.run_probe`: the alignment pass's cost as a ratio to one GRPO
    update's forward + backward on the same batch (``alignment_to_update_ratio``), and the bf16
-   jvp pass against a float32 copy on a slice (``reference_check_rows``: relative error);
+   jvp pass against a float32 copy on a slice (``reference_check_rows``: relative error); a
+   probe of the smallest batch runs first, untimed in the ratio, so one-off GPU start-up costs
+   do not inflate it (the 2026-11-30 H200 run without it measured 2.53x, cold);
 2. **GRPO updates** (``--updates``) with vLLM rollouts (:class:`~gradprobe.rollout.vllm_sampler.VLLMSampler`,
    truncated importance sampling, a weight push after each update) if ``vllm`` imports,
    else with Hugging Face ``generate`` (the reason is printed and saved);
@@ -32,6 +34,7 @@ Figures go to stdout and, as JSON, to ``$OUT/gpu_check.json`` when ``$OUT`` is s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import math
@@ -298,6 +301,15 @@ def main(argv=None) -> int:
                             device=args.device, dtype=args.dtype, n_bootstrap=50 if small else 200,
                             micro_batch_size=4 if small else 16, progress=False,
                             reference_check_rows=2 if small else 4)
+    # warm-up: a probe of the smallest batch first, so that the measured probe's alignment-to-update
+    # ratio is not dominated by one-off costs (CUDA context and kernel loading, cuBLAS handles, the
+    # allocator's first blocks), which the update it is compared with has partly paid already
+    t0 = time.perf_counter()
+    warm_cfg = dataclasses.replace(probe_cfg, prompts=2, group=2, heldout_prompts=1, heldout_group=2, n_bootstrap=2,
+                                   reference_check_rows=0)
+    run_probe(warm_cfg, policy=policy, task=task)
+    _sync(args.device)
+    record["probe_warmup_seconds"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     probe = run_probe(probe_cfg, policy=policy, task=task)
     _sync(args.device)

@@ -109,6 +109,11 @@ def parse_args(argv=None):
     p.add_argument("--updates", type=int, default=5, help="timed updates per side and round")
     p.add_argument("--warmup", type=int, default=1, help="untimed updates per side and round")
     p.add_argument("--rounds", type=int, default=2, help="rounds; the order of the sides alternates")
+    p.add_argument("--model", default="random", choices=("random", "tiny"),
+                   help="random: a randomly initialised Qwen2 of the sizes below (completion lengths are random "
+                        "until EOS is sampled); tiny: the warm-started tiny tier on its frontier task "
+                        "(TINY_FRONTIER_TASK, compact prompts), whose completions follow the learned format, so "
+                        "both sides sample completions of about the same length")
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--intermediate", type=int, default=512)
@@ -140,6 +145,8 @@ def load_model(args):
 
     from gradprobe.char_tokenizer import TEMPLATES
 
+    if args.model == "tiny":  # the tier's own tokenizer and compact template
+        return load_policy("tiny", dtype="float32", seed=args.seed)
     policy = load_policy("tiny-qwen2", dtype="float32", seed=args.seed, layers=args.layers, hidden_size=args.hidden,
                          intermediate_size=args.intermediate, heads=args.heads, kv_heads=args.kv_heads)
     policy.tokenizer.chat_template = TEMPLATES[args.prompt_template]  # both sides share this tokenizer
@@ -308,14 +315,20 @@ def main(argv=None) -> int:
 
     load_before = os.getloadavg()
     base = load_model(args)
-    task = load_task("chain_sum", train_size=args.pool)
+    if args.model == "tiny":
+        from gradprobe.tiers import TINY_FRONTIER_TASK
+
+        task = load_task("chain_sum", train_size=args.pool, **TINY_FRONTIER_TASK)
+    else:
+        task = load_task("chain_sum", train_size=args.pool)
     pool = task.problems("train", args.pool, seed=args.seed)
     params = sum(p.numel() for p in base.model.parameters())
-    print(f"model: Qwen2 {args.layers} layers, d={args.hidden}, {params:,} parameters "
+    cfg = base.model.config
+    print(f"model: {args.model}: Qwen2 {cfg.num_hidden_layers} layers, d={cfg.hidden_size}, {params:,} parameters "
           f"({non_embedding_parameters(base.model):,} non-embedding); vocab {base.model.config.vocab_size}")
     print(f"config: B={args.prompts} x G={args.group}, L={args.max_completion_length}, lr={args.lr}, "
           f"T={args.temperature}, loss={args.loss_type}, beta=0, threads={args.threads}, "
-          f"prompt template {args.prompt_template}; "
+          f"prompt template {'the tier' if args.model == 'tiny' else args.prompt_template}; "
           f"{args.warmup} warm-up + {args.updates} timed updates x {args.rounds} rounds")
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}, "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; load avg before {load_before}")

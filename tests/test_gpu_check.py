@@ -34,7 +34,7 @@ def test_dry_run_writes_every_figure(tmp_path, monkeypatch):
     assert not rec["vllm"]["used"] and rec["vllm"]["status"]  # no vLLM on CPU: HF generate, with the reason
     assert rec["generation_note"].startswith("HF generate alone")
     assert fig["generated_tokens_per_second"]["hf_generate"] > 0
-    assert fig["probe_to_update_cost_ratio"] > 0
+    assert fig["probe_to_update_cost_ratio"] > 0 and rec["probe_warmup_seconds"] > 0
     # bf16 against float32 along a random direction: small but not zero
     assert 0 < fig["bf16_vs_fp32_jvp_relative_error"] < 0.1
     assert rec["jvp_precision"]["dtype"] == "bfloat16" and rec["jvp_precision"]["reference_dtype"] == "float32"
