@@ -15,7 +15,7 @@ import torch
 
 from gradprobe import tiers
 from gradprobe.tasks import Problem, load_task
-from gradprobe.tiers import TINY_TASK, TierNotBuiltError, TinyTierConfig, build_tier, chain_sum_target, tier_path
+from gradprobe.tiers import TINY_FRONTIER_TASK, TINY_TASK, TierNotBuiltError, TinyTierConfig, build_tier, chain_sum_target, tier_path
 
 SMALL = TinyTierConfig(hidden_size=16, layers=1, heads=2, kv_heads=1, intermediate_size=32, steps=3, batch_size=4,
                        micro_batch_size=2, warmup_steps=1, eval_prompts=3, eval_samples=2, eval_max_new_tokens=8)
@@ -228,7 +228,10 @@ def test_default_plan_matches_the_tier():
 
     plan = load_plan(Path(__file__).resolve().parents[1] / "plans" / "tiny.toml")
     assert plan.model.name == "tiny" and plan.task.name == TinyTierConfig().task
-    assert plan.task.config == TINY_TASK == TinyTierConfig().task_config
+    assert TINY_TASK == TinyTierConfig().task_config and plan.task.config == TINY_FRONTIER_TASK
+    # the plan's task lies inside the tier's warm-start distribution (no unseen shapes)
+    assert TINY_TASK["min_terms"] <= plan.task.config["min_terms"] <= plan.task.config["max_terms"] <= TINY_TASK["max_terms"]
+    assert TINY_TASK["min_digits"] <= plan.task.config["min_digits"] <= plan.task.config["max_digits"] <= TINY_TASK["max_digits"]
     assert {"grpo", "mc_value", "mc_advantage", "hybrid_0.5", "grpo_2xlr"} <= set(plan.arms)
     assert len(plan.seeds) == 4 and plan.heldout.prompts >= 1000
     assert plan.arm("grpo_2xlr").train.lr == 2 * plan.arm("grpo").train.lr
