@@ -119,6 +119,12 @@ class TrainConfig:
         PPO ratio clip.
     checkpoint_every : int
         K: a checkpoint every K updates and at the end (does not change results).
+    stats_every : int
+        KL to the initial policy and entropy (``kl_init``, ``entropy`` in ``metrics.jsonl``) every
+        K updates (1 = every update; 0 = never, and no copy of the initial model is kept). Each costs
+        one no-grad forward of the initial model, about a third of an update's forward + backward
+        (measured on the tiny tier: 0.245 s against a 1.22 s update); it does not change training.
+        Updates without them log ``null``.
     """
 
     prompts_per_update: int = 16
@@ -135,6 +141,7 @@ class TrainConfig:
     clip_low: float = 0.2
     clip_high: float = 0.2
     checkpoint_every: int = 25
+    stats_every: int = 1
 
 
 @dataclass(frozen=True)
@@ -384,7 +391,7 @@ def _check_train(t: TrainConfig, where: str) -> None:
         _positive(getattr(t, k), f"{where}.{k}")
     if t.group < 2:
         raise PlanError(f"{where}.group must be >= 2 (group-relative advantages need two completions), got {t.group}")
-    for k in ("weight_decay", "max_grad_norm", "warmup", "clip_low", "clip_high"):
+    for k in ("weight_decay", "max_grad_norm", "warmup", "clip_low", "clip_high", "stats_every"):
         _positive(getattr(t, k), f"{where}.{k}", allow_zero=True)
     if t.loss_type not in LOSS_TYPES:
         raise PlanError(f"{where}.loss_type {t.loss_type!r} is not one of {', '.join(sorted(LOSS_TYPES))}")

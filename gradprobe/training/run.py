@@ -223,7 +223,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     policy = policy or load_run_policy(run.model)
     task = task or load_run_task(run.task)
     model, t = policy.model, run.train
-    init_model = copy.deepcopy(model).requires_grad_(False).eval()
+    init_model = copy.deepcopy(model).requires_grad_(False).eval() if t.stats_every > 0 else None
     if getattr(run.model, "gradient_checkpointing", False):
         enable_gradient_checkpointing(model)
     reward_fn = get_reward(run.reward)
@@ -323,14 +323,16 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
             adv = rout.advantages.to(torch.float64).to(model.device)
             lr = scheduler.get_last_lr()[0]
             try:  # kl_init and entropy from the loss's own forward (+ one of pi_init), timed as "metrics"
-                step = grpo_step(model, optimizer, batch, adv, update_config, ledger=ledger, init_model=init_model)
+                with_stats = init_model is not None and (update + 1) % t.stats_every == 0
+                step = grpo_step(model, optimizer, batch, adv, update_config, ledger=ledger,
+                                 init_model=init_model if with_stats else None)
             except NonFiniteLossError as e:
                 msg = f"update {update + 1}: non-finite loss ({e}); the run stopped, data kept in {out}"
                 finish("non_finite_loss", {"failed_update": update + 1, "error": msg})
                 raise NonFiniteRunError(msg, update + 1) from e
             scheduler.step()
             update += 1
-            kl, entropy = step["kl_init"], step["entropy"]
+            kl, entropy = step.get("kl_init"), step.get("entropy")
             fpt = forward_flops_per_token(model, mean_context(batch))
             new_gen = {c: ledger.generated_tokens[c] - gen_before[c] for c in CHARGED}
             ledger.add_flops("generation", (sum(new_gen.values()) - new_gen["selection"]) * fpt)  # selection: own FLOPs
@@ -347,7 +349,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
                 "flops": spent["flops"], "ledger": ledger.to_dict(),
                 **({"selection": selection} if selection is not None else {})})
             say(f"update {update}: reward {stats['reward_mean']} "
-                f"tokens {spent['generated_tokens']:,} loss {step['loss']:.4g} kl {kl:.3g}")
+                f"tokens {spent['generated_tokens']:,} loss {step['loss']:.4g}" + (f" kl {kl:.3g}" if kl is not None else ""))
             if update == 1:  # a budget smaller than one update cannot compare arms: stop, data kept
                 over = {k: (v, spent[k]) for k, v in run.budget.given().items()
                         if k in ("generated_tokens", "flops") and spent[k] > v}

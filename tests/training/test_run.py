@@ -380,3 +380,27 @@ def test_a_budget_smaller_than_one_update_stops_with_a_clear_error_and_keeps_the
     assert summary["stop_reason"] == "budget_smaller_than_one_update" and summary["updates"] == 1
     assert not summary["completed"] and "budget.generated_tokens = 9" in summary["error"]
     assert any('"update": 1' in line for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())
+
+
+@pytest.mark.parametrize("every", [2, 0])
+def test_stats_every_thins_the_policy_statistics_without_changing_training(baseline, task, tmp_path, every):
+    """[train] stats_every = K: kl_init and entropy on every K-th update only (0: never, no copy of
+    the initial model); losses, rewards, evals and weights are those of the run with statistics on
+    every update."""
+    _, _, lines = baseline
+    text = PLAN.replace("checkpoint_every = 2", f"checkpoint_every = 2\nstats_every = {every}")
+    _run(tmp_path / "r", task, text)
+    thinned = _lines(tmp_path / "r")
+    assert len(thinned) == len(lines)
+    for a, b in zip(lines, thinned):
+        if a.get("eval"):
+            assert _deterministic(a) == _deterministic(b)
+            continue
+        assert b["loss"] == a["loss"] and b["reward_mean"] == a["reward_mean"] and b["grad_norm"] == a["grad_norm"]
+        if every and b["update"] % every == 0:
+            assert b["kl_init"] == pytest.approx(a["kl_init"], abs=1e-12) and b["entropy"] == a["entropy"]
+        else:
+            assert b["kl_init"] is None and b["entropy"] is None
+    assert any(x.get("kl_init") is not None for x in thinned if not x.get("eval")) == bool(every)
+    with pytest.raises(Exception, match="stats_every"):
+        parse_plan(PLAN.replace("checkpoint_every = 2", "checkpoint_every = 2\nstats_every = -1"))
