@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 
 from .config import MCConfig, SamplingConfig
 
@@ -98,8 +99,19 @@ def _probe_command(args) -> int:
     return 0
 
 
+def _plain_warnings() -> None:
+    """Show Python warnings as one ``gradprobe: warning: ...`` line each (no file, line or source
+    echo); ``-v`` keeps Python's full form. Installed only by the console command (``argv`` None),
+    so callers of :func:`main` from Python keep their own warning handling."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"gradprobe: warning: {message}", file=file or sys.stderr)
+
+    warnings.showwarning = show
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradprobe`` command; returns the exit status."""
+    console = argv is None
     parser = argparse.ArgumentParser(prog="gradprobe", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -114,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     add_study_parser(sub)
     add_difficulty_parsers(sub)
     args = parser.parse_args(argv)
+    if console and not args.verbose:
+        _plain_warnings()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     if args.command == "probe":

@@ -301,4 +301,6 @@ def test_update_batch_scales_tokens_and_the_budget_extrapolation_only(tiny_resul
         assert s["tokens_per_update"] == 4 * b["tokens_per_update"]
         assert s["predicted_gain_at_budget"] == pytest.approx(b["predicted_gain_at_budget"] / 4, rel=1e-9)
     with pytest.raises(ValueError, match="update_group"):
-        _config(update_group=0)
+        _config(update_group=1)
+    with pytest.raises(ValueError, match="update_prompts"):
+        _config(update_prompts=0)

@@ -117,6 +117,11 @@ def _setup(args):
     out = prepare_output_dir(Path(args.out))  # then the folder (nothing is created for refused input), then the compute
     policy = load_run_policy(ModelSpec(name=args.model, dtype=args.dtype, device=args.device), seed=args.seed)
     keys = tuple(k.strip() for k in args.metadata_keys.split(",") if k.strip())
+    present = sorted({k for p in pool for k in (p.metadata or {})})
+    absent = [k for k in keys if k not in present]
+    if absent:
+        warnings.warn(f"--metadata-keys {', '.join(absent)}: in no prompt of this pool, so imputed as a constant "
+                      f"that carries no information (keys present: {', '.join(present) or 'none'})", stacklevel=2)
     return out, policy, task, pool, sampling, est_config, keys
 
 

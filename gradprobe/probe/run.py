@@ -112,10 +112,11 @@ class ProbeConfig:
     update_group: int | None = None
 
     def __post_init__(self):
-        for key in ("update_prompts", "update_group"):
-            value = getattr(self, key)
-            if value is not None and value < 1:
-                raise ValueError(f"{key} (--{key.replace('_', '-')}) must be >= 1, got {value}")
+        if self.update_prompts is not None and self.update_prompts < 1:
+            raise ValueError(f"update_prompts (--update-prompts) must be >= 1, got {self.update_prompts}")
+        if self.update_group is not None and self.update_group < 2:
+            raise ValueError(f"update_group (--update-group) must be >= 2 (a GRPO group of one completion has zero "
+                             f"advantage), got {self.update_group}")
         if self.skip_malformed and not self.task.strip().startswith("gsm8k"):
             raise ValueError(f"skip_malformed (--skip-malformed) applies to GSM8K tasks only, not {self.task!r}; "
                              f"reasoning-gym tasks are generated and have no malformed rows")

@@ -105,10 +105,12 @@ class GSM8KTask(Task):
         msg = (
             f"{where}, line {line}: {problem}. Each line must be a JSON object with a "
             f"'question' and an 'answer' whose final answer follows '####' (e.g. "
-            f"\"... \\n#### 42\"); fix or delete the line, or pass skip_malformed=True"
+            f"\"... \\n#### 42\")"
         )
         if not self.skip_malformed:
-            raise DatasetFormatError(msg)
+            raise DatasetFormatError(msg + "; fix or delete the line, or skip such rows (command line: "
+                                           "--skip-malformed; plans: skip_malformed = true under [task.config]; "
+                                           "Python: skip_malformed=True)")
         self.skipped += 1
         warnings.warn(f"skipping malformed GSM8K row: {msg}", stacklevel=4)
 
@@ -225,6 +227,15 @@ class GSM8KTask(Task):
         self._check_request(split, n)
         rows = self.split_rows(split)
         if n > len(rows):
-            raise ValueError(f"{self.name} {split!r} has {len(rows)} problems; asked for {n}")
+            why = []
+            if self.skipped:
+                why.append(f"{self.skipped} malformed row(s) were skipped")
+            if self.path is not None and self.path.is_file():
+                why.append(f"a single file is split {1 - self.heldout_fraction:.0%} train / "
+                           f"{self.heldout_fraction:.0%} heldout (heldout_fraction)")
+            if split == "heldout":
+                why.append("held-out questions that also appear in train are removed")
+            raise ValueError(f"{self.name} {split!r} has {len(rows)} problems; asked for {n}"
+                             + (f" ({'; '.join(why)})" if why else "") + "; ask for fewer or give more rows")
         order = np.random.default_rng(seed).permutation(len(rows))[:n]
         return [rows[i] for i in order]

@@ -223,6 +223,19 @@ def test_gsm8k_skip_malformed_counts_and_warns(tmp_path):
     assert not {p.question for p in train} & {p.question for p in held}
     lines = [0, 1, 2, 5, 6, 7, 8, 9, 10, 11]  # 0-based; line 3 is malformed, line 4 blank
     assert {p.id for p in train + held} == {f"gsm8k/data/{i}" for i in lines}
+    # asking for more than is left says why the split is small
+    with pytest.raises(ValueError, match=r"'train' has 8 problems; asked for 9 \(1 malformed row\(s\) were skipped; "
+                                         r"a single file is split 80% train / 20% heldout"):
+        task.problems("train", 9)
+    with pytest.raises(ValueError, match="held-out questions that also appear in train are removed"):
+        task.problems("heldout", 3)
+
+
+def test_gsm8k_malformed_message_names_the_command_line_flag(tmp_path):
+    file = tmp_path / "data.jsonl"
+    _write(file, GOOD[:2] + ["not json"])
+    with pytest.raises(DatasetFormatError, match="--skip-malformed; plans: skip_malformed = true under"):
+        load_task(f"gsm8k:{file}").problems("train", 1)
 
 
 def test_gsm8k_folder_heldout_drops_train_questions(tmp_path):
