@@ -129,6 +129,13 @@ class IsotonicCalibrator(RegressorMixin, BaseEstimator):
         self.increasing = increasing
         self.feature = feature
 
+    def __sklearn_tags__(self):
+        # scikit-learn's tag for a regressor that cannot reach R^2 > 0.5 on its generic 10-feature
+        # check data: this one reads a single column by design, and the checks' signal is spread over all
+        tags = super().__sklearn_tags__()
+        tags.regressor_tags.poor_score = True
+        return tags
+
     def fit(self, X, y):
         """Fit on ``X`` (n_rows, n_features) and ``y`` (n_rows,), accuracy points; returns self."""
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)

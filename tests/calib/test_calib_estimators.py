@@ -4,30 +4,43 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.utils.estimator_checks import check_estimator
 
 from calib.estimators import IsotonicCalibrator, LinearCalibrator, make_estimator
 from calib_helpers import single_thread_blas  # noqa: F401  (autouse fixture)
 
-# IsotonicCalibrator reads one column (the predicted gain) by design; check_regressors_train asks
-# for R^2 > 0.5 on a 10-feature data set whose signal is spread over all columns, which a
-# one-column model cannot reach. Every other check applies and passes.
-ISOTONIC_EXPECTED_FAILURES = {
-    "check_regressors_train": "reads one column (the predicted gain) by design; the check's signal is in 10 columns",
-}
+_CHECKS = """
+import json, warnings
+warnings.simplefilter("ignore")
+from sklearn.utils.estimator_checks import check_estimator
+from calib.estimators import IsotonicCalibrator, LinearCalibrator
+out = {}
+for est in (LinearCalibrator(), IsotonicCalibrator()):
+    results = check_estimator(est, on_fail=None)
+    out[type(est).__name__] = [(r["check_name"], r["status"], str(r["exception"])[:300]) for r in results]
+print(json.dumps(out))
+"""
 
 
-@pytest.mark.parametrize("estimator, expected", [(LinearCalibrator(), {}),
-                                                 (IsotonicCalibrator(), ISOTONIC_EXPECTED_FAILURES)],
-                         ids=["linear", "isotonic"])
-def test_sklearn_estimator_checks(estimator, expected):
-    results = check_estimator(estimator, expected_failed_checks=expected, on_fail=None)
-    failed = [(r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"]
-    assert not failed
-    passed = [r for r in results if r["status"] == "passed"]
-    assert len(passed) >= 45  # the checks really ran (52 in scikit-learn 1.9, one skipped: array API)
-    xfailed = {r["check_name"] for r in results if r["status"] == "xfail"}
-    assert xfailed <= set(expected)
+def test_sklearn_estimator_checks():
+    """Every scikit-learn estimator check runs and passes for both calibrators, none skipped or
+    expected to fail. A subprocess with SCIPY_ARRAY_API=1 (read by scipy at import) so that the
+    array-API dispatch check runs instead of skipping. IsotonicCalibrator declares scikit-learn's
+    ``poor_score`` tag: it reads one column by design, so the R^2 > 0.5 bar of the generic
+    10-feature check data does not apply; the check's other assertions still run."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SCIPY_ARRAY_API": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", _CHECKS], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, rows in results.items():
+        not_passed = [r for r in rows if r[1] != "passed"]
+        assert not not_passed, (name, not_passed)
+        assert len(rows) >= 45, (name, len(rows))  # the checks really ran (52 in scikit-learn 1.9)
+        assert "check_array_api_input" in {r[0] for r in rows}
 
 
 def test_linear_recovers_known_bias_and_slope():
