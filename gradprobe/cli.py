@@ -86,7 +86,6 @@ def _probe_command(args) -> int:
             check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget_seconds)
         result = run_probe(config, out=args.out)
         if calibration is not None:
-
             calibrate_probe(result, calibration, source=args.calibration)
             rewrite_probe_json(f"{args.out}/probe.json", result)
     except (ValueError, OSError, RuntimeError) as e:

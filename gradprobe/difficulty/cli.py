@@ -107,8 +107,6 @@ def _setup(args):
     est_config = EstimatorConfig(prior_strength=args.prior_strength, decay=args.decay)  # settings first,
     sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.max_new_tokens,
                               batch_size=args.batch_size)
-    if args.skip_malformed and not args.task.strip().startswith("gsm8k"):
-        raise ValueError(f"--skip-malformed applies to GSM8K tasks only, not {args.task!r}")
     task = load_task(args.task, **({"skip_malformed": True} if args.skip_malformed else {}))  # then the data,
     pool = task.problems("train", args.pool, seed=args.data_seed)
     if not pool:
@@ -244,17 +242,12 @@ def difficulty_eval(args) -> int:
 
 def difficulty_main(args) -> int:
     """Dispatch ``rank-prompts`` / ``difficulty-eval``; 0 on success, 2 on bad input (message on stderr)."""
-    from pathlib import Path
-
     from ..models import ModelNotFoundError
+    from ..training.checkpoint import removed_if_left_empty
 
-    out = Path(args.out)
-    created = not out.exists()
     try:
-        return rank_prompts(args) if args.command == "rank-prompts" else difficulty_eval(args)
+        with removed_if_left_empty(args.out):  # refused input leaves no empty folder behind
+            return rank_prompts(args) if args.command == "rank-prompts" else difficulty_eval(args)
     except (ValueError, OSError, RuntimeError, ModelNotFoundError) as e:
         print(f"gradprobe {args.command}: error: {e}", file=sys.stderr)
         return 2
-    finally:  # a folder this command created and left empty (refused input) is removed
-        if created and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()

@@ -117,9 +117,6 @@ class ProbeConfig:
         if self.update_group is not None and self.update_group < 2:
             raise ValueError(f"update_group (--update-group) must be >= 2 (a GRPO group of one completion has zero "
                              f"advantage), got {self.update_group}")
-        if self.skip_malformed and not self.task.strip().startswith("gsm8k"):
-            raise ValueError(f"skip_malformed (--skip-malformed) applies to GSM8K tasks only, not {self.task!r}; "
-                             f"reasoning-gym tasks are generated and have no malformed rows")
         if self.prompts < 1:
             raise ValueError(f"prompts must be >= 1, got {self.prompts}")
         if self.group < 2:
@@ -209,18 +206,15 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         Bad configuration, unknown reward/model/task (the message lists the valid names),
         a reward that produced non-finite advantages.
     OSError
-        ``out`` cannot be written (checked first).
+        ``out`` cannot be written (checked first; :class:`~gradprobe.training.checkpoint.OutputDirError`).
 
     A folder that this call created is removed again if the probe fails before writing into it,
     so refused input leaves nothing behind.
     """
-    created = out is not None and not Path(out).exists()
-    try:
+    from ..training.checkpoint import removed_if_left_empty
+
+    with removed_if_left_empty(out):
         return _run_probe(config, out=out, policy=policy, task=task, extra_rewards=extra_rewards, sampler=sampler)
-    except BaseException:
-        if created and Path(out).is_dir() and not any(Path(out).iterdir()):
-            Path(out).rmdir()
-        raise
 
 
 def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler) -> dict:
@@ -233,6 +227,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     from ..rewards import RewardContext, get_reward, parse_rewards
     from ..rollout import HFSampler, collect_rollouts
     from ..tasks import load_task
+    from ..training.checkpoint import prepare_output_dir
     from . import (adam_preconditioner, apply_preconditioner, dot, estimate_rewards, heldout_reference, load_direction,
                    norm, reward_gradient, second_moment_from_minibatches, token_alignment)
 
@@ -248,7 +243,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
         log.warning("top_p/top_k truncate the sampler: the probe differentiates the untruncated policy at the "
                     "sampling temperature, so advantages and alignments refer to slightly different distributions")
     if out is not None:
-        _check_writable(Path(out))
+        prepare_output_dir(Path(out))
     wall = time.perf_counter()
     task = task or load_task(config.task, **({"skip_malformed": True} if config.skip_malformed else {}))  # an unknown task name fails here, before the model is loaded
     policy = policy or load_policy(config.model, dtype=config.dtype, device=config.device, seed=config.seed)
@@ -426,17 +421,6 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     if out is not None:
         _write(out, result, batch, alignment, advantages, policy.tokenizer)
     return result
-
-
-def _check_writable(out: Path) -> None:
-    """Fail before any compute if the output folder cannot be written (nothing would be lost later)."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as e:
-        raise OSError(f"output folder {str(out)!r} is not writable ({e.strerror or e}); choose another --out") from e
 
 
 def _diagnose(batch, reference: dict, outputs: dict) -> list[str]:

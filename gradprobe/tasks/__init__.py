@@ -101,6 +101,10 @@ def load_task(spec: str, **config) -> Task:
         return GSM8KTask(path, **config)
     from gradprobe.tasks.reasoning_gym import ReasoningGymTask, registered_names
 
+    if "skip_malformed" in config:
+        raise TaskConfigError(f"skip_malformed (--skip-malformed) applies to GSM8K tasks only, not {spec!r}: "
+                              f"reasoning-gym tasks are generated and have no malformed rows")
+
     if ":" in spec:  # "chain_sum:min_terms=2,max_digits=1" -> config from the spec
         spec, config = spec.split(":", 1)[0].strip(), {**_parse_config(spec.split(":", 1)[1]), **config}
     names = registered_names()

@@ -17,6 +17,7 @@ path and the fix; the previous checkpoint stays current.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -45,6 +46,21 @@ def output_error(what: str, path: Path, e: OSError) -> OutputDirError:
     err = OutputDirError(e.errno, f"{what} {str(path)!r} failed ({e.strerror or e}); {_fix(path, e)}")
     err.filename = str(path)
     return err
+
+
+@contextlib.contextmanager
+def removed_if_left_empty(out: str | os.PathLike | None):
+    """Context manager: if the block raises and ``out`` did not exist before it and is an empty
+    folder now (refused input, nothing written), remove it, so a failed command leaves nothing
+    behind. A folder that existed before, or that holds anything, is never touched. ``None``: no-op."""
+    path = None if out is None else Path(out)
+    created = path is not None and not path.exists()
+    try:
+        yield
+    except BaseException:
+        if created and path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+        raise
 
 
 def prepare_output_dir(out: Path) -> Path:

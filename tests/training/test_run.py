@@ -404,3 +404,26 @@ def test_stats_every_thins_the_policy_statistics_without_changing_training(basel
     assert any(x.get("kl_init") is not None for x in thinned if not x.get("eval")) == bool(every)
     with pytest.raises(Exception, match="stats_every"):
         parse_plan(PLAN.replace("checkpoint_every = 2", "checkpoint_every = 2\nstats_every = -1"))
+
+
+def test_removed_if_left_empty_only_removes_an_empty_folder_the_block_created(tmp_path):
+    from gradprobe.training.checkpoint import prepare_output_dir, removed_if_left_empty
+
+    def fail_in(out, write=False):
+        with pytest.raises(RuntimeError):
+            with removed_if_left_empty(out):
+                prepare_output_dir(out)
+                if write:
+                    (out / "partial.json").write_text("{}")
+                raise RuntimeError("refused")
+
+    fail_in(tmp_path / "new")
+    assert not (tmp_path / "new").exists()  # created here, left empty: removed
+    fail_in(tmp_path / "written", write=True)
+    assert (tmp_path / "written" / "partial.json").exists()  # data is never lost
+    (tmp_path / "mine").mkdir()
+    fail_in(tmp_path / "mine")
+    assert (tmp_path / "mine").is_dir()  # the user's folder stays, even empty
+    with removed_if_left_empty(tmp_path / "ok"):
+        prepare_output_dir(tmp_path / "ok")
+    assert (tmp_path / "ok").is_dir()  # success: kept
