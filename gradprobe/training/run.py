@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..ledger import CHARGED, Ledger, forward_flops_per_token
-from .checkpoint import (OutputDirError, latest_checkpoint, load_checkpoint, prepare_output_dir,
+from .checkpoint import (OutputDirError, latest_checkpoint, load_checkpoint, prepare_output_dir, removed_if_left_empty,
                          rng_states, save_checkpoint, set_rng_states, write_json_atomic)
 from .metrics import MetricsFile, batch_stats, evaluate, json_safe, mean_context
 from .plan import PlanError, RunConfig
@@ -407,7 +407,8 @@ def train_main(args) -> int:
         run = plan.arm(args.arm, seed=args.seed)
         if args.device:
             run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=args.device))
-        summary = run_training(run, args.out, progress=not args.no_progress)
+        with removed_if_left_empty(args.out):  # refused input (e.g. an unknown model) leaves no empty folder
+            summary = run_training(run, args.out, progress=not args.no_progress)
     except NonFiniteRunError as e:
         print(f"gradprobe train: error: {e}", file=sys.stderr)
         return 2

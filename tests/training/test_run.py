@@ -245,6 +245,10 @@ def test_unwritable_output_folder_fails_before_any_compute(tmp_path, capsys):
     assert str(blocker) in err and "is a file" in err and "choose another --out" in err
     assert train_main(_args(plan, tmp_path / "run", arm="nope")) == 2
     assert "grpo, mc_value" in capsys.readouterr().err
+    # a model that cannot be loaded: refused after the folder check, and the empty folder is removed
+    plan.write_text(PLAN.replace('name = "tiny-qwen2"', 'name = "no-such-model"'))
+    assert train_main(_args(plan, tmp_path / "run_bad_model")) == 2
+    assert "no-such-model" in capsys.readouterr().err and not (tmp_path / "run_bad_model").exists()
 
 
 def test_disk_full_while_checkpointing_leaves_no_partial_checkpoint(tmp_path, task, monkeypatch):
