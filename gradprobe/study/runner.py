@@ -82,6 +82,9 @@ class StudyResult:
         ``"done"``, ``"skipped"`` (``probe.json`` existed), ``"off"``, or ``"failed: ..."``.
     analysis_error : str or None
         Why the analysis could not be written, if it could not.
+    wall_seconds, total_wall_seconds : float
+        Wall-clock seconds of this invocation (runs, probe, analysis), and of every invocation of
+        the study so far (``study.json`` ``wall_seconds``; a resumed study adds to it).
     """
 
     out: Path
@@ -91,6 +94,8 @@ class StudyResult:
     failed: dict = field(default_factory=dict)
     probe: str = "off"
     analysis_error: str | None = None
+    wall_seconds: float = 0.0
+    total_wall_seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -99,7 +104,9 @@ class StudyResult:
     def summary(self) -> str:
         """Plain-text summary (what ``gradprobe study`` prints at the end)."""
         lines = [f"study {self.out}: {len(self.done)} runs complete ({len(self.skipped)} were already), "
-                 f"{len(self.failed)} failed; probe: {self.probe}"]
+                 f"{len(self.failed)} failed; probe: {self.probe}; wall time {_clock(self.wall_seconds)}"
+                 + (f" (all invocations {_clock(self.total_wall_seconds)})"
+                    if self.total_wall_seconds > self.wall_seconds + 0.5 else "")]
         for (arm, seed), err in sorted(self.failed.items()):
             lines.append(f"  FAILED {arm} seed {seed}: {err}")
         if self.analysis_error:
@@ -108,6 +115,12 @@ class StudyResult:
             lines.append(f"  failed runs keep their data in {self.out}/runs/<arm>/seed<S>/; rerun the same command to "
                          f"retry them (completed runs are not redone)")
         return "\n".join(lines)
+
+
+def _clock(seconds: float) -> str:
+    """``1369.2`` -> ``"22 min 49 s"``."""
+    m, sec = divmod(int(round(seconds)), 60)
+    return f"{m} min {sec} s" if m else f"{sec} s"
 
 
 def run_dir(out: str | Path, arm: str, seed: int) -> Path:
@@ -552,6 +565,7 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
 
 
 def _run(plan, study, out, executor, workers, ray_address, probe, probe_overrides, analyze, say) -> StudyResult:
+    start = time.perf_counter()
     result = StudyResult(out=out, plan_sha256=plan.sha256)
     frozen = str(out / PLAN_COPY)
     entries = {(r["arm"], r["seed"]): r for r in study.get("runs", [])}
@@ -625,7 +639,7 @@ def _run(plan, study, out, executor, workers, ray_address, probe, probe_override
             _save_study(out, study, say)
     write_runs_csv(plan, out)
     study["finished"] = _now() if not result.failed else None
-    _save_study(out, study, say, strict=True)
+    _save_study(out, study, say, strict=True)  # the runs' record first: the analysis may fail
     if analyze and result.done:
         from .analysis import analyze as run_analysis
 
@@ -633,6 +647,10 @@ def _run(plan, study, out, executor, workers, ray_address, probe, probe_override
             run_analysis(out, write=True, figures=True)
         except Exception as e:  # the runs are kept; the analysis can be rerun with --analyze-only
             result.analysis_error = f"{type(e).__name__}: {e}"
+    result.wall_seconds = time.perf_counter() - start
+    result.total_wall_seconds = float(study.get("wall_seconds", 0.0)) + result.wall_seconds
+    study["wall_seconds"] = result.total_wall_seconds
+    _save_study(out, study, say, strict=True)
     return result
 
 

@@ -209,8 +209,13 @@ def test_probe_of_every_arms_reward_runs_once(tmp_path):
     assert {a: (v["reward"], v["lr_scale"]) for a, v in arms.items()} == {
         "grpo": ("outcome", 1.0), "grpo_2xlr": ("outcome", 2.0), "mc_min": ("mc_min", 1.0)}
     mtime = (out / "probe" / "probe.json").stat().st_mtime_ns
+    first_wall = json.loads((out / "study.json").read_text())["wall_seconds"]
+    assert first_wall == pytest.approx(res.wall_seconds) and res.wall_seconds > 0 and "wall time" in res.summary()
     again = run_study(plan, out, executor="inline", probe_overrides=small, analyze=False)
     assert again.probe == "skipped" and sorted(again.skipped) == sorted(again.done) and len(again.done) == 3
+    # a resumed study adds its own wall time to the study's total
+    assert again.total_wall_seconds == pytest.approx(first_wall + again.wall_seconds)
+    assert json.loads((out / "study.json").read_text())["wall_seconds"] == pytest.approx(again.total_wall_seconds)
     assert (out / "probe" / "probe.json").stat().st_mtime_ns == mtime
     assert run_study(plan, out, executor="inline", probe=False, analyze=False).probe == "off"
     with pytest.raises(PlanError, match="unknown key 'probe.nope'"):
