@@ -4,20 +4,19 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 
 from gradprobe.cli import main
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers_rollout import one_thread  # noqa: E402
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
 
 def test_rank_prompts_end_to_end(tmp_path, capsys):

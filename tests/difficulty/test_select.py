@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from gradprobe.difficulty.config import parse_selection
 from gradprobe.difficulty.estimator import DuplicatePromptError
@@ -18,6 +17,7 @@ from gradprobe.training.plan import PlanError, parse_plan
 from gradprobe.training.run import run_training
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers_rollout import one_thread  # noqa: E402
 from helpers_tasks import ScoredTask  # noqa: E402
 
 PLAN = """
@@ -49,12 +49,7 @@ candidates_multiplier = 3
 """
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
 
 def _lines(out):

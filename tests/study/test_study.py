@@ -15,7 +15,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import torch
 
 from gradprobe.cli import main as cli_main
 from gradprobe.rewards import REWARDS
@@ -25,6 +24,7 @@ from gradprobe.training.checkpoint import OutputDirError, output_error
 from gradprobe.training.plan import PlanError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers_rollout import one_thread  # noqa: E402
 from helpers_tasks import exploding_reward  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,12 +57,7 @@ reward = "outcome"
 """
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
 
 def _plan(tmp_path: Path, text: str = TOY, name: str = "plan.toml") -> Path:

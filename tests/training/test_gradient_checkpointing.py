@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +12,9 @@ import torch
 from gradprobe.grpo.step import UpdateConfig, loss_and_backward
 from gradprobe.training.plan import PlanError, parse_plan
 from gradprobe.training.run import enable_gradient_checkpointing, run_training
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers_rollout import one_thread  # noqa: E402
 
 PLAN = """
 seeds = [0]
@@ -37,12 +42,7 @@ reward = "outcome"
 """
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
 
 def test_plan_key_parsed_and_checked():

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
 from gradprobe.training.plan import (PlanError, RunConfig, TrainConfig, load_plan, parse_plan,
                                      run_config_from_dict)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers_rollout import one_thread  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,12 +58,7 @@ BASE = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
 
 def _write(tmp_path, text, name="plan.toml") -> Path:

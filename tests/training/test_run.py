@@ -22,6 +22,7 @@ from gradprobe.training.run import (NonFiniteRunError, RunConfigMismatchError, a
                                     pool_indices, run_training, train_main)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers_rollout import one_thread  # noqa: E402
 from helpers_tasks import ScoredTask, exploding_reward  # noqa: E402
 
 PLAN = """
@@ -55,12 +56,7 @@ max_steps = 3
 """
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
 
 class Killed(Exception):
