@@ -72,6 +72,11 @@ class HFSampler:
     def __repr__(self) -> str:
         return f"HFSampler(policy={self.policy.name!r}, seed={self.seed}, calls={self.calls})"
 
+    def with_seed(self, seed: int) -> "HFSampler":
+        """A new sampler of the same policy and settings seeded ``seed`` (its own random stream,
+        :mod:`gradprobe.streams`); its call counter starts at 0."""
+        return HFSampler(self.policy, seed=seed, attn_implementation=self.attn_implementation, progress=self.progress)
+
     def check_prompts(self, prompts: list[list[int]], max_new_tokens) -> None:
         """Raise if a prompt is empty or ``len(prompt) + max_new_tokens`` exceeds the context.
 

@@ -310,6 +310,14 @@ class VLLMSampler:
         return (f"VLLMSampler(policy={self.policy.name!r}, seed={self.seed}, calls={self.calls}, "
                 f"weight_version={self.weight_version})")
 
+    def with_seed(self, seed: int) -> "VLLMSampler":
+        """A sampler seeded ``seed`` (its own random stream, :mod:`gradprobe.streams`) that shares
+        this one's engine, so weights pushed through either are seen by both."""
+        fork = VLLMSampler(self.policy, seed=seed, llm=self.llm, params_factory=self._params_factory,
+                           progress=self.progress)
+        fork._max_model_len = self._max_model_len
+        return fork
+
     # ------------------------------------------------------------------ sampling
 
     def check_prompts(self, prompts: list[list[int]], budgets: Sequence[int]) -> None:

@@ -1,8 +1,10 @@
-"""``gradprobe study PLAN --out DIR [--executor local|ray]`` and ``gradprobe study --analyze-only --out DIR``."""
+"""``gradprobe study PLAN --out DIR [--executor local|ray]``, ``gradprobe study --analyze-only --out DIR``,
+``gradprobe study --power PLAN [--pilot DIR]`` and ``gradprobe study --replicate DIR --out NEW``."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 
 def add_study_parser(subparsers) -> None:
@@ -14,10 +16,13 @@ def add_study_parser(subparsers) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Freeze the plan into DIR (sha256), run every arm x seed (a killed study resumes: finished runs "
                     "are never redone), probe every arm's reward on the initial policy, write runs.csv, "
-                    "analysis.json and figures/. Exit status: 0 all done, 1 a run/probe/analysis failed (the "
-                    "others are kept), 2 bad input.")
+                    "analysis.json and figures/. --power PLAN: the seeds and held-out size the plan's [power] "
+                    "target needs, from a pilot study (nothing is run or written). --replicate DIR: the plan of a "
+                    "finished study on fresh seeds and a fresh held-out set. Exit status: 0 all done, 1 a "
+                    "run/probe/analysis failed (the others are kept), 2 bad input, 130 interrupted (Ctrl-C: "
+                    "no further run starts, running ones stop; the same command resumes).")
     p.add_argument("plan", nargs="?", help="plan TOML file (e.g. plans/tiny.toml); not needed with --analyze-only")
-    p.add_argument("--out", required=True, help="study folder (a new one for a changed plan)")
+    p.add_argument("--out", default=None, help="study folder (a new one for a changed plan)")
     p.add_argument("--executor", choices=["local", "ray", "inline"], default="local",
                    help="local: process pool; ray: one Ray task per run; inline: serially in this process")
     p.add_argument("--workers", type=int, default=None,
@@ -26,40 +31,145 @@ def add_study_parser(subparsers) -> None:
     p.add_argument("--no-probe", action="store_true", help="skip the probe of the arms' rewards")
     p.add_argument("--no-analysis", action="store_true", help="only run; analyse later with --analyze-only")
     p.add_argument("--analyze-only", action="store_true", help="(re)write analysis.json and figures from DIR/runs.csv")
+    p.add_argument("--power", action="store_true",
+                   help="print the seeds and held-out size for the plan's [power] min_effect at 80%% power")
+    p.add_argument("--pilot", default=None, help="with --power: the finished study whose variance to use "
+                                                 "(default: the plan's [power] pilot)")
+    p.add_argument("--replicate", default=None, metavar="DIR",
+                   help="re-run the finished study DIR's plan on fresh seeds and a fresh held-out set into --out")
+    p.add_argument("--seed-offset", type=int, default=None,
+                   help="with --replicate: added to every seed and the held-out seed (default: the smallest "
+                        "offset that gives fresh seeds)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
+def _err(msg: str) -> int:
+    print(f"gradprobe study: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _resume_command(args) -> str:
+    """The command line that resumes an interrupted study (the options it was started with)."""
+    import shlex
+
+    parts = ["gradprobe", "study"] + ([args.plan] if args.plan else []) + ["--out", str(args.out)]
+    if getattr(args, "replicate", None):
+        parts += ["--replicate", args.replicate]
+        if args.seed_offset is not None:
+            parts += ["--seed-offset", str(args.seed_offset)]
+    if args.executor != "local":
+        parts += ["--executor", args.executor]
+    if args.workers is not None:
+        parts += ["--workers", str(args.workers)]
+    if args.ray_address:
+        parts += ["--ray-address", args.ray_address]
+    parts += [flag for flag, on in (("--no-probe", args.no_probe), ("--no-analysis", args.no_analysis),
+                                    ("--quiet", args.quiet)) if on]
+    return " ".join(shlex.quote(str(x)) for x in parts)
+
+
+def _interrupted(args, e: BaseException) -> int:
+    """Ctrl-C: say what was kept and how to resume, no traceback; 130 (128 + SIGINT), as a shell reports it."""
+    what = str(e) if str(e) else f"study {args.out} interrupted before any run started"
+    print(f"gradprobe study: {what}.\nResume with: {_resume_command(args)}", file=sys.stderr)
+    return 130
+
+
+def _power(args) -> int:
+    from ..training.plan import PlanError, load_plan
+    from .power import PowerError, format_power, power_analysis
+    from .reading import AnalysisError
+
+    if not args.plan:
+        return _err("--power needs the plan: gradprobe study --power PLAN [--pilot DIR]")
+    if args.analyze_only or args.replicate:
+        return _err("--power only reads a plan and a pilot; drop --analyze-only / --replicate")
+    try:
+        res = power_analysis(load_plan(args.plan), args.pilot, workers=args.workers)
+    except (PlanError, PowerError, AnalysisError, OSError) as e:
+        return _err(str(e))
+    print(format_power(res))
+    return 0
+
+
+def _check_replicate(args):
+    """(source folder, replicate Plan) after every check, before anything is written; raises ValueError."""
+    from ..training.plan import load_plan, replicate_plan
+    from .reading import finished_study
+
+    if args.plan:
+        raise ValueError("--replicate DIR takes the plan from DIR/plan.toml; drop the PLAN argument")
+    if not args.out:
+        raise ValueError("--replicate needs --out NEW_DIR, the replicate's own study folder")
+    src = finished_study(args.replicate, key="--replicate")
+    if Path(args.out).resolve() == src.resolve():
+        raise ValueError(f"--out {args.out} is the study being replicated; give a new folder")
+    plan = load_plan(src / "plan.toml")
+    offset = args.seed_offset if args.seed_offset is not None else max(plan.seeds) - min(plan.seeds) + 1
+    return src, replicate_plan(plan, seed_offset=offset)
+
+
+def _replicate(args, say) -> int:
+    from . import runner
+
+    try:
+        src, plan = _check_replicate(args)
+    except ValueError as e:
+        return _err(str(e))
+    replicate_study = getattr(runner, "replicate_study", None)
+    if replicate_study is None:
+        return _err("--replicate: this gradprobe cannot run a replication yet (gradprobe.study.runner has no "
+                    "replicate_study)")
+    try:
+        res = replicate_study(src, args.out, plan=plan, executor=args.executor, workers=args.workers,
+                              ray_address=args.ray_address, probe=not args.no_probe, analyze=not args.no_analysis,
+                              say=say)
+    except (runner.StudyError, ValueError) as e:
+        return _err(str(e))
+    except KeyboardInterrupt as e:
+        return _interrupted(args, e)
+    print(res.summary())
+    return 0 if res.ok else 1
+
+
 def study_main(args) -> int:
-    """Run ``gradprobe study``; returns the exit status (0 done, 1 something failed, 2 bad input)."""
+    """Run ``gradprobe study``; returns the exit status (0 done, 1 something failed, 2 bad input, 130 Ctrl-C)."""
     from ..training.checkpoint import OutputDirError
     from ..training.plan import PlanError
     from .analysis import AnalysisError, analyze, format_rankings
     from .runner import StudyError, run_study
 
-    def err(msg: str) -> int:
-        print(f"gradprobe study: error: {msg}", file=sys.stderr)
-        return 2
-
+    if args.power:
+        return _power(args)
+    if args.pilot:
+        return _err("--pilot goes with --power: gradprobe study --power PLAN --pilot DIR")
+    if args.seed_offset is not None and not args.replicate:
+        return _err("--seed-offset goes with --replicate DIR")
+    say = (lambda m: None) if args.quiet else None
+    if args.replicate:
+        return _replicate(args, say)
+    if not args.out:
+        return _err("give the study folder: --out DIR")
     if args.analyze_only:
         try:
             result = analyze(args.out)
         except (AnalysisError, PlanError, OSError, ValueError) as e:
-            return err(str(e))
+            return _err(str(e))
         print(format_rankings(result))
         print(f"\nwrote {args.out}/analysis.json and {args.out}/figures/")
         return 0
     if not args.plan:
-        return err("give the plan file: gradprobe study PLAN --out DIR (or --analyze-only)")
-    say = (lambda m: None) if args.quiet else None
+        return _err("give the plan file: gradprobe study PLAN --out DIR (or --analyze-only)")
     try:
         res = run_study(args.plan, args.out, executor=args.executor, workers=args.workers,
                         ray_address=args.ray_address, probe=not args.no_probe, analyze=not args.no_analysis, say=say)
     except (PlanError, StudyError, OutputDirError, ValueError) as e:
-        return err(str(e))
+        return _err(str(e))
+    except KeyboardInterrupt as e:  # runner.StudyInterrupted: runs stopped, lock released
+        return _interrupted(args, e)
     print(res.summary())
     if (not args.no_analysis) and res.analysis_error is None and res.done:
         import json
-        from pathlib import Path
 
         analysis = json.loads((Path(args.out) / "analysis.json").read_text())
         print()

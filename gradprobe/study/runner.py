@@ -25,6 +25,14 @@ exits non-zero). Concurrency safety: the study folder is locked (``fcntl.flock``
 second study process, each run folder is locked by the worker running it, and pool workers exit
 when the study process dies, so a restarted study never writes a run folder at the same time as
 an orphan of the killed one.
+
+Interrupts (Ctrl-C, SIGINT): pool workers start with SIGINT ignored (a terminal sends it to the
+whole process group; only the study process decides what stops). On SIGINT the study starts no
+further run, cancels the queued ones, sends SIGTERM to its running workers (a run stopped that
+way resumes from its last checkpoint, as after SIGKILL), waits for them (SIGKILL after
+``STOP_GRACE_SECONDS``), records ``interrupted`` and the invocation's wall time in ``study.json``,
+releases its lock and raises :class:`StudyInterrupted` (``gradprobe study`` then says how to
+resume and exits with 130, the shell's status for SIGINT).
 """
 
 from __future__ import annotations
@@ -51,7 +59,8 @@ PLAN_COPY = "plan.toml"
 STUDY_JSON = "study.json"
 RUNS_CSV = "runs.csv"
 RUNS_CSV_COLUMNS = ("arm", "seed", "update", "generated_tokens", "device_seconds", "accuracy", "accuracy_sampled",
-                    "reward", "lr_scale")
+                    "reward", "lr_scale", "flops", "response_length", "format_rate", "kl_init")
+EVAL_ITEMS_GZ = "eval_items.jsonl.gz"  # every finished run's eval_items.jsonl, with arm and seed on each line
 # probe settings when the plan has no [probe] table: ProbeConfig defaults scaled for a study
 PROBE_DEFAULTS = {"prompts": 16, "group": 8, "heldout_prompts": 16, "heldout_group": 16}
 
@@ -62,6 +71,31 @@ class StudyError(RuntimeError):
 
 class PlanChangedError(StudyError):
     """The study folder was made with a plan of another sha256."""
+
+
+#: seconds a stopped worker gets to exit after SIGTERM before it is killed (SIGKILL)
+STOP_GRACE_SECONDS = 20.0
+
+
+class StudyInterrupted(KeyboardInterrupt):
+    """A study stopped by Ctrl-C / SIGINT: no run was started after it, running runs were stopped.
+
+    Attributes
+    ----------
+    out : Path
+        The study folder (its lock is released; the same command resumes it).
+    done, total : int
+        Runs complete (kept, never redone) and runs in the plan.
+    stopped : int
+        Pool workers (``local`` executor) that were running a run or the probe and were told to
+        stop (SIGTERM); 0 for the other executors (``inline``: the interrupt stopped its run).
+    """
+
+    def __init__(self, out, done: int, total: int, stopped: int = 0):
+        self.out, self.done, self.total, self.stopped = Path(out), int(done), int(total), int(stopped)
+        super().__init__(f"study {self.out} interrupted: {self.done} of {self.total} runs complete (kept, never "
+                         "redone); no further run was started, and a run stopped mid-way resumes from its last "
+                         "checkpoint (or from update 0 if it had none)")
 
 
 @dataclass
@@ -299,8 +333,18 @@ def _watch_parent(parent_pid: int, interval: float = 0.5) -> None:
 
 
 def _worker_init(threads: int, parent_pid: int | None) -> None:
+    import signal
+
     import torch
 
+    if parent_pid is not None:  # a pool worker: Ctrl-C at a terminal reaches it too; the study process decides
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:  # tqdm's default lock is a multiprocessing RLock, a named semaphore a stopped worker would leak
+            from tqdm import tqdm
+
+            tqdm.set_lock(threading.RLock())  # the worker's own lock suffices: its stderr goes to train.log
+        except ImportError:
+            pass
     torch.set_num_threads(max(1, int(threads)))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -331,9 +375,16 @@ class _FolderLock:
         self.f.flush()
 
     def release(self) -> None:
+        """Empty the file (no stale pid is left behind), unlock and close it; idempotent."""
         import fcntl
 
         if not self.f.closed:
+            try:
+                self.f.seek(0)
+                self.f.truncate()
+                self.f.flush()
+            except OSError:  # a full disk must not keep the lock
+                pass
             fcntl.flock(self.f.fileno(), fcntl.LOCK_UN)
             self.f.close()
 
@@ -409,15 +460,68 @@ def default_workers(n_tasks: int) -> int:
     return max(1, min(int(n_tasks), os.cpu_count() or 1))
 
 
-def _iter_local(tasks: list[dict], workers: int, threads: int):
+def _stop_pool(pool, say=None, grace: float = STOP_GRACE_SECONDS) -> int:
+    """Stop a process pool now: cancel queued tasks, SIGTERM the workers, SIGKILL after ``grace`` s.
+
+    SIGINT is ignored meanwhile (a second Ctrl-C cannot leave workers behind). Returns the number
+    of workers that were alive (each was running a task, or about to).
+    """
+    import signal
+
+    main = threading.current_thread() is threading.main_thread()  # signal.signal works only there
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        procs = [p for p in list((getattr(pool, "_processes", None) or {}).values()) if p.is_alive()]
+        if say is not None:
+            say(f"interrupted: starting no further run; stopping {len(procs)} running worker(s)")
+        manager = getattr(pool, "_executor_manager_thread", None)
+        pool.shutdown(wait=False, cancel_futures=True)  # dispatch nothing more
+        for p in procs:
+            if p.is_alive():
+                p.terminate()  # SIGTERM: the run resumes from its last checkpoint, as after SIGKILL
+        deadline = time.monotonic() + grace
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5.0)
+        if manager is not None:  # it sees the dead workers, fails the futures and closes the pool's queues
+            manager.join(5.0)
+        return len(procs)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+
+
+def _iter_local(tasks: list[dict], workers: int, threads: int, say=None, stopped: list | None = None):
+    """Results of ``tasks`` from a spawn process pool, as they finish.
+
+    Workers are spawned with SIGINT ignored and blocked (the disposition survives ``exec``, and
+    Python installs no KeyboardInterrupt handler for an ignored SIGINT), so a terminal's Ctrl-C
+    reaches only this process: a pending one is delivered here once the pool is up. When the
+    generator does not run to its end (KeyboardInterrupt, ``close()``), :func:`_stop_pool` stops
+    the pool and appends the number of stopped workers to ``stopped``.
+    """
     import multiprocessing
+    import signal
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                             initargs=(threads, os.getpid())) as pool:
-        futures = {pool.submit(execute_task, t): t for t in tasks}
+    pool, finished = None, False
+    main = threading.current_thread() is threading.main_thread()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if main else None
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        try:
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                                       initargs=(threads, os.getpid()))
+            futures = {pool.submit(execute_task, t): t for t in tasks}  # spawns the workers (SIGINT ignored)
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, handler if handler is not None else signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C meanwhile is raised here
         for fut in as_completed(futures):
             t = futures[fut]
             try:
@@ -428,6 +532,15 @@ def _iter_local(tasks: list[dict], workers: int, threads: int):
             except Exception as e:  # pickling errors and the like
                 yield {**{k: t.get(k) for k in ("kind", "arm", "seed")}, "status": "failed",
                        "error": f"{type(e).__name__}: {e}"}
+        finished = True
+    finally:
+        if pool is not None:
+            if finished:
+                pool.shutdown(wait=True)
+            else:
+                n = _stop_pool(pool, say)
+                if stopped is not None:
+                    stopped.append(n)
 
 
 def _ray_execute(task: dict, threads: int) -> dict:
@@ -444,6 +557,7 @@ def _iter_ray(tasks: list[dict], threads: int, address: str | None):
     if not ray.is_initialized():
         ray.init(address=address) if address else ray.init()
         started = True
+    pending, finished = [], False
     try:
         remote = ray.remote(num_cpus=threads, max_retries=0)(_ray_execute)
         refs = {remote.remote(t, threads): t for t in tasks}
@@ -456,7 +570,14 @@ def _iter_ray(tasks: list[dict], threads: int, address: str | None):
             except Exception as e:  # RayTaskError, WorkerCrashedError
                 yield {**{k: t.get(k) for k in ("kind", "arm", "seed")}, "status": "failed",
                        "error": f"Ray task failed: {type(e).__name__}: {e}"}
+        finished = True
     finally:
+        if not finished:  # interrupted: cancel what has not finished (force: stop the running tasks too)
+            for ref in pending:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:
+                    pass
         if started:
             ray.shutdown()
 
@@ -474,7 +595,11 @@ def collect_runs(plan: Plan, out: str | Path) -> list[dict]:
 
     Columns (:data:`RUNS_CSV_COLUMNS`): arm, seed, update, generated_tokens (charged tokens),
     device_seconds (training device-seconds), accuracy (greedy held-out accuracy in [0, 1]),
-    accuracy_sampled, reward, lr_scale.
+    accuracy_sampled (empty where the schedule skipped it), reward, lr_scale, flops
+    (generation + training FLOPs), response_length (mean greedy held-out completion, tokens),
+    format_rate (greedy held-out completions in the task's format), kl_init (KL to the
+    initial policy at the last update before the eval; empty where not measured). Columns
+    a run of an older version did not record are empty.
     """
     rows = []
     for arm, seed in plan.runs():
@@ -489,8 +614,29 @@ def collect_runs(plan: Plan, out: str | Path) -> list[dict]:
             e = json.loads(line)
             rows.append({"arm": arm, "seed": seed, "update": e["update"], "generated_tokens": e["generated_tokens"],
                          "device_seconds": e["device_seconds"], "accuracy": e.get("greedy_accuracy"),
-                         "accuracy_sampled": e.get("sampled_accuracy"), "reward": a.reward, "lr_scale": a.lr_scale})
+                         "accuracy_sampled": e.get("sampled_accuracy"), "reward": a.reward, "lr_scale": a.lr_scale,
+                         "flops": e.get("flops"), "response_length": e.get("response_length"),
+                         "format_rate": e.get("format_rate"), "kl_init": e.get("kl_init")})
     return rows
+
+
+def write_eval_items(plan: Plan, out: str | Path) -> int:
+    """Rebuild ``out/eval_items.jsonl.gz`` atomically from the finished runs' ``eval_items.jsonl``
+    (each line gains ``arm`` and ``seed``; format: :func:`gradprobe.training.metrics.evaluate`).
+    Returns the number of lines; writes nothing when no finished run has per-item results."""
+    import gzip
+
+    lines = []
+    for arm, seed in plan.runs():
+        folder = run_dir(out, arm, seed)
+        path = folder / "eval_items.jsonl"
+        if run_status(folder)[0] != "done" or not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            lines.append(json.dumps({"arm": arm, "seed": seed, **json.loads(line)}))
+    if lines:
+        _write_bytes_atomic(Path(out) / EVAL_ITEMS_GZ, gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
+    return len(lines)
 
 
 def write_runs_csv(plan: Plan, out: str | Path) -> int:
@@ -547,6 +693,9 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
         The folder holds another plan's study, or another study process is using it.
     OutputDirError
         The folder cannot be written (unwritable, a file in the way, disk full); nothing done is lost.
+    StudyInterrupted
+        Ctrl-C / SIGINT (a KeyboardInterrupt): no further run was started, running workers were
+        stopped, ``study.json`` records it and the lock is released; the same call resumes.
     ValueError
         Unknown executor or workers < 1.
     """
@@ -560,6 +709,11 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
     lock = _FolderLock(out, ".study.lock", wait=False, what="study folder")
     try:
         return _run(plan, study, out, executor, workers, ray_address, probe, probe_overrides, analyze, say)
+    except StudyInterrupted:
+        raise
+    except KeyboardInterrupt:  # outside the runs (setting up, the analysis): nothing was running
+        done = sum(run_status(run_dir(out, a, s))[0] == "done" for a, s in plan.runs())
+        raise StudyInterrupted(out, done, len(plan.runs()), 0) from None
     finally:
         lock.release()
 
@@ -607,37 +761,47 @@ def _run(plan, study, out, executor, workers, ray_address, probe, probe_override
         threads = max(1, (os.cpu_count() or 1) // n_workers)
         say(f"{n_runs} runs to do{' + the probe' if len(tasks) > n_runs else ''} on executor {executor} "
             f"({n_workers} workers x {threads} threads)" if executor != "inline" else f"{len(tasks)} tasks inline")
+        stopped: list[int] = []
         if executor == "local":
-            results = _iter_local(tasks, n_workers, threads)
+            results = _iter_local(tasks, n_workers, threads, say=say, stopped=stopped)
         elif executor == "ray":
             results = _iter_ray(tasks, threads, ray_address)
         else:
             results = _iter_inline(tasks)
-        for res in results:
-            if res["kind"] == "probe":
-                result.probe = "done" if res["status"] == "done" else f"failed: {res.get('error')}"
-                study["probe"] = {k: res.get(k) for k in ("status", "error", "seconds")}
-                say(f"probe {result.probe}")
-            else:
-                key = (res["arm"], res["seed"])
-                entry = entries[key]
-                entry.update({k: res.get(k) for k in ("status", "error", "updates", "final_accuracy", "seconds",
-                                                      "failed_update", "traceback") if res.get(k) is not None})
-                if res["status"] == "done":
-                    for k in ("error", "failed_update", "traceback"):
-                        entry.pop(k, None)
-                    result.done.append(key)
-                    say(f"run {key[0]} seed {key[1]} done: {res.get('updates')} updates, final greedy accuracy "
-                        f"{res.get('final_accuracy')} ({res.get('seconds', 0):.0f} s)")
+        try:
+            for res in results:
+                if res["kind"] == "probe":
+                    result.probe = "done" if res["status"] == "done" else f"failed: {res.get('error')}"
+                    study["probe"] = {k: res.get(k) for k in ("status", "error", "seconds")}
+                    say(f"probe {result.probe}")
                 else:
-                    result.failed[key] = res.get("error")
-                    say(f"run {key[0]} seed {key[1]} FAILED: {res.get('error')}")
-                try:
-                    write_runs_csv(plan, out)
-                except OutputDirError as e:
-                    say(f"could not update runs.csv: {e}")
+                    key = (res["arm"], res["seed"])
+                    entry = entries[key]
+                    entry.update({k: res.get(k) for k in ("status", "error", "updates", "final_accuracy", "seconds",
+                                                          "failed_update", "traceback") if res.get(k) is not None})
+                    if res["status"] == "done":
+                        for k in ("error", "failed_update", "traceback"):
+                            entry.pop(k, None)
+                        result.done.append(key)
+                        say(f"run {key[0]} seed {key[1]} done: {res.get('updates')} updates, final greedy accuracy "
+                            f"{res.get('final_accuracy')} ({res.get('seconds', 0):.0f} s)")
+                    else:
+                        result.failed[key] = res.get("error")
+                        say(f"run {key[0]} seed {key[1]} FAILED: {res.get('error')}")
+                    try:
+                        write_runs_csv(plan, out)
+                    except OutputDirError as e:
+                        say(f"could not update runs.csv: {e}")
+                _save_study(out, study, say)
+        except KeyboardInterrupt:
+            results.close()  # stops the pool if the interrupt came between two results
+            study["interrupted"] = _now()
+            result.wall_seconds = time.perf_counter() - start
+            study["wall_seconds"] = float(study.get("wall_seconds", 0.0)) + result.wall_seconds
             _save_study(out, study, say)
+            raise StudyInterrupted(out, len(result.done), len(plan.runs()), sum(stopped)) from None
     write_runs_csv(plan, out)
+    write_eval_items(plan, out)
     study["finished"] = _now() if not result.failed else None
     _save_study(out, study, say, strict=True)  # the runs' record first: the analysis may fail
     if analyze and result.done:
@@ -670,3 +834,128 @@ def _save_study(out: Path, study: dict, say, strict: bool = False) -> None:
         if strict:
             raise
         say(f"could not update study.json (the runs' own folders are intact): {e}")
+
+
+# ----------------------------------------------------------------------------- replication
+
+REPLICATE_SOURCE = "replicate_of.json"
+
+
+def replicate_plan_text(text: str, *, seeds, heldout_seed: int, source: str, source_sha256: str) -> str:
+    """The TOML text of a replicate: ``text`` with its ``seeds`` line and ``[heldout] seed`` replaced.
+
+    Parameters
+    ----------
+    text : str
+        The original study's frozen ``plan.toml``.
+    seeds : sequence of int
+        The replicate's seeds.
+    heldout_seed : int
+        The replicate's data seed (held-out set and training pool).
+    source, source_sha256 : str
+        The original study folder and its plan's sha256 (written as a header comment).
+
+    Raises
+    ------
+    StudyError
+        The plan's ``seeds`` is not a one-line array (the replicate cannot be written safely).
+    """
+    import re
+
+    seeds_line = f"seeds = [{', '.join(str(int(s)) for s in seeds)}]"
+    new, n = re.subn(r"(?m)^seeds\s*=\s*\[[^\]\n]*\]", seeds_line, text, count=1)
+    if n == 0:
+        if re.search(r"(?m)^seeds\s*=", text):
+            raise StudyError("the plan's seeds are not a one-line array (seeds = [0, 1, ...]); write them on one line")
+        first_table = re.search(r"(?m)^\[", new)
+        at = first_table.start() if first_table else len(new)
+        new = new[:at] + seeds_line + "\n" + new[at:]
+    lines, out, in_heldout, done = new.splitlines(keepends=True), [], False, False
+    for line in lines:
+        header = re.match(r"^\s*\[([^\]]+)\]", line)
+        if header:
+            if in_heldout and not done:
+                out.append(f"seed = {int(heldout_seed)}\n")
+                done = True
+            in_heldout = header.group(1).strip() == "heldout"
+        elif in_heldout and not done and re.match(r"^\s*seed\s*=", line):
+            line, done = f"seed = {int(heldout_seed)}\n", True
+        out.append(line)
+    if in_heldout and not done:
+        out.append(f"seed = {int(heldout_seed)}\n")
+        done = True
+    if not done:
+        out.append(f"\n[heldout]\nseed = {int(heldout_seed)}\n")
+    head = (f"# Replicate of the study in {source} (plan sha256 {source_sha256}): the same plan on fresh seeds\n"
+            f"# {list(seeds)} and a fresh held-out set (data seed {int(heldout_seed)}); written by gradprobe study --replicate.\n")
+    return head + "".join(out)
+
+
+def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor: str = "local",
+                    workers: int | None = None, ray_address: str | None = None, probe: bool = True,
+                    analyze: bool = True, say=None) -> StudyResult:
+    """Run a replicate of the finished study ``source`` in ``out`` (``gradprobe study --replicate``).
+
+    The replicate's plan is the source's frozen ``plan.toml`` with the seeds and held-out seed of
+    ``plan`` (:func:`gradprobe.training.plan.replicate_plan`); it is frozen in ``out`` like any plan
+    (a killed replicate resumes), ``out/replicate_of.json`` records the source, and at the end
+    :func:`compare_replicate` prints each arm's gain vs grpo at matched tokens in both studies.
+
+    Raises
+    ------
+    StudyError
+        The generated plan does not read back as ``plan`` (seeds or held-out seed differ).
+    """
+    import tempfile
+
+    source, out = Path(source), Path(out)
+    text = (source / PLAN_COPY).read_text()
+    src_sha = _sha256((source / PLAN_COPY).read_bytes())
+    rep_text = replicate_plan_text(text, seeds=plan.seeds, heldout_seed=plan.heldout.seed, source=str(source),
+                                   source_sha256=src_sha)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{plan.name}.toml"
+        path.write_text(rep_text)
+        check = load_plan(path)
+        if check.seeds != plan.seeds or check.heldout.seed != plan.heldout.seed:
+            raise StudyError(f"the replicate plan written from {source / PLAN_COPY} reads back with seeds "
+                             f"{list(check.seeds)} and held-out seed {check.heldout.seed}, expected "
+                             f"{list(plan.seeds)} and {plan.heldout.seed}")
+        prepare_output_dir(out)
+        write_json_atomic(out / REPLICATE_SOURCE, {"source": str(source.resolve()), "source_plan_sha256": src_sha,
+                                                   "seeds": list(plan.seeds), "heldout_seed": plan.heldout.seed})
+        result = run_study(path, out, executor=executor, workers=workers, ray_address=ray_address, probe=probe,
+                           analyze=analyze, say=say)
+    if analyze and (out / "analysis.json").exists() and (source / "analysis.json").exists():
+        (say or (lambda m: print(m, file=sys.stderr)))(compare_replicate(source, out))
+    return result
+
+
+def compare_replicate(original: str | Path, replicate: str | Path, *, axis: str = "generated_tokens") -> str:
+    """A table of each arm's gain vs grpo (points, t interval over seeds) in the original study and
+    its replicate at matched ``axis``, and whether the replicate's estimate falls inside the
+    original's interval. Reads both ``analysis.json`` files (old ones keyed ``tokens`` too)."""
+    def gains(folder: Path) -> dict:
+        a = json.loads((Path(folder) / "analysis.json").read_text())
+        out = {}
+        for arm, entry in (a.get("arms") or {}).items():
+            block = entry.get(axis) or (entry.get("tokens") if axis == "generated_tokens" else None) or {}
+            if block.get("gain_vs_grpo") is not None:
+                out[arm] = (block["gain_vs_grpo"], block.get("gain_ci"))
+        return out
+
+    def fmt(g) -> str:
+        if g is None:
+            return "n/a"
+        est, ci = g
+        return f"{est:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
+
+    a, b = gains(original), gains(replicate)
+    lines = [f"replication at matched {axis} (gain vs grpo, points, 95% t interval over seeds):",
+             f"  {'arm':<14} {'original':<24} {'replicate':<24} replicate inside original's interval"]
+    for arm in [x for x in a if x != "grpo"] + [x for x in b if x not in a and x != "grpo"]:
+        inside = "n/a"
+        if arm in a and arm in b and a[arm][1]:
+            inside = "yes" if a[arm][1][0] <= b[arm][0] <= a[arm][1][1] else "no"
+        lines.append(f"  {arm:<14} {fmt(a.get(arm)):<24} {fmt(b.get(arm)):<24} {inside}")
+    return "\n".join(lines)

@@ -6,7 +6,12 @@ i.e. under the policy that sampled it, at the sampling temperature, over complet
 ``kl_init``   k3 estimator (Schulman 2020, "Approximating KL divergence") of
               KL(pi_theta || pi_init) per token: mean of exp(d) - d - 1, d = l_init - l_theta,
               l_init from a frozen copy of the initial weights; unbiased because the tokens
-              were sampled from pi_theta. Exactly 0 at the first update.
+              were sampled from pi_theta. 0 at the first update up to rounding (l_theta and l_init
+              come from two separate forwards of equal weights; the tests allow 1e-24 in
+              float64). d is clamped to [-20, 20] nats as verl clamps it
+              (:func:`gradprobe.grpo.step.policy_stat_sums`).
+``kl_clamped_tokens`` completion tokens whose |d| exceeded that clamp (then ``kl_init`` is a
+              lower bound; a warning is logged); null on updates without the statistics.
 ``entropy``   mean over completion tokens of the full-vocabulary entropy of pi_theta(. | prefix)
               (nats), from the same forward that gives l_theta (exact, not -mean logp).
 ``reward_mean`` verifier outcome r_ij of the rollouts, missing (NaN) ignored;
@@ -34,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..grpo.losses import KL_LOG_RATIO_CLAMP
 from ..ledger import forward_flops_per_token
 from .checkpoint import output_error
 
@@ -80,7 +86,7 @@ def policy_stats(model, init_model, batch, micro_batch_size: int) -> tuple[float
         mask = batch.completion_mask[rows].to(torch.float64)
         logp, ent = logp_entropy(model, batch, rows)
         init_logp, _ = logp_entropy(init_model, batch, rows)
-        d = (init_logp - logp).to(torch.float64)
+        d = (init_logp - logp).to(torch.float64).clamp(min=-KL_LOG_RATIO_CLAMP, max=KL_LOG_RATIO_CLAMP)  # as verl
         kl_sum += float(((torch.exp(d) - d - 1) * mask).sum())
         ent_sum += float((ent.to(torch.float64) * mask).sum())
     n = max(int(batch.completion_mask.sum()), 1)
@@ -112,25 +118,60 @@ def mean_context(batch) -> float:
     return prompt + float(batch.completion_lengths.double().mean()) / 2
 
 
-def evaluate(policy, task, problems, prompt_ids, run, ledger) -> dict:
-    """Held-out accuracy (fractions in [0, 1]) with a fresh sampler seeded per run seed, so every
-    eval of a run (and the same seed of every arm) uses the same random numbers.
+def evaluate(policy, task, problems, prompt_ids, run, ledger, *, sampled: bool = True) -> dict:
+    """Held-out accuracy of the current policy, with per-item results.
 
-    Eval tokens go to ``ledger.generated_tokens["eval"]``, seconds to ``device_seconds["eval"]``.
+    Every eval of a run (and the same seed of every arm) samples with a fresh sampler seeded
+    from the run's ``eval`` stream (:func:`gradprobe.streams.stream_seed`), so evals differ
+    only through the policy. Eval tokens go to ``ledger.generated_tokens["eval"]``, seconds to
+    ``device_seconds["eval"]`` and FLOPs to ``flops["eval"]``; none is charged to a budget.
+
+    Parameters
+    ----------
+    problems : list[Problem], length P
+        The held-out set, in its fixed order.
+    prompt_ids : list[list[int]], length P
+    run : RunConfig
+        ``run.eval`` (greedy, sampled, samples) and ``run.sampling``.
+    ledger : Ledger
+    sampled : bool
+        False skips the sampled completions even when ``run.eval.sampled`` (the schedule's
+        ``sampled_at = "ends"`` at intermediate evals).
+
+    Returns
+    -------
+    dict
+        ``greedy_accuracy``, ``sampled_accuracy`` (fractions in [0, 1], None when not
+        measured), ``eval_tokens``, ``eval_seconds``, ``prompts``, ``response_length``
+        (mean greedy completion tokens, EOS included), ``format_rate`` (greedy completions the
+        task's format check accepts), and ``items``: ``{"greedy": "0110...", "sampled":
+        ["0110...", ...]}``, one character per held-out item in order ('1' = correct; a
+        verifier crash counts as wrong), one string per sample.
     """
     from ..rollout import HFSampler, score_completions
+    from ..streams import stream_seed
 
     tok = policy.tokenizer
-    result, tokens = {"greedy_accuracy": None, "sampled_accuracy": None}, 0
+    result = {"greedy_accuracy": None, "sampled_accuracy": None, "response_length": None, "format_rate": None}
+    items: dict = {"greedy": None, "sampled": []}
+    tokens = 0
     start = time.perf_counter()
     modes = [("greedy", True, 1)] if run.eval.greedy else []
-    modes += [("sampled", False, run.eval.samples)] if run.eval.sampled else []
+    modes += [("sampled", False, run.eval.samples)] if run.eval.sampled and sampled else []
     for mode, greedy, k in modes:
-        sampler = HFSampler(policy, seed=1_000_003 + run.seed, progress=False)
+        sampler = HFSampler(policy, seed=stream_seed(run.seed, "eval"), progress=False)
         samples = sampler.sample(prompt_ids, num_samples=k, sampling=run.sampling, greedy=greedy, desc=f"eval {mode}")
         texts = tok.batch_decode([s.token_ids for s in samples], skip_special_tokens=True)
         scores, _ = score_completions(task, texts, [p for p in problems for _ in range(k)])
-        result[f"{mode}_accuracy"] = float(np.mean([s == 1.0 for s in scores]))  # a verifier crash counts as wrong
+        correct = np.asarray([s == 1.0 for s in scores], dtype=bool).reshape(len(problems), k)
+        result[f"{mode}_accuracy"] = float(correct.mean())
+        strings = ["".join("1" if c else "0" for c in correct[:, j]) for j in range(k)]
+        if greedy:
+            items["greedy"] = strings[0]
+            result["response_length"] = float(np.mean([len(s.token_ids) for s in samples]))
+            result["format_rate"] = float(np.mean([bool(task.format_rate(t)) for t in texts]))
+        else:
+            items["sampled"] = strings
         n = sum(len(s.token_ids) for s in samples)
         tokens += n
         ctx = float(np.mean([len(p) for p in prompt_ids])) + n / max(len(samples), 1) / 2
@@ -138,7 +179,7 @@ def evaluate(policy, task, problems, prompt_ids, run, ledger) -> dict:
     seconds = time.perf_counter() - start
     ledger.add_generated("eval", tokens)
     ledger.add_seconds("eval", seconds)
-    return {**result, "eval_tokens": tokens, "eval_seconds": seconds, "prompts": len(problems)}
+    return {**result, "eval_tokens": tokens, "eval_seconds": seconds, "prompts": len(problems), "items": items}
 
 
 def batch_stats(batch, task, advantages: torch.Tensor, valid: torch.Tensor) -> dict:

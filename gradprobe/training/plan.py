@@ -20,12 +20,13 @@ Layout (every section optional except ``[model]``, ``[task]``, ``[budget]`` and 
     [mc]        MCConfig fields
     [train]     TrainConfig fields
     [budget]    generated_tokens, device_seconds, flops, updates (at least one)
-    [eval]      every_tokens, greedy, sampled, samples
+    [eval]      every_tokens, at_updates, at_fractions, greedy, sampled, samples, sampled_at
     [probe]     prompts, group, heldout_prompts, heldout_group, continuations (the gradient
                 probe run beside the study; not part of any training run's config)
     [arms.NAME] reward, lr_scale, description, any [train] key, [arms.NAME.mc],
                 prompt selection: selection ("half" | "random" | "dynamic"), candidates_multiplier,
                 prior_strength, decay, feature_batch_size (gradprobe.difficulty.select)
+    [power]     min_effect, pilot, power, alpha, alternative (``gradprobe study --power PLAN``)
     [[hypotheses]] name, statement, test, arms, at, budget, metric, alpha, min_effect, alternative
 """
 
@@ -44,10 +45,15 @@ from typing import Any
 from ..config import MCConfig, SamplingConfig
 
 BUDGET_KINDS = ("generated_tokens", "device_seconds", "flops", "updates")
-TESTS = ("paired_bootstrap",)
+AXES = ("updates", "generated_tokens", "flops", "device_seconds")
+"""The compute axes a run records (``runs.csv`` columns ``update``, ``generated_tokens``, ``flops``,
+``device_seconds``): one vocabulary for hypotheses' ``at``, eval schedules and the analysis."""
+TESTS = ("sign_flip", "paired_t", "paired_bootstrap")  # paired_bootstrap: the earlier name, read as sign_flip
+POWER_ALTERNATIVES = ("two-sided", "larger", "smaller")
 METRICS = ("greedy_accuracy", "sampled_accuracy")
 ALTERNATIVES = ("greater", "less", "two-sided")
 OPTIMIZERS = ("adamw",)
+SAMPLED_AT = ("all", "ends")
 INITIAL = "initial"  # pseudo-arm of a hypothesis: the policy before any update (eval at update 0)
 
 
@@ -164,15 +170,92 @@ class BudgetSpec:
 
 @dataclass(frozen=True)
 class EvalSpec:
-    """``[eval]``: held-out accuracy at 0 charged tokens, then every ``every_tokens`` charged
-    generated tokens (0 = only at the start and the end), and at the end. ``greedy``: argmax
-    decoding; ``sampled``: ``samples`` completions per prompt at the training sampling
-    settings."""
+    """``[eval]``: when a run measures held-out accuracy, and how.
+
+    A run evaluates at update 0, at every update in ``at_updates``, at the first update at or
+    after each fraction in ``at_fractions`` of each budget the plan sets (generated tokens,
+    FLOPs, device-seconds, updates), every ``every_tokens`` charged generated tokens (0 = off),
+    and at the end. So the schedule promises, on every axis, evals no further apart than the
+    listed points (plus the one update a run needs to cross a point): the analysis reads no
+    matched value across a wider gap (:meth:`max_gap`).
+
+    Attributes
+    ----------
+    every_tokens : int
+        Charged generated tokens between evals (0 = none besides the listed points).
+    at_updates : tuple of int
+        Update counts to evaluate at (e.g. ``[2, 5, 10, 20, 40]``, log-spaced early).
+    at_fractions : tuple of float
+        Fractions in (0, 1] of each set budget to evaluate at (e.g. ``[0.1, 0.25, 0.5, 1.0]``).
+    greedy, sampled : bool
+        Argmax decoding; ``samples`` completions per prompt at the training sampling settings.
+    samples : int
+        Sampled completions per held-out prompt.
+    sampled_at : str
+        ``"all"`` (every eval) or ``"ends"`` (sampled accuracy only at update 0 and at the end,
+        which makes the intermediate evals about half as expensive).
+    """
 
     every_tokens: int = 0
+    at_updates: tuple[int, ...] = ()
+    at_fractions: tuple[float, ...] = ()
     greedy: bool = True
     sampled: bool = True
     samples: int = 1
+    sampled_at: str = "all"
+
+    def promised_points(self, budget: "BudgetSpec") -> dict[str, list[float]]:
+        """The eval points the schedule promises on each axis, sorted (0 and the budget included).
+
+        Parameters
+        ----------
+        budget : BudgetSpec
+            The plan's budgets (fractions are of these).
+
+        Returns
+        -------
+        dict
+            ``{axis: [points]}`` for the axes in :data:`BUDGET_KINDS`: ``updates`` always
+            (0 and ``at_updates``, plus fractions of an update budget), every other axis only
+            when it has promised points besides 0 (a set budget, or ``every_tokens``).
+        """
+        out: dict[str, list[float]] = {}
+        for kind in BUDGET_KINDS:
+            limit = getattr(budget, kind)
+            pts = {0.0}
+            if kind == "updates":
+                pts |= {float(u) for u in self.at_updates}
+            if limit is not None:
+                pts |= {f * float(limit) for f in self.at_fractions} | {float(limit)}
+            if kind == "generated_tokens" and self.every_tokens:
+                top = float(limit) if limit is not None else None
+                if top is not None:
+                    pts |= {float(k * self.every_tokens) for k in range(1, int(top // self.every_tokens) + 1)}
+            if kind == "updates" or len(pts) > 1:
+                out[kind] = sorted(pts)
+        return out
+
+    def max_gap(self, axis: str, budget: "BudgetSpec", at: float) -> float:
+        """Width of the promised eval interval around ``at`` on ``axis`` (same units as the axis).
+
+        The gap between the two promised points that bracket ``at`` (``at`` itself a point: 0);
+        ``inf`` when the schedule promises nothing around it (``at`` beyond the last point, or
+        an axis without promised points, e.g. ``every_tokens`` without a token budget).
+
+        Raises
+        ------
+        ValueError
+            ``axis`` not in :data:`BUDGET_KINDS`.
+        """
+        if axis not in BUDGET_KINDS:
+            raise ValueError(f"axis {axis!r} is not one of {', '.join(BUDGET_KINDS)}")
+        pts = self.promised_points(budget).get(axis)
+        if not pts:
+            return float("inf")
+        for lo, hi in zip(pts, pts[1:]):
+            if lo <= at <= hi:
+                return 0.0 if at in (lo, hi) else hi - lo
+        return 0.0 if at == pts[-1] else float("inf")
 
 
 @dataclass(frozen=True)
@@ -218,10 +301,15 @@ class Hypothesis:
     """``[[hypotheses]]``: a preregistered comparison.
 
     ``arms`` = (treatment, control); a control of ``"initial"`` is the policy before any
-    update. ``at``: the compute axis of the comparison (a :data:`BUDGET_KINDS` entry);
-    ``budget``: the point on it (default: the plan's budget of that kind). ``metric`` in
+    update. ``at``: the compute axis of the comparison (an :data:`AXES` entry);
+    ``budget``: the point on it (default: the plan's budget of that kind); the eval schedule
+    must promise an eval there (:meth:`EvalSpec.promised_points`). ``metric`` in
     :data:`METRICS` (fractions in [0, 1]); ``min_effect`` in accuracy points; ``test`` in
-    :data:`TESTS`, over seeds, at level ``alpha``.
+    :data:`TESTS`: ``sign_flip`` (``paired_bootstrap`` is its earlier name), the exact
+    sign-flip test over seeds (its floor is 2^-seeds: it cannot reject at 0.05 with fewer than
+    5 seeds), or ``paired_t``, the paired Student-t test (normal per-seed differences assumed;
+    the exact sign-flip p is reported beside it); both with a Student-t interval and
+    Holm-corrected across the plan's hypotheses at level ``alpha`` (:mod:`gradprobe.study.stats`).
     """
 
     name: str
@@ -266,6 +354,31 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class PowerSpec:
+    """``[power]``: the smallest effect the study must detect, and where its variance comes from.
+
+    Attributes
+    ----------
+    min_effect : float
+        Smallest paired difference (accuracy points, > 0) to detect.
+    pilot : str
+        A finished study folder whose per-seed differences (and per-item results) give the
+        variance; relative paths are tried against the plan file's folder, then the working
+        directory. Empty: give it with ``gradprobe study --power PLAN --pilot DIR``.
+    power, alpha : float
+        Target power (default 0.8) and level (default 0.05) of a paired t-test over seeds
+        (``statsmodels.stats.power.TTestPower``).
+    alternative : {"two-sided", "larger", "smaller"}
+    """
+
+    min_effect: float
+    pilot: str = ""
+    power: float = 0.8
+    alpha: float = 0.05
+    alternative: str = "two-sided"
+
+
+@dataclass(frozen=True)
 class Plan:
     """A validated plan (see the module docstring); ``sha256`` is of the file's bytes."""
 
@@ -285,6 +398,7 @@ class Plan:
     seeds: tuple[int, ...]
     hypotheses: tuple[Hypothesis, ...] = ()
     probe: ProbeSpec = field(default_factory=ProbeSpec)
+    power: PowerSpec | None = None
 
     @property
     def arm_names(self) -> list[str]:
@@ -310,11 +424,47 @@ class Plan:
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
 
+def replicate_plan(plan: Plan, *, seed_offset: int) -> Plan:
+    """The same plan on fresh seeds and a fresh held-out set (``gradprobe study --replicate DIR``).
+
+    Parameters
+    ----------
+    plan : Plan
+        The original study's frozen plan.
+    seed_offset : int
+        Added to every seed and to ``[heldout] seed`` (the data seed of the held-out set and
+        the training pool); no new seed may be one of the original seeds.
+
+    Returns
+    -------
+    Plan
+        Seeds ``s + seed_offset``, held-out seed ``heldout.seed + seed_offset``, name
+        ``NAME_rep{seed_offset}``, ``sha256`` = SHA-256 of ``"{original sha256}:replicate:{seed_offset}"``
+        (a replicate is a new study; the original plan's file is unchanged).
+
+    Raises
+    ------
+    PlanError
+        ``seed_offset`` not a positive integer, or a shifted seed that is one of the original seeds
+        (the message names the smallest offset that works).
+    """
+    if isinstance(seed_offset, bool) or not isinstance(seed_offset, int) or seed_offset < 1:
+        raise PlanError(f"seed_offset must be an integer >= 1, got {seed_offset!r}")
+    seeds = tuple(s + seed_offset for s in plan.seeds)
+    if set(seeds) & set(plan.seeds):
+        least = max(plan.seeds) - min(plan.seeds) + 1
+        raise PlanError(f"seed_offset {seed_offset} reuses seeds {sorted(set(seeds) & set(plan.seeds))} of the "
+                        f"original study; a replicate needs fresh seeds: use seed_offset >= {least}")
+    sha = hashlib.sha256(f"{plan.sha256}:replicate:{seed_offset}".encode()).hexdigest()
+    heldout = dataclasses.replace(plan.heldout, seed=plan.heldout.seed + seed_offset)
+    return dataclasses.replace(plan, seeds=seeds, heldout=heldout, sha256=sha, name=f"{plan.name}_rep{seed_offset}")
+
+
 # ----------------------------------------------------------------------------- parsing
 
 _SECTIONS = {"model": ModelSpec, "task": TaskSpec, "heldout": HeldoutSpec, "sampling": SamplingConfig,
              "mc": MCConfig, "train": TrainConfig, "budget": BudgetSpec, "eval": EvalSpec}
-_TOP_LEVEL = ("name", "description", "seeds", *_SECTIONS, "probe", "arms", "hypotheses")
+_TOP_LEVEL = ("name", "description", "seeds", *_SECTIONS, "probe", "power", "arms", "hypotheses")
 _REQUIRED = ("model", "task", "budget", "arms")
 _ARM_OWN = ("reward", "lr_scale", "description", "mc")
 
@@ -440,7 +590,7 @@ def _parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSp
                    train=train, mc=mc_over, selection=selection)
 
 
-def _parse_hypothesis(i: int, table: dict, arms: dict, budget: BudgetSpec) -> Hypothesis:
+def _parse_hypothesis(i: int, table: dict, arms: dict, budget: BudgetSpec, ev: EvalSpec | None = None) -> Hypothesis:
     where = f"hypotheses[{i}]"
     h = _build(Hypothesis, table, where)
     if h.test not in TESTS:
@@ -450,10 +600,15 @@ def _parse_hypothesis(i: int, table: dict, arms: dict, budget: BudgetSpec) -> Hy
     for a in h.arms:
         if a not in arms and a != INITIAL:
             raise PlanError(f"{where}.arms: no arm {a!r}; valid: {', '.join([*arms, INITIAL])}")
-    if h.at not in BUDGET_KINDS:
-        raise PlanError(f"{where}.at {h.at!r} is not one of {', '.join(BUDGET_KINDS)}")
+    if h.at not in AXES:
+        raise PlanError(f"{where}.at {h.at!r} is not an axis the runs record; use one of {', '.join(AXES)}")
     if h.budget is None and getattr(budget, h.at) is None:
         raise PlanError(f"{where}: at = {h.at!r} but [budget] sets no {h.at}; give {where}.budget")
+    if h.budget is not None and not h.budget > 0:
+        raise PlanError(f"{where}.budget must be > 0 (a point on the {h.at} axis after training started), "
+                        f"got {h.budget}")
+    if ev is not None:
+        _check_promised(where, h, budget, ev)
     if h.metric not in METRICS:
         raise PlanError(f"{where}.metric {h.metric!r} is not one of {', '.join(METRICS)}")
     if h.alternative not in ALTERNATIVES:
@@ -461,6 +616,33 @@ def _parse_hypothesis(i: int, table: dict, arms: dict, budget: BudgetSpec) -> Hy
     if not 0 < h.alpha < 1:
         raise PlanError(f"{where}.alpha must be in (0, 1), got {h.alpha}")
     return h
+
+
+def _check_promised(where: str, h: Hypothesis, budget: BudgetSpec, ev: EvalSpec) -> None:
+    """Refuse a hypothesis whose point has no promised eval (:meth:`EvalSpec.promised_points`)."""
+    point = float(h.budget if h.budget is not None else getattr(budget, h.at))
+    points = ev.promised_points(budget).get(h.at, [0.0])
+    if any(abs(p - point) <= 1e-9 * max(1.0, point) for p in points):
+        return
+    limit = getattr(budget, h.at)
+    if h.at == "updates":
+        fix = f"add {point:g} to [eval] at_updates"
+    elif limit is not None:
+        fix = f"add the fraction {point / float(limit):.6g} to [eval] at_fractions"
+    else:
+        fix = f"set [budget] {h.at} (at_fractions are fractions of it) or compare at a promised point"
+    raise PlanError(f"{where}: the eval schedule promises no eval at {h.at} = {point:g} (promised: "
+                    f"{', '.join(f'{p:g}' for p in points)}); {fix}")
+
+
+def _check_eval(ev: EvalSpec) -> None:
+    if any(u < 0 for u in ev.at_updates) or len(set(ev.at_updates)) != len(ev.at_updates):
+        raise PlanError(f"eval.at_updates must be distinct update counts >= 0, got {list(ev.at_updates)}")
+    if any(not 0 < f <= 1 for f in ev.at_fractions) or len(set(ev.at_fractions)) != len(ev.at_fractions):
+        raise PlanError(f"eval.at_fractions must be distinct fractions of the budget in (0, 1], "
+                        f"got {list(ev.at_fractions)} (e.g. [0.1, 0.25, 0.5, 1.0])")
+    if ev.sampled_at not in SAMPLED_AT:
+        raise PlanError(f"eval.sampled_at {ev.sampled_at!r} is not one of {', '.join(SAMPLED_AT)}")
 
 
 def _check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
@@ -482,7 +664,7 @@ def _check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfi
                     f"each; minimum: {minimum} (a realistic budget is many updates of B * G * mean length)")
 
 
-def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None) -> Plan:
+def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, check_schedule: bool = True) -> Plan:
     """A :class:`Plan` from TOML text (see :func:`load_plan`)."""
     try:
         data = tomllib.loads(text)
@@ -499,6 +681,7 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None) 
     ev = sec["eval"]
     _positive(ev.every_tokens, "eval.every_tokens", allow_zero=True)
     _positive(ev.samples, "eval.samples")
+    _check_eval(ev)
     _check_train(sec["train"], "train")
     probe = _build(ProbeSpec, data.get("probe", {}), "probe")
     for k in ("prompts", "heldout_prompts", "continuations"):
@@ -514,25 +697,55 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None) 
         raise PlanError(f"arm name {INITIAL!r} is reserved (the policy before training)")
     _check_budget(sec["budget"], arms, sec["train"])
     seeds = _coerce(data.get("seeds", [0]), tuple[int, ...], "seeds")
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise PlanError(f"seeds must be a non-empty list of distinct integers, got {list(seeds)}")
+    _check_seeds(seeds)
     hyps = data.get("hypotheses", [])
     if not isinstance(hyps, list):
         raise PlanError("hypotheses must be an array of tables: [[hypotheses]]")
-    hypotheses = tuple(_parse_hypothesis(i, h, arms, sec["budget"]) for i, h in enumerate(hyps))
+    hypotheses = tuple(_parse_hypothesis(i, h, arms, sec["budget"], ev if check_schedule else None)
+                       for i, h in enumerate(hyps))
+    power = _parse_power(data["power"]) if "power" in data else None
     return Plan(path=str(path), sha256=sha256 or hashlib.sha256(text.encode()).hexdigest(),
                 name=_coerce(data.get("name", Path(path).stem), str, "name"),
                 description=_coerce(data.get("description", ""), str, "description"),
-                arms=arms, seeds=seeds, hypotheses=hypotheses, probe=probe, **sec)
+                arms=arms, seeds=seeds, hypotheses=hypotheses, probe=probe, power=power, **sec)
 
 
-def load_plan(path: str | Path) -> Plan:
+def _check_seeds(seeds: tuple[int, ...], key: str = "seeds") -> None:
+    if not seeds:
+        raise PlanError(f"{key} must be a non-empty list of distinct integers >= 0, e.g. [0, 1, 2, 3]")
+    dup = sorted({s for s in seeds if seeds.count(s) > 1})
+    if dup:
+        raise PlanError(f"{key} must be distinct: {', '.join(map(str, dup))} is listed more than once, got "
+                        f"{list(seeds)}; each seed is one run per arm, so list each once")
+    neg = [s for s in seeds if s < 0]
+    if neg:
+        raise PlanError(f"{key} must be integers >= 0 (they seed numpy and torch generators), got "
+                        f"{', '.join(map(str, neg))}; use e.g. {list(range(len(seeds)))}")
+
+
+def _parse_power(table) -> PowerSpec:
+    p = _build(PowerSpec, table, "power")
+    _positive(p.min_effect, "power.min_effect")
+    if not 0 < p.power < 1:
+        raise PlanError(f"power.power must be in (0, 1), e.g. 0.8, got {p.power}")
+    if not 0 < p.alpha < 1:
+        raise PlanError(f"power.alpha must be in (0, 1), e.g. 0.05, got {p.alpha}")
+    if p.alternative not in POWER_ALTERNATIVES:
+        raise PlanError(f"power.alternative {p.alternative!r} is not one of {', '.join(POWER_ALTERNATIVES)}")
+    return p
+
+
+def load_plan(path: str | Path, *, check_schedule: bool = True) -> Plan:
     """Read and validate a plan file.
 
     Parameters
     ----------
     path : str or Path
         A TOML file (see the module docstring for the layout).
+    check_schedule : bool
+        Refuse a hypothesis whose point has no promised eval (:meth:`EvalSpec.promised_points`).
+        False only to analyse a study frozen before that check (its analysis then refuses the
+        values it cannot read within a promised interval instead).
 
     Returns
     -------
@@ -544,8 +757,8 @@ def load_plan(path: str | Path) -> Plan:
     PlanError
         Missing file, invalid TOML, an unknown key (full path + the valid keys), a value of
         the wrong type or range, an unregistered reward (the registered ones are listed), a
-        hypothesis naming an unknown arm, or a budget smaller than one update (the minimum
-        is named).
+        hypothesis naming an unknown arm or a point without a promised eval, negative or
+        repeated seeds, or a budget smaller than one update (the minimum is named).
     """
     p = Path(path)
     try:
@@ -556,7 +769,7 @@ def load_plan(path: str | Path) -> Plan:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise PlanError(f"plan {p} is not UTF-8: {e}") from None
-    return parse_plan(text, path=str(p), sha256=hashlib.sha256(raw).hexdigest())
+    return parse_plan(text, path=str(p), sha256=hashlib.sha256(raw).hexdigest(), check_schedule=check_schedule)
 
 
 def _resolve(plan: Plan, arm: ArmSpec, seed: int) -> RunConfig:

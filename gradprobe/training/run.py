@@ -11,8 +11,10 @@ cost (reported in ``summary.json``).
 Outputs in DIR:
 
 ``config.json``    the resolved :class:`~gradprobe.training.plan.RunConfig`, plan sha256, versions;
-``metrics.jsonl``  one line per update, and eval lines (``"eval": true``) at 0 charged tokens,
-                   every ``eval.every_tokens`` charged tokens and at the end;
+``metrics.jsonl``  one line per update, and eval lines (``"eval": true``) on the plan's schedule
+                   (:class:`~gradprobe.training.plan.EvalSpec`: update 0, listed updates, fractions
+                   of every budget, every ``eval.every_tokens`` charged tokens, the end);
+``eval_items.jsonl`` per eval, each held-out item's result (greedy and sampled, '1' = correct);
 ``summary.json``   stop reason, updates, final accuracy, ledger totals, overshoot;
 ``checkpoint-*``   see :mod:`gradprobe.training.checkpoint` (every K updates and at the end).
 
@@ -36,7 +38,9 @@ from ..ledger import CHARGED, Ledger, forward_flops_per_token
 from .checkpoint import (OutputDirError, latest_checkpoint, load_checkpoint, prepare_output_dir, removed_if_left_empty,
                          rng_states, save_checkpoint, set_rng_states, write_json_atomic)
 from .metrics import MetricsFile, batch_stats, evaluate, json_safe, mean_context
-from .plan import PlanError, RunConfig
+from .plan import PlanError, RunConfig, run_config_from_dict
+
+EVAL_ITEMS = "eval_items.jsonl"  # per-item results of every eval (gradprobe.training.metrics.evaluate's "items")
 
 
 class NonFiniteRunError(FloatingPointError):
@@ -145,6 +149,21 @@ def _spent(ledger: Ledger, updates: int) -> dict[str, float]:
             + ledger.flops.get("selection", 0.0), "updates": updates}
 
 
+def crossed_eval_points(ev, budget, spent: dict[str, float]) -> set[str]:
+    """The budget-fraction eval points (``"KIND:FRACTION"``) that ``spent`` has reached.
+
+    Parameters
+    ----------
+    ev : EvalSpec
+        ``at_fractions`` of each set budget.
+    budget : BudgetSpec
+    spent : dict
+        Compute spent so far by budget kind (:func:`_spent`).
+    """
+    return {f"{kind}:{f:g}" for kind, limit in budget.given().items() for f in ev.at_fractions
+            if spent[kind] >= f * limit}
+
+
 def _exhausted(run: RunConfig, ledger: Ledger, updates: int) -> str | None:
     spent = _spent(ledger, updates)
     for kind, limit in run.budget.given().items():
@@ -157,7 +176,7 @@ def _check_existing(out: Path, run: RunConfig) -> dict | None:
     """Refuse a folder made by another config; return its summary if that run is complete."""
     cfg = out / "config.json"
     if cfg.exists():
-        old = json.loads(cfg.read_text())["run"]
+        old = run_config_from_dict(json.loads(cfg.read_text())["run"]).to_dict()  # keys added since: defaults
         new = run.to_dict()
         old.pop("plan_sha256", None), new.pop("plan_sha256", None)
         if old != new:
@@ -210,6 +229,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     from ..rewards import RewardContext, get_reward
     from ..rollout import HFSampler, collect_rollouts
     from ..probe.run import versions
+    from ..streams import stream_sampler
     from ..tasks import encode_prompt
 
     out = prepare_output_dir(Path(out))
@@ -237,7 +257,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     update_config = UpdateConfig(loss_type=t.loss_type, micro_batch_size=t.micro_batch_size,
                                  max_grad_norm=t.max_grad_norm, clip_low=t.clip_low, clip_high=t.clip_high,
                                  max_completion_length=run.sampling.max_new_tokens)
-    sampler = HFSampler(policy, seed=run.seed, progress=False)
+    sampler = HFSampler(policy, seed=run.seed, progress=False)  # the rollout stream (gradprobe.streams)
+    continuation_sampler = stream_sampler(sampler, run.seed, "continuation")
     from ..difficulty.select import make_selector
 
     selector = make_selector(run.selection, policy=policy, task=task, pool=pool, sampler=sampler,
@@ -245,6 +266,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
                              seed=run.seed)  # None unless the arm sets `selection`
     ledger = Ledger()
     update, next_eval, last_eval, last_ckpt, length, last_cost = 0, 0, None, None, 0, {}
+    items_length, passed, last_kl = 0, set(), None  # eval_items.jsonl bytes; budget fractions already evaluated
     ckpt = latest_checkpoint(out)
     if ckpt is not None:
         st = load_checkpoint(ckpt, model)
@@ -252,6 +274,9 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         scheduler.load_state_dict(st["scheduler"])
         set_rng_states(st["rng"])
         sampler.calls = st["sampler_calls"]
+        continuation_sampler.calls = st.get("continuation_sampler_calls", 0)
+        items_length, passed = st.get("items_bytes", 0), set(st.get("eval_points_passed", []))
+        last_kl = st.get("last_kl")
         ledger = Ledger.from_dict(st["ledger"])
         update, next_eval, last_eval, length = st["update"], st["next_eval"], st["last_eval"], st["metrics_bytes"]
         last_cost = st["last_cost"]
@@ -263,11 +288,14 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         write_json_atomic(out / "config.json", {"run": run.to_dict(), "plan_sha256": run.plan_sha256,
                                                 "versions": versions()})
     metrics = MetricsFile(out / "metrics.jsonl", length)
+    items_file = MetricsFile(out / EVAL_ITEMS, items_length)
 
     def checkpoint():
         nonlocal last_ckpt
         state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_states(),
-                 "sampler_calls": sampler.calls, "ledger": ledger.to_dict(), "update": update,
+                 "sampler_calls": sampler.calls, "continuation_sampler_calls": continuation_sampler.calls,
+                 "items_bytes": items_file.sync(), "eval_points_passed": sorted(passed), "last_kl": last_kl,
+                 "ledger": ledger.to_dict(), "update": update,
                  "next_eval": next_eval, "last_eval": last_eval, "last_cost": last_cost, "metrics_bytes": metrics.sync(),
                  "selector": selector.state_dict() if selector is not None else None}
         save_checkpoint(out, update, model, state)
@@ -275,14 +303,24 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
 
     def maybe_eval(force: bool = False):
         nonlocal next_eval, last_eval
-        if last_eval == update or not (force or ledger.charged_tokens >= next_eval):
-            return
-        res = evaluate(policy, task, heldout, heldout_ids, run, ledger)
         spent = _spent(ledger, update)
-        metrics.write({"eval": True, "update": update, "generated_tokens": spent["generated_tokens"],
-                       "device_seconds": spent["device_seconds"], "flops": spent["flops"], **res})
+        crossed = crossed_eval_points(run.eval, run.budget, spent) - passed
+        due = force or crossed or update in run.eval.at_updates or ledger.charged_tokens >= next_eval
+        if last_eval == update or not due:
+            passed.update(crossed)
+            return
+        final = force or _exhausted(run, ledger, update) is not None
+        res = evaluate(policy, task, heldout, heldout_ids, run, ledger,
+                       sampled=run.eval.sampled_at == "all" or update == 0 or final)
+        items = res.pop("items")
+        spent = _spent(ledger, update)
+        point = {"update": update, "generated_tokens": spent["generated_tokens"],
+                 "device_seconds": spent["device_seconds"], "flops": spent["flops"]}
+        metrics.write({"eval": True, **point, **res, "kl_init": last_kl})
+        items_file.write({**point, **items})
         say(f"eval at update {update}: greedy {res['greedy_accuracy']} sampled {res['sampled_accuracy']}")
         last_eval = update
+        passed.update(crossed)
         every = run.eval.every_tokens
         while every and next_eval <= ledger.charged_tokens:
             next_eval += every
@@ -316,7 +354,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
                                          sampling=run.sampling, ledger=ledger, category="rollout")
             else:  # charges its own selection tokens, FLOPs and seconds (gradprobe.difficulty.select)
                 batch, selection = selector.next_batch(update, ledger)
-            ctx = RewardContext(task=task, sampler=sampler, sampling=run.sampling, mc=run.mc, ledger=ledger,
+            ctx = RewardContext(task=task, sampler=continuation_sampler, sampling=run.sampling, mc=run.mc, ledger=ledger,
                                 tokenizer=policy.tokenizer, eos_token_ids=policy.eos_token_ids)
             rout = reward_fn(batch, ctx)  # MC rewards charge their continuations' tokens and seconds
             batch = batch.to(model.device)
@@ -333,6 +371,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
             scheduler.step()
             update += 1
             kl, entropy = step.get("kl_init"), step.get("entropy")
+            last_kl = kl if kl is not None else last_kl
             fpt = forward_flops_per_token(model, mean_context(batch))
             new_gen = {c: ledger.generated_tokens[c] - gen_before[c] for c in CHARGED}
             ledger.add_flops("generation", (sum(new_gen.values()) - new_gen["selection"]) * fpt)  # selection: own FLOPs
@@ -342,7 +381,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
             stats = batch_stats(batch, task, adv, rout.valid)
             metrics.write({
                 "update": update, "lr": lr, **stats, "loss": step["loss"], "grad_norm": step["grad_norm"],
-                "kl_init": kl, "entropy": entropy, "reward_stats": rout.stats, "update_generated_tokens": new_gen,
+                "kl_init": kl, "kl_clamped_tokens": step.get("kl_clamped_tokens"), "entropy": entropy,
+                "reward_stats": rout.stats, "update_generated_tokens": new_gen,
                 "update_charged_tokens": last_cost["generated_tokens"],
                 "update_device_seconds": last_cost["device_seconds"],
                 "generated_tokens": spent["generated_tokens"], "device_seconds": spent["device_seconds"],
@@ -377,6 +417,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         raise
     finally:
         metrics.close()
+        items_file.close()
 
 
 # ----------------------------------------------------------------------------- command line
@@ -396,12 +437,56 @@ def add_train_parser(subparsers) -> None:
     p.add_argument("--no-progress", action="store_true", help="no per-update lines on stderr")
 
 
+def interrupt_message(out, checkpoint_every: int | None = None) -> str:
+    """What rerunning an interrupted ``gradprobe train`` will really do, from what ``out`` holds.
+
+    Parameters
+    ----------
+    out : path
+        The run folder.
+    checkpoint_every : int, optional
+        The plan's ``[train] checkpoint_every`` (updates), named when there is no checkpoint yet.
+
+    Returns
+    -------
+    str
+        With a checkpoint (``checkpoint.json``): the rerun resumes from it, redoing the updates
+        after it. Without one: the rerun starts over from update 0 and the updates done so far
+        (counted in ``metrics.jsonl``) are discarded. Nothing written: nothing to resume.
+    """
+    from .checkpoint import POINTER
+
+    out = Path(out)
+    done = 0
+    try:
+        done = sum(1 for line in (out / "metrics.jsonl").read_text().splitlines()
+                   if line.strip() and '"eval": true' not in line)
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        ckpt = json.loads((out / POINTER).read_text())
+        name, at = ckpt["checkpoint"], int(ckpt["update"])
+    except (OSError, ValueError, KeyError, TypeError):
+        name = at = None
+    if name is not None:
+        redo = f"; the {done - at} update(s) done after it are redone" if done > at else ""
+        return (f"running the same command again resumes from {name} (update {at}) in {out}{redo}")
+    every = f" (checkpoint_every = {checkpoint_every} updates)" if checkpoint_every else ""
+    if done:
+        return (f"it stopped after {done} update(s), before the first checkpoint{every}: there is nothing to "
+                f"resume from, so running the same command again starts this run over from update 0 (the "
+                f"{done} update(s) in {out} are discarded)")
+    return (f"it stopped before the first update and the first checkpoint{every}: running the same command again "
+            f"starts the run from update 0")
+
+
 def train_main(args) -> int:
-    """Run ``gradprobe train``; returns the exit status (0 done, 2 bad input / stopped run)."""
+    """Run ``gradprobe train``; returns the exit status (0 done, 2 bad input / stopped run, 130 Ctrl-C)."""
     import dataclasses
 
     from .plan import load_plan
 
+    run = None
     try:
         plan = load_plan(args.plan)
         run = plan.arm(args.arm, seed=args.seed)
@@ -413,8 +498,8 @@ def train_main(args) -> int:
         print(f"gradprobe train: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"gradprobe train: interrupted; the run resumes from its last checkpoint in {args.out} "
-              f"when the same command is run again", file=sys.stderr)
+        every = run.train.checkpoint_every if run is not None else None
+        print(f"gradprobe train: interrupted; {interrupt_message(args.out, every)}", file=sys.stderr)
         return 130
     except (PlanError, ValueError, OSError, RuntimeError) as e:
         print(f"gradprobe train: error: {e}", file=sys.stderr)

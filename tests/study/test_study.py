@@ -147,6 +147,70 @@ def test_killed_study_resumes_without_redoing_or_losing_a_finished_run(tmp_path)
     assert "at matched tokens" in done.stdout
 
 
+def _wait_for(proc, ready, what: str, timeout: float = 900.0) -> None:
+    """Poll ``ready()`` until it holds. Fails when ``proc`` exits first; the timeout is only a backstop
+    against a hang (a loaded machine is slow, not wrong), never a performance requirement."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            pytest.fail(f"the process exited with {proc.returncode} before {what}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"no {what} after {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def _updates_done(folder: Path) -> int:
+    try:
+        return sum(1 for x in (folder / "metrics.jsonl").read_text().splitlines() if x and '"eval": true' not in x)
+    except OSError:
+        return 0
+
+
+def test_ctrl_c_stops_the_study_at_once_says_how_to_resume_and_exits_130(tmp_path):
+    """SIGINT to the study's whole process group, as a terminal's Ctrl-C sends it, mid-way through run 1 of 3
+    (one worker): no traceback, no further run started, the worker stopped, the lock released, exit 130."""
+    import fcntl
+
+    plan = _plan(tmp_path, TOY.replace("generated_tokens = 700", "generated_tokens = 1000000"))  # runs never end
+    out = tmp_path / "study"
+    cmd = [sys.executable, "-m", "gradprobe.cli", "study", str(plan), "--out", str(out), "--workers", "1",
+           "--no-probe"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    s0 = run_dir(out, "grpo", 0)
+    with open(tmp_path / "stderr.txt", "w") as err, open(tmp_path / "stdout.txt", "w") as std:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=std, stderr=err, start_new_session=True)
+        try:
+            _wait_for(proc, lambda: _updates_done(s0) >= 1, "the first update of seed 0")
+            worker_pid = int((s0 / ".lock").read_text().split()[1])
+            assert _pid_alive(worker_pid) and worker_pid != proc.pid
+            os.killpg(proc.pid, signal.SIGINT)  # the study process and its worker, like Ctrl-C at a terminal
+            rc = proc.wait(timeout=600)  # backstop only: it returns within STOP_GRACE_SECONDS of the signal
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    stderr = (tmp_path / "stderr.txt").read_text()
+    stdout = (tmp_path / "stdout.txt").read_text()
+    assert rc == 130, stderr
+    assert "Traceback" not in stderr + stdout and "KeyboardInterrupt" not in stderr + stdout
+    assert "leaked semaphore" not in stderr  # the pool was shut down, not abandoned
+    assert "interrupted: starting no further run; stopping 1 running worker(s)" in stderr
+    assert f"study {out} interrupted: 0 of 3 runs complete (kept, never redone); no further run was started" in stderr
+    assert f"Resume with: gradprobe study {plan} --out {out} --workers 1 --no-probe" in stderr
+    assert not _pid_alive(worker_pid)  # told to stop and waited for: nothing writes behind the user's back
+    assert not run_dir(out, "grpo", 1).exists() and not run_dir(out, "grpo", 2).exists()  # never started
+    assert not (s0 / "summary.json").exists() and _updates_done(s0) >= 1
+    lock = out / ".study.lock"
+    assert lock.read_text() == ""  # no stale pid
+    with open(lock, "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # released: a resume can take it
+    study = json.loads((out / "study.json").read_text())
+    assert study["interrupted"] and study["wall_seconds"] > 0 and not study.get("finished")
+    assert [(r["seed"], r["status"]) for r in study["runs"]] == [(0, "pending"), (1, "pending"), (2, "pending")]
+
+
 def test_ray_executor_runs_every_run(tmp_path):
     import ray
 

@@ -104,7 +104,7 @@ def test_sha256_is_of_the_file_bytes_and_changes_with_any_edit(tmp_path):
     ("lr = 1e-3", "lr = 1e-3\nlearning_rate = 1", "'train.learning_rate'", "prompts_per_update, group, lr"),
     ("pool = 64", "pool = 64\nsplit = 'x'", "'task.split'", "name, pool, config"),
     ("max_new_tokens = 16", "max_new_tokens = 16\ntemp = 1.0", "'sampling.temp'", "temperature, top_p"),
-    ("every_tokens = 200", "every_tokens = 200\nevery = 3", "'eval.every'", "every_tokens, greedy, sampled"),
+    ("every_tokens = 200", "every_tokens = 200\nevery = 3", "'eval.every'", "every_tokens, at_updates, at_fractions, greedy, sampled"),
     ("generated_tokens = 600", "generated_tokens = 600\ntokens = 3", "'budget.tokens'",
      "generated_tokens, device_seconds, flops, updates"),
     ("lr_scale = 2.0", "lr_scale = 2.0\nlr_scael = 3", "'arms.grpo_2xlr.lr_scael'",
@@ -185,3 +185,36 @@ def test_shipped_plans_validate(name):
 def test_parse_plan_from_text_matches_file():
     text = BASE
     assert parse_plan(text).arm("grpo").train == TrainConfig(prompts_per_update=2, group=4, lr=1e-3)
+
+
+def test_eval_schedule_promises_points_and_gaps_on_every_axis():
+    from gradprobe.training.plan import BudgetSpec, EvalSpec
+
+    ev = EvalSpec(every_tokens=0, at_updates=(2, 5, 10), at_fractions=(0.1, 0.5, 1.0))
+    budget = BudgetSpec(generated_tokens=1000, flops=2e9)
+    pts = ev.promised_points(budget)
+    assert pts["updates"] == [0, 2, 5, 10]
+    assert pts["generated_tokens"] == [0, 100, 500, 1000]
+    assert pts["flops"] == [0, 2e8, 1e9, 2e9]
+    assert "device_seconds" not in pts
+    assert ev.max_gap("generated_tokens", budget, 300) == 400
+    assert ev.max_gap("generated_tokens", budget, 500) == 0
+    assert ev.max_gap("updates", budget, 7) == 5
+    assert ev.max_gap("updates", budget, 11) == float("inf")  # beyond the last promised update
+    assert ev.max_gap("device_seconds", budget, 1.0) == float("inf")
+    every = EvalSpec(every_tokens=250)
+    assert every.promised_points(budget)["generated_tokens"] == [0, 250, 500, 750, 1000]
+    with pytest.raises(ValueError, match="axis"):
+        ev.max_gap("tokens", budget, 1)
+
+
+@pytest.mark.parametrize("line, fix", [
+    ("at_updates = [2, 2]", "eval.at_updates"),
+    ("at_updates = [-1]", "eval.at_updates"),
+    ("at_fractions = [0.0, 0.5]", "eval.at_fractions"),
+    ("at_fractions = [1.5]", "eval.at_fractions"),
+    ('sampled_at = "middle"', "eval.sampled_at"),
+])
+def test_bad_eval_schedules_are_refused_with_the_key(tmp_path, line, fix):
+    msg = _error(tmp_path, BASE.replace("[eval]\n", f"[eval]\n{line}\n", 1))
+    assert fix in msg, msg

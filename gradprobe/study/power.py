@@ -1,0 +1,338 @@
+"""Power before compute: seeds and held-out size a plan needs, from a pilot study's variance.
+
+``gradprobe study --power PLAN`` calls :func:`power_analysis` and prints :func:`format_power`.
+
+Model (DESIGN.md, "Power"). Every seed of a study is evaluated on the same held-out items, so a
+per-item paired difference (points) is D_si = mu + a_s + b_i + e_si: a seed effect (training
+randomness, variance sa2), an item effect shared by all seeds (sb2) and their interaction (se2)
+(two-way random effects; moment estimates as in Searle, Casella & McCulloch 1992, "Variance
+Components", ch. 4; :func:`variance_components`). The estimate over n seeds and N items has
+variance ``(sa2 + se2 / N) / n + sb2 / N``; ``sa2 + se2 / N`` is the variance of the per-seed
+differences a paired t-test sees, ``sb2 / N`` the held-out set's own sampling error, which no
+number of seeds removes (per item sb2 + se2 = 1e4 (q - delta^2) for a disagreement rate q and a
+mean difference delta, as in McNemar's test, Agresti 2013, sec. 11.1). Without per-item results
+only the pilot's per-seed SD is known (sa2 = its variance, sb2 = se2 = 0, the pilot's N only).
+
+Seeds: the smallest n whose paired t-test at ``alpha`` has ``power`` against ``min_effect``
+with the per-seed SD sqrt(n * variance) (``statsmodels.stats.power.TTestPower``), and at least the
+seeds at which the exact sign-flip test can reach alpha at all
+(:func:`gradprobe.study.stats.min_seeds_for_floor`); none when even infinitely many seeds do not
+(the held-out error alone is too large: more items). Wall time: the pilot's mean run seconds
+(``study.json``) per arm x the plan's runs / workers; with the pilot's ``eval_seconds`` (run
+folders' ``metrics.jsonl``) the eval part scales with N / N0. Same budget and eval schedule as
+the pilot assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .stats import min_seeds_for_floor
+
+DEFAULT_POWER, DEFAULT_ALPHA = 0.8, 0.05
+_STATSMODELS_ALT = {"two-sided": "two-sided", "larger": "larger", "smaller": "smaller", "greater": "larger",
+                    "less": "smaller"}
+
+
+class PowerError(ValueError):
+    """A power request cannot be answered (no [power] section, no pilot, a pilot that is not a finished study)."""
+
+
+def seeds_for_power(sd: float, *, min_effect: float, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
+                    alternative: str = "two-sided") -> int:
+    """Smallest seed count (>= 2) giving ``power`` for a paired t-test against ``min_effect`` points.
+
+    ``TTestPower().solve_power(effect_size=min_effect / sd, nobs=None, ...)``, rounded up; sd = 0: 2.
+    """
+    from statsmodels.stats.power import TTestPower
+
+    if sd <= 0:
+        return 2
+    n = TTestPower().solve_power(effect_size=min_effect / sd, nobs=None, alpha=alpha, power=power,
+                                 alternative=_STATSMODELS_ALT[alternative])
+    return max(2, math.ceil(float(np.squeeze(n)) - 1e-9))
+
+
+def detectable_effect(sd: float, *, seeds: int, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
+                      alternative: str = "two-sided") -> float | None:
+    """Smallest difference (points) a paired t-test over ``seeds`` detects with ``power``; None below 2 seeds.
+
+    ``sd * TTestPower().solve_power(effect_size=None, nobs=seeds, ...)``.
+    """
+    from statsmodels.stats.power import TTestPower
+
+    if seeds < 2 or sd is None:
+        return None
+    d = TTestPower().solve_power(effect_size=None, nobs=seeds, alpha=alpha, power=power,
+                                 alternative=_STATSMODELS_ALT[alternative])
+    return float(sd) * float(np.squeeze(d))
+
+
+def detectable_effects(arms: dict, *, axis: str = "generated_tokens", control: str = "grpo",
+                       alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
+                       alternative: str = "two-sided") -> dict:
+    """``analysis.json["detectable_effect"]``: per arm vs ``control`` at ``axis``, from the SD of its
+    per-seed differences and its paired seeds (:func:`detectable_effect`); ``largest`` over arms."""
+    per_arm = {}
+    for arm, e in arms.items():
+        a = e.get(axis)
+        if arm == control or not a or a.get("gain_sd") is None:
+            continue
+        per_arm[arm] = {"sd": a["gain_sd"], "seeds": a["gain_seeds"],
+                        "effect": detectable_effect(a["gain_sd"], seeds=a["gain_seeds"], alpha=alpha, power=power,
+                                                    alternative=alternative)}
+    effects = [v["effect"] for v in per_arm.values() if v["effect"] is not None]
+    k = min_seeds_for_floor(alpha, "two-sided" if alternative == "two-sided" else "greater")
+    seeds = max((v["seeds"] for v in per_arm.values()), default=0)
+    return {"axis": axis, "control": control, "power": power, "alpha": alpha, "alternative": alternative,
+            "test": "paired t over seeds (statsmodels TTestPower)", "seeds": seeds, "per_arm": per_arm,
+            "largest": max(effects) if effects else None,
+            "note": (f"the exact sign-flip test the hypotheses use needs >= {k} seeds to reach alpha {alpha:g} "
+                     f"at all" + (f" (this study has {seeds})" if seeds < k else ""))}
+
+
+def resolve_pilot(plan, pilot=None) -> Path:
+    """The pilot folder: ``pilot`` or the plan's ``[power] pilot``, relative to the plan's folder
+    first, then the working directory; checked to be a finished study. Raises PowerError."""
+    from .reading import AnalysisError, finished_study
+
+    if plan.power is None:
+        raise PowerError(f"plan {plan.path} has no [power] section; add e.g.\n[power]\nmin_effect = 1.5   # points\n"
+                         f'pilot = "data/study_tiny"   # a finished study whose variance to use')
+    given = pilot or plan.power.pilot
+    if not given:
+        raise PowerError("power.pilot is empty and no --pilot was given: the seeds needed follow from a pilot's "
+                         "variance; set [power] pilot = \"DIR\" or pass --pilot DIR (a finished study folder)")
+    candidates = [Path(given)] if Path(given).is_absolute() else [Path(plan.path).parent / given, Path(given)]
+    found = next((c for c in candidates if c.is_dir()), candidates[-1])
+    try:
+        return finished_study(found, key="--pilot" if pilot else "power.pilot")
+    except AnalysisError as e:
+        raise PowerError(str(e)) from None
+
+
+def _comparisons(plan, pilot_plan, matched) -> list[tuple[str, str, str]]:
+    """(treatment, control, axis) of the plan's hypotheses the pilot can answer, else every pilot arm vs grpo."""
+    from ..training.plan import INITIAL
+
+    out = []
+    for h in plan.hypotheses:
+        if all(a == INITIAL or a in pilot_plan.arms for a in h.arms):
+            axis = h.at if matched.get(h.at, {}).get("recorded") else "generated_tokens"
+            out.append((h.arms[0], h.arms[1], axis))
+    if not out:
+        out = [(a, "grpo", "generated_tokens") for a in pilot_plan.arms if a != "grpo" and "grpo" in pilot_plan.arms]
+    unique = {}
+    for t, c, axis in out:  # a comparison and its reverse have the same variance
+        unique.setdefault((frozenset((t, c)), axis), (t, c, axis))
+    return list(unique.values())
+
+
+def _run_seconds(pilot: Path) -> tuple[dict, dict]:
+    """(arm -> mean run seconds, arm -> mean eval seconds per run, from run folders when present)."""
+    study = json.loads((pilot / "study.json").read_text())
+    secs, evals = {}, {}
+    for r in study.get("runs", []):
+        if r.get("status") == "done" and r.get("seconds"):
+            secs.setdefault(r["arm"], []).append(float(r["seconds"]))
+            m = pilot / r.get("dir", f"runs/{r['arm']}/seed{r['seed']}") / "metrics.jsonl"
+            if m.is_file():
+                lines = [json.loads(x) for x in m.read_text().splitlines() if '"eval": true' in x]
+                evals.setdefault(r["arm"], []).append(sum(float(e.get("eval_seconds") or 0) for e in lines))
+    return {a: float(np.mean(v)) for a, v in secs.items()}, {a: float(np.mean(v)) for a, v in evals.items()}
+
+
+def variance_components(D) -> dict:
+    """Moment estimates of the two-way model (module docstring) from per-item differences.
+
+    Parameters
+    ----------
+    D : array, shape (seeds >= 2, items >= 2)
+        Per-item paired differences (points) of each seed, items in held-out order.
+
+    Returns
+    -------
+    dict
+        ``seed``, ``item``, ``interaction`` (variances, points^2, >= 0): with V1 the mean over
+        seeds of the item variance of D_s. and V2 the item variance of the seed means D_.i
+        (ddof 1), interaction = (V1 - V2) n / (n - 1), capped at N var_s(D_s.) so that
+        seed = var_s(D_s.) - interaction / N >= 0 (the per-seed variance at the pilot's N stays
+        the observed one), item = V1 - interaction.
+    """
+    D = np.asarray(D, dtype=np.float64)
+    n, N = D.shape
+    v1, v2 = float(D.var(axis=1, ddof=1).mean()), float(D.mean(axis=0).var(ddof=1))
+    per_seed = float(D.mean(axis=1).var(ddof=1))
+    inter = min(max(0.0, (v1 - v2) * n / (n - 1)), N * per_seed)
+    return {"seed": max(0.0, per_seed - inter / N), "item": max(0.0, v1 - inter), "interaction": inter}
+
+
+def t_power(effect_size: float, n: int, *, alpha: float, alternative: str) -> float:
+    """Power of a paired t-test over n seeds (``TTestPower().power``). Where scipy's noncentral t
+    returns NaN (large noncentralities, power near 1) the normal approximation Phi(nc - t_crit)
+    (+ Phi(-nc - t_crit) two-sided), nc = effect_size sqrt(n), is used instead."""
+    from scipy.stats import norm, t
+    from statsmodels.stats.power import TTestPower
+
+    alt = _STATSMODELS_ALT[alternative]
+    pw = float(TTestPower().power(effect_size=effect_size, nobs=n, alpha=alpha, alternative=alt))
+    if math.isfinite(pw):
+        return pw
+    nc = effect_size * math.sqrt(n)
+    crit = float(t.ppf(1 - alpha / (2 if alt == "two-sided" else 1), n - 1))
+    sign = -1.0 if alt == "smaller" else 1.0
+    pw = float(norm.cdf(sign * nc - crit))
+    return pw + float(norm.cdf(-nc - crit)) if alt == "two-sided" else pw
+
+
+def seeds_needed(comp: dict, *, n_items: int, min_effect: float, alpha: float, power: float, alternative: str,
+                 max_seeds: int = 500) -> int | None:
+    """Smallest n in [2, max_seeds] with ``power`` (module docstring), or None if none reaches it.
+
+    The power grows with n (its noncentrality min_effect / sqrt(variance) does), so a bisection
+    over n finds the smallest one."""
+    per_seed = comp["seed"] + comp["interaction"] / n_items
+
+    def enough(n: int) -> bool:
+        sd = math.sqrt(per_seed + n * comp["item"] / n_items)
+        return sd == 0 or t_power(min_effect / sd, n, alpha=alpha, alternative=alternative) >= power
+
+    if not enough(max_seeds):
+        return None
+    lo, hi = 1, max_seeds  # enough(hi) holds; lo is below the range
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return hi
+
+
+def _pilot_comparison(runs, matched, pilot_plan, index, treat, ctrl, axis) -> dict | None:
+    """Per-seed differences (and per-item differences D, or None) of one comparison in the pilot."""
+    from ..training.plan import INITIAL
+    from .reading import initial_reads, items_at, read_runs
+
+    m = matched[axis]
+    rd = read_runs(runs, axis, m["budget"], plan=pilot_plan, final=m["final_eval"])
+    c_arm = treat if ctrl == INITIAL else ctrl
+    t = {s: r for (a, s), r in rd.items() if a == treat and r["value"] is not None}
+    c = {s: r for (a, s), r in (initial_reads(runs) if ctrl == INITIAL else rd).items()
+         if a == c_arm and r["value"] is not None}
+    seeds = sorted(set(t) & set(c))
+    if len(seeds) < 2:
+        return None
+    diffs = np.array([t[s]["value"] - c[s]["value"] for s in seeds])
+    rows = [(items_at(index, treat, s, t[s]), items_at(index, c_arm, s, c[s])) for s in seeds] if index else []
+    D = 100.0 * np.stack([a - b for a, b in rows]) if rows and all(a is not None and b is not None
+                                                                  for a, b in rows) else None
+    return {"diffs": diffs, "D": D}
+
+
+def power_analysis(plan, pilot_dir=None, *, workers: int | None = None, heldout_sizes=None) -> dict:
+    """Seeds and held-out size that give the plan's ``[power]`` target, and their wall time.
+
+    Parameters
+    ----------
+    plan : Plan
+        With a ``[power]`` section (min_effect in points; pilot unless ``pilot_dir`` is given).
+    pilot_dir : path, optional
+        A finished study (overrides ``[power] pilot``).
+    workers : int, optional
+        Parallel runs (default: min(runs, CPU cores), as ``gradprobe study``).
+    heldout_sizes : list of int, optional
+        Held-out sizes to price besides the plan's (default: the pilot's, twice and four times it).
+
+    Returns
+    -------
+    dict
+        ``min_effect``, ``power``, ``alpha``, ``alternative``, ``pilot``, ``pilot_items``,
+        ``workers``, ``rows`` (per comparison and held-out size: ``pilot_sd``, ``pilot_seeds``,
+        ``disagreement``, ``components``, ``sd`` (per-seed SD at that size), ``item_sd`` (the
+        held-out set's own error, points), ``seeds`` (None: unreachable), ``seeds_t`` (the
+        t-test alone), ``wall_seconds``), ``needed`` (the row needing the most seeds at the
+        plan's held-out size), ``notes``.
+
+    Raises
+    ------
+    PowerError
+        No [power] section, no pilot, or a pilot that is not a finished study (key and fix named).
+    """
+    from .reading import _item_index, _item_lines, _load_plan, _runs, load_runs, matched_budgets
+
+    pilot = resolve_pilot(plan, pilot_dir)
+    spec, pilot_plan, df = plan.power, _load_plan(pilot), load_runs(pilot)
+    runs, matched = _runs(df), matched_budgets(df, pilot_plan)
+    lines = _item_lines(pilot)
+    index = _item_index(lines) if lines else None
+    n0 = len(next(iter(index.values()))["greedy"]) if index else pilot_plan.heldout.prompts
+    sizes = sorted({plan.heldout.prompts, *(heldout_sizes or [n0, 2 * n0, 4 * n0])}) if index else [n0]
+    secs, eval_secs = _run_seconds(pilot)
+    mean_secs = float(np.mean(list(secs.values()))) if secs else math.nan
+    workers = workers or max(1, min(len(plan.arms) * len(plan.seeds), os.cpu_count() or 1))
+    floor = min_seeds_for_floor(spec.alpha, "two-sided" if spec.alternative == "two-sided" else "greater")
+    kw = {"min_effect": spec.min_effect, "alpha": spec.alpha, "power": spec.power, "alternative": spec.alternative}
+    rows, skipped = [], []
+    for treat, ctrl, axis in _comparisons(plan, pilot_plan, matched):
+        pc = _pilot_comparison(runs, matched, pilot_plan, index, treat, ctrl, axis)
+        if pc is None:
+            skipped.append(f"{treat} vs {ctrl} at {axis}: fewer than 2 pilot seeds read within the promised eval "
+                           f"interval there; not sized")
+            continue
+        s0 = float(pc["diffs"].std(ddof=1))
+        comp = (variance_components(pc["D"]) if pc["D"] is not None else
+                {"seed": s0 ** 2, "item": 0.0, "interaction": 0.0})
+        q = float(np.mean(np.abs(pc["D"]) > 0)) if pc["D"] is not None else None
+        for n_items in (sizes if pc["D"] is not None else [n0]):
+            k_t = seeds_needed(comp, n_items=n_items, **kw)
+            k = None if k_t is None else max(k_t, floor)
+            per_run = {a: secs.get(a, mean_secs) + eval_secs.get(a, 0.0) * (n_items / n0 - 1) for a in plan.arms}
+            rows.append({"treatment": treat, "control": ctrl, "axis": axis, "pilot_sd": s0,
+                         "pilot_seeds": len(pc["diffs"]),
+                         "disagreement": q, "components": comp, "heldout": n_items,
+                         "sd": math.sqrt(comp["seed"] + comp["interaction"] / n_items),
+                         "item_sd": math.sqrt(comp["item"] / n_items) if pc["D"] is not None else None,
+                         "seeds_t": k_t, "seeds": k,
+                         "wall_seconds": None if k is None else sum(per_run.values()) * k / workers})
+    at_plan = [r for r in rows if r["heldout"] == (plan.heldout.prompts if index else n0)]
+    notes = skipped + ([] if index else ["the pilot saved no per-item results: the held-out size cannot be traded "
+                                         "for seeds, and its own sampling error is not counted"])
+    if not eval_secs:
+        notes.append("the pilot has no run folders with eval_seconds: wall time assumes the pilot's eval cost")
+    if any(r["seeds"] is None for r in rows):
+        notes.append("none: no number of seeds reaches the power, the held-out set's own error is too large; "
+                     "use more held-out items")
+    needed = max(at_plan, key=lambda r: math.inf if r["seeds"] is None else r["seeds"]) if at_plan else None
+    return {**kw, "pilot": str(pilot), "pilot_items": n0, "workers": workers, "rows": rows, "needed": needed,
+            "notes": notes}
+
+
+def format_power(res: dict) -> str:
+    """The table ``gradprobe study --power`` prints (one row per comparison and held-out size)."""
+    head = (f"power: seeds for {res['power']:.0%} power against {res['min_effect']:g} points ({res['alternative']} "
+            f"paired t at alpha {res['alpha']:g}); pilot {res['pilot']} ({res['pilot_items']} held-out items); "
+            f"{res['workers']} workers")
+    cols = (f"{'comparison':<28}{'axis':<18}{'pilot sd':>9}{'disagree':>9}{'held-out':>9}{'seed sd':>8}"
+            f"{'item sd':>8}{'seeds':>7}{'wall':>10}")
+    lines = [head, "", cols]
+    for r in res["rows"]:
+        q = "n/a" if r["disagreement"] is None else f"{r['disagreement']:.3f}"
+        k = "none" if r["seeds"] is None else str(r["seeds"])
+        wall = "" if r["wall_seconds"] is None else f"{r['wall_seconds'] / 60:.1f} m"
+        item = "n/a" if r["item_sd"] is None else f"{r['item_sd']:.3f}"
+        lines.append(f"{r['treatment'] + ' vs ' + r['control']:<28}{r['axis']:<18}{r['pilot_sd']:>9.3f}{q:>9}"
+                     f"{r['heldout']:>9d}{r['sd']:>8.3f}{item:>8}{k:>7}{wall:>10}")
+    lines.append("(points; seed sd: SD of per-seed differences at that held-out size; item sd: the held-out "
+                 "set's own error, shared by all seeds)")
+    n = res["needed"]
+    if n and n["seeds"] is not None:
+        lines += ["", f"needed: {n['seeds']} seeds ({n['treatment']} vs {n['control']} at {n['heldout']} held-out "
+                      f"items; the t-test alone: {n['seeds_t']}), about {n['wall_seconds'] / 60:.0f} min of wall time"]
+    elif n:
+        lines += ["", f"needed: no number of seeds at {n['heldout']} held-out items ({n['treatment']} vs "
+                      f"{n['control']}); see the larger held-out sizes"]
+    lines += [f"note: {x}" for x in res["notes"]]
+    return "\n".join(lines)

@@ -1,0 +1,295 @@
+"""Reading a study folder: runs.csv, per-item eval results, matched points and gap-checked reads.
+
+The definitions (matched point of an axis, reading a run at a point, the promised gap) are in
+:mod:`gradprobe.study.analysis`; per-item results follow the run format of
+:func:`gradprobe.training.metrics.evaluate` (``eval_items.jsonl``: one line per eval with
+``update``, ``generated_tokens``, ``flops``, ``device_seconds``, ``greedy`` ("0110...", one
+character per held-out item, '1' = correct) and ``sampled`` (one such string per sample)).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+AXIS_COLUMNS = {"updates": "update", "generated_tokens": "generated_tokens", "flops": "flops",
+                "device_seconds": "device_seconds"}
+CORE_COLUMNS = ("arm", "seed", "update", "generated_tokens", "device_seconds", "accuracy", "accuracy_sampled",
+                "reward", "lr_scale")
+SIDE_EFFECTS = ("response_length", "format_rate", "kl_init")
+METRIC_COLUMNS = {"greedy_accuracy": "accuracy", "sampled_accuracy": "accuracy_sampled"}
+ITEM_MODES = {"greedy_accuracy": "greedy", "sampled_accuracy": "sampled"}
+EVAL_ITEMS, EVAL_ITEMS_GZ = "eval_items.jsonl", "eval_items.jsonl.gz"
+
+
+class AnalysisError(ValueError):
+    """The study folder cannot be analysed (no runs.csv, missing columns, no completed run)."""
+
+
+# ----------------------------------------------------------------------------- reading a curve
+
+def interpolate(x, y, at: float) -> float:
+    """Linear interpolation of y at ``at`` between eval points (x strictly increasing); no
+    extrapolation (relative tolerance 1e-9 at the ends). Raises ValueError otherwise."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.size == 0 or x.shape != y.shape:
+        raise ValueError(f"interpolate needs matching non-empty x and y, got shapes {x.shape} and {y.shape}")
+    if x.size > 1 and not np.all(np.diff(x) > 0):
+        raise ValueError(f"eval points must be strictly increasing in x, got {x.tolist()}")
+    tol = 1e-9 * max(1.0, abs(float(x[-1])))
+    if at < x[0] - tol or at > x[-1] + tol:
+        raise ValueError(f"x = {at:g} is outside the run's eval range [{x[0]:g}, {x[-1]:g}]; no extrapolation")
+    return float(np.interp(min(max(at, x[0]), x[-1]), x, y))
+
+
+def promised_gap(points, at: float) -> float:
+    """Width of the promised interval (p_(k-1), p_k] holding ``at`` (0 at the first point; inf past
+    the last one or with no points). ``points``: sorted promised eval points on one axis."""
+    tol = 1e-9 * max(1.0, abs(at))
+    for k, p in enumerate(points):
+        if p >= at - tol:
+            return 0.0 if k == 0 else float(p - points[k - 1])
+    return math.inf
+
+
+def read_point(x, updates, at: float, *, gap: float) -> dict:
+    """Where one run's curve is read at ``at`` (module docstring, "Reading a run at a point").
+
+    Parameters
+    ----------
+    x, updates : array, shape (evals,)
+        The run's eval coordinates on the axis (strictly increasing) and their update counts.
+    at : float
+        The point on the axis.
+    gap : float
+        Promised gap at ``at`` (:func:`promised_gap`).
+
+    Returns
+    -------
+    dict
+        ``status`` ("exact", "interpolated", "gap_exceeded", "outside"), ``rows`` (lo, hi) eval
+        indices, ``w`` (weight of row hi), ``gap`` (x_hi - x_lo), ``allowed`` (promised gap + one
+        update's cost; an infinite promised gap, i.e. no promise, allows no interpolation).
+    """
+    x, u = np.asarray(x, dtype=np.float64), np.asarray(updates, dtype=np.float64)
+    tol = 1e-9 * max(1.0, abs(at))
+    hit = np.flatnonzero(np.abs(x - at) <= tol)
+    if hit.size:
+        return {"status": "exact", "rows": (int(hit[0]), int(hit[0])), "w": 0.0, "gap": 0.0, "allowed": gap}
+    hi = int(np.searchsorted(x, at))
+    if hi == 0 or hi == x.size:
+        return {"status": "outside", "rows": None, "w": None, "gap": None, "allowed": gap}
+    width = float(x[hi] - x[hi - 1])
+    allowed = gap + width / max(1.0, float(u[hi] - u[hi - 1]))  # nothing promised (inf): nothing allowed
+    ok = math.isfinite(gap) and width <= allowed * (1 + 1e-9)
+    return {"status": "interpolated" if ok else "gap_exceeded", "rows": (hi - 1, hi),
+            "w": float((at - x[hi - 1]) / width), "gap": width, "allowed": allowed}
+
+
+def _combine(y, read: dict):
+    """The value (or item vector) at a read: (1 - w) y[lo] + w y[hi]; None if refused or missing."""
+    if read.get("rows") is None or read["status"] in ("gap_exceeded", "outside"):
+        return None
+    lo, hi = read["rows"]
+    w = read["w"]
+    parts = [(1.0 - w, y[lo]), (w, y[hi])] if lo != hi else [(1.0, y[lo])]
+    vals = [(c, v) for c, v in parts if c > 0]
+    if any(v is None or (np.ndim(v) == 0 and not np.isfinite(v)) for _, v in vals):
+        return None
+    return sum(c * np.asarray(v, dtype=np.float64) for c, v in vals)
+
+
+# ----------------------------------------------------------------------------- reading a study
+
+def load_runs(study_dir: str | Path):
+    """``runs.csv`` as a DataFrame (accuracies stay fractions); optional columns (``flops``, the
+    side effects) absent in older studies are added empty. Raises AnalysisError (missing file,
+    core columns or rows)."""
+    import pandas as pd
+
+    path = Path(study_dir) / "runs.csv"
+    if not path.exists():
+        raise AnalysisError(f"{path} does not exist; run `gradprobe study PLAN --out {study_dir}` first")
+    df = pd.read_csv(path)
+    missing = [c for c in CORE_COLUMNS if c not in df.columns]
+    if missing:
+        raise AnalysisError(f"{path} lacks the column(s) {', '.join(missing)}")
+    if df.empty:
+        raise AnalysisError(f"{path} has no rows: no run of the study has completed yet")
+    for c in ("flops", *SIDE_EFFECTS):
+        if c not in df.columns:
+            df[c] = np.nan
+    df["arm"] = df["arm"].astype(str)
+    return df.sort_values(["arm", "seed", "update"], kind="stable").reset_index(drop=True)
+
+
+def _item_lines(study_dir: Path) -> list[dict] | None:
+    """Lines of ``eval_items.jsonl.gz`` (arm and seed on each), else of every run's
+    ``runs/ARM/seedS/eval_items.jsonl`` (arm and seed from the path); None when there are none."""
+    gz = study_dir / EVAL_ITEMS_GZ
+    if gz.exists():
+        return [json.loads(x) for x in gzip.decompress(gz.read_bytes()).decode().splitlines() if x.strip()]
+    lines = []
+    for path in sorted(study_dir.glob(f"runs/*/seed*/{EVAL_ITEMS}")):
+        arm, seed = path.parent.parent.name, int(path.parent.name[4:])
+        lines += [{"arm": arm, "seed": seed, **json.loads(x)} for x in path.read_text().splitlines() if x.strip()]
+    return lines or None
+
+
+def load_eval_items(study_dir: str | Path):
+    """Per-item eval results of a study, one row per (run, eval, mode, sample, item).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns arm, seed, update, generated_tokens, flops, device_seconds, mode ("greedy" or
+        "sampled"), sample (0 for greedy), item (held-out index), correct (0/1). Empty (those
+        columns) when the study saved no per-item results.
+    """
+    import pandas as pd
+
+    cols = ["arm", "seed", "update", "generated_tokens", "flops", "device_seconds", "mode", "sample", "item", "correct"]
+    frames = []
+    for e in _item_lines(Path(study_dir)) or []:
+        strings = ([("greedy", 0, e["greedy"])] if e.get("greedy") else []) + [
+            ("sampled", j, s) for j, s in enumerate(e.get("sampled") or [])]
+        for mode, j, s in strings:
+            c = np.frombuffer(s.encode(), dtype=np.uint8) - ord("0")
+            frames.append(pd.DataFrame({**{k: e.get(k) for k in cols[:6]}, "mode": mode, "sample": j,
+                                        "item": np.arange(c.size), "correct": c.astype(np.int8)}))
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+
+
+def _item_index(lines) -> dict:
+    """(arm, seed, update) -> {"greedy": (items,) 0/1, "sampled": (items,) mean over samples or None}."""
+    def vec(s):
+        return (np.frombuffer(s.encode(), dtype=np.uint8) - ord("0")).astype(np.float64)
+
+    out = {}
+    for e in lines:
+        sampled = [vec(s) for s in e.get("sampled") or []]
+        out[(str(e["arm"]), int(e["seed"]), int(e["update"]))] = {
+            "greedy": vec(e["greedy"]) if e.get("greedy") else None,
+            "sampled": np.mean(sampled, axis=0) if sampled else None}
+    return out
+
+
+def _runs(df) -> dict:
+    """(arm, seed) -> that run's eval rows, sorted by update."""
+    return {(a, int(s)): g.sort_values("update") for (a, s), g in df.groupby(["arm", "seed"], sort=False)}
+
+
+def recorded_axes(df) -> dict:
+    """axis -> None if runs.csv records it for every eval, else why not."""
+    return {a: None if df[c].notna().all() else
+            f"runs.csv has no {c} values{' for some evals' if df[c].notna().any() else ''} (runs made before it "
+            f"was recorded); re-run the study to compare at {a}" for a, c in AXIS_COLUMNS.items()}
+
+
+def _promised(plan, axis: str) -> list[float]:
+    return plan.eval.promised_points(plan.budget).get(axis, []) if plan is not None else []
+
+
+def matched_budgets(df, plan=None) -> dict:
+    """The matched point of every axis (module docstring) with its source; token overshoot."""
+    runs, out = _runs(df), {}
+    for axis, why in recorded_axes(df).items():
+        col = AXIS_COLUMNS[axis]
+        if why:
+            out[axis] = {"budget": None, "recorded": False, "final_eval": False, "source": why}
+            continue
+        finals = np.array([float(g[col].iloc[-1]) for g in runs.values()])
+        limit = getattr(getattr(plan, "budget", None), axis, None)
+        if limit is not None and finals.min() >= limit:
+            over = finals - limit
+            out[axis] = {"budget": float(limit), "recorded": True, "final_eval": True,
+                         "source": "plan budget; each run's final eval",
+                         "overshoot": {"mean": float(over.mean()), "max": float(over.max()), "min": float(over.min())},
+                         "overshoot_fraction_max": float(over.max() / limit)}
+            continue
+        below = [p for p in _promised(plan, axis) if 0 < p <= finals.min()]
+        why = ("the plan sets no such budget" if limit is None else
+               f"a run stopped on another budget before {axis} = {limit:g}")
+        out[axis] = {"budget": float(max(below)) if below else float(finals.min()), "recorded": True,
+                     "final_eval": False,
+                     "source": (f"largest promised eval point <= the smallest final {col} ({why})" if below else
+                                f"smallest final {col} over all runs ({why})")}
+    return out
+
+
+def read_runs(runs: dict, axis: str, at: float, *, plan=None, final: bool = False,
+              metric: str = "greedy_accuracy") -> dict:
+    """(arm, seed) -> :func:`read_point` dict plus ``value`` (points or None) for every run.
+
+    ``final``: read each run's last eval (the plan budget every run reached)."""
+    col, mcol = AXIS_COLUMNS[axis], METRIC_COLUMNS[metric]
+    gap = promised_gap(_promised(plan, axis), at)
+    out = {}
+    for key, g in runs.items():
+        g = g[g[mcol].notna()]
+        if g.empty:
+            out[key] = {"status": "missing", "rows": None, "w": None, "gap": None, "allowed": gap, "value": None}
+            continue
+        if final:
+            r = {"status": "final", "rows": (len(g) - 1, len(g) - 1), "w": 0.0, "gap": 0.0, "allowed": gap}
+        else:
+            r = read_point(g[col].to_numpy(np.float64), g["update"].to_numpy(np.float64), at, gap=gap)
+        y = 100.0 * g[mcol].to_numpy(np.float64)
+        v = _combine(y, r)
+        ups = g["update"].to_numpy()
+        out[key] = {**r, "value": None if v is None else float(v),
+                    "updates": None if r["rows"] is None else [int(ups[i]) for i in r["rows"]], "frame": g}
+    return out
+
+
+def initial_reads(runs: dict, metric: str = "greedy_accuracy") -> dict:
+    """(arm, seed) -> the read of the run's eval at update 0 (the initial policy)."""
+    out = {}
+    for key, g in runs.items():
+        g = g[g[METRIC_COLUMNS[metric]].notna()]
+        if len(g) and int(g["update"].iloc[0]) == 0:
+            out[key] = {"status": "exact", "rows": (0, 0), "w": 0.0, "updates": [0, 0], "frame": g,
+                        "value": 100.0 * float(g[METRIC_COLUMNS[metric]].iloc[0])}
+    return out
+
+
+def items_at(index: dict | None, arm: str, seed: int, read: dict, mode: str = "greedy"):
+    """Per-item results (items,) of one run at a read (same weights as its value), or None."""
+    if index is None or read is None or read.get("value") is None:
+        return None
+    lo, hi = read["updates"]
+    vecs = [(index.get((arm, seed, lo)) or {}).get(mode), (index.get((arm, seed, hi)) or {}).get(mode)]
+    return _combine(vecs, {**read, "rows": (0, 1) if lo != hi else (0, 0)})
+
+
+def _load_plan(study_dir: Path):
+    from ..training.plan import load_plan
+
+    p = study_dir / "plan.toml"  # frozen before the schedule check, maybe: its reads are checked instead
+    return load_plan(p, check_schedule=False) if p.exists() else None
+
+
+def finished_study(path, *, key: str) -> Path:
+    """``path`` as the folder of a finished study, else :class:`AnalysisError` naming ``key``.
+
+    Finished: a folder with ``plan.toml``, ``runs.csv`` and a ``study.json`` whose ``finished``
+    is set (:func:`gradprobe.study.runner.run_study` sets it when every run completed)."""
+    p = Path(path)
+    fix = "give the folder of a study that `gradprobe study PLAN --out DIR` ran to the end"
+    if not p.is_dir():
+        raise AnalysisError(f"{key}: {str(p)!r} is not a folder; {fix}")
+    missing = [f for f in ("plan.toml", "runs.csv", "study.json") if not (p / f).is_file()]
+    if missing:
+        raise AnalysisError(f"{key}: {str(p)!r} is not a finished study (no {', '.join(missing)}); {fix}")
+    try:
+        finished = json.loads((p / "study.json").read_text()).get("finished")
+    except (OSError, json.JSONDecodeError) as e:
+        raise AnalysisError(f"{key}: {p / 'study.json'} cannot be read ({e}); {fix}") from None
+    if not finished:
+        raise AnalysisError(f"{key}: {str(p)!r} is not a finished study (study.json has no 'finished': a run failed or "
+                            f"is unfinished); finish it by re-running its `gradprobe study` command, or {fix}")
+    return p

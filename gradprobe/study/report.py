@@ -1,0 +1,175 @@
+"""What ``gradprobe study`` prints and draws from an analysis (:func:`gradprobe.study.analysis.analyze`).
+
+:func:`format_rankings`: rankings per axis side by side, how each matched value was read, gains
+with their t and two-way intervals, sigmoid parameters (identified or not), side effects, the
+detectable effect and the hypotheses. :func:`plot_figures`: accuracy against each axis.
+All values in accuracy points.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+HEADS = {"updates": "per update (at {:,.0f} updates)", "generated_tokens": "at matched tokens ({:,.0f})",
+         "flops": "at matched FLOPs ({:.3g})", "device_seconds": "at matched time ({:,.1f} s)"}
+FIGURES = {"updates": ("accuracy_vs_updates.png", "updates", "update"),
+           "generated_tokens": ("accuracy_vs_generated_tokens.png", "generated tokens (charged)", "generated_tokens"),
+           "flops": ("accuracy_vs_flops.png", "FLOPs (generation + training)", "flops"),
+           "device_seconds": ("accuracy_vs_device_seconds.png", "training device-seconds", "device_seconds")}
+
+
+def _ci(ci) -> str:
+    return "n/a" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+def _table(result: dict, axes: list[str]) -> list[str]:
+    heads = {a: HEADS[a].format(result["matched"][a]["budget"]) for a in axes}
+    width = max(32, *(len(h) + 2 for h in heads.values()))
+    lines = ["rank  " + "".join(f"{heads[a]:<{width}}" for a in axes)]
+    for i in range(max(1, *(len(result["rankings"][a]) for a in axes))):
+        cells = []
+        for a in axes:
+            r = result["rankings"][a]
+            e = result["arms"][r[i]][a] if i < len(r) else None
+            gain = "" if e is None or e["gain_vs_grpo"] is None else f" ({e['gain_vs_grpo']:+.2f})"
+            cells.append(("(no arm read on every seed)" if i == 0 else "") if e is None else
+                         f"{r[i]:<14}{e['accuracy']:6.2f}{gain}")
+        lines.append(f"{i + 1:<6}" + "".join(f"{c:<{width}}" for c in cells))
+    lines.append(f"(accuracy points; in parentheses: paired gain vs {result.get('control_arm', 'grpo')}; "
+                 f"ranked: the arms read on every seed)")
+    return lines
+
+
+def _reads(result: dict, axes: list[str]) -> list[str]:
+    lines = ["matched values read within one promised eval interval:"]
+    for a in result["matched"]:
+        m = result["matched"][a]
+        if not m["recorded"]:
+            lines.append(f"  {a}: not recorded ({m['source']})")
+            continue
+        refused = {arm: e[a]["gap_exceeded"] for arm, e in result["arms"].items() if e[a]["gap_exceeded"]}
+        counts = ", ".join(f"{n} {k}" for k, n in m["reads"].items())
+        lines.append(f"  {a} = {m['budget']:,.6g} ({m['source']}): {counts}"
+                     + ("; refused (gap wider than promised): " + "; ".join(
+                         f"{arm} seeds {','.join(map(str, s))}" for arm, s in refused.items()) if refused else ""))
+    return lines
+
+
+def _gains(result: dict, axes: list[str]) -> list[str]:
+    lines = [f"gains vs {result.get('control_arm', 'grpo')} (95% t interval over seeds; two-way: seeds x items"
+             + ("" if result.get("two_way") else f", n/a: {result.get('two_way_reason')}") + "):"]
+    for a in axes:
+        cells = [f"{arm} {e[a]['gain_vs_grpo']:+.2f} {_ci(e[a]['gain_ci'])}"
+                 + (f" two-way {_ci(e[a]['gain_vs_grpo_ci_two_way'])}" if e[a]["gain_vs_grpo_ci_two_way"] else "")
+                 for arm, e in result["arms"].items()
+                 if e[a]["gain_vs_grpo"] is not None and arm != result.get("control_arm")]
+        lines.append(f"  {a}: " + ("; ".join(cells) if cells else "none read"))
+    return lines
+
+
+def _sigmoid_cell(fit: dict) -> str:
+    if "error" in fit:
+        return f"no fit ({fit['error'].split(';')[0]})"
+    parts = []
+    for name, p in fit["params"].items():
+        v = f"{p['value']:.3g}"
+        parts.append(f"{name} {v} [{p['ci'][0]:.3g}, {p['ci'][1]:.3g}]" if p["identified"] else
+                     f"{name} {v} ({'at bound' if p['at_bound'] else 'not identified'})")
+    return ", ".join(parts) + (f"; intervals given {', '.join(fit['at_bound'])} at its bound" if fit["at_bound"]
+                               and any(p["identified"] for p in fit["params"].values()) else "")
+
+
+def _sigmoids(result: dict) -> list[str]:
+    lines = ["sigmoid fits R0 + (A - R0) / (1 + (C_mid / C)^B) (intervals only for identified parameters):"]
+    for arm, e in result["arms"].items():
+        for axis, fit in ((a, f) for a, f in (e.get("sigmoid") or {}).items() if f.get("recorded", True)):
+            lines.append(f"  {arm:<14}{axis:<17}{_sigmoid_cell(fit)}")
+    return lines
+
+
+def _side_effects(result: dict, axes: list[str]) -> list[str]:
+    a = "generated_tokens" if "generated_tokens" in axes else axes[0]
+    rows = []
+    for arm, e in result["arms"].items():
+        se = e[a]["side_effects"]
+        if any(v is not None for v in se.values()):
+            rows.append(f"  {arm:<14}" + ", ".join(f"{k} {'n/a' if v is None else f'{v:.4g}'}" for k, v in se.items()))
+    return [f"side effects at matched {a} (response length in tokens, format rate, KL to the initial policy in nats):",
+            *rows] if rows else ["side effects: not recorded in runs.csv (response_length, format_rate, kl_init)"]
+
+
+def _hypotheses(result: dict) -> list[str]:
+    hs = result["hypotheses"]
+    lines = [f"hypotheses (Holm-corrected over the {hs[0]['holm_family']} testable):"] if hs else []
+    for h in hs:
+        if h["estimate"] is None:
+            lines.append(f"  {h['name']}: not evaluated: {h['error']}")
+            continue
+        adj = "" if h["p_adjusted"] is None else f", Holm-adjusted p = {h['p_adjusted']:.3g}"
+        lines.append(f"  {h['name']}: {h['status']}  estimate {h['estimate']:+.2f} points, t interval "
+                     f"{_ci(h['ci'])}" + (f" ({h['ci_level']:.0%})" if h["ci"] else "") + ", two-way "
+                     f"{_ci(h['ci_two_way'])}, {h['p_text']}{adj} ({h['alternative']}, alpha {h['alpha']:g})"
+                     + (f"; {h['untestable_reason']}" if h["untestable_reason"] else "")
+                     + (f"; seeds refused: {h['excluded_seeds']}" if h["excluded_seeds"] else ""))
+    return lines
+
+
+def format_rankings(result: dict) -> str:
+    """The analysis as text (module docstring); what ``gradprobe study`` prints."""
+    axes = [a for a in ("updates", "generated_tokens", "flops", "device_seconds") if a in result["rankings"]]
+    init = result["initial"]
+    lines = [f"initial policy: {init['accuracy']:.2f} points (greedy)", "", *_table(result, axes), "",
+             *_reads(result, axes), "", *_gains(result, axes), "", *_sigmoids(result), "",
+             *_side_effects(result, axes)]
+    d = result.get("detectable_effect")
+    if d and d.get("largest") is not None:
+        lines += ["", f"detectable effect (80% power, {d['alternative']} paired t at alpha {d['alpha']:g}, "
+                      f"{d['seeds']} seeds, at matched {d['axis']}): {d['largest']:.2f} points "
+                      f"(largest over arms: " + ", ".join(f"{a} {v['effect']:.2f}" for a, v in d["per_arm"].items()
+                                                          if v["effect"] is not None) + f"); {d['note']}"]
+    if result["hypotheses"]:
+        lines += ["", *_hypotheses(result)]
+    return "\n".join(lines)
+
+
+def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) -> list[Path]:
+    """Accuracy (points) against every recorded axis per arm: mean over seeds with a band of +-2
+    standard errors over seeds (seaborn), each run interpolated on a common grid from 0 to the
+    arm's smallest final x (a drawing, not a matched value); a dashed line marks the matched point.
+    Returns the written files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    import seaborn as sns
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    runs = {(a, int(s)): g.sort_values("update") for (a, s), g in df.groupby(["arm", "seed"], sort=False)}
+    written = []
+    for axis, (name, label, column) in FIGURES.items():
+        if not result["matched"][axis]["recorded"]:
+            continue
+        rows = []
+        for arm in dict.fromkeys(df["arm"]):
+            keys = [k for k in runs if k[0] == arm]
+            hi = min(float(runs[k][column].iloc[-1]) for k in keys)
+            for k in keys:
+                x = runs[k][column].to_numpy(dtype=np.float64)
+                y = 100.0 * runs[k]["accuracy"].to_numpy(dtype=np.float64)
+                rows += [{"arm": arm, "seed": k[1], column: gx, "accuracy (points)": np.interp(gx, x, y)}
+                         for gx in np.linspace(float(x[0]), hi, grid_points)]
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        sns.lineplot(data=pd.DataFrame(rows), x=column, y="accuracy (points)", hue="arm", errorbar=("se", 2), ax=ax)
+        ax.axvline(result["matched"][axis]["budget"], color="0.4", ls="--", lw=1, label=f"matched {axis}")
+        ax.set_xlabel(label)
+        ax.set_title(f"held-out greedy accuracy vs {label}\nmean over seeds, band: +-2 standard errors", fontsize=10)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(folder / name, dpi=110)
+        plt.close(fig)
+        written.append(folder / name)
+    return written

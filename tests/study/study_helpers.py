@@ -1,0 +1,155 @@
+"""Hand-made study folders for the analysis and power tests (no training): a plan, runs.csv and
+per-item eval results consistent with each other (every accuracy is the mean of its item string).
+
+Three arms, 8 seeds, 40 held-out items. Per update mc_value is best; at equal tokens it is worst.
+
+grpo       updates 0/2/5/10,  tokens 0/200/500/1010+s, seconds 0/2/5/10+s, flops 0/2e9/5e9/1.01e10+1e7 s
+           correct items 8 / 11 / 12 + s%2 / 16 + s%3
+mc_value   updates 0/1/2,     tokens 0/500/1020,       seconds 0/8/16,      flops 0/5e9/1.02e10
+           correct items 8 / 11 / 14 + s%2
+grpo_2xlr  as grpo, correct items 8 / 11 / 13 + s%2 / 17 + s%3 + (s == 2)
+
+Item i of seed s is correct at an eval with k correct items iff its rank in
+``default_rng(100 + s).permutation(40)`` is < k (nested sets: a run's later evals keep its items).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+
+ITEMS = 40
+SEEDS = 8
+
+PLAN = """
+name = "handmade"
+seeds = SEEDS
+[model]
+name = "tiny-qwen2"
+[task]
+name = "chain_sum"
+pool = 16
+[train]
+prompts_per_update = 2
+group = 4
+[budget]
+generated_tokens = 1000
+flops = 1e10
+[eval]
+every_tokens = 500
+at_updates = [2, 5]
+[arms.grpo]
+reward = "outcome"
+[arms.mc_value]
+reward = "mc_value"
+[arms.grpo_2xlr]
+reward = "outcome"
+lr_scale = 2.0
+
+[[hypotheses]]
+name = "grpo_learns"
+statement = "GRPO gains at least 4 points over the initial policy"
+test = "sign_flip"
+arms = ["grpo", "initial"]
+min_effect = 4.0
+
+[[hypotheses]]
+name = "dense_not_worth_tokens"
+statement = "GRPO beats mc_value at equal tokens"
+test = "paired_bootstrap"
+arms = ["grpo", "mc_value"]
+
+[[hypotheses]]
+name = "dense_better"
+statement = "mc_value beats GRPO at equal tokens (false here)"
+test = "sign_flip"
+arms = ["mc_value", "grpo"]
+
+[[hypotheses]]
+name = "double_lr"
+statement = "2x lr differs from GRPO"
+test = "sign_flip"
+arms = ["grpo_2xlr", "grpo"]
+alternative = "two-sided"
+
+[[hypotheses]]
+name = "per_update"
+statement = "per update, mc_value beats GRPO"
+test = "sign_flip"
+arms = ["mc_value", "grpo"]
+at = "updates"
+budget = 2
+
+[[hypotheses]]
+name = "at_flops"
+statement = "GRPO beats mc_value at equal FLOPs"
+test = "sign_flip"
+arms = ["grpo", "mc_value"]
+at = "flops"
+"""
+
+
+def evals(arm: str, s: int) -> list[dict]:
+    """The eval points of one run: update, generated_tokens, device_seconds, flops, correct-item count."""
+    if arm == "mc_value":
+        pts = [(0, 0, 0.0, 0.0, 8), (1, 500, 8.0, 5e9, 11), (2, 1020, 16.0, 1.02e10, 14 + s % 2)]
+    else:
+        extra = 1 if arm == "grpo_2xlr" else 0
+        pts = [(0, 0, 0.0, 0.0, 8), (2, 200, 2.0, 2e9, 11), (5, 500, 5.0, 5e9, 12 + s % 2 + extra),
+               (10, 1010 + s, 10.0 + s, 1.01e10 + 1e7 * s, 16 + s % 3 + extra + (1 if extra and s == 2 else 0))]
+    return [dict(zip(("update", "generated_tokens", "device_seconds", "flops", "k"), p)) for p in pts]
+
+
+def item_string(s: int, k: int) -> str:
+    rank = np.empty(ITEMS, dtype=int)
+    rank[np.random.default_rng(100 + s).permutation(ITEMS)] = np.arange(ITEMS)
+    return "".join("1" if r < k else "0" for r in rank)
+
+
+def make_study(root: Path, *, seeds: int = SEEDS, items: bool = True, side_effects: bool = True,
+               flops: bool = True, finished: bool = True, plan: str | None = None) -> Path:
+    """Write plan.toml, runs.csv, study.json and (``items``) runs/ARM/seedS/eval_items.jsonl."""
+    root.mkdir(parents=True, exist_ok=True)
+    text = (plan or PLAN).replace("seeds = SEEDS", f"seeds = {list(range(seeds))}")
+    (root / "plan.toml").write_text(text)
+    cols = ["arm", "seed", "update", "generated_tokens", "device_seconds", "accuracy", "accuracy_sampled", "reward",
+            "lr_scale"] + (["flops"] if flops else []) + (["response_length", "format_rate", "kl_init"]
+                                                          if side_effects else [])
+    runs = []
+    with open(root / "runs.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for arm, reward, lr in (("grpo", "outcome", 1.0), ("mc_value", "mc_value", 1.0), ("grpo_2xlr", "outcome", 2.0)):
+            for s in range(seeds):
+                lines = []
+                for e in evals(arm, s):
+                    row = {"arm": arm, "seed": s, "update": e["update"], "generated_tokens": e["generated_tokens"],
+                           "device_seconds": e["device_seconds"], "accuracy": e["k"] / ITEMS, "accuracy_sampled": "",
+                           "reward": reward, "lr_scale": lr, "flops": e["flops"],
+                           "response_length": 10.0 + e["update"], "format_rate": 1.0 - 0.01 * e["update"],
+                           "kl_init": "" if e["update"] == 0 else 0.01 * e["update"]}
+                    w.writerow([row[c] for c in cols])
+                    lines.append({k: e[k] for k in ("update", "generated_tokens", "flops", "device_seconds")}
+                                 | {"greedy": item_string(s, e["k"]), "sampled": []})
+                runs.append({"arm": arm, "seed": s, "dir": f"runs/{arm}/seed{s}", "status": "done", "seconds": 60.0})
+                if items:
+                    d = root / "runs" / arm / f"seed{s}"
+                    d.mkdir(parents=True, exist_ok=True)
+                    (d / "eval_items.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (root / "study.json").write_text(json.dumps({"plan_sha256": "x", "runs": runs,
+                                                 "finished": "2026-12-01T00:00:00+00:00" if finished else None}))
+    return root
+
+
+def aggregate_items(root: Path) -> None:
+    """Write STUDY/eval_items.jsonl.gz from the run folders (as the runner does) and remove them."""
+    lines = []
+    for path in sorted(root.glob("runs/*/seed*/eval_items.jsonl")):
+        arm, seed = path.parent.parent.name, int(path.parent.name[4:])
+        lines += [json.dumps({"arm": arm, "seed": seed, **json.loads(x)}) for x in path.read_text().splitlines()]
+        path.unlink()
+    (root / "eval_items.jsonl.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
