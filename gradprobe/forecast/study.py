@@ -1,0 +1,134 @@
+"""Forecasts of every arm of a study at its matched token budget: the calibration's feature table.
+
+:func:`study_forecasts` joins a ``gradprobe study`` folder's probe (``probe/probe.json``,
+``probe/arms.json``) with a reference curve (by default the study's own grpo arm from
+``runs.csv``; pass ``curve=`` for a leave-out: a curve the study did not make) and returns, per arm,
+the forecast gain vs grpo of every forecaster (:func:`gradprobe.forecast.forecast_rewards`) at the
+study's matched generated-token budget (``analysis.json["matched"]["generated_tokens"]["budget"]``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from pathlib import Path
+
+import pandas as pd
+
+from .curves import ReferenceCurve
+from .forecaster import forecast_rewards
+
+__all__ = ["study_forecasts", "STUDY_COLUMNS"]
+
+STUDY_COLUMNS = ("arm", "reward", "lr_scale", "budget", "budget_value", "tokens_per_update", "rho", "snr",
+                 "token_multiplier", "forecast_probe", "forecast_cost_only", "forecast_signal_proxy",
+                 "forecast_first_order", "forecast_probe_interval", "method", "note", "curve_source", "in_sample",
+                 "realized_gain")
+
+
+def _read(path: Path, fix: str) -> dict:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; {fix}")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON ({e}); re-run the step that writes it") from None
+
+
+def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=None, mode: str = "sigmoid",
+                    lr_curve: dict | None = None, n_draws: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """One row per arm of a study: forecast gain vs grpo at the matched token budget, by every forecaster.
+
+    Parameters
+    ----------
+    study_dir : path
+        A finished ``gradprobe study`` folder (``runs.csv``, ``analysis.json``, ``probe/probe.json``,
+        ``probe/arms.json``; ``plan.toml`` optional).
+    curve : ReferenceCurve, optional
+        The reference curve. Default: the study's own ``grpo`` arm (``ReferenceCurve.from_study``), which
+        makes the forecasts in-sample for that study (``in_sample`` True); pass a curve from another study
+        or run for a leave-out.
+    probe : dict or list of dict, optional
+        A probe result to use instead of the study's ``probe/probe.json`` (e.g. a multi-batch probe of the
+        same initial policy, :func:`gradprobe.probe.batches.run_probe_batches`).
+    mode : {"sigmoid", "empirical"}
+        Mode of the default curve.
+    lr_curve : dict[float, ReferenceCurve], optional
+        Curves for learning-rate arms (otherwise they are ``outside_probe`` with NaN forecasts).
+    n_draws, seed
+        Of the forecast intervals.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`STUDY_COLUMNS`, one row per arm (budget axis ``tokens``). Gains are accuracy points
+        vs grpo at the budget: ``forecast_probe`` (probe efficiency, shrunk; cost only where its SNR <= 1),
+        ``forecast_cost_only`` (rho = 1), ``forecast_signal_proxy`` (verl's proxy; NaN when the probe has
+        none), ``forecast_first_order`` (the raw extrapolation (T / c_R) s g_R - (T / c_grpo) g_grpo, the
+        old ``predicted_gain_at_budget`` difference), ``forecast_probe_interval`` ((lo, hi)).
+        ``token_multiplier`` = c_R / c_grpo; ``rho``, ``snr`` the probe's shrunk efficiency and its SNR;
+        ``realized_gain`` the study's mean gain vs grpo at matched tokens (``analysis.json``, for checks;
+        not a feature). ``grpo``'s row is 0 by definition.
+
+    Raises
+    ------
+    FileNotFoundError
+        A missing study file (named, with the fix).
+    ValueError
+        Invalid JSON, no ``grpo`` arm, an arm whose reward the probe did not cover, a curve that cannot be
+        fitted (:class:`~gradprobe.forecast.curves.CurveError`).
+    """
+    study_dir = Path(study_dir)
+    if not study_dir.is_dir():
+        raise FileNotFoundError(f"study folder {str(study_dir)!r} does not exist; pass the --out folder of a finished "
+                                "`gradprobe study` (e.g. data/study_tiny)")
+    analysis = _read(study_dir / "analysis.json", "run `gradprobe study` to the end")
+    arms_map = _read(study_dir / "probe" / "arms.json", "it is written with probe.json by `gradprobe study`")
+    if probe is None:
+        probe = _read(study_dir / "probe" / "probe.json", "run `gradprobe study` to the end (the probe runs last)")
+    arms_res = analysis.get("arms") or {}
+    if "grpo" not in arms_res:
+        raise ValueError(f"{study_dir}/analysis.json has no 'grpo' arm (arms: {sorted(arms_res)}); gains are measured "
+                         "against it")
+    try:
+        matched = analysis["matched"]
+        budget = float((matched.get("generated_tokens") or matched["tokens"])["budget"])  # "tokens": older analyses
+    except (KeyError, TypeError):
+        raise ValueError(f"{study_dir}/analysis.json: matched.tokens.budget is missing") from None
+    in_sample = curve is None
+    if curve is None:
+        curve = ReferenceCurve.from_study(study_dir, arm="grpo", mode=mode)
+    plan_arms = {}
+    if (study_dir / "plan.toml").is_file():
+        plan_arms = tomllib.loads((study_dir / "plan.toml").read_text()).get("arms") or {}
+    arms = {}
+    for arm in arms_res:
+        spec = arms_map.get(arm) or {}
+        arms[arm] = {"reward": spec.get("reward", arms_res[arm].get("reward")),
+                     "lr_scale": float(spec.get("lr_scale", arms_res[arm].get("lr_scale", 1.0)))}
+    ref_reward = arms["grpo"]["reward"]
+    res = forecast_rewards(curve, probe, budget_tokens=budget, method="probe", arms=arms, lr_curve=lr_curve,
+                           reference_reward=ref_reward, n_draws=n_draws, seed=seed)
+    t = res.table.set_index("arm")
+    c_ref = float(t.loc["grpo", "tokens_per_update"])
+    rows = []
+    for arm in arms:
+        r = t.loc[arm]
+        notes = [r["note"]] if r["note"] else []
+        if (plan_arms.get(arm) or {}).get("selection"):
+            notes.append("prompt-selection arm: the probe sees only its reward, not the selection or its tokens")
+        rows.append({
+            "arm": arm, "reward": r["reward"], "lr_scale": float(r["lr_scale"]), "budget": "tokens",
+            "budget_value": budget, "tokens_per_update": float(r["tokens_per_update"]), "rho": float(r["rho"]),
+            "snr": float(r["snr"]), "token_multiplier": float(r["tokens_per_update"]) / c_ref,
+            "forecast_probe": float(r["gain_probe"]), "forecast_cost_only": float(r["gain_cost_only"]),
+            "forecast_signal_proxy": float(r["gain_signal_proxy"]),
+            "forecast_first_order": float(r["first_order_gain"]),
+            "forecast_probe_interval": tuple(r["gain_probe_interval"]), "method": r["method"],
+            "note": "; ".join(notes), "curve_source": ("in-sample: " if in_sample else "") + curve.source,
+            "in_sample": in_sample,
+            "realized_gain": float((arms_res[arm].get("generated_tokens") or arms_res[arm].get("tokens") or {})
+                                   .get("gain_vs_grpo", math.nan)),
+        })
+    return pd.DataFrame(rows, columns=list(STUDY_COLUMNS))

@@ -1,0 +1,275 @@
+"""Several probe batches on disjoint training prompts with ONE reference direction (``--probe-batches N``).
+
+The efficiency ratio rho_R = <g_R, u> / <g_outcome, u> of one probe batch is noisy (its
+signal-to-noise on the tiny study's 16 x 8 batch was 0.6-1.0 for the inner products), and its
+bootstrap interval narrows roughly as 1 / sqrt(N) with N batches. :func:`run_probe_batches` runs
+:func:`gradprobe.probe.run.run_probe` N times on the same policy:
+
+- batch k probes training prompts k*B .. (k+1)*B - 1 of one draw of N*B distinct prompts (distinct
+  question texts; ``task.problems("train", ..., seed=config.seed)``), with ``seed = config.seed + k``
+  for its rollouts and continuations;
+- the reference direction (the held-out RLOO gradient, or ``direction:PATH``) is computed once, by
+  batch 0, and reused by the others (:class:`ReferenceDirection`): its cost is paid once, and every
+  batch measures the same u, so their inner products average;
+- the policy and task are loaded once.
+
+The combined ``probe.json`` (in ``out``) has the pooled per-reward entries (``inner_product`` the mean
+over batches, its bootstrap interval resampling groups within each batch, ``per_group`` the
+concatenation of the batches' contributions divided by N so they sum to the mean, ``tokens_per_update``
+the mean), the summed ledger and costs, and ``batches``: each batch's per-reward figures
+(``inner_product``, ``per_group``, ``signal_proxy_per_group``, ``tokens_per_update``...), which the
+forecaster (:func:`gradprobe.forecast.forecast_rewards`) reads. Each batch's own files
+(``probe.json``, ``alignment.safetensors``, ``tokens.jsonl``) are in ``out/batch_K``. With N = 1 this
+is exactly ``run_probe`` (files in ``out``).
+
+With one shared reference draw the held-out reference's own sampling noise is not in the interval;
+the forecast says so.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["ReferenceDirection", "run_probe_batches", "combine_batches"]
+
+
+@dataclass
+class ReferenceDirection:
+    """A reference update computed once per policy and reused across probe batches.
+
+    Attributes
+    ----------
+    vector : dict[str, Tensor] or None
+        v (parameter name -> tensor); None until the first :func:`~gradprobe.probe.run.run_probe`
+        that receives this holder computes it.
+    info : dict
+        That run's ``reference`` block (kind, held-out prompts and accuracy, ...).
+    """
+
+    vector: dict | None = None
+    info: dict = field(default_factory=dict)
+
+
+class _TrainSlice:
+    """A task whose training prompts are a fixed list (one batch's slice); everything else is the task's."""
+
+    def __init__(self, task, problems: list):
+        self._task = task
+        self._problems = list(problems)
+
+    def problems(self, split, n, *, seed=0):
+        if split == "train":
+            if n != len(self._problems):
+                raise ValueError(f"probe batch slice holds {len(self._problems)} training prompts, asked for {n}")
+            return list(self._problems)
+        return self._task.problems(split, n, seed=seed)
+
+    def __getattr__(self, name):
+        return getattr(self._task, name)
+
+
+def _distinct_train_prompts(task, n: int, seed: int) -> list:
+    """n training problems with distinct question texts (first occurrences of a draw of n, 2n or 4n)."""
+    for factor in (1, 2, 4):
+        try:
+            pool = task.problems("train", n * factor, seed=seed)
+        except ValueError:
+            if factor == 1:
+                raise
+            break
+        seen, out = set(), []
+        for p in pool:
+            if p.question not in seen:
+                seen.add(p.question)
+                out.append(p)
+        if len(out) >= n:
+            return out[:n]
+    raise ValueError(f"the task's training split has fewer than {n} distinct prompts for --probe-batches x --prompts; "
+                     "use fewer --probe-batches or --prompts")
+
+
+def run_probe_batches(config, *, batches: int = 1, out: str | Path | None = None, policy=None, task=None,
+                      extra_rewards: dict | None = None, sampler=None) -> dict:
+    """Run ``batches`` probe batches on disjoint training prompts with one shared reference direction.
+
+    Parameters
+    ----------
+    config : gradprobe.probe.run.ProbeConfig
+        Every batch's configuration (``prompts`` x ``group`` per batch).
+    batches : int
+        N >= 1. More batches narrow the interval of the efficiency ratio (about 1 / sqrt(N)); each
+        costs its rollouts, continuations and one alignment pass, the reference is computed once.
+    out : path, optional
+        Output folder: the combined ``probe.json`` and, with N > 1, ``batch_K/`` per batch.
+    policy, task, extra_rewards, sampler
+        As :func:`gradprobe.probe.run.run_probe` (loaded once when not given).
+
+    Returns
+    -------
+    dict
+        With N = 1 the result of ``run_probe``; with N > 1 the combined result (module docstring):
+        ``config`` gains ``probe_batches``; ``batches`` lists each batch's figures.
+
+    Raises
+    ------
+    ValueError
+        ``batches < 1``, too few distinct training prompts, and everything ``run_probe`` raises.
+    OSError
+        ``out`` cannot be written (checked before any compute).
+    """
+    from ..models import load_policy
+    from ..tasks import load_task
+    from ..training.checkpoint import prepare_output_dir, removed_if_left_empty
+    from .run import _json_safe, run_probe
+
+    if not isinstance(batches, int) or batches < 1:
+        raise ValueError(f"batches (--probe-batches) must be an integer >= 1, got {batches!r}")
+    if batches == 1:
+        result = run_probe(config, out=out, policy=policy, task=task, extra_rewards=extra_rewards, sampler=sampler)
+        result["reference"]["draw"] = 0
+        return result
+    with removed_if_left_empty(out):
+        if out is not None:
+            prepare_output_dir(Path(out))
+        task = task or load_task(config.task, **({"skip_malformed": True} if config.skip_malformed else {}))
+        policy = policy or load_policy(config.model, dtype=config.dtype, device=config.device, seed=config.seed)
+        pool = _distinct_train_prompts(task, batches * config.prompts, config.seed)
+        holder = ReferenceDirection()
+        results = []
+        for k in range(batches):
+            cfg_k = dataclasses.replace(config, seed=config.seed + k)
+            sub = None if out is None else Path(out) / f"batch_{k}"
+            res = run_probe(cfg_k, out=sub, policy=policy,
+                            task=_TrainSlice(task, pool[k * config.prompts:(k + 1) * config.prompts]),
+                            extra_rewards=extra_rewards, sampler=sampler, reference_direction=holder)
+            res["reference"]["draw"] = 0
+            res["prompt_ids"] = [p.id for p in pool[k * config.prompts:(k + 1) * config.prompts]]
+            results.append(res)
+        combined = combine_batches(results, config)
+        if out is not None:
+            from ..training.checkpoint import write_json_atomic
+
+            write_json_atomic(Path(out) / "probe.json", _json_safe(combined))
+        return combined
+
+
+def combine_batches(results: list[dict], config) -> dict:
+    """Pool per-batch probe results (same policy, same reference direction) into one result.
+
+    Parameters
+    ----------
+    results : list of dict, length N
+        ``run_probe`` results of the batches, the same rewards in each.
+    config : ProbeConfig
+        The base configuration (recorded, with ``probe_batches`` = N).
+
+    Returns
+    -------
+    dict
+        See the module docstring. Pooled entry fields: ``inner_product`` (mean over batches),
+        ``interval`` / ``snr`` (stratified bootstrap over groups, ``config.n_bootstrap`` replicates),
+        ``predicted_gain_per_update`` = 100 lr ``inner_product``, ``tokens_per_update`` (mean),
+        ``predicted_gain_at_budget`` (and ``_at_time_budget``), ``signal_proxy`` (mean), ``cosine``
+        (mean when every batch has one); the remaining fields are batch 0's.
+
+    Raises
+    ------
+    ValueError
+        Batches that probed different rewards.
+    """
+    from ..forecast.proxies import stratified_counts
+    from .run import _config_dict
+
+    k = len(results)
+    names = [r["name"] for r in results[0]["rewards"]]
+    for j, res in enumerate(results[1:], 1):
+        if [r["name"] for r in res["rewards"]] != names:
+            raise ValueError(f"probe batch {j} probed {[r['name'] for r in res['rewards']]}, batch 0 {names}")
+    out = copy.deepcopy(results[0])
+    out["config"] = dict(_config_dict(config), probe_batches=k)
+    by_name = [{r["name"]: r for r in res["rewards"]} for res in results]
+    sizes = [len(b[names[0]]["per_group"]) for b in by_name]
+    n_boot = max(int(config.n_bootstrap), 0)
+    counts = stratified_counts(sizes, n_boot, config.seed) if n_boot > 1 else None
+    lr = float(config.lr)
+    entries = []
+    for name, entry in zip(names, out["rewards"]):
+        per = [np.asarray(b[name]["per_group"], dtype=np.float64) for b in by_name]
+        ip = float(np.mean([p.sum() for p in per]))
+        tokens = float(np.mean([b[name]["tokens_per_update"] for b in by_name]))
+        gain = 100.0 * lr * ip
+        scale = float(config.budget_tokens) / tokens
+        entry.update(inner_product=ip, per_group=[float(x) for p in per for x in p / k], num_groups=int(sum(sizes)),
+                     tokens_per_update=int(round(tokens)), predicted_gain_per_update=gain,
+                     predicted_gain_at_budget=scale * gain, probe_batches=k)
+        if counts is not None:
+            # replicate of the mean over batches: each batch's groups resampled within the batch
+            boot = sum(c @ p for c, p in zip(counts, per)) / k
+            lo, hi = np.percentile(boot, [2.5, 97.5])
+            sd = float(boot.std(ddof=1))
+            entry["interval"] = [float(lo) + 0.0, float(hi) + 0.0]
+            entry["snr"] = abs(ip) / sd if sd > 0 else (0.0 if ip == 0 else math.inf)
+            giv = sorted((100.0 * lr * float(lo), 100.0 * lr * float(hi)))
+            entry["gain_interval_per_update"] = giv
+            entry["gain_interval_at_budget"] = [scale * giv[0], scale * giv[1]]
+        secs = [b[name].get("seconds_per_update") for b in by_name]
+        if all(s is not None for s in secs):
+            entry["seconds_per_update"] = float(np.mean(secs))
+            if config.budget_seconds is not None:
+                entry["predicted_gain_at_time_budget"] = config.budget_seconds / entry["seconds_per_update"] * gain
+        cos = [b[name].get("cosine") for b in by_name]
+        entry["cosine"] = float(np.mean(cos)) if all(c is not None for c in cos) else None
+        sp = [b[name].get("signal_proxy") for b in by_name]
+        if all(s is not None for s in sp):
+            entry["signal_proxy"] = float(np.mean(sp))
+            entry["signal_proxy_per_group"] = [float(x) / k for b in by_name for x in b[name]["signal_proxy_per_group"]]
+        entry["valid_completions"] = int(sum(b[name].get("valid_completions", 0) for b in by_name))
+        entries.append(entry)
+    out["rewards"] = entries
+    out["ledger"] = _sum_ledgers([r["ledger"] for r in results])
+    out["costs"] = _sum_costs([r["costs"] for r in results])
+    out["warnings"] = list(dict.fromkeys(w for r in results for w in r.get("warnings", [])))
+    out["reference"] = dict(results[0]["reference"], reused_by_batches=k - 1)
+    out["batch"] = dict(results[0]["batch"], probe_batches=k, prompts_total=int(sum(r["batch"]["prompts"] for r in results)),
+                        generated_tokens=int(sum(r["batch"]["generated_tokens"] for r in results)))
+    out["batches"] = [{
+        "seed": r["config"]["seed"], "prompt_ids": r.get("prompt_ids"), "reference": {
+            "draw": r["reference"].get("draw", 0), "reused": bool(r["reference"].get("reused", False))},
+        "ledger": r["ledger"], "batch": r["batch"],
+        "rewards": [{key: e.get(key) for key in ("name", "inner_product", "interval", "snr", "per_group",
+                                                 "predicted_gain_per_update", "tokens_per_update", "signal_proxy",
+                                                 "signal_proxy_per_group", "generated_tokens", "seconds_per_update")}
+                    for e in r["rewards"]],
+    } for r in results]
+    return out
+
+
+def _sum_ledgers(ledgers: list[dict]) -> dict:
+    out: dict = {}
+    for led in ledgers:
+        for key, val in led.items():
+            if isinstance(val, dict):
+                d = out.setdefault(key, {})
+                for k2, v2 in val.items():
+                    d[k2] = d.get(k2, 0) + (v2 or 0)
+            elif isinstance(val, (int, float)):
+                out[key] = out.get(key, 0) + val
+    return out
+
+
+def _sum_costs(costs: list[dict]) -> dict:
+    out: dict = {}
+    for c in costs:
+        for key, val in c.items():
+            if key != "alignment_to_update_ratio" and isinstance(val, (int, float)):
+                out[key] = out.get(key, 0.0) + val
+    upd = out.get("update_forward_backward_seconds")
+    out["alignment_to_update_ratio"] = out.get("alignment_pass_seconds", 0.0) / upd if upd else None
+    out["probe_batches"] = len(costs)
+    return out
