@@ -1,23 +1,46 @@
-"""calib: calibrate the gradient probe's predicted gains against matched-compute ground truth.
+"""calib: learn, from matched-compute studies, how the probe's forecasts relate to realized gains.
 
-DESIGN.md, "Calibration". The probe (gradprobe.probe) predicts each reward's accuracy gain by a
-first-order extrapolation that is expected to overestimate; a study (gradprobe study) measures
-the realized gains at matched budgets. This package learns the map between the two:
+DESIGN.md, "Calibration". gradprobe's forecasters (:mod:`gradprobe.forecast`) forecast each
+reward's accuracy gain vs GRPO at a token budget; a study (``gradprobe study``) measures the
+realized gains. This package joins the two across studies and learns, and validates, the map:
 
-- :mod:`calib.dataset`: rows (model, task, arm, seed, budget) joining probe features with realized
-  gains vs GRPO (accuracy points), from study folders;
-- :mod:`calib.estimators`: scikit-learn calibrators, :class:`LinearCalibrator` (Huber) and
-  :class:`IsotonicCalibrator`;
-- :mod:`calib.validation`: leave-one-arm/model-out cross-validation and MAPIE conformal intervals;
-- :mod:`calib.metrics`: bias, MAE, coverage, Kendall tau / Spearman rho of the rankings;
-- :mod:`calib.model`: a fitted calibration as a versioned JSON file (``calib fit``);
-- :mod:`calib.apply`: calibrated gains in ``probe.json`` (``gradprobe probe --calibration``);
+- :mod:`calib.dataset`: rows (study, model, task, arm, seed, budget) joining the forecasters'
+  numbers with realized gains vs GRPO (accuracy points), from study folders;
+- :mod:`calib.domain`: studies, models and tasks by resolved configuration; :func:`check_domain`;
+- :mod:`calib.estimators`: scikit-learn calibrators (Huber linear, isotonic, none);
+- :mod:`calib.validation`: leave-one-study-out / arm-out cross-validation, MAPIE conformal intervals;
+- :mod:`calib.metrics`: bias, MAE, coverage, Kendall tau / Spearman rho pooled over studies;
+- :mod:`calib.model`: a fitted calibration with its domain, as a versioned JSON file (``calib fit``);
+- :mod:`calib.apply`: ``calibrated.json`` next to a probe's ``probe.json`` (``calib apply``,
+  ``gradprobe probe --calibration``);
 - :mod:`calib.report`: ``calib report`` (report.html, figures, metrics.json).
 
-calib reads gradprobe's saved outputs; gradprobe's library never imports calib (only its
-command line does, for ``--calibration``).
+Top-level API (imported on first use): :func:`load` (a calibration file, or ``"default"``),
+:func:`fit`, :func:`calibrate` (a probe result -> the calibrated document), :func:`check_domain`,
+:func:`build_rows`, :class:`Calibration`, :class:`CalibrationFileError`, the calibrators.
+
+calib reads gradprobe's outputs; gradprobe's library never imports calib.
 """
 
-from .estimators import IsotonicCalibrator, LinearCalibrator
+from __future__ import annotations
 
-__all__ = ["IsotonicCalibrator", "LinearCalibrator"]
+import importlib
+
+_LAZY = {
+    "load": ("calib.model", "load_calibration"), "fit": ("calib.model", "fit_calibration"),
+    "Calibration": ("calib.model", "Calibration"), "CalibrationFileError": ("calib.model", "CalibrationFileError"),
+    "calibrate": ("calib.apply", "calibrate"), "write_calibrated": ("calib.apply", "write_calibrated"),
+    "check_domain": ("calib.domain", "check_domain"), "build_rows": ("calib.dataset", "build_rows_many"),
+    "IdentityCalibrator": ("calib.estimators", "IdentityCalibrator"),
+    "IsotonicCalibrator": ("calib.estimators", "IsotonicCalibrator"),
+    "LinearCalibrator": ("calib.estimators", "LinearCalibrator"),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'calib' has no attribute {name!r}")

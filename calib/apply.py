@@ -1,29 +1,41 @@
-"""Apply a fitted calibration to a probe result (``gradprobe probe --calibration FILE|default``).
+"""Apply a fitted calibration to a probe result: ``calib apply PROBE_DIR``, ``gradprobe probe --calibration``.
 
-For every probed reward R the features are those of :mod:`calib.dataset` with the ``outcome``
-reward as GRPO: at the probe's own token budget T (``config.budget_tokens``; or its
-device-seconds budget for a calibration fitted at matched time), predicted gain vs GRPO =
-(T / c_R) g_R - (T / c_outcome) g_outcome. Each reward entry of ``probe.json`` gains
+calib never rewrites gradprobe's ``probe.json`` (issue 15): the calibrated numbers go to their own
+``calibrated.json`` next to it (:func:`write_calibrated`), one entry per probed reward:
 
-- ``calibrated_gain``: the calibrated realized gain vs GRPO at that budget (accuracy points);
+- ``forecast``: the calibrated forecaster's number for the reward (gain vs GRPO at the probe's
+  token budget, accuracy points; a version-1 calibration: the raw first-order gain
+  (T / c_R) g_R - (T / c_outcome) g_outcome, DESIGN.md "The probe");
+- ``calibrated_gain``: the calibrated realized gain vs GRPO at that budget (accuracy points; NaN
+  where the forecaster cannot say, e.g. a learning-rate change for the probe);
 - ``calibrated_interval``: [lower, upper], the conformal interval for one training run at the
   calibration's confidence level (+-inf when the calibration had too few rows for that level);
+- ``outside_domain``: True when the probe's model, task or budget lies outside the calibration's
+  domain (:func:`calib.domain.check_domain`); the number is still computed, and the warnings say
+  which field is outside.
 
-and the result gains a ``calibration`` block saying what was applied. ``outcome`` is GRPO itself:
-its calibrated gain vs itself is 0 with interval [0, 0] by definition.
+``outcome`` is GRPO itself: its calibrated gain vs itself is 0 with interval [0, 0] by definition.
+
+Where the forecasts come from (format-2 calibrations, which correct a forecaster column of
+:mod:`calib.dataset`): ``probe.json``'s ``forecast`` section (written by ``gradprobe probe`` with
+:func:`gradprobe.forecast.forecast_section`), or that section computed here from the probe result
+with the model's shipped reference curve (:func:`probe_forecasts`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from .dataset import FEATURES, predicted_at_budget
-from .model import Calibration
+from .domain import check_domain, probe_identity, resolve_task
+from .model import Calibration, atomic_write_text, json_safe
 
 REFERENCE_REWARD = "outcome"
+CALIBRATED_NAME = "calibrated.json"
+CALIBRATED_FORMAT = "gradprobe-calibrated"
 
 
 class CalibrationApplyError(ValueError):
@@ -45,13 +57,176 @@ def check_applicable(calibration: Calibration, *, rewards, budget_seconds=None) 
     if calibration.budget == "time" and budget_seconds is None:
         raise CalibrationApplyError("this calibration was fitted at matched device-seconds: pass --budget-seconds")
     if calibration.budget not in ("tokens", "time"):
-        raise CalibrationApplyError(f"a calibration fitted at a matched {calibration.budget!r} budget cannot be applied "
-                                    "to a probe (it predicts at a token or device-seconds budget); fit one with "
-                                    "--budget tokens")
+        raise CalibrationApplyError(f"a calibration fitted at a matched {calibration.budget!r} budget cannot be "
+                                    "applied to a probe (it predicts at a token or device-seconds budget); refit it "
+                                    "with `calib fit` (token budgets)")
+
+
+def load_probe(path: str | Path) -> tuple[dict, Path, dict | None]:
+    """Read a probe result for calibration.
+
+    Parameters
+    ----------
+    path : path
+        A probe folder (with ``probe.json``) or the ``probe.json`` file.
+
+    Returns
+    -------
+    (result, folder, task)
+        ``task``: the resolved task of the study plan when the folder is a study's ``probe/`` (a
+        study's probe.json records the task's name only; its configuration is in the plan), else None.
+
+    Raises
+    ------
+    CalibrationApplyError
+        The file is missing or not valid JSON (named).
+    """
+    path = Path(path)
+    file = path / "probe.json" if path.is_dir() else path
+    if not file.is_file():
+        raise CalibrationApplyError(f"{file} not found; pass a `gradprobe probe --out` folder (it holds probe.json)")
+    try:
+        result = json.loads(file.read_text())
+    except json.JSONDecodeError as e:
+        raise CalibrationApplyError(f"{file} is not valid JSON ({e}); re-run `gradprobe probe`") from e
+    task = None
+    plan = file.parent.parent / "plan.toml"
+    if file.parent.name == "probe" and plan.is_file() and (file.parent.parent / "study.json").is_file():
+        import tomllib
+
+        t = tomllib.loads(plan.read_text()).get("task") or {}
+        if t.get("name"):
+            task = resolve_task(t["name"], t.get("config") or {})
+    return result, file.parent, task
+
+
+def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "", task: dict | None = None) -> dict:
+    """The calibrated gains of every probed reward (the content of ``calibrated.json``).
+
+    Parameters
+    ----------
+    calibration : Calibration
+        From :func:`calib.model.load_calibration`.
+    probe_result : dict
+        ``probe.json`` (not modified).
+    source : str
+        Where the calibration came from (recorded).
+    task : dict, optional
+        The probe's resolved task, when ``probe.json`` does not say it in full (:func:`load_probe`).
+
+    Returns
+    -------
+    dict
+        ``format``, ``probe`` (model, task key, budgets), ``calibration`` (source, forecaster,
+        method, level, domain...), ``outside_domain``, ``warnings`` (domain), ``notes`` (the
+        warnings plus rewards the forecaster cannot say anything about), ``rewards`` (module
+        docstring), ``target``.
+
+    Raises
+    ------
+    CalibrationApplyError
+        No ``outcome`` reward, no value of the calibration's budget, or no forecasts in the probe
+        result for a format-2 calibration (the message says where they are looked for).
+    """
+    names = [r["name"] for r in probe_result["rewards"]]
+    if REFERENCE_REWARD not in names:
+        raise CalibrationApplyError(f"calibration predicts gains vs GRPO, so the probe needs the {REFERENCE_REWARD!r} "
+                                    f"reward too: add it to --rewards (probed: {sorted(names)})")
+    feats = probe_features(probe_result, calibration.budget) if calibration.legacy else \
+        probe_forecasts(probe_result, calibration.forecaster)
+    col = calibration.features[0]
+    others = [n for n in names if n != REFERENCE_REWARD]
+    ok = [n for n in others if all(math.isfinite(feats.loc[n, f]) for f in calibration.features)]
+    values = {n: (math.nan, [math.nan, math.nan]) for n in others}
+    if ok:
+        point, lo, hi = calibration.predict(feats.loc[ok])
+        values.update({n: (float(p), [float(a), float(b)]) for n, p, a, b in zip(ok, point, lo, hi)})
+    values[REFERENCE_REWARD] = (0.0, [0.0, 0.0])
+    me = probe_identity(probe_result, task=task)
+    warnings = check_domain(calibration, probe_result, task=me["task"])
+    outside = any(w.outside for w in warnings)
+    notes = list(warnings)
+    silent = [n for n in others if n not in ok]
+    if silent:
+        notes.append(f"{col} cannot say anything about {silent} (no forecast: e.g. a learning-rate change is outside "
+                     "what the probe can tell); no calibrated gain is given for them")
+    rewards = [{"name": n, "forecast": float(feats.loc[n, col]) if n in feats.index else math.nan,
+                "calibrated_gain": values[n][0], "calibrated_interval": values[n][1], "outside_domain": outside}
+               for n in names]
+    dom = calibration.domain
+    return {
+        "format": CALIBRATED_FORMAT, "format_version": 1,
+        "target": f"realized gain vs GRPO ({REFERENCE_REWARD}) at the probe's {calibration.budget} budget, accuracy "
+                  "points, one training run",
+        "probe": {"model": me["model"]["key"], "task": me["task"]["key"], "budgets": me["budgets"]},
+        "budget": calibration.budget, "budget_value": me["budgets"].get(calibration.budget, math.nan),
+        "calibration": {"source": source, "format_version": calibration.format_version,
+                        "forecaster": calibration.forecaster, "method": calibration.method, "cv": calibration.cv,
+                        "interval": calibration.interval, "confidence_level": calibration.confidence_level,
+                        "training_rows": int(len(calibration.rows)), "studies": [s["key"] for s in dom.studies],
+                        "models": [m["key"] for m in dom.models], "tasks": [t["key"] for t in dom.tasks],
+                        "arms": dom.arms, "budget_range": dom.budget_range, "fitted_with": calibration.versions},
+        "outside_domain": outside, "warnings": warnings, "notes": notes, "rewards": rewards,
+    }
+
+
+SECTION_COLUMNS = {"forecast_probe": "gain_probe", "forecast_cost_only": "gain_cost_only",
+                   "forecast_signal_proxy": "gain_signal_proxy", "forecast_first_order": "first_order_gain"}
+"""Forecaster column -> its name in the rows of ``probe.json``'s ``forecast`` section (gradprobe.forecast)."""
+
+
+def probe_forecasts(result: dict, column: str) -> pd.DataFrame:
+    """The forecaster ``column`` of every reward of a probe result, one row per reward (index: name).
+
+    Looked for, in order: the reward entries themselves (a key ``column``); the rows of ``probe.json``'s
+    ``forecast`` section (:func:`gradprobe.forecast.forecast_section`, one row per reward, the column
+    named as in :data:`SECTION_COLUMNS`); else the section is computed here with the probe model's
+    shipped reference curve, when gradprobe has one.
+
+    Raises
+    ------
+    CalibrationApplyError
+        No forecast can be had (the message says why: e.g. no reference curve for the model).
+    """
+    entries = {r["name"]: r for r in result["rewards"]}
+    if all(column in e for e in entries.values()):
+        vals = {n: e[column] for n, e in entries.items()}
+    else:
+        section = result.get("forecast")
+        if not (isinstance(section, dict) and section.get("available")):
+            section = _forecast_section(result, column)
+        key = SECTION_COLUMNS[column]
+        table = {r.get("arm") or r.get("reward"): r for r in section.get("rows") or []}
+        vals = {n: (table.get(n) or {}).get(key) for n in entries}
+    out = pd.DataFrame({column: {n: _num(v) for n, v in vals.items()}})
+    out.loc[REFERENCE_REWARD, column] = 0.0  # grpo vs itself, whatever the table says
+    return out
+
+
+def _forecast_section(result: dict, column: str) -> dict:
+    why = (result.get("forecast") or {}).get("note") if isinstance(result.get("forecast"), dict) else None
+    try:
+        from gradprobe.forecast import forecast_section
+    except ImportError:
+        forecast_section = None
+    if forecast_section is not None and why is None:
+        try:
+            section = forecast_section(result)
+        except (ValueError, KeyError) as e:
+            why = str(e)
+        else:
+            if section.get("available"):
+                return section
+            why = section.get("note")
+    raise CalibrationApplyError(
+        f"this calibration corrects {column!r}, a forecast the probe result does not have"
+        + (f": {why}" if why else " and this gradprobe cannot make (no gradprobe.forecast)")
+        + "; or apply a version-1 calibration (the raw first-order gain)")
 
 
 def probe_features(result: dict, budget: str) -> pd.DataFrame:
-    """Calibration features of every reward of a probe result, one row per reward (index: name).
+    """Version-1 features of every reward (index: name): ``predicted_gain`` = the raw first-order gain
+    vs GRPO at the probe's budget, ``budget_value``.
 
     Raises
     ------
@@ -71,103 +246,95 @@ def probe_features(result: dict, budget: str) -> pd.DataFrame:
         value = float(cfg["budget_seconds"])
     else:
         raise CalibrationApplyError(f"a calibration fitted at a matched {budget!r} budget cannot be applied to a probe "
-                                    "(it predicts at a token or device-seconds budget); fit one with --budget tokens")
-    ref = entries[REFERENCE_REWARD]
-    ref_pred = predicted_at_budget(ref, budget, value)
-    rows = {}
-    for name, e in entries.items():
-        rows[name] = {
-            "predicted_gain": predicted_at_budget(e, budget, value) - ref_pred,
-            "alignment": float(e["inner_product"]),
-            "cosine": math.nan if e.get("cosine") is None else float(e["cosine"]),
-            "snr": math.nan if e.get("snr") is None else float(e["snr"]),
-            "token_multiplier": float(e["tokens_per_update"]) / float(ref["tokens_per_update"]),
-            "budget_value": value,
-        }
-    return pd.DataFrame.from_dict(rows, orient="index", columns=list(FEATURES) + ["budget_value"])
+                                    "(it predicts at a token or device-seconds budget); refit it with `calib fit`")
+    ref = first_order_gain(entries[REFERENCE_REWARD], budget, value)
+    rows = {n: {"predicted_gain": first_order_gain(e, budget, value) - ref, "budget_value": value}
+            for n, e in entries.items()}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["predicted_gain", "budget_value"])
 
 
-def calibrate_probe(result: dict, calibration: Calibration, *, source: str = "") -> dict:
-    """Add ``calibrated_gain`` and ``calibrated_interval`` to each reward of a probe result (in place).
+def first_order_gain(entry: dict, budget: str, value: float, *, lr_scale: float = 1.0) -> float:
+    """The probe's raw first-order gain vs the initial policy at a budget (accuracy points).
 
-    Parameters
-    ----------
-    result : dict
-        The probe result (:func:`gradprobe.probe.run.run_probe`, or ``probe.json`` read back).
-    calibration : Calibration
-        From :func:`calib.model.load_calibration`.
-    source : str
-        Where the calibration came from (recorded).
-
-    Returns
-    -------
-    dict
-        ``result``, with the fields added and a ``calibration`` block (source, method, budget, level,
-        training rows/arms/models, and a note when the probe's budget lies outside the budgets the
-        calibration was fitted at).
+    tokens: (value / c_R) * g; time: (value / seconds_per_update) * g; updates: value * g, with
+    g = lr_scale * ``predicted_gain_per_update`` (DESIGN.md, "The probe"; no saturation).
 
     Raises
     ------
     CalibrationApplyError
-        See :func:`probe_features`; or a feature the calibration uses is not finite for a reward.
+        Unknown budget, or the entry lacks the per-update cost the budget needs.
     """
-    feats = probe_features(result, calibration.budget)
-    names = [n for n in feats.index if n != REFERENCE_REWARD]
-    for f in calibration.features:
-        bad = [n for n in names if not math.isfinite(feats.loc[n, f])]
-        if bad:
-            raise CalibrationApplyError(f"feature {f!r} of the calibration is missing or infinite for reward(s) {bad}"
-                                        + ("; re-run the probe with --cosine" if f == "cosine" else ""))
-    point = lo = hi = []
-    if names:
-        point, lo, hi = calibration.predict(feats.loc[names])
-    values = {n: (float(p), [float(a), float(b)]) for n, p, a, b in zip(names, point, lo, hi)}
-    values[REFERENCE_REWARD] = (0.0, [0.0, 0.0])
-    for entry in result["rewards"]:
-        entry["calibrated_gain"], entry["calibrated_interval"] = values[entry["name"]]
-    fitted_lo, fitted_hi = (float(calibration.rows["budget_value"].min()), float(calibration.rows["budget_value"].max()))
-    value = float(feats["budget_value"].iloc[0])
-    notes = []
-    if not fitted_lo / 2 <= value <= 2 * fitted_hi:
-        notes.append(f"the probe's {calibration.budget} budget {value:g} is far from the budgets the calibration was "
-                     f"fitted at ({fitted_lo:g}-{fitted_hi:g}): the calibrated gains are an extrapolation")
-    cfg = result.get("config") or {}
-    models, tasks = sorted(set(calibration.rows["model"])), sorted(set(calibration.rows["task"]))
-    if cfg.get("model") not in models or cfg.get("task") not in tasks:
-        notes.append(f"the calibration was fitted on model(s) {models} and task(s) {tasks}, this probe is "
-                     f"{cfg.get('model')!r} on {cfg.get('task')!r}: the calibration may not transfer (a leave-one-model-"
-                     "out report, `calib report ... --cv model`, measures how well it does)")
-    result["calibration"] = {
-        "source": source, "method": calibration.method, "features": list(calibration.features),
-        "budget": calibration.budget, "budget_value": value, "confidence_level": calibration.confidence_level,
-        "interval": calibration.interval, "target": f"realized gain vs GRPO ({REFERENCE_REWARD}) at this budget, "
-                                                   "accuracy points, one training run",
-        "training_rows": int(len(calibration.rows)), "arms": sorted(set(calibration.rows["arm"])),
-        "models": sorted(set(calibration.rows["model"])), "fitted_with": calibration.versions, "notes": notes,
-    }
-    return result
+    g = lr_scale * float(entry["predicted_gain_per_update"])
+    if budget == "tokens":
+        return value / float(entry["tokens_per_update"]) * g
+    if budget == "time":
+        secs = _num(entry.get("seconds_per_update"))
+        if not secs > 0:
+            raise CalibrationApplyError(f"probe entry {entry.get('name')!r} has no positive seconds_per_update; a time "
+                                        "budget needs it (re-run the probe with this gradprobe)")
+        return value / secs * g
+    if budget == "updates":
+        return value * g
+    raise CalibrationApplyError(f"unknown budget {budget!r}; choose tokens, time or updates")
 
 
-def format_calibrated(result: dict) -> str:
-    """A plain-text table of the calibrated gains (what ``gradprobe probe --calibration`` prints)."""
-    c = result["calibration"]
-    lines = ["", f"calibrated gain vs GRPO at {c['budget_value']:,.0f} {c['budget']} ({c['method']}, "
-                 f"{c['confidence_level']:.0%} conformal interval for one run; fitted on {c['training_rows']} runs of "
+def write_calibrated(folder: str | Path, document: dict) -> Path:
+    """Write ``calibrated.json`` into the probe folder, atomically (never touching ``probe.json``).
+    NaN -> null, +-inf -> "inf"/"-inf" (probe.json's encoding). Returns the path."""
+    path = Path(folder) / CALIBRATED_NAME
+    atomic_write_text(path, json.dumps(json_safe(document), indent=1, allow_nan=False))
+    return path
+
+
+def format_calibrated(document: dict) -> str:
+    """A plain-text table of the calibrated gains (what ``calib apply`` and ``gradprobe probe
+    --calibration`` print). Accepts :func:`calibrate`'s document or a probe result that
+    :func:`calibrate_probe` filled."""
+    doc = document.get("calibration") if document.get("format") != CALIBRATED_FORMAT else document
+    c = doc["calibration"]
+    lvl = c["confidence_level"]
+    lines = ["", f"calibrated gain vs GRPO at {doc['budget_value']:,.0f} {doc['budget']} ({c['method']} correction of "
+                 f"{c['forecaster']}, {lvl:.0%} conformal interval for one run; fitted on {c['training_rows']} runs of "
                  f"{len(c['arms'])} arms, {', '.join(c['models'])})",
-             f"{'reward':<14}{'raw vs grpo':>13}{'calibrated':>12}{'interval':>24}"]
-    feats = probe_features(result, c["budget"])
-    for r in result["rewards"]:
+             f"{'reward':<16}{'forecast':>10}{'calibrated':>12}{'interval':>24}"]
+    for r in doc["rewards"]:
         lo, hi = r["calibrated_interval"]
-        lines.append(f"{r['name']:<14}{feats.loc[r['name'], 'predicted_gain']:>+13.3f}{r['calibrated_gain']:>+12.3f}"
-                     f"{f'[{lo:+.3f}, {hi:+.3f}]':>24}")
-    lines += [f"note: {n}" for n in c["notes"]]
+        iv = "n/a" if math.isnan(r["calibrated_gain"]) else f"[{lo:+.3f}, {hi:+.3f}]"
+        mark = "  outside domain" if r["outside_domain"] else ""
+        lines.append(f"{r['name']:<16}{_f(r['forecast']):>10}{_f(r['calibrated_gain']):>12}{iv:>24}{mark}")
+    lines += [f"note: {n}" for n in doc["notes"]]
     return "\n".join(lines)
 
 
-def rewrite_probe_json(path: str | Path, result: dict) -> None:
-    """Rewrite ``probe.json`` atomically (fsynced temporary file, then rename), non-finite floats
-    encoded as in :mod:`gradprobe.probe.run` (NaN -> null, inf -> "inf")."""
-    from gradprobe.probe.run import _json_safe
-    from gradprobe.training.checkpoint import write_json_atomic
+def calibrate_probe(result: dict, calibration: Calibration, *, source: str = "", task: dict | None = None) -> dict:
+    """:func:`calibrate`, with the numbers also put on the in-memory ``result`` (for printing).
 
-    write_json_atomic(Path(path), _json_safe(result))
+    Each reward entry gains ``calibrated_gain``, ``calibrated_interval`` and ``outside_domain``, and
+    ``result["calibration"]`` holds the whole document. Only the dictionary is changed: calib never
+    rewrites ``probe.json``; :func:`write_calibrated` writes the document to ``calibrated.json``.
+    """
+    doc = calibrate(calibration, result, source=source, task=task)
+    by = {r["name"]: r for r in doc["rewards"]}
+    for entry in result["rewards"]:
+        r = by[entry["name"]]
+        entry.update(calibrated_gain=r["calibrated_gain"], calibrated_interval=r["calibrated_interval"],
+                     outside_domain=r["outside_domain"])
+    result["calibration"] = doc
+    return result
+
+
+def rewrite_probe_json(path: str | Path, result: dict) -> Path:
+    """Deprecated name kept for ``gradprobe probe --calibration``: writes ``calibrated.json`` next to
+    ``path`` (a ``probe.json``) from ``result["calibration"]`` (:func:`calibrate_probe`). It no longer
+    rewrites probe.json (issue 15); call :func:`write_calibrated` instead."""
+    return write_calibrated(Path(path).parent, result["calibration"])
+
+
+def _num(v) -> float:
+    if v is None:
+        return math.nan
+    return float(v)  # "inf"/"-inf" strings (probe.json's encoding) parse too
+
+
+def _f(x: float) -> str:
+    return "n/a" if isinstance(x, float) and math.isnan(x) else f"{x:+.3f}"

@@ -1,8 +1,9 @@
-"""Command line: ``calib rows|fit|report``.
+"""Command line: ``calib rows|fit|report|apply``.
 
-    calib rows STUDY_DIR [STUDY_DIR...] --out ROWS.csv      calibration rows (calib.dataset)
-    calib fit ROWS.csv [ROWS.csv...] --out CALIBRATION.json  fit and save a calibration (calib.model)
+    calib rows STUDY_DIR [STUDY_DIR...] --out ROWS.csv      calibration rows across studies (calib.dataset)
+    calib fit ROWS.csv [ROWS.csv...] --out CALIBRATION.json  fit and save a calibration + domain (calib.model)
     calib report STUDY_DIR [STUDY_DIR...] --out REPORT_DIR   report.html, figures, metrics.json (calib.report)
+    calib apply PROBE_DIR [--calibration default|FILE]       calibrated.json next to probe.json (calib.apply)
 
 Errors in the input (a missing file or column, a single arm, an incompatible calibration file)
 print one line naming the problem and its fix, and exit with status 2.
@@ -15,27 +16,28 @@ import json
 import logging
 import sys
 
+from .dataset import FORECASTERS
 
-def _add_fit_options(p, *, budget_help: str) -> None:
-    p.add_argument("--method", choices=["linear", "isotonic"], default="linear",
-                   help="Huber regression of realized on predicted gain, or isotonic (monotone) regression")
-    p.add_argument("--features", default="predicted_gain",
-                   help="comma-separated feature columns, predicted_gain first (also: alignment, cosine, snr, "
-                        "token_multiplier; linear only)")
-    p.add_argument("--budget", choices=["tokens", "time", "updates"], default="tokens", help=budget_help)
-    p.add_argument("--cv", choices=["arm", "model"], default="arm",
-                   help="grouping of the cross-validation and conformal folds: leave one arm / one model out")
+
+def _add_fit_options(p, *, report: bool) -> None:
+    p.add_argument("--forecaster", choices=list(FORECASTERS), default="forecast_probe",
+                   help="the forecast column to correct (gain vs grpo at the token budget, accuracy points)")
+    p.add_argument("--method", choices=["linear", "isotonic"] if report else ["linear", "isotonic", "none"],
+                   default="linear", help="Huber regression of realized on forecast gain, isotonic (monotone) "
+                                          "regression" + ("" if report else ", or none (the forecast as it is)"))
+    p.add_argument("--cv", choices=["auto", "study", "arm"] if report else ["auto", "study", "arm", "model"],
+                   default="auto", help="grouping of the validation and conformal folds: leave one study out, one arm "
+                                        "out within its study (auto: study when there are 2+ studies, else arm)")
     p.add_argument("--interval", choices=["cv_plus", "split"], default="cv_plus",
                    help="conformal method (MAPIE): CV+ over the groups, or split conformal on half the groups")
     p.add_argument("--confidence", type=float, default=0.9, help="confidence level of the prediction intervals")
     p.add_argument("--include-grpo", action="store_true",
-                   help="also fit on the grpo arm's own rows (predicted 0, realized 0 by definition)")
+                   help="also fit on the grpo arm's own rows (forecast 0, realized 0 by definition)")
 
 
 def _settings(args) -> dict:
-    return {"method": args.method, "features": tuple(f.strip() for f in args.features.split(",") if f.strip()),
-            "budget": args.budget, "cv": args.cv, "interval": args.interval, "confidence_level": args.confidence,
-            "include_reference": args.include_grpo}
+    return {"forecaster": args.forecaster, "method": args.method, "cv": args.cv, "interval": args.interval,
+            "confidence_level": args.confidence, "include_reference": args.include_grpo}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,19 +45,23 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("rows", help="join a study's probe with its realized gains into calibration rows (CSV)")
+    p = sub.add_parser("rows", help="join studies' forecasts with their realized gains into calibration rows (CSV)")
     p.add_argument("studies", nargs="+", metavar="STUDY_DIR")
     p.add_argument("--out", required=True, help="rows CSV to write")
-    p = sub.add_parser("fit", help="fit a calibrator with conformal intervals and save it (versioned JSON)",
+    p = sub.add_parser("fit", help="fit a calibrator with conformal intervals and its domain, save it (versioned JSON)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("rows", nargs="+", metavar="ROWS.csv")
     p.add_argument("--out", required=True, help="calibration file to write (JSON)")
-    _add_fit_options(p, budget_help="matched budget whose rows are fitted (the probe predicts at a token budget)")
+    _add_fit_options(p, report=False)
     p = sub.add_parser("report", help="calibration report: report.html, figures, metrics.json",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("studies", nargs="+", metavar="STUDY_DIR")
     p.add_argument("--out", required=True, help="report folder")
-    _add_fit_options(p, budget_help="headline budget of the cross-validated metrics")
+    _add_fit_options(p, report=True)
+    p = sub.add_parser("apply", help="calibrate a probe result: writes calibrated.json next to its probe.json",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("probe", metavar="PROBE_DIR", help="a `gradprobe probe --out` folder (or its probe.json)")
+    p.add_argument("--calibration", default="default", metavar="default|PATH", help="calibration file")
     return parser
 
 
@@ -71,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             return _fit(args)
         if args.command == "report":
             return _report(args)
-    except (ValueError, OSError) as e:  # RowsError, StudyFormatError, CalibrationFileError are ValueErrors
+        if args.command == "apply":
+            return _apply(args)
+    except (ValueError, OSError) as e:  # RowsError, StudyFormatError, CalibrationFileError... are ValueErrors
         print(f"calib {args.command}: error: {e}", file=sys.stderr)
         return 2
     return 1
@@ -88,8 +96,8 @@ def _rows(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, rows.to_csv(index=False))
     n_nan = int(rows["target"].isna().sum())
-    print(f"wrote {out}: {len(rows)} rows ({rows['arm'].nunique()} arms, {rows['model'].nunique()} model(s), "
-          f"budgets {', '.join(sorted(set(rows['budget'])))}; {n_nan} without a realized accuracy)")
+    print(f"wrote {out}: {len(rows)} rows ({rows['study'].nunique()} studies, {rows['arm'].nunique()} arms, "
+          f"{rows['model'].nunique()} model(s), {rows['task'].nunique()} task(s); {n_nan} without a realized accuracy)")
     return 0
 
 
@@ -100,15 +108,17 @@ def _fit(args) -> int:
     from .model import fit_calibration
 
     rows = pd.concat([read_rows(p) for p in args.rows], ignore_index=True)
-    s = _settings(args)
-    cal = fit_calibration(rows, **s)
+    cal = fit_calibration(rows, **_settings(args))
     path = cal.save(args.out)
     c = cal.counts
-    print(f"wrote {path}: {s['method']} calibration at the matched {s['budget']} budget, {c['rows']} runs of "
-          f"{cal.rows['arm'].nunique()} arms ({c['dropped_reference']} grpo rows left out, "
-          f"{c['dropped_nan_target']} rows without a realized accuracy dropped)")
-    print("fitted: " + json.dumps(cal.fitted_parameters()) if s["method"] == "linear" else
+    print(f"wrote {path}: {cal.method} correction of {cal.forecaster}, {c['rows']} runs of {cal.rows['arm'].nunique()} "
+          f"arms in {cal.rows['study'].nunique()} studies, conformal folds by {cal.cv} ({c['dropped_reference']} grpo "
+          f"rows left out, {c['dropped_nan_target']} without a realized accuracy, {c['dropped_no_forecast']} without "
+          f"a forecast: {', '.join(c['no_forecast_arms']) or 'none'})")
+    print("fitted: " + json.dumps(cal.fitted_parameters()) if cal.method != "isotonic" else
           f"fitted: isotonic with {len(cal.fitted_parameters()['X_thresholds'])} knots")
+    print(f"domain: models {[m['key'] for m in cal.domain.models]}, tasks {[t['key'] for t in cal.domain.tasks]}, "
+          f"{cal.domain.budget_kind} budgets {cal.domain.budget_range}")
     return 0
 
 
@@ -116,13 +126,38 @@ def _report(args) -> int:
     from .report import write_report
 
     m = write_report(args.studies, args.out, **_settings(args))
-    print(f"wrote {args.out}/report.html and metrics.json ({m['counts']['rows']} runs, {len(m['arms'])} arms)")
-    cov = (f"{m['coverage']:.3f}" if m["coverage_rows"] else
-           f"n/a (each fold trains on 1 {m['cv']}; conformal intervals need 2, i.e. 3 {m['cv']}s in all)")
-    print(f"bias raw {m['raw_bias']:+.2f} -> calibrated {m['calibrated_bias']:+.2f} points; MAE {m['mae']:.2f} "
-          f"(raw {m['raw_mae']:.2f}); coverage {cov} at {m['confidence_level']:.0%}; "
-          f"Kendall tau {m['kendall_tau']:+.2f}, Spearman rho {m['spearman_rho']:+.2f} (leave-one-{m['cv']}-out)")
+    print(f"wrote {args.out}/report.html and metrics.json ({m['rows']} runs, {len(m['arms'])} arms, "
+          f"{m['n_studies']} studies)")
+    for note in m["notes"]:
+        print(f"note: {note}")
+    for cv in m["cv_modes"]:
+        print(f"leave one {cv} out, MAE as forecast -> calibrated ({m['method']}), on the {m['common_rows']} runs "
+              "all compared forecasters cover:")
+        for f, e in m["errors"][cv].items():
+            raw, cal = e["raw"].get("common", e["raw"]), e["calibrated"].get("common", e["calibrated"])
+            print(f"  {f:<24}{_n(raw.get('mae'))} -> {_n(cal.get('mae'))}   coverage {_n(raw.get('coverage'))} -> "
+                  f"{_n(cal.get('coverage'))}")
+    for col, r in m["ranking"].items():
+        print(f"ranking by {col:<36} Kendall tau {_n(r['kendall_tau'], '+.2f')} (p {_n(r['p_kendall'], '.3g')}), "
+              f"Spearman rho {_n(r['spearman_rho'], '+.2f')}, {r['n_arms']} arms in {r['n_studies']} studies")
     return 0
+
+
+def _apply(args) -> int:
+    from .apply import calibrate, format_calibrated, load_probe, write_calibrated
+    from .model import load_calibration
+
+    cal = load_calibration(args.calibration)
+    result, folder, task = load_probe(args.probe)
+    doc = calibrate(cal, result, source=str(args.calibration), task=task)
+    path = write_calibrated(folder, doc)
+    print(format_calibrated(doc))
+    print(f"\nwrote {path}" + (" (outside the calibration's domain: see the notes)" if doc["outside_domain"] else ""))
+    return 0
+
+
+def _n(x, spec=".2f") -> str:
+    return "n/a" if x is None or x != x else format(x, spec)
 
 
 if __name__ == "__main__":

@@ -1,20 +1,23 @@
-"""Calibrators: map the probe's predicted gain (accuracy points) to the realized one.
+"""Calibrators: map a forecaster's forecast gain (accuracy points) to the realized one.
 
-Two scikit-learn regressors, both fitted on rows of :func:`calib.dataset.build_rows`
-(``X``: probe features, first column the predicted gain vs GRPO at the budget; ``y``: the
-realized gain vs GRPO at the same budget, accuracy points, one training run (seed) per row):
+Scikit-learn regressors fitted on rows of :func:`calib.dataset.build_rows` (``X``: one
+forecaster's forecast of the gain vs GRPO at the budget, shape (n_rows, 1), accuracy points;
+``y``: the realized gain vs GRPO at the same budget, accuracy points, one training run (seed)
+per row), i.e. realized ~ f(forecast):
 
-- :class:`LinearCalibrator`: realized = intercept + slope * predicted (+ further features), fitted
+- :class:`LinearCalibrator`: realized = intercept + slope * forecast, fitted
   by Huber regression (Huber 1964; Owen 2007, as in :class:`sklearn.linear_model.HuberRegressor`),
-  so one run that collapsed or one arm far off the line does not drag the fit. On one feature,
-  ``intercept_`` is the constant bias of the probe and ``slope_`` its proportional over- (< 1) or
-  under-estimate (> 1): the first-order extrapolation the probe uses is expected to overestimate
-  (DESIGN.md, "The probe"), i.e. slope below 1.
+  so one run that collapsed or one arm far off the line does not drag the fit. ``intercept_`` is
+  the forecaster's constant bias, sign-flipped, and ``slope_`` its proportional over- (< 1) or
+  under-estimate (> 1): the raw first-order extrapolation is expected to overestimate badly
+  (DESIGN.md, "The probe"), i.e. a slope far below 1.
+- :class:`IdentityCalibrator` (``none``): the forecast uncorrected, so raw forecasters get
+  intervals and cross-validated errors from the same code.
 - :class:`IsotonicCalibrator`: the monotone non-decreasing map that minimises squared error
   (pool-adjacent-violators, :class:`sklearn.isotonic.IsotonicRegression`), clipped outside the
   fitted range, so it keeps the probe's ranking but not its scale. It reads one column.
 
-Both follow scikit-learn's conventions (keyword-only ``__init__`` parameters stored as given,
+All follow scikit-learn's conventions (keyword-only ``__init__`` parameters stored as given,
 validation in ``fit``, fitted attributes ending in ``_``) so they work with ``clone``,
 cross-validation and MAPIE's conformal regressors.
 """
@@ -154,8 +157,49 @@ class IsotonicCalibrator(RegressorMixin, BaseEstimator):
         return self.isotonic_.predict(X[:, self.feature])
 
 
-ESTIMATORS = {"linear": LinearCalibrator, "isotonic": IsotonicCalibrator}
-"""Name -> calibrator class (the ``--method`` of ``calib fit``/``calib report``)."""
+class IdentityCalibrator(RegressorMixin, BaseEstimator):
+    """No correction: the forecast as it is (the "uncorrected" forecaster of the report).
+
+    Fitting learns nothing, so wrapping it in the same conformal machinery as the real calibrators
+    gives the raw forecaster intervals from its own held-out residuals (with CV+ over groups: the
+    jackknife+ of a fixed predictor, i.e. split conformal on the other groups' residuals).
+
+    Parameters
+    ----------
+    feature : int, default=0
+        The column of ``X`` that holds the forecast.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+    """
+
+    def __init__(self, *, feature: int = 0):
+        self.feature = feature
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()  # one column by design (see IsotonicCalibrator)
+        tags.regressor_tags.poor_score = True
+        return tags
+
+    def fit(self, X, y):
+        """Validate ``X`` (n_rows, n_features) and ``y`` (n_rows,); nothing is learned. Returns self."""
+        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
+        if not 0 <= self.feature < X.shape[1]:
+            raise ValueError(f"feature={self.feature} is not a column of X ({X.shape[1]} columns); "
+                             "pass the index of the forecast column")
+        self.fitted_ = True
+        return self
+
+    def predict(self, X):
+        """The forecast column, shape (n_rows,), accuracy points."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        return X[:, self.feature].copy()
+
+
+ESTIMATORS = {"linear": LinearCalibrator, "isotonic": IsotonicCalibrator, "none": IdentityCalibrator}
+"""Name -> calibrator class (the ``--method`` of ``calib fit``/``calib report``; ``none``: uncorrected)."""
 
 
 def make_estimator(method: str) -> BaseEstimator:

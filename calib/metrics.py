@@ -1,14 +1,28 @@
-"""Calibration metrics (accuracy points) and rank agreement between the probe and training.
+"""Calibration metrics (accuracy points) and rank agreement between forecasters and training.
 
-- bias = mean(predicted - realized): > 0 means the probe (or calibrator) overestimates;
-- MAE = mean |predicted - realized|;
+- bias = mean(forecast - realized): > 0 means the forecaster (or calibrator) overestimates;
+- MAE = mean |forecast - realized|;
 - coverage = share of rows whose realized gain lies in its prediction interval (closed);
-- Kendall's tau-b and Spearman's rho (:func:`scipy.stats.kendalltau`, :func:`scipy.stats.spearmanr`)
-  between the arms' predicted and realized mean gains, per (model, task, budget).
+- rank agreement within each study: Kendall's tau-b and Spearman's rho between the arms' forecast
+  and realized mean gains vs grpo (grpo included, at its own 0), pooled over studies with a
+  permutation p-value (:func:`pooled_rank_agreement`).
+
+Pooling (a stratified permutation test; e.g. Good 2005, "Permutation, Parametric and Bootstrap
+Tests of Hypotheses", sec. 3.5 on tests within blocks): the pooled tau is the mean of the
+per-study tau-b weighted by each study's number of arm pairs n(n-1)/2 (without ties, exactly the
+tau of all within-study pairs taken together); the pooled rho is the mean of the per-study rho
+weighted by the number of arms. Under the null hypothesis that a forecaster orders arms no better
+than chance, the realized means are exchangeable among the arms of each study, so the p-value
+permutes them within every study independently (never across studies: arms of different studies
+are never compared) and counts permutations whose pooled statistic is at least the observed one
+(one-sided: agreement above chance). It is exact (every permutation enumerated) when the product
+of the studies' n! is at most ``n_permutations``, otherwise Monte Carlo with p = (1 + #{>=}) / (1 + B)
+(Phipson & Smyth 2010), seeded.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -45,8 +59,8 @@ def rank_agreement(predicted, realized) -> dict:
     Returns
     -------
     dict
-        ``kendall_tau``, ``kendall_p``, ``spearman_rho``, ``spearman_p``, ``n_arms``; NaN with fewer
-        than 2 arms or a constant vector (no ranking to compare).
+        ``kendall_tau``, ``kendall_p``, ``spearman_rho``, ``spearman_p`` (scipy's two-sided
+        p-values), ``n_arms``; NaN with fewer than 2 arms or a constant vector (no ranking).
     """
     p, r = np.asarray(predicted, float), np.asarray(realized, float)
     out = {"kendall_tau": math.nan, "kendall_p": math.nan, "spearman_rho": math.nan, "spearman_p": math.nan,
@@ -60,50 +74,126 @@ def rank_agreement(predicted, realized) -> dict:
     return out
 
 
-def ranking_table(rows: pd.DataFrame, *, calibrated: pd.Series | None = None) -> pd.DataFrame:
-    """Per (model, task, budget, arm): mean predicted, calibrated and realized gain vs GRPO, and ranks.
+def kendall_tau_b(x, Y) -> np.ndarray:
+    """Kendall's tau-b of ``x`` with each row of ``Y`` (ties handled as in tau-b).
+
+    Parameters
+    ----------
+    x : array-like, shape (n,)
+    Y : array-like, shape (B, n) or (n,)
+
+    Returns
+    -------
+    ndarray, shape (B,)
+        sum_{i<j} s_x s_y / sqrt(sum s_x^2 * sum s_y^2) with s = sign of the pair's difference
+        (Kendall 1945); NaN where either side is constant.
+    """
+    x, Y = np.asarray(x, float), np.atleast_2d(np.asarray(Y, float))
+    i, j = np.triu_indices(x.size, k=1)
+    sx, sy = np.sign(x[i] - x[j]), np.sign(Y[:, i] - Y[:, j])
+    den = np.sqrt((sx ** 2).sum() * (sy ** 2).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, sy @ sx / np.where(den > 0, den, 1.0), np.nan)
+
+
+def spearman_rho(x, Y) -> np.ndarray:
+    """Spearman's rho (Pearson correlation of average ranks) of ``x`` with each row of ``Y``, shape (B,)."""
+    x, Y = np.asarray(x, float), np.atleast_2d(np.asarray(Y, float))
+    rx = stats.rankdata(x)
+    rx = rx - rx.mean()
+    ry = stats.rankdata(Y, axis=1)
+    ry = ry - ry.mean(axis=1, keepdims=True)
+    den = np.sqrt((rx ** 2).sum() * (ry ** 2).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, ry @ rx / np.where(den > 0, den, 1.0), np.nan)
+
+
+def ranking_table(rows: pd.DataFrame, columns) -> pd.DataFrame:
+    """Per (study, arm): mean of each score column and of the realized gain vs grpo, and ranks.
 
     Parameters
     ----------
     rows : DataFrame
-        Calibration rows (:func:`calib.dataset.build_rows`), the ``grpo`` rows included (it is an arm
-        of the ranking: predicted 0, realized 0 when paired).
-    calibrated : Series, optional
-        Calibrated gain per row (same index as ``rows``, e.g. cross-validated); NaN rows (grpo, which
-        is not calibrated) count as 0, its gain vs itself.
+        Calibration rows (:func:`calib.dataset.build_rows`) with the ``grpo`` rows (an arm of the
+        ranking: forecast and realized 0) and the score ``columns`` (forecasts, cross-validated
+        calibrated forecasts...); rows without a realized accuracy are left out.
+    columns : sequence of str
 
     Returns
     -------
     DataFrame
-        Columns model, task, budget, arm, predicted, calibrated, realized, seeds, rank_probe,
-        rank_calibrated, rank_training (1 = best; ties share the lowest rank).
+        Columns study, arm, each score column, realized, seeds, ``rank_<column>`` and
+        ``rank_training`` (1 = best; ties share the lowest rank; NaN where the score is NaN).
     """
-    df = rows.copy()
-    df["calibrated"] = np.nan if calibrated is None else calibrated.reindex(df.index)
-    df.loc[df["is_reference"].astype(bool), "calibrated"] = 0.0
-    g = df.groupby(["model", "task", "budget", "arm"], sort=True)
-    t = g.agg(predicted=("predicted_gain", "mean"), calibrated=("calibrated", "mean"),
-              realized=("target", "mean"), seeds=("target", "count")).reset_index()
-    keys = ["model", "task", "budget"]
-    for col, name in (("predicted", "rank_probe"), ("calibrated", "rank_calibrated"), ("realized", "rank_training")):
-        t[name] = t.groupby(keys)[col].rank(ascending=False, method="min")
-    return t.sort_values(keys + ["rank_training"]).reset_index(drop=True)
+    columns = list(columns)
+    df = rows[np.isfinite(rows["target"].astype(float))]
+    agg = {c: (c, "mean") for c in columns}
+    t = df.groupby(["study", "arm"], sort=True).agg(**agg, realized=("target", "mean"),
+                                                     seeds=("target", "count")).reset_index()
+    for c in columns + ["realized"]:
+        name = "rank_training" if c == "realized" else f"rank_{c}"
+        t[name] = t.groupby("study")[c].rank(ascending=False, method="min")
+    return t.sort_values(["study", "rank_training", "arm"]).reset_index(drop=True)
 
 
-def ranking_metrics(table: pd.DataFrame, column: str = "predicted") -> dict:
-    """Rank agreement of ``column`` with ``realized`` per (model, task, budget), and their mean.
+def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: int = 9999, seed: int = 0) -> dict:
+    """Rank agreement of ``column`` with training within each study, pooled with a permutation p-value.
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`ranking_table` (study, arm, ``column``, realized).
+    column : str
+        The score whose ranking is checked; arms where it is NaN are left out of their study.
+    n_permutations : int
+        Monte Carlo permutations when the exact enumeration would be larger (module docstring).
+    seed : int
 
     Returns
     -------
     dict
-        ``groups``: {"model|task|budget": :func:`rank_agreement`}; ``kendall_tau``, ``spearman_rho``:
-        means over groups with a defined value (NaN if none).
+        ``studies``: {study: :func:`rank_agreement` of its arms}; ``kendall_tau``, ``spearman_rho``
+        (pooled); ``p_kendall``, ``p_spearman`` (one-sided, permutation within studies);
+        ``n_studies`` (with at least 2 ranked arms), ``n_arms`` (total), ``exact`` (bool),
+        ``n_permutations`` (enumerated or drawn). NaN statistics with no study to rank.
     """
-    groups = {}
-    for (m, t, b), sub in table.groupby(["model", "task", "budget"], sort=True):
-        ok = sub[column].notna()
-        groups[f"{m}|{t}|{b}"] = rank_agreement(sub.loc[ok, column], sub.loc[ok, "realized"])
-    taus = [g["kendall_tau"] for g in groups.values() if not math.isnan(g["kendall_tau"])]
-    rhos = [g["spearman_rho"] for g in groups.values() if not math.isnan(g["spearman_rho"])]
-    return {"groups": groups, "kendall_tau": float(np.mean(taus)) if taus else math.nan,
-            "spearman_rho": float(np.mean(rhos)) if rhos else math.nan}
+    per, blocks = {}, []
+    for study, sub in table.groupby("study", sort=True):
+        sub = sub[np.isfinite(sub[column].astype(float)) & np.isfinite(sub["realized"].astype(float))]
+        per[study] = rank_agreement(sub[column], sub["realized"])
+        if len(sub) >= 2 and np.ptp(sub[column]) > 0 and np.ptp(sub["realized"]) > 0:
+            blocks.append((sub[column].to_numpy(float), sub["realized"].to_numpy(float)))
+    out = {"studies": per, "kendall_tau": math.nan, "spearman_rho": math.nan, "p_kendall": math.nan,
+           "p_spearman": math.nan, "n_studies": len(blocks), "n_arms": int(sum(len(b[0]) for b in blocks)),
+           "exact": False, "n_permutations": 0}
+    if not blocks:
+        return out
+    total = math.prod(math.factorial(len(x)) for x, _ in blocks)
+    exact = total <= n_permutations
+    rng = np.random.default_rng(seed)
+    perms = [_perms(y, exact, n_permutations, rng) for _, y in blocks]
+    if exact:  # every combination of the studies' permutations (the product is small)
+        idx = np.array(list(itertools.product(*[range(len(p)) for p in perms])))
+        perms = [p[idx[:, k]] for k, p in enumerate(perms)]
+    w_tau = np.array([len(x) * (len(x) - 1) / 2 for x, _ in blocks])
+    w_rho = np.array([len(x) for x, _ in blocks], float)
+    tau_obs = float(np.average([kendall_tau_b(x, y)[0] for x, y in blocks], weights=w_tau))
+    rho_obs = float(np.average([spearman_rho(x, y)[0] for x, y in blocks], weights=w_rho))
+    tau_null = np.average(np.stack([kendall_tau_b(x, p) for (x, _), p in zip(blocks, perms)]), axis=0, weights=w_tau)
+    rho_null = np.average(np.stack([spearman_rho(x, p) for (x, _), p in zip(blocks, perms)]), axis=0, weights=w_rho)
+    eps = 1e-12  # float ties of equal statistics count as ">="
+    if exact:
+        p_tau, p_rho = float(np.mean(tau_null >= tau_obs - eps)), float(np.mean(rho_null >= rho_obs - eps))
+    else:
+        b = len(tau_null)
+        p_tau = (1 + int(np.sum(tau_null >= tau_obs - eps))) / (1 + b)
+        p_rho = (1 + int(np.sum(rho_null >= rho_obs - eps))) / (1 + b)
+    out.update(kendall_tau=tau_obs, spearman_rho=rho_obs, p_kendall=p_tau, p_spearman=p_rho, exact=exact,
+               n_permutations=int(len(tau_null)))
+    return out
+
+
+def _perms(y: np.ndarray, exact: bool, n: int, rng) -> np.ndarray:
+    if exact:
+        return np.array(list(itertools.permutations(y)))
+    return np.stack([rng.permutation(y) for _ in range(n)])

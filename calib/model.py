@@ -1,13 +1,22 @@
-"""A fitted calibration: calibrator + conformal intervals, saved as a versioned JSON file.
+"""A fitted calibration: calibrator + conformal intervals + domain, saved as a versioned JSON file.
 
 The file holds no pickled code: the settings, the versions that fitted it, the fitted parameters
-(for people reading it) and the training rows themselves (a study gives tens of rows). Loading
-refits the calibrator and the MAPIE conformal regressor on those rows (milliseconds) and checks
-that the refit reproduces the stored predictions on them; a file from another format version, or
-whose refit differs (e.g. a scikit-learn/MAPIE change), is refused with the fix.
+(for people reading it), its domain (:class:`calib.domain.Domain`: studies, models and tasks by
+resolved configuration, budget kind and range, arms, the corrected forecaster column) and the
+training rows themselves (a study gives tens of rows). Loading refits the calibrator and the MAPIE
+conformal regressor on those rows (milliseconds) and checks that the refit reproduces the stored
+predictions on them; a damaged file, a file of an unknown format version, or one whose refit
+differs (e.g. a scikit-learn/MAPIE change) is refused with :class:`CalibrationFileError`, which
+names the file and the fix.
 
-``calib fit ROWS.csv --out FILE`` writes one; ``gradprobe probe --calibration FILE|default``
-applies one (:func:`calib.apply.calibrate_probe`).
+Format versions: 2 (this one) corrects a forecaster column of :mod:`calib.dataset`
+(``forecast_probe`` by default). Version 1 files (the first shipped default,
+``calib/data/calibration.json``) corrected the probe's raw first-order gain (``predicted_gain``)
+and recorded task names only; they still load (``legacy``), are applied to the first-order gain
+as before, and :func:`calib.domain.check_domain` says that their tasks are compared by name.
+
+``calib fit ROWS.csv --out FILE`` writes one; ``calib apply`` and ``gradprobe probe --calibration
+FILE|default`` apply one (:mod:`calib.apply`).
 """
 
 from __future__ import annotations
@@ -24,59 +33,80 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .dataset import REFERENCE_ARM, select_rows
+from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, select_rows
+from .domain import Domain, domain_of_rows
 from .estimators import make_estimator
-from .validation import conformal_regressor, predict_interval
+from .validation import PLURAL, conformal_regressor, group_labels, predict_interval
 
 FORMAT = "gradprobe-calibration"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 DEFAULT_NAME = "calibration.json"
-_DATA_COLUMNS = ("model", "task", "arm", "seed", "budget_value")
+_DATA_COLUMNS = ("study", "model", "task", "arm", "seed", "budget_value")
+_FIX = "refit it with `calib fit ROWS.csv --out FILE` (or pass --calibration default)"
 
 
 class CalibrationFileError(ValueError):
-    """A calibration file that cannot be used: missing, not a calibration, or an incompatible version."""
+    """A calibration file that cannot be used: missing, damaged, not a calibration, or an unknown version."""
 
 
 @dataclass
 class Calibration:
-    """A calibrator fitted on study rows, with conformal intervals.
+    """A calibrator of one forecaster, fitted on study rows, with conformal intervals and its domain.
 
     Attributes
     ----------
-    method : {"linear", "isotonic"}
-    features : tuple[str, ...]
-        Feature columns, ``predicted_gain`` first.
-    budget : {"tokens", "time", "updates"}
-        The matched budget the rows were taken at; the calibrated gain is for that kind of budget.
-    cv : {"arm", "model"}
-        Grouping of the conformal folds.
+    forecaster : str
+        The corrected forecast column (``forecast_probe``...; ``predicted_gain`` in a version-1 file).
+    method : {"linear", "isotonic", "none"}
+    cv : {"study", "arm", "model"}
+        Grouping of the conformal folds (:func:`calib.validation.group_labels`).
     interval : {"cv_plus", "split"}
     confidence_level : float
     include_reference : bool
     rows : DataFrame
-        Training rows (model, task, arm, seed, budget_value, features, target).
+        Training rows (study, model, task, arm, seed, budget_value, the forecast, target).
     counts : dict
-        Row counts of :func:`calib.dataset.select_rows` (``dropped_nan_target``...).
+        Row counts of :func:`calib.dataset.select_rows`.
+    domain : Domain
     estimator : fitted calibrator (all rows)
     regressor : fitted MAPIE conformal regressor
     versions : dict
         Of the software that fitted it (from the file when loaded).
+    format_version : int
+        1 for a legacy file (see the module docstring).
+    features : tuple of str
+        The calibrator's input columns: ``(forecaster,)`` (a version-1 file may list more).
     """
 
+    forecaster: str
     method: str
-    features: tuple
-    budget: str
     cv: str
     interval: str
     confidence_level: float
     include_reference: bool
     rows: pd.DataFrame
     counts: dict
+    domain: Domain
     estimator: object = None
     regressor: object = None
     versions: dict = field(default_factory=dict)
     created: str = ""
+    format_version: int = FORMAT_VERSION
+    features: tuple = ()
+
+    def __post_init__(self):
+        self.features = tuple(self.features) or (self.forecaster,)
+
+    @property
+    def budget(self) -> str:
+        """The budget kind the calibration predicts at (``tokens``)."""
+        return self.domain.budget_kind
+
+    @property
+    def legacy(self) -> bool:
+        """A version-1 calibration of the first-order gain."""
+        return self.format_version == 1
 
     def _fit(self) -> "Calibration":
         from threadpoolctl import threadpool_limits
@@ -84,16 +114,16 @@ class Calibration:
         X, y = self.rows[list(self.features)].to_numpy(float), self.rows["target"].to_numpy(float)
         with threadpool_limits(limits=1, user_api="blas"):  # tiny fit: threads only add contention
             self.estimator = make_estimator(self.method).fit(X, y)
-        self.regressor = conformal_regressor(make_estimator(self.method), X, y, self.rows[self.cv].astype(str),
+        self.regressor = conformal_regressor(make_estimator(self.method), X, y, group_labels(self.rows, self.cv),
                                              confidence_level=self.confidence_level, interval=self.interval)
         return self
 
     def predict(self, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Calibrated gain vs GRPO and its interval (points), each shape (n_rows,).
+        """Calibrated gain vs GRPO and its interval (accuracy points), each shape (n_rows,).
 
         Parameters
         ----------
-        X : DataFrame with the feature columns, or ndarray, shape (n_rows, n_features)
+        X : DataFrame with the feature column(s), or ndarray, shape (n_rows, n_features)
 
         Returns
         -------
@@ -106,31 +136,31 @@ class Calibration:
         return self.estimator.predict(X), lo, hi
 
     def fitted_parameters(self) -> dict:
-        """The fitted map in readable form (slope/intercept, or isotonic knots)."""
+        """The fitted map in readable form (slope/intercept, isotonic knots, or nothing for ``none``)."""
         e = self.estimator
         if self.method == "linear":
             return {"coef": dict(zip(self.features, map(float, e.coef_))), "intercept": e.intercept_,
                     "scale": e.scale_}
-        return {"X_thresholds": e.isotonic_.X_thresholds_.tolist(), "y_thresholds": e.isotonic_.y_thresholds_.tolist()}
+        if self.method == "isotonic":
+            return {"X_thresholds": e.isotonic_.X_thresholds_.tolist(),
+                    "y_thresholds": e.isotonic_.y_thresholds_.tolist()}
+        return {}
 
     def to_dict(self) -> dict:
-        """The JSON content of the calibration file."""
-        X = self.rows[list(self.features)]
-        point, lo, hi = self.predict(X)
-        data = self.rows[list(_DATA_COLUMNS) + list(self.features) + ["target"]]
+        """The JSON content of the calibration file (format version 2)."""
+        if self.legacy:
+            raise CalibrationFileError("a version-1 calibration is read-only; refit it with `calib fit` to save it")
+        point, lo, hi = self.predict(self.rows)
+        data = self.rows[list(_DATA_COLUMNS) + [self.forecaster, "target"]]
         return {
             "format": FORMAT, "format_version": FORMAT_VERSION, "created": self.created or _now(),
             "versions": self.versions or software_versions(),
-            "target": f"realized gain vs {REFERENCE_ARM} (accuracy points) of one training run at a matched "
-                      f"{self.budget} budget",
-            "method": self.method, "params": self.estimator.get_params(), "features": list(self.features),
-            "budget": self.budget, "cv": self.cv, "interval": self.interval,
-            "confidence_level": self.confidence_level, "include_reference": self.include_reference,
-            "training": {"rows": int(len(self.rows)), "counts": self.counts,
-                         "arms": sorted(set(self.rows["arm"])), "models": sorted(set(self.rows["model"])),
-                         "tasks": sorted(set(self.rows["task"])),
-                         "budget_values": [float(self.rows["budget_value"].min()),
-                                           float(self.rows["budget_value"].max())]},
+            "target": f"realized gain vs {REFERENCE_ARM} (accuracy points) of one training run at the study's "
+                      f"{self.budget} budget, as f({self.forecaster})",
+            "forecaster": self.forecaster, "method": self.method, "params": self.estimator.get_params(),
+            "cv": self.cv, "interval": self.interval, "confidence_level": self.confidence_level,
+            "include_reference": self.include_reference, "domain": self.domain.to_dict(),
+            "training": {"rows": int(len(self.rows)), "counts": self.counts},
             "fitted": self.fitted_parameters(),
             "check": {"point": _enc(point), "lower": _enc(lo), "upper": _enc(hi)},
             "data": {"columns": list(data.columns), "rows": data.astype(object).values.tolist()},
@@ -144,33 +174,46 @@ class Calibration:
         return path
 
 
-def fit_calibration(rows: pd.DataFrame, *, method: str = "linear", features=("predicted_gain",),
-                    budget: str = "tokens", cv: str = "arm", interval: str = "cv_plus",
-                    confidence_level: float = 0.9, include_reference: bool = False) -> Calibration:
+def fit_calibration(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: str = "linear",
+                    cv: str = "auto", interval: str = "cv_plus", confidence_level: float = 0.9,
+                    include_reference: bool = False) -> Calibration:
     """Select rows (:func:`calib.dataset.select_rows`) and fit a calibrator with conformal intervals.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        :func:`calib.dataset.build_rows_many` (or its CSV).
+    forecaster : str
+        The forecast column to correct (:data:`calib.dataset.FORECASTERS`).
+    method : {"linear", "isotonic", "none"}
+    cv : {"auto", "study", "arm", "model"}
+        Grouping of the conformal folds; ``auto``: ``study`` with 2 or more studies, else ``arm``.
+    interval, confidence_level, include_reference
+        See :func:`calib.validation.conformal_regressor` and :func:`calib.dataset.select_rows`.
 
     Raises
     ------
     calib.dataset.RowsError
-        Missing columns, a single arm, non-finite features, no rows (see ``select_rows``).
+        Missing columns, an unknown forecaster, a single arm with a forecast, no rows.
     ValueError
-        Unknown method, interval or cv; a leave-one-model-out grouping with fewer than 2 models.
+        Unknown method, interval or cv; fewer than 2 groups for the chosen cv.
     """
-    if list(features)[:1] != ["predicted_gain"]:
-        raise ValueError(f"features must start with 'predicted_gain' (the calibrated quantity), got {list(features)}")
-    if cv not in ("arm", "model"):
-        raise ValueError(f"unknown cv {cv!r}; choose 'arm' or 'model'")
-    if method == "isotonic" and len(features) > 1:
-        raise ValueError(f"the isotonic calibrator uses predicted_gain only; drop the other features {list(features)[1:]}"
-                         " or use method='linear'")
     make_estimator(method)  # validates the name before any work
-    sel, counts = select_rows(rows, budget=budget, features=features, include_reference=include_reference)
-    if sel[cv].nunique() < 2:
-        raise ValueError(f"conformal folds by {cv} need at least 2 distinct {cv}s, the rows have "
-                         f"{sel[cv].nunique()}; use cv='arm' or add studies")
-    cal = Calibration(method=method, features=tuple(features), budget=budget, cv=cv, interval=interval,
+    sel, counts = select_rows(rows, forecaster=forecaster, include_reference=include_reference)
+    if cv == "auto":
+        cv = "study" if sel["study"].nunique() >= 2 else "arm"
+    n_groups = len(set(group_labels(sel, cv)))
+    if n_groups < 2:
+        raise ValueError(f"conformal folds by {cv} need at least 2 distinct {PLURAL[cv]}, the rows have {n_groups}; "
+                         "use cv='arm' or add studies")
+    budgets = set(sel["budget"]) if "budget" in sel.columns else {BUDGET}
+    if len(budgets) != 1:
+        raise ValueError(f"the rows mix budget kinds {sorted(budgets)}; fit one kind at a time")
+    cal = Calibration(forecaster=forecaster, method=method, cv=cv, interval=interval,
                       confidence_level=float(confidence_level), include_reference=include_reference,
-                      rows=sel, counts=counts, versions=software_versions(), created=_now())
+                      rows=sel, counts=counts, domain=domain_of_rows(sel, forecaster=forecaster,
+                                                                     budget_kind=budgets.pop()),
+                      versions=software_versions(), created=_now())
     return cal._fit()
 
 
@@ -184,43 +227,96 @@ def load_calibration(spec: str | Path) -> Calibration:
     Raises
     ------
     CalibrationFileError
-        No default is shipped yet, the file is missing or not a calibration file, its
-        ``format_version`` differs from this package's, or the refit does not reproduce its
-        stored predictions (scikit-learn/MAPIE versions differ in a way that matters): the message
-        says which and how to refit.
+        No default is shipped, the file is missing, is not valid JSON, is not a calibration file,
+        lacks a field (named), has a format version this calib does not read, or its refit does not
+        reproduce its stored predictions (scikit-learn/MAPIE versions differ in a way that
+        matters): the message names the file, says which, and how to fix it.
     """
     path = resolve(spec)
     try:
         d = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except OSError as e:
         raise CalibrationFileError(f"cannot read calibration file {str(path)!r}: {e}") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); {_FIX}") from e
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise CalibrationFileError(f"{path} is not a gradprobe calibration file (no \"format\": \"{FORMAT}\"); "
                                    "write one with `calib fit ROWS.csv --out FILE`")
-    if d.get("format_version") != FORMAT_VERSION:
+    version = d.get("format_version")
+    if version not in READABLE_VERSIONS:
+        newer = isinstance(version, int) and version > FORMAT_VERSION
         raise CalibrationFileError(
-            f"{path} has calibration format version {d.get('format_version')!r} (written by "
-            f"{d.get('versions', {}).get('gradprobe', '?')}); this calib reads version {FORMAT_VERSION}. Refit it "
-            "with this version: `calib fit ROWS.csv --out FILE` (the rows are in the file's \"data\").")
+            f"{path} has calibration format version {version!r} (written by gradprobe "
+            f"{(d.get('versions') or {}).get('gradprobe', '?')}); this calib reads versions {list(READABLE_VERSIONS)}. "
+            + ("Upgrade gradprobe to read it, or refit" if newer else "Refit")
+            + " it with this version: `calib fit ROWS.csv --out FILE` (the rows are in the file's \"data\").")
     try:
-        data = pd.DataFrame(d["data"]["rows"], columns=d["data"]["columns"])
-        data["target"] = data["target"].astype(float)
-        cal = Calibration(method=d["method"], features=tuple(d["features"]), budget=d["budget"], cv=d["cv"],
-                          interval=d["interval"], confidence_level=float(d["confidence_level"]),
-                          include_reference=bool(d["include_reference"]), rows=data,
-                          counts=d["training"]["counts"], versions=d["versions"], created=d.get("created", ""))
+        cal = _from_v1(d) if version == 1 else _from_v2(d)
         stored = d["check"]
     except (KeyError, TypeError, ValueError) as e:
-        raise CalibrationFileError(f"{path} is damaged: field {e} is missing or malformed; refit it with `calib fit`") from e
+        raise CalibrationFileError(f"calibration file {path} is damaged: field {_field(e)} is missing or malformed; "
+                                   f"{_FIX}") from e
     cal._fit()
-    point, lo, hi = cal.predict(data)
+    point, lo, hi = cal.predict(cal.rows)
     for name, new in (("point", point), ("lower", lo), ("upper", hi)):
-        old = np.array([_dec(v) for v in stored[name]], float)
+        try:
+            old = np.array([_dec(v) for v in stored[name]], float)
+        except (KeyError, TypeError, ValueError) as e:
+            raise CalibrationFileError(f"calibration file {path} is damaged: field check.{name} is missing or "
+                                       f"malformed; {_FIX}") from e
         if old.shape != new.shape or not np.allclose(old, new, rtol=1e-6, atol=1e-6, equal_nan=True):
             raise CalibrationFileError(
                 f"{path}: refitting the calibration does not reproduce its stored {name} predictions (fitted with "
-                f"{_vs(d['versions'])}; installed {_vs(software_versions())}); refit it with `calib fit` here")
+                f"{_vs(d.get('versions') or {})}; installed {_vs(software_versions())}); refit it with `calib fit` "
+                "here")
     return cal
+
+
+def _from_v2(d: dict) -> Calibration:
+    forecaster = d["forecaster"]
+    if forecaster not in FORECASTERS:
+        raise _FieldError(f"'forecaster' ({forecaster!r}, not one of {list(FORECASTERS)})")
+    data = _data(d, [forecaster])
+    return Calibration(forecaster=forecaster, method=d["method"], cv=d["cv"], interval=d["interval"],
+                       confidence_level=float(d["confidence_level"]), include_reference=bool(d["include_reference"]),
+                       rows=data, counts=d["training"]["counts"], domain=Domain.from_dict(d["domain"]),
+                       versions=d["versions"], created=d.get("created", ""), format_version=2)
+
+
+def _from_v1(d: dict) -> Calibration:
+    """A version-1 file: the first-order ``predicted_gain`` corrected at one budget, tasks by name."""
+    features = tuple(d["features"])
+    data = _data(d, list(features))
+    data.insert(0, "study", "v1")  # one unnamed study: its groups are its arms (or models), as fitted
+    t = d["training"]
+    domain = Domain(studies=[], models=[{"name": m, "dtype": None, "key": m} for m in t["models"]],
+                    tasks=[{"name": x, "config": None, "key": x} for x in t["tasks"]], budget_kind=d["budget"],
+                    budget_range=[float(v) for v in t["budget_values"]], arms=list(t["arms"]),
+                    forecaster=features[0])
+    return Calibration(forecaster=features[0], method=d["method"], cv=d["cv"], interval=d["interval"],
+                       confidence_level=float(d["confidence_level"]), include_reference=bool(d["include_reference"]),
+                       rows=data, counts=t["counts"], domain=domain, versions=d["versions"],
+                       created=d.get("created", ""), format_version=1, features=features)
+
+
+def _data(d: dict, needed: list) -> pd.DataFrame:
+    data = pd.DataFrame(d["data"]["rows"], columns=d["data"]["columns"])
+    missing = [c for c in needed + ["arm", "target"] if c not in data.columns]
+    if missing:
+        raise _FieldError(f"data.columns[{missing[0]!r}]")
+    for c in needed + ["target"]:
+        data[c] = data[c].astype(float)
+    return data
+
+
+class _FieldError(KeyError):
+    """A missing field, named by its path in the file."""
+
+
+def _field(e: Exception) -> str:
+    if isinstance(e, _FieldError):
+        return str(e.args[0])
+    return repr(e.args[0]) if isinstance(e, KeyError) and e.args else f"({e})"
 
 
 def default_path() -> Path:
@@ -290,6 +386,20 @@ def _enc(a) -> list:
 
 def _dec(x) -> float:
     return math.nan if x is None else float(x)
+
+
+def json_safe(x):
+    """NaN -> null and +-inf -> "inf"/"-inf" (the encoding of gradprobe's probe.json), numpy scalars ->
+    Python, recursively through dicts, lists and tuples: the JSON calib writes is standard JSON."""
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, dict):
+        return {str(k): json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x
 
 
 def _json_default(o):

@@ -6,8 +6,10 @@ conformal regressors with absolute-residual conformity scores:
 - ``cv_plus`` (default): CV+ (Barber, Candes, Ramdas & Tibshirani 2021, "Predictive inference with
   the jackknife+", eq. 3 with K-fold folds), :class:`mapie.regression.CrossConformalRegressor` with
   ``method="plus"`` and folds = :class:`sklearn.model_selection.LeaveOneGroupOut` over the groups
-  (arms, or models), so a row's conformity score always comes from a model that never saw its
-  arm. Coverage >= 1 - 2 alpha in the worst case, about 1 - alpha in practice.
+  (studies, arms within a study, or models), so a row's conformity score always comes from a
+  model that never saw its group. Coverage >= 1 - 2 alpha in the worst case, about 1 - alpha in
+  practice (when groups are exchangeable: a study unlike all the others is not covered by any
+  interval learned from them, and the report's held-out coverage is what says so).
 - ``split``: split conformal (Lei et al. 2018, "Distribution-free predictive inference for
   regression", Algorithm 2), :class:`mapie.regression.SplitConformalRegressor`, fitted on half of
   the groups and conformalized on the other half (:class:`~sklearn.model_selection.GroupShuffleSplit`);
@@ -17,12 +19,13 @@ With n conformity scores an interval at level 1 - alpha is finite only when
 ceil((n + 1)(1 - alpha)) <= n, i.e. n >= 1/alpha - 1 (9 rows at 90%); otherwise its bounds are
 infinite (reported as such, never clipped).
 
-Grouped cross-validation (:func:`cross_validate`): leave one group out (an arm, or a model); the
-calibrator and the conformal regressor are refitted on the other groups only (the interval's own
-CV+ folds are again leave-one-group-out inside them), and the held-out rows get the out-of-fold
-prediction and interval. No row is ever predicted by a model that saw it or its group.
+Grouped cross-validation (:func:`cross_validate`): leave one group out (a study, the headline;
+an arm within its study; or a model); the calibrator and the conformal regressor are refitted on
+the other groups only (the interval's own CV+ folds are again leave-one-group-out inside them),
+and the held-out rows get the out-of-fold prediction and interval. No row is ever predicted by a
+model that saw it or its group.
 
-The fits are tiny (tens to hundreds of rows, one to five features): they run with one BLAS
+The fits are tiny (tens to hundreds of rows, one feature): they run with one BLAS
 thread (:func:`threadpoolctl.threadpool_limits`), since threads only add contention there
 (measured: a 150-row Huber fit took 6 ms with one OpenBLAS thread, 80 ms with two on a busy
 2-core machine).
@@ -40,7 +43,8 @@ from sklearn.model_selection import GroupShuffleSplit, LeaveOneGroupOut
 from threadpoolctl import threadpool_limits
 
 INTERVALS = ("cv_plus", "split")
-CV_GROUPS = ("arm", "model")
+CV_GROUPS = ("study", "arm", "model")
+PLURAL = {"study": "studies", "arm": "arms", "model": "models"}
 
 
 def conformal_regressor(estimator, X, y, groups, *, confidence_level: float = 0.9, interval: str = "cv_plus",
@@ -55,7 +59,7 @@ def conformal_regressor(estimator, X, y, groups, *, confidence_level: float = 0.
     y : ndarray, shape (n_rows,)
         Realized gains (points).
     groups : array-like, shape (n_rows,)
-        Group labels (arm or model) of the folds.
+        Group labels of the folds (:func:`group_labels`).
     confidence_level : float in (0, 1)
     interval : {"cv_plus", "split"}
     random_state : int
@@ -105,21 +109,37 @@ def predict_interval(regressor, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.asarray(point, float), np.asarray(iv[:, 0, 0], float), np.asarray(iv[:, 1, 0], float)
 
 
-def cross_validate(estimator, rows: pd.DataFrame, *, features=("predicted_gain",), cv: str = "arm",
+def group_labels(rows: pd.DataFrame, cv: str) -> np.ndarray:
+    """Fold labels of a grouped cross-validation, shape (n_rows,).
+
+    ``study``: the study; ``arm``: the arm *within* its study (``study/arm``: holding out mc_value of
+    one study leaves mc_value of the other studies in; with one study this is plain
+    leave-one-arm-out); ``model``: the model.
+    """
+    if cv not in CV_GROUPS:
+        raise ValueError(f"unknown cv {cv!r}; choose one of {CV_GROUPS}")
+    if cv == "arm":
+        return (rows["study"].astype(str) + "/" + rows["arm"].astype(str)).to_numpy()
+    return rows[cv].astype(str).to_numpy()
+
+
+def cross_validate(estimator, rows: pd.DataFrame, *, forecaster: str = "forecast_probe", cv: str = "study",
                    confidence_level: float = 0.9, interval: str = "cv_plus") -> pd.DataFrame:
     """Leave-one-group-out predictions and conformal intervals for every row.
 
     Parameters
     ----------
     estimator : sklearn regressor
-        Unfitted calibrator.
+        Unfitted calibrator (:class:`~calib.estimators.IdentityCalibrator` for the uncorrected
+        forecaster).
     rows : DataFrame
-        Selected rows (:func:`calib.dataset.select_rows`), with the ``features``, ``target`` and the
-        group column.
-    features : sequence of str
-    cv : {"arm", "model"}
-        Leave one arm out (does the calibration transfer to an intervention it has not seen?) or
-        leave one model out (to a model it has not seen).
+        Selected rows (:func:`calib.dataset.select_rows`): ``forecaster``, ``target``, ``study``,
+        ``arm``, ``model``.
+    forecaster : str
+        The forecast column, the calibrator's one feature (accuracy points).
+    cv : {"study", "arm", "model"}
+        Leave one study out (the headline: does the calibration transfer to a study it never saw?),
+        one arm out within its study (to an intervention it has not seen), or one model out.
     confidence_level : float
     interval : {"cv_plus", "split"}
 
@@ -128,20 +148,18 @@ def cross_validate(estimator, rows: pd.DataFrame, *, features=("predicted_gain",
     DataFrame, index of ``rows``
         ``fold`` (the held-out group), ``cv_pred`` (calibrated gain, points), ``cv_lower``,
         ``cv_upper`` (NaN when the training part of the fold has fewer than 2 groups, so no
-        conformal interval can be made: e.g. leave-one-model-out with 2 models).
+        conformal interval can be made: e.g. leave-one-study-out with 2 studies).
 
     Raises
     ------
     ValueError
         Unknown ``cv``, or fewer than 2 groups (nothing to hold out).
     """
-    if cv not in CV_GROUPS:
-        raise ValueError(f"unknown cv {cv!r}; choose one of {CV_GROUPS}")
-    groups = rows[cv].astype(str).to_numpy()
+    groups = group_labels(rows, cv)
     if len(np.unique(groups)) < 2:
-        raise ValueError(f"leave-one-{cv}-out needs at least 2 distinct {cv}s, the rows have {len(np.unique(groups))} "
-                         f"({sorted(set(groups))}); use --cv arm or add studies")
-    X = rows[list(features)].to_numpy(float)
+        raise ValueError(f"leave-one-{cv}-out needs at least 2 distinct {PLURAL[cv]}, the rows have "
+                         f"{len(np.unique(groups))} ({sorted(set(groups))}); use cv='arm' or add studies")
+    X = rows[[forecaster]].to_numpy(float)
     y = rows["target"].to_numpy(float)
     out = pd.DataFrame(index=rows.index, columns=["fold", "cv_pred", "cv_lower", "cv_upper"], dtype=float)
     out["fold"] = out["fold"].astype(object)

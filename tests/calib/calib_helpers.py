@@ -1,117 +1,152 @@
-"""Synthetic study folders in the `gradprobe study` format (notes: study_format), with a known truth.
+"""Synthetic study folders in the `gradprobe study` format, with forecasts of a known relation to the truth.
 
-The realized gain vs grpo of arm a, seed s, budget b is
-    target = bias + slope * predicted_gain(a, b) + arm_effect[a] + noise[a, s, b]
-where predicted_gain is computed here from the probe numbers written to probe.json, independently
-of calib.dataset (plain arithmetic of the formulas in DESIGN.md).
+Forecasts follow the contract of ``gradprobe.forecast.study_forecasts`` (one row per arm at the token
+budget) and are computed here by plain arithmetic on a saturating curve (no calib, no gradprobe code):
+
+    f(n) = 30 (1 - exp(-n / 40))   accuracy points gained after n updates
+    forecast_probe       = f(T / c_R * rho_R) - f(T / c_grpo)            (NaN for a learning-rate arm)
+    forecast_cost_only   = f(T / c_R)         - f(T / c_grpo)            (NaN for a learning-rate arm)
+    forecast_signal_proxy= f(T / c_R * (0.5 + 0.5 rho_R)) - f(T / c_grpo) (NaN for a learning-rate arm)
+    forecast_first_order = 0.04 (T / c_R) rho_R s - 0.04 T / c_grpo      (no saturation, s = lr_scale)
+
+The realized gain vs grpo of arm a, seed s (accuracy points) is
+    target = bias + slope * forecast_probe(a) + arm_effect[a] + noise[a, s]
+(a learning-rate arm: LR_ARM_GAIN + noise), so the probe is the forecaster a calibration can fix.
+``synthetic_forecasts(study_dir)`` reads them back in the contract's form.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from threadpoolctl import threadpool_limits
 
-BUDGETS = {"tokens": 1_000_000.0, "time": 600.0, "updates": 150.0}
+TOKENS = 1_000_000.0
+TASK_CONFIG = {"min_terms": 3, "max_terms": 4, "min_digits": 1, "max_digits": 1}
+LR_ARM_GAIN = -4.0
+C_GRPO = 6400.0
 
 
-def probe_entry(name, gain_per_update, tokens_per_update, seconds_per_update, *, snr=3.0, cosine=None):
-    return {"name": name, "inner_product": gain_per_update / (100 * 1e-4), "interval": [0.0, 1.0], "snr": snr,
-            "predicted_gain_per_update": gain_per_update, "gain_interval_per_update": None,
-            "tokens_per_update": tokens_per_update,
-            "predicted_gain_at_budget": 1e6 / tokens_per_update * gain_per_update, "gain_interval_at_budget": None,
-            "seconds_per_update": seconds_per_update, "predicted_gain_at_time_budget": None, "cosine": cosine,
-            "per_group": [], "loss_type": "grpo", "num_groups": 8, "n_bootstrap": 100, "lr": 1e-4,
-            "budget_tokens": 1e6, "budget_seconds": None, "seed": 0}
+def curve(n):
+    return 30.0 * (1.0 - np.exp(-np.asarray(n, float) / 40.0))
 
 
-def default_arms(n_extra: int = 0, rng=None) -> tuple[dict, dict]:
-    """(arms: arm -> (reward, lr_scale), rewards: reward -> (gain/update, tokens/update, seconds/update))."""
-    arms = {"grpo": ("outcome", 1.0), "grpo_2xlr": ("outcome", 2.0), "mc_value": ("mc_value", 1.0),
-            "hybrid_0.5": ("hybrid_0.5", 1.0), "mc_min": ("mc_min", 1.0)}
-    rewards = {"outcome": (0.04, 6400, 4.0), "mc_value": (0.10, 60000, 30.0), "hybrid_0.5": (0.07, 60000, 30.0),
-               "mc_min": (0.05, 60000, 30.0)}
+def default_arms(n_extra: int = 0, rng=None) -> dict:
+    """arm -> {"reward", "lr_scale", "c" (tokens per update), "rho" (per-update efficiency vs grpo)}."""
+    arms = {"grpo": {"reward": "outcome", "lr_scale": 1.0, "c": C_GRPO, "rho": 1.0},
+            "grpo_2xlr": {"reward": "outcome", "lr_scale": 2.0, "c": C_GRPO, "rho": 1.0},
+            "mc_value": {"reward": "mc_value", "lr_scale": 1.0, "c": 60000.0, "rho": 3.0},
+            "hybrid_0.5": {"reward": "hybrid_0.5", "lr_scale": 1.0, "c": 60000.0, "rho": 2.0},
+            "mc_min": {"reward": "mc_min", "lr_scale": 1.0, "c": 30000.0, "rho": 1.5}}
     rng = rng or np.random.default_rng(0)
     for k in range(n_extra):
-        name = f"user{k}"
-        arms[name] = (name, 1.0)
-        rewards[name] = (float(rng.uniform(0.0, 0.12)), float(rng.choice([6400, 12800, 60000])),
-                         float(rng.uniform(4.0, 30.0)))
-    return arms, rewards
+        arms[f"user{k}"] = {"reward": f"user{k}", "lr_scale": 1.0, "c": float(rng.choice([6400.0, 12800.0, 30000.0])),
+                            "rho": float(rng.uniform(0.3, 3.0))}
+    return arms
 
 
-def predicted_vs_grpo(arms, rewards, arm, budget):
-    def at(reward, scale):
-        g, c, d = rewards[reward]
-        g = g * scale
-        return {"tokens": BUDGETS["tokens"] / c * g, "time": BUDGETS["time"] / d * g,
-                "updates": BUDGETS["updates"] * g}[budget]
-    return at(*arms[arm]) - at(*arms["grpo"])
+def forecasts_of(arms: dict) -> pd.DataFrame:
+    """The contract's table for ``arms`` at :data:`TOKENS` (see the module docstring)."""
+    base = curve(TOKENS / C_GRPO)
+    rows = []
+    for arm, a in arms.items():
+        lr = a["lr_scale"] != 1.0
+        n = TOKENS / a["c"]
+        nan = math.nan
+        rows.append({
+            "arm": arm, "reward": a["reward"], "lr_scale": a["lr_scale"], "budget": "tokens", "budget_value": TOKENS,
+            "tokens_per_update": a["c"], "rho": a["rho"], "snr": 3.0, "token_multiplier": a["c"] / C_GRPO,
+            "forecast_probe": nan if lr else float(curve(n * a["rho"]) - base),
+            "forecast_cost_only": nan if lr else float(curve(n) - base),
+            "forecast_signal_proxy": nan if lr else float(curve(n * (0.5 + 0.5 * a["rho"])) - base),
+            "forecast_first_order": 0.04 * n * a["rho"] * a["lr_scale"] - 0.04 * TOKENS / C_GRPO,
+            "method": "outside_probe" if lr else "probe", "note": "", "curve_source": "synthetic curve",
+            "in_sample": True})
+    return pd.DataFrame(rows)
 
 
-def write_study(root, *, model="tiny", task="chain_sum", slope=0.6, bias=-1.0, noise=0.3, arm_sd=0.0,
-                seeds=(0, 1, 2, 3), arms=None, rewards=None, seed=0, nan_runs=(), missing_grpo_seeds=(),
+def synthetic_forecasts(study_dir, *, curve=None) -> pd.DataFrame:
+    """``study_forecasts`` of a study written by :func:`write_study` (``curve``: recorded only)."""
+    df = pd.read_json(Path(study_dir) / "forecasts.json", orient="records")
+    if curve is not None:
+        df["curve_source"] = f"given: {curve}"
+    return df
+
+
+def write_study(root, *, model="tiny", task="chain_sum", task_config=None, slope=0.6, bias=-1.0, noise=0.3,
+                arm_sd=0.0, seeds=(0, 1, 2, 3), arms=None, seed=0, nan_runs=(), missing_grpo_seeds=(),
                 runs_csv=True) -> Path:
     """Write a study folder; returns it. ``nan_runs``: (arm, seed) whose accuracy is missing (failed)."""
     root = Path(root)
     rng = np.random.default_rng(seed)
-    if arms is None:
-        arms, rewards = default_arms()
+    arms = arms or default_arms()
+    task_config = TASK_CONFIG if task_config is None else task_config
     (root / "probe").mkdir(parents=True, exist_ok=True)
-    probe = {"config": {"model": model, "task": task, "lr": 1e-4, "budget_tokens": 1_000_000, "budget_seconds": None},
-             "versions": {}, "rewards": [probe_entry(r, *v) for r, v in rewards.items()]}
-    (root / "probe" / "probe.json").write_text(json.dumps(probe))
-    (root / "probe" / "arms.json").write_text(json.dumps({a: {"reward": r, "lr_scale": s} for a, (r, s) in arms.items()}))
+    plan = (f'name = "synthetic"\nseeds = {list(seeds)}\n[model]\nname = "{model}"\ndtype = "float32"\n'
+            f'[task]\nname = "{task}"\npool = 512\n[task.config]\n'
+            + "".join(f"{k} = {json.dumps(v)}\n" for k, v in task_config.items())
+            + "[budget]\ngenerated_tokens = 1000000\n"
+            + "".join(f'[arms."{a}"]\nreward = "{s["reward"]}"\nlr_scale = {s["lr_scale"]}\n' for a, s in arms.items()))
+    (root / "plan.toml").write_text(plan)
+    sha = hashlib.sha256(plan.encode()).hexdigest()
+    (root / "study.json").write_text(json.dumps({"plan_sha256": sha, "plan_path": "plan.toml", "runs": []}))
+    fc = forecasts_of(arms)
+    fc.to_json(root / "forecasts.json", orient="records")
+    (root / "probe" / "arms.json").write_text(json.dumps({a: {"reward": s["reward"], "lr_scale": s["lr_scale"]}
+                                                          for a, s in arms.items()}))
+    (root / "probe" / "probe.json").write_text(json.dumps({"config": {"model": model, "task": task,
+                                                                      "budget_tokens": TOKENS}, "rewards": []}))
     initial = 40.0
-    arm_effect = {a: (0.0 if a == "grpo" else float(rng.normal(0, arm_sd))) for a in arms}
-    grpo_gain = {"tokens": 5.0, "time": 4.0, "updates": 6.0}
+    effect = {a: (0.0 if a == "grpo" else float(rng.normal(0, arm_sd))) for a in arms}
+    grpo_acc = {s: initial + 10.0 + float(rng.normal(0, noise)) for s in seeds}
+    probe_fc = dict(zip(fc["arm"], fc["forecast_probe"]))
     out_arms, truth = {}, []
-    grpo_acc = {b: {s: initial + grpo_gain[b] + float(rng.normal(0, noise)) for s in seeds} for b in BUDGETS}
-    for arm, (reward, scale) in arms.items():
-        res = {"reward": reward, "lr_scale": scale, "seeds": len(seeds), "sigmoid": None}
-        for b in BUDGETS:
-            per_seed = {}
-            for s in seeds:
-                if arm == "grpo":
-                    acc = grpo_acc[b][s]
-                else:
-                    pred = predicted_vs_grpo(arms, rewards, arm, b)
-                    target = bias + slope * pred + arm_effect[arm] + float(rng.normal(0, noise))
-                    acc = grpo_acc[b][s] + target
-                    truth.append((arm, s, b, pred, target))
-                if (arm, s) in nan_runs:
-                    acc = None
-                if arm == "grpo" and s in missing_grpo_seeds:
-                    continue
-                per_seed[str(s)] = acc
-            vals = [v for v in per_seed.values() if v is not None]
-            res[b] = {"accuracy": float(np.mean(vals)), "ci": [0, 0], "gain_vs_grpo": None, "gain_ci": None,
-                      "gain_vs_initial": float(np.mean(vals)) - initial, "gain_vs_initial_ci": [0, 0],
-                      "per_seed": per_seed}
-        out_arms[arm] = res
-    analysis = {"plan_sha256": "0" * 64, "initial": {"accuracy": initial},
-                "matched": {b: {"budget": v} for b, v in BUDGETS.items()}, "arms": out_arms,
-                "rankings": {b: sorted(out_arms, key=lambda a: -out_arms[a][b]["accuracy"]) for b in BUDGETS},
-                "hypotheses": []}
+    for arm, a in arms.items():
+        per_seed = {}
+        for s in seeds:
+            if arm == "grpo":
+                acc = grpo_acc[s]
+            else:
+                mean = LR_ARM_GAIN if math.isnan(probe_fc[arm]) else bias + slope * probe_fc[arm]
+                target = mean + effect[arm] + float(rng.normal(0, noise))
+                acc = grpo_acc[s] + target
+                truth.append((arm, s, target))
+            if (arm, s) in nan_runs:
+                acc = None
+            if arm == "grpo" and s in missing_grpo_seeds:
+                continue
+            per_seed[str(s)] = acc
+        vals = [v for v in per_seed.values() if v is not None]
+        out_arms[arm] = {"reward": a["reward"], "lr_scale": a["lr_scale"], "seeds": len(seeds),
+                         "tokens": {"accuracy": float(np.mean(vals)), "per_seed": per_seed}}
+    analysis = {"plan_sha256": sha, "initial": {"accuracy": initial}, "matched": {"tokens": {"budget": TOKENS}},
+                "arms": out_arms, "hypotheses": []}
     (root / "analysis.json").write_text(json.dumps(analysis))
-    (root / "study.json").write_text(json.dumps({"plan_sha256": "0" * 64, "plan_path": "plan.toml", "runs": []}))
-    (root / "plan.toml").write_text(f'name = "synthetic"\n[model]\nname = "{model}"\n')
     if runs_csv:
-        lines = ["arm,seed,update,generated_tokens,device_seconds,accuracy,accuracy_sampled,reward,lr_scale"]
-        for arm, (reward, scale) in arms.items():
-            g, c, d = rewards[reward]
-            final = out_arms[arm]["updates"]["accuracy"] / 100
+        lines = ["arm,seed,update,generated_tokens,device_seconds,accuracy"]
+        for arm, a in arms.items():
+            final = out_arms[arm]["tokens"]["accuracy"] / 100
             for s in seeds:
-                for u in range(0, 151, 25):
-                    acc = initial / 100 + (final - initial / 100) * u / 150 + float(rng.normal(0, 0.002))
-                    lines.append(f"{arm},{s},{u},{u * c},{u * d:.3f},{acc:.4f},{acc - 0.05:.4f},{reward},{scale}")
+                for k in range(0, 6):
+                    u = k * TOKENS / a["c"] / 5
+                    acc = initial / 100 + (final - initial / 100) * k / 5
+                    lines.append(f"{arm},{s},{u:.1f},{u * a['c']:.0f},{u:.3f},{acc:.4f}")
         (root / "runs.csv").write_text("\n".join(lines) + "\n")
     (root / "truth.json").write_text(json.dumps(truth))
     return root
+
+
+@pytest.fixture()
+def synthetic(monkeypatch):
+    """Route calib's default forecaster (gradprobe.forecast.study_forecasts) to the synthetic one."""
+    monkeypatch.setattr("calib.dataset.default_forecast_fn", lambda: synthetic_forecasts)
 
 
 @pytest.fixture(autouse=True)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from calib.dataset import build_rows, select_rows
-from calib.estimators import IsotonicCalibrator, LinearCalibrator
+from calib.dataset import build_rows, build_rows_many, select_rows
+from calib.estimators import IdentityCalibrator, IsotonicCalibrator, LinearCalibrator
 from calib.validation import conformal_regressor, cross_validate, predict_interval
-from calib_helpers import default_arms, single_thread_blas, write_study  # noqa: F401
+from calib_helpers import default_arms, single_thread_blas, synthetic_forecasts, write_study  # noqa: F401
 
 LEVEL = 0.9
 
@@ -74,35 +73,66 @@ def test_conformal_needs_two_groups_and_a_valid_level():
 
 @pytest.mark.parametrize("estimator", [LinearCalibrator(), IsotonicCalibrator()], ids=["linear", "isotonic"])
 def test_leave_one_arm_out_never_uses_the_held_out_arm(tmp_path, estimator):
-    arms, rewards = default_arms(n_extra=4, rng=np.random.default_rng(5))
-    sel, _ = select_rows(build_rows(write_study(tmp_path / "s", arms=arms, rewards=rewards, noise=0.2)))
-    cv = cross_validate(estimator, sel)
-    assert (cv["fold"] == sel["arm"]).all()  # each row is predicted in the fold that holds out its own arm
+    arms = default_arms(n_extra=4, rng=np.random.default_rng(5))
+    sel, _ = select_rows(build_rows(write_study(tmp_path / "s", arms=arms, noise=0.2), forecast_fn=synthetic_forecasts))
+    cv = cross_validate(estimator, sel, cv="arm")
+    assert (cv["fold"] == sel["study"] + "/" + sel["arm"]).all()  # each row is predicted in its own arm's fold
     # reference: refit by hand without the arm, in float64
     for arm in ["mc_value", "user2"]:
         train = sel[sel["arm"] != arm]
-        ref = type(estimator)().fit(train[["predicted_gain"]].to_numpy(), train["target"].to_numpy())
+        ref = type(estimator)().fit(train[["forecast_probe"]].to_numpy(), train["target"].to_numpy())
         test = sel["arm"] == arm
-        np.testing.assert_allclose(cv.loc[test, "cv_pred"], ref.predict(sel.loc[test, ["predicted_gain"]].to_numpy()),
+        np.testing.assert_allclose(cv.loc[test, "cv_pred"], ref.predict(sel.loc[test, ["forecast_probe"]].to_numpy()),
                                    rtol=1e-10, atol=1e-10)
     # a change to one arm's targets moves no prediction of that arm (it never sees itself)
     moved = sel.copy()
     moved.loc[moved["arm"] == "mc_value", "target"] += 100.0
-    cv2 = cross_validate(estimator, moved)
+    cv2 = cross_validate(estimator, moved, cv="arm")
     mask = sel["arm"] == "mc_value"
     np.testing.assert_allclose(cv2.loc[mask, "cv_pred"], cv.loc[mask, "cv_pred"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(cv2.loc[mask, "cv_lower"], cv.loc[mask, "cv_lower"], rtol=1e-10, atol=1e-10)
     assert (cv["cv_lower"] < cv["cv_upper"]).all()
 
 
-def test_leave_one_model_out(tmp_path):
-    rows = pd.concat([build_rows(write_study(tmp_path / "a", model="m1", seed=1)),
-                      build_rows(write_study(tmp_path / "b", model="m2", seed=2)),
-                      build_rows(write_study(tmp_path / "c", model="m3", seed=3))], ignore_index=True)
-    sel, _ = select_rows(rows)
-    cv = cross_validate(LinearCalibrator(), sel, cv="model")
-    assert (cv["fold"] == sel["model"]).all()
-    assert cv["cv_lower"].notna().all()  # 2 models left in each fold: CV+ over them works
-    cv2 = cross_validate(LinearCalibrator(), sel[sel["model"] != "m3"].reset_index(drop=True), cv="model")
-    assert cv2["cv_lower"].isna().all() and cv2["cv_pred"].notna().all()  # 1 model left: no interval, said as NaN
-    with pytest.raises(ValueError, match="leave-one-model-out needs at least 2 distinct models"):
-        cross_validate(LinearCalibrator(), sel[sel["model"] == "m1"], cv="model")
+def _three_studies(tmp_path):
+    rows = build_rows_many([write_study(tmp_path / n, seed=i, slope=0.5 + 0.1 * i) for i, n in enumerate("abc")],
+                           forecast_fn=synthetic_forecasts)
+    return select_rows(rows)[0]
+
+
+def test_leave_one_study_out_never_sees_the_held_out_study(tmp_path):
+    sel = _three_studies(tmp_path)
+    cv = cross_validate(LinearCalibrator(), sel, cv="study")
+    assert (cv["fold"] == sel["study"]).all() and cv["cv_lower"].notna().all()  # 2 studies left: CV+ over them
+    a = sel["study"].str.startswith("a@")
+    ref = LinearCalibrator().fit(sel.loc[~a, ["forecast_probe"]].to_numpy(), sel.loc[~a, "target"].to_numpy())
+    np.testing.assert_allclose(cv.loc[a, "cv_pred"], ref.predict(sel.loc[a, ["forecast_probe"]].to_numpy()), rtol=1e-10)
+    moved = sel.copy()
+    moved.loc[a, "target"] -= 50.0  # the held-out study's own results cannot move its predictions or intervals
+    cv2 = cross_validate(LinearCalibrator(), moved, cv="study")
+    for c in ("cv_pred", "cv_lower", "cv_upper"):
+        np.testing.assert_allclose(cv2.loc[a, c], cv.loc[a, c], rtol=1e-10)
+    two = sel[~sel["study"].str.startswith("c@")].reset_index(drop=True)
+    cv3 = cross_validate(LinearCalibrator(), two, cv="study")
+    assert cv3["cv_lower"].isna().all() and cv3["cv_pred"].notna().all()  # 1 study left: no interval, said as NaN
+    with pytest.raises(ValueError, match="leave-one-study-out needs at least 2 distinct studies"):
+        cross_validate(LinearCalibrator(), sel[a], cv="study")
+    with pytest.raises(ValueError, match="unknown cv 'seed'"):
+        cross_validate(LinearCalibrator(), sel, cv="seed")
+
+
+def test_identity_calibrator_intervals_come_from_other_groups_residuals(tmp_path):
+    sel = _three_studies(tmp_path)
+    cv = cross_validate(IdentityCalibrator(), sel, cv="study")
+    np.testing.assert_array_equal(cv["cv_pred"].to_numpy(float), sel["forecast_probe"].to_numpy(float))
+    # CV+ of a fixed predictor: the interval is forecast +- a quantile of the training studies' |residuals|
+    a = sel["study"].str.startswith("a@")
+    r = np.sort(np.abs(sel.loc[~a, "forecast_probe"] - sel.loc[~a, "target"]).to_numpy())
+    # Barber et al. 2021 eq. 3: upper = the ceil((1 - a)(n + 1))-th smallest of x + r_i, lower = the
+    # floor(a (n + 1))-th smallest of x - r_i; n = 24 training rows at a = 0.1: the 23rd smallest |residual|
+    q = math.ceil(round(LEVEL * (r.size + 1), 9))
+    x = sel.loc[a, "forecast_probe"].to_numpy()
+    assert r.size == 24 and q == 23
+    np.testing.assert_allclose(cv.loc[a, "cv_upper"], x + r[q - 1], rtol=1e-9)
+    np.testing.assert_allclose(cv.loc[a, "cv_lower"], x - r[r.size - math.floor(round((1 - LEVEL) * (r.size + 1), 9))],
+                               rtol=1e-9)

@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calib.estimators import IsotonicCalibrator, LinearCalibrator, make_estimator
+from calib.estimators import IdentityCalibrator, IsotonicCalibrator, LinearCalibrator, make_estimator
 from calib_helpers import single_thread_blas  # noqa: F401  (autouse fixture)
 
 _CHECKS = """
 import json, warnings
 warnings.simplefilter("ignore")
 from sklearn.utils.estimator_checks import check_estimator
-from calib.estimators import IsotonicCalibrator, LinearCalibrator
+from calib.estimators import IdentityCalibrator, IsotonicCalibrator, LinearCalibrator
 out = {}
-for est in (LinearCalibrator(), IsotonicCalibrator()):
+for est in (LinearCalibrator(), IsotonicCalibrator(), IdentityCalibrator()):
     results = check_estimator(est, on_fail=None)
     out[type(est).__name__] = [(r["check_name"], r["status"], str(r["exception"])[:300]) for r in results]
 print(json.dumps(out))
@@ -22,10 +22,10 @@ print(json.dumps(out))
 
 
 def test_sklearn_estimator_checks():
-    """Every scikit-learn estimator check runs and passes for both calibrators, none skipped or
+    """Every scikit-learn estimator check runs and passes for the three calibrators, none skipped or
     expected to fail. A subprocess with SCIPY_ARRAY_API=1 (read by scipy at import) so that the
-    array-API dispatch check runs instead of skipping. IsotonicCalibrator declares scikit-learn's
-    ``poor_score`` tag: it reads one column by design, so the R^2 > 0.5 bar of the generic
+    array-API dispatch check runs instead of skipping. IsotonicCalibrator and IdentityCalibrator declare
+    scikit-learn's ``poor_score`` tag: it reads one column by design, so the R^2 > 0.5 bar of the generic
     10-feature check data does not apply; the check's other assertions still run."""
     import json
     import os
@@ -87,5 +87,14 @@ def test_isotonic_is_monotone_clipped_and_reads_its_column():
 
 
 def test_unknown_method_lists_the_valid_ones():
-    with pytest.raises(ValueError, match=r"choose one of \['isotonic', 'linear'\]"):
+    with pytest.raises(ValueError, match=r"choose one of \['isotonic', 'linear', 'none'\]"):
         make_estimator("spline")
+
+
+def test_identity_returns_its_column_unchanged():
+    X = np.c_[np.linspace(-3, 3, 7), np.arange(7.0)]
+    est = make_estimator("none").fit(X, np.zeros(7))
+    np.testing.assert_array_equal(est.predict(X), X[:, 0])
+    np.testing.assert_array_equal(IdentityCalibrator(feature=1).fit(X, np.zeros(7)).predict(X), X[:, 1])
+    with pytest.raises(ValueError, match="feature=2 is not a column"):
+        IdentityCalibrator(feature=2).fit(X, np.zeros(7))

@@ -7,31 +7,37 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from calib.cli import main as calib_main
+from calib.dataset import build_rows_many
 from calib.report import FIGURES, write_report
-from calib_helpers import default_arms, single_thread_blas, write_study  # noqa: F401
+from calib_helpers import (default_arms, single_thread_blas, synthetic, synthetic_forecasts,  # noqa: F401
+                           write_study)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-METRIC_KEYS = ("raw_bias", "calibrated_bias", "mae", "coverage", "kendall_tau", "spearman_rho")
+METRIC_KEYS = ("raw_bias", "calibrated_bias", "raw_mae", "mae", "coverage", "kendall_tau", "spearman_rho")
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
+    """Three studies of different user arms (the truth: realized = -1.5 + 0.6 * forecast_probe + N(0, 0.3))."""
     root = tmp_path_factory.mktemp("report")
-    arms, rewards = default_arms(n_extra=5, rng=np.random.default_rng(11))
-    study = write_study(root / "study", arms=arms, rewards=rewards, slope=0.5, bias=-1.5, noise=0.3)
+    studies = [write_study(root / f"s{i}", arms=default_arms(n_extra=2, rng=np.random.default_rng(10 + i)),
+                           slope=0.6, bias=-1.5, noise=0.3, seed=i) for i in range(3)]
     out = root / "out"
-    metrics = write_report([study], out)
-    return study, out, metrics
+    metrics = write_report(studies, out, forecast_fn=synthetic_forecasts, cv="study", n_permutations=999)
+    return studies, out, metrics
 
 
 def test_report_files_and_metrics(report):
-    study, out, metrics = report
+    studies, out, metrics = report
     for name in FIGURES:
         data = (out / f"{name}.png").read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 5000, name
@@ -43,17 +49,67 @@ def test_report_files_and_metrics(report):
     saved = json.loads((out / "metrics.json").read_text())
     for key in METRIC_KEYS:
         assert isinstance(saved[key], float), key
-    # the probe was written with slope 0.5 and bias -1.5: predicted - realized = 0.5 p + 1.5 on average
-    rows = __import__("pandas").read_csv(out / "cv_predictions.csv")
-    assert saved["raw_bias"] == pytest.approx(np.mean(rows["predicted_gain"] - rows["target"]))
-    assert saved["raw_bias"] == pytest.approx(np.mean(0.5 * rows["predicted_gain"] + 1.5), abs=4 * 0.3 / np.sqrt(len(rows)))
-    assert abs(saved["calibrated_bias"]) < abs(saved["raw_bias"]) and saved["mae"] < saved["raw_mae"]
-    assert saved["coverage"] == pytest.approx(np.mean((rows["cv_lower"] <= rows["target"])
-                                                      & (rows["target"] <= rows["cv_upper"])))
-    assert saved["kendall_tau"] > 0.5 and saved["spearman_rho"] > 0.5
-    assert saved["counts"]["rows"] == 9 * 4 and saved["counts"]["dropped_reference"] == 4
-    assert set(saved["by_budget"]) == {"tokens", "time", "updates"}
-    assert "Ranking" in html and "grpo_2xlr" in html and metrics["mae"] == saved["mae"]
+    assert saved["headline_cv"] == "study" and saved["cv_modes"] == ["study"] and saved["notes"] == []
+    assert saved["n_studies"] == 3 and saved["rows"] == 3 * 6 * 4 and saved["grpo_rows_left_out"] == 12
+    assert metrics["mae"] == saved["mae"] and "Leave one study out (headline)" in html and "grpo_2xlr" in html
+
+
+def test_report_numbers_are_those_of_the_held_out_predictions(report):
+    _, out, m = report
+    pred = pd.read_csv(out / "cv_predictions.csv")
+    rows = pd.read_csv(out / "rows.csv")
+    base = rows[~rows["is_reference"] & np.isfinite(rows["target"])]
+    for f in ("forecast_probe", "forecast_cost_only", "forecast_signal_proxy", "forecast_first_order"):
+        ok = base[np.isfinite(base[f])]
+        raw = m["errors"]["study"][f]["raw"]
+        assert raw["rows"] == len(ok) and raw["mae"] == pytest.approx(np.mean(np.abs(ok[f] - ok["target"])))
+        assert raw["bias"] == pytest.approx(np.mean(ok[f] - ok["target"]))
+        held = pred[(pred["cv"] == "study") & (pred["forecaster"] == f) & (pred["method"] == "linear")]
+        cal = m["errors"]["study"][f]["calibrated"]
+        assert cal["mae"] == pytest.approx(np.mean(np.abs(held["cv_pred"] - held["target"])))
+        assert cal["coverage"] == pytest.approx(np.mean((held["cv_lower"] <= held["target"])
+                                                        & (held["target"] <= held["cv_upper"])))
+        assert (held["fold"] == held["study"]).all()  # every run predicted with its whole study held out
+    e = m["errors"]["study"]
+    # the truth is linear in the probe's forecast: its correction transfers across studies; the raw first
+    # order overestimates wildly and is only rescued by calibration; the learning-rate arm has no probe number
+    assert e["forecast_probe"]["calibrated"]["mae"] < 0.4 < 1.0 < e["forecast_probe"]["raw"]["mae"]
+    assert e["forecast_first_order"]["calibrated"]["mae"] < 0.5 * e["forecast_first_order"]["raw"]["mae"]
+    assert e["forecast_probe"]["calibrated"]["mae"] < e["forecast_cost_only"]["calibrated"]["mae"]
+    assert e["forecast_probe"]["raw"]["no_forecast_arms"] == sorted(f"{s}/grpo_2xlr" for s in m["studies"])
+    assert m["common_rows"] == 3 * 5 * 4 and e["forecast_first_order"]["calibrated"]["common"]["rows"] == 60
+    assert 0.6 <= m["coverage"] <= 1.0 and m["errors"]["study"]["forecast_probe"]["calibrated"]["coverage_rows"] == 60
+    rk = m["ranking"]["forecast_probe"]
+    assert rk["n_studies"] == 3 and rk["kendall_tau"] > 0.6 and not rk["exact"] and rk["n_permutations"] == 999
+    assert rk["p_kendall"] < 0.01 and m["p_kendall"] == rk["p_kendall"]
+    assert set(m["ranking"]) == {"forecast_probe", "forecast_cost_only", "forecast_signal_proxy",
+                                 "forecast_first_order", "rho", "calibrated_forecast_probe"}
+
+
+def test_auto_validates_by_study_and_by_arm_within_study(tmp_path):
+    from calib.report import compute
+
+    rows = build_rows_many([write_study(tmp_path / n, seed=i) for i, n in enumerate("ab")],
+                           forecast_fn=synthetic_forecasts)
+    m, pred, _ = compute(rows, method="isotonic", n_permutations=99)
+    assert m["cv_modes"] == ["study", "arm"] and m["headline_cv"] == "study"
+    by_arm = pred[pred["cv"] == "arm"]
+    assert (by_arm["fold"] == by_arm["study"] + "/" + by_arm["arm"]).all()
+    # 2 studies: each study-out fold trains on 1 study, so no conformal interval (said as NaN, not an error)
+    assert pred.loc[pred["cv"] == "study", "cv_lower"].isna().all()
+    assert m["errors"]["study"]["forecast_probe"]["calibrated"]["coverage_rows"] == 0
+    assert m["errors"]["arm"]["forecast_probe"]["calibrated"]["coverage_rows"] == 24
+
+
+def test_single_study_report_says_leave_one_study_out_is_impossible(tmp_path):
+    study = write_study(tmp_path / "only", arms=default_arms(n_extra=2, rng=np.random.default_rng(3)))
+    m = write_report([study], tmp_path / "out", forecast_fn=synthetic_forecasts, method="isotonic")
+    assert m["headline_cv"] == "arm" and m["cv_modes"] == ["arm"]
+    assert "Leave-one-study-out is impossible with 1 study" in m["notes"][0]
+    assert "Leave-one-study-out is impossible" in (tmp_path / "out" / "report.html").read_text()
+    pred = pd.read_csv(tmp_path / "out" / "cv_predictions.csv")
+    assert (pred["fold"] == pred["study"] + "/" + pred["arm"]).all()
+    assert m["ranking"]["forecast_probe"]["exact"]  # one study of 6 arms with a probe number: 6! = 720 permutations
 
 
 def _chromium_images(page, tmp_path):
@@ -61,6 +117,8 @@ def _chromium_images(page, tmp_path):
     script = ("<script>window.addEventListener('load', () => { const r = [...document.images].map(i => "
               "[i.complete, i.naturalWidth]); const p = document.createElement('pre'); p.id = 'img-check'; "
               "p.textContent = JSON.stringify(r); document.body.appendChild(p); });</script>")
+    assert shutil.which(CHROMIUM), (f"headless Chromium not found ({CHROMIUM}): the README's test command installs "
+                                     "Debian's chromium when it is missing (apt-get install -y chromium, as root)")
     checked = page.with_name(page.stem + ".check.html")
     checked.write_text(page.read_text().replace("</body>", script + "</body>"))
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -87,73 +145,102 @@ def test_report_opens_in_headless_chromium_with_every_image_loaded(report, tmp_p
     assert _chromium_images(page, tmp_path)[0][1] == 0
 
 
-def test_cli_rows_fit_report_and_errors(tmp_path, capsys):
-    arms, rewards = default_arms(n_extra=3, rng=np.random.default_rng(4))
-    study = write_study(tmp_path / "study", arms=arms, rewards=rewards)
+def test_cli_rows_fit_report_apply_and_errors(tmp_path, capsys, synthetic):  # noqa: F811 (the fixture)
+    study = write_study(tmp_path / "study", arms=default_arms(n_extra=3, rng=np.random.default_rng(4)))
     assert calib_main(["rows", str(study), "--out", str(tmp_path / "rows.csv")]) == 0
     assert calib_main(["fit", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "cal.json")]) == 0
     out = capsys.readouterr().out
-    assert "wrote" in out and "predicted_gain" in out
+    assert "wrote" in out and "forecast_probe" in out and "domain: models ['tiny']" in out
     d = json.loads((tmp_path / "cal.json").read_text())
-    assert d["training"]["rows"] == 7 * 4 and d["method"] == "linear"
-    assert calib_main(["fit", str(tmp_path / "rows.csv"), "--method", "isotonic", "--out",
-                       str(tmp_path / "iso.json")]) == 0
+    assert d["training"]["rows"] == 6 * 4 and d["method"] == "linear" and d["cv"] == "arm"
+    assert calib_main(["fit", str(tmp_path / "rows.csv"), "--method", "isotonic", "--forecaster",
+                       "forecast_first_order", "--out", str(tmp_path / "iso.json")]) == 0
+    assert calib_main(["report", str(study), "--method", "isotonic", "--out", str(tmp_path / "rep")]) == 0
+    out = capsys.readouterr().out
+    assert "note: Leave-one-study-out is impossible with 1 study" in out and "ranking by forecast_probe" in out
+    # apply: calibrated.json beside probe.json, which is left as it was
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    result = {"config": {"model": "tiny", "task": "chain_sum:min_terms=3,max_terms=4,min_digits=1,max_digits=1",
+                         "budget_tokens": 1e6},
+              "rewards": [{"name": "outcome"}, {"name": "mc_value"}],
+              "forecast": {"available": True, "rows": [{"arm": "outcome", "gain_probe": 0.0},
+                                                       {"arm": "mc_value", "gain_probe": -2.0}]}}
+    (probe / "probe.json").write_text(json.dumps(result))
+    before = (probe / "probe.json").read_bytes()
+    assert calib_main(["apply", str(probe), "--calibration", str(tmp_path / "cal.json")]) == 0
+    assert "calibrated gain vs GRPO" in capsys.readouterr().out
+    doc = json.loads((probe / "calibrated.json").read_text())
+    assert (probe / "probe.json").read_bytes() == before and not doc["outside_domain"]
+    assert doc["rewards"][1]["forecast"] == -2.0
     # bad input: one line naming the problem, status 2
-    import pandas as pd
-
     pd.read_csv(tmp_path / "rows.csv").drop(columns=["target"]).to_csv(tmp_path / "bad.csv", index=False)
     assert calib_main(["fit", str(tmp_path / "bad.csv"), "--out", str(tmp_path / "x.json")]) == 2
     assert "lacks column(s) ['target']" in capsys.readouterr().err
-    assert calib_main(["report", str(tmp_path / "nothing"), "--out", str(tmp_path / "rep")]) == 2
+    assert calib_main(["report", str(tmp_path / "nothing"), "--out", str(tmp_path / "rep2")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert calib_main(["rows", str(tmp_path / "nothing"), "--out", str(tmp_path / "r.csv")]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert calib_main(["rows", str(tmp_path), "--out", str(tmp_path / "r.csv")]) == 2
+    (tmp_path / "empty").mkdir()
+    assert calib_main(["rows", str(tmp_path / "empty"), "--out", str(tmp_path / "r.csv")]) == 2
     assert "is not a study folder" in capsys.readouterr().err
-    (tmp_path / "half" / "probe").mkdir(parents=True)
-    assert calib_main(["rows", str(tmp_path / "half"), "--out", str(tmp_path / "r.csv")]) == 2
-    assert "probe.json is missing" in capsys.readouterr().err
+    (tmp_path / "broken.json").write_text("{\"format\": \"gradprobe-calib")
+    assert calib_main(["apply", str(probe), "--calibration", str(tmp_path / "broken.json")]) == 2
+    assert "broken.json is damaged: not valid JSON" in capsys.readouterr().err
+    assert calib_main(["apply", str(tmp_path / "nothing"), "--calibration", str(tmp_path / "cal.json")]) == 2
+    assert "nothing not found; pass a `gradprobe probe --out` folder" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
 
 
 def test_gradprobe_probe_calibration_flag(tmp_path, monkeypatch, capsys):
-    """`gradprobe probe --calibration`: checked before the probe runs, applied after, probe.json rewritten."""
+    """`gradprobe probe --calibration`: loaded before the probe runs, applied after; calibrated.json is written
+    beside probe.json, which calib does not rewrite; the study's own task written inline is inside the domain."""
     import gradprobe.probe.run as run_mod
-    from calib.model import fit_calibration
     from calib.dataset import build_rows
-    from calib_helpers import probe_entry
-
+    from calib.model import fit_calibration
     from gradprobe.cli import main as gp_main
+    from gradprobe.forecast import forecast_section
 
-    arms, rewards = default_arms(n_extra=3, rng=np.random.default_rng(4))
-    cal = fit_calibration(build_rows(write_study(tmp_path / "study", arms=arms, rewards=rewards)))
+    cal = fit_calibration(build_rows(write_study(tmp_path / "study"), forecast_fn=synthetic_forecasts))
     cal.save(tmp_path / "cal.json")
+    shipped = {e["name"]: e for e in json.loads((REPO / "data/study_tiny/probe/probe.json").read_text())["rewards"]}
     calls = []
 
     def fake_run_probe(config, *, out=None, **kw):  # the probe itself is tested in tests/probe
         calls.append(config)
         result = {"config": run_mod._config_dict(config), "versions": {}, "warnings": [],
-                  "rewards": [probe_entry(r, *rewards[r]) for r in config.rewards],
+                  "rewards": [dict(shipped[r]) for r in config.rewards],
                   "ledger": {"generated_tokens": {"rollout": 100}}, "reference": {},
                   "batch": {"mean_reward": 0.5, "truncation_rate": 0.0},
                   "costs": {"alignment_pass_seconds": 1.0, "alignment_to_update_ratio": None,
                             "update_forward_backward_seconds": 1.0}}
-        (tmp_path / "probe").mkdir(exist_ok=True)
-        (tmp_path / "probe" / "probe.json").write_text(json.dumps(result))
+        Path(out).mkdir(parents=True, exist_ok=True)
         return result
 
     monkeypatch.setattr(run_mod, "run_probe", fake_run_probe)
-    base = ["probe", "--model", "tiny-qwen2", "--out", str(tmp_path / "probe"), "--no-progress"]
+    task = "chain_sum:min_terms=3,max_terms=4,min_digits=1,max_digits=1"
+    base = ["probe", "--model", "tiny", "--task", task, "--budget-tokens", "1000000", "--out", str(tmp_path / "probe"),
+            "--no-progress"]
     assert gp_main(base + ["--rewards", "outcome,mc_value", "--calibration", str(tmp_path / "cal.json")]) == 0
     printed = capsys.readouterr().out
     saved = json.loads((tmp_path / "probe" / "probe.json").read_text())
-    by = {r["name"]: r for r in saved["rewards"]}
-    point, lo, hi = cal.predict(np.array([[1e6 / 60000 * 0.10 - 1e6 / 6400 * 0.04]]))
+    assert "calibrated_gain" not in saved["rewards"][1] and "calibration" not in saved  # probe.json is gradprobe's
+    doc = json.loads((tmp_path / "probe" / "calibrated.json").read_text())
+    by = {r["name"]: r for r in doc["rewards"]}
+    row = {r["arm"]: r for r in forecast_section(saved)["rows"]}["mc_value"]
+    point, lo, hi = cal.predict(np.array([[row["gain_probe"]]]))
+    assert by["mc_value"]["forecast"] == pytest.approx(row["gain_probe"])
     assert by["mc_value"]["calibrated_gain"] == pytest.approx(point[0])
     assert by["mc_value"]["calibrated_interval"] == pytest.approx([lo[0], hi[0]])
-    assert saved["calibration"]["source"] == str(tmp_path / "cal.json")
+    assert doc["calibration"]["source"] == str(tmp_path / "cal.json") and doc["warnings"] == []
     assert "calibrated gain vs GRPO" in printed and f"{point[0]:+.3f}" in printed
     assert not list((tmp_path / "probe").glob("*.tmp"))
+    # the default distribution of chain_sum is another task: computed, marked, warned
+    assert gp_main(base[:4] + ["chain_sum"] + base[5:] + ["--rewards", "outcome,mc_value", "--calibration",
+                                                           str(tmp_path / "cal.json")]) == 0
+    doc = json.loads((tmp_path / "probe" / "calibrated.json").read_text())
+    assert doc["outside_domain"] and doc["warnings"][0].startswith("task 'chain_sum:allow_negation=false,max_digits=4")
+    assert "outside domain" in capsys.readouterr().out
     # refused before any compute: no outcome reward; a missing or unshipped default calibration
     n = len(calls)
     assert gp_main(base + ["--rewards", "mc_value", "--calibration", str(tmp_path / "cal.json")]) == 2

@@ -1,0 +1,271 @@
+"""The domain of a calibration: which studies, models, tasks, budgets and arms it was fitted on.
+
+A calibration learned on one model and task says little about another (issue 12, item 3), so the
+calibration file records its domain and :func:`check_domain` warns when a probe falls outside it.
+The number is still computed; the caller marks it ``outside_domain``.
+
+Identities are compared on *resolved* configurations, never on how they were spelled:
+
+- a **task** is its name plus its full configuration, defaults filled in: ``chain_sum`` written
+  with an inline config (``"chain_sum:min_terms=3,max_terms=4,min_digits=1,max_digits=1"``) and
+  the plan form (``[task] name = "chain_sum"`` with ``[task.config]``) resolve to the same key
+  (issue 14: comparing the spellings made the "may not transfer" note fire on the study's own
+  task). Resolution goes through :func:`gradprobe.tasks.load_task` (which validates and merges
+  the inline config) and the defaults of the reasoning-gym dataset's config class. The key is
+  written in load_task's own inline syntax, ``name:key=value,...`` with JSON values, keys sorted,
+  so it can be passed back to ``--task``. The size of the training pool is not part of a task;
+- a **model** is its name as the plan or ``--model`` gives it (an alias such as ``tiny``, a hub id
+  or a folder, folders made absolute); its dtype is recorded but not compared;
+- a **study** is its folder name plus the SHA-256 of its frozen plan (``study.json``), so two
+  folders of the same name with different plans are different studies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_RG_RESERVED = ("seed", "size")  # reasoning-gym config fields set per call, not part of the task
+
+
+def resolve_task(spec: str, config: dict | None = None) -> dict:
+    """A task's resolved configuration.
+
+    Parameters
+    ----------
+    spec : str
+        As given to :func:`gradprobe.tasks.load_task`: ``"chain_sum"``, ``"chain_sum:min_terms=3"``,
+        ``"gsm8k"``, ``"gsm8k:PATH"``.
+    config : dict, optional
+        Further keyword config (a plan's ``[task.config]``); overrides the inline config.
+
+    Returns
+    -------
+    dict
+        ``name`` (str), ``config`` (dict: every field of the dataset's config, defaults filled in, for
+        reasoning-gym tasks; the given keys for GSM8K), ``key`` (:func:`task_key`), ``resolved``
+        (False when the task could not be loaded here, e.g. reasoning-gym missing: then ``config``
+        holds only the given keys and tasks are compared as written).
+    """
+    spec = str(spec).strip()
+    config = dict(config or {})
+    config.pop("train_size", None)  # the pool size, not the task
+    if spec == "gsm8k" or spec.startswith("gsm8k:"):
+        name = spec if spec == "gsm8k" else "gsm8k:" + str(Path(spec[len("gsm8k:"):].strip()).resolve())
+        out = {"name": name, "config": dict(sorted(config.items())), "resolved": True}
+        return dict(out, key=task_key(out))
+    try:
+        from gradprobe.tasks import load_task
+
+        task = load_task(spec, **config)
+        name, given = task.name, dict(task.config)
+        full = _rg_defaults(name)
+        full.update(given)
+        out = {"name": name, "config": _jsonable(dict(sorted(full.items()))), "resolved": True}
+    except Exception as e:  # noqa: BLE001  (any failure to load: compare as written, and say so)
+        log.warning("task %r could not be resolved here (%s); it is compared as written", spec, str(e)[:160])
+        name, _, inline = spec.partition(":")
+        given = _parse_inline(inline)
+        given.update(config)
+        out = {"name": name.strip(), "config": _jsonable(dict(sorted(given.items()))), "resolved": False}
+    return dict(out, key=task_key(out))
+
+
+def task_key(task: dict) -> str:
+    """``name:key=value,...`` (JSON values, keys sorted): the text two tasks are compared by."""
+    cfg = task.get("config") or {}
+    if not cfg:
+        return task["name"]
+    return task["name"] + ":" + ",".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(cfg.items()))
+
+
+def resolve_model(name: str, *, dtype: str | None = None) -> dict:
+    """A model's identity: ``name`` (folders and ``.gguf`` files made absolute), ``dtype`` (recorded
+    only), ``key`` (= the name; what models are compared by)."""
+    name = str(name).strip()
+    p = Path(name)
+    if (p.suffix == ".gguf" or p.exists()) and not p.is_absolute():
+        name = str(p.resolve())
+    return {"name": name, "dtype": dtype, "key": name}
+
+
+def study_identity(study_dir: str | Path, plan_sha256: str) -> dict:
+    """``name`` (folder name), ``plan_sha256``, ``key`` = ``name@sha[:12]`` (the study column of the rows)."""
+    name = Path(study_dir).resolve().name
+    return {"name": name, "plan_sha256": plan_sha256, "key": f"{name}@{plan_sha256[:12]}"}
+
+
+@dataclasses.dataclass
+class Domain:
+    """What a calibration was fitted on.
+
+    Attributes
+    ----------
+    studies : list of dict
+        ``name``, ``plan_sha256``, ``key`` of each study (:func:`study_identity`).
+    models : list of dict
+        Resolved models (:func:`resolve_model`).
+    tasks : list of dict
+        Resolved tasks (:func:`resolve_task`); ``config`` None in a version-1 file, which recorded
+        task names only (then tasks are compared by name, and :func:`check_domain` says so).
+    budget_kind : str
+        ``tokens`` (generated tokens; the forecasters' budget), ``time`` or ``updates``.
+    budget_range : [float, float]
+        Smallest and largest budget of the training rows (generated tokens for ``tokens``).
+    arms : list of str
+    forecaster : str
+        The corrected forecaster column (``forecast_probe``...; ``predicted_gain`` in version-1 files).
+    """
+
+    studies: list
+    models: list
+    tasks: list
+    budget_kind: str
+    budget_range: list
+    arms: list
+    forecaster: str
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Domain":
+        """Raises KeyError (the missing field) or TypeError."""
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls)})
+
+
+def domain_of_rows(rows, *, forecaster: str, budget_kind: str = "tokens") -> Domain:
+    """The :class:`Domain` of calibration rows (:func:`calib.dataset.build_rows`)."""
+    studies = {s: {"name": s.split("@")[0], "plan_sha256": sha, "key": s}
+               for s, sha in zip(rows["study"], rows["plan_sha256"])}
+    models = {m: json.loads(c) for m, c in zip(rows["model"], rows["model_config"])}
+    tasks = {t: json.loads(c) for t, c in zip(rows["task"], rows["task_config"])}
+    values = rows["budget_value"].astype(float)
+    return Domain(studies=[studies[k] for k in sorted(studies)], models=[models[k] for k in sorted(models)],
+                  tasks=[tasks[k] for k in sorted(tasks)], budget_kind=budget_kind,
+                  budget_range=[float(values.min()), float(values.max())], arms=sorted(set(rows["arm"])),
+                  forecaster=forecaster)
+
+
+def probe_identity(result: dict, *, task: dict | None = None) -> dict:
+    """The model, task and budgets of a probe result (``probe.json``): ``model`` and ``task`` resolved,
+    ``budgets`` {kind: value} for the kinds the probe has a value for (``tokens`` always, ``time``
+    when it was given ``--budget-seconds``). ``task`` overrides the probe's own (a study's probe
+    records only the task's name: :func:`calib.apply.load_probe` passes the plan's)."""
+    cfg = result.get("config") or {}
+    budgets = {}
+    if cfg.get("budget_tokens") is not None:
+        budgets["tokens"] = float(cfg["budget_tokens"])
+    if cfg.get("budget_seconds") is not None:
+        budgets["time"] = float(cfg["budget_seconds"])
+    return {"model": resolve_model(cfg.get("model", "?"), dtype=cfg.get("dtype")),
+            "task": task or resolve_task(cfg.get("task", "?")), "budgets": budgets}
+
+
+class DomainWarning(str):
+    """A warning of :func:`check_domain` (a str), with ``field`` (model, task, budget_kind, budget_value)
+    and ``outside`` (False for a note that is not a departure from the domain)."""
+
+    def __new__(cls, message: str, *, field: str, outside: bool = True):
+        obj = super().__new__(cls, message)
+        obj.field, obj.outside = field, outside
+        return obj
+
+
+def check_domain(calibration, probe_result: dict, *, task: dict | None = None) -> list[DomainWarning]:
+    """Warnings for a probe outside the calibration's domain (empty: inside).
+
+    Parameters
+    ----------
+    calibration : calib.model.Calibration
+    probe_result : dict
+        ``probe.json`` (its ``config``: ``model``, ``task``, ``budget_tokens``, ``budget_seconds``).
+    task : dict, optional
+        The probe's resolved task when ``probe.json`` does not say it in full (see
+        :func:`probe_identity`).
+
+    Returns
+    -------
+    list of DomainWarning (str)
+        One message per field outside the domain: the model, the task (resolved configuration), the
+        budget kind (the probe has no budget of the calibration's kind), the budget value (outside
+        half the smallest to twice the largest fitted budget: an extrapolation). The calibrated
+        number is still computed; the caller marks it ``outside_domain``.
+    """
+    dom = calibration.domain
+    me = probe_identity(probe_result, task=task)
+    warnings = []
+    models = [m["key"] for m in dom.models]
+    if me["model"]["key"] not in models:
+        warnings.append(DomainWarning(
+            f"model {me['model']['key']!r} is outside the calibration's domain (models {models}): the calibration was "
+            "not fitted on it and may not transfer (`calib report` over studies of several models measures how well "
+            "it does)", field="model"))
+    warnings += _task_warnings(dom, me["task"])
+    kind = dom.budget_kind
+    if kind not in me["budgets"]:
+        warnings.append(DomainWarning(f"budget kind {kind!r} is outside the probe: the calibration was fitted at a "
+                                      f"{kind} budget and the probe has none (its budgets: {sorted(me['budgets'])})",
+                                      field="budget_kind"))
+    else:
+        lo, hi = dom.budget_range
+        value = me["budgets"][kind]
+        if not (lo / 2 <= value <= 2 * hi) or not math.isfinite(value):
+            warnings.append(DomainWarning(f"{kind} budget {value:g} is outside the calibration's domain "
+                                          f"({lo:g}-{hi:g}; accepted {lo / 2:g}-{2 * hi:g}): the calibrated gain is "
+                                          "an extrapolation", field="budget_value"))
+    return warnings
+
+
+def _task_warnings(dom: Domain, task: dict) -> list[DomainWarning]:
+    if any(t.get("config") is None for t in dom.tasks):  # a version-1 file: names only
+        names = sorted({t["name"] for t in dom.tasks})
+        note = ("the calibration file (version 1) records task names only, so the task is compared by name; refit it "
+                "with `calib fit` to record resolved task configurations")
+        if task["name"] not in names:
+            return [DomainWarning(f"task {task['key']!r} is outside the calibration's domain (tasks {names}); {note}",
+                                  field="task")]
+        return [DomainWarning(note, field="task", outside=False)]
+    keys = [t["key"] for t in dom.tasks]
+    if task["key"] in keys:
+        return []
+    return [DomainWarning(f"task {task['key']!r} is outside the calibration's domain (tasks {keys}, compared by "
+                          "resolved configuration): the calibration was not fitted on it and may not transfer",
+                          field="task")]
+
+
+def _rg_defaults(name: str) -> dict:
+    """Default config of a reasoning-gym dataset (its config dataclass), reserved fields left out."""
+    from reasoning_gym.factory import DATASETS
+
+    cls = DATASETS[name][1]
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name in _RG_RESERVED:
+            continue
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            out[f.name] = f.default_factory()  # type: ignore[misc]
+    return out
+
+
+def _jsonable(d: dict) -> dict:
+    """The config as it reads back from JSON (tuples -> lists), so a file and a fresh resolve compare equal."""
+    return json.loads(json.dumps(d, default=str))
+
+
+def _parse_inline(text: str) -> dict:
+    out = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        k, _, v = item.partition("=")
+        try:
+            out[k.strip()] = json.loads(v)
+        except ValueError:
+            out[k.strip()] = v.strip()
+    return out

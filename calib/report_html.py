@@ -1,0 +1,273 @@
+"""Figures and the self-contained HTML page of the calibration report (:mod:`calib.report`).
+
+Figures (PNG bytes, seaborn on matplotlib's Agg backend):
+
+- ``predicted_vs_realized``: every held-out run, forecast (top: as it is; bottom: calibrated,
+  with its conformal interval) against realized gain vs grpo, one panel per forecaster,
+  coloured by study;
+- ``mae_by_forecaster``: MAE before and after calibration per forecaster, on the rows all
+  forecasters cover, per validation scheme;
+- ``residuals_by_arm``: the headline forecaster's residuals by arm, before and after;
+- ``accuracy_vs_tokens``: every run's held-out accuracy against generated tokens, one panel per
+  study, with the token budget.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from .dataset import FORECASTERS
+
+_SHORT = {"forecast_probe": "probe", "forecast_cost_only": "cost only", "forecast_signal_proxy": "signal proxy",
+          "forecast_first_order": "first order (raw)", "rho": "per-update rho"}
+
+
+def short(col: str) -> str:
+    """Display name of a forecaster column."""
+    if col.startswith("calibrated_"):
+        return f"{short(col[len('calibrated_'):])}, calibrated (CV)"
+    return _SHORT.get(col, col)
+
+
+def draw_figures(rows: pd.DataFrame, cv_rows: pd.DataFrame, m: dict, runs: pd.DataFrame) -> dict:
+    """{figure name: PNG bytes} for :data:`calib.report.FIGURES`."""
+    return {"predicted_vs_realized": _fig_predicted(cv_rows, m), "mae_by_forecaster": _fig_mae(m),
+            "residuals_by_arm": _fig_residuals(cv_rows, m),
+            "accuracy_vs_tokens": _fig_accuracy(runs, rows)}
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="notebook")
+    return plt, sns
+
+
+def _png(fig) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _fig_predicted(cv_rows: pd.DataFrame, m: dict) -> bytes:
+    plt, sns = _plt()
+    head = cv_rows[cv_rows["cv"] == m["headline_cv"]] if len(cv_rows) else cv_rows
+    fig, axes = plt.subplots(2, len(FORECASTERS), figsize=(4.2 * len(FORECASTERS), 8.4), squeeze=False)
+    studies = sorted(set(cv_rows["study"])) if len(cv_rows) else []
+    palette = dict(zip(studies, sns.color_palette("tab10", max(len(studies), 1))))
+    for j, f in enumerate(FORECASTERS):
+        col = head[head["forecaster"] == f] if len(head) else head
+        lim = _limits(col)  # one scale per forecaster (the raw first order spans tens of points)
+        for i, (method, label) in enumerate((("none", "as forecast"), (m["method"], f"calibrated ({m['method']})"))):
+            ax = axes[i, j]
+            sub = col[col["method"] == method] if len(col) else col
+            e = m["errors"][m["headline_cv"]][f]["raw" if method == "none" else "calibrated"]
+            if len(sub):
+                ok = np.isfinite(sub["cv_lower"]) & np.isfinite(sub["cv_upper"])
+                if method != "none" and ok.any():
+                    s = sub[ok]
+                    ax.errorbar(s["cv_pred"], s["target"], xerr=[s["cv_pred"] - s["cv_lower"],
+                                                                 s["cv_upper"] - s["cv_pred"]],
+                                fmt="none", ecolor="0.75", elinewidth=1, zorder=1)
+                sns.scatterplot(data=sub, x="cv_pred", y="target", hue="study", palette=palette, ax=ax, s=40,
+                                zorder=2, legend=(i == 0 and j == 0))
+                title = f"{short(f)}, {label}\nMAE {e['mae']:.2f}, bias {e['bias']:+.2f} ({e['rows']} runs)"
+            else:
+                title = f"{short(f)}, {label}\nnot calibrated: fewer than 2 arms forecast"
+            ax.plot(lim, lim, "k--", lw=1)
+            ax.set(xlim=lim, ylim=lim, xlabel="forecast gain vs grpo (points)",
+                   ylabel="realized gain vs grpo, one run (points)")
+            ax.set_title(title, fontsize=9)
+    if axes[0, 0].get_legend() is not None:
+        axes[0, 0].legend(fontsize=7, title="study", title_fontsize=7, loc="upper left")
+    fig.suptitle(f"held-out forecasts vs training (leave one {m['headline_cv']} out; coloured by study; "
+                 "bars: conformal intervals)")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _limits(df: pd.DataFrame) -> list:
+    vals = np.concatenate([df[c].to_numpy(float) for c in ("cv_pred", "target")]) if len(df) else np.zeros(0)
+    vals = vals[np.isfinite(vals)]
+    lo, hi = (float(vals.min()), float(vals.max())) if vals.size else (-1.0, 1.0)
+    pad = 0.08 * ((hi - lo) or 1.0)
+    return [lo - pad, hi + pad]
+
+
+def _fig_mae(m: dict) -> bytes:
+    plt, sns = _plt()
+    recs = [{"forecaster": short(f), "validation": f"leave one {cv} out", "when": when,
+             "MAE (points)": m["errors"][cv][f][key]["common"]["mae"]}
+            for cv in m["cv_modes"] for f in FORECASTERS for key, when in (("raw", "as forecast"),
+                                                                              ("calibrated", "calibrated"))
+            if "common" in m["errors"][cv][f][key]]
+    df = pd.DataFrame(recs)
+    fig, axes = plt.subplots(1, len(m["cv_modes"]), figsize=(6.5 * len(m["cv_modes"]), 4.2), squeeze=False)
+    for ax, cv in zip(axes[0], m["cv_modes"]):
+        sub = df[df["validation"] == f"leave one {cv} out"] if len(df) else df
+        if len(sub):
+            sns.barplot(data=sub, x="forecaster", y="MAE (points)", hue="when", ax=ax)
+            for c in ax.containers:
+                ax.bar_label(c, fmt="%.2f", fontsize=7)
+        ax.set_title(f"leave one {cv} out, on the {m['common_rows']} runs all compared forecasters cover", fontsize=9)
+        ax.tick_params(axis="x", rotation=15)
+    return _png(fig)
+
+
+def _fig_residuals(cv_rows: pd.DataFrame, m: dict) -> bytes:
+    plt, sns = _plt()
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(m["arms"]) + 4), 4.5))
+    if len(cv_rows):
+        sub = cv_rows[(cv_rows["cv"] == m["headline_cv"]) & (cv_rows["forecaster"] == m["forecaster"])].copy()
+        sub["residual"] = sub["cv_pred"] - sub["target"]
+        sub["when"] = np.where(sub["method"] == "none", "as forecast", "calibrated")
+        sub["arm "] = sub["arm"] if m["n_studies"] == 1 else sub["study"].str.split("@").str[0] + "/" + sub["arm"]
+        if len(sub):
+            with warnings.catch_warnings():  # seaborn 0.13's boxplot passes matplotlib 3.11's deprecated vert=
+                warnings.filterwarnings("ignore", message=".*vert: bool was deprecated.*")
+                sns.boxplot(data=sub, x="arm ", y="residual", hue="when", ax=ax, fliersize=0)
+            sns.stripplot(data=sub, x="arm ", y="residual", hue="when", dodge=True, ax=ax, palette=["0.2", "0.2"],
+                          size=3, legend=False)
+    ax.axhline(0, color="k", lw=1)
+    ax.set_ylabel("forecast - realized (points)")
+    ax.set_title(f"{short(m['forecaster'])}: held-out residuals by arm (leave one {m['headline_cv']} out; > 0: "
+                 "overestimate)", fontsize=10)
+    ax.tick_params(axis="x", rotation=30)
+    return _png(fig)
+
+
+def _fig_accuracy(runs: pd.DataFrame, rows: pd.DataFrame) -> bytes:
+    """One line per run (arm x seed): eval points of different seeds sit at different token counts,
+    so runs are drawn as they are rather than averaged at unequal x."""
+    plt, sns = _plt()
+    studies = list(dict.fromkeys(runs["study_label"]))
+    budgets = {s.split("@")[0]: float(v) for s, v in zip(rows["study"], rows["budget_value"])}
+    fig, axes = plt.subplots(1, len(studies), figsize=(6.5 * len(studies), 4.5), squeeze=False)
+    for ax, s in zip(axes[0], studies):
+        sub = runs[runs["study_label"] == s].sort_values(["arm", "seed", "generated_tokens"]).copy()
+        sub["accuracy (points)"] = 100 * sub["accuracy"]
+        sns.lineplot(data=sub, x="generated_tokens", y="accuracy (points)", hue="arm", units="seed", estimator=None,
+                     ax=ax, marker="o", markersize=3, lw=1, alpha=0.8)
+        if s in budgets:
+            ax.axvline(budgets[s], color="k", ls="--", lw=1, label="token budget")
+            ax.legend(fontsize=7)
+        ax.set_xlabel("generated tokens")
+        ax.set_title(f"{s}: greedy held-out accuracy, one line per run", fontsize=10)
+    return _png(fig)
+
+
+# ----------------------------------------------------------------------------- HTML
+
+def _fmt(x, spec="+.2f") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return format(x, spec)
+
+
+def _p(x) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
+
+
+def _error_table(m: dict, cv: str, part: str | None) -> str:
+    e = html.escape
+    head = ("<tr><th rowspan=2>forecaster</th><th rowspan=2>runs</th><th colspan=4>as forecast</th>"
+            f"<th colspan=4>calibrated ({e(m['method'])})</th></tr><tr>"
+            + "<th>bias</th><th>MAE</th><th>coverage</th><th>width</th>" * 2 + "</tr>")
+    body = ""
+    for f in FORECASTERS:
+        cells = [e(short(f))]
+        for i, key in enumerate(("raw", "calibrated")):
+            r = m["errors"][cv][f][key]
+            r = r.get(part, r) if part else r
+            if "error" in r:
+                if i == 0:
+                    cells.append("")
+                cells.append(f"<span title=\"{e(r['error'])}\">n/a</span>")
+                cells += [""] * 3
+                continue
+            if i == 0:
+                cells.append(str(r["rows"]))
+            cells += [_fmt(r["bias"]), _fmt(r["mae"], ".2f"),
+                      f"{_fmt(r['coverage'], '.2f')} ({r['coverage_rows']})", _fmt(r["mean_interval_width"], ".1f")]
+        body += "<tr>" + "".join(f"<td class=n>{c}</td>" for c in cells) + "</tr>"
+    return f"<table>{head}{body}</table>"
+
+
+def _test(r: dict) -> str:
+    if not r["n_permutations"]:
+        return "no study with 2 or more ranked arms"
+    return f"{'exact' if r['exact'] else 'Monte Carlo'}, {r['n_permutations']} permutations"
+
+
+def _ranking_table(rk: dict) -> str:
+    head = ("<tr><th>ranked by</th><th>Kendall tau</th><th>p</th><th>Spearman rho</th><th>p</th><th>studies</th>"
+            "<th>arms</th><th>test</th></tr>")
+    body = "".join(
+        f"<tr><td>{html.escape(short(c))}</td><td class=n>{_fmt(r['kendall_tau'], '+.3f')}</td>"
+        f"<td class=n>{_p(r['p_kendall'])}</td><td class=n>{_fmt(r['spearman_rho'], '+.3f')}</td>"
+        f"<td class=n>{_p(r['p_spearman'])}</td><td class=n>{r['n_studies']}</td><td class=n>{r['n_arms']}</td>"
+        f"<td>{_test(r)}</td></tr>"
+        for c, r in rk.items())
+    return f"<table>{head}{body}</table>"
+
+
+def render_html(m: dict, table: pd.DataFrame, images: dict, study_dirs) -> str:
+    """The report page (self-contained: figures embedded as base64 PNG)."""
+    e = html.escape
+    lvl = m["confidence_level"]
+    notes = "".join(f"<p class=note>{e(n)}</p>" for n in m["notes"])
+    errs = "".join(
+        f"<h3>Leave one {e(cv)} out{' (headline)' if cv == m['headline_cv'] else ''}</h3>"
+        f"<p>Each forecaster on the runs it can forecast:</p>{_error_table(m, cv, None)}"
+        f"<p>On the {m['common_rows']} runs that all compared forecasters "
+        f"({e(', '.join(map(short, m['compared_forecasters'])))}) cover (the fair comparison):</p>"
+        f"{_error_table(m, cv, 'common')}" for cv in m["cv_modes"])
+    rcols = [c for c in table.columns if c not in ("study", "arm", "seeds") and not c.startswith("rank_")]
+    trows = "".join("<tr><td>" + e(str(r["study"])) + "</td><td>" + e(str(r["arm"])) + "</td>"
+                    + "".join(f"<td class=n>{_fmt(r[c])}</td>" for c in rcols)
+                    + f"<td class=n>{int(r['seeds'])}</td></tr>" for _, r in table.iterrows())
+    figs = "".join(f"<figure><img alt=\"{e(n)}\" src=\"data:image/png;base64,{base64.b64encode(b).decode()}\">"
+                   f"<figcaption>{e(n)}.png</figcaption></figure>" for n, b in images.items())
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>gradprobe calibration report</title>
+<style>body{{font-family:sans-serif;max-width:1300px;margin:2em auto;color:#222}}
+table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;font-size:90%}}
+td.n{{text-align:right;font-family:monospace}}img{{max-width:100%}}figure{{margin:1.5em 0}}
+p.note{{background:#fff4d6;padding:6px 10px;border-left:4px solid #e0a800}}</style></head>
+<body><h1>Calibration report</h1>
+<p>Studies ({m['n_studies']}): {e(', '.join(m['studies']))} (folders: {e(', '.join(str(d) for d in study_dirs))});
+models: {e(', '.join(m['models']))}; tasks: {e('; '.join(m['tasks']))}.</p>
+<p>Target: realized gain vs grpo of one training run at the study's generated-token budget (accuracy points);
+{m['rows']} runs of {len(m['arms'])} arms ({m['grpo_rows_left_out']} grpo runs left out: 0 = 0 by definition).
+Calibration: realized ~ f(forecast), {e(m['method'])} (Huber linear or isotonic), refitted without the held-out group;
+intervals: {e(m['interval'])} conformal (MAPIE) at {lvl:.0%}, nested inside each held-out fold; coverage = share of
+held-out runs inside their interval (count in brackets), width = mean interval width (points).</p>
+{notes}
+<h2>Errors of the forecast gain vs grpo, before and after calibration</h2>{errs}
+<h2>Ranking of arms vs training, within each study</h2>
+<p>Kendall tau-b and Spearman rho of each score's arm ranking against training's (mean realized gain vs grpo over
+seeds; grpo included at 0), pooled over studies (weights: arm pairs for tau, arms for rho); p: one-sided, permuting
+arm labels within each study.</p>
+<h3>Each score on the arms it covers</h3>{_ranking_table(m['ranking'])}
+<h3>On the arms all compared forecasters cover</h3>{_ranking_table(m['ranking_common_arms'])}
+<h3>Per study and arm (points; rho: per-update efficiency vs grpo)</h3>
+<table><tr><th>study</th><th>arm</th>{''.join(f'<th>{e(short(c))}</th>' for c in rcols)}<th>seeds</th></tr>
+{trows}</table>
+<h2>Figures</h2>{figs}
+<p>Made by calib with {e(', '.join(f'{k} {v}' for k, v in m['versions'].items()))}.</p>
+</body></html>
+"""
