@@ -22,6 +22,13 @@ RL training"), as TRL (``vllm_importance_sampling_cap`` / ``_clip_max``, mode
 ``token_truncate``) and verl (``tis_imp_ratio_cap``) apply it: each token's loss is
 multiplied by min(pi_train / pi_sampler, C), detached; :func:`policy_loss` takes it as
 ``is_weights``. :func:`logprob_mismatch` reports the gap between the two log-probabilities.
+
+The k3 KL penalty (:func:`k3_kl_penalty`) is clamped as verl clamps its ``low_var_kl``/``k3``
+penalty (``verl/trainer/ppo/core_algos.py``, ``kl_penalty_forward``, volcengine/verl commit
+b178a3cd): the log-ratio d = l_ref - l_theta to [-20, 20] before exp(d) - d - 1, and the
+per-token value to [-10, 10]. Unclamped, exp(d) overflows to inf in float32 for d > 88.7 nats
+(and the loss's gradient to -inf); the clamp keeps both finite and gives a clamped token zero
+gradient. The number of clamped tokens is reported, never silent.
 """
 
 from __future__ import annotations
@@ -152,10 +159,64 @@ def logprob_mismatch(train_logp: torch.Tensor, sampler_logp: torch.Tensor, mask:
             "unscored": unscored}
 
 
+#: |d| bound of the k3 log-ratio d = l_ref - l_theta (nats), verl's ``torch.clamp(kl, min=-20, max=20)``
+KL_LOG_RATIO_CLAMP = 20.0
+#: bound of the per-token k3 value (nats), verl's ``torch.clamp(kld, min=-10, max=10)``
+KL_VALUE_CLAMP = 10.0
+
+
+def k3_kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, *,
+                  value_clamp: float | None = KL_VALUE_CLAMP) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token k3 estimate of KL(pi_theta || pi_ref), clamped as verl clamps it, and where it was clamped.
+
+    k3_t = exp(d_t) - d_t - 1, d_t = l_ref_t - l_theta_t (Schulman 2020, "Approximating KL
+    divergence"; DeepSeekMath, Shao et al. 2024, eq. 4), with d clamped to
+    [-``KL_LOG_RATIO_CLAMP``, ``KL_LOG_RATIO_CLAMP``] = [-20, 20] and the value to
+    [-``value_clamp``, ``value_clamp``] (verl ``kl_penalty_forward``, ``low_var_kl``: both clamps
+    "for numerical stability"). For |d| <= 20 and k3 <= 10 it equals TRL's unclamped
+    ``torch.exp(ref - logp) - (ref - logp) - 1`` bit for bit (same expression).
+
+    Parameters
+    ----------
+    logp : Tensor, shape (n, T)
+        l_theta of the sampled tokens (nats); differentiable.
+    ref_logp : Tensor, shape (n, T)
+        l_ref of the same tokens (nats), a constant.
+    value_clamp : float or None
+        Bound of the per-token value (verl: 10); None keeps only the log-ratio clamp (the value is
+        then at most e^20 - 21 ~ 4.9e8, finite in float32 and float64).
+
+    Returns
+    -------
+    (Tensor, BoolTensor), both shape (n, T)
+        The clamped k3 (dtype of ``logp``; a clamped token has zero gradient), and True where a
+        clamp was active (|d| > 20, or k3 > ``value_clamp``); padding positions are not masked
+        here: combine with the completion mask before counting.
+
+    Raises
+    ------
+    ValueError
+        Shapes that differ, or ``value_clamp <= 0``.
+    """
+    if tuple(logp.shape) != tuple(ref_logp.shape):
+        raise ValueError(f"ref_logp has shape {tuple(ref_logp.shape)} but logp has {tuple(logp.shape)}; give the "
+                         "reference log-probability of every token of logp (n rows, T completion tokens)")
+    if value_clamp is not None and not value_clamp > 0:
+        raise ValueError(f"value_clamp must be > 0 nats or None, got {value_clamp}; verl uses 10")
+    delta = ref_logp.to(logp.dtype) - logp
+    d = torch.clamp(delta, min=-KL_LOG_RATIO_CLAMP, max=KL_LOG_RATIO_CLAMP)
+    k3 = torch.exp(d) - d - 1
+    hit = delta.detach().abs() > KL_LOG_RATIO_CLAMP
+    if value_clamp is not None:
+        hit = hit | (k3.detach().abs() > value_clamp)
+        k3 = torch.clamp(k3, min=-value_clamp, max=value_clamp)
+    return k3, hit
+
+
 def policy_loss(logp: torch.Tensor, advantages: torch.Tensor, weights: torch.Tensor, *,
                 old_logp: torch.Tensor | None = None, clip_low: float = 0.2, clip_high: float = 0.2,
                 ref_logp: torch.Tensor | None = None, kl_coef: float = 0.0,
-                is_weights: torch.Tensor | None = None) -> torch.Tensor:
+                is_weights: torch.Tensor | None = None, stats: dict | None = None) -> torch.Tensor:
     """Clipped surrogate loss of a (micro-)batch, a scalar.
 
     Parameters
@@ -174,11 +235,21 @@ def policy_loss(logp: torch.Tensor, advantages: torch.Tensor, weights: torch.Ten
         decoupled clip when they differ).
     ref_logp : Tensor, shape (n, T), optional
         Reference-policy log-probabilities for the k3 KL penalty (Schulman 2020;
-        DeepSeekMath eq. 4) weighted by ``kl_coef``.
+        DeepSeekMath eq. 4) weighted by ``kl_coef``, clamped as verl clamps it
+        (:func:`k3_kl_penalty`), so extreme log-ratios give a finite loss and gradient.
     is_weights : Tensor, shape (n, T), optional
         Per-token importance weights for a sampler other than the training forward pass
         (:func:`truncated_is_weights`); they multiply the clipped surrogate (not the KL
         term), detached, as in TRL and verl.
+    stats : dict, optional
+        With the KL term, receives ``kl_clamped_tokens`` (int): tokens of non-zero weight whose
+        k3 term was clamped (:func:`k3_kl_penalty`); added to a value already there, so one
+        dict can gather a batch's micro-batches.
+
+    Returns
+    -------
+    Tensor, shape ()
+        sum_ijt w_ijt * (-min(rho A, clip(rho) A) [* is_weight] + kl_coef * k3), dtype of ``logp``.
     """
     old = logp.detach() if old_logp is None else old_logp
     ratio = torch.exp(logp - old)
@@ -188,6 +259,8 @@ def policy_loss(logp: torch.Tensor, advantages: torch.Tensor, weights: torch.Ten
     if is_weights is not None:
         per_token = per_token * is_weights.detach().to(logp.dtype)
     if kl_coef and ref_logp is not None:
-        delta = ref_logp - logp
-        per_token = per_token + kl_coef * (torch.exp(delta) - delta - 1)
+        k3, hit = k3_kl_penalty(logp, ref_logp)
+        per_token = per_token + kl_coef * k3
+        if stats is not None:
+            stats["kl_clamped_tokens"] = stats.get("kl_clamped_tokens", 0) + int((hit & (weights != 0)).sum())
     return (per_token * weights.to(logp.dtype)).sum()

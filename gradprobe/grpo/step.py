@@ -27,7 +27,8 @@ import torch
 
 from ..logprobs import token_logprobs
 from ..types import RolloutBatch
-from .losses import IMPORTANCE_SAMPLING, logprob_mismatch, policy_loss, token_weights, truncated_is_weights
+from .losses import (IMPORTANCE_SAMPLING, KL_LOG_RATIO_CLAMP, logprob_mismatch, policy_loss, token_weights,
+                     truncated_is_weights)
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,11 @@ def policy_stat_sums(logp: torch.Tensor, init_logp: torch.Tensor, entropy: torch
     per-token estimator of KL(pi_theta || pi_init) for tokens sampled from pi_theta (Schulman
     2020, "Approximating KL divergence"). Divide both sums by the number of completion tokens
     for the per-token means logged as ``kl_init`` and ``entropy``
-    (:mod:`gradprobe.training.metrics`).
+    (:mod:`gradprobe.training.metrics`). d is clamped to [-20, 20] nats as verl clamps its
+    ``low_var_kl`` log-ratio (``KL_LOG_RATIO_CLAMP``, :func:`~gradprobe.grpo.losses.k3_kl_penalty`),
+    so a token that pi_theta or pi_init gives probability ~0 cannot make the sum inf; verl's
+    value clamp (10 nats) is not applied to this statistic, which would hide real drift (a token
+    raised from p = 1e-5 to 0.9 has k3 ~ 10.5). :func:`kl_clamped_tokens` counts the clamped tokens.
 
     Parameters
     ----------
@@ -126,10 +131,31 @@ def policy_stat_sums(logp: torch.Tensor, init_logp: torch.Tensor, entropy: torch
         (sum of k3 over masked tokens, sum of entropy over masked tokens), computed in float64.
     """
     m = mask.to(torch.float64)
-    d = (init_logp.detach() - logp.detach()).to(torch.float64)
+    d = (init_logp.detach() - logp.detach()).to(torch.float64).clamp(min=-KL_LOG_RATIO_CLAMP, max=KL_LOG_RATIO_CLAMP)
     kl = torch.where(mask.bool(), torch.expm1(d) - d, torch.zeros_like(d))  # padding may hold any finite value
     ent = torch.where(mask.bool(), entropy.detach().to(torch.float64), torch.zeros_like(d))
     return float((kl * m).sum()), float((ent * m).sum())
+
+
+def kl_clamped_tokens(logp: torch.Tensor, init_logp: torch.Tensor, mask: torch.Tensor) -> int:
+    """Completion tokens whose log-ratio |l_init - l_theta| exceeds ``KL_LOG_RATIO_CLAMP`` (20 nats).
+
+    The tokens :func:`policy_stat_sums` clamps (verl's ``low_var_kl`` log-ratio clamp); a NaN
+    log-ratio is not counted (it is a different failure, caught as a non-finite statistic).
+
+    Parameters
+    ----------
+    logp, init_logp : Tensor, shape (n, T)
+        l_theta and l_init of the sampled tokens (nats).
+    mask : BoolTensor, shape (n, T)
+        Completion mask.
+
+    Returns
+    -------
+    int
+    """
+    d = (init_logp.detach() - logp.detach()).to(torch.float64)
+    return int(((d.abs() > KL_LOG_RATIO_CLAMP) & mask.bool()).sum())
 
 
 class _EntropyCapture:
@@ -189,7 +215,9 @@ def loss_and_backward(model, batch: RolloutBatch, advantages: torch.Tensor, conf
         Filled with ``sampler_mismatch`` (:func:`~gradprobe.grpo.losses.logprob_mismatch`) and,
         under ``tis``, ``is_weight`` (``mean``, ``min``, ``max``, ``capped_fraction`` over
         masked tokens) when ``sampler_logp`` is given; with ``init_model`` also ``entropy``
-        and ``kl_init`` (see :func:`policy_stat_sums`; nats per completion token) and
+        and ``kl_init`` (see :func:`policy_stat_sums`; nats per completion token),
+        ``kl_clamped_tokens`` (completion tokens whose log-ratio hit the 20-nat clamp of
+        ``kl_init``, :func:`kl_clamped_tokens`) and
         ``stats_seconds`` (wall-seconds of that statistics work: the initial policy's forward
         and the entropy/KL arithmetic, not of the loss forward they share).
     init_model : transformers causal LM, optional
@@ -234,6 +262,7 @@ def loss_and_backward(model, batch: RolloutBatch, advantages: torch.Tensor, conf
     n = batch.num_rows
     train_rows, is_rows = [], []
     kl_sum = ent_sum = stats_seconds = 0.0
+    kl_clamped = 0
     from ..models import use_attention
 
     with contextlib.ExitStack() as stack:
@@ -257,6 +286,7 @@ def loss_and_backward(model, batch: RolloutBatch, advantages: torch.Tensor, conf
                                                batch.prompt_length, temperature=batch.temperature)
                 kl, ent = policy_stat_sums(logp.detach(), init_logp, capture.rows.pop(), mask[rows])
                 kl_sum, ent_sum = kl_sum + kl, ent_sum + ent
+                kl_clamped += kl_clamped_tokens(logp, init_logp, mask[rows])
                 stats_seconds += time.perf_counter() - t0
             old = None if old_logp is None else old_logp[rows]
             is_w = None
@@ -273,8 +303,12 @@ def loss_and_backward(model, batch: RolloutBatch, advantages: torch.Tensor, conf
             total += float(loss.detach())
     if init_model is not None:
         tokens = max(int(mask.sum()), 1)
-        stats.update(kl_init=kl_sum / tokens, entropy=ent_sum / tokens,
+        stats.update(kl_init=kl_sum / tokens, entropy=ent_sum / tokens, kl_clamped_tokens=kl_clamped,
                      stats_seconds=stats_seconds + capture.seconds)
+        if kl_clamped:
+            log.warning("kl_init: %d of %d completion tokens have |log pi_init - log pi_theta| > %g nats and were "
+                        "clamped (verl's low_var_kl clamp); kl_init is a lower bound for this update",
+                        kl_clamped, tokens, KL_LOG_RATIO_CLAMP)
     if stats is not None and sampler_logp is not None:
         train = torch.cat(train_rows)
         stats["sampler_mismatch"] = logprob_mismatch(train, sampler_logp.to(train.device), mask)
@@ -305,7 +339,7 @@ def grpo_step(model, optimizer, batch: RolloutBatch, advantages: torch.Tensor, c
         statistics excluded), ``trained_tokens``; with ``sampler_logp`` also
         ``sampler_mismatch`` and (under ``tis``) ``is_weight``; with ``init_model`` also
         ``kl_init`` and ``entropy`` (nats per completion token, under the policy BEFORE this
-        update, from the loss's own forward) and ``stats_seconds``.
+        update, from the loss's own forward), ``kl_clamped_tokens`` and ``stats_seconds``.
         With a ``ledger``: ``seconds`` go to ``device_seconds["training"]``, ``stats_seconds`` to
         ``device_seconds["metrics"]`` (outside the training budget, as before).
 

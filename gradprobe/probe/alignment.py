@@ -39,6 +39,18 @@ routes those calls to :class:`_Softmax` / :class:`_LogSoftmax`, which run the ve
 Measured on a 2-core CPU (benchmarks/probe_cost.py, 16 rows): the jvp pass takes ~45% less time
 on the attention-dominated tiny model (P + T = 308 tokens) and ~5% less on SmolLM2-135M.
 ``fast_softmax_jvp=False`` keeps PyTorch's rules.
+
+The embedding's padding row: ``nn.Embedding(padding_idx=p)`` (transformers' Llama/Qwen2 set
+p = ``config.pad_token_id``, often equal to EOS) gives row p no gradient from the lookup in
+reverse mode (``embedding_backward`` skips index p), so the gradient training takes never moves
+that row through the lookup; PyTorch's forward-mode rule for ``embedding`` is the plain lookup
+of the tangent (``auto_linear`` in ``tools/autograd/derivatives.yaml``) and carries v's row p
+wherever the pad id sits at a real position (an EOS-as-pad inside a completion, say). During the
+jvp, :class:`EmbeddingPaddingJvp` routes ``F.embedding`` calls that have a ``padding_idx`` to
+:class:`_PaddedEmbedding`, whose tangent is zero at the positions holding the pad id, so a_nt is
+<grad l_nt, v> for the reverse-mode gradient (``tests/probe/test_probe_alignment.py::
+test_pad_id_inside_a_completion_matches_the_training_gradient``). A tied LM head still reads row p
+(the head's matmul is not an embedding lookup), as in reverse mode.
 """
 
 from __future__ import annotations
@@ -53,7 +65,7 @@ from torch.overrides import TorchFunctionMode
 from ..logprobs import token_logprobs
 
 __all__ = ["DirectionMismatchError", "token_alignment", "trainable_parameters", "check_direction",
-           "FastSoftmaxJvp", "alignment_reference_check"]
+           "FastSoftmaxJvp", "EmbeddingPaddingJvp", "alignment_reference_check"]
 
 #: attention implementations known to support forward-mode AD
 FORWARD_AD_ATTENTION = ("gradprobe_eager", "eager")
@@ -210,6 +222,68 @@ class FastSoftmaxJvp(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+class _PaddedEmbedding(torch.autograd.Function):
+    """``F.embedding(ids, weight, padding_idx)`` whose tangent, like its gradient, skips the padding row.
+
+    Forward: the plain lookup, shape (*ids.shape, D). Forward-mode rule: the lookup of the weight's
+    tangent, zeroed at the positions where ``ids == padding_idx`` (what reverse mode's
+    ``embedding_backward(..., padding_idx)`` implies: row ``padding_idx`` gets no gradient from
+    the lookup). Backward: ``aten.embedding_backward`` with the same ``padding_idx``.
+    """
+
+    @staticmethod
+    def forward(ids, weight, padding_idx):
+        return F.embedding(ids, weight, padding_idx)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ids, weight, padding_idx = inputs
+        ctx.padding_idx, ctx.num_weights = padding_idx, weight.shape[0]
+        ctx.out_shape, ctx.out_dtype, ctx.out_device = output.shape, output.dtype, output.device
+        ctx.save_for_forward(ids)
+        ctx.save_for_backward(ids)
+
+    @staticmethod
+    def jvp(ctx, ids_t, weight_t, _):
+        (ids,) = ctx.saved_tensors
+        if weight_t is None:
+            return torch.zeros(ctx.out_shape, dtype=ctx.out_dtype, device=ctx.out_device)
+        return F.embedding(ids, weight_t).masked_fill((ids == ctx.padding_idx).unsqueeze(-1), 0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (ids,) = ctx.saved_tensors
+        return None, torch.ops.aten.embedding_backward(grad, ids, ctx.num_weights, ctx.padding_idx, False, False), None
+
+
+class EmbeddingPaddingJvp(TorchFunctionMode):
+    """While active, ``F.embedding`` calls with a ``padding_idx`` give that row no tangent (see module docstring).
+
+    Values are unchanged (the same lookup). Calls without ``padding_idx`` pass through untouched.
+
+    Raises
+    ------
+    ValueError
+        An embedding with both ``padding_idx`` and ``scale_grad_by_freq`` or ``max_norm`` (no
+        transformers LM uses them): the probe does not reproduce their reverse-mode gradient.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.embedding:
+            names = ("input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse")
+            bound = dict(zip(names, args), **kwargs)
+            pad = bound.get("padding_idx")
+            if pad is not None:
+                if bound.get("scale_grad_by_freq") or bound.get("max_norm") is not None:
+                    raise ValueError("token_alignment: an embedding with padding_idx and scale_grad_by_freq/max_norm "
+                                     "is not supported (its reverse-mode gradient is not reproduced); set both off")
+                weight = bound["weight"]
+                pad = int(pad) + weight.shape[0] if int(pad) < 0 else int(pad)  # as F.embedding normalises it
+                return _PaddedEmbedding.apply(bound["input"], weight, pad)
+        return func(*args, **kwargs)
+
+
 def token_alignment(model, batch, direction: dict[str, Tensor], *, micro_batch_size: int = 8,
                     fast_softmax_jvp: bool = True) -> Tensor:
     """Directional derivatives a_nt = <grad l_nt, v> of every completion token's log-probability.
@@ -231,7 +305,8 @@ def token_alignment(model, batch, direction: dict[str, Tensor], *, micro_batch_s
     Returns
     -------
     Tensor, shape (N, T), the model's dtype
-        a_nt on the completion mask, exactly 0 elsewhere.
+        a_nt on the completion mask, exactly 0 elsewhere; the gradient is the one reverse mode (training)
+        takes, which gives the input embedding's ``padding_idx`` row nothing through the lookup.
 
     Raises
     ------
@@ -255,8 +330,8 @@ def token_alignment(model, batch, direction: dict[str, Tensor], *, micro_batch_s
     mask = batch.completion_mask.to(device).bool()
     n, t = mask.shape
     out = torch.zeros(n, t, dtype=dtype, device=device)
-    with torch.no_grad(), (FastSoftmaxJvp() if fast_softmax_jvp else contextlib.nullcontext()):
-        # no_grad: no reverse-mode graph, forward-mode tangents only
+    with torch.no_grad(), EmbeddingPaddingJvp(), (FastSoftmaxJvp() if fast_softmax_jvp else contextlib.nullcontext()):
+        # no_grad: no reverse-mode graph, forward-mode tangents only; no tangent on the embedding's padding row
         for start in range(0, n, micro_batch_size):
             rows = slice(start, start + micro_batch_size)
             ids, am = input_ids[rows], attention_mask[rows]

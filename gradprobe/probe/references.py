@@ -5,7 +5,10 @@
   forward-mode fast path (:func:`gradprobe.probe.alignment.token_alignment`) is compared with.
 * :func:`token_alignment_finite_difference`: the central difference
   (l(theta + eps v) - l(theta - eps v)) / (2 eps), two forwards; error O(eps^2) plus rounding
-  O(u / eps) (u the unit roundoff), so it is meaningful only in float64.
+  O(u / eps) (u the unit roundoff), so it is meaningful only in float64. It moves the whole
+  parameter, so where the pad id sits at a real position it also differentiates the input
+  embedding's ``padding_idx`` row through the lookup, which reverse mode (training, the autograd
+  loop, the fast path) does not: compare it with them only on batches without such positions.
 * :func:`reward_gradient`: g_R = sum_nt w_nt A_nt grad l_nt by one backward per micro-batch (the
   ascent direction of the reward objective, DESIGN.md "The probe"); the naive way to get
   <g_R, v> (one backward per reward) and the way to get ||g_R|| for the optional cosine.

@@ -12,9 +12,12 @@ Sources:
 
 Each row is ``{"question": ..., "answer": "...reasoning...\\n#### 72"}``. The
 gold answer is the text after the last ``####``, stripped, with thousands
-commas removed. A row without one is an error (:class:`DatasetFormatError`,
-naming file, line and fix), or, with ``skip_malformed=True``, skipped, counted
-(``self.skipped``) and warned about; never dropped silently. Heldout rows whose
+commas removed. A row without one, or whose answer holds no number
+(``"#### twelve"``: a completion echoing the same words would otherwise score
+1.0 by text comparison; :func:`gradprobe.tasks.verify.holds_number`), is an
+error (:class:`DatasetFormatError`, naming file, line and fix), or, with
+``skip_malformed=True``, skipped, counted (``self.skipped``) and warned about;
+never dropped silently. Heldout rows whose
 question also occurs in train are removed (the official splits share none).
 
 Sampling: ``numpy.random.default_rng(seed).permutation`` of the split's rows,
@@ -31,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError
+from gradprobe.tasks.verify import holds_number
 
 __all__ = ["GSM8KTask", "gold_from_solution"]
 
@@ -67,8 +71,8 @@ class GSM8KTask(Task):
         JSONL file or folder with ``train.jsonl`` / ``test.jsonl``; None loads
         the hub copy.
     skip_malformed : bool, default False
-        Skip (count and warn about) rows without a usable answer instead of
-        raising.
+        Skip (count and warn about) rows without a usable answer (none after
+        ``####``, or one without a number) instead of raising.
     heldout_fraction : float, default 0.2
         Single-file source only: share of rows put in heldout.
 
@@ -135,6 +139,11 @@ class GSM8KTask(Task):
             gold = gold_from_solution(raw["answer"])
             if gold is None:
                 self._bad_row(where, line, "the 'answer' has no final answer after '####'")
+                continue
+            if not holds_number(gold):
+                self._bad_row(where, line, f"the final answer after '####' ({gold[:40]!r}) holds no number, and a "
+                                           "GSM8K answer is a number (a completion repeating the words would "
+                                           "score 1.0)")
                 continue
             out.append(Problem(
                 id=f"gsm8k/{stem}/{line - 1}",

@@ -48,7 +48,7 @@ import re
 import threading
 from fractions import Fraction
 
-__all__ = ["extract_answer", "normalize_number", "answers_match", "looks_like_latex"]
+__all__ = ["extract_answer", "normalize_number", "answers_match", "looks_like_latex", "holds_number"]
 
 _MARKER = re.compile(r"#{4,}")
 _NUM = r"-?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
@@ -192,6 +192,35 @@ def normalize_number(s: str | None) -> str | None:
         return None
     value = _first_number(s)
     return None if value is None else _canonical(value)
+
+
+def holds_number(s: str | None) -> bool:
+    """Whether ``s`` can be a numeric gold answer: it holds a number or a LaTeX expression.
+
+    A numeric task's gold without one (``"twelve"``, ``"see above"``) would be matched only by
+    the case-folded text comparison of :func:`answers_match`, so a completion that echoes the
+    same words would score 1.0; numeric tasks refuse such golds
+    (:class:`gradprobe.tasks.gsm8k.GSM8KTask` treats the row as malformed).
+
+    Parameters
+    ----------
+    s : str or None
+        A gold answer.
+
+    Returns
+    -------
+    bool
+        True when :func:`normalize_number` reads a number from ``s`` or :func:`looks_like_latex`
+        (math-verify decides then); False for None, blank or number-free text.
+
+    Examples
+    --------
+    >>> holds_number("1,200"), holds_number("\\frac{3}{4}"), holds_number("\\sqrt{2}"), holds_number("twelve")
+    (True, True, True, False)
+    """
+    if not s or not s.strip():
+        return False
+    return normalize_number(s) is not None or looks_like_latex(s)
 
 
 def _norm_text(s: str) -> str:

@@ -177,7 +177,10 @@ def test_grpo_step_stats_at_the_initial_policy_and_ledger(policy64, batch):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     out = grpo_step(model, opt, batch, _advantages(batch), UpdateConfig(micro_batch_size=4), ledger=ledger,
                     init_model=init)
-    assert out["kl_init"] == 0.0  # pi_theta == pi_init before the first update, exactly
+    # pi_theta == pi_init before the first update: k3 = 0 in exact arithmetic, but l_theta (the loss's
+    # grad-enabled forward) and l_init (a no-grad forward of the copy) are separate float64 computations,
+    # equal only to rounding (2.8e-32 was seen on a fresh environment): k3 ~ d^2 / 2 with |d| < 1e-12 nats
+    assert 0.0 <= out["kl_init"] <= 1e-24 and out["kl_clamped_tokens"] == 0
     assert out["entropy"] == pytest.approx(ent_ref, rel=1e-12)  # measured BEFORE the optimizer step
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))  # the step did update
     assert ledger.device_seconds["metrics"] == pytest.approx(out["stats_seconds"])
@@ -195,6 +198,41 @@ def test_policy_stat_sums_hand_computed():
     kl, h = policy_stat_sums(logp, init, ent, mask)
     assert kl == pytest.approx((math.exp(-0.5) + 0.5 - 1) + 0.0 + (math.exp(0.5) - 0.5 - 1), abs=1e-15)
     assert h == pytest.approx(3.5, abs=1e-15)
+    # the same tensor twice: d = 0 bit for bit and expm1(0) - 0 = 0, so here 0 is exact
+    assert policy_stat_sums(logp, logp.clone(), ent, mask)[0] == 0.0
+
+
+def test_kl_init_clamps_extreme_log_ratios_as_verl_and_counts_them(policy64, batch, caplog):
+    """|l_init - l_theta| > 20 nats: d is clamped to [-20, 20] (verl's low_var_kl), counted, warned about."""
+    from gradprobe.grpo.step import kl_clamped_tokens
+
+    logp = torch.tensor([[-801.0, -1.0, -2.0]], dtype=torch.float64)
+    init = torch.tensor([[-1.0, -1.5, 5.0]], dtype=torch.float64)  # d = 800 overflowed exp to inf
+    mask = torch.tensor([[True, True, False]])
+    kl, _ = policy_stat_sums(logp, init, torch.ones_like(logp), mask)
+    assert kl == pytest.approx(math.expm1(20.0) - 20.0 + math.expm1(-0.5) + 0.5, rel=1e-15)
+    assert kl_clamped_tokens(logp, init, mask) == 1 and kl_clamped_tokens(logp, init, torch.ones_like(mask)) == 1
+
+    model = policy64.model
+    pi_init = copy.deepcopy(model).requires_grad_(False).eval()
+    with torch.no_grad():
+        pi_init.model.norm.weight.mul_(300.0)  # logits x300: log-probs hundreds of nats apart
+    stats: dict = {}
+    with caplog.at_level("WARNING", logger="gradprobe.grpo.step"):
+        loss_and_backward(model, batch, _advantages(batch), UpdateConfig(micro_batch_size=3), stats=stats,
+                          init_model=pi_init)
+    m = batch.completion_mask
+    lp, _ = logp_entropy(model, batch, slice(0, 4))
+    ilp, _ = logp_entropy(pi_init, batch, slice(0, 4))
+    d = (ilp - lp)[m]
+    hits = int((d.abs() > 20).sum())
+    assert hits > 0 and stats["kl_clamped_tokens"] == hits
+    dc = d.clamp(-20, 20)
+    assert math.isfinite(stats["kl_init"])
+    assert stats["kl_init"] == pytest.approx(float((torch.expm1(dc) - dc).mean()), rel=1e-10)
+    assert stats["kl_init"] < float((torch.expm1(d) - d).mean())  # a lower bound once clamped
+    assert policy_stats(model, pi_init, batch, 3)[0] == pytest.approx(stats["kl_init"], rel=1e-10)
+    assert f"{hits} of {int(m.sum())} completion tokens" in caplog.text and "clamped" in caplog.text
 
 
 def test_dr_grpo_divides_by_the_configured_max_completion_length(policy64, batch):

@@ -166,3 +166,30 @@ def test_fast_softmax_mode_intercepts_every_spelling():
     with FastSoftmaxJvp():
         assert torch.equal(torch.softmax(torch.arange(3), 0, dtype=torch.float64),
                            torch.softmax(torch.arange(3.0, dtype=torch.float64), 0))
+
+
+@pytest.mark.parametrize("fast_softmax_jvp", [True, False])
+def test_pad_id_inside_a_completion_matches_the_training_gradient(fast_softmax_jvp):
+    """The pad id (often EOS) at a real position: reverse mode gives the embedding's padding row
+    no gradient from the lookup (``nn.Embedding(padding_idx=...)``), so neither may the probe."""
+    model = h.tiny_model("tiny-qwen2")
+    pad = model.get_input_embeddings().padding_idx
+    assert pad == 0 and model.config.tie_word_embeddings  # the tied head still gives the row a gradient
+    batch = h.make_batch(num_prompts=3, group_size=2, prompt_length=6, completion_length=8, seed=1)
+    batch.input_ids[1, 6 + 2] = pad  # row 1 has a full-length completion: position 2 is real, tokens follow it
+    batch.input_ids[3, 6 + 0] = pad  # a completion that starts with the pad id
+    assert batch.completion_mask[1, 2] and batch.completion_mask[1, 3:].all() and batch.completion_mask[3, 0]
+    assert batch.attention_mask[1, 6 + 2] == 1 and batch.attention_mask[3, 6] == 1
+    v = h.random_direction(model, seed=2)
+
+    fast = token_alignment(model, batch, v, micro_batch_size=4, fast_softmax_jvp=fast_softmax_jvp)
+    loop = token_alignment_autograd(model, batch, v)  # the gradient training takes (reverse mode)
+    assert rel_err(fast, loop) < 1e-10
+    # the pad row's embedding tangent alone: only the tokens after the pad id see it, through the lookup
+    only_pad = {k: torch.zeros_like(x) for k, x in v.items()}
+    key = next(k for k in v if k.endswith("embed_tokens.weight"))
+    only_pad[key][pad] = v[key][pad]
+    a = token_alignment(model, batch, only_pad, fast_softmax_jvp=fast_softmax_jvp)
+    b = token_alignment_autograd(model, batch, only_pad)
+    assert torch.allclose(a, b, rtol=1e-10, atol=1e-13)
+    assert a[1, 3:].abs().min() > 0  # the tied LM head's pad row still moves every token's log-prob
