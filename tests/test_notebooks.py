@@ -1,8 +1,8 @@
 """The notebooks in notebooks/ run end to end with their embedded defaults and data/, and are committed clean.
 
 Each notebook is executed in memory with nbclient (kernel ``python3``: jupyter_client starts it with this
-interpreter, so the kernel sees the same environment; working directory = the repository root, where the
-notebooks read ``data/``). A cell that raises fails the test with the cell's traceback; every notebook must
+interpreter, so the kernel sees the same environment; working directory = ``notebooks/``, where Jupyter starts a
+kernel when a user opens a notebook, so a notebook that only worked from the repository root fails here). A cell that raises fails the test with the cell's traceback; every notebook must
 draw at least one figure (an ``image/png`` output). Nothing is written back to the notebook files.
 
 The committed notebooks must hold no outputs and no execution counts (outputs would go stale and bloat diffs).
@@ -57,7 +57,7 @@ def _execute(name: str):
 
     nb = _read(name)
     client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                            resources={"metadata": {"path": str(REPO)}})
+                            resources={"metadata": {"path": str(NOTEBOOKS)}})
     start = time.perf_counter()
     client.execute()  # raises CellExecutionError (with the cell's source and traceback) on the first error
     return nb, time.perf_counter() - start
