@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import warnings
+from pathlib import Path
 
 from .config import MCConfig, SamplingConfig
 
@@ -16,32 +18,35 @@ from .config import MCConfig, SamplingConfig
 def _add_probe(sub) -> None:
     p = sub.add_parser("probe", help="probe rewards on one batch: per-token alignment with a reference update",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", default="smollm2-135m",
-                   help="alias (smollm2-135m, tiny-qwen2, tiny-llama), local folder, .gguf file, or hub id")
-    p.add_argument("--task", default="chain_sum",
-                   help="reasoning-gym dataset name (chain_sum, basic_arithmetic, gsm_symbolic, ...), gsm8k, or gsm8k:PATH")
+    p.add_argument("--model", default="tiny",
+                   help="tiny (the shipped warm-started tier), alias (smollm2-135m, tiny-qwen2, tiny-llama), local "
+                        "folder, .gguf file, or hub id")
+    p.add_argument("--task", default="chain_sum:min_terms=3,max_terms=4,min_digits=1,max_digits=1",
+                   help="reasoning-gym dataset name (chain_sum, basic_arithmetic, gsm_symbolic, ...), gsm8k, gsm8k:PATH, or "
+                        "your own data: jsonl:PATH or hf:NAME[:CONFIG], options after a last ':' (prompt=, question=, "
+                        "answer=, solution= columns; verifier=hash|boxed|exact)")
     p.add_argument("--skip-malformed", action="store_true",
-                   help="GSM8K only: skip (count and warn about) malformed rows instead of stopping at the first")
-    p.add_argument("--rewards", default="outcome,mc_value", help="comma-separated registered reward names")
-    p.add_argument("--prompts", type=int, default=8, help="B, prompts in the probe batch")
-    p.add_argument("--group", type=int, default=4, help="G, completions per prompt")
+                   help="GSM8K, jsonl: and hf: tasks: skip (count and warn about) malformed rows instead of stopping at the first")
+    p.add_argument("--rewards", default="outcome,mc_value,hybrid_0.5", help="comma-separated registered reward names")
+    p.add_argument("--prompts", type=int, default=16, help="B, prompts in the probe batch")
+    p.add_argument("--group", type=int, default=8, help="G, completions per prompt")
     p.add_argument("--reference", default="heldout", help="heldout, or direction:PATH (.safetensors vector)")
     p.add_argument("--update-prompts", type=int, default=None,
                    help="B of the training update the gain is predicted for (default: --prompts); scales tokens per update")
     p.add_argument("--update-group", type=int, default=None,
                    help="G of the training update the gain is predicted for (default: --group)")
-    p.add_argument("--heldout-prompts", type=int, default=4)
+    p.add_argument("--heldout-prompts", type=int, default=8)
     p.add_argument("--heldout-group", type=int, default=16)
     p.add_argument("--precondition", choices=["adam", "none"], default="adam",
                    help="predict an Adam step (u = P v) or an SGD step (u = v)")
-    p.add_argument("--lr", type=float, default=1e-6, help="learning rate of the predicted update")
+    p.add_argument("--lr", type=float, default=1e-4, help="learning rate of the predicted update")
     p.add_argument("--loss-type", choices=["grpo", "dapo", "dr_grpo"], default="grpo")
-    p.add_argument("--budget-tokens", type=int, default=1_000_000, help="generated-token budget of the extrapolation")
+    p.add_argument("--budget-tokens", type=int, default=250_000, help="generated-token budget of the extrapolation")
     p.add_argument("--budget-seconds", type=float, default=None, help="device-seconds budget of the extrapolation")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--continuations", type=int, default=4, help="K, MC continuations per step boundary")
+    p.add_argument("--continuations", type=int, default=2, help="K, MC continuations per step boundary")
     p.add_argument("--max-steps", type=int, default=8, help="steps per completion for MC rewards (lines merged)")
     p.add_argument("--cosine", action="store_true", help="also compute cosines (one backward per reward)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples over prompts")
@@ -51,6 +56,19 @@ def _add_probe(sub) -> None:
     p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
     p.add_argument("--out", default="runs/probe", help="output folder (probe.json, alignment.safetensors, tokens.jsonl)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: 1 for models under 20M parameters, else torch's own)")
+    p.add_argument("--probe-batches", type=int, default=1,
+                   help="N probe batches on disjoint training prompts with one shared reference direction; the "
+                        "efficiency ratio is averaged over them, so more batches narrow its interval (~1/sqrt(N))")
+    p.add_argument("--reference-curve", default=None, metavar="PATH|default",
+                   help="grpo's accuracy-vs-updates curve the forecast reads: a saved curve (.json), a grpo run's "
+                        "metrics.jsonl, a TRL trainer_state.json, a CSV (update,accuracy) or a study folder; default: "
+                        "the shipped curve for --model tiny, none otherwise (raw first-order numbers only)")
+    p.add_argument("--forecaster", choices=["auto", "probe", "cost_only", "signal_proxy"], default="auto",
+                   help="which forecaster makes the verdict (the others are printed beside it): auto (the one that "
+                        "validated best on the shipped studies, named in the output), the probe's efficiency ratio "
+                        "shrunk by its SNR (cost only where SNR <= 1), cost only, or verl's signal proxy")
     p.add_argument("--calibration", default=None, metavar="default|PATH",
                    help="apply a calibration (calib fit) and add calibrated_gain and calibrated_interval (gain vs "
                         "GRPO, accuracy points) to each reward; 'default' is the one shipped with the package")
@@ -58,9 +76,13 @@ def _add_probe(sub) -> None:
 
 def _probe_command(args) -> int:
     """``gradprobe probe``: build the config, load the calibration first, run, print; 0 or 2 (bad input)."""
-    from .probe.run import ProbeConfig, format_table, run_probe
+    from .forecast import forecast_section, load_reference_curve
+    from .probe.batches import run_probe_batches
+    from .probe.run import ProbeConfig, _json_safe, format_table
+    from .training.checkpoint import write_json_atomic
 
     try:
+        curve = load_reference_curve(args.reference_curve) if args.reference_curve else None  # fails before compute
         calibration = None
         if args.calibration is not None:  # loaded before any compute, so a bad file fails at once
             from calib.model import load_calibration  # the composition root may use calib; the library never does
@@ -77,14 +99,17 @@ def _probe_command(args) -> int:
             sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p,
                                     max_new_tokens=args.max_new_tokens),
             mc=MCConfig(continuations=args.continuations, max_steps=args.max_steps),
-            seed=args.seed, device=args.device, dtype=args.dtype, cosine=args.cosine,
+            seed=args.seed, device=args.device, dtype=args.dtype, cosine=args.cosine, threads=args.threads,
             n_bootstrap=args.bootstrap, micro_batch_size=args.micro_batch_size, progress=not args.no_progress,
         )
         if calibration is not None:
             from calib.apply import calibrate_probe, check_applicable, format_calibrated, rewrite_probe_json
 
             check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget_seconds)
-        result = run_probe(config, out=args.out)
+        result = run_probe_batches(config, batches=args.probe_batches, out=args.out)
+        result["forecast"] = forecast_section(result, curve=curve, curve_spec=args.reference_curve,
+                                              method=args.forecaster)
+        write_json_atomic(Path(args.out) / "probe.json", _json_safe(result))
         if calibration is not None:
             calibrate_probe(result, calibration, source=args.calibration)
             rewrite_probe_json(f"{args.out}/probe.json", result)
@@ -108,9 +133,22 @@ def _plain_warnings() -> None:
     warnings.showwarning = show
 
 
+def _passive_openmp() -> None:
+    """OpenMP threads that wait sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``, unless set).
+
+    Spinning threads keep their cores busy while they wait at the end of each parallel region; on a
+    machine shared with another process they take the cores that the threads being waited for need,
+    and a small model's job slowed 10-20-fold (README, "Quick start"). Read once when torch loads its
+    OpenMP runtime, so this runs before anything imports torch, in the console command only."""
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradprobe`` command; returns the exit status."""
     console = argv is None
+    if console:
+        _passive_openmp()
     parser = argparse.ArgumentParser(prog="gradprobe", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-GSM8K_DIR = SHARED / "data" / "gsm8k"
+#: The GSM8K fixture shipped with the tests (300 train rows, 100 test rows and a file of malformed
+#: rows, MIT: tests/data/gsm8k/LICENSE), so that the suite needs nothing outside the repository.
+GSM8K_DIR = Path(__file__).resolve().parent / "data" / "gsm8k"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -18,8 +19,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(scope="session")
 def gsm8k_dir() -> Path:
-    if not GSM8K_DIR.is_dir():
-        raise FileNotFoundError(f"GSM8K test data expected at {GSM8K_DIR} (../shared/data/gsm8k beside the repo)")
+    """``tests/data/gsm8k``: ``train.jsonl`` (300 rows), ``test.jsonl`` (100), ``malformed.jsonl``."""
+    if not (GSM8K_DIR / "train.jsonl").is_file():
+        raise FileNotFoundError(f"GSM8K test fixture expected at {GSM8K_DIR} (tests/data/gsm8k in the repository)")
     return GSM8K_DIR
 
 

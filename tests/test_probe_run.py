@@ -193,10 +193,28 @@ def test_reward_returning_none_and_raising(tmp_path):
     def half_none(prompts, completions, **kw):  # None on odd rows, NaN on every 4th: both masked and counted
         return [None if i % 2 else (float("nan") if i % 4 == 0 else float(len(c) % 2)) for i, c in enumerate(completions)]
 
-    result = run_probe(_config(rewards=("outcome",)), task=ScoredTask(), extra_rewards={"half_none": sequence_reward(half_none)})
+    def first_group_none(prompts, completions, **kw):  # group 0 (rows 0-3) gets no reward at all
+        return [None if i < 4 else float(len(c) % 2) for i, c in enumerate(completions)]
+
+    result = run_probe(_config(rewards=("outcome",)), task=ScoredTask(),
+                       extra_rewards={"half_none": sequence_reward(half_none),
+                                      "first_group_none": sequence_reward(first_group_none)})
     entry = {r["name"]: r for r in result["rewards"]}["half_none"]
     assert entry["valid_completions"] == 4 and entry["reward_stats"]["missing"] == 12
     assert math.isfinite(entry["inner_product"])
+    # masked rewards and groups without any reward are printed, not only recorded in probe.json
+    from gradprobe.probe.run import format_table
+
+    printed = format_table(result)
+    for note in ("reward 'half_none': 12 of 16 completions got no reward (it returned None/NaN or raised); they are "
+                 "masked (advantage 0, left out of their group's mean and std), not scored 0",
+                 "reward 'first_group_none': 4 of 16 completions got no reward",
+                 "reward 'first_group_none': 1 of 4 groups have no reward at all (every completion's reward is "
+                 "missing), so they add nothing to its estimate"):
+        assert any(w.startswith(note) for w in result["warnings"]), (note, result["warnings"])
+        assert f"warning: {note}" in printed
+    assert not any(w.startswith("reward 'half_none': ") and "groups have no reward" in w for w in result["warnings"])
+    assert not any(w.startswith("reward 'outcome': ") and "no reward" in w for w in result["warnings"])
 
     def boom(prompts, completions, **kw):
         raise KeyError("no such column")

@@ -35,6 +35,7 @@ import torch
 
 from ..config import MCConfig, SamplingConfig
 from ..ledger import Ledger
+from ..tiers import TINY_FRONTIER_TASK
 
 log = logging.getLogger(__name__)
 #: The probe's diagnostic notes (also in ``result["warnings"]`` and printed by :func:`format_table`);
@@ -43,6 +44,13 @@ notes_log = logging.getLogger(__name__ + ".notes")
 
 REFERENCES = ("heldout", "direction:PATH")
 PRECONDITIONERS = ("adam", "none")
+#: The default job's task: the shipped tiny tier's frontier (:data:`gradprobe.tiers.TINY_FRONTIER_TASK`,
+#: chain sums of 3-4 one-digit terms), where its groups have mixed rewards.
+DEFAULT_TASK = "chain_sum:" + ",".join(f"{k}={v}" for k, v in TINY_FRONTIER_TASK.items())
+#: Models with fewer parameters than this run the probe on one torch thread (``ProbeConfig.threads``
+#: None): their operations are too small for a second thread to pay for its synchronisation, and a
+#: job on one thread slows at most in proportion to the load of a shared machine.
+SMALL_MODEL_PARAMETERS = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -79,25 +87,34 @@ class ProbeConfig:
         ``tokens_per_update`` and ``seconds_per_update`` are the probe batch's scaled by
         (update_prompts x update_group) / (prompts x group), and so is the extrapolation to the budget.
     skip_malformed : bool
-        GSM8K tasks only: skip (count and warn about) malformed rows instead of raising
+        GSM8K, ``jsonl:`` and ``hf:`` tasks only: skip (count and warn about) malformed rows instead of raising
         :class:`~gradprobe.tasks.DatasetFormatError`; the count is ``skipped_rows`` in ``probe.json``.
+    threads : int or None
+        torch CPU threads during the probe (the caller's setting is restored afterwards). None: 1 for
+        a model under :data:`SMALL_MODEL_PARAMETERS` parameters, else torch's own setting.
+
+    The defaults are the default job (``gradprobe probe`` with no options, under a minute on 2 CPU
+    cores): the shipped ``tiny`` tier on its frontier task :data:`DEFAULT_TASK`, rewards ``outcome``,
+    ``mc_value`` and ``hybrid_0.5``, a 16 x 8 probe batch, an 8 x 16 held-out reference and K = 2 MC
+    continuations per step boundary, predicting the tier's training (``plans/tiny.toml``: lr 1e-4, a
+    budget of 250k generated tokens).
     """
 
-    model: str = "smollm2-135m"
-    task: str = "chain_sum"
-    rewards: tuple[str, ...] = ("outcome", "mc_value")
-    prompts: int = 8
-    group: int = 4
+    model: str = "tiny"
+    task: str = DEFAULT_TASK
+    rewards: tuple[str, ...] = ("outcome", "mc_value", "hybrid_0.5")
+    prompts: int = 16
+    group: int = 8
     reference: str = "heldout"
-    heldout_prompts: int = 4
+    heldout_prompts: int = 8
     heldout_group: int = 16
     precondition: str = "adam"
-    lr: float = 1e-6
+    lr: float = 1e-4
     loss_type: str = "grpo"
-    budget_tokens: int = 1_000_000
+    budget_tokens: int = 250_000
     budget_seconds: float | None = None
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    mc: MCConfig = field(default_factory=MCConfig)
+    mc: MCConfig = field(default_factory=lambda: MCConfig(continuations=2))
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float32"
@@ -110,6 +127,7 @@ class ProbeConfig:
     skip_malformed: bool = False
     update_prompts: int | None = None
     update_group: int | None = None
+    threads: int | None = None
 
     def __post_init__(self):
         if self.update_prompts is not None and self.update_prompts < 1:
@@ -141,6 +159,24 @@ class ProbeConfig:
             raise ValueError(f"seed (--seed) must be >= 0, got {self.seed}")
         if self.reference_check_rows < 0:
             raise ValueError(f"reference_check_rows must be >= 0 (0 = off), got {self.reference_check_rows}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads (--threads) must be >= 1 (or None: automatic), got {self.threads}")
+
+
+def probe_threads(config: ProbeConfig, model) -> int:
+    """torch CPU threads for the probe of ``model``: ``config.threads``, else 1 for a model under
+    :data:`SMALL_MODEL_PARAMETERS` parameters on the CPU, else the current setting.
+
+    Why: a ~1M-parameter model's operations are far too small to gain from a second thread, and on a
+    shared machine each parallel region waits for its slowest thread; on 2 cores with one other
+    2-thread process running, the tiny tier's probe on 2 OpenMP threads that spin while they wait took
+    ~4-10x longer than on 1 thread (README, "Quick start")."""
+    if config.threads is not None:
+        return config.threads
+    on_cpu = next(model.parameters()).device.type == "cpu"
+    if on_cpu and sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMETERS:
+        return 1
+    return torch.get_num_threads()
 
 
 def versions() -> dict:
@@ -164,12 +200,13 @@ def _reward_outputs(batch, rewards, ctx) -> tuple[dict, dict]:
             raise ValueError(f"reward {name!r} produced non-finite advantages; it must mask missing rewards instead")
         advantages[name] = adv
         outputs[name] = {"generated_tokens": dict(out.generated_tokens), "valid": int(out.valid.sum()),
-                         "stats": out.stats, "seconds": time.perf_counter() - start}
+                         "stats": out.stats, "seconds": time.perf_counter() - start,
+                         "missing_groups": int((~out.valid.bool().cpu()).view(-1, batch.group_size).all(-1).sum())}
     return advantages, outputs
 
 
 def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None, task=None,
-              extra_rewards: dict | None = None, sampler=None) -> dict:
+              extra_rewards: dict | None = None, sampler=None, reference_direction=None) -> dict:
     """Run the probe end to end and (optionally) write the output folder.
 
     The output folder is checked for writing before any compute, so a bad ``out`` fails at once.
@@ -190,6 +227,10 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         Rollout backend for rollouts, continuations and held-out rollouts (e.g.
         :class:`gradprobe.rollout.vllm_sampler.VLLMSampler`); default: an
         :class:`~gradprobe.rollout.hf.HFSampler` seeded with ``config.seed``.
+    reference_direction : gradprobe.probe.batches.ReferenceDirection, optional
+        A reference update computed once per policy and reused (several probe batches,
+        :func:`gradprobe.probe.batches.run_probe_batches`): when it holds a vector, step 3 uses it
+        instead of computing one; when it is empty, step 3 computes v as usual and stores it there.
 
     Returns
     -------
@@ -213,11 +254,16 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     """
     from ..training.checkpoint import removed_if_left_empty
 
-    with removed_if_left_empty(out):
-        return _run_probe(config, out=out, policy=policy, task=task, extra_rewards=extra_rewards, sampler=sampler)
+    threads = torch.get_num_threads()  # the probe may change it (probe_threads); the caller's is restored
+    try:
+        with removed_if_left_empty(out):
+            return _run_probe(config, out=out, policy=policy, task=task, extra_rewards=extra_rewards, sampler=sampler,
+                              reference_direction=reference_direction)
+    finally:
+        torch.set_num_threads(threads)
 
 
-def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler) -> dict:
+def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler, reference_direction=None) -> dict:
     from functools import partial
 
     from ..grpo.losses import token_weights
@@ -226,6 +272,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     from ..models import load_policy
     from ..rewards import RewardContext, get_reward, parse_rewards
     from ..rollout import HFSampler, collect_rollouts
+    from ..streams import stream_sampler
     from ..tasks import load_task
     from ..training.checkpoint import prepare_output_dir
     from . import (adam_preconditioner, apply_preconditioner, dot, estimate_rewards, heldout_reference, load_direction,
@@ -248,10 +295,15 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     task = task or load_task(config.task, **({"skip_malformed": True} if config.skip_malformed else {}))  # an unknown task name fails here, before the model is loaded
     policy = policy or load_policy(config.model, dtype=config.dtype, device=config.device, seed=config.seed)
     model = policy.model
+    torch.set_num_threads(probe_threads(config, model))
     direction = None
     if config.reference != "heldout":  # fail before any generation if the file is missing or mismatched
         direction = load_direction(config.reference.split(":", 1)[1], model)
     sampler = sampler if sampler is not None else HFSampler(policy, seed=config.seed, progress=config.progress)
+    # one random stream per source (gradprobe.streams): a reward's figures do not depend on which
+    # other rewards draw continuations, nor the held-out reference on the continuations drawn
+    continuation_sampler = stream_sampler(sampler, config.seed, "continuation")
+    reference_sampler = stream_sampler(sampler, config.seed, "reference")
     ledger = Ledger()
 
     # 1. rollouts on training prompts
@@ -261,7 +313,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     rollout_seconds = float(batch.metadata.get("generation_seconds", 0.0))
 
     # 2. rewards -> per-token advantages (MC continuations drawn once, charged once)
-    ctx = RewardContext(task=task, sampler=sampler, sampling=config.sampling, mc=config.mc, ledger=ledger,
+    ctx = RewardContext(task=task, sampler=continuation_sampler, sampling=config.sampling, mc=config.mc, ledger=ledger,
                         tokenizer=policy.tokenizer, eos_token_ids=policy.eos_token_ids)
     gen_before = ledger.device_seconds.get("generation", 0.0)
     advantages, outputs = _reward_outputs(batch, rewards, ctx)
@@ -278,9 +330,13 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     ref_ledger = Ledger()
     reference: dict = {"kind": "heldout" if config.reference == "heldout" else "direction"}
     t0 = time.perf_counter()
-    if config.reference == "heldout":
+    if reference_direction is not None and reference_direction.vector is not None:  # computed once, reused
+        v = reference_direction.vector
+        reference.update({k: x for k, x in reference_direction.info.items() if k not in ("seconds", "norm", "ledger")},
+                         reused=True)
+    elif config.reference == "heldout":
         held = task.problems("heldout", config.heldout_prompts, seed=config.seed)
-        hbatch = collect_rollouts(policy, task, held, group_size=config.heldout_group, sampler=sampler,
+        hbatch = collect_rollouts(policy, task, held, group_size=config.heldout_group, sampler=reference_sampler,
                                   sampling=config.sampling, ledger=ref_ledger, category="eval",
                                   desc="held-out rollouts").to(model.device)
         say("reference update: RLOO policy gradient of held-out accuracy (backward passes)")
@@ -299,6 +355,8 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     reference["seconds"] = time.perf_counter() - t0
     reference["norm"] = norm(v)
     reference["ledger"] = ref_ledger.to_dict()
+    if reference_direction is not None and reference_direction.vector is None:  # hand v to the next batches
+        reference_direction.vector, reference_direction.info = v, dict(reference)
 
     # dr_grpo's constant normaliser L_max is the sampling limit, as in training (Liu et al. 2025)
     l_max = config.sampling.max_new_tokens
@@ -377,11 +435,22 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
         budget_tokens=config.budget_tokens, n_bootstrap=config.n_bootstrap, seed=config.seed,
         seconds_per_update=seconds_per_update, budget_seconds=config.budget_seconds)
     sums_seconds = time.perf_counter() - t0
+    # verl's forward-only gradient-signal proxy E[A^2 W] (a forecast baseline, gradprobe.forecast.proxies):
+    # one no-grad forward for pi(y_t) and sum pi^2, outside the alignment pass
+    from .estimate import signal_proxy_group_sums, token_probability_stats
+
+    t0 = time.perf_counter()
+    pi, sum_pi_sq = token_probability_stats(model, batch, micro_batch_size=config.micro_batch_size)
+    power = signal_proxy_group_sums(torch.stack([advantages[e.name] for e in estimates]), pi, sum_pi_sq,
+                                    batch.completion_mask, batch.group_size).cpu().numpy()  # (R, B)
+    proxy_seconds = time.perf_counter() - t0
 
     entries = []
-    for est in estimates:
+    for i, est in enumerate(estimates):
         d = est.to_dict()
         d["cosine"] = cosines.get(est.name)
+        d["signal_proxy"] = float(power[i].sum()) / batch.num_rows  # verl's proxy2_total_power, (1/N) sum A^2 W
+        d["signal_proxy_per_group"] = [float(x) for x in power[i]]
         d.update(generated_tokens=outputs[est.name]["generated_tokens"], valid_completions=outputs[est.name]["valid"],
                  reward_stats=outputs[est.name]["stats"], reward_seconds=outputs[est.name]["seconds"])
         entries.append(d)
@@ -415,6 +484,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
             "reference_seconds": reference["seconds"], "precondition_seconds": precondition_seconds,
             "update_forward_backward_seconds": update_seconds, "alignment_pass_seconds": alignment_seconds + sums_seconds,
             "alignment_to_update_ratio": (alignment_seconds + sums_seconds) / update_seconds if update_seconds else None,
+            "signal_proxy_seconds": proxy_seconds,
             "wall_seconds": time.perf_counter() - wall,
         },
     }
@@ -424,7 +494,12 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
 
 
 def _diagnose(batch, reference: dict, outputs: dict) -> list[str]:
-    """Plain-language warnings about inputs that make the probe uninformative."""
+    """Plain-language warnings about inputs that make the probe uninformative.
+
+    Among them, per reward: completions whose reward is missing (the reward returned None/NaN or
+    raised; masked: advantage 0, left out of their group's mean and std, never scored 0), and
+    groups in which every reward is missing (they contribute nothing to that reward's estimate).
+    """
     notes = []
     if str(reference.get("precondition", "")).startswith("none (fallback"):
         notes.append("Adam preconditioning was skipped: the outcome gradient of the probe batch is zero (all groups "
@@ -438,6 +513,15 @@ def _diagnose(batch, reference: dict, outputs: dict) -> list[str]:
         if stats.get("zero_variance_groups", 0) >= groups and name.startswith("outcome"):
             notes.append(f"reward {name!r}: every group of the probe batch has equal rewards, so its advantages are "
                          "all zero; use more --prompts or a larger --group")
+        missing, dead = int(stats.get("missing") or 0), int(out.get("missing_groups") or 0)
+        if missing:
+            notes.append(f"reward {name!r}: {missing} of {batch.num_rows} completions got no reward (it returned "
+                         "None/NaN or raised); they are masked (advantage 0, left out of their group's mean and std), "
+                         "not scored 0")
+        if dead:
+            notes.append(f"reward {name!r}: {dead} of {batch.num_prompts} groups have no reward at all (every "
+                         "completion's reward is missing), so they add nothing to its estimate; check the reward "
+                         "function on those prompts")
     trunc = float(batch.truncated.double().mean())
     if trunc > 0.5:
         notes.append(f"{trunc:.0%} of completions hit --max-new-tokens without EOS (truncated); raise --max-new-tokens")
@@ -533,9 +617,15 @@ def format_table(result: dict) -> str:
     lines += [f"warning: {w}" for w in result.get("warnings", [])]
     c = result["costs"]
     ratio = c.get("alignment_to_update_ratio")
-    lines += ["", "gains in accuracy points (first-order extrapolation: expected to overestimate)",
+    fc = result.get("forecast")
+    lines += ["", "gain/update and gain@budget: accuracy points, the RAW first-order extrapolation (no diminishing returns: "
+                  "expected to overestimate)" + ("; read the forecast below" if fc and fc.get("available") else ""),
               f"alignment pass {c['alignment_pass_seconds']:.2f}s = "
               f"{ratio:.2f}x one update's forward+backward ({c['update_forward_backward_seconds']:.2f}s); "
               f"rollouts {c['rollout_seconds']:.1f}s, continuations {c['continuation_seconds']:.1f}s, "
               f"reference {c['reference_seconds']:.1f}s" if ratio is not None else ""]
+    if fc:
+        from ..forecast.forecaster import format_forecast
+
+        lines.append(format_forecast(fc))
     return "\n".join(lines)

@@ -37,7 +37,8 @@ __all__ = [
 
 _GSM8K_FORMS = (
     '"gsm8k" (hub: openai/gsm8k) or "gsm8k:PATH" (a JSONL file or a folder with '
-    "train.jsonl/test.jsonl)"
+    'train.jsonl/test.jsonl), your own data as "jsonl:PATH[:key=value,...]" or '
+    '"hf:NAME[:CONFIG][:key=value,...]" (keys: prompt, question, answer, solution, verifier, ...)'
 )
 
 
@@ -63,7 +64,9 @@ def load_task(spec: str, **config) -> Task:
     Parameters
     ----------
     spec : str
-        ``"gsm8k"`` (hub), ``"gsm8k:PATH"`` (local JSONL file or folder), or
+        ``"gsm8k"`` (hub), ``"gsm8k:PATH"`` (local JSONL file or folder), your own data
+        ``"jsonl:PATH[:key=value,...]"`` or ``"hf:NAME[:CONFIG][:key=value,...]"``
+        (:mod:`gradprobe.tasks.dataset`: column mapping, TRL prompt formats, verifier), or
         any reasoning-gym dataset name (``"chain_sum"``, ``"basic_arithmetic"``,
         ``"gsm_symbolic"``, ...), optionally with its config inline:
         ``"chain_sum:min_terms=2,max_terms=3,max_digits=1"``.
@@ -86,6 +89,18 @@ def load_task(spec: str, **config) -> Task:
         ``gsm8k:PATH`` with a missing path.
     """
     spec = spec.strip()
+    if spec.startswith(("jsonl:", "hf:")) or spec in ("jsonl", "hf"):
+        from gradprobe.tasks.dataset import OPTIONS, DatasetTask, parse_dataset_spec
+
+        kind, source, hub_config, inline = parse_dataset_spec(spec)
+        options = {**inline, **config}
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise TaskConfigError(f"unknown option {unknown[0]!r} for {kind}:...; valid: {', '.join(OPTIONS)}")
+        if kind == "jsonl" and {"train_split", "heldout_split"} & set(options):
+            raise TaskConfigError(f"train_split/heldout_split apply to hf:NAME datasets only; a JSONL file is split "
+                                  f"by heldout_fraction, a folder holds train.jsonl and test.jsonl")
+        return DatasetTask(source, kind=kind, hub_config=hub_config, **options)
     if spec == "gsm8k" or spec.startswith("gsm8k:"):
         from gradprobe.tasks.gsm8k import GSM8KTask
 

@@ -44,13 +44,33 @@ def format_prompt(tokenizer, question: str) -> str:
     str
         Prompt text; tokenize it with ``add_special_tokens=False``, or use
         :func:`encode_prompt`.
+
+    A question that is a :class:`gradprobe.tasks.dataset.PromptText` (your own data, TRL's prompt
+    formats) is rendered as it says: ``plain`` verbatim, ``conversational`` its messages through the
+    chat template (with the generation prompt), ``question`` as above with its own instruction.
+
+    Raises
+    ------
+    ValueError
+        A conversational prompt and a tokenizer without a chat template.
     """
+    kind = getattr(question, "prompt_format", "question")
+    if kind == "plain":
+        return str(question)
+    if kind == "conversational":
+        if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+            raise ValueError("a conversational prompt (TRL's list of messages) needs a model whose tokenizer has a "
+                             "chat template; use a chat model, or map a plain prompt or a bare question "
+                             "(question=COLUMN) instead")
+        return tokenizer.apply_chat_template([dict(m) for m in question.messages], add_generation_prompt=True,
+                                             tokenize=False)
+    instruction = getattr(question, "instruction", None) or INSTRUCTION
     if tokenizer is not None and getattr(tokenizer, "chat_template", None):
-        messages = [{"role": "user", "content": f"{question}\n\n{INSTRUCTION}"}]
+        messages = [{"role": "user", "content": f"{question}\n\n{instruction}"}]
         return tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, tokenize=False
         )
-    return f"{INSTRUCTION}\n\nQuestion: {question}\nAnswer:\n"
+    return f"{instruction}\n\nQuestion: {question}\nAnswer:\n"
 
 
 def tokenizer_adds_bos(tokenizer) -> bool:

@@ -2,7 +2,6 @@
 
 import json
 import string
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,6 @@ from gradprobe.tasks import (
 )
 from gradprobe.tasks.gsm8k import GSM8KTask, gold_from_solution
 
-GSM8K_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "gsm8k"
-needs_gsm8k = pytest.mark.usefixtures("gsm8k_dir")  # the fixture fails (never skips) when ../shared/data/gsm8k is missing
 
 
 # ---------------------------------------------------------------- reasoning-gym
@@ -157,28 +154,26 @@ def test_unknown_task_lists_names():
 
 
 # ---------------------------------------------------------------------- GSM8K
-@needs_gsm8k
-def test_gsm8k_folder_counts_and_gold():
-    task = load_task(f"gsm8k:{GSM8K_DIR}")
-    assert len(task.split_rows("heldout")) == 1319
-    assert len(task.split_rows("train")) == 7473
+def test_gsm8k_folder_counts_and_gold(gsm8k_dir):
+    task = load_task(f"gsm8k:{gsm8k_dir}")
+    assert len(task.split_rows("heldout")) == 100  # tests/data/gsm8k: the first 100 test rows
+    assert len(task.split_rows("train")) == 300  # and the first 300 train rows
     first = task.split_rows("heldout")[0]
     assert first.id == "gsm8k/test/0" and first.answer == "18"
     assert first.question.startswith("Janet")
     assert all("," not in p.answer for p in task.split_rows("train"))
 
 
-@needs_gsm8k
-def test_gsm8k_sampling_deterministic_and_scored():
-    task = GSM8KTask(GSM8K_DIR)
+def test_gsm8k_sampling_deterministic_and_scored(gsm8k_dir):
+    task = GSM8KTask(gsm8k_dir)
     a = task.problems("heldout", 25, seed=0)
     assert a == task.problems("heldout", 25, seed=0)
     assert a[:10] == task.problems("heldout", 10, seed=0)
     assert [p.id for p in a] != [p.id for p in task.problems("heldout", 25, seed=1)]
     for p in a:
         assert task.score(p.metadata["solution"], p) == 1.0  # the gold solution itself
-    with pytest.raises(ValueError, match="1319"):
-        task.problems("heldout", 2000)
+    with pytest.raises(ValueError, match="100"):
+        task.problems("heldout", 200)
 
 
 def test_gold_from_solution():
@@ -231,11 +226,49 @@ def test_gsm8k_skip_malformed_counts_and_warns(tmp_path):
         task.problems("heldout", 3)
 
 
+def test_gsm8k_gold_without_a_number_is_refused_or_skipped_and_counted(tmp_path):
+    """'#### twelve' was accepted as gold, and a completion echoing 'Twelve.' scored 1.0."""
+    from gradprobe.tasks.verify import holds_number
+
+    file = tmp_path / "data.jsonl"
+    words = {"question": "How many eggs?", "answer": "She has a dozen.\n#### twelve"}
+    _write(file, GOOD[:3] + [words] + GOOD[3:] + [{"question": "q?", "answer": "#### 3/4"},
+                                                  {"question": "r?", "answer": "#### \\frac{1}{2}"}])
+    with pytest.raises(DatasetFormatError, match=r"data.jsonl, line 4: the final answer after '####' \('twelve'\) "
+                                                 r"holds no number.*skip_malformed"):
+        load_task(f"gsm8k:{file}").problems("train", 2)
+    task = load_task(f"gsm8k:{file}", skip_malformed=True)
+    with pytest.warns(UserWarning, match="line 4: .*holds no number"):
+        rows = task.split_rows("train") + task.split_rows("heldout")
+    assert task.skipped == 1 and len(rows) == 12
+    assert "gsm8k/data/3" not in {p.id for p in rows}  # the row is masked, not scored
+    assert {p.answer for p in rows} >= {"3/4", "\\frac{1}{2}"}  # fractions and LaTeX are numbers
+    assert not holds_number("twelve") and not holds_number("  ") and holds_number("1,200") and holds_number("\\sqrt{2}")
+
+
 def test_gsm8k_malformed_message_names_the_command_line_flag(tmp_path):
     file = tmp_path / "data.jsonl"
     _write(file, GOOD[:2] + ["not json"])
     with pytest.raises(DatasetFormatError, match="--skip-malformed; plans: skip_malformed = true under"):
         load_task(f"gsm8k:{file}").problems("train", 1)
+
+
+def test_gsm8k_fixture_malformed_rows(gsm8k_dir):
+    """tests/data/gsm8k/malformed.jsonl: real rows with five kinds of malformed line among them."""
+    file = gsm8k_dir / "malformed.jsonl"
+    with pytest.raises(DatasetFormatError, match=r"malformed.jsonl, line 4: .*no final answer after '####'"):
+        load_task(f"gsm8k:{file}").problems("train", 1)
+    task = load_task(f"gsm8k:{file}", skip_malformed=True)
+    with pytest.warns(UserWarning) as caught:
+        rows = task.split_rows("train") + task.split_rows("heldout")
+    warned = [str(w.message) for w in caught]
+    for line, why in ((4, "after '####'"), (5, "no 'answer' key"), (6, "not valid JSON"), (8, "no 'question'"),
+                      (11, "after '####'")):
+        assert any(f"line {line}: " in m and why in m for m in warned), (line, warned)
+    assert task.skipped == 5 and len(rows) == 7
+    assert sorted(int(p.id.rsplit("/", 1)[1]) for p in rows) == [0, 1, 2, 8, 9, 11, 12]  # 0-based line indices
+    for p in rows:
+        assert task.score(p.metadata["solution"], p) == 1.0
 
 
 def test_gsm8k_folder_heldout_drops_train_questions(tmp_path):

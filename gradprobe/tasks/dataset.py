@@ -1,0 +1,430 @@
+"""Your own data as a task: a JSONL file or folder (``jsonl:PATH``) or a Hugging Face dataset
+(``hf:NAME[:CONFIG]``), with a column mapping, TRL's prompt formats and a choice of verifier.
+
+Spec and options (the same keys on the command line, in Python and in plans)::
+
+    --task jsonl:data/my.jsonl                                   # columns prompt (or question), answer
+    --task "jsonl:data/my.jsonl:question=problem,answer=final,verifier=boxed"
+    --task "hf:openai/gsm8k:main:question=question,answer=answer"
+    load_task("jsonl:data/my.jsonl", question="problem", answer="final", verifier="boxed")
+    # plans: [task] name = "jsonl:data/my.jsonl", and [task.config] question = "problem" ...
+
+Column mapping (values are column names):
+
+``prompt``
+    TRL's ``prompt`` column, in either of TRL's formats: *plain* (a string, used as the prompt
+    verbatim: no instruction, no chat template) or *conversational* (a list of ``{"role",
+    "content"}`` messages with at least one ``user`` turn, rendered with the model's chat template
+    and its generation prompt). Default: ``prompt`` when the data has that column.
+``question``
+    Instead of ``prompt``: a bare question, to which gradprobe adds its instruction (one step per
+    line, the answer after ``####``; with ``verifier=boxed``, the answer in ``\\boxed{}``) and the
+    chat template, as for GSM8K. Default: ``question`` when the data has no ``prompt`` column.
+``answer``
+    The gold final answer (required; default ``answer``).
+``solution``
+    Optional worked solution, kept in ``Problem.metadata["solution"]`` (default ``solution`` when
+    present).
+
+Verifiers (``verifier=``):
+
+``hash`` (default)
+    GSM8K's convention: the completion's final answer is the line after its last ``####`` (else its
+    last ``\\boxed{}``), compared with the gold as an exact number
+    (:func:`gradprobe.tasks.verify.answers_match`); a gold with ``####`` in it (a GSM8K solution)
+    is reduced to the text after the last one, and a gold without a number is a malformed row.
+``boxed``
+    MATH's convention: the completion's last ``\\boxed{}`` (else its ``####`` line) and the gold
+    (the content of its last ``\\boxed{}``, else the whole value) are compared by math-verify
+    (LaTeX equivalence: ``\\frac{1}{2}`` = ``0.5``).
+``exact``
+    The final answer (``####`` line, else last ``\\boxed{}``) equals the gold as a string, after
+    stripping and collapsing spaces (case and punctuation count).
+a callable
+    (Python only) ``fn(completion: str, problem: Problem) -> float``.
+
+Splits: a JSONL *file* is split deterministically (a fixed permutation; ``heldout_fraction`` of
+its rows, default 0.2, are held out); a *folder* holds ``train.jsonl`` and ``test.jsonl``. A hub
+dataset uses ``train_split`` (default ``train``) and ``heldout_split`` (default ``test``;
+``none``: split ``train_split`` by ``heldout_fraction``). Held-out rows whose prompt also occurs
+in train are removed. ``train_size`` (a plan's ``pool``) caps the training rows used.
+
+Bad input is refused with the field named and the fix: an unknown option or verifier, a mapping
+that names a column the data does not have (the columns it has are listed), a row that lacks a
+mapped column or has an empty answer (file and line; ``skip_malformed=True`` skips, counts and
+warns instead), a conversational prompt without a ``user`` turn.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, TaskNotFoundError
+from gradprobe.tasks.verify import (_last_boxed, _math_verify, _norm_text, answers_match, extract_answer,
+                                    looks_like_latex, normalize_number)
+
+__all__ = ["DatasetTask", "PromptText", "VERIFIERS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec"]
+
+VERIFIERS = ("hash", "boxed", "exact")
+MAPPING_KEYS = ("prompt", "question", "answer", "solution")
+OPTIONS = (*MAPPING_KEYS, "verifier", "heldout_fraction", "train_split", "heldout_split", "skip_malformed",
+           "train_size")
+BOXED_INSTRUCTION = ("Solve the problem step by step. Write one reasoning step per line. "
+                     "Put the final answer in \\boxed{}, e.g. \\boxed{6}.")
+_SPLIT_SEED = 20240101  # as gsm8k: a file's train/heldout split never moves
+_FILES = {"train": "train.jsonl", "heldout": "test.jsonl"}
+
+
+class PromptText(str):
+    """A problem's prompt when it is not a bare question (``Problem.question`` holds it).
+
+    It is the prompt's text (a ``str``: hashing, printing and JSON see the text) and carries how
+    :func:`gradprobe.tasks.prompts.format_prompt` renders it: ``prompt_format`` ``"plain"`` (the
+    text verbatim), ``"conversational"`` (``messages`` through the chat template) or
+    ``"question"`` (a bare question with its own ``instruction``)."""
+
+    prompt_format: str
+    messages: tuple
+    instruction: str | None
+
+    def __new__(cls, text: str, *, prompt_format: str, messages=(), instruction: str | None = None):
+        obj = super().__new__(cls, text)
+        obj.prompt_format = prompt_format
+        obj.messages = tuple(dict(m) for m in messages)
+        obj.instruction = instruction
+        return obj
+
+    def __reduce__(self):  # pickled across study workers with its rendering
+        return (_prompt_text, (str(self), self.prompt_format, [dict(m) for m in self.messages], self.instruction))
+
+
+def _prompt_text(text, prompt_format, messages, instruction):
+    return PromptText(text, prompt_format=prompt_format, messages=messages, instruction=instruction)
+
+
+def parse_dataset_spec(spec: str) -> tuple[str, str, str | None, dict]:
+    """``"jsonl:PATH[:k=v,...]"`` / ``"hf:NAME[:CONFIG][:k=v,...]"`` -> (kind, source, hub config, options).
+
+    The last ``:``-separated part is the options when it holds ``=``."""
+    from gradprobe.tasks import _parse_config
+
+    kind, _, rest = spec.partition(":")
+    parts = rest.split(":")
+    options = {}
+    if len(parts) > 1 and "=" in parts[-1]:
+        options = _parse_config(parts.pop())
+    if kind == "jsonl":
+        source, hub_config = ":".join(parts).strip(), None
+    else:
+        if len(parts) > 2:
+            raise TaskNotFoundError(f"{spec!r}: the hub form is hf:NAME[:CONFIG][:key=value,...]")
+        source, hub_config = parts[0].strip(), (parts[1].strip() or None) if len(parts) > 1 else None
+    if not source:
+        raise TaskNotFoundError(f"{spec!r} names no {'path' if kind == 'jsonl' else 'dataset'}: use "
+                                f"{'jsonl:PATH' if kind == 'jsonl' else 'hf:NAME[:CONFIG]'}[:key=value,...]")
+    return kind, source, hub_config, options
+
+
+def _fix(key: str, example: str = "COLUMN") -> str:
+    return (f"map it with {key}={example} (command line: --task 'jsonl:PATH:{key}={example}'; plans: "
+            f"{key} = \"{example}\" under [task.config]; Python: load_task(spec, {key}=\"{example}\"))")
+
+
+class DatasetTask(Task):
+    """A JSONL file or folder, or a Hugging Face dataset, as a task (module docstring).
+
+    Parameters
+    ----------
+    source : str or Path
+        ``kind="jsonl"``: a JSONL file or a folder with ``train.jsonl`` / ``test.jsonl``;
+        ``kind="hf"``: a dataset name for ``datasets.load_dataset`` (or a local folder it reads).
+    kind : {"jsonl", "hf"}
+    hub_config : str, optional
+        The hub dataset's configuration name (``hf:NAME:CONFIG``).
+    prompt, question, answer, solution : str, optional
+        Column mapping (module docstring).
+    verifier : {"hash", "boxed", "exact"} or callable
+    heldout_fraction : float
+    train_split, heldout_split : str
+    skip_malformed : bool
+    train_size : int, optional
+        Use at most this many training rows (a plan's ``pool``).
+
+    Raises
+    ------
+    TaskConfigError
+        Unknown verifier, bad ``heldout_fraction``, both ``prompt`` and ``question`` mapped.
+    FileNotFoundError
+        A missing JSONL path, or a folder with neither file.
+    """
+
+    def __init__(self, source, *, kind: str = "jsonl", hub_config: str | None = None, prompt: str | None = None,
+                 question: str | None = None, answer: str = "answer", solution: str | None = None,
+                 verifier="hash", heldout_fraction: float = 0.2, train_split: str = "train",
+                 heldout_split: str = "test", skip_malformed: bool = False, train_size: int | None = None):
+        if kind not in ("jsonl", "hf"):
+            raise TaskConfigError(f"kind must be 'jsonl' or 'hf', got {kind!r}")
+        if not (callable(verifier) or verifier in VERIFIERS):
+            raise TaskConfigError(f"verifier={verifier!r} is not one of {', '.join(VERIFIERS)} (or, from Python, a "
+                                  f"callable fn(completion, problem) -> float)")
+        if prompt is not None and question is not None:
+            raise TaskConfigError(f"map either prompt= (TRL's prompt column, used as it is) or question= (a bare "
+                                  f"question, gradprobe adds its instruction), not both (got prompt={prompt!r}, "
+                                  f"question={question!r})")
+        if not 0.0 < float(heldout_fraction) < 1.0:
+            raise TaskConfigError(f"heldout_fraction must be in (0, 1), got {heldout_fraction!r}")
+        for key, value in (("prompt", prompt), ("question", question), ("answer", answer), ("solution", solution)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise TaskConfigError(f"column mapping {key}={value!r} must name a column (a non-empty string)")
+        if train_size is not None and int(train_size) < 1:
+            raise TaskConfigError(f"train_size must be >= 1, got {train_size!r}")
+        self.kind, self.hub_config = kind, hub_config
+        self.source = Path(source) if kind == "jsonl" else str(source)
+        self.name = f"{kind}:{source}" + (f":{hub_config}" if hub_config else "")
+        self.mapping = {"prompt": prompt, "question": question, "answer": answer, "solution": solution}
+        self.verifier = verifier
+        self.numeric_answers = verifier == "hash"
+        self.heldout_fraction = float(heldout_fraction)
+        self.train_split, self.heldout_split = train_split, heldout_split
+        self.skip_malformed = bool(skip_malformed)
+        self.train_size = None if train_size is None else int(train_size)
+        self.skipped = 0
+        self._rows: dict[str, list[Problem]] = {}
+        if kind == "jsonl":
+            if not self.source.exists():
+                raise FileNotFoundError(f"JSONL source {self.source} does not exist (--task jsonl:PATH: a .jsonl file, "
+                                        f"or a folder with train.jsonl and test.jsonl)")
+            if self.source.is_dir() and not any((self.source / f).exists() for f in _FILES.values()):
+                raise FileNotFoundError(f"folder {self.source} holds neither train.jsonl nor test.jsonl")
+
+    # -- reading ---------------------------------------------------------------------------------
+    def _resolve_mapping(self, columns: list[str], where: str) -> dict:
+        """The mapping with defaults filled in from the data's columns; a column that does not exist
+        is a :class:`TaskConfigError` naming the key, the columns there are, and the fix."""
+        m = dict(self.mapping)
+        if m["prompt"] is None and m["question"] is None:
+            if "prompt" in columns:
+                m["prompt"] = "prompt"
+            elif "question" in columns:
+                m["question"] = "question"
+            else:
+                raise TaskConfigError(f"{where} has neither a 'prompt' nor a 'question' column (columns: {columns}); "
+                                      + _fix("prompt") + ", or question=COLUMN for a bare question")
+        if m["solution"] is None and "solution" in columns:
+            m["solution"] = "solution"
+        for key in ("prompt", "question", "answer", "solution"):
+            column = m[key]
+            if column is not None and column not in columns:
+                raise TaskConfigError(f"column mapping {key}={column!r}: {where} has no column {column!r} "
+                                      f"(columns: {columns}); " + _fix(key))
+        return m
+
+    def _bad_row(self, where: str, line: int, problem: str) -> None:
+        msg = f"{where}, row {line}: {problem}"
+        if not self.skip_malformed:
+            raise DatasetFormatError(msg + "; fix or delete the row, or skip such rows (command line: "
+                                           "'...:skip_malformed=true' or --skip-malformed; plans: skip_malformed = "
+                                           "true under [task.config]; Python: skip_malformed=True)")
+        self.skipped += 1
+        warnings.warn(f"skipping malformed row: {msg}", stacklevel=4)
+
+    def _prompt(self, raw: dict, m: dict, where: str, line: int):
+        """The row's prompt (a :class:`PromptText`), or None after reporting why it is unusable."""
+        if m["question"] is not None:
+            text = raw.get(m["question"])
+            if not isinstance(text, str) or not text.strip():
+                self._bad_row(where, line, f"column {m['question']!r} (question=) is missing, empty or not a string")
+                return None
+            instruction = BOXED_INSTRUCTION if self.verifier == "boxed" else None
+            return PromptText(text, prompt_format="question", instruction=instruction)
+        value = raw.get(m["prompt"])
+        if isinstance(value, str):
+            if not value.strip():
+                self._bad_row(where, line, f"column {m['prompt']!r} (prompt=) is empty")
+                return None
+            return PromptText(value, prompt_format="plain")
+        if isinstance(value, list) and value:
+            bad = [i for i, msg in enumerate(value)
+                   if not (isinstance(msg, dict) and isinstance(msg.get("role"), str)
+                           and isinstance(msg.get("content"), str))]
+            if bad:
+                self._bad_row(where, line, f"conversational prompt {m['prompt']!r}: message {bad[0]} is not a "
+                                           f"{{'role': str, 'content': str}} object (TRL's conversational format)")
+                return None
+            users = [msg["content"] for msg in value if msg["role"] == "user"]
+            if not users:
+                self._bad_row(where, line, f"conversational prompt {m['prompt']!r} has no 'user' turn (roles: "
+                                           f"{[msg['role'] for msg in value]}); add a message with role 'user' "
+                                           f"holding the question")
+                return None
+            if value[-1]["role"] == "assistant":
+                self._bad_row(where, line, f"conversational prompt {m['prompt']!r} ends with an 'assistant' turn; a "
+                                           f"prompt ends with the user's turn (the completion is generated after it)")
+                return None
+            return PromptText(users[-1], prompt_format="conversational", messages=value)
+        got = "an empty list of messages" if isinstance(value, list) else type(value).__name__
+        self._bad_row(where, line, f"column {m['prompt']!r} (prompt=) is {got}: TRL's prompt is a string (plain) or a "
+                                   f"list of {{'role', 'content'}} messages (conversational)")
+        return None
+
+    def _gold(self, value) -> str | None:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str) or not value.strip():
+            return None
+        if self.verifier == "hash":
+            if "####" in value:
+                value = value.rsplit("####", 1)[1]
+            value = value.strip().replace(",", "")
+            numeric = normalize_number(value) is not None or looks_like_latex(value)  # else only text would match
+            return value if value and numeric else None
+        if self.verifier == "boxed":
+            return _last_boxed(value) or value.strip()
+        return value.strip()
+
+    def _parse(self, records, where: str, stem: str, columns: list[str] | None = None) -> list[Problem]:
+        """Validate ``(line, raw)`` pairs (raw: a JSON string or a dict) into problems."""
+        out, m = [], None
+        if columns is not None:
+            m = self._resolve_mapping(columns, where)
+        for line, raw in records:
+            if isinstance(raw, str):
+                if not raw.strip():
+                    continue
+                try:
+                    raw = json.loads(raw)
+                except json.JSONDecodeError as err:
+                    self._bad_row(where, line, f"not valid JSON ({err.msg})")
+                    continue
+            if not isinstance(raw, dict):
+                self._bad_row(where, line, f"not a JSON object (got {type(raw).__name__})")
+                continue
+            if m is None:  # JSONL: the first row's columns decide whether the mapping names real columns
+                m = self._resolve_mapping(sorted(raw), where)
+            missing = [f"{key}={m[key]!r}" for key in ("prompt", "question", "answer")
+                       if m[key] is not None and m[key] not in raw]
+            if missing:
+                self._bad_row(where, line, f"no column for {', '.join(missing)} (columns: {sorted(raw)}); "
+                              + _fix(missing[0].split("=")[0]))
+                continue
+            prompt = self._prompt(raw, m, where, line)
+            if prompt is None:
+                continue
+            gold = self._gold(raw[m["answer"]])
+            if gold is None:
+                need = " holding a number (verifier=hash; use verifier=exact for text answers)" \
+                    if self.verifier == "hash" else ""
+                self._bad_row(where, line, f"column {m['answer']!r} (answer=) gives no gold answer{need}")
+                continue
+            meta = {"source": where, "row": line - 1, "prompt_format": prompt.prompt_format}
+            if m["solution"] is not None and raw.get(m["solution"]) is not None:
+                meta["solution"] = raw[m["solution"]]
+            out.append(Problem(id=f"{self.kind}/{stem}/{line - 1}", question=prompt, answer=gold, metadata=meta))
+        return out
+
+    def _read_file(self, file: Path) -> list[Problem]:
+        with open(file, encoding="utf-8") as fh:
+            return self._parse(enumerate(fh, start=1), str(file), file.stem)
+
+    def _read_hub(self, split: str) -> list[Problem]:
+        try:
+            import datasets
+        except ImportError as err:
+            raise ImportError("hf:NAME needs the 'datasets' package (pip install datasets)") from err
+        try:
+            ds = datasets.load_dataset(self.source, self.hub_config, split=split)
+        except ValueError as err:  # an unknown split names the ones there are
+            key = "train_split" if split == self.train_split else "heldout_split"
+            raise TaskConfigError(f"{self.name}: cannot load split {split!r} ({key}={split!r}): {err}; set {key}= to "
+                                  f"one of its splits" + (", or heldout_split=none to hold out a share of train"
+                                                          if key == "heldout_split" else "")) from err
+        where = f"{self.name}[{split}]"
+        return self._parse(enumerate(ds, start=1), where, f"{Path(self.source).name}/{split}",
+                           columns=list(ds.column_names))
+
+    def _load(self, which: str) -> list[Problem]:
+        if which not in self._rows:
+            if self.kind == "hf":
+                self._rows[which] = self._read_hub(which)
+            elif self.source.is_file():
+                self._rows[which] = self._read_file(self.source)
+            else:
+                file = self.source / which
+                if not file.exists():
+                    raise FileNotFoundError(f"{file} is missing: the folder form needs train.jsonl for 'train' and "
+                                            f"test.jsonl for 'heldout'")
+                self._rows[which] = self._read_file(file)
+        return self._rows[which]
+
+    def _single_source(self) -> bool:
+        return (self.kind == "jsonl" and self.source.is_file()) or (
+            self.kind == "hf" and str(self.heldout_split).lower() == "none")
+
+    def split_rows(self, split: str) -> list[Problem]:
+        """All usable problems of ``split`` in source order (heldout minus prompts seen in train)."""
+        self._check_request(split, 0)
+        if self._single_source():
+            rows = self._load(self.train_split if self.kind == "hf" else "all")
+            perm = np.random.default_rng(_SPLIT_SEED).permutation(len(rows))
+            n_held = max(1, int(round(self.heldout_fraction * len(rows)))) if len(rows) > 1 else 0
+            train = [rows[i] for i in sorted(perm[n_held:])]
+            rows = [rows[i] for i in sorted(perm[:n_held])] if split == "heldout" else train
+        else:
+            names = {"train": self.train_split, "heldout": self.heldout_split} if self.kind == "hf" else _FILES
+            rows = self._load(names[split])
+            has_train = self.kind == "hf" or (self.source / _FILES["train"]).exists()
+            train = rows if split == "train" else (self._load(names["train"]) if has_train else [])
+        if split == "train" and self.train_size is not None:
+            rows = rows[:self.train_size]
+        if split == "heldout" and train:
+            seen = {" ".join(str(p.question).split()) for p in train}
+            rows = [p for p in rows if " ".join(str(p.question).split()) not in seen]
+        return rows
+
+    def problems(self, split: str, n: int, *, seed: int = 0) -> list[Problem]:
+        """``n`` problems of ``split``, a seeded permutation's first ``n`` (deterministic).
+
+        Raises
+        ------
+        ValueError
+            More problems than the split has (the message says why it is small).
+        DatasetFormatError
+            A malformed row (unless ``skip_malformed``).
+        """
+        self._check_request(split, n)
+        rows = self.split_rows(split)
+        if n > len(rows):
+            why = [f"{self.skipped} malformed row(s) were skipped"] if self.skipped else []
+            if self._single_source():
+                why.append(f"one source is split {1 - self.heldout_fraction:.0%} train / {self.heldout_fraction:.0%} "
+                           f"heldout (heldout_fraction)")
+            raise ValueError(f"{self.name} {split!r} has {len(rows)} problems; asked for {n}"
+                             + (f" ({'; '.join(why)})" if why else "") + "; ask for fewer or give more rows")
+        order = np.random.default_rng(seed).permutation(len(rows))[:n]
+        return [rows[i] for i in order]
+
+    # -- scoring ---------------------------------------------------------------------------------
+    def score(self, completion: str, problem: Problem) -> float:
+        """1.0 or 0.0 by the task's verifier (module docstring); a callable verifier's value as a float."""
+        if callable(self.verifier):
+            return float(self.verifier(completion, problem))
+        if self.verifier == "boxed":
+            predicted = _last_boxed(completion or "") or extract_answer(completion, boxed_fallback=False)
+            if predicted is None:
+                return 0.0
+            return float(_norm_text(predicted) == _norm_text(problem.answer) or answers_match(predicted, problem.answer)
+                         or _math_verify(problem.answer, predicted))
+        if self.verifier == "exact":
+            predicted = extract_answer(completion, multiline="\n" in problem.answer.strip())
+            return float(predicted is not None and " ".join(predicted.split()) == " ".join(problem.answer.split()))
+        return super().score(completion, problem)
+
+    def format_rate(self, completion: str) -> bool:
+        """``boxed``: the completion has a ``\\boxed{}``; otherwise as :meth:`Task.format_rate`."""
+        if self.verifier == "boxed":
+            return _last_boxed(completion or "") is not None
+        return super().format_rate(completion)
