@@ -57,7 +57,8 @@ def _add_probe(sub) -> None:
     p.add_argument("--out", default="runs/probe", help="output folder (probe.json, alignment.safetensors, tokens.jsonl)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: 1 for models under 20M parameters, else torch's own)")
+                   help="torch CPU threads (default: torch's own; 1 for models under 20M parameters when OpenMP threads spin, "
+                        "i.e. OMP_WAIT_POLICY is not PASSIVE, which this command sets)")
     p.add_argument("--probe-batches", type=int, default=1,
                    help="N probe batches on disjoint training prompts with one shared reference direction; the "
                         "efficiency ratio is averaged over them, so more batches narrow its interval (~1/sqrt(N))")

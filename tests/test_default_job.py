@@ -51,15 +51,19 @@ def test_command_line_defaults_equal_the_config_defaults():
 
 def test_small_models_probe_on_one_thread_and_the_callers_setting_is_restored(tiny_policy, monkeypatch):
     assert sum(p.numel() for p in tiny_policy.model.parameters()) < SMALL_MODEL_PARAMETERS
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # OpenMP's default: threads spin a while
     assert probe_threads(ProbeConfig(), tiny_policy.model) == 1
     assert probe_threads(ProbeConfig(threads=2), tiny_policy.model) == 2
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")  # as `gradprobe` sets it before torch loads
+    assert probe_threads(ProbeConfig(), tiny_policy.model) == torch.get_num_threads()
+    monkeypatch.delenv("OMP_WAIT_POLICY")
     monkeypatch.setattr("gradprobe.probe.run.SMALL_MODEL_PARAMETERS", 10)  # as if it were a large model
     assert probe_threads(ProbeConfig(), tiny_policy.model) == torch.get_num_threads()
     with pytest.raises(ValueError, match="--threads"):
         ProbeConfig(threads=0)
 
 
-def test_run_probe_sets_the_threads_during_the_probe_only(tiny_policy):
+def test_run_probe_sets_the_threads_during_the_probe_only(tiny_policy, monkeypatch):
     from gradprobe.rewards import sequence_reward
 
     seen = []
@@ -68,6 +72,7 @@ def test_run_probe_sets_the_threads_during_the_probe_only(tiny_policy):
         seen.append(torch.get_num_threads())
         return [float(len(c) % 2) for c in completions]
 
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

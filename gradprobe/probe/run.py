@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import platform
 import sys
 import time
@@ -48,8 +49,8 @@ PRECONDITIONERS = ("adam", "none")
 #: chain sums of 3-4 one-digit terms), where its groups have mixed rewards.
 DEFAULT_TASK = "chain_sum:" + ",".join(f"{k}={v}" for k, v in TINY_FRONTIER_TASK.items())
 #: Models with fewer parameters than this run the probe on one torch thread (``ProbeConfig.threads``
-#: None): their operations are too small for a second thread to pay for its synchronisation, and a
-#: job on one thread slows at most in proportion to the load of a shared machine.
+#: None) unless OpenMP's threads wait passively (``OMP_WAIT_POLICY=PASSIVE``, which ``gradprobe``
+#: sets): their operations are too small for spinning threads to pay for the cores they hold.
 SMALL_MODEL_PARAMETERS = 20_000_000
 
 
@@ -91,7 +92,8 @@ class ProbeConfig:
         :class:`~gradprobe.tasks.DatasetFormatError`; the count is ``skipped_rows`` in ``probe.json``.
     threads : int or None
         torch CPU threads during the probe (the caller's setting is restored afterwards). None: 1 for
-        a model under :data:`SMALL_MODEL_PARAMETERS` parameters, else torch's own setting.
+        a model under :data:`SMALL_MODEL_PARAMETERS` parameters unless ``OMP_WAIT_POLICY=PASSIVE``
+        (as the ``gradprobe`` command sets), else torch's own setting (:func:`probe_threads`).
 
     The defaults are the default job (``gradprobe probe`` with no options, under a minute on 2 CPU
     cores): the shipped ``tiny`` tier on its frontier task :data:`DEFAULT_TASK`, rewards ``outcome``,
@@ -164,17 +166,20 @@ class ProbeConfig:
 
 
 def probe_threads(config: ProbeConfig, model) -> int:
-    """torch CPU threads for the probe of ``model``: ``config.threads``, else 1 for a model under
-    :data:`SMALL_MODEL_PARAMETERS` parameters on the CPU, else the current setting.
+    """torch CPU threads for the probe of ``model``: ``config.threads``; else 1 for a model under
+    :data:`SMALL_MODEL_PARAMETERS` parameters on the CPU when OpenMP's threads spin while they wait
+    (``OMP_WAIT_POLICY`` not ``PASSIVE`` in the environment, e.g. ``run_probe`` called from Python);
+    else the current setting.
 
-    Why: a ~1M-parameter model's operations are far too small to gain from a second thread, and on a
-    shared machine each parallel region waits for its slowest thread; on 2 cores with one other
-    2-thread process running, the tiny tier's probe on 2 OpenMP threads that spin while they wait took
-    ~4-10x longer than on 1 thread (README, "Quick start")."""
+    Why (README, "Quick start", Threads): on 2 cores, the tiny tier's work on 2 threads that spin
+    took 8x the CPU and 6-9x the wall time of 1 thread, alone or beside another 2-thread process; 2
+    threads that wait passively cost the CPU of the work, and beside another process they were
+    faster than 1 thread."""
     if config.threads is not None:
         return config.threads
     on_cpu = next(model.parameters()).device.type == "cpu"
-    if on_cpu and sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMETERS:
+    spinning = os.environ.get("OMP_WAIT_POLICY", "").strip().upper() != "PASSIVE"
+    if on_cpu and spinning and sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMETERS:
         return 1
     return torch.get_num_threads()
 
