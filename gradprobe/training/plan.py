@@ -177,7 +177,7 @@ class EvalSpec:
     FLOPs, device-seconds, updates), every ``every_tokens`` charged generated tokens (0 = off),
     and at the end. So the schedule promises, on every axis, evals no further apart than the
     listed points (plus the one update a run needs to cross a point): the analysis reads no
-    matched value across a wider gap (:meth:`max_gap`).
+    matched value across a wider gap (:func:`gradprobe.study.reading.promised_gap`).
 
     Attributes
     ----------
@@ -235,27 +235,6 @@ class EvalSpec:
                 out[kind] = sorted(pts)
         return out
 
-    def max_gap(self, axis: str, budget: "BudgetSpec", at: float) -> float:
-        """Width of the promised eval interval around ``at`` on ``axis`` (same units as the axis).
-
-        The gap between the two promised points that bracket ``at`` (``at`` itself a point: 0);
-        ``inf`` when the schedule promises nothing around it (``at`` beyond the last point, or
-        an axis without promised points, e.g. ``every_tokens`` without a token budget).
-
-        Raises
-        ------
-        ValueError
-            ``axis`` not in :data:`BUDGET_KINDS`.
-        """
-        if axis not in BUDGET_KINDS:
-            raise ValueError(f"axis {axis!r} is not one of {', '.join(BUDGET_KINDS)}")
-        pts = self.promised_points(budget).get(axis)
-        if not pts:
-            return float("inf")
-        for lo, hi in zip(pts, pts[1:]):
-            if lo <= at <= hi:
-                return 0.0 if at in (lo, hi) else hi - lo
-        return 0.0 if at == pts[-1] else float("inf")
 
 
 @dataclass(frozen=True)
