@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from .domain import resolve_model, resolve_task, study_identity
+from gradprobe.forecast.study import read_study_json
 
 log = logging.getLogger(__name__)
 
@@ -324,12 +325,7 @@ def default_forecast_fn():
 
 
 def _read_json(path: Path, fix: str) -> dict:
-    if not path.is_file():
-        raise StudyFormatError(f"{path} is missing; {fix}")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise StudyFormatError(f"{path} is not valid JSON ({e}); re-run the step that writes it") from e
+    return read_study_json(path, fix, error=StudyFormatError)
 
 
 def _per_seed(res: dict, arm: str, study_dir: Path) -> dict[int, float]:

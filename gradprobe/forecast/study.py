@@ -27,13 +27,19 @@ STUDY_COLUMNS = ("arm", "reward", "lr_scale", "budget", "budget_value", "tokens_
                  "realized_gain")
 
 
-def _read(path: Path, fix: str) -> dict:
+def read_study_json(path: Path, fix: str, error: type[Exception] = ValueError) -> dict:
+    """Read one JSON file of a study folder.
+
+    Raises ``FileNotFoundError`` (or ``error`` when it is given) naming the file and ``fix`` when it is
+    missing, and ``error`` when it is not valid JSON. ``calib`` passes its ``StudyFormatError``.
+    """
+    path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing; {fix}")
+        raise (error if error is not ValueError else FileNotFoundError)(f"{path} is missing; {fix}")
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path} is not valid JSON ({e}); re-run the step that writes it") from None
+        raise error(f"{path} is not valid JSON ({e}); re-run the step that writes it") from None
 
 
 def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=None, mode: str = "sigmoid",
@@ -83,10 +89,10 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     if not study_dir.is_dir():
         raise FileNotFoundError(f"study folder {str(study_dir)!r} does not exist; pass the --out folder of a finished "
                                 "`gradprobe study` (e.g. data/study_tiny)")
-    analysis = _read(study_dir / "analysis.json", "run `gradprobe study` to the end")
-    arms_map = _read(study_dir / "probe" / "arms.json", "it is written with probe.json by `gradprobe study`")
+    analysis = read_study_json(study_dir / "analysis.json", "run `gradprobe study` to the end")
+    arms_map = read_study_json(study_dir / "probe" / "arms.json", "it is written with probe.json by `gradprobe study`")
     if probe is None:
-        probe = _read(study_dir / "probe" / "probe.json", "run `gradprobe study` to the end (the probe runs last)")
+        probe = read_study_json(study_dir / "probe" / "probe.json", "run `gradprobe study` to the end (the probe runs last)")
     arms_res = analysis.get("arms") or {}
     if "grpo" not in arms_res:
         raise ValueError(f"{study_dir}/analysis.json has no 'grpo' arm (arms: {sorted(arms_res)}); gains are measured "
