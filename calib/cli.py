@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 
 from .dataset import FORECASTERS
 
@@ -57,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("studies", nargs="+", metavar="STUDY_DIR")
     p.add_argument("--out", required=True, help="report folder")
+    p.add_argument("--validation-out", default=None, metavar="JSON",
+                   help="also write the forecaster choice of `gradprobe probe --forecaster auto` (the forecaster with "
+                        "the lowest validated error) to this file; the shipped one is "
+                        "gradprobe/data/curves/forecast_validation.json")
     _add_fit_options(p, report=True)
     p = sub.add_parser("apply", help="calibrate a probe result: writes calibrated.json next to its probe.json",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -130,6 +135,14 @@ def _report(args) -> int:
           f"{m['n_studies']} studies)")
     for note in m["notes"]:
         print(f"note: {note}")
+    if args.validation_out:
+        from .model import atomic_write_text
+        from .report import validation_record
+
+        record = validation_record(m, source="calib report " + " ".join(str(s) for s in args.studies)
+                                   + f" --out {args.out}")
+        atomic_write_text(Path(args.validation_out), json.dumps(record, indent=2) + "\n")
+        print(f"wrote {args.validation_out}: --forecaster auto uses {record['best']} ({record['evidence']})")
     for cv in m["cv_modes"]:
         print(f"leave one {cv} out, MAE as forecast -> calibrated ({m['method']}), on the {m['common_rows']} runs "
               "all compared forecasters cover:")

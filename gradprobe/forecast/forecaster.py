@@ -35,8 +35,10 @@ tell (learning-rate change)`` for learning-rate arms without their curve.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -429,18 +431,44 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
 #: Models whose shipped reference curve is used when no --reference-curve is given.
 DEFAULT_CURVES = {"tiny": "tiny_frontier_grpo.json"}
 
-#: What ``--forecaster auto`` (the default of ``gradprobe probe``) uses: the forecaster that validated best
-#: on the shipped studies, and the evidence (the issue's rule: the verdict uses the forecaster that validates
-#: best and says which). Measured with :func:`gradprobe.forecast.study_forecasts` on data/study_tiny, the
-#: only shipped study, so IN-SAMPLE (its own grpo curve), against the realized mean gains at matched tokens
-#: of the 4 arms the probe can forecast (mc_value, mc_advantage, hybrid_0.5, select_half).
-VALIDATION = {
-    "best": "cost_only",
-    "evidence": "in-sample on data/study_tiny (1 study, 3 reward arms, grpo curve from 9 evals per run): mean "
-                "absolute error of the gain vs grpo at 250k tokens: cost only 0.34, probe 1.52 (its 1-batch probe), "
-                "signal proxy 2.21, raw first order 35.3 points; on data/study_tiny_sparse (the same cell, other MC "
-                "draws) with that curve: cost only 0.48, probe 2.06",
-}
+VALIDATION_FILE = "forecast_validation.json"
+
+
+def load_validation(path=None) -> dict:
+    """What ``--forecaster auto`` (the default of ``gradprobe probe``) uses, and the evidence.
+
+    The issue's rule: the verdict uses the forecaster that validates best, and says which. The record is
+    measured, not written by hand: ``calib report STUDY... --validation-out FILE`` picks the forecaster
+    with the lowest leave-one-study-out mean absolute error of the gain vs grpo over the shipped studies
+    (``calib.report.validation_record``). The shipped record is ``gradprobe/data/curves/``
+    :data:`VALIDATION_FILE`; ``data/calibration/README.md`` says which studies it covers.
+
+    Returns
+    -------
+    dict
+        ``{"best": "probe" | "cost_only" | "signal_proxy", "mae": {forecaster: points}, "evidence": str, ...}``.
+
+    Raises
+    ------
+    ValueError
+        The file is missing, not JSON, or names an unknown forecaster (the message names the file and the
+        command that rewrites it).
+    """
+    from .curves import default_curve_path
+
+    path = Path(path) if path is not None else default_curve_path().with_name(VALIDATION_FILE)
+    fix = "rewrite it with `calib report STUDY... --out DIR --validation-out FILE`"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"the forecaster validation record {path} cannot be read ({e}); {fix}") from None
+    if record.get("best") not in ("probe", "cost_only", "signal_proxy") or not record.get("evidence"):
+        raise ValueError(f"the forecaster validation record {path} has no valid 'best' forecaster and evidence; {fix}")
+    return record
+
+
+#: The shipped validation record (:func:`load_validation`), read once at import.
+VALIDATION = load_validation()
 
 
 def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve_spec: str | None = None,

@@ -155,9 +155,20 @@ def test_cli_rows_fit_report_apply_and_errors(tmp_path, capsys, synthetic):  # n
     assert d["training"]["rows"] == 6 * 4 and d["method"] == "linear" and d["cv"] == "arm"
     assert calib_main(["fit", str(tmp_path / "rows.csv"), "--method", "isotonic", "--forecaster",
                        "forecast_first_order", "--out", str(tmp_path / "iso.json")]) == 0
-    assert calib_main(["report", str(study), "--method", "isotonic", "--out", str(tmp_path / "rep")]) == 0
+    assert calib_main(["report", str(study), "--method", "isotonic", "--out", str(tmp_path / "rep"),
+                       "--validation-out", str(tmp_path / "validation.json")]) == 0
     out = capsys.readouterr().out
     assert "note: Leave-one-study-out is impossible with 1 study" in out and "ranking by forecast_probe" in out
+    # the forecaster choice of `gradprobe probe --forecaster auto`: the lowest validated error, as loaded
+    from gradprobe.forecast.forecaster import load_validation
+
+    record = load_validation(tmp_path / "validation.json")
+    metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text())
+    assert record["cv"] == metrics["headline_cv"] == "arm" and record["best"] == min(record["mae"], key=record["mae"].get)
+    assert record["mae"]["probe"] == pytest.approx(
+        metrics["errors"]["arm"]["forecast_probe"]["raw"].get("common", metrics["errors"]["arm"]["forecast_probe"]["raw"])["mae"],
+        abs=1e-4)
+    assert f"--forecaster auto uses {record['best']}" in out
     # apply: calibrated.json beside probe.json, which is left as it was
     probe = tmp_path / "probe"
     probe.mkdir()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,13 +92,24 @@ def test_hybrid_efficiency_is_linear_in_its_weight(table):
     assert t.loc["hybrid_0.5", "snr"] == pytest.approx(t.loc["mc_value", "snr"], rel=1e-9)
 
 
-def test_the_auto_forecasters_evidence_is_what_the_shipped_study_shows(table):
-    """VALIDATION (what `gradprobe probe --forecaster auto` uses) quotes these in-sample errors: keep them true."""
-    from gradprobe.forecast.forecaster import VALIDATION
+def test_the_auto_forecasters_record_is_what_the_shipped_calibration_report_measured(tmp_path):
+    """The shipped validation record (what `gradprobe probe --forecaster auto` uses) is the one
+    `calib report --validation-out` derives from the shipped report's metrics, and it chose the forecaster
+    with the lowest leave-one-study-out error; a damaged record is refused naming the file."""
+    from calib.report import validation_record
+    from gradprobe.forecast.forecaster import VALIDATION, load_validation
 
-    rows = table[(table["arm"] != "grpo") & table["forecast_cost_only"].notna()]
-    assert sorted(rows["arm"]) == ["hybrid_0.5", "mc_advantage", "mc_value"]
-    mae = {c: float(np.mean(np.abs(rows[f"forecast_{c}"] - rows["realized_gain"]))) for c in ("cost_only", "probe")}
-    assert f"cost only {mae['cost_only']:.2f}" in VALIDATION["evidence"]
-    assert f"probe {mae['probe']:.2f}" in VALIDATION["evidence"]
+    metrics = json.loads((Path(STUDY).parent / "calibration" / "report" / "metrics.json").read_text())
+    derived = validation_record(metrics, source=VALIDATION["source"])
+    assert derived == VALIDATION
+    errors = metrics["errors"][metrics["headline_cv"]]
+    mae = {k: errors[f"forecast_{k}"]["raw"]["common"]["mae"] for k in ("probe", "cost_only", "signal_proxy")}
     assert VALIDATION["best"] == min(mae, key=mae.get)
+    assert f"cost only {mae['cost_only']:.2f}" in VALIDATION["evidence"]
+    bad = tmp_path / "v.json"
+    bad.write_text('{"best": "oracle", "evidence": "x"}')
+    with pytest.raises(ValueError, match="v.json.*calib report"):
+        load_validation(bad)
+    bad.write_text("{")
+    with pytest.raises(ValueError, match="cannot be read"):
+        load_validation(bad)
