@@ -40,6 +40,10 @@ Sigmoid, side effects, detectable effect
     FLOPs (R0: the arm's mean accuracy at update 0); ``response_length`` (tokens),
     ``format_rate`` and ``kl_init`` (nats) per arm at each matched point, read like accuracy;
     :func:`~gradprobe.study.power.detectable_effects` at matched generated tokens.
+Learning-rate sweep
+    Arms that differ only by the learning rate, per matched axis: accuracy and paired difference
+    to lr_scale 1 per lr_scale, the best one and whether it lies at an edge of the sweep
+    (:mod:`gradprobe.study.lr_sweep`).
 
 All accuracies and gains are in accuracy points (0-100).
 """
@@ -58,6 +62,7 @@ from . import stats
 from .reading import (AXIS_COLUMNS, ITEM_MODES, SIDE_EFFECTS, AnalysisError, _combine, _item_index, _item_lines,
                       _load_plan, _promised, _runs, initial_reads, interpolate, items_at, load_eval_items, load_runs,
                       matched_budgets, promised_gap, read_point, read_runs, recorded_axes)
+from .lr_sweep import lr_sweep
 from .report import format_rankings, plot_figures
 from .stats import fit_sigmoid, paired_t, scalerl_sigmoid, sign_flip_test, two_way_bootstrap
 
@@ -171,7 +176,7 @@ def _initial(init: dict, runs: dict) -> dict:
 
 
 def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, n_resamples: int = N_RESAMPLES,
-            seed: int = BOOTSTRAP_SEED, control: str = CONTROL_ARM) -> dict:
+            seed: int = BOOTSTRAP_SEED, control: str = CONTROL_ARM, out_dir: str | Path | None = None) -> dict:
     """Analyse a study folder (see the module docstring for every definition).
 
     Parameters
@@ -180,9 +185,13 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
         Holds ``runs.csv``, the frozen ``plan.toml`` (budgets, eval schedule, hypotheses) and,
         optionally, per-item results.
     write, figures : bool
-        Write ``analysis.json`` (atomically) and ``figures/accuracy_vs_{axis}.png``.
+        Write ``analysis.json`` (atomically) and ``figures/accuracy_vs_{axis}.png`` (and
+        ``figures/lr_sweep.png`` with a learning-rate sweep).
     n_resamples, seed : int
         Two-way bootstrap resamples (>= 2000) and the seed of its generator.
+    out_dir : path, optional
+        Where ``analysis.json`` and ``figures/`` go (default: ``study_dir``; ``gradprobe study
+        --analyze-only`` passes ``study_dir/reanalysis`` so a re-analysis does not overwrite a shipped one).
     control : str
         Arm gains are measured against (``gain_vs_grpo``; null without such an arm).
 
@@ -191,7 +200,8 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     dict
         The content of ``analysis.json`` (accuracy points): ``plan_sha256``, ``initial``,
         ``matched``, ``arms`` (per axis: accuracy, reads, gains with t and two-way intervals,
-        side effects; ``sigmoid`` per axis), ``rankings``, ``hypotheses``, ``detectable_effect``,
+        side effects; ``sigmoid`` per axis), ``rankings``, ``hypotheses``, ``lr_sweep``
+        (:func:`~gradprobe.study.lr_sweep.lr_sweep`: arms that differ only by lr_scale), ``detectable_effect``,
         ``two_way`` (settings, or null with ``two_way_reason``), ``excluded_runs``.
 
     Raises
@@ -237,6 +247,8 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
         "plan_sha256": plan.sha256 if plan is not None else None, "initial": initial, "matched": matched,
         "arms": arms, "rankings": {axis: ranking(arms, axis) for axis in reads},
         "hypotheses": evaluate_hypotheses(plan, runs, matched, index, **boot_kw) if plan is not None else [],
+        "lr_sweep": lr_sweep(plan, arms, matched, control=control, pair=lambda axis, t, c: compare(
+            _by_seed(reads[axis], t), _by_seed(reads[axis], c), t_arm=t, c_arm=c, index=index, **boot_kw)),
         "detectable_effect": detectable_effects(arms, axis="generated_tokens", control=control),
         "two_way": {"n_resamples": n_resamples, "seed": seed, "level": 0.95, "method": "seeds x items, percentile",
                     "items": len(next(iter(index.values()))["greedy"]) if index else None} if index else None,
@@ -246,9 +258,9 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     if write:
         from ..training.checkpoint import write_json_atomic
 
-        write_json_atomic(study_dir / "analysis.json", _json_safe(result))
+        write_json_atomic(Path(out_dir or study_dir) / "analysis.json", _json_safe(result))
     if figures:
-        plot_figures(df, result, study_dir / "figures")
+        plot_figures(df, result, Path(out_dir or study_dir) / "figures")
     return result
 
 

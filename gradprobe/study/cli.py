@@ -1,5 +1,6 @@
-"""``gradprobe study PLAN --out DIR [--executor local|ray]``, ``gradprobe study --analyze-only --out DIR``,
-``gradprobe study --power PLAN [--pilot DIR]`` and ``gradprobe study --replicate DIR --out NEW``."""
+"""``gradprobe study PLAN --out DIR [--executor local|ray] [--restart]``,
+``gradprobe study --analyze-only --out DIR [--overwrite-analysis]``, ``gradprobe study --power PLAN
+[--pilot DIR]`` and ``gradprobe study --replicate DIR --out NEW``."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def add_study_parser(subparsers) -> None:
                     "run/probe/analysis failed (the others are kept), 2 bad input, 130 interrupted (Ctrl-C: "
                     "no further run starts, running ones stop; the same command resumes).")
     p.add_argument("plan", nargs="?", help="plan TOML file (e.g. plans/tiny.toml); not needed with --analyze-only")
-    p.add_argument("--out", default=None, help="study folder (a new one for a changed plan)")
+    p.add_argument("--out", default=None,
+                   help="study folder (a new one for a changed plan, or --restart while none of its runs finished)")
     p.add_argument("--executor", choices=["local", "ray", "inline"], default="local",
                    help="local: process pool; ray: one Ray task per run; inline: serially in this process")
     p.add_argument("--workers", type=int, default=None,
@@ -30,7 +32,18 @@ def add_study_parser(subparsers) -> None:
     p.add_argument("--ray-address", default=None, help="Ray cluster address (default: a local ray.init())")
     p.add_argument("--no-probe", action="store_true", help="skip the probe of the arms' rewards")
     p.add_argument("--no-analysis", action="store_true", help="only run; analyse later with --analyze-only")
-    p.add_argument("--analyze-only", action="store_true", help="(re)write analysis.json and figures from DIR/runs.csv")
+    p.add_argument("--report-to", choices=["none", "tensorboard", "trackio", "wandb"], default="none",
+                   help="every run also logs per-update metrics, evals and its token ledger to this tracker "
+                        "(tensorboard/wandb files in DIR/tb/<arm>/seed<N>; wandb offline unless WANDB_MODE is set)")
+    p.add_argument("--analyze-only", action="store_true",
+                   help="analyse DIR/runs.csv: writes DIR/analysis.json and DIR/figures/ when DIR has no analysis "
+                        "yet, else DIR/reanalysis/ (analysis.json, figures/, report.txt), leaving the shipped "
+                        "analysis as it is")
+    p.add_argument("--overwrite-analysis", action="store_true",
+                   help="with --analyze-only: rewrite DIR/analysis.json and DIR/figures/ in place")
+    p.add_argument("--restart", action="store_true",
+                   help="when DIR holds a study of a different plan of which no run has finished: delete its "
+                        "frozen plan and partial outputs and start this plan there (refused once a run finished)")
     p.add_argument("--power", action="store_true",
                    help="print the seeds and held-out size for the plan's [power] min_effect at 80%% power")
     p.add_argument("--pilot", default=None, help="with --power: the finished study whose variance to use "
@@ -40,7 +53,8 @@ def add_study_parser(subparsers) -> None:
     p.add_argument("--seed-offset", type=int, default=None,
                    help="with --replicate: added to every seed and the held-out seed (default: the smallest "
                         "offset that gives fresh seeds)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress lines on stderr (by default one per finished run: runs done/total, elapsed, ETA)")
 
 
 def _err(msg: str) -> int:
@@ -63,6 +77,7 @@ def _resume_command(args) -> str:
         parts += ["--workers", str(args.workers)]
     if args.ray_address:
         parts += ["--ray-address", args.ray_address]
+    parts += ["--report-to", args.report_to] if getattr(args, "report_to", "none") != "none" else []
     parts += [flag for flag, on in (("--no-probe", args.no_probe), ("--no-analysis", args.no_analysis),
                                     ("--quiet", args.quiet)) if on]
     return " ".join(shlex.quote(str(x)) for x in parts)
@@ -123,7 +138,7 @@ def _replicate(args, say) -> int:
     try:
         res = replicate_study(src, args.out, plan=plan, executor=args.executor, workers=args.workers,
                               ray_address=args.ray_address, probe=not args.no_probe, analyze=not args.no_analysis,
-                              say=say)
+                              say=say, report_to=getattr(args, "report_to", "none"))
     except (runner.StudyError, ValueError) as e:
         return _err(str(e))
     except KeyboardInterrupt as e:
@@ -132,11 +147,52 @@ def _replicate(args, say) -> int:
     return 0 if res.ok else 1
 
 
+REANALYSIS = "reanalysis"
+
+
+def analysis_target(out: str | Path, overwrite: bool = False) -> Path:
+    """Where ``--analyze-only`` writes: ``out`` itself when it has no ``analysis.json`` yet or
+    ``overwrite``, else ``out/reanalysis`` (the shipped analysis is never replaced unless asked)."""
+    out = Path(out)
+    return out if overwrite or not (out / "analysis.json").exists() else out / REANALYSIS
+
+
+def _analyze_only(args) -> int:
+    """``--analyze-only``: analyse DIR and write to :func:`analysis_target`.
+
+    :func:`gradprobe.study.analysis.analyze` writes ``analysis.json`` and ``figures/`` into the
+    target; into ``DIR/reanalysis/`` also ``report.txt``, the printed report.
+    """
+    from ..training.checkpoint import OutputDirError, prepare_output_dir
+    from ..training.plan import PlanError
+    from .analysis import AnalysisError, analyze, format_rankings
+
+    out = Path(args.out)
+    target = analysis_target(out, args.overwrite_analysis)
+    try:
+        if target == out:
+            result = analyze(out)
+        else:
+            prepare_output_dir(target)
+            result = analyze(out, out_dir=target)
+            (target / "report.txt").write_text(format_rankings(result) + "\n")
+    except (AnalysisError, PlanError, OSError, OutputDirError, ValueError) as e:
+        return _err(str(e))
+    print(format_rankings(result))
+    if target == out:
+        print(f"\nwrote {out}/analysis.json and {out}/figures/")
+    else:
+        print(f"\n{out}/analysis.json exists (the study's own analysis; kept as it is): wrote the re-analysis to "
+              f"{target}/analysis.json, {target}/figures/ and {target}/report.txt (--overwrite-analysis rewrites "
+              f"{out}/analysis.json instead)")
+    return 0
+
+
 def study_main(args) -> int:
     """Run ``gradprobe study``; returns the exit status (0 done, 1 something failed, 2 bad input, 130 Ctrl-C)."""
     from ..training.checkpoint import OutputDirError
     from ..training.plan import PlanError
-    from .analysis import AnalysisError, analyze, format_rankings
+    from .analysis import format_rankings
     from .runner import StudyError, run_study
 
     if args.power:
@@ -146,23 +202,30 @@ def study_main(args) -> int:
     if args.seed_offset is not None and not args.replicate:
         return _err("--seed-offset goes with --replicate DIR")
     say = (lambda m: None) if args.quiet else None
+    if args.overwrite_analysis and not args.analyze_only:
+        return _err("--overwrite-analysis goes with --analyze-only: gradprobe study --analyze-only --out DIR "
+                    "--overwrite-analysis")
+    if args.restart and (args.analyze_only or args.replicate):
+        return _err("--restart goes with a plan: gradprobe study PLAN --out DIR --restart")
+    if getattr(args, "report_to", "none") != "none" and not args.analyze_only:  # before anything is written
+        from ..tracking import TrackerUnavailableError, require_tracker
+
+        try:
+            require_tracker(args.report_to)
+        except TrackerUnavailableError as e:
+            return _err(str(e))
     if args.replicate:
         return _replicate(args, say)
     if not args.out:
         return _err("give the study folder: --out DIR")
     if args.analyze_only:
-        try:
-            result = analyze(args.out)
-        except (AnalysisError, PlanError, OSError, ValueError) as e:
-            return _err(str(e))
-        print(format_rankings(result))
-        print(f"\nwrote {args.out}/analysis.json and {args.out}/figures/")
-        return 0
+        return _analyze_only(args)
     if not args.plan:
         return _err("give the plan file: gradprobe study PLAN --out DIR (or --analyze-only)")
     try:
         res = run_study(args.plan, args.out, executor=args.executor, workers=args.workers,
-                        ray_address=args.ray_address, probe=not args.no_probe, analyze=not args.no_analysis, say=say)
+                        ray_address=args.ray_address, probe=not args.no_probe, analyze=not args.no_analysis, say=say,
+                        restart=args.restart, report_to=getattr(args, "report_to", "none"))
     except (PlanError, StudyError, OutputDirError, ValueError) as e:
         return _err(str(e))
     except KeyboardInterrupt as e:  # runner.StudyInterrupted: runs stopped, lock released

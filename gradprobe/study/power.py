@@ -92,7 +92,7 @@ def detectable_effects(arms: dict, *, axis: str = "generated_tokens", control: s
     return {"axis": axis, "control": control, "power": power, "alpha": alpha, "alternative": alternative,
             "test": "paired t over seeds (statsmodels TTestPower)", "seeds": seeds, "per_arm": per_arm,
             "largest": max(effects) if effects else None,
-            "note": (f"the exact sign-flip test the hypotheses use needs >= {k} seeds to reach alpha {alpha:g} "
+            "note": (f"an exact sign-flip test (a hypothesis with test = \"sign_flip\") needs >= {k} seeds to reach alpha {alpha:g} "
                      f"at all" + (f" (this study has {seeds})" if seeds < k else ""))}
 
 

@@ -2,7 +2,8 @@
 
 :func:`format_rankings`: rankings per axis side by side, how each matched value was read, gains
 with their t and two-way intervals, sigmoid parameters (identified or not), side effects, the
-detectable effect and the hypotheses. :func:`plot_figures`: accuracy against each axis.
+detectable effect, the hypotheses and the learning-rate sweep (:mod:`gradprobe.study.lr_sweep`).
+:func:`plot_figures`: accuracy against each axis, and ``lr_sweep.png``.
 All values in accuracy points.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
+from .lr_sweep import format_lr_sweep, plot_lr_sweep
 
 HEADS = {"updates": "per update (at {:,.0f} updates)", "generated_tokens": "at matched tokens ({:,.0f})",
          "flops": "at matched FLOPs ({:.3g})", "device_seconds": "at matched time ({:,.1f} s)"}
@@ -131,14 +134,17 @@ def format_rankings(result: dict) -> str:
                                                           if v["effect"] is not None) + f"); {d['note']}"]
     if result["hypotheses"]:
         lines += ["", *_hypotheses(result)]
+    sweep = format_lr_sweep(result.get("lr_sweep"))
+    if sweep:
+        lines += ["", *sweep]
     return "\n".join(lines)
 
 
 def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) -> list[Path]:
     """Accuracy (points) against every recorded axis per arm: mean over seeds with a band of +-2
     standard errors over seeds (seaborn), each run interpolated on a common grid from 0 to the
-    arm's smallest final x (a drawing, not a matched value); a dashed line marks the matched point.
-    Returns the written files."""
+    arm's smallest final x (a drawing, not a matched value); a dashed line marks the matched point;
+    and :func:`~gradprobe.study.lr_sweep.plot_lr_sweep`. Returns the written files."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -172,4 +178,5 @@ def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) ->
         fig.savefig(folder / name, dpi=110)
         plt.close(fig)
         written.append(folder / name)
-    return written
+    sweep = plot_lr_sweep(result.get("lr_sweep"), folder)
+    return written + ([sweep] if sweep else [])

