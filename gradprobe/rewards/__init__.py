@@ -5,7 +5,10 @@
 ``outcome``   GRPO outcome reward (``outcome``, ``outcome_batch``, ``outcome_dr``);
 ``steps``     MC step values shared by the dense rewards (one batched sampling call, cached);
 ``dense``     ``mc_value``, ``mc_advantage``, ``hybrid[_0.9|_0.5|_0.1]``, ``mc_min``;
-``sequence``  TRL-signature user rewards (:func:`sequence_reward`).
+``sequence``  TRL-signature user rewards (:func:`sequence_reward`);
+``process``   step-verifier process rewards without continuations (``process``,
+              ``process_hybrid[_0.9|_0.5|_0.1]``), trace-fidelity metrics;
+``prm``       a Hugging Face classification model as process reward model (:func:`prm_reward`).
 """
 
 from .base import (REWARDS, Reward, RewardContext, RewardFunctionError, RewardOutput, UnknownRewardError,
@@ -14,9 +17,14 @@ from .outcome import OUTCOME_SCALE, normalize_sequence_rewards, outcome_reward
 from .steps import MissingSamplerError, StepValues, mc_step_values, split_steps
 from .dense import (hybrid_advantages, mc_advantage_advantages, mc_min_rewards, mc_value_advantages)
 from .sequence import sequence_reward, trl_columns
+from .process import (STEP_VERIFIERS, UnknownTaskKindError, arithmetic_line, chain_sum_line, make_process_reward,
+                      register_step_verifier, trace_fidelity)
+from .prm import NotAClassificationModelError, prm_reward
 
 __all__ = ["REWARDS", "Reward", "RewardContext", "RewardFunctionError", "RewardOutput", "UnknownRewardError",
            "get_reward", "parse_rewards", "register_reward", "OUTCOME_SCALE", "normalize_sequence_rewards",
            "outcome_reward", "MissingSamplerError", "StepValues", "mc_step_values", "split_steps",
            "hybrid_advantages", "mc_advantage_advantages", "mc_min_rewards", "mc_value_advantages",
-           "sequence_reward", "trl_columns"]
+           "sequence_reward", "trl_columns", "STEP_VERIFIERS", "UnknownTaskKindError", "arithmetic_line",
+           "chain_sum_line", "make_process_reward", "register_step_verifier", "trace_fidelity",
+           "NotAClassificationModelError", "prm_reward"]
