@@ -14,6 +14,33 @@ from pathlib import Path
 
 from .config import MCConfig, SamplingConfig
 
+#: What ``gradprobe --help`` says (the module docstring above is for developers). One line per
+#: command, each under 80 columns; tests/training/test_cli_help.py checks it lists every command.
+_COMMANDS = {
+    "probe": "forecast each reward's gain from a probe of one batch",
+    "train": "one GRPO run of a plan's arm and seed, up to its budget",
+    "study": "all arms x seeds of a plan at equal compute, then analysis",
+    "warmstart": "build (or reuse) a model tier by supervised warm start",
+    "rank-prompts": "rank a prompt pool by predicted success, nearest 1/2 first",
+    "difficulty-eval": "score the success predictor (Brier, AUC, Spearman)",
+}
+_DESCRIPTION = ("Is an RLVR (GRPO) training intervention, such as a dense process reward, a\n"
+                "prompt-selection rule or a learning-rate change, worth its compute? gradprobe\n"
+                "answers cheaply, with a per-token gradient probe on one batch, and for real,\n"
+                "with GRPO runs that all get the same budget of generated tokens, FLOPs or\n"
+                "device-seconds.\n\ncommands:\n"
+                + "\n".join(f"  {name:<17}{text}" for name, text in _COMMANDS.items()))
+_EPILOG = """quick start (from the repository root; a CPU is enough):
+  pip install torch==2.13.0 && pip install -e .
+  gradprobe probe --out runs/probe
+      probe rewards outcome, mc_value and hybrid_0.5 on the shipped tiny model
+  gradprobe train --plan plans/tiny.toml --arm grpo --out runs/g0 --updates 1
+      a one-update GRPO run (without --updates: the plan's whole budget)
+  gradprobe COMMAND --help
+      every option of a command
+
+docs: README.md in the repository (install, commands, outputs, costs)."""
+
 
 def _add_probe(sub) -> None:
     p = sub.add_parser("probe", help="probe rewards on one batch: per-token alignment with a reference update",
@@ -54,7 +81,8 @@ def _add_probe(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
-    p.add_argument("--out", default="runs/probe", help="output folder (probe.json, alignment.safetensors, tokens.jsonl)")
+    p.add_argument("--out", default="runs/probe",
+                   help="output folder (probe.json, report.html, alignment.safetensors, tokens.jsonl)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's own; 1 for models under 20M parameters when OpenMP threads spin, "
@@ -73,6 +101,15 @@ def _add_probe(sub) -> None:
     p.add_argument("--calibration", default=None, metavar="default|PATH",
                    help="apply a calibration (calib fit) and add calibrated_gain and calibrated_interval (gain vs "
                         "GRPO, accuracy points) to each reward; 'default' is the one shipped with the package")
+    p.add_argument("--trl-config", default=None, metavar="FILE",
+                   help="your TRL GRPOConfig (YAML or JSON): loss_type, scale_rewards, num_generations, "
+                        "max_completion_length, learning_rate, beta, temperature, top_p, optim and the batch size set "
+                        "the matching options; flags given explicitly on the command line win over the file; "
+                        "settings the probe cannot honour are refused, naming the field and the fix "
+                        "(gradprobe.integrations.trl_config)")
+    from .integrations.trl_config import mark_explicit_flags
+
+    mark_explicit_flags(p)  # --trl-config: explicitly given flags win over the file
 
 
 def _probe_command(args) -> int:
@@ -83,6 +120,11 @@ def _probe_command(args) -> int:
     from .training.checkpoint import write_json_atomic
 
     try:
+        trl = None
+        if args.trl_config:  # fills the options the command line did not give; fails before any compute
+            from .integrations.trl_config import apply_trl_config
+
+            trl = apply_trl_config(args)
         curve = load_reference_curve(args.reference_curve) if args.reference_curve else None  # fails before compute
         calibration = None
         if args.calibration is not None:  # loaded before any compute, so a bad file fails at once
@@ -109,18 +151,24 @@ def _probe_command(args) -> int:
             check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget_seconds)
         result = run_probe_batches(config, batches=args.probe_batches, out=args.out)
         result["forecast"] = forecast_section(result, curve=curve, curve_spec=args.reference_curve,
-                                              method=args.forecaster)
+                                              method=args.forecaster,
+                                              reference_reward=trl.reference_reward if trl else "outcome")
+        if trl is not None:
+            result["trl_config"] = trl.record()  # which fields came from the file, which flags won
         write_json_atomic(Path(args.out) / "probe.json", _json_safe(result))
         if calibration is not None:
             calibrate_probe(result, calibration, source=args.calibration)
             rewrite_probe_json(f"{args.out}/probe.json", result)
+        from .probe.report_html import write_probe_report  # after the forecast: the page shows its verdicts
+
+        write_probe_report(args.out, result)
     except (ValueError, OSError, RuntimeError) as e:
         print(f"gradprobe probe: error: {e}", file=sys.stderr)
         return 2
     print(format_table(result))
     if calibration is not None:
         print(format_calibrated(result))
-    print(f"\nwrote {args.out}/probe.json")
+    print(f"\nwrote {args.out}/probe.json and {args.out}/report.html")
     return 0
 
 
@@ -150,9 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     console = argv is None
     if console:
         _passive_openmp()
-    parser = argparse.ArgumentParser(prog="gradprobe", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="gradprobe", usage="gradprobe [-h] [-v] COMMAND [OPTIONS]",
+                                     description=_DESCRIPTION, epilog=_EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log progress details and show Python warnings in full")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog="gradprobe",
+                                help=argparse.SUPPRESS)  # listed one line each in _DESCRIPTION
     _add_probe(sub)
     from .difficulty.cli import add_difficulty_parsers
     from .study.cli import add_study_parser

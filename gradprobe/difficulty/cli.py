@@ -17,7 +17,8 @@
     ``DIR/reliability.png``.
 
 Both use the training pool ``task.problems("train", N, seed=--data-seed)`` (the pool a plan with
-``[heldout] seed`` = data seed trains on).
+``[heldout] seed`` = data seed trains on), and show a progress bar of the sampled completions on
+stderr (tqdm: completions done, rate, ETA; sampling is most of their time), hidden by ``--no-progress``.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def add_difficulty_parsers(subparsers) -> None:
         p.add_argument("--feature-batch-size", type=_positive_int, default=32, help="prompts per feature forward")
         p.add_argument("--device", default="cpu")
         p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
+        p.add_argument("--no-progress", action="store_true",
+                       help="hide the progress bar (completions sampled, rate and ETA on stderr)")
 
 
 def _setup(args):
@@ -146,7 +149,8 @@ def rank_prompts(args) -> int:
     n_fit = min(args.fit_prompts, len(pool))
     fit = np.sort(np.random.default_rng([args.seed, 0xF17]).permutation(len(pool))[:n_fit])
     y = sample_outcomes(policy, task, [pool[i] for i in fit], samples=args.probe_samples, sampling=sampling,
-                        seed=args.seed, ledger=ledger, category="selection")
+                        seed=args.seed, ledger=ledger, category="selection", progress=not args.no_progress,
+                        desc=f"rank-prompts: sampling {args.probe_samples} x {n_fit} prompts")
     ok = np.isfinite(y)
     est = DifficultyEstimator(est_config)
     est.observe([ids[i] for i in fit], feats[fit], np.where(ok, y, 0).sum(1), ok.sum(1))
@@ -207,7 +211,8 @@ def difficulty_eval(args) -> int:
     ids = [p.id for p in pool]
     feats = prompt_features(policy, pool, metadata_keys=keys, batch_size=args.feature_batch_size, ledger=ledger)
     y = sample_outcomes(policy, task, pool, samples=args.samples, sampling=sampling, seed=args.seed, ledger=ledger,
-                        category="eval")
+                        category="eval", progress=not args.no_progress,
+                        desc=f"difficulty-eval: sampling {args.samples} x {len(pool)} prompts")
     result = evaluate_estimator(ids, feats, y, observed=observed, config=est_config, seed=args.seed)
     n_eval = len(pool) - len(pool) // 2
     if n_eval < SMALL_EVAL_PROMPTS:

@@ -49,7 +49,7 @@ BASELINES = ("pool_mean", "posterior_pool_mean")
 
 
 def sample_outcomes(policy, task, problems, *, samples: int, sampling, seed: int = 0, ledger=None,
-                    category: str = "eval") -> np.ndarray:
+                    category: str = "eval", progress: bool = False, desc: str | None = None) -> np.ndarray:
     """0/1 outcomes of ``samples`` completions per problem.
 
     Parameters
@@ -67,6 +67,10 @@ def sample_outcomes(policy, task, problems, *, samples: int, sampling, seed: int
         and the wall time to ``device_seconds[category]``.
     category : str
         ``eval`` (measurement) or ``selection`` (probe samples of a selection rule).
+    progress : bool
+        A tqdm bar on stderr (completions done of M x S, rate and ETA); off for library callers.
+    desc : str, optional
+        The bar's label (default: ``category``).
 
     Returns
     -------
@@ -84,9 +88,9 @@ def sample_outcomes(policy, task, problems, *, samples: int, sampling, seed: int
     if not problems:
         return np.zeros((0, samples))
     prompt_ids = [list(encode_prompt(policy.tokenizer, p.question)) for p in problems]
-    sampler = HFSampler(policy, seed=seed, progress=False)
+    sampler = HFSampler(policy, seed=seed, progress=progress)  # tqdm on stderr, one bar over all M x S completions
     start = time.perf_counter()
-    out = sampler.sample(prompt_ids, num_samples=samples, sampling=sampling, desc=category)
+    out = sampler.sample(prompt_ids, num_samples=samples, sampling=sampling, desc=desc or category)
     seconds = time.perf_counter() - start
     texts = policy.tokenizer.batch_decode([s.token_ids for s in out], skip_special_tokens=True)
     scores, _ = score_completions(task, texts, [p for p in problems for _ in range(samples)])

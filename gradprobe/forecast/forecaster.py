@@ -551,10 +551,10 @@ def format_forecast(section: dict) -> str:
              + f" (grpo reaches {section['grpo_accuracy']:.1f} points there)",
              f"forecaster: {section['method']} ({section.get('method_choice', '')}); the other forecasters' gains are "
              "printed beside it",
-             f"reference curve: {section['curve']}" + ("  [shipped default]" if section.get("curve_is_default") else ""),
-             f"{'arm':<14}{'tokens/update':>14}{'raw rho':>8}{'rho':>6}{f'rho {pct}%':>15}{'SNR':>6}{'eff.updates':>12}"
-             f"{'accuracy':>9}{'gain vs grpo':>13}{f'{pct}% interval':>18}{'probe':>7}{'cost-only':>10}{'signal':>8}"
-             "  method"]
+             f"reference curve: {section['curve']}" + ("  [shipped default]" if section.get("curve_is_default") else "")]
+    header = ["arm", "tokens/update", "raw rho", "rho", f"rho {pct}%", "SNR", "eff.updates", "accuracy", "gain vs grpo",
+              f"{pct}% interval", "probe", "cost-only", "signal", "method"]
+    rows = []
 
     def f(x, spec):
         return "-" if x is None else format(x, spec)
@@ -565,12 +565,13 @@ def format_forecast(section: dict) -> str:
         raw = r.get("rho_raw")
         giv = r.get("gain_interval") or [None, None]
         giv_s = "-" if giv[0] is None else f"[{giv[0]:+.1f}, {giv[1]:+.1f}]"
-        lines.append(f"{r['arm']:<14}{f(r['tokens_per_update'], ',.0f'):>14}{f(raw, '.2f'):>8}{f(r['rho'], '.2f'):>6}"
-                     f"{riv_s:>15}"
-                     f"{f(r['snr'], '.2f'):>6}{f(r['effective_updates'], '.1f'):>12}{f(r['forecast_accuracy'], '.1f'):>9}"
-                     f"{f(r['forecast_gain'], '+.1f'):>13}{giv_s:>18}{f(r['gain_probe'], '+.1f'):>7}"
-                     f"{f(r['gain_cost_only'], '+.1f'):>10}"
-                     f"{f(r['gain_signal_proxy'], '+.1f'):>8}  {r['method']}")
+        rows.append([r["arm"], f(r["tokens_per_update"], ",.0f"), f(raw, ".2f"), f(r["rho"], ".2f"), riv_s,
+                     f(r["snr"], ".2f"), f(r["effective_updates"], ".1f"), f(r["forecast_accuracy"], ".1f"),
+                     f(r["forecast_gain"], "+.1f"), giv_s, f(r["gain_probe"], "+.1f"), f(r["gain_cost_only"], "+.1f"),
+                     f(r["gain_signal_proxy"], "+.1f"), str(r["method"])])
+    from ..tables import format_columns  # columns as wide as their longest entry (long reward names)
+
+    lines += format_columns(header, rows, "<>>>>>>>>>>>><")
     lines.append("")
     for r in section["rows"]:
         if r["verdict"] != "reference (grpo)":

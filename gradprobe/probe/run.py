@@ -608,17 +608,19 @@ def format_table(result: dict) -> str:
         f"batch mean reward {result['batch']['mean_reward']:.3f}  truncation {result['batch']['truncation_rate']:.2f}"
         f"  generated tokens {result['ledger']['generated_tokens']}",
         "",
-        f"{'reward':<14}{'<g_R,u>':>12}{'95% interval':>26}{'SNR':>7}{'gain/update':>13}{'tokens/update':>15}"
-        f"{'gain@budget':>13}",
     ]
+    rows = []
     for r in result["rewards"]:
         iv = r.get("interval")
         ivs = f"[{iv[0]:+.3e}, {iv[1]:+.3e}]" if iv else "-"
         snr = r.get("snr")
         snr_s = "-" if snr is None else (f"{snr:.2f}" if isinstance(snr, float) else str(snr))
-        lines.append(f"{r['name']:<14}{r['inner_product']:>+12.3e}{ivs:>26}{snr_s:>7}"
-                     f"{r['predicted_gain_per_update']:>+13.4f}{r['tokens_per_update']:>15,}"
-                     f"{r['predicted_gain_at_budget']:>+13.3f}")
+        rows.append([r["name"], f"{r['inner_product']:+.3e}", ivs, snr_s, f"{r['predicted_gain_per_update']:+.4f}",
+                     f"{r['tokens_per_update']:,}", f"{r['predicted_gain_at_budget']:+.3f}"])
+    from ..tables import format_columns  # columns as wide as their longest entry (long reward names)
+
+    lines += format_columns(["reward", "<g_R,u>", "95% interval", "SNR", "gain/update", "tokens/update",
+                             "gain@budget"], rows, "<>>>>>>")
     lines += [f"warning: {w}" for w in result.get("warnings", [])]
     c = result["costs"]
     ratio = c.get("alignment_to_update_ratio")

@@ -144,15 +144,18 @@ def evaluate(policy, task, problems, prompt_ids, run, ledger, *, sampled: bool =
         ``greedy_accuracy``, ``sampled_accuracy`` (fractions in [0, 1], None when not
         measured), ``eval_tokens``, ``eval_seconds``, ``prompts``, ``response_length``
         (mean greedy completion tokens, EOS included), ``format_rate`` (greedy completions the
-        task's format check accepts), and ``items``: ``{"greedy": "0110...", "sampled":
+        task's format check accepts), ``step_validity_rate`` and ``step_count_deviation`` (greedy
+        traces, :func:`gradprobe.rewards.process.trace_fidelity`; None without a step verifier), and ``items``: ``{"greedy": "0110...", "sampled":
         ["0110...", ...]}``, one character per held-out item in order ('1' = correct; a
         verifier crash counts as wrong), one string per sample.
     """
+    from ..rewards.process import trace_fidelity
     from ..rollout import HFSampler, score_completions
     from ..streams import stream_seed
 
     tok = policy.tokenizer
-    result = {"greedy_accuracy": None, "sampled_accuracy": None, "response_length": None, "format_rate": None}
+    result = {"greedy_accuracy": None, "sampled_accuracy": None, "response_length": None, "format_rate": None,
+              "step_validity_rate": None, "step_count_deviation": None}
     items: dict = {"greedy": None, "sampled": []}
     tokens = 0
     start = time.perf_counter()
@@ -170,6 +173,7 @@ def evaluate(policy, task, problems, prompt_ids, run, ledger, *, sampled: bool =
             items["greedy"] = strings[0]
             result["response_length"] = float(np.mean([len(s.token_ids) for s in samples]))
             result["format_rate"] = float(np.mean([bool(task.format_rate(t)) for t in texts]))
+            result.update(trace_fidelity(task, texts, problems))  # greedy traces' step checks
         else:
             items["sampled"] = strings
         n = sum(len(s.token_ids) for s in samples)
@@ -214,10 +218,13 @@ def batch_stats(batch, task, advantages: torch.Tensor, valid: torch.Tensor) -> d
 
 
 class MetricsFile:
-    """``metrics.jsonl``, appended line by line; truncated to a checkpoint's length on resume."""
+    """``metrics.jsonl``, appended line by line; truncated to a checkpoint's length on resume.
 
-    def __init__(self, path: Path, length: int):
-        self.path = path
+    ``tracker`` (:class:`gradprobe.tracking.Tracker`, optional) receives every line written
+    (``--report-to``) and is closed with the file."""
+
+    def __init__(self, path: Path, length: int, tracker=None):
+        self.path, self.tracker = path, tracker
         try:
             with open(path, "a+b") as f:
                 size = f.seek(0, 2)
@@ -235,6 +242,8 @@ class MetricsFile:
             self.f.flush()
         except OSError as e:
             raise output_error("appending to", self.path, e) from e
+        if self.tracker is not None:
+            self.tracker.log_line(json_safe(line))
 
     def sync(self) -> int:
         """fsync and return the byte length."""
@@ -246,3 +255,5 @@ class MetricsFile:
 
     def close(self) -> None:
         self.f.close()
+        if self.tracker is not None:
+            self.tracker.close()

@@ -45,6 +45,9 @@ from typing import Any
 from ..config import MCConfig, SamplingConfig
 
 BUDGET_KINDS = ("generated_tokens", "device_seconds", "flops", "updates")
+BUDGET_FLAGS = {"generated_tokens": "--budget-tokens", "device_seconds": "--budget-seconds",
+                "flops": "--budget-flops", "updates": "--updates"}
+"""The ``gradprobe train`` flag that shortens each budget kind (:func:`shorten_budget`)."""
 AXES = ("updates", "generated_tokens", "flops", "device_seconds")
 """The compute axes a run records (``runs.csv`` columns ``update``, ``generated_tokens``, ``flops``,
 ``device_seconds``): one vocabulary for hypotheses' ``at``, eval schedules and the analysis."""
@@ -326,6 +329,7 @@ class RunConfig:
     plan_sha256: str = ""
     plan_name: str = ""
     selection: dict | None = None  # prompt selection (gradprobe.difficulty.select); None = plain stream
+    budget_override: dict | None = None  # the run was shortened from the command line (shorten_budget); None = plan's
 
     def to_dict(self) -> dict:
         """JSON-ready dict (tuples become lists)."""
@@ -759,6 +763,80 @@ def _resolve(plan: Plan, arm: ArmSpec, seed: int) -> RunConfig:
                      heldout=plan.heldout, sampling=plan.sampling, mc=mc, train=train, budget=plan.budget,
                      eval=plan.eval, lr_scale=arm.lr_scale, plan_sha256=plan.sha256, plan_name=plan.name,
                      selection=dict(arm.selection) or None)
+
+
+def shorten_budget(run: RunConfig, overrides: dict[str, float | None]) -> RunConfig:
+    """``run`` with some budgets lowered from the command line (``gradprobe train --updates 1`` ...).
+
+    Each given override replaces the plan's budget of its kind (or adds that kind where the plan
+    sets none); the plan's other budgets still apply, and the run stops at whichever is spent first,
+    as with a plan's ``[budget]`` (DESIGN.md, "Matched-compute training"). Eval fractions
+    (``[eval] at_fractions``) are then fractions of the shortened budgets. What was overridden is
+    recorded in :attr:`RunConfig.budget_override` (so in ``config.json`` and ``summary.json``):
+    ``{"flags": {"--updates": 1}, "plan_budget": {...the plan's [budget]...}}``; a run folder made
+    without the override (or with another one) is refused rather than resumed.
+
+    Parameters
+    ----------
+    run : RunConfig
+        From :meth:`Plan.arm`.
+    overrides : dict
+        Budget kind (:data:`BUDGET_KINDS`) -> new limit, None = not overridden. Units:
+        ``generated_tokens`` charged generated tokens (int), ``device_seconds`` device-seconds,
+        ``flops`` FLOPs, ``updates`` updates (int).
+
+    Returns
+    -------
+    RunConfig
+        ``run`` itself when no override is given.
+
+    Raises
+    ------
+    PlanError
+        Naming the flag (:data:`BUDGET_FLAGS`): a value that is not a finite number > 0 (a whole
+        number for tokens and updates); a value above the plan's own budget of that kind (the
+        flags only shorten a run: lengthen it in the plan); a token budget below one update's
+        minimum (B x G completions of one token each); or ``--updates N`` that the token budget
+        can never let the run reach (N updates cost at least N x B x G tokens), which would make
+        the one flag meaningless next to the other.
+    """
+    unknown = sorted(set(overrides) - set(BUDGET_KINDS))
+    if unknown:
+        raise PlanError(f"unknown budget kind(s) {', '.join(unknown)}; valid: {', '.join(BUDGET_KINDS)}")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if not given:
+        return run
+    plan_budget = run.budget.given()
+    for kind, value in given.items():
+        flag = BUDGET_FLAGS[kind]
+        whole = kind in ("generated_tokens", "updates")
+        kind_of = "a whole number" if whole else "a finite number"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PlanError(f"{flag} must be {kind_of} > 0, got {value!r}")
+        if not (value > 0 and value < float("inf")) or (whole and value != int(value)):
+            raise PlanError(f"{flag} must be {kind_of} > 0 (a budget the run can spend), got {value:g}")
+        if kind in plan_budget and value > plan_budget[kind]:
+            raise PlanError(f"{flag} {value:,g} is more than the plan's budget.{kind} = {plan_budget[kind]:,g}: "
+                            f"the command-line budgets only shorten a run; to lengthen it, raise [budget] "
+                            f"{kind} in the plan (a new plan, so its runs are not compared with the old ones)")
+    minimum = run.train.prompts_per_update * run.train.group  # completions of at least one token each
+    tokens = given.get("generated_tokens")
+    if tokens is not None and tokens < minimum:
+        raise PlanError(f"--budget-tokens {tokens:,g} is smaller than one update of arm {run.arm!r}: B * G = "
+                        f"{run.train.prompts_per_update} * {run.train.group} completions of at least one token "
+                        f"each; minimum: {minimum}")
+    updates = given.get("updates")
+    token_limit = given.get("generated_tokens", plan_budget.get("generated_tokens"))
+    if updates is not None and token_limit is not None and updates * minimum > token_limit:
+        source = ("--budget-tokens" if "generated_tokens" in given else "the plan's budget.generated_tokens")
+        raise PlanError(f"--updates {int(updates)} conflicts with {source} = {token_limit:,g}: {int(updates)} updates "
+                        f"of arm {run.arm!r} cost at least {int(updates)} * {minimum} = {int(updates) * minimum:,} "
+                        f"tokens (B * G completions of one token or more), so the run always stops on tokens "
+                        f"first; give --updates at most {int(token_limit // minimum)} or only one of the two")
+    kinds = {k: (int(v) if k in ("generated_tokens", "updates") else float(v)) for k, v in given.items()}
+    budget = dataclasses.replace(run.budget, **kinds)
+    record = {"flags": {BUDGET_FLAGS[k]: v for k, v in kinds.items()}, "plan_budget": plan_budget}
+    return dataclasses.replace(run, budget=budget, budget_override=record)
 
 
 def run_config_from_dict(d: dict) -> RunConfig:

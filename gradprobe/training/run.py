@@ -10,12 +10,13 @@ cost (reported in ``summary.json``).
 
 Outputs in DIR:
 
-``config.json``    the resolved :class:`~gradprobe.training.plan.RunConfig`, plan sha256, versions;
+``config.json``    the resolved :class:`~gradprobe.training.plan.RunConfig`, plan sha256, versions
+                   (``run.budget_override``: budgets shortened by ``--updates``/``--budget-*``, else null);
 ``metrics.jsonl``  one line per update, and eval lines (``"eval": true``) on the plan's schedule
                    (:class:`~gradprobe.training.plan.EvalSpec`: update 0, listed updates, fractions
                    of every budget, every ``eval.every_tokens`` charged tokens, the end);
 ``eval_items.jsonl`` per eval, each held-out item's result (greedy and sampled, '1' = correct);
-``summary.json``   stop reason, updates, final accuracy, ledger totals, overshoot;
+``summary.json``   stop reason, updates, final accuracy, ledger totals, overshoot, budget (and override);
 ``checkpoint-*``   see :mod:`gradprobe.training.checkpoint` (every K updates and at the end).
 
 Per-update statistics and their definitions: :mod:`gradprobe.training.metrics`.
@@ -38,7 +39,7 @@ from ..ledger import CHARGED, Ledger, forward_flops_per_token
 from .checkpoint import (OutputDirError, latest_checkpoint, load_checkpoint, prepare_output_dir, removed_if_left_empty,
                          rng_states, save_checkpoint, set_rng_states, write_json_atomic)
 from .metrics import MetricsFile, batch_stats, evaluate, json_safe, mean_context
-from .plan import PlanError, RunConfig, run_config_from_dict
+from .plan import BUDGET_FLAGS, PlanError, RunConfig, run_config_from_dict, shorten_budget
 
 EVAL_ITEMS = "eval_items.jsonl"  # per-item results of every eval (gradprobe.training.metrics.evaluate's "items")
 
@@ -193,7 +194,7 @@ def _check_existing(out: Path, run: RunConfig) -> dict | None:
 
 
 def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, progress: bool = False,
-                 after_update=None) -> dict:
+                 after_update=None, report_to: str = "none", tracking_dir: str | Path | None = None) -> dict:
     """Train one run until its budget is spent, resuming from DIR's checkpoint if there is one.
 
     Parameters
@@ -209,6 +210,10 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         One line per update on stderr.
     after_update : callable(int), optional
         Test hook called after each update's lines and checkpoint (e.g. to simulate a kill).
+    report_to : {"none", "tensorboard", "trackio", "wandb"}
+        Also send every ``metrics.jsonl`` line to this tracker (:mod:`gradprobe.tracking`; checked first).
+    tracking_dir : path, optional
+        The tracker's folder (default ``DIR/tb``; a study passes ``STUDY/tb/<arm>/seed<N>``).
 
     Returns
     -------
@@ -224,6 +229,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         DIR unwritable, a file in the way, disk full (names the path and the fix).
     RunConfigMismatchError
         DIR holds another configuration's run.
+    TrackerUnavailableError
+        ``report_to`` is unknown or its library is not installed (before anything is written).
     """
     from ..grpo.step import NonFiniteLossError, UpdateConfig, grpo_step
     from ..rewards import RewardContext, get_reward
@@ -232,6 +239,9 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     from ..streams import stream_sampler
     from ..tasks import encode_prompt
 
+    from ..tracking import open_tracker, require_tracker
+
+    require_tracker(report_to)  # a missing tracker fails before anything is written or loaded
     out = prepare_output_dir(Path(out))
     done = _check_existing(out, run)
     if done is not None:
@@ -287,7 +297,9 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     else:
         write_json_atomic(out / "config.json", {"run": run.to_dict(), "plan_sha256": run.plan_sha256,
                                                 "versions": versions()})
-    metrics = MetricsFile(out / "metrics.jsonl", length)
+    tracker = open_tracker(report_to, tracking_dir or out / "tb", run=run,
+                           start_step=update + 1 if ckpt is not None else 0)  # resumed: later events purged
+    metrics = MetricsFile(out / "metrics.jsonl", length, tracker=tracker)  # closes the tracker with the file
     items_file = MetricsFile(out / EVAL_ITEMS, items_length)
 
     def checkpoint():
@@ -334,7 +346,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
                    "initial": evals[0] if evals else None, "final": evals[-1] if evals else None,
                    "final_greedy_accuracy": evals[-1]["greedy_accuracy"] if evals else None,
                    "final_sampled_accuracy": evals[-1]["sampled_accuracy"] if evals else None,
-                   "budget": run.budget.given(), "spent": spent,
+                   "budget": run.budget.given(), "budget_override": run.budget_override, "spent": spent,
                    "overshoot": {k: spent[k] - v if spent[k] > v else 0 for k, v in run.budget.given().items()},
                    "last_update_cost": last_cost, "ledger": ledger.to_dict(), "last_checkpoint": last_ckpt,
                    "continuation_share": ledger.share("continuation"),
@@ -394,9 +406,12 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
                 over = {k: (v, spent[k]) for k, v in run.budget.given().items()
                         if k in ("generated_tokens", "flops") and spent[k] > v}
                 if over:
-                    detail = "; ".join(f"budget.{k} = {v:,.0f} but one update of arm {run.arm!r} cost {s:,.0f}"
-                                       for k, (v, s) in over.items())
-                    msg = (f"{detail}: the budget is smaller than one update; raise it in the plan's [budget] to "
+                    flags = (run.budget_override or {}).get("flags", {})
+                    detail = "; ".join(f"{BUDGET_FLAGS[k] if BUDGET_FLAGS[k] in flags else 'budget.' + k} = {v:,.0f} "
+                                       f"but one update of arm {run.arm!r} cost {s:,.0f}" for k, (v, s) in over.items())
+                    where = " / ".join(BUDGET_FLAGS[k] if BUDGET_FLAGS[k] in flags else f"budget.{k} in the plan"
+                                       for k in over)
+                    msg = (f"{detail}: the budget is smaller than one update; raise {where} to "
                            f"many updates' cost (the run stopped after update 1, data kept in {out})")
                     finish("budget_smaller_than_one_update", {"error": msg})
                     raise BudgetTooSmallError(msg)
@@ -435,6 +450,19 @@ def add_train_parser(subparsers) -> None:
                                                 "an existing run there is resumed")
     p.add_argument("--device", default=None, help="override the plan's [model] device")
     p.add_argument("--no-progress", action="store_true", help="no per-update lines on stderr")
+    p.add_argument("--report-to", choices=["none", "tensorboard", "trackio", "wandb"], default="none",
+                   help="also log per-update metrics, evals and the token ledger to this tracker (tensorboard: RUN/tb; "
+                        "wandb: offline unless WANDB_MODE is set)")
+    short = p.add_argument_group(
+        "shortening a run", "lower the plan's [budget] for this run only (e.g. a quick check: --updates 1); the run "
+        "stops at whichever budget is spent first; the override is recorded in config.json and summary.json")
+    short.add_argument("--updates", type=int, default=None, metavar="N", help="stop after N updates")
+    short.add_argument("--budget-tokens", type=int, default=None, metavar="N",
+                       help="charged generated-token budget (rollout + continuation + selection tokens)")
+    short.add_argument("--budget-flops", type=float, default=None, metavar="F",
+                       help="FLOP budget (generation + training FLOPs; deterministic, unlike seconds)")
+    short.add_argument("--budget-seconds", type=float, default=None, metavar="S",
+                       help="device-seconds budget (generation + update time, measured)")
 
 
 def interrupt_message(out, checkpoint_every: int | None = None) -> str:
@@ -492,8 +520,13 @@ def train_main(args) -> int:
         run = plan.arm(args.arm, seed=args.seed)
         if args.device:
             run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=args.device))
+        run = shorten_budget(run, {"updates": getattr(args, "updates", None),
+                                   "generated_tokens": getattr(args, "budget_tokens", None),
+                                   "flops": getattr(args, "budget_flops", None),
+                                   "device_seconds": getattr(args, "budget_seconds", None)})
         with removed_if_left_empty(args.out):  # refused input (e.g. an unknown model) leaves no empty folder
-            summary = run_training(run, args.out, progress=not args.no_progress)
+            summary = run_training(run, args.out, progress=not args.no_progress,
+                                   report_to=getattr(args, "report_to", "none"))
     except NonFiniteRunError as e:
         print(f"gradprobe train: error: {e}", file=sys.stderr)
         return 2
@@ -508,4 +541,9 @@ def train_main(args) -> int:
     print(f"{run.arm} seed {run.seed}: {summary['updates']} updates, stop: {summary['stop_reason']} "
           f"({summary.get('budget_spent')}), final greedy accuracy {acc}, overshoot {summary['overshoot']}; "
           f"wrote {args.out}/summary.json")
+    if run.budget_override:
+        flags = " ".join(f"{f} {v:g}" for f, v in run.budget_override["flags"].items())
+        plan = ", ".join(f"{k} {v:,g}" for k, v in run.budget_override["plan_budget"].items())
+        print(f"note: shortened from the command line ({flags}); the plan's budget: {plan}; this run is not "
+              f"comparable with the plan's full-budget runs")
     return 0

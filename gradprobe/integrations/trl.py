@@ -1,0 +1,448 @@
+"""gradprobe inside a researcher's own TRL ``GRPOTrainer``: a compute ledger and a periodic probe.
+
+>>> trainer = GRPOTrainer(model=model, reward_funcs=[correct], args=GRPOConfig(...), train_dataset=ds)  # doctest: +SKIP
+>>> cb = GradprobeCallback(task="gsm8k", probe_every=50, out="runs/my-grpo/gradprobe").attach(trainer)  # doctest: +SKIP
+>>> trainer.train()                                                                                # doctest: +SKIP
+>>> cb.ledger.generated_tokens                                                                     # doctest: +SKIP
+{'rollout': 1843200, 'continuation': 0, 'selection': 0, 'eval': 0}
+
+What it records (DESIGN.md, "The compute ledger"), in :attr:`GradprobeCallback.ledger` and, with
+``out``, ``ledger.jsonl`` (one line per logged window) and ``ledger.json`` (totals):
+
+- ``rollout``: the completion tokens the trainer generated, read from the trainer's own logs
+  (``on_log``): ``completions/mean_length`` (TRL: the mean over the window's generation batches of
+  each batch's mean completion length, padding and tool tokens excluded) times the completions of
+  the window, ``generation_batch_size`` x generation batches. A generation batch is drawn on
+  micro-step m when m % (``steps_per_generation`` x ``num_iterations``) == 0 (TRL 1.16,
+  ``GRPOTrainer._prepare_inputs``), so the window of optimizer steps (s0, s1] holds
+  ceil(s1 GA / k) - ceil(s0 GA / k) of them (GA gradient-accumulation steps, k that period). Exact
+  while a batch's completion tokens stay below 2^24 (TRL averages in float32). The prompt tokens,
+  ``state.num_input_tokens_seen`` (prompt + completion) minus these, are recorded beside them.
+  Evaluation logs (``eval_`` keys) are not read.
+- what reward functions generate themselves (MC continuations, a judge model's tokens), by the
+  *generated-tokens protocol*: a reward function (function or callable object) may expose
+  ``generated_tokens``, an attribute or a zero-argument method, holding its **cumulative** count
+  since it was created: an ``int`` (charged to ``continuation``) or a mapping
+  ``{ledger category: int}`` (categories :data:`gradprobe.ledger.CATEGORIES`). The callback reads it
+  after every optimizer step and charges the increase. Cumulative counts make reading idempotent
+  and need no reset::
+
+      class JudgeReward:
+          def __init__(self):
+              self.generated_tokens = {"continuation": 0}
+          def __call__(self, prompts, completions, **kwargs):
+              ...                                   # sample n judge tokens
+              self.generated_tokens["continuation"] += n
+              return scores
+
+Every ``probe_every`` optimizer steps it runs the probe (:func:`gradprobe.probe.run.run_probe`) on
+the trainer's current model: a fresh batch of ``prompts`` x ``num_generations`` rollouts of the
+gradprobe task ``task`` (whose verifier also scores the held-out reference), the registered
+rewards ``rewards`` and, with ``trainer_rewards=True``, the trainer's own reward functions wrapped
+by :func:`gradprobe.rewards.sequence.sequence_reward` (TRL signature; they receive the columns of
+:func:`gradprobe.rewards.sequence.trl_columns`); what they generate during the probe (their
+``generated_tokens``) counts in the probe's tokens per update, not in the run's ledger. The update
+it predicts is the trainer's: its loss type (:data:`gradprobe.integrations.trl_config.LOSS_TYPES`),
+G, ``max_completion_length``,
+temperature, top_p and the scheduler's current learning rate. The probe's figures are logged through
+``trainer.log`` and so reach every ``report_to`` backend: the callback asks for a log at the probe
+step (``control.should_log``), so TRL's own metrics of that step are written first, and logs the
+figures at the next step's start (or at the end of training), when TRL's metric buffer is empty
+(``GRPOTrainer.log`` merges and clears that buffer on every call). Keys: ``gradprobe/<reward>/``
+``inner_product``, ``gain_per_update`` (accuracy points), ``tokens_per_update``, ``snr``;
+``gradprobe/heldout_accuracy``; ``gradprobe/tokens/<category>`` (ledger totals).
+
+The probe leaves training untouched: it restores the model's train/eval mode, its attention
+implementation, the tokenizer's padding side and every random generator (torch CPU and CUDA,
+``random``, numpy), and runs after the optimizer step, when gradients are already cleared. With
+``beta`` != 0, the predicted update omits TRL's KL gradient, which is zero only at the reference
+(initial) policy (:mod:`gradprobe.integrations.trl_config`); the probe's record says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+
+from ..ledger import CATEGORIES, Ledger
+
+__all__ = ["GradprobeCallback", "reward_generated_tokens", "generations_between"]
+
+
+def reward_generated_tokens(fn) -> dict[str, int]:
+    """A reward function's cumulative generated tokens by ledger category (the protocol above).
+
+    Returns
+    -------
+    dict[str, int]
+        ``{}`` when ``fn`` has no ``generated_tokens``; an ``int`` is ``{"continuation": n}``.
+
+    Raises
+    ------
+    ValueError
+        A category not in :data:`gradprobe.ledger.CATEGORIES`, or a count that is not a
+        non-negative integer (names the reward function).
+    """
+    value = getattr(fn, "generated_tokens", None)
+    if value is None:
+        return {}
+    if callable(value):
+        value = value()
+    name = getattr(fn, "__name__", type(fn).__name__)
+    counts = {"continuation": value} if not isinstance(value, Mapping) else dict(value)
+    for category, n in counts.items():
+        if category not in CATEGORIES:
+            raise ValueError(f"reward {name!r}: generated_tokens category {category!r} is not one of {CATEGORIES}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"reward {name!r}: generated_tokens[{category!r}] must be a cumulative int >= 0, "
+                             f"got {n!r}")
+    return counts
+
+
+def generations_between(step_from: int, step_to: int, *, gradient_accumulation_steps: int,
+                        steps_per_generation: int, num_iterations: int) -> int:
+    """Generation batches TRL draws in optimizer steps (step_from, step_to].
+
+    TRL 1.16 generates on micro-step m (0-based) when m % (steps_per_generation x num_iterations)
+    == 0; optimizer step s covers micro-steps [(s - 1) GA, s GA).
+    """
+    period = steps_per_generation * num_iterations
+    a, b = step_from * gradient_accumulation_steps, step_to * gradient_accumulation_steps
+    return -(-b // period) - -(-a // period)
+
+
+class GradprobeCallback(TrainerCallback):
+    """A ``transformers.TrainerCallback`` for TRL's ``GRPOTrainer``: ledger + probe every N steps.
+
+    Parameters
+    ----------
+    task : str or gradprobe.tasks.Task, optional
+        The probe's prompts and verifier (:func:`gradprobe.tasks.load_task` spec, e.g. ``"gsm8k"``
+        or ``"jsonl:data.jsonl"``). Required when ``probe_every`` > 0.
+    probe_every : int
+        Probe after every ``probe_every``-th optimizer step (0: ledger only).
+    rewards : tuple[str, ...]
+        Registered gradprobe rewards to probe (:data:`gradprobe.rewards.REWARDS`).
+    trainer_rewards : bool
+        Also probe the trainer's own (callable, not model) reward functions, each under its TRL name.
+    prompts : int
+        B of the probe batch; G is the trainer's ``num_generations``.
+    heldout_prompts, heldout_group : int
+        The held-out reference (RLOO gradient of the task's accuracy).
+    precondition : {"adam", "none"}
+        As :class:`gradprobe.probe.run.ProbeConfig` (Adam: second moment estimated on the probe batch).
+    out : path, optional
+        Folder for ``ledger.jsonl``, ``ledger.json`` and ``probe_step_<k>/`` (each probe's files).
+    on_error : {"raise", "warn"}
+        What a failing probe does: stop training, or warn and record the error (training goes on).
+    **probe_options
+        Other :class:`~gradprobe.probe.run.ProbeConfig` fields (``n_bootstrap``, ``micro_batch_size``...).
+
+    Attributes
+    ----------
+    ledger : gradprobe.ledger.Ledger
+        Generated tokens of the run by category (tokens), probe device-seconds under ``probe``.
+    windows : list[dict]
+        Per logged window: ``step``, ``steps`` (optimizer steps it covers), ``generations``,
+        ``completions``, ``rollout_tokens``, ``prompt_tokens``, ``reward_tokens`` ({category: tokens}).
+    probes : list[dict]
+        Per probe: ``step``, ``logged`` (the figures sent to ``trainer.log``) and ``result`` (the
+        probe's ``probe.json`` content) or ``error``.
+
+    Raises
+    ------
+    ValueError
+        (constructor) ``probe_every`` < 0, ``probe_every`` > 0 without a ``task``, an unknown
+        ``on_error``; (during training) a reward's ``generated_tokens`` that breaks the protocol, or
+        a count that went down.
+    RuntimeError
+        (during training) the callback was not attached (:meth:`attach`).
+    """
+
+    def __init__(self, *, task=None, probe_every: int = 0, rewards: tuple[str, ...] = ("outcome",),
+                 trainer_rewards: bool = False, prompts: int = 8, heldout_prompts: int = 8, heldout_group: int = 8,
+                 precondition: str = "adam", out: str | Path | None = None, on_error: str = "raise",
+                 **probe_options):
+        if not isinstance(probe_every, int) or probe_every < 0:
+            raise ValueError(f"probe_every must be an int >= 0 (0 = ledger only), got {probe_every!r}")
+        if probe_every and task is None:
+            raise ValueError("probe_every > 0 needs task=: the probe's prompts and verifier, e.g. task='gsm8k'")
+        if on_error not in ("raise", "warn"):
+            raise ValueError(f"on_error must be 'raise' or 'warn', got {on_error!r}")
+        self.task, self.probe_every, self.rewards = task, probe_every, tuple(rewards)
+        self.trainer_rewards, self.prompts = trainer_rewards, prompts
+        self.heldout_prompts, self.heldout_group, self.precondition = heldout_prompts, heldout_group, precondition
+        self.out = Path(out) if out is not None else None
+        self.on_error, self.probe_options = on_error, dict(probe_options)
+        self.trainer = None
+        self.ledger = Ledger()
+        self.windows: list[dict] = []
+        self.probes: list[dict] = []
+        self._last_logged_step = 0
+        self._last_tokens_seen = 0
+        self._reward_seen: dict[int, dict[str, int]] = {}
+        self._pending_reward_tokens = {c: 0 for c in CATEGORIES}
+        self._pending_logs: dict | None = None
+        self._task_obj = None
+
+    # ---- wiring -------------------------------------------------------------------------------
+    def attach(self, trainer) -> "GradprobeCallback":
+        """Bind to ``trainer`` (a ``trl.GRPOTrainer``) and add this callback to it; returns self."""
+        self.trainer = trainer
+        if self not in trainer.callback_handler.callbacks:
+            trainer.add_callback(self)
+        return self
+
+    def _need_trainer(self):
+        if self.trainer is None:
+            raise RuntimeError("GradprobeCallback needs its trainer: call callback.attach(trainer) before train()")
+        return self.trainer
+
+    # ---- ledger ---------------------------------------------------------------------------------
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._need_trainer()
+        self._last_logged_step = state.global_step
+        self._last_tokens_seen = int(state.num_input_tokens_seen)
+        for i, fn in enumerate(self.trainer.reward_funcs):  # counts from before training are not this run's
+            self._reward_seen[i] = reward_generated_tokens(fn)
+
+    def _read_reward_tokens(self) -> None:
+        for i, fn in enumerate(self._need_trainer().reward_funcs):
+            now = reward_generated_tokens(fn)
+            before = self._reward_seen.get(i, {})
+            for category, n in now.items():
+                delta = n - before.get(category, 0)
+                if delta < 0:
+                    raise ValueError(f"reward {getattr(fn, '__name__', type(fn).__name__)!r}: generated_tokens"
+                                     f"[{category!r}] went down ({before.get(category, 0)} -> {n}); it must be "
+                                     "cumulative")
+                self.ledger.add_generated(category, delta)
+                self._pending_reward_tokens[category] += delta
+            self._reward_seen[i] = now
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or logs.get("completions/mean_length") is None:  # eval logs, our own figures
+            return
+        trainer = self._need_trainer()
+        gens = generations_between(self._last_logged_step, state.global_step,
+                                   gradient_accumulation_steps=args.gradient_accumulation_steps,
+                                   steps_per_generation=args.steps_per_generation,
+                                   num_iterations=trainer.num_iterations)
+        completions = gens * args.generation_batch_size
+        tokens = int(round(float(logs["completions/mean_length"]) * completions))
+        seen = int(state.num_input_tokens_seen)
+        self.ledger.add_generated("rollout", tokens)
+        window = {"step": state.global_step, "steps": state.global_step - self._last_logged_step,
+                  "generations": gens, "completions": completions, "rollout_tokens": tokens,
+                  "prompt_tokens": seen - self._last_tokens_seen - tokens,
+                  "reward_tokens": {c: n for c, n in self._pending_reward_tokens.items() if n}}
+        self.windows.append(window)
+        self._pending_reward_tokens = {c: 0 for c in CATEGORIES}
+        self._last_logged_step, self._last_tokens_seen = state.global_step, seen
+        if self.out is not None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            with open(self.out / "ledger.jsonl", "a") as f:
+                f.write(json.dumps(window) + "\n")
+            (self.out / "ledger.json").write_text(json.dumps(self.ledger.to_dict(), indent=2))
+
+    # ---- probe ----------------------------------------------------------------------------------
+    def on_step_end(self, args, state, control, **kwargs):
+        self._read_reward_tokens()
+        if self.probe_every and state.global_step % self.probe_every == 0:
+            self._probe(args, state)
+            control.should_log = True  # TRL's metrics of this step are written before our figures
+        return control
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._flush_logs()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._read_reward_tokens()
+        self._flush_logs()
+        if self.out is not None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "ledger.json").write_text(json.dumps(self.ledger.to_dict(), indent=2))
+
+    def _flush_logs(self) -> None:
+        if self._pending_logs:
+            logs, self._pending_logs = self._pending_logs, None
+            for category, n in self.ledger.generated_tokens.items():  # totals including the probe step's log
+                logs[f"gradprobe/tokens/{category}"] = float(n)
+            self._need_trainer().log(logs)
+
+    def _probe_config(self, args, trainer):
+        from ..config import SamplingConfig
+        from ..probe.run import ProbeConfig
+        from .trl_config import LOSS_TYPES
+
+        loss_type = LOSS_TYPES.get(args.loss_type)
+        if loss_type is None:
+            raise ValueError(f"the trainer's loss_type {args.loss_type!r} has no probe equivalent "
+                             f"(supported: {', '.join(LOSS_TYPES)})")
+        lr = args.learning_rate
+        if trainer.lr_scheduler is not None and trainer.lr_scheduler.get_last_lr():
+            lr = float(trainer.lr_scheduler.get_last_lr()[0]) or args.learning_rate  # 0 during warm-up's first step
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        dtype = {torch.float64: "float64", torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(
+            next(model.parameters()).dtype, "float32")
+        options = dict(model=f"trainer:{getattr(model, 'name_or_path', '') or type(model).__name__}",
+                       task=self.task if isinstance(self.task, str) else getattr(self.task, "name", "task"),
+                       rewards=self.rewards, prompts=self.prompts, group=args.num_generations,
+                       heldout_prompts=self.heldout_prompts, heldout_group=self.heldout_group,
+                       precondition=self.precondition, lr=lr, loss_type=loss_type,
+                       sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p,
+                                               max_new_tokens=args.max_completion_length),
+                       seed=args.seed, device=str(next(model.parameters()).device), dtype=dtype, progress=False)
+        options.update(self.probe_options)
+        return ProbeConfig(**options), model
+
+    def _probe(self, args, state) -> None:
+        from ..attention import register as register_attention
+        from ..models import Policy, _prepare_tokenizer, use_attention
+        from ..probe.run import _json_safe, run_probe
+        from ..rewards.sequence import sequence_reward
+        from ..tasks import load_task
+
+        trainer = self._need_trainer()
+        step = state.global_step
+        t0 = time.perf_counter()
+        record: dict = {"step": step}
+        try:
+            config, model = self._probe_config(args, trainer)
+            if self._task_obj is None:
+                self._task_obj = load_task(self.task) if isinstance(self.task, str) else self.task
+            extra = {}
+            if self.trainer_rewards:
+                for fn, name in zip(trainer.reward_funcs, trainer.reward_func_names):
+                    if isinstance(fn, torch.nn.Module):
+                        continue  # reward models score texts with their own tokenizer; not wrapped
+                    extra[name] = _counting(sequence_reward(fn, name=name, scale=args.scale_rewards), fn)
+            tokenizer = trainer.processing_class
+            tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor's tokenizer
+            padding_side, was_training = tokenizer.padding_side, model.training
+            rng = _rng_state()
+            try:
+                eos = _prepare_tokenizer(tokenizer, model)
+                policy = Policy(model=model, tokenizer=tokenizer, name=config.model, eos_token_ids=eos)
+                model.eval()
+                with _without_checkpointing(model, args.gradient_checkpointing_kwargs), \
+                        use_attention(model, register_attention()):
+                    out = None if self.out is None else self.out / f"probe_step_{step}"
+                    result = run_probe(config, out=out, policy=policy, task=self._task_obj, extra_rewards=extra)
+            finally:
+                model.train(was_training)
+                tokenizer.padding_side = padding_side
+                _set_rng_state(rng)
+                # what the trainer's rewards generated for the probe is the probe's cost (in its own
+                # ledger, via _counting), not the training run's
+                self._reward_seen = {i: reward_generated_tokens(fn) for i, fn in enumerate(trainer.reward_funcs)}
+            if args.beta:
+                result.setdefault("warnings", []).append(
+                    f"beta {args.beta:g}: the predicted update omits TRL's KL gradient, exact only at the reference "
+                    "(initial) policy")
+            record["result"] = _json_safe(result)
+            record["logged"] = self._figures(result)  # ledger totals are added when logged (_flush_logs)
+            self._pending_logs = dict(record["logged"])
+        except Exception as e:  # noqa: BLE001 - on_error="warn" must keep training going whatever failed
+            if self.on_error == "raise":
+                raise
+            import warnings
+
+            record["error"] = f"{type(e).__name__}: {e}"
+            warnings.warn(f"gradprobe probe at step {step} failed (training goes on): {record['error']}")
+        finally:
+            self.ledger.add_seconds("probe", time.perf_counter() - t0)
+        self.probes.append(record)
+
+    def _figures(self, result: dict) -> dict[str, float]:
+        """The scalars sent to ``trainer.log`` (finite numbers only: some backends reject NaN/None)."""
+        logs = {}
+        for r in result["rewards"]:
+            for key, name in (("inner_product", "inner_product"), ("predicted_gain_per_update", "gain_per_update"),
+                              ("tokens_per_update", "tokens_per_update"), ("snr", "snr")):
+                value = r.get(key)
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    logs[f"gradprobe/{r['name']}/{name}"] = float(value)
+        acc = result.get("reference", {}).get("heldout_accuracy")
+        if isinstance(acc, float) and math.isfinite(acc):
+            logs["gradprobe/heldout_accuracy"] = acc
+        return logs
+
+
+def _counting(reward, fn):
+    """``reward`` (a gradprobe Reward wrapping the TRL function ``fn``) reporting, as its
+    ``generated_tokens``, what ``fn`` generated during the call (the generated-tokens protocol), so
+    the probe's tokens per update include e.g. a judge's tokens."""
+
+    def counted(batch, ctx=None):
+        before = reward_generated_tokens(fn)
+        out = reward(batch, ctx)
+        after = reward_generated_tokens(fn)
+        spent = {c: n - before.get(c, 0) for c, n in after.items() if n - before.get(c, 0) > 0}
+        out.generated_tokens = {**out.generated_tokens, **spent}
+        return out
+
+    counted.__name__ = getattr(reward, "__name__", "reward")
+    return counted
+
+
+_INPUT_GRAD_HOOK = "make_inputs_require_grads"  # transformers' PreTrainedModel.enable_input_require_grads
+
+
+@contextlib.contextmanager
+def _without_checkpointing(model, checkpointing_kwargs):
+    """Gradient checkpointing and the input-embedding ``requires_grad_`` hook off for the probe.
+
+    The trainer turns them on (``gradient_checkpointing`` is TRL's default); the hook calls
+    ``requires_grad_`` inside the forward pass, which ``torch.func.jvp`` refuses. Both are restored,
+    as TRL's own ``unwrap_model_for_generation`` does for generation.
+    """
+    checkpointing = bool(getattr(model, "is_activation_checkpointing", None)
+                         if hasattr(model, "is_activation_checkpointing")
+                         else getattr(model, "is_gradient_checkpointing", False))
+    new_api = hasattr(model, "activation_checkpointing_enable")  # transformers >= 5 (the old names warn)
+    if checkpointing:
+        (model.activation_checkpointing_disable if new_api else model.gradient_checkpointing_disable)()
+    # the embedding hook ``make_inputs_require_grads`` (enable_input_require_grads), wherever registered
+    saved = [(m, key, hook) for m in model.modules() for key, hook in list(m._forward_hooks.items())
+             if getattr(hook, "__name__", "") == _INPUT_GRAD_HOOK]
+    for m, key, _ in saved:
+        del m._forward_hooks[key]
+    try:
+        yield
+    finally:
+        if checkpointing:  # (reentrant checkpointing re-adds its input hook itself)
+            if new_api:
+                model.activation_checkpointing_enable(activation_checkpointing_kwargs=checkpointing_kwargs)
+            else:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpointing_kwargs)
+        for m, key, hook in saved:
+            if not any(getattr(h, "__name__", "") == _INPUT_GRAD_HOOK for h in m._forward_hooks.values()):
+                m._forward_hooks[key] = hook
+
+
+def _rng_state() -> dict:
+    import numpy as np
+
+    state = {"torch": torch.get_rng_state(), "random": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    import numpy as np
+
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["random"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])

@@ -1,0 +1,443 @@
+"""``gradprobe probe --trl-config FILE``: read a TRL ``GRPOConfig`` (YAML or JSON) as probe options.
+
+A researcher who trains with TRL's ``GRPOTrainer`` already wrote down the update they run; this
+module maps the fields of that file that define the *first update from a generation batch* onto
+``gradprobe probe``'s options, refuses the settings the probe cannot honour (naming the field and
+the fix) and lists the rest as not used. Flags given explicitly on the command line win over the
+file; ``probe.json`` records, under ``trl_config``, which fields came from the file.
+
+Mapping (:data:`FIELD_FLAGS`, :data:`LOSS_TYPES`, :data:`SCALE_REWARDS`):
+
+=========================  =======================  ==============================================
+GRPOConfig field           probe option             note
+=========================  =======================  ==============================================
+``loss_type``              ``--loss-type``          grpo, dapo, dr_grpo as is; ``bnpo`` and
+                                                    ``cispo`` as dapo (see below); sapo, luspo,
+                                                    vespo refused
+``scale_rewards``          ``--rewards``            the ``outcome`` reward becomes its registered
+                                                    variant: group -> outcome, batch ->
+                                                    outcome_batch, none -> outcome_dr
+``num_generations``        ``--group``              G of the probe batch (and of the update)
+``max_completion_length``  ``--max-new-tokens``     also dr_grpo's constant normaliser
+``learning_rate``          ``--lr``                 the peak learning rate
+``temperature``, ``top_p`` ``--temperature``,
+                           ``--top-p``
+``seed``                   ``--seed``
+``optim``                  ``--precondition``       Adam family -> adam, sgd -> none
+``per_device_train_batch_  ``--update-prompts``     prompts per optimizer step =
+size`` x ``gradient_                                per_device_train_batch_size x
+accumulation_steps``                                gradient_accumulation_steps / num_generations
+                                                    (one process)
+``beta``                   (none needed)            honoured exactly, see below
+=========================  =======================  ==============================================
+
+Why these are exact at the probed policy (TRL 1.16, ``GRPOTrainer._compute_loss``):
+
+- The probe predicts the first optimizer step on a freshly generated batch, where the importance
+  ratio r = pi_theta / pi_old is exactly 1. PPO clipping (``epsilon``, ``epsilon_high``,
+  ``delta``) is inactive there, and CISPO's weight ``clip(r).detach()`` is 1 with dapo's
+  normaliser (tokens of the generation batch), so ``cispo`` has dapo's gradient.
+- ``bnpo`` divides by the active tokens of each local micro-batch; on the probe's one batch this
+  is dapo's token mean. It is exact when a micro-batch is the whole generation batch
+  (``gradient_accumulation_steps`` 1, one process), otherwise equal up to the micro-batches'
+  differing token counts (recorded as a note).
+- KL term ``beta``: TRL adds beta * k3 per token, k3 = exp(l_ref - l) - (l_ref - l) - 1 with
+  l = log pi_theta(y_t), l_ref the reference model's (Schulman 2020, "Approximating KL
+  divergence"). Its gradient is beta * (1 - exp(l_ref - l)) * grad l, which is exactly zero where
+  pi_theta = pi_ref. TRL's reference model is the initial policy, so at the initial policy the
+  predicted update (which has no KL term) is exact for every beta. At a later checkpoint with
+  beta != 0 the probe omits beta * grad KL; a note in ``probe.json`` says so.
+
+Refused unless at TRL's default (the probe's update has no such term): ``num_iterations`` != 1,
+``importance_sampling_level`` != token, ``top_entropy_quantile`` < 1, ``entropy_coef`` != 0,
+``use_adaptive_entropy``, ``mask_truncated_completions``, ``off_policy_mask_threshold``,
+``top_k``, ``min_p``, ``repetition_penalty``, ``generation_kwargs``. Fields that do not change
+the predicted update (logging, saving, hardware, vLLM, the schedule) are listed under
+``trl_config.ignored``; those that change it slightly (``max_grad_norm``, warm-up, weight decay)
+get a note. Fields of TRL's ``ScriptArguments`` and ``ModelConfig`` (``dataset_name``,
+``model_name_or_path``...), which ``trl grpo --config`` files mix in, are known and ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["TrlConfigError", "TrlProbeSettings", "read_trl_config", "apply_trl_config", "mark_explicit_flags",
+           "FIELD_FLAGS", "LOSS_TYPES", "SCALE_REWARDS"]
+
+#: GRPOConfig field -> (``argparse`` dest of ``gradprobe probe``, its flag), for the one-to-one fields.
+FIELD_FLAGS = {
+    "loss_type": ("loss_type", "--loss-type"),
+    "num_generations": ("group", "--group"),
+    "max_completion_length": ("max_new_tokens", "--max-new-tokens"),
+    "learning_rate": ("lr", "--lr"),
+    "temperature": ("temperature", "--temperature"),
+    "top_p": ("top_p", "--top-p"),
+    "seed": ("seed", "--seed"),
+    "optim": ("precondition", "--precondition"),
+}
+#: TRL ``loss_type`` -> the probe's ``--loss-type`` (module docstring: why bnpo and cispo are dapo).
+LOSS_TYPES = {"grpo": "grpo", "dapo": "dapo", "dr_grpo": "dr_grpo", "bnpo": "dapo", "cispo": "dapo"}
+#: TRL ``scale_rewards`` -> the registered outcome reward with that advantage scale.
+SCALE_REWARDS = {"group": "outcome", "batch": "outcome_batch", "none": "outcome_dr", True: "outcome",
+                 False: "outcome_dr"}
+#: Fields the probe cannot honour unless they hold TRL's default: field -> what the probe lacks.
+REFUSED_UNLESS_DEFAULT = {
+    "num_iterations": "the probe predicts one on-policy update per generation batch",
+    "importance_sampling_level": "the probe's loss is token-level (GSPO's sequence-level ratio is not modelled)",
+    "top_entropy_quantile": "the probe keeps every completion token in the loss",
+    "entropy_coef": "the probe's update has no entropy bonus",
+    "use_adaptive_entropy": "the probe's update has no entropy bonus",
+    "mask_truncated_completions": "the probe keeps truncated completions in the loss",
+    "off_policy_mask_threshold": "the probe's batch is on-policy (no off-policy mask)",
+    "top_k": "the probe's command line samples without top-k",
+    "min_p": "the probe's sampler has no min-p",
+    "repetition_penalty": "the probe's sampler has no repetition penalty",
+    "generation_kwargs": "the probe's sampler takes temperature, top_p and max_completion_length only",
+}
+#: Fields that change the real update slightly but are not in the prediction: field -> note.
+NOTED = {
+    "max_grad_norm": "gradient clipping is not in the prediction (the probe predicts the unclipped step)",
+    "warmup_ratio": "the gain is predicted at the peak learning_rate, not the warm-up's first rate",
+    "warmup_steps": "the gain is predicted at the peak learning_rate, not the warm-up's first rate",
+    "lr_scheduler_type": "the gain is predicted at the peak learning_rate",
+    "weight_decay": "decoupled weight decay is not in the prediction",
+    "reward_weights": "the probe scores each reward named in --rewards separately",
+    "epsilon": "PPO clipping is inactive at importance ratio 1 (the first update on a generation batch)",
+    "epsilon_high": "PPO clipping is inactive at importance ratio 1 (the first update on a generation batch)",
+    "delta": "PPO clipping is inactive at importance ratio 1 (the first update on a generation batch)",
+}
+BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "generation_batch_size",
+                "steps_per_generation")
+#: Hardware and backend fields left out of the ``GRPOConfig`` validation (they may need a GPU, vLLM,
+#: DeepSpeed... on the probing machine) and ignored by the probe.
+MACHINE_FIELDS = ("bf16", "fp16", "tf32", "use_cpu", "deepspeed", "fsdp", "fsdp_config", "accelerator_config",
+                  "parallelism_config", "use_vllm", "use_liger_kernel", "torch_compile", "torch_compile_backend",
+                  "torch_compile_mode", "push_to_hub", "hub_model_id", "hub_token", "report_to", "local_rank",
+                  "ddp_backend", "use_transformers_paged", "use_transformers_continuous_batching")
+FLOAT_FIELDS = ("learning_rate", "beta", "temperature", "top_p", "epsilon", "epsilon_high", "top_entropy_quantile",
+                "entropy_coef", "repetition_penalty", "max_grad_norm", "weight_decay", "warmup_ratio")
+
+
+class TrlConfigError(ValueError):
+    """The TRL config file cannot be honoured (the message names the file, the field and the fix)."""
+
+
+@dataclass
+class TrlProbeSettings:
+    """What a TRL config file contributed to one ``gradprobe probe`` run (``probe.json["trl_config"]``).
+
+    Attributes
+    ----------
+    path : str
+    fields : dict
+        The file's fields as read (TRL names).
+    mapped : dict[str, dict]
+        Per mapped field: ``value`` (the file's), ``flag``, ``probe_value`` (what the probe uses when
+        applied) and ``applied`` (False where an explicit flag won; then ``overridden_by``).
+    notes : list[str]
+        Approximations and exactness arguments (bnpo, beta, clipping, warm-up...).
+    ignored : list[str]
+        Fields that do not change the predicted update.
+    reference_reward : str
+        The outcome reward the forecast compares against (``outcome`` unless scale_rewards chose a variant).
+    """
+
+    path: str
+    fields: dict
+    mapped: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+    ignored: list = field(default_factory=list)
+    reference_reward: str = "outcome"
+
+    def record(self) -> dict:
+        """The JSON-serialisable block written to ``probe.json`` under ``trl_config``."""
+        return {"path": self.path, "fields": _jsonable(self.fields), "mapped": _jsonable(self.mapped),
+                "from_file": sorted(k for k, v in self.mapped.items() if v["applied"]),
+                "overridden_by_flags": {k: v["overridden_by"] for k, v in self.mapped.items() if not v["applied"]},
+                "notes": list(self.notes), "ignored": sorted(self.ignored), "reference_reward": self.reference_reward}
+
+
+def _jsonable(x):
+    return json.loads(json.dumps(x, default=str))
+
+
+def _grpo_fields() -> dict:
+    from trl import GRPOConfig
+
+    return {f.name: f for f in dataclasses.fields(GRPOConfig)}
+
+
+def _default(f):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _other_trl_fields() -> set:
+    """Fields of TRL's ScriptArguments and ModelConfig, which ``trl grpo --config`` files mix in."""
+    import trl
+
+    names = set()
+    for cls in (getattr(trl, "ScriptArguments", None), getattr(trl, "ModelConfig", None)):
+        if cls is not None:
+            names |= {f.name for f in dataclasses.fields(cls)}
+    return names
+
+
+def _load_file(path: Path) -> dict:
+    if not path.is_file():
+        raise TrlConfigError(f"--trl-config {path}: no such file (a YAML or JSON file of trl.GRPOConfig fields)")
+    text = path.read_text()
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        elif path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            raise TrlConfigError(f"--trl-config {path}: unknown file type {path.suffix!r}; use .yaml, .yml or .json")
+    except (json.JSONDecodeError, ImportError) as e:
+        raise TrlConfigError(f"--trl-config {path}: cannot be parsed: {e}") from e
+    except Exception as e:  # yaml.YAMLError and its subclasses
+        if isinstance(e, TrlConfigError):
+            raise
+        raise TrlConfigError(f"--trl-config {path}: cannot be parsed as YAML: {e}") from e
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise TrlConfigError(f"--trl-config {path}: the top level must be a mapping of GRPOConfig fields "
+                             f"(field: value), got {type(data).__name__}")
+    return data
+
+
+def read_trl_config(path: str | Path) -> tuple[dict, dict]:
+    """Read and validate a TRL ``GRPOConfig`` file.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.yaml``/``.yml`` or ``.json``; a mapping of ``trl.GRPOConfig`` field names to values
+        (fields of TRL's ``ScriptArguments``/``ModelConfig`` are allowed and ignored).
+
+    Returns
+    -------
+    fields : dict
+        The file's fields, numeric strings of float fields converted (YAML reads ``1e-6`` without
+        a dot as text).
+    config : dict
+        ``dataclasses.asdict``-like view of the ``trl.GRPOConfig`` built from the fields (hardware
+        fields :data:`MACHINE_FIELDS` left out), after TRL's own normalisation (``scale_rewards``
+        True -> "group", ``generation_batch_size`` derived...).
+
+    Raises
+    ------
+    TrlConfigError
+        Missing or unparsable file, a top level that is not a mapping, an unknown field (the closest
+        GRPOConfig field suggested), a non-numeric value of a float field, or a value
+        ``trl.GRPOConfig`` rejects (its message, with the fields it names).
+    """
+    path = Path(path)
+    raw = _load_file(path)
+    known = _grpo_fields()
+    others = _other_trl_fields()
+    fields = {}
+    for key, value in raw.items():
+        if key not in known and key not in others:
+            close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else "; see the fields of trl.GRPOConfig"
+            raise TrlConfigError(f"--trl-config {path}: unknown field {key!r}{hint}")
+        if key in FLOAT_FIELDS and isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise TrlConfigError(f"--trl-config {path}: field {key!r} must be a number, got {value!r}") from None
+        fields[key] = value
+    check = {k: v for k, v in fields.items() if k in known and k not in MACHINE_FIELDS}
+    try:
+        cfg = _grpo_config(check)
+    except (ValueError, TypeError) as e:
+        named = [k for k in check if k in str(e)]
+        if not named:  # TRL's message does not name the field: find the fields it rejects on their own
+            named = [k for k in check if _rejects({k: check[k]})]
+        where = f" (field{'s' if len(named) > 1 else ''} {', '.join(named)})" if named else ""
+        raise TrlConfigError(f"--trl-config {path}{where}: trl.GRPOConfig rejects it: {e}") from e
+    return fields, {name: getattr(cfg, name) for name in known if hasattr(cfg, name)}
+
+
+def _grpo_config(fields: dict):
+    """``trl.GRPOConfig(**fields)`` on any machine (bf16/fp16 off) without TRL's own deprecation noise."""
+    import warnings
+
+    from trl import GRPOConfig
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return GRPOConfig(**fields, bf16=False, fp16=False)
+
+
+def _rejects(fields: dict) -> bool:
+    try:
+        _grpo_config(fields)
+    except (ValueError, TypeError):
+        return True
+    return False
+
+
+def _optim_to_precondition(value) -> str | None:
+    name = str(getattr(value, "value", value)).lower()
+    if "adam" in name:
+        return "adam"
+    if name.startswith("sgd"):
+        return "none"
+    return None
+
+
+def apply_trl_config(args: argparse.Namespace, *, explicit: set[str] | None = None) -> TrlProbeSettings:
+    """Fill ``gradprobe probe``'s parsed options from ``args.trl_config``; explicit flags win.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed ``gradprobe probe`` options; ``args.trl_config`` the file. Modified in place: every
+        mapped option not given explicitly takes the file's value.
+    explicit : set[str], optional
+        ``argparse`` dests given on the command line (default: ``args._explicit_flags``, which
+        :func:`mark_explicit_flags` records).
+
+    Returns
+    -------
+    TrlProbeSettings
+
+    Raises
+    ------
+    TrlConfigError
+        Everything :func:`read_trl_config` raises; an unsupported ``loss_type``, ``scale_rewards``
+        or ``optim``; a field of :data:`REFUSED_UNLESS_DEFAULT` away from TRL's default; a batch
+        whose samples per optimizer step are not whole groups. Each message names the file, the
+        field and the fix. ``args`` is left unchanged when it raises.
+    """
+    path = str(args.trl_config)
+    explicit = set(getattr(args, "_explicit_flags", ()) if explicit is None else explicit)
+    fields, cfg = read_trl_config(path)
+    known = _grpo_fields()
+    settings = TrlProbeSettings(path=path, fields=fields)
+    updates: dict[str, object] = {}
+
+    def refuse(name: str, why: str, fix: str):
+        raise TrlConfigError(f"--trl-config {path}: field {name!r} = {fields[name]!r}: {why}; {fix}")
+
+    def take(name: str, dest: str, flag: str, probe_value):
+        won = dest in explicit
+        settings.mapped[name] = {"value": fields[name], "flag": flag, "probe_value": probe_value, "applied": not won,
+                                 "overridden_by": flag if won else None}
+        if not won:
+            updates[dest] = probe_value
+
+    for name in fields:
+        if name in FIELD_FLAGS:
+            dest, flag = FIELD_FLAGS[name]
+            value = cfg[name]
+            if name == "loss_type":
+                if value not in LOSS_TYPES and dest not in explicit:
+                    refuse(name, f"the probe supports loss_type {', '.join(LOSS_TYPES)} (bnpo and cispo as dapo)",
+                           f"use one of them in the file, or pass {flag} to probe with another normaliser")
+                value = LOSS_TYPES.get(value, value)
+                if fields[name] == "bnpo" and cfg.get("gradient_accumulation_steps", 1) != 1:
+                    settings.notes.append("loss_type bnpo is probed as dapo: exact when a micro-batch is the whole "
+                                          "generation batch; with gradient_accumulation_steps > 1 equal up to the "
+                                          "micro-batches' differing token counts")
+                elif fields[name] == "cispo":
+                    settings.notes.append("loss_type cispo is probed as dapo: at importance ratio 1 (the first "
+                                          "update on a generation batch) its weight clip(r) is 1 and it normalises "
+                                          "like dapo, so the gradients are equal")
+            elif name == "optim":
+                value = _optim_to_precondition(value)
+                if value is None and dest not in explicit:
+                    refuse(name, "the probe predicts an Adam-family step (--precondition adam) or SGD (none)",
+                           "use an adamw_* or sgd optimizer in the file, or pass --precondition adam|none")
+            elif isinstance(value, float) and name in ("learning_rate", "temperature", "top_p") \
+                    and not math.isfinite(value):
+                refuse(name, "not a finite number", "write a finite number")
+            take(name, dest, flag, value)
+        elif name == "scale_rewards":
+            variant = SCALE_REWARDS.get(cfg[name])
+            if variant is None and "rewards" not in explicit:
+                refuse(name, "the probe supports scale_rewards group, batch or none",
+                       "use one of them, or pass --rewards naming the outcome variant yourself")
+            rewards = ",".join(variant if r.strip() == "outcome" else r.strip() for r in str(args.rewards).split(","))
+            take(name, "rewards", "--rewards", rewards)
+            if settings.mapped[name]["applied"]:
+                settings.reference_reward = variant
+                settings.notes.append(f"scale_rewards {cfg[name]!r}: the outcome reward is probed as {variant!r}; "
+                                      "the dense rewards' outcome part keeps group scaling")
+        elif name == "beta":
+            beta = float(fields[name])
+            settings.mapped[name] = {"value": beta, "flag": None, "probe_value": None, "applied": True,
+                                     "overridden_by": None}
+            if beta != 0.0:
+                settings.notes.append(
+                    f"beta {beta:g}: TRL's KL term beta * k3 has gradient beta * (1 - exp(l_ref - l)) * grad l, zero "
+                    "where the policy equals the reference model (TRL's reference is the initial policy), so the "
+                    "prediction is exact at the initial policy; at a later checkpoint it omits beta * grad KL")
+        elif name in REFUSED_UNLESS_DEFAULT:
+            default = _default(known[name]) if name in known else dataclasses.MISSING
+            if fields[name] != default and not (fields[name] in (None, {}) and default in (None, {})):
+                refuse(name, REFUSED_UNLESS_DEFAULT[name],
+                       f"remove it or set it to TRL's default {default!r} to probe this setup")
+        elif name in NOTED:
+            settings.notes.append(f"{name} = {fields[name]!r}: {NOTED[name]}")
+        elif name not in BATCH_FIELDS:
+            settings.ignored.append(name)
+
+    if any(f in fields for f in BATCH_FIELDS):
+        per_step = int(cfg["per_device_train_batch_size"]) * int(cfg["gradient_accumulation_steps"])
+        group = int(cfg["num_generations"])
+        if per_step % group:
+            names = ", ".join(f for f in ("per_device_train_batch_size", "gradient_accumulation_steps") if f in fields)
+            raise TrlConfigError(f"--trl-config {path}: fields {names or 'per_device_train_batch_size'}: "
+                                 f"{per_step} completions per optimizer step are not whole groups of "
+                                 f"num_generations {group}; make per_device_train_batch_size x "
+                                 "gradient_accumulation_steps a multiple of num_generations")
+        name = "per_device_train_batch_size" if "per_device_train_batch_size" in fields else \
+            next(f for f in BATCH_FIELDS if f in fields)
+        dest = "update_prompts"
+        won = dest in explicit
+        settings.mapped[name] = {"value": fields[name], "flag": "--update-prompts", "probe_value": per_step // group,
+                                 "applied": not won, "overridden_by": "--update-prompts" if won else None,
+                                 "from": "per_device_train_batch_size x gradient_accumulation_steps / num_generations"}
+        if not won:
+            updates[dest] = per_step // group
+    for dest, value in updates.items():  # nothing changes unless every field was accepted
+        setattr(args, dest, value)
+    return settings
+
+
+def mark_explicit_flags(parser: argparse.ArgumentParser, attr: str = "_explicit_flags") -> None:
+    """Make ``parser`` record which options the command line gave explicitly.
+
+    argparse calls an action only for options present on the command line (defaults are set
+    directly), so each option's action class is replaced by a subclass that adds its ``dest`` to
+    ``namespace.<attr>`` (a frozenset) before doing its work. A flag given with its default value
+    still counts as explicit, which comparing values with defaults could not tell.
+    """
+    for action in parser._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        base = type(action)
+
+        def __call__(self, parser, namespace, values, option_string=None, _base=base):
+            setattr(namespace, attr, frozenset(getattr(namespace, attr, frozenset())) | {self.dest})
+            return _base.__call__(self, parser, namespace, values, option_string)
+
+        action.__class__ = type(f"Explicit{base.__name__}", (base,), {"__call__": __call__})

@@ -1,0 +1,405 @@
+"""``report.html``: a self-contained page of one probe result, to look at rather than to parse.
+
+``gradprobe probe --out DIR`` writes ``DIR/report.html`` beside ``probe.json`` (:func:`write_probe_report`).
+One file, no external references (figures embedded as base64 PNG, styles inline), so it can be mailed
+or attached to an issue. Sections:
+
+1. the verdict table: each arm's forecast gain vs grpo at the budget (accuracy points) with its interval
+   and the verdict sentence of :func:`gradprobe.forecast.forecast_section` (plus the calibrated gain when
+   ``--calibration`` was given); without a reference curve, the note saying what a forecast needs;
+2. the raw per-reward table: <g_R, u>, its bootstrap interval over prompts, SNR, the first-order gain per
+   update and at the budget (points), tokens per update c_R;
+3. the intervals as a figure: forecast gain vs grpo (points) per arm, and <g_R, u> per reward, each with
+   its interval (matplotlib, Agg);
+4. per-token heat maps, one per reward: the few completions whose summed term
+   sum_t A^R_t a_t moves <g_R, u> most, each token coloured by its term A^R_t a_t (blue: pushes the update
+   toward the reference u, red: against it; full colour at the 95th percentile of the shown |terms|; hover
+   for a_t, A^R_t and the product), read from
+   ``tokens.jsonl`` (``texts``, ``alignment``, ``advantages``; ``batch_0/tokens.jsonl`` with
+   ``--probe-batches N``);
+5. the token ledger as bar charts: generated tokens of the probe by category (rollout, continuation,
+   selection) and of the held-out reference, and tokens per update c_R of each reward.
+
+Formulas (DESIGN.md, "The probe"): a_t = <grad l_t, u> (per-token alignment), <g_R, u> = (1/Z_R)
+sum_ijt A^R_ijt a_ijt, so a token's term before the loss normalisation 1/Z_R is A^R_t a_t.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import os
+from pathlib import Path
+
+__all__ = ["write_probe_report", "render_probe_report", "pick_completions", "colour_scale", "read_tokens", "REPORT"]
+
+REPORT = "report.html"
+#: completions shown per reward in the heat maps
+COMPLETIONS_PER_REWARD = 3
+#: quantile of the shown |A a| that gets full colour in the heat maps (:func:`colour_scale`)
+SCALE_QUANTILE = 0.95
+_BLUE, _RED = (33, 102, 172), (178, 24, 43)  # ColorBrewer RdBu ends: toward / against the reference
+
+_TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>gradprobe probe report: {{ cfg.model }} on {{ cfg.task }}</title>
+<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222;line-height:1.4}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:90%}
+td.n{text-align:right;font-family:monospace}img{max-width:100%}figure{margin:1.5em 0}
+p.note{background:#fff4d6;padding:6px 10px;border-left:4px solid #e0a800}
+td.verdict{font-weight:bold}.worth{color:#1a6e1a}.not{color:#a01818}
+.heat{font-family:monospace;white-space:pre-wrap;border:1px solid #ddd;padding:6px;margin:.4em 0 1em;font-size:95%}
+.heat span{border-radius:2px}.meta{font-size:85%;color:#555}
+.scale{display:inline-block;width:240px;height:12px;vertical-align:middle;border:1px solid #bbb;
+background:linear-gradient(to right,rgb{{ red }},#fff,rgb{{ blue }})}</style></head>
+<body>
+<h1>Probe report</h1>
+<p>Model <b>{{ cfg.model }}</b>, task <b>{{ cfg.task }}</b>; probe batch {{ cfg.prompts }} prompts x {{ cfg.group }}
+completions{% if batches > 1 %} x {{ batches }} batches{% endif %}; reference <b>{{ cfg.reference }}</b>
+(preconditioner: {{ reference.precondition }}); lr {{ cfg.lr }}; loss {{ cfg.loss_type }};
+budget {{ "{:,}".format(cfg.budget_tokens) }} generated tokens.
+Batch mean reward {{ fmt(batch.mean_reward, ".3f") }}, truncation rate {{ fmt(batch.truncation_rate, ".2f") }}.</p>
+{% for w in warnings %}<p class="note">warning: {{ w }}</p>{% endfor %}
+
+<h2>Verdict</h2>
+{% if forecast.available %}
+<p>Forecast vs grpo at {{ budget_s }} (grpo reaches {{ fmt(forecast.grpo_accuracy, ".1f") }} points there), by the
+<b>{{ forecast.method }}</b> forecaster ({{ forecast.method_choice }}); reference curve: {{ forecast.curve }}.
+Gains in accuracy points, {{ level }}% intervals.</p>
+<table id="verdicts"><tr><th>arm</th><th>reward</th><th>tokens / update</th><th>rho</th><th>forecast accuracy</th>
+<th>gain vs grpo</th><th>interval</th>{% if calibrated %}<th>calibrated gain</th><th>calibrated interval</th>{% endif %}
+<th>verdict</th></tr>
+{% for r in forecast.rows %}<tr><td>{{ r.arm }}</td><td>{{ r.reward }}</td><td class="n">{{ fmt(r.tokens_per_update, ",.0f") }}</td>
+<td class="n">{{ fmt(r.rho, ".2f") }}</td><td class="n">{{ fmt(r.forecast_accuracy, ".1f") }}</td>
+<td class="n">{{ fmt(r.forecast_gain, "+.1f") }}</td><td class="n">{{ interval(r.gain_interval, "+.1f") }}</td>
+{% if calibrated %}<td class="n">{{ fmt(calibrated.get(r.reward, {}).get("gain"), "+.1f") }}</td>
+<td class="n">{{ interval(calibrated.get(r.reward, {}).get("interval"), "+.1f") }}</td>{% endif %}
+<td class="verdict {{ verdict_class(r.verdict) }}">{{ r.verdict }}</td></tr>
+{% endfor %}</table>
+{% for n in forecast.notes %}<p class="note">{{ n }}</p>{% endfor %}
+{% else %}
+<p class="note">No forecast: {{ forecast.note or "the probe was run without one (gradprobe probe adds it)" }}</p>
+{% endif %}
+
+<h2>Raw per-reward figures</h2>
+<p>&lt;g_R, u&gt;: the reward's policy gradient along the (preconditioned) reference update u, with its 95% bootstrap
+interval over prompts; gains: the first-order extrapolation 100 lr &lt;g_R, u&gt; (accuracy points; no diminishing
+returns, expected to overestimate).</p>
+<table id="rewards"><tr><th>reward</th><th>&lt;g_R, u&gt;</th><th>95% interval</th><th>SNR</th><th>gain / update</th>
+<th>tokens / update</th><th>gain at budget</th></tr>
+{% for r in rewards %}<tr><td>{{ r.name }}</td><td class="n">{{ fmt(r.inner_product, "+.3e") }}</td>
+<td class="n">{{ interval(r.interval, "+.3e") }}</td><td class="n">{{ fmt(r.snr, ".2f") }}</td>
+<td class="n">{{ fmt(r.predicted_gain_per_update, "+.4f") }}</td><td class="n">{{ fmt(r.tokens_per_update, ",.0f") }}</td>
+<td class="n">{{ fmt(r.predicted_gain_at_budget, "+.3f") }}</td></tr>
+{% endfor %}</table>
+
+<h2>Intervals</h2>
+<figure><img id="intervals" alt="intervals" src="data:image/png;base64,{{ images.intervals }}">
+<figcaption>{{ intervals_caption }}</figcaption></figure>
+
+<h2>Per-token heat maps</h2>
+<p>For each reward, the {{ per_reward }} completions of the probe batch whose summed term sum_t A<sup>R</sup><sub>t</sub>
+a<sub>t</sub> has the largest magnitude. Each token is coloured by its own term A<sup>R</sup><sub>t</sub> a<sub>t</sub>
+(a<sub>t</sub> = &lt;grad log pi(y_t), u&gt;, its alignment; A<sup>R</sup><sub>t</sub> its advantage under R):
+<span class="scale"></span> red: against the reference update, white: 0, blue: toward it (full colour at the 95th
+percentile of the |terms| shown for that reward; larger ones saturate). Hover a token for its numbers; a line break
+is shown as &#8629;.</p>
+{% for h in heatmaps %}<div class="reward-heatmap" data-reward="{{ h.name }}"><h3>{{ h.name }}</h3>
+{% if h.rows %}<p class="meta">colour scale: |A a| = {{ fmt(h.scale, ".3g") }}</p>
+{% for row in h.rows %}<p class="meta">completion {{ row.row }} (prompt {{ row.prompt_id }}), verifier score
+{{ fmt(row.score, "g") }}{% if row.truncated %}, truncated{% endif %}; sum A a = {{ fmt(row.total, "+.3g") }}</p>
+<div class="heat">{% for t in row.tokens %}<span style="background:{{ t.colour }}" title="{{ t.title }}">{{ t.text }}</span>{% if t.newline %}<br>{% endif %}{% endfor %}</div>
+{% endfor %}{% else %}<p class="note">no per-token data for this reward in tokens.jsonl</p>{% endif %}</div>
+{% endfor %}
+
+<h2>Token ledger</h2>
+<figure><img id="ledger" alt="token ledger" src="data:image/png;base64,{{ images.ledger }}">
+<figcaption>Generated tokens of the probe by category (the held-out reference's own rollouts beside them; never charged
+to a reward), and tokens per update c_R of each reward (continuations included).</figcaption></figure>
+<table id="ledger-table"><tr><th>category</th><th>generated tokens</th></tr>
+{% for k, v in ledger_rows %}<tr><td>{{ k }}</td><td class="n">{{ "{:,}".format(v) }}</td></tr>{% endfor %}</table>
+<p class="meta">Made by gradprobe with {{ versions }}.</p>
+</body></html>
+"""
+
+
+def _fmt(x, spec: str = ".3g") -> str:
+    if x is None or isinstance(x, str) or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a" if x is None or not isinstance(x, str) else x
+    return format(x, spec)
+
+
+def _interval(iv, spec: str) -> str:
+    if not iv or len(iv) != 2 or any(v is None or isinstance(v, str) for v in iv):
+        return "n/a"
+    return f"[{format(iv[0], spec)}, {format(iv[1], spec)}]"
+
+
+def _verdict_class(verdict: str) -> str:
+    v = str(verdict or "")
+    return "not" if v.startswith("not worth") else ("worth" if v.startswith("worth") else "")
+
+
+def read_tokens(out: Path) -> list[dict]:
+    """Rows of ``out/tokens.jsonl`` (``out/batch_0/tokens.jsonl`` for several probe batches); [] if neither."""
+    for path in (out / "tokens.jsonl", out / "batch_0" / "tokens.jsonl"):
+        if path.exists():
+            return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return []
+
+
+def pick_completions(rows: list[dict], reward: str, k: int = COMPLETIONS_PER_REWARD) -> list[dict]:
+    """The ``k`` completions whose summed term sum_t A^R_t a_t has the largest |value| (row order breaks ties).
+
+    Parameters
+    ----------
+    rows : list[dict]
+        ``tokens.jsonl`` rows: ``alignment`` (a_t, length T_n) and ``advantages[reward]`` (A^R_t, length T_n).
+    reward : str
+    k : int
+
+    Returns
+    -------
+    list[dict]
+        Each chosen row plus ``terms`` (A^R_t a_t per token, length T_n) and ``total`` (their sum), in
+        decreasing |total|; rows without the reward or without tokens are skipped.
+    """
+    scored = []
+    for row in rows:
+        adv = (row.get("advantages") or {}).get(reward)
+        a = row.get("alignment") or []
+        if adv is None or not a or len(adv) != len(a):
+            continue
+        terms = [float(x) * float(y) for x, y in zip(adv, a)]
+        scored.append({**row, "terms": terms, "total": float(sum(terms))})
+    scored.sort(key=lambda r: -abs(r["total"]))  # stable: ties keep row order
+    return scored[:k]
+
+
+def _colour(value: float, scale: float) -> str:
+    if not scale or not math.isfinite(value):
+        return "transparent"
+    w = min(1.0, abs(value) / scale)
+    r, g, b = _BLUE if value > 0 else _RED
+    return f"rgba({r},{g},{b},{w:.3f})"
+
+
+def colour_scale(terms) -> float:
+    """The |A a| that gets full colour: the 95th percentile of |terms| (numpy's linear interpolation).
+
+    A few tokens (often a wrong digit, whose log-probability gradient is large) have terms 10-100x
+    the rest; on a linear scale up to the maximum every other token would be white. Larger terms
+    saturate. 0.0 when ``terms`` is empty."""
+    import numpy as np
+
+    a = np.abs(np.asarray(list(terms), dtype=np.float64))
+    return float(np.quantile(a, SCALE_QUANTILE)) if a.size else 0.0
+
+
+def _heatmaps(rows: list[dict], names: list[str], per_reward: int) -> list[dict]:
+    out = []
+    for name in names:
+        chosen = pick_completions(rows, name, per_reward)
+        scale = colour_scale(t for r in chosen for t in r["terms"])
+        shown = []
+        for r in chosen:
+            texts = r.get("texts") or r.get("tokens") or []
+            toks = []
+            for text, a, adv, term in zip(texts, r["alignment"], r["advantages"][name], r["terms"]):
+                newline = text.endswith("\n")
+                toks.append({"text": text.replace("\n", "\u21b5"), "newline": newline, "colour": _colour(term, scale),
+                             "title": f"a = {a:+.3g}, A = {adv:+.3g}, A a = {term:+.3g}"})
+            shown.append({"row": r.get("row"), "prompt_id": r.get("prompt_id"), "score": r.get("score"),
+                          "truncated": r.get("truncated"), "total": r["total"], "tokens": toks})
+        out.append({"name": name, "scale": scale, "rows": shown})
+    return out
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> str:
+    plt = _plt()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _num(x) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
+
+
+def _errorbar(ax, labels, values, intervals, xlabel, title):
+    ys = list(range(len(labels)))
+    vals = [_num(v) for v in values]
+    lo = [v - _num(iv[0]) if iv and len(iv) == 2 else 0.0 for v, iv in zip(vals, intervals)]
+    hi = [_num(iv[1]) - v if iv and len(iv) == 2 else 0.0 for v, iv in zip(vals, intervals)]
+    lo = [0.0 if not math.isfinite(x) else max(0.0, x) for x in lo]
+    hi = [0.0 if not math.isfinite(x) else max(0.0, x) for x in hi]
+    ax.errorbar(vals, ys, xerr=[lo, hi], fmt="o", color="#2166ac", ecolor="#555", capsize=4)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(ys, labels)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def _fig_intervals(result: dict) -> tuple[str, str]:
+    plt = _plt()
+    fc = result.get("forecast") or {}
+    rewards = result.get("rewards") or []
+    rows = [r for r in fc.get("rows", []) if r.get("verdict") != "reference (grpo)"] if fc.get("available") else []
+    panels = 2 if rows else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.2 * panels, 0.6 * max(len(rewards), len(rows), 2) + 1.6),
+                             squeeze=False)
+    caption = ("<g_R, u> per reward (the raw inner product with the reference update u) with its 95% bootstrap "
+               "interval over prompts")
+    if rows:
+        pct = int(round(100 * float(fc.get("level", 0.95))))
+        _errorbar(axes[0, 0], [r["arm"] for r in rows], [r.get("forecast_gain") for r in rows],
+                  [r.get("gain_interval") for r in rows], "forecast gain vs grpo (accuracy points)",
+                  f"forecast ({fc.get('method')}) at the budget, {pct}% intervals")
+        caption = (f"Left: each arm's forecast gain vs grpo at the budget with its {pct}% interval (accuracy points; "
+                   "0 = as good as grpo for the same tokens). Right: " + caption)
+    _errorbar(axes[0, -1], [r["name"] for r in rewards], [r.get("inner_product") for r in rewards],
+              [r.get("interval") for r in rewards], "<g_R, u>", "inner product with the reference update")
+    fig.tight_layout()
+    return _png(fig), caption
+
+
+def _ledger_rows(result: dict) -> list[tuple[str, int]]:
+    gen = (result.get("ledger") or {}).get("generated_tokens") or {}
+    ref = (((result.get("reference") or {}).get("ledger") or {}).get("generated_tokens") or {})
+    rows = [(f"probe: {k}", int(v)) for k, v in gen.items()]
+    if ref:
+        rows.append(("held-out reference rollouts", int(sum(ref.values()))))
+    return rows
+
+
+def _fig_ledger(result: dict) -> str:
+    plt = _plt()
+    rows = _ledger_rows(result)
+    rewards = result.get("rewards") or []
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * max(len(rows), len(rewards), 3) + 1.6))
+    ax = axes[0]
+    labels, vals = [k for k, _ in rows], [v for _, v in rows]
+    bars = ax.barh(labels, vals, color="#4c72b0")
+    ax.bar_label(bars, labels=[f"{v:,}" for v in vals], fontsize=8, padding=2)
+    ax.invert_yaxis()
+    ax.set_xlabel("generated tokens")
+    ax.set_title("generated tokens by category", fontsize=10)
+    ax = axes[1]
+    labels = [r["name"] for r in rewards]
+    vals = [int(v) if math.isfinite(v := _num(r.get("tokens_per_update"))) else 0 for r in rewards]
+    bars = ax.barh(labels, vals, color="#dd8452")
+    ax.bar_label(bars, labels=[f"{v:,}" for v in vals], fontsize=8, padding=2)
+    ax.invert_yaxis()
+    ax.set_xlabel("generated tokens per update (c_R)")
+    ax.set_title("tokens per training update, by reward", fontsize=10)
+    for a in axes:
+        a.grid(axis="x", alpha=0.3)
+        a.margins(x=0.15)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = COMPLETIONS_PER_REWARD) -> str:
+    """The HTML page of a probe result (see the module docstring for its sections).
+
+    Parameters
+    ----------
+    result : dict
+        ``probe.json``'s content (with ``forecast`` when ``gradprobe probe`` made one, and
+        ``calibrated_gain``/``calibrated_interval`` per reward after ``--calibration``).
+    tokens : list[dict]
+        ``tokens.jsonl`` rows (:func:`read_tokens`); may be empty (the heat maps then say so).
+    per_reward : int
+        Completions per reward in the heat maps.
+
+    Returns
+    -------
+    str
+        A self-contained HTML document (every figure a base64 PNG, no external reference).
+    """
+    import jinja2
+
+    from ..forecast.forecaster import format_budget
+
+    cfg = result.get("config") or {}
+    fc = result.get("forecast") or {}
+    rewards = result.get("rewards") or []
+    calibrated = {r["name"]: {"gain": r.get("calibrated_gain"), "interval": r.get("calibrated_interval")}
+                  for r in rewards if r.get("calibrated_gain") is not None}
+    intervals_png, caption = _fig_intervals(result)
+    budget = fc.get("budget") or {}
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
+    return env.from_string(_TEMPLATE).render(
+        cfg=cfg, batch=result.get("batch") or {}, reference=result.get("reference") or {}, forecast=fc,
+        warnings=result.get("warnings") or [], rewards=rewards, calibrated=calibrated,
+        batches=int(cfg.get("probe_batches") or 1),
+        budget_s=(format_budget(budget["value"], budget.get("kind", "tokens")) + (" tokens" if budget.get("kind") ==
+                                                                                  "tokens" else "")
+                  if budget.get("value") is not None else ""),
+        level=int(round(100 * float(fc.get("level") or 0.95))),
+        images={"intervals": intervals_png, "ledger": _fig_ledger(result)}, intervals_caption=caption,
+        heatmaps=_heatmaps(tokens, [r["name"] for r in rewards], per_reward), per_reward=per_reward,
+        ledger_rows=_ledger_rows(result), fmt=_fmt, interval=_interval, verdict_class=_verdict_class,
+        red=_RED, blue=_BLUE, versions=", ".join(f"{k} {v}" for k, v in (result.get("versions") or {}).items()))
+
+
+def write_probe_report(out: str | Path, result: dict | None = None, *,
+                       per_reward: int = COMPLETIONS_PER_REWARD) -> Path:
+    """Write ``out/report.html`` atomically (a temporary file in ``out``, then ``os.replace``).
+
+    Parameters
+    ----------
+    out : path
+        The probe's output folder (``probe.json``, ``tokens.jsonl``).
+    result : dict, optional
+        The probe result; default: read ``out/probe.json``.
+    per_reward : int
+        Completions per reward in the heat maps.
+
+    Returns
+    -------
+    Path
+        ``out/report.html``.
+
+    Raises
+    ------
+    OutputDirError
+        ``out`` is missing, not a folder, not writable, or the disk is full (names the path and the
+        fix); the temporary file is removed and an existing ``report.html`` is left as it was.
+    FileNotFoundError
+        ``result`` not given and ``out/probe.json`` does not exist.
+    """
+    from ..training.checkpoint import output_error
+
+    out = Path(out)
+    if result is None:
+        result = json.loads((out / "probe.json").read_text())
+    page = render_probe_report(result, read_tokens(out) if out.is_dir() else [], per_reward=per_reward)
+    path = out / REPORT
+    tmp = out / f".{REPORT}.{os.getpid()}.tmp"  # same folder: os.replace is atomic
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(page)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # out is not a folder: there is no temporary file
+            pass
+        raise output_error("writing", path, e) from e
+    return path
