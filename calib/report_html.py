@@ -80,9 +80,9 @@ def _fig_predicted(cv_rows: pd.DataFrame, m: dict) -> bytes:
                 ok = np.isfinite(sub["cv_lower"]) & np.isfinite(sub["cv_upper"])
                 if method != "none" and ok.any():
                     s = sub[ok]
-                    ax.errorbar(s["cv_pred"], s["target"], xerr=[s["cv_pred"] - s["cv_lower"],
-                                                                 s["cv_upper"] - s["cv_pred"]],
-                                fmt="none", ecolor="0.75", elinewidth=1, zorder=1)
+                    # a CV+ interval is not centred on the point prediction and may not contain it
+                    # (Barber et al. 2021): drawn as the segment [lower, upper], not as error bars
+                    ax.hlines(s["target"], s["cv_lower"], s["cv_upper"], colors="0.75", linewidth=1, zorder=1)
                 sns.scatterplot(data=sub, x="cv_pred", y="target", hue="study", palette=palette, ax=ax, s=40,
                                 zorder=2, legend=(i == 0 and j == 0))
                 title = f"{short(f)}, {label}\nMAE {e['mae']:.2f}, bias {e['bias']:+.2f} ({e['rows']} runs)"

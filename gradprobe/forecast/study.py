@@ -42,6 +42,20 @@ def read_study_json(path: Path, fix: str, error: type[Exception] = ValueError) -
         raise error(f"{path} is not valid JSON ({e}); re-run the step that writes it") from None
 
 
+def _realized_gain(entry: dict, arm: str, study_dir: Path, budget: float) -> float:
+    """The arm's mean gain vs grpo at the matched token budget (accuracy points; NaN for grpo's own
+    row when the analysis left it out). Raises ValueError when the analysis refused every read at
+    that budget (e.g. a study budgeted in FLOPs whose evals do not reach a common token count)."""
+    block = entry.get("generated_tokens") or entry.get("tokens") or {}
+    gain = block.get("gain_vs_grpo", math.nan)
+    if gain is None:
+        raise ValueError(f"{study_dir}/analysis.json: arm {arm!r} has no gain vs grpo at the matched token budget "
+                         f"({budget:,.0f} tokens): every seed's read was refused or missing there (refused: {block.get('gap_exceeded')}). "
+                         "Forecasts and calibration rows are at a token budget: leave this study out, or re-run it "
+                         "with [budget] generated_tokens")
+    return float(gain)
+
+
 def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=None, mode: str = "sigmoid",
                     lr_curve: dict | None = None, n_draws: int = 2000, seed: int = 0) -> pd.DataFrame:
     """One row per arm of a study: forecast gain vs grpo at the matched token budget, by every forecaster.
@@ -134,7 +148,6 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
             "forecast_probe_interval": tuple(r["gain_probe_interval"]), "method": r["method"],
             "note": "; ".join(notes), "curve_source": ("in-sample: " if in_sample else "") + curve.source,
             "in_sample": in_sample,
-            "realized_gain": float((arms_res[arm].get("generated_tokens") or arms_res[arm].get("tokens") or {})
-                                   .get("gain_vs_grpo", math.nan)),
+            "realized_gain": _realized_gain(arms_res[arm], arm, study_dir, budget),
         })
     return pd.DataFrame(rows, columns=list(STUDY_COLUMNS))

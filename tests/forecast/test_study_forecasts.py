@@ -113,3 +113,10 @@ def test_the_auto_forecasters_record_is_what_the_shipped_calibration_report_meas
     bad.write_text("{")
     with pytest.raises(ValueError, match="cannot be read"):
         load_validation(bad)
+
+def test_a_study_budgeted_in_flops_without_a_matched_token_read_is_refused_by_name():
+    """data/study_tiny_hard is budgeted in FLOPs: its analysis refuses every read at a common token count
+    (gaps wider than promised), so there is no realized gain at a token budget to forecast or calibrate."""
+    with pytest.raises(ValueError, match=r"study_tiny_hard/analysis.json: arm 'select_\w+' has no gain vs grpo at the "
+                                         r"matched token budget .*leave this study out"):
+        study_forecasts("data/study_tiny_hard", n_draws=200)
