@@ -158,5 +158,6 @@ def test_forecast_section_default_curve_and_json(curve):
     assert "mc: not worth its tokens" in text
     auto = forecast_section(_exact_probe(model="other"), curve=curve)  # the CLI's default
     assert auto["method"] == VALIDATION["best"] and auto["method_choice"].startswith("auto: validated best")
-    assert "forecaster: cost_only (auto: validated best, in-sample on data/study_tiny" in format_forecast(auto)
+    assert f"forecaster: {VALIDATION['best']} (auto: validated best, {VALIDATION['evidence']})" in format_forecast(auto)
+    assert VALIDATION["evidence"].startswith("leave one study out over")
     assert "forecast: none." in format_forecast(none)
