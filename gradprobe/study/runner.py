@@ -88,6 +88,11 @@ class PlanChangedError(StudyError):
 STOP_GRACE_SECONDS = 20.0
 
 
+#: seconds between two wake-ups of the study process while it waits for runs (so that a Ctrl-C delivered
+#: to another thread is seen within this time)
+POLL_SECONDS = 0.5
+
+
 class StudyInterrupted(KeyboardInterrupt):
     """A study stopped by Ctrl-C / SIGINT: no run was started after it, running runs were stopped.
 
@@ -577,7 +582,7 @@ def _iter_local(tasks: list[dict], workers: int, threads: int, say=None, stopped
     """
     import multiprocessing
     import signal
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
     ctx = multiprocessing.get_context("spawn")
@@ -594,16 +599,22 @@ def _iter_local(tasks: list[dict], workers: int, threads: int, say=None, stopped
             if main:
                 signal.signal(signal.SIGINT, handler if handler is not None else signal.SIG_DFL)
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C meanwhile is raised here
-        for fut in as_completed(futures):
-            t = futures[fut]
-            try:
-                yield fut.result()
-            except BrokenProcessPool as e:
-                yield {**{k: t.get(k) for k in ("kind", "arm", "seed")}, "status": "failed",
-                       "error": f"the worker process died ({e}); e.g. out of memory: use fewer --workers"}
-            except Exception as e:  # pickling errors and the like
-                yield {**{k: t.get(k) for k in ("kind", "arm", "seed")}, "status": "failed",
-                       "error": f"{type(e).__name__}: {e}"}
+        # Wait in slices of POLL_SECONDS rather than blocking until a run ends: the kernel may hand a
+        # Ctrl-C to any thread that does not block SIGINT (a library's monitor thread, say), and then
+        # only a main thread that wakes up runs Python's handler and sees its KeyboardInterrupt.
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+            for fut in done:
+                t = futures[fut]
+                try:
+                    yield fut.result()
+                except BrokenProcessPool as e:
+                    yield {**{k: t.get(k) for k in ("kind", "arm", "seed")}, "status": "failed",
+                           "error": f"the worker process died ({e}); e.g. out of memory: use fewer --workers"}
+                except Exception as e:  # pickling errors and the like
+                    yield {**{k: t.get(k) for k in ("kind", "arm", "seed")}, "status": "failed",
+                           "error": f"{type(e).__name__}: {e}"}
         finished = True
     finally:
         if pool is not None:
