@@ -180,7 +180,11 @@ def test_ctrl_c_stops_the_study_at_once_says_how_to_resume_and_exits_130(tmp_pat
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     s0 = run_dir(out, "grpo", 0)
     with open(tmp_path / "stderr.txt", "w") as err, open(tmp_path / "stdout.txt", "w") as std:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=std, stderr=err, start_new_session=True)
+        # a terminal's foreground job: SIGINT at its default even where this test runs as a background job
+        # of a non-interactive shell (POSIX: such jobs start with SIGINT ignored, and Python then installs no
+        # KeyboardInterrupt handler)
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=std, stderr=err, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             _wait_for(proc, lambda: _updates_done(s0) >= 1, "the first update of seed 0")
             worker_pid = int((s0 / ".lock").read_text().split()[1])
