@@ -53,6 +53,10 @@ def add_study_parser(subparsers) -> None:
     p.add_argument("--seed-offset", type=int, default=None,
                    help="with --replicate: added to every seed and the held-out seed (default: the smallest "
                         "offset that gives fresh seeds)")
+    p.add_argument("--reuse-runs", action="append", default=[], metavar="DIR",
+                   help="copy the finished runs of the study folder DIR (repeatable) that this plan would train "
+                        "identically (same resolved run configuration and gradprobe/torch/transformers versions) "
+                        "instead of training them again; each copy records its source in reused_from.json")
     p.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (by default one per finished run: runs done/total, elapsed, ETA)")
 
@@ -78,6 +82,8 @@ def _resume_command(args) -> str:
     if args.ray_address:
         parts += ["--ray-address", args.ray_address]
     parts += ["--report-to", args.report_to] if getattr(args, "report_to", "none") != "none" else []
+    for src in getattr(args, "reuse_runs", None) or []:
+        parts += ["--reuse-runs", src]
     parts += [flag for flag, on in (("--no-probe", args.no_probe), ("--no-analysis", args.no_analysis),
                                     ("--quiet", args.quiet)) if on]
     return " ".join(shlex.quote(str(x)) for x in parts)
@@ -205,6 +211,8 @@ def study_main(args) -> int:
     if args.overwrite_analysis and not args.analyze_only:
         return _err("--overwrite-analysis goes with --analyze-only: gradprobe study --analyze-only --out DIR "
                     "--overwrite-analysis")
+    if getattr(args, "reuse_runs", None) and (args.analyze_only or args.replicate):
+        return _err("--reuse-runs goes with a plan: gradprobe study PLAN --out DIR --reuse-runs OTHER_STUDY")
     if args.restart and (args.analyze_only or args.replicate):
         return _err("--restart goes with a plan: gradprobe study PLAN --out DIR --restart")
     if getattr(args, "report_to", "none") != "none" and not args.analyze_only:  # before anything is written
@@ -225,7 +233,8 @@ def study_main(args) -> int:
     try:
         res = run_study(args.plan, args.out, executor=args.executor, workers=args.workers,
                         ray_address=args.ray_address, probe=not args.no_probe, analyze=not args.no_analysis, say=say,
-                        restart=args.restart, report_to=getattr(args, "report_to", "none"))
+                        restart=args.restart, report_to=getattr(args, "report_to", "none"),
+                        reuse_from=getattr(args, "reuse_runs", None) or ())
     except (PlanError, StudyError, OutputDirError, ValueError) as e:
         return _err(str(e))
     except KeyboardInterrupt as e:  # runner.StudyInterrupted: runs stopped, lock released

@@ -739,7 +739,7 @@ def write_runs_csv(plan: Plan, out: str | Path) -> int:
 def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local", workers: int | None = None,
               ray_address: str | None = None, probe: bool = True, probe_overrides: dict | None = None,
               analyze: bool = True, say=None, restart: bool = False, check: bool = True,
-              report_to: str = "none") -> StudyResult:
+              report_to: str = "none", reuse_from=()) -> StudyResult:
     """Run (or resume) a study: every arm x seed of the plan, the probe, ``runs.csv``, the analysis.
 
     Parameters
@@ -771,6 +771,10 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
         Every run also logs its metrics there (:mod:`gradprobe.tracking`; TensorBoard and W&B files
         in ``out/tb/<arm>/seed<N>``); a tracker that is not installed fails first
         (:class:`~gradprobe.tracking.TrackerUnavailableError`, a ValueError).
+    reuse_from : sequence of path
+        Other study folders whose finished runs this plan would train identically (same resolved
+        configuration and versions) are copied instead of trained
+        (:func:`gradprobe.study.reuse.reuse_runs`; ``study.json`` marks them ``reused_from``).
 
     Returns
     -------
@@ -793,6 +797,8 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
     StudyInterrupted
         Ctrl-C / SIGINT (a KeyboardInterrupt): no further run was started, running workers were
         stopped, ``study.json`` records it and the lock is released; the same call resumes.
+    gradprobe.study.reuse.ReuseError
+        A ``reuse_from`` folder is not a study folder or holds an unreadable run record (a ValueError).
     ValueError
         Unknown executor or workers < 1.
     """
@@ -813,6 +819,10 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
     lock = _FolderLock(out, ".study.lock", wait=False, what="study folder")
     try:
         plan, study = freeze_plan(plan_path, out, restart=restart, say=say)
+        if reuse_from:
+            from .reuse import reuse_runs
+
+            reuse_runs(plan, out, reuse_from, say=say)
         return _run(plan, study, out, executor, workers, ray_address, probe, probe_overrides, analyze, say,
                     report_to)
     except StudyInterrupted:
@@ -887,10 +897,15 @@ def _run_tasks(plan, study, out, executor, workers, ray_address, probe, probe_ov
         status, summary = run_status(folder)
         entry = entries.setdefault((arm, seed), {"arm": arm, "seed": seed, "dir": str(folder.relative_to(out))})
         if status == "done":
+            from .reuse import reused_source
+
             result.done.append((arm, seed))
             result.skipped.append((arm, seed))
             entry.update(status="done", updates=summary.get("updates"),
                          final_accuracy=summary.get("final_greedy_accuracy"))
+            if (source := reused_source(folder)) is not None:
+                entry["reused_from"] = source  # trained in another study: its seconds are not this study's
+                entry.setdefault("seconds", summary.get("wall_seconds"))
             continue
         entry.update(status="resuming" if status in ("partial", "failed") else "pending")
         tasks.append({"kind": "train", "plan": frozen, "arm": arm, "seed": seed, "out": str(folder),

@@ -179,7 +179,8 @@ def _check_existing(out: Path, run: RunConfig) -> dict | None:
     if cfg.exists():
         old = run_config_from_dict(json.loads(cfg.read_text())["run"]).to_dict()  # keys added since: defaults
         new = run.to_dict()
-        old.pop("plan_sha256", None), new.pop("plan_sha256", None)
+        for label in ("plan_sha256", "plan_name"):  # name the plan only; no computation reads them
+            old.pop(label, None), new.pop(label, None)
         if old != new:
             diff = sorted(k for k in new if old.get(k) != new[k])
             raise RunConfigMismatchError(f"{out} holds a run with a different configuration (differs in: "

@@ -153,3 +153,24 @@ def aggregate_items(root: Path) -> None:
         lines += [json.dumps({"arm": arm, "seed": seed, **json.loads(x)}) for x in path.read_text().splitlines()]
         path.unlink()
     (root / "eval_items.jsonl.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
+
+
+# ----------------------------------------------------------------------------- toy plans that really train
+
+def toy_plan(name: str = "toy", *, seeds=(0, 1, 2), generated_tokens: int = 700, every_tokens: int = 250,
+             checkpoint_every: int | None = 2, arms: str = '[arms.grpo]\nreward = "outcome"\n') -> str:
+    """A plan of runs that really train: the random tiny-qwen2 on 4-term chain sums, 2 prompts x 4
+    completions per update, 16 new tokens, a few hundred generated tokens (seconds per run on one
+    thread). ``arms`` is the TOML of the ``[arms.*]`` tables."""
+    ckpt = f"checkpoint_every = {checkpoint_every}\n" if checkpoint_every is not None else ""
+    return (f'name = "{name}"\nseeds = {list(seeds)}\n[model]\nname = "tiny-qwen2"\n[task]\nname = "chain_sum"\n'
+            f"pool = 16\n[heldout]\nprompts = 4\n[sampling]\nmax_new_tokens = 16\n[train]\nprompts_per_update = 2\n"
+            f"group = 4\nlr = 1e-3\nmicro_batch_size = 8\n{ckpt}[budget]\ngenerated_tokens = {generated_tokens}\n"
+            f"[eval]\nevery_tokens = {every_tokens}\nsampled = false\n{arms}")
+
+
+def write_plan(tmp_path: Path, text: str, name: str = "plan.toml") -> Path:
+    """``text`` written to ``tmp_path/name``; returns the path."""
+    p = Path(tmp_path) / name
+    p.write_text(text)
+    return p

@@ -24,46 +24,21 @@ from gradprobe.training.checkpoint import OutputDirError, output_error
 from gradprobe.training.plan import PlanError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers_rollout import one_thread  # noqa: E402
 from helpers_tasks import exploding_reward  # noqa: E402
+from study_helpers import toy_plan, write_plan  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
-TOY = """
-name = "toy"
-seeds = [0, 1, 2]
-[model]
-name = "tiny-qwen2"
-[task]
-name = "chain_sum"
-pool = 16
-[heldout]
-prompts = 4
-[sampling]
-max_new_tokens = 16
-[train]
-prompts_per_update = 2
-group = 4
-lr = 1e-3
-micro_batch_size = 8
-checkpoint_every = 2
-[budget]
-generated_tokens = 700
-[eval]
-every_tokens = 250
-sampled = false
-[arms.grpo]
-reward = "outcome"
-"""
+TOY = toy_plan("toy", seeds=(0, 1, 2), generated_tokens=700, checkpoint_every=2)
 
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
 
 def _plan(tmp_path: Path, text: str = TOY, name: str = "plan.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
+    return write_plan(tmp_path, text, name)
 
 
 def _csv(out: Path) -> list[dict]:

@@ -22,41 +22,15 @@ from gradprobe.training.plan import parse_plan
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers_rollout import one_thread  # noqa: E402
-from study_helpers import make_study  # noqa: E402
+from study_helpers import make_study, toy_plan, write_plan  # noqa: E402
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
-TOY = """
-name = "edges"
-seeds = [0, 1]
-[model]
-name = "tiny-qwen2"
-[task]
-name = "chain_sum"
-pool = 16
-[heldout]
-prompts = 4
-[sampling]
-max_new_tokens = 16
-[train]
-prompts_per_update = 2
-group = 4
-lr = 1e-3
-micro_batch_size = 8
-[budget]
-generated_tokens = 200
-[eval]
-every_tokens = 250
-sampled = false
-[arms.grpo]
-reward = "outcome"
-"""
+TOY = toy_plan("edges", seeds=(0, 1), generated_tokens=200, checkpoint_every=None)
 
 
 def _plan(tmp_path: Path, text: str = TOY, name: str = "plan.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
+    return write_plan(tmp_path, text, name)
 
 
 # ----------------------------------------------------------------------------- 1. check before freezing

@@ -17,34 +17,12 @@ import pytest
 from gradprobe.study.invocations import HEARTBEAT_JSON
 from gradprobe.study.runner import run_dir
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from study_helpers import toy_plan  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 
-PLAN = """
-name = "killed"
-seeds = [0, 1]
-[model]
-name = "tiny-qwen2"
-[task]
-name = "chain_sum"
-pool = 16
-[heldout]
-prompts = 4
-[sampling]
-max_new_tokens = 16
-[train]
-prompts_per_update = 2
-group = 4
-lr = 1e-3
-micro_batch_size = 8
-checkpoint_every = 2
-[budget]
-generated_tokens = 600
-[eval]
-every_tokens = 300
-sampled = false
-[arms.grpo]
-reward = "outcome"
-"""
+PLAN = toy_plan("killed", seeds=(0, 1), generated_tokens=600, every_tokens=300, checkpoint_every=2)
 
 
 def _json(path: Path):

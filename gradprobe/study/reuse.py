@@ -1,0 +1,171 @@
+"""Reuse finished runs of other studies (``gradprobe study PLAN --out DIR --reuse-runs OTHER``).
+
+A study that adds arms to an earlier one (more hybrid weights beside the same outcome arm, a
+wider learning-rate sweep) need not train again the runs it shares with it: a run is a
+deterministic function of its resolved configuration (``config.json``'s ``run``: model, task,
+held-out set, sampling, update, budget, eval schedule, seed; the random streams are drawn from
+the seed, :mod:`gradprobe.streams`) and of the software that ran it (``config.json``'s
+``versions``). The shipped studies show it: the grpo arm of ``data/study_tiny``,
+``data/study_tiny_lr`` and ``data/study_tiny_granularity`` is the same run bit for bit.
+
+A finished run of ``source/runs/<arm>/seed<S>`` is copied into this study's ``runs/<arm>/seed<S>``
+only when
+
+* its ``summary.json`` says it completed;
+* its resolved configuration equals the one this plan gives the same arm and seed, except for
+  the two fields that name the plan (``plan_sha256``, ``plan_name``: they label the run and
+  enter no computation);
+* it was made by the same gradprobe, torch and transformers versions as this process (another
+  version may sample or round differently, so it would not be the run this plan asks for).
+
+The copy is byte for byte (into a temporary folder, then renamed, so a killed copy leaves
+nothing half-written) plus ``reused_from.json`` in the run folder naming the source run, the
+source study's plan sha256 and the time; ``study.json`` marks the run ``reused_from``. Its
+device-seconds were spent in the source study and are not added to this study's wall time.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shutil
+from pathlib import Path
+
+from ..training.checkpoint import output_error, write_json_atomic
+from ..training.plan import Plan, run_config_from_dict
+
+#: the run folder's provenance record of a reused run
+REUSED_JSON = "reused_from.json"
+
+#: RunConfig fields that only name the plan a run belongs to (no computation reads them)
+PLAN_LABELS = ("plan_sha256", "plan_name")
+
+#: the versions that must match for a run to be the same computation
+VERSION_KEYS = ("gradprobe", "torch", "transformers")
+
+
+class ReuseError(ValueError):
+    """A ``--reuse-runs`` source cannot be used (not a study folder, unreadable run record)."""
+
+
+def _comparable(run: dict) -> dict:
+    d = run_config_from_dict(run).to_dict()  # keys added since the source ran get their defaults
+    for k in PLAN_LABELS:
+        d.pop(k, None)
+    return d
+
+
+def _run_versions() -> dict:
+    from .runner import _versions
+
+    return _versions()
+
+
+def _differences(a: dict, b: dict) -> list[str]:
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str, int], str]:
+    """Copy the finished runs of ``sources`` that this plan would train identically into ``out``.
+
+    Parameters
+    ----------
+    plan : Plan
+        The study's (frozen) plan.
+    out : path
+        The study folder; only runs not yet present in it (no ``summary.json`` and no
+        ``metrics.jsonl``) are filled.
+    sources : sequence of path
+        Other study folders (each with a ``runs/`` folder); the first source holding a matching
+        finished run of an (arm, seed) gives it.
+    say : callable(str), optional
+        One line per source: runs reused, and runs of the same arm and seed that were not reused
+        with the reason (config fields that differ, other versions, unfinished).
+
+    Returns
+    -------
+    dict
+        ``{(arm, seed): source run folder}`` of the runs copied.
+
+    Raises
+    ------
+    ReuseError
+        A source is not a study folder (no ``runs/`` and no ``plan.toml``), or a run's
+        ``config.json`` cannot be read (the file is named).
+    OutputDirError
+        ``out`` cannot be written (nothing half-copied is left).
+    """
+    from .runner import run_dir, run_status
+
+    say = say or (lambda m: None)
+    out = Path(out)
+    here = {k: v for k, v in _run_versions().items() if k in VERSION_KEYS}
+    copied: dict[tuple[str, int], str] = {}
+    for source in [Path(s) for s in sources]:
+        if source.resolve() == out.resolve():
+            raise ReuseError(f"--reuse-runs {source} is this study's own folder; give another study's folder")
+        if not (source / "runs").is_dir():
+            raise ReuseError(f"--reuse-runs {source}: no runs/ folder there (is it a study folder? a shipped study "
+                             f"keeps only its tables; reuse needs the folder the study ran in)")
+        reused, refused = [], []
+        for arm, seed in plan.runs():
+            if (arm, seed) in copied or run_status(run_dir(out, arm, seed))[0] != "pending":
+                continue
+            src = run_dir(source, arm, seed)
+            if not src.is_dir():
+                continue
+            status, _ = run_status(src)
+            if status != "done":
+                refused.append(f"{arm} seed {seed} ({status})")
+                continue
+            try:
+                cfg = json.loads((src / "config.json").read_text())
+                theirs = _comparable(cfg["run"])
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise ReuseError(f"--reuse-runs: cannot read the run configuration {src / 'config.json'} "
+                                 f"({type(e).__name__}: {e})") from None
+            ours = _comparable(plan.arm(arm, seed).to_dict())
+            diff = _differences(theirs, ours)
+            if diff:
+                refused.append(f"{arm} seed {seed} (config differs in: {', '.join(diff)})")
+                continue
+            vers = {k: (cfg.get("versions") or {}).get(k) for k in VERSION_KEYS}
+            vdiff = _differences(vers, here)
+            if vdiff:
+                refused.append(f"{arm} seed {seed} (made with other versions: "
+                               + ", ".join(f"{k} {vers.get(k)} vs {here.get(k)} here" for k in vdiff) + ")")
+                continue
+            _copy_run(src, run_dir(out, arm, seed), cfg)
+            copied[(arm, seed)] = str(src.resolve())
+            reused.append(f"{arm} seed {seed}")
+        say(f"--reuse-runs {source}: reused {len(reused)} finished run(s) with this plan's configuration"
+            + (f" ({', '.join(reused)})" if reused else "")
+            + (f"; not reused: {'; '.join(refused)}" if refused else ""))
+    return copied
+
+
+def _copy_run(src: Path, dst: Path, cfg: dict) -> None:
+    tmp = dst.with_name(dst.name + ".reuse-tmp")
+    try:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.exists():  # an empty or pending folder (run_status "pending"): replaced
+            shutil.rmtree(dst)
+        shutil.copytree(src, tmp)
+        write_json_atomic(tmp / REUSED_JSON, {
+            "source": str(src.resolve()), "source_plan_sha256": cfg.get("plan_sha256"),
+            "copied": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
+        tmp.rename(dst)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise output_error("copying a reused run into", dst, e) from e
+
+
+def reused_source(folder: str | Path) -> str | None:
+    """The source run folder of a reused run (``reused_from.json``), else None."""
+    p = Path(folder) / REUSED_JSON
+    try:
+        return json.loads(p.read_text()).get("source")
+    except (OSError, ValueError):
+        return None
