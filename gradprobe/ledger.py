@@ -7,8 +7,10 @@ Every generated token is counted once, under one category:
 ``selection``     tokens a prompt-selection rule generated or read;
 ``eval``          held-out evaluation (logged, never charged to the training budget).
 
-Also trained tokens, FLOPs and device-seconds of training work (generation + update; eval
-and I/O excluded). FLOPs follow Kaplan et al. 2020 (Table 1): forward = 2 N + 2 n_layer
+Also trained tokens, FLOPs and device-seconds by kind of work. A training budget is charged
+every kind of work that training needs (:data:`CHARGED_WORK`): generation, the update, a
+prompt-selection rule's own work, and the reward's own compute (a verifier's seconds, a
+process reward model's forward FLOPs); eval, the probe and I/O are logged, never charged. FLOPs follow Kaplan et al. 2020 (Table 1): forward = 2 N + 2 n_layer
 n_ctx d_model per token with N the non-embedding parameters, here plus the unembedding
 matmul 2 d_model V which dominates small models; a trained token costs 3x its forward
 (forward + backward).
@@ -22,6 +24,8 @@ from dataclasses import dataclass, field
 
 CATEGORIES = ("rollout", "continuation", "selection", "eval")
 CHARGED = ("rollout", "continuation", "selection")
+#: kinds of ``flops`` / ``device_seconds`` charged to a training budget (eval, probe, reference, metrics: not)
+CHARGED_WORK = ("generation", "training", "selection", "reward")
 TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (Kaplan et al. 2020: 6N vs 2N)
 JVP_FORWARDS = 3.0  # forward-mode pass: for every matmul y = W x it computes W x, dW x and W dx
 
@@ -71,9 +75,12 @@ class Ledger:
         Completion tokens that went through a training forward + backward.
     flops : dict[str, float]
         ``generation`` (forward FLOPs of generated tokens), ``training`` (6N-style
-        forward + backward), ``probe`` (forward-mode passes), ``eval``.
+        forward + backward), ``selection`` (a selection rule's own passes), ``reward`` (a process
+        reward model's forwards), ``probe`` (forward-mode passes), ``eval``.
     device_seconds : dict[str, float]
-        Wall seconds by kind of work: ``generation``, ``training``, ``probe``, ``reference``, ``eval``.
+        Wall seconds by kind of work: ``generation``, ``training``, ``selection``, ``reward`` (the
+        reward's own compute: verifiers, a PRM; MC continuations are ``generation``), ``probe``,
+        ``reference``, ``metrics``, ``eval``.
     """
 
     generated_tokens: dict[str, int] = field(default_factory=lambda: {c: 0 for c in CATEGORIES})
@@ -118,6 +125,16 @@ class Ledger:
     @property
     def total_generated(self) -> int:
         return sum(self.generated_tokens.values())
+
+    @property
+    def charged_seconds(self) -> float:
+        """Device-seconds charged to a training budget: the kinds of :data:`CHARGED_WORK`."""
+        return sum(self.device_seconds.get(k, 0.0) for k in CHARGED_WORK)
+
+    @property
+    def charged_flops(self) -> float:
+        """FLOPs charged to a training budget: the kinds of :data:`CHARGED_WORK`."""
+        return sum(self.flops.get(k, 0.0) for k in CHARGED_WORK)
 
     @property
     def training_seconds(self) -> float:

@@ -142,12 +142,11 @@ def pool_indices(update: int, prompts_per_update: int, pool_size: int, seed: int
 def _spent(ledger: Ledger, updates: int) -> dict[str, float]:
     """Compute spent so far, by budget kind (charged tokens, training seconds, FLOPs, updates).
 
-    Prompt selection's own work (``device_seconds``/``flops`` kind ``selection``, see
-    :mod:`gradprobe.difficulty.select`) counts in the budgets like generation and updates."""
-    return {"generated_tokens": ledger.charged_tokens,
-            "device_seconds": ledger.training_seconds + ledger.device_seconds.get("selection", 0.0),
-            "flops": ledger.flops.get("generation", 0.0) + ledger.flops.get("training", 0.0)
-            + ledger.flops.get("selection", 0.0), "updates": updates}
+    Every kind of work training needs counts (:data:`gradprobe.ledger.CHARGED_WORK`): generation,
+    the update, prompt selection's own work (:mod:`gradprobe.difficulty.select`) and the reward's
+    own compute (:func:`_charged_reward`; a PRM's FLOPs)."""
+    return {"generated_tokens": ledger.charged_tokens, "device_seconds": ledger.charged_seconds,
+            "flops": ledger.charged_flops, "updates": updates}
 
 
 def crossed_eval_points(ev, budget, spent: dict[str, float]) -> set[str]:
@@ -171,6 +170,22 @@ def _exhausted(run: RunConfig, ledger: Ledger, updates: int) -> str | None:
         if spent[kind] >= limit:
             return kind
     return None
+
+
+def _charged_reward(reward_fn, batch, ctx, ledger: Ledger):
+    """``reward_fn(batch, ctx)`` with all of its wall time on the ledger.
+
+    MC rewards charge their continuations' tokens and seconds (``generation``) and a process
+    reward model its FLOPs and seconds (``reward``) themselves; the rest of the call (a
+    verifier parsing and checking answers or steps) is added to ``device_seconds["reward"]``, so
+    every second of the reward counts once against a seconds budget (:data:`gradprobe.ledger.CHARGED_WORK`).
+    """
+    before = sum(ledger.device_seconds.values())
+    start = time.perf_counter()
+    out = reward_fn(batch, ctx)
+    elapsed = time.perf_counter() - start
+    ledger.add_seconds("reward", max(0.0, elapsed - (sum(ledger.device_seconds.values()) - before)))
+    return out
 
 
 def _check_existing(out: Path, run: RunConfig) -> dict | None:
@@ -369,7 +384,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
                 batch, selection = selector.next_batch(update, ledger)
             ctx = RewardContext(task=task, sampler=continuation_sampler, sampling=run.sampling, mc=run.mc, ledger=ledger,
                                 tokenizer=policy.tokenizer, eos_token_ids=policy.eos_token_ids)
-            rout = reward_fn(batch, ctx)  # MC rewards charge their continuations' tokens and seconds
+            rout = _charged_reward(reward_fn, batch, ctx, ledger)
             batch = batch.to(model.device)
             adv = rout.advantages.to(torch.float64).to(model.device)
             lr = scheduler.get_last_lr()[0]

@@ -146,6 +146,8 @@ def test_ledger_totals_add_up(baseline):
     assert led["flops"]["training"] == pytest.approx(3 * led["flops"]["generation"], rel=0.2)
     secs = led["device_seconds"]
     assert led["training_device_seconds"] == pytest.approx(secs["generation"] + secs["training"])
+    assert secs["reward"] > 0  # the outcome verifier's own time, charged like generation and the update
+    assert summary["spent"]["device_seconds"] == pytest.approx(secs["generation"] + secs["training"] + secs["reward"])
     assert secs["eval"] > 0 and secs["metrics"] > 0  # measured, but outside the training seconds
     for u in updates:
         for key in ("reward_mean", "advantage_mean", "advantage_std", "advantage_abs_mean", "loss", "grad_norm",
@@ -357,8 +359,30 @@ def test_device_seconds_budget_overshoots_by_less_than_one_update(task, tmp_path
     assert summary["overshoot"]["device_seconds"] < updates[-1]["update_device_seconds"]
     # eval time is measured but never spent from the budget
     assert summary["ledger"]["device_seconds"]["eval"] > 0
-    assert spent == pytest.approx(summary["ledger"]["device_seconds"]["generation"]
-                                  + summary["ledger"]["device_seconds"]["training"])
+    secs = summary["ledger"]["device_seconds"]
+    assert spent == pytest.approx(secs["generation"] + secs["training"] + secs["reward"])  # the verifier counts too
+
+
+def test_the_rewards_own_seconds_are_charged_once_to_the_budget(task, tmp_path, monkeypatch):
+    """A reward's wall time counts in the seconds budget once: what it charged itself (as a PRM or
+    the process verifier does) plus the rest of its call, never both for the same second."""
+    import time as _time
+
+    from gradprobe.rewards.outcome import outcome
+
+    def slow(batch, ctx):
+        _time.sleep(0.6)
+        ctx.ledger.add_seconds("reward", 0.5)  # the part of its 0.6 s it measured itself
+        return outcome(batch, ctx)
+
+    monkeypatch.setitem(REWARDS, "slow_verifier", slow)
+    summary = _run(tmp_path, task, text=PLAN.replace('reward = "outcome"', 'reward = "slow_verifier"', 1))
+    updates = [x for x in _lines(tmp_path) if not x.get("eval")]
+    secs = summary["ledger"]["device_seconds"]
+    n = len(updates)
+    assert n >= 3 and 0.6 * n <= secs["reward"] < 0.9 * n  # double counting would give >= 1.1 per call
+    assert all(u["update_device_seconds"] >= 0.6 for u in updates)
+    assert summary["spent"]["device_seconds"] == pytest.approx(secs["generation"] + secs["training"] + secs["reward"])
 
 
 def test_cli_train_runs_a_plan_arm(tmp_path, capsys):
