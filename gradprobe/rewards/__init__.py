@@ -8,7 +8,9 @@
 ``sequence``  TRL-signature user rewards (:func:`sequence_reward`);
 ``process``   step-verifier process rewards without continuations (``process``,
               ``process_hybrid[_0.9|_0.5|_0.1]``), trace-fidelity metrics;
-``prm``       a Hugging Face classification model as process reward model (:func:`prm_reward`).
+``prm``       a Hugging Face classification model as process reward model (:func:`prm_reward`);
+``majority``  label-free majority vote with answer-span masking (``majority_vote``, TTRL);
+``counterfactual``  outcome with a leave-one-out baseline (``outcome_loo``, RLOO).
 """
 
 from .base import (REWARDS, Reward, RewardContext, RewardFunctionError, RewardOutput, UnknownRewardError,
@@ -20,6 +22,8 @@ from .sequence import sequence_reward, trl_columns
 from .process import (STEP_VERIFIERS, UnknownTaskKindError, arithmetic_line, chain_sum_line, make_process_reward,
                       register_step_verifier, trace_fidelity)
 from .prm import NotAClassificationModelError, prm_reward
+from .majority import answer_span_mask, majority_vote_rewards
+from .counterfactual import loo_advantages, outcome_loo_reward
 
 __all__ = ["REWARDS", "Reward", "RewardContext", "RewardFunctionError", "RewardOutput", "UnknownRewardError",
            "get_reward", "parse_rewards", "register_reward", "OUTCOME_SCALE", "normalize_sequence_rewards",
@@ -27,4 +31,5 @@ __all__ = ["REWARDS", "Reward", "RewardContext", "RewardFunctionError", "RewardO
            "hybrid_advantages", "mc_advantage_advantages", "mc_min_rewards", "mc_value_advantages",
            "sequence_reward", "trl_columns", "STEP_VERIFIERS", "UnknownTaskKindError", "arithmetic_line",
            "chain_sum_line", "make_process_reward", "register_step_verifier", "trace_fidelity",
-           "NotAClassificationModelError", "prm_reward"]
+           "NotAClassificationModelError", "prm_reward", "answer_span_mask", "majority_vote_rewards",
+           "loo_advantages", "outcome_loo_reward"]

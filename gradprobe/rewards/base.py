@@ -8,6 +8,8 @@ name (DESIGN.md, "Rewards and per-token advantages"); variants are chosen once f
 ``outcome``, ``outcome_batch``, ``outcome_dr``            :mod:`gradprobe.rewards.outcome`
 ``mc_value``, ``mc_advantage``, ``hybrid``, ``hybrid_0.9``,
 ``hybrid_0.5``, ``hybrid_0.1``, ``mc_min``                :mod:`gradprobe.rewards.dense`
+``majority_vote``                                         :mod:`gradprobe.rewards.majority`
+``outcome_loo``                                           :mod:`gradprobe.rewards.counterfactual`
 
 A user's TRL-style sequence reward becomes a :data:`Reward` with
 :func:`gradprobe.rewards.sequence.sequence_reward`.
@@ -118,7 +120,7 @@ def register_reward(name: str):
 
 
 def _load_builtins() -> None:
-    from . import dense, outcome  # noqa: F401  (registration side effect)
+    from . import counterfactual, dense, majority, outcome  # noqa: F401  (registration side effect)
 
 
 def get_reward(name: str) -> Reward:
