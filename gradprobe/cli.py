@@ -67,7 +67,8 @@ def _add_probe(sub) -> None:
     p.add_argument("--precondition", choices=["adam", "none"], default="adam",
                    help="predict an Adam step (u = P v) or an SGD step (u = v)")
     p.add_argument("--lr", type=float, default=1e-4, help="learning rate of the predicted update")
-    p.add_argument("--loss-type", choices=["grpo", "dapo", "dr_grpo"], default="grpo")
+    p.add_argument("--loss-type", choices=["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo"], default="grpo",
+                   help="loss of the predicted update (gradprobe.grpo.losses.LOSS_TYPES)")
     p.add_argument("--budget-tokens", type=int, default=250_000, help="generated-token budget of the extrapolation")
     p.add_argument("--budget-seconds", type=float, default=None, help="device-seconds budget of the extrapolation")
     p.add_argument("--temperature", type=float, default=1.0)

@@ -4,15 +4,64 @@ Every loss type is a rule for the weight w_ijt of each token in
 
     loss = - sum_ijt w_ijt * A_ijt * rho_ijt,   rho = pi_theta / pi_old (clipped, PPO),
 
-so the ascent direction of reward R at rho = 1 is g_R = sum_ijt w_ijt A_ijt grad l_ijt: the
-same weights serve the update and the probe (DESIGN.md, "The probe": Z_R). Weights are
+(cispo and gspo change the per-token term, see below), so the ascent direction of reward R at
+rho = 1 is g_R = sum_ijt w_ijt Atilde_ijt grad l_ijt, Atilde = A except under gspo
+(:func:`probe_advantages`): the same weights serve the update and the probe (DESIGN.md, "The
+probe": Z_R). Weights are
 computed once from the completion mask of the WHOLE batch, so a batch processed in
 micro-batches with gradient accumulation gives the same loss and gradient, and no loss
 scales with batch size.
 
 ``grpo``     mean over a sequence's tokens, then over sequences (Shao et al. 2024, eq. 3);
 ``dapo``     mean over all tokens of the batch (Yu et al. 2025, DAPO, eq. 12);
-``dr_grpo``  sum over tokens divided by N * L_max, a constant (Liu et al. 2025, Dr. GRPO, eq. 5).
+``dr_grpo``  sum over tokens divided by N * L_max, a constant (Liu et al. 2025, Dr. GRPO, eq. 5);
+``bnpo``     dapo's weights and PPO surrogate: the token mean of the batch. TRL's ``bnpo`` divides
+             each local micro-batch by its own active tokens; here the batch is the whole update
+             (weights are batch-global), which is TRL's ``bnpo`` with the batch in one micro-batch
+             (``gradient_accumulation_steps`` 1, one process);
+``cispo``    dapo's weights, another objective: the clipped importance weight, detached, times
+             the log-probability (MiniMax 2025, "MiniMax-M1", arXiv 2506.13585, the CISPO objective);
+``gspo``     grpo's weights, another objective: one importance ratio per sequence, the geometric
+             mean of its tokens' ratios, clipped at sequence level (Zheng et al. 2025, "Group
+             Sequence Policy Optimization", arXiv 2507.18071, the GSPO objective).
+
+The three objectives (:data:`OBJECTIVES`, :func:`policy_loss`; TRL 1.16
+``trl/trainer/grpo_trainer.py``, ``GRPOTrainer._compute_loss``), with l = log pi_theta(y_t),
+r_it = exp(l_it - l_old_it), A the advantage, sg = stop-gradient (detach):
+
+``ppo``    per-token loss  -min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)          (grpo, dapo,
+           dr_grpo, bnpo; TRL ``loss_type`` in [grpo, bnpo, dr_grpo, dapo]);
+``cispo``  per-token loss  -sg(min(r, 1 + eps_high)) A l   (no lower bound, as MiniMax-M1 and
+           TRL: ``torch.clamp(coef_1, max=self.epsilon_high).detach() * advantages *
+           per_token_logps``; TRL's ``epsilon_high`` is the cap itself, so TRL
+           ``epsilon_high = E`` is ``clip_high = E - 1`` here: ScaleRL's recommended E = 5 is
+           ``clip_high = 4``);
+``gspo``   per-token loss  -min(s_i A_it, clip(s_i, 1 - eps_low, 1 + eps_high) A_it),
+           s_i = exp((1/|y_i|) sum_t (l_it - l_old_it)) = (pi_theta(y_i) / pi_old(y_i))^(1/|y_i|)
+           (TRL ``importance_sampling_level="sequence"`` with ``loss_type="grpo"``, the setting
+           TRL's own warning names for the GSPO paper). With a per-sequence advantage this is
+           the paper's -min(s_i A_i, clip(s_i) A_i) per sequence; per-token advantages are
+           broadcast against s_i as TRL broadcasts them. The GSPO paper clips at
+           [1 - 3e-4, 1 + 4e-4] (sec. 5.1, as TRL's paper index quotes it: sequence ratios stay
+           close to 1); set ``clip_low``/``clip_high`` accordingly.
+
+What each reduces to at rho = 1 (the probe's point: the first update on a fresh batch, l_old =
+l, so r = s = 1, every clip inactive for eps >= 0, and torch.minimum of two equal values passes
+half the gradient to each branch, summing to 1):
+
+* ``ppo``: d(-r A)/dl = -A, so the gradient is -sum_it w_it A_it grad l_it;
+* ``cispo``: sg(min(1, 1 + eps_high)) = 1, so the gradient is -sum_it w_it A_it grad l_it, dapo's
+  exactly (only the loss VALUE differs: it is -sum w A l, not -sum w A);
+* ``gspo``: ds_i/dl_it = s_i / |y_i| = 1/|y_i| on the mask, so the gradient is
+  -sum_i (sum_t w_it A_it) (1/|y_i|) sum_t' grad l_it'. gspo's weights are row-uniform
+  (w_it = c_i m_it, c_i = 1 / (N |y_i|)), so sum_t w_it A_it / |y_i| = c_i Abar_i with Abar_i the
+  mean of A over row i's completion tokens: the gradient is -sum_it w_it Abar_i grad l_it,
+  grpo's with each token's advantage replaced by its sequence's mean advantage (identical to
+  grpo for a per-sequence advantage such as ``outcome``).
+
+:func:`probe_advantages` gives these effective advantages, so the probe's direction
+sum_it w_it Abar_it grad l_it is exactly the negative gradient of :func:`policy_loss` at rho = 1
+(``tests/grpo/test_loss_types_trl.py`` checks it in float64 against torch.autograd).
 
 Rollouts from another engine (vLLM) are sampled from a slightly different distribution
 pi_sampler than the training forward pass pi_theta computes (other kernels, bf16 rounding,
@@ -51,11 +100,26 @@ def _dr_grpo(mask: torch.Tensor, max_len: int) -> torch.Tensor:
     return mask / (mask.shape[0] * max_len)
 
 
+#: loss_type -> its per-token weights (mask (N, T) float, L_max) -> w (N, T); the one list of loss types
+#: (plan validation, the update, the probe's ``NORMALIZERS`` and the CLI choices follow it).
 LOSS_TYPES: dict[str, Callable[[torch.Tensor, int], torch.Tensor]] = {
     "grpo": _grpo,
     "dapo": _dapo,
     "dr_grpo": _dr_grpo,
+    "bnpo": _dapo,  # batch-global token mean (module docstring)
+    "cispo": _dapo,  # TRL normalises cispo by num_items_in_batch, the generation batch's tokens
+    "gspo": _grpo,  # TRL loss_type="grpo" with importance_sampling_level="sequence"
 }
+
+#: loss_type -> objective of :func:`policy_loss` (module docstring): "ppo" (token-level clipped
+#: surrogate), "cispo" (clipped, detached IS weight times log-prob), "gspo" (sequence-level ratio).
+OBJECTIVES: dict[str, str] = {"grpo": "ppo", "dapo": "ppo", "dr_grpo": "ppo", "bnpo": "ppo",
+                              "cispo": "cispo", "gspo": "gspo"}
+
+
+def _check_loss_type(loss_type: str) -> None:
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"loss_type {loss_type!r} is not one of {sorted(LOSS_TYPES)}")
 
 
 def token_weights(completion_mask: torch.Tensor, loss_type: str = "grpo", *,
@@ -66,7 +130,8 @@ def token_weights(completion_mask: torch.Tensor, loss_type: str = "grpo", *,
     ----------
     completion_mask : BoolTensor, shape (N, T)
         The whole batch's mask (not a micro-batch's).
-    loss_type : {"grpo", "dapo", "dr_grpo"}
+    loss_type : {"grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo"}
+        bnpo and cispo have dapo's weights, gspo has grpo's (module docstring).
     max_completion_length : int, optional
         L_max of ``dr_grpo`` (default: T).
 
@@ -75,10 +140,50 @@ def token_weights(completion_mask: torch.Tensor, loss_type: str = "grpo", *,
     ValueError
         Unknown ``loss_type`` (the message lists the valid ones).
     """
-    if loss_type not in LOSS_TYPES:
-        raise ValueError(f"loss_type {loss_type!r} is not one of {sorted(LOSS_TYPES)}")
+    _check_loss_type(loss_type)
     mask = completion_mask.to(dtype)
     return LOSS_TYPES[loss_type](mask, max_completion_length or mask.shape[1])
+
+
+def probe_advantages(advantages: torch.Tensor, completion_mask: torch.Tensor, loss_type: str = "grpo") -> torch.Tensor:
+    """The effective per-token advantages of the loss's gradient at rho = 1.
+
+    At rho = 1 (l_old = l) the gradient of :func:`policy_loss` with ``loss_type`` is
+    -sum_it w_it Atilde_it grad l_it, w = :func:`token_weights` (derivation in the module
+    docstring). Atilde = A for every loss type except ``gspo``, whose sequence-level ratio
+    s_i = exp(mean_t (l_it - l_old_it)) spreads a sequence's advantage evenly over its tokens:
+    Atilde_it = Abar_i, the mean of A over row i's completion tokens. The probe's direction of a
+    reward is sum_it w_it Atilde_it grad l_it (:func:`gradprobe.probe.estimate.group_sums`).
+
+    Parameters
+    ----------
+    advantages : Tensor, shape (..., N, T)
+        A_it of one reward (N, T) or of R rewards stacked (R, N, T); values off the mask are ignored.
+    completion_mask : BoolTensor, shape (N, T)
+    loss_type : str
+        One of :data:`LOSS_TYPES`.
+
+    Returns
+    -------
+    Tensor, shape of ``advantages``
+        Atilde, zero off the mask (dtype of ``advantages``; a row without completion tokens gets 0).
+
+    Raises
+    ------
+    ValueError
+        Unknown ``loss_type`` (the message lists the valid ones), or ``advantages`` whose last two
+        dimensions are not the mask's (N, T).
+    """
+    _check_loss_type(loss_type)
+    if tuple(advantages.shape[-2:]) != tuple(completion_mask.shape):
+        raise ValueError(f"advantages have shape {tuple(advantages.shape)}, but the completion mask is "
+                         f"{tuple(completion_mask.shape)}: give (N, T) or (R, N, T) advantages of the same batch")
+    mask = completion_mask.bool().to(advantages.device)
+    adv = torch.where(mask, advantages, torch.zeros((), dtype=advantages.dtype, device=advantages.device))
+    if OBJECTIVES[loss_type] != "gspo":
+        return adv
+    mean = adv.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1).to(adv.dtype)
+    return torch.where(mask, mean.expand_as(adv), torch.zeros((), dtype=adv.dtype, device=adv.device))
 
 
 IMPORTANCE_SAMPLING = ("none", "tis")
@@ -216,8 +321,20 @@ def k3_kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, *,
 def policy_loss(logp: torch.Tensor, advantages: torch.Tensor, weights: torch.Tensor, *,
                 old_logp: torch.Tensor | None = None, clip_low: float = 0.2, clip_high: float = 0.2,
                 ref_logp: torch.Tensor | None = None, kl_coef: float = 0.0,
-                is_weights: torch.Tensor | None = None, stats: dict | None = None) -> torch.Tensor:
-    """Clipped surrogate loss of a (micro-)batch, a scalar.
+                is_weights: torch.Tensor | None = None, stats: dict | None = None,
+                loss_type: str = "grpo", completion_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Policy-gradient loss of a (micro-)batch, a scalar: ``loss_type``'s objective (:data:`OBJECTIVES`).
+
+    Per-token loss L_it (module docstring; TRL 1.16 ``trl/trainer/grpo_trainer.py``,
+    ``GRPOTrainer._compute_loss``), r_it = exp(l_it - l_old_it):
+
+    * ``ppo`` (grpo, dapo, dr_grpo, bnpo): -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A)
+      (Schulman et al. 2017, eq. 7; DAPO's decoupled clip when they differ);
+    * ``cispo``: -sg(min(r, 1 + clip_high)) A l, the weight detached and not bounded below
+      (MiniMax-M1; TRL's ``epsilon_high`` is our 1 + ``clip_high``);
+    * ``gspo``: -min(s_i A_it, clip(s_i, 1 - clip_low, 1 + clip_high) A_it) with the sequence
+      ratio s_i = exp(sum_t m_it (l_it - l_old_it) / max(1, sum_t m_it)) (GSPO; TRL
+      ``importance_sampling_level="sequence"``).
 
     Parameters
     ----------
@@ -226,36 +343,65 @@ def policy_loss(logp: torch.Tensor, advantages: torch.Tensor, weights: torch.Ten
     advantages : Tensor, shape (n, T)
         A_ijt.
     weights : Tensor, shape (n, T)
-        The rows' slice of :func:`token_weights` of the whole batch.
+        The rows' slice of :func:`token_weights` of the whole batch (same ``loss_type``).
     old_logp : Tensor, shape (n, T), optional
         Sampler log-probabilities; default ``logp.detach()`` (on-policy: rho = 1, gradient
-        = -sum w A grad l).
+        = -sum w Atilde grad l, Atilde = :func:`probe_advantages`).
     clip_low, clip_high : float
-        PPO clip range [1 - clip_low, 1 + clip_high] (Schulman et al. 2017, eq. 7; DAPO's
-        decoupled clip when they differ).
+        Clip range [1 - clip_low, 1 + clip_high] of the token ratio (``ppo``) or the sequence
+        ratio (``gspo``); ``cispo`` caps its weight at 1 + clip_high and ignores clip_low.
     ref_logp : Tensor, shape (n, T), optional
         Reference-policy log-probabilities for the k3 KL penalty (Schulman 2020;
         DeepSeekMath eq. 4) weighted by ``kl_coef``, clamped as verl clamps it
         (:func:`k3_kl_penalty`), so extreme log-ratios give a finite loss and gradient.
     is_weights : Tensor, shape (n, T), optional
         Per-token importance weights for a sampler other than the training forward pass
-        (:func:`truncated_is_weights`); they multiply the clipped surrogate (not the KL
+        (:func:`truncated_is_weights`); they multiply the policy term (not the KL
         term), detached, as in TRL and verl.
     stats : dict, optional
         With the KL term, receives ``kl_clamped_tokens`` (int): tokens of non-zero weight whose
         k3 term was clamped (:func:`k3_kl_penalty`); added to a value already there, so one
         dict can gather a batch's micro-batches.
+    loss_type : str
+        One of :data:`LOSS_TYPES` (default ``grpo``); selects the objective, not the weights
+        (pass ``weights`` of the same loss type).
+    completion_mask : BoolTensor, shape (n, T), optional
+        The rows' completion mask; needed by ``gspo`` (the tokens of each sequence's mean log-ratio).
 
     Returns
     -------
     Tensor, shape ()
-        sum_ijt w_ijt * (-min(rho A, clip(rho) A) [* is_weight] + kl_coef * k3), dtype of ``logp``.
+        sum_ijt w_ijt * (L_ijt [* is_weight] + kl_coef * k3), dtype of ``logp``.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``loss_type`` (the message lists the valid ones); ``gspo`` without
+        ``completion_mask`` or with one of another shape; ``cispo`` with ``clip_high <= -1``
+        (a non-positive cap).
     """
+    _check_loss_type(loss_type)
+    objective = OBJECTIVES[loss_type]
     old = logp.detach() if old_logp is None else old_logp
-    ratio = torch.exp(logp - old)
+    log_ratio = logp - old.to(logp.dtype)
     adv = advantages.to(logp.dtype)
-    surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * adv)
-    per_token = -surrogate
+    if objective == "cispo":
+        if not 1 + clip_high > 0:
+            raise ValueError(f"cispo caps its importance weight at 1 + clip_high, which must be > 0; got clip_high = "
+                             f"{clip_high} (TRL's epsilon_high E is clip_high = E - 1; ScaleRL recommends E = 5)")
+        weight = torch.clamp(torch.exp(log_ratio), max=1 + clip_high).detach()
+        per_token = -weight * adv * logp
+    else:
+        if objective == "gspo":
+            if completion_mask is None or tuple(completion_mask.shape) != tuple(logp.shape):
+                got = None if completion_mask is None else tuple(completion_mask.shape)
+                raise ValueError(f"loss_type 'gspo' needs completion_mask of shape {tuple(logp.shape)} (n rows, T "
+                                 f"completion tokens) for each sequence's mean log-ratio, got {got}")
+            m = completion_mask.bool().to(logp.device)
+            masked = torch.where(m, log_ratio, torch.zeros((), dtype=logp.dtype, device=logp.device))
+            log_ratio = (masked.sum(-1) / m.sum(-1).clamp(min=1).to(logp.dtype)).unsqueeze(-1)  # (n, 1)
+        ratio = torch.exp(log_ratio)
+        per_token = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * adv)
     if is_weights is not None:
         per_token = per_token * is_weights.detach().to(logp.dtype)
     if kl_coef and ref_logp is not None:

@@ -27,8 +27,8 @@ import torch
 
 from ..logprobs import token_logprobs
 from ..types import RolloutBatch
-from .losses import (IMPORTANCE_SAMPLING, KL_LOG_RATIO_CLAMP, logprob_mismatch, policy_loss, token_weights,
-                     truncated_is_weights)
+from .losses import (IMPORTANCE_SAMPLING, KL_LOG_RATIO_CLAMP, LOSS_TYPES, logprob_mismatch, policy_loss,
+                     token_weights, truncated_is_weights)
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +43,22 @@ class UpdateConfig:
 
     Attributes
     ----------
-    loss_type : {"grpo", "dapo", "dr_grpo"}
-        Normalisation, see :mod:`gradprobe.grpo.losses`.
+    loss_type : {"grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo"}
+        Normalisation and objective, see :mod:`gradprobe.grpo.losses`: the first four minimise
+        the token-level PPO clipped surrogate (bnpo with dapo's token mean over the batch);
+        ``cispo`` the clipped, detached importance weight times the log-probability (dapo's
+        weights), ``gspo`` the surrogate of a sequence-level ratio (grpo's weights). Under
+        on-policy updates (``old_logp`` not given: rho = 1) cispo's gradient is dapo's and
+        gspo's is grpo's with each sequence's mean advantage
+        (:func:`~gradprobe.grpo.losses.probe_advantages`).
     micro_batch_size : int
         Rows per forward/backward; results do not depend on it (weights are batch-global).
     max_grad_norm : float
         Global gradient-norm clip (0 = off).
     clip_low, clip_high : float
-        PPO ratio clip.
+        Ratio clip [1 - clip_low, 1 + clip_high], of each token's ratio, or of each sequence's
+        under ``gspo`` (the GSPO paper uses 3e-4, 4e-4); ``cispo`` caps its weight at
+        1 + clip_high (TRL's ``epsilon_high`` for cispo is that cap: TRL E = 1 + clip_high).
     importance_sampling : {"none", "tis"}
         ``tis``: multiply each token's loss by min(pi_train / pi_sampler, ``is_cap``), the
         truncated importance-sampling correction for a sampler (vLLM) whose distribution
@@ -84,6 +92,8 @@ class UpdateConfig:
     attention: str | None = "sdpa"
 
     def __post_init__(self):
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"UpdateConfig.loss_type {self.loss_type!r} is not one of {sorted(LOSS_TYPES)}")
         if self.max_completion_length is not None and (
                 isinstance(self.max_completion_length, bool) or not isinstance(self.max_completion_length, int)
                 or self.max_completion_length < 1):
@@ -298,7 +308,8 @@ def loss_and_backward(model, batch: RolloutBatch, advantages: torch.Tensor, conf
                                                 cap=config.is_cap)
                     is_rows.append(is_w)
             loss = policy_loss(logp, advantages[rows], weights[rows], old_logp=old,
-                               clip_low=config.clip_low, clip_high=config.clip_high, is_weights=is_w)
+                               clip_low=config.clip_low, clip_high=config.clip_high, is_weights=is_w,
+                               loss_type=config.loss_type, completion_mask=mask[rows])
             loss.backward()
             total += float(loss.detach())
     if init_model is not None:

@@ -24,7 +24,19 @@ loss_type  u_nt                den_g
 grpo       m_nt / T_n          G (rows of the group)
 dapo       m_nt                tokens of the group
 dr_grpo    m_nt                G * L_max
+bnpo       m_nt                tokens of the group
+cispo      m_nt                tokens of the group
+gspo       m_nt / T_n          G (rows of the group)
 =========  ==================  ======================
+
+bnpo and cispo have dapo's weights and gspo grpo's (:data:`gradprobe.grpo.losses.LOSS_TYPES`). At
+rho = 1, where the probe predicts the update, cispo's detached weight min(r, 1 + eps_high) is 1,
+so its gradient is dapo's; gspo's sequence ratio s_n = exp(mean_t log r_nt) has ds_n/dl_nt =
+1/T_n, so its gradient is grpo's with A_nt replaced by the sequence's mean advantage
+Abar_n = (1/T_n) sum_t m_nt A_nt: :func:`group_sums` applies
+:func:`gradprobe.grpo.losses.probe_advantages` to the advantages first (identity for the others;
+derivation in :mod:`gradprobe.grpo.losses`). For a per-sequence advantage (``outcome``) gspo's
+prediction is grpo's.
 
 so resampling groups with replacement and recomputing the ratio re-normalises each replicate as
 the loss would on that batch (a ratio estimator). The same resampled groups serve all rewards
@@ -43,7 +55,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..grpo.losses import LOSS_TYPES
+from ..grpo.losses import LOSS_TYPES, probe_advantages
 
 __all__ = ["RewardEstimate", "group_sums", "estimate_rewards", "NORMALIZERS", "token_probability_stats",
            "signal_proxy_group_sums"]
@@ -71,6 +83,9 @@ NORMALIZERS: dict[str, Callable[[Tensor, int, int], tuple[Tensor, Tensor]]] = {
     "grpo": _grpo,
     "dapo": _dapo,
     "dr_grpo": _dr_grpo,
+    "bnpo": _dapo,
+    "cispo": _dapo,
+    "gspo": _grpo,
 }
 
 
@@ -88,7 +103,8 @@ def group_sums(alignment: Tensor, advantages: Tensor, completion_mask: Tensor, g
         The whole probe batch's mask (the loss weights are computed from it).
     group_size : int
         G; rows are prompt-major (row n = i * G + j).
-    loss_type : {"grpo", "dapo", "dr_grpo"}
+    loss_type : {"grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo"}
+        ``gspo`` replaces each token's advantage by its sequence's mean (module docstring).
     max_completion_length : int, optional
         L_max of ``dr_grpo`` (default T); give it explicitly when combining sub-batches of different T.
 
@@ -97,7 +113,7 @@ def group_sums(alignment: Tensor, advantages: Tensor, completion_mask: Tensor, g
     numerators : Tensor (float64), shape (B,) or (R, B)
     denominators : Tensor (float64), shape (B,)
         ``numerators.sum(-1) / denominators.sum()`` equals
-        ``(token_weights(mask, loss_type) * advantages * alignment).sum((-2, -1))``.
+        ``(token_weights(mask, loss_type) * probe_advantages(advantages, mask, loss_type) * alignment).sum((-2, -1))``.
 
     Raises
     ------
@@ -124,6 +140,7 @@ def group_sums(alignment: Tensor, advantages: Tensor, completion_mask: Tensor, g
     if not (torch.isfinite(a).all() and torch.isfinite(adv).all()):
         raise ValueError("alignment or advantages are not finite on the completion mask (a NaN reward must be "
                          "masked, with advantage 0, before the probe)")
+    adv = probe_advantages(adv, mask, loss_type)  # gspo: each sequence's mean advantage on its tokens
     u, den = NORMALIZERS[loss_type](mask.to(torch.float64), group_size, max_completion_length or t)
     ua = u * a  # (N, T): shared by every reward
     per_row = (adv * ua).sum(-1)  # (N,) or (R, N)
@@ -223,8 +240,8 @@ def estimate_rewards(alignment: Tensor, rewards: dict[str, Tensor], *, completio
     completion_mask : BoolTensor, shape (N, T)
     group_size : int
         G.
-    loss_type : {"grpo", "dapo", "dr_grpo"}
-        The loss normalisation of the update being predicted.
+    loss_type : {"grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo"}
+        The loss of the update being predicted (:data:`gradprobe.grpo.losses.LOSS_TYPES`).
     lr : float
         Learning rate of that update.
     tokens_per_update : dict[str, int]

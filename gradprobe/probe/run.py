@@ -76,7 +76,7 @@ class ProbeConfig:
         ``none``: SGD, u = v.
     lr : float
         Learning rate of the update whose gain is predicted.
-    loss_type : {"grpo", "dapo", "dr_grpo"}
+    loss_type : {"grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo"}
     budget_tokens : int
         Generated-token budget of the extrapolation (tokens).
     budget_seconds : float or None
@@ -271,7 +271,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
 def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler, reference_direction=None) -> dict:
     from functools import partial
 
-    from ..grpo.losses import token_weights
+    from ..grpo.losses import probe_advantages, token_weights
     from ..grpo.step import UpdateConfig, loss_and_backward
     from ..ledger import JVP_FORWARDS, TRAIN_FORWARDS, batch_flops_per_token
     from ..models import load_policy
@@ -420,7 +420,8 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
         weights = token_weights(batch.completion_mask, config.loss_type, max_completion_length=l_max)
         v_norm = norm(v)
         for name, adv in advantages.items():
-            g = reward_gradient(model, batch, adv, weights, micro_batch_size=config.micro_batch_size)
+            g = reward_gradient(model, batch, probe_advantages(adv, batch.completion_mask, config.loss_type), weights,
+                                micro_batch_size=config.micro_batch_size)  # gspo: sequence-mean advantages
             g_norm = norm(g)
             cosines[name] = dot(g, v) / (g_norm * v_norm) if g_norm > 0 and v_norm > 0 else 0.0
 

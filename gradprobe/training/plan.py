@@ -113,7 +113,8 @@ class TrainConfig:
         B and G: an update samples B prompts x G completions.
     lr : float
         Peak learning rate (an arm's ``lr_scale`` multiplies it).
-    loss_type : {"grpo", "dapo", "dr_grpo"}
+    loss_type : {"grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo"}
+        See :mod:`gradprobe.grpo.losses` (``LOSS_TYPES``, the list this is validated against).
     optimizer : {"adamw"}
     weight_decay : float
     betas : (float, float)
