@@ -35,8 +35,13 @@ Why these are exact at the probed policy (TRL 1.16, ``GRPOTrainer._compute_loss`
 
 - The probe predicts the first optimizer step on a freshly generated batch, where the importance
   ratio r = pi_theta / pi_old is exactly 1. PPO clipping (``epsilon``, ``epsilon_high``,
-  ``delta``) is inactive there, and CISPO's weight ``clip(r).detach()`` is 1 with dapo's
-  normaliser (tokens of the generation batch), so ``cispo`` has dapo's gradient.
+  ``delta``) is inactive there. CISPO's weight is ``min(r, epsilon_high).detach()`` with dapo's
+  normaliser (``_compute_loss``: ``torch.clamp(coef_1, max=self.epsilon_high)``; TRL's
+  ``epsilon_high`` defaults to ``epsilon``, 0.2), so at r = 1 its gradient is
+  c = min(1, epsilon_high) times dapo's. With ``epsilon_high >= 1`` (ScaleRL's recommended 5.0)
+  that is dapo's gradient. With c < 1 an Adam-family step is still dapo's (Adam divides a
+  constant gradient scale out, up to its eps), while an SGD step is c times dapo's: the probe's
+  learning rate is then multiplied by c, and a note says so.
 - ``bnpo`` divides by the active tokens of each local micro-batch; on the probe's one batch this
   is dapo's token mean. It is exact when a micro-batch is the whole generation batch
   (``gradient_accumulation_steps`` 1, one process), otherwise equal up to the micro-batches'
@@ -357,10 +362,6 @@ def apply_trl_config(args: argparse.Namespace, *, explicit: set[str] | None = No
                     settings.notes.append("loss_type bnpo is probed as dapo: exact when a micro-batch is the whole "
                                           "generation batch; with gradient_accumulation_steps > 1 equal up to the "
                                           "micro-batches' differing token counts")
-                elif fields[name] == "cispo":
-                    settings.notes.append("loss_type cispo is probed as dapo: at importance ratio 1 (the first "
-                                          "update on a generation batch) its weight clip(r) is 1 and it normalises "
-                                          "like dapo, so the gradients are equal")
             elif name == "optim":
                 value = _optim_to_precondition(value)
                 if value is None and dest not in explicit:
@@ -418,9 +419,31 @@ def apply_trl_config(args: argparse.Namespace, *, explicit: set[str] | None = No
                                  "from": "per_device_train_batch_size x gradient_accumulation_steps / num_generations"}
         if not won:
             updates[dest] = per_step // group
+    if fields.get("loss_type") == "cispo" and "loss_type" not in explicit:
+        _cispo_cap(cfg, args, updates, settings)
     for dest, value in updates.items():  # nothing changes unless every field was accepted
         setattr(args, dest, value)
     return settings
+
+
+def _cispo_cap(cfg, args, updates: dict, settings: TrlProbeSettings) -> None:
+    """CISPO probed as dapo: its weight at importance ratio 1 is c = min(1, epsilon_high) (module
+    docstring); an SGD step is c x dapo's, so the probe's learning rate is multiplied by c."""
+    high = cfg.get("epsilon_high")
+    cap = float(high if high is not None else cfg.get("epsilon", 0.2))
+    c = min(1.0, cap)
+    what = (f"loss_type cispo is probed as dapo: at importance ratio 1 (the first update on a generation batch) "
+            f"TRL's weight min(r, epsilon_high) is min(1, {cap:g}) = {c:g}, with dapo's normaliser")
+    if c >= 1.0:
+        settings.notes.append(what + ", so the gradients are equal")
+    elif updates.get("precondition", getattr(args, "precondition", "adam")) == "none":
+        lr = float(updates.get("lr", args.lr)) * c
+        updates["lr"] = lr
+        settings.notes.append(what + f": the SGD step is {c:g} x dapo's, so the probe's learning rate is "
+                                     f"multiplied by {c:g} (now {lr:g}); ScaleRL recommends epsilon_high = 5.0")
+    else:
+        settings.notes.append(what + f": the gradient is {c:g} x dapo's, which an Adam step divides out (up to "
+                                     "its eps), so the predicted step is dapo's; ScaleRL recommends epsilon_high = 5.0")
 
 
 def mark_explicit_flags(parser: argparse.ArgumentParser, attr: str = "_explicit_flags") -> None:

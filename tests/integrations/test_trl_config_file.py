@@ -77,10 +77,25 @@ def test_json_file_and_loss_type_mapping(tmp_path):
         assert args.loss_type == probe_loss
         assert args.rewards.split(",")[0] == "outcome_batch"
         assert args.precondition == "none"
-        assert args.lr == pytest.approx(1e-6)
+        # TRL's cispo caps its weight at epsilon_high (default epsilon = 0.2): at ratio 1 an SGD step is 0.2 x dapo's
+        assert args.lr == pytest.approx(2e-7 if trl_loss == "cispo" else 1e-6)
         assert args.update_prompts is None  # no batch field in the file: the probe batch's own
         if trl_loss == "cispo":
-            assert any("cispo is probed as dapo" in n for n in settings.notes)
+            assert any("cispo is probed as dapo" in n and "multiplied by 0.2" in n for n in settings.notes)
+
+
+@pytest.mark.parametrize("extra, lr, says", [({"epsilon_high": 5.0, "optim": "sgd"}, 1e-6, "the gradients are equal"),
+                                             ({"optim": "adamw_torch"}, 1e-6, "an Adam step divides out"),
+                                             ({"epsilon": 0.3, "optim": "sgd"}, 3e-7, "multiplied by 0.3")])
+def test_cispo_weight_cap_at_ratio_one(tmp_path, extra, lr, says):
+    """TRL 1.16 ``_compute_loss``: cispo's weight is clamp(r, max=epsilon_high).detach(), epsilon_high
+    defaulting to epsilon; at r = 1 the SGD gradient is min(1, epsilon_high) x dapo's."""
+    path = tmp_path / "cispo.json"
+    path.write_text(json.dumps({"loss_type": "cispo", "learning_rate": 1e-6, **extra}))
+    args = _parse(["--trl-config", str(path)])
+    settings = apply_trl_config(args)
+    assert args.loss_type == "dapo" and args.lr == pytest.approx(lr, rel=1e-12)
+    assert sum(says in n for n in settings.notes) == 1
 
 
 def test_explicit_flags_win_over_the_file(tmp_path):
