@@ -70,7 +70,8 @@ PLAN_COPY = "plan.toml"
 STUDY_JSON = "study.json"
 RUNS_CSV = "runs.csv"
 RUNS_CSV_COLUMNS = ("arm", "seed", "update", "generated_tokens", "device_seconds", "accuracy", "accuracy_sampled",
-                    "reward", "lr_scale", "flops", "response_length", "format_rate", "kl_init")
+                    "reward", "lr_scale", "flops", "response_length", "format_rate", "kl_init",
+                    "step_validity_rate", "step_count_deviation")
 EVAL_ITEMS_GZ = "eval_items.jsonl.gz"  # every finished run's eval_items.jsonl, with arm and seed on each line
 # probe settings when the plan has no [probe] table: ProbeConfig defaults scaled for a study
 PROBE_DEFAULTS = {"prompts": 16, "group": 8, "heldout_prompts": 16, "heldout_group": 16}
@@ -681,8 +682,10 @@ def collect_runs(plan: Plan, out: str | Path) -> list[dict]:
     accuracy_sampled (empty where the schedule skipped it), reward, lr_scale, flops
     (generation + training FLOPs), response_length (mean greedy held-out completion, tokens),
     format_rate (greedy held-out completions in the task's format), kl_init (KL to the
-    initial policy at the last update before the eval; empty where not measured). Columns
-    a run of an older version did not record are empty.
+    initial policy at the last update before the eval; empty where not measured),
+    step_validity_rate and step_count_deviation (trace fidelity of the greedy held-out
+    completions, :func:`gradprobe.rewards.process.trace_fidelity`; empty for a task without a
+    step verifier). Columns a run of an older version did not record are empty.
     """
     rows = []
     for arm, seed in plan.runs():
@@ -699,7 +702,9 @@ def collect_runs(plan: Plan, out: str | Path) -> list[dict]:
                          "device_seconds": e["device_seconds"], "accuracy": e.get("greedy_accuracy"),
                          "accuracy_sampled": e.get("sampled_accuracy"), "reward": a.reward, "lr_scale": a.lr_scale,
                          "flops": e.get("flops"), "response_length": e.get("response_length"),
-                         "format_rate": e.get("format_rate"), "kl_init": e.get("kl_init")})
+                         "format_rate": e.get("format_rate"), "kl_init": e.get("kl_init"),
+                         "step_validity_rate": e.get("step_validity_rate"),
+                         "step_count_deviation": e.get("step_count_deviation")})
     return rows
 
 

@@ -62,6 +62,13 @@ def test_shared_runs_are_copied_byte_for_byte_and_marked_the_new_arm_is_trained(
     study = json.loads((out / "study.json").read_text())
     marks = {(r["arm"], r["seed"]): r.get("reused_from") for r in study["runs"]}
     assert marks[("grpo", 0)] == str(run_dir(first, "grpo", 0).resolve()) and marks[("grpo_2xlr", 0)] is None
+    import csv
+
+    with open(out / "runs.csv") as f:  # trace fidelity travels from each eval line into runs.csv
+        table = [r for r in csv.DictReader(f) if r["arm"] == "grpo" and r["seed"] == "0"]
+    evals = [json.loads(x) for x in (run_dir(out, "grpo", 0) / "metrics.jsonl").read_text().splitlines() if '"eval": true' in x]
+    assert [float(r["step_count_deviation"]) for r in table] == [e["step_count_deviation"] for e in evals]
+    assert [r["step_validity_rate"] or None for r in table] == [e["step_validity_rate"] for e in evals]
     rows = (out / "runs.csv").read_text().splitlines()
     assert sum(",grpo," in r for r in rows) == sum(",grpo," in r for r in (first / "runs.csv").read_text().splitlines())
 
