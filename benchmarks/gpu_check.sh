@@ -2,12 +2,15 @@
 # The one-GPU check (benchmarks/gpu_check.py) as one device call, in under 8 minutes.
 #
 # Here, once:  echo /.whl/ >> .git/info/exclude && bash benchmarks/fetch_gpu_wheels.sh .whl
+#              (transformers 5.24.0, 12.9 MiB, the version the hf_paged backend is tested with; the
+#              machine's own is 5.17; plus SmolLM2-135M's config + tokenizer, about 3.5 MiB)
 # Device call: carry [".whl"], command `bash benchmarks/gpu_check.sh`, timeout_s 540.
 #
-# Installs the carried wheels into /tmp/site (no index, no dependencies: each one is listed in
-# fetch_gpu_wheels.sh), runs the driver with python3 (3.12, torch 2.11, transformers 5.17 there)
-# and leaves $OUT/gpu_check.json and $OUT/gpu_check.log. Extra arguments go to the driver
-# (e.g. --no-vllm, --updates 2, --time-limit 300).
+# Installs the carried wheels into /tmp/site (no index, no dependencies: transformers 5.24's
+# huggingface-hub >= 1.31, tokenizers 0.23 and safetensors 0.8 are on the machine), runs the
+# driver with python3 (3.12, torch 2.11 there) and leaves $OUT/gpu_check.json and
+# $OUT/gpu_check.log. Extra arguments go to the driver (e.g. --models qwen2.5-1.5b-shape,
+# --max-new-tokens 256, --gradient-checkpointing).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if compgen -G ".whl/*.whl" > /dev/null; then
@@ -19,6 +22,6 @@ LOG=${OUT:+$OUT/gpu_check.log}
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>/dev/null || echo "no nvidia-smi"
   python3 -c "import sys, torch, transformers; print(sys.version.split()[0], 'torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
-  timeout 470 python3 benchmarks/gpu_check.py --device cuda --time-limit 360 "$@"
+  timeout 460 python3 benchmarks/gpu_check.py --device cuda --time-limit 300 "$@"
 } 2>&1 | tee ${LOG:-/dev/null}
 exit "${PIPESTATUS[0]}"

