@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
+#: the sampler backends (the keys of :data:`gradprobe.rollout.SAMPLERS`, which a test keeps equal)
+SAMPLER_BACKENDS = ("hf", "hf_paged", "vllm")
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
     """Sampling settings shared by rollouts, MC continuations and the reference gradient.
@@ -23,6 +27,11 @@ class SamplingConfig:
     batch_size : int
         Sequences per ``generate`` call (memory knob, does not change results for a fixed seed
         only up to the sampler's batching).
+    backend : {"hf", "hf_paged", "vllm"}
+        The rollout backend (:data:`gradprobe.rollout.SAMPLERS`): ``hf`` batched ``generate``,
+        ``hf_paged`` transformers' continuous batching with a paged KV cache, ``vllm`` the optional
+        vLLM engine (GPU; its weights are pushed after every update). Held-out evals always sample
+        with ``hf``, so evals of arms on different backends stay comparable.
     """
 
     temperature: float = 1.0
@@ -30,6 +39,7 @@ class SamplingConfig:
     top_k: int = 0
     max_new_tokens: int = 128
     batch_size: int = 64
+    backend: str = "hf"
 
     def __post_init__(self):
         if not self.temperature > 0:
@@ -38,6 +48,8 @@ class SamplingConfig:
             raise ValueError(f"sampling.top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
             raise ValueError(f"sampling.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.backend not in SAMPLER_BACKENDS:
+            raise ValueError(f"sampling.backend {self.backend!r} is not one of {', '.join(SAMPLER_BACKENDS)}")
 
 
 @dataclass(frozen=True)

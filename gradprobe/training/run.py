@@ -250,7 +250,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     """
     from ..grpo.step import NonFiniteLossError, UpdateConfig, grpo_step
     from ..rewards import RewardContext, get_reward
-    from ..rollout import HFSampler, collect_rollouts
+    from ..rollout import collect_rollouts, make_sampler
     from ..probe.run import versions
     from ..streams import stream_sampler
     from ..tasks import encode_prompt
@@ -283,7 +283,9 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     update_config = UpdateConfig(loss_type=t.loss_type, micro_batch_size=t.micro_batch_size,
                                  max_grad_norm=t.max_grad_norm, clip_low=t.clip_low, clip_high=t.clip_high,
                                  max_completion_length=run.sampling.max_new_tokens)
-    sampler = HFSampler(policy, seed=run.seed, progress=False)  # the rollout stream (gradprobe.streams)
+    # the rollout stream (gradprobe.streams) on the plan's backend ([sampling] backend)
+    sampler = make_sampler(run.sampling.backend, policy, seed=run.seed, progress=False)
+    push_weights = getattr(sampler, "push_weights", None)  # an engine with its own copy of the weights (vLLM)
     continuation_sampler = stream_sampler(sampler, run.seed, "continuation")
     from ..difficulty.select import make_selector
 
@@ -398,6 +400,9 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
                 raise NonFiniteRunError(msg, update + 1) from e
             scheduler.step()
             update += 1
+            if push_weights is not None:  # the next rollouts come from the updated policy
+                with ledger.timed("training"):
+                    push_weights(model)
             kl, entropy = step.get("kl_init"), step.get("entropy")
             last_kl = kl if kl is not None else last_kl
             fpt = forward_flops_per_token(model, mean_context(batch))

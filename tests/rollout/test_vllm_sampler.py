@@ -331,3 +331,59 @@ def test_real_vllm_weight_push():
     assert mismatch()["max_abs_diff"] > 1e-2  # the engine still has the old weights
     sampler.push_weights()
     assert mismatch()["max_abs_diff"] < 1e-3
+
+
+def test_a_plan_with_backend_vllm_trains_on_the_engine_and_pushes_weights_after_every_update(tmp_path, monkeypatch):
+    """[sampling] backend = "vllm" reaches VLLMSampler through gradprobe.rollout.make_sampler: the
+    rollouts come from the engine, and the updated weights are pushed before the next rollouts."""
+    import gradprobe.rollout.vllm_sampler as vs
+    from gradprobe.models import load_policy
+    from gradprobe.training.plan import parse_plan
+    from gradprobe.training.run import run_training
+
+    engines = []
+
+    def fake_engine(policy, seed=0, **kw):
+        engines.append(FakeLLM(p_eos=0.3))
+        return engines[-1]
+
+    monkeypatch.setattr(vs, "build_engine", fake_engine)
+    monkeypatch.setattr(vs, "_default_params_factory", lambda: dict)
+    plan = parse_plan("""
+seeds = [0]
+[model]
+name = "tiny-qwen2"
+[task]
+name = "chain_sum"
+pool = 16
+[heldout]
+prompts = 4
+[sampling]
+max_new_tokens = 8
+backend = "vllm"
+[train]
+prompts_per_update = 2
+group = 4
+micro_batch_size = 8
+[budget]
+updates = 2
+[eval]
+sampled = false
+[arms.grpo]
+reward = "outcome"
+""")
+    summary = run_training(plan.arm("grpo"), tmp_path / "run", policy=load_policy("tiny-qwen2"))
+    assert summary["updates"] == 2 and len(engines) == 1  # one engine, shared by the continuation stream
+    llm = engines[0]
+    assert len(llm.calls) == 2  # one rollout call per update, through the engine
+    n_params = len(list(load_policy("tiny-qwen2").model.named_parameters()))
+    assert len(llm.module.loaded) == 2 * n_params and llm.resets == 2  # pushed after each update
+    with pytest.raises(ValueError, match="sampling.backend 'nope' is not one of hf, hf_paged, vllm"):
+        SamplingConfig(backend="nope")
+
+
+def test_the_config_backends_are_the_sampler_registry():
+    from gradprobe.config import SAMPLER_BACKENDS
+    from gradprobe.rollout import SAMPLERS
+
+    assert SAMPLER_BACKENDS == tuple(SAMPLERS)
