@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -82,7 +83,7 @@ def test_check_domain_inside_and_outside(calibration):
 
 
 def test_check_domain_of_a_version_1_file_compares_task_names():
-    legacy = load_calibration("default")  # calib/data/calibration.json, format version 1
+    legacy = load_calibration(Path(__file__).resolve().parent / "data" / "calibration_v1.json")  # format version 1
     assert legacy.legacy
     w = check_domain(legacy, _probe(budget_tokens=250_000))
     assert len(w) == 1 and not w[0].outside and "compared by name" in w[0]

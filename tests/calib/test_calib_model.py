@@ -100,9 +100,12 @@ def test_damaged_or_foreign_files_are_refused_naming_the_file_and_the_fix(tmp_pa
         load_calibration(tmp_path / "nope.json")
 
 
+#: the calibration shipped as the default until 2026-12-01 (format version 1), kept as a fixture
+V1 = Path(__file__).resolve().parent / "data" / "calibration_v1.json"
+
+
 def test_old_shipped_calibration_still_loads_as_version_1():
-    cal = calib.load("default")
-    assert calib.model.default_path() == REPO / "calib" / "data" / "calibration.json"
+    cal = load_calibration(V1)
     assert cal.legacy and cal.format_version == 1 and cal.features == ("predicted_gain",)
     assert cal.fitted_parameters()["coef"]["predicted_gain"] == pytest.approx(0.016925, abs=1e-6)
     assert cal.domain.arms == ["grpo_2xlr", "hybrid_0.5", "mc_advantage", "mc_value", "select_half"]
@@ -118,6 +121,27 @@ def test_old_shipped_calibration_still_loads_as_version_1():
     assert by["mc_value"]["forecast"] == pytest.approx(pred)
     assert by["mc_value"]["calibrated_gain"] == pytest.approx(0.016925 * pred - 4.31488, abs=1e-4)
     assert not doc["outside_domain"] and "compared by name" in doc["notes"][0]
+
+
+def test_the_shipped_default_is_version_2_fitted_on_every_shipped_study_with_the_validated_forecaster():
+    from gradprobe.forecast.forecaster import load_validation
+
+    cal = calib.load("default")
+    assert calib.model.default_path() == REPO / "calib" / "data" / "calibration.json"
+    assert not cal.legacy and cal.format_version == 2
+    record = load_validation()
+    assert cal.forecaster == f"forecast_{record['best']}"  # the forecaster that validates best, leaving a study out
+    validated = {s.split("@")[0] for s in record["studies"]}
+    # every shipped study but the FLOPs-budgeted one and the one superseded by a superset of its runs
+    assert validated == {p.name for p in (REPO / "data").glob("study_*")} - {"study_tiny_hard", "study_tiny_granularity"}
+    fitted = {(s["name"] if isinstance(s, dict) else s.split("@")[0]) for s in cal.domain.studies}
+    assert fitted == validated - {"study_tiny_lr"}  # learning-rate arms have no cost-only forecast (outside its domain)
+    # applied to a shipped study's own probe: finite calibrated gains with intervals around them
+    result, folder, task = load_probe(REPO / "data" / "study_tiny" / "probe")
+    doc = calibrate(cal, result, task=task)
+    by = {r["name"]: r for r in doc["rewards"]}
+    lo, hi = by["mc_value"]["calibrated_interval"]
+    assert math.isfinite(by["mc_value"]["calibrated_gain"]) and lo < hi
 
 
 def test_default_not_shipped(monkeypatch, tmp_path):
