@@ -45,7 +45,7 @@ TIER_MARKER = "gradprobe_tier.json"
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TINY_ARCHITECTURES = ("tiny-qwen2", "tiny-llama")
-TIER_ALIASES = ("tiny",)
+TIER_ALIASES = ("tiny", "tiny-llama-sft")
 ALIASES = ("smollm2-135m",) + TIER_ALIASES + TINY_ARCHITECTURES
 
 

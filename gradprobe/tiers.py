@@ -142,7 +142,15 @@ class TinyTierConfig:
         return dataclasses.asdict(self)
 
 
-TIERS = {"tiny": TinyTierConfig}
+def _tiny_llama_sft() -> TinyTierConfig:
+    """The tiny tier's recipe on a ``LlamaForCausalLM`` of the same shape (a second architecture)."""
+    return TinyTierConfig(arch="tiny-llama")
+
+
+#: tier name -> its default config. ``tiny``: Qwen2; ``tiny-llama-sft``: the same recipe, shape and
+#: data on Llama (RMSNorm and SwiGLU like Qwen2, no attention biases), so that calibration rows come
+#: from two architectures.
+TIERS = {"tiny": TinyTierConfig, "tiny-llama-sft": _tiny_llama_sft}
 
 
 def config_hash(config: TinyTierConfig, seed: int) -> str:
