@@ -50,7 +50,7 @@ from typing import Hashable, Sequence
 
 import torch
 
-from ..tasks.verify import _MARKER, _norm_text, answers_match, extract_answer, looks_like_latex, normalize_number
+from ..tasks.verify import ANSWER_MARKER, normalize_text, answers_match, extract_answer, looks_like_latex, normalize_number
 from ..types import RolloutBatch
 from .base import RewardContext, RewardOutput, register_reward
 from . import outcome as _outcome
@@ -81,7 +81,7 @@ def answer_key(answer: str | None, *, numeric: bool = False) -> Hashable | None:
         return ("number", number)
     if numeric and not looks_like_latex(answer):
         return None
-    return ("text", _norm_text(answer))
+    return ("text", normalize_text(answer))
 
 
 def majority_vote_rewards(answers: Sequence[str | None], group_size: int, *,
@@ -163,7 +163,7 @@ def answer_span(text: str | None) -> tuple[int, int] | None:
     """
     if not text:
         return None
-    markers = list(_MARKER.finditer(text))
+    markers = list(ANSWER_MARKER.finditer(text))
     if markers:
         pos = markers[-1].end()
         for line in text[pos:].splitlines(keepends=True):

@@ -42,7 +42,7 @@ _GSM8K_FORMS = (
 )
 
 
-def _parse_config(text: str) -> dict:
+def parse_task_config(text: str) -> dict:
     """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}`` (JSON values where they parse, strings otherwise)."""
     import json
 
@@ -121,7 +121,7 @@ def load_task(spec: str, **config) -> Task:
                               f"reasoning-gym tasks are generated and have no malformed rows")
 
     if ":" in spec:  # "chain_sum:min_terms=2,max_digits=1" -> config from the spec
-        spec, config = spec.split(":", 1)[0].strip(), {**_parse_config(spec.split(":", 1)[1]), **config}
+        spec, config = spec.split(":", 1)[0].strip(), {**parse_task_config(spec.split(":", 1)[1]), **config}
     names = registered_names()
     if spec not in names:
         raise TaskNotFoundError(

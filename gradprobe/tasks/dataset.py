@@ -64,7 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, TaskNotFoundError
-from gradprobe.tasks.verify import (_last_boxed, _math_verify, _norm_text, answers_match, extract_answer,
+from gradprobe.tasks.verify import (last_boxed, math_verify_match, normalize_text, answers_match, extract_answer,
                                     looks_like_latex, normalize_number)
 
 __all__ = ["DatasetTask", "PromptText", "VERIFIERS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec"]
@@ -110,13 +110,13 @@ def parse_dataset_spec(spec: str) -> tuple[str, str, str | None, dict]:
     """``"jsonl:PATH[:k=v,...]"`` / ``"hf:NAME[:CONFIG][:k=v,...]"`` -> (kind, source, hub config, options).
 
     The last ``:``-separated part is the options when it holds ``=``."""
-    from gradprobe.tasks import _parse_config
+    from gradprobe.tasks import parse_task_config
 
     kind, _, rest = spec.partition(":")
     parts = rest.split(":")
     options = {}
     if len(parts) > 1 and "=" in parts[-1]:
-        options = _parse_config(parts.pop())
+        options = parse_task_config(parts.pop())
     if kind == "jsonl":
         source, hub_config = ":".join(parts).strip(), None
     else:
@@ -283,7 +283,7 @@ class DatasetTask(Task):
             numeric = normalize_number(value) is not None or looks_like_latex(value)  # else only text would match
             return value if value and numeric else None
         if self.verifier == "boxed":
-            return _last_boxed(value) or value.strip()
+            return last_boxed(value) or value.strip()
         return value.strip()
 
     def _parse(self, records, where: str, stem: str, columns: list[str] | None = None) -> list[Problem]:
@@ -413,11 +413,11 @@ class DatasetTask(Task):
         if callable(self.verifier):
             return float(self.verifier(completion, problem))
         if self.verifier == "boxed":
-            predicted = _last_boxed(completion or "") or extract_answer(completion, boxed_fallback=False)
+            predicted = last_boxed(completion or "") or extract_answer(completion, boxed_fallback=False)
             if predicted is None:
                 return 0.0
-            return float(_norm_text(predicted) == _norm_text(problem.answer) or answers_match(predicted, problem.answer)
-                         or _math_verify(problem.answer, predicted))
+            return float(normalize_text(predicted) == normalize_text(problem.answer) or answers_match(predicted, problem.answer)
+                         or math_verify_match(problem.answer, predicted))
         if self.verifier == "exact":
             predicted = extract_answer(completion, multiline="\n" in problem.answer.strip())
             return float(predicted is not None and " ".join(predicted.split()) == " ".join(problem.answer.split()))
@@ -426,5 +426,5 @@ class DatasetTask(Task):
     def format_rate(self, completion: str) -> bool:
         """``boxed``: the completion has a ``\\boxed{}``; otherwise as :meth:`Task.format_rate`."""
         if self.verifier == "boxed":
-            return _last_boxed(completion or "") is not None
+            return last_boxed(completion or "") is not None
         return super().format_rate(completion)

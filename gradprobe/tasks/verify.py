@@ -48,9 +48,11 @@ import re
 import threading
 from fractions import Fraction
 
-__all__ = ["extract_answer", "normalize_number", "answers_match", "looks_like_latex", "holds_number"]
+__all__ = ["extract_answer", "normalize_number", "answers_match", "looks_like_latex", "holds_number", "last_boxed",
+           "normalize_text", "math_verify_match", "ANSWER_MARKER"]
 
-_MARKER = re.compile(r"#{4,}")
+#: the final-answer marker of GSM8K-style completions (``#### 42``): four or more ``#``
+ANSWER_MARKER = re.compile(r"#{4,}")
 _NUM = r"-?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
 _TOKEN = re.compile(rf"(?<![\d.])({_NUM})(?:/({_NUM}))?")
 _FULL = re.compile(rf"\s*({_NUM})(?:/({_NUM}))?\s*")
@@ -63,7 +65,7 @@ _DROP = (
 )
 
 
-def _last_boxed(text: str) -> str | None:
+def last_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` whose braces balance, else None."""
     for m in reversed(list(re.finditer(r"\\boxed\s*\{", text))):
         depth, start = 1, m.end()
@@ -104,7 +106,7 @@ def extract_answer(
     """
     if not text:
         return None
-    markers = list(_MARKER.finditer(text))
+    markers = list(ANSWER_MARKER.finditer(text))
     if markers:
         if multiline:
             return text[markers[-1].end():].strip() or None
@@ -113,14 +115,14 @@ def extract_answer(
                 return line.strip()
         return None
     if boxed_fallback:
-        boxed = _last_boxed(text)
+        boxed = last_boxed(text)
         return boxed if boxed else None
     return None
 
 
 def _clean(s: str) -> str:
     """Rewrite wrappers, currency, separators and ``\\frac`` into plain text."""
-    boxed = _last_boxed(s)
+    boxed = last_boxed(s)
     if boxed is not None:
         s = boxed
     for old, new in _DROP:
@@ -223,14 +225,17 @@ def holds_number(s: str | None) -> bool:
     return normalize_number(s) is not None or looks_like_latex(s)
 
 
-def _norm_text(s: str) -> str:
+def normalize_text(s: str) -> str:
     """Collapse spaces within lines, drop blank lines, case-fold, drop a final '.'."""
     lines = [" ".join(line.split()) for line in s.casefold().splitlines() if line.strip()]
     s = "\n".join(lines)
     return s[:-1].rstrip() if s.endswith(".") else s
 
 
-def _math_verify(gold: str, predicted: str) -> bool:
+def math_verify_match(gold: str, predicted: str) -> bool:
+    """True when math-verify (Hugging Face ``math_verify.verify``) finds ``predicted`` equal to
+    ``gold``, each parsed as LaTeX (wrapped in ``$...$`` unless it already holds ``$`` or
+    ``\\boxed``); a parse failure or a timeout (5 s on the main thread) counts as not equal."""
     from math_verify import parse, verify  # heavy import (sympy), only when needed
 
     def wrap(s: str) -> str:
@@ -270,14 +275,14 @@ def answers_match(predicted: str | None, gold: str) -> bool:
     """
     if predicted is None or not predicted.strip():
         return False
-    if _norm_text(predicted) == _norm_text(gold):
+    if normalize_text(predicted) == normalize_text(gold):
         return True
     gold_value = _single_number(gold)
     if gold_value is not None:
         if looks_like_latex(predicted):
-            return _math_verify(gold, predicted)
+            return math_verify_match(gold, predicted)
         value = _first_number(predicted)
         return value is not None and value == gold_value
     if looks_like_latex(gold) or looks_like_latex(predicted):
-        return _math_verify(gold, predicted)
+        return math_verify_match(gold, predicted)
     return False
