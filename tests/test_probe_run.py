@@ -12,7 +12,7 @@ import torch
 
 from gradprobe.cli import main
 from gradprobe.config import MCConfig, SamplingConfig
-from gradprobe.probe.run import ProbeConfig, run_probe
+from gradprobe.probe.run import ProbeConfig, format_table, run_probe
 from gradprobe.tasks import load_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -88,6 +88,12 @@ def test_ledger_and_token_accounting_add_up(tiny_result):
     assert by_name["mc_advantage"]["tokens_per_update"] == led["rollout"] + led["continuation"]
     # the reference's held-out rollouts live in their own ledger, never charged to the rewards
     assert result["reference"]["ledger"]["generated_tokens"]["eval"] > 0
+    # the alignment-to-update ratio on both clocks: the CPU one is what benchmarks/probe_cost.py --clock cpu judges
+    c = result["costs"]
+    assert c["update_forward_backward_cpu_seconds"] > 0 and c["alignment_pass_cpu_seconds"] > 0
+    assert c["alignment_to_update_cpu_ratio"] == pytest.approx(c["alignment_pass_cpu_seconds"]
+                                                               / c["update_forward_backward_cpu_seconds"])
+    assert "on the process's CPU clock" in format_table(result)
 
 
 def test_estimates_are_internally_consistent(tiny_result):

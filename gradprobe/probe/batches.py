@@ -267,9 +267,11 @@ def _sum_costs(costs: list[dict]) -> dict:
     out: dict = {}
     for c in costs:
         for key, val in c.items():
-            if key != "alignment_to_update_ratio" and isinstance(val, (int, float)):
+            if not key.startswith("alignment_to_update") and isinstance(val, (int, float)):
                 out[key] = out.get(key, 0.0) + val
     upd = out.get("update_forward_backward_seconds")
     out["alignment_to_update_ratio"] = out.get("alignment_pass_seconds", 0.0) / upd if upd else None
+    cpu = out.get("update_forward_backward_cpu_seconds")
+    out["alignment_to_update_cpu_ratio"] = out.get("alignment_pass_cpu_seconds", 0.0) / cpu if cpu else None
     out["probe_batches"] = len(costs)
     return out

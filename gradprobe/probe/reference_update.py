@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from ..logprobs import token_logprobs
-from .alignment import DirectionMismatchError, check_direction, trainable_parameters
+from .alignment import DirectionMismatchError, check_direction, gradient_buffer, trainable_parameters
 
 __all__ = [
     "heldout_reference", "rloo_coefficients", "load_direction", "save_direction", "direction_between",
@@ -118,21 +118,16 @@ def heldout_reference(model, batch, *, micro_batch_size: int = 8) -> dict[str, T
     """
     coef = rloo_coefficients(batch.scores, batch.group_size)  # (N,)
     params = trainable_parameters(model)
-    names = list(params)
-    total = {k: torch.zeros_like(p) for k, p in params.items()}
     device = next(iter(params.values())).device
     mask = batch.completion_mask.bool()
     active = (coef != 0).nonzero().flatten()  # rows with zero coefficient need no backward
-    with torch.enable_grad():
+    with torch.enable_grad(), gradient_buffer(params) as total:  # one gradient copy (memory), same sums
         for start in range(0, active.numel(), micro_batch_size):
             rows = active[start:start + micro_batch_size]
             logp = token_logprobs(model, batch.input_ids[rows].to(device), batch.attention_mask[rows].to(device),
                                   batch.prompt_length, temperature=batch.temperature)  # (n, T)
             weight = mask[rows].to(device, logp.dtype) * coef[rows].to(device, logp.dtype)[:, None]
-            grads = torch.autograd.grad((weight * logp).sum(), [params[k] for k in names], allow_unused=True)
-            for k, g in zip(names, grads):
-                if g is not None:
-                    total[k] += g
+            torch.autograd.backward((weight * logp).sum(), inputs=list(params.values()))
     return total
 
 
@@ -285,15 +280,16 @@ def second_moment_from_minibatches(model, batch, advantages: Tensor, weights_fn:
     if not 1 <= num_minibatches <= b:
         raise ValueError(f"num_minibatches must be between 1 and the number of prompts {b}, got {num_minibatches}")
     g = batch.group_size
-    total = None
+    total: dict[str, Tensor] = {}
     for groups in torch.arange(b).tensor_split(num_minibatches):
         sub = batch.select_groups(groups)
         rows = (groups[:, None] * g + torch.arange(g)).reshape(-1)
         grad = reward_gradient(model, sub, advantages[rows], weights_fn(sub.completion_mask),
                                micro_batch_size=micro_batch_size)
-        sq = {k: v.square() for k, v in grad.items()}
-        total = sq if total is None else {k: total[k] + sq[k] for k in total}
-    return {k: v / num_minibatches for k, v in total.items()}
+        for k in list(grad):  # in place, one gradient copy at a time (memory); the same values
+            sq = grad.pop(k).square_()
+            total[k] = total[k].add_(sq) if k in total else sq
+    return {k: v.div_(num_minibatches) for k, v in total.items()}
 
 
 def second_moment_from_optimizer(optimizer, model) -> dict[str, Tensor]:

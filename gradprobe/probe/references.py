@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from ..logprobs import token_logprobs
-from .alignment import check_direction, trainable_parameters
+from .alignment import check_direction, gradient_buffer, trainable_parameters
 
 __all__ = ["token_alignment_autograd", "token_alignment_finite_difference", "reward_gradient", "dot", "norm"]
 
@@ -135,17 +135,12 @@ def reward_gradient(model, batch, advantages: Tensor, weights: Tensor, *,
         this is minus the gradient of :func:`gradprobe.grpo.losses.policy_loss`.
     """
     params = trainable_parameters(model)
-    names = list(params)
-    total = {k: torch.zeros_like(p) for k, p in params.items()}
     mask = batch.completion_mask.bool()
     coef = torch.where(mask, advantages.double() * weights.double(), torch.zeros((), dtype=torch.float64))
-    with torch.enable_grad():
+    with torch.enable_grad(), gradient_buffer(params) as total:  # one gradient copy (memory), same sums
         for start in range(0, batch.num_rows, micro_batch_size):
             rows = slice(start, start + micro_batch_size)
             logp = _logprobs(model, batch, rows)
             objective = (coef[rows].to(logp.device, logp.dtype) * logp).sum()
-            grads = torch.autograd.grad(objective, [params[k] for k in names], allow_unused=True)
-            for k, g in zip(names, grads):
-                if g is not None:
-                    total[k] += g
+            torch.autograd.backward(objective, inputs=list(params.values()))
     return total

@@ -274,6 +274,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     from ..grpo.losses import probe_advantages, token_weights
     from ..grpo.step import UpdateConfig, loss_and_backward
     from ..ledger import JVP_FORWARDS, TRAIN_FORWARDS, batch_flops_per_token
+    from ..logprobs import memory_bounded_rows
     from ..models import load_policy
     from ..rewards import RewardContext, get_reward, parse_rewards
     from ..rollout import HFSampler, collect_rollouts
@@ -331,6 +332,32 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
 
     say = (lambda msg: print(f"[gradprobe] {msg}", file=sys.stderr, flush=True)) if config.progress else (lambda msg: None)
 
+    # Memory (issue 14): every pass over a batch runs in micro-batches of at most `mb` rows, bounded so
+    # one micro-batch's activations fit about one parameter copy (values do not depend on it), and the
+    # steps that hold parameter-sized vectors (gradients, s, v, u) run so that at most three are alive:
+    # the cost yardstick and the second moment s run before the reference v, u replaces s key by key.
+    mb = memory_bounded_rows(model, batch, config.micro_batch_size)
+    # dr_grpo's constant normaliser L_max is the sampling limit, as in training (Liu et al. 2025)
+    l_max = config.sampling.max_new_tokens
+
+    # cost yardstick: one GRPO update's forward + backward on the same batch
+    model.zero_grad(set_to_none=True)
+    t0, c0 = time.perf_counter(), time.process_time()
+    loss_and_backward(model, batch, outcome_adv, UpdateConfig(loss_type=config.loss_type, micro_batch_size=mb,
+                                                              max_completion_length=l_max))
+    update_seconds, update_cpu = time.perf_counter() - t0, time.process_time() - c0
+    model.zero_grad(set_to_none=True)
+
+    # 4a. second moment of the Adam preconditioner (shared by every reward; applied to v in step 4)
+    t0 = time.perf_counter()
+    s = None
+    if config.precondition == "adam":
+        say("Adam preconditioner: second moment of minibatch GRPO gradients")
+        k = min(config.second_moment_minibatches, batch.num_prompts)
+        s = second_moment_from_minibatches(model, batch, outcome_adv, partial(token_weights, loss_type=config.loss_type, max_completion_length=l_max),
+                                           num_minibatches=k, micro_batch_size=mb)
+    precondition_seconds = time.perf_counter() - t0
+
     # 3. reference update
     ref_ledger = Ledger()
     reference: dict = {"kind": "heldout" if config.reference == "heldout" else "direction"}
@@ -346,7 +373,8 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
                                   desc="held-out rollouts").to(model.device)
         say("reference update: RLOO policy gradient of held-out accuracy (backward passes)")
         with ref_ledger.timed("reference"):
-            v = heldout_reference(model, hbatch, micro_batch_size=config.micro_batch_size)
+            v = heldout_reference(model, hbatch, micro_batch_size=memory_bounded_rows(model, hbatch,
+                                                                                     config.micro_batch_size))
         scores = hbatch.scores[torch.isfinite(hbatch.scores)]
         reference.update(prompts=len(held), group=config.heldout_group,
                          heldout_accuracy=float(scores.mean()) if scores.numel() else float("nan"),
@@ -363,15 +391,9 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     if reference_direction is not None and reference_direction.vector is None:  # hand v to the next batches
         reference_direction.vector, reference_direction.info = v, dict(reference)
 
-    # dr_grpo's constant normaliser L_max is the sampling limit, as in training (Liu et al. 2025)
-    l_max = config.sampling.max_new_tokens
-    # 4. preconditioner, shared by every reward
+    # 4. preconditioner, shared by every reward (its second moment s was computed before v)
     t0 = time.perf_counter()
     if config.precondition == "adam":
-        say("Adam preconditioner: second moment of minibatch GRPO gradients")
-        k = min(config.second_moment_minibatches, batch.num_prompts)
-        s = second_moment_from_minibatches(model, batch, outcome_adv, partial(token_weights, loss_type=config.loss_type, max_completion_length=l_max),
-                                           num_minibatches=k, micro_batch_size=config.micro_batch_size)
         mean_s = sum(float(x.double().sum()) for x in s.values()) / max(1, sum(x.numel() for x in s.values()))
         if mean_s == 0.0:
             # no gradient signal to estimate Adam's second moment: P = 1/eps would inflate gains ~1e8-fold
@@ -381,34 +403,29 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
             # eps floored at 1e-3 x the RMS gradient, so coordinates the outcome gradient never touched
             # do not get P = 1/eps (Adam would not move them on its first steps either)
             eps = max(1e-8, 1e-3 * math.sqrt(mean_s))
-            u = apply_preconditioner(v, adam_preconditioner(s, eps=eps))
+            u = {}
+            for key in list(s):  # one parameter at a time, s freed as it goes (memory); the same values
+                u.update(apply_preconditioner({key: v[key]}, adam_preconditioner({key: s.pop(key)}, eps=eps)))
             reference["precondition"] = f"adam (eps {eps:.3g})"
     else:
         reference["precondition"] = "none"
         u = v
-    precondition_seconds = time.perf_counter() - t0
-
-    # cost yardstick: one GRPO update's forward + backward on the same batch
-    model.zero_grad(set_to_none=True)
-    t0 = time.perf_counter()
-    loss_and_backward(model, batch, outcome_adv, UpdateConfig(loss_type=config.loss_type,
-                                                              micro_batch_size=config.micro_batch_size,
-                                                              max_completion_length=l_max))
-    update_seconds = time.perf_counter() - t0
-    model.zero_grad(set_to_none=True)
+    s = None
+    precondition_seconds += time.perf_counter() - t0
 
     # 5. ONE forward-mode pass for all rewards
     say(f"alignment pass: one forward-mode (jvp) pass for {len(advantages)} rewards")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with ledger.timed("probe"):
-        alignment = token_alignment(model, batch, u, micro_batch_size=config.micro_batch_size)
-    alignment_seconds = time.perf_counter() - t0
+        alignment = token_alignment(model, batch, u, micro_batch_size=mb)
+    alignment_seconds, alignment_cpu = time.perf_counter() - t0, time.process_time() - c0
     reference_check = None
     if config.reference_check_rows:  # the pass in the model's dtype vs a float32 (float64) copy, on a slice
         from .alignment import alignment_reference_check
 
         reference_check = alignment_reference_check(model, batch, u, alignment, rows=config.reference_check_rows,
-                                                    micro_batch_size=config.micro_batch_size)
+                                                    micro_batch_size=mb)
+    u = None  # memory: only v is needed from here on
     # FLOPs (DESIGN.md, "The compute ledger"): every charged generated token (rollouts and MC
     # continuations) one forward; the jvp pass JVP_FORWARDS forwards per completion token
     fpt = batch_flops_per_token(model, batch)
@@ -421,7 +438,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
         v_norm = norm(v)
         for name, adv in advantages.items():
             g = reward_gradient(model, batch, probe_advantages(adv, batch.completion_mask, config.loss_type), weights,
-                                micro_batch_size=config.micro_batch_size)  # gspo: sequence-mean advantages
+                                micro_batch_size=mb)  # gspo: sequence-mean advantages
             g_norm = norm(g)
             cosines[name] = dot(g, v) / (g_norm * v_norm) if g_norm > 0 and v_norm > 0 else 0.0
 
@@ -434,19 +451,19 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
         tokens_per_update[name] = max(1, round((batch.generated_tokens + extra) * update_scale))
         seconds_per_update[name] = update_scale * (rollout_seconds + (continuation_seconds if extra else 0.0)
                                                    + update_seconds)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     estimates = estimate_rewards(
         alignment, advantages, completion_mask=batch.completion_mask, group_size=batch.group_size,
         loss_type=config.loss_type, lr=config.lr, tokens_per_update=tokens_per_update, max_completion_length=l_max,
         budget_tokens=config.budget_tokens, n_bootstrap=config.n_bootstrap, seed=config.seed,
         seconds_per_update=seconds_per_update, budget_seconds=config.budget_seconds)
-    sums_seconds = time.perf_counter() - t0
+    sums_seconds, sums_cpu = time.perf_counter() - t0, time.process_time() - c0
     # verl's forward-only gradient-signal proxy E[A^2 W] (a forecast baseline, gradprobe.forecast.proxies):
     # one no-grad forward for pi(y_t) and sum pi^2, outside the alignment pass
     from .estimate import signal_proxy_group_sums, token_probability_stats
 
     t0 = time.perf_counter()
-    pi, sum_pi_sq = token_probability_stats(model, batch, micro_batch_size=config.micro_batch_size)
+    pi, sum_pi_sq = token_probability_stats(model, batch, micro_batch_size=mb)
     power = signal_proxy_group_sums(torch.stack([advantages[e.name] for e in estimates]), pi, sum_pi_sq,
                                     batch.completion_mask, batch.group_size).cpu().numpy()  # (R, B)
     proxy_seconds = time.perf_counter() - t0
@@ -490,6 +507,10 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
             "reference_seconds": reference["seconds"], "precondition_seconds": precondition_seconds,
             "update_forward_backward_seconds": update_seconds, "alignment_pass_seconds": alignment_seconds + sums_seconds,
             "alignment_to_update_ratio": (alignment_seconds + sums_seconds) / update_seconds if update_seconds else None,
+            # the same two passes on this process's CPU clock (all its threads), which other processes on
+            # shared cores do not inflate, as benchmarks/probe_cost.py --clock cpu measures the target
+            "update_forward_backward_cpu_seconds": update_cpu, "alignment_pass_cpu_seconds": alignment_cpu + sums_cpu,
+            "alignment_to_update_cpu_ratio": (alignment_cpu + sums_cpu) / update_cpu if update_cpu > 0 else None,
             "signal_proxy_seconds": proxy_seconds,
             "wall_seconds": time.perf_counter() - wall,
         },
@@ -629,7 +650,9 @@ def format_table(result: dict) -> str:
     lines += ["", "gain/update and gain@budget: accuracy points, the RAW first-order extrapolation (no diminishing returns: "
                   "expected to overestimate)" + ("; read the forecast below" if fc and fc.get("available") else ""),
               f"alignment pass {c['alignment_pass_seconds']:.2f}s = "
-              f"{ratio:.2f}x one update's forward+backward ({c['update_forward_backward_seconds']:.2f}s); "
+              f"{ratio:.2f}x one update's forward+backward ({c['update_forward_backward_seconds']:.2f}s)"
+              + (f" on the wall clock, {c['alignment_to_update_cpu_ratio']:.2f}x on the process's CPU clock (unaffected "
+                 "by other processes)" if c.get("alignment_to_update_cpu_ratio") is not None else "") + "; "
               f"rollouts {c['rollout_seconds']:.1f}s, continuations {c['continuation_seconds']:.1f}s, "
               f"reference {c['reference_seconds']:.1f}s" if ratio is not None else ""]
     if fc:
