@@ -12,7 +12,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from .config import MCConfig, SamplingConfig
+from .config import SAMPLER_BACKENDS, MCConfig, SamplingConfig
 
 #: What ``gradprobe --help`` says (the module docstring above is for developers). One line per
 #: command, each under 80 columns; tests/training/test_cli_help.py checks it lists every command.
@@ -74,6 +74,9 @@ def _add_probe(sub) -> None:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--backend", choices=list(SAMPLER_BACKENDS), default="hf",
+                   help="rollout backend (gradprobe.rollout.SAMPLERS): hf = batched generate, hf_paged = "
+                        "transformers continuous batching with a paged KV cache, vllm = the optional vLLM engine")
     p.add_argument("--continuations", type=int, default=2, help="K, MC continuations per step boundary")
     p.add_argument("--max-steps", type=int, default=8, help="steps per completion for MC rewards (lines merged)")
     p.add_argument("--cosine", action="store_true", help="also compute cosines (one backward per reward)")
@@ -141,7 +144,7 @@ def _probe_command(args) -> int:
             precondition=args.precondition, lr=args.lr, loss_type=args.loss_type,
             budget_tokens=args.budget_tokens, budget_seconds=args.budget_seconds,
             sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p,
-                                    max_new_tokens=args.max_new_tokens),
+                                    max_new_tokens=args.max_new_tokens, backend=args.backend),
             mc=MCConfig(continuations=args.continuations, max_steps=args.max_steps),
             seed=args.seed, device=args.device, dtype=args.dtype, cosine=args.cosine, threads=args.threads,
             n_bootstrap=args.bootstrap, micro_batch_size=args.micro_batch_size, progress=not args.no_progress,

@@ -329,3 +329,25 @@ def test_update_batch_scales_tokens_and_the_budget_extrapolation_only(tiny_resul
         _config(update_group=1)
     with pytest.raises(ValueError, match="update_prompts"):
         _config(update_prompts=0)
+
+
+def test_the_probe_samples_on_the_backend_it_is_given(tmp_path, monkeypatch, capsys):
+    """``--backend`` / ``SamplingConfig.backend`` reaches :func:`gradprobe.rollout.make_sampler`."""
+    import gradprobe.rollout as rollout
+    from gradprobe.cli import main
+
+    asked = []
+    real = rollout.make_sampler
+
+    def spy(backend, policy, **kw):
+        asked.append(backend)
+        return real("hf", policy, **kw)  # the same samples, so the run is cheap and checkable
+
+    monkeypatch.setattr(rollout, "make_sampler", spy)
+    cfg = _config(rewards=("outcome",), sampling=SamplingConfig(max_new_tokens=24, backend="hf_paged"))
+    result = run_probe(cfg, task=ScoredTask())
+    assert asked == ["hf_paged"] and result["config"]["sampling"]["backend"] == "hf_paged"
+    with pytest.raises(SystemExit) as e:  # argparse refuses an unknown backend before anything runs
+        main(["probe", "--backend", "nope", "--out", str(tmp_path / "p")])
+    assert e.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()

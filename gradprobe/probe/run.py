@@ -230,8 +230,9 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         ``config.rewards`` with the same single alignment pass.
     sampler : Sampler, optional
         Rollout backend for rollouts, continuations and held-out rollouts (e.g.
-        :class:`gradprobe.rollout.vllm_sampler.VLLMSampler`); default: an
-        :class:`~gradprobe.rollout.hf.HFSampler` seeded with ``config.seed``.
+        :class:`gradprobe.rollout.vllm_sampler.VLLMSampler`); default: the backend
+        ``config.sampling.backend`` (``--backend``; :func:`gradprobe.rollout.make_sampler`) seeded
+        with ``config.seed``.
     reference_direction : gradprobe.probe.batches.ReferenceDirection, optional
         A reference update computed once per policy and reused (several probe batches,
         :func:`gradprobe.probe.batches.run_probe_batches`): when it holds a vector, step 3 uses it
@@ -277,7 +278,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     from ..logprobs import memory_bounded_rows
     from ..models import load_policy
     from ..rewards import RewardContext, get_reward, parse_rewards
-    from ..rollout import HFSampler, collect_rollouts
+    from ..rollout import collect_rollouts, make_sampler
     from ..streams import stream_sampler
     from ..tasks import load_task
     from ..training.checkpoint import prepare_output_dir
@@ -305,7 +306,8 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     direction = None
     if config.reference != "heldout":  # fail before any generation if the file is missing or mismatched
         direction = load_direction(config.reference.split(":", 1)[1], model)
-    sampler = sampler if sampler is not None else HFSampler(policy, seed=config.seed, progress=config.progress)
+    sampler = sampler if sampler is not None else make_sampler(config.sampling.backend, policy, seed=config.seed,
+                                                               progress=config.progress)  # --backend
     # one random stream per source (gradprobe.streams): a reward's figures do not depend on which
     # other rewards draw continuations, nor the held-out reference on the continuations drawn
     continuation_sampler = stream_sampler(sampler, config.seed, "continuation")
