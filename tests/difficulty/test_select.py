@@ -73,7 +73,7 @@ def test_select_half_charges_selection_and_counts_it_in_the_budgets(tmp_path):
     assert spent["generated_tokens"] == sum(led["generated_tokens"][c] for c in ("rollout", "continuation", "selection"))
     assert spent["flops"] == pytest.approx(led["flops"]["generation"] + led["flops"]["training"] + led["flops"]["selection"])
     assert spent["device_seconds"] == pytest.approx(led["device_seconds"]["generation"] + led["device_seconds"]["training"]
-                                                    + led["device_seconds"]["selection"])
+                                                    + led["device_seconds"]["selection"] + led["device_seconds"]["reward"])
     # generation FLOPs are charged for rollout tokens only (selection tokens carry their own FLOPs): per
     # rollout token at most one forward at the longest context (with selection tokens it would be ~20x)
     from gradprobe.ledger import forward_flops_per_token
