@@ -46,7 +46,10 @@ def test_dry_run_writes_every_figure(tmp_path, monkeypatch):
         # probe cost: median of per-round paired ratios; R-reward estimates cost little next to the jvp
         runs = m["probe_cost"]["runs"]
         assert fig["probe5_over_update"] == pytest.approx(runs["probe(5)"][0] / runs["update"][0])
-        assert 0 < fig["probe5_over_update"] < 20 and 1 <= fig["probe20_over_probe5"] < 2
+        # timings order nothing at this size (probe(20) and probe(5) differ by microseconds): check the
+        # figure is the paired ratio the benchmark measured, not its value
+        assert fig["probe20_over_probe5"] == pytest.approx(runs["probe(20)"][0] / runs["probe(5)"][0])
+        assert fig["probe5_over_update"] > 0 and fig["probe20_over_probe5"] > 0
         # MFU = 3 x forward FLOPs per token x tokens / seconds / 989e12
         u = m["update"]
         assert u["computed_tokens"] > u["completion_tokens"] > 0 and u["updates_timed"] == 1
