@@ -333,6 +333,33 @@ def loss_and_backward(model, batch: RolloutBatch, advantages: torch.Tensor, conf
     return total
 
 
+def old_policy_logprobs(model, batch: RolloutBatch, config: UpdateConfig = UpdateConfig()) -> torch.Tensor:
+    """pi_old's per-token log-probabilities of a batch, before the first of mu optimizer steps on it.
+
+    The ``old_logp`` of :func:`loss_and_backward` for steps 2..mu of an update with
+    ``iterations = mu > 1`` (TRL computes the same ``old_per_token_logps`` with one no-grad forward
+    when ``num_iterations > 1``). Runs in ``config.micro_batch_size`` rows under
+    ``config.attention``, as the loss's own forward does, so that the ratio is exactly 1 on the first
+    step up to the forward's rounding.
+
+    Returns
+    -------
+    Tensor, shape (N, T), float32 or the model's dtype
+        N rows, T completion tokens; padding positions hold finite values to be masked.
+    """
+    from ..models import use_attention
+
+    rows_out = []
+    with contextlib.ExitStack() as stack, torch.no_grad():
+        if config.attention is not None:
+            stack.enter_context(use_attention(model, config.attention))
+        for start in range(0, batch.num_rows, config.micro_batch_size):
+            rows = slice(start, min(batch.num_rows, start + config.micro_batch_size))
+            rows_out.append(token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows],
+                                           batch.prompt_length, temperature=batch.temperature))
+    return torch.cat(rows_out)
+
+
 def grpo_step(model, optimizer, batch: RolloutBatch, advantages: torch.Tensor, config: UpdateConfig = UpdateConfig(),
               *, ledger=None, old_logp: torch.Tensor | None = None, sampler_logp: torch.Tensor | None = None,
               init_model=None) -> dict:

@@ -129,6 +129,14 @@ class TrainConfig:
         PPO ratio clip.
     checkpoint_every : int
         K: a checkpoint every K updates and at the end (does not change results).
+    iterations : int
+        mu: optimizer steps taken on each rollout batch (TRL ``GRPOConfig.num_iterations``, verl
+        ``ppo_epochs``; GRPO, Shao et al. 2024, Algorithm 1). With mu = 1 every step is on-policy: the
+        importance ratio is 1 and the loss types differ only in how they normalise (gspo's gradient is
+        grpo's, cispo's and bnpo's are dapo's). With mu > 1 the log-probabilities of the policy that
+        sampled the batch (pi_old, one extra no-grad forward, charged to training) enter every step
+        after the first, where the clip and each loss type's importance weight act. One update is one
+        batch: budgets, evals and warmup count batches; training FLOPs count mu steps.
     stats_every : int
         KL to the initial policy and entropy (``kl_init``, ``entropy`` in ``metrics.jsonl``) every
         K updates (1 = every update; 0 = never, and no copy of the initial model is kept). Each costs
@@ -151,6 +159,7 @@ class TrainConfig:
     clip_low: float = 0.2
     clip_high: float = 0.2
     checkpoint_every: int = 25
+    iterations: int = 1
     stats_every: int = 1
 
 
@@ -521,7 +530,7 @@ def _positive(value, where: str, *, allow_zero: bool = False) -> None:
 def _check_train(t: TrainConfig, where: str) -> None:
     from ..grpo.losses import LOSS_TYPES
 
-    for k in ("prompts_per_update", "lr", "micro_batch_size", "checkpoint_every", "eps"):
+    for k in ("prompts_per_update", "lr", "micro_batch_size", "checkpoint_every", "eps", "iterations"):
         _positive(getattr(t, k), f"{where}.{k}")
     if t.group < 2:
         raise PlanError(f"{where}.group must be >= 2 (group-relative advantages need two completions), got {t.group}")

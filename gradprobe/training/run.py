@@ -248,7 +248,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     TrackerUnavailableError
         ``report_to`` is unknown or its library is not installed (before anything is written).
     """
-    from ..grpo.step import NonFiniteLossError, UpdateConfig, grpo_step
+    from ..grpo.step import NonFiniteLossError, UpdateConfig, grpo_step, old_policy_logprobs
     from ..rewards import RewardContext, get_reward
     from ..rollout import collect_rollouts, make_sampler
     from ..probe.run import versions
@@ -392,8 +392,20 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
             lr = scheduler.get_last_lr()[0]
             try:  # kl_init and entropy from the loss's own forward (+ one of pi_init), timed as "metrics"
                 with_stats = init_model is not None and (update + 1) % t.stats_every == 0
-                step = grpo_step(model, optimizer, batch, adv, update_config, ledger=ledger,
-                                 init_model=init_model if with_stats else None)
+                old_logp, old_seconds = None, 0.0
+                if t.iterations > 1:  # pi_old for steps 2..mu (one no-grad forward, charged to training)
+                    t0 = time.perf_counter()
+                    old_logp = old_policy_logprobs(model, batch, update_config)
+                    old_seconds = time.perf_counter() - t0
+                    ledger.add_seconds("training", old_seconds)
+                steps = [grpo_step(model, optimizer, batch, adv, update_config, ledger=ledger,
+                                   old_logp=old_logp, init_model=init_model if with_stats and k == 0 else None)
+                         for k in range(t.iterations)]
+                step = {**steps[0], "trained_tokens": sum(x["trained_tokens"] for x in steps),
+                        "seconds": old_seconds + sum(x["seconds"] for x in steps)}
+                if t.iterations > 1:
+                    step["iteration_losses"] = [x["loss"] for x in steps]
+                    step["iteration_grad_norms"] = [x["grad_norm"] for x in steps]
             except NonFiniteLossError as e:
                 msg = f"update {update + 1}: non-finite loss ({e}); the run stopped, data kept in {out}"
                 finish("non_finite_loss", {"failed_update": update + 1, "error": msg})
@@ -408,13 +420,16 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
             fpt = forward_flops_per_token(model, mean_context(batch))
             new_gen = {c: ledger.generated_tokens[c] - gen_before[c] for c in CHARGED}
             ledger.add_flops("generation", (sum(new_gen.values()) - new_gen["selection"]) * fpt)  # selection: own FLOPs
-            ledger.add_flops("training", 3.0 * step["trained_tokens"] * fpt)
+            # mu forward + backward passes (3x forward each) and, with mu > 1, pi_old's forward
+            ledger.add_flops("training", (3.0 * step["trained_tokens"] + (batch.generated_tokens if t.iterations > 1 else 0))
+                             * fpt)
             spent = _spent(ledger, update)
             last_cost = {k: spent[k] - before[k] for k in spent}
             stats = batch_stats(batch, task, adv, rout.valid)
             metrics.write({
                 "update": update, "lr": lr, **stats, "loss": step["loss"], "grad_norm": step["grad_norm"],
                 "kl_init": kl, "kl_clamped_tokens": step.get("kl_clamped_tokens"), "entropy": entropy,
+                **({k: step[k] for k in ("iteration_losses", "iteration_grad_norms")} if t.iterations > 1 else {}),
                 "reward_stats": rout.stats, "update_generated_tokens": new_gen,
                 "update_charged_tokens": last_cost["generated_tokens"],
                 "update_device_seconds": last_cost["device_seconds"],

@@ -558,3 +558,43 @@ def test_resume_keeps_eval_items_exact(task, tmp_path):
     cut = (tmp_path / "cut" / "eval_items.jsonl").read_text().splitlines()
     strip = lambda ls: [{k: v for k, v in json.loads(x).items() if k != "device_seconds"} for x in ls]  # noqa: E731
     assert strip(cut) == strip(full) and len(full) >= 4
+
+
+def test_iterations_take_mu_optimizer_steps_per_batch_with_pi_old_ratios(task, tmp_path, monkeypatch):
+    """``iterations = 2`` (TRL num_iterations): two optimizer steps per rollout batch, the second with
+    pi_old's log-probabilities (the first step's ratio is 1), mu steps' FLOPs plus pi_old's forward charged,
+    and the same number of updates (batches) and generated tokens as mu = 1 on the same budget."""
+    import gradprobe.grpo.step as step_mod
+    from gradprobe.training import run as run_mod
+
+    seen = []
+    real = step_mod.grpo_step
+
+    def spy(model, optimizer, batch, adv, config, **kw):
+        if kw.get("old_logp") is not None:  # pi_old matches the current policy before the first step
+            fresh = step_mod.old_policy_logprobs(model, batch, config)
+            seen.append(float(((fresh - kw["old_logp"]).abs() * batch.completion_mask).max()))
+        return real(model, optimizer, batch, adv, config, **kw)
+
+    monkeypatch.setattr(run_mod, "grpo_step", spy, raising=False)
+    monkeypatch.setattr(step_mod, "grpo_step", spy)
+    text = PLAN.replace("generated_tokens = 700", "updates = 2").replace("lr = 1e-3", "lr = 1e-3\niterations = 2")
+    one = _run(tmp_path / "mu1", task, text=text.replace("iterations = 2", "iterations = 1"))
+    two = _run(tmp_path / "mu2", task, text=text)
+    assert one["updates"] == two["updates"] == 2
+    # per batch: the first step sees pi_old == pi_theta exactly; the second sees a moved policy
+    assert len(seen) == 4 and seen[0] == 0.0 and seen[2] == 0.0 and seen[1] > 0 and seen[3] > 0
+    updates = [x for x in _lines(tmp_path / "mu2") if not x.get("eval")]
+    assert all(len(u["iteration_losses"]) == 2 and len(u["iteration_grad_norms"]) == 2 for u in updates)
+    assert updates[0]["iteration_losses"][0] == pytest.approx(updates[0]["loss"])
+    lines1 = [x for x in _lines(tmp_path / "mu1") if not x.get("eval")]
+    assert "iteration_losses" not in lines1[0]
+    # same first batch (same seed), same first step; FLOPs: (3 x mu + 1) forwards of the batch vs 3
+    assert updates[0]["update_generated_tokens"] == lines1[0]["update_generated_tokens"]
+    assert updates[0]["loss"] == pytest.approx(lines1[0]["loss"], rel=1e-5)
+    tr1 = lines1[0]["ledger"]["flops"]["training"]
+    tr2 = updates[0]["ledger"]["flops"]["training"]
+    assert tr2 == pytest.approx(tr1 * 7 / 3, rel=1e-9)
+    assert two["ledger"]["trained_tokens"] == 2 * one["ledger"]["trained_tokens"]
+    with pytest.raises(Exception, match="iterations must be > 0"):
+        parse_plan(text.replace("iterations = 2", "iterations = 0"))
