@@ -4,8 +4,12 @@ On one synthetic batch (prompts cut from a fixed string, left-padded; random com
 with ragged lengths) it measures, in ``--repeats`` rounds after a warm-up round, each round
 running every measurement once (interleaved, so load from other processes hits all alike):
 
-* ``update``      one GRPO update's forward + backward: ``policy_loss`` over the same
-                  micro-batches, ``backward()``, no optimizer step;
+* ``update``      one GRPO update's forward + backward as training runs it (under
+                  ``UpdateConfig.attention``, PyTorch's fused SDPA kernel by default): ``policy_loss``
+                  over the same micro-batches, ``backward()``, no optimizer step; the target is
+                  judged against it;
+* ``update_eager`` the same under the eager attention kernel that ``torch.func.jvp`` needs
+                  (reported beside, not judged: the fused kernel has no forward-mode rule);
 * ``probe(R)``    ``token_alignment`` (one jvp pass) + ``estimate_rewards`` without bootstrap
                   for R = 1, 5, 20 rewards;
 * ``naive(R)``    R x (forward + backward of one reward's loss + dot with v): the cost of getting
@@ -144,7 +148,9 @@ def measure_costs(model, batch, *, micro_batch_size: int, repeats: int, clock: s
     if clock not in CLOCKS:
         raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
     from gradprobe.grpo.losses import policy_loss, token_weights
+    from gradprobe.grpo.step import UpdateConfig
     from gradprobe.logprobs import token_logprobs
+    from gradprobe.models import use_attention
     from gradprobe.probe import estimate_rewards, token_alignment, trainable_parameters
     from gradprobe.probe.references import dot, reward_gradient
 
@@ -160,15 +166,18 @@ def measure_costs(model, batch, *, micro_batch_size: int, repeats: int, clock: s
     weights = token_weights(mask, "grpo")
     n_params = sum(p.numel() for p in params.values())
 
-    def update():
-        model.zero_grad(set_to_none=True)
-        adv = rewards["r0"]
-        for start in range(0, n, mbs):
-            rows = slice(start, start + mbs)
-            logp = token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows], batch.prompt_length,
-                                  temperature=batch.temperature)
-            policy_loss(logp, adv[rows], weights[rows]).backward()
-        model.zero_grad(set_to_none=True)
+    def update_with(attention):
+        def update():
+            model.zero_grad(set_to_none=True)
+            adv = rewards["r0"]
+            with use_attention(model, attention):
+                for start in range(0, n, mbs):
+                    rows = slice(start, start + mbs)
+                    logp = token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows], batch.prompt_length,
+                                          temperature=batch.temperature)
+                    policy_loss(logp, adv[rows], weights[rows]).backward()
+            model.zero_grad(set_to_none=True)
+        return update
 
     alignment = {}
 
@@ -193,7 +202,10 @@ def measure_costs(model, batch, *, micro_batch_size: int, repeats: int, clock: s
 
     # Rounds interleave every measurement, so load from other processes hits all of them alike;
     # round 0 is the warm-up and is discarded.
-    jobs = {"update": update, "align": align, **{f"estimate({r})": estimate(r) for r in REWARD_COUNTS}}
+    # "update" is the update as training runs it (UpdateConfig.attention, default sdpa); "update_eager"
+    # the same under the eager kernel the jvp needs (forward-mode AD has no rule for the fused kernel)
+    jobs = {"update": update_with(UpdateConfig().attention), "update_eager": update_with(model.config._attn_implementation), "align": align,
+            **{f"estimate({r})": estimate(r) for r in REWARD_COUNTS}}
     if naive:
         jobs["naive(1)"] = naive_one
     runs = {k: [] for k in jobs}
@@ -218,8 +230,10 @@ def measure_costs(model, batch, *, micro_batch_size: int, repeats: int, clock: s
     # paired per-round ratios: both terms measured back to back, so they share the machine's load
     ratio_update = statistics.median(p / u for p, u in zip(runs["probe(5)"], runs["update"]))
     ratio_rewards = statistics.median(p20 / p5 for p20, p5 in zip(runs["probe(20)"], runs["probe(5)"]))
+    ratio_eager = statistics.median(p / u for p, u in zip(runs["probe(5)"], runs["update_eager"]))
     return {"runs": runs, "runs_other_clock": other_runs, "median_seconds": med, "min_seconds": low,
-            "paired_ratios": {"probe5_over_update": ratio_update, "probe20_over_probe5": ratio_rewards},
+            "paired_ratios": {"probe5_over_update": ratio_update, "probe20_over_probe5": ratio_rewards,
+                              "probe5_over_update_eager": ratio_eager},
             "clock": clock, "other_clock": other, "trainable_parameters": n_params, "rows": n,
             "completion_columns": t, "completion_tokens": batch.generated_tokens, "micro_batch_size": mbs,
             "repeats": repeats}
@@ -282,7 +296,7 @@ def main(argv=None) -> int:
           "both timed in each round; naive(R) = R x naive(1)")
     print()
     print(f"{'measurement':<14}{'median s':>10}{'min s':>10}{'med/update':>11}   runs (s)")
-    order = ["update", "align"] + [f"estimate({r})" for r in REWARD_COUNTS] + [f"probe({r})" for r in REWARD_COUNTS]
+    order = ["update", "update_eager", "align"] + [f"estimate({r})" for r in REWARD_COUNTS] + [f"probe({r})" for r in REWARD_COUNTS]
     for name in order + [f"naive({r})" for r in REWARD_COUNTS]:
         shown = runs.get(name)
         tail = " ".join(f"{x:.4f}" for x in shown) if shown else f"= {name[6:-1]} x naive(1)"
@@ -296,7 +310,8 @@ def main(argv=None) -> int:
           f"{low['probe(5)'] / low['update']:.3f})  {verdict[ok1]}")
     print(f"  probe(20)/probe(5) <= 1.1 : {ratio_rewards:.3f} ({p20 / p5:.3f}; "
           f"{low['probe(20)'] / low['probe(5)']:.3f})  {verdict[ok2]}")
-    print(f"  (on the {other} clock, not judged: probe(5)/update {other_ratio:.3f})")
+    print(f"  (on the {other} clock, not judged: probe(5)/update {other_ratio:.3f}; against the update under the "
+          f"eager attention kernel the jvp runs on: {m['paired_ratios']['probe5_over_update_eager']:.3f})")
     print(f"naive(20)/probe(20) = {med['naive(20)'] / p20:.1f}x "
           f"(minimums: {low['naive(20)'] / low['probe(20)']:.1f}x); "
           f"estimate(20) - estimate(5) = {1e3 * (med['estimate(20)'] - med['estimate(5)']):.2f} ms")
