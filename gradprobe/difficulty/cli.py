@@ -237,6 +237,9 @@ def difficulty_eval(args) -> int:
         for name, r in result[group].items():
             print(f"{name:22s} {fmt(r['brier']):>6s} {fmt(r['auc']):>6s} {fmt(r['spearman_rho']):>6s} "
                   f"{fmt(r['mean_p']):>7s}")
+    fa = result["estimators"]["posterior"]["flat_auc"]  # can p_hat tell a zero-variance group before rollout?
+    print(f"posterior AUC of a flat group of {fa['group_size']} ({fa['groups']} groups): all-correct "
+          f"{fmt(fa['all_correct']['auc'])}, all-wrong {fmt(fa['all_wrong']['auc'])}, either {fmt(fa['flat']['auc'])}")
     print(f"pool mean success (fit half) {fmt(result['pool_mean_success'])}, eval target success "
           f"{fmt(result['eval_target_success'])}")
     for note in result["notes"]:

@@ -4,23 +4,37 @@ The keys an arm may set (:data:`SELECTION_KEYS`, flat in ``[arms.NAME]``)::
 
     [arms.select_half]
     reward = "outcome"
-    selection = "half"            # "half" | "random" | "dynamic"  (gradprobe.difficulty.select)
+    selection = "half"            # "half" | "random" | "dynamic" | "greso"  (gradprobe.difficulty.select)
     candidates_multiplier = 4     # m: m x B candidates per update
     prior_strength = 8.0          # n0 of the Beta prior
     decay = 0.9                   # gamma per update
+
+``selection = "greso"`` (GRESO pre-rollout filtering, :class:`gradprobe.difficulty.select.GresoFilter`)
+takes ``candidates_multiplier`` and its own keys (:data:`GRESO_KEYS`, refused with any other rule)::
+
+    greso_explore_easy = 0.5      # p_easy: initial exploration probability of all-correct streaks
+    greso_explore_hard = 0.5      # p_hard: the same for all-wrong streaks
+    greso_target_flat = 0.25      # target share of zero-variance groups (1/3 all-correct, 2/3 all-wrong)
+    greso_step = 0.01             # change of p_easy / p_hard per update (0 = fixed)
+    greso_explore_min = 0.05      # the adapted p stays within [min, max]
+    greso_explore_max = 0.95
+    greso_explore_floor = 0.01    # a skipped prompt is still rolled out with probability >= this
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from .estimator import EstimatorConfig
 
-__all__ = ["SELECTION_RULES", "SELECTION_KEYS", "SelectionConfig", "parse_selection"]
+__all__ = ["SELECTION_RULES", "SELECTION_KEYS", "GRESO_KEYS", "SelectionConfig", "parse_selection"]
 
-SELECTION_RULES = ("half", "random", "dynamic")
+SELECTION_RULES = ("half", "random", "dynamic", "greso")
+#: Keys of the ``greso`` rule only (defaults: Zheng et al. 2025's released scripts, see :class:`SelectionConfig`).
+GRESO_KEYS = ("greso_explore_easy", "greso_explore_hard", "greso_target_flat", "greso_step", "greso_explore_min",
+              "greso_explore_max", "greso_explore_floor")
 #: Keys an arm of a plan may set for selection (flat in ``[arms.NAME]``).
-SELECTION_KEYS = ("selection", "candidates_multiplier", "prior_strength", "decay", "feature_batch_size")
+SELECTION_KEYS = ("selection", "candidates_multiplier", "prior_strength", "decay", "feature_batch_size") + GRESO_KEYS
 
 
 @dataclass(frozen=True)
@@ -29,7 +43,7 @@ class SelectionConfig:
 
     Attributes
     ----------
-    rule : {"half", "random", "dynamic"}
+    rule : {"half", "random", "dynamic", "greso"}
     candidates_multiplier : int
         m >= 1: candidates per update are m x B prompts.
     prior_strength : float
@@ -38,6 +52,27 @@ class SelectionConfig:
         gamma of the estimator, per update.
     feature_batch_size : int
         Prompts per feature forward.
+    greso_explore_easy, greso_explore_hard : float
+        ``greso`` only: initial exploration probabilities p_easy, p_hard in [0, 1]. A prompt whose
+        last z groups were all correct (all wrong) is rolled out with probability
+        max(p_easy^z, floor) (max(p_hard^z, floor)) and skipped otherwise. Default 0.5 (the
+        ``+data.p_easy=0.5 +data.p_hard=0.5`` of GRESO's ``train-scripts/*_greso.sh``).
+    greso_target_flat : float
+        ``greso`` only: target share in [0, 1] of zero-variance groups among those rolled out;
+        GRESO's code splits it 1/3 all-correct, 2/3 all-wrong (default 0.25).
+    greso_step : float
+        ``greso`` only: >= 0, the change of p_easy and p_hard per update (0.01; 0 keeps them fixed).
+    greso_explore_min, greso_explore_max : float
+        ``greso`` only: 0 <= min <= max <= 1, the range the adapted p_easy, p_hard stay in (0.05, 0.95).
+    greso_explore_floor : float
+        ``greso`` only: in [0, 1], the least probability that a prompt with a streak is rolled out
+        (0.01 in GRESO's code; 0 allows skipping with certainty).
+
+    Raises
+    ------
+    ValueError
+        An unknown rule, a value out of range (the message names the key and its range), or a
+        ``greso_*`` key changed from its default under a rule other than ``greso``.
     """
 
     rule: str
@@ -45,10 +80,32 @@ class SelectionConfig:
     prior_strength: float = 8.0
     decay: float = 0.9
     feature_batch_size: int = 32
+    greso_explore_easy: float = 0.5
+    greso_explore_hard: float = 0.5
+    greso_target_flat: float = 0.25
+    greso_step: float = 0.01
+    greso_explore_min: float = 0.05
+    greso_explore_max: float = 0.95
+    greso_explore_floor: float = 0.01
 
     def __post_init__(self):
         if self.rule not in SELECTION_RULES:
             raise ValueError(f"selection {self.rule!r} is not one of {', '.join(SELECTION_RULES)}")
+        if self.rule != "greso":
+            changed = [k for k in GRESO_KEYS if getattr(self, k) != _GRESO_DEFAULTS[k]]
+            if changed:
+                raise ValueError(f"{', '.join(changed)} applies to selection = \"greso\" only, not {self.rule!r}; "
+                                 f"remove it or set selection = \"greso\"")
+        for k in ("greso_explore_easy", "greso_explore_hard", "greso_target_flat", "greso_explore_min",
+                  "greso_explore_max", "greso_explore_floor"):
+            v = getattr(self, k)
+            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
+                raise ValueError(f"{k} must be a probability in [0, 1], got {v!r}")
+        if not (isinstance(self.greso_step, (int, float)) and 0.0 <= self.greso_step <= 1.0):
+            raise ValueError(f"greso_step must lie in [0, 1] (0 keeps p_easy, p_hard fixed), got {self.greso_step!r}")
+        if self.greso_explore_min > self.greso_explore_max:
+            raise ValueError(f"greso_explore_min ({self.greso_explore_min}) must not exceed greso_explore_max "
+                             f"({self.greso_explore_max}); lower the min or raise the max")
         if not isinstance(self.candidates_multiplier, int) or self.candidates_multiplier < 1:
             raise ValueError(f"candidates_multiplier must be an integer >= 1, got {self.candidates_multiplier!r}")
         if self.feature_batch_size < 1:
@@ -57,6 +114,15 @@ class SelectionConfig:
 
     def estimator_config(self) -> EstimatorConfig:
         return EstimatorConfig(prior_strength=self.prior_strength, decay=self.decay)
+
+    def to_dict(self) -> dict:
+        """The settings as a JSON-ready dict; the ``greso_*`` keys only for ``rule = "greso"`` (so the
+        settings, and checkpoints, of the other rules are those they had before ``greso`` existed)."""
+        d = asdict(self)
+        return d if self.rule == "greso" else {k: v for k, v in d.items() if k not in GRESO_KEYS}
+
+
+_GRESO_DEFAULTS = {f.name: f.default for f in fields(SelectionConfig) if f.name in GRESO_KEYS}
 
 
 def parse_selection(table: dict) -> dict | None:
@@ -70,7 +136,8 @@ def parse_selection(table: dict) -> dict | None:
     Returns
     -------
     dict or None
-        :class:`SelectionConfig` fields as a JSON-ready dict (``rule`` for the ``selection`` key).
+        :class:`SelectionConfig` fields as a JSON-ready dict (``rule`` for the ``selection`` key;
+        :meth:`SelectionConfig.to_dict`, so ``greso_*`` keys only for ``selection = "greso"``).
 
     Raises
     ------
@@ -87,12 +154,16 @@ def parse_selection(table: dict) -> dict | None:
     rule = given.pop("selection")
     if not isinstance(rule, str):
         raise ValueError(f"selection must be a string, one of {', '.join(SELECTION_RULES)}; got {rule!r}")
-    kinds = {"candidates_multiplier": int, "prior_strength": float, "decay": float, "feature_batch_size": int}
+    kinds = {"candidates_multiplier": int, "prior_strength": float, "decay": float, "feature_batch_size": int,
+             **{k: float for k in GRESO_KEYS}}
+    if rule in SELECTION_RULES and rule != "greso" and (greso := [k for k in given if k in GRESO_KEYS]):
+        raise ValueError(f"{', '.join(greso)} applies to selection = \"greso\" only, not {rule!r}; "
+                         f"remove it or set selection = \"greso\"")
     for k, v in given.items():
         ok = isinstance(v, int) if kinds[k] is int else isinstance(v, (int, float))
         if isinstance(v, bool) or not ok:
             raise ValueError(f"{k} must be {'an integer' if kinds[k] is int else 'a number'}, got {v!r}")
         given[k] = kinds[k](v)
-    return asdict(SelectionConfig(rule=rule, **given))
+    return SelectionConfig(rule=rule, **given).to_dict()
 
 

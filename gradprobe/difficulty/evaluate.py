@@ -29,7 +29,19 @@ Metrics (each over the eval half's target outcomes):
                   None when either is constant (e.g. a constant baseline, or a policy that never
                   succeeds);
 ``reliability``   10 equal-width bins of p: mean predicted, observed frequency and completion count
-                  per non-empty bin (the data of the reliability diagram, Murphy & Winkler 1977).
+                  per non-empty bin (the data of the reliability diagram, Murphy & Winkler 1977);
+``flat_auc``      can p_i tell a *flat* (zero-variance, zero-advantage) group before rollout, the
+                  question a pre-rollout filter such as GRESO (Zheng et al. 2025, arXiv 2506.02177)
+                  answers from history? Each eval prompt's target outcomes are cut into consecutive
+                  groups of G completions (``group_size``; default min(8, S - k), 8 being a plan's
+                  default ``[train] group``); a group is all-correct when every finite outcome is 1,
+                  all-wrong when every finite outcome is 0 (at least one finite outcome; a group with
+                  none is left out). Under the estimator, with completions independent Bernoulli(p_i):
+                  P(all correct) = p_i^G, P(all wrong) = (1 - p_i)^G, P(flat) = p_i^G + (1 - p_i)^G;
+                  each is scored by ROC AUC (``sklearn.metrics.roc_auc_score``) against the realized
+                  group outcome (:func:`flat_group_auc`). x -> x^G is increasing, so the all-correct
+                  (all-wrong) AUC equals the AUC of p_i (of 1 - p_i) on those labels; G enters through
+                  the labels. None with a ``reason`` when the groups hold one class only.
 """
 
 from __future__ import annotations
@@ -42,7 +54,11 @@ import numpy as np
 from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, EstimatorConfig
 
 __all__ = ["ESTIMATORS", "BASELINES", "sample_outcomes", "split_halves", "brier_score", "auc_score",
-           "spearman_rho", "reliability_bins", "evaluate_estimator", "plot_reliability"]
+           "spearman_rho", "reliability_bins", "binary_auc", "flat_group_outcomes", "flat_group_auc",
+           "evaluate_estimator", "plot_reliability"]
+
+#: G of :func:`flat_group_auc` when not given (a plan's default ``[train] group``), capped at the target size.
+DEFAULT_GROUP_SIZE = 8
 
 ESTIMATORS = ("model", "posterior")
 BASELINES = ("pool_mean", "posterior_pool_mean")
@@ -134,6 +150,121 @@ def auc_score(p, y) -> float | None:
     return float(roc_auc_score(yf, pf))
 
 
+def binary_auc(labels, scores) -> dict:
+    """ROC AUC of ``scores`` for 0/1 ``labels`` (``sklearn.metrics.roc_auc_score``), never raising.
+
+    Parameters
+    ----------
+    labels : array-like of bool or 0/1, shape (N,)
+        1 = the event happened (e.g. the group was all correct).
+    scores : array-like of float, shape (N,)
+        Higher = the event predicted more likely. Ties count 1/2.
+
+    Returns
+    -------
+    dict
+        ``auc`` (float, or None when the labels hold one class only or N = 0), ``positives`` and
+        ``negatives`` (counts), ``reason`` (None, or why ``auc`` is None).
+
+    Raises
+    ------
+    ValueError
+        Mismatched lengths or a non-finite score.
+    """
+    from sklearn.metrics import roc_auc_score
+
+    y = np.asarray(labels, dtype=np.float64).reshape(-1)
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if y.shape != s.shape:
+        raise ValueError(f"binary_auc: {y.size} labels but {s.size} scores")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("binary_auc: scores hold NaN or inf")
+    pos, neg = int((y == 1).sum()), int((y == 0).sum())
+    if pos + neg != y.size:
+        raise ValueError("binary_auc: labels must be 0 or 1")
+    if pos == 0 or neg == 0:
+        reason = ("no groups" if y.size == 0 else
+                  f"all {y.size} groups {'positive' if neg == 0 else 'negative'}: one class only, AUC undefined")
+        return {"auc": None, "positives": pos, "negatives": neg, "reason": reason}
+    return {"auc": float(roc_auc_score(y, s)), "positives": pos, "negatives": neg, "reason": None}
+
+
+def flat_group_outcomes(y, group_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut each prompt's outcomes into consecutive groups of G and say which groups were flat.
+
+    Parameters
+    ----------
+    y : ndarray, shape (M, K)
+        0/1 outcomes, NaN = missing.
+    group_size : int
+        G >= 1; floor(K / G) groups per prompt (the last K mod G outcomes are left out).
+
+    Returns
+    -------
+    prompt : ndarray of int, shape (N,)
+        Row of ``y`` of each group (groups without a finite outcome are left out).
+    all_correct, all_wrong : ndarray of bool, shape (N,)
+        Every finite outcome of the group is 1 (resp. 0).
+
+    Raises
+    ------
+    ValueError
+        G < 1 or ``y`` not 2-D.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim != 2:
+        raise ValueError(f"flat_group_outcomes: outcomes must be (M, K), got shape {y.shape}")
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    n_groups = y.shape[1] // group_size
+    g = y[:, : n_groups * group_size].reshape(y.shape[0], n_groups, group_size)
+    finite = np.isfinite(g)
+    has = finite.any(axis=2)
+    ones = np.where(finite, g == 1, True).all(axis=2)
+    zeros = np.where(finite, g == 0, True).all(axis=2)
+    rows = np.repeat(np.arange(y.shape[0])[:, None], n_groups, axis=1)
+    return rows[has], ones[has], zeros[has]
+
+
+def flat_group_auc(p, y, group_size: int) -> dict:
+    """AUC of "this group of G completions will be flat" from p_i (module docstring, ``flat_auc``).
+
+    Parameters
+    ----------
+    p : array-like, shape (M,)
+        Predicted success probability of each prompt.
+    y : ndarray, shape (M, K)
+        0/1 outcomes (NaN = missing), K >= G.
+    group_size : int
+        G >= 1.
+
+    Returns
+    -------
+    dict
+        ``group_size``, ``groups`` (N scored), and for each of ``all_correct`` (score p^G),
+        ``all_wrong`` (score (1 - p)^G) and ``flat`` (score p^G + (1 - p)^G) the
+        :func:`binary_auc` dict (``auc``, ``positives``, ``negatives``, ``reason``).
+
+    Raises
+    ------
+    ValueError
+        G < 1, G > K (no complete group: the message names ``group_size``), or mismatched shapes.
+    """
+    p = np.asarray(p, dtype=np.float64).reshape(-1)
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim != 2 or y.shape[0] != p.size:
+        raise ValueError(f"flat_group_auc: {p.size} predictions but outcomes of shape {y.shape}; expected (M, K)")
+    if group_size > y.shape[1]:
+        raise ValueError(f"group_size ({group_size}) exceeds the {y.shape[1]} target outcomes per prompt, so no "
+                         f"group is complete; lower group_size or sample more completions")
+    rows, ones, zeros = flat_group_outcomes(y, group_size)
+    q = p[rows]
+    pc, pw = q ** group_size, (1 - q) ** group_size
+    return {"group_size": int(group_size), "groups": int(rows.size),
+            "all_correct": binary_auc(ones, pc), "all_wrong": binary_auc(zeros, pw),
+            "flat": binary_auc(ones | zeros, pc + pw)}
+
+
 def spearman_rho(p, e) -> float | None:
     """Spearman rho of p (M,) and e (M,) over prompts where e is finite; None when either is constant."""
     from scipy.stats import spearmanr
@@ -173,7 +304,7 @@ def _rate(y) -> float | None:
 
 
 def evaluate_estimator(ids, features, outcomes, *, observed: int, config: EstimatorConfig | None = None,
-                       seed: int = 0) -> dict:
+                       seed: int = 0, group_size: int | None = None) -> dict:
     """Score the estimator and the baselines on a held-out half of the prompts (module docstring).
 
     Parameters
@@ -188,18 +319,22 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     config : EstimatorConfig, optional
     seed : int
         Seed of the fit/eval split.
+    group_size : int, optional
+        G of the flat-group AUC (default min(:data:`DEFAULT_GROUP_SIZE`, S - observed)).
 
     Returns
     -------
     dict
-        ``estimators`` and ``baselines``: name -> {brier, auc, spearman_rho, mean_p, reliability};
+        ``estimators`` and ``baselines``: name -> {brier, auc, spearman_rho, mean_p, reliability,
+        flat_auc (:func:`flat_group_auc`)};
         ``split`` (prompt counts), ``pool_mean_success`` (fit half), ``eval_target_success``,
-        ``model_degenerate``, ``notes`` (why a metric is None).
+        ``model_degenerate``, ``flat_group_size`` (G), ``notes`` (why a metric is None).
 
     Raises
     ------
     ValueError
-        M < 2, mismatched shapes, or ``observed`` not in [0, S - 1].
+        M < 2, mismatched shapes, ``observed`` not in [0, S - 1], or ``group_size`` not in
+        [1, S - observed].
     """
     from .estimator import check_unique_ids
 
@@ -212,6 +347,12 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
         raise ValueError(f"evaluate_estimator: {m} ids, features {x.shape}, outcomes {y.shape}; expected (M, F), (M, S)")
     if not 0 <= observed < y.shape[1]:
         raise ValueError(f"observed must lie in [0, S - 1] = [0, {y.shape[1] - 1}] so that a target remains, got {observed}")
+    n_target = y.shape[1] - observed
+    if group_size is None:
+        group_size = min(DEFAULT_GROUP_SIZE, n_target)
+    if not 1 <= group_size <= n_target:
+        raise ValueError(f"group_size must lie in [1, S - observed] = [1, {n_target}] so that a whole group of target "
+                         f"outcomes exists, got {group_size}")
     check_unique_ids(list(ids))
     config = config or EstimatorConfig()
     fit, ev = split_halves(m, seed)
@@ -240,12 +381,16 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     for name, p in preds.items():
         scored[name] = {"brier": brier_score(p, target), "auc": auc_score(p, target),
                         "spearman_rho": spearman_rho(p, e), "mean_p": float(np.mean(p)),
-                        "reliability": reliability_bins(p, target)}
+                        "reliability": reliability_bins(p, target), "flat_auc": flat_group_auc(p, target, group_size)}
     notes = []
     tgt = target[np.isfinite(target)]
     if tgt.size and tgt.min() == tgt.max():
         notes.append(f"every target completion {'succeeded' if tgt[0] == 1 else 'failed'}: AUC and Spearman rho "
                      f"are undefined (None); only the Brier score is meaningful")
+    flat = scored["posterior"]["flat_auc"]
+    for kind in ("all_correct", "all_wrong", "flat"):
+        if flat[kind]["reason"] is not None:
+            notes.append(f"flat-group AUC ({kind.replace('_', '-')}, groups of {group_size}) is None: {flat[kind]['reason']}")
     if caught:
         notes.append(f"logistic model not fitted: {caught[0].message}")
     notes.append("pool_mean is constant across prompts: its AUC is 0.5 and its Spearman rho undefined by construction")
@@ -253,7 +398,8 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
             "split": {"fit_prompts": int(len(fit)), "eval_prompts": int(len(ev)), "observed_per_eval_prompt": observed,
                       "target_per_eval_prompt": int(y.shape[1] - observed), "seed": seed},
             "pool_mean_success": pool_mean, "eval_target_success": _rate(target),
-            "model_degenerate": bool(est.degenerate_), "prior_strength": n0, "notes": notes}
+            "model_degenerate": bool(est.degenerate_), "prior_strength": n0, "flat_group_size": int(group_size),
+            "notes": notes}
 
 
 def plot_reliability(result: dict, path) -> None:
