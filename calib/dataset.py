@@ -21,6 +21,11 @@ paired bootstrap compares), else acc(arm, seed) - mean over grpo's seeds. Accura
 ``analysis.json``'s ``arms.ARM.tokens.per_seed`` at the matched token budget
 (``matched.tokens.budget``), in points.
 
+Loss-type arms: an arm's ``loss_type`` (the loss it trains with) and ``probe_entry`` (the key of its
+(reward, loss type) in the study's ``probe.json``, e.g. ``outcome@bnpo``; :mod:`gradprobe.probe_keys`)
+come from the forecasts (``probe/arms.json``); an arm of an older study reads the entry of its reward,
+and a forecaster that does not return these columns gives ``loss_type`` None and ``probe_entry`` = reward.
+
 Identities (:mod:`calib.domain`): ``study`` = folder name @ the first 12 hex digits of the plan's
 SHA-256 (``study.json``); ``model`` and ``task`` are resolved from the frozen ``plan.toml``
 (``[model] name``, ``[task] name`` + ``[task.config]``), with the full resolved configurations
@@ -72,8 +77,8 @@ FEATURES = ("rho", "snr", "tokens_per_update", "token_multiplier")
 FORECAST_COLUMNS = ("arm", "reward", "lr_scale") + FEATURES + FORECASTERS + ("curve_source",)
 """Columns :func:`gradprobe.forecast.study_forecasts` returns (the contract)."""
 
-ID_COLUMNS = ("study", "plan_sha256", "model", "task", "model_config", "task_config", "arm", "reward", "lr_scale",
-              "seed", "budget", "budget_value")
+ID_COLUMNS = ("study", "plan_sha256", "model", "task", "model_config", "task_config", "arm", "reward", "loss_type",
+              "probe_entry", "lr_scale", "seed", "budget", "budget_value")
 COLUMNS = ID_COLUMNS + ("is_reference", "paired") + FEATURES + FORECASTERS + ("curve_source", "realized", "target")
 """Every column of :func:`build_rows`, in order."""
 
@@ -149,7 +154,8 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
             base = ref_seeds[seed] if paired else ref_mean
             row = {"study": ident["key"], "plan_sha256": sha, "model": model["key"], "task": task["key"],
                    "model_config": json.dumps(model, sort_keys=True), "task_config": json.dumps(task, sort_keys=True),
-                   "arm": arm, "reward": f["reward"], "lr_scale": float(f["lr_scale"]), "seed": seed,
+                   "arm": arm, "reward": f["reward"], "loss_type": f.get("loss_type"),
+                   "probe_entry": f.get("probe_entry") or f["reward"], "lr_scale": float(f["lr_scale"]), "seed": seed,
                    "budget": BUDGET, "budget_value": budget, "is_reference": arm == REFERENCE_ARM, "paired": paired,
                    "curve_source": f["curve_source"], "realized": acc, "target": acc - base}
             row.update({c: float(f[c]) for c in FEATURES + FORECASTERS})

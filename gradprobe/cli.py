@@ -69,6 +69,9 @@ def _add_probe(sub) -> None:
     p.add_argument("--lr", type=float, default=1e-4, help="learning rate of the predicted update")
     p.add_argument("--loss-type", choices=["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo"], default="grpo",
                    help="loss of the predicted update (gradprobe.grpo.losses.LOSS_TYPES)")
+    p.add_argument("--loss-types", default="", metavar="LOSS,...",
+                   help="extra loss types, comma-separated (e.g. bnpo,cispo): every reward is also estimated under "
+                        "each from the same alignment pass, as entries REWARD@LOSS (e.g. outcome@bnpo)")
     p.add_argument("--budget-tokens", type=int, default=250_000, help="generated-token budget of the extrapolation")
     p.add_argument("--budget-seconds", type=float, default=None, help="device-seconds budget of the extrapolation")
     p.add_argument("--temperature", type=float, default=1.0)
@@ -142,6 +145,7 @@ def _probe_command(args) -> int:
             prompts=args.prompts, group=args.group, reference=args.reference,
             heldout_prompts=args.heldout_prompts, heldout_group=args.heldout_group,
             precondition=args.precondition, lr=args.lr, loss_type=args.loss_type,
+            loss_types=tuple(x.strip() for x in args.loss_types.split(",") if x.strip()),
             budget_tokens=args.budget_tokens, budget_seconds=args.budget_seconds,
             sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p,
                                     max_new_tokens=args.max_new_tokens, backend=args.backend),

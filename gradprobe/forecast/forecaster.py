@@ -199,8 +199,11 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
     method : {"probe", "cost_only", "signal_proxy"}
         Which forecaster fills ``forecast_gain``; the others are always computed beside it.
     arms : dict[str, dict], optional
-        Arm name -> ``{"reward": name, "lr_scale": float}`` (default: one arm per probed reward,
-        lr_scale 1). The arm whose reward is ``reference_reward`` at lr_scale 1 is grpo.
+        Arm name -> ``{"reward": key, "lr_scale": float}``, ``key`` a probe entry (a reward, or
+        ``REWARD@LOSS_TYPE`` under an extra loss type, :mod:`gradprobe.probe_keys`; default: one arm
+        per entry, lr_scale 1). The arm whose entry is ``reference_reward`` at lr_scale 1 is grpo;
+        every other arm's rho is vs that entry, so an arm that changes only the loss type
+        (``outcome@bnpo``) gets the ratio of its gradient's alignment to grpo's.
     lr_curve : dict[float, ReferenceCurve], optional
         lr_scale -> that learning rate's own grpo curve (a learning-rate sweep); arms with that
         lr_scale are forecast from it instead of being marked ``outside_probe``.
@@ -256,8 +259,11 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
     arms = arms if arms is not None else {n: {"reward": n, "lr_scale": 1.0} for n in names}
     for arm, spec in arms.items():
         if spec.get("reward") not in names:
+            key = str(spec.get("reward"))
+            fix = (f"add {key.partition('@')[2]!r} to --loss-types (entry REWARD@LOSS_TYPE, gradprobe.probe_keys)"
+                   if "@" in key else "add it to --rewards")
             raise ValueError(f"arm {arm!r} has reward {spec.get('reward')!r}, which the probe did not cover "
-                             f"(probed: {', '.join(names)}); add it to --rewards")
+                             f"(probed: {', '.join(names)}); {fix}")
     notes: list[str] = []
 
     # tokens per update, in the curve's updates

@@ -5,6 +5,10 @@
 ``runs.csv``; pass ``curve=`` for a leave-out: a curve the study did not make) and returns, per arm,
 the forecast gain vs grpo of every forecaster (:func:`gradprobe.forecast.forecast_rewards`) at the
 study's matched generated-token budget (``analysis.json["matched"]["generated_tokens"]["budget"]``).
+
+Each arm reads its own probe entry: ``arms.json``'s ``probe_entry`` (``outcome@bnpo`` for an arm that
+trains the outcome reward with the bnpo loss, :mod:`gradprobe.probe_keys`), or its ``reward`` in an
+``arms.json`` written before loss-type arms. Its rho is vs grpo's entry (the reference curve's loss).
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..probe_keys import arm_entry
 from .curves import ReferenceCurve
-from .forecaster import forecast_rewards
+from .forecaster import forecast_rewards, probe_batches_of
 
 __all__ = ["study_forecasts", "STUDY_COLUMNS"]
 
-STUDY_COLUMNS = ("arm", "reward", "lr_scale", "budget", "budget_value", "tokens_per_update", "rho", "snr",
+STUDY_COLUMNS = ("arm", "reward", "loss_type", "probe_entry", "lr_scale", "budget", "budget_value", "tokens_per_update", "rho", "snr",
                  "token_multiplier", "forecast_probe", "forecast_cost_only", "forecast_signal_proxy",
                  "forecast_first_order", "forecast_probe_interval", "method", "note", "curve_source", "in_sample",
                  "realized_gain")
@@ -82,7 +87,9 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     Returns
     -------
     pandas.DataFrame
-        Columns :data:`STUDY_COLUMNS`, one row per arm (budget axis ``tokens``). Gains are accuracy points
+        Columns :data:`STUDY_COLUMNS`, one row per arm (budget axis ``tokens``): ``reward`` and ``loss_type``
+        (the arm's training loss; from ``plan.toml`` when ``arms.json`` predates it, None without either),
+        ``probe_entry`` (the probe entry read: ``arms.json``'s, else the reward). Gains are accuracy points
         vs grpo at the budget: ``forecast_probe`` (probe efficiency, shrunk; cost only where its SNR <= 1),
         ``forecast_cost_only`` (rho = 1), ``forecast_signal_proxy`` (verl's proxy; NaN when the probe has
         none), ``forecast_first_order`` (the raw extrapolation (T / c_R) s g_R - (T / c_grpo) g_grpo, the
@@ -96,8 +103,9 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     FileNotFoundError
         A missing study file (named, with the fix).
     ValueError
-        Invalid JSON, no ``grpo`` arm, an arm whose reward the probe did not cover, a curve that cannot be
-        fitted (:class:`~gradprobe.forecast.curves.CurveError`).
+        Invalid JSON, no ``grpo`` arm, an arm whose probe entry the probe did not cover (a probe.json from
+        before loss-type arms: the message says to re-run the probe), a curve that cannot be fitted
+        (:class:`~gradprobe.forecast.curves.CurveError`).
     """
     study_dir = Path(study_dir)
     if not study_dir.is_dir():
@@ -119,14 +127,26 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     in_sample = curve is None
     if curve is None:
         curve = ReferenceCurve.from_study(study_dir, arm="grpo", mode=mode)
-    plan_arms = {}
+    plan_arms, plan_loss = {}, None
     if (study_dir / "plan.toml").is_file():
-        plan_arms = tomllib.loads((study_dir / "plan.toml").read_text()).get("arms") or {}
-    arms = {}
+        plan_doc = tomllib.loads((study_dir / "plan.toml").read_text())
+        plan_arms = plan_doc.get("arms") or {}
+        plan_loss = (plan_doc.get("train") or {}).get("loss_type", "grpo")
+    arms, labels = {}, {}
     for arm in arms_res:
         spec = arms_map.get(arm) or {}
-        arms[arm] = {"reward": spec.get("reward", arms_res[arm].get("reward")),
-                     "lr_scale": float(spec.get("lr_scale", arms_res[arm].get("lr_scale", 1.0)))}
+        reward = spec.get("reward", arms_res[arm].get("reward"))
+        entry = arm_entry(spec) if spec else reward
+        loss = spec.get("loss_type") or (plan_arms.get(arm) or {}).get("loss_type") or plan_loss
+        arms[arm] = {"reward": entry, "lr_scale": float(spec.get("lr_scale", arms_res[arm].get("lr_scale", 1.0)))}
+        labels[arm] = {"reward": reward, "loss_type": loss, "probe_entry": entry}
+    probed = set(probe_batches_of(probe)[0]["rewards"])
+    missing = {arm: a["reward"] for arm, a in arms.items() if a["reward"] not in probed}
+    if any("@" in key for key in missing.values()):
+        raise ValueError(f"{study_dir}/probe/probe.json has no entry for arm(s) {missing} (probed: {sorted(probed)}): "
+                         "it was written before the probe estimated the arms' loss types; delete probe/probe.json "
+                         "and run `gradprobe study` on the folder again (finished runs are kept, only the probe "
+                         "re-runs)")
     ref_reward = arms["grpo"]["reward"]
     res = forecast_rewards(curve, probe, budget_tokens=budget, method="probe", arms=arms, lr_curve=lr_curve,
                            reference_reward=ref_reward, n_draws=n_draws, seed=seed)
@@ -139,7 +159,7 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
         if (plan_arms.get(arm) or {}).get("selection"):
             notes.append("prompt-selection arm: the probe sees only its reward, not the selection or its tokens")
         rows.append({
-            "arm": arm, "reward": r["reward"], "lr_scale": float(r["lr_scale"]), "budget": "tokens",
+            "arm": arm, **labels[arm], "lr_scale": float(r["lr_scale"]), "budget": "tokens",
             "budget_value": budget, "tokens_per_update": float(r["tokens_per_update"]), "rho": float(r["rho"]),
             "snr": float(r["snr"]), "token_multiplier": float(r["tokens_per_update"]) / c_ref,
             "forecast_probe": float(r["gain_probe"]), "forecast_cost_only": float(r["gain_cost_only"]),

@@ -184,7 +184,7 @@ def combine_batches(results: list[dict], config) -> dict:
         Batches that probed different rewards.
     """
     from ..forecast.proxies import stratified_counts
-    from .run import _config_dict
+    from .run import _config_dict, add_same_loss_ratios
 
     k = len(results)
     names = [r["name"] for r in results[0]["rewards"]]
@@ -232,6 +232,7 @@ def combine_batches(results: list[dict], config) -> dict:
         entry["valid_completions"] = int(sum(b[name].get("valid_completions", 0) for b in by_name))
         entries.append(entry)
     out["rewards"] = entries
+    add_same_loss_ratios(entries, config.loss_type)  # of the pooled inner products (batch 0's were copied)
     out["ledger"] = _sum_ledgers([r["ledger"] for r in results])
     out["costs"] = _sum_costs([r["costs"] for r in results])
     out["warnings"] = list(dict.fromkeys(w for r in results for w in r.get("warnings", [])))

@@ -13,6 +13,10 @@ Pipeline (DESIGN.md, "The probe"), every stage timed and charged to a ledger:
 6. predicted gain per update = 100 * lr * <g_R, u> accuracy points; at a token budget
    T: (T / c_R) * gain, c_R = generated tokens per update of reward R (continuations included);
    bootstrap interval over prompts and signal-to-noise ratio.
+7. extra loss types (``ProbeConfig.loss_types``): every reward is estimated again under each, from
+   the same alignment a (only the loss's token weights w and, for gspo, the effective advantages
+   change; :func:`gradprobe.probe.estimate.group_sums`), so a loss type costs a weighted sum, not a
+   pass. Their entries are keyed ``REWARD@LOSS_TYPE`` (:mod:`gradprobe.probe_keys`).
 
 The output folder holds ``probe.json`` (config, versions, per-reward results, ledgers,
 costs), ``alignment.safetensors`` (a, A^R, masks, ids) and ``tokens.jsonl`` (per
@@ -77,7 +81,19 @@ class ProbeConfig:
     lr : float
         Learning rate of the update whose gain is predicted.
     loss_type : {"grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo"}
-    budget_tokens : int
+        The loss of the predicted update (:data:`gradprobe.grpo.losses.LOSS_TYPES`). It also sets the
+        cost yardstick's update and, with ``precondition="adam"``, the token weights of the second
+        moment s, so the direction u = P v is this loss's.
+    loss_types : tuple[str, ...]
+        Extra loss types (``--loss-types``): every reward is also estimated under each, from the same
+        alignment pass (a few multiply-adds per token each), giving entries keyed ``REWARD@LOSS_TYPE``
+        (:func:`gradprobe.probe_keys.entry_key`; e.g. ``outcome@bnpo``) with the same fields as the
+        entry ``REWARD``. Under ``precondition="none"`` (or a ``direction:`` reference without Adam)
+        such an entry equals a separate probe with ``loss_type`` = that loss type on the same batch;
+        under ``adam`` it shares this probe's P, whose second moment is weighted by ``loss_type``'s
+        token weights (identical for loss types with the same weights: grpo/gspo, dapo/bnpo/cispo).
+        Tokens and seconds per update are the reward's (the yardstick update is ``loss_type``'s).
+        Must not repeat ``loss_type`` or itself.
         Generated-token budget of the extrapolation (tokens).
     budget_seconds : float or None
         Device-seconds budget of the extrapolation, if any.
@@ -113,6 +129,7 @@ class ProbeConfig:
     precondition: str = "adam"
     lr: float = 1e-4
     loss_type: str = "grpo"
+    loss_types: tuple[str, ...] = ()
     budget_tokens: int = 250_000
     budget_seconds: float | None = None
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
@@ -132,6 +149,23 @@ class ProbeConfig:
     threads: int | None = None
 
     def __post_init__(self):
+        from ..grpo.losses import LOSS_TYPES
+
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"loss_type (--loss-type) {self.loss_type!r} is not one of {', '.join(sorted(LOSS_TYPES))}")
+        if isinstance(self.loss_types, str):  # "bnpo,cispo" (a plan's [probe] table, a caller) -> a tuple
+            object.__setattr__(self, "loss_types", tuple(x.strip() for x in self.loss_types.split(",") if x.strip()))
+        object.__setattr__(self, "loss_types", tuple(self.loss_types))
+        unknown = [x for x in self.loss_types if x not in LOSS_TYPES]
+        if unknown:
+            raise ValueError(f"loss_types (--loss-types) {', '.join(map(repr, unknown))}: not a loss type; choose from "
+                             f"{', '.join(sorted(LOSS_TYPES))} (gradprobe.grpo.losses.LOSS_TYPES)")
+        if self.loss_type in self.loss_types:
+            raise ValueError(f"loss_types (--loss-types) repeats the probe's own loss_type {self.loss_type!r}: its "
+                             "entries are the plain REWARD keys already; list only the extra loss types")
+        dup = sorted({x for x in self.loss_types if self.loss_types.count(x) > 1})
+        if dup:
+            raise ValueError(f"loss_types (--loss-types) lists {', '.join(dup)} more than once; list each once")
         if self.update_prompts is not None and self.update_prompts < 1:
             raise ValueError(f"update_prompts (--update-prompts) must be >= 1, got {self.update_prompts}")
         if self.update_group is not None and self.update_group < 2:
@@ -242,7 +276,10 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     -------
     dict
         The content of ``probe.json``: ``config``, ``versions``, ``rewards`` (one entry per
-        reward: ``name``, ``inner_product``, ``predicted_gain_per_update`` (accuracy points),
+        reward and loss type, the probe's ``loss_type`` first, then each of ``loss_types``: ``name``
+        (the key, ``REWARD`` or ``REWARD@LOSS_TYPE``, :mod:`gradprobe.probe_keys`), ``reward``,
+        ``loss_type``, ``inner_product``, ``predicted_gain_per_update`` (accuracy points),
+        ``same_loss_reference`` / ``same_loss_ratio`` (:func:`add_same_loss_ratios`),
         ``tokens_per_update`` (tokens), ``predicted_gain_at_budget`` (points), ``interval``,
         ``snr``...), ``ledger`` (the probe batch's, ``generated_tokens`` by category),
         ``reference``, ``batch`` statistics and ``costs`` (device-seconds).
@@ -251,7 +288,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     ------
     ValueError
         Bad configuration, unknown reward/model/task (the message lists the valid names),
-        a reward that produced non-finite advantages.
+        a reward name containing ``@``, a reward that produced non-finite advantages.
     OSError
         ``out`` cannot be written (checked first; :class:`~gradprobe.training.checkpoint.OutputDirError`).
 
@@ -277,6 +314,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     from ..ledger import JVP_FORWARDS, TRAIN_FORWARDS, batch_flops_per_token
     from ..logprobs import memory_bounded_rows
     from ..models import load_policy
+    from ..probe_keys import check_reward_name, entry_key
     from ..rewards import RewardContext, get_reward, parse_rewards
     from ..rollout import collect_rollouts, make_sampler
     from ..streams import stream_sampler
@@ -293,6 +331,8 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
         rewards.append((name, fn))
     if not rewards:
         raise ValueError("no rewards to probe: pass --rewards, e.g. outcome,mc_value")
+    for name, _ in rewards:  # "@" separates a reward from a loss type in probe.json's keys (gradprobe.probe_keys)
+        check_reward_name(name)
     if config.sampling.top_p < 1 or config.sampling.top_k:
         log.warning("top_p/top_k truncate the sampler: the probe differentiates the untruncated policy at the "
                     "sampling temperature, so advantages and alignments refer to slightly different distributions")
@@ -434,15 +474,18 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     ledger.add_flops("generation", ledger.charged_tokens * fpt)
     ledger.add_flops("probe", JVP_FORWARDS * batch.generated_tokens * fpt)
 
-    cosines = {}
-    if config.cosine:  # one backward per reward: g_R explicitly, cosine with the reference v (not P v)
-        weights = token_weights(batch.completion_mask, config.loss_type, max_completion_length=l_max)
+    loss_types = (config.loss_type, *config.loss_types)  # the probe's own, then the extra ones (same alignment)
+    cosines = {}  # entry key -> cosine
+    if config.cosine:  # one backward per reward and loss type: g_R explicitly, cosine with v (not P v)
         v_norm = norm(v)
-        for name, adv in advantages.items():
-            g = reward_gradient(model, batch, probe_advantages(adv, batch.completion_mask, config.loss_type), weights,
-                                micro_batch_size=mb)  # gspo: sequence-mean advantages
-            g_norm = norm(g)
-            cosines[name] = dot(g, v) / (g_norm * v_norm) if g_norm > 0 and v_norm > 0 else 0.0
+        for lt in loss_types:
+            weights = token_weights(batch.completion_mask, lt, max_completion_length=l_max)
+            for name, adv in advantages.items():
+                g = reward_gradient(model, batch, probe_advantages(adv, batch.completion_mask, lt), weights,
+                                    micro_batch_size=mb)  # gspo: sequence-mean advantages
+                g_norm = norm(g)
+                cosines[entry_key(name, lt, config.loss_type)] = (dot(g, v) / (g_norm * v_norm)
+                                                                  if g_norm > 0 and v_norm > 0 else 0.0)
 
     # 6. per-reward estimates
     tokens_per_update, seconds_per_update = {}, {}
@@ -454,11 +497,15 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
         seconds_per_update[name] = update_scale * (rollout_seconds + (continuation_seconds if extra else 0.0)
                                                    + update_seconds)
     t0, c0 = time.perf_counter(), time.process_time()
-    estimates = estimate_rewards(
-        alignment, advantages, completion_mask=batch.completion_mask, group_size=batch.group_size,
-        loss_type=config.loss_type, lr=config.lr, tokens_per_update=tokens_per_update, max_completion_length=l_max,
-        budget_tokens=config.budget_tokens, n_bootstrap=config.n_bootstrap, seed=config.seed,
-        seconds_per_update=seconds_per_update, budget_seconds=config.budget_seconds)
+    estimates = []  # (reward, RewardEstimate named by its entry key), the probe's loss type first
+    for lt in loss_types:  # the same alignment, bootstrap seed and costs; only the loss's weights change
+        for est in estimate_rewards(
+                alignment, advantages, completion_mask=batch.completion_mask, group_size=batch.group_size,
+                loss_type=lt, lr=config.lr, tokens_per_update=tokens_per_update, max_completion_length=l_max,
+                budget_tokens=config.budget_tokens, n_bootstrap=config.n_bootstrap, seed=config.seed,
+                seconds_per_update=seconds_per_update, budget_seconds=config.budget_seconds):
+            reward, est.name = est.name, entry_key(est.name, lt, config.loss_type)
+            estimates.append((reward, est))
     sums_seconds, sums_cpu = time.perf_counter() - t0, time.process_time() - c0
     # verl's forward-only gradient-signal proxy E[A^2 W] (a forecast baseline, gradprobe.forecast.proxies):
     # one no-grad forward for pi(y_t) and sum pi^2, outside the alignment pass
@@ -466,22 +513,35 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
 
     t0 = time.perf_counter()
     pi, sum_pi_sq = token_probability_stats(model, batch, micro_batch_size=mb)
-    power = signal_proxy_group_sums(torch.stack([advantages[e.name] for e in estimates]), pi, sum_pi_sq,
+    names = list(advantages)
+    power = signal_proxy_group_sums(torch.stack([advantages[n] for n in names]), pi, sum_pi_sq,
                                     batch.completion_mask, batch.group_size).cpu().numpy()  # (R, B)
+    power = dict(zip(names, power))  # the proxy uses the masked-mean advantage: the same for every loss type
     proxy_seconds = time.perf_counter() - t0
 
     entries = []
-    for i, est in enumerate(estimates):
+    for reward, est in estimates:
         d = est.to_dict()
+        d["reward"] = reward  # the reward's name; d["name"] is the entry key, d["loss_type"] the estimate's loss
         d["cosine"] = cosines.get(est.name)
-        d["signal_proxy"] = float(power[i].sum()) / batch.num_rows  # verl's proxy2_total_power, (1/N) sum A^2 W
-        d["signal_proxy_per_group"] = [float(x) for x in power[i]]
-        d.update(generated_tokens=outputs[est.name]["generated_tokens"], valid_completions=outputs[est.name]["valid"],
-                 reward_stats=outputs[est.name]["stats"], reward_seconds=outputs[est.name]["seconds"])
+        d["signal_proxy"] = float(power[reward].sum()) / batch.num_rows  # verl's proxy2_total_power, (1/N) sum A^2 W
+        d["signal_proxy_per_group"] = [float(x) for x in power[reward]]
+        d.update(generated_tokens=outputs[reward]["generated_tokens"], valid_completions=outputs[reward]["valid"],
+                 reward_stats=outputs[reward]["stats"], reward_seconds=outputs[reward]["seconds"])
         entries.append(d)
+    add_same_loss_ratios(entries, config.loss_type)
     mask = batch.completion_mask
     scores = batch.scores[torch.isfinite(batch.scores)]
     notes = _diagnose(batch, reference, outputs)
+    from ..grpo.losses import LOSS_TYPES
+
+    other_p = [lt for lt in config.loss_types if LOSS_TYPES[lt] is not LOSS_TYPES[config.loss_type]]
+    reference["preconditioner_loss_type"] = config.loss_type if config.precondition == "adam" else None
+    if other_p and str(reference.get("precondition", "")).startswith("adam"):
+        notes.append(f"entries under {', '.join(other_p)} use the Adam preconditioner of --loss-type "
+                     f"{config.loss_type} (second moment of its token-weighted gradients), not their own: Adam divides "
+                     "out much of a loss's token weighting, so they can differ from a probe with --loss-type set to "
+                     "them; compare with --precondition none, or run that probe")
     for note in notes:
         notes_log.warning(note)
     result = {
@@ -562,7 +622,45 @@ def _diagnose(batch, reference: dict, outputs: dict) -> list[str]:
 def _config_dict(config: ProbeConfig) -> dict:
     d = asdict(config)
     d["rewards"] = list(config.rewards)
+    d["loss_types"] = list(config.loss_types)
     return d
+
+
+#: The reward the forecast compares against (grpo's), whose entry under the same loss type is the
+#: denominator of each entry's ``same_loss_ratio`` (:func:`add_same_loss_ratios`).
+REFERENCE_REWARD = "outcome"
+
+
+def add_same_loss_ratios(entries: list[dict], probe_loss_type: str, reference_reward: str = REFERENCE_REWARD) -> None:
+    """Give every entry its ratio to the reference reward under the same loss type, in place.
+
+    For the entry of reward R under loss type L (key ``R`` or ``R@L``, :mod:`gradprobe.probe_keys`):
+    ``same_loss_reference`` = the key of ``reference_reward`` under L (``outcome`` or ``outcome@L``) and
+    ``same_loss_ratio`` = <g_R,L, u> / <g_outcome,L, u> (dimensionless; R's per-update efficiency vs
+    GRPO's advantages trained with the same loss, first order). Both are None when the reference reward
+    was not probed; the ratio is None when its inner product is 0. The forecast's rho is another ratio:
+    vs the reference reward under the probe's own loss type (the reference curve's), so that an arm
+    that changes only the loss gets rho != 1 (:func:`gradprobe.forecast.forecast_rewards`).
+
+    Parameters
+    ----------
+    entries : list of dict
+        ``probe.json["rewards"]``: each with ``name``, ``inner_product`` and (else taken from the key)
+        ``loss_type``.
+    probe_loss_type : str
+        ``probe.json["config"]["loss_type"]``.
+    reference_reward : str
+        Default ``outcome``.
+    """
+    from ..probe_keys import entry_key, split_entry_key
+
+    by_key = {e["name"]: e for e in entries}
+    for e in entries:
+        reward, lt = split_entry_key(e["name"], probe_loss_type)
+        ref = by_key.get(entry_key(reference_reward, e.get("loss_type") or lt, probe_loss_type))
+        e["same_loss_reference"] = None if ref is None else ref["name"]
+        den = None if ref is None else float(ref["inner_product"])
+        e["same_loss_ratio"] = float(e["inner_product"]) / den if den else None
 
 
 def _json_safe(x):
@@ -645,6 +743,10 @@ def format_table(result: dict) -> str:
 
     lines += format_columns(["reward", "<g_R,u>", "95% interval", "SNR", "gain/update", "tokens/update",
                              "gain@budget"], rows, "<>>>>>>")
+    extra = (cfg.get("loss_types") or [])
+    if extra:
+        lines.append(f"REWARD@LOSS: the reward's gradient under that loss type (from the same alignment pass); plain "
+                     f"REWARD: under the probe's --loss-type {cfg.get('loss_type')}")
     lines += [f"warning: {w}" for w in result.get("warnings", [])]
     c = result["costs"]
     ratio = c.get("alignment_to_update_ratio")

@@ -356,6 +356,11 @@ def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
     batch is smaller). The probe's ``lr`` is the plan's ``[train]``
     lr: arms that differ only by ``lr_scale`` share one reward entry (``calib`` scales it).
 
+    Loss types: the probe's ``loss_type`` is the plan's ``[train]`` one (or ``[probe]``'s); the other
+    loss types of the arms (``[arms.NAME] loss_type``) become ``loss_types`` (after any the ``[probe]``
+    table lists), so every arm's (reward, loss type) pair has an entry, keyed as :func:`arms_table`
+    records (:func:`gradprobe.probe_keys.entry_key`); one alignment pass serves them all.
+
     Raises
     ------
     PlanError
@@ -385,13 +390,44 @@ def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
             raise PlanError(f"unknown key 'probe.{key}'; valid keys in [probe]: continuations, {', '.join(valid)}")
         settings[key] = value
     settings["rewards"] = tuple(settings["rewards"])
+    given = settings.get("loss_types") or ()
+    given = tuple(x.strip() for x in given.split(",") if x.strip()) if isinstance(given, str) else tuple(given)
+    arm_losses = [_arm_loss_type(plan, a) for a in plan.arms.values()]
+    extra = tuple(x for x in dict.fromkeys((*given, *arm_losses)) if x != settings["loss_type"])
+    if extra:
+        settings["loss_types"] = extra
     return settings
 
 
-def arms_table(plan: Plan) -> dict:
-    """``arms.json``: arm -> {"reward", "lr_scale"} (plus the arm's description)."""
-    return {name: {"reward": a.reward, "lr_scale": a.lr_scale, "description": a.description}
-            for name, a in plan.arms.items()}
+def _arm_loss_type(plan: Plan, arm) -> str:
+    """The loss type an arm trains with: its ``[arms.NAME] loss_type``, else the plan's ``[train]`` one."""
+    return str((arm.train or {}).get("loss_type", plan.train.loss_type))
+
+
+def arms_table(plan: Plan, overrides: dict | None = None) -> dict:
+    """``arms.json``: arm -> {"reward", "loss_type", "probe_entry", "lr_scale", "description"}.
+
+    ``loss_type`` is the loss the arm trains with; ``probe_entry`` the key of its (reward, loss type)
+    in the study probe's ``probe.json`` (:func:`gradprobe.probe_keys.entry_key` against the probe's
+    ``loss_type``, from :func:`probe_settings` with the same ``overrides``): ``outcome`` for grpo,
+    ``outcome@bnpo`` for an arm with reward outcome and ``loss_type = "bnpo"`` under a grpo plan.
+    Readers take ``probe_entry`` and fall back to ``reward`` for an ``arms.json`` written before it
+    (:func:`gradprobe.probe_keys.arm_entry`).
+
+    Raises
+    ------
+    PlanError
+        A ``[probe]`` key :class:`~gradprobe.probe.run.ProbeConfig` does not have (:func:`probe_settings`).
+    """
+    from ..probe_keys import entry_key
+
+    probe_loss = probe_settings(plan, overrides)["loss_type"]
+    out = {}
+    for name, a in plan.arms.items():
+        lt = _arm_loss_type(plan, a)
+        out[name] = {"reward": a.reward, "loss_type": lt, "probe_entry": entry_key(a.reward, lt, probe_loss),
+                     "lr_scale": a.lr_scale, "description": a.description}
+    return out
 
 
 # ----------------------------------------------------------------------------- tasks (run in workers)
@@ -916,7 +952,7 @@ def _run_tasks(plan, study, out, executor, workers, ray_address, probe, probe_ov
         tasks.append({"kind": "train", "plan": frozen, "arm": arm, "seed": seed, "out": str(folder),
                       "report_to": report_to})
     probe_dir = out / "probe"
-    _write_json_mkdir(probe_dir / "arms.json", arms_table(plan))
+    _write_json_mkdir(probe_dir / "arms.json", arms_table(plan, probe_overrides))
     if not probe:
         result.probe = "off"
     elif (probe_dir / "probe.json").exists():
