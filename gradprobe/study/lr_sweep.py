@@ -66,7 +66,10 @@ def _settings(plan, arm) -> tuple[str, float, dict]:
               "train": {k: v for k, v in train_d.items() if base_train[k] != v},
               "mc": {k: v for k, v in mc_d.items() if base_mc[k] != v},
               "selection": dict(arm.selection)}
-    key = json.dumps({"reward": arm.reward, "train": train_d, "mc": mc_d, "selection": dict(arm.selection)},
+    if getattr(arm, "guidance", None):  # off-context guidance (gradprobe.rollout.guided): another intervention
+        shared["guidance"] = dict(arm.guidance)
+    key = json.dumps({"reward": arm.reward, "train": train_d, "mc": mc_d, "selection": dict(arm.selection),
+                      "guidance": shared.get("guidance", {})},
                      sort_keys=True, default=str)
     return key, float(scale), shared
 
@@ -305,7 +308,7 @@ def _ci(ci) -> str:
 
 def _label(g: dict) -> str:
     sh = g["shared"]
-    extra = [f"{k}={v}" for part in ("train", "mc", "selection") for k, v in sh[part].items()]
+    extra = [f"{k}={v}" for part in ("train", "mc", "selection", "guidance") for k, v in sh.get(part, {}).items()]
     return f"reward {sh['reward']}" + (f" ({', '.join(extra)})" if extra else "")
 
 

@@ -26,6 +26,7 @@ Layout (every section optional except ``[model]``, ``[task]``, ``[budget]`` and 
     [arms.NAME] reward, lr_scale, description, any [train] key, [arms.NAME.mc],
                 prompt selection: selection ("half" | "random" | "dynamic"), candidates_multiplier,
                 prior_strength, decay, feature_batch_size (gradprobe.difficulty.select)
+                off-context guidance: guidance = {fraction, prefix, cap} (gradprobe.rollout.guided)
     [power]     min_effect, pilot, power, alpha, alternative (``gradprobe study --power PLAN``)
     [[hypotheses]] name, statement, test, arms, at, budget, metric, alpha, min_effect, alternative
 """
@@ -277,7 +278,8 @@ class ArmSpec:
     """``[arms.NAME]``: a registered ``reward``, ``lr_scale`` (grpo_2xlr: 2.0), and overrides
     of ``[train]`` keys (``train``) and of ``[mc]`` keys (``mc``). ``selection``: the prompt
     selection settings (:func:`gradprobe.difficulty.config.parse_selection`; empty = the plain
-    prompt stream)."""
+    prompt stream). ``guidance``: off-context guidance settings (:class:`gradprobe.rollout.guided.GuidanceConfig`
+    fields; empty = none)."""
 
     name: str
     reward: str
@@ -286,6 +288,7 @@ class ArmSpec:
     train: dict = field(default_factory=dict)
     mc: dict = field(default_factory=dict)
     selection: dict = field(default_factory=dict)
+    guidance: dict = field(default_factory=dict)  # off-context guidance (gradprobe.rollout.guided); empty = none
 
 
 @dataclass(frozen=True)
@@ -339,6 +342,7 @@ class RunConfig:
     plan_sha256: str = ""
     plan_name: str = ""
     selection: dict | None = None  # prompt selection (gradprobe.difficulty.select); None = plain stream
+    guidance: dict | None = None  # off-context guidance (gradprobe.rollout.guided.GuidanceConfig); None = none
     budget_override: dict | None = None  # the run was shortened from the command line (shorten_budget); None = plan's
 
     def to_dict(self) -> dict:
@@ -554,10 +558,10 @@ def _parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSp
     from ..difficulty.config import SELECTION_KEYS, parse_selection
 
     for key in table:
-        if key not in _ARM_OWN and key not in train_keys and key not in SELECTION_KEYS:
+        if key not in _ARM_OWN and key not in train_keys and key not in SELECTION_KEYS and key != "guidance":
             raise PlanError(f"unknown key {where + '.' + key!r}; valid keys in [{where}]: "
                             f"{', '.join(_ARM_OWN)}, or any [train] key: {', '.join(train_keys)}; "
-                            f"prompt selection: {', '.join(SELECTION_KEYS)}")
+                            f"prompt selection: {', '.join(SELECTION_KEYS)}; off-context guidance: guidance")
     if "reward" not in table:
         raise PlanError(f"[{where}] needs a reward (a registered reward name, e.g. outcome)")
     reward = _coerce(table["reward"], str, f"{where}.reward")
@@ -580,7 +584,33 @@ def _parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSp
         raise PlanError(f"[{where}] selection: {e}") from None
     return ArmSpec(name=name, reward=reward, lr_scale=lr_scale,
                    description=_coerce(table.get("description", ""), str, f"{where}.description"),
-                   train=train, mc=mc_over, selection=selection)
+                   train=train, mc=mc_over, selection=selection, guidance=_parse_guidance(table, where, selection))
+
+
+def _parse_guidance(table: dict, where: str, selection: dict) -> dict:
+    """The arm's ``guidance`` table (:func:`gradprobe.rollout.guided.parse_guidance`), {} when absent."""
+    from ..rollout.guided import GuidanceError, parse_guidance
+
+    try:
+        guidance = parse_guidance(table.get("guidance"), f"{where}.guidance") or {}
+    except GuidanceError as e:
+        raise PlanError(str(e)) from None
+    if guidance and selection:
+        raise PlanError(f"[{where}] sets both guidance and selection; one arm tests one intervention: "
+                        f"split it into two arms")
+    return guidance
+
+
+def _check_guided_task(arms: dict[str, ArmSpec], task: TaskSpec) -> None:
+    """Refuse a guided arm whose task kind has no reference solution
+    (:data:`gradprobe.rollout.guided.REFERENCE_SOLUTIONS`)."""
+    from ..rollout.guided import REFERENCE_SOLUTIONS, has_reference_solution
+
+    for arm in arms.values():
+        if arm.guidance and not has_reference_solution(task.name):
+            raise PlanError(f"arms.{arm.name}.guidance: task {task.name!r} has no reference solution to take hints "
+                            f"from; guidance works with tasks {', '.join(sorted(REFERENCE_SOLUTIONS))}; remove "
+                            f"guidance from the arm or use such a task")
 
 
 def _parse_hypothesis(i: int, table: dict, arms: dict, budget: BudgetSpec, ev: EvalSpec | None = None) -> Hypothesis:
@@ -686,6 +716,7 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
     if not isinstance(data["arms"], dict) or not data["arms"]:
         raise PlanError("[arms] must hold at least one [arms.NAME] table with a reward")
     arms = {n: _parse_arm(n, t, sec["train"], sec["mc"]) for n, t in data["arms"].items()}
+    _check_guided_task(arms, task)
     if INITIAL in arms:
         raise PlanError(f"arm name {INITIAL!r} is reserved (the policy before training)")
     _check_budget(sec["budget"], arms, sec["train"])
@@ -772,7 +803,7 @@ def _resolve(plan: Plan, arm: ArmSpec, seed: int) -> RunConfig:
     return RunConfig(arm=arm.name, reward=arm.reward, seed=seed, model=plan.model, task=plan.task,
                      heldout=plan.heldout, sampling=plan.sampling, mc=mc, train=train, budget=plan.budget,
                      eval=plan.eval, lr_scale=arm.lr_scale, plan_sha256=plan.sha256, plan_name=plan.name,
-                     selection=dict(arm.selection) or None)
+                     selection=dict(arm.selection) or None, guidance=dict(arm.guidance) or None)
 
 
 def shorten_budget(run: RunConfig, overrides: dict[str, float | None]) -> RunConfig:

@@ -3,7 +3,8 @@
 ``gradprobe train --plan PLAN --arm NAME --seed S --out DIR`` (DESIGN.md, "Matched-compute
 training"). Each update: B pool prompts x G rollouts (``rollout`` tokens; an arm with ``selection``
 chooses its prompts by :mod:`gradprobe.difficulty.select`, charging ``selection``), the arm's reward
-(MC rewards add ``continuation`` tokens), policy statistics, one :func:`~gradprobe.grpo.step.grpo_step`.
+(MC rewards add ``continuation`` tokens; an arm with ``guidance`` samples part of each group with a
+hint, :mod:`gradprobe.rollout.guided`), policy statistics, one :func:`~gradprobe.grpo.step.grpo_step`.
 Before every update the budgets are checked; the run stops before the first update that
 would start with a budget spent, so the last update overshoots by less than one update's
 cost (reported in ``summary.json``).
@@ -251,6 +252,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     from ..grpo.step import NonFiniteLossError, UpdateConfig, grpo_step, old_policy_logprobs
     from ..rewards import RewardContext, get_reward
     from ..rollout import collect_rollouts, make_sampler
+    from ..rollout.guided import GuidanceConfig, collect_guided_rollouts, guidance_stats, guided_logprobs, task_kind
     from ..probe.run import versions
     from ..streams import stream_sampler
     from ..tasks import encode_prompt
@@ -283,6 +285,12 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     update_config = UpdateConfig(loss_type=t.loss_type, micro_batch_size=t.micro_batch_size,
                                  max_grad_norm=t.max_grad_norm, clip_low=t.clip_low, clip_high=t.clip_high,
                                  max_completion_length=run.sampling.max_new_tokens)
+    # off-context guidance: hinted rows' log-probs under the hint are the "sampler's" -> truncated IS weights
+    guide = GuidanceConfig(**run.guidance) if run.guidance else None
+    collect = collect_rollouts if guide is None else functools.partial(
+        collect_guided_rollouts, guidance=guide, kind=task_kind(run.task.name))
+    if guide is not None:
+        update_config = UpdateConfig(**{**vars(update_config), "importance_sampling": "tis", "is_cap": guide.cap})
     # the rollout stream (gradprobe.streams) on the plan's backend ([sampling] backend)
     sampler = make_sampler(run.sampling.backend, policy, seed=run.seed, progress=False)
     push_weights = getattr(sampler, "push_weights", None)  # an engine with its own copy of the weights (vLLM)
@@ -380,8 +388,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
             selection = None
             if selector is None:
                 problems = [pool[i] for i in pool_indices(update, t.prompts_per_update, len(pool), run.seed)]
-                batch = collect_rollouts(policy, task, problems, group_size=t.group, sampler=sampler,
-                                         sampling=run.sampling, ledger=ledger, category="rollout")
+                batch = collect(policy, task, problems, group_size=t.group, sampler=sampler,
+                                sampling=run.sampling, ledger=ledger, category="rollout")
             else:  # charges its own selection tokens, FLOPs and seconds (gradprobe.difficulty.select)
                 batch, selection = selector.next_batch(update, ledger)
             ctx = RewardContext(task=task, sampler=continuation_sampler, sampling=run.sampling, mc=run.mc, ledger=ledger,
@@ -389,6 +397,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
             rout = _charged_reward(reward_fn, batch, ctx, ledger)
             batch = batch.to(model.device)
             adv = rout.advantages.to(torch.float64).to(model.device)
+            guided_logp = None if guide is None else guided_logprobs(  # l(y | x, hint); NaN on unguided rows
+                model, batch, micro_batch_size=t.micro_batch_size, attention=update_config.attention, ledger=ledger)
             lr = scheduler.get_last_lr()[0]
             try:  # kl_init and entropy from the loss's own forward (+ one of pi_init), timed as "metrics"
                 with_stats = init_model is not None and (update + 1) % t.stats_every == 0
@@ -399,7 +409,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
                     old_seconds = time.perf_counter() - t0
                     ledger.add_seconds("training", old_seconds)
                 steps = [grpo_step(model, optimizer, batch, adv, update_config, ledger=ledger,
-                                   old_logp=old_logp, init_model=init_model if with_stats and k == 0 else None)
+                                   old_logp=old_logp, sampler_logp=guided_logp,
+                                   init_model=init_model if with_stats and k == 0 else None)
                          for k in range(t.iterations)]
                 step = {**steps[0], "trained_tokens": sum(x["trained_tokens"] for x in steps),
                         "seconds": old_seconds + sum(x["seconds"] for x in steps)}
@@ -435,7 +446,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
                 "update_device_seconds": last_cost["device_seconds"],
                 "generated_tokens": spent["generated_tokens"], "device_seconds": spent["device_seconds"],
                 "flops": spent["flops"], "ledger": ledger.to_dict(),
-                **({"selection": selection} if selection is not None else {})})
+                **({"selection": selection} if selection is not None else {}),
+                **({"guidance": guidance_stats(batch, step)} if guide is not None else {})})
             say(f"update {update}: reward {stats['reward_mean']} "
                 f"tokens {spent['generated_tokens']:,} loss {step['loss']:.4g}" + (f" kl {kl:.3g}" if kl is not None else ""))
             if update == 1:  # a budget smaller than one update cannot compare arms: stop, data kept

@@ -1,0 +1,484 @@
+"""Off-context guidance: some completions of each group are sampled with a hint, trained without it.
+
+An arm with ``guidance = {fraction = 0.25, prefix = 0.5}`` samples ``k = round(fraction * G)``
+of each group's G completions from a *guided* prompt: the question plus the first
+``floor(prefix * S)`` of the S reasoning lines of the task's reference solution, as a hint
+(:data:`HINT_HEADER`). The other G - k completions are ordinary rollouts. Every completion is
+then stored, scored and trained under the *unguided* prompt x: the policy learns to produce
+y without the hint. Because y was drawn from pi_theta(. | x, hint), not from pi_theta(. | x),
+each of its tokens is weighted by a detached, truncated importance ratio
+
+    w_t = min( pi_theta(y_t | x, y_<t) / pi_theta(y_t | x, hint, y_<t), C ),   C = ``cap`` (default 2)
+
+and the loss is the arm's usual objective of the unguided log-probabilities l_t(theta) =
+log pi_theta(y_t | x, y_<t) times w_t (advantages are the reward's, from the whole group,
+guided and unguided completions together). Sources: the off-context ratio, numerator under the
+hint-free context and denominator under the hinted context that sampled y, is Guide-GRPO's
+(Nath et al. 2025, "Adaptive Guidance Accelerates Reinforcement Learning of Reasoning Models",
+arXiv 2506.13923, sec. 2); the per-token truncation at C is truncated importance sampling
+(Yao et al. 2025; TRL ``vllm_importance_sampling_mode="token_truncate"``), the same machinery
+that corrects a vLLM sampler's mismatch. Mixing off-policy completions into the GRPO group is
+LUFFY's mixed-policy GRPO (Yan et al. 2025, arXiv 2504.14945; LUFFY shapes the ratio with
+x / (x + 0.1) instead of truncating it). In the code the hinted context's log-probabilities are
+the "sampler" log-probabilities of :func:`gradprobe.grpo.step.grpo_step`
+(``importance_sampling="tis"``, ``is_cap = cap``; :func:`~gradprobe.grpo.losses.truncated_is_weights`),
+which is exactly what they are: the distribution y was sampled from. An unguided row, and a
+guided row whose hint is empty (its context IS x), has no such log-probabilities (NaN) and
+weight exactly 1; with ``iterations > 1`` the base of the ratio is pi_old(y_t | x, y_<t), so
+ratio x weight = pi_theta(y_t | x, y_<t) / pi_old(y_t | x, hint, y_<t), Guide's ratio.
+
+Compute (DESIGN.md, "The compute ledger"): completion tokens of guided rows are ordinary
+``rollout`` tokens. The hint tokens are extra prompt tokens the sampler processes once per
+guided completion: their forward FLOPs go to ``flops["generation"]`` (their seconds are inside
+the sampling call's, ``device_seconds["generation"]``). The no-grad forward that scores guided
+completions under the hinted context is training work (like pi_old's forward):
+(hint + completion tokens) x forward FLOPs per token to ``flops["training"]``, its wall time to
+``device_seconds["training"]``.
+
+Reference solutions (:data:`REFERENCE_SOLUTIONS`, keyed by task kind, the plan's ``[task] name``
+before any ``":"``): ``chain_sum`` (the tiny tier's SFT target, :func:`gradprobe.tiers.chain_sum_target`),
+``gsm8k`` and your own ``jsonl``/``hf`` data (``Problem.metadata["solution"]``; calculator
+annotations ``<<...>>`` are dropped), ``gsm_symbolic`` (reasoning-gym's ``answer_cot``). A task
+object may carry its own ``reference_solution(problem) -> str``; :func:`register_reference_solution`
+adds a kind. Lines starting with ``####`` (the answer line) are never part of a hint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+__all__ = ["GUIDANCE_KEYS", "HINT_HEADER", "GuidanceConfig", "GuidanceError", "parse_guidance", "task_kind",
+           "REFERENCE_SOLUTIONS", "register_reference_solution", "has_reference_solution", "reference_solution",
+           "solution_lines", "hint_text", "hinted_question", "collect_guided_rollouts", "guided_logprobs",
+           "guidance_stats"]
+
+#: Keys of an arm's ``guidance`` table.
+GUIDANCE_KEYS = ("fraction", "prefix", "cap")
+#: The line put between the question and the hint lines of a guided prompt.
+HINT_HEADER = "Hint: a correct solution begins with these lines:"
+
+
+class GuidanceError(ValueError):
+    """A guided arm cannot run: bad settings, or a problem without a reference solution."""
+
+
+@dataclass(frozen=True)
+class GuidanceConfig:
+    """Settings of off-context guidance (an arm's ``guidance`` table).
+
+    Attributes
+    ----------
+    fraction : float in [0, 1]
+        Share of each group's G completions sampled with the hint: k = floor(fraction * G + 1/2)
+        per group (0.25 of G = 8: 2). 0 = no guided completion (the arm is plain GRPO).
+    prefix : float in [0, 1]
+        Share of the reference solution's S reasoning lines given as the hint: the first
+        floor(prefix * S) lines (the ``####`` answer line is never given). 0 = empty hints
+        (guided rows then equal unguided ones, weight 1).
+    cap : float > 0
+        C, the truncation of the per-token importance weight (TIS; TRL's and verl's default 2).
+
+    Raises
+    ------
+    GuidanceError
+        A value of the wrong type or outside its range (the message names the key).
+    """
+
+    fraction: float = 0.25
+    prefix: float = 0.5
+    cap: float = 2.0
+
+    def __post_init__(self):
+        for key in ("fraction", "prefix", "cap"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise GuidanceError(f"guidance.{key} must be a finite number, got {value!r}")
+        for key in ("fraction", "prefix"):
+            if not 0 <= getattr(self, key) <= 1:
+                meaning = ("the share of each group sampled with the hint" if key == "fraction"
+                           else "the share of the reference solution's lines given as the hint")
+                raise GuidanceError(f"guidance.{key} must lie in [0, 1] ({meaning}), got {getattr(self, key)!r}")
+        if not self.cap > 0:
+            raise GuidanceError(f"guidance.cap (the truncation C of the importance weight) must be > 0, got "
+                                f"{self.cap!r}; TRL and verl use 2.0")
+
+    def guided_per_group(self, group_size: int) -> int:
+        """k: guided completions per group of ``group_size`` (floor(fraction * G + 1/2))."""
+        return min(int(group_size), int(math.floor(self.fraction * group_size + 0.5)))
+
+    def prefix_lines(self, lines: int) -> int:
+        """Hint lines out of a reference solution's ``lines`` reasoning lines (floor(prefix * S))."""
+        return min(int(lines), int(math.floor(self.prefix * lines + 1e-9)))
+
+
+def parse_guidance(value, where: str = "guidance") -> dict | None:
+    """An arm's ``guidance`` table as a JSON-ready dict of :class:`GuidanceConfig` fields.
+
+    Parameters
+    ----------
+    value : dict or None
+        The TOML table (``{fraction = 0.25, prefix = 0.5}``; ``cap`` optional); None = no guidance.
+    where : str
+        Its full path in the plan (``arms.NAME.guidance``), used in error messages.
+
+    Raises
+    ------
+    GuidanceError
+        Not a table, an unknown key (the valid ones are listed), or a bad value; the message
+        names the key's full path.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise GuidanceError(f"{where} must be a table like {{fraction = 0.25, prefix = 0.5}}, got {value!r}")
+    for key in value:
+        if key not in GUIDANCE_KEYS:
+            raise GuidanceError(f"unknown key {where}.{key!r}; valid keys: {', '.join(GUIDANCE_KEYS)}")
+    try:
+        return asdict(GuidanceConfig(**value))
+    except GuidanceError as e:
+        raise GuidanceError(str(e).replace("guidance.", f"{where}.", 1)) from None
+
+
+# ----------------------------------------------------------------------------- reference solutions
+
+def task_kind(spec: str) -> str:
+    """The kind of a task spec: its name before any ``":"`` (``"gsm8k:PATH"`` -> ``"gsm8k"``)."""
+    return str(spec).split(":", 1)[0].strip()
+
+
+def _chain_sum_solution(problem) -> str:
+    from ..tiers import chain_sum_target
+
+    return chain_sum_target(problem)
+
+
+def _metadata_solution(problem) -> str | None:
+    text = (getattr(problem, "metadata", None) or {}).get("solution")
+    return None if text is None else re.sub(r"<<[^>]*>>", "", str(text))
+
+
+def _answer_cot(problem) -> str | None:
+    text = (getattr(problem, "metadata", None) or {}).get("answer_cot")
+    return None if text is None else str(text)
+
+
+#: Task kind -> ``fn(problem) -> str | None``, the problem's worked reference solution.
+REFERENCE_SOLUTIONS: dict[str, Callable] = {
+    "chain_sum": _chain_sum_solution,
+    "gsm8k": _metadata_solution,
+    "jsonl": _metadata_solution,
+    "hf": _metadata_solution,
+    "gsm_symbolic": _answer_cot,
+}
+
+
+def register_reference_solution(kind: str, fn: Callable) -> None:
+    """Register ``fn(problem) -> str | None`` as the reference solution of task kind ``kind``.
+
+    Raises
+    ------
+    ValueError
+        Empty ``kind`` or a non-callable ``fn``.
+    """
+    if not kind or not isinstance(kind, str) or not callable(fn):
+        raise ValueError(f"register_reference_solution needs a task kind (str) and a callable, got {kind!r}, {fn!r}")
+    REFERENCE_SOLUTIONS[kind] = fn
+
+
+def has_reference_solution(task_spec: str) -> bool:
+    """Whether the task kind of ``task_spec`` has registered reference solutions (checked at plan load)."""
+    return task_kind(task_spec) in REFERENCE_SOLUTIONS
+
+
+def reference_solution(problem, kind: str, task=None) -> str:
+    """The reference solution of ``problem``: ``task.reference_solution`` if the task has one, else
+    :data:`REFERENCE_SOLUTIONS` ``[kind]``.
+
+    Raises
+    ------
+    GuidanceError
+        No reference solution for this kind, or none for this problem (e.g. JSONL data without a
+        solution column; the message names the problem and the fix).
+    """
+    own = getattr(task, "reference_solution", None)
+    if callable(own):
+        text = own(problem)
+    elif kind in REFERENCE_SOLUTIONS:
+        text = REFERENCE_SOLUTIONS[kind](problem)
+    else:
+        raise GuidanceError(f"task {kind!r} has no reference solution for guidance; tasks with one: "
+                            f"{', '.join(sorted(REFERENCE_SOLUTIONS))} (or register_reference_solution)")
+    if text is None:
+        raise GuidanceError(f"problem {getattr(problem, 'id', '?')} of task {kind!r} has no reference solution "
+                            f"(metadata['solution']); map your data's worked-solution column with solution=COLUMN "
+                            f"or remove guidance from the arm")
+    return str(text)
+
+
+def solution_lines(solution: str) -> list[str]:
+    """The reasoning lines of a solution: non-blank lines, stripped, ``####`` answer lines dropped."""
+    return [x.strip() for x in solution.splitlines() if x.strip() and not x.strip().startswith("####")]
+
+
+def hint_text(problem, kind: str, config: GuidanceConfig, task=None) -> str:
+    """The hint of one problem: the first ``config.prefix_lines(S)`` reasoning lines, one per line
+    ("" when that is none).
+
+    Raises
+    ------
+    GuidanceError
+        From :func:`reference_solution`.
+    """
+    lines = solution_lines(reference_solution(problem, kind, task))
+    return "\n".join(lines[: config.prefix_lines(len(lines))])
+
+
+def hinted_question(question, hint: str):
+    """``question`` with the hint appended after :data:`HINT_HEADER` (``question`` itself when ``hint`` is "").
+
+    A bare question (``str``, or a :class:`~gradprobe.tasks.dataset.PromptText` of format
+    ``question``/``plain``) gets ``"\\n\\n<header>\\n<hint>"`` appended to its text (so a chat
+    template puts the hint inside the user message, before the instruction); a conversational
+    prompt gets it appended to its last user message.
+    """
+    if not hint:
+        return question
+    extra = f"\n\n{HINT_HEADER}\n{hint}"
+    kind = getattr(question, "prompt_format", None)
+    if kind is None:
+        return f"{question}{extra}"
+    from ..tasks.dataset import PromptText
+
+    messages = [dict(m) for m in question.messages]
+    if kind == "conversational":
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+        if last is None:
+            raise GuidanceError("a conversational prompt without a user message cannot carry a hint")
+        messages[last]["content"] = f"{messages[last]['content']}{extra}"
+    return PromptText(f"{question}{extra}", prompt_format=kind, messages=messages, instruction=question.instruction)
+
+
+# ----------------------------------------------------------------------------- rollouts
+
+def collect_guided_rollouts(policy, task, problems: list, *, group_size: int, sampler, sampling,
+                            guidance: GuidanceConfig, kind: str, ledger=None, category: str = "rollout"):
+    """B problems x G completions, k of each group sampled with the hint, all stored under the plain prompt.
+
+    Rows ``i * G + j`` with ``j < G - k`` are sampled from the plain prompt x_i (one sampler call
+    for all of them), rows with ``j >= G - k`` from the guided prompt (x_i + hint_i; a second
+    call). The batch's ``input_ids`` hold x_i for every row, so rewards, advantages and the loss
+    see the unguided context; scores are ``task.score`` of the completion.
+
+    Parameters
+    ----------
+    policy : gradprobe.models.Policy
+    task : Task
+    problems : list[Problem], length B
+    group_size : int
+        G.
+    sampler : Sampler
+    sampling : SamplingConfig
+    guidance : GuidanceConfig
+    kind : str
+        The task kind (:func:`task_kind` of the plan's ``[task] name``) whose reference solutions
+        give the hints.
+    ledger : Ledger, optional
+        Completion tokens (all rows) to ``generated_tokens[category]``; sampling seconds to
+        ``device_seconds["generation"]``; the hint tokens' forward FLOPs (k x sum_i h_i tokens at
+        the guided prompts' mean context) to ``flops["generation"]``.
+    category : str
+
+    Returns
+    -------
+    RolloutBatch
+        As :func:`~gradprobe.rollout.collect.collect_rollouts`, with ``metadata["guidance"]``:
+        ``guided_rows`` (row indices sampled with a hint, sorted), ``prompt_ids`` (B guided prompt
+        id lists; equal to the plain ones where the hint is empty), ``hint_tokens`` (B ints, h_i =
+        guided minus plain prompt length, tokens), ``charged_hint_tokens`` (k x sum_i h_i) and
+        ``config``.
+
+    Raises
+    ------
+    GuidanceError
+        A problem without a reference solution.
+    PromptTooLongError
+        From the sampler, when a guided prompt plus ``max_new_tokens`` exceeds the context.
+    """
+    from ..ledger import forward_flops_per_token
+    from ..tasks.prompts import encode_prompt
+    from .collect import build_batch, collect_rollouts, score_completions
+
+    g = int(group_size)
+    k = guidance.guided_per_group(g)
+    if k == 0:
+        batch = collect_rollouts(policy, task, problems, group_size=g, sampler=sampler, sampling=sampling,
+                                 ledger=ledger, category=category)
+        batch.metadata["guidance"] = {"guided_rows": [], "prompt_ids": [list(p) for p in batch.prompt_token_ids],
+                                      "hint_tokens": [0] * len(problems), "charged_hint_tokens": 0,
+                                      "config": asdict(guidance)}
+        return batch
+    tok = policy.tokenizer
+    plain = [list(encode_prompt(tok, p.question)) for p in problems]
+    hints = [hint_text(p, kind, guidance, task) for p in problems]
+    guided = [list(encode_prompt(tok, hinted_question(p.question, h))) if h else list(ids)
+              for p, h, ids in zip(problems, hints, plain)]
+    hint_tokens = [len(a) - len(b) for a, b in zip(guided, plain)]
+    start = time.perf_counter()
+    free = sampler.sample(plain, num_samples=g - k, sampling=sampling, desc=category) if g > k else []
+    hinted = sampler.sample(guided, num_samples=k, sampling=sampling, desc=f"{category} (guided)")
+    seconds = time.perf_counter() - start
+    samples, guided_rows = [], []
+    for i in range(len(problems)):
+        samples += free[i * (g - k): (i + 1) * (g - k)] + hinted[i * k: (i + 1) * k]
+        guided_rows += range(i * g + g - k, (i + 1) * g)
+    batch = build_batch(tok, problems, plain, samples, group_size=g, temperature=sampling.temperature)
+    import torch
+
+    scores, errors = score_completions(task, batch.completions, [problems[r // g] for r in range(len(samples))])
+    batch.scores = torch.tensor(scores, dtype=torch.float64)
+    charged_hint = k * sum(hint_tokens)
+    batch.metadata.update(sampler=type(sampler).__name__, generation_seconds=seconds, score_errors=errors,
+                          max_new_tokens=sampling.max_new_tokens, category=category,
+                          guidance={"guided_rows": guided_rows, "prompt_ids": guided, "hint_tokens": hint_tokens,
+                                    "charged_hint_tokens": charged_hint, "config": asdict(guidance)})
+    if ledger is not None:
+        ledger.add_generated(category, batch.generated_tokens)
+        ledger.add_seconds("generation", seconds)
+        if charged_hint:
+            context = sum(len(p) + h / 2 for p, h in zip(plain, hint_tokens)) / len(plain)
+            ledger.add_flops("generation", charged_hint * forward_flops_per_token(policy.model, context))
+    return batch
+
+
+def guided_logprobs(model, batch, *, micro_batch_size: int = 8, attention: str | None = "sdpa", ledger=None,
+                    skip_empty_hints: bool = True):
+    """l_t(y | x, hint) of the guided rows: the "sampler" log-probabilities of the importance weights.
+
+    One no-grad forward of every guided row as [guided prompt, completion] (left-padded, position
+    ids from the mask, at the batch's temperature: :func:`gradprobe.logprobs.token_logprobs`, the
+    function the loss uses), at the current parameters (call it before the update).
+
+    Parameters
+    ----------
+    model : transformers causal LM
+    batch : RolloutBatch
+        From :func:`collect_guided_rollouts` (``metadata["guidance"]``), on the model's device.
+    micro_batch_size : int
+        Rows per forward (results do not depend on it).
+    attention : str or None
+        Attention implementation of the forward (default ``sdpa``, the update's, so that an empty
+        hint would give the loss's own values); None keeps the model's.
+    ledger : Ledger, optional
+        (hint + completion tokens of the scored rows) x forward FLOPs per token to
+        ``flops["training"]``; the wall time to ``device_seconds["training"]``.
+    skip_empty_hints : bool
+        Leave rows whose hint is empty at NaN (their context is x itself: weight exactly 1, no
+        forward). False scores them too (tests: the weight is then 1 up to rounding).
+
+    Returns
+    -------
+    Tensor, shape (N, T), float32 (float64 for a float64 model)
+        NaN on unguided rows (and on empty-hint rows when skipped) and off the completion mask.
+
+    Raises
+    ------
+    GuidanceError
+        A batch without ``metadata["guidance"]`` (not from :func:`collect_guided_rollouts`).
+    """
+    import torch
+
+    from ..ledger import forward_flops_per_token
+    from ..logprobs import token_logprobs
+    from ..models import use_attention
+
+    info = batch.metadata.get("guidance")
+    if info is None:
+        raise GuidanceError("guided_logprobs needs a batch from collect_guided_rollouts (metadata['guidance'])")
+    g, n, t = batch.group_size, batch.num_rows, batch.completion_mask.shape[1]
+    dtype = torch.float64 if next(model.parameters()).dtype == torch.float64 else torch.float32
+    device = batch.input_ids.device
+    out = torch.full((n, t), math.nan, dtype=dtype, device=device)
+    rows = [r for r in info["guided_rows"] if info["hint_tokens"][r // g] or not skip_empty_hints]
+    if not rows:
+        return out
+    start = time.perf_counter()
+    prompts = [info["prompt_ids"][r // g] for r in rows]
+    p = max(len(x) for x in prompts)
+    ids = torch.zeros((len(rows), p + t), dtype=torch.long, device=device)
+    mask = torch.zeros((len(rows), p + t), dtype=torch.long, device=device)
+    for k, (r, prompt) in enumerate(zip(rows, prompts)):
+        ids[k, p - len(prompt): p] = torch.tensor(prompt, dtype=torch.long, device=device)
+        mask[k, p - len(prompt): p] = 1
+    index = torch.tensor(rows, dtype=torch.long, device=device)
+    ids[:, p:] = batch.input_ids[index, batch.prompt_length:]
+    mask[:, p:] = batch.attention_mask[index, batch.prompt_length:]
+    parts = []
+    with contextlib.ExitStack() as stack, torch.no_grad():
+        if attention is not None:
+            stack.enter_context(use_attention(model, attention))
+        for s in range(0, len(rows), micro_batch_size):
+            parts.append(token_logprobs(model, ids[s: s + micro_batch_size], mask[s: s + micro_batch_size], p,
+                                        temperature=batch.temperature).to(dtype))
+    logp = torch.cat(parts)
+    cmask = batch.completion_mask[index].bool()
+    out[index] = torch.where(cmask, logp, torch.full_like(logp, math.nan))
+    if ledger is not None:
+        ledger.add_seconds("training", time.perf_counter() - start)
+        hint = sum(info["hint_tokens"][r // g] for r in rows)
+        context = sum(len(x) for x in prompts) / len(prompts) + float(cmask.sum(-1).double().mean()) / 2
+        ledger.add_flops("training", (hint + int(cmask.sum())) * forward_flops_per_token(model, context))
+    return out
+
+
+def guidance_stats(batch, step: dict | None = None) -> dict:
+    """The guidance figures of one update (the ``guidance`` field of a ``metrics.jsonl`` line).
+
+    Parameters
+    ----------
+    batch : RolloutBatch
+        From :func:`collect_guided_rollouts`.
+    step : dict, optional
+        :func:`~gradprobe.grpo.step.grpo_step`'s result with the guided log-probabilities as
+        ``sampler_logp``: its ``is_weight`` (mean/min/max/capped share of w_t over ALL completion
+        tokens; unguided tokens weigh 1) and ``sampler_mismatch`` (|l(y|x) - l(y|x,hint)| and the
+        KL estimates over the scored guided tokens only, nats) are passed on.
+
+    Returns
+    -------
+    dict
+        ``guided_rows``, ``empty_hint_rows`` (guided rows whose hint is empty), ``hint_tokens``
+        (charged: per guided completion), ``guided_reward_mean`` and ``unguided_reward_mean``
+        (mean verifier score r in [0, 1], NaN scores ignored; None without such rows),
+        ``is_weight`` and ``logp_shift`` (``sampler_mismatch`` without its ``unscored`` count, which
+        would only count the unguided rows' tokens); both None without ``step``.
+    """
+    import torch
+
+    info = batch.metadata.get("guidance") or {}
+    g = batch.group_size
+    rows = list(info.get("guided_rows", []))
+    guided = torch.zeros(batch.num_rows, dtype=torch.bool)
+    guided[rows] = True
+    scores = batch.scores.to(torch.float64).cpu()
+
+    def mean(sel):
+        s = scores[sel]
+        s = s[~torch.isnan(s)]
+        return float(s.mean()) if s.numel() else None
+
+    step = step or {}
+    shift = step.get("sampler_mismatch")
+    if shift is not None:  # its "unscored" tokens are the unguided rows' (no hinted context): not a shift
+        shift = {k: v for k, v in shift.items() if k != "unscored"}
+    return {"guided_rows": len(rows),
+            "empty_hint_rows": sum(1 for r in rows if not info["hint_tokens"][r // g]),
+            "hint_tokens": int(info.get("charged_hint_tokens", 0)),
+            "guided_reward_mean": mean(guided), "unguided_reward_mean": mean(~guided),
+            "is_weight": step.get("is_weight"), "logp_shift": shift}
+
