@@ -424,7 +424,7 @@ def _versions() -> dict:
     return out
 
 
-def _build_into(folder: Path, config: TinyTierConfig, seed: int, progress: bool) -> dict:
+def _build_into(folder: Path, config: TinyTierConfig, seed: int, progress: bool, name: str = "tiny") -> dict:
     from transformers import AutoModelForCausalLM
 
     from .char_tokenizer import char_tokenizer
@@ -453,7 +453,7 @@ def _build_into(folder: Path, config: TinyTierConfig, seed: int, progress: bool)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
-    (folder / TIER_MARKER).write_text(json.dumps({"tier": "tiny", "tokenizer_class": "PreTrainedTokenizerFast"}))
+    (folder / TIER_MARKER).write_text(json.dumps({"tier": name, "tokenizer_class": "PreTrainedTokenizerFast"}))
 
     policy = load_policy(str(folder), dtype="float32")
     probe = encode_prompt(tokenizer, problems[0].question) + tokenizer.encode(chain_sum_target(problems[0]))
@@ -467,7 +467,7 @@ def _build_into(folder: Path, config: TinyTierConfig, seed: int, progress: bool)
     n_params = sum(p.numel() for p in model.parameters())
     tail = losses[-10:]
     return {
-        "tier": "tiny", "seed": seed, "config": config.to_dict(), "config_hash": config_hash(config, seed),
+        "tier": name, "seed": seed, "config": config.to_dict(), "config_hash": config_hash(config, seed),
         "format_version": FORMAT_VERSION, "versions": _versions(), "parameters": n_params,
         "sft_data": {"task": config.task, "split": "train", "seed": SFT_DATA_SEED + seed, "examples": n_real,
                      "bare_rows": len(bare)},
@@ -528,7 +528,7 @@ def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | No
     try:
         torch.set_num_threads(config.threads)
         with torch.random.fork_rng(devices=[]):
-            record = _build_into(tmp, config, seed, progress)
+            record = _build_into(tmp, config, seed, progress, name)
         (tmp / "warmstart.json").write_text(json.dumps(record, indent=1))
         if target.exists():
             old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"

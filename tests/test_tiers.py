@@ -93,7 +93,8 @@ def test_build_is_deterministic_for_a_seed(built, tmp_path):
 
 def test_record(built):
     record = json.loads((built / "warmstart.json").read_text())
-    assert record["config"] == SMALL.to_dict() and record["seed"] == 0
+    assert record["config"] == SMALL.to_dict() and record["seed"] == 0 and record["tier"] == "tiny"
+    assert json.loads((built / "gradprobe_tier.json").read_text())["tier"] == "tiny"
     assert record["config_hash"] == tiers.config_hash(SMALL, 0)
     assert {"torch", "transformers", "gradprobe"} <= set(record["versions"])
     assert len(record["sft_losses"]) == SMALL.steps and record["final_sft_loss"] > 0
@@ -276,3 +277,13 @@ def test_shipped_tiny_tier_is_found_and_meets_its_targets(monkeypatch, tmp_path)
     cached.mkdir(parents=True)
     (cached / "warmstart.json").write_text("{}")
     assert tier_path("tiny") == cached
+
+
+def test_every_shipped_tier_records_its_own_name():
+    """warmstart.json and the marker of each shipped tier name the tier they were built as."""
+    folders = sorted(p for p in tiers.shipped_root().iterdir() if (p / "warmstart.json").exists())
+    assert {p.name.rsplit("-", 1)[0] for p in folders} >= {"tiny", "tiny-llama-sft"}
+    for p in folders:
+        name = p.name.rsplit("-", 1)[0]
+        assert json.loads((p / "warmstart.json").read_text())["tier"] == name
+        assert json.loads((p / "gradprobe_tier.json").read_text())["tier"] == name
