@@ -104,12 +104,15 @@ class HFSampler:
                     f"Lower max_new_tokens to at most {max(limit - len(p), 0)} or shorten the prompt."
                 )
 
-    def _generation_config(self, sampling: SamplingConfig, max_new_tokens: int, greedy: bool):
+    def _generation_config(self, sampling: SamplingConfig, max_new_tokens: int, greedy: bool,
+                           num_return_sequences: int = 1):
+        """The ``GenerationConfig`` of one call: every setting explicit (no checkpoint defaults)."""
         from transformers import GenerationConfig
 
         tok = self.policy.tokenizer
         common = dict(max_new_tokens=max_new_tokens, min_new_tokens=0, pad_token_id=tok.pad_token_id,
-                      eos_token_id=list(self.policy.eos_token_ids), num_beams=1, num_return_sequences=1,
+                      eos_token_id=[int(e) for e in self.policy.eos_token_ids], num_beams=1,
+                      num_return_sequences=num_return_sequences,
                       repetition_penalty=1.0, no_repeat_ngram_size=0, use_cache=True)
         if greedy:
             return GenerationConfig(do_sample=False, **common)

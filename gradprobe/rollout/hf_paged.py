@@ -213,14 +213,7 @@ class HFPagedSampler(HFSampler):
         # greedy: one request per prompt, its argmax completion copied K times (transformers refuses
         # num_return_sequences > 1 without sampling; the K argmax completions would be identical)
         forks = 1 if greedy else num_samples
-        common = dict(max_new_tokens=max(budgets), min_new_tokens=0, pad_token_id=self.policy.tokenizer.pad_token_id,
-                      eos_token_id=eos, num_beams=1, num_return_sequences=forks, repetition_penalty=1.0,
-                      no_repeat_ngram_size=0, use_cache=True)
-        if greedy:
-            config = GenerationConfig(do_sample=False, **common)
-        else:
-            config = GenerationConfig(do_sample=True, temperature=float(sampling.temperature),
-                                      top_p=float(sampling.top_p), top_k=int(sampling.top_k), **common)
+        config = self._generation_config(sampling, max(budgets), greedy, num_return_sequences=forks)
         hints = WorkloadHints(max_prompt_length=max(len(p) for p, _ in requests),
                               max_generated_length=max(b for _, b in requests),
                               num_requests=len(requests) * forks)
