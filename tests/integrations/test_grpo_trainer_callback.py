@@ -65,13 +65,13 @@ def trained(tmp_path_factory):
 
     judge = JudgeReward()
     args = GRPOConfig(output_dir=str(out / "trainer"), per_device_train_batch_size=8, num_generations=4,
-                      max_completion_length=12, max_steps=3, logging_steps=1, learning_rate=1e-4,
+                      max_completion_length=48, max_steps=3, logging_steps=1, learning_rate=1e-4,
                       report_to="none", use_cpu=True, bf16=False, save_strategy="no", seed=0,
                       loss_type="dapo", beta=0.0, disable_tqdm=True)
     trainer = GRPOTrainer(model=policy.model, reward_funcs=[correct, judge], args=args, train_dataset=dataset,
                           processing_class=policy.tokenizer)
-    cb = GradprobeCallback(task=task, probe_every=2, rewards=("outcome",), trainer_rewards=True, prompts=2,
-                           heldout_prompts=2, heldout_group=4, n_bootstrap=50, precondition="none",
+    cb = GradprobeCallback(task=task, probe_every=2, rewards=("outcome",), trainer_rewards=True, prompts=4,
+                           heldout_prompts=6, heldout_group=8, n_bootstrap=50, precondition="none",
                            out=out / "gradprobe").attach(trainer)
     trainer.train()
     return trainer, cb, generated, judge, out
@@ -87,9 +87,9 @@ def test_ledger_counts_the_completion_tokens_the_trainer_generated(trained):
     assert [round(h["completions/mean_length"] * 8) for h in logged] == generated
     # num_tokens (prompt + completion) bounds the completion count from above
     assert all(w["prompt_tokens"] > 0 for w in cb.windows)
-    # the judge's tokens of the 3 training steps; the 2 x 4 completions it judged for the probe are the probe's
+    # the judge's tokens of the 3 training steps; the 4 x 4 completions it judged for the probe are the probe's
     assert cb.ledger.generated_tokens["continuation"] == 3 * 8 * 3
-    assert judge.generated_tokens["continuation"] == 3 * 8 * 3 + 3 * 2 * 4
+    assert judge.generated_tokens["continuation"] == 3 * 8 * 3 + 3 * 4 * 4
     saved = [json.loads(line) for line in (out / "gradprobe" / "ledger.jsonl").read_text().splitlines()]
     assert [w["rollout_tokens"] for w in saved] == generated
     assert json.loads((out / "gradprobe" / "ledger.json").read_text())["generated_tokens"]["rollout"] == sum(generated)
@@ -106,9 +106,14 @@ def test_probe_ran_at_the_chosen_step_and_logged_finite_figures(trained):
     assert len(entries) == 1 and entries[0]["step"] == 2
     figures = {k: v for k, v in entries[0].items() if k.startswith("gradprobe/")}
     assert all(math.isfinite(v) for v in figures.values())
+    # a real signal: completions long enough for the tiny tier's answers (~34 ids) give mixed groups and a
+    # non-zero held-out reference; the trainer's `correct` is the outcome reward, so its figure is outcome's
+    assert figures["gradprobe/outcome/inner_product"] != 0
+    assert figures["gradprobe/correct/inner_product"] == pytest.approx(figures["gradprobe/outcome/inner_product"],
+                                                                       rel=1e-9)
     rollout = figures["gradprobe/outcome/tokens_per_update"]
     assert rollout > 0 and figures["gradprobe/correct/tokens_per_update"] == rollout
-    assert figures["gradprobe/judge/tokens_per_update"] == rollout + 3 * 2 * 4  # its judge tokens included
+    assert figures["gradprobe/judge/tokens_per_update"] == rollout + 3 * 4 * 4  # its judge tokens included
     assert figures["gradprobe/tokens/rollout"] == sum(generated[:2])  # the ledger up to the probe step
     assert (out / "gradprobe" / "probe_step_2" / "probe.json").is_file()
     assert trainer.model.training  # the probe restored the training mode
