@@ -16,7 +16,9 @@ realized gains. This package joins the two across studies and learns, and valida
 - :mod:`calib.report`: ``calib report`` (report.html, figures, metrics.json).
 
 Top-level API (imported on first use): :func:`load` (a calibration file, or ``"default"``),
-:func:`fit`, :func:`calibrate` (a probe result -> the calibrated document), :func:`check_domain`,
+``apply(calibration, probe_result)`` (calibrated gains vs GRPO as a DataFrame, nothing written;
+:func:`calib.api.apply_calibration`: ``calib.apply`` is also the module :mod:`calib.apply`, made
+callable), :func:`fit`, :func:`calibrate` (a probe result -> the calibrated document), :func:`check_domain`,
 :func:`build_rows`, :class:`Calibration`, :class:`CalibrationFileError`, the calibrators.
 
 calib reads gradprobe's outputs; gradprobe's library never imports calib.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {
+    "apply": ("calib.apply", None),  # the module, callable: calib.api.apply_calibration
     "load": ("calib.model", "load_calibration"), "fit": ("calib.model", "fit_calibration"),
     "Calibration": ("calib.model", "Calibration"), "CalibrationFileError": ("calib.model", "CalibrationFileError"),
     "calibrate": ("calib.apply", "calibrate"), "write_calibrated": ("calib.apply", "write_calibrated"),
@@ -42,5 +45,11 @@ __all__ = sorted(_LAZY)
 def __getattr__(name):
     if name in _LAZY:
         module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
+        value = importlib.import_module(module)
+        return value if attr is None else getattr(value, attr)
     raise AttributeError(f"module 'calib' has no attribute {name!r}")
+
+
+def __dir__():
+    """The public names (lazy ones included); submodules stay importable but are not listed."""
+    return sorted(__all__)

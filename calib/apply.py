@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys as _sys
+import types as _types
 from pathlib import Path
 
 import pandas as pd
@@ -338,3 +340,16 @@ def _num(v) -> float:
 
 def _f(x: float) -> str:
     return "n/a" if isinstance(x, float) and math.isnan(x) else f"{x:+.3f}"
+
+
+class _CallableModule(_types.ModuleType):
+    """``calib.apply`` is this module AND the front-door function (issue 15; PEP 562 has no module
+    ``__call__``): ``calib.apply(calibration, probe_result)`` is :func:`calib.api.apply_calibration`."""
+
+    def __call__(self, calibration, probe_result, **kwargs):
+        from .api import apply_calibration
+
+        return apply_calibration(calibration, probe_result, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -35,3 +35,21 @@ __all__ = [
     "adam_preconditioner", "apply_preconditioner", "second_moment_from_minibatches", "second_moment_from_optimizer",
     "reward_gradient", "token_alignment_autograd", "token_alignment_finite_difference", "dot", "norm",
 ]
+
+
+import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+
+
+class _CallableModule(_types.ModuleType):
+    """``gradprobe.probe`` is this package AND the front-door function (PEP 562 has no module
+    ``__call__``): ``gradprobe.probe(model, task, rewards=[...], **settings)`` calls
+    :func:`gradprobe.api.probe.probe` (issue 15), and ``gradprobe.probe.run`` etc. stay importable."""
+
+    def __call__(self, *args, **kwargs):
+        from ..api.probe import probe
+
+        return probe(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,303 @@
+"""``gradprobe.Study``, ``gradprobe.load_study`` and ``gradprobe.train``: matched-compute runs as typed results.
+
+:class:`Study` wraps :func:`gradprobe.study.runner.run_study` (what ``gradprobe study PLAN --out DIR``
+runs), :func:`load_study` reads a study folder back (``plan.toml``, ``runs.csv``, ``analysis.json``,
+``probe/``) and :func:`train` wraps :func:`gradprobe.training.run.run_training` (``gradprobe train``).
+
+Importing this module imports neither torch nor pandas (they load on first use).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Study", "StudyResult", "StudyAnalysis", "RunResult", "load_study", "train"]
+
+
+def _interval(v) -> tuple[float, float]:
+    lo, hi = v if isinstance(v, (list, tuple)) and len(v) == 2 else (None, None)
+    return (float("nan") if lo is None else float(lo), float("nan") if hi is None else float(hi))
+
+
+@dataclass
+class StudyAnalysis:
+    """A study's ``analysis.json`` (DESIGN.md, "Matched-compute training": Analysis).
+
+    Attributes
+    ----------
+    control_arm : str
+        The arm gains are measured against (``grpo``).
+    rankings : dict[str, list[str]]
+        Compute axis (``updates``, ``generated_tokens``, ``flops``, ``device_seconds``) -> arms, best
+        first, at the matched budget of that axis.
+    accuracy : pandas.DataFrame
+        One row per (arm, axis read by the study): ``accuracy`` (greedy held-out accuracy, points, mean over seeds),
+        ``ci_low``/``ci_high`` (its t interval), ``gain_vs_control`` (points), ``gain_ci_low``/
+        ``gain_ci_high``, ``seeds``.
+    hypotheses : pandas.DataFrame
+        One row per preregistered hypothesis: ``name``, ``treatment``, ``control``, ``at`` (axis),
+        ``budget``, ``estimate`` (points), ``ci_low``/``ci_high``, ``p_value``, ``p_adjusted`` (Holm),
+        ``passed``, ``status``, ``statement``.
+    raw : dict
+        The whole ``analysis.json``.
+    """
+
+    control_arm: str
+    rankings: dict
+    accuracy: object
+    hypotheses: object
+    raw: dict = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> StudyAnalysis:
+        import pandas as pd
+
+        rows = []
+        for arm, entry in (raw.get("arms") or {}).items():
+            for axis, v in entry.items():
+                if not (isinstance(v, dict) and v.get("accuracy") is not None):
+                    continue  # an axis the study did not read (e.g. no FLOPs budget)
+                lo, hi = _interval(v.get("ci"))
+                glo, ghi = _interval(v.get("gain_ci"))
+                gain = v.get("gain_vs_grpo", v.get("gain_vs_control"))
+                rows.append({"arm": arm, "axis": axis, "accuracy": v.get("accuracy"), "ci_low": lo, "ci_high": hi,
+                             "gain_vs_control": gain, "gain_ci_low": glo, "gain_ci_high": ghi,
+                             "seeds": v.get("seeds")})
+        hyps = []
+        for h in raw.get("hypotheses") or []:
+            lo, hi = _interval(h.get("ci"))
+            hyps.append({"name": h.get("name"), "treatment": h.get("treatment"), "control": h.get("control"),
+                         "at": h.get("at"), "budget": h.get("budget"), "estimate": h.get("estimate"), "ci_low": lo,
+                         "ci_high": hi, "p_value": h.get("p_value"), "p_adjusted": h.get("p_adjusted"),
+                         "passed": h.get("passed"), "status": h.get("status"), "statement": h.get("statement")})
+        return cls(control_arm=raw.get("control_arm", "grpo"), rankings=dict(raw.get("rankings") or {}),
+                   accuracy=pd.DataFrame(rows), hypotheses=pd.DataFrame(hyps), raw=raw)
+
+
+@dataclass
+class StudyResult:
+    """A study folder read back (:func:`load_study`) or just run (:meth:`Study.run`).
+
+    Attributes
+    ----------
+    folder : Path
+    plan : gradprobe.training.plan.Plan
+        The frozen plan (``plan.toml``).
+    runs : pandas.DataFrame
+        ``runs.csv``: one row per (arm, seed, eval point): ``update``, ``generated_tokens``
+        (tokens), ``flops``, ``device_seconds``, ``accuracy`` and ``accuracy_sampled`` (fractions),
+        side effects (``response_length`` tokens, ``format_rate``, ``kl_init``).
+    analysis : StudyAnalysis or None
+        None when the folder has no ``analysis.json`` (``gradprobe study --analyze-only`` writes it).
+    probe : gradprobe.api.probe.ProbeResult or None
+        The probe of every arm's reward on the initial policy (``probe/``), None without one.
+    status : gradprobe.study.runner.StudyResult or None
+        What :meth:`Study.run` did (``ok``, ``failed``, ``summary()``); None for :func:`load_study`.
+    """
+
+    folder: Path
+    plan: object
+    runs: object
+    analysis: StudyAnalysis | None = None
+    probe: object | None = None
+    status: object | None = None
+
+
+def load_study(dir: str | Path) -> StudyResult:
+    """Read a study folder (``gradprobe study PLAN --out DIR``, or a shipped one under ``data/``).
+
+    Raises
+    ------
+    gradprobe.study.reading.AnalysisError (a ValueError)
+        No ``runs.csv``, or it lacks the core columns or rows (named).
+    gradprobe.training.plan.PlanError (a ValueError)
+        No readable ``plan.toml`` (named).
+    ValueError
+        ``analysis.json`` or ``probe/probe.json`` is not valid JSON (named).
+    """
+    from ..study.reading import load_runs
+    from ..training.plan import PlanError, load_plan
+    from .probe import PROBE_JSON, load_probe
+
+    folder = Path(dir)
+    if not (folder / "plan.toml").is_file():
+        raise PlanError(f"{folder / 'plan.toml'} not found: {str(folder)!r} is not a study folder "
+                        "(`gradprobe study PLAN --out DIR` writes one)")
+    plan = load_plan(folder / "plan.toml", check_schedule=False)  # frozen plans predate later schedule checks
+    runs = load_runs(folder)
+    analysis = None
+    if (folder / "analysis.json").is_file():
+        try:
+            analysis = StudyAnalysis.from_dict(json.loads((folder / "analysis.json").read_text()))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{folder / 'analysis.json'} is not valid JSON ({e}); rewrite it with "
+                             f"`gradprobe study --analyze-only --out {folder} --overwrite-analysis`") from e
+    probe = load_probe(folder / "probe") if (folder / "probe" / PROBE_JSON).is_file() else None
+    return StudyResult(folder=folder, plan=plan, runs=runs, analysis=analysis, probe=probe)
+
+
+def _plan_path(plan) -> Path:
+    """The file of a plan given as a path or a :class:`~gradprobe.training.plan.Plan` (unchanged since loaded)."""
+    from ..training.plan import PlanError
+
+    if isinstance(plan, (str, Path)):
+        return Path(plan)
+    path, sha = getattr(plan, "path", None), getattr(plan, "sha256", None)
+    if path is None or sha is None:
+        raise TypeError(f"plan must be a path or a gradprobe.load_plan(...) result, got {type(plan).__name__}")
+    p = Path(path)
+    try:
+        now = hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError as e:
+        raise PlanError(f"plan {path!r} cannot be read ({e.strerror or e}); a study freezes the plan's file, so "
+                        "save the plan to a .toml file and pass its path") from None
+    if now != sha:
+        raise PlanError(f"plan file {path} changed since it was loaded (sha256 {sha[:12]} -> {now[:12]}); "
+                        "load it again with gradprobe.load_plan")
+    return p
+
+
+class Study:
+    """A preregistered matched-compute study: every arm x seed of a plan at equal budget, the probe,
+    ``runs.csv`` and the analysis (DESIGN.md, "Matched-compute training").
+
+    Parameters
+    ----------
+    plan : path or Plan
+        The plan TOML, or :func:`gradprobe.load_plan`'s result (its file is frozen into ``out``).
+    out : path
+        The study folder; an interrupted study resumes there (finished runs are never redone).
+    """
+
+    def __init__(self, plan, out: str | Path):
+        self.plan_path = _plan_path(plan)
+        self.out = Path(out)
+
+    def __repr__(self) -> str:
+        return f"Study(plan={str(self.plan_path)!r}, out={str(self.out)!r})"
+
+    def run(self, *, executor: str = "local", workers: int | None = None, probe: bool = True,
+            analyze: bool = True, restart: bool = False, quiet: bool = False, **options) -> StudyResult:
+        """Run (or resume) the study, then read it back.
+
+        Parameters
+        ----------
+        executor : {"local", "ray", "inline"}
+            ``local``: a process pool; ``ray``: one Ray task per run; ``inline``: serially here.
+        workers : int, optional
+            Parallel runs (default ``min(runs, cpu cores)``).
+        probe, analyze, restart : bool
+            As ``gradprobe study`` without ``--no-probe`` / ``--no-analysis``, with ``--restart``.
+        quiet : bool
+            No progress lines on stderr.
+        **options
+            Other keyword arguments of :func:`gradprobe.study.runner.run_study` (``ray_address``,
+            ``report_to``, ``reuse_from``, ``probe_overrides``).
+
+        Returns
+        -------
+        StudyResult
+            With ``status`` (the runner's record: ``status.ok`` is False when a run, the probe or the
+            analysis failed; finished runs are kept either way).
+
+        Raises
+        ------
+        PlanError, StudyError, OutputDirError, ValueError
+            As :func:`gradprobe.study.runner.run_study` (bad plan, another plan's folder, unwritable
+            folder, unknown executor); :class:`~gradprobe.study.runner.StudyError` also when no run
+            finished, so there is nothing to read back (the runner's summary is in the message).
+        """
+        from ..study.runner import StudyError, run_study
+        from .probe import keep_plot_backend
+
+        with keep_plot_backend():  # the analysis's figures switch matplotlib to Agg; a notebook keeps its own
+            status = run_study(self.plan_path, self.out, executor=executor, workers=workers, probe=probe,
+                               analyze=analyze, restart=restart, say=(lambda m: None) if quiet else None, **options)
+        if not (self.out / "runs.csv").is_file():
+            raise StudyError(f"no run of the study finished, so there is nothing to read:\n{status.summary()}")
+        result = load_study(self.out)
+        result.status = status
+        return result
+
+
+@dataclass
+class RunResult:
+    """One training run (:func:`train`).
+
+    Attributes
+    ----------
+    folder : Path
+        The run folder (``config.json``, ``metrics.jsonl``, ``summary.json``, checkpoints).
+    summary : dict
+        ``summary.json``: ``updates``, ``stop_reason``, ``budget_spent``, ``final_greedy_accuracy``
+        (fraction), ``overshoot``, the ledger.
+    metrics : pandas.DataFrame
+        ``metrics.jsonl``, one row per update and one per eval (column ``eval`` True).
+    """
+
+    folder: Path
+    summary: dict
+    metrics: object
+
+
+def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device: str | None = None,
+          updates: int | None = None, budget_tokens: int | None = None, budget_flops: float | None = None,
+          budget_seconds: float | None = None, progress: bool = False, report_to: str = "none") -> RunResult:
+    """One GRPO run until its budget is spent (``gradprobe train``), resuming from ``out``'s checkpoint.
+
+    Parameters
+    ----------
+    run : RunConfig, Plan or path
+        A resolved run (``plan.arm(name, seed)``), or a plan (object or TOML path) with ``arm``.
+    out : path
+        The run folder.
+    arm : str, optional
+        The plan's arm (required when ``run`` is a plan).
+    seed : int
+        The run seed when ``run`` is a plan.
+    device : str, optional
+        Override of the plan's ``[model] device``.
+    updates, budget_tokens, budget_flops, budget_seconds : optional
+        Lower the plan's budget for this run only (``--updates``, ``--budget-tokens`` (generated
+        tokens), ``--budget-flops`` (FLOPs), ``--budget-seconds`` (device-seconds); recorded in
+        ``config.json``; :func:`gradprobe.training.plan.shorten_budget`).
+    progress : bool
+        One line per update on stderr.
+    report_to : {"none", "tensorboard", "trackio", "wandb"}
+
+    Returns
+    -------
+    RunResult
+
+    Raises
+    ------
+    PlanError
+        Bad plan, unknown arm, or a plan given without ``arm``.
+    NonFiniteRunError, OutputDirError, RunConfigMismatchError, TrackerUnavailableError
+        As :func:`gradprobe.training.run.run_training`. A refused run leaves no empty folder.
+    """
+    import pandas as pd
+
+    from ..training.checkpoint import removed_if_left_empty
+    from ..training.plan import PlanError, Plan, RunConfig, load_plan, shorten_budget
+    from ..training.run import run_training
+
+    if not isinstance(run, RunConfig):
+        plan = run if isinstance(run, Plan) else load_plan(run)
+        if arm is None:
+            raise PlanError(f"train(plan, out) needs arm=, one of: {', '.join(plan.arms)}")
+        run = plan.arm(arm, seed=seed)
+    elif arm is not None:
+        raise ValueError("arm= goes with a plan; a RunConfig already names its arm")
+    if device:
+        run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=device))
+    run = shorten_budget(run, {"updates": updates, "generated_tokens": budget_tokens, "flops": budget_flops,
+                               "device_seconds": budget_seconds})
+    with removed_if_left_empty(out):
+        summary = run_training(run, out, progress=progress, report_to=report_to)
+    lines = [json.loads(x) for x in (Path(out) / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return RunResult(folder=Path(out), summary=summary, metrics=pd.DataFrame.from_records(lines))
