@@ -71,7 +71,8 @@ def _add_probe(sub) -> None:
                    help="loss of the predicted update (gradprobe.grpo.losses.LOSS_TYPES)")
     p.add_argument("--loss-types", default="", metavar="LOSS,...",
                    help="extra loss types, comma-separated (e.g. bnpo,cispo): every reward is also estimated under "
-                        "each from the same alignment pass, as entries REWARD@LOSS (e.g. outcome@bnpo)")
+                        "each, as entries REWARD@LOSS (e.g. outcome@bnpo); under --precondition adam each token-weight "
+                        "family (grpo/gspo, dapo/bnpo/cispo, dr_grpo) gets its own preconditioner and alignment pass")
     p.add_argument("--budget-tokens", type=int, default=250_000, help="generated-token budget of the extrapolation")
     p.add_argument("--budget-seconds", type=float, default=None, help="device-seconds budget of the extrapolation")
     p.add_argument("--temperature", type=float, default=1.0)

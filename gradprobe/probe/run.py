@@ -9,14 +9,18 @@ Pipeline (DESIGN.md, "The probe"), every stage timed and charged to a ledger:
    its own ledger, never charged to the rewards) or ``direction:PATH`` (a saved vector);
 4. optional Adam preconditioning u = P v (P shared by all rewards);
 5. ONE forward-mode pass gives a_ijt = <grad l_ijt, u> for every token; each reward's
-   <g_R, u> = sum w A^R a is a weighted sum over it, so the cost is flat in the number of rewards;
+   <g_R, u> = sum w A^R a is a weighted sum over it, so the cost is flat in the number of rewards
+   (under Adam, one pass per token-weight family of the loss types, step 7);
 6. predicted gain per update = 100 * lr * <g_R, u> accuracy points; at a token budget
    T: (T / c_R) * gain, c_R = generated tokens per update of reward R (continuations included);
    bootstrap interval over prompts and signal-to-noise ratio.
-7. extra loss types (``ProbeConfig.loss_types``): every reward is estimated again under each, from
-   the same alignment a (only the loss's token weights w and, for gspo, the effective advantages
-   change; :func:`gradprobe.probe.estimate.group_sums`), so a loss type costs a weighted sum, not a
-   pass. Their entries are keyed ``REWARD@LOSS_TYPE`` (:mod:`gradprobe.probe_keys`).
+7. extra loss types (``ProbeConfig.loss_types``): every reward is estimated again under each (only
+   the loss's token weights w and, for gspo, the effective advantages change;
+   :func:`gradprobe.probe.estimate.group_sums`). Without Adam they share the one alignment a, so a loss
+   type costs a weighted sum, not a pass. With Adam each loss type's optimizer has its own second moment
+   (from its own loss's gradients), so each token-weight family (:func:`weight_family`) gets its own
+   s, u = P v and alignment pass, computed one family after another. Their entries are keyed
+   ``REWARD@LOSS_TYPE`` (:mod:`gradprobe.probe_keys`).
 
 The output folder holds ``probe.json`` (config, versions, per-reward results, ledgers,
 costs), ``alignment.safetensors`` (a, A^R, masks, ids) and ``tokens.jsonl`` (per
@@ -76,7 +80,8 @@ class ProbeConfig:
         Size of the held-out batch of the ``heldout`` reference (G >= 2; default 16).
     precondition : {"adam", "none"}
         ``adam``: u = P v with P = diag(1 / (sqrt(s) + eps)), s the mean squared minibatch
-        GRPO (outcome) gradient of the probe batch, so the prediction is for an Adam step;
+        GRPO (outcome) gradient of the probe batch weighted by the loss type's token weights, so the
+        prediction is for an Adam step (one P per token-weight family of ``loss_type`` and ``loss_types``);
         ``none``: SGD, u = v.
     lr : float
         Learning rate of the update whose gain is predicted.
@@ -85,15 +90,18 @@ class ProbeConfig:
         cost yardstick's update and, with ``precondition="adam"``, the token weights of the second
         moment s, so the direction u = P v is this loss's.
     loss_types : tuple[str, ...]
-        Extra loss types (``--loss-types``): every reward is also estimated under each, from the same
-        alignment pass (a few multiply-adds per token each), giving entries keyed ``REWARD@LOSS_TYPE``
-        (:func:`gradprobe.probe_keys.entry_key`; e.g. ``outcome@bnpo``) with the same fields as the
-        entry ``REWARD``. Under ``precondition="none"`` (or a ``direction:`` reference without Adam)
-        such an entry equals a separate probe with ``loss_type`` = that loss type on the same batch;
-        under ``adam`` it shares this probe's P, whose second moment is weighted by ``loss_type``'s
-        token weights (identical for loss types with the same weights: grpo/gspo, dapo/bnpo/cispo).
-        Tokens and seconds per update are the reward's (the yardstick update is ``loss_type``'s).
-        Must not repeat ``loss_type`` or itself.
+        Extra loss types (``--loss-types``): every reward is also estimated under each, giving entries
+        keyed ``REWARD@LOSS_TYPE`` (:func:`gradprobe.probe_keys.entry_key`; e.g. ``outcome@bnpo``) with
+        the same fields as the entry ``REWARD``; such an entry equals a separate probe with ``loss_type``
+        = that loss type on the same batch and seed. Under ``precondition="none"`` all loss types share
+        the one alignment pass (a few multiply-adds per token each). Under ``adam`` each token-weight
+        family (:func:`weight_family`: grpo/gspo, dapo/bnpo/cispo, dr_grpo) gets its own second moment,
+        P and alignment pass, as each loss-type arm's Adam in training has its own second moment: one
+        more second moment (K backwards) and one more jvp pass per family besides ``loss_type``'s
+        (``costs.extra_alignment_passes``). Each entry records its ``alignment_family`` and
+        ``alignment_pass``. Tokens and seconds per update are the reward's (the yardstick update is
+        ``loss_type``'s). Must not repeat ``loss_type`` or itself.
+    budget_tokens : int
         Generated-token budget of the extrapolation (tokens).
     budget_seconds : float or None
         Device-seconds budget of the extrapolation, if any.
@@ -281,8 +289,16 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         ``loss_type``, ``inner_product``, ``predicted_gain_per_update`` (accuracy points),
         ``same_loss_reference`` / ``same_loss_ratio`` (:func:`add_same_loss_ratios`),
         ``tokens_per_update`` (tokens), ``predicted_gain_at_budget`` (points), ``interval``,
-        ``snr``...), ``ledger`` (the probe batch's, ``generated_tokens`` by category),
-        ``reference``, ``batch`` statistics and ``costs`` (device-seconds).
+        ``snr``, ``alignment_family`` / ``alignment_pass`` (the alignment it used: its token-weight
+        family's pass under Adam, pass 0 the probe's own, whose alignment the files hold; None / 0
+        without Adam)...), ``ledger`` (the probe batch's, ``generated_tokens`` by category; every
+        alignment pass charged to ``probe``), ``reference`` (``alignment_families``: per family its
+        loss types, pass, ``precondition`` and seconds; None without Adam), ``batch`` statistics and
+        ``costs`` (device-seconds): ``alignment_pass_seconds`` is ONE pass (the probe's own loss
+        type's jvp and weighted sums) and ``alignment_to_update_ratio`` it over one update's forward +
+        backward; ``extra_alignment_passes``, ``extra_alignment_pass_seconds``,
+        ``extra_precondition_seconds`` and ``extra_loss_type_sums_seconds`` are the other families'
+        passes, their second moments and directions, and the extra loss types' weighted sums.
 
     Raises
     ------
@@ -320,8 +336,8 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     from ..streams import stream_sampler
     from ..tasks import load_task
     from ..training.checkpoint import prepare_output_dir
-    from . import (adam_preconditioner, apply_preconditioner, dot, estimate_rewards, heldout_reference, load_direction,
-                   norm, reward_gradient, second_moment_from_minibatches, token_alignment)
+    from . import (dot, estimate_rewards, heldout_reference, load_direction, norm, reward_gradient,
+                   second_moment_from_minibatches, token_alignment)
 
     torch.manual_seed(config.seed)
     rewards = parse_rewards(list(config.rewards)) if config.rewards else []
@@ -377,7 +393,8 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     # Memory (issue 14): every pass over a batch runs in micro-batches of at most `mb` rows, bounded so
     # one micro-batch's activations fit about one parameter copy (values do not depend on it), and the
     # steps that hold parameter-sized vectors (gradients, s, v, u) run so that at most three are alive:
-    # the cost yardstick and the second moment s run before the reference v, u replaces s key by key.
+    # the cost yardstick and the second moment s run before the reference v, u replaces s key by key;
+    # under Adam the other token-weight families' s_f, u_f and passes follow one family at a time (step 5b).
     mb = memory_bounded_rows(model, batch, config.micro_batch_size)
     # dr_grpo's constant normaliser L_max is the sampling limit, as in training (Liu et al. 2025)
     l_max = config.sampling.max_new_tokens
@@ -390,15 +407,26 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     update_seconds, update_cpu = time.perf_counter() - t0, time.process_time() - c0
     model.zero_grad(set_to_none=True)
 
-    # 4a. second moment of the Adam preconditioner (shared by every reward; applied to v in step 4)
-    t0 = time.perf_counter()
+    # token-weight families of the loss types (the probe's own first): under Adam each gets its own second
+    # moment s_f, direction u_f = P_f v and alignment pass (step 5b); without Adam all share one pass
+    loss_types = (config.loss_type, *config.loss_types)  # the probe's own, then the extra ones
+    families: dict[str, list[str]] = {}  # weight family -> its loss types, in loss_types' order
+    for lt in loss_types:
+        families.setdefault(weight_family(lt), []).append(lt)
+    own_family, adam = weight_family(config.loss_type), config.precondition == "adam"
+
+    def second_moment(loss_type: str) -> dict:  # s of one family: K backwards, the family's token weights
+        return second_moment_from_minibatches(
+            model, batch, outcome_adv, partial(token_weights, loss_type=loss_type, max_completion_length=l_max),
+            num_minibatches=min(config.second_moment_minibatches, batch.num_prompts), micro_batch_size=mb)
+
+    # 4a. second moment of the probe's own loss type's Adam preconditioner (applied to v in step 4)
+    t0, c0 = time.perf_counter(), time.process_time()
     s = None
-    if config.precondition == "adam":
+    if adam:
         say("Adam preconditioner: second moment of minibatch GRPO gradients")
-        k = min(config.second_moment_minibatches, batch.num_prompts)
-        s = second_moment_from_minibatches(model, batch, outcome_adv, partial(token_weights, loss_type=config.loss_type, max_completion_length=l_max),
-                                           num_minibatches=k, micro_batch_size=mb)
-    precondition_seconds = time.perf_counter() - t0
+        s = second_moment(config.loss_type)
+    precondition_seconds, precondition_cpu = time.perf_counter() - t0, time.process_time() - c0
 
     # 3. reference update
     ref_ledger = Ledger()
@@ -433,29 +461,18 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     if reference_direction is not None and reference_direction.vector is None:  # hand v to the next batches
         reference_direction.vector, reference_direction.info = v, dict(reference)
 
-    # 4. preconditioner, shared by every reward (its second moment s was computed before v)
-    t0 = time.perf_counter()
-    if config.precondition == "adam":
-        mean_s = sum(float(x.double().sum()) for x in s.values()) / max(1, sum(x.numel() for x in s.values()))
-        if mean_s == 0.0:
-            # no gradient signal to estimate Adam's second moment: P = 1/eps would inflate gains ~1e8-fold
-            u = v
-            reference["precondition"] = "none (fallback: the outcome gradient of the probe batch is zero)"
-        else:
-            # eps floored at 1e-3 x the RMS gradient, so coordinates the outcome gradient never touched
-            # do not get P = 1/eps (Adam would not move them on its first steps either)
-            eps = max(1e-8, 1e-3 * math.sqrt(mean_s))
-            u = {}
-            for key in list(s):  # one parameter at a time, s freed as it goes (memory); the same values
-                u.update(apply_preconditioner({key: v[key]}, adam_preconditioner({key: s.pop(key)}, eps=eps)))
-            reference["precondition"] = f"adam (eps {eps:.3g})"
+    # 4. preconditioner of the probe's own loss type, shared by every reward (s was computed before v)
+    t0, c0 = time.perf_counter(), time.process_time()
+    if adam:
+        u, reference["precondition"] = _adam_direction(s, v)
     else:
         reference["precondition"] = "none"
         u = v
     s = None
     precondition_seconds += time.perf_counter() - t0
+    precondition_cpu += time.process_time() - c0
 
-    # 5. ONE forward-mode pass for all rewards
+    # 5. ONE forward-mode pass for all rewards (the probe's own family's; its alignment is the one saved)
     say(f"alignment pass: one forward-mode (jvp) pass for {len(advantages)} rewards")
     t0, c0 = time.perf_counter(), time.process_time()
     with ledger.timed("probe"):
@@ -474,7 +491,41 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     ledger.add_flops("generation", ledger.charged_tokens * fpt)
     ledger.add_flops("probe", JVP_FORWARDS * batch.generated_tokens * fpt)
 
-    loss_types = (config.loss_type, *config.loss_types)  # the probe's own, then the extra ones (same alignment)
+    # 5b. under Adam, one more second moment, direction and pass per other token-weight family, one family
+    # after another so that at most three parameter-sized vectors are alive (v, s_f and a gradient buffer;
+    # then v and u_f, which replaces s_f key by key and is freed after its pass); each pass is charged
+    alignments = {own_family: alignment}  # weight family -> its alignment a_f, shape (N, T)
+    family_info = None  # probe.json reference.alignment_families (None: one pass shared by every loss type)
+    # the extra families' passes and the seconds of their steps 4 and 5
+    extra_cost = {"passes": 0, "precondition": 0.0, "alignment": 0.0, "alignment_cpu": 0.0}
+    if adam:
+        family_info = {own_family: {"loss_types": families[own_family], "pass": 0,
+                                    "precondition": reference["precondition"],
+                                    "precondition_seconds": precondition_seconds,
+                                    "precondition_cpu_seconds": precondition_cpu,
+                                    "alignment_seconds": alignment_seconds, "alignment_cpu_seconds": alignment_cpu}}
+        for fam, lts in families.items():
+            if fam == own_family:
+                continue
+            say(f"alignment pass for {', '.join(lts)}: their own Adam preconditioner ({fam}'s token weights)")
+            t0, c0 = time.perf_counter(), time.process_time()
+            u_f, prec = _adam_direction(second_moment(lts[0]), v)
+            prec_seconds, prec_cpu = time.perf_counter() - t0, time.process_time() - c0
+            t0, c0 = time.perf_counter(), time.process_time()
+            with ledger.timed("probe"):
+                alignments[fam] = token_alignment(model, batch, u_f, micro_batch_size=mb)
+            a_seconds, a_cpu = time.perf_counter() - t0, time.process_time() - c0
+            u_f = None  # memory
+            ledger.add_flops("probe", JVP_FORWARDS * batch.generated_tokens * fpt)
+            extra_cost["passes"] += 1
+            extra_cost["precondition"] += prec_seconds
+            extra_cost["alignment"] += a_seconds
+            extra_cost["alignment_cpu"] += a_cpu
+            family_info[fam] = {"loss_types": lts, "pass": extra_cost["passes"], "precondition": prec,
+                                "precondition_seconds": prec_seconds, "precondition_cpu_seconds": prec_cpu,
+                                "alignment_seconds": a_seconds, "alignment_cpu_seconds": a_cpu}
+    reference["alignment_families"] = family_info
+
     cosines = {}  # entry key -> cosine
     if config.cosine:  # one backward per reward and loss type: g_R explicitly, cosine with v (not P v)
         v_norm = norm(v)
@@ -496,17 +547,20 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
         tokens_per_update[name] = max(1, round((batch.generated_tokens + extra) * update_scale))
         seconds_per_update[name] = update_scale * (rollout_seconds + (continuation_seconds if extra else 0.0)
                                                    + update_seconds)
-    t0, c0 = time.perf_counter(), time.process_time()
-    estimates = []  # (reward, RewardEstimate named by its entry key), the probe's loss type first
-    for lt in loss_types:  # the same alignment, bootstrap seed and costs; only the loss's weights change
+    estimates = []  # (reward, loss type, RewardEstimate named by its entry key), the probe's loss type first
+    sums = {}  # loss type -> (seconds, CPU seconds) of its weighted sums and bootstrap
+    for lt in loss_types:  # its family's alignment (the one alignment without Adam), the same seed and costs
+        t0, c0 = time.perf_counter(), time.process_time()
         for est in estimate_rewards(
-                alignment, advantages, completion_mask=batch.completion_mask, group_size=batch.group_size,
+                alignments[weight_family(lt)] if adam else alignment, advantages,
+                completion_mask=batch.completion_mask, group_size=batch.group_size,
                 loss_type=lt, lr=config.lr, tokens_per_update=tokens_per_update, max_completion_length=l_max,
                 budget_tokens=config.budget_tokens, n_bootstrap=config.n_bootstrap, seed=config.seed,
                 seconds_per_update=seconds_per_update, budget_seconds=config.budget_seconds):
             reward, est.name = est.name, entry_key(est.name, lt, config.loss_type)
-            estimates.append((reward, est))
-    sums_seconds, sums_cpu = time.perf_counter() - t0, time.process_time() - c0
+            estimates.append((reward, lt, est))
+        sums[lt] = (time.perf_counter() - t0, time.process_time() - c0)
+    sums_seconds, sums_cpu = sums[config.loss_type]  # ONE pass's sums: the probe's own loss type's
     # verl's forward-only gradient-signal proxy E[A^2 W] (a forecast baseline, gradprobe.forecast.proxies):
     # one no-grad forward for pi(y_t) and sum pi^2, outside the alignment pass
     from .estimate import signal_proxy_group_sums, token_probability_stats
@@ -520,9 +574,12 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     proxy_seconds = time.perf_counter() - t0
 
     entries = []
-    for reward, est in estimates:
+    for reward, lt, est in estimates:
         d = est.to_dict()
         d["reward"] = reward  # the reward's name; d["name"] is the entry key, d["loss_type"] the estimate's loss
+        # the alignment it used: its token-weight family's pass under Adam (0: the probe's own, the saved one)
+        d["alignment_family"] = weight_family(lt) if adam else None
+        d["alignment_pass"] = family_info[weight_family(lt)]["pass"] if adam else 0
         d["cosine"] = cosines.get(est.name)
         d["signal_proxy"] = float(power[reward].sum()) / batch.num_rows  # verl's proxy2_total_power, (1/N) sum A^2 W
         d["signal_proxy_per_group"] = [float(x) for x in power[reward]]
@@ -533,15 +590,13 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     mask = batch.completion_mask
     scores = batch.scores[torch.isfinite(batch.scores)]
     notes = _diagnose(batch, reference, outputs)
-    from ..grpo.losses import LOSS_TYPES
-
-    other_p = [lt for lt in config.loss_types if LOSS_TYPES[lt] is not LOSS_TYPES[config.loss_type]]
-    reference["preconditioner_loss_type"] = config.loss_type if config.precondition == "adam" else None
-    if other_p and str(reference.get("precondition", "")).startswith("adam"):
-        notes.append(f"entries under {', '.join(other_p)} use the Adam preconditioner of --loss-type "
-                     f"{config.loss_type} (second moment of its token-weighted gradients), not their own: Adam divides "
-                     "out much of a loss's token weighting, so they can differ from a probe with --loss-type set to "
-                     "them; compare with --precondition none, or run that probe")
+    reference["preconditioner_loss_type"] = config.loss_type if adam else None  # that of reference["precondition"]
+    if extra_cost["passes"]:
+        others = [f"{fam} ({', '.join(lts)})" for fam, lts in families.items() if fam != own_family]
+        notes.append(f"loss types with other token weights than --loss-type {config.loss_type} got their own Adam "
+                     f"preconditioner and alignment pass, one per token-weight family: {'; '.join(others)} "
+                     f"({extra_cost['passes']} extra pass(es): costs.extra_alignment_pass_seconds), as each loss "
+                     "type's Adam has its own second moment in training; loss types with the same weights share one")
     for note in notes:
         notes_log.warning(note)
     result = {
@@ -567,6 +622,8 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
         "costs": {
             "rollout_seconds": rollout_seconds, "continuation_seconds": continuation_seconds,
             "reference_seconds": reference["seconds"], "precondition_seconds": precondition_seconds,
+            # ONE alignment pass (the probe's own loss type's: its jvp and its weighted sums for every reward)
+            # against ONE update's forward + backward, however many loss types or families are estimated
             "update_forward_backward_seconds": update_seconds, "alignment_pass_seconds": alignment_seconds + sums_seconds,
             "alignment_to_update_ratio": (alignment_seconds + sums_seconds) / update_seconds if update_seconds else None,
             # the same two passes on this process's CPU clock (all its threads), which other processes on
@@ -574,12 +631,63 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
             "update_forward_backward_cpu_seconds": update_cpu, "alignment_pass_cpu_seconds": alignment_cpu + sums_cpu,
             "alignment_to_update_cpu_ratio": (alignment_cpu + sums_cpu) / update_cpu if update_cpu > 0 else None,
             "signal_proxy_seconds": proxy_seconds,
+            # Adam with loss types of other token weights: the extra families' passes (reference.alignment_families)
+            "extra_alignment_passes": extra_cost["passes"], "extra_alignment_pass_seconds": extra_cost["alignment"],
+            "extra_alignment_pass_cpu_seconds": extra_cost["alignment_cpu"],
+            "extra_precondition_seconds": extra_cost["precondition"],  # their second moments and u_f = P_f v
+            "extra_loss_type_sums_seconds": sum(sec for lt, (sec, _) in sums.items() if lt != config.loss_type),
             "wall_seconds": time.perf_counter() - wall,
         },
     }
     if out is not None:
         _write(out, result, batch, alignment, advantages, policy.tokenizer)
     return result
+
+
+def weight_family(loss_type: str) -> str:
+    """The token-weight family of a loss type: the first loss type of :data:`gradprobe.grpo.losses.LOSS_TYPES`
+    with the same per-token weights (:func:`gradprobe.grpo.losses.token_weights`).
+
+    ``grpo`` (grpo, gspo), ``dapo`` (dapo, bnpo, cispo) or ``dr_grpo``. Loss types of one family have the
+    same Adam second moment in the probe (:func:`gradprobe.probe.second_moment_from_minibatches` weights
+    the outcome gradient by the loss's token weights), so they share one preconditioned direction and one
+    alignment pass; ``probe.json`` records each entry's family as ``alignment_family``.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``loss_type`` (the message lists the valid ones).
+    """
+    from ..grpo.losses import LOSS_TYPES
+
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"loss_type {loss_type!r} is not one of {sorted(LOSS_TYPES)}")
+    return next(name for name, fn in LOSS_TYPES.items() if fn is LOSS_TYPES[loss_type])
+
+
+def _adam_direction(s: dict, v: dict) -> tuple[dict, str]:
+    """u = P v with P = diag(1 / (sqrt(s) + eps)) (:func:`gradprobe.probe.adam_preconditioner`), and how.
+
+    ``s`` (second moment, keyed like the parameters) is consumed key by key, so u replaces it in memory.
+    eps is floored at 1e-3 x the RMS gradient sqrt(mean s), so coordinates the outcome gradient never
+    touched do not get P = 1/eps (Adam would not move them on its first steps either). s all zero (no
+    gradient signal; P = 1/eps would inflate gains ~1e8-fold): u = v, an SGD step.
+
+    Returns
+    -------
+    (dict[str, Tensor], str)
+        u, and ``reference.precondition``'s text: ``"adam (eps ...)"`` or the fallback's.
+    """
+    from . import adam_preconditioner, apply_preconditioner
+
+    mean_s = sum(float(x.double().sum()) for x in s.values()) / max(1, sum(x.numel() for x in s.values()))
+    if mean_s == 0.0:
+        return v, "none (fallback: the outcome gradient of the probe batch is zero)"
+    eps = max(1e-8, 1e-3 * math.sqrt(mean_s))
+    u = {}
+    for key in list(s):  # one parameter at a time, s freed as it goes (memory); the same values
+        u.update(apply_preconditioner({key: v[key]}, adam_preconditioner({key: s.pop(key)}, eps=eps)))
+    return u, f"adam (eps {eps:.3g})"
 
 
 def _diagnose(batch, reference: dict, outputs: dict) -> list[str]:
@@ -745,8 +853,11 @@ def format_table(result: dict) -> str:
                              "gain@budget"], rows, "<>>>>>>")
     extra = (cfg.get("loss_types") or [])
     if extra:
-        lines.append(f"REWARD@LOSS: the reward's gradient under that loss type (from the same alignment pass); plain "
-                     f"REWARD: under the probe's --loss-type {cfg.get('loss_type')}")
+        passes = (result.get("costs") or {}).get("extra_alignment_passes")
+        source = ("its token-weight family's alignment pass, each family with its own Adam preconditioner" if passes
+                  else "the same alignment pass")
+        lines.append(f"REWARD@LOSS: the reward's gradient under that loss type (from {source}); plain REWARD: "
+                     f"under the probe's --loss-type {cfg.get('loss_type')}")
     lines += [f"warning: {w}" for w in result.get("warnings", [])]
     c = result["costs"]
     ratio = c.get("alignment_to_update_ratio")

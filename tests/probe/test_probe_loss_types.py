@@ -149,11 +149,116 @@ def test_cli_loss_types(tmp_path, capsys):
     assert saved["config"]["loss_types"] == ["bnpo", "cispo"]
 
 
-def test_under_adam_extra_loss_types_share_the_probes_preconditioner_and_say_so():
-    result = run_probe(_config(precondition="adam", rewards=("outcome",), loss_types=("bnpo", "gspo")))
-    assert result["reference"]["precondition"].startswith("adam")
-    assert result["reference"]["preconditioner_loss_type"] == "grpo"
-    notes = [w for w in result["warnings"] if "Adam preconditioner of --loss-type grpo" in w]
-    assert len(notes) == 1 and notes[0].startswith("entries under bnpo use")  # gspo has grpo's weights: same P
+#: Under Adam: one extra loss type per weight family besides the probe's own (grpo: grpo, gspo; dapo: bnpo, cispo;
+#: dr_grpo), so the run makes three alignment passes.
+ADAM_EXTRA = ("bnpo", "gspo", "dr_grpo", "cispo")
+
+
+def _adam_config(**kw):
+    # 8 prompts: at 4 (seed 3) one group has mixed rewards, and a second moment from one minibatch gives grpo's and
+    # bnpo's P the same up to scale, so a shared P would pass the comparison by luck (measured: the shared P then
+    # gives outcome@bnpo -216.07, its own P -208.62)
+    return _config(precondition="adam", prompts=8, **kw)
+
+
+@pytest.fixture(scope="module")
+def adam_multi(tmp_path_factory):
+    """A multi-loss probe under Adam, recording the direction and output of every alignment pass."""
+    import gradprobe.probe as probe_pkg
+
+    passes = []  # (direction norm, alignment) per token_alignment call
+
+    def counting(model, batch, direction, **kw):
+        a = real(model, batch, direction, **kw)
+        passes.append((sum(float(x.double().square().sum()) for x in direction.values()) ** 0.5, a.clone()))
+        return a
+
+    real = probe_pkg.token_alignment
+    out = tmp_path_factory.mktemp("adam_multi")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(probe_pkg, "token_alignment", counting)
+        result = run_probe(_adam_config(loss_types=ADAM_EXTRA), out=out)
+    return result, out, passes
+
+
+@pytest.mark.parametrize("loss_type", ("bnpo", "dr_grpo", "gspo"))
+def test_under_adam_an_extra_loss_type_equals_a_separate_probe_with_its_own_preconditioner(adam_multi, loss_type):
+    # each loss-type arm trains with its own Adam, whose second moment comes from its own loss's gradients
+    result, _, _ = adam_multi
+    entries = _by_name(result)
+    alone = run_probe(_adam_config(loss_type=loss_type))
+    assert alone["reference"]["precondition"].startswith("adam (eps")
+    for reward, sep in _by_name(alone).items():
+        e = entries[f"{reward}@{loss_type}"]
+        assert e["inner_product"] != 0.0 and e["loss_type"] == loss_type
+        for f in NUMBERS:
+            assert _close(e[f], sep[f]), (e["name"], f, e[f], sep[f])
+        for f in LISTS:
+            assert len(e[f]) == len(sep[f]) and all(_close(x, y) for x, y in zip(e[f], sep[f])), (e["name"], f)
+        assert _close(e["same_loss_ratio"], sep["same_loss_ratio"])
+    fam = result["reference"]["alignment_families"][entries[f"outcome@{loss_type}"]["alignment_family"]]
+    assert fam["precondition"] == alone["reference"]["precondition"]  # the same eps: the same second moment
+
+
+def test_under_adam_loss_types_with_the_same_token_weights_share_one_pass(adam_multi):
+    result, out, passes = adam_multi
     e = _by_name(result)
+    # grpo+gspo, bnpo+cispo (dapo's weights) and dr_grpo: three passes, in that order, each on its own direction
+    assert len(passes) == 3
+    assert len({round(n, 12) for n, _ in passes}) == 3
+    families = {k: (v["alignment_family"], v["alignment_pass"]) for k, v in e.items()}
+    assert families == {**{r: ("grpo", 0) for r in ("outcome", "mc_advantage")},
+                        **{f"{r}@gspo": ("grpo", 0) for r in ("outcome", "mc_advantage")},
+                        **{f"{r}@{lt}": ("dapo", 1) for lt in ("bnpo", "cispo") for r in ("outcome", "mc_advantage")},
+                        **{f"{r}@dr_grpo": ("dr_grpo", 2) for r in ("outcome", "mc_advantage")}}
+    fams = result["reference"]["alignment_families"]
+    assert {k: v["loss_types"] for k, v in fams.items()} == {"grpo": ["grpo", "gspo"], "dapo": ["bnpo", "cispo"],
+                                                              "dr_grpo": ["dr_grpo"]}
+    assert [v["pass"] for v in fams.values()] == [0, 1, 2]
+    assert result["reference"]["preconditioner_loss_type"] == "grpo"
+    assert e["outcome@bnpo"]["inner_product"] == e["outcome@cispo"]["inner_product"]
     assert _close(e["outcome@gspo"]["inner_product"], e["outcome"]["inner_product"], rel=1e-12)
+    # the saved alignment (alignment.safetensors, tokens.jsonl) is the probe's own loss type's pass
+    from safetensors.torch import load_file
+
+    saved = load_file(str(out / "alignment.safetensors"))["alignment"]
+    assert saved.equal(passes[0][1]) and not saved.equal(passes[1][1])
+    costs = json.loads((out / "probe.json").read_text())["costs"]
+    assert costs["extra_alignment_passes"] == 2
+    assert costs["extra_alignment_pass_seconds"] > 0 and costs["extra_precondition_seconds"] > 0
+    assert costs["extra_alignment_pass_seconds"] == pytest.approx(
+        sum(v["alignment_seconds"] for v in fams.values() if v["pass"] > 0), rel=1e-12)
+    # the ratio is still ONE pass (the probe's own, with its weighted sums) against one update
+    assert costs["alignment_to_update_ratio"] == pytest.approx(
+        costs["alignment_pass_seconds"] / costs["update_forward_backward_seconds"], rel=1e-12)
+    assert costs["alignment_pass_seconds"] < fams["grpo"]["alignment_seconds"] + costs["extra_alignment_pass_seconds"]
+    notes = [w for w in result["warnings"] if "own Adam preconditioner and alignment pass" in w]
+    assert len(notes) == 1 and "dapo (bnpo, cispo)" in notes[0] and "dr_grpo (dr_grpo)" in notes[0]
+    assert not any("not their own" in w for w in result["warnings"])
+
+
+def test_a_grpo_probe_with_gspo_makes_one_pass_under_adam(monkeypatch):
+    import gradprobe.probe as probe_pkg
+
+    calls = []
+    real = probe_pkg.token_alignment
+    monkeypatch.setattr(probe_pkg, "token_alignment", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    result = run_probe(_config(precondition="adam", rewards=("outcome",), loss_types=("gspo",)))
+    assert len(calls) == 1
+    e = _by_name(result)
+    assert e["outcome@gspo"]["alignment_family"] == "grpo" and e["outcome@gspo"]["alignment_pass"] == 0
+    assert _close(e["outcome@gspo"]["inner_product"], e["outcome"]["inner_product"], rel=1e-12)
+    assert result["costs"]["extra_alignment_passes"] == 0 and result["costs"]["extra_alignment_pass_seconds"] == 0.0
+    assert not any("alignment pass" in w for w in result["warnings"])
+
+
+def test_without_adam_every_loss_type_shares_one_pass(monkeypatch):
+    import gradprobe.probe as probe_pkg
+
+    calls = []
+    real = probe_pkg.token_alignment
+    monkeypatch.setattr(probe_pkg, "token_alignment", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    result = run_probe(_config(rewards=("outcome",), loss_types=("bnpo", "dr_grpo")))
+    assert len(calls) == 1
+    assert {(r["alignment_family"], r["alignment_pass"]) for r in result["rewards"]} == {(None, 0)}
+    assert result["reference"]["alignment_families"] is None and result["costs"]["extra_alignment_passes"] == 0
