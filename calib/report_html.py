@@ -44,22 +44,17 @@ def draw_figures(rows: pd.DataFrame, cv_rows: pd.DataFrame, m: dict, runs: pd.Da
 
 
 def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    """(figures, seaborn): off-screen figures without a backend switch (:mod:`gradprobe.figures`)."""
     import seaborn as sns
 
-    sns.set_theme(style="whitegrid", context="notebook")
-    return plt, sns
+    from gradprobe import figures
+
+    return figures, sns
 
 
 def _png(fig) -> bytes:
-    import matplotlib.pyplot as plt
-
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
     return buf.getvalue()
 
 

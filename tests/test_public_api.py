@@ -25,8 +25,7 @@ import calib
 import gradprobe
 from gradprobe.cli import main
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers_tasks import ScoredTask  # noqa: E402
+from helpers_tasks import ScoredTask
 
 REPO = Path(__file__).resolve().parents[1]
 STUDY = REPO / "data" / "study_tiny"
@@ -156,7 +155,7 @@ def test_probe_with_a_function_reward_and_bad_settings(tmp_path):
     try:
         res = gradprobe.probe("tiny-qwen2", "chain_sum", rewards=["outcome", contains_three], prompts=2, group=4,
                               heldout_prompts=2, heldout_group=2, max_new_tokens=8, n_bootstrap=20, progress=False)
-        assert matplotlib.get_backend() == "svg"  # report.html's Agg switch is undone: plt.show() still draws
+        assert matplotlib.get_backend() == "svg"  # report.html draws off-screen: plt.show() still draws
     finally:
         matplotlib.use(before, force=True)
     assert (res.folder / "report.html").is_file()

@@ -12,7 +12,6 @@ Importing this module imports neither torch nor pandas (they load on first use).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
 import json
@@ -301,24 +300,6 @@ def load_probe(dir: str | Path) -> ProbeResult:
     return ProbeResult(raw, file.parent)
 
 
-@contextlib.contextmanager
-def keep_plot_backend():
-    """Restore matplotlib's backend after a block that writes figure files.
-
-    ``report.html`` and the study figures switch matplotlib to ``Agg`` (``matplotlib.use("Agg")``
-    in :mod:`gradprobe.probe.report_html`, :mod:`gradprobe.study.report`), which in a notebook turns
-    the inline backend off: every later ``plt.show()`` draws nothing. The caller's backend is put back.
-    """
-    import matplotlib
-
-    backend = matplotlib.get_backend()
-    try:
-        yield
-    finally:
-        if matplotlib.get_backend() != backend:
-            matplotlib.use(backend, force=True)
-
-
 def _extra_reward(item, index: int) -> tuple[str, object]:
     """(name, Reward) of a non-string entry of ``rewards``."""
     from ..rewards import sequence_reward
@@ -431,8 +412,7 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
         result = run_probe_batches(config, batches=probe_batches, out=folder, extra_rewards=extra or None)
         result["forecast"] = forecast_section(result, curve=curve, curve_spec=reference_curve, method=forecaster)
         write_json_atomic(folder / PROBE_JSON, _json_safe(result))
-        with keep_plot_backend():  # a notebook's inline figures keep working
-            write_probe_report(folder, result)
+        write_probe_report(folder, result)  # off-screen figures: a notebook's backend is left alone
     except BaseException:
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)

@@ -212,11 +212,9 @@ class Study:
             finished, so there is nothing to read back (the runner's summary is in the message).
         """
         from ..study.runner import StudyError, run_study
-        from .probe import keep_plot_backend
 
-        with keep_plot_backend():  # the analysis's figures switch matplotlib to Agg; a notebook keeps its own
-            status = run_study(self.plan_path, self.out, executor=executor, workers=workers, probe=probe,
-                               analyze=analyze, restart=restart, say=(lambda m: None) if quiet else None, **options)
+        status = run_study(self.plan_path, self.out, executor=executor, workers=workers, probe=probe,
+                           analyze=analyze, restart=restart, say=(lambda m: None) if quiet else None, **options)
         if not (self.out / "runs.csv").is_file():
             raise StudyError(f"no run of the study finished, so there is nothing to read:\n{status.summary()}")
         result = load_study(self.out)

@@ -408,14 +408,11 @@ def plot_reliability(result: dict, path) -> None:
     x: mean predicted p per bin, y: observed success frequency; marker area ~ completions in the bin;
     the diagonal is perfect calibration.
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
     import seaborn as sns
 
-    sns.set_theme(style="whitegrid")
-    fig, ax = plt.subplots(figsize=(5.5, 5))
+    from ..figures import subplots
+
+    fig, ax = subplots(figsize=(5.5, 5))  # off-screen: no backend switch (gradprobe.figures)
     ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")
     rows = {**result["estimators"], **result["baselines"]}
     for (name, r), color in zip(rows.items(), sns.color_palette("deep", len(rows))):
@@ -431,4 +428,3 @@ def plot_reliability(result: dict, path) -> None:
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)

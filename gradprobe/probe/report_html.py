@@ -216,20 +216,9 @@ def _heatmaps(rows: list[dict], names: list[str], per_reward: int) -> list[dict]
     return out
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _png(fig) -> str:
-    plt = _plt()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
 
 
@@ -254,7 +243,7 @@ def _errorbar(ax, labels, values, intervals, xlabel, title):
 
 
 def _fig_intervals(result: dict) -> tuple[str, str]:
-    plt = _plt()
+    from .. import figures as plt  # off-screen figures, no backend switch (gradprobe.figures)
     fc = result.get("forecast") or {}
     rewards = result.get("rewards") or []
     rows = [r for r in fc.get("rows", []) if r.get("verdict") != "reference (grpo)"] if fc.get("available") else []
@@ -286,7 +275,7 @@ def _ledger_rows(result: dict) -> list[tuple[str, int]]:
 
 
 def _fig_ledger(result: dict) -> str:
-    plt = _plt()
+    from .. import figures as plt  # off-screen figures, no backend switch (gradprobe.figures)
     rows = _ledger_rows(result)
     rewards = result.get("rewards") or []
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * max(len(rows), len(rewards), 3) + 1.6))

@@ -365,13 +365,10 @@ def plot_lr_sweep(sweep: dict | None, folder: str | Path) -> Path | None:
     if not axes:
         path.unlink(missing_ok=True)
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ..figures import subplots  # off-screen, no backend switch
 
     folder.mkdir(parents=True, exist_ok=True)
-    fig, panels = plt.subplots(1, len(axes), figsize=(4.6 * len(axes), 4.2), squeeze=False)
+    fig, panels = subplots(1, len(axes), figsize=(4.6 * len(axes), 4.2), squeeze=False)
     for ax, axis in zip(panels[0], axes):
         for k, g in enumerate(groups):
             r, color = g["axes"][axis], f"C{k}"
@@ -403,5 +400,4 @@ def plot_lr_sweep(sweep: dict | None, folder: str | Path) -> Path | None:
                  "seed", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path

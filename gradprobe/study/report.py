@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..figures import subplots
 from .lr_sweep import format_lr_sweep, plot_lr_sweep
 
 HEADS = {"updates": "per update (at {:,.0f} updates)", "generated_tokens": "at matched tokens ({:,.0f})",
@@ -145,10 +146,6 @@ def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) ->
     standard errors over seeds (seaborn), each run interpolated on a common grid from 0 to the
     arm's smallest final x (a drawing, not a matched value); a dashed line marks the matched point;
     and :func:`~gradprobe.study.lr_sweep.plot_lr_sweep`. Returns the written files."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
     import seaborn as sns
 
@@ -168,7 +165,7 @@ def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) ->
                 y = 100.0 * runs[k]["accuracy"].to_numpy(dtype=np.float64)
                 rows += [{"arm": arm, "seed": k[1], column: gx, "accuracy (points)": np.interp(gx, x, y)}
                          for gx in np.linspace(float(x[0]), hi, grid_points)]
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        fig, ax = subplots(figsize=(7, 4.5))  # off-screen: no backend switch (gradprobe.figures)
         sns.lineplot(data=pd.DataFrame(rows), x=column, y="accuracy (points)", hue="arm", errorbar=("se", 2), ax=ax)
         ax.axvline(result["matched"][axis]["budget"], color="0.4", ls="--", lw=1, label=f"matched {axis}")
         ax.set_xlabel(label)
@@ -176,7 +173,6 @@ def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) ->
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(folder / name, dpi=110)
-        plt.close(fig)
         written.append(folder / name)
     sweep = plot_lr_sweep(result.get("lr_sweep"), folder)
     return written + ([sweep] if sweep else [])

@@ -164,3 +164,22 @@ def test_unwritable_folder_fails_clearly_and_leaves_nothing_half_written(probe_d
         write_probe_report(out)
     assert (out / "report.html").read_bytes() == before  # the old page, whole
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []  # no temporary file left
+
+
+def test_writing_the_report_leaves_matplotlib_backend_and_figures_alone(probe_dir, tmp_path):
+    """A notebook's inline backend survives report.html (figures are drawn off-screen, gradprobe.figures):
+    ``matplotlib.use("Agg")`` inside the writer would make every later ``plt.show()`` draw nothing."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    before = matplotlib.get_backend()
+    matplotlib.use("svg")  # a backend the writer would have to switch away from
+    try:
+        open_before = plt.get_fignums()
+        shutil.copytree(probe_dir, tmp_path / "copy")
+        (tmp_path / "copy" / "report.html").unlink()
+        write_probe_report(tmp_path / "copy")
+        assert matplotlib.get_backend() == "svg" and plt.get_fignums() == open_before
+        assert (tmp_path / "copy" / "report.html").stat().st_size > 10_000
+    finally:
+        matplotlib.use(before)
