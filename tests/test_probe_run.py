@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,8 +13,7 @@ from gradprobe.config import MCConfig, SamplingConfig
 from gradprobe.probe.run import ProbeConfig, format_table, run_probe
 from gradprobe.tasks import load_task
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers_tasks import ScoredTask  # noqa: E402
+from helpers_tasks import ScoredTask
 
 
 def _config(**kw):

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
 from gradprobe.streams import EVAL_OFFSET, stream_sampler, stream_seed
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import one_thread  # noqa: E402
-from helpers_tasks import ScoredTask  # noqa: E402
+from helpers_rollout import one_thread
+from helpers_tasks import ScoredTask
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 

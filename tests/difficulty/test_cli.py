@@ -4,17 +4,13 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from gradprobe.cli import main
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import one_thread  # noqa: E402
-
+from helpers_rollout import one_thread
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 

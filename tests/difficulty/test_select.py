@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,9 +14,8 @@ from gradprobe.tasks import Problem
 from gradprobe.training.plan import PlanError, parse_plan
 from gradprobe.training.run import run_training
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import one_thread  # noqa: E402
-from helpers_tasks import ScoredTask  # noqa: E402
+from helpers_rollout import one_thread
+from helpers_tasks import ScoredTask
 
 PLAN = """
 seeds = [0]

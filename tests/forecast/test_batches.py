@@ -3,10 +3,7 @@ direction computed once, pooled estimates; the signal proxy's token statistics m
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,12 +16,9 @@ from gradprobe.probe.batches import run_probe_batches
 from gradprobe.probe.estimate import token_probability_stats
 from gradprobe.probe.run import ProbeConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_tasks import ScoredTask  # noqa: E402
+from helpers_tasks import ScoredTask
+import probe_helpers as ph
 
-_spec = importlib.util.spec_from_file_location("probe_helpers", Path(__file__).resolve().parents[1] / "probe" / "helpers.py")
-ph = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ph)
 single_thread = ph.single_thread
 
 

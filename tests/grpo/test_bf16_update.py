@@ -2,10 +2,6 @@
 checkpointing) against the same update in float32 on the same batch, and the probe's alignment
 pass of the bf16 model against float32 on that batch."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -14,13 +10,7 @@ from gradprobe.models import load_policy
 from gradprobe.probe import token_alignment, trainable_parameters
 from gradprobe.training.run import enable_gradient_checkpointing
 
-if "probe_helpers" not in sys.modules:  # the probe tests' shared helpers (random batches)
-    _spec = importlib.util.spec_from_file_location("probe_helpers",
-                                                   Path(__file__).resolve().parents[1] / "probe" / "helpers.py")
-    sys.modules["probe_helpers"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["probe_helpers"])
-make_batch = sys.modules["probe_helpers"].make_batch
-random_advantages = sys.modules["probe_helpers"].random_advantages
+from probe_helpers import make_batch, random_advantages  # the probe tests' random batches
 
 
 @pytest.fixture(autouse=True)

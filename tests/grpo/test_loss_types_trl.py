@@ -31,10 +31,7 @@ TRL's settings for each of our loss types (:data:`TRL_ARGS`; ``trl/trainer/grpo_
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
@@ -44,10 +41,10 @@ from gradprobe.grpo.step import UpdateConfig, loss_and_backward
 from gradprobe.probe import token_alignment
 from gradprobe.probe.estimate import NORMALIZERS, group_sums
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import test_trl_equivalence as eq  # noqa: E402  (its batch, trainer-input and gradient helpers)
-from helpers_rollout import one_thread  # noqa: E402
+import probe_helpers  # float64-exact tiny models and batches
+import test_trl_equivalence as eq  # its batch, trainer-input and gradient helpers (same folder)
+from helpers_rollout import one_thread
+from helpers_training import tiny_plan
 
 policy, data = eq.policy, eq.data  # its fixtures: a fresh float64 tiny-qwen2, its off-policy batch
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
@@ -62,17 +59,6 @@ def _trl_args(loss_type: str, clip_low: float, clip_high: float) -> dict:
             "cispo": dict(loss_type="cispo", epsilon=clip_low, epsilon_high=1 + clip_high),
             "gspo": dict(loss_type="grpo", importance_sampling_level="sequence", epsilon=clip_low,
                          epsilon_high=clip_high)}[loss_type]
-
-
-def _probe_helpers():
-    """tests/probe/helpers.py under the name its own tests give it (float64-exact tiny models, batches)."""
-    if "probe_helpers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("probe_helpers",
-                                                      Path(__file__).resolve().parents[1] / "probe" / "helpers.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["probe_helpers"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["probe_helpers"]
 
 
 def _trl_trainer(model, tokenizer, loss_type: str, *, rows: int, clip_low=CLIP_LOW, clip_high=CLIP_HIGH):
@@ -229,7 +215,7 @@ def test_probe_prediction_equals_the_training_gradient_at_rho_1(loss_type):
     """float64, tiny model, ragged left-padded batch, per-token advantages: the probe's
     sum_nt w_nt Atilde_nt a_nt (forward mode, group_sums) equals <-grad loss, u> of the update
     step's reverse-mode gradient at rho = 1 (measured: <= 2.2e-15 relative)."""
-    h = _probe_helpers()
+    h = probe_helpers
     model = h.fresh_tiny_model("tiny-qwen2")
     batch = h.make_batch(num_prompts=3, group_size=2, prompt_length=6, completion_length=8, seed=11)
     assert len(set(batch.completion_lengths.tolist())) > 2  # ragged
@@ -311,41 +297,11 @@ def test_plan_and_cli_accept_every_loss_type(tmp_path):
         parse_plan(_plan("ppo"))
 
 
-# the shipped tiny tier on its frontier task, one update of 4 prompts x 4 completions
-# (as tests/training/test_train_overrides.py), 2 greedy held-out prompts
-TINY_PLAN = """
-seeds = [0]
-[model]
-name = "tiny"
-[task]
-name = "chain_sum"
-pool = 16
-[task.config]
-min_terms = 3
-max_terms = 4
-min_digits = 1
-max_digits = 1
-[heldout]
-prompts = 2
-[sampling]
-max_new_tokens = 40
-[train]
-prompts_per_update = 4
-group = 4
-lr = 1e-3
-micro_batch_size = 8
-loss_type = "{loss_type}"
-[budget]
-updates = 1
-[eval]
-sampled = false
-[arms.grpo]
-reward = "outcome"
-"""
-
-
-def _plan(loss_type: str):
-    return TINY_PLAN.replace("{loss_type}", loss_type)
+def _plan(loss_type: str) -> str:
+    """The shipped tiny tier on its frontier task with ``[train] loss_type``: one update of 4 prompts x
+    4 completions (as tests/training/test_train_overrides.py), 2 greedy held-out prompts."""
+    return tiny_plan(task={"pool": 16}, heldout={"prompts": 2},
+                     train={"prompts_per_update": 4, "lr": 1e-3, "loss_type": loss_type}, eval={"sampled": False})
 
 
 @pytest.mark.parametrize("loss_type", NEW)

@@ -1,9 +1,5 @@
 """token_alignment (forward mode) against the per-token autograd loop and finite differences."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,17 +9,8 @@ from gradprobe.probe import DirectionMismatchError, token_alignment
 from gradprobe.probe.alignment import FastSoftmaxJvp
 from gradprobe.probe.references import token_alignment_autograd, token_alignment_finite_difference
 
+import probe_helpers as h
 
-def _helpers():
-    if "probe_helpers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("probe_helpers", Path(__file__).with_name("helpers.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["probe_helpers"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["probe_helpers"]
-
-
-h = _helpers()
 single_thread = h.single_thread  # autouse fixture: one intra-op thread for tiny models
 ARCHS = ["tiny-qwen2", "tiny-llama"]
 

@@ -1,10 +1,7 @@
 """estimate_rewards / group_sums: the probe's inner products, their invariances and the bootstrap."""
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,17 +10,8 @@ from gradprobe.grpo.losses import LOSS_TYPES, token_weights
 from gradprobe.probe import NORMALIZERS, estimate_rewards, group_sums, token_alignment
 from gradprobe.probe.references import dot, norm, reward_gradient
 
+import probe_helpers as h
 
-def _helpers():
-    if "probe_helpers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("probe_helpers", Path(__file__).with_name("helpers.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["probe_helpers"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["probe_helpers"]
-
-
-h = _helpers()
 single_thread = h.single_thread  # autouse fixture: one intra-op thread for tiny models
 LOSSES = ["grpo", "dapo", "dr_grpo"]
 

@@ -10,8 +10,6 @@ mean, the token means of bnpo/cispo and dr_grpo's constant all weigh tokens diff
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +18,7 @@ from gradprobe.config import MCConfig, SamplingConfig
 from gradprobe.probe.run import DEFAULT_TASK, ProbeConfig, format_table, run_probe
 from gradprobe.probe_keys import arm_entry, entry_key, split_entry_key
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_tasks import ScoredTask  # noqa: E402
+from helpers_tasks import ScoredTask
 
 EXTRA = ("bnpo", "cispo", "dr_grpo", "gspo")
 SEPARATE = ("bnpo", "dr_grpo", "gspo")  # cispo has bnpo's weights: asserted equal to bnpo below

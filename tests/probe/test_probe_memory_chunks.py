@@ -7,10 +7,7 @@ micro-batch SmolLM2-135M gets) equal the whole-batch pass; gradients summed in `
 in-place second moment equals its formula; :func:`memory_bounded_rows` bounds the rows as documented.
 """
 
-import importlib.util
-import sys
 from functools import partial
-from pathlib import Path
 
 import pytest
 import torch
@@ -32,17 +29,8 @@ from gradprobe.probe import (
 from gradprobe.probe.alignment import gradient_buffer
 from gradprobe.probe.references import reward_gradient
 
+import probe_helpers as h
 
-def _helpers():
-    if "probe_helpers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("probe_helpers", Path(__file__).with_name("helpers.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["probe_helpers"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["probe_helpers"]
-
-
-h = _helpers()
 single_thread = h.single_thread
 TOL = 1e-10
 

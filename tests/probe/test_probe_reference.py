@@ -1,9 +1,6 @@
 """Reference updates (held-out RLOO gradient, saved directions) and the Adam preconditioner."""
 
-import importlib.util
-import sys
 from functools import partial
-from pathlib import Path
 
 import pytest
 import torch
@@ -27,17 +24,8 @@ from gradprobe.probe import (
 )
 from gradprobe.probe.references import dot, norm, reward_gradient
 
+import probe_helpers as h
 
-def _helpers():
-    if "probe_helpers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("probe_helpers", Path(__file__).with_name("helpers.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["probe_helpers"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["probe_helpers"]
-
-
-h = _helpers()
 single_thread = h.single_thread  # autouse fixture: one intra-op thread for tiny models
 
 

@@ -4,8 +4,6 @@ of a reward's name: columns are as wide as their longest entry (gradprobe.tables
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +12,7 @@ from gradprobe.forecast import forecast_section
 from gradprobe.probe.run import format_table
 from gradprobe.tables import format_columns
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "forecast"))
-from forecast_helpers import probe_result, synthetic_curve  # noqa: E402
+from forecast_helpers import probe_result, synthetic_curve
 
 LONG = "hybrid_0.5_very_long_custom_reward_name"
 

@@ -1,21 +1,12 @@
 """The bf16 alignment pass checked against a float32 copy on a slice (``reference_check_rows``)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 from gradprobe.probe import token_alignment, trainable_parameters
 from gradprobe.probe.alignment import alignment_reference_check
 
-if "probe_helpers" not in sys.modules:  # the probe tests' shared helpers (random batches)
-    _spec = importlib.util.spec_from_file_location("probe_helpers", Path(__file__).with_name("helpers.py"))
-    sys.modules["probe_helpers"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["probe_helpers"])
-make_batch = sys.modules["probe_helpers"].make_batch
-single_thread = sys.modules["probe_helpers"].single_thread  # autouse fixture: one intra-op thread
+from probe_helpers import make_batch, single_thread  # noqa: F401  (single_thread: autouse fixture, one intra-op thread)
 
 
 def _direction(model, seed=0):

@@ -1,18 +1,15 @@
 """outcome_loo: the outcome reward with the leave-one-out (counterfactual) baseline."""
 
-import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import make_batch  # noqa: E402
+from gradprobe.rewards import REWARDS, get_reward, loo_advantages, outcome_loo_reward
+from gradprobe.rewards import outcome as outcome_mod
 
-from gradprobe.rewards import REWARDS, get_reward, loo_advantages, outcome_loo_reward  # noqa: E402
-from gradprobe.rewards import outcome as outcome_mod  # noqa: E402
+from helpers_rollout import make_batch
+from helpers_training import metric_lines, train_tiny
 
 EPS = 1e-4
 F64 = torch.float64
@@ -86,38 +83,9 @@ def test_zero_variance_groups_give_exactly_zero():
 
 
 def test_one_training_update_with_outcome_loo_on_the_tiny_tier(tmp_path):
-    from gradprobe.training.plan import parse_plan
-    from gradprobe.training.run import run_training
-
-    plan = parse_plan("""
-seeds = [0]
-[model]
-name = "tiny"
-[task]
-name = "chain_sum"
-pool = 8
-[task.config]
-min_terms = 3
-max_terms = 4
-min_digits = 1
-max_digits = 1
-[heldout]
-prompts = 4
-[sampling]
-max_new_tokens = 40
-[train]
-prompts_per_update = 2
-group = 4
-lr = 1e-4
-micro_batch_size = 8
-[budget]
-updates = 1
-[arms.loo]
-reward = "outcome_loo"
-""")
-    summary = run_training(plan.arm("loo"), tmp_path / "run")
+    summary = train_tiny(tmp_path / "run", arm="loo", reward="outcome_loo")
     assert summary["updates"] == 1 and summary["ledger"]["generated_tokens"]["continuation"] == 0
-    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    lines = metric_lines(tmp_path / "run")
     update = next(x for x in lines if not x.get("eval"))
     assert update["reward_stats"]["groups"] == 2 and update["reward_stats"]["valid"] == 8
     assert math.isfinite(update["loss"])

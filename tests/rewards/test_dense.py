@@ -1,21 +1,18 @@
 """Dense variants on hand-worked step values (B = 1 group of G = 2)."""
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import EOS, make_batch  # noqa: E402
-
-from gradprobe.char_tokenizer import char_tokenizer  # noqa: E402
-from gradprobe.config import MCConfig, SamplingConfig  # noqa: E402
-from gradprobe.ledger import Ledger  # noqa: E402
-from gradprobe.rewards import (RewardContext, StepValues, get_reward, hybrid_advantages,  # noqa: E402
+from gradprobe.char_tokenizer import char_tokenizer
+from gradprobe.config import MCConfig, SamplingConfig
+from gradprobe.ledger import Ledger
+from gradprobe.rewards import (RewardContext, StepValues, get_reward, hybrid_advantages,
                                mc_advantage_advantages, mc_min_rewards, mc_value_advantages)
-from gradprobe.rewards.steps import CACHE_KEY  # noqa: E402
+from gradprobe.rewards.steps import CACHE_KEY
+
+from helpers_rollout import EOS, make_batch
 
 EPS = 1e-4
 F64 = torch.float64

@@ -1,24 +1,21 @@
 """majority_vote: the label-free TTRL vote, its tie/unparsable rules and the answer-span mask."""
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import EOS, char_ids, one_thread  # noqa: E402
+from gradprobe.char_tokenizer import char_tokenizer
+from gradprobe.config import MCConfig, SamplingConfig
+from gradprobe.ledger import Ledger
+from gradprobe.rewards import REWARDS, RewardContext, get_reward, majority_vote_rewards
+from gradprobe.rewards.majority import answer_span, answer_span_mask, answer_token_mask
+from gradprobe.rollout.base import Sample
+from gradprobe.rollout.collect import build_batch
+from gradprobe.tasks.base import Problem
+from gradprobe.tasks.verify import extract_answer
 
-from gradprobe.char_tokenizer import char_tokenizer  # noqa: E402
-from gradprobe.config import MCConfig, SamplingConfig  # noqa: E402
-from gradprobe.ledger import Ledger  # noqa: E402
-from gradprobe.rewards import REWARDS, RewardContext, get_reward, majority_vote_rewards  # noqa: E402
-from gradprobe.rewards.majority import answer_span, answer_span_mask, answer_token_mask  # noqa: E402
-from gradprobe.rollout.base import Sample  # noqa: E402
-from gradprobe.rollout.collect import build_batch  # noqa: E402
-from gradprobe.tasks.base import Problem  # noqa: E402
-from gradprobe.tasks.verify import extract_answer  # noqa: E402
+from helpers_rollout import EOS, char_ids, one_thread
 
 EPS = 1e-4
 F64 = torch.float64

@@ -1,20 +1,17 @@
 """MC rewards end to end with the HF sampler on a random tiny Qwen2."""
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import FakeTask, one_thread, problems  # noqa: E402
+from gradprobe.config import MCConfig, SamplingConfig
+from gradprobe.ledger import Ledger
+from gradprobe.models import load_policy
+from gradprobe.rewards import RewardContext, get_reward, mc_step_values
+from gradprobe.rollout import HFSampler, collect_rollouts
 
-from gradprobe.config import MCConfig, SamplingConfig  # noqa: E402
-from gradprobe.ledger import Ledger  # noqa: E402
-from gradprobe.models import load_policy  # noqa: E402
-from gradprobe.rewards import RewardContext, get_reward, mc_step_values  # noqa: E402
-from gradprobe.rollout import HFSampler, collect_rollouts  # noqa: E402
+from helpers_rollout import FakeTask, one_thread, problems
 
 _threads = pytest.fixture(scope="module", autouse=True)(one_thread)
 

@@ -1,18 +1,15 @@
 """outcome rewards and the registry."""
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import make_batch  # noqa: E402
-
-from gradprobe.rewards import (REWARDS, UnknownRewardError, get_reward, outcome_reward,  # noqa: E402
+from gradprobe.rewards import (REWARDS, UnknownRewardError, get_reward, outcome_reward,
                                parse_rewards, register_reward)
-from gradprobe.rewards import outcome as outcome_mod  # noqa: E402
+from gradprobe.rewards import outcome as outcome_mod
+
+from helpers_rollout import make_batch
 
 EPS = 1e-4
 

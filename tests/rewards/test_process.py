@@ -1,25 +1,23 @@
 """Process rewards from a step verifier (no continuations), their hybrids, the PRM hook and trace fidelity."""
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import EOS, char_ids, one_thread  # noqa: E402
-
-from gradprobe.char_tokenizer import char_tokenizer  # noqa: E402
-from gradprobe.config import MCConfig, SamplingConfig  # noqa: E402
-from gradprobe.ledger import Ledger  # noqa: E402
-from gradprobe.rewards import (NotAClassificationModelError, RewardContext, UnknownRewardError,  # noqa: E402
+from gradprobe.char_tokenizer import char_tokenizer
+from gradprobe.config import MCConfig, SamplingConfig
+from gradprobe.ledger import Ledger
+from gradprobe.rewards import (NotAClassificationModelError, RewardContext, UnknownRewardError,
                                get_reward, make_process_reward, prm_reward, trace_fidelity)
-from gradprobe.rewards.process import (MASKED, arithmetic_line, chain_sum_line, chain_terms,  # noqa: E402
+from gradprobe.rewards.process import (MASKED, arithmetic_line, chain_sum_line, chain_terms,
                                        check_steps, solution_reference_steps)
-from gradprobe.rollout.base import Sample  # noqa: E402
-from gradprobe.rollout.collect import build_batch  # noqa: E402
-from gradprobe.tasks.base import Problem  # noqa: E402
+from gradprobe.rollout.base import Sample
+from gradprobe.rollout.collect import build_batch
+from gradprobe.tasks.base import Problem
+
+from helpers_rollout import EOS, char_ids, one_thread
+from helpers_training import metric_lines, train_tiny
 
 EPS = 1e-4
 F64 = torch.float64
@@ -257,40 +255,9 @@ def test_probe_runs_with_the_process_rewards_on_the_tiny_tier(tmp_path):
 
 
 def test_one_training_update_with_the_process_reward(tmp_path):
-    import json
-
-    from gradprobe.training.plan import parse_plan
-    from gradprobe.training.run import run_training
-
-    plan = parse_plan("""
-seeds = [0]
-[model]
-name = "tiny"
-[task]
-name = "chain_sum"
-pool = 8
-[task.config]
-min_terms = 3
-max_terms = 4
-min_digits = 1
-max_digits = 1
-[heldout]
-prompts = 4
-[sampling]
-max_new_tokens = 40
-[train]
-prompts_per_update = 2
-group = 4
-lr = 1e-4
-micro_batch_size = 8
-[budget]
-updates = 1
-[arms.process]
-reward = "process"
-""")
-    summary = run_training(plan.arm("process"), tmp_path / "run")
+    summary = train_tiny(tmp_path / "run", arm="process", reward="process")
     assert summary["updates"] == 1 and summary["ledger"]["generated_tokens"]["continuation"] == 0
-    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    lines = metric_lines(tmp_path / "run")
     update = next(x for x in lines if not x.get("eval"))
     assert update["reward_stats"]["valid_steps"] + update["reward_stats"]["invalid_steps"] > 0
     assert math.isfinite(update["loss"])

@@ -2,16 +2,13 @@
 
 import copy
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import make_batch  # noqa: E402
+from gradprobe.rewards import RewardFunctionError, sequence_reward
 
-from gradprobe.rewards import RewardFunctionError, sequence_reward  # noqa: E402
+from helpers_rollout import make_batch
 
 EPS = 1e-4
 

@@ -1,20 +1,17 @@
 """MC step values: step splitting, batched continuations, token accounting, caching."""
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import EOS, FakeSampler, FakeTask, char_ids, make_batch  # noqa: E402
-
-from gradprobe.char_tokenizer import char_tokenizer  # noqa: E402
-from gradprobe.config import MCConfig, SamplingConfig  # noqa: E402
-from gradprobe.ledger import Ledger  # noqa: E402
-from gradprobe.rewards import (MissingSamplerError, RewardContext, get_reward, mc_step_values,  # noqa: E402
+from gradprobe.char_tokenizer import char_tokenizer
+from gradprobe.config import MCConfig, SamplingConfig
+from gradprobe.ledger import Ledger
+from gradprobe.rewards import (MissingSamplerError, RewardContext, get_reward, mc_step_values,
                                split_steps)
+
+from helpers_rollout import EOS, FakeSampler, FakeTask, char_ids, make_batch
 
 TOK = char_tokenizer()
 K = 4

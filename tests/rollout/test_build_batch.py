@@ -1,17 +1,14 @@
 """build_batch: padding, masks, EOS handling, token counts (no model)."""
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import EOS, char_ids, problems  # noqa: E402
+from gradprobe.char_tokenizer import char_tokenizer
+from gradprobe.rollout import Sample, build_batch, cut_at_eos
 
-from gradprobe.char_tokenizer import char_tokenizer  # noqa: E402
-from gradprobe.rollout import Sample, build_batch, cut_at_eos  # noqa: E402
+from helpers_rollout import EOS, char_ids, problems
 
 
 @pytest.fixture

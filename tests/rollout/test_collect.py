@@ -2,19 +2,16 @@
 
 import logging
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import FakeTask, one_thread, problems  # noqa: E402
+from gradprobe.config import SamplingConfig
+from gradprobe.ledger import Ledger
+from gradprobe.models import load_policy
+from gradprobe.rollout import HFSampler, Sample, collect_rollouts
+from gradprobe.tasks.prompts import encode_prompt
 
-from gradprobe.config import SamplingConfig  # noqa: E402
-from gradprobe.ledger import Ledger  # noqa: E402
-from gradprobe.models import load_policy  # noqa: E402
-from gradprobe.rollout import HFSampler, Sample, collect_rollouts  # noqa: E402
-from gradprobe.tasks.prompts import encode_prompt  # noqa: E402
+from helpers_rollout import FakeTask, one_thread, problems
 
 _threads = pytest.fixture(scope="module", autouse=True)(one_thread)
 

@@ -7,20 +7,17 @@ seed differ (different batches draw the random numbers), so no test compares one
 """
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import one_thread  # noqa: E402
+from gradprobe.config import SamplingConfig
+from gradprobe.logprobs import token_logprobs
+from gradprobe.models import load_policy
+from gradprobe.rollout import PromptTooLongError, Sample, build_batch, make_sampler
+from gradprobe.tasks.base import Problem
 
-from gradprobe.config import SamplingConfig  # noqa: E402
-from gradprobe.logprobs import token_logprobs  # noqa: E402
-from gradprobe.models import load_policy  # noqa: E402
-from gradprobe.rollout import PromptTooLongError, Sample, build_batch, make_sampler  # noqa: E402
-from gradprobe.tasks.base import Problem  # noqa: E402
+from helpers_rollout import one_thread
 
 MAX_NEW = 24
 _threads = pytest.fixture(scope="module", autouse=True)(one_thread)

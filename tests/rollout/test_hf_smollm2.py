@@ -1,17 +1,13 @@
 """HFSampler on SmolLM2-135M-Instruct, whose pad token IS its EOS (<|im_end|>)."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import one_thread  # noqa: E402
+from gradprobe.config import SamplingConfig
+from gradprobe.ledger import Ledger
+from gradprobe.rollout import HFSampler, collect_rollouts
+from gradprobe.tasks import load_task
 
-from gradprobe.config import SamplingConfig  # noqa: E402
-from gradprobe.ledger import Ledger  # noqa: E402
-from gradprobe.rollout import HFSampler, collect_rollouts  # noqa: E402
-from gradprobe.tasks import load_task  # noqa: E402
+from helpers_rollout import one_thread
 
 pytestmark = pytest.mark.slow
 _threads = pytest.fixture(scope="module", autouse=True)(one_thread)

@@ -5,8 +5,6 @@ where vLLM is installed)."""
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,8 +15,7 @@ from gradprobe.rollout import HFSampler, PromptTooLongError, Sampler, build_batc
 from gradprobe.rollout.vllm_sampler import (VLLMSample, VLLMSampler, VLLMUnavailableError, build_engine,
                                             sampler_logprobs, seed_for)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import FakeTask, one_thread  # noqa: E402
+from helpers_rollout import FakeTask, one_thread
 
 EOS = 2
 _threads = pytest.fixture(scope="module", autouse=True)(one_thread)

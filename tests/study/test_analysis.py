@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +15,7 @@ from gradprobe.study.analysis import analyze, format_rankings, load_eval_items
 from gradprobe.study.reading import interpolate, promised_gap, read_point
 from gradprobe.study.stats import paired_t, two_way_bootstrap
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from study_helpers import ITEMS, PLAN, aggregate_items, item_string, make_study  # noqa: E402
+from study_helpers import ITEMS, PLAN, aggregate_items, item_string, make_study
 
 N = 2000  # bootstrap resamples in these tests
 

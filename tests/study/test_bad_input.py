@@ -4,7 +4,6 @@ negative or duplicate seeds, a [power] section out of range, --replicate of an u
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,8 +12,7 @@ from gradprobe.cli import main as cli_main
 from gradprobe.study import runner
 from gradprobe.training.plan import AXES, PlanError, load_plan, parse_plan, replicate_plan
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from study_helpers import make_study  # noqa: E402
+from study_helpers import make_study
 
 BASE = """
 name = "bad"

@@ -9,7 +9,6 @@ import csv
 import json
 import math
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +20,7 @@ from gradprobe.study.lr_sweep import EDGE_NOTE, lr_sweep, peak_fit, plot_lr_swee
 from gradprobe.study.stats import two_way_bootstrap
 from gradprobe.training.plan import parse_plan
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from study_helpers import ITEMS, item_string  # noqa: E402
+from study_helpers import ITEMS, item_string
 
 N = 2000  # bootstrap resamples
 SEEDS = 4

@@ -4,8 +4,6 @@ checked against the noncentral t distribution directly; the detectable effect of
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +15,7 @@ from gradprobe.study.power import (PowerError, detectable_effect, format_power, 
                                    seeds_for_power, seeds_needed, t_power, variance_components)
 from gradprobe.training.plan import parse_plan
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from study_helpers import ITEMS, PLAN, item_string, make_study  # noqa: E402
+from study_helpers import ITEMS, PLAN, item_string, make_study
 
 
 def _power_nct(effect: float, n: int, alpha: float = 0.05) -> float:

@@ -23,11 +23,9 @@ from gradprobe.study.runner import PlanChangedError, StudyError, freeze_plan, ru
 from gradprobe.training.checkpoint import OutputDirError, output_error
 from gradprobe.training.plan import PlanError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers_rollout import one_thread  # noqa: E402
-from helpers_tasks import exploding_reward  # noqa: E402
-from study_helpers import toy_plan, write_plan  # noqa: E402
+from helpers_rollout import one_thread
+from helpers_tasks import exploding_reward
+from study_helpers import toy_plan, write_plan
 
 REPO = Path(__file__).resolve().parents[2]
 

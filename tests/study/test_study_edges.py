@@ -6,7 +6,6 @@ and one progress line with an ETA per finished run."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -19,10 +18,8 @@ from gradprobe.study.preflight import PreflightError, check_plan_inputs
 from gradprobe.study.runner import PlanChangedError, freeze_plan, progress_line, run_dir, run_study
 from gradprobe.training.plan import parse_plan
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import one_thread  # noqa: E402
-from study_helpers import make_study, toy_plan, write_plan  # noqa: E402
+from helpers_rollout import one_thread
+from study_helpers import make_study, toy_plan, write_plan
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 

@@ -4,7 +4,6 @@ arms.json names each arm's probe entry (gradprobe.probe_keys)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,10 +11,8 @@ import pytest
 from gradprobe.study.runner import arms_table, probe_settings, run_study
 from gradprobe.training.plan import load_plan
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import one_thread  # noqa: E402
-from study_helpers import toy_plan, write_plan  # noqa: E402
+from helpers_rollout import one_thread
+from study_helpers import toy_plan, write_plan
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,10 +15,8 @@ from gradprobe.study.reuse import REUSED_JSON, ReuseError, reuse_runs
 from gradprobe.study.runner import run_dir, run_study
 from gradprobe.training.plan import load_plan
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers_rollout import one_thread  # noqa: E402
-from study_helpers import toy_plan, write_plan  # noqa: E402
+from helpers_rollout import one_thread
+from study_helpers import toy_plan, write_plan
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 

@@ -17,8 +17,7 @@ import pytest
 from gradprobe.study.invocations import HEARTBEAT_JSON
 from gradprobe.study.runner import run_dir
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from study_helpers import toy_plan  # noqa: E402
+from study_helpers import toy_plan
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,8 +11,7 @@ from gradprobe.grpo.step import UpdateConfig, loss_and_backward
 from gradprobe.training.plan import PlanError, parse_plan
 from gradprobe.training.run import enable_gradient_checkpointing, run_training
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import one_thread  # noqa: E402
+from helpers_rollout import one_thread
 
 PLAN = """
 seeds = [0]

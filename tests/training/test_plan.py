@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import sys
 import textwrap
 from pathlib import Path
 
@@ -12,8 +11,7 @@ import pytest
 from gradprobe.training.plan import (PlanError, RunConfig, TrainConfig, load_plan, parse_plan,
                                      run_config_from_dict)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import one_thread  # noqa: E402
+from helpers_rollout import one_thread
 
 REPO = Path(__file__).resolve().parents[2]
 

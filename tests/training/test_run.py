@@ -21,9 +21,8 @@ from gradprobe.training.metrics import logp_entropy, policy_stats
 from gradprobe.training.run import (NonFiniteRunError, RunConfigMismatchError, add_train_parser,
                                     pool_indices, run_training, train_main)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import one_thread  # noqa: E402
-from helpers_tasks import ScoredTask, exploding_reward  # noqa: E402
+from helpers_rollout import one_thread
+from helpers_tasks import ScoredTask, exploding_reward
 
 PLAN = """
 seeds = [0]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import types
 from pathlib import Path
@@ -14,50 +13,25 @@ from gradprobe.tracking import TrackerUnavailableError, metrics_scalars, open_tr
 from gradprobe.training.plan import parse_plan
 from gradprobe.training.run import run_training
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import one_thread  # noqa: E402
+from helpers_rollout import one_thread
+from helpers_training import metric_lines, tiny_plan
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
-# the shipped tiny tier on its frontier task, 3 updates of 2 prompts x 4 completions, 4 held-out prompts
-PLAN = """
-name = "tracking_check"
-seeds = [0]
-[model]
-name = "tiny"
-[task]
-name = "chain_sum"
-pool = 16
-[task.config]
-min_terms = 3
-max_terms = 4
-min_digits = 1
-max_digits = 1
-[heldout]
-prompts = 4
-[sampling]
-max_new_tokens = 24
-[train]
-prompts_per_update = 2
-group = 4
-lr = 1e-3
-micro_batch_size = 8
-checkpoint_every = 2
-[budget]
-updates = 3
-[eval]
-at_updates = [2]
-[arms.grpo]
-reward = "outcome"
-"""
+
+def _plan(updates: int = 3, at_updates: tuple[int, ...] = (2,)) -> str:
+    """The shipped tiny tier on its frontier task, ``updates`` updates of 2 prompts x 4 completions
+    (at most 24 tokens), evaluated on 4 held-out prompts at ``at_updates`` and at the end."""
+    return tiny_plan(name="tracking_check", task={"pool": 16}, sampling={"max_new_tokens": 24},
+                     train={"lr": 1e-3, "checkpoint_every": 2}, budget={"updates": updates},
+                     eval={"at_updates": list(at_updates)})
+
+
+PLAN = _plan()
 
 
 class Killed(Exception):
     pass
-
-
-def _lines(run: Path) -> list[dict]:
-    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
 
 
 def _events(log_dir: Path) -> dict[str, dict[int, list[float]]]:
@@ -91,7 +65,7 @@ def test_tensorboard_scalars_equal_metrics_jsonl_per_step(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", "--plan", str(plan), "--arm", "grpo", "--out", str(out), "--no-progress",
                  "--report-to", "tensorboard"]) == 0, capsys.readouterr().err
-    lines = _lines(out)
+    lines = metric_lines(out)
     updates = [x for x in lines if not x.get("eval")]
     evals = [x for x in lines if x.get("eval")]
     assert [x["update"] for x in updates] == [1, 2, 3] and [x["update"] for x in evals] == [0, 2, 3]
@@ -128,7 +102,7 @@ def _config_text(log_dir: Path) -> str:
 
 def test_resumed_run_shows_each_update_once(tmp_path):
     """Killed after update 3 (checkpoint at 2): the rerun redoes update 3; TensorBoard purges the first try's."""
-    run = parse_plan(PLAN.replace("updates = 3", "updates = 4")).arm("grpo")
+    run = parse_plan(_plan(updates=4)).arm("grpo")
     out = tmp_path / "run"
 
     def kill(update):
@@ -141,7 +115,7 @@ def test_resumed_run_shows_each_update_once(tmp_path):
     assert sorted(first["train/loss"]) == [1, 2, 3]
     run_training(run, out, report_to="tensorboard")
     got = _events(out / "tb")
-    lines = _lines(out)
+    lines = metric_lines(out)
     assert [x["update"] for x in lines if not x.get("eval")] == [1, 2, 3, 4]
     assert sorted(got["train/loss"]) == [1, 2, 3, 4] and all(len(v) == 1 for v in got["train/loss"].values())
     assert got == _expected(lines)
@@ -149,12 +123,12 @@ def test_resumed_run_shows_each_update_once(tmp_path):
 
 def test_study_logs_each_run_under_tb_arm_seed(tmp_path):
     plan = tmp_path / "plan.toml"
-    plan.write_text(PLAN.replace("updates = 3", "updates = 1").replace("at_updates = [2]", "at_updates = []"))
+    plan.write_text(_plan(updates=1, at_updates=()))
     study = tmp_path / "study"
     assert main(["study", str(plan), "--out", str(study), "--executor", "inline", "--no-probe", "--no-analysis",
                  "--quiet", "--report-to", "tensorboard"]) == 0
     got = _events(study / "tb" / "grpo" / "seed0")
-    assert got == _expected(_lines(study / "runs" / "grpo" / "seed0"))
+    assert got == _expected(metric_lines(study / "runs" / "grpo" / "seed0"))
     assert sorted(got["eval/greedy_accuracy"]) == [0, 1] and sorted(got["train/loss"]) == [1]
 
 

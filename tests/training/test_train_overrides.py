@@ -4,47 +4,19 @@ line, on the shipped tiny tier; the override is recorded, and bad values are ref
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from gradprobe.cli import main
 from gradprobe.training.plan import PlanError, parse_plan, shorten_budget
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers_rollout import one_thread  # noqa: E402
+from helpers_rollout import one_thread
+from helpers_training import metric_lines, tiny_plan
 
 # the shipped tiny tier on its frontier task, made small: B x G = 4 x 4, 4 held-out prompts
-PLAN = """
-seeds = [0]
-[model]
-name = "tiny"
-[task]
-name = "chain_sum"
-pool = 64
-[task.config]
-min_terms = 3
-max_terms = 4
-min_digits = 1
-max_digits = 1
-[heldout]
-prompts = 4
-[sampling]
-max_new_tokens = 40
-[train]
-prompts_per_update = 4
-group = 4
-micro_batch_size = 16
-checkpoint_every = 25
-[budget]
-generated_tokens = 250_000
-[eval]
-at_updates = [2, 5]
-sampled_at = "ends"
-[arms.grpo]
-reward = "outcome"
-"""
+PLAN = tiny_plan(task={"pool": 64},
+                 train={"prompts_per_update": 4, "lr": None, "micro_batch_size": 16, "checkpoint_every": 25},
+                 budget={"generated_tokens": 250_000}, eval={"at_updates": [2, 5], "sampled_at": "ends"})
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
@@ -60,10 +32,6 @@ def _train(plan, out, *extra):
     return main(["train", "--plan", str(plan), "--arm", "grpo", "--out", str(out), "--no-progress", *extra])
 
 
-def _metric_lines(out: Path) -> list[dict]:
-    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-
-
 def test_updates_1_stops_the_tiny_tier_after_one_update_and_records_the_override(plan, tmp_path, capsys):
     out = tmp_path / "run"
     assert _train(plan, out, "--updates", "1") == 0
@@ -77,7 +45,7 @@ def test_updates_1_stops_the_tiny_tier_after_one_update_and_records_the_override
     run = json.loads((out / "config.json").read_text())["run"]
     assert run["budget"] == {"generated_tokens": 250_000, "device_seconds": None, "flops": None, "updates": 1}
     assert run["budget_override"] == summary["budget_override"]
-    assert [x["update"] for x in _metric_lines(out) if not x.get("eval")] == [1]  # one update line, no second
+    assert [x["update"] for x in metric_lines(out) if not x.get("eval")] == [1]  # one update line, no second
     # the shortened folder is not resumed as the full plan's run (nor with another override)
     assert _train(plan, out) == 2
     assert "differs in: budget, budget_override" in capsys.readouterr().err
@@ -89,7 +57,7 @@ def test_budget_tokens_shortens_the_token_budget(plan, tmp_path, capsys):
     out = tmp_path / "run"
     assert _train(plan, out, "--budget-tokens", "1500") == 0  # one update: 16 completions, ~600 tokens
     summary = json.loads((out / "summary.json").read_text())
-    per_update = [x["update_charged_tokens"] for x in _metric_lines(out) if not x.get("eval")]
+    per_update = [x["update_charged_tokens"] for x in metric_lines(out) if not x.get("eval")]
     assert summary["budget_spent"] == "generated_tokens" and summary["budget"] == {"generated_tokens": 1500}
     assert summary["budget_override"]["flags"] == {"--budget-tokens": 1500}
     # stops before the first update that would start with the 1500 tokens spent: overshoot < one update

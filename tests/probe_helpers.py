@@ -1,9 +1,7 @@
 """Test helpers for the probe: float64-exact tiny models and hand-built rollout batches.
 
-Test files load this module by path under a unique name (``probe_helpers``), since there is no
-tests/conftest.py and other test folders may have a ``helpers.py`` of their own::
-
-    _spec = importlib.util.spec_from_file_location("probe_helpers", Path(__file__).with_name("helpers.py"))
+Test files import it as ``import probe_helpers as h`` (tests/ is on ``sys.path`` through
+``pythonpath = ["tests"]`` in pyproject.toml's ``[tool.pytest.ini_options]``).
 """
 
 from __future__ import annotations
