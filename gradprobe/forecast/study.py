@@ -158,6 +158,9 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
         notes = [r["note"]] if r["note"] else []
         if (plan_arms.get(arm) or {}).get("selection"):
             notes.append("prompt-selection arm: the probe sees only its reward, not the selection or its tokens")
+        if (plan_arms.get(arm) or {}).get("guidance"):
+            notes.append("guided arm: the probe sees only its reward, not the guided rollouts or their importance "
+                         "weights")
         rows.append({
             "arm": arm, **labels[arm], "lr_scale": float(r["lr_scale"]), "budget": "tokens",
             "budget_value": budget, "tokens_per_update": float(r["tokens_per_update"]), "rho": float(r["rho"]),

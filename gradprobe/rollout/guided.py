@@ -264,6 +264,45 @@ def hinted_question(question, hint: str):
     return PromptText(f"{question}{extra}", prompt_format=kind, messages=messages, instruction=question.instruction)
 
 
+def check_hint_reaches_prompt(tokenizer, problem, hint: str, plain_ids=None, guided_ids=None) -> None:
+    """Refuse a model whose prompt format drops the hint (guidance would silently be plain GRPO).
+
+    A chat template that renders only part of the user message (the tiny tier's compact template
+    keeps the arithmetic expression of the first paragraph, :mod:`gradprobe.char_tokenizer`) gives
+    the hinted prompt the same ids as the plain one: every guided row would then be an unguided
+    sample with importance weight 1, and the arm a placebo of GRPO.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+    problem : Problem
+    hint : str
+        :func:`hint_text` of ``problem``; an empty hint is not checked (prefix 0 is allowed).
+    plain_ids, guided_ids : list[int], optional
+        The encoded plain and hinted prompts when the caller has them (else encoded here).
+
+    Raises
+    ------
+    GuidanceError
+        A non-empty hint and identical prompt ids (the message names the fix).
+    """
+    if not hint:
+        return
+    from ..tasks.prompts import encode_prompt
+
+    plain_ids = list(encode_prompt(tokenizer, problem.question)) if plain_ids is None else list(plain_ids)
+    guided_ids = (list(encode_prompt(tokenizer, hinted_question(problem.question, hint))) if guided_ids is None
+                  else list(guided_ids))
+    if plain_ids == guided_ids:
+        raise GuidanceError(f"guidance: the model's prompt format drops the hint (problem "
+                            f"{getattr(problem, 'id', '?')}: the hinted prompt encodes to the same "
+                            f"{len(plain_ids)} ids as the plain one, so guided rows would be plain samples with "
+                            f"weight 1); its chat template renders only part of the user message (the tiny "
+                            f"tiers' compact template keeps only the arithmetic expression). Use a model that "
+                            f"reads its whole prompt (e.g. smollm2-135m or a Qwen/Llama instruct model) or "
+                            f"remove guidance from the arm")
+
+
 # ----------------------------------------------------------------------------- rollouts
 
 def collect_guided_rollouts(policy, task, problems: list, *, group_size: int, sampler, sampling,
@@ -328,6 +367,8 @@ def collect_guided_rollouts(policy, task, problems: list, *, group_size: int, sa
     hints = [hint_text(p, kind, guidance, task) for p in problems]
     guided = [list(encode_prompt(tok, hinted_question(p.question, h))) if h else list(ids)
               for p, h, ids in zip(problems, hints, plain)]
+    for p, h, a, b in zip(problems, hints, plain, guided):
+        check_hint_reaches_prompt(tok, p, h, plain_ids=a, guided_ids=b)
     hint_tokens = [len(a) - len(b) for a, b in zip(guided, plain)]
     start = time.perf_counter()
     free = sampler.sample(plain, num_samples=g - k, sampling=sampling, desc=category) if g > k else []

@@ -15,7 +15,9 @@ do, in the study process, before anything is written into ``--out``:
 * the tokenizer loads the way :func:`gradprobe.models.load_policy` loads it;
 * ``[task]`` builds (:func:`gradprobe.training.run.load_run_task`: name and ``[task.config]``),
   yields one training and one held-out problem for the plan's data seed, and the tokenizer
-  encodes the training problem's prompt (:func:`gradprobe.tasks.encode_prompt`).
+  encodes the training problem's prompt (:func:`gradprobe.tasks.encode_prompt`);
+* an arm with ``guidance``: the hint of the first training problem reaches the model's prompt
+  (a chat template that keeps only part of the user message would make the arm plain GRPO).
 
 Study runs in pool and Ray workers load models offline (``HF_HUB_OFFLINE=1`` unless the
 environment sets it; :func:`gradprobe.study.runner._worker_init`), so a hub model that is not in
@@ -213,7 +215,22 @@ def _check_task(plan, tokenizer) -> int:
         raise _fail(f"[model] name = {plan.model.name!r}", "its tokenizer encodes the task's prompt as no token "
                                                            "(an empty vocabulary?)",
                     "use a model whose tokenizer fits the task")
+    _check_guidance(plan, tokenizer, task, train[0])
     return len(ids)
+
+
+def _check_guidance(plan, tokenizer, task, problem) -> None:
+    """Every guided arm's hint must reach the model's prompt (:func:`gradprobe.rollout.guided.check_hint_reaches_prompt`)."""
+    from ..rollout.guided import GuidanceConfig, GuidanceError, check_hint_reaches_prompt, hint_text, task_kind
+
+    for name, arm in plan.arms.items():
+        if not arm.guidance:
+            continue
+        try:
+            hint = hint_text(problem, task_kind(plan.task.name), GuidanceConfig(**arm.guidance), task)
+            check_hint_reaches_prompt(tokenizer, problem, hint)
+        except GuidanceError as e:
+            raise _fail(f"[arms.{name}] guidance", str(e), "change [model] name or remove guidance from this arm") from None
 
 
 def check_plan_inputs(plan, *, executor: str = "local") -> PreflightReport:

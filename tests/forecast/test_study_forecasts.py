@@ -120,3 +120,16 @@ def test_a_study_budgeted_in_flops_without_a_matched_token_read_is_refused_by_na
     with pytest.raises(ValueError, match=r"study_tiny_hard/analysis.json: arm 'select_\w+' has no gain vs grpo at the "
                                          r"matched token budget .*leave this study out"):
         study_forecasts("data/study_tiny_hard", n_draws=200)
+
+
+def test_guided_arms_say_the_probe_does_not_see_the_guidance(tmp_path):
+    import shutil
+
+    study = tmp_path / "study"
+    shutil.copytree(SPARSE, study)
+    plan = (study / "plan.toml").read_text()
+    assert "[arms.mc_value]\n" in plan
+    (study / "plan.toml").write_text(plan.replace("[arms.mc_value]\n", "[arms.mc_value]\nguidance = { fraction = 0.25 }\n"))
+    t = study_forecasts(study).set_index("arm")
+    assert "guided arm: the probe sees only its reward" in t.loc["mc_value", "note"]
+    assert "guided arm" not in t.loc["select_half", "note"] and "guided arm" not in t.loc["grpo", "note"]

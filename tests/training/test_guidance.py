@@ -281,3 +281,38 @@ def test_a_learning_rate_sweep_never_groups_guided_and_unguided_arms():
     groups = sweep_groups(_plan(extra=extra))
     assert [g["arms"] for g in groups] == [["grpo", "grpo_2xlr"], ["guided", "guided_2xlr"]]
     assert "guidance" not in groups[0]["shared"] and groups[1]["shared"]["guidance"]["fraction"] == 0.5
+
+
+# ----------------------------------------------------------------------------- a prompt format that drops the hint
+
+def test_a_template_that_drops_the_hint_is_refused_at_collection(chain_task):
+    # the tiny tier's compact template keeps only the first paragraph's expression: a hinted prompt would
+    # encode to the plain ids and every guided row be a plain sample with weight 1 (GRPO under another name)
+    from gradprobe.char_tokenizer import char_tokenizer
+    from gradprobe.rollout.guided import check_hint_reaches_prompt
+
+    compact, full = char_tokenizer("compact"), char_tokenizer("chat")
+    p = chain_task.problems("train", 1)[0]
+    hint = hint_text(p, "chain_sum", GuidanceConfig(prefix=0.5))
+    assert hint and encode_prompt(compact, hinted_question(p.question, hint)) == encode_prompt(compact, p.question)
+    with pytest.raises(GuidanceError, match="drops the hint.*remove guidance"):
+        check_hint_reaches_prompt(compact, p, hint)
+    check_hint_reaches_prompt(full, p, hint)  # the full chat template carries it
+    check_hint_reaches_prompt(compact, p, "")  # an empty hint (prefix 0) is not a dropped one
+    policy = load_policy("tiny-qwen2")
+    policy.tokenizer = compact
+    with pytest.raises(GuidanceError, match="drops the hint"):
+        _collect(policy, chain_task, GuidanceConfig(fraction=0.5, prefix=0.5))
+
+
+def test_the_study_preflight_refuses_a_guided_arm_the_model_cannot_read(tmp_path, monkeypatch):
+    from gradprobe.study import preflight
+
+    plan = _plan()
+    report = preflight.check_plan_inputs(plan)  # tiny-qwen2's chat template renders the whole message
+    assert report.prompt_tokens > 0
+    from gradprobe.char_tokenizer import char_tokenizer
+
+    monkeypatch.setattr(preflight, "_resolve_model", lambda spec, offline: ("tiny-qwen2", char_tokenizer("compact")))
+    with pytest.raises(preflight.PreflightError, match=r"\[arms.guided\] guidance: .*drops the hint"):
+        preflight.check_plan_inputs(plan)
