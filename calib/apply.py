@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
+import gradprobe
+
 from .domain import check_domain, probe_identity, resolve_task
 from .model import Calibration, atomic_write_text, json_safe
 
@@ -65,7 +67,8 @@ def check_applicable(calibration: Calibration, *, rewards, budget_seconds=None) 
 
 
 def load_probe(path: str | Path) -> tuple[dict, Path, dict | None]:
-    """Read a probe result for calibration.
+    """Read a probe result for calibration, through gradprobe's reader (:func:`gradprobe.load_probe`,
+    the one reader of ``probe.json``).
 
     Parameters
     ----------
@@ -75,31 +78,30 @@ def load_probe(path: str | Path) -> tuple[dict, Path, dict | None]:
     Returns
     -------
     (result, folder, task)
-        ``task``: the resolved task of the study plan when the folder is a study's ``probe/`` (a
-        study's probe.json records the task's name only; its configuration is in the plan), else None.
+        ``result``: the parsed ``probe.json`` (a dict; not modified). ``task``: the resolved task of
+        the study plan when the folder is a study's ``probe/`` (a study's probe.json records the
+        task's name only; its configuration is in the plan), else None.
 
     Raises
     ------
     CalibrationApplyError
-        The file is missing or not valid JSON (named).
+        The file is missing, not valid JSON or not a probe result (no ``rewards`` list); the message
+        names the path.
     """
-    path = Path(path)
-    file = path / "probe.json" if path.is_dir() else path
-    if not file.is_file():
-        raise CalibrationApplyError(f"{file} not found; pass a `gradprobe probe --out` folder (it holds probe.json)")
     try:
-        result = json.loads(file.read_text())
-    except json.JSONDecodeError as e:
-        raise CalibrationApplyError(f"{file} is not valid JSON ({e}); re-run `gradprobe probe`") from e
+        probe = gradprobe.load_probe(path)
+    except (FileNotFoundError, ValueError) as e:  # gradprobe's ProbeFileError / bad JSON, as calib's own error
+        raise CalibrationApplyError(str(e)) from e
+    result, folder = probe.raw, probe.folder
     task = None
-    plan = file.parent.parent / "plan.toml"
-    if file.parent.name == "probe" and plan.is_file() and (file.parent.parent / "study.json").is_file():
+    plan = folder.parent / "plan.toml"
+    if folder.name == "probe" and plan.is_file() and (folder.parent / "study.json").is_file():
         import tomllib
 
         t = tomllib.loads(plan.read_text()).get("task") or {}
         if t.get("name"):
             task = resolve_task(t["name"], t.get("config") or {})
-    return result, file.parent, task
+    return result, folder, task
 
 
 def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "", task: dict | None = None) -> dict:

@@ -269,28 +269,36 @@ class ProbeResult:
 def load_probe(dir: str | Path) -> ProbeResult:
     """Read a folder written by ``gradprobe probe --out DIR`` (or a study's ``probe/``).
 
+    The one reader of ``probe.json``: calib reads probe results through it too (its
+    :func:`calib.apply.load_probe` uses :attr:`~ProbeResult.raw` and :attr:`~ProbeResult.folder`).
+    Reading builds the object only: neither torch nor pandas is imported.
+
     Parameters
     ----------
     dir : path
-        The folder, or its ``probe.json``.
+        The folder, or its ``probe.json``. A path that does not exist and has no suffix is taken
+        as a folder.
 
     Returns
     -------
     ProbeResult
-        :attr:`~ProbeResult.alignment` and :meth:`~ProbeResult.tokens` read the folder's
-        ``alignment.safetensors`` / ``tokens.jsonl`` on first use (absent in a study's probe).
+        :attr:`~ProbeResult.raw` is the parsed ``probe.json``; :attr:`~ProbeResult.folder` the
+        folder holding it. :attr:`~ProbeResult.alignment` and :meth:`~ProbeResult.tokens` read the
+        folder's ``alignment.safetensors`` / ``tokens.jsonl`` on first use (absent in a study's probe).
 
     Raises
     ------
-    ProbeFileError
-        No ``probe.json`` there (named).
+    ProbeFileError (a FileNotFoundError)
+        No ``probe.json`` there: the message names the path that is missing (``dir`` itself when it
+        does not exist, else ``dir/probe.json``).
     ValueError
-        ``probe.json`` is not valid JSON or has no ``rewards`` (named).
+        ``probe.json`` is not valid JSON, or not a JSON object with a ``rewards`` list (named).
     """
     path = Path(dir)
-    file = path / PROBE_JSON if path.is_dir() or not path.suffix else path
+    file = path / PROBE_JSON if path.is_dir() or (not path.exists() and not path.suffix) else path
     if not file.is_file():
-        raise ProbeFileError(f"{file} not found; pass the folder of `gradprobe probe --out DIR` (it holds probe.json)")
+        missing = file if path.exists() else path
+        raise ProbeFileError(f"{missing} not found; pass a `gradprobe probe --out` folder (it holds probe.json)")
     try:
         raw = json.loads(file.read_text())
     except json.JSONDecodeError as e:

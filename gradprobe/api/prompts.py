@@ -1,54 +1,15 @@
 """``gradprobe.rank_prompts(...)``: ``gradprobe rank-prompts`` as a function returning a DataFrame.
 
-The settings, their defaults and their checks are the command's own (read from its parser in
-:func:`gradprobe.difficulty.cli.add_difficulty_parsers`, never restated here), and the work is the
-command's (:func:`gradprobe.difficulty.cli.rank_prompts`).
+The work, the settings, their defaults and their checks are :func:`gradprobe.difficulty.rank.rank_prompts`
+and :class:`gradprobe.difficulty.rank.RankSettings` (the command line calls the same function with its
+parsed flags); this is the front door's name for it, with the settings as keyword options.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
-import json
-import shutil
-import tempfile
 from pathlib import Path
 
 __all__ = ["rank_prompts"]
-
-
-class _RaisingParser(argparse.ArgumentParser):
-    """An argparse parser whose errors raise ValueError instead of exiting the interpreter."""
-
-    def error(self, message):
-        raise ValueError(message)
-
-
-def _rank_args(model: str, task: str, pool: int, out: Path, options: dict) -> argparse.Namespace:
-    from ..difficulty.cli import add_difficulty_parsers
-
-    parser = _RaisingParser(prog="gradprobe.rank_prompts")
-    add_difficulty_parsers(parser.add_subparsers(dest="command", parser_class=_RaisingParser))
-    sub = parser._subparsers._group_actions[0].choices["rank-prompts"]
-    by_dest = {a.dest: a for a in sub._actions if a.option_strings and a.dest != "help"}
-    argv = ["rank-prompts", "--model", str(model), "--task", str(task), "--pool", str(pool), "--out", str(out)]
-    for key, value in options.items():
-        action = by_dest.get(key)
-        if action is None or key in ("model", "task", "pool", "out"):
-            valid = sorted(set(by_dest) - {"model", "task", "pool", "out"})
-            raise ValueError(f"unknown rank_prompts setting {key!r}; valid: {', '.join(valid)}")
-        flag = action.option_strings[-1]
-        if isinstance(action, argparse._StoreTrueAction):
-            argv += [flag] if value else []
-        elif isinstance(value, (list, tuple)):
-            argv += [flag, ",".join(map(str, value))]
-        elif value is not None:
-            argv += [flag, str(value)]
-    try:
-        return parser.parse_args(argv)
-    except ValueError as e:
-        raise ValueError(f"rank_prompts: {e}") from None
 
 
 def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = None, **options):
@@ -57,7 +18,9 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     What ``gradprobe rank-prompts`` does (DESIGN.md, "Prompt difficulty"): features of the ``pool``
     training prompts (``task.problems("train", pool, seed=data_seed)``; one batched forward, charged
     ``selection``), ``probe_samples`` sampled completions of ``fit_prompts`` of them (charged
-    ``selection``) to fit the logistic model and the posteriors, p_hat for every prompt.
+    ``selection``) to fit the logistic model and the posteriors, p_hat for every prompt. Nothing is
+    printed on stdout; when every probed outcome is equal (no model signal) a warning line goes to
+    stderr, and ``.attrs["warning"]`` holds it.
 
     Parameters
     ----------
@@ -68,12 +31,14 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     pool : int
         N, pool prompts (>= 1).
     out : path, optional
-        Also keep ``ranking.csv`` and ``rank.json`` there (default: nothing is kept).
+        Also write ``ranking.csv`` and ``rank.json`` there (default: nothing is written).
     **options
-        The command's options by their Python names, with its defaults: ``probe_samples`` (k, 4),
-        ``fit_prompts`` (64), ``prior_strength`` (8.0), ``decay`` (0.9), ``metadata_keys``,
-        ``data_seed``, ``seed``, ``max_new_tokens``, ``temperature``, ``batch_size``,
-        ``feature_batch_size``, ``device``, ``dtype``, ``skip_malformed``, ``no_progress``.
+        The fields of :class:`gradprobe.difficulty.rank.RankSettings` (the command's flags by their
+        Python names), with their defaults: ``probe_samples`` (k, 4), ``fit_prompts`` (64),
+        ``prior_strength`` (8.0), ``decay`` (0.9), ``metadata_keys`` (comma-separated or a list),
+        ``data_seed`` (0), ``seed`` (0), ``max_new_tokens`` (128), ``temperature`` (1.0),
+        ``batch_size`` (64), ``feature_batch_size`` (32), ``device`` ("cpu"), ``dtype`` ("float32"),
+        ``skip_malformed`` (False), ``no_progress`` (False).
 
     Returns
     -------
@@ -89,27 +54,15 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     Raises
     ------
     ValueError
-        An unknown option (the valid names are listed), a bad value (the option is named), an
-        unknown task, an empty pool, duplicate prompt ids.
+        An unknown option (the valid names are listed), a bad value (the option and its flag are
+        named), an unknown task, an empty pool, duplicate prompt ids.
     OSError
         ``out`` cannot be written (before any compute).
     gradprobe.models.ModelNotFoundError
         Unknown model.
     """
-    import pandas as pd
+    from ..difficulty.rank import RankSettings
+    from ..difficulty.rank import rank_prompts as rank
 
-    from ..difficulty.cli import rank_prompts as rank_command
-    from ..training.checkpoint import removed_if_left_empty
-
-    temporary = out is None
-    folder = Path(tempfile.mkdtemp(prefix="gradprobe_rank_")) if temporary else Path(out)
-    try:
-        args = _rank_args(model, task, pool, folder, options)  # refuses bad options before any compute
-        with removed_if_left_empty(None if temporary else folder), contextlib.redirect_stdout(io.StringIO()):
-            rank_command(args)  # its summary lines go to .attrs instead of stdout
-        table = pd.read_csv(folder / "ranking.csv")
-        table.attrs.update(json.loads((folder / "rank.json").read_text()))
-    finally:
-        if temporary:
-            shutil.rmtree(folder, ignore_errors=True)
-    return table
+    settings = RankSettings.from_options(options)  # refuses bad options before any compute
+    return rank(model, task, pool, out=out, settings=settings)

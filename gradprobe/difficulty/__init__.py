@@ -7,7 +7,9 @@
 ``config``     an arm's selection settings (``selection = "half" | "random" | "dynamic"``);
 ``select``     the selection rules inside a training run (select_half, random placebo, DAPO dynamic sampling);
 ``evaluate``   Brier, AUC, Spearman and the reliability diagram vs empirical success, with baselines;
-``cli``        ``gradprobe rank-prompts`` and ``gradprobe difficulty-eval``.
+``rank``       ranking a pool nearest 1/2 first (the work of ``gradprobe rank-prompts`` and
+               ``gradprobe.rank_prompts``) and the commands' settings with their defaults;
+``cli``        ``gradprobe rank-prompts`` and ``gradprobe difficulty-eval`` (argv parsing, printing).
 
 Importing this package imports neither torch nor scikit-learn.
 """

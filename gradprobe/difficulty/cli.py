@@ -1,11 +1,14 @@
 """``gradprobe rank-prompts`` and ``gradprobe difficulty-eval``.
 
 ``rank-prompts --model M --task T --pool N --out DIR``
-    Features of the N pool prompts under the policy (one batched forward, charged ``selection``);
-    ``--probe-samples k`` completions of each of ``--fit-prompts`` prompts (charged ``selection``:
-    tokens the rule generated) give the observed outcomes the logistic model is fitted on (and the
-    posterior of those prompts); every pool prompt gets p_hat. Writes ``DIR/ranking.csv`` (nearest
-    1/2 first: rank, prompt_id, p_hat, distance = |p_hat - 1/2|, attempts, successes, p_model) and
+    Parses the flags and calls :func:`gradprobe.difficulty.rank.rank_prompts` (what
+    ``gradprobe.rank_prompts`` calls too; the flags' defaults are those of its
+    :class:`~gradprobe.difficulty.rank.RankSettings`), printing its summary lines. Features of the N
+    pool prompts under the policy (one batched forward, charged ``selection``); ``--probe-samples k``
+    completions of each of ``--fit-prompts`` prompts (charged ``selection``: tokens the rule
+    generated) give the observed outcomes the logistic model is fitted on (and the posterior of those
+    prompts); every pool prompt gets p_hat. Writes ``DIR/ranking.csv`` (nearest 1/2 first: rank,
+    prompt_id, p_hat, distance = |p_hat - 1/2|, attempts, successes, p_model) and
     ``DIR/rank.json`` (settings, verdict, ledger, versions) and prints the rule's verdict. When every
     probe outcome is equal (a random model: success 0) the logistic model has no signal: a warning
     says so, ``rank.json`` records ``"no_signal": true``, and the ranking is still written (p_hat then
@@ -25,7 +28,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
+
+from .rank import DTYPES, PoolSettings, PreparedPool, RankSettings, prepare_pool, rank_prompts
 
 _COMMON_HELP = {
     "rank-prompts": "predict each pool prompt's success under the policy and rank the pool nearest 1/2 first",
@@ -33,9 +37,12 @@ _COMMON_HELP = {
 }
 
 
-#: Below these sizes the commands still run but add a note that their figures are rough.
-SMALL_FIT_PROMPTS = 32
+#: Below this many eval prompts difficulty-eval still runs but adds a note that its figures are rough
+#: (rank-prompts' SMALL_FIT_PROMPTS lives with its work in gradprobe.difficulty.rank).
 SMALL_EVAL_PROMPTS = 50
+
+#: The flags' defaults: the settings' own (gradprobe.difficulty.rank), never restated here.
+_RANK = RankSettings.defaults()
 
 
 def _positive_int(text: str) -> int:
@@ -71,124 +78,48 @@ def add_difficulty_parsers(subparsers) -> None:
         p.add_argument("--pool", type=_positive_int, required=True, help="N, pool prompts (train split)")
         p.add_argument("--out", required=True, help="output folder")
         if name == "rank-prompts":
-            p.add_argument("--probe-samples", type=_positive_int, default=4,
+            p.add_argument("--probe-samples", type=_positive_int, default=_RANK["probe_samples"],
                            help="k, completions sampled per fit prompt to observe outcomes")
-            p.add_argument("--fit-prompts", type=_positive_int, default=64,
+            p.add_argument("--fit-prompts", type=_positive_int, default=_RANK["fit_prompts"],
                            help="prompts probed to fit the model (at most the pool)")
         else:
             p.add_argument("--samples", type=_positive_int, default=16, help="S, completions per prompt")
             p.add_argument("--observed", type=_nonneg_int, default=None,
                            help="outcomes per eval prompt given to the posteriors (default S // 4); the rest "
                                 "are the target")
-        p.add_argument("--prior-strength", type=float, default=8.0, help="n0, pseudo-counts of the model's prior")
-        p.add_argument("--decay", type=float, default=0.9, help="gamma, per-update decay of observed counts")
-        p.add_argument("--metadata-keys", default="num_terms,num_digits",
+        p.add_argument("--prior-strength", type=float, default=_RANK["prior_strength"],
+                       help="n0, pseudo-counts of the model's prior")
+        p.add_argument("--decay", type=float, default=_RANK["decay"], help="gamma, per-update decay of observed counts")
+        p.add_argument("--metadata-keys", default=_RANK["metadata_keys"],
                        help="comma-separated Problem.metadata keys used as features (missing -> imputed)")
-        p.add_argument("--data-seed", type=int, default=0, help="data seed of the pool")
-        p.add_argument("--seed", type=int, default=0, help="sampling seed and the fit/eval split seed")
-        p.add_argument("--max-new-tokens", type=_positive_int, default=128)
-        p.add_argument("--temperature", type=float, default=1.0)
-        p.add_argument("--batch-size", type=_positive_int, default=64, help="sequences per generate call")
-        p.add_argument("--feature-batch-size", type=_positive_int, default=32, help="prompts per feature forward")
-        p.add_argument("--device", default="cpu")
-        p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
+        p.add_argument("--data-seed", type=int, default=_RANK["data_seed"], help="data seed of the pool")
+        p.add_argument("--seed", type=int, default=_RANK["seed"], help="sampling seed and the fit/eval split seed")
+        p.add_argument("--max-new-tokens", type=_positive_int, default=_RANK["max_new_tokens"])
+        p.add_argument("--temperature", type=float, default=_RANK["temperature"])
+        p.add_argument("--batch-size", type=_positive_int, default=_RANK["batch_size"],
+                       help="sequences per generate call")
+        p.add_argument("--feature-batch-size", type=_positive_int, default=_RANK["feature_batch_size"],
+                       help="prompts per feature forward")
+        p.add_argument("--device", default=_RANK["device"])
+        p.add_argument("--dtype", default=_RANK["dtype"], choices=list(DTYPES))
         p.add_argument("--no-progress", action="store_true",
                        help="hide the progress bar (completions sampled, rate and ETA on stderr)")
 
 
-def _setup(args):
-    """Output folder (checked first), policy, task, pool, sampling config."""
-    from pathlib import Path
-
-    from ..config import SamplingConfig
-    from ..tasks import load_task
-    from ..training.checkpoint import prepare_output_dir
-    from ..training.plan import ModelSpec
-    from ..training.run import load_run_policy
-    from .estimator import EstimatorConfig, check_unique_ids
-
-    est_config = EstimatorConfig(prior_strength=args.prior_strength, decay=args.decay)  # settings first,
-    sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                              batch_size=args.batch_size)
-    task = load_task(args.task, **({"skip_malformed": True} if args.skip_malformed else {}))  # then the data,
-    pool = task.problems("train", args.pool, seed=args.data_seed)
-    if not pool:
-        raise ValueError(f"task {args.task!r} returned an empty pool for --pool {args.pool}")
-    check_unique_ids([p.id for p in pool])
-    out = prepare_output_dir(Path(args.out))  # then the folder (nothing is created for refused input), then the compute
-    policy = load_run_policy(ModelSpec(name=args.model, dtype=args.dtype, device=args.device), seed=args.seed)
-    keys = tuple(k.strip() for k in args.metadata_keys.split(",") if k.strip())
-    present = sorted({k for p in pool for k in (p.metadata or {})})
-    absent = [k for k in keys if k not in present]
-    if absent:
-        warnings.warn(f"--metadata-keys {', '.join(absent)}: in no prompt of this pool, so imputed as a constant "
-                      f"that carries no information (keys present: {', '.join(present) or 'none'})", stacklevel=2)
-    return out, policy, task, pool, sampling, est_config, keys
+def _setup(args) -> PreparedPool:
+    """``difficulty-eval``'s output folder (checked first), policy, task, pool, sampling and estimator config
+    (:func:`gradprobe.difficulty.rank.prepare_pool`, shared with ``rank-prompts``)."""
+    return prepare_pool(args.model, args.task, args.pool, args.out, PoolSettings.from_args(args))
 
 
 def _settings(args) -> dict:
     return {k: v for k, v in vars(args).items() if k not in ("func",)}
 
 
-def rank_prompts(args) -> int:
-    """``gradprobe rank-prompts``; returns the exit status."""
-    import numpy as np
-    import pandas as pd
-
-    from ..ledger import Ledger
-    from ..probe.run import versions
-    from ..training.checkpoint import write_json_atomic
-    from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, rank_half, verdict
-    from .evaluate import sample_outcomes
-    from .features import prompt_features
-
-    out, policy, task, pool, sampling, est_config, keys = _setup(args)
-    ledger = Ledger()
-    ids = [p.id for p in pool]
-    feats = prompt_features(policy, pool, metadata_keys=keys, batch_size=args.feature_batch_size, ledger=ledger)
-    n_fit = min(args.fit_prompts, len(pool))
-    fit = np.sort(np.random.default_rng([args.seed, 0xF17]).permutation(len(pool))[:n_fit])
-    y = sample_outcomes(policy, task, [pool[i] for i in fit], samples=args.probe_samples, sampling=sampling,
-                        seed=args.seed, ledger=ledger, category="selection", progress=not args.no_progress,
-                        desc=f"rank-prompts: sampling {args.probe_samples} x {n_fit} prompts")
-    ok = np.isfinite(y)
-    est = DifficultyEstimator(est_config)
-    est.observe([ids[i] for i in fit], feats[fit], np.where(ok, y, 0).sum(1), ok.sum(1))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", DegenerateOutcomesWarning)
-        est.fit()
-    p_model = est.predict_model(feats)
-    p_hat = est.p_hat(ids, feats)
-    order = rank_half(ids, p_hat)
-    succ = np.zeros(len(pool))
-    att = np.zeros(len(pool))
-    succ[fit], att[fit] = np.where(ok, y, 0).sum(1), ok.sum(1)
-    table = pd.DataFrame({"rank": np.arange(1, len(pool) + 1), "prompt_id": [ids[i] for i in order],
-                          "p_hat": p_hat[order], "distance": np.abs(p_hat[order] - 0.5),
-                          "attempts": att[order].astype(int), "successes": succ[order].astype(int),
-                          "p_model": p_model[order]})
-    table.to_csv(out / "ranking.csv", index=False)
-    v = verdict(p_hat)
-    no_signal = bool(est.degenerate_)
-    notes = []
-    if n_fit < SMALL_FIT_PROMPTS and not no_signal:
-        notes.append(f"the logistic model is fitted on only {n_fit} probed prompts; its p_model for unprobed prompts is "
-                     f"rough (use --fit-prompts >= {SMALL_FIT_PROMPTS} and a pool at least that large)")
-    write_json_atomic(out / "rank.json", {
-        "command": "rank-prompts", "settings": _settings(args), "skipped_rows": int(getattr(task, "skipped", 0)), "verdict": v, "no_signal": no_signal,
-        "warning": str(caught[0].message) if caught else None, "notes": notes, "fit_prompts": int(n_fit),
-        "probe_success": float(y[ok].mean()) if ok.any() else None, "ledger": ledger.to_dict(),
-        "versions": versions()})
-    if caught:
-        print(f"gradprobe rank-prompts: warning: {caught[0].message}; the ranking carries no model signal "
-              f"(p_hat differs only through the probed prompts' posteriors)", file=sys.stderr)
-    for note in notes:
-        print(f"note: {note}")
-    print(f"verdict: {v['text']} over the {len(pool)} pool prompts")
-    print(f"nearest 1/2: {table.prompt_id.iloc[0]} (p_hat {table.p_hat.iloc[0]:.3f}); selection cost: "
-          f"{ledger.generated_tokens['selection']:,} tokens, {ledger.flops.get('selection', 0):.3g} FLOPs, "
-          f"{ledger.device_seconds.get('selection', 0):.1f} s")
-    print(f"wrote {out / 'ranking.csv'} and {out / 'rank.json'}")
+def rank_prompts_main(args) -> int:
+    """``gradprobe rank-prompts``: :func:`gradprobe.difficulty.rank.rank_prompts` on the parsed flags, its
+    summary printed on stdout; returns the exit status (errors propagate to :func:`difficulty_main`)."""
+    rank_prompts(args.model, args.task, args.pool, out=args.out, settings=RankSettings.from_args(args), say=print)
     return 0
 
 
@@ -255,7 +186,7 @@ def difficulty_main(args) -> int:
 
     try:
         with removed_if_left_empty(args.out):  # refused input leaves no empty folder behind
-            return rank_prompts(args) if args.command == "rank-prompts" else difficulty_eval(args)
+            return rank_prompts_main(args) if args.command == "rank-prompts" else difficulty_eval(args)
     except (ValueError, OSError, RuntimeError, ModelNotFoundError) as e:
         print(f"gradprobe {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 
 import pytest
@@ -15,48 +14,18 @@ from gradprobe.training.plan import PlanError, parse_plan
 from gradprobe.training.run import run_training
 
 from helpers_rollout import one_thread
+from helpers_selection import Killed, kill_at, selection_plan, selection_records
 from helpers_tasks import ScoredTask
-
-PLAN = """
-seeds = [0]
-[model]
-name = "tiny-qwen2"
-[task]
-name = "chain_sum"
-pool = 16
-[heldout]
-prompts = 2
-[sampling]
-max_new_tokens = 10
-[train]
-prompts_per_update = 2
-group = 4
-lr = 1e-3
-micro_batch_size = 8
-checkpoint_every = 1
-[budget]
-updates = %d
-[eval]
-greedy = true
-sampled = false
-[arms.select_half]
-reward = "outcome"
-selection = "%s"
-candidates_multiplier = 3
-"""
+from helpers_training import metric_lines
 
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
 
-def _lines(out):
-    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-
-
 def test_select_half_charges_selection_and_counts_it_in_the_budgets(tmp_path):
-    run = parse_plan(PLAN % (2, "half")).arm("select_half")
+    run = parse_plan(selection_plan("half", updates=2)).arm("select_half")
     summary = run_training(run, tmp_path / "r", task=ScoredTask(train_size=16))
-    updates = [x for x in _lines(tmp_path / "r") if not x.get("eval")]
+    updates = [x for x in metric_lines(tmp_path / "r") if not x.get("eval")]
     assert len(updates) == 2
     led = summary["ledger"]
     sel = [u["selection"] for u in updates]
@@ -86,21 +55,13 @@ def test_select_half_charges_selection_and_counts_it_in_the_budgets(tmp_path):
 
 
 def test_select_half_resumes_exactly(tmp_path):
-    run = parse_plan(PLAN % (3, "half")).arm("select_half")
-
-    class Kill(Exception):
-        pass
-
-    def kill_after_two(update):
-        if update == 2:
-            raise Kill
-
-    with pytest.raises(Kill):
-        run_training(run, tmp_path / "killed", task=ScoredTask(train_size=16), after_update=kill_after_two)
+    run = parse_plan(selection_plan("half", updates=3)).arm("select_half")
+    with pytest.raises(Killed):
+        run_training(run, tmp_path / "killed", task=ScoredTask(train_size=16), after_update=kill_at(2))
     resumed = run_training(run, tmp_path / "killed", task=ScoredTask(train_size=16))
     straight = run_training(run, tmp_path / "straight", task=ScoredTask(train_size=16))
-    a = [x["selection"] for x in _lines(tmp_path / "killed") if "selection" in x]
-    b = [x["selection"] for x in _lines(tmp_path / "straight") if "selection" in x]
+    a = selection_records(tmp_path / "killed")
+    b = selection_records(tmp_path / "straight")
     drop = ("selection_seconds",)
     assert [{k: v for k, v in x.items() if k not in drop} for x in a] == \
         [{k: v for k, v in x.items() if k not in drop} for x in b]
@@ -109,19 +70,19 @@ def test_select_half_resumes_exactly(tmp_path):
 
 @pytest.mark.parametrize("rule", ["never", "always"])
 def test_no_signal_falls_back_to_random_with_a_warning(tmp_path, rule, caplog):
-    run = parse_plan(PLAN % (3, "half")).arm("select_half")
+    run = parse_plan(selection_plan("half", updates=3)).arm("select_half")
     with caplog.at_level(logging.WARNING, logger="gradprobe.difficulty.select"):
         run_training(run, tmp_path / "r", task=ScoredTask(rule, train_size=16))
-    sel = [x["selection"] for x in _lines(tmp_path / "r") if "selection" in x]
+    sel = selection_records(tmp_path / "r")
     assert [s["fallback"] for s in sel] == ["random"] * 3
     assert all(s["estimator_degenerate"] for s in sel[1:])
     assert sum("selecting at random" in r.message for r in caplog.records) == 1  # said once per run
 
 
 def test_dynamic_sampling_drops_zero_variance_groups_and_charges_them(tmp_path):
-    run = parse_plan(PLAN % (2, "dynamic")).arm("select_half")
+    run = parse_plan(selection_plan("dynamic", updates=2)).arm("select_half")
     summary = run_training(run, tmp_path / "r", task=ScoredTask("never", train_size=16))
-    sel = [x["selection"] for x in _lines(tmp_path / "r") if "selection" in x]
+    sel = selection_records(tmp_path / "r")
     # never solved: every group is uninformative; all 3 x 2 candidates are drawn, 2 are filled back in
     assert all(s["drawn_groups"] == 6 and s["filled"] == 2 and s["dropped_groups"] == 4 for s in sel)
     led = summary["ledger"]
@@ -130,8 +91,10 @@ def test_dynamic_sampling_drops_zero_variance_groups_and_charges_them(tmp_path):
 
 
 def test_random_arm_pays_the_same_feature_cost_as_half(tmp_path):
-    half = run_training(parse_plan(PLAN % (1, "half")).arm("select_half"), tmp_path / "h", task=ScoredTask(train_size=16))
-    rnd = run_training(parse_plan(PLAN % (1, "random")).arm("select_half"), tmp_path / "r", task=ScoredTask(train_size=16))
+    half = run_training(parse_plan(selection_plan("half", updates=1)).arm("select_half"), tmp_path / "h",
+                        task=ScoredTask(train_size=16))
+    rnd = run_training(parse_plan(selection_plan("random", updates=1)).arm("select_half"), tmp_path / "r",
+                       task=ScoredTask(train_size=16))
     assert half["ledger"]["generated_tokens"]["selection"] == rnd["ledger"]["generated_tokens"]["selection"]
     assert half["ledger"]["flops"]["selection"] == pytest.approx(rnd["ledger"]["flops"]["selection"])
 
@@ -165,7 +128,7 @@ def test_parse_selection_and_plan_errors():
     with pytest.raises(ValueError, match="candidates_multiplier must be an integer"):
         parse_selection({"selection": "half", "candidates_multiplier": 2.5})
     with pytest.raises(PlanError, match=r"\[arms.select_half\] selection: .*decay"):
-        parse_plan((PLAN % (1, "half")) + "decay = 1.5\n")
-    plain = parse_plan((PLAN % (1, "half")).replace('selection = "half"\ncandidates_multiplier = 3\n', ""))
+        parse_plan(selection_plan("half", updates=1, decay=1.5))
+    plain = parse_plan(selection_plan(None, updates=1))
     assert plain.arm("select_half").selection is None
-    assert parse_plan(PLAN % (1, "dynamic")).arm("select_half").selection["rule"] == "dynamic"
+    assert parse_plan(selection_plan("dynamic", updates=1)).arm("select_half").selection["rule"] == "dynamic"

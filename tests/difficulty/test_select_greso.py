@@ -14,39 +14,10 @@ from gradprobe.training.plan import PlanError, parse_plan
 from gradprobe.training.run import run_training
 
 from helpers_rollout import one_thread
+from helpers_selection import Killed, kill_at, selection_plan, selection_records
 from helpers_tasks import ScoredTask
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
-
-# pool 6 = m x B candidates: every update's candidates are the whole pool (a fresh permutation)
-PLAN = """
-seeds = [0]
-[model]
-name = "tiny-qwen2"
-[task]
-name = "chain_sum"
-pool = 6
-[heldout]
-prompts = 2
-[sampling]
-max_new_tokens = 10
-[train]
-prompts_per_update = 2
-group = 4
-lr = 1e-3
-micro_batch_size = 8
-checkpoint_every = 1
-[budget]
-updates = %d
-[eval]
-greedy = true
-sampled = false
-[arms.greso]
-reward = "outcome"
-selection = "greso"
-candidates_multiplier = 3
-%s
-"""
 
 
 def _greso(**kw) -> GresoFilter:
@@ -186,16 +157,17 @@ def test_evaluate_estimator_reports_the_flat_auc():
     assert any("flat-group AUC (all-correct" in n for n in never["notes"])
 
 
-def _updates(out):
-    return [json.loads(x)["selection"] for x in (out / "metrics.jsonl").read_text().splitlines() if "selection" in x]
+def _greso_plan(updates: int, **keys) -> str:
+    """Arm ``greso`` on a pool of 6 = m x B candidates: every update's candidates are the whole pool (a
+    fresh permutation)."""
+    return selection_plan("greso", updates=updates, pool=6, arm="greso", **keys)
 
 
 @pytest.mark.parametrize("explore", [0.0, 1.0])
 def test_greso_in_a_run_skips_solved_prompts_and_charges_dropped_groups(tmp_path, explore):
-    keys = f"greso_explore_easy = {explore}\ngreso_explore_floor = 0.0\ngreso_step = 0.0\n"
-    run = parse_plan(PLAN % (2, keys)).arm("greso")
+    run = parse_plan(_greso_plan(2, greso_explore_easy=explore, greso_explore_floor=0.0, greso_step=0.0)).arm("greso")
     summary = run_training(run, tmp_path / "r", task=ScoredTask("always", train_size=16))
-    sel = _updates(tmp_path / "r")
+    sel = selection_records(tmp_path / "r")
     # update 0: no history; all 6 candidates rolled out, all flat: 2 filled in, 4 dropped
     assert (sel[0]["skipped"], sel[0]["drawn_groups"], sel[0]["filled"], sel[0]["dropped_groups"]) == (0, 6, 2, 4)
     assert sel[0]["realized_flat_share"] == 1.0 and sel[0]["realized_all_correct_share"] == 1.0
@@ -215,23 +187,14 @@ def test_greso_in_a_run_skips_solved_prompts_and_charges_dropped_groups(tmp_path
 
 
 def test_greso_resumes_exactly(tmp_path):
-    keys = "greso_explore_easy = 0.3\ngreso_explore_hard = 0.3\ngreso_step = 0.05\n"
-    run = parse_plan(PLAN % (4, keys)).arm("greso")
-
-    class Kill(Exception):
-        pass
-
-    def kill_after_two(update):
-        if update == 2:
-            raise Kill
-
-    with pytest.raises(Kill):
-        run_training(run, tmp_path / "killed", task=ScoredTask(train_size=16), after_update=kill_after_two)
+    run = parse_plan(_greso_plan(4, greso_explore_easy=0.3, greso_explore_hard=0.3, greso_step=0.05)).arm("greso")
+    with pytest.raises(Killed):
+        run_training(run, tmp_path / "killed", task=ScoredTask(train_size=16), after_update=kill_at(2))
     resumed = run_training(run, tmp_path / "killed", task=ScoredTask(train_size=16))
     straight = run_training(run, tmp_path / "straight", task=ScoredTask(train_size=16))
     drop = ("selection_seconds",)
-    a = [{k: v for k, v in x.items() if k not in drop} for x in _updates(tmp_path / "killed")]
-    b = [{k: v for k, v in x.items() if k not in drop} for x in _updates(tmp_path / "straight")]
+    a = [{k: v for k, v in x.items() if k not in drop} for x in selection_records(tmp_path / "killed")]
+    b = [{k: v for k, v in x.items() if k not in drop} for x in selection_records(tmp_path / "straight")]
     assert len(a) == 4 and a == b
     assert any(x["skipped"] for x in b) and b[-1]["explore_easy_next"] != 0.3  # the filter and the p update acted
     assert resumed["ledger"]["generated_tokens"] == straight["ledger"]["generated_tokens"]
@@ -254,6 +217,6 @@ def test_bad_greso_keys_are_refused():
     with pytest.raises(ValueError, match="greso_target_flat"):
         SelectionConfig(rule="dynamic", greso_target_flat=0.5)
     with pytest.raises(PlanError, match=r"\[arms.greso\] selection: greso_explore_hard must be a probability"):
-        parse_plan(PLAN % (1, "greso_explore_hard = 2.0\n"))
+        parse_plan(_greso_plan(1, greso_explore_hard=2.0))
     with pytest.raises(PlanError, match="greso_explore_flor"):
-        parse_plan(PLAN % (1, "greso_explore_flor = 0.0\n"))
+        parse_plan(_greso_plan(1, greso_explore_flor=0.0))

@@ -1,0 +1,373 @@
+"""Rank a prompt pool by predicted success, nearest 1/2 first: the work of ``gradprobe rank-prompts`` and
+``gradprobe.rank_prompts`` (DESIGN.md, "Prompt difficulty").
+
+One function, :func:`rank_prompts`, with explicit arguments; the command line
+(:mod:`gradprobe.difficulty.cli`) parses argv and calls it, the public ``gradprobe.rank_prompts``
+(:mod:`gradprobe.api.prompts`) calls it with keyword settings. The settings, their defaults and their
+checks live once, in :class:`PoolSettings` (shared with ``difficulty-eval``) and :class:`RankSettings`;
+the argparse defaults read them.
+
+Steps: features of the pool prompts under the policy (one batched forward, charged ``selection``),
+``probe_samples`` sampled completions of each of ``fit_prompts`` seeded pool prompts (charged
+``selection``) give the observed outcomes the logistic model is fitted on (and those prompts'
+posteriors), then p_hat for every pool prompt and the ranking by |p_hat - 1/2|
+(:mod:`gradprobe.difficulty.estimator`).
+
+Importing this module imports neither torch nor pandas.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import numbers
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, NamedTuple
+
+__all__ = ["DTYPES", "SMALL_FIT_PROMPTS", "PoolSettings", "RankSettings", "PreparedPool", "prepare_pool",
+           "rank_prompts"]
+
+#: Policy dtypes the commands accept (``--dtype``).
+DTYPES = ("float32", "float64", "bfloat16", "float16")
+#: Below this many probed prompts the ranking still runs but adds a note that p_model is rough.
+SMALL_FIT_PROMPTS = 32
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """Settings shared by ``rank-prompts`` and ``difficulty-eval`` (the command-line flag of each field is
+    its name with dashes: ``prior_strength`` <-> ``--prior-strength``; these are the flags' defaults).
+
+    Attributes
+    ----------
+    skip_malformed : bool
+        GSM8K only: skip (count and warn about) malformed rows instead of stopping at the first.
+    prior_strength : float
+        n0, pseudo-counts of the logistic model's prior in each prompt's Beta posterior (> 0, checked
+        by :class:`~gradprobe.difficulty.estimator.EstimatorConfig`).
+    decay : float
+        gamma, per-update decay of observed counts (in (0, 1], checked by EstimatorConfig).
+    metadata_keys : str
+        Comma-separated ``Problem.metadata`` keys used as features (missing -> imputed); a list or
+        tuple of keys is accepted and stored joined.
+    data_seed : int
+        Data seed of the pool: ``task.problems("train", pool, seed=data_seed)``.
+    seed : int
+        Sampling seed, and the seed of the fit-prompt choice (rank) / fit-eval split (eval).
+    max_new_tokens : int
+        >= 1, tokens per sampled completion at most.
+    temperature : float
+        Sampling temperature.
+    batch_size : int
+        >= 1, sequences per generate call.
+    feature_batch_size : int
+        >= 1, prompts per feature forward.
+    device : str
+        Torch device of the policy (``cpu``, ``cuda``...).
+    dtype : str
+        One of :data:`DTYPES`.
+    no_progress : bool
+        Hide the progress bar of the sampled completions (tqdm on stderr).
+
+    Raises
+    ------
+    ValueError
+        A value of the wrong type or out of range; the message names the setting, its flag and the
+        value (e.g. ``max_new_tokens (--max-new-tokens) must be >= 1, got 0``).
+    """
+
+    skip_malformed: bool = False
+    prior_strength: float = 8.0
+    decay: float = 0.9
+    metadata_keys: str = "num_terms,num_digits"
+    data_seed: int = 0
+    seed: int = 0
+    max_new_tokens: int = field(default=128, metadata={"min": 1})
+    temperature: float = 1.0
+    batch_size: int = field(default=64, metadata={"min": 1})
+    feature_batch_size: int = field(default=32, metadata={"min": 1})
+    device: str = "cpu"
+    dtype: str = "float32"
+    no_progress: bool = False
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _checked(f, getattr(self, f.name)))
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """:attr:`metadata_keys` split at commas, blanks dropped."""
+        return tuple(k.strip() for k in self.metadata_keys.split(",") if k.strip())
+
+    @classmethod
+    def defaults(cls) -> dict:
+        """Field name -> default (what the command line's flags default to)."""
+        return {f.name: f.default for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def from_args(cls, args):
+        """The settings from an argparse Namespace holding (at least) every field by name."""
+        return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
+@dataclass(frozen=True)
+class RankSettings(PoolSettings):
+    """Settings of ``gradprobe rank-prompts`` / ``gradprobe.rank_prompts``: :class:`PoolSettings` and
+
+    Attributes
+    ----------
+    probe_samples : int
+        k >= 1, completions sampled per fit prompt to observe outcomes.
+    fit_prompts : int
+        >= 1, pool prompts probed to fit the logistic model (at most the pool).
+    """
+
+    probe_samples: int = field(default=4, metadata={"min": 1})
+    fit_prompts: int = field(default=64, metadata={"min": 1})
+
+    @classmethod
+    def from_options(cls, options: Mapping) -> RankSettings:
+        """The settings from keyword options by their Python names (the rest keep their defaults).
+
+        Raises
+        ------
+        ValueError
+            An unknown name (the message names it and lists the valid ones), or a bad value.
+        """
+        valid = [f.name for f in dataclasses.fields(cls)]
+        for key in options:
+            if key not in valid:
+                raise ValueError(f"unknown rank_prompts setting {key!r}; valid: {', '.join(sorted(valid))}")
+        return cls(**options)
+
+
+def _checked(f: dataclasses.Field, value):
+    """``value`` of field ``f`` checked against the field's type (and ``metadata["min"]``), normalized."""
+    where = f"{f.name} ({_flag(f.name)})"
+    if f.name == "metadata_keys":
+        if isinstance(value, (list, tuple)) and all(isinstance(k, str) for k in value):
+            value = ",".join(value)
+        if not isinstance(value, str):
+            raise ValueError(f"{where} must be comma-separated keys or a list of keys, got {value!r}")
+        return value
+    if f.name == "dtype" and value not in DTYPES:
+        raise ValueError(f"{where} must be one of {', '.join(DTYPES)}, got {value!r}")
+    if f.type == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} must be True or False, got {value!r}")
+    elif f.type == "int":
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ValueError(f"{where} must be an integer, got {value!r}")
+        value = int(value)
+    elif f.type == "float":
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(f"{where} must be a number, got {value!r}")
+        value = float(value)
+    elif f.type == "str" and not isinstance(value, str):
+        raise ValueError(f"{where} must be a string, got {value!r}")
+    low = f.metadata.get("min")
+    if low is not None and value < low:
+        raise ValueError(f"{where} must be >= {low}, got {value}")
+    return value
+
+
+class PreparedPool(NamedTuple):
+    """What both commands start from (:func:`prepare_pool`)."""
+
+    out: Path | None         # the output folder, created and proven writable (None: nothing is written)
+    policy: object           # gradprobe.models.Policy
+    task: object             # the loaded Task
+    pool: list               # list[Problem], length N
+    sampling: object         # gradprobe.config.SamplingConfig
+    estimator: object        # gradprobe.difficulty.estimator.EstimatorConfig
+    metadata_keys: tuple     # feature metadata keys
+
+
+def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, settings: PoolSettings) -> PreparedPool:
+    """Check the settings, load the task and its training pool, create the output folder, load the policy,
+    in that order (refused input creates nothing and computes nothing).
+
+    Parameters
+    ----------
+    model : str
+        ``tiny``, ``tiny-qwen2``, ``smollm2-135m``, a folder, ``.gguf`` file or hub id.
+    task : str
+        Task spec, e.g. ``chain_sum:min_terms=2,max_terms=4``.
+    pool : int
+        N >= 1, prompts of ``task.problems("train", N, seed=settings.data_seed)``.
+    out : path or None
+        Output folder (None: no folder).
+    settings : PoolSettings
+
+    Raises
+    ------
+    ValueError
+        Bad estimator settings (named), an unknown task, an empty pool, duplicate prompt ids.
+    OSError
+        ``out`` cannot be created or written.
+    gradprobe.models.ModelNotFoundError
+        Unknown model.
+
+    Warns
+    -----
+    UserWarning
+        A metadata key found in no pool prompt (imputed as a constant carrying no information).
+    """
+    from ..config import SamplingConfig
+    from ..tasks import load_task
+    from ..training.checkpoint import prepare_output_dir
+    from ..training.plan import ModelSpec
+    from ..training.run import load_run_policy
+    from .estimator import EstimatorConfig, check_unique_ids
+
+    est_config = EstimatorConfig(prior_strength=settings.prior_strength, decay=settings.decay)  # settings first,
+    sampling = SamplingConfig(temperature=settings.temperature, max_new_tokens=settings.max_new_tokens,
+                              batch_size=settings.batch_size)
+    loaded = load_task(task, **({"skip_malformed": True} if settings.skip_malformed else {}))  # then the data,
+    problems = loaded.problems("train", pool, seed=settings.data_seed)
+    if not problems:
+        raise ValueError(f"task {task!r} returned an empty pool for --pool {pool}")
+    check_unique_ids([p.id for p in problems])
+    folder = None if out is None else prepare_output_dir(Path(out))  # then the folder, then the compute
+    policy = load_run_policy(ModelSpec(name=model, dtype=settings.dtype, device=settings.device), seed=settings.seed)
+    keys = settings.keys
+    present = sorted({k for p in problems for k in (p.metadata or {})})
+    absent = [k for k in keys if k not in present]
+    if absent:
+        warnings.warn(f"--metadata-keys {', '.join(absent)}: in no prompt of this pool, so imputed as a constant "
+                      f"that carries no information (keys present: {', '.join(present) or 'none'})", stacklevel=3)
+    return PreparedPool(folder, policy, loaded, problems, sampling, est_config, keys)
+
+
+def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = None,
+                 settings: RankSettings | None = None, say: Callable[[str], None] | None = None):
+    """Predict each pool prompt's success probability under the policy and rank the pool nearest 1/2 first.
+
+    Parameters
+    ----------
+    model : str
+        ``tiny``, ``tiny-qwen2``, ``smollm2-135m``, a folder, ``.gguf`` file or hub id.
+    task : str
+        Task spec, e.g. ``chain_sum:min_terms=2,max_terms=4``.
+    pool : int
+        N >= 1, pool prompts (``task.problems("train", N, seed=settings.data_seed)``).
+    out : path, optional
+        Write ``ranking.csv`` (the returned table) and ``rank.json`` (its ``.attrs``) there, atomically
+        (default: nothing is written). A folder this call created is removed again when it fails
+        before writing anything.
+    settings : RankSettings, optional
+        Default ``RankSettings()``.
+    say : callable(str), optional
+        Receives the summary lines the command prints on stdout (notes, the verdict, the prompt
+        nearest 1/2 with the selection cost, the files written); default: silent. When the logistic
+        model has no signal (every probed outcome equal) a warning line goes to stderr either way.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per pool prompt, nearest 1/2 first: ``rank`` (1..N), ``prompt_id``, ``p_hat`` (predicted
+        success probability), ``distance`` = |p_hat - 1/2|, ``attempts`` and ``successes`` (sampled
+        completions of the prompt and how many the verifier scored 1; 0 for unprobed prompts),
+        ``p_model`` (the logistic model's prediction alone). ``.attrs`` is ``rank.json``'s content:
+        ``command``, ``settings``, ``skipped_rows``, ``verdict`` (the rule "the candidates are predicted
+        to fail more often than not", mean p_hat < 1/2, with its ``text``), ``no_signal``, ``warning``,
+        ``notes``, ``fit_prompts``, ``probe_success``, ``ledger`` (selection tokens, FLOPs,
+        device-seconds), ``versions``.
+
+    Raises
+    ------
+    ValueError
+        ``pool`` < 1, a bad setting (named), an unknown task, an empty pool, duplicate prompt ids.
+    OSError
+        ``out`` cannot be written (before any compute).
+    gradprobe.models.ModelNotFoundError
+        Unknown model.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from ..ledger import Ledger
+    from ..probe.run import versions
+    from ..training.checkpoint import output_error, removed_if_left_empty, write_json_atomic
+    from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, rank_half, verdict
+    from .evaluate import sample_outcomes
+    from .features import prompt_features
+
+    settings = RankSettings() if settings is None else settings
+    if isinstance(pool, bool) or not isinstance(pool, numbers.Integral) or pool < 1:
+        raise ValueError(f"pool (--pool) must be an integer >= 1, got {pool!r}")
+    say = say or (lambda line: None)
+    record = {"command": "rank-prompts", "model": str(model), "task": str(task),
+              "skip_malformed": settings.skip_malformed, "pool": int(pool), "out": None if out is None else str(out),
+              "probe_samples": settings.probe_samples, "fit_prompts": settings.fit_prompts,
+              **{k: v for k, v in dataclasses.asdict(settings).items()
+                 if k not in ("skip_malformed", "probe_samples", "fit_prompts")}}
+    with removed_if_left_empty(out):
+        folder, policy, task_, problems, sampling, est_config, keys = prepare_pool(str(model), str(task), int(pool),
+                                                                                   out, settings)
+        ledger = Ledger()
+        ids = [p.id for p in problems]
+        feats = prompt_features(policy, problems, metadata_keys=keys, batch_size=settings.feature_batch_size,
+                                ledger=ledger)  # (N, F)
+        n_fit = min(settings.fit_prompts, len(problems))
+        fit = np.sort(np.random.default_rng([settings.seed, 0xF17]).permutation(len(problems))[:n_fit])
+        y = sample_outcomes(policy, task_, [problems[i] for i in fit], samples=settings.probe_samples,
+                            sampling=sampling, seed=settings.seed, ledger=ledger, category="selection",
+                            progress=not settings.no_progress,
+                            desc=f"rank-prompts: sampling {settings.probe_samples} x {n_fit} prompts")  # (n_fit, k)
+        ok = np.isfinite(y)
+        est = DifficultyEstimator(est_config)
+        est.observe([ids[i] for i in fit], feats[fit], np.where(ok, y, 0).sum(1), ok.sum(1))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DegenerateOutcomesWarning)
+            est.fit()
+        p_model = est.predict_model(feats)  # (N,)
+        p_hat = est.p_hat(ids, feats)  # (N,)
+        order = rank_half(ids, p_hat)
+        succ = np.zeros(len(problems))
+        att = np.zeros(len(problems))
+        succ[fit], att[fit] = np.where(ok, y, 0).sum(1), ok.sum(1)
+        table = pd.DataFrame({"rank": np.arange(1, len(problems) + 1), "prompt_id": [ids[i] for i in order],
+                              "p_hat": p_hat[order], "distance": np.abs(p_hat[order] - 0.5),
+                              "attempts": att[order].astype(int), "successes": succ[order].astype(int),
+                              "p_model": p_model[order]})
+        v = verdict(p_hat)
+        no_signal = bool(est.degenerate_)
+        notes = []
+        if n_fit < SMALL_FIT_PROMPTS and not no_signal:
+            notes.append(f"the logistic model is fitted on only {n_fit} probed prompts; its p_model for unprobed "
+                         f"prompts is rough (use --fit-prompts >= {SMALL_FIT_PROMPTS} and a pool at least that large)")
+        document = {
+            "command": "rank-prompts", "settings": record, "skipped_rows": int(getattr(task_, "skipped", 0)),
+            "verdict": v, "no_signal": no_signal, "warning": str(caught[0].message) if caught else None,
+            "notes": notes, "fit_prompts": int(n_fit), "probe_success": float(y[ok].mean()) if ok.any() else None,
+            "ledger": ledger.to_dict(), "versions": versions()}
+        if folder is not None:  # each file under a temporary name first: no half-written file under a final name
+            part = folder / "ranking.csv.tmp"
+            try:
+                table.to_csv(part, index=False)
+                part.replace(folder / "ranking.csv")
+            except OSError as e:
+                part.unlink(missing_ok=True)
+                raise output_error("writing", folder / "ranking.csv", e) from e
+            write_json_atomic(folder / "rank.json", document)
+    table.attrs.update(json.loads(json.dumps(document, allow_nan=False)))  # rank.json's content, as read back
+    if caught:
+        print(f"gradprobe rank-prompts: warning: {caught[0].message}; the ranking carries no model signal "
+              f"(p_hat differs only through the probed prompts' posteriors)", file=sys.stderr)
+    for note in notes:
+        say(f"note: {note}")
+    say(f"verdict: {v['text']} over the {len(problems)} pool prompts")
+    say(f"nearest 1/2: {table.prompt_id.iloc[0]} (p_hat {table.p_hat.iloc[0]:.3f}); selection cost: "
+        f"{ledger.generated_tokens['selection']:,} tokens, {ledger.flops.get('selection', 0):.3g} FLOPs, "
+        f"{ledger.device_seconds.get('selection', 0):.1f} s")
+    if folder is not None:
+        say(f"wrote {folder / 'ranking.csv'} and {folder / 'rank.json'}")
+    return table
