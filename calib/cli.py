@@ -143,13 +143,25 @@ def _report(args) -> int:
                                    + f" --out {args.out}")
         atomic_write_text(Path(args.validation_out), json.dumps(record, indent=2) + "\n")
         print(f"wrote {args.validation_out}: --forecaster auto uses {record['best']} ({record['evidence']})")
+    b = m.get("bootstrap") or {}
     for cv in m["cv_modes"]:
-        print(f"leave one {cv} out, MAE as forecast -> calibrated ({m['method']}), on the {m['common_rows']} runs "
-              "all compared forecasters cover:")
+        print(f"leave one {cv} out, MAE [{b.get('level', 0.95):.0%} study-cluster bootstrap interval, "
+              f"{b.get('resamples')} resamples of {b.get('n_clusters')} studies] as forecast -> calibrated "
+              f"({m['method']}), on the {m['common_rows']} runs all compared forecasters cover:")
         for f, e in m["errors"][cv].items():
             raw, cal = e["raw"].get("common", e["raw"]), e["calibrated"].get("common", e["calibrated"])
-            print(f"  {f:<24}{_n(raw.get('mae'))} -> {_n(cal.get('mae'))}   coverage {_n(raw.get('coverage'))} -> "
-                  f"{_n(cal.get('coverage'))}")
+            print(f"  {f:<24}{_n(raw.get('mae'))} {_iv(raw)} -> {_n(cal.get('mae'))} {_iv(cal)}   "
+                  f"coverage {_n(raw.get('coverage'))} -> {_n(cal.get('coverage'))}")
+        for f, e in m["errors"][cv].items():
+            d = [e[k].get("common", {}).get("mae_difference_vs_cost_only") for k in ("raw", "calibrated")]
+            if any(d):
+                print(f"  {f + ' - cost only':<36}" + " -> ".join(
+                    "n/a" if x is None else f"{_n(x['estimate'], '+.2f')} {_iv(x, 'interval', '+.2f')}"
+                    for x in d) + "   (paired MAE difference, < 0: fewer errors than cost only)")
+        reasons = {r.get("mae_interval_reason") for e in m["errors"][cv].values() for k in ("raw", "calibrated")
+                   for r in (e[k].get("common", e[k]),)} - {None}
+        for reason in sorted(reasons):
+            print(f"  no interval: {reason}")
     for col, r in m["ranking"].items():
         print(f"ranking by {col:<36} Kendall tau {_n(r['kendall_tau'], '+.2f')} (p {_n(r['p_kendall'], '.3g')}), "
               f"Spearman rho {_n(r['spearman_rho'], '+.2f')}, {r['n_arms']} arms in {r['n_studies']} studies")
@@ -171,6 +183,14 @@ def _apply(args) -> int:
 
 def _n(x, spec=".2f") -> str:
     return "n/a" if x is None or x != x else format(x, spec)
+
+
+def _iv(r: dict, key="mae_interval", spec=".2f") -> str:
+    """``[lo, hi]`` of a bootstrap interval, or ``[no interval]`` (the reason is printed once below)."""
+    iv = r.get(key)
+    if iv is None:
+        return "[no interval]"
+    return f"[{format(iv[0], spec)}, {format(iv[1], spec)}]"
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@ only, the signal proxy, the raw first-order extrapolation), side by side:
   the rows it can say something about, and all of them on the rows they all cover ("common
   rows"), which is the fair comparison (a forecaster that covers fewer than 2 arms, e.g. the
   signal proxy on a probe that did not record it, is left out of the common rows, and named);
+- the uncertainty of every MAE: a 95% study-cluster bootstrap percentile interval (studies
+  resampled with replacement, all rows of a drawn study together; 5000 resamples, seed 0:
+  :mod:`calib.bootstrap`), and on the common rows the paired difference of each compared
+  forecaster's MAE minus cost only's, with its interval from the same resamples (intervals, not
+  p-values; none with fewer than 2 studies, and a reason);
 - validation by leaving one *study* out (the headline) and one arm out within its study. With one
   study, leave-one-study-out is impossible: the report says so (not an error) and leads with
   leave-one-arm-out, whose numbers are then in-sample in every respect but the held-out arm (the
@@ -37,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .bootstrap import LEVEL, RESAMPLES, SEED, check_settings, mae_difference_interval, mae_interval
 from .dataset import FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, build_rows_many, select_rows
 from .estimators import make_estimator
 from .metrics import bias, coverage, mae, pooled_rank_agreement, ranking_table
@@ -46,11 +52,14 @@ from .validation import cross_validate, group_labels
 FIGURES = ("predicted_vs_realized", "mae_by_forecaster", "residuals_by_arm", "accuracy_vs_tokens")
 PER_UPDATE = "rho"
 """The per-update efficiency column, ranked beside the forecasters (the raw per-update ordering)."""
+BASELINE = "forecast_cost_only"
+"""The forecaster every other compared one is differenced against (``mae_difference_vs_cost_only``)."""
 
 
 def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: str = "linear", cv: str = "auto",
             interval: str = "cv_plus", confidence_level: float = 0.9, include_reference: bool = False,
-            n_permutations: int = 9999) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+            n_permutations: int = 9999, bootstrap_resamples: int = RESAMPLES, bootstrap_level: float = LEVEL,
+            bootstrap_seed: int = SEED) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """Cross-validated errors, coverage and rank agreement of every forecaster.
 
     Parameters
@@ -69,6 +78,9 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         See :func:`calib.validation.cross_validate` and :func:`calib.dataset.select_rows`.
     n_permutations : int
         Of the pooled rank tests (:func:`calib.metrics.pooled_rank_agreement`).
+    bootstrap_resamples, bootstrap_level, bootstrap_seed
+        Of the study-cluster bootstrap intervals of the MAEs (:mod:`calib.bootstrap`; defaults 5000,
+        0.95, 0: the report is deterministic).
 
     Returns
     -------
@@ -76,6 +88,14 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         ``metrics``: the content of ``metrics.json``; ``cv_rows``: every held-out prediction (long
         format); ``table``: :func:`calib.metrics.ranking_table` of the forecasters, ``rho`` and the
         headline calibrated gains.
+
+        In ``metrics["errors"][cv][forecaster]["raw" | "calibrated"]`` (and its ``"common"`` part,
+        the rows all compared forecasters cover), beside ``mae``: ``mae_interval`` [lo, hi] (points;
+        None with fewer than 2 studies, ``mae_interval_reason`` then says why); in the ``"common"``
+        part of every compared forecaster but cost only: ``mae_difference_vs_cost_only``
+        {estimate, interval, reason, n_clusters, rows} (MAE minus cost only's on the same rows,
+        < 0: better than cost only). ``metrics["bootstrap"]``: {resamples, level, seed,
+        clusters: "study", n_clusters (studies among the common rows), method}.
 
     Raises
     ------
@@ -96,16 +116,21 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     compared = _compared(base, notes)
     rows = rows.assign(all_forecasters=np.isfinite(rows[compared].astype(float)).all(axis=1))
     base = base.assign(all_forecasters=rows.loc[base.index, "all_forecasters"])
+    boot = {"resamples": bootstrap_resamples, "level": bootstrap_level, "seed": bootstrap_seed}
+    check_settings(bootstrap_resamples, bootstrap_level)  # bad bootstrap settings fail here, before any fit
     long, errors = [], {}
     for mode in modes:
-        errors[mode] = {}
+        errors[mode], preds = {}, {}
         for f in FORECASTERS:
             errors[mode][f] = {}
             for m in ("none", method):
-                res, pred = _validate(rows, f, m, mode, interval, confidence_level, include_reference)
-                errors[mode][f]["raw" if m == "none" else "calibrated"] = res
+                key = "raw" if m == "none" else "calibrated"
+                res, pred = _validate(rows, f, m, mode, interval, confidence_level, include_reference, boot)
+                errors[mode][f][key] = res
                 if pred is not None:
-                    long.append(pred)
+                    long.append(pred.drop(columns="_common"))
+                    preds[f, key] = pred
+        _differences(errors[mode], preds, compared, notes if mode == modes[0] else [], boot)
     cv_rows = pd.concat(long, ignore_index=True) if long else pd.DataFrame()
     head = modes[0]
     table, ranking, ranking_common = _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared)
@@ -124,6 +149,11 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         "raw_bias": e["raw"].get("bias", math.nan), "calibrated_bias": e["calibrated"].get("bias", math.nan),
         "raw_mae": e["raw"].get("mae", math.nan), "mae": e["calibrated"].get("mae", math.nan),
         "raw_coverage": e["raw"].get("coverage", math.nan), "coverage": e["calibrated"].get("coverage", math.nan),
+        "raw_mae_interval": e["raw"].get("mae_interval"), "mae_interval": e["calibrated"].get("mae_interval"),
+        "bootstrap": {**boot, "clusters": "study",
+                      "n_clusters": int(base.loc[base["all_forecasters"], "study"].nunique()),
+                      "method": "study-cluster bootstrap (studies resampled with replacement, all rows of a drawn "
+                                "study together), percentile interval; an interval, not a p-value (calib.bootstrap)"},
         "kendall_tau": ranking[forecaster]["kendall_tau"], "p_kendall": ranking[forecaster]["p_kendall"],
         "spearman_rho": ranking[forecaster]["spearman_rho"], "p_spearman": ranking[forecaster]["p_spearman"],
         "versions": software_versions(),
@@ -156,7 +186,7 @@ def _compared(base: pd.DataFrame, notes: list) -> list:
     return [f for f in FORECASTERS if covered[f] >= 2]
 
 
-def _validate(rows, f, m, mode, interval, level, include_reference) -> tuple[dict, pd.DataFrame | None]:
+def _validate(rows, f, m, mode, interval, level, include_reference, boot) -> tuple[dict, pd.DataFrame | None]:
     """Held-out predictions of forecaster ``f`` corrected by ``m`` under ``mode``, and their errors."""
     try:
         sel, counts = select_rows(rows, forecaster=f, include_reference=include_reference)
@@ -172,21 +202,57 @@ def _validate(rows, f, m, mode, interval, level, include_reference) -> tuple[dic
     pred.insert(0, "cv", mode)
     pred["forecast"] = sel[f].to_numpy(float)
     in_common = sel["all_forecasters"].to_numpy(bool)
-    out = _errors(pred, level)
+    out = _errors(pred, level, boot)
     out["rows"], out["arms"] = int(len(pred)), int(pred.groupby(["study", "arm"]).ngroups)
     out["no_forecast_arms"] = counts["no_forecast_arms"]
-    out["common"] = _errors(pred[in_common], level)
-    return out, pred
+    out["common"] = _errors(pred[in_common], level, boot)
+    return out, pred.assign(_common=in_common)
 
 
-def _errors(pred: pd.DataFrame, level: float) -> dict:
+def _errors(pred: pd.DataFrame, level: float, boot: dict) -> dict:
     has = pred["cv_lower"].notna()
     n_iv = int(has.sum())
+    ok = np.isfinite(pred["cv_pred"].astype(float)) & np.isfinite(pred["target"].astype(float))
+    if ok.all():
+        ci = mae_interval(pred["cv_pred"], pred["target"], pred["study"], **boot)
+        iv, reason = (None if ci.interval is None else list(ci.interval)), ci.reason
+    else:  # the MAE itself is NaN then: no interval around it
+        iv, reason = None, f"{int((~ok).sum())} run(s) without a held-out prediction or realized gain"
     return {"rows": int(len(pred)), "bias": bias(pred["cv_pred"], pred["target"]),
             "mae": mae(pred["cv_pred"], pred["target"]),
+            "mae_interval": iv, "mae_interval_reason": reason,
             "coverage": coverage(pred["cv_lower"], pred["cv_upper"], pred["target"]), "coverage_rows": n_iv,
             "coverage_se": math.sqrt(level * (1 - level) / n_iv) if n_iv else math.nan,
             "mean_interval_width": float((pred["cv_upper"] - pred["cv_lower"])[has].mean()) if n_iv else math.nan}
+
+
+def _differences(errors: dict, preds: dict, compared: list, notes: list, boot: dict) -> None:
+    """Add ``mae_difference_vs_cost_only`` to the common part of every compared forecaster but cost only.
+
+    Paired on the common rows (matched by study, arm and seed), raw against raw and calibrated against
+    calibrated, with the study-cluster bootstrap interval of :func:`calib.bootstrap.mae_difference_interval`.
+    """
+    if BASELINE not in compared:
+        notes.append(f"{BASELINE} is not among the compared forecasters, so no MAE difference vs cost only is given.")
+        return
+    for f in compared:
+        if f == BASELINE:
+            continue
+        for key in ("raw", "calibrated"):
+            a, b = preds.get((f, key)), preds.get((BASELINE, key))
+            if a is None or b is None:
+                continue
+            run = ["study", "arm", "seed"]  # a run (one budget per study); select_rows renumbers the rows
+            both = a.loc[a["_common"], run + ["cv_pred", "target"]].merge(
+                b.loc[b["_common"], run + ["cv_pred"]], on=run, suffixes=("", "_base"), validate="one_to_one")
+            bad = int((~np.isfinite(both[["cv_pred", "cv_pred_base", "target"]].astype(float)).all(axis=1)).sum())
+            if bad:  # as in _errors: no difference around a NaN MAE
+                d = {"estimate": math.nan, "interval": None, "n_clusters": int(both["study"].nunique()),
+                     "rows": int(len(both)), "reason": f"{bad} run(s) without a held-out prediction or realized gain"}
+            else:
+                d = mae_difference_interval(both["cv_pred"], both["cv_pred_base"], both["target"], both["study"],
+                                            **boot).as_dict()
+            errors[f][key]["common"]["mae_difference_vs_cost_only"] = d
 
 
 def _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared):

@@ -6,7 +6,8 @@ Figures (PNG bytes, seaborn on matplotlib's Agg backend):
   with its conformal interval) against realized gain vs grpo, one panel per forecaster,
   coloured by study;
 - ``mae_by_forecaster``: MAE before and after calibration per forecaster, on the rows all
-  forecasters cover, per validation scheme;
+  forecasters cover, per validation scheme, with its 95% study-cluster bootstrap interval as an
+  error bar (:mod:`calib.bootstrap`);
 - ``residuals_by_arm``: the headline forecaster's residuals by arm, before and after;
 - ``accuracy_vs_tokens``: every run's held-out accuracy against generated tokens, one panel per
   study, with the token budget.
@@ -80,7 +81,8 @@ def _fig_predicted(cv_rows: pd.DataFrame, m: dict) -> bytes:
                     ax.hlines(s["target"], s["cv_lower"], s["cv_upper"], colors="0.75", linewidth=1, zorder=1)
                 sns.scatterplot(data=sub, x="cv_pred", y="target", hue="study", palette=palette, ax=ax, s=40,
                                 zorder=2, legend=(i == 0 and j == 0))
-                title = f"{short(f)}, {label}\nMAE {e['mae']:.2f}, bias {e['bias']:+.2f} ({e['rows']} runs)"
+                title = (f"{short(f)}, {label}\nMAE {e['mae']:.2f} {ci_text(e.get('mae_interval'))}, "
+                         f"bias {e['bias']:+.2f} ({e['rows']} runs)")
             else:
                 title = f"{short(f)}, {label}\nnot calibrated: fewer than 2 arms forecast"
             ax.plot(lim, lim, "k--", lw=1)
@@ -104,22 +106,35 @@ def _limits(df: pd.DataFrame) -> list:
 
 
 def _fig_mae(m: dict) -> bytes:
+    """Bars: MAE on the common rows; error bars: its study-cluster bootstrap interval (none below 2 studies)."""
     plt, sns = _plt()
-    recs = [{"forecaster": short(f), "validation": f"leave one {cv} out", "when": when,
-             "MAE (points)": m["errors"][cv][f][key]["common"]["mae"]}
-            for cv in m["cv_modes"] for f in FORECASTERS for key, when in (("raw", "as forecast"),
-                                                                              ("calibrated", "calibrated"))
-            if "common" in m["errors"][cv][f][key]]
-    df = pd.DataFrame(recs)
+    whens = (("raw", "as forecast"), ("calibrated", "calibrated"))
+    colors = sns.color_palette("tab10", len(whens))
     fig, axes = plt.subplots(1, len(m["cv_modes"]), figsize=(6.5 * len(m["cv_modes"]), 4.2), squeeze=False)
+    width = 0.38
     for ax, cv in zip(axes[0], m["cv_modes"]):
-        sub = df[df["validation"] == f"leave one {cv} out"] if len(df) else df
-        if len(sub):
-            sns.barplot(data=sub, x="forecaster", y="MAE (points)", hue="when", ax=ax)
-            for c in ax.containers:
-                ax.bar_label(c, fmt="%.2f", fontsize=7)
-        ax.set_title(f"leave one {cv} out, on the {m['common_rows']} runs all compared forecasters cover", fontsize=9)
-        ax.tick_params(axis="x", rotation=15)
+        for i, (key, when) in enumerate(whens):
+            x, y, lo, hi = [], [], [], []
+            for j, f in enumerate(FORECASTERS):
+                r = m["errors"][cv][f][key].get("common")
+                if r is None or r["mae"] is None or not np.isfinite(r["mae"]):
+                    continue
+                iv = r.get("mae_interval") or [r["mae"], r["mae"]]
+                x.append(j + (i - 0.5) * width)
+                y.append(r["mae"])
+                lo.append(r["mae"] - iv[0])
+                hi.append(iv[1] - r["mae"])
+            if x:
+                ax.bar(x, y, width, color=colors[i], label=when)
+                ax.errorbar(x, y, yerr=[lo, hi], fmt="none", ecolor="k", elinewidth=1, capsize=3)
+                for xi, yi, top in zip(x, y, np.add(y, hi)):  # the value above its interval's upper end
+                    ax.annotate(f"{yi:.2f}", (xi, top), xytext=(0, 2), textcoords="offset points", ha="center",
+                                va="bottom", fontsize=7)
+        ax.set_xticks(range(len(FORECASTERS)), [short(f) for f in FORECASTERS], rotation=15)
+        ax.set_ylabel("MAE (points)")
+        ax.legend(fontsize=8)
+        ax.set_title(f"leave one {cv} out, on the {m['common_rows']} runs all compared forecasters cover\n"
+                     "bars: 95% study-cluster bootstrap interval", fontsize=9)
     return _png(fig)
 
 
@@ -173,6 +188,47 @@ def _fmt(x, spec="+.2f") -> str:
     return format(x, spec)
 
 
+def ci_text(iv, spec=".2f") -> str:
+    """``[lo, hi]`` of an interval (points), or ``[no interval]`` when it is None (fewer than 2 studies)."""
+    if iv is None:
+        return "[no interval]"
+    return f"[{format(iv[0], spec)}, {format(iv[1], spec)}]"
+
+
+def _mae_cell(r: dict) -> str:
+    """MAE with its bootstrap interval; the reason of a missing interval as a tooltip."""
+    iv = r.get("mae_interval")
+    if iv is None and r.get("mae_interval_reason"):
+        return f"{_fmt(r['mae'], '.2f')} <span title=\"{html.escape(r['mae_interval_reason'])}\">[no interval]</span>"
+    return f"{_fmt(r['mae'], '.2f')} {ci_text(iv)}"
+
+
+def _difference_table(m: dict, cv: str) -> str:
+    """Paired MAE difference of each compared forecaster minus cost only (common rows), with intervals."""
+    e = html.escape
+    recs = [(f, {k: m["errors"][cv][f][k].get("common", {}).get("mae_difference_vs_cost_only")
+                 for k in ("raw", "calibrated")}) for f in m["compared_forecasters"]]
+    recs = [(f, d) for f, d in recs if any(d.values())]
+    if not recs:
+        return ""
+    body = ""
+    for f, d in recs:
+        cells = [e(short(f) + " - cost only")]
+        for k in ("raw", "calibrated"):
+            r = d[k]
+            if r is None:
+                cells.append("n/a")
+            elif r["interval"] is None:
+                cells.append(f"{_fmt(r['estimate'])} <span title=\"{e(r['reason'] or '')}\">[no interval]</span>")
+            else:
+                cells.append(f"{_fmt(r['estimate'])} {ci_text(r['interval'], '+.2f')}")
+        body += "<tr>" + "".join(f"<td class=n>{c}</td>" for c in cells) + "</tr>"
+    return ("<p>Paired MAE difference vs cost only on the same runs (points; &lt; 0: fewer errors than cost only), "
+            "with its 95% study-cluster bootstrap interval (the same resamples for both forecasters):</p>"
+            f"<table><tr><th>difference</th><th>as forecast</th><th>calibrated ({e(m['method'])})</th></tr>"
+            f"{body}</table>")
+
+
 def _p(x) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
 
@@ -181,7 +237,7 @@ def _error_table(m: dict, cv: str, part: str | None) -> str:
     e = html.escape
     head = ("<tr><th rowspan=2>forecaster</th><th rowspan=2>runs</th><th colspan=4>as forecast</th>"
             f"<th colspan=4>calibrated ({e(m['method'])})</th></tr><tr>"
-            + "<th>bias</th><th>MAE</th><th>coverage</th><th>width</th>" * 2 + "</tr>")
+            + "<th>bias</th><th>MAE [95% interval]</th><th>coverage</th><th>width</th>" * 2 + "</tr>")
     body = ""
     for f in FORECASTERS:
         cells = [e(short(f))]
@@ -196,7 +252,7 @@ def _error_table(m: dict, cv: str, part: str | None) -> str:
                 continue
             if i == 0:
                 cells.append(str(r["rows"]))
-            cells += [_fmt(r["bias"]), _fmt(r["mae"], ".2f"),
+            cells += [_fmt(r["bias"]), _mae_cell(r),
                       f"{_fmt(r['coverage'], '.2f')} ({r['coverage_rows']})", _fmt(r["mean_interval_width"], ".1f")]
         body += "<tr>" + "".join(f"<td class=n>{c}</td>" for c in cells) + "</tr>"
     return f"<table>{head}{body}</table>"
@@ -220,6 +276,16 @@ def _ranking_table(rk: dict) -> str:
     return f"<table>{head}{body}</table>"
 
 
+def _boot_text(m: dict) -> str:
+    b = m.get("bootstrap") or {}
+    if not b:
+        return "none recorded."
+    return (f"{b['level']:.0%} percentile intervals of a study-cluster bootstrap ({b['resamples']} resamples of the "
+            f"{b['n_clusters']} studies with replacement, every run of a drawn study together; seed {b['seed']}; "
+            "Efron &amp; Tibshirani 1993). They are intervals, not p-values; with few studies they are optimistic "
+            "(few distinct resamples), and with fewer than 2 studies none is given.")
+
+
 def render_html(m: dict, table: pd.DataFrame, images: dict, study_dirs) -> str:
     """The report page (self-contained: figures embedded as base64 PNG)."""
     e = html.escape
@@ -230,7 +296,7 @@ def render_html(m: dict, table: pd.DataFrame, images: dict, study_dirs) -> str:
         f"<p>Each forecaster on the runs it can forecast:</p>{_error_table(m, cv, None)}"
         f"<p>On the {m['common_rows']} runs that all compared forecasters "
         f"({e(', '.join(map(short, m['compared_forecasters'])))}) cover (the fair comparison):</p>"
-        f"{_error_table(m, cv, 'common')}" for cv in m["cv_modes"])
+        f"{_error_table(m, cv, 'common')}{_difference_table(m, cv)}" for cv in m["cv_modes"])
     rcols = [c for c in table.columns if c not in ("study", "arm", "seeds") and not c.startswith("rank_")]
     trows = "".join("<tr><td>" + e(str(r["study"])) + "</td><td>" + e(str(r["arm"])) + "</td>"
                     + "".join(f"<td class=n>{_fmt(r[c])}</td>" for c in rcols)
@@ -251,6 +317,7 @@ models: {e(', '.join(m['models']))}; tasks: {e('; '.join(m['tasks']))}.</p>
 Calibration: realized ~ f(forecast), {e(m['method'])} (Huber linear or isotonic), refitted without the held-out group;
 intervals: {e(m['interval'])} conformal (MAPIE) at {lvl:.0%}, nested inside each held-out fold; coverage = share of
 held-out runs inside their interval (count in brackets), width = mean interval width (points).</p>
+<p>MAE intervals: {_boot_text(m)}</p>
 {notes}
 <h2>Errors of the forecast gain vs grpo, before and after calibration</h2>{errs}
 <h2>Ranking of arms vs training, within each study</h2>
