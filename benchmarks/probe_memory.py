@@ -25,6 +25,10 @@ default job at most 1 GB; ``--max-peak-gb`` makes the exit status 1 when the ove
     python benchmarks/probe_memory.py --model tiny                        # the default job
     python benchmarks/probe_memory.py --model smollm2-135m                # the README command
     python benchmarks/probe_memory.py --model smollm2-135m --rewards outcome --prompts 4   # quicker
+    python benchmarks/probe_memory.py --model smollm2-135m --no-release-memory   # without malloc_trim
+
+Between stages the probe hands freed heap pages back to the OS (:mod:`gradprobe.memory`);
+``--no-release-memory`` turns that off to show what it saves.
 """
 
 from __future__ import annotations
@@ -196,6 +200,9 @@ def main(argv=None) -> int:
     p.add_argument("--max-new-tokens", type=int)
     p.add_argument("--continuations", type=int)
     p.add_argument("--micro-batch-size", type=int)
+    p.add_argument("--no-release-memory", action="store_true",
+                   help="turn off gradprobe.memory.release_memory (gc + glibc malloc_trim after each large "
+                        "stage and after a GGUF load): the figures without it, for comparison")
     p.add_argument("--max-peak-gb", type=float, help="exit status 1 when the overall peak RSS (GB) is above it")
     p.add_argument("--json", help="write the stage table here")
     args = p.parse_args(argv)
@@ -220,6 +227,10 @@ def main(argv=None) -> int:
         fields["micro_batch_size"] = args.micro_batch_size
     config = ProbeConfig(model=args.model, progress=False, **fields)
 
+    if args.no_release_memory:  # run.py and models.py import it at call time, so the module attribute is what they get
+        import gradprobe.memory as memory
+
+        memory.release_memory = lambda: False
     meter = PeakMeter()
     rec = StageRecorder(meter)
     _install(rec)

@@ -123,9 +123,9 @@ def _add_probe(sub) -> None:
 def _probe_command(args) -> int:
     """``gradprobe probe``: build the config, load the calibration first, run, print; 0 or 2 (bad input)."""
     from .forecast import forecast_section, load_reference_curve
+    from .outputs import write_json_atomic
     from .probe.batches import run_probe_batches
     from .probe.run import ProbeConfig, _json_safe, format_table
-    from .training.checkpoint import write_json_atomic
 
     try:
         trl = None
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_probe(sub)
     from .difficulty.cli import add_difficulty_parsers
     from .study.cli import add_study_parser
-    from .tiers import add_warmstart_parser
+    from .warmstart import add_warmstart_parser
     from .training.run import add_train_parser
 
     add_train_parser(sub)
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return train_main(args)
     if args.command == "warmstart":
-        from .tiers import warmstart_main
+        from .warmstart import warmstart_main
 
         return warmstart_main(args)
     if args.command == "study":

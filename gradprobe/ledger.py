@@ -30,13 +30,26 @@ TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (Kapl
 JVP_FORWARDS = 3.0  # forward-mode pass: for every matmul y = W x it computes W x, dW x and W dx
 
 
+def non_embedding_parameters(model) -> int:
+    """N of Kaplan et al. 2020 (Table 1): the parameters of ``model`` (a ``torch.nn.Module`` with
+    ``get_input_embeddings()``) excluding the input (and position) embeddings, each shared (tied)
+    tensor counted once. Here, next to its only users, the FLOPs formulas below."""
+    emb = model.get_input_embeddings()
+    skip = {id(p) for p in emb.parameters()}
+    seen, n = set(), 0
+    for p in model.parameters():
+        if id(p) in skip or id(p) in seen:
+            continue
+        seen.add(id(p))
+        n += p.numel()
+    return n
+
+
 def forward_flops_per_token(model, context_length: float) -> float:
     """Forward FLOPs of one token at a mean context of ``context_length`` tokens.
 
     2 N + 2 d V + 2 n_layer n_ctx d (Kaplan et al. 2020, Table 1, with the unembedding added).
     """
-    from .models import non_embedding_parameters
-
     cfg = model.config
     d = cfg.hidden_size
     n = non_embedding_parameters(model)

@@ -37,20 +37,17 @@ from typing import Any
 import torch
 
 from .attention import register as _register_attention
+from .errors import ModelNotFoundError  # defined below models and tiers (tier lookup raises it too)
 
 log = logging.getLogger(__name__)
 
-#: Marks a model folder written by gradprobe.tiers.build_tier (its tokenizer is loaded as saved).
+#: Marks a model folder written by gradprobe.warmstart.build_tier (its tokenizer is loaded as saved).
 TIER_MARKER = "gradprobe_tier.json"
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TINY_ARCHITECTURES = ("tiny-qwen2", "tiny-llama")
 TIER_ALIASES = ("tiny", "tiny-llama-sft")
 ALIASES = ("smollm2-135m",) + TIER_ALIASES + TINY_ARCHITECTURES
-
-
-class ModelNotFoundError(ValueError):
-    """The model spec is neither an alias, an existing path, nor a hub id."""
 
 
 class TokenizerError(ValueError):
@@ -226,6 +223,12 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
                 source, trust_remote_code=False,
                 **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
         model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, **common, **kwargs)
+        if "gguf_file" in kwargs:
+            # transformers de-quantises the GGUF into a float state dict and copies it into the model:
+            # the freed copy (one parameter memory) stays resident in glibc's heap unless returned (issue 14)
+            from .memory import release_memory
+
+            release_memory()
     model.to(device)
     model.eval()
     eos = _prepare_tokenizer(tokenizer, model)
@@ -244,16 +247,3 @@ def use_attention(model, implementation: str):
         yield model
     finally:
         model.set_attn_implementation(previous)
-
-
-def non_embedding_parameters(model) -> int:
-    """Number of parameters excluding input (and position) embeddings, N in Kaplan et al. 2020."""
-    emb = model.get_input_embeddings()
-    skip = {id(p) for p in emb.parameters()}
-    seen, n = set(), 0
-    for p in model.parameters():
-        if id(p) in skip or id(p) in seen:
-            continue
-        seen.add(id(p))
-        n += p.numel()
-    return n

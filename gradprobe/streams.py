@@ -6,6 +6,9 @@ probe's) seed, so adding a reward, an arm or an eval changes no other figure: a 
 alone gets the same rollouts and the same reference as when probed beside ``mc_value``, whose
 continuations draw from a stream of their own.
 
+The training prompts' order needs no generator: :func:`pool_indices` gives each update's pool
+indices as a pure function of (update, seed).
+
 Seeds of the streams (``stream_seed(seed, name)``):
 
 ``rollout``
@@ -21,6 +24,7 @@ any other name (``continuation``, ``reference``, ``selection``, ...)
 
 from __future__ import annotations
 
+import functools
 import zlib
 
 import numpy as np
@@ -72,3 +76,28 @@ def stream_sampler(sampler, seed: int, name: str):
     """
     fork = getattr(sampler, "with_seed", None)
     return fork(stream_seed(seed, name)) if callable(fork) else sampler
+
+
+@functools.lru_cache(maxsize=8)
+def _permutation(seed: int, epoch: int, size: int) -> tuple[int, ...]:
+    return tuple(np.random.default_rng([seed, epoch]).permutation(size).tolist())
+
+
+def pool_indices(update: int, prompts_per_update: int, pool_size: int, seed: int) -> list[int]:
+    """Training-pool indices of update ``update`` (0-based): the training prompts' stream.
+
+    Consecutive slices of per-epoch permutations of ``range(pool_size)`` seeded by (seed, epoch), so
+    the order is a pure function of the update index (nothing to checkpoint), differs between seeds,
+    and every pool prompt is drawn once per epoch. Used by the training loop (B prompts per update)
+    and by prompt selection (m x B candidates per update, :mod:`gradprobe.difficulty.select`).
+
+    Returns
+    -------
+    list[int]
+        ``prompts_per_update`` indices in ``[0, pool_size)``.
+    """
+    out = []
+    for pos in range(update * prompts_per_update, (update + 1) * prompts_per_update):
+        epoch, k = divmod(pos, pool_size)
+        out.append(_permutation(seed, epoch, pool_size)[k])
+    return out

@@ -1,46 +1,19 @@
-"""Model tiers: the ``tiny`` policy, warm-started by supervised fine-tuning (DESIGN.md, "Tiers").
+"""Model tiers: where a built tier lives (DESIGN.md, "Tiers").
 
-Why a warm start: GRPO learns only from groups whose rewards differ, so a randomly initialised
-model (success 0) gives no signal and a perfect one gives none either. The tiny tier is a
-~1M-parameter ``Qwen2ForCausalLM`` (hidden 128, 4 layers) with the character tokenizer of
-:mod:`gradprobe.char_tokenizer`, trained for a few minutes with teacher forcing on reasoning-gym
-``chain_sum`` problems (:data:`TINY_TASK`: 2-4 terms of 1-2 digits) until its mean success on
-the training pool lies between 0.2 and 0.6, with 1-digit prompts mostly solved and 2-digit ones
-mostly failed, so that prompts spread across the whole range of success rates.
+A tier is a small policy warm-started by supervised fine-tuning so that GRPO has signal from the
+first update: ``tiny`` (a ~1M-parameter ``Qwen2ForCausalLM`` with the character tokenizer, on
+reasoning-gym ``chain_sum``) and ``tiny-llama-sft`` (the same recipe on ``LlamaForCausalLM``).
+This module names them and finds their folders; building one is :mod:`gradprobe.warmstart`
+(``gradprobe warmstart --tier NAME``), which imports this module, never the reverse, so that
+:func:`gradprobe.models.load_policy` can resolve the ``tiny`` alias through :func:`tier_path`
+without importing the builder (issue 15).
 
-Prompt: the tier's tokenizer carries the compact chat template of
-:mod:`gradprobe.char_tokenizer` (``<s>2 + 3 - 1 =\\n``, ~10-20 tokens instead of the ~250-290 of
-the full instruction prompt, which would otherwise dominate the cost of every rollout, eval and
-update); the model learns the output format from the SFT targets, not from an instruction.
-Prompts are still built by :func:`gradprobe.tasks.prompts.encode_prompt` from the saved
-tokenizer, so SFT, GRPO and evals see the same ids.
-
-Schedule (measured, 128-prompt greedy accuracy of this shape, batch 16, lr 3e-3): ~0.05 at
-500 steps, ~0.2 at 1,000-1,250, then a jump to 0.35-0.4 between 1,500 and 2,500 steps as the
-1-digit prompts are learned (1-digit ~0.6-0.75, 2-digit ~0.05). The default build (seed 0)
-measured greedy 0.422, sampled 0.382, 43% of the 256 pool prompts with 0 < success < 1 (97 at
-0, 48 at 1), final SFT loss 0.130. Cost: one SFT step (16 examples of ~47 ids) is ~0.13
-CPU-seconds on one thread, so the 2,500 steps are ~5.5 CPU-minutes of useful work; on a shared,
-loaded 2-core machine (load average 4-10) the whole build took 23 minutes of wall time and 16.5
-CPU-minutes with 2 threads, so expect ~4-6 minutes only on 2 otherwise idle cores.
-
-Targets write one step per line and the answer after ``####``, the format the prompt asks for
-(:data:`gradprobe.tasks.prompts.INSTRUCTION`)::
-
-    12 + 7 = 19
-    19 - 3 = 16
-    #### 16
-
-The build is deterministic for a seed and thread count (``threads``, 2 by default, is part of
-the config: the thread count changes floating-point reductions), cached under ``$GRADPROBE_CACHE/tiers/tiny-<hash>`` (default
-``~/.cache/gradprobe/tiers``; the hash covers the whole :class:`TinyTierConfig`, seed included),
-and written atomically: built into a hidden temporary folder, then renamed. The folder holds
-``save_pretrained`` weights (safetensors), the tokenizer and ``warmstart.json`` (config, seed,
-versions, final SFT loss, measured greedy and sampled accuracy, seconds).
-
-SFT data come from the train split with seed ``SFT_DATA_SEED + seed``, a different sample from
-the default training pool (``task.problems("train", n, seed=0)``) that GRPO draws from and on
-which the accuracy is measured.
+A build is determined by its :class:`TinyTierConfig` and seed: :func:`config_hash` names its
+folder ``<name>-<hash>``, looked up first in the cache ``$GRADPROBE_CACHE/tiers`` (default
+``~/.cache/gradprobe/tiers``, :func:`cache_root`), then among the builds shipped with the package
+(``gradprobe/data/tiers``, :func:`shipped_root`). A folder holds ``save_pretrained`` weights
+(safetensors), the tokenizer, the marker :data:`gradprobe.models.TIER_MARKER` and
+``warmstart.json`` (config, seed, versions, final SFT loss, measured accuracy, seconds).
 """
 
 from __future__ import annotations
@@ -48,28 +21,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import logging
-import math
 import os
-import re
-import shutil
-import sys
-import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
+from .errors import ModelNotFoundError
+from .tasks.chain_sum import chain_sum_target  # noqa: F401  (re-exported: the tiny tier's SFT target)
 
-from .models import TIER_MARKER, ModelNotFoundError
+__all__ = ["TinyTierConfig", "TierNotBuiltError", "TIERS", "TINY_TASK", "TINY_FRONTIER_TASK", "cache_root",
+           "shipped_root", "tier_config", "config_hash", "tier_path", "chain_sum_target"]
 
-log = logging.getLogger(__name__)
-
-__all__ = ["TinyTierConfig", "TierNotBuiltError", "TIERS", "TINY_TASK", "cache_root", "shipped_root", "tier_path",
-           "build_tier", "chain_sum_target", "add_warmstart_parser", "warmstart_main"]
-
-FORMAT_VERSION = 1  # bump when the build procedure changes (invalidates cached tiers)
-SFT_DATA_SEED = 10_000
+FORMAT_VERSION = 1  # bump when the build procedure (gradprobe.warmstart) changes: invalidates cached tiers
 #: Warm-start task of the tiny tier (``load_task("chain_sum", **TINY_TASK)``).
 TINY_TASK = {"min_terms": 2, "max_terms": 4, "min_digits": 1, "max_digits": 2}
 #: The tier's frontier inside :data:`TINY_TASK`, the task of ``plans/tiny.toml``: 3-4 terms of 1 digit,
@@ -165,7 +127,14 @@ def cache_root() -> Path:
     return (Path(base).expanduser() if base else Path.home() / ".cache" / "gradprobe") / "tiers"
 
 
-def _resolve(name: str, config: TinyTierConfig | None) -> TinyTierConfig:
+def tier_config(name: str, config: TinyTierConfig | None = None) -> TinyTierConfig:
+    """``config``, or tier ``name``'s default config when None.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a key of :data:`TIERS` (the message lists them).
+    """
     if name not in TIERS:
         raise ValueError(f"unknown tier {name!r}; valid tiers: {', '.join(TIERS)}")
     return config if config is not None else TIERS[name]()
@@ -182,8 +151,7 @@ def shipped_root() -> Path:
     return Path(__file__).resolve().parent / "data" / "tiers"
 
 
-def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | None = None,
-              build: bool = False, progress: bool = False) -> Path:
+def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | None = None) -> Path:
     """Folder of a built tier, for :func:`gradprobe.models.load_policy` (alias ``tiny``).
 
     Parameters
@@ -194,8 +162,6 @@ def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | Non
         Build seed.
     config : TinyTierConfig, optional
         Default: the tier's default config.
-    build : bool
-        Build it (a few minutes) when it is not cached, instead of raising.
 
     Returns
     -------
@@ -207,11 +173,12 @@ def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | Non
     Raises
     ------
     TierNotBuiltError
-        Not cached and ``build`` is False; the message gives the command that builds it.
+        Neither cached nor shipped; the message gives the command that builds it
+        (:func:`gradprobe.warmstart.build_tier` from Python).
     ValueError
         Unknown tier name.
     """
-    config = _resolve(name, config)
+    config = tier_config(name, config)
     folder = f"{name}-{config_hash(config, seed)}"
     path = cache_root() / folder
     if (path / "warmstart.json").is_file():
@@ -219,360 +186,6 @@ def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | Non
     shipped = shipped_root() / folder
     if (shipped / "warmstart.json").is_file():
         return shipped
-    if not build:
-        raise TierNotBuiltError(
-            f"tier {name!r} (seed {seed}) is not built at {path}: run `gradprobe warmstart --tier {name}"
-            f"{'' if seed == 0 else f' --seed {seed}'}` (about 5 minutes on 2 idle CPU cores)")
-    return build_tier(name, seed=seed, config=config, progress=progress)
-
-
-# ----------------------------------------------------------------------------- data
-
-_EXPR = re.compile(r":\s*(-?\d+(?:\s*[-+]\s*\d+)*)\s*=\s*$")
-
-
-def chain_sum_target(problem) -> str:
-    """The SFT target of a chain-sum problem: one step per line, then ``#### answer``.
-
-    Parameters
-    ----------
-    problem : Problem
-        ``metadata["expression"]`` (``"12 + 7 - 3"``) is used when present, else the question
-        text up to its final ``=``.
-
-    Returns
-    -------
-    str
-        E.g. ``"12 + 7 = 19\\n19 - 3 = 16\\n#### 16"``; a single number gives ``"#### n"``.
-
-    Raises
-    ------
-    ValueError
-        The expression cannot be parsed.
-    """
-    expr = (problem.metadata or {}).get("expression")
-    if expr is None:
-        m = _EXPR.search(problem.question.strip())
-        if m is None:
-            raise ValueError(f"cannot find a chain sum in question {problem.question!r}")
-        expr = m.group(1)
-    parts = re.findall(r"[-+]|\d+", expr)
-    if not parts:
-        raise ValueError(f"cannot parse chain sum {expr!r}")
-    if parts[0] == "-":  # a leading negative number
-        parts = [f"-{parts[1]}"] + parts[2:]
-    acc, lines = int(parts[0]), []
-    if len(parts) % 2 != 1 or any(op not in "+-" for op in parts[1::2]):
-        raise ValueError(f"cannot parse chain sum {expr!r}")
-    for op, num in zip(parts[1::2], parts[2::2]):
-        new = acc + int(num) if op == "+" else acc - int(num)
-        lines.append(f"{acc} {op} {num} = {new}")
-        acc = new
-    lines.append(f"#### {acc}")
-    return "\n".join(lines)
-
-
-def _examples(tokenizer, problems) -> list[tuple[list[int], int]]:
-    """(ids, prompt length) per problem: prompt ids, then target ids and EOS."""
-    from .tasks.prompts import encode_prompt
-
-    out = []
-    for p in problems:
-        prompt = encode_prompt(tokenizer, p.question)
-        target = tokenizer.encode(chain_sum_target(p), add_special_tokens=False) + [tokenizer.eos_token_id]
-        out.append((prompt + target, len(prompt)))
-    return out
-
-
-def _bare_rows(tokenizer, problems, n_rows: int, width: int) -> list[tuple[list[int], int]]:
-    """``n_rows`` rows of ``width`` ids: targets without prompts, packed as ``<s>target</s><s>...``.
-
-    They teach the line arithmetic and the copies inside a completion at a fraction of the cost
-    of full examples (a prompt is ~250 characters, a target ~35); labels from the second id on.
-    """
-    stream: list[int] = []
-    need = n_rows * width
-    for p in problems:
-        if len(stream) >= need:
-            break
-        stream += [tokenizer.bos_token_id] + tokenizer.encode(chain_sum_target(p), add_special_tokens=False) \
-            + [tokenizer.eos_token_id]
-    if len(stream) < need:
-        raise ValueError(f"{len(problems)} problems fill only {len(stream)} of {need} bare-target ids")
-    return [(stream[r * width: (r + 1) * width], 1) for r in range(n_rows)]
-
-
-def _micro_batch(examples, pad_id: int):
-    """Right-padded ids (n, L), labels (n, L) with -100 before each label start, logits_to_keep."""
-    width = max(len(ids) for ids, _ in examples)
-    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(examples), width), -100, dtype=torch.long)
-    for r, (x, p) in enumerate(examples):
-        ids[r, : len(x)] = torch.tensor(x)
-        labels[r, p: len(x)] = torch.tensor(x[p:])
-    keep = width - min(p for _, p in examples) + 1  # logits from the last prompt token on
-    return ids, labels, keep
-
-
-# ----------------------------------------------------------------------------- training
-
-def _lr_at(step: int, config: TinyTierConfig) -> float:
-    """Linear warm-up over ``warmup_steps``, then cosine from ``lr`` to ``lr * min_lr_ratio``."""
-    if step < config.warmup_steps:
-        return config.lr * (step + 1) / config.warmup_steps
-    frac = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
-    return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
-
-
-def _sft(model, examples, bare, config: TinyTierConfig, pad_id: int, progress: bool) -> list[float]:
-    """Teacher forcing (token mean per step); returns the loss per step.
-
-    ``examples`` (``batch_size`` per step) and ``bare`` rows (``bare_rows`` per step) are
-    (ids, label_start) pairs, used in order. Right padding needs no
-    attention mask: causal attention never lets a real token see the pads after it, and the pads
-    carry no labels.
-    """
-    from tqdm.auto import tqdm
-
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=config.lr, betas=(0.9, 0.95))
-    losses = []
-    model.train()
-    bar = tqdm(range(config.steps), desc="warmstart sft", disable=not progress, leave=False)
-    for step in bar:
-        for group in opt.param_groups:
-            group["lr"] = _lr_at(step, config)
-        batch = examples[step * config.batch_size: (step + 1) * config.batch_size]
-        rows = bare[step * config.bare_rows: (step + 1) * config.bare_rows]
-        n_tokens = sum(len(x) - p for x, p in batch + rows)
-        micro = [batch[lo: lo + config.micro_batch_size] for lo in range(0, len(batch), config.micro_batch_size)]
-        total = 0.0
-        for chunk in micro + ([rows] if rows else []):
-            ids, labels, keep = _micro_batch(chunk, pad_id)
-            logits = model(input_ids=ids, use_cache=False, logits_to_keep=keep).logits  # (n, keep, V)
-            target = labels[:, -keep + 1:] if keep > 1 else labels[:, :0]
-            loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-                                                     target.reshape(-1), ignore_index=-100, reduction="sum")
-            (loss / n_tokens).backward()
-            total += loss.item()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(total / n_tokens)
-        bar.set_postfix(loss=f"{losses[-1]:.3f}")
-    model.eval()
-    return losses
-
-
-def measure_accuracy(policy, task, problems, *, samples: int, max_new_tokens: int, seed: int = 0,
-                     progress: bool = False) -> dict:
-    """Greedy and temperature-1 success of ``policy`` on ``problems``.
-
-    Returns
-    -------
-    dict
-        ``greedy_accuracy``, ``sampled_accuracy`` (mean over prompts x ``samples``),
-        ``spread_fraction`` (prompts whose per-prompt sampled success is strictly between 0 and 1),
-        ``per_prompt`` (sampled success per prompt, length B), ``format_rate`` (sampled),
-        ``prompts``, ``samples``.
-    """
-    from .config import SamplingConfig
-    from .rollout import HFSampler, collect_rollouts
-
-    sampling = SamplingConfig(temperature=1.0, max_new_tokens=max_new_tokens, batch_size=64)
-    sampler = HFSampler(policy, seed=seed, progress=progress)
-    greedy_sampler = _GreedySampler(sampler)
-    greedy = collect_rollouts(policy, task, problems, group_size=1, sampler=greedy_sampler, sampling=sampling,
-                              category="eval", desc="eval greedy")
-    sampled = collect_rollouts(policy, task, problems, group_size=samples, sampler=sampler, sampling=sampling,
-                               category="eval", desc="eval sampled")
-    per_prompt = sampled.scores.nan_to_num(0.0).view(len(problems), samples).mean(1)  # (B,)
-    formats = [task.format_rate(c) for c in sampled.completions]
-    return {
-        "greedy_accuracy": float(greedy.scores.nan_to_num(0.0).mean()),
-        "sampled_accuracy": float(per_prompt.mean()),
-        "spread_fraction": float(((per_prompt > 0) & (per_prompt < 1)).float().mean()),
-        "format_rate": sum(formats) / max(1, len(formats)),
-        "per_prompt": [round(float(v), 4) for v in per_prompt],
-        "prompts": len(problems), "samples": samples,
-    }
-
-
-class _GreedySampler:
-    """Adapter: a sampler whose ``sample`` decodes greedily (for ``collect_rollouts``)."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def sample(self, prompts, **kwargs):
-        return self.inner.sample(prompts, greedy=True, **kwargs)
-
-
-def _versions() -> dict:
-    import transformers
-
-    from . import __version__
-    out = {"python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__,
-           "gradprobe": __version__}
-    try:
-        from importlib.metadata import version
-        out["reasoning_gym"] = version("reasoning-gym")
-    except Exception:  # not installed as a distribution: leave it out
-        pass
-    return out
-
-
-def _build_into(folder: Path, config: TinyTierConfig, seed: int, progress: bool, name: str = "tiny") -> dict:
-    from transformers import AutoModelForCausalLM
-
-    from .char_tokenizer import char_tokenizer
-    from .models import load_policy, tiny_config
-    from .tasks import load_task
-    from .tasks.prompts import encode_prompt
-
-    start, cpu_start = time.perf_counter(), time.process_time()
-    tokenizer = char_tokenizer("compact")
-    model_config = tiny_config(config.arch, vocab_size=len(tokenizer), hidden_size=config.hidden_size,
-                               layers=config.layers, heads=config.heads, kv_heads=config.kv_heads,
-                               intermediate_size=config.intermediate_size, max_positions=config.max_positions)
-    task = load_task(config.task, **config.task_config)
-    n_real = config.steps * config.batch_size
-    n_rows = config.steps * config.bare_rows
-    n_bare = n_rows * config.bare_width // 16 + 1  # a bare target is >= 16 ids
-    problems = task.problems("train", n_real + (n_bare if n_rows else 0), seed=SFT_DATA_SEED + seed)
-    bare = _bare_rows(tokenizer, problems[n_real:], n_rows, config.bare_width)
-    examples = _examples(tokenizer, problems[:n_real])
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(model_config, dtype=torch.float32, attn_implementation="sdpa")
-    losses = _sft(model, examples, bare, config, tokenizer.pad_token_id, progress)
-    train_seconds = time.perf_counter() - start
-    if not all(math.isfinite(v) for v in losses):
-        raise RuntimeError(f"SFT loss is not finite (last {losses[-1]}); lower the learning rate")
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
-    (folder / TIER_MARKER).write_text(json.dumps({"tier": name, "tokenizer_class": "PreTrainedTokenizerFast"}))
-
-    policy = load_policy(str(folder), dtype="float32")
-    probe = encode_prompt(tokenizer, problems[0].question) + tokenizer.encode(chain_sum_target(problems[0]))
-    if encode_prompt(policy.tokenizer, problems[0].question) + policy.tokenizer.encode(
-            chain_sum_target(problems[0])) != probe:
-        raise RuntimeError(f"the tokenizer saved in {folder} does not load back as built "
-                           f"(AutoTokenizer gave {type(policy.tokenizer).__name__})")
-    pool = task.problems("train", config.eval_prompts, seed=0)
-    metrics = measure_accuracy(policy, task, pool, samples=config.eval_samples,
-                               max_new_tokens=config.eval_max_new_tokens, seed=seed, progress=progress)
-    n_params = sum(p.numel() for p in model.parameters())
-    tail = losses[-10:]
-    return {
-        "tier": name, "seed": seed, "config": config.to_dict(), "config_hash": config_hash(config, seed),
-        "format_version": FORMAT_VERSION, "versions": _versions(), "parameters": n_params,
-        "sft_data": {"task": config.task, "split": "train", "seed": SFT_DATA_SEED + seed, "examples": n_real,
-                     "bare_rows": len(bare)},
-        "final_sft_loss": sum(tail) / len(tail), "sft_losses": [round(v, 5) for v in losses],
-        "eval": {"pool": {"split": "train", "seed": 0, "n": config.eval_prompts}, **metrics},
-        "train_seconds": train_seconds, "seconds": time.perf_counter() - start,
-        "cpu_seconds": time.process_time() - cpu_start,
-    }
-
-
-def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | None = None, out: str | Path | None = None,
-               force: bool = False, progress: bool = True) -> Path:
-    """Build a tier (or return the cached one) and return its folder.
-
-    Parameters
-    ----------
-    name : str
-        ``"tiny"``.
-    seed : int
-        Initialisation and SFT-data seed.
-    config : TinyTierConfig, optional
-    out : path, optional
-        Target folder; default ``cache_root() / f"{name}-{hash}"``.
-    force : bool
-        Rebuild even when the folder holds a finished build.
-    progress : bool
-        Progress bars.
-
-    Returns
-    -------
-    Path
-        The folder (``warmstart.json`` present). An interrupted or failed build leaves no folder:
-        it is written to ``.<name>.tmp-*`` beside the target and renamed when complete.
-
-    Raises
-    ------
-    ValueError
-        Unknown tier name.
-    RuntimeError
-        Non-finite SFT loss.
-    """
-    config = _resolve(name, config)
-    target = Path(out).expanduser() if out is not None else cache_root() / f"{name}-{config_hash(config, seed)}"
-    if (target / "warmstart.json").is_file() and not force:
-        record = json.loads((target / "warmstart.json").read_text())
-        if record.get("config_hash") == config_hash(config, seed):
-            log.info("tier %s: reusing %s", name, target)
-            return target
-        if out is None:
-            raise RuntimeError(f"{target} holds a different build; remove it or pass force=True")
-        force = True  # an explicit folder with another config: replace it
-    if target.exists() and not (target / "warmstart.json").is_file() and any(target.iterdir()):
-        raise FileExistsError(f"{target} exists and is not a tier build; choose another folder")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(config.threads)
-        with torch.random.fork_rng(devices=[]):
-            record = _build_into(tmp, config, seed, progress, name)
-        (tmp / "warmstart.json").write_text(json.dumps(record, indent=1))
-        if target.exists():
-            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(target, old)
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        torch.set_num_threads(threads)
-    return target
-
-
-# ----------------------------------------------------------------------------- command line
-
-def add_warmstart_parser(subparsers) -> None:
-    """Add ``gradprobe warmstart --tier tiny [--seed S] [--force] [--out DIR]`` to ``subparsers``."""
-    import argparse
-
-    p = subparsers.add_parser("warmstart", help="build (or reuse) a model tier by supervised warm start",
-                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--tier", default="tiny", choices=sorted(TIERS))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--force", action="store_true", help="rebuild even when cached")
-    p.add_argument("--out", default=None, help="output folder (default: the cache, see `cache_root`)")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-
-
-def warmstart_main(args) -> int:
-    """Run ``gradprobe warmstart``; prints the folder and its measured accuracy; returns the exit status."""
-    try:
-        path = build_tier(args.tier, seed=args.seed, out=args.out, force=args.force, progress=not args.no_progress)
-    except (ValueError, RuntimeError, OSError) as e:
-        print(f"gradprobe warmstart: error: {e}", file=sys.stderr)
-        return 2
-    record = json.loads((path / "warmstart.json").read_text())
-    ev = record["eval"]
-    print(f"tier {args.tier} (seed {args.seed}): {path}\n"
-          f"  parameters {record['parameters']:,}, final SFT loss {record['final_sft_loss']:.4f}, "
-          f"built in {record['seconds']:.0f} s\n"
-          f"  train pool ({ev['prompts']} prompts): greedy accuracy {ev['greedy_accuracy']:.3f}, "
-          f"sampled (T=1, {ev['samples']}/prompt) {ev['sampled_accuracy']:.3f}, "
-          f"prompts with 0 < success < 1: {ev['spread_fraction']:.2f}")
-    return 0
+    raise TierNotBuiltError(
+        f"tier {name!r} (seed {seed}) is not built at {path}: run `gradprobe warmstart --tier {name}"
+        f"{'' if seed == 0 else f' --seed {seed}'}` (about 5 minutes on 2 idle CPU cores)")

@@ -13,9 +13,10 @@ import re
 import pytest
 import torch
 
-from gradprobe import tiers
+from gradprobe import tiers, warmstart
 from gradprobe.tasks import Problem, load_task
-from gradprobe.tiers import TINY_FRONTIER_TASK, TINY_TASK, TierNotBuiltError, TinyTierConfig, build_tier, chain_sum_target, tier_path
+from gradprobe.tiers import TINY_FRONTIER_TASK, TINY_TASK, TierNotBuiltError, TinyTierConfig, chain_sum_target, tier_path
+from gradprobe.warmstart import build_tier
 
 SMALL = TinyTierConfig(hidden_size=16, layers=1, heads=2, kv_heads=1, intermediate_size=32, steps=3, batch_size=4,
                        micro_batch_size=2, warmup_steps=1, eval_prompts=3, eval_samples=2, eval_max_new_tokens=8)
@@ -63,8 +64,8 @@ def test_examples_mask_the_prompt():
 
     tok = char_tokenizer()
     probs = load_task("chain_sum", **TINY_TASK).problems("train", 3)
-    ex = tiers._examples(tok, probs)
-    ids, labels, keep = tiers._micro_batch(ex, tok.pad_token_id)
+    ex = warmstart._examples(tok, probs)
+    ids, labels, keep = warmstart._micro_batch(ex, tok.pad_token_id)
     for r, (x, p) in enumerate(ex):
         assert (labels[r, :p] == -100).all() and (labels[r, len(x):] == -100).all()
         assert tok.decode(labels[r, p: len(x)].tolist()) == chain_sum_target(probs[r]) + tok.eos_token
@@ -108,14 +109,13 @@ def test_cache_is_reused_without_retraining(monkeypatch):
     with pytest.raises(TierNotBuiltError, match="gradprobe warmstart --tier tiny"):
         tier_path("tiny", config=SMALL)
     calls = []
-    real = tiers._sft
-    monkeypatch.setattr(tiers, "_sft", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = warmstart._sft
+    monkeypatch.setattr(warmstart, "_sft", lambda *a, **k: calls.append(1) or real(*a, **k))
     path = build_tier("tiny", config=SMALL, progress=False)
     assert path.parent == tiers.cache_root() and path.name == f"tiny-{tiers.config_hash(SMALL, 0)}"
     mtime = (path / "warmstart.json").stat().st_mtime_ns
     assert build_tier("tiny", config=SMALL, progress=False) == path
     assert tier_path("tiny", config=SMALL) == path
-    assert tier_path("tiny", config=SMALL, build=True) == path
     assert calls == [1] and (path / "warmstart.json").stat().st_mtime_ns == mtime
     build_tier("tiny", config=SMALL, force=True, progress=False)
     assert calls == [1, 1]
@@ -128,7 +128,7 @@ def _fail(*args, **kwargs):
 
 
 def test_failed_build_leaves_no_folder(monkeypatch):
-    monkeypatch.setattr(tiers, "measure_accuracy", _fail)  # fails after the weights were written
+    monkeypatch.setattr(warmstart, "measure_accuracy", _fail)  # fails after the weights were written
     with pytest.raises(RuntimeError, match="injected"):
         build_tier("tiny", config=SMALL, progress=False)
     root = tiers.cache_root()
@@ -137,7 +137,7 @@ def test_failed_build_leaves_no_folder(monkeypatch):
 
 def test_failed_rebuild_keeps_the_old_build(built, monkeypatch):
     before = _weights(built)
-    monkeypatch.setattr(tiers, "_sft", _fail)
+    monkeypatch.setattr(warmstart, "_sft", _fail)
     with pytest.raises(RuntimeError, match="injected"):
         build_tier("tiny", config=SMALL, out=built, force=True, progress=False)
     assert sorted(p.name for p in built.parent.iterdir()) == ["a"]
@@ -171,9 +171,9 @@ def test_saved_tier_loads_and_generates(built):
 def test_cli(monkeypatch, capsys):
     monkeypatch.setitem(tiers.TIERS, "tiny", lambda: SMALL)
     parser = argparse.ArgumentParser()
-    tiers.add_warmstart_parser(parser.add_subparsers(dest="command"))
+    warmstart.add_warmstart_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["warmstart", "--tier", "tiny", "--no-progress"])
-    assert tiers.warmstart_main(args) == 0
+    assert warmstart.warmstart_main(args) == 0
     out = capsys.readouterr().out
     assert "greedy accuracy" in out and str(tier_path("tiny")) in out
     with pytest.raises(ValueError, match="valid tiers: tiny"):

@@ -248,7 +248,7 @@ class ProbeResult:
         ProbeFileError
             This result has no folder to copy from.
         """
-        from ..training.checkpoint import prepare_output_dir
+        from ..outputs import prepare_output_dir
 
         out = prepare_output_dir(Path(dir))
         if self.folder is None:
@@ -406,7 +406,7 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     from ..probe.batches import run_probe_batches
     from ..probe.report_html import write_probe_report
     from ..probe.run import DEFAULT_TASK, _json_safe
-    from ..training.checkpoint import write_json_atomic
+    from ..outputs import write_json_atomic
 
     if isinstance(rewards, str):
         rewards = [r.strip() for r in rewards.split(",") if r.strip()]

@@ -280,7 +280,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     """
     import pandas as pd
 
-    from ..training.checkpoint import removed_if_left_empty
+    from ..outputs import removed_if_left_empty
     from ..training.plan import PlanError, Plan, RunConfig, load_plan, shorten_budget
     from ..training.run import run_training
 

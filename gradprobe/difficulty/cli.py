@@ -126,9 +126,7 @@ def rank_prompts_main(args) -> int:
 def difficulty_eval(args) -> int:
     """``gradprobe difficulty-eval``; returns the exit status."""
     from ..ledger import Ledger
-    from ..probe.run import versions
-    from ..training.checkpoint import write_json_atomic
-    from ..training.metrics import json_safe
+    from ..outputs import json_safe, versions, write_json_atomic
     from .evaluate import evaluate_estimator, plot_reliability, sample_outcomes
     from .features import prompt_features
 
@@ -182,7 +180,7 @@ def difficulty_eval(args) -> int:
 def difficulty_main(args) -> int:
     """Dispatch ``rank-prompts`` / ``difficulty-eval``; 0 on success, 2 on bad input (message on stderr)."""
     from ..models import ModelNotFoundError
-    from ..training.checkpoint import removed_if_left_empty
+    from ..outputs import removed_if_left_empty
 
     try:
         with removed_if_left_empty(args.out):  # refused input leaves no empty folder behind

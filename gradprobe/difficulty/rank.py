@@ -221,10 +221,9 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
         A metadata key found in no pool prompt (imputed as a constant carrying no information).
     """
     from ..config import SamplingConfig
+    from ..models import load_policy
+    from ..outputs import prepare_output_dir
     from ..tasks import load_task
-    from ..training.checkpoint import prepare_output_dir
-    from ..training.plan import ModelSpec
-    from ..training.run import load_run_policy
     from .estimator import EstimatorConfig, check_unique_ids
 
     est_config = EstimatorConfig(prior_strength=settings.prior_strength, decay=settings.decay)  # settings first,
@@ -236,7 +235,8 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
         raise ValueError(f"task {task!r} returned an empty pool for --pool {pool}")
     check_unique_ids([p.id for p in problems])
     folder = None if out is None else prepare_output_dir(Path(out))  # then the folder, then the compute
-    policy = load_run_policy(ModelSpec(name=model, dtype=settings.dtype, device=settings.device), seed=settings.seed)
+    # an alias (``tiny`` = the shipped or cached tier), folder, GGUF file or hub id, as a plan's [model] name
+    policy = load_policy(model, dtype=settings.dtype, device=settings.device, seed=settings.seed)
     keys = settings.keys
     present = sorted({k for p in problems for k in (p.metadata or {})})
     absent = [k for k in keys if k not in present]
@@ -294,8 +294,7 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     import pandas as pd
 
     from ..ledger import Ledger
-    from ..probe.run import versions
-    from ..training.checkpoint import output_error, removed_if_left_empty, write_json_atomic
+    from ..outputs import output_error, removed_if_left_empty, versions, write_json_atomic
     from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, rank_half, verdict
     from .evaluate import sample_outcomes
     from .features import prompt_features

@@ -47,7 +47,7 @@ candidates instead of ranking noise; the record says ``"fallback": "random"`` on
 the degenerate case (the estimator's :class:`~gradprobe.difficulty.estimator.DegenerateOutcomesWarning`)
 is also logged as a warning once per run.
 
-The candidate stream is :func:`gradprobe.training.run.pool_indices` (per-seed epoch permutations) at
+The candidate stream is :func:`gradprobe.streams.pool_indices` (per-seed epoch permutations) at
 m x B prompts per update, a pure function of the update index, so resuming needs only the
 estimator's state (:meth:`PromptSelector.state_dict`); ``greso``'s skip draws come from a generator
 seeded by (run seed, update), and its streaks and p_easy / p_hard are in the state.
@@ -63,6 +63,7 @@ import warnings
 import numpy as np
 import torch
 
+from ..streams import pool_indices
 from .config import SELECTION_KEYS, SELECTION_RULES, SelectionConfig, parse_selection
 from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, check_unique_ids, rank_half, verdict
 from .features import DEFAULT_METADATA_KEYS, prompt_features
@@ -304,8 +305,6 @@ class PromptSelector:
 
     def candidates(self, update: int) -> list[int]:
         """Pool indices of update ``update``'s m x B candidates (distinct; at most the pool size)."""
-        from ..training.run import pool_indices
-
         n = min(self.config.candidates_multiplier * self.b, len(self.pool))
         idx = pool_indices(update, self.config.candidates_multiplier * self.b, len(self.pool), self.seed)
         return list(dict.fromkeys(idx))[:n]

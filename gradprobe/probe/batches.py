@@ -124,8 +124,8 @@ def run_probe_batches(config, *, batches: int = 1, out: str | Path | None = None
         ``out`` cannot be written (checked before any compute).
     """
     from ..models import load_policy
+    from ..outputs import prepare_output_dir, removed_if_left_empty, write_json_atomic
     from ..tasks import load_task
-    from ..training.checkpoint import prepare_output_dir, removed_if_left_empty
     from .run import _json_safe, run_probe
 
     if not isinstance(batches, int) or batches < 1:
@@ -153,8 +153,6 @@ def run_probe_batches(config, *, batches: int = 1, out: str | Path | None = None
             results.append(res)
         combined = combine_batches(results, config)
         if out is not None:
-            from ..training.checkpoint import write_json_atomic
-
             write_json_atomic(Path(out) / "probe.json", _json_safe(combined))
         return combined
 

@@ -30,7 +30,6 @@ import base64
 import io
 import json
 import math
-import os
 from pathlib import Path
 
 __all__ = ["write_probe_report", "render_probe_report", "pick_completions", "colour_scale", "read_tokens", "REPORT"]
@@ -371,24 +370,12 @@ def write_probe_report(out: str | Path, result: dict | None = None, *,
     FileNotFoundError
         ``result`` not given and ``out/probe.json`` does not exist.
     """
-    from ..training.checkpoint import output_error
+    from ..outputs import write_text_atomic
 
     out = Path(out)
     if result is None:
         result = json.loads((out / "probe.json").read_text())
     page = render_probe_report(result, read_tokens(out) if out.is_dir() else [], per_reward=per_reward)
     path = out / REPORT
-    tmp = out / f".{REPORT}.{os.getpid()}.tmp"  # same folder: os.replace is atomic
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(page)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:  # out is not a folder: there is no temporary file
-            pass
-        raise output_error("writing", path, e) from e
+    write_text_atomic(path, page)  # a temporary file in out, fsynced, then os.replace
     return path

@@ -34,7 +34,6 @@ import json
 import logging
 import math
 import os
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -226,16 +225,6 @@ def probe_threads(config: ProbeConfig, model) -> int:
     return torch.get_num_threads()
 
 
-def versions() -> dict:
-    """Versions of the software that produced a result."""
-    import transformers
-
-    from .. import __version__
-
-    return {"gradprobe": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version()}
-
-
 def _reward_outputs(batch, rewards, ctx) -> tuple[dict, dict]:
     """Advantages (N, T) and output metadata of every reward; a failing reward names itself."""
     advantages, outputs = {}, {}
@@ -306,12 +295,12 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         Bad configuration, unknown reward/model/task (the message lists the valid names),
         a reward name containing ``@``, a reward that produced non-finite advantages.
     OSError
-        ``out`` cannot be written (checked first; :class:`~gradprobe.training.checkpoint.OutputDirError`).
+        ``out`` cannot be written (checked first; :class:`~gradprobe.outputs.OutputDirError`).
 
     A folder that this call created is removed again if the probe fails before writing into it,
     so refused input leaves nothing behind.
     """
-    from ..training.checkpoint import removed_if_left_empty
+    from ..outputs import removed_if_left_empty
 
     threads = torch.get_num_threads()  # the probe may change it (probe_threads); the caller's is restored
     try:
@@ -330,14 +319,15 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     from ..ledger import JVP_FORWARDS, TRAIN_FORWARDS, batch_flops_per_token
     from ..logprobs import memory_bounded_rows
     from ..models import load_policy
+    from ..outputs import prepare_output_dir, versions
     from ..probe_keys import check_reward_name, entry_key
     from ..rewards import RewardContext, get_reward, parse_rewards
     from ..rollout import collect_rollouts, make_sampler
     from ..streams import stream_sampler
     from ..tasks import load_task
-    from ..training.checkpoint import prepare_output_dir
     from . import (dot, estimate_rewards, heldout_reference, load_direction, norm, reward_gradient,
                    second_moment_from_minibatches, token_alignment)
+    from ..memory import release_memory  # after each large stage: freed heap pages back to the OS (issue 14)
 
     torch.manual_seed(config.seed)
     rewards = parse_rewards(list(config.rewards)) if config.rewards else []
@@ -358,6 +348,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     task = task or load_task(config.task, **({"skip_malformed": True} if config.skip_malformed else {}))  # an unknown task name fails here, before the model is loaded
     policy = policy or load_policy(config.model, dtype=config.dtype, device=config.device, seed=config.seed)
     model = policy.model
+    release_memory()
     torch.set_num_threads(probe_threads(config, model))
     direction = None
     if config.reference != "heldout":  # fail before any generation if the file is missing or mismatched
@@ -375,6 +366,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     batch = collect_rollouts(policy, task, problems, group_size=config.group, sampler=sampler,
                              sampling=config.sampling, ledger=ledger, category="rollout", desc="rollouts")
     rollout_seconds = float(batch.metadata.get("generation_seconds", 0.0))
+    release_memory()  # the generation's KV caches
 
     # 2. rewards -> per-token advantages (MC continuations drawn once, charged once)
     ctx = RewardContext(task=task, sampler=continuation_sampler, sampling=config.sampling, mc=config.mc, ledger=ledger,
@@ -382,6 +374,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     gen_before = ledger.device_seconds.get("generation", 0.0)
     advantages, outputs = _reward_outputs(batch, rewards, ctx)
     continuation_seconds = ledger.device_seconds.get("generation", 0.0) - gen_before
+    release_memory()  # the MC continuations' KV caches
     batch = batch.to(model.device)
     advantages = {k: v.to(model.device) for k, v in advantages.items()}
     outcome_adv = advantages.get("outcome")
@@ -406,6 +399,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
                                                               max_completion_length=l_max))
     update_seconds, update_cpu = time.perf_counter() - t0, time.process_time() - c0
     model.zero_grad(set_to_none=True)
+    release_memory()  # the yardstick's gradients and activations
 
     # token-weight families of the loss types (the probe's own first): under Adam each gets its own second
     # moment s_f, direction u_f = P_f v and alignment pass (step 5b); without Adam all share one pass
@@ -426,6 +420,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     if adam:
         say("Adam preconditioner: second moment of minibatch GRPO gradients")
         s = second_moment(config.loss_type)
+        release_memory()  # its gradient buffer and activations; s stays
     precondition_seconds, precondition_cpu = time.perf_counter() - t0, time.process_time() - c0
 
     # 3. reference update
@@ -441,10 +436,12 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
         hbatch = collect_rollouts(policy, task, held, group_size=config.heldout_group, sampler=reference_sampler,
                                   sampling=config.sampling, ledger=ref_ledger, category="eval",
                                   desc="held-out rollouts").to(model.device)
+        release_memory()  # the held-out generation's KV caches
         say("reference update: RLOO policy gradient of held-out accuracy (backward passes)")
         with ref_ledger.timed("reference"):
             v = heldout_reference(model, hbatch, micro_batch_size=memory_bounded_rows(model, hbatch,
                                                                                      config.micro_batch_size))
+        release_memory()  # the reference's activations (v stays)
         scores = hbatch.scores[torch.isfinite(hbatch.scores)]
         reference.update(prompts=len(held), group=config.heldout_group,
                          heldout_accuracy=float(scores.mean()) if scores.numel() else float("nan"),
@@ -471,6 +468,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     s = None
     precondition_seconds += time.perf_counter() - t0
     precondition_cpu += time.process_time() - c0
+    release_memory()  # s, consumed by u
 
     # 5. ONE forward-mode pass for all rewards (the probe's own family's; its alignment is the one saved)
     say(f"alignment pass: one forward-mode (jvp) pass for {len(advantages)} rewards")
@@ -485,6 +483,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
         reference_check = alignment_reference_check(model, batch, u, alignment, rows=config.reference_check_rows,
                                                     micro_batch_size=mb)
     u = None  # memory: only v is needed from here on
+    release_memory()  # u and the jvp's activations
     # FLOPs (DESIGN.md, "The compute ledger"): every charged generated token (rollouts and MC
     # continuations) one forward; the jvp pass JVP_FORWARDS forwards per completion token
     fpt = batch_flops_per_token(model, batch)
@@ -516,6 +515,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
                 alignments[fam] = token_alignment(model, batch, u_f, micro_batch_size=mb)
             a_seconds, a_cpu = time.perf_counter() - t0, time.process_time() - c0
             u_f = None  # memory
+            release_memory()
             ledger.add_flops("probe", JVP_FORWARDS * batch.generated_tokens * fpt)
             extra_cost["passes"] += 1
             extra_cost["precondition"] += prec_seconds

@@ -36,7 +36,7 @@ completions under the hinted context is training work (like pi_old's forward):
 ``device_seconds["training"]``.
 
 Reference solutions (:data:`REFERENCE_SOLUTIONS`, keyed by task kind, the plan's ``[task] name``
-before any ``":"``): ``chain_sum`` (the tiny tier's SFT target, :func:`gradprobe.tiers.chain_sum_target`),
+before any ``":"``): ``chain_sum`` (the tiny tier's SFT target, :func:`gradprobe.tasks.chain_sum.chain_sum_target`),
 ``gsm8k`` and your own ``jsonl``/``hf`` data (``Problem.metadata["solution"]``; calculator
 annotations ``<<...>>`` are dropped), ``gsm_symbolic`` (reasoning-gym's ``answer_cot``). A task
 object may carry its own ``reference_solution(problem) -> str``; :func:`register_reference_solution`
@@ -153,7 +153,7 @@ def task_kind(spec: str) -> str:
 
 
 def _chain_sum_solution(problem) -> str:
-    from ..tiers import chain_sum_target
+    from ..tasks.chain_sum import chain_sum_target
 
     return chain_sum_target(problem)
 

@@ -256,7 +256,7 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
                                               "re-run it with this gradprobe for intervals over held-out items"),
         "control_arm": control, "excluded_runs": _excluded_runs(study_dir)}
     if write:
-        from ..training.checkpoint import write_json_atomic
+        from ..outputs import write_json_atomic
 
         write_json_atomic(Path(out_dir or study_dir) / "analysis.json", _json_safe(result))
     if figures:

@@ -169,7 +169,7 @@ def _analyze_only(args) -> int:
     :func:`gradprobe.study.analysis.analyze` writes ``analysis.json`` and ``figures/`` into the
     target; into ``DIR/reanalysis/`` also ``report.txt``, the printed report.
     """
-    from ..training.checkpoint import OutputDirError, prepare_output_dir
+    from ..outputs import OutputDirError, prepare_output_dir
     from ..training.plan import PlanError
     from .analysis import AnalysisError, analyze, format_rankings
 
@@ -196,7 +196,7 @@ def _analyze_only(args) -> int:
 
 def study_main(args) -> int:
     """Run ``gradprobe study``; returns the exit status (0 done, 1 something failed, 2 bad input, 130 Ctrl-C)."""
-    from ..training.checkpoint import OutputDirError
+    from ..outputs import OutputDirError
     from ..training.plan import PlanError
     from .analysis import format_rankings
     from .runner import StudyError, run_study

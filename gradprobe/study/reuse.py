@@ -31,7 +31,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ..training.checkpoint import output_error, write_json_atomic
+from ..outputs import output_error, versions, write_json_atomic
 from ..training.plan import Plan, run_config_from_dict
 
 #: the run folder's provenance record of a reused run
@@ -53,12 +53,6 @@ def _comparable(run: dict) -> dict:
     for k in PLAN_LABELS:
         d.pop(k, None)
     return d
-
-
-def _run_versions() -> dict:
-    from .runner import _versions
-
-    return _versions()
 
 
 def _differences(a: dict, b: dict) -> list[str]:
@@ -99,7 +93,7 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
 
     say = say or (lambda m: None)
     out = Path(out)
-    here = {k: v for k, v in _run_versions().items() if k in VERSION_KEYS}
+    here = {k: v for k, v in versions().items() if k in VERSION_KEYS}
     copied: dict[tuple[str, int], str] = {}
     for source in [Path(s) for s in sources]:
         if source.resolve() == out.resolve():

@@ -61,7 +61,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..training.checkpoint import OutputDirError, output_error, prepare_output_dir, write_json_atomic
+from ..outputs import OutputDirError, output_error, prepare_output_dir, versions, write_json_atomic
 from ..training.plan import Plan, PlanError, load_plan
 from .invocations import HEARTBEAT_JSON, Invocation
 
@@ -200,15 +200,6 @@ def _write_bytes_atomic(path: Path, data: bytes) -> None:
         raise output_error("writing", path, e) from e
 
 
-def _versions() -> dict:
-    try:
-        from ..probe.run import versions
-
-        return versions()
-    except Exception as e:  # versions are informative; never block a study on them
-        return {"error": repr(e)}
-
-
 def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False, say=None) -> tuple[Plan, dict]:
     """Validate ``plan_path``, then copy it to ``out/plan.toml`` and record it in ``out/study.json``.
 
@@ -323,7 +314,7 @@ def _restart_study(out: Path, old_sha: str, plan: Plan, plan_path) -> None:
 
 def _new_study_json(plan: Plan, plan_path) -> dict:
     return {"plan_sha256": plan.sha256, "plan_path": str(Path(plan_path).resolve()), "created": _now(),
-            "versions": _versions(),
+            "versions": versions(),
             "runs": [{"arm": a, "seed": s, "dir": str(Path("runs") / a / f"seed{s}"), "status": "pending"}
                      for a, s in plan.runs()]}
 

@@ -1,4 +1,4 @@
-"""Atomic checkpoints of a training run, and the run folder's other writes.
+"""Atomic checkpoints of a training run (the folder's other writes: :mod:`gradprobe.outputs`).
 
 A checkpoint is a folder ``checkpoint-UUUUUU/`` holding
 
@@ -17,8 +17,6 @@ path and the fix; the previous checkpoint stays current.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
 import shutil
@@ -26,83 +24,12 @@ from pathlib import Path
 
 import torch
 
+# the run folder's generic writes live in gradprobe.outputs; prepare_output_dir and removed_if_left_empty
+# are re-exported here for callers of the earlier location
+from ..outputs import (OutputDirError, output_error, prepare_output_dir, removed_if_left_empty,  # noqa: F401
+                       write_json_atomic)
+
 POINTER = "checkpoint.json"
-
-
-class OutputDirError(OSError):
-    """The run folder cannot be created or written (unwritable, a file in the way, disk full)."""
-
-
-def _fix(path: Path, e: OSError) -> str:
-    if e.errno == errno.ENOSPC or e.errno == errno.EDQUOT:
-        return f"free space on the device holding {str(path)!r} (or choose another --out), then rerun to resume"
-    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"make {str(path)!r} writable or choose another --out"
-    return "choose another --out"
-
-
-def output_error(what: str, path: Path, e: OSError) -> OutputDirError:
-    """An :class:`OutputDirError` saying what failed, where, why and how to fix it."""
-    err = OutputDirError(e.errno, f"{what} {str(path)!r} failed ({e.strerror or e}); {_fix(path, e)}")
-    err.filename = str(path)
-    return err
-
-
-@contextlib.contextmanager
-def removed_if_left_empty(out: str | os.PathLike | None):
-    """Context manager: if the block raises and ``out`` did not exist before it and is an empty
-    folder now (refused input, nothing written), remove it, so a failed command leaves nothing
-    behind. A folder that existed before, or that holds anything, is never touched. ``None``: no-op."""
-    path = None if out is None else Path(out)
-    created = path is not None and not path.exists()
-    try:
-        yield
-    except BaseException:
-        if created and path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
-        raise
-
-
-def prepare_output_dir(out: Path) -> Path:
-    """Create ``out`` and prove it writable, before any compute.
-
-    Raises
-    ------
-    OutputDirError
-        Names the path; when a parent is a regular file, names that file.
-    """
-    for parent in [out, *out.parents]:
-        if parent.exists() and not parent.is_dir():
-            raise OutputDirError(errno.ENOTDIR, f"cannot create output folder {str(out)!r}: {str(parent)!r} is a "
-                                                f"file, not a folder; choose another --out")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as e:
-        raise output_error("creating/writing the output folder", out, e) from e
-    return out
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write JSON to ``path.tmp``, fsync, ``os.replace`` onto ``path``.
-
-    Raises
-    ------
-    OutputDirError
-        The write failed; the temporary file is removed and ``path`` is unchanged.
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w") as f:
-            f.write(json.dumps(data, indent=2, allow_nan=False))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise output_error("writing", path, e) from e
 
 
 def _save_model(model, path: Path) -> None:

@@ -32,7 +32,6 @@ mean completion), 3x that per trained token.
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 
@@ -41,18 +40,7 @@ import torch
 
 from ..grpo.losses import KL_LOG_RATIO_CLAMP
 from ..ledger import forward_flops_per_token
-from .checkpoint import output_error
-
-
-def json_safe(x):
-    """NaN/inf -> None, recursively (strict JSON)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [json_safe(v) for v in x]
-    return x
+from ..outputs import json_safe, output_error  # noqa: F401  (json_safe: also imported from here)
 
 
 @torch.no_grad()

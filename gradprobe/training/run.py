@@ -33,13 +33,14 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from ..ledger import CHARGED, Ledger, forward_flops_per_token
-from .checkpoint import (OutputDirError, latest_checkpoint, load_checkpoint, prepare_output_dir, removed_if_left_empty,
-                         rng_states, save_checkpoint, set_rng_states, write_json_atomic)
-from .metrics import MetricsFile, batch_stats, evaluate, json_safe, mean_context
+from ..outputs import (OutputDirError, json_safe, prepare_output_dir, removed_if_left_empty, versions,
+                       write_json_atomic)
+from ..streams import pool_indices  # noqa: F401  (the training pool's order; also imported from here)
+from .checkpoint import latest_checkpoint, load_checkpoint, rng_states, save_checkpoint, set_rng_states
+from .metrics import MetricsFile, batch_stats, evaluate, mean_context
 from .plan import BUDGET_FLAGS, PlanError, RunConfig, run_config_from_dict, shorten_budget
 
 EVAL_ITEMS = "eval_items.jsonl"  # per-item results of every eval (gradprobe.training.metrics.evaluate's "items")
@@ -122,22 +123,6 @@ def load_run_task(task_spec):
     if not task_spec.name.startswith("gsm8k"):
         config.setdefault("train_size", task_spec.pool)
     return load_task(task_spec.name, **config)
-
-
-@functools.lru_cache(maxsize=8)
-def _permutation(seed: int, epoch: int, size: int) -> tuple[int, ...]:
-    return tuple(np.random.default_rng([seed, epoch]).permutation(size).tolist())
-
-
-def pool_indices(update: int, prompts_per_update: int, pool_size: int, seed: int) -> list[int]:
-    """Pool indices of update ``update`` (0-based): consecutive slices of per-epoch
-    permutations seeded by (seed, epoch), so the order is a pure function of the update index
-    (nothing to checkpoint) and differs between seeds."""
-    out = []
-    for pos in range(update * prompts_per_update, (update + 1) * prompts_per_update):
-        epoch, k = divmod(pos, pool_size)
-        out.append(_permutation(seed, epoch, pool_size)[k])
-    return out
 
 
 def _spent(ledger: Ledger, updates: int) -> dict[str, float]:
@@ -253,7 +238,6 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     from ..rewards import RewardContext, get_reward
     from ..rollout import collect_rollouts, make_sampler
     from ..rollout.guided import GuidanceConfig, collect_guided_rollouts, guidance_stats, guided_logprobs, task_kind
-    from ..probe.run import versions
     from ..streams import stream_sampler
     from ..tasks import encode_prompt
 

@@ -42,7 +42,7 @@ def test_timed_accumulates():
 def test_flops_per_token_formula(tiny_policy):
     m = tiny_policy.model
     cfg = m.config
-    from gradprobe.models import non_embedding_parameters
+    from gradprobe.ledger import non_embedding_parameters
 
     n = non_embedding_parameters(m)
     expected = 2 * n + 2 * cfg.hidden_size * cfg.vocab_size + 2 * cfg.num_hidden_layers * 10 * cfg.hidden_size

@@ -10,7 +10,8 @@ import torch
 import gradprobe.models
 from gradprobe.cli import main
 from gradprobe.config import MCConfig, SamplingConfig
-from gradprobe.ledger import JVP_FORWARDS, TRAIN_FORWARDS, batch_flops_per_token, forward_flops_per_token
+from gradprobe.ledger import (JVP_FORWARDS, TRAIN_FORWARDS, batch_flops_per_token, forward_flops_per_token,
+                              non_embedding_parameters)
 from gradprobe.models import load_policy
 from gradprobe.probe.run import ProbeConfig, run_probe
 from gradprobe.rollout import Sample, build_batch
@@ -53,7 +54,7 @@ def test_cli_unknown_task_exits_2_without_loading_the_model(monkeypatch, tmp_pat
 
 def test_batch_flops_per_token_by_hand():
     policy = load_policy("tiny-qwen2", seed=0)
-    assert gradprobe.models.non_embedding_parameters(policy.model) == TINY_N
+    assert non_embedding_parameters(policy.model) == TINY_N
     tok = policy.tokenizer
     prompts = [[1, 5, 6, 7], [1, 8]]  # mean prompt 3 tokens
     samples = [Sample([9] * 4, True), Sample([9, 2], False), Sample([9] * 6, True), Sample([2], False)]

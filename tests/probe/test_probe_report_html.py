@@ -17,7 +17,8 @@ import pytest
 from gradprobe.cli import main
 from gradprobe.probe import report_html
 from gradprobe.probe.report_html import pick_completions, read_tokens, render_probe_report, write_probe_report
-from gradprobe.training.checkpoint import OutputDirError
+from gradprobe import outputs
+from gradprobe.outputs import OutputDirError
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -159,11 +160,11 @@ def test_unwritable_folder_fails_clearly_and_leaves_nothing_half_written(probe_d
     def full(src, dst):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(report_html.os, "replace", full)
+    monkeypatch.setattr(outputs.os, "replace", full)  # the atomic writer report.html goes through
     with pytest.raises(OutputDirError, match="No space left on device"):
         write_probe_report(out)
     assert (out / "report.html").read_bytes() == before  # the old page, whole
-    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []  # no temporary file left
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".") or p.name.endswith(".tmp")) == []  # no temporary file left
 
 
 def test_writing_the_report_leaves_matplotlib_backend_and_figures_alone(probe_dir, tmp_path):

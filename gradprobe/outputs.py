@@ -1,0 +1,154 @@
+"""Writing result folders: atomic files, strict JSON, output-folder checks, version records.
+
+One torch-free module (STYLE.md, "One place per contract") that every command writing a folder
+uses: the probe (``probe.json``, ``report.html``), training runs (``summary.json``, checkpoint
+pointers), studies, ``rank-prompts`` and the tier warm start. It imports nothing of gradprobe
+but ``__version__``, so any layer may use it without an import cycle (issue 15).
+
+Atomic write: the text goes to ``<path>.tmp`` in the same folder, is flushed and fsynced, then
+``os.replace``-d onto ``path`` (atomic on POSIX within one file system), so a reader sees the old
+file or the new one, never half of one. A failed write (disk full, read-only folder) removes the
+temporary file and raises :class:`OutputDirError` naming the path and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import math
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["OutputDirError", "output_error", "removed_if_left_empty", "prepare_output_dir", "write_text_atomic",
+           "write_json_atomic", "json_safe", "versions"]
+
+#: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
+VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
+
+
+class OutputDirError(OSError):
+    """The output folder cannot be created or written (unwritable, a file in the way, disk full)."""
+
+
+def _fix(path: Path, e: OSError) -> str:
+    if e.errno == errno.ENOSPC or e.errno == errno.EDQUOT:
+        return f"free space on the device holding {str(path)!r} (or choose another --out), then rerun to resume"
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"make {str(path)!r} writable or choose another --out"
+    return "choose another --out"
+
+
+def output_error(what: str, path: Path, e: OSError) -> OutputDirError:
+    """An :class:`OutputDirError` saying what failed (``what``), where (``path``), why (``e``) and how to fix it."""
+    err = OutputDirError(e.errno, f"{what} {str(path)!r} failed ({e.strerror or e}); {_fix(path, e)}")
+    err.filename = str(path)
+    return err
+
+
+@contextlib.contextmanager
+def removed_if_left_empty(out: str | os.PathLike | None):
+    """Context manager: if the block raises and ``out`` did not exist before it and is an empty
+    folder now (refused input, nothing written), remove it, so a failed command leaves nothing
+    behind. A folder that existed before, or that holds anything, is never touched. ``None``: no-op."""
+    path = None if out is None else Path(out)
+    created = path is not None and not path.exists()
+    try:
+        yield
+    except BaseException:
+        if created and path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+        raise
+
+
+def prepare_output_dir(out: Path) -> Path:
+    """Create ``out`` and prove it writable, before any compute.
+
+    Raises
+    ------
+    OutputDirError
+        Names the path; when a parent is a regular file, names that file.
+    """
+    for parent in [out, *out.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise OutputDirError(errno.ENOTDIR, f"cannot create output folder {str(out)!r}: {str(parent)!r} is a "
+                                                f"file, not a folder; choose another --out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise output_error("creating/writing the output folder", out, e) from e
+    return out
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path.tmp``, fsync, ``os.replace`` onto ``path``.
+
+    Raises
+    ------
+    OutputDirError
+        The write failed (missing or read-only folder, a file in the way, disk full); the temporary
+        file is removed and ``path`` is unchanged.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):  # the folder is not a folder: there is no temporary file
+            tmp.unlink(missing_ok=True)
+        raise output_error("writing", path, e) from e
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write ``data`` as indented strict JSON (no NaN/inf: see :func:`json_safe`) with :func:`write_text_atomic`.
+
+    Raises
+    ------
+    OutputDirError
+        The write failed; the temporary file is removed and ``path`` is unchanged.
+    ValueError
+        ``data`` holds a NaN or infinite float (nothing is written).
+    """
+    write_text_atomic(path, json.dumps(data, indent=2, allow_nan=False))
+
+
+def json_safe(x):
+    """``x`` with every NaN/inf float replaced by None, recursively through dicts, lists and tuples
+    (tuples become lists), so that strict JSON (``allow_nan=False``) accepts it."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x
+
+
+def versions() -> dict:
+    """Versions of the software that produced a result, saved beside it.
+
+    Returns
+    -------
+    dict
+        ``gradprobe`` (``gradprobe.__version__``), ``python``, and each installed distribution of
+        :data:`VERSIONED` (``torch``, ``transformers``, ``reasoning_gym``) read from its package
+        metadata, so nothing is imported; a distribution that is not installed is left out.
+    """
+    from . import __version__
+
+    out = {"gradprobe": __version__, "python": platform.python_version()}
+    for dist, key in VERSIONED.items():
+        try:
+            out[key] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
