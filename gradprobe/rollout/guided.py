@@ -47,10 +47,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable
+
+from ..tasks.solutions import (REFERENCE_SOLUTIONS, ReferenceSolutionError, has_reference_solution,
+                               register_reference_solution, task_kind)
+from ..tasks.solutions import reference_solution as _reference_solution
 
 __all__ = ["GUIDANCE_KEYS", "HINT_HEADER", "GuidanceConfig", "GuidanceError", "parse_guidance", "task_kind",
            "REFERENCE_SOLUTIONS", "register_reference_solution", "has_reference_solution", "reference_solution",
@@ -146,79 +148,21 @@ def parse_guidance(value, where: str = "guidance") -> dict | None:
 
 
 # ----------------------------------------------------------------------------- reference solutions
-
-def task_kind(spec: str) -> str:
-    """The kind of a task spec: its name before any ``":"`` (``"gsm8k:PATH"`` -> ``"gsm8k"``)."""
-    return str(spec).split(":", 1)[0].strip()
-
-
-def _chain_sum_solution(problem) -> str:
-    from ..tasks.chain_sum import chain_sum_target
-
-    return chain_sum_target(problem)
-
-
-def _metadata_solution(problem) -> str | None:
-    text = (getattr(problem, "metadata", None) or {}).get("solution")
-    return None if text is None else re.sub(r"<<[^>]*>>", "", str(text))
-
-
-def _answer_cot(problem) -> str | None:
-    text = (getattr(problem, "metadata", None) or {}).get("answer_cot")
-    return None if text is None else str(text)
-
-
-#: Task kind -> ``fn(problem) -> str | None``, the problem's worked reference solution.
-REFERENCE_SOLUTIONS: dict[str, Callable] = {
-    "chain_sum": _chain_sum_solution,
-    "gsm8k": _metadata_solution,
-    "jsonl": _metadata_solution,
-    "hf": _metadata_solution,
-    "gsm_symbolic": _answer_cot,
-}
-
-
-def register_reference_solution(kind: str, fn: Callable) -> None:
-    """Register ``fn(problem) -> str | None`` as the reference solution of task kind ``kind``.
-
-    Raises
-    ------
-    ValueError
-        Empty ``kind`` or a non-callable ``fn``.
-    """
-    if not kind or not isinstance(kind, str) or not callable(fn):
-        raise ValueError(f"register_reference_solution needs a task kind (str) and a callable, got {kind!r}, {fn!r}")
-    REFERENCE_SOLUTIONS[kind] = fn
-
-
-def has_reference_solution(task_spec: str) -> bool:
-    """Whether the task kind of ``task_spec`` has registered reference solutions (checked at plan load)."""
-    return task_kind(task_spec) in REFERENCE_SOLUTIONS
+# (gradprobe.tasks.solutions: kept there so that tasks never import the rollout layer)
 
 
 def reference_solution(problem, kind: str, task=None) -> str:
-    """The reference solution of ``problem``: ``task.reference_solution`` if the task has one, else
-    :data:`REFERENCE_SOLUTIONS` ``[kind]``.
+    """The reference solution of ``problem`` (:func:`gradprobe.tasks.solutions.reference_solution`).
 
     Raises
     ------
     GuidanceError
-        No reference solution for this kind, or none for this problem (e.g. JSONL data without a
-        solution column; the message names the problem and the fix).
+        No reference solution for this kind, or none for this problem (the message names the fix).
     """
-    own = getattr(task, "reference_solution", None)
-    if callable(own):
-        text = own(problem)
-    elif kind in REFERENCE_SOLUTIONS:
-        text = REFERENCE_SOLUTIONS[kind](problem)
-    else:
-        raise GuidanceError(f"task {kind!r} has no reference solution for guidance; tasks with one: "
-                            f"{', '.join(sorted(REFERENCE_SOLUTIONS))} (or register_reference_solution)")
-    if text is None:
-        raise GuidanceError(f"problem {getattr(problem, 'id', '?')} of task {kind!r} has no reference solution "
-                            f"(metadata['solution']); map your data's worked-solution column with solution=COLUMN "
-                            f"or remove guidance from the arm")
-    return str(text)
+    try:
+        return _reference_solution(problem, kind, task)
+    except ReferenceSolutionError as e:
+        raise GuidanceError(str(e)) from None
 
 
 def solution_lines(solution: str) -> list[str]:

@@ -74,6 +74,9 @@ def load_task(spec: str, **config) -> Task:
         GSM8K: ``skip_malformed``, ``heldout_fraction``. reasoning-gym: the
         dataset's config fields (e.g. ``min_terms``, ``max_digits``) plus
         ``train_size`` (see :class:`~gradprobe.tasks.reasoning_gym.ReasoningGymTask`).
+        Every kind with reference solutions (chain_sum, gsm8k, jsonl/hf with a solution
+        column, gsm_symbolic) also takes ``fewshot=K``: K solved examples before each
+        question, as a plain prompt (:mod:`gradprobe.tasks.fewshot`; 0 or absent: none).
 
     Returns
     -------
@@ -84,23 +87,29 @@ def load_task(spec: str, **config) -> Task:
     TaskNotFoundError
         Unknown spec; the message lists every valid name and the gsm8k forms.
     TaskConfigError
-        Unknown or invalid config key.
+        Unknown or invalid config key; ``fewshot`` not a non-negative integer, or given to a
+        task kind without reference solutions.
     FileNotFoundError
         ``gsm8k:PATH`` with a missing path.
     """
+    from gradprobe.tasks.fewshot import apply_fewshot
+
     spec = spec.strip()
+    fewshot = config.pop("fewshot", None)
     if spec.startswith(("jsonl:", "hf:")) or spec in ("jsonl", "hf"):
         from gradprobe.tasks.dataset import OPTIONS, DatasetTask, parse_dataset_spec
 
         kind, source, hub_config, inline = parse_dataset_spec(spec)
         options = {**inline, **config}
+        inline_fewshot = options.pop("fewshot", None)  # a keyword argument wins over the spec's value
+        fewshot = inline_fewshot if fewshot is None else fewshot
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise TaskConfigError(f"unknown option {unknown[0]!r} for {kind}:...; valid: {', '.join(OPTIONS)}")
         if kind == "jsonl" and {"train_split", "heldout_split"} & set(options):
             raise TaskConfigError(f"train_split/heldout_split apply to hf:NAME datasets only; a JSONL file is split "
                                   f"by heldout_fraction, a folder holds train.jsonl and test.jsonl")
-        return DatasetTask(source, kind=kind, hub_config=hub_config, **options)
+        return apply_fewshot(DatasetTask(source, kind=kind, hub_config=hub_config, **options), kind, fewshot)
     if spec == "gsm8k" or spec.startswith("gsm8k:"):
         from gradprobe.tasks.gsm8k import GSM8KTask
 
@@ -108,12 +117,12 @@ def load_task(spec: str, **config) -> Task:
         if unknown:
             raise TaskConfigError(
                 f"unknown config key {unknown[0]!r} for gsm8k; valid keys: "
-                f"skip_malformed, heldout_fraction"
+                f"skip_malformed, heldout_fraction, fewshot"
             )
         path = spec[len("gsm8k:"):].strip() if spec != "gsm8k" else None
         if path == "":
             raise TaskNotFoundError(f"{spec!r} names no path; valid: {_GSM8K_FORMS}")
-        return GSM8KTask(path, **config)
+        return apply_fewshot(GSM8KTask(path, **config), "gsm8k", fewshot)
     from gradprobe.tasks.reasoning_gym import ReasoningGymTask, registered_names
 
     if "skip_malformed" in config:
@@ -122,10 +131,12 @@ def load_task(spec: str, **config) -> Task:
 
     if ":" in spec:  # "chain_sum:min_terms=2,max_digits=1" -> config from the spec
         spec, config = spec.split(":", 1)[0].strip(), {**parse_task_config(spec.split(":", 1)[1]), **config}
+        inline_fewshot = config.pop("fewshot", None)
+        fewshot = inline_fewshot if fewshot is None else fewshot
     names = registered_names()
     if spec not in names:
         raise TaskNotFoundError(
             f"unknown task {spec!r}. Valid: {_GSM8K_FORMS}, or a reasoning-gym "
             f"dataset: {', '.join(names)}"
         )
-    return ReasoningGymTask(spec, **config)
+    return apply_fewshot(ReasoningGymTask(spec, **config), spec, fewshot)

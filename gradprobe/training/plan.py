@@ -604,7 +604,7 @@ def _parse_guidance(table: dict, where: str, selection: dict) -> dict:
 def _check_guided_task(arms: dict[str, ArmSpec], task: TaskSpec) -> None:
     """Refuse a guided arm whose task kind has no reference solution
     (:data:`gradprobe.rollout.guided.REFERENCE_SOLUTIONS`)."""
-    from ..rollout.guided import REFERENCE_SOLUTIONS, has_reference_solution
+    from ..tasks.solutions import REFERENCE_SOLUTIONS, has_reference_solution
 
     for arm in arms.values():
         if arm.guidance and not has_reference_solution(task.name):
