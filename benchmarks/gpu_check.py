@@ -363,7 +363,7 @@ def main(argv=None) -> int:
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error("--device cuda but torch sees no CUDA device; use --device cpu --small for a dry run")
 
-    from gradprobe.probe.run import versions
+    from gradprobe.outputs import versions
     from gradprobe.rollout import SAMPLERS
 
     wall = time.perf_counter()

@@ -310,7 +310,7 @@ def main(argv=None) -> int:
     import transformers
     import trl
 
-    from gradprobe.models import non_embedding_parameters
+    from gradprobe.ledger import non_embedding_parameters
     from gradprobe.tasks import load_task
 
     load_before = os.getloadavg()
