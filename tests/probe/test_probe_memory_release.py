@@ -2,7 +2,6 @@
 
 import sys
 
-import pytest
 import torch
 
 from gradprobe import memory
@@ -16,11 +15,13 @@ def _rss_bytes() -> int:
     raise RuntimeError("no VmRSS")
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or memory._malloc_trim() is None,
-                    reason="glibc's malloc_trim and /proc are Linux/glibc only")
 def test_freed_heap_blocks_leave_the_resident_set():
     # 3000 blocks of 64 KiB (under glibc's initial 128 KiB mmap threshold: carved from the heap); the
     # last one stays alive, so the heap's top is not free and glibc keeps the others' pages after free
+    glibc = sys.platform.startswith("linux") and memory._malloc_trim() is not None
+    if not glibc:  # macOS, musl, Windows: the documented no-op (checked here instead of skipped)
+        assert memory.release_memory() is False
+        return
     blocks = [torch.ones(16 * 1024) for _ in range(3000)]  # 3000 x 64 KiB = 197 MB, written (resident)
     keep = blocks[-1]
     del blocks
