@@ -50,8 +50,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
-import math
 import os
 import platform
 import sys
@@ -59,6 +57,8 @@ import time
 from pathlib import Path
 
 import torch
+
+from gradprobe.outputs import json_safe, write_json_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probe_cost import PROMPT_TEXT, measure_costs, synthetic_batch  # noqa: E402
@@ -80,16 +80,6 @@ class SkipModel(Exception):
 def _sync(device: str) -> None:
     if str(device).startswith("cuda"):
         torch.cuda.synchronize()
-
-
-def _json_safe(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {str(k): _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    return x
 
 
 def vllm_status() -> tuple[bool, str]:
@@ -430,9 +420,7 @@ def main(argv=None) -> int:
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         path = Path(out_dir) / "gpu_check.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(_json_safe(record), indent=2))
-        tmp.replace(path)
+        write_json_atomic(path, json_safe(record))
         print(f"[gpu_check] wrote {path}")
     return 0
 

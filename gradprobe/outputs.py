@@ -22,8 +22,8 @@ import platform
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["OutputDirError", "output_error", "removed_if_left_empty", "prepare_output_dir", "write_text_atomic",
-           "write_json_atomic", "json_safe", "versions"]
+__all__ = ["OutputDirError", "output_error", "removed_if_left_empty", "prepare_output_dir", "write_bytes_atomic",
+           "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
 VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
@@ -85,8 +85,8 @@ def prepare_output_dir(out: Path) -> Path:
     return out
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path.tmp``, fsync, ``os.replace`` onto ``path``.
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path.tmp``, fsync, ``os.replace`` onto ``path`` (the one atomic writer).
 
     Raises
     ------
@@ -97,8 +97,8 @@ def write_text_atomic(path: Path, text: str) -> None:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -106,6 +106,17 @@ def write_text_atomic(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):  # the folder is not a folder: there is no temporary file
             tmp.unlink(missing_ok=True)
         raise output_error("writing", path, e) from e
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) atomically with :func:`write_bytes_atomic`.
+
+    Raises
+    ------
+    OutputDirError
+        The write failed; the temporary file is removed and ``path`` is unchanged.
+    """
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
@@ -122,15 +133,36 @@ def write_json_atomic(path: Path, data: dict) -> None:
 
 
 def json_safe(x):
-    """``x`` with every NaN/inf float replaced by None, recursively through dicts, lists and tuples
-    (tuples become lists), so that strict JSON (``allow_nan=False``) accepts it."""
+    """``x`` in gradprobe's one JSON encoding of non-finite floats, recursively through dicts, lists and
+    tuples (tuples become lists, dict keys strings), so that strict JSON (``allow_nan=False``) accepts it
+    and nothing is lost: NaN -> ``null``, +inf -> ``"inf"``, -inf -> ``"-inf"`` (``float("inf")`` reads the
+    strings back; see :func:`json_float`). numpy and torch scalars (anything 0-dimensional with ``.item()``)
+    become Python numbers first. Every JSON file gradprobe and calib write goes through it (probe.json,
+    summary.json, metrics.jsonl, analysis.json, calibration.json)."""
+    if getattr(x, "shape", None) == () and hasattr(x, "item"):  # numpy / torch scalar, without importing either
+        x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
-        return None
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
     if isinstance(x, dict):
-        return {k: json_safe(v) for k, v in x.items()}
+        return {str(k): json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [json_safe(v) for v in x]
     return x
+
+
+def json_float(v) -> float:
+    """A number written by :func:`json_safe` back to a float: ``null`` -> NaN, ``"inf"``/``"-inf"`` -> +-inf.
+
+    Raises
+    ------
+    ValueError
+        ``v`` is neither a number, ``None`` nor one of the strings ``"inf"``, ``"-inf"``, ``"nan"``.
+    """
+    if v is None:
+        return float("nan")
+    if isinstance(v, str) and v.strip().lower() not in ("inf", "-inf", "+inf", "nan", "infinity", "-infinity"):
+        raise ValueError(f"{v!r} is not a number of gradprobe's JSON encoding (a number, null, \"inf\" or \"-inf\")")
+    return float(v)
 
 
 def versions() -> dict:

@@ -1,0 +1,62 @@
+"""The output-folder contract: every file name gradprobe writes or reads, in one place (issue 15).
+
+Torch-free and import-free within gradprobe, so any layer (and ``calib``) may read a folder through it
+without an import cycle. Writers live in :mod:`gradprobe.outputs`; this module only names things.
+
+Three kinds of folder (README, "Layout"):
+
+- a **training run** (``gradprobe train --out RUN`` or ``STUDY/runs/<arm>/seed<S>``): :data:`CONFIG_JSON`,
+  :data:`METRICS_JSONL` (one line per update and per eval), :data:`EVAL_ITEMS_JSONL` (per-item results of
+  every eval), :data:`SUMMARY_JSON` (written last: its presence marks a finished run), checkpoints;
+- a **probe** (``gradprobe probe --out DIR`` or ``STUDY/probe``): :data:`PROBE_JSON`, :data:`REPORT_HTML`,
+  :data:`ALIGNMENT_SAFETENSORS`, :data:`TOKENS_JSONL`, :data:`ARMS_JSON` in a study;
+- a **study** (``gradprobe study --out STUDY``): :data:`PLAN_COPY` (the frozen plan), :data:`STUDY_JSON`,
+  :data:`RUNS_CSV` (columns :data:`RUNS_CSV_COLUMNS`, one row per eval of every run), :data:`EVAL_ITEMS_GZ`,
+  :data:`ANALYSIS_JSON`, :data:`FIGURES`, ``runs/<arm>/seed<S>`` (:func:`run_dir`) and ``probe/``
+  (:func:`probe_dir`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "PROBE_JSON", "REPORT_HTML",
+           "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
+           "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "run_dir", "probe_dir"]
+
+# ---------------------------------------------------------------------------- a training run
+CONFIG_JSON = "config.json"            # the run config and the plan's sha256; a resume must match it
+METRICS_JSONL = "metrics.jsonl"        # one JSON line per update and per eval ("eval": true)
+EVAL_ITEMS_JSONL = "eval_items.jsonl"  # per-item results of every eval (gradprobe.training.metrics.evaluate "items")
+SUMMARY_JSON = "summary.json"          # written last: a run folder with it is finished
+CHECKPOINT_POINTER = "checkpoint.json"  # names the run's latest complete checkpoint folder
+
+# ---------------------------------------------------------------------------- a probe
+PROBE_JSON = "probe.json"
+REPORT_HTML = "report.html"
+ALIGNMENT_SAFETENSORS = "alignment.safetensors"
+TOKENS_JSONL = "tokens.jsonl"
+ARMS_JSON = "arms.json"                # in a study's probe/: arm -> the probe entry that stands for it
+
+# ---------------------------------------------------------------------------- a study
+PLAN_COPY = "plan.toml"
+STUDY_JSON = "study.json"
+RUNS_CSV = "runs.csv"
+#: runs.csv's columns, in order: one row per eval of every finished run (units: generated tokens,
+#: device-seconds, FLOPs; accuracy as a fraction of the held-out set)
+RUNS_CSV_COLUMNS = ("arm", "seed", "update", "generated_tokens", "device_seconds", "accuracy", "accuracy_sampled",
+                    "reward", "lr_scale", "flops", "response_length", "format_rate", "kl_init",
+                    "step_validity_rate", "step_count_deviation")
+EVAL_ITEMS_GZ = "eval_items.jsonl.gz"  # every finished run's eval_items.jsonl, with arm and seed on each line
+ANALYSIS_JSON = "analysis.json"
+FIGURES = "figures"
+
+
+def run_dir(out: str | Path, arm: str, seed: int) -> Path:
+    """``out/runs/<arm>/seed<S>``: the folder of one run of a study."""
+    return Path(out) / "runs" / arm / f"seed{int(seed)}"
+
+
+def probe_dir(out: str | Path) -> Path:
+    """``out/probe``: the folder of a study's probe of its arms' rewards."""
+    return Path(out) / "probe"
