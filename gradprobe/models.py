@@ -37,7 +37,10 @@ from typing import Any
 import torch
 
 from .attention import register as _register_attention
+from .char_tokenizer import char_tokenizer
 from .errors import ModelNotFoundError  # defined below models and tiers (tier lookup raises it too)
+from .memory import release_memory
+from .tiers import tier_path
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +170,7 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     TokenizerError
         The tokenizer has no pad and no EOS token.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM  # heavy (seconds): deferred so that importing gradprobe stays light
 
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} requested but torch sees no CUDA device (torch {torch.__version__}); "
@@ -179,56 +182,15 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     common = dict(dtype=torch_dtype, attn_implementation=attn)
     name = spec
     if spec in TIER_ALIASES:
-        from .tiers import tier_path
-
         spec = str(tier_path(spec))  # raises TierNotBuiltError with the build command
     if spec in TINY_ARCHITECTURES:
-        from .char_tokenizer import char_tokenizer
-
         tokenizer = char_tokenizer()
         config = tiny_config(spec, vocab_size=len(tokenizer), **tiny_kwargs)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = AutoModelForCausalLM.from_config(config, **common)
     else:
-        kwargs: dict[str, Any] = {}
-        if spec == "smollm2-135m":
-            gguf = smollm2_gguf_path()
-            source, kwargs["gguf_file"] = str(gguf.parent), gguf.name
-        elif spec.endswith(".gguf"):
-            path = Path(spec).expanduser()
-            if not path.is_file():
-                raise ModelNotFoundError(f"GGUF file {spec!r} does not exist")
-            source, kwargs["gguf_file"] = str(path.parent), path.name
-        elif os.path.isdir(os.path.expanduser(spec)):
-            source = os.path.expanduser(spec)
-            kwargs["use_safetensors"] = True
-        elif spec.count("/") == 1 and not spec.startswith((".", "/", "~")):
-            source = spec
-            kwargs["use_safetensors"] = True
-        else:
-            raise ModelNotFoundError(
-                f"unknown model {spec!r}: use an alias ({', '.join(ALIASES)}), a local folder, a .gguf file, "
-                "or a Hugging Face hub id such as Qwen/Qwen2.5-0.5B-Instruct"
-            )
-        if os.path.isfile(os.path.join(source, TIER_MARKER)):
-            # A gradprobe tier: AutoTokenizer would pick the architecture's own class for
-            # model_type qwen2 (Qwen2Tokenizer, a byte-level BPE) and ignore the saved
-            # character tokenizer's class; load tokenizer.json as saved instead.
-            from transformers import PreTrainedTokenizerFast
-
-            tokenizer = PreTrainedTokenizerFast.from_pretrained(source)
-        else:
-            tokenizer = AutoTokenizer.from_pretrained(
-                source, trust_remote_code=False,
-                **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
-        model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, **common, **kwargs)
-        if "gguf_file" in kwargs:
-            # transformers de-quantises the GGUF into a float state dict and copies it into the model:
-            # the freed copy (one parameter memory) stays resident in glibc's heap unless returned (issue 14)
-            from .memory import release_memory
-
-            release_memory()
+        model, tokenizer = _load_pretrained(spec, common)
     model.to(device)
     model.eval()
     eos = _prepare_tokenizer(tokenizer, model)
@@ -247,3 +209,50 @@ def use_attention(model, implementation: str):
         yield model
     finally:
         model.set_attn_implementation(previous)
+
+
+def _pretrained_source(spec: str) -> tuple[str, dict]:
+    """Where ``from_pretrained`` reads a non-tiny ``spec`` from: (folder or hub id, extra keyword arguments).
+
+    Raises
+    ------
+    ModelNotFoundError
+        A missing ``.gguf`` file, or a spec that is no alias, folder, GGUF file or hub id.
+    """
+    if spec == "smollm2-135m":
+        gguf = smollm2_gguf_path()
+        return str(gguf.parent), {"gguf_file": gguf.name}
+    if spec.endswith(".gguf"):
+        path = Path(spec).expanduser()
+        if not path.is_file():
+            raise ModelNotFoundError(f"GGUF file {spec!r} does not exist")
+        return str(path.parent), {"gguf_file": path.name}
+    if os.path.isdir(os.path.expanduser(spec)):
+        return os.path.expanduser(spec), {"use_safetensors": True}
+    if spec.count("/") == 1 and not spec.startswith((".", "/", "~")):
+        return spec, {"use_safetensors": True}
+    raise ModelNotFoundError(
+        f"unknown model {spec!r}: use an alias ({', '.join(ALIASES)}), a local folder, a .gguf file, "
+        "or a Hugging Face hub id such as Qwen/Qwen2.5-0.5B-Instruct"
+    )
+
+
+def _load_pretrained(spec: str, common: dict):
+    """(model, tokenizer) of a folder, GGUF file, hub id or the SmolLM2 alias (:func:`load_policy`)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
+    source, kwargs = _pretrained_source(spec)
+    if os.path.isfile(os.path.join(source, TIER_MARKER)):
+        # A gradprobe tier: AutoTokenizer would pick the architecture's own class for
+        # model_type qwen2 (Qwen2Tokenizer, a byte-level BPE) and ignore the saved
+        # character tokenizer's class; load tokenizer.json as saved instead.
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(source)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(
+            source, trust_remote_code=False, **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
+    model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, **common, **kwargs)
+    if "gguf_file" in kwargs:
+        # transformers de-quantises the GGUF into a float state dict and copies it into the model:
+        # the freed copy (one parameter memory) stays resident in glibc's heap unless returned (issue 14)
+        release_memory()
+    return model, tokenizer

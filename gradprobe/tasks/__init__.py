@@ -15,8 +15,14 @@ from gradprobe.tasks.base import (
     Task,
     TaskConfigError,
     TaskNotFoundError,
+    parse_task_config,
 )
+from gradprobe.tasks.dataset import OPTIONS as DATASET_OPTIONS
+from gradprobe.tasks.dataset import DatasetTask, parse_dataset_spec
+from gradprobe.tasks.fewshot import apply_fewshot
+from gradprobe.tasks.gsm8k import GSM8KTask
 from gradprobe.tasks.prompts import INSTRUCTION, encode_prompt, format_prompt
+from gradprobe.tasks.reasoning_gym import ReasoningGymTask, registered_names
 from gradprobe.tasks.verify import answers_match, extract_answer, normalize_number
 
 __all__ = [
@@ -40,22 +46,6 @@ _GSM8K_FORMS = (
     'train.jsonl/test.jsonl), your own data as "jsonl:PATH[:key=value,...]" or '
     '"hf:NAME[:CONFIG][:key=value,...]" (keys: prompt, question, answer, solution, verifier, ...)'
 )
-
-
-def parse_task_config(text: str) -> dict:
-    """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}`` (JSON values where they parse, strings otherwise)."""
-    import json
-
-    out = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise TaskConfigError(f"task config item {item!r} is not key=value (e.g. chain_sum:min_terms=2,max_digits=1)")
-        try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
-            out[key.strip()] = value.strip()
-    return out
 
 
 def load_task(spec: str, **config) -> Task:
@@ -92,27 +82,21 @@ def load_task(spec: str, **config) -> Task:
     FileNotFoundError
         ``gsm8k:PATH`` with a missing path.
     """
-    from gradprobe.tasks.fewshot import apply_fewshot
-
     spec = spec.strip()
     fewshot = config.pop("fewshot", None)
     if spec.startswith(("jsonl:", "hf:")) or spec in ("jsonl", "hf"):
-        from gradprobe.tasks.dataset import OPTIONS, DatasetTask, parse_dataset_spec
-
         kind, source, hub_config, inline = parse_dataset_spec(spec)
         options = {**inline, **config}
         inline_fewshot = options.pop("fewshot", None)  # a keyword argument wins over the spec's value
         fewshot = inline_fewshot if fewshot is None else fewshot
-        unknown = sorted(set(options) - set(OPTIONS))
+        unknown = sorted(set(options) - set(DATASET_OPTIONS))
         if unknown:
-            raise TaskConfigError(f"unknown option {unknown[0]!r} for {kind}:...; valid: {', '.join(OPTIONS)}")
+            raise TaskConfigError(f"unknown option {unknown[0]!r} for {kind}:...; valid: {', '.join(DATASET_OPTIONS)}")
         if kind == "jsonl" and {"train_split", "heldout_split"} & set(options):
             raise TaskConfigError(f"train_split/heldout_split apply to hf:NAME datasets only; a JSONL file is split "
                                   f"by heldout_fraction, a folder holds train.jsonl and test.jsonl")
         return apply_fewshot(DatasetTask(source, kind=kind, hub_config=hub_config, **options), kind, fewshot)
     if spec == "gsm8k" or spec.startswith("gsm8k:"):
-        from gradprobe.tasks.gsm8k import GSM8KTask
-
         unknown = sorted(set(config) - {"skip_malformed", "heldout_fraction"})
         if unknown:
             raise TaskConfigError(
@@ -123,8 +107,6 @@ def load_task(spec: str, **config) -> Task:
         if path == "":
             raise TaskNotFoundError(f"{spec!r} names no path; valid: {_GSM8K_FORMS}")
         return apply_fewshot(GSM8KTask(path, **config), "gsm8k", fewshot)
-    from gradprobe.tasks.reasoning_gym import ReasoningGymTask, registered_names
-
     if "skip_malformed" in config:
         raise TaskConfigError(f"skip_malformed (--skip-malformed) applies to GSM8K tasks only, not {spec!r}: "
                               f"reasoning-gym tasks are generated and have no malformed rows")

@@ -10,6 +10,7 @@ nanochat). Scores are exact: 1.0 or 0.0, never partial credit.
 from __future__ import annotations
 
 import abc
+import json
 from dataclasses import dataclass, field
 
 from gradprobe.tasks.verify import (
@@ -165,3 +166,23 @@ class Task(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+def parse_task_config(text: str) -> dict:
+    """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}`` (JSON values where they parse, strings otherwise).
+
+    Raises
+    ------
+    TaskConfigError
+        An item is not ``key=value``.
+    """
+    out = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise TaskConfigError(f"task config item {item!r} is not key=value (e.g. chain_sum:min_terms=2,max_digits=1)")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value.strip()
+    return out

@@ -63,75 +63,16 @@ from pathlib import Path
 
 import numpy as np
 
-from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, TaskNotFoundError
-from gradprobe.tasks.verify import (last_boxed, math_verify_match, normalize_text, answers_match, extract_answer,
-                                    looks_like_latex, normalize_number)
+from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError
+# column mapping and prompt formats live in gradprobe.tasks.columns; re-exported here (MAPPING_KEYS, _prompt_text too)
+from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, VERIFIERS, PromptText, _fix,
+                                     _prompt_text, gold_answer, parse_dataset_spec, read_prompt, resolve_mapping)
+from gradprobe.tasks.verify import answers_match, extract_answer, last_boxed, math_verify_match, normalize_text
 
 __all__ = ["DatasetTask", "PromptText", "VERIFIERS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec"]
 
-VERIFIERS = ("hash", "boxed", "exact")
-MAPPING_KEYS = ("prompt", "question", "answer", "solution")
-OPTIONS = (*MAPPING_KEYS, "verifier", "heldout_fraction", "train_split", "heldout_split", "skip_malformed",
-           "train_size")
-BOXED_INSTRUCTION = ("Solve the problem step by step. Write one reasoning step per line. "
-                     "Put the final answer in \\boxed{}, e.g. \\boxed{6}.")
 _SPLIT_SEED = 20240101  # as gsm8k: a file's train/heldout split never moves
 _FILES = {"train": "train.jsonl", "heldout": "test.jsonl"}
-
-
-class PromptText(str):
-    """A problem's prompt when it is not a bare question (``Problem.question`` holds it).
-
-    It is the prompt's text (a ``str``: hashing, printing and JSON see the text) and carries how
-    :func:`gradprobe.tasks.prompts.format_prompt` renders it: ``prompt_format`` ``"plain"`` (the
-    text verbatim), ``"conversational"`` (``messages`` through the chat template) or
-    ``"question"`` (a bare question with its own ``instruction``)."""
-
-    prompt_format: str
-    messages: tuple
-    instruction: str | None
-
-    def __new__(cls, text: str, *, prompt_format: str, messages=(), instruction: str | None = None):
-        obj = super().__new__(cls, text)
-        obj.prompt_format = prompt_format
-        obj.messages = tuple(dict(m) for m in messages)
-        obj.instruction = instruction
-        return obj
-
-    def __reduce__(self):  # pickled across study workers with its rendering
-        return (_prompt_text, (str(self), self.prompt_format, [dict(m) for m in self.messages], self.instruction))
-
-
-def _prompt_text(text, prompt_format, messages, instruction):
-    return PromptText(text, prompt_format=prompt_format, messages=messages, instruction=instruction)
-
-
-def parse_dataset_spec(spec: str) -> tuple[str, str, str | None, dict]:
-    """``"jsonl:PATH[:k=v,...]"`` / ``"hf:NAME[:CONFIG][:k=v,...]"`` -> (kind, source, hub config, options).
-
-    The last ``:``-separated part is the options when it holds ``=``."""
-    from gradprobe.tasks import parse_task_config
-
-    kind, _, rest = spec.partition(":")
-    parts = rest.split(":")
-    options = {}
-    if len(parts) > 1 and "=" in parts[-1]:
-        options = parse_task_config(parts.pop())
-    if kind == "jsonl":
-        source, hub_config = ":".join(parts).strip(), None
-    else:
-        if len(parts) > 2:
-            raise TaskNotFoundError(f"{spec!r}: the hub form is hf:NAME[:CONFIG][:key=value,...]")
-        source, hub_config = parts[0].strip(), (parts[1].strip() or None) if len(parts) > 1 else None
-    if not source:
-        raise TaskNotFoundError(f"{spec!r} names no {'path' if kind == 'jsonl' else 'dataset'}: use "
-                                f"{'jsonl:PATH' if kind == 'jsonl' else 'hf:NAME[:CONFIG]'}[:key=value,...]")
-    return kind, source, hub_config, options
-
-
-def _fix(key: str, example: str = "COLUMN") -> str:
-    return (f"map it with {key}={example} (command line: --task 'jsonl:PATH:{key}={example}'; plans: "
-            f"{key} = \"{example}\" under [task.config]; Python: load_task(spec, {key}=\"{example}\"))")
 
 
 class DatasetTask(Task):
@@ -203,25 +144,8 @@ class DatasetTask(Task):
 
     # -- reading ---------------------------------------------------------------------------------
     def _resolve_mapping(self, columns: list[str], where: str) -> dict:
-        """The mapping with defaults filled in from the data's columns; a column that does not exist
-        is a :class:`TaskConfigError` naming the key, the columns there are, and the fix."""
-        m = dict(self.mapping)
-        if m["prompt"] is None and m["question"] is None:
-            if "prompt" in columns:
-                m["prompt"] = "prompt"
-            elif "question" in columns:
-                m["question"] = "question"
-            else:
-                raise TaskConfigError(f"{where} has neither a 'prompt' nor a 'question' column (columns: {columns}); "
-                                      + _fix("prompt") + ", or question=COLUMN for a bare question")
-        if m["solution"] is None and "solution" in columns:
-            m["solution"] = "solution"
-        for key in ("prompt", "question", "answer", "solution"):
-            column = m[key]
-            if column is not None and column not in columns:
-                raise TaskConfigError(f"column mapping {key}={column!r}: {where} has no column {column!r} "
-                                      f"(columns: {columns}); " + _fix(key))
-        return m
+        """The mapping with defaults filled in from the data's columns (:func:`~gradprobe.tasks.columns.resolve_mapping`)."""
+        return resolve_mapping(self.mapping, columns, where)
 
     def _bad_row(self, where: str, line: int, problem: str) -> None:
         msg = f"{where}, row {line}: {problem}"
@@ -234,57 +158,13 @@ class DatasetTask(Task):
 
     def _prompt(self, raw: dict, m: dict, where: str, line: int):
         """The row's prompt (a :class:`PromptText`), or None after reporting why it is unusable."""
-        if m["question"] is not None:
-            text = raw.get(m["question"])
-            if not isinstance(text, str) or not text.strip():
-                self._bad_row(where, line, f"column {m['question']!r} (question=) is missing, empty or not a string")
-                return None
-            instruction = BOXED_INSTRUCTION if self.verifier == "boxed" else None
-            return PromptText(text, prompt_format="question", instruction=instruction)
-        value = raw.get(m["prompt"])
-        if isinstance(value, str):
-            if not value.strip():
-                self._bad_row(where, line, f"column {m['prompt']!r} (prompt=) is empty")
-                return None
-            return PromptText(value, prompt_format="plain")
-        if isinstance(value, list) and value:
-            bad = [i for i, msg in enumerate(value)
-                   if not (isinstance(msg, dict) and isinstance(msg.get("role"), str)
-                           and isinstance(msg.get("content"), str))]
-            if bad:
-                self._bad_row(where, line, f"conversational prompt {m['prompt']!r}: message {bad[0]} is not a "
-                                           f"{{'role': str, 'content': str}} object (TRL's conversational format)")
-                return None
-            users = [msg["content"] for msg in value if msg["role"] == "user"]
-            if not users:
-                self._bad_row(where, line, f"conversational prompt {m['prompt']!r} has no 'user' turn (roles: "
-                                           f"{[msg['role'] for msg in value]}); add a message with role 'user' "
-                                           f"holding the question")
-                return None
-            if value[-1]["role"] == "assistant":
-                self._bad_row(where, line, f"conversational prompt {m['prompt']!r} ends with an 'assistant' turn; a "
-                                           f"prompt ends with the user's turn (the completion is generated after it)")
-                return None
-            return PromptText(users[-1], prompt_format="conversational", messages=value)
-        got = "an empty list of messages" if isinstance(value, list) else type(value).__name__
-        self._bad_row(where, line, f"column {m['prompt']!r} (prompt=) is {got}: TRL's prompt is a string (plain) or a "
-                                   f"list of {{'role', 'content'}} messages (conversational)")
-        return None
+        prompt, why = read_prompt(raw, m, self.verifier)
+        if prompt is None:
+            self._bad_row(where, line, why)
+        return prompt
 
     def _gold(self, value) -> str | None:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(value)
-        if not isinstance(value, str) or not value.strip():
-            return None
-        if self.verifier == "hash":
-            if "####" in value:
-                value = value.rsplit("####", 1)[1]
-            value = value.strip().replace(",", "")
-            numeric = normalize_number(value) is not None or looks_like_latex(value)  # else only text would match
-            return value if value and numeric else None
-        if self.verifier == "boxed":
-            return last_boxed(value) or value.strip()
-        return value.strip()
+        return gold_answer(value, self.verifier)
 
     def _parse(self, records, where: str, stem: str, columns: list[str] | None = None) -> list[Problem]:
         """Validate ``(line, raw)`` pairs (raw: a JSON string or a dict) into problems."""

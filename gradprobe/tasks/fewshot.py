@@ -45,6 +45,7 @@ import dataclasses
 
 from gradprobe.tasks.base import Problem, Task, TaskConfigError
 from gradprobe.tasks.dataset import PromptText
+from gradprobe.tasks.solutions import REFERENCE_SOLUTIONS, reference_solution
 
 __all__ = ["FEWSHOT_SEED", "FewShotTask", "FewShotPrompt", "parse_fewshot", "fewshot_kinds", "apply_fewshot"]
 
@@ -83,8 +84,6 @@ class FewShotPrompt(PromptText):
 
 def fewshot_kinds() -> list[str]:
     """Task kinds that accept ``fewshot``: those with reference solutions, sorted."""
-    from .solutions import REFERENCE_SOLUTIONS
-
     return sorted(REFERENCE_SOLUTIONS)
 
 
@@ -181,8 +180,6 @@ class FewShotTask(Task):
         return text
 
     def _example(self, problem: Problem) -> str:
-        from .solutions import reference_solution
-
         try:
             solution = reference_solution(problem, self.kind, self.task).strip()
         except ValueError as err:  # ReferenceSolutionError, or the task's own reference_solution
@@ -266,8 +263,6 @@ class FewShotTask(Task):
         ReferenceSolutionError
             From :func:`gradprobe.tasks.solutions.reference_solution`.
         """
-        from .solutions import reference_solution
-
         return reference_solution(self.unwrap(problem), self.kind, self.task)
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from gradprobe.tasks.chain_sum import chain_sum_target
+
 __all__ = ["ReferenceSolutionError", "REFERENCE_SOLUTIONS", "task_kind", "register_reference_solution",
            "has_reference_solution", "reference_solution"]
 
@@ -29,8 +31,6 @@ def task_kind(spec: str) -> str:
 
 
 def _chain_sum_solution(problem) -> str:
-    from .chain_sum import chain_sum_target
-
     return chain_sum_target(problem)
 
 
