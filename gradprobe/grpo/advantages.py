@@ -13,16 +13,64 @@ Conventions (DESIGN.md, "Pitfalls"):
 * spread is computed in float64, and a group whose max - min is below ``atol + rtol *
   max|r|`` counts as zero-variance: advantages exactly 0, never NaN nor a float32 residue
   blown up by a tiny std.
+
+The scale is a parameter of every function that normalises (no module-wide setting): the
+registered rewards use :data:`DEFAULT_SCALE` or name theirs (``outcome_batch``, ``outcome_dr``);
+:data:`SCALES` maps each scale's name to its divisor.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
-SCALES = ("group", "batch", "none")
+#: the scale of ``outcome`` and of every sequence reward that does not name another (GRPO's)
+DEFAULT_SCALE = "group"
+
+#: (centred (B, G), rewards (B, G), valid (B, G), n (B,), eps) -> advantages (B, G), all float64
+ScaleFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
 
 
-def group_normalize(rewards: torch.Tensor, *, scale: str = "group", eps: float = 1e-4,
+def _group_std(centred, rewards, valid, n, eps):
+    """Divide by each group's sample std (ddof 1) + eps (Shao et al. 2024, eq. 3)."""
+    var = (centred ** 2).sum(-1) / (n - 1).clamp(min=1)
+    return centred / (var.sqrt() + eps)[:, None]
+
+
+def _batch_std(centred, rewards, valid, n, eps):
+    """Divide by the sample std of all valid rewards of the batch + eps (Hu et al. 2025, REINFORCE++)."""
+    vals = rewards[valid]
+    std = vals.std() if vals.numel() > 1 else torch.tensor(0.0, dtype=torch.float64)
+    return centred / (std + eps)
+
+
+def _centre_only(centred, rewards, valid, n, eps):
+    """Centre only (Liu et al. 2025, Dr. GRPO, sec. 3.1)."""
+    return centred
+
+
+#: the registry of advantage scales, name -> divisor rule (:data:`ScaleFn`)
+SCALES: dict[str, ScaleFn] = {"group": _group_std, "batch": _batch_std, "none": _centre_only}
+
+
+def check_scale(scale: str, *, field: str = "advantage scale") -> ScaleFn:
+    """The rule of advantage scale ``scale``.
+
+    Raises
+    ------
+    ValueError
+        ``scale`` is not a key of :data:`SCALES`; the message starts with ``field`` (the name the
+        caller knows the setting by) and lists the valid scales.
+    """
+    try:
+        return SCALES[scale]
+    except (KeyError, TypeError):
+        raise ValueError(f"{field} {scale!r} is unknown; valid scales: {', '.join(SCALES)} "
+                         f"(group: divide by the group std, batch: by the batch std, none: centre only)") from None
+
+
+def group_normalize(rewards: torch.Tensor, *, scale: str = DEFAULT_SCALE, eps: float = 1e-4,
                     atol: float = 1e-6, rtol: float = 1e-6) -> tuple[torch.Tensor, dict]:
     """Group-normalised advantages.
 
@@ -31,7 +79,7 @@ def group_normalize(rewards: torch.Tensor, *, scale: str = "group", eps: float =
     rewards : Tensor, shape (B, G)
         Sequence rewards; NaN marks a missing reward.
     scale : {"group", "batch", "none"}
-        Divisor of the centred rewards (see module docstring).
+        Divisor of the centred rewards, a key of :data:`SCALES` (see module docstring).
     eps : float
         Added to the std (TRL uses 1e-4).
 
@@ -48,8 +96,7 @@ def group_normalize(rewards: torch.Tensor, *, scale: str = "group", eps: float =
     ValueError
         Unknown ``scale`` or ``rewards`` not 2-D.
     """
-    if scale not in SCALES:
-        raise ValueError(f"advantage scale {scale!r} is not one of {SCALES}")
+    divide = check_scale(scale)
     if rewards.dim() != 2:
         raise ValueError(f"rewards must have shape (B, G), got {tuple(rewards.shape)}")
     r = rewards.to(torch.float64)
@@ -64,14 +111,6 @@ def group_normalize(rewards: torch.Tensor, *, scale: str = "group", eps: float =
     magnitude = torch.where(valid, r.abs(), torch.zeros_like(r)).amax(-1)
     flat = (n < 2) | ((rmax - rmin) <= atol + rtol * magnitude)
     centred = torch.where(flat[:, None], torch.zeros_like(centred), centred)
-    if scale == "group":
-        var = (centred ** 2).sum(-1) / (n - 1).clamp(min=1)
-        adv = centred / (var.sqrt() + eps)[:, None]
-    elif scale == "batch":
-        vals = r[valid]
-        std = vals.std() if vals.numel() > 1 else torch.tensor(0.0, dtype=torch.float64)
-        adv = centred / (std + eps)
-    else:
-        adv = centred
+    adv = divide(centred, r, valid, n, eps)
     stats = {"missing": int((~valid).sum()), "zero_variance_groups": int(flat.sum()), "groups": int(r.shape[0])}
     return adv, stats

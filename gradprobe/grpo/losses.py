@@ -82,44 +82,15 @@ gradient. The number of clamped tokens is reported, never silent.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 
-
-def _grpo(mask: torch.Tensor, max_len: int) -> torch.Tensor:
-    lengths = mask.sum(-1, keepdim=True).clamp(min=1)
-    return mask / (lengths * mask.shape[0])
-
-
-def _dapo(mask: torch.Tensor, max_len: int) -> torch.Tensor:
-    return mask / mask.sum().clamp(min=1)
-
-
-def _dr_grpo(mask: torch.Tensor, max_len: int) -> torch.Tensor:
-    return mask / (mask.shape[0] * max_len)
-
-
-#: loss_type -> its per-token weights (mask (N, T) float, L_max) -> w (N, T); the one list of loss types
-#: (plan validation, the update, the probe's ``NORMALIZERS`` and the CLI choices follow it).
-LOSS_TYPES: dict[str, Callable[[torch.Tensor, int], torch.Tensor]] = {
-    "grpo": _grpo,
-    "dapo": _dapo,
-    "dr_grpo": _dr_grpo,
-    "bnpo": _dapo,  # batch-global token mean (module docstring)
-    "cispo": _dapo,  # TRL normalises cispo by num_items_in_batch, the generation batch's tokens
-    "gspo": _grpo,  # TRL loss_type="grpo" with importance_sampling_level="sequence"
-}
-
-#: loss_type -> objective of :func:`policy_loss` (module docstring): "ppo" (token-level clipped
-#: surrogate), "cispo" (clipped, detached IS weight times log-prob), "gspo" (sequence-level ratio).
-OBJECTIVES: dict[str, str] = {"grpo": "ppo", "dapo": "ppo", "dr_grpo": "ppo", "bnpo": "ppo",
-                              "cispo": "cispo", "gspo": "gspo"}
+from .loss_types import (GROUP_PARTS, LOSS_TYPES, LOSSES, NORMALISATIONS, OBJECTIVE_NAMES, OBJECTIVES,  # noqa: F401
+                         LossType, register_loss_type)
 
 
 def _check_loss_type(loss_type: str) -> None:
-    if loss_type not in LOSS_TYPES:
-        raise ValueError(f"loss_type {loss_type!r} is not one of {sorted(LOSS_TYPES)}")
+    if loss_type not in LOSSES:
+        raise ValueError(f"loss_type {loss_type!r} is not one of {sorted(LOSSES)}")
 
 
 def token_weights(completion_mask: torch.Tensor, loss_type: str = "grpo", *,
@@ -184,9 +155,6 @@ def probe_advantages(advantages: torch.Tensor, completion_mask: torch.Tensor, lo
         return adv
     mean = adv.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1).to(adv.dtype)
     return torch.where(mask, mean.expand_as(adv), torch.zeros((), dtype=adv.dtype, device=adv.device))
-
-
-IMPORTANCE_SAMPLING = ("none", "tis")
 
 
 def truncated_is_weights(train_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, *,
@@ -381,27 +349,9 @@ def policy_loss(logp: torch.Tensor, advantages: torch.Tensor, weights: torch.Ten
         (a non-positive cap).
     """
     _check_loss_type(loss_type)
-    objective = OBJECTIVES[loss_type]
     old = logp.detach() if old_logp is None else old_logp
-    log_ratio = logp - old.to(logp.dtype)
-    adv = advantages.to(logp.dtype)
-    if objective == "cispo":
-        if not 1 + clip_high > 0:
-            raise ValueError(f"cispo caps its importance weight at 1 + clip_high, which must be > 0; got clip_high = "
-                             f"{clip_high} (TRL's epsilon_high E is clip_high = E - 1; ScaleRL recommends E = 5)")
-        weight = torch.clamp(torch.exp(log_ratio), max=1 + clip_high).detach()
-        per_token = -weight * adv * logp
-    else:
-        if objective == "gspo":
-            if completion_mask is None or tuple(completion_mask.shape) != tuple(logp.shape):
-                got = None if completion_mask is None else tuple(completion_mask.shape)
-                raise ValueError(f"loss_type 'gspo' needs completion_mask of shape {tuple(logp.shape)} (n rows, T "
-                                 f"completion tokens) for each sequence's mean log-ratio, got {got}")
-            m = completion_mask.bool().to(logp.device)
-            masked = torch.where(m, log_ratio, torch.zeros((), dtype=logp.dtype, device=logp.device))
-            log_ratio = (masked.sum(-1) / m.sum(-1).clamp(min=1).to(logp.dtype)).unsqueeze(-1)  # (n, 1)
-        ratio = torch.exp(log_ratio)
-        per_token = -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * adv)
+    term = _OBJECTIVE_TERMS[OBJECTIVES[loss_type]]
+    per_token = term(logp, logp - old.to(logp.dtype), advantages.to(logp.dtype), clip_low, clip_high, completion_mask)
     if is_weights is not None:
         per_token = per_token * is_weights.detach().to(logp.dtype)
     if kl_coef and ref_logp is not None:
@@ -410,3 +360,35 @@ def policy_loss(logp: torch.Tensor, advantages: torch.Tensor, weights: torch.Ten
         if stats is not None:
             stats["kl_clamped_tokens"] = stats.get("kl_clamped_tokens", 0) + int((hit & (weights != 0)).sum())
     return (per_token * weights.to(logp.dtype)).sum()
+
+
+def _ppo_term(logp, log_ratio, adv, clip_low, clip_high, completion_mask):
+    """-min(r A, clip(r, 1 - clip_low, 1 + clip_high) A) per token (Schulman et al. 2017, eq. 7), (n, T)."""
+    ratio = torch.exp(log_ratio)
+    return -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_low, 1 + clip_high) * adv)
+
+
+def _cispo_term(logp, log_ratio, adv, clip_low, clip_high, completion_mask):
+    """-sg(min(r, 1 + clip_high)) A l per token (MiniMax-M1, the CISPO objective), (n, T)."""
+    if not 1 + clip_high > 0:
+        raise ValueError(f"cispo caps its importance weight at 1 + clip_high, which must be > 0; got clip_high = "
+                         f"{clip_high} (TRL's epsilon_high E is clip_high = E - 1; ScaleRL recommends E = 5)")
+    weight = torch.clamp(torch.exp(log_ratio), max=1 + clip_high).detach()
+    return -weight * adv * logp
+
+
+def _gspo_term(logp, log_ratio, adv, clip_low, clip_high, completion_mask):
+    """The ppo term with one ratio per sequence, s_i = exp(mean_t log r_it) over its completion tokens
+    (GSPO, Zheng et al. 2025), (n, T)."""
+    if completion_mask is None or tuple(completion_mask.shape) != tuple(logp.shape):
+        got = None if completion_mask is None else tuple(completion_mask.shape)
+        raise ValueError(f"loss_type 'gspo' needs completion_mask of shape {tuple(logp.shape)} (n rows, T "
+                         f"completion tokens) for each sequence's mean log-ratio, got {got}")
+    m = completion_mask.bool().to(logp.device)
+    masked = torch.where(m, log_ratio, torch.zeros((), dtype=logp.dtype, device=logp.device))
+    seq_log_ratio = (masked.sum(-1) / m.sum(-1).clamp(min=1).to(logp.dtype)).unsqueeze(-1)  # (n, 1)
+    return _ppo_term(logp, seq_log_ratio, adv, clip_low, clip_high, completion_mask)
+
+
+#: objective (:data:`OBJECTIVE_NAMES`) -> its per-token term (logp, log r, A, clip_low, clip_high, mask) -> (n, T)
+_OBJECTIVE_TERMS = {"ppo": _ppo_term, "cispo": _cispo_term, "gspo": _gspo_term}

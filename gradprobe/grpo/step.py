@@ -12,7 +12,13 @@ row's per-token log-probabilities equal those of the row alone (``tests/grpo/tes
 
 Per-update policy statistics (entropy, k3 KL to the initial policy; definitions in
 :mod:`gradprobe.training.metrics`) are taken from the loss's own forward pass
-(:func:`loss_and_backward` with ``stats`` and ``init_model``): no second forward of the policy.
+(:func:`loss_and_backward` with ``stats`` and ``init_model``): no second forward of the policy
+(the arithmetic: :mod:`gradprobe.grpo.policy_stats`).
+
+Variants are read from registries, never from their names: the loss type's normalisation from
+:data:`gradprobe.grpo.losses.LOSSES` (``"constant"``, dr_grpo's N * L_max, is what makes
+``max_completion_length`` matter), the importance-sampling correction from
+:data:`gradprobe.grpo.importance.IMPORTANCE_SAMPLINGS`.
 """
 
 from __future__ import annotations
@@ -26,9 +32,15 @@ from dataclasses import dataclass
 import torch
 
 from ..logprobs import token_logprobs
+from ..models import use_attention
 from ..types import RolloutBatch
-from .losses import (IMPORTANCE_SAMPLING, KL_LOG_RATIO_CLAMP, LOSS_TYPES, logprob_mismatch, policy_loss,
-                     token_weights, truncated_is_weights)
+from .importance import ImportanceSampling, get_importance_sampling
+from .losses import KL_LOG_RATIO_CLAMP, LOSS_TYPES, LOSSES, logprob_mismatch, policy_loss, token_weights
+# the statistics' arithmetic lives in policy_stats; policy_stat_sums and kl_clamped_tokens stay importable here
+from .policy_stats import EntropyCapture, kl_clamped_tokens, policy_stat_sums
+
+__all__ = ["NonFiniteLossError", "UpdateConfig", "loss_and_backward", "old_policy_logprobs", "grpo_step",
+           "policy_stat_sums", "kl_clamped_tokens"]
 
 log = logging.getLogger(__name__)
 
@@ -99,108 +111,22 @@ class UpdateConfig:
                 or self.max_completion_length < 1):
             raise ValueError(f"max_completion_length (L_max of dr_grpo, tokens) must be a positive int or None, got "
                              f"{self.max_completion_length!r}; use the sampler's max_new_tokens")
-        if self.loss_type == "dr_grpo" and self.max_completion_length is None:
-            log.warning("UpdateConfig(loss_type='dr_grpo') without max_completion_length: normalising by the "
+        if self.constant_normaliser and self.max_completion_length is None:
+            log.warning("UpdateConfig(loss_type=%r) without max_completion_length: normalising by the "
                         "batch's longest completion T, which varies per batch; set max_completion_length to the "
-                        "sampler's max_new_tokens for Dr. GRPO's constant (as TRL does)")
+                        "sampler's max_new_tokens for Dr. GRPO's constant (as TRL does)", self.loss_type)
         if self.attention is not None and (not isinstance(self.attention, str) or not self.attention):
             raise ValueError(f"attention must be a transformers attn_implementation name (e.g. 'sdpa', "
                              f"'gradprobe_eager') or None (keep the model's), got {self.attention!r}")
-        if self.importance_sampling not in IMPORTANCE_SAMPLING:
-            raise ValueError(f"importance_sampling {self.importance_sampling!r} is not one of {IMPORTANCE_SAMPLING}")
+        get_importance_sampling(self.importance_sampling)
         if not self.is_cap > 0:
             raise ValueError(f"is_cap (the TIS cap C) must be > 0, got {self.is_cap}; TRL and verl use 2.0")
 
-
-def policy_stat_sums(logp: torch.Tensor, init_logp: torch.Tensor, entropy: torch.Tensor,
-                     mask: torch.Tensor) -> tuple[float, float]:
-    """Sums over completion tokens of the k3 KL to the initial policy and of the entropy.
-
-    k3_t = exp(d_t) - d_t - 1 with d_t = l_init_t - l_theta_t, an unbiased, non-negative
-    per-token estimator of KL(pi_theta || pi_init) for tokens sampled from pi_theta (Schulman
-    2020, "Approximating KL divergence"). Divide both sums by the number of completion tokens
-    for the per-token means logged as ``kl_init`` and ``entropy``
-    (:mod:`gradprobe.training.metrics`). d is clamped to [-20, 20] nats as verl clamps its
-    ``low_var_kl`` log-ratio (``KL_LOG_RATIO_CLAMP``, :func:`~gradprobe.grpo.losses.k3_kl_penalty`),
-    so a token that pi_theta or pi_init gives probability ~0 cannot make the sum inf; verl's
-    value clamp (10 nats) is not applied to this statistic, which would hide real drift (a token
-    raised from p = 1e-5 to 0.9 has k3 ~ 10.5). :func:`kl_clamped_tokens` counts the clamped tokens.
-
-    Parameters
-    ----------
-    logp, init_logp : Tensor, shape (n, T)
-        l_theta and l_init of the sampled tokens (nats), at the sampling temperature.
-    entropy : Tensor, shape (n, T)
-        Full-vocabulary entropy of pi_theta(. | prefix) per position (nats).
-    mask : BoolTensor, shape (n, T)
-        Completion mask.
-
-    Returns
-    -------
-    (float, float)
-        (sum of k3 over masked tokens, sum of entropy over masked tokens), computed in float64.
-    """
-    m = mask.to(torch.float64)
-    d = (init_logp.detach() - logp.detach()).to(torch.float64).clamp(min=-KL_LOG_RATIO_CLAMP, max=KL_LOG_RATIO_CLAMP)
-    kl = torch.where(mask.bool(), torch.expm1(d) - d, torch.zeros_like(d))  # padding may hold any finite value
-    ent = torch.where(mask.bool(), entropy.detach().to(torch.float64), torch.zeros_like(d))
-    return float((kl * m).sum()), float((ent * m).sum())
-
-
-def kl_clamped_tokens(logp: torch.Tensor, init_logp: torch.Tensor, mask: torch.Tensor) -> int:
-    """Completion tokens whose log-ratio |l_init - l_theta| exceeds ``KL_LOG_RATIO_CLAMP`` (20 nats).
-
-    The tokens :func:`policy_stat_sums` clamps (verl's ``low_var_kl`` log-ratio clamp); a NaN
-    log-ratio is not counted (it is a different failure, caught as a non-finite statistic).
-
-    Parameters
-    ----------
-    logp, init_logp : Tensor, shape (n, T)
-        l_theta and l_init of the sampled tokens (nats).
-    mask : BoolTensor, shape (n, T)
-        Completion mask.
-
-    Returns
-    -------
-    int
-    """
-    d = (init_logp.detach() - logp.detach()).to(torch.float64)
-    return int(((d.abs() > KL_LOG_RATIO_CLAMP) & mask.bool()).sum())
-
-
-class _EntropyCapture:
-    """Forward hook on a causal LM: per-position full-vocabulary entropy from its output logits.
-
-    Used inside :func:`token_logprobs`'s own forward (``logits_to_keep = T + 1``), so the entropy
-    of pi_theta(. | prefix) at each completion position comes from the loss's logits, detached:
-    H_t = -sum_v p_v log p_v, p = softmax(logits_t / temperature); half-precision logits are
-    upcast to float32 first. ``rows`` collects one (n, T) tensor per forward; ``seconds`` the
-    wall time spent in the hook.
-    """
-
-    def __init__(self, model, temperature: float):
-        self.model, self.temperature = model, float(temperature)
-        self.rows: list[torch.Tensor] = []
-        self.seconds = 0.0
-        self._handle = None
-
-    def _hook(self, module, args, output):
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            logits = output.logits[:, :-1].detach()
-            if logits.dtype in (torch.float16, torch.bfloat16):
-                logits = logits.float()
-            logp_all = torch.log_softmax(logits / self.temperature, dim=-1)
-            self.rows.append(-(logp_all.exp() * logp_all).sum(-1))
-        self.seconds += time.perf_counter() - t0
-
-    def __enter__(self):
-        self._handle = self.model.register_forward_hook(self._hook)
-        return self
-
-    def __exit__(self, *exc):
-        self._handle.remove()
-        return False
+    @property
+    def constant_normaliser(self) -> bool:
+        """Whether the loss type divides by the constant N * L_max (normalisation ``"constant"``: dr_grpo),
+        so that ``max_completion_length`` matters (:data:`gradprobe.grpo.losses.LOSSES`)."""
+        return LOSSES[self.loss_type].normalisation == "constant"
 
 
 def loss_and_backward(model, batch: RolloutBatch, advantages: torch.Tensor, config: UpdateConfig, *,
@@ -248,10 +174,44 @@ def loss_and_backward(model, batch: RolloutBatch, advantages: torch.Tensor, conf
         ``old_logp`` or ``sampler_logp`` not of shape (N, T); a batch whose
         completion width T exceeds ``config.max_completion_length`` under ``dr_grpo``.
     """
-    if config.importance_sampling == "tis" and sampler_logp is None:
-        raise ValueError("importance_sampling='tis' needs the sampler's per-token log-probabilities (sampler_logp, "
-                         "shape (N, T)), e.g. from gradprobe.rollout.vllm_sampler.sampler_logprobs; or set "
-                         "importance_sampling='none' for a sampler that is the training model itself (HFSampler)")
+    correction = _check_update_inputs(batch, advantages, config, old_logp=old_logp, sampler_logp=sampler_logp,
+                                      stats=stats, init_model=init_model)
+    weights = token_weights(batch.completion_mask, config.loss_type,
+                            max_completion_length=config.max_completion_length)
+    mask = batch.completion_mask.bool()
+    total = 0.0
+    sampler = None if sampler_logp is None else _SamplerStats(sampler_logp, mask, correction, config.is_cap)
+    with contextlib.ExitStack() as stack:
+        policy = _enter_update(stack, model, init_model, config, batch.temperature)
+        for start in range(0, batch.num_rows, config.micro_batch_size):
+            rows = slice(start, min(batch.num_rows, start + config.micro_batch_size))
+            logp = token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows], batch.prompt_length,
+                                  temperature=batch.temperature)
+            if policy is not None:
+                policy.add(batch, rows, logp, mask[rows])
+            old = None if old_logp is None else old_logp[rows]
+            is_w = None if sampler is None else sampler.weights(rows, logp, old)
+            loss = policy_loss(logp, advantages[rows], weights[rows], old_logp=old,
+                               clip_low=config.clip_low, clip_high=config.clip_high, is_weights=is_w,
+                               loss_type=config.loss_type, completion_mask=mask[rows])
+            loss.backward()
+            total += float(loss.detach())
+    if policy is not None:
+        policy.write(stats, mask)
+    if stats is not None and sampler is not None:
+        sampler.write(stats)
+    return total
+
+
+def _check_update_inputs(batch: RolloutBatch, advantages: torch.Tensor, config: UpdateConfig, *,
+                         old_logp, sampler_logp, stats, init_model) -> ImportanceSampling:
+    """Validate :func:`loss_and_backward`'s inputs (its ``Raises``) and return the chosen IS correction."""
+    correction = get_importance_sampling(config.importance_sampling)
+    if correction.needs_sampler_logp and sampler_logp is None:
+        raise ValueError(f"importance_sampling={correction.name!r} needs the sampler's per-token log-probabilities "
+                         "(sampler_logp, shape (N, T)), e.g. from gradprobe.rollout.vllm_sampler.sampler_logprobs; "
+                         "or set importance_sampling='none' for a sampler that is the training model itself "
+                         "(HFSampler)")
     if init_model is not None and stats is None:
         raise ValueError("init_model is given for the KL/entropy statistics, but stats is None: pass stats={} to "
                          "receive them")
@@ -261,76 +221,95 @@ def loss_and_backward(model, batch: RolloutBatch, advantages: torch.Tensor, conf
             raise ValueError(f"{name} has shape {tuple(x.shape)}, but the batch's completion mask has shape "
                              f"{tuple(batch.completion_mask.shape)} (N rows, T completion tokens); give one value "
                              "per completion token")
-    if config.loss_type == "dr_grpo" and config.max_completion_length is not None \
+    if config.constant_normaliser and config.max_completion_length is not None \
             and t > config.max_completion_length:
         raise ValueError(f"the batch's completion width T = {t} tokens exceeds UpdateConfig.max_completion_length = "
-                         f"{config.max_completion_length} (dr_grpo's L_max); set it to the sampler's max_new_tokens")
-    weights = token_weights(batch.completion_mask, config.loss_type,
-                            max_completion_length=config.max_completion_length)
-    mask = batch.completion_mask.bool()
-    total = 0.0
-    n = batch.num_rows
-    train_rows, is_rows = [], []
-    kl_sum = ent_sum = stats_seconds = 0.0
-    kl_clamped = 0
-    from ..models import use_attention
+                         f"{config.max_completion_length} ({config.loss_type}'s L_max); set it to the sampler's "
+                         "max_new_tokens")
+    return correction
 
-    with contextlib.ExitStack() as stack:
-        if config.attention is not None:
-            stack.enter_context(use_attention(model, config.attention))
-            if init_model is not None:
-                stack.enter_context(use_attention(init_model, config.attention))
-        capture = None
+
+def _enter_update(stack: contextlib.ExitStack, model, init_model, config: UpdateConfig,
+                  temperature: float) -> "_PolicyStats | None":
+    """Switch the attention of the update (and of pi_init) on ``stack``; with ``init_model``, start the
+    entropy capture on the loss's forward and return the statistics accumulator."""
+    if config.attention is not None:
+        stack.enter_context(use_attention(model, config.attention))
         if init_model is not None:
-            capture = stack.enter_context(_EntropyCapture(model, batch.temperature))
-        for start in range(0, n, config.micro_batch_size):
-            rows = slice(start, min(n, start + config.micro_batch_size))
-            logp = token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows], batch.prompt_length,
-                                  temperature=batch.temperature)
-            if init_model is not None:
-                if logp.is_cuda:  # charge the loss forward's queued kernels to training, not to the statistics
-                    torch.cuda.synchronize(logp.device)
-                t0 = time.perf_counter()
-                with torch.no_grad():
-                    init_logp = token_logprobs(init_model, batch.input_ids[rows], batch.attention_mask[rows],
-                                               batch.prompt_length, temperature=batch.temperature)
-                kl, ent = policy_stat_sums(logp.detach(), init_logp, capture.rows.pop(), mask[rows])
-                kl_sum, ent_sum = kl_sum + kl, ent_sum + ent
-                kl_clamped += kl_clamped_tokens(logp, init_logp, mask[rows])
-                stats_seconds += time.perf_counter() - t0
-            old = None if old_logp is None else old_logp[rows]
-            is_w = None
-            if sampler_logp is not None:
-                base = (logp.detach() if old is None else old.to(logp.dtype))
-                train_rows.append(base)
-                if config.importance_sampling == "tis":
-                    is_w = truncated_is_weights(base, sampler_logp[rows].to(base.device), mask[rows],
-                                                cap=config.is_cap)
-                    is_rows.append(is_w)
-            loss = policy_loss(logp, advantages[rows], weights[rows], old_logp=old,
-                               clip_low=config.clip_low, clip_high=config.clip_high, is_weights=is_w,
-                               loss_type=config.loss_type, completion_mask=mask[rows])
-            loss.backward()
-            total += float(loss.detach())
-    if init_model is not None:
+            stack.enter_context(use_attention(init_model, config.attention))
+    if init_model is None:
+        return None
+    return _PolicyStats(init_model, stack.enter_context(EntropyCapture(model, temperature)))
+
+
+class _PolicyStats:
+    """Entropy and k3 KL to pi_init, summed over the micro-batches of one update (:func:`policy_stat_sums`).
+
+    ``add`` takes one micro-batch: pi_init's log-probabilities from one no-grad forward, pi_theta's
+    from the loss's own forward, its entropies from the capture hook; ``write`` puts the per-token
+    means (nats per completion token), the clamped-token count and the seconds into ``stats``.
+    """
+
+    def __init__(self, init_model, capture: EntropyCapture):
+        self.init_model, self.capture = init_model, capture
+        self.kl_sum = self.ent_sum = self.seconds = 0.0
+        self.kl_clamped = 0
+
+    def add(self, batch: RolloutBatch, rows: slice, logp: torch.Tensor, mask: torch.Tensor) -> None:
+        if logp.is_cuda:  # charge the loss forward's queued kernels to training, not to the statistics
+            torch.cuda.synchronize(logp.device)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            init_logp = token_logprobs(self.init_model, batch.input_ids[rows], batch.attention_mask[rows],
+                                       batch.prompt_length, temperature=batch.temperature)
+        kl, ent = policy_stat_sums(logp.detach(), init_logp, self.capture.rows.pop(), mask)
+        self.kl_sum, self.ent_sum = self.kl_sum + kl, self.ent_sum + ent
+        self.kl_clamped += kl_clamped_tokens(logp, init_logp, mask)
+        self.seconds += time.perf_counter() - t0
+
+    def write(self, stats: dict, mask: torch.Tensor) -> None:
         tokens = max(int(mask.sum()), 1)
-        stats.update(kl_init=kl_sum / tokens, entropy=ent_sum / tokens, kl_clamped_tokens=kl_clamped,
-                     stats_seconds=stats_seconds + capture.seconds)
-        if kl_clamped:
+        stats.update(kl_init=self.kl_sum / tokens, entropy=self.ent_sum / tokens, kl_clamped_tokens=self.kl_clamped,
+                     stats_seconds=self.seconds + self.capture.seconds)
+        if self.kl_clamped:
             log.warning("kl_init: %d of %d completion tokens have |log pi_init - log pi_theta| > %g nats and were "
                         "clamped (verl's low_var_kl clamp); kl_init is a lower bound for this update",
-                        kl_clamped, tokens, KL_LOG_RATIO_CLAMP)
-    if stats is not None and sampler_logp is not None:
-        train = torch.cat(train_rows)
-        stats["sampler_mismatch"] = logprob_mismatch(train, sampler_logp.to(train.device), mask)
-        if is_rows:
-            w = torch.cat(is_rows).to(torch.float64)[mask]
+                        self.kl_clamped, tokens, KL_LOG_RATIO_CLAMP)
+
+
+class _SamplerStats:
+    """The sampler's log-probabilities against the training forward pass over one update.
+
+    ``weights`` gives a micro-batch's importance weights (the registered correction's; None for
+    ``none``) and keeps the training log-probabilities they were computed from (pi_old: ``old_logp``
+    when given, else the loss's own forward, detached); ``write`` puts ``sampler_mismatch``
+    (:func:`~gradprobe.grpo.losses.logprob_mismatch`) and, when there were weights, ``is_weight``
+    (``mean``, ``min``, ``max``, ``capped_fraction`` over masked tokens, ``cap``) into ``stats``.
+    """
+
+    def __init__(self, sampler_logp: torch.Tensor, mask: torch.Tensor, correction: ImportanceSampling, cap: float):
+        self.sampler_logp, self.mask, self.correction, self.cap = sampler_logp, mask, correction, cap
+        self.train_rows: list[torch.Tensor] = []
+        self.is_rows: list[torch.Tensor] = []
+
+    def weights(self, rows: slice, logp: torch.Tensor, old: torch.Tensor | None) -> torch.Tensor | None:
+        base = (logp.detach() if old is None else old.to(logp.dtype))
+        self.train_rows.append(base)
+        w = self.correction.weights(base, self.sampler_logp[rows].to(base.device), self.mask[rows], self.cap)
+        if w is not None:
+            self.is_rows.append(w)
+        return w
+
+    def write(self, stats: dict) -> None:
+        train = torch.cat(self.train_rows)
+        stats["sampler_mismatch"] = logprob_mismatch(train, self.sampler_logp.to(train.device), self.mask)
+        if self.is_rows:
+            w = torch.cat(self.is_rows).to(torch.float64)[self.mask]
             stats["is_weight"] = {"mean": float(w.mean()) if w.numel() else 1.0,
                                   "min": float(w.min()) if w.numel() else 1.0,
                                   "max": float(w.max()) if w.numel() else 1.0,
-                                  "capped_fraction": float((w >= config.is_cap).double().mean()) if w.numel() else 0.0,
-                                  "cap": config.is_cap}
-    return total
+                                  "capped_fraction": float((w >= self.cap).double().mean()) if w.numel() else 0.0,
+                                  "cap": self.cap}
 
 
 def old_policy_logprobs(model, batch: RolloutBatch, config: UpdateConfig = UpdateConfig()) -> torch.Tensor:
@@ -347,8 +326,6 @@ def old_policy_logprobs(model, batch: RolloutBatch, config: UpdateConfig = Updat
     Tensor, shape (N, T), float32 or the model's dtype
         N rows, T completion tokens; padding positions hold finite values to be masked.
     """
-    from ..models import use_attention
-
     rows_out = []
     with contextlib.ExitStack() as stack, torch.no_grad():
         if config.attention is not None:

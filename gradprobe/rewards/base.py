@@ -3,11 +3,13 @@
 A reward is a plain function ``reward(batch, ctx) -> RewardOutput`` registered under a
 name (DESIGN.md, "Rewards and per-token advantages"); variants are chosen once from
 :data:`REWARDS`, never by flags tested in loops. Built-ins (registered when
-:mod:`gradprobe.rewards` is imported, or on the first :func:`get_reward`):
+:mod:`gradprobe.rewards` is imported, which importing any of its modules does first):
 
 ``outcome``, ``outcome_batch``, ``outcome_dr``            :mod:`gradprobe.rewards.outcome`
 ``mc_value``, ``mc_advantage``, ``hybrid``, ``hybrid_0.9``,
 ``hybrid_0.5``, ``hybrid_0.1``, ``mc_min``                :mod:`gradprobe.rewards.dense`
+``process``, ``process_hybrid_0.9``, ``process_hybrid_0.5``,
+``process_hybrid_0.1``                                    :mod:`gradprobe.rewards.process`
 ``majority_vote``                                         :mod:`gradprobe.rewards.majority`
 ``outcome_loo``                                           :mod:`gradprobe.rewards.counterfactual`
 
@@ -119,10 +121,6 @@ def register_reward(name: str):
     return deco
 
 
-def _load_builtins() -> None:
-    from . import counterfactual, dense, majority, outcome  # noqa: F401  (registration side effect)
-
-
 def get_reward(name: str) -> Reward:
     """The reward registered under ``name``.
 
@@ -131,7 +129,6 @@ def get_reward(name: str) -> Reward:
     UnknownRewardError
         Unknown name; the message lists the registered ones.
     """
-    _load_builtins()
     try:
         return REWARDS[name]
     except KeyError:

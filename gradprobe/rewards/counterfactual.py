@@ -12,9 +12,9 @@ Registered as ``outcome_loo`` (the outcome reward, only its baseline changed); "
 names the same thing.
 
 Scaling: c_ij is divided by the divisor the project uses for grpo advantages,
-:func:`gradprobe.grpo.advantages.group_normalize` with :data:`gradprobe.rewards.outcome.OUTCOME_SCALE`
-(read at call time; default ``"group"``: the group's sample std, ddof 1, over all its valid
-members, plus eps 1e-4). Why std normalisation applies: the arm is meant to differ from the
+:func:`gradprobe.grpo.advantages.group_normalize` with the same ``scale`` parameter (default
+``"group"``, :data:`~gradprobe.grpo.advantages.DEFAULT_SCALE`: the group's sample std, ddof 1,
+over all its valid members, plus eps 1e-4). Why std normalisation applies: the arm is meant to differ from the
 ``grpo`` (``outcome``) arm in its baseline only, so every other choice (divisor, eps, the
 zero-variance rule, missing rewards) is shared and the learning rate tuned for grpo means the
 same step size. Consequence, worth knowing when reading a probe: with the group scale,
@@ -35,15 +35,14 @@ import math
 
 import torch
 
-from ..grpo.advantages import group_normalize
+from ..grpo.advantages import DEFAULT_SCALE, group_normalize
 from ..types import RolloutBatch
 from .base import RewardContext, RewardOutput, broadcast_to_tokens, register_reward
-from . import outcome as _outcome
 
 __all__ = ["loo_advantages", "outcome_loo_reward", "outcome_loo"]
 
 
-def loo_advantages(rewards: torch.Tensor, *, scale: str = "group") -> tuple[torch.Tensor, dict]:
+def loo_advantages(rewards: torch.Tensor, *, scale: str = DEFAULT_SCALE) -> tuple[torch.Tensor, dict]:
     """Leave-one-out (counterfactual-baseline) advantages of B groups.
 
     A_ij = (r_ij - mean_{k != j, valid} r_ik) / d_i, d_i the divisor of
@@ -74,7 +73,7 @@ def loo_advantages(rewards: torch.Tensor, *, scale: str = "group") -> tuple[torc
     return adv * factor[:, None], stats
 
 
-def outcome_loo_reward(batch: RolloutBatch, ctx: RewardContext | None = None, *, scale: str | None = None,
+def outcome_loo_reward(batch: RolloutBatch, ctx: RewardContext | None = None, *, scale: str = DEFAULT_SCALE,
                        name: str = "outcome_loo") -> RewardOutput:
     """Outcome advantages with the leave-one-out baseline, from ``batch.scores``.
 
@@ -84,8 +83,8 @@ def outcome_loo_reward(batch: RolloutBatch, ctx: RewardContext | None = None, *,
         ``scores`` (N,) float64 r_ij in {0, 1}, NaN = missing; rows ``n = i * G + j``.
     ctx : RewardContext, optional
         Unused (no tokens generated).
-    scale : {"group", "batch", "none"}, optional
-        Default :data:`gradprobe.rewards.outcome.OUTCOME_SCALE` (read at call time).
+    scale : {"group", "batch", "none"}
+        A key of :data:`gradprobe.grpo.advantages.SCALES` (default ``"group"``, as ``outcome``).
     name : str
 
     Returns
@@ -103,7 +102,7 @@ def outcome_loo_reward(batch: RolloutBatch, ctx: RewardContext | None = None, *,
     r = torch.as_tensor(batch.scores, dtype=torch.float64).reshape(-1).cpu()
     valid = torch.isfinite(r)
     r = torch.where(valid, r, torch.full_like(r, math.nan))
-    adv, stats = loo_advantages(r.view(batch.num_prompts, batch.group_size), scale=scale or _outcome.OUTCOME_SCALE)
+    adv, stats = loo_advantages(r.view(batch.num_prompts, batch.group_size), scale=scale)
     stats = {**stats, "valid": int(valid.sum()),
              "mean_reward": float(r[valid].mean()) if bool(valid.any()) else math.nan}
     return RewardOutput(name=name, advantages=broadcast_to_tokens(adv.reshape(-1), batch.completion_mask.cpu()),

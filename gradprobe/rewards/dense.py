@@ -25,10 +25,9 @@ import math
 
 import torch
 
-from ..grpo.advantages import group_normalize
+from ..grpo.advantages import DEFAULT_SCALE, group_normalize
 from ..types import RolloutBatch
 from .base import RewardContext, RewardOutput, register_reward
-from . import outcome as _outcome
 from .outcome import normalize_sequence_rewards, outcome_reward
 from .steps import StepValues, mc_step_values
 
@@ -203,13 +202,14 @@ register_reward("hybrid")(_make_hybrid(0.5, "hybrid"))
 
 
 @register_reward("mc_min")
-def mc_min(batch: RolloutBatch, ctx: RewardContext) -> RewardOutput:
+def mc_min(batch: RolloutBatch, ctx: RewardContext, *, scale: str = DEFAULT_SCALE) -> RewardOutput:
     """min_s V_s as a sequence reward, group-normalised like ``outcome``.
 
-    The scale is :data:`gradprobe.rewards.outcome.OUTCOME_SCALE`, read at call time.
+    ``scale`` is a key of :data:`gradprobe.grpo.advantages.SCALES` (registered: ``"group"``,
+    as ``outcome``); an unknown one raises ValueError naming the valid scales.
     """
     sv = mc_step_values(batch, ctx)
-    adv, valid, stats = normalize_sequence_rewards(mc_min_rewards(sv), batch, scale=_outcome.OUTCOME_SCALE)
+    adv, valid, stats = normalize_sequence_rewards(mc_min_rewards(sv), batch, scale=scale)
     stats["mean_reward"] = _mean([r for r, v in zip(sv.rewards, valid.tolist()) if v])
     stats["mean_min_value"] = _mean([x for x in mc_min_rewards(sv).tolist() if math.isfinite(x)])
     return _output("mc_min", adv, valid, stats, sv)

@@ -6,9 +6,8 @@ a completion gets sequence reward 1 when its answer equals the majority answer, 
 gold answer is never read for the reward (nor ``batch.scores``); it only feeds the diagnostic
 ``label_accuracy`` (TTRL's "label accuracy": how often the majority answer is the gold one).
 The 1/0 rewards are then group-normalised exactly like ``outcome``
-(:func:`~gradprobe.rewards.outcome.normalize_sequence_rewards` with
-:data:`~gradprobe.rewards.outcome.OUTCOME_SCALE`, read at call time: ddof 1, eps 1e-4,
-zero-variance groups -> exactly 0).
+(:func:`~gradprobe.rewards.outcome.normalize_sequence_rewards` with the ``scale`` parameter,
+default ``"group"`` as ``outcome``: ddof 1, eps 1e-4, zero-variance groups -> exactly 0).
 
 Rules (one place; :func:`majority_vote_rewards`):
 
@@ -50,10 +49,11 @@ from typing import Hashable, Sequence
 
 import torch
 
+from ..grpo.advantages import DEFAULT_SCALE
 from ..tasks.verify import ANSWER_MARKER, normalize_text, answers_match, extract_answer, looks_like_latex, normalize_number
 from ..types import RolloutBatch
 from .base import RewardContext, RewardOutput, register_reward
-from . import outcome as _outcome
+from .outcome import normalize_sequence_rewards
 
 __all__ = ["answer_key", "majority_vote_rewards", "answer_span", "answer_token_mask", "answer_span_mask",
            "majority_vote"]
@@ -250,7 +250,7 @@ def answer_span_mask(batch: RolloutBatch, tokenizer) -> torch.Tensor:
 
 
 @register_reward("majority_vote")
-def majority_vote(batch: RolloutBatch, ctx: RewardContext) -> RewardOutput:
+def majority_vote(batch: RolloutBatch, ctx: RewardContext, *, scale: str = DEFAULT_SCALE) -> RewardOutput:
     """Label-free majority-vote reward with answer-span masking (rules in the module docstring).
 
     Parameters
@@ -261,6 +261,8 @@ def majority_vote(batch: RolloutBatch, ctx: RewardContext) -> RewardOutput:
     ctx : RewardContext
         ``tokenizer`` (decodes completions to find the answer tokens), ``task``
         (``numeric_answers``, optional).
+    scale : {"group", "batch", "none"}
+        A key of :data:`gradprobe.grpo.advantages.SCALES` (registered: ``"group"``, as ``outcome``).
 
     Returns
     -------
@@ -276,7 +278,7 @@ def majority_vote(batch: RolloutBatch, ctx: RewardContext) -> RewardOutput:
     Raises
     ------
     ValueError
-        ``ctx`` is None or has no tokenizer (the answer span cannot be located).
+        ``ctx`` is None or has no tokenizer (the answer span cannot be located); unknown ``scale``.
     """
     if ctx is None or getattr(ctx, "tokenizer", None) is None:
         raise ValueError("reward 'majority_vote' needs a RewardContext with a tokenizer (to mask the answer "
@@ -284,7 +286,7 @@ def majority_vote(batch: RolloutBatch, ctx: RewardContext) -> RewardOutput:
     numeric = bool(getattr(ctx.task, "numeric_answers", False))
     answers = [extract_answer(c) for c in batch.completions]
     rewards, majority, vote = majority_vote_rewards(answers, batch.group_size, numeric=numeric)
-    adv, valid, stats = _outcome.normalize_sequence_rewards(rewards, batch, scale=_outcome.OUTCOME_SCALE)
+    adv, valid, stats = normalize_sequence_rewards(rewards, batch, scale=scale)
     span = answer_span_mask(batch, ctx.tokenizer).to(adv.device)
     adv = adv.masked_fill(span, 0.0)
     missing_span = sum(1 for n, a in enumerate(answers) if a is not None and not bool(span[n].any()))

@@ -3,9 +3,10 @@
 A_ijt = (r_ij - mean_j r_i.) / (std_j r_i. + eps) for every token t of completion j
 (Shao et al. 2024, DeepSeekMath, sec. 4.1.2 "outcome supervision"), computed by
 :func:`gradprobe.grpo.advantages.group_normalize` (ddof 1, zero-variance and single-member
-groups -> exactly 0, NaN rewards masked and counted). Registered scales:
+groups -> exactly 0, NaN rewards masked and counted). The scale is an explicit parameter
+(``scale=``, default :data:`~gradprobe.grpo.advantages.DEFAULT_SCALE`); registered scales:
 
-``outcome``        :data:`OUTCOME_SCALE` (default ``"group"``; read at call time);
+``outcome``        ``"group"``: divide by the group std (GRPO);
 ``outcome_batch``  ``"batch"``: divide by the batch std (Hu et al. 2025, REINFORCE++);
 ``outcome_dr``     ``"none"``: centre only (Liu et al. 2025, Dr. GRPO, sec. 3.1).
 """
@@ -16,15 +17,13 @@ import math
 
 import torch
 
-from ..grpo.advantages import group_normalize
+from ..grpo.advantages import DEFAULT_SCALE, group_normalize
 from ..types import RolloutBatch
 from .base import RewardContext, RewardOutput, broadcast_to_tokens, register_reward
 
-OUTCOME_SCALE = "group"
-
 
 def normalize_sequence_rewards(rewards: torch.Tensor, batch: RolloutBatch, *,
-                               scale: str = "group") -> tuple[torch.Tensor, torch.Tensor, dict]:
+                               scale: str = DEFAULT_SCALE) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """Group-normalise sequence rewards and broadcast them over each completion's tokens.
 
     Parameters
@@ -62,7 +61,7 @@ def normalize_sequence_rewards(rewards: torch.Tensor, batch: RolloutBatch, *,
     return broadcast_to_tokens(adv.reshape(-1), batch.completion_mask), valid, stats
 
 
-def outcome_reward(batch: RolloutBatch, ctx: RewardContext | None = None, *, scale: str | None = None,
+def outcome_reward(batch: RolloutBatch, ctx: RewardContext | None = None, *, scale: str = DEFAULT_SCALE,
                    name: str = "outcome") -> RewardOutput:
     """GRPO outcome advantages from ``batch.scores``.
 
@@ -72,21 +71,26 @@ def outcome_reward(batch: RolloutBatch, ctx: RewardContext | None = None, *, sca
         ``scores`` (N,) float64 r_ij in {0, 1}, NaN = missing.
     ctx : RewardContext, optional
         Unused (no tokens generated).
-    scale : {"group", "batch", "none"}, optional
-        Default :data:`OUTCOME_SCALE`.
+    scale : {"group", "batch", "none"}
+        A key of :data:`gradprobe.grpo.advantages.SCALES` (default ``"group"``).
 
     Returns
     -------
     RewardOutput
         ``advantages`` (N, T), equal on every token of a completion; ``generated_tokens`` {}.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``scale`` (the message lists the valid ones).
     """
-    adv, valid, stats = normalize_sequence_rewards(batch.scores, batch, scale=scale or OUTCOME_SCALE)
+    adv, valid, stats = normalize_sequence_rewards(batch.scores, batch, scale=scale)
     return RewardOutput(name=name, advantages=adv, valid=valid, generated_tokens={}, stats=stats)
 
 
 @register_reward("outcome")
 def outcome(batch: RolloutBatch, ctx: RewardContext | None = None) -> RewardOutput:
-    """GRPO outcome reward with the default scale :data:`OUTCOME_SCALE` ("group")."""
+    """GRPO outcome reward, centred per group and divided by the group std (:data:`~gradprobe.grpo.advantages.DEFAULT_SCALE`)."""
     return outcome_reward(batch, ctx, name="outcome")
 
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -78,6 +80,161 @@ def _positive_index(config, positive_label) -> int | None:
     return int(positive_label)
 
 
+@dataclass
+class _PRMScorer:
+    """A loaded PRM and how to read step values from it (the work of one :func:`prm_reward`).
+
+    Attributes
+    ----------
+    model : transformers classification model
+        In eval mode on ``device``.
+    tokenizer : transformers tokenizer
+        The PRM's own.
+    kind : {"token", "sequence"}
+    positive : int or None
+        Label index of V_s; None: sigmoid of the single logit.
+    pad : int
+        Pad id of right-padded forward batches.
+    device : str
+    batch_size : int
+        Sequences per forward pass.
+    params : int
+        Parameter count (FLOPs: 2 x params per token read).
+    """
+
+    model: Any
+    tokenizer: Any
+    kind: str
+    positive: int | None
+    pad: int
+    device: str
+    batch_size: int
+    params: int
+
+    @classmethod
+    def load(cls, path, *, kind: str, positive_label, tokenizer, device: str, dtype: torch.dtype,
+             batch_size: int) -> "_PRMScorer":
+        """Load the model and its tokenizer (errors as in :func:`prm_reward`)."""
+        # transformers is imported here, not at module level: it is heavy (seconds) and only a PRM
+        # reward needs it (models.py defers it the same way)
+        from transformers import (AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification,
+                                  AutoTokenizer)
+
+        config = AutoConfig.from_pretrained(path)
+        kind = _kind_of(path, config, kind)
+        positive = _positive_index(config, positive_label)
+        auto = AutoModelForTokenClassification if kind == "token" else AutoModelForSequenceClassification
+        model = auto.from_pretrained(path, dtype=dtype).to(device).eval()
+        tok = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        if pad is None:
+            raise ValueError(f"PRM tokenizer of {str(path)!r} has neither a pad nor an EOS token; pass tokenizer=")
+        if getattr(model.config, "pad_token_id", None) is None:
+            model.config.pad_token_id = pad  # sequence heads find each row's last token with it
+        return cls(model, tok, kind, positive, pad, device, batch_size, sum(p.numel() for p in model.parameters()))
+
+    @property
+    def cache_key(self) -> tuple:
+        return ("prm", id(self.model))
+
+    def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
+        """(..., labels) logits -> (...) float64 probabilities of the positive label."""
+        logits = logits.double()
+        if self.positive is None:
+            return torch.sigmoid(logits[..., 0])
+        return torch.softmax(logits, -1)[..., self.positive]
+
+    @torch.no_grad()
+    def forward(self, seqs: list[list[int]]) -> list[torch.Tensor]:
+        """Per sequence: (L,) probabilities (token head) or a 0-d one (sequence head)."""
+        out = []
+        for i in range(0, len(seqs), self.batch_size):
+            chunk = seqs[i: i + self.batch_size]
+            width = max(len(s) for s in chunk)
+            ids = torch.full((len(chunk), width), self.pad, dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for r, s in enumerate(chunk):
+                ids[r, : len(s)] = torch.tensor(s, dtype=torch.long)
+                mask[r, : len(s)] = 1
+            logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+            probs = self.probabilities(logits).cpu()
+            out += [probs[r, : len(s)] if self.kind == "token" else probs[r] for r, s in enumerate(chunk)]
+        return out
+
+    def encode(self, ids: list[int], question: str, tokenizer) -> tuple[list[int], list[int], list[tuple]]:
+        """One completion's PRM inputs.
+
+        Parameters
+        ----------
+        ids : list[int]
+            The completion's ids (policy tokenizer, no padding).
+        question : str
+        tokenizer : transformers tokenizer
+            The policy's (splits and decodes the completion).
+
+        Returns
+        -------
+        kept : list[int]
+            Boundaries (policy tokens) of the scored steps.
+        ends : list[int]
+            Per scored step, the position of its last PRM token in the PRM input.
+        seqs : list[(list[int], int or None)]
+            The PRM inputs and the scored step each one is for (None: all of them, token head).
+        """
+        prm_ids = self.tokenizer(question + "\n")["input_ids"]
+        kept, ends, seqs, s = [], [], [], 0
+        for e in split_steps(ids, tokenizer, max_steps=max(len(ids), 1)):
+            text = tokenizer.decode(ids[s: e + 1], skip_special_tokens=True)
+            s = e + 1
+            lines = [x.strip() for x in text.splitlines() if x.strip()]
+            step_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            prm_ids = prm_ids + step_ids
+            if not lines or all(x.startswith("####") for x in lines) or not step_ids:
+                continue
+            kept.append(e)
+            ends.append(len(prm_ids) - 1)
+            if self.kind == "sequence":
+                seqs.append((list(prm_ids), len(kept) - 1))
+        if self.kind == "token" and kept:
+            seqs.append((prm_ids, None))
+        return kept, ends, seqs
+
+    def step_values(self, batch: RolloutBatch, ctx: RewardContext) -> tuple[StepValues, dict]:
+        """V_s of every scored step of ``batch`` and the PRM's cost (cached in ``ctx.cache``; charged once)."""
+        hit = ctx.cache.get(self.cache_key)
+        if hit is not None and _same_batch(hit[0], batch):
+            return hit[1]
+        start = time.perf_counter()
+        g, lengths, comp = batch.group_size, batch.completion_lengths.tolist(), batch.completion_ids
+        bounds, ends, seqs, owners = [], [], [], []  # owners: (row, step) of each sequence/position
+        for n in range(batch.num_rows):
+            kept, pos, row = self.encode(comp[n, : lengths[n]].tolist(), batch.problems[n // g].question,
+                                         ctx.tokenizer)
+            seqs += [x for x, _ in row]
+            owners += [(n, step) for _, step in row]
+            bounds.append(kept)
+            ends.append(pos)
+        values = [[math.nan] * len(b) for b in bounds]
+        for (n, step), probs in zip(owners, self.forward(seqs)):
+            if step is None:
+                values[n] = [float(probs[p]) for p in ends[n]]
+            else:
+                values[n][step] = float(probs)
+        tokens = sum(len(x) for x in seqs)
+        seconds = time.perf_counter() - start
+        ctx.ledger.add_flops("reward", 2.0 * self.params * tokens)
+        ctx.ledger.add_seconds("reward", seconds)
+        rewards = [sum(v) / len(v) if v else 0.0 for v in values]
+        v0 = []
+        for i in range(0, len(rewards), g):
+            v0 += [sum(rewards[i: i + g]) / len(rewards[i: i + g])] * len(rewards[i: i + g])
+        sv = StepValues(boundaries=bounds, values=values, v0=v0, rewards=rewards, group_size=g, seconds=seconds)
+        extra = {"prm_tokens": tokens, "prm_flops": 2.0 * self.params * tokens, "prm_seconds": seconds,
+                 "prm_forward_sequences": len(seqs), "no_step_completions": sum(1 for b in bounds if not b)}
+        ctx.cache[self.cache_key] = (batch, (sv, extra))
+        return sv, extra
+
+
 def prm_reward(path, *, kind: str = "auto", positive_label: int | str | None = None, tokenizer=None,
                device: str = "cpu", dtype: torch.dtype = torch.float32, batch_size: int = 16,
                lam: float | None = None, name: str = "prm"):
@@ -119,97 +276,14 @@ def prm_reward(path, *, kind: str = "auto", positive_label: int | str | None = N
     OSError
         The path cannot be read (transformers' error).
     """
-    from transformers import (AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification,
-                              AutoTokenizer)
-
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"PRM batch_size must be a positive int, got {batch_size!r}")
     make_process_reward(lam=lam)  # the same check of lam as the process hybrids
-    config = AutoConfig.from_pretrained(path)
-    kind = _kind_of(path, config, kind)
-    positive = _positive_index(config, positive_label)
-    cls = AutoModelForTokenClassification if kind == "token" else AutoModelForSequenceClassification
-    model = cls.from_pretrained(path, dtype=dtype).to(device).eval()
-    tok = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    if pad is None:
-        raise ValueError(f"PRM tokenizer of {str(path)!r} has neither a pad nor an EOS token; pass tokenizer=")
-    if getattr(model.config, "pad_token_id", None) is None:
-        model.config.pad_token_id = pad  # sequence heads find each row's last token with it
-    params = sum(p.numel() for p in model.parameters())
-    cache_key = ("prm", id(model))
-
-    def probabilities(logits: torch.Tensor) -> torch.Tensor:  # (..., labels) -> (...)
-        logits = logits.double()
-        return torch.sigmoid(logits[..., 0]) if positive is None else torch.softmax(logits, -1)[..., positive]
-
-    @torch.no_grad()
-    def forward(seqs: list[list[int]]) -> list[torch.Tensor]:
-        """Per sequence: (L,) probabilities (token head) or a 0-d one (sequence head)."""
-        out = []
-        for i in range(0, len(seqs), batch_size):
-            chunk = seqs[i: i + batch_size]
-            width = max(len(s) for s in chunk)
-            ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for r, s in enumerate(chunk):
-                ids[r, : len(s)] = torch.tensor(s, dtype=torch.long)
-                mask[r, : len(s)] = 1
-            probs = probabilities(model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits).cpu()
-            out += [probs[r, : len(s)] if kind == "token" else probs[r] for r, s in enumerate(chunk)]
-        return out
-
-    def step_values(batch: RolloutBatch, ctx: RewardContext) -> tuple[StepValues, dict]:
-        hit = ctx.cache.get(cache_key)
-        if hit is not None and _same_batch(hit[0], batch):
-            return hit[1]
-        start = time.perf_counter()
-        g, lengths, comp = batch.group_size, batch.completion_lengths.tolist(), batch.completion_ids
-        bounds, ends, seqs, owners = [], [], [], []  # owners: (row, step) of each sequence/position
-        for n in range(batch.num_rows):
-            ids = comp[n, : lengths[n]].tolist()
-            prm_ids = tok(batch.problems[n // g].question + "\n")["input_ids"]
-            kept, pos, s = [], [], 0
-            for e in split_steps(ids, ctx.tokenizer, max_steps=max(len(ids), 1)):
-                text = ctx.tokenizer.decode(ids[s: e + 1], skip_special_tokens=True)
-                s = e + 1
-                lines = [x.strip() for x in text.splitlines() if x.strip()]
-                step_ids = tok(text, add_special_tokens=False)["input_ids"]
-                prm_ids = prm_ids + step_ids
-                if not lines or all(x.startswith("####") for x in lines) or not step_ids:
-                    continue
-                kept.append(e)
-                pos.append(len(prm_ids) - 1)
-                if kind == "sequence":
-                    seqs.append(list(prm_ids))
-                    owners.append((n, len(kept) - 1))
-            if kind == "token" and kept:
-                seqs.append(prm_ids)
-                owners.append((n, None))
-            bounds.append(kept)
-            ends.append(pos)
-        values = [[math.nan] * len(b) for b in bounds]
-        for (n, step), probs in zip(owners, forward(seqs)):
-            if step is None:
-                values[n] = [float(probs[p]) for p in ends[n]]
-            else:
-                values[n][step] = float(probs)
-        tokens = sum(len(x) for x in seqs)
-        seconds = time.perf_counter() - start
-        ctx.ledger.add_flops("reward", 2.0 * params * tokens)
-        ctx.ledger.add_seconds("reward", seconds)
-        rewards = [sum(v) / len(v) if v else 0.0 for v in values]
-        v0 = []
-        for i in range(0, len(rewards), g):
-            v0 += [sum(rewards[i: i + g]) / len(rewards[i: i + g])] * len(rewards[i: i + g])
-        sv = StepValues(boundaries=bounds, values=values, v0=v0, rewards=rewards, group_size=g, seconds=seconds)
-        extra = {"prm_tokens": tokens, "prm_flops": 2.0 * params * tokens, "prm_seconds": seconds,
-                 "prm_forward_sequences": len(seqs), "no_step_completions": sum(1 for b in bounds if not b)}
-        ctx.cache[cache_key] = (batch, (sv, extra))
-        return sv, extra
+    scorer = _PRMScorer.load(path, kind=kind, positive_label=positive_label, tokenizer=tokenizer, device=device,
+                             dtype=dtype, batch_size=batch_size)
 
     def reward(batch: RolloutBatch, ctx: RewardContext) -> RewardOutput:
-        sv, extra = step_values(batch, ctx)
+        sv, extra = scorer.step_values(batch, ctx)
         adv, valid, stats = mc_value_advantages(sv, batch.completion_mask)
         stats = {**stats, **extra, "num_steps": sum(sv.num_steps) / max(sv.num_rows, 1)}
         if lam is not None:
@@ -220,6 +294,7 @@ def prm_reward(path, *, kind: str = "auto", positive_label: int | str | None = N
         return RewardOutput(name=name, advantages=adv, valid=valid, generated_tokens={}, stats=stats)
 
     reward.__name__ = reward.__qualname__ = f"prm_{name}".replace(".", "")
-    reward.__doc__ = f"Process reward from the {kind}-classification PRM {str(path)!r} (gradprobe.rewards.prm)."
-    reward.model, reward.tokenizer, reward.kind = model, tok, kind
+    reward.__doc__ = (f"Process reward from the {scorer.kind}-classification PRM {str(path)!r} "
+                      "(gradprobe.rewards.prm).")
+    reward.model, reward.tokenizer, reward.kind = scorer.model, scorer.tokenizer, scorer.kind
     return reward

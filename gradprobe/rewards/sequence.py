@@ -23,6 +23,7 @@ import numbers
 
 import torch
 
+from ..grpo.advantages import DEFAULT_SCALE, check_scale
 from ..types import RolloutBatch
 from .base import RewardContext, RewardFunctionError, RewardOutput
 from .outcome import normalize_sequence_rewards
@@ -64,7 +65,7 @@ def _to_float(value, name: str, index: int) -> float:
                               "expected a number or None")
 
 
-def sequence_reward(fn, *, name: str | None = None, scale: str = "group"):
+def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
     """Wrap a TRL-style sequence reward into a :data:`~gradprobe.rewards.base.Reward`.
 
     Parameters
@@ -77,7 +78,8 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = "group"):
     name : str, optional
         Reported name (default ``fn.__name__``).
     scale : {"group", "batch", "none"}
-        Normalisation (:func:`gradprobe.grpo.advantages.group_normalize`).
+        Normalisation, a key of :data:`gradprobe.grpo.advantages.SCALES`
+        (:func:`gradprobe.grpo.advantages.group_normalize`).
 
     Returns
     -------
@@ -94,10 +96,7 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = "group"):
     ValueError
         Unknown ``scale``.
     """
-    from ..grpo.advantages import SCALES
-
-    if scale not in SCALES:
-        raise ValueError(f"advantage scale {scale!r} is not one of {SCALES}")
+    check_scale(scale, field="sequence_reward scale")
     reward_name = name or getattr(fn, "__name__", None) or repr(fn)
 
     def reward(batch: RolloutBatch, ctx: RewardContext | None = None) -> RewardOutput:

@@ -210,6 +210,95 @@ def _same_batch(a: RolloutBatch, b: RolloutBatch) -> bool:
             and torch.allclose(a.scores.cpu(), b.scores.cpu(), rtol=0, atol=0, equal_nan=True))
 
 
+def _group_means(rewards: list[float], num_prompts: int, group_size: int) -> list[float]:
+    """V_0 per row, length N: the mean of the finite rewards of its group (NaN when none is finite)."""
+    v0 = []
+    for i in range(num_prompts):
+        grp = [r for r in rewards[i * group_size:(i + 1) * group_size] if math.isfinite(r)]
+        v0 += [sum(grp) / len(grp) if grp else math.nan] * group_size
+    return v0
+
+
+def _continuation_requests(batch: RolloutBatch, ctx, ids_per_row: list[list[int]], rewards: list[float]):
+    """Split every completion into steps and list the prefixes to continue.
+
+    Returns
+    -------
+    boundaries : list[list[int]], length N
+    values : list[list[float]], length N
+        V_s = r on every step for now (NaN on rows with a missing reward); the internal ones are
+        overwritten by :func:`_score_continuations`.
+    prompts : list[list[int]]
+        One prompt per internal boundary with a positive budget: the problem's prompt ids + y[:b_s + 1].
+    budgets : list[int]
+        Its remaining length budget, ``max_new_tokens - (b_s + 1)`` tokens.
+    owners : list[(int, int)]
+        Its (row n, step s).
+    """
+    g = batch.group_size
+    boundaries, values = [], []
+    prompts, budgets, owners = [], [], []  # one request per internal boundary
+    for n in range(batch.num_rows):
+        b = split_steps(ids_per_row[n], ctx.tokenizer, max_steps=ctx.mc.max_steps)
+        boundaries.append(b)
+        r = rewards[n]
+        vals = [r] * len(b)  # V_S = r; internal values overwritten below
+        if not math.isfinite(r):
+            vals = [math.nan] * len(b)
+        else:
+            for s, bs in enumerate(b[:-1]):
+                budget = ctx.sampling.max_new_tokens - (bs + 1)
+                if budget > 0:
+                    prompts.append(batch.prompt_token_ids[n // g] + ids_per_row[n][: bs + 1])
+                    budgets.append(budget)
+                    owners.append((n, s))
+        values.append(vals)
+    return boundaries, values, prompts, budgets, owners
+
+
+def _score_continuations(out: StepValues, batch: RolloutBatch, ctx, ids_per_row: list[list[int]],
+                         prompts: list[list[int]], budgets: list[int], owners: list[tuple[int, int]], k: int) -> None:
+    """Draw K continuations of every prefix in ONE sampler call, score them and fill ``out`` in place.
+
+    Sets the internal V_s (mean of the finite scores of its K continuations, NaN when none),
+    the token counts, truncations, score errors and seconds of ``out``; charges the tokens to
+    ``ledger.generated_tokens["continuation"]`` and the wall time to ``device_seconds["generation"]``.
+
+    Raises
+    ------
+    MissingSamplerError
+        ``ctx.sampler`` is None.
+    RuntimeError
+        The sampler returned another number of samples than len(prompts) x K.
+    """
+    if ctx.sampler is None:
+        raise MissingSamplerError("MC step values need continuations but RewardContext.sampler is None; "
+                                  "pass a sampler (e.g. gradprobe.rollout.HFSampler)")
+    g = batch.group_size
+    start = time.perf_counter()
+    samples = ctx.sampler.sample(prompts, num_samples=k, sampling=ctx.sampling, max_new_tokens=budgets,
+                                 desc="mc continuations")
+    out.seconds = time.perf_counter() - start
+    if len(samples) != len(prompts) * k:
+        raise RuntimeError(f"sampler returned {len(samples)} samples for {len(prompts)} prompts x {k}")
+    texts, problems = [], []
+    for q, (n, s) in enumerate(owners):
+        prefix = ids_per_row[n][: out.boundaries[n][s] + 1]
+        for c in range(k):
+            smp = cut_at_eos(samples[q * k + c].token_ids, ctx.eos_token_ids, budgets[q])
+            out.row_continuation_tokens[n] += len(smp.token_ids)
+            out.truncated_continuations += int(smp.truncated)
+            texts.append(ctx.tokenizer.decode(prefix + smp.token_ids, skip_special_tokens=True))
+            problems.append(batch.problems[n // g])
+    scores, out.score_errors = score_completions(ctx.task, texts, problems)
+    for q, (n, s) in enumerate(owners):
+        got = [x for x in scores[q * k:(q + 1) * k] if math.isfinite(x)]
+        out.values[n][s] = sum(got) / len(got) if got else math.nan
+    out.continuation_tokens = sum(out.row_continuation_tokens)
+    ctx.ledger.add_generated("continuation", out.continuation_tokens)
+    ctx.ledger.add_seconds("generation", out.seconds)
+
+
 def mc_step_values(batch: RolloutBatch, ctx) -> StepValues:
     """Compute (or fetch from ``ctx.cache``) the MC step values of ``batch``.
 
@@ -239,61 +328,14 @@ def mc_step_values(batch: RolloutBatch, ctx) -> StepValues:
     k = int(ctx.mc.continuations)
     if k < 1:
         raise ValueError(f"mc.continuations must be >= 1, got {k}")
-    n_rows, g = batch.num_rows, batch.group_size
     rewards = [float(x) for x in batch.scores.tolist()]
-    lengths = batch.completion_lengths.tolist()
-    comp = batch.completion_ids
-    ids_per_row = [comp[n, : lengths[n]].tolist() for n in range(n_rows)]
-    v0 = []
-    for i in range(batch.num_prompts):
-        grp = [r for r in rewards[i * g:(i + 1) * g] if math.isfinite(r)]
-        v0 += [sum(grp) / len(grp) if grp else math.nan] * g
-
-    boundaries, values = [], []
-    prompts, budgets, owners = [], [], []  # one request per internal boundary
-    for n in range(n_rows):
-        b = split_steps(ids_per_row[n], ctx.tokenizer, max_steps=ctx.mc.max_steps)
-        boundaries.append(b)
-        r = rewards[n]
-        vals = [r] * len(b)  # V_S = r; internal values overwritten below
-        if not math.isfinite(r):
-            vals = [math.nan] * len(b)
-        else:
-            for s, bs in enumerate(b[:-1]):
-                budget = ctx.sampling.max_new_tokens - (bs + 1)
-                if budget > 0:
-                    prompts.append(batch.prompt_token_ids[n // g] + ids_per_row[n][: bs + 1])
-                    budgets.append(budget)
-                    owners.append((n, s))
-        values.append(vals)
-
-    out = StepValues(boundaries=boundaries, values=values, v0=v0, rewards=rewards, group_size=g,
-                     row_continuation_tokens=[0] * n_rows, requests=len(prompts))
+    lengths, comp = batch.completion_lengths.tolist(), batch.completion_ids
+    ids_per_row = [comp[n, : lengths[n]].tolist() for n in range(batch.num_rows)]
+    v0 = _group_means(rewards, batch.num_prompts, batch.group_size)
+    boundaries, values, prompts, budgets, owners = _continuation_requests(batch, ctx, ids_per_row, rewards)
+    out = StepValues(boundaries=boundaries, values=values, v0=v0, rewards=rewards, group_size=batch.group_size,
+                     row_continuation_tokens=[0] * batch.num_rows, requests=len(prompts))
     if prompts:
-        if ctx.sampler is None:
-            raise MissingSamplerError("MC step values need continuations but RewardContext.sampler is None; "
-                                      "pass a sampler (e.g. gradprobe.rollout.HFSampler)")
-        start = time.perf_counter()
-        samples = ctx.sampler.sample(prompts, num_samples=k, sampling=ctx.sampling, max_new_tokens=budgets,
-                                     desc="mc continuations")
-        out.seconds = time.perf_counter() - start
-        if len(samples) != len(prompts) * k:
-            raise RuntimeError(f"sampler returned {len(samples)} samples for {len(prompts)} prompts x {k}")
-        texts, problems = [], []
-        for q, (n, s) in enumerate(owners):
-            prefix = ids_per_row[n][: boundaries[n][s] + 1]
-            for c in range(k):
-                smp = cut_at_eos(samples[q * k + c].token_ids, ctx.eos_token_ids, budgets[q])
-                out.row_continuation_tokens[n] += len(smp.token_ids)
-                out.truncated_continuations += int(smp.truncated)
-                texts.append(ctx.tokenizer.decode(prefix + smp.token_ids, skip_special_tokens=True))
-                problems.append(batch.problems[n // g])
-        scores, out.score_errors = score_completions(ctx.task, texts, problems)
-        for q, (n, s) in enumerate(owners):
-            got = [x for x in scores[q * k:(q + 1) * k] if math.isfinite(x)]
-            values[n][s] = sum(got) / len(got) if got else math.nan
-        out.continuation_tokens = sum(out.row_continuation_tokens)
-        ctx.ledger.add_generated("continuation", out.continuation_tokens)
-        ctx.ledger.add_seconds("generation", out.seconds)
+        _score_continuations(out, batch, ctx, ids_per_row, prompts, budgets, owners, k)
     ctx.cache[CACHE_KEY] = (batch, out)
     return out

@@ -59,3 +59,18 @@ def test_scales():
     assert batch[0, 0].item() == pytest.approx(0.5 / std.item())
     with pytest.raises(ValueError, match="scale"):
         group_normalize(r, scale="bogus")
+
+
+def test_scales_are_a_registry_and_an_unknown_scale_names_the_valid_ones():
+    from gradprobe.grpo.advantages import DEFAULT_SCALE, SCALES, check_scale
+
+    assert list(SCALES) == ["group", "batch", "none"] and DEFAULT_SCALE == "group"
+    assert check_scale("batch") is SCALES["batch"]
+    r = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, nan]])
+    centred = torch.tensor([[0.75, -0.25, -0.25, -0.25], [1 / 3, 1 / 3, -2 / 3, 0.0]], dtype=torch.float64)
+    assert torch.allclose(group_normalize(r, scale="none")[0], centred, rtol=0, atol=1e-15)
+    batch_std = torch.tensor([1.0, 0, 0, 0, 1, 1, 0], dtype=torch.float64).std()  # the 7 valid rewards
+    assert torch.allclose(group_normalize(r, scale="batch", eps=0.0)[0], centred / batch_std, rtol=0, atol=1e-15)
+    for bad in ("std", None):
+        with pytest.raises(ValueError, match=r"advantage scale .* is unknown; valid scales: group, batch, none"):
+            group_normalize(r, scale=bad)

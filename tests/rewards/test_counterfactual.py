@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from gradprobe.rewards import REWARDS, get_reward, loo_advantages, outcome_loo_reward
-from gradprobe.rewards import outcome as outcome_mod
 
 from helpers_rollout import make_batch
 from helpers_training import metric_lines, train_tiny
@@ -55,7 +54,7 @@ def test_leave_one_out_advantages_equal_a_hand_written_float64_reference(scale):
     assert stats["missing"] == 4 and stats["zero_variance_groups"] == 2 and stats["groups"] == 5
 
 
-def test_the_registered_reward_broadcasts_over_tokens_and_follows_the_outcome_scale(monkeypatch):
+def test_the_registered_reward_broadcasts_over_tokens_and_takes_the_outcome_scale():
     batch = make_batch(["ab", "abc", "a", "abcd"] * 5, group_size=4, scores=SCORES)
     out = get_reward("outcome_loo")(batch, None)
     assert "outcome_loo" in REWARDS and out.name == "outcome_loo" and out.generated_tokens == {}
@@ -68,9 +67,9 @@ def test_the_registered_reward_broadcasts_over_tokens_and_follows_the_outcome_sc
     n = torch.tensor([4] * 12 + [3] * 4 + [1] * 4, dtype=F64)
     torch.testing.assert_close(out.advantages[:, 0], outcome * torch.where(n > 1, n / (n - 1), 0.0), rtol=0,
                                atol=1e-12)
-    monkeypatch.setattr(outcome_mod, "OUTCOME_SCALE", "none")  # scaled as grpo's advantages are
-    torch.testing.assert_close(get_reward("outcome_loo")(batch, None).advantages[:, 0], reference(SCORES, 4, "none"),
-                               rtol=0, atol=1e-12)
+    # the scale is a parameter (default "group", as outcome's): plain RLOO centres only
+    torch.testing.assert_close(outcome_loo_reward(batch, None, scale="none").advantages[:, 0],
+                               reference(SCORES, 4, "none"), rtol=0, atol=1e-12)
 
 
 def test_zero_variance_groups_give_exactly_zero():

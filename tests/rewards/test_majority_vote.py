@@ -106,6 +106,9 @@ def test_majority_vote_advantages_equal_a_float64_hand_computation_with_the_answ
     assert out.stats["mean_reward"] == 0.5 and out.stats["unparsable_completions"] == 1
     assert out.stats["label_accuracy"] == 0.0  # majority 12, gold 999: a diagnostic only
     assert get_reward("majority_vote")(_batch([[A, B, C, NONE]], gold=("12",)), _ctx()).stats["label_accuracy"] == 1.0
+    # the advantage scale is an explicit parameter (registered: "group"); "none" only centres: +-1/2
+    centred = REWARDS["majority_vote"](batch, _ctx(), scale="none")
+    torch.testing.assert_close(centred.advantages, expected / (2 * a), rtol=0, atol=1e-12)
 
 
 def test_tied_and_unparsable_groups_give_zero_advantages_and_are_counted():

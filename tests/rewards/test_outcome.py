@@ -1,5 +1,6 @@
 """outcome rewards and the registry."""
 
+import inspect
 import math
 
 import pytest
@@ -8,6 +9,8 @@ import torch
 from gradprobe.rewards import (REWARDS, UnknownRewardError, get_reward, outcome_reward,
                                parse_rewards, register_reward)
 from gradprobe.rewards import outcome as outcome_mod
+from gradprobe.rewards.dense import mc_min
+from gradprobe.rewards.majority import majority_vote
 
 from helpers_rollout import make_batch
 
@@ -61,12 +64,19 @@ def test_single_valid_member_and_other_scales():
     torch.testing.assert_close(bt.advantages[4:, 0], dr.advantages[4:, 0] / (std + EPS))
 
 
-def test_module_default_scale(monkeypatch):
+def test_the_scale_is_an_explicit_parameter_not_a_module_setting():
     batch = batch_of([1, 0, 0, 0])
-    monkeypatch.setattr(outcome_mod, "OUTCOME_SCALE", "none")
-    out = get_reward("outcome")(batch, None)
-    torch.testing.assert_close(out.advantages[:, 0], torch.tensor([0.75, -0.25, -0.25, -0.25], dtype=torch.float64))
-    assert outcome_reward(batch, scale="group").advantages[0, 0] > 1
+    centred = torch.tensor([0.75, -0.25, -0.25, -0.25], dtype=torch.float64)
+    torch.testing.assert_close(outcome_reward(batch, scale="none").advantages[:, 0], centred, rtol=0, atol=1e-15)
+    # the registered reward is GRPO's group scale: centred / (sample std 0.5 + eps)
+    torch.testing.assert_close(get_reward("outcome")(batch, None).advantages[:, 0], centred / (0.5 + EPS),
+                               rtol=0, atol=1e-12)
+    assert not hasattr(outcome_mod, "OUTCOME_SCALE")  # no module global to set
+    with pytest.raises(ValueError, match="valid scales: group, batch, none"):
+        outcome_reward(batch, scale="std")
+    # every other sequence reward that normalises takes the same parameter
+    for fn in (mc_min, majority_vote):
+        assert inspect.signature(fn).parameters["scale"].default == "group"
 
 
 def test_registry():
