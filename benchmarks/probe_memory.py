@@ -163,23 +163,25 @@ class StageRecorder:
 
 
 def _install(rec: StageRecorder) -> None:
-    import gradprobe.grpo.step as step
-    import gradprobe.models as models
-    import gradprobe.probe as probe
-    import gradprobe.probe.estimate as estimate
+    import gradprobe.probe.direction as direction
+    import gradprobe.probe.result as result
     import gradprobe.probe.run as run
-    import gradprobe.rollout as rollout
+    import gradprobe.probe.stages as stages
 
-    rec.wrap(models, "load_policy")
-    rec.wrap(rollout, "collect_rollouts",
-             lambda kw: "heldout rollouts" if kw.get("category") == "eval" else kw.get("category", "rollouts") + "s")
-    rec.wrap(run, "_reward_outputs", "rewards")
-    rec.wrap(probe, "heldout_reference", "reference")
-    rec.wrap(probe, "second_moment_from_minibatches", "second moment")
-    rec.wrap(step, "loss_and_backward", "update fwd+bwd")
-    rec.wrap(probe, "token_alignment", "alignment")
-    rec.wrap(probe, "estimate_rewards", "estimates")
-    rec.wrap(estimate, "token_probability_stats", "signal proxy")
+    def rollouts(kw):  # the probe batch's ("rollouts") or the held-out reference's
+        return "heldout rollouts" if kw.get("category") == "eval" else kw.get("category", "rollouts") + "s"
+
+    # each function wrapped where the probe's stage modules look it up (their module-level imports)
+    rec.wrap(run, "load_policy")
+    rec.wrap(stages, "collect_rollouts", rollouts)
+    rec.wrap(direction, "collect_rollouts", rollouts)
+    rec.wrap(stages, "reward_outputs", "rewards")
+    rec.wrap(direction, "heldout_reference", "reference")
+    rec.wrap(direction, "second_moment_from_minibatches", "second moment")
+    rec.wrap(stages, "loss_and_backward", "update fwd+bwd")
+    rec.wrap(direction, "token_alignment", "alignment")
+    rec.wrap(result, "estimate_rewards", "estimates")
+    rec.wrap(result, "token_probability_stats", "signal proxy")
     rec.wrap(run, "_write", "write")
 
 

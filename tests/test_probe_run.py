@@ -176,6 +176,7 @@ def test_direction_errors_come_before_any_generation(tmp_path, monkeypatch):
 
     monkeypatch.setattr(collect, "collect_rollouts", no_generation)
     monkeypatch.setattr("gradprobe.rollout.collect_rollouts", no_generation)
+    monkeypatch.setattr("gradprobe.probe.stages.collect_rollouts", no_generation)  # where the probe looks it up
     from safetensors.torch import save_file
 
     save_file({"bogus": torch.zeros(2)}, str(tmp_path / "bad.safetensors"))
@@ -341,6 +342,7 @@ def test_the_probe_samples_on_the_backend_it_is_given(tmp_path, monkeypatch, cap
         return real("hf", policy, **kw)  # the same samples, so the run is cheap and checkable
 
     monkeypatch.setattr(rollout, "make_sampler", spy)
+    monkeypatch.setattr("gradprobe.probe.stages.make_sampler", spy)  # where the probe looks it up
     cfg = _config(rewards=("outcome",), sampling=SamplingConfig(max_new_tokens=24, backend="hf_paged"))
     result = run_probe(cfg, task=ScoredTask())
     assert asked == ["hf_paged"] and result["config"]["sampling"]["backend"] == "hf_paged"

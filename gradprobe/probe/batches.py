@@ -36,6 +36,15 @@ from pathlib import Path
 
 import numpy as np
 
+from ..forecast.proxies import stratified_counts
+from ..layout import PROBE_JSON
+from ..models import load_policy
+from ..outputs import json_safe, prepare_output_dir, removed_if_left_empty, write_json_atomic
+from ..tasks import load_task
+from . import run as probe_run  # probe_run.run_probe is looked up per call: a test may stand in for it
+from .config import config_dict
+from .result import add_same_loss_ratios
+
 __all__ = ["ReferenceDirection", "run_probe_batches", "combine_batches"]
 
 
@@ -123,15 +132,11 @@ def run_probe_batches(config, *, batches: int = 1, out: str | Path | None = None
     OSError
         ``out`` cannot be written (checked before any compute).
     """
-    from ..models import load_policy
-    from ..outputs import prepare_output_dir, removed_if_left_empty, write_json_atomic
-    from ..tasks import load_task
-    from .run import _json_safe, run_probe
-
     if not isinstance(batches, int) or batches < 1:
         raise ValueError(f"batches (--probe-batches) must be an integer >= 1, got {batches!r}")
     if batches == 1:
-        result = run_probe(config, out=out, policy=policy, task=task, extra_rewards=extra_rewards, sampler=sampler)
+        result = probe_run.run_probe(config, out=out, policy=policy, task=task, extra_rewards=extra_rewards,
+                                     sampler=sampler)
         result["reference"]["draw"] = 0
         return result
     with removed_if_left_empty(out):
@@ -145,7 +150,7 @@ def run_probe_batches(config, *, batches: int = 1, out: str | Path | None = None
         for k in range(batches):
             cfg_k = dataclasses.replace(config, seed=config.seed + k)
             sub = None if out is None else Path(out) / f"batch_{k}"
-            res = run_probe(cfg_k, out=sub, policy=policy,
+            res = probe_run.run_probe(cfg_k, out=sub, policy=policy,
                             task=_TrainSlice(task, pool[k * config.prompts:(k + 1) * config.prompts]),
                             extra_rewards=extra_rewards, sampler=sampler, reference_direction=holder)
             res["reference"]["draw"] = 0
@@ -153,7 +158,7 @@ def run_probe_batches(config, *, batches: int = 1, out: str | Path | None = None
             results.append(res)
         combined = combine_batches(results, config)
         if out is not None:
-            write_json_atomic(Path(out) / "probe.json", _json_safe(combined))
+            write_json_atomic(Path(out) / PROBE_JSON, json_safe(combined))
         return combined
 
 
@@ -181,54 +186,19 @@ def combine_batches(results: list[dict], config) -> dict:
     ValueError
         Batches that probed different rewards.
     """
-    from ..forecast.proxies import stratified_counts
-    from .run import _config_dict, add_same_loss_ratios
-
     k = len(results)
     names = [r["name"] for r in results[0]["rewards"]]
     for j, res in enumerate(results[1:], 1):
         if [r["name"] for r in res["rewards"]] != names:
             raise ValueError(f"probe batch {j} probed {[r['name'] for r in res['rewards']]}, batch 0 {names}")
     out = copy.deepcopy(results[0])
-    out["config"] = dict(_config_dict(config), probe_batches=k)
+    out["config"] = dict(config_dict(config), probe_batches=k)
     by_name = [{r["name"]: r for r in res["rewards"]} for res in results]
     sizes = [len(b[names[0]]["per_group"]) for b in by_name]
     n_boot = max(int(config.n_bootstrap), 0)
     counts = stratified_counts(sizes, n_boot, config.seed) if n_boot > 1 else None
-    lr = float(config.lr)
-    entries = []
-    for name, entry in zip(names, out["rewards"]):
-        per = [np.asarray(b[name]["per_group"], dtype=np.float64) for b in by_name]
-        ip = float(np.mean([p.sum() for p in per]))
-        tokens = float(np.mean([b[name]["tokens_per_update"] for b in by_name]))
-        gain = 100.0 * lr * ip
-        scale = float(config.budget_tokens) / tokens
-        entry.update(inner_product=ip, per_group=[float(x) for p in per for x in p / k], num_groups=int(sum(sizes)),
-                     tokens_per_update=int(round(tokens)), predicted_gain_per_update=gain,
-                     predicted_gain_at_budget=scale * gain, probe_batches=k)
-        if counts is not None:
-            # replicate of the mean over batches: each batch's groups resampled within the batch
-            boot = sum(c @ p for c, p in zip(counts, per)) / k
-            lo, hi = np.percentile(boot, [2.5, 97.5])
-            sd = float(boot.std(ddof=1))
-            entry["interval"] = [float(lo) + 0.0, float(hi) + 0.0]
-            entry["snr"] = abs(ip) / sd if sd > 0 else (0.0 if ip == 0 else math.inf)
-            giv = sorted((100.0 * lr * float(lo), 100.0 * lr * float(hi)))
-            entry["gain_interval_per_update"] = giv
-            entry["gain_interval_at_budget"] = [scale * giv[0], scale * giv[1]]
-        secs = [b[name].get("seconds_per_update") for b in by_name]
-        if all(s is not None for s in secs):
-            entry["seconds_per_update"] = float(np.mean(secs))
-            if config.budget_seconds is not None:
-                entry["predicted_gain_at_time_budget"] = config.budget_seconds / entry["seconds_per_update"] * gain
-        cos = [b[name].get("cosine") for b in by_name]
-        entry["cosine"] = float(np.mean(cos)) if all(c is not None for c in cos) else None
-        sp = [b[name].get("signal_proxy") for b in by_name]
-        if all(s is not None for s in sp):
-            entry["signal_proxy"] = float(np.mean(sp))
-            entry["signal_proxy_per_group"] = [float(x) / k for b in by_name for x in b[name]["signal_proxy_per_group"]]
-        entry["valid_completions"] = int(sum(b[name].get("valid_completions", 0) for b in by_name))
-        entries.append(entry)
+    entries = [_pooled_entry(entry, [b[name] for b in by_name], config, counts) for name, entry in
+               zip(names, out["rewards"])]
     out["rewards"] = entries
     add_same_loss_ratios(entries, config.loss_type)  # of the pooled inner products (batch 0's were copied)
     out["ledger"] = _sum_ledgers([r["ledger"] for r in results])
@@ -247,6 +217,46 @@ def combine_batches(results: list[dict], config) -> dict:
                     for e in r["rewards"]],
     } for r in results]
     return out
+
+
+def _pooled_entry(entry: dict, per_batch: list[dict], config, counts) -> dict:
+    """One reward's pooled entry (:func:`combine_batches`), updated in place from its N batches' entries.
+
+    ``counts``: the stratified bootstrap's resampling counts per batch (each (n_bootstrap, groups of that
+    batch); :func:`gradprobe.forecast.proxies.stratified_counts`), or None for no interval.
+    """
+    k, lr = len(per_batch), float(config.lr)
+    per = [np.asarray(b["per_group"], dtype=np.float64) for b in per_batch]
+    ip = float(np.mean([p.sum() for p in per]))
+    tokens = float(np.mean([b["tokens_per_update"] for b in per_batch]))
+    gain = 100.0 * lr * ip
+    scale = float(config.budget_tokens) / tokens
+    entry.update(inner_product=ip, per_group=[float(x) for p in per for x in p / k], num_groups=int(sum(map(len, per))),
+                 tokens_per_update=int(round(tokens)), predicted_gain_per_update=gain,
+                 predicted_gain_at_budget=scale * gain, probe_batches=k)
+    if counts is not None:
+        # replicate of the mean over batches: each batch's groups resampled within the batch
+        boot = sum(c @ p for c, p in zip(counts, per)) / k
+        lo, hi = np.percentile(boot, [2.5, 97.5])
+        sd = float(boot.std(ddof=1))
+        entry["interval"] = [float(lo) + 0.0, float(hi) + 0.0]
+        entry["snr"] = abs(ip) / sd if sd > 0 else (0.0 if ip == 0 else math.inf)
+        giv = sorted((100.0 * lr * float(lo), 100.0 * lr * float(hi)))
+        entry["gain_interval_per_update"] = giv
+        entry["gain_interval_at_budget"] = [scale * giv[0], scale * giv[1]]
+    secs = [b.get("seconds_per_update") for b in per_batch]
+    if all(s is not None for s in secs):
+        entry["seconds_per_update"] = float(np.mean(secs))
+        if config.budget_seconds is not None:
+            entry["predicted_gain_at_time_budget"] = config.budget_seconds / entry["seconds_per_update"] * gain
+    cos = [b.get("cosine") for b in per_batch]
+    entry["cosine"] = float(np.mean(cos)) if all(c is not None for c in cos) else None
+    sp = [b.get("signal_proxy") for b in per_batch]
+    if all(s is not None for s in sp):
+        entry["signal_proxy"] = float(np.mean(sp))
+        entry["signal_proxy_per_group"] = [float(x) / k for b in per_batch for x in b["signal_proxy_per_group"]]
+    entry["valid_completions"] = int(sum(b.get("valid_completions", 0) for b in per_batch))
+    return entry
 
 
 def _sum_ledgers(ledgers: list[dict]) -> dict:

@@ -29,7 +29,7 @@ cispo      m_nt                tokens of the group
 gspo       m_nt / T_n          G (rows of the group)
 =========  ==================  ======================
 
-bnpo and cispo have dapo's weights and gspo grpo's (:data:`gradprobe.grpo.losses.LOSS_TYPES`). At
+bnpo and cispo have dapo's weights and gspo grpo's (:data:`gradprobe.grpo.losses.LOSSES`). At
 rho = 1, where the probe predicts the update, cispo's detached weight min(r, 1 + eps_high) is 1,
 so its gradient is dapo's; gspo's sequence ratio s_n = exp(mean_t log r_nt) has ds_n/dl_nt =
 1/T_n, so its gradient is grpo's with A_nt replaced by the sequence's mean advantage
@@ -49,44 +49,21 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..grpo.losses import LOSS_TYPES, probe_advantages
+from ..grpo.losses import GROUP_PARTS, probe_advantages
+from .signal_proxy import signal_proxy_group_sums, token_probability_stats
 
 __all__ = ["RewardEstimate", "group_sums", "estimate_rewards", "NORMALIZERS", "token_probability_stats",
            "signal_proxy_group_sums"]
 
 
-def _grpo(mask: Tensor, group_size: int, max_len: int) -> tuple[Tensor, Tensor]:
-    u = mask / mask.sum(-1, keepdim=True).clamp(min=1)
-    den = torch.full((mask.shape[0] // group_size,), float(group_size), dtype=mask.dtype, device=mask.device)
-    return u, den
-
-
-def _dapo(mask: Tensor, group_size: int, max_len: int) -> tuple[Tensor, Tensor]:
-    return mask, mask.sum(-1).view(-1, group_size).sum(-1)
-
-
-def _dr_grpo(mask: Tensor, group_size: int, max_len: int) -> tuple[Tensor, Tensor]:
-    den = torch.full((mask.shape[0] // group_size,), float(group_size * max_len), dtype=mask.dtype,
-                     device=mask.device)
-    return mask, den
-
-
-#: loss_type -> (mask (N, T) float64, G, L_max) -> (u (N, T), den (B,)); must agree with
-#: gradprobe.grpo.losses.LOSS_TYPES (w = u / sum(den)), which the tests check.
-NORMALIZERS: dict[str, Callable[[Tensor, int, int], tuple[Tensor, Tensor]]] = {
-    "grpo": _grpo,
-    "dapo": _dapo,
-    "dr_grpo": _dr_grpo,
-    "bnpo": _dapo,
-    "cispo": _dapo,
-    "gspo": _grpo,
-}
+#: loss_type -> (mask (N, T) float64, G, L_max) -> (u (N, T), den (B,)), w = u / sum(den): the per-group
+#: form of each loss type's weights, read from the one registry (:data:`gradprobe.grpo.losses.LOSSES`).
+NORMALIZERS = GROUP_PARTS
 
 
 def group_sums(alignment: Tensor, advantages: Tensor, completion_mask: Tensor, group_size: int, *,
@@ -121,10 +98,7 @@ def group_sums(alignment: Tensor, advantages: Tensor, completion_mask: Tensor, g
         Unknown ``loss_type``, mismatched shapes, N not a multiple of G, or non-finite values on the mask.
     """
     if loss_type not in NORMALIZERS:
-        known = sorted(NORMALIZERS)
-        extra = sorted(set(LOSS_TYPES) - set(NORMALIZERS))
-        hint = f" (loss types {extra} exist in grpo.losses but have no normaliser share here: add one)" if extra else ""
-        raise ValueError(f"loss_type {loss_type!r} is not one of {known}{hint}")
+        raise ValueError(f"loss_type {loss_type!r} is not one of {sorted(NORMALIZERS)}")
     mask = completion_mask.bool().to(alignment.device)
     n, t = mask.shape
     if alignment.shape != (n, t):
@@ -274,6 +248,64 @@ def estimate_rewards(alignment: Tensor, rewards: dict[str, Tensor], *, completio
         :func:`group_sums`).
     """
     names = list(rewards)
+    _check_estimate_inputs(alignment, rewards, n_bootstrap=n_bootstrap, tokens_per_update=tokens_per_update,
+                           budget_tokens=budget_tokens, seconds_per_update=seconds_per_update,
+                           budget_seconds=budget_seconds)
+    stacked = torch.stack([rewards[k].to(alignment.device) for k in names])  # (R, N, T)
+    num_t, den_t = group_sums(alignment, stacked, completion_mask, group_size, loss_type=loss_type,
+                              max_completion_length=max_completion_length)
+    num = num_t.cpu().numpy()  # (R, B)
+    den = den_t.cpu().numpy()  # (B,)
+    b = den.shape[0]
+    total = float(den.sum())
+    per_group = num / total if total > 0 else np.zeros_like(num)
+    estimate = per_group.sum(-1)  # (R,)
+    intervals, stds = _bootstrap_summary(num, den, n_bootstrap, seed, n_rewards=len(names))
+
+    meta = {"loss_type": loss_type, "num_groups": b, "n_bootstrap": n_bootstrap, "lr": lr,
+            "budget_tokens": budget_tokens, "budget_seconds": budget_seconds, "seed": seed}
+    return [_reward_estimate(
+        name, float(estimate[r]), per_group[r],
+        None if intervals is None else ((float(intervals[r, 0]), float(intervals[r, 1])), float(stds[r])),
+        tokens=tokens_per_update[name], seconds_per_update=seconds_per_update, gradient_norms=gradient_norms,
+        direction_norm=direction_norm, meta=meta) for r, name in enumerate(names)]
+
+
+def _reward_estimate(name: str, est: float, per_group: np.ndarray, bootstrap: tuple | None, *, tokens: int,
+                     seconds_per_update: dict[str, float] | None, gradient_norms: dict[str, float] | None,
+                     direction_norm: float | None, meta: dict) -> RewardEstimate:
+    """One reward's :class:`RewardEstimate` from its inner product ``est``, its per-group shares
+    (B,) and ``bootstrap`` = ((lo, hi), sd) or None; ``meta`` holds the fields every reward shares."""
+    lr, budget_seconds = meta["lr"], meta["budget_seconds"]
+    gain = 100.0 * lr * est
+    scale = meta["budget_tokens"] / tokens
+    interval = snr = gain_iv = gain_iv_budget = None
+    if bootstrap is not None:
+        interval, std = bootstrap
+        snr = abs(est) / std if std > 0 else (0.0 if est == 0 else math.inf)
+        gain_iv = tuple(sorted((100.0 * lr * interval[0], 100.0 * lr * interval[1])))
+        gain_iv_budget = (scale * gain_iv[0], scale * gain_iv[1])
+    secs = time_gain = None
+    if seconds_per_update is not None and name in seconds_per_update:
+        secs = float(seconds_per_update[name])
+        if budget_seconds is not None:
+            time_gain = budget_seconds / secs * gain
+    cosine = None
+    if gradient_norms is not None and direction_norm is not None and name in gradient_norms:
+        denom = gradient_norms[name] * direction_norm
+        cosine = est / denom if denom > 0 else 0.0
+    return RewardEstimate(
+        name=name, inner_product=est, interval=interval, snr=snr, predicted_gain_per_update=gain,
+        gain_interval_per_update=gain_iv, tokens_per_update=int(tokens), predicted_gain_at_budget=scale * gain,
+        gain_interval_at_budget=gain_iv_budget, seconds_per_update=secs, predicted_gain_at_time_budget=time_gain,
+        cosine=cosine, per_group=[float(x) for x in per_group], **meta)
+
+
+def _check_estimate_inputs(alignment: Tensor, rewards: dict[str, Tensor], *, n_bootstrap: int,
+                           tokens_per_update: dict[str, int], budget_tokens: float,
+                           seconds_per_update: dict[str, float] | None, budget_seconds: float | None) -> None:
+    """The ``ValueError`` checks of :func:`estimate_rewards` (its Raises section), in its order."""
+    names = list(rewards)
     if not names:
         raise ValueError("estimate_rewards needs at least one reward")
     if n_bootstrap < 0:
@@ -289,154 +321,20 @@ def estimate_rewards(alignment: Tensor, rewards: dict[str, Tensor], *, completio
                              "pass the generated tokens one update of it costs (ledger of the probe batch)")
         if budget_seconds is not None and (seconds_per_update is None or not seconds_per_update.get(name, 0) > 0):
             raise ValueError(f"budget_seconds is set but seconds_per_update has no positive value for {name!r}")
-    stacked = torch.stack([rewards[k].to(alignment.device) for k in names])  # (R, N, T)
-    num_t, den_t = group_sums(alignment, stacked, completion_mask, group_size, loss_type=loss_type,
-                              max_completion_length=max_completion_length)
-    num = num_t.cpu().numpy()  # (R, B)
-    den = den_t.cpu().numpy()  # (B,)
+
+
+def _bootstrap_summary(num: np.ndarray, den: np.ndarray, n_bootstrap: int, seed: int, *,
+                       n_rewards: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Percentile 95% intervals (R, 2) and standard deviations (R,) of the ratio estimator over
+    :func:`_bootstrap` replicates; (None, None) without a bootstrap or with fewer than 2 groups (warns)."""
     b = den.shape[0]
-    total = float(den.sum())
-    per_group = num / total if total > 0 else np.zeros_like(num)
-    estimate = per_group.sum(-1)  # (R,)
-
-    intervals = stds = None
-    if n_bootstrap > 0:
-        if b < 2:
-            warnings.warn(f"bootstrap over prompts needs at least 2 groups, the batch has {b}: no interval or snr",
-                          stacklevel=2)
-        else:
-            boot = _bootstrap(num, den, n_bootstrap, seed)  # (n_bootstrap, R)
-            intervals = np.percentile(boot, [2.5, 97.5], axis=0).T + 0.0  # (R, 2); +0.0 turns -0.0 into 0.0
-            stds = boot.std(axis=0, ddof=1) if n_bootstrap > 1 else np.zeros(len(names))
-
-    out = []
-    for r, name in enumerate(names):
-        est = float(estimate[r])
-        gain = 100.0 * lr * est
-        scale = budget_tokens / tokens_per_update[name]
-        interval = snr = gain_iv = gain_iv_budget = None
-        if intervals is not None:
-            interval = (float(intervals[r, 0]), float(intervals[r, 1]))
-            std = float(stds[r])
-            snr = abs(est) / std if std > 0 else (0.0 if est == 0 else math.inf)
-            gain_iv = tuple(sorted((100.0 * lr * interval[0], 100.0 * lr * interval[1])))
-            gain_iv_budget = (scale * gain_iv[0], scale * gain_iv[1])
-        secs = time_gain = None
-        if seconds_per_update is not None and name in seconds_per_update:
-            secs = float(seconds_per_update[name])
-            if budget_seconds is not None:
-                time_gain = budget_seconds / secs * gain
-        cosine = None
-        if gradient_norms is not None and direction_norm is not None and name in gradient_norms:
-            denom = gradient_norms[name] * direction_norm
-            cosine = est / denom if denom > 0 else 0.0
-        out.append(RewardEstimate(
-            name=name, inner_product=est, interval=interval, snr=snr, predicted_gain_per_update=gain,
-            gain_interval_per_update=gain_iv, tokens_per_update=int(tokens_per_update[name]),
-            predicted_gain_at_budget=scale * gain, gain_interval_at_budget=gain_iv_budget,
-            seconds_per_update=secs, predicted_gain_at_time_budget=time_gain, cosine=cosine,
-            per_group=[float(x) for x in per_group[r]], loss_type=loss_type, num_groups=b,
-            n_bootstrap=n_bootstrap, lr=lr, budget_tokens=budget_tokens, budget_seconds=budget_seconds, seed=seed))
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# verl's forward-only gradient-signal proxy (a baseline beside the probe: gradprobe.forecast)
-
-
-@torch.no_grad()
-def token_probability_stats(model, batch, *, micro_batch_size: int = 8) -> tuple[Tensor, Tensor]:
-    """pi_t(y_t) and sum_v pi_t(v)^2 of every completion token, in one no-grad forward per micro-batch.
-
-    The inputs, position ids and temperature are those of the loss (:func:`gradprobe.logprobs.token_logprobs`):
-    logits at the batch's sampling temperature, the last T + 1 positions only.
-
-    Parameters
-    ----------
-    model : transformers causal LM
-    batch : gradprobe.types.RolloutBatch
-        N = B * G rows, completions of T tokens.
-    micro_batch_size : int
-        Rows per forward (results do not depend on it).
-
-    Returns
-    -------
-    pi : Tensor (float64), shape (N, T)
-        Probability of the sampled token, pi_t(y_t).
-    sum_pi_squared : Tensor (float64), shape (N, T)
-        sum_v pi_t(v)^2 = exp(logsumexp(2 z) - 2 logsumexp(z)) over the vocabulary (z the logits), as
-        verl's actor computes it (``sum_pi_squared``, docs/algo/otb.md). Values off the completion mask
-        are meaningless: multiply by the mask.
-    """
-    from ..logprobs import position_ids_from_mask
-
-    t = batch.completion_mask.shape[1]
-    completion = batch.input_ids[:, batch.prompt_length:]
-    pis, sq = [], []
-    for start in range(0, batch.num_rows, max(1, micro_batch_size)):
-        rows = slice(start, start + micro_batch_size)
-        ids, am = batch.input_ids[rows], batch.attention_mask[rows]
-        out = model(input_ids=ids, attention_mask=am, position_ids=position_ids_from_mask(am), use_cache=False,
-                    logits_to_keep=t + 1)
-        z = out.logits[:, :-1].to(torch.float64)
-        if batch.temperature != 1.0:
-            z = z / batch.temperature
-        lse = torch.logsumexp(z, dim=-1)
-        logp = z.gather(-1, completion[rows].unsqueeze(-1)).squeeze(-1) - lse
-        pis.append(logp.exp())
-        sq.append(torch.exp(torch.logsumexp(2.0 * z, dim=-1) - 2.0 * lse))
-    return torch.cat(pis), torch.cat(sq)
-
-
-def signal_proxy_group_sums(advantages: Tensor, pi: Tensor, sum_pi_squared: Tensor, completion_mask: Tensor,
-                            group_size: int) -> Tensor:
-    """Per-group sums of verl's forward-only gradient-power proxy A_n^2 W_n.
-
-    verl (volcengine/verl, ``verl/trainer/ppo/metric_utils.py``, ``compute_variance_proxy_metrics``,
-    on-policy branch; docs/algo/otb.md, "Gradient Variance Proxy Metrics") estimates the squared norm of
-    one trajectory's policy gradient without a backward pass as ||g_n||^2 ~ A_n^2 W_n with
-
-        W_n = max(0, sum_t m_nt (1 - 2 pi_t(y_t) + sum_v pi_t(v)^2)),    A_n = masked mean_t A_nt,
-
-    where 1 - 2 pi(y) + sum pi^2 = ||e_y - pi||^2 is the squared norm of the gradient of log pi(y)
-    with respect to the logits; its ``proxy2_total_power`` is the batch mean (1/N) sum_n A_n^2 W_n.
-    Summing per group keeps the bootstrap over prompts possible: the proxy is ``sums.sum(-1) / N``.
-
-    Parameters
-    ----------
-    advantages : Tensor, shape (N, T) or (R, N, T)
-        A^R_nt of one or R rewards (values off the mask are ignored).
-    pi, sum_pi_squared : Tensor, shape (N, T)
-        From :func:`token_probability_stats`.
-    completion_mask : BoolTensor, shape (N, T)
-    group_size : int
-        G; rows are prompt-major.
-
-    Returns
-    -------
-    Tensor (float64), shape (B,) or (R, B)
-        sum over the group's rows of A_n^2 W_n. An empty completion has A_n = 0 (verl's masked mean
-        with its epsilon gives 0 too) and counts in N.
-
-    Raises
-    ------
-    ValueError
-        Mismatched shapes, N not a multiple of G, or non-finite values on the mask.
-    """
-    mask = completion_mask.bool()
-    n, t = mask.shape
-    if pi.shape != (n, t) or sum_pi_squared.shape != (n, t) or advantages.shape[-2:] != (n, t):
-        raise ValueError(f"advantages {tuple(advantages.shape)}, pi {tuple(pi.shape)} and sum_pi_squared "
-                         f"{tuple(sum_pi_squared.shape)} must all end in the completion mask's shape {(n, t)}")
-    if group_size < 1 or n % group_size:
-        raise ValueError(f"N = {n} rows is not a multiple of the group size {group_size}")
-    m = mask.to(torch.float64)
-    zero = torch.zeros((), dtype=torch.float64, device=pi.device)
-    adv = torch.where(mask, advantages.to(device=pi.device, dtype=torch.float64), zero)
-    w_tok = torch.where(mask, 1.0 - 2.0 * pi.to(torch.float64) + sum_pi_squared.to(torch.float64), zero)
-    if not (torch.isfinite(adv).all() and torch.isfinite(w_tok).all()):
-        raise ValueError("advantages or token probabilities are not finite on the completion mask")
-    a_row = adv.sum(-1) / m.sum(-1).clamp(min=1.0)  # (N,) or (R, N): masked mean over tokens
-    w_row = w_tok.sum(-1).clamp(min=0.0)  # (N,): W clamped at 0 as verl does
-    power = a_row ** 2 * w_row
-    return power.unflatten(-1, (n // group_size, group_size)).sum(-1)
+    if n_bootstrap == 0:
+        return None, None
+    if b < 2:
+        warnings.warn(f"bootstrap over prompts needs at least 2 groups, the batch has {b}: no interval or snr",
+                      stacklevel=3)  # points at the caller of estimate_rewards
+        return None, None
+    boot = _bootstrap(num, den, n_bootstrap, seed)  # (n_bootstrap, R)
+    intervals = np.percentile(boot, [2.5, 97.5], axis=0).T + 0.0  # (R, 2); +0.0 turns -0.0 into 0.0
+    stds = boot.std(axis=0, ddof=1) if n_bootstrap > 1 else np.zeros(n_rewards)
+    return intervals, stds

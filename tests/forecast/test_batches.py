@@ -52,7 +52,7 @@ def test_token_statistics_are_the_losss_probabilities_in_float64():
 
 @pytest.fixture(scope="module")
 def two_batches(tmp_path_factory):
-    import gradprobe.probe as probe_pkg
+    import gradprobe.probe.direction as probe_pkg  # where the probe looks heldout_reference up
 
     calls = []
     real = probe_pkg.heldout_reference

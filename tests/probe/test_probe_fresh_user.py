@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-import gradprobe.models
+import gradprobe.probe.run
 from gradprobe.cli import main
 from gradprobe.config import MCConfig, SamplingConfig
 from gradprobe.ledger import (JVP_FORWARDS, TRAIN_FORWARDS, batch_flops_per_token, forward_flops_per_token,
@@ -37,14 +37,14 @@ def _no_model(*args, **kwargs):
 
 
 def test_unknown_task_fails_before_loading_the_model(monkeypatch, tmp_path):
-    monkeypatch.setattr(gradprobe.models, "load_policy", _no_model)
+    monkeypatch.setattr(gradprobe.probe.run, "load_policy", _no_model)
     config = ProbeConfig(model="tiny-qwen2", task="chain_summ", rewards=("outcome",), progress=False)
     with pytest.raises(TaskNotFoundError, match="chain_summ"):
         run_probe(config, out=tmp_path / "out")
 
 
 def test_cli_unknown_task_exits_2_without_loading_the_model(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(gradprobe.models, "load_policy", _no_model)
+    monkeypatch.setattr(gradprobe.probe.run, "load_policy", _no_model)
     status = main(["probe", "--model", "tiny-qwen2", "--task", "chain_summ", "--out", str(tmp_path / "out"),
                    "--no-progress"])
     err = capsys.readouterr().err

@@ -1,0 +1,222 @@
+"""The probe's first stages (DESIGN.md, "The probe"): the batch, its rewards and the cost yardstick.
+
+:func:`gradprobe.probe.run.run_probe` calls them in this order, each one timed into a :class:`StageTimes`:
+
+1. :func:`sample_batch`: B training prompts x G completions (``rollout`` tokens);
+2. :func:`reward_advantages`: each reward's per-token advantages A^R, shape (N, T), N = B * G; MC rewards
+   draw their continuations once for all of them (``continuation`` tokens); the batch then moves to the
+   model's device as a :class:`DeviceBatch`;
+3. :func:`update_yardstick`: one GRPO update's forward + backward on the same batch, the unit the
+   alignment pass's cost is reported in.
+
+The reference direction and the alignment passes follow in :mod:`gradprobe.probe.direction`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from ..grpo.step import UpdateConfig, loss_and_backward
+from ..ledger import Ledger
+from ..logprobs import memory_bounded_rows
+from ..memory import release_memory
+from ..rewards import RewardContext, get_reward
+from ..rollout import collect_rollouts, make_sampler
+from ..streams import stream_sampler
+from ..types import RolloutBatch
+from .config import ProbeConfig
+
+__all__ = ["StageTimes", "Samplers", "DeviceBatch", "progress_printer", "probe_samplers", "sample_batch",
+           "reward_outputs", "reward_advantages", "update_yardstick"]
+
+
+@dataclass
+class StageTimes:
+    """Seconds of the probe's stages, read into ``probe.json["costs"]`` (wall clock; ``*_cpu``: this
+    process's CPU clock, all its threads, which other processes on shared cores do not inflate).
+
+    Attributes
+    ----------
+    rollout, continuation : float
+        Generation of the probe batch and of the MC continuations (device-seconds).
+    update, update_cpu : float
+        One GRPO update's forward + backward on the probe batch (the cost yardstick).
+    precondition, precondition_cpu : float
+        The probe's own loss type's second moment s and u = P v (0 without Adam).
+    alignment, alignment_cpu : float
+        The probe's own alignment pass (its jvp).
+    extra_passes : int
+        Alignment passes of the other token-weight families (Adam with ``loss_types`` of other weights).
+    extra_precondition, extra_alignment, extra_alignment_cpu : float
+        Their second moments and directions u_f = P_f v, and their jvp passes.
+    sums : dict[str, tuple[float, float]]
+        Loss type -> (seconds, CPU seconds) of its weighted sums and bootstrap over every reward.
+    signal_proxy : float
+        verl's forward-only gradient-signal proxy (one no-grad forward).
+    """
+
+    rollout: float = 0.0
+    continuation: float = 0.0
+    update: float = 0.0
+    update_cpu: float = 0.0
+    precondition: float = 0.0
+    precondition_cpu: float = 0.0
+    alignment: float = 0.0
+    alignment_cpu: float = 0.0
+    extra_passes: int = 0
+    extra_precondition: float = 0.0
+    extra_alignment: float = 0.0
+    extra_alignment_cpu: float = 0.0
+    sums: dict = field(default_factory=dict)
+    signal_proxy: float = 0.0
+
+
+@dataclass(frozen=True)
+class Samplers:
+    """The probe's rollout backends: one random stream per source (:mod:`gradprobe.streams`), so a reward's
+    figures do not depend on which other rewards draw continuations, nor the held-out reference on the
+    continuations drawn."""
+
+    rollout: object
+    continuation: object
+    reference: object
+
+
+@dataclass(frozen=True)
+class DeviceBatch:
+    """The probe batch on the model's device and what every pass over it needs.
+
+    Attributes
+    ----------
+    model : torch.nn.Module
+        The policy's model.
+    batch : RolloutBatch
+        N = B * G completions of T tokens at most, on the model's device.
+    outcome_advantages : Tensor
+        (N, T), float64: the ``outcome`` reward's advantages (GRPO's), which the yardstick update and
+        the Adam second moment use whether or not ``outcome`` is probed.
+    micro_batch_size : int
+        Rows per micro-batch of every pass (:func:`gradprobe.logprobs.memory_bounded_rows`: one
+        micro-batch's activations fit about one parameter copy; values do not depend on it).
+    max_completion_length : int
+        dr_grpo's constant normaliser L_max (tokens): the sampling limit, as in training (Liu et al. 2025).
+    """
+
+    model: torch.nn.Module
+    batch: RolloutBatch
+    outcome_advantages: Tensor
+    micro_batch_size: int
+    max_completion_length: int
+
+
+def progress_printer(config: ProbeConfig) -> Callable[[str], None]:
+    """A function printing ``[gradprobe] msg`` to stderr when ``config.progress``, else doing nothing."""
+    if config.progress:
+        return lambda msg: print(f"[gradprobe] {msg}", file=sys.stderr, flush=True)
+    return lambda msg: None
+
+
+def probe_samplers(config: ProbeConfig, policy, sampler=None) -> Samplers:
+    """The rollout backend (``sampler``, else ``config.sampling.backend`` seeded with ``config.seed``:
+    :func:`gradprobe.rollout.make_sampler`) and its ``continuation`` and ``reference`` streams."""
+    sampler = sampler if sampler is not None else make_sampler(config.sampling.backend, policy, seed=config.seed,
+                                                               progress=config.progress)  # --backend
+    return Samplers(rollout=sampler, continuation=stream_sampler(sampler, config.seed, "continuation"),
+                    reference=stream_sampler(sampler, config.seed, "reference"))
+
+
+def sample_batch(config: ProbeConfig, policy, task, sampler, ledger: Ledger, times: StageTimes) -> RolloutBatch:
+    """Stage 1: ``config.prompts`` training prompts x ``config.group`` completions, charged to ``ledger``
+    as ``rollout`` tokens; its generation seconds go to ``times.rollout``."""
+    problems = task.problems("train", config.prompts, seed=config.seed)
+    batch = collect_rollouts(policy, task, problems, group_size=config.group, sampler=sampler,
+                             sampling=config.sampling, ledger=ledger, category="rollout", desc="rollouts")
+    times.rollout = float(batch.metadata.get("generation_seconds", 0.0))
+    release_memory()  # the generation's KV caches
+    return batch
+
+
+def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[dict, dict]:
+    """Advantages and output metadata of every reward.
+
+    Returns
+    -------
+    (dict[str, Tensor], dict[str, dict])
+        reward -> A^R, shape (N, T), float64; reward -> ``generated_tokens`` (by ledger category),
+        ``valid`` (completions with a reward), ``stats``, ``seconds``, ``missing_groups`` (groups
+        without any reward).
+
+    Raises
+    ------
+    ValueError
+        A reward produced non-finite advantages (it must mask missing rewards instead; the reward is named).
+    """
+    advantages, outputs = {}, {}
+    for name, fn in rewards:
+        start = time.perf_counter()
+        out = fn(batch, ctx)
+        adv = out.advantages.to(torch.float64)
+        if not torch.isfinite(adv).all():
+            raise ValueError(f"reward {name!r} produced non-finite advantages; it must mask missing rewards instead")
+        advantages[name] = adv
+        outputs[name] = {"generated_tokens": dict(out.generated_tokens), "valid": int(out.valid.sum()),
+                         "stats": out.stats, "seconds": time.perf_counter() - start,
+                         "missing_groups": int((~out.valid.bool().cpu()).view(-1, batch.group_size).all(-1).sum())}
+    return advantages, outputs
+
+
+def reward_advantages(config: ProbeConfig, policy, task, batch: RolloutBatch, rewards, sampler, ledger: Ledger,
+                      times: StageTimes) -> tuple[DeviceBatch, dict, dict]:
+    """Stage 2: every reward's per-token advantages; MC continuations drawn once, charged once.
+
+    Parameters
+    ----------
+    rewards : list of (str, Reward)
+    sampler
+        The continuation stream (:attr:`Samplers.continuation`).
+
+    Returns
+    -------
+    (DeviceBatch, dict[str, Tensor], dict[str, dict])
+        The batch on the model's device, reward -> A^R (N, T) float64 on that device, and
+        :func:`reward_outputs`'s metadata. The continuations' generation seconds go to
+        ``times.continuation``.
+    """
+    model = policy.model
+    ctx = RewardContext(task=task, sampler=sampler, sampling=config.sampling, mc=config.mc, ledger=ledger,
+                        tokenizer=policy.tokenizer, eos_token_ids=policy.eos_token_ids)
+    gen_before = ledger.device_seconds.get("generation", 0.0)
+    advantages, outputs = reward_outputs(batch, rewards, ctx)
+    times.continuation = ledger.device_seconds.get("generation", 0.0) - gen_before
+    release_memory()  # the MC continuations' KV caches
+    batch = batch.to(model.device)
+    advantages = {k: v.to(model.device) for k, v in advantages.items()}
+    outcome_adv = advantages.get("outcome")
+    if outcome_adv is None:
+        outcome_adv = get_reward("outcome")(batch, ctx).advantages.to(torch.float64).to(model.device)
+    # Memory (issue 14): every pass over a batch runs in micro-batches of at most `mb` rows, bounded so
+    # one micro-batch's activations fit about one parameter copy (values do not depend on it)
+    mb = memory_bounded_rows(model, batch, config.micro_batch_size)
+    run = DeviceBatch(model=model, batch=batch, outcome_advantages=outcome_adv, micro_batch_size=mb,
+                      max_completion_length=config.sampling.max_new_tokens)
+    return run, advantages, outputs
+
+
+def update_yardstick(config: ProbeConfig, run: DeviceBatch, times: StageTimes) -> None:
+    """Stage 3, the cost yardstick: one update's forward + backward (``config.loss_type``, GRPO's advantages)
+    on the probe batch, timed into ``times.update`` / ``times.update_cpu``; the gradients are dropped."""
+    model = run.model
+    model.zero_grad(set_to_none=True)
+    t0, c0 = time.perf_counter(), time.process_time()
+    loss_and_backward(model, run.batch, run.outcome_advantages,
+                      UpdateConfig(loss_type=config.loss_type, micro_batch_size=run.micro_batch_size,
+                                   max_completion_length=run.max_completion_length))
+    times.update, times.update_cpu = time.perf_counter() - t0, time.process_time() - c0
+    model.zero_grad(set_to_none=True)
+    release_memory()  # the yardstick's gradients and activations
