@@ -1,7 +1,10 @@
 """Matched-compute training (DESIGN.md, "Matched-compute training").
 
-``plan``        the plan file (TOML): :func:`load_plan`, :class:`Plan`, :class:`RunConfig`, :class:`PlanError`;
-``run``         one training run until its budget is spent: :func:`run_training`, ``gradprobe train``;
+``plan``        the plan file (TOML): :func:`load_plan`, :class:`Plan`, :class:`RunConfig`, :class:`PlanError`
+                (built on ``specs``, the dataclasses; ``coerce``; ``plan_checks``; ``budget``);
+``run``         one training run until its budget is spent: :func:`run_training` (one update: ``update``;
+                evals, checkpoints, summary: ``records``; parts and counters: ``state``; loading: ``loading``);
+``cli``         ``gradprobe train``;
 ``checkpoint``  atomic checkpoints and the run folder's writes.
 
 Importing this package does not import torch; :func:`run_training` is loaded on first use.

@@ -26,10 +26,11 @@ import torch
 
 # the run folder's generic writes live in gradprobe.outputs; prepare_output_dir and removed_if_left_empty
 # are re-exported here for callers of the earlier location
+from ..layout import CHECKPOINT_POINTER
 from ..outputs import (OutputDirError, output_error, prepare_output_dir, removed_if_left_empty,  # noqa: F401
                        write_json_atomic)
 
-POINTER = "checkpoint.json"
+POINTER = CHECKPOINT_POINTER
 
 
 def _save_model(model, path: Path) -> None:

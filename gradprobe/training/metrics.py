@@ -32,6 +32,7 @@ mean completion), 3x that per trained token.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -40,14 +41,16 @@ import torch
 
 from ..grpo.losses import KL_LOG_RATIO_CLAMP
 from ..ledger import forward_flops_per_token
+from ..logprobs import position_ids_from_mask
 from ..outputs import json_safe, output_error  # noqa: F401  (json_safe: also imported from here)
+from ..rewards.process import trace_fidelity
+from ..rollout import HFSampler, score_completions
+from ..streams import stream_seed
 
 
 @torch.no_grad()
 def logp_entropy(model, batch, rows: slice) -> tuple[torch.Tensor, torch.Tensor]:
     """(logp, entropy), each (n, T) float: same inputs and temperature as the training loss."""
-    from ..logprobs import position_ids_from_mask
-
     ids, am = batch.input_ids[rows], batch.attention_mask[rows]
     t = batch.completion_mask.shape[1]
     out = model(input_ids=ids, attention_mask=am, position_ids=position_ids_from_mask(am), use_cache=False,
@@ -133,14 +136,10 @@ def evaluate(policy, task, problems, prompt_ids, run, ledger, *, sampled: bool =
         measured), ``eval_tokens``, ``eval_seconds``, ``prompts``, ``response_length``
         (mean greedy completion tokens, EOS included), ``format_rate`` (greedy completions the
         task's format check accepts), ``step_validity_rate`` and ``step_count_deviation`` (greedy
-        traces, :func:`gradprobe.rewards.process.trace_fidelity`; None without a step verifier), and ``items``: ``{"greedy": "0110...", "sampled":
-        ["0110...", ...]}``, one character per held-out item in order ('1' = correct; a
-        verifier crash counts as wrong), one string per sample.
+        traces, :func:`gradprobe.rewards.process.trace_fidelity`; None without a step verifier),
+        and ``items``: ``{"greedy": "0110...", "sampled": ["0110...", ...]}``, one character per
+        held-out item in order ('1' = correct; a verifier crash counts as wrong), one string per sample.
     """
-    from ..rewards.process import trace_fidelity
-    from ..rollout import HFSampler, score_completions
-    from ..streams import stream_seed
-
     tok = policy.tokenizer
     result = {"greedy_accuracy": None, "sampled_accuracy": None, "response_length": None, "format_rate": None,
               "step_validity_rate": None, "step_count_deviation": None}
@@ -235,8 +234,6 @@ class MetricsFile:
 
     def sync(self) -> int:
         """fsync and return the byte length."""
-        import os
-
         self.f.flush()
         os.fsync(self.f.fileno())
         return self.f.tell()

@@ -12,6 +12,7 @@ from gradprobe.training.plan import (PlanError, RunConfig, TrainConfig, load_pla
                                      run_config_from_dict)
 
 from helpers_rollout import one_thread
+from study_helpers import write_plan
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,20 +60,14 @@ BASE = textwrap.dedent("""
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
 
-def _write(tmp_path, text, name="plan.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
 def _error(tmp_path, text) -> str:
     with pytest.raises(PlanError) as e:
-        load_plan(_write(tmp_path, text))
+        load_plan(write_plan(tmp_path, text))
     return str(e.value)
 
 
 def test_valid_plan_resolves_arms_with_overrides(tmp_path):
-    plan = load_plan(_write(tmp_path, BASE))
+    plan = load_plan(write_plan(tmp_path, BASE))
     assert plan.arm_names == ["grpo", "grpo_2xlr", "mc"]
     assert plan.seeds == (0, 1) and plan.runs()[:2] == [("grpo", 0), ("grpo", 1)]
     assert plan.task.config == {"min_terms": 2} and plan.task.pool == 64
@@ -89,10 +84,10 @@ def test_valid_plan_resolves_arms_with_overrides(tmp_path):
 
 
 def test_sha256_is_of_the_file_bytes_and_changes_with_any_edit(tmp_path):
-    p = _write(tmp_path, BASE)
+    p = write_plan(tmp_path, BASE)
     plan = load_plan(p)
     assert plan.sha256 == hashlib.sha256(p.read_bytes()).hexdigest()
-    edited = load_plan(_write(tmp_path, BASE + "# a comment\n", "edited.toml"))
+    edited = load_plan(write_plan(tmp_path, BASE + "# a comment\n", "edited.toml"))
     assert edited.sha256 != plan.sha256
     assert edited.arm("grpo").train == plan.arm("grpo").train
 
@@ -123,7 +118,7 @@ def test_unknown_reward_lists_the_registered_rewards(tmp_path):
 
 
 def test_unknown_arm_lists_the_arms(tmp_path):
-    plan = load_plan(_write(tmp_path, BASE))
+    plan = load_plan(write_plan(tmp_path, BASE))
     with pytest.raises(PlanError, match="grpo, grpo_2xlr, mc"):
         plan.arm("grpo_3xlr")
 
@@ -156,7 +151,7 @@ def test_values_of_the_wrong_type_or_range(tmp_path):
 
 def test_hypothesis_against_the_initial_policy(tmp_path):
     text = BASE.replace('arms = ["grpo", "mc"]', 'arms = ["grpo", "initial"]\nmin_effect = 4.0')
-    h = load_plan(_write(tmp_path, text)).hypotheses[0]
+    h = load_plan(write_plan(tmp_path, text)).hypotheses[0]
     assert h.arms == ("grpo", "initial") and h.min_effect == 4.0 and h.metric == "greedy_accuracy"
     msg = _error(tmp_path, BASE.replace('at = "generated_tokens"', 'at = "device_seconds"'))
     assert "sets no device_seconds" in msg

@@ -18,8 +18,8 @@ from gradprobe.training import checkpoint as ckpt_mod
 from gradprobe.training.checkpoint import OutputDirError
 from gradprobe.training.plan import parse_plan
 from gradprobe.training.metrics import logp_entropy, policy_stats
-from gradprobe.training.run import (NonFiniteRunError, RunConfigMismatchError, add_train_parser,
-                                    pool_indices, run_training, train_main)
+from gradprobe.cli.train import add_train_parser, train_main
+from gradprobe.training.run import NonFiniteRunError, RunConfigMismatchError, pool_indices, run_training
 
 from helpers_rollout import one_thread
 from helpers_tasks import ScoredTask, exploding_reward

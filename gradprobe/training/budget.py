@@ -1,0 +1,116 @@
+"""Budgets of a run: the plan's own check that every budget buys at least one update, and the
+command line's shortening of one run's budgets (``gradprobe train --updates N``, ``--budget-*``).
+
+Units: ``generated_tokens`` charged generated tokens, ``device_seconds`` device-seconds, ``flops``
+FLOPs, ``updates`` updates (:data:`~gradprobe.training.specs.BUDGET_KINDS`). Torch-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .coerce import check_positive
+from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, RunConfig, TrainConfig
+
+__all__ = ["check_budget", "shorten_budget"]
+
+
+def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
+    """Refuse a ``[budget]`` that sets no budget, a non-positive one, or one smaller than one update of
+    some arm (DESIGN.md: every budget buys updates; a token budget must cover B * G completions of one token).
+
+    Raises
+    ------
+    PlanError
+        Naming ``budget.KIND`` and the minimum.
+    """
+    given = budget.given()
+    if not given:
+        raise PlanError(f"[budget] sets no budget; give at least one of {', '.join(BUDGET_KINDS)}")
+    for k in ("device_seconds", "flops"):
+        check_positive(getattr(budget, k), f"budget.{k}")
+    if budget.updates is not None and budget.updates < 1:
+        raise PlanError(f"budget.updates = {budget.updates} is smaller than one update; minimum: 1")
+    if budget.generated_tokens is not None:
+        for arm in arms.values():
+            t = dataclasses.replace(base, **arm.train)
+            minimum = t.prompts_per_update * t.group
+            if budget.generated_tokens < minimum:
+                raise PlanError(
+                    f"budget.generated_tokens = {budget.generated_tokens} is smaller than one update of arm "
+                    f"{arm.name!r}: B * G = {t.prompts_per_update} * {t.group} completions of at least one token "
+                    f"each; minimum: {minimum} (a realistic budget is many updates of B * G * mean length)")
+
+
+def shorten_budget(run: RunConfig, overrides: dict[str, float | None]) -> RunConfig:
+    """``run`` with some budgets lowered from the command line (``gradprobe train --updates 1`` ...).
+
+    Each given override replaces the plan's budget of its kind (or adds that kind where the plan
+    sets none); the plan's other budgets still apply, and the run stops at whichever is spent first,
+    as with a plan's ``[budget]`` (DESIGN.md, "Matched-compute training"). Eval fractions
+    (``[eval] at_fractions``) are then fractions of the shortened budgets. What was overridden is
+    recorded in :attr:`RunConfig.budget_override` (so in ``config.json`` and ``summary.json``):
+    ``{"flags": {"--updates": 1}, "plan_budget": {...the plan's [budget]...}}``; a run folder made
+    without the override (or with another one) is refused rather than resumed.
+
+    Parameters
+    ----------
+    run : RunConfig
+        From :meth:`gradprobe.training.plan.Plan.arm`.
+    overrides : dict
+        Budget kind (:data:`BUDGET_KINDS`) -> new limit, None = not overridden. Units:
+        ``generated_tokens`` charged generated tokens (int), ``device_seconds`` device-seconds,
+        ``flops`` FLOPs, ``updates`` updates (int).
+
+    Returns
+    -------
+    RunConfig
+        ``run`` itself when no override is given.
+
+    Raises
+    ------
+    PlanError
+        Naming the flag (:data:`BUDGET_FLAGS`): a value that is not a finite number > 0 (a whole
+        number for tokens and updates); a value above the plan's own budget of that kind (the
+        flags only shorten a run: lengthen it in the plan); a token budget below one update's
+        minimum (B x G completions of one token each); or ``--updates N`` that the token budget
+        can never let the run reach (N updates cost at least N x B x G tokens), which would make
+        the one flag meaningless next to the other.
+    """
+    unknown = sorted(set(overrides) - set(BUDGET_KINDS))
+    if unknown:
+        raise PlanError(f"unknown budget kind(s) {', '.join(unknown)}; valid: {', '.join(BUDGET_KINDS)}")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if not given:
+        return run
+    plan_budget = run.budget.given()
+    for kind, value in given.items():
+        flag = BUDGET_FLAGS[kind]
+        whole = kind in ("generated_tokens", "updates")
+        kind_of = "a whole number" if whole else "a finite number"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PlanError(f"{flag} must be {kind_of} > 0, got {value!r}")
+        if not (value > 0 and value < float("inf")) or (whole and value != int(value)):
+            raise PlanError(f"{flag} must be {kind_of} > 0 (a budget the run can spend), got {value:g}")
+        if kind in plan_budget and value > plan_budget[kind]:
+            raise PlanError(f"{flag} {value:,g} is more than the plan's budget.{kind} = {plan_budget[kind]:,g}: "
+                            f"the command-line budgets only shorten a run; to lengthen it, raise [budget] "
+                            f"{kind} in the plan (a new plan, so its runs are not compared with the old ones)")
+    minimum = run.train.prompts_per_update * run.train.group  # completions of at least one token each
+    tokens = given.get("generated_tokens")
+    if tokens is not None and tokens < minimum:
+        raise PlanError(f"--budget-tokens {tokens:,g} is smaller than one update of arm {run.arm!r}: B * G = "
+                        f"{run.train.prompts_per_update} * {run.train.group} completions of at least one token "
+                        f"each; minimum: {minimum}")
+    updates = given.get("updates")
+    token_limit = given.get("generated_tokens", plan_budget.get("generated_tokens"))
+    if updates is not None and token_limit is not None and updates * minimum > token_limit:
+        source = ("--budget-tokens" if "generated_tokens" in given else "the plan's budget.generated_tokens")
+        raise PlanError(f"--updates {int(updates)} conflicts with {source} = {token_limit:,g}: {int(updates)} updates "
+                        f"of arm {run.arm!r} cost at least {int(updates)} * {minimum} = {int(updates) * minimum:,} "
+                        f"tokens (B * G completions of one token or more), so the run always stops on tokens "
+                        f"first; give --updates at most {int(token_limit // minimum)} or only one of the two")
+    kinds = {k: (int(v) if k in ("generated_tokens", "updates") else float(v)) for k, v in given.items()}
+    budget = dataclasses.replace(run.budget, **kinds)
+    record = {"flags": {BUDGET_FLAGS[k]: v for k, v in kinds.items()}, "plan_budget": plan_budget}
+    return dataclasses.replace(run, budget=budget, budget_override=record)

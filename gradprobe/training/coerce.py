@@ -1,0 +1,116 @@
+"""A TOML table into a plan dataclass: every key checked against the class's fields, every value
+coerced to the field's type, each refusal a :class:`~gradprobe.training.specs.PlanError` that names
+the key's full path (``arms.mc.lr``) and what it must be.
+
+The one coercer of the plan (:mod:`gradprobe.training.plan`, :mod:`gradprobe.training.plan_checks`);
+torch-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any
+
+from .specs import PlanError
+
+__all__ = ["fields_of", "coerce", "check_keys", "build_section", "check_positive"]
+
+
+def fields_of(cls) -> dict[str, Any]:
+    """Field name -> resolved type annotation of dataclass ``cls``, in declaration order."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _type_name(tp) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "a table"}.get(
+        tp, str(tp).replace("typing.", ""))
+
+
+def coerce(value, tp, where: str):
+    """``value`` as type ``tp`` (int, float, str, bool, dict, tuple[...], X | None).
+
+    Integers are accepted for floats (and become floats); booleans are never numbers; TOML arrays
+    become tuples.
+
+    Raises
+    ------
+    PlanError
+        ``value`` is not of type ``tp``; the message names ``where`` (the key's full path).
+    TypeError
+        ``tp`` is not a type plans use (a schema bug, not a plan error).
+    """
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return coerce(value, args[0], where)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise PlanError(f"{where} must be a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise PlanError(f"{where} must be a list of {len(args)} values, got {value!r}")
+        return tuple(coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    ok = {int: isinstance(value, int) and not isinstance(value, bool),
+          float: isinstance(value, (int, float)) and not isinstance(value, bool),
+          str: isinstance(value, str), bool: isinstance(value, bool), dict: isinstance(value, dict)}.get(tp)
+    if ok is None:
+        raise TypeError(f"plan schema: unsupported type {tp} at {where}")
+    if not ok:
+        raise PlanError(f"{where} must be {_type_name(tp)}, got {value!r}")
+    return float(value) if tp is float else value
+
+
+def check_keys(table: dict, valid, where: str, extra_note: str = "") -> None:
+    """Refuse the first key of ``table`` not in ``valid``.
+
+    Raises
+    ------
+    PlanError
+        Naming the key's full path (``where.key``; ``where`` empty = the top level) and listing ``valid``.
+    """
+    for key in table:
+        if key not in valid:
+            label = f"{where}.{key}" if where else key
+            section = f"[{where}]" if where else "the top level"
+            raise PlanError(f"unknown key {label!r}; valid keys in {section}: {', '.join(valid)}{extra_note}")
+
+
+def build_section(cls, table: dict, where: str):
+    """Instance of dataclass ``cls`` from the TOML table ``[where]``, every key checked and coerced.
+
+    Raises
+    ------
+    PlanError
+        ``table`` is not a table, an unknown key, a value of the wrong type, a missing required key,
+        or a value the class itself refuses (its ``ValueError``, prefixed with ``[where]``).
+    """
+    if not isinstance(table, dict):
+        raise PlanError(f"[{where}] must be a table, got {table!r}")
+    hints = fields_of(cls)
+    check_keys(table, list(hints), where)
+    kwargs = {k: coerce(v, hints[k], f"{where}.{k}") for k, v in table.items()}
+    try:
+        return cls(**kwargs)
+    except TypeError as e:  # a required field is missing
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in kwargs
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        raise PlanError(f"[{where}] needs the key(s) {', '.join(missing)}") from e
+    except ValueError as e:
+        raise PlanError(f"[{where}]: {e}") from e
+
+
+def check_positive(value, where: str, *, allow_zero: bool = False) -> None:
+    """Refuse ``value`` unless it is None or > 0 (>= 0 with ``allow_zero``).
+
+    Raises
+    ------
+    PlanError
+        Naming ``where`` and the bound.
+    """
+    if value is not None and not (value > 0 or (allow_zero and value == 0)):
+        raise PlanError(f"{where} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")

@@ -1,0 +1,249 @@
+"""The checks of a plan's values across its sections: the update settings, the arms (registered
+reward, prompt selection, off-context guidance), the hypotheses (arms, axis, a promised eval at their
+point), the eval schedule, the seeds and ``[power]``. Each refusal is a
+:class:`~gradprobe.training.specs.PlanError` naming the key's full path and the valid choices.
+
+Torch-free at import: the registries that need torch (loss types, rewards, guided rollouts) are
+imported inside the check that reads them, so that :func:`gradprobe.load_plan` stays torch-free.
+Budget checks: :mod:`gradprobe.training.budget`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..config import MCConfig
+from ..difficulty.config import SELECTION_KEYS, parse_selection
+from ..tasks.solutions import REFERENCE_SOLUTIONS, has_reference_solution
+from .coerce import build_section, check_positive, coerce, fields_of
+from .specs import (ALTERNATIVES, AXES, INITIAL, METRICS, OPTIMIZERS, POWER_ALTERNATIVES, SAMPLED_AT, TESTS, ArmSpec,
+                    BudgetSpec, EvalSpec, Hypothesis, PlanError, PowerSpec, ProbeSpec, TaskSpec, TrainConfig)
+
+__all__ = ["check_train", "parse_arm", "check_guided_task", "parse_hypothesis", "check_eval", "check_probe",
+           "check_seeds", "parse_power"]
+
+ARM_OWN = ("reward", "lr_scale", "description", "mc")
+"""Keys of ``[arms.NAME]`` besides ``[train]`` keys, prompt selection and ``guidance``."""
+
+
+def check_train(t: TrainConfig, where: str) -> None:
+    """Refuse ``[train]`` settings (or an arm's resolved ones) out of range: sizes and rates > 0, group >= 2
+    (group-relative advantages), a loss type of :data:`gradprobe.grpo.losses.LOSS_TYPES`, a known optimizer,
+    betas in [0, 1).
+
+    Raises
+    ------
+    PlanError
+        Naming ``where.key`` and the valid range or choices.
+    """
+    from ..grpo.losses import LOSS_TYPES
+
+    for k in ("prompts_per_update", "lr", "micro_batch_size", "checkpoint_every", "eps", "iterations"):
+        check_positive(getattr(t, k), f"{where}.{k}")
+    if t.group < 2:
+        raise PlanError(f"{where}.group must be >= 2 (group-relative advantages need two completions), got {t.group}")
+    for k in ("weight_decay", "max_grad_norm", "warmup", "clip_low", "clip_high", "stats_every"):
+        check_positive(getattr(t, k), f"{where}.{k}", allow_zero=True)
+    if t.loss_type not in LOSS_TYPES:
+        raise PlanError(f"{where}.loss_type {t.loss_type!r} is not one of {', '.join(sorted(LOSS_TYPES))}")
+    if t.optimizer not in OPTIMIZERS:
+        raise PlanError(f"{where}.optimizer {t.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+    if not all(0 <= b < 1 for b in t.betas):
+        raise PlanError(f"{where}.betas must lie in [0, 1), got {list(t.betas)}")
+
+
+def parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSpec:
+    """The :class:`ArmSpec` of ``[arms.NAME]``, its overrides checked against ``base`` (``[train]``) and ``mc``.
+
+    Raises
+    ------
+    PlanError
+        An unknown key (the valid ones listed), no reward or an unregistered one (the registered ones
+        listed), a bad override, bad prompt-selection or guidance settings, or both selection and guidance.
+    """
+    from ..rewards import UnknownRewardError, get_reward
+
+    where = f"arms.{name}"
+    if not isinstance(table, dict):
+        raise PlanError(f"[{where}] must be a table, got {table!r}")
+    train_keys = fields_of(TrainConfig)
+    for key in table:
+        if key not in ARM_OWN and key not in train_keys and key not in SELECTION_KEYS and key != "guidance":
+            raise PlanError(f"unknown key {where + '.' + key!r}; valid keys in [{where}]: "
+                            f"{', '.join(ARM_OWN)}, or any [train] key: {', '.join(train_keys)}; "
+                            f"prompt selection: {', '.join(SELECTION_KEYS)}; off-context guidance: guidance")
+    if "reward" not in table:
+        raise PlanError(f"[{where}] needs a reward (a registered reward name, e.g. outcome)")
+    reward = coerce(table["reward"], str, f"{where}.reward")
+    try:
+        get_reward(reward)
+    except UnknownRewardError as e:
+        raise PlanError(f"{where}.reward: {e}") from None
+    train = {k: coerce(v, train_keys[k], f"{where}.{k}") for k, v in table.items() if k in train_keys}
+    check_train(dataclasses.replace(base, **train), where)
+    mc_over = table.get("mc", {})
+    if not isinstance(mc_over, dict):
+        raise PlanError(f"{where}.mc must be a table of [mc] keys, got {mc_over!r}")
+    build_section(MCConfig, {**dataclasses.asdict(mc), **mc_over}, f"{where}.mc")  # validates keys and values
+    mc_over = {k: coerce(v, fields_of(MCConfig)[k], f"{where}.mc.{k}") for k, v in mc_over.items()}
+    lr_scale = coerce(table.get("lr_scale", 1.0), float, f"{where}.lr_scale")
+    check_positive(lr_scale, f"{where}.lr_scale")
+    try:
+        selection = parse_selection(table) or {}
+    except ValueError as e:
+        raise PlanError(f"[{where}] selection: {e}") from None
+    return ArmSpec(name=name, reward=reward, lr_scale=lr_scale,
+                   description=coerce(table.get("description", ""), str, f"{where}.description"),
+                   train=train, mc=mc_over, selection=selection, guidance=_parse_guidance(table, where, selection))
+
+
+def _parse_guidance(table: dict, where: str, selection: dict) -> dict:
+    """The arm's ``guidance`` table (:func:`gradprobe.rollout.guided.parse_guidance`), {} when absent."""
+    from ..rollout.guided import GuidanceError, parse_guidance
+
+    try:
+        guidance = parse_guidance(table.get("guidance"), f"{where}.guidance") or {}
+    except GuidanceError as e:
+        raise PlanError(str(e)) from None
+    if guidance and selection:
+        raise PlanError(f"[{where}] sets both guidance and selection; one arm tests one intervention: "
+                        f"split it into two arms")
+    return guidance
+
+
+def check_guided_task(arms: dict[str, ArmSpec], task: TaskSpec) -> None:
+    """Refuse a guided arm whose task kind has no reference solution
+    (:data:`gradprobe.rollout.guided.REFERENCE_SOLUTIONS`)."""
+    for arm in arms.values():
+        if arm.guidance and not has_reference_solution(task.name):
+            raise PlanError(f"arms.{arm.name}.guidance: task {task.name!r} has no reference solution to take hints "
+                            f"from; guidance works with tasks {', '.join(sorted(REFERENCE_SOLUTIONS))}; remove "
+                            f"guidance from the arm or use such a task")
+
+
+def parse_hypothesis(i: int, table: dict, arms: dict, budget: BudgetSpec, ev: EvalSpec | None = None) -> Hypothesis:
+    """The :class:`Hypothesis` of ``[[hypotheses]]`` number ``i`` (0-based), checked against the plan's
+    ``arms`` (or ``"initial"``), the axes, the ``budget`` and, when ``ev`` is given, the eval schedule
+    (an eval must be promised at its point, :meth:`EvalSpec.promised_points`).
+
+    Raises
+    ------
+    PlanError
+        Naming ``hypotheses[i].key``; for an unpromised point, the ``[eval]`` entry that would promise it.
+    """
+    where = f"hypotheses[{i}]"
+    h = build_section(Hypothesis, table, where)
+    if h.test not in TESTS:
+        raise PlanError(f"{where}.test {h.test!r} is not one of {', '.join(TESTS)}")
+    if len(h.arms) != 2:
+        raise PlanError(f"{where}.arms must name two arms [treatment, control], got {list(h.arms)}")
+    for a in h.arms:
+        if a not in arms and a != INITIAL:
+            raise PlanError(f"{where}.arms: no arm {a!r}; valid: {', '.join([*arms, INITIAL])}")
+    if h.at not in AXES:
+        raise PlanError(f"{where}.at {h.at!r} is not an axis the runs record; use one of {', '.join(AXES)}")
+    if h.budget is None and getattr(budget, h.at) is None:
+        raise PlanError(f"{where}: at = {h.at!r} but [budget] sets no {h.at}; give {where}.budget")
+    if h.budget is not None and not h.budget > 0:
+        raise PlanError(f"{where}.budget must be > 0 (a point on the {h.at} axis after training started), "
+                        f"got {h.budget}")
+    if ev is not None:
+        _check_promised(where, h, budget, ev)
+    if h.metric not in METRICS:
+        raise PlanError(f"{where}.metric {h.metric!r} is not one of {', '.join(METRICS)}")
+    if h.alternative not in ALTERNATIVES:
+        raise PlanError(f"{where}.alternative {h.alternative!r} is not one of {', '.join(ALTERNATIVES)}")
+    if not 0 < h.alpha < 1:
+        raise PlanError(f"{where}.alpha must be in (0, 1), got {h.alpha}")
+    return h
+
+
+def _check_promised(where: str, h: Hypothesis, budget: BudgetSpec, ev: EvalSpec) -> None:
+    """Refuse a hypothesis whose point has no promised eval (:meth:`EvalSpec.promised_points`)."""
+    point = float(h.budget if h.budget is not None else getattr(budget, h.at))
+    points = ev.promised_points(budget).get(h.at, [0.0])
+    if any(abs(p - point) <= 1e-9 * max(1.0, point) for p in points):
+        return
+    limit = getattr(budget, h.at)
+    if h.at == "updates":
+        fix = f"add {point:g} to [eval] at_updates"
+    elif limit is not None:
+        fix = f"add the fraction {point / float(limit):.6g} to [eval] at_fractions"
+    else:
+        fix = f"set [budget] {h.at} (at_fractions are fractions of it) or compare at a promised point"
+    raise PlanError(f"{where}: the eval schedule promises no eval at {h.at} = {point:g} (promised: "
+                    f"{', '.join(f'{p:g}' for p in points)}); {fix}")
+
+
+def check_eval(ev: EvalSpec) -> None:
+    """Refuse an ``[eval]`` schedule with repeated or negative ``at_updates``, fractions outside (0, 1],
+    or an unknown ``sampled_at``.
+
+    Raises
+    ------
+    PlanError
+        Naming the key and an example of a valid value.
+    """
+    if any(u < 0 for u in ev.at_updates) or len(set(ev.at_updates)) != len(ev.at_updates):
+        raise PlanError(f"eval.at_updates must be distinct update counts >= 0, got {list(ev.at_updates)}")
+    if any(not 0 < f <= 1 for f in ev.at_fractions) or len(set(ev.at_fractions)) != len(ev.at_fractions):
+        raise PlanError(f"eval.at_fractions must be distinct fractions of the budget in (0, 1], "
+                        f"got {list(ev.at_fractions)} (e.g. [0.1, 0.25, 0.5, 1.0])")
+    if ev.sampled_at not in SAMPLED_AT:
+        raise PlanError(f"eval.sampled_at {ev.sampled_at!r} is not one of {', '.join(SAMPLED_AT)}")
+
+
+def check_seeds(seeds: tuple[int, ...], key: str = "seeds") -> None:
+    """Refuse an empty, repeated or negative seed list (``key`` names it in the message).
+
+    Raises
+    ------
+    PlanError
+        Naming the repeated or negative seeds and a valid list.
+    """
+    if not seeds:
+        raise PlanError(f"{key} must be a non-empty list of distinct integers >= 0, e.g. [0, 1, 2, 3]")
+    dup = sorted({s for s in seeds if seeds.count(s) > 1})
+    if dup:
+        raise PlanError(f"{key} must be distinct: {', '.join(map(str, dup))} is listed more than once, got "
+                        f"{list(seeds)}; each seed is one run per arm, so list each once")
+    neg = [s for s in seeds if s < 0]
+    if neg:
+        raise PlanError(f"{key} must be integers >= 0 (they seed numpy and torch generators), got "
+                        f"{', '.join(map(str, neg))}; use e.g. {list(range(len(seeds)))}")
+
+
+def parse_power(table) -> PowerSpec:
+    """The :class:`PowerSpec` of ``[power]``: ``min_effect`` > 0, ``power`` and ``alpha`` in (0, 1), a known
+    ``alternative``.
+
+    Raises
+    ------
+    PlanError
+        Naming ``power.key``.
+    """
+    p = build_section(PowerSpec, table, "power")
+    check_positive(p.min_effect, "power.min_effect")
+    if not 0 < p.power < 1:
+        raise PlanError(f"power.power must be in (0, 1), e.g. 0.8, got {p.power}")
+    if not 0 < p.alpha < 1:
+        raise PlanError(f"power.alpha must be in (0, 1), e.g. 0.05, got {p.alpha}")
+    if p.alternative not in POWER_ALTERNATIVES:
+        raise PlanError(f"power.alternative {p.alternative!r} is not one of {', '.join(POWER_ALTERNATIVES)}")
+    return p
+
+
+def check_probe(probe: ProbeSpec) -> None:
+    """Refuse ``[probe]`` sizes below one prompt or a group below two completions.
+
+    Raises
+    ------
+    PlanError
+        Naming the key (``probe.group``...).
+    """
+    for k in ("prompts", "heldout_prompts", "continuations"):
+        check_positive(getattr(probe, k), f"probe.{k}")
+    for k in ("group", "heldout_group"):
+        if getattr(probe, k) < 2:
+            raise PlanError(f"probe.{k} must be >= 2 (group-relative advantages need two completions), "
+                            f"got {getattr(probe, k)}")

@@ -1,0 +1,114 @@
+"""What a training run leaves in its folder besides the update lines: evals on the plan's schedule
+(``metrics.jsonl`` eval lines and ``eval_items.jsonl``), checkpoints, and ``summary.json``.
+
+Each function takes the run's :class:`~gradprobe.training.state.RunSession`; file names come from
+:mod:`gradprobe.layout`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+from ..layout import METRICS_JSONL, SUMMARY_JSON
+from ..outputs import json_safe, write_json_atomic
+from .checkpoint import rng_states, save_checkpoint
+from .metrics import evaluate
+from .state import RunSession, crossed_eval_points, exhausted
+
+__all__ = ["maybe_eval", "save", "finish"]
+
+
+def maybe_eval(s: RunSession, force: bool = False) -> None:
+    """Evaluate on the held-out set if the schedule says so now (:class:`~gradprobe.training.specs.EvalSpec`).
+
+    Due at update 0, at a listed update, at a newly crossed budget fraction, every ``every_tokens``
+    charged tokens, and with ``force`` (the end); never twice at one update. Writes one eval line to
+    ``metrics.jsonl`` (with the compute spent so far and the last ``kl_init``) and the per-item results
+    to ``eval_items.jsonl``; eval tokens and seconds go to the ledger's ``eval`` category, never to a
+    budget. Sampled accuracy is measured at every eval, or only at update 0 and at the end
+    (``sampled_at = "ends"``).
+    """
+    run, st = s.run, s.state
+    crossed = crossed_eval_points(run.eval, run.budget, st.spent()) - st.passed
+    due = force or crossed or st.update in run.eval.at_updates or st.ledger.charged_tokens >= st.next_eval
+    if st.last_eval == st.update or not due:
+        st.passed.update(crossed)
+        return
+    final = force or exhausted(run.budget, st.ledger, st.update) is not None
+    res = evaluate(s.policy, s.task, s.heldout, s.heldout_ids, run, st.ledger,
+                   sampled=run.eval.sampled_at == "all" or st.update == 0 or final)
+    items = res.pop("items")
+    spent = st.spent()
+    point = {"update": st.update, "generated_tokens": spent["generated_tokens"],
+             "device_seconds": spent["device_seconds"], "flops": spent["flops"]}
+    s.metrics.write({"eval": True, **point, **res, "kl_init": st.last_kl})
+    s.items.write({**point, **items})
+    s.say(f"eval at update {st.update}: greedy {res['greedy_accuracy']} sampled {res['sampled_accuracy']}")
+    st.last_eval = st.update
+    st.passed.update(crossed)
+    every = run.eval.every_tokens
+    while every and st.next_eval <= st.ledger.charged_tokens:
+        st.next_eval += every
+    if not every:
+        st.next_eval = math.inf
+
+
+def save(s: RunSession) -> None:
+    """Checkpoint the run now (:func:`gradprobe.training.checkpoint.save_checkpoint`): the weights, and
+    the optimizer, scheduler, RNG states, sampler counters, prompt selector and every :class:`RunState`
+    counter, with both JSONL files fsynced and their byte lengths recorded.
+
+    Raises
+    ------
+    OutputDirError
+        The write failed; the previous checkpoint stays current.
+    """
+    st = s.state
+    state = {"optimizer": s.optimizer.state_dict(), "scheduler": s.scheduler.state_dict(), "rng": rng_states(),
+             "sampler_calls": s.sampler.calls, "continuation_sampler_calls": s.continuation_sampler.calls,
+             "items_bytes": s.items.sync(), "eval_points_passed": sorted(st.passed), "last_kl": st.last_kl,
+             "ledger": st.ledger.to_dict(), "update": st.update,
+             "next_eval": st.next_eval, "last_eval": st.last_eval, "last_cost": st.last_cost,
+             "metrics_bytes": s.metrics.sync(),
+             "selector": s.selector.state_dict() if s.selector is not None else None}
+    save_checkpoint(s.out, st.update, s.model, state)
+    st.last_ckpt = st.update
+
+
+def finish(s: RunSession, reason: str, extra: dict | None = None, completed: bool = False) -> dict:
+    """Write ``summary.json`` (written last: a folder with a completed one is a finished run) and return it.
+
+    Parameters
+    ----------
+    reason : str
+        ``stop_reason``: ``"budget"``, ``"non_finite_loss"``, ``"budget_smaller_than_one_update"``,
+        ``"write_error"``.
+    extra : dict, optional
+        Added keys (``budget_spent``, ``error``, ``failed_update``).
+    completed : bool
+        The run spent its budget (a rerun returns this summary instead of training).
+
+    Returns
+    -------
+    dict
+        Stop reason, updates, first and last eval lines, final greedy and sampled accuracy, the budget
+        (and its command-line override), compute spent, overshoot past each budget (same units),
+        the last update's cost, the ledger, the last checkpoint, the continuation share of charged
+        tokens, wall seconds.
+    """
+    run, st = s.run, s.state
+    spent = st.spent()
+    evals = [json.loads(x) for x in (s.out / METRICS_JSONL).read_text().splitlines() if '"eval": true' in x]
+    summary = {"completed": completed, "stop_reason": reason, "updates": st.update,
+               "initial": evals[0] if evals else None, "final": evals[-1] if evals else None,
+               "final_greedy_accuracy": evals[-1]["greedy_accuracy"] if evals else None,
+               "final_sampled_accuracy": evals[-1]["sampled_accuracy"] if evals else None,
+               "budget": run.budget.given(), "budget_override": run.budget_override, "spent": spent,
+               "overshoot": {k: spent[k] - v if spent[k] > v else 0 for k, v in run.budget.given().items()},
+               "last_update_cost": st.last_cost, "ledger": st.ledger.to_dict(), "last_checkpoint": st.last_ckpt,
+               "continuation_share": st.ledger.share("continuation"),
+               "wall_seconds": time.perf_counter() - s.wall, **(extra or {})}
+    write_json_atomic(s.out / SUMMARY_JSON, json_safe(summary))
+    return summary

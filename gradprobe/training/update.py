@@ -1,0 +1,202 @@
+"""One update of a training run: rollout -> reward -> step -> record (:func:`run_update`).
+
+Rollout: B pool prompts x G completions (``rollout`` tokens), or a prompt selector's batch
+(:mod:`gradprobe.difficulty.select`, charging ``selection``). Reward: the arm's registered reward with
+all of its wall time on the ledger (:func:`charged_reward`). Step: mu optimizer steps of
+:func:`gradprobe.grpo.step.grpo_step` on the batch (:func:`policy_step`). Record: FLOPs charged
+(:func:`charge_flops`), one ``metrics.jsonl`` line (:func:`record_update`). After the first update,
+:func:`check_first_update` stops a run whose budget is smaller than one update.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..grpo import step as grpo_update  # grpo_update.grpo_step at call time: a test's spy sees every step
+from ..ledger import CHARGED, Ledger, forward_flops_per_token
+from ..rewards import RewardContext
+from ..rollout.guided import guidance_stats, guided_logprobs
+from ..streams import pool_indices
+from .errors import BudgetTooSmallError, NonFiniteRunError
+from .metrics import batch_stats, mean_context
+from .records import finish
+from .specs import BUDGET_FLAGS
+from .state import RunSession
+
+__all__ = ["run_update", "charged_reward", "collect_batch", "policy_step", "charge_flops", "record_update",
+           "check_first_update"]
+
+
+def run_update(s: RunSession) -> dict:
+    """One update: rollout -> reward -> step -> record; returns the ``metrics.jsonl`` line written.
+
+    Raises
+    ------
+    NonFiniteRunError
+        A NaN/inf loss (``summary.json`` written with ``stop_reason = "non_finite_loss"``).
+    """
+    st = s.state
+    before, gen_before = st.spent(), dict(st.ledger.generated_tokens)
+    batch, selection = collect_batch(s)  # rollout
+    ctx = RewardContext(task=s.task, sampler=s.continuation_sampler, sampling=s.run.sampling, mc=s.run.mc,
+                        ledger=st.ledger, tokenizer=s.policy.tokenizer, eos_token_ids=s.policy.eos_token_ids)
+    rout = charged_reward(s.reward_fn, batch, ctx, st.ledger)  # reward
+    batch = batch.to(s.model.device)
+    adv = rout.advantages.to(torch.float64).to(s.model.device)  # (N, T)
+    lr, step = policy_step(s, batch, adv)  # step
+    new_gen = charge_flops(s, batch, step, gen_before)  # record
+    return record_update(s, batch, adv, rout, step, lr=lr, before=before, new_gen=new_gen, selection=selection)
+
+
+def collect_batch(s: RunSession):
+    """The update's scored rollouts (N = B * G rows) and the selector's record (None without one).
+
+    The plain stream takes B prompts of the pool in the seed's order (:func:`gradprobe.streams.pool_indices`)
+    and charges ``rollout`` tokens; a selector charges its own selection tokens, FLOPs and seconds.
+    """
+    run, st = s.run, s.state
+    if s.selector is None:
+        problems = [s.pool[i] for i in pool_indices(st.update, run.train.prompts_per_update, len(s.pool), run.seed)]
+        batch = s.collect(s.policy, s.task, problems, group_size=run.train.group, sampler=s.sampler,
+                          sampling=run.sampling, ledger=st.ledger, category="rollout")
+        return batch, None
+    return s.selector.next_batch(st.update, st.ledger)
+
+
+def charged_reward(reward_fn, batch, ctx, ledger: Ledger):
+    """``reward_fn(batch, ctx)`` with all of its wall time on the ledger.
+
+    MC rewards charge their continuations' tokens and seconds (``generation``) and a process
+    reward model its FLOPs and seconds (``reward``) themselves; the rest of the call (a
+    verifier parsing and checking answers or steps) is added to ``device_seconds["reward"]``, so
+    every second of the reward counts once against a seconds budget (:data:`gradprobe.ledger.CHARGED_WORK`).
+    """
+    before = sum(ledger.device_seconds.values())
+    start = time.perf_counter()
+    out = reward_fn(batch, ctx)
+    elapsed = time.perf_counter() - start
+    ledger.add_seconds("reward", max(0.0, elapsed - (sum(ledger.device_seconds.values()) - before)))
+    return out
+
+
+def policy_step(s: RunSession, batch, adv: torch.Tensor) -> tuple[float, dict]:
+    """mu = ``train.iterations`` optimizer steps on ``batch`` with advantages ``adv`` (N, T), then the
+    scheduler step, the update count and the sampler's weight push.
+
+    With mu > 1, pi_old's log-probabilities (one no-grad forward, charged to training) enter every
+    step; with guidance, the hinted rows' log-probabilities under the hint are the sampler's
+    (truncated importance weights). ``kl_init`` and entropy come from the first step's own forward
+    (timed as ``metrics``) every ``stats_every`` updates.
+
+    Returns
+    -------
+    (float, dict)
+        The learning rate of the step, and the first step's record with ``trained_tokens`` and
+        ``seconds`` summed over the mu steps (plus ``iteration_losses``/``iteration_grad_norms`` when mu > 1).
+
+    Raises
+    ------
+    NonFiniteRunError
+        A NaN/inf loss; ``summary.json`` is written first (data kept).
+    """
+    t, st, ledger, model = s.run.train, s.state, s.state.ledger, s.model
+    guided_logp = None if s.guide is None else guided_logprobs(  # l(y | x, hint); NaN on unguided rows
+        model, batch, micro_batch_size=t.micro_batch_size, attention=s.update_config.attention, ledger=ledger)
+    lr = s.scheduler.get_last_lr()[0]
+    try:  # kl_init and entropy from the loss's own forward (+ one of pi_init), timed as "metrics"
+        with_stats = s.init_model is not None and (st.update + 1) % t.stats_every == 0
+        old_logp, old_seconds = None, 0.0
+        if t.iterations > 1:  # pi_old for steps 2..mu (one no-grad forward, charged to training)
+            t0 = time.perf_counter()
+            old_logp = grpo_update.old_policy_logprobs(model, batch, s.update_config)
+            old_seconds = time.perf_counter() - t0
+            ledger.add_seconds("training", old_seconds)
+        steps = [grpo_update.grpo_step(model, s.optimizer, batch, adv, s.update_config, ledger=ledger,
+                                       old_logp=old_logp, sampler_logp=guided_logp,
+                                       init_model=s.init_model if with_stats and k == 0 else None)
+                 for k in range(t.iterations)]
+    except grpo_update.NonFiniteLossError as e:
+        msg = f"update {st.update + 1}: non-finite loss ({e}); the run stopped, data kept in {s.out}"
+        finish(s, "non_finite_loss", {"failed_update": st.update + 1, "error": msg})
+        raise NonFiniteRunError(msg, st.update + 1) from e
+    step = {**steps[0], "trained_tokens": sum(x["trained_tokens"] for x in steps),
+            "seconds": old_seconds + sum(x["seconds"] for x in steps)}
+    if t.iterations > 1:
+        step["iteration_losses"] = [x["loss"] for x in steps]
+        step["iteration_grad_norms"] = [x["grad_norm"] for x in steps]
+    s.scheduler.step()
+    st.update += 1
+    if s.push_weights is not None:  # the next rollouts come from the updated policy
+        with ledger.timed("training"):
+            s.push_weights(model)
+    return lr, step
+
+
+def charge_flops(s: RunSession, batch, step: dict, gen_before: dict[str, int]) -> dict[str, int]:
+    """Charge the update's generation and training FLOPs; returns its generated tokens by category.
+
+    FLOPs per token: :func:`gradprobe.ledger.forward_flops_per_token` at the batch's mean context.
+    Generation: every new generated token but selection's (a selector charges its own FLOPs).
+    Training: mu forward + backward passes (3x forward per trained token) and, with mu > 1, pi_old's forward.
+    """
+    ledger, iterations = s.state.ledger, s.run.train.iterations
+    fpt = forward_flops_per_token(s.model, mean_context(batch))
+    new_gen = {c: ledger.generated_tokens[c] - gen_before[c] for c in CHARGED}
+    ledger.add_flops("generation", (sum(new_gen.values()) - new_gen["selection"]) * fpt)  # selection: own FLOPs
+    ledger.add_flops("training", (3.0 * step["trained_tokens"] + (batch.generated_tokens if iterations > 1 else 0))
+                     * fpt)
+    return new_gen
+
+
+def record_update(s: RunSession, batch, adv, rout, step: dict, *, lr: float, before: dict, new_gen: dict,
+                  selection) -> dict:
+    """Write the update's ``metrics.jsonl`` line (definitions: :mod:`gradprobe.training.metrics`) and
+    return it; updates ``last_kl`` and ``last_cost`` (the update's compute by budget kind)."""
+    run, st = s.run, s.state
+    kl, entropy = step.get("kl_init"), step.get("entropy")
+    st.last_kl = kl if kl is not None else st.last_kl
+    spent = st.spent()
+    st.last_cost = {k: spent[k] - before[k] for k in spent}
+    stats = batch_stats(batch, s.task, adv, rout.valid)
+    line = {
+        "update": st.update, "lr": lr, **stats, "loss": step["loss"], "grad_norm": step["grad_norm"],
+        "kl_init": kl, "kl_clamped_tokens": step.get("kl_clamped_tokens"), "entropy": entropy,
+        **({k: step[k] for k in ("iteration_losses", "iteration_grad_norms")} if run.train.iterations > 1 else {}),
+        "reward_stats": rout.stats, "update_generated_tokens": new_gen,
+        "update_charged_tokens": st.last_cost["generated_tokens"],
+        "update_device_seconds": st.last_cost["device_seconds"],
+        "generated_tokens": spent["generated_tokens"], "device_seconds": spent["device_seconds"],
+        "flops": spent["flops"], "ledger": st.ledger.to_dict(),
+        **({"selection": selection} if selection is not None else {}),
+        **({"guidance": guidance_stats(batch, step)} if s.guide is not None else {})}
+    s.metrics.write(line)
+    s.say(f"update {st.update}: reward {stats['reward_mean']} tokens {spent['generated_tokens']:,} "
+          f"loss {step['loss']:.4g}" + (f" kl {kl:.3g}" if kl is not None else ""))
+    return line
+
+
+def check_first_update(s: RunSession) -> None:
+    """After update 1: stop a run whose token or FLOP budget is smaller than that one update's cost
+    (a budget smaller than one update cannot compare arms).
+
+    Raises
+    ------
+    BudgetTooSmallError
+        Naming the budget (the command-line flag when it was shortened there) and the update's cost;
+        ``summary.json`` is written first (``stop_reason = "budget_smaller_than_one_update"``, data kept).
+    """
+    run, spent = s.run, s.state.spent()
+    over = {k: (v, spent[k]) for k, v in run.budget.given().items()
+            if k in ("generated_tokens", "flops") and spent[k] > v}
+    if not over:
+        return
+    flags = (run.budget_override or {}).get("flags", {})
+    detail = "; ".join(f"{BUDGET_FLAGS[k] if BUDGET_FLAGS[k] in flags else 'budget.' + k} = {v:,.0f} "
+                       f"but one update of arm {run.arm!r} cost {c:,.0f}" for k, (v, c) in over.items())
+    where = " / ".join(BUDGET_FLAGS[k] if BUDGET_FLAGS[k] in flags else f"budget.{k} in the plan" for k in over)
+    msg = (f"{detail}: the budget is smaller than one update; raise {where} to "
+           f"many updates' cost (the run stopped after update 1, data kept in {s.out})")
+    finish(s, "budget_smaller_than_one_update", {"error": msg})
+    raise BudgetTooSmallError(msg)
