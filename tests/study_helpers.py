@@ -25,18 +25,16 @@ import numpy as np
 ITEMS = 40
 SEEDS = 8
 
-PLAN = """
-name = "handmade"
-seeds = SEEDS
-[model]
-name = "tiny-qwen2"
-[task]
-name = "chain_sum"
-pool = 16
-[train]
-prompts_per_update = 2
-group = 4
-[budget]
+
+def plan_head(name: str, seeds="SEEDS", *, train: str = "") -> str:
+    """The head every hand-made plan shares: ``name``, ``seeds`` (a list, or the placeholder ``SEEDS`` that
+    :func:`make_study` fills), the random tiny-qwen2 on chain sums (a pool of 16 prompts) and 2 prompts x 4
+    completions per update; ``train``: more ``[train]`` lines. The caller adds ``[budget]``, ``[eval]``, arms."""
+    return (f'\nname = "{name}"\nseeds = {seeds}\n[model]\nname = "tiny-qwen2"\n[task]\nname = "chain_sum"\n'
+            f"pool = 16\n[train]\nprompts_per_update = 2\ngroup = 4\n{train}")
+
+
+PLAN = plan_head("handmade") + """[budget]
 generated_tokens = 1000
 flops = 1e10
 [eval]

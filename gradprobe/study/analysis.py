@@ -52,17 +52,19 @@ from __future__ import annotations
 
 import json
 import math
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-from ..training.plan import INITIAL
+from ..outputs import json_safe, write_json_atomic
 from . import stats
-from .reading import (AXIS_COLUMNS, ITEM_MODES, SIDE_EFFECTS, AnalysisError, _combine, _item_index, _item_lines,
-                      _load_plan, _promised, _runs, initial_reads, interpolate, items_at, load_eval_items, load_runs,
-                      matched_budgets, promised_gap, read_point, read_runs, recorded_axes)
+from .comparisons import _by_seed, compare
+from .hypotheses import evaluate_hypotheses
 from .lr_sweep import lr_sweep
+from .power import detectable_effects
+from .reading import (AXIS_COLUMNS, SIDE_EFFECTS, AnalysisError, _combine, _item_index, _item_lines, _load_plan,
+                      _promised, _runs, initial_reads, interpolate, load_eval_items, load_runs, matched_budgets,
+                      promised_gap, read_point, read_runs, recorded_axes)
 from .report import format_rankings, plot_figures
 from .stats import fit_sigmoid, paired_t, scalerl_sigmoid, sign_flip_test, two_way_bootstrap
 
@@ -74,41 +76,7 @@ __all__ = ["AnalysisError", "analyze", "compare", "evaluate_hypotheses", "fit_si
 N_RESAMPLES, BOOTSTRAP_SEED, CONTROL_ARM = stats.N_RESAMPLES, stats.BOOTSTRAP_SEED, "grpo"
 
 
-# ----------------------------------------------------------------------------- comparisons
-
-def compare(t_reads: dict, c_reads: dict, *, t_arm: str, c_arm: str, index=None, mode: str = "greedy",
-            level: float = 0.95, n_resamples: int = N_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict:
-    """Paired comparison of two arms' reads (seed -> read dict): t over seeds, two-way over items.
-
-    Returns
-    -------
-    dict
-        ``differences`` (seed -> points), ``t`` (:func:`~gradprobe.study.stats.paired_t` or None
-        without a read pair), ``two_way`` (:func:`~gradprobe.study.stats.two_way_bootstrap`
-        without ``boot``, or None) and ``two_way_reason`` (why not, or None).
-    """
-    seeds = sorted(s for s in set(t_reads) & set(c_reads)
-                   if t_reads[s]["value"] is not None and c_reads[s]["value"] is not None)
-    diffs = {s: t_reads[s]["value"] - c_reads[s]["value"] for s in seeds}
-    out = {"differences": diffs, "t": stats.paired_t(list(diffs.values()), level=level) if seeds else None,
-           "two_way": None, "two_way_reason": None if index is not None else "the study saved no per-item results"}
-    if index is not None and seeds:
-        tm = [items_at(index, t_arm, s, t_reads[s], mode) for s in seeds]
-        cm = [items_at(index, c_arm, s, c_reads[s], mode) for s in seeds]
-        if any(v is None for v in tm + cm):
-            out["two_way_reason"] = f"no per-item {mode} results at some of the evals read"
-        else:
-            tw = stats.two_way_bootstrap(np.stack(tm), np.stack(cm), level=level, n_resamples=n_resamples, seed=seed)
-            tw.pop("boot")
-            out["two_way"] = tw
-    return out
-
-
 # ----------------------------------------------------------------------------- the analysis
-
-def _by_seed(reads: dict, arm: str) -> dict:
-    return {s: r for (a, s), r in reads.items() if a == arm}
-
 
 def _side_effects(reads: dict) -> dict:
     """Mean over read seeds of each side-effect column at the reads (None where not recorded)."""
@@ -211,8 +179,6 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     ValueError
         ``n_resamples`` < 2000.
     """
-    from .power import detectable_effects
-
     if n_resamples < 2000:
         raise ValueError(f"n_resamples must be >= 2000 for stable 95% intervals, got {n_resamples}")
     study_dir = Path(study_dir)
@@ -224,25 +190,8 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     boot_kw = {"n_resamples": n_resamples, "seed": seed}
     init = initial_reads(runs)
     initial = _initial(init, runs)
-
-    reads = {axis: read_runs(runs, axis, m["budget"], plan=plan, final=m["final_eval"])
-             for axis, m in matched.items() if m["recorded"]}
-    for axis, rd in reads.items():
-        st = [r["status"] for r in rd.values()]
-        matched[axis]["reads"] = {k: st.count(k) for k in sorted(set(st))}
-        matched[axis]["promised_gap"] = promised_gap(_promised(plan, axis), matched[axis]["budget"])
-    arm_order = list(plan.arms) if plan is not None else []
-    arm_order += [a for a in dict.fromkeys(df["arm"]) if a not in arm_order and a in set(df["arm"])]
-    arms = {}
-    for arm in (a for a in arm_order if a in set(df["arm"])):
-        rows = df[df["arm"] == arm]
-        entry = {"reward": str(rows["reward"].iloc[0]), "lr_scale": float(rows["lr_scale"].iloc[0]),
-                 "seeds": int(rows["seed"].nunique())}
-        for axis, rd in reads.items():
-            entry[axis] = _arm_axis(arm, rd, init, control, index, boot_kw)
-        r0 = [r["value"] for (a, s), r in sorted(init.items()) if a == arm]
-        entry["sigmoid"] = _sigmoids(rows, math.fsum(r0) / len(r0), recorded) if r0 else None
-        arms[arm] = entry
+    reads = _matched_reads(runs, plan, matched)
+    arms = _arms(df, plan, reads, init, recorded, control, index, boot_kw)
     result = {
         "plan_sha256": plan.sha256 if plan is not None else None, "initial": initial, "matched": matched,
         "arms": arms, "rankings": {axis: ranking(arms, axis) for axis in reads},
@@ -256,12 +205,40 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
                                               "re-run it with this gradprobe for intervals over held-out items"),
         "control_arm": control, "excluded_runs": _excluded_runs(study_dir)}
     if write:
-        from ..outputs import write_json_atomic
-
-        write_json_atomic(Path(out_dir or study_dir) / "analysis.json", _json_safe(result))
+        write_json_atomic(Path(out_dir or study_dir) / "analysis.json", json_safe(result))
     if figures:
         plot_figures(df, result, Path(out_dir or study_dir) / "figures")
     return result
+
+
+def _matched_reads(runs: dict, plan, matched: dict) -> dict:
+    """axis -> every run's read at the axis's matched point (:func:`~gradprobe.study.reading.read_runs`),
+    for the recorded axes; fills ``matched[axis]`` with the read statuses and the promised gap."""
+    reads = {axis: read_runs(runs, axis, m["budget"], plan=plan, final=m["final_eval"])
+             for axis, m in matched.items() if m["recorded"]}
+    for axis, rd in reads.items():
+        st = [r["status"] for r in rd.values()]
+        matched[axis]["reads"] = {k: st.count(k) for k in sorted(set(st))}
+        matched[axis]["promised_gap"] = promised_gap(_promised(plan, axis), matched[axis]["budget"])
+    return reads
+
+
+def _arms(df, plan, reads: dict, init: dict, recorded: dict, control: str, index, boot_kw: dict) -> dict:
+    """``analysis.json["arms"]``: per arm (plan order, then runs.csv order) its reward, lr_scale, seeds,
+    one :func:`_arm_axis` entry per read axis and the sigmoid fits (:func:`_sigmoids`)."""
+    arm_order = list(plan.arms) if plan is not None else []
+    arm_order += [a for a in dict.fromkeys(df["arm"]) if a not in arm_order and a in set(df["arm"])]
+    arms = {}
+    for arm in (a for a in arm_order if a in set(df["arm"])):
+        rows = df[df["arm"] == arm]
+        entry = {"reward": str(rows["reward"].iloc[0]), "lr_scale": float(rows["lr_scale"].iloc[0]),
+                 "seeds": int(rows["seed"].nunique())}
+        for axis, rd in reads.items():
+            entry[axis] = _arm_axis(arm, rd, init, control, index, boot_kw)
+        r0 = [r["value"] for (a, s), r in sorted(init.items()) if a == arm]
+        entry["sigmoid"] = _sigmoids(rows, math.fsum(r0) / len(r0), recorded) if r0 else None
+        arms[arm] = entry
+    return arms
 
 
 def ranking(arms: dict, axis: str) -> list[str]:
@@ -281,100 +258,3 @@ def _excluded_runs(study_dir: Path) -> list:
         return []
     return [{"arm": r["arm"], "seed": r["seed"], "status": r.get("status"), "error": r.get("error")}
             for r in runs if r.get("status") != "done"]
-
-
-def _json_safe(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, (np.floating, np.integer, np.bool_)):
-        return _json_safe(x.item())
-    if isinstance(x, dict):
-        return {str(k): _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    return x
-
-
-# ----------------------------------------------------------------------------- hypotheses
-
-def evaluate_hypotheses(plan, runs: dict, matched: dict, index=None, *, n_resamples: int = N_RESAMPLES,
-                        seed: int = BOOTSTRAP_SEED) -> list[dict]:
-    """Test the plan's ``[[hypotheses]]`` (module docstring), Holm-corrected as one family.
-
-    The family is the hypotheses that are testable (>= 2 paired seeds, sign-flip floor <= alpha);
-    each adjusted p is compared with its own hypothesis's alpha.
-
-    Returns
-    -------
-    list[dict]
-        Per hypothesis: ``name``, ``statement``, ``status`` ("PASSED", "not passed", "not
-        testable (n seeds)", "not evaluated"), ``estimate`` (points), ``ci``, ``ci_level``,
-        ``ci_two_way``, ``p_value``, ``p_floor``, ``p_text``, ``p_adjusted`` (Holm), ``passed``,
-        ``testable``, ``untestable_reason``, ``test``, ``per_seed`` (differences), ``excluded_seeds``
-        (refused reads), ``treatment``, ``control``, ``at``, ``budget``, ``metric``,
-        ``alternative``, ``alpha``, ``min_effect``, ``seeds``, ``holm_family``, ``error``.
-    """
-    recs = [_hypothesis(h, plan, runs, matched, index, n_resamples, seed) for h in plan.hypotheses]
-    family = [i for i, r in enumerate(recs) if r["testable"]]
-    if family:
-        for i, p in zip(family, stats.holm([recs[i]["p_value"] for i in family])):
-            recs[i].update(p_adjusted=p, passed=bool(p <= recs[i]["alpha"]))
-    for r in recs:
-        r["holm_family"] = len(family)
-        n = r["seeds"]
-        r["status"] = ("not evaluated" if r["estimate"] is None else "PASSED" if r["passed"] else
-                       "not passed" if r["testable"] else f"not testable ({n} seed{'' if n == 1 else 's'})")
-    return recs
-
-
-def _hypothesis(h, plan, runs, matched, index, n_resamples, seed) -> dict:
-    treat, ctrl = h.arms
-    budget = float(h.budget if h.budget is not None else getattr(plan.budget, h.at))
-    rec = {"name": h.name, "statement": h.statement, "status": None, "estimate": None, "ci": None, "ci_level": None,
-           "ci_two_way": None, "p_value": None, "p_floor": None, "p_text": None, "p_adjusted": None, "passed": False,
-           "testable": False, "untestable_reason": None, "test": None, "per_seed": {}, "excluded_seeds": [],
-           "treatment": treat, "control": ctrl, "at": h.at, "budget": budget, "metric": h.metric,
-           "alternative": h.alternative, "alpha": h.alpha, "min_effect": h.min_effect, "seeds": 0, "error": None}
-    m = matched.get(h.at)
-    if m is None or not m["recorded"]:
-        rec["error"] = f"at = {h.at!r}: " + (m["source"] if m else "not an axis of this study")
-        return rec
-    final = m["final_eval"] and budget == m["budget"]
-    reads = read_runs(runs, h.at, budget, plan=plan, final=final, metric=h.metric)
-    t_reads = _by_seed(reads, treat)
-    c_reads = _by_seed(initial_reads(runs, h.metric), treat) if ctrl == INITIAL else _by_seed(reads, ctrl)
-    for arm, rd in ((treat, t_reads), (ctrl, c_reads)):
-        if not rd:
-            rec["error"] = f"arm {arm!r} has no completed run" + (" with an eval at update 0" if arm == INITIAL else "")
-            return rec
-    rec["excluded_seeds"] = sorted({s for rd in (t_reads, c_reads) for s, r in rd.items() if r["value"] is None})
-    level = 1 - h.alpha if h.alternative == "two-sided" else 1 - 2 * h.alpha
-    c = compare(t_reads, c_reads, t_arm=treat, c_arm=treat if ctrl == INITIAL else ctrl, index=index,
-                mode=ITEM_MODES[h.metric], level=level, n_resamples=n_resamples, seed=seed)
-    if not c["differences"]:
-        rec["error"] = (f"no seed of {treat} and {ctrl} could be read at {h.at} = {budget:g} within the promised eval "
-                        f"interval (refused: seeds {rec['excluded_seeds']}); add evals near it")
-        return rec
-    diffs = list(c["differences"].values())
-    sf = stats.sign_flip_test(diffs, min_effect=h.min_effect, alternative=h.alternative)
-    n = len(c["differences"])
-    if h.test == "paired_t":  # parametric; the exact sign-flip p is reported beside it (p_exact)
-        pt = stats.paired_t_test(diffs, min_effect=h.min_effect, alternative=h.alternative)
-        testable = pt["testable"] and pt["p_value"] is not None
-        why = None if testable else "one paired seed: no spread, no test"
-        p_value, p_text, method = pt["p_value"], (f"p = {pt['p_value']:.3g} (paired t, {n - 1} df)"
-                                                  if testable else None), pt["method"]
-    else:
-        testable = sf["testable"] and sf["p_floor"] <= h.alpha
-        why = None if testable else ("one paired seed: no spread, no test" if n < 2 else
-                                     f"with {n} seeds the smallest attainable p is "
-                                     f"{Fraction(sf['p_floor']).limit_denominator(1 << 30)}, "
-                                     f"above alpha {h.alpha:g}; it needs >= "
-                                     f"{stats.min_seeds_for_floor(h.alpha, h.alternative)} seeds")
-        p_value, p_text, method = sf["p_value"], sf["p_text"], sf["method"]
-    rec.update(estimate=c["t"]["estimate"], ci=c["t"]["ci"], ci_level=level,
-               ci_two_way=c["two_way"]["ci"] if c["two_way"] else None, p_value=p_value, p_floor=sf["p_floor"],
-               p_text=p_text, p_exact=sf["p_value"], p_exact_text=sf["p_text"], test=method,
-               per_seed=c["differences"], seeds=n, testable=testable, untestable_reason=why)
-    return rec
-

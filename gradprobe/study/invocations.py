@@ -7,7 +7,7 @@ start to ``last_seen``; ``ended``: ``"normally"``, ``"interrupted"`` (Ctrl-C), `
 ``"killed"`` (no end was recorded: SIGKILL, a power cut), or null while it runs).
 
 A process killed with SIGKILL cannot record its end, so while it runs it keeps a heartbeat:
-``DIR/invocation.json``, its own entry, rewritten atomically (write to ``.tmp``, ``os.replace``)
+``DIR/invocation.json``, its own entry, rewritten atomically (:func:`gradprobe.outputs.write_json_atomic`)
 every :data:`HEARTBEAT_SECONDS` by a daemon thread and whenever a run finishes. The next
 invocation (which holds the study lock, so the previous one is gone) marks every entry without
 an end as ``"killed"``, takes its time from the heartbeat (or, without one, from the entry
@@ -19,7 +19,6 @@ saved, and an ended entry's heartbeat is ignored).
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import socket
@@ -29,13 +28,12 @@ import time
 import uuid
 from pathlib import Path
 
+from ..outputs import OutputDirError, write_json_atomic
+from .folder import now as _now
+
 HEARTBEAT_JSON = "invocation.json"
 #: seconds between two heartbeats of a running invocation (a killed one loses at most this much)
 HEARTBEAT_SECONDS = 30.0
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 class Invocation:
@@ -112,15 +110,10 @@ class Invocation:
         only makes the heartbeat older)."""
         with self._lock:
             data = {**self.record, "last_seen": _now(), "seconds": self.seconds}
-            tmp = self.path.with_name(self.path.name + ".tmp")
             try:
-                tmp.write_text(json.dumps(data, indent=2))
-                os.replace(tmp, self.path)
-            except OSError:
-                try:
-                    tmp.unlink(missing_ok=True)
-                except OSError:
-                    pass
+                write_json_atomic(self.path, data)  # removes its .tmp on failure
+            except (OutputDirError, ValueError):  # a full disk; ValueError: a non-finite number (none expected)
+                pass
 
     def start(self) -> None:
         """Write a first heartbeat and start the background thread (one beat every ``interval`` s)."""

@@ -20,7 +20,7 @@ do, in the study process, before anything is written into ``--out``:
   (a chat template that keeps only part of the user message would make the arm plain GRPO).
 
 Study runs in pool and Ray workers load models offline (``HF_HUB_OFFLINE=1`` unless the
-environment sets it; :func:`gradprobe.study.runner._worker_init`), so a hub model that is not in
+environment sets it; :func:`gradprobe.study.worker.worker_init`), so a hub model that is not in
 the cache is reported here with the download command instead of failing in every run.
 """
 
@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .runner import StudyError
+from .folder import StudyError
 
 
 #: a local model folder needs one of these to load its tokenizer (transformers' tokenizer files)

@@ -31,8 +31,10 @@ import json
 import shutil
 from pathlib import Path
 
+from ..layout import run_dir
 from ..outputs import output_error, versions, write_json_atomic
 from ..training.plan import Plan, run_config_from_dict
+from .folder import run_status
 
 #: the run folder's provenance record of a reused run
 REUSED_JSON = "reused_from.json"
@@ -89,8 +91,6 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
     OutputDirError
         ``out`` cannot be written (nothing half-copied is left).
     """
-    from .runner import run_dir, run_status
-
     say = say or (lambda m: None)
     out = Path(out)
     here = {k: v for k, v in versions().items() if k in VERSION_KEYS}

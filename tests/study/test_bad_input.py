@@ -12,20 +12,9 @@ from gradprobe.cli import main as cli_main
 from gradprobe.study import runner
 from gradprobe.training.plan import AXES, PlanError, load_plan, parse_plan, replicate_plan
 
-from study_helpers import make_study
+from study_helpers import make_study, plan_head
 
-BASE = """
-name = "bad"
-seeds = [0, 1]
-[model]
-name = "tiny-qwen2"
-[task]
-name = "chain_sum"
-pool = 16
-[train]
-prompts_per_update = 2
-group = 4
-[budget]
+BASE = plan_head("bad", [0, 1]) + """[budget]
 generated_tokens = 1000
 [eval]
 at_updates = [2, 5]

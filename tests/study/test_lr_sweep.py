@@ -20,25 +20,13 @@ from gradprobe.study.lr_sweep import EDGE_NOTE, lr_sweep, peak_fit, plot_lr_swee
 from gradprobe.study.stats import two_way_bootstrap
 from gradprobe.training.plan import parse_plan
 
-from study_helpers import ITEMS, item_string
+from study_helpers import ITEMS, item_string, plan_head
 
 N = 2000  # bootstrap resamples
 SEEDS = 4
 SHIPPED = Path(__file__).resolve().parents[2] / "data" / "study_tiny"
 
-PLAN = """
-name = "lr_handmade"
-seeds = [0, 1, 2, 3]
-[model]
-name = "tiny-qwen2"
-[task]
-name = "chain_sum"
-pool = 16
-[train]
-prompts_per_update = 2
-group = 4
-lr = 1e-4
-[budget]
+PLAN = plan_head("lr_handmade", list(range(SEEDS)), train="lr = 1e-4\n") + """[budget]
 generated_tokens = 1000
 [eval]
 every_tokens = 500

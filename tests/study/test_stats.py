@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from gradprobe.study import stats
+from gradprobe.study import sigmoid
 from gradprobe.study.stats import (fit_sigmoid, holm, min_seeds_for_floor, paired_t, scalerl_sigmoid, sign_flip_test,
                                    two_way_bootstrap, two_way_indices)
 
@@ -142,7 +142,7 @@ def test_sigmoid_fit_recovers_known_parameters_with_intervals():
 
 def test_analytic_jacobian_matches_finite_differences():
     x = np.array([0.0, 10.0, 100.0, 1000.0])
-    f, jac = stats._sigmoid_and_jacobian(x, 20.0)
+    f, jac = sigmoid._sigmoid_and_jacobian(x, 20.0)
     p = np.array([60.0, 1.3, 2.1])
     num = np.stack([(f(x, *(p + h)) - f(x, *(p - h))) / (2 * 1e-6) for h in np.eye(3) * 1e-6], axis=1)
     np.testing.assert_allclose(jac(x, *p), num, rtol=1e-6, atol=1e-8)

@@ -18,7 +18,7 @@ import pytest
 
 from gradprobe.cli import main as cli_main
 from gradprobe.rewards import REWARDS
-from gradprobe.study import runner
+from gradprobe.study import freeze
 from gradprobe.study.runner import PlanChangedError, StudyError, freeze_plan, run_dir, run_study
 from gradprobe.training.checkpoint import OutputDirError, output_error
 from gradprobe.training.plan import PlanError
@@ -302,17 +302,17 @@ def test_unwritable_or_full_output_folder(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert str(blocker) in err and "is a file" in err and "choose another --out" in err
 
-    real = runner.write_json_atomic
+    real = freeze.write_json_atomic
 
     def full(path, data):
         raise output_error("writing", path, OSError(errno.ENOSPC, "No space left on device"))
 
-    monkeypatch.setattr(runner, "write_json_atomic", full)
+    monkeypatch.setattr(freeze, "write_json_atomic", full)
     out = tmp_path / "study"
     with pytest.raises(OutputDirError, match="free space"):
         run_study(plan, out, executor="inline")
     assert (out / "plan.toml").read_bytes() == plan.read_bytes() and not (out / "runs").exists()
-    monkeypatch.setattr(runner, "write_json_atomic", real)  # space freed: the study starts where it stopped
+    monkeypatch.setattr(freeze, "write_json_atomic", real)  # space freed: the study starts where it stopped
     frozen, study = freeze_plan(plan, out)
     assert study["plan_sha256"] == frozen.sha256 and len(study["runs"]) == 3
 

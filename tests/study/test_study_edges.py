@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gradprobe.cli import main as cli_main
-from gradprobe.study import runner
+from gradprobe.study import executors
 from gradprobe.study.invocations import HEARTBEAT_JSON, Invocation
 from gradprobe.study.preflight import PreflightError, check_plan_inputs
 from gradprobe.study.runner import PlanChangedError, freeze_plan, progress_line, run_dir, run_study
@@ -146,7 +146,7 @@ def test_restart_replaces_the_frozen_plan_and_partial_outputs(tmp_path, capsys):
 def runner_help() -> str:
     import argparse
 
-    from gradprobe.study.cli import add_study_parser
+    from gradprobe.cli.study import add_study_parser
 
     parser = argparse.ArgumentParser(prog="gradprobe")
     add_study_parser(parser.add_subparsers())
@@ -240,7 +240,7 @@ def _fake_execute(task: dict) -> dict:
 
 
 def test_one_progress_line_per_finished_run_and_quiet_silences_them(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(runner, "execute_task", _fake_execute)
+    monkeypatch.setattr(executors, "execute_task", _fake_execute)
     plan = _plan(tmp_path, TOY.replace("seeds = [0, 1]", "seeds = [0, 1, 2]"))
     argv = ["study", str(plan), "--executor", "inline", "--no-probe", "--no-analysis"]
     assert cli_main([*argv, "--out", str(tmp_path / "a")]) == 0

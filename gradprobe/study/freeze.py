@@ -1,0 +1,140 @@
+"""Freezing a study's plan: the plan copied byte for byte into the study folder, its sha256 in ``study.json``.
+
+A study's plan cannot change after its first run: :func:`freeze_plan` refuses a folder frozen with a
+plan of another sha256 (:class:`~gradprobe.study.folder.PlanChangedError`), unless no run of it has
+finished and ``restart`` asks to replace it (:data:`STUDY_OUTPUTS` are then deleted). DESIGN.md,
+"Matched-compute training"; file names from :mod:`gradprobe.layout`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from ..layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, FIGURES, PLAN_COPY, RUNS_CSV, STUDY_JSON, run_dir
+from ..outputs import output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
+from ..training.plan import Plan, load_plan
+from .folder import FolderLock, PlanChangedError, StudyError, finished_runs, now, sha256
+from .invocations import HEARTBEAT_JSON
+
+__all__ = ["STUDY_OUTPUTS", "freeze_plan"]
+
+#: what ``--restart`` deletes from a study folder (nothing else in it is touched)
+STUDY_OUTPUTS = (PLAN_COPY, STUDY_JSON, RUNS_CSV, EVAL_ITEMS_GZ, ANALYSIS_JSON, FIGURES, "reanalysis", "probe",
+                 "runs", HEARTBEAT_JSON)
+
+
+def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False, say=None) -> tuple[Plan, dict]:
+    """Validate ``plan_path``, then copy it to ``out/plan.toml`` and record it in ``out/study.json``.
+
+    Parameters
+    ----------
+    plan_path : path
+        The plan TOML (validated with :func:`~gradprobe.training.plan.load_plan`).
+    out : path
+        The study folder (created and checked writable before anything else is written).
+    restart : bool
+        When ``out`` holds a study of another plan of which no run has finished: delete its
+        frozen plan and every study output (:data:`STUDY_OUTPUTS`: runs, probe, runs.csv,
+        analysis...) and freeze ``plan_path`` instead (said on stderr, even when ``say`` is
+        silent: data is deleted). The caller must hold the study folder's lock.
+    say : callable(str), optional
+        Progress messages.
+
+    Returns
+    -------
+    (Plan, dict)
+        The plan loaded from the FROZEN copy (every run reads that file) and ``study.json``'s content.
+
+    Raises
+    ------
+    PlanError
+        The plan is invalid (nothing is written).
+    PlanChangedError
+        ``out`` holds a study of a plan with another sha256 (both hashes named; the fix: a new
+        ``--out``, or ``--restart`` when no run of it has finished), or ``restart`` was asked
+        but runs of the frozen plan have finished (how many is named).
+    StudyError
+        ``out/plan.toml`` was edited after freezing.
+    OutputDirError
+        ``out`` cannot be created or written (names the path and the fix).
+    """
+    plan = load_plan(plan_path)
+    out = prepare_output_dir(Path(out))
+    raw = Path(plan_path).read_bytes()
+    frozen, sj = out / PLAN_COPY, out / STUDY_JSON
+    if not (sj.exists() or frozen.exists()):
+        write_bytes_atomic(frozen, raw)
+        study = _new_study_json(plan, plan_path)
+        write_json_atomic(sj, study)
+        return load_plan(frozen), study
+    study = json.loads(sj.read_text()) if sj.exists() else {}
+    old = study.get("plan_sha256") or sha256(frozen.read_bytes())
+    if old != plan.sha256:
+        if restart and not finished_runs(out):
+            _restart_study(out, old, plan, plan_path)
+            return freeze_plan(plan_path, out, say=say)
+        raise _plan_changed(out, plan_path, old, plan.sha256, restart)
+    if restart and say is not None:
+        say("--restart: the plan is the frozen one; nothing to replace, resuming the study")
+    if not frozen.exists():
+        write_bytes_atomic(frozen, raw)
+    elif sha256(frozen.read_bytes()) != old:
+        raise StudyError(f"{frozen} was edited after the study froze it (study.json records sha256 {old}, the "
+                         f"file has {sha256(frozen.read_bytes())}); restore it or start a new --out")
+    if not study:
+        study = _new_study_json(plan, plan_path)
+        write_json_atomic(sj, study)
+    return load_plan(frozen), study
+
+
+def _plan_changed(out: Path, plan_path, old: str, new: str, restart: bool) -> PlanChangedError:
+    """The refusal of a plan of sha256 ``new`` in a study folder frozen with ``old``: the fix depends on
+    whether runs of the frozen plan have finished (then only a new ``--out``) and on ``restart``."""
+    finished = finished_runs(out)
+    head = (f"study folder {str(out)!r} was started with a plan of sha256 {old}, but {str(plan_path)!r} has "
+            f"sha256 {new}: a study's plan is frozen before its first run and cannot change. ")
+    if finished and restart:
+        return PlanChangedError(
+            head + f"--restart refused: {len(finished)} run(s) of the frozen plan have finished "
+            f"({', '.join(str(f.relative_to(out)) for f in finished[:4])}{', ...' if len(finished) > 4 else ''}) "
+            f"and would be lost. Run the changed plan with a new --out")
+    if finished:
+        return PlanChangedError(
+            head + f"{len(finished)} run(s) of the frozen plan have finished, so it cannot be replaced: run "
+            f"the changed plan with a new --out (or restore the original plan, {out / PLAN_COPY}, to resume "
+            f"this study)")
+    return PlanChangedError(
+        head + f"No run of the frozen plan has finished: rerun with --restart to replace the frozen plan and "
+        f"its partial outputs with this plan, or run it with a new --out (or restore the original plan, "
+        f"{out / PLAN_COPY}, to resume this study)")
+
+
+def _restart_study(out: Path, old_sha: str, plan: Plan, plan_path) -> None:
+    """Delete the study outputs of ``out`` (:data:`STUDY_OUTPUTS`); each run folder only once its
+    lock is free (an orphaned worker of a killed study exits within a second)."""
+    folders = [f for f in out.glob("runs/*/seed*") if f.is_dir()]
+    print(f"[study] --restart: no run of the frozen plan (sha256 {old_sha}) has finished; deleting its frozen plan "
+          f"and partial outputs in {out} ({len(folders)} run folder(s), probe, study.json) and freezing "
+          f"{plan_path} (sha256 {plan.sha256})", file=sys.stderr, flush=True)
+    for folder in folders:
+        FolderLock(folder, ".lock", wait=True, what="run folder").release()
+    for name in STUDY_OUTPUTS:
+        path = out / name
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+        except OSError as e:
+            raise output_error("deleting (--restart)", path, e) from e
+
+
+def _new_study_json(plan: Plan, plan_path) -> dict:
+    """``study.json`` of a newly frozen plan: its sha256, path, creation time, versions, every run pending."""
+    return {"plan_sha256": plan.sha256, "plan_path": str(Path(plan_path).resolve()), "created": now(),
+            "versions": versions(),
+            "runs": [{"arm": a, "seed": s, "dir": str(run_dir("", a, s)), "status": "pending"}
+                     for a, s in plan.runs()]}

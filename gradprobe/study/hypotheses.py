@@ -1,0 +1,95 @@
+"""The plan's ``[[hypotheses]]`` tested at their budgets, Holm-corrected as one family (the rules:
+:mod:`gradprobe.study.analysis`, "Hypotheses"; the tests: :mod:`gradprobe.study.stats`)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ..training.plan import INITIAL
+from . import stats
+from .comparisons import BOOTSTRAP_SEED, N_RESAMPLES, _by_seed, compare
+from .reading import ITEM_MODES, initial_reads, read_runs
+
+__all__ = ["evaluate_hypotheses"]
+
+
+def evaluate_hypotheses(plan, runs: dict, matched: dict, index=None, *, n_resamples: int = N_RESAMPLES,
+                        seed: int = BOOTSTRAP_SEED) -> list[dict]:
+    """Test the plan's ``[[hypotheses]]`` (module docstring), Holm-corrected as one family.
+
+    The family is the hypotheses that are testable (>= 2 paired seeds, sign-flip floor <= alpha);
+    each adjusted p is compared with its own hypothesis's alpha.
+
+    Returns
+    -------
+    list[dict]
+        Per hypothesis: ``name``, ``statement``, ``status`` ("PASSED", "not passed", "not
+        testable (n seeds)", "not evaluated"), ``estimate`` (points), ``ci``, ``ci_level``,
+        ``ci_two_way``, ``p_value``, ``p_floor``, ``p_text``, ``p_adjusted`` (Holm), ``passed``,
+        ``testable``, ``untestable_reason``, ``test``, ``per_seed`` (differences), ``excluded_seeds``
+        (refused reads), ``treatment``, ``control``, ``at``, ``budget``, ``metric``,
+        ``alternative``, ``alpha``, ``min_effect``, ``seeds``, ``holm_family``, ``error``.
+    """
+    recs = [_hypothesis(h, plan, runs, matched, index, n_resamples, seed) for h in plan.hypotheses]
+    family = [i for i, r in enumerate(recs) if r["testable"]]
+    if family:
+        for i, p in zip(family, stats.holm([recs[i]["p_value"] for i in family])):
+            recs[i].update(p_adjusted=p, passed=bool(p <= recs[i]["alpha"]))
+    for r in recs:
+        r["holm_family"] = len(family)
+        n = r["seeds"]
+        r["status"] = ("not evaluated" if r["estimate"] is None else "PASSED" if r["passed"] else
+                       "not passed" if r["testable"] else f"not testable ({n} seed{'' if n == 1 else 's'})")
+    return recs
+
+
+def _hypothesis(h, plan, runs, matched, index, n_resamples, seed) -> dict:
+    treat, ctrl = h.arms
+    budget = float(h.budget if h.budget is not None else getattr(plan.budget, h.at))
+    rec = {"name": h.name, "statement": h.statement, "status": None, "estimate": None, "ci": None, "ci_level": None,
+           "ci_two_way": None, "p_value": None, "p_floor": None, "p_text": None, "p_adjusted": None, "passed": False,
+           "testable": False, "untestable_reason": None, "test": None, "per_seed": {}, "excluded_seeds": [],
+           "treatment": treat, "control": ctrl, "at": h.at, "budget": budget, "metric": h.metric,
+           "alternative": h.alternative, "alpha": h.alpha, "min_effect": h.min_effect, "seeds": 0, "error": None}
+    m = matched.get(h.at)
+    if m is None or not m["recorded"]:
+        rec["error"] = f"at = {h.at!r}: " + (m["source"] if m else "not an axis of this study")
+        return rec
+    final = m["final_eval"] and budget == m["budget"]
+    reads = read_runs(runs, h.at, budget, plan=plan, final=final, metric=h.metric)
+    t_reads = _by_seed(reads, treat)
+    c_reads = _by_seed(initial_reads(runs, h.metric), treat) if ctrl == INITIAL else _by_seed(reads, ctrl)
+    for arm, rd in ((treat, t_reads), (ctrl, c_reads)):
+        if not rd:
+            rec["error"] = f"arm {arm!r} has no completed run" + (" with an eval at update 0" if arm == INITIAL else "")
+            return rec
+    rec["excluded_seeds"] = sorted({s for rd in (t_reads, c_reads) for s, r in rd.items() if r["value"] is None})
+    level = 1 - h.alpha if h.alternative == "two-sided" else 1 - 2 * h.alpha
+    c = compare(t_reads, c_reads, t_arm=treat, c_arm=treat if ctrl == INITIAL else ctrl, index=index,
+                mode=ITEM_MODES[h.metric], level=level, n_resamples=n_resamples, seed=seed)
+    if not c["differences"]:
+        rec["error"] = (f"no seed of {treat} and {ctrl} could be read at {h.at} = {budget:g} within the promised eval "
+                        f"interval (refused: seeds {rec['excluded_seeds']}); add evals near it")
+        return rec
+    diffs = list(c["differences"].values())
+    sf = stats.sign_flip_test(diffs, min_effect=h.min_effect, alternative=h.alternative)
+    n = len(c["differences"])
+    if h.test == "paired_t":  # parametric; the exact sign-flip p is reported beside it (p_exact)
+        pt = stats.paired_t_test(diffs, min_effect=h.min_effect, alternative=h.alternative)
+        testable = pt["testable"] and pt["p_value"] is not None
+        why = None if testable else "one paired seed: no spread, no test"
+        p_value, p_text, method = pt["p_value"], (f"p = {pt['p_value']:.3g} (paired t, {n - 1} df)"
+                                                  if testable else None), pt["method"]
+    else:
+        testable = sf["testable"] and sf["p_floor"] <= h.alpha
+        why = None if testable else ("one paired seed: no spread, no test" if n < 2 else
+                                     f"with {n} seeds the smallest attainable p is "
+                                     f"{Fraction(sf['p_floor']).limit_denominator(1 << 30)}, "
+                                     f"above alpha {h.alpha:g}; it needs >= "
+                                     f"{stats.min_seeds_for_floor(h.alpha, h.alternative)} seeds")
+        p_value, p_text, method = sf["p_value"], sf["p_text"], sf["method"]
+    rec.update(estimate=c["t"]["estimate"], ci=c["t"]["ci"], ci_level=level,
+               ci_two_way=c["two_way"]["ci"] if c["two_way"] else None, p_value=p_value, p_floor=sf["p_floor"],
+               p_text=p_text, p_exact=sf["p_value"], p_exact_text=sf["p_text"], test=method,
+               per_seed=c["differences"], seeds=n, testable=testable, untestable_reason=why)
+    return rec

@@ -1,0 +1,350 @@
+"""Run a preregistered matched-compute study: every arm x seed of a frozen plan, then the probe.
+
+``run_study(plan, out)`` (``gradprobe study PLAN --out DIR``), DESIGN.md "Matched-compute training":
+
+1. the plan is validated (:func:`gradprobe.training.plan.load_plan`: unknown keys, arms, rewards,
+   a budget smaller than one update all fail here, before anything is written), and its inputs
+   are checked (:func:`gradprobe.study.preflight.check_plan_inputs`: the model resolves, its
+   tokenizer loads, the task builds and yields a prompt), still before anything is written;
+2. it is frozen (:func:`gradprobe.study.freeze.freeze_plan`): copied byte for byte to
+   ``DIR/plan.toml`` and its sha256 recorded in ``DIR/study.json``. A study folder whose frozen plan
+   has another sha256 is refused (:class:`~gradprobe.study.folder.PlanChangedError` names both
+   hashes; the fix is a new ``--out``, or, while no run of the frozen plan has finished,
+   ``restart=True`` (``--restart``), which replaces the frozen plan and the partial outputs);
+3. every (arm, seed) run goes to an executor (:mod:`gradprobe.study.executors`): a local process
+   pool (``spawn`` context, each worker with ``max(1, cores // workers)`` torch threads), Ray (one
+   remote task per run with that many ``num_cpus``; on a multi-machine cluster ``DIR`` must be on a
+   file system every node mounts at the same path), or ``inline`` (this process, serially;
+   debugging and tests). Each run is :func:`gradprobe.training.run.run_training` in
+   ``DIR/runs/<arm>/seed<S>/`` (:mod:`gradprobe.study.worker`): a run whose ``summary.json`` says
+   completed is never redone, a partial run resumes from its checkpoint;
+4. the probe of every arm's reward on the initial policy (``DIR/probe/probe.json``,
+   ``DIR/probe/arms.json``; settings from :mod:`gradprobe.study.probe_plan`), once (skipped when
+   ``probe.json`` exists, or with ``probe=False``);
+5. ``DIR/runs.csv`` is rebuilt from the finished run folders after every run
+   (:mod:`gradprobe.study.collect`), so a killed study loses nothing; at the end
+   :func:`gradprobe.study.analysis.analyze` writes ``DIR/analysis.json`` and ``DIR/figures/``.
+
+Every finished run prints one progress line: runs complete / runs in the plan, this
+invocation's elapsed wall time and an ETA (:func:`~gradprobe.study.result.progress_line`).
+``study.json`` lists every invocation of the study (:mod:`gradprobe.study.invocations`: start, last
+heartbeat, how it ended) and ``wall_seconds``, their total, which includes an invocation killed
+with SIGKILL up to its last heartbeat.
+
+A failed run (NaN loss, a crash, a write error) is recorded in ``study.json`` with its error,
+its folder is kept, the other runs continue, and :class:`~gradprobe.study.result.StudyResult`
+reports it (the command exits non-zero). Concurrency safety: the study folder is locked
+(``fcntl.flock``) against a second study process, each run folder is locked by the worker running
+it, and pool workers exit when the study process dies, so a restarted study never writes a run
+folder at the same time as an orphan of the killed one.
+
+Interrupts (Ctrl-C, SIGINT): pool workers start with SIGINT ignored (a terminal sends it to the
+whole process group; only the study process decides what stops). On SIGINT the study starts no
+further run, cancels the queued ones, sends SIGTERM to its running workers (a run stopped that
+way resumes from its last checkpoint, as after SIGKILL), waits for them (SIGKILL after
+:data:`~gradprobe.study.executors.STOP_GRACE_SECONDS`), records ``interrupted`` and the invocation's
+wall time in ``study.json``, releases its lock and raises
+:class:`~gradprobe.study.result.StudyInterrupted` (``gradprobe study`` then says how to resume and
+exits with 130, the shell's status for SIGINT).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..layout import ARMS_JSON, PLAN_COPY, PROBE_JSON, STUDY_JSON, probe_dir, run_dir
+from ..outputs import OutputDirError, prepare_output_dir, write_json_atomic
+from ..tracking import require_tracker
+from ..training.plan import Plan, load_plan
+from .analysis import analyze as run_analysis
+from .collect import write_eval_items, write_runs_csv
+from .executors import EXECUTORS, default_workers, run_tasks
+from .folder import FolderLock, now, run_status
+from .freeze import freeze_plan
+from .invocations import Invocation
+from .preflight import check_plan_inputs
+from .probe_plan import arms_table, check_probe_settings
+from .result import StudyInterrupted, StudyResult, clock, progress_line
+from .reuse import reuse_runs, reused_source
+
+__all__ = ["run_study"]
+
+
+@dataclass(frozen=True)
+class _Options:
+    """How :func:`run_study` runs its tasks (its keyword arguments of the same names)."""
+
+    executor: str
+    workers: int | None
+    ray_address: str | None
+    probe: bool
+    probe_overrides: dict | None
+    analyze: bool
+    report_to: str
+
+
+def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local", workers: int | None = None,
+              ray_address: str | None = None, probe: bool = True, probe_overrides: dict | None = None,
+              analyze: bool = True, say=None, restart: bool = False, check: bool = True,
+              report_to: str = "none", reuse_from=()) -> StudyResult:
+    """Run (or resume) a study: every arm x seed of the plan, the probe, ``runs.csv``, the analysis.
+
+    Parameters
+    ----------
+    plan_path : path
+        Plan TOML; frozen into ``out`` (:func:`~gradprobe.study.freeze.freeze_plan`).
+    out : path
+        Study folder (format: ``/work/notes/study_format.md``; see the module docstring).
+    executor : {"local", "ray", "inline"}
+        ``local``: process pool (spawn) of ``workers`` processes; ``ray``: one Ray task per
+        run (``ray_address`` or a local ``ray.init()``); ``inline``: serially in this process.
+    workers : int, optional
+        Parallel runs (default ``min(runs, cpu cores)``); each gets ``max(1, cores // workers)``
+        torch threads (Ray: that many ``num_cpus``).
+    probe : bool
+        Run the probe of every arm's reward on the initial policy (skipped if ``probe.json`` exists).
+    probe_overrides : dict, optional
+        :class:`~gradprobe.probe.run.ProbeConfig` fields over the plan's ``[probe]`` table.
+    analyze : bool
+        Write ``analysis.json`` and the figures when at least one run is complete.
+    say : callable(str), optional
+        Progress messages (default: stderr), one line per finished run (:func:`.result.progress_line`).
+    restart : bool
+        Replace the frozen plan of a study of which no run has finished (:func:`.freeze.freeze_plan`).
+    check : bool
+        Check the plan's model, tokenizer and task first (:func:`.preflight.check_plan_inputs`).
+    report_to : {"none", "tensorboard", "trackio", "wandb"}
+        Every run also logs its metrics there (:mod:`gradprobe.tracking`; files in ``out/tb/<arm>/seed<N>``);
+        a tracker that is not installed fails first (:class:`~gradprobe.tracking.TrackerUnavailableError`).
+    reuse_from : sequence of path
+        Other study folders whose finished runs this plan would train identically (same resolved configuration
+        and versions) are copied instead of trained (:func:`.reuse.reuse_runs`; ``study.json``: ``reused_from``).
+
+    Returns
+    -------
+    StudyResult
+        ``ok`` is false when a run or the probe failed (their errors are in ``failed``/``probe``
+        and in ``study.json``); finished runs are kept either way.
+
+    Raises
+    ------
+    PlanError
+        Invalid plan (before anything is written or run).
+    gradprobe.study.preflight.PreflightError
+        The model, its tokenizer or the task cannot be loaded (a :class:`StudyError`; the plan key
+        is named; nothing is written).
+    PlanChangedError, StudyError
+        The folder holds another plan's study (``restart`` refused or not given), or another
+        study process is using it.
+    OutputDirError
+        The folder cannot be written (unwritable, a file in the way, disk full); nothing done is lost.
+    StudyInterrupted
+        Ctrl-C / SIGINT (a KeyboardInterrupt): no further run was started, running workers were
+        stopped, ``study.json`` records it and the lock is released; the same call resumes.
+    gradprobe.study.reuse.ReuseError
+        A ``reuse_from`` folder is not a study folder or holds an unreadable run record (a ValueError).
+    ValueError
+        Unknown executor or workers < 1.
+    """
+    plan = _checked_plan(plan_path, executor, workers, report_to, check)  # before anything is written or run
+    say = say or (lambda m: print(f"[study] {m}", file=sys.stderr, flush=True))
+    out = prepare_output_dir(Path(out))
+    lock = FolderLock(out, ".study.lock", wait=False, what="study folder")
+    try:
+        plan, study = freeze_plan(plan_path, out, restart=restart, say=say)
+        if reuse_from:
+            reuse_runs(plan, out, reuse_from, say=say)
+        return _run(plan, study, out, _Options(executor, workers, ray_address, probe, probe_overrides, analyze,
+                                               report_to), say)
+    except StudyInterrupted:
+        raise
+    except KeyboardInterrupt:  # outside the runs (setting up, the analysis): nothing was running
+        done = sum(run_status(run_dir(out, a, s))[0] == "done" for a, s in plan.runs())
+        raise StudyInterrupted(out, done, len(plan.runs()), 0) from None
+    finally:
+        lock.release()
+
+
+def _checked_plan(plan_path, executor: str, workers: int | None, report_to: str, check: bool) -> Plan:
+    """The plan, once the arguments and (``check``) its model, tokenizer and task are known good; raises
+    as :func:`run_study` says (ValueError, TrackerUnavailableError, PlanError, PreflightError)."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor {executor!r} is not one of {', '.join(EXECUTORS)}")
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    require_tracker(report_to)
+    plan = load_plan(plan_path)
+    if check:
+        check_plan_inputs(plan, executor=executor)
+    return plan
+
+
+def _run(plan: Plan, study: dict, out: Path, opts: _Options, say) -> StudyResult:
+    """:func:`_run_tasks` as one invocation of the study (:class:`~gradprobe.study.invocations.Invocation`):
+    earlier invocations killed without an end are accounted for, and this one's end is recorded."""
+    invocation = Invocation(out)
+    for entry in invocation.begin(study):
+        say(f"an earlier invocation (pid {entry.get('pid')}, started {entry.get('started')}) ended without "
+            f"recording it (killed); its {clock(float(entry.get('seconds') or 0.0))} up to its last heartbeat "
+            f"({entry.get('last_seen')}) count in the study's wall time")
+    _save_study(out, study, say, invocation)  # lists this invocation before its first heartbeat
+    invocation.start()
+    try:
+        result = _run_tasks(plan, study, out, opts, say, invocation)
+    except BaseException as e:
+        invocation.end(study, "interrupted" if isinstance(e, KeyboardInterrupt) else f"error: {type(e).__name__}")
+        if _save_study(out, study, say):
+            invocation.clear()
+        raise
+    result.wall_seconds = invocation.end(study, "normally")
+    result.total_wall_seconds = float(study["wall_seconds"])
+    _save_study(out, study, say, strict=True)
+    invocation.clear()
+    return result
+
+
+def _run_tasks(plan: Plan, study: dict, out: Path, opts: _Options, say, invocation: Invocation) -> StudyResult:
+    """The runs still to do and the probe, dispatched; then ``runs.csv``, ``eval_items.jsonl.gz`` and the
+    analysis. ``study`` (``study.json``) records every run's status as it changes."""
+    result = StudyResult(out=out, plan_sha256=plan.sha256)
+    entries = {(r["arm"], r["seed"]): r for r in study.get("runs", [])}
+    tasks = _train_tasks(plan, out, entries, result, opts.report_to)
+    probe_task = _probe_task(plan, out, opts, result)
+    if probe_task is not None:
+        tasks.insert(0, probe_task)
+    study["runs"] = [entries[r] for r in plan.runs()]
+    _save_study(out, study, say, invocation)
+    if result.skipped:
+        say(f"{len(result.skipped)} of {len(plan.runs())} runs already complete; not redone")
+    if tasks:
+        _dispatch(tasks, plan, study, out, entries, result, opts, say, invocation)
+    write_runs_csv(plan, out)
+    write_eval_items(plan, out)
+    study["finished"] = now() if not result.failed else None
+    _save_study(out, study, say, invocation, strict=True)  # the runs' record first: the analysis may fail
+    if opts.analyze and result.done:
+        try:
+            run_analysis(out, write=True, figures=True)
+        except Exception as e:  # the runs are kept; the analysis can be rerun with --analyze-only
+            result.analysis_error = f"{type(e).__name__}: {e}"
+    return result
+
+
+def _train_tasks(plan: Plan, out: Path, entries: dict, result: StudyResult, report_to: str) -> list[dict]:
+    """The training tasks of the runs not yet complete, in plan order; a complete run is recorded in
+    ``result`` (done, skipped) and its ``study.json`` entry instead (``reused_from`` when copied from
+    another study: its seconds are not this study's)."""
+    frozen = str(out / PLAN_COPY)
+    tasks = []
+    for arm, seed in plan.runs():
+        folder = run_dir(out, arm, seed)
+        status, summary = run_status(folder)
+        entry = entries.setdefault((arm, seed), {"arm": arm, "seed": seed, "dir": str(folder.relative_to(out))})
+        if status == "done":
+            result.done.append((arm, seed))
+            result.skipped.append((arm, seed))
+            entry.update(status="done", updates=summary.get("updates"),
+                         final_accuracy=summary.get("final_greedy_accuracy"))
+            if (source := reused_source(folder)) is not None:
+                entry["reused_from"] = source  # trained in another study: its seconds are not this study's
+                entry.setdefault("seconds", summary.get("wall_seconds"))
+            continue
+        entry.update(status="resuming" if status in ("partial", "failed") else "pending")
+        tasks.append({"kind": "train", "plan": frozen, "arm": arm, "seed": seed, "out": str(folder),
+                      "report_to": report_to})
+    return tasks
+
+
+def _probe_task(plan: Plan, out: Path, opts: _Options, result: StudyResult) -> dict | None:
+    """Write ``probe/arms.json``; the probe's task when it is asked for and not done yet (``result.probe``
+    says ``off`` / ``skipped`` otherwise). A bad ``[probe]`` key or value fails here, before any run
+    (:class:`~gradprobe.training.plan.PlanError`)."""
+    folder = probe_dir(out)
+    write_json_atomic(prepare_output_dir(folder) / ARMS_JSON, arms_table(plan, opts.probe_overrides))
+    if not opts.probe:
+        result.probe = "off"
+        return None
+    if (folder / PROBE_JSON).exists():
+        result.probe = "skipped"
+        return None
+    check_probe_settings(plan, opts.probe_overrides)
+    return {"kind": "probe", "plan": str(out / PLAN_COPY), "out": str(folder),
+            "settings": dict(opts.probe_overrides or {})}
+
+
+def _dispatch(tasks: list[dict], plan: Plan, study: dict, out: Path, entries: dict, result: StudyResult,
+              opts: _Options, say, invocation: Invocation) -> None:
+    """Run ``tasks`` on ``opts.executor``, recording each result as it comes (``study.json``, ``runs.csv``,
+    a progress line, a heartbeat).
+
+    Raises
+    ------
+    StudyInterrupted
+        Ctrl-C: the executor was closed (a pool stops its workers) and ``study["interrupted"]`` set.
+    """
+    n_runs = sum(t["kind"] == "train" for t in tasks)
+    total = len(plan.runs())
+    n_workers = opts.workers or default_workers(max(1, n_runs))
+    threads = max(1, (os.cpu_count() or 1) // n_workers)
+    say(f"{n_runs} runs to do{' + the probe' if len(tasks) > n_runs else ''} on executor {opts.executor} "
+        f"({n_workers} workers x {threads} threads)" if opts.executor != "inline" else f"{len(tasks)} tasks inline")
+    stopped: list[int] = []
+    results = run_tasks(opts.executor, tasks, workers=n_workers, threads=threads, ray_address=opts.ray_address,
+                        say=say, stopped=stopped)
+    started, finished_here = time.perf_counter(), 0
+    try:
+        for res in results:
+            if res["kind"] == "probe":
+                result.probe = "done" if res["status"] == "done" else f"failed: {res.get('error')}"
+                study["probe"] = {k: res.get(k) for k in ("status", "error", "seconds")}
+                say(f"probe {result.probe}")
+            else:
+                finished_here += 1
+                what = _record_run(res, entries[(res["arm"], res["seed"])], result)
+                say(f"run {res['arm']} seed {res['seed']} {what}; " + progress_line(
+                    len(result.done), len(result.failed), total, time.perf_counter() - started, finished_here))
+                try:
+                    write_runs_csv(plan, out)
+                except OutputDirError as e:
+                    say(f"could not update runs.csv: {e}")
+            _save_study(out, study, say, invocation)
+            invocation.beat()
+    except KeyboardInterrupt:
+        results.close()  # stops the pool if the interrupt came between two results
+        study["interrupted"] = now()
+        raise StudyInterrupted(out, len(result.done), total, sum(stopped)) from None
+
+
+def _record_run(res: dict, entry: dict, result: StudyResult) -> str:
+    """Record a finished training task's report in its ``study.json`` entry and in ``result``; returns
+    what the progress line says of it (``done: ...`` or ``FAILED: ...``)."""
+    key = (res["arm"], res["seed"])
+    entry.update({k: res.get(k) for k in ("status", "error", "updates", "final_accuracy", "seconds",
+                                          "failed_update", "traceback") if res.get(k) is not None})
+    if res["status"] == "done":
+        for k in ("error", "failed_update", "traceback"):
+            entry.pop(k, None)
+        result.done.append(key)
+        return (f"done: {res.get('updates')} updates, final greedy accuracy "
+                f"{res.get('final_accuracy')} ({res.get('seconds', 0):.0f} s)")
+    result.failed[key] = res.get("error")
+    return f"FAILED: {res.get('error')}"
+
+
+def _save_study(out: Path, study: dict, say, invocation: Invocation | None = None, strict: bool = False) -> bool:
+    """Write ``study.json`` atomically (with ``invocation``'s latest ``last_seen``); True when written.
+    A failed write is said and ignored unless ``strict`` (then :class:`OutputDirError`)."""
+    if invocation is not None:
+        invocation.touch()
+    try:
+        write_json_atomic(out / STUDY_JSON, study)
+        return True
+    except OutputDirError as e:
+        if strict:
+            raise
+        say(f"could not update study.json (the runs' own folders are intact): {e}")
+        return False

@@ -1,0 +1,128 @@
+"""A study plan translated into its probe: the :class:`~gradprobe.probe.run.ProbeConfig` settings of the
+study's probe of every arm's reward on the initial policy, and ``arms.json`` (arm -> its probe entry).
+
+The probe's config class is imported inside the functions that need it: :mod:`gradprobe.probe.run`
+imports torch, and the study runner stays importable without it (``gradprobe.Study`` is a lazy,
+torch-free public name; the torch work happens in the worker that runs the probe).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..probe_keys import entry_key
+from ..training.plan import Plan, PlanError
+
+__all__ = ["PROBE_DEFAULTS", "probe_settings", "check_probe_settings", "arms_table"]
+
+# probe settings when the plan has no [probe] table: ProbeConfig defaults scaled for a study
+PROBE_DEFAULTS = {"prompts": 16, "group": 8, "heldout_prompts": 16, "heldout_group": 16}
+
+
+def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
+    """Keyword arguments of :class:`gradprobe.probe.run.ProbeConfig` for the study's probe.
+
+    Order of precedence: ``overrides`` > the plan's ``[probe]`` table (``plan.probe`` when the
+    plan format has it, else ``plan.raw["probe"]``) > :data:`PROBE_DEFAULTS` > values from the
+    plan (model, task name, rewards, ``[train]`` lr and loss type, token/seconds budgets,
+    ``[sampling]``, ``[mc]``, micro-batch size, and the ``[train]`` batch as ``update_prompts`` /
+    ``update_group``, so tokens per update are the training update's even when the ``[probe]``
+    batch is smaller). The probe's ``lr`` is the plan's ``[train]``
+    lr: arms that differ only by ``lr_scale`` share one reward entry (``calib`` scales it).
+
+    Loss types: the probe's ``loss_type`` is the plan's ``[train]`` one (or ``[probe]``'s); the other
+    loss types of the arms (``[arms.NAME] loss_type``) become ``loss_types`` (after any the ``[probe]``
+    table lists), so every arm's (reward, loss type) pair has an entry, keyed as :func:`arms_table`
+    records (:func:`gradprobe.probe_keys.entry_key`); one alignment pass serves them all.
+
+    Raises
+    ------
+    PlanError
+        A ``[probe]`` key that :class:`ProbeConfig` does not have (the valid keys are listed).
+    """
+    from ..probe.run import ProbeConfig  # torch: see the module docstring
+
+    settings = _plan_defaults(plan)
+    valid = [f.name for f in dataclasses.fields(ProbeConfig)]
+    for key, value in {**_probe_table(plan), **(overrides or {})}.items():
+        if key == "continuations":  # [probe] continuations = K: the probe's MC continuations per step boundary
+            settings["mc"] = dataclasses.replace(settings["mc"], continuations=int(value))
+            continue
+        if key not in valid:
+            raise PlanError(f"unknown key 'probe.{key}'; valid keys in [probe]: continuations, {', '.join(valid)}")
+        settings[key] = value
+    settings["rewards"] = tuple(settings["rewards"])
+    given = settings.get("loss_types") or ()
+    given = tuple(x.strip() for x in given.split(",") if x.strip()) if isinstance(given, str) else tuple(given)
+    arm_losses = [_arm_loss_type(plan, a) for a in plan.arms.values()]
+    extra = tuple(x for x in dict.fromkeys((*given, *arm_losses)) if x != settings["loss_type"])
+    if extra:
+        settings["loss_types"] = extra
+    return settings
+
+
+def check_probe_settings(plan: Plan, overrides: dict | None = None) -> None:
+    """Build the study probe's :class:`~gradprobe.probe.run.ProbeConfig` once, before any run.
+
+    Raises
+    ------
+    PlanError
+        ``[probe]: <why>``: a ``[probe]`` key or value the probe refuses (the config's own message).
+    """
+    from ..probe.run import ProbeConfig  # torch: see the module docstring
+
+    try:
+        ProbeConfig(**probe_settings(plan, overrides))
+    except (TypeError, ValueError) as e:
+        raise PlanError(f"[probe]: {e}") from None
+
+
+def _plan_defaults(plan: Plan) -> dict:
+    """The probe settings the plan implies before its ``[probe]`` table (see :func:`probe_settings`)."""
+    rewards = tuple(dict.fromkeys(a.reward for a in plan.arms.values()))
+    return {"model": plan.model.name, "task": plan.task.name, "rewards": rewards, "lr": plan.train.lr,
+            "loss_type": plan.train.loss_type, "budget_tokens": int(plan.budget.generated_tokens or 1_000_000),
+            "budget_seconds": plan.budget.device_seconds, "sampling": plan.sampling, "mc": plan.mc,
+            "device": plan.model.device, "dtype": plan.model.dtype,
+            "micro_batch_size": plan.train.micro_batch_size, "progress": False,
+            "update_prompts": plan.train.prompts_per_update, "update_group": plan.train.group, **PROBE_DEFAULTS}
+
+
+def _probe_table(plan: Plan) -> dict:
+    """The plan's ``[probe]`` table as a dict: ``plan.probe`` when the plan format has it, else
+    ``plan.raw["probe"]``."""
+    table = getattr(plan, "probe", None)
+    if table is None:
+        table = (getattr(plan, "raw", None) or {}).get("probe")
+    if table is not None and dataclasses.is_dataclass(table):
+        table = dataclasses.asdict(table)
+    return dict(table or {})
+
+
+def _arm_loss_type(plan: Plan, arm) -> str:
+    """The loss type an arm trains with: its ``[arms.NAME] loss_type``, else the plan's ``[train]`` one."""
+    return str((arm.train or {}).get("loss_type", plan.train.loss_type))
+
+
+def arms_table(plan: Plan, overrides: dict | None = None) -> dict:
+    """``arms.json``: arm -> {"reward", "loss_type", "probe_entry", "lr_scale", "description"}.
+
+    ``loss_type`` is the loss the arm trains with; ``probe_entry`` the key of its (reward, loss type)
+    in the study probe's ``probe.json`` (:func:`gradprobe.probe_keys.entry_key` against the probe's
+    ``loss_type``, from :func:`probe_settings` with the same ``overrides``): ``outcome`` for grpo,
+    ``outcome@bnpo`` for an arm with reward outcome and ``loss_type = "bnpo"`` under a grpo plan.
+    Readers take ``probe_entry`` and fall back to ``reward`` for an ``arms.json`` written before it
+    (:func:`gradprobe.probe_keys.arm_entry`).
+
+    Raises
+    ------
+    PlanError
+        A ``[probe]`` key :class:`~gradprobe.probe.run.ProbeConfig` does not have (:func:`probe_settings`).
+    """
+    probe_loss = probe_settings(plan, overrides)["loss_type"]
+    out = {}
+    for name, a in plan.arms.items():
+        lt = _arm_loss_type(plan, a)
+        out[name] = {"reward": a.reward, "loss_type": lt, "probe_entry": entry_key(a.reward, lt, probe_loss),
+                     "lr_scale": a.lr_scale, "description": a.description}
+    return out

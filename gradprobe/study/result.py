@@ -1,0 +1,118 @@
+"""What a study invocation reports: :class:`StudyResult` at its end, :class:`StudyInterrupted` on
+Ctrl-C, and :func:`progress_line` after every finished run (wall-clock times, runs complete, ETA)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["StudyResult", "StudyInterrupted", "progress_line", "clock"]
+
+
+def clock(seconds: float) -> str:
+    """``1369.2`` -> ``"22 min 49 s"`` (wall-clock seconds, rounded to the second)."""
+    m, sec = divmod(int(round(seconds)), 60)
+    return f"{m} min {sec} s" if m else f"{sec} s"
+
+
+class StudyInterrupted(KeyboardInterrupt):
+    """A study stopped by Ctrl-C / SIGINT: no run was started after it, running runs were stopped.
+
+    Attributes
+    ----------
+    out : Path
+        The study folder (its lock is released; the same command resumes it).
+    done, total : int
+        Runs complete (kept, never redone) and runs in the plan.
+    stopped : int
+        Pool workers (``local`` executor) that were running a run or the probe and were told to
+        stop (SIGTERM); 0 for the other executors (``inline``: the interrupt stopped its run).
+    """
+
+    def __init__(self, out, done: int, total: int, stopped: int = 0):
+        self.out, self.done, self.total, self.stopped = Path(out), int(done), int(total), int(stopped)
+        super().__init__(f"study {self.out} interrupted: {self.done} of {self.total} runs complete (kept, never "
+                         "redone); no further run was started, and a run stopped mid-way resumes from its last "
+                         "checkpoint (or from update 0 if it had none)")
+
+
+@dataclass
+class StudyResult:
+    """What :func:`~gradprobe.study.runner.run_study` did.
+
+    Attributes
+    ----------
+    out : Path
+    plan_sha256 : str
+    done : list[tuple[str, int]]
+        (arm, seed) runs that are complete (now or before).
+    skipped : list[tuple[str, int]]
+        Runs that were already complete when the study started (never redone).
+    failed : dict[tuple[str, int], str]
+        Runs that stopped with an error, and the error.
+    probe : str
+        ``"done"``, ``"skipped"`` (``probe.json`` existed), ``"off"``, or ``"failed: ..."``.
+    analysis_error : str or None
+        Why the analysis could not be written, if it could not.
+    wall_seconds, total_wall_seconds : float
+        Wall-clock seconds of this invocation (runs, probe, analysis), and of every invocation of
+        the study so far (``study.json`` ``wall_seconds``; a resumed study adds to it).
+    """
+
+    out: Path
+    plan_sha256: str
+    done: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    failed: dict = field(default_factory=dict)
+    probe: str = "off"
+    analysis_error: str | None = None
+    wall_seconds: float = 0.0
+    total_wall_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """No run and no probe failed and the analysis (if asked) was written."""
+        return not self.failed and not self.probe.startswith("failed") and self.analysis_error is None
+
+    def summary(self) -> str:
+        """Plain-text summary (what ``gradprobe study`` prints at the end)."""
+        lines = [f"study {self.out}: {len(self.done)} runs complete ({len(self.skipped)} were already), "
+                 f"{len(self.failed)} failed; probe: {self.probe}; wall time {clock(self.wall_seconds)}"
+                 + (f" (all invocations {clock(self.total_wall_seconds)})"
+                    if self.total_wall_seconds > self.wall_seconds + 0.5 else "")]
+        for (arm, seed), err in sorted(self.failed.items()):
+            lines.append(f"  FAILED {arm} seed {seed}: {err}")
+        if self.analysis_error:
+            lines.append(f"  analysis not written: {self.analysis_error}")
+        if self.failed:
+            lines.append(f"  failed runs keep their data in {self.out}/runs/<arm>/seed<S>/; rerun the same command to "
+                         f"retry them (completed runs are not redone)")
+        return "\n".join(lines)
+
+
+def progress_line(done: int, failed: int, total: int, elapsed: float, finished_here: int) -> str:
+    """``"3/8 runs complete (1 failed), elapsed 2 min 5 s, ETA 3 min 10 s"``: the study's progress.
+
+    Parameters
+    ----------
+    done, failed, total : int
+        Runs complete (this invocation or before), runs that failed in this invocation (not
+        retried before the next one), runs in the plan.
+    elapsed : float
+        Wall-clock seconds since this invocation started its runs.
+    finished_here : int
+        Runs this invocation finished (complete or failed).
+
+    The ETA is the mean wall time per run finished so far in this invocation times the runs
+    left: ``elapsed / finished_here * (total - done - failed)`` (seconds). Measured on the wall
+    clock, it already accounts for parallel workers; it is ``?`` before the first run finishes.
+    """
+    left = max(0, int(total) - int(done) - int(failed))
+    if left == 0:
+        eta = "0 s"
+    elif finished_here > 0:
+        eta = clock(elapsed / finished_here * left)
+    else:
+        eta = "?"
+    fail = f" ({failed} failed)" if failed else ""
+    return f"{done}/{total} runs complete{fail}, elapsed {clock(elapsed)}, ETA {eta}"

@@ -1,0 +1,139 @@
+"""One study task run in a worker: a training run of one (arm, seed), or the study's probe.
+
+:func:`execute_task` is what every executor (:mod:`gradprobe.study.executors`) calls, in a pool worker,
+a Ray task or the study process itself; it never raises, it reports. :func:`worker_init` sets a pool
+or Ray worker up (torch threads, SIGINT ignored, exit when the study process dies).
+
+torch, the training run and the probe are imported inside the functions that run them: a worker
+needs them, the study process that only dispatches does not, and ``gradprobe.study.runner`` stays
+importable without torch (``gradprobe.Study`` is a lazy, torch-free public name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from ..layout import PROBE_JSON
+from ..training.plan import Plan, PlanError, load_plan
+from .folder import FolderLock, StudyError
+from .probe_plan import probe_settings
+
+__all__ = ["execute_task", "worker_init"]
+
+#: the exit status of a worker whose study process is gone (:func:`_watch_parent`)
+ORPHAN_EXIT = 70
+
+
+def _watch_parent(parent_pid: int, interval: float = 0.5) -> None:
+    """Exit this worker as soon as the study process is gone (a SIGKILLed study leaves no orphan writing)."""
+
+    def loop():
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(ORPHAN_EXIT)
+            time.sleep(interval)
+
+    threading.Thread(target=loop, name="gradprobe-parent-watch", daemon=True).start()
+
+
+def worker_init(threads: int, parent_pid: int | None) -> None:
+    """Set up a worker process: ``threads`` torch threads, offline hub, no tokenizer threads.
+
+    Parameters
+    ----------
+    threads : int
+        Torch intra-op threads (at least 1): the study gives each of its workers ``cores // workers``.
+    parent_pid : int or None
+        The study process, for a pool worker: SIGINT is then ignored (a terminal's Ctrl-C reaches the
+        whole process group; the study process decides what stops) and the worker exits when that
+        process is gone. None for a Ray task.
+    """
+    import torch  # see the module docstring
+
+    if parent_pid is not None:  # a pool worker: Ctrl-C at a terminal reaches it too; the study process decides
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:  # tqdm's default lock is a multiprocessing RLock, a named semaphore a stopped worker would leak
+            from tqdm import tqdm
+
+            tqdm.set_lock(threading.RLock())  # the worker's own lock suffices: its stderr goes to train.log
+        except ImportError:
+            pass
+    torch.set_num_threads(max(1, int(threads)))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if parent_pid is not None:
+        _watch_parent(parent_pid)
+
+
+def execute_task(task: dict) -> dict:
+    """Run one study task in this process and report, never raise.
+
+    ``task``: ``{"kind": "train", "plan": PATH, "arm", "seed", "out": RUN_DIR}`` or
+    ``{"kind": "probe", "plan": PATH, "out": PROBE_DIR, "settings": {...}}``. Returns
+    ``{"kind", "arm", "seed", "status": "done"|"failed", "error", "seconds", ...}`` (``seconds``:
+    wall-clock seconds of the task; a failed training run also ``traceback`` and, after a
+    non-finite loss, ``failed_update``).
+    """
+    start = time.perf_counter()  # the task's seconds include importing torch, as a worker's first task does
+    from ..training.run import NonFiniteRunError  # torch: see the module docstring
+
+    res = {k: task.get(k) for k in ("kind", "arm", "seed")}
+    lock = None
+    try:
+        out = Path(task["out"])
+        lock = FolderLock(out, ".lock", wait=True, what="run folder")  # waits for an orphan of a killed study
+        plan = load_plan(task["plan"])
+        if task["kind"] == "train":
+            res.update(_train(plan, task["arm"], int(task["seed"]), out, task.get("log", True),
+                              task.get("report_to", "none")))
+        elif task["kind"] == "probe":
+            res.update(_probe(plan, out, task.get("settings") or {}))
+        else:
+            raise ValueError(f"unknown task kind {task['kind']!r}")
+        res["status"] = "done"
+    except Exception as e:  # the study records the error and continues with the other runs
+        res["status"] = "failed"
+        res["error"] = str(e) if isinstance(e, (NonFiniteRunError, OSError, PlanError, StudyError)) else (
+            f"{type(e).__name__}: {e}")
+        res["traceback"] = traceback.format_exc(limit=8)
+        if isinstance(e, NonFiniteRunError):
+            res["failed_update"] = e.update
+    finally:
+        if lock is not None:
+            lock.release()
+    res["seconds"] = time.perf_counter() - start
+    return res
+
+
+def _train(plan: Plan, arm: str, seed: int, out: Path, log: bool, report_to: str = "none") -> dict:
+    """Train (or resume) one run in ``out``, its progress and warnings in ``out/train.log`` when ``log``."""
+    from ..training.run import run_training  # torch: see the module docstring
+
+    run = plan.arm(arm, seed=seed)
+    stream = open(out / "train.log", "a") if log else contextlib.nullcontext(None)
+    with stream as f:
+        ctx = contextlib.redirect_stderr(f) if f is not None else contextlib.nullcontext()
+        with ctx:
+            summary = run_training(run, out, progress=f is not None, report_to=report_to,
+                                   tracking_dir=out.parents[2] / "tb" / arm / f"seed{seed}")  # STUDY/tb/<arm>/seed<N>
+    return {"updates": summary.get("updates"), "final_accuracy": summary.get("final_greedy_accuracy")}
+
+
+def _probe(plan: Plan, out: Path, overrides: dict) -> dict:
+    """The study's probe of every arm's reward on the initial policy, into ``out`` (skipped when done)."""
+    from ..probe.run import ProbeConfig, run_probe  # torch: see the module docstring
+    from ..training.run import load_run_policy, load_run_task
+
+    if (out / PROBE_JSON).exists():
+        return {"skipped": True}
+    config = ProbeConfig(**probe_settings(plan, overrides))
+    policy = load_run_policy(plan.model, seed=config.seed)
+    task = load_run_task(plan.task)
+    result = run_probe(config, out=out, policy=policy, task=task)
+    return {"rewards": [r["name"] for r in result["rewards"]]}
