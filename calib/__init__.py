@@ -17,7 +17,7 @@ realized gains. This package joins the two across studies and learns, and valida
 
 Top-level API (imported on first use): :func:`load` (a calibration file, or ``"default"``),
 ``apply(calibration, probe_result)`` (calibrated gains vs GRPO as a DataFrame, nothing written;
-:func:`calib.api.apply_calibration`: ``calib.apply`` is also the module :mod:`calib.apply`, made
+:func:`calib.apply.apply_calibration`: ``calib.apply`` is also the module :mod:`calib.apply`, made
 callable), :func:`fit`, :func:`calibrate` (a probe result -> the calibrated document), :func:`check_domain`,
 :func:`build_rows`, :class:`Calibration`, :class:`CalibrationFileError`, the calibrators.
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {
-    "apply": ("calib.apply", None),  # the module, callable: calib.api.apply_calibration
+    "apply": ("calib.apply", None),  # the module, callable: calib.apply.apply_calibration
     "load": ("calib.model", "load_calibration"), "fit": ("calib.model", "fit_calibration"),
     "Calibration": ("calib.model", "Calibration"), "CalibrationFileError": ("calib.model", "CalibrationFileError"),
     "calibrate": ("calib.apply", "calibrate"), "write_calibrated": ("calib.apply", "write_calibrated"),

@@ -18,13 +18,15 @@ calib never rewrites gradprobe's ``probe.json`` (issue 15): the calibrated numbe
 
 Where the forecasts come from (format-2 calibrations, which correct a forecaster column of
 :mod:`calib.dataset`): ``probe.json``'s ``forecast`` section (written by ``gradprobe probe`` with
-:func:`gradprobe.forecast.forecast_section`), or that section computed here from the probe result
-with the model's shipped reference curve (:func:`probe_forecasts`).
+:func:`gradprobe.forecast.forecast_section`), or that section computed from the probe result with
+the model's shipped reference curve (:func:`calib.probe_input.probe_forecasts`).
+
+``calib.apply`` is both this module and the front door ``calib.apply(calibration, probe_result)``
+(:func:`apply_calibration`: a DataFrame, nothing written); :mod:`calib.api` re-exports it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import sys as _sys
 import types as _types
@@ -32,18 +34,22 @@ from pathlib import Path
 
 import pandas as pd
 
-import gradprobe
+from gradprobe.layout import PROBE_JSON
 
-from .domain import check_domain, probe_identity, resolve_task
-from .model import Calibration, atomic_write_text, json_safe
+from .domain import check_domain, probe_identity
+from .files import write_json
+from .model import Calibration, load_calibration
+from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, first_order_gain, load_probe,
+                          probe_features, probe_forecasts)
 
-REFERENCE_REWARD = "outcome"
+__all__ = ["apply_calibration", "calibrate", "calibrate_probe", "check_applicable", "write_calibrated",
+           "format_calibrated", "rewrite_probe_json", "CALIBRATED_NAME", "CALIBRATED_FORMAT",
+           # what calib reads from a probe (calib.probe_input), importable from here as before
+           "REFERENCE_REWARD", "SECTION_COLUMNS", "CalibrationApplyError", "first_order_gain", "load_probe",
+           "probe_features", "probe_forecasts"]
+
 CALIBRATED_NAME = "calibrated.json"
 CALIBRATED_FORMAT = "gradprobe-calibrated"
-
-
-class CalibrationApplyError(ValueError):
-    """The probe result cannot be calibrated with this calibration (the message says why and the fix)."""
 
 
 def check_applicable(calibration: Calibration, *, rewards, budget_seconds=None) -> None:
@@ -64,44 +70,6 @@ def check_applicable(calibration: Calibration, *, rewards, budget_seconds=None) 
         raise CalibrationApplyError(f"a calibration fitted at a matched {calibration.budget!r} budget cannot be "
                                     "applied to a probe (it predicts at a token or device-seconds budget); refit it "
                                     "with `calib fit` (token budgets)")
-
-
-def load_probe(path: str | Path) -> tuple[dict, Path, dict | None]:
-    """Read a probe result for calibration, through gradprobe's reader (:func:`gradprobe.load_probe`,
-    the one reader of ``probe.json``).
-
-    Parameters
-    ----------
-    path : path
-        A probe folder (with ``probe.json``) or the ``probe.json`` file.
-
-    Returns
-    -------
-    (result, folder, task)
-        ``result``: the parsed ``probe.json`` (a dict; not modified). ``task``: the resolved task of
-        the study plan when the folder is a study's ``probe/`` (a study's probe.json records the
-        task's name only; its configuration is in the plan), else None.
-
-    Raises
-    ------
-    CalibrationApplyError
-        The file is missing, not valid JSON or not a probe result (no ``rewards`` list); the message
-        names the path.
-    """
-    try:
-        probe = gradprobe.load_probe(path)
-    except (FileNotFoundError, ValueError) as e:  # gradprobe's ProbeFileError / bad JSON, as calib's own error
-        raise CalibrationApplyError(str(e)) from e
-    result, folder = probe.raw, probe.folder
-    task = None
-    plan = folder.parent / "plan.toml"
-    if folder.name == "probe" and plan.is_file() and (folder.parent / "study.json").is_file():
-        import tomllib
-
-        t = tomllib.loads(plan.read_text()).get("task") or {}
-        if t.get("name"):
-            task = resolve_task(t["name"], t.get("config") or {})
-    return result, folder, task
 
 
 def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "", task: dict | None = None) -> dict:
@@ -174,120 +142,10 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     }
 
 
-SECTION_COLUMNS = {"forecast_probe": "gain_probe", "forecast_cost_only": "gain_cost_only",
-                   "forecast_signal_proxy": "gain_signal_proxy", "forecast_first_order": "first_order_gain"}
-"""Forecaster column -> its name in the rows of ``probe.json``'s ``forecast`` section (gradprobe.forecast)."""
-
-
-def probe_forecasts(result: dict, column: str) -> pd.DataFrame:
-    """The forecaster ``column`` of every reward of a probe result, one row per reward (index: name).
-
-    Looked for, in order: the reward entries themselves (a key ``column``); the rows of ``probe.json``'s
-    ``forecast`` section (:func:`gradprobe.forecast.forecast_section`, one row per reward, the column
-    named as in :data:`SECTION_COLUMNS`); else the section is computed here with the probe model's
-    shipped reference curve, when gradprobe has one.
-
-    Raises
-    ------
-    CalibrationApplyError
-        No forecast can be had (the message says why: e.g. no reference curve for the model).
-    """
-    entries = {r["name"]: r for r in result["rewards"]}
-    if all(column in e for e in entries.values()):
-        vals = {n: e[column] for n, e in entries.items()}
-    else:
-        section = result.get("forecast")
-        if not (isinstance(section, dict) and section.get("available")):
-            section = _forecast_section(result, column)
-        key = SECTION_COLUMNS[column]
-        table = {r.get("arm") or r.get("reward"): r for r in section.get("rows") or []}
-        vals = {n: (table.get(n) or {}).get(key) for n in entries}
-    out = pd.DataFrame({column: {n: _num(v) for n, v in vals.items()}})
-    out.loc[REFERENCE_REWARD, column] = 0.0  # grpo vs itself, whatever the table says
-    return out
-
-
-def _forecast_section(result: dict, column: str) -> dict:
-    why = (result.get("forecast") or {}).get("note") if isinstance(result.get("forecast"), dict) else None
-    try:
-        from gradprobe.forecast import forecast_section
-    except ImportError:
-        forecast_section = None
-    if forecast_section is not None and why is None:
-        try:
-            section = forecast_section(result)
-        except (ValueError, KeyError) as e:
-            why = str(e)
-        else:
-            if section.get("available"):
-                return section
-            why = section.get("note")
-    raise CalibrationApplyError(
-        f"this calibration corrects {column!r}, a forecast the probe result does not have"
-        + (f": {why}" if why else " and this gradprobe cannot make (no gradprobe.forecast)")
-        + "; or apply a version-1 calibration (the raw first-order gain)")
-
-
-def probe_features(result: dict, budget: str) -> pd.DataFrame:
-    """Version-1 features of every reward (index: name): ``predicted_gain`` = the raw first-order gain
-    vs GRPO at the probe's budget, ``budget_value``.
-
-    Raises
-    ------
-    CalibrationApplyError
-        No ``outcome`` reward among the probed ones, or a budget the probe has no value for.
-    """
-    entries = {r["name"]: r for r in result["rewards"]}
-    if REFERENCE_REWARD not in entries:
-        raise CalibrationApplyError(f"calibration predicts gains vs GRPO, so the probe needs the {REFERENCE_REWARD!r} "
-                                    f"reward too: add it to --rewards (probed: {sorted(entries)})")
-    cfg = result["config"]
-    if budget == "tokens":
-        value = float(cfg["budget_tokens"])
-    elif budget == "time":
-        if cfg.get("budget_seconds") is None:
-            raise CalibrationApplyError("this calibration was fitted at matched device-seconds: pass --budget-seconds")
-        value = float(cfg["budget_seconds"])
-    else:
-        raise CalibrationApplyError(f"a calibration fitted at a matched {budget!r} budget cannot be applied to a probe "
-                                    "(it predicts at a token or device-seconds budget); refit it with `calib fit`")
-    ref = first_order_gain(entries[REFERENCE_REWARD], budget, value)
-    rows = {n: {"predicted_gain": first_order_gain(e, budget, value) - ref, "budget_value": value}
-            for n, e in entries.items()}
-    return pd.DataFrame.from_dict(rows, orient="index", columns=["predicted_gain", "budget_value"])
-
-
-def first_order_gain(entry: dict, budget: str, value: float, *, lr_scale: float = 1.0) -> float:
-    """The probe's raw first-order gain vs the initial policy at a budget (accuracy points).
-
-    tokens: (value / c_R) * g; time: (value / seconds_per_update) * g; updates: value * g, with
-    g = lr_scale * ``predicted_gain_per_update`` (DESIGN.md, "The probe"; no saturation).
-
-    Raises
-    ------
-    CalibrationApplyError
-        Unknown budget, or the entry lacks the per-update cost the budget needs.
-    """
-    g = lr_scale * float(entry["predicted_gain_per_update"])
-    if budget == "tokens":
-        return value / float(entry["tokens_per_update"]) * g
-    if budget == "time":
-        secs = _num(entry.get("seconds_per_update"))
-        if not secs > 0:
-            raise CalibrationApplyError(f"probe entry {entry.get('name')!r} has no positive seconds_per_update; a time "
-                                        "budget needs it (re-run the probe with this gradprobe)")
-        return value / secs * g
-    if budget == "updates":
-        return value * g
-    raise CalibrationApplyError(f"unknown budget {budget!r}; choose tokens, time or updates")
-
-
 def write_calibrated(folder: str | Path, document: dict) -> Path:
     """Write ``calibrated.json`` into the probe folder, atomically (never touching ``probe.json``).
-    NaN -> null, +-inf -> "inf"/"-inf" (probe.json's encoding). Returns the path."""
-    path = Path(folder) / CALIBRATED_NAME
-    atomic_write_text(path, json.dumps(json_safe(document), indent=1, allow_nan=False))
-    return path
+    NaN -> null, +-inf -> "inf"/"-inf" (gradprobe's encoding, :mod:`calib.files`). Returns the path."""
+    return write_json(Path(folder) / CALIBRATED_NAME, document, indent=1)
 
 
 def format_calibrated(document: dict) -> str:
@@ -334,23 +192,75 @@ def rewrite_probe_json(path: str | Path, result: dict) -> Path:
     return write_calibrated(Path(path).parent, result["calibration"])
 
 
-def _num(v) -> float:
-    if v is None:
-        return math.nan
-    return float(v)  # "inf"/"-inf" strings (probe.json's encoding) parse too
-
-
 def _f(x: float) -> str:
     return "n/a" if isinstance(x, float) and math.isnan(x) else f"{x:+.3f}"
 
 
+def apply_calibration(calibration, probe_result, *, source: str | None = None):
+    """Calibrated gains vs GRPO of every probed reward.
+
+    Parameters
+    ----------
+    calibration : Calibration, ``"default"`` or path
+        A fitted calibration (:func:`calib.load`), or what to load: ``"default"`` (shipped) or a file.
+    probe_result : gradprobe.ProbeResult, dict or path
+        :func:`gradprobe.probe` / :func:`gradprobe.load_probe`'s result, a ``probe.json`` dict, or a
+        probe folder (a study's ``probe/`` folder also gives the plan's full task configuration).
+    source : str, optional
+        Where the calibration came from, recorded in the document (default: ``calibration`` when
+        it is a name or path).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per probed reward (index ``reward``): ``forecast`` (the calibrated forecaster's
+        gain vs GRPO at the probe's budget, accuracy points), ``calibrated_gain`` (the calibrated
+        realized gain vs GRPO, accuracy points; NaN where the forecaster cannot say),
+        ``interval_low``/``interval_high`` (the conformal interval for one training run at
+        ``attrs["document"]["calibration"]["confidence_level"]``; +-inf with too few rows),
+        ``outside_domain`` (bool). ``outcome`` is 0 with interval [0, 0] by definition.
+        ``.attrs["document"]`` is the ``calibrated.json`` content (``notes``, ``warnings``, domain).
+
+    Raises
+    ------
+    calib.model.CalibrationFileError
+        The calibration file is missing or unreadable (named).
+    calib.apply.CalibrationApplyError
+        No ``outcome`` reward in the probe, no value of the calibration's budget, no forecast for
+        a forecaster calibration, or a probe folder without ``probe.json`` (all ValueErrors).
+    TypeError
+        ``probe_result`` is none of the accepted kinds.
+    """
+    if not isinstance(calibration, Calibration):
+        source = str(calibration) if source is None else source
+        calibration = load_calibration(calibration)
+    task = None
+    if isinstance(probe_result, (str, Path)):
+        raw, _, task = load_probe(probe_result)
+    elif isinstance(probe_result, dict):
+        raw = probe_result
+    elif isinstance(getattr(probe_result, "raw", None), dict):  # gradprobe.ProbeResult (duck-typed: calib reads
+        raw = probe_result.raw                                 # gradprobe's outputs, never its classes)
+        folder = getattr(probe_result, "folder", None)
+        if folder is not None and (Path(folder) / PROBE_JSON).is_file():
+            task = load_probe(folder)[2]
+    else:
+        raise TypeError(f"probe_result must be a gradprobe.ProbeResult, a probe.json dict or a probe folder, got "
+                        f"{type(probe_result).__name__}")
+    doc = calibrate(calibration, raw, source=source or "", task=task)
+    table = pd.DataFrame([{"reward": r["name"], "forecast": r["forecast"], "calibrated_gain": r["calibrated_gain"],
+                           "interval_low": float(r["calibrated_interval"][0]),
+                           "interval_high": float(r["calibrated_interval"][1]),
+                           "outside_domain": bool(r["outside_domain"])} for r in doc["rewards"]]).set_index("reward")
+    table.attrs["document"] = doc
+    return table
+
+
 class _CallableModule(_types.ModuleType):
     """``calib.apply`` is this module AND the front-door function (issue 15; PEP 562 has no module
-    ``__call__``): ``calib.apply(calibration, probe_result)`` is :func:`calib.api.apply_calibration`."""
+    ``__call__``): ``calib.apply(calibration, probe_result)`` is :func:`apply_calibration`."""
 
     def __call__(self, calibration, probe_result, **kwargs):
-        from .api import apply_calibration
-
         return apply_calibration(calibration, probe_result, **kwargs)
 
 

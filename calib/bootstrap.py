@@ -189,16 +189,45 @@ def cluster_mean_interval(values, clusters, *, resamples: int = RESAMPLES, level
     return ClusterInterval(estimate, (float(lo), float(hi)), None, k, **common)
 
 
+def per_row_interval(statistic, columns: dict, clusters, **settings) -> ClusterInterval:
+    """Mean over rows of a per-row statistic of several aligned columns, with its study-cluster interval.
+
+    The one resampling of :func:`mae_interval` and :func:`mae_difference_interval`: ``statistic`` maps
+    the columns (float64 arrays, shape (n_rows,) each, in the order of ``columns``) to one value per
+    row, shape (n_rows,), and :func:`cluster_mean_interval` resamples those values by study.
+
+    Parameters
+    ----------
+    statistic : callable
+        ``statistic(*arrays) -> ndarray, shape (n_rows,)`` (points).
+    columns : dict[str, array-like of float]
+        Name -> column, shape (n_rows,) each; the names appear in the error.
+    clusters : array-like, shape (n_rows,)
+        The study of each row.
+    **settings
+        ``resamples``, ``level``, ``seed`` of :func:`cluster_mean_interval`.
+
+    Raises
+    ------
+    ValueError
+        Columns of different lengths (named), or as :func:`cluster_mean_interval`.
+    """
+    arrays = [np.asarray(x, np.float64) for x in columns.values()]
+    if len({a.shape for a in arrays}) > 1:
+        sizes = [f"{name} ({a.size})" for name, a in zip(columns, arrays)]
+        raise ValueError(f"{', '.join(sizes[:-1])} and {sizes[-1]} must have one entry per row (the same rows for "
+                         "every column)")
+    return cluster_mean_interval(statistic(*arrays), clusters, **settings)
+
+
 def mae_interval(predicted, realized, clusters, **settings) -> ClusterInterval:
     """Mean absolute error mean|predicted - realized| (points) with its study-cluster bootstrap interval.
 
     Parameters
     ----------
     predicted, realized : array-like of float, shape (n_rows,)
-    clusters : array-like, shape (n_rows,)
-        The study of each row.
-    **settings
-        ``resamples``, ``level``, ``seed`` of :func:`cluster_mean_interval`.
+    clusters, **settings
+        As :func:`per_row_interval`.
 
     Returns
     -------
@@ -208,12 +237,10 @@ def mae_interval(predicted, realized, clusters, **settings) -> ClusterInterval:
     Raises
     ------
     ValueError
-        As :func:`cluster_mean_interval`.
+        As :func:`per_row_interval`.
     """
-    p, y = np.asarray(predicted, np.float64), np.asarray(realized, np.float64)
-    if p.shape != y.shape:
-        raise ValueError(f"predicted ({p.size}) and realized ({y.size}) must have one entry per row")
-    return cluster_mean_interval(np.abs(p - y), clusters, **settings)
+    return per_row_interval(lambda p, y: np.abs(p - y), {"predicted": predicted, "realized": realized}, clusters,
+                            **settings)
 
 
 def mae_difference_interval(predicted_a, predicted_b, realized, clusters, **settings) -> ClusterInterval:
@@ -226,10 +253,8 @@ def mae_difference_interval(predicted_a, predicted_b, realized, clusters, **sett
     Parameters
     ----------
     predicted_a, predicted_b, realized : array-like of float, shape (n_rows,)
-    clusters : array-like, shape (n_rows,)
-        The study of each row.
-    **settings
-        ``resamples``, ``level``, ``seed`` of :func:`cluster_mean_interval`.
+    clusters, **settings
+        As :func:`per_row_interval`.
 
     Returns
     -------
@@ -238,10 +263,8 @@ def mae_difference_interval(predicted_a, predicted_b, realized, clusters, **sett
     Raises
     ------
     ValueError
-        As :func:`cluster_mean_interval`, or arrays of different lengths.
+        As :func:`per_row_interval` (e.g. arrays of different lengths).
     """
-    a, b, y = (np.asarray(x, np.float64) for x in (predicted_a, predicted_b, realized))
-    if not (a.shape == b.shape == y.shape):
-        raise ValueError(f"predicted_a ({a.size}), predicted_b ({b.size}) and realized ({y.size}) must have one "
-                         "entry per row (the same rows for both forecasters)")
-    return cluster_mean_interval(np.abs(a - y) - np.abs(b - y), clusters, **settings)
+    return per_row_interval(lambda a, b, y: np.abs(a - y) - np.abs(b - y),
+                            {"predicted_a": predicted_a, "predicted_b": predicted_b, "realized": realized},
+                            clusters, **settings)

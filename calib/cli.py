@@ -17,7 +17,13 @@ import logging
 import sys
 from pathlib import Path
 
-from .dataset import FORECASTERS
+import pandas as pd
+
+from .apply import calibrate, format_calibrated, load_probe, write_calibrated
+from .dataset import FORECASTERS, build_rows_many, read_rows
+from .files import write_json, write_text_atomic
+from .model import fit_calibration, load_calibration
+from .report import validation_record, write_report
 
 
 def _add_fit_options(p, *, report: bool) -> None:
@@ -91,15 +97,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _rows(args) -> int:
-    from pathlib import Path
-
-    from .dataset import build_rows_many
-    from .model import atomic_write_text
-
     rows = build_rows_many(args.studies)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, rows.to_csv(index=False))
+    write_text_atomic(out, rows.to_csv(index=False))
     n_nan = int(rows["target"].isna().sum())
     print(f"wrote {out}: {len(rows)} rows ({rows['study'].nunique()} studies, {rows['arm'].nunique()} arms, "
           f"{rows['model'].nunique()} model(s), {rows['task'].nunique()} task(s); {n_nan} without a realized accuracy)")
@@ -107,11 +108,6 @@ def _rows(args) -> int:
 
 
 def _fit(args) -> int:
-    import pandas as pd
-
-    from .dataset import read_rows
-    from .model import fit_calibration
-
     rows = pd.concat([read_rows(p) for p in args.rows], ignore_index=True)
     cal = fit_calibration(rows, **_settings(args))
     path = cal.save(args.out)
@@ -128,20 +124,15 @@ def _fit(args) -> int:
 
 
 def _report(args) -> int:
-    from .report import write_report
-
     m = write_report(args.studies, args.out, **_settings(args))
     print(f"wrote {args.out}/report.html and metrics.json ({m['rows']} runs, {len(m['arms'])} arms, "
           f"{m['n_studies']} studies)")
     for note in m["notes"]:
         print(f"note: {note}")
     if args.validation_out:
-        from .model import atomic_write_text
-        from .report import validation_record
-
         record = validation_record(m, source="calib report " + " ".join(str(s) for s in args.studies)
                                    + f" --out {args.out}")
-        atomic_write_text(Path(args.validation_out), json.dumps(record, indent=2) + "\n")
+        write_json(args.validation_out, record, indent=2, newline=True)
         print(f"wrote {args.validation_out}: --forecaster auto uses {record['best']} ({record['evidence']})")
     b = m.get("bootstrap") or {}
     for cv in m["cv_modes"]:
@@ -169,9 +160,6 @@ def _report(args) -> int:
 
 
 def _apply(args) -> int:
-    from .apply import calibrate, format_calibrated, load_probe, write_calibrated
-    from .model import load_calibration
-
     cal = load_calibration(args.calibration)
     result, folder, task = load_probe(args.probe)
     doc = calibrate(cal, result, source=str(args.calibration), task=task)

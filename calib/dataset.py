@@ -49,8 +49,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gradprobe.forecast.study import read_study_json, study_forecasts
+from gradprobe.layout import ANALYSIS_JSON, PLAN_COPY, STUDY_JSON, probe_dir
+
 from .domain import resolve_model, resolve_task, study_identity
-from gradprobe.forecast.study import read_study_json
 
 log = logging.getLogger(__name__)
 
@@ -58,15 +60,10 @@ REFERENCE_ARM = "grpo"
 """The arm gains are measured against."""
 
 BUDGET = "tokens"
+"""The budget kind of the rows: the forecasters forecast at the study's generated-token budget."""
 # the key of the matched generated-token budget in analysis.json ("tokens" in analyses written
 # before gradprobe's axes became one vocabulary, gradprobe.training.plan.AXES)
 ANALYSIS_KEYS = ("generated_tokens", "tokens")
-
-
-def _tokens_block(d: dict):
-    """``d["generated_tokens"]``, or the older ``d["tokens"]``; None when neither is there."""
-    return next((d[k] for k in ANALYSIS_KEYS if isinstance(d.get(k), dict)), None)
-"""The budget kind of the rows: the forecasters forecast at the study's generated-token budget."""
 
 FORECASTERS = ("forecast_probe", "forecast_cost_only", "forecast_signal_proxy", "forecast_first_order")
 """Forecast columns (gain vs grpo at the budget, accuracy points); ``forecast_probe`` is the default."""
@@ -123,8 +120,8 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     """
     study_dir = Path(study_dir)
     _check_folder(study_dir)
-    study_json = _read_json(study_dir / "study.json", "it is written by `gradprobe study` when the plan is frozen")
-    analysis = _read_json(study_dir / "analysis.json", "run `gradprobe study` (it writes analysis.json at the end)")
+    study_json = _read_json(study_dir / STUDY_JSON, "it is written by `gradprobe study` when the plan is frozen")
+    analysis = _read_json(study_dir / ANALYSIS_JSON, "run `gradprobe study` (it writes analysis.json at the end)")
     sha = study_json.get("plan_sha256") or analysis.get("plan_sha256")
     if not sha:
         raise StudyFormatError(f"{study_dir}/study.json has no plan_sha256; the study folder predates frozen plans: "
@@ -279,7 +276,7 @@ def _check_folder(study_dir: Path) -> None:
     if not study_dir.is_dir():
         raise StudyFormatError(f"study folder {str(study_dir)!r} does not exist or is not a folder; pass the --out "
                                f"folder of a finished `gradprobe study` (e.g. data/study_tiny)")
-    if not (study_dir / "study.json").is_file() and not (study_dir / "probe").is_dir():
+    if not (study_dir / STUDY_JSON).is_file() and not probe_dir(study_dir).is_dir():
         raise StudyFormatError(f"{str(study_dir)!r} is not a study folder (no study.json, no probe/); pass the --out "
                                f"folder of a finished `gradprobe study` (e.g. data/study_tiny)")
 
@@ -287,7 +284,7 @@ def _check_folder(study_dir: Path) -> None:
 def _plan_identity(study_dir: Path) -> tuple[dict, dict]:
     """Resolved model and task of the study's frozen plan. Read with tomllib (the plan's [model] and
     [task] tables only): validating the whole plan would need every reward plug-in registered here."""
-    path = study_dir / "plan.toml"
+    path = study_dir / PLAN_COPY
     if not path.is_file():
         raise StudyFormatError(f"{path} is missing; `gradprobe study` freezes the plan there (copy the plan the study "
                                "ran with, unchanged: its sha256 is in study.json)")
@@ -315,19 +312,14 @@ def _forecasts(study_dir: Path, curve, forecast_fn) -> pd.DataFrame:
 
 
 def default_forecast_fn():
-    """:func:`gradprobe.forecast.study_forecasts` (imported on use).
-
-    Raises
-    ------
-    StudyFormatError
-        This gradprobe has no ``gradprobe.forecast`` (the forecasters calib corrects).
-    """
-    try:
-        from gradprobe.forecast import study_forecasts
-    except ImportError as e:
-        raise StudyFormatError(f"calib rows needs gradprobe.forecast.study_forecasts (the forecasters it calibrates) "
-                               f"and this gradprobe has none ({e}); install a gradprobe that has it") from e
+    """The forecaster of every study's arms: :func:`gradprobe.forecast.study_forecasts` (tests route it to a
+    synthetic one by patching this function)."""
     return study_forecasts
+
+
+def _tokens_block(d: dict):
+    """``d["generated_tokens"]``, or the older ``d["tokens"]``; None when neither is there."""
+    return next((d[k] for k in ANALYSIS_KEYS if isinstance(d.get(k), dict)), None)
 
 
 def _read_json(path: Path, fix: str) -> dict:

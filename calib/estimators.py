@@ -141,10 +141,7 @@ class IsotonicCalibrator(RegressorMixin, BaseEstimator):
 
     def fit(self, X, y):
         """Fit on ``X`` (n_rows, n_features) and ``y`` (n_rows,), accuracy points; returns self."""
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
-        if not 0 <= self.feature < X.shape[1]:
-            raise ValueError(f"feature={self.feature} is not a column of X ({X.shape[1]} columns); "
-                             "pass the index of the predicted-gain column")
+        X, y = _validated_column(self, X, y, "predicted-gain")
         self.isotonic_ = IsotonicRegression(increasing=self.increasing, out_of_bounds="clip")
         self.isotonic_.fit(X[:, self.feature], y)
         self.X_min_, self.X_max_ = float(self.isotonic_.X_min_), float(self.isotonic_.X_max_)
@@ -184,10 +181,7 @@ class IdentityCalibrator(RegressorMixin, BaseEstimator):
 
     def fit(self, X, y):
         """Validate ``X`` (n_rows, n_features) and ``y`` (n_rows,); nothing is learned. Returns self."""
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
-        if not 0 <= self.feature < X.shape[1]:
-            raise ValueError(f"feature={self.feature} is not a column of X ({X.shape[1]} columns); "
-                             "pass the index of the forecast column")
+        X, y = _validated_column(self, X, y, "forecast")
         self.fitted_ = True
         return self
 
@@ -208,3 +202,18 @@ def make_estimator(method: str) -> BaseEstimator:
         return ESTIMATORS[method]()
     except KeyError:
         raise ValueError(f"unknown calibration method {method!r}; choose one of {sorted(ESTIMATORS)}") from None
+
+
+def _validated_column(est, X, y, what: str):
+    """``validate_data`` of a one-column calibrator's fit: X (n_rows, n_features) and y (n_rows,) as float64.
+
+    Raises
+    ------
+    ValueError
+        ``est.feature`` is not a column of ``X`` (the message names the ``what`` column to point at).
+    """
+    X, y = validate_data(est, X, y, y_numeric=True, dtype=np.float64)
+    if not 0 <= est.feature < X.shape[1]:
+        raise ValueError(f"feature={est.feature} is not a column of X ({X.shape[1]} columns); "
+                         f"pass the index of the {what} column")
+    return X, y

@@ -22,20 +22,25 @@ FILE|default`` apply one (:mod:`calib.apply`).
 from __future__ import annotations
 
 import json
-import math
-import os
 import platform
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
+import mapie
 import numpy as np
 import pandas as pd
+import scipy
+import sklearn
+from threadpoolctl import threadpool_limits
+
+from gradprobe import __version__
 
 from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, select_rows
 from .domain import Domain, domain_of_rows
 from .estimators import make_estimator
+from .files import json_float, json_safe, write_json
 from .validation import PLURAL, conformal_regressor, group_labels, predict_interval
 
 FORMAT = "gradprobe-calibration"
@@ -109,8 +114,6 @@ class Calibration:
         return self.format_version == 1
 
     def _fit(self) -> "Calibration":
-        from threadpoolctl import threadpool_limits
-
         X, y = self.rows[list(self.features)].to_numpy(float), self.rows["target"].to_numpy(float)
         with threadpool_limits(limits=1, user_api="blas"):  # tiny fit: threads only add contention
             self.estimator = make_estimator(self.method).fit(X, y)
@@ -162,16 +165,17 @@ class Calibration:
             "include_reference": self.include_reference, "domain": self.domain.to_dict(),
             "training": {"rows": int(len(self.rows)), "counts": self.counts},
             "fitted": self.fitted_parameters(),
-            "check": {"point": _enc(point), "lower": _enc(lo), "upper": _enc(hi)},
+            "check": {name: json_safe([float(x) for x in a]) for name, a in (("point", point), ("lower", lo),
+                                                                            ("upper", hi))},
             "data": {"columns": list(data.columns), "rows": data.astype(object).values.tolist()},
         }
 
     def save(self, path: str | Path) -> Path:
-        """Write the calibration JSON atomically (fsynced temporary file, then rename); returns the path."""
+        """Write the calibration JSON atomically (:func:`calib.files.write_json`: fsynced temporary file, then
+        rename; NaN -> null, +-inf -> "inf"/"-inf"); returns the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(self.to_dict(), indent=1, default=_json_default, allow_nan=False))
-        return path
+        return write_json(path, self.to_dict(), indent=1)
 
 
 def fit_calibration(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: str = "linear",
@@ -260,7 +264,7 @@ def load_calibration(spec: str | Path) -> Calibration:
     point, lo, hi = cal.predict(cal.rows)
     for name, new in (("point", point), ("lower", lo), ("upper", hi)):
         try:
-            old = np.array([_dec(v) for v in stored[name]], float)
+            old = np.array([json_float(v) for v in stored[name]], float)
         except (KeyError, TypeError, ValueError) as e:
             raise CalibrationFileError(f"calibration file {path} is damaged: field check.{name} is missing or "
                                        f"malformed; {_FIX}") from e
@@ -341,32 +345,8 @@ def resolve(spec: str | Path) -> Path:
     return path
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``path.tmp``, fsync, rename onto ``path``: a reader never sees a half-written file.
-
-    (gradprobe.training.checkpoint.write_json_atomic does the same for JSON but imports torch,
-    which would add seconds to every ``calib`` command.)
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def software_versions() -> dict:
     """Versions of the packages a calibration depends on."""
-    import mapie
-    import scipy
-    import sklearn
-
-    from gradprobe import __version__
-
     return {"gradprobe": __version__, "format_version": FORMAT_VERSION, "scikit-learn": sklearn.__version__,
             "mapie": mapie.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
             "pandas": pd.__version__, "python": platform.python_version()}
@@ -378,31 +358,3 @@ def _vs(v: dict) -> str:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _enc(a) -> list:
-    return [None if math.isnan(x) else (x if math.isfinite(x) else ("inf" if x > 0 else "-inf")) for x in map(float, a)]
-
-
-def _dec(x) -> float:
-    return math.nan if x is None else float(x)
-
-
-def json_safe(x):
-    """NaN -> null and +-inf -> "inf"/"-inf" (the encoding of gradprobe's probe.json), numpy scalars ->
-    Python, recursively through dicts, lists and tuples: the JSON calib writes is standard JSON."""
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    if isinstance(x, dict):
-        return {str(k): json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [json_safe(v) for v in x]
-    return x
-
-
-def _json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

@@ -35,25 +35,36 @@ forecaster, method, fold, prediction, interval).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from gradprobe.layout import RUNS_CSV
+
 from .bootstrap import LEVEL, RESAMPLES, SEED, check_settings, mae_difference_interval, mae_interval
 from .dataset import FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, build_rows_many, select_rows
 from .estimators import make_estimator
 from .metrics import bias, coverage, mae, pooled_rank_agreement, ranking_table
-from .model import atomic_write_text, json_safe, software_versions
+from .forecaster_choice import PROBE_FORECASTERS, validation_record
+from .files import write_bytes_atomic, write_json, write_text_atomic
+from .model import software_versions
+from .report_html import draw_figures, render_html
 from .validation import cross_validate, group_labels
+
+__all__ = ["compute", "write_report", "read_runs", "FIGURES", "PER_UPDATE", "BASELINE",
+           "PROBE_FORECASTERS", "validation_record"]  # the last two: calib.forecaster_choice, importable from here
 
 FIGURES = ("predicted_vs_realized", "mae_by_forecaster", "residuals_by_arm", "accuracy_vs_tokens")
 PER_UPDATE = "rho"
 """The per-update efficiency column, ranked beside the forecasters (the raw per-update ordering)."""
 BASELINE = "forecast_cost_only"
 """The forecaster every other compared one is differenced against (``mae_difference_vs_cost_only``)."""
+BOOTSTRAP_METHOD = ("study-cluster bootstrap (studies resampled with replacement, all rows of a drawn study together), "
+                    "percentile interval; an interval, not a p-value (calib.bootstrap)")
+UNITS = ("accuracy points; bias = mean(forecast - realized) over held-out runs; realized = gain vs grpo of one run at "
+         "the study's token budget; coverage = share of held-out runs inside their interval")
 
 
 def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: str = "linear", cv: str = "auto",
@@ -109,58 +120,79 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     if cv not in ("auto", "study", "arm"):
         raise ValueError(f"unknown cv {cv!r}; choose auto, study or arm")
     select_rows(rows, forecaster=forecaster, include_reference=include_reference)  # the headline must be usable
-    n_studies = int(rows["study"].nunique())
-    modes, notes = _cv_modes(cv, n_studies)
+    modes, notes = _cv_modes(cv, int(rows["study"].nunique()))
+    rows, base, compared = _common_rows(rows, include_reference, notes)
+    boot = {"resamples": bootstrap_resamples, "level": bootstrap_level, "seed": bootstrap_seed}
+    check_settings(bootstrap_resamples, bootstrap_level)  # bad bootstrap settings fail here, before any fit
+    settings = {"method": method, "interval": interval, "level": confidence_level,
+                "include_reference": include_reference, "boot": boot}
+    long, errors = [], {}
+    for mode in modes:
+        errors[mode] = _mode_errors(rows, mode, compared, notes if mode == modes[0] else [], long, **settings)
+    cv_rows = pd.concat(long, ignore_index=True) if long else pd.DataFrame()
+    head = modes[0]
+    table, ranking, ranking_common = _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared)
+    r = ranking[forecaster]
+    metrics = {
+        "headline_cv": head, "cv_modes": modes, "notes": notes, "forecaster": forecaster, "method": method,
+        "interval": interval, "confidence_level": confidence_level, "include_reference": include_reference,
+        **_what_rows(rows, base, compared, include_reference),
+        "errors": errors, "ranking": ranking, "ranking_common_arms": ranking_common,
+        **_headline(errors[head][forecaster]),
+        "bootstrap": {**boot, "clusters": "study", "n_clusters": int(base.loc[base["all_forecasters"], "study"].nunique()),
+                      "method": BOOTSTRAP_METHOD},
+        "kendall_tau": r["kendall_tau"], "p_kendall": r["p_kendall"], "spearman_rho": r["spearman_rho"],
+        "p_spearman": r["p_spearman"], "versions": software_versions(), "units": UNITS,
+    }
+    return metrics, cv_rows, table
+
+
+def _common_rows(rows: pd.DataFrame, include_reference: bool, notes: list) -> tuple:
+    """(rows, base, compared): ``rows`` and ``base`` (the rows errors are over: grpo's left out unless
+    ``include_reference``, a realized gain) with ``all_forecasters`` (every compared forecaster has a
+    number), and the compared forecasters (:func:`_compared`)."""
     base = rows if include_reference else rows[~rows["is_reference"].astype(bool)]
     base = base[np.isfinite(base["target"].astype(float))]
     compared = _compared(base, notes)
     rows = rows.assign(all_forecasters=np.isfinite(rows[compared].astype(float)).all(axis=1))
     base = base.assign(all_forecasters=rows.loc[base.index, "all_forecasters"])
-    boot = {"resamples": bootstrap_resamples, "level": bootstrap_level, "seed": bootstrap_seed}
-    check_settings(bootstrap_resamples, bootstrap_level)  # bad bootstrap settings fail here, before any fit
-    long, errors = [], {}
-    for mode in modes:
-        errors[mode], preds = {}, {}
-        for f in FORECASTERS:
-            errors[mode][f] = {}
-            for m in ("none", method):
-                key = "raw" if m == "none" else "calibrated"
-                res, pred = _validate(rows, f, m, mode, interval, confidence_level, include_reference, boot)
-                errors[mode][f][key] = res
-                if pred is not None:
-                    long.append(pred.drop(columns="_common"))
-                    preds[f, key] = pred
-        _differences(errors[mode], preds, compared, notes if mode == modes[0] else [], boot)
-    cv_rows = pd.concat(long, ignore_index=True) if long else pd.DataFrame()
-    head = modes[0]
-    table, ranking, ranking_common = _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared)
-    e = errors[head][forecaster]
-    metrics = {
-        "headline_cv": head, "cv_modes": modes, "notes": notes, "forecaster": forecaster, "method": method,
-        "interval": interval, "confidence_level": confidence_level, "include_reference": include_reference,
-        "studies": sorted(set(rows["study"])), "n_studies": n_studies,
-        "models": sorted(set(rows["model"])), "tasks": sorted(set(rows["task"])),
-        "arms": sorted(set(base["arm"])), "rows": int(len(base)), "common_rows": int(base["all_forecasters"].sum()),
-        "compared_forecasters": compared,
-        "grpo_rows_left_out": 0 if include_reference else int(rows["is_reference"].astype(bool).sum()),
-        "budget": {"kind": "tokens", "values": sorted(set(map(float, rows["budget_value"])))},
-        "errors": errors, "ranking": ranking, "ranking_common_arms": ranking_common,
-        # the headline forecaster in brief (held out by the headline cv, its own rows)
-        "raw_bias": e["raw"].get("bias", math.nan), "calibrated_bias": e["calibrated"].get("bias", math.nan),
-        "raw_mae": e["raw"].get("mae", math.nan), "mae": e["calibrated"].get("mae", math.nan),
-        "raw_coverage": e["raw"].get("coverage", math.nan), "coverage": e["calibrated"].get("coverage", math.nan),
-        "raw_mae_interval": e["raw"].get("mae_interval"), "mae_interval": e["calibrated"].get("mae_interval"),
-        "bootstrap": {**boot, "clusters": "study",
-                      "n_clusters": int(base.loc[base["all_forecasters"], "study"].nunique()),
-                      "method": "study-cluster bootstrap (studies resampled with replacement, all rows of a drawn "
-                                "study together), percentile interval; an interval, not a p-value (calib.bootstrap)"},
-        "kendall_tau": ranking[forecaster]["kendall_tau"], "p_kendall": ranking[forecaster]["p_kendall"],
-        "spearman_rho": ranking[forecaster]["spearman_rho"], "p_spearman": ranking[forecaster]["p_spearman"],
-        "versions": software_versions(),
-        "units": "accuracy points; bias = mean(forecast - realized) over held-out runs; realized = gain vs grpo of "
-                 "one run at the study's token budget; coverage = share of held-out runs inside their interval",
-    }
-    return metrics, cv_rows, table
+    return rows, base, compared
+
+
+def _what_rows(rows: pd.DataFrame, base: pd.DataFrame, compared: list, include_reference: bool) -> dict:
+    """What the report is over: studies, models, tasks, arms, row counts, compared forecasters, budgets."""
+    return {"studies": sorted(set(rows["study"])), "n_studies": int(rows["study"].nunique()),
+            "models": sorted(set(rows["model"])), "tasks": sorted(set(rows["task"])),
+            "arms": sorted(set(base["arm"])), "rows": int(len(base)), "common_rows": int(base["all_forecasters"].sum()),
+            "compared_forecasters": compared,
+            "grpo_rows_left_out": 0 if include_reference else int(rows["is_reference"].astype(bool).sum()),
+            "budget": {"kind": "tokens", "values": sorted(set(map(float, rows["budget_value"])))}}
+
+
+def _mode_errors(rows, mode, compared, notes, long: list, *, method, interval, level, include_reference,
+                 boot) -> dict:
+    """Errors of every forecaster, raw and calibrated, held out by ``mode``; appends the held-out
+    predictions to ``long`` and adds the paired MAE differences vs cost only (:func:`_differences`)."""
+    errors, preds = {}, {}
+    for f in FORECASTERS:
+        errors[f] = {}
+        for m in ("none", method):
+            key = "raw" if m == "none" else "calibrated"
+            res, pred = _validate(rows, f, m, mode, interval, level, include_reference, boot)
+            errors[f][key] = res
+            if pred is not None:
+                long.append(pred.drop(columns="_common"))
+                preds[f, key] = pred
+    _differences(errors, preds, compared, notes, boot)
+    return errors
+
+
+def _headline(e: dict) -> dict:
+    """The headline forecaster in brief (held out by the headline cv, its own rows)."""
+    return {"raw_bias": e["raw"].get("bias", math.nan), "calibrated_bias": e["calibrated"].get("bias", math.nan),
+            "raw_mae": e["raw"].get("mae", math.nan), "mae": e["calibrated"].get("mae", math.nan),
+            "raw_coverage": e["raw"].get("coverage", math.nan), "coverage": e["calibrated"].get("coverage", math.nan),
+            "raw_mae_interval": e["raw"].get("mae_interval"), "mae_interval": e["calibrated"].get("mae_interval")}
 
 
 def _cv_modes(cv: str, n_studies: int) -> tuple[list, list]:
@@ -300,8 +332,6 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
     OSError
         ``out`` cannot be written (checked before any work).
     """
-    from .report_html import draw_figures, render_html
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / ".write-test").write_text("ok")
@@ -310,13 +340,13 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
     rows = build_rows_many(study_dirs, curve=curve, forecast_fn=forecast_fn)
     runs = read_runs(study_dirs)
     metrics, cv_rows, table = compute(rows, **settings)
-    rows.to_csv(out / "rows.csv", index=False)
-    cv_rows.to_csv(out / "cv_predictions.csv", index=False)
+    write_text_atomic(out / "rows.csv", rows.to_csv(index=False))
+    write_text_atomic(out / "cv_predictions.csv", cv_rows.to_csv(index=False))
     images = draw_figures(rows, cv_rows, metrics, runs)
     for name, png in images.items():
-        (out / f"{name}.png").write_bytes(png)
-    atomic_write_text(out / "metrics.json", json.dumps(json_safe(metrics), indent=2, allow_nan=False))
-    atomic_write_text(out / "report.html", render_html(metrics, table, images, study_dirs))
+        write_bytes_atomic(out / f"{name}.png", png)
+    write_json(out / "metrics.json", metrics, indent=2)
+    write_text_atomic(out / "report.html", render_html(metrics, table, images, study_dirs))
     return metrics
 
 
@@ -330,7 +360,7 @@ def read_runs(study_dirs) -> pd.DataFrame:
     """
     frames = []
     for d in study_dirs:
-        path = Path(d) / "runs.csv"
+        path = Path(d) / RUNS_CSV
         if not path.is_file():
             raise StudyFormatError(f"{path} is missing; `gradprobe study` writes it (one row per run and eval point)")
         df = pd.read_csv(path)
@@ -340,57 +370,3 @@ def read_runs(study_dirs) -> pd.DataFrame:
         df["study_label"] = Path(d).name
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
-
-
-#: The forecasters ``gradprobe probe --forecaster`` can use, by their calib column.
-PROBE_FORECASTERS = {"forecast_probe": "probe", "forecast_cost_only": "cost_only",
-                     "forecast_signal_proxy": "signal_proxy"}
-
-
-def validation_record(metrics: dict, *, source: str) -> dict:
-    """What ``gradprobe probe --forecaster auto`` uses: the forecaster that validated best, with its evidence.
-
-    The choice is the lowest mean absolute error of the *uncalibrated* forecast gain vs grpo (accuracy
-    points) in the report's headline validation (leave one study out when the report has 2+ studies),
-    on the runs every compared forecaster covers, among the forecasters the probe command offers
-    (:data:`PROBE_FORECASTERS`; the raw first-order extrapolation is reported, never chosen).
-
-    Parameters
-    ----------
-    metrics : dict
-        A report's ``metrics.json`` (:func:`write_report`).
-    source : str
-        How the metrics were made (the command), recorded.
-
-    Returns
-    -------
-    dict
-        ``{"best", "mae", "cv", "rows", "studies", "evidence", "source"}``; ``mae`` maps forecaster -> MAE.
-
-    Raises
-    ------
-    ValueError
-        The metrics lack the headline validation's errors (a report older than this format).
-    """
-    cv = metrics.get("headline_cv")
-    errors = (metrics.get("errors") or {}).get(cv)
-    if not errors:
-        raise ValueError(f"metrics.json has no errors for its headline validation {cv!r}; re-run `calib report`")
-    mae = {}
-    for col, name in PROBE_FORECASTERS.items():
-        raw = (errors.get(col) or {}).get("raw") or {}
-        value = (raw.get("common") or raw).get("mae")
-        if value is not None and value == value:
-            mae[name] = round(float(value), 4)
-    if not mae:
-        raise ValueError("metrics.json has no mean absolute error for any probe forecaster; re-run `calib report`")
-    first = ((errors.get("forecast_first_order") or {}).get("raw") or {})
-    first_mae = (first.get("common") or first).get("mae")
-    best = min(mae, key=mae.get)
-    what = {"study": "leave one study out", "arm": "leave one arm out within its study"}.get(cv, cv)
-    evidence = (f"{what} over {metrics.get('n_studies')} studies ({', '.join(metrics.get('studies', []))}), "
-                f"{metrics.get('common_rows')} runs: mean absolute error of the gain vs grpo at the token budget, "
-                + ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in sorted(mae.items(), key=lambda kv: kv[1]))
-                + (f", raw first order {first_mae:.2f}" if first_mae is not None else "") + " points")
-    return {"best": best, "mae": mae, "cv": cv, "rows": metrics.get("common_rows"),
-            "studies": metrics.get("studies"), "evidence": evidence, "source": source}

@@ -150,8 +150,13 @@ def _fig_residuals(cv_rows: pd.DataFrame, m: dict) -> bytes:
             with warnings.catch_warnings():  # seaborn 0.13's boxplot passes matplotlib 3.11's deprecated vert=
                 warnings.filterwarnings("ignore", message=".*vert: bool was deprecated.*")
                 sns.boxplot(data=sub, x="arm ", y="residual", hue="when", ax=ax, fliersize=0)
-            sns.stripplot(data=sub, x="arm ", y="residual", hue="when", dodge=True, ax=ax, palette=["0.2", "0.2"],
-                          size=3, legend=False)
+            state = np.random.get_state()  # seaborn jitters strip points with the global numpy RNG: seed it,
+            np.random.seed(0)               # so the same rows draw the same figure (report.html reproducible)
+            try:
+                sns.stripplot(data=sub, x="arm ", y="residual", hue="when", dodge=True, ax=ax,
+                              palette=["0.2", "0.2"], size=3, legend=False)
+            finally:
+                np.random.set_state(state)
     ax.axhline(0, color="k", lw=1)
     ax.set_ylabel("forecast - realized (points)")
     ax.set_title(f"{short(m['forecaster'])}: held-out residuals by arm (leave one {m['headline_cv']} out; > 0: "

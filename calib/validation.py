@@ -38,6 +38,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from mapie.regression import CrossConformalRegressor, SplitConformalRegressor
 from sklearn.base import clone
 from sklearn.model_selection import GroupShuffleSplit, LeaveOneGroupOut
 from threadpoolctl import threadpool_limits
@@ -74,8 +75,6 @@ def conformal_regressor(estimator, X, y, groups, *, confidence_level: float = 0.
     ValueError
         Unknown ``interval``, ``confidence_level`` outside (0, 1), fewer than 2 groups.
     """
-    from mapie.regression import CrossConformalRegressor, SplitConformalRegressor
-
     if interval not in INTERVALS:
         raise ValueError(f"unknown interval method {interval!r}; choose one of {INTERVALS}")
     if not 0 < confidence_level < 1:
@@ -99,8 +98,6 @@ def predict_interval(regressor, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     Bounds are +-inf when there are too few conformity scores for the level (see module docstring).
     """
-    from mapie.regression import CrossConformalRegressor
-
     X = np.asarray(X, float)
     kw = {"aggregate_point_predictions": None} if isinstance(regressor, CrossConformalRegressor) else {}
     with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):

@@ -12,11 +12,13 @@ forward-only gradient-signal proxy.
 - :func:`study_forecasts`: per-arm forecasts of a study folder (the calibration's features).
 """
 
+from .budget_forecast import forecast_rewards
 from .curves import CurveError, ReferenceCurve, default_curve_path, load_reference_curve, scalerl_sigmoid
-from .forecaster import METHODS, ForecastResult, forecast_rewards, forecast_section, format_forecast
 from .proxies import Efficiency, probe_efficiency, shrink_factor, signal_proxy_efficiency
+from .result import METHODS, ForecastResult
+from .section import forecast_section, format_forecast
 from .study import STUDY_COLUMNS, study_forecasts
 
 __all__ = ["ReferenceCurve", "CurveError", "load_reference_curve", "default_curve_path", "scalerl_sigmoid",
-           "forecast_rewards", "forecast_section", "format_forecast", "ForecastResult", "METHODS", "Efficiency", "probe_efficiency", "shrink_factor",
-           "signal_proxy_efficiency", "study_forecasts", "STUDY_COLUMNS"]
+           "forecast_rewards", "forecast_section", "format_forecast", "ForecastResult", "METHODS", "Efficiency",
+           "probe_efficiency", "shrink_factor", "signal_proxy_efficiency", "study_forecasts", "STUDY_COLUMNS"]

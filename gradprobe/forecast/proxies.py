@@ -192,6 +192,36 @@ def probe_efficiency(reward: str, per_group: list[np.ndarray], per_group_ref: li
         Mismatched batch counts or group counts.
     """
     k = len(per_group)
+    _check_batches(reward, per_group, per_group_ref, counts)
+    num = sum(float(np.sum(a)) for a in per_group)
+    den = sum(float(np.sum(b)) for b in per_group_ref)
+    bnum = sum(c @ np.asarray(a, dtype=np.float64) for a, c in zip(per_group, counts))
+    bden = sum(c @ np.asarray(b, dtype=np.float64) for b, c in zip(per_group_ref, counts))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = np.where(bden != 0, bnum / np.where(bden != 0, bden, 1.0), np.nan)
+    draws = set(map(str, reference_draws)) if reference_draws is not None else set()
+    notes = _reference_noise_notes(k, len(draws))
+    if not den > 0:
+        notes.append(f"grpo's own alignment <g_outcome, u> = {den:.3g} is not positive on the probe batch(es): the "
+                     "ratio rho is undefined, so the forecast is cost only; use more --prompts or --probe-batches")
+        return Efficiency(reward, math.nan, math.nan, 0.0, 0.0, 1.0, (math.nan, math.nan), (1.0, 1.0),
+                          np.ones(len(boot)), k, False, notes)
+    rho_raw = num / den
+    se = robust_se(boot)
+    reference_noise = k >= 2 and len(draws) >= 2
+    if reference_noise:
+        boot, se = _with_jackknife(per_group, per_group_ref, num, den, rho_raw, boot, se)
+    snr = _snr(abs(rho_raw - 1.0), se)
+    kf = shrink_factor(snr)
+    rho = 1.0 + kf * (rho_raw - 1.0)
+    shrunk = 1.0 + kf * (np.nan_to_num(boot, nan=rho_raw) - 1.0) if kf > 0 else np.ones_like(boot)
+    return Efficiency(reward, rho_raw, se, snr, kf, rho, _interval(boot, level), _interval(shrunk, level), shrunk,
+                      k, reference_noise, notes)
+
+
+def _check_batches(reward: str, per_group, per_group_ref, counts) -> None:
+    """ValueError unless the reward, the reference and the bootstrap counts cover the same batches and groups."""
+    k = len(per_group)
     if k == 0 or len(per_group_ref) != k or len(counts) != k:
         raise ValueError(f"per_group ({k} batches), per_group_ref ({len(per_group_ref)}) and counts ({len(counts)}) "
                          "must cover the same probe batches")
@@ -199,56 +229,47 @@ def probe_efficiency(reward: str, per_group: list[np.ndarray], per_group_ref: li
         if len(a) != len(b) or c.shape[1] != len(a):
             raise ValueError(f"batch {j}: reward {reward!r} has {len(a)} groups, the reference reward {len(b)}, the "
                              f"bootstrap counts {c.shape[1]}; they must be the same probe batch")
-    num = sum(float(np.sum(a)) for a in per_group)
-    den = sum(float(np.sum(b)) for b in per_group_ref)
-    notes = []
-    bnum = sum(c @ np.asarray(a, dtype=np.float64) for a, c in zip(per_group, counts))
-    bden = sum(c @ np.asarray(b, dtype=np.float64) for b, c in zip(per_group_ref, counts))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        boot = np.where(bden != 0, bnum / np.where(bden != 0, bden, 1.0), np.nan)
-    draws = set(map(str, reference_draws)) if reference_draws is not None else set()
-    if k >= 2 and len(draws) < 2:
-        notes.append("one reference draw shared by the batches: the held-out reference's own sampling noise is not in "
-                     "the interval")
-    elif k < 2:
-        notes.append("one probe batch and one reference draw: the held-out reference's own sampling noise is not in "
-                     "the interval (more --probe-batches narrow it)")
-    if not den > 0:
-        notes.append(f"grpo's own alignment <g_outcome, u> = {den:.3g} is not positive on the probe batch(es): the "
-                     "ratio rho is undefined, so the forecast is cost only; use more --prompts or --probe-batches")
-        d = len(boot)
-        return Efficiency(reward, math.nan, math.nan, 0.0, 0.0, 1.0, (math.nan, math.nan), (1.0, 1.0),
-                          np.ones(d), k, False, notes)
-    rho_raw = num / den
-    se = robust_se(boot)
-    reference_noise = False
-    if k >= 2 and len(draws) >= 2:
-        sums = np.array([float(np.sum(a)) for a in per_group])
-        sums_ref = np.array([float(np.sum(b)) for b in per_group_ref])
-        loo_den = den - sums_ref
-        if np.all(loo_den > 0):
-            loo = (num - sums) / loo_den
-            se_j = math.sqrt((k - 1) / k * float(np.sum((loo - loo.mean()) ** 2)))
-        else:
-            se_j = math.inf
-        reference_noise = True
-        if math.isfinite(se) and se > 0 and se_j > se:
-            boot = rho_raw + (boot - rho_raw) * (se_j / se) if math.isfinite(se_j) else np.full_like(boot, np.nan)
-            se = se_j
-        elif not (math.isfinite(se) and se > 0):
-            se = se_j
-    dev = abs(rho_raw - 1.0)
-    if not math.isfinite(se):
-        snr = 0.0
-    elif se == 0:
-        snr = 0.0 if dev == 0 else math.inf
+
+
+def _reference_noise_notes(k: int, n_draws: int) -> list[str]:
+    """The note saying the held-out reference's own noise is not in the interval (one reference draw)."""
+    if k >= 2 and n_draws < 2:
+        return ["one reference draw shared by the batches: the held-out reference's own sampling noise is not in "
+                "the interval"]
+    if k < 2:
+        return ["one probe batch and one reference draw: the held-out reference's own sampling noise is not in "
+                "the interval (more --probe-batches narrow it)"]
+    return []
+
+
+def _with_jackknife(per_group, per_group_ref, num: float, den: float, rho_raw: float, boot: np.ndarray,
+                    se: float) -> tuple[np.ndarray, float]:
+    """Replicates widened to the jackknife-over-batches standard error when it exceeds the bootstrap's
+    (module docstring, part 2: Efron & Stein 1981), and the standard error then used."""
+    k = len(per_group)
+    sums = np.array([float(np.sum(a)) for a in per_group])
+    sums_ref = np.array([float(np.sum(b)) for b in per_group_ref])
+    loo_den = den - sums_ref
+    if np.all(loo_den > 0):
+        loo = (num - sums) / loo_den
+        se_j = math.sqrt((k - 1) / k * float(np.sum((loo - loo.mean()) ** 2)))
     else:
-        snr = dev / se
-    kf = shrink_factor(snr)
-    rho = 1.0 + kf * (rho_raw - 1.0)
-    shrunk = 1.0 + kf * (np.nan_to_num(boot, nan=rho_raw) - 1.0) if kf > 0 else np.ones_like(boot)
-    return Efficiency(reward, rho_raw, se, snr, kf, rho, _interval(boot, level), _interval(shrunk, level), shrunk,
-                      k, reference_noise, notes)
+        se_j = math.inf
+    if math.isfinite(se) and se > 0 and se_j > se:
+        boot = rho_raw + (boot - rho_raw) * (se_j / se) if math.isfinite(se_j) else np.full_like(boot, np.nan)
+        se = se_j
+    elif not (math.isfinite(se) and se > 0):
+        se = se_j
+    return boot, se
+
+
+def _snr(dev: float, se: float) -> float:
+    """|rho_raw - 1| / se: 0 when se is not finite, inf when se = 0 < dev."""
+    if not math.isfinite(se):
+        return 0.0
+    if se == 0:
+        return 0.0 if dev == 0 else math.inf
+    return dev / se
 
 
 def signal_proxy_efficiency(power: list[np.ndarray], power_ref: list[np.ndarray], *, counts: list[np.ndarray],

@@ -20,9 +20,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..layout import ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, probe_dir
 from ..probe_keys import arm_entry
+from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve
-from .forecaster import forecast_rewards, probe_batches_of
+from .probe_input import probe_batches_of
 
 __all__ = ["study_forecasts", "STUDY_COLUMNS"]
 
@@ -111,27 +113,54 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     if not study_dir.is_dir():
         raise FileNotFoundError(f"study folder {str(study_dir)!r} does not exist; pass the --out folder of a finished "
                                 "`gradprobe study` (e.g. data/study_tiny)")
-    analysis = read_study_json(study_dir / "analysis.json", "run `gradprobe study` to the end")
-    arms_map = read_study_json(study_dir / "probe" / "arms.json", "it is written with probe.json by `gradprobe study`")
+    analysis = read_study_json(study_dir / ANALYSIS_JSON, "run `gradprobe study` to the end")
+    arms_map = read_study_json(probe_dir(study_dir) / ARMS_JSON, "it is written with probe.json by `gradprobe study`")
     if probe is None:
-        probe = read_study_json(study_dir / "probe" / "probe.json", "run `gradprobe study` to the end (the probe runs last)")
+        probe = read_study_json(probe_dir(study_dir) / PROBE_JSON,
+                                "run `gradprobe study` to the end (the probe runs last)")
     arms_res = analysis.get("arms") or {}
     if "grpo" not in arms_res:
         raise ValueError(f"{study_dir}/analysis.json has no 'grpo' arm (arms: {sorted(arms_res)}); gains are measured "
                          "against it")
-    try:
-        matched = analysis["matched"]
-        budget = float((matched.get("generated_tokens") or matched["tokens"])["budget"])  # "tokens": older analyses
-    except (KeyError, TypeError):
-        raise ValueError(f"{study_dir}/analysis.json: matched.tokens.budget is missing") from None
+    budget = _matched_budget(analysis, study_dir)
     in_sample = curve is None
     if curve is None:
         curve = ReferenceCurve.from_study(study_dir, arm="grpo", mode=mode)
-    plan_arms, plan_loss = {}, None
-    if (study_dir / "plan.toml").is_file():
-        plan_doc = tomllib.loads((study_dir / "plan.toml").read_text())
-        plan_arms = plan_doc.get("arms") or {}
-        plan_loss = (plan_doc.get("train") or {}).get("loss_type", "grpo")
+    plan_arms, plan_loss = _plan_arms(study_dir)
+    arms, labels = _arm_specs(arms_res, arms_map, plan_arms, plan_loss)
+    _check_probed(study_dir, probe, arms)
+    res = forecast_rewards(curve, probe, budget_tokens=budget, method="probe", arms=arms, lr_curve=lr_curve,
+                           reference_reward=arms["grpo"]["reward"], n_draws=n_draws, seed=seed)
+    t = res.table.set_index("arm")
+    c_ref = float(t.loc["grpo", "tokens_per_update"])
+    source = ("in-sample: " if in_sample else "") + curve.source
+    rows = [{"arm": arm, **labels[arm], **_forecast_columns(t.loc[arm], c_ref),
+             "note": "; ".join(_arm_notes(t.loc[arm], plan_arms.get(arm) or {})), "budget": "tokens",
+             "budget_value": budget, "curve_source": source, "in_sample": in_sample,
+             "realized_gain": _realized_gain(arms_res[arm], arm, study_dir, budget)} for arm in arms]
+    return pd.DataFrame(rows, columns=list(STUDY_COLUMNS))
+
+
+def _matched_budget(analysis: dict, study_dir: Path) -> float:
+    """The study's matched generated-token budget (``analysis.json``; "tokens" in older analyses)."""
+    try:
+        matched = analysis["matched"]
+        return float((matched.get("generated_tokens") or matched["tokens"])["budget"])
+    except (KeyError, TypeError):
+        raise ValueError(f"{study_dir}/analysis.json: matched.tokens.budget is missing") from None
+
+
+def _plan_arms(study_dir: Path) -> tuple[dict, str | None]:
+    """The frozen plan's arms table and training loss type (``{}``, None without ``plan.toml``)."""
+    if not (study_dir / PLAN_COPY).is_file():
+        return {}, None
+    plan_doc = tomllib.loads((study_dir / PLAN_COPY).read_text())
+    return plan_doc.get("arms") or {}, (plan_doc.get("train") or {}).get("loss_type", "grpo")
+
+
+def _arm_specs(arms_res: dict, arms_map: dict, plan_arms: dict, plan_loss) -> tuple[dict, dict]:
+    """(arm -> {"reward": probe entry, "lr_scale"}, arm -> {"reward", "loss_type", "probe_entry"}) of every
+    analysed arm, read from ``arms.json`` (its ``probe_entry``), else the analysis and the plan."""
     arms, labels = {}, {}
     for arm in arms_res:
         spec = arms_map.get(arm) or {}
@@ -140,6 +169,11 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
         loss = spec.get("loss_type") or (plan_arms.get(arm) or {}).get("loss_type") or plan_loss
         arms[arm] = {"reward": entry, "lr_scale": float(spec.get("lr_scale", arms_res[arm].get("lr_scale", 1.0)))}
         labels[arm] = {"reward": reward, "loss_type": loss, "probe_entry": entry}
+    return arms, labels
+
+
+def _check_probed(study_dir: Path, probe, arms: dict) -> None:
+    """ValueError when an arm's loss-type entry (``REWARD@LOSS``) is missing from an older probe.json."""
     probed = set(probe_batches_of(probe)[0]["rewards"])
     missing = {arm: a["reward"] for arm, a in arms.items() if a["reward"] not in probed}
     if any("@" in key for key in missing.values()):
@@ -147,30 +181,24 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
                          "it was written before the probe estimated the arms' loss types; delete probe/probe.json "
                          "and run `gradprobe study` on the folder again (finished runs are kept, only the probe "
                          "re-runs)")
-    ref_reward = arms["grpo"]["reward"]
-    res = forecast_rewards(curve, probe, budget_tokens=budget, method="probe", arms=arms, lr_curve=lr_curve,
-                           reference_reward=ref_reward, n_draws=n_draws, seed=seed)
-    t = res.table.set_index("arm")
-    c_ref = float(t.loc["grpo", "tokens_per_update"])
-    rows = []
-    for arm in arms:
-        r = t.loc[arm]
-        notes = [r["note"]] if r["note"] else []
-        if (plan_arms.get(arm) or {}).get("selection"):
-            notes.append("prompt-selection arm: the probe sees only its reward, not the selection or its tokens")
-        if (plan_arms.get(arm) or {}).get("guidance"):
-            notes.append("guided arm: the probe sees only its reward, not the guided rollouts or their importance "
-                         "weights")
-        rows.append({
-            "arm": arm, **labels[arm], "lr_scale": float(r["lr_scale"]), "budget": "tokens",
-            "budget_value": budget, "tokens_per_update": float(r["tokens_per_update"]), "rho": float(r["rho"]),
-            "snr": float(r["snr"]), "token_multiplier": float(r["tokens_per_update"]) / c_ref,
+
+
+def _arm_notes(r: pd.Series, plan_arm: dict) -> list[str]:
+    """The forecast's note on the arm, plus what the probe cannot see of a selection or guided arm."""
+    notes = [r["note"]] if r["note"] else []
+    if plan_arm.get("selection"):
+        notes.append("prompt-selection arm: the probe sees only its reward, not the selection or its tokens")
+    if plan_arm.get("guidance"):
+        notes.append("guided arm: the probe sees only its reward, not the guided rollouts or their importance "
+                     "weights")
+    return notes
+
+
+def _forecast_columns(r: pd.Series, c_ref: float) -> dict:
+    """The forecast table's numbers of one arm, under their :data:`STUDY_COLUMNS` names."""
+    return {"lr_scale": float(r["lr_scale"]), "tokens_per_update": float(r["tokens_per_update"]),
+            "rho": float(r["rho"]), "snr": float(r["snr"]), "token_multiplier": float(r["tokens_per_update"]) / c_ref,
             "forecast_probe": float(r["gain_probe"]), "forecast_cost_only": float(r["gain_cost_only"]),
             "forecast_signal_proxy": float(r["gain_signal_proxy"]),
             "forecast_first_order": float(r["first_order_gain"]),
-            "forecast_probe_interval": tuple(r["gain_probe_interval"]), "method": r["method"],
-            "note": "; ".join(notes), "curve_source": ("in-sample: " if in_sample else "") + curve.source,
-            "in_sample": in_sample,
-            "realized_gain": _realized_gain(arms_res[arm], arm, study_dir, budget),
-        })
-    return pd.DataFrame(rows, columns=list(STUDY_COLUMNS))
+            "forecast_probe_interval": tuple(r["gain_probe_interval"]), "method": r["method"]}

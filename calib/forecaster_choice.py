@@ -1,0 +1,63 @@
+"""The forecaster ``gradprobe probe --forecaster auto`` uses, chosen from a calibration report's numbers.
+
+``calib report STUDY... --validation-out FILE`` writes :func:`validation_record` of the report's
+``metrics.json``; the shipped record is ``gradprobe/data/curves/forecast_validation.json``, read by
+:func:`gradprobe.forecast.section.load_validation`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PROBE_FORECASTERS", "validation_record"]
+
+#: The forecasters ``gradprobe probe --forecaster`` can use, by their calib column.
+PROBE_FORECASTERS = {"forecast_probe": "probe", "forecast_cost_only": "cost_only",
+                     "forecast_signal_proxy": "signal_proxy"}
+
+
+def validation_record(metrics: dict, *, source: str) -> dict:
+    """What ``gradprobe probe --forecaster auto`` uses: the forecaster that validated best, with its evidence.
+
+    The choice is the lowest mean absolute error of the *uncalibrated* forecast gain vs grpo (accuracy
+    points) in the report's headline validation (leave one study out when the report has 2+ studies),
+    on the runs every compared forecaster covers, among the forecasters the probe command offers
+    (:data:`PROBE_FORECASTERS`; the raw first-order extrapolation is reported, never chosen).
+
+    Parameters
+    ----------
+    metrics : dict
+        A report's ``metrics.json`` (:func:`write_report`).
+    source : str
+        How the metrics were made (the command), recorded.
+
+    Returns
+    -------
+    dict
+        ``{"best", "mae", "cv", "rows", "studies", "evidence", "source"}``; ``mae`` maps forecaster -> MAE.
+
+    Raises
+    ------
+    ValueError
+        The metrics lack the headline validation's errors (a report older than this format).
+    """
+    cv = metrics.get("headline_cv")
+    errors = (metrics.get("errors") or {}).get(cv)
+    if not errors:
+        raise ValueError(f"metrics.json has no errors for its headline validation {cv!r}; re-run `calib report`")
+    mae = {}
+    for col, name in PROBE_FORECASTERS.items():
+        raw = (errors.get(col) or {}).get("raw") or {}
+        value = (raw.get("common") or raw).get("mae")
+        if value is not None and value == value:
+            mae[name] = round(float(value), 4)
+    if not mae:
+        raise ValueError("metrics.json has no mean absolute error for any probe forecaster; re-run `calib report`")
+    first = ((errors.get("forecast_first_order") or {}).get("raw") or {})
+    first_mae = (first.get("common") or first).get("mae")
+    best = min(mae, key=mae.get)
+    what = {"study": "leave one study out", "arm": "leave one arm out within its study"}.get(cv, cv)
+    evidence = (f"{what} over {metrics.get('n_studies')} studies ({', '.join(metrics.get('studies', []))}), "
+                f"{metrics.get('common_rows')} runs: mean absolute error of the gain vs grpo at the token budget, "
+                + ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in sorted(mae.items(), key=lambda kv: kv[1]))
+                + (f", raw first order {first_mae:.2f}" if first_mae is not None else "") + " points")
+    return {"best": best, "mae": mae, "cv": cv, "rows": metrics.get("common_rows"),
+            "studies": metrics.get("studies"), "evidence": evidence, "source": source}

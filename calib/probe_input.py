@@ -1,0 +1,172 @@
+"""What calib reads from a probe result: the probe itself, its forecasts and its first-order gains.
+
+calib reads gradprobe's outputs, never its classes: :func:`load_probe` goes through gradprobe's one
+reader of ``probe.json`` (:func:`gradprobe.load_probe`) and returns the raw dict. The forecasts a
+format-2 calibration corrects come from the reward entries, ``probe.json``'s ``forecast`` section
+(:func:`gradprobe.forecast.forecast_section`), or that section computed here with the probe model's
+shipped reference curve (:func:`probe_forecasts`); a version-1 calibration corrects the raw
+first-order gain (:func:`probe_features`, :func:`first_order_gain`).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pandas as pd
+
+import gradprobe
+from gradprobe.forecast import forecast_section
+from gradprobe.layout import PLAN_COPY, STUDY_JSON
+
+from .domain import resolve_task
+from .files import json_float
+
+__all__ = ["REFERENCE_REWARD", "CalibrationApplyError", "load_probe", "probe_forecasts", "probe_features",
+           "first_order_gain", "SECTION_COLUMNS"]
+
+REFERENCE_REWARD = "outcome"
+
+
+class CalibrationApplyError(ValueError):
+    """The probe result cannot be calibrated with this calibration (the message says why and the fix)."""
+
+
+def load_probe(path: str | Path) -> tuple[dict, Path, dict | None]:
+    """Read a probe result for calibration, through gradprobe's reader (:func:`gradprobe.load_probe`,
+    the one reader of ``probe.json``).
+
+    Parameters
+    ----------
+    path : path
+        A probe folder (with ``probe.json``) or the ``probe.json`` file.
+
+    Returns
+    -------
+    (result, folder, task)
+        ``result``: the parsed ``probe.json`` (a dict; not modified). ``task``: the resolved task of
+        the study plan when the folder is a study's ``probe/`` (a study's probe.json records the
+        task's name only; its configuration is in the plan), else None.
+
+    Raises
+    ------
+    CalibrationApplyError
+        The file is missing, not valid JSON or not a probe result (no ``rewards`` list); the message
+        names the path.
+    """
+    try:
+        probe = gradprobe.load_probe(path)
+    except (FileNotFoundError, ValueError) as e:  # gradprobe's ProbeFileError / bad JSON, as calib's own error
+        raise CalibrationApplyError(str(e)) from e
+    result, folder = probe.raw, probe.folder
+    task = None
+    plan = folder.parent / PLAN_COPY
+    if folder.name == "probe" and plan.is_file() and (folder.parent / STUDY_JSON).is_file():
+        t = tomllib.loads(plan.read_text()).get("task") or {}
+        if t.get("name"):
+            task = resolve_task(t["name"], t.get("config") or {})
+    return result, folder, task
+
+
+SECTION_COLUMNS = {"forecast_probe": "gain_probe", "forecast_cost_only": "gain_cost_only",
+                   "forecast_signal_proxy": "gain_signal_proxy", "forecast_first_order": "first_order_gain"}
+"""Forecaster column -> its name in the rows of ``probe.json``'s ``forecast`` section (gradprobe.forecast)."""
+
+
+def probe_forecasts(result: dict, column: str) -> pd.DataFrame:
+    """The forecaster ``column`` of every reward of a probe result, one row per reward (index: name).
+
+    Looked for, in order: the reward entries themselves (a key ``column``); the rows of ``probe.json``'s
+    ``forecast`` section (:func:`gradprobe.forecast.forecast_section`, one row per reward, the column
+    named as in :data:`SECTION_COLUMNS`); else the section is computed here with the probe model's
+    shipped reference curve, when gradprobe has one.
+
+    Raises
+    ------
+    CalibrationApplyError
+        No forecast can be had (the message says why: e.g. no reference curve for the model).
+    """
+    entries = {r["name"]: r for r in result["rewards"]}
+    if all(column in e for e in entries.values()):
+        vals = {n: e[column] for n, e in entries.items()}
+    else:
+        section = result.get("forecast")
+        if not (isinstance(section, dict) and section.get("available")):
+            section = _forecast_section(result, column)
+        key = SECTION_COLUMNS[column]
+        table = {r.get("arm") or r.get("reward"): r for r in section.get("rows") or []}
+        vals = {n: (table.get(n) or {}).get(key) for n in entries}
+    out = pd.DataFrame({column: {n: json_float(v) for n, v in vals.items()}})
+    out.loc[REFERENCE_REWARD, column] = 0.0  # grpo vs itself, whatever the table says
+    return out
+
+
+def _forecast_section(result: dict, column: str) -> dict:
+    why = (result.get("forecast") or {}).get("note") if isinstance(result.get("forecast"), dict) else None
+    if why is None:
+        try:
+            section = forecast_section(result)
+        except (ValueError, KeyError) as e:
+            why = str(e)
+        else:
+            if section.get("available"):
+                return section
+            why = section.get("note")
+    raise CalibrationApplyError(
+        f"this calibration corrects {column!r}, a forecast the probe result does not have"
+        + (f": {why}" if why else " and this gradprobe cannot make")
+        + "; or apply a version-1 calibration (the raw first-order gain)")
+
+
+def probe_features(result: dict, budget: str) -> pd.DataFrame:
+    """Version-1 features of every reward (index: name): ``predicted_gain`` = the raw first-order gain
+    vs GRPO at the probe's budget, ``budget_value``.
+
+    Raises
+    ------
+    CalibrationApplyError
+        No ``outcome`` reward among the probed ones, or a budget the probe has no value for.
+    """
+    entries = {r["name"]: r for r in result["rewards"]}
+    if REFERENCE_REWARD not in entries:
+        raise CalibrationApplyError(f"calibration predicts gains vs GRPO, so the probe needs the {REFERENCE_REWARD!r} "
+                                    f"reward too: add it to --rewards (probed: {sorted(entries)})")
+    cfg = result["config"]
+    if budget == "tokens":
+        value = float(cfg["budget_tokens"])
+    elif budget == "time":
+        if cfg.get("budget_seconds") is None:
+            raise CalibrationApplyError("this calibration was fitted at matched device-seconds: pass --budget-seconds")
+        value = float(cfg["budget_seconds"])
+    else:
+        raise CalibrationApplyError(f"a calibration fitted at a matched {budget!r} budget cannot be applied to a probe "
+                                    "(it predicts at a token or device-seconds budget); refit it with `calib fit`")
+    ref = first_order_gain(entries[REFERENCE_REWARD], budget, value)
+    rows = {n: {"predicted_gain": first_order_gain(e, budget, value) - ref, "budget_value": value}
+            for n, e in entries.items()}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["predicted_gain", "budget_value"])
+
+
+def first_order_gain(entry: dict, budget: str, value: float, *, lr_scale: float = 1.0) -> float:
+    """The probe's raw first-order gain vs the initial policy at a budget (accuracy points).
+
+    tokens: (value / c_R) * g; time: (value / seconds_per_update) * g; updates: value * g, with
+    g = lr_scale * ``predicted_gain_per_update`` (DESIGN.md, "The probe"; no saturation).
+
+    Raises
+    ------
+    CalibrationApplyError
+        Unknown budget, or the entry lacks the per-update cost the budget needs.
+    """
+    g = lr_scale * float(entry["predicted_gain_per_update"])
+    if budget == "tokens":
+        return value / float(entry["tokens_per_update"]) * g
+    if budget == "time":
+        secs = json_float(entry.get("seconds_per_update"))
+        if not secs > 0:
+            raise CalibrationApplyError(f"probe entry {entry.get('name')!r} has no positive seconds_per_update; a time "
+                                        "budget needs it (re-run the probe with this gradprobe)")
+        return value / secs * g
+    if budget == "updates":
+        return value * g
+    raise CalibrationApplyError(f"unknown budget {budget!r}; choose tokens, time or updates")

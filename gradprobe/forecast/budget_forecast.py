@@ -1,0 +1,311 @@
+"""Forecast a reward's accuracy at a budget by reading grpo's learning curve at its effective updates.
+
+Model (DESIGN.md, "The probe", "Forecast (what users read)"). For reward R at a budget of T
+generated tokens (or F FLOPs):
+
+- c_R: generated tokens one update of R costs (rollouts plus MC continuations; the probe ledger's
+  ``tokens_per_update``, rescaled to the curve's update batch when the probe's differs);
+- rho_R: per-update efficiency relative to grpo (:mod:`gradprobe.forecast.proxies`), 1 for
+  ``cost_only``, the shrunk probe ratio for ``probe``, sqrt(P_R / P_outcome) for ``signal_proxy``;
+- effective updates n_R = (T / c_R) rho_R (at a FLOPs budget: (F / F_R) rho_R, F_R the update's
+  FLOPs: c_R generated tokens at one forward each plus the rollout tokens' forward + backward,
+  3 forwards (Kaplan et al. 2020), at the probe batch's FLOPs per token);
+- forecast accuracy f(n_R), f the reference curve (:class:`~gradprobe.forecast.curves.ReferenceCurve`:
+  the ScaleRL sigmoid, Khatri et al. 2025, eq. 1), bounded to [0, 100] points;
+- forecast gain vs grpo = f(n_R) - f(T / c_outcome), accuracy points.
+
+A negative rho (the reward's update moves accuracy down along the reference) gives n_R < 0, which
+the curve cannot represent; it is clipped to 0 (no progress) and noted.
+
+Interval (``level``, default 95%): percentiles of D Monte Carlo draws, draw d pairing the d-th
+bootstrap replicate of rho (prompts, plus the reference spread when measured) with a seed-bootstrap
+replicate of the curve (drawn with ``numpy.random.PCG64(seed)``), the same curve replicate for
+R and for grpo in that draw, so the gain's interval carries the curve's seed spread without
+double counting the shared part.
+
+Learning-rate arms (``lr_scale`` != 1): a first-order probe scales linearly with the learning rate,
+which training contradicts past the optimum (2x the rate lost 4.4 points on the tiny study), so
+without a curve for that rate (``lr_curve``, e.g. from a learning-rate sweep) the arm is marked
+``outside_probe`` and gets no number.
+
+Verdict (one line per arm): ``worth its tokens`` when the interval lies above 0, ``not worth its
+tokens`` when below, ``no detectable difference`` when it contains 0, ``outside what the probe can
+tell (learning-rate change)`` for learning-rate arms without their curve.
+
+The stages of :func:`forecast_rewards`: check the request and the probe (:mod:`.probe_input`), cost
+of one update per entry, per-entry efficiencies on shared bootstrap draws (:func:`entry_efficiencies`),
+one row per arm (:func:`arm_row`), notes on what the curve and the probe disagree about.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .curves import ReferenceCurve, task_key
+from .probe_input import arms_of, budget_of, check_batches, check_request, probe_batches_of, update_costs
+from .proxies import Efficiency, probe_efficiency, signal_proxy_efficiency, stratified_counts
+from .result import METHODS, TABLE_COLUMNS, ForecastResult, format_budget, verdict
+
+__all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting"]
+
+NAN_IV = (math.nan, math.nan)
+
+
+@dataclass
+class Setting:
+    """What every arm's row is computed against (internal to :func:`forecast_rewards`).
+
+    ``value`` the budget (tokens or FLOPs, ``kind``), ``cost`` / ``tokens`` entry -> per-update cost,
+    ``n_ref`` grpo's updates at the budget, ``base`` / ``base_rep`` grpo's accuracy there (points; per
+    draw, shape (draws,)), ``rep_idx`` the curve replicate of each draw (shape (draws,), or None),
+    ``effs`` / ``sps`` entry -> probe efficiency and signal-proxy (rho, interval, replicates),
+    ``first_order`` entry -> mean predicted gain per update (points).
+    """
+
+    curve: ReferenceCurve
+    method: str
+    reference_reward: str
+    kind: str
+    value: float
+    budget_s: str
+    tokens: dict
+    cost: dict
+    n_ref: float
+    base: float
+    base_rep: np.ndarray
+    rep_idx: np.ndarray | None
+    effs: dict
+    sps: dict
+    first_order: dict
+    n_draws: int
+    level: float
+    lr_curve: dict | None
+
+
+def entry_efficiencies(batches: list[dict], names: list[str], reference_reward: str, *, n_draws: int, seed: int,
+                       level: float, notes: list[str]) -> tuple[dict, dict]:
+    """Each entry's probe efficiency and signal-proxy efficiency vs ``reference_reward`` on shared draws.
+
+    Every entry is resampled with the same stratified bootstrap multiplicities (paired;
+    :func:`~gradprobe.forecast.proxies.stratified_counts` with ``seed``), so differences between entries
+    are not bootstrap noise. The reference itself is rho = 1 exactly.
+
+    Returns
+    -------
+    (effs, sps)
+        ``effs``: name -> :class:`~gradprobe.forecast.proxies.Efficiency`; ``sps``: name -> (rho_sp,
+        interval, replicates shape (n_draws,)), NaN when the probe has no signal proxy (noted).
+    """
+    sizes = [len(b["rewards"][reference_reward]["per_group"]) for b in batches]
+    counts = stratified_counts(sizes, n_draws, seed)
+    draws = [b["draw"] for b in batches]
+    pg_ref = [np.asarray(b["rewards"][reference_reward]["per_group"], dtype=np.float64) for b in batches]
+    has_sp = all(b["rewards"][n].get("signal_proxy_per_group") is not None for b in batches for n in names)
+    if not has_sp:
+        notes.append("the probe result has no signal proxy (signal_proxy_per_group): re-run the probe with this "
+                     "gradprobe for the signal_proxy baseline")
+    sp_ref = [np.asarray(b["rewards"][reference_reward]["signal_proxy_per_group"], dtype=np.float64)
+              for b in batches] if has_sp else None
+    effs: dict[str, Efficiency] = {}
+    sps: dict[str, tuple] = {}
+    for n in names:
+        if n == reference_reward:
+            ones = np.ones(n_draws)
+            effs[n] = Efficiency(n, 1.0, 0.0, math.nan, 0.0, 1.0, (1.0, 1.0), (1.0, 1.0), ones, len(batches), False, [])
+            sps[n] = (1.0, (1.0, 1.0), ones)
+            continue
+        pg = [np.asarray(b["rewards"][n]["per_group"], dtype=np.float64) for b in batches]
+        effs[n] = probe_efficiency(n, pg, pg_ref, counts=counts, reference_draws=draws, level=level)
+        if has_sp:
+            sp = [np.asarray(b["rewards"][n]["signal_proxy_per_group"], dtype=np.float64) for b in batches]
+            sps[n] = signal_proxy_efficiency(sp, sp_ref, counts=counts, level=level)
+        else:
+            sps[n] = (math.nan, NAN_IV, np.full(n_draws, np.nan))
+    for eff in effs.values():
+        for note in eff.notes:
+            if note not in notes and note.startswith("one "):
+                notes.append(note)
+    return effs, sps
+
+
+def _outside_probe(row: dict, s: float) -> dict:
+    """The row of a learning-rate arm without its own curve: no number (module docstring)."""
+    row.update({k: math.nan for k in ("effective_updates", "forecast_accuracy", "forecast_gain", "gain_probe",
+                                       "gain_cost_only", "gain_signal_proxy")})
+    row.update(gain_interval=NAN_IV, gain_probe_interval=NAN_IV, gain_cost_only_interval=NAN_IV,
+               gain_signal_proxy_interval=NAN_IV, method="outside_probe",
+               note=f"learning-rate change (x{s:g}): a first-order probe scales linearly with the rate, which "
+                    "training contradicts past the optimum; pass a learning-rate sweep's curve "
+                    f"(lr_curve={{{s:g}: curve}}) to forecast it",
+               verdict="outside what the probe can tell (learning-rate change)")
+    return row
+
+
+def _method_forecast(st: Setting, r: str, meth: str, is_ref: bool, arm_curve, arm_notes: list) -> tuple:
+    """(effective updates, accuracy, gain vs grpo, gain interval) of entry ``r`` by forecaster ``meth``."""
+    if meth == "cost_only" or is_ref:
+        rho_pt, rho_rep = 1.0, np.ones(st.n_draws)
+    elif meth == "probe":
+        rho_pt, rho_rep = st.effs[r].rho, st.effs[r].replicates
+    else:
+        rho_pt, rho_rep = st.sps[r][0], st.sps[r][2]
+    if not math.isfinite(rho_pt):
+        return (math.nan, math.nan, math.nan, NAN_IV)
+    n_pt = st.value / st.cost[r] * rho_pt
+    n_rep = st.value / st.cost[r] * np.nan_to_num(rho_rep, nan=rho_pt)
+    if n_pt < 0 or (n_rep < 0).any():
+        if meth == st.method and n_pt < 0:
+            arm_notes.append(f"rho {rho_pt:.3g} < 0 ({meth}): effective updates clipped to 0 (the curve has no "
+                             "regression below R0)")
+        n_pt, n_rep = max(n_pt, 0.0), np.maximum(n_rep, 0.0)
+    acc = arm_curve(n_pt)
+    if is_ref:
+        return (n_pt, acc, 0.0, (0.0, 0.0))
+    reps = arm_curve.replicate_values(n_rep, st.rep_idx) - st.base_rep
+    a = (1.0 - st.level) / 2.0
+    lo, hi = np.quantile(reps, [a, 1 - a])
+    return (n_pt, acc, acc - st.base, (float(lo), float(hi)))
+
+
+def arm_row(st: Setting, arm: str, spec: dict) -> dict:
+    """One row of the forecast table (:data:`~gradprobe.forecast.result.TABLE_COLUMNS`) for ``arm``,
+    whose ``spec`` is ``{"reward": entry, "lr_scale": float}``."""
+    r, s = spec["reward"], float(spec.get("lr_scale", 1.0))
+    eff = st.effs[r]
+    is_ref = r == st.reference_reward and math.isclose(s, 1.0)
+    row = {"arm": arm, "reward": r, "lr_scale": s, "tokens_per_update": st.tokens[r], "rho": eff.rho,
+           "rho_interval": eff.interval, "snr": eff.snr, "rho_raw": eff.rho_raw, "rho_signal_proxy": st.sps[r][0],
+           "first_order_gain": st.value / st.cost[r] * s * st.first_order[r]
+           - st.n_ref * st.first_order[st.reference_reward]}
+    arm_notes, arm_curve = [], st.curve
+    if not math.isclose(s, 1.0):
+        match = next((c for k, c in (st.lr_curve or {}).items() if math.isclose(float(k), s)), None)
+        if match is None:
+            return _outside_probe(row, s)
+        arm_curve = match
+        arm_notes.append(f"read from the x{s:g} learning-rate curve ({match.source})")
+    per = {meth: _method_forecast(st, r, meth, is_ref, arm_curve, arm_notes) for meth in METHODS}
+    used = st.method
+    if st.method == "probe" and not is_ref and eff.shrink == 0.0:
+        arm_notes.append(f"probe SNR {eff.snr:.2f} <= 1: rho shrunk to 1, i.e. the cost-only forecast"
+                         if math.isfinite(eff.rho_raw) else "rho undefined (grpo's alignment <= 0): cost-only forecast")
+        used = "cost_only (probe SNR <= 1)"
+    elif st.method == "signal_proxy" and not math.isfinite(st.sps[r][0]):
+        arm_notes.append("no signal proxy in the probe result: cost-only forecast")
+        per["signal_proxy"] = per["cost_only"]
+        used = "cost_only (no signal proxy)"
+    n_pt, acc, gain, iv = per[st.method]
+    for meth in METHODS:
+        row[f"gain_{meth}"] = per[meth][2]
+        row[f"gain_{meth}_interval"] = per[meth][3]
+    if not is_ref and math.isfinite(n_pt) and n_pt > arm_curve.max_update * 1.0001:
+        arm_notes.append(f"its {n_pt:.0f} effective updates lie beyond the curve's last eval (update "
+                         f"{arm_curve.max_update:g}): extrapolated")
+    row.update(effective_updates=n_pt, forecast_accuracy=acc, forecast_gain=gain, gain_interval=iv, method=used,
+               note="; ".join(arm_notes),
+               verdict="reference (grpo)" if is_ref else verdict(gain, iv, st.budget_s, st.kind))
+    return row
+
+
+def _mismatch_notes(curve: ReferenceCurve, cfg: dict, n_ref: float) -> list[str]:
+    """Where the curve and the probe disagree: extrapolation, learning rate, task, model."""
+    notes = []
+    if n_ref > curve.max_update * 1.0001:
+        notes.append(f"grpo's {n_ref:.0f} updates at this budget lie beyond the curve's last eval (update "
+                     f"{curve.max_update:g}): its accuracy there is the fit's extrapolation")
+    lr_probe, lr_curve_rate = cfg.get("lr"), curve.metadata.get("lr")
+    if lr_probe and lr_curve_rate and not math.isclose(float(lr_probe), float(lr_curve_rate), rel_tol=1e-6):
+        notes.append(f"the probe's --lr {float(lr_probe):g} differs from the curve's training rate "
+                     f"{float(lr_curve_rate):g}: the forecast is for training at the curve's rate (rho does not depend "
+                     "on the rate to first order; the raw first-order gains above do)")
+    probe_task = task_key(cfg.get("task"))
+    curve_task = curve.metadata.get("task")
+    if probe_task and curve_task and probe_task != curve_task:
+        notes.append(f"the reference curve was trained on task {curve_task}, the probe ran on {probe_task}: the "
+                     "forecast assumes the curve transfers")
+    if cfg.get("model") and curve.metadata.get("model") and cfg["model"] != curve.metadata["model"]:
+        notes.append(f"the reference curve is of model {curve.metadata['model']!r}, the probe of {cfg['model']!r}")
+    return notes
+
+
+def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | None = None,
+                     budget_flops: float | None = None, method: str = "probe", arms: dict | None = None,
+                     lr_curve: dict | None = None, reference_reward: str = "outcome", n_draws: int = 2000,
+                     seed: int = 0, level: float = 0.95) -> ForecastResult:
+    """Forecast accuracy and gain vs grpo of every probed reward (or arm) at a budget (module docstring).
+
+    Parameters
+    ----------
+    curve : ReferenceCurve
+        grpo's accuracy (points) against updates (:mod:`gradprobe.forecast.curves`).
+    probe : dict or list of dict
+        A probe result (``probe.json``; several batches when it has ``batches``) or a list of
+        per-batch results on the same policy. Each reward entry needs ``tokens_per_update`` and
+        ``per_group`` (and ``signal_proxy_per_group`` for the signal-proxy baseline).
+    budget_tokens : float, optional
+        Generated-token budget T (tokens); default the probe's ``config.budget_tokens``.
+    budget_flops : float, optional
+        A FLOPs budget instead (exclusive with ``budget_tokens``).
+    method : {"probe", "cost_only", "signal_proxy"}
+        Which forecaster fills ``forecast_gain``; the others are always computed beside it.
+    arms : dict[str, dict], optional
+        Arm name -> ``{"reward": key, "lr_scale": float}``, ``key`` a probe entry (a reward, or
+        ``REWARD@LOSS_TYPE`` under an extra loss type, :mod:`gradprobe.probe_keys`; default: one arm
+        per entry, lr_scale 1). The arm whose entry is ``reference_reward`` at lr_scale 1 is grpo;
+        every other arm's rho is vs that entry, so an arm that changes only the loss type
+        (``outcome@bnpo``) gets the ratio of its gradient's alignment to grpo's.
+    lr_curve : dict[float, ReferenceCurve], optional
+        lr_scale -> that learning rate's own grpo curve (a learning-rate sweep); arms with that
+        lr_scale are forecast from it instead of being marked ``outside_probe``.
+    reference_reward : str
+        The probed reward that is grpo (default ``outcome``).
+    n_draws : int
+        Monte Carlo draws of the interval (>= 100).
+    seed : int
+        Seed of the bootstrap and the curve-replicate draws.
+    level : float
+        Interval coverage in (0, 1).
+
+    Returns
+    -------
+    ForecastResult
+
+    Raises
+    ------
+    ValueError
+        An unknown method, both or non-positive budgets, no ``reference_reward`` among the probed
+        rewards (add it to ``--rewards``), an arm whose reward was not probed, an entry without
+        ``tokens_per_update`` or ``per_group``, ``n_draws < 100``, a level outside (0, 1).
+    """
+    check_request(method, budget_tokens, budget_flops, n_draws, level)
+    batches = probe_batches_of(probe)
+    cfg = batches[0]["config"]
+    names = check_batches(batches, reference_reward)
+    kind, value = budget_of(budget_tokens, budget_flops, cfg)
+    arms = arms_of(arms, names)
+    notes: list[str] = []
+    tokens, cost = update_costs(curve, batches, names, cfg, kind, reference_reward, notes)
+    n_ref = value / cost[reference_reward]
+    # curve replicates per draw (the bootstrap multiplicities use PCG64(seed), these PCG64(seed + 1))
+    rng = np.random.Generator(np.random.PCG64(seed + 1))
+    m = len(curve.replicates)
+    rep_idx = rng.integers(0, m, size=n_draws) if m else None
+    if m == 0:
+        notes.append("the reference curve has one seed: intervals leave out its uncertainty")
+    effs, sps = entry_efficiencies(batches, names, reference_reward, n_draws=n_draws, seed=seed, level=level,
+                                   notes=notes)
+    first_order = {n: float(np.mean([b["rewards"][n].get("predicted_gain_per_update", math.nan) for b in batches]))
+                   for n in names}
+    st = Setting(curve=curve, method=method, reference_reward=reference_reward, kind=kind, value=value,
+                 budget_s=format_budget(value, kind), tokens=tokens, cost=cost, n_ref=n_ref, base=curve(n_ref),
+                 base_rep=curve.replicate_values(np.full(n_draws, n_ref), rep_idx), rep_idx=rep_idx, effs=effs,
+                 sps=sps, first_order=first_order, n_draws=n_draws, level=level, lr_curve=lr_curve)
+    table = pd.DataFrame([arm_row(st, arm, spec) for arm, spec in arms.items()], columns=list(TABLE_COLUMNS))
+    notes += _mismatch_notes(curve, cfg, n_ref)
+    return ForecastResult(table=table, method=method, budget={"kind": kind, "value": value}, curve=curve.describe(),
+                          curve_source=curve.source, grpo_accuracy=float(st.base), reference_reward=reference_reward,
+                          level=level, notes=notes + [n for n in curve.notes if n.startswith("B ")])

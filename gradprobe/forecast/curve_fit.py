@@ -1,0 +1,270 @@
+"""The reference curve's model and its deterministic least-squares fit (used by :class:`~.curves.ReferenceCurve`).
+
+Model (Khatri et al. 2025, "The Art of Scaling Reinforcement Learning Compute for LLMs",
+arXiv:2510.13786, eq. 1, with compute C replaced by updates n)::
+
+    R(n) = R0 + (A - R0) / (1 + (n_mid / n)^B),      R(0) = R0,
+
+R0 the accuracy at n = 0 (accuracy points), A the asymptote (points), n_mid the number of updates
+at which half the gain A - R0 is reached, B > 0 the steepness. R0 is the mean accuracy of the evals
+at n = 0 when there are any (then it is not a free parameter), else it is fitted.
+
+Fit (deterministic): least squares (``scipy.optimize.least_squares``, trust-region reflective)
+over every eval point of every seed, in the parameters (A, ln n_mid, B[, R0]) inside the bounds
+A in [0, 100], ln n_mid in [ln(n_min / 100), ln(100 n_max)] (n_min, n_max the smallest and
+largest update count > 0 evaluated), B in [0.1, 10], R0 in [0, 100], from a fixed grid of
+starting points (:data:`START_B`, three n_mid, two A); the lowest cost wins and ties go to the
+first start, so the same points give the same curve. Each parameter is then marked
+
+- ``at_bound``: the optimum sits on its bound (the data push it out of the allowed range);
+- ``identified``: not at a bound, finite standard error (Gauss-Newton covariance
+  s^2 (J^T J)^-1, s^2 = residual sum of squares / (points - free parameters)), and the standard
+  error below the parameter's scale (|A - R0| for A and R0, 1 for ln n_mid, i.e. within a
+  factor e, B for B);
+- ``fixed``: not fitted.
+
+Seed spread (:func:`fit_seed_replicates`): with two or more seeds, :data:`N_REPLICATES` bootstrap
+replicates over seeds (seeds resampled with replacement, R0 re-read and the curve refitted from the
+main fit's parameters; ``numpy.random.PCG64(REPLICATE_SEED)``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+__all__ = ["CurveError", "scalerl_sigmoid", "sigmoid_params", "SigmoidFit", "fit_sigmoid", "fit_seed_replicates",
+           "PARAMETERS", "START_B", "B_BOUNDS", "B_FALLBACK", "N_REPLICATES", "REPLICATE_SEED"]
+
+PARAMETERS = ("R0", "A", "n_mid", "B")
+#: Fixed starting grid of the fit (B values); n_mid starts at n_min, sqrt(n_min n_max), n_max and
+#: A at the accuracy of the last eval level and at R0 + 1.5 x (that - R0).
+START_B = (0.5, 1.0, 2.0, 4.0)
+B_BOUNDS = (0.1, 10.0)
+#: B used when the evals do not identify it: the hyperbolic (Michaelis-Menten) saturation.
+B_FALLBACK = 1.0
+N_REPLICATES = 200
+REPLICATE_SEED = 20251015
+
+
+class CurveError(ValueError):
+    """A reference curve cannot be built or read (the message names the field or file and the fix)."""
+
+
+def scalerl_sigmoid(n, *, R0: float, A: float, n_mid: float, B: float) -> np.ndarray:
+    """ScaleRL sigmoid (Khatri et al. 2025, eq. 1) in updates: R0 + (A - R0) / (1 + (n_mid / n)^B).
+
+    Parameters
+    ----------
+    n : array_like, shape (points,) or any
+        Updates, >= 0; R(0) = R0 exactly.
+    R0, A : float
+        Accuracy at n = 0 and asymptote (accuracy points).
+    n_mid : float
+        Updates at which half the gain A - R0 is reached (> 0).
+    B : float
+        Steepness (> 0).
+
+    Returns
+    -------
+    ndarray (float64), the shape of ``n``
+        Accuracy points (not clipped).
+    """
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        # (n_mid / n)^B = exp(B (ln n_mid - ln n)): finite for every n > 0, +inf at n = 0
+        z = np.exp(B * (math.log(n_mid) - np.log(np.where(n > 0, n, 1.0))))
+        out = R0 + (A - R0) / (1.0 + z)
+    return np.where(n > 0, out, R0)
+
+
+def sigmoid_params(n, p: np.ndarray) -> np.ndarray:
+    """:func:`scalerl_sigmoid` vectorised over replicates.
+
+    Parameters
+    ----------
+    n : array_like, shape (M,) or (M, k)
+        Updates of each replicate (>= 0).
+    p : ndarray, shape (M, 4)
+        (R0, A, n_mid, B) of each replicate.
+
+    Returns
+    -------
+    ndarray (float64), the shape of ``n``
+        Accuracy points (not clipped).
+    """
+    n = np.asarray(n, dtype=np.float64)
+    r0, a, nm, b = (p[:, i].reshape((-1,) + (1,) * (n.ndim - 1)) for i in range(4))
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        z = np.exp(b * (np.log(nm) - np.log(np.where(n > 0, n, 1.0))))
+        out = r0 + (a - r0) / (1.0 + z)
+    return np.where(n > 0, out, r0)
+
+
+class SigmoidFit:
+    """Result of one least-squares fit: ``params`` (R0, A, n_mid, B), ``cost`` (half the residual sum of
+    squares, points^2), ``status`` and ``se`` (standard errors) per parameter (module docstring)."""
+
+    def __init__(self, params, cost, status, se):
+        self.params, self.cost, self.status, self.se = params, cost, status, se
+
+
+def _starting_points(names, n, y, *, r0, b_fixed, start, lo_n, hi_n) -> list[list[float]]:
+    """The fixed grid of starting points (module docstring), or the one ``start`` given."""
+    if start is not None:
+        return [[start[k] if k != "log_n_mid" else math.log(start["n_mid"]) for k in names]]
+    zero = n == n.min()
+    r0_start = r0 if r0 is not None else float(y[zero].mean())
+    last = float(y[n == hi_n].mean())
+    a_starts = (last, r0_start + 1.5 * (last - r0_start))
+    nm_starts = (lo_n, math.sqrt(lo_n * hi_n), hi_n)
+    b_starts = START_B if b_fixed is None else (b_fixed,)
+    starts = []
+    for b0 in b_starts:
+        for nm0 in nm_starts:
+            for a0 in a_starts:
+                d = {"A": a0, "log_n_mid": math.log(nm0), "B": b0, "R0": r0_start}
+                starts.append([d[k] for k in names])
+    return starts
+
+
+def _standard_errors(best, names, on_bound, n_points: int) -> dict:
+    """Gauss-Newton standard errors of the free parameters off their bounds (inf where not estimable)."""
+    dof = n_points - len(names)
+    se = {k: math.inf for k in names}
+    inner = ~on_bound
+    if dof > 0 and inner.any():
+        J = best.jac[:, inner]
+        s2 = 2.0 * best.cost / dof
+        try:
+            cov = s2 * np.linalg.inv(J.T @ J)
+            diag = np.diag(cov)
+            for k, v in zip([nm_ for nm_, keep in zip(names, inner) if keep], diag):
+                se[k] = math.sqrt(v) if v >= 0 and math.isfinite(v) else math.inf
+        except np.linalg.LinAlgError:
+            pass
+    return se
+
+
+def _statuses(names, on_bound, se, scale, *, r0, b_fixed) -> dict:
+    """``at_bound`` / ``identified`` / ``not_identified`` / ``fixed`` per parameter (module docstring)."""
+    status = {}
+    for k, b in zip(names, on_bound):
+        key = "n_mid" if k == "log_n_mid" else k
+        if b:
+            status[key] = "at_bound"
+        elif math.isfinite(se[k]) and se[k] < scale[k]:
+            status[key] = "identified"
+        else:
+            status[key] = "not_identified"
+    if r0 is not None:
+        status["R0"] = "fixed"
+    if b_fixed is not None:
+        status["B"] = "fixed"
+    return status
+
+
+def fit_sigmoid(n: np.ndarray, y: np.ndarray, *, r0: float | None, b_fixed: float | None,
+                start: dict | None = None) -> SigmoidFit:
+    """Least-squares ScaleRL fit of accuracy ``y`` (points) at updates ``n`` (module docstring).
+
+    Parameters
+    ----------
+    n, y : ndarray, shape (points,)
+        Update counts (>= 0, at least one > 0) and accuracies (points).
+    r0, b_fixed : float or None
+        R0 and B held fixed at these values; None: fitted.
+    start : dict, optional
+        One starting point (``R0``, ``A``, ``n_mid``, ``B``) instead of the grid (the seed replicates).
+
+    Returns
+    -------
+    SigmoidFit
+    """
+    pos = np.unique(n[n > 0])
+    lo_n, hi_n = float(pos[0]), float(pos[-1])
+    names = ["A", "log_n_mid"] + ([] if b_fixed is not None else ["B"]) + ([] if r0 is not None else ["R0"])
+    lower = {"A": 0.0, "log_n_mid": math.log(lo_n / 100.0), "B": B_BOUNDS[0], "R0": 0.0}
+    upper = {"A": 100.0, "log_n_mid": math.log(hi_n * 100.0), "B": B_BOUNDS[1], "R0": 100.0}
+    lb = np.array([lower[k] for k in names])
+    ub = np.array([upper[k] for k in names])
+
+    def unpack(theta):
+        d = dict(zip(names, theta))
+        return (d.get("R0", r0), d["A"], math.exp(d["log_n_mid"]), d.get("B", b_fixed))
+
+    def resid(theta):
+        R0, A, nm, B = unpack(theta)
+        return scalerl_sigmoid(n, R0=R0, A=A, n_mid=nm, B=B) - y
+
+    best = None
+    for s in _starting_points(names, n, y, r0=r0, b_fixed=b_fixed, start=start, lo_n=lo_n, hi_n=hi_n):
+        s = np.clip(np.array(s, dtype=np.float64), lb + 1e-9 * (ub - lb), ub - 1e-9 * (ub - lb))
+        res = least_squares(resid, s, bounds=(lb, ub), method="trf", x_scale="jac", max_nfev=2000)
+        if best is None or res.cost < best.cost * (1 - 1e-12) - 1e-15:
+            best = res
+    theta = best.x
+    R0, A, nm, B = unpack(theta)
+    width = ub - lb
+    on_bound = (np.abs(theta - lb) <= 1e-6 * width) | (np.abs(theta - ub) <= 1e-6 * width)
+    se = _standard_errors(best, names, on_bound, n.size)
+    gain = abs(A - R0)
+    status = _statuses(names, on_bound, se, {"A": gain, "log_n_mid": 1.0, "B": B, "R0": gain}, r0=r0, b_fixed=b_fixed)
+    ses = {("n_mid" if k == "log_n_mid" else k): v for k, v in se.items()}
+    if "n_mid" in ses and math.isfinite(ses["n_mid"]):
+        ses["n_mid"] = ses["n_mid"] * nm  # delta method: se(n_mid) = n_mid se(ln n_mid)
+    return SigmoidFit({"R0": float(R0), "A": float(A), "n_mid": float(nm), "B": float(B)}, float(best.cost), status,
+                      ses)
+
+
+def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_fixed: bool,
+                        b_fixed: float | None, n_replicates: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Seed-bootstrap refits of the curve (module docstring).
+
+    Parameters
+    ----------
+    points : DataFrame
+        Columns ``update``, ``accuracy`` (points), ``seed`` (labels of ``labels``).
+    labels : list
+        The seed labels, in the order of the returned counts' columns.
+    params : dict
+        The main fit's parameters: every refit starts there.
+    r0_fixed, b_fixed
+        As in the main fit (R0 re-read from each replicate's evals at n = 0 when fixed).
+    n_replicates : int
+        Replicates to draw (0: none).
+
+    Returns
+    -------
+    (replicates, counts, notes)
+        ``replicates``: shape (replicates, 4), (R0, A, n_mid, B) of each refit; ``counts``: shape
+        (replicates, seeds), times each seed was drawn; ``notes``: one seed, or replicates left out
+        for too few distinct evals.
+    """
+    s = len(labels)
+    if s < 2 or n_replicates <= 0:
+        notes = ["one seed: the curve has no seed spread, so forecast intervals leave out the curve's own "
+                 "uncertainty"] if s < 2 else []
+        return np.zeros((0, 4)), np.zeros((0, s), dtype=np.int64), notes
+    rng = np.random.Generator(np.random.PCG64(REPLICATE_SEED))
+    by_seed = {lab: points[points["seed"] == lab] for lab in labels}
+    reps, counts, failed = [], [], 0
+    for _ in range(n_replicates):
+        draw = rng.integers(0, s, size=s)
+        c = np.bincount(draw, minlength=s)
+        df = pd.concat([by_seed[labels[i]] for i in draw])
+        n, y = df["update"].to_numpy(float), df["accuracy"].to_numpy(float)
+        r0 = float(y[n == 0].mean()) if r0_fixed else None
+        need = 2 + (b_fixed is None) + (r0 is None)
+        if np.unique(n[n > 0]).size < need:
+            failed += 1
+            continue
+        p = fit_sigmoid(n, y, r0=r0, b_fixed=b_fixed, start=params).params
+        reps.append([p["R0"], p["A"], p["n_mid"], p["B"]])
+        counts.append(c)
+    notes = [f"{failed} of {n_replicates} seed-bootstrap replicates had too few distinct evals to refit and were "
+             "left out"] if failed else []
+    return (np.array(reps, dtype=np.float64).reshape(-1, 4), np.array(counts, dtype=np.int64).reshape(-1, s), notes)

@@ -1,0 +1,327 @@
+"""Reading a reference curve's eval points from what a user has: a study, ``metrics.jsonl``, a CSV, TRL.
+
+:class:`CurveSources` holds the alternate constructors of :class:`~gradprobe.forecast.curves.ReferenceCurve`
+(``from_study``, ``from_metrics``, ``from_csv``, ``from_trl_state``): each reads the update count and
+held-out accuracy of every eval (and, where the file says it, what the curve was trained with) and
+builds the curve with ``cls(...)``. Accuracies are read as fractions or points (:func:`to_points`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
+from .curve_fit import N_REPLICATES, CurveError
+
+__all__ = ["CurveSources", "task_key", "to_points", "TRL_STATE"]
+
+TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
+
+
+def task_key(task: str | None, config: dict | None = None) -> str | None:
+    """A task spec in one canonical form, ``name:k1=v1,k2=v2`` with keys sorted (to compare tasks).
+
+    ``task`` may already carry an inline config (``chain_sum:max_terms=4,min_terms=3``); ``config``
+    adds keys. GSM8K paths (``gsm8k:PATH``) are kept as given.
+    """
+    if task is None:
+        return None
+    name, _, inline = str(task).partition(":")
+    if name == "gsm8k":
+        return str(task)
+    kv = {}
+    for part in filter(None, (x.strip() for x in inline.split(","))):
+        k, _, v = part.partition("=")
+        kv[k.strip()] = v.strip()
+    for k, v in (config or {}).items():
+        kv[str(k)] = str(v)
+    return name + (":" + ",".join(f"{k}={kv[k]}" for k in sorted(kv)) if kv else "")
+
+
+def to_points(values: np.ndarray, scale: str, what: str) -> tuple[np.ndarray, str]:
+    """Accuracy values -> accuracy points, with a note saying how they were read.
+
+    Parameters
+    ----------
+    values : ndarray, shape (points,)
+    scale : {"auto", "fraction", "points"}
+        ``auto``: fractions when every value lies in [0, 1], else points when in [0, 100].
+    what : str
+        The source, named in the note and the errors.
+
+    Raises
+    ------
+    CurveError
+        An unknown scale, a non-finite value, values that are neither fractions nor points.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if scale not in ("auto", "fraction", "points"):
+        raise CurveError(f"accuracy_scale {scale!r} must be 'auto', 'fraction' (values in [0, 1]) or 'points' "
+                         "(values in [0, 100])")
+    if v.size and not np.all(np.isfinite(v)):
+        raise CurveError(f"{what}: {int((~np.isfinite(v)).sum())} accuracy value(s) are not finite; drop those evals")
+    lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
+    if scale == "auto":
+        if lo >= 0 and hi <= 1.0:
+            return 100.0 * v, (f"{what}: accuracy read as fractions in [0, 1] (range {lo:.4g}-{hi:.4g}) and converted "
+                               "to points; pass accuracy_scale='points' if they already are points")
+        if lo >= 0 and hi <= 100.0:
+            return v, f"{what}: accuracy read as points in [0, 100] (range {lo:.4g}-{hi:.4g})"
+        raise CurveError(f"{what}: accuracy values range {lo:.4g}-{hi:.4g}, neither fractions in [0, 1] nor points in "
+                         "[0, 100]; name the right column or metric")
+    out = 100.0 * v if scale == "fraction" else v
+    if out.size and (out.min() < 0 or out.max() > 100):
+        raise CurveError(f"{what}: accuracy_scale={scale!r} gives values {out.min():.4g}-{out.max():.4g} outside "
+                         "[0, 100] points")
+    return out, f"{what}: accuracy read as {'fractions' if scale == 'fraction' else 'points'} (accuracy_scale={scale!r})"
+
+
+def _plan_metadata(plan: Path, arm: str) -> dict:
+    """What a study's frozen plan says the arm's curve was trained with (``plan_error`` when unreadable)."""
+    try:
+        p = tomllib.loads(plan.read_text())
+        train, task = p.get("train", {}), p.get("task", {})
+        arm_spec = (p.get("arms") or {}).get(arm, {})
+        return dict(model=(p.get("model") or {}).get("name"), task=task_key(task.get("name"), task.get("config")),
+                    update_prompts=arm_spec.get("prompts_per_update", train.get("prompts_per_update")),
+                    update_group=arm_spec.get("group", train.get("group")),
+                    lr=float(train.get("lr", math.nan)) * float(arm_spec.get("lr_scale", 1.0)),
+                    loss_type=train.get("loss_type"), max_new_tokens=(p.get("sampling") or {}).get("max_new_tokens"))
+    except (tomllib.TOMLDecodeError, TypeError, ValueError) as e:
+        return {"plan_error": f"plan.toml unreadable: {e}"}
+
+
+def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> str:
+    """The seed label of run ``i`` from the ``config.json`` beside its ``metrics.jsonl``; fills ``meta``
+    (model, task, update batch, lr, loss type) where it has no value yet."""
+    label = str(i)
+    cfg = path.parent / CONFIG_JSON
+    if cfg.is_file():
+        try:
+            run = json.loads(cfg.read_text()).get("run") or {}
+            label = str(run.get("seed", i)) if n_paths > 1 else label
+            train, task = run.get("train") or {}, run.get("task") or {}
+            for k, v in (("model", (run.get("model") or {}).get("name")),
+                         ("task", task_key(task.get("name"), task.get("config"))),
+                         ("update_prompts", train.get("prompts_per_update")), ("update_group", train.get("group")),
+                         ("lr", train.get("lr")), ("loss_type", train.get("loss_type"))):
+                meta.setdefault(k, v)
+        except (json.JSONDecodeError, AttributeError):
+            pass
+    return label
+
+
+def _run_file(path, name: str, what: str) -> Path:
+    """``path``, or ``path / name`` when it is a folder; CurveError naming ``what`` to pass when it is missing."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / name
+    if not path.is_file():
+        raise CurveError(f"{path} not found; pass {what}")
+    return path
+
+
+def _eval_lines(path: Path, metric: str) -> list[tuple[float, float]]:
+    """(update, metric) of every ``"eval": true`` line of a ``metrics.jsonl`` carrying ``metric``."""
+    out = []
+    for line_no, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CurveError(f"{path}:{line_no} is not valid JSON ({e})") from None
+        if rec.get("eval") is True and rec.get(metric) is not None:
+            if "update" not in rec:
+                raise CurveError(f"{path}:{line_no}: an eval line without 'update'")
+            out.append((float(rec["update"]), float(rec[metric])))
+    if not out:
+        raise CurveError(f"{path} has no eval lines ('\"eval\": true') with {metric!r}; was the run evaluated?")
+    return out
+
+
+def _trl_rows(path: Path, metric: str, initial_accuracy: float | None) -> list[tuple[float, float]]:
+    """(step, metric) of every ``log_history`` entry of a TRL ``trainer_state.json`` carrying ``metric``."""
+    try:
+        hist = json.loads(path.read_text())["log_history"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise CurveError(f"{path} is not a TRL trainer_state.json with a 'log_history' list ({e})") from None
+    rows = [(float(h["step"]), float(h[metric])) for h in hist
+            if isinstance(h, dict) and "step" in h and h.get(metric) is not None]
+    if not rows:
+        keys = sorted({k for h in hist if isinstance(h, dict) for k in h if k.startswith("eval")})
+        raise CurveError(f"{path}: no log_history entry has {metric!r}; eval keys found: {keys or 'none'}; "
+                         "pass metric=...")
+    if initial_accuracy is not None and not any(s == 0 for s, _ in rows):
+        rows.insert(0, (0.0, float(initial_accuracy)))
+    return rows
+
+
+class CurveSources:
+    """Alternate constructors of :class:`~gradprobe.forecast.curves.ReferenceCurve` (mixed into it)."""
+
+    @classmethod
+    def from_study(cls, study_dir: str | Path, *, arm: str = "grpo", accuracy_col: str = "accuracy",
+                   mode: str = "sigmoid", B: float | None = None, n_replicates: int = N_REPLICATES):
+        """The curve of one arm of a ``gradprobe study`` folder (its ``runs.csv``).
+
+        Parameters
+        ----------
+        study_dir : path
+            Holds ``runs.csv`` (columns ``arm``, ``seed``, ``update``, ``accuracy`` as fractions) and,
+            optionally, ``plan.toml`` (model, task, update batch, learning rate: the curve's metadata).
+        arm : str
+            The arm whose evals are fitted (default ``grpo``).
+        accuracy_col : str
+            ``accuracy`` (greedy, the study's headline) or ``accuracy_sampled``.
+        mode, B, n_replicates
+            See :class:`ReferenceCurve`.
+
+        Raises
+        ------
+        CurveError
+            No ``runs.csv``, a missing column, an unknown arm (the message lists the arms), too few evals.
+        """
+        study_dir = Path(study_dir)
+        runs = study_dir / RUNS_CSV
+        if not runs.is_file():
+            raise CurveError(f"{runs} not found; pass the --out folder of a finished `gradprobe study`")
+        df = pd.read_csv(runs)
+        for col in ("arm", "seed", "update", accuracy_col):
+            if col not in df.columns:
+                raise CurveError(f"{runs} has no column {col!r} (columns: {list(df.columns)})")
+        if arm not in set(df["arm"]):
+            raise CurveError(f"{runs} has no arm {arm!r}; its arms are {sorted(set(df['arm']))}")
+        d = df[(df["arm"] == arm) & df[accuracy_col].notna()]
+        acc, note = to_points(d[accuracy_col].to_numpy(float), "auto", f"{runs.name} {accuracy_col}")
+        meta = {"study": str(study_dir), "arm": arm}
+        if (study_dir / PLAN_COPY).is_file():
+            meta.update(_plan_metadata(study_dir / PLAN_COPY, arm))
+        seeds = d["seed"].to_numpy()
+        src = (f"study {study_dir.name} arm {arm} ({runs}, {len(set(seeds))} seeds x "
+               f"{int(d.groupby('seed').size().min())}-{int(d.groupby('seed').size().max())} evals)")
+        return cls(updates=d["update"].to_numpy(float), accuracy=acc, seeds=seeds, mode=mode, B=B, source=src,
+                   metadata=meta, notes=[note], n_replicates=n_replicates)
+
+    @classmethod
+    def from_metrics(cls, paths, *, metric: str = "greedy_accuracy", accuracy_scale: str = "auto",
+                     mode: str = "sigmoid", B: float | None = None, metadata: dict | None = None,
+                     n_replicates: int = N_REPLICATES):
+        """The curve of one or more ``gradprobe train`` runs (one ``metrics.jsonl`` per seed).
+
+        Parameters
+        ----------
+        paths : path or sequence of paths
+            ``metrics.jsonl`` files (or their run folders). Lines with ``"eval": true`` carry ``update``
+            and ``metric``. A ``config.json`` beside the file gives the metadata (model, task, batch, lr).
+        metric : str
+            ``greedy_accuracy`` (fractions; default) or ``sampled_accuracy``.
+        accuracy_scale : {"auto", "fraction", "points"}
+            ``auto`` detects fractions (all values in [0, 1]) and says so in ``notes``.
+
+        Raises
+        ------
+        CurveError
+            A missing file, a file without eval lines carrying ``metric``, too few evals.
+        """
+        paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        if not paths:
+            raise CurveError("from_metrics needs at least one metrics.jsonl")
+        n, y, seeds, meta, used = [], [], [], dict(metadata or {}), set()
+        for i, path in enumerate(paths):
+            path = _run_file(path, METRICS_JSONL, "the metrics.jsonl of a `gradprobe train` run (or its folder)")
+            label = _run_config(path, i, len(paths), meta)
+            if label in used:  # two runs with the same seed stay two curves
+                label = f"{label}#{i}"
+            used.add(label)
+            for u, v in _eval_lines(path, metric):
+                n.append(u)
+                y.append(v)
+                seeds.append(label)
+        acc, note = to_points(np.array(y), accuracy_scale, f"metrics {metric}")
+        src = f"metrics.jsonl of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
+        return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta, notes=[note],
+                   n_replicates=n_replicates)
+
+    @classmethod
+    def from_csv(cls, path: str | Path, *, update_col: str = "update", accuracy_col: str = "accuracy",
+                 seed_col: str | None = None, accuracy_scale: str = "auto", mode: str = "sigmoid",
+                 B: float | None = None, metadata: dict | None = None, n_replicates: int = N_REPLICATES):
+        """The curve from a CSV of evals: one row per eval.
+
+        Parameters
+        ----------
+        path : path
+        update_col, accuracy_col : str
+            Columns of the update count and the accuracy (fractions or points, detected).
+        seed_col : str, optional
+            Column of the seed/run label (default: one seed).
+        accuracy_scale : {"auto", "fraction", "points"}
+        metadata : dict, optional
+            ``update_prompts``, ``update_group``, ``model``, ``task``, ``lr`` of the run.
+
+        Raises
+        ------
+        CurveError
+            A missing file or column (the message lists the columns), too few evals.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise CurveError(f"CSV {str(path)!r} not found")
+        df = pd.read_csv(path)
+        for col in [update_col, accuracy_col] + ([seed_col] if seed_col else []):
+            if col not in df.columns:
+                raise CurveError(f"{path} has no column {col!r} (columns: {list(df.columns)}); pass update_col=, "
+                                 "accuracy_col= or seed_col=")
+        df = df[df[accuracy_col].notna() & df[update_col].notna()]
+        acc, note = to_points(df[accuracy_col].to_numpy(float), accuracy_scale, f"{path.name} {accuracy_col}")
+        return cls(updates=df[update_col].to_numpy(float), accuracy=acc,
+                   seeds=df[seed_col].to_numpy() if seed_col else None, mode=mode, B=B, source=f"CSV {path}",
+                   metadata=metadata, notes=[note], n_replicates=n_replicates)
+
+    @classmethod
+    def from_trl_state(cls, paths, *, metric: str = "eval_accuracy", accuracy_scale: str = "auto",
+                       initial_accuracy: float | None = None, mode: str = "sigmoid", B: float | None = None,
+                       metadata: dict | None = None, n_replicates: int = N_REPLICATES):
+        """The curve from TRL ``trainer_state.json`` file(s) (one per seed).
+
+        TRL's ``Trainer`` writes ``log_history``, a list of dicts; eval entries carry ``step``
+        (optimizer steps = updates) and the eval metrics. Steps are read as updates: with gradient
+        accumulation one TRL step is one optimizer update, which is what the x axis means.
+
+        Parameters
+        ----------
+        paths : path or sequence of paths
+            ``trainer_state.json`` files (or checkpoint folders holding one).
+        metric : str
+            The log_history key of the held-out accuracy (default ``eval_accuracy``; e.g.
+            ``eval_rewards/accuracy_reward/mean`` for a GRPOTrainer eval of an accuracy reward).
+        accuracy_scale : {"auto", "fraction", "points"}
+        initial_accuracy : float, optional
+            Accuracy of the initial policy (same scale as the metric) when the log has no step-0 eval
+            (TRL evaluates at step 0 only with ``eval_on_start=True``); it becomes R0.
+
+        Raises
+        ------
+        CurveError
+            A missing or invalid file, no entry with ``metric`` (the message lists the eval keys found),
+            too few evals.
+        """
+        paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        n, y, seeds = [], [], []
+        for i, path in enumerate(paths):
+            path = _run_file(path, TRL_STATE, "a TRL trainer_state.json (or the checkpoint folder)")
+            for s, v in _trl_rows(path, metric, initial_accuracy):
+                n.append(s)
+                y.append(v)
+                seeds.append(str(i))
+        acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}")
+        src = f"TRL trainer_state.json of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
+        return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=metadata, notes=[note],
+                   n_replicates=n_replicates)

@@ -1,0 +1,166 @@
+"""What a forecast reads from a probe result: its batches, the budget, the arms and each update's cost.
+
+The checks here turn a malformed request into a ``ValueError`` naming the field and the fix before any
+Monte Carlo work (:func:`~gradprobe.forecast.budget_forecast.forecast_rewards`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .result import METHODS
+
+__all__ = ["probe_batches_of", "check_request", "check_batches", "budget_of", "arms_of", "update_costs",
+           "TRAIN_FORWARDS"]
+
+TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (gradprobe.ledger)
+
+
+def probe_batches_of(probe) -> list[dict]:
+    """The probe batches of a probe result: a ``probe.json`` dict (with ``batches`` when
+    :func:`gradprobe.probe.batches.run_probe_batches` made it), or a list of per-batch results.
+
+    Returns
+    -------
+    list of dict
+        Each: ``rewards`` (name -> entry), ``reference`` (dict), ``config`` (dict), ``ledger`` (dict),
+        ``batch`` (dict), ``draw`` (reference draw id).
+
+    Raises
+    ------
+    ValueError
+        Anything else (the message says what is expected).
+    """
+    if isinstance(probe, (list, tuple)):
+        items = list(probe)
+    elif isinstance(probe, dict) and isinstance(probe.get("batches"), list) and probe["batches"]:
+        items = [dict(b, config=b.get("config") or probe.get("config")) for b in probe["batches"]]
+    elif isinstance(probe, dict):
+        items = [probe]
+    else:
+        raise ValueError(f"probe must be a probe result (probe.json dict) or a list of them, got {type(probe).__name__}")
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or "rewards" not in item:
+            raise ValueError(f"probe batch {i} has no 'rewards'; pass probe.json dicts (gradprobe probe / run_probe)")
+        rewards = item["rewards"]
+        entries = {r["name"]: r for r in rewards} if isinstance(rewards, list) else \
+            {k: dict(v, name=v.get("name", k)) for k, v in rewards.items()}
+        ref = item.get("reference") or {}
+        draw = ref.get("draw", ref.get("norm", i))
+        out.append({"rewards": entries, "reference": ref, "config": item.get("config") or {},
+                    "ledger": item.get("ledger") or {}, "batch": item.get("batch") or {}, "draw": draw})
+    return out
+
+
+def check_request(method: str, budget_tokens, budget_flops, n_draws: int, level: float) -> None:
+    """Refuse an unknown method, two budgets, ``n_draws < 100`` or a level outside (0, 1) (ValueError)."""
+    if method not in METHODS:
+        raise ValueError(f"method {method!r} must be one of {METHODS}")
+    if budget_tokens is not None and budget_flops is not None:
+        raise ValueError("give budget_tokens or budget_flops, not both")
+    if n_draws < 100:
+        raise ValueError(f"n_draws must be >= 100 for a percentile interval, got {n_draws}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+
+
+def check_batches(batches: list[dict], reference_reward: str) -> list[str]:
+    """The probed reward entries (batch 0's order), after checking every batch probes the same ones, the
+    reference is among them and each entry has ``tokens_per_update`` and ``per_group`` (ValueError)."""
+    names = list(batches[0]["rewards"])
+    for j, b in enumerate(batches[1:], 1):
+        if set(b["rewards"]) != set(names):
+            raise ValueError(f"probe batch {j} has rewards {sorted(b['rewards'])}, batch 0 {sorted(names)}: every batch "
+                             "must probe the same rewards")
+    if reference_reward not in names:
+        raise ValueError(f"the forecast is a gain vs grpo, so the probe needs the {reference_reward!r} reward: add it to "
+                         f"--rewards (probed: {', '.join(names)})")
+    for name in names:
+        for key in ("tokens_per_update", "per_group"):
+            if any(b["rewards"][name].get(key) is None for b in batches):
+                raise ValueError(f"probe entry {name!r} lacks {key!r}; re-run the probe with this gradprobe")
+    return names
+
+
+def budget_of(budget_tokens, budget_flops, cfg: dict) -> tuple[str, float]:
+    """(``"tokens"`` or ``"flops"``, value): the budget asked for, else the probe's ``config.budget_tokens``.
+
+    Raises
+    ------
+    ValueError
+        A budget that is not > 0 (or none at all).
+    """
+    if budget_flops is None:
+        kind = "tokens"
+        value = float(budget_tokens if budget_tokens is not None else cfg.get("budget_tokens", math.nan))
+    else:
+        kind, value = "flops", float(budget_flops)
+    if not value > 0:
+        raise ValueError(f"budget_{kind} must be > 0 (got {value}); pass budget_tokens= or set the probe's --budget-tokens")
+    return kind, value
+
+
+def arms_of(arms: dict | None, names: list[str]) -> dict:
+    """The arms to forecast: ``arms`` checked against the probed entries, or one arm per entry at lr_scale 1.
+
+    Raises
+    ------
+    ValueError
+        An arm whose reward entry the probe did not cover (the message says which flag adds it).
+    """
+    arms = arms if arms is not None else {n: {"reward": n, "lr_scale": 1.0} for n in names}
+    for arm, spec in arms.items():
+        if spec.get("reward") not in names:
+            key = str(spec.get("reward"))
+            fix = (f"add {key.partition('@')[2]!r} to --loss-types (entry REWARD@LOSS_TYPE, gradprobe.probe_keys)"
+                   if "@" in key else "add it to --rewards")
+            raise ValueError(f"arm {arm!r} has reward {spec.get('reward')!r}, which the probe did not cover "
+                             f"(probed: {', '.join(names)}); {fix}")
+    return arms
+
+
+def update_costs(curve, batches: list[dict], names: list[str], cfg: dict, kind: str, reference_reward: str,
+                 notes: list[str]) -> tuple[dict, dict]:
+    """Each entry's cost of one update, in the reference curve's updates.
+
+    Returns
+    -------
+    (tokens, cost)
+        ``tokens``: name -> generated tokens c_R of one update (the batches' mean, rescaled by
+        (curve batch) / (probe batch) when the two update batches differ; a note says so); ``cost``:
+        name -> the budget's unit per update, c_R tokens, or at a FLOPs budget F_R = f (c_R + 3 c_outcome)
+        FLOPs, f the probe's generation FLOPs per generated token and 3 forwards per trained token
+        (forward + backward, Kaplan et al. 2020).
+
+    Raises
+    ------
+    ValueError
+        A FLOPs budget without the probe ledger's generation FLOPs.
+    """
+    probe_b = (cfg.get("update_prompts") or cfg.get("prompts"), cfg.get("update_group") or cfg.get("group"))
+    curve_b = (curve.metadata.get("update_prompts"), curve.metadata.get("update_group"))
+    scale = 1.0
+    if all(probe_b) and all(curve_b) and tuple(probe_b) != tuple(curve_b):
+        scale = (curve_b[0] * curve_b[1]) / (probe_b[0] * probe_b[1])
+        notes.append(f"the curve's updates are {curve_b[0]}x{curve_b[1]} completions, the probe's {probe_b[0]}x"
+                     f"{probe_b[1]}: tokens per update rescaled by {scale:g} (per-update efficiency does not depend on "
+                     "the batch size; pass --update-prompts/--update-group to state the update you mean)")
+    tokens = {n: scale * float(np.mean([b["rewards"][n]["tokens_per_update"] for b in batches])) for n in names}
+    if kind != "flops":
+        return tokens, dict(tokens)
+    fpt = []
+    for b in batches:
+        led = b["ledger"]
+        charged = led.get("charged_generated_tokens") or 0
+        gen = (led.get("flops") or {}).get("generation")
+        if charged and gen:
+            fpt.append(gen / charged)
+    if not fpt:
+        raise ValueError("a FLOPs budget needs the probe ledger's generation FLOPs (ledger.flops.generation); "
+                         "re-run the probe with this gradprobe or give budget_tokens")
+    per_token = float(np.mean(fpt))
+    c_ref = tokens[reference_reward]
+    return tokens, {n: per_token * (tokens[n] + TRAIN_FORWARDS * c_ref) for n in names}

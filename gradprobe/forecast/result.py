@@ -1,0 +1,109 @@
+"""What a forecast returns: :class:`ForecastResult` (one row per arm), its verdicts and budget labels."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["ForecastResult", "METHODS", "TABLE_COLUMNS", "format_budget", "verdict"]
+
+METHODS = ("probe", "cost_only", "signal_proxy")
+TABLE_COLUMNS = ("arm", "reward", "lr_scale", "tokens_per_update", "rho", "rho_interval", "snr", "effective_updates",
+                 "forecast_accuracy", "forecast_gain", "gain_interval", "method", "note", "verdict", "rho_raw",
+                 "rho_signal_proxy", "gain_probe", "gain_probe_interval", "gain_cost_only", "gain_cost_only_interval",
+                 "gain_signal_proxy", "gain_signal_proxy_interval", "first_order_gain")
+
+
+def format_budget(value: float, kind: str = "tokens") -> str:
+    """250000 -> '250k', 1000000 -> '1M', 1.5e15 FLOPs -> '1.5e+15 FLOPs'."""
+    if kind == "flops":
+        return f"{value:.3g} FLOPs"
+    for div, suf in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= div:
+            return f"{value / div:.4g}{suf}"
+    return f"{value:g}"
+
+
+def verdict(gain: float, iv, budget: str, kind: str) -> str:
+    """One line on an arm: ``worth its tokens`` when the interval ``iv`` (accuracy points vs grpo) lies
+    above 0, ``not worth its tokens`` when below, ``no detectable difference`` when it contains 0,
+    ``no forecast`` when the gain or the interval is not finite. ``kind``: "tokens" or "flops"."""
+    what = "tokens" if kind == "tokens" else "FLOPs"
+    if not (math.isfinite(gain) and iv and all(math.isfinite(x) for x in iv)):
+        return "no forecast"
+    lo, hi = iv
+    nums = f"{gain:+.1f} [{lo:+.1f}, {hi:+.1f}] vs grpo"
+    if lo > 0:
+        return f"worth its {what} at {budget}: {nums}"
+    if hi < 0:
+        return f"not worth its {what} at {budget}: {nums}"
+    return f"no detectable difference at {budget}: {nums}"
+
+
+@dataclass
+class ForecastResult:
+    """Forecasts of every arm at one budget.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per arm, columns :data:`TABLE_COLUMNS`: ``reward``, ``tokens_per_update`` (tokens),
+        ``rho`` (shrunk probe efficiency), ``rho_interval`` ((lo, hi)), ``snr`` (|rho_raw - 1| / se),
+        ``effective_updates`` (updates, of the method used), ``forecast_accuracy`` (points),
+        ``forecast_gain`` (points vs grpo), ``gain_interval`` ((lo, hi)), ``method`` (the forecaster
+        that made the row's number), ``note``, ``verdict``; beside it every forecaster's gain and
+        interval (``gain_probe``, ``gain_cost_only``, ``gain_signal_proxy``) and the raw first-order
+        extrapolation ``first_order_gain`` (points vs grpo, expected to overestimate).
+    method : str
+        The forecaster asked for.
+    budget : dict
+        ``kind`` ("tokens" or "flops") and ``value``.
+    curve : str
+        The reference curve's one-line description; ``curve_source`` where it came from.
+    grpo_accuracy : float
+        f(T / c_outcome), points.
+    notes : list[str]
+    """
+
+    table: pd.DataFrame
+    method: str
+    budget: dict
+    curve: str
+    curve_source: str
+    grpo_accuracy: float
+    reference_reward: str
+    level: float
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (NaN and +-inf -> None, tuples -> lists): ``probe.json``'s ``forecast`` section.
+
+        (Not :func:`gradprobe.outputs.json_safe`, which writes +-inf as "inf"/"-inf": the section's
+        readers, e.g. :func:`~gradprobe.forecast.section.format_forecast`, format every number and take
+        an unknown one as None.)
+        """
+        rows = []
+        for rec in self.table.to_dict(orient="records"):
+            rows.append({k: _json_value(v) for k, v in rec.items()})
+        return {"available": True, "method": self.method, "budget": dict(self.budget), "curve": self.curve,
+                "curve_source": self.curve_source, "grpo_accuracy": _json_value(self.grpo_accuracy),
+                "reference_reward": self.reference_reward, "level": self.level, "rows": rows,
+                "notes": list(self.notes),
+                "model": "accuracy f(n_R) of grpo's reference curve at effective updates n_R = (T / c_R) rho_R; "
+                         "gain = f(n_R) - f(T / c_outcome) (DESIGN.md, 'Forecast'; ScaleRL sigmoid, Khatri et al. 2025, "
+                         "eq. 1)"}
+
+
+def _json_value(v):
+    if isinstance(v, (tuple, list, np.ndarray)):
+        return [_json_value(x) for x in v]
+    if isinstance(v, (float, np.floating)):
+        return None if not math.isfinite(float(v)) else float(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v

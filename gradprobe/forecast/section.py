@@ -1,0 +1,168 @@
+"""The forecast as ``gradprobe probe`` prints and saves it: ``probe.json``'s ``forecast`` section.
+
+:func:`forecast_section` forecasts a probe result against the shipped reference curve of its model
+(:data:`DEFAULT_CURVES`) with the forecaster that validated best (:data:`VALIDATION`, measured by
+``calib report``), and records what pre-screening cost; :func:`format_forecast` prints it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..tables import format_columns
+from .budget_forecast import forecast_rewards
+from .curves import ReferenceCurve, default_curve_path
+from .result import METHODS, format_budget
+
+__all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section",
+           "format_forecast"]
+
+#: Models whose shipped reference curve is used when no --reference-curve is given.
+DEFAULT_CURVES = {"tiny": "tiny_frontier_grpo.json"}
+
+VALIDATION_FILE = "forecast_validation.json"
+
+
+def load_validation(path=None) -> dict:
+    """What ``--forecaster auto`` (the default of ``gradprobe probe``) uses, and the evidence.
+
+    The issue's rule: the verdict uses the forecaster that validates best, and says which. The record is
+    measured, not written by hand: ``calib report STUDY... --validation-out FILE`` picks the forecaster
+    with the lowest leave-one-study-out mean absolute error of the gain vs grpo over the shipped studies
+    (``calib.report.validation_record``). The shipped record is ``gradprobe/data/curves/``
+    :data:`VALIDATION_FILE`; ``data/calibration/README.md`` says which studies it covers.
+
+    Returns
+    -------
+    dict
+        ``{"best": "probe" | "cost_only" | "signal_proxy", "mae": {forecaster: points}, "evidence": str, ...}``.
+
+    Raises
+    ------
+    ValueError
+        The file is missing, not JSON, or names an unknown forecaster (the message names the file and the
+        command that rewrites it).
+    """
+    path = Path(path) if path is not None else default_curve_path().with_name(VALIDATION_FILE)
+    fix = "rewrite it with `calib report STUDY... --out DIR --validation-out FILE`"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"the forecaster validation record {path} cannot be read ({e}); {fix}") from None
+    if record.get("best") not in METHODS or not record.get("evidence"):
+        raise ValueError(f"the forecaster validation record {path} has no valid 'best' forecaster and evidence; {fix}")
+    return record
+
+
+#: The shipped validation record (:func:`load_validation`), read once at import.
+VALIDATION = load_validation()
+
+
+def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve_spec: str | None = None,
+                     method: str = "auto", reference_reward: str = "outcome") -> dict:
+    """The ``forecast`` section of ``probe.json`` (what ``gradprobe probe`` prints).
+
+    Parameters
+    ----------
+    result : dict
+        A probe result (one batch, or combined by :func:`gradprobe.probe.batches.run_probe_batches`).
+    curve : ReferenceCurve, optional
+        The reference curve. Default: the shipped curve of the probe's model when there is one
+        (:data:`DEFAULT_CURVES`: ``tiny``), else none.
+    curve_spec : str, optional
+        How the user named the curve (recorded).
+    method : {"auto", "probe", "cost_only", "signal_proxy"}
+        ``auto``: the forecaster that validated best (:data:`VALIDATION`), recorded with its evidence.
+    reference_reward : str
+
+    Returns
+    -------
+    dict
+        :meth:`ForecastResult.to_dict` plus ``method_choice`` (why this forecaster), ``curve_spec``,
+        ``curve_is_default`` and ``pre_screen``
+        (generated tokens of the probe batches, continuations and held-out reference, and their share
+        of the budget: what screening cost against one grpo run). Without a curve, or without the
+        reference reward: ``{"available": False, "note": ...}`` saying what is needed.
+
+    Raises
+    ------
+    ValueError
+        See :func:`forecast_rewards`.
+    """
+    cfg = result.get("config") or {}
+    is_default = False
+    if curve is None:
+        name = DEFAULT_CURVES.get(str(cfg.get("model")))
+        if name is None:
+            return {"available": False, "note": f"no reference curve for model {cfg.get('model')!r}: the gains above "
+                    "are the raw first-order extrapolation (expected to overestimate); a forecast needs a reference "
+                    "curve: pass --reference-curve (a grpo run's metrics.jsonl, a TRL trainer_state.json, a CSV of "
+                    "update,accuracy, a study folder or a saved curve)"}
+        curve = ReferenceCurve.load(default_curve_path().with_name(name))
+        curve_spec, is_default = f"default ({name})", True
+    names = [r["name"] for r in result.get("rewards", [])]
+    if reference_reward not in names:
+        return {"available": False, "note": f"the forecast is a gain vs grpo: add {reference_reward!r} to --rewards"}
+    choice = "as asked"
+    if method == "auto":
+        method = VALIDATION["best"]
+        choice = f"auto: validated best, {VALIDATION['evidence']}"
+    fr = forecast_rewards(curve, result, method=method, reference_reward=reference_reward)
+    d = fr.to_dict()
+    d["method_choice"] = choice
+    led = result.get("ledger") or {}
+    gen = led.get("generated_tokens") or {}
+    ref_led = ((result.get("reference") or {}).get("ledger") or {}).get("generated_tokens") or {}
+    spent = int(sum(gen.get(c, 0) for c in ("rollout", "continuation", "selection")) + sum(ref_led.values()))
+    budget = d["budget"]["value"] if d["budget"]["kind"] == "tokens" else None
+    d.update(curve_spec=curve_spec, curve_is_default=is_default,
+             pre_screen={"generated_tokens": spent, "budget_tokens": budget,
+                         "share_of_budget": spent / budget if budget else None,
+                         "note": "probe rollouts, MC continuations and the held-out reference's rollouts, against one "
+                                 "grpo run's budget"})
+    return d
+
+
+def format_forecast(section: dict) -> str:
+    """Plain-text forecast table and verdicts (printed under the probe table by ``gradprobe probe``)."""
+    if not section:
+        return ""
+    if not section.get("available"):
+        return f"\nforecast: none. {section.get('note', '')}"
+    b = section["budget"]
+    budget_s = format_budget(b["value"], b["kind"])
+    pct = int(round(100 * section["level"]))
+    lines = ["", f"forecast vs grpo at {budget_s} {'tokens' if b['kind'] == 'tokens' else ''}".rstrip()
+             + f" (grpo reaches {section['grpo_accuracy']:.1f} points there)",
+             f"forecaster: {section['method']} ({section.get('method_choice', '')}); the other forecasters' gains are "
+             "printed beside it",
+             f"reference curve: {section['curve']}" + ("  [shipped default]" if section.get("curve_is_default") else "")]
+    header = ["arm", "tokens/update", "raw rho", "rho", f"rho {pct}%", "SNR", "eff.updates", "accuracy", "gain vs grpo",
+              f"{pct}% interval", "probe", "cost-only", "signal", "method"]
+    rows = []
+
+    def f(x, spec):
+        return "-" if x is None else format(x, spec)
+
+    for r in section["rows"]:
+        riv = r.get("rho_interval") or [None, None]
+        riv_s = "-" if riv[0] is None else f"[{riv[0]:.2f}, {riv[1]:.2f}]"
+        raw = r.get("rho_raw")
+        giv = r.get("gain_interval") or [None, None]
+        giv_s = "-" if giv[0] is None else f"[{giv[0]:+.1f}, {giv[1]:+.1f}]"
+        rows.append([r["arm"], f(r["tokens_per_update"], ",.0f"), f(raw, ".2f"), f(r["rho"], ".2f"), riv_s,
+                     f(r["snr"], ".2f"), f(r["effective_updates"], ".1f"), f(r["forecast_accuracy"], ".1f"),
+                     f(r["forecast_gain"], "+.1f"), giv_s, f(r["gain_probe"], "+.1f"), f(r["gain_cost_only"], "+.1f"),
+                     f(r["gain_signal_proxy"], "+.1f"), str(r["method"])])
+    lines += format_columns(header, rows, "<>>>>>>>>>>>><")
+    lines.append("")
+    for r in section["rows"]:
+        if r["verdict"] != "reference (grpo)":
+            lines.append(f"{r['arm']}: {r['verdict']}" + (f"  ({r['note']})" if r.get("note") else ""))
+    ps = section.get("pre_screen") or {}
+    if ps.get("share_of_budget") is not None:
+        lines.append(f"pre-screen cost: {ps['generated_tokens']:,} generated tokens = {ps['share_of_budget']:.1%} of "
+                     f"one grpo run's {budget_s} budget")
+    lines += [f"note: {n}" for n in section.get("notes", [])]
+    return "\n".join(lines)
