@@ -4,11 +4,18 @@
                ``selection``) and prompt metadata;
 ``estimator``  logistic model on observed outcomes + decayed Beta-Bernoulli posterior per prompt,
                the ranking by |p_hat - 1/2| and the rule "candidates predicted to fail more often than not";
-``config``     an arm's selection settings (``selection = "half" | "random" | "dynamic"``);
-``select``     the selection rules inside a training run (select_half, random placebo, DAPO dynamic sampling);
-``evaluate``   Brier, AUC, Spearman and the reliability diagram vs empirical success, with baselines;
+``config``     an arm's selection settings and the registry of selection rules
+               (:data:`~gradprobe.difficulty.config.SELECTION_RULE_CLASSES`: ``half``, ``random``,
+               ``dynamic``, ``greso``);
+``select``     the rules inside a training run (:class:`~gradprobe.difficulty.select.PromptSelector`),
+               each rule in its own module: ``select_estimated`` (select_half and its random placebo),
+               ``select_dynamic`` (DAPO dynamic sampling), ``select_greso`` (GRESO pre-rollout
+               filtering; the filter in ``greso``), the shared rollout steps in ``select_common``;
+``evaluate``   the held-out evaluation of p_hat vs empirical success, with baselines; the scores
+               (Brier, AUC, Spearman, reliability, flat-group AUC) in ``metrics``;
 ``rank``       ranking a pool nearest 1/2 first (the work of ``gradprobe rank-prompts`` and
-               ``gradprobe.rank_prompts``) and the commands' settings with their defaults;
+               ``gradprobe.rank_prompts``) and the commands' settings with their defaults; its
+               compute (torch, pandas) in ``rank_pool``;
 ``cli``        ``gradprobe rank-prompts`` and ``gradprobe difficulty-eval`` (argv parsing, printing).
 
 Importing this package imports neither torch nor scikit-learn.

@@ -27,9 +27,22 @@ from dataclasses import asdict, dataclass, fields
 
 from .estimator import EstimatorConfig
 
-__all__ = ["SELECTION_RULES", "SELECTION_KEYS", "GRESO_KEYS", "SelectionConfig", "parse_selection"]
+__all__ = ["SELECTION_RULE_CLASSES", "SELECTION_RULES", "SELECTION_KEYS", "GRESO_KEYS", "SelectionConfig",
+           "parse_selection"]
 
-SELECTION_RULES = ("half", "random", "dynamic", "greso")
+#: The registry of prompt-selection rules: ``selection`` value -> ``"module:class"`` of its
+#: :class:`~gradprobe.difficulty.select_common.SelectionRule` (resolved once per run by
+#: :func:`gradprobe.difficulty.select.rule_class`). Classes are named as strings so that plans validate
+#: against the registry's names without importing torch; a new rule is one entry here.
+SELECTION_RULE_CLASSES = {
+    "half": "gradprobe.difficulty.select_estimated:HalfRule",
+    "random": "gradprobe.difficulty.select_estimated:RandomRule",
+    "dynamic": "gradprobe.difficulty.select_dynamic:DynamicRule",
+    "greso": "gradprobe.difficulty.select_greso:GresoRule",
+}
+#: The valid ``selection`` values of a plan's arm, in the registry's order (a snapshot taken at import;
+#: validation reads the registry itself).
+SELECTION_RULES = tuple(SELECTION_RULE_CLASSES)
 #: Keys of the ``greso`` rule only (defaults: Zheng et al. 2025's released scripts, see :class:`SelectionConfig`).
 GRESO_KEYS = ("greso_explore_easy", "greso_explore_hard", "greso_target_flat", "greso_step", "greso_explore_min",
               "greso_explore_max", "greso_explore_floor")
@@ -43,7 +56,8 @@ class SelectionConfig:
 
     Attributes
     ----------
-    rule : {"half", "random", "dynamic", "greso"}
+    rule : str
+        A name of :data:`SELECTION_RULE_CLASSES` (``"half"``, ``"random"``, ``"dynamic"``, ``"greso"``).
     candidates_multiplier : int
         m >= 1: candidates per update are m x B prompts.
     prior_strength : float
@@ -89,8 +103,8 @@ class SelectionConfig:
     greso_explore_floor: float = 0.01
 
     def __post_init__(self):
-        if self.rule not in SELECTION_RULES:
-            raise ValueError(f"selection {self.rule!r} is not one of {', '.join(SELECTION_RULES)}")
+        if self.rule not in SELECTION_RULE_CLASSES:
+            raise ValueError(f"selection {self.rule!r} is not one of {', '.join(SELECTION_RULE_CLASSES)}")
         if self.rule != "greso":
             changed = [k for k in GRESO_KEYS if getattr(self, k) != _GRESO_DEFAULTS[k]]
             if changed:
@@ -150,13 +164,13 @@ def parse_selection(table: dict) -> dict | None:
         return None
     if "selection" not in given:
         raise ValueError(f"{', '.join(given)} set without selection; add selection = one of "
-                         f"{', '.join(repr(r) for r in SELECTION_RULES)}")
+                         f"{', '.join(repr(r) for r in SELECTION_RULE_CLASSES)}")
     rule = given.pop("selection")
     if not isinstance(rule, str):
-        raise ValueError(f"selection must be a string, one of {', '.join(SELECTION_RULES)}; got {rule!r}")
+        raise ValueError(f"selection must be a string, one of {', '.join(SELECTION_RULE_CLASSES)}; got {rule!r}")
     kinds = {"candidates_multiplier": int, "prior_strength": float, "decay": float, "feature_batch_size": int,
              **{k: float for k in GRESO_KEYS}}
-    if rule in SELECTION_RULES and rule != "greso" and (greso := [k for k in given if k in GRESO_KEYS]):
+    if rule in SELECTION_RULE_CLASSES and rule != "greso" and (greso := [k for k in given if k in GRESO_KEYS]):
         raise ValueError(f"{', '.join(greso)} applies to selection = \"greso\" only, not {rule!r}; "
                          f"remove it or set selection = \"greso\"")
     for k, v in given.items():

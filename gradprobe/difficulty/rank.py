@@ -2,7 +2,7 @@
 ``gradprobe.rank_prompts`` (DESIGN.md, "Prompt difficulty").
 
 One function, :func:`rank_prompts`, with explicit arguments; the command line
-(:mod:`gradprobe.difficulty.cli`) parses argv and calls it, the public ``gradprobe.rank_prompts``
+(:mod:`gradprobe.cli.difficulty`) parses argv and calls it, the public ``gradprobe.rank_prompts``
 (:mod:`gradprobe.api.prompts`) calls it with keyword settings. The settings, their defaults and their
 checks live once, in :class:`PoolSettings` (shared with ``difficulty-eval``) and :class:`RankSettings`;
 the argparse defaults read them.
@@ -27,11 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, NamedTuple
 
+from ..config import DTYPE_NAMES
+from ..ledger import Ledger
+from ..outputs import removed_if_left_empty, versions
+from .estimator import verdict
+
 __all__ = ["DTYPES", "SMALL_FIT_PROMPTS", "PoolSettings", "RankSettings", "PreparedPool", "prepare_pool",
            "rank_prompts"]
 
 #: Policy dtypes the commands accept (``--dtype``).
-DTYPES = ("float32", "float64", "bfloat16", "float16")
+DTYPES = DTYPE_NAMES
 #: Below this many probed prompts the ranking still runs but adds a note that p_model is rough.
 SMALL_FIT_PROMPTS = 32
 
@@ -290,83 +295,55 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     gradprobe.models.ModelNotFoundError
         Unknown model.
     """
-    import numpy as np
-    import pandas as pd
-
-    from ..ledger import Ledger
-    from ..outputs import output_error, removed_if_left_empty, versions, write_json_atomic
-    from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, rank_half, verdict
-    from .evaluate import sample_outcomes
-    from .features import prompt_features
+    from .rank_pool import fit_and_rank, write_ranking  # torch and pandas, only when a ranking runs
 
     settings = RankSettings() if settings is None else settings
     if isinstance(pool, bool) or not isinstance(pool, numbers.Integral) or pool < 1:
         raise ValueError(f"pool (--pool) must be an integer >= 1, got {pool!r}")
     say = say or (lambda line: None)
-    record = {"command": "rank-prompts", "model": str(model), "task": str(task),
-              "skip_malformed": settings.skip_malformed, "pool": int(pool), "out": None if out is None else str(out),
-              "probe_samples": settings.probe_samples, "fit_prompts": settings.fit_prompts,
-              **{k: v for k, v in dataclasses.asdict(settings).items()
-                 if k not in ("skip_malformed", "probe_samples", "fit_prompts")}}
+    record = _settings_record(model, task, pool, out, settings)
     with removed_if_left_empty(out):
-        folder, policy, task_, problems, sampling, est_config, keys = prepare_pool(str(model), str(task), int(pool),
-                                                                                   out, settings)
+        prepared = prepare_pool(str(model), str(task), int(pool), out, settings)
         ledger = Ledger()
-        ids = [p.id for p in problems]
-        feats = prompt_features(policy, problems, metadata_keys=keys, batch_size=settings.feature_batch_size,
-                                ledger=ledger)  # (N, F)
-        n_fit = min(settings.fit_prompts, len(problems))
-        fit = np.sort(np.random.default_rng([settings.seed, 0xF17]).permutation(len(problems))[:n_fit])
-        y = sample_outcomes(policy, task_, [problems[i] for i in fit], samples=settings.probe_samples,
-                            sampling=sampling, seed=settings.seed, ledger=ledger, category="selection",
-                            progress=not settings.no_progress,
-                            desc=f"rank-prompts: sampling {settings.probe_samples} x {n_fit} prompts")  # (n_fit, k)
-        ok = np.isfinite(y)
-        est = DifficultyEstimator(est_config)
-        est.observe([ids[i] for i in fit], feats[fit], np.where(ok, y, 0).sum(1), ok.sum(1))
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", DegenerateOutcomesWarning)
-            est.fit()
-        p_model = est.predict_model(feats)  # (N,)
-        p_hat = est.p_hat(ids, feats)  # (N,)
-        order = rank_half(ids, p_hat)
-        succ = np.zeros(len(problems))
-        att = np.zeros(len(problems))
-        succ[fit], att[fit] = np.where(ok, y, 0).sum(1), ok.sum(1)
-        table = pd.DataFrame({"rank": np.arange(1, len(problems) + 1), "prompt_id": [ids[i] for i in order],
-                              "p_hat": p_hat[order], "distance": np.abs(p_hat[order] - 0.5),
-                              "attempts": att[order].astype(int), "successes": succ[order].astype(int),
-                              "p_model": p_model[order]})
-        v = verdict(p_hat)
-        no_signal = bool(est.degenerate_)
+        ranked = fit_and_rank(prepared, settings, ledger)
         notes = []
-        if n_fit < SMALL_FIT_PROMPTS and not no_signal:
-            notes.append(f"the logistic model is fitted on only {n_fit} probed prompts; its p_model for unprobed "
-                         f"prompts is rough (use --fit-prompts >= {SMALL_FIT_PROMPTS} and a pool at least that large)")
+        if ranked.n_fit < SMALL_FIT_PROMPTS and not ranked.no_signal:
+            notes.append(f"the logistic model is fitted on only {ranked.n_fit} probed prompts; its p_model for "
+                         f"unprobed prompts is rough (use --fit-prompts >= {SMALL_FIT_PROMPTS} and a pool at least "
+                         f"that large)")
+        caught = ranked.caught
         document = {
-            "command": "rank-prompts", "settings": record, "skipped_rows": int(getattr(task_, "skipped", 0)),
-            "verdict": v, "no_signal": no_signal, "warning": str(caught[0].message) if caught else None,
-            "notes": notes, "fit_prompts": int(n_fit), "probe_success": float(y[ok].mean()) if ok.any() else None,
-            "ledger": ledger.to_dict(), "versions": versions()}
-        if folder is not None:  # each file under a temporary name first: no half-written file under a final name
-            part = folder / "ranking.csv.tmp"
-            try:
-                table.to_csv(part, index=False)
-                part.replace(folder / "ranking.csv")
-            except OSError as e:
-                part.unlink(missing_ok=True)
-                raise output_error("writing", folder / "ranking.csv", e) from e
-            write_json_atomic(folder / "rank.json", document)
+            "command": "rank-prompts", "settings": record, "skipped_rows": int(getattr(prepared.task, "skipped", 0)),
+            "verdict": verdict(ranked.p_hat), "no_signal": ranked.no_signal,
+            "warning": str(caught[0].message) if caught else None, "notes": notes, "fit_prompts": ranked.n_fit,
+            "probe_success": ranked.probe_success, "ledger": ledger.to_dict(), "versions": versions()}
+        if prepared.out is not None:
+            write_ranking(prepared.out, ranked.table, document)
+    table = ranked.table
     table.attrs.update(json.loads(json.dumps(document, allow_nan=False)))  # rank.json's content, as read back
     if caught:
         print(f"gradprobe rank-prompts: warning: {caught[0].message}; the ranking carries no model signal "
               f"(p_hat differs only through the probed prompts' posteriors)", file=sys.stderr)
-    for note in notes:
+    _report(say, table, document, ledger, prepared.out)
+    return table
+
+
+def _settings_record(model, task, pool, out, settings: RankSettings) -> dict:
+    """rank.json's ``settings``: the call's arguments and every setting."""
+    return {"command": "rank-prompts", "model": str(model), "task": str(task),
+            "skip_malformed": settings.skip_malformed, "pool": int(pool), "out": None if out is None else str(out),
+            "probe_samples": settings.probe_samples, "fit_prompts": settings.fit_prompts,
+            **{k: v for k, v in dataclasses.asdict(settings).items()
+               if k not in ("skip_malformed", "probe_samples", "fit_prompts")}}
+
+
+def _report(say, table, document: dict, ledger, folder) -> None:
+    """The summary lines of ``gradprobe rank-prompts`` (notes, verdict, nearest 1/2 with the cost, files)."""
+    for note in document["notes"]:
         say(f"note: {note}")
-    say(f"verdict: {v['text']} over the {len(problems)} pool prompts")
+    say(f"verdict: {document['verdict']['text']} over the {len(table)} pool prompts")
     say(f"nearest 1/2: {table.prompt_id.iloc[0]} (p_hat {table.p_hat.iloc[0]:.3f}); selection cost: "
         f"{ledger.generated_tokens['selection']:,} tokens, {ledger.flops.get('selection', 0):.3g} FLOPs, "
         f"{ledger.device_seconds.get('selection', 0):.1f} s")
     if folder is not None:
         say(f"wrote {folder / 'ranking.csv'} and {folder / 'rank.json'}")
-    return table

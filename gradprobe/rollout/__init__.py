@@ -3,9 +3,13 @@
 ``base``          :class:`Sample`, the :class:`Sampler` protocol, :class:`PromptTooLongError`;
 ``hf``            :class:`HFSampler` (batched ``model.generate``);
 ``hf_paged``      :class:`HFPagedSampler` (transformers' continuous batching, paged KV cache);
-``vllm_sampler``  ``VLLMSampler`` (optional ``vllm`` extra, imported only when chosen);
+``vllm_sampler``  ``VLLMSampler`` (optional ``vllm`` extra, imported only when chosen), its engine
+                  in ``vllm_engine``;
+``logprob_samples`` samples with the sampler's per-token log-probabilities and their (N, T) tensor;
 ``collect``       :func:`collect_rollouts` (encode, sample, score, charge the ledger) and the pure
-                  :func:`build_batch`.
+                  :func:`build_batch`;
+``guided``        off-context guidance rollouts (hinted sampling, trained unhinted), its settings
+                  and hints in ``guidance``.
 
 The backends are chosen by name from :data:`SAMPLERS` with :func:`make_sampler` (the one place
 that maps a backend name to a class).

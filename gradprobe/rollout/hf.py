@@ -169,8 +169,7 @@ class HFSampler:
         if not todo:
             return out  # type: ignore[return-value]
 
-        model, tok = self.policy.model, self.policy.tokenizer
-        pad = tok.pad_token_id
+        model = self.policy.model
         device = next(model.parameters()).device
         step = max(1, int(sampling.batch_size))
         start = time.perf_counter()
@@ -184,17 +183,8 @@ class HFSampler:
                 torch.manual_seed(self.seed + call)
                 for lo in range(0, len(todo), step):
                     chunk = todo[lo: lo + step]
-                    width = max(len(rows[n][0]) for n in chunk)
-                    input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-                    attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)
-                    for k, n in enumerate(chunk):
-                        r = rows[n][0]
-                        input_ids[k, width - len(r):] = torch.tensor(r, dtype=torch.long)
-                        attention_mask[k, width - len(r):] = 1
-                    config = self._generation_config(sampling, max(rows[n][1] for n in chunk), greedy)
-                    generated = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-                                               generation_config=config)
-                    for n, row in zip(chunk, generated[:, width:].tolist()):
+                    generated = self._generate_chunk([rows[n] for n in chunk], sampling, greedy, device)
+                    for n, row in zip(chunk, generated):
                         out[n] = cut_at_eos(row, self.policy.eos_token_ids, rows[n][1])
                     bar.update(len(chunk))
         finally:
@@ -203,3 +193,18 @@ class HFSampler:
         self.seconds += time.perf_counter() - start
         self.generated_tokens += sum(len(s.token_ids) for s in out)
         return out  # type: ignore[return-value]
+
+    def _generate_chunk(self, chunk_rows: list, sampling: SamplingConfig, greedy: bool, device) -> list[list[int]]:
+        """One ``generate`` call over (prompt ids, budget) rows, left-padded to the longest prompt and
+        run to the largest budget; each row's generated ids (not yet cut at EOS or its budget)."""
+        model, pad = self.policy.model, self.policy.tokenizer.pad_token_id
+        width = max(len(r) for r, _ in chunk_rows)
+        input_ids = torch.full((len(chunk_rows), width), pad, dtype=torch.long)
+        attention_mask = torch.zeros((len(chunk_rows), width), dtype=torch.long)
+        for k, (r, _) in enumerate(chunk_rows):
+            input_ids[k, width - len(r):] = torch.tensor(r, dtype=torch.long)
+            attention_mask[k, width - len(r):] = 1
+        config = self._generation_config(sampling, max(b for _, b in chunk_rows), greedy)
+        generated = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                                   generation_config=config)
+        return generated[:, width:].tolist()

@@ -63,6 +63,7 @@ from ..config import SamplingConfig
 from ..models import use_attention
 from .base import Sample, cut_at_eos, per_prompt_budgets
 from .hf import HFSampler
+from .logprob_samples import VLLMSample
 
 __all__ = ["HFPagedSampler"]
 
@@ -196,12 +197,9 @@ class HFPagedSampler(HFSampler):
         self.calls += 1
         prompts = [[int(t) for t in p] for p in prompts]
         self.check_prompts(prompts, budgets)
-        out: list[Sample | None] = [None] * (len(prompts) * num_samples)
+        out: list[Sample | None] = [self._empty() if budgets[n // num_samples] == 0 else None
+                                    for n in range(len(prompts) * num_samples)]
         todo = [i for i, b in enumerate(budgets) if b > 0]
-        for i, b in enumerate(budgets):
-            if b == 0:
-                for k in range(num_samples):
-                    out[i * num_samples + k] = self._empty()
         if not todo:
             return out  # type: ignore[return-value]
 
@@ -217,7 +215,6 @@ class HFPagedSampler(HFSampler):
         hints = WorkloadHints(max_prompt_length=max(len(p) for p, _ in requests),
                               max_generated_length=max(b for _, b in requests),
                               num_requests=len(requests) * forks)
-        results = {}
         start = time.perf_counter()
         bar = tqdm(total=len(requests) * forks, desc=desc or "sampling (paged)", unit="seq",
                    disable=not self.progress, leave=False)
@@ -226,37 +223,61 @@ class HFPagedSampler(HFSampler):
             model.generation_config = GenerationConfig()  # no checkpoint defaults (as HFSampler)
             with torch.random.fork_rng(devices=devices), use_attention(model, self.attn_implementation), \
                     torch.inference_mode():
-                manager = model.init_continuous_batching(
-                    generation_config=config,
-                    continuous_batching_config=self._cb_config(device, self.seed + call, requests, forks),
-                    workload_hints=hints)
-                try:
-                    # all requests are queued before the loop starts: the same queue, the same schedule
-                    ids = [manager.add_request(p, request_id=f"p{i}", max_new_tokens=b, eos_token_id=eos)
-                           for i, (p, b) in zip(todo, requests)]
-                    if any(r is None for r in ids):
-                        raise RuntimeError("the continuous-batching manager refused a request (see transformers' log)")
-                    manager.start()
-                    while len(results) < len(requests) * forks:
-                        result = manager.get_result(timeout=1.0)
-                        if result is None:
-                            if not manager.is_running():
-                                raise RuntimeError(
-                                    f"the continuous-batching generation loop stopped with {len(results)} of "
-                                    f"{len(requests) * forks} completions done (see transformers' log)")
-                            continue
-                        if result.is_finished():
-                            if result.error is not None:
-                                raise RuntimeError(f"request {result.request_id} failed: {result.error}")
-                            results[result.request_id] = result
-                            bar.update(1)
-                finally:
-                    manager.stop(block=True)
-                    manager.destroy()
+                results = self._run_requests(config, self._cb_config(device, self.seed + call, requests, forks),
+                                             hints, todo, requests, forks, eos, bar)
         finally:
             model.generation_config = saved_config
             bar.close()
         self.seconds += time.perf_counter() - start
+        self._fill(out, results, todo, budgets, num_samples, forks, eos)
+        self.generated_tokens += sum(len(s.token_ids) for s in out)  # type: ignore[union-attr]
+        return out  # type: ignore[return-value]
+
+    def _run_requests(self, config, cb_config, hints, todo: list[int], requests: list, forks: int, eos: list[int],
+                      bar) -> dict:
+        """Queue every request (prompt ids, budget) of ``todo``'s prompts on a fresh continuous-batching
+        manager, run it until all ``len(requests) * forks`` completions are finished, and return them
+        by request id (``"p{i}"`` and its forks ``"p{i}__child#{k}"``).
+
+        Raises
+        ------
+        RuntimeError
+            The manager refused a request, its loop stopped early, or a request ended with an error.
+        """
+        model = self.policy.model
+        results = {}
+        manager = model.init_continuous_batching(
+            generation_config=config,
+            continuous_batching_config=cb_config,
+            workload_hints=hints)
+        try:
+            # all requests are queued before the loop starts: the same queue, the same schedule
+            ids = [manager.add_request(p, request_id=f"p{i}", max_new_tokens=b, eos_token_id=eos)
+                   for i, (p, b) in zip(todo, requests)]
+            if any(r is None for r in ids):
+                raise RuntimeError("the continuous-batching manager refused a request (see transformers' log)")
+            manager.start()
+            while len(results) < len(requests) * forks:
+                result = manager.get_result(timeout=1.0)
+                if result is None:
+                    if not manager.is_running():
+                        raise RuntimeError(
+                            f"the continuous-batching generation loop stopped with {len(results)} of "
+                            f"{len(requests) * forks} completions done (see transformers' log)")
+                    continue
+                if result.is_finished():
+                    if result.error is not None:
+                        raise RuntimeError(f"request {result.request_id} failed: {result.error}")
+                    results[result.request_id] = result
+                    bar.update(1)
+        finally:
+            manager.stop(block=True)
+            manager.destroy()
+        return results
+
+    def _fill(self, out: list, results: dict, todo: list[int], budgets: list[int], num_samples: int, forks: int,
+              eos: list[int]) -> None:
+        """Put the K samples of each prompt of ``todo`` into ``out`` (prompt-major), cut at EOS and budget."""
         for i in todo:
             # request "p{i}" is sample 0; its forks "p{i}__child#{k}" are samples 1..K-1
             names = [f"p{i}"] + [f"p{i}__child#{k}" for k in range(forks - 1)]
@@ -265,21 +286,15 @@ class HFPagedSampler(HFSampler):
                 res = results[name]
                 cut = cut_at_eos(res.generated_tokens, eos, budgets[i])
                 out[i * num_samples + k] = self._sample(cut, res)
-        self.generated_tokens += sum(len(s.token_ids) for s in out)  # type: ignore[union-attr]
-        return out  # type: ignore[return-value]
 
     def _empty(self) -> Sample:
         if not self.logprobs:
             return Sample(token_ids=[], truncated=True)
-        from .vllm_sampler import VLLMSample
-
         return VLLMSample(token_ids=[], truncated=True, logprobs=[], finish_reason="length")
 
     def _sample(self, cut: Sample, res) -> Sample:
         if not self.logprobs:
             return cut
-        from .vllm_sampler import VLLMSample
-
         lp = [float(x) for x in (res.logprobs or [])][:len(cut.token_ids)]
         lp += [math.nan] * (len(cut.token_ids) - len(lp))
         return VLLMSample(token_ids=cut.token_ids, truncated=cut.truncated, logprobs=lp,

@@ -33,6 +33,10 @@ What it does (and why), following TRL's ``vllm_mode="colocate"`` and verl's roll
   closure at load time, so neither path updates its linear layers there; the push is meant
   for the CUDA backend (TRL's and verl's colocate setting).
 
+Modules: the engine (building, in-process model, log-probability entries) in
+:mod:`gradprobe.rollout.vllm_engine`; :class:`VLLMSample` and :func:`sampler_logprobs` in
+:mod:`gradprobe.rollout.logprob_samples` (both re-exported here).
+
 Determinism: call ``c`` of a sampler seeded ``s`` gives prompt ``i`` the request seed
 ``seed_for(s, c, i, K)``; vLLM gives child ``k`` of an ``n=K`` request ``seed + k``. Results
 still depend on vLLM's batching and kernels, not only on the seeds.
@@ -42,17 +46,18 @@ from __future__ import annotations
 
 import gc
 import logging
-import math
-import os
-import tempfile
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
 
 from ..config import SamplingConfig
-from .base import PromptTooLongError, Sample, cut_at_eos, per_prompt_budgets
+from .base import PromptTooLongError, cut_at_eos, per_prompt_budgets
+from .hf import _context_length
+from .logprob_samples import VLLMSample, sampler_logprobs
+from .vllm_engine import LoadWeights, VLLMUnavailableError, build_engine, export_policy, in_process_model, \
+    in_process_worker, token_logprob
+from .vllm_engine import default_params_factory as _default_params_factory
 
 log = logging.getLogger(__name__)
 
@@ -60,27 +65,6 @@ __all__ = ["VLLMSample", "VLLMSampler", "VLLMUnavailableError", "sampler_logprob
            "export_policy"]
 
 _SEED_MOD = 2 ** 31 - 1
-
-
-class VLLMUnavailableError(ImportError):
-    """vLLM is not installed (or does not import) where an engine was asked for."""
-
-
-@dataclass
-class VLLMSample(Sample):
-    """A :class:`~gradprobe.rollout.base.Sample` with the sampler's per-token log-probabilities.
-
-    Attributes
-    ----------
-    logprobs : list[float], length ``len(token_ids)``
-        log pi_sampler(token_t | prefix) in nats at the sampling temperature (vLLM
-        ``processed_logprobs``); NaN where vLLM reported none.
-    finish_reason : str or None
-        vLLM's (``"stop"``, ``"length"``), for diagnostics.
-    """
-
-    logprobs: list[float] = field(default_factory=list)
-    finish_reason: str | None = None
 
 
 def seed_for(seed: int, call: int, prompt: int, num_samples: int) -> int:
@@ -92,167 +76,6 @@ def seed_for(seed: int, call: int, prompt: int, num_samples: int) -> int:
     """
     base = (int(seed) * 1_000_003 + int(call) * 7_919) % _SEED_MOD
     return (base + int(prompt) * int(num_samples)) % _SEED_MOD
-
-
-def sampler_logprobs(samples: Sequence[Sample], num_columns: int, *, device=None,
-                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """The sampler's per-token log-probabilities as a batch tensor aligned with the completion columns.
-
-    Parameters
-    ----------
-    samples : sequence of Sample, length N
-        As returned by :meth:`VLLMSampler.sample` (prompt-major, as
-        :func:`gradprobe.rollout.collect.build_batch` lays out rows). Samples without
-        ``logprobs`` (e.g. from :class:`HFSampler`) give NaN rows.
-    num_columns : int
-        T, the batch's completion columns (``batch.completion_mask.shape[1]``).
-
-    Returns
-    -------
-    Tensor, shape (N, T)
-        Column t of row n is the log-probability of the t-th generated token; NaN on padding.
-
-    Raises
-    ------
-    ValueError
-        A sample longer than ``num_columns`` or whose ``logprobs`` length differs from its ids.
-    """
-    out = torch.full((len(samples), int(num_columns)), math.nan, dtype=dtype)
-    for n, s in enumerate(samples):
-        lp = getattr(s, "logprobs", None)
-        if not lp:
-            continue
-        if len(lp) != len(s.token_ids):
-            raise ValueError(f"sample {n}: {len(lp)} log-probabilities for {len(s.token_ids)} tokens")
-        if len(lp) > num_columns:
-            raise ValueError(f"sample {n} has {len(lp)} tokens but the batch has {num_columns} completion columns")
-        out[n, :len(lp)] = torch.tensor(lp, dtype=dtype)
-    return out if device is None else out.to(device)
-
-
-def _context_length(model) -> int | None:
-    from .hf import _context_length as ctx
-
-    return ctx(model)
-
-
-def export_policy(policy, folder: str | os.PathLike | None = None) -> str:
-    """Write the policy's model (safetensors, config, generation config) where vLLM can load it.
-
-    vLLM builds its own model from a folder; exporting the policy (whatever it was loaded from:
-    a GGUF de-quantised by transformers, a tiny random model, a hub id) makes the engine's
-    initial weights exactly the policy's. The tokenizer is not needed (the engine is built
-    with ``skip_tokenizer_init=True`` and receives token ids).
-
-    Returns
-    -------
-    str
-        The folder.
-    """
-    folder = str(folder or tempfile.mkdtemp(prefix="gradprobe-vllm-"))
-    model = policy.model
-    model.save_pretrained(folder, safe_serialization=True)
-    return folder
-
-
-def build_engine(policy, *, seed: int = 0, model_path: str | None = None, gpu_memory_utilization: float = 0.3,
-                 max_model_len: int | None = None, enable_prefix_caching: bool = True, enforce_eager: bool = False,
-                 **engine_kwargs):
-    """A ``vllm.LLM`` holding the policy's weights, colocated with training (TRL's colocate mode).
-
-    Parameters
-    ----------
-    policy : gradprobe.models.Policy
-    seed : int
-        Engine seed.
-    model_path : str, optional
-        A folder vLLM can load; default: :func:`export_policy` into a temporary folder.
-    gpu_memory_utilization : float
-        Fraction of the GPU's memory vLLM may take (weights + KV cache); the rest is left to
-        training.
-    max_model_len : int, optional
-        Context limit of the engine (default: the model's).
-    enable_prefix_caching : bool
-        Reuse KV blocks of shared prefixes (rollout groups, MC continuations).
-    enforce_eager : bool
-        No CUDA graphs (faster start, slower decoding).
-    **engine_kwargs
-        Passed to ``vllm.LLM``.
-
-    Raises
-    ------
-    VLLMUnavailableError
-        vLLM does not import (fix: ``pip install gradprobe[vllm]`` on a GPU machine).
-    """
-    # in-process engine core, so the worker's model is reachable for weight pushes (TRL colocate)
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    try:
-        from vllm import LLM
-    except Exception as e:  # ImportError, or a CUDA/torch mismatch raised at import
-        raise VLLMUnavailableError(
-            f"vLLM is not usable here ({type(e).__name__}: {e}); install the extra on a GPU machine "
-            "(`pip install gradprobe[vllm]`, a vllm build matching your torch) or use HFSampler") from e
-    dtype = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}.get(policy.dtype)
-    if dtype is None:
-        raise ValueError(f"vLLM cannot run a {policy.dtype} model; load the policy in bfloat16, float16 or float32")
-    path = model_path or export_policy(policy)
-    kwargs = dict(model=path, dtype=dtype, seed=int(seed), enable_prefix_caching=enable_prefix_caching,
-                  logprobs_mode="processed_logprobs", skip_tokenizer_init=True,
-                  gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager)
-    if max_model_len is not None:
-        kwargs["max_model_len"] = int(max_model_len)
-    kwargs.update(engine_kwargs)
-    return LLM(**kwargs)
-
-
-def _default_params_factory():
-    from vllm import SamplingParams
-
-    return SamplingParams
-
-
-def _in_process_worker(llm):
-    """The engine's (driver) worker when the engine runs in this process (else None)."""
-    executor = getattr(getattr(llm, "llm_engine", None), "model_executor", None)
-    return getattr(executor, "driver_worker", None)
-
-
-def _in_process_model(llm):
-    """The engine's ``nn.Module`` when the engine runs in this process (else None)."""
-    worker = _in_process_worker(llm)
-    for holder in (worker, getattr(worker, "__dict__", {}).get("worker")):
-        runner = getattr(holder, "model_runner", None)
-        model = getattr(runner, "model", None)
-        if model is not None and hasattr(model, "load_weights"):
-            return model
-    return None
-
-
-class _LoadWeights:
-    """Picklable ``apply_model`` callback: ``model.load_weights(weights)`` inside each worker."""
-
-    def __init__(self, weights: list[tuple[str, torch.Tensor]]):
-        self.weights = weights
-
-    def __call__(self, model):
-        model.load_weights(iter(self.weights))
-        return len(self.weights)
-
-
-def _token_logprob(entry, token: int) -> float:
-    """The sampled token's log-probability from one position of vLLM's ``logprobs``."""
-    if entry is None:
-        return math.nan
-    item = entry.get(token) if hasattr(entry, "get") else None
-    if item is None and hasattr(entry, "items"):
-        for key, val in entry.items():
-            if int(key) == int(token):
-                item = val
-                break
-    if item is None:
-        return math.nan
-    value = getattr(item, "logprob", item)
-    return float(value)
 
 
 class VLLMSampler:
@@ -412,23 +235,35 @@ class VLLMSampler:
             self.seconds += time.perf_counter() - start
             if len(results) != len(requests):
                 raise RuntimeError(f"the vLLM engine returned {len(results)} results for {len(requests)} requests")
-            eos = self.policy.eos_token_ids
             for i, res in zip(index, results):
-                outputs = list(res.outputs)
-                if len(outputs) != num_samples:
-                    raise RuntimeError(f"the vLLM engine returned {len(outputs)} completions of prompt {i}, "
-                                       f"expected n={num_samples}")
-                outputs.sort(key=lambda o: getattr(o, "index", 0))
-                for k, o in enumerate(outputs):
-                    ids = [int(t) for t in o.token_ids]
-                    cut = cut_at_eos(ids, eos, budgets[i])
-                    lps = getattr(o, "logprobs", None)
-                    lp = [_token_logprob(lps[t] if lps is not None and t < len(lps) else None, tok)
-                          for t, tok in enumerate(cut.token_ids)]
-                    out[i * num_samples + k] = VLLMSample(token_ids=cut.token_ids, truncated=cut.truncated,
-                                                          logprobs=lp, finish_reason=getattr(o, "finish_reason", None))
+                out[i * num_samples:(i + 1) * num_samples] = self._read_outputs(res, i, num_samples, budgets[i])
         self.generated_tokens += sum(len(s.token_ids) for s in out)  # type: ignore[union-attr]
         return out  # type: ignore[return-value]
+
+    def _read_outputs(self, res, i: int, num_samples: int, budget: int) -> list[VLLMSample]:
+        """The K samples of prompt ``i`` from its vLLM request output, in child order, cut after the first
+        EOS within ``budget`` tokens, with the sampled tokens' log-probabilities.
+
+        Raises
+        ------
+        RuntimeError
+            The request returned another number of completions than K.
+        """
+        outputs = list(res.outputs)
+        if len(outputs) != num_samples:
+            raise RuntimeError(f"the vLLM engine returned {len(outputs)} completions of prompt {i}, "
+                               f"expected n={num_samples}")
+        outputs.sort(key=lambda o: getattr(o, "index", 0))
+        samples = []
+        for o in outputs:
+            ids = [int(t) for t in o.token_ids]
+            cut = cut_at_eos(ids, self.policy.eos_token_ids, budget)
+            lps = getattr(o, "logprobs", None)
+            lp = [token_logprob(lps[t] if lps is not None and t < len(lps) else None, tok)
+                  for t, tok in enumerate(cut.token_ids)]
+            samples.append(VLLMSample(token_ids=cut.token_ids, truncated=cut.truncated,
+                                      logprobs=lp, finish_reason=getattr(o, "finish_reason", None)))
+        return samples
 
     # ------------------------------------------------------------------ weights
 
@@ -459,8 +294,25 @@ class VLLMSampler:
         model = model if model is not None else self.policy.model
         start = time.perf_counter()
         weights = [(name, p.detach()) for name, p in model.named_parameters()]
-        worker = _in_process_worker(self.llm)
-        target = _in_process_model(self.llm)
+        path = self._load_into_engine(weights)
+        self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
+        seconds = time.perf_counter() - start
+        self.push_seconds += seconds
+        self.weight_version += 1
+        return {"tensors": len(weights), "bytes": int(sum(t.numel() * t.element_size() for _, t in weights)),
+                "seconds": seconds, "path": path, "weight_version": self.weight_version}
+
+    def _load_into_engine(self, weights: list) -> str:
+        """Hand ``weights`` (name, tensor) to the engine by the first path that works (module
+        docstring) and return its name: ``"load_weights"``, ``"reload_weights"`` or ``"apply_model"``.
+
+        Raises
+        ------
+        RuntimeError
+            The engine offers neither an in-process model nor ``apply_model``.
+        """
+        worker = in_process_worker(self.llm)
+        target = in_process_model(self.llm)
         reload = getattr(worker, "reload_weights", None) if worker is not None else None
         if target is not None or callable(reload):
             path = None
@@ -478,17 +330,12 @@ class VLLMSampler:
                 path = "reload_weights"
         elif hasattr(self.llm, "apply_model"):
             # out-of-process engine: the tensors travel pickled (vLLM needs VLLM_ALLOW_INSECURE_SERIALIZATION=1)
-            self.llm.apply_model(_LoadWeights([(n, t.cpu()) for n, t in weights]))
+            self.llm.apply_model(LoadWeights([(n, t.cpu()) for n, t in weights]))
             path = "apply_model"
         else:
             raise RuntimeError("the vLLM engine exposes neither llm_engine.model_executor.driver_worker (in-process, "
                                "VLLM_ENABLE_V1_MULTIPROCESSING=0) nor apply_model; cannot push weights")
-        self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
-        seconds = time.perf_counter() - start
-        self.push_seconds += seconds
-        self.weight_version += 1
-        return {"tensors": len(weights), "bytes": int(sum(t.numel() * t.element_size() for _, t in weights)),
-                "seconds": seconds, "path": path, "weight_version": self.weight_version}
+        return path
 
     def close(self) -> None:
         """Drop the engine and free its GPU memory (the sampler cannot sample afterwards)."""

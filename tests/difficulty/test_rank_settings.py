@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from gradprobe.difficulty.cli import add_difficulty_parsers
+from gradprobe.cli.difficulty import add_difficulty_parsers
 from gradprobe.difficulty.rank import PoolSettings, RankSettings, rank_prompts
 
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from gradprobe.difficulty.config import parse_selection
+from gradprobe.difficulty.config import SELECTION_RULE_CLASSES, SELECTION_RULES, parse_selection
 from gradprobe.difficulty.estimator import DuplicatePromptError
 from gradprobe.difficulty.select import PromptSelector, SelectionConfig
 from gradprobe.tasks import Problem
@@ -132,3 +132,23 @@ def test_parse_selection_and_plan_errors():
     plain = parse_plan(selection_plan(None, updates=1))
     assert plain.arm("select_half").selection is None
     assert parse_plan(selection_plan("dynamic", updates=1)).arm("select_half").selection["rule"] == "dynamic"
+
+
+def test_every_registered_rule_resolves_to_its_rule_object_and_plans_accept_exactly_the_registry(monkeypatch):
+    from gradprobe.difficulty import config as selection_config
+    from gradprobe.difficulty.select import rule_class
+    from gradprobe.difficulty.select_common import SelectionRule
+
+    assert SELECTION_RULES == ("half", "random", "dynamic", "greso") == tuple(SELECTION_RULE_CLASSES)
+    for name in SELECTION_RULES:
+        cls = rule_class(name)
+        assert issubclass(cls, SelectionRule) and cls.name == name
+    probs = [Problem(f"t/{i}", "q", "1") for i in range(4)]
+    assert type(_selector(probs, rule="greso").rule).__name__ == "GresoRule"
+    assert _selector(probs, rule="greso").greso is not None and _selector(probs, rule="half").greso is None
+    with pytest.raises(ValueError, match="selection 'nearest' is not one of half, random, dynamic, greso"):
+        rule_class("nearest")
+    # plans validate against the registry's names: a rule added there is accepted by a plan's arm
+    monkeypatch.setitem(selection_config.SELECTION_RULE_CLASSES, "nearest", "gradprobe.difficulty.select_estimated:HalfRule")
+    assert parse_selection({"selection": "nearest"})["rule"] == "nearest"
+    assert rule_class("nearest").name == "half"
