@@ -57,66 +57,35 @@ implementation, the tokenizer's padding side and every random generator (torch C
 ``random``, numpy), and runs after the optimizer step, when gradients are already cleared. With
 ``beta`` != 0, the predicted update omits TRL's KL gradient, which is zero only at the reference
 (initial) policy (:mod:`gradprobe.integrations.trl_config`); the probe's record says so.
+
+The token counting lives in :mod:`gradprobe.integrations.trl_tokens` (:func:`reward_generated_tokens`
+and :func:`generations_between`, re-exported here), what keeps the probe from touching training in
+:mod:`gradprobe.integrations.trl_isolation`; this module wires them into the trainer's events.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
-import random
 import time
-from collections.abc import Mapping
+import warnings
 from pathlib import Path
 
 import torch
 from transformers import TrainerCallback
 
+from ..attention import register as register_attention
+from ..config import SamplingConfig
 from ..ledger import CATEGORIES, Ledger
+from ..models import Policy, _prepare_tokenizer, use_attention
+from ..outputs import json_safe, write_json_atomic
+from ..probe.run import ProbeConfig, run_probe
+from ..rewards.sequence import sequence_reward
+from ..tasks import load_task
+from .trl_config import LOSS_TYPES
+from .trl_isolation import rng_state, set_rng_state, without_checkpointing
+from .trl_tokens import append_jsonl_line, counting, generations_between, reward_generated_tokens
 
 __all__ = ["GradprobeCallback", "reward_generated_tokens", "generations_between"]
-
-
-def reward_generated_tokens(fn) -> dict[str, int]:
-    """A reward function's cumulative generated tokens by ledger category (the protocol above).
-
-    Returns
-    -------
-    dict[str, int]
-        ``{}`` when ``fn`` has no ``generated_tokens``; an ``int`` is ``{"continuation": n}``.
-
-    Raises
-    ------
-    ValueError
-        A category not in :data:`gradprobe.ledger.CATEGORIES`, or a count that is not a
-        non-negative integer (names the reward function).
-    """
-    value = getattr(fn, "generated_tokens", None)
-    if value is None:
-        return {}
-    if callable(value):
-        value = value()
-    name = getattr(fn, "__name__", type(fn).__name__)
-    counts = {"continuation": value} if not isinstance(value, Mapping) else dict(value)
-    for category, n in counts.items():
-        if category not in CATEGORIES:
-            raise ValueError(f"reward {name!r}: generated_tokens category {category!r} is not one of {CATEGORIES}")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"reward {name!r}: generated_tokens[{category!r}] must be a cumulative int >= 0, "
-                             f"got {n!r}")
-    return counts
-
-
-def generations_between(step_from: int, step_to: int, *, gradient_accumulation_steps: int,
-                        steps_per_generation: int, num_iterations: int) -> int:
-    """Generation batches TRL draws in optimizer steps (step_from, step_to].
-
-    TRL 1.16 generates on micro-step m (0-based) when m % (steps_per_generation x num_iterations)
-    == 0; optimizer step s covers micro-steps [(s - 1) GA, s GA).
-    """
-    period = steps_per_generation * num_iterations
-    a, b = step_from * gradient_accumulation_steps, step_to * gradient_accumulation_steps
-    return -(-b // period) - -(-a // period)
 
 
 class GradprobeCallback(TrainerCallback):
@@ -249,9 +218,8 @@ class GradprobeCallback(TrainerCallback):
         self._last_logged_step, self._last_tokens_seen = state.global_step, seen
         if self.out is not None:
             self.out.mkdir(parents=True, exist_ok=True)
-            with open(self.out / "ledger.jsonl", "a") as f:
-                f.write(json.dumps(window) + "\n")
-            (self.out / "ledger.json").write_text(json.dumps(self.ledger.to_dict(), indent=2))
+            append_jsonl_line(self.out / "ledger.jsonl", window)  # one whole line per window, flushed
+            write_json_atomic(self.out / "ledger.json", json_safe(self.ledger.to_dict()))
 
     # ---- probe ----------------------------------------------------------------------------------
     def on_step_end(self, args, state, control, **kwargs):
@@ -269,7 +237,7 @@ class GradprobeCallback(TrainerCallback):
         self._flush_logs()
         if self.out is not None:
             self.out.mkdir(parents=True, exist_ok=True)
-            (self.out / "ledger.json").write_text(json.dumps(self.ledger.to_dict(), indent=2))
+            write_json_atomic(self.out / "ledger.json", json_safe(self.ledger.to_dict()))
 
     def _flush_logs(self) -> None:
         if self._pending_logs:
@@ -279,10 +247,6 @@ class GradprobeCallback(TrainerCallback):
             self._need_trainer().log(logs)
 
     def _probe_config(self, args, trainer):
-        from ..config import SamplingConfig
-        from ..probe.run import ProbeConfig
-        from .trl_config import LOSS_TYPES
-
         loss_type = LOSS_TYPES.get(args.loss_type)
         if loss_type is None:
             raise ValueError(f"the trainer's loss_type {args.loss_type!r} has no probe equivalent "
@@ -305,12 +269,6 @@ class GradprobeCallback(TrainerCallback):
         return ProbeConfig(**options), model
 
     def _probe(self, args, state) -> None:
-        from ..attention import register as register_attention
-        from ..models import Policy, _prepare_tokenizer, use_attention
-        from ..probe.run import _json_safe, run_probe
-        from ..rewards.sequence import sequence_reward
-        from ..tasks import load_task
-
         trainer = self._need_trainer()
         step = state.global_step
         t0 = time.perf_counter()
@@ -324,23 +282,23 @@ class GradprobeCallback(TrainerCallback):
                 for fn, name in zip(trainer.reward_funcs, trainer.reward_func_names):
                     if isinstance(fn, torch.nn.Module):
                         continue  # reward models score texts with their own tokenizer; not wrapped
-                    extra[name] = _counting(sequence_reward(fn, name=name, scale=args.scale_rewards), fn)
+                    extra[name] = counting(sequence_reward(fn, name=name, scale=args.scale_rewards), fn)
             tokenizer = trainer.processing_class
             tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor's tokenizer
             padding_side, was_training = tokenizer.padding_side, model.training
-            rng = _rng_state()
+            rng = rng_state()
             try:
                 eos = _prepare_tokenizer(tokenizer, model)
                 policy = Policy(model=model, tokenizer=tokenizer, name=config.model, eos_token_ids=eos)
                 model.eval()
-                with _without_checkpointing(model, args.gradient_checkpointing_kwargs), \
+                with without_checkpointing(model, args.gradient_checkpointing_kwargs), \
                         use_attention(model, register_attention()):
                     out = None if self.out is None else self.out / f"probe_step_{step}"
                     result = run_probe(config, out=out, policy=policy, task=self._task_obj, extra_rewards=extra)
             finally:
                 model.train(was_training)
                 tokenizer.padding_side = padding_side
-                _set_rng_state(rng)
+                set_rng_state(rng)
                 # what the trainer's rewards generated for the probe is the probe's cost (in its own
                 # ledger, via _counting), not the training run's
                 self._reward_seen = {i: reward_generated_tokens(fn) for i, fn in enumerate(trainer.reward_funcs)}
@@ -348,14 +306,12 @@ class GradprobeCallback(TrainerCallback):
                 result.setdefault("warnings", []).append(
                     f"beta {args.beta:g}: the predicted update omits TRL's KL gradient, exact only at the reference "
                     "(initial) policy")
-            record["result"] = _json_safe(result)
+            record["result"] = json_safe(result)
             record["logged"] = self._figures(result)  # ledger totals are added when logged (_flush_logs)
             self._pending_logs = dict(record["logged"])
         except Exception as e:  # noqa: BLE001 - on_error="warn" must keep training going whatever failed
             if self.on_error == "raise":
                 raise
-            import warnings
-
             record["error"] = f"{type(e).__name__}: {e}"
             warnings.warn(f"gradprobe probe at step {step} failed (training goes on): {record['error']}")
         finally:
@@ -375,74 +331,3 @@ class GradprobeCallback(TrainerCallback):
         if isinstance(acc, float) and math.isfinite(acc):
             logs["gradprobe/heldout_accuracy"] = acc
         return logs
-
-
-def _counting(reward, fn):
-    """``reward`` (a gradprobe Reward wrapping the TRL function ``fn``) reporting, as its
-    ``generated_tokens``, what ``fn`` generated during the call (the generated-tokens protocol), so
-    the probe's tokens per update include e.g. a judge's tokens."""
-
-    def counted(batch, ctx=None):
-        before = reward_generated_tokens(fn)
-        out = reward(batch, ctx)
-        after = reward_generated_tokens(fn)
-        spent = {c: n - before.get(c, 0) for c, n in after.items() if n - before.get(c, 0) > 0}
-        out.generated_tokens = {**out.generated_tokens, **spent}
-        return out
-
-    counted.__name__ = getattr(reward, "__name__", "reward")
-    return counted
-
-
-_INPUT_GRAD_HOOK = "make_inputs_require_grads"  # transformers' PreTrainedModel.enable_input_require_grads
-
-
-@contextlib.contextmanager
-def _without_checkpointing(model, checkpointing_kwargs):
-    """Gradient checkpointing and the input-embedding ``requires_grad_`` hook off for the probe.
-
-    The trainer turns them on (``gradient_checkpointing`` is TRL's default); the hook calls
-    ``requires_grad_`` inside the forward pass, which ``torch.func.jvp`` refuses. Both are restored,
-    as TRL's own ``unwrap_model_for_generation`` does for generation.
-    """
-    checkpointing = bool(getattr(model, "is_activation_checkpointing", None)
-                         if hasattr(model, "is_activation_checkpointing")
-                         else getattr(model, "is_gradient_checkpointing", False))
-    new_api = hasattr(model, "activation_checkpointing_enable")  # transformers >= 5 (the old names warn)
-    if checkpointing:
-        (model.activation_checkpointing_disable if new_api else model.gradient_checkpointing_disable)()
-    # the embedding hook ``make_inputs_require_grads`` (enable_input_require_grads), wherever registered
-    saved = [(m, key, hook) for m in model.modules() for key, hook in list(m._forward_hooks.items())
-             if getattr(hook, "__name__", "") == _INPUT_GRAD_HOOK]
-    for m, key, _ in saved:
-        del m._forward_hooks[key]
-    try:
-        yield
-    finally:
-        if checkpointing:  # (reentrant checkpointing re-adds its input hook itself)
-            if new_api:
-                model.activation_checkpointing_enable(activation_checkpointing_kwargs=checkpointing_kwargs)
-            else:
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpointing_kwargs)
-        for m, key, hook in saved:
-            if not any(getattr(h, "__name__", "") == _INPUT_GRAD_HOOK for h in m._forward_hooks.values()):
-                m._forward_hooks[key] = hook
-
-
-def _rng_state() -> dict:
-    import numpy as np
-
-    state = {"torch": torch.get_rng_state(), "random": random.getstate(), "numpy": np.random.get_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict) -> None:
-    import numpy as np
-
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["random"])
-    np.random.set_state(state["numpy"])
-    if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])

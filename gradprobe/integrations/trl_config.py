@@ -61,17 +61,21 @@ the predicted update (logging, saving, hardware, vLLM, the schedule) are listed 
 ``trl_config.ignored``; those that change it slightly (``max_grad_norm``, warm-up, weight decay)
 get a note. Fields of TRL's ``ScriptArguments`` and ``ModelConfig`` (``dataset_name``,
 ``model_name_or_path``...), which ``trl grpo --config`` files mix in, are known and ignored.
+
+Reading and validating the file against TRL is :mod:`gradprobe.integrations.trl_config_file`
+(:func:`read_trl_config`, :class:`TrlConfigError`, re-exported here); this module maps its fields.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from .trl_config_file import FLOAT_FIELDS, MACHINE_FIELDS  # noqa: F401 - importable from here, as before the split
+from .trl_config_file import TrlConfigError, _default, _grpo_fields, read_trl_config
 
 __all__ = ["TrlConfigError", "TrlProbeSettings", "read_trl_config", "apply_trl_config", "mark_explicit_flags",
            "FIELD_FLAGS", "LOSS_TYPES", "SCALE_REWARDS"]
@@ -118,20 +122,9 @@ NOTED = {
     "epsilon_high": "PPO clipping is inactive at importance ratio 1 (the first update on a generation batch)",
     "delta": "PPO clipping is inactive at importance ratio 1 (the first update on a generation batch)",
 }
+#: Fields that set the prompts per optimizer step (``--update-prompts``).
 BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "generation_batch_size",
                 "steps_per_generation")
-#: Hardware and backend fields left out of the ``GRPOConfig`` validation (they may need a GPU, vLLM,
-#: DeepSpeed... on the probing machine) and ignored by the probe.
-MACHINE_FIELDS = ("bf16", "fp16", "tf32", "use_cpu", "deepspeed", "fsdp", "fsdp_config", "accelerator_config",
-                  "parallelism_config", "use_vllm", "use_liger_kernel", "torch_compile", "torch_compile_backend",
-                  "torch_compile_mode", "push_to_hub", "hub_model_id", "hub_token", "report_to", "local_rank",
-                  "ddp_backend", "use_transformers_paged", "use_transformers_continuous_batching")
-FLOAT_FIELDS = ("learning_rate", "beta", "temperature", "top_p", "epsilon", "epsilon_high", "top_entropy_quantile",
-                "entropy_coef", "repetition_penalty", "max_grad_norm", "weight_decay", "warmup_ratio")
-
-
-class TrlConfigError(ValueError):
-    """The TRL config file cannot be honoured (the message names the file, the field and the fix)."""
 
 
 @dataclass
@@ -173,132 +166,6 @@ def _jsonable(x):
     return json.loads(json.dumps(x, default=str))
 
 
-def _grpo_fields() -> dict:
-    from trl import GRPOConfig
-
-    return {f.name: f for f in dataclasses.fields(GRPOConfig)}
-
-
-def _default(f):
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return dataclasses.MISSING
-
-
-def _other_trl_fields() -> set:
-    """Fields of TRL's ScriptArguments and ModelConfig, which ``trl grpo --config`` files mix in."""
-    import trl
-
-    names = set()
-    for cls in (getattr(trl, "ScriptArguments", None), getattr(trl, "ModelConfig", None)):
-        if cls is not None:
-            names |= {f.name for f in dataclasses.fields(cls)}
-    return names
-
-
-def _load_file(path: Path) -> dict:
-    if not path.is_file():
-        raise TrlConfigError(f"--trl-config {path}: no such file (a YAML or JSON file of trl.GRPOConfig fields)")
-    text = path.read_text()
-    try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        elif path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            raise TrlConfigError(f"--trl-config {path}: unknown file type {path.suffix!r}; use .yaml, .yml or .json")
-    except (json.JSONDecodeError, ImportError) as e:
-        raise TrlConfigError(f"--trl-config {path}: cannot be parsed: {e}") from e
-    except Exception as e:  # yaml.YAMLError and its subclasses
-        if isinstance(e, TrlConfigError):
-            raise
-        raise TrlConfigError(f"--trl-config {path}: cannot be parsed as YAML: {e}") from e
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise TrlConfigError(f"--trl-config {path}: the top level must be a mapping of GRPOConfig fields "
-                             f"(field: value), got {type(data).__name__}")
-    return data
-
-
-def read_trl_config(path: str | Path) -> tuple[dict, dict]:
-    """Read and validate a TRL ``GRPOConfig`` file.
-
-    Parameters
-    ----------
-    path : str or Path
-        ``.yaml``/``.yml`` or ``.json``; a mapping of ``trl.GRPOConfig`` field names to values
-        (fields of TRL's ``ScriptArguments``/``ModelConfig`` are allowed and ignored).
-
-    Returns
-    -------
-    fields : dict
-        The file's fields, numeric strings of float fields converted (YAML reads ``1e-6`` without
-        a dot as text).
-    config : dict
-        ``dataclasses.asdict``-like view of the ``trl.GRPOConfig`` built from the fields (hardware
-        fields :data:`MACHINE_FIELDS` left out), after TRL's own normalisation (``scale_rewards``
-        True -> "group", ``generation_batch_size`` derived...).
-
-    Raises
-    ------
-    TrlConfigError
-        Missing or unparsable file, a top level that is not a mapping, an unknown field (the closest
-        GRPOConfig field suggested), a non-numeric value of a float field, or a value
-        ``trl.GRPOConfig`` rejects (its message, with the fields it names).
-    """
-    path = Path(path)
-    raw = _load_file(path)
-    known = _grpo_fields()
-    others = _other_trl_fields()
-    fields = {}
-    for key, value in raw.items():
-        if key not in known and key not in others:
-            close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else "; see the fields of trl.GRPOConfig"
-            raise TrlConfigError(f"--trl-config {path}: unknown field {key!r}{hint}")
-        if key in FLOAT_FIELDS and isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                raise TrlConfigError(f"--trl-config {path}: field {key!r} must be a number, got {value!r}") from None
-        fields[key] = value
-    check = {k: v for k, v in fields.items() if k in known and k not in MACHINE_FIELDS}
-    try:
-        cfg = _grpo_config(check)
-    except (ValueError, TypeError) as e:
-        named = [k for k in check if k in str(e)]
-        if not named:  # TRL's message does not name the field: find the fields it rejects on their own
-            named = [k for k in check if _rejects({k: check[k]})]
-        where = f" (field{'s' if len(named) > 1 else ''} {', '.join(named)})" if named else ""
-        raise TrlConfigError(f"--trl-config {path}{where}: trl.GRPOConfig rejects it: {e}") from e
-    return fields, {name: getattr(cfg, name) for name in known if hasattr(cfg, name)}
-
-
-def _grpo_config(fields: dict):
-    """``trl.GRPOConfig(**fields)`` on any machine (bf16/fp16 off) without TRL's own deprecation noise."""
-    import warnings
-
-    from trl import GRPOConfig
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return GRPOConfig(**fields, bf16=False, fp16=False)
-
-
-def _rejects(fields: dict) -> bool:
-    try:
-        _grpo_config(fields)
-    except (ValueError, TypeError):
-        return True
-    return False
-
-
 def _optim_to_precondition(value) -> str | None:
     name = str(getattr(value, "value", value)).lower()
     if "adam" in name:
@@ -306,6 +173,109 @@ def _optim_to_precondition(value) -> str | None:
     if name.startswith("sgd"):
         return "none"
     return None
+
+
+@dataclass
+class _FieldMapping:
+    """One file's fields being mapped onto probe options: the file (``fields`` as read, ``cfg`` after
+    TRL's normalisation), the flags given explicitly, and what the mapping has decided so far
+    (``settings``; ``updates``: argparse dest -> value, applied only once every field is accepted)."""
+
+    path: str
+    fields: dict
+    cfg: dict
+    explicit: set
+    settings: TrlProbeSettings
+    updates: dict = field(default_factory=dict)
+
+    def refuse(self, name: str, why: str, fix: str):
+        raise TrlConfigError(f"--trl-config {self.path}: field {name!r} = {self.fields[name]!r}: {why}; {fix}")
+
+    def take(self, name: str, dest: str, flag: str, probe_value) -> None:
+        """Record field ``name`` as mapped to ``flag``; queue ``probe_value`` unless the flag was given."""
+        won = dest in self.explicit
+        self.settings.mapped[name] = {"value": self.fields[name], "flag": flag, "probe_value": probe_value,
+                                      "applied": not won, "overridden_by": flag if won else None}
+        if not won:
+            self.updates[dest] = probe_value
+
+    def one_to_one(self, name: str) -> None:
+        """A field of :data:`FIELD_FLAGS`: loss_type via :data:`LOSS_TYPES`, optim via the preconditioner."""
+        dest, flag = FIELD_FLAGS[name]
+        value = self.cfg[name]
+        if name == "loss_type":
+            if value not in LOSS_TYPES and dest not in self.explicit:
+                self.refuse(name, f"the probe supports loss_type {', '.join(LOSS_TYPES)} (bnpo and cispo as dapo)",
+                            f"use one of them in the file, or pass {flag} to probe with another normaliser")
+            value = LOSS_TYPES.get(value, value)
+            if self.fields[name] == "bnpo" and self.cfg.get("gradient_accumulation_steps", 1) != 1:
+                self.settings.notes.append("loss_type bnpo is probed as dapo: exact when a micro-batch is the whole "
+                                           "generation batch; with gradient_accumulation_steps > 1 equal up to the "
+                                           "micro-batches' differing token counts")
+        elif name == "optim":
+            value = _optim_to_precondition(value)
+            if value is None and dest not in self.explicit:
+                self.refuse(name, "the probe predicts an Adam-family step (--precondition adam) or SGD (none)",
+                            "use an adamw_* or sgd optimizer in the file, or pass --precondition adam|none")
+        elif isinstance(value, float) and name in ("learning_rate", "temperature", "top_p") \
+                and not math.isfinite(value):
+            self.refuse(name, "not a finite number", "write a finite number")
+        self.take(name, dest, flag, value)
+
+    def scale_rewards(self, name: str, rewards: str) -> None:
+        """``scale_rewards``: the ``outcome`` entry of ``--rewards`` becomes its :data:`SCALE_REWARDS` variant."""
+        variant = SCALE_REWARDS.get(self.cfg[name])
+        if variant is None and "rewards" not in self.explicit:
+            self.refuse(name, "the probe supports scale_rewards group, batch or none",
+                        "use one of them, or pass --rewards naming the outcome variant yourself")
+        probed = ",".join(variant if r.strip() == "outcome" else r.strip() for r in str(rewards).split(","))
+        self.take(name, "rewards", "--rewards", probed)
+        if self.settings.mapped[name]["applied"]:
+            self.settings.reference_reward = variant
+            self.settings.notes.append(f"scale_rewards {self.cfg[name]!r}: the outcome reward is probed as "
+                                       f"{variant!r}; the dense rewards' outcome part keeps group scaling")
+
+    def beta(self, name: str) -> None:
+        """``beta``: honoured exactly at the initial policy (module docstring); a note when nonzero."""
+        beta = float(self.fields[name])
+        self.settings.mapped[name] = {"value": beta, "flag": None, "probe_value": None, "applied": True,
+                                      "overridden_by": None}
+        if beta != 0.0:
+            self.settings.notes.append(
+                f"beta {beta:g}: TRL's KL term beta * k3 has gradient beta * (1 - exp(l_ref - l)) * grad l, zero "
+                "where the policy equals the reference model (TRL's reference is the initial policy), so the "
+                "prediction is exact at the initial policy; at a later checkpoint it omits beta * grad KL")
+
+    def at_default(self, name: str, known: dict) -> None:
+        """A field of :data:`REFUSED_UNLESS_DEFAULT`: refused unless it holds TRL's default."""
+        default = _default(known[name]) if name in known else dataclasses.MISSING
+        value = self.fields[name]
+        if value != default and not (value in (None, {}) and default in (None, {})):
+            self.refuse(name, REFUSED_UNLESS_DEFAULT[name],
+                        f"remove it or set it to TRL's default {default!r} to probe this setup")
+
+    def update_prompts(self) -> None:
+        """:data:`BATCH_FIELDS` -> ``--update-prompts`` = per_device_train_batch_size x
+        gradient_accumulation_steps / num_generations (whole groups, else TrlConfigError)."""
+        fields, cfg = self.fields, self.cfg
+        per_step = int(cfg["per_device_train_batch_size"]) * int(cfg["gradient_accumulation_steps"])
+        group = int(cfg["num_generations"])
+        if per_step % group:
+            names = ", ".join(f for f in ("per_device_train_batch_size", "gradient_accumulation_steps") if f in fields)
+            raise TrlConfigError(f"--trl-config {self.path}: fields {names or 'per_device_train_batch_size'}: "
+                                 f"{per_step} completions per optimizer step are not whole groups of "
+                                 f"num_generations {group}; make per_device_train_batch_size x "
+                                 "gradient_accumulation_steps a multiple of num_generations")
+        name = "per_device_train_batch_size" if "per_device_train_batch_size" in fields else \
+            next(f for f in BATCH_FIELDS if f in fields)
+        dest = "update_prompts"
+        won = dest in self.explicit
+        self.settings.mapped[name] = {
+            "value": fields[name], "flag": "--update-prompts", "probe_value": per_step // group, "applied": not won,
+            "overridden_by": "--update-prompts" if won else None,
+            "from": "per_device_train_batch_size x gradient_accumulation_steps / num_generations"}
+        if not won:
+            self.updates[dest] = per_step // group
 
 
 def apply_trl_config(args: argparse.Namespace, *, explicit: set[str] | None = None) -> TrlProbeSettings:
@@ -336,94 +306,28 @@ def apply_trl_config(args: argparse.Namespace, *, explicit: set[str] | None = No
     explicit = set(getattr(args, "_explicit_flags", ()) if explicit is None else explicit)
     fields, cfg = read_trl_config(path)
     known = _grpo_fields()
-    settings = TrlProbeSettings(path=path, fields=fields)
-    updates: dict[str, object] = {}
-
-    def refuse(name: str, why: str, fix: str):
-        raise TrlConfigError(f"--trl-config {path}: field {name!r} = {fields[name]!r}: {why}; {fix}")
-
-    def take(name: str, dest: str, flag: str, probe_value):
-        won = dest in explicit
-        settings.mapped[name] = {"value": fields[name], "flag": flag, "probe_value": probe_value, "applied": not won,
-                                 "overridden_by": flag if won else None}
-        if not won:
-            updates[dest] = probe_value
-
-    for name in fields:
+    m = _FieldMapping(path=path, fields=fields, cfg=cfg, explicit=explicit,
+                      settings=TrlProbeSettings(path=path, fields=fields))
+    for name in fields:  # in the file's order: the notes keep it
         if name in FIELD_FLAGS:
-            dest, flag = FIELD_FLAGS[name]
-            value = cfg[name]
-            if name == "loss_type":
-                if value not in LOSS_TYPES and dest not in explicit:
-                    refuse(name, f"the probe supports loss_type {', '.join(LOSS_TYPES)} (bnpo and cispo as dapo)",
-                           f"use one of them in the file, or pass {flag} to probe with another normaliser")
-                value = LOSS_TYPES.get(value, value)
-                if fields[name] == "bnpo" and cfg.get("gradient_accumulation_steps", 1) != 1:
-                    settings.notes.append("loss_type bnpo is probed as dapo: exact when a micro-batch is the whole "
-                                          "generation batch; with gradient_accumulation_steps > 1 equal up to the "
-                                          "micro-batches' differing token counts")
-            elif name == "optim":
-                value = _optim_to_precondition(value)
-                if value is None and dest not in explicit:
-                    refuse(name, "the probe predicts an Adam-family step (--precondition adam) or SGD (none)",
-                           "use an adamw_* or sgd optimizer in the file, or pass --precondition adam|none")
-            elif isinstance(value, float) and name in ("learning_rate", "temperature", "top_p") \
-                    and not math.isfinite(value):
-                refuse(name, "not a finite number", "write a finite number")
-            take(name, dest, flag, value)
+            m.one_to_one(name)
         elif name == "scale_rewards":
-            variant = SCALE_REWARDS.get(cfg[name])
-            if variant is None and "rewards" not in explicit:
-                refuse(name, "the probe supports scale_rewards group, batch or none",
-                       "use one of them, or pass --rewards naming the outcome variant yourself")
-            rewards = ",".join(variant if r.strip() == "outcome" else r.strip() for r in str(args.rewards).split(","))
-            take(name, "rewards", "--rewards", rewards)
-            if settings.mapped[name]["applied"]:
-                settings.reference_reward = variant
-                settings.notes.append(f"scale_rewards {cfg[name]!r}: the outcome reward is probed as {variant!r}; "
-                                      "the dense rewards' outcome part keeps group scaling")
+            m.scale_rewards(name, args.rewards)
         elif name == "beta":
-            beta = float(fields[name])
-            settings.mapped[name] = {"value": beta, "flag": None, "probe_value": None, "applied": True,
-                                     "overridden_by": None}
-            if beta != 0.0:
-                settings.notes.append(
-                    f"beta {beta:g}: TRL's KL term beta * k3 has gradient beta * (1 - exp(l_ref - l)) * grad l, zero "
-                    "where the policy equals the reference model (TRL's reference is the initial policy), so the "
-                    "prediction is exact at the initial policy; at a later checkpoint it omits beta * grad KL")
+            m.beta(name)
         elif name in REFUSED_UNLESS_DEFAULT:
-            default = _default(known[name]) if name in known else dataclasses.MISSING
-            if fields[name] != default and not (fields[name] in (None, {}) and default in (None, {})):
-                refuse(name, REFUSED_UNLESS_DEFAULT[name],
-                       f"remove it or set it to TRL's default {default!r} to probe this setup")
+            m.at_default(name, known)
         elif name in NOTED:
-            settings.notes.append(f"{name} = {fields[name]!r}: {NOTED[name]}")
+            m.settings.notes.append(f"{name} = {fields[name]!r}: {NOTED[name]}")
         elif name not in BATCH_FIELDS:
-            settings.ignored.append(name)
-
+            m.settings.ignored.append(name)
     if any(f in fields for f in BATCH_FIELDS):
-        per_step = int(cfg["per_device_train_batch_size"]) * int(cfg["gradient_accumulation_steps"])
-        group = int(cfg["num_generations"])
-        if per_step % group:
-            names = ", ".join(f for f in ("per_device_train_batch_size", "gradient_accumulation_steps") if f in fields)
-            raise TrlConfigError(f"--trl-config {path}: fields {names or 'per_device_train_batch_size'}: "
-                                 f"{per_step} completions per optimizer step are not whole groups of "
-                                 f"num_generations {group}; make per_device_train_batch_size x "
-                                 "gradient_accumulation_steps a multiple of num_generations")
-        name = "per_device_train_batch_size" if "per_device_train_batch_size" in fields else \
-            next(f for f in BATCH_FIELDS if f in fields)
-        dest = "update_prompts"
-        won = dest in explicit
-        settings.mapped[name] = {"value": fields[name], "flag": "--update-prompts", "probe_value": per_step // group,
-                                 "applied": not won, "overridden_by": "--update-prompts" if won else None,
-                                 "from": "per_device_train_batch_size x gradient_accumulation_steps / num_generations"}
-        if not won:
-            updates[dest] = per_step // group
+        m.update_prompts()
     if fields.get("loss_type") == "cispo" and "loss_type" not in explicit:
-        _cispo_cap(cfg, args, updates, settings)
-    for dest, value in updates.items():  # nothing changes unless every field was accepted
+        _cispo_cap(cfg, args, m.updates, m.settings)
+    for dest, value in m.updates.items():  # nothing changes unless every field was accepted
         setattr(args, dest, value)
-    return settings
+    return m.settings
 
 
 def _cispo_cap(cfg, args, updates: dict, settings: TrlProbeSettings) -> None:

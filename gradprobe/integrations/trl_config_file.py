@@ -1,0 +1,169 @@
+"""Read and validate a TRL ``GRPOConfig`` file (YAML or JSON) for ``gradprobe probe --trl-config FILE``.
+
+The file is checked against TRL itself: every field must be one of ``trl.GRPOConfig``'s (or of
+TRL's ``ScriptArguments`` / ``ModelConfig``, which ``trl grpo --config`` files mix in), and the
+fields are passed through ``trl.GRPOConfig(...)`` so that TRL's own validation and normalisation
+apply (``scale_rewards`` True -> "group", ``generation_batch_size`` derived...). What the fields
+mean to the probe is :mod:`gradprobe.integrations.trl_config`'s job.
+
+``trl`` is imported inside the functions that need it: it is an optional, heavy dependency
+(the ``trl`` extra) and ``gradprobe probe`` without ``--trl-config`` must not load it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import warnings
+from pathlib import Path
+
+__all__ = ["TrlConfigError", "read_trl_config", "MACHINE_FIELDS", "FLOAT_FIELDS"]
+
+#: Hardware and backend fields left out of the ``GRPOConfig`` validation (they may need a GPU, vLLM,
+#: DeepSpeed... on the probing machine) and ignored by the probe.
+MACHINE_FIELDS = ("bf16", "fp16", "tf32", "use_cpu", "deepspeed", "fsdp", "fsdp_config", "accelerator_config",
+                  "parallelism_config", "use_vllm", "use_liger_kernel", "torch_compile", "torch_compile_backend",
+                  "torch_compile_mode", "push_to_hub", "hub_model_id", "hub_token", "report_to", "local_rank",
+                  "ddp_backend", "use_transformers_paged", "use_transformers_continuous_batching")
+#: Float fields whose numeric strings are converted (YAML reads ``1e-6`` without a dot as text).
+FLOAT_FIELDS = ("learning_rate", "beta", "temperature", "top_p", "epsilon", "epsilon_high", "top_entropy_quantile",
+                "entropy_coef", "repetition_penalty", "max_grad_norm", "weight_decay", "warmup_ratio")
+
+
+class TrlConfigError(ValueError):
+    """The TRL config file cannot be honoured (the message names the file, the field and the fix)."""
+
+
+def _grpo_fields() -> dict:
+    """``trl.GRPOConfig``'s dataclass fields by name."""
+    from trl import GRPOConfig  # optional heavy dependency: loaded only with --trl-config
+
+    return {f.name: f for f in dataclasses.fields(GRPOConfig)}
+
+
+def _default(f):
+    """A dataclass field's default (``dataclasses.MISSING`` when it has none)."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _other_trl_fields() -> set:
+    """Fields of TRL's ScriptArguments and ModelConfig, which ``trl grpo --config`` files mix in."""
+    import trl  # optional heavy dependency: loaded only with --trl-config
+
+    names = set()
+    for cls in (getattr(trl, "ScriptArguments", None), getattr(trl, "ModelConfig", None)):
+        if cls is not None:
+            names |= {f.name for f in dataclasses.fields(cls)}
+    return names
+
+
+def _load_file(path: Path) -> dict:
+    """The file's top-level mapping (``{}`` for an empty file); TrlConfigError otherwise."""
+    if not path.is_file():
+        raise TrlConfigError(f"--trl-config {path}: no such file (a YAML or JSON file of trl.GRPOConfig fields)")
+    text = path.read_text()
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        elif path.suffix.lower() in (".yaml", ".yml"):
+            import yaml  # PyYAML comes with transformers, but is no declared dependency: ImportError is reported
+
+            data = yaml.safe_load(text)
+        else:
+            raise TrlConfigError(f"--trl-config {path}: unknown file type {path.suffix!r}; use .yaml, .yml or .json")
+    except (json.JSONDecodeError, ImportError) as e:
+        raise TrlConfigError(f"--trl-config {path}: cannot be parsed: {e}") from e
+    except Exception as e:  # yaml.YAMLError and its subclasses
+        if isinstance(e, TrlConfigError):
+            raise
+        raise TrlConfigError(f"--trl-config {path}: cannot be parsed as YAML: {e}") from e
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise TrlConfigError(f"--trl-config {path}: the top level must be a mapping of GRPOConfig fields "
+                             f"(field: value), got {type(data).__name__}")
+    return data
+
+
+def _checked_fields(path: Path, raw: dict, known: dict) -> dict:
+    """``raw`` with unknown fields refused (closest GRPOConfig field suggested) and float fields converted."""
+    others = _other_trl_fields()
+    fields = {}
+    for key, value in raw.items():
+        if key not in known and key not in others:
+            close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else "; see the fields of trl.GRPOConfig"
+            raise TrlConfigError(f"--trl-config {path}: unknown field {key!r}{hint}")
+        if key in FLOAT_FIELDS and isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise TrlConfigError(f"--trl-config {path}: field {key!r} must be a number, got {value!r}") from None
+        fields[key] = value
+    return fields
+
+
+def read_trl_config(path: str | Path) -> tuple[dict, dict]:
+    """Read and validate a TRL ``GRPOConfig`` file.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.yaml``/``.yml`` or ``.json``; a mapping of ``trl.GRPOConfig`` field names to values
+        (fields of TRL's ``ScriptArguments``/``ModelConfig`` are allowed and ignored).
+
+    Returns
+    -------
+    fields : dict
+        The file's fields, numeric strings of float fields converted (YAML reads ``1e-6`` without
+        a dot as text).
+    config : dict
+        ``dataclasses.asdict``-like view of the ``trl.GRPOConfig`` built from the fields (hardware
+        fields :data:`MACHINE_FIELDS` left out), after TRL's own normalisation (``scale_rewards``
+        True -> "group", ``generation_batch_size`` derived...).
+
+    Raises
+    ------
+    TrlConfigError
+        Missing or unparsable file, a top level that is not a mapping, an unknown field (the closest
+        GRPOConfig field suggested), a non-numeric value of a float field, or a value
+        ``trl.GRPOConfig`` rejects (its message, with the fields it names).
+    """
+    path = Path(path)
+    raw = _load_file(path)
+    known = _grpo_fields()
+    fields = _checked_fields(path, raw, known)
+    check = {k: v for k, v in fields.items() if k in known and k not in MACHINE_FIELDS}
+    try:
+        cfg = _grpo_config(check)
+    except (ValueError, TypeError) as e:
+        named = [k for k in check if k in str(e)]
+        if not named:  # TRL's message does not name the field: find the fields it rejects on their own
+            named = [k for k in check if _rejects({k: check[k]})]
+        where = f" (field{'s' if len(named) > 1 else ''} {', '.join(named)})" if named else ""
+        raise TrlConfigError(f"--trl-config {path}{where}: trl.GRPOConfig rejects it: {e}") from e
+    return fields, {name: getattr(cfg, name) for name in known if hasattr(cfg, name)}
+
+
+def _grpo_config(fields: dict):
+    """``trl.GRPOConfig(**fields)`` on any machine (bf16/fp16 off) without TRL's own deprecation noise."""
+    from trl import GRPOConfig  # optional heavy dependency: loaded only with --trl-config
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return GRPOConfig(**fields, bf16=False, fp16=False)
+
+
+def _rejects(fields: dict) -> bool:
+    """Whether ``trl.GRPOConfig`` rejects ``fields`` on their own."""
+    try:
+        _grpo_config(fields)
+    except (ValueError, TypeError):
+        return True
+    return False
