@@ -7,6 +7,12 @@ from dataclasses import asdict, dataclass, field
 
 #: the sampler backends (the keys of :data:`gradprobe.rollout.SAMPLERS`, which a test keeps equal)
 SAMPLER_BACKENDS = ("hf", "hf_paged", "vllm")
+#: policy dtypes every command accepts (``--dtype``; the keys of :data:`gradprobe.models.DTYPES`, which a test
+#: keeps equal)
+DTYPE_NAMES = ("float32", "float64", "bfloat16", "float16")
+#: the probe's reference updates (``--reference``) and preconditioners (``--precondition``)
+REFERENCES = ("heldout", "direction:PATH")
+PRECONDITIONERS = ("adam", "none")
 
 
 @dataclass(frozen=True)

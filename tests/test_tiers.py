@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from gradprobe import tiers, warmstart
+from gradprobe.cli import warmstart as warmstart_cli
 from gradprobe.tasks import Problem, load_task
 from gradprobe.tiers import TINY_FRONTIER_TASK, TINY_TASK, TierNotBuiltError, TinyTierConfig, chain_sum_target, tier_path
 from gradprobe.warmstart import build_tier
@@ -171,9 +172,9 @@ def test_saved_tier_loads_and_generates(built):
 def test_cli(monkeypatch, capsys):
     monkeypatch.setitem(tiers.TIERS, "tiny", lambda: SMALL)
     parser = argparse.ArgumentParser()
-    warmstart.add_warmstart_parser(parser.add_subparsers(dest="command"))
+    warmstart_cli.add_warmstart_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["warmstart", "--tier", "tiny", "--no-progress"])
-    assert warmstart.warmstart_main(args) == 0
+    assert warmstart_cli.warmstart_main(args) == 0
     out = capsys.readouterr().out
     assert "greedy accuracy" in out and str(tier_path("tiny")) in out
     with pytest.raises(ValueError, match="valid tiers: tiny"):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .rank import DTYPES, PoolSettings, PreparedPool, RankSettings, prepare_pool, rank_prompts
+from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, prepare_pool, rank_prompts
 
 _COMMON_HELP = {
     "rank-prompts": "predict each pool prompt's success under the policy and rank the pool nearest 1/2 first",
@@ -127,8 +127,8 @@ def difficulty_eval(args) -> int:
     """``gradprobe difficulty-eval``; returns the exit status."""
     from ..ledger import Ledger
     from ..outputs import json_safe, versions, write_json_atomic
-    from .evaluate import evaluate_estimator, plot_reliability, sample_outcomes
-    from .features import prompt_features
+    from ..difficulty.evaluate import evaluate_estimator, plot_reliability, sample_outcomes
+    from ..difficulty.features import prompt_features
 
     if args.pool < 2:
         raise ValueError(f"--pool must be >= 2 (a fit half and an eval half), got {args.pool}")

@@ -1,46 +1,13 @@
-"""Command line: ``gradprobe probe|train|warmstart|study|rank-prompts|difficulty-eval``.
-
-Each subcommand's parser and entry point live beside its code (``add_*_parser`` / ``*_main``);
-this module only dispatches."""
+"""``gradprobe probe``: its parser and its command (the probe of one batch, the forecast, the report)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
-import warnings
 from pathlib import Path
 
-from .config import SAMPLER_BACKENDS, MCConfig, SamplingConfig
-
-#: What ``gradprobe --help`` says (the module docstring above is for developers). One line per
-#: command, each under 80 columns; tests/training/test_cli_help.py checks it lists every command.
-_COMMANDS = {
-    "probe": "forecast each reward's gain from a probe of one batch",
-    "train": "one GRPO run of a plan's arm and seed, up to its budget",
-    "study": "all arms x seeds of a plan at equal compute, then analysis",
-    "warmstart": "build (or reuse) a model tier by supervised warm start",
-    "rank-prompts": "rank a prompt pool by predicted success, nearest 1/2 first",
-    "difficulty-eval": "score the success predictor (Brier, AUC, Spearman)",
-}
-_DESCRIPTION = ("Is an RLVR (GRPO) training intervention, such as a dense process reward, a\n"
-                "prompt-selection rule or a learning-rate change, worth its compute? gradprobe\n"
-                "answers cheaply, with a per-token gradient probe on one batch, and for real,\n"
-                "with GRPO runs that all get the same budget of generated tokens, FLOPs or\n"
-                "device-seconds.\n\ncommands:\n"
-                + "\n".join(f"  {name:<17}{text}" for name, text in _COMMANDS.items()))
-_EPILOG = """quick start (from the repository root; a CPU is enough):
-  pip install torch==2.13.0 && pip install -e .
-  gradprobe probe --out runs/probe
-      probe rewards outcome, mc_value and hybrid_0.5 on the shipped tiny model
-  gradprobe train --plan plans/tiny.toml --arm grpo --out runs/g0 --updates 1
-      a one-update GRPO run (without --updates: the plan's whole budget)
-  gradprobe COMMAND --help
-      every option of a command
-
-docs: README.md in the repository (install, commands, outputs, costs)."""
-
+from ..config import DTYPE_NAMES, PRECONDITIONERS, SAMPLER_BACKENDS, MCConfig, SamplingConfig
 
 def _add_probe(sub) -> None:
     p = sub.add_parser("probe", help="probe rewards on one batch: per-token alignment with a reference update",
@@ -64,7 +31,7 @@ def _add_probe(sub) -> None:
                    help="G of the training update the gain is predicted for (default: --group)")
     p.add_argument("--heldout-prompts", type=int, default=8)
     p.add_argument("--heldout-group", type=int, default=16)
-    p.add_argument("--precondition", choices=["adam", "none"], default="adam",
+    p.add_argument("--precondition", choices=list(PRECONDITIONERS), default="adam",
                    help="predict an Adam step (u = P v) or an SGD step (u = v)")
     p.add_argument("--lr", type=float, default=1e-4, help="learning rate of the predicted update")
     p.add_argument("--loss-type", choices=["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo"], default="grpo",
@@ -88,7 +55,7 @@ def _add_probe(sub) -> None:
     p.add_argument("--micro-batch-size", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
+    p.add_argument("--dtype", default="float32", choices=list(DTYPE_NAMES))
     p.add_argument("--out", default="runs/probe",
                    help="output folder (probe.json, report.html, alignment.safetensors, tokens.jsonl)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -115,22 +82,23 @@ def _add_probe(sub) -> None:
                         "the matching options; flags given explicitly on the command line win over the file; "
                         "settings the probe cannot honour are refused, naming the field and the fix "
                         "(gradprobe.integrations.trl_config)")
-    from .integrations.trl_config import mark_explicit_flags
+    from ..integrations.trl_config import mark_explicit_flags
 
     mark_explicit_flags(p)  # --trl-config: explicitly given flags win over the file
 
 
 def _probe_command(args) -> int:
     """``gradprobe probe``: build the config, load the calibration first, run, print; 0 or 2 (bad input)."""
-    from .forecast import forecast_section, load_reference_curve
-    from .outputs import write_json_atomic
-    from .probe.batches import run_probe_batches
-    from .probe.run import ProbeConfig, _json_safe, format_table
+    from ..forecast import forecast_section, load_reference_curve
+    from ..layout import PROBE_JSON, REPORT_HTML
+    from ..outputs import json_safe, write_json_atomic
+    from ..probe.batches import run_probe_batches
+    from ..probe.run import ProbeConfig, format_table
 
     try:
         trl = None
         if args.trl_config:  # fills the options the command line did not give; fails before any compute
-            from .integrations.trl_config import apply_trl_config
+            from ..integrations.trl_config import apply_trl_config
 
             trl = apply_trl_config(args)
         curve = load_reference_curve(args.reference_curve) if args.reference_curve else None  # fails before compute
@@ -164,11 +132,11 @@ def _probe_command(args) -> int:
                                               reference_reward=trl.reference_reward if trl else "outcome")
         if trl is not None:
             result["trl_config"] = trl.record()  # which fields came from the file, which flags won
-        write_json_atomic(Path(args.out) / "probe.json", _json_safe(result))
+        write_json_atomic(Path(args.out) / PROBE_JSON, json_safe(result))
         if calibration is not None:
             calibrate_probe(result, calibration, source=args.calibration)
-            rewrite_probe_json(f"{args.out}/probe.json", result)
-        from .probe.report_html import write_probe_report  # after the forecast: the page shows its verdicts
+            rewrite_probe_json(f"{args.out}/{PROBE_JSON}", result)
+        from ..probe.report_html import write_probe_report  # after the forecast: the page shows its verdicts
 
         write_probe_report(args.out, result)
     except (ValueError, OSError, RuntimeError) as e:
@@ -177,87 +145,18 @@ def _probe_command(args) -> int:
     print(format_table(result))
     if calibration is not None:
         print(format_calibrated(result))
-    print(f"\nwrote {args.out}/probe.json and {args.out}/report.html")
+    print(f"\nwrote {args.out}/{PROBE_JSON} and {args.out}/{REPORT_HTML}")
     return 0
 
 
-def _plain_warnings() -> None:
-    """Show Python warnings as one ``gradprobe: warning: ...`` line each (no file, line or source
-    echo); ``-v`` keeps Python's full form. Installed only by the console command (``argv`` None),
-    so callers of :func:`main` from Python keep their own warning handling."""
-    def show(message, category, filename, lineno, file=None, line=None):
-        print(f"gradprobe: warning: {message}", file=file or sys.stderr)
+def probe_main(args) -> int:
+    """Run ``gradprobe probe``; the notes are printed once, under the table (``-v``: logged as they come)."""
+    from ..probe.run import notes_log  # torch: deferred so that parsing the command line loads none
 
-    warnings.showwarning = show
-
-
-def _passive_openmp() -> None:
-    """OpenMP threads that wait sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``, unless set).
-
-    Spinning threads keep their cores busy while they wait at the end of each parallel region; on a
-    machine shared with another process they take the cores that the threads being waited for need,
-    and a small model's job slowed 10-20-fold (README, "Quick start"). Read once when torch loads its
-    OpenMP runtime, so this runs before anything imports torch, in the console command only."""
-    if "torch" not in sys.modules:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``gradprobe`` command; returns the exit status."""
-    console = argv is None
-    if console:
-        _passive_openmp()
-    parser = argparse.ArgumentParser(prog="gradprobe", usage="gradprobe [-h] [-v] COMMAND [OPTIONS]",
-                                     description=_DESCRIPTION, epilog=_EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="log progress details and show Python warnings in full")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog="gradprobe",
-                                help=argparse.SUPPRESS)  # listed one line each in _DESCRIPTION
-    _add_probe(sub)
-    from .difficulty.cli import add_difficulty_parsers
-    from .study.cli import add_study_parser
-    from .warmstart import add_warmstart_parser
-    from .training.run import add_train_parser
-
-    add_train_parser(sub)
-    add_warmstart_parser(sub)
-    add_study_parser(sub)
-    add_difficulty_parsers(sub)
-    args = parser.parse_args(argv)
-    if console and not args.verbose:
-        _plain_warnings()
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-
-    if args.command == "probe":
-        from .probe.run import notes_log
-
-        level = notes_log.level
-        if not args.verbose:
-            notes_log.setLevel(logging.ERROR)  # the notes are printed once, under the table
-        try:
-            return _probe_command(args)
-        finally:
-            notes_log.setLevel(level)
-
-    if args.command == "train":
-        from .training.run import train_main
-
-        return train_main(args)
-    if args.command == "warmstart":
-        from .warmstart import warmstart_main
-
-        return warmstart_main(args)
-    if args.command == "study":
-        from .study.cli import study_main
-
-        return study_main(args)
-    if args.command in ("rank-prompts", "difficulty-eval"):
-        from .difficulty.cli import difficulty_main
-
-        return difficulty_main(args)
-    return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    level = notes_log.level
+    if not args.verbose:
+        notes_log.setLevel(logging.ERROR)
+    try:
+        return _probe_command(args)
+    finally:
+        notes_log.setLevel(level)

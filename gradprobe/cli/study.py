@@ -7,6 +7,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..study.executors import EXECUTORS
+from ..tracking import REPORT_TO
+
 
 def add_study_parser(subparsers) -> None:
     """Register ``gradprobe study`` on an argparse sub-parser collection."""
@@ -25,14 +28,14 @@ def add_study_parser(subparsers) -> None:
     p.add_argument("plan", nargs="?", help="plan TOML file (e.g. plans/tiny.toml); not needed with --analyze-only")
     p.add_argument("--out", default=None,
                    help="study folder (a new one for a changed plan, or --restart while none of its runs finished)")
-    p.add_argument("--executor", choices=["local", "ray", "inline"], default="local",
+    p.add_argument("--executor", choices=list(EXECUTORS), default="local",
                    help="local: process pool; ray: one Ray task per run; inline: serially in this process")
     p.add_argument("--workers", type=int, default=None,
                    help="parallel runs (default: min(runs, cpu cores)); each gets max(1, cores // workers) threads")
     p.add_argument("--ray-address", default=None, help="Ray cluster address (default: a local ray.init())")
     p.add_argument("--no-probe", action="store_true", help="skip the probe of the arms' rewards")
     p.add_argument("--no-analysis", action="store_true", help="only run; analyse later with --analyze-only")
-    p.add_argument("--report-to", choices=["none", "tensorboard", "trackio", "wandb"], default="none",
+    p.add_argument("--report-to", choices=list(REPORT_TO), default="none",
                    help="every run also logs per-update metrics, evals and its token ledger to this tracker "
                         "(tensorboard/wandb files in DIR/tb/<arm>/seed<N>; wandb offline unless WANDB_MODE is set)")
     p.add_argument("--analyze-only", action="store_true",
@@ -98,8 +101,8 @@ def _interrupted(args, e: BaseException) -> int:
 
 def _power(args) -> int:
     from ..training.plan import PlanError, load_plan
-    from .power import PowerError, format_power, power_analysis
-    from .reading import AnalysisError
+    from ..study.power import PowerError, format_power, power_analysis
+    from ..study.reading import AnalysisError
 
     if not args.plan:
         return _err("--power needs the plan: gradprobe study --power PLAN [--pilot DIR]")
@@ -116,7 +119,7 @@ def _power(args) -> int:
 def _check_replicate(args):
     """(source folder, replicate Plan) after every check, before anything is written; raises ValueError."""
     from ..training.plan import load_plan, replicate_plan
-    from .reading import finished_study
+    from ..study.reading import finished_study
 
     if args.plan:
         raise ValueError("--replicate DIR takes the plan from DIR/plan.toml; drop the PLAN argument")
@@ -131,7 +134,7 @@ def _check_replicate(args):
 
 
 def _replicate(args, say) -> int:
-    from . import runner
+    from ..study import runner
 
     try:
         src, plan = _check_replicate(args)
@@ -171,7 +174,7 @@ def _analyze_only(args) -> int:
     """
     from ..outputs import OutputDirError, prepare_output_dir
     from ..training.plan import PlanError
-    from .analysis import AnalysisError, analyze, format_rankings
+    from ..study.analysis import AnalysisError, analyze, format_rankings
 
     out = Path(args.out)
     target = analysis_target(out, args.overwrite_analysis)
@@ -198,8 +201,8 @@ def study_main(args) -> int:
     """Run ``gradprobe study``; returns the exit status (0 done, 1 something failed, 2 bad input, 130 Ctrl-C)."""
     from ..outputs import OutputDirError
     from ..training.plan import PlanError
-    from .analysis import format_rankings
-    from .runner import StudyError, run_study
+    from ..study.analysis import format_rankings
+    from ..study.runner import StudyError, run_study
 
     if args.power:
         return _power(args)

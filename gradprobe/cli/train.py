@@ -1,0 +1,127 @@
+"""``gradprobe train``: the command line of one training run (:func:`gradprobe.training.run.run_training`).
+
+:func:`add_train_parser` registers the sub-command, :func:`train_main` runs it, and
+:func:`interrupt_message` says what rerunning an interrupted run will do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from ..layout import CHECKPOINT_POINTER, METRICS_JSONL, SUMMARY_JSON
+from ..outputs import removed_if_left_empty
+from ..training.errors import NonFiniteRunError
+from ..tracking import REPORT_TO
+from ..training.plan import PlanError, load_plan, shorten_budget
+
+__all__ = ["add_train_parser", "interrupt_message", "train_main"]
+
+
+def add_train_parser(subparsers) -> None:
+    """Register ``gradprobe train`` on an argparse sub-parser collection."""
+    p = subparsers.add_parser("train", help="one matched-compute training run of a plan's arm and seed",
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--plan", required=True, help="plan TOML file (e.g. plans/tiny.toml)")
+    p.add_argument("--arm", required=True, help="arm name in the plan's [arms]")
+    p.add_argument("--seed", type=int, default=0, help="run seed (rollout sampling, prompt order)")
+    p.add_argument("--out", required=True, help="run folder (config.json, metrics.jsonl, summary.json, checkpoints); "
+                                                "an existing run there is resumed")
+    p.add_argument("--device", default=None, help="override the plan's [model] device")
+    p.add_argument("--no-progress", action="store_true", help="no per-update lines on stderr")
+    p.add_argument("--report-to", choices=list(REPORT_TO), default="none",
+                   help="also log per-update metrics, evals and the token ledger to this tracker (tensorboard: RUN/tb; "
+                        "wandb: offline unless WANDB_MODE is set)")
+    short = p.add_argument_group(
+        "shortening a run", "lower the plan's [budget] for this run only (e.g. a quick check: --updates 1); the run "
+        "stops at whichever budget is spent first; the override is recorded in config.json and summary.json")
+    short.add_argument("--updates", type=int, default=None, metavar="N", help="stop after N updates")
+    short.add_argument("--budget-tokens", type=int, default=None, metavar="N",
+                       help="charged generated-token budget (rollout + continuation + selection tokens)")
+    short.add_argument("--budget-flops", type=float, default=None, metavar="F",
+                       help="FLOP budget (generation + training FLOPs; deterministic, unlike seconds)")
+    short.add_argument("--budget-seconds", type=float, default=None, metavar="S",
+                       help="device-seconds budget (generation + update time, measured)")
+
+
+def interrupt_message(out, checkpoint_every: int | None = None) -> str:
+    """What rerunning an interrupted ``gradprobe train`` will really do, from what ``out`` holds.
+
+    Parameters
+    ----------
+    out : path
+        The run folder.
+    checkpoint_every : int, optional
+        The plan's ``[train] checkpoint_every`` (updates), named when there is no checkpoint yet.
+
+    Returns
+    -------
+    str
+        With a checkpoint (``checkpoint.json``): the rerun resumes from it, redoing the updates
+        after it. Without one: the rerun starts over from update 0 and the updates done so far
+        (counted in ``metrics.jsonl``) are discarded. Nothing written: nothing to resume.
+    """
+    out = Path(out)
+    done = 0
+    try:
+        done = sum(1 for line in (out / METRICS_JSONL).read_text().splitlines()
+                   if line.strip() and '"eval": true' not in line)
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        ckpt = json.loads((out / CHECKPOINT_POINTER).read_text())
+        name, at = ckpt["checkpoint"], int(ckpt["update"])
+    except (OSError, ValueError, KeyError, TypeError):
+        name = at = None
+    if name is not None:
+        redo = f"; the {done - at} update(s) done after it are redone" if done > at else ""
+        return (f"running the same command again resumes from {name} (update {at}) in {out}{redo}")
+    every = f" (checkpoint_every = {checkpoint_every} updates)" if checkpoint_every else ""
+    if done:
+        return (f"it stopped after {done} update(s), before the first checkpoint{every}: there is nothing to "
+                f"resume from, so running the same command again starts this run over from update 0 (the "
+                f"{done} update(s) in {out} are discarded)")
+    return (f"it stopped before the first update and the first checkpoint{every}: running the same command again "
+            f"starts the run from update 0")
+
+
+def train_main(args) -> int:
+    """Run ``gradprobe train``; returns the exit status (0 done, 2 bad input / stopped run, 130 Ctrl-C)."""
+    from ..training.run import run_training  # torch: deferred so that parsing the command line loads none
+
+    run = None
+    try:
+        plan = load_plan(args.plan)
+        run = plan.arm(args.arm, seed=args.seed)
+        if args.device:
+            run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=args.device))
+        run = shorten_budget(run, {"updates": getattr(args, "updates", None),
+                                   "generated_tokens": getattr(args, "budget_tokens", None),
+                                   "flops": getattr(args, "budget_flops", None),
+                                   "device_seconds": getattr(args, "budget_seconds", None)})
+        with removed_if_left_empty(args.out):  # refused input (e.g. an unknown model) leaves no empty folder
+            summary = run_training(run, args.out, progress=not args.no_progress,
+                                   report_to=getattr(args, "report_to", "none"))
+    except NonFiniteRunError as e:
+        print(f"gradprobe train: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        every = run.train.checkpoint_every if run is not None else None
+        print(f"gradprobe train: interrupted; {interrupt_message(args.out, every)}", file=sys.stderr)
+        return 130
+    except (PlanError, ValueError, OSError, RuntimeError) as e:
+        print(f"gradprobe train: error: {e}", file=sys.stderr)
+        return 2
+    acc = summary.get("final_greedy_accuracy")
+    print(f"{run.arm} seed {run.seed}: {summary['updates']} updates, stop: {summary['stop_reason']} "
+          f"({summary.get('budget_spent')}), final greedy accuracy {acc}, overshoot {summary['overshoot']}; "
+          f"wrote {args.out}/{SUMMARY_JSON}")
+    if run.budget_override:
+        flags = " ".join(f"{f} {v:g}" for f, v in run.budget_override["flags"].items())
+        plan = ", ".join(f"{k} {v:,g}" for k, v in run.budget_override["plan_budget"].items())
+        print(f"note: shortened from the command line ({flags}); the plan's budget: {plan}; this run is not "
+              f"comparable with the plan's full-budget runs")
+    return 0
