@@ -16,7 +16,10 @@ it on each. Read with :mod:`ast` only (nothing is imported), with the import par
 - **sizes**: modules over :data:`MODULE_LINES` lines and functions (``def`` to its last line, nested
   functions included in their parent) over :data:`FUNCTION_LINES` lines.
 - **imports inside functions**: internal imports (of gradprobe or calib, by line) that are not at module
-  level; the figure is the count and the list names each site (whether each is justified is read there).
+  level, each classed: *defers a heavy library* when the imported module loads one of :data:`HEAVY`
+  (torch, transformers, pandas, ...) at import and the importing module does not (the deferral keeps the
+  importer light: ``import gradprobe.cli``, plans, the public API load no torch), else *other* (listed:
+  each is a place to look).
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ import test_import_graph as graph  # noqa: E402  (the one import parser; tests/ 
 
 MODULE_LINES = 400
 FUNCTION_LINES = 80
+#: libraries whose import costs seconds or pulls a large stack; a module that imports one at module level
+#: (or imports, at module level, a module that does) is heavy
+HEAVY = ("torch", "transformers", "vllm", "ray", "matplotlib", "seaborn", "sklearn", "scipy", "statsmodels",
+         "pandas", "datasets", "reasoning_gym", "trl", "safetensors")
 
 #: gradprobe's parts from the lowest layer to the highest; a part may import parts of its own or a lower
 #: layer only. The package root (the lazy front door) is no part.
@@ -79,17 +86,57 @@ def _function_sizes(path: Path) -> list[tuple[int, str]]:
     return out
 
 
-def _imports_inside_functions(name: str, path: Path, modules) -> tuple[int, list[str]]:
-    """(internal imports in total, sites of those inside a function)."""
+def _module_level(tree) -> list:
+    """The import statements that run when the module is imported (module body, its try/if blocks)."""
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.append(node)
+        elif isinstance(node, (ast.Try, ast.If)):
+            out += [n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return out
+
+
+def _imports_inside_functions(name: str, path: Path, modules) -> tuple[int, list[tuple[str, str]]]:
+    """(internal imports in total, (site, imported module) of those inside a function)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    top = {node.lineno for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))}
-    for node in tree.body:  # module-level try/if blocks count as module level
-        if isinstance(node, (ast.Try, ast.If)):
-            top |= {n.lineno for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    top = {node.lineno for node in _module_level(tree)}
     found = graph.imports_of(name, path, modules)
     lines = sorted({line for _, line in found})
-    inside = [f"{path}:{line}" for line in lines if line not in top]
+    inside = [(f"{path}:{line}", target) for target, line in sorted(set(found), key=lambda t: t[1])
+              if line not in top]
     return len(lines), inside
+
+
+def heavy_libraries(modules: dict) -> dict[str, set[str]]:
+    """Module -> the :data:`HEAVY` libraries its import loads: directly at module level, or through a
+    module-level import of another module (or of a package, whose ``__init__`` runs first)."""
+    loads, edges = {}, {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        libs = set()
+        for node in _module_level(tree):
+            roots = [a.name.split(".")[0] for a in node.names] if isinstance(node, ast.Import) else \
+                [(node.module or "").split(".")[0]] if not node.level else []
+            libs |= {r for r in roots if r in HEAVY}
+        loads[name] = libs
+        top = {n.lineno for n in _module_level(tree)}
+        targets = {t for t, line in graph.imports_of(name, path, modules) if line in top}
+        parts = name.split(".")
+        targets |= {".".join(parts[:k]) for k in range(1, len(parts)) if ".".join(parts[:k]) in modules}
+        for t in list(targets):  # importing a.b.c imports the packages a.b and a first
+            tp = t.split(".")
+            targets |= {".".join(tp[:k]) for k in range(1, len(tp)) if ".".join(tp[:k]) in modules}
+        edges[name] = targets - {name}
+    changed = True
+    while changed:
+        changed = False
+        for name, targets in edges.items():
+            more = set().union(*(loads[t] for t in targets)) - loads[name] if targets else set()
+            if more:
+                loads[name] |= more
+                changed = True
+    return loads
 
 
 def measure(root: Path) -> dict:
@@ -110,16 +157,20 @@ def measure(root: Path) -> dict:
     unlayered = sorted({p for e in edges for p in e if _layer(p) is None})
     sizes = {name: len(path.read_text().splitlines()) for name, path in modules.items()}
     functions = [(n, f"{name}.{fn}") for name, path in modules.items() for n, fn in _function_sizes(path)]
-    total_imports, inside = 0, []
+    heavy = heavy_libraries(modules)
+    total_imports, deferring, other = 0, [], []
     for name, path in modules.items():
         n, sites = _imports_inside_functions(name, path, modules)
         total_imports += n
-        inside += [s.replace(str(root) + "/", "") for s in sites]
+        for site, target in sites:
+            site = site.replace(str(root) + "/", "") + f" -> {target}"
+            spared = sorted(heavy[target] - heavy[name])
+            (deferring if spared else other).append(site + (f" (spares {', '.join(spared)})" if spared else ""))
     return {"modules": len(modules), "part_edges": len(edges), "part_cycles": part_cycles,
             "module_cycles": module_cycles, "upward": upward, "unlayered": unlayered,
             "big_modules": sorted(((n, m) for m, n in sizes.items() if n > MODULE_LINES), reverse=True),
             "long_functions": sorted((f for f in functions if f[0] > FUNCTION_LINES), reverse=True),
-            "internal_imports": total_imports, "imports_inside_functions": inside}
+            "internal_imports": total_imports, "inside_deferring_heavy": deferring, "inside_other": other}
 
 
 def main(argv: list[str]) -> int:
@@ -137,8 +188,11 @@ def main(argv: list[str]) -> int:
           + ", ".join(f"{name} {n}" for n, name in m["big_modules"][:8]))
     print(f"functions over {FUNCTION_LINES} lines: {len(m['long_functions'])}; longest: "
           + ", ".join(f"{name} {n}" for n, name in m["long_functions"][:8]))
-    print(f"internal imports (lines): {m['internal_imports']}, inside functions: {len(m['imports_inside_functions'])}")
-    for site in m["imports_inside_functions"]:
+    print(f"internal imports (lines): {m['internal_imports']}; inside functions: "
+          f"{len(m['inside_deferring_heavy']) + len(m['inside_other'])} imports, of which "
+          f"{len(m['inside_deferring_heavy'])} defer a heavy library from a light module and "
+          f"{len(m['inside_other'])} other:")
+    for site in m["inside_other"]:
         print("  " + site)
     return 0
 

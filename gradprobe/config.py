@@ -10,6 +10,9 @@ SAMPLER_BACKENDS = ("hf", "hf_paged", "vllm")
 #: policy dtypes every command accepts (``--dtype``; the keys of :data:`gradprobe.models.DTYPES`, which a test
 #: keeps equal)
 DTYPE_NAMES = ("float32", "float64", "bfloat16", "float16")
+#: the study executors (the keys of :data:`gradprobe.study.executors.EXECUTORS`, which a test keeps equal;
+#: named here so that the command line can list them without importing the study layer)
+EXECUTOR_NAMES = ("local", "ray", "inline")
 #: the probe's reference updates (``--reference``) and preconditioners (``--precondition``)
 REFERENCES = ("heldout", "direction:PATH")
 PRECONDITIONERS = ("adam", "none")

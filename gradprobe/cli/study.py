@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..study.executors import EXECUTORS
+from ..config import EXECUTOR_NAMES
 from ..tracking import REPORT_TO
 
 
@@ -28,7 +28,7 @@ def add_study_parser(subparsers) -> None:
     p.add_argument("plan", nargs="?", help="plan TOML file (e.g. plans/tiny.toml); not needed with --analyze-only")
     p.add_argument("--out", default=None,
                    help="study folder (a new one for a changed plan, or --restart while none of its runs finished)")
-    p.add_argument("--executor", choices=list(EXECUTORS), default="local",
+    p.add_argument("--executor", choices=list(EXECUTOR_NAMES), default="local",
                    help="local: process pool; ray: one Ray task per run; inline: serially in this process")
     p.add_argument("--workers", type=int, default=None,
                    help="parallel runs (default: min(runs, cpu cores)); each gets max(1, cores // workers) threads")
