@@ -27,6 +27,8 @@ import json
 import logging
 import math
 from pathlib import Path
+from gradprobe.tasks import load_task
+
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +62,6 @@ def resolve_task(spec: str, config: dict | None = None) -> dict:
         out = {"name": name, "config": dict(sorted(config.items())), "resolved": True}
         return dict(out, key=task_key(out))
     try:
-        from gradprobe.tasks import load_task
-
         task = load_task(spec, **config)
         name, given = task.name, dict(task.config)
         full = _rg_defaults(name)

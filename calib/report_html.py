@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 
 from .dataset import FORECASTERS
+from gradprobe import figures
+
 
 _SHORT = {"forecast_probe": "probe", "forecast_cost_only": "cost only", "forecast_signal_proxy": "signal proxy",
           "forecast_first_order": "first order (raw)", "rho": "per-update rho"}
@@ -47,8 +49,6 @@ def draw_figures(rows: pd.DataFrame, cv_rows: pd.DataFrame, m: dict, runs: pd.Da
 def _plt():
     """(figures, seaborn): off-screen figures without a backend switch (:mod:`gradprobe.figures`)."""
     import seaborn as sns
-
-    from gradprobe import figures
 
     return figures, sns
 

@@ -22,6 +22,9 @@ import platform
 from importlib import metadata
 from pathlib import Path
 
+from . import __version__
+
+
 __all__ = ["OutputDirError", "output_error", "removed_if_left_empty", "prepare_output_dir", "write_bytes_atomic",
            "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions"]
 
@@ -175,8 +178,6 @@ def versions() -> dict:
         :data:`VERSIONED` (``torch``, ``transformers``, ``reasoning_gym``) read from its package
         metadata, so nothing is imported; a distribution that is not installed is left out.
     """
-    from . import __version__
-
     out = {"gradprobe": __version__, "python": platform.python_version()}
     for dist, key in VERSIONED.items():
         try:

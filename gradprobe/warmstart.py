@@ -63,6 +63,13 @@ import torch
 from .outputs import versions
 from .tasks.chain_sum import chain_sum_target
 from .tiers import FORMAT_VERSION, TIERS, TinyTierConfig, cache_root, config_hash, tier_config
+from .tasks.prompts import encode_prompt
+from .config import SamplingConfig
+from .rollout import HFSampler, collect_rollouts
+from .char_tokenizer import char_tokenizer
+from .models import TIER_MARKER, load_policy, tiny_config
+from .tasks import load_task
+
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +82,6 @@ SFT_DATA_SEED = 10_000
 
 def _examples(tokenizer, problems) -> list[tuple[list[int], int]]:
     """(ids, prompt length) per problem: prompt ids, then target ids and EOS."""
-    from .tasks.prompts import encode_prompt
-
     out = []
     for p in problems:
         prompt = encode_prompt(tokenizer, p.question)
@@ -179,9 +184,6 @@ def measure_accuracy(policy, task, problems, *, samples: int, max_new_tokens: in
         ``per_prompt`` (sampled success per prompt, length B), ``format_rate`` (sampled),
         ``prompts``, ``samples``.
     """
-    from .config import SamplingConfig
-    from .rollout import HFSampler, collect_rollouts
-
     sampling = SamplingConfig(temperature=1.0, max_new_tokens=max_new_tokens, batch_size=64)
     sampler = HFSampler(policy, seed=seed, progress=progress)
     greedy_sampler = _GreedySampler(sampler)
@@ -213,11 +215,6 @@ class _GreedySampler:
 
 def _build_into(folder: Path, config: TinyTierConfig, seed: int, progress: bool, name: str = "tiny") -> dict:
     from transformers import AutoModelForCausalLM
-
-    from .char_tokenizer import char_tokenizer
-    from .models import TIER_MARKER, load_policy, tiny_config
-    from .tasks import load_task
-    from .tasks.prompts import encode_prompt
 
     start, cpu_start = time.perf_counter(), time.process_time()
     tokenizer = char_tokenizer("compact")

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..difficulty.rank import RankSettings, rank_prompts as rank
+
+
 __all__ = ["rank_prompts"]
 
 
@@ -61,8 +64,5 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     gradprobe.models.ModelNotFoundError
         Unknown model.
     """
-    from ..difficulty.rank import RankSettings
-    from ..difficulty.rank import rank_prompts as rank
-
     settings = RankSettings.from_options(options)  # refuses bad options before any compute
     return rank(model, task, pool, out=out, settings=settings)

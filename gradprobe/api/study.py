@@ -15,6 +15,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
+from .probe import PROBE_JSON, load_probe
+from ..outputs import removed_if_left_empty
+
+
 __all__ = ["Study", "StudyResult", "StudyAnalysis", "RunResult", "load_study", "train"]
 
 
@@ -120,8 +125,6 @@ def load_study(dir: str | Path) -> StudyResult:
         ``analysis.json`` or ``probe/probe.json`` is not valid JSON (named).
     """
     from ..study.reading import load_runs
-    from ..training.plan import PlanError, load_plan
-    from .probe import PROBE_JSON, load_probe
 
     folder = Path(dir)
     if not (folder / "plan.toml").is_file():
@@ -142,8 +145,6 @@ def load_study(dir: str | Path) -> StudyResult:
 
 def _plan_path(plan) -> Path:
     """The file of a plan given as a path or a :class:`~gradprobe.training.plan.Plan` (unchanged since loaded)."""
-    from ..training.plan import PlanError
-
     if isinstance(plan, (str, Path)):
         return Path(plan)
     path, sha = getattr(plan, "path", None), getattr(plan, "sha256", None)
@@ -280,8 +281,6 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     """
     import pandas as pd
 
-    from ..outputs import removed_if_left_empty
-    from ..training.plan import PlanError, Plan, RunConfig, load_plan, shorten_budget
     from ..training.run import run_training
 
     if not isinstance(run, RunConfig):

@@ -30,6 +30,10 @@ import argparse
 import sys
 
 from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, prepare_pool, rank_prompts
+from ..ledger import Ledger
+from ..outputs import json_safe, removed_if_left_empty, versions, write_json_atomic
+from ..difficulty.evaluate import evaluate_estimator, plot_reliability, sample_outcomes
+
 
 _COMMON_HELP = {
     "rank-prompts": "predict each pool prompt's success under the policy and rank the pool nearest 1/2 first",
@@ -125,9 +129,6 @@ def rank_prompts_main(args) -> int:
 
 def difficulty_eval(args) -> int:
     """``gradprobe difficulty-eval``; returns the exit status."""
-    from ..ledger import Ledger
-    from ..outputs import json_safe, versions, write_json_atomic
-    from ..difficulty.evaluate import evaluate_estimator, plot_reliability, sample_outcomes
     from ..difficulty.features import prompt_features
 
     if args.pool < 2:
@@ -180,7 +181,6 @@ def difficulty_eval(args) -> int:
 def difficulty_main(args) -> int:
     """Dispatch ``rank-prompts`` / ``difficulty-eval``; 0 on success, 2 on bad input (message on stderr)."""
     from ..models import ModelNotFoundError
-    from ..outputs import removed_if_left_empty
 
     try:
         with removed_if_left_empty(args.out):  # refused input leaves no empty folder behind

@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 
 from ..config import DTYPE_NAMES, PRECONDITIONERS, SAMPLER_BACKENDS, MCConfig, SamplingConfig
+from ..integrations.trl_config import apply_trl_config, mark_explicit_flags
+from ..layout import PROBE_JSON, REPORT_HTML
+from ..outputs import json_safe, write_json_atomic
+
 
 def _add_probe(sub) -> None:
     p = sub.add_parser("probe", help="probe rewards on one batch: per-token alignment with a reference update",
@@ -82,7 +86,6 @@ def _add_probe(sub) -> None:
                         "the matching options; flags given explicitly on the command line win over the file; "
                         "settings the probe cannot honour are refused, naming the field and the fix "
                         "(gradprobe.integrations.trl_config)")
-    from ..integrations.trl_config import mark_explicit_flags
 
     mark_explicit_flags(p)  # --trl-config: explicitly given flags win over the file
 
@@ -90,16 +93,12 @@ def _add_probe(sub) -> None:
 def _probe_command(args) -> int:
     """``gradprobe probe``: build the config, load the calibration first, run, print; 0 or 2 (bad input)."""
     from ..forecast import forecast_section, load_reference_curve
-    from ..layout import PROBE_JSON, REPORT_HTML
-    from ..outputs import json_safe, write_json_atomic
     from ..probe.batches import run_probe_batches
     from ..probe.run import ProbeConfig, format_table
 
     try:
         trl = None
         if args.trl_config:  # fills the options the command line did not give; fails before any compute
-            from ..integrations.trl_config import apply_trl_config
-
             trl = apply_trl_config(args)
         curve = load_reference_curve(args.reference_curve) if args.reference_curve else None  # fails before compute
         calibration = None

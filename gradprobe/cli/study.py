@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 from ..config import EXECUTOR_NAMES
-from ..tracking import REPORT_TO
+from ..tracking import REPORT_TO, TrackerUnavailableError, require_tracker
+from ..training.plan import PlanError, load_plan, replicate_plan
+from ..outputs import OutputDirError, prepare_output_dir
 
 
 def add_study_parser(subparsers) -> None:
@@ -100,7 +102,6 @@ def _interrupted(args, e: BaseException) -> int:
 
 
 def _power(args) -> int:
-    from ..training.plan import PlanError, load_plan
     from ..study.power import PowerError, format_power, power_analysis
     from ..study.reading import AnalysisError
 
@@ -118,7 +119,6 @@ def _power(args) -> int:
 
 def _check_replicate(args):
     """(source folder, replicate Plan) after every check, before anything is written; raises ValueError."""
-    from ..training.plan import load_plan, replicate_plan
     from ..study.reading import finished_study
 
     if args.plan:
@@ -172,8 +172,6 @@ def _analyze_only(args) -> int:
     :func:`gradprobe.study.analysis.analyze` writes ``analysis.json`` and ``figures/`` into the
     target; into ``DIR/reanalysis/`` also ``report.txt``, the printed report.
     """
-    from ..outputs import OutputDirError, prepare_output_dir
-    from ..training.plan import PlanError
     from ..study.analysis import AnalysisError, analyze, format_rankings
 
     out = Path(args.out)
@@ -199,8 +197,6 @@ def _analyze_only(args) -> int:
 
 def study_main(args) -> int:
     """Run ``gradprobe study``; returns the exit status (0 done, 1 something failed, 2 bad input, 130 Ctrl-C)."""
-    from ..outputs import OutputDirError
-    from ..training.plan import PlanError
     from ..study.analysis import format_rankings
     from ..study.runner import StudyError, run_study
 
@@ -219,8 +215,6 @@ def study_main(args) -> int:
     if args.restart and (args.analyze_only or args.replicate):
         return _err("--restart goes with a plan: gradprobe study PLAN --out DIR --restart")
     if getattr(args, "report_to", "none") != "none" and not args.analyze_only:  # before anything is written
-        from ..tracking import TrackerUnavailableError, require_tracker
-
         try:
             require_tracker(args.report_to)
         except TrackerUnavailableError as e:

@@ -34,6 +34,10 @@ import numpy as np
 from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, EstimatorConfig, check_unique_ids
 from .metrics import (auc_score, binary_auc, brier_score, flat_group_auc, flat_group_outcomes, reliability_bins,
                       spearman_rho, success_rate)
+from ..ledger import forward_flops_per_token
+from ..tasks.prompts import encode_prompt
+from ..figures import subplots
+
 
 __all__ = ["ESTIMATORS", "BASELINES", "sample_outcomes", "split_halves", "brier_score", "auc_score",
            "spearman_rho", "reliability_bins", "binary_auc", "flat_group_outcomes", "flat_group_auc",
@@ -78,9 +82,7 @@ def sample_outcomes(policy, task, problems, *, samples: int, sampling, seed: int
     """
     import time
 
-    from ..ledger import forward_flops_per_token
     from ..rollout import HFSampler, score_completions
-    from ..tasks.prompts import encode_prompt
 
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
@@ -239,8 +241,6 @@ def plot_reliability(result: dict, path) -> None:
     the diagonal is perfect calibration.
     """
     import seaborn as sns
-
-    from ..figures import subplots
 
     fig, ax = subplots(figsize=(5.5, 5))  # off-screen: no backend switch (gradprobe.figures)
     ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")

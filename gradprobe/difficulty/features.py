@@ -27,6 +27,10 @@ import numpy as np
 import torch
 
 from ..ledger import forward_flops_per_token
+from ..logprobs import position_ids_from_mask
+from ..models import use_attention
+from ..tasks.prompts import encode_prompt
+
 
 __all__ = ["DEFAULT_METADATA_KEYS", "hidden_features", "metadata_features", "prompt_features", "feature_names"]
 
@@ -62,9 +66,6 @@ def hidden_features(policy, prompt_ids: Sequence[Sequence[int]], *, batch_size: 
     ValueError
         ``batch_size < 1`` or an empty prompt (no token to pool).
     """
-    from ..logprobs import position_ids_from_mask
-    from ..models import use_attention
-
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     prompts = [list(p) for p in prompt_ids]
@@ -174,8 +175,6 @@ def prompt_features(policy, problems, *, metadata_keys: Sequence[str] = DEFAULT_
     -------
     ndarray (float64), shape (M, d_model + 1 + len(metadata_keys))
     """
-    from ..tasks.prompts import encode_prompt
-
     if prompt_ids is None:
         prompt_ids = [list(encode_prompt(policy.tokenizer, p.question)) for p in problems]
     h = hidden_features(policy, prompt_ids, batch_size=batch_size, ledger=ledger)

@@ -27,6 +27,8 @@ from torch import Tensor
 
 from ..logprobs import token_logprobs
 from .alignment import DirectionMismatchError, check_direction, gradient_buffer, trainable_parameters
+from .references import reward_gradient
+
 
 __all__ = [
     "heldout_reference", "rloo_coefficients", "load_direction", "save_direction", "direction_between",
@@ -274,8 +276,6 @@ def second_moment_from_minibatches(model, batch, advantages: Tensor, weights_fn:
     ValueError
         ``num_minibatches`` not in [1, B].
     """
-    from .references import reward_gradient
-
     b = batch.num_prompts
     if not 1 <= num_minibatches <= b:
         raise ValueError(f"num_minibatches must be between 1 and the number of prompts {b}, got {num_minibatches}")

@@ -32,6 +32,10 @@ import json
 import math
 from pathlib import Path
 
+from .. import figures as plt
+from ..outputs import write_text_atomic
+
+
 __all__ = ["write_probe_report", "render_probe_report", "pick_completions", "colour_scale", "read_tokens", "REPORT"]
 
 REPORT = "report.html"
@@ -242,7 +246,6 @@ def _errorbar(ax, labels, values, intervals, xlabel, title):
 
 
 def _fig_intervals(result: dict) -> tuple[str, str]:
-    from .. import figures as plt  # off-screen figures, no backend switch (gradprobe.figures)
     fc = result.get("forecast") or {}
     rewards = result.get("rewards") or []
     rows = [r for r in fc.get("rows", []) if r.get("verdict") != "reference (grpo)"] if fc.get("available") else []
@@ -274,7 +277,6 @@ def _ledger_rows(result: dict) -> list[tuple[str, int]]:
 
 
 def _fig_ledger(result: dict) -> str:
-    from .. import figures as plt  # off-screen figures, no backend switch (gradprobe.figures)
     rows = _ledger_rows(result)
     rewards = result.get("rewards") or []
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * max(len(rows), len(rewards), 3) + 1.6))
@@ -370,8 +372,6 @@ def write_probe_report(out: str | Path, result: dict | None = None, *,
     FileNotFoundError
         ``result`` not given and ``out/probe.json`` does not exist.
     """
-    from ..outputs import write_text_atomic
-
     out = Path(out)
     if result is None:
         result = json.loads((out / "probe.json").read_text())

@@ -21,6 +21,8 @@ import torch
 from ..config import SamplingConfig
 from ..types import RolloutBatch
 from .base import Sample, Sampler
+from ..tasks.prompts import encode_prompt
+
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +183,6 @@ def collect_rollouts(policy, task, problems: list, *, group_size: int, sampler: 
     ValueError
         Unknown ledger category.
     """
-    from ..tasks.prompts import encode_prompt
-
     if ledger is not None and category not in ledger.generated_tokens:
         raise ValueError(f"ledger category {category!r} is not one of {tuple(ledger.generated_tokens)}")
     tok = policy.tokenizer

@@ -47,6 +47,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..figures import subplots
+
+
 FIGURE = "lr_sweep.png"
 EDGE_NOTE = "optimum at the edge: extend the sweep"
 AXIS_ORDER = ("updates", "generated_tokens", "flops", "device_seconds")
@@ -365,7 +368,6 @@ def plot_lr_sweep(sweep: dict | None, folder: str | Path) -> Path | None:
     if not axes:
         path.unlink(missing_ok=True)
         return None
-    from ..figures import subplots  # off-screen, no backend switch
 
     folder.mkdir(parents=True, exist_ok=True)
     fig, panels = subplots(1, len(axes), figsize=(4.6 * len(axes), 4.2), squeeze=False)

@@ -33,6 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from .stats import min_seeds_for_floor
+from .reading import (AnalysisError, _item_index, _item_lines, _load_plan, _runs, finished_study, initial_reads,
+                      items_at, load_runs, matched_budgets, read_runs)
+from ..training.plan import INITIAL
 
 DEFAULT_POWER, DEFAULT_ALPHA = 0.8, 0.05
 _STATSMODELS_ALT = {"two-sided": "two-sided", "larger": "larger", "smaller": "smaller", "greater": "larger",
@@ -99,8 +102,6 @@ def detectable_effects(arms: dict, *, axis: str = "generated_tokens", control: s
 def resolve_pilot(plan, pilot=None) -> Path:
     """The pilot folder: ``pilot`` or the plan's ``[power] pilot``, relative to the plan's folder
     first, then the working directory; checked to be a finished study. Raises PowerError."""
-    from .reading import AnalysisError, finished_study
-
     if plan.power is None:
         raise PowerError(f"plan {plan.path} has no [power] section; add e.g.\n[power]\nmin_effect = 1.5   # points\n"
                          f'pilot = "data/study_tiny"   # a finished study whose variance to use')
@@ -118,8 +119,6 @@ def resolve_pilot(plan, pilot=None) -> Path:
 
 def _comparisons(plan, pilot_plan, matched) -> list[tuple[str, str, str]]:
     """(treatment, control, axis) of the plan's hypotheses the pilot can answer, else every pilot arm vs grpo."""
-    from ..training.plan import INITIAL
-
     out = []
     for h in plan.hypotheses:
         if all(a == INITIAL or a in pilot_plan.arms for a in h.arms):
@@ -213,9 +212,6 @@ def seeds_needed(comp: dict, *, n_items: int, min_effect: float, alpha: float, p
 
 def _pilot_comparison(runs, matched, pilot_plan, index, treat, ctrl, axis) -> dict | None:
     """Per-seed differences (and per-item differences D, or None) of one comparison in the pilot."""
-    from ..training.plan import INITIAL
-    from .reading import initial_reads, items_at, read_runs
-
     m = matched[axis]
     rd = read_runs(runs, axis, m["budget"], plan=pilot_plan, final=m["final_eval"])
     c_arm = treat if ctrl == INITIAL else ctrl
@@ -261,8 +257,6 @@ def power_analysis(plan, pilot_dir=None, *, workers: int | None = None, heldout_
     PowerError
         No [power] section, no pilot, or a pilot that is not a finished study (key and fix named).
     """
-    from .reading import _item_index, _item_lines, _load_plan, _runs, load_runs, matched_budgets
-
     pilot = resolve_pilot(plan, pilot_dir)
     spec, pilot_plan, df = plan.power, _load_plan(pilot), load_runs(pilot)
     runs, matched = _runs(df), matched_budgets(df, pilot_plan)

@@ -31,6 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .folder import StudyError
+from ..tasks import TaskConfigError, TaskNotFoundError, encode_prompt
+from ..char_tokenizer import char_tokenizer
+from ..tiers import tier_path
 
 
 #: a local model folder needs one of these to load its tokenizer (transformers' tokenizer files)
@@ -118,14 +121,10 @@ def _resolve_model(model_spec, offline: bool) -> tuple[str, object]:
     name = str(model_spec.name)
     key = f"[model] name = {name!r}"
     if name in TINY_ARCHITECTURES:
-        from ..char_tokenizer import char_tokenizer
-
         return name, char_tokenizer()
     gguf_file = None
     if name in TIER_ALIASES:
         try:
-            from ..tiers import tier_path
-
             source = str(tier_path(name))
         except ModelNotFoundError as e:
             raise _fail(key, str(e), f"build it with `gradprobe warmstart --tier {name}`") from None
@@ -181,7 +180,6 @@ def _resolve_model(model_spec, offline: bool) -> tuple[str, object]:
 
 
 def _check_task(plan, tokenizer) -> int:
-    from ..tasks import TaskConfigError, TaskNotFoundError, encode_prompt
     from ..training.run import load_run_task
 
     name = plan.task.name

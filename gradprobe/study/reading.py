@@ -16,6 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..training.plan import load_plan
+
+
 AXIS_COLUMNS = {"updates": "update", "generated_tokens": "generated_tokens", "flops": "flops",
                 "device_seconds": "device_seconds"}
 CORE_COLUMNS = ("arm", "seed", "update", "generated_tokens", "device_seconds", "accuracy", "accuracy_sampled",
@@ -267,8 +270,6 @@ def items_at(index: dict | None, arm: str, seed: int, read: dict, mode: str = "g
 
 
 def _load_plan(study_dir: Path):
-    from ..training.plan import load_plan
-
     p = study_dir / "plan.toml"  # frozen before the schedule check, maybe: its reads are checked instead
     return load_plan(p, check_schedule=False) if p.exists() else None
 

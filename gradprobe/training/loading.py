@@ -11,6 +11,8 @@ from pathlib import Path
 from ..models import ModelNotFoundError, load_policy
 from ..tasks import load_task
 from .specs import PlanError
+from .. import tiers
+
 
 __all__ = ["load_run_policy", "enable_gradient_checkpointing", "load_run_task"]
 
@@ -28,7 +30,6 @@ def load_run_policy(model_spec, *, seed: int = 0):
         hint = "run `gradprobe warmstart --tier tiny` first"
         if importlib.util.find_spec("gradprobe.tiers") is None:
             raise ModelNotFoundError(f"model 'tiny' is the warm-started tier, which this install lacks; {hint}")
-        from .. import tiers  # deferred: the tier module is optional in an install (find_spec above)
 
         path = Path(tiers.tier_path("tiny"))
         if not path.exists():
