@@ -34,8 +34,9 @@ difference, and a mean over fewer seeds is not compared with the others (as
   such. Only the bracket is fitted: points far from the peak (a learning rate that diverges) would
   bend a global quadratic and put its vertex and height anywhere.
 
-:func:`lr_sweep` builds ``analysis.json["lr_sweep"]``; :func:`format_lr_sweep` is its text in the
-report; :func:`plot_lr_sweep` draws ``figures/lr_sweep.png``.
+:func:`lr_sweep` builds ``analysis.json["lr_sweep"]``;
+:func:`~gradprobe.study.lr_sweep_report.format_lr_sweep` is its text in the report and
+:func:`~gradprobe.study.lr_sweep_report.plot_lr_sweep` draws ``figures/lr_sweep.png``.
 """
 
 from __future__ import annotations
@@ -43,12 +44,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from pathlib import Path
 
 import numpy as np
-
-from ..figures import subplots
-
 
 FIGURE = "lr_sweep.png"
 EDGE_NOTE = "optimum at the edge: extend the sweep"
@@ -302,104 +299,3 @@ def lr_sweep(plan, arms: dict, matched: dict, *, control: str | None = None, pai
     return {"groups": groups, "level": 0.95,
             "reason": None if groups else "no arms of the plan differ only by lr_scale (>= 2 distinct lr_scales)"}
 
-
-# ----------------------------------------------------------------------------- text and figure
-
-def _ci(ci) -> str:
-    return "n/a" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
-
-
-def _label(g: dict) -> str:
-    sh = g["shared"]
-    extra = [f"{k}={v}" for part in ("train", "mc", "selection", "guidance") for k, v in sh.get(part, {}).items()]
-    return f"reward {sh['reward']}" + (f" ({', '.join(extra)})" if extra else "")
-
-
-def format_lr_sweep(sweep: dict | None) -> list[str]:
-    """The sweep as report lines (empty when the analysis has no ``lr_sweep`` or no group)."""
-    if not sweep or not sweep["groups"]:
-        return []
-    lines = ["learning-rate sweep (arms that differ only by lr_scale; accuracy points with 95% t intervals over "
-             "seeds; diff: paired vs lr_scale 1, t [two-way]):"]
-    for g in sweep["groups"]:
-        lines.append(f"  {_label(g)}: " + ", ".join(f"{a} {s:g}x" for a, s in zip(g["arms"], g["lr_scales"]))
-                     + ("" if g["reference"] else "; no arm at lr_scale 1")
-                     + (f"; left out (same lr_scale): {', '.join(g['duplicates'])}" if g["duplicates"] else ""))
-        for axis, r in g["axes"].items():
-            cells = []
-            for p in r["points"]:
-                if p["accuracy"] is None:
-                    cells.append(f"{p['lr_scale']:g}x not read" + (f" (refused {p['refused_seeds']})"
-                                                                    if p["refused_seeds"] else ""))
-                    continue
-                c = f"{p['lr_scale']:g}x {p['accuracy']:.2f} {_ci(p['ci'])}"
-                if p["reference"]:
-                    c += " (reference)"
-                elif p["difference"] is not None:
-                    c += f" diff {p['difference']:+.2f} {_ci(p['difference_ci'])}" + (
-                        f" [{_ci(p['difference_ci_two_way'])[1:-1]}]" if p["difference_ci_two_way"] else "")
-                cells.append(c + ("" if p["used"] else f" (not used: read on {p['seeds']} of {p['seeds_total']} "
-                                                       f"seeds, refused {p['refused_seeds']})"))
-            lines.append(f"    {axis} = {r['budget']:,.6g}: " + "; ".join(cells))
-            if any(not p["used"] for p in r["points"]):
-                lines.append("      not used: a point not read on every seed (refused: a gap wider than the promised "
-                             "eval interval); a mean over fewer seeds is not compared")
-            if r["best"] is None:
-                lines.append(f"      optimum {r['optimum_note']}")
-                continue
-            fit = r["peak_fit"]
-            lines.append(f"      best {r['best_lr_scale']:g}x ({r['best']}); {r['optimum_note']}; "
-                         + (r["reference_within_best_note"] or "")
-                         + (f"; peak fit {fit['lr_scale']:.3g}x ({fit['accuracy']:.2f}; {fit['flag']})"
-                            if fit and fit["concave"] else f"; no peak fit: {r['peak_fit_reason']}"))
-    return lines
-
-
-def plot_lr_sweep(sweep: dict | None, folder: str | Path) -> Path | None:
-    """``folder/lr_sweep.png``: mean accuracy (points) at each matched axis vs lr_scale (log2 axis),
-    one panel per axis with a used point, one line per group (groups set slightly apart on x),
-    bars: 95% t interval over seeds;
-    hollow: a point not used (read on fewer seeds), a star: the best, dotted: the peak fit. Removes
-    a stale figure and returns None when there is no group."""
-    folder = Path(folder)
-    path = folder / FIGURE
-    groups = (sweep or {}).get("groups") or []
-    axes = [a for a in AXIS_ORDER if any(g["axes"].get(a, {}).get("used") for g in groups)]
-    if not axes:
-        path.unlink(missing_ok=True)
-        return None
-
-    folder.mkdir(parents=True, exist_ok=True)
-    fig, panels = subplots(1, len(axes), figsize=(4.6 * len(axes), 4.2), squeeze=False)
-    for ax, axis in zip(panels[0], axes):
-        for k, g in enumerate(groups):
-            r, color = g["axes"][axis], f"C{k}"
-            dodge = 2.0 ** (0.03 * (k - (len(groups) - 1) / 2))  # groups side by side at one lr_scale
-            pts = [p for p in r["points"] if p["accuracy"] is not None]
-            for p in pts:
-                err = None if p["ci"] is None else [[p["accuracy"] - p["ci"][0]], [p["ci"][1] - p["accuracy"]]]
-                ax.errorbar([p["lr_scale"] * dodge], [p["accuracy"]], yerr=err, fmt="o", color=color, capsize=3,
-                            mfc=color if p["used"] else "none")
-            used = [p for p in pts if p["used"]]
-            ax.plot([p["lr_scale"] * dodge for p in used], [p["accuracy"] for p in used], color=color, lw=1,
-                    label=_label(g))
-            if r["best"] is not None:
-                ax.plot([r["best_lr_scale"] * dodge], [next(p["accuracy"] for p in used if p["arm"] == r["best"])],
-                        "*", color=color, ms=13, mec="k")
-            fit = r["peak_fit"]
-            if fit and fit["concave"]:
-                xs = np.linspace(math.log2(used[0]["lr_scale"]), math.log2(used[-1]["lr_scale"]), 60)
-                ax.plot(dodge * 2.0 ** xs, np.polyval(fit["coefficients"], xs), ":", color=color, lw=1)
-        ax.set_xscale("log", base=2)
-        scales = sorted({p["lr_scale"] for g in groups for p in g["axes"][axis]["points"]})
-        ax.set_xticks(scales, [f"{s:g}x" for s in scales])
-        ax.set_xlabel("lr_scale (x the plan's learning rate)")
-        ax.set_ylabel("held-out greedy accuracy (points)")
-        budget = groups[0]["axes"][axis]["budget"]
-        ax.set_title(f"at matched {axis} = {budget:,.6g}", fontsize=10)
-        ax.legend(fontsize=8, loc="lower center")
-    fig.suptitle("learning-rate sweep: mean over seeds, bars 95% t interval; star: best; hollow: not read on every "
-                 "seed", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return path

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..figures import subplots
-from .lr_sweep import format_lr_sweep, plot_lr_sweep
+from .lr_sweep_report import format_lr_sweep, plot_lr_sweep
 
 HEADS = {"updates": "per update (at {:,.0f} updates)", "generated_tokens": "at matched tokens ({:,.0f})",
          "flops": "at matched FLOPs ({:.3g})", "device_seconds": "at matched time ({:,.1f} s)"}
@@ -145,7 +145,7 @@ def plot_figures(df, result: dict, folder: str | Path, grid_points: int = 41) ->
     """Accuracy (points) against every recorded axis per arm: mean over seeds with a band of +-2
     standard errors over seeds (seaborn), each run interpolated on a common grid from 0 to the
     arm's smallest final x (a drawing, not a matched value); a dashed line marks the matched point;
-    and :func:`~gradprobe.study.lr_sweep.plot_lr_sweep`. Returns the written files."""
+    and :func:`~gradprobe.study.lr_sweep_report.plot_lr_sweep`. Returns the written files."""
     import pandas as pd
     import seaborn as sns
 

@@ -16,7 +16,8 @@ import pytest
 from scipy.stats import t as student_t
 
 from gradprobe.study.analysis import analyze, format_rankings
-from gradprobe.study.lr_sweep import EDGE_NOTE, lr_sweep, peak_fit, plot_lr_sweep, sweep_groups
+from gradprobe.study.lr_sweep import EDGE_NOTE, lr_sweep, peak_fit, sweep_groups
+from gradprobe.study.lr_sweep_report import plot_lr_sweep
 from gradprobe.study.stats import two_way_bootstrap
 from gradprobe.training.plan import parse_plan
 
