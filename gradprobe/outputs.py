@@ -33,7 +33,13 @@ VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": 
 
 
 class OutputDirError(OSError):
-    """The output folder cannot be created or written (unwritable, a file in the way, disk full)."""
+    """The output folder cannot be created or written (unwritable, a file in the way, disk full).
+
+    ``str()`` is the message alone (no ``[Errno N]`` prefix: the message names the cause); ``errno`` keeps
+    the code."""
+
+    def __str__(self) -> str:
+        return str(self.strerror) if self.strerror is not None else super().__str__()
 
 
 def _fix(path: Path, e: OSError) -> str:

@@ -77,3 +77,14 @@ def test_layout_names_the_folders():
     assert layout.RUNS_CSV_COLUMNS[:3] == ("arm", "seed", "update")
     names = [getattr(layout, n) for n in layout.__all__ if n.isupper() and isinstance(getattr(layout, n), str)]
     assert len(names) == len(set(names)) >= 15  # every file name once
+
+
+def test_output_dir_error_reads_without_errno_prefix(tmp_path):
+    from gradprobe.outputs import prepare_output_dir
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    with pytest.raises(OutputDirError) as e:
+        prepare_output_dir(blocker)
+    assert str(e.value).startswith("cannot create output folder") and "[Errno" not in str(e.value)
+    assert e.value.errno == 20  # ENOTDIR kept for callers

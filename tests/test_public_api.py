@@ -147,7 +147,7 @@ def test_probe_with_a_function_reward_and_bad_settings(tmp_path):
 
     with pytest.raises(ValueError, match="unknown probe setting.*promts.*valid:.*prompts"):
         gradprobe.probe("tiny-qwen2", "chain_sum", rewards=["outcome"], out=tmp_path / "x", promts=4)
-    with pytest.raises(ValueError, match="group must be >= 2"):
+    with pytest.raises(ValueError, match=r"group \(--group\) must be >= 2"):
         gradprobe.probe("tiny-qwen2", "chain_sum", rewards=["outcome"], out=tmp_path / "x", group=1)
     with pytest.raises(ValueError, match=r"rewards\[1\].*lambda"):
         gradprobe.probe("tiny-qwen2", "chain_sum", rewards=["outcome", lambda p, c, **k: [0.0] * len(c)])

@@ -68,6 +68,14 @@ def _passive_openmp() -> None:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+def _no_library_progress_bars() -> None:
+    """``--no-progress`` also hides the libraries' bars (transformers' "Loading weights", hub downloads)."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from transformers.utils import logging as hf_logging  # light (no torch); only when the flag is given
+
+    hf_logging.disable_progress_bar()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradprobe`` command; returns the exit status."""
     console = argv is None
@@ -90,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         _plain_warnings()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
+    if getattr(args, "no_progress", False):
+        _no_library_progress_bars()
     commands = {"probe": probe_main, "train": train_main, "warmstart": warmstart_main, "study": study_main,
                 "rank-prompts": difficulty_main, "difficulty-eval": difficulty_main}
     return commands[args.command](args)

@@ -28,12 +28,13 @@ def task_key(task: str | None, config: dict | None = None) -> str | None:
     """A task spec in one canonical form, ``name:k1=v1,k2=v2`` with keys sorted (to compare tasks).
 
     ``task`` may already carry an inline config (``chain_sum:max_terms=4,min_terms=3``); ``config``
-    adds keys. GSM8K paths (``gsm8k:PATH``) are kept as given.
+    adds keys. Specs naming files or hub datasets (``gsm8k:PATH``, ``jsonl:PATH[:k=v]``, ``hf:NAME[:...]``)
+    are kept as given.
     """
     if task is None:
         return None
     name, _, inline = str(task).partition(":")
-    if name == "gsm8k":
+    if name in ("gsm8k", "jsonl", "hf"):
         return str(task)
     kv = {}
     for part in filter(None, (x.strip() for x in inline.split(","))):

@@ -138,11 +138,11 @@ class ProbeConfig:
             raise ValueError(f"update_group (--update-group) must be >= 2 (a GRPO group of one completion has zero "
                              f"advantage), got {self.update_group}")
         if self.prompts < 1:
-            raise ValueError(f"prompts must be >= 1, got {self.prompts}")
+            raise ValueError(f"prompts (--prompts) must be >= 1, got {self.prompts}")
         if self.group < 2:
-            raise ValueError(f"group must be >= 2 (group-relative advantages need two completions), got {self.group}")
+            raise ValueError(f"group (--group) must be >= 2 (group-relative advantages need two completions), got {self.group}")
         if self.heldout_group < 2:
-            raise ValueError(f"heldout_group must be >= 2 (RLOO baseline), got {self.heldout_group}")
+            raise ValueError(f"heldout_group (--heldout-group) must be >= 2 (RLOO baseline), got {self.heldout_group}")
         if not (self.reference == "heldout" or self.reference.startswith("direction:")):
             raise ValueError(f"reference {self.reference!r} must be one of {REFERENCES}")
         if self.precondition not in PRECONDITIONERS:

@@ -71,8 +71,9 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
     Parameters
     ----------
     fn : callable
-        ``fn(prompts: list[str], completions: list[str], **columns) -> list[float | None]``;
-        ``prompts[n]`` is the problem's question (the dataset prompt, before the chat
+        ``fn(prompts: list[str], completions: list[str], **columns) -> list[float | None]``, called by
+        keyword as TRL's ``GRPOTrainer`` calls its reward functions (so ``fn(completions, **kwargs)``
+        works too); ``prompts[n]`` is the problem's question (the dataset prompt, before the chat
         template), ``completions[n]`` the decoded completion, ``columns`` as in
         :func:`trl_columns`; all lists have length N = B * G in row order.
     name : str, optional
@@ -103,7 +104,7 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
         prompts = [batch.problems[n // batch.group_size].question for n in range(batch.num_rows)]
         completions = list(batch.completions)
         try:
-            values = fn(prompts, completions, **trl_columns(batch))
+            values = fn(prompts=prompts, completions=completions, **trl_columns(batch))  # by keyword, as TRL calls
         except Exception as e:
             raise RewardFunctionError(f"reward {reward_name!r} raised {type(e).__name__}: {e}") from e
         if isinstance(values, torch.Tensor):

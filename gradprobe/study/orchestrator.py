@@ -50,6 +50,7 @@ exits with 130, the shell's status for SIGINT).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
@@ -63,7 +64,7 @@ from ..training.plan import Plan, load_plan
 from .analysis import analyze as run_analysis
 from .collect import write_eval_items, write_runs_csv
 from .executors import EXECUTORS, default_workers, run_tasks
-from .folder import FolderLock, now, run_status
+from .folder import FolderLock, StudyError, now, run_status
 from .freeze import freeze_plan
 from .invocations import Invocation
 from .preflight import check_plan_inputs
@@ -176,6 +177,8 @@ def _checked_plan(plan_path, executor: str, workers: int | None, report_to: str,
         raise ValueError(f"executor {executor!r} is not one of {', '.join(EXECUTORS)}")
     if workers is not None and workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
+    if executor == "ray" and importlib.util.find_spec("ray") is None:  # before the plan is frozen into the folder
+        raise StudyError("--executor ray needs Ray: pip install 'ray[default]' (or use --executor local)")
     require_tracker(report_to)
     plan = load_plan(plan_path)
     if check:

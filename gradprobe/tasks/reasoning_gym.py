@@ -105,6 +105,7 @@ class ReasoningGymTask(Task):
                     f"unknown config key {key!r} for reasoning-gym dataset {name!r}; "
                     f"valid keys: {', '.join(valid)}"
                 )
+        _check_types(name, config_cls, config)
         if train_size is not None and (not isinstance(train_size, int) or train_size < 0):
             raise TaskConfigError(f"train_size must be a non-negative int, got {train_size!r}")
         self.name = name
@@ -183,3 +184,26 @@ class ReasoningGymTask(Task):
                     f"few distinct questions for n={n} (widen it, e.g. more digits/terms)"
                 )
             size *= 2
+
+
+_TYPE_WORDS = {int: "a whole number", float: "a number", bool: "true or false", str: "text"}
+
+
+def _check_types(name: str, config_cls, config: dict) -> None:
+    """Refuse a config value whose type differs from the dataset config field's default (``min_terms=x``), so
+    the message names the key and the type it needs instead of reasoning-gym's internal TypeError.
+
+    Raises
+    ------
+    TaskConfigError
+        A value of the wrong type (an int is accepted where a float is expected).
+    """
+    for f in dataclasses.fields(config_cls):
+        if f.name not in config or f.default is dataclasses.MISSING or f.default is None:
+            continue
+        want, got = type(f.default), config[f.name]
+        ok = isinstance(got, want) and not (want is int and isinstance(got, bool)) or \
+            (want is float and isinstance(got, int) and not isinstance(got, bool))
+        if want in _TYPE_WORDS and not ok:
+            raise TaskConfigError(f"config key {f.name!r} of task {name!r} must be {_TYPE_WORDS[want]} (its default "
+                                  f"is {f.default!r}), got {got!r}; e.g. {name}:{f.name}={f.default!r}")

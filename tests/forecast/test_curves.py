@@ -197,3 +197,12 @@ def test_from_study_errors_name_the_fix(tmp_path):
     with pytest.raises(CurveError, match="2 distinct update count.*at least 3"):
         ReferenceCurve.from_study("data/study_tiny_sparse", arm="select_half")
     assert math.isfinite(ReferenceCurve.from_study("data/study_tiny_sparse", arm="select_half", B=1.0)(10.0))
+
+
+def test_task_key_keeps_data_specs_as_given():
+    from gradprobe.forecast.curve_sources import task_key
+
+    assert task_key("chain_sum:min_terms=3,max_terms=4") == "chain_sum:max_terms=4,min_terms=3"
+    assert task_key("chain_sum", {"min_terms": 3}) == "chain_sum:min_terms=3"
+    for spec in ("jsonl:/data/bad.jsonl", "hf:openai/gsm8k:main", "gsm8k:/data/gsm8k", "jsonl:x.jsonl:prompt=q"):
+        assert task_key(spec) == spec  # a path is no key=value list (it printed as "jsonl:/data/bad.jsonl=")

@@ -69,3 +69,15 @@ def test_errors_name_the_reward_and_leave_the_batch_untouched():
         sequence_reward(lambda prompts, completions, **kw: ["1", 0, 0, 0], name="text")(batch, None)
     with pytest.raises(ValueError):
         sequence_reward(correctness, scale="rank")
+
+
+def test_called_by_keyword_as_trl_calls_it():
+    """TRL's GRPOTrainer calls reward_func(prompts=..., completions=..., **columns): a function that names only
+    ``completions`` works there, so it works here."""
+    def has_answer(completions, **kwargs):
+        return [float("####" in c) for c in completions]
+
+    out = sequence_reward(has_answer)(batch4(), None)
+    assert out.stats["mean_reward"] == 0.75  # "#### 0", "#### 5", "x", "#### 1"
+    a = 0.5 / (math.sqrt(0.5) + EPS)
+    torch.testing.assert_close(out.advantages[:, 0], torch.tensor([0.0, 0.0, -a, a], dtype=torch.float64))

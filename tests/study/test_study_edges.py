@@ -249,3 +249,16 @@ def test_one_progress_line_per_finished_run_and_quiet_silences_them(tmp_path, ca
     assert all("elapsed" in x and "ETA" in x for x in lines) and lines[-1].endswith("ETA 0 s")
     assert cli_main([*argv, "--out", str(tmp_path / "b"), "--quiet"]) == 0
     assert "[study]" not in capsys.readouterr().err
+
+
+def test_ray_executor_without_ray_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    import importlib.util
+
+    from gradprobe.study.runner import StudyError, run_study
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    plan = write_plan(tmp_path, toy_plan("noray", seeds=(0,)))
+    with pytest.raises(StudyError, match=r"--executor ray needs Ray: pip install 'ray\[default\]'"):
+        run_study(plan, tmp_path / "study", executor="ray", probe=False)
+    assert not (tmp_path / "study").exists()

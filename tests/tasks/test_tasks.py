@@ -375,3 +375,13 @@ def test_encode_prompt_without_bos_token():
     assert tok.bos_token_id is None
     ids = encode_prompt(tok, "Q")
     assert ids == tok.encode(format_prompt(tok, "Q"), add_special_tokens=False)
+
+
+def test_a_config_value_of_the_wrong_type_names_the_key_and_the_type():
+    from gradprobe.tasks import TaskConfigError, load_task
+
+    with pytest.raises(TaskConfigError, match=r"'min_terms' of task 'chain_sum' must be a whole number .*got 'x'"):
+        load_task("chain_sum:min_terms=x")
+    with pytest.raises(TaskConfigError, match=r"must be a whole number .*got 2.5; e.g. chain_sum:min_terms=2"):
+        load_task("chain_sum", min_terms=2.5)
+    assert load_task("chain_sum:min_terms=2,max_terms=3").name == "chain_sum"
