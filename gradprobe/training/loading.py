@@ -5,37 +5,24 @@ checkpointing, and the task (``[task]``), as :mod:`gradprobe.training.run` and a
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-from ..models import ModelNotFoundError, load_policy
+from ..models import load_policy
 from ..tasks import load_task
 from .specs import PlanError
-from .. import tiers
-
 
 __all__ = ["load_run_policy", "enable_gradient_checkpointing", "load_run_task"]
 
 
 def load_run_policy(model_spec, *, seed: int = 0):
-    """:func:`gradprobe.models.load_policy` for a plan's ``[model]``; ``tiny`` is the tier's folder.
+    """:func:`gradprobe.models.load_policy` for a plan's ``[model]`` (its tier aliases included: ``tiny`` is
+    the warm-started tier's folder, :func:`gradprobe.tiers.tier_path`).
 
     Raises
     ------
     ModelNotFoundError
-        ``tiny`` without a built tier (the message says ``run gradprobe warmstart --tier tiny``).
+        ``tiny`` without a built tier (a :class:`gradprobe.tiers.TierNotBuiltError`; the message says
+        ``run `gradprobe warmstart --tier tiny```), or an unknown model.
     """
-    name = model_spec.name
-    if name == "tiny":
-        hint = "run `gradprobe warmstart --tier tiny` first"
-        if importlib.util.find_spec("gradprobe.tiers") is None:
-            raise ModelNotFoundError(f"model 'tiny' is the warm-started tier, which this install lacks; {hint}")
-
-        path = Path(tiers.tier_path("tiny"))
-        if not path.exists():
-            raise ModelNotFoundError(f"model 'tiny': the tier is not built at {path}; {hint}")
-        name = str(path)
-    return load_policy(name, dtype=model_spec.dtype, device=model_spec.device, seed=seed)
+    return load_policy(model_spec.name, dtype=model_spec.dtype, device=model_spec.device, seed=seed)
 
 
 def enable_gradient_checkpointing(model) -> None:

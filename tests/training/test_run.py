@@ -273,19 +273,6 @@ def test_disk_full_while_checkpointing_leaves_no_partial_checkpoint(tmp_path, ta
     assert [x["update"] for x in _lines(tmp_path) if not x.get("eval")] == [1, 2, 3, 4]
 
 
-def test_tiny_tier_missing_says_how_to_build_it(monkeypatch):
-    import importlib.util
-
-    from gradprobe.models import ModelNotFoundError
-    from gradprobe.training.plan import ModelSpec
-    from gradprobe.training.run import load_run_policy
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gradprobe.tiers" else real(name, *a))
-    with pytest.raises(ModelNotFoundError, match="gradprobe warmstart --tier tiny"):
-        load_run_policy(ModelSpec(name="tiny"))
-
-
 def test_pool_order_is_a_function_of_update_and_seed():
     first = [i for u in range(8) for i in pool_indices(u, 2, 16, seed=0)]
     assert sorted(first) == list(range(16))  # one epoch covers the pool once
