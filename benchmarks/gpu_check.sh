@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The one-GPU check (benchmarks/gpu_check.py) as one device call, in under 8 minutes.
+# The one-GPU check (benchmarks/gpu_check.py) as one device call, in under 8 minutes (measured before the
+# loop part was added: not re-measured on a GPU since; --parts/--time-limit bound it).
 #
 # Here, once:  echo /.whl/ >> .git/info/exclude && bash benchmarks/fetch_gpu_wheels.sh .whl
 #              (transformers 5.24.0, 12.9 MiB, the version the hf_paged backend is tested with; the
@@ -10,7 +11,8 @@
 # huggingface-hub >= 1.31, tokenizers 0.23 and safetensors 0.8 are on the machine), runs the
 # driver with python3 (3.12, torch 2.11 there) and leaves $OUT/gpu_check.json and
 # $OUT/gpu_check.log. Extra arguments go to the driver (e.g. --models qwen2.5-1.5b-shape,
-# --max-new-tokens 256, --gradient-checkpointing).
+# --max-new-tokens 256, --gradient-checkpointing, --parts loop for the end-to-end figure alone:
+# run_training itself, on vLLM where it imports, else on hf, with its weight push after each update).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if compgen -G ".whl/*.whl" > /dev/null; then
