@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from gradprobe.outputs import json_float, json_safe, write_bytes_atomic, write_text_atomic
 
 __all__ = ["to_json", "write_json", "write_text_atomic", "write_bytes_atomic", "json_safe", "json_float"]
@@ -28,9 +26,10 @@ def to_json(document, *, indent: int) -> str:
     Raises
     ------
     TypeError
-        A value JSON cannot hold (not a dict, list, tuple, str, number, bool, None or numpy scalar).
+        A value JSON cannot hold (not a dict, list, tuple, str, number, bool, None or numpy/torch
+        scalar, which :func:`~gradprobe.outputs.json_safe` turns into the Python number it holds).
     """
-    return json.dumps(json_safe(document), indent=indent, allow_nan=False, default=_numpy_scalar)
+    return json.dumps(json_safe(document), indent=indent, allow_nan=False)
 
 
 def write_json(path: str | Path, document, *, indent: int = 1, newline: bool = False) -> Path:
@@ -47,9 +46,3 @@ def write_json(path: str | Path, document, *, indent: int = 1, newline: bool = F
     write_text_atomic(path, to_json(document, indent=indent) + ("\n" if newline else ""))
     return path
 
-
-def _numpy_scalar(o):
-    """``json.dumps``'s hook for what :func:`json_safe` passes through: a numpy scalar -> its Python value."""
-    if isinstance(o, np.generic):
-        return json_safe(o.item())
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

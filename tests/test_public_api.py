@@ -4,8 +4,8 @@ rank_prompts / Study / train, calib.load / calib.apply.
 The probe and rank-prompts wrappers are compared with the command line run on the same settings in the
 same process: the numbers must be the command's. The random ``tiny-qwen2`` never solves chain_sum, so the
 task ``digit3`` (chain_sum prompts, a completion is correct iff it contains a 3: mixed groups on a random
-model, so non-zero advantages and a non-zero reference) is put under ``gradprobe.tasks.load_task`` for
-both paths.
+model, so non-zero advantages and a non-zero reference) is put in place of ``load_task`` in each module
+that calls it (``gradprobe.difficulty.rank``, ``gradprobe.probe.run``, ``gradprobe.probe.batches``) for both paths.
 """
 
 from __future__ import annotations
@@ -40,13 +40,14 @@ PROBE_FLAGS = ["--prompts", "4", "--group", "4", "--heldout-prompts", "3", "--he
 
 
 def _digit3_tasks(mp: pytest.MonkeyPatch) -> None:
+    import gradprobe.difficulty.rank
     import gradprobe.probe.batches
     import gradprobe.probe.run
     import gradprobe.tasks as tasks
 
     real = tasks.load_task
     digit3 = lambda spec, **kw: ScoredTask() if spec == "digit3" else real(spec, **kw)  # noqa: E731
-    for module in (tasks, gradprobe.probe.run, gradprobe.probe.batches):  # where each caller looks load_task up
+    for module in (gradprobe.difficulty.rank, gradprobe.probe.run, gradprobe.probe.batches):  # each caller's load_task
         mp.setattr(module, "load_task", digit3)
 
 

@@ -33,6 +33,7 @@ from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, 
 from ..ledger import Ledger
 from ..outputs import json_safe, removed_if_left_empty, versions, write_json_atomic
 from ..difficulty.evaluate import evaluate_estimator, plot_reliability, sample_outcomes
+from .args import nonneg_int, positive_int
 
 
 _COMMON_HELP = {
@@ -49,26 +50,6 @@ SMALL_EVAL_PROMPTS = 50
 _RANK = RankSettings.defaults()
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
-
-
 def add_difficulty_parsers(subparsers) -> None:
     """Register ``rank-prompts`` and ``difficulty-eval`` on an argparse sub-parser collection."""
     for name in ("rank-prompts", "difficulty-eval"):
@@ -79,16 +60,16 @@ def add_difficulty_parsers(subparsers) -> None:
         p.add_argument("--task", required=True, help="task spec, e.g. chain_sum:min_terms=2,max_terms=4")
         p.add_argument("--skip-malformed", action="store_true",
                        help="GSM8K only: skip (count and warn about) malformed rows instead of stopping at the first")
-        p.add_argument("--pool", type=_positive_int, required=True, help="N, pool prompts (train split)")
+        p.add_argument("--pool", type=positive_int, required=True, help="N, pool prompts (train split)")
         p.add_argument("--out", required=True, help="output folder")
         if name == "rank-prompts":
-            p.add_argument("--probe-samples", type=_positive_int, default=_RANK["probe_samples"],
+            p.add_argument("--probe-samples", type=positive_int, default=_RANK["probe_samples"],
                            help="k, completions sampled per fit prompt to observe outcomes")
-            p.add_argument("--fit-prompts", type=_positive_int, default=_RANK["fit_prompts"],
+            p.add_argument("--fit-prompts", type=positive_int, default=_RANK["fit_prompts"],
                            help="prompts probed to fit the model (at most the pool)")
         else:
-            p.add_argument("--samples", type=_positive_int, default=16, help="S, completions per prompt")
-            p.add_argument("--observed", type=_nonneg_int, default=None,
+            p.add_argument("--samples", type=positive_int, default=16, help="S, completions per prompt")
+            p.add_argument("--observed", type=nonneg_int, default=None,
                            help="outcomes per eval prompt given to the posteriors (default S // 4); the rest "
                                 "are the target")
         p.add_argument("--prior-strength", type=float, default=_RANK["prior_strength"],
@@ -98,11 +79,11 @@ def add_difficulty_parsers(subparsers) -> None:
                        help="comma-separated Problem.metadata keys used as features (missing -> imputed)")
         p.add_argument("--data-seed", type=int, default=_RANK["data_seed"], help="data seed of the pool")
         p.add_argument("--seed", type=int, default=_RANK["seed"], help="sampling seed and the fit/eval split seed")
-        p.add_argument("--max-new-tokens", type=_positive_int, default=_RANK["max_new_tokens"])
+        p.add_argument("--max-new-tokens", type=positive_int, default=_RANK["max_new_tokens"])
         p.add_argument("--temperature", type=float, default=_RANK["temperature"])
-        p.add_argument("--batch-size", type=_positive_int, default=_RANK["batch_size"],
+        p.add_argument("--batch-size", type=positive_int, default=_RANK["batch_size"],
                        help="sequences per generate call")
-        p.add_argument("--feature-batch-size", type=_positive_int, default=_RANK["feature_batch_size"],
+        p.add_argument("--feature-batch-size", type=positive_int, default=_RANK["feature_batch_size"],
                        help="prompts per feature forward")
         p.add_argument("--device", default=_RANK["device"])
         p.add_argument("--dtype", default=_RANK["dtype"], choices=list(DTYPES))

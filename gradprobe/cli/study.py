@@ -4,19 +4,19 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from ..config import EXECUTOR_NAMES
-from ..tracking import REPORT_TO, TrackerUnavailableError, require_tracker
+from ..tracking import TrackerUnavailableError, require_tracker
 from ..training.plan import PlanError, load_plan, replicate_plan
 from ..outputs import OutputDirError, prepare_output_dir
+from .args import add_report_to
 
 
 def add_study_parser(subparsers) -> None:
     """Register ``gradprobe study`` on an argparse sub-parser collection."""
-    import argparse
-
     p = subparsers.add_parser(
         "study", help="run a preregistered study: every arm x seed of a plan, the probe, then the analysis",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -37,9 +37,8 @@ def add_study_parser(subparsers) -> None:
     p.add_argument("--ray-address", default=None, help="Ray cluster address (default: a local ray.init())")
     p.add_argument("--no-probe", action="store_true", help="skip the probe of the arms' rewards")
     p.add_argument("--no-analysis", action="store_true", help="only run; analyse later with --analyze-only")
-    p.add_argument("--report-to", choices=list(REPORT_TO), default="none",
-                   help="every run also logs per-update metrics, evals and its token ledger to this tracker "
-                        "(tensorboard/wandb files in DIR/tb/<arm>/seed<N>; wandb offline unless WANDB_MODE is set)")
+    add_report_to(p, "every run also logs per-update metrics, evals and its token ledger to this tracker "
+                     "(tensorboard/wandb files in DIR/tb/<arm>/seed<N>; wandb offline unless WANDB_MODE is set)")
     p.add_argument("--analyze-only", action="store_true",
                    help="analyse DIR/runs.csv: writes DIR/analysis.json and DIR/figures/ when DIR has no analysis "
                         "yet, else DIR/reanalysis/ (analysis.json, figures/, report.txt), leaving the shipped "

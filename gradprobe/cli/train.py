@@ -15,8 +15,8 @@ from pathlib import Path
 from ..layout import CHECKPOINT_POINTER, METRICS_JSONL, SUMMARY_JSON
 from ..outputs import removed_if_left_empty
 from ..training.errors import NonFiniteRunError
-from ..tracking import REPORT_TO
 from ..training.plan import PlanError, load_plan, shorten_budget
+from .args import add_report_to
 
 __all__ = ["add_train_parser", "interrupt_message", "train_main"]
 
@@ -32,9 +32,8 @@ def add_train_parser(subparsers) -> None:
                                                 "an existing run there is resumed")
     p.add_argument("--device", default=None, help="override the plan's [model] device")
     p.add_argument("--no-progress", action="store_true", help="no per-update lines on stderr")
-    p.add_argument("--report-to", choices=list(REPORT_TO), default="none",
-                   help="also log per-update metrics, evals and the token ledger to this tracker (tensorboard: RUN/tb; "
-                        "wandb: offline unless WANDB_MODE is set)")
+    add_report_to(p, "also log per-update metrics, evals and the token ledger to this tracker (tensorboard: RUN/tb; "
+                     "wandb: offline unless WANDB_MODE is set)")
     short = p.add_argument_group(
         "shortening a run", "lower the plan's [budget] for this run only (e.g. a quick check: --updates 1); the run "
         "stops at whichever budget is spent first; the override is recorded in config.json and summary.json")

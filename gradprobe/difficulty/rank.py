@@ -30,8 +30,8 @@ from typing import Callable, Mapping, NamedTuple
 from ..config import DTYPE_NAMES, SamplingConfig
 from ..ledger import Ledger
 from ..outputs import prepare_output_dir, removed_if_left_empty, versions
+from ..tasks import load_task
 from .estimator import EstimatorConfig, check_unique_ids, verdict
-from .. import tasks as task_registry  # looked up at call time: tests and users may swap load_task
 
 
 __all__ = ["DTYPES", "SMALL_FIT_PROMPTS", "PoolSettings", "RankSettings", "PreparedPool", "prepare_pool",
@@ -232,7 +232,7 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
     est_config = EstimatorConfig(prior_strength=settings.prior_strength, decay=settings.decay)  # settings first,
     sampling = SamplingConfig(temperature=settings.temperature, max_new_tokens=settings.max_new_tokens,
                               batch_size=settings.batch_size)
-    loaded = task_registry.load_task(task, **({"skip_malformed": True} if settings.skip_malformed else {}))  # then the data,
+    loaded = load_task(task, **({"skip_malformed": True} if settings.skip_malformed else {}))  # then the data,
     problems = loaded.problems("train", pool, seed=settings.data_seed)
     if not problems:
         raise ValueError(f"task {task!r} returned an empty pool for --pool {pool}")

@@ -40,18 +40,23 @@ from torch.overrides import TorchFunctionMode
 __all__ = ["FastSoftmaxJvp", "EmbeddingPaddingJvp"]
 
 
-class _Softmax(torch.autograd.Function):
-    """``torch.softmax(x, dim)`` with a one-kernel forward-mode rule (see module docstring)."""
-
-    @staticmethod
-    def forward(x, dim):
-        return torch.softmax(x, dim)
+class _OutputRule(torch.autograd.Function):
+    """Base of :class:`_Softmax` and :class:`_LogSoftmax`: both take ``(x, dim)`` and keep only
+    their output y (same shape as x) and ``dim`` for the tangent and the gradient."""
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         ctx.dim = inputs[1]
         ctx.save_for_forward(output)
         ctx.save_for_backward(output)
+
+
+class _Softmax(_OutputRule):
+    """``torch.softmax(x, dim)`` with a one-kernel forward-mode rule (see module docstring)."""
+
+    @staticmethod
+    def forward(x, dim):
+        return torch.softmax(x, dim)
 
     @staticmethod
     def jvp(ctx, x_t, _):
@@ -64,18 +69,12 @@ class _Softmax(torch.autograd.Function):
         return torch._softmax_backward_data(grad, y, ctx.dim, y.dtype), None
 
 
-class _LogSoftmax(torch.autograd.Function):
+class _LogSoftmax(_OutputRule):
     """``torch.log_softmax(x, dim)`` with a forward-mode rule that reuses the output."""
 
     @staticmethod
     def forward(x, dim):
         return torch.log_softmax(x, dim)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.dim = inputs[1]
-        ctx.save_for_forward(output)
-        ctx.save_for_backward(output)
 
     @staticmethod
     def jvp(ctx, x_t, _):

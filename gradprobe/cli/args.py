@@ -1,0 +1,53 @@
+"""Argument pieces that more than one ``gradprobe`` command uses: the ``--report-to`` flag and the
+integer range checkers. Light (argparse and :mod:`gradprobe.tracking`'s names only), like the rest
+of :mod:`gradprobe.cli`."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..tracking import REPORT_TO
+
+__all__ = ["add_report_to", "nonneg_int", "positive_int"]
+
+
+def add_report_to(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """Add ``--report-to {none,tensorboard,trackio,wandb}`` (default ``none``) to ``parser``.
+
+    The choices are :data:`gradprobe.tracking.REPORT_TO`; ``help_text`` says where the command's tracker
+    files go (a run folder for ``train``, one per run of the study for ``study``). Parsed as
+    ``args.report_to``.
+    """
+    parser.add_argument("--report-to", choices=list(REPORT_TO), default="none", help=help_text)
+
+
+def _int_at_least(text: str, minimum: int) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
+    return v
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: ``text`` as an integer >= 1.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        ``expected an integer, got 'x'`` or ``must be >= 1, got 0`` (argparse prefixes the flag).
+    """
+    return _int_at_least(text, 1)
+
+
+def nonneg_int(text: str) -> int:
+    """An argparse ``type``: ``text`` as an integer >= 0.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        ``expected an integer, got 'x'`` or ``must be >= 0, got -1`` (argparse prefixes the flag).
+    """
+    return _int_at_least(text, 0)

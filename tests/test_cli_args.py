@@ -1,0 +1,52 @@
+"""The shared argument pieces of the command line (gradprobe.cli.args): one definition, every command's errors."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from gradprobe.cli import main
+from gradprobe.cli.args import add_report_to, nonneg_int, positive_int
+from gradprobe.tracking import REPORT_TO
+
+
+@pytest.mark.parametrize("check, text, value", [(positive_int, "1", 1), (positive_int, "12", 12),
+                                                (nonneg_int, "0", 0), (nonneg_int, "7", 7)])
+def test_range_checkers_accept_their_range(check, text, value):
+    assert check(text) == value
+
+
+@pytest.mark.parametrize("check, text, message", [
+    (positive_int, "0", "must be >= 1, got 0"), (positive_int, "-3", "must be >= 1, got -3"),
+    (nonneg_int, "-1", "must be >= 0, got -1"),
+    (positive_int, "x", "expected an integer, got 'x'"), (nonneg_int, "1.5", "expected an integer, got '1.5'"),
+])
+def test_range_checkers_refuse_with_the_value(check, text, message):
+    with pytest.raises(argparse.ArgumentTypeError) as err:
+        check(text)
+    assert str(err.value) == message
+
+
+def test_report_to_flag():
+    parser = argparse.ArgumentParser()
+    add_report_to(parser, "where the tracker files go")
+    assert parser.parse_args([]).report_to == "none"
+    assert parser.parse_args(["--report-to", "tensorboard"]).report_to == "tensorboard"
+    (action,) = [a for a in parser._actions if "--report-to" in a.option_strings]
+    assert list(action.choices) == list(REPORT_TO) and action.help == "where the tracker files go"
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["rank-prompts", "--model", "m", "--task", "t", "--pool", "0", "--out", "o"],
+     "argument --pool: must be >= 1, got 0"),
+    (["difficulty-eval", "--model", "m", "--task", "t", "--pool", "3", "--observed", "-1", "--out", "o"],
+     "argument --observed: must be >= 0, got -1"),
+    (["train", "--plan", "p", "--arm", "a", "--out", "o", "--report-to", "x"],
+     "argument --report-to: invalid choice: 'x'"),
+    (["study", "p", "--report-to", "x"], "argument --report-to: invalid choice: 'x'"),
+])
+def test_commands_use_the_shared_pieces(argv, error, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and error in capsys.readouterr().err
