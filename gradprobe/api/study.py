@@ -111,6 +111,16 @@ class StudyResult:
     probe: object | None = None
     status: object | None = None
 
+    def __repr__(self) -> str:
+        """One line: the plan's name, arms and seeds, the runs read (distinct (arm, seed) in ``runs``),
+        whether there is an analysis and the folder (the tables themselves: ``runs``, ``analysis``)."""
+        runs = self.runs
+        n = (len(runs[["arm", "seed"]].drop_duplicates())
+             if hasattr(runs, "columns") and {"arm", "seed"} <= set(runs.columns) else None)
+        return (f"StudyResult(plan={getattr(self.plan, 'name', None)!r}, arms={list(getattr(self.plan, 'arms', []))}, "
+                f"seeds={list(getattr(self.plan, 'seeds', []))}, runs={n}, analysis={self.analysis is not None}, "
+                f"folder={str(self.folder)!r})")
+
 
 def load_study(dir: str | Path) -> StudyResult:
     """Read a study folder (``gradprobe study PLAN --out DIR``, or a shipped one under ``data/``).

@@ -5,10 +5,11 @@
 ``estimator``  logistic model on observed outcomes + decayed Beta-Bernoulli posterior per prompt,
                the ranking by |p_hat - 1/2| and the rule "candidates predicted to fail more often than not";
 ``config``     an arm's selection settings and the registry of selection rules
-               (:data:`~gradprobe.difficulty.config.SELECTION_RULE_CLASSES`: ``half``, ``random``,
-               ``dynamic``, ``greso``);
+               (:data:`~gradprobe.difficulty.config.SELECTION_RULE_CLASSES`: ``plain``, ``half``,
+               ``random``, ``dynamic``, ``greso``);
 ``select``     the rules inside a training run (:class:`~gradprobe.difficulty.select.PromptSelector`),
-               each rule in its own module: ``select_estimated`` (select_half and its random placebo),
+               each rule in its own module: ``select_plain`` (the plain prompt stream),
+               ``select_estimated`` (select_half and its random placebo),
                ``select_dynamic`` (DAPO dynamic sampling), ``select_greso`` (GRESO pre-rollout
                filtering; the filter in ``greso``), the shared rollout steps in ``select_common``;
 ``evaluate``   the held-out evaluation of p_hat vs empirical success, with baselines; the scores
@@ -22,8 +23,8 @@ Importing this package imports neither torch nor scikit-learn.
 """
 
 from .config import SELECTION_KEYS, SELECTION_RULES, SelectionConfig, parse_selection
-from .estimator import (DegenerateOutcomesWarning, DifficultyEstimator, DuplicatePromptError, EstimatorConfig,
-                        check_unique_ids, rank_half, verdict)
+from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, rank_half, verdict
+from .estimator_config import DuplicatePromptError, EstimatorConfig, check_unique_ids
 
 __all__ = ["SELECTION_KEYS", "SELECTION_RULES", "SelectionConfig", "parse_selection", "DegenerateOutcomesWarning",
            "DifficultyEstimator", "DuplicatePromptError", "EstimatorConfig", "check_unique_ids", "rank_half", "verdict"]

@@ -4,10 +4,14 @@ The keys an arm may set (:data:`SELECTION_KEYS`, flat in ``[arms.NAME]``)::
 
     [arms.select_half]
     reward = "outcome"
-    selection = "half"            # "half" | "random" | "dynamic" | "greso"  (gradprobe.difficulty.select)
+    selection = "half"            # "plain" | "half" | "random" | "dynamic" | "greso"  (gradprobe.difficulty.select)
     candidates_multiplier = 4     # m: m x B candidates per update
     prior_strength = 8.0          # n0 of the Beta prior
     decay = 0.9                   # gamma per update
+
+``selection = "plain"`` (the plain prompt stream) is what an arm without ``selection`` trains on and takes
+no other key; :func:`parse_selection` reads it as no selection (``None``), so both spellings give the same
+run configuration.
 
 ``selection = "greso"`` (GRESO pre-rollout filtering, :class:`gradprobe.difficulty.select.GresoFilter`)
 takes ``candidates_multiplier`` and its own keys (:data:`GRESO_KEYS`, refused with any other rule)::
@@ -25,16 +29,18 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from .estimator import EstimatorConfig
+from .estimator_config import EstimatorConfig
 
-__all__ = ["SELECTION_RULE_CLASSES", "SELECTION_RULES", "SELECTION_KEYS", "GRESO_KEYS", "SelectionConfig",
+__all__ = ["SELECTION_RULE_CLASSES", "SELECTION_RULES", "SELECTION_KEYS", "GRESO_KEYS", "PLAIN", "SelectionConfig",
            "parse_selection"]
 
 #: The registry of prompt-selection rules: ``selection`` value -> ``"module:class"`` of its
 #: :class:`~gradprobe.difficulty.select_common.SelectionRule` (resolved once per run by
 #: :func:`gradprobe.difficulty.select.rule_class`). Classes are named as strings so that plans validate
-#: against the registry's names without importing torch; a new rule is one entry here.
+#: against the registry's names without importing torch; a new rule is one entry here. ``plain`` is the
+#: rule of an arm without ``selection`` (the training loop calls every rule the same way).
 SELECTION_RULE_CLASSES = {
+    "plain": "gradprobe.difficulty.select_plain:PlainRule",
     "half": "gradprobe.difficulty.select_estimated:HalfRule",
     "random": "gradprobe.difficulty.select_estimated:RandomRule",
     "dynamic": "gradprobe.difficulty.select_dynamic:DynamicRule",
@@ -48,6 +54,8 @@ GRESO_KEYS = ("greso_explore_easy", "greso_explore_hard", "greso_target_flat", "
               "greso_explore_max", "greso_explore_floor")
 #: Keys an arm of a plan may set for selection (flat in ``[arms.NAME]``).
 SELECTION_KEYS = ("selection", "candidates_multiplier", "prior_strength", "decay", "feature_batch_size") + GRESO_KEYS
+#: The rule of an arm without ``selection``: the plain prompt stream (no candidates, no key of its own).
+PLAIN = "plain"
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,8 @@ class SelectionConfig:
     Attributes
     ----------
     rule : str
-        A name of :data:`SELECTION_RULE_CLASSES` (``"half"``, ``"random"``, ``"dynamic"``, ``"greso"``).
+        A name of :data:`SELECTION_RULE_CLASSES` (``"plain"``, ``"half"``, ``"random"``, ``"dynamic"``,
+        ``"greso"``); ``"plain"`` takes every other field at its default.
     candidates_multiplier : int
         m >= 1: candidates per update are m x B prompts.
     prior_strength : float
@@ -86,7 +95,8 @@ class SelectionConfig:
     ------
     ValueError
         An unknown rule, a value out of range (the message names the key and its range), or a
-        ``greso_*`` key changed from its default under a rule other than ``greso``.
+        ``greso_*`` key changed from its default under a rule other than ``greso``, or any key changed
+        from its default under ``plain``.
     """
 
     rule: str
@@ -105,6 +115,9 @@ class SelectionConfig:
     def __post_init__(self):
         if self.rule not in SELECTION_RULE_CLASSES:
             raise ValueError(f"selection {self.rule!r} is not one of {', '.join(SELECTION_RULE_CLASSES)}")
+        if self.rule == PLAIN and (changed := [f.name for f in fields(self) if f.name != "rule"
+                                               and getattr(self, f.name) != f.default]):
+            raise ValueError(_plain_takes_no_key(changed))
         if self.rule != "greso":
             changed = [k for k in GRESO_KEYS if getattr(self, k) != _GRESO_DEFAULTS[k]]
             if changed:
@@ -139,6 +152,12 @@ class SelectionConfig:
 _GRESO_DEFAULTS = {f.name: f.default for f in fields(SelectionConfig) if f.name in GRESO_KEYS}
 
 
+def _plain_takes_no_key(keys) -> str:
+    return (f"{', '.join(keys)} set with selection = \"plain\" (the plain prompt stream, which selects nothing); "
+            f"remove {'it' if len(keys) == 1 else 'them'} or choose a selecting rule: "
+            f"{', '.join(r for r in SELECTION_RULE_CLASSES if r != PLAIN)}")
+
+
 def parse_selection(table: dict) -> dict | None:
     """The normalised selection settings of an arm table, or None when it sets no ``selection``.
 
@@ -151,23 +170,28 @@ def parse_selection(table: dict) -> dict | None:
     -------
     dict or None
         :class:`SelectionConfig` fields as a JSON-ready dict (``rule`` for the ``selection`` key;
-        :meth:`SelectionConfig.to_dict`, so ``greso_*`` keys only for ``selection = "greso"``).
+        :meth:`SelectionConfig.to_dict`, so ``greso_*`` keys only for ``selection = "greso"``); None
+        also for ``selection = "plain"``, the plain prompt stream of an arm without ``selection``.
 
     Raises
     ------
     ValueError
-        A selection key without ``selection``, a value of the wrong type, or an invalid value; the
-        message names the key and the valid choices.
+        A selection key without ``selection`` or with ``selection = "plain"``, a value of the wrong type,
+        or an invalid value; the message names the key and the valid choices.
     """
     given = {k: table[k] for k in SELECTION_KEYS if k in table}
     if not given:
         return None
     if "selection" not in given:
         raise ValueError(f"{', '.join(given)} set without selection; add selection = one of "
-                         f"{', '.join(repr(r) for r in SELECTION_RULE_CLASSES)}")
+                         f"{', '.join(repr(r) for r in SELECTION_RULE_CLASSES if r != PLAIN)}")
     rule = given.pop("selection")
     if not isinstance(rule, str):
         raise ValueError(f"selection must be a string, one of {', '.join(SELECTION_RULE_CLASSES)}; got {rule!r}")
+    if rule == PLAIN:
+        if given:
+            raise ValueError(_plain_takes_no_key(list(given)))
+        return None
     kinds = {"candidates_multiplier": int, "prior_strength": float, "decay": float, "feature_batch_size": int,
              **{k: float for k in GRESO_KEYS}}
     if rule in SELECTION_RULE_CLASSES and rule != "greso" and (greso := [k for k in given if k in GRESO_KEYS]):

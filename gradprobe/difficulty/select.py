@@ -6,7 +6,11 @@ Rules (:data:`SELECTION_RULES`, the names of the registry
 once by name and that returns the update's scored rollout batch of B groups and a record for the
 metrics line:
 
-``half``     (the ``select_half`` arm of DESIGN.md) draw m x B candidates (m =
+``plain``    the plain prompt stream of an arm without ``selection``: the next B prompts of the pool's
+             per-seed order, rolled out by the run's collection (plain or guided); no candidate is
+             dropped, nothing is charged to ``selection``, no record, no state (the metrics line and
+             the checkpoint are those of a run without a selector).
+``half     (the ``select_half`` arm of DESIGN.md) draw m x B candidates (m =
              ``candidates_multiplier``, default 4) from the run's prompt stream, compute their
              features under the current policy, refit the estimator on the outcomes seen so far,
              predict p_hat, and train on the B nearest 1/2 (:func:`~gradprobe.difficulty.estimator.rank_half`).
@@ -32,7 +36,8 @@ metrics line:
              (p_hard) moves by ``greso_step`` down when the update's share of all-correct (all-wrong)
              groups reached its target, up otherwise (:class:`GresoFilter`).
 
-Modules: :mod:`~gradprobe.difficulty.select_estimated` (``half``, ``random``),
+Modules: :mod:`~gradprobe.difficulty.select_plain`, :mod:`~gradprobe.difficulty.select_estimated`
+(``half``, ``random``),
 :mod:`~gradprobe.difficulty.select_dynamic`, :mod:`~gradprobe.difficulty.select_greso` with the filter in
 :mod:`~gradprobe.difficulty.greso`, and the shared rollout steps in
 :mod:`~gradprobe.difficulty.select_common`.
@@ -67,7 +72,8 @@ from __future__ import annotations
 import importlib
 
 from ..streams import pool_indices
-from .config import SELECTION_KEYS, SELECTION_RULE_CLASSES, SELECTION_RULES, SelectionConfig, parse_selection
+from .config import PLAIN, SELECTION_KEYS, SELECTION_RULE_CLASSES, SELECTION_RULES, SelectionConfig, parse_selection
+from ..rollout import collect_rollouts
 from .estimator import DifficultyEstimator, check_unique_ids
 from .features import DEFAULT_METADATA_KEYS
 from .greso import GROUP_KINDS, GresoFilter, group_kind
@@ -96,8 +102,9 @@ class PromptSelector:
     """Chooses (and rolls out) each update's B prompts by a :class:`SelectionConfig` rule.
 
     Holds what every rule reads (policy, task, pool, sampler, sampling, ``group`` = G, ``b`` = B,
-    seed, the difficulty estimator) and the rule object, looked up once by ``config.rule``
-    (:func:`rule_class`).
+    seed, ``collect``, the difficulty estimator) and the rule object, looked up once by ``config.rule``
+    (:func:`rule_class`). Under ``plain`` (a rule that draws no candidates) there is no estimator
+    (``estimator`` is None), the pool is not checked here and the selector has no state.
 
     Parameters
     ----------
@@ -116,32 +123,41 @@ class PromptSelector:
     seed : int
         Run seed: the candidate stream and the random choices.
     metadata_keys : sequence of str
+    collect : callable
+        The run's rollout collection, :func:`gradprobe.rollout.collect_rollouts` or the guided one
+        (``plain`` rolls out with it).
 
     Raises
     ------
     ValueError
-        An empty pool, a pool smaller than B, B < 1, or an unregistered rule.
+        An empty pool, a pool smaller than B (rules that draw candidates), B < 1, or an unregistered rule.
     DuplicatePromptError
         Repeated prompt ids in the pool.
     """
 
     def __init__(self, config: SelectionConfig, *, policy, task, pool, sampler, sampling, group_size: int,
-                 prompts_per_update: int, seed: int, metadata_keys=DEFAULT_METADATA_KEYS):
+                 prompts_per_update: int, seed: int, metadata_keys=DEFAULT_METADATA_KEYS, collect=collect_rollouts):
         if prompts_per_update < 1:
             raise ValueError(f"prompts_per_update must be >= 1, got {prompts_per_update}")
+        rule = rule_class(config.rule)
+        self.config, self.policy, self.task, self.pool = config, policy, task, list(pool)
+        self.sampler, self.sampling, self.group, self.b = sampler, sampling, group_size, prompts_per_update
+        self.seed, self.metadata_keys, self.collect, self.estimator = seed, tuple(metadata_keys), collect, None
+        self._warned = False
+        if rule.draws_candidates:
+            self._check_pool()
+            self.estimator = DifficultyEstimator(config.estimator_config())
+            import sklearn.linear_model  # noqa: F401  (import once here, not inside the first charged fit)
+        self.rule: SelectionRule = rule(self)
+
+    def _check_pool(self) -> None:
+        pool, prompts_per_update = self.pool, self.b
         if not pool:
             raise ValueError("prompt selection needs a non-empty pool (task.pool = 0?)")
         if len(pool) < prompts_per_update:
             raise ValueError(f"the pool has {len(pool)} prompts, fewer than prompts_per_update = {prompts_per_update}; "
                              f"raise task.pool or lower prompts_per_update")
         check_unique_ids([p.id for p in pool])
-        self.config, self.policy, self.task, self.pool = config, policy, task, list(pool)
-        self.sampler, self.sampling, self.group, self.b, self.seed = sampler, sampling, group_size, prompts_per_update, seed
-        self.metadata_keys = tuple(metadata_keys)
-        self.estimator = DifficultyEstimator(config.estimator_config())
-        import sklearn.linear_model  # noqa: F401  (import once here, not inside the first charged fit)
-        self._warned = False
-        self.rule: SelectionRule = rule_class(config.rule)(self)
 
     @property
     def greso(self) -> GresoFilter | None:
@@ -176,8 +192,10 @@ class PromptSelector:
             (``skipped_all_correct``, ``skipped_all_wrong``: by the streak that predicted it),
             ``realized_flat_share`` (and per kind) over the rolled-out groups, ``explore_easy`` /
             ``explore_hard`` used and ``*_next`` after the update, and ``prediction_auc`` (this
-            update's rolled-out groups) and ``prediction_auc_run`` (all so far).
+            update's rolled-out groups) and ``prediction_auc_run`` (all so far). None under ``plain``.
         """
+        if not self.rule.draws_candidates:
+            return self.rule.next_batch(update, ledger)
         before = (ledger.generated_tokens["selection"], ledger.flops.get("selection", 0.0),
                   ledger.device_seconds.get("selection", 0.0))
         batch, record = self.rule.next_batch(update, ledger)
@@ -186,21 +204,30 @@ class PromptSelector:
         record["selection_seconds"] = ledger.device_seconds.get("selection", 0.0) - before[2]
         return batch, record
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict | None:
         """Settings, estimator and the rule's own state (``greso``: the filter's streaks and exploration
-        probabilities)."""
+        probabilities); None under ``plain``."""
+        if not self.rule.draws_candidates:
+            return None
         return {"config": self.config.to_dict(), "estimator": self.estimator.state_dict(), "warned": self._warned,
                 **self.rule.state_dict()}
 
-    def load_state_dict(self, state: dict) -> None:
-        """Continue from :meth:`state_dict`.
+    def load_state_dict(self, state: dict | None) -> None:
+        """Continue from :meth:`state_dict` (None: a run on the plain prompt stream).
 
         Raises
         ------
         ValueError
-            The checkpoint's selection settings differ from the run's, or a ``greso`` checkpoint
-            lacks the filter's state.
+            The checkpoint's selection settings differ from the run's (one of them without selection
+            included), or a ``greso`` checkpoint lacks the filter's state.
         """
+        if (state is None) == self.rule.draws_candidates:
+            theirs = "no selection" if state is None else f"selection {state['config']}"
+            ours = self.config.to_dict() if self.rule.draws_candidates else "none"
+            raise ValueError(f"the checkpoint was written with {theirs}, but the run's selection is {ours}; "
+                             f"resume with the plan the run started with, or start it in a new folder")
+        if state is None:
+            return
         if state["config"] != self.config.to_dict():
             raise ValueError(f"checkpoint selector config {state['config']} differs from the run's {self.config.to_dict()}")
         self.rule.load_state_dict(state)
@@ -208,9 +235,8 @@ class PromptSelector:
         self._warned = bool(state.get("warned", False))
 
 
-def make_selector(selection: dict | None, **kwargs) -> PromptSelector | None:
-    """A :class:`PromptSelector` from a run's ``selection`` dict (:func:`parse_selection`), or None
-    (no ``selection``: the run trains on the plain prompt stream)."""
-    if not selection:
-        return None
-    return PromptSelector(SelectionConfig(**selection), **kwargs)
+def make_selector(selection: dict | None, **kwargs) -> PromptSelector:
+    """A :class:`PromptSelector` from a run's ``selection`` dict (:func:`parse_selection`); no
+    ``selection`` (None or {}) is the ``plain`` rule, the plain prompt stream. ``kwargs``: those of
+    :class:`PromptSelector`."""
+    return PromptSelector(SelectionConfig(**selection) if selection else SelectionConfig(rule=PLAIN), **kwargs)

@@ -31,7 +31,8 @@ class SelectionRule:
     Subclasses set :attr:`name` (the key of
     :data:`~gradprobe.difficulty.config.SELECTION_RULE_CLASSES`) and implement :meth:`next_batch`;
     a rule with state of its own (``greso``) also overrides :meth:`state_dict` and
-    :meth:`load_state_dict`.
+    :meth:`load_state_dict`. A rule that reads no candidates (``plain``) sets :attr:`draws_candidates`
+    False: its selector then has no estimator and no selection state.
 
     Parameters
     ----------
@@ -41,13 +42,17 @@ class SelectionRule:
     """
 
     name: str = ""
+    #: True: the rule draws m x B candidates and its selector holds the difficulty estimator (every rule
+    #: but ``plain``, whose selector holds nothing and whose checkpoint state is None)
+    draws_candidates: bool = True
 
     def __init__(self, selector):
         self.selector = selector
 
     def next_batch(self, update: int, ledger) -> tuple[Any, dict]:
         """The update's batch of B scored groups and the rule's record (without the ``selection_*``
-        costs, which :meth:`PromptSelector.next_batch` adds). Charges ``ledger`` as it goes."""
+        costs, which :meth:`PromptSelector.next_batch` adds; None for ``plain``, which records nothing).
+        Charges ``ledger`` as it goes."""
         raise NotImplementedError
 
     def state_dict(self) -> dict:

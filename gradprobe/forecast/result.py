@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..outputs import json_safe
+
 __all__ = ["ForecastResult", "METHODS", "TABLE_COLUMNS", "format_budget", "verdict"]
 
 METHODS = ("probe", "cost_only", "signal_proxy")
@@ -79,15 +81,13 @@ class ForecastResult:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (NaN and +-inf -> None, tuples -> lists): ``probe.json``'s ``forecast`` section.
+        """JSON-ready dict: ``probe.json``'s ``forecast`` section.
 
-        (Not :func:`gradprobe.outputs.json_safe`, which writes +-inf as "inf"/"-inf": the section's
-        readers, e.g. :func:`~gradprobe.forecast.section.format_forecast`, format every number and take
-        an unknown one as None.)
+        Numbers in gradprobe's one JSON encoding of non-finite values, :func:`gradprobe.outputs.json_safe`
+        (NaN -> None, +inf -> ``"inf"``, -inf -> ``"-inf"``; :func:`gradprobe.outputs.json_float` reads them
+        back), numpy scalars and arrays as Python numbers and lists, tuples as lists.
         """
-        rows = []
-        for rec in self.table.to_dict(orient="records"):
-            rows.append({k: _json_value(v) for k, v in rec.items()})
+        rows = [{k: _json_value(v) for k, v in rec.items()} for rec in self.table.to_dict(orient="records")]
         return {"available": True, "method": self.method, "budget": dict(self.budget), "curve": self.curve,
                 "curve_source": self.curve_source, "grpo_accuracy": _json_value(self.grpo_accuracy),
                 "reference_reward": self.reference_reward, "level": self.level, "rows": rows,
@@ -98,12 +98,5 @@ class ForecastResult:
 
 
 def _json_value(v):
-    if isinstance(v, (tuple, list, np.ndarray)):
-        return [_json_value(x) for x in v]
-    if isinstance(v, (float, np.floating)):
-        return None if not math.isfinite(float(v)) else float(v)
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.bool_):
-        return bool(v)
-    return v
+    """One table cell through :func:`gradprobe.outputs.json_safe` (a numpy array as its list first)."""
+    return json_safe(v.tolist() if isinstance(v, np.ndarray) else v)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..outputs import json_float
 from ..tables import format_columns
 from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve, default_curve_path
@@ -142,15 +143,15 @@ def format_forecast(section: dict) -> str:
               f"{pct}% interval", "probe", "cost-only", "signal", "method"]
     rows = []
 
-    def f(x, spec):
-        return "-" if x is None else format(x, spec)
+    def f(x, spec):  # numbers in json_safe's encoding: None -> "-", "inf"/"-inf" -> inf/-inf
+        return "-" if x is None else format(json_float(x), spec)
 
     for r in section["rows"]:
         riv = r.get("rho_interval") or [None, None]
-        riv_s = "-" if riv[0] is None else f"[{riv[0]:.2f}, {riv[1]:.2f}]"
+        riv_s = "-" if riv[0] is None else f"[{f(riv[0], '.2f')}, {f(riv[1], '.2f')}]"
         raw = r.get("rho_raw")
         giv = r.get("gain_interval") or [None, None]
-        giv_s = "-" if giv[0] is None else f"[{giv[0]:+.1f}, {giv[1]:+.1f}]"
+        giv_s = "-" if giv[0] is None else f"[{f(giv[0], '+.1f')}, {f(giv[1], '+.1f')}]"
         rows.append([r["arm"], f(r["tokens_per_update"], ",.0f"), f(raw, ".2f"), f(r["rho"], ".2f"), riv_s,
                      f(r["snr"], ".2f"), f(r["effective_updates"], ".1f"), f(r["forecast_accuracy"], ".1f"),
                      f(r["forecast_gain"], "+.1f"), giv_s, f(r["gain_probe"], "+.1f"), f(r["gain_cost_only"], "+.1f"),

@@ -1,13 +1,13 @@
 """The plan's ``[[hypotheses]]`` tested at their budgets, Holm-corrected as one family (the rules:
-:mod:`gradprobe.study.analysis`, "Hypotheses"; the tests: :mod:`gradprobe.study.stats`)."""
+:mod:`gradprobe.study.analysis`, "Hypotheses"; the tests: :mod:`gradprobe.study.hypothesis_tests`, computed
+by :mod:`gradprobe.study.stats`)."""
 
 from __future__ import annotations
-
-from fractions import Fraction
 
 from ..training.plan import INITIAL
 from . import stats
 from .comparisons import BOOTSTRAP_SEED, N_RESAMPLES, _by_seed, compare
+from .hypothesis_tests import hypothesis_test
 from .reading import ITEM_MODES, initial_reads, read_runs
 
 __all__ = ["evaluate_hypotheses"]
@@ -74,20 +74,8 @@ def _hypothesis(h, plan, runs, matched, index, n_resamples, seed) -> dict:
     diffs = list(c["differences"].values())
     sf = stats.sign_flip_test(diffs, min_effect=h.min_effect, alternative=h.alternative)
     n = len(c["differences"])
-    if h.test == "paired_t":  # parametric; the exact sign-flip p is reported beside it (p_exact)
-        pt = stats.paired_t_test(diffs, min_effect=h.min_effect, alternative=h.alternative)
-        testable = pt["testable"] and pt["p_value"] is not None
-        why = None if testable else "one paired seed: no spread, no test"
-        p_value, p_text, method = pt["p_value"], (f"p = {pt['p_value']:.3g} (paired t, {n - 1} df)"
-                                                  if testable else None), pt["method"]
-    else:
-        testable = sf["testable"] and sf["p_floor"] <= h.alpha
-        why = None if testable else ("one paired seed: no spread, no test" if n < 2 else
-                                     f"with {n} seeds the smallest attainable p is "
-                                     f"{Fraction(sf['p_floor']).limit_denominator(1 << 30)}, "
-                                     f"above alpha {h.alpha:g}; it needs >= "
-                                     f"{stats.min_seeds_for_floor(h.alpha, h.alternative)} seeds")
-        p_value, p_text, method = sf["p_value"], sf["p_text"], sf["method"]
+    d = hypothesis_test(h.test).decide(diffs, sf, min_effect=h.min_effect, alternative=h.alternative, alpha=h.alpha)
+    testable, why, p_value, p_text, method = d["testable"], d["why"], d["p_value"], d["p_text"], d["method"]
     rec.update(estimate=c["t"]["estimate"], ci=c["t"]["ci"], ci_level=level,
                ci_two_way=c["two_way"]["ci"] if c["two_way"] else None, p_value=p_value, p_floor=sf["p_floor"],
                p_text=p_text, p_exact=sf["p_value"], p_exact_text=sf["p_text"], test=method,

@@ -199,7 +199,7 @@ def _open_session(run: RunConfig, out: Path, *, policy, task, progress: bool) ->
     continuation_sampler = stream_sampler(sampler, run.seed, "continuation")
     selector = make_selector(run.selection, policy=policy, task=task, pool=pool, sampler=sampler,
                              sampling=run.sampling, group_size=t.group, prompts_per_update=t.prompts_per_update,
-                             seed=run.seed)  # None unless the arm sets `selection`
+                             seed=run.seed, collect=collect)  # the `plain` rule unless the arm sets `selection`
     return RunSession(run=run, out=out, policy=policy, task=task, reward_fn=reward_fn, pool=pool, heldout=heldout,
                       heldout_ids=heldout_ids, optimizer=optimizer, scheduler=scheduler,
                       update_config=_update_config(run, guide), collect=collect, sampler=sampler,
@@ -240,7 +240,6 @@ def _resume_or_start(s: RunSession) -> bool:
     s.sampler.calls = st["sampler_calls"]
     s.continuation_sampler.calls = st.get("continuation_sampler_calls", 0)
     s.state = RunState.from_checkpoint(st)
-    if s.selector is not None:
-        s.selector.load_state_dict(st["selector"])
+    s.selector.load_state_dict(st.get("selector"))  # None: a run on the plain prompt stream
     s.say(f"resuming from {ckpt.name} (update {s.state.update})")
     return True

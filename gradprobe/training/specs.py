@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 from ..config import MCConfig, SamplingConfig
 
-__all__ = ["BUDGET_KINDS", "BUDGET_FLAGS", "AXES", "TESTS", "POWER_ALTERNATIVES", "METRICS", "ALTERNATIVES",
-           "OPTIMIZERS", "SAMPLED_AT", "INITIAL", "SECTIONS", "PlanError", "ModelSpec", "TaskSpec", "HeldoutSpec",
-           "TrainConfig", "BudgetSpec", "EvalSpec", "ProbeSpec", "ArmSpec", "Hypothesis", "RunConfig", "PowerSpec",
-           "run_config_from_dict"]
+__all__ = ["BUDGET_KINDS", "BUDGET_FLAGS", "AXES", "TEST_NAMES", "TEST_ALIASES", "TESTS", "POWER_ALTERNATIVES",
+           "METRICS", "ALTERNATIVES", "OPTIMIZERS", "SAMPLED_AT", "INITIAL", "SECTIONS", "PlanError", "ModelSpec",
+           "TaskSpec", "HeldoutSpec", "TrainConfig", "BudgetSpec", "EvalSpec", "ProbeSpec", "ArmSpec", "Hypothesis",
+           "RunConfig", "PowerSpec", "run_config_from_dict"]
 
 BUDGET_KINDS = ("generated_tokens", "device_seconds", "flops", "updates")
 BUDGET_FLAGS = {"generated_tokens": "--budget-tokens", "device_seconds": "--budget-seconds",
@@ -27,7 +27,13 @@ BUDGET_FLAGS = {"generated_tokens": "--budget-tokens", "device_seconds": "--budg
 AXES = ("updates", "generated_tokens", "flops", "device_seconds")
 """The compute axes a run records (``runs.csv`` columns ``update``, ``generated_tokens``, ``flops``,
 ``device_seconds``): one vocabulary for hypotheses' ``at``, eval schedules and the analysis."""
-TESTS = ("sign_flip", "paired_t", "paired_bootstrap")  # paired_bootstrap: the earlier name, read as sign_flip
+TEST_NAMES = ("sign_flip", "paired_t")
+"""The hypothesis tests a plan may name: the keys of :data:`gradprobe.study.hypothesis_tests.HYPOTHESIS_TESTS`
+(kept here, torch-free and below the study, for the plan checks; a test keeps the two equal)."""
+TEST_ALIASES = {"paired_bootstrap": "sign_flip"}
+"""Earlier test names -> the test they are read as (each test's ``aliases`` there)."""
+TESTS = (*TEST_NAMES, *TEST_ALIASES)
+"""Every ``test = "..."`` a plan may write: :data:`TEST_NAMES` then :data:`TEST_ALIASES`."""
 POWER_ALTERNATIVES = ("two-sided", "larger", "smaller")
 METRICS = ("greedy_accuracy", "sampled_accuracy")
 ALTERNATIVES = ("greater", "less", "two-sided")

@@ -129,8 +129,8 @@ class RunSession:
         Rollout collection (plain, or guided with ``guide``).
     sampler, continuation_sampler
         The rollout stream and the MC continuations' stream (:mod:`gradprobe.streams`).
-    selector : optional
-        Prompt selection (:mod:`gradprobe.difficulty.select`); None = the plain prompt stream.
+    selector : PromptSelector
+        The arm's prompt-selection rule (:mod:`gradprobe.difficulty.select`); ``plain`` = the plain prompt stream.
     guide : GuidanceConfig or None
         Off-context guidance (:mod:`gradprobe.rollout.guided`).
     init_model : optional

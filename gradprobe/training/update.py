@@ -1,7 +1,8 @@
 """One update of a training run: rollout -> reward -> step -> record (:func:`run_update`).
 
-Rollout: B pool prompts x G completions (``rollout`` tokens), or a prompt selector's batch
-(:mod:`gradprobe.difficulty.select`, charging ``selection``). Reward: the arm's registered reward with
+Rollout: the batch of the arm's prompt-selection rule (:mod:`gradprobe.difficulty.select`): B pool
+prompts x G completions (``rollout`` tokens) under ``plain``, the rule of an arm without ``selection``;
+other rules charge ``selection`` too. Reward: the arm's registered reward with
 all of its wall time on the ledger (:func:`charged_reward`). Step: mu optimizer steps of
 :func:`gradprobe.grpo.step.grpo_step` on the batch (:func:`policy_step`). Record: FLOPs charged
 (:func:`charge_flops`), one ``metrics.jsonl`` line (:func:`record_update`). After the first update,
@@ -18,7 +19,6 @@ from ..grpo import step as grpo_update  # grpo_update.grpo_step at call time: a 
 from ..ledger import CHARGED, Ledger, forward_flops_per_token
 from ..rewards import RewardContext
 from ..rollout.guided import guidance_stats, guided_logprobs
-from ..streams import pool_indices
 from .errors import BudgetTooSmallError, NonFiniteRunError
 from .metrics import batch_stats, mean_context
 from .records import finish
@@ -51,18 +51,13 @@ def run_update(s: RunSession) -> dict:
 
 
 def collect_batch(s: RunSession):
-    """The update's scored rollouts (N = B * G rows) and the selector's record (None without one).
+    """The update's scored rollouts (N = B * G rows) and the selection rule's record (None under ``plain``).
 
-    The plain stream takes B prompts of the pool in the seed's order (:func:`gradprobe.streams.pool_indices`)
-    and charges ``rollout`` tokens; a selector charges its own selection tokens, FLOPs and seconds.
+    Every rule is called the same way (:meth:`gradprobe.difficulty.select.PromptSelector.next_batch`):
+    ``plain`` takes B prompts of the pool in the seed's order (:func:`gradprobe.streams.pool_indices`) and
+    charges ``rollout`` tokens; the other rules charge their own selection tokens, FLOPs and seconds.
     """
-    run, st = s.run, s.state
-    if s.selector is None:
-        problems = [s.pool[i] for i in pool_indices(st.update, run.train.prompts_per_update, len(s.pool), run.seed)]
-        batch = s.collect(s.policy, s.task, problems, group_size=run.train.group, sampler=s.sampler,
-                          sampling=run.sampling, ledger=st.ledger, category="rollout")
-        return batch, None
-    return s.selector.next_batch(st.update, st.ledger)
+    return s.selector.next_batch(s.state.update, s.state.ledger)
 
 
 def charged_reward(reward_fn, batch, ctx, ledger: Ledger):

@@ -121,7 +121,7 @@ def test_parse_selection_and_plan_errors():
     cfg = parse_selection({"selection": "half", "candidates_multiplier": 2, "decay": 1})
     assert cfg == {"rule": "half", "candidates_multiplier": 2, "prior_strength": 8.0, "decay": 1.0,
                    "feature_batch_size": 32}
-    with pytest.raises(ValueError, match="not one of half, random, dynamic"):
+    with pytest.raises(ValueError, match="not one of plain, half, random, dynamic"):
         parse_selection({"selection": "nearest"})
     with pytest.raises(ValueError, match="without selection"):
         parse_selection({"candidates_multiplier": 4})
@@ -139,14 +139,14 @@ def test_every_registered_rule_resolves_to_its_rule_object_and_plans_accept_exac
     from gradprobe.difficulty.select import rule_class
     from gradprobe.difficulty.select_common import SelectionRule
 
-    assert SELECTION_RULES == ("half", "random", "dynamic", "greso") == tuple(SELECTION_RULE_CLASSES)
+    assert SELECTION_RULES == ("plain", "half", "random", "dynamic", "greso") == tuple(SELECTION_RULE_CLASSES)
     for name in SELECTION_RULES:
         cls = rule_class(name)
         assert issubclass(cls, SelectionRule) and cls.name == name
     probs = [Problem(f"t/{i}", "q", "1") for i in range(4)]
     assert type(_selector(probs, rule="greso").rule).__name__ == "GresoRule"
     assert _selector(probs, rule="greso").greso is not None and _selector(probs, rule="half").greso is None
-    with pytest.raises(ValueError, match="selection 'nearest' is not one of half, random, dynamic, greso"):
+    with pytest.raises(ValueError, match="selection 'nearest' is not one of plain, half, random, dynamic, greso"):
         rule_class("nearest")
     # plans validate against the registry's names: a rule added there is accepted by a plan's arm
     monkeypatch.setitem(selection_config.SELECTION_RULE_CLASSES, "nearest", "gradprobe.difficulty.select_estimated:HalfRule")
