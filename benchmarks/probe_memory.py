@@ -44,7 +44,7 @@ import time
 
 GB = 1e9
 
-#: The README's "A real pretrained model" command (ProbeConfig fields).
+#: The README's "A real pretrained model" command (flat ProbeConfig settings, ProbeConfig.from_dict).
 SMOLLM2_JOB = dict(task="chain_sum:min_terms=2,max_terms=2,max_digits=1", rewards=("outcome", "mc_value"), prompts=8,
                    group=4, heldout_prompts=4, heldout_group=8, max_new_tokens=64, continuations=2, lr=1e-6,
                    budget_tokens=1_000_000)
@@ -211,7 +211,6 @@ def main(argv=None) -> int:
 
     import torch
 
-    from gradprobe.config import MCConfig, SamplingConfig
     from gradprobe.probe.run import ProbeConfig, run_probe
 
     job = dict(SMOLLM2_JOB) if "smollm2" in args.model.lower() else {}  # the alias or a saved copy of it
@@ -220,14 +219,9 @@ def main(argv=None) -> int:
             job[key] = getattr(args, key)
     if args.rewards:
         job["rewards"] = tuple(args.rewards.split(","))
-    fields = {k: v for k, v in job.items() if k not in ("max_new_tokens", "continuations")}
-    if "max_new_tokens" in job:
-        fields["sampling"] = SamplingConfig(max_new_tokens=job["max_new_tokens"])
-    if "continuations" in job:
-        fields["mc"] = MCConfig(continuations=job["continuations"])
     if args.micro_batch_size:
-        fields["micro_batch_size"] = args.micro_batch_size
-    config = ProbeConfig(model=args.model, progress=False, **fields)
+        job["micro_batch_size"] = args.micro_batch_size
+    config = ProbeConfig.from_dict(dict(job, model=args.model, progress=False))  # flat settings (max_new_tokens...)
 
     if args.no_release_memory:  # run.py and models.py import it at call time, so the module attribute is what they get
         import gradprobe.memory as memory
@@ -271,7 +265,7 @@ def main(argv=None) -> int:
           f"= {(total_peak - start_rss) / pbytes:.2f} x parameter memory")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(model=args.model, config={k: str(v) for k, v in fields.items()}, parameter_bytes=pbytes,
+            json.dump(dict(model=args.model, config=config.to_dict(), parameter_bytes=pbytes,
                            rss_after_imports=start_rss, peak=total_peak, stages=rec.rows), f, indent=2)
     if args.max_peak_gb is not None and total_peak > args.max_peak_gb * GB:
         print(f"FAIL: peak {total_peak / GB:.3f} GB > --max-peak-gb {args.max_peak_gb}", file=sys.stderr)

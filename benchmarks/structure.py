@@ -51,7 +51,7 @@ LAYERS = [
     ["gradprobe.models"],
     ["gradprobe.rollout", "gradprobe.grpo"],
     ["gradprobe.rewards"],
-    ["gradprobe.probe", "gradprobe.difficulty", "gradprobe.warmstart"],
+    ["gradprobe.probe", "gradprobe.probe_settings", "gradprobe.difficulty", "gradprobe.warmstart"],
     ["gradprobe.training", "gradprobe.integrations"],
     ["gradprobe.study"],
     ["gradprobe.api"],

@@ -13,9 +13,103 @@ DTYPE_NAMES = ("float32", "float64", "bfloat16", "float16")
 #: the study executors (the keys of :data:`gradprobe.study.executors.EXECUTORS`, which a test keeps equal;
 #: named here so that the command line can list them without importing the study layer)
 EXECUTOR_NAMES = ("local", "ray", "inline")
-#: the probe's reference updates (``--reference``) and preconditioners (``--precondition``)
-REFERENCES = ("heldout", "direction:PATH")
-PRECONDITIONERS = ("adam", "none")
+#: the loss types ``--loss-type`` offers (the keys of :data:`gradprobe.grpo.loss_types.LOSSES`, which
+#: tests/test_cli_choices.py keeps equal; named here so that the command line lists them without torch)
+LOSS_TYPE_NAMES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One kind of reference update v of the probe (``--reference``; DESIGN.md, "The probe").
+
+    Attributes
+    ----------
+    name : str
+        The registry key and ``probe.json["reference"]["kind"]``.
+    spelling : str
+        How ``--reference`` spells it (``heldout``, ``direction:PATH``).
+    takes_path : bool
+        The spelling carries a file after ``NAME:`` (a ``.safetensors`` parameter-space vector, loaded
+        before any generation); otherwise v is computed: the RLOO policy gradient of accuracy on
+        ``heldout_prompts`` x ``heldout_group`` held-out rollouts (its own ledger).
+    """
+
+    name: str
+    spelling: str
+    takes_path: bool
+
+    def matches(self, spec: str) -> bool:
+        """Whether ``spec`` (a ``--reference`` value) is this kind: ``NAME:PATH`` or ``NAME``."""
+        return spec.startswith(self.name + ":") if self.takes_path else spec == self.name
+
+    def path(self, spec: str) -> str | None:
+        """The file of ``spec`` (``direction:PATH`` -> ``PATH``), None for a computed reference."""
+        return spec.split(":", 1)[1] if self.takes_path else None
+
+
+@dataclass(frozen=True)
+class Preconditioner:
+    """One preconditioner P of the probe's direction u = P v (``--precondition``).
+
+    Attributes
+    ----------
+    name : str
+        The registry key.
+    second_moment : bool
+        True (``adam``): P = diag(1 / (sqrt(s) + eps)), s the mean squared minibatch GRPO gradient of
+        the probe batch (K = ``second_moment_minibatches`` backwards), one s, P and alignment pass per
+        token-weight family of the loss types, as each loss-type arm's Adam has its own second moment;
+        a constant factor on the gradient (cispo's cap) divides out of the step. False (``none``): an
+        SGD step, u = v, one alignment pass shared by every loss type.
+    help : str
+        The ``--precondition`` help text of this choice.
+    """
+
+    name: str
+    second_moment: bool
+    help: str
+
+
+#: ``--reference`` kinds, name -> :class:`Reference`
+REFERENCE_KINDS: dict[str, Reference] = {r.name: r for r in (
+    Reference("heldout", "heldout", takes_path=False),
+    Reference("direction", "direction:PATH", takes_path=True),
+)}
+#: ``--precondition`` choices, name -> :class:`Preconditioner`
+PRECONDITIONER_KINDS: dict[str, Preconditioner] = {p.name: p for p in (
+    Preconditioner("adam", second_moment=True, help="predict an Adam step (u = P v)"),
+    Preconditioner("none", second_moment=False, help="predict an SGD step (u = v)"),
+)}
+#: the probe's reference updates (``--reference``) and preconditioners (``--precondition``), from the registries
+REFERENCES = tuple(r.spelling for r in REFERENCE_KINDS.values())
+PRECONDITIONERS = tuple(PRECONDITIONER_KINDS)
+
+
+def reference_kind(spec: str) -> Reference:
+    """The :class:`Reference` of a ``--reference`` value.
+
+    Raises
+    ------
+    ValueError
+        ``spec`` is no registered kind (the message lists :data:`REFERENCES`).
+    """
+    for kind in REFERENCE_KINDS.values():
+        if isinstance(spec, str) and kind.matches(spec):
+            return kind
+    raise ValueError(f"reference {spec!r} must be one of {REFERENCES}")
+
+
+def preconditioner(name: str) -> Preconditioner:
+    """The :class:`Preconditioner` named ``name``.
+
+    Raises
+    ------
+    ValueError
+        An unknown name (the message lists :data:`PRECONDITIONERS`).
+    """
+    if name not in PRECONDITIONER_KINDS:
+        raise ValueError(f"precondition {name!r} must be one of {PRECONDITIONERS}")
+    return PRECONDITIONER_KINDS[name]
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from gradprobe import cli
+from gradprobe.cli.probe import _config_from_args
 from gradprobe.config import MCConfig, SamplingConfig
 from gradprobe.probe.run import DEFAULT_TASK, SMALL_MODEL_PARAMETERS, ProbeConfig, probe_threads, run_probe
 from gradprobe.tasks import load_task
@@ -27,22 +28,26 @@ def _probe_args(argv: list[str]) -> argparse.Namespace:
 
 def test_defaults_are_the_tiny_tier_on_its_frontier_task():
     config = ProbeConfig()
-    assert config.model == "tiny" and config.rewards == ("outcome", "mc_value", "hybrid_0.5")
-    task = load_task(config.task)
-    assert config.task == DEFAULT_TASK and task.config == {**task.config, **TINY_FRONTIER_TASK}
+    assert config.model.name == "tiny" and config.rewards == ("outcome", "mc_value", "hybrid_0.5")
+    task = load_task(config.task.spec)
+    assert config.task.spec == DEFAULT_TASK and task.config == {**task.config, **TINY_FRONTIER_TASK}
     problems = task.problems("train", 50)
     assert {p.metadata["num_terms"] for p in problems} == {3, 4} and {p.metadata["num_digits"] for p in problems} == {1}
-    assert config.threads is None and config.mc == MCConfig(continuations=2)
+    assert config.model.threads is None and config.mc == MCConfig(continuations=2)
 
 
 def test_command_line_defaults_equal_the_config_defaults():
     """`gradprobe probe` with no options runs ProbeConfig() (the two lists of defaults cannot drift apart)."""
     args, config = _probe_args([]), ProbeConfig()
-    assert args.model == config.model and args.task == config.task
+    flat = config.to_dict()  # probe.json["config"]: one key per flat setting
+    assert args.model == config.model.name == flat["model"] and args.task == config.task.spec
     assert tuple(args.rewards.split(",")) == config.rewards
     for name in ("prompts", "group", "heldout_prompts", "heldout_group", "lr", "budget_tokens", "budget_seconds",
-                 "precondition", "loss_type", "seed", "threads", "device", "dtype"):
-        assert getattr(args, name) == getattr(config, name), name
+                 "precondition", "loss_type", "seed", "threads", "device", "dtype", "micro_batch_size",
+                 "update_prompts", "update_group", "reference"):
+        assert getattr(args, name) == flat[name], name
+    assert (args.bootstrap, args.no_progress, args.cosine) == (flat["n_bootstrap"], not flat["progress"], flat["cosine"])
+    assert _config_from_args(args) == config  # the command line's config of no options is the default one
     assert (args.continuations, args.max_steps) == (config.mc.continuations, config.mc.max_steps)
     assert (args.temperature, args.top_p, args.max_new_tokens) == (config.sampling.temperature, config.sampling.top_p,
                                                                     config.sampling.max_new_tokens)
@@ -53,14 +58,14 @@ def test_small_models_probe_on_one_thread_and_the_callers_setting_is_restored(ti
     assert sum(p.numel() for p in tiny_policy.model.parameters()) < SMALL_MODEL_PARAMETERS
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # OpenMP's default: threads spin a while
     assert probe_threads(ProbeConfig(), tiny_policy.model) == 1
-    assert probe_threads(ProbeConfig(threads=2), tiny_policy.model) == 2
+    assert probe_threads(ProbeConfig.from_dict(dict(threads=2)), tiny_policy.model) == 2
     monkeypatch.setenv("OMP_WAIT_POLICY", "passive")  # as `gradprobe` sets it before torch loads
     assert probe_threads(ProbeConfig(), tiny_policy.model) == torch.get_num_threads()
     monkeypatch.delenv("OMP_WAIT_POLICY")
     monkeypatch.setattr("gradprobe.probe.run.SMALL_MODEL_PARAMETERS", 10)  # as if it were a large model
     assert probe_threads(ProbeConfig(), tiny_policy.model) == torch.get_num_threads()
     with pytest.raises(ValueError, match="--threads"):
-        ProbeConfig(threads=0)
+        ProbeConfig.from_dict(dict(threads=0))
 
 
 def test_run_probe_sets_the_threads_during_the_probe_only(tiny_policy, monkeypatch):
@@ -76,9 +81,9 @@ def test_run_probe_sets_the_threads_during_the_probe_only(tiny_policy, monkeypat
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        config = ProbeConfig(model="tiny-qwen2", task="chain_sum", rewards=(), prompts=2, group=2, heldout_prompts=1,
-                             heldout_group=2, n_bootstrap=10, progress=False,
-                             sampling=SamplingConfig(max_new_tokens=4))
+        config = ProbeConfig.from_dict(dict(
+            model="tiny-qwen2", task="chain_sum", rewards=(), prompts=2, group=2, heldout_prompts=1,
+            heldout_group=2, n_bootstrap=10, progress=False, sampling=SamplingConfig(max_new_tokens=4)))
         run_probe(config, policy=tiny_policy, extra_rewards={"parity": sequence_reward(record)})
         assert seen == [1] and torch.get_num_threads() == 2
     finally:

@@ -22,7 +22,7 @@ def _config(**kw):
                 mc=MCConfig(continuations=2, max_steps=3), n_bootstrap=200, lr=1e-4, budget_tokens=100_000,
                 progress=False, precondition="adam", second_moment_minibatches=2)
     base.update(kw)
-    return ProbeConfig(**base)
+    return ProbeConfig.from_dict(base)
 
 
 @pytest.fixture(scope="module")
@@ -230,10 +230,10 @@ def test_reward_returning_none_and_raising(tmp_path):
 @pytest.mark.slow
 def test_end_to_end_on_smollm2(tmp_path):
     """The real pretrained model, real chain_sum prompts (small sizes)."""
-    cfg = ProbeConfig(model="smollm2-135m", task="chain_sum", rewards=("outcome", "mc_value"), prompts=2, group=2,
-                      heldout_prompts=2, heldout_group=2, sampling=SamplingConfig(max_new_tokens=24),
-                      mc=MCConfig(continuations=1, max_steps=2), n_bootstrap=50, progress=False,
-                      second_moment_minibatches=1)
+    cfg = ProbeConfig.from_dict(dict(
+        model="smollm2-135m", task="chain_sum", rewards=("outcome", "mc_value"), prompts=2, group=2,
+        heldout_prompts=2, heldout_group=2, sampling=SamplingConfig(max_new_tokens=24),
+        mc=MCConfig(continuations=1, max_steps=2), n_bootstrap=50, progress=False, second_moment_minibatches=1))
     result = run_probe(cfg, out=tmp_path)
     assert json.loads((tmp_path / "probe.json").read_text())["config"]["model"] == "smollm2-135m"
     assert result["ledger"]["generated_tokens"]["rollout"] == result["batch"]["generated_tokens"] > 0

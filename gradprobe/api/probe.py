@@ -15,16 +15,15 @@ torch-bound) is imported inside the functions that run it.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 import shutil
 import tempfile
 from pathlib import Path
 
-from ..config import MCConfig, SamplingConfig
 from ..layout import PROBE_JSON
 from ..outputs import json_safe, write_json_atomic
+from ..probe_settings import DEFAULT_TASK, ProbeConfig
 from .probe_result import ProbeFileError, ProbeResult, load_probe
 
 __all__ = ["ProbeResult", "probe", "load_probe", "ProbeFileError"]
@@ -49,24 +48,9 @@ def _extra_reward(item, index: int) -> tuple[str, object]:
                      "f(prompts, completions, **columns) -> list[float | None], or a (name, Reward) pair")
 
 
-def _probe_config(model: str, task: str, names: tuple, settings: dict):
-    """A ProbeConfig from flat keyword settings (ProbeConfig, SamplingConfig and MCConfig field names)."""
-    from ..probe.run import ProbeConfig  # torch-bound: deferred (module docstring)
-
-    base = ProbeConfig()
-    own = {f.name for f in dataclasses.fields(ProbeConfig)} - {"model", "task", "rewards", "sampling", "mc"}
-    samp = {f.name for f in dataclasses.fields(SamplingConfig)}
-    mc = {f.name for f in dataclasses.fields(MCConfig)}
-    unknown = sorted(set(settings) - own - samp - mc - {"sampling", "mc"})
-    if unknown:
-        raise ValueError(f"unknown probe setting(s) {', '.join(unknown)}; valid: "
-                         f"{', '.join(sorted(own | samp | mc | {'sampling', 'mc'}))}")
-    sampling = settings.get("sampling") or base.sampling
-    sampling = dataclasses.replace(sampling, **{k: v for k, v in settings.items() if k in samp})
-    mc_config = settings.get("mc") or base.mc
-    mc_config = dataclasses.replace(mc_config, **{k: v for k, v in settings.items() if k in mc})
-    return ProbeConfig(model=model, task=task, rewards=names, sampling=sampling, mc=mc_config,
-                       **{k: v for k, v in settings.items() if k in own})
+def _probe_config(model: str, task: str, names: tuple, settings: dict) -> ProbeConfig:
+    """A ProbeConfig from flat keyword settings (:meth:`ProbeConfig.from_dict`, the one coercer)."""
+    return ProbeConfig.from_dict({**settings, "model": model, "task": task, "rewards": names})
 
 
 def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybrid_0.5"), *, out=None,
@@ -102,12 +86,13 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
         study folder, a metrics.jsonl, a CSV...); default: the model's shipped curve, if any.
     forecaster : {"auto", "probe", "cost_only", "signal_proxy"}
     **settings
-        Any :class:`gradprobe.probe.run.ProbeConfig` field (``prompts`` B, ``group`` G,
+        Any flat :class:`gradprobe.probe.run.ProbeConfig` setting (``prompts`` B, ``group`` G,
         ``heldout_prompts``, ``heldout_group``, ``lr``, ``loss_type``, ``budget_tokens`` (tokens),
         ``budget_seconds`` (device-seconds), ``precondition``, ``seed``, ``n_bootstrap``,
         ``progress``...), any :class:`gradprobe.config.SamplingConfig` field (``max_new_tokens``,
         ``temperature``, ``backend``...) or :class:`gradprobe.config.MCConfig` field
-        (``continuations`` K, ``max_steps``), or ``sampling=`` / ``mc=`` objects.
+        (``continuations`` K, ``max_steps``), or a stage as an object or dict (``sampling=``, ``mc=``,
+        ``batch={"prompts": 4}``...); read by :meth:`gradprobe.probe.run.ProbeConfig.from_dict`.
 
     Returns
     -------
@@ -127,7 +112,6 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     from ..forecast import forecast_section, load_reference_curve
     from ..probe.batches import run_probe_batches
     from ..probe.report_html import write_probe_report
-    from ..probe.run import DEFAULT_TASK
 
     if isinstance(rewards, str):
         rewards = [r.strip() for r in rewards.split(",") if r.strip()]

@@ -7,63 +7,69 @@ import logging
 import sys
 from pathlib import Path
 
-from ..config import DTYPE_NAMES, PRECONDITIONERS, SAMPLER_BACKENDS, MCConfig, SamplingConfig
+from ..config import DTYPE_NAMES, LOSS_TYPE_NAMES, PRECONDITIONER_KINDS, SAMPLER_BACKENDS, MCConfig, SamplingConfig
 from ..integrations.trl_config import apply_trl_config, mark_explicit_flags
 from ..layout import PROBE_JSON, REPORT_HTML
 from ..outputs import json_safe, write_json_atomic
+from ..probe_settings import (DEFAULT_MC, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig, ReferenceSettings,
+                              RunSettings, TaskSettings, UpdateSettings)
 
 
 def _add_probe(sub) -> None:
     p = sub.add_parser("probe", help="probe rewards on one batch: per-token alignment with a reference update",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", default="tiny",
+    p.add_argument("--model", default=ModelSettings.name,
                    help="tiny (the shipped warm-started tier), alias (smollm2-135m, tiny-qwen2, tiny-llama), local "
                         "folder, .gguf file, or hub id")
-    p.add_argument("--task", default="chain_sum:min_terms=3,max_terms=4,min_digits=1,max_digits=1",
+    p.add_argument("--task", default=TaskSettings.spec,
                    help="reasoning-gym dataset name (chain_sum, basic_arithmetic, gsm_symbolic, ...), gsm8k, gsm8k:PATH, or "
                         "your own data: jsonl:PATH or hf:NAME[:CONFIG], options after a last ':' (prompt=, question=, "
                         "answer=, solution= columns; verifier=hash|boxed|exact)")
     p.add_argument("--skip-malformed", action="store_true",
                    help="GSM8K, jsonl: and hf: tasks: skip (count and warn about) malformed rows instead of stopping at the first")
-    p.add_argument("--rewards", default="outcome,mc_value,hybrid_0.5", help="comma-separated registered reward names")
-    p.add_argument("--prompts", type=int, default=16, help="B, prompts in the probe batch")
-    p.add_argument("--group", type=int, default=8, help="G, completions per prompt")
-    p.add_argument("--reference", default="heldout", help="heldout, or direction:PATH (.safetensors vector)")
-    p.add_argument("--update-prompts", type=int, default=None,
+    p.add_argument("--rewards", default=",".join(ProbeConfig.rewards), help="comma-separated registered reward names")
+    p.add_argument("--prompts", type=int, default=BatchSettings.prompts, help="B, prompts in the probe batch")
+    p.add_argument("--group", type=int, default=BatchSettings.group, help="G, completions per prompt")
+    p.add_argument("--reference", default=ReferenceSettings.kind, help="heldout, or direction:PATH (.safetensors vector)")
+    p.add_argument("--update-prompts", type=int, default=UpdateSettings.update_prompts,
                    help="B of the training update the gain is predicted for (default: --prompts); scales tokens per update")
-    p.add_argument("--update-group", type=int, default=None,
+    p.add_argument("--update-group", type=int, default=UpdateSettings.update_group,
                    help="G of the training update the gain is predicted for (default: --group)")
-    p.add_argument("--heldout-prompts", type=int, default=8)
-    p.add_argument("--heldout-group", type=int, default=16)
-    p.add_argument("--precondition", choices=list(PRECONDITIONERS), default="adam",
-                   help="predict an Adam step (u = P v) or an SGD step (u = v)")
-    p.add_argument("--lr", type=float, default=1e-4, help="learning rate of the predicted update")
-    p.add_argument("--loss-type", choices=["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo"], default="grpo",
+    p.add_argument("--heldout-prompts", type=int, default=ReferenceSettings.heldout_prompts)
+    p.add_argument("--heldout-group", type=int, default=ReferenceSettings.heldout_group)
+    p.add_argument("--precondition", choices=list(PRECONDITIONER_KINDS), default=ReferenceSettings.precondition,
+                   help="; ".join(f"{k}: {v.help}" for k, v in PRECONDITIONER_KINDS.items()))
+    p.add_argument("--lr", type=float, default=UpdateSettings.lr, help="learning rate of the predicted update")
+    p.add_argument("--loss-type", choices=list(LOSS_TYPE_NAMES), default=UpdateSettings.loss_type,
                    help="loss of the predicted update (gradprobe.grpo.losses.LOSS_TYPES)")
     p.add_argument("--loss-types", default="", metavar="LOSS,...",
                    help="extra loss types, comma-separated (e.g. bnpo,cispo): every reward is also estimated under "
                         "each, as entries REWARD@LOSS (e.g. outcome@bnpo); under --precondition adam each token-weight "
                         "family (grpo/gspo, dapo/bnpo/cispo, dr_grpo) gets its own preconditioner and alignment pass")
-    p.add_argument("--budget-tokens", type=int, default=250_000, help="generated-token budget of the extrapolation")
-    p.add_argument("--budget-seconds", type=float, default=None, help="device-seconds budget of the extrapolation")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--backend", choices=list(SAMPLER_BACKENDS), default="hf",
+    p.add_argument("--budget-tokens", type=int, default=BudgetSettings.tokens,
+                   help="generated-token budget of the extrapolation")
+    p.add_argument("--budget-seconds", type=float, default=BudgetSettings.seconds,
+                   help="device-seconds budget of the extrapolation")
+    p.add_argument("--temperature", type=float, default=SamplingConfig.temperature)
+    p.add_argument("--top-p", type=float, default=SamplingConfig.top_p)
+    p.add_argument("--max-new-tokens", type=int, default=SamplingConfig.max_new_tokens)
+    p.add_argument("--backend", choices=list(SAMPLER_BACKENDS), default=SamplingConfig.backend,
                    help="rollout backend (gradprobe.rollout.SAMPLERS): hf = batched generate, hf_paged = "
                         "transformers continuous batching with a paged KV cache, vllm = the optional vLLM engine")
-    p.add_argument("--continuations", type=int, default=2, help="K, MC continuations per step boundary")
-    p.add_argument("--max-steps", type=int, default=8, help="steps per completion for MC rewards (lines merged)")
+    p.add_argument("--continuations", type=int, default=DEFAULT_MC.continuations,
+                   help="K, MC continuations per step boundary")
+    p.add_argument("--max-steps", type=int, default=DEFAULT_MC.max_steps,
+                   help="steps per completion for MC rewards (lines merged)")
     p.add_argument("--cosine", action="store_true", help="also compute cosines (one backward per reward)")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples over prompts")
-    p.add_argument("--micro-batch-size", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32", choices=list(DTYPE_NAMES))
+    p.add_argument("--bootstrap", type=int, default=RunSettings.n_bootstrap, help="bootstrap resamples over prompts")
+    p.add_argument("--micro-batch-size", type=int, default=UpdateSettings.micro_batch_size)
+    p.add_argument("--seed", type=int, default=BatchSettings.seed)
+    p.add_argument("--device", default=ModelSettings.device)
+    p.add_argument("--dtype", default=ModelSettings.dtype, choices=list(DTYPE_NAMES))
     p.add_argument("--out", default="runs/probe",
                    help="output folder (probe.json, report.html, alignment.safetensors, tokens.jsonl)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--threads", type=int, default=ModelSettings.threads,
                    help="torch CPU threads (default: torch's own; 1 for models under 20M parameters when OpenMP threads spin, "
                         "i.e. OMP_WAIT_POLICY is not PASSIVE, which this command sets)")
     p.add_argument("--probe-batches", type=int, default=1,
@@ -94,7 +100,7 @@ def _probe_command(args) -> int:
     """``gradprobe probe``: build the config, load the calibration first, run, print; 0 or 2 (bad input)."""
     from ..forecast import forecast_section, load_reference_curve
     from ..probe.batches import run_probe_batches
-    from ..probe.run import ProbeConfig, format_table
+    from ..probe.run import format_table
 
     try:
         trl = None
@@ -106,25 +112,11 @@ def _probe_command(args) -> int:
             from calib.model import load_calibration  # the composition root may use calib; the library never does
 
             calibration = load_calibration(args.calibration)
-        config = ProbeConfig(
-            model=args.model, task=args.task, skip_malformed=args.skip_malformed,
-            update_prompts=args.update_prompts, update_group=args.update_group,
-            rewards=tuple(r.strip() for r in args.rewards.split(",") if r.strip()),
-            prompts=args.prompts, group=args.group, reference=args.reference,
-            heldout_prompts=args.heldout_prompts, heldout_group=args.heldout_group,
-            precondition=args.precondition, lr=args.lr, loss_type=args.loss_type,
-            loss_types=tuple(x.strip() for x in args.loss_types.split(",") if x.strip()),
-            budget_tokens=args.budget_tokens, budget_seconds=args.budget_seconds,
-            sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p,
-                                    max_new_tokens=args.max_new_tokens, backend=args.backend),
-            mc=MCConfig(continuations=args.continuations, max_steps=args.max_steps),
-            seed=args.seed, device=args.device, dtype=args.dtype, cosine=args.cosine, threads=args.threads,
-            n_bootstrap=args.bootstrap, micro_batch_size=args.micro_batch_size, progress=not args.no_progress,
-        )
+        config = _config_from_args(args)
         if calibration is not None:
             from calib.apply import calibrate_probe, check_applicable, format_calibrated, rewrite_probe_json
 
-            check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget_seconds)
+            check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget.seconds)
         result = run_probe_batches(config, batches=args.probe_batches, out=args.out)
         result["forecast"] = forecast_section(result, curve=curve, curve_spec=args.reference_curve,
                                               method=args.forecaster,
@@ -146,6 +138,24 @@ def _probe_command(args) -> int:
         print(format_calibrated(result))
     print(f"\nwrote {args.out}/{PROBE_JSON} and {args.out}/{REPORT_HTML}")
     return 0
+
+
+def _config_from_args(args) -> ProbeConfig:
+    """The :class:`~gradprobe.probe_settings.ProbeConfig` of ``gradprobe probe``'s options: flat settings read by
+    :meth:`ProbeConfig.from_dict` (sampling fields without a flag, e.g. ``top_k``, keep SamplingConfig's defaults).
+
+    Raises ValueError: a bad value (the message names the field and its flag)."""
+    return ProbeConfig.from_dict(dict(
+        model=args.model, task=args.task, skip_malformed=args.skip_malformed, rewards=args.rewards,
+        update_prompts=args.update_prompts, update_group=args.update_group, prompts=args.prompts, group=args.group,
+        reference=args.reference, heldout_prompts=args.heldout_prompts, heldout_group=args.heldout_group,
+        precondition=args.precondition, lr=args.lr, loss_type=args.loss_type, loss_types=args.loss_types,
+        budget_tokens=args.budget_tokens, budget_seconds=args.budget_seconds,
+        sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+                                backend=args.backend),
+        mc=MCConfig(continuations=args.continuations, max_steps=args.max_steps),
+        seed=args.seed, device=args.device, dtype=args.dtype, cosine=args.cosine, threads=args.threads,
+        n_bootstrap=args.bootstrap, micro_batch_size=args.micro_batch_size, progress=not args.no_progress))
 
 
 def probe_main(args) -> int:

@@ -113,7 +113,8 @@ class GradprobeCallback(TrainerCallback):
     on_error : {"raise", "warn"}
         What a failing probe does: stop training, or warn and record the error (training goes on).
     **probe_options
-        Other :class:`~gradprobe.probe.run.ProbeConfig` fields (``n_bootstrap``, ``micro_batch_size``...).
+        Other flat :class:`~gradprobe.probe.run.ProbeConfig` settings (``n_bootstrap``, ``micro_batch_size``...;
+        :meth:`~gradprobe.probe.run.ProbeConfig.from_dict`).
 
     Attributes
     ----------
@@ -266,7 +267,7 @@ class GradprobeCallback(TrainerCallback):
                                                max_new_tokens=args.max_completion_length),
                        seed=args.seed, device=str(next(model.parameters()).device), dtype=dtype, progress=False)
         options.update(self.probe_options)
-        return ProbeConfig(**options), model
+        return ProbeConfig.from_dict(options), model
 
     def _probe(self, args, state) -> None:
         trainer = self._need_trainer()

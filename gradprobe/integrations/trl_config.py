@@ -74,6 +74,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from ..config import preconditioner
+from ..probe_settings import ReferenceSettings
 from .trl_config_file import FLOAT_FIELDS, MACHINE_FIELDS  # noqa: F401 - importable from here, as before the split
 from .trl_config_file import TrlConfigError, _default, _grpo_fields, read_trl_config
 
@@ -340,7 +342,8 @@ def _cispo_cap(cfg, args, updates: dict, settings: TrlProbeSettings) -> None:
             f"TRL's weight min(r, epsilon_high) is min(1, {cap:g}) = {c:g}, with dapo's normaliser")
     if c >= 1.0:
         settings.notes.append(what + ", so the gradients are equal")
-    elif updates.get("precondition", getattr(args, "precondition", "adam")) == "none":
+    elif not preconditioner(updates.get("precondition", getattr(args, "precondition", ReferenceSettings.precondition))
+                            ).second_moment:  # SGD: the cap scales the step
         lr = float(updates.get("lr", args.lr)) * c
         updates["lr"] = lr
         settings.notes.append(what + f": the SGD step is {c:g} x dapo's, so the probe's learning rate is "

@@ -14,7 +14,7 @@ Slow references for tests and baselines live in :mod:`gradprobe.probe.references
 """
 
 from .alignment import DirectionMismatchError, check_direction, token_alignment, trainable_parameters
-from .estimate import NORMALIZERS, RewardEstimate, estimate_rewards, group_sums
+from .estimate import RewardEstimate, estimate_rewards, group_sums
 from .reference_update import (
     adam_preconditioner,
     apply_preconditioner,
@@ -30,7 +30,7 @@ from .references import dot, norm, reward_gradient, token_alignment_autograd, to
 
 __all__ = [
     "DirectionMismatchError", "check_direction", "token_alignment", "trainable_parameters",
-    "RewardEstimate", "estimate_rewards", "group_sums", "NORMALIZERS",
+    "RewardEstimate", "estimate_rewards", "group_sums",
     "heldout_reference", "rloo_coefficients", "load_direction", "save_direction", "direction_between",
     "adam_preconditioner", "apply_preconditioner", "second_moment_from_minibatches", "second_moment_from_optimizer",
     "reward_gradient", "token_alignment_autograd", "token_alignment_finite_difference", "dot", "norm",

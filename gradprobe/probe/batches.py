@@ -6,7 +6,7 @@ bootstrap interval narrows roughly as 1 / sqrt(N) with N batches. :func:`run_pro
 :func:`gradprobe.probe.run.run_probe` N times on the same policy:
 
 - batch k probes training prompts k*B .. (k+1)*B - 1 of one draw of N*B distinct prompts (distinct
-  question texts; ``task.problems("train", ..., seed=config.seed)``), with ``seed = config.seed + k``
+  question texts; ``task.problems("train", ..., seed=config.batch.seed)``), with ``seed = config.batch.seed + k``
   for its rollouts and continuations;
 - the reference direction (the held-out RLOO gradient, or ``direction:PATH``) is computed once, by
   batch 0, and reused by the others (:class:`ReferenceDirection`): its cost is paid once, and every
@@ -29,7 +29,6 @@ the forecast says so.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +41,6 @@ from ..models import load_policy
 from ..outputs import json_safe, prepare_output_dir, removed_if_left_empty, write_json_atomic
 from ..tasks import load_task
 from . import run as probe_run  # probe_run.run_probe is looked up per call: a test may stand in for it
-from .config import config_dict
 from .result import add_same_loss_ratios
 
 __all__ = ["ReferenceDirection", "run_probe_batches", "combine_batches"]
@@ -142,19 +140,20 @@ def run_probe_batches(config, *, batches: int = 1, out: str | Path | None = None
     with removed_if_left_empty(out):
         if out is not None:
             prepare_output_dir(Path(out))
-        task = task or load_task(config.task, **({"skip_malformed": True} if config.skip_malformed else {}))
-        policy = policy or load_policy(config.model, dtype=config.dtype, device=config.device, seed=config.seed)
-        pool = _distinct_train_prompts(task, batches * config.prompts, config.seed)
+        task = task or load_task(config.task.spec, **({"skip_malformed": True} if config.task.skip_malformed else {}))
+        policy = policy or load_policy(config.model.name, dtype=config.model.dtype, device=config.model.device,
+                                       seed=config.batch.seed)
+        b = config.batch.prompts
+        pool = _distinct_train_prompts(task, batches * b, config.batch.seed)
         holder = ReferenceDirection()
         results = []
         for k in range(batches):
-            cfg_k = dataclasses.replace(config, seed=config.seed + k)
+            cfg_k = config.with_settings(seed=config.batch.seed + k)
             sub = None if out is None else Path(out) / f"batch_{k}"
-            res = probe_run.run_probe(cfg_k, out=sub, policy=policy,
-                            task=_TrainSlice(task, pool[k * config.prompts:(k + 1) * config.prompts]),
-                            extra_rewards=extra_rewards, sampler=sampler, reference_direction=holder)
+            res = probe_run.run_probe(cfg_k, out=sub, policy=policy, task=_TrainSlice(task, pool[k * b:(k + 1) * b]),
+                                      extra_rewards=extra_rewards, sampler=sampler, reference_direction=holder)
             res["reference"]["draw"] = 0
-            res["prompt_ids"] = [p.id for p in pool[k * config.prompts:(k + 1) * config.prompts]]
+            res["prompt_ids"] = [p.id for p in pool[k * b:(k + 1) * b]]
             results.append(res)
         combined = combine_batches(results, config)
         if out is not None:
@@ -176,7 +175,7 @@ def combine_batches(results: list[dict], config) -> dict:
     -------
     dict
         See the module docstring. Pooled entry fields: ``inner_product`` (mean over batches),
-        ``interval`` / ``snr`` (stratified bootstrap over groups, ``config.n_bootstrap`` replicates),
+        ``interval`` / ``snr`` (stratified bootstrap over groups, ``config.run.n_bootstrap`` replicates),
         ``predicted_gain_per_update`` = 100 lr ``inner_product``, ``tokens_per_update`` (mean),
         ``predicted_gain_at_budget`` (and ``_at_time_budget``), ``signal_proxy`` (mean), ``cosine``
         (mean when every batch has one); the remaining fields are batch 0's.
@@ -192,15 +191,15 @@ def combine_batches(results: list[dict], config) -> dict:
         if [r["name"] for r in res["rewards"]] != names:
             raise ValueError(f"probe batch {j} probed {[r['name'] for r in res['rewards']]}, batch 0 {names}")
     out = copy.deepcopy(results[0])
-    out["config"] = dict(config_dict(config), probe_batches=k)
+    out["config"] = dict(config.to_dict(), probe_batches=k)
     by_name = [{r["name"]: r for r in res["rewards"]} for res in results]
     sizes = [len(b[names[0]]["per_group"]) for b in by_name]
-    n_boot = max(int(config.n_bootstrap), 0)
-    counts = stratified_counts(sizes, n_boot, config.seed) if n_boot > 1 else None
+    n_boot = max(int(config.run.n_bootstrap), 0)
+    counts = stratified_counts(sizes, n_boot, config.batch.seed) if n_boot > 1 else None
     entries = [_pooled_entry(entry, [b[name] for b in by_name], config, counts) for name, entry in
                zip(names, out["rewards"])]
     out["rewards"] = entries
-    add_same_loss_ratios(entries, config.loss_type)  # of the pooled inner products (batch 0's were copied)
+    add_same_loss_ratios(entries, config.update.loss_type)  # of the pooled inner products (batch 0's were copied)
     out["ledger"] = _sum_ledgers([r["ledger"] for r in results])
     out["costs"] = _sum_costs([r["costs"] for r in results])
     out["warnings"] = list(dict.fromkeys(w for r in results for w in r.get("warnings", [])))
@@ -225,12 +224,12 @@ def _pooled_entry(entry: dict, per_batch: list[dict], config, counts) -> dict:
     ``counts``: the stratified bootstrap's resampling counts per batch (each (n_bootstrap, groups of that
     batch); :func:`gradprobe.forecast.proxies.stratified_counts`), or None for no interval.
     """
-    k, lr = len(per_batch), float(config.lr)
+    k, lr = len(per_batch), float(config.update.lr)
     per = [np.asarray(b["per_group"], dtype=np.float64) for b in per_batch]
     ip = float(np.mean([p.sum() for p in per]))
     tokens = float(np.mean([b["tokens_per_update"] for b in per_batch]))
     gain = 100.0 * lr * ip
-    scale = float(config.budget_tokens) / tokens
+    scale = float(config.budget.tokens) / tokens
     entry.update(inner_product=ip, per_group=[float(x) for p in per for x in p / k], num_groups=int(sum(map(len, per))),
                  tokens_per_update=int(round(tokens)), predicted_gain_per_update=gain,
                  predicted_gain_at_budget=scale * gain, probe_batches=k)
@@ -247,8 +246,8 @@ def _pooled_entry(entry: dict, per_batch: list[dict], config, counts) -> dict:
     secs = [b.get("seconds_per_update") for b in per_batch]
     if all(s is not None for s in secs):
         entry["seconds_per_update"] = float(np.mean(secs))
-        if config.budget_seconds is not None:
-            entry["predicted_gain_at_time_budget"] = config.budget_seconds / entry["seconds_per_update"] * gain
+        if config.budget.seconds is not None:
+            entry["predicted_gain_at_time_budget"] = config.budget.seconds / entry["seconds_per_update"] * gain
     cos = [b.get("cosine") for b in per_batch]
     entry["cosine"] = float(np.mean(cos)) if all(c is not None for c in cos) else None
     sp = [b.get("signal_proxy") for b in per_batch]

@@ -64,7 +64,7 @@ def loss_type_families(config: ProbeConfig) -> dict[str, list[str]]:
     """Token-weight family -> its loss types, over ``loss_type`` then ``loss_types`` (in that order; the
     probe's own family first)."""
     families: dict[str, list[str]] = {}
-    for lt in (config.loss_type, *config.loss_types):
+    for lt in config.update.all_loss_types:
         families.setdefault(weight_family(lt), []).append(lt)
     return families
 
@@ -99,7 +99,7 @@ def second_moment(config: ProbeConfig, run: DeviceBatch, loss_type: str) -> dict
     weights = partial(token_weights, loss_type=loss_type, max_completion_length=run.max_completion_length)
     return second_moment_from_minibatches(
         run.model, run.batch, run.outcome_advantages, weights,
-        num_minibatches=min(config.second_moment_minibatches, run.batch.num_prompts),
+        num_minibatches=min(config.reference.second_moment_minibatches, run.batch.num_prompts),
         micro_batch_size=run.micro_batch_size)
 
 
@@ -108,9 +108,9 @@ def own_second_moment(config: ProbeConfig, run: DeviceBatch, times: StageTimes, 
     before v so that at most three parameter-sized vectors are alive; seconds into ``times.precondition``."""
     t0, c0 = time.perf_counter(), time.process_time()
     s = None
-    if config.precondition == "adam":
+    if config.reference.preconditioner.second_moment:
         say("Adam preconditioner: second moment of minibatch GRPO gradients")
-        s = second_moment(config, run, config.loss_type)
+        s = second_moment(config, run, config.update.loss_type)
         release_memory()  # its gradient buffer and activations; s stays
     times.precondition, times.precondition_cpu = time.perf_counter() - t0, time.process_time() - c0
     return s
@@ -137,17 +137,18 @@ def reference_update(config: ProbeConfig, policy, task, run: DeviceBatch, sample
         (||v||) and ``ledger`` (the held-out rollouts' and backward passes' tokens and FLOPs).
     """
     ref_ledger = Ledger()
-    reference: dict = {"kind": "heldout" if config.reference == "heldout" else "direction"}
+    kind = config.reference.variant
+    reference: dict = {"kind": kind.name}
     t0 = time.perf_counter()
     if reference_direction is not None and reference_direction.vector is not None:  # computed once, reused
         v = reference_direction.vector
         reference.update({k: x for k, x in reference_direction.info.items() if k not in ("seconds", "norm", "ledger")},
                          reused=True)
-    elif config.reference == "heldout":
-        v = _heldout_update(config, policy, task, run.model, sampler, ref_ledger, reference, say)
-    else:
+    elif kind.takes_path:
         v = direction
-        reference["path"] = config.reference.split(":", 1)[1]
+        reference["path"] = kind.path(config.reference.kind)
+    else:
+        v = _heldout_update(config, policy, task, run.model, sampler, ref_ledger, reference, say)
     reference["seconds"] = time.perf_counter() - t0
     reference["norm"] = norm(v)
     reference["ledger"] = ref_ledger.to_dict()
@@ -161,18 +162,18 @@ def _heldout_update(config: ProbeConfig, policy, task, model, sampler, ref_ledge
     """v = the RLOO policy gradient of held-out accuracy (:func:`gradprobe.probe.heldout_reference`) on
     ``heldout_prompts`` x ``heldout_group`` fresh rollouts, charged to ``ref_ledger``; the held-out
     batch's figures go into ``reference``."""
-    held = task.problems("heldout", config.heldout_prompts, seed=config.seed)
-    hbatch = collect_rollouts(policy, task, held, group_size=config.heldout_group, sampler=sampler,
+    held = task.problems("heldout", config.reference.heldout_prompts, seed=config.batch.seed)
+    hbatch = collect_rollouts(policy, task, held, group_size=config.reference.heldout_group, sampler=sampler,
                               sampling=config.sampling, ledger=ref_ledger, category="eval",
                               desc="held-out rollouts").to(model.device)
     release_memory()  # the held-out generation's KV caches
     say("reference update: RLOO policy gradient of held-out accuracy (backward passes)")
     with ref_ledger.timed("reference"):
         v = heldout_reference(model, hbatch, micro_batch_size=memory_bounded_rows(model, hbatch,
-                                                                                 config.micro_batch_size))
+                                                                                 config.update.micro_batch_size))
     release_memory()  # the reference's activations (v stays)
     scores = hbatch.scores[torch.isfinite(hbatch.scores)]
-    reference.update(prompts=len(held), group=config.heldout_group,
+    reference.update(prompts=len(held), group=config.reference.heldout_group,
                      heldout_accuracy=float(scores.mean()) if scores.numel() else float("nan"),
                      zero_variance_groups=int(sum(1 for row in hbatch.scores_grouped() if row.min() == row.max())))
     hfpt = batch_flops_per_token(model, hbatch)  # held-out generation, then forward + backward
@@ -192,10 +193,10 @@ def align(config: ProbeConfig, run: DeviceBatch, s: dict | None, v: dict, refere
     -------
     (Tensor, dict or None)
         The alignment a, shape (N, T), in the model's dtype (0 off the completion mask), and the
-        ``reference_check`` of ``config.reference_check_rows`` rows against a higher-precision copy.
+        ``reference_check`` of ``config.reference.reference_check_rows`` rows against a higher-precision copy.
     """
     t0, c0 = time.perf_counter(), time.process_time()
-    if config.precondition == "adam":
+    if config.reference.preconditioner.second_moment:
         u, reference["precondition"] = adam_direction(s, v)
     else:
         reference["precondition"] = "none"
@@ -210,9 +211,9 @@ def align(config: ProbeConfig, run: DeviceBatch, s: dict | None, v: dict, refere
         alignment = token_alignment(run.model, run.batch, u, micro_batch_size=run.micro_batch_size)
     times.alignment, times.alignment_cpu = time.perf_counter() - t0, time.process_time() - c0
     reference_check = None
-    if config.reference_check_rows:  # the pass in the model's dtype vs a float32 (float64) copy, on a slice
+    if config.reference.reference_check_rows:  # the pass in the model's dtype vs a float32 (float64) copy, a slice
         reference_check = alignment_reference_check(run.model, run.batch, u, alignment,
-                                                     rows=config.reference_check_rows,
+                                                     rows=config.reference.reference_check_rows,
                                                      micro_batch_size=run.micro_batch_size)
     u = None  # memory: only v is needed from here on
     release_memory()  # u and the jvp's activations
@@ -236,9 +237,9 @@ def family_alignments(config: ProbeConfig, run: DeviceBatch, v: dict, alignment:
     dict[str, Tensor]
         Family -> a_f, shape (N, T) (only the probe's own family without Adam).
     """
-    families, own = loss_type_families(config), weight_family(config.loss_type)
+    families, own = loss_type_families(config), weight_family(config.update.loss_type)
     alignments = {own: alignment}
-    if config.precondition != "adam":
+    if not config.reference.preconditioner.second_moment:
         reference["alignment_families"] = None  # one pass shared by every loss type
         return alignments
     info = {own: {"loss_types": families[own], "pass": 0, "precondition": reference["precondition"],

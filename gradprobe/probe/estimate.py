@@ -54,16 +54,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..grpo.losses import GROUP_PARTS, probe_advantages
+from ..grpo.loss_types import GROUP_PARTS
+from ..grpo.losses import probe_advantages
 from .signal_proxy import signal_proxy_group_sums, token_probability_stats
 
-__all__ = ["RewardEstimate", "group_sums", "estimate_rewards", "NORMALIZERS", "token_probability_stats",
+__all__ = ["RewardEstimate", "group_sums", "estimate_rewards", "token_probability_stats",
            "signal_proxy_group_sums"]
-
-
-#: loss_type -> (mask (N, T) float64, G, L_max) -> (u (N, T), den (B,)), w = u / sum(den): the per-group
-#: form of each loss type's weights, read from the one registry (:data:`gradprobe.grpo.losses.LOSSES`).
-NORMALIZERS = GROUP_PARTS
 
 
 def group_sums(alignment: Tensor, advantages: Tensor, completion_mask: Tensor, group_size: int, *,
@@ -97,8 +93,8 @@ def group_sums(alignment: Tensor, advantages: Tensor, completion_mask: Tensor, g
     ValueError
         Unknown ``loss_type``, mismatched shapes, N not a multiple of G, or non-finite values on the mask.
     """
-    if loss_type not in NORMALIZERS:
-        raise ValueError(f"loss_type {loss_type!r} is not one of {sorted(NORMALIZERS)}")
+    if loss_type not in GROUP_PARTS:
+        raise ValueError(f"loss_type {loss_type!r} is not one of {sorted(GROUP_PARTS)}")
     mask = completion_mask.bool().to(alignment.device)
     n, t = mask.shape
     if alignment.shape != (n, t):
@@ -115,7 +111,7 @@ def group_sums(alignment: Tensor, advantages: Tensor, completion_mask: Tensor, g
         raise ValueError("alignment or advantages are not finite on the completion mask (a NaN reward must be "
                          "masked, with advantage 0, before the probe)")
     adv = probe_advantages(adv, mask, loss_type)  # gspo: each sequence's mean advantage on its tokens
-    u, den = NORMALIZERS[loss_type](mask.to(torch.float64), group_size, max_completion_length or t)
+    u, den = GROUP_PARTS[loss_type](mask.to(torch.float64), group_size, max_completion_length or t)
     ua = u * a  # (N, T): shared by every reward
     per_row = (adv * ua).sum(-1)  # (N,) or (R, N)
     num = per_row.unflatten(-1, (n // group_size, group_size)).sum(-1)  # (B,) or (R, B)

@@ -21,7 +21,7 @@ import torch
 from ..grpo.losses import probe_advantages, token_weights
 from ..outputs import versions
 from ..probe_keys import entry_key, split_entry_key
-from .config import ProbeConfig, config_dict
+from .config import ProbeConfig
 from .direction import weight_family
 from .estimate import estimate_rewards, signal_proxy_group_sums, token_probability_stats
 from .references import dot, norm, reward_gradient
@@ -66,22 +66,22 @@ def add_same_loss_ratios(entries: list[dict], probe_loss_type: str, reference_re
 
 
 def reward_cosines(config: ProbeConfig, run: DeviceBatch, advantages: dict, v: dict) -> dict[str, float]:
-    """Entry key -> cos(g_R, v) (not P v) under every loss type, when ``config.cosine``; else empty.
+    """Entry key -> cos(g_R, v) (not P v) under every loss type, when ``config.reference.cosine``; else empty.
 
     One backward per reward and loss type: g_R explicitly (:func:`gradprobe.probe.reward_gradient`, gspo
     with sequence-mean advantages); 0.0 when either vector is zero.
     """
     cosines = {}
-    if not config.cosine:
+    if not config.reference.cosine:
         return cosines
     batch, v_norm = run.batch, norm(v)
-    for lt in (config.loss_type, *config.loss_types):
+    for lt in config.update.all_loss_types:
         weights = token_weights(batch.completion_mask, lt, max_completion_length=run.max_completion_length)
         for name, adv in advantages.items():
             g = reward_gradient(run.model, batch, probe_advantages(adv, batch.completion_mask, lt), weights,
                                 micro_batch_size=run.micro_batch_size)  # gspo: sequence-mean advantages
             g_norm = norm(g)
-            cosines[entry_key(name, lt, config.loss_type)] = (dot(g, v) / (g_norm * v_norm)
+            cosines[entry_key(name, lt, config.update.loss_type)] = (dot(g, v) / (g_norm * v_norm)
                                                               if g_norm > 0 and v_norm > 0 else 0.0)
     return cosines
 
@@ -97,8 +97,8 @@ def per_update_costs(config: ProbeConfig, batch, outputs: dict, times: StageTime
         if any, one forward + backward), both scaled by ``update_scale`` = (update_prompts x
         update_group) / (prompts x group), the training update's batch over the probe batch.
     """
-    update_scale = ((config.update_prompts or config.prompts) * (config.update_group or config.group)
-                    / (config.prompts * config.group))
+    update, b = config.update, config.batch
+    update_scale = (update.update_prompts or b.prompts) * (update.update_group or b.group) / (b.prompts * b.group)
     tokens_per_update, seconds_per_update = {}, {}
     for name, out in outputs.items():
         extra = int(sum(out["generated_tokens"].values()))
@@ -120,19 +120,19 @@ def estimate_all(config: ProbeConfig, run: DeviceBatch, alignments: dict, advant
     list of (str, str, RewardEstimate)
         (reward, loss type, estimate named by its entry key ``REWARD`` or ``REWARD@LOSS_TYPE``).
     """
-    adam, batch = config.precondition == "adam", run.batch
-    alignment = alignments[weight_family(config.loss_type)]
+    adam, batch = config.reference.preconditioner.second_moment, run.batch
+    alignment = alignments[weight_family(config.update.loss_type)]
     estimates = []
-    for lt in (config.loss_type, *config.loss_types):
+    for lt in config.update.all_loss_types:
         t0, c0 = time.perf_counter(), time.process_time()
         for est in estimate_rewards(
                 alignments[weight_family(lt)] if adam else alignment, advantages,
                 completion_mask=batch.completion_mask, group_size=batch.group_size,
-                loss_type=lt, lr=config.lr, tokens_per_update=tokens_per_update,
+                loss_type=lt, lr=config.update.lr, tokens_per_update=tokens_per_update,
                 max_completion_length=run.max_completion_length,
-                budget_tokens=config.budget_tokens, n_bootstrap=config.n_bootstrap, seed=config.seed,
-                seconds_per_update=seconds_per_update, budget_seconds=config.budget_seconds):
-            reward, est.name = est.name, entry_key(est.name, lt, config.loss_type)
+                budget_tokens=config.budget.tokens, n_bootstrap=config.run.n_bootstrap, seed=config.batch.seed,
+                seconds_per_update=seconds_per_update, budget_seconds=config.budget.seconds):
+            reward, est.name = est.name, entry_key(est.name, lt, config.update.loss_type)
             estimates.append((reward, lt, est))
         times.sums[lt] = (time.perf_counter() - t0, time.process_time() - c0)
     return estimates
@@ -168,7 +168,7 @@ def reward_entries(config: ProbeConfig, estimates: list, reference: dict, cosine
     sums, the reward's generated tokens, valid completions, statistics and seconds, and
     ``same_loss_reference`` / ``same_loss_ratio`` (:func:`add_same_loss_ratios`).
     """
-    adam, families = config.precondition == "adam", reference["alignment_families"]
+    adam, families = config.reference.preconditioner.second_moment, reference["alignment_families"]
     entries = []
     for reward, lt, est in estimates:
         d = est.to_dict()
@@ -181,7 +181,7 @@ def reward_entries(config: ProbeConfig, estimates: list, reference: dict, cosine
         d.update(generated_tokens=outputs[reward]["generated_tokens"], valid_completions=outputs[reward]["valid"],
                  reward_stats=outputs[reward]["stats"], reward_seconds=outputs[reward]["seconds"])
         entries.append(d)
-    add_same_loss_ratios(entries, config.loss_type)
+    add_same_loss_ratios(entries, config.update.loss_type)
     return entries
 
 
@@ -227,12 +227,14 @@ def probe_notes(config: ProbeConfig, batch, reference: dict, outputs: dict, time
     with other token weights. Also sets ``reference["preconditioner_loss_type"]`` (that of
     ``reference["precondition"]``; None without Adam)."""
     notes = diagnose(batch, reference, outputs)
-    reference["preconditioner_loss_type"] = config.loss_type if config.precondition == "adam" else None
+    adam = config.reference.preconditioner.second_moment
+    reference["preconditioner_loss_type"] = config.update.loss_type if adam else None
     if times.extra_passes:
-        own = weight_family(config.loss_type)
+        own_lt = config.update.loss_type
+        own = weight_family(own_lt)
         others = [f"{fam} ({', '.join(info['loss_types'])})" for fam, info in reference["alignment_families"].items()
                   if fam != own]
-        notes.append(f"loss types with other token weights than --loss-type {config.loss_type} got their own Adam "
+        notes.append(f"loss types with other token weights than --loss-type {own_lt} got their own Adam "
                      f"preconditioner and alignment pass, one per token-weight family: {'; '.join(others)} "
                      f"({times.extra_passes} extra pass(es): costs.extra_alignment_pass_seconds), as each loss "
                      "type's Adam has its own second moment in training; loss types with the same weights share one")
@@ -259,7 +261,7 @@ def _batch_summary(batch, task, update_scale: float) -> dict:
 
 def _costs(config: ProbeConfig, times: StageTimes, reference: dict, wall: float) -> dict:
     """``probe.json["costs"]`` (seconds; ``wall`` the ``time.perf_counter()`` at the probe's start)."""
-    sums_seconds, sums_cpu = times.sums[config.loss_type]  # ONE pass's sums: the probe's own loss type's
+    sums_seconds, sums_cpu = times.sums[config.update.loss_type]  # ONE pass's sums: the probe's own loss type's
     pass_seconds, pass_cpu = times.alignment + sums_seconds, times.alignment_cpu + sums_cpu
     return {
         "rollout_seconds": times.rollout, "continuation_seconds": times.continuation,
@@ -277,7 +279,8 @@ def _costs(config: ProbeConfig, times: StageTimes, reference: dict, wall: float)
         "extra_alignment_passes": times.extra_passes, "extra_alignment_pass_seconds": times.extra_alignment,
         "extra_alignment_pass_cpu_seconds": times.extra_alignment_cpu,
         "extra_precondition_seconds": times.extra_precondition,  # their second moments and u_f = P_f v
-        "extra_loss_type_sums_seconds": sum(sec for lt, (sec, _) in times.sums.items() if lt != config.loss_type),
+        "extra_loss_type_sums_seconds": sum(sec for lt, (sec, _) in times.sums.items()
+                                            if lt != config.update.loss_type),
         "wall_seconds": time.perf_counter() - wall,
     }
 
@@ -286,7 +289,7 @@ def assemble_result(config: ProbeConfig, *, task, batch, entries: list, ledger, 
                     reference_check, notes: list, update_scale: float, times: StageTimes, wall: float) -> dict:
     """The content of ``probe.json`` (:func:`gradprobe.probe.run.run_probe` documents its fields)."""
     return {
-        "config": config_dict(config),
+        "config": config.to_dict(),
         "versions": versions(),
         "rewards": entries,
         "ledger": ledger.to_dict(),

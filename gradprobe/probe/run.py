@@ -14,7 +14,7 @@ Pipeline (DESIGN.md, "The probe"), every stage timed and charged to a ledger:
 6. predicted gain per update = 100 * lr * <g_R, u> accuracy points; at a token budget
    T: (T / c_R) * gain, c_R = generated tokens per update of reward R (continuations included);
    bootstrap interval over prompts and signal-to-noise ratio.
-7. extra loss types (``ProbeConfig.loss_types``): every reward is estimated again under each (only
+7. extra loss types (``ProbeConfig.update.loss_types``): every reward is estimated again under each (only
    the loss's token weights w and, for gspo, the effective advantages change;
    :func:`gradprobe.probe.estimate.group_sums`). Without Adam they share the one alignment a, so a loss
    type costs a weighted sum, not a pass. With Adam each loss type's optimizer has its own second moment
@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 #: The probe's diagnostic notes (also in ``result["warnings"]`` and printed by :func:`format_table`);
 #: ``gradprobe probe`` silences this logger so that each note is printed once, in the table.
 notes_log = logging.getLogger(__name__ + ".notes")
-#: Models with fewer parameters than this run the probe on one torch thread (``ProbeConfig.threads``
+#: Models with fewer parameters than this run the probe on one torch thread (``ModelSettings.threads``
 #: None) unless OpenMP's threads wait passively (``OMP_WAIT_POLICY=PASSIVE``, which ``gradprobe``
 #: sets): their operations are too small for spinning threads to pay for the cores they hold.
 SMALL_MODEL_PARAMETERS = 20_000_000
@@ -76,7 +76,7 @@ _config_dict = config_dict  # the former private name (calib's tests build resul
 
 
 def probe_threads(config: ProbeConfig, model) -> int:
-    """torch CPU threads for the probe of ``model``: ``config.threads``; else 1 for a model under
+    """torch CPU threads for the probe of ``model``: ``config.model.threads``; else 1 for a model under
     :data:`SMALL_MODEL_PARAMETERS` parameters on the CPU when OpenMP's threads spin while they wait
     (``OMP_WAIT_POLICY`` not ``PASSIVE`` in the environment, e.g. ``run_probe`` called from Python);
     else the current setting.
@@ -85,8 +85,8 @@ def probe_threads(config: ProbeConfig, model) -> int:
     took 8x the CPU and 6-9x the wall time of 1 thread, alone or beside another 2-thread process; 2
     threads that wait passively cost the CPU of the work, and beside another process they were
     faster than 1 thread."""
-    if config.threads is not None:
-        return config.threads
+    if config.model.threads is not None:
+        return config.model.threads
     on_cpu = next(model.parameters()).device.type == "cpu"
     spinning = os.environ.get("OMP_WAIT_POLICY", "").strip().upper() != "PASSIVE"
     if on_cpu and spinning and sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMETERS:
@@ -106,9 +106,9 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     out : path, optional
         Folder for ``probe.json``, ``alignment.safetensors`` and ``tokens.jsonl``.
     policy : gradprobe.models.Policy, optional
-        An already loaded policy (notebooks); default: ``load_policy(config.model)``.
+        An already loaded policy (notebooks); default: ``load_policy(config.model.name)``.
     task : gradprobe.tasks.Task, optional
-        An already loaded task; default: ``load_task(config.task)``.
+        An already loaded task; default: ``load_task(config.task.spec)``.
     extra_rewards : dict[str, Reward], optional
         Rewards defined in the caller (e.g. ``sequence_reward(my_fn)``), probed beside
         ``config.rewards`` with the same single alignment pass.
@@ -116,7 +116,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         Rollout backend for rollouts, continuations and held-out rollouts (e.g.
         :class:`gradprobe.rollout.vllm_sampler.VLLMSampler`); default: the backend
         ``config.sampling.backend`` (``--backend``; :func:`gradprobe.rollout.make_sampler`) seeded
-        with ``config.seed``.
+        with ``config.batch.seed``.
     reference_direction : gradprobe.probe.batches.ReferenceDirection, optional
         A reference update computed once per policy and reused (several probe batches,
         :func:`gradprobe.probe.batches.run_probe_batches`): when it holds a vector, step 3 uses it
@@ -187,19 +187,20 @@ def _rewards_to_probe(config: ProbeConfig, extra_rewards: dict | None) -> list:
 
 def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler, reference_direction=None) -> dict:
     """The stages of :func:`run_probe` in order (module docstring); the order fixes every random draw."""
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.batch.seed)
     rewards = _rewards_to_probe(config, extra_rewards)
     if out is not None:
         prepare_output_dir(Path(out))
     wall = time.perf_counter()
     # an unknown task name fails here, before the model is loaded
-    task = task or load_task(config.task, **({"skip_malformed": True} if config.skip_malformed else {}))
-    policy = policy or load_policy(config.model, dtype=config.dtype, device=config.device, seed=config.seed)
+    task = task or load_task(config.task.spec, **({"skip_malformed": True} if config.task.skip_malformed else {}))
+    policy = policy or load_policy(config.model.name, dtype=config.model.dtype, device=config.model.device,
+                                   seed=config.batch.seed)
     release_memory()
     torch.set_num_threads(probe_threads(config, policy.model))
     direction = None
-    if config.reference != "heldout":  # fail before any generation if the file is missing or mismatched
-        direction = load_direction(config.reference.split(":", 1)[1], policy.model)
+    if config.reference.variant.takes_path:  # fail before any generation if the file is missing or mismatched
+        direction = load_direction(config.reference.variant.path(config.reference.kind), policy.model)
     samplers = probe_samplers(config, policy, sampler)
     ledger, times, say = Ledger(), StageTimes(), progress_printer(config)
 

@@ -116,26 +116,26 @@ class DeviceBatch:
 
 
 def progress_printer(config: ProbeConfig) -> Callable[[str], None]:
-    """A function printing ``[gradprobe] msg`` to stderr when ``config.progress``, else doing nothing."""
-    if config.progress:
+    """A function printing ``[gradprobe] msg`` to stderr when ``config.run.progress``, else doing nothing."""
+    if config.run.progress:
         return lambda msg: print(f"[gradprobe] {msg}", file=sys.stderr, flush=True)
     return lambda msg: None
 
 
 def probe_samplers(config: ProbeConfig, policy, sampler=None) -> Samplers:
-    """The rollout backend (``sampler``, else ``config.sampling.backend`` seeded with ``config.seed``:
+    """The rollout backend (``sampler``, else ``config.sampling.backend`` seeded with ``config.batch.seed``:
     :func:`gradprobe.rollout.make_sampler`) and its ``continuation`` and ``reference`` streams."""
-    sampler = sampler if sampler is not None else make_sampler(config.sampling.backend, policy, seed=config.seed,
-                                                               progress=config.progress)  # --backend
-    return Samplers(rollout=sampler, continuation=stream_sampler(sampler, config.seed, "continuation"),
-                    reference=stream_sampler(sampler, config.seed, "reference"))
+    sampler = sampler if sampler is not None else make_sampler(config.sampling.backend, policy, seed=config.batch.seed,
+                                                               progress=config.run.progress)  # --backend
+    return Samplers(rollout=sampler, continuation=stream_sampler(sampler, config.batch.seed, "continuation"),
+                    reference=stream_sampler(sampler, config.batch.seed, "reference"))
 
 
 def sample_batch(config: ProbeConfig, policy, task, sampler, ledger: Ledger, times: StageTimes) -> RolloutBatch:
-    """Stage 1: ``config.prompts`` training prompts x ``config.group`` completions, charged to ``ledger``
+    """Stage 1: ``config.batch.prompts`` training prompts x ``config.batch.group`` completions, charged to ``ledger``
     as ``rollout`` tokens; its generation seconds go to ``times.rollout``."""
-    problems = task.problems("train", config.prompts, seed=config.seed)
-    batch = collect_rollouts(policy, task, problems, group_size=config.group, sampler=sampler,
+    problems = task.problems("train", config.batch.prompts, seed=config.batch.seed)
+    batch = collect_rollouts(policy, task, problems, group_size=config.batch.group, sampler=sampler,
                              sampling=config.sampling, ledger=ledger, category="rollout", desc="rollouts")
     times.rollout = float(batch.metadata.get("generation_seconds", 0.0))
     release_memory()  # the generation's KV caches
@@ -202,20 +202,20 @@ def reward_advantages(config: ProbeConfig, policy, task, batch: RolloutBatch, re
         outcome_adv = get_reward("outcome")(batch, ctx).advantages.to(torch.float64).to(model.device)
     # Memory (issue 14): every pass over a batch runs in micro-batches of at most `mb` rows, bounded so
     # one micro-batch's activations fit about one parameter copy (values do not depend on it)
-    mb = memory_bounded_rows(model, batch, config.micro_batch_size)
+    mb = memory_bounded_rows(model, batch, config.update.micro_batch_size)
     run = DeviceBatch(model=model, batch=batch, outcome_advantages=outcome_adv, micro_batch_size=mb,
                       max_completion_length=config.sampling.max_new_tokens)
     return run, advantages, outputs
 
 
 def update_yardstick(config: ProbeConfig, run: DeviceBatch, times: StageTimes) -> None:
-    """Stage 3, the cost yardstick: one update's forward + backward (``config.loss_type``, GRPO's advantages)
+    """Stage 3, the cost yardstick: one update's forward + backward (``config.update.loss_type``, GRPO's advantages)
     on the probe batch, timed into ``times.update`` / ``times.update_cpu``; the gradients are dropped."""
     model = run.model
     model.zero_grad(set_to_none=True)
     t0, c0 = time.perf_counter(), time.process_time()
     loss_and_backward(model, run.batch, run.outcome_advantages,
-                      UpdateConfig(loss_type=config.loss_type, micro_batch_size=run.micro_batch_size,
+                      UpdateConfig(loss_type=config.update.loss_type, micro_batch_size=run.micro_batch_size,
                                    max_completion_length=run.max_completion_length))
     times.update, times.update_cpu = time.perf_counter() - t0, time.process_time() - c0
     model.zero_grad(set_to_none=True)

@@ -1,9 +1,9 @@
 """A study plan translated into its probe: the :class:`~gradprobe.probe.run.ProbeConfig` settings of the
 study's probe of every arm's reward on the initial policy, and ``arms.json`` (arm -> its probe entry).
 
-The probe's config class is imported inside the functions that need it: :mod:`gradprobe.probe.run`
-imports torch, and the study runner stays importable without it (``gradprobe.Study`` is a lazy,
-torch-free public name; the torch work happens in the worker that runs the probe).
+The probe's config (:mod:`gradprobe.probe_settings`) is torch-free, so the study runner stays importable
+without torch (``gradprobe.Study`` is a lazy, torch-free public name; checking a loss type loads the
+loss registry, and the torch work happens in the worker that runs the probe).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..probe_keys import entry_key
+from ..probe_settings import SETTINGS, ProbeConfig
 from ..training.plan import Plan, PlanError
 
 __all__ = ["PROBE_DEFAULTS", "probe_settings", "check_probe_settings", "arms_table"]
@@ -20,7 +21,7 @@ PROBE_DEFAULTS = {"prompts": 16, "group": 8, "heldout_prompts": 16, "heldout_gro
 
 
 def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
-    """Keyword arguments of :class:`gradprobe.probe.run.ProbeConfig` for the study's probe.
+    """Flat settings of the study's probe (:meth:`gradprobe.probe.run.ProbeConfig.from_dict` reads them).
 
     Order of precedence: ``overrides`` > the plan's ``[probe]`` table (``plan.probe`` when the
     plan format has it, else ``plan.raw["probe"]``) > :data:`PROBE_DEFAULTS` > values from the
@@ -40,10 +41,8 @@ def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
     PlanError
         A ``[probe]`` key that :class:`ProbeConfig` does not have (the valid keys are listed).
     """
-    from ..probe.run import ProbeConfig  # torch: see the module docstring
-
     settings = _plan_defaults(plan)
-    valid = [f.name for f in dataclasses.fields(ProbeConfig)]
+    valid = list(SETTINGS)  # the flat settings (ProbeConfig.from_dict); sampling and mc via their tables
     for key, value in {**_probe_table(plan), **(overrides or {})}.items():
         if key == "continuations":  # [probe] continuations = K: the probe's MC continuations per step boundary
             settings["mc"] = dataclasses.replace(settings["mc"], continuations=int(value))
@@ -69,10 +68,8 @@ def check_probe_settings(plan: Plan, overrides: dict | None = None) -> None:
     PlanError
         ``[probe]: <why>``: a ``[probe]`` key or value the probe refuses (the config's own message).
     """
-    from ..probe.run import ProbeConfig  # torch: see the module docstring
-
     try:
-        ProbeConfig(**probe_settings(plan, overrides))
+        ProbeConfig.from_dict(probe_settings(plan, overrides))
     except (TypeError, ValueError) as e:
         raise PlanError(f"[probe]: {e}") from None
 

@@ -132,8 +132,8 @@ def _probe(plan: Plan, out: Path, overrides: dict) -> dict:
 
     if (out / PROBE_JSON).exists():
         return {"skipped": True}
-    config = ProbeConfig(**probe_settings(plan, overrides))
-    policy = load_run_policy(plan.model, seed=config.seed)
+    config = ProbeConfig.from_dict(probe_settings(plan, overrides))
+    policy = load_run_policy(plan.model, seed=config.batch.seed)
     task = load_run_task(plan.task)
     result = run_probe(config, out=out, policy=policy, task=task)
     return {"rewards": [r["name"] for r in result["rewards"]]}

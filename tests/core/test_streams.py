@@ -54,10 +54,11 @@ def test_a_rewards_probe_figures_do_not_depend_on_which_other_rewards_are_probed
     from gradprobe.probe.run import ProbeConfig, run_probe
 
     def probe(rewards):
-        cfg = ProbeConfig(model="tiny-qwen2", task="digit3", rewards=rewards, prompts=4, group=4, heldout_prompts=3,
-                          heldout_group=4, sampling=SamplingConfig(max_new_tokens=24, temperature=1.0),
-                          mc=MCConfig(continuations=2, max_steps=3), n_bootstrap=200, lr=1e-4,
-                          budget_tokens=100_000, progress=False, precondition="adam", second_moment_minibatches=2)
+        cfg = ProbeConfig.from_dict(dict(
+            model="tiny-qwen2", task="digit3", rewards=rewards, prompts=4, group=4, heldout_prompts=3,
+            heldout_group=4, sampling=SamplingConfig(max_new_tokens=24, temperature=1.0),
+            mc=MCConfig(continuations=2, max_steps=3), n_bootstrap=200, lr=1e-4, budget_tokens=100_000,
+            progress=False, precondition="adam", second_moment_minibatches=2))
         return run_probe(cfg, task=ScoredTask())
 
     alone, beside = probe(("outcome",)), probe(("outcome", "mc_value"))

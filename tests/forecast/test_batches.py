@@ -28,7 +28,7 @@ def _config(**kw):
                 mc=MCConfig(continuations=2, max_steps=2), n_bootstrap=100, lr=1e-4, budget_tokens=50_000,
                 progress=False, second_moment_minibatches=2)
     base.update(kw)
-    return ProbeConfig(**base)
+    return ProbeConfig.from_dict(base)
 
 
 def test_token_statistics_are_the_losss_probabilities_in_float64():

@@ -39,7 +39,8 @@ import torch
 from gradprobe.grpo.losses import LOSS_TYPES, OBJECTIVES, policy_loss, probe_advantages, token_weights
 from gradprobe.grpo.step import UpdateConfig, loss_and_backward
 from gradprobe.probe import token_alignment
-from gradprobe.probe.estimate import NORMALIZERS, group_sums
+from gradprobe.grpo.loss_types import GROUP_PARTS
+from gradprobe.probe.estimate import group_sums
 
 import probe_helpers  # float64-exact tiny models and batches
 import test_trl_equivalence as eq  # its batch, trainer-input and gradient helpers (same folder)
@@ -259,7 +260,7 @@ def test_normalizers_agree_with_the_loss_weights(loss_type):
     mask = torch.rand((8, 6), generator=gen) < 0.7
     mask[:, 0] = True
     mask[3] = False  # an empty completion
-    u, den = NORMALIZERS[loss_type](mask.double(), 4, 9)
+    u, den = GROUP_PARTS[loss_type](mask.double(), 4, 9)
     assert den.shape == (2,)
     assert torch.allclose(u / den.sum(), token_weights(mask, loss_type, max_completion_length=9), rtol=1e-15, atol=0)
     same = {"bnpo": "dapo", "cispo": "dapo", "gspo": "grpo"}[loss_type]

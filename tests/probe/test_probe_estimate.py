@@ -6,8 +6,9 @@ import math
 import pytest
 import torch
 
+from gradprobe.grpo.loss_types import GROUP_PARTS
 from gradprobe.grpo.losses import LOSS_TYPES, token_weights
-from gradprobe.probe import NORMALIZERS, estimate_rewards, group_sums, token_alignment
+from gradprobe.probe import estimate_rewards, group_sums, token_alignment
 from gradprobe.probe.references import dot, norm, reward_gradient
 
 import probe_helpers as h
@@ -54,9 +55,9 @@ def test_group_sums_ratio_equals_the_weighted_sum(loss_type):
 
 
 def test_normalizers_agree_with_the_loss_weights():
-    assert set(NORMALIZERS) == set(LOSS_TYPES)
+    assert set(GROUP_PARTS) == set(LOSS_TYPES)
     _, _, mask = synthetic(seed=1)
-    for loss_type, rule in NORMALIZERS.items():
+    for loss_type, rule in GROUP_PARTS.items():
         u, den = rule(mask.double(), 4, mask.shape[1])
         assert torch.allclose(u / den.sum(), token_weights(mask, loss_type), rtol=1e-15, atol=0)
 

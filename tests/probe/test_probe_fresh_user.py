@@ -38,7 +38,7 @@ def _no_model(*args, **kwargs):
 
 def test_unknown_task_fails_before_loading_the_model(monkeypatch, tmp_path):
     monkeypatch.setattr(gradprobe.probe.run, "load_policy", _no_model)
-    config = ProbeConfig(model="tiny-qwen2", task="chain_summ", rewards=("outcome",), progress=False)
+    config = ProbeConfig.from_dict(dict(model="tiny-qwen2", task="chain_summ", rewards=("outcome",), progress=False))
     with pytest.raises(TaskNotFoundError, match="chain_summ"):
         run_probe(config, out=tmp_path / "out")
 
@@ -65,10 +65,10 @@ def test_batch_flops_per_token_by_hand():
 
 
 def test_probe_json_ledger_has_flops(tmp_path):
-    config = ProbeConfig(model="tiny-qwen2", task="chain_sum", rewards=("outcome", "mc_value"), prompts=2, group=2,
-                         heldout_prompts=2, heldout_group=2, sampling=SamplingConfig(max_new_tokens=8),
-                         mc=MCConfig(continuations=1, max_steps=2), n_bootstrap=20, progress=False,
-                         precondition="none", seed=0)
+    config = ProbeConfig.from_dict(dict(
+        model="tiny-qwen2", task="chain_sum", rewards=("outcome", "mc_value"), prompts=2, group=2,
+        heldout_prompts=2, heldout_group=2, sampling=SamplingConfig(max_new_tokens=8),
+        mc=MCConfig(continuations=1, max_steps=2), n_bootstrap=20, progress=False, precondition="none", seed=0))
     task = load_task("chain_sum")
     policy = load_policy("tiny-qwen2", seed=0)
     out = tmp_path / "probe"

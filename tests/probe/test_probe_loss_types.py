@@ -33,7 +33,7 @@ def _config(**kw):
                 mc=MCConfig(continuations=2, max_steps=2), n_bootstrap=200, lr=1e-4, budget_tokens=100_000,
                 progress=False, precondition="none", dtype="float64", seed=3)
     base.update(kw)
-    return ProbeConfig(**base)
+    return ProbeConfig.from_dict(base)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_bad_loss_types_are_refused_with_the_field_and_the_choices():
         _config(loss_types=("bnpo", "bnpo"))
     with pytest.raises(ValueError, match=r"loss_type \(--loss-type\) 'ppo'"):
         _config(loss_type="ppo")
-    assert _config(loss_types="bnpo, cispo").loss_types == ("bnpo", "cispo")  # a plan's string form
+    assert _config(loss_types="bnpo, cispo").update.loss_types == ("bnpo", "cispo")  # a plan's string form
 
 
 def test_a_reward_name_with_the_separator_is_refused_before_any_output(tmp_path):

@@ -237,10 +237,10 @@ def test_probe_runs_with_the_process_rewards_on_the_tiny_tier(tmp_path):
     from gradprobe.tiers import TINY_FRONTIER_TASK
     from gradprobe.tasks import load_task
 
-    config = ProbeConfig(model="tiny", task="chain_sum", rewards=("outcome", "process", "process_hybrid_0.5"),
-                         prompts=3, group=4, heldout_prompts=2, heldout_group=4,
-                         sampling=SamplingConfig(max_new_tokens=40, temperature=1.0), n_bootstrap=50, lr=1e-4,
-                         budget_tokens=100_000, progress=False, precondition="none", threads=1)
+    config = ProbeConfig.from_dict(dict(
+        model="tiny", task="chain_sum", rewards=("outcome", "process", "process_hybrid_0.5"), prompts=3, group=4,
+        heldout_prompts=2, heldout_group=4, sampling=SamplingConfig(max_new_tokens=40, temperature=1.0),
+        n_bootstrap=50, lr=1e-4, budget_tokens=100_000, progress=False, precondition="none", threads=1))
     result = run_probe(config, out=tmp_path / "probe", task=load_task("chain_sum", **TINY_FRONTIER_TASK))
     entries = {r["name"]: r for r in result["rewards"]}
     assert list(entries) == ["outcome", "process", "process_hybrid_0.5"]
