@@ -17,6 +17,11 @@ i.e. under the policy that sampled it, at the sampling temperature, over complet
 ``reward_mean`` verifier outcome r_ij of the rollouts, missing (NaN) ignored;
 ``advantage_*`` over completion tokens of rows with a reward.
 
+``weight_push`` (a sampler backend with its own copy of the weights, ``backend = "vllm"``, only):
+              the push of the updated weights into the engine after the update: ``seconds``
+              (wall, inside the ledger's training seconds), ``bytes`` sent and the engine's
+              ``weight_version`` after it (:meth:`gradprobe.rollout.vllm_sampler.VLLMSampler.push_weights`).
+
 In a training run both come from the update's own forward pass: l_theta and the entropy from
 the loss's logits (detached, before the optimizer step, under the update's ``sdpa`` attention),
 l_init from one no-grad forward of the frozen initial model

@@ -78,7 +78,9 @@ def charged_reward(reward_fn, batch, ctx, ledger: Ledger):
 
 def policy_step(s: RunSession, batch, adv: torch.Tensor) -> tuple[float, dict]:
     """mu = ``train.iterations`` optimizer steps on ``batch`` with advantages ``adv`` (N, T), then the
-    scheduler step, the update count and the sampler's weight push.
+    scheduler step, the update count and the sampler's weight push (a sampler with its own copy of the
+    weights, vLLM: its record, seconds, bytes and weight version, becomes the step's ``weight_push``;
+    the seconds are charged to training).
 
     With mu > 1, pi_old's log-probabilities (one no-grad forward, charged to training) enter every
     step; with guidance, the hinted rows' log-probabilities under the hint are the sampler's
@@ -125,7 +127,9 @@ def policy_step(s: RunSession, batch, adv: torch.Tensor) -> tuple[float, dict]:
     st.update += 1
     if s.push_weights is not None:  # the next rollouts come from the updated policy
         with ledger.timed("training"):
-            s.push_weights(model)
+            push = s.push_weights(model)
+        if isinstance(push, dict):  # VLLMSampler.push_weights' record (seconds are inside training's)
+            step["weight_push"] = {k: push[k] for k in ("seconds", "bytes", "weight_version") if k in push}
     return lr, step
 
 
@@ -165,7 +169,8 @@ def record_update(s: RunSession, batch, adv, rout, step: dict, *, lr: float, bef
         "generated_tokens": spent["generated_tokens"], "device_seconds": spent["device_seconds"],
         "flops": spent["flops"], "ledger": st.ledger.to_dict(),
         **({"selection": selection} if selection is not None else {}),
-        **({"guidance": guidance_stats(batch, step)} if s.guide is not None else {})}
+        **({"guidance": guidance_stats(batch, step)} if s.guide is not None else {}),
+        **({"weight_push": step["weight_push"]} if "weight_push" in step else {})}
     s.metrics.write(line)
     s.say(f"update {st.update}: reward {stats['reward_mean']} tokens {spent['generated_tokens']:,} "
           f"loss {step['loss']:.4g}" + (f" kl {kl:.3g}" if kl is not None else ""))
