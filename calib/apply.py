@@ -11,8 +11,10 @@ calib never rewrites gradprobe's ``probe.json`` (issue 15): the calibrated numbe
 - ``calibrated_interval``: [lower, upper], the conformal interval for one training run at the
   calibration's confidence level (+-inf when the calibration had too few rows for that level);
 - ``outside_domain``: True when the probe's model, task or budget lies outside the calibration's
-  domain (:func:`calib.domain.check_domain`); the number is still computed, and the warnings say
-  which field is outside.
+  domain (:func:`calib.domain.check_domain`), or when this reward was never an arm of the
+  calibration's studies, or trains with a loss type none of them did (:func:`calib.domain.check_rewards`:
+  its intervals were validated on other rewards); the number is still computed, and the warnings
+  say which field (or reward) is outside. ``outcome`` is never flagged by the reward check.
 
 ``outcome`` is GRPO itself: its calibrated gain vs itself is 0 with interval [0, 0] by definition.
 
@@ -36,7 +38,7 @@ import pandas as pd
 
 from gradprobe.layout import PROBE_JSON
 
-from .domain import check_domain, probe_identity
+from .domain import check_domain, check_rewards, probe_identity
 from .files import write_json
 from .model import Calibration, load_calibration
 from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, first_order_gain, load_probe,
@@ -90,7 +92,8 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     -------
     dict
         ``format``, ``probe`` (model, task key, budgets), ``calibration`` (source, forecaster,
-        method, level, domain...), ``outside_domain``, ``warnings`` (domain), ``notes`` (the
+        method, level, domain...), ``outside_domain`` (any entry outside), ``warnings`` (domain and
+        per reward), ``notes`` (the
         warnings plus rewards the forecaster cannot say anything about), ``rewards`` (module
         docstring), ``target``.
 
@@ -116,6 +119,9 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     values[REFERENCE_REWARD] = (0.0, [0.0, 0.0])
     me = probe_identity(probe_result, task=task)
     warnings = check_domain(calibration, probe_result, task=me["task"])
+    probe_outside = any(w.outside for w in warnings)
+    warnings += check_rewards(calibration, probe_result, reference_reward=REFERENCE_REWARD)
+    off_rewards = {w.reward for w in warnings if w.outside and w.reward is not None}
     outside = any(w.outside for w in warnings)
     notes = list(warnings)
     silent = [n for n in others if n not in ok]
@@ -123,7 +129,8 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         notes.append(f"{col} cannot say anything about {silent} (no forecast: e.g. a learning-rate change is outside "
                      "what the probe can tell); no calibrated gain is given for them")
     rewards = [{"name": n, "forecast": float(feats.loc[n, col]) if n in feats.index else math.nan,
-                "calibrated_gain": values[n][0], "calibrated_interval": values[n][1], "outside_domain": outside}
+                "calibrated_gain": values[n][0], "calibrated_interval": values[n][1],
+                "outside_domain": probe_outside or n in off_rewards}
                for n in names]
     dom = calibration.domain
     return {
@@ -137,7 +144,8 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
                         "interval": calibration.interval, "confidence_level": calibration.confidence_level,
                         "training_rows": int(len(calibration.rows)), "studies": [s["key"] for s in dom.studies],
                         "models": [m["key"] for m in dom.models], "tasks": [t["key"] for t in dom.tasks],
-                        "arms": dom.arms, "budget_range": dom.budget_range, "fitted_with": calibration.versions},
+                        "arms": dom.arms, "arm_rewards": dom.rewards, "arm_loss_types": dom.loss_types,
+                        "budget_range": dom.budget_range, "fitted_with": calibration.versions},
         "outside_domain": outside, "warnings": warnings, "notes": notes, "rewards": rewards,
     }
 
@@ -218,7 +226,9 @@ def apply_calibration(calibration, probe_result, *, source: str | None = None):
         realized gain vs GRPO, accuracy points; NaN where the forecaster cannot say),
         ``interval_low``/``interval_high`` (the conformal interval for one training run at
         ``attrs["document"]["calibration"]["confidence_level"]``; +-inf with too few rows),
-        ``outside_domain`` (bool). ``outcome`` is 0 with interval [0, 0] by definition.
+        ``outside_domain`` (bool: the probe's model, task or budget, or this reward, is outside the
+        calibration's domain; the warnings in ``attrs["document"]["warnings"]`` name which).
+        ``outcome`` is 0 with interval [0, 0] by definition.
         ``.attrs["document"]`` is the ``calibrated.json`` content (``notes``, ``warnings``, domain).
 
     Raises

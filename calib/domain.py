@@ -2,7 +2,10 @@
 
 A calibration learned on one model and task says little about another (issue 12, item 3), so the
 calibration file records its domain and :func:`check_domain` warns when a probe falls outside it.
-The number is still computed; the caller marks it ``outside_domain``.
+The number is still computed; the caller marks it ``outside_domain``. The domain also records the
+arms of its studies, the rewards they trained and their loss types, and :func:`check_rewards` warns
+for a probed reward that was never one of them (a user's new reward): the calibration's intervals
+were validated on other rewards, so that reward's entry is marked ``outside_domain`` too.
 
 Identities are compared on *resolved* configurations, never on how they were spelled:
 
@@ -27,6 +30,7 @@ import json
 import logging
 import math
 from pathlib import Path
+from gradprobe.forecast.validated_arms import DEFAULT_LOSS_TYPE, entry_coverage
 from gradprobe.tasks import load_task
 
 
@@ -118,8 +122,15 @@ class Domain:
     budget_range : [float, float]
         Smallest and largest budget of the training rows (generated tokens for ``tokens``).
     arms : list of str
+        The arms' names as their study plans give them (``mc_value``, ``bnpo``, ``select_half``).
     forecaster : str
         The corrected forecaster column (``forecast_probe``...; ``predicted_gain`` in version-1 files).
+    rewards : list of str or None
+        The rewards the arms trained (arm ``bnpo`` trains reward ``outcome`` under loss type ``bnpo``;
+        :mod:`calib.dataset`'s ``reward`` column). None in files fitted before they were recorded: then
+        :func:`check_rewards` compares probed rewards with the arm names, and says so.
+    loss_types : list of str or None
+        The loss types the arms trained with (``loss_type`` column); None when not recorded.
     """
 
     studies: list
@@ -129,14 +140,18 @@ class Domain:
     budget_range: list
     arms: list
     forecaster: str
+    rewards: list | None = None
+    loss_types: list | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Domain":
-        """Raises KeyError (the missing field) or TypeError."""
-        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls)})
+        """Raises KeyError (a missing required field) or TypeError. ``rewards`` and ``loss_types`` may be
+        missing (files written before they were recorded)."""
+        return cls(**{f.name: d[f.name] if f.default is dataclasses.MISSING else d.get(f.name, f.default)
+                      for f in dataclasses.fields(cls)})
 
 
 def domain_of_rows(rows, *, forecaster: str, budget_kind: str = "tokens") -> Domain:
@@ -149,7 +164,14 @@ def domain_of_rows(rows, *, forecaster: str, budget_kind: str = "tokens") -> Dom
     return Domain(studies=[studies[k] for k in sorted(studies)], models=[models[k] for k in sorted(models)],
                   tasks=[tasks[k] for k in sorted(tasks)], budget_kind=budget_kind,
                   budget_range=[float(values.min()), float(values.max())], arms=sorted(set(rows["arm"])),
-                  forecaster=forecaster)
+                  forecaster=forecaster, rewards=_recorded(rows, "reward"), loss_types=_recorded(rows, "loss_type"))
+
+
+def _recorded(rows, column: str) -> list | None:
+    """The distinct values of ``column``, sorted; None when the rows lack it or any row has none."""
+    if column not in rows.columns or rows[column].isna().any():
+        return None
+    return sorted({str(v) for v in rows[column]})
 
 
 def probe_identity(result: dict, *, task: dict | None = None) -> dict:
@@ -168,13 +190,17 @@ def probe_identity(result: dict, *, task: dict | None = None) -> dict:
 
 
 class DomainWarning(str):
-    """A warning of :func:`check_domain` (a str), with ``field`` (model, task, budget_kind, budget_value)
-    and ``outside`` (False for a note that is not a departure from the domain)."""
+    """A warning of :func:`check_domain` or :func:`check_rewards` (a str), with ``field`` (model, task,
+    budget_kind, budget_value, reward, loss_type), ``outside`` (False for a note that is not a departure
+    from the domain) and ``reward`` (the probe entry a reward warning is about; None for the others)."""
 
-    def __new__(cls, message: str, *, field: str, outside: bool = True):
+    def __new__(cls, message: str, *, field: str, outside: bool = True, reward: str | None = None):
         obj = super().__new__(cls, message)
-        obj.field, obj.outside = field, outside
+        obj.field, obj.outside, obj.reward = field, outside, reward
         return obj
+
+    def __getnewargs_ex__(self):  # copy/pickle (pandas deep-copies a DataFrame's attrs, which hold these)
+        return (str(self),), {"field": self.field, "outside": self.outside, "reward": self.reward}
 
 
 def check_domain(calibration, probe_result: dict, *, task: dict | None = None) -> list[DomainWarning]:
@@ -237,6 +263,65 @@ def _task_warnings(dom: Domain, task: dict) -> list[DomainWarning]:
     return [DomainWarning(f"task {task['key']!r} is outside the calibration's domain (tasks {keys}, compared by "
                           "resolved configuration): the calibration was not fitted on it and may not transfer",
                           field="task")]
+
+
+def check_rewards(calibration, probe_result: dict, *, reference_reward: str = "outcome") -> list[DomainWarning]:
+    """Warnings for probed rewards that were not among the arms of the calibration's studies (empty: all were).
+
+    The rule is :func:`gradprobe.forecast.validated_arms.entry_coverage`'s: each ``probe.json`` entry
+    (``REWARD`` or ``REWARD@LOSS_TYPE``, :mod:`gradprobe.probe_keys`) must train a reward that one of
+    the calibration's arms trained (``calibration.domain.rewards``: arm ``grpo_2xlr`` trains
+    ``outcome``), and, where the domain records the arms' loss types, a loss type one of them trained
+    with. ``outcome`` under the probe's own loss type is GRPO itself (gain 0 by definition): never flagged.
+
+    Parameters
+    ----------
+    calibration : calib.model.Calibration
+    probe_result : dict
+        ``probe.json`` (its ``rewards`` names and ``config.loss_type``).
+    reference_reward : str
+
+    Returns
+    -------
+    list of DomainWarning (str)
+        One per entry outside the domain (``field`` "reward" or "loss_type", ``reward`` the entry key),
+        naming the entry, the calibration's arms and what it means: the conformal intervals were
+        validated on other rewards; the calibrated number is still computed and the caller marks that
+        entry ``outside_domain``. Notes (``outside`` False) when the domain does not record its arms'
+        rewards (a file fitted before they were recorded: rewards are compared with the arm names) or
+        loss types (entries of another loss type are then not checked on it).
+    """
+    dom = calibration.domain
+    loss = str((probe_result.get("config") or {}).get("loss_type") or DEFAULT_LOSS_TYPE)
+    names = [str(r["name"]) for r in probe_result.get("rewards", [])]
+    rewards = dom.arms if dom.rewards is None else dom.rewards
+    out = []
+    covs = [entry_coverage(n, probe_loss_type=loss, rewards=rewards, loss_types=dom.loss_types,
+                           reference_reward=reference_reward) for n in names]
+    others = [c for c in covs if not c.is_reference]
+    if dom.rewards is None and others:
+        out.append(DomainWarning("the calibration file does not record the rewards its arms trained (it was fitted "
+                                 "before they were recorded), so probed rewards are compared with its arm names "
+                                 f"{dom.arms}; refit it with `calib fit` to record them", field="reward",
+                                 outside=False))
+    arms = f"arms {dom.arms}" + ("" if dom.rewards is None else f", which trained rewards {dom.rewards}")
+    meaning = ("the calibration's intervals were validated on other rewards and may not hold for it; its calibrated "
+               "gain is still computed, from the forecaster's number, and marked outside_domain")
+    for c in others:
+        if not c.reward_known:
+            out.append(DomainWarning(f"reward {c.key!r} is outside the calibration's domain: it was never an arm of "
+                                     f"the calibration's studies ({arms}); {meaning}", field="reward", reward=c.key))
+        elif c.loss_type_known is False:
+            out.append(DomainWarning(f"reward {c.key!r} trains with loss type {c.loss_type!r}, outside the "
+                                     f"calibration's domain (its arms trained with loss types {dom.loss_types}); "
+                                     f"{meaning}",
+                                     field="loss_type", reward=c.key))
+    off = [c.key for c in others if c.loss_type != DEFAULT_LOSS_TYPE]  # arms fitted before loss types: grpo's
+    if dom.loss_types is None and off:
+        out.append(DomainWarning(f"the calibration's domain does not record the loss types its arms trained with, so "
+                                 f"the loss types of {off} are not checked against it; refit it with `calib fit` on "
+                                 "rows that record them", field="loss_type", outside=False))
+    return out
 
 
 def _rg_defaults(name: str) -> dict:

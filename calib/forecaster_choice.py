@@ -32,7 +32,12 @@ def validation_record(metrics: dict, *, source: str) -> dict:
     Returns
     -------
     dict
-        ``{"best", "mae", "cv", "rows", "studies", "evidence", "source"}``; ``mae`` maps forecaster -> MAE.
+        ``{"best", "mae", "cv", "rows", "studies", "evidence", "source", "arms", "rewards", "loss_types"}``;
+        ``mae`` maps forecaster -> MAE; ``arms`` are the arms of the runs the MAEs are over (the common
+        runs), ``rewards`` and ``loss_types`` what those arms trained with (``loss_types`` None when the
+        rows do not record them). A probed reward outside them is flagged by ``gradprobe probe``
+        (:mod:`gradprobe.forecast.validated_arms`). ``arms``, ``rewards`` and ``loss_types`` are left
+        out when ``metrics`` has no ``common_arms`` (a report written before they were recorded).
 
     Raises
     ------
@@ -59,5 +64,17 @@ def validation_record(metrics: dict, *, source: str) -> dict:
                 f"{metrics.get('common_rows')} runs: mean absolute error of the gain vs grpo at the token budget, "
                 + ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in sorted(mae.items(), key=lambda kv: kv[1]))
                 + (f", raw first order {first_mae:.2f}" if first_mae is not None else "") + " points")
-    return {"best": best, "mae": mae, "cv": cv, "rows": metrics.get("common_rows"),
-            "studies": metrics.get("studies"), "evidence": evidence, "source": source}
+    arms = metrics.get("common_arms") or []
+    out = {"best": best, "mae": mae, "cv": cv, "rows": metrics.get("common_rows"),
+           "studies": metrics.get("studies"), "evidence": evidence, "source": source}
+    if arms:  # a metrics.json written before it listed the common arms: the record cannot say which were validated
+        out.update(arms=sorted({a["arm"] for a in arms}),
+                   rewards=sorted({a["reward"] for a in arms if a.get("reward")}),
+                   loss_types=_loss_types(arms))
+    return out
+
+
+def _loss_types(arms: list[dict]) -> list | None:
+    """The arms' loss types; None when some arm does not record one (rows built before loss-type arms)."""
+    kinds = [a.get("loss_type") for a in arms]
+    return None if any(k is None for k in kinds) else sorted(set(kinds))

@@ -160,13 +160,24 @@ def _common_rows(rows: pd.DataFrame, include_reference: bool, notes: list) -> tu
 
 
 def _what_rows(rows: pd.DataFrame, base: pd.DataFrame, compared: list, include_reference: bool) -> dict:
-    """What the report is over: studies, models, tasks, arms, row counts, compared forecasters, budgets."""
+    """What the report is over: studies, models, tasks, arms, row counts, compared forecasters, budgets, and
+    ``common_arms``: ``{"arm", "reward", "loss_type"}`` of each arm of the common rows (the arms the
+    forecasters' errors are measured on; ``gradprobe probe`` says when a probed reward was not one of them)."""
     return {"studies": sorted(set(rows["study"])), "n_studies": int(rows["study"].nunique()),
             "models": sorted(set(rows["model"])), "tasks": sorted(set(rows["task"])),
             "arms": sorted(set(base["arm"])), "rows": int(len(base)), "common_rows": int(base["all_forecasters"].sum()),
+            "common_arms": _arm_records(base[base["all_forecasters"]]),
             "compared_forecasters": compared,
             "grpo_rows_left_out": 0 if include_reference else int(rows["is_reference"].astype(bool).sum()),
             "budget": {"kind": "tokens", "values": sorted(set(map(float, rows["budget_value"])))}}
+
+
+def _arm_records(rows: pd.DataFrame) -> list[dict]:
+    """``{"arm", "reward", "loss_type"}`` of each distinct arm of ``rows`` (None for a column the rows lack)."""
+    cols = ("arm", "reward", "loss_type")
+    recs = {tuple(None if c not in rows.columns or pd.isna(r[c]) else str(r[c]) for c in cols)
+            for _, r in rows.iterrows()}
+    return [dict(zip(cols, rec)) for rec in sorted(recs, key=lambda t: tuple(x or "" for x in t))]
 
 
 def _mode_errors(rows, mode, compared, notes, long: list, *, method, interval, level, include_reference,

@@ -15,6 +15,7 @@ from ..tables import format_columns
 from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve, default_curve_path
 from .result import METHODS, format_budget
+from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
 __all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section",
            "format_forecast"]
@@ -37,7 +38,9 @@ def load_validation(path=None) -> dict:
     Returns
     -------
     dict
-        ``{"best": "probe" | "cost_only" | "signal_proxy", "mae": {forecaster: points}, "evidence": str, ...}``.
+        ``{"best": "probe" | "cost_only" | "signal_proxy", "mae": {forecaster: points}, "evidence": str,
+        "studies": [...], "arms", "rewards", "loss_types": what the validated arms were, ...}`` (a record
+        written before it listed its arms has no ``arms``, ``rewards`` or ``loss_types``).
 
     Raises
     ------
@@ -80,7 +83,10 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     Returns
     -------
     dict
-        :meth:`ForecastResult.to_dict` plus ``method_choice`` (why this forecaster), ``curve_spec``,
+        :meth:`ForecastResult.to_dict` plus ``method_choice`` (why this forecaster), per row
+        ``validated_arm`` (False for a reward or loss type that was not among the arms the forecasters were
+        validated on, whose ``verdict`` then says so; None when the validation record does not list its
+        arms: :func:`gradprobe.forecast.validated_arms.mark_validated_arms`), ``curve_spec``,
         ``curve_is_default`` and ``pre_screen``
         (generated tokens of the probe batches, continuations and held-out reference, and their share
         of the budget: what screening cost against one grpo run). Without a curve, or without the
@@ -112,6 +118,8 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     fr = forecast_rewards(curve, result, method=method, reference_reward=reference_reward)
     d = fr.to_dict()
     d["method_choice"] = choice
+    mark_validated_arms(d["rows"], VALIDATION, probe_loss_type=str(cfg.get("loss_type") or DEFAULT_LOSS_TYPE),
+                        reference_reward=reference_reward)
     led = result.get("ledger") or {}
     gen = led.get("generated_tokens") or {}
     ref_led = ((result.get("reference") or {}).get("ledger") or {}).get("generated_tokens") or {}
