@@ -186,10 +186,6 @@ class HFPagedSampler(HFSampler):
             The manager's generation loop failed or a request ended with an error (its message
             is quoted).
         """
-        from tqdm.auto import tqdm
-        from transformers import GenerationConfig
-        from transformers.generation.continuous_batching.utils import WorkloadHints
-
         if num_samples < 1:
             raise ValueError(f"num_samples must be >= 1, got {num_samples}")
         budgets = per_prompt_budgets(max_new_tokens, len(prompts), sampling.max_new_tokens)
@@ -202,6 +198,21 @@ class HFPagedSampler(HFSampler):
         todo = [i for i, b in enumerate(budgets) if b > 0]
         if not todo:
             return out  # type: ignore[return-value]
+
+        results, forks, eos = self._generate(prompts, budgets, todo, sampling=sampling, greedy=greedy,
+                                             num_samples=num_samples, call=call, desc=desc)
+        self._fill(out, results, todo, budgets, num_samples, forks, eos)
+        self.generated_tokens += sum(len(s.token_ids) for s in out)  # type: ignore[union-attr]
+        return out  # type: ignore[return-value]
+
+    def _generate(self, prompts: list[list[int]], budgets: list[int], todo: list[int], *, sampling: SamplingConfig,
+                  greedy: bool, num_samples: int, call: int, desc: str | None) -> tuple[dict, int, list[int]]:
+        """Run the requests of prompts ``todo`` (those with a budget > 0) through the continuous-batching
+        manager, seeded with ``self.seed + call``; returns (results by request, children per request,
+        EOS ids). Wall seconds are added to ``self.seconds``."""
+        from tqdm.auto import tqdm
+        from transformers import GenerationConfig
+        from transformers.generation.continuous_batching.utils import WorkloadHints
 
         model = self.policy.model
         eos = [int(e) for e in self.policy.eos_token_ids]
@@ -229,9 +240,7 @@ class HFPagedSampler(HFSampler):
             model.generation_config = saved_config
             bar.close()
         self.seconds += time.perf_counter() - start
-        self._fill(out, results, todo, budgets, num_samples, forks, eos)
-        self.generated_tokens += sum(len(s.token_ids) for s in out)  # type: ignore[union-attr]
-        return out  # type: ignore[return-value]
+        return results, forks, eos
 
     def _run_requests(self, config, cb_config, hints, todo: list[int], requests: list, forks: int, eos: list[int],
                       bar) -> dict:
