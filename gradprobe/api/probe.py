@@ -92,7 +92,8 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
         ``progress``...), any :class:`gradprobe.config.SamplingConfig` field (``max_new_tokens``,
         ``temperature``, ``backend``...) or :class:`gradprobe.config.MCConfig` field
         (``continuations`` K, ``max_steps``), or a stage as an object or dict (``sampling=``, ``mc=``,
-        ``batch={"prompts": 4}``...); read by :meth:`gradprobe.probe.run.ProbeConfig.from_dict`.
+        ``batch={"prompts": 4}``...), read by :meth:`gradprobe.probe.run.ProbeConfig.from_dict`; ``guidance=
+        {"fraction": 0.25, "prefix": 0.5}`` probes a guided arm's update (:mod:`gradprobe.probe.guided`).
 
     Returns
     -------
@@ -102,7 +103,8 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     ------
     ValueError
         An unknown setting (the valid names are listed), a bad value (the field is named), an
-        unknown reward, model or task, a reward that produced non-finite advantages.
+        unknown reward, model or task, a reward that produced non-finite advantages; a bad ``guidance``,
+        a task without reference solutions or a template that drops the hint (before any compute).
     OSError
         ``out`` cannot be written (before any compute).
     gradprobe.forecast.curves.CurveError

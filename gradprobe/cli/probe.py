@@ -15,6 +15,12 @@ from ..probe_settings import (DEFAULT_MC, BatchSettings, BudgetSettings, ModelSe
                               RunSettings, TaskSettings, UpdateSettings)
 
 
+_GUIDANCE_HELP = ("probe a guided arm's update (off-context guidance, as an arm's guidance table): k = round(F x G) "
+                  "completions per group sampled with the first P of the task's reference solution as a hint, all "
+                  "trained without it, each token weighted by min(pi(y|x) / pi(y|x,hint), C) (C default 2); needs a "
+                  "task with reference solutions and a model whose prompt format keeps the hint")
+
+
 def _add_probe(sub) -> None:
     p = sub.add_parser("probe", help="probe rewards on one batch: per-token alignment with a reference update",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -60,6 +66,7 @@ def _add_probe(sub) -> None:
                    help="K, MC continuations per step boundary")
     p.add_argument("--max-steps", type=int, default=DEFAULT_MC.max_steps,
                    help="steps per completion for MC rewards (lines merged)")
+    p.add_argument("--guidance", default=None, metavar="fraction=F,prefix=P[,cap=C]", help=_GUIDANCE_HELP)
     p.add_argument("--cosine", action="store_true", help="also compute cosines (one backward per reward)")
     p.add_argument("--bootstrap", type=int, default=RunSettings.n_bootstrap, help="bootstrap resamples over prompts")
     p.add_argument("--micro-batch-size", type=int, default=UpdateSettings.micro_batch_size)
@@ -155,6 +162,7 @@ def _config_from_args(args) -> ProbeConfig:
                                 backend=args.backend),
         mc=MCConfig(continuations=args.continuations, max_steps=args.max_steps),
         seed=args.seed, device=args.device, dtype=args.dtype, cosine=args.cosine, threads=args.threads,
+        guidance=args.guidance,
         n_bootstrap=args.bootstrap, micro_batch_size=args.micro_batch_size, progress=not args.no_progress))
 
 

@@ -41,6 +41,7 @@ from ..models import load_policy
 from ..outputs import json_safe, prepare_output_dir, removed_if_left_empty, write_json_atomic
 from ..tasks import load_task
 from . import run as probe_run  # probe_run.run_probe is looked up per call: a test may stand in for it
+from .guided import check_guided_task, pool_guidance
 from .result import add_same_loss_ratios
 
 __all__ = ["ReferenceDirection", "run_probe_batches", "combine_batches"]
@@ -137,6 +138,7 @@ def run_probe_batches(config, *, batches: int = 1, out: str | Path | None = None
                                      sampler=sampler)
         result["reference"]["draw"] = 0
         return result
+    check_guided_task(config, task)  # a guided probe needs reference solutions: refused before anything loads
     with removed_if_left_empty(out):
         if out is not None:
             prepare_output_dir(Path(out))
@@ -178,7 +180,8 @@ def combine_batches(results: list[dict], config) -> dict:
         ``interval`` / ``snr`` (stratified bootstrap over groups, ``config.run.n_bootstrap`` replicates),
         ``predicted_gain_per_update`` = 100 lr ``inner_product``, ``tokens_per_update`` (mean),
         ``predicted_gain_at_budget`` (and ``_at_time_budget``), ``signal_proxy`` (mean), ``cosine``
-        (mean when every batch has one); the remaining fields are batch 0's.
+        (mean when every batch has one), ``guidance`` (a guided probe's, pooled:
+        :func:`gradprobe.probe.guided.pool_guidance`); the remaining fields are batch 0's.
 
     Raises
     ------
@@ -255,6 +258,8 @@ def _pooled_entry(entry: dict, per_batch: list[dict], config, counts) -> dict:
         entry["signal_proxy"] = float(np.mean(sp))
         entry["signal_proxy_per_group"] = [float(x) / k for b in per_batch for x in b["signal_proxy_per_group"]]
     entry["valid_completions"] = int(sum(b.get("valid_completions", 0) for b in per_batch))
+    if entry.get("guidance") is not None:  # a guided probe: its batches' guided rows, hint tokens and weights
+        entry["guidance"] = pool_guidance([b["guidance"] for b in per_batch])
     return entry
 
 

@@ -95,10 +95,11 @@ def adam_direction(s: dict, v: dict) -> tuple[dict, str]:
 def second_moment(config: ProbeConfig, run: DeviceBatch, loss_type: str) -> dict:
     """s of one token-weight family: the mean squared GRPO gradient of K = ``second_moment_minibatches``
     minibatches of the probe batch (K backwards), weighted by ``loss_type``'s token weights
-    (:func:`gradprobe.probe.second_moment_from_minibatches`); keyed like the parameters."""
+    (:func:`gradprobe.probe.second_moment_from_minibatches`); keyed like the parameters. A guided probe's
+    gradients are the guided update's (advantages W * A, :meth:`~gradprobe.probe.stages.DeviceBatch.weighted`)."""
     weights = partial(token_weights, loss_type=loss_type, max_completion_length=run.max_completion_length)
     return second_moment_from_minibatches(
-        run.model, run.batch, run.outcome_advantages, weights,
+        run.model, run.batch, run.weighted(run.outcome_advantages), weights,  # guided: W * A, the update's
         num_minibatches=min(config.reference.second_moment_minibatches, run.batch.num_prompts),
         micro_batch_size=run.micro_batch_size)
 

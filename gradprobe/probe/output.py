@@ -65,7 +65,8 @@ def _token_lines(batch, alignment, advantages: dict, tokenizer) -> str:
     return "".join(lines)
 
 
-def write_probe_files(out, result: dict, batch, alignment, advantages: dict, tokenizer) -> None:
+def write_probe_files(out, result: dict, batch, alignment, advantages: dict, tokenizer, *,
+                      importance_weights=None) -> None:
     """Write one probe batch's folder ``out`` (created if missing): alignment.safetensors, tokens.jsonl,
     then probe.json (module docstring).
 
@@ -79,6 +80,9 @@ def write_probe_files(out, result: dict, batch, alignment, advantages: dict, tok
         a, shape (N, T).
     advantages : dict[str, Tensor]
         Reward -> A^R, shape (N, T).
+    importance_weights : Tensor, optional
+        A guided probe's W, shape (N, T) (:mod:`gradprobe.probe.guided`), saved as ``importance_weights``
+        (the advantages are saved unweighted: the update's are W * A^R).
 
     Raises
     ------
@@ -92,6 +96,8 @@ def write_probe_files(out, result: dict, batch, alignment, advantages: dict, tok
                "completion_ids": batch.completion_ids.cpu().contiguous()}
     for name, adv in advantages.items():
         tensors[f"advantages.{name}"] = adv.cpu().contiguous()
+    if importance_weights is not None:
+        tensors["importance_weights"] = importance_weights.detach().cpu().contiguous()
     write_bytes_atomic(out / ALIGNMENT_SAFETENSORS, safetensors_bytes(tensors))
     write_text_atomic(out / TOKENS_JSONL, _token_lines(batch, alignment, advantages, tokenizer))
     write_json_atomic(out / PROBE_JSON, json_safe(result))
@@ -125,6 +131,13 @@ def format_table(result: dict) -> str:
                   else "the same alignment pass")
         lines.append(f"REWARD@LOSS: the reward's gradient under that loss type (from {source}); plain REWARD: "
                      f"under the probe's --loss-type {cfg.get('loss_type')}")
+    guided = (result["rewards"][0].get("guidance") if result["rewards"] else None) if cfg.get("guidance") else None
+    if guided:  # a guided probe (gradprobe.probe.guided): whose update the numbers are
+        iw = guided["is_weight"]
+        lines.append(f"guided arm (fraction {cfg['guidance']['fraction']:g}, prefix {cfg['guidance']['prefix']:g}, cap "
+                     f"{iw['cap']:g}): {guided['guided_rows']} guided completions, {guided['hint_tokens']:,} hint "
+                     f"tokens; every estimate is of the importance-weighted update (mean weight {iw['mean']:.4f}, "
+                     f"{iw['capped_fraction']:.1%} of tokens at the cap)")
     lines += [f"warning: {w}" for w in result.get("warnings", [])]
     c = result["costs"]
     ratio = c.get("alignment_to_update_ratio")

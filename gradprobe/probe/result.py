@@ -94,7 +94,8 @@ def per_update_costs(config: ProbeConfig, batch, outputs: dict, times: StageTime
     (dict[str, int], dict[str, float], float)
         Reward -> tokens per update c_R (the batch's completion tokens plus the reward's own generation,
         e.g. MC continuations), reward -> device-seconds per update (rollouts, the reward's continuations
-        if any, one forward + backward), both scaled by ``update_scale`` = (update_prompts x
+        if any, one forward + backward, and a guided probe's hinted scoring forward, charged to training
+        as in training), both scaled by ``update_scale`` = (update_prompts x
         update_group) / (prompts x group), the training update's batch over the probe batch.
     """
     update, b = config.update, config.batch
@@ -104,7 +105,7 @@ def per_update_costs(config: ProbeConfig, batch, outputs: dict, times: StageTime
         extra = int(sum(out["generated_tokens"].values()))
         tokens_per_update[name] = max(1, round((batch.generated_tokens + extra) * update_scale))
         seconds_per_update[name] = update_scale * (times.rollout + (times.continuation if extra else 0.0)
-                                                   + times.update)
+                                                   + times.update + times.guided_scoring)
     return tokens_per_update, seconds_per_update, update_scale
 
 
@@ -159,14 +160,15 @@ def signal_proxy(run: DeviceBatch, advantages: dict, times: StageTimes) -> dict:
 
 
 def reward_entries(config: ProbeConfig, estimates: list, reference: dict, cosines: dict, power: dict,
-                   outputs: dict, num_rows: int) -> list[dict]:
+                   outputs: dict, num_rows: int, guidance: dict | None = None) -> list[dict]:
     """``probe.json["rewards"]``: one entry per (reward, loss type), the probe's loss type first.
 
     Each is the estimate's fields plus ``reward``, ``alignment_family`` / ``alignment_pass`` (the
     alignment it used: its token-weight family's pass under Adam, 0 the probe's own; None / 0 without
     Adam), ``cosine``, ``signal_proxy`` ((1/N) sum A^2 W, verl's proxy2_total_power) and its per-group
     sums, the reward's generated tokens, valid completions, statistics and seconds, and
-    ``same_loss_reference`` / ``same_loss_ratio`` (:func:`add_same_loss_ratios`).
+    ``same_loss_reference`` / ``same_loss_ratio`` (:func:`add_same_loss_ratios`); with ``guidance`` (a guided
+    probe's record, :func:`gradprobe.probe.guided.guidance_entry`) also ``guidance``.
     """
     adam, families = config.reference.preconditioner.second_moment, reference["alignment_families"]
     entries = []
@@ -180,6 +182,8 @@ def reward_entries(config: ProbeConfig, estimates: list, reference: dict, cosine
         d["signal_proxy_per_group"] = [float(x) for x in power[reward]]
         d.update(generated_tokens=outputs[reward]["generated_tokens"], valid_completions=outputs[reward]["valid"],
                  reward_stats=outputs[reward]["stats"], reward_seconds=outputs[reward]["seconds"])
+        if guidance is not None:  # only for a guided probe: the default job's entries keep their keys
+            d["guidance"] = guidance
         entries.append(d)
     add_same_loss_ratios(entries, config.update.loss_type)
     return entries
@@ -282,6 +286,7 @@ def _costs(config: ProbeConfig, times: StageTimes, reference: dict, wall: float)
         "extra_loss_type_sums_seconds": sum(sec for lt, (sec, _) in times.sums.items()
                                             if lt != config.update.loss_type),
         "wall_seconds": time.perf_counter() - wall,
+        **({"guided_scoring_seconds": times.guided_scoring} if config.guidance is not None else {}),
     }
 
 

@@ -2,9 +2,12 @@
 
 Pipeline (DESIGN.md, "The probe"), every stage timed and charged to a ledger:
 
-1. rollouts: B training prompts x G completions (``rollout`` tokens);
+1. rollouts: B training prompts x G completions (``rollout`` tokens); with ``guidance`` (a guided arm,
+   :mod:`gradprobe.probe.guided`) k of each group from the hinted prompt, as training samples them;
 2. rewards: each reward turns the batch into per-token advantages A^R, shape (N, T);
-   MC rewards draw their continuations once for all of them (``continuation`` tokens);
+   MC rewards draw their continuations once for all of them (``continuation`` tokens); a guided
+   probe then scores the guided rows under the hint: the update's truncated importance weights W
+   (N, T), and every estimate below is of the guided update, A^R replaced by W * A^R;
 3. reference update v: ``heldout`` (RLOO policy gradient of accuracy on held-out prompts,
    its own ledger, never charged to the rewards) or ``direction:PATH`` (a saved vector);
 4. optional Adam preconditioning u = P v (P shared by all rewards);
@@ -58,7 +61,9 @@ from .output import write_probe_files as _write
 from .reference_update import load_direction
 from .result import (REFERENCE_REWARD, add_same_loss_ratios, assemble_result, estimate_all, per_update_costs,
                      probe_notes, reward_cosines, reward_entries, signal_proxy)
-from .stages import StageTimes, probe_samplers, progress_printer, reward_advantages, sample_batch, update_yardstick
+from .guided import check_guided_task
+from .stages import (StageTimes, guided_stage, probe_samplers, progress_printer, reward_advantages, sample_batch,
+                     update_yardstick)
 
 __all__ = ["ProbeConfig", "DEFAULT_TASK", "REFERENCES", "PRECONDITIONERS", "SMALL_MODEL_PARAMETERS", "REFERENCE_REWARD",
            "run_probe", "probe_threads", "weight_family", "add_same_loss_ratios", "token_texts", "format_table",
@@ -147,6 +152,9 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     ValueError
         Bad configuration, unknown reward/model/task (the message lists the valid names),
         a reward name containing ``@``, a reward that produced non-finite advantages.
+    GuidanceError (a ValueError)
+        With ``config.guidance``: a task without reference solutions (before anything is loaded), a model
+        whose prompt format drops the hint (before any rollout), each naming the fix.
     OSError
         ``out`` cannot be written (checked first; :class:`~gradprobe.outputs.OutputDirError`).
 
@@ -189,6 +197,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     """The stages of :func:`run_probe` in order (module docstring); the order fixes every random draw."""
     torch.manual_seed(config.batch.seed)
     rewards = _rewards_to_probe(config, extra_rewards)
+    check_guided_task(config, task)  # a guided probe needs reference solutions (before any compute)
     if out is not None:
         prepare_output_dir(Path(out))
     wall = time.perf_counter()
@@ -207,6 +216,8 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     batch = sample_batch(config, policy, task, samplers.rollout, ledger, times)  # 1. rollouts
     run, advantages, outputs = reward_advantages(config, policy, task, batch, rewards, samplers.continuation,
                                                  ledger, times)  # 2. rewards -> per-token advantages
+    run = guided_stage(config, run, ledger, times)  # 2b. a guided arm's importance weights W (else unchanged)
+    effective = {k: run.weighted(a) for k, a in advantages.items()}  # the update's advantages: W * A^R (guided)
     update_yardstick(config, run, times)  # cost yardstick: one update's forward + backward
     s = own_second_moment(config, run, times, say)  # 4a. s before v: at most three parameter-sized vectors
     v, reference = reference_update(config, policy, task, run, samplers.reference, direction,
@@ -215,12 +226,13 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
                                        len(advantages))  # 4-5. u = P v, ONE forward-mode pass for all rewards
     s = None
     alignments = family_alignments(config, run, v, alignment, reference, ledger, times, say)  # 7. other families
-    cosines = reward_cosines(config, run, advantages, v)
+    cosines = reward_cosines(config, run, effective, v)
     tokens_per_update, seconds_per_update, update_scale = per_update_costs(config, run.batch, outputs, times)
-    estimates = estimate_all(config, run, alignments, advantages, tokens_per_update, seconds_per_update,
+    estimates = estimate_all(config, run, alignments, effective, tokens_per_update, seconds_per_update,
                              times)  # 6-7. per-reward estimates under every loss type
-    power = signal_proxy(run, advantages, times)
-    entries = reward_entries(config, estimates, reference, cosines, power, outputs, run.batch.num_rows)
+    power = signal_proxy(run, effective, times)
+    entries = reward_entries(config, estimates, reference, cosines, power, outputs, run.batch.num_rows,
+                             guidance=None if run.guided is None else run.guided.stats)
     notes = probe_notes(config, run.batch, reference, outputs, times)
     for note in notes:
         notes_log.warning(note)
@@ -228,5 +240,6 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
                              reference_check=reference_check, notes=notes, update_scale=update_scale, times=times,
                              wall=wall)
     if out is not None:
-        _write(out, result, run.batch, alignment, advantages, policy.tokenizer)
+        _write(out, result, run.batch, alignment, advantages, policy.tokenizer,
+               importance_weights=None if run.guided is None else run.guided.weights)
     return result

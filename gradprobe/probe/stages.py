@@ -6,7 +6,8 @@
 2. :func:`reward_advantages`: each reward's per-token advantages A^R, shape (N, T), N = B * G; MC rewards
    draw their continuations once for all of them (``continuation`` tokens); the batch then moves to the
    model's device as a :class:`DeviceBatch`;
-3. :func:`update_yardstick`: one GRPO update's forward + backward on the same batch, the unit the
+3. :func:`guided_stage` (guided probes only): the guided update's importance weights W (N, T);
+4. :func:`update_yardstick`: one GRPO update's forward + backward on the same batch, the unit the
    alignment pass's cost is reported in.
 
 The reference direction and the alignment passes follow in :mod:`gradprobe.probe.direction`.
@@ -14,6 +15,7 @@ The reference direction and the alignment passes follow in :mod:`gradprobe.probe
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
@@ -31,9 +33,10 @@ from ..rollout import collect_rollouts, make_sampler
 from ..streams import stream_sampler
 from ..types import RolloutBatch
 from .config import ProbeConfig
+from .guided import check_guided_prompts, importance_weights, sample_guided_batch
 
 __all__ = ["StageTimes", "Samplers", "DeviceBatch", "progress_printer", "probe_samplers", "sample_batch",
-           "reward_outputs", "reward_advantages", "update_yardstick"]
+           "reward_outputs", "reward_advantages", "guided_stage", "update_yardstick"]
 
 
 @dataclass
@@ -59,6 +62,9 @@ class StageTimes:
         Loss type -> (seconds, CPU seconds) of its weighted sums and bootstrap over every reward.
     signal_proxy : float
         verl's forward-only gradient-signal proxy (one no-grad forward).
+    guided_scoring : float
+        A guided probe's hinted forward of the importance weights (training's ``device_seconds["training"]``
+        share of a guided update; 0 without guidance).
     """
 
     rollout: float = 0.0
@@ -75,6 +81,7 @@ class StageTimes:
     extra_alignment_cpu: float = 0.0
     sums: dict = field(default_factory=dict)
     signal_proxy: float = 0.0
+    guided_scoring: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,9 @@ class DeviceBatch:
         micro-batch's activations fit about one parameter copy; values do not depend on it).
     max_completion_length : int
         dr_grpo's constant normaliser L_max (tokens): the sampling limit, as in training (Liu et al. 2025).
+    guided : gradprobe.probe.guided.ImportanceWeights or None
+        A guided probe's importance weights W (N, T) and hinted log-probabilities (None without guidance):
+        every gradient of the guided update is the unguided one's with A replaced by W * A (:meth:`weighted`).
     """
 
     model: torch.nn.Module
@@ -113,6 +123,12 @@ class DeviceBatch:
     outcome_advantages: Tensor
     micro_batch_size: int
     max_completion_length: int
+    guided: object = None
+
+    def weighted(self, advantages: Tensor) -> Tensor:
+        """The advantages the update's gradient sees: W * A (shape of ``advantages``, (N, T) or (R, N, T)) for a
+        guided probe (:mod:`gradprobe.probe.guided`), ``advantages`` itself (the same object) without guidance."""
+        return advantages if self.guided is None else self.guided.weights.to(advantages.dtype) * advantages
 
 
 def progress_printer(config: ProbeConfig) -> Callable[[str], None]:
@@ -133,10 +149,16 @@ def probe_samplers(config: ProbeConfig, policy, sampler=None) -> Samplers:
 
 def sample_batch(config: ProbeConfig, policy, task, sampler, ledger: Ledger, times: StageTimes) -> RolloutBatch:
     """Stage 1: ``config.batch.prompts`` training prompts x ``config.batch.group`` completions, charged to ``ledger``
-    as ``rollout`` tokens; its generation seconds go to ``times.rollout``."""
+    as ``rollout`` tokens; its generation seconds go to ``times.rollout``. With ``config.guidance``, k of each
+    group are sampled from the hinted prompt by training's own collection (:mod:`gradprobe.probe.guided`),
+    after checking that the model's prompt format keeps the hint (GuidanceError before any rollout)."""
     problems = task.problems("train", config.batch.prompts, seed=config.batch.seed)
-    batch = collect_rollouts(policy, task, problems, group_size=config.batch.group, sampler=sampler,
-                             sampling=config.sampling, ledger=ledger, category="rollout", desc="rollouts")
+    if config.guidance is not None:  # the guided arm's batch, as training collects it (gradprobe.probe.guided)
+        check_guided_prompts(config, policy, task, problems)
+        batch = sample_guided_batch(config, policy, task, problems, sampler, ledger)
+    else:
+        batch = collect_rollouts(policy, task, problems, group_size=config.batch.group, sampler=sampler,
+                                 sampling=config.sampling, ledger=ledger, category="rollout", desc="rollouts")
     times.rollout = float(batch.metadata.get("generation_seconds", 0.0))
     release_memory()  # the generation's KV caches
     return batch
@@ -208,15 +230,29 @@ def reward_advantages(config: ProbeConfig, policy, task, batch: RolloutBatch, re
     return run, advantages, outputs
 
 
+def guided_stage(config: ProbeConfig, run: DeviceBatch, ledger: Ledger, times: StageTimes) -> DeviceBatch:
+    """Stage 2b of a guided probe: the importance weights W of the guided update (:mod:`gradprobe.probe.guided`;
+    the hinted forward's seconds into ``times.guided_scoring``); ``run`` itself without guidance."""
+    if config.guidance is None:
+        return run
+    weights = importance_weights(config, run.model, run.batch, ledger, micro_batch_size=run.micro_batch_size)
+    times.guided_scoring = weights.scoring_seconds
+    release_memory()
+    return dataclasses.replace(run, guided=weights)
+
+
 def update_yardstick(config: ProbeConfig, run: DeviceBatch, times: StageTimes) -> None:
     """Stage 3, the cost yardstick: one update's forward + backward (``config.update.loss_type``, GRPO's advantages)
-    on the probe batch, timed into ``times.update`` / ``times.update_cpu``; the gradients are dropped."""
+    on the probe batch, timed into ``times.update`` / ``times.update_cpu``; the gradients are dropped. A guided
+    probe's is the guided update: truncated importance sampling with the hinted log-probabilities."""
     model = run.model
     model.zero_grad(set_to_none=True)
     t0, c0 = time.perf_counter(), time.process_time()
+    guided = {} if run.guided is None else {"importance_sampling": "tis", "is_cap": run.guided.cap}
     loss_and_backward(model, run.batch, run.outcome_advantages,
                       UpdateConfig(loss_type=config.update.loss_type, micro_batch_size=run.micro_batch_size,
-                                   max_completion_length=run.max_completion_length))
+                                   max_completion_length=run.max_completion_length, **guided),
+                      sampler_logp=None if run.guided is None else run.guided.sampler_logp)
     times.update, times.update_cpu = time.perf_counter() - t0, time.process_time() - c0
     model.zero_grad(set_to_none=True)
     release_memory()  # the yardstick's gradients and activations

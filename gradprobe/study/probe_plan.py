@@ -36,10 +36,14 @@ def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
     table lists), so every arm's (reward, loss type) pair has an entry, keyed as :func:`arms_table`
     records (:func:`gradprobe.probe_keys.entry_key`); one alignment pass serves them all.
 
+    Guided arms (``[arms.NAME] guidance``) get their reward's entry of this unguided probe (the
+    forecast notes it); a ``[probe] guidance`` key is refused, since the one probe serves every arm
+    (``gradprobe probe --guidance`` probes a guided arm's update alone).
+
     Raises
     ------
     PlanError
-        A ``[probe]`` key that :class:`ProbeConfig` does not have (the valid keys are listed).
+        A ``[probe]`` key that :class:`ProbeConfig` does not have (the valid keys are listed), or ``guidance``.
     """
     settings = _plan_defaults(plan)
     valid = list(SETTINGS)  # the flat settings (ProbeConfig.from_dict); sampling and mc via their tables
@@ -47,8 +51,14 @@ def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
         if key == "continuations":  # [probe] continuations = K: the probe's MC continuations per step boundary
             settings["mc"] = dataclasses.replace(settings["mc"], continuations=int(value))
             continue
+        if key == "guidance":  # one probe serves every arm: guidance would apply to the unguided arms' entries too
+            raise PlanError("[probe] guidance: the study's probe is shared by every arm, so guidance there would "
+                            "make the unguided arms' entries guided too; set guidance on the arm ([arms.NAME] "
+                            "guidance) and probe that arm alone with `gradprobe probe --guidance "
+                            "fraction=F,prefix=P`")
         if key not in valid:
-            raise PlanError(f"unknown key 'probe.{key}'; valid keys in [probe]: continuations, {', '.join(valid)}")
+            raise PlanError(f"unknown key 'probe.{key}'; valid keys in [probe]: continuations, "
+                            f"{', '.join(k for k in valid if k != 'guidance')}")
         settings[key] = value
     settings["rewards"] = tuple(settings["rewards"])
     given = settings.get("loss_types") or ()

@@ -1,0 +1,300 @@
+"""The stages of a probe run's configuration (torch-free): one frozen dataclass per stage, each validated
+when built (a bad value names its field and command-line flag), and the guidance setting's coercer.
+
+:class:`gradprobe.probe_settings.ProbeConfig` is composed of them; every name is re-exported there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+from ..config import MCConfig, SamplingConfig, preconditioner, reference_kind
+from ..tiers import TINY_FRONTIER_TASK
+
+__all__ = ["DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "BatchSettings", "ReferenceSettings",
+           "UpdateSettings", "BudgetSettings", "RunSettings", "GUIDANCE_FLAG", "guidance_setting", "guidance_dict"]
+
+#: The default job's task: the shipped tiny tier's frontier (:data:`gradprobe.tiers.TINY_FRONTIER_TASK`,
+#: chain sums of 3-4 one-digit terms), where its groups have mixed rewards.
+DEFAULT_TASK = "chain_sum:" + ",".join(f"{k}={v}" for k, v in TINY_FRONTIER_TASK.items())
+#: The default job's MC settings: K = 2 continuations per step boundary (the command line reads it here).
+DEFAULT_MC = MCConfig(continuations=2)
+
+
+def _loss_type_names():
+    """The live loss-type registry (:data:`gradprobe.grpo.loss_types.LOSSES`, torch-bound: imported when a
+    loss type is checked, so that the command line reads the defaults here without torch)."""
+    from ..grpo.loss_types import LOSSES  # torch: deferred (module docstring)
+
+    return LOSSES
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The policy probed: ``name`` for :func:`gradprobe.models.load_policy` (``tiny``, an alias, a folder,
+    a ``.gguf`` file or a hub id), its ``device`` and ``dtype``, and ``threads``: torch CPU threads during
+    the probe (the caller's setting is restored afterwards). None: 1 for a model under
+    :data:`~gradprobe.probe.run.SMALL_MODEL_PARAMETERS` parameters unless ``OMP_WAIT_POLICY=PASSIVE`` (as
+    the ``gradprobe`` command sets), else torch's own (:func:`~gradprobe.probe.run.probe_threads`).
+
+    Not :class:`gradprobe.training.specs.ModelSpec`: the probe has ``threads`` and no gradient
+    checkpointing (it runs one forward-mode pass, no training backward over long completions).
+
+    Raises ValueError: ``threads`` < 1.
+    """
+
+    name: str = "tiny"
+    device: str = "cpu"
+    dtype: str = "float32"
+    threads: int | None = None
+
+    def __post_init__(self):
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads (--threads) must be >= 1 (or None: automatic), got {self.threads}")
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """The task: ``spec`` for :func:`gradprobe.tasks.load_task`; ``skip_malformed`` (GSM8K, ``jsonl:`` and
+    ``hf:`` tasks only): skip (count and warn about) malformed rows instead of raising
+    :class:`~gradprobe.tasks.DatasetFormatError`; the count is ``skipped_rows`` in ``probe.json``."""
+
+    spec: str = DEFAULT_TASK
+    skip_malformed: bool = False
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """The probe batch: ``prompts`` B training prompts x ``group`` G completions, sampled with ``seed``.
+
+    Raises ValueError: B < 1, G < 2 (group-relative advantages need two completions), seed < 0.
+    """
+
+    prompts: int = 16
+    group: int = 8
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.prompts < 1:
+            raise ValueError(f"prompts (--prompts) must be >= 1, got {self.prompts}")
+        if self.group < 2:
+            raise ValueError(f"group (--group) must be >= 2 (group-relative advantages need two completions), got {self.group}")
+        if self.seed < 0:
+            raise ValueError(f"seed (--seed) must be >= 0, got {self.seed}")
+
+
+@dataclass(frozen=True)
+class ReferenceSettings:
+    """The reference update v and the direction u = P v the alignment is taken along.
+
+    Attributes
+    ----------
+    kind : str
+        ``heldout`` or ``direction:PATH`` (a ``.safetensors`` parameter-space vector); a key of
+        :data:`gradprobe.config.REFERENCE_KINDS` (:attr:`variant`).
+    heldout_prompts, heldout_group : int
+        Size of the held-out batch of the ``heldout`` reference (G >= 2, the RLOO baseline).
+    precondition : {"adam", "none"}
+        A key of :data:`gradprobe.config.PRECONDITIONER_KINDS` (:attr:`preconditioner`). ``adam``: u = P v
+        with P = diag(1 / (sqrt(s) + eps)), s the mean squared minibatch GRPO (outcome) gradient of the
+        probe batch weighted by the loss type's token weights, so the prediction is for an Adam step (one
+        P per token-weight family of ``loss_type`` and ``loss_types``); ``none``: SGD, u = v.
+    second_moment_minibatches : int
+        K, the minibatches (backwards) of s.
+    reference_check_rows : int
+        Rows of the alignment pass recomputed against a higher-precision copy (0 = off).
+    cosine : bool
+        Also compute cos(g_R, v) (one backward per reward).
+
+    Raises ValueError: an unknown kind or preconditioner, heldout sizes out of range, negative check rows.
+    """
+
+    kind: str = "heldout"
+    heldout_prompts: int = 8
+    heldout_group: int = 16
+    precondition: str = "adam"
+    second_moment_minibatches: int = 4
+    reference_check_rows: int = 0
+    cosine: bool = False
+
+    def __post_init__(self):
+        if self.heldout_group < 2:
+            raise ValueError(f"heldout_group (--heldout-group) must be >= 2 (RLOO baseline), got {self.heldout_group}")
+        reference_kind(self.kind)
+        preconditioner(self.precondition)
+        if self.heldout_prompts < 1:
+            raise ValueError(f"heldout_prompts (--heldout-prompts) must be >= 1, got {self.heldout_prompts}")
+        if self.reference_check_rows < 0:
+            raise ValueError(f"reference_check_rows must be >= 0 (0 = off), got {self.reference_check_rows}")
+
+    @property
+    def variant(self):
+        """The :class:`gradprobe.config.Reference` of :attr:`kind`."""
+        return reference_kind(self.kind)
+
+    @property
+    def preconditioner(self):
+        """The :class:`gradprobe.config.Preconditioner` of :attr:`precondition`."""
+        return preconditioner(self.precondition)
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    """The training update whose gain is predicted.
+
+    Attributes
+    ----------
+    lr : float
+        Its learning rate.
+    loss_type : str
+        Its loss (:data:`gradprobe.grpo.losses.LOSS_TYPES`). It also sets the cost yardstick's update and,
+        with ``precondition="adam"``, the token weights of the second moment s.
+    loss_types : tuple[str, ...]
+        Extra loss types (``--loss-types``; a comma-separated string is split): every reward is also
+        estimated under each, giving entries keyed ``REWARD@LOSS_TYPE``
+        (:func:`gradprobe.probe_keys.entry_key`) with the fields of the entry ``REWARD``. Under ``none`` all
+        loss types share the one alignment pass; under ``adam`` each token-weight family
+        (:func:`~gradprobe.probe.direction.weight_family`: grpo/gspo, dapo/bnpo/cispo, dr_grpo) gets its own
+        second moment, P and alignment pass (``costs.extra_alignment_passes``). Must not repeat
+        ``loss_type`` or itself.
+    update_prompts, update_group : int or None
+        B and G of the update when it differs from the probe batch (None: the probe batch's). The
+        expected per-update gain does not depend on them, its tokens and seconds do: they are the probe
+        batch's scaled by (update_prompts x update_group) / (prompts x group), and so is the extrapolation.
+    micro_batch_size : int
+        Rows per forward/backward (memory; results do not depend on it).
+
+    Raises ValueError: a loss type not registered, a repeated loss type, a non-positive lr, sizes out of range.
+    """
+
+    lr: float = 1e-4
+    loss_type: str = "grpo"
+    loss_types: tuple[str, ...] = ()
+    update_prompts: int | None = None
+    update_group: int | None = None
+    micro_batch_size: int = 8
+
+    def __post_init__(self):
+        losses = _loss_type_names()
+        if self.loss_type not in losses:
+            raise ValueError(f"loss_type (--loss-type) {self.loss_type!r} is not one of {', '.join(sorted(losses))}")
+        if isinstance(self.loss_types, str):  # "bnpo,cispo" (a plan's [probe] table, a caller) -> a tuple
+            object.__setattr__(self, "loss_types", tuple(x.strip() for x in self.loss_types.split(",") if x.strip()))
+        object.__setattr__(self, "loss_types", tuple(self.loss_types))
+        unknown = [x for x in self.loss_types if x not in losses]
+        if unknown:
+            raise ValueError(f"loss_types (--loss-types) {', '.join(map(repr, unknown))}: not a loss type; choose from "
+                             f"{', '.join(sorted(losses))} (gradprobe.grpo.losses.LOSS_TYPES)")
+        if self.loss_type in self.loss_types:
+            raise ValueError(f"loss_types (--loss-types) repeats the probe's own loss_type {self.loss_type!r}: its "
+                             "entries are the plain REWARD keys already; list only the extra loss types")
+        dup = sorted({x for x in self.loss_types if self.loss_types.count(x) > 1})
+        if dup:
+            raise ValueError(f"loss_types (--loss-types) lists {', '.join(dup)} more than once; list each once")
+        if self.update_prompts is not None and self.update_prompts < 1:
+            raise ValueError(f"update_prompts (--update-prompts) must be >= 1, got {self.update_prompts}")
+        if self.update_group is not None and self.update_group < 2:
+            raise ValueError(f"update_group (--update-group) must be >= 2 (a GRPO group of one completion has zero "
+                             f"advantage), got {self.update_group}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size (--micro-batch-size) must be >= 1, got {self.micro_batch_size}")
+
+    @property
+    def all_loss_types(self) -> tuple[str, ...]:
+        """``loss_type`` then ``loss_types``: every loss type an entry is estimated under."""
+        return (self.loss_type, *self.loss_types)
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    """The budget of the extrapolation: ``tokens`` generated tokens and, if any, ``seconds`` device-seconds.
+
+    Raises ValueError: tokens < 1, seconds <= 0.
+    """
+
+    tokens: int = 250_000
+    seconds: float | None = None
+
+    def __post_init__(self):
+        if self.tokens < 1:
+            raise ValueError(f"budget_tokens (--budget-tokens) must be >= 1, got {self.tokens}")
+        if self.seconds is not None and not self.seconds > 0:
+            raise ValueError(f"budget_seconds (--budget-seconds) must be > 0, got {self.seconds}")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How the run reports: ``n_bootstrap`` resamples over prompts for the intervals, ``progress`` bars and
+    stage messages on stderr."""
+
+    n_bootstrap: int = 1000
+    progress: bool = True
+
+
+#: the command-line flag of the ``guidance`` setting, named in its error messages
+GUIDANCE_FLAG = "--guidance fraction=F,prefix=P[,cap=C]"
+
+
+def _guidance_pairs(text: str) -> dict:
+    """``"fraction=0.25,prefix=0.5,cap=2"`` -> {"fraction": 0.25, ...}; "" or "none" -> {} (no guidance)."""
+    from ..rollout.guidance import GuidanceError  # torch (gradprobe.rollout's package): deferred, module docstring
+
+    out: dict = {}
+    if text.strip().lower() in ("", "none"):
+        return out
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, eq, value = (x.strip() for x in part.partition("="))
+        try:
+            if not eq:
+                raise ValueError
+            out[key] = float(value)
+        except ValueError:
+            raise GuidanceError(f"guidance ({GUIDANCE_FLAG}): {part!r} is not KEY=NUMBER, e.g. "
+                                "--guidance fraction=0.25,prefix=0.5") from None
+    return out
+
+
+def guidance_setting(value):
+    """The ``guidance`` setting of a probe: off-context guidance of the probed update, or None.
+
+    Parameters
+    ----------
+    value : None, GuidanceConfig, dict or str
+        None (or {} / "" / "none"): no guidance (the default). A
+        :class:`gradprobe.rollout.guidance.GuidanceConfig`; a dict like an arm's ``guidance`` table
+        (``{"fraction": 0.25, "prefix": 0.5}``, ``cap`` optional, default 2); or the command line's
+        ``"fraction=0.25,prefix=0.5[,cap=2]"``.
+
+    Returns
+    -------
+    GuidanceConfig or None
+
+    Raises
+    ------
+    GuidanceError (a ValueError)
+        A value that is none of these, an unknown key (the valid ones listed), a share outside [0, 1]
+        or ``cap <= 0``; the message names the key (``guidance.fraction``) and the flag ``--guidance``.
+    """
+    if value is None:  # the default: nothing imported (a config without guidance loads no torch)
+        return None
+    from ..rollout.guidance import GuidanceConfig, GuidanceError, parse_guidance  # torch: deferred
+
+    if isinstance(value, GuidanceConfig):
+        return value
+    if isinstance(value, str):
+        value = _guidance_pairs(value)
+    if isinstance(value, Mapping) and not value:
+        return None
+    try:
+        parsed = parse_guidance(dict(value) if isinstance(value, Mapping) else value, "guidance")
+    except GuidanceError as e:
+        raise GuidanceError(f"{e} ({GUIDANCE_FLAG})") from None
+    return GuidanceConfig(**parsed)
+
+
+def guidance_dict(guidance) -> dict | None:
+    """``probe.json["config"]["guidance"]``: the settings as a dict (fraction, prefix, cap), None without."""
+    return None if guidance is None else asdict(guidance)
