@@ -259,7 +259,8 @@ def _pooled_entry(entry: dict, per_batch: list[dict], config, counts) -> dict:
         entry["signal_proxy_per_group"] = [float(x) / k for b in per_batch for x in b["signal_proxy_per_group"]]
     entry["valid_completions"] = int(sum(b.get("valid_completions", 0) for b in per_batch))
     if entry.get("guidance") is not None:  # a guided probe: its batches' guided rows, hint tokens and weights
-        entry["guidance"] = pool_guidance([b["guidance"] for b in per_batch])
+        entry["guidance"] = pool_guidance([b["guidance"] for b in per_batch],
+                                          rows=[len(p) * int(config.batch.group) for p in per])
     return entry
 
 

@@ -209,24 +209,62 @@ def guidance_entry(batch, weights: Tensor, sampler_logp: Tensor, cap: float, mis
     return out
 
 
-def pool_guidance(records: list[dict]) -> dict:
-    """One ``guidance`` record of several probe batches (:func:`gradprobe.probe.batches.combine_batches`): rows
-    and tokens summed, the weight means and capped shares weighted by their tokens, min and max over batches."""
+def _pooled_mean(pairs) -> float | None:
+    """sum_k n_k m_k / sum_k n_k over the (n_k, m_k) whose mean m_k is not None; None when no count is left."""
+    pairs = [(n, m) for n, m in pairs if m is not None]
+    total = sum(n for n, _ in pairs)
+    return sum(n * m for n, m in pairs) / total if total else None
+
+
+def pool_guidance(records: list[dict], rows: list[int]) -> dict:
+    """One ``guidance`` record of several probe batches (:func:`gradprobe.probe.batches.combine_batches`).
+
+    Parameters
+    ----------
+    records : list of dict, length N
+        The batches' :func:`guidance_entry` records.
+    rows : list of int, length N
+        Each batch's completions (rows: prompts x group), the denominators of its unguided reward mean
+        (with its ``guided_rows``).
+
+    Returns
+    -------
+    dict
+        ``config`` batch 0's (every batch has the same); ``guided_rows``, ``empty_hint_rows``, ``hint_tokens``,
+        ``completion_tokens`` and ``guided_tokens`` summed; each mean the batches' means weighted by what it
+        averages over (sum n_k m_k / sum n_k, batches without one left out): ``guided_reward_mean`` by
+        guided rows, ``unguided_reward_mean`` by the other rows (NaN scores, which a batch's mean ignores, are
+        not in the records: counted), ``is_weight`` ``mean`` and ``capped_fraction`` by completion tokens,
+        ``guided_weight_mean`` / ``guided_capped_fraction`` by guided tokens, ``logp_shift``'s
+        ``mean_abs_diff``, ``kl_k1`` and ``kl_k3`` by its scored ``tokens`` (summed; 0 when none, as one
+        batch records it); ``min`` and ``max`` / ``max_abs_diff`` over the batches.
+
+    Raises
+    ------
+    ValueError
+        ``rows`` not one count per record.
+    """
+    if len(rows) != len(records):
+        raise ValueError(f"pool_guidance: {len(records)} guidance records but {len(rows)} row counts")
     out = dict(records[0])
     for key in ("guided_rows", "empty_hint_rows", "hint_tokens", "completion_tokens", "guided_tokens"):
         out[key] = int(sum(r[key] for r in records))
-
-    def mean(key, sub, tokens):
-        total = sum(r[tokens] for r in records if (r[key] if sub is None else r[key][sub]) is not None)
-        if not total:
-            return None
-        return sum(r[tokens] * (r[key] if sub is None else r[key][sub]) for r in records
-                   if (r[key] if sub is None else r[key][sub]) is not None) / total
-
-    iw = dict(records[0]["is_weight"])
-    iw.update(mean=mean("is_weight", "mean", "completion_tokens"),
-              capped_fraction=mean("is_weight", "capped_fraction", "completion_tokens"),
-              min=min(r["is_weight"]["min"] for r in records), max=max(r["is_weight"]["max"] for r in records))
-    out.update(is_weight=iw, guided_weight_mean=mean("guided_weight_mean", None, "guided_tokens"),
-               guided_capped_fraction=mean("guided_capped_fraction", None, "guided_tokens"))
+    out["guided_reward_mean"] = _pooled_mean((r["guided_rows"], r["guided_reward_mean"]) for r in records)
+    out["unguided_reward_mean"] = _pooled_mean((n - r["guided_rows"], r["unguided_reward_mean"])
+                                               for n, r in zip(rows, records))
+    iw = [r["is_weight"] for r in records]
+    if all(w is not None for w in iw):
+        pooled_iw = _pooled_mean((r["completion_tokens"], w["mean"]) for r, w in zip(records, iw))
+        pooled_cf = _pooled_mean((r["completion_tokens"], w["capped_fraction"]) for r, w in zip(records, iw))
+        out["is_weight"] = dict(iw[0], mean=1.0 if pooled_iw is None else pooled_iw,
+                                capped_fraction=0.0 if pooled_cf is None else pooled_cf,
+                                min=min(w["min"] for w in iw), max=max(w["max"] for w in iw))
+    shifts = [r.get("logp_shift") for r in records]
+    if all(s is not None for s in shifts):
+        tokens = int(sum(s["tokens"] for s in shifts))
+        out["logp_shift"] = dict(shifts[0], max_abs_diff=max(s["max_abs_diff"] for s in shifts), tokens=tokens,
+                                 **{key: _pooled_mean((s["tokens"], s[key]) for s in shifts) if tokens else 0.0
+                                    for key in ("mean_abs_diff", "kl_k1", "kl_k3")})
+    out.update(guided_weight_mean=_pooled_mean((r["guided_tokens"], r["guided_weight_mean"]) for r in records),
+               guided_capped_fraction=_pooled_mean((r["guided_tokens"], r["guided_capped_fraction"]) for r in records))
     return out

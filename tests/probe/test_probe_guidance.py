@@ -14,6 +14,7 @@ from gradprobe.cli import main
 from gradprobe.config import SamplingConfig
 from gradprobe.grpo.step import UpdateConfig, loss_and_backward
 from gradprobe.models import load_policy
+from gradprobe.probe import batches as batches_mod
 from gradprobe.probe import run as probe_run
 from gradprobe.probe import save_direction
 from gradprobe.probe_settings import ProbeConfig
@@ -268,3 +269,145 @@ def test_an_old_probe_json_config_loads_without_guidance():
     guided = config.with_settings(guidance="fraction=0.25,prefix=0.5,cap=3")
     assert guided.to_dict()["guidance"] == {"fraction": 0.25, "prefix": 0.5, "cap": 3.0}
     assert ProbeConfig.from_dict(guided.to_dict()) == guided == ProbeConfig.from_dict(guided.to_nested())
+
+
+# ----------------------------------------------------------------------------- (e) several probe batches
+
+def _weighted(records, key, weight, sub=None):
+    """sum_k n_k m_k / sum_k n_k over the batches whose mean m_k is not None (None when none is)."""
+    vals = [(r[weight], r[key] if sub is None else r[key][sub]) for r in records]
+    vals = [(n, m) for n, m in vals if m is not None]
+    total = sum(n for n, _ in vals)
+    return sum(n * m for n, m in vals) / total if total else None
+
+
+def test_two_guided_batches_pool_their_records_and_estimates(policy64, direction, tmp_path):
+    path, _ = direction
+    # 16 tokens: the batches' completions differ in length (token weights matter); cap 1.02: some weights truncated
+    cfg = _config(path, {"fraction": 0.5, "prefix": 1.0, "cap": 1.02}).with_settings(max_new_tokens=16)
+    task = ScoredTask("digit3")
+    out = tmp_path / "two"
+    pooled = batches_mod.run_probe_batches(cfg, batches=2, out=out, policy=policy64, task=task)
+    # each batch is the single-batch guided probe of its prompt slice with seed + k (run here on its own)
+    pool = batches_mod._distinct_train_prompts(task, 6, 0)
+    singles = [probe_run.run_probe(cfg.with_settings(seed=k), policy=policy64,
+                                   task=batches_mod._TrainSlice(task, pool[3 * k: 3 * k + 3])) for k in range(2)]
+    files = [json.loads((out / f"batch_{k}" / "probe.json").read_text()) for k in range(2)]
+    for saved, single in zip(files, singles):
+        assert _by_name(saved)["outcome"]["guidance"] == _by_name(single)["outcome"]["guidance"]
+        assert [e["inner_product"] for e in saved["rewards"]] == [e["inner_product"] for e in single["rewards"]]
+    recs = [_by_name(s)["outcome"]["guidance"] for s in singles]
+    # the two batches differ (pooling is not a copy of batch 0)
+    for key in ("guided_weight_mean", "guided_reward_mean", "unguided_reward_mean", "completion_tokens",
+                "guided_tokens", "guided_capped_fraction"):
+        assert recs[0][key] != recs[1][key], key
+    for key, sub in (("is_weight", "min"), ("is_weight", "max"), ("is_weight", "mean"), ("is_weight", "capped_fraction"),
+                     ("logp_shift", "max_abs_diff"), ("logp_shift", "mean_abs_diff"), ("logp_shift", "kl_k1"),
+                     ("logp_shift", "kl_k3")):
+        assert recs[0][key][sub] != recs[1][key][sub], (key, sub)
+    rows = 3 * 4  # prompts x group per batch
+    want = {"config": {"fraction": 0.5, "prefix": 1.0, "cap": 1.02}}
+    for key in ("guided_rows", "empty_hint_rows", "hint_tokens", "completion_tokens", "guided_tokens"):
+        want[key] = recs[0][key] + recs[1][key]
+    for r in recs:
+        r["unguided_rows"] = rows - r["guided_rows"]
+    want["guided_reward_mean"] = _weighted(recs, "guided_reward_mean", "guided_rows")
+    want["unguided_reward_mean"] = _weighted(recs, "unguided_reward_mean", "unguided_rows")
+    want["is_weight"] = {"mean": _weighted(recs, "is_weight", "completion_tokens", "mean"),
+                         "min": min(r["is_weight"]["min"] for r in recs),
+                         "max": max(r["is_weight"]["max"] for r in recs),
+                         "capped_fraction": _weighted(recs, "is_weight", "completion_tokens", "capped_fraction"),
+                         "cap": 1.02}
+    shifts = [r["logp_shift"] for r in recs]
+    want["logp_shift"] = {"max_abs_diff": max(s["max_abs_diff"] for s in shifts),
+                          **{key: _weighted(shifts, key, "tokens") for key in ("mean_abs_diff", "kl_k1", "kl_k3")},
+                          "tokens": shifts[0]["tokens"] + shifts[1]["tokens"]}
+    want["guided_weight_mean"] = _weighted(recs, "guided_weight_mean", "guided_tokens")
+    want["guided_capped_fraction"] = _weighted(recs, "guided_capped_fraction", "guided_tokens")
+    assert want["guided_rows"] == 12 and want["logp_shift"]["tokens"] == want["guided_tokens"] > 0
+    assert 0 < want["is_weight"]["capped_fraction"] < want["guided_capped_fraction"] < 1
+    for entry in pooled["rewards"]:
+        g = entry["guidance"]
+        assert set(g) == set(want), entry["name"]
+        for key, value in want.items():
+            if isinstance(value, dict):
+                assert set(g[key]) == set(value), key
+                for sub, v in value.items():
+                    assert g[key][sub] == pytest.approx(v, rel=1e-12, abs=0), (key, sub)
+            else:
+                assert g[key] == pytest.approx(value, rel=1e-12, abs=0), key
+    # each reward's pooled estimate: the unguided multi-batch combination of the batches' guided estimates
+    assert [b["seed"] for b in pooled["batches"]] == [0, 1]
+    for j, entry in enumerate(pooled["rewards"]):
+        per = [s["rewards"][j] for s in singles]
+        assert [b["rewards"][j]["inner_product"] for b in pooled["batches"]] == [e["inner_product"] for e in per]
+        assert entry["inner_product"] == pytest.approx(sum(sum(e["per_group"]) for e in per) / 2, rel=1e-12)
+        assert entry["per_group"] == pytest.approx([x / 2 for e in per for x in e["per_group"]], rel=1e-12)
+        assert entry["tokens_per_update"] == round((per[0]["tokens_per_update"] + per[1]["tokens_per_update"]) / 2)
+        assert entry["predicted_gain_per_update"] == pytest.approx(100 * cfg.update.lr * entry["inner_product"],
+                                                                   rel=1e-12)
+        secs = [f["rewards"][j]["seconds_per_update"] for f in files]  # wall-clock: the batches' own
+        assert secs[0] > 0 and entry["seconds_per_update"] == pytest.approx((secs[0] + secs[1]) / 2, rel=1e-12)
+    saved = json.loads((out / "probe.json").read_text())
+    assert saved["config"]["guidance"] == want["config"] and saved["config"]["probe_batches"] == 2
+    assert _by_name(saved)["outcome"]["guidance"]["guided_rows"] == 12
+
+
+def test_two_batches_with_empty_hints_give_the_two_batch_unguided_probe(policy64, direction):
+    path, _ = direction
+    task = ScoredTask("digit3")
+    pool = batches_mod._distinct_train_prompts(task, 6, 0)
+    prompts = [encode_prompt(policy64.tokenizer, p.question) for p in pool]
+    samples = HFSampler(policy64, seed=0).sample(prompts, num_samples=4, sampling=SamplingConfig(
+        max_new_tokens=10, temperature=1.5))
+    drawn = {tuple(p): samples[i * 4:(i + 1) * 4] for i, p in enumerate(prompts)}
+    plain = batches_mod.run_probe_batches(_config(path), batches=2, policy=policy64, task=task,
+                                          sampler=ReplaySampler(drawn))
+    guided = batches_mod.run_probe_batches(_config(path, {"fraction": 0.5, "prefix": 0.0}), batches=2,
+                                           policy=policy64, task=task, sampler=ReplaySampler(drawn))
+    keys = ("name", "inner_product", "per_group", "interval", "snr", "tokens_per_update", "signal_proxy",
+            "signal_proxy_per_group", "predicted_gain_per_update", "valid_completions", "num_groups")
+    for a, b in zip(plain["rewards"], guided["rewards"]):
+        assert a["inner_product"] != 0 and a["probe_batches"] == b["probe_batches"] == 2
+        for key in keys:
+            assert a[key] == b[key], key
+        g = b["guidance"]
+        assert g["guided_rows"] == 12 and g["empty_hint_rows"] == 12 and g["hint_tokens"] == 0
+        assert g["guided_tokens"] == 0 and g["guided_weight_mean"] is None and g["guided_capped_fraction"] is None
+        assert g["is_weight"]["mean"] == 1.0 and g["is_weight"]["min"] == g["is_weight"]["max"] == 1.0
+        assert g["is_weight"]["capped_fraction"] == 0.0 and g["logp_shift"]["tokens"] == 0
+        assert g["completion_tokens"] == sum(pb["rewards"][0]["tokens_per_update"] for pb in guided["batches"])
+    for pa, pb in zip(plain["batches"], guided["batches"]):
+        assert pa["prompt_ids"] == pb["prompt_ids"] and pa["rewards"][0]["per_group"] == pb["rewards"][0]["per_group"]
+    assert plain["batches"][0]["rewards"][0]["inner_product"] != plain["batches"][1]["rewards"][0]["inner_product"]
+
+
+def test_pool_guidance_weights_each_mean_by_what_it_averages_over():
+    """Batches of unequal size (the probe's batches are equal, so row weights are checked here): each mean
+    weighted by its own rows or tokens; a batch without guided tokens leaves its None means out."""
+    from gradprobe.probe.guided import pool_guidance
+
+    def record(guided_rows, guided, unguided, tokens, guided_tokens, wmean, gwmean, shift_tokens, kl):
+        return {"config": {"fraction": 0.5, "prefix": 1.0, "cap": 2.0}, "guided_rows": guided_rows,
+                "empty_hint_rows": 1, "hint_tokens": 10, "guided_reward_mean": guided, "unguided_reward_mean": unguided,
+                "is_weight": {"mean": wmean, "min": wmean - 0.1, "max": wmean + 0.1, "capped_fraction": 0.0, "cap": 2.0},
+                "logp_shift": {"max_abs_diff": kl * 2, "mean_abs_diff": kl, "kl_k1": kl, "kl_k3": kl,
+                               "tokens": shift_tokens},
+                "completion_tokens": tokens, "guided_tokens": guided_tokens, "guided_weight_mean": gwmean,
+                "guided_capped_fraction": None if gwmean is None else 0.0}
+
+    a = record(2, 1.0, 0.5, 30, 10, 1.1, 1.3, 10, 0.2)   # 8 rows: 2 guided, 6 not
+    b = record(1, 0.0, None, 10, 0, 1.0, None, 0, 0.0)   # 1 row, guided (empty hint): no unguided mean
+    c = record(3, 0.5, 0.25, 60, 20, 1.2, 1.6, 20, 0.5)  # 4 rows: 3 guided, 1 not
+    g = pool_guidance([a, b, c], rows=[8, 1, 4])
+    assert g["guided_rows"] == 6 and g["empty_hint_rows"] == 3 and g["hint_tokens"] == 30
+    assert g["completion_tokens"] == 100 and g["guided_tokens"] == 30
+    assert g["guided_reward_mean"] == pytest.approx((2 * 1.0 + 0 + 3 * 0.5) / 6, rel=1e-12)
+    assert g["unguided_reward_mean"] == pytest.approx((6 * 0.5 + 1 * 0.25) / 7, rel=1e-12)
+    assert g["is_weight"] == pytest.approx({"mean": (30 * 1.1 + 10 * 1.0 + 60 * 1.2) / 100, "min": 0.9, "max": 1.3,
+                                            "capped_fraction": 0.0, "cap": 2.0}, rel=1e-12)
+    assert g["guided_weight_mean"] == pytest.approx((10 * 1.3 + 20 * 1.6) / 30, rel=1e-12)
+    assert g["logp_shift"] == pytest.approx({"max_abs_diff": 1.0, "mean_abs_diff": 0.4, "kl_k1": 0.4, "kl_k3": 0.4,
+                                             "tokens": 30}, rel=1e-12)
+    with pytest.raises(ValueError, match="3 guidance records but 2 row counts"):
+        pool_guidance([a, b, c], rows=[8, 1])
