@@ -18,6 +18,11 @@ update; the compact prompt is ~10-20 tokens. A few-million-parameter model canno
 instruction anyway: it learns the output format (one step per line, ``#### answer``) from its
 supervised warm start. Prompts still go through :func:`gradprobe.tasks.prompts.encode_prompt`
 (the template is saved with the tier, so every caller gets the same ids).
+
+A hint paragraph (``"Hint: ...\\n<lines>"``, :data:`gradprobe.rollout.guidance.HINT_HEADER`, put into the
+question by off-context guidance) is kept: its lines follow the expression, one per line
+(``"<s>3 + 3 + 6 =\\n3 + 3 = 6\\n"``), in the format of the tier's own worked solutions, so a guided
+rollout continues the given steps. A prompt without a hint renders exactly as before.
 """
 
 from __future__ import annotations
@@ -31,10 +36,14 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}Assistant:\n{% endif %}"
 )
 #: Chat template of the tiny tier: BOS, the user message's first paragraph after its last ": ",
-#: a newline (see the module docstring). Assistant turns are rendered as content + EOS.
+#: a newline, then the lines of an off-context hint paragraph if there is one (see the module
+#: docstring). Assistant turns are rendered as content + EOS.
 COMPACT_CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}"
-    "{% if m['role'] == 'user' %}{{ m['content'].split('\n\n')[0].split(': ')[-1] }}\n"
+    "{% if m['role'] == 'user' %}{% set paragraphs = m['content'].split('\n\n') %}"
+    "{{ paragraphs[0].split(': ')[-1] }}\n"
+    "{% for p in paragraphs[1:] %}{% if p.startswith('Hint: ') and '\n' in p %}{{ p.split('\n', 1)[1] }}\n"
+    "{% endif %}{% endfor %}"
     "{% elif m['role'] == 'assistant' %}{{ m['content'] }}{{ eos_token }}\n{% endif %}{% endfor %}"
 )
 TEMPLATES = {"chat": CHAT_TEMPLATE, "compact": COMPACT_CHAT_TEMPLATE}

@@ -217,6 +217,26 @@ def test_compact_prompt():
         char_tokenizer("short")
 
 
+def test_compact_prompt_keeps_an_off_context_hint():
+    # guided rollouts of the tiny tiers: the hint's lines follow the expression, as the tier's own solutions do
+    from gradprobe.char_tokenizer import char_tokenizer
+    from gradprobe.rollout.guidance import GuidanceConfig, hint_text, hinted_question
+    from gradprobe.tasks import format_prompt
+    from transformers import AutoTokenizer
+
+    task = load_task("chain_sum", **TINY_TASK)
+    shipped = AutoTokenizer.from_pretrained(tier_path("tiny"))
+    for tok in (char_tokenizer("compact"), shipped):
+        for p in task.problems("train", 20, seed=2):
+            expr, steps = p.metadata["expression"], chain_sum_target(p).splitlines()[:-1]
+            half, whole = (hint_text(p, "chain_sum", GuidanceConfig(prefix=x)) for x in (0.5, 1.0))
+            assert whole == "\n".join(steps) and half == "\n".join(steps[: len(steps) // 2])
+            assert format_prompt(tok, hinted_question(p.question, whole)) == f"<s>{expr} =\n{whole}\n"
+            if half:
+                assert format_prompt(tok, hinted_question(p.question, half)) == f"<s>{expr} =\n{half}\n"
+            assert format_prompt(tok, hinted_question(p.question, "")) == f"<s>{expr} =\n"
+
+
 def encode_prompt_ids(tokenizer, question):
     from gradprobe.tasks import encode_prompt
 

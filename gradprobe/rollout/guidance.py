@@ -173,10 +173,12 @@ def hinted_question(question, hint: str):
 def check_hint_reaches_prompt(tokenizer, problem, hint: str, plain_ids=None, guided_ids=None) -> None:
     """Refuse a model whose prompt format drops the hint (guidance would silently be plain GRPO).
 
-    A chat template that renders only part of the user message (the tiny tier's compact template
-    keeps the arithmetic expression of the first paragraph, :mod:`gradprobe.char_tokenizer`) gives
-    the hinted prompt the same ids as the plain one: every guided row would then be an unguided
-    sample with importance weight 1, and the arm a placebo of GRPO.
+    A chat template that renders only part of the user message (one that keeps only the first
+    paragraph, as the tiny tiers' compact template did before it kept a hint paragraph,
+    :mod:`gradprobe.char_tokenizer`) gives the hinted prompt the same ids as the plain one: every
+    guided row would then be an unguided sample with importance weight 1, and the arm a placebo of
+    GRPO. A tier built into the cache before that change keeps the old template: rebuild it
+    (``gradprobe warmstart --tier tiny``) or delete it to use the shipped copy.
 
     Parameters
     ----------
@@ -201,7 +203,8 @@ def check_hint_reaches_prompt(tokenizer, problem, hint: str, plain_ids=None, gui
         raise GuidanceError(f"guidance: the model's prompt format drops the hint (problem "
                             f"{getattr(problem, 'id', '?')}: the hinted prompt encodes to the same "
                             f"{len(plain_ids)} ids as the plain one, so guided rows would be plain samples with "
-                            f"weight 1); its chat template renders only part of the user message (the tiny "
-                            f"tiers' compact template keeps only the arithmetic expression). Use a model that "
-                            f"reads its whole prompt (e.g. smollm2-135m or a Qwen/Llama instruct model) or "
-                            f"remove guidance from the arm")
+                            f"weight 1); its chat template renders only part of the user message. Use a model that "
+                            f"reads its whole prompt (the shipped tiny tiers, smollm2-135m, a Qwen/Llama instruct "
+                            f"model; a tiny tier built into the cache by an older gradprobe keeps a template "
+                            f"that drops the hint: rebuild it with gradprobe warmstart) or remove guidance from "
+                            f"the arm")

@@ -197,11 +197,11 @@ class NoSampler:
 def test_a_template_that_drops_the_hint_is_refused_before_any_rollout(policy64, direction, tmp_path):
     import copy
 
-    from gradprobe.char_tokenizer import char_tokenizer
+    from helpers_templates import hint_dropping_tokenizer
 
     path, _ = direction
     policy = copy.copy(policy64)
-    policy.tokenizer = char_tokenizer("compact")  # the tiny tier's template: only the arithmetic expression
+    policy.tokenizer = hint_dropping_tokenizer()  # renders only the first paragraph's arithmetic expression
     out = tmp_path / "refused"
     with pytest.raises(GuidanceError, match=r"drops the hint.*remove --guidance"):
         probe_run.run_probe(_config(path, {"fraction": 0.5, "prefix": 0.5}), policy=policy,

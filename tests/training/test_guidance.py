@@ -286,12 +286,13 @@ def test_a_learning_rate_sweep_never_groups_guided_and_unguided_arms():
 # ----------------------------------------------------------------------------- a prompt format that drops the hint
 
 def test_a_template_that_drops_the_hint_is_refused_at_collection(chain_task):
-    # the tiny tier's compact template keeps only the first paragraph's expression: a hinted prompt would
-    # encode to the plain ids and every guided row be a plain sample with weight 1 (GRPO under another name)
+    # a template that keeps only the first paragraph's expression: a hinted prompt would encode to the
+    # plain ids and every guided row be a plain sample with weight 1 (GRPO under another name)
     from gradprobe.char_tokenizer import char_tokenizer
     from gradprobe.rollout.guided import check_hint_reaches_prompt
+    from helpers_templates import hint_dropping_tokenizer
 
-    compact, full = char_tokenizer("compact"), char_tokenizer("chat")
+    compact, full = hint_dropping_tokenizer(), char_tokenizer("chat")
     p = chain_task.problems("train", 1)[0]
     hint = hint_text(p, "chain_sum", GuidanceConfig(prefix=0.5))
     assert hint and encode_prompt(compact, hinted_question(p.question, hint)) == encode_prompt(compact, p.question)
@@ -311,8 +312,8 @@ def test_the_study_preflight_refuses_a_guided_arm_the_model_cannot_read(tmp_path
     plan = _plan()
     report = preflight.check_plan_inputs(plan)  # tiny-qwen2's chat template renders the whole message
     assert report.prompt_tokens > 0
-    from gradprobe.char_tokenizer import char_tokenizer
+    from helpers_templates import hint_dropping_tokenizer
 
-    monkeypatch.setattr(preflight, "_resolve_model", lambda spec, offline: ("tiny-qwen2", char_tokenizer("compact")))
+    monkeypatch.setattr(preflight, "_resolve_model", lambda spec, offline: ("tiny-qwen2", hint_dropping_tokenizer()))
     with pytest.raises(preflight.PreflightError, match=r"\[arms.guided\] guidance: .*drops the hint"):
         preflight.check_plan_inputs(plan)
