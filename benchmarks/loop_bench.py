@@ -10,8 +10,9 @@ the run wrote:
   (``metrics.jsonl``, one line per update) of that update and the one before: ``generation``
   (rollout sampling), ``reward`` (the verifier), ``metrics`` (``kl_init``/entropy forward),
   ``training`` (grpo_step + the after-update weight push, which the loop times together);
-* the weight push's own seconds from the sampler the loop built (``VLLMSampler.push_seconds``,
-  read at the run's ``after_update`` hook), so ``update`` = ``training`` - ``weight_push``;
+* the weight push's own seconds from the run's own record of each push (the ``weight_push`` field
+  of an update's line, written where the sampler holds its own copy of the weights, vLLM: seconds,
+  bytes, weight version), so ``update`` = ``training`` - ``weight_push``;
 * wall seconds of each update between two ``after_update`` calls (the update 0 eval, the final
   eval and the final checkpoint fall outside the timed updates).
 
@@ -30,9 +31,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import gradprobe.training.run as training_run
 from gradprobe.layout import METRICS_JSONL
+from gradprobe.rollout import SAMPLERS
 from gradprobe.training.plan import parse_plan
+from gradprobe.training.run import run_training
 
 #: ledger ``device_seconds`` kinds of one update, in loop order (``training`` includes the weight push)
 LEDGER_STAGES = ("generation", "reward", "metrics", "training")
@@ -91,39 +93,27 @@ reward = "outcome"
 """
 
 
-@contextlib.contextmanager
-def captured_samplers():
-    """Record every sampler :func:`gradprobe.training.run.run_training` builds: within the block, the
-    loop's own factory (``gradprobe.training.run.make_sampler``) is wrapped; it still builds the same
-    sampler, with the same arguments. Yields the list the samplers are appended to."""
-    made, real = [], training_run.make_sampler
-
-    def recording(*args, **kwargs):
-        made.append(real(*args, **kwargs))
-        return made[-1]
-
-    training_run.make_sampler = recording
-    try:
-        yield made
-    finally:
-        training_run.make_sampler = real
-
-
 def _update_lines(folder: Path) -> list[dict]:
     """The per-update lines of ``metrics.jsonl`` (eval lines dropped), in update order."""
     lines = [json.loads(x) for x in (folder / METRICS_JSONL).read_text().splitlines() if x.strip()]
     return [x for x in lines if not x.get("eval")]
 
 
-def stage_seconds(lines: list[dict], pushes: list[float], walls: list[float], first: int) -> dict:
-    """Stage seconds summed over updates ``first + 1 .. len(lines)`` (1-based), from the ledgers.
+def push_seconds(line: dict) -> float:
+    """Seconds of the weight push an update line records (``line["weight_push"]["seconds"]``); 0 for a
+    sampler without its own copy of the weights (no ``weight_push`` field)."""
+    return float(line.get("weight_push", {}).get("seconds", 0.0))
+
+
+def stage_seconds(lines: list[dict], walls: list[float], first: int) -> dict:
+    """Stage seconds summed over updates ``first + 1 .. len(lines)`` (1-based), from the ledgers and the
+    lines' ``weight_push`` records.
 
     Parameters
     ----------
     lines : list[dict], length U
-        ``metrics.jsonl`` update lines; ``line["ledger"]`` is cumulative.
-    pushes : list[float], length U + 1
-        Cumulative weight-push seconds; index i: after update i (index 0: before update 1, i.e. 0).
+        ``metrics.jsonl`` update lines; ``line["ledger"]`` is cumulative, ``line["weight_push"]`` (where
+        present) is that update's own push.
     walls : list[float], length U + 1
         ``time.perf_counter()`` at the ``after_update`` call of update i (index 0 unused).
     first : int
@@ -141,7 +131,7 @@ def stage_seconds(lines: list[dict], pushes: list[float], walls: list[float], fi
     def delta(kind: str, key: str) -> float:
         return b[kind].get(key, 0.0) - a[kind].get(key, 0.0)
 
-    push = pushes[-1] - pushes[first]
+    push = sum(push_seconds(x) for x in lines[first:])
     seconds = {k: delta("device_seconds", k) for k in LEDGER_STAGES}
     seconds["update"] = seconds.pop("training") - push
     seconds["weight_push"] = push
@@ -192,8 +182,9 @@ def loop_benchmark(policy, *, backend: str, prompts: int, group: int, max_new_to
     Returns
     -------
     dict
-        ``backend``, ``updates_run``, ``updates_timed``, ``weight_pushes`` (after-update pushes the
-        sampler made), ``per_update`` (``update`` number, stage ``seconds`` and ``wall`` of every update
+        ``backend``, ``updates_run``, ``updates_timed``, ``weight_pushes`` (update lines of the run
+        that record a weight push), ``samplers`` (the class :data:`gradprobe.rollout.SAMPLERS` maps
+        ``backend`` to, which the run's ``make_sampler`` builds), ``per_update`` (``update`` number, stage ``seconds`` and ``wall`` of every update
         after the first), ``timed`` (the sums of :func:`stage_seconds`), ``figures``
         (:func:`loop_figures`), ``summary`` (the run's ``summary.json``), ``run_wall_seconds`` (the
         whole ``run_training`` call: evals and the final checkpoint included).
@@ -215,31 +206,25 @@ def loop_benchmark(policy, *, backend: str, prompts: int, group: int, max_new_to
                                      micro_batch_size=micro_batch_size, updates=total, seed=seed,
                                      gradient_checkpointing=gradient_checkpointing))
     run = plan.arm("grpo")
-    walls, pushes = [], []
+    walls = []
     with contextlib.ExitStack() as stack:
         out = Path(folder) if folder is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        samplers = stack.enter_context(captured_samplers())
-
-        def pushed() -> float:
-            return sum(getattr(s, "push_seconds", 0.0) for s in samplers)
 
         def after_update(k: int) -> None:
             sync()
             walls.append(time.perf_counter())
-            pushes.append(pushed())
 
         start = time.perf_counter()
-        summary = training_run.run_training(run, out, policy=policy, after_update=after_update)
+        summary = run_training(run, out, policy=policy, after_update=after_update)
         run_wall = time.perf_counter() - start
         lines = _update_lines(out)
-        versions = [getattr(s, "weight_version", 0) for s in samplers]
     if len(lines) != total or len(walls) != total:
         raise RuntimeError(f"the loop ran {len(lines)} updates ({len(walls)} after-update calls), expected {total}")
-    per_update = [stage_seconds(lines[:k + 1], [0.0] + pushes[:k + 1], [0.0] + walls[:k + 1], k)
-                  for k in range(1, total)]
-    timed = stage_seconds(lines, [0.0] + pushes, [0.0] + walls, warmup)
+    per_update = [stage_seconds(lines[:k + 1], [0.0] + walls[:k + 1], k) for k in range(1, total)]
+    timed = stage_seconds(lines, [0.0] + walls, warmup)
     return {"backend": backend, "updates_run": len(lines), "updates_timed": updates, "warmup_updates": warmup,
-            "weight_pushes": sum(versions), "samplers": [type(s).__name__ for s in samplers],
+            "weight_pushes": sum("weight_push" in x for x in lines),
+            "samplers": [SAMPLERS[backend].rsplit(":", 1)[1]],
             "per_update": [{"update": k + 2, "seconds": p["seconds"], "wall": p["wall_seconds"]}
                            for k, p in enumerate(per_update)],
             "timed": timed, "peak_flops": peak_flops, "figures": loop_figures(timed, peak_flops), "summary": summary,

@@ -23,8 +23,8 @@ Importing this package imports neither torch nor scikit-learn.
 """
 
 from .config import SELECTION_KEYS, SELECTION_RULES, SelectionConfig, parse_selection
-from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, rank_half, verdict
-from .estimator_config import DuplicatePromptError, EstimatorConfig, check_unique_ids
+from .estimator import (DegenerateOutcomesWarning, DifficultyEstimator, DuplicatePromptError, EstimatorConfig,
+                        check_unique_ids, rank_half, verdict)
 
 __all__ = ["SELECTION_KEYS", "SELECTION_RULES", "SelectionConfig", "parse_selection", "DegenerateOutcomesWarning",
            "DifficultyEstimator", "DuplicatePromptError", "EstimatorConfig", "check_unique_ids", "rank_half", "verdict"]

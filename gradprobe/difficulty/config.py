@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from .estimator_config import EstimatorConfig
+from .estimator import EstimatorConfig
 
 __all__ = ["SELECTION_RULE_CLASSES", "SELECTION_RULES", "SELECTION_KEYS", "GRESO_KEYS", "PLAIN", "SelectionConfig",
            "parse_selection"]

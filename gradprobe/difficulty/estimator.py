@@ -36,16 +36,68 @@ verdict mean_i p_hat_i < 1/2 over the candidates (:func:`verdict`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from typing import Sequence
 
 import numpy as np
 
-# the settings and the id check need no numpy (gradprobe.difficulty.config reads them): importable from here as before
-from .estimator_config import DuplicatePromptError, EstimatorConfig, check_unique_ids
-
 __all__ = ["EstimatorConfig", "DifficultyEstimator", "DegenerateOutcomesWarning", "DuplicatePromptError",
            "rank_half", "verdict", "check_unique_ids"]
+
+
+class DuplicatePromptError(ValueError):
+    """A pool holds the same prompt id twice (ids key the posterior, so they must be unique)."""
+
+
+def check_unique_ids(ids: Sequence[str], what: str = "pool") -> None:
+    """Raise :class:`DuplicatePromptError` naming the first repeated id and how many repeats there are."""
+    seen, dup = set(), []
+    for i in ids:
+        if i in seen:
+            dup.append(i)
+        seen.add(i)
+    if dup:
+        raise DuplicatePromptError(
+            f"the {what} has {len(dup)} duplicate prompt id(s), first {dup[0]!r}: prompt ids key the posterior "
+            f"counts, so each prompt must appear once; deduplicate the {what} (e.g. by Problem.id)")
+
+
+@dataclasses.dataclass(frozen=True)
+class EstimatorConfig:
+    """Settings of :class:`DifficultyEstimator`.
+
+    Attributes
+    ----------
+    prior_strength : float
+        n0 > 0, pseudo-counts of the model's prior in each prompt's Beta posterior.
+    decay : float
+        gamma in (0, 1], the factor applied to every observed count per update since it was observed.
+    C : float
+        Inverse L2 regularisation strength of the logistic model (scikit-learn convention).
+    max_history : int
+        Observation rows kept for the logistic fit (oldest dropped first; bounds the fit's cost).
+    p_clip : float
+        p_model is clipped to [p_clip, 1 - p_clip] so alpha0, beta0 > 0.
+    """
+
+    prior_strength: float = 8.0
+    decay: float = 0.9
+    C: float = 1.0
+    max_history: int = 8192
+    p_clip: float = 1e-3
+
+    def __post_init__(self):
+        if not (self.prior_strength > 0 and math.isfinite(self.prior_strength)):
+            raise ValueError(f"prior_strength (n0) must be a finite number > 0, got {self.prior_strength}")
+        if not 0 < self.decay <= 1:
+            raise ValueError(f"decay (gamma) must lie in (0, 1], got {self.decay}")
+        if not self.C > 0:
+            raise ValueError(f"C must be > 0, got {self.C}")
+        if self.max_history < 1:
+            raise ValueError(f"max_history must be >= 1, got {self.max_history}")
+        if not 0 < self.p_clip < 0.5:
+            raise ValueError(f"p_clip must lie in (0, 0.5), got {self.p_clip}")
 
 
 class DegenerateOutcomesWarning(UserWarning):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from ..config import MCConfig, SamplingConfig, preconditioner, reference_kind
+from ..config import LOSS_TYPE_NAMES, MCConfig, SamplingConfig, preconditioner, reference_kind
 from ..tiers import TINY_FRONTIER_TASK
 
 __all__ = ["DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "BatchSettings", "ReferenceSettings",
@@ -22,12 +22,17 @@ DEFAULT_TASK = "chain_sum:" + ",".join(f"{k}={v}" for k, v in TINY_FRONTIER_TASK
 DEFAULT_MC = MCConfig(continuations=2)
 
 
-def _loss_type_names():
-    """The live loss-type registry (:data:`gradprobe.grpo.loss_types.LOSSES`, torch-bound: imported when a
-    loss type is checked, so that the command line reads the defaults here without torch)."""
+def _loss_type_names(*names: str) -> tuple[str, ...]:
+    """The loss types ``names`` are checked against: the built-in names :data:`gradprobe.config.LOSS_TYPE_NAMES`
+    (torch-free; tests/test_cli_choices.py keeps them equal to the registry's built-ins) when they hold every
+    one of ``names``, so building a configuration loads no torch; else the live registry
+    (:data:`gradprobe.grpo.loss_types.LOSSES`, torch-bound, imported only then), which also holds the loss
+    types :func:`gradprobe.grpo.losses.register_loss_type` added at run time."""
+    if all(n in LOSS_TYPE_NAMES for n in names):
+        return LOSS_TYPE_NAMES
     from ..grpo.loss_types import LOSSES  # torch: deferred (module docstring)
 
-    return LOSSES
+    return tuple(LOSSES)
 
 
 @dataclass(frozen=True)
@@ -176,12 +181,13 @@ class UpdateSettings:
     micro_batch_size: int = 8
 
     def __post_init__(self):
-        losses = _loss_type_names()
+        losses = _loss_type_names(self.loss_type)
         if self.loss_type not in losses:
             raise ValueError(f"loss_type (--loss-type) {self.loss_type!r} is not one of {', '.join(sorted(losses))}")
         if isinstance(self.loss_types, str):  # "bnpo,cispo" (a plan's [probe] table, a caller) -> a tuple
             object.__setattr__(self, "loss_types", tuple(x.strip() for x in self.loss_types.split(",") if x.strip()))
         object.__setattr__(self, "loss_types", tuple(self.loss_types))
+        losses = _loss_type_names(*self.loss_types)
         unknown = [x for x in self.loss_types if x not in losses]
         if unknown:
             raise ValueError(f"loss_types (--loss-types) {', '.join(map(repr, unknown))}: not a loss type; choose from "
