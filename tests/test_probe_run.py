@@ -296,7 +296,7 @@ def test_skip_malformed_flag_on_real_gsm8k_rows(tmp_path, capsys, gsm8k_dir):
     # the flag is refused for generated tasks, before any folder or model
     assert main(["probe", "--model", "tiny-qwen2", "--task", "chain_sum", "--skip-malformed",
                  "--out", str(tmp_path / "rg")]) == 2
-    assert "GSM8K tasks only" in capsys.readouterr().err and not (tmp_path / "rg").exists()
+    assert "applies only to tasks read from data" in capsys.readouterr().err and not (tmp_path / "rg").exists()
 
 
 def test_refused_input_leaves_no_output_folder(tmp_path, capsys):

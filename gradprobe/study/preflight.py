@@ -16,8 +16,10 @@ do, in the study process, before anything is written into ``--out``:
 * ``[task]`` builds (:func:`gradprobe.training.run.load_run_task`: name and ``[task.config]``),
   yields one training and one held-out problem for the plan's data seed, and the tokenizer
   encodes the training problem's prompt (:func:`gradprobe.tasks.encode_prompt`);
-* an arm with ``guidance``: the hint of the first training problem reaches the model's prompt
-  (a chat template that keeps only part of the user message would make the arm plain GRPO).
+* an arm with ``guidance``: every problem of the training pool has a reference solution and the
+  hint reaches the model's prompt (a chat template that keeps only part of the user message would
+  make the arm plain GRPO): :func:`gradprobe.training.preflight.check_run_guidance`, which
+  ``gradprobe train`` runs too.
 
 Study runs in pool and Ray workers load models offline (``HF_HUB_OFFLINE=1`` unless the
 environment sets it; :func:`gradprobe.study.worker.worker_init`), so a hub model that is not in
@@ -213,22 +215,29 @@ def _check_task(plan, tokenizer) -> int:
         raise _fail(f"[model] name = {plan.model.name!r}", "its tokenizer encodes the task's prompt as no token "
                                                            "(an empty vocabulary?)",
                     "use a model whose tokenizer fits the task")
-    _check_guidance(plan, tokenizer, task, train[0])
+    _check_guidance(plan, tokenizer, task)
     return len(ids)
 
 
-def _check_guidance(plan, tokenizer, task, problem) -> None:
-    """Every guided arm's hint must reach the model's prompt (:func:`gradprobe.rollout.guided.check_hint_reaches_prompt`)."""
-    from ..rollout.guided import GuidanceConfig, GuidanceError, check_hint_reaches_prompt, hint_text, task_kind
+def _check_guidance(plan, tokenizer, task) -> None:
+    """Every guided arm's pool problems have reference solutions and its hint reaches the model's
+    prompt: :func:`gradprobe.training.preflight.check_run_guidance`, the check ``gradprobe train`` makes."""
+    from ..training.preflight import GuidancePreflightError, check_run_guidance
 
-    for name, arm in plan.arms.items():
-        if not arm.guidance:
-            continue
-        try:
-            hint = hint_text(problem, task_kind(plan.task.name), GuidanceConfig(**arm.guidance), task)
-            check_hint_reaches_prompt(tokenizer, problem, hint)
-        except GuidanceError as e:
-            raise _fail(f"[arms.{name}] guidance", str(e), "change [model] name or remove guidance from this arm") from None
+    runs = [plan.arm(name) for name, arm in plan.arms.items() if arm.guidance]
+    if not runs:
+        return
+    key = f"[task] name = {plan.task.name!r}"
+    try:
+        pool = task.problems("train", plan.task.pool, seed=plan.heldout.seed)  # every run's pool
+    except Exception as e:
+        raise _fail(key, f"building the training pool of [task] pool = {plan.task.pool} problems failed "
+                         f"({type(e).__name__}: {e})", "lower [task] pool or give the task more rows") from None
+    try:
+        check_run_guidance(runs, task, tokenizer, pool)
+    except GuidancePreflightError as e:  # the reason names its fix (a solution column, another model, no guidance)
+        raise PreflightError(f"{e.key}: {e.reason} (checked before the study folder was written; nothing was)") \
+            from None
 
 
 def check_plan_inputs(plan, *, executor: str = "local") -> PreflightReport:
@@ -249,8 +258,10 @@ def check_plan_inputs(plan, *, executor: str = "local") -> PreflightReport:
     ------
     PreflightError
         The model does not resolve, its tokenizer does not load, the CUDA device is missing, or
-        the task cannot be built or yields no problem; the message names the plan key
-        (``[model] name``, ``[model] device``, ``[task] name``, ``[task.config]``) and the fix.
+        the task cannot be built or yields no problem, or a guided arm cannot run (a pool problem
+        without a reference solution, a prompt format that drops the hint); the message names the
+        plan key (``[model] name``, ``[model] device``, ``[task] name``, ``[task.config]``,
+        ``[arms.NAME] guidance``) and the fix.
     """
     offline = runs_offline(executor)
     _check_device(plan.model)

@@ -48,6 +48,19 @@ _GSM8K_FORMS = (
 )
 
 
+#: How each kind read from data is written as a task spec (in messages).
+_SPEC_FORMS = {"gsm8k": "gsm8k or gsm8k:PATH", "jsonl": "jsonl:PATH", "hf": "hf:NAME"}
+#: Options of ``gsm8k`` / ``gsm8k:PATH`` (``fewshot`` aside, which every kind with reference solutions takes).
+GSM8K_OPTIONS = ("skip_malformed", "heldout_fraction")
+#: Task kinds read from data, and the options each accepts (the lists :func:`load_task` checks them against).
+DATA_TASK_OPTIONS = {"gsm8k": GSM8K_OPTIONS, "jsonl": DATASET_OPTIONS, "hf": DATASET_OPTIONS}
+
+
+def skip_malformed_kinds() -> list[str]:
+    """The task kinds that accept ``skip_malformed`` (``--skip-malformed``), from :data:`DATA_TASK_OPTIONS`."""
+    return [kind for kind, options in DATA_TASK_OPTIONS.items() if "skip_malformed" in options]
+
+
 def load_task(spec: str, **config) -> Task:
     """Build a task from its spec.
 
@@ -61,7 +74,8 @@ def load_task(spec: str, **config) -> Task:
         ``"gsm_symbolic"``, ...), optionally with its config inline:
         ``"chain_sum:min_terms=2,max_terms=3,max_digits=1"``.
     **config
-        GSM8K: ``skip_malformed``, ``heldout_fraction``. reasoning-gym: the
+        GSM8K: ``skip_malformed``, ``heldout_fraction``; ``jsonl:``/``hf:``: the options of
+        :mod:`gradprobe.tasks.dataset` (``skip_malformed`` among them). reasoning-gym: the
         dataset's config fields (e.g. ``min_terms``, ``max_digits``) plus
         ``train_size`` (see :class:`~gradprobe.tasks.reasoning_gym.ReasoningGymTask`).
         Every kind with reference solutions (chain_sum, gsm8k, jsonl/hf with a solution
@@ -78,7 +92,8 @@ def load_task(spec: str, **config) -> Task:
         Unknown spec; the message lists every valid name and the gsm8k forms.
     TaskConfigError
         Unknown or invalid config key; ``fewshot`` not a non-negative integer, or given to a
-        task kind without reference solutions.
+        task kind without reference solutions; ``skip_malformed`` for a generated task (the
+        message lists the kinds that take it, :func:`skip_malformed_kinds`).
     FileNotFoundError
         ``gsm8k:PATH`` with a missing path.
     """
@@ -89,28 +104,26 @@ def load_task(spec: str, **config) -> Task:
         options = {**inline, **config}
         inline_fewshot = options.pop("fewshot", None)  # a keyword argument wins over the spec's value
         fewshot = inline_fewshot if fewshot is None else fewshot
-        unknown = sorted(set(options) - set(DATASET_OPTIONS))
+        unknown = sorted(set(options) - set(DATA_TASK_OPTIONS[kind]))
         if unknown:
-            raise TaskConfigError(f"unknown option {unknown[0]!r} for {kind}:...; valid: {', '.join(DATASET_OPTIONS)}")
+            raise TaskConfigError(f"unknown option {unknown[0]!r} for {kind}:...; valid: "
+                                  f"{', '.join(DATA_TASK_OPTIONS[kind])}")
         if kind == "jsonl" and {"train_split", "heldout_split"} & set(options):
             raise TaskConfigError(f"train_split/heldout_split apply to hf:NAME datasets only; a JSONL file is split "
                                   f"by heldout_fraction, a folder holds train.jsonl and test.jsonl")
         return apply_fewshot(DatasetTask(source, kind=kind, hub_config=hub_config, **options), kind, fewshot)
     if spec == "gsm8k" or spec.startswith("gsm8k:"):
-        unknown = sorted(set(config) - {"skip_malformed", "heldout_fraction"})
+        unknown = sorted(set(config) - set(DATA_TASK_OPTIONS["gsm8k"]))
         if unknown:
             raise TaskConfigError(
                 f"unknown config key {unknown[0]!r} for gsm8k; valid keys: "
-                f"skip_malformed, heldout_fraction, fewshot"
+                f"{', '.join(DATA_TASK_OPTIONS['gsm8k'])}, fewshot"
             )
         path = spec[len("gsm8k:"):].strip() if spec != "gsm8k" else None
         if path == "":
             raise TaskNotFoundError(f"{spec!r} names no path; valid: {_GSM8K_FORMS}")
         return apply_fewshot(GSM8KTask(path, **config), "gsm8k", fewshot)
-    if "skip_malformed" in config:
-        raise TaskConfigError(f"skip_malformed (--skip-malformed) applies to GSM8K tasks only, not {spec!r}: "
-                              f"reasoning-gym tasks are generated and have no malformed rows")
-
+    full_spec = spec
     if ":" in spec:  # "chain_sum:min_terms=2,max_digits=1" -> config from the spec
         spec, config = spec.split(":", 1)[0].strip(), {**parse_task_config(spec.split(":", 1)[1]), **config}
         inline_fewshot = config.pop("fewshot", None)
@@ -121,4 +134,15 @@ def load_task(spec: str, **config) -> Task:
             f"unknown task {spec!r}. Valid: {_GSM8K_FORMS}, or a reasoning-gym "
             f"dataset: {', '.join(names)}"
         )
+    if "skip_malformed" in config:
+        raise TaskConfigError(_skip_malformed_refusal(full_spec))
     return apply_fewshot(ReasoningGymTask(spec, **config), spec, fewshot)
+
+
+def _skip_malformed_refusal(spec: str) -> str:
+    """Why ``skip_malformed`` is refused for ``spec`` (a generated task), the kinds that take it, and the fix."""
+    kinds = ", ".join(f"{k} ({_SPEC_FORMS.get(k, k + ':...')})" for k in skip_malformed_kinds())
+    return (f"skip_malformed (--skip-malformed) applies only to tasks read from data, whose rows can be "
+            f"malformed: {kinds}; {spec!r} is a generated (reasoning-gym) task with no malformed rows. "
+            f"Fix: drop --skip-malformed (plans: remove skip_malformed from [task.config]; Python: do not "
+            f"pass skip_malformed)")

@@ -51,8 +51,8 @@ in train are removed. ``train_size`` (a plan's ``pool``) caps the training rows 
 
 Bad input is refused with the field named and the fix: an unknown option or verifier, a mapping
 that names a column the data does not have (the columns it has are listed), a row that lacks a
-mapped column or has an empty answer (file and line; ``skip_malformed=True`` skips, counts and
-warns instead), a conversational prompt without a ``user`` turn.
+mapped column (an empty object ``{}`` too) or has an empty answer (file and line; ``skip_malformed=True``
+skips, counts and warns instead), a conversational prompt without a ``user`` turn.
 """
 
 from __future__ import annotations
@@ -156,6 +156,13 @@ class DatasetTask(Task):
         self.skipped += 1
         warnings.warn(f"skipping malformed row: {msg}", stacklevel=4)
 
+    def _needed_fields(self, m: dict | None) -> str:
+        """The fields every row needs, by the resolved mapping ``m`` (else the configured one):
+        ``'prompt' (or 'question') and 'answer'`` by default."""
+        m = m or self.mapping
+        prompt = next((repr(m[k]) for k in ("prompt", "question") if m[k] is not None), "'prompt' (or 'question')")
+        return f"{prompt} and {m['answer']!r}"
+
     def _prompt(self, raw: dict, m: dict, where: str, line: int):
         """The row's prompt (a :class:`PromptText`), or None after reporting why it is unusable."""
         prompt, why = read_prompt(raw, m, self.verifier)
@@ -182,6 +189,10 @@ class DatasetTask(Task):
                     continue
             if not isinstance(raw, dict):
                 self._bad_row(where, line, f"not a JSON object (got {type(raw).__name__})")
+                continue
+            if not raw:  # before the mapping: an empty first row must not decide it (it has no columns)
+                self._bad_row(where, line, f"an empty JSON object {{}}, missing the fields "
+                              f"{self._needed_fields(m)}")
                 continue
             if m is None:  # JSONL: the first row's columns decide whether the mapping names real columns
                 m = self._resolve_mapping(sorted(raw), where)

@@ -1,15 +1,21 @@
 """What a training run is made of, loaded from its config: the policy (``[model]``), gradient
 checkpointing, and the task (``[task]``), as :mod:`gradprobe.training.run` and a study's preflight
-(:mod:`gradprobe.study.preflight`) load them (both re-exported by :mod:`gradprobe.training.run`).
+(:mod:`gradprobe.study.preflight`) load them (both re-exported by :mod:`gradprobe.training.run`); and
+the policy's tokenizer alone (:func:`load_run_tokenizer`), for the checks a run makes before it
+writes anything (:mod:`gradprobe.training.preflight`).
 """
 
 from __future__ import annotations
 
-from ..models import load_policy
+import os
+
+from ..models import TIER_ALIASES, TIER_MARKER, TINY_ARCHITECTURES, _pretrained_source, load_policy
+from ..char_tokenizer import char_tokenizer
+from ..tiers import tier_path
 from ..tasks import load_task
 from .specs import PlanError
 
-__all__ = ["load_run_policy", "enable_gradient_checkpointing", "load_run_task"]
+__all__ = ["load_run_policy", "load_run_tokenizer", "enable_gradient_checkpointing", "load_run_task"]
 
 
 def load_run_policy(model_spec, *, seed: int = 0):
@@ -23,6 +29,35 @@ def load_run_policy(model_spec, *, seed: int = 0):
         ``run `gradprobe warmstart --tier tiny```), or an unknown model.
     """
     return load_policy(model_spec.name, dtype=model_spec.dtype, device=model_spec.device, seed=seed)
+
+
+def load_run_tokenizer(model_spec):
+    """The tokenizer :func:`load_run_policy` would give for a plan's ``[model]``, without loading the
+    weights (seconds instead of minutes for a large model), as :func:`gradprobe.models.load_policy`
+    resolves it: the character tokenizer for ``tiny-qwen2``/``tiny-llama``, a tier's saved
+    ``tokenizer.json``, else ``AutoTokenizer`` of the folder, GGUF file or hub id. Padding is not
+    set up (encoding one prompt does not need it).
+
+    Raises
+    ------
+    ModelNotFoundError
+        As :func:`load_run_policy`: an unknown model, or ``tiny`` without a built tier (the message
+        names the build command).
+    OSError
+        The tokenizer files cannot be read (e.g. a hub id not in the cache while offline).
+    """
+    spec = str(model_spec.name)
+    if spec in TIER_ALIASES:
+        spec = str(tier_path(spec))
+    if spec in TINY_ARCHITECTURES:
+        return char_tokenizer()
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast  # heavy: deferred
+
+    source, kwargs = _pretrained_source(spec)
+    if os.path.isfile(os.path.join(source, TIER_MARKER)):  # a gradprobe tier: its tokenizer.json as saved
+        return PreTrainedTokenizerFast.from_pretrained(source)
+    extra = {"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}
+    return AutoTokenizer.from_pretrained(source, trust_remote_code=False, **extra)
 
 
 def enable_gradient_checkpointing(model) -> None:

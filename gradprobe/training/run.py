@@ -50,9 +50,10 @@ from ..tasks import encode_prompt
 from ..tracking import open_tracker, require_tracker
 from .checkpoint import latest_checkpoint, load_checkpoint, set_rng_states
 from .errors import BudgetTooSmallError, NonFiniteRunError, RunConfigMismatchError
-from .loading import enable_gradient_checkpointing, load_run_policy, load_run_task
+from .loading import enable_gradient_checkpointing, load_run_policy, load_run_task, load_run_tokenizer
 from .metrics import MetricsFile
 from .plan import RunConfig, run_config_from_dict
+from .preflight import GuidancePreflightError, check_run_guidance
 from .records import finish, maybe_eval, save
 from .state import RunSession, RunState, crossed_eval_points, exhausted
 from .update import check_first_update, run_update
@@ -91,7 +92,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     run : RunConfig
         From :meth:`gradprobe.training.plan.Plan.arm`.
     out : path
-        The run folder (created; checked for writing before any compute).
+        The run folder (created; checked for writing before any compute). A guided run's task and
+        model are checked first (:mod:`gradprobe.training.preflight`): refused, nothing is created.
     policy, task : optional
         Already loaded policy/task (tests, notebooks); default: from ``run.model``/``run.task``.
         A passed policy must hold the INITIAL weights (they are copied as pi_init).
@@ -120,11 +122,20 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         DIR unwritable, a file in the way, disk full (names the path and the fix).
     RunConfigMismatchError
         DIR holds another configuration's run.
+    GuidancePreflightError
+        A guided arm whose pool has a problem without a reference solution, or whose model's
+        prompt format drops the hint (a ValueError; before DIR is created or anything loaded
+        beyond the task and the tokenizer).
     TrackerUnavailableError
         ``report_to`` is unknown or its library is not installed (before anything is written).
     """
     require_tracker(report_to)  # a missing tracker fails before anything is written or loaded
-    out = prepare_output_dir(Path(out))
+    out = Path(out)
+    done = _check_existing(out, run) if out.is_dir() else None  # a completed run: nothing to check or load
+    if done is not None:
+        return done
+    task = _preflight(run, out, policy=policy, task=task)  # refused before the folder is created
+    out = prepare_output_dir(out)
     done = _check_existing(out, run)
     if done is not None:
         return done
@@ -145,6 +156,23 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     finally:
         s.metrics.close()
         s.items.close()
+
+
+def _preflight(run: RunConfig, out: Path, *, policy, task):
+    """The checks of :mod:`gradprobe.training.preflight` (a guided arm's reference solutions and
+    prompt format), on the tokenizer alone, before ``out`` is created; returns the task it built
+    (or ``task``), for the run to reuse. A run without guidance is not checked (nothing loaded)."""
+    if not run.guidance:
+        return task
+    task = task or load_run_task(run.task)
+    tokenizer = policy.tokenizer if policy is not None else load_run_tokenizer(run.model)
+    pool = task.problems("train", run.task.pool, seed=run.heldout.seed)  # the run's pool, as _open_session
+    try:
+        check_run_guidance([run], task, tokenizer, pool)
+    except GuidancePreflightError as e:
+        raise GuidancePreflightError(e.key, f"{e.reason} (checked before the run folder {str(out)!r} was "
+                                            f"written; nothing was)") from None
+    return task
 
 
 def _train(s: RunSession, after_update) -> dict:

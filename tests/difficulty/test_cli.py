@@ -80,7 +80,7 @@ def test_refused_input_leaves_no_output_folder(tmp_path, capsys):
     assert "no-such-model" in capsys.readouterr().err and not out.exists()
     assert main(["difficulty-eval", "--model", "tiny-qwen2", "--task", "chain_sum", "--skip-malformed",
                  "--pool", "4", "--out", str(out)]) == 2
-    assert "GSM8K tasks only" in capsys.readouterr().err and not out.exists()
+    assert "applies only to tasks read from data" in capsys.readouterr().err and not out.exists()
 
 
 def test_skip_malformed_on_real_gsm8k_rows(tmp_path, capsys, gsm8k_dir):
