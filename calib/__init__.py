@@ -19,7 +19,8 @@ Top-level API (imported on first use): :func:`load` (a calibration file, or ``"d
 ``apply(calibration, probe_result)`` (calibrated gains vs GRPO as a DataFrame, nothing written;
 :func:`calib.apply.apply_calibration`: ``calib.apply`` is also the module :mod:`calib.apply`, made
 callable), :func:`fit`, :func:`calibrate` (a probe result -> the calibrated document), :func:`check_domain`,
-:func:`build_rows`, :class:`Calibration`, :class:`CalibrationFileError`, the calibrators.
+:func:`build_rows`, :class:`Calibration`, :class:`CalibrationFileError`, :class:`CalibrationDomainWarning`
+(``calib.apply`` warns it for rewards outside the calibration's domain), the calibrators.
 
 calib reads gradprobe's outputs; gradprobe's library never imports calib.
 """
@@ -33,6 +34,7 @@ _LAZY = {
     "load": ("calib.model", "load_calibration"), "fit": ("calib.model", "fit_calibration"),
     "Calibration": ("calib.model", "Calibration"), "CalibrationFileError": ("calib.model", "CalibrationFileError"),
     "calibrate": ("calib.apply", "calibrate"), "write_calibrated": ("calib.apply", "write_calibrated"),
+    "CalibrationDomainWarning": ("calib.domain", "CalibrationDomainWarning"),
     "check_domain": ("calib.domain", "check_domain"), "build_rows": ("calib.dataset", "build_rows_many"),
     "IdentityCalibrator": ("calib.estimators", "IdentityCalibrator"),
     "IsotonicCalibrator": ("calib.estimators", "IsotonicCalibrator"),

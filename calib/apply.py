@@ -32,13 +32,14 @@ from __future__ import annotations
 import math
 import sys as _sys
 import types as _types
+import warnings as _warnings
 from pathlib import Path
 
 import pandas as pd
 
 from gradprobe.layout import PROBE_JSON
 
-from .domain import check_domain, check_rewards, probe_identity
+from .domain import CalibrationDomainWarning, check_domain, check_rewards, probe_identity
 from .files import write_json
 from .model import Calibration, load_calibration
 from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, first_order_gain, load_probe,
@@ -46,6 +47,7 @@ from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyErr
 
 __all__ = ["apply_calibration", "calibrate", "calibrate_probe", "check_applicable", "write_calibrated",
            "format_calibrated", "rewrite_probe_json", "CALIBRATED_NAME", "CALIBRATED_FORMAT",
+           "CalibrationDomainWarning",
            # what calib reads from a probe (calib.probe_input), importable from here as before
            "REFERENCE_REWARD", "SECTION_COLUMNS", "CalibrationApplyError", "first_order_gain", "load_probe",
            "probe_features", "probe_forecasts"]
@@ -231,6 +233,13 @@ def apply_calibration(calibration, probe_result, *, source: str | None = None):
         ``outcome`` is 0 with interval [0, 0] by definition.
         ``.attrs["document"]`` is the ``calibrated.json`` content (``notes``, ``warnings``, domain).
 
+    Warns
+    -----
+    calib.domain.CalibrationDomainWarning
+        Once per call when any reward is marked ``outside_domain``: names those rewards, the arms
+        the calibration was fitted on and why (``gradprobe probe --calibration`` and ``calib apply``
+        print their own marks and do not warn).
+
     Raises
     ------
     calib.model.CalibrationFileError
@@ -241,6 +250,11 @@ def apply_calibration(calibration, probe_result, *, source: str | None = None):
     TypeError
         ``probe_result`` is none of the accepted kinds.
     """
+    return _apply(calibration, probe_result, source=source, stacklevel=3)
+
+
+def _apply(calibration, probe_result, *, source: str | None, stacklevel: int):
+    """:func:`apply_calibration`; its warning points ``stacklevel`` frames up (3: the caller of the front door)."""
     if not isinstance(calibration, Calibration):
         source = str(calibration) if source is None else source
         calibration = load_calibration(calibration)
@@ -263,15 +277,36 @@ def apply_calibration(calibration, probe_result, *, source: str | None = None):
                            "interval_high": float(r["calibrated_interval"][1]),
                            "outside_domain": bool(r["outside_domain"])} for r in doc["rewards"]]).set_index("reward")
     table.attrs["document"] = doc
+    _warn_outside(doc, stacklevel=stacklevel + 1)
     return table
+
+
+def _warn_outside(doc: dict, *, stacklevel: int) -> None:
+    """One :class:`CalibrationDomainWarning` for the rewards of ``doc`` marked ``outside_domain`` (none: no warning)."""
+    off = [r["name"] for r in doc["rewards"] if r["outside_domain"]]
+    if not off:
+        return
+    c, ws = doc["calibration"], [w for w in doc["warnings"] if getattr(w, "outside", True)]
+    probe = sorted({str(getattr(w, "field", "?")) for w in ws if getattr(w, "reward", None) is None})
+    never = [w.reward for w in ws if getattr(w, "reward", None) is not None and w.field == "reward"]
+    loss = [w.reward for w in ws if getattr(w, "reward", None) is not None and w.field == "loss_type"]
+    why = ([f"the probe's {' and '.join(probe)} {'is' if len(probe) == 1 else 'are'} outside it (every reward is "
+            "marked)"] if probe else []) \
+        + ([f"{never} {'was' if len(never) == 1 else 'were'} never trained by its arms"] if never else []) \
+        + ([f"{loss} train with a loss type none of its arms used ({c.get('arm_loss_types')})"] if loss else [])
+    which = f"reward {off[0]!r} is" if len(off) == 1 else f"rewards {off} are"
+    _warnings.warn(CalibrationDomainWarning(
+        f"{which} outside the calibration's domain, fitted on the arms {c['arms']}: {'; '.join(why)}. The calibrated "
+        "gain is computed, but its interval was not validated there (outside_domain in the table; "
+        "attrs['document']['warnings'] has the details)"), stacklevel=stacklevel)
 
 
 class _CallableModule(_types.ModuleType):
     """``calib.apply`` is this module AND the front-door function (issue 15; PEP 562 has no module
     ``__call__``): ``calib.apply(calibration, probe_result)`` is :func:`apply_calibration`."""
 
-    def __call__(self, calibration, probe_result, **kwargs):
-        return apply_calibration(calibration, probe_result, **kwargs)
+    def __call__(self, calibration, probe_result, *, source: str | None = None):
+        return _apply(calibration, probe_result, source=source, stacklevel=3)
 
 
 _sys.modules[__name__].__class__ = _CallableModule

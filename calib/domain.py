@@ -189,6 +189,12 @@ def probe_identity(result: dict, *, task: dict | None = None) -> dict:
             "task": task or resolve_task(cfg.get("task", "?")), "budgets": budgets}
 
 
+class CalibrationDomainWarning(UserWarning):
+    """Python warning of ``calib.apply`` (:func:`calib.apply.apply_calibration`) when probed rewards are
+    outside the calibration's domain: it names them and the arms the calibration was fitted on. Filter it
+    with :mod:`warnings` (e.g. ``warnings.simplefilter("ignore", CalibrationDomainWarning)``)."""
+
+
 class DomainWarning(str):
     """A warning of :func:`check_domain` or :func:`check_rewards` (a str), with ``field`` (model, task,
     budget_kind, budget_value, reward, loss_type), ``outside`` (False for a note that is not a departure

@@ -1,13 +1,16 @@
 """A fitted calibration: calibrator + conformal intervals + domain, saved as a versioned JSON file.
 
 The file holds no pickled code: the settings, the versions that fitted it, the fitted parameters
-(for people reading it), its domain (:class:`calib.domain.Domain`: studies, models and tasks by
-resolved configuration, budget kind and range, arms, the corrected forecaster column) and the
-training rows themselves (a study gives tens of rows). Loading refits the calibrator and the MAPIE
-conformal regressor on those rows (milliseconds) and checks that the refit reproduces the stored
-predictions on them; a damaged file, a file of an unknown format version, or one whose refit
-differs (e.g. a scikit-learn/MAPIE change) is refused with :class:`CalibrationFileError`, which
-names the file and the fix.
+(``fitted``: for people reading it, and verified), its domain (:class:`calib.domain.Domain`: studies,
+models and tasks by resolved configuration, budget kind and range, arms, the corrected forecaster
+column) and the training rows themselves (``data``; a study gives tens of rows). Loading checks
+``data`` cell by cell, refits the calibrator and the MAPIE conformal regressor on those rows
+(milliseconds), and checks that the refit reproduces the stored ``fitted`` parameters (relative
+1e-6: an edited or damaged ``fitted`` block is refused, never silently ignored) and the stored
+predictions on the rows (``check``). A damaged file (a bad ``data`` cell, row or column is named),
+a file of an unknown format version, or one whose refit differs (e.g. a scikit-learn/MAPIE change)
+is refused with :class:`CalibrationFileError`, which names the file, the field and the fix
+(:mod:`calib.file_check`: for the shipped default, the command of ``data/calibration/README.md``).
 
 Format versions: 2 (this one) corrects a forecaster column of :mod:`calib.dataset`
 (``forecast_probe`` by default). Version 1 files (the first shipped default,
@@ -40,6 +43,7 @@ from gradprobe import __version__
 from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, select_rows
 from .domain import Domain, domain_of_rows
 from .estimators import make_estimator
+from .file_check import GENERIC_FIX, CalibrationFileError, DamagedField, check_fitted, read_data, rebuild_command
 from .files import json_float, json_safe, write_json
 from .validation import PLURAL, conformal_regressor, group_labels, predict_interval
 
@@ -48,11 +52,7 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 DEFAULT_NAME = "calibration.json"
 _DATA_COLUMNS = ("study", "model", "task", "arm", "seed", "budget_value")
-_FIX = "refit it with `calib fit ROWS.csv --out FILE` (or pass --calibration default)"
-
-
-class CalibrationFileError(ValueError):
-    """A calibration file that cannot be used: missing, damaged, not a calibration, or an unknown version."""
+_FIX = GENERIC_FIX
 
 
 @dataclass
@@ -232,9 +232,12 @@ def load_calibration(spec: str | Path) -> Calibration:
     ------
     CalibrationFileError
         No default is shipped, the file is missing, is not valid JSON, is not a calibration file,
-        lacks a field (named), has a format version this calib does not read, or its refit does not
-        reproduce its stored predictions (scikit-learn/MAPIE versions differ in a way that
-        matters): the message names the file, says which, and how to fix it.
+        lacks a field (named), has a damaged ``data`` block (a missing column, a row of the wrong
+        length, a non-number where a number belongs: the cell is named), has a format version this
+        calib does not read, its ``fitted`` parameters differ from the refit's (edited or damaged:
+        the parameter and both values are named; a version-1 file without ``fitted`` still loads),
+        or its refit does not reproduce its stored predictions (scikit-learn/MAPIE versions differ in
+        a way that matters): the message names the file, says which, and how to rebuild it.
     """
     path = resolve(spec)
     try:
@@ -254,24 +257,40 @@ def load_calibration(spec: str | Path) -> Calibration:
             f"{(d.get('versions') or {}).get('gradprobe', '?')}); this calib reads versions {list(READABLE_VERSIONS)}. "
             + ("Upgrade gradprobe to read it, or refit" if newer else "Refit")
             + " it with this version: `calib fit ROWS.csv --out FILE` (the rows are in the file's \"data\").")
+    fix = rebuild_command(path, d, default=_is_default(path))
     try:
         cal = _from_v1(d) if version == 1 else _from_v2(d)
         stored = d["check"]
+        fitted = d["fitted"] if version >= 2 or "fitted" in d else None  # a version-1 file may lack it
+    except DamagedField as e:
+        raise CalibrationFileError(f"calibration file {path} is damaged: field {e.field} {e.problem}; {fix}") from e
     except (KeyError, TypeError, ValueError) as e:
         raise CalibrationFileError(f"calibration file {path} is damaged: field {_field(e)} is missing or malformed; "
-                                   f"{_FIX}") from e
-    cal._fit()
-    point, lo, hi = cal.predict(cal.rows)
+                                   f"{fix}") from e
+    try:
+        cal._fit()
+        point, lo, hi = cal.predict(cal.rows)
+    except ValueError as e:  # rows that passed read_data but cannot be fitted (e.g. one arm left for the folds)
+        raise CalibrationFileError(f"calibration file {path} is damaged: refitting its data fails ({e}); {fix}") from e
+    versions = d.get("versions") if isinstance(d.get("versions"), dict) else {}
+    note = "" if _vs(versions) == _vs(software_versions()) else \
+        f" (or, if it is intact, the installed libraries fit differently: fitted with {_vs(versions)}; installed " \
+        f"{_vs(software_versions())})"
+    if fitted is not None:
+        check_fitted(fitted, cal.fitted_parameters(), path=path, fix=fix, versions_note=note)
     for name, new in (("point", point), ("lower", lo), ("upper", hi)):
         try:
             old = np.array([json_float(v) for v in stored[name]], float)
         except (KeyError, TypeError, ValueError) as e:
             raise CalibrationFileError(f"calibration file {path} is damaged: field check.{name} is missing or "
-                                       f"malformed; {_FIX}") from e
-        if old.shape != new.shape or not np.allclose(old, new, rtol=1e-6, atol=1e-6, equal_nan=True):
+                                       f"malformed; {fix}") from e
+        if old.shape != new.shape:
+            raise CalibrationFileError(f"calibration file {path} is damaged: field check.{name} has {old.size} values "
+                                       f"for the {new.size} rows of data (rows were added or removed); {fix}")
+        if not np.allclose(old, new, rtol=1e-6, atol=1e-6, equal_nan=True):
             raise CalibrationFileError(
                 f"{path}: refitting the calibration does not reproduce its stored {name} predictions (fitted with "
-                f"{_vs(d.get('versions') or {})}; installed {_vs(software_versions())}); refit it with `calib fit` "
+                f"{_vs(versions)}; installed {_vs(software_versions())}); refit it with `calib fit` "
                 "here")
     return cal
 
@@ -290,7 +309,7 @@ def _from_v2(d: dict) -> Calibration:
 def _from_v1(d: dict) -> Calibration:
     """A version-1 file: the first-order ``predicted_gain`` corrected at one budget, tasks by name."""
     features = tuple(d["features"])
-    data = _data(d, list(features))
+    data = _data(d, list(features), text=("model", "task", "arm"))
     data.insert(0, "study", "v1")  # one unnamed study: its groups are its arms (or models), as fitted
     t = d["training"]
     domain = Domain(studies=[], models=[{"name": m, "dtype": None, "key": m} for m in t["models"]],
@@ -303,14 +322,10 @@ def _from_v1(d: dict) -> Calibration:
                        created=d.get("created", ""), format_version=1, features=features)
 
 
-def _data(d: dict, needed: list) -> pd.DataFrame:
-    data = pd.DataFrame(d["data"]["rows"], columns=d["data"]["columns"])
-    missing = [c for c in needed + ["arm", "target"] if c not in data.columns]
-    if missing:
-        raise _FieldError(f"data.columns[{missing[0]!r}]")
-    for c in needed + ["target"]:
-        data[c] = data[c].astype(float)
-    return data
+def _data(d: dict, needed: list, text=("study", "model", "task", "arm")) -> pd.DataFrame:
+    """The file's training rows (:func:`calib.file_check.read_data`: DamagedField names a bad cell)."""
+    return read_data(d, text_columns=list(text), number_columns=[*needed, "target", "budget_value"],
+                     integer_columns=["seed"])
 
 
 class _FieldError(KeyError):
@@ -321,6 +336,13 @@ def _field(e: Exception) -> str:
     if isinstance(e, _FieldError):
         return str(e.args[0])
     return repr(e.args[0]) if isinstance(e, KeyError) and e.args else f"({e})"
+
+
+def _is_default(path: Path) -> bool:
+    try:
+        return path.resolve() == default_path().resolve()
+    except OSError:
+        return False
 
 
 def default_path() -> Path:

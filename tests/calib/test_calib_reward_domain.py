@@ -90,7 +90,8 @@ def test_a_new_reward_is_flagged_a_known_one_is_not_and_the_numbers_are_unchange
 
 def test_the_front_door_dataframe_marks_the_new_reward(default, tiny_probe):
     result, _ = tiny_probe
-    table = calib.apply(default, _renamed(result, "mc_value", "trl_len_penalty"))
+    with pytest.warns(calib.CalibrationDomainWarning, match="trl_len_penalty"):
+        table = calib.apply(default, _renamed(result, "mc_value", "trl_len_penalty"))
     # (no task configuration in a bare dict: the task note is a probe-level warning, so look at the reward's own)
     reward_warnings = [w for w in table.attrs["document"]["warnings"] if w.field == "reward"]
     assert [w.reward for w in reward_warnings] == ["trl_len_penalty"]
