@@ -9,6 +9,20 @@ study's matched generated-token budget (``analysis.json["matched"]["generated_to
 Each arm reads its own probe entry: ``arms.json``'s ``probe_entry`` (``outcome@bnpo`` for an arm that
 trains the outcome reward with the bnpo loss, :mod:`gradprobe.probe_keys`), or its ``reward`` in an
 ``arms.json`` written before loss-type arms. Its rho is vs grpo's entry (the reference curve's loss).
+
+A guided arm whose ``arms.json`` record has ``probe_dir`` (``guided/<arm>``) reads that entry of its own
+probe, ``probe/<probe_dir>/probe.json`` (the importance-weighted guided update, sampled as the arm's
+training does; :func:`gradprobe.study.probe_plan.guided_probes`). The entry is merged into the shared
+probe batch by batch under the key ``ENTRY~<probe_dir>`` (:func:`merge_guided_entries`), so its rho is
+its per-group contributions against grpo's in the shared probe, and its tokens per update, signal proxy and
+first-order gain are the guided probe's. The two batches are independent samples of the same size on the
+same training prompts (same seed and settings; guided rollouts and importance weights in one, plain
+rollouts in the other), group g of each on the same prompt, so the forecast's joint resample of group
+indices resamples prompts, with both batches' rollouts of a drawn prompt, and keeps each batch's
+marginal distribution. Both probes measure along one reference update v (the guided probe reuses the
+shared one's, ``reference.reused``); under Adam each u = P v has P from its own batch. Without the guided
+probe (an older study, or a probe whose batches do not match it) the arm reads its reward's unguided entry
+and the note says so.
 """
 
 from __future__ import annotations
@@ -26,7 +40,10 @@ from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve
 from .probe_input import probe_batches_of
 
-__all__ = ["study_forecasts", "STUDY_COLUMNS"]
+__all__ = ["study_forecasts", "merge_guided_entries", "STUDY_COLUMNS", "GUIDED_KEY_SEPARATOR"]
+
+#: Separates an arm's probe entry from its guided probe's folder in a merged key (``outcome~guided/guided``).
+GUIDED_KEY_SEPARATOR = "~"
 
 STUDY_COLUMNS = ("arm", "reward", "loss_type", "probe_entry", "lr_scale", "budget", "budget_value", "tokens_per_update", "rho", "snr",
                  "token_multiplier", "forecast_probe", "forecast_cost_only", "forecast_signal_proxy",
@@ -78,7 +95,7 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
         or run for a leave-out.
     probe : dict or list of dict, optional
         A probe result to use instead of the study's ``probe/probe.json`` (e.g. a multi-batch probe of the
-        same initial policy, :func:`gradprobe.probe.batches.run_probe_batches`).
+        same initial policy, :func:`gradprobe.probe.batches.run_probe_batches`), guided entries merged in.
     mode : {"sigmoid", "empirical"}
         Mode of the default curve.
     lr_curve : dict[float, ReferenceCurve], optional
@@ -91,7 +108,8 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     pandas.DataFrame
         Columns :data:`STUDY_COLUMNS`, one row per arm (budget axis ``tokens``): ``reward`` and ``loss_type``
         (the arm's training loss; from ``plan.toml`` when ``arms.json`` predates it, None without either),
-        ``probe_entry`` (the probe entry read: ``arms.json``'s, else the reward). Gains are accuracy points
+        ``probe_entry`` (the probe entry read: ``arms.json``'s, else the reward; ``ENTRY~guided/<arm>`` for a
+        guided arm read from its guided probe, module docstring). Gains are accuracy points
         vs grpo at the budget: ``forecast_probe`` (probe efficiency, shrunk; cost only where its SNR <= 1),
         ``forecast_cost_only`` (rho = 1), ``forecast_signal_proxy`` (verl's proxy; NaN when the probe has
         none), ``forecast_first_order`` (the raw extrapolation (T / c_R) s g_R - (T / c_grpo) g_grpo, the
@@ -129,13 +147,14 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     plan_arms, plan_loss = _plan_arms(study_dir)
     arms, labels = _arm_specs(arms_res, arms_map, plan_arms, plan_loss)
     _check_probed(study_dir, probe, arms)
+    probe, guided = _guided_entries(study_dir, probe, arms, labels, arms_map)
     res = forecast_rewards(curve, probe, budget_tokens=budget, method="probe", arms=arms, lr_curve=lr_curve,
                            reference_reward=arms["grpo"]["reward"], n_draws=n_draws, seed=seed)
     t = res.table.set_index("arm")
     c_ref = float(t.loc["grpo", "tokens_per_update"])
     source = ("in-sample: " if in_sample else "") + curve.source
     rows = [{"arm": arm, **labels[arm], **_forecast_columns(t.loc[arm], c_ref),
-             "note": "; ".join(_arm_notes(t.loc[arm], plan_arms.get(arm) or {})), "budget": "tokens",
+             "note": "; ".join(_arm_notes(t.loc[arm], plan_arms.get(arm) or {}, guided.get(arm))), "budget": "tokens",
              "budget_value": budget, "curve_source": source, "in_sample": in_sample,
              "realized_gain": _realized_gain(arms_res[arm], arm, study_dir, budget)} for arm in arms]
     return pd.DataFrame(rows, columns=list(STUDY_COLUMNS))
@@ -183,14 +202,103 @@ def _check_probed(study_dir: Path, probe, arms: dict) -> None:
                          "re-runs)")
 
 
-def _arm_notes(r: pd.Series, plan_arm: dict) -> list[str]:
-    """The forecast's note on the arm, plus what the probe cannot see of a selection or guided arm."""
+def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: dict) -> tuple[object, dict]:
+    """``probe`` with each guided arm's guided entry merged in (:func:`merge_guided_entries`), the arm's
+    ``reward`` in ``arms`` and ``probe_entry`` in ``labels`` switched to its key; and arm (with ``probe_dir``)
+    -> ``{"key": merged key}``, or ``{"why": why its guided probe was not read}``."""
+    status = {}
+    for arm, a in arms.items():
+        folder = (arms_map.get(arm) or {}).get("probe_dir")
+        if not folder or arm == "grpo":  # grpo's is the shared entry every rho is measured against
+            continue
+        path = probe_dir(study_dir) / folder / PROBE_JSON
+        if not path.is_file():
+            status[arm] = {"why": f"its guided probe {folder}/{PROBE_JSON} is missing"}
+            continue
+        try:
+            probe, key = merge_guided_entries(probe, read_study_json(path, "re-run `gradprobe study`"), a["reward"],
+                                              folder)
+        except ValueError as e:
+            status[arm] = {"why": str(e)}
+            continue
+        a["reward"] = labels[arm]["probe_entry"] = key
+        status[arm] = {"key": key}
+    return probe, status
+
+
+def _with_entry(item: dict, key: str, entry: dict) -> dict:
+    """A probe result (or batch) ``item`` with one more reward entry ``key`` (a copy; ``rewards`` list or dict)."""
+    entry = {k: v for k, v in entry.items() if k != "name"} | {"name": key}
+    rewards = item["rewards"]
+    rewards = [*rewards, entry] if isinstance(rewards, list) else {**rewards, key: entry}
+    return dict(item, rewards=rewards)
+
+
+def merge_guided_entries(probe, guided, entry: str, folder: str) -> tuple[object, str]:
+    """The shared probe ``probe`` with the guided probe's ``entry`` added batch by batch (module docstring).
+
+    Parameters
+    ----------
+    probe : dict or list of dict
+        The study's probe result (``probe/probe.json``, or the ``probe=`` given to :func:`study_forecasts`).
+    guided : dict or list of dict
+        The guided arm's probe result (``probe/<folder>/probe.json``).
+    entry : str
+        The arm's entry key in both (``probe_entry`` of ``arms.json``).
+    folder : str
+        The guided probe's folder relative to ``probe/`` (``"guided/<arm>"``).
+
+    Returns
+    -------
+    (merged, key)
+        ``merged``: a copy of ``probe`` (same structure) whose batch k also has the entry ``key`` =
+        ``ENTRY~FOLDER``, the guided probe's batch-k entry ``entry`` (a multi-batch ``probe.json``'s pooled
+        ``rewards`` get the guided probe's pooled entry); ``key``: that key.
+
+    Raises
+    ------
+    ValueError
+        The guided probe has no ``entry``, another number of batches than ``probe``, or another number of
+        groups (``per_group`` length) in a batch than ``probe``'s ``entry``; the caller then reads the
+        unguided entry and notes why.
+    """
+    key = f"{entry}{GUIDED_KEY_SEPARATOR}{folder}"
+    shared, own = probe_batches_of(probe), probe_batches_of(guided)
+    if len(own) != len(shared):
+        raise ValueError(f"its guided probe {folder} has {len(own)} batch(es), the probe {len(shared)}")
+    for k, (b, g) in enumerate(zip(shared, own)):
+        if entry not in g["rewards"]:
+            raise ValueError(f"its guided probe {folder} has no entry {entry!r} (probed: {sorted(g['rewards'])})")
+        n_own, n_shared = (len(x["rewards"][entry].get("per_group") or ()) for x in (g, b))
+        if n_own != n_shared:
+            raise ValueError(f"its guided probe {folder} has {n_own} groups in batch {k}, the probe {n_shared}")
+    entries = [g["rewards"][entry] for g in own]
+    if isinstance(probe, (list, tuple)):
+        return [_with_entry(item, key, e) for item, e in zip(probe, entries)], key
+    if isinstance(probe.get("batches"), list) and probe["batches"]:
+        # the guided probe.json's own top-level entries (pooled over its batches), read as one batch
+        pooled = probe_batches_of(dict(guided, batches=None))[0]["rewards"].get(entry, entries[0]) \
+            if isinstance(guided, dict) else entries[0]
+        merged = _with_entry(probe, key, pooled)
+        merged["batches"] = [_with_entry(item, key, e) for item, e in zip(probe["batches"], entries)]
+        return merged, key
+    return _with_entry(probe, key, entries[0]), key
+
+
+def _arm_notes(r: pd.Series, plan_arm: dict, guided: dict | None = None) -> list[str]:
+    """The forecast's note on the arm, plus what the probe cannot see of a selection or guided arm
+    (``guided``: :func:`_guided_entries`'s record of an arm with ``probe_dir``, None for the others)."""
     notes = [r["note"]] if r["note"] else []
     if plan_arm.get("selection"):
         notes.append("prompt-selection arm: the probe sees only its reward, not the selection or its tokens")
-    if plan_arm.get("guidance"):
+    if guided and "key" in guided:
+        folder = guided["key"].split(GUIDED_KEY_SEPARATOR, 1)[1]
+        notes.append(f"guided arm: its entry is its guided probe's (probe/{folder}: the guided rollouts and the "
+                     "importance-weighted update), its rho vs grpo's entry in the shared probe")
+    elif plan_arm.get("guidance") or guided:
+        why = f" ({guided['why']})" if guided else ""
         notes.append("guided arm: the probe sees only its reward, not the guided rollouts or their importance "
-                     "weights")
+                     f"weights{why}")
     return notes
 
 

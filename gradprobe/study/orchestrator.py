@@ -19,8 +19,9 @@
    ``DIR/runs/<arm>/seed<S>/`` (:mod:`gradprobe.study.worker`): a run whose ``summary.json`` says
    completed is never redone, a partial run resumes from its checkpoint;
 4. the probe of every arm's reward on the initial policy (``DIR/probe/probe.json``,
-   ``DIR/probe/arms.json``; settings from :mod:`gradprobe.study.probe_plan`), once (skipped when
-   ``probe.json`` exists, or with ``probe=False``);
+   ``DIR/probe/arms.json``; settings from :mod:`gradprobe.study.probe_plan`), and of each guided arm's
+   own update into ``DIR/probe/guided/<arm>/``, once (skipped when ``probe.json`` and every guided
+   arm's ``probe/guided/<arm>/probe.json`` exist, or with ``probe=False``);
 5. ``DIR/runs.csv`` is rebuilt from the finished run folders after every run
    (:mod:`gradprobe.study.collect`), so a killed study loses nothing; at the end
    :func:`gradprobe.study.analysis.analyze` writes ``DIR/analysis.json`` and ``DIR/figures/``.
@@ -68,7 +69,7 @@ from .folder import FolderLock, StudyError, now, run_status
 from .freeze import freeze_plan
 from .invocations import Invocation
 from .preflight import check_plan_inputs
-from .probe_plan import arms_table, check_probe_settings
+from .probe_plan import arms_table, check_probe_settings, guided_probes
 from .result import StudyInterrupted, StudyResult, clock, progress_line
 from .reuse import reuse_runs, reused_source
 
@@ -263,7 +264,8 @@ def _train_tasks(plan: Plan, out: Path, entries: dict, result: StudyResult, repo
 
 
 def _probe_task(plan: Plan, out: Path, opts: _Options, result: StudyResult) -> dict | None:
-    """Write ``probe/arms.json``; the probe's task when it is asked for and not done yet (``result.probe``
+    """Write ``probe/arms.json``; the probe's task when it is asked for and not done yet: the shared
+    ``probe/probe.json`` or a guided arm's ``probe/guided/<arm>/probe.json`` missing (``result.probe``
     says ``off`` / ``skipped`` otherwise). A bad ``[probe]`` key or value fails here, before any run
     (:class:`~gradprobe.training.plan.PlanError`)."""
     folder = probe_dir(out)
@@ -271,7 +273,7 @@ def _probe_task(plan: Plan, out: Path, opts: _Options, result: StudyResult) -> d
     if not opts.probe:
         result.probe = "off"
         return None
-    if (folder / PROBE_JSON).exists():
+    if all((folder / f / PROBE_JSON).exists() for f in ("", *guided_probes(plan, opts.probe_overrides))):
         result.probe = "skipped"
         return None
     check_probe_settings(plan, opts.probe_overrides)

@@ -1,5 +1,7 @@
 """A study plan translated into its probe: the :class:`~gradprobe.probe.run.ProbeConfig` settings of the
-study's probe of every arm's reward on the initial policy, and ``arms.json`` (arm -> its probe entry).
+study's probe of every arm's reward on the initial policy, the settings of the guided arms' own probes
+(:func:`guided_probes`: one per distinct ``guidance`` of the arms, in ``probe/guided/<arm>``), and
+``arms.json`` (arm -> its probe entry, and a guided arm's probe folder).
 
 The probe's config (:mod:`gradprobe.probe_settings`) is torch-free, so the study runner stays importable
 without torch (``gradprobe.Study`` is a lazy, torch-free public name; checking a loss type loads the
@@ -10,11 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..layout import GUIDED_PROBES
 from ..probe_keys import entry_key
 from ..probe_settings import SETTINGS, ProbeConfig
 from ..training.plan import Plan, PlanError
 
-__all__ = ["PROBE_DEFAULTS", "probe_settings", "check_probe_settings", "arms_table"]
+__all__ = ["PROBE_DEFAULTS", "probe_settings", "check_probe_settings", "guided_probes", "arms_table"]
 
 # probe settings when the plan has no [probe] table: ProbeConfig defaults scaled for a study
 PROBE_DEFAULTS = {"prompts": 16, "group": 8, "heldout_prompts": 16, "heldout_group": 16}
@@ -36,9 +39,9 @@ def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
     table lists), so every arm's (reward, loss type) pair has an entry, keyed as :func:`arms_table`
     records (:func:`gradprobe.probe_keys.entry_key`); one alignment pass serves them all.
 
-    Guided arms (``[arms.NAME] guidance``) get their reward's entry of this unguided probe (the
-    forecast notes it); a ``[probe] guidance`` key is refused, since the one probe serves every arm
-    (``gradprobe probe --guidance`` probes a guided arm's update alone).
+    Guided arms (``[arms.NAME] guidance``) get their reward's entry of this unguided probe too, and a
+    probe of their own update (:func:`guided_probes`: these settings with the arm's ``guidance``); a
+    ``[probe] guidance`` key is refused, since the one probe serves every arm.
 
     Raises
     ------
@@ -111,15 +114,57 @@ def _arm_loss_type(plan: Plan, arm) -> str:
     return str((arm.train or {}).get("loss_type", plan.train.loss_type))
 
 
+def guided_probes(plan: Plan, overrides: dict | None = None) -> dict[str, dict]:
+    """The probes of the study's guided arms: one per distinct ``guidance`` among the arms.
+
+    Each is the study probe's :func:`probe_settings` (same ``overrides``, seed, batch and held-out settings)
+    with ``guidance`` = that config, ``rewards`` = the rewards of the arms that train with it, and
+    ``loss_types`` cut to those arms' loss types (a guided arm's entry is keyed as in the shared probe,
+    :func:`gradprobe.probe_keys.entry_key` against the same ``loss_type``). Its folder is
+    ``probe/guided/<arm>``, ``<arm>`` the first of those arms in plan order.
+
+    Returns
+    -------
+    dict[str, dict]
+        Folder relative to ``probe/`` (``"guided/<arm>"``) -> ``{"arms": [names], "settings": {...}}``
+        (:meth:`~gradprobe.probe.run.ProbeConfig.from_dict` reads ``settings``); empty without guided arms.
+
+    Raises
+    ------
+    PlanError
+        A ``[probe]`` key :class:`~gradprobe.probe.run.ProbeConfig` does not have (:func:`probe_settings`).
+    """
+    groups: dict[tuple, list[str]] = {}
+    for name, a in plan.arms.items():
+        if a.guidance:
+            groups.setdefault(tuple(sorted(dict(a.guidance).items())), []).append(name)
+    if not groups:
+        return {}
+    base = probe_settings(plan, overrides)
+    out = {}
+    for key, names in groups.items():
+        settings = dict(base, guidance=dict(key), rewards=tuple(dict.fromkeys(plan.arms[n].reward for n in names)))
+        needed = {_arm_loss_type(plan, plan.arms[n]) for n in names}
+        settings.pop("loss_types", None)
+        extra = tuple(x for x in base.get("loss_types") or () if x in needed)
+        if extra:
+            settings["loss_types"] = extra
+        out[f"{GUIDED_PROBES}/{names[0]}"] = {"arms": names, "settings": settings}
+    return out
+
+
 def arms_table(plan: Plan, overrides: dict | None = None) -> dict:
-    """``arms.json``: arm -> {"reward", "loss_type", "probe_entry", "lr_scale", "description"}.
+    """``arms.json``: arm -> {"reward", "loss_type", "probe_entry", "lr_scale", "description"[, "probe_dir"]}.
 
     ``loss_type`` is the loss the arm trains with; ``probe_entry`` the key of its (reward, loss type)
     in the study probe's ``probe.json`` (:func:`gradprobe.probe_keys.entry_key` against the probe's
     ``loss_type``, from :func:`probe_settings` with the same ``overrides``): ``outcome`` for grpo,
     ``outcome@bnpo`` for an arm with reward outcome and ``loss_type = "bnpo"`` under a grpo plan.
     Readers take ``probe_entry`` and fall back to ``reward`` for an ``arms.json`` written before it
-    (:func:`gradprobe.probe_keys.arm_entry`).
+    (:func:`gradprobe.probe_keys.arm_entry`). A guided arm also has ``probe_dir``: the folder of its own
+    probe relative to ``probe/`` (``"guided/<arm>"``, :func:`guided_probes`), whose ``probe.json`` has
+    the same ``probe_entry`` key; an arm without it (every arm of an older ``arms.json``) reads the shared
+    ``probe/probe.json``.
 
     Raises
     ------
@@ -127,9 +172,12 @@ def arms_table(plan: Plan, overrides: dict | None = None) -> dict:
         A ``[probe]`` key :class:`~gradprobe.probe.run.ProbeConfig` does not have (:func:`probe_settings`).
     """
     probe_loss = probe_settings(plan, overrides)["loss_type"]
+    folders = {arm: folder for folder, g in guided_probes(plan, overrides).items() for arm in g["arms"]}
     out = {}
     for name, a in plan.arms.items():
         lt = _arm_loss_type(plan, a)
         out[name] = {"reward": a.reward, "loss_type": lt, "probe_entry": entry_key(a.reward, lt, probe_loss),
                      "lr_scale": a.lr_scale, "description": a.description}
+        if name in folders:
+            out[name]["probe_dir"] = folders[name]
     return out

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..layout import PROBE_JSON
 from ..training.plan import Plan, PlanError, load_plan
 from .folder import FolderLock, StudyError
-from .probe_plan import probe_settings
+from .probe_plan import guided_probes, probe_settings
 
 __all__ = ["execute_task", "worker_init"]
 
@@ -126,14 +126,36 @@ def _train(plan: Plan, arm: str, seed: int, out: Path, log: bool, report_to: str
 
 
 def _probe(plan: Plan, out: Path, overrides: dict) -> dict:
-    """The study's probe of every arm's reward on the initial policy, into ``out`` (skipped when done)."""
-    from ..probe.run import ProbeConfig, run_probe  # torch: see the module docstring
+    """The study's probe of every arm's reward on the initial policy, into ``out``, then each guided arm's own
+    probe into ``out/guided/<arm>`` (:func:`~gradprobe.study.probe_plan.guided_probes`); each is skipped
+    when its ``probe.json`` exists, so a resumed study redoes none.
+
+    One policy (the plan's model at the probe's seed) serves every probe, and one reference update v: the
+    shared probe computes it and the guided probes reuse it (``reference.reused`` in their ``probe.json``).
+    When the shared probe was done by an earlier invocation, the first guided probe computes v again from
+    the same held-out settings, seed and policy (the same v up to the device's nondeterminism). Under Adam
+    each probe's u = P v has P from its own batch's second moment, as every probe batch does.
+
+    Returns ``{"skipped": True}`` when nothing was left to do, else ``rewards`` (the shared probe's entries,
+    when it ran) and ``guided`` (the guided probe folders run, relative to ``out``).
+    """
+    from ..probe.batches import ReferenceDirection  # torch: see the module docstring
+    from ..probe.run import ProbeConfig, run_probe
     from ..training.run import load_run_policy, load_run_task
 
-    if (out / PROBE_JSON).exists():
+    todo = {folder: g for folder, g in guided_probes(plan, overrides).items()
+            if not (out / folder / PROBE_JSON).exists()}
+    shared = not (out / PROBE_JSON).exists()
+    if not shared and not todo:
         return {"skipped": True}
     config = ProbeConfig.from_dict(probe_settings(plan, overrides))
     policy = load_run_policy(plan.model, seed=config.batch.seed)
     task = load_run_task(plan.task)
-    result = run_probe(config, out=out, policy=policy, task=task)
-    return {"rewards": [r["name"] for r in result["rewards"]]}
+    holder, res = ReferenceDirection(), {"guided": list(todo)}
+    if shared:
+        result = run_probe(config, out=out, policy=policy, task=task, reference_direction=holder)
+        res["rewards"] = [r["name"] for r in result["rewards"]]
+    for folder, g in todo.items():
+        run_probe(ProbeConfig.from_dict(g["settings"]), out=out / folder, policy=policy, task=task,
+                  reference_direction=holder)
+    return res
