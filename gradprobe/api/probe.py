@@ -106,13 +106,15 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
         unknown reward, model or task, a reward that produced non-finite advantages; a bad ``guidance``,
         a task without reference solutions or a template that drops the hint (before any compute).
     OSError
-        ``out`` cannot be written (before any compute).
+        ``out`` cannot be written, or holds a training run or a study (before any compute). An earlier
+        probe in ``out`` is replaced whole (as ``gradprobe probe --out``); on an error it is put back.
     gradprobe.forecast.curves.CurveError
         ``reference_curve`` names nothing readable (before any compute; a ValueError).
     """
     # torch-bound (matplotlib for the report): deferred so that importing the API stays light
     from ..forecast import forecast_section, load_reference_curve
     from ..probe.batches import run_probe_batches
+    from ..probe.output import mark_no_signal, replacing_earlier_probe
     from ..probe.report_html import write_probe_report
 
     if isinstance(rewards, str):
@@ -124,10 +126,13 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     temporary = out is None
     folder = Path(tempfile.mkdtemp(prefix="gradprobe_probe_")) if temporary else Path(out)
     try:
-        result = run_probe_batches(config, batches=probe_batches, out=folder, extra_rewards=extra or None)
-        result["forecast"] = forecast_section(result, curve=curve, curve_spec=reference_curve, method=forecaster)
-        write_json_atomic(folder / PROBE_JSON, json_safe(result))
-        write_probe_report(folder, result)  # off-screen figures: a notebook's backend is left alone
+        with replacing_earlier_probe(folder):  # as gradprobe probe: no file of an earlier probe stays beside this one
+            result = run_probe_batches(config, batches=probe_batches, out=folder, extra_rewards=extra or None)
+            mark_no_signal(result)
+            result["forecast"] = forecast_section(result, curve=curve, curve_spec=reference_curve,
+                                                  method=forecaster)
+            write_json_atomic(folder / PROBE_JSON, json_safe(result))
+            write_probe_report(folder, result)  # off-screen figures: a notebook's backend is left alone
     except BaseException:
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)

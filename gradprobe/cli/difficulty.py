@@ -22,12 +22,16 @@
 Both use the training pool ``task.problems("train", N, seed=--data-seed)`` (the pool a plan with
 ``[heldout] seed`` = data seed trains on), and show a progress bar of the sampled completions on
 stderr (tqdm: completions done, rate, ETA; sampling is most of their time), hidden by ``--no-progress``.
+Ctrl-C stops either with one line and exit status 130 (:func:`interrupt_message`), as ``gradprobe train``
+does: both write their files only at the end, and a pair interrupted between its two writes is removed,
+so nothing partial is left as if complete.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, prepare_pool, rank_prompts
 from ..ledger import Ledger
@@ -45,6 +49,9 @@ _COMMON_HELP = {
 #: Below this many eval prompts difficulty-eval still runs but adds a note that its figures are rough
 #: (rank-prompts' SMALL_FIT_PROMPTS lives with its work in gradprobe.difficulty.rank).
 SMALL_EVAL_PROMPTS = 50
+
+#: Each command's files in --out, the one written last (its presence marks a finished output) last.
+OUTPUT_FILES = {"rank-prompts": ("ranking.csv", "rank.json"), "difficulty-eval": ("reliability.png", "metrics.json")}
 
 #: The flags' defaults: the settings' own (gradprobe.difficulty.rank), never restated here.
 _RANK = RankSettings.defaults()
@@ -159,13 +166,61 @@ def difficulty_eval(args) -> int:
     return 0
 
 
+def _stamps(out, names) -> dict:
+    """name -> (mtime in ns, size) of each file in ``out``, None for a missing one."""
+    stamps = {}
+    for name in names:
+        try:
+            st = (Path(out) / name).stat()
+            stamps[name] = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamps[name] = None
+    return stamps
+
+
+def interrupt_message(command: str, out, before: dict) -> str:
+    """The line ``rank-prompts`` / ``difficulty-eval`` print on Ctrl-C, after cleaning ``out``.
+
+    Parameters
+    ----------
+    command : {"rank-prompts", "difficulty-eval"}
+    out : path
+        ``--out``.
+    before : dict
+        :func:`_stamps` of the command's :data:`OUTPUT_FILES` when it started.
+
+    Returns
+    -------
+    str
+        Says what was interrupted and what ``out`` holds: nothing new (the files are written only at the
+        end), the complete new files, or, interrupted between the two writes, that the new first file and
+        the last one (which described an earlier output, or was missing) were removed.
+    """
+    names = OUTPUT_FILES[command]
+    changed = [n for n, stamp in _stamps(out, names).items() if stamp != before.get(n)]
+    if not changed:
+        state = f"nothing was written to {out} (its files are written only at the end)"
+    elif names[-1] in changed:
+        state = f"its files in {out} had been written in full"
+    else:  # a new first file beside an old (or no) last one: remove both
+        for name in names:
+            (Path(out) / name).unlink(missing_ok=True)
+        state = (f"the new {', '.join(changed)} and the {names[-1]} it no longer matched were removed from {out}")
+    return f"gradprobe {command}: interrupted; {state}, so nothing partial is left as if complete"
+
+
 def difficulty_main(args) -> int:
-    """Dispatch ``rank-prompts`` / ``difficulty-eval``; 0 on success, 2 on bad input (message on stderr)."""
+    """Dispatch ``rank-prompts`` / ``difficulty-eval``; 0 on success, 2 on bad input (message on stderr), 130 on
+    Ctrl-C (one line, :func:`interrupt_message`)."""
     from ..models import ModelNotFoundError
 
+    before = _stamps(args.out, OUTPUT_FILES[args.command])
     try:
         with removed_if_left_empty(args.out):  # refused input leaves no empty folder behind
             return rank_prompts_main(args) if args.command == "rank-prompts" else difficulty_eval(args)
+    except KeyboardInterrupt:
+        print(interrupt_message(args.command, args.out, before), file=sys.stderr)
+        return 130
     except (ValueError, OSError, RuntimeError, ModelNotFoundError) as e:
         print(f"gradprobe {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -1,4 +1,11 @@
-"""``gradprobe probe``: its parser and its command (the probe of one batch, the forecast, the report)."""
+"""``gradprobe probe``: its parser and its command (the probe of one batch, the forecast, the report).
+
+The command replaces an earlier probe in ``--out`` whole (:func:`gradprobe.probe.output.replacing_earlier_probe`:
+no stale ``calibrated.json`` or ``report.html`` is left beside the new ``probe.json``; a training run's or a
+study's folder is refused), marks the rewards that give no gradient on the batch in ``probe.json``
+(:func:`gradprobe.probe.output.mark_no_signal`), and on Ctrl-C removes what it wrote so far, puts the earlier
+probe back and exits 130 with one line (:func:`interrupt_message`), as ``gradprobe train`` and ``study`` do.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +20,8 @@ from ..layout import PROBE_JSON, REPORT_HTML
 from ..outputs import json_safe, write_json_atomic
 from ..probe_settings import (DEFAULT_MC, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig, ReferenceSettings,
                               RunSettings, TaskSettings, UpdateSettings)
+
+__all__ = ["probe_main", "interrupt_message"]
 
 
 _GUIDANCE_HELP = ("probe a guided arm's update (off-context guidance, as an arm's guidance table): k = round(F x G) "
@@ -73,8 +82,8 @@ def _add_probe(sub) -> None:
     p.add_argument("--seed", type=int, default=BatchSettings.seed)
     p.add_argument("--device", default=ModelSettings.device)
     p.add_argument("--dtype", default=ModelSettings.dtype, choices=list(DTYPE_NAMES))
-    p.add_argument("--out", default="runs/probe",
-                   help="output folder (probe.json, report.html, alignment.safetensors, tokens.jsonl)")
+    p.add_argument("--out", default="runs/probe", help="output folder (probe.json, report.html, alignment.safetensors, "
+                   "tokens.jsonl); replaces an earlier probe there, keeps other files, refuses a run or study folder")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--threads", type=int, default=ModelSettings.threads,
                    help="torch CPU threads (default: torch's own; 1 for models under 20M parameters when OpenMP threads spin, "
@@ -103,12 +112,32 @@ def _add_probe(sub) -> None:
     mark_explicit_flags(p)  # --trl-config: explicitly given flags win over the file
 
 
+def interrupt_message(out, folder=None) -> str:
+    """The line ``gradprobe probe`` prints on Ctrl-C.
+
+    Parameters
+    ----------
+    out : path
+        ``--out``.
+    folder : gradprobe.probe.output.ProbeFolder, optional
+        What :func:`~gradprobe.probe.output.replacing_earlier_probe` did (None: the probe had not started).
+    """
+    if folder is None:
+        return f"gradprobe probe: interrupted before the probe started; nothing was written to {out}"
+    back = (f"; the earlier probe's files there ({', '.join(folder.earlier)}) were put back" if folder.earlier else "")
+    return (f"gradprobe probe: interrupted; the unfinished probe's files in {out} were removed{back}, so nothing "
+            "partial is left as if complete (run the same command again to probe)")
+
+
 def _probe_command(args) -> int:
-    """``gradprobe probe``: build the config, load the calibration first, run, print; 0 or 2 (bad input)."""
+    """``gradprobe probe``: build the config, load the calibration first, run, print; 0, 2 (bad input) or 130
+    (Ctrl-C)."""
     from ..forecast import forecast_section, load_reference_curve
     from ..probe.batches import run_probe_batches
+    from ..probe.output import mark_no_signal, replacing_earlier_probe
     from ..probe.run import format_table
 
+    folder = None
     try:
         trl = None
         if args.trl_config:  # fills the options the command line did not give; fails before any compute
@@ -124,22 +153,31 @@ def _probe_command(args) -> int:
             from calib.apply import calibrate_probe, check_applicable, format_calibrated, rewrite_probe_json
 
             check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget.seconds)
-        result = run_probe_batches(config, batches=args.probe_batches, out=args.out)
-        result["forecast"] = forecast_section(result, curve=curve, curve_spec=args.reference_curve,
-                                              method=args.forecaster,
-                                              reference_reward=trl.reference_reward if trl else "outcome")
-        if trl is not None:
-            result["trl_config"] = trl.record()  # which fields came from the file, which flags won
-        write_json_atomic(Path(args.out) / PROBE_JSON, json_safe(result))
-        if calibration is not None:
-            calibrate_probe(result, calibration, source=args.calibration)
-            rewrite_probe_json(f"{args.out}/{PROBE_JSON}", result)
-        from ..probe.report_html import write_probe_report  # after the forecast: the page shows its verdicts
+        with replacing_earlier_probe(args.out) as folder:  # after the checks: a typo keeps the earlier probe
+            result = run_probe_batches(config, batches=args.probe_batches, out=args.out)
+            mark_no_signal(result)
+            result["forecast"] = forecast_section(result, curve=curve, curve_spec=args.reference_curve,
+                                                  method=args.forecaster,
+                                                  reference_reward=trl.reference_reward if trl else "outcome")
+            if trl is not None:
+                result["trl_config"] = trl.record()  # which fields came from the file, which flags won
+            write_json_atomic(Path(args.out) / PROBE_JSON, json_safe(result))
+            if calibration is not None:
+                calibrate_probe(result, calibration, source=args.calibration)
+                rewrite_probe_json(f"{args.out}/{PROBE_JSON}", result)
+            from ..probe.report_html import write_probe_report  # after the forecast: the page shows its verdicts
 
-        write_probe_report(args.out, result)
+            write_probe_report(args.out, result)
+    except KeyboardInterrupt:
+        print(interrupt_message(args.out, folder), file=sys.stderr)
+        return 130
     except (ValueError, OSError, RuntimeError) as e:
-        print(f"gradprobe probe: error: {e}", file=sys.stderr)
+        kept = f" (the earlier probe in {args.out} was kept)" if folder is not None and folder.earlier else ""
+        print(f"gradprobe probe: error: {e}{kept}", file=sys.stderr)
         return 2
+    if folder.earlier:
+        print(f"replaced the earlier probe in {args.out}: its files ({', '.join(folder.earlier)}) were removed "
+              "before this probe wrote its own")
     print(format_table(result))
     if calibration is not None:
         print(format_calibrated(result))

@@ -30,7 +30,10 @@ without a curve for that rate (``lr_curve``, e.g. from a learning-rate sweep) th
 
 Verdict (one line per arm): ``worth its tokens`` when the interval lies above 0, ``not worth its
 tokens`` when below, ``no detectable difference`` when it contains 0, ``outside what the probe can
-tell (learning-rate change)`` for learning-rate arms without their curve.
+tell (learning-rate change)`` for learning-rate arms without their curve, and ``no gradient: ...; it
+cannot train (no forecast)`` for a reward without signal on the probe batch (every advantage 0: equal
+rewards in every group, or None/NaN for every completion; :func:`~gradprobe.forecast.result.no_signal_reason`),
+whose row gets ``no_signal`` True and no forecast numbers (NaN), not a measured +0.0.
 
 The stages of :func:`forecast_rewards`: check the request and the probe (:mod:`.probe_input`), cost
 of one update per entry, per-entry efficiencies on shared bootstrap draws (:func:`entry_efficiencies`),
@@ -40,7 +43,7 @@ one row per arm (:func:`arm_row`), notes on what the curve and the probe disagre
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -48,7 +51,8 @@ import pandas as pd
 from .curves import ReferenceCurve, task_key
 from .probe_input import arms_of, budget_of, check_batches, check_request, probe_batches_of, update_costs
 from .proxies import Efficiency, probe_efficiency, signal_proxy_efficiency, stratified_counts
-from .result import METHODS, TABLE_COLUMNS, ForecastResult, format_budget, verdict
+from .result import (METHODS, TABLE_COLUMNS, ForecastResult, format_budget, no_gradient_verdict, no_signal_reason,
+                     verdict)
 
 __all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting"]
 
@@ -63,7 +67,8 @@ class Setting:
     ``n_ref`` grpo's updates at the budget, ``base`` / ``base_rep`` grpo's accuracy there (points; per
     draw, shape (draws,)), ``rep_idx`` the curve replicate of each draw (shape (draws,), or None),
     ``effs`` / ``sps`` entry -> probe efficiency and signal-proxy (rho, interval, replicates),
-    ``first_order`` entry -> mean predicted gain per update (points).
+    ``first_order`` entry -> mean predicted gain per update (points), ``silent`` entry -> why it gives no
+    gradient (:func:`~gradprobe.forecast.result.no_signal_reason`) or None.
     """
 
     curve: ReferenceCurve
@@ -84,6 +89,7 @@ class Setting:
     n_draws: int
     level: float
     lr_curve: dict | None
+    silent: dict = field(default_factory=dict)
 
 
 def entry_efficiencies(batches: list[dict], names: list[str], reference_reward: str, *, n_draws: int, seed: int,
@@ -132,12 +138,29 @@ def entry_efficiencies(batches: list[dict], names: list[str], reference_reward: 
     return effs, sps
 
 
-def _outside_probe(row: dict, s: float) -> dict:
-    """The row of a learning-rate arm without its own curve: no number (module docstring)."""
+def _no_numbers(row: dict) -> dict:
+    """``row`` without forecast numbers: every forecaster's gain, accuracy and interval NaN."""
     row.update({k: math.nan for k in ("effective_updates", "forecast_accuracy", "forecast_gain", "gain_probe",
                                        "gain_cost_only", "gain_signal_proxy")})
     row.update(gain_interval=NAN_IV, gain_probe_interval=NAN_IV, gain_cost_only_interval=NAN_IV,
-               gain_signal_proxy_interval=NAN_IV, method="outside_probe",
+               gain_signal_proxy_interval=NAN_IV)
+    return row
+
+
+def _no_signal(row: dict, reason: str) -> dict:
+    """The row of a reward without signal on the probe batch: no forecast, a verdict saying it cannot train."""
+    fix = ("check the reward function: it gave no usable value" if reason.startswith("no usable")
+           else "it may still train on other prompts: probe more --prompts, a larger --group or an easier task")
+    row.update(method="no_signal", no_signal=True, verdict=no_gradient_verdict(reason), rho=math.nan,
+               rho_interval=NAN_IV, snr=math.nan,  # rho_raw stays: its exact 0 is the ratio of the raw sums
+               note=f"its <g_R, u>, interval and SNR are exact zeros, not a measurement; {fix}")
+    return _no_numbers(row)
+
+
+def _outside_probe(row: dict, s: float) -> dict:
+    """The row of a learning-rate arm without its own curve: no number (module docstring)."""
+    _no_numbers(row)
+    row.update(method="outside_probe",
                note=f"learning-rate change (x{s:g}): a first-order probe scales linearly with the rate, which "
                     "training contradicts past the optimum; pass a learning-rate sweep's curve "
                     f"(lr_curve={{{s:g}: curve}}) to forecast it",
@@ -180,7 +203,9 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
     row = {"arm": arm, "reward": r, "lr_scale": s, "tokens_per_update": st.tokens[r], "rho": eff.rho,
            "rho_interval": eff.interval, "snr": eff.snr, "rho_raw": eff.rho_raw, "rho_signal_proxy": st.sps[r][0],
            "first_order_gain": st.value / st.cost[r] * s * st.first_order[r]
-           - st.n_ref * st.first_order[st.reference_reward]}
+           - st.n_ref * st.first_order[st.reference_reward], "no_signal": st.silent.get(r) is not None}
+    if st.silent.get(r) is not None and not is_ref:  # before the learning rate: it cannot train at any rate
+        return _no_signal(row, st.silent[r])
     arm_notes, arm_curve = [], st.curve
     if not math.isclose(s, 1.0):
         match = next((c for k, c in (st.lr_curve or {}).items() if math.isclose(float(k), s)), None)
@@ -209,6 +234,24 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
                note="; ".join(arm_notes),
                verdict="reference (grpo)" if is_ref else verdict(gain, iv, st.budget_s, st.kind))
     return row
+
+
+def _silent_entries(probe, batches: list[dict], names: list[str], reference_reward: str,
+                    notes: list[str]) -> dict:
+    """Entry -> why it gives no gradient on the probe batches (:func:`~gradprobe.forecast.result.no_signal_reason`)
+    or None; a note when the reference reward itself has none (every rho is then undefined)."""
+    pooled = {}
+    if isinstance(probe, dict) and isinstance(probe.get("batches"), list) and probe["batches"]:
+        rewards = probe.get("rewards") or []
+        pooled = {r.get("name"): r for r in rewards} if isinstance(rewards, list) else \
+            {k: dict(v, name=v.get("name", k)) for k, v in rewards.items()}
+    refs = [b["rewards"][reference_reward] for b in batches]
+    silent = {n: no_signal_reason([b["rewards"][n] for b in batches], refs, pooled=pooled.get(n)) for n in names}
+    if silent.get(reference_reward):
+        notes.append(f"grpo's reward {reference_reward!r} gives no gradient on the probe batch ("
+                     f"{silent[reference_reward]}): every other reward's rho, a ratio to its alignment, is undefined; "
+                     "probe more --prompts, a larger --group or an easier task")
+    return silent
 
 
 def _mismatch_notes(curve: ReferenceCurve, cfg: dict, n_ref: float) -> list[str]:
@@ -304,6 +347,7 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
                  budget_s=format_budget(value, kind), tokens=tokens, cost=cost, n_ref=n_ref, base=curve(n_ref),
                  base_rep=curve.replicate_values(np.full(n_draws, n_ref), rep_idx), rep_idx=rep_idx, effs=effs,
                  sps=sps, first_order=first_order, n_draws=n_draws, level=level, lr_curve=lr_curve)
+    st.silent = _silent_entries(probe, batches, names, reference_reward, notes)
     table = pd.DataFrame([arm_row(st, arm, spec) for arm, spec in arms.items()], columns=list(TABLE_COLUMNS))
     notes += _mismatch_notes(curve, cfg, n_ref)
     return ForecastResult(table=table, method=method, budget={"kind": kind, "value": value}, curve=curve.describe(),

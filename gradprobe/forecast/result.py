@@ -10,13 +10,22 @@ import pandas as pd
 
 from ..outputs import json_safe
 
-__all__ = ["ForecastResult", "METHODS", "TABLE_COLUMNS", "format_budget", "verdict"]
+__all__ = ["ForecastResult", "METHODS", "TABLE_COLUMNS", "format_budget", "verdict", "no_signal_reason",
+           "no_gradient_verdict"]
 
 METHODS = ("probe", "cost_only", "signal_proxy")
 TABLE_COLUMNS = ("arm", "reward", "lr_scale", "tokens_per_update", "rho", "rho_interval", "snr", "effective_updates",
                  "forecast_accuracy", "forecast_gain", "gain_interval", "method", "note", "verdict", "rho_raw",
                  "rho_signal_proxy", "gain_probe", "gain_probe_interval", "gain_cost_only", "gain_cost_only_interval",
-                 "gain_signal_proxy", "gain_signal_proxy_interval", "first_order_gain")
+                 "gain_signal_proxy", "gain_signal_proxy_interval", "first_order_gain", "no_signal")
+
+#: Why a reward gives no gradient (:func:`no_signal_reason`); ``{where}``: "on this batch" or "on all N probe batches".
+_NO_SIGNAL = {
+    "missing": "no usable reward: it returned None or NaN (or raised) for every completion",
+    "equal": "every group's rewards are equal {where}, so every advantage is 0",
+    "equal_or_missing": "every group's usable rewards are equal {where} (the others are None/NaN), so every "
+                        "advantage is 0",
+}
 
 
 def format_budget(value: float, kind: str = "tokens") -> str:
@@ -45,6 +54,71 @@ def verdict(gain: float, iv, budget: str, kind: str) -> str:
     return f"no detectable difference at {budget}: {nums}"
 
 
+def no_gradient_verdict(reason: str) -> str:
+    """The verdict of a reward without signal (``reason`` from :func:`no_signal_reason`): it cannot train, and
+    no forecast was made for it (its zeros are not a measured "no difference")."""
+    return f"no gradient: {reason}; it cannot train (no forecast)"
+
+
+def _all_zero(values) -> bool:
+    """True when ``values`` is a non-empty list of exact zeros (None, a NaN or a string is not a zero)."""
+    return bool(values) and all(isinstance(x, (int, float)) and x == 0 for x in values)
+
+
+def _flat(entry: dict, reference: dict | None) -> bool:
+    """Whether one batch's entry shows every advantage to be 0: its per-group contributions <g_R, u> are all
+    exactly 0 and so are its signal-proxy sums (A^2 W); without signal-proxy sums (an older probe), when the
+    reference reward's contributions on the same alignment are not all 0 (so the alignment is not zero)."""
+    if not _all_zero(entry.get("per_group")):
+        return False
+    proxy = entry.get("signal_proxy_per_group")
+    if proxy is not None:
+        return _all_zero(proxy)
+    return reference is not None and reference is not entry and bool(reference.get("per_group")) \
+        and not _all_zero(reference["per_group"])
+
+
+def no_signal_reason(entries: list[dict], references: list | None = None, *, pooled: dict | None = None,
+                     batches: int | None = None) -> str | None:
+    """Why a probed reward gives no gradient on the probe batch(es), or None when it may give one.
+
+    A reward has no signal when every advantage it gives is 0: its rewards are equal within every group
+    (a constant, or accuracy 0 or 1 everywhere), or it returned None/NaN for every completion (masked,
+    advantage 0). Its inner product, interval and forecast are then exact zeros that measure nothing.
+
+    Parameters
+    ----------
+    entries : list of dict
+        The reward's entry in each probe batch (``probe.json``'s ``rewards`` entry, or a ``batches`` item's):
+        ``per_group`` (B,), ``signal_proxy_per_group`` (B,) when recorded, ``valid_completions`` and
+        ``reward_stats`` (``missing``) when recorded.
+    references : list of dict or None, optional
+        The reference reward's entry in the same batches (used only for probes without signal-proxy sums).
+    pooled : dict, optional
+        The pooled entry of several batches (its ``valid_completions`` and ``reward_stats``).
+    batches : int, optional
+        How many probe batches the entries stand for (the reason's wording; default ``len(entries)``).
+
+    Returns
+    -------
+    str or None
+        A plain-language reason (no usable reward; every group's rewards equal), or None.
+    """
+    if not entries:
+        return None
+    refs = list(references) if references is not None else [None] * len(entries)
+    source = pooled if pooled is not None else (entries[0] if len(entries) == 1 else {})
+    valid = source.get("valid_completions")
+    if isinstance(valid, (int, float)) and valid == 0:
+        return _NO_SIGNAL["missing"]
+    if not all(_flat(e, r) for e, r in zip(entries, refs)):
+        return None
+    missing = (source.get("reward_stats") or {}).get("missing") or 0
+    n = batches or len(entries)
+    where = "on this batch" if n == 1 else f"on all {n} probe batches"
+    return _NO_SIGNAL["equal_or_missing" if missing else "equal"].format(where=where)
+
+
 @dataclass
 class ForecastResult:
     """Forecasts of every arm at one budget.
@@ -58,7 +132,9 @@ class ForecastResult:
         ``forecast_gain`` (points vs grpo), ``gain_interval`` ((lo, hi)), ``method`` (the forecaster
         that made the row's number), ``note``, ``verdict``; beside it every forecaster's gain and
         interval (``gain_probe``, ``gain_cost_only``, ``gain_signal_proxy``) and the raw first-order
-        extrapolation ``first_order_gain`` (points vs grpo, expected to overestimate).
+        extrapolation ``first_order_gain`` (points vs grpo, expected to overestimate); ``no_signal``
+        (True for a reward whose every advantage is 0 on the probe batch: its ``verdict`` says it gives no
+        gradient and its forecast numbers are NaN, :func:`no_signal_reason`).
     method : str
         The forecaster asked for.
     budget : dict

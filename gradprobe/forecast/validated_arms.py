@@ -105,7 +105,8 @@ def validated_arms_note(cov: EntryCoverage, n_studies: int | None = None) -> str
 
 
 def mark_validated_arms(rows: list[dict], record: dict, *, probe_loss_type: str, reference_reward: str) -> None:
-    """Add ``validated_arm`` to each forecast row (in place) and append the clause to its ``verdict``.
+    """Add ``validated_arm`` to each forecast row (in place) and append the clause to its ``verdict`` (not to a
+    ``no_signal`` row's: it has no forecast to qualify).
 
     Parameters
     ----------
@@ -127,5 +128,5 @@ def mark_validated_arms(rows: list[dict], record: dict, *, probe_loss_type: str,
                              loss_types=record.get("loss_types"), reference_reward=reference_reward)
         row["validated_arm"] = cov.covered
         note = validated_arms_note(cov, len(record.get("studies") or []) or None)
-        if note:
+        if note and not row.get("no_signal"):  # a reward without gradient has no interval to qualify
             row["verdict"] = f"{row['verdict']} ({note})"

@@ -12,21 +12,48 @@
 Every file is written atomically (:mod:`gradprobe.outputs`: a temporary file, fsync, rename), and JSON in
 gradprobe's one encoding of non-finite floats (:func:`gradprobe.outputs.json_safe`: NaN -> null,
 +-inf -> "inf"/"-inf"). :func:`format_table` is what ``gradprobe probe`` prints.
+
+Probing again into a folder (``gradprobe probe --out DIR``): :func:`replacing_earlier_probe` wraps the probe
+so that no file of the earlier probe remains beside the new one (e.g. a ``calibrated.json`` from an earlier
+``--calibration``). It touches only :data:`PROBE_FILES` (and their ``.tmp`` partials and ``batch_K/``
+folders), never other files, and refuses a folder that holds a training run or a study.
+:func:`no_signal_entries` names the rewards that give no gradient on the batch (:func:`mark_no_signal`
+records them in ``probe.json``'s entries).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import re
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from safetensors.torch import save as safetensors_bytes
 
 from ..forecast.forecaster import format_forecast
-from ..layout import ALIGNMENT_SAFETENSORS, PROBE_JSON, TOKENS_JSONL
-from ..outputs import json_safe, write_bytes_atomic, write_json_atomic, write_text_atomic
+from ..forecast.result import no_signal_reason
+from ..layout import (ALIGNMENT_SAFETENSORS, ANALYSIS_JSON, CHECKPOINT_POINTER, METRICS_JSONL, PROBE_JSON, REPORT_HTML,
+                      RUNS_CSV, STUDY_JSON, SUMMARY_JSON, TOKENS_JSONL)
+from ..outputs import OutputDirError, json_safe, output_error, write_bytes_atomic, write_json_atomic, write_text_atomic
 from ..tables import format_columns
 
-__all__ = ["token_texts", "write_probe_files", "format_table"]
+__all__ = ["token_texts", "write_probe_files", "format_table", "PROBE_FILES", "ProbeFolder", "replacing_earlier_probe",
+           "no_signal_entries", "mark_no_signal"]
+
+#: ``calibrated.json`` of ``gradprobe probe --calibration`` (calib.apply.CALIBRATED_NAME: the library imports no calib).
+CALIBRATED_JSON = "calibrated.json"
+#: Every file a probe writes into its folder; with their ``.tmp`` partials and the ``batch_K/`` folders of
+#: ``--probe-batches``, all that :func:`replacing_earlier_probe` ever moves or deletes.
+PROBE_FILES = (PROBE_JSON, TOKENS_JSONL, ALIGNMENT_SAFETENSORS, REPORT_HTML, CALIBRATED_JSON)
+#: Files that mark a folder as another command's output, which a probe must not be mixed into.
+_OTHER_OUTPUTS = {METRICS_JSONL: "a training run", SUMMARY_JSON: "a training run", CHECKPOINT_POINTER: "a training run",
+                  STUDY_JSON: "a study", RUNS_CSV: "a study", ANALYSIS_JSON: "a study"}
+#: Where an earlier probe's files wait (inside the folder) until the new probe has finished.
+EARLIER = ".earlier-probe"
+_BATCH_DIR = re.compile(r"batch_\d+")
 
 
 def token_texts(tokenizer, ids: list[int]) -> list[str]:
@@ -139,6 +166,10 @@ def format_table(result: dict) -> str:
                      f"tokens; every estimate is of the importance-weighted update (mean weight {iw['mean']:.4f}, "
                      f"{iw['capped_fraction']:.1%} of tokens at the cap)")
     lines += [f"warning: {w}" for w in result.get("warnings", [])]
+    for name, reason in no_signal_entries(result).items():
+        if not any(w.startswith(f"reward {name!r}: every group") for w in result.get("warnings", [])):
+            lines.append(f"warning: reward {name!r} gives no gradient ({reason}): it cannot train, and its zeros "
+                         "above are exact, not a measurement")
     c = result["costs"]
     ratio = c.get("alignment_to_update_ratio")
     fc = result.get("forecast")
@@ -153,3 +184,158 @@ def format_table(result: dict) -> str:
     if fc:
         lines.append(format_forecast(fc))
     return "\n".join(lines)
+
+
+def no_signal_entries(result: dict) -> dict[str, str]:
+    """The probe entries that give no gradient on the probe batch(es), each with why.
+
+    Parameters
+    ----------
+    result : dict
+        A probe result (``probe.json``): its ``rewards`` entries (``per_group``, ``signal_proxy_per_group``,
+        ``valid_completions``, ``reward_stats``) and ``config.probe_batches``.
+
+    Returns
+    -------
+    dict[str, str]
+        Entry key -> reason (:func:`gradprobe.forecast.result.no_signal_reason`: every advantage is 0, because
+        every group's rewards are equal or the reward returned None/NaN for every completion).
+    """
+    rewards = result.get("rewards") or []
+    ref = next((r for r in rewards if r.get("name") == "outcome"), None)  # probe.result.REFERENCE_REWARD
+    batches = int((result.get("config") or {}).get("probe_batches") or 1)
+    reasons = {r["name"]: no_signal_reason([r], [ref], batches=batches) for r in rewards}
+    return {k: v for k, v in reasons.items() if v is not None}
+
+
+def mark_no_signal(result: dict) -> dict[str, str]:
+    """Give every ``rewards`` entry of ``result`` ``no_signal`` (bool) and ``no_signal_reason`` (str or None),
+    in place, so that ``probe.json`` says which zeros measure nothing; returns :func:`no_signal_entries`."""
+    silent = no_signal_entries(result)
+    for r in result.get("rewards") or []:
+        r["no_signal"] = r["name"] in silent
+        r["no_signal_reason"] = silent.get(r["name"])
+    return silent
+
+
+def _probe_names(folder: Path) -> list[str]:
+    """The names in ``folder`` that a probe writes (:data:`PROBE_FILES`, their ``.tmp`` partials, ``batch_K``
+    folders holding nothing else), sorted; other names are never listed."""
+    ours = set(PROBE_FILES) | {f"{n}.tmp" for n in PROBE_FILES}
+    names = []
+    for p in folder.iterdir():
+        if p.name in ours and not p.is_dir():
+            names.append(p.name)
+        elif _BATCH_DIR.fullmatch(p.name) and p.is_dir() and all(q.name in ours for q in p.iterdir()):
+            names.append(p.name)
+    return sorted(names)
+
+
+def _other_output(folder: Path) -> str | None:
+    """'a training run (metrics.jsonl)' when ``folder`` holds another command's output, else None."""
+    for name, what in _OTHER_OUTPUTS.items():
+        if (folder / name).exists():
+            return f"{what} ({name})"
+    return None
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+@dataclass
+class ProbeFolder:
+    """What :func:`replacing_earlier_probe` did to a probe's output folder.
+
+    Attributes
+    ----------
+    path : Path
+    earlier : list[str]
+        Names of the earlier probe's files found there (moved aside, then deleted or put back).
+    outcome : str
+        ``"running"`` inside the block, then ``"replaced"`` (done: the earlier files deleted) or
+        ``"rolled back"`` (the block failed: this probe's files deleted, the earlier ones put back).
+    """
+
+    path: Path
+    earlier: list[str] = field(default_factory=list)
+    outcome: str = "running"
+
+
+@contextlib.contextmanager
+def replacing_earlier_probe(out):
+    """Context manager around a probe that writes into ``out``: no file of an earlier probe remains beside it.
+
+    On entry the earlier probe's files (:data:`PROBE_FILES`, their ``.tmp`` partials, ``batch_K/`` folders) are
+    moved into ``out/.earlier-probe``; other files are never touched. When the block ends normally they are
+    deleted; when it raises (an error, Ctrl-C) the files this probe wrote so far are deleted, the earlier ones
+    put back and a folder this call found missing is removed again if left empty, so nothing partial is left
+    as if complete.
+
+    Yields
+    ------
+    ProbeFolder
+
+    Raises
+    ------
+    OutputDirError (an OSError)
+        ``out`` holds a training run or a study (the message names the folder, what it holds and the fix),
+        or the earlier files cannot be moved (they are left in place).
+    """
+    folder = ProbeFolder(Path(out))
+    existed = folder.path.exists()
+    if existed and folder.path.is_dir():
+        _move_aside(folder)
+    try:
+        yield folder
+    except BaseException:
+        folder.outcome = "rolled back"
+        _roll_back(folder, existed)
+        raise
+    folder.outcome = "replaced"
+    _remove(folder.path / EARLIER)
+
+
+def _move_aside(folder: ProbeFolder) -> None:
+    """Refuse another command's folder; move the earlier probe's files into ``EARLIER`` (all or none)."""
+    other = _other_output(folder.path)
+    if other is not None:
+        raise OutputDirError(errno.EEXIST, f"--out {str(folder.path)!r} holds {other}, not a probe's output; a probe "
+                                           "there would mix its files into it: choose another --out (an empty "
+                                           "folder, or an earlier probe's)")
+    aside = folder.path / EARLIER
+    _remove(aside)  # left by a probe that was killed: it held a probe older than the folder's
+    folder.earlier = _probe_names(folder.path)
+    if not folder.earlier:
+        return
+    moved = []
+    try:
+        aside.mkdir()
+        for name in folder.earlier:
+            (folder.path / name).rename(aside / name)
+            moved.append(name)
+    except OSError as e:
+        for name in moved:
+            (aside / name).rename(folder.path / name)
+        with contextlib.suppress(OSError):
+            aside.rmdir()
+        raise output_error("moving the earlier probe's files aside in", folder.path, e) from e
+
+
+def _roll_back(folder: ProbeFolder, existed: bool) -> None:
+    """After a failed probe: delete what it wrote, put the earlier probe's files back."""
+    if not folder.path.is_dir():
+        return
+    for name in _probe_names(folder.path):
+        _remove(folder.path / name)
+    aside = folder.path / EARLIER
+    for name in folder.earlier:
+        if (aside / name).exists():
+            (aside / name).rename(folder.path / name)
+    with contextlib.suppress(OSError):
+        aside.rmdir()
+    if not existed and not any(folder.path.iterdir()):
+        folder.path.rmdir()

@@ -175,7 +175,11 @@ def test_empirical_mode_interpolates_the_seed_mean_and_uses_the_sigmoid_outside(
 def test_shipped_default_curve_is_the_study_grpo_fit():
     shipped = ReferenceCurve.load(default_curve_path())
     fresh = ReferenceCurve.from_study("data/study_tiny")
-    assert shipped.params == pytest.approx(fresh.params, rel=1e-9)
+    # the same fit up to the optimizer's stopping point (scipy releases differ in the last digits: 2e-6
+    # relative on n_mid, which the data do not identify); the curve itself agrees to 1e-4 points
+    assert shipped.params == pytest.approx(fresh.params, rel=1e-5)
+    grid = np.linspace(0.0, 200.0, 201)
+    np.testing.assert_allclose(shipped(grid), fresh(grid), atol=1e-4)
     assert shipped.metadata["update_prompts"] == 16 and shipped.metadata["update_group"] == 8
     assert shipped.metadata["task"] == task_key("chain_sum:min_terms=3,max_terms=4,min_digits=1,max_digits=1")
     # data/study_tiny has 9 evals per run (updates 0, 2, 5, 10, ~14, 20, ~29, ~43, ~57): A and B are
