@@ -53,6 +53,23 @@ def _probe_config(model: str, task: str, names: tuple, settings: dict) -> ProbeC
     return ProbeConfig.from_dict({**settings, "model": model, "task": task, "rewards": names})
 
 
+def _probe_into(folder: Path, config, probe_batches: int, extra: dict, curve, curve_spec, forecaster: str) -> None:
+    """Run the probe into ``folder`` as ``gradprobe probe --out`` does: an earlier probe's files there are
+    replaced whole (put back on an error), no-signal rewards marked, the forecast, ``probe.json`` and the report."""
+    # torch-bound (matplotlib for the report): deferred so that importing the API stays light
+    from ..forecast import forecast_section
+    from ..probe.batches import run_probe_batches
+    from ..probe.output import mark_no_signal, replacing_earlier_probe
+    from ..probe.report_html import write_probe_report
+
+    with replacing_earlier_probe(folder):
+        result = run_probe_batches(config, batches=probe_batches, out=folder, extra_rewards=extra or None)
+        mark_no_signal(result)
+        result["forecast"] = forecast_section(result, curve=curve, curve_spec=curve_spec, method=forecaster)
+        write_json_atomic(folder / PROBE_JSON, json_safe(result))
+        write_probe_report(folder, result)  # off-screen figures: a notebook's backend is left alone
+
+
 def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybrid_0.5"), *, out=None,
           probe_batches: int = 1, reference_curve=None, forecaster: str = "auto", **settings) -> ProbeResult:
     """Probe rewards on one batch: per-token alignment with a reference update, gains, forecast.
@@ -111,11 +128,7 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     gradprobe.forecast.curves.CurveError
         ``reference_curve`` names nothing readable (before any compute; a ValueError).
     """
-    # torch-bound (matplotlib for the report): deferred so that importing the API stays light
-    from ..forecast import forecast_section, load_reference_curve
-    from ..probe.batches import run_probe_batches
-    from ..probe.output import mark_no_signal, replacing_earlier_probe
-    from ..probe.report_html import write_probe_report
+    from ..forecast import load_reference_curve  # pandas and scipy: deferred so that importing the API stays light
 
     if isinstance(rewards, str):
         rewards = [r.strip() for r in rewards.split(",") if r.strip()]
@@ -126,13 +139,7 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     temporary = out is None
     folder = Path(tempfile.mkdtemp(prefix="gradprobe_probe_")) if temporary else Path(out)
     try:
-        with replacing_earlier_probe(folder):  # as gradprobe probe: no file of an earlier probe stays beside this one
-            result = run_probe_batches(config, batches=probe_batches, out=folder, extra_rewards=extra or None)
-            mark_no_signal(result)
-            result["forecast"] = forecast_section(result, curve=curve, curve_spec=reference_curve,
-                                                  method=forecaster)
-            write_json_atomic(folder / PROBE_JSON, json_safe(result))
-            write_probe_report(folder, result)  # off-screen figures: a notebook's backend is left alone
+        _probe_into(folder, config, probe_batches, extra, curve, reference_curve, forecaster)
     except BaseException:
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
