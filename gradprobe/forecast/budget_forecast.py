@@ -33,7 +33,10 @@ tokens`` when below, ``no detectable difference`` when it contains 0, ``outside 
 tell (learning-rate change)`` for learning-rate arms without their curve, and ``no gradient: ...; it
 cannot train (no forecast)`` for a reward without signal on the probe batch (every advantage 0: equal
 rewards in every group, or None/NaN for every completion; :func:`~gradprobe.forecast.result.no_signal_reason`),
-whose row gets ``no_signal`` True and no forecast numbers (NaN), not a measured +0.0.
+whose row gets ``no_signal`` True and no forecast numbers (NaN), not a measured +0.0. When grpo's own reward
+has no gradient, every ratio to it is undefined: the other rows' rho, interval, SNR and probe forecast are NaN
+and their verdicts say they are cost only; the reference row reads ``reference (grpo): no gradient on this
+batch``, and in a guided probe it is labelled the guided outcome (:mod:`.special_rows`).
 
 The stages of :func:`forecast_rewards`: check the request and the probe (:mod:`.probe_input`), cost
 of one update per entry, per-entry efficiencies on shared bootstrap draws (:func:`entry_efficiencies`),
@@ -51,13 +54,11 @@ import pandas as pd
 from .curves import ReferenceCurve, task_key
 from .probe_input import arms_of, budget_of, check_batches, check_request, probe_batches_of, update_costs
 from .proxies import Efficiency, probe_efficiency, signal_proxy_efficiency, stratified_counts
-from .result import (METHODS, TABLE_COLUMNS, ForecastResult, format_budget, no_gradient_verdict, no_signal_reason,
-                     verdict)
+from .result import METHODS, TABLE_COLUMNS, ForecastResult, format_budget, no_signal_reason, verdict
+from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, guided_note, no_signal_row, outside_probe_row,
+                           reference_verdict, undefined_probe_columns, undefined_rho_note)
 
 __all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting"]
-
-NAN_IV = (math.nan, math.nan)
-
 
 @dataclass
 class Setting:
@@ -68,7 +69,10 @@ class Setting:
     draw, shape (draws,)), ``rep_idx`` the curve replicate of each draw (shape (draws,), or None),
     ``effs`` / ``sps`` entry -> probe efficiency and signal-proxy (rho, interval, replicates),
     ``first_order`` entry -> mean predicted gain per update (points), ``silent`` entry -> why it gives no
-    gradient (:func:`~gradprobe.forecast.result.no_signal_reason`) or None.
+    gradient (:func:`~gradprobe.forecast.result.no_signal_reason`) or None; ``ref_where`` where grpo's own
+    reward has no gradient ("on this batch", "on the probe batches") or None when it has one,
+    ``ref_alignment`` its mean <g_outcome, u> over the ``n_batches`` probe batches, ``guided`` whether the
+    probe is guided (``config.guidance``: every entry, the reference included, is the guided update).
     """
 
     curve: ReferenceCurve
@@ -90,6 +94,10 @@ class Setting:
     level: float
     lr_curve: dict | None
     silent: dict = field(default_factory=dict)
+    ref_where: str | None = None
+    ref_alignment: float = math.nan
+    n_batches: int = 1
+    guided: bool = False
 
 
 def entry_efficiencies(batches: list[dict], names: list[str], reference_reward: str, *, n_draws: int, seed: int,
@@ -138,36 +146,6 @@ def entry_efficiencies(batches: list[dict], names: list[str], reference_reward: 
     return effs, sps
 
 
-def _no_numbers(row: dict) -> dict:
-    """``row`` without forecast numbers: every forecaster's gain, accuracy and interval NaN."""
-    row.update({k: math.nan for k in ("effective_updates", "forecast_accuracy", "forecast_gain", "gain_probe",
-                                       "gain_cost_only", "gain_signal_proxy")})
-    row.update(gain_interval=NAN_IV, gain_probe_interval=NAN_IV, gain_cost_only_interval=NAN_IV,
-               gain_signal_proxy_interval=NAN_IV)
-    return row
-
-
-def _no_signal(row: dict, reason: str) -> dict:
-    """The row of a reward without signal on the probe batch: no forecast, a verdict saying it cannot train."""
-    fix = ("check the reward function: it gave no usable value" if reason.startswith("no usable")
-           else "it may still train on other prompts: probe more --prompts, a larger --group or an easier task")
-    row.update(method="no_signal", no_signal=True, verdict=no_gradient_verdict(reason), rho=math.nan,
-               rho_interval=NAN_IV, snr=math.nan,  # rho_raw stays: its exact 0 is the ratio of the raw sums
-               note=f"its <g_R, u>, interval and SNR are exact zeros, not a measurement; {fix}")
-    return _no_numbers(row)
-
-
-def _outside_probe(row: dict, s: float) -> dict:
-    """The row of a learning-rate arm without its own curve: no number (module docstring)."""
-    _no_numbers(row)
-    row.update(method="outside_probe",
-               note=f"learning-rate change (x{s:g}): a first-order probe scales linearly with the rate, which "
-                    "training contradicts past the optimum; pass a learning-rate sweep's curve "
-                    f"(lr_curve={{{s:g}: curve}}) to forecast it",
-               verdict="outside what the probe can tell (learning-rate change)")
-    return row
-
-
 def _method_forecast(st: Setting, r: str, meth: str, is_ref: bool, arm_curve, arm_notes: list) -> tuple:
     """(effective updates, accuracy, gain vs grpo, gain interval) of entry ``r`` by forecaster ``meth``."""
     if meth == "cost_only" or is_ref:
@@ -177,7 +155,7 @@ def _method_forecast(st: Setting, r: str, meth: str, is_ref: bool, arm_curve, ar
     else:
         rho_pt, rho_rep = st.sps[r][0], st.sps[r][2]
     if not math.isfinite(rho_pt):
-        return (math.nan, math.nan, math.nan, NAN_IV)
+        return NAN_FORECAST
     n_pt = st.value / st.cost[r] * rho_pt
     n_rep = st.value / st.cost[r] * np.nan_to_num(rho_rep, nan=rho_pt)
     if n_pt < 0 or (n_rep < 0).any():
@@ -205,35 +183,57 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
            "first_order_gain": st.value / st.cost[r] * s * st.first_order[r]
            - st.n_ref * st.first_order[st.reference_reward], "no_signal": st.silent.get(r) is not None}
     if st.silent.get(r) is not None and not is_ref:  # before the learning rate: it cannot train at any rate
-        return _no_signal(row, st.silent[r])
+        return no_signal_row(row, st.silent[r])
     arm_notes, arm_curve = [], st.curve
     if not math.isclose(s, 1.0):
         match = next((c for k, c in (st.lr_curve or {}).items() if math.isclose(float(k), s)), None)
         if match is None:
-            return _outside_probe(row, s)
+            return outside_probe_row(row, s)
         arm_curve = match
         arm_notes.append(f"read from the x{s:g} learning-rate curve ({match.source})")
     per = {meth: _method_forecast(st, r, meth, is_ref, arm_curve, arm_notes) for meth in METHODS}
-    used = st.method
-    if st.method == "probe" and not is_ref and eff.shrink == 0.0:
-        arm_notes.append(f"probe SNR {eff.snr:.2f} <= 1: rho shrunk to 1, i.e. the cost-only forecast"
-                         if math.isfinite(eff.rho_raw) else "rho undefined (grpo's alignment <= 0): cost-only forecast")
-        used = "cost_only (probe SNR <= 1)"
-    elif st.method == "signal_proxy" and not math.isfinite(st.sps[r][0]):
-        arm_notes.append("no signal proxy in the probe result: cost-only forecast")
-        per["signal_proxy"] = per["cost_only"]
-        used = "cost_only (no signal proxy)"
-    n_pt, acc, gain, iv = per[st.method]
+    used, chosen, why = _fallback(st, row, eff, per, is_ref, arm_notes)
+    n_pt, acc, gain, iv = per[chosen]
     for meth in METHODS:
         row[f"gain_{meth}"] = per[meth][2]
         row[f"gain_{meth}_interval"] = per[meth][3]
+    if st.ref_where is not None and not is_ref:
+        undefined_probe_columns(row)
     if not is_ref and math.isfinite(n_pt) and n_pt > arm_curve.max_update * 1.0001:
         arm_notes.append(f"its {n_pt:.0f} effective updates lie beyond the curve's last eval (update "
                          f"{arm_curve.max_update:g}): extrapolated")
     row.update(effective_updates=n_pt, forecast_accuracy=acc, forecast_gain=gain, gain_interval=iv, method=used,
                note="; ".join(arm_notes),
-               verdict="reference (grpo)" if is_ref else verdict(gain, iv, st.budget_s, st.kind))
+               verdict=reference_verdict(st.ref_where, st.guided) if is_ref
+               else verdict(gain, iv, st.budget_s, st.kind, why=why))
     return row
+
+
+def _fallback(st: Setting, row: dict, eff, per: dict, is_ref: bool, arm_notes: list) -> tuple[str, str, str]:
+    """(the method the row says it used, the forecaster whose numbers it shows, the verdict's clause) for entry
+    ``row["reward"]``: the asked method, or cost only (with a note) where the asked one cannot forecast; ``per``
+    (forecaster -> numbers) is updated in place where a forecaster is undefined."""
+    r = row["reward"]
+    if is_ref:
+        return st.method, st.method, ""
+    if st.ref_where is not None:  # every ratio to grpo's alignment is undefined: cost only, said in the verdict
+        per["probe"] = NAN_FORECAST
+        if not math.isfinite(st.sps[r][0]):
+            per["signal_proxy"] = NAN_FORECAST
+        used = "cost_only" if st.method == "cost_only" else "cost_only (grpo had no gradient)"
+        return used, "cost_only", cost_only_why(st.ref_where, st.guided)
+    if not math.isfinite(eff.rho_raw):
+        arm_notes.append(undefined_rho_note(st.ref_alignment, st.n_batches, st.guided))
+        if st.method == "probe":
+            return "cost_only (rho undefined)", "probe", ""
+    elif st.method == "probe" and eff.shrink == 0.0:
+        arm_notes.append(f"probe SNR {eff.snr:.2f} <= 1: rho shrunk to 1, i.e. the cost-only forecast")
+        return "cost_only (probe SNR <= 1)", "probe", ""
+    if st.method == "signal_proxy" and not math.isfinite(st.sps[r][0]):
+        arm_notes.append("no signal proxy in the probe result: cost-only forecast")
+        per["signal_proxy"] = per["cost_only"]
+        return "cost_only (no signal proxy)", "signal_proxy", ""
+    return st.method, st.method, ""
 
 
 def _silent_entries(probe, batches: list[dict], names: list[str], reference_reward: str,
@@ -249,9 +249,22 @@ def _silent_entries(probe, batches: list[dict], names: list[str], reference_rewa
     silent = {n: no_signal_reason([b["rewards"][n] for b in batches], refs, pooled=pooled.get(n)) for n in names}
     if silent.get(reference_reward):
         notes.append(f"grpo's reward {reference_reward!r} gives no gradient on the probe batch ("
-                     f"{silent[reference_reward]}): every other reward's rho, a ratio to its alignment, is undefined; "
-                     "probe more --prompts, a larger --group or an easier task")
+                     f"{silent[reference_reward]}): every other reward's rho, a ratio to its alignment, is undefined "
+                     "(rho, its interval, SNR and the probe forecast are blank) and its verdict is cost only; probe more "
+                     "--prompts, a larger --group or an easier task")
     return silent
+
+
+def _reference_state(st: Setting, batches: list[dict], cfg: dict, notes: list[str]) -> None:
+    """Fill ``st``'s ``n_batches``, ``ref_alignment``, ``ref_where`` (after ``st.silent``) and ``guided``; a note
+    saying a guided probe's gains are vs the guided outcome."""
+    ref = st.reference_reward
+    st.n_batches, st.guided = len(batches), bool(cfg.get("guidance"))
+    st.ref_alignment = sum(float(np.sum(b["rewards"][ref]["per_group"])) for b in batches) / len(batches)
+    if st.silent.get(ref):
+        st.ref_where = "on this batch" if len(batches) == 1 else f"on the {len(batches)} probe batches"
+    if st.guided:
+        notes.append(guided_note(cfg["guidance"] if isinstance(cfg["guidance"], dict) else {}))
 
 
 def _mismatch_notes(curve: ReferenceCurve, cfg: dict, n_ref: float) -> list[str]:
@@ -348,6 +361,7 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
                  base_rep=curve.replicate_values(np.full(n_draws, n_ref), rep_idx), rep_idx=rep_idx, effs=effs,
                  sps=sps, first_order=first_order, n_draws=n_draws, level=level, lr_curve=lr_curve)
     st.silent = _silent_entries(probe, batches, names, reference_reward, notes)
+    _reference_state(st, batches, cfg, notes)
     table = pd.DataFrame([arm_row(st, arm, spec) for arm, spec in arms.items()], columns=list(TABLE_COLUMNS))
     notes += _mismatch_notes(curve, cfg, n_ref)
     return ForecastResult(table=table, method=method, budget={"kind": kind, "value": value}, curve=curve.describe(),

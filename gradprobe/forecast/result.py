@@ -38,20 +38,22 @@ def format_budget(value: float, kind: str = "tokens") -> str:
     return f"{value:g}"
 
 
-def verdict(gain: float, iv, budget: str, kind: str) -> str:
+def verdict(gain: float, iv, budget: str, kind: str, *, why: str = "") -> str:
     """One line on an arm: ``worth its tokens`` when the interval ``iv`` (accuracy points vs grpo) lies
     above 0, ``not worth its tokens`` when below, ``no detectable difference`` when it contains 0,
-    ``no forecast`` when the gain or the interval is not finite. ``kind``: "tokens" or "flops"."""
+    ``no forecast`` when the gain or the interval is not finite. ``kind``: "tokens" or "flops"; ``why``: a
+    clause put in parentheses after the budget (e.g. that the forecast is cost only, and why)."""
     what = "tokens" if kind == "tokens" else "FLOPs"
     if not (math.isfinite(gain) and iv and all(math.isfinite(x) for x in iv)):
         return "no forecast"
     lo, hi = iv
+    at = f"{budget} ({why})" if why else budget
     nums = f"{gain:+.1f} [{lo:+.1f}, {hi:+.1f}] vs grpo"
     if lo > 0:
-        return f"worth its {what} at {budget}: {nums}"
+        return f"worth its {what} at {at}: {nums}"
     if hi < 0:
-        return f"not worth its {what} at {budget}: {nums}"
-    return f"no detectable difference at {budget}: {nums}"
+        return f"not worth its {what} at {at}: {nums}"
+    return f"no detectable difference at {at}: {nums}"
 
 
 def no_gradient_verdict(reason: str) -> str:

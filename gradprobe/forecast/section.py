@@ -15,6 +15,7 @@ from ..tables import format_columns
 from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve, default_curve_path
 from .result import METHODS, format_budget
+from .special_rows import REFERENCE_VERDICT
 from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
 __all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section",
@@ -167,7 +168,7 @@ def format_forecast(section: dict) -> str:
     lines += format_columns(header, rows, "<>>>>>>>>>>>><")
     lines.append("")
     for r in section["rows"]:
-        if r["verdict"] != "reference (grpo)":
+        if r["verdict"] != REFERENCE_VERDICT:  # grpo's plain row has nothing to say; a guided or flat reference has
             lines.append(f"{r['arm']}: {r['verdict']}" + (f"  ({r['note']})" if r.get("note") else ""))
     ps = section.get("pre_screen") or {}
     if ps.get("share_of_budget") is not None:

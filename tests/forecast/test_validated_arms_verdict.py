@@ -43,7 +43,7 @@ def test_the_shipped_validation_record_lists_the_rewards_and_loss_types_of_its_a
     v = section.VALIDATION
     assert {"hybrid_0.5", "mc_value", "mc_advantage", "process", "majority_vote", "outcome"} <= set(v["rewards"])
     assert "grpo_2xlr" not in v["arms"] and "bnpo" in v["arms"]  # learning-rate arms have no forecast
-    assert v["loss_types"] == ["bnpo", "cispo", "grpo", "gspo"] and len(v["studies"]) == 8
+    assert v["loss_types"] == ["bnpo", "cispo", "grpo", "gspo"] and len(v["studies"]) == 9
 
 
 def test_a_new_reward_says_it_was_not_validated_and_a_validated_one_does_not(tiny):
@@ -59,7 +59,7 @@ def test_a_new_reward_says_it_was_not_validated_and_a_validated_one_does_not(tin
     # the same number and verdict as under the validated name, with the clause appended
     assert by["my_reward"]["forecast_gain"] == pytest.approx(rows["hybrid_0.5"]["forecast_gain"])
     assert by["my_reward"]["verdict"] == (
-        rows["hybrid_0.5"]["verdict"] + " (this reward ('my_reward') was not among the validated arms of the 8 "
+        rows["hybrid_0.5"]["verdict"] + " (this reward ('my_reward') was not among the validated arms of the 9 "
         "validation studies: the interval is the validated forecaster's, not measured on it)")
     text = format_forecast(new)
     line = next(x for x in text.splitlines() if x.startswith("my_reward: "))

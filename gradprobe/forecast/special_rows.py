@@ -1,0 +1,109 @@
+"""Forecast rows that are not an ordinary forecast, and what the reference row says.
+
+:func:`~gradprobe.forecast.budget_forecast.arm_row` builds one row per arm; the rows here are the ones whose
+numbers are missing or qualified, each with the words that say why:
+
+- :func:`no_signal_row`: a reward whose every advantage is 0 on the probe batch (no forecast at all);
+- :func:`outside_probe_row`: a learning-rate arm without its own curve;
+- :func:`undefined_probe_columns`: any reward when grpo's own reward has no gradient on the probe batch
+  (every ratio to it, rho, its interval, SNR and the probe's forecast, is undefined; the verdict is cost only
+  and says so, :func:`cost_only_why`);
+- :func:`undefined_rho_note`: grpo's own inner product is not positive, so the raw rho is undefined and rho
+  falls back to 1 (cost only);
+- :func:`reference_verdict`: the reference row's label, which says when grpo itself has no gradient and, in a
+  guided probe, that the reference is the guided outcome (the unguided grpo update is not in a guided probe).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .result import no_gradient_verdict
+
+__all__ = ["NAN_IV", "NAN_FORECAST", "no_numbers", "no_signal_row", "outside_probe_row", "undefined_probe_columns",
+           "undefined_rho_note", "cost_only_why", "reference_verdict", "guided_note", "REFERENCE_VERDICT",
+           "GUIDED_REFERENCE_VERDICT"]
+
+NAN_IV = (math.nan, math.nan)
+#: (effective updates, accuracy, gain, gain interval) of a forecaster that cannot forecast.
+NAN_FORECAST = (math.nan, math.nan, math.nan, NAN_IV)
+
+#: The reference row's verdict in an unguided probe: grpo itself (gain 0 by definition).
+REFERENCE_VERDICT = "reference (grpo)"
+#: The reference row's verdict in a guided probe (every entry is the guided, importance-weighted update).
+GUIDED_REFERENCE_VERDICT = ("guided outcome (this probe's reference: the unguided grpo update is not in a guided "
+                            "probe; compare in a study)")
+
+
+def no_numbers(row: dict) -> dict:
+    """``row`` without forecast numbers: every forecaster's gain, accuracy and interval NaN (in place)."""
+    row.update({k: math.nan for k in ("effective_updates", "forecast_accuracy", "forecast_gain", "gain_probe",
+                                       "gain_cost_only", "gain_signal_proxy")})
+    row.update(gain_interval=NAN_IV, gain_probe_interval=NAN_IV, gain_cost_only_interval=NAN_IV,
+               gain_signal_proxy_interval=NAN_IV)
+    return row
+
+
+def no_signal_row(row: dict, reason: str) -> dict:
+    """The row of a reward without signal on the probe batch (``reason``: why, from
+    :func:`~gradprobe.forecast.result.no_signal_reason`): no forecast, not even the raw first-order gain (NaN),
+    and a verdict saying it cannot train."""
+    fix = ("check the reward function: it gave no usable value" if reason.startswith("no usable")
+           else "it may still train on other prompts: probe more --prompts, a larger --group or an easier task")
+    row.update(method="no_signal", no_signal=True, verdict=no_gradient_verdict(reason), rho=math.nan,
+               rho_interval=NAN_IV, snr=math.nan, first_order_gain=math.nan,  # rho_raw stays: the raw sums' exact 0
+               note=f"its <g_R, u>, interval and SNR are exact zeros, not a measurement; {fix}")
+    return no_numbers(row)
+
+
+def outside_probe_row(row: dict, s: float) -> dict:
+    """The row of a learning-rate arm (``lr_scale`` ``s``) without its own curve: no number."""
+    no_numbers(row)
+    row.update(method="outside_probe",
+               note=f"learning-rate change (x{s:g}): a first-order probe scales linearly with the rate, which "
+                    "training contradicts past the optimum; pass a learning-rate sweep's curve "
+                    f"(lr_curve={{{s:g}: curve}}) to forecast it",
+               verdict="outside what the probe can tell (learning-rate change)")
+    return row
+
+
+def _reference_name(guided: bool) -> str:
+    return "the guided outcome" if guided else "grpo"
+
+
+def undefined_probe_columns(row: dict) -> dict:
+    """Blank (NaN) the probe-based columns of a row whose reward is compared with a reference without gradient:
+    ``rho_raw``, ``rho``, ``rho_interval``, ``snr``, ``gain_probe`` and its interval (in place)."""
+    row.update(rho_raw=math.nan, rho=math.nan, rho_interval=NAN_IV, snr=math.nan, gain_probe=math.nan,
+               gain_probe_interval=NAN_IV)
+    return row
+
+
+def cost_only_why(where: str, guided: bool = False) -> str:
+    """The clause of a verdict made from cost only because grpo has no gradient ``where`` ("on this batch")."""
+    return f"cost only: {_reference_name(guided)} had no gradient {where}, so the probe cannot compare"
+
+
+def undefined_rho_note(ref_alignment: float, n_batches: int, guided: bool = False) -> str:
+    """The note of a row whose raw rho is undefined because grpo's own inner product (``ref_alignment``: its mean
+    over the ``n_batches`` probe batches) is not positive."""
+    what = "on the probe batch" if n_batches == 1 else f"(mean over the {n_batches} probe batches)"
+    return (f"raw rho undefined: {_reference_name(guided)}'s own <g_outcome, u> {what} = {ref_alignment:.3g} is not "
+            "positive (its interval includes 0 or lies below it), so the ratio is not defined and rho falls back to 1 "
+            "= cost only; probe more --prompts or --probe-batches")
+
+
+def reference_verdict(silent_where: str | None, guided: bool) -> str:
+    """The reference row's verdict: :data:`REFERENCE_VERDICT` (or :data:`GUIDED_REFERENCE_VERDICT` in a guided
+    probe), plus ``": no gradient <silent_where>"`` when the reference reward itself has no signal (it stays the
+    reference)."""
+    label = GUIDED_REFERENCE_VERDICT if guided else REFERENCE_VERDICT
+    return f"{label}: no gradient {silent_where}" if silent_where else label
+
+
+def guided_note(guidance: dict) -> str:
+    """The forecast section's note on a guided probe (``guidance``: ``config.guidance``, fraction and prefix)."""
+    knobs = ", ".join(f"{k} {guidance[k]:g}" for k in ("fraction", "prefix") if isinstance(guidance.get(k), (int, float)))
+    return (f"a guided probe ({knobs or 'guidance'}): every entry is of the guided, importance-weighted update, the "
+            "reference included, so the gains vs grpo here are vs the guided outcome, not unguided grpo (compare the "
+            "two in a study)")
