@@ -33,6 +33,7 @@ import math
 from pathlib import Path
 
 from .. import figures as plt
+from ..forecast.special_rows import REFERENCE_VERDICT
 from ..outputs import write_text_atomic
 
 
@@ -248,7 +249,7 @@ def _errorbar(ax, labels, values, intervals, xlabel, title):
 def _fig_intervals(result: dict) -> tuple[str, str]:
     fc = result.get("forecast") or {}
     rewards = result.get("rewards") or []
-    rows = [r for r in fc.get("rows", []) if r.get("verdict") != "reference (grpo)"] if fc.get("available") else []
+    rows = [r for r in fc.get("rows", []) if r.get("verdict") != REFERENCE_VERDICT] if fc.get("available") else []
     panels = 2 if rows else 1
     fig, axes = plt.subplots(1, panels, figsize=(6.2 * panels, 0.6 * max(len(rewards), len(rows), 2) + 1.6),
                              squeeze=False)
