@@ -7,14 +7,16 @@ calib never rewrites gradprobe's ``probe.json`` (issue 15): the calibrated numbe
   token budget, accuracy points; a version-1 calibration: the raw first-order gain
   (T / c_R) g_R - (T / c_outcome) g_outcome, DESIGN.md "The probe");
 - ``calibrated_gain``: the calibrated realized gain vs GRPO at that budget (accuracy points; NaN
-  where the forecaster cannot say, e.g. a learning-rate change for the probe);
+  where the forecaster cannot say, e.g. a learning-rate change for the probe, and for a reward that
+  gives no gradient on the probe batch, ``no_signal`` in ``probe.json``: it cannot train);
 - ``calibrated_interval``: [lower, upper], the conformal interval for one training run at the
   calibration's confidence level (+-inf when the calibration had too few rows for that level);
 - ``outside_domain``: True when the probe's model, task or budget lies outside the calibration's
   domain (:func:`calib.domain.check_domain`), or when this reward was never an arm of the
   calibration's studies, or trains with a loss type none of them did (:func:`calib.domain.check_rewards`:
   its intervals were validated on other rewards); the number is still computed, and the warnings
-  say which field (or reward) is outside. ``outcome`` is never flagged by the reward check.
+  say which field (or reward) is outside. ``outcome`` is never flagged by the reward check; nor is a
+  reward without a calibrated gain (it has no interval to validate).
 
 ``outcome`` is GRPO itself: its calibrated gain vs itself is 0 with interval [0, 0] by definition.
 
@@ -96,8 +98,10 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         ``format``, ``probe`` (model, task key, budgets), ``calibration`` (source, forecaster,
         method, level, domain...), ``outside_domain`` (any entry outside), ``warnings`` (domain and
         per reward), ``notes`` (the
-        warnings plus rewards the forecaster cannot say anything about), ``rewards`` (module
-        docstring), ``target``.
+        warnings plus one note per reward without a calibrated gain: a reward that gives no gradient
+        on the probe batch, ``no_signal`` in ``probe.json``, with its ``no_signal_reason``; rewards the
+        forecaster cannot say anything about), ``rewards`` (module docstring), ``target``. A reward
+        without a calibrated gain (NaN) gets no reward-domain warning: it has no interval to validate.
 
     Raises
     ------
@@ -113,7 +117,8 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         probe_forecasts(probe_result, calibration.forecaster)
     col = calibration.features[0]
     others = [n for n in names if n != REFERENCE_REWARD]
-    ok = [n for n in others if all(math.isfinite(feats.loc[n, f]) for f in calibration.features)]
+    no_signal = _no_signal_rewards(probe_result)
+    ok = [n for n in others if n not in no_signal and all(math.isfinite(feats.loc[n, f]) for f in calibration.features)]
     values = {n: (math.nan, [math.nan, math.nan]) for n in others}
     if ok:
         point, lo, hi = calibration.predict(feats.loc[ok])
@@ -122,15 +127,15 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     me = probe_identity(probe_result, task=task)
     warnings = check_domain(calibration, probe_result, task=me["task"])
     probe_outside = any(w.outside for w in warnings)
-    warnings += check_rewards(calibration, probe_result, reference_reward=REFERENCE_REWARD)
+    silent = [n for n in others if n not in ok]
+    # a reward without a calibrated gain has no interval to validate: its reward-domain warning (which says the
+    # gain "is still computed") would contradict the note below, so it is left out
+    warnings += [w for w in check_rewards(calibration, probe_result, reference_reward=REFERENCE_REWARD)
+                 if w.reward not in silent]
     off_rewards = {w.reward for w in warnings if w.outside and w.reward is not None}
     outside = any(w.outside for w in warnings)
-    notes = list(warnings)
-    silent = [n for n in others if n not in ok]
-    if silent:
-        notes.append(f"{col} cannot say anything about {silent} (no forecast: e.g. a learning-rate change is outside "
-                     "what the probe can tell); no calibrated gain is given for them")
-    rewards = [{"name": n, "forecast": float(feats.loc[n, col]) if n in feats.index else math.nan,
+    notes = list(warnings) + _no_gain_notes(col, silent, no_signal)
+    rewards = [{"name": n, "forecast": math.nan if n in no_signal or n not in feats.index else float(feats.loc[n, col]),
                 "calibrated_gain": values[n][0], "calibrated_interval": values[n][1],
                 "outside_domain": probe_outside or n in off_rewards}
                for n in names]
@@ -150,6 +155,31 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
                         "budget_range": dom.budget_range, "fitted_with": calibration.versions},
         "outside_domain": outside, "warnings": warnings, "notes": notes, "rewards": rewards,
     }
+
+
+def _no_gain_notes(col: str, silent: list[str], no_signal: dict[str, str]) -> list[str]:
+    """The notes on the rewards ``silent`` without a calibrated gain: one per reward without signal (its reason),
+    one for those the forecaster ``col`` cannot say anything about."""
+    notes = [f"reward {n!r} gives no gradient on the probe batch ({no_signal[n]}): it cannot train, so no calibrated "
+             "gain is given for it" for n in silent if n in no_signal]
+    cannot = [n for n in silent if n not in no_signal]
+    if cannot:
+        notes.append(f"{col} cannot say anything about {cannot} (no forecast: e.g. a learning-rate change is outside "
+                     "what the probe can tell); no calibrated gain is given for them")
+    return notes
+
+
+def _no_signal_rewards(probe_result: dict) -> dict[str, str]:
+    """Probed rewards that give no gradient on the probe batch -> why: the entries ``gradprobe probe`` marked
+    ``no_signal`` (their ``no_signal_reason``), and the rows of the ``forecast`` section with method ``no_signal``."""
+    out = {r["name"]: str(r.get("no_signal_reason") or "every advantage is 0")
+           for r in probe_result.get("rewards") or [] if r.get("no_signal")}
+    section = probe_result.get("forecast")
+    for row in (section.get("rows") or []) if isinstance(section, dict) else []:
+        name = row.get("arm") or row.get("reward")
+        if row.get("method") == "no_signal" and name and name != REFERENCE_REWARD:
+            out.setdefault(name, "every advantage is 0")
+    return out
 
 
 def write_calibrated(folder: str | Path, document: dict) -> Path:

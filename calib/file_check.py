@@ -140,7 +140,7 @@ def check_fitted(stored, refit: dict, *, path, fix: str, versions_note: str = ""
     raise CalibrationFileError(
         f"calibration file {path}: {problem}. Its fitted block does not match its data: the file was edited or "
         "damaged (calib computes its numbers from a refit of data, so an edit of fitted would be silently ignored; "
-        f"it is refused instead){versions_note}. To change a calibration, refit it from rows: {fix}")
+        f"it is refused instead){versions_note}. To repair or change the file, {fix}")
 
 
 def _first_difference(stored, refit, where: str) -> str | None:

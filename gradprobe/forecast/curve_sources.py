@@ -118,6 +118,52 @@ def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> str:
     return label
 
 
+def read_csv_checked(path: Path) -> pd.DataFrame:
+    """``path`` read as a CSV, its blank lines kept as all-NaN rows so that row ``i`` is line ``i + 2``.
+
+    Raises
+    ------
+    CurveError
+        The file is empty, not text, or not a CSV pandas can parse (pandas' message, with the path).
+    """
+    try:
+        return pd.read_csv(path, skip_blank_lines=False)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise CurveError(f"{path} cannot be read as a CSV ({e}); a header line (e.g. update,accuracy) and one "
+                         "line per eval are expected") from None
+
+
+def numeric_columns(df: pd.DataFrame, cols, path: Path) -> pd.DataFrame:
+    """``df`` with ``cols`` as float (empty cells NaN); a cell that is no number is refused.
+
+    Row ``i`` of ``df`` is line ``i + 2`` of the file (line 1 the header; read it with
+    :func:`read_csv_checked`, which keeps blank lines).
+
+    Raises
+    ------
+    CurveError
+        Names the file, the line, the column and the cell, and says to fix or delete that line.
+    """
+    out = df.copy()
+    for col in cols:
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = values.isna() & df[col].notna()
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise CurveError(f"{path}, line {row + 2}, column {col!r}: {df[col].iloc[row]!r} is not a number "
+                             f"({int(bad.sum())} such cell(s) in that column); fix or delete that line")
+        out[col] = values.astype(float)
+    return out
+
+
+def _number(value, where: str) -> float:
+    """``float(value)``; CurveError naming ``where`` (file, line or entry, and field) when it is no number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise CurveError(f"{where} = {value!r} is not a number; fix or delete that eval") from None
+
+
 def _run_file(path, name: str, what: str) -> Path:
     """``path``, or ``path / name`` when it is a folder; CurveError naming ``what`` to pass when it is missing."""
     path = Path(path)
@@ -141,7 +187,8 @@ def _eval_lines(path: Path, metric: str) -> list[tuple[float, float]]:
         if rec.get("eval") is True and rec.get(metric) is not None:
             if "update" not in rec:
                 raise CurveError(f"{path}:{line_no}: an eval line without 'update'")
-            out.append((float(rec["update"]), float(rec[metric])))
+            out.append((_number(rec["update"], f"{path}:{line_no}: field 'update'"),
+                        _number(rec[metric], f"{path}:{line_no}: field {metric!r}")))
     if not out:
         raise CurveError(f"{path} has no eval lines ('\"eval\": true') with {metric!r}; was the run evaluated?")
     return out
@@ -153,7 +200,11 @@ def _trl_rows(path: Path, metric: str, initial_accuracy: float | None) -> list[t
         hist = json.loads(path.read_text())["log_history"]
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise CurveError(f"{path} is not a TRL trainer_state.json with a 'log_history' list ({e})") from None
-    rows = [(float(h["step"]), float(h[metric])) for h in hist
+    if not isinstance(hist, list):
+        raise CurveError(f"{path} is not a TRL trainer_state.json: 'log_history' is a {type(hist).__name__}, "
+                         "not a list")
+    rows = [(_number(h["step"], f"{path}: log_history[{i}] field 'step'"),
+             _number(h[metric], f"{path}: log_history[{i}] field {metric!r}")) for i, h in enumerate(hist)
             if isinstance(h, dict) and "step" in h and h.get(metric) is not None]
     if not rows:
         keys = sorted({k for h in hist if isinstance(h, dict) for k in h if k.startswith("eval")})
@@ -187,16 +238,18 @@ class CurveSources:
         Raises
         ------
         CurveError
-            No ``runs.csv``, a missing column, an unknown arm (the message lists the arms), too few evals.
+            No ``runs.csv``, a missing column, a cell of ``update`` or ``accuracy_col`` that is no
+            number (the message names the line), an unknown arm (the message lists the arms), too few evals.
         """
         study_dir = Path(study_dir)
         runs = study_dir / RUNS_CSV
         if not runs.is_file():
             raise CurveError(f"{runs} not found; pass the --out folder of a finished `gradprobe study`")
-        df = pd.read_csv(runs)
+        df = read_csv_checked(runs)
         for col in ("arm", "seed", "update", accuracy_col):
             if col not in df.columns:
                 raise CurveError(f"{runs} has no column {col!r} (columns: {list(df.columns)})")
+        df = numeric_columns(df, ("update", accuracy_col), runs).dropna(how="all")
         if arm not in set(df["arm"]):
             raise CurveError(f"{runs} has no arm {arm!r}; its arms are {sorted(set(df['arm']))}")
         d = df[(df["arm"] == arm) & df[accuracy_col].notna()]
@@ -229,7 +282,8 @@ class CurveSources:
         Raises
         ------
         CurveError
-            A missing file, a file without eval lines carrying ``metric``, too few evals.
+            A missing file, a line that is not JSON, an ``update`` or ``metric`` that is no number
+            (the message names the line), a file without eval lines carrying ``metric``, too few evals.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
@@ -270,16 +324,20 @@ class CurveSources:
         Raises
         ------
         CurveError
-            A missing file or column (the message lists the columns), too few evals.
+            A missing or unparsable file, a missing column (the message lists the columns), a cell of
+            the update or accuracy column that is no number (the message names the line and the
+            column; empty cells are skipped), too few evals.
         """
         path = Path(path)
         if not path.is_file():
             raise CurveError(f"CSV {str(path)!r} not found")
-        df = pd.read_csv(path)
+        df = read_csv_checked(path)
         for col in [update_col, accuracy_col] + ([seed_col] if seed_col else []):
             if col not in df.columns:
-                raise CurveError(f"{path} has no column {col!r} (columns: {list(df.columns)}); pass update_col=, "
-                                 "accuracy_col= or seed_col=")
+                raise CurveError(f"{path} has no column {col!r} (columns: {list(df.columns)}); name the header's "
+                                 "columns update,accuracy (or pass update_col=, accuracy_col=, seed_col= to "
+                                 "ReferenceCurve.from_csv)")
+        df = numeric_columns(df, (update_col, accuracy_col), path)
         df = df[df[accuracy_col].notna() & df[update_col].notna()]
         acc, note = to_points(df[accuracy_col].to_numpy(float), accuracy_scale, f"{path.name} {accuracy_col}")
         return cls(updates=df[update_col].to_numpy(float), accuracy=acc,
@@ -311,8 +369,9 @@ class CurveSources:
         Raises
         ------
         CurveError
-            A missing or invalid file, no entry with ``metric`` (the message lists the eval keys found),
-            too few evals.
+            A missing or invalid file, a ``step`` or ``metric`` that is no number (the message names
+            the ``log_history`` entry), no entry with ``metric`` (the message lists the eval keys
+            found), too few evals.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         n, y, seeds = [], [], []

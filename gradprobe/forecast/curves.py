@@ -52,6 +52,10 @@ __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key
            "FORMAT", "VERSION", "PARAMETERS", "START_B", "B_BOUNDS", "B_FALLBACK", "N_REPLICATES", "REPLICATE_SEED"]
 
 MODES = ("sigmoid", "empirical")
+#: What ``--reference-curve`` / :func:`load_reference_curve` accepts, quoted by its errors.
+ACCEPTED = ("a saved curve (.json written by ReferenceCurve.save), a TRL trainer_state.json (or its checkpoint "
+            "folder), a metrics.jsonl (or its `gradprobe train` run folder), a CSV with update,accuracy columns, "
+            "a `gradprobe study` folder (its grpo arm), or 'default' (the shipped tiny-tier curve)")
 
 
 class ReferenceCurve(CurveSources):
@@ -356,13 +360,18 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None) -> Refere
     Raises
     ------
     CurveError
-        Nothing at ``spec``, or a file of none of these kinds (the message lists them).
+        Nothing at ``spec`` (the message says it does not exist), a folder holding none of
+        ``runs.csv``, ``metrics.jsonl``, ``trainer_state.json``, or a file of none of these kinds (each
+        message lists what is accepted); anything the reader of that kind raises (a bad cell names
+        its file, line and column).
     """
     s = str(spec)
     if s in ("default", "tiny"):
         c = ReferenceCurve.load(default_curve_path())
         return c.with_mode(mode) if mode else c
     p = Path(s)
+    if not p.exists():
+        raise CurveError(f"--reference-curve {s!r} does not exist (no such file or folder); expected {ACCEPTED}")
     kw = {"mode": mode} if mode else {}
     if p.is_dir():
         if (p / RUNS_CSV).is_file():
@@ -371,6 +380,8 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None) -> Refere
             return ReferenceCurve.from_metrics(p, **kw)
         if (p / TRL_STATE).is_file():
             return ReferenceCurve.from_trl_state(p, **kw)
+        raise CurveError(f"--reference-curve {s!r} is a folder without {RUNS_CSV} (a study), {METRICS_JSONL} (a "
+                         f"`gradprobe train` run) or {TRL_STATE} (a TRL checkpoint); expected {ACCEPTED}")
     elif p.is_file():
         if p.name == TRL_STATE:
             return ReferenceCurve.from_trl_state(p, **kw)
@@ -380,8 +391,7 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None) -> Refere
             return ReferenceCurve.from_csv(p, **kw)
         if p.suffix == ".json":
             return ReferenceCurve.load(p, mode=mode)
-    raise CurveError(f"--reference-curve {s!r}: expected a saved curve (.json), a TRL trainer_state.json, a "
-                     "metrics.jsonl, a CSV with update,accuracy columns, a study or run folder, or 'default'")
+    raise CurveError(f"--reference-curve {s!r}: unknown kind of file; expected {ACCEPTED}")
 
 
 def default_curve_path() -> Path:

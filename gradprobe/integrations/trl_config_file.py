@@ -6,19 +6,25 @@ fields are passed through ``trl.GRPOConfig(...)`` so that TRL's own validation a
 apply (``scale_rewards`` True -> "group", ``generation_batch_size`` derived...). What the fields
 mean to the probe is :mod:`gradprobe.integrations.trl_config`'s job.
 
-``trl`` is imported inside the functions that need it: it is an optional, heavy dependency
-(the ``trl`` extra) and ``gradprobe probe`` without ``--trl-config`` must not load it.
+``trl`` is imported inside the functions that need it (:func:`require_trl`): it is an optional,
+heavy dependency (the ``trl`` extra) and ``gradprobe probe`` without ``--trl-config`` must not load
+it. Without it, ``--trl-config`` is refused in one line naming the install command
+(:class:`TrlMissingError`, a ``ValueError``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
 import json
 import warnings
 from pathlib import Path
 
-__all__ = ["TrlConfigError", "read_trl_config", "MACHINE_FIELDS", "FLOAT_FIELDS"]
+__all__ = ["TrlConfigError", "TrlMissingError", "require_trl", "read_trl_config", "MACHINE_FIELDS", "FLOAT_FIELDS"]
+
+#: How to install TRL (the ``trl`` extra of pyproject.toml), quoted by :class:`TrlMissingError`.
+INSTALL_HINT = "pip install -e '.[trl]' (or pip install trl)"
 
 #: Hardware and backend fields left out of the ``GRPOConfig`` validation (they may need a GPU, vLLM,
 #: DeepSpeed... on the probing machine) and ignored by the probe.
@@ -35,11 +41,35 @@ class TrlConfigError(ValueError):
     """The TRL config file cannot be honoured (the message names the file, the field and the fix)."""
 
 
-def _grpo_fields() -> dict:
-    """``trl.GRPOConfig``'s dataclass fields by name."""
-    from trl import GRPOConfig  # optional heavy dependency: loaded only with --trl-config
+class TrlMissingError(TrlConfigError):
+    """TRL is not installed (or cannot be imported), so a TRL config file cannot be checked."""
 
-    return {f.name: f for f in dataclasses.fields(GRPOConfig)}
+
+def require_trl(what: str = "--trl-config"):
+    """The ``trl`` module, imported; :class:`TrlMissingError` (one line, with the install command) if it cannot be.
+
+    Parameters
+    ----------
+    what : str
+        The option or feature that needs TRL, named in the message (default ``--trl-config``).
+
+    Raises
+    ------
+    TrlMissingError
+        ``import trl`` failed: "<what> needs TRL: pip install -e '.[trl]' (or pip install trl)", with
+        the import error added when TRL itself is installed but fails to import (a broken install).
+    """
+    try:
+        return importlib.import_module("trl")
+    except ImportError as e:
+        missing = getattr(e, "name", None)
+        broken = "" if missing in (None, "trl") else f" (TRL is installed but importing it failed: {e})"
+        raise TrlMissingError(f"{what} needs TRL: {INSTALL_HINT}{broken}") from None
+
+
+def _grpo_fields() -> dict:
+    """``trl.GRPOConfig``'s dataclass fields by name (:class:`TrlMissingError` without TRL)."""
+    return {f.name: f for f in dataclasses.fields(require_trl().GRPOConfig)}
 
 
 def _default(f):
@@ -53,8 +83,7 @@ def _default(f):
 
 def _other_trl_fields() -> set:
     """Fields of TRL's ScriptArguments and ModelConfig, which ``trl grpo --config`` files mix in."""
-    import trl  # optional heavy dependency: loaded only with --trl-config
-
+    trl = require_trl()
     names = set()
     for cls in (getattr(trl, "ScriptArguments", None), getattr(trl, "ModelConfig", None)):
         if cls is not None:
@@ -129,12 +158,16 @@ def read_trl_config(path: str | Path) -> tuple[dict, dict]:
 
     Raises
     ------
+    TrlMissingError
+        (a TrlConfigError) TRL cannot be imported: the message gives the install command; raised
+        before the file is read.
     TrlConfigError
         Missing or unparsable file, a top level that is not a mapping, an unknown field (the closest
         GRPOConfig field suggested), a non-numeric value of a float field, or a value
         ``trl.GRPOConfig`` rejects (its message, with the fields it names).
     """
     path = Path(path)
+    require_trl()  # before anything else: without TRL the file cannot be checked
     raw = _load_file(path)
     known = _grpo_fields()
     fields = _checked_fields(path, raw, known)
@@ -152,7 +185,7 @@ def read_trl_config(path: str | Path) -> tuple[dict, dict]:
 
 def _grpo_config(fields: dict):
     """``trl.GRPOConfig(**fields)`` on any machine (bf16/fp16 off) without TRL's own deprecation noise."""
-    from trl import GRPOConfig  # optional heavy dependency: loaded only with --trl-config
+    GRPOConfig = require_trl().GRPOConfig  # noqa: N806 - TRL's class name
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)

@@ -32,6 +32,10 @@ DEFAULT = json.loads(default_path().read_text())
 COLUMNS = DEFAULT["data"]["columns"]  # study, model, task, arm, seed, budget_value, forecast_cost_only, target
 # the default's documented rebuild command (data/calibration/README.md)
 README_COMMAND = "calib fit data/calibration/rows.csv --forecaster forecast_cost_only --out calib/data/calibration.json"
+# the shipped default's fitted parameters and row count (read, not copied: the default is rebuilt when studies are added)
+COEF, INTERCEPT, SCALE = (DEFAULT["fitted"]["coef"]["forecast_cost_only"], DEFAULT["fitted"]["intercept"],
+                          DEFAULT["fitted"]["scale"])
+N_ROWS = len(DEFAULT["data"]["rows"])
 
 
 def _write(tmp_path: Path, name: str, document: dict) -> Path:
@@ -102,12 +106,15 @@ def test_a_damaged_data_block_names_the_file_the_field_and_the_rebuild_command(t
 def test_a_removed_row_is_caught_by_the_refit(tmp_path):
     d = copy.deepcopy(DEFAULT)
     d["data"]["rows"].pop(10)
-    with pytest.raises(CalibrationFileError, match=r"fitted.coef.forecast_cost_only is 0.848773610386561 in the file "
-                                                   r"but refitting the file's data gives 0.85"):
+    with pytest.raises(CalibrationFileError, match=rf"fitted.coef.forecast_cost_only is {re.escape(repr(COEF))} in the "
+                                                   r"file but refitting the file's data gives 0\.\d+") as info:
         load_calibration(_write(tmp_path, "short", d))
-    d["fitted"] = calib.model._from_v2(d)._fit().fitted_parameters()  # fitted made to match: check.* still has 80
-    with pytest.raises(CalibrationFileError, match=r"short2.json is damaged: field check.point has 80 values for the "
-                                                   r"79 rows of data \(rows were added or removed\); refit it"):
+    refit = float(re.search(r"data gives (-?[\d.e-]+)\.", str(info.value)).group(1))
+    assert refit != pytest.approx(COEF, rel=1e-6)
+    d["fitted"] = calib.model._from_v2(d)._fit().fitted_parameters()  # fitted made to match: check.* still has N_ROWS
+    with pytest.raises(CalibrationFileError, match=rf"short2.json is damaged: field check.point has {N_ROWS} values for "
+                                                   rf"the {N_ROWS - 1} rows of data \(rows were added or removed\); "
+                                                   r"refit it"):
         load_calibration(_write(tmp_path, "short2", d))
 
 
@@ -139,15 +146,16 @@ def test_an_unchanged_copy_of_the_default_loads_and_predicts_the_same(tmp_path):
     x = np.array([[-6.0], [0.0], [2.5]])
     for a, b in zip(shipped.predict(x), copy_.predict(x)):
         np.testing.assert_array_equal(a, b)
-    assert copy_.fitted_parameters()["coef"]["forecast_cost_only"] == pytest.approx(0.848773610386561, rel=1e-12)
+    assert copy_.fitted_parameters()["coef"]["forecast_cost_only"] == pytest.approx(COEF, rel=1e-12)
 
 
 @pytest.mark.parametrize("edit, expected", [
     (lambda f: f["coef"].__setitem__("forecast_cost_only", 0.9),
-     r"fitted.coef.forecast_cost_only is 0.9 in the file but refitting the file's data gives 0.848773610386561"),
+     rf"fitted.coef.forecast_cost_only is 0.9 in the file but refitting the file's data gives {re.escape(repr(COEF))}"),
     (lambda f: f.__setitem__("intercept", f["intercept"] * (1 + 1e-5)),
-     r"fitted.intercept is -0.36813581.* in the file but refitting the file's data gives -0.36813213592393"),
-    (lambda f: f.pop("scale"), r"fitted.scale is missing \(refitting the file's data gives 0.93798959"),
+     rf"fitted.intercept is {re.escape(repr(INTERCEPT * (1 + 1e-5)))} in the file but refitting the file's data gives "
+     rf"{re.escape(repr(INTERCEPT))}"),
+    (lambda f: f.pop("scale"), rf"fitted.scale is missing \(refitting the file's data gives {re.escape(repr(SCALE))}"),
     (lambda f: f.__setitem__("slope", 1.0), r"fitted.slope is not a parameter of this calibration"),
     (lambda f: f["coef"].__setitem__("forecast_cost_only", "0.85"),
      r"fitted.coef.forecast_cost_only is '0.85', not a number"),
@@ -162,6 +170,10 @@ def test_an_edited_fitted_value_is_refused_naming_the_parameter_and_both_values(
     assert message.startswith(f"calibration file {path}: ") and re.search(expected, message), message
     assert "the file was edited or damaged" in message and "an edit of fitted would be silently ignored" in message
     assert f"`calib fit ROWS.csv --forecaster forecast_cost_only --out {path}`" in message
+    # one clean sentence for the fix, not "refit it from rows: refit it with"
+    assert ("it is refused instead). To repair or change the file, refit it with `calib fit ROWS.csv --forecaster "
+            f"forecast_cost_only --out {path}` (ROWS.csv: the rows it was fitted from;") in message
+    assert message.count("refit it") == 1
 
 
 def test_fitted_within_the_tolerance_loads_and_a_v2_file_without_fitted_is_damaged(tmp_path):
