@@ -4,30 +4,35 @@ The command replaces an earlier probe in ``--out`` whole (:func:`gradprobe.probe
 no stale ``calibrated.json`` or ``report.html`` is left beside the new ``probe.json``; a training run's or a
 study's folder is refused), marks the rewards that give no gradient on the batch in ``probe.json``
 (:func:`gradprobe.probe.output.mark_no_signal`), and on Ctrl-C removes what it wrote so far, puts the earlier
-probe back and exits 130 with one line (:func:`interrupt_message`), as ``gradprobe train`` and ``study`` do.
+probe back and exits 130 with one line (:func:`interrupt_message`), as ``gradprobe train`` and ``study`` do. SIGTERM
+takes the same path (:class:`Terminated`, raised by a handler installed for the command's duration) and exits 143.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import signal
 import sys
 from pathlib import Path
 
 from ..config import DTYPE_NAMES, LOSS_TYPE_NAMES, PRECONDITIONER_KINDS, SAMPLER_BACKENDS, MCConfig, SamplingConfig
 from ..integrations.trl_config import apply_trl_config, mark_explicit_flags
-from ..layout import PROBE_JSON, REPORT_HTML
+from ..layout import PROBE_JSON
 from ..outputs import json_safe, write_json_atomic
 from ..probe_settings import (DEFAULT_MC, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig, ReferenceSettings,
                               RunSettings, TaskSettings, UpdateSettings)
 
-__all__ = ["probe_main", "interrupt_message"]
+__all__ = ["probe_main", "interrupt_message", "Terminated"]
 
 
 _GUIDANCE_HELP = ("probe a guided arm's update (off-context guidance, as an arm's guidance table): k = round(F x G) "
                   "completions per group sampled with the first P of the task's reference solution as a hint, all "
                   "trained without it, each token weighted by min(pi(y|x) / pi(y|x,hint), C) (C default 2); needs a "
-                  "task with reference solutions and a model whose prompt format keeps the hint")
+                  "task with reference solutions and a model whose prompt format keeps the hint; a key left out "
+                  "takes its default (fraction 0.25, prefix 0.5, cap 2.0); each key at most once; omit the flag "
+                  "for no guidance")
 
 
 def _add_probe(sub) -> None:
@@ -83,7 +88,8 @@ def _add_probe(sub) -> None:
     p.add_argument("--device", default=ModelSettings.device)
     p.add_argument("--dtype", default=ModelSettings.dtype, choices=list(DTYPE_NAMES))
     p.add_argument("--out", default="runs/probe", help="output folder (probe.json, report.html, alignment.safetensors, "
-                   "tokens.jsonl); replaces an earlier probe there, keeps other files, refuses a run or study folder")
+                   "tokens.jsonl); replaces an earlier probe there, keeps other files, refuses a run's, a study's or a "
+                   "study's probe folder")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--threads", type=int, default=ModelSettings.threads,
                    help="torch CPU threads (default: torch's own; 1 for models under 20M parameters when OpenMP threads spin, "
@@ -112,8 +118,35 @@ def _add_probe(sub) -> None:
     mark_explicit_flags(p)  # --trl-config: explicitly given flags win over the file
 
 
-def interrupt_message(out, folder=None) -> str:
-    """The line ``gradprobe probe`` prints on Ctrl-C.
+class Terminated(BaseException):
+    """SIGTERM during ``gradprobe probe``, raised by the handler :func:`_terminate_cleanly` installs; a
+    BaseException (as KeyboardInterrupt) so that no ``except Exception`` in a reward or model swallows it."""
+
+
+@contextlib.contextmanager
+def _terminate_cleanly():
+    """Within the block SIGTERM raises :class:`Terminated` (once: a second SIGTERM while the probe cleans up is
+    ignored); the previous handler is restored after. Outside the main thread (no handler can be set) a no-op."""
+    raised = []
+
+    def handler(signum, frame):
+        if not raised:
+            raised.append(signum)
+            raise Terminated(signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupt_message(out, folder=None, how: str = "interrupted") -> str:
+    """The line ``gradprobe probe`` prints on Ctrl-C (``how`` "interrupted") or SIGTERM ("terminated (SIGTERM)").
 
     Parameters
     ----------
@@ -121,20 +154,26 @@ def interrupt_message(out, folder=None) -> str:
         ``--out``.
     folder : gradprobe.probe.output.ProbeFolder, optional
         What :func:`~gradprobe.probe.output.replacing_earlier_probe` did (None: the probe had not started).
+    how : str
+        What stopped the probe, the line's first words after ``gradprobe probe:``.
     """
     if folder is None:
-        return f"gradprobe probe: interrupted before the probe started; nothing was written to {out}"
+        return f"gradprobe probe: {how} before the probe started; nothing was written to {out}"
     back = (f"; the earlier probe's files there ({', '.join(folder.earlier)}) were put back" if folder.earlier else "")
-    return (f"gradprobe probe: interrupted; the unfinished probe's files in {out} were removed{back}, so nothing "
+    return (f"gradprobe probe: {how}; the unfinished probe's files in {out} were removed{back}, so nothing "
             "partial is left as if complete (run the same command again to probe)")
 
 
+def _warn(line: str) -> None:
+    print(f"gradprobe probe: warning: {line}", file=sys.stderr)
+
+
 def _probe_command(args) -> int:
-    """``gradprobe probe``: build the config, load the calibration first, run, print; 0, 2 (bad input) or 130
-    (Ctrl-C)."""
+    """``gradprobe probe``: build the config, load the calibration first, run, print; 0, 2 (bad input), 130
+    (Ctrl-C) or 143 (SIGTERM)."""
     from ..forecast import forecast_section, load_reference_curve
     from ..probe.batches import run_probe_batches
-    from ..probe.output import mark_no_signal, replacing_earlier_probe
+    from ..probe.output import mark_no_signal, probe_files, replacing_earlier_probe
     from ..probe.run import format_table
 
     folder = None
@@ -153,7 +192,7 @@ def _probe_command(args) -> int:
             from calib.apply import calibrate_probe, check_applicable, format_calibrated, rewrite_probe_json
 
             check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget.seconds)
-        with replacing_earlier_probe(args.out) as folder:  # after the checks: a typo keeps the earlier probe
+        with replacing_earlier_probe(args.out, say=_warn) as folder:  # after the checks: a typo keeps the earlier one
             result = run_probe_batches(config, batches=args.probe_batches, out=args.out)
             mark_no_signal(result)
             result["forecast"] = forecast_section(result, curve=curve, curve_spec=args.reference_curve,
@@ -171,6 +210,9 @@ def _probe_command(args) -> int:
     except KeyboardInterrupt:
         print(interrupt_message(args.out, folder), file=sys.stderr)
         return 130
+    except Terminated:
+        print(interrupt_message(args.out, folder, how="terminated (SIGTERM)"), file=sys.stderr)
+        return 143
     except (ValueError, OSError, RuntimeError) as e:
         kept = f" (the earlier probe in {args.out} was kept)" if folder is not None and folder.earlier else ""
         print(f"gradprobe probe: error: {e}{kept}", file=sys.stderr)
@@ -181,7 +223,8 @@ def _probe_command(args) -> int:
     print(format_table(result))
     if calibration is not None:
         print(format_calibrated(result))
-    print(f"\nwrote {args.out}/{PROBE_JSON} and {args.out}/{REPORT_HTML}")
+    written = probe_files(args.out)  # every file this probe wrote (the earlier probe's were removed)
+    print(f"\nwrote {', '.join(written[:-1])} and {written[-1]}" if len(written) > 1 else f"\nwrote {written[0]}")
     return 0
 
 
@@ -189,7 +232,10 @@ def _config_from_args(args) -> ProbeConfig:
     """The :class:`~gradprobe.probe_settings.ProbeConfig` of ``gradprobe probe``'s options: flat settings read by
     :meth:`ProbeConfig.from_dict` (sampling fields without a flag, e.g. ``top_k``, keep SamplingConfig's defaults).
 
-    Raises ValueError: a bad value (the message names the field and its flag)."""
+    Raises ValueError: a bad value (the message names the field and its flag), e.g. an empty ``--guidance``."""
+    if args.guidance is not None and not args.guidance.strip():
+        raise ValueError("--guidance is empty; omit the flag for no guidance, or give fraction=F,prefix=P[,cap=C] "
+                         "(e.g. --guidance fraction=0.25,prefix=0.5)")
     return ProbeConfig.from_dict(dict(
         model=args.model, task=args.task, skip_malformed=args.skip_malformed, rewards=args.rewards,
         update_prompts=args.update_prompts, update_group=args.update_group, prompts=args.prompts, group=args.group,
@@ -212,6 +258,11 @@ def probe_main(args) -> int:
     if not args.verbose:
         notes_log.setLevel(logging.ERROR)
     try:
-        return _probe_command(args)
+        with _terminate_cleanly():  # SIGTERM: rolled back as Ctrl-C is (exit 143)
+            return _probe_command(args)
+    except Terminated:  # after the probe was complete, while its table was printed
+        print(f"gradprobe probe: terminated (SIGTERM) after the probe in {args.out} was complete; its files are kept",
+              file=sys.stderr)
+        return 143
     finally:
         notes_log.setLevel(level)

@@ -16,7 +16,10 @@ gradprobe's one encoding of non-finite floats (:func:`gradprobe.outputs.json_saf
 Probing again into a folder (``gradprobe probe --out DIR``): :func:`replacing_earlier_probe` wraps the probe
 so that no file of the earlier probe remains beside the new one (e.g. a ``calibrated.json`` from an earlier
 ``--calibration``). It touches only :data:`PROBE_FILES` (and their ``.tmp`` partials and ``batch_K/``
-folders), never other files, and refuses a folder that holds a training run or a study.
+folders), never other files, and refuses a folder that holds a training run, a study or a study's probe
+(``arms.json``: ``gradprobe study`` writes its probe with :func:`gradprobe.probe.run.run_probe`, not through
+it). A ``.earlier-probe/`` left by a probe that was killed (SIGKILL) is never deleted unsaid: it is put back
+when the folder holds no complete probe of its own, else deleted after a warning.
 :func:`no_signal_entries` names the rewards that give no gradient on the batch (:func:`mark_no_signal`
 records them in ``probe.json``'s entries).
 """
@@ -28,6 +31,7 @@ import errno
 import json
 import re
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,13 +39,13 @@ from safetensors.torch import save as safetensors_bytes
 
 from ..forecast.forecaster import format_forecast
 from ..forecast.result import no_signal_reason
-from ..layout import (ALIGNMENT_SAFETENSORS, ANALYSIS_JSON, CHECKPOINT_POINTER, METRICS_JSONL, PROBE_JSON, REPORT_HTML,
-                      RUNS_CSV, STUDY_JSON, SUMMARY_JSON, TOKENS_JSONL)
+from ..layout import (ALIGNMENT_SAFETENSORS, ANALYSIS_JSON, ARMS_JSON, CHECKPOINT_POINTER, GUIDED_PROBES, METRICS_JSONL,
+                      PROBE_JSON, REPORT_HTML, RUNS_CSV, STUDY_JSON, SUMMARY_JSON, TOKENS_JSONL)
 from ..outputs import OutputDirError, json_safe, output_error, write_bytes_atomic, write_json_atomic, write_text_atomic
 from ..tables import format_columns
 
 __all__ = ["token_texts", "write_probe_files", "format_table", "PROBE_FILES", "ProbeFolder", "replacing_earlier_probe",
-           "no_signal_entries", "mark_no_signal"]
+           "probe_files", "no_signal_entries", "mark_no_signal"]
 
 #: ``calibrated.json`` of ``gradprobe probe --calibration`` (calib.apply.CALIBRATED_NAME: the library imports no calib).
 CALIBRATED_JSON = "calibrated.json"
@@ -231,11 +235,25 @@ def _probe_names(folder: Path) -> list[str]:
     return sorted(names)
 
 
+def probe_files(out) -> list[str]:
+    """The paths (``out/NAME``, sorted) of the probe's files in folder ``out``: what ``gradprobe probe`` names as
+    written (probe.json, report.html, tokens.jsonl, alignment.safetensors, calibrated.json, batch_K)."""
+    return [f"{out}/{name}" for name in _probe_names(Path(out))]
+
+
 def _other_output(folder: Path) -> str | None:
-    """'a training run (metrics.jsonl)' when ``folder`` holds another command's output, else None."""
+    """Why ``folder`` is refused (another command's output, named with the fix), else None."""
+    study_probe = (folder / ARMS_JSON).exists()
+    guided = folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists()
+    if study_probe or guided:
+        redo = f"probe/{PROBE_JSON}" if study_probe else f"probe/{GUIDED_PROBES}/{folder.name}/{PROBE_JSON}"
+        return (f"is a study's probe folder ({ARMS_JSON} {'there' if study_probe else 'in its probe/'}); to redo "
+                f"a study's probe delete {redo} and run `gradprobe study` on the study folder again; else choose "
+                "another --out")
     for name, what in _OTHER_OUTPUTS.items():
         if (folder / name).exists():
-            return f"{what} ({name})"
+            return (f"holds {what} ({name}), not a probe's output; a probe there would mix its files into it: "
+                    "choose another --out (an empty folder, or an earlier probe's)")
     return None
 
 
@@ -258,22 +276,37 @@ class ProbeFolder:
     outcome : str
         ``"running"`` inside the block, then ``"replaced"`` (done: the earlier files deleted) or
         ``"rolled back"`` (the block failed: this probe's files deleted, the earlier ones put back).
+    notes : list[str]
+        What was done with a ``.earlier-probe/`` left by a killed probe (each also passed to ``say``).
     """
 
     path: Path
     earlier: list[str] = field(default_factory=list)
     outcome: str = "running"
+    notes: list[str] = field(default_factory=list)
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, stacklevel=4)
 
 
 @contextlib.contextmanager
-def replacing_earlier_probe(out):
+def replacing_earlier_probe(out, say=_warn):
     """Context manager around a probe that writes into ``out``: no file of an earlier probe remains beside it.
 
     On entry the earlier probe's files (:data:`PROBE_FILES`, their ``.tmp`` partials, ``batch_K/`` folders) are
     moved into ``out/.earlier-probe``; other files are never touched. When the block ends normally they are
-    deleted; when it raises (an error, Ctrl-C) the files this probe wrote so far are deleted, the earlier ones
-    put back and a folder this call found missing is removed again if left empty, so nothing partial is left
-    as if complete.
+    deleted; when it raises (an error, Ctrl-C, the CLI's SIGTERM) the files this probe wrote so far are deleted,
+    the earlier ones put back and a folder this call found missing is removed again if left empty, so nothing
+    partial is left as if complete. A ``.earlier-probe/`` found on entry (left by a probe killed by SIGKILL) is
+    first put back when ``out`` holds no ``probe.json`` of its own (the killed probe's partial files there are
+    deleted), else deleted (``out``'s complete probe is the earlier one); either way ``say`` is told first.
+
+    Parameters
+    ----------
+    out : path
+    say : callable(str), optional
+        Receives one line per thing done to a leftover ``.earlier-probe/`` (default: :func:`warnings.warn`).
 
     Yields
     ------
@@ -282,13 +315,13 @@ def replacing_earlier_probe(out):
     Raises
     ------
     OutputDirError (an OSError)
-        ``out`` holds a training run or a study (the message names the folder, what it holds and the fix),
-        or the earlier files cannot be moved (they are left in place).
+        ``out`` holds a training run, a study or a study's probe (``arms.json``; the message names the folder,
+        what it holds and the fix), or the earlier files cannot be moved (they are left in place).
     """
     folder = ProbeFolder(Path(out))
     existed = folder.path.exists()
     if existed and folder.path.is_dir():
-        _move_aside(folder)
+        _move_aside(folder, say)
     try:
         yield folder
     except BaseException:
@@ -299,15 +332,39 @@ def replacing_earlier_probe(out):
     _remove(folder.path / EARLIER)
 
 
-def _move_aside(folder: ProbeFolder) -> None:
-    """Refuse another command's folder; move the earlier probe's files into ``EARLIER`` (all or none)."""
+def _leftover(folder: ProbeFolder, say) -> None:
+    """Deal with a ``.earlier-probe/`` left by a killed probe (:func:`replacing_earlier_probe`), saying so first."""
+    aside = folder.path / EARLIER
+    kept = sorted(p.name for p in aside.iterdir()) if aside.is_dir() else []
+    if (folder.path / PROBE_JSON).exists() or not kept:
+        if kept:
+            folder.notes.append(f"{aside} (left by an earlier probe that was killed: {', '.join(kept)}) is deleted: "
+                                f"the probe in {folder.path} is newer and is kept as the earlier probe")
+            say(folder.notes[-1])
+        _remove(aside)
+        return
+    partial = _probe_names(folder.path)
+    folder.notes.append(f"restored the earlier probe in {folder.path} from {EARLIER}/ ({', '.join(kept)}), left by "
+                        "a probe that was killed" + (f"; its unfinished files ({', '.join(partial)}) were deleted"
+                                                     if partial else ""))
+    say(folder.notes[-1])
+    try:
+        for name in partial:
+            _remove(folder.path / name)
+        for name in kept:
+            (aside / name).rename(folder.path / name)
+        aside.rmdir()
+    except OSError as e:
+        raise output_error(f"restoring the earlier probe from {EARLIER}/ in", folder.path, e) from e
+
+
+def _move_aside(folder: ProbeFolder, say) -> None:
+    """Refuse another command's folder; restore a leftover; move the earlier probe's files into ``EARLIER``."""
     other = _other_output(folder.path)
     if other is not None:
-        raise OutputDirError(errno.EEXIST, f"--out {str(folder.path)!r} holds {other}, not a probe's output; a probe "
-                                           "there would mix its files into it: choose another --out (an empty "
-                                           "folder, or an earlier probe's)")
+        raise OutputDirError(errno.EEXIST, f"--out {str(folder.path)!r} {other}")
+    _leftover(folder, say)
     aside = folder.path / EARLIER
-    _remove(aside)  # left by a probe that was killed: it held a probe older than the folder's
     folder.earlier = _probe_names(folder.path)
     if not folder.earlier:
         return

@@ -245,7 +245,9 @@ GUIDANCE_FLAG = "--guidance fraction=F,prefix=P[,cap=C]"
 
 
 def _guidance_pairs(text: str) -> dict:
-    """``"fraction=0.25,prefix=0.5,cap=2"`` -> {"fraction": 0.25, ...}; "" or "none" -> {} (no guidance)."""
+    """``"fraction=0.25,prefix=0.5,cap=2"`` -> {"fraction": 0.25, ...}; "" or "none" -> {} (no guidance).
+
+    Raises GuidanceError: a part that is not KEY=NUMBER, or a key given twice (named)."""
     from ..rollout.guidance import GuidanceError  # torch (gradprobe.rollout's package): deferred, module docstring
 
     out: dict = {}
@@ -253,6 +255,9 @@ def _guidance_pairs(text: str) -> dict:
         return out
     for part in (p.strip() for p in text.split(",") if p.strip()):
         key, eq, value = (x.strip() for x in part.partition("="))
+        if eq and key in out:
+            raise GuidanceError(f"guidance ({GUIDANCE_FLAG}): key {key!r} is given twice ({text!r}); give each key "
+                                "once, e.g. --guidance fraction=0.25,prefix=0.5")
         try:
             if not eq:
                 raise ValueError

@@ -1,0 +1,94 @@
+"""``gradprobe probe --out`` refuses a study's probe folder (``arms.json``, and its ``guided/<arm>`` folders) while
+``gradprobe study``'s own probe still writes there; ``--guidance`` refuses a repeated key and an empty value and its
+help names the defaults; the last line names every file written (calibrated.json included)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import gradprobe.probe.batches as probe_batches
+import gradprobe.probe.output as probe_output
+from gradprobe.cli import main
+from gradprobe.forecast import default_curve_path
+from gradprobe.study.probe_plan import arms_table
+from gradprobe.study.worker import _probe
+from gradprobe.training.plan import load_plan
+
+from helpers_rollout import one_thread
+from study_helpers import toy_plan, write_plan
+
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
+
+_PROBE = ["probe", "--model", "tiny-qwen2", "--task", "chain_sum", "--rewards", "outcome", "--prompts", "2",
+          "--group", "2", "--heldout-prompts", "2", "--heldout-group", "2", "--max-new-tokens", "8", "--bootstrap",
+          "20", "--no-progress", "--reference-curve", str(default_curve_path())]
+_SMALL = {"prompts": 2, "group": 2, "heldout_prompts": 2, "heldout_group": 2, "n_bootstrap": 20,
+          "progress": False}
+
+
+@pytest.fixture
+def no_compute(monkeypatch):
+    monkeypatch.setattr(probe_batches, "run_probe_batches", lambda *a, **k: pytest.fail("the probe ran"))
+
+
+def test_a_studys_probe_folder_is_refused(tmp_path, capsys, no_compute):
+    probe = tmp_path / "study" / "probe"
+    (probe / "guided" / "hinted").mkdir(parents=True)
+    for folder in (probe, probe / "guided" / "hinted"):
+        (folder / "probe.json").write_text('{"study": true}')
+    (probe / "arms.json").write_text("{}")
+    assert main(_PROBE + ["--out", str(probe)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"gradprobe probe: error: --out {str(probe)!r} is a study's probe folder (arms.json there); to redo a study's "
+        "probe delete probe/probe.json and run `gradprobe study` on the study folder again; else choose another --out")
+    guided = probe / "guided" / "hinted"
+    assert main(_PROBE + ["--out", str(guided)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {str(guided)!r} is a study's probe folder (arms.json in its probe/)" in err
+    assert "delete probe/guided/hinted/probe.json and run `gradprobe study`" in err
+    assert sorted(p.name for p in probe.iterdir()) == ["arms.json", "guided", "probe.json"]
+    assert (probe / "probe.json").read_text() == (guided / "probe.json").read_text() == '{"study": true}'
+
+
+def test_the_studys_own_probe_is_not_refused(tmp_path, monkeypatch):
+    """gradprobe study writes arms.json first, then its probe (worker._probe -> run_probe), not through the guard."""
+    plan = load_plan(write_plan(tmp_path, toy_plan("probe_guard", seeds=(0,))))
+    out = tmp_path / "study" / "probe"
+    out.mkdir(parents=True)
+    (out / "arms.json").write_text(json.dumps(arms_table(plan, _SMALL)))
+    monkeypatch.setattr(probe_output, "replacing_earlier_probe", lambda *a, **k: pytest.fail("the CLI's guard"))
+    monkeypatch.setattr(probe_output, "_move_aside", lambda *a, **k: pytest.fail("the CLI's guard"))
+    res = _probe(plan, out, _SMALL)
+    assert res["rewards"] == ["outcome"] and json.loads((out / "probe.json").read_text())["config"]["prompts"] == 2
+    assert (out / "arms.json").exists() and _probe(plan, out, _SMALL) == {"skipped": True}
+
+
+@pytest.mark.parametrize("value, message", [
+    ("fraction=0.25,prefix=0.5,fraction=0.5", "key 'fraction' is given twice ('fraction=0.25,prefix=0.5,fraction=0.5')"),
+    ("prefix=0.5, prefix = 1", "key 'prefix' is given twice"),
+    ("", "--guidance is empty; omit the flag for no guidance"),
+    ("  ", "--guidance is empty; omit the flag for no guidance"),
+])
+def test_guidance_flag_refuses_a_repeated_key_and_an_empty_value(tmp_path, capsys, no_compute, value, message):
+    assert main(_PROBE + ["--guidance", value, "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gradprobe probe: error: ") and message in err and not (tmp_path / "p").exists()
+
+
+def test_guidance_help_names_the_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["probe", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "a key left out takes its default (fraction 0.25, prefix 0.5, cap 2.0)" in text
+
+
+def test_the_last_line_names_every_file_written_with_calibration(tmp_path, capsys):
+    out = tmp_path / "p"
+    assert main(_PROBE + ["--out", str(out), "--calibration", "default"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == (f"wrote {out}/alignment.safetensors, {out}/calibrated.json, {out}/probe.json, {out}/report.html "
+                    f"and {out}/tokens.jsonl")
+    assert sorted(p.name for p in out.iterdir()) == ["alignment.safetensors", "calibrated.json", "probe.json",
+                                                     "report.html", "tokens.jsonl"]
