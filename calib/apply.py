@@ -134,8 +134,9 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
                  if w.reward not in silent]
     off_rewards = {w.reward for w in warnings if w.outside and w.reward is not None}
     outside = any(w.outside for w in warnings)
-    notes = list(warnings) + _no_gain_notes(col, silent, no_signal)
-    rewards = [{"name": n, "forecast": math.nan if n in no_signal or n not in feats.index else float(feats.loc[n, col]),
+    notes = list(warnings) + _reference_note(col, no_signal) + _no_gain_notes(col, silent, no_signal)
+    rewards = [{"name": n, "forecast": 0.0 if n == REFERENCE_REWARD and n in no_signal else  # gain 0 vs itself
+                math.nan if n in no_signal or n not in feats.index else float(feats.loc[n, col]),
                 "calibrated_gain": values[n][0], "calibrated_interval": values[n][1],
                 "outside_domain": probe_outside or n in off_rewards}
                for n in names]
@@ -155,6 +156,17 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
                         "budget_range": dom.budget_range, "fitted_with": calibration.versions},
         "outside_domain": outside, "warnings": warnings, "notes": notes, "rewards": rewards,
     }
+
+
+def _reference_note(col: str, no_signal: dict[str, str]) -> list[str]:
+    """The note when grpo's own reward gives no gradient on the probe batch: it stays the reference (gain 0 by
+    definition), and the other rewards' calibrated gains rest on ``col`` alone (the probe cannot compare)."""
+    if REFERENCE_REWARD not in no_signal:
+        return []
+    alone = " (cost only, which does not read the probe)" if col == "forecast_cost_only" else ""
+    return [f"the reference reward {REFERENCE_REWARD!r} (grpo) gives no gradient on the probe batch "
+            f"({no_signal[REFERENCE_REWARD]}): it stays the reference, with gain 0 by definition, but the probe cannot "
+            f"compare the other rewards with it, so their calibrated gains rest on {col} alone{alone}"]
 
 
 def _no_gain_notes(col: str, silent: list[str], no_signal: dict[str, str]) -> list[str]:

@@ -71,3 +71,16 @@ def test_calib_apply_prints_the_note(default, tmp_path, capsys):
     assert notes == [f"note: reward 'my_reward' gives no gradient on the probe batch ({REASON}): it cannot train, "
                      "so no calibrated gain is given for it"]
     assert "still computed" not in out and "learning-rate change" not in out
+
+
+def test_a_reference_without_signal_is_said_and_stays_the_zero_reference(default):
+    raw, _, task = load_probe(PROBE)
+    doc = calibrate(default, _silence(raw, "outcome", "outcome"), task=task)
+    by = {r["name"]: r for r in doc["rewards"]}
+    ref = by["outcome"]
+    assert (ref["forecast"], ref["calibrated_gain"], ref["calibrated_interval"]) == (0.0, 0.0, [0.0, 0.0])
+    assert math.isfinite(by["mc_value"]["calibrated_gain"])  # cost only does not read the probe: still given
+    assert [n for n in doc["notes"] if "'outcome'" in n] == [
+        f"the reference reward 'outcome' (grpo) gives no gradient on the probe batch ({REASON}): it stays the "
+        "reference, with gain 0 by definition, but the probe cannot compare the other rewards with it, so their "
+        "calibrated gains rest on forecast_cost_only alone (cost only, which does not read the probe)"]
