@@ -15,7 +15,7 @@ from ..tables import format_columns
 from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve, default_curve_path
 from .result import METHODS, format_budget
-from .special_rows import REFERENCE_VERDICT
+from .special_rows import GUIDED_REFERENCE_VERDICT, REFERENCE_VERDICT
 from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
 __all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section",
@@ -143,8 +143,13 @@ def format_forecast(section: dict) -> str:
     b = section["budget"]
     budget_s = format_budget(b["value"], b["kind"])
     pct = int(round(100 * section["level"]))
-    lines = ["", f"forecast vs grpo at {budget_s} {'tokens' if b['kind'] == 'tokens' else ''}".rstrip()
-             + f" (grpo reaches {section['grpo_accuracy']:.1f} points there)",
+    at = f"{budget_s} {'tokens' if b['kind'] == 'tokens' else ''}".rstrip()
+    reaches = f"reaches {section['grpo_accuracy']:.1f} points there"
+    if any(r.get("verdict") == GUIDED_REFERENCE_VERDICT for r in section["rows"]):  # a guided probe's reference
+        title = f"forecast vs the guided outcome at {at} (read on grpo's curve, which {reaches})"
+    else:
+        title = f"forecast vs grpo at {at} (grpo {reaches})"
+    lines = ["", title,
              f"forecaster: {section['method']} ({section.get('method_choice', '')}); the other forecasters' gains are "
              "printed beside it",
              f"reference curve: {section['curve']}" + ("  [shipped default]" if section.get("curve_is_default") else "")]

@@ -127,10 +127,12 @@ def test_guided_probe_labels_its_reference_and_notes_whose_update_it_is(curve):
                      "update, the reference included, so the gains vs grpo here are vs the guided outcome, not "
                      "unguided grpo (compare the two in a study)"]
     assert f"note: {notes[0]}" in text
+    assert text.splitlines()[1].startswith("forecast vs the guided outcome at ") and "read on grpo's curve" in text
     plain = _negative_reference_batches()[1]
     psec = forecast_section(plain, curve=curve, method="cost_only")
     assert _json_rows(psec)["outcome"]["verdict"] == "reference (grpo)"
     assert "outcome:" not in format_forecast(psec) and not any("guided" in n for n in psec["notes"])
+    assert format_forecast(psec).splitlines()[1].startswith("forecast vs grpo at ")
 
 
 def test_guided_probe_with_a_flat_reference_says_both(curve):
