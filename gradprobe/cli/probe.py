@@ -38,15 +38,14 @@ _GUIDANCE_HELP = ("probe a guided arm's update (off-context guidance, as an arm'
 def _add_probe(sub) -> None:
     p = sub.add_parser("probe", help="probe rewards on one batch: per-token alignment with a reference update",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", default=ModelSettings.name,
-                   help="tiny (the shipped warm-started tier), alias (smollm2-135m, tiny-qwen2, tiny-llama), local "
-                        "folder, .gguf file, or hub id")
+    p.add_argument("--model", default=ModelSettings.name, help="tiny (the shipped warm-started tier), alias "
+                   "(smollm2-135m, tiny-qwen2, tiny-llama), local folder, .gguf file, or hub id")
     p.add_argument("--task", default=TaskSettings.spec,
                    help="reasoning-gym dataset name (chain_sum, basic_arithmetic, gsm_symbolic, ...), gsm8k, gsm8k:PATH, or "
                         "your own data: jsonl:PATH or hf:NAME[:CONFIG], options after a last ':' (prompt=, question=, "
                         "answer=, solution= columns; verifier=hash|boxed|exact)")
     p.add_argument("--skip-malformed", action="store_true",
-                   help="GSM8K, jsonl: and hf: tasks: skip (count and warn about) malformed rows instead of stopping at the first")
+                   help="tasks read from data (gsm8k, jsonl:, hf:): skip malformed rows (counted, warned) instead of stopping")
     p.add_argument("--rewards", default=",".join(ProbeConfig.rewards), help="comma-separated registered reward names")
     p.add_argument("--prompts", type=int, default=BatchSettings.prompts, help="B, prompts in the probe batch")
     p.add_argument("--group", type=int, default=BatchSettings.group, help="G, completions per prompt")

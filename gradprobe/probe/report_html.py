@@ -33,6 +33,7 @@ import math
 from pathlib import Path
 
 from .. import figures as plt
+from ..forecast.forecaster import format_budget
 from ..forecast.special_rows import REFERENCE_VERDICT
 from ..outputs import write_text_atomic
 
@@ -322,8 +323,6 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
         A self-contained HTML document (every figure a base64 PNG, no external reference).
     """
     import jinja2
-
-    from ..forecast.forecaster import format_budget
 
     cfg = result.get("config") or {}
     fc = result.get("forecast") or {}
