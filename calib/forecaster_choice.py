@@ -38,6 +38,9 @@ def validation_record(metrics: dict, *, source: str) -> dict:
         rows do not record them). A probed reward outside them is flagged by ``gradprobe probe``
         (:mod:`gradprobe.forecast.validated_arms`). ``arms``, ``rewards`` and ``loss_types`` are left
         out when ``metrics`` has no ``common_arms`` (a report written before they were recorded).
+        ``entry_errors`` maps forecaster -> probe entry (``mc_value``, ``outcome@bnpo``) -> {mae, runs,
+        studies}: its error on the common runs of that reward (:func:`calib.metrics.errors_by_entry`), which
+        ``gradprobe probe``'s verdicts quote; left out for metrics without them.
 
     Raises
     ------
@@ -67,6 +70,10 @@ def validation_record(metrics: dict, *, source: str) -> dict:
     arms = metrics.get("common_arms") or []
     out = {"best": best, "mae": mae, "cv": cv, "rows": metrics.get("common_rows"),
            "studies": metrics.get("studies"), "evidence": evidence, "source": source}
+    by_entry = {name: ((errors.get(col) or {}).get("raw") or {}).get("common", {}).get("by_entry")
+                for col, name in PROBE_FORECASTERS.items()}
+    if any(v is not None for v in by_entry.values()):  # each forecaster's error on the runs of each reward
+        out["entry_errors"] = {k: v for k, v in by_entry.items() if v is not None}
     if arms:  # a metrics.json written before it listed the common arms: the record cannot say which were validated
         out.update(arms=sorted({a["arm"] for a in arms}),
                    rewards=sorted({a["reward"] for a in arms if a.get("reward")}),

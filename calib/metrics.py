@@ -74,6 +74,35 @@ def rank_agreement(predicted, realized) -> dict:
     return out
 
 
+def errors_by_entry(predicted, realized, entries, studies, *, skip=("outcome",)) -> dict:
+    """Mean absolute error per probe entry: how far a forecaster was off on the runs of each reward.
+
+    Parameters
+    ----------
+    predicted, realized : array-like, shape (n,)
+        Held-out forecast and realized gain vs grpo per run (accuracy points).
+    entries : array-like of str, shape (n,)
+        Each run's probe entry key (``REWARD`` under grpo's loss, ``REWARD@LOSS_TYPE`` otherwise;
+        :func:`gradprobe.probe_keys.entry_key`).
+    studies : array-like of str, shape (n,)
+        Each run's study.
+    skip : tuple of str
+        Entries left out: grpo's own reward under grpo's loss, whose arms (prompt selection, guidance)
+        differ from grpo by something other than the reward.
+
+    Returns
+    -------
+    dict
+        entry -> ``{"mae": points, "runs": n, "studies": number of studies}``, sorted by entry; rows with a
+        non-finite forecast or realized gain are left out.
+    """
+    d = pd.DataFrame({"p": np.asarray(predicted, float), "r": np.asarray(realized, float),
+                      "e": np.asarray(entries, str), "s": np.asarray(studies, str)})
+    d = d[np.isfinite(d["p"]) & np.isfinite(d["r"]) & ~d["e"].isin(skip)]
+    return {e: {"mae": round(float((g["p"] - g["r"]).abs().mean()), 4), "runs": int(len(g)),
+                "studies": int(g["s"].nunique())} for e, g in sorted(d.groupby("e"), key=lambda kv: kv[0])}
+
+
 def kendall_tau_b(x, Y) -> np.ndarray:
     """Kendall's tau-b of ``x`` with each row of ``Y`` (ties handled as in tau-b).
 

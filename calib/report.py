@@ -41,12 +41,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gradprobe.forecast.validated_arms import DEFAULT_LOSS_TYPE
 from gradprobe.layout import RUNS_CSV
+from gradprobe.probe_keys import entry_key
 
 from .bootstrap import LEVEL, RESAMPLES, SEED, check_settings, mae_difference_interval, mae_interval
 from .dataset import FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, build_rows_many, select_rows
 from .estimators import make_estimator
-from .metrics import bias, coverage, mae, pooled_rank_agreement, ranking_table
+from .metrics import bias, coverage, errors_by_entry, mae, pooled_rank_agreement, ranking_table
 from .forecaster_choice import PROBE_FORECASTERS, validation_record
 from .files import write_bytes_atomic, write_json, write_text_atomic
 from .model import software_versions
@@ -249,6 +251,10 @@ def _validate(rows, f, m, mode, interval, level, include_reference, boot) -> tup
     out["rows"], out["arms"] = int(len(pred)), int(pred.groupby(["study", "arm"]).ngroups)
     out["no_forecast_arms"] = counts["no_forecast_arms"]
     out["common"] = _errors(pred[in_common], level, boot)
+    losses = sel["loss_type"].fillna(DEFAULT_LOSS_TYPE) if "loss_type" in sel else [DEFAULT_LOSS_TYPE] * len(sel)
+    keys = [entry_key(str(r), str(lt), DEFAULT_LOSS_TYPE) for r, lt in zip(sel["reward"], losses)]
+    out["common"]["by_entry"] = errors_by_entry(pred["cv_pred"][in_common], pred["target"][in_common],
+                                                np.asarray(keys)[in_common], pred["study"][in_common])
     return out, pred.assign(_common=in_common)
 
 

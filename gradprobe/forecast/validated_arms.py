@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from ..probe_keys import split_entry_key
 
-__all__ = ["EntryCoverage", "entry_coverage", "validated_arms_note", "mark_validated_arms", "DEFAULT_LOSS_TYPE"]
+__all__ = ["EntryCoverage", "entry_coverage", "validated_arms_note", "mark_validated_arms", "entry_error",
+           "validated_error_note", "DEFAULT_LOSS_TYPE"]
 
 #: The probe's own loss type when ``probe.json``'s config does not record one (written before loss types).
 DEFAULT_LOSS_TYPE = "grpo"
@@ -105,8 +106,9 @@ def validated_arms_note(cov: EntryCoverage, n_studies: int | None = None) -> str
 
 
 def mark_validated_arms(rows: list[dict], record: dict, *, probe_loss_type: str, reference_reward: str) -> None:
-    """Add ``validated_arm`` to each forecast row (in place) and append the clause to its ``verdict`` (not to a
-    ``no_signal`` row's: it has no forecast to qualify).
+    """Add ``validated_arm`` and ``validated_error`` to each forecast row (in place) and append their clauses to
+    its ``verdict`` (not to a ``no_signal`` row's: it has no forecast to qualify): outside the validated arms,
+    and how far the forecaster it used was off on that reward's validation runs (:func:`entry_error`).
 
     Parameters
     ----------
@@ -122,7 +124,7 @@ def mark_validated_arms(rows: list[dict], record: dict, *, probe_loss_type: str,
     rewards = record.get("rewards")
     for row in rows:
         if rewards is None:
-            row["validated_arm"] = None
+            row["validated_arm"] = row["validated_error"] = None
             continue
         cov = entry_coverage(str(row["reward"]), probe_loss_type=probe_loss_type, rewards=rewards,
                              loss_types=record.get("loss_types"), reference_reward=reference_reward)
@@ -130,3 +132,21 @@ def mark_validated_arms(rows: list[dict], record: dict, *, probe_loss_type: str,
         note = validated_arms_note(cov, len(record.get("studies") or []) or None)
         if note and not row.get("no_signal"):  # a reward without gradient has no interval to qualify
             row["verdict"] = f"{row['verdict']} ({note})"
+        err = None if cov.is_reference or row.get("no_signal") else entry_error(row, record)
+        row["validated_error"] = err
+        if err is not None:
+            row["verdict"] = f"{row['verdict']} ({validated_error_note(err)})"
+
+
+def entry_error(row: dict, record: dict) -> dict | None:
+    """The validated error of the forecaster a row used on the runs of its reward: ``{"forecaster", "mae"
+    (points), "runs", "studies"}`` from the record's ``entry_errors``; None when the record has none for it."""
+    forecaster = str(row.get("method") or "").split(" ")[0]
+    err = ((record.get("entry_errors") or {}).get(forecaster) or {}).get(str(row["reward"]))
+    return None if err is None else {"forecaster": forecaster, **err}
+
+
+def validated_error_note(err: dict) -> str:
+    """The clause a verdict gets with its reward's validated error (:func:`entry_error`)."""
+    return (f"{err['forecaster'].replace('_', ' ')} was off by {err['mae']:.1f} points on average on the "
+            f"{err['runs']} validation runs of this reward in {err['studies']} stud{'y' if err['studies'] == 1 else 'ies'}")

@@ -17,7 +17,7 @@ import pytest
 
 import gradprobe.forecast.section as section
 from gradprobe.forecast import forecast_section, format_forecast
-from gradprobe.forecast.validated_arms import entry_coverage
+from gradprobe.forecast.validated_arms import entry_coverage, validated_error_note
 from gradprobe.outputs import json_safe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,9 +58,11 @@ def test_a_new_reward_says_it_was_not_validated_and_a_validated_one_does_not(tin
     assert by["my_reward"]["validated_arm"] is False and by["mc_value"]["validated_arm"] is True
     # the same number and verdict as under the validated name, with the clause appended
     assert by["my_reward"]["forecast_gain"] == pytest.approx(rows["hybrid_0.5"]["forecast_gain"])
+    own = f" ({validated_error_note(rows['hybrid_0.5']['validated_error'])})"  # hybrid_0.5's validated error
+    assert rows["hybrid_0.5"]["verdict"].endswith(own) and by["my_reward"]["validated_error"] is None
     assert by["my_reward"]["verdict"] == (
-        rows["hybrid_0.5"]["verdict"] + " (this reward ('my_reward') was not among the validated arms of the 9 "
-        "validation studies: the interval is the validated forecaster's, not measured on it)")
+        rows["hybrid_0.5"]["verdict"][: -len(own)] + " (this reward ('my_reward') was not among the validated arms "
+        "of the 9 validation studies: the interval is the validated forecaster's, not measured on it)")
     text = format_forecast(new)
     line = next(x for x in text.splitlines() if x.startswith("my_reward: "))
     assert CLAUSE in line and all(CLAUSE not in x for x in text.splitlines() if x.startswith("mc_value: "))
@@ -94,3 +96,26 @@ def test_entry_coverage_rule():
     assert entry_coverage("my_fn@bnpo", probe_loss_type="grpo", rewards=["my_fn"]).loss_type_known is None
     with pytest.raises(ValueError, match="is not REWARD or REWARD@LOSS_TYPE"):
         entry_coverage("a@b@c", probe_loss_type="grpo", **kw)
+
+
+def test_a_validated_reward_quotes_the_forecasters_error_on_its_runs(tiny):
+    rows = {r["reward"]: r for r in forecast_section(tiny)["rows"]}
+    errors = section.VALIDATION["entry_errors"]
+    for name in ("mc_value", "mc_advantage", "hybrid_0.5"):
+        r = rows[name]
+        used = r["method"].split(" ")[0]
+        assert r["validated_error"] == {"forecaster": used, **errors[used][name]}
+        assert r["verdict"].endswith(f" ({validated_error_note(r['validated_error'])})")
+    assert rows["outcome"]["validated_error"] is None  # the reference: gain 0 by definition
+    # the shipped record: cost only missed the collapsing label-free reward by 28.8 points on its 4 runs
+    assert errors["cost_only"]["majority_vote"] == {"mae": 28.775, "runs": 4, "studies": 1}
+    assert validated_error_note({"forecaster": "cost_only", "mae": 28.775, "runs": 4, "studies": 1}) == (
+        "cost only was off by 28.8 points on average on the 4 validation runs of this reward in 1 study")
+
+
+def test_errors_by_entry_by_hand():
+    from calib.metrics import errors_by_entry
+
+    got = errors_by_entry([1.0, 3.0, 0.5, float("nan"), 2.0], [0.0, 0.0, 1.0, 5.0, 2.0],
+                          ["mc_value", "mc_value", "outcome@bnpo", "mc_value", "outcome"], ["a", "b", "a", "a", "a"])
+    assert got == {"mc_value": {"mae": 2.0, "runs": 2, "studies": 2}, "outcome@bnpo": {"mae": 0.5, "runs": 1, "studies": 1}}
