@@ -1,0 +1,74 @@
+"""The forecasters' held-out errors on parts of the calibration rows, from a `calib report` folder.
+
+Prints, from ``REPORT/cv_predictions.csv`` (rows with ``cv = study`` and ``method = none``: the raw
+forecasts, each study held out), on the runs every forecaster covers:
+
+- the mean absolute error of each forecaster per held-out study;
+- the same errors without the arms named by ``--leave-out STUDY_PREFIX/ARM`` (default: the label-free
+  majority vote of the Llama study, which collapses and no forecaster foresees), with 95% study-cluster
+  bootstrap intervals (:func:`calib.bootstrap.mae_interval`, 5000 resamples, seed 0) and the paired
+  difference of each forecaster from cost only (:func:`calib.bootstrap.mae_difference_interval`).
+
+All errors in accuracy points (gain vs grpo at the token budget). The figures in
+``data/calibration/README.md`` come from::
+
+    python benchmarks/forecast_error_subsets.py data/calibration/report
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+
+from calib.bootstrap import mae_difference_interval, mae_interval
+
+FORECASTERS = ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy", "forecast_first_order"]
+RUN = ["study", "arm", "seed"]
+
+
+def common_rows(report: str) -> pd.DataFrame:
+    """The raw leave-one-study-out predictions on the runs every forecaster covers (long format)."""
+    d = pd.read_csv(f"{report}/cv_predictions.csv")
+    d = d[(d["cv"] == "study") & (d["method"] == "none")]
+    present = [f for f in FORECASTERS if f in set(d["forecaster"])]
+    runs = d.groupby(RUN)["forecaster"].nunique()
+    covered = runs[runs == len(present)].index
+    return d.set_index(RUN).loc[lambda x: x.index.isin(covered)].reset_index()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("report", help="a `calib report` folder (holds cv_predictions.csv)")
+    p.add_argument("--leave-out", action="append", default=None, metavar="STUDY_PREFIX/ARM",
+                   help="arms left out of the second table (default: study_tiny_llama/majority_vote)")
+    args = p.parse_args(argv)
+    d = common_rows(args.report)
+    d["error"] = (d["forecast"] - d["target"]).abs()
+    shown = [f for f in FORECASTERS[:3] if f in set(d["forecaster"])]
+    per_study = d[d["forecaster"].isin(shown)].pivot_table(index="study", columns="forecaster", values="error")
+    per_study.insert(0, "runs", d[d["forecaster"] == shown[0]].groupby("study").size())
+    print(f"MAE per held-out study on the {per_study['runs'].sum()} common runs (points):")
+    print(per_study[["runs", *shown]].round(2).to_string())
+    out = [x.split("/", 1) for x in (args.leave_out or ["study_tiny_llama/majority_vote"])]
+    drop = pd.Series(False, index=d.index)
+    for study, arm in out:
+        drop |= d["study"].str.startswith(study) & (d["arm"] == arm)
+    kept = d[~drop]
+    by = {f: kept[kept["forecaster"] == f].sort_values(RUN) for f in shown}
+    base = by["forecast_cost_only"]
+    print(f"\nwithout {', '.join('/'.join(x) for x in out)}: {len(base)} runs, MAE [95% study-cluster bootstrap]")
+    for f, x in by.items():
+        ci = mae_interval(x["forecast"].to_numpy(), x["target"].to_numpy(), x["study"].to_numpy())
+        line = f"  {f:<24} {ci.estimate:.2f} [{ci.interval[0]:.2f}, {ci.interval[1]:.2f}]"
+        if f != "forecast_cost_only":
+            dd = mae_difference_interval(x["forecast"].to_numpy(), base["forecast"].to_numpy(),
+                                         x["target"].to_numpy(), x["study"].to_numpy())
+            line += f"   minus cost only {dd.estimate:+.2f} [{dd.interval[0]:+.2f}, {dd.interval[1]:+.2f}]"
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
