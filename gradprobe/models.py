@@ -237,19 +237,50 @@ def _pretrained_source(spec: str) -> tuple[str, dict]:
     )
 
 
-def _load_pretrained(spec: str, common: dict):
-    """(model, tokenizer) of a folder, GGUF file, hub id or the SmolLM2 alias (:func:`load_policy`)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+def load_tokenizer(spec: str):
+    """The tokenizer :func:`load_policy` gives for ``spec``, without loading the weights (seconds
+    instead of minutes for a large model): the character tokenizer
+    (:func:`gradprobe.char_tokenizer.char_tokenizer`) for ``tiny-qwen2``/``tiny-llama``, a tier's
+    saved ``tokenizer.json`` (a ``PreTrainedTokenizerFast``; ``tiny`` resolves to the built tier's
+    folder, :func:`gradprobe.tiers.tier_path`), else ``AutoTokenizer`` of the folder, GGUF file or
+    hub id. Padding is not set up (:func:`load_policy` does that against the model).
 
+    Raises
+    ------
+    ModelNotFoundError
+        An unknown alias or a missing path (the message lists the aliases).
+    gradprobe.tiers.TierNotBuiltError
+        ``tiny`` before ``gradprobe warmstart --tier tiny`` (a :class:`ModelNotFoundError`).
+    OSError
+        The tokenizer files cannot be read (e.g. a hub id not in the cache while offline).
+    """
+    if spec in TIER_ALIASES:
+        spec = str(tier_path(spec))  # raises TierNotBuiltError with the build command
+    if spec in TINY_ARCHITECTURES:
+        return char_tokenizer()
     source, kwargs = _pretrained_source(spec)
+    return _pretrained_tokenizer(source, kwargs)
+
+
+def _pretrained_tokenizer(source: str, kwargs: dict):
+    """The tokenizer at ``source`` (a folder or hub id, with :func:`_pretrained_source`'s ``kwargs``)."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast  # heavy: deferred
+
     if os.path.isfile(os.path.join(source, TIER_MARKER)):
         # A gradprobe tier: AutoTokenizer would pick the architecture's own class for
         # model_type qwen2 (Qwen2Tokenizer, a byte-level BPE) and ignore the saved
         # character tokenizer's class; load tokenizer.json as saved instead.
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(source)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(
-            source, trust_remote_code=False, **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
+        return PreTrainedTokenizerFast.from_pretrained(source)
+    return AutoTokenizer.from_pretrained(
+        source, trust_remote_code=False, **({"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}))
+
+
+def _load_pretrained(spec: str, common: dict):
+    """(model, tokenizer) of a folder, GGUF file, hub id or the SmolLM2 alias (:func:`load_policy`)."""
+    from transformers import AutoModelForCausalLM
+
+    source, kwargs = _pretrained_source(spec)
+    tokenizer = _pretrained_tokenizer(source, kwargs)
     model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, **common, **kwargs)
     if "gguf_file" in kwargs:
         # transformers de-quantises the GGUF into a float state dict and copies it into the model:

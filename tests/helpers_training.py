@@ -44,8 +44,13 @@ def _merge(base: dict, change: dict, where: str) -> None:
             base[key] = value
 
 
-def tiny_plan(*, arm: str = "grpo", reward: str = "outcome", budget: dict | None = None, **changes) -> str:
+def tiny_plan(*, arm: str = "grpo", reward: str = "outcome", budget: dict | None = None, arms: dict | None = None,
+              **changes) -> str:
     """TOML text of :data:`TINY_PLAN` with one arm, ``[arms.<arm>] reward = "<reward>"``.
+
+    ``arms`` (when given) replaces that one arm with these ``[arms]`` tables whole
+    (``{"grpo": {"reward": "outcome"}, "guided": {"reward": "outcome", "guidance": {...}}}``);
+    ``arm`` and ``reward`` are then unused.
 
     ``budget`` replaces the ``[budget]`` table whole (its kinds are alternatives; default
     ``{"updates": 1}``). Every other keyword is a top-level key of the plan (``name="x"``) or a table
@@ -58,7 +63,7 @@ def tiny_plan(*, arm: str = "grpo", reward: str = "outcome", budget: dict | None
     _merge(plan, changes, "")
     if budget is not None:
         plan["budget"] = dict(budget)
-    plan["arms"] = {arm: {"reward": reward}}
+    plan["arms"] = copy.deepcopy(arms) if arms is not None else {arm: {"reward": reward}}
     return tomlkit.dumps(plan)
 
 

@@ -221,11 +221,11 @@ def test_compact_prompt_keeps_an_off_context_hint():
     # guided rollouts of the tiny tiers: the hint's lines follow the expression, as the tier's own solutions do
     from gradprobe.char_tokenizer import char_tokenizer
     from gradprobe.rollout.guidance import GuidanceConfig, hint_text, hinted_question
+    from gradprobe.models import load_tokenizer
     from gradprobe.tasks import format_prompt
-    from transformers import AutoTokenizer
 
     task = load_task("chain_sum", **TINY_TASK)
-    shipped = AutoTokenizer.from_pretrained(tier_path("tiny"))
+    shipped = load_tokenizer("tiny")  # the tier's saved tokenizer, as load_policy gives it
     for tok in (char_tokenizer("compact"), shipped):
         for p in task.problems("train", 20, seed=2):
             expr, steps = p.metadata["expression"], chain_sum_target(p).splitlines()[:-1]

@@ -21,12 +21,14 @@ from ..tasks.solutions import reference_solution as _reference_solution
 
 __all__ = ["GUIDANCE_KEYS", "HINT_HEADER", "GuidanceConfig", "GuidanceError", "parse_guidance", "task_kind",
            "REFERENCE_SOLUTIONS", "register_reference_solution", "has_reference_solution", "reference_solution",
-           "solution_lines", "hint_text", "hinted_question", "check_hint_reaches_prompt"]
+           "solution_lines", "hint_text", "hinted_question", "check_hint_reaches_prompt", "GUIDANCE_LABEL"]
 
 #: Keys of an arm's ``guidance`` table.
 GUIDANCE_KEYS = ("fraction", "prefix", "cap")
 #: The line put between the question and the hint lines of a guided prompt.
 HINT_HEADER = "Hint: a correct solution begins with these lines:"
+#: The label that begins :func:`check_hint_reaches_prompt`'s message (dropped by the preflight, which names the arm).
+GUIDANCE_LABEL = "guidance: "
 
 
 class GuidanceError(ValueError):
@@ -200,7 +202,7 @@ def check_hint_reaches_prompt(tokenizer, problem, hint: str, plain_ids=None, gui
     guided_ids = (list(encode_prompt(tokenizer, hinted_question(problem.question, hint))) if guided_ids is None
                   else list(guided_ids))
     if plain_ids == guided_ids:
-        raise GuidanceError(f"guidance: the model's prompt format drops the hint (problem "
+        raise GuidanceError(f"{GUIDANCE_LABEL}the model's prompt format drops the hint (problem "
                             f"{getattr(problem, 'id', '?')}: the hinted prompt encodes to the same "
                             f"{len(plain_ids)} ids as the plain one, so guided rows would be plain samples with "
                             f"weight 1); its chat template renders only part of the user message. Use a model that "

@@ -223,13 +223,14 @@ def _check_guidance(plan, tokenizer, task) -> None:
     """Every guided arm's pool problems have reference solutions and its hint reaches the model's
     prompt: :func:`gradprobe.training.preflight.check_run_guidance`, the check ``gradprobe train`` makes."""
     from ..training.preflight import GuidancePreflightError, check_run_guidance
+    from ..training.loading import training_pool
 
     runs = [plan.arm(name) for name, arm in plan.arms.items() if arm.guidance]
     if not runs:
         return
     key = f"[task] name = {plan.task.name!r}"
     try:
-        pool = task.problems("train", plan.task.pool, seed=plan.heldout.seed)  # every run's pool
+        pool = training_pool(task, plan.task, plan.heldout)  # every run's pool
     except Exception as e:
         raise _fail(key, f"building the training pool of [task] pool = {plan.task.pool} problems failed "
                          f"({type(e).__name__}: {e})", "lower [task] pool or give the task more rows") from None

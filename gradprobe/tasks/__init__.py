@@ -141,7 +141,7 @@ def load_task(spec: str, **config) -> Task:
 
 def _skip_malformed_refusal(spec: str) -> str:
     """Why ``skip_malformed`` is refused for ``spec`` (a generated task), the kinds that take it, and the fix."""
-    kinds = ", ".join(f"{k} ({_SPEC_FORMS.get(k, k + ':...')})" for k in skip_malformed_kinds())
+    kinds = ", ".join(f"{k} ({_SPEC_FORMS[k]})" for k in skip_malformed_kinds())
     return (f"skip_malformed (--skip-malformed) applies only to tasks read from data, whose rows can be "
             f"malformed: {kinds}; {spec!r} is a generated (reasoning-gym) task with no malformed rows. "
             f"Fix: drop --skip-malformed (plans: remove skip_malformed from [task.config]; Python: do not "

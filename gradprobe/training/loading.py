@@ -2,20 +2,17 @@
 checkpointing, and the task (``[task]``), as :mod:`gradprobe.training.run` and a study's preflight
 (:mod:`gradprobe.study.preflight`) load them (both re-exported by :mod:`gradprobe.training.run`); and
 the policy's tokenizer alone (:func:`load_run_tokenizer`), for the checks a run makes before it
-writes anything (:mod:`gradprobe.training.preflight`).
+writes anything (:mod:`gradprobe.training.preflight`); and a run's training pool (:func:`training_pool`).
 """
 
 from __future__ import annotations
 
-import os
-
-from ..models import TIER_ALIASES, TIER_MARKER, TINY_ARCHITECTURES, _pretrained_source, load_policy
-from ..char_tokenizer import char_tokenizer
-from ..tiers import tier_path
+from ..models import load_policy, load_tokenizer
 from ..tasks import load_task
 from .specs import PlanError
 
-__all__ = ["load_run_policy", "load_run_tokenizer", "enable_gradient_checkpointing", "load_run_task"]
+__all__ = ["load_run_policy", "load_run_tokenizer", "enable_gradient_checkpointing", "load_run_task",
+           "training_pool"]
 
 
 def load_run_policy(model_spec, *, seed: int = 0):
@@ -32,11 +29,9 @@ def load_run_policy(model_spec, *, seed: int = 0):
 
 
 def load_run_tokenizer(model_spec):
-    """The tokenizer :func:`load_run_policy` would give for a plan's ``[model]``, without loading the
-    weights (seconds instead of minutes for a large model), as :func:`gradprobe.models.load_policy`
-    resolves it: the character tokenizer for ``tiny-qwen2``/``tiny-llama``, a tier's saved
-    ``tokenizer.json``, else ``AutoTokenizer`` of the folder, GGUF file or hub id. Padding is not
-    set up (encoding one prompt does not need it).
+    """:func:`gradprobe.models.load_tokenizer` for a plan's ``[model]``: the tokenizer
+    :func:`load_run_policy` would give, without loading the weights. Padding is not set up
+    (encoding one prompt does not need it).
 
     Raises
     ------
@@ -46,18 +41,7 @@ def load_run_tokenizer(model_spec):
     OSError
         The tokenizer files cannot be read (e.g. a hub id not in the cache while offline).
     """
-    spec = str(model_spec.name)
-    if spec in TIER_ALIASES:
-        spec = str(tier_path(spec))
-    if spec in TINY_ARCHITECTURES:
-        return char_tokenizer()
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast  # heavy: deferred
-
-    source, kwargs = _pretrained_source(spec)
-    if os.path.isfile(os.path.join(source, TIER_MARKER)):  # a gradprobe tier: its tokenizer.json as saved
-        return PreTrainedTokenizerFast.from_pretrained(source)
-    extra = {"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}
-    return AutoTokenizer.from_pretrained(source, trust_remote_code=False, **extra)
+    return load_tokenizer(str(model_spec.name))
 
 
 def enable_gradient_checkpointing(model) -> None:
@@ -91,3 +75,16 @@ def load_run_task(task_spec):
     if not task_spec.name.startswith("gsm8k"):
         config.setdefault("train_size", task_spec.pool)
     return load_task(task_spec.name, **config)
+
+
+def training_pool(task, task_spec, heldout) -> list:
+    """A run's training pool: ``task.problems("train", task_spec.pool, seed=heldout.seed)``, the
+    problems a plan's ``[task] pool`` and ``[heldout] seed`` give (every arm of a plan has the same
+    pool). One definition for the run itself, its guidance preflight and a study's preflight.
+
+    Raises
+    ------
+    Exception
+        Whatever ``task.problems`` raises (e.g. a pool larger than the task's rows).
+    """
+    return task.problems("train", task_spec.pool, seed=heldout.seed)

@@ -21,15 +21,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..rollout.guidance import (GuidanceConfig, GuidanceError, check_hint_reaches_prompt, hint_text,
-                                task_kind)
+from ..rollout.guidance import (GUIDANCE_LABEL, GuidanceConfig, GuidanceError, check_hint_reaches_prompt,
+                                hint_text, task_kind)
 
 __all__ = ["GuidancePreflightError", "check_run_guidance", "guidance_key"]
-
-#: The label of ``check_hint_reaches_prompt``'s messages, dropped here because :func:`guidance_key` names
-#: the arm's guidance already (else a study's message read "[arms.x] guidance: guidance: ...").
-_OWN_LABEL = "guidance: "
-
 
 class GuidancePreflightError(GuidanceError):
     """A guided arm cannot run with this task or model (a :class:`~gradprobe.rollout.guidance.GuidanceError`,
@@ -92,5 +87,6 @@ def check_run_guidance(runs: Iterable, task, tokenizer, problems: list) -> None:
                 check_hint_reaches_prompt(tokenizer, problems[first], hints[first])
         except GuidanceError as e:
             reason = str(e)
-            reason = reason[len(_OWN_LABEL):] if reason.startswith(_OWN_LABEL) else reason
+            # guidance_key names the arm's guidance already (else "[arms.x] guidance: guidance: ...")
+            reason = reason[len(GUIDANCE_LABEL):] if reason.startswith(GUIDANCE_LABEL) else reason
             raise GuidancePreflightError(guidance_key(run.arm), reason) from None

@@ -50,7 +50,8 @@ from ..tasks import encode_prompt
 from ..tracking import open_tracker, require_tracker
 from .checkpoint import latest_checkpoint, load_checkpoint, set_rng_states
 from .errors import BudgetTooSmallError, NonFiniteRunError, RunConfigMismatchError
-from .loading import enable_gradient_checkpointing, load_run_policy, load_run_task, load_run_tokenizer
+from .loading import (enable_gradient_checkpointing, load_run_policy, load_run_task, load_run_tokenizer,
+                      training_pool)
 from .metrics import MetricsFile
 from .plan import RunConfig, run_config_from_dict
 from .preflight import GuidancePreflightError, check_run_guidance
@@ -136,9 +137,6 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         return done
     task = _preflight(run, out, policy=policy, task=task)  # refused before the folder is created
     out = prepare_output_dir(out)
-    done = _check_existing(out, run)
-    if done is not None:
-        return done
     s = _open_session(run, out, policy=policy, task=task, progress=progress)
     resumed = _resume_or_start(s)
     tracker = open_tracker(report_to, tracking_dir or out / "tb", run=run,
@@ -166,7 +164,7 @@ def _preflight(run: RunConfig, out: Path, *, policy, task):
         return task
     task = task or load_run_task(run.task)
     tokenizer = policy.tokenizer if policy is not None else load_run_tokenizer(run.model)
-    pool = task.problems("train", run.task.pool, seed=run.heldout.seed)  # the run's pool, as _open_session
+    pool = training_pool(task, run.task, run.heldout)  # the run's pool, as _open_session
     try:
         check_run_guidance([run], task, tokenizer, pool)
     except GuidancePreflightError as e:
@@ -212,7 +210,7 @@ def _open_session(run: RunConfig, out: Path, *, policy, task, progress: bool) ->
     if getattr(run.model, "gradient_checkpointing", False):
         enable_gradient_checkpointing(model)
     reward_fn = get_reward(run.reward)
-    pool = task.problems("train", run.task.pool, seed=run.heldout.seed)
+    pool = training_pool(task, run.task, run.heldout)
     heldout = task.problems("heldout", run.heldout.prompts, seed=run.heldout.seed)
     heldout_ids = [list(encode_prompt(policy.tokenizer, p.question)) for p in heldout]
     optimizer = torch.optim.AdamW(model.parameters(), lr=t.lr, betas=t.betas, eps=t.eps, weight_decay=t.weight_decay)

@@ -10,6 +10,7 @@ import pytest
 
 from gradprobe.char_tokenizer import char_tokenizer
 from gradprobe.cli import main
+from gradprobe.models import load_tokenizer
 from gradprobe.rollout.guidance import GuidanceError, hinted_question
 from gradprobe.tasks import encode_prompt, load_task
 from gradprobe.training import preflight as train_preflight
@@ -20,33 +21,16 @@ from gradprobe.training.preflight import GuidancePreflightError, check_run_guida
 
 from helpers_rollout import one_thread
 from helpers_templates import hint_dropping_tokenizer  # renders the first paragraph only: drops a hint
+from helpers_training import tiny_plan
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
-PLAN = """
-seeds = [0]
-[model]
-name = "{model}"
-[task]
-name = "{task}"
-pool = 8
-[heldout]
-prompts = 2
-[sampling]
-max_new_tokens = 8
-[train]
-prompts_per_update = 2
-group = 4
-lr = 1e-3
-micro_batch_size = 4
-[budget]
-updates = 1
-[arms.grpo]
-reward = "outcome"
-[arms.guided]
-reward = "outcome"
-guidance = {{fraction = 0.5, prefix = 1.0}}
-"""
+def _plan(task, model="tiny-qwen2", **guidance):
+    """TOML text of a plan on ``task`` and ``model`` (no ``[task.config]``) with arms ``grpo`` and ``guided``
+    (``guidance = {fraction = 0.5, prefix = 1.0}``, changed by ``guidance``'s keys)."""
+    return tiny_plan(model={"name": model}, task={"name": task, "config": None},
+                     arms={"grpo": {"reward": "outcome"},
+                           "guided": {"reward": "outcome", "guidance": {"fraction": 0.5, "prefix": 1.0, **guidance}}})
 
 
 def _no_solutions(tmp_path):
@@ -60,7 +44,7 @@ def _no_solutions(tmp_path):
 
 def _plan_file(tmp_path, task, model="tiny-qwen2"):
     path = tmp_path / "plan.toml"
-    path.write_text(PLAN.format(task=task, model=model))
+    path.write_text(_plan(task, model))
     return path
 
 
@@ -89,7 +73,7 @@ def test_train_refuses_a_task_without_reference_solutions_before_the_run_folder(
 
 
 def test_the_api_refuses_the_same_run_and_an_unguided_arm_is_not_checked(tmp_path, no_model):
-    plan = parse_plan(PLAN.format(task=_no_solutions(tmp_path), model="tiny-qwen2"))
+    plan = parse_plan(_plan(_no_solutions(tmp_path), "tiny-qwen2"))
     out = tmp_path / "api"
     with pytest.raises(GuidancePreflightError) as info:
         run_module.run_training(plan.arm("guided"), out)
@@ -119,20 +103,20 @@ def test_train_refuses_a_model_whose_prompt_format_drops_the_hint(tmp_path, caps
 def test_a_template_that_keeps_the_hint_passes_and_prefix_0_is_not_checked(tmp_path):
     task = load_task("chain_sum", train_size=8)
     pool = task.problems("train", 8)
-    plan = parse_plan(PLAN.format(task="chain_sum", model="tiny-qwen2"))
+    plan = parse_plan(_plan("chain_sum", "tiny-qwen2"))
     check_run_guidance([plan.arm("guided"), plan.arm("grpo")], task, char_tokenizer("chat"), pool)
     with pytest.raises(GuidancePreflightError, match=r"^\[arms.guided\] guidance: the model's prompt format drops"):
         check_run_guidance([plan.arm("guided")], task, hint_dropping_tokenizer(), pool)
-    empty = parse_plan(PLAN.format(task="chain_sum", model="tiny-qwen2").replace("prefix = 1.0", "prefix = 0.0"))
+    empty = parse_plan(_plan("chain_sum", prefix=0.0))
     check_run_guidance([empty.arm("guided")], task, hint_dropping_tokenizer(), pool)  # empty hints: no hint to drop
-    none = parse_plan(PLAN.format(task="chain_sum", model="tiny-qwen2").replace("fraction = 0.5", "fraction = 0.1"))
+    none = parse_plan(_plan("chain_sum", fraction=0.1))
     check_run_guidance([none.arm("guided")], task, hint_dropping_tokenizer(), pool)  # 0.1 x G=4 -> 0 guided rows
 
 
 def test_the_study_preflight_uses_the_same_check_with_one_prefix(tmp_path, monkeypatch):
     from gradprobe.study import preflight
 
-    plan = parse_plan(PLAN.format(task="chain_sum", model="tiny-qwen2"))
+    plan = parse_plan(_plan("chain_sum", "tiny-qwen2"))
     monkeypatch.setattr(preflight, "_resolve_model", lambda spec, offline: ("tiny-qwen2", hint_dropping_tokenizer()))
     with pytest.raises(preflight.PreflightError) as info:
         preflight.check_plan_inputs(plan)
@@ -144,7 +128,7 @@ def test_the_study_preflight_uses_the_same_check_with_one_prefix(tmp_path, monke
     monkeypatch.setattr(preflight, "_resolve_model", lambda spec, offline: ("tiny-qwen2", char_tokenizer("chat")))
     preflight.check_plan_inputs(plan)
     assert calls == [["guided"]]  # the study calls the shared check, with its guided arms only
-    nosol = parse_plan(PLAN.format(task=_no_solutions(tmp_path), model="tiny-qwen2"))
+    nosol = parse_plan(_plan(_no_solutions(tmp_path), "tiny-qwen2"))
     monkeypatch.undo()
     with pytest.raises(preflight.PreflightError, match=r"^\[arms.guided\] guidance: problem jsonl/plain/\d+ of task "
                                                        r"'jsonl' has no reference solution"):
@@ -152,19 +136,18 @@ def test_the_study_preflight_uses_the_same_check_with_one_prefix(tmp_path, monke
 
 
 def test_the_tokenizer_alone_is_the_policy_s_tokenizer():
-    for name in ("tiny-qwen2", "tiny"):
-        spec = ModelSpec(name=name)
-        alone, policy = load_run_tokenizer(spec), load_run_policy(spec)
-        assert type(alone) is type(policy.tokenizer)
-        assert alone.chat_template == policy.tokenizer.chat_template
-        question = load_task("chain_sum", train_size=2).problems("train", 1)[0].question
-        assert encode_prompt(alone, question) == encode_prompt(policy.tokenizer, question)
+    spec = ModelSpec(name="tiny")  # the tier's saved tokenizer.json (tiny-qwen2 is char_tokenizer() on both sides)
+    alone, policy = load_run_tokenizer(spec), load_run_policy(spec)
+    assert type(alone) is type(policy.tokenizer)
+    assert alone.chat_template == policy.tokenizer.chat_template == load_tokenizer("tiny").chat_template
+    question = load_task("chain_sum", train_size=2).problems("train", 1)[0].question
+    assert encode_prompt(alone, question) == encode_prompt(policy.tokenizer, question)
 
 
 def test_the_tiny_tier_s_own_tokenizer_is_checked_and_passes(tmp_path, no_model):
     # no monkeypatch: the tier's saved tokenizer (its compact template keeps a hint paragraph) is loaded alone,
     # the check passes, and the run goes on to load its policy (patched here to stop it)
-    plan = parse_plan(PLAN.format(task="chain_sum", model="tiny"))
+    plan = parse_plan(_plan("chain_sum", "tiny"))
     out = tmp_path / "tiny"
     with pytest.raises(AssertionError, match="the policy was loaded"):
         run_module.run_training(plan.arm("guided"), out)
