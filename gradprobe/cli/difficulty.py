@@ -22,9 +22,10 @@
 Both use the training pool ``task.problems("train", N, seed=--data-seed)`` (the pool a plan with
 ``[heldout] seed`` = data seed trains on), and show a progress bar of the sampled completions on
 stderr (tqdm: completions done, rate, ETA; sampling is most of their time), hidden by ``--no-progress``.
-Ctrl-C stops either with one line and exit status 130 (:func:`interrupt_message`), as ``gradprobe train``
-does: both write their files only at the end, and a pair interrupted between its two writes is removed,
-so nothing partial is left as if complete.
+Ctrl-C stops either with one line and exit status 130, as ``gradprobe train`` does. Both write their files
+only at the end, and the writers themselves (:func:`gradprobe.difficulty.rank_pool.write_ranking`,
+:func:`_write_eval`) remove the pair when the last write does not finish, so nothing partial is left as
+if complete, from the CLI and the Python API alike.
 """
 
 from __future__ import annotations
@@ -49,9 +50,6 @@ _COMMON_HELP = {
 #: Below this many eval prompts difficulty-eval still runs but adds a note that its figures are rough
 #: (rank-prompts' SMALL_FIT_PROMPTS lives with its work in gradprobe.difficulty.rank).
 SMALL_EVAL_PROMPTS = 50
-
-#: Each command's files in --out, the one written last (its presence marks a finished output) last.
-OUTPUT_FILES = {"rank-prompts": ("ranking.csv", "rank.json"), "difficulty-eval": ("reliability.png", "metrics.json")}
 
 #: The flags' defaults: the settings' own (gradprobe.difficulty.rank), never restated here.
 _RANK = RankSettings.defaults()
@@ -137,7 +135,6 @@ def difficulty_eval(args) -> int:
         result["notes"].append(
             f"only {n_eval} eval prompts: Brier, AUC and rho carry a large sampling error at this size (an AUC's standard "
             f"error is ~0.1 with 20 prompts); use --pool >= {2 * SMALL_EVAL_PROMPTS} for a comparison between estimators")
-    plot_reliability(result, out / "reliability.png")
     summary = {"command": "difficulty-eval", "settings": {**_settings(args), "observed": observed},
                "skipped_rows": int(getattr(task, "skipped", 0)),
                "protocol": ("fit the logistic model on every outcome of a seeded half of the pool; on the other "
@@ -148,7 +145,7 @@ def difficulty_eval(args) -> int:
                "spearman_rho": result["estimators"]["posterior"]["spearman_rho"],
                **result,
                "ledger": ledger.to_dict(), "versions": versions()}
-    write_json_atomic(out / "metrics.json", json_safe(summary))
+    _write_eval(out, result, summary)
     fmt = lambda x: "  n/a" if x is None else f"{x:.3f}"  # noqa: E731
     print(f"{'':22s} {'brier':>6s} {'auc':>6s} {'rho':>6s} {'mean p':>7s}")
     for group in ("estimators", "baselines"):
@@ -166,60 +163,38 @@ def difficulty_eval(args) -> int:
     return 0
 
 
-def _stamps(out, names) -> dict:
-    """name -> (mtime in ns, size) of each file in ``out``, None for a missing one."""
-    stamps = {}
-    for name in names:
-        try:
-            st = (Path(out) / name).stat()
-            stamps[name] = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            stamps[name] = None
-    return stamps
+def _write_eval(out: Path, result: dict, summary: dict) -> None:
+    """``reliability.png`` (from ``result``), then ``metrics.json`` (``summary``, written last) in ``out``.
 
+    When either write does not finish (an error, or Ctrl-C: any exception) both files are removed, the
+    earlier ones included, since the figure is written in place and an earlier ``metrics.json`` would no
+    longer describe it; the exception propagates.
 
-def interrupt_message(command: str, out, before: dict) -> str:
-    """The line ``rank-prompts`` / ``difficulty-eval`` print on Ctrl-C, after cleaning ``out``.
-
-    Parameters
-    ----------
-    command : {"rank-prompts", "difficulty-eval"}
-    out : path
-        ``--out``.
-    before : dict
-        :func:`_stamps` of the command's :data:`OUTPUT_FILES` when it started.
-
-    Returns
-    -------
-    str
-        Says what was interrupted and what ``out`` holds: nothing new (the files are written only at the
-        end), the complete new files, or, interrupted between the two writes, that the new first file and
-        the last one (which described an earlier output, or was missing) were removed.
+    Raises
+    ------
+    OSError
+        A file cannot be written.
     """
-    names = OUTPUT_FILES[command]
-    changed = [n for n, stamp in _stamps(out, names).items() if stamp != before.get(n)]
-    if not changed:
-        state = f"nothing was written to {out} (its files are written only at the end)"
-    elif names[-1] in changed:
-        state = f"its files in {out} had been written in full"
-    else:  # a new first file beside an old (or no) last one: remove both
-        for name in names:
-            (Path(out) / name).unlink(missing_ok=True)
-        state = (f"the new {', '.join(changed)} and the {names[-1]} it no longer matched were removed from {out}")
-    return f"gradprobe {command}: interrupted; {state}, so nothing partial is left as if complete"
+    try:
+        plot_reliability(result, out / "reliability.png")
+        write_json_atomic(out / "metrics.json", json_safe(summary))
+    except BaseException:
+        for name in ("reliability.png", "metrics.json"):
+            (out / name).unlink(missing_ok=True)
+        raise
 
 
 def difficulty_main(args) -> int:
     """Dispatch ``rank-prompts`` / ``difficulty-eval``; 0 on success, 2 on bad input (message on stderr), 130 on
-    Ctrl-C (one line, :func:`interrupt_message`)."""
+    Ctrl-C (one line: the writers leave nothing partial, see the module docstring)."""
     from ..models import ModelNotFoundError
 
-    before = _stamps(args.out, OUTPUT_FILES[args.command])
     try:
         with removed_if_left_empty(args.out):  # refused input leaves no empty folder behind
             return rank_prompts_main(args) if args.command == "rank-prompts" else difficulty_eval(args)
     except KeyboardInterrupt:
-        print(interrupt_message(args.command, args.out, before), file=sys.stderr)
+        print(f"gradprobe {args.command}: interrupted; its files are written only at the end, so nothing partial "
+              "is left as if complete", file=sys.stderr)
         return 130
     except (ValueError, OSError, RuntimeError, ModelNotFoundError) as e:
         print(f"gradprobe {args.command}: error: {e}", file=sys.stderr)

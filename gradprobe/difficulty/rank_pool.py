@@ -74,18 +74,30 @@ def fit_and_rank(prepared, settings, ledger) -> RankedPool:
 
 def write_ranking(folder: Path, table: pd.DataFrame, document: dict) -> None:
     """``ranking.csv`` (the table) and ``rank.json`` (``document``) in ``folder``, each under a temporary
-    name first: no half-written file under a final name.
+    name first: no half-written file under a final name. ``rank.json`` is written last; when that write
+    does not finish (an error, or Ctrl-C: any exception) the new ``ranking.csv`` is removed, and so is an
+    earlier ``rank.json``, which no longer describes it: a table is never left beside a ``rank.json``
+    that is not its own, whoever calls this (the CLI or :func:`gradprobe.rank_prompts` with ``out=``).
 
     Raises
     ------
     OSError
         A file cannot be written (the message names it); the temporary file is removed.
+    ValueError
+        ``document`` holds a NaN or infinite float (``ranking.csv`` is removed, as above).
     """
-    part = folder / "ranking.csv.tmp"
+    csv, part, doc = folder / "ranking.csv", folder / "ranking.csv.tmp", folder / "rank.json"
     try:
         table.to_csv(part, index=False)
-        part.replace(folder / "ranking.csv")
-    except OSError as e:
+        part.replace(csv)
+    except BaseException as e:  # Ctrl-C too: no temporary file left; the earlier pair is untouched
         part.unlink(missing_ok=True)
-        raise output_error("writing", folder / "ranking.csv", e) from e
-    write_json_atomic(folder / "rank.json", document)
+        if isinstance(e, OSError):
+            raise output_error("writing", csv, e) from e
+        raise
+    try:
+        write_json_atomic(doc, document)
+    except BaseException:  # the new table must not stand beside an earlier (or no) rank.json
+        csv.unlink(missing_ok=True)
+        doc.unlink(missing_ok=True)
+        raise
