@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 from gradprobe.layout import METRICS_JSONL
-from gradprobe.rollout import SAMPLERS
 from gradprobe.training.plan import parse_plan
 from gradprobe.training.run import run_training
 
@@ -183,9 +182,8 @@ def loop_benchmark(policy, *, backend: str, prompts: int, group: int, max_new_to
     -------
     dict
         ``backend``, ``updates_run``, ``updates_timed``, ``weight_pushes`` (update lines of the run
-        that record a weight push), ``samplers`` (the class :data:`gradprobe.rollout.SAMPLERS` maps
-        ``backend`` to, which the run's ``make_sampler`` builds), ``per_update`` (``update`` number, stage ``seconds`` and ``wall`` of every update
-        after the first), ``timed`` (the sums of :func:`stage_seconds`), ``figures``
+        that record a weight push), ``per_update`` (``update`` number, stage ``seconds`` and ``wall`` of
+        every update after the first), ``timed`` (the sums of :func:`stage_seconds`), ``figures``
         (:func:`loop_figures`), ``summary`` (the run's ``summary.json``), ``run_wall_seconds`` (the
         whole ``run_training`` call: evals and the final checkpoint included).
 
@@ -224,7 +222,6 @@ def loop_benchmark(policy, *, backend: str, prompts: int, group: int, max_new_to
     timed = stage_seconds(lines, [0.0] + walls, warmup)
     return {"backend": backend, "updates_run": len(lines), "updates_timed": updates, "warmup_updates": warmup,
             "weight_pushes": sum("weight_push" in x for x in lines),
-            "samplers": [SAMPLERS[backend].rsplit(":", 1)[1]],
             "per_update": [{"update": k + 2, "seconds": p["seconds"], "wall": p["wall_seconds"]}
                            for k, p in enumerate(per_update)],
             "timed": timed, "peak_flops": peak_flops, "figures": loop_figures(timed, peak_flops), "summary": summary,

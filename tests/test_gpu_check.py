@@ -59,7 +59,7 @@ def test_loop_times_the_real_training_loop_on_the_vllm_sampler(tmp_path, monkeyp
                         "loop_end_to_end_mfu", "loop_stage_share"}
     # the loop ran 3 updates (1 warm-up + 2 timed), each one grpo_step, on one engine
     assert loop["updates_run"] == 3 and loop["updates_timed"] == 2 and loop["summary"]["updates"] == 3
-    assert loop["summary"]["completed"] is True and len(steps) == 3 and loop["samplers"] == ["VLLMSampler"]
+    assert loop["summary"]["completed"] is True and len(steps) == 3
     (llm,) = engines
     drv = _driver()
     tensors = len(list(drv.qwen_shape_policy(drv.TINY, dtype="bfloat16", device="cpu").model.named_parameters()))
@@ -137,7 +137,7 @@ def test_dry_run_writes_every_figure(tmp_path, monkeypatch):
         assert m["jvp_precision"]["dtype"] == "bfloat16" and m["jvp_precision"]["reference_dtype"] == "float32"
         # the loop on hf: no engine, no weight push (the sampler samples from the training model itself)
         loop = m["loop"]
-        assert loop["backend"] == "hf" and loop["samplers"] == ["HFSampler"] and loop["weight_pushes"] == 0
+        assert loop["backend"] == "hf" and loop["weight_pushes"] == 0
         assert loop["updates_run"] == 2 and loop["timed"]["seconds"]["weight_push"] == 0
         assert loop["timed"]["flops"]["training"] > 0 and 0 < fig["loop_update_mfu"] < 1
         assert sum(loop["timed"]["seconds"].values()) <= loop["timed"]["wall_seconds"]

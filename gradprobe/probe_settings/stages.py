@@ -181,13 +181,12 @@ class UpdateSettings:
     micro_batch_size: int = 8
 
     def __post_init__(self):
-        losses = _loss_type_names(self.loss_type)
-        if self.loss_type not in losses:
-            raise ValueError(f"loss_type (--loss-type) {self.loss_type!r} is not one of {', '.join(sorted(losses))}")
         if isinstance(self.loss_types, str):  # "bnpo,cispo" (a plan's [probe] table, a caller) -> a tuple
             object.__setattr__(self, "loss_types", tuple(x.strip() for x in self.loss_types.split(",") if x.strip()))
         object.__setattr__(self, "loss_types", tuple(self.loss_types))
-        losses = _loss_type_names(*self.loss_types)
+        losses = _loss_type_names(self.loss_type, *self.loss_types)
+        if self.loss_type not in losses:
+            raise ValueError(f"loss_type (--loss-type) {self.loss_type!r} is not one of {', '.join(sorted(losses))}")
         unknown = [x for x in self.loss_types if x not in losses]
         if unknown:
             raise ValueError(f"loss_types (--loss-types) {', '.join(map(repr, unknown))}: not a loss type; choose from "

@@ -58,7 +58,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..layout import ARMS_JSON, PLAN_COPY, PROBE_JSON, STUDY_JSON, probe_dir, run_dir
+from ..layout import ARMS_JSON, PLAN_COPY, STUDY_JSON, probe_dir, run_dir
 from ..outputs import OutputDirError, prepare_output_dir, write_json_atomic
 from ..tracking import require_tracker
 from ..training.plan import Plan, load_plan
@@ -69,7 +69,7 @@ from .folder import FolderLock, StudyError, now, run_status
 from .freeze import freeze_plan
 from .invocations import Invocation
 from .preflight import check_plan_inputs
-from .probe_plan import arms_table, check_probe_settings, guided_probes
+from .probe_plan import arms_table, check_probe_settings, pending_probes
 from .result import StudyInterrupted, StudyResult, clock, progress_line
 from .reuse import reuse_runs, reused_source
 
@@ -273,7 +273,7 @@ def _probe_task(plan: Plan, out: Path, opts: _Options, result: StudyResult) -> d
     if not opts.probe:
         result.probe = "off"
         return None
-    if all((folder / f / PROBE_JSON).exists() for f in ("", *guided_probes(plan, opts.probe_overrides))):
+    if not pending_probes(plan, folder, opts.probe_overrides):
         result.probe = "skipped"
         return None
     check_probe_settings(plan, opts.probe_overrides)

@@ -11,13 +11,15 @@ loss registry, and the torch work happens in the worker that runs the probe).
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
-from ..layout import GUIDED_PROBES
+from ..layout import GUIDED_PROBES, PROBE_JSON
 from ..probe_keys import entry_key
 from ..probe_settings import SETTINGS, ProbeConfig
 from ..training.plan import Plan, PlanError
 
-__all__ = ["PROBE_DEFAULTS", "probe_settings", "check_probe_settings", "guided_probes", "arms_table"]
+__all__ = ["PROBE_DEFAULTS", "probe_settings", "check_probe_settings", "guided_probes", "pending_probes",
+           "arms_table"]
 
 # probe settings when the plan has no [probe] table: ProbeConfig defaults scaled for a study
 PROBE_DEFAULTS = {"prompts": 16, "group": 8, "heldout_prompts": 16, "heldout_group": 16}
@@ -67,9 +69,7 @@ def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
     given = settings.get("loss_types") or ()
     given = tuple(x.strip() for x in given.split(",") if x.strip()) if isinstance(given, str) else tuple(given)
     arm_losses = [_arm_loss_type(plan, a) for a in plan.arms.values()]
-    extra = tuple(x for x in dict.fromkeys((*given, *arm_losses)) if x != settings["loss_type"])
-    if extra:
-        settings["loss_types"] = extra
+    settings["loss_types"] = tuple(x for x in dict.fromkeys((*given, *arm_losses)) if x != settings["loss_type"])
     return settings
 
 
@@ -137,7 +137,7 @@ def guided_probes(plan: Plan, overrides: dict | None = None) -> dict[str, dict]:
     groups: dict[tuple, list[str]] = {}
     for name, a in plan.arms.items():
         if a.guidance:
-            groups.setdefault(tuple(sorted(dict(a.guidance).items())), []).append(name)
+            groups.setdefault(tuple(sorted(a.guidance.items())), []).append(name)
     if not groups:
         return {}
     base = probe_settings(plan, overrides)
@@ -145,12 +145,23 @@ def guided_probes(plan: Plan, overrides: dict | None = None) -> dict[str, dict]:
     for key, names in groups.items():
         settings = dict(base, guidance=dict(key), rewards=tuple(dict.fromkeys(plan.arms[n].reward for n in names)))
         needed = {_arm_loss_type(plan, plan.arms[n]) for n in names}
-        settings.pop("loss_types", None)
-        extra = tuple(x for x in base.get("loss_types") or () if x in needed)
-        if extra:
-            settings["loss_types"] = extra
+        settings["loss_types"] = tuple(x for x in base.get("loss_types", ()) if x in needed)
         out[f"{GUIDED_PROBES}/{names[0]}"] = {"arms": names, "settings": settings}
     return out
+
+
+def pending_probes(plan: Plan, probe_folder: Path, overrides: dict | None = None) -> list[str]:
+    """The study's probes not done yet: their folders relative to ``probe_folder`` (``STUDY/probe``) whose
+    ``probe.json`` does not exist, ``""`` (the shared probe) first, then the ``"guided/<arm>"`` folders of
+    :func:`guided_probes` in plan order. Empty when every probe is done.
+
+    Raises
+    ------
+    PlanError
+        A ``[probe]`` key :class:`~gradprobe.probe.run.ProbeConfig` does not have (:func:`probe_settings`).
+    """
+    folders = ("", *guided_probes(plan, overrides))
+    return [f for f in folders if not (Path(probe_folder) / f / PROBE_JSON).exists()]
 
 
 def arms_table(plan: Plan, overrides: dict | None = None) -> dict:

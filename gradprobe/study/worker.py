@@ -19,10 +19,9 @@ import time
 import traceback
 from pathlib import Path
 
-from ..layout import PROBE_JSON
 from ..training.plan import Plan, PlanError, load_plan
 from .folder import FolderLock, StudyError
-from .probe_plan import guided_probes, probe_settings
+from .probe_plan import guided_probes, pending_probes, probe_settings
 
 __all__ = ["execute_task", "worker_init"]
 
@@ -143,11 +142,12 @@ def _probe(plan: Plan, out: Path, overrides: dict) -> dict:
     from ..probe.run import ProbeConfig, run_probe
     from ..training.run import load_run_policy, load_run_task
 
-    todo = {folder: g for folder, g in guided_probes(plan, overrides).items()
-            if not (out / folder / PROBE_JSON).exists()}
-    shared = not (out / PROBE_JSON).exists()
-    if not shared and not todo:
+    pending = pending_probes(plan, out, overrides)
+    if not pending:
         return {"skipped": True}
+    shared = "" in pending
+    guided = guided_probes(plan, overrides)
+    todo = {folder: guided[folder] for folder in pending if folder}
     config = ProbeConfig.from_dict(probe_settings(plan, overrides))
     policy = load_run_policy(plan.model, seed=config.batch.seed)
     task = load_run_task(plan.task)
