@@ -52,7 +52,6 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 DEFAULT_NAME = "calibration.json"
 _DATA_COLUMNS = ("study", "model", "task", "arm", "seed", "budget_value")
-_FIX = GENERIC_FIX
 
 
 @dataclass
@@ -245,7 +244,7 @@ def load_calibration(spec: str | Path) -> Calibration:
     except OSError as e:
         raise CalibrationFileError(f"cannot read calibration file {str(path)!r}: {e}") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); {_FIX}") from e
+        raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); {GENERIC_FIX}") from e
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise CalibrationFileError(f"{path} is not a gradprobe calibration file (no \"format\": \"{FORMAT}\"); "
                                    "write one with `calib fit ROWS.csv --out FILE`")
@@ -290,8 +289,7 @@ def load_calibration(spec: str | Path) -> Calibration:
         if not np.allclose(old, new, rtol=1e-6, atol=1e-6, equal_nan=True):
             raise CalibrationFileError(
                 f"{path}: refitting the calibration does not reproduce its stored {name} predictions (fitted with "
-                f"{_vs(versions)}; installed {_vs(software_versions())}); refit it with `calib fit` "
-                "here")
+                f"{_vs(versions)}; installed {_vs(software_versions())}); {fix}")
     return cal
 
 

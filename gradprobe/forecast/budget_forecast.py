@@ -52,7 +52,8 @@ import numpy as np
 import pandas as pd
 
 from .curves import ReferenceCurve, task_key
-from .probe_input import arms_of, budget_of, check_batches, check_request, probe_batches_of, update_costs
+from .probe_input import (arms_of, budget_of, check_batches, check_request, pooled_entries, probe_batches_of,
+                          update_costs)
 from .proxies import Efficiency, probe_efficiency, signal_proxy_efficiency, stratified_counts
 from .result import METHODS, TABLE_COLUMNS, ForecastResult, format_budget, no_signal_reason, verdict
 from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, guided_note, no_signal_row, outside_probe_row,
@@ -217,9 +218,6 @@ def _fallback(st: Setting, row: dict, eff, per: dict, is_ref: bool, arm_notes: l
     if is_ref:
         return st.method, st.method, ""
     if st.ref_where is not None:  # every ratio to grpo's alignment is undefined: cost only, said in the verdict
-        per["probe"] = NAN_FORECAST
-        if not math.isfinite(st.sps[r][0]):
-            per["signal_proxy"] = NAN_FORECAST
         used = "cost_only" if st.method == "cost_only" else "cost_only (grpo had no gradient)"
         return used, "cost_only", cost_only_why(st.ref_where, st.guided)
     if not math.isfinite(eff.rho_raw):
@@ -240,11 +238,7 @@ def _silent_entries(probe, batches: list[dict], names: list[str], reference_rewa
                     notes: list[str]) -> dict:
     """Entry -> why it gives no gradient on the probe batches (:func:`~gradprobe.forecast.result.no_signal_reason`)
     or None; a note when the reference reward itself has none (every rho is then undefined)."""
-    pooled = {}
-    if isinstance(probe, dict) and isinstance(probe.get("batches"), list) and probe["batches"]:
-        rewards = probe.get("rewards") or []
-        pooled = {r.get("name"): r for r in rewards} if isinstance(rewards, list) else \
-            {k: dict(v, name=v.get("name", k)) for k, v in rewards.items()}
+    pooled = pooled_entries(probe)
     refs = [b["rewards"][reference_reward] for b in batches]
     silent = {n: no_signal_reason([b["rewards"][n] for b in batches], refs, pooled=pooled.get(n)) for n in names}
     if silent.get(reference_reward):

@@ -12,7 +12,7 @@ import numpy as np
 
 from .result import METHODS
 
-__all__ = ["probe_batches_of", "check_request", "check_batches", "budget_of", "arms_of", "update_costs",
+__all__ = ["probe_batches_of", "pooled_entries", "check_request", "check_batches", "budget_of", "arms_of", "update_costs",
            "TRAIN_FORWARDS"]
 
 TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (gradprobe.ledger)
@@ -53,6 +53,17 @@ def probe_batches_of(probe) -> list[dict]:
         out.append({"rewards": entries, "reference": ref, "config": item.get("config") or {},
                     "ledger": item.get("ledger") or {}, "batch": item.get("batch") or {}, "draw": draw})
     return out
+
+
+def pooled_entries(probe) -> dict:
+    """The pooled entries of a multi-batch ``probe.json``: its top-level ``rewards`` (pooled over its
+    ``batches`` by :func:`gradprobe.probe.batches.run_probe_batches`), name -> entry as
+    :func:`probe_batches_of` reads them; ``{}`` for a single-batch result, a list of batches, or a result
+    without top-level ``rewards``. Raises nothing."""
+    if not (isinstance(probe, dict) and isinstance(probe.get("batches"), list) and probe["batches"]
+            and probe.get("rewards")):
+        return {}
+    return probe_batches_of(dict(probe, batches=None))[0]["rewards"]
 
 
 def check_request(method: str, budget_tokens, budget_flops, n_draws: int, level: float) -> None:

@@ -15,7 +15,7 @@ from ..tables import format_columns
 from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve, default_curve_path
 from .result import METHODS, format_budget
-from .special_rows import GUIDED_REFERENCE_VERDICT, REFERENCE_VERDICT
+from .special_rows import REFERENCE_VERDICT
 from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
 __all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section",
@@ -88,7 +88,8 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
         ``validated_arm`` (False for a reward or loss type that was not among the arms the forecasters were
         validated on, whose ``verdict`` then says so; None when the validation record does not list its
         arms: :func:`gradprobe.forecast.validated_arms.mark_validated_arms`), ``curve_spec``,
-        ``curve_is_default`` and ``pre_screen``
+        ``curve_is_default``, ``guided`` (``config.guidance`` is set: the reference is the guided outcome) and
+        ``pre_screen``
         (generated tokens of the probe batches, continuations and held-out reference, and their share
         of the budget: what screening cost against one grpo run). Without a curve, or without the
         reference reward: ``{"available": False, "note": ...}`` saying what is needed.
@@ -120,13 +121,13 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     d = fr.to_dict()
     d["method_choice"] = choice
     mark_validated_arms(d["rows"], VALIDATION, probe_loss_type=str(cfg.get("loss_type") or DEFAULT_LOSS_TYPE),
-                        reference_reward=reference_reward)
+                        reference_reward=reference_reward, forecaster=d["method"])
     led = result.get("ledger") or {}
     gen = led.get("generated_tokens") or {}
     ref_led = ((result.get("reference") or {}).get("ledger") or {}).get("generated_tokens") or {}
     spent = int(sum(gen.get(c, 0) for c in ("rollout", "continuation", "selection")) + sum(ref_led.values()))
     budget = d["budget"]["value"] if d["budget"]["kind"] == "tokens" else None
-    d.update(curve_spec=curve_spec, curve_is_default=is_default,
+    d.update(curve_spec=curve_spec, curve_is_default=is_default, guided=bool(cfg.get("guidance")),
              pre_screen={"generated_tokens": spent, "budget_tokens": budget,
                          "share_of_budget": spent / budget if budget else None,
                          "note": "probe rollouts, MC continuations and the held-out reference's rollouts, against one "
@@ -145,7 +146,7 @@ def format_forecast(section: dict) -> str:
     pct = int(round(100 * section["level"]))
     at = f"{budget_s} {'tokens' if b['kind'] == 'tokens' else ''}".rstrip()
     reaches = f"reaches {section['grpo_accuracy']:.1f} points there"
-    if any(r.get("verdict") == GUIDED_REFERENCE_VERDICT for r in section["rows"]):  # a guided probe's reference
+    if section.get("guided"):  # a guided probe: its reference is the guided outcome, not grpo
         title = f"forecast vs the guided outcome at {at} (read on grpo's curve, which {reaches})"
     else:
         title = f"forecast vs grpo at {at} (grpo {reaches})"

@@ -20,7 +20,7 @@ import math
 
 from .result import no_gradient_verdict
 
-__all__ = ["NAN_IV", "NAN_FORECAST", "no_numbers", "no_signal_row", "outside_probe_row", "undefined_probe_columns",
+__all__ = ["NAN_IV", "NAN_FORECAST", "no_signal_row", "outside_probe_row", "undefined_probe_columns",
            "undefined_rho_note", "cost_only_why", "reference_verdict", "guided_note", "REFERENCE_VERDICT",
            "GUIDED_REFERENCE_VERDICT"]
 
@@ -35,7 +35,7 @@ GUIDED_REFERENCE_VERDICT = ("guided outcome (this probe's reference: the unguide
                             "probe; compare in a study)")
 
 
-def no_numbers(row: dict) -> dict:
+def _no_numbers(row: dict) -> dict:
     """``row`` without forecast numbers: every forecaster's gain, accuracy and interval NaN (in place)."""
     row.update({k: math.nan for k in ("effective_updates", "forecast_accuracy", "forecast_gain", "gain_probe",
                                        "gain_cost_only", "gain_signal_proxy")})
@@ -53,12 +53,12 @@ def no_signal_row(row: dict, reason: str) -> dict:
     row.update(method="no_signal", no_signal=True, verdict=no_gradient_verdict(reason), rho=math.nan,
                rho_interval=NAN_IV, snr=math.nan, first_order_gain=math.nan,  # rho_raw stays: the raw sums' exact 0
                note=f"its <g_R, u>, interval and SNR are exact zeros, not a measurement; {fix}")
-    return no_numbers(row)
+    return _no_numbers(row)
 
 
 def outside_probe_row(row: dict, s: float) -> dict:
     """The row of a learning-rate arm (``lr_scale`` ``s``) without its own curve: no number."""
-    no_numbers(row)
+    _no_numbers(row)
     row.update(method="outside_probe",
                note=f"learning-rate change (x{s:g}): a first-order probe scales linearly with the rate, which "
                     "training contradicts past the optimum; pass a learning-rate sweep's curve "

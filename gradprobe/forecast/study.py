@@ -38,12 +38,12 @@ from ..layout import ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, probe_dir
 from ..probe_keys import arm_entry
 from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve
-from .probe_input import probe_batches_of
+from .probe_input import pooled_entries, probe_batches_of
 
-__all__ = ["study_forecasts", "merge_guided_entries", "STUDY_COLUMNS", "GUIDED_KEY_SEPARATOR"]
+__all__ = ["study_forecasts", "merge_guided_entries", "STUDY_COLUMNS"]
 
 #: Separates an arm's probe entry from its guided probe's folder in a merged key (``outcome~guided/guided``).
-GUIDED_KEY_SEPARATOR = "~"
+_GUIDED_KEY_SEPARATOR = "~"
 
 STUDY_COLUMNS = ("arm", "reward", "loss_type", "probe_entry", "lr_scale", "budget", "budget_value", "tokens_per_update", "rho", "snr",
                  "token_multiplier", "forecast_probe", "forecast_cost_only", "forecast_signal_proxy",
@@ -205,24 +205,27 @@ def _check_probed(study_dir: Path, probe, arms: dict) -> None:
 def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: dict) -> tuple[object, dict]:
     """``probe`` with each guided arm's guided entry merged in (:func:`merge_guided_entries`), the arm's
     ``reward`` in ``arms`` and ``probe_entry`` in ``labels`` switched to its key; and arm (with ``probe_dir``)
-    -> ``{"key": merged key}``, or ``{"why": why its guided probe was not read}``."""
-    status = {}
+    -> ``{"key": merged key, "folder": its guided probe's folder}``, or ``{"why": why its guided probe was not
+    read}``. Arms sharing a guided probe and reward read and merge it once and share the key."""
+    status, done = {}, {}  # done: (folder, reward) -> the status of the first arm that read it
     for arm, a in arms.items():
         folder = (arms_map.get(arm) or {}).get("probe_dir")
         if not folder or arm == "grpo":  # grpo's is the shared entry every rho is measured against
             continue
-        path = probe_dir(study_dir) / folder / PROBE_JSON
-        if not path.is_file():
-            status[arm] = {"why": f"its guided probe {folder}/{PROBE_JSON} is missing"}
-            continue
-        try:
-            probe, key = merge_guided_entries(probe, read_study_json(path, "re-run `gradprobe study`"), a["reward"],
-                                              folder)
-        except ValueError as e:
-            status[arm] = {"why": str(e)}
-            continue
-        a["reward"] = labels[arm]["probe_entry"] = key
-        status[arm] = {"key": key}
+        if (folder, a["reward"]) not in done:
+            path = probe_dir(study_dir) / folder / PROBE_JSON
+            if not path.is_file():
+                done[folder, a["reward"]] = {"why": f"its guided probe {folder}/{PROBE_JSON} is missing"}
+            else:
+                try:
+                    probe, key = merge_guided_entries(probe, read_study_json(path, "re-run `gradprobe study`"),
+                                                      a["reward"], folder)
+                    done[folder, a["reward"]] = {"key": key, "folder": folder}
+                except ValueError as e:
+                    done[folder, a["reward"]] = {"why": str(e)}
+        status[arm] = dict(done[folder, a["reward"]])
+        if "key" in status[arm]:
+            a["reward"] = labels[arm]["probe_entry"] = status[arm]["key"]
     return probe, status
 
 
@@ -262,7 +265,7 @@ def merge_guided_entries(probe, guided, entry: str, folder: str) -> tuple[object
         groups (``per_group`` length) in a batch than ``probe``'s ``entry``; the caller then reads the
         unguided entry and notes why.
     """
-    key = f"{entry}{GUIDED_KEY_SEPARATOR}{folder}"
+    key = f"{entry}{_GUIDED_KEY_SEPARATOR}{folder}"
     shared, own = probe_batches_of(probe), probe_batches_of(guided)
     if len(own) != len(shared):
         raise ValueError(f"its guided probe {folder} has {len(own)} batch(es), the probe {len(shared)}")
@@ -277,9 +280,7 @@ def merge_guided_entries(probe, guided, entry: str, folder: str) -> tuple[object
         return [_with_entry(item, key, e) for item, e in zip(probe, entries)], key
     if isinstance(probe.get("batches"), list) and probe["batches"]:
         # the guided probe.json's own top-level entries (pooled over its batches), read as one batch
-        pooled = probe_batches_of(dict(guided, batches=None))[0]["rewards"].get(entry, entries[0]) \
-            if isinstance(guided, dict) else entries[0]
-        merged = _with_entry(probe, key, pooled)
+        merged = _with_entry(probe, key, pooled_entries(guided).get(entry, entries[0]))
         merged["batches"] = [_with_entry(item, key, e) for item, e in zip(probe["batches"], entries)]
         return merged, key
     return _with_entry(probe, key, entries[0]), key
@@ -292,8 +293,7 @@ def _arm_notes(r: pd.Series, plan_arm: dict, guided: dict | None = None) -> list
     if plan_arm.get("selection"):
         notes.append("prompt-selection arm: the probe sees only its reward, not the selection or its tokens")
     if guided and "key" in guided:
-        folder = guided["key"].split(GUIDED_KEY_SEPARATOR, 1)[1]
-        notes.append(f"guided arm: its entry is its guided probe's (probe/{folder}: the guided rollouts and the "
+        notes.append(f"guided arm: its entry is its guided probe's (probe/{guided['folder']}: the guided rollouts and the "
                      "importance-weighted update), its rho vs grpo's entry in the shared probe")
     elif plan_arm.get("guidance") or guided:
         why = f" ({guided['why']})" if guided else ""

@@ -105,10 +105,11 @@ def validated_arms_note(cov: EntryCoverage, n_studies: int | None = None) -> str
     return f"{what}: the interval is the validated forecaster's, not measured on it"
 
 
-def mark_validated_arms(rows: list[dict], record: dict, *, probe_loss_type: str, reference_reward: str) -> None:
+def mark_validated_arms(rows: list[dict], record: dict, *, probe_loss_type: str, reference_reward: str,
+                        forecaster: str) -> None:
     """Add ``validated_arm`` and ``validated_error`` to each forecast row (in place) and append their clauses to
     its ``verdict`` (not to a ``no_signal`` row's: it has no forecast to qualify): outside the validated arms,
-    and how far the forecaster it used was off on that reward's validation runs (:func:`entry_error`).
+    and how far ``forecaster`` was off on that reward's validation runs (:func:`entry_error`).
 
     Parameters
     ----------
@@ -120,6 +121,10 @@ def mark_validated_arms(rows: list[dict], record: dict, *, probe_loss_type: str,
         before it listed its arms' rewards leaves ``validated_arm`` None and the verdicts unchanged.
     probe_loss_type, reference_reward : str
         See :func:`entry_coverage`.
+    forecaster : {"probe", "cost_only", "signal_proxy"}
+        The forecaster the section was made with (asked for, or chosen by ``auto``): its validated error
+        applies to every row, including a row whose ``method`` label says it fell back (``cost_only (probe
+        SNR <= 1)``), since the validation measured the forecaster with its fallbacks.
     """
     rewards = record.get("rewards")
     for row in rows:
@@ -132,16 +137,16 @@ def mark_validated_arms(rows: list[dict], record: dict, *, probe_loss_type: str,
         note = validated_arms_note(cov, len(record.get("studies") or []) or None)
         if note and not row.get("no_signal"):  # a reward without gradient has no interval to qualify
             row["verdict"] = f"{row['verdict']} ({note})"
-        err = None if cov.is_reference or row.get("no_signal") else entry_error(row, record)
+        err = None if cov.is_reference or row.get("no_signal") else entry_error(row, record, forecaster=forecaster)
         row["validated_error"] = err
         if err is not None:
             row["verdict"] = f"{row['verdict']} ({validated_error_note(err)})"
 
 
-def entry_error(row: dict, record: dict) -> dict | None:
-    """The validated error of the forecaster a row used on the runs of its reward: ``{"forecaster", "mae"
-    (points), "runs", "studies"}`` from the record's ``entry_errors``; None when the record has none for it."""
-    forecaster = str(row.get("method") or "").split(" ")[0]
+def entry_error(row: dict, record: dict, *, forecaster: str) -> dict | None:
+    """The validated error of ``forecaster`` (the section's forecaster, not the row's display label) on the runs
+    of the row's reward: ``{"forecaster", "mae" (points), "runs", "studies"}`` from the record's
+    ``entry_errors``; None when the record has none for it."""
     err = ((record.get("entry_errors") or {}).get(forecaster) or {}).get(str(row["reward"]))
     return None if err is None else {"forecaster": forecaster, **err}
 

@@ -142,3 +142,8 @@ def test_guided_probe_with_a_flat_reference_says_both(curve):
     assert t.loc["outcome", "verdict"] == f"{GUIDED_REFERENCE_VERDICT}: no gradient on this batch"
     assert "(cost only: the guided outcome had no gradient on this batch, so the probe cannot compare)" in \
         t.loc["mc_value", "verdict"]
+    sec = forecast_section(probe, curve=curve, method="cost_only")
+    text = format_forecast(sec)
+    assert text.splitlines()[1].startswith("forecast vs the guided outcome at ")
+    assert sec["guided"] is True
+    assert f"outcome: {GUIDED_REFERENCE_VERDICT}: no gradient on this batch" in text

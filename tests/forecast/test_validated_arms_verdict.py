@@ -101,16 +101,31 @@ def test_entry_coverage_rule():
 def test_a_validated_reward_quotes_the_forecasters_error_on_its_runs(tiny):
     rows = {r["reward"]: r for r in forecast_section(tiny)["rows"]}
     errors = section.VALIDATION["entry_errors"]
+    best = section.VALIDATION["best"]  # the forecaster auto chose
     for name in ("mc_value", "mc_advantage", "hybrid_0.5"):
         r = rows[name]
-        used = r["method"].split(" ")[0]
-        assert r["validated_error"] == {"forecaster": used, **errors[used][name]}
+        assert r["validated_error"] == {"forecaster": best, **errors[best][name]}
         assert r["verdict"].endswith(f" ({validated_error_note(r['validated_error'])})")
     assert rows["outcome"]["validated_error"] is None  # the reference: gain 0 by definition
     # the shipped record: cost only missed the collapsing label-free reward by 28.8 points on its 4 runs
     assert errors["cost_only"]["majority_vote"] == {"mae": 28.775, "runs": 4, "studies": 1}
     assert validated_error_note({"forecaster": "cost_only", "mae": 28.775, "runs": 4, "studies": 1}) == (
         "cost only was off by 28.8 points on average on the 4 validation runs of this reward in 1 study")
+
+
+def test_a_fallback_row_quotes_the_asked_forecasters_error_not_its_labels(monkeypatch):
+    """--forecaster probe: a row whose probe SNR <= 1 reads ``cost_only (probe SNR <= 1)``, but the validated error of
+    the probe forecaster (measured with its fallbacks) is the one that applies. The shipped record's two errors on
+    these entries are equal (every run fell back), so the probe's is set apart here to tell them apart."""
+    record = copy.deepcopy(section.VALIDATION)
+    record["entry_errors"]["probe"]["outcome@bnpo"] = {"mae": 9.25, "runs": 3, "studies": 1}
+    monkeypatch.setattr(section, "VALIDATION", record)
+    rows = {r["reward"]: r for r in forecast_section(_probe("study_tiny_losses"), method="probe")["rows"]}
+    r = rows["outcome@bnpo"]
+    assert r["method"] == "cost_only (probe SNR <= 1)"
+    assert r["validated_error"] == {"forecaster": "probe", "mae": 9.25, "runs": 3, "studies": 1}
+    assert r["verdict"].endswith(f" ({validated_error_note(r['validated_error'])})")
+    assert r["verdict"].split(" (")[-1].startswith("probe was off by ")
 
 
 def test_errors_by_entry_by_hand():
