@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gradprobe.layout import PROBE_JSON
+from gradprobe.layout import CALIBRATED_JSON, PROBE_JSON
 
 from .domain import CalibrationDomainWarning, check_domain, check_rewards, probe_identity
 from .files import write_json
@@ -54,7 +54,7 @@ __all__ = ["apply_calibration", "calibrate", "calibrate_probe", "check_applicabl
            "REFERENCE_REWARD", "SECTION_COLUMNS", "CalibrationApplyError", "first_order_gain", "load_probe",
            "probe_features", "probe_forecasts"]
 
-CALIBRATED_NAME = "calibrated.json"
+CALIBRATED_NAME = CALIBRATED_JSON
 CALIBRATED_FORMAT = "gradprobe-calibrated"
 
 
@@ -292,11 +292,12 @@ def apply_calibration(calibration, probe_result, *, source: str | None = None):
     TypeError
         ``probe_result`` is none of the accepted kinds.
     """
-    return _apply(calibration, probe_result, source=source, stacklevel=3)
+    return _apply(calibration, probe_result, source=source)
 
 
-def _apply(calibration, probe_result, *, source: str | None, stacklevel: int):
-    """:func:`apply_calibration`; its warning points ``stacklevel`` frames up (3: the caller of the front door)."""
+def _apply(calibration, probe_result, *, source: str | None):
+    """:func:`apply_calibration`; called only by the two front doors (``apply_calibration`` and
+    ``calib.apply(...)``), so its warning points at their caller (:func:`_warn_outside`)."""
     if not isinstance(calibration, Calibration):
         source = str(calibration) if source is None else source
         calibration = load_calibration(calibration)
@@ -319,19 +320,21 @@ def _apply(calibration, probe_result, *, source: str | None, stacklevel: int):
                            "interval_high": float(r["calibrated_interval"][1]),
                            "outside_domain": bool(r["outside_domain"])} for r in doc["rewards"]]).set_index("reward")
     table.attrs["document"] = doc
-    _warn_outside(doc, stacklevel=stacklevel + 1)
+    _warn_outside(doc)
     return table
 
 
-def _warn_outside(doc: dict, *, stacklevel: int) -> None:
-    """One :class:`CalibrationDomainWarning` for the rewards of ``doc`` marked ``outside_domain`` (none: no warning)."""
+def _warn_outside(doc: dict) -> None:
+    """One :class:`CalibrationDomainWarning` for the rewards of ``doc`` marked ``outside_domain`` (none: no warning).
+    ``doc["warnings"]`` are :class:`calib.domain.DomainWarning`; the warning points at the caller of the front door
+    (stacklevel 4: here, :func:`_apply`, the front door, its caller)."""
     off = [r["name"] for r in doc["rewards"] if r["outside_domain"]]
     if not off:
         return
-    c, ws = doc["calibration"], [w for w in doc["warnings"] if getattr(w, "outside", True)]
-    probe = sorted({str(getattr(w, "field", "?")) for w in ws if getattr(w, "reward", None) is None})
-    never = [w.reward for w in ws if getattr(w, "reward", None) is not None and w.field == "reward"]
-    loss = [w.reward for w in ws if getattr(w, "reward", None) is not None and w.field == "loss_type"]
+    c, ws = doc["calibration"], [w for w in doc["warnings"] if w.outside]
+    probe = sorted({str(w.field) for w in ws if w.reward is None})
+    never = [w.reward for w in ws if w.reward is not None and w.field == "reward"]
+    loss = [w.reward for w in ws if w.reward is not None and w.field == "loss_type"]
     why = ([f"the probe's {' and '.join(probe)} {'is' if len(probe) == 1 else 'are'} outside it (every reward is "
             "marked)"] if probe else []) \
         + ([f"{never} {'was' if len(never) == 1 else 'were'} never trained by its arms"] if never else []) \
@@ -340,7 +343,7 @@ def _warn_outside(doc: dict, *, stacklevel: int) -> None:
     _warnings.warn(CalibrationDomainWarning(
         f"{which} outside the calibration's domain, fitted on the arms {c['arms']}: {'; '.join(why)}. The calibrated "
         "gain is computed, but its interval was not validated there (outside_domain in the table; "
-        "attrs['document']['warnings'] has the details)"), stacklevel=stacklevel)
+        "attrs['document']['warnings'] has the details)"), stacklevel=4)
 
 
 class _CallableModule(_types.ModuleType):
@@ -348,7 +351,7 @@ class _CallableModule(_types.ModuleType):
     ``__call__``): ``calib.apply(calibration, probe_result)`` is :func:`apply_calibration`."""
 
     def __call__(self, calibration, probe_result, *, source: str | None = None):
-        return _apply(calibration, probe_result, source=source, stacklevel=3)
+        return _apply(calibration, probe_result, source=source)
 
 
 _sys.modules[__name__].__class__ = _CallableModule

@@ -9,8 +9,8 @@ Three kinds of folder (README, "Layout"):
   :data:`METRICS_JSONL` (one line per update and per eval), :data:`EVAL_ITEMS_JSONL` (per-item results of
   every eval), :data:`SUMMARY_JSON` (written last: its presence marks a finished run), checkpoints;
 - a **probe** (``gradprobe probe --out DIR`` or ``STUDY/probe``): :data:`PROBE_JSON`, :data:`REPORT_HTML`,
-  :data:`ALIGNMENT_SAFETENSORS`, :data:`TOKENS_JSONL`, :data:`ARMS_JSON` in a study, whose guided arms' own
-  probes are probe folders in ``probe/guided/<arm>`` (:data:`GUIDED_PROBES`);
+  :data:`CALIBRATED_JSON`, :data:`ALIGNMENT_SAFETENSORS`, :data:`TOKENS_JSONL`, :data:`ARMS_JSON` in a study,
+  whose guided arms' own probes are probe folders in ``probe/guided/<arm>`` (:data:`GUIDED_PROBES`);
 - a **study** (``gradprobe study --out STUDY``): :data:`PLAN_COPY` (the frozen plan), :data:`STUDY_JSON`,
   :data:`RUNS_CSV` (columns :data:`RUNS_CSV_COLUMNS`, one row per eval of every run), :data:`EVAL_ITEMS_GZ`,
   :data:`ANALYSIS_JSON`, :data:`FIGURES`, ``runs/<arm>/seed<S>`` (:func:`run_dir`) and ``probe/``
@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = ["CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "PROBE_JSON", "REPORT_HTML",
-           "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
+           "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
            "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "run_dir", "probe_dir"]
 
 # ---------------------------------------------------------------------------- a training run
@@ -34,6 +34,7 @@ CHECKPOINT_POINTER = "checkpoint.json"  # names the run's latest complete checkp
 
 # ---------------------------------------------------------------------------- a probe
 PROBE_JSON = "probe.json"
+CALIBRATED_JSON = "calibrated.json"   # gradprobe probe --calibration: the calibrated forecast (calib.apply)
 REPORT_HTML = "report.html"
 ALIGNMENT_SAFETENSORS = "alignment.safetensors"
 TOKENS_JSONL = "tokens.jsonl"

@@ -53,18 +53,17 @@ def _probe_config(model: str, task: str, names: tuple, settings: dict) -> ProbeC
     return ProbeConfig.from_dict({**settings, "model": model, "task": task, "rewards": names})
 
 
-def _probe_into(folder: Path, config, probe_batches: int, extra: dict, curve, curve_spec, forecaster: str) -> None:
+def _probe_into(*, folder: Path, config, probe_batches: int, extra: dict, curve, curve_spec, forecaster: str) -> None:
     """Run the probe into ``folder`` as ``gradprobe probe --out`` does: an earlier probe's files there are
-    replaced whole (put back on an error), no-signal rewards marked, the forecast, ``probe.json`` and the report."""
+    replaced whole (put back on an error), the forecast, ``probe.json`` and the report."""
     # torch-bound (matplotlib for the report): deferred so that importing the API stays light
     from ..forecast import forecast_section
     from ..probe.batches import run_probe_batches
-    from ..probe.output import mark_no_signal, replacing_earlier_probe
+    from ..probe.output import replacing_earlier_probe
     from ..probe.report_html import write_probe_report
 
     with replacing_earlier_probe(folder):
         result = run_probe_batches(config, batches=probe_batches, out=folder, extra_rewards=extra or None)
-        mark_no_signal(result)
         result["forecast"] = forecast_section(result, curve=curve, curve_spec=curve_spec, method=forecaster)
         write_json_atomic(folder / PROBE_JSON, json_safe(result))
         write_probe_report(folder, result)  # off-screen figures: a notebook's backend is left alone
@@ -139,7 +138,8 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     temporary = out is None
     folder = Path(tempfile.mkdtemp(prefix="gradprobe_probe_")) if temporary else Path(out)
     try:
-        _probe_into(folder, config, probe_batches, extra, curve, reference_curve, forecaster)
+        _probe_into(folder=folder, config=config, probe_batches=probe_batches, extra=extra, curve=curve,
+                    curve_spec=reference_curve, forecaster=forecaster)
     except BaseException:
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)

@@ -2,8 +2,8 @@
 
 The command replaces an earlier probe in ``--out`` whole (:func:`gradprobe.probe.output.replacing_earlier_probe`:
 no stale ``calibrated.json`` or ``report.html`` is left beside the new ``probe.json``; a training run's or a
-study's folder is refused), marks the rewards that give no gradient on the batch in ``probe.json``
-(:func:`gradprobe.probe.output.mark_no_signal`), and on Ctrl-C removes what it wrote so far, puts the earlier
+study's folder is refused; ``probe.json``'s entries say which rewards give no gradient on the batch, as
+:func:`gradprobe.probe.result.reward_entries` builds them), and on Ctrl-C removes what it wrote so far, puts the earlier
 probe back and exits 130 with one line (:func:`interrupt_message`), as ``gradprobe train`` and ``study`` do. SIGTERM
 takes the same path (:class:`Terminated`, raised by a handler installed for the command's duration) and exits 143.
 """
@@ -172,7 +172,7 @@ def _probe_command(args) -> int:
     (Ctrl-C) or 143 (SIGTERM)."""
     from ..forecast import forecast_section, load_reference_curve
     from ..probe.batches import run_probe_batches
-    from ..probe.output import mark_no_signal, probe_files, replacing_earlier_probe
+    from ..probe.output import probe_files, replacing_earlier_probe
     from ..probe.run import format_table
 
     folder = None
@@ -193,7 +193,6 @@ def _probe_command(args) -> int:
             check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget.seconds)
         with replacing_earlier_probe(args.out, say=_warn) as folder:  # after the checks: a typo keeps the earlier one
             result = run_probe_batches(config, batches=args.probe_batches, out=args.out)
-            mark_no_signal(result)
             result["forecast"] = forecast_section(result, curve=curve, curve_spec=args.reference_curve,
                                                   method=args.forecaster,
                                                   reference_reward=trl.reference_reward if trl else "outcome")

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ..forecast.proxies import stratified_counts
+from ..forecast.result import no_signal_reason
 from ..layout import PROBE_JSON
 from ..models import load_policy
 from ..outputs import json_safe, prepare_output_dir, removed_if_left_empty, write_json_atomic
@@ -258,6 +259,8 @@ def _pooled_entry(entry: dict, per_batch: list[dict], config, counts) -> dict:
         entry["signal_proxy"] = float(np.mean(sp))
         entry["signal_proxy_per_group"] = [float(x) / k for b in per_batch for x in b["signal_proxy_per_group"]]
     entry["valid_completions"] = int(sum(b.get("valid_completions", 0) for b in per_batch))
+    entry["no_signal_reason"] = no_signal_reason(per_batch, pooled=entry, batches=k)  # flat on every batch
+    entry["no_signal"] = entry["no_signal_reason"] is not None
     if entry.get("guidance") is not None:  # a guided probe: its batches' guided rows, hint tokens and weights
         entry["guidance"] = pool_guidance([b["guidance"] for b in per_batch],
                                           rows=[len(p) * int(config.batch.group) for p in per])

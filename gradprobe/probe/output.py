@@ -20,8 +20,8 @@ folders), never other files, and refuses a folder that holds a training run, a s
 (``arms.json``: ``gradprobe study`` writes its probe with :func:`gradprobe.probe.run.run_probe`, not through
 it). A ``.earlier-probe/`` left by a probe that was killed (SIGKILL) is never deleted unsaid: it is put back
 when the folder holds no complete probe of its own, else deleted after a warning.
-:func:`no_signal_entries` names the rewards that give no gradient on the batch (:func:`mark_no_signal`
-records them in ``probe.json``'s entries).
+:func:`no_signal_entries` names the rewards that give no gradient on the batch of an older ``probe.json``, whose
+entries lack ``no_signal_reason`` (:func:`gradprobe.probe.result.reward_entries` records it in every entry now).
 """
 
 from __future__ import annotations
@@ -39,16 +39,17 @@ from safetensors.torch import save as safetensors_bytes
 
 from ..forecast.forecaster import format_forecast
 from ..forecast.result import no_signal_reason
-from ..layout import (ALIGNMENT_SAFETENSORS, ANALYSIS_JSON, ARMS_JSON, CHECKPOINT_POINTER, GUIDED_PROBES, METRICS_JSONL,
-                      PROBE_JSON, REPORT_HTML, RUNS_CSV, STUDY_JSON, SUMMARY_JSON, TOKENS_JSONL)
-from ..outputs import OutputDirError, json_safe, output_error, write_bytes_atomic, write_json_atomic, write_text_atomic
+from ..layout import (ALIGNMENT_SAFETENSORS, ANALYSIS_JSON, ARMS_JSON, CALIBRATED_JSON, CHECKPOINT_POINTER,
+                      GUIDED_PROBES, METRICS_JSONL, PROBE_JSON, REPORT_HTML, RUNS_CSV, STUDY_JSON, SUMMARY_JSON, TOKENS_JSONL)
+from ..outputs import (OutputDirError, json_safe, output_error, removed_if_left_empty, write_bytes_atomic,
+                       write_json_atomic, write_text_atomic)
+from ..probe_keys import LOSS_TYPE_SEPARATOR
 from ..tables import format_columns
+from .result import REFERENCE_REWARD
 
 __all__ = ["token_texts", "write_probe_files", "format_table", "PROBE_FILES", "ProbeFolder", "replacing_earlier_probe",
-           "probe_files", "no_signal_entries", "mark_no_signal"]
+           "probe_files", "no_signal_entries"]
 
-#: ``calibrated.json`` of ``gradprobe probe --calibration`` (calib.apply.CALIBRATED_NAME: the library imports no calib).
-CALIBRATED_JSON = "calibrated.json"
 #: Every file a probe writes into its folder; with their ``.tmp`` partials and the ``batch_K/`` folders of
 #: ``--probe-batches``, all that :func:`replacing_earlier_probe` ever moves or deletes.
 PROBE_FILES = (PROBE_JSON, TOKENS_JSONL, ALIGNMENT_SAFETENSORS, REPORT_HTML, CALIBRATED_JSON)
@@ -170,10 +171,7 @@ def format_table(result: dict) -> str:
                      f"tokens; every estimate is of the importance-weighted update (mean weight {iw['mean']:.4f}, "
                      f"{iw['capped_fraction']:.1%} of tokens at the cap)")
     lines += [f"warning: {w}" for w in result.get("warnings", [])]
-    for name, reason in no_signal_entries(result).items():
-        if not any(w.startswith(f"reward {name!r}: every group") for w in result.get("warnings", [])):
-            lines.append(f"warning: reward {name!r} gives no gradient ({reason}): it cannot train, and its zeros "
-                         "above are exact, not a measurement")
+    lines += _no_signal_lines(result)
     c = result["costs"]
     ratio = c.get("alignment_to_update_ratio")
     fc = result.get("forecast")
@@ -190,8 +188,33 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def _no_signal_lines(result: dict) -> list[str]:
+    """format_table's warning per entry without gradient, unless :func:`gradprobe.probe.result.diagnose` already
+    warned that its reward's groups are all flat (that line names the reward, not the entry key ``REWARD@LOSS``)."""
+    warned = result.get("warnings") or []
+    rewards = {r["name"]: r.get("reward") or r["name"].partition(LOSS_TYPE_SEPARATOR)[0]
+               for r in result.get("rewards") or []}
+    lines = []
+    for name, reason in _silent_entries(result).items():
+        reward = rewards.get(name, name)
+        if not any(w.startswith(f"reward {reward!r}: every group") for w in warned):
+            lines.append(f"warning: reward {name!r} gives no gradient ({reason}): it cannot train, and its zeros "
+                         "above are exact, not a measurement")
+    return lines
+
+
+def _silent_entries(result: dict) -> dict[str, str]:
+    """Entry key -> why it gives no gradient: each entry's ``no_signal_reason`` (recorded since the entries were
+    built, :func:`gradprobe.probe.result.reward_entries`), else :func:`no_signal_entries` (an older ``probe.json``)."""
+    rewards = result.get("rewards") or []
+    if rewards and all("no_signal_reason" in r for r in rewards):
+        return {r["name"]: r["no_signal_reason"] for r in rewards if r["no_signal_reason"] is not None}
+    return no_signal_entries(result)
+
+
 def no_signal_entries(result: dict) -> dict[str, str]:
-    """The probe entries that give no gradient on the probe batch(es), each with why.
+    """The probe entries that give no gradient on the probe batch(es), each with why, recomputed from their
+    numbers (for a ``probe.json`` written before entries recorded ``no_signal_reason``).
 
     Parameters
     ----------
@@ -206,20 +229,10 @@ def no_signal_entries(result: dict) -> dict[str, str]:
         every group's rewards are equal or the reward returned None/NaN for every completion).
     """
     rewards = result.get("rewards") or []
-    ref = next((r for r in rewards if r.get("name") == "outcome"), None)  # probe.result.REFERENCE_REWARD
+    ref = next((r for r in rewards if r.get("name") == REFERENCE_REWARD), None)
     batches = int((result.get("config") or {}).get("probe_batches") or 1)
     reasons = {r["name"]: no_signal_reason([r], [ref], batches=batches) for r in rewards}
     return {k: v for k, v in reasons.items() if v is not None}
-
-
-def mark_no_signal(result: dict) -> dict[str, str]:
-    """Give every ``rewards`` entry of ``result`` ``no_signal`` (bool) and ``no_signal_reason`` (str or None),
-    in place, so that ``probe.json`` says which zeros measure nothing; returns :func:`no_signal_entries`."""
-    silent = no_signal_entries(result)
-    for r in result.get("rewards") or []:
-        r["no_signal"] = r["name"] in silent
-        r["no_signal_reason"] = silent.get(r["name"])
-    return silent
 
 
 def _probe_names(folder: Path) -> list[str]:
@@ -273,17 +286,10 @@ class ProbeFolder:
     path : Path
     earlier : list[str]
         Names of the earlier probe's files found there (moved aside, then deleted or put back).
-    outcome : str
-        ``"running"`` inside the block, then ``"replaced"`` (done: the earlier files deleted) or
-        ``"rolled back"`` (the block failed: this probe's files deleted, the earlier ones put back).
-    notes : list[str]
-        What was done with a ``.earlier-probe/`` left by a killed probe (each also passed to ``say``).
     """
 
     path: Path
     earlier: list[str] = field(default_factory=list)
-    outcome: str = "running"
-    notes: list[str] = field(default_factory=list)
 
 
 def _warn(message: str) -> None:
@@ -319,16 +325,14 @@ def replacing_earlier_probe(out, say=_warn):
         what it holds and the fix), or the earlier files cannot be moved (they are left in place).
     """
     folder = ProbeFolder(Path(out))
-    existed = folder.path.exists()
-    if existed and folder.path.is_dir():
+    if folder.path.is_dir():
         _move_aside(folder, say)
-    try:
-        yield folder
-    except BaseException:
-        folder.outcome = "rolled back"
-        _roll_back(folder, existed)
-        raise
-    folder.outcome = "replaced"
+    with removed_if_left_empty(folder.path):  # a folder this call found missing goes again if left empty
+        try:
+            yield folder
+        except BaseException:
+            _roll_back(folder)
+            raise
     _remove(folder.path / EARLIER)
 
 
@@ -338,16 +342,13 @@ def _leftover(folder: ProbeFolder, say) -> None:
     kept = sorted(p.name for p in aside.iterdir()) if aside.is_dir() else []
     if (folder.path / PROBE_JSON).exists() or not kept:
         if kept:
-            folder.notes.append(f"{aside} (left by an earlier probe that was killed: {', '.join(kept)}) is deleted: "
-                                f"the probe in {folder.path} is newer and is kept as the earlier probe")
-            say(folder.notes[-1])
+            say(f"{aside} (left by an earlier probe that was killed: {', '.join(kept)}) is deleted: "
+                f"the probe in {folder.path} is newer and is kept as the earlier probe")
         _remove(aside)
         return
     partial = _probe_names(folder.path)
-    folder.notes.append(f"restored the earlier probe in {folder.path} from {EARLIER}/ ({', '.join(kept)}), left by "
-                        "a probe that was killed" + (f"; its unfinished files ({', '.join(partial)}) were deleted"
-                                                     if partial else ""))
-    say(folder.notes[-1])
+    say(f"restored the earlier probe in {folder.path} from {EARLIER}/ ({', '.join(kept)}), left by "
+        "a probe that was killed" + (f"; its unfinished files ({', '.join(partial)}) were deleted" if partial else ""))
     try:
         for name in partial:
             _remove(folder.path / name)
@@ -382,7 +383,7 @@ def _move_aside(folder: ProbeFolder, say) -> None:
         raise output_error("moving the earlier probe's files aside in", folder.path, e) from e
 
 
-def _roll_back(folder: ProbeFolder, existed: bool) -> None:
+def _roll_back(folder: ProbeFolder) -> None:
     """After a failed probe: delete what it wrote, put the earlier probe's files back."""
     if not folder.path.is_dir():
         return
@@ -394,5 +395,3 @@ def _roll_back(folder: ProbeFolder, existed: bool) -> None:
             (aside / name).rename(folder.path / name)
     with contextlib.suppress(OSError):
         aside.rmdir()
-    if not existed and not any(folder.path.iterdir()):
-        folder.path.rmdir()

@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from ..forecast.result import no_signal_reason
 from ..grpo.losses import probe_advantages, token_weights
 from ..outputs import versions
 from ..probe_keys import entry_key, split_entry_key
@@ -166,9 +167,10 @@ def reward_entries(config: ProbeConfig, estimates: list, reference: dict, cosine
     Each is the estimate's fields plus ``reward``, ``alignment_family`` / ``alignment_pass`` (the
     alignment it used: its token-weight family's pass under Adam, 0 the probe's own; None / 0 without
     Adam), ``cosine``, ``signal_proxy`` ((1/N) sum A^2 W, verl's proxy2_total_power) and its per-group
-    sums, the reward's generated tokens, valid completions, statistics and seconds, and
-    ``same_loss_reference`` / ``same_loss_ratio`` (:func:`add_same_loss_ratios`); with ``guidance`` (a guided
-    probe's record, :func:`gradprobe.probe.guided.guidance_entry`) also ``guidance``.
+    sums, the reward's generated tokens, valid completions, statistics and seconds, ``no_signal_reason`` (why
+    every advantage it gives is 0, :func:`gradprobe.forecast.result.no_signal_reason`, else None) and
+    ``no_signal`` (bool), and ``same_loss_reference`` / ``same_loss_ratio`` (:func:`add_same_loss_ratios`); with
+    ``guidance`` (a guided probe's record, :func:`gradprobe.probe.guided.guidance_entry`) also ``guidance``.
     """
     adam, families = config.reference.preconditioner.second_moment, reference["alignment_families"]
     entries = []
@@ -184,6 +186,8 @@ def reward_entries(config: ProbeConfig, estimates: list, reference: dict, cosine
                  reward_stats=outputs[reward]["stats"], reward_seconds=outputs[reward]["seconds"])
         if guidance is not None:  # only for a guided probe: the default job's entries keep their keys
             d["guidance"] = guidance
+        d["no_signal_reason"] = no_signal_reason([d])  # every advantage 0: its zeros measure nothing
+        d["no_signal"] = d["no_signal_reason"] is not None
         entries.append(d)
     add_same_loss_ratios(entries, config.update.loss_type)
     return entries

@@ -2,7 +2,7 @@
 
 Built on the shipped study's real probe (``data/study_tiny/probe``) with ``mc_value`` renamed to a name no
 shipped study trained (outside the calibration's domain) and marked ``no_signal`` as ``gradprobe probe``
-marks it (:func:`gradprobe.probe.output.mark_no_signal`), and the shipped default calibration.
+marks it (:func:`gradprobe.probe.result.reward_entries`), and the shipped default calibration.
 """
 
 from __future__ import annotations

@@ -9,12 +9,16 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 import forecast_helpers as fh
 from gradprobe.cli import main
+from gradprobe.config import SamplingConfig
 from gradprobe.forecast import default_curve_path, forecast_rewards
 from gradprobe.forecast.result import no_signal_reason
 from gradprobe.probe.output import format_table, no_signal_entries
+from gradprobe.probe.result import diagnose
+from gradprobe.probe.run import ProbeConfig, run_probe
 from gradprobe.rewards import REWARDS, get_reward, sequence_reward
 
 from helpers_rollout import one_thread
@@ -88,6 +92,55 @@ def test_probe_table_warns_once_per_silent_reward():
     text = format_table(result)
     assert text.count(f"warning: reward 'const' gives no gradient ({EQUAL})") == 1
     assert "reward 'x' gives no gradient" not in text and "reward 'outcome' gives no gradient" not in text
+
+
+def _table_result(rewards: list[dict], warnings: list[str]) -> dict:
+    """A probe.json-like dict that format_table can print, with the given entries and warnings."""
+    for r in rewards:
+        r.update(inner_product=0.0, interval=[0.0, 0.0], snr=0.0, predicted_gain_per_update=0.0,
+                 tokens_per_update=1000, predicted_gain_at_budget=0.0)
+    return {"config": {"model": "tiny", "task": "chain_sum", "prompts": 4, "group": 4, "reference": "heldout",
+                       "precondition": "adam", "lr": 1e-4, "budget_tokens": 1000, "loss_type": "grpo"},
+            "rewards": rewards, "batch": {"mean_reward": 0.0, "truncation_rate": 0.0},
+            "ledger": {"generated_tokens": 10}, "costs": {"alignment_to_update_ratio": None}, "warnings": warnings}
+
+
+def test_probe_table_warns_once_for_a_reward_that_diagnose_already_named():
+    """diagnose's line names the reward; the entries of its other loss types (REWARD@LOSS) add no second line."""
+    batch = type("Batch", (), {"num_prompts": 4, "num_rows": 16, "truncated": torch.zeros(16, dtype=torch.bool),
+                               "completion_mask": torch.ones(16, 3, dtype=torch.bool)})()
+    warnings = diagnose(batch, {"norm": 1.0}, {"outcome": {"stats": {"zero_variance_groups": 4, "groups": 4}}})
+    assert len(warnings) == 1 and warnings[0].startswith("reward 'outcome': every group")
+    flat = {"per_group": [0.0] * 4, "signal_proxy_per_group": [0.0] * 4, "valid_completions": 16,
+            "no_signal": True, "no_signal_reason": EQUAL}
+    rewards = [dict(flat, name="outcome", reward="outcome"), dict(flat, name="outcome@dr_grpo", reward="outcome"),
+               {"name": "x", "reward": "x", "per_group": [0.1] * 4, "no_signal": False, "no_signal_reason": None}]
+    lines = [line for line in format_table(_table_result(rewards, warnings)).splitlines() if "'outcome" in line]
+    assert lines == [f"warning: {warnings[0]}"]
+
+
+def test_probe_table_reads_the_recorded_reason_and_falls_back_for_an_older_probe():
+    recorded = {"name": "c", "reward": "c", "per_group": [0.0] * 4, "signal_proxy_per_group": [0.0] * 4,
+                "no_signal": True, "no_signal_reason": MISSING}  # recorded: not recomputed from the numbers
+    text = format_table(_table_result([recorded], []))
+    assert text.count("warning: reward 'c' gives no gradient") == 1 and f"({MISSING})" in text
+    older = {"name": "c", "per_group": [0.0] * 4, "signal_proxy_per_group": [0.0] * 4}  # no no_signal_reason
+    text = format_table(_table_result([older], []))
+    assert text.count(f"warning: reward 'c' gives no gradient ({EQUAL})") == 1
+
+
+def test_run_probe_records_no_signal_in_probe_json(tmp_path):
+    """run_probe, as gradprobe study's worker calls it (no CLI around it), writes no_signal into every entry."""
+    config = ProbeConfig.from_dict(dict(model="tiny-qwen2", task="chain_sum", rewards=("outcome",), prompts=2, group=4,
+                                        heldout_prompts=2, heldout_group=2, n_bootstrap=20,
+                                        sampling=SamplingConfig(max_new_tokens=8),
+                                        progress=False))
+    run_probe(config, out=tmp_path, extra_rewards={"const": sequence_reward(_const, name="const")})
+    entries = {r["name"]: r for r in json.loads((tmp_path / "probe.json").read_text())["rewards"]}
+    assert entries["const"]["no_signal"] is True and entries["const"]["no_signal_reason"] == EQUAL
+    outcome = entries["outcome"]
+    assert outcome["no_signal"] is (outcome["no_signal_reason"] is not None)
+    assert outcome["no_signal_reason"] == no_signal_reason([outcome])
 
 
 def _const(prompts, completions, **kw):

@@ -144,8 +144,8 @@ def test_ctrl_c_in_rank_prompts_exits_130_without_traceback(tmp_path, capsys, mo
     assert main(_RANK + ["--out", str(out)]) == 130
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.strip() == (
-        f"gradprobe rank-prompts: interrupted; nothing was written to {out} (its files are written only at the end), "
-        "so nothing partial is left as if complete")
+        "gradprobe rank-prompts: interrupted; its files are written only at the end, so nothing partial is left as "
+        "if complete")
     assert not out.exists()
 
 
@@ -155,17 +155,22 @@ def test_ctrl_c_between_rank_prompts_writes_removes_the_mismatched_pair(tmp_path
     (out / "ranking.csv").write_text("old\n")
     (out / "rank.json").write_text('{"old": true}')
     (out / "notes.txt").write_text("mine")
+    seen = {}
 
-    def interrupted(model, task, pool, *, out, settings, say):
-        (Path(out) / "ranking.csv").write_text("rank,prompt_id\n1,a\n")  # new table, then Ctrl-C before rank.json
+    def interrupted(path, data):  # Ctrl-C inside the rank.json write, after the new ranking.csv is in place
+        seen["ranking.csv"] = (out / "ranking.csv").read_text()
+        seen["path"] = Path(path)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(difficulty_cli, "rank_prompts", interrupted)
-    assert main(_RANK + ["--out", str(out)]) == 130
+    monkeypatch.setattr("gradprobe.difficulty.rank_pool.write_json_atomic", interrupted)
+    argv = _RANK + ["--fit-prompts", "2", "--probe-samples", "1", "--max-new-tokens", "4", "--no-progress"]
+    assert main(argv + ["--out", str(out)]) == 130
     err = capsys.readouterr().err
-    assert err.strip() == (f"gradprobe rank-prompts: interrupted; the new ranking.csv and the rank.json it no longer "
-                           f"matched were removed from {out}, so nothing partial is left as if complete")
-    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    assert seen["path"] == out / "rank.json" and seen["ranking.csv"].startswith("rank,prompt_id,p_hat")
+    assert "Traceback" not in err and err.strip() == (
+        "gradprobe rank-prompts: interrupted; its files are written only at the end, so nothing partial is left as "
+        "if complete")
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]  # new ranking.csv and the old rank.json removed
 
 
 def test_replacing_earlier_probe_moves_only_probe_files(tmp_path):
@@ -178,8 +183,7 @@ def test_replacing_earlier_probe_moves_only_probe_files(tmp_path):
         assert folder.earlier == sorted([*_EARLIER, "batch_0"])
         assert sorted(p.name for p in out.iterdir()) == [EARLIER, "batch_1", "notes.txt"]
         (out / "probe.json").write_text("{}")
-    assert folder.outcome == "replaced"
-    assert sorted(p.name for p in out.iterdir()) == ["batch_1", "notes.txt", "probe.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["batch_1", "notes.txt", "probe.json"]  # replaced
     assert (out / "batch_1" / "mine.txt").read_text() == "not a probe's"
 
 

@@ -84,7 +84,7 @@ def test_a_leftover_is_restored_then_replaced(tmp_path):
         assert folder.earlier == ["calibrated.json", "probe.json", "report.html"]  # the restored probe, aside again
         assert _files(out / EARLIER) == _OLD and sorted(p.name for p in out.iterdir()) == [EARLIER, "notes.txt"]
         (out / "probe.json").write_text("new")
-    assert said == folder.notes == [f"restored the earlier probe in {out} from {EARLIER}/ (calibrated.json, probe.json, "
+    assert said == [f"restored the earlier probe in {out} from {EARLIER}/ (calibrated.json, probe.json, "
                                     "report.html), left by a probe that was killed; its unfinished files "
                                     "(tokens.jsonl) were deleted"]
     assert _files(out) == {"probe.json": "new", "notes.txt": "mine"} and not (out / EARLIER).exists()
@@ -110,12 +110,12 @@ def test_a_leftover_beside_a_complete_probe_is_deleted_after_saying_so(tmp_path)
     current = {"probe.json": '{"current": true}', "report.html": "<p>current</p>"}
     out = _folder(tmp_path, current=current)
     with pytest.warns(UserWarning, match=r"\.earlier-probe \(left by an earlier probe that was killed: "
-                                         r"calibrated\.json, probe\.json, report\.html\) is deleted"):
+                                         r"calibrated\.json, probe\.json, report\.html\) is deleted") as caught:
         with pytest.raises(ValueError, match="bad reward"):
             with replacing_earlier_probe(out) as folder:
                 assert folder.earlier == ["probe.json", "report.html"] and _files(out / EARLIER) == current
                 (out / "tokens.jsonl").write_text("")
                 raise ValueError("bad reward")
-    assert folder.outcome == "rolled back" and folder.notes[0].endswith(f"the probe in {out} is newer and is kept as "
-                                                                        "the earlier probe")
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and said[0].endswith(f"the probe in {out} is newer and is kept as the earlier probe")
     assert _files(out) == {**current, "notes.txt": "mine"} and not (out / EARLIER).exists()

@@ -9,7 +9,6 @@ import json
 import pytest
 
 import gradprobe.probe.batches as probe_batches
-import gradprobe.probe.output as probe_output
 from gradprobe.cli import main
 from gradprobe.forecast import default_curve_path
 from gradprobe.study.probe_plan import arms_table
@@ -52,14 +51,14 @@ def test_a_studys_probe_folder_is_refused(tmp_path, capsys, no_compute):
     assert (probe / "probe.json").read_text() == (guided / "probe.json").read_text() == '{"study": true}'
 
 
-def test_the_studys_own_probe_is_not_refused(tmp_path, monkeypatch):
-    """gradprobe study writes arms.json first, then its probe (worker._probe -> run_probe), not through the guard."""
+def test_the_studys_own_probe_is_not_refused(tmp_path):
+    """Regression guard: gradprobe study writes arms.json first, then its probe beside it (worker._probe ->
+    run_probe, never through the CLI's replacing_earlier_probe), so the guard that refuses a study's probe folder
+    to ``gradprobe probe --out`` must not stop the study's own probe."""
     plan = load_plan(write_plan(tmp_path, toy_plan("probe_guard", seeds=(0,))))
     out = tmp_path / "study" / "probe"
     out.mkdir(parents=True)
     (out / "arms.json").write_text(json.dumps(arms_table(plan, _SMALL)))
-    monkeypatch.setattr(probe_output, "replacing_earlier_probe", lambda *a, **k: pytest.fail("the CLI's guard"))
-    monkeypatch.setattr(probe_output, "_move_aside", lambda *a, **k: pytest.fail("the CLI's guard"))
     res = _probe(plan, out, _SMALL)
     assert res["rewards"] == ["outcome"] and json.loads((out / "probe.json").read_text())["config"]["prompts"] == 2
     assert (out / "arms.json").exists() and _probe(plan, out, _SMALL) == {"skipped": True}
