@@ -7,7 +7,9 @@ forecasts, each study held out), on the runs every forecaster covers:
 - the same errors without the arms named by ``--leave-out STUDY_PREFIX/ARM`` (default: the label-free
   majority vote of the Llama study, which collapses and no forecaster foresees), with 95% study-cluster
   bootstrap intervals (:func:`calib.bootstrap.mae_interval`, 5000 resamples, seed 0) and the paired
-  difference of each forecaster from cost only (:func:`calib.bootstrap.mae_difference_interval`).
+  difference of each forecaster from cost only (:func:`calib.bootstrap.mae_difference_interval`);
+- on both sets of runs, the seed-noise floor of the run-level MAE (:func:`calib.noise_floor.seed_noise_floor`)
+  and each forecaster's error on arm means beside their floor (:func:`calib.noise_floor.arm_level_errors`).
 
 All errors in accuracy points (gain vs grpo at the token budget). The figures in
 ``data/calibration/README.md`` come from::
@@ -23,6 +25,7 @@ import sys
 import pandas as pd
 
 from calib.bootstrap import mae_difference_interval, mae_interval
+from calib.noise_floor import arm_level_errors, seed_noise_floor
 
 FORECASTERS = ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy", "forecast_first_order"]
 RUN = ["study", "arm", "seed"]
@@ -51,6 +54,7 @@ def main(argv=None) -> int:
     per_study.insert(0, "runs", d[d["forecaster"] == shown[0]].groupby("study").size())
     print(f"MAE per held-out study on the {per_study['runs'].sum()} common runs (points):")
     print(per_study[["runs", *shown]].round(2).to_string())
+    print_floor(d[d["forecaster"] == shown[0]], "all common runs", d, shown)
     out = [x.split("/", 1) for x in (args.leave_out or ["study_tiny_llama/majority_vote"])]
     drop = pd.Series(False, index=d.index)
     for study, arm in out:
@@ -67,7 +71,24 @@ def main(argv=None) -> int:
                                          x["target"].to_numpy(), x["study"].to_numpy())
             line += f"   minus cost only {dd.estimate:+.2f} [{dd.interval[0]:+.2f}, {dd.interval[1]:+.2f}]"
         print(line)
+    print_floor(base, f"without {', '.join('/'.join(x) for x in out)}", kept, shown)
     return 0
+
+
+def _iv(c: dict) -> str:
+    return "[no interval]" if c["interval"] is None else f"[{c['interval'][0]:.2f}, {c['interval'][1]:.2f}]"
+
+
+def print_floor(runs: pd.DataFrame, label: str, d: pd.DataFrame, shown: list) -> None:
+    """The seed-noise floor of ``runs`` and each shown forecaster's arm-mean error on ``d`` (points)."""
+    fl = seed_noise_floor(runs["target"], runs["arm"], runs["study"])
+    print(f"\n{label}: seed-noise floor of the run-level MAE {fl['estimate']:.2f} {_iv(fl)} ({fl['arms']} arms); "
+          "on arm means (MAE, floor):")
+    for f in shown:
+        x = d[d["forecaster"] == f]
+        a = arm_level_errors(x["forecast"], x["target"], x["arm"], x["study"])
+        print(f"  {f:<24} {a['mae']['estimate']:.2f} {_iv(a['mae'])}   floor {a['floor']['estimate']:.2f} "
+              f"{_iv(a['floor'])}   ({a['arms']} arms)")
 
 
 if __name__ == "__main__":

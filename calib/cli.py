@@ -149,6 +149,8 @@ def _report(args) -> int:
                 print(f"  {f + ' - cost only':<36}" + " -> ".join(
                     "n/a" if x is None else f"{_n(x['estimate'], '+.2f')} {_iv(x, 'interval', '+.2f')}"
                     for x in d) + "   (paired MAE difference, < 0: fewer errors than cost only)")
+        if cv == m["headline_cv"]:  # raw forecasts do not depend on what is held out: shown once
+            _print_floor(m, cv)
         reasons = {r.get("mae_interval_reason") for e in m["errors"][cv].values() for k in ("raw", "calibrated")
                    for r in (e[k].get("common", e[k]),)} - {None}
         for reason in sorted(reasons):
@@ -157,6 +159,21 @@ def _report(args) -> int:
         print(f"ranking by {col:<36} Kendall tau {_n(r['kendall_tau'], '+.2f')} (p {_n(r['p_kendall'], '.3g')}), "
               f"Spearman rho {_n(r['spearman_rho'], '+.2f')}, {r['n_arms']} arms in {r['n_studies']} studies")
     return 0
+
+
+def _print_floor(m: dict, cv: str) -> None:
+    """The seed-noise floor beside the errors (:mod:`calib.noise_floor`): run level, then arm means."""
+    fl = m.get("seed_noise_floor")
+    if not fl:
+        return
+    print(f"  {'seed-noise floor':<24}{_n(fl['estimate'])} {_iv(fl, 'interval')}   (no forecaster can be expected "
+          f"below it on these runs: seed noise of {fl['arms']} arms)")
+    print("  on arm means (each arm once, mean over its seeds):")
+    for f, e in m["errors"][cv].items():
+        a = e["raw"].get("common", {}).get("arm_level")
+        if a:
+            print(f"    {f:<22}{_n(a['mae']['estimate'])} {_iv(a['mae'], 'interval')}   "
+                  f"floor {_n(a['floor']['estimate'])} {_iv(a['floor'], 'interval')}   ({a['arms']} arms, as forecast)")
 
 
 def _apply(args) -> int:

@@ -49,6 +49,7 @@ from .bootstrap import LEVEL, RESAMPLES, SEED, check_settings, mae_difference_in
 from .dataset import FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, build_rows_many, select_rows
 from .estimators import make_estimator
 from .metrics import bias, coverage, errors_by_entry, mae, pooled_rank_agreement, ranking_table
+from .noise_floor import arm_level_errors, seed_noise_floor
 from .forecaster_choice import PROBE_FORECASTERS, validation_record
 from .files import write_bytes_atomic, write_json, write_text_atomic
 from .model import software_versions
@@ -107,7 +108,8 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         None with fewer than 2 studies, ``mae_interval_reason`` then says why); in the ``"common"``
         part of every compared forecaster but cost only: ``mae_difference_vs_cost_only``
         {estimate, interval, reason, n_clusters, rows} (MAE minus cost only's on the same rows,
-        < 0: better than cost only). ``metrics["bootstrap"]``: {resamples, level, seed,
+        < 0: better than cost only); ``arm_level`` (MAE on arm means, :mod:`calib.noise_floor`), and
+        ``metrics["seed_noise_floor"]`` on the common rows. ``metrics["bootstrap"]``: {resamples, level, seed,
         clusters: "study", n_clusters (studies among the common rows), method}.
 
     Raises
@@ -132,13 +134,14 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     for mode in modes:
         errors[mode] = _mode_errors(rows, mode, compared, notes if mode == modes[0] else [], long, **settings)
     cv_rows = pd.concat(long, ignore_index=True) if long else pd.DataFrame()
-    head = modes[0]
+    head, common = modes[0], base[base["all_forecasters"]]
     table, ranking, ranking_common = _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared)
     r = ranking[forecaster]
     metrics = {
         "headline_cv": head, "cv_modes": modes, "notes": notes, "forecaster": forecaster, "method": method,
         "interval": interval, "confidence_level": confidence_level, "include_reference": include_reference,
         **_what_rows(rows, base, compared, include_reference),
+        "seed_noise_floor": seed_noise_floor(common["target"], common["arm"], common["study"], **boot),
         "errors": errors, "ranking": ranking, "ranking_common_arms": ranking_common,
         **_headline(errors[head][forecaster]),
         "bootstrap": {**boot, "clusters": "study", "n_clusters": int(base.loc[base["all_forecasters"], "study"].nunique()),
@@ -253,6 +256,8 @@ def _validate(rows, f, m, mode, interval, level, include_reference, boot) -> tup
     out["common"] = _errors(pred[in_common], level, boot)
     losses = sel["loss_type"].fillna(DEFAULT_LOSS_TYPE) if "loss_type" in sel else [DEFAULT_LOSS_TYPE] * len(sel)
     keys = [entry_key(str(r), str(lt), DEFAULT_LOSS_TYPE) for r, lt in zip(sel["reward"], losses)]
+    out["common"]["arm_level"] = arm_level_errors(pred["cv_pred"][in_common], pred["target"][in_common],
+                                                  pred["arm"][in_common], pred["study"][in_common], **boot)
     out["common"]["by_entry"] = errors_by_entry(pred["cv_pred"][in_common], pred["target"][in_common],
                                                 np.asarray(keys)[in_common], pred["study"][in_common])
     return out, pred.assign(_common=in_common)

@@ -234,6 +234,27 @@ def _difference_table(m: dict, cv: str) -> str:
             f"{body}</table>")
 
 
+def _floor_html(m: dict, cv: str) -> str:
+    """The seed-noise floor of the run-level MAE and the errors on arm means (:mod:`calib.noise_floor`)."""
+    fl = m.get("seed_noise_floor")
+    if not fl:
+        return ""
+    rows = ""
+    for f in m["compared_forecasters"]:
+        a = m["errors"][cv][f]["raw"].get("common", {}).get("arm_level")
+        if a:
+            rows += (f"<tr><td>{html.escape(short(f))}</td><td class=n>{_fmt(a['mae']['estimate'], '.2f')} "
+                     f"{ci_text(a['mae']['interval'])}</td><td class=n>{_fmt(a['floor']['estimate'], '.2f')} "
+                     f"{ci_text(a['floor']['interval'])}</td><td class=n>{a['arms']}</td></tr>")
+    return (f"<p>Seed-noise floor of the run-level MAE on these runs: {_fmt(fl['estimate'], '.2f')} "
+            f"{ci_text(fl['interval'])} points ({fl['arms']} arms with 2 or more seeds, {fl['runs']} runs): even a "
+            "forecaster that knew each arm's mean gain exactly would be off by about this much on single runs, so no "
+            f"forecaster can be expected below it. Method: {html.escape(fl['method'])}.</p>"
+            "<p>On arm means (each arm once: mean forecast vs mean realized over its seeds), as forecast:</p>"
+            "<table><tr><th>forecaster</th><th>MAE [95% interval]</th><th>floor of arm means</th><th>arms</th></tr>"
+            f"{rows}</table>")
+
+
 def _p(x) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
 
@@ -301,7 +322,8 @@ def render_html(m: dict, table: pd.DataFrame, images: dict, study_dirs) -> str:
         f"<p>Each forecaster on the runs it can forecast:</p>{_error_table(m, cv, None)}"
         f"<p>On the {m['common_rows']} runs that all compared forecasters "
         f"({e(', '.join(map(short, m['compared_forecasters'])))}) cover (the fair comparison):</p>"
-        f"{_error_table(m, cv, 'common')}{_difference_table(m, cv)}" for cv in m["cv_modes"])
+        f"{_error_table(m, cv, 'common')}{_difference_table(m, cv)}"
+        f"{_floor_html(m, cv) if cv == m['headline_cv'] else ''}" for cv in m["cv_modes"])
     rcols = [c for c in table.columns if c not in ("study", "arm", "seeds") and not c.startswith("rank_")]
     trows = "".join("<tr><td>" + e(str(r["study"])) + "</td><td>" + e(str(r["arm"])) + "</td>"
                     + "".join(f"<td class=n>{_fmt(r[c])}</td>" for c in rcols)

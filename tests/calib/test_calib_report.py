@@ -86,6 +86,29 @@ def test_report_numbers_are_those_of_the_held_out_predictions(report):
                                  "forecast_first_order", "rho", "calibrated_forecast_probe"}
 
 
+def test_report_gives_the_seed_noise_floor_and_errors_on_arm_means(report):
+    from calib.noise_floor import arm_level_errors, seed_noise_floor
+
+    _, out, m = report
+    rows = pd.read_csv(out / "rows.csv")
+    common = rows[~rows["is_reference"] & np.isfinite(rows[list(m["compared_forecasters"])]).all(axis=1)]
+    assert len(common) == m["common_rows"] == 60
+    expect = seed_noise_floor(common["target"], common["arm"], common["study"])
+    assert m["seed_noise_floor"] == expect and expect["arms"] == 15 and expect["runs"] == 60
+    # the synthetic truth's seed noise is N(0, 0.3): the floor is near 0.3 sqrt(2/pi) = 0.24
+    assert 0.15 < expect["estimate"] < 0.35 and expect["interval"][0] < expect["estimate"] < expect["interval"][1]
+    pred = pd.read_csv(out / "cv_predictions.csv")
+    for f in m["compared_forecasters"]:
+        held = pred[(pred["cv"] == "study") & (pred["forecaster"] == f) & (pred["method"] == "none")]
+        held = held.merge(common[["study", "arm", "seed"]], on=["study", "arm", "seed"])
+        got = m["errors"]["study"][f]["raw"]["common"]["arm_level"]
+        assert got == arm_level_errors(held["cv_pred"], held["target"], held["arm"], held["study"])
+        assert got["arms"] == 15 and got["floor"]["estimate"] < expect["estimate"]  # means of 4 seeds: about half
+    html = (out / "report.html").read_text()
+    assert f"Seed-noise floor of the run-level MAE on these runs: {expect['estimate']:.2f}" in html
+    assert html.count("floor of arm means") == 1  # under the headline validation only
+
+
 def test_auto_validates_by_study_and_by_arm_within_study(tmp_path):
     from calib.report import compute
 
@@ -159,6 +182,9 @@ def test_cli_rows_fit_report_apply_and_errors(tmp_path, capsys, synthetic):  # n
                        "--validation-out", str(tmp_path / "validation.json")]) == 0
     out = capsys.readouterr().out
     assert "note: Leave-one-study-out is impossible with 1 study" in out and "ranking by forecast_probe" in out
+    floor = json.loads((tmp_path / "rep" / "metrics.json").read_text())["seed_noise_floor"]
+    assert re.search(rf"seed-noise floor +{floor['estimate']:.2f} \[no interval\]", out)  # 1 study: no interval
+    assert "on arm means (each arm once" in out
     # the forecaster choice of `gradprobe probe --forecaster auto`: the lowest validated error, as loaded
     from gradprobe.forecast.forecaster import load_validation
 
