@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -157,7 +158,10 @@ def _report(args) -> int:
             print(f"  no interval: {reason}")
     for col, r in m["ranking"].items():
         print(f"ranking by {col:<36} Kendall tau {_n(r['kendall_tau'], '+.2f')} (p {_n(r['p_kendall'], '.3g')}), "
-              f"Spearman rho {_n(r['spearman_rho'], '+.2f')}, {r['n_arms']} arms in {r['n_studies']} studies")
+              f"Spearman rho {_n(r['spearman_rho'], '+.2f')}, {r['n_arms']} arms in {r['n_studies']} studies; "
+              f"ceiling {_n(r.get('oracle_kendall_tau', math.nan), '+.2f')}")
+    print("(ceiling: the Kendall tau a forecaster knowing each arm's mean could expect against realized means with "
+          "this seed noise, calib.metrics.oracle_kendall_tau)")
     return 0
 
 

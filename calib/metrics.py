@@ -18,6 +18,14 @@ are never compared) and counts permutations whose pooled statistic is at least t
 (one-sided: agreement above chance). It is exact (every permutation enumerated) when the product
 of the studies' n! is at most ``n_permutations``, otherwise Monte Carlo with p = (1 + #{>=}) / (1 + B)
 (Phipson & Smyth 2010), seeded.
+
+Ceiling of the rank agreement (:func:`oracle_kendall_tau`): the realized mean gains carry seed
+noise, so even a forecaster that knew every arm's true mean would not order the realized means
+perfectly. A parametric bootstrap plugs in the observed arm means as the truth and their standard
+errors se_a = sd_a / sqrt(n_a) as the noise, draws realized'_a = mean_a + se_a z (z ~ N(0, 1)), and
+averages tau-b(mean, realized') over draws (Efron & Tibshirani 1993, ch. 6, the parametric
+bootstrap). Observed means are spread wider than the true ones by the same noise, so this is an
+upper estimate of the ceiling; pooled over studies with the weights of the pooled tau.
 """
 
 from __future__ import annotations
@@ -103,6 +111,32 @@ def errors_by_entry(predicted, realized, entries, studies, *, skip=("outcome",))
                 "studies": int(g["s"].nunique())} for e, g in sorted(d.groupby("e"), key=lambda kv: kv[0])}
 
 
+def oracle_kendall_tau(means, standard_errors, *, draws: int = 2000, seed: int = 0) -> float:
+    """Expected Kendall tau-b of the arms' true means with their realized means under seed noise.
+
+    Parameters
+    ----------
+    means : array-like, shape (n_arms,)
+        Realized mean gain of each arm (points), taken as the truth (module docstring).
+    standard_errors : array-like, shape (n_arms,)
+        Standard error of each mean (points; grpo's is that of its own mean, whose noise moves every other
+        arm's gain; NaN, an arm of one seed, counts as 0).
+    draws, seed
+        Parametric-bootstrap draws (``numpy.random.default_rng(seed)``).
+
+    Returns
+    -------
+    float
+        Mean tau-b over draws; NaN with fewer than 2 arms or constant means.
+    """
+    m = np.asarray(means, float)
+    se = np.nan_to_num(np.asarray(standard_errors, float), nan=0.0)
+    if m.size < 2 or np.ptp(m) == 0:
+        return math.nan
+    y = m + se * np.random.default_rng(seed).standard_normal((draws, m.size))
+    return float(np.nanmean(kendall_tau_b(m, y)))
+
+
 def kendall_tau_b(x, Y) -> np.ndarray:
     """Kendall's tau-b of ``x`` with each row of ``Y`` (ties handled as in tau-b).
 
@@ -151,13 +185,15 @@ def ranking_table(rows: pd.DataFrame, columns) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        Columns study, arm, each score column, realized, seeds, ``rank_<column>`` and
+        Columns study, arm, each score column, realized, realized_se (standard error of the mean over
+        seeds, NaN with one seed), seeds, ``rank_<column>`` and
         ``rank_training`` (1 = best; ties share the lowest rank; NaN where the score is NaN).
     """
     columns = list(columns)
     df = rows[np.isfinite(rows["target"].astype(float))]
     agg = {c: (c, "mean") for c in columns}
     t = df.groupby(["study", "arm"], sort=True).agg(**agg, realized=("target", "mean"),
+                                                     realized_se=("target", "sem"),
                                                      seeds=("target", "count")).reset_index()
     for c in columns + ["realized"]:
         name = "rank_training" if c == "realized" else f"rank_{c}"
@@ -184,17 +220,20 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
         ``studies``: {study: :func:`rank_agreement` of its arms}; ``kendall_tau``, ``spearman_rho``
         (pooled); ``p_kendall``, ``p_spearman`` (one-sided, permutation within studies);
         ``n_studies`` (with at least 2 ranked arms), ``n_arms`` (total), ``exact`` (bool),
-        ``n_permutations`` (enumerated or drawn). NaN statistics with no study to rank.
+        ``n_permutations`` (enumerated or drawn), ``oracle_kendall_tau`` (the pooled ceiling over the same
+        arms, :func:`oracle_kendall_tau`; NaN when the table has no ``realized_se``). NaN statistics with no study to rank.
     """
-    per, blocks = {}, []
+    per, blocks, ceilings = {}, [], []
     for study, sub in table.groupby("study", sort=True):
         sub = sub[np.isfinite(sub[column].astype(float)) & np.isfinite(sub["realized"].astype(float))]
         per[study] = rank_agreement(sub[column], sub["realized"])
         if len(sub) >= 2 and np.ptp(sub[column]) > 0 and np.ptp(sub["realized"]) > 0:
             blocks.append((sub[column].to_numpy(float), sub["realized"].to_numpy(float)))
+            ceilings.append(oracle_kendall_tau(sub["realized"], sub["realized_se"]) if "realized_se" in sub
+                            else math.nan)
     out = {"studies": per, "kendall_tau": math.nan, "spearman_rho": math.nan, "p_kendall": math.nan,
            "p_spearman": math.nan, "n_studies": len(blocks), "n_arms": int(sum(len(b[0]) for b in blocks)),
-           "exact": False, "n_permutations": 0}
+           "exact": False, "n_permutations": 0, "oracle_kendall_tau": math.nan}
     if not blocks:
         return out
     total = math.prod(math.factorial(len(x)) for x, _ in blocks)
@@ -218,7 +257,8 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
         p_tau = (1 + int(np.sum(tau_null >= tau_obs - eps))) / (1 + b)
         p_rho = (1 + int(np.sum(rho_null >= rho_obs - eps))) / (1 + b)
     out.update(kendall_tau=tau_obs, spearman_rho=rho_obs, p_kendall=p_tau, p_spearman=p_rho, exact=exact,
-               n_permutations=int(len(tau_null)))
+               n_permutations=int(len(tau_null)),
+               oracle_kendall_tau=float(np.average(ceilings, weights=w_tau)) if np.isfinite(ceilings).all() else math.nan)
     return out
 
 

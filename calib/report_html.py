@@ -292,12 +292,12 @@ def _test(r: dict) -> str:
 
 def _ranking_table(rk: dict) -> str:
     head = ("<tr><th>ranked by</th><th>Kendall tau</th><th>p</th><th>Spearman rho</th><th>p</th><th>studies</th>"
-            "<th>arms</th><th>test</th></tr>")
+            "<th>arms</th><th>test</th><th>ceiling of tau</th></tr>")
     body = "".join(
         f"<tr><td>{html.escape(short(c))}</td><td class=n>{_fmt(r['kendall_tau'], '+.3f')}</td>"
         f"<td class=n>{_p(r['p_kendall'])}</td><td class=n>{_fmt(r['spearman_rho'], '+.3f')}</td>"
         f"<td class=n>{_p(r['p_spearman'])}</td><td class=n>{r['n_studies']}</td><td class=n>{r['n_arms']}</td>"
-        f"<td>{_test(r)}</td></tr>"
+        f"<td>{_test(r)}</td><td class=n>{_fmt(r.get('oracle_kendall_tau', math.nan), '+.2f')}</td></tr>"
         for c, r in rk.items())
     return f"<table>{head}{body}</table>"
 
@@ -324,7 +324,7 @@ def render_html(m: dict, table: pd.DataFrame, images: dict, study_dirs) -> str:
         f"({e(', '.join(map(short, m['compared_forecasters'])))}) cover (the fair comparison):</p>"
         f"{_error_table(m, cv, 'common')}{_difference_table(m, cv)}"
         f"{_floor_html(m, cv) if cv == m['headline_cv'] else ''}" for cv in m["cv_modes"])
-    rcols = [c for c in table.columns if c not in ("study", "arm", "seeds") and not c.startswith("rank_")]
+    rcols = [c for c in table.columns if c not in ("study", "arm", "seeds", "realized_se") and not c.startswith("rank_")]
     trows = "".join("<tr><td>" + e(str(r["study"])) + "</td><td>" + e(str(r["arm"])) + "</td>"
                     + "".join(f"<td class=n>{_fmt(r[c])}</td>" for c in rcols)
                     + f"<td class=n>{int(r['seeds'])}</td></tr>" for _, r in table.iterrows())
@@ -350,7 +350,9 @@ held-out runs inside their interval (count in brackets), width = mean interval w
 <h2>Ranking of arms vs training, within each study</h2>
 <p>Kendall tau-b and Spearman rho of each score's arm ranking against training's (mean realized gain vs grpo over
 seeds; grpo included at 0), pooled over studies (weights: arm pairs for tau, arms for rho); p: one-sided, permuting
-arm labels within each study.</p>
+arm labels within each study. Ceiling of tau: what a forecaster that knew each arm's mean could expect
+against the realized means with their seed noise (a parametric bootstrap with the observed means and standard errors
+plugged in, an upper estimate; calib.metrics.oracle_kendall_tau).</p>
 <h3>Each score on the arms it covers</h3>{_ranking_table(m['ranking'])}
 <h3>On the arms all compared forecasters cover</h3>{_ranking_table(m['ranking_common_arms'])}
 <h3>Per study and arm (points; rho: per-update efficiency vs grpo)</h3>

@@ -107,6 +107,8 @@ def test_report_gives_the_seed_noise_floor_and_errors_on_arm_means(report):
     html = (out / "report.html").read_text()
     assert f"Seed-noise floor of the run-level MAE on these runs: {expect['estimate']:.2f}" in html
     assert html.count("floor of arm means") == 1  # under the headline validation only
+    ceiling = m["ranking"]["forecast_probe"]["oracle_kendall_tau"]
+    assert 0.5 < ceiling <= 1.0 and f"<td class=n>{ceiling:+.2f}</td></tr>" in html
 
 
 def test_auto_validates_by_study_and_by_arm_within_study(tmp_path):
@@ -185,6 +187,8 @@ def test_cli_rows_fit_report_apply_and_errors(tmp_path, capsys, synthetic):  # n
     floor = json.loads((tmp_path / "rep" / "metrics.json").read_text())["seed_noise_floor"]
     assert re.search(rf"seed-noise floor +{floor['estimate']:.2f} \[no interval\]", out)  # 1 study: no interval
     assert "on arm means (each arm once" in out
+    tau = json.loads((tmp_path / "rep" / "metrics.json").read_text())["ranking"]["forecast_probe"]
+    assert "ranking by forecast_probe" in out and f"; ceiling {tau['oracle_kendall_tau']:+.2f}" in out
     # the forecaster choice of `gradprobe probe --forecaster auto`: the lowest validated error, as loaded
     from gradprobe.forecast.forecaster import load_validation
 
