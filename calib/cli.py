@@ -22,23 +22,24 @@ import pandas as pd
 
 from .apply import calibrate, format_calibrated, load_probe, write_calibrated
 from .dataset import FORECASTERS, build_rows_many, read_rows
+from .file_check import FIT_DEFAULTS
 from .files import write_json, write_text_atomic
 from .model import fit_calibration, load_calibration
 from .report import validation_record, write_report
 
 
 def _add_fit_options(p, *, report: bool) -> None:
-    p.add_argument("--forecaster", choices=list(FORECASTERS), default="forecast_probe",
+    p.add_argument("--forecaster", choices=list(FORECASTERS), default=FIT_DEFAULTS["forecaster"],
                    help="the forecast column to correct (gain vs grpo at the token budget, accuracy points)")
     p.add_argument("--method", choices=["linear", "isotonic"] if report else ["linear", "isotonic", "none"],
-                   default="linear", help="Huber regression of realized on forecast gain, isotonic (monotone) "
+                   default=FIT_DEFAULTS["method"], help="Huber regression of realized on forecast gain, isotonic (monotone) "
                                           "regression" + ("" if report else ", or none (the forecast as it is)"))
     p.add_argument("--cv", choices=["auto", "study", "arm"] if report else ["auto", "study", "arm", "model"],
-                   default="auto", help="grouping of the validation and conformal folds: leave one study out, one arm "
+                   default=FIT_DEFAULTS["cv"], help="grouping of the validation and conformal folds: leave one study out, one arm "
                                         "out within its study (auto: study when there are 2+ studies, else arm)")
-    p.add_argument("--interval", choices=["cv_plus", "split"], default="cv_plus",
+    p.add_argument("--interval", choices=["cv_plus", "split"], default=FIT_DEFAULTS["interval"],
                    help="conformal method (MAPIE): CV+ over the groups, or split conformal on half the groups")
-    p.add_argument("--confidence", type=float, default=0.9, help="confidence level of the prediction intervals")
+    p.add_argument("--confidence", type=float, default=FIT_DEFAULTS["confidence_level"], help="confidence level of the prediction intervals")
     p.add_argument("--include-grpo", action="store_true",
                    help="also fit on the grpo arm's own rows (forecast 0, realized 0 by definition)")
 

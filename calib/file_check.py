@@ -26,7 +26,13 @@ import pandas as pd
 
 from .files import json_float
 
-__all__ = ["CalibrationFileError", "DamagedField", "read_data", "check_fitted", "rebuild_command", "GENERIC_FIX"]
+__all__ = ["CalibrationFileError", "DamagedField", "read_data", "check_fitted", "rebuild_command", "GENERIC_FIX",
+           "FIT_DEFAULTS"]
+
+#: the settings of ``calib fit`` (and :func:`calib.model.fit_calibration`) when none is given: the one place they
+#: are written, so that :func:`rebuild_command` names exactly the options that differ from them
+FIT_DEFAULTS = {"forecaster": "forecast_probe", "method": "linear", "cv": "auto", "interval": "cv_plus",
+                "confidence_level": 0.9, "include_reference": False}
 
 #: the fix when the file's settings cannot be read (not JSON, a version-1 file)
 GENERIC_FIX = "refit it with `calib fit ROWS.csv --out FILE` (or pass --calibration default)"
@@ -184,19 +190,19 @@ def rebuild_command(path, d, *, default: bool) -> str:
         return GENERIC_FIX
     opts = []
     forecaster, method = d.get("forecaster"), d.get("method")
-    if isinstance(forecaster, str) and forecaster != "forecast_probe":
+    if isinstance(forecaster, str) and forecaster != FIT_DEFAULTS["forecaster"]:
         opts += ["--forecaster", forecaster]
-    if isinstance(method, str) and method != "linear":
+    if isinstance(method, str) and method != FIT_DEFAULTS["method"]:
         opts += ["--method", method]
     studies = (d.get("domain") or {}).get("studies") if isinstance(d.get("domain"), dict) else None
-    auto = ("study" if len(studies) >= 2 else "arm") if isinstance(studies, list) else None
+    auto = ("study" if len(studies) >= 2 else "arm") if isinstance(studies, list) else None  # what cv "auto" picks
     if isinstance(d.get("cv"), str) and d["cv"] != auto:
         opts += ["--cv", d["cv"]]
-    if isinstance(d.get("interval"), str) and d["interval"] != "cv_plus":
+    if isinstance(d.get("interval"), str) and d["interval"] != FIT_DEFAULTS["interval"]:
         opts += ["--interval", d["interval"]]
-    if isinstance(d.get("confidence_level"), Real) and d["confidence_level"] != 0.9:
+    if isinstance(d.get("confidence_level"), Real) and d["confidence_level"] != FIT_DEFAULTS["confidence_level"]:
         opts += ["--confidence", repr(d["confidence_level"])]
-    if d.get("include_reference") is True:
+    if d.get("include_reference") is True:  # --include-grpo only turns it on
         opts.append("--include-grpo")
     if default:
         cmd = " ".join(["calib fit", _DEFAULT_ROWS, *opts, "--out calib/data/calibration.json"])

@@ -43,7 +43,7 @@ from gradprobe import __version__
 from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, select_rows
 from .domain import Domain, domain_of_rows
 from .estimators import make_estimator
-from .file_check import GENERIC_FIX, CalibrationFileError, DamagedField, check_fitted, read_data, rebuild_command
+from .file_check import FIT_DEFAULTS, GENERIC_FIX, CalibrationFileError, DamagedField, check_fitted, read_data, rebuild_command
 from .files import json_float, json_safe, write_json
 from .validation import PLURAL, conformal_regressor, group_labels, predict_interval
 
@@ -177,9 +177,10 @@ class Calibration:
         return write_json(path, self.to_dict(), indent=1)
 
 
-def fit_calibration(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: str = "linear",
-                    cv: str = "auto", interval: str = "cv_plus", confidence_level: float = 0.9,
-                    include_reference: bool = False) -> Calibration:
+def fit_calibration(rows: pd.DataFrame, *, forecaster: str = FIT_DEFAULTS["forecaster"],
+                    method: str = FIT_DEFAULTS["method"], cv: str = FIT_DEFAULTS["cv"],
+                    interval: str = FIT_DEFAULTS["interval"], confidence_level: float = FIT_DEFAULTS["confidence_level"],
+                    include_reference: bool = FIT_DEFAULTS["include_reference"]) -> Calibration:
     """Select rows (:func:`calib.dataset.select_rows`) and fit a calibrator with conformal intervals.
 
     Parameters
