@@ -171,6 +171,9 @@ def _print_floor(m: dict, cv: str) -> None:
     fl = m.get("seed_noise_floor")
     if not fl:
         return
+    if fl["reason"] and fl["interval"] is None and not fl["arms"]:
+        print(f"  {'seed-noise floor':<24}n/a: {fl['reason']}")
+        return
     print(f"  {'seed-noise floor':<24}{_n(fl['estimate'])} {_iv(fl, 'interval')}   (no forecaster can be expected "
           f"below it on these runs: seed noise of {fl['arms']} arms)")
     print("  on arm means (each arm once, mean over its seeds):")

@@ -34,11 +34,14 @@ import pandas as pd
 
 from .bootstrap import cluster_mean_interval
 
-__all__ = ["arm_seed_noise", "seed_noise_floor", "arm_level_errors"]
+__all__ = ["arm_seed_noise", "seed_noise_floor", "arm_level_errors", "NO_SEEDS"]
 
 METHOD = ("floor_a = mean over pairs of seeds |y_i - y_j| / sqrt(2) (Gini mean difference), an unbiased estimate "
           "of E|y - mu_a| = sigma_a sqrt(2/pi) for normal seed noise; run level: mean of floor_a over runs; arm "
           "means: floor_a / sqrt(n_a); intervals: study-cluster bootstrap (calib.bootstrap)")
+
+
+NO_SEEDS = "no arm has 2 or more seeds with a realized gain: the seed noise cannot be estimated"
 
 
 def arm_seed_noise(realized, arms, studies) -> pd.DataFrame:
@@ -99,8 +102,9 @@ def seed_noise_floor(realized, arms, studies, **settings) -> dict:
     values = np.repeat(ok["floor"].to_numpy(), ok["seeds"].to_numpy())
     clusters = np.repeat(ok["study"].to_numpy(), ok["seeds"].to_numpy())
     ci = cluster_mean_interval(values, clusters, **settings)
+    reason = NO_SEEDS if values.size == 0 else ci.reason
     return {"estimate": ci.estimate, "interval": None if ci.interval is None else list(ci.interval),
-            "reason": ci.reason, "runs": int(values.size), "arms": int(len(ok)),
+            "reason": reason, "runs": int(values.size), "arms": int(len(ok)),
             "single_seed_arms": int((per["seeds"] == 1).sum()), "method": METHOD}
 
 
@@ -140,7 +144,8 @@ def arm_level_errors(predicted, realized, arms, studies, **settings) -> dict:
     fl = noise[np.isfinite(noise["floor"])]
     floor = cluster_mean_interval((fl["floor"] / np.sqrt(fl["seeds"])).to_numpy(),
                                   fl.index.get_level_values("study").to_numpy(), **settings)
-    return {"mae": _pack(err), "floor": _pack(floor), "arms": int(len(means)), "floor_arms": int(len(fl)),
+    floor = _pack(floor) if len(fl) else {**_pack(floor), "reason": NO_SEEDS}
+    return {"mae": _pack(err), "floor": floor, "arms": int(len(means)), "floor_arms": int(len(fl)),
             "method": METHOD}
 
 

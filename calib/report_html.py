@@ -239,6 +239,8 @@ def _floor_html(m: dict, cv: str) -> str:
     fl = m.get("seed_noise_floor")
     if not fl:
         return ""
+    if not fl["arms"]:
+        return f"<p>Seed-noise floor of the run-level MAE: n/a, {html.escape(fl['reason'] or '')}.</p>"
     rows = ""
     for f in m["compared_forecasters"]:
         a = m["errors"][cv][f]["raw"].get("common", {}).get("arm_level")

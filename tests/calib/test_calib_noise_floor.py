@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from calib.bootstrap import cluster_mean_interval
-from calib.noise_floor import arm_level_errors, arm_seed_noise, seed_noise_floor
+from calib.noise_floor import NO_SEEDS, arm_level_errors, arm_seed_noise, seed_noise_floor
 
 
 def runs(seed: int = 5) -> pd.DataFrame:
@@ -97,5 +97,23 @@ def test_mismatched_lengths_name_the_inputs():
 
 def test_no_arm_with_two_seeds_gives_nan_and_a_reason():
     got = seed_noise_floor([1.0, 2.0], ["a", "b"], ["s1", "s2"])
-    assert math.isnan(got["estimate"]) and got["interval"] is None and got["reason"] == "no rows"
+    assert math.isnan(got["estimate"]) and got["interval"] is None
+    assert got["reason"] == NO_SEEDS and "no arm has 2 or more seeds" in NO_SEEDS
     assert got["arms"] == 0 and got["single_seed_arms"] == 2
+    a = arm_level_errors([0.0, 1.0], [1.0, 2.0], ["a", "b"], ["s1", "s2"])
+    assert a["mae"]["estimate"] == 1.0 and a["floor"]["reason"] == NO_SEEDS and a["floor_arms"] == 0
+
+
+def test_report_of_single_seed_studies_says_the_floor_cannot_be_estimated(tmp_path, capsys):
+    from calib.cli import _print_floor
+    from calib.report import write_report
+    from calib_helpers import default_arms, synthetic_forecasts, write_study
+
+    studies = [write_study(tmp_path / f"s{i}", arms=default_arms(n_extra=2, rng=np.random.default_rng(i)), seeds=(0,),
+                           seed=i) for i in range(2)]
+    m = write_report(studies, tmp_path / "rep", forecast_fn=synthetic_forecasts, cv="study", n_permutations=99)
+    assert m["seed_noise_floor"]["reason"] == NO_SEEDS and m["seed_noise_floor"]["single_seed_arms"] > 0
+    _print_floor(m, "study")
+    assert capsys.readouterr().out == f"  seed-noise floor        n/a: {NO_SEEDS}\n"
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert f"Seed-noise floor of the run-level MAE: n/a, {NO_SEEDS}." in html
