@@ -14,6 +14,14 @@ PROBE_FORECASTERS = {"forecast_probe": "probe", "forecast_cost_only": "cost_only
                      "forecast_signal_proxy": "signal_proxy"}
 
 
+def _floor_text(floor: dict | None) -> str:
+    """``"; their seed-noise floor 1.58"``: what no forecaster can be expected to beat on those runs
+    (:func:`calib.noise_floor.seed_noise_floor`); empty when the metrics lack it or it is undefined."""
+    if not floor or floor.get("estimate") is None or floor["estimate"] != floor["estimate"]:
+        return ""
+    return f"; seed-noise floor of single runs {floor['estimate']:.2f}"
+
+
 def validation_record(metrics: dict, *, source: str) -> dict:
     """What ``gradprobe probe --forecaster auto`` uses: the forecaster that validated best, with its evidence.
 
@@ -66,7 +74,8 @@ def validation_record(metrics: dict, *, source: str) -> dict:
     evidence = (f"{what} over {metrics.get('n_studies')} studies ({', '.join(metrics.get('studies', []))}), "
                 f"{metrics.get('common_rows')} runs: mean absolute error of the gain vs grpo at the token budget, "
                 + ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in sorted(mae.items(), key=lambda kv: kv[1]))
-                + (f", raw first order {first_mae:.2f}" if first_mae is not None else "") + " points")
+                + (f", raw first order {first_mae:.2f}" if first_mae is not None else "") + " points"
+                + _floor_text(metrics.get("seed_noise_floor")))
     arms = metrics.get("common_arms") or []
     out = {"best": best, "mae": mae, "cv": cv, "rows": metrics.get("common_rows"),
            "studies": metrics.get("studies"), "evidence": evidence, "source": source}

@@ -15,7 +15,7 @@ import pytest
 
 from calib.cli import main as calib_main
 from calib.dataset import build_rows_many
-from calib.report import FIGURES, write_report
+from calib.report import FIGURES, validation_record, write_report
 from calib_helpers import (default_arms, single_thread_blas, synthetic, synthetic_forecasts,  # noqa: F401
                            write_study)
 
@@ -199,6 +199,10 @@ def test_cli_rows_fit_report_apply_and_errors(tmp_path, capsys, synthetic):  # n
         metrics["errors"]["arm"]["forecast_probe"]["raw"].get("common", metrics["errors"]["arm"]["forecast_probe"]["raw"])["mae"],
         abs=1e-4)
     assert f"--forecaster auto uses {record['best']}" in out
+    floor = metrics["seed_noise_floor"]["estimate"]
+    assert record["evidence"].endswith(f"points; seed-noise floor of single runs {floor:.2f}")
+    no_floor = validation_record({k: v for k, v in metrics.items() if k != "seed_noise_floor"}, source="x")
+    assert no_floor["evidence"] == record["evidence"][:record["evidence"].index("; seed-noise")]
     # apply: calibrated.json beside probe.json, which is left as it was
     probe = tmp_path / "probe"
     probe.mkdir()
