@@ -144,7 +144,7 @@ def _report(args) -> int:
         for f, e in m["errors"][cv].items():
             raw, cal = e["raw"].get("common", e["raw"]), e["calibrated"].get("common", e["calibrated"])
             print(f"  {f:<24}{_n(raw.get('mae'))} {_iv(raw)} -> {_n(cal.get('mae'))} {_iv(cal)}   "
-                  f"coverage {_n(raw.get('coverage'))} -> {_n(cal.get('coverage'))}")
+                  f"coverage {_cov(raw)} -> {_cov(cal)}")
         for f, e in m["errors"][cv].items():
             d = [e[k].get("common", {}).get("mae_difference_vs_cost_only") for k in ("raw", "calibrated")]
             if any(d):
@@ -163,6 +163,8 @@ def _report(args) -> int:
               f"ceiling {_n(r.get('oracle_kendall_tau', math.nan), '+.2f')}")
     print("(ceiling: the Kendall tau a forecaster knowing each arm's mean could expect against realized means with "
           "this seed noise, calib.metrics.oracle_kendall_tau)")
+    for reason in sorted({r.get("oracle_reason") for r in m["ranking"].values()} - {None}):
+        print(f"no ceiling: {reason}")
     return 0
 
 
@@ -174,14 +176,17 @@ def _print_floor(m: dict, cv: str) -> None:
     if fl["reason"] and fl["interval"] is None and not fl["arms"]:
         print(f"  {'seed-noise floor':<24}n/a: {fl['reason']}")
         return
-    print(f"  {'seed-noise floor':<24}{_n(fl['estimate'])} {_iv(fl, 'interval')}   (no forecaster can be expected "
-          f"below it on these runs: seed noise of {fl['arms']} arms)")
+    left = f"; {fl['single_seed_arms']} arm(s) of one seed left out" if fl.get("single_seed_arms") else ""
+    print(f"  {'seed-noise floor':<24}{_n(fl['estimate'])} {_iv(fl, 'interval')}   (what a forecaster knowing each "
+          f"arm's mean would miss single runs by, from the seed noise of {fl['arms']} arms{left}; it leaves out "
+          "grpo's own noise and is itself uncertain, so an MAE near it is at the floor)")
     print("  on arm means (each arm once, mean over its seeds):")
     for f, e in m["errors"][cv].items():
         a = e["raw"].get("common", {}).get("arm_level")
         if a:
+            over = f"{a['arms']} arms" if a["floor_arms"] == a["arms"] else f"{a['arms']} arms, floor over {a['floor_arms']}"
             print(f"    {f:<22}{_n(a['mae']['estimate'])} {_iv(a['mae'], 'interval')}   "
-                  f"floor {_n(a['floor']['estimate'])} {_iv(a['floor'], 'interval')}   ({a['arms']} arms, as forecast)")
+                  f"floor {_n(a['floor']['estimate'])} {_iv(a['floor'], 'interval')}   ({over}, as forecast)")
 
 
 def _apply(args) -> int:
@@ -192,6 +197,12 @@ def _apply(args) -> int:
     print(format_calibrated(doc))
     print(f"\nwrote {path}" + (" (outside the calibration's domain: see the notes)" if doc["outside_domain"] else ""))
     return 0
+
+
+def _cov(r: dict) -> str:
+    """Coverage, marked when the intervals are infinite (too few groups for a finite conformal interval)."""
+    width = r.get("mean_interval_width")
+    return _n(r.get("coverage")) + (" (infinite intervals)" if width is not None and width == math.inf else "")
 
 
 def _n(x, spec=".2f") -> str:

@@ -111,6 +111,9 @@ def errors_by_entry(predicted, realized, entries, studies, *, skip=("outcome",))
                 "studies": int(g["s"].nunique())} for e, g in sorted(d.groupby("e"), key=lambda kv: kv[0])}
 
 
+ONE_SEED = "an arm ranked has one seed: its seed noise, and so the ceiling, cannot be estimated"
+
+
 def oracle_kendall_tau(means, standard_errors, *, draws: int = 2000, seed: int = 0) -> float:
     """Expected Kendall tau-b of the arms' true means with their realized means under seed noise.
 
@@ -120,18 +123,18 @@ def oracle_kendall_tau(means, standard_errors, *, draws: int = 2000, seed: int =
         Realized mean gain of each arm (points), taken as the truth (module docstring).
     standard_errors : array-like, shape (n_arms,)
         Standard error of each mean (points; grpo's is that of its own mean, whose noise moves every other
-        arm's gain; NaN, an arm of one seed, counts as 0).
+        arm's gain). NaN (an arm of one seed: its noise is unknown) makes the ceiling NaN.
     draws, seed
         Parametric-bootstrap draws (``numpy.random.default_rng(seed)``).
 
     Returns
     -------
     float
-        Mean tau-b over draws; NaN with fewer than 2 arms or constant means.
+        Mean tau-b over draws; NaN with fewer than 2 arms, constant means or an unknown standard error.
     """
     m = np.asarray(means, float)
-    se = np.nan_to_num(np.asarray(standard_errors, float), nan=0.0)
-    if m.size < 2 or np.ptp(m) == 0:
+    se = np.asarray(standard_errors, float)
+    if m.size < 2 or np.ptp(m) == 0 or not np.isfinite(se).all():
         return math.nan
     y = m + se * np.random.default_rng(seed).standard_normal((draws, m.size))
     return float(np.nanmean(kendall_tau_b(m, y)))
@@ -221,7 +224,8 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
         (pooled); ``p_kendall``, ``p_spearman`` (one-sided, permutation within studies);
         ``n_studies`` (with at least 2 ranked arms), ``n_arms`` (total), ``exact`` (bool),
         ``n_permutations`` (enumerated or drawn), ``oracle_kendall_tau`` (the pooled ceiling over the same
-        arms, :func:`oracle_kendall_tau`; NaN when the table has no ``realized_se``). NaN statistics with no study to rank.
+        arms, :func:`oracle_kendall_tau`; NaN when the table has no ``realized_se`` or a ranked arm has one
+        seed, ``oracle_reason`` then says why). NaN statistics with no study to rank.
     """
     per, blocks, ceilings = {}, [], []
     for study, sub in table.groupby("study", sort=True):
@@ -233,7 +237,7 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
                             else math.nan)
     out = {"studies": per, "kendall_tau": math.nan, "spearman_rho": math.nan, "p_kendall": math.nan,
            "p_spearman": math.nan, "n_studies": len(blocks), "n_arms": int(sum(len(b[0]) for b in blocks)),
-           "exact": False, "n_permutations": 0, "oracle_kendall_tau": math.nan}
+           "exact": False, "n_permutations": 0, "oracle_kendall_tau": math.nan, "oracle_reason": None}
     if not blocks:
         return out
     total = math.prod(math.factorial(len(x)) for x, _ in blocks)
@@ -258,7 +262,9 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
         p_rho = (1 + int(np.sum(rho_null >= rho_obs - eps))) / (1 + b)
     out.update(kendall_tau=tau_obs, spearman_rho=rho_obs, p_kendall=p_tau, p_spearman=p_rho, exact=exact,
                n_permutations=int(len(tau_null)),
-               oracle_kendall_tau=float(np.average(ceilings, weights=w_tau)) if np.isfinite(ceilings).all() else math.nan)
+               oracle_kendall_tau=float(np.average(ceilings, weights=w_tau)) if np.isfinite(ceilings).all() else math.nan,
+               oracle_reason=None if np.isfinite(ceilings).all() else (
+                   ONE_SEED if "realized_se" in table else "the ranking table has no realized_se column"))
     return out
 
 

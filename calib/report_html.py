@@ -247,11 +247,14 @@ def _floor_html(m: dict, cv: str) -> str:
         if a:
             rows += (f"<tr><td>{html.escape(short(f))}</td><td class=n>{_fmt(a['mae']['estimate'], '.2f')} "
                      f"{ci_text(a['mae']['interval'])}</td><td class=n>{_fmt(a['floor']['estimate'], '.2f')} "
-                     f"{ci_text(a['floor']['interval'])}</td><td class=n>{a['arms']}</td></tr>")
+                     f"{ci_text(a['floor']['interval'])}</td><td class=n>{a['arms']}"
+                     + ("" if a["floor_arms"] == a["arms"] else f" (floor over {a['floor_arms']})") + "</td></tr>")
+    left = f"; {fl['single_seed_arms']} arm(s) of one seed left out" if fl.get("single_seed_arms") else ""
     return (f"<p>Seed-noise floor of the run-level MAE on these runs: {_fmt(fl['estimate'], '.2f')} "
-            f"{ci_text(fl['interval'])} points ({fl['arms']} arms with 2 or more seeds, {fl['runs']} runs): even a "
-            "forecaster that knew each arm's mean gain exactly would be off by about this much on single runs, so no "
-            f"forecaster can be expected below it. Method: {html.escape(fl['method'])}.</p>"
+            f"{ci_text(fl['interval'])} points ({fl['arms']} arms with 2 or more seeds, {fl['runs']} runs{left}): even a "
+            "forecaster that knew each arm's mean gain exactly would be off by about this much on single runs. It "
+            "leaves out grpo's own noise and is itself uncertain (its interval), so an MAE near it is at the floor. "
+            f"Method: {html.escape(fl['method'])}.</p>"
             "<p>On arm means (each arm once: mean forecast vs mean realized over its seeds), as forecast:</p>"
             "<table><tr><th>forecaster</th><th>MAE [95% interval]</th><th>floor of arm means</th><th>arms</th></tr>"
             f"{rows}</table>")
@@ -292,6 +295,10 @@ def _test(r: dict) -> str:
     return f"{'exact' if r['exact'] else 'Monte Carlo'}, {r['n_permutations']} permutations"
 
 
+def _title(reason) -> str:
+    return f' title="{html.escape(reason)}"' if reason else ""
+
+
 def _ranking_table(rk: dict) -> str:
     head = ("<tr><th>ranked by</th><th>Kendall tau</th><th>p</th><th>Spearman rho</th><th>p</th><th>studies</th>"
             "<th>arms</th><th>test</th><th>ceiling of tau</th></tr>")
@@ -299,7 +306,8 @@ def _ranking_table(rk: dict) -> str:
         f"<tr><td>{html.escape(short(c))}</td><td class=n>{_fmt(r['kendall_tau'], '+.3f')}</td>"
         f"<td class=n>{_p(r['p_kendall'])}</td><td class=n>{_fmt(r['spearman_rho'], '+.3f')}</td>"
         f"<td class=n>{_p(r['p_spearman'])}</td><td class=n>{r['n_studies']}</td><td class=n>{r['n_arms']}</td>"
-        f"<td>{_test(r)}</td><td class=n>{_fmt(r.get('oracle_kendall_tau', math.nan), '+.2f')}</td></tr>"
+        f"<td>{_test(r)}</td><td class=n{_title(r.get('oracle_reason'))}>"
+        f"{_fmt(r.get('oracle_kendall_tau', math.nan), '+.2f')}</td></tr>"
         for c, r in rk.items())
     return f"<table>{head}{body}</table>"
 

@@ -28,7 +28,7 @@ def test_oracle_tau_equals_a_loop_over_draws_in_float64():
 def test_oracle_tau_limits():
     m = [0.0, -1.0, 2.0, 5.0]
     assert oracle_kendall_tau(m, [0, 0, 0, 0]) == 1.0  # no noise: the true order is the realized order
-    assert oracle_kendall_tau(m, [float("nan")] * 4) == 1.0  # one seed per arm: no noise estimate, counted 0
+    assert math.isnan(oracle_kendall_tau(m, [0.1, float("nan"), 0.2, 0.3]))  # an arm of one seed: noise unknown
     assert abs(oracle_kendall_tau(m, [1e6] * 4, draws=20000)) < 0.02  # noise swamps the order: about 0
     # invariant to a common shift and scale of means and errors
     assert oracle_kendall_tau(np.array(m) * 3 + 7, [3.0] * 4, seed=1) == oracle_kendall_tau(m, [1.0] * 4, seed=1)
@@ -53,3 +53,32 @@ def test_pooled_ceiling_weights_studies_by_arm_pairs():
     # a table without standard errors (an older ranking table) has no ceiling, and nothing else changes
     older = pooled_rank_agreement(table.drop(columns="realized_se"), "score", n_permutations=99)
     assert math.isnan(older["oracle_kendall_tau"]) and older["kendall_tau"] == got["kendall_tau"]
+
+
+def test_a_ranked_arm_of_one_seed_leaves_the_pooled_ceiling_undefined_with_its_reason(capsys):
+    from calib.cli import _print_floor
+    from calib.metrics import ONE_SEED
+
+    recs = [{"study": "s1", "arm": a, "seed": k, "target": mu + 0.5 * k, "score": mu}
+            for a, mu, n in (("grpo", 0.0, 3), ("a", -2.0, 3), ("b", 1.0, 1)) for k in range(n)]
+    table = ranking_table(pd.DataFrame(recs), ["score"])
+    got = pooled_rank_agreement(table, "score", n_permutations=99)
+    assert math.isnan(got["oracle_kendall_tau"]) and got["oracle_reason"] == ONE_SEED
+    assert got["kendall_tau"] == 1.0  # the rank agreement itself is still given
+    # the floor line says which arms it is over when some had one seed
+    arm = {"mae": {"estimate": 1.0, "interval": None}, "floor": {"estimate": 0.5, "interval": None},
+           "arms": 3, "floor_arms": 2}
+    m = {"seed_noise_floor": {"estimate": 0.4, "interval": [0.3, 0.5], "reason": None, "arms": 2, "runs": 6,
+                              "single_seed_arms": 1},
+         "errors": {"study": {"forecast_cost_only": {"raw": {"common": {"arm_level": arm}}}}}}
+    _print_floor(m, "study")
+    out = capsys.readouterr().out
+    assert "seed noise of 2 arms; 1 arm(s) of one seed left out" in out
+    assert "(3 arms, floor over 2, as forecast)" in out
+
+
+def test_coverage_of_infinite_intervals_is_marked():
+    from calib.cli import _cov
+
+    assert _cov({"coverage": 1.0, "mean_interval_width": math.inf}) == "1.00 (infinite intervals)"
+    assert _cov({"coverage": 0.875, "mean_interval_width": 7.5}) == "0.88"
