@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -47,6 +48,13 @@ def main(argv=None) -> int:
     p.add_argument("--leave-out", action="append", default=None, metavar="STUDY_PREFIX/ARM",
                    help="arms left out of the second table (default: study_tiny_llama/majority_vote)")
     args = p.parse_args(argv)
+    path = Path(args.report) / "cv_predictions.csv"
+    if not path.is_file():
+        report = Path(args.report)
+        where = "" if report.is_dir() else f" ({report} {'is a file' if report.exists() else 'does not exist'})"
+        print(f"forecast_error_subsets: error: {path} not found{where}: REPORT must be a `calib report` folder; "
+              f"make one with `calib report STUDY_DIR... --out {args.report}`", file=sys.stderr)
+        return 2
     d = common_rows(args.report)
     d["error"] = (d["forecast"] - d["target"]).abs()
     shown = [f for f in FORECASTERS[:3] if f in set(d["forecaster"])]

@@ -8,16 +8,25 @@ and JSON in gradprobe's encoding of non-finite floats (:func:`gradprobe.outputs.
 ``null``, +-inf -> ``"inf"``/``"-inf"``; :func:`gradprobe.outputs.json_float` reads them back), so
 calibration files written before this module still load. numpy scalars (a pandas aggregate, a
 scikit-learn parameter) are written as the Python numbers they hold.
+
+:func:`prepare_report_folder` makes ``calib report``'s ``--out`` folder, refusing a file and another command's
+folder: a ``gradprobe probe`` folder (``probe.json``, or a study's ``probe/`` with ``arms.json``) holds a
+``report.html`` of its own that the report would replace (``gradprobe probe`` refuses a report's folder likewise).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
-from gradprobe.outputs import json_float, json_safe, write_bytes_atomic, write_text_atomic
+from gradprobe.layout import ARMS_JSON, PROBE_JSON
+from gradprobe.outputs import OutputDirError, json_float, json_safe, output_error, write_bytes_atomic, write_text_atomic
 
-__all__ = ["to_json", "write_json", "write_text_atomic", "write_bytes_atomic", "json_safe", "json_float"]
+__all__ = ["to_json", "write_json", "write_text_atomic", "write_bytes_atomic", "json_safe", "json_float",
+           "prepare_report_folder"]
+
+_FIX = "choose another --out (a new or empty folder, or an earlier `calib report` folder)"
 
 
 def to_json(document, *, indent: int) -> str:
@@ -46,3 +55,31 @@ def write_json(path: str | Path, document, *, indent: int = 1, newline: bool = F
     write_text_atomic(path, to_json(document, indent=indent) + ("\n" if newline else ""))
     return path
 
+
+
+def prepare_report_folder(out: str | Path) -> Path:
+    """Create ``calib report``'s folder ``out`` (parents too) and check that it can be written; returns it.
+
+    Raises
+    ------
+    gradprobe.outputs.OutputDirError
+        (an OSError; ``str()`` is one line naming ``out``, why and the fix: another ``--out``) ``out`` is a
+        file, holds a ``gradprobe probe``'s output (``probe.json`` or ``arms.json``: its ``report.html`` would be
+        replaced), or cannot be created or written. Nothing is written then.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} is a file; the report is a folder (report.html, "
+                             f"metrics.json, figures, CSVs): {_FIX}")
+    for name in (ARMS_JSON, PROBE_JSON):
+        if (out / name).exists():
+            raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} holds a probe ({name}; `gradprobe probe` or "
+                                 "a study's probe/), not a calibration report; its report.html would be "
+                                 f"replaced: {_FIX}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / ".write-test").write_text("ok")
+        (out / ".write-test").unlink()
+    except OSError as e:
+        raise output_error("creating the report folder", out, e) from e
+    return out

@@ -51,7 +51,7 @@ from .estimators import make_estimator
 from .metrics import bias, coverage, errors_by_entry, mae, pooled_rank_agreement, ranking_table
 from .noise_floor import arm_level_errors, seed_noise_floor
 from .forecaster_choice import PROBE_FORECASTERS, validation_record
-from .files import write_bytes_atomic, write_json, write_text_atomic
+from .files import prepare_report_folder, write_bytes_atomic, write_json, write_text_atomic
 from .model import software_versions
 from .report_html import draw_figures, render_html
 from .validation import cross_validate, group_labels
@@ -352,12 +352,9 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
     calib.dataset.StudyFormatError, calib.dataset.RowsError
         Bad study folders or rows (the message names the file or field).
     OSError
-        ``out`` cannot be written (checked before any work).
+        ``out`` is a file, a probe's folder or cannot be written (checked before any work; calib.files).
     """
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / ".write-test").write_text("ok")
-    (out / ".write-test").unlink()
+    out = prepare_report_folder(out)
     study_dirs = [Path(d) for d in study_dirs]
     rows = build_rows_many(study_dirs, curve=curve, forecast_fn=forecast_fn)
     runs = read_runs(study_dirs)

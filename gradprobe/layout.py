@@ -3,7 +3,7 @@
 Torch-free and import-free within gradprobe, so any layer (and ``calib``) may read a folder through it
 without an import cycle. Writers live in :mod:`gradprobe.outputs`; this module only names things.
 
-Three kinds of folder (README, "Layout"):
+Four kinds of folder (README, "Layout"):
 
 - a **training run** (``gradprobe train --out RUN`` or ``STUDY/runs/<arm>/seed<S>``): :data:`CONFIG_JSON`,
   :data:`METRICS_JSONL` (one line per update and per eval), :data:`EVAL_ITEMS_JSONL` (per-item results of
@@ -14,7 +14,10 @@ Three kinds of folder (README, "Layout"):
 - a **study** (``gradprobe study --out STUDY``): :data:`PLAN_COPY` (the frozen plan), :data:`STUDY_JSON`,
   :data:`RUNS_CSV` (columns :data:`RUNS_CSV_COLUMNS`, one row per eval of every run), :data:`EVAL_ITEMS_GZ`,
   :data:`ANALYSIS_JSON`, :data:`FIGURES`, ``runs/<arm>/seed<S>`` (:func:`run_dir`) and ``probe/``
-  (:func:`probe_dir`).
+  (:func:`probe_dir`);
+- a **calibration report** (``calib report STUDY... --out REPORT``, :mod:`calib.report`): ``report.html`` (the
+  probe's name too: so neither command writes into the other's folder), ``metrics.json``, ``rows.csv`` and
+  :data:`CV_PREDICTIONS_CSV`, whose presence marks the folder.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 
 __all__ = ["CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "PROBE_JSON", "REPORT_HTML",
            "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
-           "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "run_dir", "probe_dir"]
+           "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "CV_PREDICTIONS_CSV", "run_dir", "probe_dir"]
 
 # ---------------------------------------------------------------------------- a training run
 CONFIG_JSON = "config.json"            # the run config and the plan's sha256; a resume must match it
@@ -53,6 +56,9 @@ RUNS_CSV_COLUMNS = ("arm", "seed", "update", "generated_tokens", "device_seconds
 EVAL_ITEMS_GZ = "eval_items.jsonl.gz"  # every finished run's eval_items.jsonl, with arm and seed on each line
 ANALYSIS_JSON = "analysis.json"
 FIGURES = "figures"
+
+# ---------------------------------------------------------------------------- a calibration report (calib report)
+CV_PREDICTIONS_CSV = "cv_predictions.csv"  # every held-out prediction; marks a calib report's folder
 
 
 def run_dir(out: str | Path, arm: str, seed: int) -> Path:

@@ -51,6 +51,9 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TINY_ARCHITECTURES = ("tiny-qwen2", "tiny-llama")
 TIER_ALIASES = ("tiny", "tiny-llama-sft")
 ALIASES = ("smollm2-135m",) + TIER_ALIASES + TINY_ARCHITECTURES
+#: A model folder holds at least one of these (what ``AutoTokenizer.from_pretrained`` reads), else it is refused.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
+                   "spiece.model")
 
 
 class TokenizerError(ValueError):
@@ -162,7 +165,8 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     Raises
     ------
     ModelNotFoundError
-        Unknown alias or missing path; the message lists the aliases.
+        Unknown alias or missing path (the message lists the aliases), or a folder without config.json,
+        safetensors weights or tokenizer files (the message names what is missing and the fix).
     gradprobe.tiers.TierNotBuiltError
         ``tiny`` before ``gradprobe warmstart --tier tiny`` (a :class:`ModelNotFoundError`).
     ValueError
@@ -211,13 +215,42 @@ def use_attention(model, implementation: str):
         model.set_attn_implementation(previous)
 
 
-def _pretrained_source(spec: str) -> tuple[str, dict]:
+def _missing_in_folder(folder: Path, *, weights: bool) -> list[str]:
+    """What a model folder lacks for ``from_pretrained`` (empty: nothing); ``weights``: the model is loaded too,
+    so ``config.json`` and safetensors weights are needed beside the tokenizer files."""
+    names = {p.name for p in folder.iterdir()}
+    missing = []
+    if weights and "config.json" not in names:
+        missing.append("config.json")
+    if weights and not any(n.endswith(".safetensors") for n in names):
+        legacy = sorted(n for n in names if n.endswith((".bin", ".pt", ".pth")))
+        missing.append("model weights (*.safetensors" + (f"; {', '.join(legacy)} is not read: gradprobe loads "
+                                                         "safetensors only" if legacy else "") + ")")
+    if not names & set(TOKENIZER_FILES):
+        missing.append(f"tokenizer files (one of {', '.join(TOKENIZER_FILES)})")
+    return missing
+
+
+def _check_folder(spec: str, folder: Path, *, weights: bool) -> None:
+    """Refuse a folder ``from_pretrained`` cannot read, naming what it lacks and the fix."""
+    missing = _missing_in_folder(folder, weights=weights)
+    if missing:
+        raise ModelNotFoundError(
+            f"model folder {spec!r} has no {' and no '.join(missing)}; pass a Hugging Face hub id (e.g. "
+            f"Qwen/Qwen2.5-0.5B-Instruct), a shipped tier name ({', '.join(TIER_ALIASES)}) or alias "
+            f"({', '.join(TINY_ARCHITECTURES + ('smollm2-135m',))}), or a folder written by model.save_pretrained(DIR) "
+            "and tokenizer.save_pretrained(DIR)")
+
+
+def _pretrained_source(spec: str, *, weights: bool = True) -> tuple[str, dict]:
     """Where ``from_pretrained`` reads a non-tiny ``spec`` from: (folder or hub id, extra keyword arguments).
+    A folder is checked first (``weights``: for the model too, else for the tokenizer alone).
 
     Raises
     ------
     ModelNotFoundError
-        A missing ``.gguf`` file, or a spec that is no alias, folder, GGUF file or hub id.
+        A missing ``.gguf`` file, a folder without the files ``from_pretrained`` needs (named: config.json,
+        safetensors weights, tokenizer files), or a spec that is no alias, folder, GGUF file or hub id.
     """
     if spec == "smollm2-135m":
         gguf = smollm2_gguf_path()
@@ -228,6 +261,7 @@ def _pretrained_source(spec: str) -> tuple[str, dict]:
             raise ModelNotFoundError(f"GGUF file {spec!r} does not exist")
         return str(path.parent), {"gguf_file": path.name}
     if os.path.isdir(os.path.expanduser(spec)):
+        _check_folder(spec, Path(spec).expanduser(), weights=weights)
         return os.path.expanduser(spec), {"use_safetensors": True}
     if spec.count("/") == 1 and not spec.startswith((".", "/", "~")):
         return spec, {"use_safetensors": True}
@@ -248,7 +282,8 @@ def load_tokenizer(spec: str):
     Raises
     ------
     ModelNotFoundError
-        An unknown alias or a missing path (the message lists the aliases).
+        An unknown alias or a missing path (the message lists the aliases), or a folder without tokenizer
+        files (named, with the fix).
     gradprobe.tiers.TierNotBuiltError
         ``tiny`` before ``gradprobe warmstart --tier tiny`` (a :class:`ModelNotFoundError`).
     OSError
@@ -258,7 +293,7 @@ def load_tokenizer(spec: str):
         spec = str(tier_path(spec))  # raises TierNotBuiltError with the build command
     if spec in TINY_ARCHITECTURES:
         return char_tokenizer()
-    source, kwargs = _pretrained_source(spec)
+    source, kwargs = _pretrained_source(spec, weights=False)
     return _pretrained_tokenizer(source, kwargs)
 
 

@@ -2,11 +2,15 @@
 
 The work, the settings, their defaults and their checks are :func:`gradprobe.difficulty.rank.rank_prompts`
 and :class:`gradprobe.difficulty.rank.RankSettings` (the command line calls the same function with its
-parsed flags); this is the front door's name for it, with the settings as keyword options.
+parsed flags); this is the front door's name for it, with the settings as keyword options. The progress
+bar is ``progress=`` here, as in :func:`gradprobe.probe` (``progress=False`` hides it); ``no_progress=``, the
+setting's own name, is still accepted with a :class:`DeprecationWarning` naming ``progress=False``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from pathlib import Path
 
 from ..difficulty.rank import RankSettings, rank_prompts as rank
@@ -41,7 +45,9 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         ``prior_strength`` (8.0), ``decay`` (0.9), ``metadata_keys`` (comma-separated or a list),
         ``data_seed`` (0), ``seed`` (0), ``max_new_tokens`` (128), ``temperature`` (1.0),
         ``batch_size`` (64), ``feature_batch_size`` (32), ``device`` ("cpu"), ``dtype`` ("float32"),
-        ``skip_malformed`` (False), ``no_progress`` (False).
+        ``skip_malformed`` (False), and ``progress`` (True; False hides the progress bar of the sampled
+        completions, as in :func:`gradprobe.probe`; ``no_progress=True``, its old spelling, still works
+        with a DeprecationWarning).
 
     Returns
     -------
@@ -58,11 +64,43 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     ------
     ValueError
         An unknown option (the valid names are listed), a bad value (the option and its flag are
-        named), an unknown task, an empty pool, duplicate prompt ids.
+        named), ``progress`` and ``no_progress`` both given, an unknown task, an empty pool, duplicate
+        prompt ids.
     OSError
         ``out`` cannot be written (before any compute).
     gradprobe.models.ModelNotFoundError
         Unknown model.
     """
-    settings = RankSettings.from_options(options)  # refuses bad options before any compute
+    settings = RankSettings.from_options(_progress_option(options))  # refuses bad options before any compute
     return rank(model, task, pool, out=out, settings=settings)
+
+
+def _progress_option(options: dict) -> dict:
+    """``options`` with ``progress`` turned into the setting ``no_progress`` (a DeprecationWarning when given
+    as ``no_progress``).
+
+    Raises
+    ------
+    ValueError
+        An unknown option (the valid names listed, ``progress`` among them), both spellings, or a
+        ``progress`` that is not True or False.
+    """
+    valid = sorted({f.name for f in dataclasses.fields(RankSettings)} - {"no_progress"} | {"progress"})
+    for key in options:
+        if key not in valid and key != "no_progress":
+            raise ValueError(f"unknown rank_prompts setting {key!r}; valid: {', '.join(valid)}")
+    options = dict(options)
+    if "no_progress" in options:
+        if "progress" in options:
+            raise ValueError("rank_prompts got both progress= and no_progress=; pass progress= alone "
+                             "(progress=False hides the progress bar)")
+        warnings.warn("rank_prompts(no_progress=...) is deprecated: pass progress=False to hide the progress bar "
+                      "(as gradprobe.probe does); progress=True, the default, shows it", DeprecationWarning,
+                      stacklevel=3)
+        return options
+    if "progress" in options:
+        progress = options.pop("progress")
+        if not isinstance(progress, bool):
+            raise ValueError(f"progress must be True or False, got {progress!r}")
+        options["no_progress"] = not progress
+    return options

@@ -87,8 +87,8 @@ def _add_probe(sub) -> None:
     p.add_argument("--device", default=ModelSettings.device)
     p.add_argument("--dtype", default=ModelSettings.dtype, choices=list(DTYPE_NAMES))
     p.add_argument("--out", default="runs/probe", help="output folder (probe.json, report.html, alignment.safetensors, "
-                   "tokens.jsonl); replaces an earlier probe there, keeps other files, refuses a run's, a study's or a "
-                   "study's probe folder")
+                   "tokens.jsonl); replaces an earlier probe there, keeps other files, refuses a run's, a study's, a "
+                   "study's probe or a calib report folder")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--threads", type=int, default=ModelSettings.threads,
                    help="torch CPU threads (default: torch's own; 1 for models under 20M parameters when OpenMP threads spin, "

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
+from .csv_cells import numeric_columns, read_csv_checked, skipped_cells, skipped_note, with_skipped
 from .curve_fit import N_REPLICATES, CurveError
 
 __all__ = ["CurveSources", "task_key", "to_points", "TRL_STATE"]
@@ -116,44 +117,6 @@ def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> str:
         except (json.JSONDecodeError, AttributeError):
             pass
     return label
-
-
-def read_csv_checked(path: Path) -> pd.DataFrame:
-    """``path`` read as a CSV, its blank lines kept as all-NaN rows so that row ``i`` is line ``i + 2``.
-
-    Raises
-    ------
-    CurveError
-        The file is empty, not text, or not a CSV pandas can parse (pandas' message, with the path).
-    """
-    try:
-        return pd.read_csv(path, skip_blank_lines=False)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise CurveError(f"{path} cannot be read as a CSV ({e}); a header line (e.g. update,accuracy) and one "
-                         "line per eval are expected") from None
-
-
-def numeric_columns(df: pd.DataFrame, cols, path: Path) -> pd.DataFrame:
-    """``df`` with ``cols`` as float (empty cells NaN); a cell that is no number is refused.
-
-    Row ``i`` of ``df`` is line ``i + 2`` of the file (line 1 the header; read it with
-    :func:`read_csv_checked`, which keeps blank lines).
-
-    Raises
-    ------
-    CurveError
-        Names the file, the line, the column and the cell, and says to fix or delete that line.
-    """
-    out = df.copy()
-    for col in cols:
-        values = pd.to_numeric(df[col], errors="coerce")
-        bad = values.isna() & df[col].notna()
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise CurveError(f"{path}, line {row + 2}, column {col!r}: {df[col].iloc[row]!r} is not a number "
-                             f"({int(bad.sum())} such cell(s) in that column); fix or delete that line")
-        out[col] = values.astype(float)
-    return out
 
 
 def _number(value, where: str) -> float:
@@ -325,8 +288,10 @@ class CurveSources:
         ------
         CurveError
             A missing or unparsable file, a missing column (the message lists the columns), a cell of
-            the update or accuracy column that is no number (the message names the line and the
-            column; empty cells are skipped), too few evals.
+            the update or accuracy column that is text or infinite (the message names the line and the
+            column), too few evals. Lines with an empty or NaN cell there are skipped (logs with a row per step
+            carry the accuracy at evals only), and named: in the curve's ``notes``, and in any refusal
+            (:mod:`gradprobe.forecast.csv_cells`).
         """
         path = Path(path)
         if not path.is_file():
@@ -338,11 +303,15 @@ class CurveSources:
                                  "columns update,accuracy (or pass update_col=, accuracy_col=, seed_col= to "
                                  "ReferenceCurve.from_csv)")
         df = numeric_columns(df, (update_col, accuracy_col), path)
+        skipped = skipped_note(skipped_cells(df, (update_col, accuracy_col)), path)
         df = df[df[accuracy_col].notna() & df[update_col].notna()]
-        acc, note = to_points(df[accuracy_col].to_numpy(float), accuracy_scale, f"{path.name} {accuracy_col}")
-        return cls(updates=df[update_col].to_numpy(float), accuracy=acc,
-                   seeds=df[seed_col].to_numpy() if seed_col else None, mode=mode, B=B, source=f"CSV {path}",
-                   metadata=metadata, notes=[note], n_replicates=n_replicates)
+        try:
+            acc, note = to_points(df[accuracy_col].to_numpy(float), accuracy_scale, f"{path.name} {accuracy_col}")
+            return cls(updates=df[update_col].to_numpy(float), accuracy=acc,
+                       seeds=df[seed_col].to_numpy() if seed_col else None, mode=mode, B=B, source=f"CSV {path}",
+                       metadata=metadata, notes=[note] + [skipped] * (skipped is not None), n_replicates=n_replicates)
+        except CurveError as e:
+            raise with_skipped(e, skipped) from None
 
     @classmethod
     def from_trl_state(cls, paths, *, metric: str = "eval_accuracy", accuracy_scale: str = "auto",

@@ -16,10 +16,10 @@ gradprobe's one encoding of non-finite floats (:func:`gradprobe.outputs.json_saf
 Probing again into a folder (``gradprobe probe --out DIR``): :func:`replacing_earlier_probe` wraps the probe
 so that no file of the earlier probe remains beside the new one (e.g. a ``calibrated.json`` from an earlier
 ``--calibration``). It touches only :data:`PROBE_FILES` (and their ``.tmp`` partials and ``batch_K/``
-folders), never other files, and refuses a folder that holds a training run, a study or a study's probe
-(``arms.json``: ``gradprobe study`` writes its probe with :func:`gradprobe.probe.run.run_probe`, not through
-it). A ``.earlier-probe/`` left by a probe that was killed (SIGKILL) is never deleted unsaid: it is put back
-when the folder holds no complete probe of its own, else deleted after a warning.
+folders), never other files, and refuses a folder that holds a training run, a study, a ``calib report``
+(``cv_predictions.csv``) or a study's probe (``arms.json``: ``gradprobe study`` writes its probe with
+:func:`gradprobe.probe.run.run_probe`, not through it). A ``.earlier-probe/`` left by a killed probe (SIGKILL) is
+never deleted unsaid: it is put back when the folder holds no complete probe of its own, else deleted after a warning.
 :func:`no_signal_entries` names the rewards that give no gradient on the batch of an older ``probe.json``, whose
 entries lack ``no_signal_reason`` (:func:`gradprobe.probe.result.reward_entries` records it in every entry now).
 """
@@ -40,7 +40,8 @@ from safetensors.torch import save as safetensors_bytes
 from ..forecast.forecaster import format_forecast
 from ..forecast.result import no_signal_reason
 from ..layout import (ALIGNMENT_SAFETENSORS, ANALYSIS_JSON, ARMS_JSON, CALIBRATED_JSON, CHECKPOINT_POINTER,
-                      GUIDED_PROBES, METRICS_JSONL, PROBE_JSON, REPORT_HTML, RUNS_CSV, STUDY_JSON, SUMMARY_JSON, TOKENS_JSONL)
+                      CV_PREDICTIONS_CSV, GUIDED_PROBES, METRICS_JSONL, PROBE_JSON, REPORT_HTML, RUNS_CSV, STUDY_JSON,
+                      SUMMARY_JSON, TOKENS_JSONL)
 from ..outputs import (OutputDirError, json_safe, output_error, removed_if_left_empty, write_bytes_atomic,
                        write_json_atomic, write_text_atomic)
 from ..probe_keys import LOSS_TYPE_SEPARATOR
@@ -55,7 +56,8 @@ __all__ = ["token_texts", "write_probe_files", "format_table", "PROBE_FILES", "P
 PROBE_FILES = (PROBE_JSON, TOKENS_JSONL, ALIGNMENT_SAFETENSORS, REPORT_HTML, CALIBRATED_JSON)
 #: Files that mark a folder as another command's output, which a probe must not be mixed into.
 _OTHER_OUTPUTS = {METRICS_JSONL: "a training run", SUMMARY_JSON: "a training run", CHECKPOINT_POINTER: "a training run",
-                  STUDY_JSON: "a study", RUNS_CSV: "a study", ANALYSIS_JSON: "a study"}
+                  STUDY_JSON: "a study", RUNS_CSV: "a study", ANALYSIS_JSON: "a study",
+                  CV_PREDICTIONS_CSV: "a calibration report (`calib report`; its report.html would be replaced)"}
 #: Where an earlier probe's files wait (inside the folder) until the new probe has finished.
 EARLIER = ".earlier-probe"
 _BATCH_DIR = re.compile(r"batch_\d+")

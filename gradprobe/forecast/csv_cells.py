@@ -1,0 +1,91 @@
+"""The cells of a reference curve's CSV (``--reference-curve FILE.csv``, a study's ``runs.csv``), checked.
+
+Row ``i`` of a frame read by :func:`read_csv_checked` is line ``i + 2`` of the file (line 1 the header;
+blank lines are kept as all-NaN rows), so every message names the file, the line and the column:
+
+- :func:`numeric_columns` refuses a cell that is text (``abc``) or infinite (``inf``);
+- an empty or ``nan``/``NaN``/``NA`` cell is no error: it is skipped on purpose, because logs exported with
+  one row per training step (W&B, TensorBoard) carry the accuracy only on the steps that were evaluated.
+  It is not skipped unsaid: :func:`skipped_cells` lists such lines (fully blank lines are no data and are
+  not listed), :func:`skipped_note` becomes one of the curve's notes, and :func:`with_skipped` adds it to a
+  refusal (e.g. too few evals), so a curve whose evals were all blank says why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .curve_fit import CurveError
+
+__all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "skipped_note", "with_skipped"]
+
+_SHOWN = 5  # lines named in a note; the rest are counted
+
+
+def read_csv_checked(path: Path) -> pd.DataFrame:
+    """``path`` read as a CSV, its blank lines kept as all-NaN rows so that row ``i`` is line ``i + 2``.
+
+    Raises
+    ------
+    CurveError
+        The file is empty, not text, or not a CSV pandas can parse (pandas' message, with the path).
+    """
+    try:
+        return pd.read_csv(path, skip_blank_lines=False)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise CurveError(f"{path} cannot be read as a CSV ({e}); a header line (e.g. update,accuracy) and one "
+                         "line per eval are expected") from None
+
+
+def numeric_columns(df: pd.DataFrame, cols, path: Path) -> pd.DataFrame:
+    """``df`` with ``cols`` as float (empty and ``nan`` cells NaN); a cell that is no finite number is refused.
+
+    Row ``i`` of ``df`` is line ``i + 2`` of the file (read it with :func:`read_csv_checked`).
+
+    Raises
+    ------
+    CurveError
+        Names the file, the line, the column and the cell (text, or ``inf``), and says to fix or delete that line.
+    """
+    out = df.copy()
+    for col in cols:
+        values = pd.to_numeric(df[col], errors="coerce")
+        for bad, what in ((values.isna() & df[col].notna(), "a number"),
+                          (values.notna() & ~np.isfinite(values.to_numpy(float)), "a finite number")):
+            if bad.any():
+                row = int(np.flatnonzero(bad.to_numpy())[0])
+                cell = str(df[col].iloc[row])  # the text as read (a number pandas parsed, inf, as its text)
+                raise CurveError(f"{path}, line {row + 2}, column {col!r}: {cell!r} is not {what} "
+                                 f"({int(bad.sum())} such cell(s) in that column); fix or delete that line")
+        out[col] = values.astype(float)
+    return out
+
+
+def skipped_cells(df: pd.DataFrame, cols) -> list[tuple[int, str]]:
+    """(line, column) of every line of ``df`` (a frame of :func:`numeric_columns`) that holds data but an
+    empty or NaN cell in one of ``cols`` (its first such column); fully blank lines are left out."""
+    data = df.notna().any(axis=1).to_numpy()
+    out = []
+    for row in np.flatnonzero(data & df[list(cols)].isna().any(axis=1).to_numpy()):
+        out.append((int(row) + 2, next(c for c in cols if pd.isna(df[c].iloc[row]))))
+    return out
+
+
+def skipped_note(skipped: list[tuple[int, str]], path: Path) -> str | None:
+    """The sentence naming the lines :func:`skipped_cells` found (None: none)."""
+    if not skipped:
+        return None
+    where = ", ".join(f"line {line} column {col!r}" for line, col in skipped[:_SHOWN])
+    more = f" and {len(skipped) - _SHOWN} more" if len(skipped) > _SHOWN else ""
+    return (f"{len(skipped)} line(s) of {path} skipped for an empty or NaN cell ({where}{more}): a line without a "
+            "value is no eval")
+
+
+def with_skipped(error: CurveError, note: str | None) -> CurveError:
+    """``error`` with the lines skipped (``note`` of :func:`skipped_note`) and the fix appended; as is if none."""
+    if note is None:
+        return error
+    return CurveError(f"{error}; {note} (fill those cells in if they are evals)")
