@@ -19,7 +19,11 @@ Top-level API (imported on first use): :func:`load` (a calibration file, or ``"d
 ``apply(calibration, probe_result)`` (calibrated gains vs GRPO as a DataFrame, nothing written;
 :func:`calib.apply.apply_calibration`: ``calib.apply`` is also the module :mod:`calib.apply`, made
 callable), :func:`fit`, :func:`calibrate` (a probe result -> the calibrated document), :func:`check_domain`,
-:func:`build_rows`, :class:`Calibration`, :class:`CalibrationFileError`, :class:`CalibrationDomainWarning`
+:func:`build_rows`, :func:`report_metrics` (what ``calib report`` computes: every forecaster's cross-validated
+errors, coverage and rank agreement before and after calibration, ``(metrics, cv_rows, table)``;
+:func:`calib.report.compute`), :class:`Calibration`, :class:`CalibrationFileError`,
+:class:`CalibrationApplyError` (a ValueError: ``calib.apply`` cannot apply this calibration to this probe, e.g.
+the probe has no ``outcome`` reward or no reference learning curve for its model), :class:`CalibrationDomainWarning`
 (``calib.apply`` warns it for rewards outside the calibration's domain), the calibrators.
 
 calib reads gradprobe's outputs; gradprobe's library never imports calib.
@@ -36,6 +40,8 @@ _LAZY = {
     "calibrate": ("calib.apply", "calibrate"), "write_calibrated": ("calib.apply", "write_calibrated"),
     "CalibrationDomainWarning": ("calib.domain", "CalibrationDomainWarning"),
     "check_domain": ("calib.domain", "check_domain"), "build_rows": ("calib.dataset", "build_rows_many"),
+    "report_metrics": ("calib.report", "compute"),  # `calib report`'s numbers: (metrics, cv_rows, table)
+    "CalibrationApplyError": ("calib.probe_input", "CalibrationApplyError"),
     "IdentityCalibrator": ("calib.estimators", "IdentityCalibrator"),
     "IsotonicCalibrator": ("calib.estimators", "IsotonicCalibrator"),
     "LinearCalibrator": ("calib.estimators", "LinearCalibrator"),

@@ -20,7 +20,16 @@ neither torch nor pandas (PEP 562 module ``__getattr__``):
   :func:`load_study` ``-> StudyResult`` (``.plan``, ``.runs``, ``.analysis``, ``.probe``),
   :func:`train` (``gradprobe train``);
 * :func:`rank_prompts` (``gradprobe rank-prompts``) ``-> DataFrame``;
-* :func:`register_reward`, :func:`sequence_reward` (a TRL-style reward function as a reward).
+* :func:`register_reward`, :func:`sequence_reward` (a TRL-style reward function as a reward);
+* the pieces a custom reward or a difficulty evaluation is built from: :func:`load_policy` (a model alias,
+  folder, ``.gguf`` or hub id -> ``Policy``), :func:`load_task` (a task spec -> ``Task``: ``.problems(split,
+  n, seed=)``, ``.score(completion, problem)``), :class:`SamplingConfig`, the task verifier's two halves
+  :func:`extract_answer` (the final answer after ``####`` or in ``\\boxed{}``) and :func:`answers_match`
+  (exact comparison with the gold answer), and ``gradprobe difficulty-eval``'s three steps
+  :func:`prompt_features` ``(policy, problems) -> (M, F)``, :func:`sample_outcomes` ``(policy, task,
+  problems, samples=S, sampling=) -> (M, S)`` 0/1 outcomes and :func:`evaluate_difficulty` (Brier, AUC,
+  Spearman rho and reliability of p_hat against held-back outcomes;
+  ``gradprobe.difficulty.evaluate.evaluate_estimator``).
 """
 
 import importlib as _importlib
@@ -42,6 +51,14 @@ _LAZY = {
     "rank_prompts": ("gradprobe.api.prompts", "rank_prompts"),
     "register_reward": ("gradprobe.rewards", "register_reward"),
     "sequence_reward": ("gradprobe.rewards", "sequence_reward"),
+    "load_policy": ("gradprobe.models", "load_policy"),
+    "load_task": ("gradprobe.tasks", "load_task"),
+    "SamplingConfig": ("gradprobe.config", "SamplingConfig"),
+    "extract_answer": ("gradprobe.tasks.verify", "extract_answer"),
+    "answers_match": ("gradprobe.tasks.verify", "answers_match"),
+    "prompt_features": ("gradprobe.difficulty.features", "prompt_features"),
+    "sample_outcomes": ("gradprobe.difficulty.evaluate", "sample_outcomes"),
+    "evaluate_difficulty": ("gradprobe.difficulty.evaluate", "evaluate_estimator"),  # `gradprobe difficulty-eval`
 }
 
 __all__ = sorted(_LAZY)

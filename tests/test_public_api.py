@@ -29,8 +29,9 @@ from helpers_tasks import ScoredTask
 
 REPO = Path(__file__).resolve().parents[1]
 STUDY = REPO / "data" / "study_tiny"
-PUBLIC = ["ProbeResult", "RunResult", "Study", "StudyAnalysis", "StudyResult", "load_plan", "load_probe", "load_study",
-          "probe", "rank_prompts", "register_reward", "sequence_reward", "train"]
+PUBLIC = ["ProbeResult", "RunResult", "SamplingConfig", "Study", "StudyAnalysis", "StudyResult", "answers_match",
+          "evaluate_difficulty", "extract_answer", "load_plan", "load_policy", "load_probe", "load_study", "load_task",
+          "probe", "prompt_features", "rank_prompts", "register_reward", "sample_outcomes", "sequence_reward", "train"]
 
 PROBE_SETTINGS = dict(prompts=4, group=4, heldout_prompts=3, heldout_group=4, max_new_tokens=24, continuations=2,
                       max_steps=2, n_bootstrap=100, budget_tokens=50_000, seed=0)
@@ -220,7 +221,7 @@ def test_study_and_train_refuse_bad_input(tmp_path):
 
 
 def test_rank_prompts_matches_the_cli(tmp_path, capsys):
-    opts = dict(probe_samples=2, fit_prompts=8, max_new_tokens=8, seed=0, no_progress=True)
+    opts = dict(probe_samples=2, fit_prompts=8, max_new_tokens=8, seed=0, progress=False)
     flags = ["--probe-samples", "2", "--fit-prompts", "8", "--max-new-tokens", "8", "--seed", "0", "--no-progress"]
     with pytest.MonkeyPatch.context() as mp:
         _digit3_tasks(mp)
