@@ -15,8 +15,9 @@ calib never rewrites gradprobe's ``probe.json`` (issue 15): the calibrated numbe
   domain (:func:`calib.domain.check_domain`), or when this reward was never an arm of the
   calibration's studies, or trains with a loss type none of them did (:func:`calib.domain.check_rewards`:
   its intervals were validated on other rewards); the number is still computed, and the warnings
-  say which field (or reward) is outside. ``outcome`` is never flagged by the reward check; nor is a
-  reward without a calibrated gain (it has no interval to validate).
+  say which field (or reward) is outside. ``outcome`` is never flagged by the reward check. A reward
+  outside the domain without a calibrated gain (no gradient on the probe batch, or no forecast) is
+  flagged too: its warning says it has no calibrated gain, and its note says why.
 
 ``outcome`` is GRPO itself: its calibrated gain vs itself is 0 with interval [0, 0] by definition.
 
@@ -41,7 +42,7 @@ import pandas as pd
 
 from gradprobe.layout import CALIBRATED_JSON, PROBE_JSON
 
-from .domain import CalibrationDomainWarning, check_domain, check_rewards, probe_identity
+from .domain import CalibrationDomainWarning, DomainWarning, check_domain, check_rewards, probe_identity
 from .files import write_json
 from .model import Calibration, load_calibration
 from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, first_order_gain, load_probe,
@@ -101,7 +102,8 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         warnings plus one note per reward without a calibrated gain: a reward that gives no gradient
         on the probe batch, ``no_signal`` in ``probe.json``, with its ``no_signal_reason``; rewards the
         forecaster cannot say anything about), ``rewards`` (module docstring), ``target``. A reward
-        without a calibrated gain (NaN) gets no reward-domain warning: it has no interval to validate.
+        outside the domain is marked ``outside_domain`` whether or not it has a calibrated gain; the
+        warning of one without (NaN) says so instead of "still computed".
 
     Raises
     ------
@@ -128,10 +130,10 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     warnings = check_domain(calibration, probe_result, task=me["task"])
     probe_outside = any(w.outside for w in warnings)
     silent = [n for n in others if n not in ok]
-    # a reward without a calibrated gain has no interval to validate: its reward-domain warning (which says the
-    # gain "is still computed") would contradict the note below, so it is left out
-    warnings += [w for w in check_rewards(calibration, probe_result, reference_reward=REFERENCE_REWARD)
-                 if w.reward not in silent]
+    # a reward outside the domain is marked whether or not it has a calibrated gain; the warning of one without
+    # says so (check_rewards' text says the gain "is still computed", which the note below would contradict)
+    warnings += [_without_gain(w) if w.reward in silent else w
+                 for w in check_rewards(calibration, probe_result, reference_reward=REFERENCE_REWARD)]
     off_rewards = {w.reward for w in warnings if w.outside and w.reward is not None}
     outside = any(w.outside for w in warnings)
     notes = list(warnings) + _reference_note(col, no_signal) + _no_gain_notes(col, silent, no_signal)
@@ -156,6 +158,16 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
                         "budget_range": dom.budget_range, "fitted_with": calibration.versions},
         "outside_domain": outside, "warnings": warnings, "notes": notes, "rewards": rewards,
     }
+
+
+def _without_gain(w: DomainWarning) -> DomainWarning:
+    """Reward-domain warning ``w`` (:func:`calib.domain.check_rewards`) for a reward without a calibrated gain: its
+    tail on the computed gain and its interval replaced by what holds for it (no gain; still outside_domain)."""
+    if not w.outside:
+        return w
+    head = str(w).split("; the calibration's intervals were validated", 1)[0]
+    return DomainWarning(f"{head}; it gets no calibrated gain here (the note on it says why), and is marked "
+                         "outside_domain", field=w.field, outside=True, reward=w.reward)
 
 
 def _reference_note(col: str, no_signal: dict[str, str]) -> list[str]:
@@ -340,10 +352,15 @@ def _warn_outside(doc: dict) -> None:
         + ([f"{never} {'was' if len(never) == 1 else 'were'} never trained by its arms"] if never else []) \
         + ([f"{loss} train with a loss type none of its arms used ({c.get('arm_loss_types')})"] if loss else [])
     which = f"reward {off[0]!r} is" if len(off) == 1 else f"rewards {off} are"
+    gainless = [r["name"] for r in doc["rewards"] if r["outside_domain"] and math.isnan(r["calibrated_gain"])]
+    gain = "The calibrated gain is computed, but its interval was not validated there" if len(gainless) < len(off) \
+        else f"No calibrated gain is given for {'it' if len(off) == 1 else 'them'}"
+    if gainless and len(gainless) < len(off):
+        gain += f" ({gainless} get no calibrated gain: the notes say why)"
     _warnings.warn(CalibrationDomainWarning(
-        f"{which} outside the calibration's domain, fitted on the arms {c['arms']}: {'; '.join(why)}. The calibrated "
-        "gain is computed, but its interval was not validated there (outside_domain in the table; "
-        "attrs['document']['warnings'] has the details)"), stacklevel=4)
+        f"{which} outside the calibration's domain, fitted on the arms {c['arms']}: {'; '.join(why)}. {gain} "
+        "(outside_domain in the table; attrs['document']['warnings'] has the details"
+        + (", attrs['document']['notes'] why there is no gain)" if gainless else ")")), stacklevel=4)
 
 
 class _CallableModule(_types.ModuleType):

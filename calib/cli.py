@@ -6,7 +6,9 @@
     calib apply PROBE_DIR [--calibration default|FILE]       calibrated.json next to probe.json (calib.apply)
 
 Errors in the input (a missing file or column, a single arm, an incompatible calibration file)
-print one line naming the problem and its fix, and exit with status 2.
+print one line naming the problem and its fix, and exit with status 2. A standard output closed
+early (``calib fit ... | head``) is not reported as an error: the files are still written, and the
+exit status is 1 (Python's note on SIGPIPE).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -35,8 +39,11 @@ def _add_fit_options(p, *, report: bool) -> None:
                    default=FIT_DEFAULTS["method"], help="Huber regression of realized on forecast gain, isotonic (monotone) "
                                           "regression" + ("" if report else ", or none (the forecast as it is)"))
     p.add_argument("--cv", choices=["auto", "study", "arm"] if report else ["auto", "study", "arm", "model"],
-                   default=FIT_DEFAULTS["cv"], help="grouping of the validation and conformal folds: leave one study out, one arm "
-                                        "out within its study (auto: study when there are 2+ studies, else arm)")
+                   default=FIT_DEFAULTS["cv"],
+                   help="grouping of the validation and conformal folds: leave one study out, one arm out within its "
+                        "study" + ("" if report else ", or one model out (each fold holds out every row of one model, "
+                                   "so the intervals allow for a model the rows do not cover; needs rows of 2+ models)")
+                        + " (auto: study when there are 2+ studies, else arm)")
     p.add_argument("--interval", choices=["cv_plus", "split"], default=FIT_DEFAULTS["interval"],
                    help="conformal method (MAPIE): CV+ over the groups, or split conformal on half the groups")
     p.add_argument("--confidence", type=float, default=FIT_DEFAULTS["confidence_level"], help="confidence level of the prediction intervals")
@@ -78,24 +85,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_SHOW_WARNING = warnings.showwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``calib`` command; returns the exit status."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    commands = {"rows": _rows, "fit": _fit, "report": _report, "apply": _apply}
     try:
-        if args.command == "rows":
-            return _rows(args)
-        if args.command == "fit":
-            return _fit(args)
-        if args.command == "report":
-            return _report(args)
-        if args.command == "apply":
-            return _apply(args)
+        with warnings.catch_warnings():  # calib's own warnings read as one plain line, like its errors
+            warnings.showwarning = _show_warning  # restored on exit by catch_warnings
+            status = commands[args.command](args)
+        sys.stdout.flush()  # a closed stdout shows here, not at exit
+        return status
+    except BrokenPipeError:  # stdout closed early (`calib fit ... | head`): not an error of calib's; the files are
+        # written. Python's note on SIGPIPE: point stdout at devnull so the flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (ValueError, OSError) as e:  # RowsError, StudyFormatError, CalibrationFileError... are ValueErrors
         print(f"calib {args.command}: error: {e}", file=sys.stderr)
         return 2
-    return 1
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``calib: warning: MESSAGE`` on stderr for calib's warnings; other libraries' keep Python's format."""
+    if category.__module__.split(".")[0] == "calib":
+        print(f"calib: warning: {message}", file=sys.stderr if file is None else file)
+    else:
+        _SHOW_WARNING(message, category, filename, lineno, file, line)
 
 
 def _rows(args) -> int:
@@ -127,14 +146,15 @@ def _fit(args) -> int:
 
 def _report(args) -> int:
     m = write_report(args.studies, args.out, **_settings(args))
+    if args.validation_out:  # every file is written before anything is printed (stdout may be closed early)
+        record = validation_record(m, source="calib report " + " ".join(str(s) for s in args.studies)
+                                   + f" --out {args.out}")
+        write_json(args.validation_out, record, indent=2, newline=True)
     print(f"wrote {args.out}/report.html and metrics.json ({m['rows']} runs, {len(m['arms'])} arms, "
           f"{m['n_studies']} studies)")
     for note in m["notes"]:
         print(f"note: {note}")
     if args.validation_out:
-        record = validation_record(m, source="calib report " + " ".join(str(s) for s in args.studies)
-                                   + f" --out {args.out}")
-        write_json(args.validation_out, record, indent=2, newline=True)
         print(f"wrote {args.validation_out}: --forecaster auto uses {record['best']} ({record['evidence']})")
     b = m.get("bootstrap") or {}
     for cv in m["cv_modes"]:

@@ -53,6 +53,8 @@ from gradprobe.forecast.study import read_study_json, study_forecasts
 from gradprobe.layout import ANALYSIS_JSON, PLAN_COPY, STUDY_JSON, probe_dir
 
 from .domain import resolve_model, resolve_task, study_identity
+from .integrity import (DuplicateRunsWarning, RowsError, StudyFormatError, check_analysis_matches_runs,
+                        check_finite_forecasts, check_plan_sha, read_rows_csv, check_duplicate_runs)
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +85,9 @@ REQUIRED = ("study", "model", "task", "arm", "seed", "budget", "budget_value", "
 """Columns a rows table must have to be calibrated on (plus the chosen forecaster)."""
 
 
-class StudyFormatError(ValueError):
-    """A study folder lacks a file or field that calibration needs (the message names it and the fix)."""
-
-
-class RowsError(ValueError):
-    """A rows table cannot be calibrated on (missing columns, a single arm, ...)."""
+__all__ = ["REFERENCE_ARM", "BUDGET", "FORECASTERS", "FEATURES", "FORECAST_COLUMNS", "ID_COLUMNS", "COLUMNS",
+           "REQUIRED", "StudyFormatError", "RowsError", "DuplicateRunsWarning", "build_rows", "build_rows_many",
+           "select_rows", "read_rows", "default_forecast_fn"]
 
 
 def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.DataFrame:
@@ -116,7 +115,9 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     ------
     StudyFormatError
         A missing file or field (named, with the fix), no ``grpo`` arm, an arm without a forecast
-        row, or forecasts that lack contract columns.
+        row, forecasts that lack contract columns, an infinite forecast (study, arm, seeds), or an
+        ``analysis.json`` that no longer matches ``runs.csv`` (arms, seeds per arm) or ``study.json``'s
+        plan (:mod:`calib.integrity`; fix: ``gradprobe study --analyze-only --overwrite-analysis``).
     """
     study_dir = Path(study_dir)
     _check_folder(study_dir)
@@ -126,6 +127,7 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     if not sha:
         raise StudyFormatError(f"{study_dir}/study.json has no plan_sha256; the study folder predates frozen plans: "
                                "re-run it with this gradprobe")
+    check_plan_sha(study_dir, study_json.get("plan_sha256"), analysis.get("plan_sha256"))
     model, task = _plan_identity(study_dir)
     arms = analysis.get("arms") or {}
     if REFERENCE_ARM not in arms:
@@ -136,8 +138,11 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     except (KeyError, TypeError, ValueError):
         raise StudyFormatError(f"{study_dir}/analysis.json: matched.{BUDGET}.budget is missing; re-run "
                                f"`gradprobe study --analyze-only` on a plan with a generated-token budget") from None
+    per_seed = {arm: _per_seed(res, arm, study_dir) for arm, res in arms.items()}
+    check_analysis_matches_runs(study_dir, analysis, per_seed)
     fc = _forecasts(study_dir, curve, forecast_fn)
-    ref_seeds = _per_seed(arms[REFERENCE_ARM], REFERENCE_ARM, study_dir)
+    check_finite_forecasts(fc, study_dir, per_seed)
+    ref_seeds = per_seed[REFERENCE_ARM]
     ref_mean = float(np.nanmean(list(ref_seeds.values()))) if ref_seeds else math.nan
     ident = study_identity(study_dir, sha)
     rows = []
@@ -146,7 +151,7 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
             raise StudyFormatError(f"{study_dir}: arm {arm!r} has no forecast row (forecasts for {sorted(fc.index)}); "
                                    "the forecaster must return one row per arm of analysis.json")
         f = fc.loc[arm]
-        for seed, acc in _per_seed(res, arm, study_dir).items():
+        for seed, acc in per_seed[arm].items():
             paired = seed in ref_seeds and not math.isnan(ref_seeds[seed])
             base = ref_seeds[seed] if paired else ref_mean
             row = {"study": ident["key"], "plan_sha256": sha, "model": model["key"], "task": task["key"],
@@ -165,11 +170,21 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
 def build_rows_many(study_dirs, *, curve=None, forecast_fn=None) -> pd.DataFrame:
     """:func:`build_rows` of several studies, concatenated.
 
+    Warns
+    -----
+    DuplicateRunsWarning
+        The same training run read from two of the studies (:func:`calib.integrity.duplicate_runs`:
+        same model, task, arm settings and seed, identical accuracy curve), naming both studies and
+        the runs: deterministic retraining gives such copies (the shipped calibration reads copies of
+        ``grpo`` and ``grpo_2xlr``).
+
     Raises
     ------
     StudyFormatError
-        No folder given, or one study given twice (same folder name and plan: its rows would count
-        twice, and leave-one-study-out would hold out only one copy).
+        No folder given, one study given twice (same folder name and plan: its rows would count
+        twice, and leave-one-study-out would hold out only one copy), or a study all of whose runs are
+        read from the other studies given (e.g. ``data/study_tiny_granularity`` beside
+        ``data/study_reward_granularity``; :func:`calib.integrity.check_duplicate_runs`).
     """
     study_dirs = list(study_dirs)
     if not study_dirs:
@@ -180,6 +195,7 @@ def build_rows_many(study_dirs, *, curve=None, forecast_fn=None) -> pd.DataFrame
     if dup:
         raise StudyFormatError(f"study {dup[0]!r} is given twice (same folder name and plan sha256); pass each study "
                                "once")
+    check_duplicate_runs(frames, study_dirs, REFERENCE_ARM)
     return pd.concat(frames, ignore_index=True)
 
 
@@ -209,10 +225,11 @@ def select_rows(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", inclu
     Raises
     ------
     RowsError
-        Missing columns (named), an unknown forecaster, fewer than ``min_arms`` arms with a
-        forecast, or no rows left.
+        Missing columns (named), an unknown forecaster, a non-numeric or infinite forecast or target
+        (study, arm and seed named), fewer than ``min_arms`` arms with a forecast, or no rows left.
     """
     _check_columns(rows, forecaster)
+    _check_values(rows, forecaster)
     counts = {"rows_in": int(len(rows))}
     ref = rows["is_reference"].astype(bool)
     counts["dropped_reference"] = 0 if include_reference else int(ref.sum())
@@ -248,18 +265,18 @@ def read_rows(path: str | Path) -> pd.DataFrame:
     FileNotFoundError
         The path (named) does not exist.
     RowsError
-        A rows file of the old format (``predicted_gain``, no forecasts): rebuild it.
+        A rows file of the old format (``predicted_gain``, no forecasts): rebuild it. An empty, binary
+        or unparseable file, or a bad cell: a non-number in a numeric column, an infinite forecast,
+        realized accuracy or target (NaN/empty = none), a flag that is not True/False; named by file,
+        line and column, with the fix (:func:`calib.integrity.read_rows_csv`).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"rows file {str(path)!r} not found; write it with `calib rows STUDY_DIR --out {path}`")
-    df = pd.read_csv(path)
+    df = read_rows_csv(path)
     if "predicted_gain" in df.columns and not any(c in df.columns for c in FORECASTERS):
         raise RowsError(f"{path} is a rows file of the old format (the first-order predicted_gain, no forecast "
                         f"columns); rebuild it with `calib rows STUDY_DIR... --out {path}`")
-    for col in ("is_reference", "paired"):
-        if col in df.columns and df[col].dtype == object:
-            df[col] = df[col].map({"True": True, "False": False, True: True, False: False})
     return df
 
 
@@ -270,6 +287,20 @@ def _check_columns(rows: pd.DataFrame, forecaster: str) -> None:
     if missing:
         raise RowsError(f"rows table lacks column(s) {missing}; build it with `calib rows STUDY_DIR... --out ROWS.csv` "
                         f"(columns: {', '.join(COLUMNS)})")
+
+
+def _check_values(rows: pd.DataFrame, forecaster: str) -> None:
+    """Refuse a non-numeric or infinite ``forecaster``/``target`` cell of a rows table (NaN = none)."""
+    for col in (forecaster, "target"):
+        vals = pd.to_numeric(rows[col], errors="coerce").to_numpy(np.float64)
+        bad = np.isinf(vals) | (np.isnan(vals) & rows[col].notna().to_numpy())
+        if bad.any():
+            i = int(np.argmax(bad))
+            r, v = rows.iloc[i], rows[col].iloc[i]
+            shown = repr(v) if isinstance(v, str) else v
+            raise RowsError(f"rows table, study {r['study']!r}, arm {r['arm']!r}, seed {r['seed']}: {col} = "
+                            f"{shown} is not a finite number (NaN means none; an infinity is bad "
+                            "data); rebuild the rows with `calib rows STUDY_DIR... --out ROWS.csv`")
 
 
 def _check_folder(study_dir: Path) -> None:

@@ -1,4 +1,4 @@
-"""Checks of a calibration file's ``data`` and ``fitted`` blocks, and the command that rebuilds a file.
+"""Checks of a calibration file's ``data``, ``forecaster``, ``params`` and ``fitted`` fields, and its rebuild command.
 
 :func:`calib.model.load_calibration` refits a calibration from the training rows in the file's
 ``data`` block. This module makes the two ways a file can disagree with itself fail loudly:
@@ -9,10 +9,18 @@
   column), which the loader turns into :class:`CalibrationFileError` with the file and the fix;
 - a ``fitted`` block that the refit does not reproduce (an edited slope, a damaged knot):
   :func:`check_fitted` raises :class:`CalibrationFileError` naming the parameter and both values.
-  calib's numbers come from the refit, so an edit of ``fitted`` would otherwise be silently ignored.
+  calib's numbers come from the refit, so an edit of ``fitted`` would otherwise be silently ignored;
+- a ``params`` block (the calibrator's settings, e.g. ``params.epsilon`` of the Huber regression) that
+  differs from the settings the refit uses: :func:`check_params` refuses it the same way (calib fit
+  has no option for them, so an edit would otherwise be silently ignored);
+- a top-level ``forecaster`` (or ``domain.forecaster``) that names another forecaster than the
+  forecast column its ``data`` holds: :func:`data_forecaster` finds the column, and the loader
+  refuses the file naming both fields and the rebuild command for the data's forecaster.
 
 :func:`rebuild_command` says how to rebuild a file: for the shipped default, the command of
-``data/calibration/README.md``; for another file, ``calib fit`` with the settings the file records.
+``data/calibration/README.md`` (:data:`DEFAULT_COMMAND` when the file cannot even be parsed); for
+another file, ``calib fit`` with the settings the file records (:func:`unreadable_fix` when it cannot
+be parsed: the command must then name the forecaster the file was fitted for).
 """
 
 from __future__ import annotations
@@ -22,20 +30,26 @@ import shlex
 from numbers import Real
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from .dataset import FORECASTERS
 from .files import json_float
 
-__all__ = ["CalibrationFileError", "DamagedField", "read_data", "check_fitted", "rebuild_command", "GENERIC_FIX",
-           "FIT_DEFAULTS"]
+__all__ = ["CalibrationFileError", "DamagedField", "read_data", "check_fitted", "check_params", "check_forecaster",
+           "check_predictions", "data_forecaster",
+           "rebuild_command", "unreadable_fix", "GENERIC_FIX", "DEFAULT_COMMAND", "FIT_DEFAULTS"]
 
 #: the settings of ``calib fit`` (and :func:`calib.model.fit_calibration`) when none is given: the one place they
 #: are written, so that :func:`rebuild_command` names exactly the options that differ from them
 FIT_DEFAULTS = {"forecaster": "forecast_probe", "method": "linear", "cv": "auto", "interval": "cv_plus",
                 "confidence_level": 0.9, "include_reference": False}
 
-#: the fix when the file's settings cannot be read (not JSON, a version-1 file)
+#: the fix for a version-1 file (its forecaster, the first-order gain, is no longer one calib fit corrects)
 GENERIC_FIX = "refit it with `calib fit ROWS.csv --out FILE` (or pass --calibration default)"
+#: how the shipped default is built (data/calibration/README.md; used when the default cannot be parsed)
+DEFAULT_COMMAND = ("calib fit data/calibration/rows.csv --forecaster forecast_cost_only "
+                   "--out calib/data/calibration.json")
 #: ``fitted`` parameters are compared with the refit's within this relative (and tiny absolute) tolerance
 FITTED_RTOL, FITTED_ATOL = 1e-6, 1e-12
 _DEFAULT_ROWS = "data/calibration/rows.csv"  # where data/calibration/README.md builds the default from
@@ -149,47 +163,161 @@ def check_fitted(stored, refit: dict, *, path, fix: str, versions_note: str = ""
         f"it is refused instead){versions_note}. To repair or change the file, {fix}")
 
 
-def _first_difference(stored, refit, where: str) -> str | None:
-    """The first parameter where ``stored`` differs from ``refit`` (a sentence), or None."""
+def check_params(stored, refit: dict, *, path, fix: str, versions_note: str = "") -> None:
+    """Refuse a file whose ``params`` block differs from the calibrator settings the refit uses.
+
+    Parameters
+    ----------
+    stored : object
+        The file's ``params`` block (e.g. ``{"alpha": 0.0, "epsilon": 1.35, "max_iter": 1000}``).
+    refit : dict
+        ``get_params()`` of the refitted calibrator (:func:`calib.estimators.make_estimator`).
+    path : path
+        The file (named in the message).
+    fix : str
+        How to rebuild it (:func:`rebuild_command`).
+    versions_note : str
+        Appended when the installed scikit-learn/MAPIE/numpy differ from those that wrote the file (a
+        new scikit-learn may add or change a calibrator setting).
+
+    Raises
+    ------
+    CalibrationFileError
+        A setting differs (numbers beyond relative 1e-6; the message names it, e.g. ``params.epsilon``,
+        and both values), is missing, extra, or of another kind.
+    """
+    problem = _first_difference(stored, refit, "params", gives="the refit uses")
+    if problem is None:
+        return
+    raise CalibrationFileError(
+        f"calibration file {path}: {problem}. Its params block does not match the calibrator calib refits: the file "
+        "was edited or damaged (calib fit has no option for these settings and the refit always uses its own, so an "
+        f"edit of params would be silently ignored; it is refused instead){versions_note}. To repair or change the "
+        f"file, {fix}")
+
+
+def data_forecaster(d: dict) -> str | None:
+    """The forecaster whose column the file's ``data`` holds: the one name of
+    :data:`calib.dataset.FORECASTERS` among ``data.columns``; None when there is not exactly one (or
+    ``data.columns`` is malformed: :func:`read_data` names that)."""
+    columns = d.get("data", {}).get("columns") if isinstance(d.get("data"), dict) else None
+    held = [c for c in FORECASTERS if isinstance(columns, list) and c in columns]
+    return held[0] if len(held) == 1 else None
+
+
+def check_forecaster(d: dict, *, path, default: bool) -> None:
+    """Refuse a format-2 file whose ``forecaster`` (or ``domain.forecaster``) is not the forecaster its data holds.
+
+    Raises
+    ------
+    CalibrationFileError
+        ``data.columns`` holds exactly one forecast column of :data:`calib.dataset.FORECASTERS` and
+        ``forecaster`` or ``domain.forecaster`` names another: the message names both fields and gives
+        :func:`rebuild_command` for the data's forecaster. (Nothing is raised when the data holds no or
+        several forecast columns, or a field is not a string: the loader's field checks name those.)
+    """
+    held = data_forecaster(d)
+    dom = d.get("domain") if isinstance(d.get("domain"), dict) else {}
+    for name, value in (("forecaster", d.get("forecaster")), ("domain.forecaster", dom.get("forecaster"))):
+        if held is None or not isinstance(value, str) or value == held:
+            continue
+        raise CalibrationFileError(
+            f"calibration file {path} is damaged: its forecaster and its data disagree: field {name} is {value!r} "
+            f"but data.columns holds the forecast column {held!r} (the forecaster the calibration was fitted on); "
+            f"the file was edited or damaged (a calibration corrects the forecaster it was fitted on, and changing "
+            f"{name} cannot refit it for another). To repair it, "
+            f"{rebuild_command(path, d, default=default, forecaster=held)}"
+            + ("" if default else f"; to calibrate {value}, fit a new file with --forecaster {value}"))
+
+
+def check_predictions(stored, predictions: dict, *, path, fix: str, versions_note: str = "") -> None:
+    """Refuse a file whose ``check`` block differs from the refit's predictions on its training rows.
+
+    Parameters
+    ----------
+    stored : object
+        The file's ``check`` block: ``{"point": [...], "lower": [...], "upper": [...]}``, one value per
+        row of ``data`` (accuracy points; ``null``/``"inf"`` for non-finite ones).
+    predictions : dict
+        name -> ndarray, shape (n_rows,): the refit's ``point``, ``lower`` and ``upper``.
+    path, fix, versions_note
+        As for :func:`check_fitted`.
+
+    Raises
+    ------
+    CalibrationFileError
+        ``check.NAME`` is missing, malformed, has another length than ``data.rows``, or a value differs
+        beyond 1e-6 (the message names it, e.g. ``check.point[0]``, and both values).
+    """
+    for name, new in predictions.items():
+        try:
+            old = np.array([json_float(v) for v in stored[name]], float)
+        except (KeyError, TypeError, ValueError) as e:
+            raise CalibrationFileError(f"calibration file {path} is damaged: field check.{name} is missing or "
+                                       f"malformed; {fix}") from e
+        if old.shape != new.shape:
+            raise CalibrationFileError(f"calibration file {path} is damaged: field check.{name} has {old.size} values "
+                                       f"for the {new.size} rows of data (rows were added or removed); {fix}")
+        off = ~np.isclose(old, new, rtol=1e-6, atol=1e-6, equal_nan=True)
+        if off.any():
+            i = int(np.flatnonzero(off)[0])
+            raise CalibrationFileError(
+                f"calibration file {path}: check.{name}[{i}] is {float(old[i])!r} in the file but refitting the file's "
+                f"data gives {float(new[i])!r} ({int(off.sum())} of its {old.size} values differ): refitting the "
+                f"calibration does not reproduce its stored {name} predictions, so the file was edited or damaged"
+                f"{versions_note}; {fix}")
+
+
+def _first_difference(stored, refit, where: str, gives: str = "refitting the file's data gives") -> str | None:
+    """The first parameter where ``stored`` differs from ``refit`` (a sentence), or None. ``gives``: how the
+    sentence introduces the refit's value."""
     if isinstance(refit, dict):
         if not isinstance(stored, dict):
             return f"{where} is a {_kind(stored)} where the refit has an object of {sorted(refit)}"
         for k in refit:
             if k not in stored:
-                return f"{where}.{k} is missing (refitting the file's data gives {refit[k]!r})"
+                return f"{where}.{k} is missing ({gives} {refit[k]!r})"
         extra = [k for k in stored if k not in refit]
         if extra:
             return f"{where}.{extra[0]} is not a parameter of this calibration (the refit has {sorted(refit)})"
-        return next((p for k in refit if (p := _first_difference(stored[k], refit[k], f"{where}.{k}"))), None)
+        return next((p for k in refit if (p := _first_difference(stored[k], refit[k], f"{where}.{k}", gives))), None)
     if isinstance(refit, (list, tuple)):
         if not isinstance(stored, list) or len(stored) != len(refit):
             n = f"{len(stored)} values" if isinstance(stored, list) else f"a {_kind(stored)}"
-            return f"{where} has {n} where refitting the file's data gives {len(refit)}"
+            return f"{where} has {n} where {gives} {len(refit)}"
         return next((p for i, (a, b) in enumerate(zip(stored, refit))
-                     if (p := _first_difference(a, b, f"{where}[{i}]"))), None)
+                     if (p := _first_difference(a, b, f"{where}[{i}]", gives))), None)
+    if isinstance(refit, (bool, str)) or refit is None:  # a setting (params.increasing...): compared as it is
+        same = type(stored) is type(refit) and stored == refit
+        return None if same else f"{where} is {stored!r} in the file but {gives} {refit!r}"
     new = float(refit)
     try:
         if isinstance(stored, bool):
             raise TypeError(stored)
         old = json_float(stored)
     except (TypeError, ValueError):
-        return f"{where} is {stored!r}, not a number (refitting the file's data gives {new!r})"
+        return f"{where} is {stored!r}, not a number ({gives} {refit if type(refit) is int else new!r})"
     same = (math.isnan(old) and math.isnan(new)) or old == new \
         or math.isclose(old, new, rel_tol=FITTED_RTOL, abs_tol=FITTED_ATOL)
-    return None if same else f"{where} is {old!r} in the file but refitting the file's data gives {new!r}"
+    if same and isinstance(refit, int) and not float(stored).is_integer():  # max_iter 1000.5 is not 1000
+        same = False
+    return None if same else f"{where} is {old!r} in the file but {gives} {refit if type(refit) is int else new!r}"
 
 
-def rebuild_command(path, d, *, default: bool) -> str:
+def rebuild_command(path, d, *, default: bool, forecaster: str | None = None) -> str:
     """How to rebuild calibration file ``path`` (parsed: ``d``), as the tail of an error message.
 
     ``default``: the shipped file, rebuilt from a gradprobe checkout with the command of
-    ``data/calibration/README.md``. Another format-2 file: ``calib fit`` with the settings it records
-    (forecaster, method, folds, interval, level) and ``--out`` the file. Otherwise :data:`GENERIC_FIX`.
+    ``data/calibration/README.md`` (:data:`DEFAULT_COMMAND` when ``d`` is not a format-2 file); no
+    ``--calibration default`` alternative is offered, since that is this file. Another format-2 file:
+    ``calib fit`` with the settings it records (forecaster, method, folds, interval, level) and
+    ``--out`` the file. A version-1 file: :data:`GENERIC_FIX`. ``forecaster``: the forecaster to name
+    instead of the file's ``forecaster`` field (the one its data holds, when the two disagree).
     """
     if not isinstance(d, dict) or d.get("format_version") != 2:
-        return GENERIC_FIX
+        return unreadable_fix(path, default=True) if default else GENERIC_FIX
     opts = []
-    forecaster, method = d.get("forecaster"), d.get("method")
+    forecaster, method = forecaster or d.get("forecaster"), d.get("method")
     if isinstance(forecaster, str) and forecaster != FIT_DEFAULTS["forecaster"]:
         opts += ["--forecaster", forecaster]
     if isinstance(method, str) and method != FIT_DEFAULTS["method"]:
@@ -211,6 +339,25 @@ def rebuild_command(path, d, *, default: bool) -> str:
     cmd = " ".join(["calib fit ROWS.csv", *map(shlex.quote, opts), "--out", shlex.quote(str(Path(path)))])
     return (f"refit it with `{cmd}` (ROWS.csv: the rows it was fitted from; `calib rows STUDY_DIR... --out "
             "ROWS.csv` rebuilds them from the studies in its domain), or pass --calibration default")
+
+
+def unreadable_fix(path, *, default: bool) -> str:
+    """How to rebuild a calibration file whose settings cannot be read (not valid JSON), as the tail of an error.
+
+    ``default``: the shipped file: :data:`DEFAULT_COMMAND` (data/calibration/README.md), run in a
+    gradprobe checkout, or reinstall. Another file: ``calib fit`` with ``--out`` the file's own path,
+    and a ``--forecaster`` that must be the one it was fitted for (the choices listed: calib fit's
+    default, ``forecast_probe``, would silently fit a calibration of another forecaster).
+    """
+    if default:
+        return (f"refit it in a gradprobe checkout with `{DEFAULT_COMMAND}` (data/calibration/README.md), or "
+                "reinstall gradprobe")
+    out = shlex.quote(str(Path(path)))
+    return (f"refit it with `calib fit ROWS.csv --forecaster FORECASTER --out {out}`, where FORECASTER is the "
+            f"forecaster it was fitted for (one of {', '.join(FORECASTERS)}; without --forecaster calib fit fits "
+            f"{FIT_DEFAULTS['forecaster']}, a different calibration) and with the other options it was fitted with "
+            "(ROWS.csv: the rows it was fitted from; `calib rows STUDY_DIR... --out ROWS.csv` rebuilds them), "
+            "or pass --calibration default")
 
 
 def _kind(x) -> str:

@@ -5,12 +5,14 @@ The file holds no pickled code: the settings, the versions that fitted it, the f
 models and tasks by resolved configuration, budget kind and range, arms, the corrected forecaster
 column) and the training rows themselves (``data``; a study gives tens of rows). Loading checks
 ``data`` cell by cell, refits the calibrator and the MAPIE conformal regressor on those rows
-(milliseconds), and checks that the refit reproduces the stored ``fitted`` parameters (relative
-1e-6: an edited or damaged ``fitted`` block is refused, never silently ignored) and the stored
-predictions on the rows (``check``). A damaged file (a bad ``data`` cell, row or column is named),
-a file of an unknown format version, or one whose refit differs (e.g. a scikit-learn/MAPIE change)
-is refused with :class:`CalibrationFileError`, which names the file, the field and the fix
-(:mod:`calib.file_check`: for the shipped default, the command of ``data/calibration/README.md``).
+(milliseconds), and checks that the refit uses the stored calibrator settings (``params``) and
+reproduces the stored ``fitted`` parameters (relative 1e-6: an edited or damaged ``params`` or
+``fitted`` block is refused, never silently ignored) and the stored predictions on the rows
+(``check``). A damaged file (a bad ``data`` cell, row or column is named), a file whose
+``forecaster`` is not its data's forecast column, a file of an unknown format version, or one
+whose refit differs (e.g. a scikit-learn/MAPIE change) is refused with :class:`CalibrationFileError`,
+which names the file, the field and the fix (:mod:`calib.file_check`: for the shipped default, the
+command of ``data/calibration/README.md``).
 
 Format versions: 2 (this one) corrects a forecaster column of :mod:`calib.dataset`
 (``forecast_probe`` by default). Version 1 files (the first shipped default,
@@ -43,7 +45,8 @@ from gradprobe import __version__
 from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, select_rows
 from .domain import Domain, domain_of_rows
 from .estimators import make_estimator
-from .file_check import FIT_DEFAULTS, GENERIC_FIX, CalibrationFileError, DamagedField, check_fitted, read_data, rebuild_command
+from .file_check import (FIT_DEFAULTS, CalibrationFileError, DamagedField, check_fitted, check_forecaster, check_params,
+                         check_predictions, read_data, rebuild_command, unreadable_fix)
 from .files import json_float, json_safe, write_json
 from .validation import PLURAL, conformal_regressor, group_labels, predict_interval
 
@@ -234,10 +237,12 @@ def load_calibration(spec: str | Path) -> Calibration:
         No default is shipped, the file is missing, is not valid JSON, is not a calibration file,
         lacks a field (named), has a damaged ``data`` block (a missing column, a row of the wrong
         length, a non-number where a number belongs: the cell is named), has a format version this
-        calib does not read, its ``fitted`` parameters differ from the refit's (edited or damaged:
-        the parameter and both values are named; a version-1 file without ``fitted`` still loads),
-        or its refit does not reproduce its stored predictions (scikit-learn/MAPIE versions differ in
-        a way that matters): the message names the file, says which, and how to rebuild it.
+        calib does not read, its ``forecaster`` names another forecaster than its data's column, its
+        ``params`` (calibrator settings) or ``fitted`` parameters differ from the refit's (edited or
+        damaged: the parameter and both values are named; a version-1 file without them still loads),
+        or its refit does not reproduce its stored predictions ``check`` (the first differing value is
+        named; or scikit-learn/MAPIE versions differ in a way that matters): the message names the
+        file, says which, and how to rebuild it.
     """
     path = resolve(spec)
     try:
@@ -245,7 +250,8 @@ def load_calibration(spec: str | Path) -> Calibration:
     except OSError as e:
         raise CalibrationFileError(f"cannot read calibration file {str(path)!r}: {e}") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); {GENERIC_FIX}") from e
+        raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); "
+                                   f"{unreadable_fix(path, default=_is_default(path))}") from e
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise CalibrationFileError(f"{path} is not a gradprobe calibration file (no \"format\": \"{FORMAT}\"); "
                                    "write one with `calib fit ROWS.csv --out FILE`")
@@ -258,10 +264,13 @@ def load_calibration(spec: str | Path) -> Calibration:
             + ("Upgrade gradprobe to read it, or refit" if newer else "Refit")
             + " it with this version: `calib fit ROWS.csv --out FILE` (the rows are in the file's \"data\").")
     fix = rebuild_command(path, d, default=_is_default(path))
+    if version == 2:
+        check_forecaster(d, path=path, default=_is_default(path))
     try:
         cal = _from_v1(d) if version == 1 else _from_v2(d)
         stored = d["check"]
         fitted = d["fitted"] if version >= 2 or "fitted" in d else None  # a version-1 file may lack it
+        params = d["params"] if version >= 2 or "params" in d else None
     except DamagedField as e:
         raise CalibrationFileError(f"calibration file {path} is damaged: field {e.field} {e.problem}; {fix}") from e
     except (KeyError, TypeError, ValueError) as e:
@@ -276,21 +285,11 @@ def load_calibration(spec: str | Path) -> Calibration:
     note = "" if _vs(versions) == _vs(software_versions()) else \
         f" (or, if it is intact, the installed libraries fit differently: fitted with {_vs(versions)}; installed " \
         f"{_vs(software_versions())})"
+    if params is not None:
+        check_params(params, cal.estimator.get_params(), path=path, fix=fix, versions_note=note)
     if fitted is not None:
         check_fitted(fitted, cal.fitted_parameters(), path=path, fix=fix, versions_note=note)
-    for name, new in (("point", point), ("lower", lo), ("upper", hi)):
-        try:
-            old = np.array([json_float(v) for v in stored[name]], float)
-        except (KeyError, TypeError, ValueError) as e:
-            raise CalibrationFileError(f"calibration file {path} is damaged: field check.{name} is missing or "
-                                       f"malformed; {fix}") from e
-        if old.shape != new.shape:
-            raise CalibrationFileError(f"calibration file {path} is damaged: field check.{name} has {old.size} values "
-                                       f"for the {new.size} rows of data (rows were added or removed); {fix}")
-        if not np.allclose(old, new, rtol=1e-6, atol=1e-6, equal_nan=True):
-            raise CalibrationFileError(
-                f"{path}: refitting the calibration does not reproduce its stored {name} predictions (fitted with "
-                f"{_vs(versions)}; installed {_vs(software_versions())}); {fix}")
+    check_predictions(stored, {"point": point, "lower": lo, "upper": hi}, path=path, fix=fix, versions_note=note)
     return cal
 
 

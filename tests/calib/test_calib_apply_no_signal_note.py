@@ -40,9 +40,9 @@ def test_a_no_signal_reward_gets_one_consistent_note(default):
     raw, _, task = load_probe(PROBE)
     doc = calibrate(default, _silence(raw, "mc_value", "my_reward"), task=task)
     by = {r["name"]: r for r in doc["rewards"]}
-    assert math.isnan(by["my_reward"]["calibrated_gain"]) and not by["my_reward"]["outside_domain"]
+    assert math.isnan(by["my_reward"]["calibrated_gain"]) and by["my_reward"]["outside_domain"]  # never an arm
     assert math.isfinite(by["hybrid_0.5"]["calibrated_gain"])  # the other rewards are calibrated as before
-    about = [n for n in doc["notes"] if "my_reward" in n]
+    about = [n for n in doc["notes"] if "my_reward" in n and "outside the calibration's domain" not in n]
     assert about == [f"reward 'my_reward' gives no gradient on the probe batch ({REASON}): it cannot train, so no "
                      "calibrated gain is given for it"]
     text = format_calibrated(doc)
@@ -66,8 +66,9 @@ def test_calib_apply_prints_the_note(default, tmp_path, capsys):
     assert calib.cli.main(["apply", str(study / "probe")]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("my_reward"))
-    assert row.split()[1:] == ["n/a", "n/a", "n/a"]  # forecast, calibrated gain, interval
-    notes = [line for line in out.splitlines() if "my_reward" in line and line.startswith("note:")]
+    assert row.split()[1:] == ["n/a", "n/a", "n/a", "outside", "domain"]  # forecast, calibrated gain, interval, mark
+    notes = [line for line in out.splitlines() if "my_reward" in line and line.startswith("note:")
+             and "outside the calibration's domain" not in line]
     assert notes == [f"note: reward 'my_reward' gives no gradient on the probe batch ({REASON}): it cannot train, "
                      "so no calibrated gain is given for it"]
     assert "still computed" not in out and "learning-rate change" not in out

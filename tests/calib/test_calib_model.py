@@ -70,7 +70,8 @@ def test_damaged_or_foreign_files_are_refused_naming_the_file_and_the_fix(tmp_pa
     text = path.read_text()
     (tmp_path / "truncated.json").write_text(text[: len(text) // 2])
     with pytest.raises(CalibrationFileError, match=r"truncated.json is damaged: not valid JSON .* refit it with "
-                                                   r"`calib fit ROWS.csv --out FILE`"):
+                                                   r"`calib fit ROWS.csv --forecaster FORECASTER --out "
+                                                   r"\S*truncated.json`"):
         load_calibration(tmp_path / "truncated.json")
     for version, fix in ((0, "Refit it"), (99, "Upgrade gradprobe to read it, or refit it")):
         (tmp_path / "v.json").write_text(json.dumps(dict(json.loads(text), format_version=version)))

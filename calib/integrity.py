@@ -1,0 +1,291 @@
+"""Checks on what calibration reads: a rows CSV's cells, infinite forecasts, a study's analysis.json
+against its runs.csv, and the same training run read from two studies.
+
+:mod:`calib.dataset` calls these; its exceptions live here (re-exported there) so this module needs
+nothing from it. Every error is a ``ValueError`` (``calib``'s command line prints it on one line,
+exit status 2) naming the file, the column and line or the study, arm and seed, and the fix.
+
+Rules
+-----
+Rows CSV (:func:`read_rows_csv`)
+    UTF-8 text with a header line; every numeric column (:data:`NUMERIC`) holds numbers or empty/NaN
+    cells; ``is_reference`` and ``paired`` hold True/False; a forecast, ``realized`` or ``target``
+    (:data:`FINITE`) is never infinite: NaN (an empty cell) means "no forecast" / "no accuracy", an
+    infinity is bad data.
+analysis.json vs runs.csv (:func:`check_analysis_matches_runs`)
+    The same arms, per arm as many seeds (``arms.ARM.seeds``: runs.csv's distinct seeds of that arm
+    when the analysis was made) and no seed read that runs.csv no longer holds; the plan sha256 of
+    analysis.json and study.json agree. Otherwise runs.csv (or the plan) changed after the analysis.
+The same run twice (:func:`duplicate_runs`, :func:`check_duplicate_runs`)
+    Two rows of different studies are one run read twice when they share the model, task, reward,
+    loss type, probe entry, lr_scale, seed and token budget, have the same realized accuracy there,
+    and their runs.csv curves (generated tokens and accuracy per update) agree at every update both
+    record, with at least one common update after update 0. A study all of whose runs are read from
+    the other studies given (``data/study_tiny_granularity`` beside ``data/study_reward_granularity``)
+    is refused: it adds no run, counts each twice and leaks into the fold that holds the other study
+    out. Other shared runs get one :class:`DuplicateRunsWarning`: deterministic retraining gives them,
+    and the shipped calibration reads such copies of ``grpo`` (left out of fits by default) and
+    ``grpo_2xlr`` (forecast by the first-order extrapolation only).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON
+
+FORECAST_NAMES = ("forecast_probe", "forecast_cost_only", "forecast_signal_proxy", "forecast_first_order")
+NUMERIC = ("seed", "budget_value", "lr_scale", "rho", "snr", "tokens_per_update", "token_multiplier") \
+    + FORECAST_NAMES + ("realized", "target")
+"""Columns of a rows CSV that must hold numbers (empty/NaN allowed)."""
+FINITE = FORECAST_NAMES + ("realized", "target")
+"""Columns where an infinity is refused (NaN is "none": no forecast, no realized accuracy)."""
+BOOLEAN = ("is_reference", "paired")
+REANALYZE = "gradprobe study --analyze-only --overwrite-analysis --out {}"
+_REBUILD = "or rebuild the file with `calib rows STUDY_DIR... --out {}`"
+_RUN_KEY = ("model", "task", "reward", "loss_type", "probe_entry", "lr_scale", "seed", "budget_value")
+
+
+class StudyFormatError(ValueError):
+    """A study folder lacks a file or field that calibration needs (the message names it and the fix)."""
+
+
+class RowsError(ValueError):
+    """A rows table cannot be calibrated on (missing columns, a single arm, a bad cell, ...)."""
+
+
+class DuplicateRunsWarning(UserWarning):
+    """The same training run is read from two studies given together (it counts twice)."""
+
+
+def read_rows_csv(path: Path) -> pd.DataFrame:
+    """Read and check a rows CSV (the file exists).
+
+    Returns
+    -------
+    DataFrame
+        Numeric columns as floats/ints, ``is_reference``/``paired`` as bools; blank lines dropped.
+
+    Raises
+    ------
+    RowsError
+        An empty, non-UTF-8 or unparseable file (named), or a bad cell: its column, line number
+        (1 = the header) and value, with the fix.
+    """
+    try:
+        df = pd.read_csv(path, skip_blank_lines=False)
+    except pd.errors.EmptyDataError:
+        raise RowsError(f"{path} is empty (no header line); write the rows with `calib rows STUDY_DIR... "
+                        f"--out {path}`") from None
+    except UnicodeDecodeError as e:
+        raise RowsError(f"{path} is not a UTF-8 text CSV (byte 0x{e.object[e.start]:02x} at offset {e.start}); "
+                        f"pass the rows CSV that `calib rows STUDY_DIR... --out ROWS.csv` writes") from None
+    except pd.errors.ParserError as e:
+        raise RowsError(f"{path} is not a valid CSV ({str(e).strip().splitlines()[0]}); "
+                        + _REBUILD.format(path)) from None
+    df.index = df.index + 2  # the line number of each row (line 1 is the header)
+    df = df[~df.isna().all(axis=1)]
+    for col in (c for c in NUMERIC if c in df.columns):
+        df[col] = _numeric(df[col], path, col)
+    for col in (c for c in BOOLEAN if c in df.columns):
+        df[col] = _boolean(df[col], path, col)
+    return df.reset_index(drop=True)
+
+
+def _numeric(s: pd.Series, path: Path, col: str) -> pd.Series:
+    if not pd.api.types.is_numeric_dtype(s) or s.dtype == bool:
+        num = pd.to_numeric(s, errors="coerce")
+        bad = s.notna() & num.isna() & ~s.astype(str).str.strip().str.lower().isin(["nan", ""])
+        if bad.any():
+            line = bad.idxmax()
+            raise RowsError(f"{path}, line {line}, column {col!r}: {s[line]!r} is not a number; write a number "
+                            "(an empty cell means missing) " + _REBUILD.format(path))
+        s = num
+    if col in FINITE and s.dtype.kind == "f":
+        inf = np.isinf(s.to_numpy())
+        if inf.any():
+            line = s.index[int(np.argmax(inf))]
+            what = "forecast" if col in FORECAST_NAMES else "gain or accuracy"
+            raise RowsError(f"{path}, line {line}, column {col!r}: {s[line]} is not a {what} (an infinite value is "
+                            "bad data; leave the cell empty for none) " + _REBUILD.format(path))
+    return s
+
+
+def _boolean(s: pd.Series, path: Path, col: str) -> pd.Series:
+    if s.dtype == bool:
+        return s
+    known = {"True": True, "False": False, "true": True, "false": False, True: True, False: False, 1: True, 0: False}
+    bad = ~s.isin(list(known))
+    if bad.any():
+        line = bad.idxmax()
+        raise RowsError(f"{path}, line {line}, column {col!r}: {s[line]!r} is not True or False; "
+                        "write True or False " + _REBUILD.format(path))
+    return s.map(known).astype(bool)
+
+
+def check_finite_forecasts(fc: pd.DataFrame, study_dir: Path, seeds: dict) -> None:
+    """Refuse an infinite forecast of a study's forecaster (NaN stays "no forecast").
+
+    ``fc``: one row per arm with :data:`FORECAST_NAMES`; ``seeds``: arm -> the seeds its rows get.
+
+    Raises
+    ------
+    StudyFormatError
+        Naming the study folder, the arm, its seeds, the column and the fix.
+    """
+    for col in (c for c in FORECAST_NAMES if c in fc.columns):
+        vals = pd.to_numeric(fc[col], errors="coerce").to_numpy(np.float64)
+        for arm, v in zip(fc["arm"], vals):
+            if math.isinf(v):
+                raise StudyFormatError(
+                    f"{study_dir}: arm {arm!r} (seeds {sorted(seeds.get(arm, []))}) has {col} = {v}: an infinite "
+                    f"forecast is bad data (NaN means no forecast); check the arm's probe entry in "
+                    f"{study_dir}/probe (tokens_per_update, rho) and re-run `gradprobe probe` for the study")
+
+
+def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict) -> None:
+    """Refuse an ``analysis.json`` made from another ``runs.csv`` (or plan) than the folder holds.
+
+    ``per_seed``: arm -> {seed: accuracy} read from analysis.json at the token budget.
+
+    Raises
+    ------
+    StudyFormatError
+        A missing or unreadable runs.csv, or the differences (arms, seeds per arm, plan sha256),
+        with the fix ``gradprobe study --analyze-only --overwrite-analysis --out STUDY``.
+    """
+    path = study_dir / RUNS_CSV
+    fix = f"re-analyse the study with `{REANALYZE.format(study_dir)}`"
+    if not path.is_file():
+        raise StudyFormatError(f"{path} is missing; calibration checks {ANALYSIS_JSON} against it: restore the "
+                               f"study's runs.csv (`gradprobe study` writes it), then {fix}")
+    try:
+        runs = pd.read_csv(path, usecols=["arm", "seed"])
+    except (ValueError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
+        raise StudyFormatError(f"{path} cannot be read for its arm and seed columns ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else ''}); restore it from the study") from None
+    csv = {str(a): {int(s) for s in g["seed"]} for a, g in runs.groupby("arm")}
+    arms = analysis.get("arms") or {}
+    diffs = [f"arm(s) {sorted(set(x) - set(y))} only in {name}"
+             for x, y, name in ((arms, csv, ANALYSIS_JSON), (csv, arms, RUNS_CSV)) if set(x) - set(y)]
+    for arm in (a for a in arms if a in csv):
+        n = arms[arm].get("seeds") if isinstance(arms[arm], dict) else None
+        if n is not None and int(n) != len(csv[arm]):
+            diffs.append(f"{arm}: {int(n)} seed(s) in {ANALYSIS_JSON}, {len(csv[arm])} in {RUNS_CSV} "
+                         f"(seeds {sorted(csv[arm])})")
+        gone = sorted(set(per_seed.get(arm, {})) - csv[arm])
+        if gone:
+            diffs.append(f"{arm}: {ANALYSIS_JSON} reads seed(s) {gone} that {RUNS_CSV} does not hold")
+    if diffs:
+        raise StudyFormatError(f"{study_dir}: {ANALYSIS_JSON} does not match {RUNS_CSV} ({'; '.join(diffs)}); "
+                               f"runs.csv changed after the analysis: {fix}")
+
+
+def check_plan_sha(study_dir: Path, study_sha: str | None, analysis_sha: str | None) -> None:
+    """Refuse an ``analysis.json`` whose plan sha256 differs from ``study.json``'s (both recorded).
+
+    Raises
+    ------
+    StudyFormatError
+        Naming both digests and the fix (re-analyse).
+    """
+    if study_sha and analysis_sha and study_sha != analysis_sha:
+        raise StudyFormatError(f"{study_dir}: {ANALYSIS_JSON} was made for plan sha256 {analysis_sha[:12]}, but "
+                               f"{STUDY_JSON} records {study_sha[:12]}; re-analyse the study with "
+                               f"`{REANALYZE.format(study_dir)}`")
+
+
+def _curves(study_dir: Path) -> dict:
+    """(arm, seed) -> {update: (generated_tokens, accuracy)} from the study's runs.csv ({} without one)."""
+    path = Path(study_dir) / RUNS_CSV
+    if not path.is_file():
+        return {}
+    df = pd.read_csv(path, usecols=["arm", "seed", "update", "generated_tokens", "accuracy"])
+    return {(str(a), int(s)): {float(u): (float(t), float(x)) for u, t, x in
+                               zip(g["update"], g["generated_tokens"], g["accuracy"])}
+            for (a, s), g in df.groupby(["arm", "seed"])}
+
+
+def _same_curve(a: dict, b: dict) -> bool:
+    """The curves agree at every update both record, and both record one after update 0."""
+    common = set(a) & set(b)
+    return any(u > 0 for u in common) and all(a[u] == b[u] for u in common)
+
+
+def _shared_runs(frames: list[pd.DataFrame], curves: list[dict]) -> dict:
+    """(i, j) -> [(arm in i, arm in j, seed), ...] for studies i < j sharing runs."""
+    seen: dict[tuple, list] = {}
+    for i, f in enumerate(frames):
+        for r in f.itertuples(index=False):
+            if isinstance(r.realized, float) and math.isfinite(r.realized):
+                key = tuple(str(getattr(r, c)) for c in _RUN_KEY) + (r.realized,)
+                seen.setdefault(key, []).append((i, r.arm, int(r.seed)))
+    pairs: dict[tuple, list] = {}
+    for hits in seen.values():
+        for (i, a, s), (j, b, _) in combinations(hits, 2):
+            if i != j and _same_curve(curves[i].get((a, s), {}), curves[j].get((b, s), {})):
+                pairs.setdefault((i, j), []).append((a, b, s))
+    return pairs
+
+
+def duplicate_runs(frames: list[pd.DataFrame], study_dirs: list) -> list[tuple[str, str, list[str]]]:
+    """The runs read twice across studies (see the module docstring for "the same run").
+
+    ``frames``: :func:`calib.dataset.build_rows` of each of ``study_dirs`` (same order).
+
+    Returns
+    -------
+    list of (study A, study B, ["ARM/seedS" or "ARM_A=ARM_B/seedS", ...])
+        One entry per pair of studies sharing runs, folder names as given.
+    """
+    return _named(_shared_runs(frames, [_curves(d) for d in study_dirs]), study_dirs)
+
+
+def _named(pairs: dict, study_dirs: list) -> list[tuple[str, str, list[str]]]:
+    return [(str(study_dirs[i]), str(study_dirs[j]), sorted(f"{a}/seed{s}" if a == b else f"{a}={b}/seed{s}"
+                                                            for a, b, s in runs))
+            for (i, j), runs in sorted(pairs.items())]
+
+
+def check_duplicate_runs(frames: list[pd.DataFrame], study_dirs: list, reference_arm: str = "grpo") -> list:
+    """Refuse a study all of whose runs are read from other studies given; warn about other shared runs.
+
+    A study that is a subset of the others adds no run and would count each twice (and leak into the
+    fold that holds the other study out); a few shared runs (deterministic retraining of an arm that
+    several studies hold) are named in one :class:`DuplicateRunsWarning`.
+
+    Returns
+    -------
+    list
+        :func:`duplicate_runs` (empty: nothing shared, no warning).
+
+    Raises
+    ------
+    StudyFormatError
+        Naming the study, the studies that hold its runs, and the fix (pass only one of them).
+    """
+    pairs = _shared_runs(frames, [_curves(d) for d in study_dirs])
+    for k, f in enumerate(frames):
+        runs = {(a, int(s)) for a, s, x in zip(f["arm"], f["seed"], f["realized"]) if math.isfinite(float(x))}
+        mine = {(a if i == k else b, s) for (i, j), rs in pairs.items() if k in (i, j) for a, b, s in rs}
+        if runs and runs <= mine:
+            others = sorted({str(study_dirs[j if i == k else i]) for (i, j) in pairs if k in (i, j)})
+            raise StudyFormatError(
+                f"every run of {study_dirs[k]} ({len(runs)} runs) is also read from {', '.join(others)} (same "
+                "model, task, arm settings and seed, identical accuracy curve): it would count each twice and "
+                f"add nothing; pass only one of them (e.g. drop {study_dirs[k]})")
+    dups = _named(pairs, study_dirs)
+    if dups:
+        text = "; ".join(f"{a} and {b} share {len(r)} run(s): {', '.join(r)}" for a, b, r in dups)
+        warnings.warn(f"the same training run is read from two studies (same model, task, arm settings and seed, "
+                      f"identical accuracy curve): {text}. Each copy counts as a run of its own (the "
+                      f"{reference_arm!r} rows are left out of fits by default; other arms count twice in fits, "
+                      "errors and rankings, and leaving one study out holds out only one copy); pass only one "
+                      "study of each pair if that is not intended", DuplicateRunsWarning, stacklevel=3)
+    return dups
