@@ -46,7 +46,8 @@ def _add_probe(sub) -> None:
                         "answer=, solution= columns; verifier=hash|boxed|exact)")
     p.add_argument("--skip-malformed", action="store_true",
                    help="tasks read from data (gsm8k, jsonl:, hf:): skip malformed rows (counted, warned) instead of stopping")
-    p.add_argument("--rewards", default=",".join(ProbeConfig.rewards), help="comma-separated registered reward names")
+    p.add_argument("--rewards", default=",".join(ProbeConfig.rewards), help="comma-separated reward names: registered ones, or a reward "
+                   "of your own as MODULE:FUNCTION or path/to/file.py:FUNCTION (a TRL-style function is wrapped)")
     p.add_argument("--prompts", type=int, default=BatchSettings.prompts, help="B, prompts in the probe batch")
     p.add_argument("--group", type=int, default=BatchSettings.group, help="G, completions per prompt")
     p.add_argument("--reference", default=ReferenceSettings.kind, help="heldout, or direction:PATH (.safetensors vector)")

@@ -30,6 +30,7 @@ from .fidelity import trace_fidelity
 from .prm import NotAClassificationModelError, prm_reward
 from .majority import answer_span_mask, majority_vote_rewards
 from .counterfactual import loo_advantages, outcome_loo_reward
+from .plugin import is_plugin_name, load_reward_plugin
 
 __all__ = ["REWARDS", "Reward", "RewardContext", "RewardFunctionError", "RewardOutput", "UnknownRewardError",
            "get_reward", "parse_rewards", "register_reward", "normalize_sequence_rewards",
@@ -38,4 +39,4 @@ __all__ = ["REWARDS", "Reward", "RewardContext", "RewardFunctionError", "RewardO
            "sequence_reward", "trl_columns", "STEP_VERIFIERS", "UnknownTaskKindError", "arithmetic_line",
            "chain_sum_line", "make_process_reward", "register_step_verifier", "trace_fidelity",
            "NotAClassificationModelError", "prm_reward", "answer_span_mask", "majority_vote_rewards",
-           "loo_advantages", "outcome_loo_reward"]
+           "loo_advantages", "outcome_loo_reward", "is_plugin_name", "load_reward_plugin"]

@@ -98,6 +98,9 @@ class RewardOutput:
 
 Reward = Callable[[RolloutBatch, RewardContext], RewardOutput]
 REWARDS: dict[str, Reward] = {}
+#: Resolvers of names that are not registered: ``resolver(name) -> Reward or None`` (None: not its kind of name);
+#: :mod:`gradprobe.rewards.plugin` adds the ``MODULE:FUNCTION`` import-path one.
+RESOLVERS: list[Callable[[str], "Reward | None"]] = []
 
 
 def register_reward(name: str):
@@ -127,12 +130,17 @@ def get_reward(name: str) -> Reward:
     Raises
     ------
     UnknownRewardError
-        Unknown name; the message lists the registered ones.
+        Unknown name; the message lists the registered ones and the import-path form
+        (:mod:`gradprobe.rewards.plugin`), or says why an import-path name could not be loaded.
     """
-    try:
+    if name in REWARDS:
         return REWARDS[name]
-    except KeyError:
-        raise UnknownRewardError(f"unknown reward {name!r}; valid: {', '.join(sorted(REWARDS))}") from None
+    for resolve in RESOLVERS:
+        reward = resolve(name)
+        if reward is not None:
+            return reward
+    raise UnknownRewardError(f"unknown reward {name!r}; valid: {', '.join(sorted(REWARDS))}, or a reward of your own "
+                             "as MODULE:FUNCTION or path/to/file.py:FUNCTION")
 
 
 def parse_rewards(spec: str | list[str]) -> list[tuple[str, Reward]]:

@@ -1,0 +1,127 @@
+"""Rewards named by import path, so a new reward can be probed, trained and studied from the command line.
+
+``--rewards outcome,my_rewards:brevity`` (a module on ``sys.path`` or in the working directory) or
+``--rewards outcome,rewards/brevity.py:brevity`` (a Python file), and the same strings as a plan's
+``reward = "..."``. The part after the last ``:`` names an attribute of the module:
+
+- a TRL-style reward function ``fn(prompts, completions, **columns) -> list[float | None]`` (one that takes
+  ``completions`` or ``**kwargs``) is wrapped by :func:`gradprobe.rewards.sequence.sequence_reward`, with
+  GRPO's group normalisation, exactly as ``gradprobe.probe(rewards=[fn])`` does from Python;
+- a native :data:`gradprobe.rewards.base.Reward` ``reward(batch, ctx) -> RewardOutput`` is used as it is.
+
+The reward is registered under the whole string (``my_rewards:brevity``), which is its name in
+``probe.json``, tables and plans, so a study's worker processes resolve it the same way. A module is
+imported once per process (Python's import cache; a file under a name derived from its resolved path).
+Importing runs the module's code, as ``python -m`` would: name only files you trust.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from pathlib import Path
+
+from .base import REWARDS, RESOLVERS, Reward, UnknownRewardError
+from .sequence import sequence_reward
+
+__all__ = ["load_reward_plugin", "is_plugin_name"]
+
+_FORMS = ("MODULE:FUNCTION (a module importable from the working directory or sys.path) or "
+          "path/to/file.py:FUNCTION")
+
+
+def is_plugin_name(name: str) -> bool:
+    """True for ``MODULE:ATTR`` / ``FILE.py:ATTR`` names (a ``:`` with text on both sides)."""
+    module, _, attr = name.rpartition(":")
+    return bool(module.strip()) and bool(attr.strip())
+
+
+def _import_module(module: str, spec: str):
+    """The module named by ``module`` (a dotted name or a ``.py`` path); UnknownRewardError naming ``spec``."""
+    if module.endswith(".py") or os.sep in module or "/" in module:
+        path = Path(module).expanduser().resolve()
+        if not path.is_file():
+            raise UnknownRewardError(f"reward {spec!r}: no file {module} (from {Path.cwd()}); write it as {_FORMS}")
+        name = f"gradprobe_user_rewards.{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:10]}"
+        if name in sys.modules:
+            return sys.modules[name]
+        loader = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(loader)
+        sys.modules[name] = mod
+        try:
+            loader.loader.exec_module(mod)
+        except Exception as e:
+            del sys.modules[name]
+            raise UnknownRewardError(f"reward {spec!r}: importing {path} raised {type(e).__name__}: {e}") from e
+        return mod
+    cwd = os.getcwd()
+    if cwd not in sys.path:  # a console script's sys.path lacks the working directory that `python -m` adds
+        sys.path.append(cwd)
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name and module.startswith(e.name):
+            raise UnknownRewardError(f"reward {spec!r}: no module named {e.name!r} (from {cwd}); write it as "
+                                     f"{_FORMS}") from None
+        raise UnknownRewardError(f"reward {spec!r}: importing {module} raised ModuleNotFoundError: {e}") from e
+    except Exception as e:
+        raise UnknownRewardError(f"reward {spec!r}: importing {module} raised {type(e).__name__}: {e}") from e
+
+
+def _takes_completions(fn) -> bool:
+    """Whether ``fn`` is called like a TRL reward (a ``completions`` parameter or ``**kwargs``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "completions" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def load_reward_plugin(spec: str) -> Reward:
+    """Import and register the reward named ``MODULE:ATTR`` or ``FILE.py:ATTR`` (module docstring).
+
+    Parameters
+    ----------
+    spec : str
+        The import path, e.g. ``"my_rewards:brevity"`` or ``"rewards/brevity.py:brevity"``.
+
+    Returns
+    -------
+    Reward
+        Registered under ``spec`` in :data:`gradprobe.rewards.base.REWARDS`.
+
+    Raises
+    ------
+    UnknownRewardError
+        ``spec`` is not of that form, the module or file is missing or raised on import (named, with the
+        exception), or it has no such attribute (its public callables are listed), or that is not callable.
+    """
+    if not is_plugin_name(spec):
+        raise UnknownRewardError(f"reward {spec!r} is not {_FORMS}")
+    if spec in REWARDS:
+        return REWARDS[spec]
+    module, _, attr = spec.rpartition(":")
+    mod = _import_module(module.strip(), spec)
+    fn = getattr(mod, attr.strip(), None)
+    if fn is None:
+        found = sorted(n for n, v in vars(mod).items() if callable(v) and not n.startswith("_")
+                       and getattr(v, "__module__", None) == mod.__name__)
+        raise UnknownRewardError(f"reward {spec!r}: {module} has no {attr.strip()!r}; its functions: "
+                                 f"{', '.join(found) or 'none'}")
+    if not callable(fn):
+        raise UnknownRewardError(f"reward {spec!r}: {module}.{attr.strip()} is a {type(fn).__name__}, not a function")
+    reward = sequence_reward(fn, name=spec) if _takes_completions(fn) else fn
+    REWARDS[spec] = reward
+    return reward
+
+
+def _resolve(name: str) -> Reward | None:
+    """:data:`gradprobe.rewards.base.RESOLVERS` hook: plugin names only, else None."""
+    return load_reward_plugin(name) if is_plugin_name(name) else None
+
+
+RESOLVERS.append(_resolve)
