@@ -35,6 +35,9 @@ _GUIDANCE_HELP = ("probe a guided arm's update (off-context guidance, as an arm'
                   "for no guidance")
 
 
+REWARDS_HELP = ("comma-separated reward names: registered ones, or a reward of your own as MODULE:FUNCTION or "
+                "path/to/file.py:FUNCTION (a TRL-style function is wrapped)")
+
 def _add_probe(sub) -> None:
     p = sub.add_parser("probe", help="probe rewards on one batch: per-token alignment with a reference update",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -46,8 +49,7 @@ def _add_probe(sub) -> None:
                         "answer=, solution= columns; verifier=hash|boxed|exact)")
     p.add_argument("--skip-malformed", action="store_true",
                    help="tasks read from data (gsm8k, jsonl:, hf:): skip malformed rows (counted, warned) instead of stopping")
-    p.add_argument("--rewards", default=",".join(ProbeConfig.rewards), help="comma-separated reward names: registered ones, or a reward "
-                   "of your own as MODULE:FUNCTION or path/to/file.py:FUNCTION (a TRL-style function is wrapped)")
+    p.add_argument("--rewards", default=",".join(ProbeConfig.rewards), help=REWARDS_HELP)
     p.add_argument("--prompts", type=int, default=BatchSettings.prompts, help="B, prompts in the probe batch")
     p.add_argument("--group", type=int, default=BatchSettings.group, help="G, completions per prompt")
     p.add_argument("--reference", default=ReferenceSettings.kind, help="heldout, or direction:PATH (.safetensors vector)")
