@@ -260,3 +260,11 @@ def test_calib_apply_returns_a_table_and_writes_nothing():
     pd.testing.assert_frame_equal(calib.apply("default", STUDY / "probe"), table)
     with pytest.raises(TypeError, match="probe_result"):
         calib.apply(cal, 3)
+
+
+def test_the_probe_front_door_shows_its_own_signature_and_points_to_its_docs():
+    import inspect
+
+    params = inspect.signature(gradprobe.probe).parameters
+    assert list(params)[:3] == ["model", "task", "rewards"] and "probe_batches" in params
+    assert "help(gradprobe.api.probe.probe)" in gradprobe.probe.__doc__.split("\n\n")[1]

@@ -1,5 +1,10 @@
 """The per-token gradient-alignment probe (DESIGN.md, "The probe").
 
+Called as a function, ``gradprobe.probe(model, task, rewards=[...], **settings) -> ProbeResult`` runs the
+whole probe (``gradprobe probe``): its parameters are documented at :func:`gradprobe.api.probe.probe`
+(``help(gradprobe.api.probe.probe)``; ``inspect.signature(gradprobe.probe)`` gives its signature). This
+package holds the pieces below.
+
 Pipeline, for a probe batch of rollouts and any number of rewards:
 
 1. a reference update v (:func:`heldout_reference`, or a supplied direction via
@@ -37,6 +42,7 @@ __all__ = [
 ]
 
 
+import inspect as _inspect  # noqa: E402
 import sys as _sys  # noqa: E402
 import types as _types  # noqa: E402
 
@@ -47,9 +53,19 @@ class _CallableModule(_types.ModuleType):
     :func:`gradprobe.api.probe.probe` (issue 15), and ``gradprobe.probe.run`` etc. stay importable."""
 
     def __call__(self, *args, **kwargs):
-        from ..api.probe import probe
+        return _front_door()(*args, **kwargs)
 
-        return probe(*args, **kwargs)
+    @property
+    def __signature__(self):
+        """The front-door function's signature, for ``inspect.signature`` and IDEs."""
+        return _inspect.signature(_front_door())
+
+
+def _front_door():
+    """:func:`gradprobe.api.probe.probe`, imported on first call (it imports this package)."""
+    from ..api.probe import probe
+
+    return probe
 
 
 _sys.modules[__name__].__class__ = _CallableModule
