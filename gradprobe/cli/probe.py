@@ -24,7 +24,7 @@ from ..outputs import json_safe, write_json_atomic
 from ..probe_settings import (DEFAULT_MC, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig, ReferenceSettings,
                               RunSettings, TaskSettings, UpdateSettings)
 
-__all__ = ["probe_main", "interrupt_message", "Terminated"]
+__all__ = ["probe_main", "interrupt_message", "Terminated", "terminate_cleanly"]
 
 
 _GUIDANCE_HELP = ("probe a guided arm's update (off-context guidance, as an arm's guidance table): k = round(F x G) "
@@ -121,12 +121,12 @@ def _add_probe(sub) -> None:
 
 
 class Terminated(BaseException):
-    """SIGTERM during ``gradprobe probe``, raised by the handler :func:`_terminate_cleanly` installs; a
+    """SIGTERM during ``gradprobe probe``, raised by the handler :func:`terminate_cleanly` installs; a
     BaseException (as KeyboardInterrupt) so that no ``except Exception`` in a reward or model swallows it."""
 
 
 @contextlib.contextmanager
-def _terminate_cleanly():
+def terminate_cleanly():
     """Within the block SIGTERM raises :class:`Terminated` (once: a second SIGTERM while the probe cleans up is
     ignored); the previous handler is restored after. Outside the main thread (no handler can be set) a no-op."""
     raised = []
@@ -259,7 +259,7 @@ def probe_main(args) -> int:
     if not args.verbose:
         notes_log.setLevel(logging.ERROR)
     try:
-        with _terminate_cleanly():  # SIGTERM: rolled back as Ctrl-C is (exit 143)
+        with terminate_cleanly():  # SIGTERM: rolled back as Ctrl-C is (exit 143)
             return _probe_command(args)
     except Terminated:  # after the probe was complete, while its table was printed
         print(f"gradprobe probe: terminated (SIGTERM) after the probe in {args.out} was complete; its files are kept",

@@ -165,6 +165,24 @@ def analysis_target(out: str | Path, overwrite: bool = False) -> Path:
     return out if overwrite or not (out / "analysis.json").exists() else out / REANALYSIS
 
 
+def _warn_stale_analysis(out: Path) -> None:
+    """Warn (stderr) when ``out/analysis.json`` no longer matches ``out/runs.csv``
+    (:func:`gradprobe.study.coverage.stale_analysis`); an unreadable runs.csv is left to the analysis."""
+    from ..study.coverage import stale_analysis
+    from ..study.reading import AnalysisError, load_runs
+
+    try:
+        diffs = stale_analysis(out, load_runs(out))
+    except (AnalysisError, OSError, ValueError):
+        return
+    if diffs:
+        print(f"gradprobe study: warning: {out}/analysis.json does not match {out}/runs.csv ({'; '.join(diffs)}): "
+              f"runs.csv (or the plan) changed after the analysis, and calib refuses this study until it is "
+              f"re-analysed; the "
+              f"re-analysis goes to {out}/{REANALYSIS}/, not {out}/analysis.json: run `gradprobe study "
+              f"--analyze-only --out {out} --overwrite-analysis` to rewrite it", file=sys.stderr)
+
+
 def _analyze_only(args) -> int:
     """``--analyze-only``: analyse DIR and write to :func:`analysis_target`.
 
@@ -179,11 +197,16 @@ def _analyze_only(args) -> int:
         if target == out:
             result = analyze(out)
         else:
+            _warn_stale_analysis(out)
             prepare_output_dir(target)
             result = analyze(out, out_dir=target)
             (target / "report.txt").write_text(format_rankings(result) + "\n")
     except (AnalysisError, PlanError, OSError, OutputDirError, ValueError) as e:
         return _err(str(e))
+    for r in result.get("missing_runs") or []:
+        print(f"gradprobe study: warning: run {r['arm']} seed {r['seed']} of the plan is missing from "
+              f"{out}/runs.csv: {r['reason']}; the analysis reads {r['arm']} without it (analysis.json "
+              "missing_runs)", file=sys.stderr)
     print(format_rankings(result))
     if target == out:
         print(f"\nwrote {out}/analysis.json and {out}/figures/")

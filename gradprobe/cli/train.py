@@ -1,7 +1,9 @@
 """``gradprobe train``: the command line of one training run (:func:`gradprobe.training.run.run_training`).
 
 :func:`add_train_parser` registers the sub-command, :func:`train_main` runs it, and
-:func:`interrupt_message` says what rerunning an interrupted run will do.
+:func:`interrupt_message` says what rerunning an interrupted run will do (printed on Ctrl-C, exit 130, and on
+SIGTERM, exit 143, as ``gradprobe probe`` does). ``--out`` holding a probe, a study or a calib report is
+refused before the plan is read (:mod:`gradprobe.training.run_folder`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from ..layout import CHECKPOINT_POINTER, METRICS_JSONL, SUMMARY_JSON
 from ..outputs import removed_if_left_empty
 from ..training.errors import NonFiniteRunError
 from ..training.plan import PlanError, load_plan, shorten_budget
+from ..training.run_folder import refuse_other_output
 from .args import add_report_to
+from .probe import Terminated, terminate_cleanly
 
 __all__ = ["add_train_parser", "interrupt_message", "train_main"]
 
@@ -88,11 +92,25 @@ def interrupt_message(out, checkpoint_every: int | None = None) -> str:
 
 
 def train_main(args) -> int:
-    """Run ``gradprobe train``; returns the exit status (0 done, 2 bad input / stopped run, 130 Ctrl-C)."""
+    """Run ``gradprobe train``; returns the exit status (0 done, 2 bad input / stopped run, 130 Ctrl-C,
+    143 SIGTERM). Ctrl-C and SIGTERM print one line saying what rerunning the command will do
+    (:func:`interrupt_message`)."""
+    try:
+        with terminate_cleanly():  # SIGTERM raises Terminated: the run stops as on Ctrl-C
+            return _train_command(args)
+    except Terminated:  # after the run had finished, while its lines were printed
+        print(f"gradprobe train: terminated (SIGTERM) after the run in {args.out} had finished; its files are kept",
+              file=sys.stderr)
+        return 143
+
+
+def _train_command(args) -> int:
+    """``gradprobe train`` inside :func:`train_main`'s SIGTERM handler."""
     from ..training.run import run_training  # torch: deferred so that parsing the command line loads none
 
     run = None
     try:
+        refuse_other_output(args.out)  # a probe's or a study's folder: refused before the plan is read
         plan = load_plan(args.plan)
         run = plan.arm(args.arm, seed=args.seed)
         if args.device:
@@ -111,6 +129,10 @@ def train_main(args) -> int:
         every = run.train.checkpoint_every if run is not None else None
         print(f"gradprobe train: interrupted; {interrupt_message(args.out, every)}", file=sys.stderr)
         return 130
+    except Terminated:
+        every = run.train.checkpoint_every if run is not None else None
+        print(f"gradprobe train: terminated (SIGTERM); {interrupt_message(args.out, every)}", file=sys.stderr)
+        return 143
     except (PlanError, ValueError, OSError, RuntimeError) as e:
         print(f"gradprobe train: error: {e}", file=sys.stderr)
         return 2

@@ -59,6 +59,7 @@ import numpy as np
 from ..outputs import json_safe, write_json_atomic
 from . import stats
 from .comparisons import _by_seed, compare
+from .coverage import missing_runs
 from .hypotheses import evaluate_hypotheses
 from .lr_sweep import lr_sweep
 from .power import detectable_effects
@@ -170,7 +171,9 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
         ``matched``, ``arms`` (per axis: accuracy, reads, gains with t and two-way intervals,
         side effects; ``sigmoid`` per axis), ``rankings``, ``hypotheses``, ``lr_sweep``
         (:func:`~gradprobe.study.lr_sweep.lr_sweep`: arms that differ only by lr_scale), ``detectable_effect``,
-        ``two_way`` (settings, or null with ``two_way_reason``), ``excluded_runs``.
+        ``two_way`` (settings, or null with ``two_way_reason``), ``excluded_runs``, ``missing_runs``
+        (:func:`~gradprobe.study.coverage.missing_runs`: the plan's arm x seed runs runs.csv holds no
+        row of, each with its reason; the analysis reads the others).
 
     Raises
     ------
@@ -203,7 +206,8 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
                     "items": len(next(iter(index.values()))["greedy"]) if index else None} if index else None,
         "two_way_reason": None if index else ("the study saved no per-item eval results (eval_items.jsonl); "
                                               "re-run it with this gradprobe for intervals over held-out items"),
-        "control_arm": control, "excluded_runs": _excluded_runs(study_dir)}
+        "control_arm": control, "excluded_runs": _excluded_runs(study_dir),
+        "missing_runs": missing_runs(study_dir, df, plan)}
     if write:
         write_json_atomic(Path(out_dir or study_dir) / "analysis.json", json_safe(result))
     if figures:

@@ -72,9 +72,20 @@ def save(s: RunSession) -> None:
              "ledger": st.ledger.to_dict(), "update": st.update,
              "next_eval": st.next_eval, "last_eval": st.last_eval, "last_cost": st.last_cost,
              "metrics_bytes": s.metrics.sync(),
-             "selector": s.selector.state_dict() if s.selector is not None else None}
+             "selector": s.selector.state_dict() if s.selector is not None else None,
+             "invocations": _invocations(s), "saved_at": time.time()}
     save_checkpoint(s.out, st.update, s.model, state)
     st.last_ckpt = st.update
+
+
+def _invocations(s: RunSession, ended: str | None = None) -> list[dict]:
+    """The run's invocations (:attr:`RunState.invocations`) with this one's wall seconds so far (and
+    ``to_update``, ``ended`` when given)."""
+    *earlier, now = s.state.invocations
+    now = {**now, "seconds": time.perf_counter() - s.wall}
+    if ended is not None:
+        now.update(to_update=s.state.update, ended=ended)
+    return [*earlier, now]
 
 
 def finish(s: RunSession, reason: str, extra: dict | None = None, completed: bool = False) -> dict:
@@ -96,7 +107,12 @@ def finish(s: RunSession, reason: str, extra: dict | None = None, completed: boo
         Stop reason, updates, first and last eval lines, final greedy and sampled accuracy, the budget
         (and its command-line override), compute spent, overshoot past each budget (same units),
         the last update's cost, the ledger, the last checkpoint, the continuation share of charged
-        tokens, wall seconds.
+        tokens, and the wall time: ``wall_seconds`` (every invocation of the run together: a run
+        stopped and resumed counts the stopped invocations' time too, up to their last
+        ``metrics.jsonl`` line), ``invocation_wall_seconds`` (this invocation alone),
+        ``resumed_from_update`` (the checkpoint update each resume started from; [] for a run that
+        ran in one go) and ``invocations`` (:attr:`~gradprobe.training.state.RunState.invocations`,
+        each with ``from_update``, ``to_update``, ``seconds`` and how it ``ended``).
     """
     run, st = s.run, s.state
     spent = st.spent()
@@ -109,6 +125,14 @@ def finish(s: RunSession, reason: str, extra: dict | None = None, completed: boo
                "overshoot": {k: spent[k] - v if spent[k] > v else 0 for k, v in run.budget.given().items()},
                "last_update_cost": st.last_cost, "ledger": st.ledger.to_dict(), "last_checkpoint": st.last_ckpt,
                "continuation_share": st.ledger.share("continuation"),
-               "wall_seconds": time.perf_counter() - s.wall, **(extra or {})}
+               **_wall(s, reason), **(extra or {})}
     write_json_atomic(s.out / SUMMARY_JSON, json_safe(summary))
     return summary
+
+
+def _wall(s: RunSession, reason: str) -> dict:
+    """``summary.json``'s wall-time keys (see :func:`finish`)."""
+    invocations = _invocations(s, ended=reason)
+    mine = invocations[-1]["seconds"]
+    return {"wall_seconds": s.state.earlier_seconds() + mine, "invocation_wall_seconds": mine,
+            "resumed_from_update": [x["from_update"] for x in invocations[1:]], "invocations": invocations}

@@ -11,7 +11,8 @@ prompts x G rollouts (``rollout`` tokens; an arm with ``selection`` chooses its 
 update that would start with a budget spent, so the last update overshoots by less than one update's
 cost (reported in ``summary.json``).
 
-Outputs in DIR (names: :mod:`gradprobe.layout`):
+Outputs in DIR (names: :mod:`gradprobe.layout`; a folder holding a probe, a study or a calib report
+is refused first, :mod:`gradprobe.training.run_folder`):
 
 ``config.json``    the resolved :class:`~gradprobe.training.plan.RunConfig`, plan sha256, versions
                    (``run.budget_override``: budgets shortened by ``--updates``/``--budget-*``, else null);
@@ -19,7 +20,8 @@ Outputs in DIR (names: :mod:`gradprobe.layout`):
                    (:class:`~gradprobe.training.plan.EvalSpec`: update 0, listed updates, fractions
                    of every budget, every ``eval.every_tokens`` charged tokens, the end);
 ``eval_items.jsonl`` per eval, each held-out item's result (greedy and sampled, '1' = correct);
-``summary.json``   stop reason, updates, final accuracy, ledger totals, overshoot, budget (and override);
+``summary.json``   stop reason, updates, final accuracy, ledger totals, overshoot, budget (and override),
+                   wall time of every invocation together and of this one, the updates resumed from;
 ``checkpoint-*``   see :mod:`gradprobe.training.checkpoint` (every K updates and at the end).
 
 Per-update statistics and their definitions: :mod:`gradprobe.training.metrics`; evals, checkpoints
@@ -56,7 +58,8 @@ from .metrics import MetricsFile
 from .plan import RunConfig, run_config_from_dict
 from .preflight import GuidancePreflightError, check_run_guidance
 from .records import finish, maybe_eval, save
-from .state import RunSession, RunState, crossed_eval_points, exhausted
+from .run_folder import refuse_other_output
+from .state import RunSession, RunState, crossed_eval_points, exhausted, resumed_invocations
 from .update import check_first_update, run_update
 
 __all__ = ["run_training", "NonFiniteRunError", "BudgetTooSmallError", "RunConfigMismatchError", "load_run_policy",
@@ -120,7 +123,9 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     BudgetTooSmallError
         The first update cost more than the token or FLOP budget (data kept).
     OutputDirError
-        DIR unwritable, a file in the way, disk full (names the path and the fix).
+        DIR unwritable, a file in the way, disk full (names the path and the fix); or DIR holds a
+        study, a probe, a study's probe or a calibration report (:mod:`gradprobe.training.run_folder`;
+        before anything is loaded or written).
     RunConfigMismatchError
         DIR holds another configuration's run.
     GuidancePreflightError
@@ -132,6 +137,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     """
     require_tracker(report_to)  # a missing tracker fails before anything is written or loaded
     out = Path(out)
+    refuse_other_output(out)  # another command's folder (a probe, a study): refused before anything is loaded
     done = _check_existing(out, run) if out.is_dir() else None  # a completed run: nothing to check or load
     if done is not None:
         return done
@@ -253,7 +259,8 @@ def _update_config(run: RunConfig, guide: GuidanceConfig | None) -> UpdateConfig
 
 def _resume_or_start(s: RunSession) -> bool:
     """Restore the run from DIR's current checkpoint (weights, optimizer, scheduler, RNG states, sampler
-    counters, selector, counters) and return True; without one, write ``config.json`` and return False."""
+    counters, selector, counters; the earlier invocations' wall time:
+    :func:`~gradprobe.training.state.resumed_invocations`) and return True; without one, write ``config.json`` and return False."""
     ckpt = latest_checkpoint(s.out)
     if ckpt is None:
         write_json_atomic(s.out / CONFIG_JSON, {"run": s.run.to_dict(), "plan_sha256": s.run.plan_sha256,
@@ -266,6 +273,7 @@ def _resume_or_start(s: RunSession) -> bool:
     s.sampler.calls = st["sampler_calls"]
     s.continuation_sampler.calls = st.get("continuation_sampler_calls", 0)
     s.state = RunState.from_checkpoint(st)
+    s.state.invocations = resumed_invocations(st, s.out / METRICS_JSONL)  # before metrics.jsonl is truncated
     s.selector.load_state_dict(st.get("selector"))  # None: a run on the plain prompt stream
     s.say(f"resuming from {ckpt.name} (update {s.state.update})")
     return True

@@ -9,6 +9,7 @@ Budget arithmetic on the counters: :func:`spent`, :func:`exhausted`, :func:`cros
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -17,7 +18,7 @@ from ..ledger import Ledger
 from .metrics import MetricsFile
 from .specs import BudgetSpec, EvalSpec, RunConfig
 
-__all__ = ["spent", "exhausted", "crossed_eval_points", "RunState", "RunSession"]
+__all__ = ["spent", "exhausted", "crossed_eval_points", "resumed_invocations", "RunState", "RunSession"]
 
 
 def spent(ledger: Ledger, updates: int) -> dict[str, float]:
@@ -77,6 +78,10 @@ class RunState:
     metrics_bytes, items_bytes : int
         Byte lengths of ``metrics.jsonl`` and ``eval_items.jsonl`` at the last checkpoint (a resume
         truncates the files to them).
+    invocations : list of dict
+        One entry per invocation of the run, the last being this one: ``from_update`` (the update it
+        started from: 0, or the checkpoint it resumed), ``seconds`` (its wall time; this one's is filled
+        in when saved), ``to_update`` and ``ended`` for earlier ones (:func:`resumed_invocations`).
     """
 
     ledger: Ledger = field(default_factory=Ledger)
@@ -89,6 +94,7 @@ class RunState:
     last_kl: float | None = None
     metrics_bytes: int = 0
     items_bytes: int = 0
+    invocations: list = field(default_factory=lambda: [{"from_update": 0, "seconds": 0.0}])
 
     def spent(self) -> dict[str, float]:
         """:func:`spent` of this run now."""
@@ -100,7 +106,53 @@ class RunState:
         return cls(ledger=Ledger.from_dict(st["ledger"]), update=st["update"], next_eval=st["next_eval"],
                    last_eval=st["last_eval"], last_ckpt=st["update"], last_cost=st["last_cost"],
                    passed=set(st.get("eval_points_passed", [])), last_kl=st.get("last_kl"),
-                   metrics_bytes=st["metrics_bytes"], items_bytes=st.get("items_bytes", 0))
+                   metrics_bytes=st["metrics_bytes"], items_bytes=st.get("items_bytes", 0),
+                   invocations=[dict(x) for x in st.get("invocations", [])])
+
+    def earlier_seconds(self) -> float:
+        """Wall seconds of the run's earlier invocations (those before this one; unknown ones count 0)."""
+        return float(sum(x.get("seconds") or 0.0 for x in self.invocations[:-1]))
+
+
+def resumed_invocations(ckpt: dict, metrics_path: Path) -> list[dict]:
+    """The run's invocations when it resumes from checkpoint state ``ckpt``, this new one last.
+
+    The checkpoint records every invocation up to it, the one that saved it with its seconds at the
+    save (``saved_at``: unix time). That invocation went on after the save until it was stopped (Ctrl-C,
+    SIGTERM, SIGKILL, an error): its last ``metrics.jsonl`` line (read before the resume truncates
+    the file) gives ``to_update`` and, with the file's modification time, the seconds it ran after
+    the save, added to its ``seconds``; its ``ended`` is ``"stopped"``. A checkpoint of an older
+    gradprobe (no ``invocations``) gives one entry of unknown seconds (None).
+
+    Parameters
+    ----------
+    ckpt : dict
+        The checkpoint's ``state.pt`` (:func:`gradprobe.training.records.save`).
+    metrics_path : Path
+        The run's ``metrics.jsonl``.
+
+    Returns
+    -------
+    list of dict
+        Earlier invocations (``from_update``, ``to_update``, ``seconds``, ``ended``), then
+        ``{"from_update": ckpt["update"], "seconds": 0.0}``.
+    """
+    at = int(ckpt["update"])
+    earlier = [dict(x) for x in ckpt.get("invocations") or []] or [{"from_update": 0, "seconds": None}]
+    last, to_update, after = earlier[-1], at, 0.0
+    try:
+        tail = metrics_path.read_bytes()[int(ckpt["metrics_bytes"]):].decode("utf-8", "replace")
+        updates = [json.loads(x)["update"] for x in tail.splitlines() if x.strip() and '"eval": true' not in x]
+        to_update = max([at, *updates])
+        saved_at = ckpt.get("saved_at")
+        if saved_at is not None and tail.strip():
+            after = max(0.0, metrics_path.stat().st_mtime - float(saved_at))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    if last.get("seconds") is not None:
+        last["seconds"] = float(last["seconds"]) + after
+    last.update(to_update=to_update, ended="stopped")
+    return [*earlier, {"from_update": at, "seconds": 0.0}]
 
 
 @dataclass
@@ -140,8 +192,7 @@ class RunSession:
     say : callable(str)
         Progress lines (stderr, or nothing).
     wall : float
-        ``time.perf_counter()`` at the start (``summary.json``'s ``wall_seconds``).
-    state : RunState
+        ``time.perf_counter()`` at the start of this invocation (``summary.json``'s ``invocation_wall_seconds``).
     metrics, items : MetricsFile
         ``metrics.jsonl`` and ``eval_items.jsonl``, open for appending (None until opened).
     """

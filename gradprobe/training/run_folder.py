@@ -1,0 +1,71 @@
+"""Which folders a training run may write into (``gradprobe train --out DIR``, :func:`run_training`).
+
+A run writes ``checkpoint-*``, ``config.json``, ``metrics.jsonl`` and ``summary.json``: into a folder
+that holds another command's output they would mix with it (and a probe would then refuse its own
+folder as "a training run"). :func:`refuse_other_output` refuses such a folder before anything is
+loaded or written, as ``gradprobe probe`` refuses a run's folder (:mod:`gradprobe.probe.output`). A new
+or empty folder, and a run's own folder (a resume), are accepted. Torch-free.
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+from ..layout import (ALIGNMENT_SAFETENSORS, ANALYSIS_JSON, ARMS_JSON, CALIBRATED_JSON, CV_PREDICTIONS_CSV,
+                      GUIDED_PROBES, PROBE_JSON, RUNS_CSV, STUDY_JSON, TOKENS_JSONL)
+from ..outputs import OutputDirError
+
+__all__ = ["other_output", "refuse_other_output"]
+
+#: file name -> what a folder holding it is (checked in this order; the first found is named)
+_MARKERS = {STUDY_JSON: "a study (`gradprobe study`)", RUNS_CSV: "a study (`gradprobe study`)",
+            ANALYSIS_JSON: "a study (`gradprobe study`)", PROBE_JSON: "a probe (`gradprobe probe`)",
+            CALIBRATED_JSON: "a probe (`gradprobe probe`)", TOKENS_JSONL: "a probe (`gradprobe probe`)",
+            ALIGNMENT_SAFETENSORS: "a probe (`gradprobe probe`)",
+            CV_PREDICTIONS_CSV: "a calibration report (`calib report`)"}
+
+
+def other_output(out) -> str | None:
+    """What ``out`` holds when it is another command's output folder, else None.
+
+    Parameters
+    ----------
+    out : path
+        A would-be run folder (need not exist).
+
+    Returns
+    -------
+    str or None
+        ``"a study's probe folder (arms.json)"``, ``"a study's guided-arm probe folder (...)"``, or
+        ``"WHAT (FILE)"`` for the first marker file found (:data:`_MARKERS`); None for a missing or empty
+        folder, a run's folder or any other folder.
+    """
+    folder = Path(out)
+    if not folder.is_dir():
+        return None
+    if (folder / ARMS_JSON).exists():
+        return f"a study's probe folder ({ARMS_JSON})"
+    if folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists():
+        return f"a study's guided-arm probe folder (probe/{GUIDED_PROBES}/{folder.name})"
+    for name, what in _MARKERS.items():
+        if (folder / name).exists():
+            return f"{what} ({name})"
+    return None
+
+
+def refuse_other_output(out) -> None:
+    """Raise unless a training run may write into ``out`` (see the module docstring).
+
+    Raises
+    ------
+    OutputDirError (an OSError, errno EEXIST)
+        ``out`` holds a study, a probe, a study's probe or a calibration report; one line naming the
+        folder, what it holds and the fix (another ``--out``). Nothing is read or written.
+    """
+    what = other_output(out)
+    if what is not None:
+        raise OutputDirError(errno.EEXIST, (
+            f"{out} holds {what}, not a training run; a run there would write its checkpoints, config.json, "
+            "metrics.jsonl and summary.json into it: choose another --out (a new or empty folder, or a run's "
+            "own folder to resume it)"))
