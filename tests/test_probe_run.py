@@ -210,7 +210,7 @@ def test_reward_returning_none_and_raising(tmp_path):
     from gradprobe.probe.run import format_table
 
     printed = format_table(result)
-    for note in ("reward 'half_none': 12 of 16 completions got no reward (it returned None/NaN or raised); they are "
+    for note in ("reward 'half_none': 12 of 16 completions got no reward (its value was None, NaN or +-inf); they are "
                  "masked (advantage 0, left out of their group's mean and std), not scored 0",
                  "reward 'first_group_none': 4 of 16 completions got no reward",
                  "reward 'first_group_none': 1 of 4 groups have no reward at all (every completion's reward is "

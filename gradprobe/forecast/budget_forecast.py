@@ -29,7 +29,10 @@ without a curve for that rate (``lr_curve``, e.g. from a learning-rate sweep) th
 ``outside_probe`` and gets no number.
 
 Verdict (one line per arm): ``worth its tokens`` when the interval lies above 0, ``not worth its
-tokens`` when below, ``no detectable difference`` when it contains 0, ``outside what the probe can
+tokens`` when below, ``no detectable difference`` when it contains 0 (except under cost only for an arm
+whose update costs what grpo's does: its 0 is by construction, and the verdict says cost only cannot tell
+rewards of equal cost apart and quotes the probe's forecast beside it, :func:`.special_rows.equal_cost_row`;
+its interval is NaN, not [0, 0]), ``outside what the probe can
 tell (learning-rate change)`` for learning-rate arms without their curve, and ``no gradient: ...; it
 cannot train (no forecast)`` for a reward without signal on the probe batch (every advantage 0: equal
 rewards in every group, or None/NaN for every completion; :func:`~gradprobe.forecast.result.no_signal_reason`),
@@ -56,8 +59,8 @@ from .probe_input import (arms_of, budget_of, check_batches, check_request, pool
                           update_costs)
 from .proxies import Efficiency, probe_efficiency, signal_proxy_efficiency, stratified_counts
 from .result import METHODS, TABLE_COLUMNS, ForecastResult, format_budget, no_signal_reason, verdict
-from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, guided_note, no_signal_row, outside_probe_row,
-                           reference_verdict, undefined_probe_columns, undefined_rho_note)
+from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, equal_cost_row, guided_note, no_signal_row,
+                           outside_probe_row, reference_verdict, undefined_probe_columns, undefined_rho_note)
 
 __all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting"]
 
@@ -207,6 +210,9 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
                note="; ".join(arm_notes),
                verdict=reference_verdict(st.ref_where, st.guided) if is_ref
                else verdict(gain, iv, st.budget_s, st.kind, why=why))
+    if (chosen == "cost_only" and not is_ref and st.ref_where is None and math.isclose(s, 1.0)
+            and math.isclose(st.cost[r], st.cost[st.reference_reward], rel_tol=1e-9)):
+        equal_cost_row(row, st.budget_s, st.kind, st.level)  # cost only's 0 is by construction, not measured
     return row
 
 

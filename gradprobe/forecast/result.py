@@ -25,6 +25,10 @@ _NO_SIGNAL = {
     "equal": "every group's rewards are equal {where}, so every advantage is 0",
     "equal_or_missing": "every group's usable rewards are equal {where} (the others are None/NaN), so every "
                         "advantage is 0",
+    "overflow": "its rewards are too large for float64 group statistics {where} (|reward| up to {big:.3g}: the "
+                "mean or std of {k} group(s) whose rewards differ overflows, so their advantages were set to 0; "
+                "every other group's usable rewards are equal), so every advantage is 0; rescale the reward "
+                "(e.g. divide it by its largest magnitude)",
 }
 
 
@@ -85,15 +89,18 @@ def no_signal_reason(entries: list[dict], references: list | None = None, *, poo
     """Why a probed reward gives no gradient on the probe batch(es), or None when it may give one.
 
     A reward has no signal when every advantage it gives is 0: its rewards are equal within every group
-    (a constant, or accuracy 0 or 1 everywhere), or it returned None/NaN for every completion (masked,
-    advantage 0). Its inner product, interval and forecast are then exact zeros that measure nothing.
+    (a constant, or accuracy 0 or 1 everywhere), it returned None/NaN for every completion (masked,
+    advantage 0), or its rewards are too large for float64 group statistics where they differ
+    (``reward_stats["nonfinite_groups"]``, :func:`gradprobe.grpo.advantages.group_normalize`: those groups'
+    advantages are set to 0, and the reason says to rescale the reward, never that its rewards are equal).
+    Its inner product, interval and forecast are then exact zeros that measure nothing.
 
     Parameters
     ----------
     entries : list of dict
         The reward's entry in each probe batch (``probe.json``'s ``rewards`` entry, or a ``batches`` item's):
         ``per_group`` (B,), ``signal_proxy_per_group`` (B,) when recorded, ``valid_completions`` and
-        ``reward_stats`` (``missing``) when recorded.
+        ``reward_stats`` (``missing``, ``nonfinite_groups``, ``max_abs_reward``) when recorded.
     references : list of dict or None, optional
         The reference reward's entry in the same batches (used only for probes without signal-proxy sums).
     pooled : dict, optional
@@ -104,7 +111,7 @@ def no_signal_reason(entries: list[dict], references: list | None = None, *, poo
     Returns
     -------
     str or None
-        A plain-language reason (no usable reward; every group's rewards equal), or None.
+        A plain-language reason (no usable reward; every group's rewards equal; rewards too large), or None.
     """
     if not entries:
         return None
@@ -118,6 +125,11 @@ def no_signal_reason(entries: list[dict], references: list | None = None, *, poo
     missing = (source.get("reward_stats") or {}).get("missing") or 0
     n = batches or len(entries)
     where = "on this batch" if n == 1 else f"on all {n} probe batches"
+    stats = [e.get("reward_stats") or {} for e in entries]
+    overflow = sum(int(st.get("nonfinite_groups") or 0) for st in stats)
+    if overflow:
+        big = max(float(st.get("max_abs_reward") or 0.0) for st in stats)
+        return _NO_SIGNAL["overflow"].format(where=where, big=big, k=overflow)
     return _NO_SIGNAL["equal_or_missing" if missing else "equal"].format(where=where)
 
 

@@ -19,12 +19,18 @@ from .special_rows import REFERENCE_VERDICT
 from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
 __all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section",
-           "format_forecast"]
+           "format_forecast", "SECONDS_NOTE"]
 
 #: Models whose shipped reference curve is used when no --reference-curve is given.
 DEFAULT_CURVES = {"tiny": "tiny_frontier_grpo.json"}
 
 VALIDATION_FILE = "forecast_validation.json"
+
+#: What ``forecast.budget["seconds_note"]`` says when the probe had ``--budget-seconds``: the forecast (read on
+#: the reference curve, whose x axis is updates at a token cost) is at the token or FLOPs budget only.
+SECONDS_NOTE = ("the forecast is at the token (or FLOPs) budget only; the seconds budget's gain is each reward's raw "
+                "first-order predicted_gain_at_time_budget (rewards[]), from its seconds_per_update including the "
+                "reward's own compute")
 
 
 def load_validation(path=None) -> dict:
@@ -88,7 +94,8 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
         ``validated_arm`` (False for a reward or loss type that was not among the arms the forecasters were
         validated on, whose ``verdict`` then says so; None when the validation record does not list its
         arms: :func:`gradprobe.forecast.validated_arms.mark_validated_arms`), ``curve_spec``,
-        ``curve_is_default``, ``guided`` (``config.guidance`` is set: the reference is the guided outcome) and
+        ``curve_is_default``, ``budget["seconds"]`` and ``budget["seconds_note"]`` (with ``config.budget_seconds``:
+        the forecast stays at the token or FLOPs budget, :data:`SECONDS_NOTE`), ``guided`` (``config.guidance`` is set: the reference is the guided outcome) and
         ``pre_screen``
         (generated tokens of the probe batches, continuations and held-out reference, and their share
         of the budget: what screening cost against one grpo run). Without a curve, or without the
@@ -122,6 +129,9 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     d["method_choice"] = choice
     mark_validated_arms(d["rows"], VALIDATION, probe_loss_type=str(cfg.get("loss_type") or DEFAULT_LOSS_TYPE),
                         reference_reward=reference_reward, forecaster=d["method"])
+    secs = cfg.get("budget_seconds")
+    if secs is not None:  # the forecast is at the token (or FLOPs) budget; the seconds one is per reward, raw
+        d["budget"].update(seconds=float(secs), seconds_note=SECONDS_NOTE)
     led = result.get("ledger") or {}
     gen = led.get("generated_tokens") or {}
     ref_led = ((result.get("reference") or {}).get("ledger") or {}).get("generated_tokens") or {}
@@ -150,6 +160,10 @@ def format_forecast(section: dict) -> str:
         title = f"forecast vs the guided outcome at {at} (read on grpo's curve, which {reaches})"
     else:
         title = f"forecast vs grpo at {at} (grpo {reaches})"
+    if b.get("seconds") is not None:
+        title += (f"; --budget-seconds {b['seconds']:g} is not forecast here: each reward's raw first-order gain at "
+                  f"{b['seconds']:g} device-seconds is gain@{b['seconds']:g}s in the table above "
+                  "(predicted_gain_at_time_budget)")
     lines = ["", title,
              f"forecaster: {section['method']} ({section.get('method_choice', '')}); the other forecasters' gains are "
              "printed beside it",

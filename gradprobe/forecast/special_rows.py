@@ -10,6 +10,8 @@ numbers are missing or qualified, each with the words that say why:
   and says so, :func:`cost_only_why`);
 - :func:`undefined_rho_note`: grpo's own inner product is not positive, so the raw rho is undefined and rho
   falls back to 1 (cost only);
+- :func:`equal_cost_row`: under cost only, an arm whose update costs what grpo's does: its forecast is 0 by
+  construction, so the verdict says cost only cannot tell it apart and quotes the probe's forecast beside it;
 - :func:`reference_verdict`: the reference row's label, which says when grpo itself has no gradient and, in a
   guided probe, that the reference is the guided outcome (the unguided grpo update is not in a guided probe).
 """
@@ -21,7 +23,7 @@ import math
 from .result import no_gradient_verdict
 
 __all__ = ["NAN_IV", "NAN_FORECAST", "no_signal_row", "outside_probe_row", "undefined_probe_columns",
-           "undefined_rho_note", "cost_only_why", "reference_verdict", "guided_note", "REFERENCE_VERDICT",
+           "undefined_rho_note", "cost_only_why", "equal_cost_row", "reference_verdict", "guided_note", "REFERENCE_VERDICT",
            "GUIDED_REFERENCE_VERDICT"]
 
 NAN_IV = (math.nan, math.nan)
@@ -48,8 +50,12 @@ def no_signal_row(row: dict, reason: str) -> dict:
     """The row of a reward without signal on the probe batch (``reason``: why, from
     :func:`~gradprobe.forecast.result.no_signal_reason`): no forecast, not even the raw first-order gain (NaN),
     and a verdict saying it cannot train."""
-    fix = ("check the reward function: it gave no usable value" if reason.startswith("no usable")
-           else "it may still train on other prompts: probe more --prompts, a larger --group or an easier task")
+    if reason.startswith("no usable"):
+        fix = "check the reward function: it gave no usable value"
+    elif reason.startswith("its rewards are too large"):
+        fix = "rescale the reward: its group statistics overflow float64"
+    else:
+        fix = "it may still train on other prompts: probe more --prompts, a larger --group or an easier task"
     row.update(method="no_signal", no_signal=True, verdict=no_gradient_verdict(reason), rho=math.nan,
                rho_interval=NAN_IV, snr=math.nan, first_order_gain=math.nan,  # rho_raw stays: the raw sums' exact 0
                note=f"its <g_R, u>, interval and SNR are exact zeros, not a measurement; {fix}")
@@ -91,6 +97,28 @@ def undefined_rho_note(ref_alignment: float, n_batches: int, guided: bool = Fals
     return (f"raw rho undefined: {_reference_name(guided)}'s own <g_outcome, u> {what} = {ref_alignment:.3g} is not "
             "positive (its interval includes 0 or lies below it), so the ratio is not defined and rho falls back to 1 "
             "= cost only; probe more --prompts or --probe-batches")
+
+
+def equal_cost_row(row: dict, budget: str, kind: str, level: float) -> dict:
+    """The row of an arm forecast by cost only whose update costs what grpo's does (in place).
+
+    Cost only reads both at the same effective updates, so its gain is 0 and its interval [0, 0] by
+    construction, not a measurement: ``gain_interval`` and ``gain_cost_only_interval`` become NaN (printed
+    ``-``), and the verdict says that cost only cannot tell rewards of equal cost apart and quotes the probe's
+    forecast (``gain_probe``, ``gain_probe_interval``, ``snr``: points vs grpo at ``budget``), marked as the
+    probe's and not validated better than cost only. ``kind``: "tokens" or "flops"; ``level``: the interval's.
+    """
+    what = "tokens" if kind == "tokens" else "FLOPs"
+    gain, iv, snr = row.get("gain_probe"), row.get("gain_probe_interval") or NAN_IV, row.get("snr")
+    finite = all(isinstance(x, (int, float)) and math.isfinite(x) for x in (gain, *iv))
+    probe = (f"{gain:+.1f} [{iv[0]:+.1f}, {iv[1]:+.1f}] ({int(round(100 * level))}% interval) vs grpo, SNR "
+             + (f"{snr:.2f}" if isinstance(snr, (int, float)) and not math.isnan(snr) else "-") if finite
+             else "none (its rho is undefined)")
+    row.update(gain_interval=NAN_IV, gain_cost_only_interval=NAN_IV,
+               verdict=f"cost only cannot tell rewards of equal cost apart: at {budget} its forecast is +0.0 by "
+                       f"construction (the same {what} per update as grpo), not a measurement (interval: none); the "
+                       f"probe's forecast, not validated better than cost only: {probe}")
+    return row
 
 
 def reference_verdict(silent_where: str | None, guided: bool) -> str:

@@ -102,7 +102,7 @@ def validated_arms_note(cov: EntryCoverage, n_studies: int | None = None) -> str
     where = f" of the {n_studies} validation studies" if n_studies else ""
     what = (f"this reward ({cov.reward!r}) was not among the validated arms{where}" if not cov.reward_known else
             f"this loss type ({cov.loss_type!r}) was not among the validated arms{where}")
-    return f"{what}: the interval is the validated forecaster's, not measured on it"
+    return f"{what}: its error on it is unmeasured (the validated error and intervals come from other rewards)"
 
 
 def mark_validated_arms(rows: list[dict], record: dict, *, probe_loss_type: str, reference_reward: str,

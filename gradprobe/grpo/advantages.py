@@ -12,7 +12,11 @@ Conventions (DESIGN.md, "Pitfalls"):
   fewer than two valid members has advantage 0;
 * spread is computed in float64, and a group whose max - min is below ``atol + rtol *
   max|r|`` counts as zero-variance: advantages exactly 0, never NaN nor a float32 residue
-  blown up by a tiny std.
+  blown up by a tiny std;
+* a group whose statistics are not finite in float64 (rewards of magnitude ~1e150 and up: the
+  mean, the centred rewards or their squares overflow, so the std is inf and every advantage
+  would silently be 0 or NaN) gets advantage 0 and is counted as ``nonfinite_groups``, never as
+  zero-variance: its rewards differ, and the caller warns naming the reward and the fix (rescale it).
 
 The scale is a parameter of every function that normalises (no module-wide setting): the
 registered rewards use :data:`DEFAULT_SCALE` or name theirs (``outcome_batch``, ``outcome_dr``);
@@ -89,7 +93,10 @@ def group_normalize(rewards: torch.Tensor, *, scale: str = DEFAULT_SCALE, eps: f
         0 for missing rewards and for zero-variance or single-member groups; each group's
         valid advantages sum to 0.
     stats : dict
-        ``missing`` (count of NaN rewards), ``zero_variance_groups``, ``groups``.
+        ``missing`` (count of NaN rewards), ``zero_variance_groups``, ``groups``,
+        ``nonfinite_groups`` (groups with differing rewards whose mean, centred rewards, squared
+        deviations or advantages overflow float64: advantage 0, not counted as zero-variance) and
+        ``max_abs_reward`` (largest finite |reward| of those groups; 0.0 when there are none).
 
     Raises
     ------
@@ -112,5 +119,20 @@ def group_normalize(rewards: torch.Tensor, *, scale: str = DEFAULT_SCALE, eps: f
     flat = (n < 2) | ((rmax - rmin) <= atol + rtol * magnitude)
     centred = torch.where(flat[:, None], torch.zeros_like(centred), centred)
     adv = divide(centred, r, valid, n, eps)
-    stats = {"missing": int((~valid).sum()), "zero_variance_groups": int(flat.sum()), "groups": int(r.shape[0])}
+    overflow = _overflowing_groups(mean, centred, adv, valid, flat)
+    adv = torch.where(overflow[:, None], torch.zeros_like(adv), adv)
+    stats = {"missing": int((~valid).sum()), "zero_variance_groups": int((flat & ~overflow).sum()),
+             "groups": int(r.shape[0]), "nonfinite_groups": int(overflow.sum()),
+             "max_abs_reward": float(magnitude[overflow].max()) if bool(overflow.any()) else 0.0}
     return adv, stats
+
+
+def _overflowing_groups(mean, centred, adv, valid, flat) -> torch.Tensor:
+    """Groups (B,) whose statistics overflow float64: rewards that differ (not ``flat``; ``rmax - rmin`` may
+    itself be inf) but whose mean, centred rewards or squared deviations are not finite, or whose advantages
+    are not finite or all exactly 0 (a std of inf divides them to 0). A flat group is never one: its
+    rewards are equal, whatever their size."""
+    sq = torch.where(valid, centred, torch.zeros_like(centred)) ** 2
+    bad_stats = ~torch.isfinite(mean) | ~torch.isfinite(centred).all(-1) | ~torch.isfinite(sq.sum(-1))
+    vanished = ((adv == 0) | ~valid).all(-1) | ~torch.isfinite(adv).all(-1)
+    return ~flat & (bad_stats | vanished)

@@ -95,8 +95,9 @@ def per_update_costs(config: ProbeConfig, batch, outputs: dict, times: StageTime
     (dict[str, int], dict[str, float], float)
         Reward -> tokens per update c_R (the batch's completion tokens plus the reward's own generation,
         e.g. MC continuations), reward -> device-seconds per update (rollouts, the reward's continuations
-        if any, one forward + backward, and a guided probe's hinted scoring forward, charged to training
-        as in training), both scaled by ``update_scale`` = (update_prompts x
+        if any, one forward + backward, a guided probe's hinted scoring forward, and the reward's own
+        compute ``own_seconds``: its call's wall time less the continuations' generation seconds, as
+        training charges ``device_seconds["reward"]``), both scaled by ``update_scale`` = (update_prompts x
         update_group) / (prompts x group), the training update's batch over the probe batch.
     """
     update, b = config.update, config.batch
@@ -105,8 +106,9 @@ def per_update_costs(config: ProbeConfig, batch, outputs: dict, times: StageTime
     for name, out in outputs.items():
         extra = int(sum(out["generated_tokens"].values()))
         tokens_per_update[name] = max(1, round((batch.generated_tokens + extra) * update_scale))
+        own = float(out.get("own_seconds", out.get("seconds", 0.0)) or 0.0)  # the reward's own compute
         seconds_per_update[name] = update_scale * (times.rollout + (times.continuation if extra else 0.0)
-                                                   + times.update + times.guided_scoring)
+                                                   + times.update + times.guided_scoring + own)
     return tokens_per_update, seconds_per_update, update_scale
 
 
@@ -167,7 +169,9 @@ def reward_entries(config: ProbeConfig, estimates: list, reference: dict, cosine
     Each is the estimate's fields plus ``reward``, ``alignment_family`` / ``alignment_pass`` (the
     alignment it used: its token-weight family's pass under Adam, 0 the probe's own; None / 0 without
     Adam), ``cosine``, ``signal_proxy`` ((1/N) sum A^2 W, verl's proxy2_total_power) and its per-group
-    sums, the reward's generated tokens, valid completions, statistics and seconds, ``no_signal_reason`` (why
+    sums, the reward's generated tokens, valid completions, statistics and seconds (``reward_seconds`` its call's
+    wall time, ``reward_own_seconds`` that less its continuations' generation: the part in ``seconds_per_update``
+    besides rollouts, continuations, the update and guided scoring, before ``update_scale``), ``no_signal_reason`` (why
     every advantage it gives is 0, :func:`gradprobe.forecast.result.no_signal_reason`, else None) and
     ``no_signal`` (bool), and ``same_loss_reference`` / ``same_loss_ratio`` (:func:`add_same_loss_ratios`); with
     ``guidance`` (a guided probe's record, :func:`gradprobe.probe.guided.guidance_entry`) also ``guidance``.
@@ -183,7 +187,8 @@ def reward_entries(config: ProbeConfig, estimates: list, reference: dict, cosine
         d["signal_proxy"] = float(power[reward].sum()) / num_rows
         d["signal_proxy_per_group"] = [float(x) for x in power[reward]]
         d.update(generated_tokens=outputs[reward]["generated_tokens"], valid_completions=outputs[reward]["valid"],
-                 reward_stats=outputs[reward]["stats"], reward_seconds=outputs[reward]["seconds"])
+                 reward_stats=outputs[reward]["stats"], reward_seconds=outputs[reward]["seconds"],
+                 reward_own_seconds=outputs[reward].get("own_seconds", outputs[reward]["seconds"]))
         if guidance is not None:  # only for a guided probe: the default job's entries keep their keys
             d["guidance"] = guidance
         d["no_signal_reason"] = no_signal_reason([d])  # every advantage 0: its zeros measure nothing
@@ -196,9 +201,12 @@ def reward_entries(config: ProbeConfig, estimates: list, reference: dict, cosine
 def diagnose(batch, reference: dict, outputs: dict) -> list[str]:
     """Plain-language warnings about inputs that make the probe uninformative.
 
-    Among them, per reward: completions whose reward is missing (the reward returned None/NaN or
-    raised; masked: advantage 0, left out of their group's mean and std, never scored 0), and
-    groups in which every reward is missing (they contribute nothing to that reward's estimate).
+    Among them, per reward: completions whose reward is missing (its value was None, NaN or +-inf;
+    masked: advantage 0, left out of their group's mean and std, never scored 0), groups in which every
+    reward is missing (they contribute nothing to that reward's estimate), and groups whose rewards
+    differ but overflow float64 statistics (``nonfinite_groups``: advantage 0; rescale the reward). Once:
+    completions on which the task's scorer raised (``batch.metadata["score_errors"]``: NaN scores, masked
+    by the rewards that read the task's score; a sequence reward that raises stops the probe instead).
     """
     notes = []
     if str(reference.get("precondition", "")).startswith("none (fallback"):
@@ -215,19 +223,35 @@ def diagnose(batch, reference: dict, outputs: dict) -> list[str]:
                          "all zero; use more --prompts or a larger --group")
         missing, dead = int(stats.get("missing") or 0), int(out.get("missing_groups") or 0)
         if missing:
-            notes.append(f"reward {name!r}: {missing} of {batch.num_rows} completions got no reward (it returned "
-                         "None/NaN or raised); they are masked (advantage 0, left out of their group's mean and std), "
+            notes.append(f"reward {name!r}: {missing} of {batch.num_rows} completions got no reward (its value was "
+                         "None, NaN or +-inf); they are masked (advantage 0, left out of their group's mean and std), "
                          "not scored 0")
+        if int(stats.get("nonfinite_groups") or 0):
+            notes.append(_overflow_note(name, stats, groups))
         if dead:
             notes.append(f"reward {name!r}: {dead} of {batch.num_prompts} groups have no reward at all (every "
                          "completion's reward is missing), so they add nothing to its estimate; check the reward "
                          "function on those prompts")
+    errors = int((getattr(batch, "metadata", None) or {}).get("score_errors") or 0)
+    if errors:
+        notes.append(f"the task's scorer raised on {errors} of {batch.num_rows} completions: their score is NaN, so "
+                     "the rewards that read the task's score (outcome and its variants, the outcome part of hybrids) "
+                     "mask them; a sequence reward that raises stops the probe instead")
     trunc = float(batch.truncated.double().mean())
     if trunc > 0.5:
         notes.append(f"{trunc:.0%} of completions hit --max-new-tokens without EOS (truncated); raise --max-new-tokens")
     if int((batch.completion_mask.sum(-1) == 0).sum()):
         notes.append(f"{int((batch.completion_mask.sum(-1) == 0).sum())} completions are empty")
     return notes
+
+
+def _overflow_note(name: str, stats: dict, groups: int) -> str:
+    """:func:`diagnose`'s warning on a reward whose group statistics overflow float64 (``stats``:
+    ``nonfinite_groups``, ``max_abs_reward``; :func:`gradprobe.grpo.advantages.group_normalize`)."""
+    return (f"reward {name!r}: in {int(stats['nonfinite_groups'])} of {groups} groups its rewards differ but are too "
+            f"large for float64 group statistics (|reward| up to {float(stats.get('max_abs_reward') or 0.0):.3g}): "
+            "their mean or std overflows, so their advantages were set to 0 (the rewards are not equal); rescale the "
+            "reward (e.g. divide it by its largest magnitude)")
 
 
 def probe_notes(config: ProbeConfig, batch, reference: dict, outputs: dict, times: StageTimes) -> list[str]:

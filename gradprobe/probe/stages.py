@@ -171,8 +171,10 @@ def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[di
     -------
     (dict[str, Tensor], dict[str, dict])
         reward -> A^R, shape (N, T), float64; reward -> ``generated_tokens`` (by ledger category),
-        ``valid`` (completions with a reward), ``stats``, ``seconds``, ``missing_groups`` (groups
-        without any reward).
+        ``valid`` (completions with a reward), ``stats``, ``seconds`` (the call's wall time), ``own_seconds``
+        (``seconds`` less the continuation generation seconds the call put on ``ctx.ledger``: the reward's own
+        compute, which a seconds budget charges as training's ``device_seconds["reward"]``),
+        ``missing_groups`` (groups without any reward).
 
     Raises
     ------
@@ -180,15 +182,18 @@ def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[di
         A reward produced non-finite advantages (it must mask missing rewards instead; the reward is named).
     """
     advantages, outputs = {}, {}
+    gen = getattr(getattr(ctx, "ledger", None), "device_seconds", None)
     for name, fn in rewards:
-        start = time.perf_counter()
+        start, gen_before = time.perf_counter(), (gen or {}).get("generation", 0.0)
         out = fn(batch, ctx)
+        seconds = time.perf_counter() - start
+        generation = (gen or {}).get("generation", 0.0) - gen_before  # MC continuations: times.continuation
         adv = out.advantages.to(torch.float64)
         if not torch.isfinite(adv).all():
             raise ValueError(f"reward {name!r} produced non-finite advantages; it must mask missing rewards instead")
         advantages[name] = adv
         outputs[name] = {"generated_tokens": dict(out.generated_tokens), "valid": int(out.valid.sum()),
-                         "stats": out.stats, "seconds": time.perf_counter() - start,
+                         "stats": out.stats, "seconds": seconds, "own_seconds": max(0.0, seconds - generation),
                          "missing_groups": int((~out.valid.bool().cpu()).view(-1, batch.group_size).all(-1).sum())}
     return advantages, outputs
 

@@ -62,7 +62,7 @@ def test_a_new_reward_says_it_was_not_validated_and_a_validated_one_does_not(tin
     assert rows["hybrid_0.5"]["verdict"].endswith(own) and by["my_reward"]["validated_error"] is None
     assert by["my_reward"]["verdict"] == (
         rows["hybrid_0.5"]["verdict"][: -len(own)] + " (this reward ('my_reward') was not among the validated arms "
-        "of the 9 validation studies: the interval is the validated forecaster's, not measured on it)")
+        "of the 9 validation studies: its error on it is unmeasured (the validated error and intervals come from other rewards))")
     text = format_forecast(new)
     line = next(x for x in text.splitlines() if x.startswith("my_reward: "))
     assert CLAUSE in line and all(CLAUSE not in x for x in text.splitlines() if x.startswith("mc_value: "))

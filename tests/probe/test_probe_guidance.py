@@ -126,7 +126,8 @@ def test_guided_costs_and_records(policy64, direction, tmp_path):
     assert g["hint_tokens"] > 0 and result["ledger"]["flops"]["training"] > 0  # the hinted forward: training work
     costs = result["costs"]
     assert costs["guided_scoring_seconds"] > 0
-    want = costs["rollout_seconds"] + costs["update_forward_backward_seconds"] + costs["guided_scoring_seconds"]
+    want = (costs["rollout_seconds"] + costs["update_forward_backward_seconds"] + costs["guided_scoring_seconds"]
+            + e["reward_own_seconds"])  # the reward's own compute, charged as training charges it
     assert e["seconds_per_update"] == pytest.approx(want, rel=1e-12)
     assert result["config"]["guidance"] == {"fraction": 0.5, "prefix": 1.0, "cap": 2.0}
     assert f"guided arm (fraction 0.5, prefix 1, cap 2): 6 guided completions, {g['hint_tokens']:,} hint tokens" \

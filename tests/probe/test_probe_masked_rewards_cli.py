@@ -28,7 +28,7 @@ def test_masked_rewards_and_rewardless_groups_are_printed(tmp_path, capsys, monk
                "--max-new-tokens", "8", "--bootstrap", "50", "--out", str(out), "--no-progress"])
     printed = capsys.readouterr().out
     assert rc == 0
-    masked = ("warning: reward 'half_none': 6 of 8 completions got no reward (it returned None/NaN or raised); they "
+    masked = ("warning: reward 'half_none': 6 of 8 completions got no reward (its value was None, NaN or +-inf); they "
               "are masked (advantage 0, left out of their group's mean and std), not scored 0")
     partly = "warning: reward 'first_group_none': 4 of 8 completions got no reward"
     dead = ("warning: reward 'first_group_none': 1 of 2 groups have no reward at all (every completion's reward is "
