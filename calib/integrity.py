@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON
+from gradprobe.study.coverage import csv_seeds, stale_analysis
 
 FORECAST_NAMES = ("forecast_probe", "forecast_cost_only", "forecast_signal_proxy", "forecast_first_order")
 NUMERIC = ("seed", "budget_value", "lr_scale", "rho", "snr", "tokens_per_update", "token_multiplier") \
@@ -170,15 +171,9 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict)
     except (ValueError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
         raise StudyFormatError(f"{path} cannot be read for its arm and seed columns ({type(e).__name__}: "
                                f"{str(e).splitlines()[0] if str(e) else ''}); restore it from the study") from None
-    csv = {str(a): {int(s) for s in g["seed"]} for a, g in runs.groupby("arm")}
-    arms = analysis.get("arms") or {}
-    diffs = [f"arm(s) {sorted(set(x) - set(y))} only in {name}"
-             for x, y, name in ((arms, csv, ANALYSIS_JSON), (csv, arms, RUNS_CSV)) if set(x) - set(y)]
-    for arm in (a for a in arms if a in csv):
-        n = arms[arm].get("seeds") if isinstance(arms[arm], dict) else None
-        if n is not None and int(n) != len(csv[arm]):
-            diffs.append(f"{arm}: {int(n)} seed(s) in {ANALYSIS_JSON}, {len(csv[arm])} in {RUNS_CSV} "
-                         f"(seeds {sorted(csv[arm])})")
+    csv = csv_seeds(runs)
+    diffs = stale_analysis(study_dir, runs)  # arms, seeds per arm, plan sha256: the check gradprobe study makes
+    for arm in (a for a in (analysis.get("arms") or {}) if a in csv):
         gone = sorted(set(per_seed.get(arm, {})) - csv[arm])
         if gone:
             diffs.append(f"{arm}: {ANALYSIS_JSON} reads seed(s) {gone} that {RUNS_CSV} does not hold")
