@@ -12,6 +12,7 @@ all of its wall time on the ledger (:func:`charged_reward`). Step: mu optimizer 
 from __future__ import annotations
 
 import time
+import warnings
 
 import torch
 
@@ -172,9 +173,21 @@ def record_update(s: RunSession, batch, adv, rout, step: dict, *, lr: float, bef
         **({"guidance": guidance_stats(batch, step)} if s.guide is not None else {}),
         **({"weight_push": step["weight_push"]} if "weight_push" in step else {})}
     s.metrics.write(line)
+    _warn_overflow(run.reward, st.update, rout.stats or {})
     s.say(f"update {st.update}: reward {stats['reward_mean']} tokens {spent['generated_tokens']:,} "
           f"loss {step['loss']:.4g}" + (f" kl {kl:.3g}" if kl is not None else ""))
     return line
+
+
+def _warn_overflow(reward: str, update: int, stats: dict) -> None:
+    """Warn (``RuntimeWarning``) when some groups' rewards differed but overflowed float64 group statistics
+    (:func:`gradprobe.grpo.advantages.group_normalize` gave them advantage 0: they did not train)."""
+    bad = int(stats.get("nonfinite_groups") or 0)
+    if bad:
+        warnings.warn(f"update {update}: reward {reward!r}: in {bad} of {stats.get('groups')} group(s) the rewards "
+                      "differ but are too large for float64 group statistics (|reward| up to "
+                      f"{stats.get('max_abs_reward')}); those groups got advantage 0 and did not train: rescale "
+                      "the reward", RuntimeWarning, stacklevel=2)
 
 
 def check_first_update(s: RunSession) -> None:
