@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..study.report import format_rankings
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
 from .probe import PROBE_JSON, load_probe
 from ..outputs import removed_if_left_empty
@@ -81,6 +82,17 @@ class StudyAnalysis:
                          "passed": h.get("passed"), "status": h.get("status"), "statement": h.get("statement")})
         return cls(control_arm=raw.get("control_arm", "grpo"), rankings=dict(raw.get("rankings") or {}),
                    accuracy=pd.DataFrame(rows), hypotheses=pd.DataFrame(hyps), raw=raw)
+
+    def report(self) -> str:
+        """The analysis as the text ``gradprobe study`` prints (rankings, reads, gains with their intervals,
+        hypotheses, side effects, the detectable effect): :func:`gradprobe.study.report.format_rankings`.
+
+        Raises
+        ------
+        KeyError
+            ``raw`` lacks a part of an analysis (an ``analysis.json`` written by another version).
+        """
+        return format_rankings(self.raw)
 
 
 @dataclass
