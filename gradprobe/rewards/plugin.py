@@ -9,6 +9,11 @@
   GRPO's group normalisation, exactly as ``gradprobe.probe(rewards=[fn])`` does from Python;
 - a native :data:`gradprobe.rewards.base.Reward` ``reward(batch, ctx) -> RewardOutput`` is used as it is.
 
+A module name is looked up with the working directory first on ``sys.path``, as ``python -m`` does; a
+function that fits neither form is refused when the reward is loaded, before any rollout. A plan's rewards
+by import path are imported when a run or study starts, not when the plan is read, so reading or analysing
+a study needs none of their code.
+
 The reward is registered under the whole string (``my_rewards:brevity``), which is its name in
 ``probe.json``, tables and plans, so a study's worker processes resolve it the same way. A module is
 imported once per process (Python's import cache; a file under a name derived from its resolved path).
@@ -59,8 +64,8 @@ def _import_module(module: str, spec: str):
             raise UnknownRewardError(f"reward {spec!r}: importing {path} raised {type(e).__name__}: {e}") from e
         return mod
     cwd = os.getcwd()
-    if cwd not in sys.path:  # a console script's sys.path lacks the working directory that `python -m` adds
-        sys.path.append(cwd)
+    if cwd not in sys.path:  # a console script's sys.path lacks the working directory `python -m` puts first
+        sys.path.insert(0, cwd)
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
@@ -105,6 +110,10 @@ def load_reward_plugin(spec: str) -> Reward:
     if spec in REWARDS:
         return REWARDS[spec]
     module, _, attr = spec.rpartition(":")
+    if ":" in module:
+        raise UnknownRewardError(f"reward {spec!r} has more than one ':'; write it as {_FORMS}")
+    if "\\" in module:
+        raise UnknownRewardError(f"reward {spec!r}: write the file's path with '/' (as path/to/file.py:FUNCTION)")
     mod = _import_module(module.strip(), spec)
     fn = getattr(mod, attr.strip(), None)
     if fn is None:
@@ -114,9 +123,28 @@ def load_reward_plugin(spec: str) -> Reward:
                                  f"{', '.join(found) or 'none'}")
     if not callable(fn):
         raise UnknownRewardError(f"reward {spec!r}: {module}.{attr.strip()} is a {type(fn).__name__}, not a function")
-    reward = sequence_reward(fn, name=spec) if _takes_completions(fn) else fn
+    reward = sequence_reward(fn, name=spec) if _takes_completions(fn) else _native(fn, spec)
     REWARDS[spec] = reward
     return reward
+
+
+def _native(fn, spec: str) -> Reward:
+    """``fn`` when it can be called as ``reward(batch, ctx)``; else UnknownRewardError naming both forms."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read (a builtin): leave it to the call
+        return fn
+    try:
+        sig.bind(None, None)
+    except TypeError:
+        raise UnknownRewardError(f"reward {spec!r}: {getattr(fn, '__name__', 'it')}{sig} is neither a TRL-style "
+                                 "reward fn(prompts, completions, **kwargs) (called by keyword: it needs a parameter "
+                                 "named completions, or **kwargs) nor a gradprobe reward(batch, ctx)") from None
+    names = list(sig.parameters)
+    if names[:1] == ["prompts"]:
+        raise UnknownRewardError(f"reward {spec!r}: {fn.__name__}{sig} looks like a TRL-style reward, which is "
+                                 "called by keyword: name its second parameter completions (or add **kwargs)")
+    return fn
 
 
 def _resolve(name: str) -> Reward | None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from .folder import StudyError
 from ..tasks import TaskConfigError, TaskNotFoundError, encode_prompt
 from ..char_tokenizer import char_tokenizer
+from ..rewards import UnknownRewardError, get_reward
 from ..tiers import tier_path
 
 
@@ -82,6 +83,15 @@ def runs_offline(executor: str) -> bool:
 
 def _fail(key: str, problem: str, fix: str) -> PreflightError:
     return PreflightError(f"{key}: {problem}; {fix} (checked before the study folder was written; nothing was)")
+
+
+def _check_rewards(plan) -> None:
+    """Resolve every arm's reward (one given by import path is imported here, not when the plan was read)."""
+    for name, arm in plan.arms.items():
+        try:
+            get_reward(arm.reward)
+        except UnknownRewardError as e:
+            raise _fail(f"[arms.{name}] reward", str(e), "fix the module or the name") from None
 
 
 def _check_device(model_spec) -> None:
@@ -265,6 +275,7 @@ def check_plan_inputs(plan, *, executor: str = "local") -> PreflightReport:
         ``[arms.NAME] guidance``) and the fix.
     """
     offline = runs_offline(executor)
+    _check_rewards(plan)
     _check_device(plan.model)
     source, tokenizer = _resolve_model(plan.model, offline)
     n = _check_task(plan, tokenizer)

@@ -61,7 +61,7 @@ def parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSpe
         An unknown key (the valid ones listed), no reward or an unregistered one (the registered ones
         listed), a bad override, bad prompt-selection or guidance settings, or both selection and guidance.
     """
-    from ..rewards import UnknownRewardError, get_reward
+    from ..rewards import UnknownRewardError, get_reward, is_plugin_name
 
     where = f"arms.{name}"
     if not isinstance(table, dict):
@@ -75,8 +75,10 @@ def parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSpe
     if "reward" not in table:
         raise PlanError(f"[{where}] needs a reward (a registered reward name, e.g. outcome)")
     reward = coerce(table["reward"], str, f"{where}.reward")
-    try:
-        get_reward(reward)
+    try:  # a reward by import path is imported when a run starts (train's and the study's preflight), not when
+        # a plan is read: reading or analysing a study needs no reward code
+        if not is_plugin_name(reward):
+            get_reward(reward)
     except UnknownRewardError as e:
         raise PlanError(f"{where}.reward: {e}") from None
     train = {k: coerce(v, train_keys[k], f"{where}.{k}") for k, v in table.items() if k in train_keys}

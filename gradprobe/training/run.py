@@ -44,7 +44,7 @@ from ..difficulty.select import make_selector
 from ..grpo.step import UpdateConfig
 from ..layout import CONFIG_JSON, EVAL_ITEMS_JSONL, METRICS_JSONL, SUMMARY_JSON
 from ..outputs import OutputDirError, prepare_output_dir, versions, write_json_atomic
-from ..rewards import get_reward
+from ..rewards import UnknownRewardError, get_reward
 from ..rollout import collect_rollouts, make_sampler
 from ..rollout.guided import GuidanceConfig, collect_guided_rollouts, task_kind
 from ..streams import pool_indices, stream_sampler  # noqa: F401  (pool_indices: also imported from here)
@@ -56,6 +56,7 @@ from .loading import (enable_gradient_checkpointing, load_run_policy, load_run_t
                       training_pool)
 from .metrics import MetricsFile
 from .plan import RunConfig, run_config_from_dict
+from .specs import PlanError
 from .preflight import GuidancePreflightError, check_run_guidance
 from .records import finish, maybe_eval, save
 from .run_folder import refuse_other_output
@@ -165,7 +166,13 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
 def _preflight(run: RunConfig, out: Path, *, policy, task):
     """The checks of :mod:`gradprobe.training.preflight` (a guided arm's reference solutions and
     prompt format), on the tokenizer alone, before ``out`` is created; returns the task it built
-    (or ``task``), for the run to reuse. A run without guidance is not checked (nothing loaded)."""
+    (or ``task``), for the run to reuse. A run without guidance is not checked (nothing loaded). Its reward is
+    resolved first (a reward by import path is imported here, so a bad module stops the run before ``out``)."""
+    try:
+        get_reward(run.reward)
+    except UnknownRewardError as e:
+        raise PlanError(f"arms.{run.arm}.reward: {e} (checked before the run folder {str(out)!r} was written; "
+                        "nothing was)") from None
     if not run.guidance:
         return task
     task = task or load_run_task(run.task)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,12 @@ def native(batch, ctx):  # a gradprobe Reward
     raise AssertionError("not called in these tests")
 
 NOT_A_FUNCTION = 3
+
+def one_arg(x):
+    return x
+
+def positional_trl(prompts, comps):
+    return [0.0 for _ in comps]
 '''
 
 
@@ -53,6 +60,11 @@ def test_module_and_file_forms_resolve_register_and_wrap(user_module):
     ("missing/file.py:f", r"reward 'missing/file.py:f': no file missing/file.py"),
     ("plugin_rewards_mod:nope", r"plugin_rewards_mod has no 'nope'; its functions: length_penalty, native"),
     ("plugin_rewards_mod:NOT_A_FUNCTION", r"plugin_rewards_mod.NOT_A_FUNCTION is a int, not a function"),
+    ("plugin_rewards_mod:one_arg", r"one_arg\(x\) is neither a TRL-style reward fn\(prompts, completions, \*\*kwargs\)"),
+    ("plugin_rewards_mod:positional_trl", r"looks like a TRL-style reward, which is called by keyword: name its "
+                                          r"second parameter completions"),
+    ("plugin_rewards_mod:length_penalty:extra", r"has more than one ':'"),
+    ("sub\\brev.py:fn", r"write the file's path with '/'"),
     ("brevity", r"unknown reward 'brevity'; valid: .*or a reward of your own as MODULE:FUNCTION or "
                 r"path/to/file.py:FUNCTION"),
 ])
@@ -78,3 +90,38 @@ def test_probe_command_takes_an_import_path_reward(user_module, capsys):
     saved = json.loads((out / "probe.json").read_text())
     assert [r["name"] for r in saved["rewards"]] == ["outcome", "plugin_rewards_mod:length_penalty"]
     assert saved["config"]["rewards"] == ["outcome", "plugin_rewards_mod:length_penalty"]
+
+
+def test_the_working_directory_comes_first_as_with_python_m(user_module):
+    assert "tabnanny" not in sys.modules  # a standard-library module nothing here imports
+    (user_module / "tabnanny.py").write_text("def fn(completions, **kwargs):\n    return [1.0 for _ in completions]\n")
+    try:
+        assert callable(get_reward("tabnanny:fn"))
+        assert sys.modules["tabnanny"].__file__ == str(user_module / "tabnanny.py")
+    finally:
+        sys.modules.pop("tabnanny", None)
+
+
+def test_a_plan_names_an_import_path_reward_without_importing_it_until_a_run_starts(user_module, capsys):
+    from gradprobe.training.plan import load_plan
+
+    repo = Path(__file__).resolve().parents[2]
+    plan = (repo / "plans" / "tiny.toml").read_text() + '\n[arms.mine]\nreward = "absent_rewards_mod:fn"\n'
+    (user_module / "plan.toml").write_text(plan)
+    assert load_plan(user_module / "plan.toml").arms["mine"].reward == "absent_rewards_mod:fn"  # read: no import
+    rc = main(["train", "--plan", "plan.toml", "--arm", "mine", "--updates", "1", "--out", "run", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "arms.mine.reward: reward 'absent_rewards_mod:fn': no module named 'absent_rewards_mod'" in err
+    assert "nothing was" in err and not (user_module / "run").exists()
+
+
+def test_a_study_preflight_imports_each_arms_reward_before_the_folder(user_module):
+    from gradprobe.study.preflight import check_plan_inputs
+    from gradprobe.training.plan import load_plan
+
+    repo = Path(__file__).resolve().parents[2]
+    plan = (repo / "plans" / "tiny.toml").read_text() + '\n[arms.mine]\nreward = "absent_rewards_mod:fn"\n'
+    (user_module / "plan.toml").write_text(plan)
+    with pytest.raises(Exception, match=r"\[arms.mine\] reward: reward 'absent_rewards_mod:fn': no module named "
+                                        r"'absent_rewards_mod'.*checked before the study folder was written"):
+        check_plan_inputs(load_plan(user_module / "plan.toml"))
