@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..study.report import format_rankings
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
+from ..training.run_folder import refuse_other_output
 from .probe import PROBE_JSON, load_probe
 from ..outputs import removed_if_left_empty
 
@@ -316,6 +317,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
         run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=device))
     run = shorten_budget(run, {"updates": updates, "generated_tokens": budget_tokens, "flops": budget_flops,
                                "device_seconds": budget_seconds})
+    refuse_other_output(out, outside_studies=True)  # as `gradprobe train`: not inside a study
     with removed_if_left_empty(out):
         summary = run_training(run, out, progress=progress, report_to=report_to)
     lines = [json.loads(x) for x in (Path(out) / "metrics.jsonl").read_text().splitlines() if x.strip()]

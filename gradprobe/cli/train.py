@@ -110,7 +110,7 @@ def _train_command(args) -> int:
 
     run = None
     try:
-        refuse_other_output(args.out)  # a probe's or a study's folder: refused before the plan is read
+        refuse_other_output(args.out, outside_studies=True)  # a probe's or a study's folder: refused before the plan is read
         plan = load_plan(args.plan)
         run = plan.arm(args.arm, seed=args.seed)
         if args.device:

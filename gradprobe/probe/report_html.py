@@ -8,9 +8,11 @@ or attached to an issue. Sections:
    and the verdict sentence of :func:`gradprobe.forecast.forecast_section` (plus the calibrated gain when
    ``--calibration`` was given); without a reference curve, the note saying what a forecast needs;
 2. the raw per-reward table: <g_R, u>, its bootstrap interval over prompts, SNR, the first-order gain per
-   update and at the budget (points), tokens per update c_R;
+   update and at the budget (points), tokens per update c_R, and with ``--budget-seconds`` seconds per update and
+   the raw first-order gain at the seconds budget;
 3. the intervals as a figure: forecast gain vs grpo (points) per arm, and <g_R, u> per reward, each with
-   its interval (matplotlib, Agg);
+   its interval (:mod:`gradprobe.probe.report_figures`; an arm whose cost-only forecast is 0 by construction is
+   drawn as the probe's forecast in its own marker, not as a measured 0);
 4. per-token heat maps, one per reward: the few completions whose summed term
    sum_t A^R_t a_t moves <g_R, u> most, each token coloured by its term A^R_t a_t (blue: pushes the update
    toward the reference u, red: against it; full colour at the 95th percentile of the shown |terms|; hover
@@ -26,16 +28,13 @@ sum_ijt A^R_ijt a_ijt, so a token's term before the loss normalisation 1/Z_R is 
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import math
 from pathlib import Path
 
-from .. import figures as plt
 from ..forecast.forecaster import format_budget
-from ..forecast.special_rows import REFERENCE_VERDICT
 from ..outputs import write_text_atomic
+from .report_figures import interval_figure, ledger_figure, ledger_rows, png
 
 
 __all__ = ["write_probe_report", "render_probe_report", "pick_completions", "colour_scale", "read_tokens", "REPORT"]
@@ -63,7 +62,9 @@ background:linear-gradient(to right,rgb{{ red }},#fff,rgb{{ blue }})}</style></h
 <p>Model <b>{{ cfg.model }}</b>, task <b>{{ cfg.task }}</b>; probe batch {{ cfg.prompts }} prompts x {{ cfg.group }}
 completions{% if batches > 1 %} x {{ batches }} batches{% endif %}; reference <b>{{ cfg.reference }}</b>
 (preconditioner: {{ reference.precondition }}); lr {{ cfg.lr }}; loss {{ cfg.loss_type }};
-budget {{ "{:,}".format(cfg.budget_tokens) }} generated tokens.
+budget {{ "{:,}".format(cfg.budget_tokens) }} generated tokens{% if secs is not none %} (gain at budget and the
+forecast), {{ "{:,g}".format(secs) }} device-seconds (gain@{{ "{:g}".format(secs) }}s: raw first order, each reward's
+seconds / update including its own compute){% endif %}.
 Batch mean reward {{ fmt(batch.mean_reward, ".3f") }}, truncation rate {{ fmt(batch.truncation_rate, ".2f") }}.</p>
 {% for w in warnings %}<p class="note">warning: {{ w }}</p>{% endfor %}
 
@@ -71,17 +72,20 @@ Batch mean reward {{ fmt(batch.mean_reward, ".3f") }}, truncation rate {{ fmt(ba
 {% if forecast.available %}
 <p>Forecast vs grpo at {{ budget_s }} (grpo reaches {{ fmt(forecast.grpo_accuracy, ".1f") }} points there), by the
 <b>{{ forecast.method }}</b> forecaster ({{ forecast.method_choice }}); reference curve: {{ forecast.curve }}.
-Gains in accuracy points, {{ level }}% intervals.</p>
+Gains in accuracy points, {{ level }}% intervals; method: the forecaster behind each row's gain (rho is used by
+the probe and signal-proxy forecasters only, not by cost only).</p>
 <table id="verdicts"><tr><th>arm</th><th>reward</th><th>tokens / update</th><th>rho</th><th>forecast accuracy</th>
 <th>gain vs grpo</th><th>interval</th>{% if calibrated %}<th>calibrated gain</th><th>calibrated interval</th>{% endif %}
-<th>verdict</th></tr>
+<th>method</th><th>verdict</th></tr>
 {% for r in forecast.rows %}<tr><td>{{ r.arm }}</td><td>{{ r.reward }}</td><td class="n">{{ fmt(r.tokens_per_update, ",.0f") }}</td>
 <td class="n">{{ fmt(r.rho, ".2f") }}</td><td class="n">{{ fmt(r.forecast_accuracy, ".1f") }}</td>
 <td class="n">{{ fmt(r.forecast_gain, "+.1f") }}</td><td class="n">{{ interval(r.gain_interval, "+.1f") }}</td>
 {% if calibrated %}<td class="n">{{ fmt(calibrated.get(r.reward, {}).get("gain"), "+.1f") }}</td>
 <td class="n">{{ interval(calibrated.get(r.reward, {}).get("interval"), "+.1f") }}</td>{% endif %}
-<td class="verdict {{ verdict_class(r.verdict) }}">{{ r.verdict }}</td></tr>
+<td>{{ r.method or "n/a" }}</td><td class="verdict {{ verdict_class(r.verdict) }}">{{ r.verdict }}</td></tr>
 {% endfor %}</table>
+{% if forecast.budget.seconds_note %}<p class="note">--budget-seconds {{ "{:g}".format(forecast.budget.seconds) }}:
+{{ forecast.budget.seconds_note }}</p>{% endif %}
 {% for n in forecast.notes %}<p class="note">{{ n }}</p>{% endfor %}
 {% else %}
 <p class="note">No forecast: {{ forecast.note or "the probe was run without one (gradprobe probe adds it)" }}</p>
@@ -90,13 +94,17 @@ Gains in accuracy points, {{ level }}% intervals.</p>
 <h2>Raw per-reward figures</h2>
 <p>&lt;g_R, u&gt;: the reward's policy gradient along the (preconditioned) reference update u, with its 95% bootstrap
 interval over prompts; gains: the first-order extrapolation 100 lr &lt;g_R, u&gt; (accuracy points; no diminishing
-returns, expected to overestimate).</p>
+returns, expected to overestimate){% if secs is not none %}; seconds / update: the wall-clock seconds of one training
+update under the reward, its own compute included, and gain@{{ "{:g}".format(secs) }}s the raw first-order gain at the
+{{ "{:,g}".format(secs) }} device-seconds budget{% endif %}.</p>
 <table id="rewards"><tr><th>reward</th><th>&lt;g_R, u&gt;</th><th>95% interval</th><th>SNR</th><th>gain / update</th>
-<th>tokens / update</th><th>gain at budget</th></tr>
+<th>tokens / update</th><th>gain at budget</th>{% if secs is not none %}<th>seconds / update</th>
+<th>gain@{{ "{:g}".format(secs) }}s (raw first order)</th>{% endif %}</tr>
 {% for r in rewards %}<tr><td>{{ r.name }}</td><td class="n">{{ fmt(r.inner_product, "+.3e") }}</td>
 <td class="n">{{ interval(r.interval, "+.3e") }}</td><td class="n">{{ fmt(r.snr, ".2f") }}</td>
 <td class="n">{{ fmt(r.predicted_gain_per_update, "+.4f") }}</td><td class="n">{{ fmt(r.tokens_per_update, ",.0f") }}</td>
-<td class="n">{{ fmt(r.predicted_gain_at_budget, "+.3f") }}</td></tr>
+<td class="n">{{ fmt(r.predicted_gain_at_budget, "+.3f") }}</td>{% if secs is not none %}
+<td class="n">{{ fmt(r.seconds_per_update, ".3f") }}</td><td class="n">{{ fmt(r.predicted_gain_at_time_budget, "+.3f") }}</td>{% endif %}</tr>
 {% endfor %}</table>
 
 <h2>Intervals</h2>
@@ -221,89 +229,6 @@ def _heatmaps(rows: list[dict], names: list[str], per_reward: int) -> list[dict]
     return out
 
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def _num(x) -> float:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
-
-
-def _errorbar(ax, labels, values, intervals, xlabel, title):
-    ys = list(range(len(labels)))
-    vals = [_num(v) for v in values]
-    lo = [v - _num(iv[0]) if iv and len(iv) == 2 else 0.0 for v, iv in zip(vals, intervals)]
-    hi = [_num(iv[1]) - v if iv and len(iv) == 2 else 0.0 for v, iv in zip(vals, intervals)]
-    lo = [0.0 if not math.isfinite(x) else max(0.0, x) for x in lo]
-    hi = [0.0 if not math.isfinite(x) else max(0.0, x) for x in hi]
-    ax.errorbar(vals, ys, xerr=[lo, hi], fmt="o", color="#2166ac", ecolor="#555", capsize=4)
-    ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(ys, labels)
-    ax.invert_yaxis()
-    ax.set_xlabel(xlabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(axis="x", alpha=0.3)
-
-
-def _fig_intervals(result: dict) -> tuple[str, str]:
-    fc = result.get("forecast") or {}
-    rewards = result.get("rewards") or []
-    rows = [r for r in fc.get("rows", []) if r.get("verdict") != REFERENCE_VERDICT] if fc.get("available") else []
-    panels = 2 if rows else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.2 * panels, 0.6 * max(len(rewards), len(rows), 2) + 1.6),
-                             squeeze=False)
-    caption = ("<g_R, u> per reward (the raw inner product with the reference update u) with its 95% bootstrap "
-               "interval over prompts")
-    if rows:
-        pct = int(round(100 * float(fc.get("level", 0.95))))
-        _errorbar(axes[0, 0], [r["arm"] for r in rows], [r.get("forecast_gain") for r in rows],
-                  [r.get("gain_interval") for r in rows], "forecast gain vs grpo (accuracy points)",
-                  f"forecast ({fc.get('method')}) at the budget, {pct}% intervals")
-        caption = (f"Left: each arm's forecast gain vs grpo at the budget with its {pct}% interval (accuracy points; "
-                   "0 = as good as grpo for the same tokens). Right: " + caption)
-    _errorbar(axes[0, -1], [r["name"] for r in rewards], [r.get("inner_product") for r in rewards],
-              [r.get("interval") for r in rewards], "<g_R, u>", "inner product with the reference update")
-    fig.tight_layout()
-    return _png(fig), caption
-
-
-def _ledger_rows(result: dict) -> list[tuple[str, int]]:
-    gen = (result.get("ledger") or {}).get("generated_tokens") or {}
-    ref = (((result.get("reference") or {}).get("ledger") or {}).get("generated_tokens") or {})
-    rows = [(f"probe: {k}", int(v)) for k, v in gen.items()]
-    if ref:
-        rows.append(("held-out reference rollouts", int(sum(ref.values()))))
-    return rows
-
-
-def _fig_ledger(result: dict) -> str:
-    rows = _ledger_rows(result)
-    rewards = result.get("rewards") or []
-    fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * max(len(rows), len(rewards), 3) + 1.6))
-    ax = axes[0]
-    labels, vals = [k for k, _ in rows], [v for _, v in rows]
-    bars = ax.barh(labels, vals, color="#4c72b0")
-    ax.bar_label(bars, labels=[f"{v:,}" for v in vals], fontsize=8, padding=2)
-    ax.invert_yaxis()
-    ax.set_xlabel("generated tokens")
-    ax.set_title("generated tokens by category", fontsize=10)
-    ax = axes[1]
-    labels = [r["name"] for r in rewards]
-    vals = [int(v) if math.isfinite(v := _num(r.get("tokens_per_update"))) else 0 for r in rewards]
-    bars = ax.barh(labels, vals, color="#dd8452")
-    ax.bar_label(bars, labels=[f"{v:,}" for v in vals], fontsize=8, padding=2)
-    ax.invert_yaxis()
-    ax.set_xlabel("generated tokens per update (c_R)")
-    ax.set_title("tokens per training update, by reward", fontsize=10)
-    for a in axes:
-        a.grid(axis="x", alpha=0.3)
-        a.margins(x=0.15)
-    fig.tight_layout()
-    return _png(fig)
-
-
 def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = COMPLETIONS_PER_REWARD) -> str:
     """The HTML page of a probe result (see the module docstring for its sections).
 
@@ -329,7 +254,8 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
     rewards = result.get("rewards") or []
     calibrated = {r["name"]: {"gain": r.get("calibrated_gain"), "interval": r.get("calibrated_interval")}
                   for r in rewards if r.get("calibrated_gain") is not None}
-    intervals_png, caption = _fig_intervals(result)
+    fig, caption = interval_figure(result)
+    intervals_png = png(fig)
     budget = fc.get("budget") or {}
     env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
     return env.from_string(_TEMPLATE).render(
@@ -340,9 +266,9 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
                                                                                   "tokens" else "")
                   if budget.get("value") is not None else ""),
         level=int(round(100 * float(fc.get("level") or 0.95))),
-        images={"intervals": intervals_png, "ledger": _fig_ledger(result)}, intervals_caption=caption,
+        images={"intervals": intervals_png, "ledger": png(ledger_figure(result))}, intervals_caption=caption,
         heatmaps=_heatmaps(tokens, [r["name"] for r in rewards], per_reward), per_reward=per_reward,
-        ledger_rows=_ledger_rows(result), fmt=_fmt, interval=_interval, verdict_class=_verdict_class,
+        ledger_rows=ledger_rows(result), secs=cfg.get("budget_seconds"), fmt=_fmt, interval=_interval, verdict_class=_verdict_class,
         red=_RED, blue=_BLUE, versions=", ".join(f"{k} {v}" for k, v in (result.get("versions") or {}).items()))
 
 

@@ -35,7 +35,6 @@ from pathlib import Path
 from .folder import StudyError
 from ..tasks import TaskConfigError, TaskNotFoundError, encode_prompt
 from ..char_tokenizer import char_tokenizer
-from ..rewards import UnknownRewardError, get_reward
 from ..tiers import tier_path
 
 
@@ -87,6 +86,8 @@ def _fail(key: str, problem: str, fix: str) -> PreflightError:
 
 def _check_rewards(plan) -> None:
     """Resolve every arm's reward (one given by import path is imported here, not when the plan was read)."""
+    from ..rewards import UnknownRewardError, get_reward  # torch: the study package stays torch-free on import
+
     for name, arm in plan.arms.items():
         try:
             get_reward(arm.reward)

@@ -3,8 +3,11 @@
 A run writes ``checkpoint-*``, ``config.json``, ``metrics.jsonl`` and ``summary.json``: into a folder
 that holds another command's output they would mix with it (and a probe would then refuse its own
 folder as "a training run"). :func:`refuse_other_output` refuses such a folder before anything is
-loaded or written, as ``gradprobe probe`` refuses a run's folder (:mod:`gradprobe.probe.output`). A new
-or empty folder, and a run's own folder (a resume), are accepted. Torch-free.
+loaded or written, as ``gradprobe probe`` refuses a run's folder (:mod:`gradprobe.probe.output`), and, for
+``gradprobe train`` and :func:`gradprobe.train` (``outside_studies``), any folder inside a study (its
+``runs/``, ``figures/``, one of its runs: ``gradprobe study`` runs and resumes those). Any other folder is
+accepted: a new or empty one, a run's own folder (a resume), or a folder of
+other files (the run's files go beside them). Torch-free.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from ..layout import (ALIGNMENT_SAFETENSORS, ANALYSIS_JSON, ARMS_JSON, CALIBRATE
                       GUIDED_PROBES, PROBE_JSON, RUNS_CSV, STUDY_JSON, TOKENS_JSONL)
 from ..outputs import OutputDirError
 
-__all__ = ["other_output", "refuse_other_output"]
+__all__ = ["other_output", "refuse_other_output", "study_above"]
 
 #: file name -> what a folder holding it is (checked in this order; the first found is named)
 _MARKERS = {STUDY_JSON: "a study (`gradprobe study`)", RUNS_CSV: "a study (`gradprobe study`)",
@@ -54,15 +57,32 @@ def other_output(out) -> str | None:
     return None
 
 
-def refuse_other_output(out) -> None:
+def study_above(out) -> Path | None:
+    """The study folder (one holding ``study.json``) that ``out`` lies inside, or None."""
+    return next((p for p in Path(out).absolute().parents if (p / STUDY_JSON).is_file()), None)
+
+
+def refuse_other_output(out, *, outside_studies: bool = False) -> None:
     """Raise unless a training run may write into ``out`` (see the module docstring).
+
+    Parameters
+    ----------
+    out : path
+    outside_studies : bool
+        Also refuse a folder inside a study (``gradprobe train``; a study's own worker passes False).
 
     Raises
     ------
     OutputDirError (an OSError, errno EEXIST)
-        ``out`` holds a study, a probe, a study's probe or a calibration report; one line naming the
-        folder, what it holds and the fix (another ``--out``). Nothing is read or written.
+        ``out`` holds a study, a probe, a study's probe or a calibration report, or (``outside_studies``)
+        lies inside a study; one line naming the folder, what it holds and the fix (another ``--out``).
+        Nothing is read or written.
     """
+    study = study_above(out) if outside_studies else None
+    if study is not None:
+        raise OutputDirError(errno.EEXIST, (
+            f"{out} is inside the study {study} ({STUDY_JSON}): its runs are trained and resumed by `gradprobe "
+            f"study --out {study}`; for a run of your own choose an --out outside the study"))
     what = other_output(out)
     if what is not None:
         raise OutputDirError(errno.EEXIST, (

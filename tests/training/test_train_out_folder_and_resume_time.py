@@ -135,3 +135,23 @@ def test_a_run_in_one_go_has_one_invocation(tmp_path, plan_file):
     summary = run_training(parse_plan(plan_file.read_text()).arm("grpo"), tmp_path / "run")
     assert summary["resumed_from_update"] == [] and len(summary["invocations"]) == 1
     assert summary["wall_seconds"] == summary["invocation_wall_seconds"] > 0
+
+
+def test_train_refuses_a_folder_inside_a_study_but_a_studys_worker_does_not(tmp_path, capsys):
+    import shutil
+
+    from gradprobe.cli import main as cli_main
+    from gradprobe.training.run_folder import refuse_other_output
+
+    study = tmp_path / "st"
+    (study / "runs" / "grpo" / "seed0").mkdir(parents=True)
+    (study / "figures").mkdir()
+    (study / "study.json").write_text("{}")
+    for out in (study / "runs", study / "figures", study / "runs" / "grpo" / "seed0", study / "runs" / "new"):
+        rc = cli_main(["train", "--plan", "plans/tiny.toml", "--arm", "grpo", "--updates", "1", "--out", str(out)])
+        err = capsys.readouterr().err
+        assert rc == 2 and f"is inside the study {study} (study.json)" in err, err
+        assert "choose an --out outside the study" in err and "delete" not in err
+    assert not (study / "runs" / "new").exists()
+    refuse_other_output(study / "runs" / "grpo" / "seed0")  # the study's own worker: accepted
+    shutil.rmtree(study)
