@@ -100,7 +100,7 @@ def no_signal_reason(entries: list[dict], references: list | None = None, *, poo
     entries : list of dict
         The reward's entry in each probe batch (``probe.json``'s ``rewards`` entry, or a ``batches`` item's):
         ``per_group`` (B,), ``signal_proxy_per_group`` (B,) when recorded, ``valid_completions`` and
-        ``reward_stats`` (``missing``, ``nonfinite_groups``, ``max_abs_reward``) when recorded.
+        ``reward_stats`` (``missing``, ``nonfinite_groups``, ``overflow_max_abs_reward``) when recorded.
     references : list of dict or None, optional
         The reference reward's entry in the same batches (used only for probes without signal-proxy sums).
     pooled : dict, optional
@@ -128,7 +128,7 @@ def no_signal_reason(entries: list[dict], references: list | None = None, *, poo
     stats = [e.get("reward_stats") or {} for e in entries]
     overflow = sum(int(st.get("nonfinite_groups") or 0) for st in stats)
     if overflow:
-        big = max(float(st.get("max_abs_reward") or 0.0) for st in stats)
+        big = max(float(st.get("overflow_max_abs_reward") or 0.0) for st in stats)
         return _NO_SIGNAL["overflow"].format(where=where, big=big, k=overflow)
     return _NO_SIGNAL["equal_or_missing" if missing else "equal"].format(where=where)
 

@@ -96,7 +96,7 @@ def group_normalize(rewards: torch.Tensor, *, scale: str = DEFAULT_SCALE, eps: f
         ``missing`` (count of NaN rewards), ``zero_variance_groups``, ``groups``,
         ``nonfinite_groups`` (groups with differing rewards whose mean, centred rewards, squared
         deviations or advantages overflow float64: advantage 0, not counted as zero-variance) and
-        ``max_abs_reward`` (largest finite |reward| of those groups; 0.0 when there are none).
+        ``overflow_max_abs_reward`` (largest finite |reward| of those groups; 0.0 when there are none).
 
     Raises
     ------
@@ -123,7 +123,7 @@ def group_normalize(rewards: torch.Tensor, *, scale: str = DEFAULT_SCALE, eps: f
     adv = torch.where(overflow[:, None], torch.zeros_like(adv), adv)
     stats = {"missing": int((~valid).sum()), "zero_variance_groups": int((flat & ~overflow).sum()),
              "groups": int(r.shape[0]), "nonfinite_groups": int(overflow.sum()),
-             "max_abs_reward": float(magnitude[overflow].max()) if bool(overflow.any()) else 0.0}
+             "overflow_max_abs_reward": float(magnitude[overflow].max()) if bool(overflow.any()) else 0.0}
     return adv, stats
 
 

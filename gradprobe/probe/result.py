@@ -247,9 +247,9 @@ def diagnose(batch, reference: dict, outputs: dict) -> list[str]:
 
 def _overflow_note(name: str, stats: dict, groups: int) -> str:
     """:func:`diagnose`'s warning on a reward whose group statistics overflow float64 (``stats``:
-    ``nonfinite_groups``, ``max_abs_reward``; :func:`gradprobe.grpo.advantages.group_normalize`)."""
+    ``nonfinite_groups``, ``overflow_max_abs_reward``; :func:`gradprobe.grpo.advantages.group_normalize`)."""
     return (f"reward {name!r}: in {int(stats['nonfinite_groups'])} of {groups} groups its rewards differ but are too "
-            f"large for float64 group statistics (|reward| up to {float(stats.get('max_abs_reward') or 0.0):.3g}): "
+            f"large for float64 group statistics (|reward| up to {float(stats.get('overflow_max_abs_reward') or 0.0):.3g}): "
             "their mean or std overflows, so their advantages were set to 0 (the rewards are not equal); rescale the "
             "reward (e.g. divide it by its largest magnitude)")
 

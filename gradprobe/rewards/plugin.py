@@ -35,6 +35,9 @@ from .sequence import sequence_reward
 
 __all__ = ["load_reward_plugin", "is_plugin_name"]
 
+#: (module file, attribute) -> the first name it was loaded under, so a second name for it is refused
+_ORIGINS: dict[tuple[str, str], str] = {}
+
 _FORMS = ("MODULE:FUNCTION (a module importable from the working directory or sys.path) or "
           "path/to/file.py:FUNCTION")
 
@@ -123,8 +126,14 @@ def load_reward_plugin(spec: str) -> Reward:
                                  f"{', '.join(found) or 'none'}")
     if not callable(fn):
         raise UnknownRewardError(f"reward {spec!r}: {module}.{attr.strip()} is a {type(fn).__name__}, not a function")
+    origin = (getattr(mod, "__file__", None) or mod.__name__, attr.strip())
+    other = _ORIGINS.get(origin)
+    if other is not None and other != spec:
+        raise UnknownRewardError(f"reward {spec!r} is the function {other!r} already names ({origin[0]}); use one "
+                                 "name for it (two names would probe and train it as two rewards)")
     reward = sequence_reward(fn, name=spec) if _takes_completions(fn) else _native(fn, spec)
     REWARDS[spec] = reward
+    _ORIGINS[origin] = spec
     return reward
 
 

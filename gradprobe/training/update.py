@@ -186,7 +186,7 @@ def _warn_overflow(reward: str, update: int, stats: dict) -> None:
     if bad:
         warnings.warn(f"update {update}: reward {reward!r}: in {bad} of {stats.get('groups')} group(s) the rewards "
                       "differ but are too large for float64 group statistics (|reward| up to "
-                      f"{stats.get('max_abs_reward')}); those groups got advantage 0 and did not train: rescale "
+                      f"{stats.get('overflow_max_abs_reward')}); those groups got advantage 0 and did not train: rescale "
                       "the reward", RuntimeWarning, stacklevel=2)
 
 

@@ -103,10 +103,10 @@ def test_group_normalize_counts_overflow_apart_from_equal_groups():
     r = torch.tensor([[0.0, -1e300, 0.0, -1e300], [0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0],
                       [1e308, 1e308, 1e308, 1e308]], dtype=torch.float64)
     adv, stats = group_normalize(r)
-    assert stats["nonfinite_groups"] == 1 and stats["zero_variance_groups"] == 2 and stats["max_abs_reward"] == 1e300
+    assert stats["nonfinite_groups"] == 1 and stats["zero_variance_groups"] == 2 and stats["overflow_max_abs_reward"] == 1e300
     assert torch.isfinite(adv).all() and (adv[0] == 0).all() and (adv[2].abs() > 0.8).all()
     _, plain = group_normalize(r[1:3])
-    assert plain["nonfinite_groups"] == 0 and plain["max_abs_reward"] == 0.0
+    assert plain["nonfinite_groups"] == 0 and plain["overflow_max_abs_reward"] == 0.0
 
 
 def test_scorer_errors_are_named_once_and_masked_values_listed():

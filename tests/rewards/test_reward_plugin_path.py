@@ -34,11 +34,15 @@ def user_module(tmp_path, monkeypatch):
     (tmp_path / "plugin_rewards_mod.py").write_text(MODULE)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
+    from gradprobe.rewards import plugin
+
     get_reward("outcome")  # built-ins registered first
-    before = dict(REWARDS)
+    before, origins = dict(REWARDS), dict(plugin._ORIGINS)
     yield tmp_path
     for name in set(REWARDS) - set(before):
         del REWARDS[name]
+    plugin._ORIGINS.clear()
+    plugin._ORIGINS.update(origins)
     sys.modules.pop("plugin_rewards_mod", None)
 
 
@@ -49,8 +53,9 @@ def test_module_and_file_forms_resolve_register_and_wrap(user_module):
     import plugin_rewards_mod
 
     assert get_reward("plugin_rewards_mod:native") is plugin_rewards_mod.native  # a native Reward, as it is
-    by_file = get_reward(f"{user_module / 'plugin_rewards_mod.py'}:length_penalty")
-    assert by_file is not trl and callable(by_file)
+    with pytest.raises(UnknownRewardError, match=r"is the function 'plugin_rewards_mod:length_penalty' already names"):
+        get_reward(f"{user_module / 'plugin_rewards_mod.py'}:length_penalty")  # the same file: its module is imported
+        # again under a path-derived name, but the module file and function are the same
     names = [n for n, _ in parse_rewards("outcome,plugin_rewards_mod:length_penalty")]
     assert names == ["outcome", "plugin_rewards_mod:length_penalty"]
 
