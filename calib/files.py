@@ -20,7 +20,7 @@ import errno
 import json
 from pathlib import Path
 
-from gradprobe.layout import ARMS_JSON, PROBE_JSON
+from gradprobe.layout import OUTPUT_KINDS, output_kind
 from gradprobe.outputs import OutputDirError, json_float, json_safe, output_error, write_bytes_atomic, write_text_atomic
 
 __all__ = ["to_json", "write_json", "write_text_atomic", "write_bytes_atomic", "json_safe", "json_float",
@@ -71,11 +71,10 @@ def prepare_report_folder(out: str | Path) -> Path:
     if out.exists() and not out.is_dir():
         raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} is a file; the report is a folder (report.html, "
                              f"metrics.json, figures, CSVs): {_FIX}")
-    for name in (ARMS_JSON, PROBE_JSON):
-        if (out / name).exists():
-            raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} holds a probe ({name}; `gradprobe probe` or "
-                                 "a study's probe/), not a calibration report; its report.html would be "
-                                 f"replaced: {_FIX}")
+    found = output_kind(out)
+    if found is not None and found[0] != "calib report":
+        raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} holds {OUTPUT_KINDS[found[0]]} ({found[1]}), not a "
+                             f"calibration report; its files would mix with the report's: {_FIX}")
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / ".write-test").write_text("ok")

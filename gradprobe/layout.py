@@ -26,7 +26,8 @@ from pathlib import Path
 
 __all__ = ["CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "PROBE_JSON", "REPORT_HTML",
            "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
-           "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "CV_PREDICTIONS_CSV", "run_dir", "probe_dir"]
+           "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "CV_PREDICTIONS_CSV", "run_dir", "probe_dir",
+           "OUTPUT_KINDS", "output_kind"]
 
 # ---------------------------------------------------------------------------- a training run
 CONFIG_JSON = "config.json"            # the run config and the plan's sha256; a resume must match it
@@ -69,3 +70,34 @@ def run_dir(out: str | Path, arm: str, seed: int) -> Path:
 def probe_dir(out: str | Path) -> Path:
     """``out/probe``: the folder of a study's probe of its arms' rewards."""
     return Path(out) / "probe"
+
+
+#: kind of output folder -> how a message names it; :func:`output_kind` returns these keys
+OUTPUT_KINDS = {"run": "a training run (`gradprobe train`)", "study": "a study (`gradprobe study`)",
+                "probe": "a probe (`gradprobe probe`)", "study probe": "a study's probe folder",
+                "guided probe": "a study's guided-arm probe folder",
+                "calib report": "a calibration report (`calib report`)"}
+#: marker file -> the kind of folder holding it (checked in this order; the first found names the folder)
+_MARKERS = {METRICS_JSONL: "run", SUMMARY_JSON: "run", CHECKPOINT_POINTER: "run", STUDY_JSON: "study",
+            RUNS_CSV: "study", ANALYSIS_JSON: "study", PROBE_JSON: "probe", CALIBRATED_JSON: "probe",
+            TOKENS_JSONL: "probe", ALIGNMENT_SAFETENSORS: "probe", CV_PREDICTIONS_CSV: "calib report"}
+
+
+def output_kind(folder: str | Path) -> tuple[str, str] | None:
+    """Which command's output ``folder`` holds, so each command refuses the others' folders.
+
+    Returns
+    -------
+    (kind, evidence) or None
+        ``kind`` a key of :data:`OUTPUT_KINDS` and ``evidence`` the file or path that shows it
+        (``"arms.json"``, ``"probe/guided/<arm>"``, a marker file); None for a missing or empty folder or
+        one holding none of these.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    if (folder / ARMS_JSON).exists():
+        return "study probe", ARMS_JSON
+    if folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists():
+        return "guided probe", f"probe/{GUIDED_PROBES}/{folder.name}"
+    return next(((kind, name) for name, kind in _MARKERS.items() if (folder / name).exists()), None)

@@ -38,9 +38,8 @@ from pathlib import Path
 
 from safetensors.torch import save as safetensors_bytes
 
-from ..layout import (ALIGNMENT_SAFETENSORS, ANALYSIS_JSON, ARMS_JSON, CALIBRATED_JSON, CHECKPOINT_POINTER,
-                      CV_PREDICTIONS_CSV, GUIDED_PROBES, METRICS_JSONL, PROBE_JSON, REPORT_HTML, RUNS_CSV, STUDY_JSON,
-                      SUMMARY_JSON, TOKENS_JSONL)
+from ..layout import (ALIGNMENT_SAFETENSORS, ARMS_JSON, CALIBRATED_JSON, OUTPUT_KINDS, PROBE_JSON, REPORT_HTML,
+                      TOKENS_JSONL, output_kind)
 from ..outputs import (OutputDirError, json_safe, output_error, removed_if_left_empty, write_bytes_atomic,
                        write_json_atomic, write_text_atomic)
 from .table import format_table, no_signal_entries
@@ -52,9 +51,6 @@ __all__ = ["token_texts", "write_probe_files", "format_table", "PROBE_FILES", "P
 #: ``--probe-batches``, all that :func:`replacing_earlier_probe` ever moves or deletes.
 PROBE_FILES = (PROBE_JSON, TOKENS_JSONL, ALIGNMENT_SAFETENSORS, REPORT_HTML, CALIBRATED_JSON)
 #: Files that mark a folder as another command's output, which a probe must not be mixed into.
-_OTHER_OUTPUTS = {METRICS_JSONL: "a training run", SUMMARY_JSON: "a training run", CHECKPOINT_POINTER: "a training run",
-                  STUDY_JSON: "a study", RUNS_CSV: "a study", ANALYSIS_JSON: "a study",
-                  CV_PREDICTIONS_CSV: "a calibration report (`calib report`; its report.html would be replaced)"}
 #: Where an earlier probe's files wait (inside the folder) until the new probe has finished.
 EARLIER = ".earlier-probe"
 _BATCH_DIR = re.compile(r"batch_\d+")
@@ -154,19 +150,19 @@ def probe_files(out) -> list[str]:
 
 
 def _other_output(folder: Path) -> str | None:
-    """Why ``folder`` is refused (another command's output, named with the fix), else None."""
-    study_probe = (folder / ARMS_JSON).exists()
-    guided = folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists()
-    if study_probe or guided:
-        redo = f"probe/{PROBE_JSON}" if study_probe else f"probe/{GUIDED_PROBES}/{folder.name}/{PROBE_JSON}"
-        return (f"is a study's probe folder ({ARMS_JSON} {'there' if study_probe else 'in its probe/'}); to redo "
-                f"a study's probe delete {redo} and run `gradprobe study` on the study folder again; else choose "
-                "another --out")
-    for name, what in _OTHER_OUTPUTS.items():
-        if (folder / name).exists():
-            return (f"holds {what} ({name}), not a probe's output; a probe there would mix its files into it: "
-                    "choose another --out (an empty folder, or an earlier probe's)")
-    return None
+    """Why ``folder`` is refused (another command's output, :func:`gradprobe.layout.output_kind`, named with the
+    fix), else None."""
+    found = output_kind(folder)
+    if found is None or found[0] == "probe":
+        return None
+    kind, evidence = found
+    if kind in ("study probe", "guided probe"):
+        redo = f"probe/{PROBE_JSON}" if kind == "study probe" else f"{evidence}/{PROBE_JSON}"
+        return (f"is a study's probe folder ({ARMS_JSON} {'there' if kind == 'study probe' else 'in its probe/'}); "
+                f"to redo a study's probe delete {redo} and run `gradprobe study` on the study folder again; else "
+                "choose another --out")
+    return (f"holds {OUTPUT_KINDS[kind]} ({evidence}), not a probe's output; a probe there would mix its files into "
+            "it: choose another --out (an empty folder, or an earlier probe's)")
 
 
 def _remove(path: Path) -> None:

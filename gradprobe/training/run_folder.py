@@ -15,46 +15,18 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from ..layout import (ALIGNMENT_SAFETENSORS, ANALYSIS_JSON, ARMS_JSON, CALIBRATED_JSON, CV_PREDICTIONS_CSV,
-                      GUIDED_PROBES, PROBE_JSON, RUNS_CSV, STUDY_JSON, TOKENS_JSONL)
+from ..layout import OUTPUT_KINDS, STUDY_JSON, output_kind
 from ..outputs import OutputDirError
 
 __all__ = ["other_output", "refuse_other_output", "study_above"]
 
-#: file name -> what a folder holding it is (checked in this order; the first found is named)
-_MARKERS = {STUDY_JSON: "a study (`gradprobe study`)", RUNS_CSV: "a study (`gradprobe study`)",
-            ANALYSIS_JSON: "a study (`gradprobe study`)", PROBE_JSON: "a probe (`gradprobe probe`)",
-            CALIBRATED_JSON: "a probe (`gradprobe probe`)", TOKENS_JSONL: "a probe (`gradprobe probe`)",
-            ALIGNMENT_SAFETENSORS: "a probe (`gradprobe probe`)",
-            CV_PREDICTIONS_CSV: "a calibration report (`calib report`)"}
-
-
 def other_output(out) -> str | None:
-    """What ``out`` holds when it is another command's output folder, else None.
-
-    Parameters
-    ----------
-    out : path
-        A would-be run folder (need not exist).
-
-    Returns
-    -------
-    str or None
-        ``"a study's probe folder (arms.json)"``, ``"a study's guided-arm probe folder (...)"``, or
-        ``"WHAT (FILE)"`` for the first marker file found (:data:`_MARKERS`); None for a missing or empty
-        folder, a run's folder or any other folder.
-    """
-    folder = Path(out)
-    if not folder.is_dir():
+    """What ``out`` holds when it is another command's output folder (:func:`gradprobe.layout.output_kind`),
+    as ``"WHAT (EVIDENCE)"``; None for a missing or empty folder, a run's folder or any other folder."""
+    found = output_kind(out)
+    if found is None or found[0] == "run":
         return None
-    if (folder / ARMS_JSON).exists():
-        return f"a study's probe folder ({ARMS_JSON})"
-    if folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists():
-        return f"a study's guided-arm probe folder (probe/{GUIDED_PROBES}/{folder.name})"
-    for name, what in _MARKERS.items():
-        if (folder / name).exists():
-            return f"{what} ({name})"
-    return None
+    return f"{OUTPUT_KINDS[found[0]]} ({found[1]})"
 
 
 def study_above(out) -> Path | None:

@@ -29,8 +29,9 @@ def test_a_probe_folder_is_refused(tmp_path, capsys, study, synthetic, marker): 
         (probe / name).write_text(text)
     assert calib_main(["report", str(study), "--out", str(probe)]) == 2
     err = capsys.readouterr().err
-    assert err == (f"calib report: error: --out {str(probe)!r} holds a probe ({marker}; `gradprobe probe` or a study's "
-                   f"probe/), not a calibration report; its report.html would be replaced: {_FIX}\n")
+    what = "a probe (`gradprobe probe`)" if marker == "probe.json" else "a study's probe folder"
+    assert err == (f"calib report: error: --out {str(probe)!r} holds {what} ({marker}), not a calibration report; its "
+                   f"files would mix with the report's: {_FIX}\n")
     assert {p.name: p.read_text() for p in probe.iterdir()} == before
 
 

@@ -33,8 +33,8 @@ def test_a_calib_report_folder_is_refused(tmp_path, capsys, no_compute):
     assert main(_PROBE + ["--out", str(report)]) == 2
     err = capsys.readouterr().err
     assert err.strip() == (
-        f"gradprobe probe: error: --out {str(report)!r} holds a calibration report (`calib report`; its report.html "
-        "would be replaced) (cv_predictions.csv), not a probe's output; a probe there would mix its files into it: "
+        f"gradprobe probe: error: --out {str(report)!r} holds a calibration report (`calib report`) "
+        "(cv_predictions.csv), not a probe's output; a probe there would mix its files into it: "
         "choose another --out (an empty folder, or an earlier probe's)")
     assert len(err.strip().splitlines()) == 1
     assert {p.name: p.read_text() for p in report.iterdir()} == _REPORT

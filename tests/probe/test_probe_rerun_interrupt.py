@@ -64,7 +64,7 @@ def test_training_run_folder_is_refused_before_any_compute(tmp_path, capsys, mon
     monkeypatch.setattr(probe_batches, "run_probe_batches", lambda *a, **k: pytest.fail("the probe ran"))
     assert main(_PROBE + ["--out", str(run)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"gradprobe probe: error: --out {str(run)!r} holds a training run (metrics.jsonl), not a "
+    assert err.startswith(f"gradprobe probe: error: --out {str(run)!r} holds a training run (`gradprobe train`) (metrics.jsonl), not a "
                           "probe's output") and "choose another --out" in err
     assert sorted(p.name for p in run.iterdir()) == ["config.json", "metrics.jsonl"]
 
