@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "PROBE_JSON", "REPORT_HTML",
+__all__ = ["CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
            "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
            "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "CV_PREDICTIONS_CSV", "run_dir", "probe_dir",
            "OUTPUT_KINDS", "output_kind"]
@@ -35,6 +35,7 @@ METRICS_JSONL = "metrics.jsonl"        # one JSON line per update and per eval (
 EVAL_ITEMS_JSONL = "eval_items.jsonl"  # per-item results of every eval (gradprobe.training.metrics.evaluate "items")
 SUMMARY_JSON = "summary.json"          # written last: a run folder with it is finished
 CHECKPOINT_POINTER = "checkpoint.json"  # names the run's latest complete checkpoint folder
+WEIGHTS_DIR = "weights"  # a run's kept policy weights ([train] save_weights_at): update-UUUUUU.safetensors
 
 # ---------------------------------------------------------------------------- a probe
 PROBE_JSON = "probe.json"

@@ -26,7 +26,7 @@ import torch
 
 # the run folder's generic writes live in gradprobe.outputs; prepare_output_dir and removed_if_left_empty
 # are re-exported here for callers of the earlier location
-from ..layout import CHECKPOINT_POINTER
+from ..layout import CHECKPOINT_POINTER, WEIGHTS_DIR
 from ..outputs import (OutputDirError, output_error, prepare_output_dir, removed_if_left_empty,  # noqa: F401
                        write_json_atomic)
 
@@ -130,6 +130,30 @@ def save_checkpoint(out: Path, update: int, model, state: dict) -> Path:
     for old in out.glob("checkpoint-*"):
         if old.is_dir() and old.name != name:
             shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def save_weights(out: Path, update: int, model) -> Path:
+    """Keep the policy's weights after update ``update``: ``out/weights/update-UUUUUU.safetensors``
+    (``[train] save_weights_at``; :data:`gradprobe.layout.WEIGHTS_DIR`), written to a temporary file
+    and renamed, so a killed run leaves a complete file or none; a resumed run that passes the update
+    again rewrites the same weights (runs are deterministic in their seed).
+
+    Raises
+    ------
+    OutputDirError
+        The write failed (the message names the path and the fix).
+    """
+    folder = Path(out) / WEIGHTS_DIR
+    final = folder / f"update-{update:06d}.safetensors"
+    tmp = folder / f".{final.name}.tmp"
+    try:
+        folder.mkdir(exist_ok=True)
+        _save_model(model, tmp)
+        os.replace(tmp, final)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise output_error(f"keeping the weights of update {update} in", final, e) from e
     return final
 
 

@@ -48,6 +48,10 @@ def check_train(t: TrainConfig, where: str) -> None:
         raise PlanError(f"{where}.loss_type {t.loss_type!r} is not one of {', '.join(sorted(LOSS_TYPES))}")
     if t.optimizer not in OPTIMIZERS:
         raise PlanError(f"{where}.optimizer {t.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+    bad = [u for u in t.save_weights_at if u < 1]
+    if bad:
+        raise PlanError(f"{where}.save_weights_at lists updates after which weights are kept, each >= 1; got {bad} "
+                        "(the initial policy is the plan's [model], no copy needed)")
     if not all(0 <= b < 1 for b in t.betas):
         raise PlanError(f"{where}.betas must lie in [0, 1), got {list(t.betas)}")
 

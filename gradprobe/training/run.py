@@ -50,7 +50,7 @@ from ..rollout.guided import GuidanceConfig, collect_guided_rollouts, task_kind
 from ..streams import pool_indices, stream_sampler  # noqa: F401  (pool_indices: also imported from here)
 from ..tasks import encode_prompt
 from ..tracking import open_tracker, require_tracker
-from .checkpoint import latest_checkpoint, load_checkpoint, set_rng_states
+from .checkpoint import latest_checkpoint, load_checkpoint, save_weights, set_rng_states
 from .errors import BudgetTooSmallError, NonFiniteRunError, RunConfigMismatchError
 from .loading import (enable_gradient_checkpointing, load_run_policy, load_run_task, load_run_tokenizer,
                       training_pool)
@@ -196,6 +196,8 @@ def _train(s: RunSession, after_update) -> dict:
         if st.update == 1:
             check_first_update(s)
         maybe_eval(s)
+        if st.update in s.run.train.save_weights_at:
+            save_weights(s.out, st.update, s.model)
         if st.update % every == 0:
             save(s)
         if after_update is not None:

@@ -125,6 +125,12 @@ class TrainConfig:
         one no-grad forward of the initial model, about a third of an update's forward + backward
         (measured on the tiny tier: 0.245 s against a 1.22 s update); it does not change training.
         Updates without them log ``null``.
+    save_weights_at : tuple of int
+        Updates after which the policy's weights are kept in ``RUN/weights/update-UUUUUU.safetensors``
+        (weights only, a few MB on the tiny tier; the resume checkpoints keep only the latest), so that
+        ``gradprobe probe --checkpoints RUN`` can probe a reference run along its trajectory
+        (:func:`gradprobe.probe.checkpoints.checkpoint_weights`). Updates the budget never reaches write
+        nothing; empty (the default) keeps none. Does not change results.
     """
 
     prompts_per_update: int = 16
@@ -143,6 +149,7 @@ class TrainConfig:
     checkpoint_every: int = 25
     iterations: int = 1
     stats_every: int = 1
+    save_weights_at: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
