@@ -53,7 +53,8 @@ def _probe_config(model: str, task: str, names: tuple, settings: dict) -> ProbeC
     return ProbeConfig.from_dict({**settings, "model": model, "task": task, "rewards": names})
 
 
-def _probe_into(*, folder: Path, config, probe_batches: int, extra: dict, curve, curve_spec, forecaster: str) -> None:
+def _probe_into(*, folder: Path, config, probe_batches: int, extra: dict, curve, curve_spec, forecaster: str,
+                checkpoints=None) -> None:
     """Run the probe into ``folder`` as ``gradprobe probe --out`` does: an earlier probe's files there are
     replaced whole (put back on an error), the forecast, ``probe.json`` and the report."""
     # torch-bound (matplotlib for the report): deferred so that importing the API stays light
@@ -63,14 +64,21 @@ def _probe_into(*, folder: Path, config, probe_batches: int, extra: dict, curve,
     from ..probe.report_html import write_probe_report
 
     with replacing_earlier_probe(folder):
-        result = run_probe_batches(config, batches=probe_batches, out=folder, extra_rewards=extra or None)
+        if checkpoints is None:
+            result = run_probe_batches(config, batches=probe_batches, out=folder, extra_rewards=extra or None)
+        else:  # batches at the initial policy and at each checkpoint, pooled
+            from ..probe.checkpoints import run_probe_checkpoints
+
+            result = run_probe_checkpoints(config, checkpoints, batches=probe_batches, out=folder,
+                                           extra_rewards=extra or None)
         result["forecast"] = forecast_section(result, curve=curve, curve_spec=curve_spec, method=forecaster)
         write_json_atomic(folder / PROBE_JSON, json_safe(result))
         write_probe_report(folder, result)  # off-screen figures: a notebook's backend is left alone
 
 
 def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybrid_0.5"), *, out=None,
-          probe_batches: int = 1, reference_curve=None, forecaster: str = "auto", **settings) -> ProbeResult:
+          probe_batches: int = 1, checkpoints=None, reference_curve=None, forecaster: str = "auto",
+          **settings) -> ProbeResult:
     """Probe rewards on one batch: per-token alignment with a reference update, gains, forecast.
 
     The same computation and files as ``gradprobe probe`` (README, "The probe command"; DESIGN.md,
@@ -97,6 +105,10 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
         result (:meth:`ProbeResult.write` copies it).
     probe_batches : int
         N probe batches on disjoint prompts sharing one reference direction (``--probe-batches``).
+    checkpoints : str, path or sequence, optional
+        Kept weights of a reference GRPO run of ``model`` (``--checkpoints``: a run folder with ``weights/``,
+        ``checkpoint-UUUUUU`` folders or ``.safetensors`` files): ``probe_batches`` batches at the initial policy
+        and at each, pooled (:mod:`gradprobe.probe.checkpoints`).
     reference_curve : str or path, optional
         grpo's accuracy-vs-updates curve for the forecast (``--reference-curve``: ``default``, a
         study folder, a metrics.jsonl, a CSV...); default: the model's shipped curve, if any.
@@ -135,11 +147,15 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     extra = dict(_extra_reward(r, i) for i, r in enumerate(rewards) if not isinstance(r, str))
     config = _probe_config(model, task or DEFAULT_TASK, names, settings)  # refuses bad settings before compute
     curve = load_reference_curve(reference_curve) if reference_curve else None
+    if checkpoints is not None:  # a missing or wrong path fails before any compute
+        from ..probe.checkpoints import checkpoint_weights
+
+        checkpoint_weights(checkpoints)
     temporary = out is None
     folder = Path(tempfile.mkdtemp(prefix="gradprobe_probe_")) if temporary else Path(out)
     try:
         _probe_into(folder=folder, config=config, probe_batches=probe_batches, extra=extra, curve=curve,
-                    curve_spec=reference_curve, forecaster=forecaster)
+                    curve_spec=reference_curve, forecaster=forecaster, checkpoints=checkpoints)
     except BaseException:
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)

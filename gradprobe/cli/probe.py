@@ -99,6 +99,11 @@ def _add_probe(sub) -> None:
     p.add_argument("--probe-batches", type=int, default=1,
                    help="N probe batches on disjoint training prompts with one shared reference direction; the "
                         "efficiency ratio is averaged over them, so more batches narrow its interval (~1/sqrt(N))")
+    p.add_argument("--checkpoints", default=None, metavar="PATH[,PATH...]",
+                   help="also probe kept weights of a reference GRPO run and pool them with the initial policy's "
+                        "batches: a run folder (its weights/, kept by [train] save_weights_at), checkpoint-UUUUUU "
+                        "folders or .safetensors files of a run of --model; each policy gets --probe-batches batches "
+                        "and its own reference direction")
     p.add_argument("--reference-curve", default=None, metavar="PATH|default",
                    help="grpo's accuracy-vs-updates curve the forecast reads: a saved curve (.json), a grpo run's "
                         "metrics.jsonl, a TRL trainer_state.json, a CSV (update,accuracy) or a study folder; default: "
@@ -190,12 +195,21 @@ def _probe_command(args) -> int:
 
             calibration = load_calibration(args.calibration)
         config = _config_from_args(args)
+        if args.checkpoints is not None:  # a missing or wrong path fails before any compute
+            from ..probe.checkpoints import checkpoint_weights
+
+            checkpoint_weights(args.checkpoints)
         if calibration is not None:
             from calib.apply import calibrate_probe, check_applicable, format_calibrated, rewrite_probe_json
 
             check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget.seconds)
         with replacing_earlier_probe(args.out, say=_warn) as folder:  # after the checks: a typo keeps the earlier one
-            result = run_probe_batches(config, batches=args.probe_batches, out=args.out)
+            if args.checkpoints is None:
+                result = run_probe_batches(config, batches=args.probe_batches, out=args.out)
+            else:  # batches at the initial policy and at each checkpoint, pooled
+                from ..probe.checkpoints import run_probe_checkpoints
+
+                result = run_probe_checkpoints(config, args.checkpoints, batches=args.probe_batches, out=args.out)
             result["forecast"] = forecast_section(result, curve=curve, curve_spec=args.reference_curve,
                                                   method=args.forecaster,
                                                   reference_reward=trl.reference_reward if trl else "outcome")

@@ -1,0 +1,155 @@
+"""The probe along a reference run (gradprobe.probe.checkpoints, ``--checkpoints``): batches at the initial
+policy and at kept weights, each policy its own reference draw, pooled; the caller's weights restored; bad
+paths and weights of another model refused before their compute."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_model
+
+from gradprobe.config import MCConfig, SamplingConfig
+from gradprobe.forecast import forecast_rewards
+from gradprobe.forecast.curves import ReferenceCurve, default_curve_path
+from gradprobe.models import load_policy
+from gradprobe.probe.checkpoints import checkpoint_weights, load_weights, run_probe_checkpoints
+from gradprobe.probe.run import ProbeConfig, run_probe
+
+from helpers_tasks import ScoredTask
+import probe_helpers as ph
+
+single_thread = ph.single_thread
+
+
+def _config(**kw):
+    base = dict(model="tiny-qwen2", task="digit3", rewards=("outcome", "mc_value"), prompts=3, group=4,
+                heldout_prompts=3, heldout_group=4, sampling=SamplingConfig(max_new_tokens=16, temperature=1.0),
+                mc=MCConfig(continuations=2, max_steps=2), n_bootstrap=100, lr=1e-4, budget_tokens=50_000,
+                progress=False, second_moment_minibatches=2, dtype="float64")
+    base.update(kw)
+    return ProbeConfig.from_dict(base)
+
+
+def _state(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory):
+    """The initial weights of tiny-qwen2 (float64, seed 0) and a moved copy, as .safetensors files."""
+    folder = tmp_path_factory.mktemp("weights")
+    policy = load_policy("tiny-qwen2", dtype="float64", seed=0)
+    save_model(policy.model, str(folder / "same.safetensors"))
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.add_(0.05 * p.abs().mean() * torch.randn(p.shape, generator=g, dtype=p.dtype))
+    save_model(policy.model, str(folder / "moved.safetensors"))
+    return folder
+
+
+def test_a_checkpoint_equal_to_the_initial_policy_repeats_its_batch_exactly(weights, tmp_path):
+    policy = load_policy("tiny-qwen2", dtype="float64", seed=0)
+    before = _state(policy.model)
+    res = run_probe_checkpoints(_config(), [weights / "same.safetensors"], out=tmp_path / "p", policy=policy,
+                                task=ScoredTask())
+    b0, b1 = res["batches"]
+    assert (b0["checkpoint"], b1["checkpoint"]) == ("initial", "same")
+    assert (b0["reference"]["draw"], b1["reference"]["draw"]) == ("initial", "same")
+    assert b0["prompt_ids"] == b1["prompt_ids"]  # the policies are compared on the same prompts
+    for e0, e1, pooled in zip(b0["rewards"], b1["rewards"], res["rewards"]):
+        assert e0["per_group"] == e1["per_group"] and e0["inner_product"] != 0
+        assert pooled["inner_product"] == pytest.approx(e0["inner_product"], rel=1e-12)
+    assert res["config"]["checkpoints"] == [str(weights / "same.safetensors")] and res["config"]["probe_batches"] == 2
+    assert json.loads((tmp_path / "p" / "probe.json").read_text())["batches"][1]["checkpoint"] == "same"
+    assert (tmp_path / "p" / "initial" / "probe.json").is_file() and (tmp_path / "p" / "same" / "probe.json").is_file()
+    assert all(torch.equal(v, before[k]) for k, v in policy.model.state_dict().items())
+
+
+def test_a_moved_checkpoint_is_probed_as_a_policy_with_those_weights(weights):
+    policy = load_policy("tiny-qwen2", dtype="float64", seed=0)
+    before = _state(policy.model)
+    res = run_probe_checkpoints(_config(), str(weights / "moved.safetensors"), policy=policy, task=ScoredTask())
+    assert all(torch.equal(v, before[k]) for k, v in policy.model.state_dict().items())  # restored
+    moved = load_policy("tiny-qwen2", dtype="float64", seed=0)
+    load_weights(moved.model, weights / "moved.safetensors")
+    alone = run_probe(_config(), policy=moved, task=ScoredTask())
+    b0, b1 = res["batches"]
+    assert b1["checkpoint"] == "moved"
+    assert not np.allclose(b0["rewards"][0]["per_group"], b1["rewards"][0]["per_group"])  # the weights did move
+    for e, ref in zip(b1["rewards"], alone["rewards"]):
+        np.testing.assert_allclose(e["per_group"], ref["per_group"], rtol=1e-9, atol=1e-12)
+    # pooled rho is the ratio of sums over both policies, and the spread between the two reference draws enters
+    curve = ReferenceCurve.load(default_curve_path())
+    t = forecast_rewards(curve, res, budget_tokens=50_000).table.set_index("arm")
+    num = sum(sum(b["rewards"][1]["per_group"]) for b in res["batches"])
+    den = sum(sum(b["rewards"][0]["per_group"]) for b in res["batches"])
+    if den > 0:
+        assert t.loc["mc_value", "rho_raw"] == pytest.approx(num / den, rel=1e-12)
+    assert "one reference draw shared" not in " ".join(str(x) for x in t["note"])
+
+
+def test_run_folders_give_their_kept_weights_in_update_order_with_distinct_labels(weights, tmp_path):
+    for run in ("a", "b"):
+        (tmp_path / run / "weights").mkdir(parents=True)
+        for u in (10, 2):
+            (tmp_path / run / "weights" / f"update-{u:06d}.safetensors").write_bytes(b"x")
+    ckpt = tmp_path / "checkpoint-000025"
+    ckpt.mkdir()
+    (ckpt / "model.safetensors").write_bytes(b"x")
+    got = checkpoint_weights(f"{tmp_path / 'a'}, {tmp_path / 'b'},{ckpt}")
+    assert [label for label, _ in got] == ["update-000002", "update-000010", "update-000002-2", "update-000010-2",
+                                           "checkpoint-000025"]
+    assert got[-1][1] == ckpt / "model.safetensors"
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda p: "", "names no weights"),
+    (lambda p: str(p / "missing"), "does not exist"),
+    (lambda p: (p / "w.bin").write_bytes(b"x") and str(p / "w.bin"), "not a .safetensors"),
+    (lambda p: (p / "run").mkdir() or str(p / "run"), "save_weights_at"),
+    (lambda p: (p / "w.safetensors").write_bytes(b"x") and f"{p / 'w.safetensors'},{p / 'w.safetensors'}", "twice"),
+])
+def test_bad_checkpoint_paths_are_refused_naming_the_fix(tmp_path, make, match):
+    with pytest.raises(ValueError, match=match):
+        checkpoint_weights(make(tmp_path))
+
+
+def test_weights_of_another_model_are_refused_and_the_policy_is_restored(tmp_path):
+    other = load_policy("tiny-llama", dtype="float64", seed=0)
+    save_model(other.model, str(tmp_path / "llama.safetensors"))
+    policy = load_policy("tiny-qwen2", dtype="float64", seed=0)
+    before = _state(policy.model)
+    with pytest.raises(ValueError, match=r"llama\.safetensors does not fit the probe's model.*same --model"):
+        run_probe_checkpoints(_config(), str(tmp_path / "llama.safetensors"), policy=policy, task=ScoredTask())
+    assert all(torch.equal(v, before[k]) for k, v in policy.model.state_dict().items())
+
+
+def test_cli_refuses_a_missing_checkpoint_before_any_compute(tmp_path, capsys, monkeypatch):
+    from gradprobe.cli import main
+    from gradprobe.rollout import collect
+
+    def no_generation(*a, **k):
+        raise AssertionError("generation started")
+
+    monkeypatch.setattr(collect, "collect_rollouts", no_generation)
+    rc = main(["probe", "--model", "tiny-qwen2", "--no-progress", "--checkpoints", str(tmp_path / "run"),
+               "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--checkpoints" in err and "does not exist" in err and not (tmp_path / "o").exists()
+
+
+def test_the_python_api_refuses_a_missing_checkpoint_before_any_compute(tmp_path, monkeypatch):
+    import gradprobe
+    from gradprobe.rollout import collect
+
+    def no_generation(*a, **k):
+        raise AssertionError("generation started")
+
+    monkeypatch.setattr(collect, "collect_rollouts", no_generation)
+    with pytest.raises(ValueError, match=r"--checkpoints: .*run does not exist"):
+        gradprobe.probe("tiny-qwen2", checkpoints=[tmp_path / "run"], out=tmp_path / "o", progress=False)
+    assert not (tmp_path / "o").exists()
