@@ -185,7 +185,8 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
     row = {"arm": arm, "reward": r, "lr_scale": s, "tokens_per_update": st.tokens[r], "rho": eff.rho,
            "rho_interval": eff.interval, "snr": eff.snr, "rho_raw": eff.rho_raw, "rho_signal_proxy": st.sps[r][0],
            "first_order_gain": st.value / st.cost[r] * s * st.first_order[r]
-           - st.n_ref * st.first_order[st.reference_reward], "no_signal": st.silent.get(r) is not None}
+           - st.n_ref * st.first_order[st.reference_reward], "no_signal": st.silent.get(r) is not None,
+           "by_construction": False}
     if st.silent.get(r) is not None and not is_ref:  # before the learning rate: it cannot train at any rate
         return no_signal_row(row, st.silent[r])
     arm_notes, arm_curve = [], st.curve

@@ -17,7 +17,7 @@ METHODS = ("probe", "cost_only", "signal_proxy")
 TABLE_COLUMNS = ("arm", "reward", "lr_scale", "tokens_per_update", "rho", "rho_interval", "snr", "effective_updates",
                  "forecast_accuracy", "forecast_gain", "gain_interval", "method", "note", "verdict", "rho_raw",
                  "rho_signal_proxy", "gain_probe", "gain_probe_interval", "gain_cost_only", "gain_cost_only_interval",
-                 "gain_signal_proxy", "gain_signal_proxy_interval", "first_order_gain", "no_signal")
+                 "gain_signal_proxy", "gain_signal_proxy_interval", "first_order_gain", "no_signal", "by_construction")
 
 #: Why a reward gives no gradient (:func:`no_signal_reason`); ``{where}``: "on this batch" or "on all N probe batches".
 _NO_SIGNAL = {

@@ -103,8 +103,8 @@ def equal_cost_row(row: dict, budget: str, kind: str, level: float) -> dict:
     """The row of an arm forecast by cost only whose update costs what grpo's does (in place).
 
     Cost only reads both at the same effective updates, so its gain is 0 and its interval [0, 0] by
-    construction, not a measurement: ``gain_interval`` and ``gain_cost_only_interval`` become NaN (printed
-    ``-``), and the verdict says that cost only cannot tell rewards of equal cost apart and quotes the probe's
+    construction, not a measurement: ``by_construction`` becomes True (what the report reads), ``gain_interval``
+    and ``gain_cost_only_interval`` become NaN (printed ``-``), and the verdict says that cost only cannot tell rewards of equal cost apart and quotes the probe's
     forecast (``gain_probe``, ``gain_probe_interval``, ``snr``: points vs grpo at ``budget``), marked as the
     probe's and not validated better than cost only. ``kind``: "tokens" or "flops"; ``level``: the interval's.
     """
@@ -114,7 +114,7 @@ def equal_cost_row(row: dict, budget: str, kind: str, level: float) -> dict:
     probe = (f"{gain:+.1f} [{iv[0]:+.1f}, {iv[1]:+.1f}] ({int(round(100 * level))}% interval) vs grpo, SNR "
              + (f"{snr:.2f}" if isinstance(snr, (int, float)) and not math.isnan(snr) else "-") if finite
              else "none (its rho is undefined)")
-    row.update(gain_interval=NAN_IV, gain_cost_only_interval=NAN_IV,
+    row.update(gain_interval=NAN_IV, gain_cost_only_interval=NAN_IV, by_construction=True,
                verdict=f"cost only cannot tell rewards of equal cost apart: at {budget} its forecast is +0.0 by "
                        f"construction (the same {what} per update as grpo), not a measurement (interval: none); the "
                        f"probe's forecast, not validated better than cost only: {probe}")

@@ -39,9 +39,12 @@ def _finite_interval(iv) -> bool:
 
 
 def by_construction(row: dict) -> bool:
-    """Whether a forecast row's gain is cost only's 0 by construction rather than a measurement: method
-    ``cost_only``, a finite ``forecast_gain`` and no finite ``gain_interval`` (NaN, or null in ``probe.json``:
-    :func:`gradprobe.forecast.special_rows.equal_cost_row`)."""
+    """Whether a forecast row's gain is cost only's 0 by construction rather than a measurement: the row's
+    ``by_construction`` field, set by :func:`gradprobe.forecast.special_rows.equal_cost_row`. A row of a
+    ``probe.json`` written before the field existed is read as that function left it: method ``cost_only``, a
+    finite ``forecast_gain`` and no finite ``gain_interval`` (NaN, or null in ``probe.json``)."""
+    if row.get("by_construction") is not None:
+        return bool(row["by_construction"])
     return (row.get("method") == "cost_only" and math.isfinite(_num(row.get("forecast_gain")))
             and not _finite_interval(row.get("gain_interval")))
 

@@ -58,6 +58,9 @@ def test_by_construction_arm_is_not_drawn_as_a_measurement(probe_dir):
     loo = rows["outcome_loo"]
     assert loo["method"] == "cost_only" and loo["forecast_gain"] == 0.0 and loo["gain_interval"] == [None, None]
     assert "by construction" in loo["verdict"] and by_construction(loo) and not by_construction(rows["mc_value"])
+    assert loo["by_construction"] is True and rows["mc_value"]["by_construction"] is False  # the row says it
+    legacy = {k: v for k, v in loo.items() if k != "by_construction"}  # a probe.json written before the field
+    assert by_construction(legacy) and not by_construction(dict(loo, by_construction=False))  # the field decides
     fig, caption = interval_figure(result)
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
