@@ -132,7 +132,8 @@ class ProbeResult:
         return path
 
     def batch(self, k: int) -> ProbeResult:
-        """Batch ``k``'s own result (``--probe-batches N`` > 1 writes ``batch_K/`` folders).
+        """Batch ``k``'s own result (``--probe-batches N`` > 1 and ``--checkpoints`` write ``batch_K/`` folders;
+        with ``--checkpoints``, ``raw["batches"][k]["checkpoint"]`` names batch ``k``'s policy).
 
         Raises
         ------

@@ -34,10 +34,10 @@ from ..models import load_policy
 from ..outputs import json_safe, prepare_output_dir, removed_if_left_empty, write_json_atomic
 from ..tasks import load_task
 from . import run as probe_run  # probe_run.run_probe is looked up per call, as in gradprobe.probe.batches
-from .batches import ReferenceDirection, _distinct_train_prompts, _TrainSlice, combine_batches
+from .batches import ReferenceDirection, _distinct_train_prompts, _sum_ledgers, _TrainSlice, combine_batches
 from .guided import check_guided_task
 
-__all__ = ["checkpoint_weights", "load_weights", "run_probe_checkpoints"]
+__all__ = ["checkpoint_weights", "load_weights", "check_weights", "run_probe_checkpoints"]
 
 _UPDATE = re.compile(r"(\d+)")
 
@@ -112,17 +112,33 @@ def load_weights(model, path: Path) -> None:
     Raises
     ------
     ValueError
-        The file does not fit the model (missing or unexpected parameter names, other shapes): it names the
-        file and says the checkpoints must come from a run of the probe's ``--model``.
+        The file is not a readable safetensors file (damaged, truncated), or does not fit the model (missing or
+        unexpected parameter names, other shapes): the message names the file, what is wrong (the first names)
+        and says the checkpoints must come from a run of the probe's ``--model``.
     """
+    from safetensors import SafetensorError
     from safetensors.torch import load_model
 
     try:
         load_model(model, str(path), strict=True, device=str(next(model.parameters()).device))
+    except SafetensorError as e:
+        raise ValueError(f"--checkpoints (checkpoints=): {path} is not a readable safetensors file ({e}); it is damaged "
+                         "or not a weight file: name a run's weights/update-UUUUUU.safetensors or a checkpoint folder") from None
     except (RuntimeError, KeyError, ValueError) as e:
-        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-        raise ValueError(f"--checkpoints: {path} does not fit the probe's model ({first}); the checkpoints must come "
-                         "from a run of the same --model") from None
+        detail = " ".join(x.strip() for x in str(e).strip().splitlines()[:3] if x.strip())[:400] or type(e).__name__
+        raise ValueError(f"--checkpoints (checkpoints=): {path} does not fit the probe's model ({detail}); the "
+                         "checkpoints must come from a run of the same --model") from None
+
+
+def check_weights(model, weights: list[tuple[str, Path]]) -> None:
+    """Load every weight file into ``model`` once, then put its weights back: a damaged file or one of another
+    model is refused before any probe batch runs (:func:`load_weights` raises ValueError)."""
+    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    try:
+        for _, path in weights:
+            load_weights(model, path)
+    finally:
+        model.load_state_dict(initial)
 
 
 def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, policy=None, task=None,
@@ -139,8 +155,9 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
         Batches per policy (>= 1), on disjoint training prompts; the same slices at every policy, so the
         policies are compared on the same prompts.
     out : path, optional
-        Output folder: the pooled ``probe.json`` and each policy's batch files in ``initial/`` and
-        ``<label>/`` (``batch_K/`` inside with ``batches`` > 1).
+        Output folder: the pooled ``probe.json`` and each batch's files in ``batch_K/`` (K counts over the
+        policies in order, the initial policy's batches first; ``probe.json``'s ``batches[K].checkpoint`` names
+        its policy), as :func:`~gradprobe.probe.batches.run_probe_batches` lays them out.
     policy, task, extra_rewards, sampler
         As :func:`gradprobe.probe.run.run_probe` (loaded once when not given). A given policy's weights
         are restored before returning, also after an error.
@@ -151,13 +168,13 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
         :func:`~gradprobe.probe.batches.combine_batches`'s result over (1 + checkpoints) x ``batches``
         batches; ``config`` gains ``checkpoints`` (the files, in order) and ``probe_batches``; each batch
         of ``batches`` gains ``checkpoint`` (its policy's label, ``initial`` first), which is its reference
-        draw.
+        draw; ``reference`` lists the ``draws`` and its ``ledger`` sums every policy's held-out reference.
 
     Raises
     ------
     ValueError
-        Everything :func:`checkpoint_weights` and :func:`load_weights` raise (before any compute for
-        a missing path; before the first checkpoint's batches for a file that does not fit), ``batches < 1``,
+        Everything :func:`checkpoint_weights` and :func:`load_weights` raise (before any compute: a missing
+        path before the policy loads, a damaged file or one of another model right after), ``batches < 1``,
         and everything ``run_probe`` raises.
     OSError
         ``out`` cannot be written (checked before any compute).
@@ -173,6 +190,7 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
         policy = policy or load_policy(config.model.name, dtype=config.model.dtype, device=config.model.device,
                                        seed=config.batch.seed)
         model = policy.model
+        check_weights(model, weights)  # a file that does not fit fails before any compute
         initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
         b = config.batch.prompts
         pool = _distinct_train_prompts(task, batches * b, config.batch.seed)
@@ -183,7 +201,7 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
                     load_weights(model, path)
                 holder = ReferenceDirection()  # u at this policy
                 for k in range(batches):
-                    sub = None if out is None else Path(out) / label / (f"batch_{k}" if batches > 1 else "")
+                    sub = None if out is None else Path(out) / f"batch_{len(results)}"
                     res = probe_run.run_probe(config.with_settings(seed=config.batch.seed + k), out=sub, policy=policy,
                                               task=_TrainSlice(task, pool[k * b:(k + 1) * b]), extra_rewards=extra_rewards,
                                               sampler=sampler, reference_direction=holder)
@@ -194,6 +212,12 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
             model.load_state_dict(initial)
         combined = combine_batches(results, config)
         combined["config"]["checkpoints"] = [str(p) for _, p in weights]
+        # one reference per policy: the pre-screen's tokens count each one's held-out rollouts (batches that
+        # reused their policy's reference spent none)
+        labels = [label for label, _ in [("initial", None), *weights]]
+        first = {k: v for k, v in results[0]["reference"].items() if k != "draw"}  # each batch has its own draw
+        combined["reference"] = dict(first, draws=labels, reused_by_batches=batches - 1,
+                                     ledger=_sum_ledgers([r["reference"].get("ledger") or {} for r in results]))
         for entry, res in zip(combined["batches"], results):
             entry["checkpoint"] = res["reference"]["draw"]
         if out is not None:

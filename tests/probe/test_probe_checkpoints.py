@@ -65,7 +65,15 @@ def test_a_checkpoint_equal_to_the_initial_policy_repeats_its_batch_exactly(weig
         assert pooled["inner_product"] == pytest.approx(e0["inner_product"], rel=1e-12)
     assert res["config"]["checkpoints"] == [str(weights / "same.safetensors")] and res["config"]["probe_batches"] == 2
     assert json.loads((tmp_path / "p" / "probe.json").read_text())["batches"][1]["checkpoint"] == "same"
-    assert (tmp_path / "p" / "initial" / "probe.json").is_file() and (tmp_path / "p" / "same" / "probe.json").is_file()
+    assert (tmp_path / "p" / "batch_1" / "probe.json").is_file() and not (tmp_path / "p" / "batch_2").exists()
+    from gradprobe import load_probe
+
+    assert load_probe(tmp_path / "p").batch(1).raw["rewards"][0]["per_group"] == b1["rewards"][0]["per_group"]
+    # each policy computed its own held-out reference, and the pooled ledger counts both (the pre-screen's tokens)
+    eval_tokens = [json.loads((tmp_path / "p" / f"batch_{k}" / "probe.json").read_text())["reference"]["ledger"][
+        "generated_tokens"]["eval"] for k in (0, 1)]
+    assert min(eval_tokens) > 0 and res["reference"]["ledger"]["generated_tokens"]["eval"] == sum(eval_tokens)
+    assert res["reference"]["draws"] == ["initial", "same"]
     assert all(torch.equal(v, before[k]) for k, v in policy.model.state_dict().items())
 
 
@@ -118,13 +126,27 @@ def test_bad_checkpoint_paths_are_refused_naming_the_fix(tmp_path, make, match):
         checkpoint_weights(make(tmp_path))
 
 
-def test_weights_of_another_model_are_refused_and_the_policy_is_restored(tmp_path):
+def test_weights_of_another_model_or_damaged_are_refused_before_any_batch(weights, tmp_path, monkeypatch):
+    from gradprobe.rollout import collect
+
+    def no_generation(*a, **k):
+        raise AssertionError("generation started")
+
     other = load_policy("tiny-llama", dtype="float64", seed=0)
     save_model(other.model, str(tmp_path / "llama.safetensors"))
+    (tmp_path / "bad.safetensors").write_text("garbage\n")
     policy = load_policy("tiny-qwen2", dtype="float64", seed=0)
     before = _state(policy.model)
-    with pytest.raises(ValueError, match=r"llama\.safetensors does not fit the probe's model.*same --model"):
-        run_probe_checkpoints(_config(), str(tmp_path / "llama.safetensors"), policy=policy, task=ScoredTask())
+    monkeypatch.setattr(collect, "collect_rollouts", no_generation)
+    good = str(weights / "moved.safetensors")  # a good file first: every file is checked before any batch
+    with pytest.raises(ValueError, match=r"llama\.safetensors does not fit the probe's model \(Error.*(Missing|Unexpected)"
+                                         r".*same --model"):
+        run_probe_checkpoints(_config(), f"{good},{tmp_path / 'llama.safetensors'}", policy=policy, task=ScoredTask(),
+                              out=tmp_path / "o1")
+    with pytest.raises(ValueError, match=r"bad\.safetensors is not a readable safetensors file .*damaged"):
+        run_probe_checkpoints(_config(), str(tmp_path / "bad.safetensors"), policy=policy, task=ScoredTask(),
+                              out=tmp_path / "o2")
+    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
     assert all(torch.equal(v, before[k]) for k, v in policy.model.state_dict().items())
 
 
@@ -153,3 +175,20 @@ def test_the_python_api_refuses_a_missing_checkpoint_before_any_compute(tmp_path
     with pytest.raises(ValueError, match=r"--checkpoints: .*run does not exist"):
         gradprobe.probe("tiny-qwen2", checkpoints=[tmp_path / "run"], out=tmp_path / "o", progress=False)
     assert not (tmp_path / "o").exists()
+
+
+def test_cli_probes_along_the_checkpoints_and_says_so_in_the_table_and_the_report(weights, tmp_path, capsys):
+    from gradprobe.cli import main
+
+    out = tmp_path / "o"
+    rc = main(["probe", "--model", "tiny-qwen2", "--dtype", "float64", "--no-progress", "--rewards", "outcome,mc_value",
+               "--prompts", "2", "--group", "4", "--heldout-prompts", "2", "--heldout-group", "4", "--max-new-tokens", "8",
+               "--continuations", "2", "--bootstrap", "100", "--checkpoints", str(weights / "moved.safetensors"),
+               "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    assert "probed along a reference run: 2 policies (initial, moved), 1 batch(es) each, pooled" in printed
+    result = json.loads((out / "probe.json").read_text())
+    assert [b["checkpoint"] for b in result["batches"]] == ["initial", "moved"]
+    html = (out / "report.html").read_text()
+    assert "along a reference run: 1 at each of 2 policies (the initial one and " in html and "moved.safetensors" in html
