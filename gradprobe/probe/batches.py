@@ -83,6 +83,15 @@ class _TrainSlice:
         return getattr(self._task, name)
 
 
+def loaded_task_and_policy(config, task=None, policy=None) -> tuple:
+    """``(task, policy)``: the ones given, else loaded once from ``config`` (``load_task`` of its task spec,
+    malformed rows skipped when it says so; ``load_policy`` of its model, dtype, device and seed)."""
+    task = task or load_task(config.task.spec, **({"skip_malformed": True} if config.task.skip_malformed else {}))
+    policy = policy or load_policy(config.model.name, dtype=config.model.dtype, device=config.model.device,
+                                   seed=config.batch.seed)
+    return task, policy
+
+
 def _distinct_train_prompts(task, n: int, seed: int) -> list:
     """n training problems with distinct question texts (first occurrences of a draw of n, 2n or 4n)."""
     for factor in (1, 2, 4):
@@ -143,9 +152,7 @@ def run_probe_batches(config, *, batches: int = 1, out: str | Path | None = None
     with removed_if_left_empty(out):
         if out is not None:
             prepare_output_dir(Path(out))
-        task = task or load_task(config.task.spec, **({"skip_malformed": True} if config.task.skip_malformed else {}))
-        policy = policy or load_policy(config.model.name, dtype=config.model.dtype, device=config.model.device,
-                                       seed=config.batch.seed)
+        task, policy = loaded_task_and_policy(config, task, policy)
         b = config.batch.prompts
         pool = _distinct_train_prompts(task, batches * b, config.batch.seed)
         holder = ReferenceDirection()

@@ -30,11 +30,10 @@ import re
 from pathlib import Path
 
 from ..layout import PROBE_JSON, WEIGHTS_DIR
-from ..models import load_policy
 from ..outputs import json_safe, prepare_output_dir, removed_if_left_empty, write_json_atomic
-from ..tasks import load_task
 from . import run as probe_run  # probe_run.run_probe is looked up per call, as in gradprobe.probe.batches
-from .batches import ReferenceDirection, _distinct_train_prompts, _sum_ledgers, _TrainSlice, combine_batches
+from .batches import (ReferenceDirection, _distinct_train_prompts, _sum_ledgers, _TrainSlice, combine_batches,
+                      loaded_task_and_policy)
 from .guided import check_guided_task
 
 __all__ = ["checkpoint_weights", "load_weights", "check_weights", "run_probe_checkpoints"]
@@ -186,9 +185,7 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
     with removed_if_left_empty(out):
         if out is not None:
             prepare_output_dir(Path(out))
-        task = task or load_task(config.task.spec, **({"skip_malformed": True} if config.task.skip_malformed else {}))
-        policy = policy or load_policy(config.model.name, dtype=config.model.dtype, device=config.model.device,
-                                       seed=config.batch.seed)
+        task, policy = loaded_task_and_policy(config, task, policy)
         model = policy.model
         check_weights(model, weights)  # a file that does not fit fails before any compute
         initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
