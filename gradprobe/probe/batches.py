@@ -45,7 +45,7 @@ from . import run as probe_run  # probe_run.run_probe is looked up per call: a t
 from .guided import check_guided_task, pool_guidance
 from .result import add_same_loss_ratios
 
-__all__ = ["ReferenceDirection", "run_probe_batches", "combine_batches"]
+__all__ = ["ReferenceDirection", "run_probe_batches", "combine_batches", "pooled_batch_summary"]
 
 
 @dataclass
@@ -189,7 +189,8 @@ def combine_batches(results: list[dict], config) -> dict:
         ``predicted_gain_per_update`` = 100 lr ``inner_product``, ``tokens_per_update`` (mean),
         ``predicted_gain_at_budget`` (and ``_at_time_budget``), ``signal_proxy`` (mean), ``cosine``
         (mean when every batch has one), ``guidance`` (a guided probe's, pooled:
-        :func:`gradprobe.probe.guided.pool_guidance`); the remaining fields are batch 0's.
+        :func:`gradprobe.probe.guided.pool_guidance`); the remaining fields are batch 0's. ``batch``: the batches'
+        summaries pooled (:func:`pooled_batch_summary`: counts summed, rates completion-weighted).
 
     Raises
     ------
@@ -215,8 +216,7 @@ def combine_batches(results: list[dict], config) -> dict:
     out["costs"] = _sum_costs([r["costs"] for r in results])
     out["warnings"] = list(dict.fromkeys(w for r in results for w in r.get("warnings", [])))
     out["reference"] = dict(results[0]["reference"], reused_by_batches=k - 1)
-    out["batch"] = dict(results[0]["batch"], probe_batches=k, prompts_total=int(sum(r["batch"]["prompts"] for r in results)),
-                        generated_tokens=int(sum(r["batch"]["generated_tokens"] for r in results)))
+    out["batch"] = pooled_batch_summary([r["batch"] for r in results])
     out["batches"] = [{
         "seed": r["config"]["seed"], "prompt_ids": r.get("prompt_ids"), "reference": {
             "draw": r["reference"].get("draw", 0), "reused": bool(r["reference"].get("reused", False))},
@@ -272,6 +272,25 @@ def _pooled_entry(entry: dict, per_batch: list[dict], config, counts) -> dict:
         entry["guidance"] = pool_guidance([b["guidance"] for b in per_batch],
                                           rows=[len(p) * int(config.batch.group) for p in per])
     return entry
+
+
+def pooled_batch_summary(summaries: list[dict]) -> dict:
+    """``probe.json["batch"]`` of pooled batches: batch 0's ``prompts`` and ``group`` (each batch's B x G) and
+    ``update_scale``; ``probe_batches``; ``prompts_total``, ``completions``, ``generated_tokens``, ``score_errors``
+    and ``empty_completions`` summed; ``mean_completion_tokens``, ``mean_reward`` (fraction), ``truncation_rate``
+    and ``format_rate`` the completion-weighted means of the batches' (NaN values left out); ``skipped_rows``
+    the largest (every batch reads the same task)."""
+    out = dict(summaries[0], probe_batches=len(summaries))
+    weights = [float(s.get("completions") or 0) for s in summaries]
+    for key in ("prompts", "completions", "generated_tokens", "score_errors", "empty_completions"):
+        total = int(sum(int(s.get(key) or 0) for s in summaries))
+        out["prompts_total" if key == "prompts" else key] = total
+    for key in ("mean_completion_tokens", "mean_reward", "truncation_rate", "format_rate"):
+        pairs = [(w, float(s[key])) for w, s in zip(weights, summaries)
+                 if isinstance(s.get(key), (int, float)) and math.isfinite(s[key]) and w > 0]
+        out[key] = sum(w * v for w, v in pairs) / sum(w for w, _ in pairs) if pairs else math.nan
+    out["skipped_rows"] = max(int(s.get("skipped_rows") or 0) for s in summaries)
+    return out
 
 
 def _sum_ledgers(ledgers: list[dict]) -> dict:

@@ -95,6 +95,13 @@ def test_pooled_entries_are_the_batch_means(two_batches):
         assert entry["tokens_per_update"] == round(np.mean(toks))
         sp = [b["rewards"][k]["signal_proxy"] for b in result["batches"]]
         assert entry["signal_proxy"] == pytest.approx(np.mean(sp), rel=1e-12, abs=1e-300) and min(sp) >= 0
+    per = [b["batch"] for b in result["batches"]]  # the table's batch line describes every batch, not batch 0
+    w = np.array([s["completions"] for s in per], dtype=float)
+    for key in ("mean_reward", "truncation_rate", "mean_completion_tokens", "format_rate"):
+        assert result["batch"][key] == pytest.approx(float(np.dot(w, [s[key] for s in per]) / w.sum()), rel=1e-12)
+    assert result["batch"]["completions"] == sum(s["completions"] for s in per) == 2 * 3 * 4
+    assert result["batch"]["generated_tokens"] == sum(s["generated_tokens"] for s in per)
+    assert (result["batch"]["prompts"], result["batch"]["prompts_total"], result["batch"]["probe_batches"]) == (3, 6, 2)
     gen = [b["ledger"]["generated_tokens"]["rollout"] for b in result["batches"]]
     assert result["ledger"]["generated_tokens"]["rollout"] == sum(gen)
     mc = result["rewards"][1]
