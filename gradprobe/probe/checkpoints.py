@@ -159,7 +159,8 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
         its policy), as :func:`~gradprobe.probe.batches.run_probe_batches` lays them out.
     policy, task, extra_rewards, sampler
         As :func:`gradprobe.probe.run.run_probe` (loaded once when not given). A given policy's weights
-        are restored before returning, also after an error.
+        are restored before returning, also after an error; the call holds one copy of the initial weights on
+        the model's device meanwhile (one model's parameters of memory).
 
     Returns
     -------
