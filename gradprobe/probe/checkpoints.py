@@ -121,23 +121,55 @@ def load_weights(model, path: Path) -> None:
     try:
         load_model(model, str(path), strict=True, device=str(next(model.parameters()).device))
     except SafetensorError as e:
-        raise ValueError(f"--checkpoints (checkpoints=): {path} is not a readable safetensors file ({e}); it is damaged "
-                         "or not a weight file: name a run's weights/update-UUUUUU.safetensors or a checkpoint folder") from None
+        raise _unreadable(path, e) from None
     except (RuntimeError, KeyError, ValueError) as e:
-        detail = " ".join(x.strip() for x in str(e).strip().splitlines()[:3] if x.strip())[:400] or type(e).__name__
-        raise ValueError(f"--checkpoints (checkpoints=): {path} does not fit the probe's model ({detail}); the "
-                         "checkpoints must come from a run of the same --model") from None
+        raise _misfit(path, " ".join(x.strip() for x in str(e).strip().splitlines()[:3] if x.strip())
+                      or type(e).__name__) from None
 
 
 def check_weights(model, weights: list[tuple[str, Path]]) -> None:
-    """Load every weight file into ``model`` once, then put its weights back: a damaged file or one of another
-    model is refused before any probe batch runs (:func:`load_weights` raises ValueError)."""
-    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    try:
-        for _, path in weights:
-            load_weights(model, path)
-    finally:
-        model.load_state_dict(initial)
+    """Check every weight file against ``model`` from its header alone (names and shapes; no tensor is read,
+    the model is not touched), so a damaged file or one of another model is refused before any probe batch.
+
+    A name the file lacks is allowed when the model ties that parameter to one the file has (the same
+    storage, e.g. tied input and output embeddings, which ``safetensors.torch.save_model`` writes once).
+
+    Raises
+    ------
+    ValueError
+        A file that is not readable safetensors, or whose names or shapes differ from the model's (the first
+        few named), as :func:`load_weights` would raise.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    state = model.state_dict()
+    shapes = {k: tuple(v.shape) for k, v in state.items()}
+    storage: dict[int, set] = {}
+    for k, v in state.items():
+        storage.setdefault(v.data_ptr(), set()).add(k)
+    for _, path in weights:
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                found = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+        except SafetensorError as e:
+            raise _unreadable(path, e) from None
+        unexpected = sorted(set(found) - set(shapes))
+        wrong = sorted(f"{k} {found[k]} vs {shapes[k]}" for k in set(found) & set(shapes) if found[k] != shapes[k])
+        missing = sorted(k for k in set(shapes) - set(found) if not storage[state[k].data_ptr()] & set(found))
+        problems = [f"{what}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''}" for what, names in
+                    (("missing", missing), ("unexpected", unexpected), ("other shapes", wrong)) if names]
+        if problems:
+            raise _misfit(path, "; ".join(problems))
+
+
+def _unreadable(path: Path, e: Exception) -> ValueError:
+    return ValueError(f"--checkpoints (checkpoints=): {path} is not a readable safetensors file ({e}); it is damaged "
+                      "or not a weight file: name a run's weights/update-UUUUUU.safetensors or a checkpoint folder")
+
+
+def _misfit(path: Path, detail: str) -> ValueError:
+    return ValueError(f"--checkpoints (checkpoints=): {path} does not fit the probe's model ({detail[:400]}); the "
+                      "checkpoints must come from a run of the same --model")
 
 
 def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, policy=None, task=None,
@@ -166,7 +198,8 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
     -------
     dict
         :func:`~gradprobe.probe.batches.combine_batches`'s result over (1 + checkpoints) x ``batches``
-        batches; ``config`` gains ``checkpoints`` (the files, in order) and ``probe_batches``; each batch
+        batches; ``config`` gains ``checkpoints`` (the files, in order), ``batches_per_policy`` and
+        ``probe_batches`` (the total); each batch
         of ``batches`` gains ``checkpoint`` (its policy's label, ``initial`` first), which is its reference
         draw; ``reference`` lists the ``draws`` and its ``ledger`` sums every policy's held-out reference.
 
@@ -190,11 +223,12 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
         model = policy.model
         check_weights(model, weights)  # a file that does not fit fails before any compute
         initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        policies = [("initial", None), *weights]
         b = config.batch.prompts
         pool = _distinct_train_prompts(task, batches * b, config.batch.seed)
         results = []
         try:
-            for label, path in [("initial", None), *weights]:
+            for label, path in policies:
                 if path is not None:
                     load_weights(model, path)
                 holder = ReferenceDirection()  # u at this policy
@@ -209,12 +243,11 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
         finally:
             model.load_state_dict(initial)
         combined = combine_batches(results, config)
-        combined["config"]["checkpoints"] = [str(p) for _, p in weights]
+        combined["config"].update(checkpoints=[str(p) for _, p in weights], batches_per_policy=batches)
         # one reference per policy: the pre-screen's tokens count each one's held-out rollouts (batches that
         # reused their policy's reference spent none)
-        labels = [label for label, _ in [("initial", None), *weights]]
         first = {k: v for k, v in results[0]["reference"].items() if k != "draw"}  # each batch has its own draw
-        combined["reference"] = dict(first, draws=labels, reused_by_batches=batches - 1,
+        combined["reference"] = dict(first, draws=[label for label, _ in policies], reused_by_batches=batches - 1,
                                      ledger=_sum_ledgers([r["reference"].get("ledger") or {} for r in results]))
         for entry, res in zip(combined["batches"], results):
             entry["checkpoint"] = res["reference"]["draw"]

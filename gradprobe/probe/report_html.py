@@ -60,7 +60,7 @@ background:linear-gradient(to right,rgb{{ red }},#fff,rgb{{ blue }})}</style></h
 <body>
 <h1>Probe report</h1>
 <p>Model <b>{{ cfg.model }}</b>, task <b>{{ cfg.task }}</b>; probe batch {{ cfg.prompts }} prompts x {{ cfg.group }}
-completions{% if batches > 1 %} x {{ batches }} batches{% endif %}{% if cfg.checkpoints %} along a reference run: {{ batches // (cfg.checkpoints|length + 1) }} at each of {{ cfg.checkpoints|length + 1 }} policies (the initial one and {{ cfg.checkpoints|join(", ") }}), pooled{% endif %}; reference <b>{{ cfg.reference }}</b>
+completions{% if batches > 1 %} x {{ batches }} batches{% endif %}{% if cfg.checkpoints %} along a reference run: {{ cfg.batches_per_policy }} at each of {{ cfg.checkpoints|length + 1 }} policies (the initial one and {{ cfg.checkpoints|join(", ") }}), pooled{% endif %}; reference <b>{{ cfg.reference }}</b>
 (preconditioner: {{ reference.precondition }}); lr {{ cfg.lr }}; loss {{ cfg.loss_type }};
 budget {{ "{:,}".format(cfg.budget_tokens) }} generated tokens{% if secs is not none %} (gain at budget and the
 forecast), {{ "{:,g}".format(secs) }} device-seconds (gain@{{ "{:g}".format(secs) }}s: raw first order, each reward's

@@ -32,7 +32,7 @@ def format_table(result: dict) -> str:
     if cfg.get("checkpoints"):  # gradprobe.probe.checkpoints: batches at the initial policy and each checkpoint, pooled
         labels = list(dict.fromkeys(b.get("checkpoint", "?") for b in result.get("batches") or []))
         lines.insert(2, f"probed along a reference run: {len(labels)} policies ({', '.join(labels)}), "
-                        f"{int(cfg.get('probe_batches') or 1) // max(len(labels), 1)} batch(es) each, pooled; "
+                        f"{cfg.get('batches_per_policy', '?')} batch(es) each, pooled; "
                         "<g_R,u> below is the mean over all batches")
     rows = [_reward_row(r, secs is not None) for r in result["rewards"]]
     header = ["reward", "<g_R,u>", "95% interval", "SNR", "gain/update", "tokens/update", "gain@budget"]

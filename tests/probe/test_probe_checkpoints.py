@@ -13,7 +13,9 @@ from safetensors.torch import save_model
 
 from gradprobe.config import MCConfig, SamplingConfig
 from gradprobe.forecast import forecast_rewards
+from gradprobe.forecast.budget_forecast import entry_efficiencies
 from gradprobe.forecast.curves import ReferenceCurve, default_curve_path
+from gradprobe.forecast.probe_input import probe_batches_of
 from gradprobe.models import load_policy
 from gradprobe.probe.checkpoints import checkpoint_weights, load_weights, run_probe_checkpoints
 from gradprobe.probe.run import ProbeConfig, run_probe
@@ -91,13 +93,18 @@ def test_a_moved_checkpoint_is_probed_as_a_policy_with_those_weights(weights):
     for e, ref in zip(b1["rewards"], alone["rewards"]):
         np.testing.assert_allclose(e["per_group"], ref["per_group"], rtol=1e-9, atol=1e-12)
     # pooled rho is the ratio of sums over both policies, and the spread between the two reference draws enters
-    curve = ReferenceCurve.load(default_curve_path())
-    t = forecast_rewards(curve, res, budget_tokens=50_000).table.set_index("arm")
+    fr = forecast_rewards(ReferenceCurve.load(default_curve_path()), res, budget_tokens=50_000)
+    rho_raw = fr.table.set_index("arm").loc["mc_value", "rho_raw"]
     num = sum(sum(b["rewards"][1]["per_group"]) for b in res["batches"])
     den = sum(sum(b["rewards"][0]["per_group"]) for b in res["batches"])
-    if den > 0:
-        assert t.loc["mc_value", "rho_raw"] == pytest.approx(num / den, rel=1e-12)
-    assert "one reference draw shared" not in " ".join(str(x) for x in t["note"])
+    assert rho_raw == pytest.approx(num / den, rel=1e-12) if den > 0 else np.isnan(rho_raw)
+    notes = " ".join(fr.notes)
+    assert "one reference draw shared" not in notes
+    batches = probe_batches_of(res)
+    effs, _ = entry_efficiencies(batches, ["outcome", "mc_value"], "outcome", n_draws=200, seed=0, level=0.95, notes=[])
+    one_draw = [dict(b, draw="same") for b in batches]  # the same batches read as one reference draw
+    effs1, _ = entry_efficiencies(one_draw, ["outcome", "mc_value"], "outcome", n_draws=200, seed=0, level=0.95, notes=[])
+    assert effs["mc_value"].reference_noise and not effs1["mc_value"].reference_noise
 
 
 def test_run_folders_give_their_kept_weights_in_update_order_with_distinct_labels(weights, tmp_path):
@@ -139,14 +146,26 @@ def test_weights_of_another_model_or_damaged_are_refused_before_any_batch(weight
     before = _state(policy.model)
     monkeypatch.setattr(collect, "collect_rollouts", no_generation)
     good = str(weights / "moved.safetensors")  # a good file first: every file is checked before any batch
-    with pytest.raises(ValueError, match=r"llama\.safetensors does not fit the probe's model \(Error.*(Missing|Unexpected)"
-                                         r".*same --model"):
+    with pytest.raises(ValueError, match=r"llama\.safetensors does not fit the probe's model \((missing|unexpected|other "
+                                         r"shapes): .*same --model"):
         run_probe_checkpoints(_config(), f"{good},{tmp_path / 'llama.safetensors'}", policy=policy, task=ScoredTask(),
                               out=tmp_path / "o1")
     with pytest.raises(ValueError, match=r"bad\.safetensors is not a readable safetensors file .*damaged"):
         run_probe_checkpoints(_config(), str(tmp_path / "bad.safetensors"), policy=policy, task=ScoredTask(),
                               out=tmp_path / "o2")
-    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(weights / "moved.safetensors"))
+    tensors["model.norm.weight"] = tensors["model.norm.weight"][:-1].contiguous()  # one shape off, names all there
+    save_file(tensors, str(tmp_path / "short.safetensors"))
+    with pytest.raises(ValueError, match=r"short\.safetensors does not fit .*other shapes: model\.norm\.weight"):
+        run_probe_checkpoints(_config(), str(tmp_path / "short.safetensors"), policy=policy, task=ScoredTask(),
+                              out=tmp_path / "o3")
+    del tensors["model.layers.0.mlp.up_proj.weight"]  # a missing name that is not tied to one the file has
+    save_file(tensors, str(tmp_path / "fewer.safetensors"))
+    with pytest.raises(ValueError, match=r"missing: model\.layers\.0\.mlp\.up_proj\.weight"):
+        run_probe_checkpoints(_config(), str(tmp_path / "fewer.safetensors"), policy=policy, task=ScoredTask())
+    assert not any((tmp_path / o).exists() for o in ("o1", "o2", "o3"))
     assert all(torch.equal(v, before[k]) for k, v in policy.model.state_dict().items())
 
 
