@@ -280,11 +280,12 @@ def pooled_batch_summary(summaries: list[dict]) -> dict:
     and ``empty_completions`` summed; ``mean_completion_tokens``, ``mean_reward`` (fraction), ``truncation_rate``
     and ``format_rate`` the completion-weighted means of the batches' (NaN values left out); ``skipped_rows``
     the largest (every batch reads the same task)."""
-    out = dict(summaries[0], probe_batches=len(summaries))
+    def total(key):
+        return int(sum(int(s.get(key) or 0) for s in summaries))
+
+    out = dict(summaries[0], probe_batches=len(summaries), prompts_total=total("prompts"),
+               **{key: total(key) for key in ("completions", "generated_tokens", "score_errors", "empty_completions")})
     weights = [float(s.get("completions") or 0) for s in summaries]
-    for key in ("prompts", "completions", "generated_tokens", "score_errors", "empty_completions"):
-        total = int(sum(int(s.get(key) or 0) for s in summaries))
-        out["prompts_total" if key == "prompts" else key] = total
     for key in ("mean_completion_tokens", "mean_reward", "truncation_rate", "format_rate"):
         pairs = [(w, float(s[key])) for w, s in zip(weights, summaries)
                  if isinstance(s.get(key), (int, float)) and math.isfinite(s[key]) and w > 0]
