@@ -108,6 +108,16 @@ def probe_initial_seeds(study: Path, along: dict, seeds: int, work: Path) -> dic
     return out
 
 
+def prescreen_tokens(folder: Path) -> int:
+    """Generated tokens of a pooled probe in ``folder``: each batch's charged tokens (rollouts, continuations)
+    and held-out reference rollouts, read from its ``batch_K/probe.json``."""
+    total = 0
+    for f in sorted(folder.glob("batch_*/probe.json")):
+        r = json.loads(f.read_text())
+        total += int(r["ledger"]["charged_generated_tokens"]) + int(r["reference"]["ledger"]["generated_tokens"]["eval"])
+    return total
+
+
 def study_copy(study: Path, probes: dict, dest: Path) -> None:
     """A copy of the study folder whose probe.json files are ``probes`` (folder relative to probe/ -> dict)."""
     shutil.rmtree(dest, ignore_errors=True)
@@ -191,7 +201,9 @@ def main(argv=None) -> int:
         if args.control:
             study_copy(study, probe_initial_seeds(study, probes, 1 + len(updates), work / "probes"),
                        control / study.name)
-        print(f"probed {study.name}", flush=True)
+        spent, budget = prescreen_tokens(work / "probes" / study.name / "shared"), probes[""]["config"]["budget_tokens"]
+        print(f"probed {study.name}: {1 + len(updates)} policies, {spent:,} generated tokens = {spent / budget:.1%} of "
+              f"its {budget:,}-token budget", flush=True)
     sets = {"shipped": studies, f"initial + {len(updates)} ckpts": [along / s.name for s in studies]}
     if args.control:
         sets[f"initial x {1 + len(updates)} seeds"] = [control / s.name for s in studies]
