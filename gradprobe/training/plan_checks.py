@@ -29,7 +29,7 @@ ARM_OWN = ("reward", "lr_scale", "description", "mc")
 def check_train(t: TrainConfig, where: str) -> None:
     """Refuse ``[train]`` settings (or an arm's resolved ones) out of range: sizes and rates > 0, group >= 2
     (group-relative advantages), a loss type of :data:`gradprobe.grpo.losses.LOSS_TYPES`, a known optimizer,
-    betas in [0, 1).
+    betas in [0, 1), ``save_weights_at`` distinct updates >= 1.
 
     Raises
     ------
@@ -52,6 +52,10 @@ def check_train(t: TrainConfig, where: str) -> None:
     if bad:
         raise PlanError(f"{where}.save_weights_at lists updates after which weights are kept, each >= 1; got {bad} "
                         "(the initial policy is the plan's [model], no copy needed)")
+    dup = sorted({u for u in t.save_weights_at if t.save_weights_at.count(u) > 1})
+    if dup:
+        raise PlanError(f"{where}.save_weights_at must list distinct updates: {', '.join(map(str, dup))} is listed "
+                        f"more than once, got {list(t.save_weights_at)}; list each update once (one file each)")
     if not all(0 <= b < 1 for b in t.betas):
         raise PlanError(f"{where}.betas must lie in [0, 1), got {list(t.betas)}")
 

@@ -65,3 +65,8 @@ def test_kept_weights_are_the_policy_after_those_updates_and_change_nothing(tmp_
 def test_updates_below_one_are_refused_naming_the_key(value):
     with pytest.raises(PlanError, match=r"train\.save_weights_at .*>= 1"):
         parse_plan(PLAN.format(extra=f"save_weights_at = {value}"))
+
+
+def test_an_update_listed_twice_is_refused_naming_it():
+    with pytest.raises(PlanError, match=r"train\.save_weights_at must list distinct updates: 2 is listed more than once"):
+        parse_plan(PLAN.format(extra="save_weights_at = [2, 5, 2]"))
