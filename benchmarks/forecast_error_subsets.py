@@ -9,7 +9,11 @@ forecasts, each study held out), on the runs every forecaster covers:
   bootstrap intervals (:func:`calib.bootstrap.mae_interval`, 5000 resamples, seed 0) and the paired
   difference of each forecaster from cost only (:func:`calib.bootstrap.mae_difference_interval`);
 - on both sets of runs, the seed-noise floor of the run-level MAE (:func:`calib.noise_floor.seed_noise_floor`)
-  and each forecaster's error on arm means beside their floor (:func:`calib.noise_floor.arm_level_errors`).
+  and each forecaster's error on arm means beside their floor (:func:`calib.noise_floor.arm_level_errors`);
+- on the same runs, read from the study folders under ``--studies-root`` (default ``data``), that floor as
+  the two-way model of seeds x held-out items puts it, on the studies' own held-out sets, on four times
+  as many items and on infinitely many (:func:`calib.noise_floor.heldout_floor`): how much of a run's
+  noise a larger held-out set would remove.
 
 All errors in accuracy points (gain vs grpo at the token budget). The figures in
 ``data/calibration/README.md`` come from::
@@ -20,13 +24,14 @@ All errors in accuracy points (gain vs grpo at the token budget). The figures in
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 from calib.bootstrap import mae_difference_interval, mae_interval
-from calib.noise_floor import arm_level_errors, seed_noise_floor
+from calib.noise_floor import arm_level_errors, heldout_floor, seed_noise_floor
 
 FORECASTERS = ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy", "forecast_first_order"]
 RUN = ["study", "arm", "seed"]
@@ -47,6 +52,8 @@ def main(argv=None) -> int:
     p.add_argument("report", help="a `calib report` folder (holds cv_predictions.csv)")
     p.add_argument("--leave-out", action="append", default=None, metavar="STUDY_PREFIX/ARM",
                    help="arms left out of the second table (default: study_tiny_llama/majority_vote)")
+    p.add_argument("--studies-root", default="data",
+                   help="the folder holding the study folders the report was made from (default: data)")
     args = p.parse_args(argv)
     path = Path(args.report) / "cv_predictions.csv"
     if not path.is_file():
@@ -62,7 +69,7 @@ def main(argv=None) -> int:
     per_study.insert(0, "runs", d[d["forecaster"] == shown[0]].groupby("study").size())
     print(f"MAE per held-out study on the {per_study['runs'].sum()} common runs (points):")
     print(per_study[["runs", *shown]].round(2).to_string())
-    print_floor(d[d["forecaster"] == shown[0]], "all common runs", d, shown)
+    print_floor(d[d["forecaster"] == shown[0]], "all common runs", d, shown, args.studies_root)
     out = [x.split("/", 1) for x in (args.leave_out or ["study_tiny_llama/majority_vote"])]
     drop = pd.Series(False, index=d.index)
     for study, arm in out:
@@ -79,7 +86,7 @@ def main(argv=None) -> int:
                                          x["target"].to_numpy(), x["study"].to_numpy())
             line += f"   minus cost only {dd.estimate:+.2f} [{dd.interval[0]:+.2f}, {dd.interval[1]:+.2f}]"
         print(line)
-    print_floor(base, f"without {', '.join('/'.join(x) for x in out)}", kept, shown)
+    print_floor(base, f"without {', '.join('/'.join(x) for x in out)}", kept, shown, args.studies_root)
     return 0
 
 
@@ -87,8 +94,9 @@ def _iv(c: dict) -> str:
     return "[no interval]" if c["interval"] is None else f"[{c['interval'][0]:.2f}, {c['interval'][1]:.2f}]"
 
 
-def print_floor(runs: pd.DataFrame, label: str, d: pd.DataFrame, shown: list) -> None:
-    """The seed-noise floor of ``runs`` and each shown forecaster's arm-mean error on ``d`` (points)."""
+def print_floor(runs: pd.DataFrame, label: str, d: pd.DataFrame, shown: list, studies_root: str) -> None:
+    """The seed-noise floor of ``runs`` and each shown forecaster's arm-mean error on ``d`` (points), then the
+    floor on larger held-out sets from the study folders under ``studies_root``."""
     fl = seed_noise_floor(runs["target"], runs["arm"], runs["study"])
     print(f"\n{label}: seed-noise floor of the run-level MAE {fl['estimate']:.2f} {_iv(fl)} ({fl['arms']} arms); "
           "on arm means (MAE, floor):")
@@ -97,7 +105,28 @@ def print_floor(runs: pd.DataFrame, label: str, d: pd.DataFrame, shown: list) ->
         a = arm_level_errors(x["forecast"], x["target"], x["arm"], x["study"])
         print(f"  {f:<24} {a['mae']['estimate']:.2f} {_iv(a['mae'])}   floor {a['floor']['estimate']:.2f} "
               f"{_iv(a['floor'])}   ({a['arms']} arms)")
+    keep = {(s.split("@")[0], a) for s, a in zip(runs["study"], runs["arm"])}
+    dirs = sorted({Path(studies_root) / s for s, _ in keep})
+    missing = [str(x) for x in dirs if not x.is_dir()]
+    if missing:
+        print(f"  (no held-out split: {', '.join(missing)} not found; pass --studies-root)")
+        return
+    h = heldout_floor(dirs, keep=keep)
+    sizes = "   ".join(f"{_size(f['multiple'])} {f['estimate']:.2f} {_iv(f)}" for f in h["floors"])
+    items = sorted({a["items"] for a in h["arms"]})
+    print(f"  two-way model (seeds x held-out items), floor of the run-level MAE on: {sizes} "
+          f"({h['runs']} runs with per-item results; N = {', '.join(map(str, items))} held-out items)")
+    arms = [a for a in h["arms"] if math.isfinite(a["heldout_share"])]
+    if arms:
+        share = sum(a["heldout_share"] * a["seeds"] for a in arms) / sum(a["seeds"] for a in arms)
+        print(f"  held-out share of the seeds' spread (se2 / N over sa2 + se2 / N): mean over runs {share:.2f}; "
+              f"seed component 0 in {sum(a['seed_var'] == 0 for a in arms)} of {len(arms)} arms")
+    if h["skipped"]:
+        print(f"  left out (no split): {'; '.join(h['skipped'])}")
 
+
+def _size(multiple: float) -> str:
+    return "N" if multiple == 1 else ("infinitely many" if math.isinf(multiple) else f"{multiple:g}N")
 
 if __name__ == "__main__":
     sys.exit(main())

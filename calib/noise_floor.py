@@ -23,18 +23,37 @@ On **arm means** (what a study reports: the mean over an arm's seeds), the error
 arm a is |mean_runs forecast - mean_runs realized|, and its floor is floor_a / sqrt(n_a) (the mean of
 n_a seeds has standard deviation sigma_a / sqrt(n_a)). :func:`arm_level_errors` gives both, averaged
 over arms (each arm once), with study-cluster bootstrap intervals.
+
+**What a larger held-out set would leave** (:func:`heldout_floor`). Every seed of a study is evaluated
+on the same N held-out items, so one run's paired gain is y_s = mean_i D_si with
+D_si = mu + a_s + b_i + e_si (:mod:`gradprobe.study.power`: seed effect variance sa2, item effect sb2
+shared by all seeds, interaction se2; moment estimates by
+:func:`gradprobe.study.power.variance_components`, Searle, Casella & McCulloch 1992, ch. 4). The spread
+of y_s across seeds is sa2 + se2 / N: training randomness plus the part of the held-out set's sampling
+error that differs between seeds (b_i is the same for every seed: it moves the arm's mean on this set, not
+its seeds apart). On N' items of the same task the floor of a run-level MAE becomes
+
+    floor_a(N') = sqrt(2 / pi) sqrt(sa2 + se2 / N')                      (half-normal mean, as above)
+
+and as N' grows it falls to sqrt(2 / pi) sqrt(sa2): training randomness alone, which no held-out set
+removes. The run-level figure is the mean over runs, with the study-cluster interval; with 3-4 seeds
+per arm sa2 is poorly determined (its moment estimate is clipped at 0), so the interval is the figure to
+read.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from gradprobe.study.power import paired_item_differences, variance_components
+
 from .bootstrap import cluster_mean_interval
 
-__all__ = ["arm_seed_noise", "seed_noise_floor", "arm_level_errors", "NO_SEEDS"]
+__all__ = ["arm_seed_noise", "seed_noise_floor", "arm_level_errors", "heldout_floor", "NO_SEEDS"]
 
 METHOD = ("floor_a = mean over pairs of seeds |y_i - y_j| / sqrt(2) (Gini mean difference), an unbiased estimate "
           "of E|y - mu_a| = sigma_a sqrt(2/pi) for normal seed noise; run level: mean of floor_a over runs; arm "
@@ -151,3 +170,74 @@ def arm_level_errors(predicted, realized, arms, studies, **settings) -> dict:
 
 def _pack(c) -> dict:
     return {"estimate": c.estimate, "interval": None if c.interval is None else list(c.interval), "reason": c.reason}
+
+
+HELDOUT_METHOD = ("floor_a(N') = sqrt(2/pi) sqrt(sa2 + se2 / N'), sa2 and se2 the seed and seed x item variance "
+                  "components of the arm's per-item paired differences from grpo at the matched token budget "
+                  "(gradprobe.study.power.variance_components); run level: mean of floor_a over runs; intervals: "
+                  "study-cluster bootstrap (calib.bootstrap)")
+
+
+def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, reference_arm: str = "grpo",
+                  **settings) -> dict:
+    """The run-level seed-noise floor on N' = multiple x N held-out items (module docstring).
+
+    Parameters
+    ----------
+    study_dirs : list of path
+        Study folders with per-item eval results (``eval_items.jsonl.gz``); a study without them, or an arm
+        with fewer than 2 seeds paired with ``reference_arm``, is listed in ``skipped``.
+    multiples : sequence of float
+        Held-out sizes as multiples of each study's own N (``math.inf``: training randomness alone); each > 0.
+    keep : set of (str, str), optional
+        (study folder name, arm) pairs to include (e.g. the calibration's compared runs); default every arm.
+    reference_arm : str
+        The arm gains are paired with, seed by seed (calib's targets: :mod:`calib.dataset`).
+    **settings
+        ``resamples``, ``level``, ``seed`` of :func:`calib.bootstrap.cluster_mean_interval`.
+
+    Returns
+    -------
+    dict
+        ``floors``: one ``{"multiple", "estimate", "interval", "reason"}`` per multiple (points); ``arms``: per
+        arm ``study``, ``arm``, ``seeds``, ``items``, ``seed_var`` (sa2) and ``interaction_var`` (se2, points^2),
+        ``heldout_share`` (se2 / N over sa2 + se2 / N: the share of the seed spread that is held-out noise) and
+        ``floor`` (multiple -> points); ``runs``, ``skipped`` (["study/arm: why"]), ``method``.
+
+    Raises
+    ------
+    ValueError
+        A multiple that is not > 0 (named).
+    gradprobe.study.AnalysisError
+        A study folder without a usable ``runs.csv`` or ``reference_arm`` (named).
+    """
+    bad = [m for m in multiples if not (m > 0)]
+    if bad or not len(multiples):
+        raise ValueError(f"multiples must be held-out sizes as multiples of each study's N, each > 0 "
+                         f"(e.g. [1, 4, math.inf]); got {list(multiples)}")
+    arms, skipped = [], []
+    for d in study_dirs:
+        name = Path(d).name
+        pairs = paired_item_differences(d, control=reference_arm)
+        for arm, pc in pairs.items():
+            if keep is not None and (name, arm) not in keep:
+                continue
+            if pc is None or pc["D"] is None:
+                skipped.append(f"{name}/{arm}: " + ("fewer than 2 seeds paired with " + reference_arm if pc is None
+                                                     else "no per-item results at the evals read"))
+                continue
+            c, n_items = variance_components(pc["D"]), pc["items"]
+            per_seed = c["seed"] + c["interaction"] / n_items
+            arms.append({"study": name, "arm": arm, "seeds": int(len(pc["diffs"])), "items": n_items,
+                         "seed_var": c["seed"], "interaction_var": c["interaction"],
+                         "heldout_share": c["interaction"] / n_items / per_seed if per_seed > 0 else math.nan,
+                         "floor": {m: math.sqrt(2.0 / math.pi) * math.sqrt(c["seed"] + c["interaction"] / (m * n_items))
+                                   for m in multiples}})
+    seeds = np.array([a["seeds"] for a in arms], dtype=int)
+    clusters = np.repeat(np.array([a["study"] for a in arms], dtype=object), seeds)
+    floors = []
+    for m in multiples:
+        ci = cluster_mean_interval(np.repeat(np.array([a["floor"][m] for a in arms], np.float64), seeds), clusters,
+                                   **settings)
+        floors.append({"multiple": m, **_pack(ci), **({"reason": NO_SEEDS} if not arms else {})})
+    return {"floors": floors, "arms": arms, "runs": int(seeds.sum()), "skipped": skipped, "method": HELDOUT_METHOD}

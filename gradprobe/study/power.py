@@ -228,6 +228,52 @@ def _pilot_comparison(runs, matched, pilot_plan, index, treat, ctrl, axis) -> di
     return {"diffs": diffs, "D": D}
 
 
+def paired_item_differences(study_dir, *, control: str = "grpo", axis: str = "generated_tokens") -> dict:
+    """Every arm's paired differences from ``control`` at the axis's matched point, per seed and per item.
+
+    The reads are the analysis's (:func:`~gradprobe.study.reading.read_runs` at ``matched_budgets``), so a
+    seed's difference is the one ``analysis.json`` pairs; ``D`` feeds :func:`variance_components`.
+
+    Parameters
+    ----------
+    study_dir : path
+        A study folder (``runs.csv``, ``plan.toml``; per-item results in ``eval_items.jsonl.gz`` or the run
+        folders).
+    control : str
+        The arm each arm is paired with, seed by seed.
+    axis : str
+        ``generated_tokens`` (the matched token budget), ``updates``, ``flops`` or ``device_seconds``.
+
+    Returns
+    -------
+    dict
+        arm -> ``{"diffs": (seeds,) points, "D": (seeds, items) points or None (no per-item results at the
+        evals read), "items": held-out items or None}`` for every arm but ``control``; an arm with fewer than
+        2 seeds read on both arms maps to None.
+
+    Raises
+    ------
+    AnalysisError
+        No usable ``runs.csv``, no ``control`` arm in it, or an axis the study does not record (named).
+    """
+    study_dir = Path(study_dir)
+    df, plan = load_runs(study_dir), _load_plan(study_dir)
+    if control not in set(df["arm"]):
+        raise AnalysisError(f"{study_dir}/runs.csv has no {control!r} arm (arms: {sorted(set(df['arm']))}); "
+                            "pass the arm the others are paired with")
+    runs, matched = _runs(df), matched_budgets(df, plan)
+    if axis not in matched or not matched[axis]["recorded"]:
+        raise AnalysisError(f"{study_dir}: the study does not record {axis!r} at every eval "
+                            f"(recorded: {sorted(a for a, m in matched.items() if m['recorded'])})")
+    lines = _item_lines(study_dir)
+    index = _item_index(lines) if lines else None
+    out = {}
+    for arm in (a for a in dict.fromkeys(df["arm"]) if a != control):
+        pc = _pilot_comparison(runs, matched, plan, index, arm, control, axis)
+        out[arm] = None if pc is None else {**pc, "items": None if pc["D"] is None else int(pc["D"].shape[1])}
+    return out
+
+
 def power_analysis(plan, pilot_dir=None, *, workers: int | None = None, heldout_sizes=None) -> dict:
     """Seeds and held-out size that give the plan's ``[power]`` target, and their wall time.
 
