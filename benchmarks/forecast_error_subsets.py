@@ -24,14 +24,13 @@ All errors in accuracy points (gain vs grpo at the token budget). The figures in
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 from calib.bootstrap import mae_difference_interval, mae_interval
-from calib.noise_floor import arm_level_errors, heldout_floor, seed_noise_floor
+from calib.noise_floor import arm_level_errors, heldout_floor, heldout_label, seed_noise_floor
 
 FORECASTERS = ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy", "forecast_first_order"]
 RUN = ["study", "arm", "seed"]
@@ -105,28 +104,22 @@ def print_floor(runs: pd.DataFrame, label: str, d: pd.DataFrame, shown: list, st
         a = arm_level_errors(x["forecast"], x["target"], x["arm"], x["study"])
         print(f"  {f:<24} {a['mae']['estimate']:.2f} {_iv(a['mae'])}   floor {a['floor']['estimate']:.2f} "
               f"{_iv(a['floor'])}   ({a['arms']} arms)")
-    keep = {(s.split("@")[0], a) for s, a in zip(runs["study"], runs["arm"])}
-    dirs = sorted({Path(studies_root) / s for s, _ in keep})
+    dirs = sorted({Path(studies_root) / s.rsplit("@", 1)[0] for s in runs["study"]})
     missing = [str(x) for x in dirs if not x.is_dir()]
     if missing:
         print(f"  (no held-out split: {', '.join(missing)} not found; pass --studies-root)")
         return
-    h = heldout_floor(dirs, keep=keep)
-    sizes = "   ".join(f"{_size(f['multiple'])} {f['estimate']:.2f} {_iv(f)}" for f in h["floors"])
+    h = heldout_floor(dirs, keep=set(zip(runs["study"], runs["arm"])))
+    sizes = "   ".join(f"{heldout_label(f['multiple'])} {f['estimate']:.2f} {_iv(f)}" for f in h["floors"])
     items = sorted({a["items"] for a in h["arms"]})
     print(f"  two-way model (seeds x held-out items), floor of the run-level MAE on: {sizes} "
           f"({h['runs']} runs with per-item results; N = {', '.join(map(str, items))} held-out items)")
-    arms = [a for a in h["arms"] if math.isfinite(a["heldout_share"])]
-    if arms:
-        share = sum(a["heldout_share"] * a["seeds"] for a in arms) / sum(a["seeds"] for a in arms)
-        print(f"  held-out share of the seeds' spread (se2 / N over sa2 + se2 / N): mean over runs {share:.2f}; "
-              f"seed component 0 in {sum(a['seed_var'] == 0 for a in arms)} of {len(arms)} arms")
+    if h["arms"]:
+        print(f"  held-out share of the seeds' spread (se2 / N over sa2 + se2 / N): mean over runs "
+              f"{h['heldout_share']:.2f}; seed component 0 in {sum(a['seed_var'] == 0 for a in h['arms'])} of "
+              f"{len(h['arms'])} arms")
     if h["skipped"]:
         print(f"  left out (no split): {'; '.join(h['skipped'])}")
-
-
-def _size(multiple: float) -> str:
-    return "N" if multiple == 1 else ("infinitely many" if math.isinf(multiple) else f"{multiple:g}N")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -29,6 +29,7 @@ from .dataset import FORECASTERS, build_rows_many, read_rows
 from .file_check import FIT_DEFAULTS
 from .files import write_json, write_text_atomic
 from .model import fit_calibration, load_calibration
+from .noise_floor import NO_SEEDS, heldout_label
 from .report import validation_record, write_report
 
 
@@ -207,6 +208,24 @@ def _print_floor(m: dict, cv: str) -> None:
             over = f"{a['arms']} arms" if a["floor_arms"] == a["arms"] else f"{a['arms']} arms, floor over {a['floor_arms']}"
             print(f"    {f:<22}{_n(a['mae']['estimate'])} {_iv(a['mae'], 'interval')}   "
                   f"floor {_n(a['floor']['estimate'])} {_iv(a['floor'], 'interval')}   ({over}, as forecast)")
+    _print_heldout(m.get("heldout_floor"))
+
+
+def _print_heldout(h: dict | None) -> None:
+    """The run-level floor on larger held-out sets (:func:`calib.noise_floor.heldout_floor`)."""
+    if not h:
+        return
+    if not h["arms"]:
+        why = "; ".join(h["skipped"][:3]) + (f"; and {len(h['skipped']) - 3} more" if len(h["skipped"]) > 3 else "")
+        print(f"  {'held-out split':<24}n/a: {why or NO_SEEDS}")
+        return
+    items = ", ".join(map(str, sorted({a["items"] for a in h["arms"]})))
+    sizes = "   ".join(f"{heldout_label(f['multiple'])} {_n(f['estimate'])} {_iv(f, 'interval')}" for f in h["floors"])
+    print(f"  {'held-out split':<24}floor on {sizes}   (N = {items} held-out items; {h['runs']} runs, "
+          f"{len(h['arms'])} arms; on average {_n(h['heldout_share'])} of the seeds' variance is the held-out set's "
+          "own error, which more items remove)")
+    if h["skipped"]:
+        print(f"  {'':<24}not split: {'; '.join(h['skipped'])}")
 
 
 def _apply(args) -> int:

@@ -49,11 +49,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gradprobe.forecast.study import read_study_json
+from gradprobe.layout import STUDY_JSON
 from gradprobe.study.power import paired_item_differences, variance_components
+from gradprobe.study.reading import AnalysisError
 
 from .bootstrap import cluster_mean_interval
+from .domain import study_identity
+from .integrity import StudyFormatError
 
-__all__ = ["arm_seed_noise", "seed_noise_floor", "arm_level_errors", "heldout_floor", "NO_SEEDS"]
+__all__ = ["arm_seed_noise", "seed_noise_floor", "arm_level_errors", "heldout_floor", "heldout_label", "NO_SEEDS"]
 
 METHOD = ("floor_a = mean over pairs of seeds |y_i - y_j| / sqrt(2) (Gini mean difference), an unbiased estimate "
           "of E|y - mu_a| = sigma_a sqrt(2/pi) for normal seed noise; run level: mean of floor_a over runs; arm "
@@ -185,12 +190,14 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
     Parameters
     ----------
     study_dirs : list of path
-        Study folders with per-item eval results (``eval_items.jsonl.gz``); a study without them, or an arm
-        with fewer than 2 seeds paired with ``reference_arm``, is listed in ``skipped``.
+        Study folders with per-item eval results (``eval_items.jsonl.gz``). A study that cannot be read, or
+        has no per-item results, and an arm with fewer than 2 seeds paired with ``reference_arm``, are listed
+        in ``skipped`` with the reason; the others are still split.
     multiples : sequence of float
         Held-out sizes as multiples of each study's own N (``math.inf``: training randomness alone); each > 0.
     keep : set of (str, str), optional
-        (study folder name, arm) pairs to include (e.g. the calibration's compared runs); default every arm.
+        (study, arm) pairs to include, the study named as calib's rows name it (``FOLDER@SHA12``,
+        :func:`calib.domain.study_identity`; e.g. the report's compared runs); default every arm.
     reference_arm : str
         The arm gains are paired with, seed by seed (calib's targets: :mod:`calib.dataset`).
     **settings
@@ -200,16 +207,15 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
     -------
     dict
         ``floors``: one ``{"multiple", "estimate", "interval", "reason"}`` per multiple (points); ``arms``: per
-        arm ``study``, ``arm``, ``seeds``, ``items``, ``seed_var`` (sa2) and ``interaction_var`` (se2, points^2),
-        ``heldout_share`` (se2 / N over sa2 + se2 / N: the share of the seed spread that is held-out noise) and
-        ``floor`` (multiple -> points); ``runs``, ``skipped`` (["study/arm: why"]), ``method``.
+        arm ``study`` (``FOLDER@SHA12``), ``arm``, ``seeds``, ``items``, ``seed_var`` (sa2) and
+        ``interaction_var`` (se2, points^2), ``heldout_share`` (se2 / N over sa2 + se2 / N: the share of the
+        seeds' variance that is held-out error) and ``floor`` (multiple -> points); ``runs``,
+        ``heldout_share`` (mean over runs), ``skipped`` (["study/arm: why" or "study: why"]), ``method``.
 
     Raises
     ------
     ValueError
         A multiple that is not > 0 (named).
-    gradprobe.study.AnalysisError
-        A study folder without a usable ``runs.csv`` or ``reference_arm`` (named).
     """
     bad = [m for m in multiples if not (m > 0)]
     if bad or not len(multiples):
@@ -217,22 +223,20 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
                          f"(e.g. [1, 4, math.inf]); got {list(multiples)}")
     arms, skipped = [], []
     for d in study_dirs:
-        name = Path(d).name
-        pairs = paired_item_differences(d, control=reference_arm)
+        try:
+            key = _study_key(Path(d))
+            pairs = paired_item_differences(d, control=reference_arm)
+        except (AnalysisError, StudyFormatError) as e:
+            skipped.append(f"{Path(d).resolve().name}: {str(e).splitlines()[0]}")
+            continue
         for arm, pc in pairs.items():
-            if keep is not None and (name, arm) not in keep:
+            if keep is not None and (key, arm) not in keep:
                 continue
             if pc is None or pc["D"] is None:
-                skipped.append(f"{name}/{arm}: " + ("fewer than 2 seeds paired with " + reference_arm if pc is None
-                                                     else "no per-item results at the evals read"))
+                skipped.append(f"{key}/{arm}: " + ("fewer than 2 seeds paired with " + reference_arm if pc is None
+                                                    else "no per-item results at the evals read"))
                 continue
-            c, n_items = variance_components(pc["D"]), pc["items"]
-            per_seed = c["seed"] + c["interaction"] / n_items
-            arms.append({"study": name, "arm": arm, "seeds": int(len(pc["diffs"])), "items": n_items,
-                         "seed_var": c["seed"], "interaction_var": c["interaction"],
-                         "heldout_share": c["interaction"] / n_items / per_seed if per_seed > 0 else math.nan,
-                         "floor": {m: math.sqrt(2.0 / math.pi) * math.sqrt(c["seed"] + c["interaction"] / (m * n_items))
-                                   for m in multiples}})
+            arms.append(_split(key, arm, pc, multiples))
     seeds = np.array([a["seeds"] for a in arms], dtype=int)
     clusters = np.repeat(np.array([a["study"] for a in arms], dtype=object), seeds)
     floors = []
@@ -240,4 +244,34 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
         ci = cluster_mean_interval(np.repeat(np.array([a["floor"][m] for a in arms], np.float64), seeds), clusters,
                                    **settings)
         floors.append({"multiple": m, **_pack(ci), **({"reason": NO_SEEDS} if not arms else {})})
-    return {"floors": floors, "arms": arms, "runs": int(seeds.sum()), "skipped": skipped, "method": HELDOUT_METHOD}
+    shares = [(a["heldout_share"], a["seeds"]) for a in arms if math.isfinite(a["heldout_share"])]
+    share = sum(x * n for x, n in shares) / sum(n for _, n in shares) if shares else math.nan
+    return {"floors": floors, "arms": arms, "runs": int(seeds.sum()), "heldout_share": share, "skipped": skipped,
+            "method": HELDOUT_METHOD}
+
+
+def heldout_label(multiple) -> str:
+    """A held-out size as :func:`heldout_floor` names it: ``N`` (the study's own), ``4N``, ``infinitely many``
+    (``math.inf``, or ``"inf"`` as ``metrics.json`` stores it)."""
+    m = float(multiple)
+    return "N" if m == 1 else ("infinitely many" if math.isinf(m) else f"{m:g}N")
+
+
+def _study_key(d: Path) -> str:
+    """``FOLDER@SHA12`` as calib's rows name the study (:func:`calib.domain.study_identity`)."""
+    doc = read_study_json(d / STUDY_JSON, "`gradprobe study` writes it", error=StudyFormatError)
+    sha = doc.get("plan_sha256") if isinstance(doc, dict) else None
+    if not isinstance(sha, str) or not sha:
+        raise StudyFormatError(f"{d / STUDY_JSON} has no plan_sha256; re-run the study with this gradprobe")
+    return study_identity(d, sha)["key"]
+
+
+def _split(key: str, arm: str, pc: dict, multiples) -> dict:
+    """One arm's two-way split (:func:`heldout_floor`'s ``arms`` entry) from its paired differences."""
+    c, n_items = variance_components(pc["D"]), pc["items"]
+    per_seed = c["seed"] + c["interaction"] / n_items
+    return {"study": key, "arm": arm, "seeds": int(len(pc["diffs"])), "items": n_items, "seed_var": c["seed"],
+            "interaction_var": c["interaction"],
+            "heldout_share": c["interaction"] / n_items / per_seed if per_seed > 0 else math.nan,
+            "floor": {m: math.sqrt(2.0 / math.pi) * math.sqrt(c["seed"] + c["interaction"] / (m * n_items))
+                      for m in multiples}}

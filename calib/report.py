@@ -49,7 +49,7 @@ from .bootstrap import LEVEL, RESAMPLES, SEED, check_settings, mae_difference_in
 from .dataset import FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, build_rows_many, select_rows
 from .estimators import make_estimator
 from .metrics import bias, coverage, errors_by_entry, mae, pooled_rank_agreement, ranking_table
-from .noise_floor import arm_level_errors, seed_noise_floor
+from .noise_floor import arm_level_errors, heldout_floor, seed_noise_floor
 from .forecaster_choice import PROBE_FORECASTERS, validation_record
 from .files import prepare_report_folder, write_bytes_atomic, write_json, write_text_atomic
 from .model import software_versions
@@ -73,7 +73,7 @@ UNITS = ("accuracy points; bias = mean(forecast - realized) over held-out runs; 
 def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: str = "linear", cv: str = "auto",
             interval: str = "cv_plus", confidence_level: float = 0.9, include_reference: bool = False,
             n_permutations: int = 9999, bootstrap_resamples: int = RESAMPLES, bootstrap_level: float = LEVEL,
-            bootstrap_seed: int = SEED) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+            bootstrap_seed: int = SEED, study_dirs=None) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """Cross-validated errors, coverage and rank agreement of every forecaster.
 
     Parameters
@@ -95,6 +95,8 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     bootstrap_resamples, bootstrap_level, bootstrap_seed
         Of the study-cluster bootstrap intervals of the MAEs (:mod:`calib.bootstrap`; defaults 5000,
         0.95, 0: the report is deterministic).
+    study_dirs : list of path, optional
+        The folders ``rows`` come from, for ``metrics["heldout_floor"]`` (else None).
 
     Returns
     -------
@@ -109,8 +111,8 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         part of every compared forecaster but cost only: ``mae_difference_vs_cost_only``
         {estimate, interval, reason, n_clusters, rows} (MAE minus cost only's on the same rows,
         < 0: better than cost only); ``arm_level`` (MAE on arm means, :mod:`calib.noise_floor`), and
-        ``metrics["seed_noise_floor"]`` on the common rows. ``metrics["bootstrap"]``: {resamples, level, seed,
-        clusters: "study", n_clusters (studies among the common rows), method}.
+        ``metrics["seed_noise_floor"]``, ``metrics["heldout_floor"]`` (:func:`_floors`). ``metrics["bootstrap"]``:
+        {resamples, level, seed, clusters: "study", n_clusters (studies among the common rows), method}.
 
     Raises
     ------
@@ -119,10 +121,7 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     ValueError
         An unknown method or cv.
     """
-    if method not in ("linear", "isotonic"):
-        raise ValueError(f"unknown calibration method {method!r} for the report; choose linear or isotonic")
-    if cv not in ("auto", "study", "arm"):
-        raise ValueError(f"unknown cv {cv!r}; choose auto, study or arm")
+    _check_choices(method, cv)
     select_rows(rows, forecaster=forecaster, include_reference=include_reference)  # the headline must be usable
     modes, notes = _cv_modes(cv, int(rows["study"].nunique()))
     rows, base, compared = _common_rows(rows, include_reference, notes)
@@ -141,7 +140,7 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         "headline_cv": head, "cv_modes": modes, "notes": notes, "forecaster": forecaster, "method": method,
         "interval": interval, "confidence_level": confidence_level, "include_reference": include_reference,
         **_what_rows(rows, base, compared, include_reference),
-        "seed_noise_floor": seed_noise_floor(common["target"], common["arm"], common["study"], **boot),
+        **_floors(common, study_dirs, boot),
         "errors": errors, "ranking": ranking, "ranking_common_arms": ranking_common,
         **_headline(errors[head][forecaster]),
         "bootstrap": {**boot, "clusters": "study", "n_clusters": int(base.loc[base["all_forecasters"], "study"].nunique()),
@@ -150,6 +149,23 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         "p_spearman": r["p_spearman"], "versions": software_versions(), "units": UNITS,
     }
     return metrics, cv_rows, table
+
+
+def _check_choices(method: str, cv: str) -> None:
+    """Refuse an unknown calibration method or cv (ValueError naming the choices)."""
+    if method not in ("linear", "isotonic"):
+        raise ValueError(f"unknown calibration method {method!r} for the report; choose linear or isotonic")
+    if cv not in ("auto", "study", "arm"):
+        raise ValueError(f"unknown cv {cv!r}; choose auto, study or arm")
+
+
+def _floors(common: pd.DataFrame, study_dirs, boot: dict) -> dict:
+    """``seed_noise_floor`` of the common rows (:func:`calib.noise_floor.seed_noise_floor`) and ``heldout_floor``,
+    its split into training randomness and the held-out set's own error on the same runs
+    (:func:`calib.noise_floor.heldout_floor`; None without ``study_dirs``)."""
+    return {"seed_noise_floor": seed_noise_floor(common["target"], common["arm"], common["study"], **boot),
+            "heldout_floor": None if study_dirs is None else heldout_floor(
+                study_dirs, keep=set(zip(common["study"], common["arm"])), **boot)}
 
 
 def _common_rows(rows: pd.DataFrame, include_reference: bool, notes: list) -> tuple:
@@ -358,7 +374,7 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
     study_dirs = [Path(d) for d in study_dirs]
     rows = build_rows_many(study_dirs, curve=curve, forecast_fn=forecast_fn)
     runs = read_runs(study_dirs)
-    metrics, cv_rows, table = compute(rows, **settings)
+    metrics, cv_rows, table = compute(rows, study_dirs=study_dirs, **settings)
     write_text_atomic(out / "rows.csv", rows.to_csv(index=False))
     write_text_atomic(out / "cv_predictions.csv", cv_rows.to_csv(index=False))
     images = draw_figures(rows, cv_rows, metrics, runs)

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .dataset import FORECASTERS
+from .noise_floor import heldout_label
 from gradprobe import figures
 
 
@@ -257,7 +258,24 @@ def _floor_html(m: dict, cv: str) -> str:
             f"Method: {html.escape(fl['method'])}.</p>"
             "<p>On arm means (each arm once: mean forecast vs mean realized over its seeds), as forecast:</p>"
             "<table><tr><th>forecaster</th><th>MAE [95% interval]</th><th>floor of arm means</th><th>arms</th></tr>"
-            f"{rows}</table>")
+            f"{rows}</table>{_heldout_html(m.get('heldout_floor'))}")
+
+
+def _heldout_html(h: dict | None) -> str:
+    """The run-level floor on larger held-out sets (:func:`calib.noise_floor.heldout_floor`)."""
+    if not h:
+        return ""
+    skipped = (f" Not split: {html.escape('; '.join(h['skipped']))}." if h["skipped"] else "")
+    if not h["arms"]:
+        return f"<p>Held-out split of the floor: n/a.{skipped}</p>"
+    items = ", ".join(map(str, sorted({a["items"] for a in h["arms"]})))
+    cells = "".join(f"<tr><td>{html.escape(heldout_label(f['multiple']))}</td><td class=n>"
+                    f"{_fmt(f['estimate'], '.2f')} {ci_text(f['interval'])}</td></tr>" for f in h["floors"])
+    return (f"<p>How much of that floor is the held-out set (N = {items} items, the same for every seed): on average "
+            f"{_fmt(h['heldout_share'], '.2f')} of the seeds' variance is the held-out set's own error, which a larger "
+            f"held-out set removes; the rest is training randomness ({h['runs']} runs, {len(h['arms'])} arms with "
+            f"per-item results).{skipped} Method: {html.escape(h['method'])}.</p>"
+            f"<table><tr><th>held-out items</th><th>run-level floor [95% interval]</th></tr>{cells}</table>")
 
 
 def _p(x) -> str:

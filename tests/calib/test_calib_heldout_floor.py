@@ -109,32 +109,43 @@ def test_items_shared_by_every_seed_are_not_seed_noise():
 
 
 def test_keep_and_what_is_skipped(tmp_path, study):
-    r = heldout_floor([study], keep={("study", "mc_value")}, resamples=2000)
-    assert [a["arm"] for a in r["arms"]] == ["mc_value"] and r["runs"] == SEEDS
+    # make_study records plan_sha256 "x": the study is named as calib's rows name it, FOLDER@SHA12
+    r = heldout_floor([study], keep={("study@x", "mc_value")}, resamples=2000)
+    assert [(a["study"], a["arm"]) for a in r["arms"]] == [("study@x", "mc_value")] and r["runs"] == SEEDS
+    assert heldout_floor([study], keep={("study", "mc_value")}, resamples=2000)["arms"] == []  # the folder alone is not a key
     bare = make_study(tmp_path / "bare", items=False)
     r = heldout_floor([study, bare], resamples=2000)
     assert r["runs"] == 2 * SEEDS
-    assert r["skipped"] == ["bare/grpo_2xlr: no per-item results at the evals read",
-                            "bare/mc_value: no per-item results at the evals read"]
+    assert r["skipped"] == ["bare@x/grpo_2xlr: no per-item results at the evals read",
+                            "bare@x/mc_value: no per-item results at the evals read"]
     one = make_study(tmp_path / "one", seeds=1)
     r = heldout_floor([one], resamples=2000)
-    assert r["arms"] == [] and r["runs"] == 0
-    assert r["skipped"] == ["one/grpo_2xlr: fewer than 2 seeds paired with grpo",
-                            "one/mc_value: fewer than 2 seeds paired with grpo"]
+    assert r["arms"] == [] and r["runs"] == 0 and math.isnan(r["heldout_share"])
+    assert r["skipped"] == ["one@x/grpo_2xlr: fewer than 2 seeds paired with grpo",
+                            "one@x/mc_value: fewer than 2 seeds paired with grpo"]
     assert all(math.isnan(f["estimate"]) and f["interval"] is None and "seed" in f["reason"] for f in r["floors"])
+
+
+def test_a_folder_that_cannot_be_split_is_named_and_the_others_are_still_split(tmp_path, study):
+    """Nothing is lost to one bad folder: a missing folder, one without study.json and one without a grpo arm are
+    each listed with why, beside the split of the good one."""
+    no_json = make_study(tmp_path / "nojson")
+    (no_json / "study.json").unlink()
+    r = heldout_floor([tmp_path / "nothing", no_json, study], resamples=2000)
+    assert [a["study"] for a in r["arms"]] == ["study@x", "study@x"]
+    assert r["skipped"][0].startswith(f"nothing: {tmp_path / 'nothing'}/study.json is missing")
+    assert r["skipped"][1].startswith(f"nojson: {no_json}/study.json is missing")
+    with pytest.raises(AnalysisError, match=r"has no 'outcome_arm' arm \(arms: \['grpo', 'grpo_2xlr', 'mc_value'\]\)"):
+        paired_item_differences(study, control="outcome_arm")
+    r = heldout_floor([study], reference_arm="outcome_arm", resamples=2000)
+    assert r["arms"] == [] and r["skipped"] == [f"study: {study}/runs.csv has no 'outcome_arm' arm (arms: ['grpo', "
+                                                "'grpo_2xlr', 'mc_value']); pass the arm the others are paired with"]
 
 
 @pytest.mark.parametrize("multiples", [(0.0,), (1.0, -2.0), (float("nan"),), ()])
 def test_a_held_out_size_that_is_not_positive_is_refused(study, multiples):
     with pytest.raises(ValueError, match=r"multiples must be held-out sizes as multiples of each study's N, each > 0"):
         heldout_floor([study], multiples=multiples)
-
-
-def test_a_study_without_the_reference_arm_is_refused_naming_it(study):
-    with pytest.raises(AnalysisError, match=r"has no 'outcome_arm' arm \(arms: \['grpo', 'grpo_2xlr', 'mc_value'\]\)"):
-        paired_item_differences(study, control="outcome_arm")
-    with pytest.raises(AnalysisError, match="runs.csv does not exist"):
-        heldout_floor([study.parent / "nothing"])
 
 
 def test_the_benchmark_prints_the_figures_the_calibration_readme_quotes(capsys):
@@ -151,3 +162,33 @@ def test_the_benchmark_prints_the_figures_the_calibration_readme_quotes(capsys):
     assert len(lines) == 2 and len(shares) == 2
     for line in lines + shares:
         assert " ".join(line.split()) in text, line
+
+
+def test_the_shipped_report_records_the_split_of_its_common_runs():
+    import json
+
+    import pandas as pd
+
+    from gradprobe.outputs import json_safe
+
+    report = REPO / "data" / "calibration" / "report"
+    metrics = json.loads((report / "metrics.json").read_text())
+    rows = pd.read_csv(report / "rows.csv")
+    common = rows[~rows["is_reference"] & np.isfinite(rows["target"])
+                  & np.isfinite(rows[list(metrics["compared_forecasters"])]).all(axis=1)]
+    assert len(common) == metrics["common_rows"] == 71
+    dirs = [REPO / "data" / s.rsplit("@", 1)[0] for s in metrics["studies"]]
+    expect = heldout_floor(dirs, keep=set(zip(common["study"], common["arm"])))
+    got, want = metrics["heldout_floor"], json_safe(expect)  # the report's study order differs: sums in another order
+    key = lambda a: (a["study"], a["arm"])  # noqa: E731
+    assert sorted(got["arms"], key=key) == sorted(want["arms"], key=key)
+    assert got["skipped"] == want["skipped"] and got["runs"] == want["runs"] and got["method"] == want["method"]
+    assert got["heldout_share"] == pytest.approx(want["heldout_share"], rel=1e-12)
+    for g, w in zip(got["floors"], want["floors"], strict=True):
+        assert g["multiple"] == w["multiple"] and g["estimate"] == pytest.approx(w["estimate"], rel=1e-12)
+        assert g["interval"] == pytest.approx(w["interval"], rel=1e-12)
+    assert expect["runs"] == 67 and [f["multiple"] for f in expect["floors"]] == [1.0, 4.0, math.inf]
+    assert expect["skipped"] == ["study_tiny_sparse@b30b502e2f0e/select_half: no per-item results at the evals read"]
+    html = (report / "report.html").read_text()
+    assert "How much of that floor is the held-out set (N = 1000 items" in html
+    assert f"<tr><td>4N</td><td class=n>{expect['floors'][1]['estimate']:.2f}" in html

@@ -111,6 +111,23 @@ def test_report_gives_the_seed_noise_floor_and_errors_on_arm_means(report):
     assert 0.5 < ceiling <= 1.0 and f"<td class=n>{ceiling:+.2f}</td></tr>" in html
 
 
+def test_report_names_studies_it_cannot_split_by_held_out_items(report, capsys):
+    """The synthetic studies keep no per-item results (nor runs.csv's reward columns): the held-out split of the
+    floor says so per study, in metrics.json, on the command line and in the HTML, and the rest is reported."""
+    from calib.cli import _print_heldout
+
+    studies, out, m = report
+    h = m["heldout_floor"]
+    assert h["arms"] == [] and h["runs"] == 0 and len(h["skipped"]) == len(studies)
+    for s, why in zip(studies, h["skipped"]):
+        assert why.startswith(f"{s.name}: {s}/runs.csv lacks the column(s) accuracy_sampled, reward, lr_scale")
+    saved = json.loads((out / "metrics.json").read_text())["heldout_floor"]
+    assert saved["skipped"] == h["skipped"] and [f["multiple"] for f in saved["floors"]] == [1.0, 4.0, "inf"]
+    assert "<p>Held-out split of the floor: n/a. Not split: s0: " in (out / "report.html").read_text()
+    _print_heldout(h)
+    assert capsys.readouterr().out.startswith(f"  held-out split          n/a: s0: {studies[0]}/runs.csv lacks")
+
+
 def test_auto_validates_by_study_and_by_arm_within_study(tmp_path):
     from calib.report import compute
 
