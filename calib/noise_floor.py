@@ -44,6 +44,7 @@ read.
 from __future__ import annotations
 
 import math
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -190,9 +191,9 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
     Parameters
     ----------
     study_dirs : list of path
-        Study folders with per-item eval results (``eval_items.jsonl.gz``). A study that cannot be read, or
-        has no per-item results, and an arm with fewer than 2 seeds paired with ``reference_arm``, are listed
-        in ``skipped`` with the reason; the others are still split.
+        Study folders with per-item eval results (``eval_items.jsonl.gz``). A study that cannot be read (a
+        damaged per-item file too), or has no per-item results, and an arm with fewer than 2 seeds paired with
+        ``reference_arm``, are listed in ``skipped`` with the reason; the others are still split.
     multiples : sequence of float
         Held-out sizes as multiples of each study's own N (``math.inf``: training randomness alone); each > 0.
     keep : set of (str, str), optional
@@ -228,6 +229,10 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
             pairs = paired_item_differences(d, control=reference_arm)
         except (AnalysisError, StudyFormatError) as e:
             skipped.append(f"{Path(d).resolve().name}: {str(e).splitlines()[0]}")
+            continue
+        except (OSError, EOFError, ValueError, KeyError, TypeError, zlib.error) as e:  # damaged per-item results
+            skipped.append(f"{Path(d).resolve().name}: its per-item results cannot be read ({type(e).__name__}: "
+                           f"{(str(e).splitlines() or [''])[0]}); restore eval_items.jsonl.gz from the study")
             continue
         for arm, pc in pairs.items():
             if keep is not None and (key, arm) not in keep:
