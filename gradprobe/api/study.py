@@ -12,6 +12,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -233,17 +236,59 @@ class Study:
         PlanError, StudyError, OutputDirError, ValueError
             As :func:`gradprobe.study.runner.run_study` (bad plan, another plan's folder, unwritable
             folder, unknown executor); :class:`~gradprobe.study.runner.StudyError` also when no run
-            finished, so there is nothing to read back (the runner's summary is in the message).
+            finished, so there is nothing to read back (the runner's summary is in the message), and,
+            before anything runs, for ``executor="local"`` called from a script without an
+            ``if __name__ == "__main__":`` guard (:func:`unguarded_main_script`).
         """
         from ..study.runner import StudyError, run_study
 
+        script = unguarded_main_script() if executor == "local" else None
+        if script:
+            raise StudyError(f"executor='local' starts worker processes that re-import your script {script} "
+                             "(Python multiprocessing's spawn start method), and the script has no "
+                             "`if __name__ == \"__main__\":` guard, so every worker would run it again from the top "
+                             "and die. Put the code that runs the study under that guard, or pass "
+                             "executor='inline' (one run at a time, in this process). Nothing was run.")
         status = run_study(self.plan_path, self.out, executor=executor, workers=workers, probe=probe,
                            analyze=analyze, restart=restart, say=(lambda m: None) if quiet else None, **options)
-        if not (self.out / "runs.csv").is_file():
+        runs_csv = self.out / "runs.csv"
+        if not runs_csv.is_file() or not runs_csv.read_text().strip().count("\n"):
             raise StudyError(f"no run of the study finished, so there is nothing to read:\n{status.summary()}")
         result = load_study(self.out)
         result.status = status
         return result
+
+
+_MAIN_GUARD = re.compile(r"""__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__""")
+
+
+def unguarded_main_script() -> str | None:
+    """The script that spawned worker processes would re-run from the top, if it has no main guard.
+
+    Python's ``spawn`` start method (the local executor's) re-imports the parent's ``__main__`` in every
+    worker: by path for ``python script.py``, by name for ``python -m module`` (not for a package's
+    ``__main__``), never in a notebook or an interactive session (no ``__file__``). A script without an
+    ``if __name__ == "__main__":`` guard then runs its study again in each worker, which dies
+    (``multiprocessing`` refuses to start processes while bootstrapping). This mirrors
+    ``multiprocessing.spawn.get_preparation_data`` and reads the script's text for the guard.
+
+    Returns
+    -------
+    str or None
+        The script's path when it would be re-run and its text has no such guard; otherwise None.
+    """
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name is not None and (name == "__main__" or name.endswith(".__main__")):
+        return None
+    path = getattr(main, "__file__", None)
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+    return None if _MAIN_GUARD.search(text) else str(path)
 
 
 @dataclass
