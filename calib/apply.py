@@ -59,18 +59,29 @@ CALIBRATED_NAME = CALIBRATED_JSON
 CALIBRATED_FORMAT = "gradprobe-calibrated"
 
 
-def check_applicable(calibration: Calibration, *, rewards, budget_seconds=None) -> None:
+def check_applicable(calibration: Calibration, *, rewards, budget_seconds=None, model: str | None = None,
+                     has_curve: bool = True) -> None:
     """Refuse, before the probe runs, a probe configuration the calibration cannot be applied to.
+
+    ``has_curve``: whether the probe will have a reference learning curve (``--reference-curve``, or the
+    shipped curve of ``model``: :data:`gradprobe.forecast.DEFAULT_CURVES`); every forecaster a version-2
+    calibration corrects is read on one (:data:`calib.probe_input.SECTION_COLUMNS`).
 
     Raises
     ------
     CalibrationApplyError
         ``outcome`` is not among ``rewards`` (the calibration predicts gains vs GRPO), the calibration
-        was fitted at matched time and no device-seconds budget is given, or at matched updates.
+        was fitted at matched time and no device-seconds budget is given, or at matched updates, or it
+        corrects a forecast that needs a reference curve and the probe will have none.
     """
     if REFERENCE_REWARD not in rewards:
         raise CalibrationApplyError(f"calibration predicts gains vs GRPO, so the probe needs the {REFERENCE_REWARD!r} "
                                     f"reward too: add it to --rewards (given: {', '.join(rewards)})")
+    if not has_curve and calibration.forecaster in SECTION_COLUMNS:
+        raise CalibrationApplyError(f"this calibration corrects {calibration.forecaster!r}, a forecast read on a "
+                                    f"reference learning curve, and none is shipped for model {model!r}: pass "
+                                    "--reference-curve (a grpo run's metrics.jsonl, a TRL trainer_state.json, a CSV "
+                                    "of update,accuracy, a study folder or a saved curve), or drop --calibration")
     if calibration.budget == "time" and budget_seconds is None:
         raise CalibrationApplyError("this calibration was fitted at matched device-seconds: pass --budget-seconds")
     if calibration.budget not in ("tokens", "time"):

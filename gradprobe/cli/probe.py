@@ -202,7 +202,10 @@ def _probe_command(args) -> int:
         if calibration is not None:
             from calib.apply import calibrate_probe, check_applicable, format_calibrated, rewrite_probe_json
 
-            check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget.seconds)
+            from ..forecast.forecaster import DEFAULT_CURVES
+
+            check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget.seconds,
+                             model=config.model.name, has_curve=curve is not None or config.model.name in DEFAULT_CURVES)
         with replacing_earlier_probe(args.out, say=_warn) as folder:  # after the checks: a typo keeps the earlier one
             if args.checkpoints is None:
                 result = run_probe_batches(config, batches=args.probe_batches, out=args.out)

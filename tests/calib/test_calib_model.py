@@ -228,6 +228,9 @@ def test_probe_without_forecasts_or_outcome(rows):
         calibrate(cal, result)
     with pytest.raises(CalibrationApplyError, match="needs the 'outcome' reward too"):
         check_applicable(cal, rewards=("mc_value",))
+    with pytest.raises(CalibrationApplyError, match="none is shipped for model 'no-curve-model': pass --reference-curve"):
+        check_applicable(cal, rewards=("outcome", "mc_value"), model="no-curve-model", has_curve=False)
+    check_applicable(cal, rewards=("outcome", "mc_value"), model="no-curve-model", has_curve=True)  # a curve given
     # a reward the forecaster cannot say anything about: no number, and said so
     result = _probe_result(arms)
     result["forecast"]["rows"][1]["gain_probe"] = None

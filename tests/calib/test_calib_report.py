@@ -307,6 +307,12 @@ def test_gradprobe_probe_calibration_flag(tmp_path, monkeypatch, capsys):
     n = len(calls)
     assert gp_main(base + ["--rewards", "mc_value", "--calibration", str(tmp_path / "cal.json")]) == 2
     assert "needs the 'outcome' reward too" in capsys.readouterr().err
+    # a model without a shipped reference curve, and no --reference-curve: the corrected forecast cannot be made
+    no_curve = base[:2] + ["tiny-qwen2"] + base[3:] + ["--rewards", "outcome,mc_value"]
+    assert gp_main(no_curve + ["--calibration", str(tmp_path / "cal.json")]) == 2
+    assert ("this calibration corrects 'forecast_probe', a forecast read on a reference learning curve, and none is "
+            "shipped for model 'tiny-qwen2': pass --reference-curve") in capsys.readouterr().err
+    assert len(calls) == n  # refused before the probe ran
     monkeypatch.setattr("calib.model.default_path", lambda: tmp_path / "none" / "calibration.json")
     assert gp_main(base + ["--calibration", "default"]) == 2
     assert "no default calibration is shipped yet" in capsys.readouterr().err
