@@ -46,7 +46,7 @@ class ModelSettings:
     Not :class:`gradprobe.training.specs.ModelSpec`: the probe has ``threads`` and no gradient
     checkpointing (it runs one forward-mode pass, no training backward over long completions).
 
-    Raises ValueError: ``threads`` < 1.
+    Raises ValueError: ``threads`` < 1; ``float16`` on the CPU (non-finite alignments: float32 or bfloat16 there).
     """
 
     name: str = "tiny"
@@ -57,6 +57,10 @@ class ModelSettings:
     def __post_init__(self):
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads (--threads) must be >= 1 (or None: automatic), got {self.threads}")
+        if self.dtype == "float16" and str(self.device).startswith("cpu"):
+            raise ValueError("dtype float16 (--dtype) on device cpu: half precision on the CPU gives non-finite "
+                             "alignments in the probe; use float32 (the default) or bfloat16 on the CPU, float16 on "
+                             "a GPU (--device cuda)")
 
 
 @dataclass(frozen=True)

@@ -109,3 +109,15 @@ def test_the_config_module_loads_no_torch():
             "print(BatchSettings.prompts, ProbeConfig.rewards, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["16", "('outcome',", "'mc_value',", "'hybrid_0.5')", "False"]
+
+
+def test_float16_on_the_cpu_is_refused_before_any_compute_and_allowed_on_a_gpu():
+    """Half precision on the CPU gave non-finite alignments only after the whole probe ran, blamed on a reward."""
+    from gradprobe.probe_settings import ProbeConfig
+
+    with pytest.raises(ValueError, match=r"dtype float16 \(--dtype\) on device cpu: .* use float32 \(the default\) "
+                                         r"or bfloat16 on the CPU, float16 on a GPU \(--device cuda\)"):
+        ProbeConfig.from_dict(dict(model="tiny-qwen2", dtype="float16"))
+    for dtype, device in (("bfloat16", "cpu"), ("float32", "cpu"), ("float16", "cuda")):
+        c = ProbeConfig.from_dict(dict(model="tiny-qwen2", dtype=dtype, device=device))
+        assert (c.model.dtype, c.model.device) == (dtype, device)
