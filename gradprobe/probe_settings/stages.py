@@ -236,11 +236,24 @@ class BudgetSettings:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """How the run reports: ``n_bootstrap`` resamples over prompts for the intervals, ``progress`` bars and
-    stage messages on stderr."""
+    """How the run reports: ``n_bootstrap`` resamples over prompts for the intervals (0: no intervals), ``progress``
+    bars and stage messages on stderr.
+
+    Raises ValueError: ``n_bootstrap`` negative or 1-9 (a 95% percentile interval of so few resamples is not one).
+    """
 
     n_bootstrap: int = 1000
     progress: bool = True
+
+    def __post_init__(self):
+        if self.n_bootstrap < 0 or 0 < self.n_bootstrap < MIN_BOOTSTRAP:
+            raise ValueError(f"n_bootstrap (--bootstrap) must be 0 (no intervals) or at least {MIN_BOOTSTRAP} resamples "
+                             f"(default 1000: a 95% percentile interval needs enough resamples in each 2.5% tail), got "
+                             f"{self.n_bootstrap}")
+
+
+#: the fewest bootstrap resamples a probe accepts besides 0 (no intervals)
+MIN_BOOTSTRAP = 10
 
 
 #: the command-line flag of the ``guidance`` setting, named in its error messages

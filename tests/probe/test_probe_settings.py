@@ -121,3 +121,16 @@ def test_float16_on_the_cpu_is_refused_before_any_compute_and_allowed_on_a_gpu()
     for dtype, device in (("bfloat16", "cpu"), ("float32", "cpu"), ("float16", "cuda")):
         c = ProbeConfig.from_dict(dict(model="tiny-qwen2", dtype=dtype, device=device))
         assert (c.model.dtype, c.model.device) == (dtype, device)
+
+
+@pytest.mark.parametrize("n, ok", [(0, True), (10, True), (1000, True), (1, False), (9, False), (-5, False)])
+def test_bootstrap_is_none_or_at_least_ten_resamples(n, ok):
+    """--bootstrap 1 printed an interval [x, x] that did not contain the estimate, with SNR inf."""
+    from gradprobe.probe_settings import ProbeConfig
+
+    if ok:
+        assert ProbeConfig.from_dict(dict(n_bootstrap=n)).run.n_bootstrap == n
+    else:
+        with pytest.raises(ValueError, match=rf"n_bootstrap \(--bootstrap\) must be 0 \(no intervals\) or at least 10 "
+                                             rf"resamples .*, got {n}$"):
+            ProbeConfig.from_dict(dict(n_bootstrap=n))
