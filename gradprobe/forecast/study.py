@@ -134,8 +134,7 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     analysis = read_study_json(study_dir / ANALYSIS_JSON, "run `gradprobe study` to the end")
     arms_map = read_study_json(probe_dir(study_dir) / ARMS_JSON, "it is written with probe.json by `gradprobe study`")
     if probe is None:
-        probe = read_study_json(probe_dir(study_dir) / PROBE_JSON,
-                                "run `gradprobe study` to the end (the probe runs last)")
+        probe = read_study_json(probe_dir(study_dir) / PROBE_JSON, _missing_probe_fix(study_dir))
     arms_res = analysis.get("arms") or {}
     if "grpo" not in arms_res:
         raise ValueError(f"{study_dir}/analysis.json has no 'grpo' arm (arms: {sorted(arms_res)}); gains are measured "
@@ -158,6 +157,19 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
              "budget_value": budget, "curve_source": source, "in_sample": in_sample,
              "realized_gain": _realized_gain(arms_res[arm], arm, study_dir, budget)} for arm in arms]
     return pd.DataFrame(rows, columns=list(STUDY_COLUMNS))
+
+
+def _missing_probe_fix(study_dir: Path) -> str:
+    """What to do about a study folder without ``probe/probe.json``, from what ``study.json`` records of its probe
+    (the probe runs before the arms; ``--no-probe`` records none)."""
+    try:
+        record = json.loads((study_dir / "study.json").read_text()).get("probe")
+    except (OSError, ValueError, AttributeError):
+        record = None
+    resume = f"`gradprobe study {study_dir}/plan.toml --out {study_dir}` (it keeps finished runs and runs only the probe)"
+    if isinstance(record, dict) and record.get("status") not in (None, "done"):
+        return f"the study's probe {record.get('status')} ({record.get('error')}); run it again with {resume}"
+    return f"the study has no probe (it ran with --no-probe, or stopped during the probe): run it with {resume}"
 
 
 def _matched_budget(analysis: dict, study_dir: Path) -> float:
