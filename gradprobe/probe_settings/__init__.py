@@ -19,6 +19,8 @@ the registered reward names probed, and ``guidance``: None, or the off-context g
 from __future__ import annotations
 
 import dataclasses
+import numbers
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -57,6 +59,41 @@ SETTINGS = {
 RECORDED = ("probe_batches",)
 #: a SamplingConfig or MCConfig field given flat (``max_new_tokens``, ``continuations``) -> its stage
 _NESTED_FLAT = {f.name: stage for stage in ("sampling", "mc") for f in dataclasses.fields(STAGES[stage])}
+
+
+#: stage -> field -> its annotation (a string: ``int``, ``float | None``, ...), for :func:`_checked`
+_FIELD_TYPES = {stage: {f.name: str(f.type) for f in dataclasses.fields(cls)} for stage, cls in STAGES.items()}
+
+
+def _checked(stage: str, name: str, value, label: str):
+    """``value`` for field ``stage.name`` when its type fits the annotation (a whole float as an int, a path as a
+    str); raises ValueError naming ``label`` otherwise. Annotations other than int, float, bool, str pass."""
+    kind = _FIELD_TYPES.get(stage, {}).get(name, "")
+    base, optional = kind.removesuffix(" | None"), kind.endswith(" | None")
+    if value is None and optional:
+        return value
+    is_bool = isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"))
+    real = isinstance(value, numbers.Real) and not is_bool
+    if base == "int":
+        if real and float(value).is_integer():
+            return int(value)
+        want = "an integer"
+    elif base == "float":
+        if real:
+            return float(value)
+        want = "a number"
+    elif base == "bool":
+        if is_bool:
+            return bool(value)
+        want = "true or false"
+    elif base == "str":
+        if isinstance(value, (str, os.PathLike)):
+            return os.fspath(value)
+        want = "a string"
+    else:
+        return value
+    none = " or None" if optional else ""
+    raise ValueError(f"{label} must be {want}{none}, got {value!r} ({type(value).__name__})")
 
 
 def setting_names() -> list[str]:
@@ -124,8 +161,10 @@ class ProbeConfig:
         Raises
         ------
         ValueError
-            ``unknown probe setting(s) ...; valid: ...`` (every valid name listed), or the stage's own
-            message for a bad value (naming the field and its flag).
+            ``unknown probe setting(s) ...; valid: ...`` (every valid name listed), a value of the wrong type
+            (``prompts must be an integer, got '4' (str)``: integers, numbers, true/false and strings are
+            checked; a whole float such as ``16.0`` is taken as 16), or the stage's own message for a bad value
+            (naming the field and its flag).
         """
         base = base if base is not None else cls()
         stages = {name: getattr(base, name) for name in STAGES}
@@ -142,6 +181,8 @@ class ProbeConfig:
                 raise ValueError(f"unknown probe setting(s) {', '.join(f'{k}.{x}' for x in sorted(set(v) - set(fields)))}"
                                  f"; valid in {k}: {', '.join(fields)}")
         for k, v in nested.items():
+            if isinstance(v, Mapping):
+                v = {name: _checked(k, name, x, f"{k}.{name}") for name, x in v.items()}
             stages[k] = dataclasses.replace(stages[k], **v) if isinstance(v, Mapping) else v
         changes: dict[str, dict] = {}
         rewards, guidance = base.rewards, base.guidance
@@ -151,10 +192,10 @@ class ProbeConfig:
             elif k == "guidance":
                 guidance = guidance_setting(v)
             elif k in _NESTED_FLAT:
-                changes.setdefault(_NESTED_FLAT[k], {})[k] = v
+                changes.setdefault(_NESTED_FLAT[k], {})[k] = _checked(_NESTED_FLAT[k], k, v, k)
             else:
                 stage, name = SETTINGS[k]
-                changes.setdefault(stage, {})[name] = v
+                changes.setdefault(stage, {})[name] = v if name is None else _checked(stage, name, v, k)
         for stage, values in changes.items():
             stages[stage] = dataclasses.replace(stages[stage], **values)
         return cls(rewards=rewards, guidance=guidance, **stages)

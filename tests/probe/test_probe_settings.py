@@ -134,3 +134,33 @@ def test_bootstrap_is_none_or_at_least_ten_resamples(n, ok):
         with pytest.raises(ValueError, match=rf"n_bootstrap \(--bootstrap\) must be 0 \(no intervals\) or at least 10 "
                                              rf"resamples .*, got {n}$"):
             ProbeConfig.from_dict(dict(n_bootstrap=n))
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"prompts": "4"}, "prompts must be an integer, got '4' (str)"),
+    ({"prompts": 4.5}, "prompts must be an integer, got 4.5 (float)"),
+    ({"lr": "1e-4"}, "lr must be a number, got '1e-4' (str)"),
+    ({"progress": 1}, "progress must be true or false, got 1 (int)"),
+    ({"threads": "2"}, "threads must be an integer or None, got '2' (str)"),
+    ({"max_new_tokens": "8"}, "max_new_tokens must be an integer, got '8' (str)"),
+    ({"batch": {"group": [4]}}, "batch.group must be an integer, got [4] (list)"),
+])
+def test_a_setting_of_the_wrong_type_is_named_before_any_compute(settings, message):
+    """gradprobe.probe("tiny", prompts="4") raised TypeError: '<' not supported between 'str' and 'int'."""
+    from gradprobe.probe_settings import ProbeConfig
+
+    with pytest.raises(ValueError) as e:
+        ProbeConfig.from_dict(settings)
+    assert str(e.value) == message
+
+
+def test_whole_floats_numpy_numbers_and_paths_are_taken():
+    import numpy as np
+
+    from gradprobe.probe_settings import ProbeConfig
+
+    c = ProbeConfig.from_dict({"prompts": 16.0, "group": np.int64(4), "lr": np.float32(0.5), "model": Path("m"),
+                               "threads": None, "cosine": np.bool_(True)})
+    assert (c.batch.prompts, c.batch.group, c.update.lr, c.model.name, c.model.threads, c.reference.cosine) == (
+        16, 4, 0.5, "m", None, True)
+    assert type(c.batch.prompts) is int and type(c.batch.group) is int and type(c.update.lr) is float
