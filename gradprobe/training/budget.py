@@ -17,12 +17,14 @@ __all__ = ["check_budget", "shorten_budget"]
 
 def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
     """Refuse a ``[budget]`` that sets no budget, a non-positive one, or one smaller than one update of
-    some arm (DESIGN.md: every budget buys updates; a token budget must cover B * G completions of one token).
+    some arm (DESIGN.md: every budget buys updates; a token budget must cover B * G completions of one token);
+    with ``budget.updates``, also a ``save_weights_at`` (``[train]`` or an arm's) listing updates past it.
 
     Raises
     ------
     PlanError
-        Naming ``budget.KIND`` and the minimum.
+        Naming ``budget.KIND`` and the minimum; or the ``save_weights_at`` key, the updates past the
+        budget, the budget and the fix.
     """
     given = budget.given()
     if not given:
@@ -31,6 +33,8 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
         check_positive(getattr(budget, k), f"budget.{k}")
     if budget.updates is not None and budget.updates < 1:
         raise PlanError(f"budget.updates = {budget.updates} is smaller than one update; minimum: 1")
+    if budget.updates is not None:
+        _check_save_weights_at(budget.updates, arms, base)
     if budget.generated_tokens is not None:
         for arm in arms.values():
             t = dataclasses.replace(base, **arm.train)
@@ -40,6 +44,18 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
                     f"budget.generated_tokens = {budget.generated_tokens} is smaller than one update of arm "
                     f"{arm.name!r}: B * G = {t.prompts_per_update} * {t.group} completions of at least one token "
                     f"each; minimum: {minimum} (a realistic budget is many updates of B * G * mean length)")
+
+
+def _check_save_weights_at(updates: int, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
+    """Refuse ``save_weights_at`` updates past ``budget.updates`` (no run reaches them: nothing would be written)."""
+    sources = [("train", base.save_weights_at)] + [
+        (f"arms.{a.name}", a.train["save_weights_at"]) for a in arms.values() if "save_weights_at" in a.train]
+    for where, listed in sources:
+        past = [u for u in listed if u > updates]
+        if past:
+            raise PlanError(f"{where}.save_weights_at lists update(s) {', '.join(map(str, past))} past budget.updates "
+                            f"= {updates}: a run makes {updates} update(s), so no weights would be kept for them; "
+                            f"list updates from 1 to {updates} or raise [budget] updates")
 
 
 def shorten_budget(run: RunConfig, overrides: dict[str, float | None]) -> RunConfig:

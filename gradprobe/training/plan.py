@@ -4,7 +4,7 @@ A plan names the model, task, held-out set, arms, seeds, budgets, eval schedule 
 hypotheses with their test (DESIGN.md, "Matched-compute training"). :func:`load_plan`
 reads it with :mod:`tomllib`, refuses every key it does not know (the error names the key's
 full path and lists the valid keys), checks that every arm's reward is registered and that
-every budget buys at least one update, and records the sha256 of the file's bytes.
+every budget buys at least one update (and every other value's range), and records the sha256 of the file's bytes.
 :meth:`Plan.arm` resolves one arm (plan defaults + the arm's overrides) into the
 :class:`RunConfig` of one training run.
 
@@ -49,8 +49,8 @@ from pathlib import Path
 from ..config import MCConfig, SamplingConfig
 from .budget import check_budget, shorten_budget
 from .coerce import build_section, check_keys, check_positive, coerce
-from .plan_checks import (check_eval, check_guided_task, check_probe, check_seeds, check_train, parse_arm,
-                          parse_hypothesis, parse_power)
+from .plan_checks import (check_eval, check_guided_task, check_mc, check_pool, check_probe, check_seeds, check_train,
+                          parse_arm, parse_hypothesis, parse_power)
 from .specs import (ALTERNATIVES, AXES, BUDGET_FLAGS, BUDGET_KINDS, INITIAL, METRICS, OPTIMIZERS, POWER_ALTERNATIVES,
                     SAMPLED_AT, SECTIONS, TESTS, ArmSpec, BudgetSpec, EvalSpec, HeldoutSpec, Hypothesis, ModelSpec,
                     PlanError, PowerSpec, ProbeSpec, RunConfig, TaskSpec, TrainConfig, run_config_from_dict)
@@ -166,12 +166,14 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
     check_positive(ev.samples, "eval.samples")
     check_eval(ev)
     check_train(sec["train"], "train")
+    check_mc(sec["mc"], "mc")
     probe = build_section(ProbeSpec, data.get("probe", {}), "probe")
     check_probe(probe)
     if not isinstance(data["arms"], dict) or not data["arms"]:
         raise PlanError("[arms] must hold at least one [arms.NAME] table with a reward")
     arms = {n: parse_arm(n, t, sec["train"], sec["mc"]) for n, t in data["arms"].items()}
     check_guided_task(arms, task)
+    check_pool(task.pool, arms, sec["train"])
     if INITIAL in arms:
         raise PlanError(f"arm name {INITIAL!r} is reserved (the policy before training)")
     check_budget(sec["budget"], arms, sec["train"])
@@ -212,7 +214,9 @@ def load_plan(path: str | Path, *, check_schedule: bool = True) -> Plan:
         Missing file, invalid TOML, an unknown key (full path + the valid keys), a value of
         the wrong type or range, an unregistered reward (the registered ones are listed), a
         hypothesis naming an unknown arm or a point without a promised eval, negative or
-        repeated seeds, or a budget smaller than one update (the minimum is named).
+        repeated seeds, a budget smaller than one update (the minimum is named), ``[mc]`` or an
+        arm's ``mc`` out of range (``mc.continuations`` >= 1...), a ``[task] pool`` smaller than
+        ``prompts_per_update``, or ``save_weights_at`` updates past ``[budget] updates``.
     """
     p = Path(path)
     try:

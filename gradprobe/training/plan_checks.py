@@ -19,8 +19,8 @@ from .coerce import build_section, check_positive, coerce, fields_of
 from .specs import (ALTERNATIVES, AXES, INITIAL, METRICS, OPTIMIZERS, POWER_ALTERNATIVES, SAMPLED_AT, TESTS, ArmSpec,
                     BudgetSpec, EvalSpec, Hypothesis, PlanError, PowerSpec, ProbeSpec, TaskSpec, TrainConfig)
 
-__all__ = ["check_train", "parse_arm", "check_guided_task", "parse_hypothesis", "check_eval", "check_probe",
-           "check_seeds", "parse_power"]
+__all__ = ["check_train", "check_mc", "check_pool", "parse_arm", "check_guided_task", "parse_hypothesis", "check_eval",
+           "check_probe", "check_seeds", "parse_power"]
 
 ARM_OWN = ("reward", "lr_scale", "description", "mc")
 """Keys of ``[arms.NAME]`` besides ``[train]`` keys, prompt selection and ``guidance``."""
@@ -60,6 +60,49 @@ def check_train(t: TrainConfig, where: str) -> None:
         raise PlanError(f"{where}.betas must lie in [0, 1), got {list(t.betas)}")
 
 
+MC_MINIMUM = {"continuations": (1, "Monte-Carlo continuations drawn from every step boundary"),
+               "max_steps": (1, "steps a completion is split into at most")}
+"""``[mc]`` key -> (smallest valid value, what it counts): the one range of every :class:`MCConfig` key."""
+
+
+def check_mc(mc: MCConfig, where: str = "mc") -> None:
+    """Refuse :class:`~gradprobe.config.MCConfig` values out of range (:data:`MC_MINIMUM`): ``continuations``
+    and ``max_steps`` >= 1. The plan's ``[mc]`` (``where`` ``"mc"``) and an arm's resolved ``mc``
+    (``"arms.NAME.mc"``) are checked when the plan is read, so an mc_value run cannot fail on them after
+    other runs trained.
+
+    Raises
+    ------
+    PlanError
+        Naming ``where.key``, the valid range and the value.
+    """
+    for key, (low, what) in MC_MINIMUM.items():
+        value = getattr(mc, key)
+        if value < low:
+            raise PlanError(f"{where}.{key} must be >= {low} ({what}), got {value}; set {where}.{key} = "
+                            f"{getattr(MCConfig, key)} (the default) or another integer >= {low}")
+
+
+def check_pool(pool: int, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
+    """Refuse a training pool (``[task] pool``) smaller than one update's prompts (``[train]`` or an arm's
+    ``prompts_per_update``): the plain prompt stream (:func:`gradprobe.streams.pool_indices`) would put the
+    same prompt in one update more than once (its groups then count twice), and prompt selection refuses
+    such a pool only when its run starts.
+
+    Raises
+    ------
+    PlanError
+        Naming ``task.pool``, the ``prompts_per_update`` key (``train.`` or ``arms.NAME.``) and the fix.
+    """
+    sources = [("train", base.prompts_per_update)] + [
+        (f"arms.{a.name}", a.train["prompts_per_update"]) for a in arms.values() if "prompts_per_update" in a.train]
+    for where, b in sources:
+        if pool < b:
+            raise PlanError(f"task.pool = {pool} is smaller than {where}.prompts_per_update = {b}: an update takes "
+                            f"{b} distinct prompts of the pool, so a smaller pool repeats prompts within one update; "
+                            f"raise [task] pool to at least {b} or lower {where}.prompts_per_update to at most {pool}")
+
+
 def parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSpec:
     """The :class:`ArmSpec` of ``[arms.NAME]``, its overrides checked against ``base`` (``[train]``) and ``mc``.
 
@@ -94,7 +137,8 @@ def parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSpe
     mc_over = table.get("mc", {})
     if not isinstance(mc_over, dict):
         raise PlanError(f"{where}.mc must be a table of [mc] keys, got {mc_over!r}")
-    build_section(MCConfig, {**dataclasses.asdict(mc), **mc_over}, f"{where}.mc")  # validates keys and values
+    resolved = build_section(MCConfig, {**dataclasses.asdict(mc), **mc_over}, f"{where}.mc")  # keys and types
+    check_mc(resolved, f"{where}.mc")
     mc_over = {k: coerce(v, fields_of(MCConfig)[k], f"{where}.mc.{k}") for k, v in mc_over.items()}
     lr_scale = coerce(table.get("lr_scale", 1.0), float, f"{where}.lr_scale")
     check_positive(lr_scale, f"{where}.lr_scale")

@@ -36,6 +36,7 @@ import functools
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -56,6 +57,7 @@ from .loading import (enable_gradient_checkpointing, load_run_policy, load_run_t
                       training_pool)
 from .metrics import MetricsFile
 from .plan import RunConfig, run_config_from_dict
+from .plan_checks import check_mc
 from .specs import PlanError
 from .preflight import GuidancePreflightError, check_run_guidance
 from .records import finish, maybe_eval, save
@@ -135,6 +137,9 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         beyond the task and the tokenizer).
     TrackerUnavailableError
         ``report_to`` is unknown or its library is not installed (before anything is written).
+    PlanError
+        An unknown reward, or ``run.mc`` out of range (``arms.NAME.mc.continuations`` >= 1...; before DIR
+        is created).
     """
     require_tracker(report_to)  # a missing tracker fails before anything is written or loaded
     out = Path(out)
@@ -165,9 +170,11 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
 
 def _preflight(run: RunConfig, out: Path, *, policy, task):
     """The checks of :mod:`gradprobe.training.preflight` (a guided arm's reference solutions and
-    prompt format), on the tokenizer alone, before ``out`` is created; returns the task it built
+    prompt format), on the tokenizer alone, before ``out`` is created (and the ``mc`` settings' range,
+    :func:`~gradprobe.training.plan_checks.check_mc`); returns the task it built
     (or ``task``), for the run to reuse. A run without guidance is not checked (nothing loaded). Its reward is
     resolved first (a reward by import path is imported here, so a bad module stops the run before ``out``)."""
+    check_mc(run.mc, f"arms.{run.arm}.mc")  # the plan's rule (a RunConfig built in code skips load_plan)
     try:
         get_reward(run.reward)
     except UnknownRewardError as e:
@@ -205,7 +212,21 @@ def _train(s: RunSession, after_update) -> dict:
     maybe_eval(s, force=True)
     if st.last_ckpt != st.update:
         save(s)
+    _warn_unreached_weights(s.run, st.update, s.out)
     return finish(s, "budget", {"budget_spent": reason}, completed=True)
+
+
+def _warn_unreached_weights(run: RunConfig, updates: int, out: Path) -> None:
+    """Warn (``RuntimeWarning``, one line) when the finished run never reached some ``save_weights_at`` updates:
+    no weights were written for them (a budget in tokens, FLOPs or seconds, or one shortened from the command
+    line, that ran out first; a plan whose ``budget.updates`` is below them is refused when read)."""
+    missed = [u for u in run.train.save_weights_at if u > updates]
+    if missed:
+        warnings.warn(f"arm {run.arm!r} seed {run.seed}: the run ended after {updates} update(s), so "
+                      f"save_weights_at update(s) {', '.join(map(str, missed))} were never reached and no weights "
+                      f"were written for them in {out / 'weights'}; list updates the budget reaches or raise the "
+                      "budget",
+                      RuntimeWarning, stacklevel=2)
 
 
 def _open_session(run: RunConfig, out: Path, *, policy, task, progress: bool) -> RunSession:

@@ -130,7 +130,8 @@ class TrainConfig:
         (weights only, a few MB on the tiny tier; the resume checkpoints keep only the latest), so that
         ``gradprobe probe --checkpoints RUN`` can probe a reference run along its trajectory
         (:func:`gradprobe.probe.checkpoints.checkpoint_weights`). Updates the budget never reaches write
-        nothing; empty (the default) keeps none. Does not change results.
+        nothing (the run then ends with one warning naming them; a plan whose ``[budget] updates`` is
+        below one of them is refused when read); empty (the default) keeps none. Does not change results.
     """
 
     prompts_per_update: int = 16
