@@ -14,7 +14,10 @@ i.e. under the policy that sampled it, at the sampling temperature, over complet
               lower bound; a warning is logged); null on updates without the statistics.
 ``entropy``   mean over completion tokens of the full-vocabulary entropy of pi_theta(. | prefix)
               (nats), from the same forward that gives l_theta (exact, not -mean logp).
-``reward_mean`` verifier outcome r_ij of the rollouts, missing (NaN) ignored;
+``reward_mean`` verifier outcome r_ij of the rollouts, missing (NaN) ignored (``score_missing``: the
+              completions the task's scorer gave no score); ``reward_missing``: completions the
+              arm's trained reward gave no reward (None, NaN or +-inf; masked: advantage 0, left out
+              of their group's mean and std; the reward's own figures are in ``reward_stats``);
 ``advantage_*`` over completion tokens of rows with a reward.
 
 ``weight_push`` (a sampler backend with its own copy of the weights, ``backend = "vllm"``, only):
@@ -189,19 +192,22 @@ def batch_stats(batch, task, advantages: torch.Tensor, valid: torch.Tensor) -> d
         ``format_rate(completion) -> bool``.
     advantages : Tensor, shape (N, T)
     valid : BoolTensor, shape (N,)
-        Rows with a reward.
+        Rows with a reward: the trained reward's :attr:`~gradprobe.rewards.RewardOutput.valid`.
 
     Returns
     -------
     dict
-        ``reward_mean`` (missing ignored; None when all are missing), ``reward_missing``,
+        ``reward_mean`` (the task's outcome scores, missing ignored; None when all are missing),
+        ``score_missing`` (completions without an outcome score), ``reward_missing`` (completions
+        without a reward of the trained reward: ``valid`` false),
         ``advantage_mean/std/abs_mean``, ``response_length_mean`` (tokens, EOS included),
         ``truncation_rate``, ``format_rate``, ``zero_variance_groups``.
     """
     scores = batch.scores
     finite = scores[torch.isfinite(scores)]
     return {"reward_mean": float(finite.mean()) if finite.numel() else None,
-            "reward_missing": int((~torch.isfinite(scores)).sum()),
+            "score_missing": int((~torch.isfinite(scores)).sum()),
+            "reward_missing": int((~valid.bool().cpu()).sum()),
             **advantage_stats(advantages, batch, valid),
             "response_length_mean": float(batch.completion_lengths.double().mean()),
             "truncation_rate": float(batch.truncated.double().mean()),

@@ -173,10 +173,23 @@ def record_update(s: RunSession, batch, adv, rout, step: dict, *, lr: float, bef
         **({"guidance": guidance_stats(batch, step)} if s.guide is not None else {}),
         **({"weight_push": step["weight_push"]} if "weight_push" in step else {})}
     s.metrics.write(line)
+    _warn_missing(run.reward, st.update, stats["reward_missing"], batch.num_rows)
     _warn_overflow(run.reward, st.update, rout.stats or {})
     s.say(f"update {st.update}: reward {stats['reward_mean']} tokens {spent['generated_tokens']:,} "
           f"loss {step['loss']:.4g}" + (f" kl {kl:.3g}" if kl is not None else ""))
     return line
+
+
+def _warn_missing(reward: str, update: int, missing: int, rows: int) -> None:
+    """Warn (``RuntimeWarning``, one line per update) when the trained reward gave ``missing`` of the update's
+    ``rows`` completions no reward (None, NaN or +-inf): they are masked, as ``gradprobe probe`` says of them
+    (:func:`gradprobe.probe.result.diagnose`): advantage 0, so they add nothing to the update; ``metrics.jsonl``
+    counts them in ``reward_missing``."""
+    if missing:
+        every = " (every completion: all of its advantages are 0)" if missing == rows else ""
+        warnings.warn(f"update {update}: reward {reward!r}: {missing} of {rows} completions got no reward (None, NaN "
+                      f"or +-inf, or masked by the reward){every}; they are masked (advantage 0, left out of their group's mean "
+                      "and std), not scored 0; check the reward function", RuntimeWarning, stacklevel=2)
 
 
 def _warn_overflow(reward: str, update: int, stats: dict) -> None:
