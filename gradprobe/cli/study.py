@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 from pathlib import Path
 
@@ -26,7 +28,7 @@ def add_study_parser(subparsers) -> None:
                     "target needs, from a pilot study (nothing is run or written). --replicate DIR: the plan of a "
                     "finished study on fresh seeds and a fresh held-out set. Exit status: 0 all done, 1 a "
                     "run/probe/analysis failed (the others are kept), 2 bad input, 130 interrupted (Ctrl-C: "
-                    "no further run starts, running ones stop; the same command resumes).")
+                    "no further run starts, running ones stop; the same command resumes), 143 the same on SIGTERM.")
     p.add_argument("plan", nargs="?", help="plan TOML file (e.g. plans/tiny.toml); not needed with --analyze-only")
     p.add_argument("--out", default=None,
                    help="study folder (a new one for a changed plan, or --restart while none of its runs finished)")
@@ -94,10 +96,48 @@ def _resume_command(args) -> str:
 
 
 def _interrupted(args, e: BaseException) -> int:
-    """Ctrl-C: say what was kept and how to resume, no traceback; 130 (128 + SIGINT), as a shell reports it."""
+    """Ctrl-C or SIGTERM: say what was kept and how to resume, no traceback; 130 (128 + SIGINT) or 143
+    (128 + SIGTERM, as ``gradprobe train`` and ``gradprobe probe``), as a shell reports them."""
+    from ..study.result import StudyTerminated
+
+    terminated = isinstance(e, StudyTerminated) or getattr(e, "terminated", False)
     what = str(e) if str(e) else f"study {args.out} interrupted before any run started"
-    print(f"gradprobe study: {what}.\nResume with: {_resume_command(args)}", file=sys.stderr)
-    return 130
+    how = "terminated (SIGTERM): " if terminated else ""
+    print(f"gradprobe study: {how}{what}.\nResume with: {_resume_command(args)}", file=sys.stderr)
+    return 143 if terminated else 130
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """Within the block SIGTERM raises :class:`~gradprobe.study.result.StudyTerminated`, a KeyboardInterrupt,
+    so that a study stops as on Ctrl-C (no further run, running workers stopped, the end in ``study.json``);
+    once: a second SIGTERM while the study stops is ignored. The previous handler is restored after; outside
+    the main thread (no handler can be set) a no-op. ``gradprobe train`` and ``gradprobe probe`` do the same
+    with :func:`gradprobe.cli.probe.terminate_cleanly`, whose exception is no KeyboardInterrupt.
+
+    Raises
+    ------
+    StudyTerminated
+        On the first SIGTERM inside the block (the study turns it into ``StudyInterrupted``, ``terminated`` true).
+    """
+    from ..study.result import StudyTerminated
+
+    raised = []
+
+    def handler(signum, frame):
+        if not raised:
+            raised.append(signum)
+            raise StudyTerminated()  # no message: the StudyInterrupted it becomes says what was kept
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _power(args) -> int:
@@ -144,9 +184,10 @@ def _replicate(args, say) -> int:
         return _err("--replicate: this gradprobe cannot run a replication yet (gradprobe.study.runner has no "
                     "replicate_study)")
     try:
-        res = replicate_study(src, args.out, plan=plan, executor=args.executor, workers=args.workers,
-                              ray_address=args.ray_address, probe=not args.no_probe, analyze=not args.no_analysis,
-                              say=say, report_to=getattr(args, "report_to", "none"))
+        with terminate_as_interrupt():  # SIGTERM stops the study as Ctrl-C does
+            res = replicate_study(src, args.out, plan=plan, executor=args.executor, workers=args.workers,
+                                  ray_address=args.ray_address, probe=not args.no_probe,
+                                  analyze=not args.no_analysis, say=say, report_to=getattr(args, "report_to", "none"))
     except (runner.StudyError, ValueError) as e:
         return _err(str(e))
     except KeyboardInterrupt as e:
@@ -218,7 +259,8 @@ def _analyze_only(args) -> int:
 
 
 def study_main(args) -> int:
-    """Run ``gradprobe study``; returns the exit status (0 done, 1 something failed, 2 bad input, 130 Ctrl-C)."""
+    """Run ``gradprobe study``; returns the exit status (0 done, 1 something failed, 2 bad input, 130 Ctrl-C,
+    143 SIGTERM); both interrupts print the command that resumes the study."""
     from ..study.analysis import format_rankings
     from ..study.runner import StudyError, run_study
 
@@ -250,13 +292,14 @@ def study_main(args) -> int:
     if not args.plan:
         return _err("give the plan file: gradprobe study PLAN --out DIR (or --analyze-only)")
     try:
-        res = run_study(args.plan, args.out, executor=args.executor, workers=args.workers,
-                        ray_address=args.ray_address, probe=not args.no_probe, analyze=not args.no_analysis, say=say,
-                        restart=args.restart, report_to=getattr(args, "report_to", "none"),
-                        reuse_from=getattr(args, "reuse_runs", None) or ())
+        with terminate_as_interrupt():  # SIGTERM stops the study as Ctrl-C does
+            res = run_study(args.plan, args.out, executor=args.executor, workers=args.workers,
+                            ray_address=args.ray_address, probe=not args.no_probe, analyze=not args.no_analysis,
+                            say=say, restart=args.restart, report_to=getattr(args, "report_to", "none"),
+                            reuse_from=getattr(args, "reuse_runs", None) or ())
     except (PlanError, StudyError, OutputDirError, ValueError) as e:
         return _err(str(e))
-    except KeyboardInterrupt as e:  # runner.StudyInterrupted: runs stopped, lock released
+    except KeyboardInterrupt as e:  # runner.StudyInterrupted (Ctrl-C or SIGTERM): runs stopped, lock released
         return _interrupted(args, e)
     print(res.summary())
     if (not args.no_analysis) and res.analysis_error is None and res.done:

@@ -3,8 +3,8 @@
 Each ``gradprobe study`` process that runs a study folder is one *invocation*. It is listed in
 ``study.json`` ``invocations`` as ``{"id", "pid", "host", "started", "last_seen", "seconds",
 "ended"}`` (``started``/``last_seen``: UTC ISO times; ``seconds``: wall-clock seconds from its
-start to ``last_seen``; ``ended``: ``"normally"``, ``"interrupted"`` (Ctrl-C), ``"error: ..."``,
-``"killed"`` (no end was recorded: SIGKILL, a power cut), or null while it runs).
+start to ``last_seen``; ``ended``: ``"normally"``, ``"interrupted"`` (Ctrl-C), ``"terminated (SIGTERM)"``,
+``"error: ..."``, ``"killed"`` (no end was recorded: SIGKILL, a power cut), or null while it runs).
 
 A process killed with SIGKILL cannot record its end, so while it runs it keeps a heartbeat:
 ``DIR/invocation.json``, its own entry, rewritten atomically (:func:`gradprobe.outputs.write_json_atomic`)

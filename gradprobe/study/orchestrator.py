@@ -46,7 +46,9 @@ way resumes from its last checkpoint, as after SIGKILL), waits for them (SIGKILL
 :data:`~gradprobe.study.executors.STOP_GRACE_SECONDS`), records ``interrupted`` and the invocation's
 wall time in ``study.json``, releases its lock and raises
 :class:`~gradprobe.study.result.StudyInterrupted` (``gradprobe study`` then says how to resume and
-exits with 130, the shell's status for SIGINT).
+exits with 130, the shell's status for SIGINT). SIGTERM (``kill``, a scheduler) stops a study the same
+way under ``gradprobe study``, whose handler raises :class:`~gradprobe.study.result.StudyTerminated` (a
+KeyboardInterrupt); ``study.json`` then records ``terminated (SIGTERM)`` and the command exits with 143.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ from .freeze import freeze_plan
 from .invocations import Invocation
 from .preflight import check_plan_inputs
 from .probe_plan import arms_table, check_probe_settings, pending_probes
-from .result import StudyInterrupted, StudyResult, clock, progress_line
+from .result import StudyInterrupted, StudyResult, StudyTerminated, clock, progress_line
 from .reuse import reuse_runs, reused_source
 
 __all__ = ["run_study"]
@@ -145,8 +147,9 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
     OutputDirError
         The folder cannot be written (unwritable, a file in the way, disk full); nothing done is lost.
     StudyInterrupted
-        Ctrl-C / SIGINT (a KeyboardInterrupt): no further run was started, running workers were
-        stopped, ``study.json`` records it and the lock is released; the same call resumes.
+        Ctrl-C / SIGINT (a KeyboardInterrupt), or SIGTERM raised as
+        :class:`~gradprobe.study.result.StudyTerminated` (its ``terminated`` true): no further run was started,
+        running workers were stopped, ``study.json`` records it and the lock is released; the same call resumes.
     gradprobe.study.reuse.ReuseError
         A ``reuse_from`` folder is not a study folder or holds an unreadable run record (a ValueError).
     ValueError
@@ -164,9 +167,9 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
                                                report_to), say)
     except StudyInterrupted:
         raise
-    except KeyboardInterrupt:  # outside the runs (setting up, the analysis): nothing was running
+    except KeyboardInterrupt as e:  # outside the runs (setting up, the analysis): nothing was running
         done = sum(run_status(run_dir(out, a, s))[0] == "done" for a, s in plan.runs())
-        raise StudyInterrupted(out, done, len(plan.runs()), 0) from None
+        raise StudyInterrupted(out, done, len(plan.runs()), 0, isinstance(e, StudyTerminated)) from None
     finally:
         lock.release()
 
@@ -200,7 +203,9 @@ def _run(plan: Plan, study: dict, out: Path, opts: _Options, say) -> StudyResult
     try:
         result = _run_tasks(plan, study, out, opts, say, invocation)
     except BaseException as e:
-        invocation.end(study, "interrupted" if isinstance(e, KeyboardInterrupt) else f"error: {type(e).__name__}")
+        terminated = isinstance(e, StudyTerminated) or getattr(e, "terminated", False)
+        how = "interrupted" if isinstance(e, KeyboardInterrupt) else f"error: {type(e).__name__}"
+        invocation.end(study, "terminated (SIGTERM)" if terminated else how)
         if _save_study(out, study, say):
             invocation.clear()
         raise
@@ -318,10 +323,10 @@ def _dispatch(tasks: list[dict], plan: Plan, study: dict, out: Path, entries: di
                     say(f"could not update runs.csv: {e}")
             _save_study(out, study, say, invocation)
             invocation.beat()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM under gradprobe study (StudyTerminated)
         results.close()  # stops the pool if the interrupt came between two results
         study["interrupted"] = now()
-        raise StudyInterrupted(out, len(result.done), total, sum(stopped)) from None
+        raise StudyInterrupted(out, len(result.done), total, sum(stopped), isinstance(e, StudyTerminated)) from None
 
 
 def _record_run(res: dict, entry: dict, result: StudyResult) -> str:

@@ -1,12 +1,13 @@
 """What a study invocation reports: :class:`StudyResult` at its end, :class:`StudyInterrupted` on
-Ctrl-C, and :func:`progress_line` after every finished run (wall-clock times, runs complete, ETA)."""
+Ctrl-C or SIGTERM (:class:`StudyTerminated`), and :func:`progress_line` after every finished run (wall-clock
+times, runs complete, ETA)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["StudyResult", "StudyInterrupted", "progress_line", "clock"]
+__all__ = ["StudyResult", "StudyInterrupted", "StudyTerminated", "progress_line", "clock"]
 
 
 def clock(seconds: float) -> str:
@@ -15,8 +16,15 @@ def clock(seconds: float) -> str:
     return f"{m} min {sec} s" if m else f"{sec} s"
 
 
+class StudyTerminated(KeyboardInterrupt):
+    """SIGTERM to a study process (``kill PID``, a scheduler's stop), raised by ``gradprobe study``'s handler
+    (:func:`gradprobe.cli.study.terminate_as_interrupt`). A KeyboardInterrupt, so that the study stops as on
+    Ctrl-C: no further run starts, running workers are stopped, ``study.json`` records the end."""
+
+
 class StudyInterrupted(KeyboardInterrupt):
-    """A study stopped by Ctrl-C / SIGINT: no run was started after it, running runs were stopped.
+    """A study stopped by Ctrl-C / SIGINT or SIGTERM (:class:`StudyTerminated`): no run was started after it,
+    running runs were stopped.
 
     Attributes
     ----------
@@ -27,10 +35,13 @@ class StudyInterrupted(KeyboardInterrupt):
     stopped : int
         Pool workers (``local`` executor) that were running a run or the probe and were told to
         stop (SIGTERM); 0 for the other executors (``inline``: the interrupt stopped its run).
+    terminated : bool
+        SIGTERM stopped the study (a :class:`StudyTerminated`), not Ctrl-C.
     """
 
-    def __init__(self, out, done: int, total: int, stopped: int = 0):
+    def __init__(self, out, done: int, total: int, stopped: int = 0, terminated: bool = False):
         self.out, self.done, self.total, self.stopped = Path(out), int(done), int(total), int(stopped)
+        self.terminated = bool(terminated)
         super().__init__(f"study {self.out} interrupted: {self.done} of {self.total} runs complete (kept, never "
                          "redone); no further run was started, and a run stopped mid-way resumes from its last "
                          "checkpoint (or from update 0 if it had none)")
