@@ -27,6 +27,7 @@ __all__ = [
     "TaskNotFoundError",
     "TaskConfigError",
     "DatasetFormatError",
+    "decode_row",
 ]
 
 SPLITS = ("train", "heldout")
@@ -42,6 +43,33 @@ class TaskConfigError(ValueError):
 
 class DatasetFormatError(ValueError):
     """A dataset row cannot be used (the message names file, line and fix)."""
+
+
+def decode_row(raw: bytes) -> tuple[str | None, str | None]:
+    """One JSONL row's bytes as UTF-8 text, or why not (JSONL files are read row by row as bytes, so
+    that a row with invalid UTF-8 is a malformed row of its own, named and skippable, and not an
+    error about the whole file).
+
+    Parameters
+    ----------
+    raw : bytes
+        The row as read from the file (its newline included or not).
+
+    Returns
+    -------
+    (str, None)
+        The decoded row.
+    (None, str)
+        When it is not valid UTF-8: what is wrong (the first bad byte, its position in the row, the
+        text before it) and the fix, to be reported with the file and row.
+    """
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as err:
+        before = raw[:err.start].decode("utf-8", errors="replace")[-30:]
+        bad = " ".join(f"0x{b:02x}" for b in raw[err.start:err.end])
+        return None, (f"not valid UTF-8 (byte {bad} at byte {err.start + 1} of the row, after {before!r}: "
+                      f"{err.reason}); save the file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8 if it is Latin-1)")
 
 
 @dataclass(frozen=True)

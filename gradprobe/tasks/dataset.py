@@ -51,8 +51,8 @@ in train are removed. ``train_size`` (a plan's ``pool``) caps the training rows 
 
 Bad input is refused with the field named and the fix: an unknown option or verifier, a mapping
 that names a column the data does not have (the columns it has are listed), a row that lacks a
-mapped column (an empty object ``{}`` too) or has an empty answer (file and line; ``skip_malformed=True``
-skips, counts and warns instead), a conversational prompt without a ``user`` turn.
+mapped column (an empty object ``{}`` too), has an empty answer or is not valid UTF-8 (file and line;
+``skip_malformed=True`` skips, counts and warns instead), a conversational prompt without a ``user`` turn.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError
+from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, decode_row
 # column mapping and prompt formats live in gradprobe.tasks.columns; re-exported here (MAPPING_KEYS, _prompt_text too)
 from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, VERIFIERS, PromptText, _fix,
                                      _prompt_text, gold_answer, parse_dataset_spec, read_prompt, resolve_mapping)
@@ -179,6 +179,11 @@ class DatasetTask(Task):
         if columns is not None:
             m = self._resolve_mapping(columns, where)
         for line, raw in records:
+            if isinstance(raw, bytes):
+                raw, why = decode_row(raw)
+                if raw is None:
+                    self._bad_row(where, line, why)
+                    continue
             if isinstance(raw, str):
                 if not raw.strip():
                     continue
@@ -218,7 +223,7 @@ class DatasetTask(Task):
         return out
 
     def _read_file(self, file: Path) -> list[Problem]:
-        with open(file, encoding="utf-8") as fh:
+        with open(file, "rb") as fh:  # bytes: a row that is not UTF-8 is a malformed row (decode_row)
             return self._parse(enumerate(fh, start=1), str(file), file.stem)
 
     def _read_hub(self, split: str) -> list[Problem]:

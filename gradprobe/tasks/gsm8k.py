@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError
+from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, decode_row
 from gradprobe.tasks.verify import holds_number
 
 __all__ = ["GSM8KTask", "gold_from_solution"]
@@ -122,6 +122,11 @@ class GSM8KTask(Task):
         """Validate ``(line_number, raw)`` pairs; raw is a JSON string or a dict."""
         out = []
         for line, raw in records:
+            if isinstance(raw, bytes):
+                raw, why = decode_row(raw)
+                if raw is None:
+                    self._bad_row(where, line, why)
+                    continue
             if isinstance(raw, str):
                 if not raw.strip():
                     continue  # blank lines are not rows
@@ -154,7 +159,7 @@ class GSM8KTask(Task):
         return out
 
     def _read_file(self, file: Path) -> list[Problem]:
-        with open(file, encoding="utf-8") as fh:
+        with open(file, "rb") as fh:  # bytes: a row that is not UTF-8 is a malformed row (decode_row)
             return self._parse(enumerate(fh, start=1), str(file), file.stem)
 
     def _read_hub(self, hub_split: str) -> list[Problem]:
