@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .csv_cells import is_skipped_note
 from .curves import ReferenceCurve, task_key
 from .probe_input import (arms_of, budget_of, check_batches, check_request, pooled_entries, probe_batches_of,
                           update_costs)
@@ -365,6 +366,8 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
     _reference_state(st, batches, cfg, notes)
     table = pd.DataFrame([arm_row(st, arm, spec) for arm, spec in arms.items()], columns=list(TABLE_COLUMNS))
     notes += _mismatch_notes(curve, cfg, n_ref)
+    # the curve's notes that change what it says: B fixed, and evals of its source skipped (lines or steps named)
+    curve_notes = [n for n in curve.notes if n.startswith("B ") or is_skipped_note(n)]
     return ForecastResult(table=table, method=method, budget={"kind": kind, "value": value}, curve=curve.describe(),
                           curve_source=curve.source, grpo_accuracy=float(st.base), reference_reward=reference_reward,
-                          level=level, notes=notes + [n for n in curve.notes if n.startswith("B ")])
+                          level=level, notes=notes + curve_notes)

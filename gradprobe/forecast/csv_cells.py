@@ -20,9 +20,18 @@ import pandas as pd
 
 from .curve_fit import CurveError
 
-__all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "skipped_note", "with_skipped"]
+__all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "skipped_note", "with_skipped", "SKIPPED_MARK",
+           "is_skipped_note"]
 
 _SHOWN = 5  # lines named in a note; the rest are counted
+#: In every note that says evals of the source were skipped (a CSV's blank cells, a trainer_state's NaN evals):
+#: :func:`is_skipped_note` finds them, so that the forecast prints them (they change the curve).
+SKIPPED_MARK = " skipped for "
+
+
+def is_skipped_note(note: str) -> bool:
+    """Whether a curve note says evals of its source were skipped (:func:`skipped_note`, a TRL NaN eval)."""
+    return SKIPPED_MARK in str(note)
 
 
 def read_csv_checked(path: Path) -> pd.DataFrame:
@@ -80,7 +89,7 @@ def skipped_note(skipped: list[tuple[int, str]], path: Path) -> str | None:
         return None
     where = ", ".join(f"line {line} column {col!r}" for line, col in skipped[:_SHOWN])
     more = f" and {len(skipped) - _SHOWN} more" if len(skipped) > _SHOWN else ""
-    return (f"{len(skipped)} line(s) of {path} skipped for an empty or NaN cell ({where}{more}): a line without a "
+    return (f"{len(skipped)} line(s) of {path}{SKIPPED_MARK}an empty or NaN cell ({where}{more}): a line without a "
             "value is no eval")
 
 

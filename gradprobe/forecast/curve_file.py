@@ -78,8 +78,13 @@ def read_curve_file(path: str | Path) -> dict:
         raise CurveError(f"reference curve file {str(path)!r} is not valid JSON ({e}); rewrite it with "
                          "ReferenceCurve.save") from None
     if not isinstance(d, dict) or d.get("format") != FORMAT:
+        trl = "" if not isinstance(d, dict) else (
+            "; it holds a 'log_history': a TRL trainer state, read it with ReferenceCurve.from_trl_state or "
+            "--reference-curve" if "log_history" in d else
+            "; a TRL trainer state is read as a curve (by --reference-curve, under any file name) when it holds a "
+            "'log_history' list, and this file has none")
         raise CurveError(f"{str(path)!r} is not a reference curve (its 'format' is not {FORMAT!r}); write one with "
-                         "ReferenceCurve.save")
+                         f"ReferenceCurve.save{trl}")
     try:
         pts = d["points"]
         state = {"params": {k: float(d["params"][k]) for k in PARAMETERS}, "status": dict(d["status"]),

@@ -17,12 +17,18 @@ import numpy as np
 import pandas as pd
 
 from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
-from .csv_cells import numeric_columns, read_csv_checked, skipped_cells, skipped_note, with_skipped
+from .csv_cells import SKIPPED_MARK, numeric_columns, read_csv_checked, skipped_cells, skipped_note, with_skipped
 from .curve_fit import N_REPLICATES, CurveError
 
-__all__ = ["CurveSources", "task_key", "to_points", "TRL_STATE"]
+__all__ = ["CurveSources", "task_key", "to_points", "TRL_STATE", "PLAN_EVAL_HINT", "TRL_EVAL_HINT"]
 
 TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
+#: The fix of too few evals for a curve of gradprobe runs (ReferenceCurve's refusal ends with it) ...
+PLAN_EVAL_HINT = "evaluate more often (e.g. `[eval] every_tokens` smaller than the budget)"
+#: ... and for a TRL run (:meth:`CurveSources.from_trl_state` puts it in place of the first).
+TRL_EVAL_HINT = ("evaluate more often: in TRL's TrainingArguments (GRPOConfig) set eval_strategy=\"steps\" with a "
+                 "smaller eval_steps, and eval_on_start=True for the eval at step 0 (or pass initial_accuracy=)")
+_SHOWN_STEPS = 5  # NaN eval steps named in a note; the rest are counted
 
 
 def task_key(task: str | None, config: dict | None = None) -> str | None:
@@ -157,25 +163,56 @@ def _eval_lines(path: Path, metric: str) -> list[tuple[float, float]]:
     return out
 
 
-def _trl_rows(path: Path, metric: str, initial_accuracy: float | None) -> list[tuple[float, float]]:
-    """(step, metric) of every ``log_history`` entry of a TRL ``trainer_state.json`` carrying ``metric``."""
+def _trl_rows(path: Path, metric: str, initial_accuracy: float | None) -> tuple[list[tuple[float, float]], list[float]]:
+    """(step, metric) of every ``log_history`` entry of a TRL ``trainer_state.json`` carrying ``metric``, and the
+    steps of the entries whose ``metric`` is NaN (skipped: a NaN is no eval, as a CSV's NaN cell).
+
+    Raises
+    ------
+    CurveError
+        Not JSON or no ``log_history`` list, a ``step`` or ``metric`` that is no number or is infinite (the
+        message names the entry and its step), no entry with ``metric`` (the eval keys found are listed).
+    """
     try:
         hist = json.loads(path.read_text())["log_history"]
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
         raise CurveError(f"{path} is not a TRL trainer_state.json with a 'log_history' list ({e})") from None
     if not isinstance(hist, list):
         raise CurveError(f"{path} is not a TRL trainer_state.json: 'log_history' is a {type(hist).__name__}, "
                          "not a list")
-    rows = [(_number(h["step"], f"{path}: log_history[{i}] field 'step'"),
-             _number(h[metric], f"{path}: log_history[{i}] field {metric!r}")) for i, h in enumerate(hist)
-            if isinstance(h, dict) and "step" in h and h.get(metric) is not None]
-    if not rows:
+    rows, skipped = [], []
+    for i, h in enumerate(hist):
+        if not (isinstance(h, dict) and "step" in h and h.get(metric) is not None):
+            continue
+        step = _number(h["step"], f"{path}: log_history[{i}] field 'step'")
+        value = _number(h[metric], f"{path}: log_history[{i}] (step {h['step']}) field {metric!r}")
+        if math.isnan(value):
+            skipped.append(step)
+        elif math.isinf(value):
+            raise CurveError(f"{path}: log_history[{i}] (step {step:g}) field {metric!r} = {value} is not a finite "
+                             "number; fix or delete that eval")
+        else:
+            rows.append((step, value))
+    if not rows and not skipped:
         keys = sorted({k for h in hist if isinstance(h, dict) for k in h if k.startswith("eval")})
         raise CurveError(f"{path}: no log_history entry has {metric!r}; eval keys found: {keys or 'none'}; "
                          "pass metric=...")
     if initial_accuracy is not None and not any(s == 0 for s, _ in rows):
         rows.insert(0, (0.0, float(initial_accuracy)))
-    return rows
+    return rows, skipped
+
+
+def _trl_skipped_note(skipped: dict[Path, list[float]], metric: str) -> str | None:
+    """The note naming the NaN evals :func:`_trl_rows` skipped, per file (None: none)."""
+    parts = []
+    for path, steps in skipped.items():
+        if steps:
+            shown = ", ".join(f"{s:g}" for s in steps[:_SHOWN_STEPS])
+            more = f" and {len(steps) - _SHOWN_STEPS} more" if len(steps) > _SHOWN_STEPS else ""
+            parts.append(f"{len(steps)} eval(s) of {path}{SKIPPED_MARK}a NaN {metric!r} (step(s) {shown}{more})")
+    if not parts:
+        return None
+    return "; ".join(parts) + ": a NaN is no eval (a diverged or failed eval); rerun those evals to use them"
 
 
 class CurveSources:
@@ -338,19 +375,30 @@ class CurveSources:
         Raises
         ------
         CurveError
-            A missing or invalid file, a ``step`` or ``metric`` that is no number (the message names
-            the ``log_history`` entry), no entry with ``metric`` (the message lists the eval keys
-            found), too few evals.
+            A missing or invalid file, a ``step`` or ``metric`` that is no number or is infinite (the
+            message names the ``log_history`` entry and its step), no entry with ``metric`` (the message
+            lists the eval keys found), too few evals (the fix named is TRL's ``eval_strategy`` /
+            ``eval_steps`` / ``eval_on_start``). Entries whose ``metric`` is NaN are skipped, as a CSV's
+            NaN cells, and named by their steps: in the curve's ``notes``, and in any refusal.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-        n, y, seeds = [], [], []
+        if not paths:
+            raise CurveError("from_trl_state needs at least one trainer_state.json")
+        n, y, seeds, nan_steps = [], [], [], {}
         for i, path in enumerate(paths):
             path = _run_file(path, TRL_STATE, "a TRL trainer_state.json (or the checkpoint folder)")
-            for s, v in _trl_rows(path, metric, initial_accuracy):
+            rows, nan_steps[path] = _trl_rows(path, metric, initial_accuracy)
+            for s, v in rows:
                 n.append(s)
                 y.append(v)
                 seeds.append(str(i))
-        acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}")
+        skipped = _trl_skipped_note(nan_steps, metric)
         src = f"TRL trainer_state.json of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
-        return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=metadata, notes=[note],
-                   n_replicates=n_replicates)
+        try:
+            if not n:
+                raise CurveError(f"no eval of {metric!r} with a value in {src}; {TRL_EVAL_HINT}")
+            acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}")
+            return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=metadata,
+                       notes=[note] + [skipped] * (skipped is not None), n_replicates=n_replicates)
+        except CurveError as e:  # too few evals: TRL's settings are the fix, not a gradprobe plan's
+            raise with_skipped(CurveError(str(e).replace(PLAN_EVAL_HINT, TRL_EVAL_HINT)), skipped) from None

@@ -34,6 +34,7 @@ Where the points come from: :mod:`.curve_sources` (a study, ``metrics.jsonl``, a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +45,8 @@ from ..layout import METRICS_JSONL, RUNS_CSV
 from .curve_file import FORMAT, VERSION, curve_document, damaged, read_curve_file, write_curve
 from .curve_fit import (B_BOUNDS, B_FALLBACK, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
                         fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params)
-from .curve_sources import TRL_STATE, CurveSources, task_key
+from .csv_cells import is_skipped_note
+from .curve_sources import PLAN_EVAL_HINT, TRL_STATE, CurveSources, task_key
 
 __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key", "load_reference_curve",
            "default_curve_path",
@@ -54,8 +56,9 @@ __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key
 MODES = ("sigmoid", "empirical")
 #: What ``--reference-curve`` / :func:`load_reference_curve` accepts, quoted by its errors.
 ACCEPTED = ("a saved curve (.json written by ReferenceCurve.save), a TRL trainer_state.json (or its checkpoint "
-            "folder), a metrics.jsonl (or its `gradprobe train` run folder), a CSV with update,accuracy columns, "
-            "a `gradprobe study` folder (its grpo arm), or 'default' (the shipped tiny-tier curve)")
+            "folder, or a trainer state under another name: a JSON object with a 'log_history' list), a metrics.jsonl "
+            "(or its `gradprobe train` run folder), a CSV with update,accuracy columns, a `gradprobe study` folder "
+            "(its grpo arm), or 'default' (the shipped tiny-tier curve)")
 
 
 class ReferenceCurve(CurveSources):
@@ -147,7 +150,7 @@ class ReferenceCurve(CurveSources):
                 f"the curve has evals at {distinct} distinct update count(s) > 0 and the fit has {free} free "
                 f"parameters (A, n_mid{', B' if B is None else ''}{', R0' if not has_zero else ''}): it needs evals at "
                 f"at least {free} distinct update counts > 0" + ("" if has_zero else ", or an eval at update 0 (R0)")
-                + "; evaluate more often (e.g. `[eval] every_tokens` smaller than the budget)")
+                + f"; {PLAN_EVAL_HINT}")
         if _state is not None:
             self._set_state(_state)
             return
@@ -308,6 +311,13 @@ class ReferenceCurve(CurveSources):
         """JSON-ready dict (what :meth:`save` writes; :mod:`.curve_file`)."""
         return curve_document(self)
 
+    @property
+    def skipped_notes(self) -> list[str]:
+        """The notes that say evals of the source were skipped (a CSV's empty or NaN cells, a
+        ``trainer_state.json``'s NaN evals), naming their lines or steps: what a command loading the curve
+        should print (``gradprobe probe`` prints them under the forecast, as ``note:`` lines)."""
+        return [n for n in self.notes if is_skipped_note(n)]
+
     def save(self, path: str | Path) -> Path:
         """Write the curve as JSON (atomically: :func:`gradprobe.outputs.write_text_atomic`); returns the path."""
         return write_curve(self, path)
@@ -354,7 +364,8 @@ class ReferenceCurve(CurveSources):
 
 def load_reference_curve(spec: str | Path, *, mode: str | None = None) -> ReferenceCurve:
     """A curve from what a user has: a saved curve (``.json`` written by :meth:`ReferenceCurve.save`),
-    a TRL ``trainer_state.json``, a ``metrics.jsonl``, a CSV (columns ``update``, ``accuracy``), a study
+    a TRL ``trainer_state.json`` (or a JSON object with a ``log_history`` under any other name), a
+    ``metrics.jsonl``, a CSV (columns ``update``, ``accuracy``), a study
     folder (its ``grpo`` arm), or ``default`` / ``tiny`` (the shipped tiny-tier frontier curve).
 
     Raises
@@ -383,8 +394,8 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None) -> Refere
         raise CurveError(f"--reference-curve {s!r} is a folder without {RUNS_CSV} (a study), {METRICS_JSONL} (a "
                          f"`gradprobe train` run) or {TRL_STATE} (a TRL checkpoint); expected {ACCEPTED}")
     elif p.is_file():
-        if p.name == TRL_STATE:
-            return ReferenceCurve.from_trl_state(p, **kw)
+        if p.name == TRL_STATE or (p.suffix not in (".jsonl", ".csv") and _is_trl_state(p)):
+            return ReferenceCurve.from_trl_state(p, **kw)  # a trainer state under another name: by its content
         if p.suffix == ".jsonl":
             return ReferenceCurve.from_metrics(p, **kw)
         if p.suffix == ".csv":
@@ -392,6 +403,16 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None) -> Refere
         if p.suffix == ".json":
             return ReferenceCurve.load(p, mode=mode)
     raise CurveError(f"--reference-curve {s!r}: unknown kind of file; expected {ACCEPTED}")
+
+
+def _is_trl_state(path: Path) -> bool:
+    """Whether ``path`` holds a TRL trainer state under another name: a JSON object with a ``log_history``
+    (and no saved curve's ``format``)."""
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(d, dict) and "log_history" in d and d.get("format") != FORMAT
 
 
 def default_curve_path() -> Path:

@@ -1,0 +1,109 @@
+"""Evals a reference curve's source lacks are skipped and said, the same way for a CSV and a TRL
+trainer state: ``ReferenceCurve.skipped_notes`` names the CSV lines or the trainer state's steps, and the
+forecast carries them as notes (printed as ``note:`` lines under the forecast). A trainer state with too few
+evals gets TRL's fix (eval_steps, eval_strategy), and one saved under another name is read by its content."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from forecast_helpers import TRUE, probe_result
+from gradprobe.forecast import forecast_rewards, format_forecast, load_reference_curve, scalerl_sigmoid
+from gradprobe.forecast.curves import CurveError, ReferenceCurve
+
+EVALS = (0, 2, 5, 10, 20, 40, 80, 160)
+
+
+def _acc(step):
+    return float(scalerl_sigmoid(step, **TRUE)) / 100.0
+
+
+def _state(path, steps=EVALS, nan_at=(), extra=None):
+    hist = []
+    for s in steps:
+        hist.append({"step": s, "loss": 1.0})
+        hist.append({"step": s, "eval_accuracy": float("nan") if s in nan_at else _acc(s), "eval_loss": 0.5})
+    path.write_text(json.dumps({"global_step": steps[-1], "log_history": hist, **(extra or {})}))
+    return path
+
+
+def test_trainer_state_nan_evals_are_skipped_and_named_by_step(tmp_path):
+    path = _state(tmp_path / "trainer_state.json", nan_at=(10, 40))
+    curve = load_reference_curve(path)
+    assert sorted(curve.points["update"]) == [0, 2, 5, 20, 80, 160]
+    assert curve.skipped_notes == [
+        f"2 eval(s) of {path} skipped for a NaN 'eval_accuracy' (step(s) 10, 40): a NaN is no eval (a diverged or "
+        "failed eval); rerun those evals to use them"]
+    assert curve.skipped_notes[0] in curve.notes
+
+
+def test_trainer_state_infinite_eval_is_refused_naming_its_step(tmp_path):
+    path = tmp_path / "trainer_state.json"
+    path.write_text('{"log_history": [{"step": 0, "eval_accuracy": 0.4}, {"step": 7, "eval_accuracy": Infinity}]}')
+    with pytest.raises(CurveError) as info:
+        load_reference_curve(path)
+    assert str(info.value) == (f"{path}: log_history[1] (step 7) field 'eval_accuracy' = inf is not a finite number; "
+                               "fix or delete that eval")
+
+
+def test_trainer_state_too_few_evals_gives_trl_advice_and_the_skipped_steps(tmp_path):
+    path = _state(tmp_path / "trainer_state.json", steps=(0, 10, 20, 30), nan_at=(20, 30))
+    with pytest.raises(CurveError) as info:
+        load_reference_curve(path)
+    msg = str(info.value)
+    assert msg.startswith("the curve has evals at 1 distinct update count(s) > 0 and the fit has 3 free parameters")
+    assert ('evaluate more often: in TRL\'s TrainingArguments (GRPOConfig) set eval_strategy="steps" with a smaller '
+            "eval_steps, and eval_on_start=True for the eval at step 0") in msg
+    assert "[eval] every_tokens" not in msg
+    assert msg.endswith(f"; 2 eval(s) of {path} skipped for a NaN 'eval_accuracy' (step(s) 20, 30): a NaN is no "
+                        "eval (a diverged or failed eval); rerun those evals to use them (fill those cells in if "
+                        "they are evals)")
+
+
+def test_trainer_state_all_nan_is_refused_not_read_as_no_metric(tmp_path):
+    path = _state(tmp_path / "trainer_state.json", steps=(0, 10), nan_at=(0, 10))
+    with pytest.raises(CurveError, match=r"no eval of 'eval_accuracy' with a value in TRL trainer_state.json .*"
+                                         r"eval_strategy=\"steps\".*2 eval\(s\) of .* \(step\(s\) 0, 10\)"):
+        ReferenceCurve.from_trl_state(path)
+
+
+def test_a_gradprobe_curve_keeps_the_plan_advice(tmp_path):
+    with pytest.raises(CurveError, match=r"evaluate more often \(e\.g\. `\[eval\] every_tokens` smaller"):
+        ReferenceCurve(updates=[0, 5], accuracy=[30.0, 40.0])
+
+
+def test_trainer_state_under_another_name_is_read_by_its_log_history(tmp_path):
+    path = _state(tmp_path / "state.json")
+    curve = load_reference_curve(path)
+    assert curve.source.startswith("TRL trainer_state.json of 1 run(s)")
+    assert np.allclose(sorted(curve.points["update"]), EVALS)
+
+
+def test_a_json_without_log_history_says_what_would_be_read(tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"history": []}))
+    with pytest.raises(CurveError) as info:
+        load_reference_curve(path)
+    assert str(info.value) == (
+        f"{str(path)!r} is not a reference curve (its 'format' is not 'gradprobe.reference_curve'); write one with "
+        "ReferenceCurve.save; a TRL trainer state is read as a curve (by --reference-curve, under any file name) "
+        "when it holds a 'log_history' list, and this file has none")
+
+
+def test_csv_skipped_lines_reach_the_forecast_notes(tmp_path):
+    path = tmp_path / "curve.csv"
+    rows = [f"{e},{_acc(e):.6f}" for e in EVALS] + ["15,", "30,nan"]
+    path.write_text("update,accuracy\n" + "\n".join(rows) + "\n")
+    curve = load_reference_curve(path)
+    note = (f"2 line(s) of {path} skipped for an empty or NaN cell (line 10 column 'accuracy', line 11 column "
+            "'accuracy'): a line without a value is no eval")
+    assert curve.skipped_notes == [note]
+    rng = np.random.default_rng(0)
+    probe = probe_result({"outcome": rng.normal(1.0, 0.3, 16)}, {"outcome": 4000.0})
+    fr = forecast_rewards(curve, probe)
+    assert note in fr.notes
+    section = {**fr.to_dict(), "available": True}
+    assert f"note: {note}" in format_forecast(section)
