@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -108,26 +109,121 @@ def _combine(y, read: dict):
 
 # ----------------------------------------------------------------------------- reading a study
 
+def restore_runs_csv_fix(study_dir: str | Path | None) -> str:
+    """How to get ``runs.csv`` back when it is empty, edited or damaged: rebuilt from the run folders
+    (``gradprobe study PLAN --out DIR`` rewrites it from every finished ``runs/ARM/seedS/metrics.jsonl``
+    without redoing those runs; ``--analyze-only`` only reads it), else from a copy. ``study_dir`` None:
+    the advice without the folder's paths."""
+    if study_dir is None:
+        return ("rebuild it from the run folders: `gradprobe study DIR/plan.toml --out DIR` rewrites runs.csv from "
+                "DIR/runs/ARM/seedS/metrics.jsonl without redoing the finished runs (--analyze-only only reads "
+                "runs.csv), or restore it from a copy")
+    d = Path(study_dir)
+    if (d / "runs").is_dir():
+        return (f"rebuild it from the run folders: `gradprobe study {d / 'plan.toml'} --out {d}` rewrites runs.csv "
+                f"from {d / 'runs'}/ARM/seedS/metrics.jsonl without redoing the finished runs (--analyze-only only "
+                "reads runs.csv)")
+    return (f"restore it from a copy: {d} has no runs/ folder to rebuild it from (`gradprobe study PLAN --out DIR` "
+            "rewrites runs.csv from DIR/runs/ARM/seedS/metrics.jsonl)")
+
+
+_SHOWN = 5  # rows named in a message; the rest are counted
+
+
+def _rows_named(df, mask, lines) -> str:
+    """The rows of ``df`` where ``mask`` holds, as ``line L (arm A, seed S, update U)``: the first few, the rest
+    counted (``lines`` None: without the line)."""
+    idx = np.flatnonzero(np.asarray(mask, dtype=bool))
+    parts = []
+    for i in idx[:_SHOWN]:
+        r = df.iloc[i]
+        key = ", ".join(f"{c} {r[c]:g}" if isinstance(r[c], float) else f"{c} {r[c]}"
+                        for c in ("arm", "seed", "update"))
+        parts.append(f"line {lines[i]} ({key})" if lines is not None else f"({key})")
+    return ", ".join(parts) + (f" and {idx.size - _SHOWN} more" if idx.size > _SHOWN else "")
+
+
+def blank_cells(df, col: str) -> str | None:
+    """The rows of ``df`` (:func:`load_runs`) with a blank ``col`` cell while others have a value, named with
+    their runs.csv lines, arm, seed and update; None when none (or when the whole column is blank)."""
+    blank = df[col].isna()
+    if not blank.any() or blank.all():
+        return None
+    lines = df.attrs.get("csv_lines")
+    return _rows_named(df, blank.to_numpy(), lines if lines is not None and len(lines) == len(df) else None)
+
+
 def load_runs(study_dir: str | Path):
-    """``runs.csv`` as a DataFrame (accuracies stay fractions); optional columns (``flops``, the
-    side effects) absent in older studies are added empty. Raises AnalysisError (missing file,
-    core columns or rows)."""
+    """``runs.csv`` as a DataFrame (accuracies stay fractions), sorted by arm, seed and update.
+
+    Optional columns (``flops``, the side effects) absent in older studies are added empty. ``attrs["csv_lines"]``
+    holds every row's line in the file (named by :func:`blank_cells`), ``attrs["study_dir"]`` the folder.
+
+    Parameters
+    ----------
+    study_dir : str or Path
+        The study folder (``gradprobe study --out DIR``).
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    AnalysisError
+        No ``runs.csv``; an empty (0 bytes) or unparsable one, missing core columns, no rows, a blank
+        ``arm``, ``seed`` or ``update`` cell (the message names the file, the lines and the fix: rebuild
+        runs.csv from the run folders, :func:`restore_runs_csv_fix`).
+
+    Warns
+    -----
+    UserWarning
+        Evals with a blank ``accuracy`` cell while others have one (the file was edited or damaged): the
+        analysis reads those runs without them; the warning names their lines, arm, seed and update.
+    """
     import pandas as pd
 
     path = Path(study_dir) / "runs.csv"
     if not path.exists():
         raise AnalysisError(f"{path} does not exist; run `gradprobe study PLAN --out {study_dir}` first")
-    df = pd.read_csv(path)
+    try:
+        df = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise AnalysisError(f"{path} is empty ({path.stat().st_size} bytes: no header line, no rows); "
+                            f"{restore_runs_csv_fix(study_dir)}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise AnalysisError(f"{path} cannot be read as a CSV ({e}); {restore_runs_csv_fix(study_dir)}") from None
+    text_lines = [n for n, line in enumerate(path.read_bytes().splitlines(), 1) if line.strip()][1:]
+    lines_known = len(text_lines) == len(df)  # pandas skips blank lines; a quoted line break would shift them
+    if lines_known:
+        df.index = pd.Index(text_lines)  # each row's line in the file
+    df = df[df.notna().any(axis=1)]  # a line of empty cells is no row
     missing = [c for c in CORE_COLUMNS if c not in df.columns]
     if missing:
         raise AnalysisError(f"{path} lacks the column(s) {', '.join(missing)}")
     if df.empty:
         raise AnalysisError(f"{path} has no rows: no run of the study has completed yet")
+    for c in ("arm", "seed", "update"):
+        if df[c].isna().any():
+            rows = _rows_named(df, df[c].isna().to_numpy(), list(df.index) if lines_known else None)
+            raise AnalysisError(f"{path} has a blank {c!r} cell at {rows}: runs.csv was edited or damaged; "
+                                f"{restore_runs_csv_fix(study_dir)}")
     for c in ("flops", *SIDE_EFFECTS):
         if c not in df.columns:
             df[c] = np.nan
     df["arm"] = df["arm"].astype(str)
-    return df.sort_values(["arm", "seed", "update"], kind="stable").reset_index(drop=True)
+    df = df.sort_values(["arm", "seed", "update"], kind="stable")
+    lines = [int(i) for i in df.index] if lines_known else None
+    df = df.reset_index(drop=True)
+    df.attrs.update(csv_lines=lines, study_dir=str(study_dir))
+    blank = blank_cells(df, "accuracy")
+    if blank is not None:
+        warnings.warn(f"{path}: {int(df['accuracy'].isna().sum())} eval(s) have a blank accuracy cell ({blank}): the "
+                      "analysis reads those runs without these evals (a value between their neighbours is interpolated "
+                      "only within the plan's promised eval gap; a run without its update-0 accuracy has no initial "
+                      "read); every eval records its accuracy, so runs.csv was edited or damaged; "
+                      f"{restore_runs_csv_fix(study_dir)}", stacklevel=2)
+    return df
 
 
 def _item_lines(study_dir: Path) -> list[dict] | None:
@@ -186,11 +282,29 @@ def _runs(df) -> dict:
     return {(a, int(s)): g.sort_values("update") for (a, s), g in df.groupby(["arm", "seed"], sort=False)}
 
 
+#: Axis columns every run of this gradprobe writes for every eval: a blank cell among values is damage, not age.
+ALWAYS_RECORDED = ("update", "generated_tokens", "device_seconds")
+
+
 def recorded_axes(df) -> dict:
-    """axis -> None if runs.csv records it for every eval, else why not."""
-    return {a: None if df[c].notna().all() else
-            f"runs.csv has no {c} values{' for some evals' if df[c].notna().any() else ''} (runs made before it "
-            f"was recorded); re-run the study to compare at {a}" for a, c in AXIS_COLUMNS.items()}
+    """axis -> None if runs.csv records it for every eval, else why not.
+
+    A column with no value at all was not recorded (runs made before it was); blank cells among values of
+    a column every run records (:data:`ALWAYS_RECORDED`) mean an edited or damaged runs.csv, and the reason
+    names those rows (:func:`blank_cells`) and how to rebuild the file from the run folders."""
+    out = {}
+    for a, c in AXIS_COLUMNS.items():
+        blank = blank_cells(df, c) if c in ALWAYS_RECORDED else None
+        if df[c].notna().all():
+            out[a] = None
+        elif blank is not None:
+            out[a] = (f"runs.csv has blank {c} cells at {blank}: every eval records {c}, so runs.csv was edited or "
+                      f"damaged; {restore_runs_csv_fix(df.attrs.get('study_dir'))}, then analyse again to "
+                      f"compare at {a}")
+        else:
+            out[a] = (f"runs.csv has no {c} values{' for some evals' if df[c].notna().any() else ''} (runs made "
+                      f"before it was recorded); re-run the study to compare at {a}")
+    return out
 
 
 def _promised(plan, axis: str) -> list[float]:

@@ -1,0 +1,111 @@
+"""A damaged ``runs.csv`` (empty, blank cells) is reported with the file, the rows and the fix (rebuild it
+from the run folders by re-running the study's command, which does not redo finished runs), never as a bare
+pandas error or as "re-run the study"; a blank accuracy cell is not dropped silently."""
+
+from __future__ import annotations
+
+import csv
+import warnings
+
+import pytest
+
+from gradprobe.cli import main
+from gradprobe.study.reading import (AnalysisError, load_runs, matched_budgets, read_runs, recorded_axes,
+                                     restore_runs_csv_fix, _runs)
+from study_helpers import make_study
+
+
+def _blank(root, col, rows):
+    """Blank the ``col`` cell of the given data rows (0-based, file order) of root/runs.csv."""
+    path = root / "runs.csv"
+    with open(path, newline="") as f:
+        table = list(csv.reader(f))
+    j = table[0].index(col)
+    for r in rows:
+        table[r + 1][j] = ""
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(table)
+    return table
+
+
+def test_empty_runs_csv_names_the_file_and_the_fix(tmp_path):
+    root = make_study(tmp_path / "s", seeds=2)
+    (root / "runs.csv").write_bytes(b"")
+    with pytest.raises(AnalysisError) as info:
+        load_runs(root)
+    assert str(info.value) == (
+        f"{root / 'runs.csv'} is empty (0 bytes: no header line, no rows); rebuild it from the run folders: "
+        f"`gradprobe study {root / 'plan.toml'} --out {root}` rewrites runs.csv from {root / 'runs'}/ARM/seedS/"
+        "metrics.jsonl without redoing the finished runs (--analyze-only only reads runs.csv)")
+
+
+def test_analyze_only_on_an_empty_runs_csv_exits_2_naming_it(tmp_path, capsys):
+    root = make_study(tmp_path / "s", seeds=2, items=False)
+    (root / "runs.csv").write_bytes(b"")
+    assert main(["study", "--analyze-only", "--out", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert f"{root / 'runs.csv'} is empty (0 bytes" in err and "No columns to parse" not in err
+    assert f"restore it from a copy: {root} has no runs/ folder to rebuild it from" in err
+
+
+def test_blank_generated_tokens_names_the_rows_and_the_rebuild(tmp_path):
+    root = make_study(tmp_path / "s", seeds=2)
+    table = _blank(root, "generated_tokens", [2, 9])
+    df = load_runs(root)
+    why = recorded_axes(df)["generated_tokens"]
+    rows = [table[3], table[10]]  # file lines 4 and 11
+    assert why == (f"runs.csv has blank generated_tokens cells at line 4 (arm {rows[0][0]}, seed {rows[0][1]}, update "
+                   f"{rows[0][2]}), line 11 (arm {rows[1][0]}, seed {rows[1][1]}, update {rows[1][2]}): every eval "
+                   f"records generated_tokens, so runs.csv was edited or damaged; {restore_runs_csv_fix(root)}, then "
+                   "analyse again to compare at generated_tokens")
+    assert "re-run the study" not in why
+    assert matched_budgets(df)["generated_tokens"] == {"budget": None, "recorded": False, "final_eval": False,
+                                                       "source": why}
+    assert recorded_axes(df)["updates"] is None
+
+
+def test_a_column_never_recorded_keeps_the_old_reason(tmp_path):
+    root = make_study(tmp_path / "s", seeds=2, flops=False)
+    assert recorded_axes(load_runs(root))["flops"] == ("runs.csv has no flops values (runs made before it was "
+                                                       "recorded); re-run the study to compare at flops")
+
+
+def test_blank_accuracy_warns_naming_the_rows_and_the_eval_is_left_out(tmp_path):
+    root = make_study(tmp_path / "s", seeds=2)
+    table = _blank(root, "accuracy", [1])  # grpo seed 0, update 2: file line 3
+    assert table[2][:3] == ["grpo", "0", "2"]
+    with pytest.warns(UserWarning) as rec:
+        df = load_runs(root)
+    msg = str(rec[0].message)
+    assert msg.startswith(f"{root / 'runs.csv'}: 1 eval(s) have a blank accuracy cell (line 3 (arm grpo, seed 0, "
+                          "update 2)): the analysis reads those runs without these evals")
+    assert msg.endswith(restore_runs_csv_fix(root))
+    reads = read_runs(_runs(df), "updates", 2.0)
+    assert (reads[("grpo", 0)]["status"], reads[("grpo", 0)]["updates"]) == ("gap_exceeded", [0, 5])  # eval gone
+    assert reads[("grpo", 1)]["status"] == "exact"
+
+
+def test_a_whole_column_blank_is_no_damage_warning(tmp_path):
+    root = make_study(tmp_path / "s", seeds=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        df = load_runs(root)  # accuracy_sampled is blank everywhere (not measured): no warning
+    assert df["accuracy_sampled"].isna().all() and df.attrs["csv_lines"][0] == 2
+
+
+def test_blank_lines_do_not_shift_the_named_lines(tmp_path):
+    root = make_study(tmp_path / "s", seeds=2)
+    _blank(root, "generated_tokens", [2])
+    path = root / "runs.csv"
+    text = path.read_text().splitlines()
+    path.write_text("\n".join(text[:3] + [""] + text[3:]) + "\n")  # a blank line 4: the data row 3 is now line 5
+    assert "at line 5 (arm grpo, seed 0, update 5)" in recorded_axes(load_runs(root))["generated_tokens"]
+
+
+def test_blank_seed_is_refused_naming_the_line(tmp_path):
+    root = make_study(tmp_path / "s", seeds=2)
+    _blank(root, "seed", [5])
+    with pytest.raises(AnalysisError, match=r"runs.csv has a blank 'seed' cell at line 7 \(arm grpo, seed nan, "
+                                            r"update 2\): runs.csv was edited or damaged; rebuild it from the run "
+                                            r"folders"):
+        load_runs(root)
