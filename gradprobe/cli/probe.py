@@ -131,15 +131,17 @@ class Terminated(BaseException):
 
 
 @contextlib.contextmanager
-def terminate_cleanly():
-    """Within the block SIGTERM raises :class:`Terminated` (once: a second SIGTERM while the probe cleans up is
-    ignored); the previous handler is restored after. Outside the main thread (no handler can be set) a no-op."""
+def terminate_cleanly(raise_as: type[BaseException] = Terminated):
+    """Within the block SIGTERM raises ``raise_as`` (:class:`Terminated`; ``gradprobe study`` passes its
+    :class:`~gradprobe.study.result.StudyTerminated`, a KeyboardInterrupt, to stop as on Ctrl-C), once: a second
+    SIGTERM while the command cleans up is ignored; the previous handler is restored after. Outside the main
+    thread (no handler can be set) a no-op."""
     raised = []
 
     def handler(signum, frame):
         if not raised:
             raised.append(signum)
-            raise Terminated(signum)
+            raise raise_as(signum) if raise_as is Terminated else raise_as()
 
     try:
         previous = signal.signal(signal.SIGTERM, handler)

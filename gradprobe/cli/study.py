@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import signal
 import sys
 from pathlib import Path
 
@@ -107,37 +105,15 @@ def _interrupted(args, e: BaseException) -> int:
     return 143 if terminated else 130
 
 
-@contextlib.contextmanager
 def terminate_as_interrupt():
-    """Within the block SIGTERM raises :class:`~gradprobe.study.result.StudyTerminated`, a KeyboardInterrupt,
-    so that a study stops as on Ctrl-C (no further run, running workers stopped, the end in ``study.json``);
-    once: a second SIGTERM while the study stops is ignored. The previous handler is restored after; outside
-    the main thread (no handler can be set) a no-op. ``gradprobe train`` and ``gradprobe probe`` do the same
-    with :func:`gradprobe.cli.probe.terminate_cleanly`, whose exception is no KeyboardInterrupt.
-
-    Raises
-    ------
-    StudyTerminated
-        On the first SIGTERM inside the block (the study turns it into ``StudyInterrupted``, ``terminated`` true).
-    """
+    """Within the block SIGTERM raises :class:`~gradprobe.study.result.StudyTerminated`, a KeyboardInterrupt, so
+    that a study stops as on Ctrl-C (no further run, running workers stopped, the end in ``study.json``); the
+    handler is :func:`gradprobe.cli.probe.terminate_cleanly`'s (once; restored after; a no-op outside the main
+    thread)."""
     from ..study.result import StudyTerminated
+    from .probe import terminate_cleanly
 
-    raised = []
-
-    def handler(signum, frame):
-        if not raised:
-            raised.append(signum)
-            raise StudyTerminated()  # no message: the StudyInterrupted it becomes says what was kept
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return terminate_cleanly(StudyTerminated)
 
 
 def _power(args) -> int:
