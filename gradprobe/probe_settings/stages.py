@@ -6,6 +6,7 @@ when built (a bad value names its field and command-line flag), and the guidance
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
@@ -221,7 +222,7 @@ class UpdateSettings:
 class BudgetSettings:
     """The budget of the extrapolation: ``tokens`` generated tokens and, if any, ``seconds`` device-seconds.
 
-    Raises ValueError: tokens < 1, seconds <= 0.
+    Raises ValueError: tokens < 1, seconds not finite and > 0.
     """
 
     tokens: int = 250_000
@@ -230,8 +231,9 @@ class BudgetSettings:
     def __post_init__(self):
         if self.tokens < 1:
             raise ValueError(f"budget_tokens (--budget-tokens) must be >= 1, got {self.tokens}")
-        if self.seconds is not None and not self.seconds > 0:
-            raise ValueError(f"budget_seconds (--budget-seconds) must be > 0, got {self.seconds}")
+        if self.seconds is not None and not 0 < self.seconds < math.inf:
+            raise ValueError(f"budget_seconds (--budget-seconds) must be a finite number of device-seconds > 0, got "
+                             f"{self.seconds}")
 
 
 @dataclass(frozen=True)

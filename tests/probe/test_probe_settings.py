@@ -164,3 +164,14 @@ def test_whole_floats_numpy_numbers_and_paths_are_taken():
     assert (c.batch.prompts, c.batch.group, c.update.lr, c.model.name, c.model.threads, c.reference.cosine) == (
         16, 4, 0.5, "m", None, True)
     assert type(c.batch.prompts) is int and type(c.batch.group) is int and type(c.update.lr) is float
+
+
+@pytest.mark.parametrize("seconds", [float("inf"), float("nan"), 0.0, -1.0])
+def test_a_seconds_budget_must_be_finite_and_positive(seconds):
+    """--budget-seconds inf printed gain@infs +inf."""
+    from gradprobe.probe_settings import ProbeConfig
+
+    with pytest.raises(ValueError, match=r"budget_seconds \(--budget-seconds\) must be a finite number of "
+                                         r"device-seconds > 0, got"):
+        ProbeConfig.from_dict(dict(budget_seconds=seconds))
+    assert ProbeConfig.from_dict(dict(budget_seconds=60)).budget.seconds == 60.0
