@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = ["CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
-           "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
+           "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "EARLIER_PROBE", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
            "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "CV_PREDICTIONS_CSV", "run_dir", "probe_dir",
            "OUTPUT_KINDS", "output_kind"]
 
@@ -45,6 +45,7 @@ ALIGNMENT_SAFETENSORS = "alignment.safetensors"
 TOKENS_JSONL = "tokens.jsonl"
 ARMS_JSON = "arms.json"                # in a study's probe/: arm -> the probe entry that stands for it
 GUIDED_PROBES = "guided"               # in a study's probe/: guided/<arm>, the probe of a guided arm's update
+EARLIER_PROBE = ".earlier-probe"       # where an earlier probe's files wait until the new probe has finished
 
 # ---------------------------------------------------------------------------- a study
 PLAN_COPY = "plan.toml"

@@ -17,7 +17,7 @@ import shutil
 import weakref
 from pathlib import Path
 
-from ..layout import ALIGNMENT_SAFETENSORS, PROBE_JSON, TOKENS_JSONL
+from ..layout import ALIGNMENT_SAFETENSORS, EARLIER_PROBE, PROBE_JSON, TOKENS_JSONL
 from ..outputs import json_float, prepare_output_dir
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
@@ -282,7 +282,8 @@ def load_probe(dir: str | Path) -> ProbeResult:
     ------
     ProbeFileError (a FileNotFoundError)
         No ``probe.json`` there: the message names the path that is missing (``dir`` itself when it
-        does not exist, else ``dir/probe.json``).
+        does not exist, else ``dir/probe.json``), and the earlier probe a killed one left in
+        ``dir/.earlier-probe/`` when there is one.
     ValueError
         ``probe.json`` is not valid JSON, or not a JSON object with a ``rewards`` list (named).
     """
@@ -290,6 +291,11 @@ def load_probe(dir: str | Path) -> ProbeResult:
     file = path / PROBE_JSON if path.is_dir() or (not path.exists() and not path.suffix) else path
     if not file.is_file():
         missing = file if path.exists() else path
+        earlier = file.parent / EARLIER_PROBE / PROBE_JSON
+        if earlier.is_file():  # a probe killed (SIGKILL) while it replaced this one: the earlier one is kept there
+            raise ProbeFileError(f"{missing} not found: a probe was killed while it replaced the one in "
+                                 f"{file.parent}, whose files are kept in {earlier.parent}; the next `gradprobe probe "
+                                 f"--out {file.parent}` restores them first, or move them back by hand")
         raise ProbeFileError(f"{missing} not found; pass a `gradprobe probe --out` folder (it holds probe.json)")
     try:
         raw = json.loads(file.read_text())

@@ -38,8 +38,8 @@ from pathlib import Path
 
 from safetensors.torch import save as safetensors_bytes
 
-from ..layout import (ALIGNMENT_SAFETENSORS, ARMS_JSON, CALIBRATED_JSON, OUTPUT_KINDS, PROBE_JSON, REPORT_HTML,
-                      TOKENS_JSONL, output_kind)
+from ..layout import (ALIGNMENT_SAFETENSORS, ARMS_JSON, CALIBRATED_JSON, EARLIER_PROBE, OUTPUT_KINDS, PROBE_JSON,
+                      REPORT_HTML, TOKENS_JSONL, output_kind)
 from ..outputs import (OutputDirError, json_safe, output_error, removed_if_left_empty, write_bytes_atomic,
                        write_json_atomic, write_text_atomic)
 from .table import format_table, no_signal_entries
@@ -52,7 +52,7 @@ __all__ = ["token_texts", "write_probe_files", "format_table", "PROBE_FILES", "P
 PROBE_FILES = (PROBE_JSON, TOKENS_JSONL, ALIGNMENT_SAFETENSORS, REPORT_HTML, CALIBRATED_JSON)
 #: Files that mark a folder as another command's output, which a probe must not be mixed into.
 #: Where an earlier probe's files wait (inside the folder) until the new probe has finished.
-EARLIER = ".earlier-probe"
+EARLIER = EARLIER_PROBE
 _BATCH_DIR = re.compile(r"batch_\d+")
 
 

@@ -40,3 +40,22 @@ def test_missing_and_bad_files_raise_calib_errors_naming_the_path(tmp_path):
     (tmp_path / "bad" / "probe.json").write_text("{\"config\": {}}")
     with pytest.raises(CalibrationApplyError, match=r"bad/probe.json has no 'rewards' list"):
         load_probe(tmp_path / "bad")
+
+
+def test_a_folder_whose_probe_was_killed_mid_replacement_names_the_kept_earlier_probe(tmp_path):
+    """A probe killed by SIGKILL while it replaced an earlier one leaves the earlier files in .earlier-probe/;
+    gradprobe.load_probe and calib apply said only "probe.json not found"."""
+    import gradprobe
+
+    folder = tmp_path / "p"
+    (folder / ".earlier-probe").mkdir(parents=True)
+    (folder / ".earlier-probe" / "probe.json").write_text((STUDY_PROBE / "probe.json").read_text())
+    expected = (f"{folder / 'probe.json'} not found: a probe was killed while it replaced the one in {folder}, whose "
+                f"files are kept in {folder / '.earlier-probe'}; the next `gradprobe probe --out {folder}` restores "
+                "them first, or move them back by hand")
+    with pytest.raises(FileNotFoundError) as e:
+        gradprobe.load_probe(folder)
+    assert str(e.value) == expected
+    with pytest.raises(CalibrationApplyError) as e:
+        load_probe(folder)
+    assert str(e.value) == expected
