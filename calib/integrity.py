@@ -47,6 +47,8 @@ NUMERIC = ("seed", "budget_value", "lr_scale", "rho", "snr", "tokens_per_update"
 """Columns of a rows CSV that must hold numbers (empty/NaN allowed)."""
 FINITE = FORECAST_NAMES + ("realized", "target")
 """Columns where an infinity is refused (NaN is "none": no forecast, no realized accuracy)."""
+POINT_RANGES = {"realized": (0.0, 100.0, "an accuracy"), "target": (-100.0, 100.0, "a gain vs grpo")}
+"""Columns in accuracy points and their possible range (forecasts are not bounded: the raw first order overshoots)."""
 BOOLEAN = ("is_reference", "paired")
 REANALYZE = "gradprobe study --analyze-only --overwrite-analysis --out {}"
 _REBUILD = "or rebuild the file with `calib rows STUDY_DIR... --out {}`"
@@ -115,6 +117,13 @@ def _numeric(s: pd.Series, path: Path, col: str) -> pd.Series:
             what = "forecast" if col in FORECAST_NAMES else "gain or accuracy"
             raise RowsError(f"{path}, line {line}, column {col!r}: {s[line]} is not a {what} (an infinite value is "
                             "bad data; leave the cell empty for none) " + _REBUILD.format(path))
+    if col in POINT_RANGES and s.dtype.kind in "fiu":
+        low, high, what = POINT_RANGES[col]
+        out = (s < low) | (s > high)
+        if out.any():
+            line = out.idxmax()
+            raise RowsError(f"{path}, line {line}, column {col!r}: {s[line]} is not {what} (accuracy points lie in "
+                            f"[{low:g}, {high:g}]; a fraction such as 0.78 is 78 points) " + _REBUILD.format(path))
     return s
 
 

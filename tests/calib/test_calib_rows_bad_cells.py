@@ -124,3 +124,24 @@ def test_an_infinite_forecast_of_a_study_names_the_study_the_arm_and_its_seeds(t
     assert "NaN means no forecast" in msg and "re-run `gradprobe probe`" in msg
     # NaN (the lr arm) is still no forecast: the study builds
     assert build_rows(study, forecast_fn=synthetic_forecasts)["forecast_cost_only"].isna().sum() == 4
+
+
+@pytest.mark.parametrize("column, value, what", [("target", 1e9, "a gain vs grpo"), ("target", -100.5, "a gain vs grpo"),
+                                                 ("realized", 0.78e3, "an accuracy"), ("realized", -1.0, "an accuracy")])
+def test_a_gain_or_accuracy_outside_the_points_range_is_refused(rows_csv, column, value, what):
+    """`calib fit` took target = 1e9 (an impossible gain in accuracy points) and fitted on it."""
+    path, rows = rows_csv
+    i = _row_of(rows, "mc_min", 3)
+    _set_cell(path, rows, i, column, value)
+    with pytest.raises(RowsError) as e:
+        read_rows(path)
+    assert str(e.value).startswith(f"{path}, line {i + 2}, column {column!r}: {float(value)} is not {what} (accuracy "
+                                   "points lie in [")
+
+
+def test_the_ends_of_the_points_range_and_unbounded_forecasts_are_taken(rows_csv):
+    path, rows = rows_csv
+    for column, value in (("target", -100.0), ("target", 100.0), ("realized", 0.0), ("realized", 100.0),
+                          ("forecast_first_order", 250.0)):
+        _set_cell(path, rows, _row_of(rows, "mc_min", 3), column, value)
+        assert float(read_rows(path).loc[_row_of(rows, "mc_min", 3), column]) == value
