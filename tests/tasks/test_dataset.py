@@ -227,6 +227,7 @@ def test_a_plan_names_a_jsonl_task_with_its_options(tmp_path):
     end = text.index("\n[", text.index("\n[task.config]") + 1)
     text = (text[:start] + f'\n[task]\nname = "jsonl:{file}"\npool = 8\n[task.config]\nquestion = "problem"\n'
             'answer = "final"\nverifier = "boxed"\n' + text[end:])
+    text = text.replace("prompts_per_update = 16", "prompts_per_update = 8")  # an update fits in the pool of 8
     plan = parse_plan(text, check_schedule=False)
     task = load_run_task(plan.task)
     assert isinstance(task, DatasetTask) and task.verifier == "boxed" and task.mapping["question"] == "problem"
