@@ -25,7 +25,7 @@ __all__ = ["CurveSources", "task_key", "to_points", "TRL_STATE", "PLAN_EVAL_HINT
 TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
 #: The fix of too few evals for a curve of gradprobe runs (ReferenceCurve's refusal ends with it) ...
 PLAN_EVAL_HINT = "evaluate more often (e.g. `[eval] every_tokens` smaller than the budget)"
-#: ... and for a TRL run (:meth:`CurveSources.from_trl_state` puts it in place of the first).
+#: ... and for a TRL run (:meth:`CurveSources.from_trl_state` passes it as the curve's ``eval_hint``).
 TRL_EVAL_HINT = ("evaluate more often: in TRL's TrainingArguments (GRPOConfig) set eval_strategy=\"steps\" with a "
                  "smaller eval_steps, and eval_on_start=True for the eval at step 0 (or pass initial_accuracy=)")
 _SHOWN_STEPS = 5  # NaN eval steps named in a note; the rest are counted
@@ -394,11 +394,12 @@ class CurveSources:
                 seeds.append(str(i))
         skipped = _trl_skipped_note(nan_steps, metric)
         src = f"TRL trainer_state.json of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
+        if not n:
+            raise with_skipped(CurveError(f"no eval of {metric!r} with a value in {src}; {TRL_EVAL_HINT}"), skipped)
         try:
-            if not n:
-                raise CurveError(f"no eval of {metric!r} with a value in {src}; {TRL_EVAL_HINT}")
             acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}")
             return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=metadata,
-                       notes=[note] + [skipped] * (skipped is not None), n_replicates=n_replicates)
-        except CurveError as e:  # too few evals: TRL's settings are the fix, not a gradprobe plan's
-            raise with_skipped(CurveError(str(e).replace(PLAN_EVAL_HINT, TRL_EVAL_HINT)), skipped) from None
+                       notes=[note] + [skipped] * (skipped is not None), n_replicates=n_replicates,
+                       eval_hint=TRL_EVAL_HINT)  # too few evals: TRL's settings are the fix, not a plan's
+        except CurveError as e:
+            raise with_skipped(e, skipped) from None

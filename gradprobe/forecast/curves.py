@@ -89,6 +89,9 @@ class ReferenceCurve(CurveSources):
         How the points were read (accuracy scale, ...).
     n_replicates : int
         Seed-bootstrap replicates (0: none).
+    eval_hint : str
+        The fix named when there are too few evals (default: a gradprobe plan's ``[eval]``; a TRL trainer
+        state passes TRL's settings, :data:`~gradprobe.forecast.curve_sources.TRL_EVAL_HINT`).
 
     Attributes
     ----------
@@ -116,7 +119,7 @@ class ReferenceCurve(CurveSources):
 
     def __init__(self, *, updates, accuracy, seeds=None, mode: str = "sigmoid", B: float | None = None,
                  source: str = "", metadata: dict | None = None, notes=(), n_replicates: int = N_REPLICATES,
-                 _state: dict | None = None):
+                 eval_hint: str = PLAN_EVAL_HINT, _state: dict | None = None):
         if mode not in MODES:
             raise CurveError(f"mode {mode!r} must be one of {MODES}")
         n = np.asarray(updates, dtype=np.float64).ravel()
@@ -150,7 +153,7 @@ class ReferenceCurve(CurveSources):
                 f"the curve has evals at {distinct} distinct update count(s) > 0 and the fit has {free} free "
                 f"parameters (A, n_mid{', B' if B is None else ''}{', R0' if not has_zero else ''}): it needs evals at "
                 f"at least {free} distinct update counts > 0" + ("" if has_zero else ", or an eval at update 0 (R0)")
-                + f"; {PLAN_EVAL_HINT}")
+                + f"; {eval_hint}")
         if _state is not None:
             self._set_state(_state)
             return
