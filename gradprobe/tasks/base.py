@@ -28,6 +28,7 @@ __all__ = [
     "TaskConfigError",
     "DatasetFormatError",
     "decode_row",
+    "decoded_rows",
 ]
 
 SPLITS = ("train", "heldout")
@@ -70,6 +71,19 @@ def decode_row(raw: bytes) -> tuple[str | None, str | None]:
         bad = " ".join(f"0x{b:02x}" for b in raw[err.start:err.end])
         return None, (f"not valid UTF-8 (byte {bad} at byte {err.start + 1} of the row, after {before!r}: "
                       f"{err.reason}); save the file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8 if it is Latin-1)")
+
+
+def decoded_rows(records, on_bad):
+    """``(line, raw)`` pairs of a JSONL reader with every ``bytes`` row decoded (:func:`decode_row`); a row that
+    is not UTF-8 goes to ``on_bad(line, why)`` (the task's malformed-row handling: raise, or skip and count)
+    instead of being yielded. Rows that are already text or dicts (a hub dataset) pass as they are."""
+    for line, raw in records:
+        if isinstance(raw, bytes):
+            raw, why = decode_row(raw)
+            if raw is None:
+                on_bad(line, why)
+                continue
+        yield line, raw
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, decode_row
+from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, decoded_rows
 # column mapping and prompt formats live in gradprobe.tasks.columns; re-exported here (MAPPING_KEYS, _prompt_text too)
 from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, VERIFIERS, PromptText, _fix,
                                      _prompt_text, gold_answer, parse_dataset_spec, read_prompt, resolve_mapping)
@@ -178,12 +178,7 @@ class DatasetTask(Task):
         out, m = [], None
         if columns is not None:
             m = self._resolve_mapping(columns, where)
-        for line, raw in records:
-            if isinstance(raw, bytes):
-                raw, why = decode_row(raw)
-                if raw is None:
-                    self._bad_row(where, line, why)
-                    continue
+        for line, raw in decoded_rows(records, lambda line, why: self._bad_row(where, line, why)):
             if isinstance(raw, str):
                 if not raw.strip():
                     continue

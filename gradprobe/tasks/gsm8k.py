@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, decode_row
+from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, decoded_rows
 from gradprobe.tasks.verify import holds_number
 
 __all__ = ["GSM8KTask", "gold_from_solution"]
@@ -121,12 +121,7 @@ class GSM8KTask(Task):
     def _parse(self, records, where: str, stem: str) -> list[Problem]:
         """Validate ``(line_number, raw)`` pairs; raw is a JSON string or a dict."""
         out = []
-        for line, raw in records:
-            if isinstance(raw, bytes):
-                raw, why = decode_row(raw)
-                if raw is None:
-                    self._bad_row(where, line, why)
-                    continue
+        for line, raw in decoded_rows(records, lambda line, why: self._bad_row(where, line, why)):
             if isinstance(raw, str):
                 if not raw.strip():
                     continue  # blank lines are not rows
