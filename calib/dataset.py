@@ -53,8 +53,9 @@ from gradprobe.forecast.study import read_study_json, study_forecasts
 from gradprobe.layout import ANALYSIS_JSON, PLAN_COPY, STUDY_JSON, probe_dir
 
 from .domain import resolve_model, resolve_task, study_identity
-from .integrity import (DuplicateRunsWarning, RowsError, StudyFormatError, check_analysis_matches_runs,
-                        check_finite_forecasts, check_plan_sha, read_rows_csv, check_duplicate_runs)
+from .integrity import (DuplicateRunsWarning, RowsError, SkippedEvalsWarning, StudyFormatError,
+                        check_analysis_matches_runs, check_finite_forecasts, check_plan_sha, read_rows_csv,
+                        check_duplicate_runs, warn_skipped_reference_evals)
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,8 @@ REQUIRED = ("study", "model", "task", "arm", "seed", "budget", "budget_value", "
 
 
 __all__ = ["REFERENCE_ARM", "BUDGET", "FORECASTERS", "FEATURES", "FORECAST_COLUMNS", "ID_COLUMNS", "COLUMNS",
-           "REQUIRED", "StudyFormatError", "RowsError", "DuplicateRunsWarning", "build_rows", "build_rows_many",
-           "select_rows", "read_rows", "default_forecast_fn"]
+           "REQUIRED", "StudyFormatError", "RowsError", "DuplicateRunsWarning", "SkippedEvalsWarning", "build_rows",
+           "build_rows_many", "select_rows", "read_rows", "default_forecast_fn"]
 
 
 def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.DataFrame:
@@ -118,6 +119,12 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
         row, forecasts that lack contract columns, an infinite forecast (study, arm, seeds), or an
         ``analysis.json`` that no longer matches ``runs.csv`` (arms, seeds per arm) or ``study.json``'s
         plan (:mod:`calib.integrity`; fix: ``gradprobe study --analyze-only --overwrite-analysis``).
+
+    Warns
+    -----
+    SkippedEvalsWarning
+        With ``curve`` None, lines of grpo in ``runs.csv`` that hold no update or greedy accuracy: the study's
+        own curve is fitted without them (the rows are built).
     """
     study_dir = Path(study_dir)
     _check_folder(study_dir)
@@ -140,6 +147,8 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
                                f"`gradprobe study --analyze-only` on a plan with a generated-token budget") from None
     per_seed = {arm: _per_seed(res, arm, study_dir) for arm, res in arms.items()}
     check_analysis_matches_runs(study_dir, analysis, per_seed)
+    if curve is None:  # the study's own grpo curve: say when runs.csv lines of grpo were left out of it
+        warn_skipped_reference_evals(study_dir, REFERENCE_ARM)
     fc = _forecasts(study_dir, curve, forecast_fn)
     check_finite_forecasts(fc, study_dir, per_seed)
     ref_seeds = per_seed[REFERENCE_ARM]

@@ -20,8 +20,8 @@ import pandas as pd
 
 from .curve_fit import CurveError
 
-__all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "skipped_note", "with_skipped", "SKIPPED_MARK",
-           "is_skipped_note"]
+__all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "study_skipped_evals", "skipped_note", "with_skipped",
+           "SKIPPED_MARK", "is_skipped_note"]
 
 _SHOWN = 5  # lines named in a note; the rest are counted
 #: In every note that says evals of the source were skipped (a CSV's blank cells, a trainer_state's NaN evals):
@@ -81,6 +81,18 @@ def skipped_cells(df: pd.DataFrame, cols) -> list[tuple[int, str]]:
     for row in np.flatnonzero(data & df[list(cols)].isna().any(axis=1).to_numpy()):
         out.append((int(row) + 2, next(c for c in cols if pd.isna(df[c].iloc[row]))))
     return out
+
+
+def study_skipped_evals(df: pd.DataFrame, arm: str, accuracy_col: str = "accuracy") -> list[tuple[int, str]]:
+    """(line, column) of every line of a study's ``runs.csv`` (a frame of :func:`numeric_columns`, columns ``arm``,
+    ``update`` and ``accuracy_col``) of ``arm`` whose ``update`` or greedy ``accuracy`` cell is empty or NaN.
+
+    ``gradprobe study`` writes the update and the greedy accuracy at every eval, so such a line is a damaged or
+    hand-edited file; fitted without it, the arm's curve moves (``ReferenceCurve.from_study`` notes it, ``calib
+    rows`` warns). ``accuracy_sampled`` is empty wherever the eval schedule skipped sampling, so its empty cells
+    are not named."""
+    lines = skipped_cells(df, ("update", accuracy_col) if accuracy_col == "accuracy" else ("update",))
+    return [(line, col) for line, col in lines if df["arm"].iloc[line - 2] == arm]
 
 
 def skipped_note(skipped: list[tuple[int, str]], path: Path) -> str | None:

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
-from .csv_cells import SKIPPED_MARK, numeric_columns, read_csv_checked, skipped_cells, skipped_note, with_skipped
+from .csv_cells import (SKIPPED_MARK, numeric_columns, read_csv_checked, skipped_cells, skipped_note, study_skipped_evals,
+                        with_skipped)
 from .curve_fit import N_REPLICATES, CurveError
 
 __all__ = ["CurveSources", "task_key", "to_points", "TRL_STATE", "PLAN_EVAL_HINT", "TRL_EVAL_HINT"]
@@ -235,11 +236,16 @@ class CurveSources:
         mode, B, n_replicates
             See :class:`ReferenceCurve`.
 
+        Lines of ``arm`` with an empty ``update`` or ``accuracy_col`` cell are no evals: they are left out
+        and named in the curve's ``notes`` (:func:`~gradprobe.forecast.csv_cells.study_skipped_evals`), since
+        a ``runs.csv`` that ``gradprobe study`` wrote from greedy evals has none.
+
         Raises
         ------
         CurveError
             No ``runs.csv``, a missing column, a cell of ``update`` or ``accuracy_col`` that is no
-            number (the message names the line), an unknown arm (the message lists the arms), too few evals.
+            number (the message names the line), an unknown arm (the message lists the arms), too few evals
+            (the message names the skipped lines, if any).
         """
         study_dir = Path(study_dir)
         runs = study_dir / RUNS_CSV
@@ -249,19 +255,26 @@ class CurveSources:
         for col in ("arm", "seed", "update", accuracy_col):
             if col not in df.columns:
                 raise CurveError(f"{runs} has no column {col!r} (columns: {list(df.columns)})")
-        df = numeric_columns(df, ("update", accuracy_col), runs).dropna(how="all")
+        df = numeric_columns(df, ("update", accuracy_col), runs)
+        skipped = skipped_note(study_skipped_evals(df, arm, accuracy_col), runs)
+        df = df.dropna(how="all")
         if arm not in set(df["arm"]):
             raise CurveError(f"{runs} has no arm {arm!r}; its arms are {sorted(set(df['arm']))}")
-        d = df[(df["arm"] == arm) & df[accuracy_col].notna()]
-        acc, note = to_points(d[accuracy_col].to_numpy(float), "auto", f"{runs.name} {accuracy_col}")
+        d = df[(df["arm"] == arm) & df[accuracy_col].notna() & df["update"].notna()]
         meta = {"study": str(study_dir), "arm": arm}
         if (study_dir / PLAN_COPY).is_file():
             meta.update(_plan_metadata(study_dir / PLAN_COPY, arm))
         seeds = d["seed"].to_numpy()
-        src = (f"study {study_dir.name} arm {arm} ({runs}, {len(set(seeds))} seeds x "
-               f"{int(d.groupby('seed').size().min())}-{int(d.groupby('seed').size().max())} evals)")
-        return cls(updates=d["update"].to_numpy(float), accuracy=acc, seeds=seeds, mode=mode, B=B, source=src,
-                   metadata=meta, notes=[note], n_replicates=n_replicates)
+        try:
+            if d.empty:
+                raise CurveError(f"{runs}: no line of arm {arm!r} holds both an update and an {accuracy_col!r} value")
+            acc, note = to_points(d[accuracy_col].to_numpy(float), "auto", f"{runs.name} {accuracy_col}")
+            src = (f"study {study_dir.name} arm {arm} ({runs}, {len(set(seeds))} seeds x "
+                   f"{int(d.groupby('seed').size().min())}-{int(d.groupby('seed').size().max())} evals)")
+            return cls(updates=d["update"].to_numpy(float), accuracy=acc, seeds=seeds, mode=mode, B=B, source=src,
+                       metadata=meta, notes=[note] + [skipped] * (skipped is not None), n_replicates=n_replicates)
+        except CurveError as e:
+            raise with_skipped(e, skipped) from None
 
     @classmethod
     def from_metrics(cls, paths, *, metric: str = "greedy_accuracy", accuracy_scale: str = "auto",
