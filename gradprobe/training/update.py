@@ -175,7 +175,10 @@ def record_update(s: RunSession, batch, adv, rout, step: dict, *, lr: float, bef
     s.metrics.write(line)
     _warn_missing(run.reward, st.update, stats["reward_missing"], batch.num_rows)
     _warn_overflow(run.reward, st.update, rout.stats or {})
-    s.say(f"update {st.update}: reward {stats['reward_mean']} tokens {spent['generated_tokens']:,} "
+    # the batch's mean outcome score (the task's verifier), whatever reward is trained: a process reward's
+    # advantages have no per-completion scalar to print
+    outcome = "none" if stats["reward_mean"] is None else f"{stats['reward_mean']:.3f}"
+    s.say(f"update {st.update}: outcome score {outcome} tokens {spent['generated_tokens']:,} "
           f"loss {step['loss']:.4g}" + (f" kl {kl:.3g}" if kl is not None else ""))
     return line
 
