@@ -13,6 +13,13 @@ on the runs every forecaster covers, and prints:
   split into training randomness and held-out error (:func:`calib.noise_floor.heldout_floor`), read from
   the study folder under ``--studies-root``.
 
+``--study`` may be repeated: each study's block is printed, then the studies pooled (every run once; the
+interval resamples the seeds within each study's arms, so it is still seed noise only, not a spread over
+studies; the floor and its split over the pooled runs, without an interval). The raw forecasts ("as
+forecast") read each study's own grpo curve and no calibration, so they are the same in any report; the
+calibrated ones are fitted on every other study of the report, which should hold the calibration's studies and
+the held-out ones only.
+
 The figures for ``data/study_tiny_heldout4k`` (``data/study_tiny_heldout4k/README.md``) come from::
 
     calib report data/study_tiny data/study_tiny_sparse data/study_tiny_hard_rewards data/study_tiny_lr \\
@@ -51,7 +58,8 @@ def seed_resampled_mae(errors: pd.Series, arms: pd.Series, *, resamples: int = R
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("report", help="a `calib report` folder (holds cv_predictions.csv) made with the study among its studies")
-    p.add_argument("--study", required=True, help="the held-out study's folder name (or a prefix of it)")
+    p.add_argument("--study", required=True, action="append",
+                   help="the held-out study's folder name (or a prefix of it); repeat it to pool several studies")
     p.add_argument("--studies-root", default="data", help="the folder holding the study folders (default: data)")
     args = p.parse_args(argv)
     path = Path(args.report) / "cv_predictions.csv"
@@ -59,39 +67,50 @@ def main(argv=None) -> int:
         print(f"unseen_study: error: {path} not found: REPORT must be a `calib report` folder; make one with "
               f"`calib report STUDY_DIR... --out {args.report}`", file=sys.stderr)
         return 2
-    d = pd.read_csv(path)
-    d = d[(d["cv"] == "study") & d["study"].str.startswith(args.study)]
-    studies = sorted(set(d["study"]))
-    if len(studies) != 1:
-        print(f"unseen_study: error: --study {args.study!r} names {len(studies)} studies of the report "
-              f"({', '.join(studies) or 'none'}); give a prefix that names one", file=sys.stderr)
-        return 2
-    shown = [f for f in FORECASTERS if f in set(d["forecaster"])]
+    d_all = pd.read_csv(path)
+    d_all = d_all[d_all["cv"] == "study"]
+    names = []
+    for prefix in args.study:
+        studies = sorted(set(d_all.loc[d_all["study"].str.startswith(prefix), "study"]))
+        if len(studies) != 1:
+            print(f"unseen_study: error: --study {prefix!r} names {len(studies)} studies of the report "
+                  f"({', '.join(studies) or 'none'}); give a prefix that names one", file=sys.stderr)
+            return 2
+        if studies[0] in names:
+            print(f"unseen_study: error: --study {prefix!r} names {studies[0]} again; name each study once",
+                  file=sys.stderr)
+            return 2
+        names.append(studies[0])
+    shown = [f for f in FORECASTERS if f in set(d_all["forecaster"])]
+    pooled = [_one_study(d_all[d_all["study"] == name], name, shown, Path(args.studies_root)) for name in names]
+    if len(pooled) > 1:
+        _pooled(pd.concat(pooled), names, shown, Path(args.studies_root))
+    return 0
+
+
+def _covered(d: pd.DataFrame, shown: list) -> pd.DataFrame:
+    """The rows of ``d`` (one study's cv rows) on the runs that every forecaster in ``shown`` forecast."""
     raw = d[(d["method"] == "none") & d["forecaster"].isin(shown)]
     per_run = raw.groupby(["arm", "seed"])["forecaster"].nunique()
     covered = set(per_run[per_run == len(shown)].index)
-    d = d[[(a, s) in covered for a, s in zip(d["arm"], d["seed"])]]
-    print(f"{studies[0]} held out: {len(covered)} runs of {d['arm'].nunique()} arms; MAE of the gain vs grpo "
-          "(points) [95% interval over each arm's seeds: this study's seed noise only]")
+    return d[[(a, s) in covered for a, s in zip(d["arm"], d["seed"])]]
+
+
+def _mae_lines(d: pd.DataFrame, shown: list, groups: pd.Series | None = None) -> None:
+    """One line per forecaster: MAE as forecast and calibrated, each with its interval over seeds within ``groups``
+    (default: the arms)."""
     for f in shown:
         line = f"  {f:<24}"
         for method, label in (("none", "as forecast"), ("linear", "calibrated on the other studies")):
             x = d[(d["forecaster"] == f) & (d["method"] == method)]
             if len(x):
-                m, (lo, hi) = seed_resampled_mae((x["cv_pred"] - x["target"]).abs(), x["arm"])
+                key = x["arm"] if groups is None else groups.loc[x.index]
+                m, (lo, hi) = seed_resampled_mae((x["cv_pred"] - x["target"]).abs(), key)
                 line += f"   {label} {m:.2f} [{lo:.2f}, {hi:.2f}]"
         print(line)
-    x = raw[raw["forecaster"] == shown[0]]
-    means = raw.pivot_table(index="arm", columns="forecaster", values="cv_pred")
-    means.insert(0, "realized", x.groupby("arm")["target"].mean())
-    means.insert(0, "seeds", x.groupby("arm").size())
-    print("per arm (mean over seeds, points):")
-    print(means[["seeds", "realized", *shown]].round(2).to_string())
-    fl = seed_noise_floor(x["target"], x["arm"], x["study"])
-    print(f"seed-noise floor of the run-level MAE: {fl['estimate']:.2f} (Gini mean difference, {fl['arms']} arms; one "
-          "study: no interval)")
-    folder = Path(args.studies_root) / studies[0].rsplit("@", 1)[0]
-    h = heldout_floor([folder], keep=set(zip(x["study"], x["arm"])))
+
+
+def _split_line(h: dict) -> None:
     if h["arms"]:
         items = ", ".join(map(str, sorted({a["items"] for a in h["arms"]})))
         print("two-way split on N = " + items + " held-out items: " + "   ".join(
@@ -99,7 +118,39 @@ def main(argv=None) -> int:
               + f"   (held-out share of the seeds' variance {h['heldout_share']:.2f})")
     for why in h["skipped"]:
         print(f"not split: {why}")
-    return 0
+
+
+def _one_study(d: pd.DataFrame, name: str, shown: list, root: Path) -> pd.DataFrame:
+    """Print one held-out study's block; return its covered rows."""
+    d = _covered(d, shown)
+    runs = d[(d["method"] == "none") & (d["forecaster"] == shown[0])]
+    print(f"{name} held out: {len(runs)} runs of {d['arm'].nunique()} arms; MAE of the gain vs grpo "
+          "(points) [95% interval over each arm's seeds: this study's seed noise only]")
+    _mae_lines(d, shown)
+    raw = d[(d["method"] == "none") & d["forecaster"].isin(shown)]
+    means = raw.pivot_table(index="arm", columns="forecaster", values="cv_pred")
+    means.insert(0, "realized", runs.groupby("arm")["target"].mean())
+    means.insert(0, "seeds", runs.groupby("arm").size())
+    print("per arm (mean over seeds, points):")
+    print(means[["seeds", "realized", *shown]].round(2).to_string())
+    fl = seed_noise_floor(runs["target"], runs["arm"], runs["study"])
+    print(f"seed-noise floor of the run-level MAE: {fl['estimate']:.2f} (Gini mean difference, {fl['arms']} arms; one "
+          "study: no interval)")
+    _split_line(heldout_floor([root / name.rsplit("@", 1)[0]], keep=set(zip(runs["study"], runs["arm"]))))
+    return d
+
+
+def _pooled(d: pd.DataFrame, names: list, shown: list, root: Path) -> None:
+    """The named studies together: every run once, intervals over the seeds within each (study, arm)."""
+    runs = d[(d["method"] == "none") & (d["forecaster"] == shown[0])]
+    print(f"pooled, {len(names)} held-out studies: {len(runs)} runs of {runs.groupby(['study', 'arm']).ngroups} "
+          "arms; MAE of the gain vs grpo (points) [95% interval over each arm's seeds within its study: these "
+          "studies' seed noise only, not how another study would fare]")
+    _mae_lines(d, shown, groups=d["study"] + "/" + d["arm"])
+    fl = seed_noise_floor(runs["target"], runs["arm"], runs["study"])
+    print(f"seed-noise floor of the run-level MAE: {fl['estimate']:.2f} (Gini mean difference, {fl['arms']} arms of "
+          f"{len(names)} studies; given without an interval)")
+    _split_line(heldout_floor([root / n.rsplit("@", 1)[0] for n in names], keep=set(zip(runs["study"], runs["arm"]))))
 
 
 if __name__ == "__main__":

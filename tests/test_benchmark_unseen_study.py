@@ -53,6 +53,36 @@ def test_a_prefix_must_name_one_study(unseen, capsys, study, why):
     assert why in capsys.readouterr().err
 
 
+def test_pooled_studies_count_every_run_once_and_resample_seeds_within_each_studys_arms(unseen, capsys):
+    names = ["study_tiny@", "study_tiny_hard_rewards"]
+    assert unseen.main([str(REPORT), *[a for n in names for a in ("--study", n)],
+                        "--studies-root", str(REPO / "data")]) == 0
+    out = capsys.readouterr().out
+    pooled = out[out.index("pooled, 2 held-out studies: 24 runs of 6 arms;"):]
+    d = pd.read_csv(REPORT / "cv_predictions.csv")
+    d = d[(d["cv"] == "study") & (d["study"].str.startswith(names[0]) | d["study"].str.startswith(names[1]))
+          & (d["arm"] != "grpo_2xlr")]
+    for f in ("forecast_cost_only", "forecast_probe"):
+        x = d[(d["forecaster"] == f) & (d["method"] == "none")]
+        assert len(x) == 24
+        err = (x["cv_pred"] - x["target"]).abs()
+        m, (lo, hi) = unseen.seed_resampled_mae(err, x["study"] + "/" + x["arm"])
+        line = next(s for s in pooled.splitlines() if s.strip().startswith(f))
+        assert f"as forecast {err.mean():.2f} [{lo:.2f}, {hi:.2f}]" in line
+        # each study's own block is printed before the pooled one, with its 12 runs
+        per = [np.abs(x[x["study"].str.startswith(n)]["cv_pred"] - x[x["study"].str.startswith(n)]["target"]).mean()
+               for n in names]
+        assert err.mean() == pytest.approx(np.mean(per))  # 12 runs each: the pooled MAE is their mean
+    assert out.index("study_tiny@b6b755233a8f held out: 12 runs") < out.index("study_tiny_hard_rewards@") < out.index(
+        "pooled, 2 held-out studies")
+    assert "6 arms of 2 studies; given without an interval" in pooled
+
+
+def test_a_study_named_twice_is_refused(unseen, capsys):
+    assert unseen.main([str(REPORT), "--study", "study_tiny@", "--study", "study_tiny@b6"]) == 2
+    assert "names study_tiny@b6b755233a8f again; name each study once" in capsys.readouterr().err
+
+
 def test_a_missing_report(unseen, capsys, tmp_path):
     assert unseen.main([str(tmp_path / "none"), "--study", "x"]) == 2
     assert capsys.readouterr().err.startswith(f"unseen_study: error: {tmp_path / 'none'}/cv_predictions.csv not found")
