@@ -133,10 +133,12 @@ def test_the_shipped_default_is_version_2_fitted_on_every_shipped_study_with_the
     record = load_validation()
     assert cal.forecaster == f"forecast_{record['best']}"  # the forecaster that validates best, leaving a study out
     validated = {s.split("@")[0] for s in record["studies"]}
-    # every shipped study but the FLOPs-budgeted one, the one superseded by a superset of its runs, and the one kept
-    # out so that the calibration never saw it (data/study_tiny_heldout4k/README.md)
+    # every shipped study but the FLOPs-budgeted one, the one superseded by a superset of its runs, and the ones on
+    # 4,000 held-out prompts, kept out so that the calibration never saw them (data/study_tiny_heldout4k/README.md)
+    unseen = {p.name for p in (REPO / "data").glob("study_*_heldout4k")}
+    assert "study_tiny_heldout4k" in unseen
     assert validated == {p.name for p in (REPO / "data").glob("study_*")} - {"study_tiny_hard", "study_tiny_granularity",
-                                                                               "study_tiny_heldout4k"}
+                                                                               *unseen}
     fitted = {(s["name"] if isinstance(s, dict) else s.split("@")[0]) for s in cal.domain.studies}
     assert fitted == validated - {"study_tiny_lr"}  # learning-rate arms have no cost-only forecast (outside its domain)
     # applied to a shipped study's own probe: finite calibrated gains with intervals around them
