@@ -15,17 +15,22 @@ on the runs every forecaster covers, and prints:
 
 ``--study`` may be repeated: each study's block is printed, then the studies pooled (every run once; the
 interval resamples the seeds within each study's arms, so it is still seed noise only, not a spread over
-studies; the floor and its split over the pooled runs, without an interval). The raw forecasts ("as
+studies; the error on arm means, each forecaster's and its paired difference from cost only, with the same
+resampling; the floor and its split over the pooled runs, without an interval). The raw forecasts ("as
 forecast") read each study's own grpo curve and no calibration, so they are the same in any report; the
 calibrated ones are fitted on every other study of the report, which should hold the calibration's studies and
 the held-out ones only.
 
-The figures for ``data/study_tiny_heldout4k`` (``data/study_tiny_heldout4k/README.md``) come from::
+The figures of the three studies on 4,000 held-out prompts (``data/study_tiny_heldout4k``,
+``data/study_tiny_hard_heldout4k``, ``data/study_tiny_llama_heldout4k``: each README, and the pooled lines in
+``data/calibration/README.md``) come from::
 
     calib report data/study_tiny data/study_tiny_sparse data/study_tiny_hard_rewards data/study_tiny_lr \\
         data/study_reward_granularity data/study_tiny_llama data/study_tiny_losses data/study_tiny_greso \\
-        data/study_tiny_guided data/study_tiny_heldout4k --out runs/report_heldout4k
-    python benchmarks/unseen_study.py runs/report_heldout4k --study study_tiny_heldout4k
+        data/study_tiny_guided data/study_tiny_heldout4k data/study_tiny_hard_heldout4k \\
+        data/study_tiny_llama_heldout4k --out runs/report_unseen
+    python benchmarks/unseen_study.py runs/report_unseen --study study_tiny_heldout4k \\
+        --study study_tiny_hard_heldout4k --study study_tiny_llama_heldout4k
 """
 
 from __future__ import annotations
@@ -53,6 +58,32 @@ def seed_resampled_mae(errors: pd.Series, arms: pd.Series, *, resamples: int = R
         boot += g[rng.integers(0, g.size, (resamples, g.size))].sum(axis=1)
     boot /= n
     return float(errors.mean()), (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5)))
+
+
+def arm_mean_maes(rows: pd.DataFrame, forecasters: list, *, resamples: int = RESAMPLES, seed: int = SEED) -> dict:
+    """Per forecaster, the MAE on arm means (each arm once: |forecast - mean realized gain over its seeds|, averaged
+    over arms) and its 95% percentile interval, resampling each arm's seeds with replacement; the same resamples
+    for every forecaster, so differences between them are paired.
+
+    ``rows``: one row per (forecaster, run) with ``group`` (the arm, or study/arm), ``seed``, ``cv_pred`` (the same
+    for every seed of an arm) and ``target``. Returns {forecaster: (mae, (lo, hi), boot)} with ``boot`` the
+    resampled MAEs (for paired differences)."""
+    rng = np.random.default_rng(seed)
+    groups = sorted(set(rows["group"]))
+    base = rows[rows["forecaster"] == forecasters[0]]
+    realized, draws = {}, {}
+    for g in groups:
+        t = base.loc[base["group"] == g].sort_values("seed")["target"].to_numpy(np.float64)
+        realized[g] = t
+        draws[g] = t[rng.integers(0, t.size, (resamples, t.size))].mean(axis=1)
+    out = {}
+    for f in forecasters:
+        x = rows[rows["forecaster"] == f]
+        pred = {g: float(x.loc[x["group"] == g, "cv_pred"].mean()) for g in groups}
+        mae = float(np.mean([abs(pred[g] - realized[g].mean()) for g in groups]))
+        boot = np.mean([np.abs(pred[g] - draws[g]) for g in groups], axis=0)
+        out[f] = (mae, (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))), boot)
+    return out
 
 
 def main(argv=None) -> int:
@@ -147,6 +178,18 @@ def _pooled(d: pd.DataFrame, names: list, shown: list, root: Path) -> None:
           "arms; MAE of the gain vs grpo (points) [95% interval over each arm's seeds within its study: these "
           "studies' seed noise only, not how another study would fare]")
     _mae_lines(d, shown, groups=d["study"] + "/" + d["arm"])
+    raw = d[(d["method"] == "none") & d["forecaster"].isin(shown)].assign(group=lambda x: x["study"] + "/" + x["arm"])
+    arm = arm_mean_maes(raw, shown)
+    print("on arm means (each arm once, as forecast; 95% interval over each arm's seeds, the same resamples for "
+          "every forecaster):")
+    for f in shown:
+        m, (lo, hi), boot = arm[f]
+        line = f"  {f:<24}   {m:.2f} [{lo:.2f}, {hi:.2f}]"
+        if f != shown[0]:
+            diff = boot - arm[shown[0]][2]
+            line += (f"   minus {shown[0]} {m - arm[shown[0]][0]:+.2f} "
+                     f"[{np.percentile(diff, 2.5):+.2f}, {np.percentile(diff, 97.5):+.2f}]")
+        print(line)
     fl = seed_noise_floor(runs["target"], runs["arm"], runs["study"])
     print(f"seed-noise floor of the run-level MAE: {fl['estimate']:.2f} (Gini mean difference, {fl['arms']} arms of "
           f"{len(names)} studies; given without an interval)")

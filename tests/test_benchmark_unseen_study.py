@@ -47,6 +47,21 @@ def test_the_interval_resamples_seeds_within_arms(unseen):
     assert m == 2.0 and 1.5 - 1e-12 <= lo < m < hi <= 2.5 + 1e-12  # only arm a's two seeds vary: [1.5, 2.5]
 
 
+def test_arm_mean_errors_and_their_paired_resamples(unseen):
+    rows = pd.DataFrame({"forecaster": ["a"] * 4 + ["b"] * 4, "group": ["x", "x", "y", "y"] * 2,
+                         "seed": [0, 1, 0, 1] * 2, "cv_pred": [1.0, 1.0, -2.0, -2.0, 0.0, 0.0, 0.0, 0.0],
+                         "target": [0.0, 2.0, -1.0, -1.0] * 2})
+    out = unseen.arm_mean_maes(rows, ["a", "b"], resamples=2000)
+    # arm means 1.0 (x) and -1.0 (y): a is off by 0 and 1, b by 1 and 1
+    assert out["a"][0] == pytest.approx(0.5) and out["b"][0] == pytest.approx(1.0)
+    # y's seeds agree and b forecasts 0 for x, whose resampled means are 0, 1 or 2: |0 - mean| in [0, 2]
+    assert out["b"][1] == pytest.approx((0.5, 1.5))
+    # paired: the same resamples of x's seeds for both; with y fixed the difference b - a is
+    # (|m| + 1)/2 - (|1 - m| + 1)/2, which is -0.5, +0.5 or +0.5 for m = 0, 1, 2
+    diff = out["b"][2] - out["a"][2]
+    assert set(np.round(diff, 12)) <= {-0.5, 0.5}
+
+
 @pytest.mark.parametrize("study, why", [("study_tiny", "names 8 studies"), ("nothing", "names 0 studies")])
 def test_a_prefix_must_name_one_study(unseen, capsys, study, why):
     assert unseen.main([str(REPORT), "--study", study]) == 2
@@ -88,26 +103,62 @@ def test_a_missing_report(unseen, capsys, tmp_path):
     assert capsys.readouterr().err.startswith(f"unseen_study: error: {tmp_path / 'none'}/cv_predictions.csv not found")
 
 
-def test_the_figures_the_unseen_studys_readme_quotes(unseen, capsys, tmp_path):
-    """data/study_tiny_heldout4k/README.md quotes this command's output on a report over the nine calibration
-    studies and it (the commands in the README): each forecaster's line and the floors must be there."""
+UNSEEN = ["study_tiny_heldout4k", "study_tiny_hard_heldout4k", "study_tiny_llama_heldout4k"]
+CALIBRATION_STUDIES = ["study_tiny", "study_tiny_sparse", "study_tiny_hard_rewards", "study_tiny_lr",
+                       "study_reward_granularity", "study_tiny_llama", "study_tiny_losses", "study_tiny_greso",
+                       "study_tiny_guided"]
+NAMES = (("forecast_cost_only", "cost only"), ("forecast_probe", "probe"), ("forecast_signal_proxy", "signal proxy"))
+
+
+@pytest.fixture(scope="module")
+def unseen_report(tmp_path_factory):
+    """The `calib report` over the nine calibration studies and the three on 4,000 held-out prompts, as the
+    READMEs' commands make it."""
     import subprocess
     import sys
 
-    studies = ["study_tiny", "study_tiny_sparse", "study_tiny_hard_rewards", "study_tiny_lr", "study_reward_granularity",
-               "study_tiny_llama", "study_tiny_losses", "study_tiny_greso", "study_tiny_guided", "study_tiny_heldout4k"]
-    out = tmp_path / "report"
-    done = subprocess.run([sys.executable, "-m", "calib.cli", "report", *[str(REPO / "data" / s) for s in studies],
-                           "--out", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    out = tmp_path_factory.mktemp("unseen") / "report"
+    done = subprocess.run([sys.executable, "-m", "calib.cli", "report",
+                           *[str(REPO / "data" / s) for s in CALIBRATION_STUDIES + UNSEEN], "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, cwd=out.parent)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert unseen.main([str(out), "--study", "study_tiny_heldout4k", "--studies-root", str(REPO / "data")]) == 0
-    printed = capsys.readouterr().out
-    readme = " ".join((REPO / "data" / "study_tiny_heldout4k" / "README.md").read_text().split())
-    for f, name in (("forecast_cost_only", "cost only"), ("forecast_probe", "probe"),
-                    ("forecast_signal_proxy", "signal proxy")):
+    return out
+
+
+def _quoted(printed: str, readme: str) -> None:
+    for f, name in NAMES:
         line = next(s for s in printed.splitlines() if s.strip().startswith(f))
         raw = line.split("as forecast ")[1].split("   ")[0]
         cal = line.split("calibrated on the other studies ")[1].strip()
         assert f"| {name} | {raw} | {cal} |" in readme, line
-    assert "seed-noise floor of the run-level MAE: 0.66" in printed and "is 0.66" in readme
-    assert "N 0.58" in printed and "gives 0.58 at its own 4,000 prompts" in readme
+
+
+@pytest.mark.parametrize("study", UNSEEN)
+def test_the_figures_each_unseen_studys_readme_quotes(unseen, unseen_report, capsys, study):
+    """Each 4,000-prompt study's README quotes this command's output on the twelve-study report (the commands in
+    the README): each forecaster's line, the seed-noise floor and the two-way split at its own N."""
+    assert unseen.main([str(unseen_report), "--study", study, "--studies-root", str(REPO / "data")]) == 0
+    printed = capsys.readouterr().out
+    readme = " ".join((REPO / "data" / study / "README.md").read_text().split())
+    _quoted(printed, readme)
+    floor = printed.split("seed-noise floor of the run-level MAE: ")[1].split(" ")[0]
+    assert f"floor of this study's runs is {floor}" in readme
+    own_n = printed.split("held-out items: N ")[1].split(" ")[0]
+    assert f"gives {own_n} at its own 4,000 prompts" in readme
+
+
+def test_the_pooled_figures_the_calibration_readme_quotes(unseen, unseen_report, capsys):
+    args = [a for s in UNSEEN for a in ("--study", s)]
+    assert unseen.main([str(unseen_report), *args, "--studies-root", str(REPO / "data")]) == 0
+    printed = capsys.readouterr().out
+    pooled = printed[printed.index("pooled, 3 held-out studies: 24 runs of 6 arms;"):]
+    for path in (REPO / "data" / "calibration" / "README.md", REPO / "README.md"):
+        text = " ".join(path.read_text().split())
+        section = text[text.lower().index("pooled over the three"):]
+        for f, name in NAMES[:2]:
+            line = next(s for s in pooled.splitlines() if s.strip().startswith(f))
+            raw = line.split("as forecast ")[1].split("   ")[0]
+            cal = line.split("calibrated on the other studies ")[1].strip()
+            assert f"{name} {raw} as forecast, {cal} calibrated" in section, (path, line)
+        floor = pooled.split("seed-noise floor of the run-level MAE: ")[1].split(" ")[0]
+        assert f"seed-noise floor is {floor}" in section, path
