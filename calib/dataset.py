@@ -140,11 +140,7 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     if REFERENCE_ARM not in arms:
         raise StudyFormatError(f"{study_dir}/analysis.json has no {REFERENCE_ARM!r} arm (arms: {sorted(arms)}); "
                                "gains are measured against it, so the plan needs an arm named grpo")
-    try:
-        budget = float(_tokens_block(analysis["matched"])["budget"])
-    except (KeyError, TypeError, ValueError):
-        raise StudyFormatError(f"{study_dir}/analysis.json: matched.{BUDGET}.budget is missing; re-run "
-                               f"`gradprobe study --analyze-only` on a plan with a generated-token budget") from None
+    budget = _token_budget(analysis, study_dir)
     per_seed = {arm: _per_seed(res, arm, study_dir) for arm, res in arms.items()}
     check_analysis_matches_runs(study_dir, analysis, per_seed)
     if curve is None:  # the study's own grpo curve: say when runs.csv lines of grpo were left out of it
@@ -355,6 +351,15 @@ def default_forecast_fn():
     """The forecaster of every study's arms: :func:`gradprobe.forecast.study_forecasts` (tests route it to a
     synthetic one by patching this function)."""
     return study_forecasts
+
+
+def _token_budget(analysis: dict, study_dir: Path) -> float:
+    """The matched generated-token budget of ``analysis.json``; StudyFormatError (with the fix) without one."""
+    try:
+        return float(_tokens_block(analysis["matched"])["budget"])
+    except (KeyError, TypeError, ValueError):
+        raise StudyFormatError(f"{study_dir}/analysis.json: matched.{BUDGET}.budget is missing; re-run "
+                               f"`gradprobe study --analyze-only` on a plan with a generated-token budget") from None
 
 
 def _tokens_block(d: dict):
