@@ -93,30 +93,64 @@ def main(argv=None) -> int:
                    help="the held-out study's folder name (or a prefix of it); repeat it to pool several studies")
     p.add_argument("--studies-root", default="data", help="the folder holding the study folders (default: data)")
     args = p.parse_args(argv)
-    path = Path(args.report) / "cv_predictions.csv"
-    if not path.is_file():
-        print(f"unseen_study: error: {path} not found: REPORT must be a `calib report` folder; make one with "
-              f"`calib report STUDY_DIR... --out {args.report}`", file=sys.stderr)
+    d_all, why = _read_report(Path(args.report))
+    if why:
+        print(f"unseen_study: error: {why}", file=sys.stderr)
         return 2
-    d_all = pd.read_csv(path)
-    d_all = d_all[d_all["cv"] == "study"]
+    root = Path(args.studies_root)
     names = []
     for prefix in args.study:
         studies = sorted(set(d_all.loc[d_all["study"].str.startswith(prefix), "study"]))
         if len(studies) != 1:
+            held = sorted(set(d_all["study"]))
             print(f"unseen_study: error: --study {prefix!r} names {len(studies)} studies of the report "
-                  f"({', '.join(studies) or 'none'}); give a prefix that names one", file=sys.stderr)
+                  f"({', '.join(studies) or 'none'}); give a prefix that names one of {', '.join(held)}",
+                  file=sys.stderr)
             return 2
         if studies[0] in names:
             print(f"unseen_study: error: --study {prefix!r} names {studies[0]} again; name each study once",
                   file=sys.stderr)
             return 2
+        folder = root / studies[0].rsplit("@", 1)[0]
+        if not (folder / "runs.csv").is_file():
+            print(f"unseen_study: error: {folder} is no study folder (no runs.csv); pass --studies-root, the folder "
+                  f"that holds the report's study folders (default: data)", file=sys.stderr)
+            return 2
         names.append(studies[0])
     shown = [f for f in FORECASTERS if f in set(d_all["forecaster"])]
-    pooled = [_one_study(d_all[d_all["study"] == name], name, shown, Path(args.studies_root)) for name in names]
+    if not shown:
+        print(f"unseen_study: error: the report forecasts with none of {', '.join(FORECASTERS)}; make it with "
+              "`calib report` (it writes every forecaster)", file=sys.stderr)
+        return 2
+    pooled = [_one_study(d_all[d_all["study"] == name], name, shown, root) for name in names]
     if len(pooled) > 1:
-        _pooled(pd.concat(pooled), names, shown, Path(args.studies_root))
+        _pooled(pd.concat(pooled), names, shown, root)
     return 0
+
+
+REPORT_COLUMNS = ("cv", "study", "arm", "seed", "forecaster", "method", "cv_pred", "target")
+
+
+def _read_report(report: Path) -> tuple[pd.DataFrame | None, str | None]:
+    """The leave-one-study-out rows (``cv = study``) of ``report/cv_predictions.csv``, or None and why not."""
+    make = "make one with `calib report STUDY_DIR... --out FOLDER` and pass FOLDER"
+    if report.is_file():
+        return None, f"{report} is a file: REPORT is the `calib report` folder that holds cv_predictions.csv"
+    path = report / "cv_predictions.csv"
+    if not path.is_file():
+        return None, f"{path} not found: REPORT must be a `calib report` folder; {make}"
+    try:
+        d = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        return None, f"{path} cannot be read as a CSV ({str(e).splitlines()[0]}); {make}"
+    missing = [c for c in REPORT_COLUMNS if c not in d.columns]
+    if missing:
+        return None, f"{path} lacks column(s) {missing}: it is not a `calib report` cv_predictions.csv; {make}"
+    d = d[d["cv"] == "study"]
+    if d.empty:
+        return None, (f"{path} has no leave-one-study-out rows (cv = study): the report needs at least two studies; "
+                      f"{make}")
+    return d, None
 
 
 def _covered(d: pd.DataFrame, shown: list) -> pd.DataFrame:

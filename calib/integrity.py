@@ -74,7 +74,8 @@ class DuplicateRunsWarning(UserWarning):
 
 
 class SkippedEvalsWarning(UserWarning):
-    """Lines of a study's reference arm in runs.csv without an update or accuracy: its own curve is fitted without them."""
+    """Lines of a study's reference arm in runs.csv without an update or accuracy: its own curve is fitted
+    without them."""
 
 
 def warn_skipped_reference_evals(study_dir: Path, arm: str = "grpo") -> None:
@@ -93,9 +94,10 @@ def warn_skipped_reference_evals(study_dir: Path, arm: str = "grpo") -> None:
         return
     if lines:
         warnings.warn(f"{study_dir}: {skipped_note(lines, path)}; the study's own {arm} curve, which every forecast "
-                      f"of its rows reads, is fitted without them. Fill those cells in from the runs' metrics.jsonl, "
-                      f"or rewrite {RUNS_CSV} from the study's run folders by running its plan.toml again with --out "
-                      f"{study_dir} (finished runs are not redone)", SkippedEvalsWarning, stacklevel=3)
+                      f"of its rows reads, is fitted without them. Fill those cells in (each run's metrics.jsonl holds "
+                      f"its evals), or, where the study's run folders are kept, rewrite {RUNS_CSV} by running its "
+                      f"plan.toml again with --out {study_dir} (finished runs are not redone)", SkippedEvalsWarning,
+                      stacklevel=3)
 
 
 def read_rows_csv(path: Path) -> pd.DataFrame:

@@ -98,6 +98,30 @@ def test_a_study_named_twice_is_refused(unseen, capsys):
     assert "names study_tiny@b6b755233a8f again; name each study once" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("content, why", [
+    ("", "cannot be read as a CSV"),
+    ("a,b\n1,2\n", "lacks column(s) ['cv', 'study', 'arm', 'seed', 'forecaster', 'method', 'cv_pred', 'target']"),
+    ("cv,study,arm,seed,forecaster,method,cv_pred,target\narm,s@1,a,0,forecast_cost_only,none,0,0\n",
+     "has no leave-one-study-out rows (cv = study)"),
+    ("cv,study,arm,seed,forecaster,method,cv_pred,target\nstudy,study_tiny@1,a,0,forecast_first_order,none,0,0\n",
+     "forecasts with none of forecast_cost_only, forecast_probe, forecast_signal_proxy")])
+def test_a_damaged_report_is_refused_in_one_line(unseen, capsys, tmp_path, content, why):
+    (tmp_path / "cv_predictions.csv").write_text(content)
+    assert unseen.main([str(tmp_path), "--study", "study_tiny", "--studies-root", str(REPO / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and why in err, err
+
+
+def test_the_report_file_instead_of_its_folder_and_a_wrong_studies_root(unseen, capsys, tmp_path):
+    assert unseen.main([str(REPORT / "cv_predictions.csv"), "--study", "study_tiny@"]) == 2
+    assert "is a file: REPORT is the `calib report` folder" in capsys.readouterr().err
+    assert unseen.main([str(REPORT), "--study", "study_tiny@", "--studies-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'study_tiny'} is no study folder (no runs.csv); pass --studies-root" in err
+    assert unseen.main([str(REPORT), "--study", "nonesuch", "--studies-root", str(REPO / "data")]) == 2
+    assert "give a prefix that names one of study_reward_granularity@" in capsys.readouterr().err
+
+
 def test_a_missing_report(unseen, capsys, tmp_path):
     assert unseen.main([str(tmp_path / "none"), "--study", "x"]) == 2
     assert capsys.readouterr().err.startswith(f"unseen_study: error: {tmp_path / 'none'}/cv_predictions.csv not found")

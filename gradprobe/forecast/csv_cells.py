@@ -20,8 +20,8 @@ import pandas as pd
 
 from .curve_fit import CurveError
 
-__all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "study_skipped_evals", "skipped_note", "with_skipped",
-           "SKIPPED_MARK", "is_skipped_note"]
+__all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "study_skipped_evals", "skipped_note",
+           "with_skipped", "SKIPPED_MARK", "is_skipped_note"]
 
 _SHOWN = 5  # lines named in a note; the rest are counted
 #: In every note that says evals of the source were skipped (a CSV's blank cells, a trainer_state's NaN evals):

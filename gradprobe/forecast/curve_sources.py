@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
-from .csv_cells import (SKIPPED_MARK, numeric_columns, read_csv_checked, skipped_cells, skipped_note, study_skipped_evals,
-                        with_skipped)
+from .csv_cells import (SKIPPED_MARK, numeric_columns, read_csv_checked, skipped_cells, skipped_note,
+                        study_skipped_evals, with_skipped)
 from .curve_fit import N_REPLICATES, CurveError
 
 __all__ = ["CurveSources", "task_key", "to_points", "TRL_STATE", "PLAN_EVAL_HINT", "TRL_EVAL_HINT"]

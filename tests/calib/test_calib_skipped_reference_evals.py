@@ -76,7 +76,7 @@ def test_calib_rows_warn_when_the_studys_own_grpo_curve_lost_evals(tmp_path, sin
     (w,) = [r for r in rec if r.category is SkippedEvalsWarning]
     msg = str(w.message)
     assert f"line {lines[0]} column 'accuracy'" in msg and "the study's own grpo curve" in msg
-    assert "running its plan.toml again with --out" in msg
+    assert "where the study's run folders are kept, rewrite runs.csv by running its plan.toml again with --out" in msg
     # the forecasts moved with the curve; the realized gains at the budget (analysis.json) did not
     moved = (after["forecast_cost_only"] - before["forecast_cost_only"]).abs()
     assert moved.loc["mc_value"].min() > 1e-6
