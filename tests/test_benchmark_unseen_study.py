@@ -62,6 +62,22 @@ def test_arm_mean_errors_and_their_paired_resamples(unseen):
     assert set(np.round(diff, 12)) <= {-0.5, 0.5}
 
 
+def test_arm_mean_errors_agree_with_calibs_arm_level_errors(unseen):
+    """The estimate is calib.noise_floor.arm_level_errors' (only the interval differs: seeds, not studies)."""
+    from calib.noise_floor import arm_level_errors
+
+    d = pd.read_csv(REPORT / "cv_predictions.csv")
+    d = d[(d["cv"] == "study") & (d["method"] == "none") & (d["arm"] != "grpo_2xlr")
+          & d["study"].str.startswith(("study_tiny@", "study_tiny_hard_r"))
+          & d["forecaster"].isin(["forecast_cost_only", "forecast_probe"])]
+    out = unseen.arm_mean_maes(d.assign(group=d["study"] + "/" + d["arm"]), ["forecast_cost_only", "forecast_probe"],
+                               resamples=200)
+    for f in ("forecast_cost_only", "forecast_probe"):
+        x = d[d["forecaster"] == f]
+        ref = arm_level_errors(x["cv_pred"], x["target"], x["arm"], x["study"], resamples=10)
+        assert ref["arms"] == 6 and out[f][0] == pytest.approx(ref["mae"]["estimate"], abs=1e-12)
+
+
 @pytest.mark.parametrize("study, why", [("study_tiny", "names 8 studies"), ("nothing", "names 0 studies")])
 def test_a_prefix_must_name_one_study(unseen, capsys, study, why):
     assert unseen.main([str(REPORT), "--study", study]) == 2
