@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from .apply import calibrate, format_calibrated, load_probe, write_calibrated
-from .dataset import FORECASTERS, build_rows_many, read_rows
+from .dataset import FORECASTERS, SkippedEvalsWarning, build_rows_many, read_rows
 from .file_check import FIT_DEFAULTS
 from .files import write_json, write_text_atomic
 from .model import fit_calibration, load_calibration
@@ -111,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """``calib: warning: MESSAGE`` on stderr for calib's warnings; other libraries' keep Python's format."""
-    if category.__module__.split(".")[0] == "calib":
+    """``calib: warning: MESSAGE`` on stderr for calib's warnings and the study forecaster's
+    :class:`~gradprobe.forecast.SkippedEvalsWarning` (about a study calib reads); other warnings keep Python's
+    format."""
+    if category.__module__.split(".")[0] == "calib" or issubclass(category, SkippedEvalsWarning):
         print(f"calib: warning: {message}", file=sys.stderr if file is None else file)
     else:
         _SHOW_WARNING(message, category, filename, lineno, file, line)

@@ -49,13 +49,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradprobe.forecast.study import read_study_json, study_forecasts
+from gradprobe.forecast.study import SkippedEvalsWarning, read_study_json, study_forecasts
 from gradprobe.layout import ANALYSIS_JSON, PLAN_COPY, STUDY_JSON, probe_dir
 
 from .domain import resolve_model, resolve_task, study_identity
-from .integrity import (DuplicateRunsWarning, RowsError, SkippedEvalsWarning, StudyFormatError,
-                        check_analysis_matches_runs, check_finite_forecasts, check_plan_sha, read_rows_csv,
-                        check_duplicate_runs, warn_skipped_reference_evals)
+from .integrity import (DuplicateRunsWarning, RowsError, StudyFormatError, check_analysis_matches_runs,
+                        check_duplicate_runs, check_finite_forecasts, check_plan_sha, read_rows_csv)
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +123,8 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     -----
     SkippedEvalsWarning
         With ``curve`` None, lines of grpo in ``runs.csv`` that hold no update or greedy accuracy: the study's
-        own curve is fitted without them (the rows are built).
+        own curve is fitted without them (the rows are built). The default forecaster warns
+        (:func:`gradprobe.forecast.study_forecasts`, from the curve it fits); this module re-exports the class.
     """
     study_dir = Path(study_dir)
     _check_folder(study_dir)
@@ -143,8 +143,6 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     budget = _token_budget(analysis, study_dir)
     per_seed = {arm: _per_seed(res, arm, study_dir) for arm, res in arms.items()}
     check_analysis_matches_runs(study_dir, analysis, per_seed)
-    if curve is None:  # the study's own grpo curve: say when runs.csv lines of grpo were left out of it
-        warn_skipped_reference_evals(study_dir, REFERENCE_ARM)
     fc = _forecasts(study_dir, curve, forecast_fn)
     check_finite_forecasts(fc, study_dir, per_seed)
     ref_seeds = per_seed[REFERENCE_ARM]

@@ -16,10 +16,6 @@ analysis.json vs runs.csv (:func:`check_analysis_matches_runs`)
     The same arms, per arm as many seeds (``arms.ARM.seeds``: runs.csv's distinct seeds of that arm
     when the analysis was made) and no seed read that runs.csv no longer holds; the plan sha256 of
     analysis.json and study.json agree. Otherwise runs.csv (or the plan) changed after the analysis.
-Reference evals of runs.csv (:func:`warn_skipped_reference_evals`)
-    A line of the reference arm (``grpo``) without an update or a greedy accuracy is no eval: the study's own
-    reference curve, which every forecast of its rows reads, is fitted without it. ``gradprobe study`` never
-    writes such a line, so one :class:`SkippedEvalsWarning` names the lines (the rows are still built).
 The same run twice (:func:`duplicate_runs`, :func:`check_duplicate_runs`)
     Two rows of different studies are one run read twice when they share the model, task, reward,
     loss type, probe entry, lr_scale, seed and token budget, have the same realized accuracy there,
@@ -42,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradprobe.forecast.csv_cells import numeric_columns, read_csv_checked, skipped_note, study_skipped_evals
+from gradprobe.forecast.csv_cells import numeric_columns, read_csv_checked
 from gradprobe.forecast.curve_fit import CurveError
 from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON
 from gradprobe.study.coverage import csv_seeds, stale_analysis
@@ -71,33 +67,6 @@ class RowsError(ValueError):
 
 class DuplicateRunsWarning(UserWarning):
     """The same training run is read from two studies given together (it counts twice)."""
-
-
-class SkippedEvalsWarning(UserWarning):
-    """Lines of a study's reference arm in runs.csv without an update or accuracy: its own curve is fitted
-    without them."""
-
-
-def warn_skipped_reference_evals(study_dir: Path, arm: str = "grpo") -> None:
-    """Warn (:class:`SkippedEvalsWarning`) when lines of ``arm`` in the study's ``runs.csv`` hold no update or greedy
-    accuracy (:func:`gradprobe.forecast.csv_cells.study_skipped_evals`), naming them and the fix.
-
-    A file the curve cannot read at all (no such column, a text cell) is left to the curve, which refuses it with
-    the line; nothing is raised here."""
-    path = Path(study_dir) / RUNS_CSV
-    try:
-        df = read_csv_checked(path)
-        if not {"arm", "update", "accuracy"} <= set(df.columns):
-            return
-        lines = study_skipped_evals(numeric_columns(df, ("update", "accuracy"), path), arm)
-    except (CurveError, OSError):
-        return
-    if lines:
-        warnings.warn(f"{study_dir}: {skipped_note(lines, path)}; the study's own {arm} curve, which every forecast "
-                      f"of its rows reads, is fitted without them. Fill those cells in (each run's metrics.jsonl holds "
-                      f"its evals), or, where the study's run folders are kept, rewrite {RUNS_CSV} by running its "
-                      f"plan.toml again with --out {study_dir} (finished runs are not redone)", SkippedEvalsWarning,
-                      stacklevel=3)
 
 
 def read_rows_csv(path: Path) -> pd.DataFrame:

@@ -17,8 +17,9 @@ from .curves import CurveError, ReferenceCurve, default_curve_path, load_referen
 from .proxies import Efficiency, probe_efficiency, shrink_factor, signal_proxy_efficiency
 from .result import METHODS, ForecastResult
 from .section import forecast_section, format_forecast
-from .study import STUDY_COLUMNS, study_forecasts
+from .study import STUDY_COLUMNS, SkippedEvalsWarning, study_forecasts
 
 __all__ = ["ReferenceCurve", "CurveError", "load_reference_curve", "default_curve_path", "scalerl_sigmoid",
            "forecast_rewards", "forecast_section", "format_forecast", "ForecastResult", "METHODS", "Efficiency",
-           "probe_efficiency", "shrink_factor", "signal_proxy_efficiency", "study_forecasts", "STUDY_COLUMNS"]
+           "probe_efficiency", "shrink_factor", "signal_proxy_efficiency", "study_forecasts", "STUDY_COLUMNS",
+           "SkippedEvalsWarning"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -40,10 +41,16 @@ from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve
 from .probe_input import pooled_entries, probe_batches_of
 
-__all__ = ["study_forecasts", "merge_guided_entries", "STUDY_COLUMNS"]
+__all__ = ["study_forecasts", "merge_guided_entries", "STUDY_COLUMNS", "SkippedEvalsWarning"]
 
 #: Separates an arm's probe entry from its guided probe's folder in a merged key (``outcome~guided/guided``).
 _GUIDED_KEY_SEPARATOR = "~"
+
+
+class SkippedEvalsWarning(UserWarning):
+    """Lines of a study's reference arm in ``runs.csv`` without an update or greedy accuracy: the study's own
+    reference curve, which every in-sample forecast of its arms reads, is fitted without them."""
+
 
 STUDY_COLUMNS = ("arm", "reward", "loss_type", "probe_entry", "lr_scale", "budget", "budget_value", "tokens_per_update", "rho", "snr",
                  "token_multiplier", "forecast_probe", "forecast_cost_only", "forecast_signal_proxy",
@@ -126,6 +133,13 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
         Invalid JSON, no ``grpo`` arm, an arm whose probe entry the probe did not cover (a probe.json from
         before loss-type arms: the message says to re-run the probe), a curve that cannot be fitted
         (:class:`~gradprobe.forecast.curves.CurveError`).
+
+    Warns
+    -----
+    SkippedEvalsWarning
+        With ``curve`` None, when lines of grpo in ``runs.csv`` hold no update or greedy accuracy
+        (:attr:`ReferenceCurve.skipped_notes <gradprobe.forecast.curves.ReferenceCurve.skipped_notes>` of the
+        study's own curve), naming them and the fix. ``gradprobe study`` never writes such a line.
     """
     study_dir = Path(study_dir)
     if not study_dir.is_dir():
@@ -143,6 +157,7 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     in_sample = curve is None
     if curve is None:
         curve = ReferenceCurve.from_study(study_dir, arm="grpo", mode=mode)
+        _warn_skipped_evals(study_dir, curve)
     plan_arms, plan_loss = _plan_arms(study_dir)
     arms, labels = _arm_specs(arms_res, arms_map, plan_arms, plan_loss)
     _check_probed(study_dir, probe, arms)
@@ -157,6 +172,15 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
              "budget_value": budget, "curve_source": source, "in_sample": in_sample,
              "realized_gain": _realized_gain(arms_res[arm], arm, study_dir, budget)} for arm in arms]
     return pd.DataFrame(rows, columns=list(STUDY_COLUMNS))
+
+
+def _warn_skipped_evals(study_dir: Path, curve: ReferenceCurve) -> None:
+    """One :class:`SkippedEvalsWarning` per note of the study's own curve that names skipped lines of runs.csv."""
+    for note in curve.skipped_notes:
+        warnings.warn(f"{study_dir}: {note}; the study's own grpo curve, which every forecast of its rows reads, is "
+                      "fitted without them. Fill those cells in (each run's metrics.jsonl holds its evals), or, where "
+                      "the study's run folders are kept, rewrite runs.csv by running its plan.toml again with --out "
+                      f"{study_dir} (finished runs are not redone)", SkippedEvalsWarning, stacklevel=3)
 
 
 def _missing_probe_fix(study_dir: Path) -> str:

@@ -12,8 +12,9 @@ import pytest
 
 from calib.cli import main
 from calib.dataset import SkippedEvalsWarning, build_rows
+from gradprobe.forecast import SkippedEvalsWarning as ForecastSkippedEvalsWarning
 from calib_helpers import single_thread_blas  # noqa: F401 (fixture)
-from gradprobe.forecast import ReferenceCurve
+from gradprobe.forecast import ReferenceCurve, study_forecasts
 from gradprobe.forecast.curve_fit import CurveError
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -85,3 +86,19 @@ def test_calib_rows_warn_when_the_studys_own_grpo_curve_lost_evals(tmp_path, sin
     err = capsys.readouterr().err
     assert f"calib: warning: {study}: 2 line(s) of {study / 'runs.csv'} skipped for an empty or NaN cell" in err
     assert (tmp_path / "rows.csv").is_file()
+
+
+def test_the_study_forecaster_warns_from_its_own_curve_and_not_for_a_given_one(tmp_path, single_thread_blas):
+    study = _copy(tmp_path)
+    intact = ReferenceCurve.from_study(study)
+    lines = _blank(study, "grpo", "accuracy", n=1)
+    with pytest.warns(SkippedEvalsWarning) as rec:
+        study_forecasts(study, n_draws=100)
+    (w,) = [r for r in rec if r.category is SkippedEvalsWarning]
+    assert str(w.message).startswith(f"{study}: 1 line(s) of {study / 'runs.csv'} skipped for an empty or NaN cell "
+                                     f"(line {lines[0]} column 'accuracy')")
+    assert w.filename == __file__  # points at the caller of study_forecasts
+    assert SkippedEvalsWarning is ForecastSkippedEvalsWarning  # calib re-exports the forecaster's class
+    with warnings.catch_warnings():  # a curve passed in (a leave-out) is not the study's: nothing to say
+        warnings.simplefilter("error", SkippedEvalsWarning)
+        study_forecasts(study, curve=intact, n_draws=100)
