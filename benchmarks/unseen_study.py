@@ -16,7 +16,10 @@ on the runs every forecaster covers, and prints:
 ``--study`` may be repeated: each study's block is printed, then the studies pooled (every run once; the
 interval resamples the seeds within each study's arms, so it is still seed noise only, not a spread over
 studies; the error on arm means, each forecaster's and its paired difference from cost only, with the same
-resampling; the floor and its split over the pooled runs, without an interval). The raw forecasts ("as
+resampling; the floor and its split over the pooled runs, without an interval). Studies that replicate one
+plan (``replicate_of.json``: ``gradprobe study --replicate``) are then pooled into one cell: per arm, the
+realized mean over all their seeds with its t interval beside the replicates' mean forecasts, and the error
+on those arm means. The raw forecasts ("as
 forecast") read each study's own grpo curve and no calibration, so they are the same in any report; the
 calibrated ones are fitted on every other study of the report, which should hold the calibration's studies and
 the held-out ones only.
@@ -36,11 +39,13 @@ each README, and the pooled lines in ``data/calibration/README.md``) come from::
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from calib.noise_floor import heldout_floor, heldout_label, seed_noise_floor
 
@@ -213,9 +218,57 @@ def _pooled(d: pd.DataFrame, names: list, shown: list, root: Path) -> None:
           "studies' seed noise only, not how another study would fare]")
     _mae_lines(d, shown, groups=d["study"] + "/" + d["arm"])
     raw = d[(d["method"] == "none") & d["forecaster"].isin(shown)].assign(group=lambda x: x["study"] + "/" + x["arm"])
+    _arm_mean_lines(raw, shown, "on arm means (each arm once, as forecast; 95% interval over each arm's seeds, "
+                    "the same resamples for every forecaster):")
+    fl = seed_noise_floor(runs["target"], runs["arm"], runs["study"])
+    print(f"seed-noise floor of the run-level MAE: {fl['estimate']:.2f} (Gini mean difference, {fl['arms']} arms of "
+          f"{len(names)} studies; given without an interval)")
+    _split_line(heldout_floor([root / n.rsplit("@", 1)[0] for n in names], keep=set(zip(runs["study"], runs["arm"]))))
+    _replicated_cells(d, names, shown, root)
+
+
+def cell_of(folder: Path) -> str:
+    """The study a folder replicates (the last part of ``replicate_of.json``'s ``source``), or its own name."""
+    path = Path(folder) / "replicate_of.json"
+    if path.is_file():
+        return Path(json.loads(path.read_text())["source"]).name
+    return Path(folder).name
+
+
+def _replicated_cells(d: pd.DataFrame, names: list, shown: list, root: Path) -> None:
+    """The studies that replicate one plan (``replicate_of.json``), pooled into one cell: per arm, the mean
+    realized gain over every seed with its 95% Student-t interval, and each forecaster's mean forecast (the
+    mean of the replicates' forecasts, each from its own probe and grpo curve); then the MAE on these arm
+    means, with the interval and paired differences of :func:`arm_mean_maes`. Nothing is printed without a
+    cell of two or more studies."""
+    cells = {n: cell_of(root / n.rsplit("@", 1)[0]) for n in names}
+    multi = sorted(c for c in set(cells.values()) if list(cells.values()).count(c) > 1)
+    if not multi:
+        return
+    raw = d[(d["method"] == "none") & d["forecaster"].isin(shown)]
+    raw = raw.assign(cell=raw["study"].map(cells))
+    raw = raw[raw["cell"].isin(multi)].assign(group=lambda x: x["cell"] + "/" + x["arm"])
+    for c in multi:
+        held = sorted(n for n, v in cells.items() if v == c)
+        x = raw[raw["cell"] == c]
+        runs = x[x["forecaster"] == shown[0]]
+        print(f"replicates pooled: {c}, {len(held)} studies ({', '.join(held)}); per arm, the mean over every seed "
+              "(points; realized with its 95% t interval over the seeds; forecasts: the replicates' mean):")
+        for arm, r in runs.groupby("arm"):
+            t = r["target"].to_numpy(np.float64)
+            half = stats.t.ppf(0.975, t.size - 1) * t.std(ddof=1) / np.sqrt(t.size)
+            fc = "   ".join(f"{f} {x.loc[(x['arm'] == arm) & (x['forecaster'] == f), 'cv_pred'].mean():+.2f}"
+                           for f in shown)
+            print(f"  {arm:<12} {t.size} seeds   realized {t.mean():+.2f} [{t.mean() - half:+.2f}, "
+                  f"{t.mean() + half:+.2f}]   {fc}")
+    _arm_mean_lines(raw, shown, f"on these cells' arm means ({raw['group'].nunique()} arms, as forecast; 95% interval "
+                    "over each arm's seeds, the same resamples for every forecaster):")
+
+
+def _arm_mean_lines(raw: pd.DataFrame, shown: list, header: str) -> None:
+    """``header``, then per forecaster its :func:`arm_mean_maes` line, with the paired difference from the first."""
     arm = arm_mean_maes(raw, shown)
-    print("on arm means (each arm once, as forecast; 95% interval over each arm's seeds, the same resamples for "
-          "every forecaster):")
+    print(header)
     for f in shown:
         m, (lo, hi), boot = arm[f]
         line = f"  {f:<24}   {m:.2f} [{lo:.2f}, {hi:.2f}]"
@@ -224,10 +277,6 @@ def _pooled(d: pd.DataFrame, names: list, shown: list, root: Path) -> None:
             line += (f"   minus {shown[0]} {m - arm[shown[0]][0]:+.2f} "
                      f"[{np.percentile(diff, 2.5):+.2f}, {np.percentile(diff, 97.5):+.2f}]")
         print(line)
-    fl = seed_noise_floor(runs["target"], runs["arm"], runs["study"])
-    print(f"seed-noise floor of the run-level MAE: {fl['estimate']:.2f} (Gini mean difference, {fl['arms']} arms of "
-          f"{len(names)} studies; given without an interval)")
-    _split_line(heldout_floor([root / n.rsplit("@", 1)[0] for n in names], keep=set(zip(runs["study"], runs["arm"]))))
 
 
 if __name__ == "__main__":

@@ -203,3 +203,43 @@ def test_the_pooled_figures_the_calibration_readme_quotes(unseen, unseen_report,
             assert f"{name} {raw} as forecast, {cal} calibrated" in section, (path, line)
         floor = pooled.split("seed-noise floor of the run-level MAE: ")[1].split(" ")[0]
         assert f"seed-noise floor is {floor}" in section, path
+
+
+def test_replicates_of_one_plan_are_pooled_into_one_cell(unseen, unseen_report, capsys):
+    """The cell of the studies that replicate data/study_tiny_heldout4k: every seed of an arm once, realized mean with
+    its t interval, the replicates' mean forecast, and the error on those arm means."""
+    from scipy import stats
+
+    cell = [s for s in UNSEEN if unseen.cell_of(REPO / "data" / s) == "study_tiny_heldout4k"]
+    assert len(cell) >= 2 and unseen.cell_of(REPO / "data" / "study_tiny_hard_heldout4k") == "study_tiny_hard_heldout4k"
+    assert unseen.main([str(unseen_report), *[a for s in UNSEEN for a in ("--study", s)],
+                        "--studies-root", str(REPO / "data")]) == 0
+    printed = capsys.readouterr().out
+    block = printed[printed.index(f"replicates pooled: study_tiny_heldout4k, {len(cell)} studies ("):]
+    d = pd.read_csv(unseen_report / "cv_predictions.csv")
+    d = d[(d["cv"] == "study") & (d["method"] == "none") & d["study"].str.split("@").str[0].isin(cell)]
+    errors = {}
+    for arm in ("mc_value", "hybrid_0.5"):
+        t = d[(d["arm"] == arm) & (d["forecaster"] == "forecast_cost_only")]["target"].to_numpy()
+        assert t.size == 4 * len(cell)
+        half = stats.t.ppf(0.975, t.size - 1) * t.std(ddof=1) / np.sqrt(t.size)
+        line = next(s for s in block.splitlines() if s.strip().startswith(arm + " "))
+        assert f"{t.size} seeds   realized {t.mean():+.2f} [{t.mean() - half:+.2f}, {t.mean() + half:+.2f}]" in line
+        for f in ("forecast_cost_only", "forecast_probe"):
+            fc = d[(d["arm"] == arm) & (d["forecaster"] == f)]["cv_pred"]
+            assert fc.groupby(d["study"]).nunique().eq(1).all()  # one forecast per arm of each replicate
+            assert f"{f} {fc.mean():+.2f}" in line
+            errors.setdefault(f, []).append(abs(fc.mean() - t.mean()))
+    tail = block[block.index("on these cells' arm means (2 arms"):]
+    for f, e in errors.items():
+        line = next(s for s in tail.splitlines() if s.strip().startswith(f))
+        assert line.split()[1] == f"{np.mean(e):.2f}"
+
+
+def test_no_cell_without_a_replicate(unseen, capsys, tmp_path):
+    assert unseen.cell_of(tmp_path) == tmp_path.name
+    (tmp_path / "replicate_of.json").write_text('{"source": "/elsewhere/data/study_x", "seeds": [4]}')
+    assert unseen.cell_of(tmp_path) == "study_x"
+    assert unseen.main([str(REPORT), "--study", "study_tiny@", "--study", "study_tiny_hard_rewards",
+                        "--studies-root", str(REPO / "data")]) == 0
+    assert "replicates pooled" not in capsys.readouterr().out
