@@ -143,8 +143,8 @@ def test_a_missing_report(unseen, capsys, tmp_path):
     assert capsys.readouterr().err.startswith(f"unseen_study: error: {tmp_path / 'none'}/cv_predictions.csv not found")
 
 
-UNSEEN = ["study_tiny_heldout4k", "study_tiny_replicate_heldout4k", "study_tiny_hard_heldout4k",
-          "study_tiny_llama_heldout4k"]
+UNSEEN = ["study_tiny_heldout4k", "study_tiny_replicate_heldout4k", "study_tiny_replicate2_heldout4k",
+          "study_tiny_hard_heldout4k", "study_tiny_llama_heldout4k"]
 CALIBRATION_STUDIES = ["study_tiny", "study_tiny_sparse", "study_tiny_hard_rewards", "study_tiny_lr",
                        "study_reward_granularity", "study_tiny_llama", "study_tiny_losses", "study_tiny_greso",
                        "study_tiny_guided"]
@@ -153,7 +153,7 @@ NAMES = (("forecast_cost_only", "cost only"), ("forecast_probe", "probe"), ("for
 
 @pytest.fixture(scope="module")
 def unseen_report(tmp_path_factory):
-    """The `calib report` over the nine calibration studies and the four on 4,000 held-out prompts, as the
+    """The `calib report` over the nine calibration studies and the five on 4,000 held-out prompts, as the
     READMEs' commands make it."""
     import subprocess
     import sys
@@ -176,7 +176,7 @@ def _quoted(printed: str, readme: str) -> None:
 
 @pytest.mark.parametrize("study", UNSEEN)
 def test_the_figures_each_unseen_studys_readme_quotes(unseen, unseen_report, capsys, study):
-    """Each 4,000-prompt study's README quotes this command's output on the thirteen-study report (the commands in
+    """Each 4,000-prompt study's README quotes this command's output on the fourteen-study report (the commands in
     the README): each forecaster's line, the seed-noise floor and the two-way split at its own N."""
     assert unseen.main([str(unseen_report), "--study", study, "--studies-root", str(REPO / "data")]) == 0
     printed = capsys.readouterr().out
@@ -192,10 +192,11 @@ def test_the_pooled_figures_the_calibration_readme_quotes(unseen, unseen_report,
     args = [a for s in UNSEEN for a in ("--study", s)]
     assert unseen.main([str(unseen_report), *args, "--studies-root", str(REPO / "data")]) == 0
     printed = capsys.readouterr().out
-    pooled = printed[printed.index("pooled, 4 held-out studies: 32 runs of 8 arms;"):]
+    pooled = printed[printed.index("pooled, 5 held-out studies: 40 runs of 10 arms;"):]
+    cell = pooled[pooled.index("on these cells' arm means (2 arms"):]
     for path in (REPO / "data" / "calibration" / "README.md", REPO / "README.md"):
         text = " ".join(path.read_text().split())
-        section = text[text.lower().index("pooled over the four"):]
+        section = text[text.lower().index("pooled over the five"):]
         for f, name in NAMES[:2]:
             line = next(s for s in pooled.splitlines() if s.strip().startswith(f))
             raw = line.split("as forecast ")[1].split("   ")[0]
@@ -203,6 +204,9 @@ def test_the_pooled_figures_the_calibration_readme_quotes(unseen, unseen_report,
             assert f"{name} {raw} as forecast, {cal} calibrated" in section, (path, line)
         floor = pooled.split("seed-noise floor of the run-level MAE: ")[1].split(" ")[0]
         assert f"seed-noise floor is {floor}" in section, path
+        for f, name in NAMES[:2]:  # the frontier cell's 12-seed arm means (three studies pooled)
+            line = next(s for s in cell.splitlines() if s.strip().startswith(f))
+            assert line.split(maxsplit=1)[1].split("   ")[0] in section, (path, line)
 
 
 def test_replicates_of_one_plan_are_pooled_into_one_cell(unseen, unseen_report, capsys):
