@@ -130,9 +130,14 @@ def main(argv=None) -> int:
         print(f"unseen_study: error: the report forecasts with none of {', '.join(FORECASTERS)}; make it with "
               "`calib report` (it writes every forecaster)", file=sys.stderr)
         return 2
+    try:  # read before anything is printed: a damaged replicate_of.json is refused in one line
+        cells = {n: cell_of(root / n.rsplit("@", 1)[0]) for n in names}
+    except ValueError as e:
+        print(f"unseen_study: error: {e}", file=sys.stderr)
+        return 2
     pooled = [_one_study(d_all[d_all["study"] == name], name, shown, root) for name in names]
     if len(pooled) > 1:
-        _pooled(pd.concat(pooled), names, shown, root)
+        _pooled(pd.concat(pooled), names, shown, root, cells)
     return 0
 
 
@@ -213,7 +218,7 @@ def _one_study(d: pd.DataFrame, name: str, shown: list, root: Path) -> pd.DataFr
     return d
 
 
-def _pooled(d: pd.DataFrame, names: list, shown: list, root: Path) -> None:
+def _pooled(d: pd.DataFrame, names: list, shown: list, root: Path, cells: dict) -> None:
     """The named studies together: every run once, intervals over the seeds within each (study, arm)."""
     runs = d[(d["method"] == "none") & (d["forecaster"] == shown[0])]
     print(f"pooled, {len(names)} held-out studies: {len(runs)} runs of {runs.groupby(['study', 'arm']).ngroups} "
@@ -227,24 +232,31 @@ def _pooled(d: pd.DataFrame, names: list, shown: list, root: Path) -> None:
     print(f"seed-noise floor of the run-level MAE: {fl['estimate']:.2f} (Gini mean difference, {fl['arms']} arms of "
           f"{len(names)} studies; given without an interval)")
     _split_line(heldout_floor([root / n.rsplit("@", 1)[0] for n in names], keep=set(zip(runs["study"], runs["arm"]))))
-    _replicated_cells(d, names, shown, root)
+    _replicated_cells(d, shown, cells)
 
 
 def cell_of(folder: Path) -> str:
-    """The study a folder replicates (the last part of ``replicate_of.json``'s ``source``), or its own name."""
+    """The study a folder replicates (the last part of ``replicate_of.json``'s ``source``), or its own name
+    without that file. Raises ValueError naming the file when it is not JSON or its ``source`` is no path."""
     path = Path(folder) / "replicate_of.json"
-    if path.is_file():
-        return Path(json.loads(path.read_text())["source"]).name
-    return Path(folder).name
+    if not path.is_file():
+        return Path(folder).name
+    fix = "restore it from the study (`gradprobe study --replicate` writes it) or remove it"
+    try:
+        source = json.loads(path.read_text()).get("source")
+    except (ValueError, AttributeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not a JSON object ({type(e).__name__}); {fix}") from None
+    if not isinstance(source, str) or not Path(source).name:
+        raise ValueError(f"{path} has no 'source' path of the replicated study (got {source!r}); {fix}")
+    return Path(source).name
 
 
-def _replicated_cells(d: pd.DataFrame, names: list, shown: list, root: Path) -> None:
+def _replicated_cells(d: pd.DataFrame, shown: list, cells: dict) -> None:
     """The studies that replicate one plan (``replicate_of.json``), pooled into one cell: per arm, the mean
     realized gain over every seed with its 95% Student-t interval, and each forecaster's mean forecast (the
     mean of the replicates' forecasts, each from its own probe and grpo curve); then the MAE on these arm
     means, with the interval and paired differences of :func:`arm_mean_maes`. Nothing is printed without a
-    cell of two or more studies."""
-    cells = {n: cell_of(root / n.rsplit("@", 1)[0]) for n in names}
+    cell of two or more studies. ``cells``: study name (as the report names it) -> :func:`cell_of` its folder."""
     multi = sorted(c for c in set(cells.values()) if list(cells.values()).count(c) > 1)
     if not multi:
         return

@@ -4,6 +4,7 @@ direct computation on the shipped report, and its refusals (no report, a prefix 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -247,3 +248,18 @@ def test_no_cell_without_a_replicate(unseen, capsys, tmp_path):
     assert unseen.main([str(REPORT), "--study", "study_tiny@", "--study", "study_tiny_hard_rewards",
                         "--studies-root", str(REPO / "data")]) == 0
     assert "replicates pooled" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, why", [
+    ("{not json", "is not a JSON object (JSONDecodeError)"), ("", "is not a JSON object (JSONDecodeError)"),
+    ("[1, 2]", "is not a JSON object (AttributeError)"), ('{"seeds": [4]}', "has no 'source' path"),
+    ('{"source": 7}', "has no 'source' path of the replicated study (got 7)")])
+def test_a_damaged_replicate_of_json_is_refused_in_one_line_before_any_output(unseen, capsys, tmp_path, content,
+                                                                                why):
+    for name in ("study_tiny", "study_tiny_hard_rewards"):
+        shutil.copytree(REPO / "data" / name, tmp_path / name, ignore=shutil.ignore_patterns("figures"))
+    (tmp_path / "study_tiny_hard_rewards" / "replicate_of.json").write_text(content)
+    assert unseen.main([str(REPORT), "--study", "study_tiny@", "--study", "study_tiny_hard_rewards",
+                        "--studies-root", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and why in err and "replicate_of.json" in err, err
