@@ -25,7 +25,9 @@ first start, so the same points give the same curve. Each parameter is then mark
 
 Seed spread (:func:`fit_seed_replicates`): with two or more seeds, :data:`N_REPLICATES` bootstrap
 replicates over seeds (seeds resampled with replacement, R0 re-read and the curve refitted from the
-main fit's parameters; ``numpy.random.PCG64(REPLICATE_SEED)``).
+main fit's parameters; ``numpy.random.PCG64(REPLICATE_SEED)``). A replicate whose drawn seeds have no eval
+at update 0 (a seed whose update-0 line was skipped) keeps the main fit's R0, read from every seed's update-0
+evals: the initial policy is the same for every seed, and the curve's notes count such replicates.
 """
 
 from __future__ import annotations
@@ -233,7 +235,8 @@ def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_
     params : dict
         The main fit's parameters: every refit starts there.
     r0_fixed, b_fixed
-        As in the main fit (R0 re-read from each replicate's evals at n = 0 when fixed).
+        As in the main fit (R0 re-read from each replicate's evals at n = 0 when fixed; the main fit's
+        ``params["R0"]`` when the replicate's seeds have none).
     n_replicates : int
         Replicates to draw (0: none).
 
@@ -241,8 +244,8 @@ def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_
     -------
     (replicates, counts, notes)
         ``replicates``: shape (replicates, 4), (R0, A, n_mid, B) of each refit; ``counts``: shape
-        (replicates, seeds), times each seed was drawn; ``notes``: one seed, or replicates left out
-        for too few distinct evals.
+        (replicates, seeds), times each seed was drawn; ``notes``: one seed, replicates left out
+        for too few distinct evals, replicates that kept the main fit's R0.
     """
     s = len(labels)
     if s < 2 or n_replicates <= 0:
@@ -251,13 +254,16 @@ def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_
         return np.zeros((0, 4)), np.zeros((0, s), dtype=np.int64), notes
     rng = np.random.Generator(np.random.PCG64(REPLICATE_SEED))
     by_seed = {lab: points[points["seed"] == lab] for lab in labels}
-    reps, counts, failed = [], [], 0
+    reps, counts, failed, main_r0 = [], [], 0, 0
     for _ in range(n_replicates):
         draw = rng.integers(0, s, size=s)
         c = np.bincount(draw, minlength=s)
         df = pd.concat([by_seed[labels[i]] for i in draw])
         n, y = df["update"].to_numpy(float), df["accuracy"].to_numpy(float)
-        r0 = float(y[n == 0].mean()) if r0_fixed else None
+        r0 = None
+        if r0_fixed:
+            main_r0 += not (n == 0).any()
+            r0 = float(y[n == 0].mean()) if (n == 0).any() else float(params["R0"])
         need = 2 + (b_fixed is None) + (r0 is None)
         if np.unique(n[n > 0]).size < need:
             failed += 1
@@ -267,4 +273,7 @@ def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_
         counts.append(c)
     notes = [f"{failed} of {n_replicates} seed-bootstrap replicates had too few distinct evals to refit and were "
              "left out"] if failed else []
+    if main_r0:
+        notes.append(f"{main_r0} of {n_replicates} seed-bootstrap replicates drew no seed with an eval at update 0 "
+                     f"and kept the main fit's R0 ({float(params['R0']):.2f})")
     return (np.array(reps, dtype=np.float64).reshape(-1, 4), np.array(counts, dtype=np.int64).reshape(-1, s), notes)

@@ -102,3 +102,25 @@ def test_the_study_forecaster_warns_from_its_own_curve_and_not_for_a_given_one(t
     with warnings.catch_warnings():  # a curve passed in (a leave-out) is not the study's: nothing to say
         warnings.simplefilter("error", SkippedEvalsWarning)
         study_forecasts(study, curve=intact, n_draws=100)
+
+
+def test_a_blank_update_0_accuracy_of_one_grpo_seed_keeps_the_main_r0_in_its_replicates(tmp_path, capsys):
+    """A seed whose update-0 eval is blank: bootstrap draws of only such seeds keep the main fit's R0 (they used to
+    fail the fit with non-finite residuals); `calib rows` warns, naming the line, and writes the rows."""
+    study = _copy(tmp_path)
+    df = pd.read_csv(study / "runs.csv")
+    (row,) = np.flatnonzero(((df["arm"] == "grpo") & (df["seed"] == 2) & (df["update"] == 0)).to_numpy())
+    df.loc[row, "accuracy"] = np.nan
+    df.to_csv(study / "runs.csv", index=False)
+    curve = ReferenceCurve.from_study(study)
+    assert curve.seed_labels == ["0", "1", "2", "3"]
+    assert set(curve.points.loc[curve.points["update"] == 0, "seed"]) == {"0", "1", "3"}
+    assert np.isfinite(curve.replicates).all() and len(curve.replicates) > 0
+    (note,) = [n for n in curve.notes if "kept the main fit's R0" in n]
+    kept = int(note.split(" of ")[0])
+    only_seed_2 = (curve.replicate_seed_counts[:, [i for i, s in enumerate(curve.seed_labels) if s != "2"]] == 0).all(1)
+    assert kept == int(only_seed_2.sum()) > 0
+    assert np.allclose(curve.replicates[only_seed_2, 0], curve.params["R0"])
+    assert main(["rows", str(study), "--out", str(tmp_path / "rows.csv")]) == 0
+    assert f"calib: warning: {study}: 1 line(s) of {study / 'runs.csv'} skipped for an empty or NaN cell (line " \
+           f"{row + 2} column 'accuracy')" in capsys.readouterr().err
