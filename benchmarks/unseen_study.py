@@ -188,10 +188,14 @@ def _mae_lines(d: pd.DataFrame, shown: list, groups: pd.Series | None = None) ->
         print(line)
 
 
-def _split_line(h: dict) -> None:
+def _split_line(h: dict, n_studies: int = 1) -> None:
+    """The two-way split of :func:`calib.noise_floor.heldout_floor`'s result ``h`` over ``n_studies`` studies; "on K
+    of M studies" when some could not be split (each named on a ``not split:`` line)."""
     if h["arms"]:
         items = ", ".join(map(str, sorted({a["items"] for a in h["arms"]})))
-        print("two-way split on N = " + items + " held-out items: " + "   ".join(
+        split = len({a["study"] for a in h["arms"]})
+        part = f" (on {split} of {n_studies} studies)" if split < n_studies else ""
+        print("two-way split" + part + " on N = " + items + " held-out items: " + "   ".join(
             f"{heldout_label(f['multiple'])} {f['estimate']:.2f}" for f in h["floors"])
               + f"   (held-out share of the seeds' variance {h['heldout_share']:.2f})")
     for why in h["skipped"]:
@@ -231,7 +235,8 @@ def _pooled(d: pd.DataFrame, names: list, shown: list, root: Path, cells: dict) 
     fl = seed_noise_floor(runs["target"], runs["arm"], runs["study"])
     print(f"seed-noise floor of the run-level MAE: {fl['estimate']:.2f} (Gini mean difference, {fl['arms']} arms of "
           f"{len(names)} studies; given without an interval)")
-    _split_line(heldout_floor([root / n.rsplit("@", 1)[0] for n in names], keep=set(zip(runs["study"], runs["arm"]))))
+    _split_line(heldout_floor([root / n.rsplit("@", 1)[0] for n in names], keep=set(zip(runs["study"], runs["arm"]))),
+                len(names))
     _replicated_cells(d, shown, cells)
 
 

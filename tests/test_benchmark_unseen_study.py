@@ -263,3 +263,16 @@ def test_a_damaged_replicate_of_json_is_refused_in_one_line_before_any_output(un
                         "--studies-root", str(tmp_path)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and why in err and "replicate_of.json" in err, err
+
+
+def test_a_study_without_per_item_results_is_named_and_the_pooled_split_says_on_how_many(unseen, capsys, tmp_path):
+    for name in ("study_tiny", "study_tiny_hard_rewards"):
+        shutil.copytree(REPO / "data" / name, tmp_path / name, ignore=shutil.ignore_patterns("figures"))
+    (tmp_path / "study_tiny_hard_rewards" / "eval_items.jsonl.gz").unlink()
+    assert unseen.main([str(REPORT), "--study", "study_tiny@", "--study", "study_tiny_hard_rewards",
+                        "--studies-root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    pooled = out[out.index("pooled, 2 held-out studies"):]
+    assert "two-way split (on 1 of 2 studies) on N = 1000 held-out items: N " in pooled
+    assert "not split: study_tiny_hard_rewards@" in pooled and "no per-item results at the evals read" in pooled
+    assert out.count("two-way split on N = 1000") == 1  # study_tiny's own block; the other study's has none
