@@ -179,7 +179,9 @@ def load_runs(study_dir: str | Path):
     -----
     UserWarning
         Evals with a blank ``accuracy`` cell while others have one (the file was edited or damaged): the
-        analysis reads those runs without them; the warning names their lines, arm, seed and update.
+        analysis reads those runs without them; the warning names their lines, arm, seed and update. Lines with
+        fewer fields than the header (a file cut mid-line): one warning names them; their missing cells read as
+        blank.
     """
     import pandas as pd
 
@@ -194,6 +196,7 @@ def load_runs(study_dir: str | Path):
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise AnalysisError(f"{path} cannot be read as a CSV ({e}); {restore_runs_csv_fix(study_dir)}") from None
     text_lines = [n for n, line in enumerate(path.read_bytes().splitlines(), 1) if line.strip()][1:]
+    _warn_short_lines(path, len(df.columns), study_dir)
     lines_known = len(text_lines) == len(df)  # pandas skips blank lines; a quoted line break would shift them
     if lines_known:
         df.index = pd.Index(text_lines)  # each row's line in the file
@@ -224,6 +227,19 @@ def load_runs(study_dir: str | Path):
                       "read); every eval records its accuracy, so runs.csv was edited or damaged; "
                       f"{restore_runs_csv_fix(study_dir)}", stacklevel=2)
     return df
+
+
+def _warn_short_lines(path: Path, n_columns: int, study_dir) -> None:
+    """One UserWarning naming the lines of ``path`` (a CSV) with fewer than ``n_columns`` fields, if any."""
+    import csv
+
+    with path.open(newline="", encoding="utf-8", errors="replace") as f:
+        short = [(r.line_num, len(row)) for r in [csv.reader(f)] for row in r if row and len(row) < n_columns]
+    if short:
+        where = ", ".join(f"line {n} ({k} of {n_columns} fields)" for n, k in short[:5])
+        more = f" and {len(short) - 5} more" if len(short) > 5 else ""
+        warnings.warn(f"{path}: {where}{more} hold(s) fewer fields than the header: the file was cut or edited, and "
+                      f"the missing cells are read as blank; {restore_runs_csv_fix(study_dir)}", stacklevel=3)
 
 
 def _item_lines(study_dir: Path) -> list[dict] | None:

@@ -109,3 +109,21 @@ def test_blank_seed_is_refused_naming_the_line(tmp_path):
                                             r"update 2\): runs.csv was edited or damaged; rebuild it from the run "
                                             r"folders"):
         load_runs(root)
+
+
+def test_a_line_cut_short_is_named_and_its_missing_cells_read_as_blank(tmp_path):
+    root = make_study(tmp_path / "s", seeds=2)
+    path = root / "runs.csv"
+    lines = path.read_text().splitlines()
+    n_cols = len(lines[0].split(","))
+    lines[-1] = ",".join(lines[-1].split(",")[: n_cols - 2])  # the last line lost its last two fields
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.warns(UserWarning, match=rf"runs.csv: line {len(lines)} \({n_cols - 2} of {n_cols} fields\) hold\(s\) "
+                                         r"fewer fields than the header: the file was cut or edited") as rec:
+        df = load_runs(root)
+    assert "rebuild it from the run folders" in str(rec[0].message)
+    assert len(df) == len(lines) - 1  # the row is kept
+    with warnings.catch_warnings():  # an intact file: no such warning
+        warnings.simplefilter("error")
+        make_study(tmp_path / "t", seeds=2)
+        load_runs(tmp_path / "t")
