@@ -48,9 +48,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from calib.noise_floor import heldout_floor, heldout_label, seed_noise_floor
+from gradprobe.study.power import detectable_effect
+from gradprobe.study.replicate import REPLICATE_SOURCE
+from gradprobe.study.stats import paired_t
 
 FORECASTERS = ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy"]
 RESAMPLES, SEED = 5000, 0
@@ -243,7 +245,7 @@ def _pooled(d: pd.DataFrame, names: list, shown: list, root: Path, cells: dict) 
 def cell_of(folder: Path) -> str:
     """The study a folder replicates (the last part of ``replicate_of.json``'s ``source``), or its own name
     without that file. Raises ValueError naming the file when it is not JSON or its ``source`` is no path."""
-    path = Path(folder) / "replicate_of.json"
+    path = Path(folder) / REPLICATE_SOURCE
     if not path.is_file():
         return Path(folder).name
     fix = "restore it from the study (`gradprobe study --replicate` writes it) or remove it"
@@ -258,7 +260,9 @@ def cell_of(folder: Path) -> str:
 
 def _replicated_cells(d: pd.DataFrame, shown: list, cells: dict) -> None:
     """The studies that replicate one plan (``replicate_of.json``), pooled into one cell: per arm, the mean
-    realized gain over every seed with its 95% Student-t interval, and each forecaster's mean forecast (the
+    realized gain over every seed with its 95% Student-t interval (:func:`gradprobe.study.stats.paired_t`) and the
+    smallest effect those seeds detect (:func:`gradprobe.study.power.detectable_effect`: 80% power, two-sided
+    paired t at alpha 0.05), and each forecaster's mean forecast (the
     mean of the replicates' forecasts, each from its own probe and grpo curve); then the MAE on these arm
     means, with the interval and paired differences of :func:`arm_mean_maes`. Nothing is printed without a
     cell of two or more studies. ``cells``: study name (as the report names it) -> :func:`cell_of` its folder."""
@@ -273,14 +277,16 @@ def _replicated_cells(d: pd.DataFrame, shown: list, cells: dict) -> None:
         x = raw[raw["cell"] == c]
         runs = x[x["forecaster"] == shown[0]]
         print(f"replicates pooled: {c}, {len(held)} studies ({', '.join(held)}); per arm, the mean over every seed "
-              "(points; realized with its 95% t interval over the seeds; forecasts: the replicates' mean):")
+              "(points; realized with its 95% t interval over the seeds and the smallest effect they detect; "
+              "forecasts: the replicates' mean):")
         for arm, r in runs.groupby("arm"):
-            t = r["target"].to_numpy(np.float64)
-            half = stats.t.ppf(0.975, t.size - 1) * t.std(ddof=1) / np.sqrt(t.size)
+            pt = paired_t(r["target"].to_numpy(np.float64))
+            ci = "[n/a]" if pt["ci"] is None else f"[{pt['ci'][0]:+.2f}, {pt['ci'][1]:+.2f}]"
+            mde = detectable_effect(pt["sd"], seeds=pt["seeds"])
             fc = "   ".join(f"{f} {x.loc[(x['arm'] == arm) & (x['forecaster'] == f), 'cv_pred'].mean():+.2f}"
                            for f in shown)
-            print(f"  {arm:<12} {t.size} seeds   realized {t.mean():+.2f} [{t.mean() - half:+.2f}, "
-                  f"{t.mean() + half:+.2f}]   {fc}")
+            print(f"  {arm:<12} {pt['seeds']} seeds   realized {pt['estimate']:+.2f} {ci}   detectable "
+                  f"{'n/a' if mde is None else f'{mde:.2f}'}   {fc}")
     _arm_mean_lines(raw, shown, f"on these cells' arm means ({raw['group'].nunique()} arms, as forecast; 95% interval "
                     "over each arm's seeds, the same resamples for every forecaster):")
 

@@ -208,6 +208,9 @@ def test_the_pooled_figures_the_calibration_readme_quotes(unseen, unseen_report,
         for f, name in NAMES[:2]:  # the frontier cell's 12-seed arm means (three studies pooled)
             line = next(s for s in cell.splitlines() if s.strip().startswith(f))
             assert line.split(maxsplit=1)[1].split("   ")[0] in section, (path, line)
+        for arm in ("mc_value", "hybrid_0.5"):  # and the smallest effect its 12 seeds detect, per arm
+            line = next(s for s in pooled.splitlines() if s.strip().startswith(arm + " ") and "detectable" in s)
+            assert f"{line.split('detectable ')[1].split()[0]} ({arm})" in section, (path, line)
 
 
 def test_replicates_of_one_plan_are_pooled_into_one_cell(unseen, unseen_report, capsys):
@@ -230,6 +233,9 @@ def test_replicates_of_one_plan_are_pooled_into_one_cell(unseen, unseen_report, 
         half = stats.t.ppf(0.975, t.size - 1) * t.std(ddof=1) / np.sqrt(t.size)
         line = next(s for s in block.splitlines() if s.strip().startswith(arm + " "))
         assert f"{t.size} seeds   realized {t.mean():+.2f} [{t.mean() - half:+.2f}, {t.mean() + half:+.2f}]" in line
+        from statsmodels.stats.power import TTestPower  # 80% power, two-sided paired t at alpha 0.05
+        mde = t.std(ddof=1) * TTestPower().solve_power(nobs=t.size, alpha=0.05, power=0.8, alternative="two-sided")
+        assert f"detectable {mde:.2f}   forecast_cost_only" in line
         for f in ("forecast_cost_only", "forecast_probe"):
             fc = d[(d["arm"] == arm) & (d["forecaster"] == f)]["cv_pred"]
             assert fc.groupby(d["study"]).nunique().eq(1).all()  # one forecast per arm of each replicate
