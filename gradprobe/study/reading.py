@@ -10,6 +10,7 @@ character per held-out item, '1' = correct) and ``sampled`` (one such string per
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
 import warnings
@@ -188,15 +189,16 @@ def load_runs(study_dir: str | Path):
     path = Path(study_dir) / "runs.csv"
     if not path.exists():
         raise AnalysisError(f"{path} does not exist; run `gradprobe study PLAN --out {study_dir}` first")
+    raw = path.read_bytes()  # read once: the table, each row's line and the short lines come from these bytes
     try:
-        df = pd.read_csv(path)
+        df = pd.read_csv(io.BytesIO(raw))
     except pd.errors.EmptyDataError:
-        raise AnalysisError(f"{path} is empty ({path.stat().st_size} bytes: no header line, no rows); "
+        raise AnalysisError(f"{path} is empty ({len(raw)} bytes: no header line, no rows); "
                             f"{restore_runs_csv_fix(study_dir)}") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise AnalysisError(f"{path} cannot be read as a CSV ({e}); {restore_runs_csv_fix(study_dir)}") from None
-    text_lines = [n for n, line in enumerate(path.read_bytes().splitlines(), 1) if line.strip()][1:]
-    _warn_short_lines(path, len(df.columns), study_dir)
+    text_lines = [n for n, line in enumerate(raw.splitlines(), 1) if line.strip()][1:]
+    _warn_short_lines(path, raw, len(df.columns), study_dir)
     lines_known = len(text_lines) == len(df)  # pandas skips blank lines; a quoted line break would shift them
     if lines_known:
         df.index = pd.Index(text_lines)  # each row's line in the file
@@ -229,12 +231,13 @@ def load_runs(study_dir: str | Path):
     return df
 
 
-def _warn_short_lines(path: Path, n_columns: int, study_dir) -> None:
-    """One UserWarning naming the lines of ``path`` (a CSV) with fewer than ``n_columns`` fields, if any."""
+def _warn_short_lines(path: Path, raw: bytes, n_columns: int, study_dir) -> None:
+    """One UserWarning naming the lines of ``path`` (a CSV whose bytes are ``raw``) with fewer than ``n_columns``
+    fields, if any."""
     import csv
 
-    with path.open(newline="", encoding="utf-8", errors="replace") as f:
-        short = [(r.line_num, len(row)) for r in [csv.reader(f)] for row in r if row and len(row) < n_columns]
+    reader = csv.reader(io.StringIO(raw.decode("utf-8", errors="replace"), newline=""))
+    short = [(reader.line_num, len(row)) for row in reader if row and len(row) < n_columns]
     if short:
         where = ", ".join(f"line {n} ({k} of {n_columns} fields)" for n, k in short[:5])
         more = f" and {len(short) - 5} more" if len(short) > 5 else ""
