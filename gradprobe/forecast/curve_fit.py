@@ -262,8 +262,9 @@ def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_
         n, y = df["update"].to_numpy(float), df["accuracy"].to_numpy(float)
         r0 = None
         if r0_fixed:
-            main_r0 += not (n == 0).any()
-            r0 = float(y[n == 0].mean()) if (n == 0).any() else float(params["R0"])
+            at_zero = n == 0
+            main_r0 += not at_zero.any()
+            r0 = float(y[at_zero].mean()) if at_zero.any() else float(params["R0"])
         need = 2 + (b_fixed is None) + (r0 is None)
         if np.unique(n[n > 0]).size < need:
             failed += 1
