@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from gradprobe.forecast.study import read_study_json
-from gradprobe.layout import STUDY_JSON
+from gradprobe.layout import EVAL_ITEMS_GZ, EVAL_ITEMS_JSONL, STUDY_JSON
 from gradprobe.study.power import paired_item_differences, variance_components
 from gradprobe.study.reading import AnalysisError
 
@@ -67,6 +67,9 @@ METHOD = ("floor_a = mean over pairs of seeds |y_i - y_j| / sqrt(2) (Gini mean d
 
 
 NO_SEEDS = "no arm has 2 or more seeds with a realized gain: the seed noise cannot be estimated"
+# why an arm of a study without per-item files is not split (appended to "no per-item results at the evals read")
+NO_ITEM_FILES = (f" (the study folder has no {EVAL_ITEMS_GZ} and no runs/ARM/seedS/{EVAL_ITEMS_JSONL}: its runs saved no "
+                 "per-item results; a study run again with this version saves them)")
 
 
 def arm_seed_noise(realized, arms, studies) -> pd.DataFrame:
@@ -227,6 +230,7 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
         try:
             key = _study_key(Path(d))
             pairs = paired_item_differences(d, control=reference_arm)
+            no_items = "" if _has_item_files(Path(d)) else NO_ITEM_FILES
         except (AnalysisError, StudyFormatError) as e:
             skipped.append(f"{Path(d).resolve().name}: {str(e).splitlines()[0]}")
             continue
@@ -239,7 +243,7 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
                 continue
             if pc is None or pc["D"] is None:
                 skipped.append(f"{key}/{arm}: " + ("fewer than 2 seeds paired with " + reference_arm if pc is None
-                                                    else "no per-item results at the evals read"))
+                                                    else "no per-item results at the evals read" + no_items))
                 continue
             arms.append(_split(key, arm, pc, multiples))
     seeds = np.array([a["seeds"] for a in arms], dtype=int)
@@ -253,6 +257,12 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
     share = sum(x * n for x, n in shares) / sum(n for _, n in shares) if shares else math.nan
     return {"floors": floors, "arms": arms, "runs": int(seeds.sum()), "heldout_share": share, "skipped": skipped,
             "method": HELDOUT_METHOD}
+
+
+def _has_item_files(study_dir: Path) -> bool:
+    """Whether a study folder holds per-item eval results: ``eval_items.jsonl.gz``, or a run's own
+    ``runs/ARM/seedS/eval_items.jsonl`` (where :func:`gradprobe.study.reading.load_eval_items` reads them)."""
+    return (study_dir / EVAL_ITEMS_GZ).exists() or any(study_dir.glob(f"runs/*/seed*/{EVAL_ITEMS_JSONL}"))
 
 
 def heldout_label(multiple) -> str:

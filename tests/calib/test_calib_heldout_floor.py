@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calib.noise_floor import heldout_floor
+from calib.noise_floor import NO_ITEM_FILES, heldout_floor
 from gradprobe.study.power import paired_item_differences
 from gradprobe.study.reading import AnalysisError
 
@@ -117,8 +117,16 @@ def test_keep_and_what_is_skipped(tmp_path, study):
     bare = make_study(tmp_path / "bare", items=False)
     r = heldout_floor([study, bare], resamples=2000)
     assert r["runs"] == 2 * SEEDS
-    assert r["skipped"] == ["bare@x/grpo_2xlr: no per-item results at the evals read",
-                            "bare@x/mc_value: no per-item results at the evals read"]
+    why = "no per-item results at the evals read (the study folder has no eval_items.jsonl.gz and no "
+    why += "runs/ARM/seedS/eval_items.jsonl: its runs saved no per-item results; a study run again with this version "
+    assert r["skipped"] == [f"bare@x/grpo_2xlr: {why}saves them)", f"bare@x/mc_value: {why}saves them)"]
+    assert NO_ITEM_FILES in r["skipped"][0]
+    partial = make_study(tmp_path / "partial")  # per-item files, but none for one arm: the suffix would mislead
+    for path in partial.glob("runs/mc_value/seed*/eval_items.jsonl"):
+        path.unlink()
+    r = heldout_floor([partial], resamples=2000)
+    assert r["skipped"] == ["partial@x/mc_value: no per-item results at the evals read"]
+    assert [a["arm"] for a in r["arms"]] == ["grpo_2xlr"]
     one = make_study(tmp_path / "one", seeds=1)
     r = heldout_floor([one], resamples=2000)
     assert r["arms"] == [] and r["runs"] == 0 and math.isnan(r["heldout_share"])
@@ -198,7 +206,8 @@ def test_the_shipped_report_records_the_split_of_its_common_runs():
         assert g["multiple"] == w["multiple"] and g["estimate"] == pytest.approx(w["estimate"], rel=1e-12)
         assert g["interval"] == pytest.approx(w["interval"], rel=1e-12)
     assert expect["runs"] == 67 and [f["multiple"] for f in expect["floors"]] == [1.0, 4.0, math.inf]
-    assert expect["skipped"] == ["study_tiny_sparse@b30b502e2f0e/select_half: no per-item results at the evals read"]
+    assert expect["skipped"] == ["study_tiny_sparse@b30b502e2f0e/select_half: no per-item results at the evals read"
+                                 + NO_ITEM_FILES]
     html = (report / "report.html").read_text()
     assert "How much of that floor is the held-out set (N = 1000 items" in html
     assert f"<tr><td>4N</td><td class=n>{expect['floors'][1]['estimate']:.2f}" in html
