@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 from ..config import EXECUTOR_NAMES
 from ..tracking import TrackerUnavailableError, require_tracker
 from ..training.plan import PlanError, load_plan, replicate_plan
-from ..outputs import OutputDirError, prepare_output_dir
+from ..outputs import OutputDirError, prepare_output_dir, removed_if_left_empty
 from .args import add_report_to
 
 
@@ -189,7 +190,9 @@ def _warn_stale_analysis(out: Path) -> None:
     from ..study.reading import AnalysisError, load_runs
 
     try:
-        diffs = stale_analysis(out, load_runs(out))
+        with warnings.catch_warnings():  # runs.csv's own warnings come once, from the analysis that follows
+            warnings.simplefilter("ignore")
+            diffs = stale_analysis(out, load_runs(out))
     except (AnalysisError, OSError, ValueError):
         return
     if diffs:
@@ -215,8 +218,9 @@ def _analyze_only(args) -> int:
             result = analyze(out)
         else:
             _warn_stale_analysis(out)
-            prepare_output_dir(target)
-            result = analyze(out, out_dir=target)
+            with removed_if_left_empty(target):  # a refused analysis leaves no empty reanalysis/ behind
+                prepare_output_dir(target)
+                result = analyze(out, out_dir=target)
             (target / "report.txt").write_text(format_rankings(result) + "\n")
     except (AnalysisError, PlanError, OSError, OutputDirError, ValueError) as e:
         return _err(str(e))

@@ -8,11 +8,18 @@ blank lines are kept as all-NaN rows), so every message names the file, the line
   one row per training step (W&B, TensorBoard) carry the accuracy only on the steps that were evaluated.
   It is not skipped unsaid: :func:`skipped_cells` lists such lines (fully blank lines are no data and are
   not listed), :func:`skipped_note` becomes one of the curve's notes, and :func:`with_skipped` adds it to a
-  refusal (e.g. too few evals), so a curve whose evals were all blank says why.
+  refusal (e.g. too few evals), so a curve whose evals were all blank says why;
+- :func:`check_csv_values` refuses a negative update and an accuracy column that mixes fractions and points;
+- a study's ``runs.csv`` is checked as ``gradprobe study --analyze-only`` checks it: a line cut short is left
+  out and said (:func:`without_short_lines`), one eval on two lines with different values and an accuracy
+  outside [0, 1] are refused, and an exact copy of a line is read once (:func:`one_line_per_eval`,
+  :func:`repeated_rows`).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +28,8 @@ import pandas as pd
 from .curve_fit import CurveError
 
 __all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "study_skipped_evals", "skipped_note",
-           "with_skipped", "SKIPPED_MARK", "is_skipped_note"]
+           "with_skipped", "SKIPPED_MARK", "is_skipped_note", "short_lines", "repeated_rows", "check_csv_values",
+           "without_short_lines", "one_line_per_eval"]
 
 _SHOWN = 5  # lines named in a note; the rest are counted
 #: In every note that says evals of the source were skipped (a CSV's blank cells, a trainer_state's NaN evals):
@@ -110,3 +118,132 @@ def with_skipped(error: CurveError, note: str | None) -> CurveError:
     if note is None:
         return error
     return CurveError(f"{error}; {note} (fill those cells in if they are evals)")
+
+
+def short_lines(raw: bytes) -> tuple[int, list[tuple[int, int]]]:
+    """The lines of a CSV (its bytes ``raw``) that hold fewer fields than its header: a file cut mid-line or
+    hand-edited, whose missing cells pandas reads as blank and whose last value may itself be cut.
+
+    Returns
+    -------
+    (n_columns, [(line, fields), ...])
+        The header's field count, and each short line's number in the file (1-based, as an editor shows it;
+        quoted line breaks counted) with its field count. Blank lines are not listed.
+    """
+    reader = csv.reader(io.StringIO(raw.decode("utf-8", errors="replace"), newline=""))
+    header = next(reader, None)
+    n = len(header or [])
+    return n, [(reader.line_num, len(row)) for row in reader if row and len(row) < n]
+
+
+def repeated_rows(df: pd.DataFrame, keys, lines) -> tuple[list[str], np.ndarray]:
+    """Rows of ``df`` that repeat an earlier row's ``keys`` (e.g. arm, seed, update of a study's ``runs.csv``).
+
+    A row that copies an earlier one in every column says nothing new and can be read once; two rows with the
+    same keys and different values are one eval recorded twice, and which is right cannot be told, so readers
+    refuse them (``gradprobe study --analyze-only``'s :func:`gradprobe.study.reading.load_runs`, and
+    :meth:`ReferenceCurve.from_study`).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Rows in file order; rows with a blank key are not compared.
+    keys : sequence of str
+        The columns that name one eval.
+    lines : sequence of int or None
+        Each row's line in the file (None: rows are named without it).
+
+    Returns
+    -------
+    (conflicts, exact)
+        ``conflicts``: one string per repeated key whose rows differ, ``"arm grpo, seed 0, update 57 (lines 19,
+        41)"``, the first five then counted; ``exact``: boolean mask (rows,) of the rows that copy an earlier row
+        exactly (drop them to read each eval once).
+    """
+    keys = list(keys)
+    named = df[keys].notna().all(axis=1).to_numpy()
+    same_key = df.duplicated(keys, keep=False).to_numpy() & named
+    exact = df.duplicated(keep="first").to_numpy() & same_key
+    rest = df.reset_index(drop=True)[same_key & ~exact]
+    conflicts = []
+    for key, g in rest.groupby(keys, sort=False):
+        if len(g) > 1:
+            what = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in zip(keys, key))
+            conflicts.append(what + (f" (lines {', '.join(str(lines[i]) for i in g.index)})" if lines is not None
+                                     else f" ({len(g)} rows)"))
+    if len(conflicts) > _SHOWN:
+        conflicts = conflicts[:_SHOWN] + [f"and {len(conflicts) - _SHOWN} more"]
+    return conflicts, exact
+
+
+def check_csv_values(df: pd.DataFrame, path: Path, update_col: str, accuracy_col: str, scale: str) -> None:
+    """Refuse, naming the lines (row ``i`` of ``df`` is line ``i + 2``), a negative update, and under
+    ``scale="auto"`` an accuracy column that mixes scales: at least half its values in [0, 1] (fractions) and
+    others above 1. Read as points, such a curve would put the fractions near 0 points (a typo like 1.65 for
+    0.65 turns a whole fraction curve into points); a curve truly in points that stays under 1 point for most
+    evals is too flat to forecast from anyway.
+
+    Raises
+    ------
+    CurveError
+        Naming the file, the first lines, the values and the fix.
+    """
+    updates, acc = df[update_col].to_numpy(float), df[accuracy_col].to_numpy(float)
+    lines = df.index.to_numpy() + 2
+    if (updates < 0).any():
+        bad = np.flatnonzero(updates < 0)
+        raise CurveError(f"{path}: {update_col} must be an update count >= 0, got {updates[bad[0]]:g} at line "
+                         f"{lines[bad[0]]}" + (f" (and {bad.size - 1} more line(s))" if bad.size > 1 else "")
+                         + "; fix or delete those lines")
+    if scale != "auto" or not acc.size or acc.max() <= 1.0:
+        return
+    small = (acc >= 0) & (acc <= 1.0)
+    if small.mean() >= 0.5:
+        big = np.flatnonzero(acc > 1.0)
+        where = ", ".join(f"line {lines[i]} ({acc[i]:g})" for i in big[:5]) + (
+            f" and {big.size - 5} more" if big.size > 5 else "")
+        raise CurveError(f"{path}: {accuracy_col} mixes scales: {int(small.sum())} of {acc.size} values are fractions "
+                         f"in [0, 1], but {where} hold(s) values above 1; fix those lines if the curve is fractions "
+                         "(read as points, every fraction would be under 1 point); a curve in points that stays under "
+                         "1 point at most evals is too flat to forecast from")
+
+
+def without_short_lines(df: pd.DataFrame, runs: Path, arm: str,
+                         accuracy_col: str) -> tuple[pd.DataFrame, str | None, set[int]]:
+    """``df`` (a study's runs.csv, row ``i`` line ``i + 2``) with ``accuracy_col`` blanked on the lines of ``arm``
+    that hold fewer fields than the header (:func:`~gradprobe.forecast.csv_cells.short_lines`: a file cut
+    mid-line, whose last value may be cut too), the note naming them (None: none) and their line numbers."""
+    n_columns, short = short_lines(runs.read_bytes())
+    rows = [(line, k) for line, k in short if 0 <= line - 2 < len(df) and df["arm"].iloc[line - 2] == arm]
+    if not rows:
+        return df, None, set()
+    df = df.copy()
+    df.loc[df.index[[line - 2 for line, _ in rows]], accuracy_col] = np.nan
+    where = ", ".join(f"line {line} ({k} of {n_columns} fields)" for line, k in rows[:5])
+    more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
+    return df, (f"{len(rows)} line(s) of {runs}{SKIPPED_MARK}holding fewer fields than the header ({where}{more}): "
+                "the file was cut or edited there, so their values cannot be trusted"), {line for line, _ in rows}
+
+
+def one_line_per_eval(d: pd.DataFrame, runs: Path, accuracy_col: str) -> pd.DataFrame:
+    """An arm's rows ``d`` of a study's runs.csv, each (seed, update) once: exact copies of a line are dropped;
+    one eval on two lines with different accuracies, or an accuracy outside [0, 1] (runs.csv records fractions),
+    is refused.
+
+    Raises
+    ------
+    CurveError
+        Naming the file, the lines and the fix.
+    """
+    conflicts, exact = repeated_rows(d[["arm", "seed", "update", accuracy_col]], ("arm", "seed", "update"),
+                                     [int(i) + 2 for i in d.index])
+    fix = "restore runs.csv from the study (`gradprobe study PLAN --out DIR` rewrites it from DIR/runs/)"
+    if conflicts:
+        raise CurveError(f"{runs} records the same eval (arm, seed, update) twice with different values: "
+                         f"{'; '.join(conflicts)}; which line is right cannot be told: {fix}")
+    d = d[~exact]
+    bad = (d[accuracy_col] < 0) | (d[accuracy_col] > 1)
+    if bad.any():
+        raise CurveError(f"{runs}: {accuracy_col} must be a fraction in [0, 1] (runs.csv records fractions), got "
+                         f"{d[accuracy_col][bad].iloc[0]:g} at line {int(d.index[bad.to_numpy()][0]) + 2}: {fix}")
+    return d

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
-from .csv_cells import (SKIPPED_MARK, numeric_columns, read_csv_checked, skipped_cells, skipped_note,
-                        study_skipped_evals, with_skipped)
+from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval, read_csv_checked,
+                        skipped_cells, skipped_note, study_skipped_evals, with_skipped, without_short_lines)
 from .curve_fit import N_REPLICATES, CurveError
 
 __all__ = ["CurveSources", "task_key", "to_points", "TRL_STATE", "PLAN_EVAL_HINT", "TRL_EVAL_HINT"]
@@ -238,14 +238,17 @@ class CurveSources:
 
         Lines of ``arm`` with an empty ``update`` or ``accuracy_col`` cell are no evals: they are left out
         and named in the curve's ``notes`` (:func:`~gradprobe.forecast.csv_cells.study_skipped_evals`), since
-        a ``runs.csv`` that ``gradprobe study`` wrote from greedy evals has none.
+        a ``runs.csv`` that ``gradprobe study`` wrote from greedy evals has none. So are lines of ``arm`` with
+        fewer fields than the header (a file cut mid-line: the last value may be cut too). A line that copies
+        an earlier one exactly is read once.
 
         Raises
         ------
         CurveError
             No ``runs.csv``, a missing column, a cell of ``update`` or ``accuracy_col`` that is no
             number (the message names the line), an unknown arm (the message lists the arms), too few evals
-            (the message names the skipped lines, if any).
+            (the message names the skipped lines, if any), one eval of ``arm`` (seed, update) on two lines with
+            different accuracies, an accuracy outside [0, 1] (runs.csv records fractions).
         """
         study_dir = Path(study_dir)
         runs = study_dir / RUNS_CSV
@@ -256,11 +259,15 @@ class CurveSources:
             if col not in df.columns:
                 raise CurveError(f"{runs} has no column {col!r} (columns: {list(df.columns)})")
         df = numeric_columns(df, ("update", accuracy_col), runs)
-        skipped = skipped_note(study_skipped_evals(df, arm, accuracy_col), runs)
+        blank = study_skipped_evals(df, arm, accuracy_col)
+        df, cut, cut_lines = without_short_lines(df, runs, arm, accuracy_col)
+        blank = skipped_note([(line, col) for line, col in blank if line not in cut_lines], runs)
+        skipped = "; ".join(x for x in (blank, cut) if x) or None
         df = df.dropna(how="all")
         if arm not in set(df["arm"]):
             raise CurveError(f"{runs} has no arm {arm!r}; its arms are {sorted(set(df['arm']))}")
-        d = df[(df["arm"] == arm) & df[accuracy_col].notna() & df["update"].notna()]
+        d = one_line_per_eval(df[(df["arm"] == arm) & df[accuracy_col].notna() & df["update"].notna()], runs,
+                               accuracy_col)
         meta = {"study": str(study_dir), "arm": arm}
         if (study_dir / PLAN_COPY).is_file():
             meta.update(_plan_metadata(study_dir / PLAN_COPY, arm))
@@ -339,7 +346,8 @@ class CurveSources:
         CurveError
             A missing or unparsable file, a missing column (the message lists the columns), a cell of
             the update or accuracy column that is text or infinite (the message names the line and the
-            column), too few evals. Lines with an empty or NaN cell there are skipped (logs with a row per step
+            column), a negative update, an accuracy column that mixes fractions and points (most values in [0, 1],
+            some above: the lines are named), too few evals. Lines with an empty or NaN cell there are skipped (logs with a row per step
             carry the accuracy at evals only), and named: in the curve's ``notes``, and in any refusal
             (:mod:`gradprobe.forecast.csv_cells`).
         """
@@ -356,6 +364,7 @@ class CurveSources:
         skipped = skipped_note(skipped_cells(df, (update_col, accuracy_col)), path)
         df = df[df[accuracy_col].notna() & df[update_col].notna()]
         try:
+            check_csv_values(df, path, update_col, accuracy_col, accuracy_scale)
             acc, note = to_points(df[accuracy_col].to_numpy(float), accuracy_scale, f"{path.name} {accuracy_col}")
             return cls(updates=df[update_col].to_numpy(float), accuracy=acc,
                        seeds=df[seed_col].to_numpy() if seed_col else None, mode=mode, B=B, source=f"CSV {path}",

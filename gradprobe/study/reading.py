@@ -14,10 +14,13 @@ import io
 import json
 import math
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
 
+from ..forecast.csv_cells import repeated_rows, short_lines
+from ..layout import PLAN_COPY
 from ..training.plan import load_plan
 
 
@@ -173,8 +176,9 @@ def load_runs(study_dir: str | Path):
     ------
     AnalysisError
         No ``runs.csv``; an empty (0 bytes) or unparsable one, missing core columns, no rows, a blank
-        ``arm``, ``seed`` or ``update`` cell (the message names the file, the lines and the fix: rebuild
-        runs.csv from the run folders, :func:`restore_runs_csv_fix`).
+        ``arm``, ``seed`` or ``update`` cell, one eval (arm, seed, update) on two lines with different values, an
+        ``accuracy`` or ``accuracy_sampled`` outside [0, 1] (points, not fractions) (the message names the file, the
+        lines and the fix: rebuild runs.csv from the run folders, :func:`restore_runs_csv_fix`).
 
     Warns
     -----
@@ -182,7 +186,7 @@ def load_runs(study_dir: str | Path):
         Evals with a blank ``accuracy`` cell while others have one (the file was edited or damaged): the
         analysis reads those runs without them; the warning names their lines, arm, seed and update. Lines with
         fewer fields than the header (a file cut mid-line): one warning names them; their missing cells read as
-        blank.
+        blank. Lines that copy an earlier line exactly: one warning names them, and each eval is read once.
     """
     import pandas as pd
 
@@ -198,7 +202,7 @@ def load_runs(study_dir: str | Path):
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise AnalysisError(f"{path} cannot be read as a CSV ({e}); {restore_runs_csv_fix(study_dir)}") from None
     text_lines = [n for n, line in enumerate(raw.splitlines(), 1) if line.strip()][1:]
-    _warn_short_lines(path, raw, len(df.columns), study_dir)
+    _warn_short_lines(path, raw, study_dir)
     lines_known = len(text_lines) == len(df)  # pandas skips blank lines; a quoted line break would shift them
     if lines_known:
         df.index = pd.Index(text_lines)  # each row's line in the file
@@ -213,6 +217,8 @@ def load_runs(study_dir: str | Path):
             rows = _rows_named(df, df[c].isna().to_numpy(), list(df.index) if lines_known else None)
             raise AnalysisError(f"{path} has a blank {c!r} cell at {rows}: runs.csv was edited or damaged; "
                                 f"{restore_runs_csv_fix(study_dir)}")
+    df = _read_each_eval_once(df, path, list(df.index) if lines_known else None, study_dir)
+    _check_fractions(df, path, list(df.index) if lines_known else None, study_dir)
     for c in ("flops", *SIDE_EFFECTS):
         if c not in df.columns:
             df[c] = np.nan
@@ -231,13 +237,42 @@ def load_runs(study_dir: str | Path):
     return df
 
 
-def _warn_short_lines(path: Path, raw: bytes, n_columns: int, study_dir) -> None:
-    """One UserWarning naming the lines of ``path`` (a CSV whose bytes are ``raw``) with fewer than ``n_columns``
-    fields, if any."""
-    import csv
+def _read_each_eval_once(df, path: Path, lines, study_dir):
+    """``df`` without the rows that copy an earlier row exactly (warned); refuses an eval recorded twice with
+    different values (:func:`gradprobe.forecast.csv_cells.repeated_rows`)."""
+    conflicts, exact = repeated_rows(df, ("arm", "seed", "update"), lines)
+    if conflicts:
+        raise AnalysisError(f"{path} records the same eval (arm, seed, update) twice with different values: "
+                            f"{'; '.join(conflicts)}; runs.csv was edited or damaged and which line is right cannot "
+                            f"be told; {restore_runs_csv_fix(study_dir)}")
+    if exact.any():
+        where = ", ".join(f"line {lines[i]}" for i in np.flatnonzero(exact)[:_SHOWN]) if lines is not None else ""
+        warnings.warn(f"{path}: {int(exact.sum())} line(s) copy an earlier line exactly ({where or 'lines unknown'}): "
+                      f"each eval is read once; {restore_runs_csv_fix(study_dir)}", stacklevel=3)
+        df = df[~exact]
+    return df
 
-    reader = csv.reader(io.StringIO(raw.decode("utf-8", errors="replace"), newline=""))
-    short = [(reader.line_num, len(row)) for row in reader if row and len(row) < n_columns]
+
+def _check_fractions(df, path: Path, lines, study_dir) -> None:
+    """Refuse an ``accuracy`` or ``accuracy_sampled`` value outside [0, 1]: runs.csv records fractions (reports
+    print points, 100 x), so 78.4 is a value in points or a damaged cell, and would be read as 7840 points."""
+    import pandas as pd
+
+    for col in ("accuracy", "accuracy_sampled"):
+        if col not in df.columns:
+            continue
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(np.float64)  # text cells are refused elsewhere
+        bad = np.isfinite(values) & ((values < 0) | (values > 1))
+        if bad.any():
+            raise AnalysisError(f"{path}: {col} must be a fraction in [0, 1] (runs.csv records fractions; reports "
+                                f"print points), got {values[bad][0]:g} at {_rows_named(df, bad, lines)}; "
+                                f"{restore_runs_csv_fix(study_dir)}")
+
+
+def _warn_short_lines(path: Path, raw: bytes, study_dir) -> None:
+    """One UserWarning naming the lines of ``path`` (a CSV whose bytes are ``raw``) with fewer fields than its
+    header (:func:`gradprobe.forecast.csv_cells.short_lines`), if any."""
+    n_columns, short = short_lines(raw)
     if short:
         where = ", ".join(f"line {n} ({k} of {n_columns} fields)" for n, k in short[:5])
         more = f" and {len(short) - 5} more" if len(short) > 5 else ""
@@ -247,10 +282,22 @@ def _warn_short_lines(path: Path, raw: bytes, n_columns: int, study_dir) -> None
 
 def _item_lines(study_dir: Path) -> list[dict] | None:
     """Lines of ``eval_items.jsonl.gz`` (arm and seed on each), else of every run's
-    ``runs/ARM/seedS/eval_items.jsonl`` (arm and seed from the path); None when there are none."""
+    ``runs/ARM/seedS/eval_items.jsonl`` (arm and seed from the path); None when there are none.
+
+    Raises
+    ------
+    AnalysisError
+        ``eval_items.jsonl.gz`` is cut, not gzip or not JSON lines (the message names the file and the fix).
+    """
     gz = study_dir / EVAL_ITEMS_GZ
     if gz.exists():
-        return [json.loads(x) for x in gzip.decompress(gz.read_bytes()).decode().splitlines() if x.strip()]
+        try:
+            return [json.loads(x) for x in gzip.decompress(gz.read_bytes()).decode().splitlines() if x.strip()]
+        except (OSError, EOFError, UnicodeDecodeError, ValueError, zlib.error) as e:  # cut, not gzip, not JSON lines
+            raise AnalysisError(f"{gz} cannot be read ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}): the "
+                                "per-item results were cut or damaged; restore the file from the study, or, where its "
+                                f"run folders are kept, `gradprobe study {study_dir / PLAN_COPY} --out {study_dir}` "
+                                "rewrites it from runs/ARM/seedS/eval_items.jsonl (finished runs are not redone)") from None
     lines = []
     for path in sorted(study_dir.glob(f"runs/*/seed*/{EVAL_ITEMS}")):
         arm, seed = path.parent.parent.name, int(path.parent.name[4:])

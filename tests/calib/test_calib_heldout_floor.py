@@ -144,15 +144,19 @@ def test_a_folder_that_cannot_be_split_is_named_and_the_others_are_still_split(t
     assert [a["study"] for a in r["arms"]] == ["study@x", "study@x"]
     assert r["skipped"][0].startswith(f"nothing: {tmp_path / 'nothing'}/study.json is missing")
     assert r["skipped"][1].startswith(f"nojson: {no_json}/study.json is missing")
-    for damage in (b"not gzip at all", gzip.compress(b'{"arm": "grpo", "seed": 0, "upd'),
-                   gzip.compress(b'{"arm": "grpo", "seed": 0}\n')):
+    for i, damage in enumerate((b"not gzip at all", gzip.compress(b'{"arm": "grpo", "seed": 0, "upd'),
+                                gzip.compress(b'{"arm": "grpo", "seed": 0}\n'))):
         broken = make_study(tmp_path / "broken")
         aggregate_items(broken)
         (broken / "eval_items.jsonl.gz").write_bytes(damage)
         r = heldout_floor([broken, study], resamples=2000)
         assert [a["study"] for a in r["arms"]] == ["study@x", "study@x"] and len(r["skipped"]) == 1
-        assert r["skipped"][0].startswith("broken: its per-item results cannot be read (")
-        assert r["skipped"][0].endswith("); restore eval_items.jsonl.gz from the study")
+        if i < 2:  # not gzip, or a line cut: gradprobe.study.reading refuses a file it cannot read
+            assert r["skipped"][0].startswith(f"broken: {broken / 'eval_items.jsonl.gz'} cannot be read (")
+            assert "the per-item results were cut or damaged; restore the file from the study" in r["skipped"][0]
+        else:  # read, but its lines lack fields
+            assert r["skipped"][0].startswith("broken: its per-item results cannot be read (")
+            assert r["skipped"][0].endswith("); restore eval_items.jsonl.gz from the study")
     with pytest.raises(AnalysisError, match=r"has no 'outcome_arm' arm \(arms: \['grpo', 'grpo_2xlr', 'mc_value'\]\)"):
         paired_item_differences(study, control="outcome_arm")
     r = heldout_floor([study], reference_arm="outcome_arm", resamples=2000)

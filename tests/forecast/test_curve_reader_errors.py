@@ -87,3 +87,32 @@ def test_cli_reports_the_bad_cell(tmp_path, capsys):
     assert cli.main(["probe", "--reference-curve", str(bad), "--out", str(out)]) == 2
     assert f"{bad}, line 2, column 'accuracy': 'abc' is not a number" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_csv_mixing_fractions_and_points_is_refused_naming_the_lines(tmp_path, capsys):
+    typo = tmp_path / "typo.csv"  # fractions with one typo: read as points, the whole curve would sit near 0
+    typo.write_text("update,accuracy\n0,0.60\n2,0.62\n5,1.65\n10,0.70\n20,0.72\n40,0.75\n")
+    with pytest.raises(CurveError) as info:
+        ReferenceCurve.from_csv(typo)
+    assert str(info.value) == (f"{typo}: accuracy mixes scales: 5 of 6 values are fractions in [0, 1], but line 4 "
+                               "(1.65) hold(s) values above 1; fix those lines if the curve is fractions (read as "
+                               "points, every fraction would be under 1 point); a curve in points that stays under 1 "
+                               "point at most evals is too flat to forecast from")
+    assert cli.main(["probe", "--reference-curve", str(typo), "--out", str(tmp_path / "p")]) == 2
+    assert "mixes scales" in capsys.readouterr().err and not (tmp_path / "p").exists()
+    fixed = tmp_path / "fixed.csv"
+    fixed.write_text(typo.read_text().replace("1.65", "0.65"))
+    assert ReferenceCurve.from_csv(fixed).points["accuracy"].max() == pytest.approx(75.0)
+    hard = tmp_path / "hard.csv"  # points that start under 1 and rise: most values above 1, read as points
+    hard.write_text("update,accuracy\n0,0.4\n2,0.6\n5,1.2\n10,2.5\n20,4.0\n40,6.0\n")
+    assert ReferenceCurve.from_csv(hard).points["accuracy"].max() == pytest.approx(6.0)
+    forced = ReferenceCurve.from_csv(typo, accuracy_scale="points")  # a stated scale is not second-guessed
+    assert forced.points["accuracy"].max() == pytest.approx(1.65)
+
+
+def test_csv_negative_update_names_its_line(tmp_path):
+    neg = tmp_path / "neg.csv"
+    neg.write_text("update,accuracy\n0,60\n2,62\n-5,65\n10,70\n20,72\n40,75\n")
+    with pytest.raises(CurveError) as info:
+        ReferenceCurve.from_csv(neg)
+    assert str(info.value) == f"{neg}: update must be an update count >= 0, got -5 at line 4; fix or delete those lines"

@@ -127,3 +127,86 @@ def test_a_line_cut_short_is_named_and_its_missing_cells_read_as_blank(tmp_path)
         warnings.simplefilter("error")
         make_study(tmp_path / "t", seeds=2)
         load_runs(tmp_path / "t")
+
+
+def _copy_row(root, i, accuracy=None):
+    """Append a copy of data row ``i`` (0-based) of root/runs.csv, its accuracy set to ``accuracy`` if given;
+    returns (the copied row's line, the new line)."""
+    path = root / "runs.csv"
+    with open(path, newline="") as f:
+        table = list(csv.reader(f))
+    row = list(table[i + 1])
+    if accuracy is not None:
+        row[table[0].index("accuracy")] = accuracy
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(table + [row])
+    return i + 2, len(table) + 1
+
+
+def test_one_eval_on_two_lines_with_different_values_is_refused_naming_both(tmp_path, capsys):
+    root = make_study(tmp_path / "s", seeds=2)
+    first, copy = _copy_row(root, 3, accuracy="0.01")
+    with pytest.raises(AnalysisError) as info:
+        load_runs(root)
+    assert (f"runs.csv records the same eval (arm, seed, update) twice with different values: arm grpo, seed 0, "
+            f"update 10 (lines {first}, {copy}); runs.csv was edited or damaged and which line is right cannot be "
+            "told; rebuild it from the run folders") in str(info.value)
+    assert main(["study", "--analyze-only", "--out", str(root)]) == 2
+    assert "twice with different values" in capsys.readouterr().err
+
+
+def test_an_exact_copy_of_a_line_is_warned_and_read_once(tmp_path):
+    clean = load_runs(make_study(tmp_path / "c", seeds=2))
+    root = make_study(tmp_path / "s", seeds=2)
+    _, copy = _copy_row(root, 3)
+    with pytest.warns(UserWarning, match=rf"runs.csv: 1 line\(s\) copy an earlier line exactly \(line {copy}\): each "
+                                         r"eval is read once"):
+        df = load_runs(root)
+    assert df.equals(clean)
+
+
+def test_an_accuracy_in_points_is_refused_naming_the_line(tmp_path):
+    root = make_study(tmp_path / "s", seeds=2)
+    path = root / "runs.csv"
+    with open(path, newline="") as f:
+        table = list(csv.reader(f))
+    j = table[0].index("accuracy_sampled")
+    table[4][j] = "61.5"
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(table)
+    with pytest.raises(AnalysisError, match=r"runs.csv: accuracy_sampled must be a fraction in \[0, 1\] \(runs.csv "
+                                            r"records fractions; reports print points\), got 61.5 at line 5 \(arm "
+                                            r"grpo, seed 0, update 10\)"):
+        load_runs(root)
+
+
+@pytest.mark.parametrize("damage", ["cut", "text"])
+def test_damaged_per_item_results_are_refused_naming_the_file_and_leave_no_reanalysis_folder(tmp_path, capsys, damage):
+    from study_helpers import aggregate_items
+
+    root = make_study(tmp_path / "s", seeds=2)
+    aggregate_items(root)
+    assert main(["study", "--analyze-only", "--out", str(root)]) == 0  # the study's own analysis.json
+    capsys.readouterr()
+    gz = root / "eval_items.jsonl.gz"
+    gz.write_bytes(gz.read_bytes()[: gz.stat().st_size // 2] if damage == "cut" else b"hello")
+    assert main(["study", "--analyze-only", "--out", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert f"gradprobe study: error: {gz} cannot be read (" in err
+    assert ("the per-item results were cut or damaged; restore the file from the study, or, where its run folders "
+            f"are kept, `gradprobe study {root / 'plan.toml'} --out {root}` rewrites it") in err
+    assert not (root / "reanalysis").exists()
+
+
+def test_analyze_only_names_a_line_cut_short_once(tmp_path, capsys):
+    root = make_study(tmp_path / "s", seeds=2)
+    assert main(["study", "--analyze-only", "--out", str(root)]) == 0  # analysis.json: the next goes to reanalysis/
+    capsys.readouterr()
+    path = root / "runs.csv"
+    lines = path.read_text().splitlines()
+    lines[-1] = ",".join(lines[-1].split(",")[:-2])
+    path.write_text("\n".join(lines) + "\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["study", "--analyze-only", "--out", str(root)]) == 0
+    assert sum("hold(s) fewer fields than the header" in str(w.message) for w in caught) == 1

@@ -1,0 +1,97 @@
+"""A study's ``runs.csv`` read as a reference curve (``ReferenceCurve.from_study``, which ``calib rows`` and
+``gradprobe probe --reference-curve STUDY`` use) is checked like ``gradprobe study --analyze-only`` checks it:
+an eval on two lines with different accuracies and an accuracy in points are refused naming the lines; an exact
+copy of a line is read once; a line cut short is left out of the curve and said in its skipped notes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gradprobe.forecast.csv_cells import SKIPPED_MARK, repeated_rows, short_lines
+from gradprobe.forecast.curves import CurveError, ReferenceCurve
+from study_helpers import make_study
+
+
+def _lines(root):
+    return (root / "runs.csv").read_text().splitlines()
+
+
+def _write(root, lines):
+    (root / "runs.csv").write_text("\n".join(lines) + "\n")
+
+
+def _grpo_line(lines, seed=1, update=5):
+    return next(i for i, s in enumerate(lines) if s.startswith(f"grpo,{seed},{update},"))
+
+
+def test_repeated_rows_names_conflicts_by_line_and_marks_exact_copies():
+    df = pd.DataFrame({"arm": ["g", "g", "g", "m", "g", None], "seed": [0, 0, 0, 0, 1, None],
+                       "update": [57, 57, 57, 57, 3, None], "acc": [0.7, 0.7, 0.1, 0.5, 0.3, None]})
+    conflicts, exact = repeated_rows(df, ("arm", "seed", "update"), [2, 3, 4, 5, 6, 7])
+    assert conflicts == ["arm g, seed 0, update 57 (lines 2, 4)"]  # line 3 copies line 2: no conflict of its own
+    np.testing.assert_array_equal(exact, [False, True, False, False, False, False])
+    many = pd.DataFrame({"k": [i // 2 for i in range(14)], "v": list(range(14))})  # 7 keys, each on 2 lines
+    conflicts, exact = repeated_rows(many, ("k",), None)
+    assert conflicts[:2] == ["k 0 (2 rows)", "k 1 (2 rows)"] and conflicts[-1] == "and 2 more" and len(conflicts) == 6
+    assert not exact.any()
+
+
+def test_short_lines_counts_lines_as_an_editor_does():
+    raw = b'a,b,c\n1,"two\nlines",3\n4,5\n\n6\n'
+    assert short_lines(raw) == (3, [(4, 2), (6, 1)])
+    assert short_lines(b"") == (0, [])
+
+
+def test_an_exact_copy_of_a_line_is_read_once(tmp_path):
+    root = make_study(tmp_path / "s", seeds=3)
+    clean = ReferenceCurve.from_study(root)
+    lines = _lines(root)
+    _write(root, lines + [lines[_grpo_line(lines)]])
+    again = ReferenceCurve.from_study(root)
+    assert len(again.points) == len(clean.points)
+    assert again.params == pytest.approx(clean.params, rel=1e-12)
+
+
+def test_one_eval_on_two_lines_with_different_accuracies_is_refused(tmp_path):
+    root = make_study(tmp_path / "s", seeds=3)
+    lines = _lines(root)
+    i = _grpo_line(lines)
+    fields = lines[i].split(",")
+    fields[5] = "0.01"
+    _write(root, lines + [",".join(fields)])
+    with pytest.raises(CurveError, match=rf"records the same eval \(arm, seed, update\) twice with different values: "
+                                         rf"arm grpo, seed 1, update 5 \(lines {i + 1}, {len(lines) + 1}\)"):
+        ReferenceCurve.from_study(root)
+
+
+def test_an_accuracy_in_points_is_refused_naming_its_line(tmp_path):
+    root = make_study(tmp_path / "s", seeds=3)
+    lines = _lines(root)
+    i = _grpo_line(lines)
+    fields = lines[i].split(",")
+    fields[5] = str(100 * float(fields[5]))
+    lines[i] = ",".join(fields)
+    _write(root, lines)
+    with pytest.raises(CurveError, match=rf"accuracy must be a fraction in \[0, 1\] \(runs.csv records fractions\), "
+                                         rf"got {float(fields[5]):g} at line {i + 1}"):
+        ReferenceCurve.from_study(root)
+
+
+def test_a_line_cut_short_is_left_out_and_said(tmp_path):
+    root = make_study(tmp_path / "s", seeds=3)
+    lines = _lines(root)
+    i = _grpo_line(lines)
+    n = len(lines[0].split(","))
+    without = make_study(tmp_path / "w", seeds=3)
+    _write(without, lines[:i] + lines[i + 1:])
+    lines[i] = ",".join(lines[i].split(",")[:6])[:-2]  # cut inside the accuracy cell: its value is wrong, not blank
+    _write(root, lines)
+    curve = ReferenceCurve.from_study(root)
+    assert curve.skipped_notes == [f"1 line(s) of {root / 'runs.csv'}{SKIPPED_MARK}holding fewer fields than the "
+                                   f"header (line {i + 1} (6 of {n} fields)): the file was cut or edited there, so "
+                                   "their values cannot be trusted"]
+    ref = ReferenceCurve.from_study(without)  # the same curve as with the line removed
+    assert len(curve.points) == len(ref.points)
+    assert curve.params == pytest.approx(ref.params, rel=1e-12)
