@@ -147,6 +147,27 @@ def replicate_plan(plan: Plan, *, seed_offset: int) -> Plan:
     return dataclasses.replace(plan, seeds=seeds, heldout=heldout, sha256=sha, name=f"{plan.name}_rep{seed_offset}")
 
 
+#: ``[model] dtype`` values: the keys of :data:`gradprobe.models.DTYPES` (named here so plans load without torch).
+MODEL_DTYPES = ("float32", "float64", "bfloat16", "float16")
+
+
+def check_model(model: ModelSpec) -> None:
+    """Refuse a ``[model] dtype`` the runs cannot load with, and float16 on the CPU, before a study starts.
+
+    Raises
+    ------
+    PlanError
+        Naming the key, the value and the valid values or the fix.
+    """
+    if model.dtype not in MODEL_DTYPES:
+        raise PlanError(f"[model] dtype = {model.dtype!r} is not one of {', '.join(MODEL_DTYPES)}; float32 is the "
+                        "default (bfloat16 on a GPU)")
+    if model.dtype == "float16" and str(model.device).startswith("cpu"):
+        raise PlanError('[model] dtype = "float16" on device "cpu": half precision on the CPU gives non-finite '
+                        "alignments in the study's probe (gradprobe probe refuses it too); use float32 (the default) "
+                        "or bfloat16 on the CPU, float16 on a GPU")
+
+
 def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, check_schedule: bool = True) -> Plan:
     """A :class:`Plan` from TOML text (see :func:`load_plan`)."""
     try:
@@ -158,6 +179,7 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
         if key not in data:
             raise PlanError(f"plan {path} has no [{key}] section (required: {', '.join(_REQUIRED)})")
     sec = {k: build_section(cls, data.get(k, {}), k) for k, cls in SECTIONS.items()}
+    check_model(sec["model"])
     task = sec["task"]
     check_positive(task.pool, "task.pool")
     check_positive(sec["heldout"].prompts, "heldout.prompts")

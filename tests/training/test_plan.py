@@ -204,3 +204,19 @@ def test_eval_schedule_promises_points_on_every_axis():
 def test_bad_eval_schedules_are_refused_with_the_key(tmp_path, line, fix):
     msg = _error(tmp_path, BASE.replace("[eval]\n", f"[eval]\n{line}\n", 1))
     assert fix in msg, msg
+
+
+def test_a_dtype_the_runs_cannot_load_is_refused_when_the_plan_is_read(tmp_path):
+    from gradprobe.models import DTYPES
+    from gradprobe.training.plan import MODEL_DTYPES
+
+    assert set(MODEL_DTYPES) == set(DTYPES)  # the plan's list is the loader's
+    msg = _error(tmp_path, BASE.replace('name = "tiny-qwen2"', 'name = "tiny-qwen2"\ndtype = "fp32"', 1))
+    assert msg == ("[model] dtype = 'fp32' is not one of float32, float64, bfloat16, float16; float32 is the default "
+                   "(bfloat16 on a GPU)")
+    msg = _error(tmp_path, BASE.replace('name = "tiny-qwen2"', 'name = "tiny-qwen2"\ndtype = "float16"', 1))
+    assert msg.startswith('[model] dtype = "float16" on device "cpu": half precision on the CPU gives non-finite')
+    ok = BASE.replace('name = "tiny-qwen2"', 'name = "tiny-qwen2"\ndtype = "float16"\ndevice = "cuda"', 1)
+    assert load_plan(write_plan(tmp_path, ok)).model.dtype == "float16"  # on a GPU it is a valid choice
+    assert load_plan(write_plan(tmp_path, BASE.replace('name = "tiny-qwen2"', 'name = "tiny-qwen2"\ndtype = '
+                                                       '"bfloat16"', 1))).model.dtype == "bfloat16"
