@@ -25,8 +25,8 @@ from pathlib import Path
 import pandas as pd
 
 from .apply import calibrate, format_calibrated, load_probe, write_calibrated
-from .dataset import FORECASTERS, SkippedEvalsWarning, build_rows_many, read_rows
-from .file_check import FIT_DEFAULTS
+from .dataset import FORECASTERS, RowsError, SkippedEvalsWarning, build_rows_many, read_rows
+from .file_check import FIT_CHOICES, FIT_DEFAULTS
 from .files import write_json, write_text_atomic
 from .model import fit_calibration, load_calibration
 from .noise_floor import NO_SEEDS, heldout_label
@@ -36,16 +36,16 @@ from .report import validation_record, write_report
 def _add_fit_options(p, *, report: bool) -> None:
     p.add_argument("--forecaster", choices=list(FORECASTERS), default=FIT_DEFAULTS["forecaster"],
                    help="the forecast column to correct (gain vs grpo at the token budget, accuracy points)")
-    p.add_argument("--method", choices=["linear", "isotonic"] if report else ["linear", "isotonic", "none"],
+    p.add_argument("--method", choices=list(FIT_CHOICES["method"][:2] if report else FIT_CHOICES["method"]),
                    default=FIT_DEFAULTS["method"], help="Huber regression of realized on forecast gain, isotonic (monotone) "
                                           "regression" + ("" if report else ", or none (the forecast as it is)"))
-    p.add_argument("--cv", choices=["auto", "study", "arm"] if report else ["auto", "study", "arm", "model"],
+    p.add_argument("--cv", choices=list(FIT_CHOICES["cv"][:3] if report else FIT_CHOICES["cv"]),
                    default=FIT_DEFAULTS["cv"],
                    help="grouping of the validation and conformal folds: leave one study out, one arm out within its "
                         "study" + ("" if report else ", or one model out (each fold holds out every row of one model, "
                                    "so the intervals allow for a model the rows do not cover; needs rows of 2+ models)")
                         + " (auto: study when there are 2+ studies, else arm)")
-    p.add_argument("--interval", choices=["cv_plus", "split"], default=FIT_DEFAULTS["interval"],
+    p.add_argument("--interval", choices=list(FIT_CHOICES["interval"]), default=FIT_DEFAULTS["interval"],
                    help="conformal method (MAPIE): CV+ over the groups, or split conformal on half the groups")
     p.add_argument("--confidence", type=float, default=FIT_DEFAULTS["confidence_level"], help="confidence level of the prediction intervals")
     p.add_argument("--include-grpo", action="store_true",
@@ -133,6 +133,7 @@ def _rows(args) -> int:
 
 def _fit(args) -> int:
     rows = pd.concat([read_rows(p) for p in args.rows], ignore_index=True)
+    _refuse_repeated_runs(rows, args.rows)
     cal = fit_calibration(rows, **_settings(args))
     path = cal.save(args.out)
     c = cal.counts
@@ -145,6 +146,28 @@ def _fit(args) -> int:
     print(f"domain: models {[m['key'] for m in cal.domain.models]}, tasks {[t['key'] for t in cal.domain.tasks]}, "
           f"{cal.domain.budget_kind} budgets {cal.domain.budget_range}")
     return 0
+
+
+def _refuse_repeated_runs(rows: pd.DataFrame, paths) -> None:
+    """Refuse rows of one run (study, arm, seed) given twice: a rows file passed twice, or two files that share a
+    study. Fitted twice, a run would count double in the fit, its conformal folds and the reported run count.
+
+    Raises
+    ------
+    RowsError
+        Naming the first runs repeated, the files, and the fix.
+    """
+    keys = ["study", "arm", "seed"]
+    if not set(keys) <= set(rows.columns):
+        return  # fit_calibration names the missing columns
+    twice = rows[rows.duplicated(keys, keep="first")]
+    if twice.empty:
+        return
+    named = "; ".join(f"{r.study} {r.arm} seed {r.seed}" for r in twice[keys].head(3).itertuples())
+    more = f" and {len(twice) - 3} more" if len(twice) > 3 else ""
+    raise RowsError(f"{len(twice)} row(s) repeat a run (study, arm, seed) of an earlier row ({named}{more}) in the "
+                    f"rows file(s) {', '.join(map(str, paths))}: a file passed twice, or two files sharing a study; pass "
+                    "each study's rows once (`calib rows STUDY_DIR... --out ROWS.csv` writes every study once)")
 
 
 def _report(args) -> int:

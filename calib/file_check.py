@@ -44,6 +44,9 @@ __all__ = ["CalibrationFileError", "DamagedField", "read_data", "check_fitted", 
 #: are written, so that :func:`rebuild_command` names exactly the options that differ from them
 FIT_DEFAULTS = {"forecaster": "forecast_probe", "method": "linear", "cv": "auto", "interval": "cv_plus",
                 "confidence_level": 0.9, "include_reference": False}
+#: the values ``calib fit`` accepts for its choice options (``calib report`` offers a subset: no ``none``, no ``model``)
+FIT_CHOICES = {"method": ("linear", "isotonic", "none"), "cv": ("auto", "study", "arm", "model"),
+               "interval": ("cv_plus", "split")}
 
 #: the fix for a version-1 file (its forecaster, the first-order gain, is no longer one calib fit corrects)
 GENERIC_FIX = "refit it with `calib fit ROWS.csv --out FILE` (or pass --calibration default)"
@@ -312,32 +315,44 @@ def rebuild_command(path, d, *, default: bool, forecaster: str | None = None) ->
     ``--calibration default`` alternative is offered, since that is this file. Another format-2 file:
     ``calib fit`` with the settings it records (forecaster, method, folds, interval, level) and
     ``--out`` the file. A version-1 file: :data:`GENERIC_FIX`. ``forecaster``: the forecaster to name
-    instead of the file's ``forecaster`` field (the one its data holds, when the two disagree).
+    instead of the file's ``forecaster`` field (the one its data holds, when the two disagree). A recorded
+    value ``calib fit`` would refuse (``method`` "isotonicx", ``confidence_level`` 1.5) is not repeated: the
+    command names a placeholder (``--method METHOD``) and says which value was bad.
     """
     if not isinstance(d, dict) or d.get("format_version") != 2:
         return unreadable_fix(path, default=True) if default else GENERIC_FIX
-    opts = []
+    opts, invalid = [], []
+
+    def option(flag: str, value, valid) -> None:  # a recorded value calib fit would refuse becomes a placeholder
+        if valid(value):
+            opts.extend([flag, value])
+        else:
+            opts.extend([flag, flag[2:].upper()])
+            invalid.append(f"{flag[2:].upper()}: the file's {value!r} is not a valid {flag}")
+
     forecaster, method = forecaster or d.get("forecaster"), d.get("method")
     if isinstance(forecaster, str) and forecaster != FIT_DEFAULTS["forecaster"]:
-        opts += ["--forecaster", forecaster]
+        option("--forecaster", forecaster, lambda v: v in FORECASTERS)
     if isinstance(method, str) and method != FIT_DEFAULTS["method"]:
-        opts += ["--method", method]
+        option("--method", method, lambda v: v in FIT_CHOICES["method"])
     studies = (d.get("domain") or {}).get("studies") if isinstance(d.get("domain"), dict) else None
     auto = ("study" if len(studies) >= 2 else "arm") if isinstance(studies, list) else None  # what cv "auto" picks
     if isinstance(d.get("cv"), str) and d["cv"] != auto:
-        opts += ["--cv", d["cv"]]
+        option("--cv", d["cv"], lambda v: v in FIT_CHOICES["cv"])
     if isinstance(d.get("interval"), str) and d["interval"] != FIT_DEFAULTS["interval"]:
-        opts += ["--interval", d["interval"]]
-    if isinstance(d.get("confidence_level"), Real) and d["confidence_level"] != FIT_DEFAULTS["confidence_level"]:
-        opts += ["--confidence", repr(d["confidence_level"])]
+        option("--interval", d["interval"], lambda v: v in FIT_CHOICES["interval"])
+    level = d.get("confidence_level")
+    if isinstance(level, Real) and level != FIT_DEFAULTS["confidence_level"]:
+        option("--confidence", repr(level), lambda v: 0 < level < 1)
     if d.get("include_reference") is True:  # --include-grpo only turns it on
         opts.append("--include-grpo")
+    which = f" ({'; '.join(invalid)}: give the value it was fitted with, see `calib fit --help`)" if invalid else ""
     if default:
         cmd = " ".join(["calib fit", _DEFAULT_ROWS, *opts, "--out calib/data/calibration.json"])
-        return (f"refit it in a gradprobe checkout with `{cmd}` (data/calibration/README.md), or reinstall "
+        return (f"refit it in a gradprobe checkout with `{cmd}`{which} (data/calibration/README.md), or reinstall "
                 "gradprobe")
     cmd = " ".join(["calib fit ROWS.csv", *map(shlex.quote, opts), "--out", shlex.quote(str(Path(path)))])
-    return (f"refit it with `{cmd}` (ROWS.csv: the rows it was fitted from; `calib rows STUDY_DIR... --out "
+    return (f"refit it with `{cmd}`{which} (ROWS.csv: the rows it was fitted from; `calib rows STUDY_DIR... --out "
             "ROWS.csv` rebuilds them from the studies in its domain), or pass --calibration default")
 
 

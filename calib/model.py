@@ -359,6 +359,9 @@ def resolve(spec: str | Path) -> Path:
                 "--out calib.json` and pass --calibration calib.json")
         return path
     path = Path(spec)
+    if path.is_dir():
+        raise CalibrationFileError(f"calibration file {str(path)!r} is a folder; pass the JSON file that `calib fit "
+                                   "ROWS.csv --out FILE.json` wrote, or --calibration default")
     if not path.is_file():
         raise CalibrationFileError(f"calibration file {str(path)!r} not found; write one with "
                                    f"`calib fit ROWS.csv --out {path}` or pass --calibration default")

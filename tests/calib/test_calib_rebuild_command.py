@@ -48,3 +48,45 @@ def test_the_cli_and_the_python_api_share_the_defaults():
     assert _settings(args) == FIT_DEFAULTS
     sig = inspect.signature(fit_calibration).parameters
     assert {k: sig[k].default for k in FIT_DEFAULTS} == FIT_DEFAULTS
+
+
+@pytest.mark.parametrize("field, value, flag", [("method", "isotonicx", "--method"), ("cv", "studies", "--cv"),
+                                                ("interval", "conformal", "--interval"),
+                                                ("confidence_level", 1.5, "--confidence"),
+                                                ("forecaster", "forecast_nope", "--forecaster")])
+def test_a_recorded_value_calib_fit_would_refuse_becomes_a_placeholder(field, value, flag):
+    """The fix never repeats the damage: the bad value is replaced by a placeholder that says what to give."""
+    d = {"format_version": 2, **FIT_DEFAULTS, "cv": "study", "domain": {"studies": ["s1", "s2"]}, field: value}
+    command = rebuild_command("/tmp/cal.json", d, default=False)
+    name = flag[2:].upper()
+    assert f"{flag} {name} --out /tmp/cal.json`" in command.replace(" --include-grpo", "")
+    assert f"({name}: the file's {repr(value) if field != 'confidence_level' else repr(repr(value))} is not a " \
+           f"valid {flag}: give the value it was fitted with, see `calib fit --help`)" in command
+    assert repr(value) not in command.split("`")[1]
+    with pytest.raises(SystemExit):  # the placeholder itself is not a value calib fit takes silently
+        start = command.index("`calib fit") + 1
+        parsed(command[start:command.index("`", start)].replace("ROWS.csv", "rows.csv"))
+
+
+def test_a_folder_passed_as_the_calibration_file_is_named_as_a_folder(tmp_path):
+    from calib.model import CalibrationFileError, resolve
+
+    with pytest.raises(CalibrationFileError, match=rf"calibration file '{tmp_path}' is a folder; pass the JSON file"):
+        resolve(str(tmp_path))
+
+
+def test_calib_fit_refuses_a_rows_file_passed_twice(tmp_path, capsys):
+    """A run fitted twice would count double in the fit, its folds and the reported run count."""
+    from pathlib import Path
+
+    from calib.cli import main
+
+    rows = Path(__file__).resolve().parents[2] / "data" / "calibration" / "rows.csv"
+    out = tmp_path / "cal.json"
+    assert main(["fit", str(rows), str(rows), "--forecaster", "forecast_cost_only", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "row(s) repeat a run (study, arm, seed) of an earlier row (study_tiny@" in err
+    assert f"in the rows file(s) {rows}, {rows}: a file passed twice, or two files sharing a study" in err
+    assert not out.exists()
+    assert main(["fit", str(rows), "--forecaster", "forecast_cost_only", "--out", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out and out.is_file()
