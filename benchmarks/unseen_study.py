@@ -244,17 +244,29 @@ def _pooled(d: pd.DataFrame, names: list, shown: list, root: Path, cells: dict) 
 
 def cell_of(folder: Path) -> str:
     """The study a folder replicates (the last part of ``replicate_of.json``'s ``source``), or its own name
-    without that file. Raises ValueError naming the file when it is not JSON or its ``source`` is no path."""
+    without that file. Raises ValueError naming the file when it is not JSON, its ``source`` is no path, or the
+    source study beside the folder has another plan sha256 than the file records."""
     path = Path(folder) / REPLICATE_SOURCE
     if not path.is_file():
         return Path(folder).name
     fix = "restore it from the study (`gradprobe study --replicate` writes it) or remove it"
     try:
-        source = json.loads(path.read_text()).get("source")
+        record = json.loads(path.read_text())
+        source = record.get("source")
     except (ValueError, AttributeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path} is not a JSON object ({type(e).__name__}); {fix}") from None
     if not isinstance(source, str) or not Path(source).name:
         raise ValueError(f"{path} has no 'source' path of the replicated study (got {source!r}); {fix}")
+    original = Path(folder).parent / Path(source).name / "study.json"  # the source beside it, as data/ ships them
+    if original.is_file():
+        try:
+            sha = json.loads(original.read_text()).get("plan_sha256")
+        except (ValueError, AttributeError, UnicodeDecodeError):
+            sha = None
+        if sha and record.get("source_plan_sha256") != sha:
+            raise ValueError(f"{path} records source_plan_sha256 {str(record.get('source_plan_sha256'))[:12]}, but "
+                             f"{original} has plan sha256 {sha[:12]}: the folder does not replicate that study's plan, "
+                             f"so it is not pooled with it; {fix}")
     return Path(source).name
 
 

@@ -259,7 +259,10 @@ def test_no_cell_without_a_replicate(unseen, capsys, tmp_path):
 @pytest.mark.parametrize("content, why", [
     ("{not json", "is not a JSON object (JSONDecodeError)"), ("", "is not a JSON object (JSONDecodeError)"),
     ("[1, 2]", "is not a JSON object (AttributeError)"), ('{"seeds": [4]}', "has no 'source' path"),
-    ('{"source": 7}', "has no 'source' path of the replicated study (got 7)")])
+    ('{"source": 7}', "has no 'source' path of the replicated study (got 7)"),
+    ('{"source": "/tmp/x/study_tiny", "source_plan_sha256": "000"}',
+     "records source_plan_sha256 000, but {root}/study_tiny/study.json has plan sha256 b6b755233a8f: the folder "
+     "does not replicate that study's plan, so it is not pooled with it")])
 def test_a_damaged_replicate_of_json_is_refused_in_one_line_before_any_output(unseen, capsys, tmp_path, content,
                                                                                 why):
     for name in ("study_tiny", "study_tiny_hard_rewards"):
@@ -268,6 +271,7 @@ def test_a_damaged_replicate_of_json_is_refused_in_one_line_before_any_output(un
     assert unseen.main([str(REPORT), "--study", "study_tiny@", "--study", "study_tiny_hard_rewards",
                         "--studies-root", str(tmp_path)]) == 2
     out, err = capsys.readouterr()
+    why = why.format(root=tmp_path)
     assert out == "" and err.count("\n") == 1 and why in err and "replicate_of.json" in err, err
 
 
