@@ -145,7 +145,7 @@ def test_a_missing_report(unseen, capsys, tmp_path):
 
 
 UNSEEN = ["study_tiny_heldout4k", "study_tiny_replicate_heldout4k", "study_tiny_replicate2_heldout4k",
-          "study_tiny_hard_heldout4k", "study_tiny_llama_heldout4k"]
+          "study_tiny_hard_heldout4k", "study_tiny_llama_heldout4k", "study_tiny_losses_heldout4k"]
 CALIBRATION_STUDIES = ["study_tiny", "study_tiny_sparse", "study_tiny_hard_rewards", "study_tiny_lr",
                        "study_reward_granularity", "study_tiny_llama", "study_tiny_losses", "study_tiny_greso",
                        "study_tiny_guided"]
@@ -154,7 +154,7 @@ NAMES = (("forecast_cost_only", "cost only"), ("forecast_probe", "probe"), ("for
 
 @pytest.fixture(scope="module")
 def unseen_report(tmp_path_factory):
-    """The `calib report` over the nine calibration studies and the five on 4,000 held-out prompts, as the
+    """The `calib report` over the nine calibration studies and the six on 4,000 held-out prompts, as the
     READMEs' commands make it."""
     import subprocess
     import sys
@@ -177,7 +177,7 @@ def _quoted(printed: str, readme: str) -> None:
 
 @pytest.mark.parametrize("study", UNSEEN)
 def test_the_figures_each_unseen_studys_readme_quotes(unseen, unseen_report, capsys, study):
-    """Each 4,000-prompt study's README quotes this command's output on the fourteen-study report (the commands in
+    """Each 4,000-prompt study's README quotes this command's output on the fifteen-study report (the commands in
     the README): each forecaster's line, the seed-noise floor and the two-way split at its own N."""
     assert unseen.main([str(unseen_report), "--study", study, "--studies-root", str(REPO / "data")]) == 0
     printed = capsys.readouterr().out
@@ -193,11 +193,11 @@ def test_the_pooled_figures_the_calibration_readme_quotes(unseen, unseen_report,
     args = [a for s in UNSEEN for a in ("--study", s)]
     assert unseen.main([str(unseen_report), *args, "--studies-root", str(REPO / "data")]) == 0
     printed = capsys.readouterr().out
-    pooled = printed[printed.index("pooled, 5 held-out studies: 40 runs of 10 arms;"):]
+    pooled = printed[printed.index("pooled, 6 held-out studies: 48 runs of 12 arms;"):]
     cell = pooled[pooled.index("on these cells' arm means (2 arms"):]
     for path in (REPO / "data" / "calibration" / "README.md", REPO / "README.md"):
         text = " ".join(path.read_text().split())
-        section = text[text.lower().index("pooled over the five"):]
+        section = text[text.lower().index("pooled over the six"):]
         for f, name in NAMES[:2]:
             line = next(s for s in pooled.splitlines() if s.strip().startswith(f))
             raw = line.split("as forecast ")[1].split("   ")[0]
