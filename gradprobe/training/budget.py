@@ -36,6 +36,7 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
     if budget.updates is not None:
         _check_save_weights_at(budget.updates, arms, base)
     if budget.generated_tokens is not None:
+        check_positive(budget.generated_tokens, "budget.generated_tokens")  # a sign error is named as one
         for arm in arms.values():
             t = dataclasses.replace(base, **arm.train)
             minimum = t.prompts_per_update * t.group

@@ -220,3 +220,10 @@ def test_a_dtype_the_runs_cannot_load_is_refused_when_the_plan_is_read(tmp_path)
     assert load_plan(write_plan(tmp_path, ok)).model.dtype == "float16"  # on a GPU it is a valid choice
     assert load_plan(write_plan(tmp_path, BASE.replace('name = "tiny-qwen2"', 'name = "tiny-qwen2"\ndtype = '
                                                        '"bfloat16"', 1))).model.dtype == "bfloat16"
+
+
+@pytest.mark.parametrize("value", ["0", "-250000"])
+def test_a_non_positive_token_budget_is_named_as_such(tmp_path, value):
+    msg = _error(tmp_path, BASE.replace("generated_tokens = 600", f"generated_tokens = {value}", 1))
+    assert msg == f"budget.generated_tokens must be > 0, got {value}"
+    assert "smaller than one update" in _error(tmp_path, BASE.replace("generated_tokens = 600", "generated_tokens = 5"))
