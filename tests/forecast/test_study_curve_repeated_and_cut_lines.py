@@ -54,28 +54,30 @@ def test_an_exact_copy_of_a_line_is_read_once(tmp_path):
     assert again.params == pytest.approx(clean.params, rel=1e-12)
 
 
-def test_one_eval_on_two_lines_with_different_accuracies_is_refused(tmp_path):
+def _with_accuracy(tmp_path, accuracy, *, append: bool):
+    """A study whose grpo seed 1 update 5 line gets accuracy ``accuracy(old)``, appended as a second line or in
+    place; returns (root, that line's number, the file's lines before the edit, the new accuracy cell)."""
     root = make_study(tmp_path / "s", seeds=3)
     lines = _lines(root)
     i = _grpo_line(lines)
     fields = lines[i].split(",")
-    fields[5] = "0.01"
-    _write(root, lines + [",".join(fields)])
+    fields[5] = accuracy(fields[5])
+    _write(root, lines + [",".join(fields)] if append else lines[:i] + [",".join(fields)] + lines[i + 1:])
+    return root, i + 1, lines, fields[5]
+
+
+def test_one_eval_on_two_lines_with_different_accuracies_is_refused(tmp_path):
+    root, line, lines, _ = _with_accuracy(tmp_path, lambda old: "0.01", append=True)
+    i = line - 1
     with pytest.raises(CurveError, match=rf"records the same eval \(arm, seed, update\) twice with different values: "
                                          rf"arm grpo, seed 1, update 5 \(lines {i + 1}, {len(lines) + 1}\)"):
         ReferenceCurve.from_study(root)
 
 
 def test_an_accuracy_in_points_is_refused_naming_its_line(tmp_path):
-    root = make_study(tmp_path / "s", seeds=3)
-    lines = _lines(root)
-    i = _grpo_line(lines)
-    fields = lines[i].split(",")
-    fields[5] = str(100 * float(fields[5]))
-    lines[i] = ",".join(fields)
-    _write(root, lines)
+    root, line, _, cell = _with_accuracy(tmp_path, lambda old: str(100 * float(old)), append=False)
     with pytest.raises(CurveError, match=rf"accuracy must be a fraction in \[0, 1\] \(runs.csv records fractions\), "
-                                         rf"got {float(fields[5]):g} at line {i + 1}"):
+                                         rf"got {float(cell):g} at line {line}"):
         ReferenceCurve.from_study(root)
 
 
