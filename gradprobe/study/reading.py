@@ -356,11 +356,12 @@ def recorded_axes(df) -> dict:
     """axis -> None if runs.csv records it for every eval, else why not.
 
     A column with no value at all was not recorded (runs made before it was); blank cells among values of
-    a column every run records (:data:`ALWAYS_RECORDED`) mean an edited or damaged runs.csv, and the reason
-    names those rows (:func:`blank_cells`) and how to rebuild the file from the run folders."""
+    a column every run records (:data:`ALWAYS_RECORDED`), or within a run that records the column at its
+    other evals, mean an edited or damaged runs.csv, and the reason names those rows (:func:`blank_cells`)
+    and how to rebuild the file from the run folders."""
     out = {}
     for a, c in AXIS_COLUMNS.items():
-        blank = blank_cells(df, c) if c in ALWAYS_RECORDED else None
+        blank = blank_cells(df, c) if c in ALWAYS_RECORDED else _blank_within_runs(df, c)
         if df[c].notna().all():
             out[a] = None
         elif blank is not None:
@@ -371,6 +372,18 @@ def recorded_axes(df) -> dict:
             out[a] = (f"runs.csv has no {c} values{' for some evals' if df[c].notna().any() else ''} (runs made "
                       f"before it was recorded); re-run the study to compare at {a}")
     return out
+
+
+def _blank_within_runs(df, col: str) -> str | None:
+    """The rows of ``df`` (:func:`load_runs`) with a blank ``col`` cell in a run (arm, seed) that records ``col``
+    at other evals (a column added in a later version is blank for a whole run, never for one eval), named as
+    :func:`blank_cells` names them; None when none."""
+    recorded = df[col].notna().groupby([df["arm"], df["seed"]]).transform("any")
+    mask = (df[col].isna() & recorded).to_numpy()
+    if not mask.any():
+        return None
+    lines = df.attrs.get("csv_lines")
+    return _rows_named(df, mask, lines if lines is not None and len(lines) == len(df) else None)
 
 
 def _promised(plan, axis: str) -> list[float]:

@@ -210,3 +210,13 @@ def test_analyze_only_names_a_line_cut_short_once(tmp_path, capsys):
         warnings.simplefilter("always")
         assert main(["study", "--analyze-only", "--out", str(root)]) == 0
     assert sum("hold(s) fewer fields than the header" in str(w.message) for w in caught) == 1
+
+
+def test_a_blank_flops_cell_in_a_run_that_records_flops_is_damage_not_an_older_version(tmp_path):
+    root = make_study(tmp_path / "s", seeds=2)
+    _blank(root, "flops", [3])
+    why = recorded_axes(load_runs(root))["flops"]
+    assert why.startswith("runs.csv has blank flops cells at line 5 (arm grpo, seed 0, update 10): every eval "
+                          "records flops, so runs.csv was edited or damaged; rebuild it from the run folders"), why
+    old = make_study(tmp_path / "old", seeds=2, flops=False)  # a study from before flops was recorded
+    assert recorded_axes(load_runs(old))["flops"].startswith("runs.csv has no flops values (runs made before")
