@@ -101,7 +101,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("report", help="a `calib report` folder (holds cv_predictions.csv) made with the study among its studies")
     p.add_argument("--study", required=True, action="append",
-                   help="the held-out study's folder name (or a prefix of it); repeat it to pool several studies")
+                   help="the held-out study's folder name (or a prefix of it that names one study); repeat it to pool "
+                        "several studies")
     p.add_argument("--studies-root", default="data", help="the folder holding the study folders (default: data)")
     args = p.parse_args(argv)
     d_all, why = _read_report(Path(args.report))
@@ -112,6 +113,8 @@ def main(argv=None) -> int:
     names = []
     for prefix in args.study:
         studies = sorted(set(d_all.loc[d_all["study"].str.startswith(prefix), "study"]))
+        exact = [s for s in studies if s.rsplit("@", 1)[0] == prefix]  # the folder's whole name wins over a prefix
+        studies = exact if len(exact) == 1 else studies
         if len(studies) != 1:
             held = sorted(set(d_all["study"]))
             print(f"unseen_study: error: --study {prefix!r} names {len(studies)} studies of the report "
@@ -267,7 +270,7 @@ def cell_of(folder: Path) -> str:
         if sha and record.get("source_plan_sha256") != sha:
             raise ValueError(f"{path} records source_plan_sha256 {str(record.get('source_plan_sha256'))[:12]}, but "
                              f"{original} has plan sha256 {sha[:12]}: the folder does not replicate that study's plan, "
-                             f"so it is not pooled with it; {fix}")
+                             f"so it cannot be pooled with it; {fix}")
     return Path(source).name
 
 

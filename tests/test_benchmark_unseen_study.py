@@ -79,7 +79,7 @@ def test_arm_mean_errors_agree_with_calibs_arm_level_errors(unseen):
         assert ref["arms"] == 6 and out[f][0] == pytest.approx(ref["mae"]["estimate"], abs=1e-12)
 
 
-@pytest.mark.parametrize("study, why", [("study_tiny", "names 8 studies"), ("nothing", "names 0 studies")])
+@pytest.mark.parametrize("study, why", [("study_tiny_", "names 7 studies"), ("nothing", "names 0 studies")])
 def test_a_prefix_must_name_one_study(unseen, capsys, study, why):
     assert unseen.main([str(REPORT), "--study", study]) == 2
     assert why in capsys.readouterr().err
@@ -262,7 +262,7 @@ def test_no_cell_without_a_replicate(unseen, capsys, tmp_path):
     ('{"source": 7}', "has no 'source' path of the replicated study (got 7)"),
     ('{"source": "/tmp/x/study_tiny", "source_plan_sha256": "000"}',
      "records source_plan_sha256 000, but {root}/study_tiny/study.json has plan sha256 b6b755233a8f: the folder "
-     "does not replicate that study's plan, so it is not pooled with it")])
+     "does not replicate that study's plan, so it cannot be pooled with it")])
 def test_a_damaged_replicate_of_json_is_refused_in_one_line_before_any_output(unseen, capsys, tmp_path, content,
                                                                                 why):
     for name in ("study_tiny", "study_tiny_hard_rewards"):
@@ -286,3 +286,12 @@ def test_a_study_without_per_item_results_is_named_and_the_pooled_split_says_on_
     assert "two-way split (on 1 of 2 studies) on N = 1000 held-out items: N " in pooled
     assert "not split: study_tiny_hard_rewards@" in pooled and "no per-item results at the evals read" in pooled
     assert out.count("two-way split on N = 1000") == 1  # study_tiny's own block; the other study's has none
+
+
+def test_a_study_named_by_its_whole_folder_name_wins_over_longer_names(unseen, capsys):
+    """`--study study_tiny` is the folder data/study_tiny, though study_tiny_hard_rewards starts with it too; a
+    prefix of several folders' names (none of them whole) is still refused."""
+    assert unseen.main([str(REPORT), "--study", "study_tiny", "--studies-root", str(REPO / "data")]) == 0
+    assert capsys.readouterr().out.startswith("study_tiny@")
+    assert unseen.main([str(REPORT), "--study", "study_tiny_", "--studies-root", str(REPO / "data")]) == 2
+    assert "give a prefix that names one of" in capsys.readouterr().err
