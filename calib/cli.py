@@ -28,6 +28,7 @@ from .apply import calibrate, format_calibrated, load_probe, write_calibrated
 from .dataset import FORECASTERS, RowsError, SkippedEvalsWarning, build_rows_many, read_rows
 from .file_check import FIT_CHOICES, FIT_DEFAULTS
 from .files import write_json, write_text_atomic
+from .integrity import check_one_row_per_run
 from .model import fit_calibration, load_calibration
 from .noise_floor import NO_SEEDS, heldout_label
 from .report import validation_record, write_report
@@ -133,7 +134,7 @@ def _rows(args) -> int:
 
 def _fit(args) -> int:
     rows = pd.concat([read_rows(p) for p in args.rows], ignore_index=True)
-    _refuse_repeated_runs(rows, args.rows)
+    check_one_row_per_run(rows, f"the rows file(s) {', '.join(map(str, args.rows))}")  # named by file
     cal = fit_calibration(rows, **_settings(args))
     path = cal.save(args.out)
     c = cal.counts
@@ -146,28 +147,6 @@ def _fit(args) -> int:
     print(f"domain: models {[m['key'] for m in cal.domain.models]}, tasks {[t['key'] for t in cal.domain.tasks]}, "
           f"{cal.domain.budget_kind} budgets {cal.domain.budget_range}")
     return 0
-
-
-def _refuse_repeated_runs(rows: pd.DataFrame, paths) -> None:
-    """Refuse rows of one run (study, arm, seed) given twice: a rows file passed twice, or two files that share a
-    study. Fitted twice, a run would count double in the fit, its conformal folds and the reported run count.
-
-    Raises
-    ------
-    RowsError
-        Naming the first runs repeated, the files, and the fix.
-    """
-    keys = ["study", "arm", "seed"]
-    if not set(keys) <= set(rows.columns):
-        return  # fit_calibration names the missing columns
-    twice = rows[rows.duplicated(keys, keep="first")]
-    if twice.empty:
-        return
-    named = "; ".join(f"{r.study} {r.arm} seed {r.seed}" for r in twice[keys].head(3).itertuples())
-    more = f" and {len(twice) - 3} more" if len(twice) > 3 else ""
-    raise RowsError(f"{len(twice)} row(s) repeat a run (study, arm, seed) of an earlier row ({named}{more}) in the "
-                    f"rows file(s) {', '.join(map(str, paths))}: a file passed twice, or two files sharing a study; pass "
-                    "each study's rows once (`calib rows STUDY_DIR... --out ROWS.csv` writes every study once)")
 
 
 def _report(args) -> int:

@@ -54,7 +54,8 @@ from gradprobe.layout import ANALYSIS_JSON, PLAN_COPY, STUDY_JSON, probe_dir
 
 from .domain import resolve_model, resolve_task, study_identity
 from .integrity import (DuplicateRunsWarning, RowsError, StudyFormatError, check_analysis_matches_runs,
-                        check_duplicate_runs, check_finite_forecasts, check_plan_sha, read_rows_csv)
+                        check_duplicate_runs, check_finite_forecasts, check_one_row_per_run, check_plan_sha,
+                        read_rows_csv)
 
 log = logging.getLogger(__name__)
 
@@ -229,10 +230,13 @@ def select_rows(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", inclu
     ------
     RowsError
         Missing columns (named), an unknown forecaster, a non-numeric or infinite forecast or target
-        (study, arm and seed named), fewer than ``min_arms`` arms with a forecast, or no rows left.
+        (study, arm and seed named), one run (study, arm, seed) on two rows
+        (:func:`calib.integrity.check_one_row_per_run`), fewer than ``min_arms`` arms with a forecast, or no
+        rows left.
     """
     _check_columns(rows, forecaster)
     _check_values(rows, forecaster)
+    check_one_row_per_run(rows)
     counts = {"rows_in": int(len(rows))}
     ref = rows["is_reference"].astype(bool)
     counts["dropped_reference"] = 0 if include_reference else int(ref.sum())

@@ -26,6 +26,10 @@ The same run twice (:func:`duplicate_runs`, :func:`check_duplicate_runs`)
     out. Other shared runs get one :class:`DuplicateRunsWarning`: deterministic retraining gives them,
     and the shipped calibration reads such copies of ``grpo`` (left out of fits by default) and
     ``grpo_2xlr`` (forecast by the first-order extrapolation only).
+One row per run (:func:`check_one_row_per_run`)
+    Within one rows table, two rows of the same (study, arm, seed) are one run given twice (a rows
+    file passed twice, two files sharing a study): refused, since it would count double in the fit,
+    its conformal folds and the reported run count.
 """
 
 from __future__ import annotations
@@ -295,3 +299,36 @@ def check_duplicate_runs(frames: list[pd.DataFrame], study_dirs: list, reference
                       "errors and rankings, and leaving one study out holds out only one copy); pass only one "
                       "study of each pair if that is not intended", DuplicateRunsWarning, stacklevel=3)
     return dups
+
+
+def check_one_row_per_run(rows: pd.DataFrame, source: str = "the rows table") -> None:
+    """Refuse rows of one run (study, arm, seed) given twice in ``rows``.
+
+    Fitted twice, a run would count double in the fit, its conformal folds and the reported run count;
+    ``calib rows`` writes every study once, so a repeat comes from joining rows files (one passed twice,
+    or two files that share a study).
+
+    Parameters
+    ----------
+    rows : DataFrame
+        A rows table (:func:`calib.dataset.build_rows_many`); without a study, arm or seed column nothing
+        is checked here (:func:`calib.dataset.select_rows` names the missing columns).
+    source : str
+        Where the rows came from, named in the error (``calib fit`` names its rows files).
+
+    Raises
+    ------
+    RowsError
+        Naming the first runs repeated, ``source``, and the fix.
+    """
+    keys = ["study", "arm", "seed"]
+    if not set(keys) <= set(rows.columns):
+        return
+    twice = rows[rows.duplicated(keys, keep="first")]
+    if twice.empty:
+        return
+    named = "; ".join(f"{r.study} {r.arm} seed {r.seed}" for r in twice[keys].head(3).itertuples())
+    more = f" and {len(twice) - 3} more" if len(twice) > 3 else ""
+    raise RowsError(f"{len(twice)} row(s) repeat a run (study, arm, seed) of an earlier row ({named}{more}) in "
+                    f"{source}: a file passed twice, or two files sharing a study; pass each study's rows once "
+                    "(`calib rows STUDY_DIR... --out ROWS.csv` writes every study once)")

@@ -201,7 +201,8 @@ def fit_calibration(rows: pd.DataFrame, *, forecaster: str = FIT_DEFAULTS["forec
     Raises
     ------
     calib.dataset.RowsError
-        Missing columns, an unknown forecaster, a single arm with a forecast, no rows.
+        Missing columns, an unknown forecaster, one run (study, arm, seed) on two rows, a single arm with a
+        forecast, no rows.
     ValueError
         Unknown method, interval or cv; fewer than 2 groups for the chosen cv.
     """

@@ -90,3 +90,22 @@ def test_calib_fit_refuses_a_rows_file_passed_twice(tmp_path, capsys):
     assert not out.exists()
     assert main(["fit", str(rows), "--forecaster", "forecast_cost_only", "--out", str(out)]) == 0
     assert "wrote" in capsys.readouterr().out and out.is_file()
+
+
+def test_fit_calibration_refuses_a_run_given_twice_in_one_table():
+    """The refusal lives in the library (select_rows), so a notebook that concatenates rows gets it too."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from calib.dataset import RowsError, read_rows
+    from calib.model import fit_calibration
+
+    rows = read_rows(Path(__file__).resolve().parents[2] / "data" / "calibration" / "rows.csv")
+    twice = pd.concat([rows, rows.iloc[[3, 5]]], ignore_index=True)
+    r3, r5 = rows.iloc[3], rows.iloc[5]
+    with pytest.raises(RowsError, match=rf"^2 row\(s\) repeat a run \(study, arm, seed\) of an earlier row "
+                                        rf"\({r3.study} {r3.arm} seed {r3.seed}; {r5.study} {r5.arm} seed {r5.seed}\) "
+                                        r"in the rows table: a file passed twice"):
+        fit_calibration(twice, forecaster="forecast_cost_only")
+    assert fit_calibration(rows, forecaster="forecast_cost_only").counts["rows_in"] == len(rows)
