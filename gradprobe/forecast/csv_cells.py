@@ -9,7 +9,8 @@ blank lines are kept as all-NaN rows), so every message names the file, the line
   It is not skipped unsaid: :func:`skipped_cells` lists such lines (fully blank lines are no data and are
   not listed), :func:`skipped_note` becomes one of the curve's notes, and :func:`with_skipped` adds it to a
   refusal (e.g. too few evals), so a curve whose evals were all blank says why;
-- :func:`check_csv_values` refuses a negative update and an accuracy column that mixes fractions and points;
+- :func:`check_csv_values` refuses a negative update (an accuracy column that mixes fractions and points is
+  refused by :func:`gradprobe.forecast.curve_sources.to_points`);
 - a study's ``runs.csv`` is checked as ``gradprobe study --analyze-only`` checks it: a line cut short is left
   out and said (:func:`without_short_lines`), one eval on two lines with different values and an accuracy
   outside [0, 1] are refused, and an exact copy of a line is read once (:func:`one_line_per_eval`,
@@ -28,8 +29,8 @@ import pandas as pd
 from .curve_fit import CurveError
 
 __all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "study_skipped_evals", "skipped_note",
-           "with_skipped", "SKIPPED_MARK", "is_skipped_note", "short_lines", "repeated_rows", "check_csv_values",
-           "without_short_lines", "one_line_per_eval"]
+           "with_skipped", "SKIPPED_MARK", "is_skipped_note", "short_lines", "name_short_lines", "repeated_rows",
+           "check_csv_values", "without_short_lines", "one_line_per_eval"]
 
 _SHOWN = 5  # lines named in a note; the rest are counted
 #: In every note that says evals of the source were skipped (a CSV's blank cells, a trainer_state's NaN evals):
@@ -42,8 +43,11 @@ def is_skipped_note(note: str) -> bool:
     return SKIPPED_MARK in str(note)
 
 
-def read_csv_checked(path: Path) -> pd.DataFrame:
+def read_csv_checked(path: Path, raw: bytes | None = None) -> pd.DataFrame:
     """``path`` read as a CSV, its blank lines kept as all-NaN rows so that row ``i`` is line ``i + 2``.
+
+    ``raw``: the file's bytes when the caller has read them already (they are parsed instead of reading the
+    file again, so the table and :func:`short_lines` see the same bytes).
 
     Raises
     ------
@@ -51,7 +55,7 @@ def read_csv_checked(path: Path) -> pd.DataFrame:
         The file is empty, not text, or not a CSV pandas can parse (pandas' message, with the path).
     """
     try:
-        return pd.read_csv(path, skip_blank_lines=False)
+        return pd.read_csv(path if raw is None else io.BytesIO(raw), skip_blank_lines=False)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
         raise CurveError(f"{path} cannot be read as a CSV ({e}); a header line (e.g. update,accuracy) and one "
                          "line per eval are expected") from None
@@ -136,6 +140,13 @@ def short_lines(raw: bytes) -> tuple[int, list[tuple[int, int]]]:
     return n, [(reader.line_num, len(row)) for row in reader if row and len(row) < n]
 
 
+def name_short_lines(short: list[tuple[int, int]], n_columns: int) -> str:
+    """``"line 7 (3 of 9 fields), line 12 (8 of 9 fields)"`` for the ``(line, fields)`` pairs of
+    :func:`short_lines`: the first five named, the rest counted (``" and 4 more"``)."""
+    where = ", ".join(f"line {line} ({k} of {n_columns} fields)" for line, k in short[:_SHOWN])
+    return where + (f" and {len(short) - _SHOWN} more" if len(short) > _SHOWN else "")
+
+
 def repeated_rows(df: pd.DataFrame, keys, lines) -> tuple[list[str], np.ndarray]:
     """Rows of ``df`` that repeat an earlier row's ``keys`` (e.g. arm, seed, update of a study's ``runs.csv``).
 
@@ -176,53 +187,40 @@ def repeated_rows(df: pd.DataFrame, keys, lines) -> tuple[list[str], np.ndarray]
     return conflicts, exact
 
 
-def check_csv_values(df: pd.DataFrame, path: Path, update_col: str, accuracy_col: str, scale: str) -> None:
-    """Refuse, naming the lines (row ``i`` of ``df`` is line ``i + 2``), a negative update, and under
-    ``scale="auto"`` an accuracy column that mixes scales: at least half its values in [0, 1] (fractions) and
-    others above 1. Read as points, such a curve would put the fractions near 0 points (a typo like 1.65 for
-    0.65 turns a whole fraction curve into points); a curve truly in points that stays under 1 point for most
-    evals is too flat to forecast from anyway.
+def check_csv_values(df: pd.DataFrame, path: Path, update_col: str) -> None:
+    """Refuse, naming the lines (row ``i`` of ``df`` is line ``i + 2``), a negative update. (An accuracy column
+    that mixes fractions and points is refused by :func:`gradprobe.forecast.curve_sources.to_points`, for every
+    source of a curve.)
 
     Raises
     ------
     CurveError
-        Naming the file, the first lines, the values and the fix.
+        Naming the file, the first line, the value and the fix.
     """
-    updates, acc = df[update_col].to_numpy(float), df[accuracy_col].to_numpy(float)
+    updates = df[update_col].to_numpy(float)
     lines = df.index.to_numpy() + 2
     if (updates < 0).any():
         bad = np.flatnonzero(updates < 0)
         raise CurveError(f"{path}: {update_col} must be an update count >= 0, got {updates[bad[0]]:g} at line "
                          f"{lines[bad[0]]}" + (f" (and {bad.size - 1} more line(s))" if bad.size > 1 else "")
                          + "; fix or delete those lines")
-    if scale != "auto" or not acc.size or acc.max() <= 1.0:
-        return
-    small = (acc >= 0) & (acc <= 1.0)
-    if small.mean() >= 0.5:
-        big = np.flatnonzero(acc > 1.0)
-        where = ", ".join(f"line {lines[i]} ({acc[i]:g})" for i in big[:5]) + (
-            f" and {big.size - 5} more" if big.size > 5 else "")
-        raise CurveError(f"{path}: {accuracy_col} mixes scales: {int(small.sum())} of {acc.size} values are fractions "
-                         f"in [0, 1], but {where} hold(s) values above 1; fix those lines if the curve is fractions "
-                         "(read as points, every fraction would be under 1 point); a curve in points that stays under "
-                         "1 point at most evals is too flat to forecast from")
 
 
-def without_short_lines(df: pd.DataFrame, runs: Path, arm: str,
-                         accuracy_col: str) -> tuple[pd.DataFrame, str | None, set[int]]:
-    """``df`` (a study's runs.csv, row ``i`` line ``i + 2``) with ``accuracy_col`` blanked on the lines of ``arm``
-    that hold fewer fields than the header (:func:`~gradprobe.forecast.csv_cells.short_lines`: a file cut
-    mid-line, whose last value may be cut too), the note naming them (None: none) and their line numbers."""
-    n_columns, short = short_lines(runs.read_bytes())
+def without_short_lines(df: pd.DataFrame, runs: Path, raw: bytes, arm: str,
+                        accuracy_col: str) -> tuple[pd.DataFrame, str | None, set[int]]:
+    """``df`` (a study's runs.csv, row ``i`` line ``i + 2``; ``raw`` the file's bytes it was read from) with
+    ``accuracy_col`` blanked on the lines of ``arm`` that hold fewer fields than the header (:func:`short_lines`:
+    a file cut mid-line, whose last value may be cut too), the note naming them (None: none) and their line
+    numbers."""
+    n_columns, short = short_lines(raw)
     rows = [(line, k) for line, k in short if 0 <= line - 2 < len(df) and df["arm"].iloc[line - 2] == arm]
     if not rows:
         return df, None, set()
     df = df.copy()
     df.loc[df.index[[line - 2 for line, _ in rows]], accuracy_col] = np.nan
-    where = ", ".join(f"line {line} ({k} of {n_columns} fields)" for line, k in rows[:5])
-    more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
-    return df, (f"{len(rows)} line(s) of {runs}{SKIPPED_MARK}holding fewer fields than the header ({where}{more}): "
-                "the file was cut or edited there, so their values cannot be trusted"), {line for line, _ in rows}
+    return df, (f"{len(rows)} line(s) of {runs}{SKIPPED_MARK}holding fewer fields than the header "
+                f"({name_short_lines(rows, n_columns)}): the file was cut or edited there, so their values cannot be "
+                "trusted"), {line for line, _ in rows}
 
 
 def one_line_per_eval(d: pd.DataFrame, runs: Path, accuracy_col: str) -> pd.DataFrame:

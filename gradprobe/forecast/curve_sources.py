@@ -53,7 +53,7 @@ def task_key(task: str | None, config: dict | None = None) -> str | None:
     return name + (":" + ",".join(f"{k}={kv[k]}" for k in sorted(kv)) if kv else "")
 
 
-def to_points(values: np.ndarray, scale: str, what: str) -> tuple[np.ndarray, str]:
+def to_points(values: np.ndarray, scale: str, what: str, where=None) -> tuple[np.ndarray, str]:
     """Accuracy values -> accuracy points, with a note saying how they were read.
 
     Parameters
@@ -63,11 +63,18 @@ def to_points(values: np.ndarray, scale: str, what: str) -> tuple[np.ndarray, st
         ``auto``: fractions when every value lies in [0, 1], else points when in [0, 100].
     what : str
         The source, named in the note and the errors.
+    where : sequence of str, shape (points,), optional
+        Where each value sits in its source (``"line 4"`` of a CSV, ``"metrics.jsonl:7"``), to name the values
+        a refusal is about; default ``"value #i"``.
 
     Raises
     ------
     CurveError
-        An unknown scale, a non-finite value, values that are neither fractions nor points.
+        An unknown scale, a non-finite value, values that are neither fractions nor points, and under
+        ``scale="auto"`` values that mix scales: at least half in [0, 1] (fractions) and others above 1. Read as
+        points, such a curve would put the fractions near 0 points (a typo like 1.65 for 0.65 turns a whole
+        fraction curve into points); a curve truly in points that stays under 1 point for most evals is too flat
+        to forecast from anyway. The message names the first five values above 1 (``where``) and the fix.
     """
     v = np.asarray(values, dtype=np.float64)
     if scale not in ("auto", "fraction", "points"):
@@ -78,8 +85,9 @@ def to_points(values: np.ndarray, scale: str, what: str) -> tuple[np.ndarray, st
     lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
     if scale == "auto":
         if lo >= 0 and hi <= 1.0:
-            return 100.0 * v, (f"{what}: accuracy read as fractions in [0, 1] (range {lo:.4g}-{hi:.4g}) and converted "
-                               "to points; pass accuracy_scale='points' if they already are points")
+            return 100.0 * v, (f"{what}: accuracy read as fractions in [0, 1] (range {lo:.4g}-{hi:.4g}) and "
+                               "converted to points; pass accuracy_scale='points' if they already are points")
+        _refuse_mixed_scales(v, what, where)
         if lo >= 0 and hi <= 100.0:
             return v, f"{what}: accuracy read as points in [0, 100] (range {lo:.4g}-{hi:.4g})"
         raise CurveError(f"{what}: accuracy values range {lo:.4g}-{hi:.4g}, neither fractions in [0, 1] nor points in "
@@ -89,6 +97,21 @@ def to_points(values: np.ndarray, scale: str, what: str) -> tuple[np.ndarray, st
         raise CurveError(f"{what}: accuracy_scale={scale!r} gives values {out.min():.4g}-{out.max():.4g} outside "
                          "[0, 100] points")
     return out, f"{what}: accuracy read as {'fractions' if scale == 'fraction' else 'points'} (accuracy_scale={scale!r})"
+
+
+def _refuse_mixed_scales(v: np.ndarray, what: str, where) -> None:
+    """:func:`to_points`' refusal of values that mix fractions and points (at least half in [0, 1], others
+    above 1)."""
+    small = (v >= 0) & (v <= 1.0)
+    if not v.size or small.mean() < 0.5:
+        return
+    big = np.flatnonzero(v > 1.0)
+    named = ", ".join(f"{where[i] if where is not None else f'value #{i}'} ({v[i]:g})" for i in big[:5])
+    more = f" and {big.size - 5} more" if big.size > 5 else ""
+    raise CurveError(f"{what} mixes scales: {int(small.sum())} of {v.size} values are fractions in [0, 1], but "
+                     f"{named}{more} hold(s) values above 1; fix those evals if the curve is fractions (read as "
+                     "points, every fraction would be under 1 point), or pass accuracy_scale='points' if it is points "
+                     "(a curve in points that stays under 1 point at most evals is too flat to forecast from)")
 
 
 def _plan_metadata(plan: Path, arm: str) -> dict:
@@ -144,8 +167,9 @@ def _run_file(path, name: str, what: str) -> Path:
     return path
 
 
-def _eval_lines(path: Path, metric: str) -> list[tuple[float, float]]:
-    """(update, metric) of every ``"eval": true`` line of a ``metrics.jsonl`` carrying ``metric``."""
+def _eval_lines(path: Path, metric: str) -> list[tuple[float, float, str]]:
+    """(update, metric, ``"PATH:LINE"``) of every ``"eval": true`` line of a ``metrics.jsonl`` carrying
+    ``metric``."""
     out = []
     for line_no, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
@@ -158,14 +182,16 @@ def _eval_lines(path: Path, metric: str) -> list[tuple[float, float]]:
             if "update" not in rec:
                 raise CurveError(f"{path}:{line_no}: an eval line without 'update'")
             out.append((_number(rec["update"], f"{path}:{line_no}: field 'update'"),
-                        _number(rec[metric], f"{path}:{line_no}: field {metric!r}")))
+                        _number(rec[metric], f"{path}:{line_no}: field {metric!r}"), f"{path}:{line_no}"))
     if not out:
         raise CurveError(f"{path} has no eval lines ('\"eval\": true') with {metric!r}; was the run evaluated?")
     return out
 
 
-def _trl_rows(path: Path, metric: str, initial_accuracy: float | None) -> tuple[list[tuple[float, float]], list[float]]:
-    """(step, metric) of every ``log_history`` entry of a TRL ``trainer_state.json`` carrying ``metric``, and the
+def _trl_rows(path: Path, metric: str,
+              initial_accuracy: float | None) -> tuple[list[tuple[float, float, str]], list[float]]:
+    """(step, metric, where) of every ``log_history`` entry of a TRL ``trainer_state.json`` carrying ``metric``
+    (``where``: ``"PATH log_history[i] (step S)"``, or ``"initial_accuracy"`` for the value passed), and the
     steps of the entries whose ``metric`` is NaN (skipped: a NaN is no eval, as a CSV's NaN cell).
 
     Raises
@@ -193,13 +219,13 @@ def _trl_rows(path: Path, metric: str, initial_accuracy: float | None) -> tuple[
             raise CurveError(f"{path}: log_history[{i}] (step {step:g}) field {metric!r} = {value} is not a finite "
                              "number; fix or delete that eval")
         else:
-            rows.append((step, value))
+            rows.append((step, value, f"{path} log_history[{i}] (step {step:g})"))
     if not rows and not skipped:
         keys = sorted({k for h in hist if isinstance(h, dict) for k in h if k.startswith("eval")})
         raise CurveError(f"{path}: no log_history entry has {metric!r}; eval keys found: {keys or 'none'}; "
                          "pass metric=...")
-    if initial_accuracy is not None and not any(s == 0 for s, _ in rows):
-        rows.insert(0, (0.0, float(initial_accuracy)))
+    if initial_accuracy is not None and not any(s == 0 for s, _, _ in rows):
+        rows.insert(0, (0.0, float(initial_accuracy), "initial_accuracy"))
     return rows, skipped
 
 
@@ -254,13 +280,14 @@ class CurveSources:
         runs = study_dir / RUNS_CSV
         if not runs.is_file():
             raise CurveError(f"{runs} not found; pass the --out folder of a finished `gradprobe study`")
-        df = read_csv_checked(runs)
+        raw = runs.read_bytes()  # read once: the table and its short lines come from the same bytes
+        df = read_csv_checked(runs, raw)
         for col in ("arm", "seed", "update", accuracy_col):
             if col not in df.columns:
                 raise CurveError(f"{runs} has no column {col!r} (columns: {list(df.columns)})")
         df = numeric_columns(df, ("update", accuracy_col), runs)
         blank = study_skipped_evals(df, arm, accuracy_col)
-        df, cut, cut_lines = without_short_lines(df, runs, arm, accuracy_col)
+        df, cut, cut_lines = without_short_lines(df, runs, raw, arm, accuracy_col)
         blank = skipped_note([(line, col) for line, col in blank if line not in cut_lines], runs)
         skipped = "; ".join(x for x in (blank, cut) if x) or None
         df = df.dropna(how="all")
@@ -303,23 +330,25 @@ class CurveSources:
         ------
         CurveError
             A missing file, a line that is not JSON, an ``update`` or ``metric`` that is no number
-            (the message names the line), a file without eval lines carrying ``metric``, too few evals.
+            (the message names the line), a file without eval lines carrying ``metric``, values that mix
+            fractions and points (:func:`to_points`; the lines are named), too few evals.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
             raise CurveError("from_metrics needs at least one metrics.jsonl")
-        n, y, seeds, meta, used = [], [], [], dict(metadata or {}), set()
+        n, y, seeds, where, meta, used = [], [], [], [], dict(metadata or {}), set()
         for i, path in enumerate(paths):
             path = _run_file(path, METRICS_JSONL, "the metrics.jsonl of a `gradprobe train` run (or its folder)")
             label = _run_config(path, i, len(paths), meta)
             if label in used:  # two runs with the same seed stay two curves
                 label = f"{label}#{i}"
             used.add(label)
-            for u, v in _eval_lines(path, metric):
+            for u, v, at in _eval_lines(path, metric):
                 n.append(u)
                 y.append(v)
                 seeds.append(label)
-        acc, note = to_points(np.array(y), accuracy_scale, f"metrics {metric}")
+                where.append(at)
+        acc, note = to_points(np.array(y), accuracy_scale, f"metrics {metric}", where)
         src = f"metrics.jsonl of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
         return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta, notes=[note],
                    n_replicates=n_replicates)
@@ -346,10 +375,10 @@ class CurveSources:
         CurveError
             A missing or unparsable file, a missing column (the message lists the columns), a cell of
             the update or accuracy column that is text or infinite (the message names the line and the
-            column), a negative update, an accuracy column that mixes fractions and points (most values in [0, 1],
-            some above: the lines are named), too few evals. Lines with an empty or NaN cell there are skipped (logs with a row per step
-            carry the accuracy at evals only), and named: in the curve's ``notes``, and in any refusal
-            (:mod:`gradprobe.forecast.csv_cells`).
+            column), a negative update, an accuracy column that mixes fractions and points (most values in
+            [0, 1], some above: :func:`to_points`; the lines are named), too few evals. Lines with an empty or NaN
+            cell there are skipped (logs with a row per step carry the accuracy at evals only), and named: in the
+            curve's ``notes``, and in any refusal (:mod:`gradprobe.forecast.csv_cells`).
         """
         path = Path(path)
         if not path.is_file():
@@ -364,8 +393,9 @@ class CurveSources:
         skipped = skipped_note(skipped_cells(df, (update_col, accuracy_col)), path)
         df = df[df[accuracy_col].notna() & df[update_col].notna()]
         try:
-            check_csv_values(df, path, update_col, accuracy_col, accuracy_scale)
-            acc, note = to_points(df[accuracy_col].to_numpy(float), accuracy_scale, f"{path.name} {accuracy_col}")
+            check_csv_values(df, path, update_col)
+            acc, note = to_points(df[accuracy_col].to_numpy(float), accuracy_scale, f"{path} {accuracy_col}",
+                                  [f"line {i + 2}" for i in df.index])
             return cls(updates=df[update_col].to_numpy(float), accuracy=acc,
                        seeds=df[seed_col].to_numpy() if seed_col else None, mode=mode, B=B, source=f"CSV {path}",
                        metadata=metadata, notes=[note] + [skipped] * (skipped is not None), n_replicates=n_replicates)
@@ -399,27 +429,29 @@ class CurveSources:
         CurveError
             A missing or invalid file, a ``step`` or ``metric`` that is no number or is infinite (the
             message names the ``log_history`` entry and its step), no entry with ``metric`` (the message
-            lists the eval keys found), too few evals (the fix named is TRL's ``eval_strategy`` /
+            lists the eval keys found), values that mix fractions and points (:func:`to_points`; the entries
+            are named), too few evals (the fix named is TRL's ``eval_strategy`` /
             ``eval_steps`` / ``eval_on_start``). Entries whose ``metric`` is NaN are skipped, as a CSV's
             NaN cells, and named by their steps: in the curve's ``notes``, and in any refusal.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
             raise CurveError("from_trl_state needs at least one trainer_state.json")
-        n, y, seeds, nan_steps = [], [], [], {}
+        n, y, seeds, where, nan_steps = [], [], [], [], {}
         for i, path in enumerate(paths):
             path = _run_file(path, TRL_STATE, "a TRL trainer_state.json (or the checkpoint folder)")
             rows, nan_steps[path] = _trl_rows(path, metric, initial_accuracy)
-            for s, v in rows:
+            for s, v, at in rows:
                 n.append(s)
                 y.append(v)
                 seeds.append(str(i))
+                where.append(at)
         skipped = _trl_skipped_note(nan_steps, metric)
         src = f"TRL trainer_state.json of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
         if not n:
             raise with_skipped(CurveError(f"no eval of {metric!r} with a value in {src}; {TRL_EVAL_HINT}"), skipped)
         try:
-            acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}")
+            acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}", where)
             return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=metadata,
                        notes=[note] + [skipped] * (skipped is not None), n_replicates=n_replicates,
                        eval_hint=TRL_EVAL_HINT)  # too few evals: TRL's settings are the fix, not a plan's

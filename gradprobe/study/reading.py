@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..forecast.csv_cells import repeated_rows, short_lines
+from ..forecast.csv_cells import name_short_lines, repeated_rows, short_lines
 from ..layout import PLAN_COPY
 from ..training.plan import load_plan
 
@@ -147,14 +147,21 @@ def _rows_named(df, mask, lines) -> str:
     return ", ".join(parts) + (f" and {idx.size - _SHOWN} more" if idx.size > _SHOWN else "")
 
 
-def blank_cells(df, col: str) -> str | None:
+def blank_cells(df, col: str, mask=None) -> str | None:
     """The rows of ``df`` (:func:`load_runs`) with a blank ``col`` cell while others have a value, named with
-    their runs.csv lines, arm, seed and update; None when none (or when the whole column is blank)."""
-    blank = df[col].isna()
-    if not blank.any() or blank.all():
+    their runs.csv lines, arm, seed and update; None when none (or when the whole column is blank).
+
+    ``mask``: boolean (rows,), the blank cells to name when only some count (:func:`recorded_axes` names a
+    blank cell only within a run that records ``col`` at its other evals); default: every blank cell."""
+    blank = df[col].isna().to_numpy()
+    if mask is not None:
+        blank = blank & np.asarray(mask, dtype=bool)
+    elif blank.all():
+        return None
+    if not blank.any():
         return None
     lines = df.attrs.get("csv_lines")
-    return _rows_named(df, blank.to_numpy(), lines if lines is not None and len(lines) == len(df) else None)
+    return _rows_named(df, blank, lines if lines is not None and len(lines) == len(df) else None)
 
 
 def load_runs(study_dir: str | Path):
@@ -274,10 +281,9 @@ def _warn_short_lines(path: Path, raw: bytes, study_dir) -> None:
     header (:func:`gradprobe.forecast.csv_cells.short_lines`), if any."""
     n_columns, short = short_lines(raw)
     if short:
-        where = ", ".join(f"line {n} ({k} of {n_columns} fields)" for n, k in short[:5])
-        more = f" and {len(short) - 5} more" if len(short) > 5 else ""
-        warnings.warn(f"{path}: {where}{more} hold(s) fewer fields than the header: the file was cut or edited, and "
-                      f"the missing cells are read as blank; {restore_runs_csv_fix(study_dir)}", stacklevel=3)
+        warnings.warn(f"{path}: {name_short_lines(short, n_columns)} hold(s) fewer fields than the header: the file "
+                      f"was cut or edited, and the missing cells are read as blank; {restore_runs_csv_fix(study_dir)}",
+                      stacklevel=3)
 
 
 def _item_lines(study_dir: Path) -> list[dict] | None:
@@ -376,14 +382,9 @@ def recorded_axes(df) -> dict:
 
 def _blank_within_runs(df, col: str) -> str | None:
     """The rows of ``df`` (:func:`load_runs`) with a blank ``col`` cell in a run (arm, seed) that records ``col``
-    at other evals (a column added in a later version is blank for a whole run, never for one eval), named as
-    :func:`blank_cells` names them; None when none."""
-    recorded = df[col].notna().groupby([df["arm"], df["seed"]]).transform("any")
-    mask = (df[col].isna() & recorded).to_numpy()
-    if not mask.any():
-        return None
-    lines = df.attrs.get("csv_lines")
-    return _rows_named(df, mask, lines if lines is not None and len(lines) == len(df) else None)
+    at other evals (a column added in a later version is blank for a whole run, never for one eval), named by
+    :func:`blank_cells`; None when none."""
+    return blank_cells(df, col, df[col].notna().groupby([df["arm"], df["seed"]]).transform("any").to_numpy())
 
 
 def _promised(plan, axis: str) -> list[float]:

@@ -94,10 +94,11 @@ def test_csv_mixing_fractions_and_points_is_refused_naming_the_lines(tmp_path, c
     typo.write_text("update,accuracy\n0,0.60\n2,0.62\n5,1.65\n10,0.70\n20,0.72\n40,0.75\n")
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_csv(typo)
-    assert str(info.value) == (f"{typo}: accuracy mixes scales: 5 of 6 values are fractions in [0, 1], but line 4 "
-                               "(1.65) hold(s) values above 1; fix those lines if the curve is fractions (read as "
-                               "points, every fraction would be under 1 point); a curve in points that stays under 1 "
-                               "point at most evals is too flat to forecast from")
+    assert str(info.value) == (f"{typo} accuracy mixes scales: 5 of 6 values are fractions in [0, 1], but line 4 "
+                               "(1.65) hold(s) values above 1; fix those evals if the curve is fractions (read as "
+                               "points, every fraction would be under 1 point), or pass accuracy_scale='points' if it "
+                               "is points (a curve in points that stays under 1 point at most evals is too flat to "
+                               "forecast from)")
     assert cli.main(["probe", "--reference-curve", str(typo), "--out", str(tmp_path / "p")]) == 2
     assert "mixes scales" in capsys.readouterr().err and not (tmp_path / "p").exists()
     fixed = tmp_path / "fixed.csv"
@@ -116,3 +117,32 @@ def test_csv_negative_update_names_its_line(tmp_path):
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_csv(neg)
     assert str(info.value) == f"{neg}: update must be an update count >= 0, got -5 at line 4; fix or delete those lines"
+
+
+def test_metrics_and_trainer_state_mixing_fractions_and_points_are_refused_naming_the_evals(tmp_path):
+    """The scale check lives in to_points, so every source of a curve gets it, not only a CSV."""
+    import json
+
+    values = [0.60, 0.62, 1.65, 0.70, 0.72, 0.75]
+    run = tmp_path / "run"
+    run.mkdir()
+    metrics = run / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps({"eval": True, "update": u, "greedy_accuracy": v}) + "\n"
+                               for u, v in zip([0, 2, 5, 10, 20, 40], values)))
+    with pytest.raises(CurveError) as info:
+        ReferenceCurve.from_metrics(metrics)
+    assert str(info.value).startswith(f"metrics greedy_accuracy mixes scales: 5 of 6 values are fractions in [0, 1], "
+                                      f"but {metrics}:3 (1.65) hold(s) values above 1; fix those evals")
+    state = tmp_path / "trainer_state.json"
+    state.write_text(json.dumps({"log_history": [{"step": s, "eval_accuracy": v}
+                                                 for s, v in zip([0, 2, 5, 10, 20, 40], values)]}))
+    with pytest.raises(CurveError) as info:
+        ReferenceCurve.from_trl_state(state)
+    assert str(info.value).startswith(f"trainer_state eval_accuracy mixes scales: 5 of 6 values are fractions in "
+                                      f"[0, 1], but {state} log_history[2] (step 5) (1.65) hold(s) values above 1")
+    state.write_text(json.dumps({"log_history": [{"step": s, "eval_accuracy": v}
+                                                 for s, v in zip([2, 5, 10, 20, 40], [0.62, 0.65, 0.70, 0.72, 0.75])]}))
+    with pytest.raises(CurveError, match=r"but initial_accuracy \(1\.65\) hold\(s\) values above 1"):
+        ReferenceCurve.from_trl_state(state, initial_accuracy=1.65)  # the value passed is named as such
+    assert ReferenceCurve.from_trl_state(state, initial_accuracy=1.65, accuracy_scale="points").points[
+        "accuracy"].max() == pytest.approx(1.65)  # a stated scale is not second-guessed

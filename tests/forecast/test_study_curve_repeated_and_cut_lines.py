@@ -5,11 +5,13 @@ copy of a line is read once; a line cut short is left out of the curve and said 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from gradprobe.forecast.csv_cells import SKIPPED_MARK, repeated_rows, short_lines
+from gradprobe.forecast.csv_cells import SKIPPED_MARK, name_short_lines, repeated_rows, short_lines
 from gradprobe.forecast.curves import CurveError, ReferenceCurve
 from study_helpers import make_study
 
@@ -97,3 +99,34 @@ def test_a_line_cut_short_is_left_out_and_said(tmp_path):
     ref = ReferenceCurve.from_study(without)  # the same curve as with the line removed
     assert len(curve.points) == len(ref.points)
     assert curve.params == pytest.approx(ref.params, rel=1e-12)
+
+
+def test_name_short_lines_names_five_then_counts():
+    assert name_short_lines([(4, 2)], 3) == "line 4 (2 of 3 fields)"
+    many = [(n, 1) for n in range(2, 9)]
+    assert name_short_lines(many, 3) == ("line 2 (1 of 3 fields), line 3 (1 of 3 fields), line 4 (1 of 3 fields), "
+                                         "line 5 (1 of 3 fields), line 6 (1 of 3 fields) and 2 more")
+
+
+def test_the_curve_note_and_the_analysis_warning_name_cut_lines_alike(tmp_path):
+    """``ReferenceCurve.from_study`` and ``gradprobe study --analyze-only`` (load_runs) name the same lines the
+    same way: one formatter, the first five named and the rest counted."""
+    from gradprobe.study.reading import load_runs
+
+    root = make_study(tmp_path / "s", seeds=3)
+    lines = _lines(root)
+    n = len(lines[0].split(","))
+    cut = [i for i, s in enumerate(lines) if s.startswith("grpo,")][:7]
+    for i in cut:
+        lines[i] = lines[i].rsplit(",", 1)[0]  # each loses its last field (kl_init)
+    _write(root, lines)
+    named = name_short_lines([(i + 1, n - 1) for i in cut], n)
+    assert named.endswith(f"line {cut[4] + 1} ({n - 1} of {n} fields) and 2 more")
+    assert ReferenceCurve.from_study(root).skipped_notes == [
+        f"7 line(s) of {root / 'runs.csv'}{SKIPPED_MARK}holding fewer fields than the header ({named}): the file was "
+        "cut or edited there, so their values cannot be trusted"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_runs(root)
+    assert [str(w.message).split(" hold(s) ")[0] for w in caught if "fewer fields" in str(w.message)] == [
+        f"{root / 'runs.csv'}: {named}"]

@@ -220,3 +220,24 @@ def test_a_blank_flops_cell_in_a_run_that_records_flops_is_damage_not_an_older_v
                           "records flops, so runs.csv was edited or damaged; rebuild it from the run folders"), why
     old = make_study(tmp_path / "old", seeds=2, flops=False)  # a study from before flops was recorded
     assert recorded_axes(load_runs(old))["flops"].startswith("runs.csv has no flops values (runs made before")
+
+
+def test_blank_cells_names_only_the_masked_blank_cells(tmp_path):
+    """The mask narrows which blank cells count (recorded_axes: only within a run that records the column)."""
+    import numpy as np
+
+    from gradprobe.study.reading import blank_cells
+
+    root = make_study(tmp_path / "s", seeds=2)
+    table = _blank(root, "flops", [2, 9])
+    df = load_runs(root)
+    everything = blank_cells(df, "flops")
+    assert everything.startswith("line 4 (arm ") and ", line 11 (arm " in everything
+    only_first = np.zeros(len(df), dtype=bool)
+    only_first[int(np.flatnonzero(df["flops"].isna().to_numpy())[0])] = True
+    r = table[3]
+    assert blank_cells(df, "flops", only_first) == f"line 4 (arm {r[0]}, seed {r[1]}, update {r[2]})"
+    assert blank_cells(df, "flops", ~df["flops"].isna().to_numpy()) is None  # the mask holds no blank cell
+    df["flops"] = np.nan
+    assert blank_cells(df, "flops") is None  # a column blank everywhere was not recorded: no damage to name
+    assert blank_cells(df, "flops", np.ones(len(df), dtype=bool)).startswith("line 2 (arm ")
