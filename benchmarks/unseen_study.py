@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from calib.noise_floor import heldout_floor, heldout_label, seed_noise_floor
+from calib.noise_floor import heldout_floor, heldout_label, pool_heldout_floors, seed_noise_floor
 from gradprobe.study.power import detectable_effect
 from gradprobe.study.replicate import REPLICATE_SOURCE
 from gradprobe.study.stats import paired_t
@@ -141,9 +141,9 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"unseen_study: error: {e}", file=sys.stderr)
         return 2
-    pooled = [_one_study(d_all[d_all["study"] == name], name, shown, root) for name in names]
-    if len(pooled) > 1:
-        _pooled(pd.concat(pooled), names, shown, root, cells)
+    blocks = [_one_study(d_all[d_all["study"] == name], name, shown, root) for name in names]
+    if len(blocks) > 1:
+        _pooled(pd.concat([d for d, _ in blocks]), names, shown, [h for _, h in blocks], cells)
     return 0
 
 
@@ -208,8 +208,9 @@ def _split_line(h: dict, n_studies: int = 1) -> None:
         print(f"not split: {why}")
 
 
-def _one_study(d: pd.DataFrame, name: str, shown: list, root: Path) -> pd.DataFrame:
-    """Print one held-out study's block; return its covered rows."""
+def _one_study(d: pd.DataFrame, name: str, shown: list, root: Path) -> tuple[pd.DataFrame, dict]:
+    """Print one held-out study's block; return its covered rows and its held-out split
+    (:func:`calib.noise_floor.heldout_floor`, pooled over the studies without reading them again)."""
     d = _covered(d, shown)
     runs = d[(d["method"] == "none") & (d["forecaster"] == shown[0])]
     print(f"{name} held out: {len(runs)} runs of {d['arm'].nunique()} arms; MAE of the gain vs grpo "
@@ -224,12 +225,14 @@ def _one_study(d: pd.DataFrame, name: str, shown: list, root: Path) -> pd.DataFr
     fl = seed_noise_floor(runs["target"], runs["arm"], runs["study"])
     print(f"seed-noise floor of the run-level MAE: {fl['estimate']:.2f} (Gini mean difference, {fl['arms']} arms; one "
           "study: no interval)")
-    _split_line(heldout_floor([root / name.rsplit("@", 1)[0]], keep=set(zip(runs["study"], runs["arm"]))))
-    return d
+    h = heldout_floor([root / name.rsplit("@", 1)[0]], keep=set(zip(runs["study"], runs["arm"])))
+    _split_line(h)
+    return d, h
 
 
-def _pooled(d: pd.DataFrame, names: list, shown: list, root: Path, cells: dict) -> None:
-    """The named studies together: every run once, intervals over the seeds within each (study, arm)."""
+def _pooled(d: pd.DataFrame, names: list, shown: list, splits: list, cells: dict) -> None:
+    """The named studies together: every run once, intervals over the seeds within each (study, arm); ``splits``:
+    each study's held-out split (:func:`_one_study`), pooled (:func:`calib.noise_floor.pool_heldout_floors`)."""
     runs = d[(d["method"] == "none") & (d["forecaster"] == shown[0])]
     print(f"pooled, {len(names)} held-out studies: {len(runs)} runs of {runs.groupby(['study', 'arm']).ngroups} "
           "arms; MAE of the gain vs grpo (points) [95% interval over each arm's seeds within its study: these "
@@ -241,8 +244,7 @@ def _pooled(d: pd.DataFrame, names: list, shown: list, root: Path, cells: dict) 
     fl = seed_noise_floor(runs["target"], runs["arm"], runs["study"])
     print(f"seed-noise floor of the run-level MAE: {fl['estimate']:.2f} (Gini mean difference, {fl['arms']} arms of "
           f"{len(names)} studies; given without an interval)")
-    _split_line(heldout_floor([root / n.rsplit("@", 1)[0] for n in names], keep=set(zip(runs["study"], runs["arm"]))),
-                len(names))
+    _split_line(pool_heldout_floors(splits), len(names))
     _replicated_cells(d, shown, cells)
 
 

@@ -59,7 +59,8 @@ from .bootstrap import cluster_mean_interval
 from .domain import study_identity
 from .integrity import StudyFormatError
 
-__all__ = ["arm_seed_noise", "seed_noise_floor", "arm_level_errors", "heldout_floor", "heldout_label", "NO_SEEDS"]
+__all__ = ["arm_seed_noise", "seed_noise_floor", "arm_level_errors", "heldout_floor", "pool_heldout_floors",
+           "heldout_label", "NO_SEEDS"]
 
 METHOD = ("floor_a = mean over pairs of seeds |y_i - y_j| / sqrt(2) (Gini mean difference), an unbiased estimate "
           "of E|y - mu_a| = sigma_a sqrt(2/pi) for normal seed noise; run level: mean of floor_a over runs; arm "
@@ -221,10 +222,7 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
     ValueError
         A multiple that is not > 0 (named).
     """
-    bad = [m for m in multiples if not (m > 0)]
-    if bad or not len(multiples):
-        raise ValueError(f"multiples must be held-out sizes as multiples of each study's N, each > 0 "
-                         f"(e.g. [1, 4, math.inf]); got {list(multiples)}")
+    multiples = _checked_multiples(multiples)
     arms, skipped = [], []
     for d in study_dirs:
         try:
@@ -246,6 +244,48 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
                                                     else "no per-item results at the evals read" + no_items))
                 continue
             arms.append(_split(key, arm, pc, multiples))
+    return _pooled_floors(arms, skipped, multiples, settings)
+
+
+def pool_heldout_floors(results, *, multiples=(1.0, 4.0, math.inf), **settings) -> dict:
+    """:func:`heldout_floor` of several studies together, from each study's own :func:`heldout_floor` result.
+
+    No per-item file is read again: the arms' two-way splits are pooled as they stand and the floors' study-cluster
+    intervals recomputed over all of them, so the result equals :func:`heldout_floor` over the studies' folders in
+    the same order with the same ``keep`` (what a benchmark that prints each study and then the pool needs).
+
+    Parameters
+    ----------
+    results : sequence of dict
+        :func:`heldout_floor` results, one per study (or group of studies), each computed with every multiple of
+        ``multiples``.
+    multiples, **settings
+        As :func:`heldout_floor`.
+
+    Raises
+    ------
+    ValueError
+        A multiple that is not > 0, or that a result was not computed with (named).
+    """
+    multiples = _checked_multiples(multiples)
+    arms = [a for r in results for a in r["arms"]]
+    missing = sorted({heldout_label(m) for a in arms for m in multiples if m not in a["floor"]})
+    if missing:
+        raise ValueError(f"the results hold no floor on {', '.join(missing)} held-out items; compute each study's "
+                         f"heldout_floor with multiples={list(multiples)}")
+    return _pooled_floors(arms, [w for r in results for w in r["skipped"]], multiples, settings)
+
+
+def _checked_multiples(multiples) -> tuple:
+    bad = [m for m in multiples if not (m > 0)]
+    if bad or not len(multiples):
+        raise ValueError(f"multiples must be held-out sizes as multiples of each study's N, each > 0 "
+                         f"(e.g. [1, 4, math.inf]); got {list(multiples)}")
+    return tuple(multiples)
+
+
+def _pooled_floors(arms: list, skipped: list, multiples, settings: dict) -> dict:
+    """:func:`heldout_floor`'s result from its arms' splits: the floors' means over runs with their intervals."""
     seeds = np.array([a["seeds"] for a in arms], dtype=int)
     clusters = np.repeat(np.array([a["study"] for a in arms], dtype=object), seeds)
     floors = []

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calib.noise_floor import NO_ITEM_FILES, heldout_floor
+from calib.noise_floor import NO_ITEM_FILES, heldout_floor, pool_heldout_floors
 from gradprobe.study.power import paired_item_differences
 from gradprobe.study.reading import AnalysisError
 
@@ -162,6 +162,32 @@ def test_a_folder_that_cannot_be_split_is_named_and_the_others_are_still_split(t
     r = heldout_floor([study], reference_arm="outcome_arm", resamples=2000)
     assert r["arms"] == [] and r["skipped"] == [f"study: {study}/runs.csv has no 'outcome_arm' arm (arms: ['grpo', "
                                                 "'grpo_2xlr', 'mc_value']); pass the arm the others are paired with"]
+
+
+def test_pooling_each_studys_split_equals_splitting_the_studies_together(tmp_path, study):
+    """What benchmarks/unseen_study.py prints per study and then pooled: the pool of the per-study results is
+    the split of all folders at once (same arms, skips, floors and intervals), with no per-item file read again."""
+    other = make_study(tmp_path / "other", seeds=4)
+    bare = make_study(tmp_path / "bare", items=False)
+    keep = {("study@x", "mc_value"), ("study@x", "grpo_2xlr"), ("other@x", "mc_value"), ("bare@x", "mc_value")}
+    dirs = [study, other, bare, tmp_path / "nothing"]
+    whole = heldout_floor(dirs, keep=keep, resamples=2000)
+    parts = [heldout_floor([d], keep=keep, resamples=2000) for d in dirs]
+    for d in dirs:
+        for f in d.glob("**/eval_items.jsonl*"):
+            f.unlink()  # the pool reads no file
+    pooled = pool_heldout_floors(parts, resamples=2000)
+    assert pooled["arms"] == whole["arms"] and pooled["skipped"] == whole["skipped"] and len(pooled["skipped"]) == 2
+    assert pooled["runs"] == whole["runs"] == 2 * SEEDS + 4
+    assert pooled["heldout_share"] == pytest.approx(whole["heldout_share"], rel=1e-12)
+    for p, w in zip(pooled["floors"], whole["floors"], strict=True):
+        assert p["multiple"] == w["multiple"] and p["estimate"] == pytest.approx(w["estimate"], rel=1e-12)
+        assert p["interval"] == pytest.approx(w["interval"], rel=1e-12)
+    with pytest.raises(ValueError, match=r"the results hold no floor on 2N held-out items; compute each study's "
+                                         r"heldout_floor with multiples=\[1\.0, 2\.0\]"):
+        pool_heldout_floors(parts, multiples=(1.0, 2.0))
+    with pytest.raises(ValueError, match=r"multiples must be held-out sizes"):
+        pool_heldout_floors(parts, multiples=(0.0,))
 
 
 @pytest.mark.parametrize("multiples", [(0.0,), (1.0, -2.0), (float("nan"),), ()])
