@@ -54,8 +54,8 @@ from gradprobe.layout import ANALYSIS_JSON, PLAN_COPY, STUDY_JSON, probe_dir
 
 from .domain import resolve_model, resolve_task, study_identity
 from .integrity import (DuplicateRunsWarning, RowsError, StudyFormatError, check_analysis_matches_runs,
-                        check_duplicate_runs, check_finite_forecasts, check_one_row_per_run, check_plan_sha,
-                        read_rows_csv)
+                        check_duplicate_runs, check_finite_forecasts, check_one_row_per_run, check_paired_targets,
+                        check_plan_sha, read_rows_csv)
 
 log = logging.getLogger(__name__)
 
@@ -231,12 +231,14 @@ def select_rows(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", inclu
     RowsError
         Missing columns (named), an unknown forecaster, a non-numeric or infinite forecast or target
         (study, arm and seed named), one run (study, arm, seed) on two rows
-        (:func:`calib.integrity.check_one_row_per_run`), fewer than ``min_arms`` arms with a forecast, or no
-        rows left.
+        (:func:`calib.integrity.check_one_row_per_run`), a paired target that is not the run's realized
+        accuracy minus the reference's on its seed (:func:`calib.integrity.check_paired_targets`), fewer
+        than ``min_arms`` arms with a forecast, or no rows left.
     """
     _check_columns(rows, forecaster)
     _check_values(rows, forecaster)
     check_one_row_per_run(rows)
+    check_paired_targets(rows)
     counts = {"rows_in": int(len(rows))}
     ref = rows["is_reference"].astype(bool)
     counts["dropped_reference"] = 0 if include_reference else int(ref.sum())
@@ -272,10 +274,10 @@ def read_rows(path: str | Path) -> pd.DataFrame:
     FileNotFoundError
         The path (named) does not exist.
     RowsError
-        A rows file of the old format (``predicted_gain``, no forecasts): rebuild it. An empty, binary
-        or unparseable file, or a bad cell: a non-number in a numeric column, an infinite forecast,
-        realized accuracy or target (NaN/empty = none), a flag that is not True/False; named by file,
-        line and column, with the fix (:func:`calib.integrity.read_rows_csv`).
+        A rows file of the old format (``predicted_gain``, no forecasts): rebuild it. An empty, binary,
+        unparseable or cut file (no line break at its end), or a bad cell: a non-number in a numeric
+        column, an infinite forecast, realized accuracy or target (NaN/empty = none), a flag that is not
+        True/False; named by file, line and column, with the fix (:func:`calib.integrity.read_rows_csv`).
     """
     path = Path(path)
     if not path.is_file():

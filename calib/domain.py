@@ -36,6 +36,9 @@ from gradprobe.tasks import load_task
 
 log = logging.getLogger(__name__)
 
+BUDGET_KINDS = ("tokens", "time", "updates")
+"""The budget kinds a calibration can be fitted at (:attr:`Domain.budget_kind`; calib's rows are at ``tokens``)."""
+
 _RG_RESERVED = ("seed", "size")  # reasoning-gym config fields set per call, not part of the task
 
 
@@ -118,7 +121,7 @@ class Domain:
         Resolved tasks (:func:`resolve_task`); ``config`` None in a version-1 file, which recorded
         task names only (then tasks are compared by name, and :func:`check_domain` says so).
     budget_kind : str
-        ``tokens`` (generated tokens; the forecasters' budget), ``time`` or ``updates``.
+        ``tokens`` (generated tokens; the forecasters' budget), ``time`` or ``updates`` (:data:`BUDGET_KINDS`).
     budget_range : [float, float]
         Smallest and largest budget of the training rows (generated tokens for ``tokens``).
     arms : list of str
@@ -149,7 +152,8 @@ class Domain:
     @classmethod
     def from_dict(cls, d: dict) -> "Domain":
         """Raises KeyError (a missing required field) or TypeError. ``rewards`` and ``loss_types`` may be
-        missing (files written before they were recorded)."""
+        missing (files written before they were recorded). The fields' values are not checked here:
+        :func:`calib.file_check.read_domain` checks a calibration file's block first."""
         return cls(**{f.name: d[f.name] if f.default is dataclasses.MISSING else d.get(f.name, f.default)
                       for f in dataclasses.fields(cls)})
 

@@ -13,6 +13,10 @@
 - a ``params`` block (the calibrator's settings, e.g. ``params.epsilon`` of the Huber regression) that
   differs from the settings the refit uses: :func:`check_params` refuses it the same way (calib fit
   has no option for them, so an edit would otherwise be silently ignored);
+- a damaged ``domain`` block (a field missing, ``models`` not a list of objects with a string ``key``, an
+  unknown ``budget_kind``, a reversed ``budget_range``...): :func:`read_domain` raises :class:`DamagedField`
+  naming the field (``domain.models``, ``domain.tasks[1].key``), refused at load instead of crashing (or
+  misjudging) the domain check of a probe after its compute;
 - a top-level ``forecaster`` (or ``domain.forecaster``) that names another forecaster than the
   forecast column its ``data`` holds: :func:`data_forecaster` finds the column, and the loader
   refuses the file naming both fields and the rebuild command for the data's forecaster.
@@ -25,6 +29,7 @@ be parsed: the command must then name the forecaster the file was fitted for).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shlex
 from numbers import Real
@@ -34,10 +39,11 @@ import numpy as np
 import pandas as pd
 
 from .dataset import FORECASTERS
+from .domain import BUDGET_KINDS, Domain
 from .files import json_float
 
-__all__ = ["CalibrationFileError", "DamagedField", "read_data", "check_fitted", "check_params", "check_forecaster",
-           "check_predictions", "data_forecaster",
+__all__ = ["CalibrationFileError", "DamagedField", "read_data", "read_domain", "check_fitted", "check_params",
+           "check_forecaster", "check_predictions", "data_forecaster",
            "rebuild_command", "unreadable_fix", "GENERIC_FIX", "DEFAULT_COMMAND", "FIT_DEFAULTS"]
 
 #: the settings of ``calib fit`` (and :func:`calib.model.fit_calibration`) when none is given: the one place they
@@ -133,6 +139,123 @@ def read_data(d: dict, *, text_columns, number_columns, integer_columns=()) -> p
     for c in number_columns:
         frame[c] = frame[c].astype(float)
     return frame
+
+
+def read_domain(d: dict) -> Domain:
+    """The domain of a format-2 calibration file (its ``domain`` block), checked field by field.
+
+    Every field of :class:`calib.domain.Domain` is checked as ``calib fit`` writes it: ``studies``,
+    ``models`` and ``tasks`` non-empty lists of objects with a string ``key`` (and ``name``; a study's
+    ``plan_sha256``, a task's ``config`` object, a model's ``dtype`` string or null), ``budget_kind``
+    one of :data:`calib.domain.BUDGET_KINDS`, ``budget_range`` two finite positive numbers, low <= high,
+    ``arms`` a non-empty list of strings, ``forecaster`` one of :data:`calib.dataset.FORECASTERS`,
+    ``rewards`` and ``loss_types`` null (or missing: files fitted before they were recorded) or lists of
+    strings. A damaged block would otherwise load and crash :func:`calib.domain.check_domain` (``models``
+    a string) or misjudge a probe's domain (a reversed range) after the probe's compute.
+
+    Parameters
+    ----------
+    d : dict
+        The parsed file.
+
+    Returns
+    -------
+    Domain
+
+    Raises
+    ------
+    DamagedField
+        ``domain`` missing or not an object, or one of its fields missing or malformed: the field is
+        named by its path (``domain.models``, ``domain.tasks[1].key``, ``domain.budget_range``).
+    """
+    if "domain" not in d:
+        raise DamagedField("'domain'")
+    dom = d["domain"]
+    if not isinstance(dom, dict):
+        raise DamagedField("'domain'", f"is malformed: it is a {_kind(dom)}, not an object (studies, models, tasks, "
+                                       "budget_kind, budget_range, arms, forecaster, rewards, loss_types)")
+    for f in dataclasses.fields(Domain):
+        optional = f.default is not dataclasses.MISSING
+        if f.name not in dom:
+            if optional:
+                continue
+            raise DamagedField(f"domain.{f.name}")  # "is missing or malformed", as for the file's other fields
+        _DOMAIN_CHECKS[f.name](dom[f.name], f"domain.{f.name}")
+    return Domain.from_dict(dom)
+
+
+def _records(value, field: str, what: str, text: tuple, nullable: tuple = (), objects: tuple = ()) -> None:
+    """``value`` is a non-empty list of objects (``what``s) whose ``text`` fields are strings, ``nullable``
+    fields strings or null (or missing) and ``objects`` fields objects."""
+    if not isinstance(value, list) or not value:
+        plural = what[:-1] + "ies" if what.endswith("y") else what + "s"
+        raise DamagedField(field, f"is {_shown(value)}, not a non-empty list of {plural} (objects with a string "
+                                  '"key")')
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise DamagedField(f"{field}[{i}]", f"is {_shown(item)}, not a {what} (an object with a string \"key\")")
+        for name in text:
+            if not isinstance(item.get(name), str):
+                raise DamagedField(f"{field}[{i}].{name}", "is missing (it must be a string)" if name not in item
+                                   else f"is {_shown(item[name])}, not a string")
+        for name in nullable:
+            if item.get(name) is not None and not isinstance(item[name], str):
+                raise DamagedField(f"{field}[{i}].{name}", f"is {_shown(item[name])}, not a string or null")
+        for name in objects:
+            if not isinstance(item.get(name), dict):
+                raise DamagedField(f"{field}[{i}].{name}", ("is missing" if name not in item else
+                                                            f"is {_shown(item[name])}, not an object")
+                                   + " (it must be the resolved configuration, an object)")
+
+
+def _strings(value, field: str, *, nullable: bool = False) -> None:
+    """``value`` is a list of strings (non-empty unless ``nullable``, which also takes null)."""
+    if nullable and value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value) or (not nullable and not value):
+        what = "null or a list of strings" if nullable else "a non-empty list of strings"
+        raise DamagedField(field, f"is {_shown(value)}, not {what}")
+
+
+def _budget_range(value, field: str) -> None:
+    numbers = isinstance(value, list) and len(value) == 2 and all(
+        isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in value)
+    if not numbers:
+        raise DamagedField(field, f"is {_shown(value)}, not two finite positive numbers [low, high] (the smallest "
+                                  "and largest budget of the training rows)")
+    if value[0] > value[1]:
+        raise DamagedField(field, f"is {value!r}, reversed: its low {value[0]!r} exceeds its high {value[1]!r}")
+
+
+def _choice(choices: tuple):
+    def check(value, field: str) -> None:
+        if not isinstance(value, str) or value not in choices:
+            raise DamagedField(field, f"is {_shown(value)}, not one of {list(choices)}")
+    return check
+
+
+_DOMAIN_CHECKS = {  # one per field of calib.domain.Domain (read_domain fails loudly on a field without one)
+    "studies": lambda v, f: _records(v, f, "study", text=("name", "plan_sha256", "key")),
+    "models": lambda v, f: _records(v, f, "model", text=("name", "key"), nullable=("dtype",)),
+    "tasks": lambda v, f: _records(v, f, "task", text=("name", "key"), objects=("config",)),
+    "budget_kind": _choice(BUDGET_KINDS),
+    "budget_range": _budget_range,
+    "arms": _strings,
+    "forecaster": _choice(FORECASTERS),
+    "rewards": lambda v, f: _strings(v, f, nullable=True),
+    "loss_types": lambda v, f: _strings(v, f, nullable=True),
+}
+
+
+def _shown(value) -> str:
+    """A value as an error message shows it: ``'tiny'``, ``3``, ``null``, ``a list [...]``."""
+    if value is None:
+        return "null"
+    text = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    if isinstance(value, (str, Real)):
+        return text
+    kind = _kind(value)
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} {text}"
 
 
 def check_fitted(stored, refit: dict, *, path, fix: str, versions_note: str = "") -> None:

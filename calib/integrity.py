@@ -8,7 +8,9 @@ exit status 2) naming the file, the column and line or the study, arm and seed, 
 Rules
 -----
 Rows CSV (:func:`read_rows_csv`)
-    UTF-8 text with a header line; every numeric column (:data:`NUMERIC`) holds numbers or empty/NaN
+    UTF-8 text with a header line, ending with a line break (``calib rows`` ends every line with one: a
+    file without it was cut short, maybe inside its last cell, e.g. a target ``-2.6000000000000085`` cut
+    to ``-2.``, which reads as a valid -2.0); every numeric column (:data:`NUMERIC`) holds numbers or empty/NaN
     cells; ``is_reference`` and ``paired`` hold True/False; a forecast, ``realized`` or ``target``
     (:data:`FINITE`) is never infinite: NaN (an empty cell) means "no forecast" / "no accuracy", an
     infinity is bad data.
@@ -26,6 +28,11 @@ The same run twice (:func:`duplicate_runs`, :func:`check_duplicate_runs`)
     out. Other shared runs get one :class:`DuplicateRunsWarning`: deterministic retraining gives them,
     and the shipped calibration reads such copies of ``grpo`` (left out of fits by default) and
     ``grpo_2xlr`` (forecast by the first-order extrapolation only).
+Paired targets (:func:`check_paired_targets`)
+    A row with ``paired`` True and a finite ``target`` is a run whose seed the reference arm (``grpo``,
+    ``is_reference`` True) also ran in its study: its target is its ``realized`` accuracy minus that
+    reference run's, within :data:`PAIRED_ATOL` points (``calib rows`` computes it so; the reference's
+    own rows are 0). A row that disagrees was edited or damaged and is refused.
 One row per run (:func:`check_one_row_per_run`)
     Within one rows table, two rows of the same (study, arm, seed) are one run given twice (a rows
     file passed twice, two files sharing a study): refused, since it would count double in the fit,
@@ -58,6 +65,8 @@ POINT_RANGES = {"realized": (0.0, 100.0, "an accuracy"), "target": (-100.0, 100.
 BOOLEAN = ("is_reference", "paired")
 REANALYZE = "gradprobe study --analyze-only --overwrite-analysis --out {}"
 _REBUILD = "or rebuild the file with `calib rows STUDY_DIR... --out {}`"
+PAIRED_ATOL = 1e-6
+"""A paired target may differ from realized minus the reference run's realized by this many points (rounding)."""
 _RUN_KEY = ("model", "task", "reward", "loss_type", "probe_entry", "lr_scale", "seed", "budget_value")
 
 
@@ -84,8 +93,9 @@ def read_rows_csv(path: Path) -> pd.DataFrame:
     Raises
     ------
     RowsError
-        An empty, non-UTF-8 or unparseable file (named), or a bad cell: its column, line number
-        (1 = the header) and value, with the fix.
+        An empty, non-UTF-8 or unparseable file (named), a file cut short (it does not end with a line
+        break: the last line's number is named), or a bad cell: its column, line number (1 = the header)
+        and value, with the fix.
     """
     try:
         df = pd.read_csv(path, skip_blank_lines=False)
@@ -96,8 +106,10 @@ def read_rows_csv(path: Path) -> pd.DataFrame:
         raise RowsError(f"{path} is not a UTF-8 text CSV (byte 0x{e.object[e.start]:02x} at offset {e.start}); "
                         f"pass the rows CSV that `calib rows STUDY_DIR... --out ROWS.csv` writes") from None
     except pd.errors.ParserError as e:
+        _check_complete(path)  # a cut inside a quoted cell: say the file was cut, not just "EOF inside string"
         raise RowsError(f"{path} is not a valid CSV ({str(e).strip().splitlines()[0]}); "
                         + _REBUILD.format(path)) from None
+    _check_complete(path)
     df.index = df.index + 2  # the line number of each row (line 1 is the header)
     df = df[~df.isna().all(axis=1)]
     for col in (c for c in NUMERIC if c in df.columns):
@@ -105,6 +117,24 @@ def read_rows_csv(path: Path) -> pd.DataFrame:
     for col in (c for c in BOOLEAN if c in df.columns):
         df[col] = _boolean(df[col], path, col)
     return df.reset_index(drop=True)
+
+
+def _check_complete(path: Path) -> None:
+    """Refuse a non-empty file whose last byte is not a line break: ``calib rows`` ends every line with
+    one, so the file was cut short, maybe inside its last cell (a target ``-2.60...`` cut to ``-2.``
+    reads as a valid number; a line cut before its target reads as a run without a realized gain).
+
+    Raises
+    ------
+    RowsError
+        Naming the file, the number of its last (cut) line, and the fix.
+    """
+    data = Path(path).read_bytes()
+    if data and not data.endswith((b"\n", b"\r")):
+        line = data.count(b"\n") + 1
+        raise RowsError(f"{path} is cut short: its last line (line {line}) does not end with a line break, so it may "
+                        "have lost cells or the end of its last cell (`calib rows` ends every line with one); "
+                        + _REBUILD.format(path).removeprefix("or "))
 
 
 def _numeric(s: pd.Series, path: Path, col: str) -> pd.Series:
@@ -332,3 +362,55 @@ def check_one_row_per_run(rows: pd.DataFrame, source: str = "the rows table") ->
     raise RowsError(f"{len(twice)} row(s) repeat a run (study, arm, seed) of an earlier row ({named}{more}) in "
                     f"{source}: a file passed twice, or two files sharing a study; pass each study's rows once "
                     "(`calib rows STUDY_DIR... --out ROWS.csv` writes every study once)")
+
+
+def check_paired_targets(rows: pd.DataFrame, source: str = "the rows table") -> None:
+    """Refuse a paired row whose ``target`` is not its ``realized`` minus the reference run's ``realized``.
+
+    A row with ``paired`` True and a finite target is a run whose seed the reference arm also ran in the
+    same study (``calib rows`` sets ``paired`` so): its target is its accuracy minus the accuracy of the
+    reference row (``is_reference`` True) of the same study and seed, within :data:`PAIRED_ATOL` points.
+    A target that disagrees was edited or damaged; fitted on, it would move the calibration silently.
+    Unpaired rows (target vs the mean of the reference's seeds), rows without a finite target and paired
+    rows whose reference row is not in ``rows`` (a table that left the reference out) are not checked;
+    nor is anything without a study, arm, seed, is_reference, paired, realized or target column.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        A rows table (:func:`calib.dataset.build_rows_many` or its CSV), one row per run
+        (:func:`check_one_row_per_run` first).
+    source : str
+        Where the rows came from, named in the error.
+
+    Raises
+    ------
+    RowsError
+        Naming ``source``, the study, arm and seed, the target and the realized accuracies it should be
+        the difference of, how many paired rows disagree, and the fix (rebuild with ``calib rows``).
+    """
+    cols = ["study", "arm", "seed", "is_reference", "paired", "realized", "target"]
+    if not set(cols) <= set(rows.columns):
+        return
+    df = rows[cols].copy()
+    for c in ("realized", "target"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
+    ref_mask = df["is_reference"].astype(bool)
+    ref = df[ref_mask].drop_duplicates(["study", "seed"]).set_index(["study", "seed"])["realized"]
+    ref = ref.rename("reference_realized")
+    paired = df[df["paired"].astype(bool) & np.isfinite(df["target"].to_numpy())]
+    paired = paired.join(ref, on=["study", "seed"], how="inner")
+    if paired.empty:
+        return
+    expected = paired["realized"] - paired["reference_realized"]
+    bad = ~(np.abs(paired["target"] - expected) <= PAIRED_ATOL)  # NaN realized: bad too
+    if not bad.any():
+        return
+    r = paired[bad].iloc[0]
+    target, realized, base = float(r["target"]), float(r["realized"]), float(r["reference_realized"])
+    ref_arm = df.loc[ref_mask, "arm"].iloc[0]
+    more = f" ({int(bad.sum())} paired rows disagree)" if bad.sum() > 1 else ""
+    raise RowsError(f"{source}, study {r['study']!r}, arm {r['arm']!r}, seed {r['seed']}: paired target {target!r} "
+                    f"is not realized {realized!r} minus {ref_arm}'s realized {base!r} on the same seed "
+                    f"({realized - base!r}, tolerance {PAIRED_ATOL:g} points){more}: the rows were edited or damaged; "
+                    "rebuild them with `calib rows STUDY_DIR... --out ROWS.csv`")

@@ -8,7 +8,8 @@ column) and the training rows themselves (``data``; a study gives tens of rows).
 (milliseconds), and checks that the refit uses the stored calibrator settings (``params``) and
 reproduces the stored ``fitted`` parameters (relative 1e-6: an edited or damaged ``params`` or
 ``fitted`` block is refused, never silently ignored) and the stored predictions on the rows
-(``check``). A damaged file (a bad ``data`` cell, row or column is named), a file whose
+(``check``). A damaged file (a bad ``data`` cell, row or column, or a malformed ``domain`` field is
+named), a file whose
 ``forecaster`` is not its data's forecast column, a file of an unknown format version, or one
 whose refit differs (e.g. a scikit-learn/MAPIE change) is refused with :class:`CalibrationFileError`,
 which names the file, the field and the fix (:mod:`calib.file_check`: for the shipped default, the
@@ -43,10 +44,10 @@ from threadpoolctl import threadpool_limits
 from gradprobe import __version__
 
 from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, select_rows
-from .domain import Domain, domain_of_rows
+from .domain import BUDGET_KINDS, Domain, domain_of_rows
 from .estimators import make_estimator
 from .file_check import (FIT_DEFAULTS, CalibrationFileError, DamagedField, check_fitted, check_forecaster, check_params,
-                         check_predictions, read_data, rebuild_command, unreadable_fix)
+                         check_predictions, read_data, read_domain, rebuild_command, unreadable_fix)
 from .files import json_float, json_safe, write_json
 from .validation import PLURAL, conformal_regressor, group_labels, predict_interval
 
@@ -200,12 +201,19 @@ def fit_calibration(rows: pd.DataFrame, *, forecaster: str = FIT_DEFAULTS["forec
 
     Raises
     ------
+    TypeError
+        ``rows`` is not a pandas DataFrame (e.g. a list of row dicts): the message says to pass one.
     calib.dataset.RowsError
-        Missing columns, an unknown forecaster, one run (study, arm, seed) on two rows, a single arm with a
-        forecast, no rows.
+        Missing columns, an unknown forecaster, one run (study, arm, seed) on two rows, a paired target that
+        is not its run's realized accuracy minus grpo's, a single arm with a forecast, no rows.
     ValueError
-        Unknown method, interval or cv; fewer than 2 groups for the chosen cv.
+        Unknown method, interval or cv; fewer than 2 groups for the chosen cv; rows of several budget kinds,
+        or of one that is not in :data:`calib.domain.BUDGET_KINDS` (a file fitted on it could not be loaded).
     """
+    if not isinstance(rows, pd.DataFrame):
+        raise TypeError(f"fit_calibration: rows is a {type(rows).__name__}, not a pandas DataFrame; pass the rows "
+                        "table as a DataFrame, e.g. calib.dataset.read_rows(PATH) of a `calib rows STUDY_DIR... --out "
+                        "ROWS.csv` file (or pandas.DataFrame(rows) of a list of row dicts)")
     make_estimator(method)  # validates the name before any work
     sel, counts = select_rows(rows, forecaster=forecaster, include_reference=include_reference)
     if cv == "auto":
@@ -217,6 +225,9 @@ def fit_calibration(rows: pd.DataFrame, *, forecaster: str = FIT_DEFAULTS["forec
     budgets = set(sel["budget"]) if "budget" in sel.columns else {BUDGET}
     if len(budgets) != 1:
         raise ValueError(f"the rows mix budget kinds {sorted(budgets)}; fit one kind at a time")
+    if not budgets <= set(BUDGET_KINDS):
+        raise ValueError(f"the rows' budget kind {budgets.pop()!r} is not one of {list(BUDGET_KINDS)}; rebuild the "
+                         "rows with `calib rows STUDY_DIR... --out ROWS.csv` (its budget column is always tokens)")
     cal = Calibration(forecaster=forecaster, method=method, cv=cv, interval=interval,
                       confidence_level=float(confidence_level), include_reference=include_reference,
                       rows=sel, counts=counts, domain=domain_of_rows(sel, forecaster=forecaster,
@@ -237,7 +248,9 @@ def load_calibration(spec: str | Path) -> Calibration:
     CalibrationFileError
         No default is shipped, the file is missing, is not valid JSON, is not a calibration file,
         lacks a field (named), has a damaged ``data`` block (a missing column, a row of the wrong
-        length, a non-number where a number belongs: the cell is named), has a format version this
+        length, a non-number where a number belongs: the cell is named) or ``domain`` block (a field
+        missing or malformed, e.g. ``domain.models`` not a list, a reversed ``domain.budget_range``:
+        :func:`calib.file_check.read_domain` names it), has a format version this
         calib does not read, its ``forecaster`` names another forecaster than its data's column, its
         ``params`` (calibrator settings) or ``fitted`` parameters differ from the refit's (edited or
         damaged: the parameter and both values are named; a version-1 file without them still loads),
@@ -301,7 +314,7 @@ def _from_v2(d: dict) -> Calibration:
     data = _data(d, [forecaster])
     return Calibration(forecaster=forecaster, method=d["method"], cv=d["cv"], interval=d["interval"],
                        confidence_level=float(d["confidence_level"]), include_reference=bool(d["include_reference"]),
-                       rows=data, counts=d["training"]["counts"], domain=Domain.from_dict(d["domain"]),
+                       rows=data, counts=d["training"]["counts"], domain=read_domain(d),
                        versions=d["versions"], created=d.get("created", ""), format_version=2)
 
 

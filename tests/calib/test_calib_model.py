@@ -81,7 +81,7 @@ def test_damaged_or_foreign_files_are_refused_naming_the_file_and_the_fix(tmp_pa
     (tmp_path / "probe.json").write_text(json.dumps({"rewards": []}))
     with pytest.raises(CalibrationFileError, match="probe.json is not a gradprobe calibration file"):
         load_calibration(tmp_path / "probe.json")
-    for drop, field in ((("data",), "'data'"), (("domain",), "'domain'"), (("domain", "tasks"), "'tasks'"),
+    for drop, field in ((("data",), "'data'"), (("domain",), "'domain'"), (("domain", "tasks"), "domain.tasks"),
                         (("forecaster",), "'forecaster'"), (("check",), "'check'")):
         d = json.loads(text)
         parent = d
