@@ -11,10 +11,12 @@ blank lines are kept as all-NaN rows), so every message names the file, the line
   refusal (e.g. too few evals), so a curve whose evals were all blank says why;
 - :func:`check_csv_values` refuses a negative update (an accuracy column that mixes fractions and points is
   refused by :func:`gradprobe.forecast.curve_sources.to_points`);
-- a study's ``runs.csv`` is checked as ``gradprobe study --analyze-only`` checks it: a line cut short is left
-  out and said (:func:`without_short_lines`), one eval on two lines with different values and an accuracy
-  outside [0, 1] are refused, and an exact copy of a line is read once (:func:`one_line_per_eval`,
-  :func:`repeated_rows`).
+- a line that looks cut (fewer fields than the header, or the last line of a file without a final line break:
+  :func:`cut_lines`) is left out and said (:func:`without_short_lines`);
+- a study's ``runs.csv`` is checked as ``gradprobe study --analyze-only`` checks it: one eval on two lines with
+  different values and an accuracy outside [0, 1] are refused, and an exact copy of a line is read once
+  (:func:`one_line_per_eval`, :func:`repeated_rows`); another CSV's evals are checked the same way by
+  :meth:`ReferenceCurve.from_csv` (each (seed, update) once).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import pandas as pd
 from .curve_fit import CurveError
 
 __all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "study_skipped_evals", "skipped_note",
-           "with_skipped", "SKIPPED_MARK", "is_skipped_note", "short_lines", "name_short_lines", "repeated_rows",
+           "with_skipped", "SKIPPED_MARK", "is_skipped_note", "short_lines", "cut_lines", "name_short_lines",
+           "repeated_rows",
            "check_csv_values", "without_short_lines", "one_line_per_eval"]
 
 _SHOWN = 5  # lines named in a note; the rest are counted
@@ -57,7 +60,8 @@ def read_csv_checked(path: Path, raw: bytes | None = None) -> pd.DataFrame:
     try:
         return pd.read_csv(path if raw is None else io.BytesIO(raw), skip_blank_lines=False)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise CurveError(f"{path} cannot be read as a CSV ({e}); a header line (e.g. update,accuracy) and one "
+        why = " ".join(str(e).split())  # pandas' message may span lines: the error is one line
+        raise CurveError(f"{path} cannot be read as a CSV ({why}); a header line (e.g. update,accuracy) and one "
                          "line per eval are expected") from None
 
 
@@ -117,11 +121,13 @@ def skipped_note(skipped: list[tuple[int, str]], path: Path) -> str | None:
             "value is no eval")
 
 
-def with_skipped(error: CurveError, note: str | None) -> CurveError:
-    """``error`` with the lines skipped (``note`` of :func:`skipped_note`) and the fix appended; as is if none."""
+def with_skipped(error: CurveError, note: str | None,
+                 fix: str | None = "fill those cells in if they are evals") -> CurveError:
+    """``error`` with the evals skipped (``note`` of :func:`skipped_note`, or any note that says its own fix:
+    ``fix=None``) and ``fix`` appended; as is if none."""
     if note is None:
         return error
-    return CurveError(f"{error}; {note} (fill those cells in if they are evals)")
+    return CurveError(f"{error}; {note}" + (f" ({fix})" if fix else ""))
 
 
 def short_lines(raw: bytes) -> tuple[int, list[tuple[int, int]]]:
@@ -140,11 +146,32 @@ def short_lines(raw: bytes) -> tuple[int, list[tuple[int, int]]]:
     return n, [(reader.line_num, len(row)) for row in reader if row and len(row) < n]
 
 
-def name_short_lines(short: list[tuple[int, int]], n_columns: int) -> str:
-    """``"line 7 (3 of 9 fields), line 12 (8 of 9 fields)"`` for the ``(line, fields)`` pairs of
-    :func:`short_lines`: the first five named, the rest counted (``" and 4 more"``)."""
-    where = ", ".join(f"line {line} ({k} of {n_columns} fields)" for line, k in short[:_SHOWN])
-    return where + (f" and {len(short) - _SHOWN} more" if len(short) > _SHOWN else "")
+def cut_lines(raw: bytes) -> tuple[int, list[tuple[int, str]]]:
+    """The lines of a CSV (its bytes ``raw``) that look cut: those with fewer fields than the header
+    (:func:`short_lines`), and the last line when the file does not end with a line break (every writer of a
+    CSV ends its last line, so a file that stops mid-line may have lost the end of its last value, ``0.`` for
+    ``0.74``, while keeping every field).
+
+    Returns
+    -------
+    (n_columns, [(line, why), ...])
+        The header's field count, and each such line's number (as :func:`short_lines` counts them) with why
+        (``"3 of 9 fields"``, ``"the last line, no line break after it"``), in file order.
+    """
+    n, short = short_lines(raw)
+    out = [(line, f"{k} of {n} fields") for line, k in short]
+    if raw.strip() and not raw.endswith((b"\n", b"\r")) and n:
+        last = raw.count(b"\n") + 1
+        if last > 1 and all(line != last for line, _ in out):
+            out.append((last, "the last line, no line break after it"))
+    return n, out
+
+
+def name_short_lines(cut: list[tuple[int, str]]) -> str:
+    """``"line 7 (3 of 9 fields), line 12 (the last line, no line break after it)"`` for the ``(line, why)``
+    pairs of :func:`cut_lines`: the first five named, the rest counted (``" and 4 more"``)."""
+    where = ", ".join(f"line {line} ({why})" for line, why in cut[:_SHOWN])
+    return where + (f" and {len(cut) - _SHOWN} more" if len(cut) > _SHOWN else "")
 
 
 def repeated_rows(df: pd.DataFrame, keys, lines) -> tuple[list[str], np.ndarray]:
@@ -206,21 +233,21 @@ def check_csv_values(df: pd.DataFrame, path: Path, update_col: str) -> None:
                          + "; fix or delete those lines")
 
 
-def without_short_lines(df: pd.DataFrame, runs: Path, raw: bytes, arm: str,
-                        accuracy_col: str) -> tuple[pd.DataFrame, str | None, set[int]]:
-    """``df`` (a study's runs.csv, row ``i`` line ``i + 2``; ``raw`` the file's bytes it was read from) with
-    ``accuracy_col`` blanked on the lines of ``arm`` that hold fewer fields than the header (:func:`short_lines`:
-    a file cut mid-line, whose last value may be cut too), the note naming them (None: none) and their line
-    numbers."""
-    n_columns, short = short_lines(raw)
-    rows = [(line, k) for line, k in short if 0 <= line - 2 < len(df) and df["arm"].iloc[line - 2] == arm]
+def without_short_lines(df: pd.DataFrame, path: Path, raw: bytes, accuracy_col: str,
+                        arm: str | None = None) -> tuple[pd.DataFrame, str | None, set[int]]:
+    """``df`` (a CSV read by :func:`read_csv_checked` from the bytes ``raw``, row ``i`` line ``i + 2``) with
+    ``accuracy_col`` blanked on the lines that look cut (:func:`cut_lines`: fewer fields than the header, or the
+    last line of a file without a final line break; a cut value cannot be trusted), only those of ``arm`` when
+    given (a study's runs.csv), the note naming them (None: none) and their line numbers."""
+    _, cut = cut_lines(raw)
+    rows = [(line, why) for line, why in cut
+            if 0 <= line - 2 < len(df) and (arm is None or df["arm"].iloc[line - 2] == arm)]
     if not rows:
         return df, None, set()
     df = df.copy()
     df.loc[df.index[[line - 2 for line, _ in rows]], accuracy_col] = np.nan
-    return df, (f"{len(rows)} line(s) of {runs}{SKIPPED_MARK}holding fewer fields than the header "
-                f"({name_short_lines(rows, n_columns)}): the file was cut or edited there, so their values cannot be "
-                "trusted"), {line for line, _ in rows}
+    return df, (f"{len(rows)} line(s) of {path}{SKIPPED_MARK}looking cut ({name_short_lines(rows)}): the file was "
+                "cut or edited there, so their values cannot be trusted"), {line for line, _ in rows}
 
 
 def one_line_per_eval(d: pd.DataFrame, runs: Path, accuracy_col: str) -> pd.DataFrame:

@@ -21,7 +21,8 @@ from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_lin
                         skipped_cells, skipped_note, study_skipped_evals, with_skipped, without_short_lines)
 from .curve_fit import N_REPLICATES, CurveError
 
-__all__ = ["CurveSources", "task_key", "to_points", "TRL_STATE", "PLAN_EVAL_HINT", "TRL_EVAL_HINT"]
+__all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
+           "TRL_EVAL_HINT"]
 
 TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
 #: The fix of too few evals for a curve of gradprobe runs (ReferenceCurve's refusal ends with it) ...
@@ -53,7 +54,8 @@ def task_key(task: str | None, config: dict | None = None) -> str | None:
     return name + (":" + ",".join(f"{k}={kv[k]}" for k in sorted(kv)) if kv else "")
 
 
-def to_points(values: np.ndarray, scale: str, what: str, where=None) -> tuple[np.ndarray, str]:
+def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=None,
+              seeds=None) -> tuple[np.ndarray, str]:
     """Accuracy values -> accuracy points, with a note saying how they were read.
 
     Parameters
@@ -66,15 +68,25 @@ def to_points(values: np.ndarray, scale: str, what: str, where=None) -> tuple[np
     where : sequence of str, shape (points,), optional
         Where each value sits in its source (``"line 4"`` of a CSV, ``"metrics.jsonl:7"``), to name the values
         a refusal is about; default ``"value #i"``.
+    updates, seeds : sequence, shape (points,), optional
+        Each value's update and seed label: a value's neighbours are the evals of its seed just before and
+        after it (default: the values in the order given, one seed).
 
     Raises
     ------
     CurveError
-        An unknown scale, a non-finite value, values that are neither fractions nor points, and under
-        ``scale="auto"`` values that mix scales: at least half in [0, 1] (fractions) and others above 1. Read as
-        points, such a curve would put the fractions near 0 points (a typo like 1.65 for 0.65 turns a whole
-        fraction curve into points); a curve truly in points that stays under 1 point for most evals is too flat
-        to forecast from anyway. The message names the first five values above 1 (``where``) and the fix.
+        An unknown scale, a non-finite or negative value, values that are neither fractions nor points; and
+        under ``scale="auto"`` values that mix scales, in either direction:
+
+        - at least half the values in [0, 1] (fractions) and others above 1: read as points, the fractions
+          would sit near 0 points (a typo like 1.65 for 0.65 turns a whole fraction curve into points); a curve
+          truly in points that stays under 1 point for most evals is too flat to forecast from anyway;
+        - a curve in points with a value v in (0, 1] that 100 v matches better than v: |100 v - m| < |v - m|,
+          m the mean of its neighbours (one fraction logged among points, 0.68 between 64 and 71). A curve in
+          points that starts near 0 (0.4, 0.6, 1.2, 2.5 ...) fits v and is read as points.
+
+        The message names the first five such values (``where``) and the fix (correct them, or pass
+        ``accuracy_scale='points'`` to read the values as given).
     """
     v = np.asarray(values, dtype=np.float64)
     if scale not in ("auto", "fraction", "points"):
@@ -82,13 +94,16 @@ def to_points(values: np.ndarray, scale: str, what: str, where=None) -> tuple[np
                          "(values in [0, 100])")
     if v.size and not np.all(np.isfinite(v)):
         raise CurveError(f"{what}: {int((~np.isfinite(v)).sum())} accuracy value(s) are not finite; drop those evals")
+    if (v < 0).any():
+        raise CurveError(f"{what}: an accuracy is a share of the held-out set, >= 0; got "
+                         f"{_named_values(v, np.flatnonzero(v < 0), where)}; fix or delete those evals")
     lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
     if scale == "auto":
-        if lo >= 0 and hi <= 1.0:
+        if hi <= 1.0:
             return 100.0 * v, (f"{what}: accuracy read as fractions in [0, 1] (range {lo:.4g}-{hi:.4g}) and "
                                "converted to points; pass accuracy_scale='points' if they already are points")
-        _refuse_mixed_scales(v, what, where)
-        if lo >= 0 and hi <= 100.0:
+        _refuse_mixed_scales(v, what, where, updates, seeds)
+        if hi <= 100.0:
             return v, f"{what}: accuracy read as points in [0, 100] (range {lo:.4g}-{hi:.4g})"
         raise CurveError(f"{what}: accuracy values range {lo:.4g}-{hi:.4g}, neither fractions in [0, 1] nor points in "
                          "[0, 100]; name the right column or metric")
@@ -99,19 +114,43 @@ def to_points(values: np.ndarray, scale: str, what: str, where=None) -> tuple[np
     return out, f"{what}: accuracy read as {'fractions' if scale == 'fraction' else 'points'} (accuracy_scale={scale!r})"
 
 
-def _refuse_mixed_scales(v: np.ndarray, what: str, where) -> None:
-    """:func:`to_points`' refusal of values that mix fractions and points (at least half in [0, 1], others
-    above 1)."""
+def _named_values(v: np.ndarray, idx: np.ndarray, where) -> str:
+    """``"line 4 (1.65), line 9 (2) and 3 more"``: the first five of ``v[idx]`` with where they sit."""
+    named = ", ".join(f"{where[i] if where is not None else f'value #{i}'} ({v[i]:g})" for i in idx[:5])
+    return named + (f" and {idx.size - 5} more" if idx.size > 5 else "")
+
+
+def _refuse_mixed_scales(v: np.ndarray, what: str, where, updates, seeds) -> None:
+    """:func:`to_points`' refusal of values that mix fractions and points (its docstring gives both rules)."""
     small = (v >= 0) & (v <= 1.0)
-    if not v.size or small.mean() < 0.5:
-        return
-    big = np.flatnonzero(v > 1.0)
-    named = ", ".join(f"{where[i] if where is not None else f'value #{i}'} ({v[i]:g})" for i in big[:5])
-    more = f" and {big.size - 5} more" if big.size > 5 else ""
-    raise CurveError(f"{what} mixes scales: {int(small.sum())} of {v.size} values are fractions in [0, 1], but "
-                     f"{named}{more} hold(s) values above 1; fix those evals if the curve is fractions (read as "
-                     "points, every fraction would be under 1 point), or pass accuracy_scale='points' if it is points "
-                     "(a curve in points that stays under 1 point at most evals is too flat to forecast from)")
+    fix = ("fix those evals, or pass accuracy_scale='points' if the values are points as they stand (a curve in "
+           "points that stays under 1 point at most evals is too flat to forecast from; on the command line, save "
+           "the curve read that way, ReferenceCurve.from_csv(PATH, accuracy_scale='points').save('curve.json'), and "
+           "pass --reference-curve curve.json)")
+    if v.size and small.mean() >= 0.5:
+        raise CurveError(f"{what} mixes scales: {int(small.sum())} of {v.size} values are fractions in [0, 1], but "
+                         f"{_named_values(v, np.flatnonzero(v > 1.0), where)} hold(s) values above 1 (read as "
+                         f"points, every fraction would be under 1 point); {fix}")
+    odd = [i for i in np.flatnonzero((v > 0) & small) if _fits_as_fraction(v, i, updates, seeds)]
+    if odd:
+        raise CurveError(f"{what} mixes scales: the values are points, but {_named_values(v, np.array(odd), where)} "
+                         "read(s) as fractions: 100 x the value is closer to the evals beside it than the value "
+                         f"itself; {fix}")
+
+
+def _fits_as_fraction(v: np.ndarray, i: int, updates, seeds) -> bool:
+    """Whether ``v[i]`` (in (0, 1], among points) is nearer its neighbours (same seed, adjacent updates) as
+    ``100 v[i]`` than as ``v[i]``."""
+    seed = None if seeds is None else seeds[i]
+    same = [j for j in range(v.size) if seeds is None or seeds[j] == seed]
+    same.sort(key=lambda j: (updates[j] if updates is not None else j, j))
+    k = same.index(i)
+    near = [v[j] for j in (same[k - 1] if k > 0 else None, same[k + 1] if k + 1 < len(same) else None)
+            if j is not None]
+    if not near:
+        return False
+    m = float(np.mean(near))
+    return abs(100.0 * v[i] - m) < abs(v[i] - m)
 
 
 def _plan_metadata(plan: Path, arm: str) -> dict:
@@ -151,10 +190,64 @@ def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> str:
 
 def _number(value, where: str) -> float:
     """``float(value)``; CurveError naming ``where`` (file, line or entry, and field) when it is no number."""
+    if isinstance(value, bool):  # JSON true/false would read as 1.0/0.0: an accuracy of 100% or 0%
+        raise CurveError(f"{where} = {json.dumps(value)} is not a number; fix or delete that eval")
     try:
         return float(value)
     except (TypeError, ValueError):
         raise CurveError(f"{where} = {value!r} is not a number; fix or delete that eval") from None
+
+
+def one_value_per_eval(updates, values, seeds, where, source: str) -> tuple[np.ndarray, str | None]:
+    """Each eval (seed, update) once: the mask of the evals to keep and a note naming exact repeats (None: none).
+
+    An eval recorded twice with the same value (a line copied, a log replayed) is read once and named; with
+    different values, which is right cannot be told, and fitted both would pull the curve between them.
+
+    Parameters
+    ----------
+    updates, values : sequence of float, shape (evals,)
+    seeds : sequence, shape (evals,), or None (one seed)
+    where : sequence of str, shape (evals,)
+        Where each eval sits (``"line 4"``, ``"PATH:7"``), named in the note and the error.
+    source : str
+        The file(s), named in the note and the error.
+
+    Raises
+    ------
+    CurveError
+        One eval with two different values, naming both places and values (the first five pairs).
+    """
+    seen, keep, copies, conflicts = {}, np.ones(len(values), dtype=bool), [], []
+    for i, key in enumerate(zip(seeds if seeds is not None else [None] * len(values), map(float, updates))):
+        j = seen.setdefault(key, i)
+        if j == i:
+            continue
+        if float(values[i]) == float(values[j]):
+            keep[i] = False
+            copies.append(where[i])
+        else:
+            conflicts.append(f"{where[j]} ({float(values[j]):g}) and {where[i]} ({float(values[i]):g})")
+    if conflicts:
+        more = f" and {len(conflicts) - _SHOWN_STEPS} more" if len(conflicts) > _SHOWN_STEPS else ""
+        raise CurveError(f"{source} records the same eval (seed, update) twice with different accuracies: "
+                         f"{'; '.join(conflicts[:_SHOWN_STEPS])}{more}; which is right cannot be told: fix or delete "
+                         "one of each pair")
+    if not copies:
+        return keep, None
+    more = f" and {len(copies) - _SHOWN_STEPS} more" if len(copies) > _SHOWN_STEPS else ""
+    return keep, (f"{len(copies)} eval(s) of {source}{SKIPPED_MARK}repeating an earlier eval exactly "
+                  f"({', '.join(copies[:_SHOWN_STEPS])}{more}): each eval is read once")
+
+
+def _each_file_once(paths: list[Path], kind: str) -> None:
+    """Refuse one file given twice (two runs of one file would count as two seeds)."""
+    seen = {}
+    for p in paths:
+        first = seen.setdefault(p.resolve(), p)
+        if first is not p:
+            raise CurveError(f"{kind} {p} is given twice ({first} and {p}): each run's file once (two copies would "
+                             "count as two seeds with identical evals)")
 
 
 def _run_file(path, name: str, what: str) -> Path:
@@ -167,10 +260,19 @@ def _run_file(path, name: str, what: str) -> Path:
     return path
 
 
-def _eval_lines(path: Path, metric: str) -> list[tuple[float, float, str]]:
+def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]], list[str]]:
     """(update, metric, ``"PATH:LINE"``) of every ``"eval": true`` line of a ``metrics.jsonl`` carrying
-    ``metric``."""
-    out = []
+    ``metric``, and the places of the eval lines whose ``metric`` is NaN (skipped: a NaN is no eval, as a CSV's
+    NaN cell).
+
+    Raises
+    ------
+    CurveError
+        A line that is not JSON, an eval line without ``update``, an ``update`` or ``metric`` that is no number
+        (JSON true/false included), a negative update or an infinite metric (each naming ``PATH:LINE``), no eval
+        line with ``metric``.
+    """
+    out, nan = [], []
     for line_no, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
@@ -178,14 +280,23 @@ def _eval_lines(path: Path, metric: str) -> list[tuple[float, float, str]]:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
             raise CurveError(f"{path}:{line_no} is not valid JSON ({e})") from None
-        if rec.get("eval") is True and rec.get(metric) is not None:
-            if "update" not in rec:
-                raise CurveError(f"{path}:{line_no}: an eval line without 'update'")
-            out.append((_number(rec["update"], f"{path}:{line_no}: field 'update'"),
-                        _number(rec[metric], f"{path}:{line_no}: field {metric!r}"), f"{path}:{line_no}"))
-    if not out:
+        if not (isinstance(rec, dict) and rec.get("eval") is True and rec.get(metric) is not None):
+            continue
+        at = f"{path}:{line_no}"
+        if "update" not in rec:
+            raise CurveError(f"{at}: an eval line without 'update'")
+        update, value = _number(rec["update"], f"{at}: field 'update'"), _number(rec[metric], f"{at}: field {metric!r}")
+        if not update >= 0 or math.isinf(update):
+            raise CurveError(f"{at}: field 'update' = {update:g} must be an update count >= 0; fix or delete that eval")
+        if math.isnan(value):
+            nan.append(at)
+        elif math.isinf(value):
+            raise CurveError(f"{at}: field {metric!r} = {value} is not a finite number; fix or delete that eval")
+        else:
+            out.append((update, value, at))
+    if not out and not nan:
         raise CurveError(f"{path} has no eval lines ('\"eval\": true') with {metric!r}; was the run evaluated?")
-    return out
+    return out, nan
 
 
 def _trl_rows(path: Path, metric: str,
@@ -265,8 +376,8 @@ class CurveSources:
         Lines of ``arm`` with an empty ``update`` or ``accuracy_col`` cell are no evals: they are left out
         and named in the curve's ``notes`` (:func:`~gradprobe.forecast.csv_cells.study_skipped_evals`), since
         a ``runs.csv`` that ``gradprobe study`` wrote from greedy evals has none. So are lines of ``arm`` with
-        fewer fields than the header (a file cut mid-line: the last value may be cut too). A line that copies
-        an earlier one exactly is read once.
+        fewer fields than the header (a file cut mid-line: the last value may be cut too), and the last line
+        when the file does not end with a line break. A line that copies an earlier one exactly is read once.
 
         Raises
         ------
@@ -287,7 +398,7 @@ class CurveSources:
                 raise CurveError(f"{runs} has no column {col!r} (columns: {list(df.columns)})")
         df = numeric_columns(df, ("update", accuracy_col), runs)
         blank = study_skipped_evals(df, arm, accuracy_col)
-        df, cut, cut_lines = without_short_lines(df, runs, raw, arm, accuracy_col)
+        df, cut, cut_lines = without_short_lines(df, runs, raw, accuracy_col, arm)
         blank = skipped_note([(line, col) for line, col in blank if line not in cut_lines], runs)
         skipped = "; ".join(x for x in (blank, cut) if x) or None
         df = df.dropna(how="all")
@@ -329,29 +440,46 @@ class CurveSources:
         Raises
         ------
         CurveError
-            A missing file, a line that is not JSON, an ``update`` or ``metric`` that is no number
-            (the message names the line), a file without eval lines carrying ``metric``, values that mix
-            fractions and points (:func:`to_points`; the lines are named), too few evals.
+            A missing file, a file given twice, a line that is not JSON, an ``update`` or ``metric`` that is no
+            number (JSON true/false included), a negative update or an infinite metric (each naming the line), a
+            file without eval lines carrying ``metric``, one update of a run with two different values
+            (:func:`one_value_per_eval`), values that mix fractions and points (:func:`to_points`; the lines are
+            named), too few evals. Eval lines whose ``metric`` is NaN are skipped and named, in the curve's
+            ``notes`` and in any refusal; an exact repeat of an eval is read once and named.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
             raise CurveError("from_metrics needs at least one metrics.jsonl")
-        n, y, seeds, where, meta, used = [], [], [], [], dict(metadata or {}), set()
+        paths = [_run_file(p, METRICS_JSONL, "the metrics.jsonl of a `gradprobe train` run (or its folder)")
+                 for p in paths]
+        _each_file_once(paths, "metrics.jsonl")
+        n, y, seeds, where, nan, meta, used = [], [], [], [], [], dict(metadata or {}), set()
         for i, path in enumerate(paths):
-            path = _run_file(path, METRICS_JSONL, "the metrics.jsonl of a `gradprobe train` run (or its folder)")
             label = _run_config(path, i, len(paths), meta)
             if label in used:  # two runs with the same seed stay two curves
                 label = f"{label}#{i}"
             used.add(label)
-            for u, v, at in _eval_lines(path, metric):
+            rows, skipped_here = _eval_lines(path, metric)
+            nan += skipped_here
+            for u, v, at in rows:
                 n.append(u)
                 y.append(v)
                 seeds.append(label)
                 where.append(at)
-        acc, note = to_points(np.array(y), accuracy_scale, f"metrics {metric}", where)
         src = f"metrics.jsonl of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
-        return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta, notes=[note],
-                   n_replicates=n_replicates)
+        skipped = (f"{len(nan)} eval line(s){SKIPPED_MARK}a NaN {metric!r} ({', '.join(nan[:_SHOWN_STEPS])}"
+                   f"{f' and {len(nan) - _SHOWN_STEPS} more' if len(nan) > _SHOWN_STEPS else ''}): a NaN is no eval "
+                   "(a diverged or failed eval); rerun those evals to use them") if nan else None
+        try:
+            if not n:
+                raise CurveError(f"no eval of {metric!r} with a value in {src}")
+            keep, copies = one_value_per_eval(n, y, seeds, where, src)
+            n, y, seeds, where = ([x for x, k in zip(col, keep) if k] for col in (n, y, seeds, where))
+            acc, note = to_points(np.array(y), accuracy_scale, f"metrics {metric}", where, updates=n, seeds=seeds)
+            return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
+                       notes=[note] + [x for x in (skipped, copies) if x], n_replicates=n_replicates)
+        except CurveError as e:
+            raise with_skipped(e, skipped, fix=None) from None
 
     @classmethod
     def from_csv(cls, path: str | Path, *, update_col: str = "update", accuracy_col: str = "accuracy",
@@ -375,30 +503,41 @@ class CurveSources:
         CurveError
             A missing or unparsable file, a missing column (the message lists the columns), a cell of
             the update or accuracy column that is text or infinite (the message names the line and the
-            column), a negative update, an accuracy column that mixes fractions and points (most values in
-            [0, 1], some above: :func:`to_points`; the lines are named), too few evals. Lines with an empty or NaN
-            cell there are skipped (logs with a row per step carry the accuracy at evals only), and named: in the
-            curve's ``notes``, and in any refusal (:mod:`gradprobe.forecast.csv_cells`).
+            column), a negative update, one (seed, update) on two lines with different accuracies
+            (:func:`one_value_per_eval`), an accuracy column that mixes fractions and points (:func:`to_points`;
+            the lines are named), too few evals. Lines with an empty or NaN cell there are skipped (logs with a
+            row per step carry the accuracy at evals only), and named: in the curve's ``notes``, and in any
+            refusal (:mod:`gradprobe.forecast.csv_cells`); so are lines that look cut (fewer fields than the
+            header, or a last line without a line break: its last value may be cut); an exact copy of a line is
+            read once and named.
         """
         path = Path(path)
         if not path.is_file():
             raise CurveError(f"CSV {str(path)!r} not found")
-        df = read_csv_checked(path)
-        for col in [update_col, accuracy_col] + ([seed_col] if seed_col else []):
+        raw = path.read_bytes()  # read once: the table and its cut lines come from the same bytes
+        df = read_csv_checked(path, raw)
+        cols = [update_col, accuracy_col] + ([seed_col] if seed_col else [])
+        for col in cols:
             if col not in df.columns:
                 raise CurveError(f"{path} has no column {col!r} (columns: {list(df.columns)}); name the header's "
                                  "columns update,accuracy (or pass update_col=, accuracy_col=, seed_col= to "
                                  "ReferenceCurve.from_csv)")
         df = numeric_columns(df, (update_col, accuracy_col), path)
-        skipped = skipped_note(skipped_cells(df, (update_col, accuracy_col)), path)
-        df = df[df[accuracy_col].notna() & df[update_col].notna()]
+        df, cut, cut_at = without_short_lines(df, path, raw, accuracy_col)
+        blank = skipped_note([(line, c) for line, c in skipped_cells(df, cols) if line not in cut_at], path)
+        df = df[df[cols].notna().all(axis=1)]
+        where = [f"line {i + 2}" for i in df.index]
+        seeds = df[seed_col].to_numpy() if seed_col else None
+        skipped = "; ".join(x for x in (blank, cut) if x) or None
         try:
             check_csv_values(df, path, update_col)
-            acc, note = to_points(df[accuracy_col].to_numpy(float), accuracy_scale, f"{path} {accuracy_col}",
-                                  [f"line {i + 2}" for i in df.index])
-            return cls(updates=df[update_col].to_numpy(float), accuracy=acc,
-                       seeds=df[seed_col].to_numpy() if seed_col else None, mode=mode, B=B, source=f"CSV {path}",
-                       metadata=metadata, notes=[note] + [skipped] * (skipped is not None), n_replicates=n_replicates)
+            keep, copies = one_value_per_eval(df[update_col], df[accuracy_col], seeds, where, str(path))
+            df, where, seeds = df[keep], [w for w, k in zip(where, keep) if k], None if seeds is None else seeds[keep]
+            acc, note = to_points(df[accuracy_col].to_numpy(float), accuracy_scale, f"{path} {accuracy_col}", where,
+                                  updates=df[update_col].to_numpy(float), seeds=seeds)
+            return cls(updates=df[update_col].to_numpy(float), accuracy=acc, seeds=seeds, mode=mode, B=B,
+                       source=f"CSV {path}", metadata=metadata, notes=[note] + [x for x in (skipped, copies) if x],
+                       n_replicates=n_replicates)
         except CurveError as e:
             raise with_skipped(e, skipped) from None
 
@@ -427,19 +566,22 @@ class CurveSources:
         Raises
         ------
         CurveError
-            A missing or invalid file, a ``step`` or ``metric`` that is no number or is infinite (the
-            message names the ``log_history`` entry and its step), no entry with ``metric`` (the message
-            lists the eval keys found), values that mix fractions and points (:func:`to_points`; the entries
-            are named), too few evals (the fix named is TRL's ``eval_strategy`` /
+            A missing or invalid file, a file given twice, a ``step`` or ``metric`` that is no number or is
+            infinite (the message names the ``log_history`` entry and its step), no entry with ``metric`` (the
+            message lists the eval keys found), one step with two different values (:func:`one_value_per_eval`:
+            e.g. a ``trainer.evaluate()`` after training at the last eval's step with sampled evals; keep one),
+            values that mix fractions and points (:func:`to_points`; the entries are named), too few evals (the
+            fix named is TRL's ``eval_strategy`` /
             ``eval_steps`` / ``eval_on_start``). Entries whose ``metric`` is NaN are skipped, as a CSV's
             NaN cells, and named by their steps: in the curve's ``notes``, and in any refusal.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
             raise CurveError("from_trl_state needs at least one trainer_state.json")
+        paths = [_run_file(p, TRL_STATE, "a TRL trainer_state.json (or the checkpoint folder)") for p in paths]
+        _each_file_once(paths, "trainer_state.json")
         n, y, seeds, where, nan_steps = [], [], [], [], {}
         for i, path in enumerate(paths):
-            path = _run_file(path, TRL_STATE, "a TRL trainer_state.json (or the checkpoint folder)")
             rows, nan_steps[path] = _trl_rows(path, metric, initial_accuracy)
             for s, v, at in rows:
                 n.append(s)
@@ -449,11 +591,15 @@ class CurveSources:
         skipped = _trl_skipped_note(nan_steps, metric)
         src = f"TRL trainer_state.json of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
         if not n:
-            raise with_skipped(CurveError(f"no eval of {metric!r} with a value in {src}; {TRL_EVAL_HINT}"), skipped)
+            raise with_skipped(CurveError(f"no eval of {metric!r} with a value in {src}; {TRL_EVAL_HINT}"), skipped,
+                               fix=None)
         try:
-            acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}", where)
+            keep, copies = one_value_per_eval(n, y, seeds, where, src)
+            n, y, seeds, where = ([x for x, k in zip(col, keep) if k] for col in (n, y, seeds, where))
+            acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}", where, updates=n,
+                                  seeds=seeds)
             return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=metadata,
-                       notes=[note] + [skipped] * (skipped is not None), n_replicates=n_replicates,
+                       notes=[note] + [x for x in (skipped, copies) if x], n_replicates=n_replicates,
                        eval_hint=TRL_EVAL_HINT)  # too few evals: TRL's settings are the fix, not a plan's
         except CurveError as e:
-            raise with_skipped(e, skipped) from None
+            raise with_skipped(e, skipped, fix=None) from None

@@ -397,13 +397,14 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None) -> Refere
         raise CurveError(f"--reference-curve {s!r} is a folder without {RUNS_CSV} (a study), {METRICS_JSONL} (a "
                          f"`gradprobe train` run) or {TRL_STATE} (a TRL checkpoint); expected {ACCEPTED}")
     elif p.is_file():
-        if p.name == TRL_STATE or (p.suffix not in (".jsonl", ".csv") and _is_trl_state(p)):
+        suffix = p.suffix.lower()  # RESULTS.CSV is a CSV
+        if p.name == TRL_STATE or (suffix not in (".jsonl", ".csv") and _is_trl_state(p)):
             return ReferenceCurve.from_trl_state(p, **kw)  # a trainer state under another name: by its content
-        if p.suffix == ".jsonl":
+        if suffix == ".jsonl":
             return ReferenceCurve.from_metrics(p, **kw)
-        if p.suffix == ".csv":
+        if suffix == ".csv":
             return ReferenceCurve.from_csv(p, **kw)
-        if p.suffix == ".json":
+        if suffix == ".json":
             return ReferenceCurve.load(p, mode=mode)
     raise CurveError(f"--reference-curve {s!r}: unknown kind of file; expected {ACCEPTED}")
 

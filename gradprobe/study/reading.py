@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..forecast.csv_cells import name_short_lines, repeated_rows, short_lines
+from ..forecast.csv_cells import cut_lines, name_short_lines, repeated_rows
 from ..layout import PLAN_COPY
 from ..training.plan import load_plan
 
@@ -192,8 +192,9 @@ def load_runs(study_dir: str | Path):
     UserWarning
         Evals with a blank ``accuracy`` cell while others have one (the file was edited or damaged): the
         analysis reads those runs without them; the warning names their lines, arm, seed and update. Lines with
-        fewer fields than the header (a file cut mid-line): one warning names them; their missing cells read as
-        blank. Lines that copy an earlier line exactly: one warning names them, and each eval is read once.
+        fewer fields than the header (a file cut mid-line), or the last line of a file without a final line
+        break: one warning names them; their missing cells read as blank. Lines that copy an earlier line
+        exactly: one warning names them, and each eval is read once.
     """
     import pandas as pd
 
@@ -277,12 +278,13 @@ def _check_fractions(df, path: Path, lines, study_dir) -> None:
 
 
 def _warn_short_lines(path: Path, raw: bytes, study_dir) -> None:
-    """One UserWarning naming the lines of ``path`` (a CSV whose bytes are ``raw``) with fewer fields than its
-    header (:func:`gradprobe.forecast.csv_cells.short_lines`), if any."""
-    n_columns, short = short_lines(raw)
-    if short:
-        warnings.warn(f"{path}: {name_short_lines(short, n_columns)} hold(s) fewer fields than the header: the file "
-                      f"was cut or edited, and the missing cells are read as blank; {restore_runs_csv_fix(study_dir)}",
+    """One UserWarning naming the lines of ``path`` (a CSV whose bytes are ``raw``) that look cut
+    (:func:`gradprobe.forecast.csv_cells.cut_lines`: fewer fields than the header, or the last line of a file
+    without a final line break), if any."""
+    _, cut = cut_lines(raw)
+    if cut:
+        warnings.warn(f"{path}: {name_short_lines(cut)} look(s) cut: the file was cut or edited, missing cells are "
+                      f"read as blank, and a value at a cut may itself be cut; {restore_runs_csv_fix(study_dir)}",
                       stacklevel=3)
 
 

@@ -95,10 +95,12 @@ def test_csv_mixing_fractions_and_points_is_refused_naming_the_lines(tmp_path, c
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_csv(typo)
     assert str(info.value) == (f"{typo} accuracy mixes scales: 5 of 6 values are fractions in [0, 1], but line 4 "
-                               "(1.65) hold(s) values above 1; fix those evals if the curve is fractions (read as "
-                               "points, every fraction would be under 1 point), or pass accuracy_scale='points' if it "
-                               "is points (a curve in points that stays under 1 point at most evals is too flat to "
-                               "forecast from)")
+                               "(1.65) hold(s) values above 1 (read as points, every fraction would be under 1 point); "
+                               "fix those evals, or pass accuracy_scale='points' if the values are points as they "
+                               "stand (a curve in points that stays under 1 point at most evals is too flat to "
+                               "forecast from; on the command line, save the curve read that way, "
+                               "ReferenceCurve.from_csv(PATH, accuracy_scale='points').save('curve.json'), and pass "
+                               "--reference-curve curve.json)")
     assert cli.main(["probe", "--reference-curve", str(typo), "--out", str(tmp_path / "p")]) == 2
     assert "mixes scales" in capsys.readouterr().err and not (tmp_path / "p").exists()
     fixed = tmp_path / "fixed.csv"
@@ -132,7 +134,7 @@ def test_metrics_and_trainer_state_mixing_fractions_and_points_are_refused_namin
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_metrics(metrics)
     assert str(info.value).startswith(f"metrics greedy_accuracy mixes scales: 5 of 6 values are fractions in [0, 1], "
-                                      f"but {metrics}:3 (1.65) hold(s) values above 1; fix those evals")
+                                      f"but {metrics}:3 (1.65) hold(s) values above 1 (read as points")
     state = tmp_path / "trainer_state.json"
     state.write_text(json.dumps({"log_history": [{"step": s, "eval_accuracy": v}
                                                  for s, v in zip([0, 2, 5, 10, 20, 40], values)]}))

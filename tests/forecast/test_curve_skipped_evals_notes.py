@@ -59,8 +59,7 @@ def test_trainer_state_too_few_evals_gives_trl_advice_and_the_skipped_steps(tmp_
             "eval_steps, and eval_on_start=True for the eval at step 0") in msg
     assert "[eval] every_tokens" not in msg
     assert msg.endswith(f"; 2 eval(s) of {path} skipped for a NaN 'eval_accuracy' (step(s) 20, 30): a NaN is no "
-                        "eval (a diverged or failed eval); rerun those evals to use them (fill those cells in if "
-                        "they are evals)")
+                        "eval (a diverged or failed eval); rerun those evals to use them")  # no CSV cells to fill
 
 
 def test_trainer_state_all_nan_is_refused_not_read_as_no_metric(tmp_path):

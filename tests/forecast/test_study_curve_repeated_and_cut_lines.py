@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gradprobe.forecast.csv_cells import SKIPPED_MARK, name_short_lines, repeated_rows, short_lines
+from gradprobe.forecast.csv_cells import SKIPPED_MARK, cut_lines, name_short_lines, repeated_rows, short_lines
 from gradprobe.forecast.curves import CurveError, ReferenceCurve
 from study_helpers import make_study
 
@@ -93,19 +93,27 @@ def test_a_line_cut_short_is_left_out_and_said(tmp_path):
     lines[i] = ",".join(lines[i].split(",")[:6])[:-2]  # cut inside the accuracy cell: its value is wrong, not blank
     _write(root, lines)
     curve = ReferenceCurve.from_study(root)
-    assert curve.skipped_notes == [f"1 line(s) of {root / 'runs.csv'}{SKIPPED_MARK}holding fewer fields than the "
-                                   f"header (line {i + 1} (6 of {n} fields)): the file was cut or edited there, so "
-                                   "their values cannot be trusted"]
+    assert curve.skipped_notes == [f"1 line(s) of {root / 'runs.csv'}{SKIPPED_MARK}looking cut (line {i + 1} (6 of "
+                                   f"{n} fields)): the file was cut or edited there, so their values cannot be "
+                                   "trusted"]
     ref = ReferenceCurve.from_study(without)  # the same curve as with the line removed
     assert len(curve.points) == len(ref.points)
     assert curve.params == pytest.approx(ref.params, rel=1e-12)
 
 
 def test_name_short_lines_names_five_then_counts():
-    assert name_short_lines([(4, 2)], 3) == "line 4 (2 of 3 fields)"
-    many = [(n, 1) for n in range(2, 9)]
-    assert name_short_lines(many, 3) == ("line 2 (1 of 3 fields), line 3 (1 of 3 fields), line 4 (1 of 3 fields), "
-                                         "line 5 (1 of 3 fields), line 6 (1 of 3 fields) and 2 more")
+    assert name_short_lines([(4, "2 of 3 fields")]) == "line 4 (2 of 3 fields)"
+    many = [(n, "1 of 3 fields") for n in range(2, 9)]
+    assert name_short_lines(many) == ("line 2 (1 of 3 fields), line 3 (1 of 3 fields), line 4 (1 of 3 fields), "
+                                      "line 5 (1 of 3 fields), line 6 (1 of 3 fields) and 2 more")
+
+
+def test_cut_lines_adds_a_last_line_without_a_line_break():
+    assert cut_lines(b"a,b,c\n1,2,3\n4,5,6\n") == (3, [])
+    assert cut_lines(b"a,b,c\n1,2,3\n4,5,0.") == (3, [(3, "the last line, no line break after it")])
+    assert cut_lines(b"a,b,c\r\n1,2,3\r\n4,5") == (3, [(3, "2 of 3 fields")])  # named once, as short
+    assert cut_lines(b"a,b,c") == (3, [])  # a header alone is no cut eval
+    assert cut_lines(b"") == (0, [])
 
 
 def test_the_curve_note_and_the_analysis_warning_name_cut_lines_alike(tmp_path):
@@ -120,13 +128,30 @@ def test_the_curve_note_and_the_analysis_warning_name_cut_lines_alike(tmp_path):
     for i in cut:
         lines[i] = lines[i].rsplit(",", 1)[0]  # each loses its last field (kl_init)
     _write(root, lines)
-    named = name_short_lines([(i + 1, n - 1) for i in cut], n)
+    named = name_short_lines([(i + 1, f"{n - 1} of {n} fields") for i in cut])
     assert named.endswith(f"line {cut[4] + 1} ({n - 1} of {n} fields) and 2 more")
     assert ReferenceCurve.from_study(root).skipped_notes == [
-        f"7 line(s) of {root / 'runs.csv'}{SKIPPED_MARK}holding fewer fields than the header ({named}): the file was "
-        "cut or edited there, so their values cannot be trusted"]
+        f"7 line(s) of {root / 'runs.csv'}{SKIPPED_MARK}looking cut ({named}): the file was cut or edited there, so "
+        "their values cannot be trusted"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         load_runs(root)
-    assert [str(w.message).split(" hold(s) ")[0] for w in caught if "fewer fields" in str(w.message)] == [
+    assert [str(w.message).split(" look(s) cut")[0] for w in caught if "look(s) cut" in str(w.message)] == [
         f"{root / 'runs.csv'}: {named}"]
+
+
+def test_a_runs_csv_without_its_final_line_break_leaves_its_last_line_out(tmp_path):
+    """gradprobe writes runs.csv whole, ending in a line break: without it, the last line may be cut inside its
+    last value and still hold every field."""
+    root = make_study(tmp_path / "s", seeds=3)
+    lines = _lines(root)
+    last = max(i for i, s in enumerate(lines) if s.startswith("grpo,"))
+    lines = lines[:last + 1]  # grpo's last line ends the file
+    _write(root, lines)
+    whole = ReferenceCurve.from_study(root)
+    (root / "runs.csv").write_text("\n".join(lines))  # no final line break
+    curve = ReferenceCurve.from_study(root)
+    assert curve.skipped_notes == [f"1 line(s) of {root / 'runs.csv'}{SKIPPED_MARK}looking cut (line {last + 1} (the "
+                                   "last line, no line break after it)): the file was cut or edited there, so their "
+                                   "values cannot be trusted"]
+    assert len(curve.points) == len(whole.points) - 1

@@ -118,8 +118,8 @@ def test_a_line_cut_short_is_named_and_its_missing_cells_read_as_blank(tmp_path)
     n_cols = len(lines[0].split(","))
     lines[-1] = ",".join(lines[-1].split(",")[: n_cols - 2])  # the last line lost its last two fields
     path.write_text("\n".join(lines) + "\n")
-    with pytest.warns(UserWarning, match=rf"runs.csv: line {len(lines)} \({n_cols - 2} of {n_cols} fields\) hold\(s\) "
-                                         r"fewer fields than the header: the file was cut or edited") as rec:
+    with pytest.warns(UserWarning, match=rf"runs.csv: line {len(lines)} \({n_cols - 2} of {n_cols} fields\) look\(s\) "
+                                         r"cut: the file was cut or edited, missing cells are read as blank") as rec:
         df = load_runs(root)
     assert "rebuild it from the run folders" in str(rec[0].message)
     assert len(df) == len(lines) - 1  # the row is kept
@@ -209,7 +209,11 @@ def test_analyze_only_names_a_line_cut_short_once(tmp_path, capsys):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main(["study", "--analyze-only", "--out", str(root)]) == 0
-    assert sum("hold(s) fewer fields than the header" in str(w.message) for w in caught) == 1
+    assert sum("look(s) cut: the file was cut or edited" in str(w.message) for w in caught) == 1
+    path.write_text("\n".join(lines[:-1]))  # the last line whole, but no line break after it: it may be cut
+    with pytest.warns(UserWarning, match=rf"runs.csv: line {len(lines) - 1} \(the last line, no line break after "
+                                         r"it\) look\(s\) cut"):
+        load_runs(root)
 
 
 def test_a_blank_flops_cell_in_a_run_that_records_flops_is_damage_not_an_older_version(tmp_path):
