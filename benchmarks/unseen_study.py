@@ -117,8 +117,12 @@ def main(argv=None) -> int:
         studies = exact if len(exact) == 1 else studies
         if len(studies) != 1:
             held = sorted(set(d_all["study"]))
+            absent = "" if studies or not (root / prefix / "runs.csv").is_file() else (
+                f"; {root / prefix} is a study the report was not made with: make a report with it among its "
+                f"studies (`calib report data/study_... {root / prefix} --out runs/report_unseen`, as "
+                "data/calibration/README.md does for the shipped unseen studies) and pass that folder")
             print(f"unseen_study: error: --study {prefix!r} names {len(studies)} studies of the report "
-                  f"({', '.join(studies) or 'none'}); give a prefix that names one of {', '.join(held)}",
+                  f"({', '.join(studies) or 'none'}); give a prefix that names one of {', '.join(held)}{absent}",
                   file=sys.stderr)
             return 2
         if studies[0] in names:

@@ -85,6 +85,18 @@ def test_a_prefix_must_name_one_study(unseen, capsys, study, why):
     assert why in capsys.readouterr().err
 
 
+def test_a_study_the_report_was_not_made_with_says_how_to_make_one(unseen, capsys):
+    """The shipped report holds the nine calibration studies: an unseen study needs a report made with it."""
+    assert unseen.main([str(REPORT), "--study", "study_tiny_hard_heldout4k", "--studies-root", str(REPO / "data")]) == 2
+    err = capsys.readouterr().err
+    assert "--study 'study_tiny_hard_heldout4k' names 0 studies of the report (none)" in err
+    assert (f"; {REPO / 'data' / 'study_tiny_hard_heldout4k'} is a study the report was not made with: make a report "
+            f"with it among its studies (`calib report data/study_... {REPO / 'data' / 'study_tiny_hard_heldout4k'} "
+            "--out runs/report_unseen`") in err and err.count("\n") == 1
+    assert unseen.main([str(REPORT), "--study", "nothing", "--studies-root", str(REPO / "data")]) == 2
+    assert "is a study the report was not made with" not in capsys.readouterr().err  # no such folder either
+
+
 def test_pooled_studies_count_every_run_once_and_resample_seeds_within_each_studys_arms(unseen, capsys):
     names = ["study_tiny@", "study_tiny_hard_rewards"]
     assert unseen.main([str(REPORT), *[a for n in names for a in ("--study", n)],
