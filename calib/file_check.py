@@ -103,12 +103,7 @@ def read_data(d: dict, *, text_columns, number_columns, integer_columns=()) -> p
         list of lists); a needed column missing; a row whose length differs from ``columns``; a cell
         of a text column that is not a string, or of a number column that is not a finite number.
     """
-    if "data" not in d:
-        raise DamagedField("'data'")
-    data = d["data"]
-    if not isinstance(data, dict):
-        raise DamagedField("'data'", f"is malformed: it is a {_kind(data)}, not an object "
-                                     '{"columns": [...], "rows": [[...], ...]}')
+    data = _block(d, "data", '{"columns": [...], "rows": [[...], ...]}')
     columns, rows = data.get("columns"), data.get("rows")
     if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns) \
             or len(set(columns)) != len(columns):
@@ -141,6 +136,17 @@ def read_data(d: dict, *, text_columns, number_columns, integer_columns=()) -> p
     return frame
 
 
+def _block(d: dict, name: str, shape: str) -> dict:
+    """``d[name]``, an object; :class:`DamagedField` naming it when it is missing or not an object (``shape``
+    says what the object holds)."""
+    if name not in d:
+        raise DamagedField(f"'{name}'")
+    block = d[name]
+    if not isinstance(block, dict):
+        raise DamagedField(f"'{name}'", f"is malformed: it is a {_kind(block)}, not an object {shape}")
+    return block
+
+
 def read_domain(d: dict) -> Domain:
     """The domain of a format-2 calibration file (its ``domain`` block), checked field by field.
 
@@ -168,12 +174,8 @@ def read_domain(d: dict) -> Domain:
         ``domain`` missing or not an object, or one of its fields missing or malformed: the field is
         named by its path (``domain.models``, ``domain.tasks[1].key``, ``domain.budget_range``).
     """
-    if "domain" not in d:
-        raise DamagedField("'domain'")
-    dom = d["domain"]
-    if not isinstance(dom, dict):
-        raise DamagedField("'domain'", f"is malformed: it is a {_kind(dom)}, not an object (studies, models, tasks, "
-                                       "budget_kind, budget_range, arms, forecaster, rewards, loss_types)")
+    dom = _block(d, "domain", "(studies, models, tasks, budget_kind, budget_range, arms, forecaster, rewards, "
+                              "loss_types)")
     for f in dataclasses.fields(Domain):
         optional = f.default is not dataclasses.MISSING
         if f.name not in dom:
