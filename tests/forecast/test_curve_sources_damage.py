@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gradprobe.forecast.csv_cells import SKIPPED_MARK
-from gradprobe.forecast.curve_sources import one_value_per_eval, to_points
+from gradprobe.forecast.accuracy_values import one_value_per_eval, to_points
 from gradprobe.forecast.curves import CurveError, ReferenceCurve, load_reference_curve
 
 UPDATES = [0, 5, 10, 20, 30, 40]

@@ -1,0 +1,162 @@
+"""The accuracy values of a reference curve's evals, checked and put on one scale (accuracy points).
+
+Every source of a curve (:mod:`gradprobe.forecast.curve_sources`: a study, ``metrics.jsonl``, a CSV, a TRL
+``trainer_state.json``) reads its evals' accuracies and then passes them here, with where each sits in its file:
+
+- :func:`to_points` reads fractions or points (``scale="auto"`` detects which), and refuses values that mix the
+  two, a negative value and a non-finite one, naming the values' places;
+- :func:`one_value_per_eval` keeps each eval (seed, update) once: an exact repeat is read once and named, one
+  eval with two different values is refused naming both places.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .csv_cells import SKIPPED_MARK
+from .curve_fit import CurveError
+
+__all__ = ["to_points", "one_value_per_eval"]
+
+_SHOWN = 5  # places named in a note or an error; the rest are counted
+
+
+def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=None,
+              seeds=None) -> tuple[np.ndarray, str]:
+    """Accuracy values -> accuracy points, with a note saying how they were read.
+
+    Parameters
+    ----------
+    values : ndarray, shape (points,)
+    scale : {"auto", "fraction", "points"}
+        ``auto``: fractions when every value lies in [0, 1], else points when in [0, 100].
+    what : str
+        The source, named in the note and the errors.
+    where : sequence of str, shape (points,), optional
+        Where each value sits in its source (``"line 4"`` of a CSV, ``"metrics.jsonl:7"``), to name the values
+        a refusal is about; default ``"value #i"``.
+    updates, seeds : sequence, shape (points,), optional
+        Each value's update and seed label: a value's neighbours are the evals of its seed just before and
+        after it (default: the values in the order given, one seed).
+
+    Raises
+    ------
+    CurveError
+        An unknown scale, a non-finite or negative value, values that are neither fractions nor points; and
+        under ``scale="auto"`` values that mix scales, in either direction:
+
+        - at least half the values in [0, 1] (fractions) and others above 1: read as points, the fractions
+          would sit near 0 points (a typo like 1.65 for 0.65 turns a whole fraction curve into points); a curve
+          truly in points that stays under 1 point for most evals is too flat to forecast from anyway;
+        - a curve in points with a value v in (0, 1] that 100 v matches better than v: |100 v - m| < |v - m|,
+          m the mean of its neighbours (one fraction logged among points, 0.68 between 64 and 71). A curve in
+          points that starts near 0 (0.4, 0.6, 1.2, 2.5 ...) fits v and is read as points.
+
+        The message names the first five such values (``where``) and the fix (correct them, or pass
+        ``accuracy_scale='points'`` to read the values as given).
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if scale not in ("auto", "fraction", "points"):
+        raise CurveError(f"accuracy_scale {scale!r} must be 'auto', 'fraction' (values in [0, 1]) or 'points' "
+                         "(values in [0, 100])")
+    if v.size and not np.all(np.isfinite(v)):
+        raise CurveError(f"{what}: {int((~np.isfinite(v)).sum())} accuracy value(s) are not finite; drop those evals")
+    if (v < 0).any():
+        raise CurveError(f"{what}: an accuracy is a share of the held-out set, >= 0; got "
+                         f"{_named_values(v, np.flatnonzero(v < 0), where)}; fix or delete those evals")
+    lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
+    if scale == "auto":
+        if hi <= 1.0:
+            return 100.0 * v, (f"{what}: accuracy read as fractions in [0, 1] (range {lo:.4g}-{hi:.4g}) and "
+                               "converted to points; pass accuracy_scale='points' if they already are points")
+        _refuse_mixed_scales(v, what, where, updates, seeds)
+        if hi <= 100.0:
+            return v, f"{what}: accuracy read as points in [0, 100] (range {lo:.4g}-{hi:.4g})"
+        raise CurveError(f"{what}: accuracy values range {lo:.4g}-{hi:.4g}, neither fractions in [0, 1] nor points in "
+                         "[0, 100]; name the right column or metric")
+    out = 100.0 * v if scale == "fraction" else v
+    if out.size and (out.min() < 0 or out.max() > 100):
+        raise CurveError(f"{what}: accuracy_scale={scale!r} gives values {out.min():.4g}-{out.max():.4g} outside "
+                         "[0, 100] points")
+    return out, f"{what}: accuracy read as {'fractions' if scale == 'fraction' else 'points'} (accuracy_scale={scale!r})"
+
+
+def _named_values(v: np.ndarray, idx: np.ndarray, where) -> str:
+    """``"line 4 (1.65), line 9 (2) and 3 more"``: the first five of ``v[idx]`` with where they sit."""
+    named = ", ".join(f"{where[i] if where is not None else f'value #{i}'} ({v[i]:g})" for i in idx[:5])
+    return named + (f" and {idx.size - 5} more" if idx.size > 5 else "")
+
+
+def _refuse_mixed_scales(v: np.ndarray, what: str, where, updates, seeds) -> None:
+    """:func:`to_points`' refusal of values that mix fractions and points (its docstring gives both rules)."""
+    small = (v >= 0) & (v <= 1.0)
+    fix = ("fix those evals, or pass accuracy_scale='points' if the values are points as they stand (a curve in "
+           "points that stays under 1 point at most evals is too flat to forecast from; on the command line, save "
+           "the curve read that way, ReferenceCurve.from_csv(PATH, accuracy_scale='points').save('curve.json'), and "
+           "pass --reference-curve curve.json)")
+    if v.size and small.mean() >= 0.5:
+        raise CurveError(f"{what} mixes scales: {int(small.sum())} of {v.size} values are fractions in [0, 1], but "
+                         f"{_named_values(v, np.flatnonzero(v > 1.0), where)} hold(s) values above 1 (read as "
+                         f"points, every fraction would be under 1 point); {fix}")
+    odd = [i for i in np.flatnonzero((v > 0) & small) if _fits_as_fraction(v, i, updates, seeds)]
+    if odd:
+        raise CurveError(f"{what} mixes scales: the values are points, but {_named_values(v, np.array(odd), where)} "
+                         "read(s) as fractions: 100 x the value is closer to the evals beside it than the value "
+                         f"itself; {fix}")
+
+
+def _fits_as_fraction(v: np.ndarray, i: int, updates, seeds) -> bool:
+    """Whether ``v[i]`` (in (0, 1], among points) is nearer its neighbours (same seed, adjacent updates) as
+    ``100 v[i]`` than as ``v[i]``."""
+    seed = None if seeds is None else seeds[i]
+    same = [j for j in range(v.size) if seeds is None or seeds[j] == seed]
+    same.sort(key=lambda j: (updates[j] if updates is not None else j, j))
+    k = same.index(i)
+    near = [v[j] for j in (same[k - 1] if k > 0 else None, same[k + 1] if k + 1 < len(same) else None)
+            if j is not None]
+    if not near:
+        return False
+    m = float(np.mean(near))
+    return abs(100.0 * v[i] - m) < abs(v[i] - m)
+
+
+def one_value_per_eval(updates, values, seeds, where, source: str) -> tuple[np.ndarray, str | None]:
+    """Each eval (seed, update) once: the mask of the evals to keep and a note naming exact repeats (None: none).
+
+    An eval recorded twice with the same value (a line copied, a log replayed) is read once and named; with
+    different values, which is right cannot be told, and fitted both would pull the curve between them.
+
+    Parameters
+    ----------
+    updates, values : sequence of float, shape (evals,)
+    seeds : sequence, shape (evals,), or None (one seed)
+    where : sequence of str, shape (evals,)
+        Where each eval sits (``"line 4"``, ``"PATH:7"``), named in the note and the error.
+    source : str
+        The file(s), named in the note and the error.
+
+    Raises
+    ------
+    CurveError
+        One eval with two different values, naming both places and values (the first five pairs).
+    """
+    seen, keep, copies, conflicts = {}, np.ones(len(values), dtype=bool), [], []
+    for i, key in enumerate(zip(seeds if seeds is not None else [None] * len(values), map(float, updates))):
+        j = seen.setdefault(key, i)
+        if j == i:
+            continue
+        if float(values[i]) == float(values[j]):
+            keep[i] = False
+            copies.append(where[i])
+        else:
+            conflicts.append(f"{where[j]} ({float(values[j]):g}) and {where[i]} ({float(values[i]):g})")
+    if conflicts:
+        more = f" and {len(conflicts) - _SHOWN} more" if len(conflicts) > _SHOWN else ""
+        raise CurveError(f"{source} records the same eval (seed, update) twice with different accuracies: "
+                         f"{'; '.join(conflicts[:_SHOWN])}{more}; which is right cannot be told: fix or delete "
+                         "one of each pair")
+    if not copies:
+        return keep, None
+    more = f" and {len(copies) - _SHOWN} more" if len(copies) > _SHOWN else ""
+    return keep, (f"{len(copies)} eval(s) of {source}{SKIPPED_MARK}repeating an earlier eval exactly "
+                  f"({', '.join(copies[:_SHOWN])}{more}): each eval is read once")
