@@ -48,9 +48,11 @@ def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=
         - at least half the values in [0, 1] (fractions) and others above 1: read as points, the fractions
           would sit near 0 points (a typo like 1.65 for 0.65 turns a whole fraction curve into points); a curve
           truly in points that stays under 1 point for most evals is too flat to forecast from anyway;
-        - a curve in points with a value v in (0, 1] that 100 v matches better than v: |100 v - m| < |v - m|,
-          m the mean of its neighbours (one fraction logged among points, 0.68 between 64 and 71). A curve in
-          points that starts near 0 (0.4, 0.6, 1.2, 2.5 ...) fits v and is read as points.
+        - a curve in points with a value v in (0, 1] between two evals of its seed above 1 point (the evals
+          just before and after it by update) that 100 v matches better than v: |100 v - m| < |v - m|, m their
+          mean (one fraction logged among points, 0.68 between 64 and 71). A seed's first or last eval is not
+          judged: a hard task may start under 1 point and jump (0.8 then 45), and a run may collapse at its end;
+          nor is a dip between evals under 1 point, nor one that fits as points (1.5, 0.5, 2.0).
 
         The message names the first five such values (``where``) and the fix (correct them, or pass
         ``accuracy_scale='points'`` to read the values as given).
@@ -90,14 +92,14 @@ def _named_values(v: np.ndarray, idx: np.ndarray, where) -> str:
 def _refuse_mixed_scales(v: np.ndarray, what: str, where, updates, seeds) -> None:
     """:func:`to_points`' refusal of values that mix fractions and points (its docstring gives both rules)."""
     small = (v >= 0) & (v <= 1.0)
-    fix = ("fix those evals, or pass accuracy_scale='points' if the values are points as they stand (a curve in "
-           "points that stays under 1 point at most evals is too flat to forecast from; on the command line, save "
-           "the curve read that way, ReferenceCurve.from_csv(PATH, accuracy_scale='points').save('curve.json'), and "
-           "pass --reference-curve curve.json)")
+    fix = ("fix those evals, or pass accuracy_scale='points' if the values are points as they stand (on the command "
+           "line, save the curve read that way, ReferenceCurve.from_csv(PATH, accuracy_scale='points')"
+           ".save('curve.json'), and pass --reference-curve curve.json)")
     if v.size and small.mean() >= 0.5:
         raise CurveError(f"{what} mixes scales: {int(small.sum())} of {v.size} values are fractions in [0, 1], but "
                          f"{_named_values(v, np.flatnonzero(v > 1.0), where)} hold(s) values above 1 (read as "
-                         f"points, every fraction would be under 1 point); {fix}")
+                         "points, every fraction would be under 1 point, and a curve in points that stays under 1 "
+                         f"point at most evals is too flat to forecast from); {fix}")
     odd = [i for i in np.flatnonzero((v > 0) & small) if _fits_as_fraction(v, i, updates, seeds)]
     if odd:
         raise CurveError(f"{what} mixes scales: the values are points, but {_named_values(v, np.array(odd), where)} "
@@ -106,21 +108,23 @@ def _refuse_mixed_scales(v: np.ndarray, what: str, where, updates, seeds) -> Non
 
 
 def _fits_as_fraction(v: np.ndarray, i: int, updates, seeds) -> bool:
-    """Whether ``v[i]`` (in (0, 1], among points) is nearer its neighbours (same seed, adjacent updates) as
-    ``100 v[i]`` than as ``v[i]``."""
+    """Whether ``v[i]`` (in (0, 1], among points) sits between two evals of its seed above 1 point (adjacent
+    updates) and is nearer their mean as ``100 v[i]`` than as ``v[i]``."""
     seed = None if seeds is None else seeds[i]
-    same = [j for j in range(v.size) if seeds is None or seeds[j] == seed]
-    same.sort(key=lambda j: (updates[j] if updates is not None else j, j))
+    same = sorted((j for j in range(v.size) if seeds is None or seeds[j] == seed),
+                  key=lambda j: (updates[j] if updates is not None else j, j))
     k = same.index(i)
-    near = [v[j] for j in (same[k - 1] if k > 0 else None, same[k + 1] if k + 1 < len(same) else None)
-            if j is not None]
-    if not near:
+    if k == 0 or k + 1 == len(same):
         return False
-    m = float(np.mean(near))
+    before, after = v[same[k - 1]], v[same[k + 1]]
+    if not (before > 1.0 and after > 1.0):
+        return False
+    m = (before + after) / 2.0
     return abs(100.0 * v[i] - m) < abs(v[i] - m)
 
 
-def one_value_per_eval(updates, values, seeds, where, source: str) -> tuple[np.ndarray, str | None]:
+def one_value_per_eval(updates, values, seeds, where, source: str,
+                       hint: str = "fix or delete one of each pair") -> tuple[np.ndarray, str | None]:
     """Each eval (seed, update) once: the mask of the evals to keep and a note naming exact repeats (None: none).
 
     An eval recorded twice with the same value (a line copied, a log replayed) is read once and named; with
@@ -134,6 +138,8 @@ def one_value_per_eval(updates, values, seeds, where, source: str) -> tuple[np.n
         Where each eval sits (``"line 4"``, ``"PATH:7"``), named in the note and the error.
     source : str
         The file(s), named in the note and the error.
+    hint : str
+        The fix the error ends with (a TRL log names the likely cause).
 
     Raises
     ------
@@ -153,8 +159,7 @@ def one_value_per_eval(updates, values, seeds, where, source: str) -> tuple[np.n
     if conflicts:
         more = f" and {len(conflicts) - _SHOWN} more" if len(conflicts) > _SHOWN else ""
         raise CurveError(f"{source} records the same eval (seed, update) twice with different accuracies: "
-                         f"{'; '.join(conflicts[:_SHOWN])}{more}; which is right cannot be told: fix or delete "
-                         "one of each pair")
+                         f"{'; '.join(conflicts[:_SHOWN])}{more}; which is right cannot be told: {hint}")
     if not copies:
         return keep, None
     more = f" and {len(copies) - _SHOWN} more" if len(copies) > _SHOWN else ""

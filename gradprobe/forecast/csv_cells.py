@@ -31,19 +31,25 @@ import pandas as pd
 from .curve_fit import CurveError
 
 __all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "study_skipped_evals", "skipped_note",
-           "with_skipped", "SKIPPED_MARK", "is_skipped_note", "short_lines", "cut_lines", "name_short_lines",
-           "repeated_rows",
-           "check_csv_values", "without_short_lines", "one_line_per_eval"]
+           "with_skipped", "SKIPPED_MARK", "CAUTION_MARK", "UNTERMINATED", "is_skipped_note", "short_lines",
+           "cut_lines", "name_short_lines", "repeated_rows", "check_csv_values", "without_short_lines",
+           "one_line_per_eval"]
 
 _SHOWN = 5  # lines named in a note; the rest are counted
 #: In every note that says evals of the source were skipped (a CSV's blank cells, a trainer_state's NaN evals):
 #: :func:`is_skipped_note` finds them, so that the forecast prints them (they change the curve).
 SKIPPED_MARK = " skipped for "
+#: In a note that says an eval was read but may be damaged (:func:`without_short_lines`: a user's CSV whose last
+#: line has no line break after it): printed like a skipped eval's note.
+CAUTION_MARK = " was read, but "
+#: Why :func:`cut_lines` names the last line of a file without a final line break.
+UNTERMINATED = "the last line, no line break after it"
 
 
 def is_skipped_note(note: str) -> bool:
-    """Whether a curve note says evals of its source were skipped (:func:`skipped_note`, a TRL NaN eval)."""
-    return SKIPPED_MARK in str(note)
+    """Whether a curve note says evals of its source were skipped (:func:`skipped_note`, a TRL NaN eval) or read
+    with a caution (:data:`CAUTION_MARK`): the notes a forecast prints."""
+    return SKIPPED_MARK in str(note) or CAUTION_MARK in str(note)
 
 
 def read_csv_checked(path: Path, raw: bytes | None = None) -> pd.DataFrame:
@@ -77,6 +83,8 @@ def numeric_columns(df: pd.DataFrame, cols, path: Path) -> pd.DataFrame:
     """
     out = df.copy()
     for col in cols:
+        blank = df[col].map(lambda x: isinstance(x, str) and not x.strip())  # "   ": an empty cell, not text
+        df = df.assign(**{col: df[col].mask(blank)}) if blank.any() else df
         values = pd.to_numeric(df[col], errors="coerce")
         for bad, what in ((values.isna() & df[col].notna(), "a number"),
                           (values.notna() & ~np.isfinite(values.to_numpy(float)), "a finite number")):
@@ -130,23 +138,28 @@ def with_skipped(error: CurveError, note: str | None,
     return CurveError(f"{error}; {note}" + (f" ({fix})" if fix else ""))
 
 
-def short_lines(raw: bytes) -> tuple[int, list[tuple[int, int]]]:
+def short_lines(raw: bytes, against: str = "header") -> tuple[int, list[tuple[int, int]]]:
     """The lines of a CSV (its bytes ``raw``) that hold fewer fields than its header: a file cut mid-line or
     hand-edited, whose missing cells pandas reads as blank and whose last value may itself be cut.
+
+    ``against="lines"`` compares with the longest data line instead (a user's CSV whose header names optional
+    trailing columns that no line fills is not cut; a line shorter than the others is). Whitespace-only lines
+    count as blank.
 
     Returns
     -------
     (n_columns, [(line, fields), ...])
-        The header's field count, and each short line's number in the file (1-based, as an editor shows it;
-        quoted line breaks counted) with its field count. Blank lines are not listed.
+        The field count compared with, and each short line's number in the file (1-based, as an editor shows
+        it; quoted line breaks counted) with its field count. Blank lines are not listed.
     """
     reader = csv.reader(io.StringIO(raw.decode("utf-8", errors="replace"), newline=""))
     header = next(reader, None)
-    n = len(header or [])
-    return n, [(reader.line_num, len(row)) for row in reader if row and len(row) < n]
+    rows = [(reader.line_num, len(row)) for row in reader if row and "".join(row).strip()]
+    n = max((k for _, k in rows), default=0) if against == "lines" else len(header or [])
+    return n, [(line, k) for line, k in rows if k < n]
 
 
-def cut_lines(raw: bytes) -> tuple[int, list[tuple[int, str]]]:
+def cut_lines(raw: bytes, against: str = "header") -> tuple[int, list[tuple[int, str]]]:
     """The lines of a CSV (its bytes ``raw``) that look cut: those with fewer fields than the header
     (:func:`short_lines`), and the last line when the file does not end with a line break (every writer of a
     CSV ends its last line, so a file that stops mid-line may have lost the end of its last value, ``0.`` for
@@ -156,14 +169,14 @@ def cut_lines(raw: bytes) -> tuple[int, list[tuple[int, str]]]:
     -------
     (n_columns, [(line, why), ...])
         The header's field count, and each such line's number (as :func:`short_lines` counts them) with why
-        (``"3 of 9 fields"``, ``"the last line, no line break after it"``), in file order.
+        (``"3 of 9 fields"``, :data:`UNTERMINATED`), in file order. ``against``: as :func:`short_lines`.
     """
-    n, short = short_lines(raw)
+    n, short = short_lines(raw, against)
     out = [(line, f"{k} of {n} fields") for line, k in short]
     if raw.strip() and not raw.endswith((b"\n", b"\r")) and n:
         last = raw.count(b"\n") + 1
         if last > 1 and all(line != last for line, _ in out):
-            out.append((last, "the last line, no line break after it"))
+            out.append((last, UNTERMINATED))
     return n, out
 
 
@@ -233,21 +246,34 @@ def check_csv_values(df: pd.DataFrame, path: Path, update_col: str) -> None:
                          + "; fix or delete those lines")
 
 
-def without_short_lines(df: pd.DataFrame, path: Path, raw: bytes, accuracy_col: str,
-                        arm: str | None = None) -> tuple[pd.DataFrame, str | None, set[int]]:
+def without_short_lines(df: pd.DataFrame, path: Path, raw: bytes, accuracy_col: str, arm: str | None = None,
+                        *, trust_last: bool = False) -> tuple[pd.DataFrame, str | None, set[int]]:
     """``df`` (a CSV read by :func:`read_csv_checked` from the bytes ``raw``, row ``i`` line ``i + 2``) with
-    ``accuracy_col`` blanked on the lines that look cut (:func:`cut_lines`: fewer fields than the header, or the
-    last line of a file without a final line break; a cut value cannot be trusted), only those of ``arm`` when
-    given (a study's runs.csv), the note naming them (None: none) and their line numbers."""
-    _, cut = cut_lines(raw)
+    ``accuracy_col`` blanked on the lines that look cut (:func:`cut_lines`; a cut value cannot be trusted), only
+    those of ``arm`` when given (a study's runs.csv), the note naming them (None: none) and their line numbers.
+
+    ``trust_last`` (a user's CSV, :meth:`ReferenceCurve.from_csv`): short lines are those shorter than the
+    longest data line, and a last line with every field but no line break after it is read (editors save files
+    that way), with a note that says so (:data:`CAUTION_MARK`); otherwise (a study's runs.csv, which gradprobe
+    always ends with a line break) such a line is left out too."""
+    _, cut = cut_lines(raw, "lines" if trust_last else "header")
     rows = [(line, why) for line, why in cut
             if 0 <= line - 2 < len(df) and (arm is None or df["arm"].iloc[line - 2] == arm)]
+    caution = None
+    if trust_last and rows and rows[-1][1] == UNTERMINATED:
+        line = rows.pop()[0]
+        caution = (f"line {line} of {path}{CAUTION_MARK}it is the last line and no line break follows it: if the "
+                   f"file was cut there, its last value ({df[accuracy_col].iloc[line - 2]:g}) may be cut too; check "
+                   "it (a whole file ends with a line break)")
     if not rows:
-        return df, None, set()
+        return df, caution, set()
     df = df.copy()
     df.loc[df.index[[line - 2 for line, _ in rows]], accuracy_col] = np.nan
-    return df, (f"{len(rows)} line(s) of {path}{SKIPPED_MARK}looking cut ({name_short_lines(rows)}): the file was "
-                "cut or edited there, so their values cannot be trusted"), {line for line, _ in rows}
+    fix = (" (a whole last line needs only a line break after it)" if any(w == UNTERMINATED for _, w in rows)
+           else "")
+    note = (f"{len(rows)} line(s) of {path}{SKIPPED_MARK}looking cut ({name_short_lines(rows)}): the file was cut "
+            f"or edited there, so their values cannot be trusted{fix}")
+    return df, "; ".join(x for x in (note, caution) if x), {line for line, _ in rows}
 
 
 def one_line_per_eval(d: pd.DataFrame, runs: Path, accuracy_col: str) -> pd.DataFrame:

@@ -343,7 +343,7 @@ class CurveSources:
 
     @classmethod
     def from_csv(cls, path: str | Path, *, update_col: str = "update", accuracy_col: str = "accuracy",
-                 seed_col: str | None = None, accuracy_scale: str = "auto", mode: str = "sigmoid",
+                 seed_col: str | None = "auto", accuracy_scale: str = "auto", mode: str = "sigmoid",
                  B: float | None = None, metadata: dict | None = None, n_replicates: int = N_REPLICATES):
         """The curve from a CSV of evals: one row per eval.
 
@@ -352,8 +352,9 @@ class CurveSources:
         path : path
         update_col, accuracy_col : str
             Columns of the update count and the accuracy (fractions or points, detected).
-        seed_col : str, optional
-            Column of the seed/run label (default: one seed).
+        seed_col : str or None
+            Column of the seed/run label; ``"auto"`` (default): the column ``seed`` when the header has one
+            (``--reference-curve FILE.csv`` reads several seeds that way), else one seed; None: one seed.
         accuracy_scale : {"auto", "fraction", "points"}
         metadata : dict, optional
             ``update_prompts``, ``update_group``, ``model``, ``task``, ``lr`` of the run.
@@ -376,6 +377,8 @@ class CurveSources:
             raise CurveError(f"CSV {str(path)!r} not found")
         raw = path.read_bytes()  # read once: the table and its cut lines come from the same bytes
         df = read_csv_checked(path, raw)
+        if seed_col == "auto":
+            seed_col = "seed" if "seed" in df.columns else None
         cols = [update_col, accuracy_col] + ([seed_col] if seed_col else [])
         for col in cols:
             if col not in df.columns:
@@ -383,7 +386,7 @@ class CurveSources:
                                  "columns update,accuracy (or pass update_col=, accuracy_col=, seed_col= to "
                                  "ReferenceCurve.from_csv)")
         df = numeric_columns(df, (update_col, accuracy_col), path)
-        df, cut, cut_at = without_short_lines(df, path, raw, accuracy_col)
+        df, cut, cut_at = without_short_lines(df, path, raw, accuracy_col, trust_last=True)
         blank = skipped_note([(line, c) for line, c in skipped_cells(df, cols) if line not in cut_at], path)
         df = df[df[cols].notna().all(axis=1)]
         where = [f"line {i + 2}" for i in df.index]
@@ -399,7 +402,7 @@ class CurveSources:
                        source=f"CSV {path}", metadata=metadata, notes=[note] + [x for x in (skipped, copies) if x],
                        n_replicates=n_replicates)
         except CurveError as e:
-            raise with_skipped(e, skipped) from None
+            raise with_skipped(e, skipped, fix="fill those cells in if they are evals" if blank else None) from None
 
     @classmethod
     def from_trl_state(cls, paths, *, metric: str = "eval_accuracy", accuracy_scale: str = "auto",
@@ -454,7 +457,9 @@ class CurveSources:
             raise with_skipped(CurveError(f"no eval of {metric!r} with a value in {src}; {TRL_EVAL_HINT}"), skipped,
                                fix=None)
         try:
-            keep, copies = one_value_per_eval(n, y, seeds, where, src)
+            keep, copies = one_value_per_eval(n, y, seeds, where, src, hint=(
+                "if both are evals of the same policy (a trainer.evaluate() after training, at the last eval's "
+                "step), delete one entry"))
             n, y, seeds, where = ([x for x, k in zip(col, keep) if k] for col in (n, y, seeds, where))
             acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}", where, updates=n,
                                   seeds=seeds)

@@ -95,10 +95,10 @@ def test_csv_mixing_fractions_and_points_is_refused_naming_the_lines(tmp_path, c
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_csv(typo)
     assert str(info.value) == (f"{typo} accuracy mixes scales: 5 of 6 values are fractions in [0, 1], but line 4 "
-                               "(1.65) hold(s) values above 1 (read as points, every fraction would be under 1 point); "
-                               "fix those evals, or pass accuracy_scale='points' if the values are points as they "
-                               "stand (a curve in points that stays under 1 point at most evals is too flat to "
-                               "forecast from; on the command line, save the curve read that way, "
+                               "(1.65) hold(s) values above 1 (read as points, every fraction would be under 1 point, "
+                               "and a curve in points that stays under 1 point at most evals is too flat to forecast "
+                               "from); fix those evals, or pass accuracy_scale='points' if the values are points as "
+                               "they stand (on the command line, save the curve read that way, "
                                "ReferenceCurve.from_csv(PATH, accuracy_scale='points').save('curve.json'), and pass "
                                "--reference-curve curve.json)")
     assert cli.main(["probe", "--reference-curve", str(typo), "--out", str(tmp_path / "p")]) == 2

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from gradprobe.forecast.csv_cells import SKIPPED_MARK
+from gradprobe.forecast.csv_cells import CAUTION_MARK, SKIPPED_MARK
 from gradprobe.forecast.accuracy_values import one_value_per_eval, to_points
 from gradprobe.forecast.curves import CurveError, ReferenceCurve, load_reference_curve
 
@@ -45,9 +45,8 @@ def test_one_fraction_among_points_is_refused_by_every_source(tmp_path):
     state = _state(tmp_path / "trainer_state.json", zip(UPDATES, values))
     with pytest.raises(CurveError, match=r"log_history\[2\] \(step 10\) \(0\.68\) read\(s\) as fractions"):
         ReferenceCurve.from_trl_state(state)
-    last = [60, 64, 68, 71, 73, 1]  # "1" after 73: as a fraction 100 points, nearer than 1 point
-    with pytest.raises(CurveError, match=r"line 7 \(1\) read\(s\) as fractions"):
-        ReferenceCurve.from_csv(_csv(tmp_path / "l.csv", zip(UPDATES, last)))
+    last = [60, 64, 68, 71, 73, 1]  # a seed's last eval is not judged: a run may collapse at its end
+    assert ReferenceCurve.from_csv(_csv(tmp_path / "l.csv", zip(UPDATES, last))).points["accuracy"].min() == 1.0
     fixed = ReferenceCurve.from_csv(_csv(tmp_path / "f.csv", zip(UPDATES, POINTS)))
     assert fixed.points["accuracy"].tolist() == POINTS
     as_given = ReferenceCurve.from_csv(tmp_path / "c.csv", accuracy_scale="points")  # a stated scale is obeyed
@@ -59,10 +58,12 @@ def test_a_points_curve_that_starts_under_one_point_is_read_as_points():
     hard = np.array([0.0, 0.4, 0.6, 1.2, 2.5, 4.0, 6.0])
     out, note = to_points(hard, "auto", "hard")
     assert out.tolist() == hard.tolist() and "read as points" in note
-    two_seeds = np.array([0.5, 2.0, 4.0, 62.0, 66.0, 0.69])  # seed b's last eval is a fraction; a's start is not
-    with pytest.raises(CurveError, match=r"but value #5 \(0\.69\) read\(s\) as fractions"):
+    two_seeds = np.array([0.5, 2.0, 4.0, 62.0, 0.69, 70.0])  # seed b's middle eval is a fraction; a's start is not
+    with pytest.raises(CurveError, match=r"but value #4 \(0\.69\) read\(s\) as fractions"):
         to_points(two_seeds, "auto", "x", updates=[0, 5, 10, 0, 5, 10], seeds=list("aaabbb"))
     assert to_points(two_seeds[:3], "auto", "x")[0].tolist() == [0.5, 2.0, 4.0]
+    for start in ([0.8, 45, 55, 60, 62, 63], [0.0, 0.5, 60, 62, 63, 64], [2.0, 1.5, 0.5, 2.0, 3.0, 4.0]):
+        assert to_points(np.array(start), "auto", "x")[0].tolist() == start  # a jump from a low start, a low dip
 
 
 def test_a_negative_accuracy_is_refused_naming_it(tmp_path):
@@ -73,17 +74,34 @@ def test_a_negative_accuracy_is_refused_naming_it(tmp_path):
                                "(-0.74); fix or delete those evals")
 
 
-def test_a_csv_cut_inside_its_last_value_leaves_that_line_out_and_says_so(tmp_path):
+def test_a_csv_without_a_final_line_break_is_read_with_a_caution_and_a_short_last_line_left_out(tmp_path):
+    """Editors save a user's CSV without a final line break: its last line is read, and the printed note says that
+    if the file was cut there its last value may be cut too; a last line short of fields is left out."""
     rows = list(zip(UPDATES, [0.6, 0.62, 0.65, 0.7, 0.72, 0.74]))
-    whole = ReferenceCurve.from_csv(_csv(tmp_path / "w.csv", rows[:-1]))
-    path = _csv(tmp_path / "cut.csv", rows[:-1] + [(40, "0.")], end="")  # 0.74 cut to 0.: no final line break
+    path = _csv(tmp_path / "cut.csv", rows, end="")
     curve = ReferenceCurve.from_csv(path)
-    assert curve.skipped_notes == [f"1 line(s) of {path}{SKIPPED_MARK}looking cut (line 7 (the last line, no line "
-                                   "break after it)): the file was cut or edited there, so their values cannot be "
-                                   "trusted"]
-    assert curve.params == pytest.approx(whole.params, rel=1e-12)
-    ended = _csv(tmp_path / "ended.csv", rows)  # the same evals ending in a line break: all six read
-    assert len(ReferenceCurve.from_csv(ended).points) == 6
+    assert len(curve.points) == 6
+    assert curve.skipped_notes == [f"line 7 of {path}{CAUTION_MARK}it is the last line and no line break follows it: "
+                                   "if the file was cut there, its last value (0.74) may be cut too; check it (a "
+                                   "whole file ends with a line break)"]
+    short = _csv(tmp_path / "short.csv", rows[:-1] + [(40,)], header="update,accuracy", end="")
+    curve = ReferenceCurve.from_csv(short)
+    assert len(curve.points) == 5
+    assert curve.skipped_notes == [f"1 line(s) of {short}{SKIPPED_MARK}looking cut (line 7 (1 of 2 fields)): the "
+                                   "file was cut or edited there, so their values cannot be trusted"]
+    few = _csv(tmp_path / "few.csv", rows[:2] + [(5, 0.7)], end="")  # too few evals: the refusal names the caution
+    with pytest.raises(CurveError, match=r"; line 4 of .* was read, but it is the last line"):
+        ReferenceCurve.from_csv(few)
+
+
+def test_optional_trailing_columns_no_line_fills_are_not_cuts(tmp_path):
+    rows = list(zip(UPDATES, [0.6, 0.62, 0.65, 0.7, 0.72, 0.74]))
+    path = _csv(tmp_path / "notes.csv", rows, header="update,accuracy,note")
+    curve = ReferenceCurve.from_csv(path)
+    assert len(curve.points) == 6 and curve.skipped_notes == []
+    ws = _csv(tmp_path / "ws.csv", rows)
+    ws.write_text(ws.read_text() + "   \n")  # a whitespace-only line after the last: blank, not text
+    assert len(ReferenceCurve.from_csv(ws).points) == 6
 
 
 def test_a_short_line_or_a_blank_seed_in_a_seeded_csv_is_left_out_and_said(tmp_path):
@@ -93,6 +111,11 @@ def test_a_short_line_or_a_blank_seed_in_a_seeded_csv_is_left_out_and_said(tmp_p
     assert sorted(set(curve.points["seed"].astype(float))) == [0.0, 1.0]  # no third "seed" of one eval
     assert curve.skipped_notes == [f"1 line(s) of {path}{SKIPPED_MARK}looking cut (line 7 (2 of 3 fields)): the file "
                                    "was cut or edited there, so their values cannot be trusted"]
+    auto = load_reference_curve(str(_csv(tmp_path / "a.csv", rows, header="update,accuracy,seed")))
+    assert sorted(set(auto.points["seed"].astype(str))) == ["0", "1"]  # --reference-curve reads the seed column
+    one = ReferenceCurve.from_csv(tmp_path / "a.csv", seed_col=None)  # None: one seed, so seed 1 repeats seed 0
+    assert len(one.points) == 6 and "6 eval(s) of" in one.skipped_notes[0] and "repeating an earlier eval" in \
+        one.skipped_notes[0]
     blank = _csv(tmp_path / "b.csv", rows[:5] + [(40, 0.74, "")] + rows[6:], header="update,accuracy,seed")
     curve = ReferenceCurve.from_csv(blank, seed_col="seed")
     assert curve.skipped_notes == [f"1 line(s) of {blank}{SKIPPED_MARK}an empty or NaN cell (line 7 column 'seed'): a "

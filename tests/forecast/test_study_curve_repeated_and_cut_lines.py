@@ -153,5 +153,5 @@ def test_a_runs_csv_without_its_final_line_break_leaves_its_last_line_out(tmp_pa
     curve = ReferenceCurve.from_study(root)
     assert curve.skipped_notes == [f"1 line(s) of {root / 'runs.csv'}{SKIPPED_MARK}looking cut (line {last + 1} (the "
                                    "last line, no line break after it)): the file was cut or edited there, so their "
-                                   "values cannot be trusted"]
+                                   "values cannot be trusted (a whole last line needs only a line break after it)"]
     assert len(curve.points) == len(whole.points) - 1
