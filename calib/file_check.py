@@ -42,8 +42,8 @@ from .dataset import FORECASTERS
 from .domain import BUDGET_KINDS, Domain
 from .files import json_float
 
-__all__ = ["CalibrationFileError", "DamagedField", "read_data", "read_domain", "check_fitted", "check_params",
-           "check_forecaster", "check_predictions", "data_forecaster",
+__all__ = ["CalibrationFileError", "DamagedField", "read_data", "read_domain", "check_domain_matches_data",
+           "check_fitted", "check_params", "check_forecaster", "check_predictions", "data_forecaster",
            "rebuild_command", "unreadable_fix", "GENERIC_FIX", "DEFAULT_COMMAND", "FIT_DEFAULTS"]
 
 #: the settings of ``calib fit`` (and :func:`calib.model.fit_calibration`) when none is given: the one place they
@@ -184,6 +184,39 @@ def read_domain(d: dict) -> Domain:
             raise DamagedField(f"domain.{f.name}")  # "is missing or malformed", as for the file's other fields
         _DOMAIN_CHECKS[f.name](dom[f.name], f"domain.{f.name}")
     return Domain.from_dict(dom)
+
+
+def check_domain_matches_data(domain: Domain, data: pd.DataFrame) -> None:
+    """Refuse a domain block that disagrees with the file's own training rows: ``calib fit`` records the domain
+    of the rows it fits (:func:`calib.domain.domain_of_rows`), so its studies, models, tasks (their keys), arms
+    and budget range are those of ``data``. A hand-widened range ([250000, 300000] for rows all at 250000) would
+    otherwise pass a probe's budget as inside the domain.
+
+    Parameters
+    ----------
+    domain : Domain
+        :func:`read_domain` of the file.
+    data : DataFrame
+        :func:`read_data` of the file (columns ``study``, ``model``, ``task``, ``arm``, ``budget_value``).
+
+    Raises
+    ------
+    DamagedField
+        Naming the field, its value and the data's.
+    """
+    recorded = {"studies": sorted(x["key"] for x in domain.studies), "models": sorted(x["key"] for x in domain.models),
+                "tasks": sorted(x["key"] for x in domain.tasks), "arms": sorted(domain.arms)}
+    column = {"studies": "study", "models": "model", "tasks": "task", "arms": "arm"}
+    for field, keys in recorded.items():
+        held = sorted(set(data[column[field]].astype(str)))
+        if keys != held:
+            name = f"domain.{field}" + ("" if field == "arms" else " keys")
+            raise DamagedField(name, f"is {_shown(keys)}, but the file's data rows hold {_shown(held)}: the domain "
+                                     "block was edited")
+    values = data["budget_value"].to_numpy(np.float64)
+    if values.size and [float(values.min()), float(values.max())] != [float(v) for v in domain.budget_range]:
+        raise DamagedField("domain.budget_range", f"is {list(domain.budget_range)!r}, but the file's data rows span "
+                                                  f"[{values.min():g}, {values.max():g}]: the domain block was edited")
 
 
 def _records(value, field: str, what: str, text: tuple, nullable: tuple = (), objects: tuple = ()) -> None:

@@ -46,8 +46,9 @@ from gradprobe import __version__
 from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, select_rows
 from .domain import BUDGET_KINDS, Domain, domain_of_rows
 from .estimators import make_estimator
-from .file_check import (FIT_DEFAULTS, CalibrationFileError, DamagedField, check_fitted, check_forecaster, check_params,
-                         check_predictions, read_data, read_domain, rebuild_command, unreadable_fix)
+from .file_check import (FIT_DEFAULTS, CalibrationFileError, DamagedField, check_domain_matches_data, check_fitted,
+                         check_forecaster, check_params, check_predictions, read_data, read_domain, rebuild_command,
+                         unreadable_fix)
 from .files import json_float, json_safe, write_json
 from .validation import PLURAL, conformal_regressor, group_labels, predict_interval
 
@@ -312,9 +313,11 @@ def _from_v2(d: dict) -> Calibration:
     if forecaster not in FORECASTERS:
         raise _FieldError(f"'forecaster' ({forecaster!r}, not one of {list(FORECASTERS)})")
     data = _data(d, [forecaster])
+    domain = read_domain(d)
+    check_domain_matches_data(domain, data)
     return Calibration(forecaster=forecaster, method=d["method"], cv=d["cv"], interval=d["interval"],
                        confidence_level=float(d["confidence_level"]), include_reference=bool(d["include_reference"]),
-                       rows=data, counts=d["training"]["counts"], domain=read_domain(d),
+                       rows=data, counts=d["training"]["counts"], domain=domain,
                        versions=d["versions"], created=d.get("created", ""), format_version=2)
 
 

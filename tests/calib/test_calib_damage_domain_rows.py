@@ -225,3 +225,23 @@ def test_fit_calibration_of_a_list_of_dicts_is_a_type_error_saying_what_to_pass(
     assert str(e.value) == ("fit_calibration: rows is a list, not a pandas DataFrame; pass the rows table as a "
                             "DataFrame, e.g. calib.dataset.read_rows(PATH) of a `calib rows STUDY_DIR... --out "
                             "ROWS.csv` file (or pandas.DataFrame(rows) of a list of row dicts)")
+
+
+@pytest.mark.parametrize("edit, field, why", [
+    (lambda dom: dom.update(budget_range=[250000.0, 300000.0]), "domain.budget_range",
+     "is [250000.0, 300000.0], but the file's data rows span [250000, 250000]: the domain block was edited"),
+    (lambda dom: dom["arms"].append("zzz_extra"), "domain.arms", "but the file's data rows hold"),
+    (lambda dom: dom["models"].append(dict(dom["models"][0], key="other-model")), "domain.models keys",
+     "but the file's data rows hold"),
+])
+def test_a_domain_block_edited_away_from_its_data_is_refused(tmp_path, edit, field, why):
+    """The domain is the fitted rows' (calib.domain.domain_of_rows): a range widened by hand would pass a probe's
+    budget as inside it; the loader compares the block with the file's own data rows."""
+    d = copy.deepcopy(DEFAULT)
+    edit(d["domain"])
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(CalibrationFileError) as info:
+        load_calibration(path)
+    assert f"field {field} " in str(info.value) and why in str(info.value), str(info.value)
+    assert "refit it with `calib fit" in str(info.value)
