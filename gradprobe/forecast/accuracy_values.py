@@ -146,8 +146,10 @@ def one_value_per_eval(updates, values, seeds, where, source: str,
     CurveError
         One eval with two different values, naming both places and values (the first five pairs).
     """
+    values = np.asarray(values, dtype=np.float64)  # by position: a pandas Series would be read by its labels
+    updates = np.asarray(updates, dtype=np.float64)
     seen, keep, copies, conflicts = {}, np.ones(len(values), dtype=bool), [], []
-    for i, key in enumerate(zip(seeds if seeds is not None else [None] * len(values), map(float, updates))):
+    for i, key in enumerate(zip(seeds if seeds is not None else [None] * len(values), updates.tolist())):
         j = seen.setdefault(key, i)
         if j == i:
             continue

@@ -142,6 +142,15 @@ def test_one_eval_twice_is_refused_when_its_values_differ_and_read_once_when_cop
     with pytest.raises(CurveError, match=r"log_history\[3\] \(step 20\) \(0\.7\) and .*log_history\[6\] \(step 20\) "
                                          r"\(0\.31\)"):
         ReferenceCurve.from_trl_state(state)
+    gap = tmp_path / "gap.csv"  # blank and skipped lines before a repeat: values are compared by position
+    gap.write_text("update,accuracy\n\n0,0.6\n5,\n5,0.62\n10,0.65\n20,0.7\n30,0.72\n40,0.74\n10,0.65\n")
+    curve = ReferenceCurve.from_csv(gap)
+    assert curve.points["accuracy"].tolist() == pytest.approx([60, 62, 65, 70, 72, 74])
+    assert curve.skipped_notes[-1] == (f"1 eval(s) of {gap}{SKIPPED_MARK}repeating an earlier eval exactly (line 10): "
+                                       "each eval is read once")
+    gap.write_text(gap.read_text().replace("10,0.65\n", "10,0.61\n", 1))
+    with pytest.raises(CurveError, match=r"line 6 \(0\.61\) and line 10 \(0\.65\)"):
+        ReferenceCurve.from_csv(gap)
     keep, note = one_value_per_eval([0, 5, 5, 5], [1.0, 2.0, 2.0, 2.0], ["a", "a", "b", "a"], list("wxyz"), "src")
     assert keep.tolist() == [True, True, True, False] and "(z)" in note  # seed b's update 5 is its own eval
 
