@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradprobe.forecast.csv_cells import numeric_columns, read_csv_checked
+from gradprobe.forecast.csv_cells import numeric_columns, read_csv_checked, unterminated_line
 from gradprobe.forecast.curve_fit import CurveError
 from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON
 from gradprobe.study.coverage import csv_seeds, stale_analysis
@@ -129,9 +129,8 @@ def _check_complete(path: Path) -> None:
     RowsError
         Naming the file, the number of its last (cut) line, and the fix.
     """
-    data = Path(path).read_bytes()
-    if data and not data.endswith((b"\n", b"\r")):
-        line = data.count(b"\n") + 1
+    line = unterminated_line(Path(path).read_bytes())
+    if line is not None:
         raise RowsError(f"{path} is cut short: its last line (line {line}) does not end with a line break, so it may "
                         "have lost cells or the end of its last cell (`calib rows` ends every line with one); "
                         + _REBUILD.format(path).removeprefix("or "))

@@ -10,7 +10,7 @@ blank lines are kept as all-NaN rows), so every message names the file, the line
   not listed), :func:`skipped_note` becomes one of the curve's notes, and :func:`with_skipped` adds it to a
   refusal (e.g. too few evals), so a curve whose evals were all blank says why;
 - :func:`check_csv_values` refuses a negative update (an accuracy column that mixes fractions and points is
-  refused by :func:`gradprobe.forecast.curve_sources.to_points`);
+  refused by :func:`gradprobe.forecast.accuracy_values.to_points`);
 - a line that looks cut (fewer fields than the header, or the last line of a file without a final line break:
   :func:`cut_lines`) is left out and said (:func:`without_short_lines`);
 - a study's ``runs.csv`` is checked as ``gradprobe study --analyze-only`` checks it: one eval on two lines with
@@ -32,8 +32,8 @@ from .curve_fit import CurveError
 
 __all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "study_skipped_evals", "skipped_note",
            "with_skipped", "SKIPPED_MARK", "CAUTION_MARK", "UNTERMINATED", "is_skipped_note", "short_lines",
-           "cut_lines", "name_short_lines", "repeated_rows", "check_csv_values", "without_short_lines",
-           "one_line_per_eval"]
+           "cut_lines", "unterminated_line", "name_short_lines", "repeated_rows", "check_csv_values",
+           "without_short_lines", "one_line_per_eval"]
 
 _SHOWN = 5  # lines named in a note; the rest are counted
 #: In every note that says evals of the source were skipped (a CSV's blank cells, a trainer_state's NaN evals):
@@ -173,11 +173,18 @@ def cut_lines(raw: bytes, against: str = "header") -> tuple[int, list[tuple[int,
     """
     n, short = short_lines(raw, against)
     out = [(line, f"{k} of {n} fields") for line, k in short]
-    if raw.strip() and not raw.endswith((b"\n", b"\r")) and n:
-        last = raw.count(b"\n") + 1
-        if last > 1 and all(line != last for line, _ in out):
-            out.append((last, UNTERMINATED))
+    last = unterminated_line(raw)
+    if n and last is not None and last > 1 and all(line != last for line, _ in out):
+        out.append((last, UNTERMINATED))
     return n, out
+
+
+def unterminated_line(raw: bytes) -> int | None:
+    """The number of a file's last line when no line break follows it (the file may have been cut inside that
+    line), else None (an empty or whitespace-only file too). Also :func:`calib.integrity.read_rows_csv`'s."""
+    if not raw.strip() or raw.endswith((b"\n", b"\r")):
+        return None
+    return raw.count(b"\n") + 1
 
 
 def name_short_lines(cut: list[tuple[int, str]]) -> str:
@@ -229,7 +236,7 @@ def repeated_rows(df: pd.DataFrame, keys, lines) -> tuple[list[str], np.ndarray]
 
 def check_csv_values(df: pd.DataFrame, path: Path, update_col: str) -> None:
     """Refuse, naming the lines (row ``i`` of ``df`` is line ``i + 2``), a negative update. (An accuracy column
-    that mixes fractions and points is refused by :func:`gradprobe.forecast.curve_sources.to_points`, for every
+    that mixes fractions and points is refused by :func:`gradprobe.forecast.accuracy_values.to_points`, for every
     source of a curve.)
 
     Raises
