@@ -193,7 +193,8 @@ def load_runs(study_dir: str | Path):
         Evals with a blank ``accuracy`` cell while others have one (the file was edited or damaged): the
         analysis reads those runs without them; the warning names their lines, arm, seed and update. Lines with
         fewer fields than the header (a file cut mid-line), or the last line of a file without a final line
-        break: one warning names them; their missing cells read as blank. Lines that copy an earlier line
+        break: one warning names them; their missing cells, and their ``accuracy`` and ``accuracy_sampled``
+        cells (a value at a cut may be cut: ``0.`` for ``0.74``), read as blank. Lines that copy an earlier line
         exactly: one warning names them, and each eval is read once.
     """
     import pandas as pd
@@ -210,7 +211,7 @@ def load_runs(study_dir: str | Path):
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise AnalysisError(f"{path} cannot be read as a CSV ({e}); {restore_runs_csv_fix(study_dir)}") from None
     text_lines = [n for n, line in enumerate(raw.splitlines(), 1) if line.strip()][1:]
-    _warn_short_lines(path, raw, study_dir)
+    cut = _warn_short_lines(path, raw, study_dir)
     lines_known = len(text_lines) == len(df)  # pandas skips blank lines; a quoted line break would shift them
     if lines_known:
         df.index = pd.Index(text_lines)  # each row's line in the file
@@ -235,7 +236,9 @@ def load_runs(study_dir: str | Path):
     lines = [int(i) for i in df.index] if lines_known else None
     df = df.reset_index(drop=True)
     df.attrs.update(csv_lines=lines, study_dir=str(study_dir))
-    blank = blank_cells(df, "accuracy")
+    at_cut = np.isin(lines, sorted(cut)) if lines is not None else np.zeros(len(df), dtype=bool)
+    df.loc[at_cut, ["accuracy", "accuracy_sampled"]] = np.nan  # a value on a cut line may itself be cut
+    blank = blank_cells(df, "accuracy", ~at_cut if at_cut.any() else None)  # cut lines: named by their own warning
     if blank is not None:
         warnings.warn(f"{path}: {int(df['accuracy'].isna().sum())} eval(s) have a blank accuracy cell ({blank}): the "
                       "analysis reads those runs without these evals (a value between their neighbours is interpolated "
@@ -277,15 +280,18 @@ def _check_fractions(df, path: Path, lines, study_dir) -> None:
                                 f"{restore_runs_csv_fix(study_dir)}")
 
 
-def _warn_short_lines(path: Path, raw: bytes, study_dir) -> None:
+def _warn_short_lines(path: Path, raw: bytes, study_dir) -> set[int]:
     """One UserWarning naming the lines of ``path`` (a CSV whose bytes are ``raw``) that look cut
     (:func:`gradprobe.forecast.csv_cells.cut_lines`: fewer fields than the header, or the last line of a file
-    without a final line break), if any."""
+    without a final line break), if any; returns their line numbers (:func:`load_runs` blanks their accuracy
+    cells, as :meth:`gradprobe.forecast.ReferenceCurve.from_study` leaves them out)."""
     _, cut = cut_lines(raw)
     if cut:
         warnings.warn(f"{path}: {name_short_lines(cut)} look(s) cut: the file was cut or edited, missing cells are "
-                      f"read as blank, and a value at a cut may itself be cut; {restore_runs_csv_fix(study_dir)}",
-                      stacklevel=3)
+                      "read as blank, and a value at a cut may itself be cut, so their accuracy cells are read as "
+                      "blank too (the analysis reads those runs without these evals); "
+                      f"{restore_runs_csv_fix(study_dir)}", stacklevel=3)
+    return {line for line, _ in cut}
 
 
 def _item_lines(study_dir: Path) -> list[dict] | None:

@@ -245,3 +245,40 @@ def test_blank_cells_names_only_the_masked_blank_cells(tmp_path):
     df["flops"] = np.nan
     assert blank_cells(df, "flops") is None  # a column blank everywhere was not recorded: no damage to name
     assert blank_cells(df, "flops", np.ones(len(df), dtype=bool)).startswith("line 2 (arm ")
+
+
+def test_a_cut_line_loses_its_accuracy_in_the_analysis_as_in_the_reference_curve(tmp_path):
+    """A line that looks cut (fewer fields, or the last line with no line break after it, which may hold
+    ``0.`` for ``0.74``) is read without its accuracy by ``load_runs``, the same evals that
+    ``ReferenceCurve.from_study`` leaves out, and is named by one warning (not again as a blank accuracy cell)."""
+    import numpy as np
+
+    from gradprobe.forecast import ReferenceCurve
+
+    root = make_study(tmp_path / "s", seeds=2)
+    path = root / "runs.csv"
+    lines = path.read_text().splitlines()
+    grpo = [i for i, s in enumerate(lines) if s.startswith("grpo,")]
+    short, last = grpo[2], grpo[-1]
+    lines[short] = lines[short].rsplit(",", 1)[0]  # loses its last field
+    lines = lines[:last + 1]  # grpo's last line ends the file, every field kept, no line break after it
+    path.write_text("\n".join(lines))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = load_runs(root)
+    messages = [str(w.message) for w in caught]
+    assert sum(f"line {short + 1} (" in m and f"line {last + 1} (the last line" in m and "look(s) cut" in m
+               for m in messages) == 1, messages
+    assert not any("blank accuracy cell" in m for m in messages), messages
+    at = {int(n): i for i, n in enumerate(df.attrs["csv_lines"])}
+    for n in (short + 1, last + 1):
+        assert np.isnan(df.loc[at[n], ["accuracy", "accuracy_sampled"]].to_numpy(float)).all()
+        assert df.loc[at[n], "generated_tokens"] == float(lines[n - 1].split(",")[3])  # the rest is read
+    kept = df[(df["arm"] == "grpo") & df["accuracy"].notna()]
+    assert len(kept) == len(grpo) - 2
+    curve = ReferenceCurve.from_study(root)
+    points = curve.points.sort_values(["seed", "update"])
+    assert list(zip(points["seed"], points["update"])) == sorted(
+        zip(kept["seed"].astype(str), kept["update"].astype(float)))
+    np.testing.assert_allclose(points["accuracy"].to_numpy(float),
+                               100 * kept.sort_values(["seed", "update"])["accuracy"].to_numpy(float), atol=1e-9)
