@@ -22,13 +22,11 @@ import sys
 import warnings
 from pathlib import Path
 
-import pandas as pd
-
 from .apply import calibrate, format_calibrated, load_probe, write_calibrated
 from .dataset import FORECASTERS, RowsError, SkippedEvalsWarning, build_rows_many, read_rows
 from .file_check import FIT_CHOICES, FIT_DEFAULTS
 from .files import write_json, write_text_atomic
-from .integrity import check_one_row_per_run
+from .integrity import check_one_row_per_run, concat_rows
 from .model import fit_calibration, load_calibration
 from .noise_floor import NO_SEEDS, heldout_label
 from .report import validation_record, write_report
@@ -133,7 +131,7 @@ def _rows(args) -> int:
 
 
 def _fit(args) -> int:
-    rows = pd.concat([read_rows(p) for p in args.rows], ignore_index=True)
+    rows = concat_rows(read_rows(p) for p in args.rows)  # each run's file and line kept
     check_one_row_per_run(rows, f"the rows file(s) {', '.join(map(str, args.rows))}")  # named by file
     cal = fit_calibration(rows, **_settings(args))
     path = cal.save(args.out)

@@ -37,10 +37,14 @@ One row per run (:func:`check_one_row_per_run`)
     Within one rows table, two rows of the same (study, arm, seed) are one run given twice (a rows
     file passed twice, two files sharing a study): refused, since it would count double in the fit,
     its conformal folds and the reported run count.
+
+A rows table read from a CSV keeps each run's file and line in ``DataFrame.attrs[ROW_PLACES]``
+(:func:`read_rows_csv`, :func:`concat_rows`), so the checks that run later, on the table, name the line.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import warnings
 from itertools import combinations
@@ -67,6 +71,8 @@ REANALYZE = "gradprobe study --analyze-only --overwrite-analysis --out {}"
 _REBUILD = "or rebuild the file with `calib rows STUDY_DIR... --out {}`"
 PAIRED_ATOL = 1e-6
 """A paired target may differ from realized minus the reference run's realized by this many points (rounding)."""
+ROW_PLACES = "row_places"
+"""``DataFrame.attrs`` key of a rows table read from CSV: {(study, arm, seed) as str: ``"FILE, line N"``}."""
 _RUN_KEY = ("model", "task", "reward", "loss_type", "probe_entry", "lr_scale", "seed", "budget_value")
 
 
@@ -97,8 +103,9 @@ def read_rows_csv(path: Path) -> pd.DataFrame:
         break: the last line's number is named), or a bad cell: its column, line number (1 = the header)
         and value, with the fix.
     """
+    raw = Path(path).read_bytes()  # read once: the table and the cut check come from the same bytes
     try:
-        df = pd.read_csv(path, skip_blank_lines=False)
+        df = pd.read_csv(io.BytesIO(raw), skip_blank_lines=False)
     except pd.errors.EmptyDataError:
         raise RowsError(f"{path} is empty (no header line); write the rows with `calib rows STUDY_DIR... "
                         f"--out {path}`") from None
@@ -106,30 +113,50 @@ def read_rows_csv(path: Path) -> pd.DataFrame:
         raise RowsError(f"{path} is not a UTF-8 text CSV (byte 0x{e.object[e.start]:02x} at offset {e.start}); "
                         f"pass the rows CSV that `calib rows STUDY_DIR... --out ROWS.csv` writes") from None
     except pd.errors.ParserError as e:
-        _check_complete(path)  # a cut inside a quoted cell: say the file was cut, not just "EOF inside string"
+        _check_complete(path, raw)  # a cut inside a quoted cell: say the file was cut, not just "EOF inside string"
         raise RowsError(f"{path} is not a valid CSV ({str(e).strip().splitlines()[0]}); "
                         + _REBUILD.format(path)) from None
-    _check_complete(path)
+    _check_complete(path, raw)
     df.index = df.index + 2  # the line number of each row (line 1 is the header)
     df = df[~df.isna().all(axis=1)]
     for col in (c for c in NUMERIC if c in df.columns):
         df[col] = _numeric(df[col], path, col)
     for col in (c for c in BOOLEAN if c in df.columns):
         df[col] = _boolean(df[col], path, col)
-    return df.reset_index(drop=True)
+    places = {}
+    if {"study", "arm", "seed"} <= set(df.columns):
+        places = {_run_key(*key): f"{path}, line {line}" for line, key in zip(df.index, zip(
+            df["study"], df["arm"], df["seed"]))}
+    df = df.reset_index(drop=True)
+    df.attrs[ROW_PLACES] = places
+    return df
 
 
-def _check_complete(path: Path) -> None:
-    """Refuse a non-empty file whose last byte is not a line break: ``calib rows`` ends every line with
-    one, so the file was cut short, maybe inside its last cell (a target ``-2.60...`` cut to ``-2.``
-    reads as a valid number; a line cut before its target reads as a run without a realized gain).
+def concat_rows(frames) -> pd.DataFrame:
+    """Rows tables (each from :func:`read_rows_csv`) as one table, index reset, keeping each run's file and line
+    (:data:`ROW_PLACES`; ``pandas.concat`` keeps ``attrs`` only when every table has the same)."""
+    frames = list(frames)
+    rows = pd.concat(frames, ignore_index=True)
+    rows.attrs[ROW_PLACES] = {k: v for f in frames for k, v in f.attrs.get(ROW_PLACES, {}).items()}
+    return rows
+
+
+def _run_key(study, arm, seed) -> tuple[str, str, str]:
+    """A run's key in :data:`ROW_PLACES`."""
+    return str(study), str(arm), str(seed)
+
+
+def _check_complete(path: Path, raw: bytes) -> None:
+    """Refuse a non-empty file (``path``, its bytes ``raw``) whose last byte is not a line break: ``calib rows``
+    ends every line with one, so the file was cut short, maybe inside its last cell (a target ``-2.60...`` cut
+    to ``-2.`` reads as a valid number; a line cut before its target reads as a run without a realized gain).
 
     Raises
     ------
     RowsError
         Naming the file, the number of its last (cut) line, and the fix.
     """
-    line = unterminated_line(Path(path).read_bytes())
+    line = unterminated_line(raw)
     if line is not None:
         raise RowsError(f"{path} is cut short: its last line (line {line}) does not end with a line break, so it may "
                         "have lost cells or the end of its last cell (`calib rows` ends every line with one); "
@@ -385,7 +412,8 @@ def check_paired_targets(rows: pd.DataFrame, source: str = "the rows table") -> 
     Raises
     ------
     RowsError
-        Naming ``source``, the study, arm and seed, the target and the realized accuracies it should be
+        Naming ``source``, the study, arm and seed (and the file and line the row was read from, when the
+        table came from :func:`read_rows_csv`), the target and the realized accuracies it should be
         the difference of, how many paired rows disagree, and the fix (rebuild with ``calib rows``).
     """
     cols = ["study", "arm", "seed", "is_reference", "paired", "realized", "target"]
@@ -409,7 +437,9 @@ def check_paired_targets(rows: pd.DataFrame, source: str = "the rows table") -> 
     target, realized, base = float(r["target"]), float(r["realized"]), float(r["reference_realized"])
     ref_arm = df.loc[ref_mask, "arm"].iloc[0]
     more = f" ({int(bad.sum())} paired rows disagree)" if bad.sum() > 1 else ""
-    raise RowsError(f"{source}, study {r['study']!r}, arm {r['arm']!r}, seed {r['seed']}: paired target {target!r} "
+    place = rows.attrs.get(ROW_PLACES, {}).get(_run_key(r["study"], r["arm"], r["seed"]))
+    raise RowsError(f"{source}, study {r['study']!r}, arm {r['arm']!r}, seed {r['seed']}"
+                    + (f" (read from {place})" if place else "") + f": paired target {target!r} "
                     f"is not realized {realized!r} minus {ref_arm}'s realized {base!r} on the same seed "
                     f"({realized - base!r}, tolerance {PAIRED_ATOL:g} points){more}: the rows were edited or damaged; "
                     "rebuild them with `calib rows STUDY_DIR... --out ROWS.csv`")

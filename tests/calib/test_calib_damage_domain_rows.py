@@ -20,6 +20,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from calib.cli import main
@@ -192,7 +193,8 @@ def test_a_paired_target_that_disagrees_with_the_realized_accuracies_is_refused(
     with pytest.raises(RowsError) as e:
         select_rows(rows, forecaster="forecast_cost_only")
     assert str(e.value) == (
-        f"the rows table, study 'study_tiny@b6b755233a8f', arm 'mc_value', seed 0: paired target "
+        f"the rows table, study 'study_tiny@b6b755233a8f', arm 'mc_value', seed 0 (read from {ROWS}, line {i + 2}): "
+        f"paired target "
         f"{float(r['target']) + 0.5!r} is not realized {float(r['realized'])!r} minus grpo's realized {grpo!r} on the "
         f"same seed ({float(r['realized']) - grpo!r}, tolerance 1e-06 points): the rows were edited or damaged; "
         "rebuild them with `calib rows STUDY_DIR... --out ROWS.csv`")
@@ -204,7 +206,19 @@ def test_a_paired_target_that_disagrees_with_the_realized_accuracies_is_refused(
     rows.to_csv(path, index=False)
     assert main(["fit", str(path), "--forecaster", "forecast_cost_only", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "arm 'mc_value', seed 0: paired target" in err and err.count("\n") == 1 and not out.exists()
+    assert f"arm 'mc_value', seed 0 (read from {path}, line {i + 2}): paired target" in err, err
+    assert err.count("\n") == 1 and not out.exists()
+    # two files: each run keeps its own file and line
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+    other = rows["study"] != r["study"]
+    rows[other].to_csv(first, index=False)
+    rows[~other].to_csv(second, index=False)
+    line = 2 + int(np.flatnonzero((rows[~other].index == i))[0])
+    assert main(["fit", str(first), str(second), "--forecaster", "forecast_cost_only", "--out", str(out)]) == 2
+    assert f"seed 0 (read from {second}, line {line}): paired target" in capsys.readouterr().err
+    del rows.attrs["row_places"]  # a table built in memory: no file to name
+    with pytest.raises(RowsError, match=r"arm 'mc_value', seed 0: paired target"):
+        select_rows(rows, forecaster="forecast_cost_only")
 
 
 def test_unpaired_rows_and_rows_without_the_reference_are_not_checked():
