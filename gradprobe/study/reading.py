@@ -236,16 +236,24 @@ def load_runs(study_dir: str | Path):
     lines = [int(i) for i in df.index] if lines_known else None
     df = df.reset_index(drop=True)
     df.attrs.update(csv_lines=lines, study_dir=str(study_dir))
+    _blank_accuracy_at_cuts(df, cut, path, study_dir)
+    return df
+
+
+def _blank_accuracy_at_cuts(df, cut: set[int], path: Path, study_dir) -> None:
+    """Blank, in place, ``accuracy`` and ``accuracy_sampled`` of ``df``'s rows on the lines ``cut`` (a value on
+    a cut line may itself be cut), then warn once about the other rows with a blank accuracy cell."""
+    lines = df.attrs.get("csv_lines")
     at_cut = np.isin(lines, sorted(cut)) if lines is not None else np.zeros(len(df), dtype=bool)
-    df.loc[at_cut, ["accuracy", "accuracy_sampled"]] = np.nan  # a value on a cut line may itself be cut
+    df.loc[at_cut, ["accuracy", "accuracy_sampled"]] = np.nan
     blank = blank_cells(df, "accuracy", ~at_cut if at_cut.any() else None)  # cut lines: named by their own warning
     if blank is not None:
-        warnings.warn(f"{path}: {int(df['accuracy'].isna().sum())} eval(s) have a blank accuracy cell ({blank}): the "
-                      "analysis reads those runs without these evals (a value between their neighbours is interpolated "
-                      "only within the plan's promised eval gap; a run without its update-0 accuracy has no initial "
-                      "read); every eval records its accuracy, so runs.csv was edited or damaged; "
-                      f"{restore_runs_csv_fix(study_dir)}", stacklevel=2)
-    return df
+        n = int((df["accuracy"].isna().to_numpy() & ~at_cut).sum())
+        warnings.warn(f"{path}: {n} eval(s) have a blank accuracy cell ({blank}): the analysis reads those runs "
+                      "without these evals (a value between their neighbours is interpolated only within the plan's "
+                      "promised eval gap; a run without its update-0 accuracy has no initial read); every eval records "
+                      f"its accuracy, so runs.csv was edited or damaged; {restore_runs_csv_fix(study_dir)}",
+                      stacklevel=3)
 
 
 def _read_each_eval_once(df, path: Path, lines, study_dir):
