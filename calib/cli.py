@@ -22,6 +22,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from gradprobe.cli.args import out_path
+
 from .apply import calibrate, format_calibrated, load_probe, write_calibrated
 from .dataset import FORECASTERS, RowsError, SkippedEvalsWarning, build_rows_many, read_rows
 from .file_check import FIT_CHOICES, FIT_DEFAULTS
@@ -63,16 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("rows", help="join studies' forecasts with their realized gains into calibration rows (CSV)")
     p.add_argument("studies", nargs="+", metavar="STUDY_DIR")
-    p.add_argument("--out", required=True, help="rows CSV to write")
+    p.add_argument("--out", type=out_path, required=True, help="rows CSV to write")
     p = sub.add_parser("fit", help="fit a calibrator with conformal intervals and its domain, save it (versioned JSON)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("rows", nargs="+", metavar="ROWS.csv")
-    p.add_argument("--out", required=True, help="calibration file to write (JSON)")
+    p.add_argument("--out", type=out_path, required=True, help="calibration file to write (JSON)")
     _add_fit_options(p, report=False)
     p = sub.add_parser("report", help="calibration report: report.html, figures, metrics.json",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("studies", nargs="+", metavar="STUDY_DIR")
-    p.add_argument("--out", required=True, help="report folder")
+    p.add_argument("--out", type=out_path, required=True, help="report folder")
     p.add_argument("--validation-out", default=None, metavar="JSON",
                    help="also write the forecaster choice of `gradprobe probe --forecaster auto` (the forecaster with "
                         "the lowest validated error) to this file; the shipped one is "

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from gradprobe.cli import main
-from gradprobe.cli.args import add_report_to, nonneg_int, positive_int
+from gradprobe.cli.args import add_report_to, nonneg_int, out_path, positive_int
 from gradprobe.tracking import REPORT_TO
 
 
@@ -50,3 +50,38 @@ def test_commands_use_the_shared_pieces(argv, error, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2 and error in capsys.readouterr().err
+
+
+_EMPTY = ("is empty ({!r}): give a path (an unset shell variable, --out \"$OUT\", gives an empty one; --out . is "
+          "the current folder)")
+
+
+@pytest.mark.parametrize("argv", [
+    ["probe"], ["train", "--plan", "p", "--arm", "a"], ["study", "p"], ["warmstart"],
+    ["rank-prompts", "--model", "m", "--task", "t"], ["difficulty-eval", "--model", "m", "--task", "t"],
+])
+@pytest.mark.parametrize("out", ["", "  "])
+def test_an_empty_out_is_refused_before_anything_runs(argv, out, capsys, tmp_path, monkeypatch):
+    """``--out ""`` (an unset shell variable) would write into the current folder, and ``gradprobe probe
+    --calibration`` joined it as ``/calibrated.json``, at the filesystem root."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--out", out])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"argument --out: {_EMPTY.format(out)}" in err, err
+    assert list(tmp_path.iterdir()) == []  # nothing written where the command ran
+
+
+@pytest.mark.parametrize("command", [["rows", "s"], ["fit", "r.csv"], ["report", "s"]])
+def test_calib_refuses_an_empty_out_too(command, capsys, tmp_path, monkeypatch):
+    from calib.cli import main as calib_main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        calib_main([*command, "--out", ""])
+    assert exit_.value.code == 2 and f"argument --out: {_EMPTY.format('')}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_out_path_keeps_a_real_path():
+    assert out_path("runs/probe") == "runs/probe" and out_path(".") == "."

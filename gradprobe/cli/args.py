@@ -1,5 +1,5 @@
-"""Argument pieces that more than one ``gradprobe`` command uses: the ``--report-to`` flag and the
-integer range checkers. Light (argparse and :mod:`gradprobe.tracking`'s names only), like the rest
+"""Argument pieces that more than one ``gradprobe`` command uses: the ``--report-to`` flag, the
+integer range checkers and the ``--out`` path check. Light (argparse and :mod:`gradprobe.tracking`'s names only), like the rest
 of :mod:`gradprobe.cli`."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import argparse
 
 from ..tracking import REPORT_TO
 
-__all__ = ["add_report_to", "nonneg_int", "positive_int"]
+__all__ = ["add_report_to", "nonneg_int", "positive_int", "out_path"]
 
 
 def add_report_to(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -51,3 +51,20 @@ def nonneg_int(text: str) -> int:
         ``expected an integer, got 'x'`` or ``must be >= 0, got -1`` (argparse prefixes the flag).
     """
     return _int_at_least(text, 0)
+
+
+def out_path(text: str) -> str:
+    """An argparse ``type`` for ``--out``: ``text`` unchanged unless it is empty or only spaces.
+
+    An empty ``--out`` (often an unset shell variable, ``--out "$OUT"``) would mean the current folder to
+    ``pathlib`` and ``/`` to a path joined as ``f"{out}/file"``: output would land where nobody asked.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        ``is empty ...`` (argparse prefixes the flag), with the fix.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"is empty ({text!r}): give a path (an unset shell variable, --out "
+                                         "\"$OUT\", gives an empty one; --out . is the current folder)")
+    return text

@@ -38,7 +38,7 @@ from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, 
 from ..ledger import Ledger
 from ..outputs import json_safe, removed_if_left_empty, versions, write_json_atomic
 from ..difficulty.evaluate import evaluate_estimator, plot_reliability, sample_outcomes
-from .args import nonneg_int, positive_int
+from .args import nonneg_int, out_path, positive_int
 
 
 _COMMON_HELP = {
@@ -66,7 +66,7 @@ def add_difficulty_parsers(subparsers) -> None:
         p.add_argument("--skip-malformed", action="store_true",
                        help="GSM8K only: skip (count and warn about) malformed rows instead of stopping at the first")
         p.add_argument("--pool", type=positive_int, required=True, help="N, pool prompts (train split)")
-        p.add_argument("--out", required=True, help="output folder")
+        p.add_argument("--out", type=out_path, required=True, help="output folder")
         if name == "rank-prompts":
             p.add_argument("--probe-samples", type=positive_int, default=_RANK["probe_samples"],
                            help="k, completions sampled per fit prompt to observe outcomes")

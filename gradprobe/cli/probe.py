@@ -23,6 +23,7 @@ from ..layout import PROBE_JSON
 from ..outputs import json_safe, write_json_atomic
 from ..probe_settings import (DEFAULT_MC, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig, ReferenceSettings,
                               RunSettings, TaskSettings, UpdateSettings)
+from .args import out_path
 
 __all__ = ["probe_main", "interrupt_message", "Terminated", "terminate_cleanly"]
 
@@ -89,7 +90,7 @@ def _add_probe(sub) -> None:
     p.add_argument("--seed", type=int, default=BatchSettings.seed)
     p.add_argument("--device", default=ModelSettings.device)
     p.add_argument("--dtype", default=ModelSettings.dtype, choices=list(DTYPE_NAMES))
-    p.add_argument("--out", default="runs/probe", help="output folder (probe.json, report.html, alignment.safetensors, "
+    p.add_argument("--out", type=out_path, default="runs/probe", help="output folder (probe.json, report.html, alignment.safetensors, "
                    "tokens.jsonl); replaces an earlier probe there, keeps other files, refuses a run's, a study's, a "
                    "study's probe or a calib report folder")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")

@@ -13,7 +13,7 @@ from ..config import EXECUTOR_NAMES
 from ..tracking import TrackerUnavailableError, require_tracker
 from ..training.plan import PlanError, load_plan, replicate_plan
 from ..outputs import OutputDirError, prepare_output_dir, removed_if_left_empty
-from .args import add_report_to
+from .args import add_report_to, out_path
 
 
 def add_study_parser(subparsers) -> None:
@@ -29,7 +29,7 @@ def add_study_parser(subparsers) -> None:
                     "run/probe/analysis failed (the others are kept), 2 bad input, 130 interrupted (Ctrl-C: "
                     "no further run starts, running ones stop; the same command resumes), 143 the same on SIGTERM.")
     p.add_argument("plan", nargs="?", help="plan TOML file (e.g. plans/tiny.toml); not needed with --analyze-only")
-    p.add_argument("--out", default=None,
+    p.add_argument("--out", type=out_path, default=None,
                    help="study folder (a new one for a changed plan, or --restart while none of its runs finished)")
     p.add_argument("--executor", choices=list(EXECUTOR_NAMES), default="local",
                    help="local: process pool; ray: one Ray task per run; inline: serially in this process")

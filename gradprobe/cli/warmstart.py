@@ -7,6 +7,8 @@ import json
 import sys
 
 from ..tiers import TIERS
+from .args import out_path
+
 
 def add_warmstart_parser(subparsers) -> None:
     """Add ``gradprobe warmstart --tier tiny [--seed S] [--force] [--out DIR]`` to ``subparsers``."""
@@ -15,7 +17,7 @@ def add_warmstart_parser(subparsers) -> None:
     p.add_argument("--tier", default="tiny", choices=sorted(TIERS))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--force", action="store_true", help="rebuild even when cached")
-    p.add_argument("--out", default=None, help="output folder (default: the cache, see `cache_root`)")
+    p.add_argument("--out", type=out_path, default=None, help="output folder (default: the cache, see `cache_root`)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
