@@ -222,6 +222,9 @@ class _FieldMapping:
         elif isinstance(value, float) and name in ("learning_rate", "temperature", "top_p") \
                 and not math.isfinite(value):
             self.refuse(name, "not a finite number", "write a finite number")
+        elif name == "learning_rate" and isinstance(value, (int, float)) and not value > 0 \
+                and dest not in self.explicit:
+            self.refuse(name, "a learning rate must be > 0", "write TRL's learning_rate (a number > 0), or pass --lr")
         self.take(name, dest, flag, value)
 
     def scale_rewards(self, name: str, rewards: str) -> None:

@@ -207,8 +207,8 @@ class UpdateSettings:
         if self.update_group is not None and self.update_group < 2:
             raise ValueError(f"update_group (--update-group) must be >= 2 (a GRPO group of one completion has zero "
                              f"advantage), got {self.update_group}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0 < self.lr < math.inf:
+            raise ValueError(f"lr (--lr) must be a finite number > 0, got {self.lr}")
         if self.micro_batch_size < 1:
             raise ValueError(f"micro_batch_size (--micro-batch-size) must be >= 1, got {self.micro_batch_size}")
 

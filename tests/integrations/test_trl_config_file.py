@@ -126,6 +126,8 @@ def test_unknown_field_suggests_the_closest(tmp_path):
     ("entropy_coef: 0.01\n", "entropy_coef", "default 0.0"),
     ("optim: adafactor\n", "optim", "--precondition"),
     ("top_k: 20\n", "top_k", "default 0"),
+    ("learning_rate: -1\n", "learning_rate", "a number > 0), or pass --lr"),  # was "lr must be > 0": no file named
+    ("learning_rate: 0\n", "learning_rate", "a number > 0), or pass --lr"),
 ])
 def test_unsupported_values_are_refused_with_field_and_fix(tmp_path, text, field, fix):
     args = _parse(["--trl-config", str(_yaml(tmp_path, text))])

@@ -175,3 +175,14 @@ def test_a_seconds_budget_must_be_finite_and_positive(seconds):
                                          r"device-seconds > 0, got"):
         ProbeConfig.from_dict(dict(budget_seconds=seconds))
     assert ProbeConfig.from_dict(dict(budget_seconds=60)).budget.seconds == 60.0
+
+
+@pytest.mark.parametrize("lr", [float("inf"), float("nan"), 0.0, -1e-4])
+def test_lr_must_be_a_finite_number_above_zero(lr):
+    """--lr inf was taken and printed a forecast gain of +inf per update with exit status 0."""
+    from gradprobe.probe_settings import ProbeConfig
+
+    with pytest.raises(ValueError) as e:
+        ProbeConfig.from_dict({"lr": lr})
+    assert str(e.value) == f"lr (--lr) must be a finite number > 0, got {lr}"
+    assert ProbeConfig.from_dict({"lr": 3e-6}).update.lr == 3e-6
