@@ -176,14 +176,19 @@ def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[di
         compute, which a seconds budget charges as training's ``device_seconds["reward"]``),
         ``missing_groups`` (groups without any reward).
 
+    Rewards named by import path (plug-ins, ``path/file.py:FUNCTION``) are called first, so one that raises
+    fails before the built-in rewards' Monte Carlo continuations are spent; the dicts keep ``rewards``' order.
+
     Raises
     ------
     ValueError
         A reward produced non-finite advantages (it must mask missing rewards instead; the reward is named).
+    RewardFunctionError
+        A plug-in reward raised or returned something unusable (:mod:`gradprobe.rewards.plugin`).
     """
-    advantages, outputs = {}, {}
+    advantages, outputs, rewards = {}, {}, list(rewards)
     gen = getattr(getattr(ctx, "ledger", None), "device_seconds", None)
-    for name, fn in rewards:
+    for name, fn in sorted(rewards, key=lambda item: ":" not in item[0]):  # stable: plug-ins first
         start, gen_before = time.perf_counter(), (gen or {}).get("generation", 0.0)
         out = fn(batch, ctx)
         seconds = time.perf_counter() - start
@@ -195,7 +200,8 @@ def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[di
         outputs[name] = {"generated_tokens": dict(out.generated_tokens), "valid": int(out.valid.sum()),
                          "stats": out.stats, "seconds": seconds, "own_seconds": max(0.0, seconds - generation),
                          "missing_groups": int((~out.valid.bool().cpu()).view(-1, batch.group_size).all(-1).sum())}
-    return advantages, outputs
+    order = [name for name, _ in rewards]
+    return {k: advantages[k] for k in order}, {k: outputs[k] for k in order}
 
 
 def reward_advantages(config: ProbeConfig, policy, task, batch: RolloutBatch, rewards, sampler, ledger: Ledger,

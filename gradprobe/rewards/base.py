@@ -139,6 +139,9 @@ def get_reward(name: str) -> Reward:
         reward = resolve(name)
         if reward is not None:
             return reward
+    if name.strip().rstrip(":").endswith(".py"):  # a plug-in's file without its function
+        raise UnknownRewardError(f"reward {name!r} names a Python file but no function in it: write it as "
+                                 f"{name.strip().rstrip(':')}:FUNCTION (the reward function after the last ':')")
     raise UnknownRewardError(f"unknown reward {name!r}; valid: {', '.join(sorted(REWARDS))}, or a reward of your own "
                              "as MODULE:FUNCTION or path/to/file.py:FUNCTION")
 

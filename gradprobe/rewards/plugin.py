@@ -7,7 +7,10 @@
 - a TRL-style reward function ``fn(prompts, completions, **columns) -> list[float | None]`` (one that takes
   ``completions`` or ``**kwargs``) is wrapped by :func:`gradprobe.rewards.sequence.sequence_reward`, with
   GRPO's group normalisation, exactly as ``gradprobe.probe(rewards=[fn])`` does from Python;
-- a native :data:`gradprobe.rewards.base.Reward` ``reward(batch, ctx) -> RewardOutput`` is used as it is.
+- a native :data:`gradprobe.rewards.base.Reward` ``reward(batch, ctx) -> RewardOutput`` is called as it is,
+  through a check (:func:`checked_native`): an exception it raises, or a return that is not a
+  :class:`~gradprobe.rewards.base.RewardOutput` with advantages (N, T) and valid (N,), becomes a
+  :class:`~gradprobe.rewards.base.RewardFunctionError` naming the reward, as the TRL-style wrapper's errors do.
 
 A module name is looked up with the working directory first on ``sys.path``, as ``python -m`` does; a
 function that fits neither form is refused when the reward is loaded, before any rollout. A plan's rewards
@@ -28,12 +31,15 @@ import importlib.util
 import inspect
 import os
 import sys
+from functools import wraps
 from pathlib import Path
 
-from .base import REWARDS, RESOLVERS, Reward, UnknownRewardError
+import torch
+
+from .base import REWARDS, RESOLVERS, Reward, RewardFunctionError, RewardOutput, UnknownRewardError
 from .sequence import sequence_reward
 
-__all__ = ["load_reward_plugin", "is_plugin_name"]
+__all__ = ["load_reward_plugin", "is_plugin_name", "checked_native"]
 
 #: (module file, attribute) -> the first name it was loaded under, so a second name for it is refused
 _ORIGINS: dict[tuple[str, str], str] = {}
@@ -138,11 +144,12 @@ def load_reward_plugin(spec: str) -> Reward:
 
 
 def _native(fn, spec: str) -> Reward:
-    """``fn`` when it can be called as ``reward(batch, ctx)``; else UnknownRewardError naming both forms."""
+    """``fn`` (checked, :func:`checked_native`) when it can be called as ``reward(batch, ctx)``; else
+    UnknownRewardError naming both forms."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):  # no signature to read (a builtin): leave it to the call
-        return fn
+        return checked_native(fn, spec)
     try:
         sig.bind(None, None)
     except TypeError:
@@ -153,7 +160,47 @@ def _native(fn, spec: str) -> Reward:
     if names[:1] == ["prompts"]:
         raise UnknownRewardError(f"reward {spec!r}: {fn.__name__}{sig} looks like a TRL-style reward, which is "
                                  "called by keyword: name its second parameter completions (or add **kwargs)")
-    return fn
+    return checked_native(fn, spec)
+
+
+def checked_native(fn, name: str) -> Reward:
+    """``fn``, a native reward ``reward(batch, ctx) -> RewardOutput`` of a plug-in, called through checks.
+
+    Returns
+    -------
+    Reward
+        Calls ``fn(batch, ctx)`` and returns its :class:`~gradprobe.rewards.base.RewardOutput` unchanged.
+
+    Raises
+    ------
+    RewardFunctionError
+        (when called) ``fn`` raised (chained as ``__cause__``; ``SystemExit`` too, which would otherwise end
+        the command without a word), or returned something other than a ``RewardOutput`` whose
+        ``advantages`` is a tensor of shape (N, T) = ``batch.completion_mask.shape`` and ``valid`` one of
+        shape (N,); the message names the reward and what a native reward returns.
+    """
+    form = ("a gradprobe reward(batch, ctx) returns gradprobe.rewards.RewardOutput(name, advantages (N, T), "
+            "valid (N,), generated_tokens, stats); or write it TRL-style, fn(prompts, completions, **kwargs) -> "
+            "one float or None per completion")
+
+    @wraps(fn)
+    def reward(batch, ctx=None):
+        try:
+            out = fn(batch, ctx)
+        except (Exception, SystemExit) as e:
+            raise RewardFunctionError(f"reward {name!r} raised {type(e).__name__}: {e}") from e
+        if not isinstance(out, RewardOutput):
+            raise RewardFunctionError(f"reward {name!r} returned {type(out).__name__}: {form}")
+        shapes = {"advantages": tuple(batch.completion_mask.shape), "valid": (batch.num_rows,)}
+        for field, shape in shapes.items():
+            value = getattr(out, field)
+            if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
+                got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                raise RewardFunctionError(f"reward {name!r} returned {field} of shape {got}, expected {shape} "
+                                          f"(N = B * G completions x T completion tokens): {form}")
+        return out
+
+    return reward
 
 
 def _resolve(name: str) -> Reward | None:

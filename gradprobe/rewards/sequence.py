@@ -18,6 +18,7 @@ True
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 
@@ -65,6 +66,17 @@ def _to_float(value, name: str, index: int) -> float:
                               "expected a number or None")
 
 
+def _keywords_accepted(fn) -> set[str] | None:
+    """The keyword parameters ``fn`` names, or None when it takes ``**kwargs`` (or has no signature to read)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
 def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
     """Wrap a TRL-style sequence reward into a :data:`~gradprobe.rewards.base.Reward`.
 
@@ -73,7 +85,8 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
     fn : callable
         ``fn(prompts: list[str], completions: list[str], **columns) -> list[float | None]``, called by
         keyword as TRL's ``GRPOTrainer`` calls its reward functions (so ``fn(completions, **kwargs)``
-        works too); ``prompts[n]`` is the problem's question (the dataset prompt, before the chat
+        works too; a ``fn`` without ``**kwargs``, ``fn(completions)``, gets only the keywords it names, where
+        TRL would raise TypeError); ``prompts[n]`` is the problem's question (the dataset prompt, before the chat
         template), ``completions[n]`` the decoded completion, ``columns`` as in
         :func:`trl_columns`; all lists have length N = B * G in row order.
     name : str, optional
@@ -92,20 +105,24 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
     Raises
     ------
     RewardFunctionError
-        (when the reward is called) ``fn`` raised (chained as ``__cause__``), returned a
+        (when the reward is called) ``fn`` raised (chained as ``__cause__``; ``SystemExit`` too), returned a
         non-sequence, a sequence of the wrong length, or a non-numeric value.
     ValueError
         Unknown ``scale``.
     """
     check_scale(scale, field="sequence_reward scale")
     reward_name = name or getattr(fn, "__name__", None) or repr(fn)
+    accepts = _keywords_accepted(fn)
 
     def reward(batch: RolloutBatch, ctx: RewardContext | None = None) -> RewardOutput:
         prompts = [batch.problems[n // batch.group_size].question for n in range(batch.num_rows)]
         completions = list(batch.completions)
+        columns = {"prompts": prompts, "completions": completions, **trl_columns(batch)}
+        if accepts is not None:
+            columns = {k: v for k, v in columns.items() if k in accepts}
         try:
-            values = fn(prompts=prompts, completions=completions, **trl_columns(batch))  # by keyword, as TRL calls
-        except Exception as e:
+            values = fn(**columns)  # by keyword, as TRL calls
+        except (Exception, SystemExit) as e:  # SystemExit: a sys.exit() in the reward would end the command silently
             raise RewardFunctionError(f"reward {reward_name!r} raised {type(e).__name__}: {e}") from e
         if isinstance(values, torch.Tensor):
             values = values.reshape(-1).tolist()

@@ -52,7 +52,7 @@ def test_module_and_file_forms_resolve_register_and_wrap(user_module):
     assert trl.__name__ != "length_penalty"  # wrapped by sequence_reward (a TRL-style function)
     import plugin_rewards_mod
 
-    assert get_reward("plugin_rewards_mod:native") is plugin_rewards_mod.native  # a native Reward, as it is
+    assert get_reward("plugin_rewards_mod:native").__wrapped__ is plugin_rewards_mod.native  # a native Reward, checked
     with pytest.raises(UnknownRewardError, match=r"is the function 'plugin_rewards_mod:length_penalty' already names"):
         get_reward(f"{user_module / 'plugin_rewards_mod.py'}:length_penalty")  # the same file: its module is imported
         # again under a path-derived name, but the module file and function are the same
@@ -70,6 +70,10 @@ def test_module_and_file_forms_resolve_register_and_wrap(user_module):
                                           r"second parameter completions"),
     ("plugin_rewards_mod:length_penalty:extra", r"has more than one ':'"),
     ("sub\\brev.py:fn", r"write the file's path with '/'"),
+    ("rewards/brevity.py", r"^reward 'rewards/brevity.py' names a Python file but no function in it: write it as "
+                           r"rewards/brevity.py:FUNCTION \(the reward function after the last ':'\)$"),
+    ("rewards/brevity.py:", r"^reward 'rewards/brevity.py:' names a Python file but no function in it: write it as "
+                            r"rewards/brevity.py:FUNCTION"),
     ("brevity", r"unknown reward 'brevity'; valid: .*or a reward of your own as MODULE:FUNCTION or "
                 r"path/to/file.py:FUNCTION"),
 ])
