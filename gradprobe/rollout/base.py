@@ -30,6 +30,17 @@ class PromptTooLongError(ValueError):
     """A prompt plus ``max_new_tokens`` does not fit in the model's context window."""
 
 
+def prompt_too_long(index: int, n_prompts: int, length: int, budget: int, limit: int,
+                    what: str = "the model's max_position_embeddings") -> PromptTooLongError:
+    """The error for prompt ``index`` (of a call's ``n_prompts``) of ``length`` tokens that, with ``budget``
+    new tokens, passes the context ``limit`` (``what`` names it), with the fix: a lower ``max_new_tokens``, or,
+    when the prompt alone fills the context, a shorter prompt or one left out of the pool."""
+    fix = (f"Lower max_new_tokens to at most {limit - length} or shorten the prompt." if length < limit else
+           "The prompt alone leaves no room for a completion: shorten it or leave it out of the prompt pool.")
+    return PromptTooLongError(f"prompt {index} (of this call's {n_prompts}) has {length} tokens; with "
+                              f"max_new_tokens={budget} that is {length + budget} > {what}={limit}. {fix}")
+
+
 @dataclass
 class Sample:
     """One completion.

@@ -24,7 +24,7 @@ import torch
 
 from ..config import SamplingConfig
 from ..models import use_attention
-from .base import PromptTooLongError, Sample, cut_at_eos, per_prompt_budgets
+from .base import Sample, cut_at_eos, per_prompt_budgets, prompt_too_long
 
 
 def _context_length(model) -> int | None:
@@ -98,11 +98,7 @@ class HFSampler:
             if len(p) == 0:
                 raise ValueError(f"prompt {i} is empty: generation needs at least one prompt token (e.g. BOS)")
             if limit is not None and b > 0 and len(p) + b > limit:
-                raise PromptTooLongError(
-                    f"prompt {i} has {len(p)} tokens; with max_new_tokens={b} that is "
-                    f"{len(p) + b} > the model's max_position_embeddings={limit}. "
-                    f"Lower max_new_tokens to at most {max(limit - len(p), 0)} or shorten the prompt."
-                )
+                raise prompt_too_long(i, len(prompts), len(p), b, limit)
 
     def _generation_config(self, sampling: SamplingConfig, max_new_tokens: int, greedy: bool,
                            num_return_sequences: int = 1):

@@ -52,7 +52,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..config import SamplingConfig
-from .base import PromptTooLongError, cut_at_eos, per_prompt_budgets
+from .base import cut_at_eos, per_prompt_budgets, prompt_too_long
 from .hf import _context_length
 from .logprob_samples import VLLMSample, sampler_logprobs
 from .vllm_engine import LoadWeights, VLLMUnavailableError, build_engine, export_policy, in_process_model, \
@@ -159,10 +159,8 @@ class VLLMSampler:
             if len(p) == 0:
                 raise ValueError(f"prompt {i} is empty: generation needs at least one prompt token (e.g. BOS)")
             if limit is not None and b > 0 and len(p) + b > limit:
-                raise PromptTooLongError(
-                    f"prompt {i} has {len(p)} tokens; with max_new_tokens={b} that is {len(p) + b} > the context "
-                    f"limit {limit} (model max_position_embeddings / engine max_model_len). Lower max_new_tokens to "
-                    f"at most {max(limit - len(p), 0)} or shorten the prompt.")
+                raise prompt_too_long(i, len(prompts), len(p), b, limit,
+                                      "the context limit (model max_position_embeddings / engine max_model_len)")
 
     def request_params(self, sampling: SamplingConfig, *, num_samples: int, max_tokens: int, seed: int,
                        greedy: bool = False) -> dict:

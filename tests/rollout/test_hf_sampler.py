@@ -139,9 +139,14 @@ def test_prompt_too_long(backend, policy):
     prompts = [[1] * 10, [1] * 1000]
     with pytest.raises(PromptTooLongError) as e:
         sampler.sample(prompts, num_samples=2, sampling=SAMPLING, max_new_tokens=30)
-    msg = str(e.value)
-    assert "prompt 1" in msg and "1000 tokens" in msg and "1024" in msg and "max_new_tokens" in msg
+    assert str(e.value) == ("prompt 1 (of this call's 2) has 1000 tokens; with max_new_tokens=30 that is 1030 > the "
+                            "model's max_position_embeddings=1024. Lower max_new_tokens to at most 24 or shorten the "
+                            "prompt.")
     assert isinstance(e.value, ValueError)
+    with pytest.raises(PromptTooLongError) as e:  # the prompt alone fills the context: "at most 0" was no fix
+        sampler.sample([[1] * 1024], num_samples=1, sampling=SAMPLING, max_new_tokens=8)
+    assert str(e.value).endswith("1032 > the model's max_position_embeddings=1024. The prompt alone leaves no room "
+                                 "for a completion: shorten it or leave it out of the prompt pool.")
     with pytest.raises(ValueError, match="empty"):
         sampler.sample([[]], num_samples=1, sampling=SAMPLING)
 
