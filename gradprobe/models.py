@@ -170,7 +170,7 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     gradprobe.tiers.TierNotBuiltError
         ``tiny`` before ``gradprobe warmstart --tier tiny`` (a :class:`ModelNotFoundError`).
     ValueError
-        A CUDA device without CUDA, or an unknown dtype.
+        A CUDA device without CUDA, a device that is not a torch device (``banana``), or an unknown dtype.
     TokenizerError
         The tokenizer has no pad and no EOS token.
     """
@@ -179,6 +179,11 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} requested but torch sees no CUDA device (torch {torch.__version__}); "
                          "use --device cpu or install a CUDA build of torch")
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError):  # torch's own message lists every device type it knows
+        raise ValueError(f"device (--device) {device!r} is not a torch device; use cpu, cuda or cuda:N "
+                         "(or mps on Apple silicon)") from None
     if isinstance(dtype, str) and dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {sorted(DTYPES)}")
     attn = _register_attention()

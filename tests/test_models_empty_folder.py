@@ -66,3 +66,11 @@ def test_a_save_pretrained_folder_still_loads(tmp_path):
     ids = torch.tensor([saved.tokenizer("12+3=")["input_ids"]])
     assert load_tokenizer(str(tmp_path))("12+3=")["input_ids"] == ids[0].tolist()
     torch.testing.assert_close(loaded.model(ids).logits, saved.model(ids).logits)
+
+
+def test_a_device_torch_does_not_know_is_named_before_the_model_loads(no_transformers):
+    """``--device banana`` printed torch's raw list of every device type, naming no option."""
+    with pytest.raises(ValueError) as info:
+        load_policy("tiny-qwen2", device="banana")
+    assert str(info.value) == ("device (--device) 'banana' is not a torch device; use cpu, cuda or cuda:N (or mps on "
+                               "Apple silicon)")
