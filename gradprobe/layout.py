@@ -78,11 +78,15 @@ def probe_dir(out: str | Path) -> Path:
 OUTPUT_KINDS = {"run": "a training run (`gradprobe train`)", "study": "a study (`gradprobe study`)",
                 "probe": "a probe (`gradprobe probe`)", "study probe": "a study's probe folder",
                 "guided probe": "a study's guided-arm probe folder",
-                "calib report": "a calibration report (`calib report`)"}
+                "calib report": "a calibration report (`calib report`)",
+                "ranking": "a ranking (`gradprobe rank-prompts`)",
+                "difficulty eval": "a difficulty evaluation (`gradprobe difficulty-eval`)"}
 #: marker file -> the kind of folder holding it (checked in this order; the first found names the folder)
 _MARKERS = {METRICS_JSONL: "run", SUMMARY_JSON: "run", CHECKPOINT_POINTER: "run", STUDY_JSON: "study",
             RUNS_CSV: "study", ANALYSIS_JSON: "study", PROBE_JSON: "probe", CALIBRATED_JSON: "probe",
-            TOKENS_JSONL: "probe", ALIGNMENT_SAFETENSORS: "probe", CV_PREDICTIONS_CSV: "calib report"}
+            TOKENS_JSONL: "probe", ALIGNMENT_SAFETENSORS: "probe", CV_PREDICTIONS_CSV: "calib report",
+            "ranking.csv": "ranking", "rank.json": "ranking", "reliability.png": "difficulty eval"}
+# (difficulty-eval's metrics.json is no marker: a calibration report writes one too)
 
 
 def output_kind(folder: str | Path) -> tuple[str, str] | None:

@@ -25,7 +25,10 @@ stderr (tqdm: completions done, rate, ETA; sampling is most of their time), hidd
 Ctrl-C stops either with one line and exit status 130, as ``gradprobe train`` does. Both write their files
 only at the end, and the writers themselves (:func:`gradprobe.difficulty.rank_pool.write_ranking`,
 :func:`_write_eval`) remove the pair when the last write does not finish, so nothing partial is left as
-if complete, from the CLI and the Python API alike.
+if complete, from the CLI and the Python API alike. Each refuses, before any compute, an ``--out`` holding
+another command's output (a study, a training run, a probe, a calibration report, or the other of these two),
+and says in one line when it replaces its own earlier output there
+(:func:`gradprobe.difficulty.folder.check_output_folder`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..difficulty.folder import check_output_folder
 from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, prepare_pool, rank_prompts
 from ..ledger import Ledger
 from ..outputs import json_safe, removed_if_left_empty, versions, write_json_atomic
@@ -97,9 +101,14 @@ def add_difficulty_parsers(subparsers) -> None:
 
 
 def _setup(args) -> PreparedPool:
-    """``difficulty-eval``'s output folder (checked first), policy, task, pool, sampling and estimator config
+    """``difficulty-eval``'s settings (checked first), output folder (another command's refused; its own earlier
+    evaluation replaced, said in one line), policy, task, pool, sampling and estimator config
     (:func:`gradprobe.difficulty.rank.prepare_pool`, shared with ``rank-prompts``)."""
-    return prepare_pool(args.model, args.task, args.pool, args.out, PoolSettings.from_args(args))
+    settings = PoolSettings.from_args(args)
+    replacing = check_output_folder(args.out, "difficulty-eval")
+    if replacing:
+        print(replacing)
+    return prepare_pool(args.model, args.task, args.pool, args.out, settings)
 
 
 def _settings(args) -> dict:

@@ -27,6 +27,7 @@ and ``flat_auc`` (can p_i tell a flat, zero-advantage group of G completions bef
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 
 import numpy as np
@@ -141,9 +142,11 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     Raises
     ------
     ValueError
-        M < 2, mismatched shapes, ``observed`` not in [0, S - 1], or ``group_size`` not in
-        [1, S - observed].
+        M < 2, mismatched shapes, ``observed`` not in [0, S - 1], ``group_size`` not in
+        [1, S - observed], or ``seed`` not an integer in [0, 2**63 - 1].
     """
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= 2**63 - 1:
+        raise ValueError(f"seed (--seed) must be an integer in [0, 2**63 - 1], got {seed!r}")
     y = np.asarray(outcomes, dtype=np.float64)
     x = np.asarray(features, dtype=np.float64)
     group_size = _checked_inputs(ids, x, y, observed, group_size)

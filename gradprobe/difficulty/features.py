@@ -30,6 +30,7 @@ from ..ledger import forward_flops_per_token
 from ..logprobs import position_ids_from_mask
 from ..models import use_attention
 from ..tasks.prompts import encode_prompt
+from .metadata import check_metadata_keys, is_numeric
 
 
 __all__ = ["DEFAULT_METADATA_KEYS", "hidden_features", "metadata_features", "prompt_features", "feature_names"]
@@ -125,7 +126,7 @@ def metadata_features(problems, prompt_ids: Sequence[Sequence[int]],
     problems : list[Problem], length M
     prompt_ids : sequence of sequences of int, length M
     keys : sequence of str
-        ``Problem.metadata`` keys; a missing or non-numeric value becomes NaN.
+        ``Problem.metadata`` keys, each once; a missing value (or None) becomes NaN (imputed by the estimator).
 
     Returns
     -------
@@ -135,17 +136,20 @@ def metadata_features(problems, prompt_ids: Sequence[Sequence[int]],
     Raises
     ------
     ValueError
-        ``len(problems) != len(prompt_ids)``.
+        ``len(problems) != len(prompt_ids)``; a key given twice, or a key whose value in some problem is not
+        a number (a string, a bool, a dict...), named with the value, its prompt and the numeric keys
+        (:func:`gradprobe.difficulty.metadata.check_metadata_keys`).
     """
     if len(problems) != len(prompt_ids):
         raise ValueError(f"metadata_features: {len(problems)} problems but {len(prompt_ids)} prompts")
+    check_metadata_keys(problems, keys)
     out = np.full((len(problems), 1 + len(keys)), math.nan, dtype=np.float64)
     for i, (prob, ids) in enumerate(zip(problems, prompt_ids)):
         out[i, 0] = len(ids)
         meta = getattr(prob, "metadata", None) or {}
         for j, k in enumerate(keys):
             v = meta.get(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if is_numeric(v):
                 out[i, 1 + j] = float(v)
     return out
 
@@ -174,6 +178,12 @@ def prompt_features(policy, problems, *, metadata_keys: Sequence[str] = DEFAULT_
     Returns
     -------
     ndarray (float64), shape (M, d_model + 1 + len(metadata_keys))
+
+    Raises
+    ------
+    ValueError
+        As :func:`hidden_features` and :func:`metadata_features` (a metadata key given twice or whose values
+        are not numbers).
     """
     if prompt_ids is None:
         prompt_ids = [list(encode_prompt(policy.tokenizer, p.question)) for p in problems]

@@ -32,15 +32,19 @@ from ..ledger import Ledger
 from ..outputs import prepare_output_dir, removed_if_left_empty, versions
 from ..tasks import load_task
 from .estimator import EstimatorConfig, check_unique_ids, verdict
+from .folder import check_output_folder
+from .metadata import check_metadata_keys
 
 
-__all__ = ["DTYPES", "SMALL_FIT_PROMPTS", "PoolSettings", "RankSettings", "PreparedPool", "prepare_pool",
+__all__ = ["DTYPES", "SMALL_FIT_PROMPTS", "MAX_SEED", "PoolSettings", "RankSettings", "PreparedPool", "prepare_pool",
            "rank_prompts"]
 
 #: Policy dtypes the commands accept (``--dtype``).
 DTYPES = DTYPE_NAMES
 #: Below this many probed prompts the ranking still runs but adds a note that p_model is rough.
 SMALL_FIT_PROMPTS = 32
+#: The largest ``seed`` / ``data_seed`` (what torch's and numpy's seeding take without overflow).
+MAX_SEED = 2**63 - 1
 
 
 def _flag(name: str) -> str:
@@ -62,12 +66,14 @@ class PoolSettings:
     decay : float
         gamma, per-update decay of observed counts (in (0, 1], checked by EstimatorConfig).
     metadata_keys : str
-        Comma-separated ``Problem.metadata`` keys used as features (missing -> imputed); a list or
-        tuple of keys is accepted and stored joined.
+        Comma-separated ``Problem.metadata`` keys used as features (missing -> imputed), each once; a list
+        or tuple of keys is accepted and stored joined. Their values must be numbers
+        (:func:`gradprobe.difficulty.metadata.check_metadata_keys`, checked when the pool is loaded).
     data_seed : int
-        Data seed of the pool: ``task.problems("train", pool, seed=data_seed)``.
+        Data seed of the pool, in [0, 2**63 - 1]: ``task.problems("train", pool, seed=data_seed)``.
     seed : int
-        Sampling seed, and the seed of the fit-prompt choice (rank) / fit-eval split (eval).
+        Sampling seed, and the seed of the fit-prompt choice (rank) / fit-eval split (eval); in
+        [0, 2**63 - 1].
     max_new_tokens : int
         >= 1, tokens per sampled completion at most.
     temperature : float
@@ -87,15 +93,16 @@ class PoolSettings:
     ------
     ValueError
         A value of the wrong type or out of range; the message names the setting, its flag and the
-        value (e.g. ``max_new_tokens (--max-new-tokens) must be >= 1, got 0``).
+        value (e.g. ``max_new_tokens (--max-new-tokens) must be >= 1, got 0``, ``seed (--seed) must be an
+        integer in [0, 2**63 - 1], got -1``); a metadata key given twice.
     """
 
     skip_malformed: bool = False
     prior_strength: float = 8.0
     decay: float = 0.9
     metadata_keys: str = "num_terms,num_digits"
-    data_seed: int = 0
-    seed: int = 0
+    data_seed: int = field(default=0, metadata={"min": 0, "max": MAX_SEED})
+    seed: int = field(default=0, metadata={"min": 0, "max": MAX_SEED})
     max_new_tokens: int = field(default=128, metadata={"min": 1})
     temperature: float = 1.0
     batch_size: int = field(default=64, metadata={"min": 1})
@@ -163,6 +170,10 @@ def _checked(f: dataclasses.Field, value):
             value = ",".join(value)
         if not isinstance(value, str):
             raise ValueError(f"{where} must be comma-separated keys or a list of keys, got {value!r}")
+        keys = [k.strip() for k in value.split(",") if k.strip()]
+        twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+        if twice is not None:
+            raise ValueError(f"{where} names {twice!r} twice; give each key once")
         return value
     if f.name == "dtype" and value not in DTYPES:
         raise ValueError(f"{where} must be one of {', '.join(DTYPES)}, got {value!r}")
@@ -179,7 +190,9 @@ def _checked(f: dataclasses.Field, value):
         value = float(value)
     elif f.type == "str" and not isinstance(value, str):
         raise ValueError(f"{where} must be a string, got {value!r}")
-    low = f.metadata.get("min")
+    low, high = f.metadata.get("min"), f.metadata.get("max")
+    if high is not None and not low <= value <= high:
+        raise ValueError(f"{where} must be an integer in [{low}, 2**63 - 1], got {value}")
     if low is not None and value < low:
         raise ValueError(f"{where} must be >= {low}, got {value}")
     return value
@@ -216,7 +229,8 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
     Raises
     ------
     ValueError
-        Bad estimator settings (named), an unknown task, an empty pool, duplicate prompt ids.
+        Bad estimator settings (named), an unknown task, an empty pool, duplicate prompt ids, a metadata key
+        whose values are not numbers (named, with the numeric keys of the pool).
     OSError
         ``out`` cannot be created or written.
     gradprobe.models.ModelNotFoundError
@@ -237,6 +251,7 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
     if not problems:
         raise ValueError(f"task {task!r} returned an empty pool for --pool {pool}")
     check_unique_ids([p.id for p in problems])
+    check_metadata_keys(problems, settings.keys)  # strings as features: refused before the folder and the model
     folder = None if out is None else prepare_output_dir(Path(out))  # then the folder, then the compute
     # an alias (``tiny`` = the shipped or cached tier), folder, GGUF file or hub id, as a plan's [model] name
     policy = load_policy(model, dtype=settings.dtype, device=settings.device, seed=settings.seed)
@@ -287,9 +302,10 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     Raises
     ------
     ValueError
-        ``pool`` < 1, a bad setting (named), an unknown task, an empty pool, duplicate prompt ids.
+        ``pool`` < 1, a bad setting (named), an unknown task, an empty pool, duplicate ids, a non-numeric metadata key.
     OSError
-        ``out`` cannot be written (before any compute).
+        ``out`` cannot be written or holds another command's output (:mod:`gradprobe.difficulty.folder`; an
+        earlier ranking is replaced, ``say`` told so), before any compute.
     gradprobe.models.ModelNotFoundError
         Unknown model.
     """
@@ -300,6 +316,8 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         raise ValueError(f"pool (--pool) must be an integer >= 1, got {pool!r}")
     say = say or (lambda line: None)
     record = _settings_record(model, task, pool, out, settings)
+    if replacing := check_output_folder(out, "rank-prompts"):  # another command's folder: refused before compute
+        say(replacing)
     with removed_if_left_empty(out):
         prepared = prepare_pool(str(model), str(task), int(pool), out, settings)
         ledger = Ledger()

@@ -1,0 +1,78 @@
+"""Which ``Problem.metadata`` values are features: numbers only (torch-free, so settings and pools are checked
+before any model is loaded).
+
+A metadata feature is a number (``int``, ``float``, numpy's integer and float scalars; ``bool`` is not: it
+never was a feature value). A key a problem lacks, or holds ``None`` for, is missing (NaN, imputed by the
+estimator). Any other value (a string, a dict...) is refused: turned into NaN it would be imputed as a constant
+that carries no information, silently.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Sequence
+
+__all__ = ["is_numeric", "check_metadata_keys"]
+
+
+def is_numeric(value) -> bool:
+    """Whether ``value`` is a metadata feature value: a real number that is not a bool.
+
+    Parameters
+    ----------
+    value : object
+        A ``Problem.metadata`` value.
+
+    Returns
+    -------
+    bool
+        True for ``int``, ``float`` and numpy integer / float scalars; False for bools, None and the rest.
+
+    Raises
+    ------
+    None
+        Never raises.
+    """
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_metadata_keys(problems, keys: Sequence[str]) -> None:
+    """Refuse metadata keys that cannot be features of these problems.
+
+    Parameters
+    ----------
+    problems : list[Problem]
+        Their ``metadata`` (a mapping or None) and ``id``.
+    keys : sequence of str
+        The ``--metadata-keys``.
+
+    Raises
+    ------
+    ValueError
+        A key given twice, or a key whose value in some problem is neither a number nor missing (None); one
+        line naming the key, the value, its prompt, and the numeric keys of these problems.
+    """
+    seen = set()
+    for key in keys:
+        if key in seen:
+            raise ValueError(f"metadata key {key!r} (--metadata-keys) is given twice; give each key once")
+        seen.add(key)
+    for key in keys:
+        for prob in problems:
+            value = (getattr(prob, "metadata", None) or {}).get(key)
+            if value is not None and not is_numeric(value):
+                shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+                raise ValueError(
+                    f"metadata key {key!r} (--metadata-keys) is not a number: {shown} in prompt "
+                    f"{getattr(prob, 'id', '?')}; give numeric keys only (numeric in this pool: "
+                    f"{', '.join(_numeric_keys(problems)) or 'none'})")
+
+
+def _numeric_keys(problems) -> list[str]:
+    """Keys whose present values are numbers in every problem holding them (sorted)."""
+    found: dict[str, bool] = {}
+    for prob in problems:
+        for k, v in (getattr(prob, "metadata", None) or {}).items():
+            if v is not None:
+                found[k] = found.get(k, True) and is_numeric(v)
+    return sorted(k for k, ok in found.items() if ok)
