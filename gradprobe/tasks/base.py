@@ -76,8 +76,11 @@ def decode_row(raw: bytes) -> tuple[str | None, str | None]:
 def decoded_rows(records, on_bad):
     """``(line, raw)`` pairs of a JSONL reader with every ``bytes`` row decoded (:func:`decode_row`); a row that
     is not UTF-8 goes to ``on_bad(line, why)`` (the task's malformed-row handling: raise, or skip and count)
-    instead of being yielded. Rows that are already text or dicts (a hub dataset) pass as they are."""
+    instead of being yielded. Rows that are already text or dicts (a hub dataset) pass as they are. A UTF-8
+    byte-order mark opening line 1 (Windows editors write one) is dropped: it is no part of the first row."""
     for line, raw in records:
+        if line == 1 and isinstance(raw, bytes) and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
         if isinstance(raw, bytes):
             raw, why = decode_row(raw)
             if raw is None:

@@ -70,3 +70,18 @@ def test_rank_prompts_reports_the_row_not_the_codec(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2
     assert f"{path}, row 4: not valid UTF-8" in err and "codec can't decode" not in err
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "gsm8k"])
+def test_a_byte_order_mark_opening_the_file_is_no_part_of_its_first_row(tmp_path, kind):
+    """A file saved with a UTF-8 byte-order mark (Windows editors) refused its first row: "not valid JSON
+    (Unexpected UTF-8 BOM (decode using utf-8-sig))"."""
+    rows = ROWS if kind == "jsonl" else [{"question": r["question"], "answer": f"#### {r['answer']}"} for r in ROWS]
+    plain = tmp_path / "plain.jsonl"
+    plain.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in rows))
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    read = [load_task(f"{kind}:{p}") for p in (plain, marked)]
+    got = [[(x.question, x.answer) for x in t.split_rows("train") + t.split_rows("heldout")] for t in read]
+    assert got[0] == got[1] and len(got[1]) == len(rows)
+    assert read[1].skipped == 0
