@@ -68,7 +68,8 @@ def add_difficulty_parsers(subparsers) -> None:
                        help="tiny (the warm-started tier), tiny-qwen2, smollm2-135m, a folder, .gguf file or hub id")
         p.add_argument("--task", required=True, help="task spec, e.g. chain_sum:min_terms=2,max_terms=4")
         p.add_argument("--skip-malformed", action="store_true",
-                       help="GSM8K only: skip (count and warn about) malformed rows instead of stopping at the first")
+                       help="tasks read from data (gsm8k, jsonl:, hf:): skip (count and warn about) malformed rows "
+                       "instead of stopping at the first")
         p.add_argument("--pool", type=positive_int, required=True, help="N, pool prompts (train split)")
         p.add_argument("--out", type=out_path, required=True, help="output folder")
         if name == "rank-prompts":

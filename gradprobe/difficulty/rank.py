@@ -59,7 +59,8 @@ class PoolSettings:
     Attributes
     ----------
     skip_malformed : bool
-        GSM8K only: skip (count and warn about) malformed rows instead of stopping at the first.
+        Tasks read from data (gsm8k, jsonl:, hf:): skip (count and warn about) malformed rows instead of stopping
+        at the first.
     prior_strength : float
         n0, pseudo-counts of the logistic model's prior in each prompt's Beta posterior (> 0, checked
         by :class:`~gradprobe.difficulty.estimator.EstimatorConfig`).
