@@ -17,7 +17,8 @@
 ``difficulty-eval --model M --task T --pool N --samples S --out DIR``
     The protocol of :mod:`gradprobe.difficulty.evaluate`; writes ``DIR/metrics.json`` (Brier, AUC,
     Spearman rho of the estimator and the baselines, reliability data, ledger) and
-    ``DIR/reliability.png``.
+    ``DIR/reliability.png``. Copies of one prompt text stay in one half of the fit/eval split
+    (``evaluate_estimator(..., prompts=)``); a pool of one text is refused before any compute.
 
 Both use the training pool ``task.problems("train", N, seed=--data-seed)`` (the pool a plan with
 ``[heldout] seed`` = data seed trains on), and show a progress bar of the sampled completions on
@@ -41,7 +42,7 @@ from ..difficulty.folder import check_output_folder
 from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, prepare_pool, rank_prompts
 from ..ledger import Ledger
 from ..outputs import json_safe, removed_if_left_empty, versions, write_json_atomic
-from ..difficulty.evaluate import evaluate_estimator, plot_reliability, sample_outcomes
+from ..difficulty.evaluate import evaluate_estimator, plot_reliability, prompt_groups, sample_outcomes
 from .args import nonneg_int, out_path, positive_int
 
 
@@ -135,12 +136,15 @@ def difficulty_eval(args) -> int:
     out, policy, task, pool, sampling, est_config, keys = _setup(args)
     ledger = Ledger()
     ids = [p.id for p in pool]
+    texts = [p.question for p in pool]
+    prompt_groups(texts, len(ids))  # a pool of one text is refused before the compute, not after it
     feats = prompt_features(policy, pool, metadata_keys=keys, batch_size=args.feature_batch_size, ledger=ledger)
     y = sample_outcomes(policy, task, pool, samples=args.samples, sampling=sampling, seed=args.seed, ledger=ledger,
                         category="eval", progress=not args.no_progress,
                         desc=f"difficulty-eval: sampling {args.samples} x {len(pool)} prompts")
-    result = evaluate_estimator(ids, feats, y, observed=observed, config=est_config, seed=args.seed)
-    n_eval = len(pool) - len(pool) // 2
+    result = evaluate_estimator(ids, feats, y, observed=observed, config=est_config, seed=args.seed,
+                                prompts=texts)
+    n_eval = result["split"]["eval_prompts"]
     if n_eval < SMALL_EVAL_PROMPTS:
         result["notes"].append(
             f"only {n_eval} eval prompts: Brier, AUC and rho carry a large sampling error at this size (an AUC's standard "

@@ -5,7 +5,8 @@ Protocol (``gradprobe difficulty-eval``; :func:`evaluate_estimator`):
 1. Sample S completions of each of M pool prompts from the policy; outcome y_ik in {0, 1} (NaN where
    the verifier gave none: ignored everywhere).
 2. Split the prompts in two halves with a seeded permutation: the *fit* half (floor(M / 2) prompts)
-   and the *eval* half (the rest). The logistic model is fitted on every outcome of the fit half only.
+   and the *eval* half (the rest); copies of one prompt text stay in one half (:func:`split_halves`).
+   The logistic model is fitted on every outcome of the fit half only.
 3. On each eval prompt, the first ``observed`` = k outcomes play the role of a training run's
    attempts (they update the Beta posterior); the remaining S - k outcomes are the *target*: the
    empirical success e_i = mean of the target outcomes. Nothing an estimator sees is in its target.
@@ -26,6 +27,7 @@ and ``flat_auc`` (can p_i tell a flat, zero-advantage group of G completions bef
 
 from __future__ import annotations
 
+import collections
 import math
 import numbers
 import warnings
@@ -36,13 +38,14 @@ from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, Estimator
 from .metrics import (auc_score, binary_auc, brier_score, flat_group_auc, flat_group_outcomes, reliability_bins,
                       spearman_rho, success_rate)
 from ..ledger import forward_flops_per_token
+from ..tasks.base import prompt_key
 from ..tasks.prompts import encode_prompt
 from ..figures import subplots
 
 
 __all__ = ["ESTIMATORS", "BASELINES", "sample_outcomes", "split_halves", "brier_score", "auc_score",
            "spearman_rho", "reliability_bins", "binary_auc", "flat_group_outcomes", "flat_group_auc",
-           "evaluate_estimator", "plot_reliability"]
+           "evaluate_estimator", "prompt_groups", "plot_reliability"]
 
 
 #: G of :func:`flat_group_auc` when not given (a plan's default ``[train] group``), capped at the target size.
@@ -106,14 +109,53 @@ def sample_outcomes(policy, task, problems, *, samples: int, sampling, seed: int
     return y.reshape(len(problems), samples)
 
 
-def split_halves(m: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(fit, eval) prompt indices: a seeded permutation of range(m) cut at floor(m / 2)."""
+def split_halves(m: int, seed: int = 0, groups=None) -> tuple[np.ndarray, np.ndarray]:
+    """(fit, eval) prompt indices: a seeded permutation of range(m) cut at floor(m / 2).
+
+    ``groups`` (a sequence of m hashable keys, e.g. :func:`gradprobe.tasks.base.prompt_key` of each prompt)
+    keeps every prompt with the same key in one half: the permutation is walked in order and a prompt
+    whose key was already placed follows it, so a repeated prompt is never fitted on and scored. A
+    key's whole group goes to the fit half while that half holds fewer than floor(m / 2) prompts, so
+    the fit half may exceed floor(m / 2) by a group's size minus one. With distinct keys (or ``groups=None``) the split is the
+    plain cut.
+    """
     perm = np.random.default_rng([seed, 0xD1FF]).permutation(m)
-    return np.sort(perm[: m // 2]), np.sort(perm[m // 2:])
+    if groups is None:
+        return np.sort(perm[: m // 2]), np.sort(perm[m // 2:])
+    if len(groups) != m:
+        raise ValueError(f"groups has {len(groups)} keys for {m} prompts; give one key per prompt")
+    size = collections.Counter(groups)
+    half: dict = {}  # key -> True (fit) / False (eval), decided at the key's first place in the permutation
+    n_fit, in_fit = 0, np.zeros(m, dtype=bool)
+    for i in perm:
+        if groups[i] not in half:
+            half[groups[i]] = n_fit < m // 2
+            n_fit += size[groups[i]] if half[groups[i]] else 0
+        in_fit[i] = half[groups[i]]
+    return np.flatnonzero(in_fit), np.flatnonzero(~in_fit)
+
+
+def prompt_groups(prompts, m: int) -> list[str]:
+    """The split keys of :func:`evaluate_estimator`'s ``prompts``: each text with its whitespace collapsed
+    (:func:`gradprobe.tasks.base.prompt_key`), length M.
+
+    Raises
+    ------
+    ValueError
+        ``prompts`` is not of length ``m``, or holds fewer than two distinct texts (copies stay in one
+        half, so no eval half would remain).
+    """
+    keys = [prompt_key(q) for q in prompts]
+    if len(keys) != m:
+        raise ValueError(f"evaluate_estimator: {len(keys)} prompts for {m} ids; give one prompt text per id")
+    if len(set(keys)) < 2:
+        raise ValueError(f"the pool's {m} prompts are all one text: copies stay in one half, so no eval half "
+                         f"remains; give a pool with at least two distinct prompts")
+    return keys
 
 
 def evaluate_estimator(ids, features, outcomes, *, observed: int, config: EstimatorConfig | None = None,
-                       seed: int = 0, group_size: int | None = None) -> dict:
+                       seed: int = 0, group_size: int | None = None, prompts=None) -> dict:
     """Score the estimator and the baselines on a held-out half of the prompts (module docstring).
 
     Parameters
@@ -130,6 +172,11 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
         Seed of the fit/eval split.
     group_size : int, optional
         G of the flat-group AUC (default min(:data:`DEFAULT_GROUP_SIZE`, S - observed)).
+    prompts : sequence of length M, optional
+        Each prompt's text (or a Problem's ``question``): prompts whose text is the same after collapsing
+        whitespace (:func:`gradprobe.tasks.base.prompt_key`) are kept in one half (:func:`split_halves`),
+        so the model is never scored on a prompt it was fitted on; ``notes`` says how many repeats there
+        were. Default: every prompt distinct.
 
     Returns
     -------
@@ -143,7 +190,8 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     ------
     ValueError
         M < 2, mismatched shapes, ``observed`` not in [0, S - 1], ``group_size`` not in
-        [1, S - observed], or ``seed`` not an integer in [0, 2**63 - 1].
+        [1, S - observed], ``seed`` not an integer in [0, 2**63 - 1], or ``prompts`` not of length M
+        or with fewer than two distinct texts (no eval half would remain).
     """
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= 2**63 - 1:
         raise ValueError(f"seed (--seed) must be an integer in [0, 2**63 - 1], got {seed!r}")
@@ -151,7 +199,8 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     x = np.asarray(features, dtype=np.float64)
     group_size = _checked_inputs(ids, x, y, observed, group_size)
     config = config or EstimatorConfig()
-    fit, ev = split_halves(len(ids), seed)
+    keys = None if prompts is None else prompt_groups(prompts, len(ids))
+    fit, ev = split_halves(len(ids), seed, keys)
     est, caught = _fitted_estimator(config, [ids[i] for i in fit], x[fit], y[fit])
     target = y[ev][:, observed:]
     pool_mean = success_rate(y[fit])
@@ -163,6 +212,10 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
                         "spearman_rho": spearman_rho(p, e), "mean_p": float(np.mean(p)),
                         "reliability": reliability_bins(p, target), "flat_auc": flat_group_auc(p, target, group_size)}
     notes = _notes(target, scored["posterior"]["flat_auc"], group_size, caught)
+    if keys is not None and len(set(keys)) < len(keys):
+        notes.append(f"{len(keys) - len(set(keys))} prompt(s) repeat another prompt's text: each set of copies was "
+                     f"kept in one half, so no eval prompt's text was fitted on (fit half {len(fit)}, eval half "
+                     f"{len(ev)} prompts)")
     n0 = config.prior_strength
     return {"estimators": {k: scored[k] for k in ESTIMATORS}, "baselines": {k: scored[k] for k in BASELINES},
             "split": {"fit_prompts": int(len(fit)), "eval_prompts": int(len(ev)), "observed_per_eval_prompt": observed,

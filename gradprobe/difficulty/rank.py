@@ -31,6 +31,7 @@ from ..config import DTYPE_NAMES, SamplingConfig
 from ..ledger import Ledger
 from ..outputs import prepare_output_dir, removed_if_left_empty, versions
 from ..tasks import load_task
+from ..tasks.base import repeated_prompts
 from .estimator import EstimatorConfig, check_unique_ids, verdict
 from .folder import check_output_folder
 from .metadata import check_metadata_keys
@@ -240,7 +241,8 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
     Warns
     -----
     UserWarning
-        A metadata key found in no pool prompt (imputed as a constant carrying no information).
+        A metadata key found in no pool prompt (imputed as a constant carrying no information); prompts
+        whose text repeats another pool prompt's (:func:`gradprobe.tasks.base.repeated_prompts`).
     """
     from ..models import load_policy
 
@@ -252,6 +254,14 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
     if not problems:
         raise ValueError(f"task {task!r} returned an empty pool for --pool {pool}")
     check_unique_ids([p.id for p in problems])
+    repeats = repeated_prompts(problems)
+    if repeats:
+        shown = "; ".join(" = ".join(ids[:3]) + (f" (+{len(ids) - 3} more)" if len(ids) > 3 else "")
+                          for ids in repeats[:2])
+        warnings.warn(f"the pool holds {sum(len(ids) - 1 for ids in repeats)} prompt(s) that repeat another's text "
+                      f"({shown}{'; ...' if len(repeats) > 2 else ''}): rank-prompts ranks each copy on its own, "
+                      f"difficulty-eval keeps the copies of a prompt in one half; deduplicate the data to give each "
+                      f"prompt one place", stacklevel=3)
     check_metadata_keys(problems, settings.keys)  # strings as features: refused before the folder and the model
     folder = None if out is None else prepare_output_dir(Path(out))  # then the folder, then the compute
     # an alias (``tiny`` = the shipped or cached tier), folder, GGUF file or hub id, as a plan's [model] name

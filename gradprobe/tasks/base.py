@@ -29,6 +29,8 @@ __all__ = [
     "DatasetFormatError",
     "decode_row",
     "decoded_rows",
+    "prompt_key",
+    "repeated_prompts",
 ]
 
 SPLITS = ("train", "heldout")
@@ -112,6 +114,26 @@ class Problem:
     question: str
     answer: str
     metadata: dict = field(default_factory=dict, hash=False)
+
+
+def prompt_key(question) -> str:
+    """A question's text with its whitespace runs collapsed to one space: two questions that differ only
+    in spacing or line breaks are the same prompt (the held-out split drops those seen in train by it)."""
+    return " ".join(str(question).split())
+
+
+def repeated_prompts(problems) -> list[list[str]]:
+    """The ids of each set of problems that share one prompt (:func:`prompt_key`), each set in the given
+    order and the sets in the order of their first member; empty when every prompt is distinct.
+
+    Parameters
+    ----------
+    problems : sequence of Problem, length N
+    """
+    by_key: dict[str, list[str]] = {}
+    for p in problems:
+        by_key.setdefault(prompt_key(p.question), []).append(p.id)
+    return [ids for ids in by_key.values() if len(ids) > 1]
 
 
 class Task(abc.ABC):

@@ -63,7 +63,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, decoded_rows
+from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, decoded_rows, prompt_key
 # column mapping and prompt formats live in gradprobe.tasks.columns; re-exported here (MAPPING_KEYS, _prompt_text too)
 from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, VERIFIERS, PromptText, _fix,
                                      _prompt_text, gold_answer, parse_dataset_spec, read_prompt, resolve_mapping)
@@ -272,8 +272,8 @@ class DatasetTask(Task):
         if split == "train" and self.train_size is not None:
             rows = rows[:self.train_size]
         if split == "heldout" and train:
-            seen = {" ".join(str(p.question).split()) for p in train}
-            rows = [p for p in rows if " ".join(str(p.question).split()) not in seen]
+            seen = {prompt_key(p.question) for p in train}
+            rows = [p for p in rows if prompt_key(p.question) not in seen]
         return rows
 
     def problems(self, split: str, n: int, *, seed: int = 0) -> list[Problem]:

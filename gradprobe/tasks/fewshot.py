@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gradprobe.tasks.base import Problem, Task, TaskConfigError
+from gradprobe.tasks.base import Problem, Task, TaskConfigError, prompt_key
 from gradprobe.tasks.dataset import PromptText
 from gradprobe.tasks.solutions import REFERENCE_SOLUTIONS, reference_solution
 
@@ -52,10 +52,6 @@ __all__ = ["FEWSHOT_SEED", "FewShotTask", "FewShotPrompt", "parse_fewshot", "few
 #: Seed of the ``problems("train", ...)`` call the examples are drawn from (never a user's seed 0, 1, ...).
 FEWSHOT_SEED = 1_000_003
 _SPARE = 8  # candidates beyond K: replacements for a question that is itself an example
-
-
-def _key(text) -> str:
-    return " ".join(str(text).split())
 
 
 class FewShotPrompt(PromptText):
@@ -208,7 +204,7 @@ class FewShotTask(Task):
                                           f"({err}); lower fewshot") from None
             out, seen = [], set()
             for p in pool:
-                key = _key(self.question_text(p.question))
+                key = prompt_key(self.question_text(p.question))
                 if key not in seen:
                     seen.add(key)
                     out.append((key, self._example(p)))
@@ -227,7 +223,7 @@ class FewShotTask(Task):
             ``"<ex 1>\\n\\n...<ex K>\\n\\n<question>\\n"``, ``prompt_format="plain"``.
         """
         asked = self.question_text(question)
-        examples = [text for key, text in self.candidates() if key != _key(asked)][: self.k]
+        examples = [text for key, text in self.candidates() if key != prompt_key(asked)][: self.k]
         return FewShotPrompt("\n\n".join(examples) + f"\n\n{asked}\n", original=question)
 
     # -- Task --------------------------------------------------------------------------------------
