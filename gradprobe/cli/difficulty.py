@@ -8,7 +8,8 @@
     completions of each of ``--fit-prompts`` prompts (charged ``selection``: tokens the rule
     generated) give the observed outcomes the logistic model is fitted on (and the posterior of those
     prompts); every pool prompt gets p_hat. Writes ``DIR/ranking.csv`` (nearest 1/2 first: rank,
-    prompt_id, p_hat, distance = |p_hat - 1/2|, attempts, successes, p_model) and
+    prompt_id, data_id when the data has an ``id`` column, p_hat, distance = |p_hat - 1/2|, attempts,
+    successes, p_model) and
     ``DIR/rank.json`` (settings, verdict, ledger, versions) and prints the rule's verdict. When every
     probe outcome is equal (a random model: success 0) the logistic model has no signal: a warning
     says so, ``rank.json`` records ``"no_signal": true``, and the ranking is still written (p_hat then

@@ -301,7 +301,8 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     Returns
     -------
     pandas.DataFrame
-        One row per pool prompt, nearest 1/2 first: ``rank`` (1..N), ``prompt_id``, ``p_hat`` (predicted
+        One row per pool prompt, nearest 1/2 first: ``rank`` (1..N), ``prompt_id``, ``data_id`` (only when
+        the data has an ``id`` column: each row's own id, empty where a row has none), ``p_hat`` (predicted
         success probability), ``distance`` = |p_hat - 1/2|, ``attempts`` and ``successes`` (sampled
         completions of the prompt and how many the verifier scored 1; 0 for unprobed prompts),
         ``p_model`` (the logistic model's prediction alone). ``.attrs`` is ``rank.json``'s content:

@@ -68,6 +68,9 @@ def fit_and_rank(prepared, settings, ledger) -> RankedPool:
                           "p_hat": p_hat[order], "distance": np.abs(p_hat[order] - 0.5),
                           "attempts": att[order].astype(int), "successes": succ[order].astype(int),
                           "p_model": p_model[order]})
+    data_ids = [(problems[i].metadata or {}).get("id") for i in order]
+    if any(v is not None for v in data_ids):  # the data's own id column (jsonl:/hf: tasks), to find each prompt
+        table.insert(2, "data_id", pd.array(data_ids, dtype=object))
     return RankedPool(table, p_hat, bool(est.degenerate_), caught, int(n_fit),
                       float(y[ok].mean()) if ok.any() else None)
 

@@ -43,6 +43,11 @@ Verifiers (``verifier=``):
 a callable
     (Python only) ``fn(completion: str, problem: Problem) -> float``.
 
+Problem ids: ``"<kind>/<file stem or dataset/split>/<i>"`` with ``i`` the row's 0-based index in its
+source (``Problem.metadata["row"]``; messages about a malformed row count from 1, so "row 5" is
+index 4). A row's own ``id`` value (a string or an integer) is kept as ``Problem.metadata["id"]``
+(``gradprobe rank-prompts`` writes it beside each prompt as ``data_id``).
+
 Splits: a JSONL *file* is split deterministically (a fixed permutation; ``heldout_fraction`` of
 its rows, default 0.2, are held out); a *folder* holds ``train.jsonl`` and ``test.jsonl``. A hub
 dataset uses ``train_split`` (default ``train``) and ``heldout_split`` (default ``test``;
@@ -212,6 +217,8 @@ class DatasetTask(Task):
                 self._bad_row(where, line, f"column {m['answer']!r} (answer=) gives no gold answer{need}")
                 continue
             meta = {"source": where, "row": line - 1, "prompt_format": prompt.prompt_format}
+            if isinstance(raw.get("id"), (str, int)) and not isinstance(raw["id"], bool):
+                meta["id"] = raw["id"]  # the data's own id: rank-prompts' ranking.csv gives it as data_id
             if m["solution"] is not None and raw.get(m["solution"]) is not None:
                 meta["solution"] = raw[m["solution"]]
             out.append(Problem(id=f"{self.kind}/{stem}/{line - 1}", question=prompt, answer=gold, metadata=meta))

@@ -1,5 +1,6 @@
 """A prompt pool that holds one prompt text twice: rank-prompts and difficulty-eval say so, and
-difficulty-eval keeps the copies in one half, so the estimator is never scored on a text it was fitted on."""
+difficulty-eval keeps the copies in one half, so the estimator is never scored on a text it was fitted on.
+A pool of your own data with an ``id`` column: ranking.csv gives each prompt's id as ``data_id``."""
 
 from __future__ import annotations
 
@@ -151,3 +152,23 @@ def test_rank_prompts_names_the_copies(tmp_path, capsys):
     # the pool is the seeded permutation of the three rows: the two copies are named, in pool order
     assert "jsonl/train/0" in warning[0] and "jsonl/train/2" in warning[0] and "jsonl/train/1" not in warning[0]
     assert "rank-prompts ranks each copy on its own" in warning[0]
+
+
+# ------------------------------------------------------------------------------- the data's own id
+def test_a_data_id_column_is_kept_and_written_beside_each_ranked_prompt(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    rows = [{"id": "q-alpha", "question": "What is 2 + 2?", "answer": "4"},
+            {"id": 17, "question": "What is 3 + 3?", "answer": "6"},
+            {"question": "What is 4 + 4?", "answer": "8"},  # no id: empty in the table
+            {"id": True, "question": "What is 5 + 5?", "answer": "10"}]  # not an id: a flag
+    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "rank"
+    assert main(["rank-prompts", "--model", "tiny-qwen2", "--task", f"jsonl:{folder}", "--pool", "4", *_SMALL,
+                 "--fit-prompts", "2", "--probe-samples", "1", "--out", str(out)]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(out / "ranking.csv", dtype={"data_id": str}, keep_default_na=False)
+    assert list(table.columns[:3]) == ["rank", "prompt_id", "data_id"]
+    assert dict(zip(table.prompt_id, table.data_id)) == {"jsonl/train/0": "q-alpha", "jsonl/train/1": "17",
+                                                         "jsonl/train/2": "", "jsonl/train/3": ""}
