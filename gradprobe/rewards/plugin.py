@@ -58,6 +58,10 @@ def _import_module(module: str, spec: str):
     """The module named by ``module`` (a dotted name or a ``.py`` path); UnknownRewardError naming ``spec``."""
     if module.endswith(".py") or os.sep in module or "/" in module:
         path = Path(module).expanduser().resolve()
+        if path.is_dir():
+            raise UnknownRewardError(f"reward {spec!r}: {module} is a folder, not a Python file; name the file that "
+                                     f"defines the function ({module.rstrip('/' + os.sep)}/FILE.py:FUNCTION), or "
+                                     f"write it as {_FORMS}")
         if not path.is_file():
             raise UnknownRewardError(f"reward {spec!r}: no file {module} (from {Path.cwd()}); write it as {_FORMS}")
         name = f"gradprobe_user_rewards.{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:10]}"

@@ -24,6 +24,7 @@ __all__ = [
     "Problem",
     "Task",
     "SPLITS",
+    "TRAIN_ONLY_FOLDER",
     "TaskNotFoundError",
     "TaskConfigError",
     "DatasetFormatError",
@@ -34,6 +35,10 @@ __all__ = [
 ]
 
 SPLITS = ("train", "heldout")
+
+#: How to train on every row of one JSONL file (said when its train share is too small for a request).
+TRAIN_ONLY_FOLDER = (", so to use every row for training, put the file in a folder as train.jsonl and give "
+                     "{kind}:FOLDER (a folder without test.jsonl holds nothing out)")
 
 
 class TaskNotFoundError(ValueError):

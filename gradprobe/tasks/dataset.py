@@ -68,7 +68,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, decoded_rows, prompt_key
+from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
+                                  decoded_rows, prompt_key)
 # column mapping and prompt formats live in gradprobe.tasks.columns; re-exported here (MAPPING_KEYS, _prompt_text too)
 from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, VERIFIERS, PromptText, _fix,
                                      _prompt_text, gold_answer, parse_dataset_spec, read_prompt, resolve_mapping)
@@ -299,7 +300,9 @@ class DatasetTask(Task):
             why = [f"{self.skipped} malformed row(s) were skipped"] if self.skipped else []
             if self._single_source():
                 why.append(f"one source is split {1 - self.heldout_fraction:.0%} train / {self.heldout_fraction:.0%} "
-                           f"heldout (heldout_fraction)")
+                           f"heldout (heldout_fraction)"
+                           + (TRAIN_ONLY_FOLDER.format(kind="jsonl") if split == "train" and self.kind == "jsonl"
+                              else ""))
             raise ValueError(f"{self.name} {split!r} has {len(rows)} problems; asked for {n}"
                              + (f" ({'; '.join(why)})" if why else "") + "; ask for fewer or give more rows")
         order = np.random.default_rng(seed).permutation(len(rows))[:n]

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gradprobe.tasks.base import DatasetFormatError, Problem, Task, TaskConfigError, decoded_rows
+from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
+                                  decoded_rows, prompt_key)
 from gradprobe.tasks.verify import holds_number
 
 __all__ = ["GSM8KTask", "gold_from_solution"]
@@ -208,8 +209,8 @@ class GSM8KTask(Task):
             has_train = self.path is None or (self.path / _FILES["train"]).exists()
             train = self._load("train") if split == "heldout" and has_train else []
         if split == "heldout" and train:
-            seen = {" ".join(p.question.split()) for p in train}
-            rows = [p for p in rows if " ".join(p.question.split()) not in seen]
+            seen = {prompt_key(p.question) for p in train}
+            rows = [p for p in rows if prompt_key(p.question) not in seen]
         return rows
 
     def problems(self, split: str, n: int, *, seed: int = 0) -> list[Problem]:
@@ -241,7 +242,8 @@ class GSM8KTask(Task):
                 why.append(f"{self.skipped} malformed row(s) were skipped")
             if self.path is not None and self.path.is_file():
                 why.append(f"a single file is split {1 - self.heldout_fraction:.0%} train / "
-                           f"{self.heldout_fraction:.0%} heldout (heldout_fraction)")
+                           f"{self.heldout_fraction:.0%} heldout (heldout_fraction)"
+                           + (TRAIN_ONLY_FOLDER.format(kind="gsm8k") if split == "train" else ""))
             if split == "heldout":
                 why.append("held-out questions that also appear in train are removed")
             raise ValueError(f"{self.name} {split!r} has {len(rows)} problems; asked for {n}"

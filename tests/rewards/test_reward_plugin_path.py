@@ -82,6 +82,15 @@ def test_bad_names_say_what_is_wrong(user_module, spec, message):
         get_reward(spec)
 
 
+def test_a_folder_is_named_as_a_folder_not_a_missing_file(user_module):
+    (user_module / "rewards_dir").mkdir()
+    for given in ("rewards_dir/", str(user_module / "rewards_dir")):
+        with pytest.raises(UnknownRewardError) as err:
+            get_reward(f"{given}:fn")
+        assert str(err.value).startswith(f"reward '{given}:fn': {given} is a folder, not a Python file; name the file "
+                                         f"that defines the function ({given.rstrip('/')}/FILE.py:FUNCTION), or ")
+
+
 def test_a_module_that_raises_on_import_is_named(user_module):
     (user_module / "broken_rewards_mod.py").write_text("raise RuntimeError('boom')\n")
     with pytest.raises(UnknownRewardError, match=r"importing broken_rewards_mod raised RuntimeError: boom"):
