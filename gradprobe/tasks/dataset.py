@@ -44,8 +44,8 @@ a callable
     (Python only) ``fn(completion: str, problem: Problem) -> float``.
 
 Problem ids: ``"<kind>/<file stem or dataset/split>/<i>"`` with ``i`` the row's 0-based index in its
-source (``Problem.metadata["row"]``; messages about a malformed row count from 1, so "row 5" is
-index 4). A row's own ``id`` value (a string or an integer) is kept as ``Problem.metadata["id"]``
+source (``Problem.metadata["row"]``; a message about a malformed row names its line of a JSONL file,
+or its row of a hub split, counting from 1, so "line 5" is index 4). A row's own ``id`` value (a string or an integer) is kept as ``Problem.metadata["id"]``
 (``gradprobe rank-prompts`` writes it beside each prompt as ``data_id``).
 
 Splits: a JSONL *file* is split deterministically (a fixed permutation; ``heldout_fraction`` of
@@ -154,7 +154,7 @@ class DatasetTask(Task):
         return resolve_mapping(self.mapping, columns, where)
 
     def _bad_row(self, where: str, line: int, problem: str) -> None:
-        msg = f"{where}, row {line}: {problem}"
+        msg = f"{where}, {'line' if self.kind == 'jsonl' else 'row'} {line}: {problem}"  # both count from 1
         if not self.skip_malformed:
             raise DatasetFormatError(msg + "; fix or delete the row, or skip such rows (command line: "
                                            "'...:skip_malformed=true' or --skip-malformed; plans: skip_malformed = "

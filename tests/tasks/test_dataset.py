@@ -173,21 +173,21 @@ def test_mapping_to_a_column_that_does_not_exist(tmp_path):
 def test_rows_with_missing_columns_name_file_row_and_fix(tmp_path):
     rows = PLAIN[:3] + [{"prompt": "no answer here"}] + PLAIN[3:]
     file = _jsonl(tmp_path / "d.jsonl", rows)
-    with pytest.raises(DatasetFormatError, match=r"d.jsonl, row 4: no column for answer='answer'.*skip_malformed"):
+    with pytest.raises(DatasetFormatError, match=r"d.jsonl, line 4: no column for answer='answer'.*skip_malformed"):
         load_task(f"jsonl:{file}").problems("train", 1)
     task = load_task(f"jsonl:{file}:skip_malformed=true")
-    with pytest.warns(UserWarning, match="row 4"):
+    with pytest.warns(UserWarning, match="line 4"):
         assert len(task.split_rows("train")) + len(task.split_rows("heldout")) == 20
     assert task.skipped == 1
     bad_gold = _jsonl(tmp_path / "g.jsonl", PLAIN[:2] + [{"prompt": "x", "answer": "twelve"}])
-    with pytest.raises(DatasetFormatError, match="row 3: column 'answer' .* holding a number .*verifier=exact"):
+    with pytest.raises(DatasetFormatError, match="line 3: column 'answer' .* holding a number .*verifier=exact"):
         load_task(f"jsonl:{bad_gold}").problems("train", 1)
 
 
 def test_conversational_prompt_without_a_user_turn(tmp_path):
     rows = CONVERSATIONAL[:2] + [{"prompt": [{"role": "system", "content": "You add numbers."}], "answer": "3"}]
     file = _jsonl(tmp_path / "c.jsonl", rows)
-    with pytest.raises(DatasetFormatError, match=r"row 3: conversational prompt 'prompt' has no 'user' turn "
+    with pytest.raises(DatasetFormatError, match=r"line 3: conversational prompt 'prompt' has no 'user' turn "
                                                  r"\(roles: \['system'\]\); add a message with role 'user'"):
         load_task(f"jsonl:{file}").problems("train", 1)
     for bad, why in (([{"role": "user"}], "message 0 is not a"), ([], "empty list of messages"),

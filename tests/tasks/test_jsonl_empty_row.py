@@ -29,13 +29,13 @@ def test_an_empty_object_is_refused_naming_file_line_fields_and_fix(tmp_path, li
         load_task(f"jsonl:{path}").problems("train", 1)
     msg = str(info.value)
     fields = "'prompt' (or 'question') and 'answer'" if line == 1 else "'question' and 'answer'"
-    assert msg.startswith(f"{path}, row {line}: an empty JSON object {{}}, missing the fields {fields}")
+    assert msg.startswith(f"{path}, line {line}: an empty JSON object {{}}, missing the fields {fields}")
     assert "--skip-malformed" in msg and "skip_malformed = true under [task.config]" in msg
 
 
 def test_a_mapped_column_is_named_as_the_missing_field(tmp_path):
     path = _file(tmp_path, 1)
-    with pytest.raises(DatasetFormatError, match=r"row 1: an empty JSON object \{\}, missing the fields 'question' "
+    with pytest.raises(DatasetFormatError, match=r"line 1: an empty JSON object \{\}, missing the fields 'question' "
                                                  r"and 'answer'"):
         load_task(f"jsonl:{path}:question=question").problems("train", 1)
 
@@ -44,7 +44,7 @@ def test_a_mapped_column_is_named_as_the_missing_field(tmp_path):
 def test_skip_malformed_skips_and_counts_an_empty_object(tmp_path, line):
     path = _file(tmp_path, line)
     task = load_task(f"jsonl:{path}", skip_malformed=True)
-    with pytest.warns(UserWarning, match=rf"skipping malformed row: .*d.jsonl, row {line}: an empty JSON object"):
+    with pytest.warns(UserWarning, match=rf"skipping malformed row: .*d.jsonl, line {line}: an empty JSON object"):
         rows = task.split_rows("train") + task.split_rows("heldout")
     assert task.skipped == 1
     assert sorted(p.answer for p in rows) == sorted(r["answer"] for r in ROWS)  # every real row kept

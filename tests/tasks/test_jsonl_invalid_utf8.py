@@ -38,7 +38,7 @@ def test_a_non_utf8_row_is_refused_naming_file_row_and_fix(tmp_path, line):
     with pytest.raises(DatasetFormatError) as info:
         load_task(f"jsonl:{path}").problems("train", 1)
     msg = str(info.value)
-    assert msg.startswith(f"{path}, row {line}: not valid UTF-8 (byte 0xff at byte 19 of the row")
+    assert msg.startswith(f"{path}, line {line}: not valid UTF-8 (byte 0xff at byte 19 of the row")
     assert "save the file as UTF-8" in msg and "--skip-malformed" in msg
     assert "codec can't decode" not in msg
 
@@ -46,7 +46,7 @@ def test_a_non_utf8_row_is_refused_naming_file_row_and_fix(tmp_path, line):
 def test_skip_malformed_skips_and_counts_a_non_utf8_row(tmp_path):
     path = _file(tmp_path, 3)
     task = load_task(f"jsonl:{path}", skip_malformed=True)
-    with pytest.warns(UserWarning, match=r"skipping malformed row: .*pool.jsonl, row 3: not valid UTF-8"):
+    with pytest.warns(UserWarning, match=r"skipping malformed row: .*pool.jsonl, line 3: not valid UTF-8"):
         rows = task.split_rows("train") + task.split_rows("heldout")
     assert task.skipped == 1
     assert sorted(int(p.answer) for p in rows) == [i + 1 for i in range(10) if i != 2]
@@ -69,7 +69,7 @@ def test_rank_prompts_reports_the_row_not_the_codec(tmp_path, capsys):
                "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2
-    assert f"{path}, row 4: not valid UTF-8" in err and "codec can't decode" not in err
+    assert f"{path}, line 4: not valid UTF-8" in err and "codec can't decode" not in err
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "gsm8k"])
