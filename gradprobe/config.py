@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 
@@ -145,12 +146,16 @@ class SamplingConfig:
     backend: str = "hf"
 
     def __post_init__(self):
-        if not self.temperature > 0:
-            raise ValueError(f"sampling.temperature must be > 0, got {self.temperature}")
+        if not 0 < self.temperature < math.inf:
+            raise ValueError(f"sampling.temperature must be a finite number > 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"sampling.top_p must be in (0, 1], got {self.top_p}")
+        if isinstance(self.top_k, bool) or self.top_k < 0:
+            raise ValueError(f"sampling.top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
         if self.max_new_tokens < 1:
             raise ValueError(f"sampling.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.batch_size < 1:
+            raise ValueError(f"sampling.batch_size must be >= 1 (sequences per generate call), got {self.batch_size}")
         if self.backend not in SAMPLER_BACKENDS:
             raise ValueError(f"sampling.backend {self.backend!r} is not one of {', '.join(SAMPLER_BACKENDS)}")
 

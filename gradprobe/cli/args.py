@@ -8,7 +8,7 @@ import argparse
 
 from ..tracking import REPORT_TO
 
-__all__ = ["add_report_to", "nonneg_int", "positive_int", "out_path"]
+__all__ = ["add_report_to", "nonneg_int", "positive_int", "seed_int", "out_path"]
 
 
 def add_report_to(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -51,6 +51,24 @@ def nonneg_int(text: str) -> int:
         ``expected an integer, got 'x'`` or ``must be >= 0, got -1`` (argparse prefixes the flag).
     """
     return _int_at_least(text, 0)
+
+
+def seed_int(text: str) -> int:
+    """An argparse ``type`` for a seed: ``text`` as an integer in [0, 2**63 - 1] (what numpy's and torch's
+    generators take), checked when the command line is parsed, before any model loads.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        ``expected an integer, got 'x'`` or ``must be in [0, 2**63 - 1], got -1``.
+    """
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= v <= 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**63 - 1] (it seeds numpy and torch), got {v}")
+    return v
 
 
 def out_path(text: str) -> str:

@@ -19,7 +19,7 @@ from ..outputs import removed_if_left_empty
 from ..training.errors import NonFiniteRunError
 from ..training.plan import PlanError, load_plan, shorten_budget
 from ..training.run_folder import refuse_other_output
-from .args import add_report_to, out_path
+from .args import add_report_to, out_path, seed_int
 from .probe import Terminated, terminate_cleanly
 
 __all__ = ["add_train_parser", "interrupt_message", "train_main"]
@@ -31,7 +31,7 @@ def add_train_parser(subparsers) -> None:
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--plan", required=True, help="plan TOML file (e.g. plans/tiny.toml)")
     p.add_argument("--arm", required=True, help="arm name in the plan's [arms]")
-    p.add_argument("--seed", type=int, default=0, help="run seed (rollout sampling, prompt order)")
+    p.add_argument("--seed", type=seed_int, default=0, help="run seed (rollout sampling, prompt order)")
     p.add_argument("--out", type=out_path, required=True, help="run folder (config.json, metrics.jsonl, summary.json, checkpoints); "
                                                 "an existing run there is resumed")
     p.add_argument("--device", default=None, help="override the plan's [model] device")

@@ -49,8 +49,8 @@ from pathlib import Path
 from ..config import MCConfig, SamplingConfig
 from .budget import check_budget, shorten_budget
 from .coerce import build_section, check_keys, check_positive, coerce
-from .plan_checks import (check_eval, check_guided_task, check_mc, check_pool, check_probe, check_seeds, check_train,
-                          parse_arm, parse_hypothesis, parse_power)
+from .plan_checks import (check_arm_name, check_data_seed, check_eval, check_guided_task, check_hypotheses, check_mc,
+                          check_pool, check_probe, check_seeds, check_train, parse_arm, parse_hypothesis, parse_power)
 from .specs import (ALTERNATIVES, AXES, BUDGET_FLAGS, BUDGET_KINDS, INITIAL, METRICS, OPTIMIZERS, POWER_ALTERNATIVES,
                     SAMPLED_AT, SECTIONS, TESTS, ArmSpec, BudgetSpec, EvalSpec, HeldoutSpec, Hypothesis, ModelSpec,
                     PlanError, PowerSpec, ProbeSpec, RunConfig, TaskSpec, TrainConfig, run_config_from_dict)
@@ -177,12 +177,17 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
     check_keys(data, _TOP_LEVEL, "")
     for key in _REQUIRED:
         if key not in data:
-            raise PlanError(f"plan {path} has no [{key}] section (required: {', '.join(_REQUIRED)})")
+            inside = [t for t, v in data.items() if isinstance(v, dict) and key in v]
+            hint = (f"; the key {key!r} sits inside [{inside[0]}]: a key written after a [table] header belongs to that "
+                    f"table, so write [{key}]" + (" as [arms.NAME] tables" if key == "arms" else " as a table")
+                    + f" of its own") if inside else ""
+            raise PlanError(f"plan {path} has no [{key}] section (required: {', '.join(_REQUIRED)}){hint}")
     sec = {k: build_section(cls, data.get(k, {}), k) for k, cls in SECTIONS.items()}
     check_model(sec["model"])
     task = sec["task"]
     check_positive(task.pool, "task.pool")
     check_positive(sec["heldout"].prompts, "heldout.prompts")
+    check_data_seed(sec["heldout"].seed)
     ev = sec["eval"]
     check_positive(ev.every_tokens, "eval.every_tokens", allow_zero=True)
     check_positive(ev.samples, "eval.samples")
@@ -192,7 +197,11 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
     probe = build_section(ProbeSpec, data.get("probe", {}), "probe")
     check_probe(probe)
     if not isinstance(data["arms"], dict) or not data["arms"]:
-        raise PlanError("[arms] must hold at least one [arms.NAME] table with a reward")
+        got = f" (got {type(data['arms']).__name__} arms = ...)" if not isinstance(data["arms"], dict) else ""
+        raise PlanError(f"[arms] must hold at least one [arms.NAME] table with a reward{got}, e.g. [arms.grpo] "
+                        f"reward = \"outcome\"")
+    for n in data["arms"]:
+        check_arm_name(n)
     arms = {n: parse_arm(n, t, sec["train"], sec["mc"]) for n, t in data["arms"].items()}
     check_guided_task(arms, task)
     check_pool(task.pool, arms, sec["train"])
@@ -206,6 +215,7 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
         raise PlanError("hypotheses must be an array of tables: [[hypotheses]]")
     hypotheses = tuple(parse_hypothesis(i, h, arms, sec["budget"], ev if check_schedule else None)
                        for i, h in enumerate(hyps))
+    check_hypotheses(hypotheses)
     power = parse_power(data["power"]) if "power" in data else None
     return Plan(path=str(path), sha256=sha256 or hashlib.sha256(text.encode()).hexdigest(),
                 name=coerce(data.get("name", Path(path).stem), str, "name"),
@@ -246,7 +256,7 @@ def load_plan(path: str | Path, *, check_schedule: bool = True) -> Plan:
     except OSError as e:
         raise PlanError(f"cannot read plan {str(p)!r}: {e.strerror or e}") from None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark some editors write is no part of the TOML (sha256: the bytes)
     except UnicodeDecodeError as e:
         raise PlanError(f"plan {p} is not UTF-8: {e}") from None
     return parse_plan(text, path=str(p), sha256=hashlib.sha256(raw).hexdigest(), check_schedule=check_schedule)

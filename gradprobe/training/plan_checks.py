@@ -11,6 +11,7 @@ Budget checks: :mod:`gradprobe.training.budget`.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from ..config import MCConfig
 from ..difficulty.config import SELECTION_KEYS, parse_selection
@@ -20,9 +21,13 @@ from .specs import (ALTERNATIVES, AXES, INITIAL, METRICS, OPTIMIZERS, POWER_ALTE
                     BudgetSpec, EvalSpec, Hypothesis, PlanError, PowerSpec, ProbeSpec, TaskSpec, TrainConfig)
 
 __all__ = ["check_train", "check_mc", "check_pool", "parse_arm", "check_guided_task", "parse_hypothesis", "check_eval",
-           "check_probe", "check_seeds", "parse_power"]
+           "check_probe", "check_seeds", "check_data_seed", "check_lr", "check_arm_name", "check_hypotheses",
+           "parse_power", "MAX_LR", "MAX_SEED"]
 
 ARM_OWN = ("reward", "lr_scale", "description", "mc")
+
+#: The largest seed numpy's and torch's generators take from every code path (torch.manual_seed: int64).
+MAX_SEED = 2**63 - 1
 """Keys of ``[arms.NAME]`` besides ``[train]`` keys, prompt selection and ``guidance``."""
 
 
@@ -40,6 +45,10 @@ def check_train(t: TrainConfig, where: str) -> None:
 
     for k in ("prompts_per_update", "lr", "micro_batch_size", "checkpoint_every", "eps", "iterations"):
         check_positive(getattr(t, k), f"{where}.{k}")
+    for k in ("lr", "eps", "weight_decay"):
+        if not math.isfinite(getattr(t, k)):
+            raise PlanError(f"{where}.{k} must be a finite number, got {getattr(t, k)!r}")
+    check_lr(t.lr, f"{where}.lr")
     if t.group < 2:
         raise PlanError(f"{where}.group must be >= 2 (group-relative advantages need two completions), got {t.group}")
     for k in ("weight_decay", "max_grad_norm", "warmup", "clip_low", "clip_high", "stats_every"):
@@ -58,6 +67,42 @@ def check_train(t: TrainConfig, where: str) -> None:
                         f"more than once, got {list(t.save_weights_at)}; list each update once (one file each)")
     if not all(0 <= b < 1 for b in t.betas):
         raise PlanError(f"{where}.betas must lie in [0, 1), got {list(t.betas)}")
+
+
+#: The largest learning rate a plan accepts: an AdamW step moves each weight by about lr, so above 1 one
+#: update replaces the policy's weights by noise (and past float32's range the optimizer cannot hold it).
+MAX_LR = 1.0
+
+
+def check_lr(lr: float, where: str) -> None:
+    """Refuse a learning rate (``[train] lr``, an arm's ``lr``, or either times ``lr_scale``) above :data:`MAX_LR`.
+
+    Raises
+    ------
+    PlanError
+        Naming ``where``, the value and the bound.
+    """
+    if lr > MAX_LR:
+        raise PlanError(f"{where} must be at most {MAX_LR:g} (an AdamW step moves each weight by about lr, so one "
+                        f"update would replace the policy by noise), got {lr!r}; RL fine-tuning uses about 1e-6 to "
+                        f"1e-4 (the shipped plans 1e-4)")
+
+
+def check_arm_name(name: str) -> None:
+    """Refuse an arm name that cannot name a folder of its own under the study's ``runs/``: empty or blank,
+    ``.`` or ``..``, or holding a path separator or a control character (``[arms."../x"]`` would write its
+    runs outside the study).
+
+    Raises
+    ------
+    PlanError
+        Naming the arm and the characters allowed.
+    """
+    if (not name.strip() or name in (".", "..") or any(c in name for c in "/\\")
+            or any(ord(c) < 32 or ord(c) == 127 for c in name)):
+        raise PlanError(f"arm name {name!r} cannot name the arm's folder (runs/ARM/seedN): use letters, digits and "
+                        f"'_', '-', '.', e.g. [arms.grpo_2xlr], with no '/', '\\', control character, and not "
+                        f"empty, '.' or '..'")
 
 
 MC_MINIMUM = {"continuations": (1, "Monte-Carlo continuations drawn from every step boundary"),
@@ -142,6 +187,9 @@ def parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSpe
     mc_over = {k: coerce(v, fields_of(MCConfig)[k], f"{where}.mc.{k}") for k, v in mc_over.items()}
     lr_scale = coerce(table.get("lr_scale", 1.0), float, f"{where}.lr_scale")
     check_positive(lr_scale, f"{where}.lr_scale")
+    if not math.isfinite(lr_scale):
+        raise PlanError(f"{where}.lr_scale must be a finite number, got {lr_scale!r}")
+    check_lr(train.get("lr", base.lr) * lr_scale, f"{where}.lr times {where}.lr_scale ({lr_scale:g})")
     try:
         selection = parse_selection(table) or {}
     except ValueError as e:
@@ -191,6 +239,9 @@ def parse_hypothesis(i: int, table: dict, arms: dict, budget: BudgetSpec, ev: Ev
         raise PlanError(f"{where}.test {h.test!r} is not one of {', '.join(TESTS)}")
     if len(h.arms) != 2:
         raise PlanError(f"{where}.arms must name two arms [treatment, control], got {list(h.arms)}")
+    if h.arms[0] == h.arms[1]:
+        raise PlanError(f"{where}.arms names {h.arms[0]!r} twice: a hypothesis compares two different arms "
+                        f"[treatment, control], e.g. [\"mc_value\", \"grpo\"]")
     for a in h.arms:
         if a not in arms and a != INITIAL:
             raise PlanError(f"{where}.arms: no arm {a!r}; valid: {', '.join([*arms, INITIAL])}")
@@ -229,6 +280,22 @@ def _check_promised(where: str, h: Hypothesis, budget: BudgetSpec, ev: EvalSpec)
                     f"{', '.join(f'{p:g}' for p in points)}); {fix}")
 
 
+def check_hypotheses(hypotheses) -> None:
+    """Refuse two ``[[hypotheses]]`` with one name: the report and ``analysis.json`` key each by its name.
+
+    Raises
+    ------
+    PlanError
+        Naming the repeated name and both positions.
+    """
+    first: dict[str, int] = {}
+    for i, h in enumerate(hypotheses):
+        if h.name in first:
+            raise PlanError(f"hypotheses[{first[h.name]}] and hypotheses[{i}] are both named {h.name!r}: the report and "
+                            f"analysis.json key each hypothesis by its name; give each a name of its own")
+        first[h.name] = i
+
+
 def check_eval(ev: EvalSpec) -> None:
     """Refuse an ``[eval]`` schedule with repeated or negative ``at_updates``, fractions outside (0, 1],
     or an unknown ``sampled_at``.
@@ -245,10 +312,13 @@ def check_eval(ev: EvalSpec) -> None:
                         f"got {list(ev.at_fractions)} (e.g. [0.1, 0.25, 0.5, 1.0])")
     if ev.sampled_at not in SAMPLED_AT:
         raise PlanError(f"eval.sampled_at {ev.sampled_at!r} is not one of {', '.join(SAMPLED_AT)}")
+    if not ev.greedy and not ev.sampled:
+        raise PlanError("eval.greedy and eval.sampled are both false, so no eval would score any run and the study "
+                        "could not be analysed; set at least one true (greedy = true is the default)")
 
 
 def check_seeds(seeds: tuple[int, ...], key: str = "seeds") -> None:
-    """Refuse an empty, repeated or negative seed list (``key`` names it in the message).
+    """Refuse an empty or repeated seed list, or a seed outside [0, 2**63 - 1] (``key`` names it in the message).
 
     Raises
     ------
@@ -261,10 +331,24 @@ def check_seeds(seeds: tuple[int, ...], key: str = "seeds") -> None:
     if dup:
         raise PlanError(f"{key} must be distinct: {', '.join(map(str, dup))} is listed more than once, got "
                         f"{list(seeds)}; each seed is one run per arm, so list each once")
-    neg = [s for s in seeds if s < 0]
+    neg = [s for s in seeds if not 0 <= s <= MAX_SEED]
     if neg:
-        raise PlanError(f"{key} must be integers >= 0 (they seed numpy and torch generators), got "
+        raise PlanError(f"{key} must be integers in [0, 2**63 - 1] (they seed numpy and torch generators), got "
                         f"{', '.join(map(str, neg))}; use e.g. {list(range(len(seeds)))}")
+
+
+def check_data_seed(seed: int) -> None:
+    """Refuse a ``[heldout] seed`` (the data seed of the held-out set and the training pool) outside
+    [0, 2**63 - 1] when the plan is read, not when the data is first drawn.
+
+    Raises
+    ------
+    PlanError
+        Naming ``heldout.seed`` and the range.
+    """
+    if not 0 <= seed <= MAX_SEED:
+        raise PlanError(f"heldout.seed must be an integer in [0, 2**63 - 1] (the data seed of the held-out set and "
+                        f"the training pool), got {seed}; e.g. seed = 0")
 
 
 def parse_power(table) -> PowerSpec:

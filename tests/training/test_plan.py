@@ -138,7 +138,7 @@ def test_values_of_the_wrong_type_or_range(tmp_path):
     assert "train.lr must be a number" in _error(tmp_path, BASE.replace("lr = 1e-3", 'lr = "fast"'))
     assert "train.group must be >= 2" in _error(tmp_path, BASE.replace("group = 4", "group = 1"))
     assert "dapo, dr_grpo, grpo" in _error(tmp_path, BASE.replace("lr = 1e-3", 'lr = 1e-3\nloss_type = "ppo"'))
-    assert "sampling.temperature must be > 0" in _error(
+    assert "sampling.temperature must be a finite number > 0" in _error(
         tmp_path, BASE.replace("max_new_tokens = 16", "max_new_tokens = 16\ntemperature = 0.0"))
     assert "distinct" in _error(tmp_path, BASE.replace("seeds = [0, 1]", "seeds = [1, 1]"))
     assert "no arm 'mcv'" in _error(tmp_path, BASE.replace('arms = ["grpo", "mc"]', 'arms = ["grpo", "mcv"]'))
