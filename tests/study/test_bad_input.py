@@ -47,8 +47,8 @@ def test_the_axes_are_one_vocabulary():
                                     "fraction 0.3 to [eval] at_fractions"),
     (BASE + HYP + 'at = "flops"\nbudget = 1e9\n', "set [budget] flops (at_fractions are fractions of it)"),
     (BASE + HYP + "budget = -5\n", "hypotheses[0].budget must be > 0"),
-    (BASE.replace("seeds = [0, 1]", "seeds = [0, -1]"), "seeds must be integers >= 0 (they seed numpy and torch "
-                                                        "generators), got -1"),
+    (BASE.replace("seeds = [0, 1]", "seeds = [0, -1]"), "seeds must be integers in [0, 2**63 - 1] (they seed "
+                                                        "numpy and torch generators), got -1"),
     (BASE.replace("seeds = [0, 1]", "seeds = [0, 1, 1]"), "seeds must be distinct: 1 is listed more than once"),
     (BASE.replace("seeds = [0, 1]", "seeds = []"), "seeds must be a non-empty list"),
     (BASE + "[power]\npilot = 'x'\n", "[power] needs the key(s) min_effect"),
