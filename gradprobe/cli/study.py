@@ -134,7 +134,9 @@ def _power(args) -> int:
 
 
 def _check_replicate(args):
-    """(source folder, replicate Plan) after every check, before anything is written; raises ValueError."""
+    """(source folder, replicate Plan) after every check, before anything is written; raises ValueError, or
+    OutputDirError when --out holds another command's output (:func:`gradprobe.study.folder.refuse_other_output`)."""
+    from ..study.folder import refuse_other_output
     from ..study.reading import finished_study
 
     if args.plan:
@@ -144,6 +146,7 @@ def _check_replicate(args):
     src = finished_study(args.replicate, key="--replicate")
     if Path(args.out).resolve() == src.resolve():
         raise ValueError(f"--out {args.out} is the study being replicated; give a new folder")
+    refuse_other_output(args.out)  # a training run's folder: refused before replicate_of.json is written
     plan = load_plan(src / "plan.toml")
     offset = args.seed_offset if args.seed_offset is not None else max(plan.seeds) - min(plan.seeds) + 1
     return src, replicate_plan(plan, seed_offset=offset)
@@ -154,7 +157,7 @@ def _replicate(args, say) -> int:
 
     try:
         src, plan = _check_replicate(args)
-    except ValueError as e:
+    except (ValueError, OutputDirError) as e:
         return _err(str(e))
     replicate_study = getattr(runner, "replicate_study", None)
     if replicate_study is None:
@@ -212,6 +215,8 @@ def _analyze_only(args) -> int:
     from ..study.analysis import AnalysisError, analyze, format_rankings
 
     out = Path(args.out)
+    if args.plan and (why := _other_plan(args.plan, out)) is not None:
+        return _err(why)
     target = analysis_target(out, args.overwrite_analysis)
     try:
         if target == out:
@@ -238,12 +243,54 @@ def _analyze_only(args) -> int:
     return 0
 
 
+def _contradiction(args) -> str | None:
+    """Options given together that cannot both hold, named with the fix (checked before anything is read or
+    written), else None."""
+    if args.analyze_only and args.no_analysis:
+        return ("--analyze-only and --no-analysis contradict each other (--analyze-only only analyses; --no-analysis "
+                "runs the study without analysing it): drop one of them")
+    if args.ray_address and args.analyze_only:
+        return "--ray-address goes with --executor ray, and --analyze-only runs nothing: drop --ray-address"
+    if args.ray_address and args.executor != "ray":
+        return (f"--ray-address {args.ray_address} goes with --executor ray (the {args.executor} executor starts no "
+                "Ray): add --executor ray or drop --ray-address")
+    return None
+
+
+def _other_plan(plan: str, out: Path) -> str | None:
+    """Why ``--analyze-only`` refuses the PLAN argument ``plan``: it is not ``out``'s frozen plan (another sha256
+    than ``out/plan.toml``, or than ``study.json``'s plan_sha256 without one) or cannot be read; None when it is
+    the frozen plan or ``out`` records none (the analysis then names what is missing)."""
+    import json
+
+    from ..layout import PLAN_COPY, STUDY_JSON
+    from ..study.folder import sha256
+
+    fix = f"--analyze-only analyses {out} with its own frozen {out / PLAN_COPY}: drop the PLAN argument"
+    try:
+        given = sha256(Path(plan).read_bytes())
+    except OSError as e:
+        return f"PLAN {plan} cannot be read ({type(e).__name__}: {e.strerror or e}); {fix}"
+    frozen = out / PLAN_COPY
+    try:
+        have = sha256(frozen.read_bytes()) if frozen.is_file() else json.loads(
+            (out / STUDY_JSON).read_text()).get("plan_sha256")
+    except (OSError, ValueError, AttributeError):  # no record of a plan: the analysis says what is missing
+        return None
+    if not have or have == given:
+        return None
+    return (f"PLAN {plan} (sha256 {given[:12]}) is not the plan of the study {out} (sha256 {have[:12]}); {fix} "
+            f"(or give --out the study folder of {plan})")
+
+
 def study_main(args) -> int:
     """Run ``gradprobe study``; returns the exit status (0 done, 1 something failed, 2 bad input, 130 Ctrl-C,
     143 SIGTERM); both interrupts print the command that resumes the study."""
     from ..study.analysis import format_rankings
     from ..study.runner import StudyError, run_study
 
+    if (why := _contradiction(args)) is not None:
+        return _err(why)
     if args.power:
         return _power(args)
     if args.pilot:

@@ -50,7 +50,6 @@ All accuracies and gains are in accuracy points (0-100).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -60,11 +59,12 @@ from ..outputs import json_safe, write_json_atomic
 from . import stats
 from .comparisons import _by_seed, compare
 from .coverage import missing_runs
+from .folder import StudyError, read_study_json
 from .hypotheses import evaluate_hypotheses
 from .lr_sweep import lr_sweep
 from .power import detectable_effects
-from .reading import (AXIS_COLUMNS, SIDE_EFFECTS, AnalysisError, _combine, _item_index, _item_lines, _load_plan,
-                      _promised, _runs, initial_reads, interpolate, load_eval_items, load_runs, matched_budgets,
+from .reading import (AXIS_COLUMNS, SIDE_EFFECTS, AnalysisError, _combine, _item_index, _item_lines, _promised, _runs,
+                      frozen_plan, initial_reads, interpolate, load_eval_items, load_runs, matched_budgets,
                       promised_gap, read_point, read_runs, recorded_axes)
 from .report import format_rankings, plot_figures
 from .stats import fit_sigmoid, paired_t, scalerl_sigmoid, sign_flip_test, two_way_bootstrap
@@ -173,19 +173,23 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
         (:func:`~gradprobe.study.lr_sweep.lr_sweep`: arms that differ only by lr_scale), ``detectable_effect``,
         ``two_way`` (settings, or null with ``two_way_reason``), ``excluded_runs``, ``missing_runs``
         (:func:`~gradprobe.study.coverage.missing_runs`: the plan's arm x seed runs runs.csv holds no
-        row of, each with its reason; the analysis reads the others).
+        row of, each with its reason; the analysis reads the others), ``control_arm``, ``control_arm_missing``
+        (why no gain vs the control arm is computed: the study has no such arm; else null).
 
     Raises
     ------
     AnalysisError
-        No usable ``runs.csv`` or no eval at update 0.
+        No usable ``runs.csv``, no eval at update 0, no frozen ``plan.toml``
+        (:func:`~gradprobe.study.reading.frozen_plan`: without it the budgets, promised eval gaps and hypotheses
+        are lost) or a damaged ``study.json`` (the file and the fix are named).
     ValueError
         ``n_resamples`` < 2000.
     """
     if n_resamples < 2000:
         raise ValueError(f"n_resamples must be >= 2000 for stable 95% intervals, got {n_resamples}")
     study_dir = Path(study_dir)
-    df, plan = load_runs(study_dir), _load_plan(study_dir)
+    record = _study_record(study_dir)
+    df, plan = load_runs(study_dir), frozen_plan(study_dir, record)
     runs, recorded = _runs(df), recorded_axes(df)
     matched = matched_budgets(df, plan)
     lines = _item_lines(study_dir)
@@ -206,8 +210,8 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
                     "items": len(next(iter(index.values()))["greedy"]) if index else None} if index else None,
         "two_way_reason": None if index else ("the study saved no per-item eval results (eval_items.jsonl); "
                                               "re-run it with this gradprobe for intervals over held-out items"),
-        "control_arm": control, "excluded_runs": _excluded_runs(study_dir),
-        "missing_runs": missing_runs(study_dir, df, plan)}
+        "control_arm": control, "control_arm_missing": _control_missing(arms, control),
+        "excluded_runs": _excluded_runs(record), "missing_runs": missing_runs(study_dir, df, plan)}
     if write:
         write_json_atomic(Path(out_dir or study_dir) / "analysis.json", json_safe(result))
     if figures:
@@ -253,12 +257,31 @@ def ranking(arms: dict, axis: str) -> list[str]:
     return [a for a, _ in sorted(scored, key=lambda t: (-t[1], t[0]))]
 
 
-def _excluded_runs(study_dir: Path) -> list:
-    """Runs of study.json that are not complete (failed or unfinished): not in runs.csv."""
-    p = study_dir / "study.json"
+def _study_record(study_dir: Path) -> dict:
+    """``study_dir/study.json`` ({} when there is none); a damaged one is refused, not read as empty.
+
+    Raises
+    ------
+    AnalysisError
+        ``study.json`` cannot be read or holds no JSON object (:func:`~gradprobe.study.folder.read_study_json`:
+        the file and the fix are named).
+    """
     try:
-        runs = json.loads(p.read_text()).get("runs", []) if p.exists() else []
-    except (OSError, json.JSONDecodeError):
-        return []
-    return [{"arm": r["arm"], "seed": r["seed"], "status": r.get("status"), "error": r.get("error")}
-            for r in runs if r.get("status") != "done"]
+        return read_study_json(study_dir) or {}
+    except StudyError as e:
+        raise AnalysisError(str(e)) from None
+
+
+def _excluded_runs(record: dict) -> list:
+    """Runs of study.json (``record``) that are not complete (failed or unfinished): not in runs.csv."""
+    runs = record.get("runs") if isinstance(record.get("runs"), list) else []
+    return [{"arm": r.get("arm"), "seed": r.get("seed"), "status": r.get("status"), "error": r.get("error")}
+            for r in runs if isinstance(r, dict) and r.get("status") != "done"]
+
+
+def _control_missing(arms: dict, control: str) -> str | None:
+    """Why no arm has a gain vs ``control`` (the study has no such arm), else None."""
+    if control in arms:
+        return None
+    return (f"the study has no arm {control!r}, so no gain vs {control} is computed (analysis.json gain_vs_grpo is "
+            "null; the gains vs the initial policy are kept)")

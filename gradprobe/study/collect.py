@@ -16,9 +16,42 @@ from pathlib import Path
 from ..layout import EVAL_ITEMS_GZ, EVAL_ITEMS_JSONL, METRICS_JSONL, RUNS_CSV, RUNS_CSV_COLUMNS, run_dir
 from ..outputs import write_bytes_atomic
 from ..training.plan import Plan
-from .folder import run_status
+from .folder import StudyError, check_run_folders, run_status
 
-__all__ = ["collect_runs", "write_runs_csv", "write_eval_items"]
+__all__ = ["collect_runs", "write_runs_csv", "write_eval_items", "check_finished_runs"]
+
+
+def _json_lines(path: Path, keep=None) -> list[dict]:
+    """The JSON objects on the non-blank lines of the run file ``path`` that ``keep`` (a test of the line's
+    text) accepts (default: all).
+
+    Raises
+    ------
+    StudyError
+        The file is missing or unreadable, or a kept line is not a JSON object: one line naming the file (and
+        the line) and the fix, restore the file or delete the run's folder to rerun that run.
+    """
+    fix = f"restore it from a copy, or delete {path.parent} to rerun that run (the other runs are kept)"
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        why = "is missing" if isinstance(e, FileNotFoundError) else f"cannot be read ({type(e).__name__}: {e})"
+        raise StudyError(f"{path} {why}, but the run finished (summary.json): runs.csv cannot be rebuilt "
+                         f"without it; {fix}") from None
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or (keep is not None and not keep(line)):
+            continue
+        try:
+            e = json.loads(line)
+        except ValueError as err:
+            e, why = None, f"{type(err).__name__}: {err}"
+        else:
+            why = f"a JSON {type(e).__name__}, not an object"
+        if not isinstance(e, dict):
+            raise StudyError(f"{path} line {n} is not a JSON object ({why}): the run's file is damaged; {fix}")
+        out.append(e)
+    return out
 
 
 def collect_runs(plan: Plan, out: str | Path) -> list[dict]:
@@ -34,6 +67,13 @@ def collect_runs(plan: Plan, out: str | Path) -> list[dict]:
     step_validity_rate and step_count_deviation (trace fidelity of the greedy held-out
     completions, :func:`gradprobe.rewards.process.trace_fidelity`; empty for a task without a
     step verifier). Columns a run of an older version did not record are empty.
+
+    Raises
+    ------
+    StudyError
+        A finished run's ``metrics.jsonl`` is missing, unreadable, holds a line that is not a JSON object or an
+        eval line without its update, generated_tokens or device_seconds (one line naming the file, the line and
+        the fix: restore it, or delete the run's folder to rerun it).
     """
     rows = []
     for arm, seed in plan.runs():
@@ -42,10 +82,11 @@ def collect_runs(plan: Plan, out: str | Path) -> list[dict]:
         if status != "done":
             continue
         a = plan.arms[arm]
-        for line in (folder / METRICS_JSONL).read_text().splitlines():
-            if '"eval": true' not in line:
-                continue
-            e = json.loads(line)
+        for e in _json_lines(folder / METRICS_JSONL, lambda line: '"eval": true' in line):
+            if missing := [k for k in ("update", "generated_tokens", "device_seconds") if k not in e]:
+                raise StudyError(f"{folder / METRICS_JSONL}: an eval line (update {e.get('update')}) lacks "
+                                 f"{', '.join(missing)}: the run's file is damaged; restore it from a copy, or "
+                                 f"delete {folder} to rerun that run (the other runs are kept)")
             rows.append({"arm": arm, "seed": seed, "update": e["update"], "generated_tokens": e["generated_tokens"],
                          "device_seconds": e["device_seconds"], "accuracy": e.get("greedy_accuracy"),
                          "accuracy_sampled": e.get("sampled_accuracy"), "reward": a.reward, "lr_scale": a.lr_scale,
@@ -63,6 +104,8 @@ def write_runs_csv(plan: Plan, out: str | Path) -> int:
     ------
     OutputDirError
         The file cannot be written (the old one is kept).
+    StudyError
+        A finished run's ``metrics.jsonl`` is missing or damaged (:func:`collect_runs`; nothing is written).
     """
     rows = collect_runs(plan, out)
     buf = io.StringIO()
@@ -83,15 +126,44 @@ def write_eval_items(plan: Plan, out: str | Path) -> int:
     ------
     OutputDirError
         The file cannot be written (the old one is kept).
+    StudyError
+        A finished run's ``eval_items.jsonl`` is unreadable or holds a line that is not a JSON object (the file,
+        the line and the fix are named; nothing is written).
     """
+    lines = _eval_item_lines(plan, out)
+    if lines:
+        write_bytes_atomic(Path(out) / EVAL_ITEMS_GZ, gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
+    return len(lines)
+
+
+def _eval_item_lines(plan: Plan, out: str | Path) -> list[str]:
+    """The lines of ``eval_items.jsonl.gz``: every finished run's ``eval_items.jsonl`` line with its arm and seed
+    (raises :class:`StudyError` as :func:`write_eval_items` says)."""
     lines = []
     for arm, seed in plan.runs():
         folder = run_dir(out, arm, seed)
         path = folder / EVAL_ITEMS_JSONL
         if run_status(folder)[0] != "done" or not path.exists():
             continue
-        for line in path.read_text().splitlines():
-            lines.append(json.dumps({"arm": arm, "seed": seed, **json.loads(line)}))
-    if lines:
-        write_bytes_atomic(Path(out) / EVAL_ITEMS_GZ, gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
-    return len(lines)
+        lines += [json.dumps({"arm": arm, "seed": seed, **e}) for e in _json_lines(path)]
+    return lines
+
+
+def check_finished_runs(plan: Plan, out: str | Path) -> None:
+    """Refuse a study folder whose run folders are damaged, before a resume runs anything or rewrites
+    ``runs.csv``, ``eval_items.jsonl.gz``, ``study.json`` or ``analysis.json`` from the other runs as if the study
+    were complete: a ``summary.json`` that cannot be read, a finished run without its ``metrics.jsonl``
+    (:func:`~gradprobe.study.folder.check_run_folders`), a finished run's ``metrics.jsonl`` or ``eval_items.jsonl``
+    with a damaged line (:func:`collect_runs`, :func:`write_eval_items`).
+
+    Raises
+    ------
+    StudyError
+        One line naming the damaged file and the fix (restore it, or delete that run's folder to rerun it).
+    """
+    check_run_folders(out, plan.runs())
+    try:
+        collect_runs(plan, out)
+        _eval_item_lines(plan, out)
+    except StudyError as e:
+        raise StudyError(f"{e}; nothing was run or rewritten") from None

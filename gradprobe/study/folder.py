@@ -7,6 +7,7 @@ refuse a folder raises :class:`StudyError`. File names come from :mod:`gradprobe
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import fcntl
 import hashlib
@@ -14,9 +15,11 @@ import json
 import os
 from pathlib import Path
 
-from ..layout import METRICS_JSONL, SUMMARY_JSON
+from ..layout import METRICS_JSONL, OUTPUT_KINDS, STUDY_JSON, SUMMARY_JSON, output_kind
 
-__all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now"]
+__all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now",
+           "hold_run_folder", "refuse_other_output", "run_damage", "check_run_folders", "read_study_json",
+           "study_json_fix"]
 
 
 class StudyError(RuntimeError):
@@ -92,6 +95,52 @@ class FolderLock:
             self.f.close()
 
 
+@contextlib.contextmanager
+def hold_run_folder(out):
+    """Hold the run folder ``out`` while the block trains in it: an exclusive lock on ``out/.lock``
+    (:data:`~gradprobe.training.run_folder.RUN_LOCK`, the :class:`FolderLock` a study's
+    worker takes on its run folders), so that a second ``gradprobe train`` on the folder is refused instead of
+    interleaving its lines with this one's. The lock is released when the block ends (normally, on an error, on
+    Ctrl-C or SIGTERM) and by the kernel when the process dies, so a dead holder's lock is taken over. A folder
+    that does not exist is created first (:func:`~gradprobe.outputs.prepare_output_dir`); when the block leaves
+    nothing but the lock file, that file and the folders created for it are removed again (a refused run leaves
+    nothing behind).
+
+    Raises
+    ------
+    StudyError (a RuntimeError)
+        Another live process holds the folder: one line naming the folder, the holder's pid and the fix (wait for
+        it to finish or stop it); nothing is written.
+    OutputDirError
+        ``out`` cannot be created or its lock file cannot be opened (names the path and the fix).
+    """
+    from ..outputs import output_error, prepare_output_dir
+    from ..training.run_folder import RUN_LOCK
+
+    out = folder = Path(out)
+    made = []  # the folders this creates, deepest first
+    while not folder.exists() and folder != folder.parent:
+        made.append(folder)
+        folder = folder.parent
+    if made:
+        prepare_output_dir(out)  # a file in the way, an unwritable parent: its one-line errors
+    try:
+        lock = FolderLock(out, RUN_LOCK, wait=False, what="run folder")
+    except OSError as e:  # in use by another process: a StudyError, passed on
+        raise output_error("opening the lock file", out / RUN_LOCK, e) from e
+    try:
+        yield
+    finally:
+        try:
+            if all(p.name == RUN_LOCK for p in out.iterdir()):  # nothing else written: nothing left behind
+                (out / RUN_LOCK).unlink()  # while still locked: whoever opened it meanwhile is still refused
+                for folder in made:
+                    folder.rmdir()
+        except OSError:
+            pass
+        lock.release()
+
+
 def run_status(folder: Path) -> tuple[str, dict | None]:
     """(status, summary) of a run folder: ``done`` (summary completed), ``failed`` (a summary with
     ``completed`` false: NaN loss, write error), ``partial`` (data, no summary) or ``pending``."""
@@ -99,7 +148,9 @@ def run_status(folder: Path) -> tuple[str, dict | None]:
     if s.exists():
         try:
             summary = json.loads(s.read_text())
-        except (OSError, json.JSONDecodeError):
+        except (OSError, UnicodeDecodeError, ValueError):
+            return "partial", None
+        if not isinstance(summary, dict):  # damaged (:func:`run_damage` names it)
             return "partial", None
         return ("done" if summary.get("completed") else "failed"), summary
     if (folder / METRICS_JSONL).exists():
@@ -110,3 +161,104 @@ def run_status(folder: Path) -> tuple[str, dict | None]:
 def finished_runs(out: str | Path) -> list[Path]:
     """Run folders under ``out/runs/`` whose ``summary.json`` says completed (any plan's), sorted."""
     return sorted(f for f in Path(out).glob("runs/*/seed*") if f.is_dir() and run_status(f)[0] == "done")
+
+
+def refuse_other_output(out: str | Path) -> None:
+    """Refuse ``out`` when it holds another command's output (:func:`gradprobe.layout.output_kind`: a training run,
+    a probe, a study's probe folder, a calibration report...), before anything is written into it, as ``gradprobe
+    train`` refuses a study's folder. A new or empty folder, a study's folder (a resume) or a folder of other files
+    is accepted.
+
+    Raises
+    ------
+    OutputDirError (an OSError, errno EEXIST)
+        One line naming the folder, what it holds (the file that shows it) and the fix (another ``--out``).
+    """
+    import errno
+
+    from ..outputs import OutputDirError
+
+    found = output_kind(out)
+    if found is None or found[0] == "study":
+        return
+    raise OutputDirError(errno.EEXIST, (
+        f"--out {out} holds {OUTPUT_KINDS[found[0]]} ({found[1]}), not a study; a study there would mix its "
+        f"plan.toml, study.json, runs/ and analysis.json into it: choose another --out (a new or empty folder, or "
+        f"a study's folder to resume it)"))
+
+
+def _error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+
+
+def run_damage(folder: Path) -> str | None:
+    """Why the record of the run folder ``folder`` cannot be trusted, else None: a ``summary.json`` that is not
+    a JSON object (cut, overwritten), so whether the run finished cannot be told, or a finished run (summary
+    completed) without its ``metrics.jsonl``, so ``runs.csv`` cannot be rebuilt from it. Each reason is one
+    phrase naming the file and the fix (restore the file, or delete the run folder to rerun that run)."""
+    fix = f"restore it from a copy, or delete {folder} to rerun that run (the other runs are kept)"
+    s = folder / SUMMARY_JSON
+    if not s.exists():
+        return None
+    try:
+        summary = json.loads(s.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return f"{s} cannot be read ({_error_text(e)}): whether the run finished cannot be told; {fix}"
+    if not isinstance(summary, dict):
+        return f"{s} holds no JSON object (a {type(summary).__name__}): the run's record is damaged; {fix}"
+    if summary.get("completed") and not (folder / METRICS_JSONL).is_file():
+        return (f"{folder / METRICS_JSONL} is missing although {s} says the run finished: runs.csv cannot be "
+                f"rebuilt from it; {fix}")
+    return None
+
+
+def check_run_folders(out: str | Path, runs) -> None:
+    """Refuse a study whose run folders (``runs``: (arm, seed) pairs of the plan) hold a damaged record
+    (:func:`run_damage`), before anything is run or rewritten from the others.
+
+    Raises
+    ------
+    StudyError
+        One line naming the first damaged file, the fix, and how many other run folders are damaged.
+    """
+    from ..layout import run_dir
+
+    damaged = [why for arm, seed in runs if (why := run_damage(run_dir(out, arm, seed))) is not None]
+    if damaged:
+        more = f" ({len(damaged) - 1} more run folder(s) are damaged likewise)" if len(damaged) > 1 else ""
+        raise StudyError(f"{damaged[0]}{more}; nothing was run or rewritten")
+
+
+def study_json_fix(out: str | Path) -> str:
+    """How to get a study's ``study.json`` back when it is damaged: rebuilt from its run folders (delete it and run
+    ``gradprobe study DIR/plan.toml --out DIR``: finished runs are not redone; the recorded invocations and wall
+    time are lost), or, without ``runs/`` (a shipped study keeps only its tables), from a copy."""
+    d = Path(out)
+    if (d / "runs").is_dir():
+        return (f"restore it from a copy, or delete it and run `gradprobe study {d / 'plan.toml'} --out {d}` to "
+                f"rebuild it from {d / 'runs'} (finished runs are not redone; the recorded invocations and wall "
+                f"time are lost)")
+    return f"restore it from a copy of the study ({d} has no runs/ folder to rebuild it from)"
+
+
+def read_study_json(out: str | Path) -> dict | None:
+    """``out/study.json`` as a dict; None when there is none.
+
+    Raises
+    ------
+    StudyError
+        The file cannot be read, is not JSON or holds no JSON object (one line naming it and
+        :func:`study_json_fix`).
+    """
+    p = Path(out) / STUDY_JSON
+    if not p.exists():
+        return None
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise StudyError(f"{p} cannot be read ({_error_text(e)}): the study's record (plan sha256, run statuses, "
+                         f"invocations) is damaged; {study_json_fix(out)}") from None
+    if not isinstance(data, dict):
+        raise StudyError(f"{p} holds no JSON object (a {type(data).__name__}): the study's record is damaged; "
+                         f"{study_json_fix(out)}")
+    return data

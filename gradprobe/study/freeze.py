@@ -8,7 +8,6 @@ finished and ``restart`` asks to replace it (:data:`STUDY_OUTPUTS` are then dele
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 from ..layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, FIGURES, PLAN_COPY, RUNS_CSV, STUDY_JSON, run_dir
 from ..outputs import output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
 from ..training.plan import Plan, load_plan
-from .folder import FolderLock, PlanChangedError, StudyError, finished_runs, now, sha256
+from .folder import FolderLock, PlanChangedError, StudyError, finished_runs, now, read_study_json, sha256
 from .invocations import HEARTBEAT_JSON
 
 __all__ = ["STUDY_OUTPUTS", "freeze_plan"]
@@ -57,7 +56,8 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
         ``--out``, or ``--restart`` when no run of it has finished), or ``restart`` was asked
         but runs of the frozen plan have finished (how many is named).
     StudyError
-        ``out/plan.toml`` was edited after freezing.
+        ``out/plan.toml`` was edited after freezing, or ``out/study.json`` is damaged (not JSON, no object: the
+        file and the fix are named, :func:`~gradprobe.study.folder.read_study_json`).
     OutputDirError
         ``out`` cannot be created or written (names the path and the fix).
     """
@@ -70,7 +70,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
         study = _new_study_json(plan, plan_path)
         write_json_atomic(sj, study)
         return load_plan(frozen), study
-    study = json.loads(sj.read_text()) if sj.exists() else {}
+    study = read_study_json(out) or {}
     old = study.get("plan_sha256") or sha256(frozen.read_bytes())
     if old != plan.sha256:
         if restart and not finished_runs(out):

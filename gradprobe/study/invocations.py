@@ -2,13 +2,16 @@
 
 Each ``gradprobe study`` process that runs a study folder is one *invocation*. It is listed in
 ``study.json`` ``invocations`` as ``{"id", "pid", "host", "started", "last_seen", "seconds",
-"ended"}`` (``started``/``last_seen``: UTC ISO times; ``seconds``: wall-clock seconds from its
-start to ``last_seen``; ``ended``: ``"normally"``, ``"interrupted"`` (Ctrl-C), ``"terminated (SIGTERM)"``,
-``"error: ..."``, ``"killed"`` (no end was recorded: SIGKILL, a power cut), or null while it runs).
+"ended", "heartbeat_seconds"}`` (``started``/``last_seen``: UTC ISO times; ``seconds``: wall-clock
+seconds from its start to ``last_seen``; ``heartbeat_seconds``: the interval of its heartbeats;
+``ended``: ``"normally"``, ``"interrupted"`` (Ctrl-C), ``"terminated (SIGTERM)"``, ``"error: ..."``,
+``"killed"`` (no end was recorded: SIGKILL, a power cut), or null while it runs).
 
 A process killed with SIGKILL cannot record its end, so while it runs it keeps a heartbeat:
 ``DIR/invocation.json``, its own entry, rewritten atomically (:func:`gradprobe.outputs.write_json_atomic`)
-every :data:`HEARTBEAT_SECONDS` by a daemon thread and whenever a run finishes. The next
+every :data:`HEARTBEAT_SECONDS` by a daemon thread and whenever a run finishes (a beat is one small
+file written and renamed: cheap enough every 2 s, so a study killed 10 s after it started records
+about 10 s, not the 0 s of its first beat; each entry names its ``heartbeat_seconds``). The next
 invocation (which holds the study lock, so the previous one is gone) marks every entry without
 an end as ``"killed"``, takes its time from the heartbeat (or, without one, from the entry
 ``study.json`` last saved), and adds it to ``study.json`` ``wall_seconds``. A killed invocation's
@@ -33,7 +36,7 @@ from .folder import now as _now
 
 HEARTBEAT_JSON = "invocation.json"
 #: seconds between two heartbeats of a running invocation (a killed one loses at most this much)
-HEARTBEAT_SECONDS = 30.0
+HEARTBEAT_SECONDS = 2.0
 
 
 class Invocation:
@@ -58,7 +61,8 @@ class Invocation:
         self.interval = float(interval)
         self._start = time.perf_counter()
         self.record = {"id": uuid.uuid4().hex[:12], "pid": os.getpid(), "host": socket.gethostname(),
-                       "started": _now(), "last_seen": _now(), "seconds": 0.0, "ended": None}
+                       "started": _now(), "last_seen": _now(), "seconds": 0.0, "ended": None,
+                       "heartbeat_seconds": self.interval}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -65,15 +65,15 @@ from ..outputs import OutputDirError, prepare_output_dir, write_json_atomic
 from ..tracking import require_tracker
 from ..training.plan import Plan, load_plan
 from .analysis import analyze as run_analysis
-from .collect import write_eval_items, write_runs_csv
+from .collect import check_finished_runs, write_eval_items, write_runs_csv
 from .executors import EXECUTORS, default_workers, run_tasks
-from .folder import FolderLock, StudyError, now, run_status
+from .folder import FolderLock, StudyError, now, refuse_other_output, run_status
 from .freeze import freeze_plan
 from .invocations import Invocation
 from .preflight import check_plan_inputs
 from .probe_plan import arms_table, check_probe_settings, pending_probes
 from .result import StudyInterrupted, StudyResult, StudyTerminated, clock, progress_line
-from .reuse import reuse_runs, reused_source
+from .reuse import check_reuse_sources, reuse_runs, reused_source
 
 __all__ = ["run_study"]
 
@@ -142,27 +142,25 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
         The model, its tokenizer or the task cannot be loaded (a :class:`StudyError`; the plan key
         is named; nothing is written).
     PlanChangedError, StudyError
-        The folder holds another plan's study (``restart`` refused or not given), or another
-        study process is using it.
+        The folder holds another plan's study (``restart`` refused or not given), another study process uses
+        it, or its record is damaged (:func:`.folder.read_study_json`, :func:`.collect.check_finished_runs`).
     OutputDirError
-        The folder cannot be written (unwritable, a file in the way, disk full); nothing done is lost.
+        The folder cannot be written (unwritable, a file in the way, disk full; nothing done is lost) or holds
+        a training run or a probe (:func:`.folder.refuse_other_output`; nothing is written).
     StudyInterrupted
         Ctrl-C / SIGINT (a KeyboardInterrupt), or SIGTERM raised as
         :class:`~gradprobe.study.result.StudyTerminated` (its ``terminated`` true): no further run was started,
         running workers were stopped, ``study.json`` records it and the lock is released; the same call resumes.
     gradprobe.study.reuse.ReuseError
-        A ``reuse_from`` folder is not a study folder or holds an unreadable run record (a ValueError).
+        A ``reuse_from`` folder is not a study folder (checked first) or holds an unreadable run record.
     ValueError
-        Unknown executor or workers < 1.
+        Unknown executor, workers < 1, or ``ray_address`` without ``executor="ray"``.
     """
-    plan = _checked_plan(plan_path, executor, workers, report_to, check)  # before anything is written or run
+    plan = _checked_plan(plan_path, executor, workers, ray_address, report_to, check)  # before anything is written
     say = say or (lambda m: print(f"[study] {m}", file=sys.stderr, flush=True))
-    out = prepare_output_dir(Path(out))
-    lock = FolderLock(out, ".study.lock", wait=False, what="study folder")
+    out, lock = _locked_folder(out, reuse_from)
     try:
-        plan, study = freeze_plan(plan_path, out, restart=restart, say=say)
-        if reuse_from:
-            reuse_runs(plan, out, reuse_from, say=say)
+        plan, study = _frozen(plan_path, out, restart, reuse_from, say)
         return _run(plan, study, out, _Options(executor, workers, ray_address, probe, probe_overrides, analyze,
                                                report_to), say)
     except StudyInterrupted:
@@ -174,11 +172,35 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
         lock.release()
 
 
-def _checked_plan(plan_path, executor: str, workers: int | None, report_to: str, check: bool) -> Plan:
+def _locked_folder(out, reuse_from) -> tuple[Path, FolderLock]:
+    """``out`` created and locked (:class:`FolderLock`), once neither it nor a ``reuse_from`` source is refused:
+    another command's output (:func:`.folder.refuse_other_output`), a source without runs
+    (:func:`.reuse.check_reuse_sources`); a refused folder is not written. Raises as :func:`run_study` says."""
+    refuse_other_output(out)
+    check_reuse_sources(reuse_from, out)
+    out = prepare_output_dir(Path(out))
+    return out, FolderLock(out, ".study.lock", wait=False, what="study folder")
+
+
+def _frozen(plan_path, out: Path, restart: bool, reuse_from, say) -> tuple[Plan, dict]:
+    """:func:`.freeze.freeze_plan`, then damaged run folders refused before anything is run or rewritten
+    (:func:`.collect.check_finished_runs`), then the runs of ``reuse_from`` copied (:func:`.reuse.reuse_runs`)."""
+    plan, study = freeze_plan(plan_path, out, restart=restart, say=say)
+    check_finished_runs(plan, out)
+    if reuse_from:
+        reuse_runs(plan, out, reuse_from, say=say)
+    return plan, study
+
+
+def _checked_plan(plan_path, executor: str, workers: int | None, ray_address: str | None, report_to: str,
+                  check: bool) -> Plan:
     """The plan, once the arguments and (``check``) its model, tokenizer and task are known good; raises
     as :func:`run_study` says (ValueError, TrackerUnavailableError, PlanError, PreflightError)."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor {executor!r} is not one of {', '.join(EXECUTORS)}")
+    if ray_address and executor != "ray":
+        raise ValueError(f"--ray-address {ray_address} goes with --executor ray (the {executor} executor starts no "
+                         "Ray): add --executor ray or drop --ray-address")
     if workers is not None and workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     if executor == "ray" and importlib.util.find_spec("ray") is None:  # before the plan is frozen into the folder
@@ -195,9 +217,12 @@ def _run(plan: Plan, study: dict, out: Path, opts: _Options, say) -> StudyResult
     earlier invocations killed without an end are accounted for, and this one's end is recorded."""
     invocation = Invocation(out)
     for entry in invocation.begin(study):
+        every = entry.get("heartbeat_seconds")
         say(f"an earlier invocation (pid {entry.get('pid')}, started {entry.get('started')}) ended without "
             f"recording it (killed); its {clock(float(entry.get('seconds') or 0.0))} up to its last heartbeat "
-            f"({entry.get('last_seen')}) count in the study's wall time")
+            f"({entry.get('last_seen')}) count in the study's wall time"
+            + (f" (it may have run up to {float(every):g} s longer: one heartbeat every {float(every):g} s)"
+               if isinstance(every, (int, float)) else ""))
     _save_study(out, study, say, invocation)  # lists this invocation before its first heartbeat
     invocation.start()
     try:

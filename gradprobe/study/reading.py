@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..forecast.csv_cells import cut_lines, name_short_lines, repeated_rows
-from ..layout import PLAN_COPY
+from ..layout import OUTPUT_KINDS, PLAN_COPY, output_kind
 from ..training.plan import load_plan
 
 
@@ -201,6 +201,10 @@ def load_runs(study_dir: str | Path):
 
     path = Path(study_dir) / "runs.csv"
     if not path.exists():
+        found = output_kind(study_dir)
+        if found is not None and found[0] != "study":
+            raise AnalysisError(f"{study_dir} holds {OUTPUT_KINDS[found[0]]} ({found[1]}), not a study (no runs.csv): "
+                                "give the folder of a study, the --out of `gradprobe study PLAN --out DIR`")
         raise AnalysisError(f"{path} does not exist; run `gradprobe study PLAN --out {study_dir}` first")
     raw = path.read_bytes()  # read once: the table, each row's line and the short lines come from these bytes
     try:
@@ -218,7 +222,8 @@ def load_runs(study_dir: str | Path):
     df = df[df.notna().any(axis=1)]  # a line of empty cells is no row
     missing = [c for c in CORE_COLUMNS if c not in df.columns]
     if missing:
-        raise AnalysisError(f"{path} lacks the column(s) {', '.join(missing)}")
+        raise AnalysisError(f"{path} lacks the column(s) {', '.join(missing)} (its header line was cut or edited); "
+                            f"{restore_runs_csv_fix(study_dir)}")
     if df.empty:
         raise AnalysisError(f"{path} has no rows: no run of the study has completed yet")
     for c in ("arm", "seed", "update"):
@@ -482,6 +487,34 @@ def items_at(index: dict | None, arm: str, seed: int, read: dict, mode: str = "g
 def _load_plan(study_dir: Path):
     p = study_dir / "plan.toml"  # frozen before the schedule check, maybe: its reads are checked instead
     return load_plan(p, check_schedule=False) if p.exists() else None
+
+
+def frozen_plan(study_dir: str | Path, record: dict | None = None):
+    """The study's frozen ``plan.toml`` (read as :func:`_load_plan` reads it), which the analysis cannot do without.
+
+    ``record``: the study's ``study.json`` content, whose ``plan_path`` and ``plan_sha256`` the refusal names.
+
+    Raises
+    ------
+    AnalysisError
+        ``study_dir/plan.toml`` does not exist: one line naming it, what is lost without it (the plan's budgets,
+        so matched points fall back to the runs' smallest final values; the promised eval gaps, so reads between
+        evals are refused; the hypotheses) and how to restore it.
+    """
+    d = Path(study_dir)
+    p = d / PLAN_COPY
+    if p.exists():
+        return _load_plan(d)
+    record = record if isinstance(record, dict) else {}
+    src, sha = record.get("plan_path"), record.get("plan_sha256")
+    which = "the plan file the study ran" + (f" ({src} per study.json, sha256 {sha})" if src and sha else
+                                             f" (study.json: sha256 {sha})" if sha else "")
+    rerun = (f", or run `gradprobe study {src or 'PLAN'} --out {d}`, which writes it back when that plan has the "
+             "frozen sha256 (finished runs are not redone)") if (d / "runs").is_dir() else ""
+    raise AnalysisError(f"{p} does not exist: the analysis needs the study's frozen plan (without it the budgets, "
+                        "the promised eval gaps and the hypotheses are lost: matched points fall back to the runs' "
+                        f"smallest final values and reads between evals are refused); restore it: copy {which} to "
+                        f"{p}{rerun}, or restore the study folder from a copy")
 
 
 def finished_study(path, *, key: str) -> Path:

@@ -28,6 +28,17 @@ def _ci(ci) -> str:
     return "n/a" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
+def _no_control(result: dict) -> str | None:
+    """Why no gain vs the control arm is computed (``analysis.json`` ``control_arm_missing``; an older analysis:
+    the control arm is none of its arms), else None."""
+    control = result.get("control_arm", "grpo")
+    if result.get("control_arm_missing"):
+        return result["control_arm_missing"]
+    if control not in result.get("arms", {}):
+        return f"the study has no arm {control!r}, so no gain vs {control} is computed"
+    return None
+
+
 def _table(result: dict, axes: list[str]) -> list[str]:
     heads = {a: HEADS[a].format(result["matched"][a]["budget"]) for a in axes}
     width = max(32, *(len(h) + 2 for h in heads.values()))
@@ -41,8 +52,8 @@ def _table(result: dict, axes: list[str]) -> list[str]:
             cells.append(("(no arm read on every seed)" if i == 0 else "") if e is None else
                          f"{r[i]:<14}{e['accuracy']:6.2f}{gain}")
         lines.append(f"{i + 1:<6}" + "".join(f"{c:<{width}}" for c in cells))
-    lines.append(f"(accuracy points; in parentheses: paired gain vs {result.get('control_arm', 'grpo')}; "
-                 f"ranked: the arms read on every seed)")
+    gains = "" if _no_control(result) else f"in parentheses: paired gain vs {result.get('control_arm', 'grpo')}; "
+    lines.append(f"(accuracy points; {gains}ranked: the arms read on every seed)")
     return lines
 
 
@@ -62,6 +73,8 @@ def _reads(result: dict, axes: list[str]) -> list[str]:
 
 
 def _gains(result: dict, axes: list[str]) -> list[str]:
+    if (why := _no_control(result)) is not None:
+        return [why]
     lines = [f"gains vs {result.get('control_arm', 'grpo')} (95% t interval over seeds; two-way: seeds x items"
              + ("" if result.get("two_way") else f", n/a: {result.get('two_way_reason')}") + "):"]
     for a in axes:
@@ -112,10 +125,16 @@ def _hypotheses(result: dict) -> list[str]:
             lines.append(f"  {h['name']}: not evaluated: {h['error']}")
             continue
         adj = "" if h["p_adjusted"] is None else f", Holm-adjusted p = {h['p_adjusted']:.3g}"
+        why = h["untestable_reason"]
+        if h["p_text"] is None:  # no p-value (a paired t over one seed): say why in its place
+            p_text, test = "p n/a", f" ({why or 'no p-value'}; {h['alternative']}, alpha {h['alpha']:g})"
+            why = None
+        else:
+            p_text, test = h["p_text"], f" ({h['alternative']}, alpha {h['alpha']:g})"
         lines.append(f"  {h['name']}: {h['status']}  estimate {h['estimate']:+.2f} points, t interval "
                      f"{_ci(h['ci'])}" + (f" ({h['ci_level']:.0%})" if h["ci"] else "") + ", two-way "
-                     f"{_ci(h['ci_two_way'])}, {h['p_text']}{adj} ({h['alternative']}, alpha {h['alpha']:g})"
-                     + (f"; {h['untestable_reason']}" if h["untestable_reason"] else "")
+                     f"{_ci(h['ci_two_way'])}, {p_text}{adj}{test}"
+                     + (f"; {why}" if why else "")
                      + (f"; seeds refused: {h['excluded_seeds']}" if h["excluded_seeds"] else ""))
     return lines
 

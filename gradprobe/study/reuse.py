@@ -61,6 +61,26 @@ def _differences(a: dict, b: dict) -> list[str]:
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
+def check_reuse_sources(sources, out: str | Path) -> None:
+    """Refuse a ``--reuse-runs`` source that cannot give runs, before anything is written (:func:`run_study`
+    calls it before it creates or locks the study folder).
+
+    Raises
+    ------
+    ReuseError
+        A source is the study's own folder ``out``, or has no ``runs/`` folder (missing, not a study folder, a
+        shipped study that keeps only its tables): one line naming it and the fix.
+    """
+    for source in [Path(s) for s in sources]:
+        if source.resolve() == Path(out).resolve():
+            raise ReuseError(f"--reuse-runs {source} is this study's own folder; give another study's folder")
+        if not (source / "runs").is_dir():
+            what = "no runs/ folder there (" + ("the folder does not exist)" if not source.exists() else
+                                                 "is it a study folder? a shipped study keeps only its tables)")
+            raise ReuseError(f"--reuse-runs {source}: {what}; reuse needs the folder a study ran in (its runs/): "
+                             f"give such a folder, or drop --reuse-runs {source}")
+
+
 def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str, int], str]:
     """Copy the finished runs of ``sources`` that this plan would train identically into ``out``.
 
@@ -93,14 +113,10 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
     """
     say = say or (lambda m: None)
     out = Path(out)
+    check_reuse_sources(sources, out)
     here = {k: v for k, v in versions().items() if k in VERSION_KEYS}
     copied: dict[tuple[str, int], str] = {}
     for source in [Path(s) for s in sources]:
-        if source.resolve() == out.resolve():
-            raise ReuseError(f"--reuse-runs {source} is this study's own folder; give another study's folder")
-        if not (source / "runs").is_dir():
-            raise ReuseError(f"--reuse-runs {source}: no runs/ folder there (is it a study folder? a shipped study "
-                             f"keeps only its tables; reuse needs the folder the study ran in)")
         reused, refused = [], []
         for arm, seed in plan.runs():
             if (arm, seed) in copied or run_status(run_dir(out, arm, seed))[0] != "pending":
