@@ -346,9 +346,12 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
         Bad plan, unknown arm, or a plan given without ``arm``.
     NonFiniteRunError, OutputDirError, RunConfigMismatchError, TrackerUnavailableError
         As :func:`gradprobe.training.run.run_training`. A refused run leaves no empty folder.
+    StudyError
+        Another live process trains in ``out`` (:func:`gradprobe.study.folder.hold_run_folder`); nothing is written.
     """
     import pandas as pd
 
+    from ..study.folder import hold_run_folder
     from ..training.run import run_training
 
     if not isinstance(run, RunConfig):
@@ -363,7 +366,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     run = shorten_budget(run, {"updates": updates, "generated_tokens": budget_tokens, "flops": budget_flops,
                                "device_seconds": budget_seconds})
     refuse_other_output(out, outside_studies=True)  # as `gradprobe train`: not inside a study
-    with removed_if_left_empty(out):
+    with removed_if_left_empty(out), hold_run_folder(out):  # a folder another live process trains in: refused
         summary = run_training(run, out, progress=progress, report_to=report_to)
     lines = [json.loads(x) for x in (Path(out) / "metrics.jsonl").read_text().splitlines() if x.strip()]
     return RunResult(folder=Path(out), summary=summary, metrics=pd.DataFrame.from_records(lines))

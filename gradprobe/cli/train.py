@@ -106,6 +106,7 @@ def train_main(args) -> int:
 
 def _train_command(args) -> int:
     """``gradprobe train`` inside :func:`train_main`'s SIGTERM handler."""
+    from ..study.folder import hold_run_folder  # the study package loads pandas: deferred as torch is
     from ..training.run import run_training  # torch: deferred so that parsing the command line loads none
 
     run = None
@@ -119,7 +120,8 @@ def _train_command(args) -> int:
                                    "generated_tokens": getattr(args, "budget_tokens", None),
                                    "flops": getattr(args, "budget_flops", None),
                                    "device_seconds": getattr(args, "budget_seconds", None)})
-        with removed_if_left_empty(args.out):  # refused input (e.g. an unknown model) leaves no empty folder
+        # refused input (e.g. an unknown model) leaves no empty folder; another live process's folder is refused
+        with removed_if_left_empty(args.out), hold_run_folder(args.out):
             summary = run_training(run, args.out, progress=not args.no_progress,
                                    report_to=getattr(args, "report_to", "none"))
     except NonFiniteRunError as e:

@@ -1,6 +1,7 @@
 """Sampling from the policy: the :class:`Sampler` role, its backends, rollout batches.
 
-``base``          :class:`Sample`, the :class:`Sampler` protocol, :class:`PromptTooLongError`;
+``base``          :class:`Sample`, the :class:`Sampler` protocol, :class:`PromptTooLongError`,
+                  :class:`NonFiniteSamplingError` (a diverged policy);
 ``hf``            :class:`HFSampler` (batched ``model.generate``);
 ``hf_paged``      :class:`HFPagedSampler` (transformers' continuous batching, paged KV cache);
 ``vllm_sampler``  ``VLLMSampler`` (optional ``vllm`` extra, imported only when chosen), its engine
@@ -15,7 +16,7 @@ The backends are chosen by name from :data:`SAMPLERS` with :func:`make_sampler` 
 that maps a backend name to a class).
 """
 
-from .base import PromptTooLongError, Sample, Sampler, cut_at_eos, per_prompt_budgets
+from .base import NonFiniteSamplingError, PromptTooLongError, Sample, Sampler, cut_at_eos, per_prompt_budgets
 from .collect import build_batch, collect_rollouts, score_completions
 from .hf import HFSampler
 from .hf_paged import HFPagedSampler
@@ -63,5 +64,6 @@ def make_sampler(backend: str, policy, *, seed: int = 0, **options) -> Sampler:
     return getattr(importlib.import_module(module), name)(policy, seed=seed, **options)
 
 
-__all__ = ["PromptTooLongError", "Sample", "Sampler", "cut_at_eos", "per_prompt_budgets", "build_batch",
-           "collect_rollouts", "score_completions", "HFSampler", "HFPagedSampler", "SAMPLERS", "make_sampler"]
+__all__ = ["NonFiniteSamplingError", "PromptTooLongError", "Sample", "Sampler", "cut_at_eos", "per_prompt_budgets",
+           "build_batch", "collect_rollouts", "score_completions", "HFSampler", "HFPagedSampler", "SAMPLERS",
+           "make_sampler"]

@@ -41,6 +41,27 @@ def prompt_too_long(index: int, n_prompts: int, length: int, budget: int, limit:
                               f"max_new_tokens={budget} that is {length + budget} > {what}={limit}. {fix}")
 
 
+class NonFiniteSamplingError(RuntimeError):
+    """Sampling met non-finite (NaN/inf) or negative next-token probabilities: the policy's logits are not
+    finite, so its weights have diverged (typically a learning rate far too large). A RuntimeError, as the
+    error of ``torch.multinomial`` it replaces."""
+
+
+#: How torch (``torch.multinomial``) words a sampling distribution with NaN, inf or negative entries.
+_NON_FINITE_PROBS = "probability tensor contains either `inf`, `nan` or element < 0"
+
+
+def non_finite_sampling(e: BaseException, backend: str) -> NonFiniteSamplingError | None:
+    """The :class:`NonFiniteSamplingError` to raise instead of ``e`` when ``e`` is torch's refusal to sample
+    from a distribution with NaN/inf/negative entries (directly, or quoted by a backend's own error);
+    None for any other error. ``backend`` names the sampler (``"hf"``, ``"hf_paged"``) in the message."""
+    if _NON_FINITE_PROBS not in str(e):
+        return None
+    return NonFiniteSamplingError(
+        f"sampling with the {backend} backend failed: the policy's next-token probabilities are not finite (NaN/inf "
+        f"logits), so its weights have diverged; lower the learning rate that produced them")
+
+
 @dataclass
 class Sample:
     """One completion.

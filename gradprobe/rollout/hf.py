@@ -24,7 +24,7 @@ import torch
 
 from ..config import SamplingConfig
 from ..models import use_attention
-from .base import Sample, cut_at_eos, per_prompt_budgets, prompt_too_long
+from .base import Sample, cut_at_eos, non_finite_sampling, per_prompt_budgets, prompt_too_long
 
 
 def _context_length(model) -> int | None:
@@ -149,6 +149,8 @@ class HFSampler:
         ValueError
             ``num_samples < 1``, a negative budget, a budget list of the wrong length, or an
             empty prompt.
+        NonFiniteSamplingError
+            The policy's next-token probabilities are NaN/inf (its weights diverged; sampled calls only).
         """
         from tqdm.auto import tqdm
         from transformers import GenerationConfig
@@ -192,7 +194,13 @@ class HFSampler:
 
     def _generate_chunk(self, chunk_rows: list, sampling: SamplingConfig, greedy: bool, device) -> list[list[int]]:
         """One ``generate`` call over (prompt ids, budget) rows, left-padded to the longest prompt and
-        run to the largest budget; each row's generated ids (not yet cut at EOS or its budget)."""
+        run to the largest budget; each row's generated ids (not yet cut at EOS or its budget).
+
+        Raises
+        ------
+        NonFiniteSamplingError
+            ``torch.multinomial`` met NaN/inf probabilities (a diverged policy).
+        """
         model, pad = self.policy.model, self.policy.tokenizer.pad_token_id
         width = max(len(r) for r, _ in chunk_rows)
         input_ids = torch.full((len(chunk_rows), width), pad, dtype=torch.long)
@@ -201,6 +209,12 @@ class HFSampler:
             input_ids[k, width - len(r):] = torch.tensor(r, dtype=torch.long)
             attention_mask[k, width - len(r):] = 1
         config = self._generation_config(sampling, max(b for _, b in chunk_rows), greedy)
-        generated = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-                                   generation_config=config)
+        try:
+            generated = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                                       generation_config=config)
+        except RuntimeError as e:  # torch.multinomial on NaN/inf probabilities: a diverged policy
+            diverged = non_finite_sampling(e, "hf")
+            if diverged is None:
+                raise
+            raise diverged from e
         return generated[:, width:].tolist()

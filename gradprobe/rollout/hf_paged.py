@@ -61,7 +61,7 @@ import torch
 
 from ..config import SamplingConfig
 from ..models import use_attention
-from .base import Sample, cut_at_eos, per_prompt_budgets
+from .base import Sample, cut_at_eos, non_finite_sampling, per_prompt_budgets
 from .hf import HFSampler
 from .logprob_samples import VLLMSample
 
@@ -185,6 +185,8 @@ class HFPagedSampler(HFSampler):
         RuntimeError
             The manager's generation loop failed or a request ended with an error (its message
             is quoted).
+        NonFiniteSamplingError
+            A request failed on NaN/inf next-token probabilities (the policy's weights diverged).
         """
         if num_samples < 1:
             raise ValueError(f"num_samples must be >= 1, got {num_samples}")
@@ -234,8 +236,14 @@ class HFPagedSampler(HFSampler):
             model.generation_config = GenerationConfig()  # no checkpoint defaults (as HFSampler)
             with torch.random.fork_rng(devices=devices), use_attention(model, self.attn_implementation), \
                     torch.inference_mode():
-                results = self._run_requests(config, self._cb_config(device, self.seed + call, requests, forks),
-                                             hints, todo, requests, forks, eos, bar)
+                try:
+                    results = self._run_requests(config, self._cb_config(device, self.seed + call, requests, forks),
+                                                 hints, todo, requests, forks, eos, bar)
+                except RuntimeError as e:  # a request failed on NaN/inf probabilities: a diverged policy
+                    diverged = non_finite_sampling(e, "hf_paged")
+                    if diverged is None:
+                        raise
+                    raise diverged from e
         finally:
             model.generation_config = saved_config
             bar.close()

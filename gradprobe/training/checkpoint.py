@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import re
 import shutil
+import zipfile
 from pathlib import Path
 
 import torch
@@ -29,8 +32,14 @@ import torch
 from ..layout import CHECKPOINT_POINTER, WEIGHTS_DIR
 from ..outputs import (OutputDirError, output_error, prepare_output_dir, removed_if_left_empty,  # noqa: F401
                        write_json_atomic)
+from .errors import DamagedRunFolderError
 
 POINTER = CHECKPOINT_POINTER
+_CHECKPOINT_NAME = re.compile(r"checkpoint-\d{6}")
+#: What every ``state.pt`` holds (read by the resume: :func:`gradprobe.training.run._resume_or_start`,
+#: :meth:`gradprobe.training.state.RunState.from_checkpoint`).
+_STATE_KEYS = ("optimizer", "scheduler", "rng", "sampler_calls", "ledger", "update", "next_eval", "last_eval",
+               "last_cost", "metrics_bytes")
 
 
 def _save_model(model, path: Path) -> None:
@@ -157,17 +166,94 @@ def save_weights(out: Path, update: int, model) -> Path:
     return final
 
 
+def error_text(e: BaseException) -> str:
+    """``"Type: first line of the message"``, the cause quoted in a damaged file's one-line error."""
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+
+
+def read_pointer(out: Path) -> dict | None:
+    """The run's pointer ``checkpoint.json`` (``{"checkpoint": "checkpoint-UUUUUU", "update": U}``), None
+    without one. Read-only.
+
+    Raises
+    ------
+    DamagedRunFolderError
+        The file is not such a JSON object (empty, cut, overwritten); one line naming it and the fix (the
+        content to write back when the folder holds a single checkpoint, else deleting the run folder).
+    """
+    pointer = out / POINTER
+    if not pointer.exists():
+        return None
+    try:
+        data = json.loads(pointer.read_text())
+        ok = (isinstance(data, dict) and isinstance(data.get("checkpoint"), str)
+              and _CHECKPOINT_NAME.fullmatch(data["checkpoint"]) is not None and data.get("update") is not None)
+        problem = None if ok else f"no {{\"checkpoint\": \"checkpoint-UUUUUU\", \"update\": U}} object"
+    except (UnicodeDecodeError, ValueError) as e:
+        problem = error_text(e)
+    if problem is None:
+        return data
+    found = sorted(p.name for p in out.glob("checkpoint-*") if p.is_dir() and _CHECKPOINT_NAME.fullmatch(p.name))
+    restore = (f'write {{"checkpoint": "{found[0]}", "update": {int(found[0][11:])}}} into it to resume from '
+               f"{found[0]}, or " if len(found) == 1 else "")
+    raise DamagedRunFolderError(f"{pointer} is damaged ({problem}): it names the run's current checkpoint; "
+                                f"{restore}delete {out} to start the run over")
+
+
+def current_checkpoint(out: Path) -> Path | None:
+    """The checkpoint folder ``checkpoint.json`` names, checked complete and readable before anything is
+    loaded (``model.safetensors``: its header and the bytes it promises; ``state.pt``: its zip directory);
+    None without a pointer. Read-only: nothing is removed (:func:`latest_checkpoint` does that).
+
+    Raises
+    ------
+    DamagedRunFolderError
+        ``checkpoint.json``, ``model.safetensors`` or ``state.pt`` is damaged (empty, cut, overwritten): one
+        line naming the file and the fix.
+    FileNotFoundError
+        The pointer names a folder without both files.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    pointer = read_pointer(out)
+    if pointer is None:
+        return None
+    current = out / pointer["checkpoint"]
+    weights, state = current / "model.safetensors", current / "state.pt"
+    if not weights.exists() or not state.exists():
+        raise FileNotFoundError(f"{out / POINTER} names {current}, which is incomplete; delete {out} to start over")
+    try:
+        with safe_open(str(weights), framework="pt"):
+            pass
+    except SafetensorError as e:
+        raise _damaged(weights, error_text(e), out) from None
+    try:
+        with zipfile.ZipFile(state) as z:
+            if not any(n.endswith("data.pkl") for n in z.namelist()):
+                raise zipfile.BadZipFile("no data.pkl: not a torch.save file")
+    except zipfile.BadZipFile as e:
+        raise _damaged(state, error_text(e), out) from None
+    return current
+
+
+def _damaged(path: Path, problem: str, out: Path) -> DamagedRunFolderError:
+    """The error for a checkpoint file ``path`` of run folder ``out`` that cannot be read (``problem``)."""
+    return DamagedRunFolderError(f"{path} is damaged ({problem}): the run's current checkpoint cannot be "
+                                 f"loaded from it; restore the file from a copy, or delete {out} to start the run over")
+
+
 def latest_checkpoint(out: Path) -> Path | None:
-    """The current checkpoint folder of a run (None when there is none); removes leftovers of
-    interrupted writes (temporary folders, folders the pointer does not name)."""
+    """The current checkpoint folder of a run (None when there is none; checked as :func:`current_checkpoint`);
+    removes leftovers of interrupted writes (temporary folders, folders the pointer does not name).
+
+    Raises
+    ------
+    DamagedRunFolderError, FileNotFoundError
+        As :func:`current_checkpoint` (nothing is removed then).
+    """
+    current = current_checkpoint(out)
     for tmp in out.glob(".checkpoint-*.tmp"):
         shutil.rmtree(tmp, ignore_errors=True)
-    pointer = out / POINTER
-    current = None
-    if pointer.exists():
-        current = out / json.loads(pointer.read_text())["checkpoint"]
-        if not (current / "model.safetensors").exists() or not (current / "state.pt").exists():
-            raise FileNotFoundError(f"{pointer} names {current}, which is incomplete; delete {out} to start over")
     for old in out.glob("checkpoint-*"):
         if old.is_dir() and (current is None or old != current):
             shutil.rmtree(old, ignore_errors=True)
@@ -175,12 +261,30 @@ def latest_checkpoint(out: Path) -> Path | None:
 
 
 def load_checkpoint(path: Path, model) -> dict:
-    """Load weights into ``model`` (in place) and return the ``state`` dict."""
+    """Load weights into ``model`` (in place) and return the ``state`` dict.
+
+    Raises
+    ------
+    DamagedRunFolderError
+        ``model.safetensors`` or ``state.pt`` cannot be read, or ``state.pt`` lacks the run's state (one line
+        naming the file and the fix).
+    """
+    from safetensors import SafetensorError
     from safetensors.torch import load_model
 
-    load_model(model, str(path / "model.safetensors"), device=str(next(model.parameters()).device))
-    # weights_only: a checkpoint folder may come from elsewhere; unpickling arbitrary objects could run code
-    return torch.load(path / "state.pt", weights_only=True)
+    out = path.parent
+    try:
+        load_model(model, str(path / "model.safetensors"), device=str(next(model.parameters()).device))
+    except SafetensorError as e:
+        raise _damaged(path / "model.safetensors", error_text(e), out) from None
+    try:  # weights_only: a checkpoint folder may come from elsewhere; unpickling arbitrary objects could run code
+        state = torch.load(path / "state.pt", weights_only=True)
+    except (RuntimeError, EOFError, KeyError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as e:
+        raise _damaged(path / "state.pt", error_text(e), out) from None
+    missing = [k for k in _STATE_KEYS if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise _damaged(path / "state.pt", f"no {', '.join(missing)}", out)
+    return state
 
 
 def _loadable(obj):

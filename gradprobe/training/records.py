@@ -94,8 +94,8 @@ def finish(s: RunSession, reason: str, extra: dict | None = None, completed: boo
     Parameters
     ----------
     reason : str
-        ``stop_reason``: ``"budget"``, ``"non_finite_loss"``, ``"budget_smaller_than_one_update"``,
-        ``"write_error"``.
+        ``stop_reason``: ``"budget"``, ``"non_finite_loss"``, ``"policy_diverged"`` (NaN/inf sampling
+        probabilities), ``"budget_smaller_than_one_update"``, ``"write_error"``.
     extra : dict, optional
         Added keys (``budget_spent``, ``error``, ``failed_update``).
     completed : bool

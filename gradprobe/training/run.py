@@ -31,6 +31,7 @@ and the summary: :mod:`gradprobe.training.records`; the run's parts and counters
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
@@ -46,13 +47,15 @@ from ..grpo.step import UpdateConfig
 from ..layout import CONFIG_JSON, EVAL_ITEMS_JSONL, METRICS_JSONL, SUMMARY_JSON
 from ..outputs import OutputDirError, prepare_output_dir, versions, write_json_atomic
 from ..rewards import UnknownRewardError, get_reward
-from ..rollout import collect_rollouts, make_sampler
+from ..rollout import NonFiniteSamplingError, collect_rollouts, make_sampler
 from ..rollout.guided import GuidanceConfig, collect_guided_rollouts, task_kind
 from ..streams import pool_indices, stream_sampler  # noqa: F401  (pool_indices: also imported from here)
 from ..tasks import encode_prompt
 from ..tracking import open_tracker, require_tracker
-from .checkpoint import latest_checkpoint, load_checkpoint, save_weights, set_rng_states
-from .errors import BudgetTooSmallError, NonFiniteRunError, RunConfigMismatchError
+from .checkpoint import (current_checkpoint, error_text, latest_checkpoint, load_checkpoint, save_weights,
+                         set_rng_states)
+from .errors import (BudgetTooSmallError, DamagedRunFolderError, NonFiniteRunError, PolicyDivergedError,
+                     RunConfigMismatchError)
 from .loading import (enable_gradient_checkpointing, load_run_policy, load_run_task, load_run_tokenizer,
                       training_pool)
 from .metrics import MetricsFile
@@ -65,15 +68,32 @@ from .run_folder import refuse_other_output
 from .state import RunSession, RunState, crossed_eval_points, exhausted, resumed_invocations
 from .update import check_first_update, run_update
 
-__all__ = ["run_training", "NonFiniteRunError", "BudgetTooSmallError", "RunConfigMismatchError", "load_run_policy",
-           "load_run_task", "enable_gradient_checkpointing", "crossed_eval_points", "pool_indices"]
+__all__ = ["run_training", "NonFiniteRunError", "PolicyDivergedError", "BudgetTooSmallError", "RunConfigMismatchError",
+           "DamagedRunFolderError", "load_run_policy", "load_run_task", "enable_gradient_checkpointing",
+           "crossed_eval_points", "pool_indices"]
 
 
 def _check_existing(out: Path, run: RunConfig) -> dict | None:
-    """Refuse a folder made by another config; return its summary if that run is complete."""
+    """Refuse a folder made by another config; return its summary if that run is complete; else check the
+    checkpoint a resume would load (:func:`~gradprobe.training.checkpoint.current_checkpoint`), all before
+    anything is loaded.
+
+    Raises
+    ------
+    RunConfigMismatchError
+        ``config.json`` holds another configuration.
+    DamagedRunFolderError
+        ``config.json``, ``summary.json``, ``checkpoint.json`` or the current checkpoint's files cannot be read
+        (one line naming the file and the fix).
+    """
     cfg = out / CONFIG_JSON
     if cfg.exists():
-        old = run_config_from_dict(json.loads(cfg.read_text())["run"]).to_dict()  # keys added since: defaults
+        try:
+            old = run_config_from_dict(json.loads(cfg.read_text())["run"]).to_dict()  # keys added since: defaults
+        except (UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError) as e:
+            raise DamagedRunFolderError(
+                f"{cfg} is damaged ({error_text(e)}): the run's configuration is lost, so a resume cannot be checked "
+                f"against the plan; restore the file from a copy, or delete {out} to start the run over") from None
         new = run.to_dict()
         for label in ("plan_sha256", "plan_name"):  # name the plan only; no computation reads them
             old.pop(label, None), new.pop(label, None)
@@ -83,10 +103,19 @@ def _check_existing(out: Path, run: RunConfig) -> dict | None:
                                          f"{', '.join(diff)}); use another --out or delete {out}")
     summary = out / SUMMARY_JSON
     if summary.exists():
-        done = json.loads(summary.read_text())
+        try:
+            done = json.loads(summary.read_text())
+            if not isinstance(done, dict):
+                raise ValueError(f"a JSON {type(done).__name__}, not an object")
+        except (UnicodeDecodeError, ValueError) as e:
+            raise DamagedRunFolderError(
+                f"{summary} is damaged ({error_text(e)}): whether the run finished cannot be told; delete the file to "
+                f"resume the run from its last checkpoint (a finished run is only finished again), or delete {out} "
+                "to start the run over") from None
         if done.get("completed"):
             return done
-        summary.unlink()
+    current_checkpoint(out)  # a damaged checkpoint: refused before the model is loaded (and anything removed)
+    summary.unlink(missing_ok=True)  # a stopped run's summary: rewritten when this invocation ends
     return None
 
 
@@ -122,15 +151,17 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     ------
     NonFiniteRunError
         A NaN/inf loss; metrics, the last checkpoint and ``summary.json`` (``stop_reason``
-        ``"non_finite_loss"``) are kept.
+        ``"non_finite_loss"``) are kept. Its subclass PolicyDivergedError: NaN/inf logits while sampling (the
+        policy diverged; ``"policy_diverged"``; one line: the update, the learning rate, what DIR keeps, the fix).
     BudgetTooSmallError
         The first update cost more than the token or FLOP budget (data kept).
     OutputDirError
         DIR unwritable, a file in the way, disk full (names the path and the fix); or DIR holds a
         study, a probe, a study's probe or a calibration report (:mod:`gradprobe.training.run_folder`;
         before anything is loaded or written).
-    RunConfigMismatchError
-        DIR holds another configuration's run.
+    RunConfigMismatchError, DamagedRunFolderError
+        DIR holds another configuration's run; or a damaged ``config.json``, ``summary.json``, ``checkpoint.json``
+        or current checkpoint file (named, with the fix; before anything is loaded).
     GuidancePreflightError
         A guided arm whose pool has a problem without a reference solution, or whose model's
         prompt format drops the hint (a ValueError; before DIR is created or anything loaded
@@ -195,25 +226,79 @@ def _preflight(run: RunConfig, out: Path, *, policy, task):
 
 def _train(s: RunSession, after_update) -> dict:
     """The run loop: eval at update 0, then updates until a budget is spent, then the final eval,
-    checkpoint and ``summary.json``. Returns the summary."""
+    checkpoint and ``summary.json``. Returns the summary.
+
+    Raises
+    ------
+    PolicyDivergedError
+        Sampling (rollouts, MC continuations, selection or a sampled eval) met NaN/inf probabilities
+        (:func:`_diverged`; ``summary.json`` written first).
+    """
     st, every = s.state, s.run.train.checkpoint_every
-    maybe_eval(s)
+    with _diverging(s, "the held-out eval"):
+        maybe_eval(s)
     while (reason := exhausted(s.run.budget, st.ledger, st.update)) is None:
-        run_update(s)  # rollout -> reward -> step -> record
+        with _diverging(s, "its rollouts", next_update=True):
+            run_update(s)  # rollout -> reward -> step -> record
         if st.update == 1:
             check_first_update(s)
-        maybe_eval(s)
+        with _diverging(s, "the held-out eval"):
+            maybe_eval(s)
         if st.update in s.run.train.save_weights_at:
             save_weights(s.out, st.update, s.model)
         if st.update % every == 0:
             save(s)
         if after_update is not None:
             after_update(st.update)
-    maybe_eval(s, force=True)
+    with _diverging(s, "the held-out eval"):
+        maybe_eval(s, force=True)
     if st.last_ckpt != st.update:
         save(s)
     _warn_unreached_weights(s.run, st.update, s.out)
     return finish(s, "budget", {"budget_spent": reason}, completed=True)
+
+
+@contextlib.contextmanager
+def _diverging(s: RunSession, what: str, *, next_update: bool = False):
+    """Turn a :class:`~gradprobe.rollout.base.NonFiniteSamplingError` raised in the block into
+    :func:`_diverged`'s error; ``next_update``: the block does update ``s.state.update + 1`` (else it samples
+    with the weights of update ``s.state.update``, an eval)."""
+    try:
+        yield
+    except NonFiniteSamplingError as e:
+        raise _diverged(s, s.state.update + 1 if next_update else s.state.update, what) from e
+
+
+def _diverged(s: RunSession, update: int, what: str) -> PolicyDivergedError:
+    """Write ``summary.json`` (``stop_reason`` ``"policy_diverged"``, ``failed_update``, ``error``) and return the
+    one-line error for a policy whose samples for update ``update`` (``what``: its rollouts, the held-out eval)
+    met NaN/inf probabilities: the update, the learning rate, what the folder keeps and the fix (a lower
+    learning rate; the initial policy itself: its ``[model]``)."""
+    run, st = s.run, s.state
+    kept = f"{s.out} keeps metrics.jsonl and summary.json (stop_reason \"policy_diverged\")"
+    if st.update == 0:  # no update was made: the model itself gives NaN/inf logits, not the learning rate
+        msg = (f"update 0: sampling {what} from the initial policy met non-finite logits/probabilities (NaN/inf) "
+               f"before any update; {kept}; check [model] name and dtype (float16 can overflow: use bfloat16 or "
+               "float32) and rerun with a new --out")
+        finish(s, "policy_diverged", {"failed_update": update, "error": msg})
+        return PolicyDivergedError(msg, update)
+    scale = f" ([train] lr x arms.{run.arm}.lr_scale {run.lr_scale:g})" if run.lr_scale != 1 else ""
+    ckpt = st.last_ckpt
+    if ckpt is None:
+        kept += ", and no checkpoint was written before it (nothing to resume)"
+    elif ckpt == st.update:
+        kept += (f"; its last checkpoint, checkpoint-{ckpt:06d} (update {ckpt}), already holds these diverged "
+                 "weights (resuming it diverges again)")
+    else:
+        since = f"update {st.update}" if ckpt + 1 == st.update else f"updates {ckpt + 1}-{st.update}"
+        kept += (f"; its last checkpoint, checkpoint-{ckpt:06d} (update {ckpt}), holds the weights from before "
+                 f"{since} (resuming it with this learning rate repeats them)")
+    msg = (f"update {update}: the policy diverged: sampling {what} from the weights of update {st.update} met "
+           f"non-finite logits/probabilities (NaN/inf) at learning rate {run.train.lr:g}{scale}; {kept}; lower "
+           f"[train] lr (or arms.{run.arm}.lr / lr_scale; RL fine-tuning uses about 1e-6 to 1e-4) and rerun with a "
+           "new --out")
+    finish(s, "policy_diverged", {"failed_update": update, "error": msg})
+    return PolicyDivergedError(msg, update)
 
 
 def _warn_unreached_weights(run: RunConfig, updates: int, out: Path) -> None:

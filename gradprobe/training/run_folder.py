@@ -18,7 +18,11 @@ from pathlib import Path
 from ..layout import OUTPUT_KINDS, STUDY_JSON, output_kind
 from ..outputs import OutputDirError
 
-__all__ = ["other_output", "refuse_other_output", "study_above"]
+__all__ = ["RUN_LOCK", "other_output", "refuse_other_output", "study_above"]
+
+#: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
+#: worker hold an exclusive ``flock`` on it (:class:`gradprobe.study.folder.FolderLock`) while they train there.
+RUN_LOCK = ".lock"
 
 def other_output(out) -> str | None:
     """What ``out`` holds when it is another command's output folder (:func:`gradprobe.layout.output_kind`),
