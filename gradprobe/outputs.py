@@ -25,8 +25,8 @@ from pathlib import Path
 from . import __version__
 
 
-__all__ = ["OutputDirError", "output_error", "removed_if_left_empty", "prepare_output_dir", "write_bytes_atomic",
-           "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions"]
+__all__ = ["OutputDirError", "output_error", "error_text", "removed_if_left_empty", "prepare_output_dir",
+           "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
 VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
@@ -48,6 +48,11 @@ def _fix(path: Path, e: OSError) -> str:
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"make {str(path)!r} writable or choose another --out"
     return "choose another --out"
+
+
+def error_text(e: BaseException) -> str:
+    """``"Type: first line of the message"``: the cause quoted inside a one-line error about a damaged file."""
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
 
 
 def output_error(what: str, path: Path, e: OSError) -> OutputDirError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import fcntl
 import hashlib
 import json
@@ -16,6 +17,7 @@ import os
 from pathlib import Path
 
 from ..layout import METRICS_JSONL, OUTPUT_KINDS, STUDY_JSON, SUMMARY_JSON, output_kind
+from ..outputs import OutputDirError, error_text, output_error, prepare_output_dir
 
 __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now",
            "hold_run_folder", "refuse_other_output", "run_damage", "check_run_folders", "read_study_json",
@@ -114,7 +116,6 @@ def hold_run_folder(out):
     OutputDirError
         ``out`` cannot be created or its lock file cannot be opened (names the path and the fix).
     """
-    from ..outputs import output_error, prepare_output_dir
     from ..training.run_folder import RUN_LOCK
 
     out = folder = Path(out)
@@ -174,10 +175,6 @@ def refuse_other_output(out: str | Path) -> None:
     OutputDirError (an OSError, errno EEXIST)
         One line naming the folder, what it holds (the file that shows it) and the fix (another ``--out``).
     """
-    import errno
-
-    from ..outputs import OutputDirError
-
     found = output_kind(out)
     if found is None or found[0] == "study":
         return
@@ -185,10 +182,6 @@ def refuse_other_output(out: str | Path) -> None:
         f"--out {out} holds {OUTPUT_KINDS[found[0]]} ({found[1]}), not a study; a study there would mix its "
         f"plan.toml, study.json, runs/ and analysis.json into it: choose another --out (a new or empty folder, or "
         f"a study's folder to resume it)"))
-
-
-def _error_text(e: BaseException) -> str:
-    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
 
 
 def run_damage(folder: Path) -> str | None:
@@ -203,7 +196,7 @@ def run_damage(folder: Path) -> str | None:
     try:
         summary = json.loads(s.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        return f"{s} cannot be read ({_error_text(e)}): whether the run finished cannot be told; {fix}"
+        return f"{s} cannot be read ({error_text(e)}): whether the run finished cannot be told; {fix}"
     if not isinstance(summary, dict):
         return f"{s} holds no JSON object (a {type(summary).__name__}): the run's record is damaged; {fix}"
     if summary.get("completed") and not (folder / METRICS_JSONL).is_file():
@@ -256,7 +249,7 @@ def read_study_json(out: str | Path) -> dict | None:
     try:
         data = json.loads(p.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise StudyError(f"{p} cannot be read ({_error_text(e)}): the study's record (plan sha256, run statuses, "
+        raise StudyError(f"{p} cannot be read ({error_text(e)}): the study's record (plan sha256, run statuses, "
                          f"invocations) is damaged; {study_json_fix(out)}") from None
     if not isinstance(data, dict):
         raise StudyError(f"{p} holds no JSON object (a {type(data).__name__}): the study's record is damaged; "

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..forecast.csv_cells import cut_lines, name_short_lines, repeated_rows
 from ..layout import OUTPUT_KINDS, PLAN_COPY, output_kind
+from ..outputs import error_text
 from ..training.plan import load_plan
 
 
@@ -321,7 +322,7 @@ def _item_lines(study_dir: Path) -> list[dict] | None:
         try:
             return [json.loads(x) for x in gzip.decompress(gz.read_bytes()).decode().splitlines() if x.strip()]
         except (OSError, EOFError, UnicodeDecodeError, ValueError, zlib.error) as e:  # cut, not gzip, not JSON lines
-            raise AnalysisError(f"{gz} cannot be read ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}): the "
+            raise AnalysisError(f"{gz} cannot be read ({error_text(e)}): the "
                                 "per-item results were cut or damaged; restore the file from the study, or, where its "
                                 f"run folders are kept, `gradprobe study {study_dir / PLAN_COPY} --out {study_dir}` "
                                 "rewrites it from runs/ARM/seedS/eval_items.jsonl (finished runs are not redone)") from None

@@ -30,8 +30,8 @@ import torch
 # the run folder's generic writes live in gradprobe.outputs; prepare_output_dir and removed_if_left_empty
 # are re-exported here for callers of the earlier location
 from ..layout import CHECKPOINT_POINTER, WEIGHTS_DIR
-from ..outputs import (OutputDirError, output_error, prepare_output_dir, removed_if_left_empty,  # noqa: F401
-                       write_json_atomic)
+from ..outputs import (OutputDirError, error_text, output_error, prepare_output_dir,  # noqa: F401
+                       removed_if_left_empty, write_json_atomic)
 from .errors import DamagedRunFolderError
 
 POINTER = CHECKPOINT_POINTER
@@ -164,11 +164,6 @@ def save_weights(out: Path, update: int, model) -> Path:
         tmp.unlink(missing_ok=True)
         raise output_error(f"keeping the weights of update {update} in", final, e) from e
     return final
-
-
-def error_text(e: BaseException) -> str:
-    """``"Type: first line of the message"``, the cause quoted in a damaged file's one-line error."""
-    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
 
 
 def read_pointer(out: Path) -> dict | None:

@@ -45,15 +45,14 @@ import torch
 from ..difficulty.select import make_selector
 from ..grpo.step import UpdateConfig
 from ..layout import CONFIG_JSON, EVAL_ITEMS_JSONL, METRICS_JSONL, SUMMARY_JSON
-from ..outputs import OutputDirError, prepare_output_dir, versions, write_json_atomic
+from ..outputs import OutputDirError, error_text, prepare_output_dir, versions, write_json_atomic
 from ..rewards import UnknownRewardError, get_reward
 from ..rollout import NonFiniteSamplingError, collect_rollouts, make_sampler
 from ..rollout.guided import GuidanceConfig, collect_guided_rollouts, task_kind
 from ..streams import pool_indices, stream_sampler  # noqa: F401  (pool_indices: also imported from here)
 from ..tasks import encode_prompt
 from ..tracking import open_tracker, require_tracker
-from .checkpoint import (current_checkpoint, error_text, latest_checkpoint, load_checkpoint, save_weights,
-                         set_rng_states)
+from .checkpoint import current_checkpoint, latest_checkpoint, load_checkpoint, save_weights, set_rng_states
 from .errors import (BudgetTooSmallError, DamagedRunFolderError, NonFiniteRunError, PolicyDivergedError,
                      RunConfigMismatchError)
 from .loading import (enable_gradient_checkpointing, load_run_policy, load_run_task, load_run_tokenizer,
