@@ -20,6 +20,8 @@ Contract of a sampler (DESIGN.md, "Pitfalls", masks):
 
 from __future__ import annotations
 
+import contextlib
+
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -51,15 +53,19 @@ class NonFiniteSamplingError(RuntimeError):
 _NON_FINITE_PROBS = "probability tensor contains either `inf`, `nan` or element < 0"
 
 
-def non_finite_sampling(e: BaseException, backend: str) -> NonFiniteSamplingError | None:
-    """The :class:`NonFiniteSamplingError` to raise instead of ``e`` when ``e`` is torch's refusal to sample
-    from a distribution with NaN/inf/negative entries (directly, or quoted by a backend's own error);
-    None for any other error. ``backend`` names the sampler (``"hf"``, ``"hf_paged"``) in the message."""
-    if _NON_FINITE_PROBS not in str(e):
-        return None
-    return NonFiniteSamplingError(
-        f"sampling with the {backend} backend failed: the policy's next-token probabilities are not finite (NaN/inf "
-        f"logits), so its weights have diverged; lower the learning rate that produced them")
+@contextlib.contextmanager
+def non_finite_sampling(backend: str):
+    """Raise :class:`NonFiniteSamplingError` instead of a RuntimeError in the block that is torch's refusal to
+    sample from a distribution with NaN/inf/negative entries (directly, or quoted by a backend's own error);
+    any other error passes unchanged. ``backend`` names the sampler (``"hf"``, ``"hf_paged"``) in the message."""
+    try:
+        yield
+    except RuntimeError as e:
+        if isinstance(e, NonFiniteSamplingError) or _NON_FINITE_PROBS not in str(e):
+            raise
+        raise NonFiniteSamplingError(
+            f"sampling with the {backend} backend failed: the policy's next-token probabilities are not finite "
+            f"(NaN/inf logits), so its weights have diverged; lower the learning rate that produced them") from e
 
 
 @dataclass

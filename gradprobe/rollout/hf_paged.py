@@ -236,14 +236,9 @@ class HFPagedSampler(HFSampler):
             model.generation_config = GenerationConfig()  # no checkpoint defaults (as HFSampler)
             with torch.random.fork_rng(devices=devices), use_attention(model, self.attn_implementation), \
                     torch.inference_mode():
-                try:
+                with non_finite_sampling("hf_paged"):  # a request failed on NaN/inf probabilities: diverged
                     results = self._run_requests(config, self._cb_config(device, self.seed + call, requests, forks),
                                                  hints, todo, requests, forks, eos, bar)
-                except RuntimeError as e:  # a request failed on NaN/inf probabilities: a diverged policy
-                    diverged = non_finite_sampling(e, "hf_paged")
-                    if diverged is None:
-                        raise
-                    raise diverged from e
         finally:
             model.generation_config = saved_config
             bar.close()
