@@ -251,10 +251,9 @@ def _contradiction(args) -> str | None:
                 "runs the study without analysing it): drop one of them")
     if args.ray_address and args.analyze_only:
         return "--ray-address goes with --executor ray, and --analyze-only runs nothing: drop --ray-address"
-    if args.ray_address and args.executor != "ray":
-        return (f"--ray-address {args.ray_address} goes with --executor ray (the {args.executor} executor starts no "
-                "Ray): add --executor ray or drop --ray-address")
-    return None
+    from ..study.orchestrator import ray_address_refusal
+
+    return ray_address_refusal(args.ray_address, args.executor)
 
 
 def _other_plan(plan: str, out: Path) -> str | None:

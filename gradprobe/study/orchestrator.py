@@ -192,15 +192,22 @@ def _frozen(plan_path, out: Path, restart: bool, reuse_from, say) -> tuple[Plan,
     return plan, study
 
 
+def ray_address_refusal(ray_address: str | None, executor: str) -> str | None:
+    """Why ``ray_address`` cannot go with ``executor`` (only ``"ray"`` starts or joins a Ray cluster), else None."""
+    if ray_address and executor != "ray":
+        return (f"--ray-address {ray_address} goes with --executor ray (the {executor} executor starts no Ray): add "
+                "--executor ray or drop --ray-address")
+    return None
+
+
 def _checked_plan(plan_path, executor: str, workers: int | None, ray_address: str | None, report_to: str,
                   check: bool) -> Plan:
     """The plan, once the arguments and (``check``) its model, tokenizer and task are known good; raises
     as :func:`run_study` says (ValueError, TrackerUnavailableError, PlanError, PreflightError)."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor {executor!r} is not one of {', '.join(EXECUTORS)}")
-    if ray_address and executor != "ray":
-        raise ValueError(f"--ray-address {ray_address} goes with --executor ray (the {executor} executor starts no "
-                         "Ray): add --executor ray or drop --ray-address")
+    if (why := ray_address_refusal(ray_address, executor)) is not None:
+        raise ValueError(why)
     if workers is not None and workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     if executor == "ray" and importlib.util.find_spec("ray") is None:  # before the plan is frozen into the folder
