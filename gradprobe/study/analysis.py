@@ -66,7 +66,7 @@ from .power import detectable_effects
 from .reading import (AXIS_COLUMNS, SIDE_EFFECTS, AnalysisError, _combine, _item_index, _item_lines, _promised, _runs,
                       frozen_plan, initial_reads, interpolate, load_eval_items, load_runs, matched_budgets,
                       promised_gap, read_point, read_runs, recorded_axes)
-from .report import format_rankings, plot_figures
+from .report import control_missing, format_rankings, plot_figures
 from .stats import fit_sigmoid, paired_t, scalerl_sigmoid, sign_flip_test, two_way_bootstrap
 
 __all__ = ["AnalysisError", "analyze", "compare", "evaluate_hypotheses", "fit_sigmoid", "format_rankings",
@@ -210,7 +210,7 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
                     "items": len(next(iter(index.values()))["greedy"]) if index else None} if index else None,
         "two_way_reason": None if index else ("the study saved no per-item eval results (eval_items.jsonl); "
                                               "re-run it with this gradprobe for intervals over held-out items"),
-        "control_arm": control, "control_arm_missing": _control_missing(arms, control),
+        "control_arm": control, "control_arm_missing": control_missing(arms, control),
         "excluded_runs": _excluded_runs(record), "missing_runs": missing_runs(study_dir, df, plan)}
     if write:
         write_json_atomic(Path(out_dir or study_dir) / "analysis.json", json_safe(result))
@@ -278,10 +278,3 @@ def _excluded_runs(record: dict) -> list:
     return [{"arm": r.get("arm"), "seed": r.get("seed"), "status": r.get("status"), "error": r.get("error")}
             for r in runs if isinstance(r, dict) and r.get("status") != "done"]
 
-
-def _control_missing(arms: dict, control: str) -> str | None:
-    """Why no arm has a gain vs ``control`` (the study has no such arm), else None."""
-    if control in arms:
-        return None
-    return (f"the study has no arm {control!r}, so no gain vs {control} is computed (analysis.json gain_vs_grpo is "
-            "null; the gains vs the initial policy are kept)")

@@ -28,15 +28,18 @@ def _ci(ci) -> str:
     return "n/a" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
+def control_missing(arms, control: str) -> str | None:
+    """Why no arm has a gain vs ``control`` (the study has no such arm among ``arms``), else None; recorded as
+    ``analysis.json`` ``control_arm_missing`` and printed in place of the gains."""
+    if control in arms:
+        return None
+    return (f"the study has no arm {control!r}, so no gain vs {control} is computed (analysis.json gain_vs_grpo is "
+            "null; the gains vs the initial policy are kept)")
+
+
 def _no_control(result: dict) -> str | None:
-    """Why no gain vs the control arm is computed (``analysis.json`` ``control_arm_missing``; an older analysis:
-    the control arm is none of its arms), else None."""
-    control = result.get("control_arm", "grpo")
-    if result.get("control_arm_missing"):
-        return result["control_arm_missing"]
-    if control not in result.get("arms", {}):
-        return f"the study has no arm {control!r}, so no gain vs {control} is computed"
-    return None
+    """:func:`control_missing` of an analysis (one written before that key too)."""
+    return control_missing(result.get("arms", {}), result.get("control_arm", "grpo"))
 
 
 def _table(result: dict, axes: list[str]) -> list[str]:
