@@ -17,6 +17,9 @@ EXECUTOR_NAMES = ("local", "ray", "inline")
 #: the loss types ``--loss-type`` offers (the keys of :data:`gradprobe.grpo.loss_types.LOSSES`, which
 #: tests/test_cli_choices.py keeps equal; named here so that the command line lists them without torch)
 LOSS_TYPE_NAMES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo")
+#: The largest learning rate a plan or a probe accepts: an AdamW step moves each weight by about lr, so above 1
+#: one update replaces the policy's weights by noise (and past float32's range the optimizer cannot hold it).
+MAX_LR = 1.0
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from ..config import LOSS_TYPE_NAMES, MCConfig, SamplingConfig, preconditioner, reference_kind
+from ..config import LOSS_TYPE_NAMES, MAX_LR, MCConfig, SamplingConfig, preconditioner, reference_kind
 from ..tiers import TINY_FRONTIER_TASK
 
 __all__ = ["DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "BatchSettings", "ReferenceSettings",
@@ -175,7 +175,8 @@ class UpdateSettings:
     micro_batch_size : int
         Rows per forward/backward (memory; results do not depend on it).
 
-    Raises ValueError: a loss type not registered, a repeated loss type, a non-positive lr, sizes out of range.
+    Raises ValueError: a loss type not registered, a repeated loss type, a non-positive lr or one above
+    :data:`gradprobe.config.MAX_LR`, sizes out of range.
     """
 
     lr: float = 1e-4
@@ -209,6 +210,10 @@ class UpdateSettings:
                              f"advantage), got {self.update_group}")
         if not 0 < self.lr < math.inf:
             raise ValueError(f"lr (--lr) must be a finite number > 0, got {self.lr}")
+        if self.lr > MAX_LR:  # as a plan's lr (gradprobe.training.plan_checks.check_lr)
+            raise ValueError(f"lr (--lr) must be at most {MAX_LR:g} (an AdamW step moves each weight by about lr, so "
+                             f"one update would replace the policy by noise and no first-order forecast holds), got "
+                             f"{self.lr!r}; RL fine-tuning uses about 1e-6 to 1e-4 (the shipped plans 1e-4)")
         if self.micro_batch_size < 1:
             raise ValueError(f"micro_batch_size (--micro-batch-size) must be >= 1, got {self.micro_batch_size}")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..config import MCConfig
+from ..config import MAX_LR, MCConfig
 from ..difficulty.config import SELECTION_KEYS, parse_selection
 from ..tasks.solutions import REFERENCE_SOLUTIONS, has_reference_solution
 from .coerce import build_section, check_positive, coerce, fields_of
@@ -69,9 +69,6 @@ def check_train(t: TrainConfig, where: str) -> None:
         raise PlanError(f"{where}.betas must lie in [0, 1), got {list(t.betas)}")
 
 
-#: The largest learning rate a plan accepts: an AdamW step moves each weight by about lr, so above 1 one
-#: update replaces the policy's weights by noise (and past float32's range the optimizer cannot hold it).
-MAX_LR = 1.0
 
 
 def check_lr(lr: float, where: str) -> None:

@@ -186,3 +186,15 @@ def test_lr_must_be_a_finite_number_above_zero(lr):
         ProbeConfig.from_dict({"lr": lr})
     assert str(e.value) == f"lr (--lr) must be a finite number > 0, got {lr}"
     assert ProbeConfig.from_dict({"lr": 3e-6}).update.lr == 3e-6
+
+
+@pytest.mark.parametrize("lr", [1.5, 1e6])
+def test_lr_above_the_plans_bound_is_refused(lr):
+    """--lr 1e6 was taken and printed a first-order forecast for an update that replaces the policy by noise; a
+    plan refuses the same lr (gradprobe.training.plan_checks.check_lr), the probe now does too."""
+    from gradprobe.config import MAX_LR
+    from gradprobe.probe_settings import ProbeConfig
+
+    with pytest.raises(ValueError, match=r"^lr \(--lr\) must be at most 1 \(an AdamW step .* got " + repr(lr)):
+        ProbeConfig.from_dict({"lr": lr})
+    assert ProbeConfig.from_dict({"lr": MAX_LR}).update.lr == 1.0
