@@ -54,10 +54,21 @@ _NON_FINITE_PROBS = "probability tensor contains either `inf`, `nan` or element 
 
 
 @contextlib.contextmanager
-def non_finite_sampling(backend: str):
+def non_finite_sampling(backend: str, model=None):
     """Raise :class:`NonFiniteSamplingError` instead of a RuntimeError in the block that is torch's refusal to
     sample from a distribution with NaN/inf/negative entries (directly, or quoted by a backend's own error);
-    any other error passes unchanged. ``backend`` names the sampler (``"hf"``, ``"hf_paged"``) in the message."""
+    any other error passes unchanged. ``backend`` names the sampler (``"hf"``, ``"hf_paged"``) in the message.
+
+    With ``model`` (a transformers causal LM), its output embeddings (the LM head) are checked on every forward
+    in the block (:func:`_check_finite_logits`): logits holding NaN or +inf, or a row with no finite entry, stop
+    the block with that same error before any token is chosen. Without the check greedy decoding (argmax)
+    takes a NaN row's first index and returns garbage silently (a diverged policy's eval would read as accuracy
+    0), and on CUDA ``torch.multinomial`` stops with a device-side assert instead of torch's CPU error. Costs
+    one max over the vocabulary of the (batch, positions, vocab) logits and one host sync per forward."""
+    hook = None
+    head = model.get_output_embeddings() if model is not None else None
+    if head is not None:
+        hook = head.register_forward_hook(_check_finite_logits)
     try:
         yield
     except RuntimeError as e:
@@ -66,6 +77,23 @@ def non_finite_sampling(backend: str):
         raise NonFiniteSamplingError(
             f"sampling with the {backend} backend failed: the policy's next-token probabilities are not finite "
             f"(NaN/inf logits), so its weights have diverged; lower the learning rate that produced them") from e
+    finally:
+        if hook is not None:
+            hook.remove()
+
+
+def _check_finite_logits(module, inputs, logits) -> None:
+    """Forward hook on the LM head: raise torch's wording (:data:`_NON_FINITE_PROBS`, which
+    :func:`non_finite_sampling` turns into :class:`NonFiniteSamplingError`, also when a backend quotes it from
+    its own thread) when ``logits`` (batch, positions, vocab) hold NaN or +inf, or a row with every entry
+    -inf."""
+    import torch
+
+    if not torch.is_tensor(logits) or not logits.is_floating_point():
+        return
+    if not bool(torch.isfinite(logits.amax(dim=-1)).all()):  # a row's max: NaN/+inf if it holds one, -inf if all are
+        raise RuntimeError(f"{_NON_FINITE_PROBS}: the policy's logits hold NaN/inf (gradprobe's check of the "
+                           "LM head's output, before a token is chosen)")
 
 
 @dataclass

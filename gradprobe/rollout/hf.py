@@ -209,7 +209,7 @@ class HFSampler:
             input_ids[k, width - len(r):] = torch.tensor(r, dtype=torch.long)
             attention_mask[k, width - len(r):] = 1
         config = self._generation_config(sampling, max(b for _, b in chunk_rows), greedy)
-        with non_finite_sampling("hf"):  # torch.multinomial on NaN/inf probabilities: a diverged policy
+        with non_finite_sampling("hf", model):  # torch.multinomial on NaN/inf probabilities: a diverged policy
             generated = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
                                        generation_config=config)
         return generated[:, width:].tolist()

@@ -236,7 +236,7 @@ class HFPagedSampler(HFSampler):
             model.generation_config = GenerationConfig()  # no checkpoint defaults (as HFSampler)
             with torch.random.fork_rng(devices=devices), use_attention(model, self.attn_implementation), \
                     torch.inference_mode():
-                with non_finite_sampling("hf_paged"):  # a request failed on NaN/inf probabilities: diverged
+                with non_finite_sampling("hf_paged", model):  # a request failed on NaN/inf probabilities: diverged
                     results = self._run_requests(config, self._cb_config(device, self.seed + call, requests, forks),
                                                  hints, todo, requests, forks, eos, bar)
         finally:

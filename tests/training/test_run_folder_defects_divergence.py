@@ -41,14 +41,18 @@ def _message(out: Path) -> str:
             f"fine-tuning uses about 1e-6 to 1e-4) and rerun with a new --out")
 
 
+@pytest.mark.parametrize("greedy", [False, True])
 @pytest.mark.parametrize("backend", ["hf", "hf_paged"])
-def test_sampling_from_non_finite_logits_raises_a_named_error(tiny_policy, backend):
+def test_sampling_from_non_finite_logits_raises_a_named_error(tiny_policy, backend, greedy):
+    """Greedy decoding too: it returned [0, 0, 0, 0] from NaN weights without an error (argmax of a NaN row), so a
+    diverged policy's greedy eval read as accuracy 0."""
     with torch.no_grad():
         for p in tiny_policy.model.parameters():
             p.fill_(float("nan"))
     sampler = make_sampler(backend, tiny_policy, seed=0, progress=False)
     with pytest.raises(NonFiniteSamplingError) as e:
-        sampler.sample([[1, 5, 6]], num_samples=2, sampling=SamplingConfig(max_new_tokens=4))
+        sampler.sample([[1, 5, 6]], num_samples=2, sampling=SamplingConfig(max_new_tokens=4), greedy=greedy)
+    assert not tiny_policy.model.get_output_embeddings()._forward_hooks  # the check's hook is removed
     assert str(e.value) == (f"sampling with the {backend} backend failed: the policy's next-token probabilities are "
                             "not finite (NaN/inf logits), so its weights have diverged; lower the learning rate "
                             "that produced them")
@@ -116,3 +120,25 @@ def test_a_diverged_run_without_a_checkpoint_says_there_is_nothing_to_resume(tmp
                             f"fine-tuning uses about 1e-6 to 1e-4) and rerun with a new --out")
     assert not (out / "checkpoint.json").exists()
     assert json.loads((out / "summary.json").read_text())["last_checkpoint"] is None
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+@pytest.mark.parametrize("backend", ["hf", "hf_paged"])
+def test_one_non_finite_logit_stops_greedy_decoding(tiny_policy, backend, value):
+    """One vocabulary entry's logit NaN (+inf) under otherwise finite weights: argmax would pick that token; the
+    LM head's check stops the call instead. With the weights restored the same sampler decodes as before."""
+    head = tiny_policy.model.get_output_embeddings()
+    sampler = make_sampler(backend, tiny_policy, seed=0, progress=False)
+    sampling = SamplingConfig(max_new_tokens=4)
+    before = [s.token_ids for s in sampler.sample([[1, 5, 6]], num_samples=1, sampling=sampling, greedy=True)]
+    saved = head.bias
+    head.bias = torch.nn.Parameter(torch.zeros(head.out_features))
+    with torch.no_grad():
+        head.bias[7] = value
+    try:
+        with pytest.raises(NonFiniteSamplingError):
+            sampler.sample([[1, 5, 6]], num_samples=1, sampling=sampling, greedy=True)
+    finally:
+        head.bias = saved
+    assert not head._forward_hooks
+    assert [s.token_ids for s in sampler.sample([[1, 5, 6]], num_samples=1, sampling=sampling, greedy=True)] == before
