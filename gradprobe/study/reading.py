@@ -185,8 +185,10 @@ def load_runs(study_dir: str | Path):
     AnalysisError
         No ``runs.csv``; an empty (0 bytes) or unparsable one, missing core columns, no rows, a blank
         ``arm``, ``seed`` or ``update`` cell, one eval (arm, seed, update) on two lines with different values, an
-        ``accuracy`` or ``accuracy_sampled`` outside [0, 1] (points, not fractions) (the message names the file, the
-        lines and the fix: rebuild runs.csv from the run folders, :func:`restore_runs_csv_fix`).
+        ``accuracy`` or ``accuracy_sampled`` outside [0, 1] (points, not fractions; inf too), a ``generated_tokens``,
+        ``device_seconds`` or ``flops`` value infinite or negative, or no accuracy on any line (both accuracy
+        columns blank) (the message names the file, the lines and the fix: rebuild runs.csv from the run folders,
+        :func:`restore_runs_csv_fix`).
 
     Warns
     -----
@@ -234,6 +236,11 @@ def load_runs(study_dir: str | Path):
                                 f"{restore_runs_csv_fix(study_dir)}")
     df = _read_each_eval_once(df, path, list(df.index) if lines_known else None, study_dir)
     _check_fractions(df, path, list(df.index) if lines_known else None, study_dir)
+    _check_costs(df, path, list(df.index) if lines_known else None, study_dir)
+    if all(pd.to_numeric(df[c], errors="coerce").isna().all() for c in ("accuracy", "accuracy_sampled")):
+        raise AnalysisError(f"{path}: no eval records an accuracy (the accuracy and accuracy_sampled columns are "
+                            f"blank or NaN on every line; every eval records one of them): runs.csv was edited or "
+                            f"damaged; {restore_runs_csv_fix(study_dir)}")
     for c in ("flops", *SIDE_EFFECTS):
         if c not in df.columns:
             df[c] = np.nan
@@ -287,11 +294,33 @@ def _check_fractions(df, path: Path, lines, study_dir) -> None:
         if col not in df.columns:
             continue
         values = pd.to_numeric(df[col], errors="coerce").to_numpy(np.float64)  # text cells are refused elsewhere
-        bad = np.isfinite(values) & ((values < 0) | (values > 1))
+        bad = ~np.isnan(values) & ((values < 0) | (values > 1))  # inf too; a blank (NaN) cell is a skipped eval
         if bad.any():
             raise AnalysisError(f"{path}: {col} must be a fraction in [0, 1] (runs.csv records fractions; reports "
                                 f"print points), got {values[bad][0]:g} at {_rows_named(df, bad, lines)}; "
                                 f"{restore_runs_csv_fix(study_dir)}")
+
+
+def _check_costs(df, path: Path, lines, study_dir) -> None:
+    """Refuse a ``generated_tokens``, ``device_seconds`` or ``flops`` value that is infinite or negative: each is the
+    cost charged by that eval (:func:`gradprobe.study.collect.collect_runs`), which the matched-compute reads
+    (budgets, tokens per update) take as it is. A blank cell is left to :func:`recorded_axes` (the analysis then
+    compares at updates and says why)."""
+    import pandas as pd
+
+    for col in ("generated_tokens", "device_seconds", "flops"):
+        if col not in df.columns:
+            continue
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(np.float64)  # text cells are refused elsewhere
+        bad = np.isinf(values) | (values < 0)
+        if bad.any():
+            raise AnalysisError(f"{path}: {col} must be a finite number >= 0 (the {_COST_UNITS[col]} charged up to "
+                                f"that eval), got {values[bad][0]:g} at {_rows_named(df, bad, lines)}; "
+                                f"{restore_runs_csv_fix(study_dir)}")
+
+
+_COST_UNITS = {"generated_tokens": "generated tokens", "device_seconds": "training device-seconds",
+               "flops": "FLOPs"}
 
 
 def _warn_short_lines(path: Path, raw: bytes, study_dir) -> set[int]:

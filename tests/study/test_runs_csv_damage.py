@@ -286,3 +286,54 @@ def test_a_cut_line_loses_its_accuracy_in_the_analysis_as_in_the_reference_curve
         zip(kept["seed"].astype(str), kept["update"].astype(float)))
     np.testing.assert_allclose(points["accuracy"].to_numpy(float),
                                100 * kept.sort_values(["seed", "update"])["accuracy"].to_numpy(float), atol=1e-9)
+
+
+def _set_cell(root, col: str, row: int, value: str) -> list:
+    """Write ``value`` into the ``col`` cell of data row ``row`` (0-based, file order) of root/runs.csv."""
+    path = root / "runs.csv"
+    with open(path, newline="") as f:
+        table = list(csv.reader(f))
+    table[row + 1][table[0].index(col)] = value
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(table)
+    return table
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf"])
+def test_an_infinite_accuracy_is_refused_naming_the_line(tmp_path, value):
+    """An accuracy cell 'inf' passed the [0, 1] check (it tested finite values only) and loaded as +inf."""
+    root = make_study(tmp_path / "s", seeds=2)
+    table = _set_cell(root, "accuracy", 3, value)
+    arm, seed, update = table[4][:3]
+    with pytest.raises(AnalysisError) as e:
+        load_runs(root)
+    assert str(e.value) == (f"{root / 'runs.csv'}: accuracy must be a fraction in [0, 1] (runs.csv records fractions; "
+                            f"reports print points), got {value} at line 5 (arm {arm}, seed {seed}, update {update}); "
+                            f"{restore_runs_csv_fix(root)}")
+
+
+@pytest.mark.parametrize("col, value, unit", [("generated_tokens", "-8660", "generated tokens"),
+                                              ("generated_tokens", "inf", "generated tokens"),
+                                              ("device_seconds", "-1.5", "training device-seconds"),
+                                              ("flops", "-2e9", "FLOPs")])
+def test_a_negative_or_infinite_cost_is_refused_naming_the_line(tmp_path, col, value, unit):
+    """Negative generated_tokens (every line) loaded without a word, and calib and the analysis read them as
+    costs; a blank cell stays the analysis's to judge (recorded_axes), as before."""
+    root = make_study(tmp_path / "s", seeds=2)
+    table = _set_cell(root, col, 5, value)
+    arm, seed, update = table[6][:3]
+    with pytest.raises(AnalysisError) as e:
+        load_runs(root)
+    assert str(e.value) == (f"{root / 'runs.csv'}: {col} must be a finite number >= 0 (the {unit} charged up to "
+                            f"that eval), got {float(value):g} at line 7 (arm {arm}, seed {seed}, update {update}); "
+                            f"{restore_runs_csv_fix(root)}")
+
+
+def test_no_accuracy_on_any_line_is_refused(tmp_path):
+    root = make_study(tmp_path / "s", seeds=2)
+    n = len(_blank(root, "accuracy", [])) - 1
+    _blank(root, "accuracy", range(n))
+    _blank(root, "accuracy_sampled", range(n))
+    with pytest.raises(AnalysisError, match=r"runs.csv: no eval records an accuracy \(the accuracy and "
+                                            r"accuracy_sampled columns are blank or NaN on every line"):
+        load_runs(root)
