@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from .attention import register as _register_attention
 from .char_tokenizer import char_tokenizer
 from .errors import ModelNotFoundError  # defined below models and tiers (tier lookup raises it too)
 from .memory import release_memory
-from .tiers import tier_path
+from .tiers import cache_root, shipped_root, tier_path
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,52 @@ ALIASES = ("smollm2-135m",) + TIER_ALIASES + TINY_ARCHITECTURES
 #: A model folder holds at least one of these (what ``AutoTokenizer.from_pretrained`` reads), else it is refused.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
                    "spiece.model")
+
+
+class TierDamagedError(ValueError):
+    """A built tier's folder whose files cannot be read (a missing or cut ``config.json``, ``model.safetensors``
+    ...); the message names the file and the fix, rebuilding with ``gradprobe warmstart ... --force``."""
+
+
+def tier_damage(folder: Path) -> str | None:
+    """What is wrong with the model files of a built tier ``folder``, as ``<file> is missing`` or ``<file> is damaged
+    (<why>)``, or None: ``config.json``, ``tokenizer.json`` and :data:`TIER_MARKER` must hold a JSON object and
+    ``model.safetensors``'s header must read (:func:`safetensors.safe_open`, which also checks the file's length
+    against the header; no weights are loaded)."""
+    from safetensors import safe_open
+
+    for name in ("config.json", "tokenizer.json", TIER_MARKER, "model.safetensors"):
+        path = folder / name
+        if not path.is_file():
+            return f"{path} is missing"
+        try:
+            if name.endswith(".json") and not isinstance(json.loads(path.read_text()), dict):
+                return f"{path} is damaged (not a JSON object)"
+            if name.endswith(".safetensors"):
+                with safe_open(str(path), "pt"):
+                    pass
+        except Exception as e:  # noqa: BLE001 - OSError, JSON or UTF-8 errors, safetensors' own error class
+            return f"{path} is damaged ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+    return None
+
+
+def _refuse_damaged_tier(folder: Path) -> None:
+    """Raise :class:`TierDamagedError` if ``folder`` is a built tier (``warmstart.json`` or the marker) whose files
+    cannot be read, naming the file and the command that rebuilds it."""
+    if not ((folder / "warmstart.json").is_file() or (folder / TIER_MARKER).is_file()):
+        return
+    damage = tier_damage(folder)
+    if damage is None:
+        return
+    try:
+        record = json.loads((folder / "warmstart.json").read_text())
+        name, seed = str(record["tier"]), int(record["seed"])
+    except Exception:  # noqa: BLE001 - a damaged record: the default tier's command
+        name, seed = "tiny", 0
+    cached = folder.resolve().parent in (cache_root().resolve(), shipped_root())  # rebuilt into the cache
+    where = "" if cached else f" --out {folder}"
+    raise TierDamagedError(f"the tier in {folder} is damaged: {damage}; rebuild it with `gradprobe warmstart --tier "
+                           f"{name}{f' --seed {seed}' if seed else ''}{where} --force`")
 
 
 class TokenizerError(ValueError):
@@ -169,6 +216,9 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
         safetensors weights or tokenizer files (the message names what is missing and the fix).
     gradprobe.tiers.TierNotBuiltError
         ``tiny`` before ``gradprobe warmstart --tier tiny`` (a :class:`ModelNotFoundError`).
+    TierDamagedError
+        A built tier (an alias or a folder holding ``warmstart.json``) whose model files cannot be read
+        (:func:`tier_damage`); the message names the file and ``gradprobe warmstart ... --force``. A ValueError.
     ValueError
         A CUDA device without CUDA, a device that is not a torch device (``banana``), or an unknown dtype.
     TokenizerError
@@ -319,6 +369,8 @@ def _load_pretrained(spec: str, common: dict):
     """(model, tokenizer) of a folder, GGUF file, hub id or the SmolLM2 alias (:func:`load_policy`)."""
     from transformers import AutoModelForCausalLM
 
+    if os.path.isdir(os.path.expanduser(spec)):
+        _refuse_damaged_tier(Path(spec).expanduser())  # a cut model.safetensors: a clear error, not safetensors'
     source, kwargs = _pretrained_source(spec)
     tokenizer = _pretrained_tokenizer(source, kwargs)
     model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, **common, **kwargs)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,15 @@ class TinyTierConfig:
         greedy (one completion) and sampled at temperature 1 (``eval_samples`` each).
     threads : int
         ``torch.set_num_threads`` during the build (part of the hash: it changes the weights).
+
+    Raises
+    ------
+    ValueError
+        A field the build cannot use, named with what it must be: an unknown ``arch``, a count below 1
+        (``steps``, ``batch_size``, ``micro_batch_size``, the model shape, ``eval_*``, ``threads``...) or
+        below 0 (``bare_rows``, ``warmup_steps``), a non-integer count, ``lr`` not finite and > 0,
+        ``min_lr_ratio`` outside [0, 1], ``weight_decay`` < 0, ``grad_clip`` <= 0, NaN, or ``heads`` not a
+        multiple of ``kv_heads``.
     """
 
     arch: str = "tiny-qwen2"
@@ -100,8 +110,45 @@ class TinyTierConfig:
     eval_max_new_tokens: int = 80
     threads: int = 2
 
+    def __post_init__(self) -> None:
+        """Refuse a value the build cannot use (ValueError naming the field), before anything is built."""
+        if self.arch not in _ARCHS:
+            raise ValueError(f"TinyTierConfig.arch must be one of {', '.join(_ARCHS)}, got {self.arch!r}")
+        if not isinstance(self.task, str) or not self.task:
+            raise ValueError(f"TinyTierConfig.task must be a reasoning-gym dataset name, got {self.task!r}")
+        if not isinstance(self.task_config, dict):
+            raise ValueError(f"TinyTierConfig.task_config must be a dict, got {type(self.task_config).__name__}")
+        for name in _POSITIVE_INTS + _NONNEG_INTS:
+            low = 1 if name in _POSITIVE_INTS else 0
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ValueError(f"TinyTierConfig.{name} must be an integer >= {low}, got {v!r}")
+        for name, rule in _FLOATS.items():
+            v = getattr(self, name)
+            number = not isinstance(v, bool) and isinstance(v, (int, float))
+            if not number or not _FLOAT_RULES[rule](v):  # NaN fails every rule
+                raise ValueError(f"TinyTierConfig.{name} must be {rule}, got {v!r}")
+        if self.heads % self.kv_heads:  # grouped-query attention shares each key/value head among whole groups
+            raise ValueError(f"TinyTierConfig.heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+#: The architectures a tier can have (:data:`gradprobe.models.TINY_ARCHITECTURES`; tiers cannot import models).
+_ARCHS = ("tiny-qwen2", "tiny-llama")
+_POSITIVE_INTS = ("hidden_size", "layers", "heads", "kv_heads", "intermediate_size", "max_positions", "steps",
+                  "batch_size", "micro_batch_size", "bare_width", "eval_prompts", "eval_samples",
+                  "eval_max_new_tokens", "threads")
+_NONNEG_INTS = ("bare_rows", "warmup_steps")
+_FLOAT_RULES = {
+    "a finite number > 0": lambda v: 0 < v < math.inf,
+    "a number in [0, 1]": lambda v: 0 <= v <= 1,
+    "a finite number >= 0": lambda v: 0 <= v < math.inf,
+    "a number > 0 (inf: no clipping)": lambda v: v > 0,
+}
+_FLOATS = {"lr": "a finite number > 0", "min_lr_ratio": "a number in [0, 1]", "weight_decay": "a finite number >= 0",
+           "grad_clip": "a number > 0 (inf: no clipping)"}
 
 
 def _tiny_llama_sft() -> TinyTierConfig:

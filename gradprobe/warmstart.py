@@ -67,13 +67,13 @@ from .tasks.prompts import encode_prompt
 from .config import SamplingConfig
 from .rollout import HFSampler, collect_rollouts
 from .char_tokenizer import char_tokenizer
-from .models import TIER_MARKER, load_policy, tiny_config
+from .models import TIER_MARKER, TierDamagedError, load_policy, tier_damage, tiny_config
 from .tasks import load_task
 
 
 log = logging.getLogger(__name__)
 
-__all__ = ["build_tier", "measure_accuracy"]
+__all__ = ["build_tier", "measure_accuracy", "tier_record"]
 
 SFT_DATA_SEED = 10_000
 
@@ -271,59 +271,182 @@ def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | No
     name : str
         ``"tiny"``.
     seed : int
-        Initialisation and SFT-data seed.
+        Initialisation and SFT-data seed, in [0, 2**63 - 1].
     config : TinyTierConfig, optional
     out : path, optional
         Target folder; default ``cache_root() / f"{name}-{hash}"``.
     force : bool
-        Rebuild even when the folder holds a finished build.
+        Rebuild even when the folder holds a finished build, another build or a damaged one.
     progress : bool
         Progress bars.
 
     Returns
     -------
     Path
-        The folder (``warmstart.json`` present). An interrupted or failed build leaves no folder:
-        it is written to ``.<name>.tmp-*`` beside the target and renamed when complete.
+        The folder (``warmstart.json`` present). A finished build is reused only when its ``warmstart.json``
+        (:func:`tier_record`) names this config and seed and its model files read
+        (:func:`gradprobe.models.tier_damage`); a damaged build in the default cache is rebuilt (logged as a
+        warning). An interrupted (KeyboardInterrupt, or SIGTERM under ``gradprobe warmstart``, which turns it
+        into an exception) or failed build leaves no folder: it is written to ``.<name>.tmp-*`` beside the
+        target and renamed when complete; an earlier build there is kept until then.
 
     Raises
     ------
     ValueError
-        Unknown tier name.
+        Unknown tier name, or a seed outside [0, 2**63 - 1].
+    TypeError
+        ``config`` is not a :class:`TinyTierConfig`.
+    gradprobe.models.TierDamagedError
+        Without ``force``, ``out`` holds a damaged build (a ValueError; the message names the file and ``--force``).
     RuntimeError
-        Non-finite SFT loss.
+        Without ``force``, the folder holds another build (tier, seed or config; the message names it); or a
+        non-finite SFT loss.
+    OSError
+        The folder cannot be written: ``out`` (or a folder above it, or ``$GRADPROBE_CACHE``) is a file, or a
+        folder cannot be created there (the message names ``--out`` or ``GRADPROBE_CACHE`` and the fix); or it
+        exists and is not a tier build.
     """
+    if config is not None and not isinstance(config, TinyTierConfig):
+        hint = " (TinyTierConfig(**config) builds one from a dict)" if isinstance(config, dict) else ""
+        raise TypeError(f"config must be a TinyTierConfig, got {type(config).__name__}{hint}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**63 - 1:
+        raise ValueError(f"seed (--seed) must be an integer in [0, 2**63 - 1] (it seeds numpy and torch), got {seed!r}")
     config = tier_config(name, config)
     target = Path(out).expanduser() if out is not None else cache_root() / f"{name}-{config_hash(config, seed)}"
-    if (target / "warmstart.json").is_file() and not force:
-        record = json.loads((target / "warmstart.json").read_text())
-        if record.get("config_hash") == config_hash(config, seed):
-            log.info("tier %s: reusing %s", name, target)
-            return target
-        if out is None:
-            raise RuntimeError(f"{target} holds a different build; remove it or pass force=True")
-        force = True  # an explicit folder with another config: replace it
+    what, fix = _naming(out, target)
+    _refuse_files_in_the_way(target, what, fix)
+    if not force and _reusable(target, name, config, seed, explicit=out is not None):
+        log.info("tier %s: reusing %s", name, target)
+        return target
     if target.exists() and not (target / "warmstart.json").is_file() and any(target.iterdir()):
         raise FileExistsError(f"{target} exists and is not a tier build; choose another folder")
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
     threads = torch.get_num_threads()
     try:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()
+        except OSError as e:
+            raise OSError(f"{what} cannot be created ({e.strerror or e}, in {target.parent}); {fix}") from None
         torch.set_num_threads(config.threads)
         with torch.random.fork_rng(devices=[]):
             record = _build_into(tmp, config, seed, progress, name)
         (tmp / "warmstart.json").write_text(json.dumps(record, indent=1))
-        if target.exists():
-            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(target, old)
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, target)
-    except BaseException:
+        _install(tmp, target)
+    except BaseException:  # KeyboardInterrupt and gradprobe warmstart's SIGTERM exception too
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
         torch.set_num_threads(threads)
     return target
+
+
+def _install(tmp: Path, target: Path) -> None:
+    """Rename the finished build ``tmp`` to ``target``; an earlier build there is put back if that fails."""
+    if not target.exists():
+        os.rename(tmp, target)
+        return
+    old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+    os.rename(target, old)
+    try:
+        os.rename(tmp, target)
+    except BaseException:
+        os.rename(old, target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _naming(out, target: Path) -> tuple[str, str]:
+    """How a message names the target folder (by ``out (--out)`` or ``GRADPROBE_CACHE``) and the fix."""
+    if out is not None:
+        return f"out (--out) {target}", "choose another folder for --out"
+    base = os.environ.get("GRADPROBE_CACHE")
+    return (f"the tier folder {target}" + (f" (GRADPROBE_CACHE={base})" if base else ""),
+            "set GRADPROBE_CACHE to a writable folder")
+
+
+def _refuse_files_in_the_way(target: Path, what: str, fix: str) -> None:
+    """Raise NotADirectoryError if ``target`` or a folder above it is a file (``what``, ``fix``: :func:`_naming`)."""
+    for path in (target, *target.parents):
+        if path.is_file():
+            raise NotADirectoryError(f"{what} is a file, not a folder; {fix}" if path == target else
+                                     f"{what} cannot be created: {path} is a file, not a folder; {fix}")
+        if path.is_dir():
+            return
+
+
+def _reusable(target: Path, name: str, config: TinyTierConfig, seed: int, *, explicit: bool) -> bool:
+    """Whether ``target`` holds this very build, intact (reuse it); False: build (nothing there, or a damaged
+    build in the default cache, logged). Refuses another build, and under an explicit ``out`` a damaged one."""
+    if not (target / "warmstart.json").is_file():
+        return False
+    record, damage = _record_damage(target)
+    if record is not None:
+        want = config_hash(config, seed)
+        if record["config_hash"] != want:
+            raise RuntimeError(f"{target} holds another build ({_described(record, config)}) than tier {name!r} "
+                               f"seed {seed} (config_hash {want}); " + ("pass --force (force=True) to replace it, "
+                               "or choose another folder for --out" if explicit else "remove it or pass --force "
+                               "(force=True) to replace it"))
+        damage = tier_damage(target)
+        if damage is None:
+            return True
+    if explicit:
+        raise TierDamagedError(f"{damage}: {target} holds a damaged tier build; rebuild it with --force "
+                               "(force=True), or choose another folder for --out")
+    log.warning("%s; rebuilding the cached tier build in %s", damage, target)
+    return False
+
+
+def _described(record: dict, config: TinyTierConfig) -> str:
+    """What a build's record holds, in words: tier, seed, config_hash and the config fields that differ."""
+    other = record.get("config")
+    differ = sorted(k for k, v in config.to_dict().items() if other.get(k) != v) if isinstance(other, dict) else []
+    return (f"tier {record.get('tier')!r} seed {record.get('seed')}, config_hash {record['config_hash']}"
+            + (f", differing in {', '.join(differ)}" if differ else ""))
+
+
+#: What ``warmstart.json`` must hold (what ``gradprobe warmstart`` prints): dotted key -> type.
+RECORD_FIELDS = {"config_hash": str, "parameters": int, "final_sft_loss": (int, float), "seconds": (int, float),
+                 "eval": dict, "eval.prompts": int, "eval.samples": int, "eval.greedy_accuracy": (int, float),
+                 "eval.sampled_accuracy": (int, float), "eval.spread_fraction": (int, float)}
+
+
+def _record_damage(folder: Path) -> tuple[dict | None, str | None]:
+    """(``warmstart.json``'s record, None), or (None, what is wrong with it: ``<file> is damaged (<why>)``)."""
+    path = folder / "warmstart.json"
+    try:
+        record = json.loads(path.read_text())
+    except UnicodeDecodeError:
+        return None, f"{path} is damaged (not UTF-8 text)"
+    except ValueError as e:
+        return None, f"{path} is damaged (not valid JSON: {e})"
+    except OSError as e:
+        return None, f"{path} cannot be read ({e.strerror or e})"
+    if not isinstance(record, dict):
+        return None, f"{path} is damaged (it holds a JSON {type(record).__name__}, not an object)"
+    for key, kind in RECORD_FIELDS.items():
+        head, _, tail = key.partition(".")
+        value = record.get(head) if not tail else record[head].get(tail)
+        if value is None:
+            return None, f"{path} is damaged (no {key!r})"
+        if isinstance(value, bool) or not isinstance(value, kind):
+            word = {str: "a string", int: "an integer", dict: "an object"}.get(kind, "a number")
+            return None, f"{path} is damaged ({key!r} is {value!r}, not {word})"
+    return record, None
+
+
+def tier_record(folder: str | Path) -> dict:
+    """The record (``warmstart.json``) of the built tier in ``folder``, checked for the fields that
+    ``gradprobe warmstart`` prints (:data:`RECORD_FIELDS`).
+
+    Raises
+    ------
+    gradprobe.models.TierDamagedError
+        ``warmstart.json`` cannot be read, is not a JSON object or lacks a field (the message names the file, what
+        is wrong and ``--force``). A ValueError.
+    """
+    record, damage = _record_damage(Path(folder))
+    if damage is not None:
+        raise TierDamagedError(f"{damage}; rebuild the tier with --force (force=True)")
+    return record
