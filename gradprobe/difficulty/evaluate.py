@@ -191,7 +191,8 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     ValueError
         M < 2, mismatched shapes, ``observed`` not in [0, S - 1], ``group_size`` not in
         [1, S - observed], ``seed`` not an integer in [0, 2**63 - 1], or ``prompts`` not of length M
-        or with fewer than two distinct texts (no eval half would remain).
+        or with fewer than two distinct texts (no eval half would remain); outcomes all missing (NaN), or one
+        outside [0, 1] or infinite.
     """
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= 2**63 - 1:
         raise ValueError(f"seed (--seed) must be an integer in [0, 2**63 - 1], got {seed!r}")
@@ -241,6 +242,15 @@ def _checked_inputs(ids, x, y, observed: int, group_size: int | None) -> int:
     if not 1 <= group_size <= n_target:
         raise ValueError(f"group_size must lie in [1, S - observed] = [1, {n_target}] so that a whole group of target "
                          f"outcomes exists, got {group_size}")
+    finite = np.isfinite(y)
+    if not finite.any():
+        raise ValueError(f"outcomes: all {y.size} are missing (NaN), nothing to fit or score; sample_outcomes gives "
+                         "NaN where the task's scorer failed (its warnings name the prompts): fix the scorer or the task")
+    bad = np.isinf(y) | (finite & ((y < 0) | (y > 1)))
+    if bad.any():
+        i, j = map(int, np.argwhere(bad)[0])
+        raise ValueError(f"outcomes must be 0/1 (NaN for a missing one), got {y[i, j]:g} at prompt {ids[i]!r}, "
+                         f"sample {j} ({int(bad.sum())} such value(s))")
     check_unique_ids(list(ids))
     return group_size
 

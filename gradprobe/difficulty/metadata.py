@@ -10,6 +10,7 @@ that carries no information, silently.
 from __future__ import annotations
 
 import numbers
+import warnings
 from typing import Sequence
 
 __all__ = ["is_numeric", "check_metadata_keys"]
@@ -48,10 +49,21 @@ def check_metadata_keys(problems, keys: Sequence[str]) -> None:
 
     Raises
     ------
+    TypeError
+        ``keys`` is a string (it would be read one character at a time): pass a list of key names.
     ValueError
         A key given twice, or a key whose value in some problem is neither a number nor missing (None); one
         line naming the key, the value, its prompt, and the numeric keys of these problems.
+
+    Warns
+    -----
+    UserWarning
+        Keys that no problem holds: their feature column is NaN everywhere, imputed as a constant that carries
+        no information (one warning naming them and the keys present; Python's default filter shows it once).
     """
+    if isinstance(keys, (str, bytes)):
+        raise TypeError(f"metadata_keys (--metadata-keys) must be a list of key names, got the string {keys!r}; "
+                        f"pass [{keys!r}] (or a comma-separated string split: {keys!r}.split(','))")
     seen = set()
     for key in keys:
         if key in seen:
@@ -66,6 +78,12 @@ def check_metadata_keys(problems, keys: Sequence[str]) -> None:
                     f"metadata key {key!r} (--metadata-keys) is not a number: {shown} in prompt "
                     f"{getattr(prob, 'id', '?')}; give numeric keys only (numeric in this pool: "
                     f"{', '.join(_numeric_keys(problems)) or 'none'})")
+    present = sorted({k for p in problems for k in (getattr(p, "metadata", None) or {})})
+    absent = [k for k in keys if k not in present]
+    if absent and problems:
+        warnings.warn(f"metadata_keys (--metadata-keys) {', '.join(absent)}: in no prompt of this pool, so imputed as "
+                      f"a constant that carries no information (keys present: {', '.join(present) or 'none'})",
+                      stacklevel=3)
 
 
 def _numeric_keys(problems) -> list[str]:

@@ -266,13 +266,7 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
     folder = None if out is None else prepare_output_dir(Path(out))  # then the folder, then the compute
     # an alias (``tiny`` = the shipped or cached tier), folder, GGUF file or hub id, as a plan's [model] name
     policy = load_policy(model, dtype=settings.dtype, device=settings.device, seed=settings.seed)
-    keys = settings.keys
-    present = sorted({k for p in problems for k in (p.metadata or {})})
-    absent = [k for k in keys if k not in present]
-    if absent:
-        warnings.warn(f"--metadata-keys {', '.join(absent)}: in no prompt of this pool, so imputed as a constant "
-                      f"that carries no information (keys present: {', '.join(present) or 'none'})", stacklevel=3)
-    return PreparedPool(folder, policy, loaded, problems, sampling, est_config, keys)
+    return PreparedPool(folder, policy, loaded, problems, sampling, est_config, settings.keys)
 
 
 def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = None,

@@ -95,7 +95,8 @@ def test_a_non_numeric_key_is_refused_with_an_example_and_the_numeric_keys():
                                "numeric keys only (numeric in this pool: n)")
     with pytest.raises(ValueError, match=r"metadata key 'flag' \(--metadata-keys\) is not a number: True in prompt p0"):
         check_metadata_keys(problems, ["flag"])
-    check_metadata_keys(problems, ["n", "w", "absent"])  # numbers, None and absent keys are fine
+    with pytest.warns(UserWarning, match=r"\(--metadata-keys\) absent: in no prompt of this pool"):
+        check_metadata_keys(problems, ["n", "w", "absent"])  # numbers, None and absent keys pass (absent: warned)
 
 
 def test_metadata_features_refuses_strings_and_reads_numpy_integers():
@@ -199,3 +200,47 @@ def test_rank_prompts_twice_says_it_replaces_its_ranking(tmp_path, capsys):
     assert len(lines) == 1 and lines[0].startswith(f"replacing the ranking in {out} (written ")
     assert json.loads((out / "rank.json").read_text())["settings"]["seed"] == 1
     assert sorted(p.name for p in out.iterdir()) == ["rank.json", "ranking.csv"]
+
+
+def test_a_key_no_prompt_holds_is_warned_once_by_the_library_not_only_the_cli():
+    """prompt_features(metadata_keys=["bogus"]) gave an all-NaN column without a word (only rank-prompts warned);
+    the warning now comes from the key check every path takes (rank-prompts, difficulty-eval, the Python API)."""
+    from gradprobe.difficulty.features import metadata_features
+
+    problems = _problems({"n": 3}, {"n": 4, "w": 1.5})
+    with pytest.warns(UserWarning) as record:
+        got = metadata_features(problems, [[1], [1, 2]], ["n", "bogus", "w"])
+    assert [str(w.message) for w in record] == [
+        "metadata_keys (--metadata-keys) bogus: in no prompt of this pool, so imputed as a constant that carries no "
+        "information (keys present: n, w)"]
+    np.testing.assert_array_equal(got, [[1, 3, np.nan, np.nan], [2, 4, np.nan, 1.5]])
+
+
+def test_metadata_keys_given_as_one_string_are_refused_not_read_per_character():
+    """metadata_keys="num_terms" was read one character at a time ("metadata key 'm' is given twice")."""
+    from gradprobe.difficulty.metadata import check_metadata_keys
+
+    with pytest.raises(TypeError) as info:
+        check_metadata_keys(_problems({"num_terms": 3}), "num_terms")
+    assert str(info.value) == ("metadata_keys (--metadata-keys) must be a list of key names, got the string "
+                               "'num_terms'; pass ['num_terms'] (or a comma-separated string split: "
+                               "'num_terms'.split(','))")
+
+
+@pytest.mark.parametrize("fill, message", [
+    (np.nan, r"outcomes: all 24 are missing \(NaN\), nothing to fit or score"),
+    (2.0, r"outcomes must be 0/1 \(NaN for a missing one\), got 2 at prompt 'p2', sample 1 \(1 such value\(s\)\)"),
+    (np.inf, r"outcomes must be 0/1 \(NaN for a missing one\), got inf at prompt 'p2', sample 1"),
+])
+def test_evaluate_estimator_refuses_missing_or_non_binary_outcomes(fill, message):
+    """All-NaN outcomes (a scorer that failed on every prompt) returned brier/auc None with a note about groups."""
+    from gradprobe.difficulty.evaluate import evaluate_estimator
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, (6, 4)).astype(float)
+    if np.isnan(fill):
+        y[:] = np.nan
+    else:
+        y[2, 1] = fill
+    with pytest.raises(ValueError, match=message):
+        evaluate_estimator([f"p{i}" for i in range(6)], rng.normal(size=(6, 3)), y, observed=1)

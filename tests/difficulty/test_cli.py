@@ -98,6 +98,6 @@ def test_skip_malformed_on_real_gsm8k_rows(tmp_path, capsys, gsm8k_dir):
 
 
 def test_a_metadata_key_in_no_prompt_is_warned_with_the_keys_present(tmp_path):
-    with pytest.warns(UserWarning, match=r"--metadata-keys nosuch: in no prompt .*keys present: .*num_terms"):
+    with pytest.warns(UserWarning, match=r"metadata_keys \(--metadata-keys\) nosuch: in no prompt .*keys present: .*num_terms"):
         assert main(["difficulty-eval", "--model", "tiny-qwen2", "--task", "chain_sum", "--pool", "4", "--samples", "2",
                      "--max-new-tokens", "4", "--metadata-keys", "num_terms,nosuch", "--out", str(tmp_path / "o")]) == 0
