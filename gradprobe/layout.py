@@ -18,15 +18,22 @@ Four kinds of folder (README, "Layout"):
 - a **calibration report** (``calib report STUDY... --out REPORT``, :mod:`calib.report`): ``report.html`` (the
   probe's name too: so neither command writes into the other's folder), ``metrics.json``, ``rows.csv`` and
   :data:`CV_PREDICTIONS_CSV`, whose presence marks the folder.
+
+A fifth kind is read, never written by these commands: a **model** folder (a tier ``gradprobe warmstart``
+built, with :data:`TIER_FILES`; or ``save_pretrained`` weights, :data:`MODEL_WEIGHTS` beside a ``config.json``
+that is not a run's). Every command refuses it as an ``--out`` (:func:`output_kind`), so no output is mixed
+into a model and no run's ``config.json`` replaces the model's.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 __all__ = ["CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
            "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "EARLIER_PROBE", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
            "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "CV_PREDICTIONS_CSV", "run_dir", "probe_dir",
+           "TIER_FILES", "MODEL_WEIGHTS",
            "OUTPUT_KINDS", "output_kind"]
 
 # ---------------------------------------------------------------------------- a training run
@@ -63,6 +70,13 @@ FIGURES = "figures"
 # ---------------------------------------------------------------------------- a calibration report (calib report)
 CV_PREDICTIONS_CSV = "cv_predictions.csv"  # every held-out prediction; marks a calib report's folder
 
+# ---------------------------------------------------------------------------- a model (read, never written here)
+#: a tier's records (``gradprobe warmstart``: its build record; :data:`gradprobe.models.TIER_MARKER`)
+TIER_FILES = ("warmstart.json", "gradprobe_tier.json")
+#: ``save_pretrained`` weights: with a ``config.json`` that is not a run's, they mark a model's folder
+MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+
 
 def run_dir(out: str | Path, arm: str, seed: int) -> Path:
     """``out/runs/<arm>/seed<S>``: the folder of one run of a study."""
@@ -80,7 +94,7 @@ OUTPUT_KINDS = {"run": "a training run (`gradprobe train`)", "study": "a study (
                 "guided probe": "a study's guided-arm probe folder",
                 "calib report": "a calibration report (`calib report`)",
                 "ranking": "a ranking (`gradprobe rank-prompts`)",
-                "difficulty eval": "a difficulty evaluation (`gradprobe difficulty-eval`)"}
+                "difficulty eval": "a difficulty evaluation (`gradprobe difficulty-eval`)", "model": "a model"}
 #: marker file -> the kind of folder holding it (checked in this order; the first found names the folder)
 _MARKERS = {METRICS_JSONL: "run", SUMMARY_JSON: "run", CHECKPOINT_POINTER: "run", STUDY_JSON: "study",
             RUNS_CSV: "study", ANALYSIS_JSON: "study", PROBE_JSON: "probe", CALIBRATED_JSON: "probe",
@@ -96,8 +110,9 @@ def output_kind(folder: str | Path) -> tuple[str, str] | None:
     -------
     (kind, evidence) or None
         ``kind`` a key of :data:`OUTPUT_KINDS` and ``evidence`` the file or path that shows it
-        (``"arms.json"``, ``"probe/guided/<arm>"``, a marker file); None for a missing or empty folder or
-        one holding none of these.
+        (``"arms.json"``, ``"probe/guided/<arm>"``, a marker file, ``"warmstart.json"`` or
+        ``"config.json + model.safetensors"`` for a model); None for a missing or empty folder or one holding
+        none of these.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -106,4 +121,25 @@ def output_kind(folder: str | Path) -> tuple[str, str] | None:
         return "study probe", ARMS_JSON
     if folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists():
         return "guided probe", f"probe/{GUIDED_PROBES}/{folder.name}"
+    model = _model_evidence(folder)  # before the markers: a model a probe was once written beside stays a model
+    if model is not None:
+        return "model", model
     return next(((kind, name) for name, kind in _MARKERS.items() if (folder / name).exists()), None)
+
+
+def _model_evidence(folder: Path) -> str | None:
+    """What shows that ``folder`` holds a model (a file of :data:`TIER_FILES`, or ``"config.json + WEIGHTS"``
+    for :data:`MODEL_WEIGHTS` beside a ``config.json`` without a run's ``"run"`` key), else None."""
+    tier = next((name for name in TIER_FILES if (folder / name).is_file()), None)
+    if tier is not None:
+        return tier
+    weights = next((name for name in MODEL_WEIGHTS if (folder / name).is_file()), None)
+    if weights is None or not (folder / CONFIG_JSON).is_file():
+        return None
+    try:
+        config = json.loads((folder / CONFIG_JSON).read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        config = None  # unreadable: a run never keeps weights beside its config.json, so the weights decide
+    if isinstance(config, dict) and "run" in config:
+        return None
+    return f"{CONFIG_JSON} + {weights}"

@@ -25,7 +25,8 @@ from pathlib import Path
 from . import __version__
 
 
-__all__ = ["OutputDirError", "output_error", "error_text", "removed_if_left_empty", "prepare_output_dir",
+__all__ = ["OutputDirError", "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way",
+           "prepare_output_dir",
            "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
@@ -77,18 +78,48 @@ def removed_if_left_empty(out: str | os.PathLike | None):
         raise
 
 
+def api_out(out, name: str = "out") -> Path:
+    """The output folder ``out`` given to a Python API call, as a Path, refused as ``--out`` is on the command line
+    (:func:`gradprobe.cli.args.out_path`): an empty or blank string would mean the current folder.
+
+    Raises
+    ------
+    ValueError
+        ``out is empty ('')...`` (``name`` instead of ``out`` when given), with the fix.
+    TypeError
+        ``out`` is neither a str nor an ``os.PathLike``.
+    """
+    if not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or os.PathLike), got {out!r} ({type(out).__name__})")
+    if isinstance(out, str) and not out.strip():
+        raise ValueError(f"{name} is empty ({out!r}): give a path ({name}='.' is the current folder)")
+    return Path(out)
+
+
+def refuse_file_in_the_way(out: Path) -> None:
+    """Raise when ``out`` or one of its parents is a regular file (so ``out`` cannot be a folder).
+
+    Raises
+    ------
+    OutputDirError (errno ENOTDIR)
+        ``cannot create output folder 'OUT': 'FILE' is a file, not a folder; choose another --out``.
+    """
+    out = Path(out)
+    for parent in [out, *out.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise OutputDirError(errno.ENOTDIR, f"cannot create output folder {str(out)!r}: {str(parent)!r} is a "
+                                                f"file, not a folder; choose another --out")
+
+
 def prepare_output_dir(out: Path) -> Path:
     """Create ``out`` and prove it writable, before any compute.
 
     Raises
     ------
     OutputDirError
-        Names the path; when a parent is a regular file, names that file.
+        Names the path; when a parent is a regular file, names that file (:func:`refuse_file_in_the_way`).
     """
-    for parent in [out, *out.parents]:
-        if parent.exists() and not parent.is_dir():
-            raise OutputDirError(errno.ENOTDIR, f"cannot create output folder {str(out)!r}: {str(parent)!r} is a "
-                                                f"file, not a folder; choose another --out")
+    refuse_file_in_the_way(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".write-test"

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from ..layout import PROBE_JSON
-from ..outputs import json_safe, write_json_atomic
-from ..probe_settings import DEFAULT_TASK, ProbeConfig
+from ..outputs import api_out, json_safe, write_json_atomic
+from ..probe_settings import DEFAULT_TASK, ProbeConfig, check_forecaster
 from .probe_result import ProbeFileError, ProbeResult, load_probe
 
 __all__ = ["ProbeResult", "probe", "load_probe", "ProbeFileError"]
@@ -46,6 +47,28 @@ def _extra_reward(item, index: int) -> tuple[str, object]:
         return name, sequence_reward(item, name=name)
     raise ValueError(f"rewards[{index}] = {item!r}: expected a registered reward name (str), a TRL-style function "
                      "f(prompts, completions, **columns) -> list[float | None], or a (name, Reward) pair")
+
+
+def _reference_curve(value) -> tuple[object, str | None]:
+    """(curve, how it was named, recorded in ``probe.json``) of ``reference_curve=``: None (the model's shipped
+    curve, if any), a path or ``'default'`` (:func:`gradprobe.forecast.load_reference_curve`), or a
+    :class:`~gradprobe.forecast.ReferenceCurve` used as it is. Raises TypeError for anything else, ValueError for
+    an empty string, CurveError for a path naming nothing readable."""
+    from ..forecast import ReferenceCurve, load_reference_curve  # pandas and scipy: deferred (module docstring)
+
+    if value is None:
+        return None, None
+    if isinstance(value, ReferenceCurve):
+        return value, repr(value)
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"reference_curve must be a path, 'default' or a ReferenceCurve, got {type(value).__name__}; "
+                        "build a curve from points with gradprobe.forecast.ReferenceCurve(updates=[...], "
+                        "accuracy=[...]) and pass it, or save it with .save(PATH) and pass the path")
+    spec = os.fspath(value)
+    if not str(spec).strip():
+        raise ValueError(f"reference_curve is empty ({spec!r}): give a path or 'default' (the shipped tiny-tier "
+                         "curve), or leave it None for the model's shipped curve (if any)")
+    return load_reference_curve(spec), str(spec)
 
 
 def _probe_config(model: str, task: str, names: tuple, settings: dict) -> ProbeConfig:
@@ -109,10 +132,12 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
         Kept weights of a reference GRPO run of ``model`` (``--checkpoints``: a run folder with ``weights/``,
         ``checkpoint-UUUUUU`` folders or ``.safetensors`` files): ``probe_batches`` batches at the initial policy
         and at each, pooled (:mod:`gradprobe.probe.checkpoints`).
-    reference_curve : str or path, optional
+    reference_curve : str, path or ReferenceCurve, optional
         grpo's accuracy-vs-updates curve for the forecast (``--reference-curve``: ``default``, a
-        study folder, a metrics.jsonl, a CSV...); default: the model's shipped curve, if any.
+        study folder, a metrics.jsonl, a CSV...), or a :class:`gradprobe.forecast.ReferenceCurve` (used as it
+        is); default (None): the model's shipped curve, if any.
     forecaster : {"auto", "probe", "cost_only", "signal_proxy"}
+        Which forecaster makes the verdict (``--forecaster``; checked before any compute).
     **settings
         Any flat :class:`gradprobe.probe.run.ProbeConfig` setting (``prompts`` B, ``group`` G,
         ``heldout_prompts``, ``heldout_group``, ``lr``, ``loss_type``, ``budget_tokens`` (tokens),
@@ -130,32 +155,48 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     Raises
     ------
     ValueError
-        An unknown setting (the valid names are listed), a bad value (the field is named), an
-        unknown reward, model or task, a reward that produced non-finite advantages; a bad ``guidance``,
-        a task without reference solutions or a template that drops the hint (before any compute).
+        An unknown setting (the valid names are listed), a bad value (the field is named: ``continuations
+        (--continuations) must be >= 1``), an unknown ``forecaster`` (the valid ones listed), an empty ``out``
+        or ``reference_curve``, an unknown reward, model or task, a reward that produced non-finite advantages;
+        a bad ``guidance``, a task without reference solutions or a template that drops the hint (before any
+        compute).
+    TypeError
+        ``out`` is not a path, or ``reference_curve`` is neither a path nor a ReferenceCurve (before any compute).
     OSError
-        ``out`` cannot be written, or holds a training run or a study (before any compute). An earlier
-        probe in ``out`` is replaced whole (as ``gradprobe probe --out``); on an error it is put back.
+        ``out`` cannot be written, is a file, or holds a training run, a study or a model (before any compute).
+        An earlier probe in ``out`` is replaced whole (as ``gradprobe probe --out``); on an error it is put back.
     gradprobe.forecast.curves.CurveError
         ``reference_curve`` names nothing readable (before any compute; a ValueError).
     """
-    from ..forecast import load_reference_curve  # pandas and scipy: deferred so that importing the API stays light
-
-    if isinstance(rewards, str):
-        rewards = [r.strip() for r in rewards.split(",") if r.strip()]
-    names = tuple(r for r in rewards if isinstance(r, str))
-    extra = dict(_extra_reward(r, i) for i, r in enumerate(rewards) if not isinstance(r, str))
-    config = _probe_config(model, task or DEFAULT_TASK, names, settings)  # refuses bad settings before compute
-    curve = load_reference_curve(reference_curve) if reference_curve else None
+    out = None if out is None else api_out(out)  # an empty out would be the current folder
+    check_forecaster(forecaster)
+    config, extra = _config_and_rewards(model, task, rewards, settings)  # refuses bad settings before compute
+    curve, curve_spec = _reference_curve(reference_curve)
     if checkpoints is not None:  # a missing or wrong path fails before any compute
         from ..probe.checkpoints import checkpoint_weights
 
         checkpoint_weights(checkpoints)
+    return _probe_result(out, config=config, probe_batches=probe_batches, extra=extra, curve=curve,
+                         curve_spec=curve_spec, forecaster=forecaster, checkpoints=checkpoints)
+
+
+def _config_and_rewards(model: str, task, rewards, settings: dict) -> tuple[ProbeConfig, dict]:
+    """(config, {name: Reward} of the rewards that are no registered name) of :func:`probe`'s arguments;
+    ``rewards`` may be one comma-separated string."""
+    if isinstance(rewards, str):
+        rewards = [r.strip() for r in rewards.split(",") if r.strip()]
+    names = tuple(r for r in rewards if isinstance(r, str))
+    extra = dict(_extra_reward(r, i) for i, r in enumerate(rewards) if not isinstance(r, str))
+    return _probe_config(model, task or DEFAULT_TASK, names, settings), extra
+
+
+def _probe_result(out: Path | None, **run) -> ProbeResult:
+    """Run the probe (:func:`_probe_into`) into ``out``, or into a temporary folder that lives as long as the
+    result when ``out`` is None (removed again when the probe fails)."""
     temporary = out is None
-    folder = Path(tempfile.mkdtemp(prefix="gradprobe_probe_")) if temporary else Path(out)
+    folder = Path(tempfile.mkdtemp(prefix="gradprobe_probe_")) if temporary else out
     try:
-        _probe_into(folder=folder, config=config, probe_batches=probe_batches, extra=extra, curve=curve,
-                    curve_spec=reference_curve, forecaster=forecaster, checkpoints=checkpoints)
+        _probe_into(folder=folder, **run)
     except BaseException:
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)

@@ -12,13 +12,14 @@ methods that need them: the front door ``import gradprobe`` stays light).
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 import weakref
 from pathlib import Path
 
 from ..layout import ALIGNMENT_SAFETENSORS, EARLIER_PROBE, PROBE_JSON, TOKENS_JSONL
-from ..outputs import json_float, prepare_output_dir
+from ..outputs import OutputDirError, api_out, json_float, prepare_output_dir
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 
@@ -238,11 +239,21 @@ class ProbeResult:
         Raises
         ------
         OutputDirError (an OSError)
-            ``dir`` cannot be created or written (names the path).
+            ``dir`` cannot be created or written, is a file, or holds another command's output or a model (a
+            training run, a study, a study's probe, a tier or ``save_pretrained`` weights: the message names
+            what and the fix, as ``gradprobe probe --out`` refuses it); nothing is written then.
+        ValueError, TypeError
+            ``dir`` is empty (``''``: it would be the current folder) or not a path.
         ProbeFileError
             This result has no folder to copy from.
         """
-        out = prepare_output_dir(Path(dir))
+        from ..probe.output import _other_output  # torch-bound module: deferred (module docstring)
+
+        out = api_out(dir, "dir")
+        other = _other_output(out)
+        if other is not None:
+            raise OutputDirError(errno.EEXIST, f"dir {str(out)!r} {other}")
+        out = prepare_output_dir(out)
         if self.folder is None:
             raise ProbeFileError("this probe result has no folder to copy; gradprobe.probe(..., out=DIR) writes one")
         if out.resolve() == self.folder.resolve():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import numbers
 import os
 import re
 import sys
@@ -22,7 +23,7 @@ from ..study.report import format_rankings
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
 from ..training.run_folder import refuse_other_output
 from .probe import PROBE_JSON, load_probe
-from ..outputs import removed_if_left_empty
+from ..outputs import api_out, removed_if_left_empty
 
 
 __all__ = ["Study", "StudyResult", "StudyAnalysis", "RunResult", "load_study", "train"]
@@ -198,11 +199,20 @@ class Study:
         The plan TOML, or :func:`gradprobe.load_plan`'s result (its file is frozen into ``out``).
     out : path
         The study folder; an interrupted study resumes there (finished runs are never redone).
+
+    Raises
+    ------
+    ValueError
+        ``out`` is empty (``''``: it would be the current folder), refused as ``gradprobe study --out ''`` is.
+    TypeError
+        ``out`` is not a path, or ``plan`` is neither a path nor a :func:`gradprobe.load_plan` result.
+    PlanError
+        ``plan``'s file cannot be read, or changed since it was loaded.
     """
 
     def __init__(self, plan, out: str | Path):
+        self.out = api_out(out)  # an empty out would be the current folder: refused as `--out ''` is
         self.plan_path = _plan_path(plan)
-        self.out = Path(out)
 
     def __repr__(self) -> str:
         return f"Study(plan={str(self.plan_path)!r}, out={str(self.out)!r})"
@@ -311,6 +321,20 @@ class RunResult:
     metrics: object
 
 
+def _seed(value, name: str = "seed") -> int:
+    """``value`` when it is an integer in [0, 2**63 - 1] (what ``--seed`` takes), checked before any model loads.
+
+    Raises
+    ------
+    ValueError
+        ``seed must be an integer in [0, 2**63 - 1] ..., got -1``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= 2**63 - 1:
+        raise ValueError(f"{name} must be an integer in [0, 2**63 - 1] (it seeds numpy and torch; --seed), "
+                         f"got {value!r}")
+    return int(value)
+
+
 def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device: str | None = None,
           updates: int | None = None, budget_tokens: int | None = None, budget_flops: float | None = None,
           budget_seconds: float | None = None, progress: bool = False, report_to: str = "none") -> RunResult:
@@ -344,8 +368,15 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     ------
     PlanError
         Bad plan, unknown arm, or a plan given without ``arm``.
+    ValueError
+        ``out`` is empty (``''``: it would be the current folder), ``seed`` (or the RunConfig's) is not an integer
+        in [0, 2**63 - 1], or ``arm`` is given with a RunConfig; before anything is loaded or written.
+    TypeError
+        ``out`` is not a path.
     NonFiniteRunError, OutputDirError, RunConfigMismatchError, TrackerUnavailableError
-        As :func:`gradprobe.training.run.run_training`. A refused run leaves no empty folder.
+        As :func:`gradprobe.training.run.run_training`; OutputDirError also when ``out`` is a file or holds another
+        command's output or a model (a tier, ``save_pretrained`` weights), before any lock file is written. A
+        refused run leaves no empty folder.
     StudyError
         Another live process trains in ``out`` (:func:`gradprobe.study.folder.hold_run_folder`); nothing is written.
     """
@@ -354,13 +385,15 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     from ..study.folder import hold_run_folder
     from ..training.run import run_training
 
+    out = api_out(out)  # an empty out would be the current folder: refused as `--out ''` is
     if not isinstance(run, RunConfig):
         plan = run if isinstance(run, Plan) else load_plan(run)
         if arm is None:
             raise PlanError(f"train(plan, out) needs arm=, one of: {', '.join(plan.arms)}")
-        run = plan.arm(arm, seed=seed)
+        run = plan.arm(arm, seed=_seed(seed))
     elif arm is not None:
         raise ValueError("arm= goes with a plan; a RunConfig already names its arm")
+    _seed(run.seed, "the RunConfig's seed")
     if device:
         run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=device))
     run = shorten_budget(run, {"updates": updates, "generated_tokens": budget_tokens, "flops": budget_flops,

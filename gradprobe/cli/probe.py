@@ -21,8 +21,8 @@ from ..config import DTYPE_NAMES, LOSS_TYPE_NAMES, PRECONDITIONER_KINDS, SAMPLER
 from ..integrations.trl_config import apply_trl_config, mark_explicit_flags
 from ..layout import PROBE_JSON
 from ..outputs import json_safe, write_json_atomic
-from ..probe_settings import (DEFAULT_MC, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig, ReferenceSettings,
-                              RunSettings, TaskSettings, UpdateSettings)
+from ..probe_settings import (DEFAULT_MC, FORECASTERS, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig,
+                              ReferenceSettings, RunSettings, TaskSettings, UpdateSettings)
 from .args import out_path
 
 __all__ = ["probe_main", "interrupt_message", "Terminated", "terminate_cleanly"]
@@ -92,7 +92,7 @@ def _add_probe(sub) -> None:
     p.add_argument("--dtype", default=ModelSettings.dtype, choices=list(DTYPE_NAMES))
     p.add_argument("--out", type=out_path, default="runs/probe", help="output folder (probe.json, report.html, alignment.safetensors, "
                    "tokens.jsonl); replaces an earlier probe there, keeps other files, refuses a run's, a study's, a "
-                   "study's probe or a calib report folder")
+                   "study's probe, a calib report or a model folder")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--threads", type=int, default=ModelSettings.threads,
                    help="torch CPU threads (default: torch's own; 1 for models under 20M parameters when OpenMP threads spin, "
@@ -109,7 +109,7 @@ def _add_probe(sub) -> None:
                    help="grpo's accuracy-vs-updates curve the forecast reads: a saved curve (.json), a grpo run's "
                         "metrics.jsonl, a TRL trainer_state.json, a CSV (update,accuracy) or a study folder; default: "
                         "the shipped curve for --model tiny, none otherwise (raw first-order numbers only)")
-    p.add_argument("--forecaster", choices=["auto", "probe", "cost_only", "signal_proxy"], default="auto",
+    p.add_argument("--forecaster", choices=list(FORECASTERS), default="auto",
                    help="which forecaster makes the verdict (the others are printed beside it): auto (the one that "
                         "validated best on the shipped studies, named in the output), the probe's efficiency ratio "
                         "shrunk by its SNR (cost only where SNR <= 1), cost only, or verl's signal proxy")
@@ -191,6 +191,9 @@ def _probe_command(args) -> int:
         trl = None
         if args.trl_config:  # fills the options the command line did not give; fails before any compute
             trl = apply_trl_config(args)
+        if args.reference_curve is not None and not args.reference_curve.strip():  # an unset shell variable
+            raise ValueError(f"--reference-curve is empty ({args.reference_curve!r}): give a path or 'default', or "
+                             "omit the flag for the model's shipped curve (if any)")
         curve = load_reference_curve(args.reference_curve) if args.reference_curve else None  # fails before compute
         calibration = None
         if args.calibration is not None:  # loaded before any compute, so a bad file fails at once

@@ -2,8 +2,9 @@
 
 :func:`add_train_parser` registers the sub-command, :func:`train_main` runs it, and
 :func:`interrupt_message` says what rerunning an interrupted run will do (printed on Ctrl-C, exit 130, and on
-SIGTERM, exit 143, as ``gradprobe probe`` does). ``--out`` holding a probe, a study or a calib report is
-refused before the plan is read (:mod:`gradprobe.training.run_folder`).
+SIGTERM, exit 143, as ``gradprobe probe`` does). ``--out`` holding a probe, a study, a calib report or a model
+(a tier, ``save_pretrained`` weights), or naming a file, is refused before the plan is read
+(:mod:`gradprobe.training.run_folder`).
 """
 
 from __future__ import annotations

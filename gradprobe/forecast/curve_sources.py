@@ -214,7 +214,21 @@ def _trl_skipped_note(skipped: dict[Path, list[float]], metric: str) -> str | No
 
 
 class CurveSources:
-    """Alternate constructors of :class:`~gradprobe.forecast.curves.ReferenceCurve` (mixed into it)."""
+    """Alternate constructors of :class:`~gradprobe.forecast.curves.ReferenceCurve` (mixed into it), and its
+    short :meth:`__repr__`."""
+
+    def __repr__(self) -> str:
+        """``ReferenceCurve(updates 0-40, 5 points, 1 seed, mode 'sigmoid', source '...')``: what the curve was
+        fitted on (its eval points; the source cut at 60 characters), not the object's address."""
+        points = getattr(self, "points", None)
+        if points is None or not len(points):
+            return f"{type(self).__name__}(no points)"
+        n, seeds = points["update"], len(set(points["seed"]))
+        source = str(getattr(self, "source", "") or "")
+        source = source if len(source) <= 60 else source[:57] + "..."  # short: the full one is .source
+        return (f"{type(self).__name__}(updates {n.min():g}-{n.max():g}, {len(points)} points, {seeds} "
+                f"seed{'s' if seeds != 1 else ''}, mode {getattr(self, 'mode', None)!r}"
+                + (f", source {source!r})" if source else ")"))
 
     @classmethod
     def from_study(cls, study_dir: str | Path, *, arm: str = "grpo", accuracy_col: str = "accuracy",

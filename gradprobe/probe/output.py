@@ -17,8 +17,9 @@ Probing again into a folder (``gradprobe probe --out DIR``): :func:`replacing_ea
 so that no file of the earlier probe remains beside the new one (e.g. a ``calibrated.json`` from an earlier
 ``--calibration``). It touches only :data:`PROBE_FILES` (and their ``.tmp`` partials and ``batch_K/``
 folders), never other files, and refuses a folder that holds a training run, a study, a ``calib report``
-(``cv_predictions.csv``) or a study's probe (``arms.json``: ``gradprobe study`` writes its probe with
-:func:`gradprobe.probe.run.run_probe`, not through it). A ``.earlier-probe/`` left by a killed probe (SIGKILL) is
+(``cv_predictions.csv``), a model (a tier, ``save_pretrained`` weights) or a study's probe (``arms.json``:
+``gradprobe study`` writes its probe with :func:`gradprobe.probe.run.run_probe`, not through it). A
+``.earlier-probe/`` left by a killed probe (SIGKILL) is
 never deleted unsaid: it is put back when the folder holds no complete probe of its own, else deleted after a warning.
 :func:`no_signal_entries` (:mod:`gradprobe.probe.table`) names the rewards that give no gradient on the batch of
 an older ``probe.json``, whose entries lack ``no_signal_reason`` (:func:`gradprobe.probe.result.reward_entries`
@@ -216,8 +217,8 @@ def replacing_earlier_probe(out, say=_warn):
     Raises
     ------
     OutputDirError (an OSError)
-        ``out`` holds a training run, a study or a study's probe (``arms.json``; the message names the folder,
-        what it holds and the fix), or the earlier files cannot be moved (they are left in place).
+        ``out`` holds a training run, a study, a model or a study's probe (``arms.json``; the message names the
+        folder, what it holds and the fix), or the earlier files cannot be moved (they are left in place).
     """
     folder = ProbeFolder(Path(out))
     if folder.path.is_dir():

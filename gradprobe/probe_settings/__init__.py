@@ -30,7 +30,14 @@ from .stages import (DEFAULT_MC, DEFAULT_TASK, GUIDANCE_FLAG, BatchSettings, Bud
 
 __all__ = ["ProbeConfig", "DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "BatchSettings",
            "ReferenceSettings", "UpdateSettings", "BudgetSettings", "RunSettings", "STAGES", "SETTINGS", "RECORDED",
-           "GUIDANCE_FLAG", "guidance_setting", "setting_names", "config_dict"]
+           "GUIDANCE_FLAG", "guidance_setting", "setting_names", "config_dict", "FORECASTERS", "check_forecaster"]
+
+#: ``forecaster=`` of :func:`gradprobe.probe` and ``--forecaster``: ``auto`` (the forecaster that validated best)
+#: or one of the forecasters by name
+FORECASTERS = ("auto", "probe", "cost_only", "signal_proxy")
+#: an MCConfig field -> (its flag, what it counts): each must be >= 1 (as a plan's ``[mc]``)
+_MC_FIELDS = {"continuations": ("--continuations", "K, Monte-Carlo continuations drawn from every step boundary"),
+              "max_steps": ("--max-steps", "steps a completion is split into at most")}
 
 
 #: stage attribute of :class:`ProbeConfig` -> its class
@@ -96,6 +103,27 @@ def _checked(stage: str, name: str, value, label: str):
     raise ValueError(f"{label} must be {want}{none}, got {value!r} ({type(value).__name__})")
 
 
+def check_forecaster(value) -> str:
+    """``value`` when it is one of :data:`FORECASTERS`, checked before any compute.
+
+    Raises
+    ------
+    ValueError
+        ``forecaster (--forecaster) 'x' must be one of auto, probe, cost_only, signal_proxy``.
+    """
+    if not isinstance(value, str) or value not in FORECASTERS:
+        raise ValueError(f"forecaster (--forecaster) {value!r} must be one of {', '.join(FORECASTERS)}")
+    return value
+
+
+def _check_mc(mc: MCConfig) -> None:
+    """Refuse MC settings below 1 (:data:`_MC_FIELDS`), naming the setting and its flag, before any compute."""
+    for name, (flag, what) in _MC_FIELDS.items():
+        value = getattr(mc, name)
+        if isinstance(value, numbers.Real) and value < 1:
+            raise ValueError(f"{name} ({flag}) must be >= 1 ({what}), got {value}")
+
+
 def setting_names() -> list[str]:
     """Every flat setting name :meth:`ProbeConfig.from_dict` accepts: :data:`SETTINGS` in order, then the
     :class:`~gradprobe.config.SamplingConfig` and :class:`~gradprobe.config.MCConfig` field names."""
@@ -141,6 +169,7 @@ class ProbeConfig:
             if not isinstance(getattr(self, name), cls):
                 raise TypeError(f"ProbeConfig.{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}"
                                 f"; build a config from flat settings with ProbeConfig.from_dict")
+        _check_mc(self.mc)
         object.__setattr__(self, "rewards", tuple(self.rewards))
         object.__setattr__(self, "guidance", guidance_setting(self.guidance))
 
@@ -164,7 +193,8 @@ class ProbeConfig:
             ``unknown probe setting(s) ...; valid: ...`` (every valid name listed), a value of the wrong type
             (``prompts must be an integer, got '4' (str)``: integers, numbers, true/false and strings are
             checked; a whole float such as ``16.0`` is taken as 16), or the stage's own message for a bad value
-            (naming the field and its flag).
+            (naming the field and its flag; ``continuations (--continuations) must be >= 1 ...`` for an MC
+            setting below 1).
         """
         base = base if base is not None else cls()
         stages = {name: getattr(base, name) for name in STAGES}

@@ -11,8 +11,8 @@ prompts x G rollouts (``rollout`` tokens; an arm with ``selection`` chooses its 
 update that would start with a budget spent, so the last update overshoots by less than one update's
 cost (reported in ``summary.json``).
 
-Outputs in DIR (names: :mod:`gradprobe.layout`; a folder holding a probe, a study or a calib report
-is refused first, :mod:`gradprobe.training.run_folder`):
+Outputs in DIR (names: :mod:`gradprobe.layout`; a folder holding a probe, a study, a calib report or a
+model is refused first, :mod:`gradprobe.training.run_folder`):
 
 ``config.json``    the resolved :class:`~gradprobe.training.plan.RunConfig`, plan sha256, versions
                    (``run.budget_override``: budgets shortened by ``--updates``/``--budget-*``, else null);
@@ -156,7 +156,7 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         The first update cost more than the token or FLOP budget (data kept).
     OutputDirError
         DIR unwritable, a file in the way, disk full (names the path and the fix); or DIR holds a
-        study, a probe, a study's probe or a calibration report (:mod:`gradprobe.training.run_folder`;
+        study, a probe, a study's probe, a calibration report or a model (:mod:`gradprobe.training.run_folder`;
         before anything is loaded or written).
     RunConfigMismatchError, DamagedRunFolderError
         DIR holds another configuration's run; or a damaged ``config.json``, ``summary.json``, ``checkpoint.json``

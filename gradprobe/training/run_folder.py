@@ -5,9 +5,10 @@ that holds another command's output they would mix with it (and a probe would th
 folder as "a training run"). :func:`refuse_other_output` refuses such a folder before anything is
 loaded or written, as ``gradprobe probe`` refuses a run's folder (:mod:`gradprobe.probe.output`), and, for
 ``gradprobe train`` and :func:`gradprobe.train` (``outside_studies``), any folder inside a study (its
-``runs/``, ``figures/``, one of its runs: ``gradprobe study`` runs and resumes those). Any other folder is
-accepted: a new or empty one, a run's own folder (a resume), or a folder of
-other files (the run's files go beside them). Torch-free.
+``runs/``, ``figures/``, one of its runs: ``gradprobe study`` runs and resumes those). A model's folder (a tier,
+``save_pretrained`` weights: :func:`gradprobe.layout.output_kind`) is refused too: the run's ``config.json`` would
+replace the model's. So is a file in the way. Any other folder is accepted: a new or empty one, a run's own folder
+(a resume), or a folder of other files (the run's files go beside them). Torch-free.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import errno
 from pathlib import Path
 
 from ..layout import OUTPUT_KINDS, STUDY_JSON, output_kind
-from ..outputs import OutputDirError
+from ..outputs import OutputDirError, refuse_file_in_the_way
 
 __all__ = ["RUN_LOCK", "other_output", "refuse_other_output", "study_above"]
 
@@ -50,10 +51,12 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
     Raises
     ------
     OutputDirError (an OSError, errno EEXIST)
-        ``out`` holds a study, a probe, a study's probe or a calibration report, or (``outside_studies``)
-        lies inside a study; one line naming the folder, what it holds and the fix (another ``--out``).
-        Nothing is read or written.
+        ``out`` holds a study, a probe, a study's probe, a calibration report or a model (a tier,
+        ``save_pretrained`` weights), or (``outside_studies``) lies inside a study; one line naming the folder,
+        what it holds and the fix (another ``--out``). Errno ENOTDIR: ``out`` or a parent is a file (``is a
+        file, not a folder; choose another --out``). Nothing is read or written.
     """
+    refuse_file_in_the_way(out)  # else the lock file's opening fails with a message naming a path inside a file
     study = study_above(out) if outside_studies else None
     if study is not None:
         raise OutputDirError(errno.EEXIST, (
