@@ -72,9 +72,9 @@ def _import_module(module: str, spec: str):
         sys.modules[name] = mod
         try:
             loader.loader.exec_module(mod)
-        except Exception as e:
+        except (Exception, SystemExit) as e:  # sys.exit() at import: one line, as from the function itself
             del sys.modules[name]
-            raise UnknownRewardError(f"reward {spec!r}: importing {path} raised {type(e).__name__}: {e}") from e
+            raise UnknownRewardError(f"reward {spec!r}: importing {path} raised {_raised(e)}") from e
         return mod
     cwd = os.getcwd()
     if cwd not in sys.path:  # a console script's sys.path lacks the working directory `python -m` puts first
@@ -86,8 +86,15 @@ def _import_module(module: str, spec: str):
             raise UnknownRewardError(f"reward {spec!r}: no module named {e.name!r} (from {cwd}); write it as "
                                      f"{_FORMS}") from None
         raise UnknownRewardError(f"reward {spec!r}: importing {module} raised ModuleNotFoundError: {e}") from e
-    except Exception as e:
-        raise UnknownRewardError(f"reward {spec!r}: importing {module} raised {type(e).__name__}: {e}") from e
+    except (Exception, SystemExit) as e:
+        sys.modules.pop(module, None)  # a module stopped part-way is not kept for a later lookup
+        raise UnknownRewardError(f"reward {spec!r}: importing {module} raised {_raised(e)}") from e
+
+
+def _raised(e: BaseException) -> str:
+    """``TYPE: MESSAGE`` of an exception raised by a plug-in's import; a SystemExit shows its code (``sys.exit()``:
+    ``SystemExit: None``, where its text would be empty)."""
+    return f"{type(e).__name__}: {e.code if isinstance(e, SystemExit) else e}"
 
 
 def _takes_completions(fn) -> bool:

@@ -16,8 +16,9 @@ __all__ = ["VLLMUnavailableError", "export_policy", "build_engine", "default_par
            "in_process_model", "LoadWeights", "token_logprob"]
 
 
-class VLLMUnavailableError(ImportError):
-    """vLLM is not installed (or does not import) where an engine was asked for."""
+class VLLMUnavailableError(ImportError, RuntimeError):
+    """vLLM is not installed (or does not import) where an engine was asked for. An ImportError, and a
+    RuntimeError so that the commands, which print a RuntimeError as one line with exit status 2, do so here."""
 
 
 def export_policy(policy, folder: str | os.PathLike | None = None) -> str:
@@ -75,7 +76,8 @@ def build_engine(policy, *, seed: int = 0, model_path: str | None = None, gpu_me
     except Exception as e:  # ImportError, or a CUDA/torch mismatch raised at import
         raise VLLMUnavailableError(
             f"vLLM is not usable here ({type(e).__name__}: {e}); install the extra on a GPU machine "
-            "(`pip install gradprobe[vllm]`, a vllm build matching your torch) or use HFSampler") from e
+            "(`pip install gradprobe[vllm]`, a vllm build matching your torch) or sample with the hf backend "
+            "(`--backend hf`, a plan's `[sampling] backend = \"hf\"`, or gradprobe.rollout.HFSampler)") from e
     dtype = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}.get(policy.dtype)
     if dtype is None:
         raise ValueError(f"vLLM cannot run a {policy.dtype} model; load the policy in bfloat16, float16 or float32")

@@ -126,3 +126,23 @@ def test_plug_ins_are_called_first_and_the_outputs_keep_the_given_order():
     advantages, outputs = reward_outputs(BATCH, ((n, recorder(n)) for n in names), None)  # a generator too
     assert calls == ["my.py:brevity", "mod:other", "outcome", "mc_value", "hybrid_0.5"]
     assert list(advantages) == names == list(outputs)
+
+
+@pytest.mark.parametrize("form", ["module", "file"])
+@pytest.mark.parametrize("code, shown", [("sys.exit()", "None"), ("sys.exit(3)", "3"), ("sys.exit('bye')", "bye")])
+def test_sys_exit_while_a_plug_in_is_imported_is_an_error_naming_it(tmp_path, monkeypatch, form, code, shown):
+    """sys.exit() at a plug-in's import (not in its function) ended `gradprobe probe` with status 0 and no output:
+    the import caught Exception only. It is now the one-line UnknownRewardError the other import failures give,
+    and the half-imported module is not kept for a later lookup."""
+    from gradprobe.rewards.base import UnknownRewardError
+
+    (tmp_path / "exits_at_import.py").write_text(f"import sys\n{code}\n\ndef f(completions, **kw):\n    return []\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    spec, where = (("exits_at_import:f", "exits_at_import") if form == "module" else
+                   (f"{tmp_path / 'exits_at_import.py'}:f", str(tmp_path / "exits_at_import.py")))
+    with pytest.raises(UnknownRewardError) as e:
+        get_reward(spec)
+    assert str(e.value) == f"reward {spec!r}: importing {where} raised SystemExit: {shown}"
+    assert "exits_at_import" not in sys.modules
+    assert spec not in REWARDS

@@ -210,8 +210,13 @@ def test_build_engine_without_vllm_names_the_fix(tiny_policy, monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_vllm)
-    with pytest.raises(VLLMUnavailableError, match="gradprobe\\[vllm\\]"):
+    with pytest.raises(VLLMUnavailableError, match="gradprobe\\[vllm\\]") as e:
         build_engine(tiny_policy)
+    # a RuntimeError too, so that `gradprobe probe --backend vllm` prints it as one line with exit 2 (it was a
+    # 41-line traceback, exit 1), and the fix a shell user can apply is named
+    assert isinstance(e.value, RuntimeError) and isinstance(e.value, ImportError)
+    assert str(e.value).endswith("or sample with the hf backend (`--backend hf`, a plan's `[sampling] backend = "
+                                 "\"hf\"`, or gradprobe.rollout.HFSampler)")
 
 
 # ----------------------------------------------------------------------------- real vLLM
