@@ -299,17 +299,24 @@ def _set_cell(root, col: str, row: int, value: str) -> list:
     return table
 
 
+def _refused(tmp_path, col: str, row: int, value: str) -> tuple[str, str]:
+    """Load a study whose ``col`` cell of data row ``row`` is ``value``; returns (the refusal's text, ``line L
+    (arm A, seed S, update U)`` naming that row)."""
+    root = make_study(tmp_path / "s", seeds=2)
+    arm, seed, update = _set_cell(root, col, row, value)[row + 1][:3]
+    with pytest.raises(AnalysisError) as e:
+        load_runs(root)
+    assert str(e.value).startswith(f"{root / 'runs.csv'}: ")
+    assert str(e.value).endswith(f"; {restore_runs_csv_fix(root)}")
+    return str(e.value), f"line {row + 2} (arm {arm}, seed {seed}, update {update})"
+
+
 @pytest.mark.parametrize("value", ["inf", "-inf"])
 def test_an_infinite_accuracy_is_refused_naming_the_line(tmp_path, value):
     """An accuracy cell 'inf' passed the [0, 1] check (it tested finite values only) and loaded as +inf."""
-    root = make_study(tmp_path / "s", seeds=2)
-    table = _set_cell(root, "accuracy", 3, value)
-    arm, seed, update = table[4][:3]
-    with pytest.raises(AnalysisError) as e:
-        load_runs(root)
-    assert str(e.value) == (f"{root / 'runs.csv'}: accuracy must be a fraction in [0, 1] (runs.csv records fractions; "
-                            f"reports print points), got {value} at line 5 (arm {arm}, seed {seed}, update {update}); "
-                            f"{restore_runs_csv_fix(root)}")
+    message, where = _refused(tmp_path, "accuracy", 3, value)
+    assert (f"runs.csv: accuracy must be a fraction in [0, 1] (runs.csv records fractions; reports print points), got "
+            f"{value} at {where}; ") in message
 
 
 @pytest.mark.parametrize("col, value, unit", [("generated_tokens", "-8660", "generated tokens"),
@@ -319,14 +326,9 @@ def test_an_infinite_accuracy_is_refused_naming_the_line(tmp_path, value):
 def test_a_negative_or_infinite_cost_is_refused_naming_the_line(tmp_path, col, value, unit):
     """Negative generated_tokens (every line) loaded without a word, and calib and the analysis read them as
     costs; a blank cell stays the analysis's to judge (recorded_axes), as before."""
-    root = make_study(tmp_path / "s", seeds=2)
-    table = _set_cell(root, col, 5, value)
-    arm, seed, update = table[6][:3]
-    with pytest.raises(AnalysisError) as e:
-        load_runs(root)
-    assert str(e.value) == (f"{root / 'runs.csv'}: {col} must be a finite number >= 0 (the {unit} charged up to "
-                            f"that eval), got {float(value):g} at line 7 (arm {arm}, seed {seed}, update {update}); "
-                            f"{restore_runs_csv_fix(root)}")
+    message, where = _refused(tmp_path, col, 5, value)
+    assert (f"runs.csv: {col} must be a finite number >= 0 (the {unit} charged up to that eval), got "
+            f"{float(value):g} at {where}; ") in message
 
 
 def test_no_accuracy_on_any_line_is_refused(tmp_path):
