@@ -43,7 +43,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -88,7 +90,7 @@ REQUIRED = ("study", "model", "task", "arm", "seed", "budget", "budget_value", "
 
 __all__ = ["REFERENCE_ARM", "BUDGET", "FORECASTERS", "FEATURES", "FORECAST_COLUMNS", "ID_COLUMNS", "COLUMNS",
            "REQUIRED", "StudyFormatError", "RowsError", "DuplicateRunsWarning", "SkippedEvalsWarning", "build_rows",
-           "build_rows_many", "select_rows", "read_rows", "default_forecast_fn"]
+           "build_rows_many", "study_dir_list", "select_rows", "read_rows", "default_forecast_fn"]
 
 
 def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.DataFrame:
@@ -174,6 +176,8 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
 def build_rows_many(study_dirs, *, curve=None, forecast_fn=None) -> pd.DataFrame:
     """:func:`build_rows` of several studies, concatenated.
 
+    ``study_dirs``: a list (or other iterable) of study folders; a single path (str or Path) is one study.
+
     Warns
     -----
     DuplicateRunsWarning
@@ -184,13 +188,16 @@ def build_rows_many(study_dirs, *, curve=None, forecast_fn=None) -> pd.DataFrame
 
     Raises
     ------
+    TypeError
+        ``study_dirs`` is neither a path nor an iterable of paths (e.g. None), or one of its items is not a
+        path (:func:`study_dir_list`).
     StudyFormatError
         No folder given, one study given twice (same folder name and plan: its rows would count
         twice, and leave-one-study-out would hold out only one copy), or a study all of whose runs are
         read from the other studies given (e.g. ``data/study_tiny_granularity`` beside
         ``data/study_reward_granularity``; :func:`calib.integrity.check_duplicate_runs`).
     """
-    study_dirs = list(study_dirs)
+    study_dirs = study_dir_list(study_dirs)
     if not study_dirs:
         raise StudyFormatError("no study folders given")
     frames = [build_rows(d, curve=curve, forecast_fn=forecast_fn) for d in study_dirs]
@@ -201,6 +208,28 @@ def build_rows_many(study_dirs, *, curve=None, forecast_fn=None) -> pd.DataFrame
                                "once")
     check_duplicate_runs(frames, study_dirs, REFERENCE_ARM)
     return pd.concat(frames, ignore_index=True)
+
+
+def study_dir_list(study_dirs, *, name: str = "study_dirs") -> list:
+    """``study_dirs`` as a list of study folders: a single path (str or ``os.PathLike``) is a list of one.
+
+    Raises
+    ------
+    TypeError
+        ``study_dirs`` is neither a path nor an iterable (e.g. None or a number), or an item is not a path; the
+        message names the argument (``name``) and what to pass.
+    """
+    if isinstance(study_dirs, (str, os.PathLike)):
+        return [study_dirs]
+    if isinstance(study_dirs, (bytes, dict)) or not isinstance(study_dirs, Iterable):
+        raise TypeError(f"{name} must be a study folder or a list of study folders, got "
+                        f"{type(study_dirs).__name__}; pass e.g. [\"data/study_tiny\"]")
+    dirs = list(study_dirs)
+    for i, d in enumerate(dirs):
+        if not isinstance(d, (str, os.PathLike)):
+            raise TypeError(f"{name}[{i}] is a {type(d).__name__}, not a path; pass study folders as str or "
+                            "pathlib.Path, e.g. [\"data/study_tiny\"]")
+    return dirs
 
 
 def select_rows(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", include_reference: bool = False,

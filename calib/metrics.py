@@ -204,6 +204,20 @@ def ranking_table(rows: pd.DataFrame, columns) -> pd.DataFrame:
     return t.sort_values(["study", "rank_training", "arm"]).reset_index(drop=True)
 
 
+def check_n_permutations(n_permutations) -> None:
+    """The check of ``n_permutations`` (:func:`pooled_rank_agreement`, ``calib.report_metrics``).
+
+    Raises
+    ------
+    ValueError
+        ``n_permutations`` is not a positive integer (0, -1, 2.5, True).
+    """
+    if isinstance(n_permutations, (bool, np.bool_)) or not isinstance(n_permutations, (int, np.integer)) \
+            or n_permutations < 1:
+        raise ValueError(f"n_permutations must be a positive integer (the permutations of the rank tests; e.g. "
+                         f"9999), got {n_permutations!r}")
+
+
 def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: int = 9999, seed: int = 0) -> dict:
     """Rank agreement of ``column`` with training within each study, pooled with a permutation p-value.
 
@@ -214,7 +228,7 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
     column : str
         The score whose ranking is checked; arms where it is NaN are left out of their study.
     n_permutations : int
-        Monte Carlo permutations when the exact enumeration would be larger (module docstring).
+        Monte Carlo permutations when the exact enumeration would be larger (module docstring); at least 1.
     seed : int
 
     Returns
@@ -226,7 +240,13 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
         ``n_permutations`` (enumerated or drawn), ``oracle_kendall_tau`` (the pooled ceiling over the same
         arms, :func:`oracle_kendall_tau`; NaN when the table has no ``realized_se`` or a ranked arm has one
         seed, ``oracle_reason`` then says why). NaN statistics with no study to rank.
+
+    Raises
+    ------
+    ValueError
+        ``n_permutations`` is not a positive integer (:func:`check_n_permutations`).
     """
+    check_n_permutations(n_permutations)
     per, blocks, ceilings = {}, [], []
     for study, sub in table.groupby("study", sort=True):
         sub = sub[np.isfinite(sub[column].astype(float)) & np.isfinite(sub["realized"].astype(float))]

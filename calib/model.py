@@ -50,7 +50,7 @@ from .file_check import (FIT_DEFAULTS, CalibrationFileError, DamagedField, check
                          check_forecaster, check_params, check_predictions, read_data, read_domain, rebuild_command,
                          unreadable_fix)
 from .files import json_float, json_safe, write_json
-from .validation import PLURAL, conformal_regressor, group_labels, predict_interval
+from .validation import PLURAL, check_confidence_level, conformal_regressor, group_labels, predict_interval
 
 FORMAT = "gradprobe-calibration"
 FORMAT_VERSION = 2
@@ -130,17 +130,63 @@ class Calibration:
 
         Parameters
         ----------
-        X : DataFrame with the feature column(s), or ndarray, shape (n_rows, n_features)
+        X : DataFrame with the feature column(s) (:attr:`features`, e.g. ``forecast_probe``; other columns are
+            ignored), or a 2-D array, shape (n_rows, n_features), in that order. Every value finite.
 
         Returns
         -------
         (point, lower, upper)
             ``point``: the calibrator fitted on all rows; bounds: the conformal interval at
             ``confidence_level`` for one training run (+-inf with too few rows for that level).
+            No rows (e.g. an empty DataFrame with the column): three empty float arrays.
+
+        Raises
+        ------
+        TypeError
+            ``X`` is neither a DataFrame nor an array-like (e.g. None, a str, a dict).
+        ValueError
+            A DataFrame without a needed column (named), a non-numeric value, an array that is not 2-D with one
+            column per feature (e.g. a flat list), or a NaN or infinite value (its column and rows named: a
+            forecaster gives NaN where it cannot say; drop those rows). Each message names the column(s) and
+            the fix.
         """
-        X = X[list(self.features)].to_numpy(float) if isinstance(X, pd.DataFrame) else np.asarray(X, float)
+        X = self._feature_matrix(X)
+        if not len(X):
+            return np.empty(0), np.empty(0), np.empty(0)
         _, lo, hi = predict_interval(self.regressor, X)
         return self.estimator.predict(X), lo, hi
+
+    def _feature_matrix(self, X) -> np.ndarray:
+        """``X`` as a finite float array (n_rows, n_features) for :meth:`predict`, or the error it describes."""
+        cols = list(self.features)
+        need = f"Calibration.predict needs a pandas DataFrame with the column(s) {cols}"
+        if isinstance(X, pd.DataFrame):
+            missing = [c for c in cols if c not in X.columns]
+            if missing:
+                raise ValueError(f"{need}; the DataFrame lacks {missing} (it has {list(X.columns)[:8]}): name the "
+                                 f"forecast column {missing[0]!r} (the rows of calib.build_rows have it)")
+            labels, X = list(X.index), X[cols]
+        elif X is None or isinstance(X, (str, bytes, dict)):
+            raise TypeError(f"{need}, got {type(X).__name__}: pass e.g. pandas.DataFrame({{{cols[0]!r}: [...]}})")
+        else:
+            labels = None
+        try:
+            a = np.asarray(X, dtype=float)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{need}, holding numbers (forecast gains vs GRPO, accuracy points); a value is not a "
+                             f"number ({e})") from e
+        if a.ndim != 2 or a.shape[1] != len(cols):
+            raise ValueError(f"{need} (or a 2-D array of shape (n_rows, {len(cols)})), got a {type(X).__name__} of "
+                             f"shape {a.shape}: pass e.g. pandas.DataFrame({{{cols[0]!r}: values}})")
+        bad = ~np.isfinite(a)
+        if bad.any():
+            col = cols[int(np.flatnonzero(bad.any(axis=0))[0])]
+            rows = np.flatnonzero(bad.any(axis=1))
+            shown = [labels[i] for i in rows[:5]] if labels is not None else rows[:5].tolist()
+            raise ValueError(f"{need} holding finite numbers; column {col!r} has {len(rows)} NaN or infinite "
+                             f"value(s) (rows {shown}{', ...' if len(rows) > 5 else ''}): a forecaster gives NaN "
+                             f"where it cannot say; drop those rows first (for NaN: X.dropna(subset={cols}))")
+        return a
 
     def fitted_parameters(self) -> dict:
         """The fitted map in readable form (slope/intercept, isotonic knots, or nothing for ``none``)."""
@@ -208,14 +254,17 @@ def fit_calibration(rows: pd.DataFrame, *, forecaster: str = FIT_DEFAULTS["forec
         Missing columns, an unknown forecaster, one run (study, arm, seed) on two rows, a paired target that
         is not its run's realized accuracy minus grpo's, a single arm with a forecast, no rows.
     ValueError
-        Unknown method, interval or cv; fewer than 2 groups for the chosen cv; rows of several budget kinds,
-        or of one that is not in :data:`calib.domain.BUDGET_KINDS` (a file fitted on it could not be loaded).
+        Unknown method, interval or cv; ``confidence_level`` not strictly between 0 and 1
+        (:func:`calib.validation.check_confidence_level`); fewer than 2 groups for the chosen cv; rows of several
+        budget kinds, or of one that is not in :data:`calib.domain.BUDGET_KINDS` (a file fitted on it could not
+        be loaded).
     """
     if not isinstance(rows, pd.DataFrame):
         raise TypeError(f"fit_calibration: rows is a {type(rows).__name__}, not a pandas DataFrame; pass the rows "
                         "table as a DataFrame, e.g. calib.dataset.read_rows(PATH) of a `calib rows STUDY_DIR... --out "
                         "ROWS.csv` file (or pandas.DataFrame(rows) of a list of row dicts)")
     make_estimator(method)  # validates the name before any work
+    check_confidence_level(confidence_level)  # before float(): 5 is reported as 5, as calib.report_metrics does
     sel, counts = select_rows(rows, forecaster=forecaster, include_reference=include_reference)
     if cv == "auto":
         cv = "study" if sel["study"].nunique() >= 2 else "arm"

@@ -35,6 +35,7 @@ forecaster, method, fold, prediction, interval).
 
 from __future__ import annotations
 
+import inspect
 import math
 from pathlib import Path
 
@@ -46,15 +47,16 @@ from gradprobe.layout import RUNS_CSV
 from gradprobe.probe_keys import entry_key
 
 from .bootstrap import LEVEL, RESAMPLES, SEED, check_settings, mae_difference_interval, mae_interval
-from .dataset import FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, build_rows_many, select_rows
+from .dataset import (FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, build_rows_many, select_rows,
+                      study_dir_list)
 from .estimators import make_estimator
-from .metrics import bias, coverage, errors_by_entry, mae, pooled_rank_agreement, ranking_table
+from .metrics import bias, check_n_permutations, coverage, errors_by_entry, mae, pooled_rank_agreement, ranking_table
 from .noise_floor import arm_level_errors, heldout_floor, seed_noise_floor
 from .forecaster_choice import PROBE_FORECASTERS, validation_record
 from .files import prepare_report_folder, write_bytes_atomic, write_json, write_text_atomic
 from .model import software_versions
 from .report_html import draw_figures, render_html
-from .validation import cross_validate, group_labels
+from .validation import INTERVALS, check_confidence_level, cross_validate, group_labels
 
 __all__ = ["compute", "write_report", "read_runs", "FIGURES", "PER_UPDATE", "BASELINE",
            "PROBE_FORECASTERS", "validation_record"]  # the last two: calib.forecaster_choice, importable from here
@@ -91,7 +93,7 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     interval, confidence_level, include_reference
         See :func:`calib.validation.cross_validate` and :func:`calib.dataset.select_rows`.
     n_permutations : int
-        Of the pooled rank tests (:func:`calib.metrics.pooled_rank_agreement`).
+        Of the pooled rank tests (:func:`calib.metrics.pooled_rank_agreement`), at least 1.
     bootstrap_resamples, bootstrap_level, bootstrap_seed
         Of the study-cluster bootstrap intervals of the MAEs (:mod:`calib.bootstrap`; defaults 5000,
         0.95, 0: the report is deterministic).
@@ -119,14 +121,14 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     calib.dataset.RowsError
         The headline forecaster cannot be calibrated (missing columns, a single arm...).
     ValueError
-        An unknown method or cv.
+        Checked before any fit: an unknown method, cv or interval; ``confidence_level`` outside (0, 1) or NaN (as
+        ``calib.fit``); ``n_permutations`` not a positive integer; bad bootstrap settings (:func:`_check_settings`).
     """
-    _check_choices(method, cv)
+    _check_settings(**locals())  # the arguments (all locals() holds here), before any work
     select_rows(rows, forecaster=forecaster, include_reference=include_reference)  # the headline must be usable
     modes, notes = _cv_modes(cv, int(rows["study"].nunique()))
     rows, base, compared = _common_rows(rows, include_reference, notes)
     boot = {"resamples": bootstrap_resamples, "level": bootstrap_level, "seed": bootstrap_seed}
-    check_settings(bootstrap_resamples, bootstrap_level)  # bad bootstrap settings fail here, before any fit
     settings = {"method": method, "interval": interval, "level": confidence_level,
                 "include_reference": include_reference, "boot": boot}
     long, errors = [], {}
@@ -151,12 +153,30 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     return metrics, cv_rows, table
 
 
-def _check_choices(method: str, cv: str) -> None:
-    """Refuse an unknown calibration method or cv (ValueError naming the choices)."""
+def _check_settings(**settings) -> None:
+    """Check :func:`compute`'s settings (those not given: its defaults) before any work.
+
+    Raises
+    ------
+    ValueError
+        A bad setting, named (:func:`compute`).
+    """
+    s = {name: p.default for name, p in inspect.signature(compute).parameters.items() if p.kind == p.KEYWORD_ONLY}
+    s.update(settings)
+    _check_choices(s["method"], s["cv"], s["interval"])
+    check_confidence_level(s["confidence_level"])
+    check_n_permutations(s["n_permutations"])
+    check_settings(s["bootstrap_resamples"], s["bootstrap_level"])
+
+
+def _check_choices(method: str, cv: str, interval: str) -> None:
+    """Refuse an unknown calibration method, cv or interval (ValueError naming the choices)."""
     if method not in ("linear", "isotonic"):
         raise ValueError(f"unknown calibration method {method!r} for the report; choose linear or isotonic")
     if cv not in ("auto", "study", "arm"):
         raise ValueError(f"unknown cv {cv!r}; choose auto, study or arm")
+    if interval not in INTERVALS:
+        raise ValueError(f"unknown interval method {interval!r}; choose one of {INTERVALS}")
 
 
 def _floors(common: pd.DataFrame, study_dirs, boot: dict) -> dict:
@@ -349,8 +369,8 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
 
     Parameters
     ----------
-    study_dirs : sequence of paths
-        ``gradprobe study`` folders (several: leave-one-study-out).
+    study_dirs : sequence of paths, or one path
+        ``gradprobe study`` folders (several: leave-one-study-out); a single str or Path is one study.
     out : path
         Report folder (created).
     curve, forecast_fn
@@ -365,13 +385,18 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
 
     Raises
     ------
+    TypeError
+        ``study_dirs`` is neither a path nor an iterable of paths (:func:`calib.dataset.study_dir_list`).
     calib.dataset.StudyFormatError, calib.dataset.RowsError
         Bad study folders or rows (the message names the file or field).
+    ValueError
+        Bad settings (:func:`compute`).
     OSError
         ``out`` is a file, a probe's folder or cannot be written (checked before any work; calib.files).
     """
+    study_dirs = [Path(d) for d in study_dir_list(study_dirs)]
+    _check_settings(**settings)  # bad settings fail before the folder is made or any study is read
     out = prepare_report_folder(out)
-    study_dirs = [Path(d) for d in study_dirs]
     rows = build_rows_many(study_dirs, curve=curve, forecast_fn=forecast_fn)
     runs = read_runs(study_dirs)
     metrics, cv_rows, table = compute(rows, study_dirs=study_dirs, **settings)

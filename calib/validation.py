@@ -77,8 +77,7 @@ def conformal_regressor(estimator, X, y, groups, *, confidence_level: float = 0.
     """
     if interval not in INTERVALS:
         raise ValueError(f"unknown interval method {interval!r}; choose one of {INTERVALS}")
-    if not 0 < confidence_level < 1:
-        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
+    check_confidence_level(confidence_level)
     groups = np.asarray(groups)
     if len(np.unique(groups)) < 2:
         raise ValueError(f"conformal intervals need at least 2 groups to hold out, got {len(np.unique(groups))}")
@@ -91,6 +90,20 @@ def conformal_regressor(estimator, X, y, groups, *, confidence_level: float = 0.
                            .split(X, y, groups))
         return (SplitConformalRegressor(clone(estimator), confidence_level=confidence_level, prefit=False)
                 .fit(X[train], y[train]).conformalize(X[conf], y[conf]))
+
+
+def check_confidence_level(confidence_level) -> None:
+    """The check of every ``confidence_level`` (:func:`conformal_regressor`, ``calib.fit``, ``calib.report_metrics``).
+
+    Raises
+    ------
+    ValueError
+        ``confidence_level`` is not a number strictly between 0 and 1 (NaN, 5, -1, 0, 1, "0.9", True).
+    """
+    number = isinstance(confidence_level, (int, float, np.integer, np.floating)) and not isinstance(confidence_level,
+                                                                                                   (bool, np.bool_))
+    if not number or not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
 
 
 def predict_interval(regressor, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
