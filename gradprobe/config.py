@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 
 
@@ -139,6 +140,14 @@ class SamplingConfig:
         ``hf_paged`` transformers' continuous batching with a paged KV cache, ``vllm`` the optional
         vLLM engine (GPU; its weights are pushed after every update). Held-out evals always sample
         with ``hf``, so evals of arms on different backends stay comparable.
+
+    Raises
+    ------
+    TypeError
+        A field of the wrong type (``sampling.max_new_tokens must be an integer, got '64' (str)``; a whole float
+        such as 64.0 is taken as the integer 64).
+    ValueError
+        A value out of range (named with its bound) or an unknown backend.
     """
 
     temperature: float = 1.0
@@ -149,6 +158,7 @@ class SamplingConfig:
     backend: str = "hf"
 
     def __post_init__(self):
+        self._check_types()
         if not 0 < self.temperature < math.inf:
             raise ValueError(f"sampling.temperature must be a finite number > 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
@@ -161,6 +171,23 @@ class SamplingConfig:
             raise ValueError(f"sampling.batch_size must be >= 1 (sequences per generate call), got {self.batch_size}")
         if self.backend not in SAMPLER_BACKENDS:
             raise ValueError(f"sampling.backend {self.backend!r} is not one of {', '.join(SAMPLER_BACKENDS)}")
+
+    def _check_types(self) -> None:
+        """Refuse a field of the wrong type before the range checks compare it (TypeError naming the field); a
+        whole float in an integer field becomes that integer. (A bool top_k is refused by the range check.)"""
+        for name in ("temperature", "top_p", "top_k", "max_new_tokens", "batch_size"):
+            value, integer = getattr(self, name), name in ("top_k", "max_new_tokens", "batch_size")
+            if isinstance(value, bool) and name == "top_k":
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or (
+                    integer and not isinstance(value, numbers.Integral) and not float(value).is_integer()):
+                want = "an integer" if integer else "a number"
+                raise TypeError(f"sampling.{name} must be {want}, got {value!r} ({type(value).__name__})")
+            if integer and not isinstance(value, numbers.Integral):
+                object.__setattr__(self, name, int(value))
+        if not isinstance(self.backend, str):
+            raise TypeError(f"sampling.backend must be a string (one of {', '.join(SAMPLER_BACKENDS)}), got "
+                            f"{self.backend!r} ({type(self.backend).__name__})")
 
 
 @dataclass(frozen=True)

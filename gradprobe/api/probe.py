@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..layout import PROBE_JSON
@@ -161,7 +162,8 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
         a bad ``guidance``, a task without reference solutions or a template that drops the hint (before any
         compute).
     TypeError
-        ``out`` is not a path, or ``reference_curve`` is neither a path nor a ReferenceCurve (before any compute).
+        ``out`` is not a path, ``reference_curve`` is neither a path nor a ReferenceCurve, or ``rewards`` is neither a
+        sequence (a list) nor a string (before any compute).
     OSError
         ``out`` cannot be written, is a file, or holds a training run, a study or a model (before any compute).
         An earlier probe in ``out`` is replaced whole (as ``gradprobe probe --out``); on an error it is put back.
@@ -185,6 +187,9 @@ def _config_and_rewards(model: str, task, rewards, settings: dict) -> tuple[Prob
     ``rewards`` may be one comma-separated string."""
     if isinstance(rewards, str):
         rewards = [r.strip() for r in rewards.split(",") if r.strip()]
+    if not isinstance(rewards, Sequence):
+        raise TypeError(f"rewards must be a list of rewards (names, functions or (name, Reward) pairs) or a "
+                        f"comma-separated string of names, got {rewards!r} ({type(rewards).__name__})")
     names = tuple(r for r in rewards if isinstance(r, str))
     extra = dict(_extra_reward(r, i) for i, r in enumerate(rewards) if not isinstance(r, str))
     return _probe_config(model, task or DEFAULT_TASK, names, settings), extra

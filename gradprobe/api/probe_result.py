@@ -18,7 +18,7 @@ import shutil
 import weakref
 from pathlib import Path
 
-from ..layout import ALIGNMENT_SAFETENSORS, EARLIER_PROBE, PROBE_JSON, TOKENS_JSONL
+from ..layout import ALIGNMENT_SAFETENSORS, ARMS_JSON, EARLIER_PROBE, GUIDED_PROBES, PROBE_JSON, TOKENS_JSONL
 from ..outputs import OutputDirError, api_out, json_float, prepare_output_dir
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
@@ -26,6 +26,67 @@ __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 
 class ProbeFileError(FileNotFoundError):
     """A probe folder lacks a file (the message names it and the command that writes it)."""
+
+
+#: the files of one probe batch that come together: a folder holding one of them holds both
+_BATCH_FILES = (ALIGNMENT_SAFETENSORS, TOKENS_JSONL)
+
+
+def rerun_advice(folder: Path) -> str:
+    """How to write ``folder``'s probe files again: ``gradprobe probe --out FOLDER``, or for a study's probe (or a
+    guided arm's, ``probe/guided/<arm>``) deleting its ``probe.json`` and resuming the study."""
+    folder = Path(folder)
+    guided = folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists()
+    if guided or (folder / ARMS_JSON).exists():
+        study = folder.parent.parent.parent if guided else folder.parent
+        return (f"this is a study's probe: delete {folder / PROBE_JSON} and resume the study with `gradprobe study "
+                f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe (finished runs are kept)")
+    return f"re-run `gradprobe probe --out {folder}` (with the same settings) to write the probe's files again"
+
+
+def damaged(path: Path, why: str) -> ValueError:
+    """The error for a probe file that cannot be read: ``path`` named, ``why`` and the fix (:func:`rerun_advice`
+    of its folder)."""
+    return ValueError(f"{path} is damaged ({why}); {rerun_advice(path.parent)}")
+
+
+def check_batch_file(path: Path) -> None:
+    """Refuse ``path`` (an ``alignment.safetensors`` or ``tokens.jsonl``) unless it reads: the safetensors header
+    (``safe_open``, no tensor data) or every non-blank line of the JSONL as a JSON object. Cheap: no tensor is
+    loaded.
+
+    Raises
+    ------
+    ValueError
+        The file is damaged (truncated, not a safetensors file, a line that is no JSON object): :func:`damaged`.
+    """
+    if path.name == ALIGNMENT_SAFETENSORS:
+        from safetensors import safe_open  # torch-bound reader: deferred (module docstring)
+
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                if "alignment" not in f.keys():
+                    raise damaged(path, "it holds no 'alignment' tensor")
+        except ValueError:
+            raise
+        except Exception as e:  # SafetensorError (truncated header), OSError
+            raise damaged(path, f"{type(e).__name__}: {e}") from e
+        return
+    with open(path, "rb") as f:
+        for i, line in enumerate(f, 1):
+            if line.strip():
+                _jsonl_row(path, i, line)
+
+
+def _jsonl_row(path: Path, index: int, line) -> dict:
+    """Line ``index`` (1-based) of ``path`` as a JSON object, or :func:`damaged` naming the line."""
+    try:
+        row = json.loads(line)
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise damaged(path, f"line {index} is not valid JSON: {e}") from e
+    if not isinstance(row, dict):
+        raise damaged(path, f"line {index} is a JSON {type(row).__name__}, not an object")
+    return row
 
 
 class ProbeResult:
@@ -149,7 +210,15 @@ class ProbeResult:
         if self._alignment is None:
             from safetensors.torch import load_file
 
-            self._alignment = load_file(str(self._file(ALIGNMENT_SAFETENSORS)))
+            path = self._file(ALIGNMENT_SAFETENSORS)
+            try:
+                tensors = load_file(str(path))
+            except Exception as e:  # SafetensorError (a truncated or foreign file), OSError
+                raise damaged(path, f"{type(e).__name__}: {e}") from e
+            for key in ("alignment", "completion_mask"):
+                if key not in tensors:
+                    raise damaged(path, f"it holds no {key!r} tensor")
+            self._alignment = tensors
         return self._alignment
 
     @property
@@ -169,6 +238,9 @@ class ProbeResult:
         ProbeFileError
             The folder holds no ``alignment.safetensors`` (a study's probe, or several probe
             batches: use :meth:`batch`).
+        ValueError
+            ``alignment.safetensors`` cannot be read (truncated, not a safetensors file): the message names it and
+            the fix (re-run ``gradprobe probe --out DIR``; for a study's probe, resume the study).
         """
         return self._tensors()["alignment"]
 
@@ -184,7 +256,7 @@ class ProbeResult:
         ------
         KeyError
             ``reward`` was not probed (the probed names are listed).
-        ProbeFileError
+        ProbeFileError, ValueError
             As :attr:`alignment`.
         """
         key = f"advantages.{reward}"
@@ -210,23 +282,23 @@ class ProbeResult:
         ------
         ProbeFileError
             The folder holds no ``tokens.jsonl``.
+        ValueError
+            ``tokens.jsonl`` is damaged (a truncated line, a line without a token field): the message names the
+            file, the line and the fix (re-run ``gradprobe probe --out DIR``; for a study's probe, resume the study).
         """
         import pandas as pd
 
         records = []
-        with open(self._file(TOKENS_JSONL)) as f:
-            for line in f:
+        path = self._file(TOKENS_JSONL)
+        with open(path, "rb") as f:
+            for index, line in enumerate(f, 1):
                 if not line.strip():
                     continue
-                row = json.loads(line)
-                adv = row.get("advantages") or {}
-                for t, (tok, text, a) in enumerate(zip(row["tokens"], row["texts"], row["alignment"])):
-                    rec = {"completion": row["row"], "prompt_id": row["prompt_id"],
-                           "score": json_float(row.get("score")),
-                           "truncated": bool(row.get("truncated")), "position": t, "token": tok, "text": text,
-                           "alignment": a}
-                    rec.update({f"advantage_{name}": values[t] for name, values in adv.items()})
-                    records.append(rec)
+                row = _jsonl_row(path, index, line)
+                try:
+                    records.extend(_token_records(row))
+                except (KeyError, TypeError, IndexError, AttributeError) as e:
+                    raise damaged(path, f"line {index} lacks a token field ({type(e).__name__}: {e})") from e
         return pd.DataFrame.from_records(records)
 
     def write(self, dir: str | Path) -> Path:
@@ -245,7 +317,14 @@ class ProbeResult:
         ValueError, TypeError
             ``dir`` is empty (``''``: it would be the current folder) or not a path.
         ProbeFileError
-            This result has no folder to copy from.
+            This result has no folder to copy from, or a folder of it holds only one of ``alignment.safetensors``
+            and ``tokens.jsonl`` (one was deleted: the copy would be incomplete); nothing is written then.
+        ValueError
+            ``alignment.safetensors`` or ``tokens.jsonl`` is damaged (a truncated header, a line that is no JSON
+            object: :func:`check_batch_file`); named with the fix, and nothing is written.
+
+        A folder (or ``batch_K/``) holding neither file, as a study's probe kept with ``probe.json`` only, is copied
+        as it is.
         """
         from ..probe.output import _other_output  # torch-bound module: deferred (module docstring)
 
@@ -253,13 +332,14 @@ class ProbeResult:
         other = _other_output(out)
         if other is not None:
             raise OutputDirError(errno.EEXIST, f"dir {str(out)!r} {other}")
-        out = prepare_output_dir(out)
         if self.folder is None:
             raise ProbeFileError("this probe result has no folder to copy; gradprobe.probe(..., out=DIR) writes one")
         if out.resolve() == self.folder.resolve():
-            return out
+            return prepare_output_dir(out)
         top = self._file(PROBE_JSON)
         files = [p for p in sorted(self.folder.rglob("*")) if p.is_file() and p != top and not p.name.endswith(".tmp")]
+        _check_copy(files)  # before anything is written
+        out = prepare_output_dir(out)
         for src in [*files, top]:  # probe.json last: it marks a complete folder
             dst = out / src.relative_to(self.folder)
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -267,6 +347,39 @@ class ProbeResult:
             shutil.copyfile(src, tmp)
             tmp.replace(dst)
         return out
+
+
+def _check_copy(files: list[Path]) -> None:
+    """Refuse to copy a probe whose batch files are incomplete or damaged: every folder among ``files`` that holds
+    one of :data:`_BATCH_FILES` holds both, and each reads (:func:`check_batch_file`).
+
+    Raises
+    ------
+    ProbeFileError
+        One of the two is missing beside the other (named, with the fix).
+    ValueError
+        One is damaged (:func:`check_batch_file`).
+    """
+    for folder in sorted({p.parent for p in files if p.name in _BATCH_FILES}):
+        for name in _BATCH_FILES:
+            if not (folder / name).is_file():
+                other = next(n for n in _BATCH_FILES if n != name)
+                raise ProbeFileError(f"{folder / name} is missing beside {other}, so a copy would be incomplete and "
+                                     f"nothing was written; {rerun_advice(folder)}")
+        for name in _BATCH_FILES:
+            check_batch_file(folder / name)
+
+
+def _token_records(row: dict) -> list[dict]:
+    """The rows of :meth:`ProbeResult.tokens` of one line of ``tokens.jsonl`` (one completion)."""
+    adv = row.get("advantages") or {}
+    records = []
+    for t, (tok, text, a) in enumerate(zip(row["tokens"], row["texts"], row["alignment"])):
+        rec = {"completion": row["row"], "prompt_id": row["prompt_id"], "score": json_float(row.get("score")),
+               "truncated": bool(row.get("truncated")), "position": t, "token": tok, "text": text, "alignment": a}
+        rec.update({f"advantage_{name}": values[t] for name, values in adv.items()})
+        records.append(rec)
+    return records
 
 
 def load_probe(dir: str | Path) -> ProbeResult:
@@ -296,9 +409,11 @@ def load_probe(dir: str | Path) -> ProbeResult:
         does not exist, else ``dir/probe.json``), and the earlier probe a killed one left in
         ``dir/.earlier-probe/`` when there is one.
     ValueError
-        ``probe.json`` is not valid JSON, or not a JSON object with a ``rewards`` list (named).
+        ``probe.json`` is not valid JSON, or not a JSON object with a ``rewards`` list (named); ``dir`` is empty.
+    TypeError
+        ``dir`` is not a path (str or os.PathLike).
     """
-    path = Path(dir)
+    path = api_out(dir, "dir")
     file = path / PROBE_JSON if path.is_dir() or (not path.exists() and not path.suffix) else path
     if not file.is_file():
         missing = file if path.exists() else path

@@ -149,11 +149,16 @@ def load_study(dir: str | Path) -> StudyResult:
     gradprobe.training.plan.PlanError (a ValueError)
         No readable ``plan.toml`` (named).
     ValueError
-        ``analysis.json`` or ``probe/probe.json`` is not valid JSON (named).
+        ``analysis.json`` or ``probe/probe.json`` is not valid JSON (named), or ``probe/probe.json`` is no probe's
+        record: the message names the file and how to re-create the study's probe (delete that ``probe.json`` and
+        resume the study with ``gradprobe study DIR/plan.toml --out DIR``; finished runs are kept), or ``dir`` is
+        empty (``''``).
+    TypeError
+        ``dir`` is not a path.
     """
     from ..study.reading import load_runs
 
-    folder = Path(dir)
+    folder = api_out(dir, "dir")
     if not (folder / "plan.toml").is_file():
         raise PlanError(f"{folder / 'plan.toml'} not found: {str(folder)!r} is not a study folder "
                         "(`gradprobe study PLAN --out DIR` writes one)")
@@ -166,8 +171,27 @@ def load_study(dir: str | Path) -> StudyResult:
         except json.JSONDecodeError as e:
             raise ValueError(f"{folder / 'analysis.json'} is not valid JSON ({e}); rewrite it with "
                              f"`gradprobe study --analyze-only --out {folder} --overwrite-analysis`") from e
-    probe = load_probe(folder / "probe") if (folder / "probe" / PROBE_JSON).is_file() else None
+    probe = _study_probe(folder) if (folder / "probe" / PROBE_JSON).is_file() else None
     return StudyResult(folder=folder, plan=plan, runs=runs, analysis=analysis, probe=probe)
+
+
+def _study_probe(folder: Path):
+    """The study's probe (``folder/probe``) read by :func:`load_probe`; a damaged ``probe.json`` is refused with the
+    fix for a study (``gradprobe probe``, which :func:`load_probe` suggests, does not write a study's probe).
+
+    Raises
+    ------
+    ValueError
+        ``probe/probe.json`` is not valid JSON or not a probe's record (named, with the fix).
+    """
+    file = folder / "probe" / PROBE_JSON
+    try:
+        return load_probe(folder / "probe")
+    except ValueError as e:
+        why = str(e).split("; re-run", 1)[0]
+        raise ValueError(f"{why}; this is the study's probe: delete {file} and resume the study with "
+                         f"`gradprobe study {folder / 'plan.toml'} --out {folder}`, which re-runs the missing probe "
+                         "(finished runs are kept and not redone)") from e
 
 
 def _plan_path(plan) -> Path:
@@ -243,15 +267,19 @@ class Study:
 
         Raises
         ------
+        TypeError
+            ``workers`` is neither an integer nor None (before anything runs).
         PlanError, StudyError, OutputDirError, ValueError
             As :func:`gradprobe.study.runner.run_study` (bad plan, another plan's folder, unwritable
-            folder, unknown executor); :class:`~gradprobe.study.runner.StudyError` also when no run
+            folder, unknown executor, ``workers`` < 1); :class:`~gradprobe.study.runner.StudyError` also when no run
             finished, so there is nothing to read back (the runner's summary is in the message), and,
             before anything runs, for ``executor="local"`` called from a script without an
             ``if __name__ == "__main__":`` guard (:func:`unguarded_main_script`).
         """
         from ..study.runner import StudyError, run_study
 
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, numbers.Integral)):
+            raise TypeError(f"workers must be an integer or None, got {workers!r} ({type(workers).__name__})")
         script = unguarded_main_script() if executor == "local" else None
         if script:
             raise StudyError(f"executor='local' starts worker processes that re-import your script {script} "
@@ -372,7 +400,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
         ``out`` is empty (``''``: it would be the current folder), ``seed`` (or the RunConfig's) is not an integer
         in [0, 2**63 - 1], or ``arm`` is given with a RunConfig; before anything is loaded or written.
     TypeError
-        ``out`` is not a path.
+        ``out`` is not a path, or ``run`` is neither a RunConfig, a Plan nor a path (before anything is loaded).
     NonFiniteRunError, OutputDirError, RunConfigMismatchError, TrackerUnavailableError
         As :func:`gradprobe.training.run.run_training`; OutputDirError also when ``out`` is a file or holds another
         command's output or a model (a tier, ``save_pretrained`` weights), before any lock file is written. A
@@ -386,6 +414,9 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     from ..training.run import run_training
 
     out = api_out(out)  # an empty out would be the current folder: refused as `--out ''` is
+    if not isinstance(run, (RunConfig, Plan, str, os.PathLike)):
+        raise TypeError(f"run must be a RunConfig (plan.arm(name, seed)), a Plan (gradprobe.load_plan(PATH)) or the "
+                        f"path of a plan TOML file, got {run!r} ({type(run).__name__})")
     if not isinstance(run, RunConfig):
         plan = run if isinstance(run, Plan) else load_plan(run)
         if arm is None:

@@ -28,6 +28,7 @@ and ``flat_auc`` (can p_i tell a flat, zero-advantage group of G completions bef
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 import numbers
 import warnings
@@ -62,13 +63,15 @@ def sample_outcomes(policy, task, problems, *, samples: int, sampling, seed: int
     Parameters
     ----------
     policy : gradprobe.models.Policy
-    task : Task
+    task : Task or str
+        The task that scores the completions, or its spec (:func:`gradprobe.tasks.load_task`: ``"chain_sum"``).
     problems : list[Problem], length M
     samples : int
         S >= 1.
-    sampling : SamplingConfig
+    sampling : SamplingConfig or dict
+        A dict is read as ``SamplingConfig(**sampling)``.
     seed : int
-        Sampler seed.
+        Sampler seed, >= 0.
     ledger : Ledger, optional
         Completion tokens to ``generated_tokens[category]``, generation FLOPs to ``flops[category]``
         and the wall time to ``device_seconds[category]``.
@@ -83,13 +86,21 @@ def sample_outcomes(policy, task, problems, *, samples: int, sampling, seed: int
     -------
     ndarray (float64), shape (M, S)
         1.0 where the completion was scored correct, 0.0 where wrong, NaN where the scorer raised.
+
+    Raises
+    ------
+    TypeError
+        ``task`` is neither a Task nor a str, ``sampling`` neither a SamplingConfig nor a dict of its fields,
+        ``samples`` or ``seed`` not an integer, or ``problems`` not a list of Problems (before any sampling).
+    ValueError
+        ``samples`` < 1 or ``seed`` < 0; a bad value in a ``sampling`` dict; a ``task`` spec that names no task
+        (:func:`gradprobe.tasks.load_task`'s errors).
     """
     import time
 
     from ..rollout import HFSampler, score_completions
 
-    if samples < 1:
-        raise ValueError(f"samples must be >= 1, got {samples}")
+    task, sampling = _outcome_inputs(task, sampling, samples, seed, problems)
     if not problems:
         return np.zeros((0, samples))
     prompt_ids = [list(encode_prompt(policy.tokenizer, p.question)) for p in problems]
@@ -107,6 +118,47 @@ def sample_outcomes(policy, task, problems, *, samples: int, sampling, seed: int
         ledger.add_flops(category, tokens * forward_flops_per_token(policy.model, ctx))
         ledger.add_seconds(category, seconds)
     return y.reshape(len(problems), samples)
+
+
+def _outcome_inputs(task, sampling, samples, seed, problems):
+    """(task, sampling) of :func:`sample_outcomes`, its arguments checked before any sampling: a task spec is
+    loaded, a dict of sampling fields becomes a SamplingConfig."""
+    from ..config import SamplingConfig
+    from ..tasks import load_task
+
+    if isinstance(task, str):
+        task = load_task(task)
+    elif not callable(getattr(task, "score", None)):
+        raise TypeError(f"task must be a Task (gradprobe.load_task(...)) or a task spec string, got {task!r} "
+                        f"({type(task).__name__})")
+    if isinstance(sampling, dict):
+        try:
+            sampling = SamplingConfig(**sampling)
+        except TypeError as e:
+            if "unexpected keyword" not in str(e):
+                raise
+            raise TypeError(f"sampling has an unknown field ({e}); valid: "
+                            f"{', '.join(f.name for f in dataclasses.fields(SamplingConfig))}") from None
+    elif not isinstance(sampling, SamplingConfig):
+        raise TypeError(f"sampling must be a SamplingConfig (gradprobe.SamplingConfig(...)) or a dict of its fields, "
+                        f"got {sampling!r} ({type(sampling).__name__})")
+    for name, value in (("samples", samples), ("seed", seed)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    if not isinstance(problems, (list, tuple)) or not all(hasattr(p, "question") for p in problems):
+        raise TypeError(f"problems must be a list of Problems (task.problems(split, n)), got "
+                        f"{type(problems).__name__} {_short(problems)}")
+    return task, sampling
+
+
+def _short(value) -> str:
+    """``repr(value)`` cut to 80 characters, for a message."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def split_halves(m: int, seed: int = 0, groups=None) -> tuple[np.ndarray, np.ndarray]:

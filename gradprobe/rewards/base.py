@@ -110,11 +110,19 @@ def register_reward(name: str):
     ------
     ValueError
         ``name`` is empty, contains a comma, or is already registered to another function.
+    TypeError
+        ``name`` is not a string (``@register_reward("my_reward")``, not bare ``@register_reward``), or the
+        decorated object is not callable.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string (use @register_reward(\"my_reward\")), got {name!r} "
+                        f"({type(name).__name__})")
     if not name or "," in name or name != name.strip():
         raise ValueError(f"invalid reward name {name!r}: non-empty, no comma, no surrounding spaces")
 
     def deco(fn: Reward) -> Reward:
+        if not callable(fn):
+            raise TypeError(f"register_reward({name!r}) decorates a function, got {fn!r} ({type(fn).__name__})")
         old = REWARDS.get(name)
         if old is not None and old is not fn and getattr(old, "__qualname__", None) != getattr(fn, "__qualname__", 0):
             raise ValueError(f"reward {name!r} is already registered ({old!r})")

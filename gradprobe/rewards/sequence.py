@@ -109,7 +109,14 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
         non-sequence, a sequence of the wrong length, or a non-numeric value.
     ValueError
         Unknown ``scale``.
+    TypeError
+        ``fn`` is not callable, or ``name`` is neither a string nor None (when wrapped, not first when probed).
     """
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable reward function f(prompts, completions, **columns), got {fn!r} "
+                        f"({type(fn).__name__})")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a string or None, got {name!r} ({type(name).__name__})")
     check_scale(scale, field="sequence_reward scale")
     reward_name = name or getattr(fn, "__name__", None) or repr(fn)
     accepts = _keywords_accepted(fn)

@@ -96,7 +96,11 @@ def load_task(spec: str, **config) -> Task:
         message lists the kinds that take it, :func:`skip_malformed_kinds`).
     FileNotFoundError
         ``gsm8k:PATH`` with a missing path.
+    TypeError
+        ``spec`` is not a string (``load_task("chain_sum")``; one spec, not a list).
     """
+    if not isinstance(spec, str):
+        raise TypeError(f"spec must be a string (a task spec, e.g. 'chain_sum'), got {spec!r} ({type(spec).__name__})")
     spec = spec.strip()
     fewshot = config.pop("fewshot", None)
     if spec.startswith(("jsonl:", "hf:")) or spec in ("jsonl", "hf"):

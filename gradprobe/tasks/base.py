@@ -10,7 +10,9 @@ nanochat). Scores are exact: 1.0 or 0.0, never partial credit.
 from __future__ import annotations
 
 import abc
+import functools
 import json
+import numbers
 from dataclasses import dataclass, field
 
 from gradprobe.tasks.verify import (
@@ -32,6 +34,7 @@ __all__ = [
     "decoded_rows",
     "prompt_key",
     "repeated_prompts",
+    "check_seed",
 ]
 
 SPLITS = ("train", "heldout")
@@ -159,6 +162,23 @@ class Task(abc.ABC):
     name: str = "task"
     numeric_answers: bool = False
 
+    def __init_subclass__(cls, **kwargs):
+        """A subclass's own :meth:`problems` checks ``seed`` first (:func:`check_seed`): a negative or NaN seed is
+        named here, not refused by numpy deep inside the task."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("problems")
+        if own is None or getattr(own, "__isabstractmethod__", False) or getattr(own, "_checks_seed", False):
+            return
+
+        @functools.wraps(own)
+        def problems(self, *args, **kwargs):
+            if "seed" in kwargs:
+                check_seed(kwargs["seed"])
+            return own(self, *args, **kwargs)
+
+        problems._checks_seed = True
+        cls.problems = problems
+
     @abc.abstractmethod
     def problems(self, split: str, n: int, *, seed: int = 0) -> list[Problem]:
         """Return ``n`` problems of ``split``.
@@ -181,7 +201,9 @@ class Task(abc.ABC):
         Raises
         ------
         ValueError
-            Unknown ``split``, negative ``n``, or more problems than exist.
+            Unknown ``split``, negative ``n``, negative ``seed``, or more problems than exist.
+        TypeError
+            ``seed`` is not an integer (:func:`check_seed`).
         """
 
     def score(self, completion: str, problem: Problem) -> float:
@@ -238,6 +260,23 @@ class Task(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+def check_seed(seed, name: str = "seed") -> int:
+    """``seed`` when it is a non-negative integer (a data seed of :meth:`Task.problems`).
+
+    Raises
+    ------
+    TypeError
+        ``seed must be a non-negative integer, got nan (float)``: not an integer (a bool is none either).
+    ValueError
+        ``seed must be a non-negative integer, got -1 (int)``.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"{name} must be a non-negative integer, got {seed!r} ({type(seed).__name__})")
+    if seed < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {seed!r} ({type(seed).__name__})")
+    return int(seed)
 
 
 def parse_task_config(text: str) -> dict:

@@ -103,7 +103,14 @@ def extract_answer(
     '5 apples'
     >>> extract_answer("so \\\\boxed{\\\\frac{1}{2}}")
     '\\\\frac{1}{2}'
+
+    Raises
+    ------
+    TypeError
+        ``text`` is neither a str nor None.
     """
+    if text is not None and not isinstance(text, str):
+        raise TypeError(f"text must be a string or None, got {text!r} ({type(text).__name__})")
     if not text:
         return None
     markers = list(ANSWER_MARKER.finditer(text))
@@ -272,7 +279,16 @@ def answers_match(predicted: str | None, gold: str) -> bool:
     True
     >>> answers_match("18", "180")
     False
+
+    Raises
+    ------
+    TypeError
+        ``predicted`` is neither a str nor None, or ``gold`` is not a str (an int gold answer: pass ``str(gold)``).
     """
+    if predicted is not None and not isinstance(predicted, str):
+        raise TypeError(f"predicted must be a string or None, got {predicted!r} ({type(predicted).__name__})")
+    if not isinstance(gold, str):
+        raise TypeError(f"gold must be a string, got {gold!r} ({type(gold).__name__}); pass str(gold)")
     if predicted is None or not predicted.strip():
         return False
     if normalize_text(predicted) == normalize_text(gold):

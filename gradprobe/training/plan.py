@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,7 +250,12 @@ def load_plan(path: str | Path, *, check_schedule: bool = True) -> Plan:
         repeated seeds, a budget smaller than one update (the minimum is named), ``[mc]`` or an
         arm's ``mc`` out of range (``mc.continuations`` >= 1...), a ``[task] pool`` smaller than
         ``prompts_per_update``, or ``save_weights_at`` updates past ``[budget] updates``.
+    TypeError
+        ``path`` is not a path (str or os.PathLike), e.g. None or a dict of the plan's content.
     """
+    if not isinstance(path, (str, os.PathLike)):  # worded as gradprobe.outputs.api_out's check of a path
+        raise TypeError(f"path must be a path (str or os.PathLike) of a plan TOML file, got {path!r} "
+                        f"({type(path).__name__})")
     p = Path(path)
     try:
         raw = p.read_bytes()
