@@ -285,13 +285,15 @@ def parse_task_config(text: str) -> dict:
     Raises
     ------
     TaskConfigError
-        An item is not ``key=value``.
+        An item is not ``key=value``, or a key is given twice (which value was meant cannot be told).
     """
     out = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise TaskConfigError(f"task config item {item!r} is not key=value (e.g. chain_sum:min_terms=2,max_digits=1)")
+        if key.strip() in out:
+            raise TaskConfigError(f"task config key {key.strip()!r} is given twice ({text!r}); give each key once")
         try:
             out[key.strip()] = json.loads(value)
         except ValueError:

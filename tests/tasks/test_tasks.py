@@ -385,3 +385,13 @@ def test_a_config_value_of_the_wrong_type_names_the_key_and_the_type():
     with pytest.raises(TaskConfigError, match=r"must be a whole number .*got 2.5; e.g. chain_sum:min_terms=2"):
         load_task("chain_sum", min_terms=2.5)
     assert load_task("chain_sum:min_terms=2,max_terms=3").name == "chain_sum"
+
+
+@pytest.mark.parametrize("spec, key", [("chain_sum:min_terms=3,min_terms=4", "min_terms"),
+                                       ("chain_sum:max_digits=1, max_digits =2", "max_digits")])
+def test_a_task_config_key_given_twice_is_refused(spec, key):
+    """`--task chain_sum:min_terms=3,min_terms=4` ran on min_terms=4 (the last value) without a word."""
+    from gradprobe.tasks import TaskConfigError, load_task
+
+    with pytest.raises(TaskConfigError, match=rf"^task config key '{key}' is given twice \(.*\); give each key once$"):
+        load_task(spec)
