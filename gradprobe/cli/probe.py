@@ -6,6 +6,9 @@ study's folder is refused; ``probe.json``'s entries say which rewards give no gr
 :func:`gradprobe.probe.result.reward_entries` builds them), and on Ctrl-C removes what it wrote so far, puts the earlier
 probe back and exits 130 with one line (:func:`interrupt_message`), as ``gradprobe train`` and ``study`` do. SIGTERM
 takes the same path (:class:`Terminated`, raised by a handler installed for the command's duration) and exits 143.
+Any other error after the probe started (up to and including formatting what it prints) rolls back the same way
+before it is reported: a bad input or I/O error as one line, exit 2; anything else (a bug) with a line saying the
+earlier probe was put back, then its traceback.
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ _GUIDANCE_HELP = ("probe a guided arm's update (off-context guidance, as an arm'
                   "task with reference solutions and a model whose prompt format keeps the hint; a key left out "
                   "takes its default (fraction 0.25, prefix 0.5, cap 2.0); each key at most once; omit the flag "
                   "for no guidance")
+
+
+#: What --bootstrap governs: the raw table's intervals only; the forecast draws its own (forecast_rewards' n_draws).
+_BOOTSTRAP_HELP = ("bootstrap resamples over prompts of the probe table's 95%% intervals (0: no intervals there); the "
+                   "forecast's rho and gain intervals and SNR always come from its own 2000 draws over the same "
+                   "per-group contributions, whatever this is")
 
 
 REWARDS_HELP = ("comma-separated reward names: registered ones, or a reward of your own as MODULE:FUNCTION or "
@@ -85,7 +94,7 @@ def _add_probe(sub) -> None:
                    help="steps per completion for MC rewards (lines merged)")
     p.add_argument("--guidance", default=None, metavar="fraction=F,prefix=P[,cap=C]", help=_GUIDANCE_HELP)
     p.add_argument("--cosine", action="store_true", help="also compute cosines (one backward per reward)")
-    p.add_argument("--bootstrap", type=int, default=RunSettings.n_bootstrap, help="bootstrap resamples over prompts")
+    p.add_argument("--bootstrap", type=int, default=RunSettings.n_bootstrap, help=_BOOTSTRAP_HELP)
     p.add_argument("--micro-batch-size", type=int, default=UpdateSettings.micro_batch_size)
     p.add_argument("--seed", type=int, default=BatchSettings.seed)
     p.add_argument("--device", default=ModelSettings.device)
@@ -231,6 +240,8 @@ def _probe_command(args) -> int:
             from ..probe.report_html import write_probe_report  # after the forecast: the page shows its verdicts
 
             write_probe_report(args.out, result)
+            # the printout is made inside the block: a failure to format it rolls the probe back as any error does
+            printed = format_table(result) + (f"\n{format_calibrated(result)}" if calibration is not None else "")
     except KeyboardInterrupt:
         print(interrupt_message(args.out, folder), file=sys.stderr)
         return 130
@@ -241,12 +252,16 @@ def _probe_command(args) -> int:
         kept = f" (the earlier probe in {args.out} was kept)" if folder is not None and folder.earlier else ""
         print(f"gradprobe probe: error: {e}{kept}", file=sys.stderr)
         return 2
+    except Exception:  # a bug: rolled back by replacing_earlier_probe already; say so, then the traceback
+        if folder is not None:
+            back = f"; the earlier probe's files ({', '.join(folder.earlier)}) were put back" if folder.earlier else ""
+            print(f"gradprobe probe: internal error (traceback below, please report it); the unfinished probe's files "
+                  f"in {args.out} were removed{back}", file=sys.stderr)
+        raise
     if folder.earlier:
         print(f"replaced the earlier probe in {args.out}: its files ({', '.join(folder.earlier)}) were removed "
               "before this probe wrote its own")
-    print(format_table(result))
-    if calibration is not None:
-        print(format_calibrated(result))
+    print(printed)
     written = probe_files(args.out)  # every file this probe wrote (the earlier probe's were removed)
     print(f"\nwrote {', '.join(written[:-1])} and {written[-1]}" if len(written) > 1 else f"\nwrote {written[0]}")
     return 0

@@ -21,7 +21,16 @@ Interval (``level``, default 95%): percentiles of D Monte Carlo draws, draw d pa
 bootstrap replicate of rho (prompts, plus the reference spread when measured) with a seed-bootstrap
 replicate of the curve (drawn with ``numpy.random.PCG64(seed)``), the same curve replicate for
 R and for grpo in that draw, so the gain's interval carries the curve's seed spread without
-double counting the shared part.
+double counting the shared part. The point gain is read off the main fit, not the replicates, so where the
+replicates' percentiles miss it (a skewed spread), the interval is widened to reach it: an interval always holds
+its point. These draws are the forecaster's own (``n_draws``, over the probe's per-group contributions), not the
+probe's ``--bootstrap`` resamples, which give only the raw table's intervals.
+
+Notes on the curve and the budget (:func:`_mismatch_notes`, :func:`_budget_notes`): a falling curve (A below
+R0: grpo's accuracy drops with updates) is forecast as it is, with a note: read off it, fewer effective updates
+forecast more accuracy, so a costlier or less efficient reward looks better. A budget that buys fewer than one
+update of an entry is noted too: its forecast is the curve's start, within one update of R0 (no training to speak
+of).
 
 Learning-rate arms (``lr_scale`` != 1): a first-order probe scales linearly with the learning rate,
 which training contradicts past the optimum (2x the rate lost 4.4 points on the tiny study), so
@@ -174,7 +183,8 @@ def _method_forecast(st: Setting, r: str, meth: str, is_ref: bool, arm_curve, ar
     reps = arm_curve.replicate_values(n_rep, st.rep_idx) - st.base_rep
     a = (1.0 - st.level) / 2.0
     lo, hi = np.quantile(reps, [a, 1 - a])
-    return (n_pt, acc, acc - st.base, (float(lo), float(hi)))
+    gain = acc - st.base  # the main fit's; the interval is the replicates' (module docstring): widened to hold it
+    return (n_pt, acc, gain, (float(min(lo, gain)), float(max(hi, gain))))
 
 
 def arm_row(st: Setting, arm: str, spec: dict) -> dict:
@@ -269,9 +279,27 @@ def _reference_state(st: Setting, batches: list[dict], cfg: dict, notes: list[st
         notes.append(guided_note(cfg["guidance"] if isinstance(cfg["guidance"], dict) else {}))
 
 
+def _budget_notes(st: Setting, names: list[str]) -> list[str]:
+    """A note when the budget buys fewer than one update of an entry with a gradient (its forecast is ~R0)."""
+    short = [f"{n} ({st.value / st.cost[n]:.2g} updates of {st.tokens[n]:,.0f} tokens)" for n in names
+             if st.value / st.cost[n] < 1 and not st.silent.get(n)]
+    if not short:
+        return []
+    budget = f"{st.budget_s} tokens" if st.kind == "tokens" else st.budget_s
+    r0 = st.curve.params["R0"]
+    return [f"the budget of {budget} buys fewer than one update of {', '.join(short)}: the forecast there is the "
+            f"curve's start (within one update of R0 = {r0:.1f} points: no training to speak of) and says nothing "
+            "about the rewards; give a budget of several updates"]
+
+
 def _mismatch_notes(curve: ReferenceCurve, cfg: dict, n_ref: float) -> list[str]:
-    """Where the curve and the probe disagree: extrapolation, learning rate, task, model."""
+    """Where the curve and the probe disagree: extrapolation, learning rate, task, model; a falling curve."""
     notes = []
+    p = curve.params
+    if p["A"] < p["R0"] - 0.05:  # below the printed precision: a flat curve is not falling
+        notes.append(f"the reference curve {curve.source or '(unnamed)'} falls (A {p['A']:.1f} < R0 {p['R0']:.1f} "
+                     "points: grpo's accuracy drops with updates): forecasts read off it reward FEWER updates, so a "
+                     "costlier or less efficient reward looks better; check the curve")
     if n_ref > curve.max_update * 1.0001:
         notes.append(f"grpo's {n_ref:.0f} updates at this budget lie beyond the curve's last eval (update "
                      f"{curve.max_update:g}): its accuracy there is the fit's extrapolation")
@@ -365,7 +393,7 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
     st.silent = _silent_entries(probe, batches, names, reference_reward, notes)
     _reference_state(st, batches, cfg, notes)
     table = pd.DataFrame([arm_row(st, arm, spec) for arm, spec in arms.items()], columns=list(TABLE_COLUMNS))
-    notes += _mismatch_notes(curve, cfg, n_ref)
+    notes += _mismatch_notes(curve, cfg, n_ref) + _budget_notes(st, names)
     # the curve's notes that change what it says: B fixed, and evals of its source skipped (lines or steps named)
     curve_notes = [n for n in curve.notes if n.startswith("B ") or is_skipped_note(n)]
     return ForecastResult(table=table, method=method, budget={"kind": kind, "value": value}, curve=curve.describe(),

@@ -42,7 +42,7 @@ import pandas as pd
 from scipy.interpolate import PchipInterpolator
 
 from ..layout import METRICS_JSONL, RUNS_CSV
-from .curve_file import FORMAT, VERSION, curve_document, damaged, read_curve_file, write_curve
+from .curve_file import FORMAT, VERSION, check_fit, curve_document, damaged, read_curve_file, write_curve
 from .curve_fit import (B_BOUNDS, B_FALLBACK, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
                         fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params)
 from .csv_cells import is_skipped_note
@@ -327,7 +327,7 @@ class ReferenceCurve(CurveSources):
 
     @classmethod
     def load(cls, path: str | Path, *, mode: str | None = None) -> "ReferenceCurve":
-        """Read a curve written by :meth:`save` (the fit is read, not redone).
+        """Read a curve written by :meth:`save` (the fit is read, not redone, but checked against its points).
 
         Parameters
         ----------
@@ -338,15 +338,19 @@ class ReferenceCurve(CurveSources):
         Raises
         ------
         CurveError
-            Missing file, invalid JSON, or a file that is not a reference curve or lacks a field
-            (the message names the file and the field).
+            Missing file, invalid JSON, or a file that is not a reference curve or lacks a field; an unknown
+            ``version``; a parameter not finite or out of range; ``params`` that are not the fit of its
+            ``points`` (:func:`~gradprobe.forecast.curve_file.check_fit`). The message names the file, the
+            field and the fix.
         """
         kw = read_curve_file(path)
         kw["mode"] = mode or kw["mode"]
         try:
-            return cls(**kw)
+            curve = cls(**kw)
         except (KeyError, TypeError, ValueError) as e:
             raise damaged(Path(path), e) from None
+        check_fit(path, curve)
+        return curve
 
     def _set_state(self, st: dict) -> None:
         self.params, self.status, self.standard_errors = st["params"], st["status"], st["standard_errors"]

@@ -42,9 +42,16 @@ def format_budget(value: float, kind: str = "tokens") -> str:
     return f"{value:g}"
 
 
+def _points(x: float) -> str:
+    """``x`` accuracy points as the verdict prints them (``+.1f``), a negative zero as ``+0.0``."""
+    s = f"{x:+.1f}"
+    return "+0.0" if s == "-0.0" else s
+
+
 def verdict(gain: float, iv, budget: str, kind: str, *, why: str = "") -> str:
     """One line on an arm: ``worth its tokens`` when the interval ``iv`` (accuracy points vs grpo) lies
-    above 0, ``not worth its tokens`` when below, ``no detectable difference`` when it contains 0,
+    above 0, ``not worth its tokens`` when below, ``no detectable difference`` when it contains 0 or when the
+    gain and both ends print as 0.0 (a flat or saturated curve: a sign left by round-off is not a difference),
     ``no forecast`` when the gain or the interval is not finite. ``kind``: "tokens" or "flops"; ``why``: a
     clause put in parentheses after the budget (e.g. that the forecast is cost only, and why)."""
     what = "tokens" if kind == "tokens" else "FLOPs"
@@ -52,7 +59,10 @@ def verdict(gain: float, iv, budget: str, kind: str, *, why: str = "") -> str:
         return "no forecast"
     lo, hi = iv
     at = f"{budget} ({why})" if why else budget
-    nums = f"{gain:+.1f} [{lo:+.1f}, {hi:+.1f}] vs grpo"
+    printed = [_points(x) for x in (gain, lo, hi)]
+    nums = f"{printed[0]} [{printed[1]}, {printed[2]}] vs grpo"
+    if all(x == "+0.0" for x in printed):
+        return f"no detectable difference at {at}: {nums}"
     if lo > 0:
         return f"worth its {what} at {at}: {nums}"
     if hi < 0:

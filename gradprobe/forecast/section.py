@@ -155,7 +155,9 @@ def format_forecast(section: dict) -> str:
     budget_s = format_budget(b["value"], b["kind"])
     pct = int(round(100 * section["level"]))
     at = f"{budget_s} {'tokens' if b['kind'] == 'tokens' else ''}".rstrip()
-    reaches = f"reaches {section['grpo_accuracy']:.1f} points there"
+    acc = section.get("grpo_accuracy")  # None (json_safe's NaN) only from a curve without a value there
+    reaches = (f"reaches {json_float(acc):.1f} points there" if acc is not None
+               else "has no accuracy there (the curve gives none)")
     if section.get("guided"):  # a guided probe: its reference is the guided outcome, not grpo
         title = f"forecast vs the guided outcome at {at} (read on grpo's curve, which {reaches})"
     else:
