@@ -41,12 +41,13 @@ from pathlib import Path
 import pandas as pd
 
 from gradprobe.layout import CALIBRATED_JSON, PROBE_JSON
+from gradprobe.outputs import OutputDirError
 
 from .domain import CalibrationDomainWarning, DomainWarning, check_domain, check_rewards, probe_identity
 from .files import write_json
 from .model import Calibration, load_calibration
-from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, first_order_gain, load_probe,
-                          probe_features, probe_forecasts)
+from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, check_probe_budgets,
+                          first_order_gain, load_probe, probe_features, probe_forecasts)
 
 __all__ = ["apply_calibration", "calibrate", "calibrate_probe", "check_applicable", "write_calibrated",
            "format_calibrated", "rewrite_probe_json", "CALIBRATED_NAME", "CALIBRATED_FORMAT",
@@ -90,7 +91,8 @@ def check_applicable(calibration: Calibration, *, rewards, budget_seconds=None, 
                                     "with `calib fit` (token budgets)")
 
 
-def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "", task: dict | None = None) -> dict:
+def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "", task: dict | None = None,
+              where: str = "probe.json") -> dict:
     """The calibrated gains of every probed reward (the content of ``calibrated.json``).
 
     Parameters
@@ -99,35 +101,35 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         From :func:`calib.model.load_calibration`.
     probe_result : dict
         ``probe.json`` (not modified).
-    source : str
-        Where the calibration came from (recorded).
+    source, where : str
+        Where the calibration came from (recorded); the probe file as errors name it.
     task : dict, optional
         The probe's resolved task, when ``probe.json`` does not say it in full (:func:`load_probe`).
 
     Returns
     -------
     dict
-        ``format``, ``probe`` (model, task key, budgets), ``calibration`` (source, forecaster,
-        method, level, domain...), ``outside_domain`` (any entry outside), ``warnings`` (domain and
-        per reward), ``notes`` (the
-        warnings plus one note per reward without a calibrated gain: a reward that gives no gradient
-        on the probe batch, ``no_signal`` in ``probe.json``, with its ``no_signal_reason``; rewards the
-        forecaster cannot say anything about), ``rewards`` (module docstring), ``target``. A reward
+        ``format``, ``probe`` (model, task key, budgets), ``calibration`` (source, forecaster, method,
+        level, domain...), ``outside_domain`` (any entry outside), ``warnings`` (domain and per reward),
+        ``notes`` (the warnings plus one note per reward without a calibrated gain: a reward that gives no
+        gradient on the probe batch, ``no_signal`` in ``probe.json``, with its ``no_signal_reason``; rewards
+        the forecaster cannot say anything about), ``rewards`` (module docstring), ``target``. A reward
         outside the domain is marked ``outside_domain`` whether or not it has a calibrated gain; the
         warning of one without (NaN) says so instead of "still computed".
 
     Raises
     ------
     CalibrationApplyError
-        No ``outcome`` reward, no value of the calibration's budget, or no forecasts in the probe
-        result for a format-2 calibration (the message says where they are looked for).
+        No ``outcome`` reward, no value of the calibration's budget, no forecasts for a format-2 calibration (the
+        message says where they are looked for), a damaged budget or gain (``WHERE field X is ...``).
     """
+    check_probe_budgets(probe_result, where)
     names = [r["name"] for r in probe_result["rewards"]]
     if REFERENCE_REWARD not in names:
         raise CalibrationApplyError(f"calibration predicts gains vs GRPO, so the probe needs the {REFERENCE_REWARD!r} "
                                     f"reward too: add it to --rewards (probed: {sorted(names)})")
     feats = probe_features(probe_result, calibration.budget) if calibration.legacy else \
-        probe_forecasts(probe_result, calibration.forecaster)
+        probe_forecasts(probe_result, calibration.forecaster, where=where)
     col = calibration.features[0]
     others = [n for n in names if n != REFERENCE_REWARD]
     no_signal = _no_signal_rewards(probe_result)
@@ -147,7 +149,7 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
                  for w in check_rewards(calibration, probe_result, reference_reward=REFERENCE_REWARD)]
     off_rewards = {w.reward for w in warnings if w.outside and w.reward is not None}
     outside = any(w.outside for w in warnings)
-    notes = list(warnings) + _reference_note(col, no_signal) + _no_gain_notes(col, silent, no_signal)
+    notes = list(warnings) + _reference_note(col, no_signal) + _no_gain_notes(col, silent, no_signal, probe_result)
     rewards = [{"name": n, "forecast": 0.0 if n == REFERENCE_REWARD and n in no_signal else  # gain 0 vs itself
                 math.nan if n in no_signal or n not in feats.index else float(feats.loc[n, col]),
                 "calibrated_gain": values[n][0], "calibrated_interval": values[n][1],
@@ -192,16 +194,31 @@ def _reference_note(col: str, no_signal: dict[str, str]) -> list[str]:
             f"compare the other rewards with it, so their calibrated gains rest on {col} alone{alone}"]
 
 
-def _no_gain_notes(col: str, silent: list[str], no_signal: dict[str, str]) -> list[str]:
+def _no_gain_notes(col: str, silent: list[str], no_signal: dict[str, str], probe_result: dict) -> list[str]:
     """The notes on the rewards ``silent`` without a calibrated gain: one per reward without signal (its reason),
-    one for those the forecaster ``col`` cannot say anything about."""
+    one for those the forecaster ``col`` cannot say anything about: the reason ``probe.json``'s forecast section
+    gives (:func:`_no_forecast_reasons`), else that the value is missing there (no cause is guessed)."""
+    why = _no_forecast_reasons(probe_result)
     notes = [f"reward {n!r} gives no gradient on the probe batch ({no_signal[n]}): it cannot train, so no calibrated "
              "gain is given for it" for n in silent if n in no_signal]
     cannot = [n for n in silent if n not in no_signal]
     if cannot:
-        notes.append(f"{col} cannot say anything about {cannot} (no forecast: e.g. a learning-rate change is outside "
-                     "what the probe can tell); no calibrated gain is given for them")
+        said = "; ".join(f"{n}: {why[n]}" for n in cannot if n in why)
+        missing = [n for n in cannot if n not in why]
+        reason = "; ".join(([f"probe.json says {said}"] if said else [])
+                           + ([f"probe.json holds no {col} value (null) for {missing}"] if missing else []))
+        notes.append(f"{col} cannot say anything about {cannot} (no forecast: {reason}); no calibrated gain is given "
+                     "for them")
     return notes
+
+
+def _no_forecast_reasons(probe_result: dict) -> dict[str, str]:
+    """Reward -> the verdict of its row in ``probe.json``'s forecast section when that row is marked as having no
+    forecast (method ``outside_probe``, e.g. a learning-rate change); empty without a section."""
+    section = probe_result.get("forecast")
+    rows = (section.get("rows") or []) if isinstance(section, dict) else []
+    return {str(r.get("arm") or r.get("reward")): str(r.get("verdict") or r.get("method")) for r in rows
+            if isinstance(r, dict) and r.get("method") == "outside_probe"}
 
 
 def _no_signal_rewards(probe_result: dict) -> dict[str, str]:
@@ -219,8 +236,24 @@ def _no_signal_rewards(probe_result: dict) -> dict[str, str]:
 
 def write_calibrated(folder: str | Path, document: dict) -> Path:
     """Write ``calibrated.json`` into the probe folder, atomically (never touching ``probe.json``).
-    NaN -> null, +-inf -> "inf"/"-inf" (gradprobe's encoding, :mod:`calib.files`). Returns the path."""
-    return write_json(Path(folder) / CALIBRATED_NAME, document, indent=1)
+    NaN -> null, +-inf -> "inf"/"-inf" (gradprobe's encoding, :mod:`calib.files`). Returns the path.
+
+    Raises
+    ------
+    gradprobe.outputs.OutputDirError
+        The write failed (an OSError; nothing changed): the message names the file, why, and the fix (its place
+        is fixed next to probe.json: move what is in the way, make the folder writable, or copy the probe folder).
+    """
+    path = Path(folder) / CALIBRATED_NAME
+    try:
+        return write_json(path, document, indent=1)
+    except OutputDirError as e:
+        why = e.__cause__.strerror if isinstance(e.__cause__, OSError) and e.__cause__.strerror else str(e)
+        err = OutputDirError(e.errno, f"writing {str(path)!r} failed ({why}); calibrated.json is written next to "
+                             f"probe.json: remove or rename what is at {str(path)!r}, or make {str(Path(folder))!r} "
+                             "writable (or copy the probe folder somewhere writable and apply there)")
+        err.filename = str(path)
+        raise err from e
 
 
 def format_calibrated(document: dict) -> str:
@@ -324,9 +357,10 @@ def _apply(calibration, probe_result, *, source: str | None):
     if not isinstance(calibration, Calibration):
         source = str(calibration) if source is None else source
         calibration = load_calibration(calibration)
-    task = None
+    task, where = None, "probe.json"
     if isinstance(probe_result, (str, Path)):
-        raw, _, task = load_probe(probe_result)
+        raw, folder, task = load_probe(probe_result)
+        where = str(Path(folder) / PROBE_JSON)
     elif isinstance(probe_result, dict):
         raw = probe_result
     elif isinstance(getattr(probe_result, "raw", None), dict):  # gradprobe.ProbeResult (duck-typed: calib reads
@@ -337,7 +371,7 @@ def _apply(calibration, probe_result, *, source: str | None):
     else:
         raise TypeError(f"probe_result must be a gradprobe.ProbeResult, a probe.json dict or a probe folder, got "
                         f"{type(probe_result).__name__}")
-    doc = calibrate(calibration, raw, source=source or "", task=task)
+    doc = calibrate(calibration, raw, source=source or "", task=task, where=where)
     table = pd.DataFrame([{"reward": r["name"], "forecast": r["forecast"], "calibrated_gain": r["calibrated_gain"],
                            "interval_low": float(r["calibrated_interval"][0]),
                            "interval_high": float(r["calibrated_interval"][1]),

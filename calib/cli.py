@@ -14,6 +14,7 @@ exit status is 1 (Python's note on SIGPIPE).
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import math
@@ -23,6 +24,8 @@ import warnings
 from pathlib import Path
 
 from gradprobe.cli.args import out_path
+from gradprobe.layout import PROBE_JSON
+from gradprobe.outputs import OutputDirError
 
 from .apply import calibrate, format_calibrated, load_probe, write_calibrated
 from .dataset import FORECASTERS, RowsError, SkippedEvalsWarning, build_rows_many, read_rows
@@ -122,14 +125,32 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def _rows(args) -> int:
-    rows = build_rows_many(args.studies)
     out = Path(args.out)
+    _refuse_bad_file_out(out, "--out", "the rows CSV", "rows.csv")
+    rows = build_rows_many(args.studies)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, rows.to_csv(index=False))
     n_nan = int(rows["target"].isna().sum())
     print(f"wrote {out}: {len(rows)} rows ({rows['study'].nunique()} studies, {rows['arm'].nunique()} arms, "
           f"{rows['model'].nunique()} model(s), {rows['task'].nunique()} task(s); {n_nan} without a realized accuracy)")
     return 0
+
+
+def _refuse_bad_file_out(path: Path, option: str, what: str, example: str) -> None:
+    """Refuse, before any work, an output file ``path`` (given as ``option``) that is a folder or lies under a file.
+
+    Raises
+    ------
+    gradprobe.outputs.OutputDirError
+        Naming ``option``, the path in the way and the fix (another ``option``; ``example``: a file name in it).
+    """
+    if path.is_dir():
+        raise OutputDirError(errno.EISDIR, f"{option} {str(path)!r} is a folder, not a file; {what} is one file: "
+                                           f"choose another {option} (a file path, e.g. {str(path / example)!r})")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise OutputDirError(errno.ENOTDIR, f"{option} {str(path)!r}: {str(parent)!r} is a file, not a folder, "
+                                                f"so {what} cannot be written under it; choose another {option}")
 
 
 def _fit(args) -> int:
@@ -150,11 +171,17 @@ def _fit(args) -> int:
 
 
 def _report(args) -> int:
+    if args.validation_out:  # checked before the report is made (it would be written, then this refused)
+        _refuse_bad_file_out(Path(args.validation_out), "--validation-out", "the forecaster validation record",
+                             "forecast_validation.json")
     m = write_report(args.studies, args.out, **_settings(args))
     if args.validation_out:  # every file is written before anything is printed (stdout may be closed early)
         record = validation_record(m, source="calib report " + " ".join(str(s) for s in args.studies)
                                    + f" --out {args.out}")
-        write_json(args.validation_out, record, indent=2, newline=True)
+        try:
+            write_json(args.validation_out, record, indent=2, newline=True)
+        except OutputDirError as e:  # its message ends "choose another --out": the option at fault is this one
+            raise OutputDirError(e.errno, str(e).replace("--out", "--validation-out")) from e
     print(f"wrote {args.out}/report.html and metrics.json ({m['rows']} runs, {len(m['arms'])} arms, "
           f"{m['n_studies']} studies)")
     for note in m["notes"]:
@@ -235,7 +262,7 @@ def _print_heldout(h: dict | None) -> None:
 def _apply(args) -> int:
     cal = load_calibration(args.calibration)
     result, folder, task = load_probe(args.probe)
-    doc = calibrate(cal, result, source=str(args.calibration), task=task)
+    doc = calibrate(cal, result, source=str(args.calibration), task=task, where=str(Path(folder) / PROBE_JSON))
     path = write_calibrated(folder, doc)
     print(format_calibrated(doc))
     print(f"\nwrote {path}" + (" (outside the calibration's domain: see the notes)" if doc["outside_domain"] else ""))

@@ -262,7 +262,7 @@ def select_rows(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", inclu
         (study, arm and seed named), one run (study, arm, seed) on two rows
         (:func:`calib.integrity.check_one_row_per_run`), a paired target that is not the run's realized
         accuracy minus the reference's on its seed (:func:`calib.integrity.check_paired_targets`), fewer
-        than ``min_arms`` arms with a forecast, or no rows left.
+        than ``min_arms`` arms with a forecast, every row the reference arm, or no rows left.
     """
     _check_columns(rows, forecaster)
     _check_values(rows, forecaster)
@@ -283,6 +283,10 @@ def select_rows(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", inclu
     counts["dropped_no_forecast"] = int(no_fc.sum())
     counts["no_forecast_arms"] = sorted({f"{st}/{a}" for st, a in zip(df.loc[no_fc, "study"], df.loc[no_fc, "arm"])})
     df = df[~no_fc]
+    if df.empty and len(rows) and ref.all():
+        raise RowsError(f"every row ({len(rows)}) is the reference arm {REFERENCE_ARM!r}, whose gain vs itself is 0 "
+                        f"by definition: there is nothing to calibrate {forecaster} on; add rows of other arms "
+                        "(`calib rows STUDY_DIR... --out ROWS.csv` over studies that train arms besides grpo)")
     if df.empty:
         raise RowsError(f"no rows left to calibrate {forecaster} on ({counts}); check that the studies have results "
                         "and that the forecaster covers their arms")
@@ -303,12 +307,20 @@ def read_rows(path: str | Path) -> pd.DataFrame:
     FileNotFoundError
         The path (named) does not exist.
     RowsError
+        The path is a folder (named; a study folder gets the ``calib rows`` command that makes its rows).
         A rows file of the old format (``predicted_gain``, no forecasts): rebuild it. An empty, binary,
         unparseable or cut file (no line break at its end), or a bad cell: a non-number in a numeric
-        column, an infinite forecast, realized accuracy or target (NaN/empty = none), a flag that is not
-        True/False; named by file, line and column, with the fix (:func:`calib.integrity.read_rows_csv`).
+        column, an infinite forecast, realized accuracy or target (NaN/empty = none), a target, realized
+        accuracy or saturating forecast outside its range in points, a ``budget_value`` that is not a finite
+        number > 0, a flag that is not True/False; named by file, line and column, with the fix
+        (:func:`calib.integrity.read_rows_csv`).
     """
     path = Path(path)
+    if path.is_dir():
+        study = (path / STUDY_JSON).is_file() or probe_dir(path).is_dir()
+        raise RowsError(f"rows file {str(path)!r} is a folder, not a rows CSV; " + (
+            f"it looks like a study folder: write its rows with `calib rows {path} --out rows.csv`, then "
+            "`calib fit rows.csv`" if study else "pass the CSV that `calib rows STUDY_DIR... --out ROWS.csv` writes"))
     if not path.is_file():
         raise FileNotFoundError(f"rows file {str(path)!r} not found; write it with `calib rows STUDY_DIR --out {path}`")
     df = read_rows_csv(path)

@@ -64,8 +64,15 @@ NUMERIC = ("seed", "budget_value", "lr_scale", "rho", "snr", "tokens_per_update"
 """Columns of a rows CSV that must hold numbers (empty/NaN allowed)."""
 FINITE = FORECAST_NAMES + ("realized", "target")
 """Columns where an infinity is refused (NaN is "none": no forecast, no realized accuracy)."""
-POINT_RANGES = {"realized": (0.0, 100.0, "an accuracy"), "target": (-100.0, 100.0, "a gain vs grpo")}
-"""Columns in accuracy points and their possible range (forecasts are not bounded: the raw first order overshoots)."""
+POINT_RANGES = {"realized": (0.0, 100.0, "an accuracy"), "target": (-100.0, 100.0, "a gain vs grpo"),
+                "forecast_probe": (-100.0, 100.0, "a forecast gain vs grpo"),
+                "forecast_cost_only": (-100.0, 100.0, "a forecast gain vs grpo"),
+                "forecast_signal_proxy": (-100.0, 100.0, "a forecast gain vs grpo")}
+"""Columns in accuracy points and their possible range. The three forecasts read on a reference curve saturate
+like an accuracy; the raw first order (``forecast_first_order``) does not (the shipped rows reach 187 points), so
+it only has the loose bound :data:`RAW_BOUND`."""
+RAW_BOUND = 1e6
+"""|forecast_first_order| above this is bad data (an overflowed or edited cell), not an overshoot: refused."""
 BOOLEAN = ("is_reference", "paired")
 REANALYZE = "gradprobe study --analyze-only --overwrite-analysis --out {}"
 _REBUILD = "or rebuild the file with `calib rows STUDY_DIR... --out {}`"
@@ -101,7 +108,9 @@ def read_rows_csv(path: Path) -> pd.DataFrame:
     RowsError
         An empty, non-UTF-8 or unparseable file (named), a file cut short (it does not end with a line
         break: the last line's number is named), or a bad cell: its column, line number (1 = the header)
-        and value, with the fix.
+        and value, with the fix. Bad cells: a non-number in a numeric column, an infinite forecast, accuracy
+        or gain, a value outside :data:`POINT_RANGES` (or beyond :data:`RAW_BOUND` for the raw first order),
+        a ``budget_value`` that is not a finite number > 0, a flag that is not True/False.
     """
     raw = Path(path).read_bytes()  # read once: the table and the cut check come from the same bytes
     try:
@@ -186,6 +195,18 @@ def _numeric(s: pd.Series, path: Path, col: str) -> pd.Series:
             line = out.idxmax()
             raise RowsError(f"{path}, line {line}, column {col!r}: {s[line]} is not {what} (accuracy points lie in "
                             f"[{low:g}, {high:g}]; a fraction such as 0.78 is 78 points) " + _REBUILD.format(path))
+    if col == "forecast_first_order" and s.dtype.kind in "fiu" and (s.abs() > RAW_BOUND).any():
+        line = (s.abs() > RAW_BOUND).idxmax()
+        raise RowsError(f"{path}, line {line}, column {col!r}: {s[line]} is not a raw first-order gain (it may "
+                        f"overshoot 100 points, but not {RAW_BOUND:g}: an overflowed or edited cell) "
+                        + _REBUILD.format(path))
+    if col == "budget_value":
+        bad = ~(s.astype(float) > 0) | np.isinf(s.astype(float).to_numpy())  # NaN, infinite, 0 or negative
+        if bad.any():
+            line = bad.idxmax()
+            raise RowsError(f"{path}, line {line}, column {col!r}: {s[line]} is not a budget (a finite number of "
+                            "tokens > 0; the domain of a calibration fitted on it could not be loaded) "
+                            + _REBUILD.format(path))
     return s
 
 
@@ -268,11 +289,27 @@ def check_plan_sha(study_dir: Path, study_sha: str | None, analysis_sha: str | N
 
 
 def _curves(study_dir: Path) -> dict:
-    """(arm, seed) -> {update: (generated_tokens, accuracy)} from the study's runs.csv ({} without one)."""
+    """(arm, seed) -> {update: (generated_tokens, accuracy)} from the study's runs.csv ({} without one).
+
+    Raises
+    ------
+    StudyFormatError
+        runs.csv cannot be read, or lacks one of those columns (the file, the columns and the fix named).
+    """
     path = Path(study_dir) / RUNS_CSV
     if not path.is_file():
         return {}
-    df = pd.read_csv(path, usecols=["arm", "seed", "update", "generated_tokens", "accuracy"])
+    need = ["arm", "seed", "update", "generated_tokens", "accuracy"]
+    try:
+        df = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
+        raise StudyFormatError(f"{path} cannot be read ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}); "
+                               "restore the study's runs.csv (`gradprobe study` writes it)") from None
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise StudyFormatError(f"{path} has no column(s) {missing} (it has {list(df.columns)}); calibration compares "
+                               "the runs of the studies given by them (a run read twice counts twice): restore the "
+                               "study's runs.csv (`gradprobe study` writes it)")
     return {(str(a), int(s)): {float(u): (float(t), float(x)) for u, t, x in
                                zip(g["update"], g["generated_tokens"], g["accuracy"])}
             for (a, s), g in df.groupby(["arm", "seed"])}

@@ -255,7 +255,8 @@ def fit_calibration(rows: pd.DataFrame, *, forecaster: str = FIT_DEFAULTS["forec
         is not its run's realized accuracy minus grpo's, a single arm with a forecast, no rows.
     ValueError
         Unknown method, interval or cv; ``confidence_level`` not strictly between 0 and 1
-        (:func:`calib.validation.check_confidence_level`); fewer than 2 groups for the chosen cv; rows of several
+        (:func:`calib.validation.check_confidence_level`); fewer than 2 groups for the chosen cv; a forecast
+        column with one value over the selected rows (method linear or isotonic: no slope to fit); rows of several
         budget kinds, or of one that is not in :data:`calib.domain.BUDGET_KINDS` (a file fitted on it could not
         be loaded).
     """
@@ -271,7 +272,8 @@ def fit_calibration(rows: pd.DataFrame, *, forecaster: str = FIT_DEFAULTS["forec
     n_groups = len(set(group_labels(sel, cv)))
     if n_groups < 2:
         raise ValueError(f"conformal folds by {cv} need at least 2 distinct {PLURAL[cv]}, the rows have {n_groups}; "
-                         "use cv='arm' or add studies")
+                         "fold by arm (cv='arm' in Python, --cv arm on the command line) or add studies")
+    _check_spread(sel, forecaster, method)
     budgets = set(sel["budget"]) if "budget" in sel.columns else {BUDGET}
     if len(budgets) != 1:
         raise ValueError(f"the rows mix budget kinds {sorted(budgets)}; fit one kind at a time")
@@ -284,6 +286,17 @@ def fit_calibration(rows: pd.DataFrame, *, forecaster: str = FIT_DEFAULTS["forec
                                                                      budget_kind=budgets.pop()),
                       versions=software_versions(), created=_now())
     return cal._fit()
+
+
+def _check_spread(sel: pd.DataFrame, forecaster: str, method: str) -> None:
+    """Refuse fitting a correction (``method`` other than none) on a forecast column with one value: the slope
+    of realized on forecast gain is not identified (the fit would be an intercept presented as a map)."""
+    values = sel[forecaster].astype(float)
+    if method != "none" and values.nunique() < 2:
+        raise ValueError(f"the forecast column {forecaster!r} has one value ({values.iloc[0]:g}) on all {len(sel)} "
+                         "rows selected for the fit: a correction of it cannot be fitted (no spread of forecasts to "
+                         "learn a slope from); rebuild the rows with `calib rows STUDY_DIR... --out ROWS.csv`, or "
+                         "choose another --forecaster")
 
 
 def load_calibration(spec: str | Path) -> Calibration:

@@ -10,6 +10,7 @@ first-order gain (:func:`probe_features`, :func:`first_order_gain`).
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from .domain import resolve_task
 from .files import json_float
 
 __all__ = ["REFERENCE_REWARD", "CalibrationApplyError", "load_probe", "probe_forecasts", "probe_features",
-           "first_order_gain", "SECTION_COLUMNS"]
+           "first_order_gain", "SECTION_COLUMNS", "check_probe_budgets", "GAIN_RANGE"]
 
 REFERENCE_REWARD = "outcome"
 
@@ -73,7 +74,58 @@ SECTION_COLUMNS = {"forecast_probe": "gain_probe", "forecast_cost_only": "gain_c
 """Forecaster column -> its name in the rows of ``probe.json``'s ``forecast`` section (gradprobe.forecast)."""
 
 
-def probe_forecasts(result: dict, column: str) -> pd.DataFrame:
+GAIN_RANGE = (-100.0, 100.0)
+"""The possible range of a gain vs GRPO in accuracy points: a forecast outside it is damage, except the raw first
+order (``first_order_gain``), which does not saturate and may overshoot it (it must still be finite)."""
+_RERUN = "re-run `gradprobe probe` (calib never edits probe.json)"
+
+
+def check_probe_budgets(result: dict, where: str = "probe.json") -> None:
+    """Refuse a probe result whose ``config.budget_tokens`` (always written) or ``config.budget_seconds`` (when
+    not null) is not a finite number > 0; ``where`` names the file in the message.
+
+    Raises
+    ------
+    CalibrationApplyError
+        ``WHERE field config.KEY is VALUE, not ...; re-run gradprobe probe``.
+    """
+    cfg = result.get("config") if isinstance(result.get("config"), dict) else {}
+    for key, unit in (("budget_tokens", "tokens"), ("budget_seconds", "device-seconds")):
+        v = cfg.get(key)
+        if v is None and key == "budget_seconds":
+            continue
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+        if not ok:
+            shown = "null" if v is None else repr(v)
+            raise CalibrationApplyError(f"{where} field config.{key} is {shown}, not a budget (a finite number of "
+                                        f"{unit} > 0: gains are forecast at it); {_RERUN}")
+
+
+def _gain(v, field: str, column: str, where: str) -> float:
+    """A forecast value of ``probe.json`` (``field`` its place) as a float: null (or NaN) -> NaN, "no forecast".
+
+    Raises
+    ------
+    CalibrationApplyError
+        Not a number of gradprobe's JSON encoding, infinite, or (all but the raw first order) outside
+        :data:`GAIN_RANGE`; the message names ``where``, ``field`` and the fix.
+    """
+    try:
+        x = math.nan if isinstance(v, bool) else json_float(v)
+        bad = isinstance(v, bool) and "is not a number"
+    except (TypeError, ValueError):
+        x, bad = math.nan, "is not a number (a number, or null for no forecast)"
+    if not bad and math.isinf(x):
+        bad = "is infinite (null means no forecast)"
+    low, high = GAIN_RANGE
+    if not bad and column != "forecast_first_order" and not (math.isnan(x) or low <= x <= high):
+        bad = f"is outside [{low:g}, {high:g}] (a gain vs GRPO in accuracy points)"
+    if bad:
+        raise CalibrationApplyError(f"{where} field {field} is {v!r}: it {bad}; {_RERUN}")
+    return x
+
+
+def probe_forecasts(result: dict, column: str, *, where: str = "probe.json") -> pd.DataFrame:
     """The forecaster ``column`` of every reward of a probe result, one row per reward (index: name).
 
     Looked for, in order: the reward entries themselves (a key ``column``); the rows of ``probe.json``'s
@@ -81,22 +133,30 @@ def probe_forecasts(result: dict, column: str) -> pd.DataFrame:
     named as in :data:`SECTION_COLUMNS`); else the section is computed here with the probe model's
     shipped reference curve, when gradprobe has one.
 
+    A value of ``probe.json`` that is null (or NaN) is "no forecast" (NaN); ``where`` names the file in errors.
+
     Raises
     ------
     CalibrationApplyError
-        No forecast can be had (the message says why: e.g. no reference curve for the model).
+        No forecast can be had (the message says why: e.g. no reference curve for the model), or a value of
+        ``probe.json`` is not a number, is infinite, or lies outside :data:`GAIN_RANGE` (but the raw first
+        order): the message names ``where``, the field and the fix (re-run the probe).
     """
     entries = {r["name"]: r for r in result["rewards"]}
     if all(column in e for e in entries.values()):
-        vals = {n: e[column] for n, e in entries.items()}
+        vals = {n: _gain(e[column], f"rewards[{i}].{column}", column, where)
+                for i, (n, e) in enumerate(entries.items())}
     else:
         section = result.get("forecast")
         if not (isinstance(section, dict) and section.get("available")):
             section = _forecast_section(result, column)
+            where = f"the forecast computed from {where}"
         key = SECTION_COLUMNS[column]
-        table = {r.get("arm") or r.get("reward"): r for r in section.get("rows") or []}
-        vals = {n: (table.get(n) or {}).get(key) for n in entries}
-    out = pd.DataFrame({column: {n: json_float(v) for n, v in vals.items()}})
+        rows = list(enumerate(section.get("rows") or []))
+        table = {r.get("arm") or r.get("reward"): (i, r) for i, r in rows if isinstance(r, dict)}
+        vals = {n: _gain(table[n][1].get(key), f"forecast.rows[{table[n][0]}].{key}", column, where)
+                if n in table else math.nan for n in entries}
+    out = pd.DataFrame({column: vals})
     out.loc[REFERENCE_REWARD, column] = 0.0  # grpo vs itself, whatever the table says
     return out
 
