@@ -243,8 +243,9 @@ class BudgetSettings:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """How the run reports: ``n_bootstrap`` resamples over prompts for the intervals (0: no intervals), ``progress``
-    bars and stage messages on stderr.
+    """How the run reports: ``n_bootstrap`` resamples over prompts for the probe table's intervals (0: none there;
+    the forecast's intervals come from its own draws, ``forecast_rewards``' ``n_draws``), ``progress`` bars and
+    stage messages on stderr.
 
     Raises ValueError: ``n_bootstrap`` negative or 1-9 (a 95% percentile interval of so few resamples is not one).
     """
@@ -254,8 +255,8 @@ class RunSettings:
 
     def __post_init__(self):
         if self.n_bootstrap < 0 or 0 < self.n_bootstrap < MIN_BOOTSTRAP:
-            raise ValueError(f"n_bootstrap (--bootstrap) must be 0 (no intervals) or at least {MIN_BOOTSTRAP} resamples "
-                             f"(default 1000: a 95% percentile interval needs enough resamples in each 2.5% tail), got "
+            raise ValueError(f"n_bootstrap (--bootstrap) must be 0 (no intervals in the probe table; the forecast's "
+                             f"come from its own draws) or at least {MIN_BOOTSTRAP} resamples (default 1000: a 95% percentile interval needs enough resamples in each 2.5% tail), got "
                              f"{self.n_bootstrap}")
 
 
