@@ -123,6 +123,10 @@ def test_the_default_job_has_something_to_say(tmp_path, capsys):
     assert outcome["reward_stats"]["zero_variance_groups"] < result["batch"]["prompts"] // 2  # most groups mixed
     assert 0.2 < result["batch"]["mean_reward"] < 0.9 and result["batch"]["truncation_rate"] == 0.0
     assert result["reference"]["norm"] > 0 and 0 < result["reference"]["heldout_accuracy"] < 1
+    groups = result["reference"]["heldout_group_accuracy"]  # one accuracy per held-out prompt, their mean the whole's
+    assert len(groups) == result["reference"]["prompts"]
+    assert sum(groups) / len(groups) == pytest.approx(result["reference"]["heldout_accuracy"], abs=1e-12)
+    assert "CHECK THE CURVE" not in printed  # the shipped curve starts where the default job's policy is
     assert all(r["inner_product"] != 0 for r in result["rewards"])
     assert result["warnings"] == [] and "every group" not in printed and "reference update is zero" not in printed
     print(f"default job: {result['costs']['wall_seconds']:.1f} s inside the probe "

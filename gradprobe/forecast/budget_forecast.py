@@ -30,7 +30,8 @@ Notes on the curve and the budget (:func:`_mismatch_notes`, :func:`_budget_notes
 R0: grpo's accuracy drops with updates) is forecast as it is, with a note: read off it, fewer effective updates
 forecast more accuracy, so a costlier or less efficient reward looks better. A budget that buys fewer than one
 update of an entry is noted too: its forecast is the curve's start, within one update of R0 (no training to speak
-of).
+of). First among the notes: a curve whose R0 is far from the probe's own held-out accuracy, and a probe batch
+whose completions were all truncated (:mod:`.start_check`).
 
 Learning-rate arms (``lr_scale`` != 1): a first-order probe scales linearly with the learning rate,
 which training contradicts past the optimum (2x the rate lost 4.4 points on the tiny study), so
@@ -71,6 +72,7 @@ from .proxies import Efficiency, probe_efficiency, signal_proxy_efficiency, stra
 from .result import METHODS, TABLE_COLUMNS, ForecastResult, format_budget, no_signal_reason, verdict
 from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, equal_cost_row, guided_note, no_signal_row,
                            outside_probe_row, reference_verdict, undefined_probe_columns, undefined_rho_note)
+from .start_check import start_notes
 
 __all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting"]
 
@@ -398,4 +400,4 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
     curve_notes = [n for n in curve.notes if n.startswith("B ") or is_skipped_note(n)]
     return ForecastResult(table=table, method=method, budget={"kind": kind, "value": value}, curve=curve.describe(),
                           curve_source=curve.source, grpo_accuracy=float(st.base), reference_reward=reference_reward,
-                          level=level, notes=notes + curve_notes)
+                          level=level, notes=start_notes(curve, batches) + notes + curve_notes)

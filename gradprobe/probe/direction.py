@@ -134,7 +134,8 @@ def reference_update(config: ProbeConfig, policy, task, run: DeviceBatch, sample
     -------
     (dict[str, Tensor], dict)
         v keyed like the parameters, and ``kind``, the held-out batch's ``prompts``, ``group``,
-        ``heldout_accuracy`` (fraction) and ``zero_variance_groups`` (or ``path``), ``seconds``, ``norm``
+        ``heldout_accuracy`` (fraction), ``heldout_group_accuracy`` (fractions, shape (groups,): the start check
+        of :mod:`gradprobe.forecast.start_check` resamples them) and ``zero_variance_groups`` (or ``path``), ``seconds``, ``norm``
         (||v||) and ``ledger`` (the held-out rollouts' and backward passes' tokens and FLOPs).
     """
     ref_ledger = Ledger()
@@ -176,6 +177,7 @@ def _heldout_update(config: ProbeConfig, policy, task, model, sampler, ref_ledge
     scores = hbatch.scores[torch.isfinite(hbatch.scores)]
     reference.update(prompts=len(held), group=config.reference.heldout_group,
                      heldout_accuracy=float(scores.mean()) if scores.numel() else float("nan"),
+                     heldout_group_accuracy=_group_means(hbatch.scores_grouped()),
                      zero_variance_groups=int(sum(1 for row in hbatch.scores_grouped() if row.min() == row.max())))
     hfpt = batch_flops_per_token(model, hbatch)  # held-out generation, then forward + backward
     ref_ledger.add_flops("eval", hbatch.generated_tokens * hfpt)
@@ -270,3 +272,14 @@ def family_alignments(config: ProbeConfig, run: DeviceBatch, v: dict, alignment:
                      "alignment_seconds": a_seconds, "alignment_cpu_seconds": a_cpu}
     reference["alignment_families"] = info
     return alignments
+
+
+def _group_means(grouped: torch.Tensor) -> list[float]:
+    """Each held-out group's accuracy (fraction) over its finite scores, shape (groups,); a group without one
+    is left out."""
+    out = []
+    for row in grouped:
+        ok = row[torch.isfinite(row)]
+        if ok.numel():
+            out.append(float(ok.double().mean()))
+    return out

@@ -71,6 +71,6 @@ def test_a_rewards_probe_figures_do_not_depend_on_which_other_rewards_are_probed
     # the bootstrap sums all rewards in one vectorised pass: equal up to the order of float additions
     assert a["snr"] == pytest.approx(b["snr"], rel=1e-12)
     assert a["interval"] == pytest.approx(b["interval"], rel=1e-12)
-    for key in ("heldout_accuracy", "norm", "zero_variance_groups"):
+    for key in ("heldout_accuracy", "heldout_group_accuracy", "norm", "zero_variance_groups"):
         assert alone["reference"][key] == beside["reference"][key], key
     assert alone["batch"]["mean_reward"] == beside["batch"]["mean_reward"]

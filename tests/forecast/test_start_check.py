@@ -1,0 +1,107 @@
+"""The forecast checks that the reference curve starts where the probe's own held-out measurement puts the policy
+(gradprobe.forecast.start_check): a curve on another scale, of another task, or a batch of truncated completions
+gets a note saying the forecast reads off a curve that does not describe this policy."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from forecast_helpers import probe_result, synthetic_curve
+
+from gradprobe.forecast import ReferenceCurve, forecast_rewards
+from gradprobe.forecast.start_check import GAP_SE, MIN_GAP_POINTS, heldout_measurement, start_notes
+from gradprobe.probe.direction import _group_means
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECK = "CHECK THE CURVE"
+
+
+def _probe(h=None, groups=None, truncation=0.0, reused=False):
+    o = np.random.default_rng(0).normal(2.0, 1.0, size=16)
+    p = probe_result({"outcome": o, "mc": 2.0 * o}, {"outcome": 1000.0, "mc": 1500.0})
+    if h is not None:
+        p["reference"]["heldout_accuracy"] = h
+    if groups is not None:
+        p["reference"]["heldout_group_accuracy"] = groups
+    if reused:
+        p["reference"]["reused"] = True
+    p["batch"] = {"truncation_rate": truncation}
+    return p
+
+
+def test_heldout_measurement_is_the_group_mean_with_its_prompt_clustered_standard_error():
+    g = [0.25, 0.5, 0.75, 1.0, 0.0, 0.5]
+    acc, se, n = heldout_measurement([_probe(h=0.5, groups=g)])
+    y = np.asarray(g, dtype=np.float64)
+    assert n == 6 and acc == pytest.approx(100 * y.mean(), abs=1e-12)
+    assert se == pytest.approx(100 * math.sqrt(((y - y.mean()) ** 2).sum() / 5) / math.sqrt(6), abs=1e-12)
+    # two batches with their own held-out draws pool their groups; a reused reference is counted once
+    acc2, se2, n2 = heldout_measurement([_probe(h=0.5, groups=g), _probe(h=0.0, groups=[0.0, 0.0])])
+    assert n2 == 8 and acc2 == pytest.approx(100 * 3.0 / 8, abs=1e-12)
+    assert heldout_measurement([_probe(h=0.5, groups=g), _probe(h=0.5, groups=g, reused=True)])[:3] == (acc, se, n)
+    # a probe written before per-group accuracies were kept: the accuracy alone, no standard error
+    assert heldout_measurement([_probe(h=0.625)]) == (62.5, None, 0)
+    # a direction reference (no held-out rollouts) or a NaN accuracy: nothing measured
+    assert heldout_measurement([_probe()]) is None and heldout_measurement([_probe(h=math.nan)]) is None
+
+
+def test_a_curve_that_starts_where_the_probe_measured_says_nothing():
+    curve = synthetic_curve()  # R0 = 60 points
+    for h in (0.60, 0.45, 0.35):  # gaps 0, 15, 25 points: under MIN_GAP_POINTS
+        assert start_notes(curve, [_probe(h=h, groups=[h] * 8)]) == []
+    assert MIN_GAP_POINTS == 30.0 and GAP_SE == 3.0
+
+
+def test_a_curve_on_another_scale_is_noted():
+    """Accuracies logged as fractions x 1.4 (0.95-1.10) are read as ~1 point; the probe measured 62.5."""
+    s0 = [(0, 0.676), (2, 0.71), (5, 0.737), (10, 0.739), (14, 0.762), (20, 0.775), (29, 0.754), (42, 0.783),
+          (57, 0.788)]
+    curve = ReferenceCurve(updates=[u for u, _ in s0], accuracy=[1.4 * a for u, a in s0], source="wrong.csv")
+    assert curve.params["R0"] == pytest.approx(1.4 * 0.676)
+    res = forecast_rewards(curve, _probe(h=0.625, groups=[0.5, 0.75] * 4), n_draws=300)
+    note = res.notes[0]
+    assert note.startswith(f"{CHECK}: the reference curve wrong.csv starts at R0 = 0.9 points")
+    assert "score 62.5 points (se 4.7, 8 groups): a gap of -61.6 points, beyond 30" in note
+    assert "another scale" in note
+
+
+def test_a_task_the_policy_cannot_solve_is_noted_and_the_bar_widens_with_the_spread():
+    curve = synthetic_curve()  # R0 = 60
+    [note] = start_notes(curve, [_probe(h=0.0, groups=[0.0] * 8)])  # se 0: the bar is MIN_GAP_POINTS
+    assert "a gap of +60.0 points, beyond 30" in note
+    # a gap of 35 points on 4 groups of 0 and 1 (se 28.9 points): within 3 se, not noted
+    assert start_notes(curve, [_probe(h=0.25, groups=[0.0, 0.0, 0.0, 1.0])]) == []
+    # the same gap measured tightly is noted; with no per-group accuracies the gap alone decides
+    assert len(start_notes(curve, [_probe(h=0.25, groups=[0.25] * 16)])) == 1
+    assert len(start_notes(curve, [_probe(h=0.25)])) == 1
+
+
+def test_an_all_truncated_batch_is_noted():
+    curve = synthetic_curve()
+    notes = start_notes(curve, [_probe(h=0.6, groups=[0.6] * 4, truncation=1.0)])
+    assert len(notes) == 1 and "truncation 100%" in notes[0] and "raise --max-new-tokens" in notes[0]
+    assert start_notes(curve, [_probe(h=0.6, groups=[0.6] * 4, truncation=0.97)]) == []
+
+
+def test_the_shipped_studies_pass_the_check():
+    """Every shipped study's grpo curve against its own probe (written before per-group accuracies: the gap
+    alone): gaps of 2-22 points, no note. The same probe read against another study's curve is also in range,
+    so the check is no task detector; it catches gross mismatches only."""
+    seen = []
+    for study in sorted((ROOT / "data").glob("study_tiny*")):
+        probe = json.loads((study / "probe" / "probe.json").read_text())
+        curve = ReferenceCurve.from_study(study)
+        acc, _, _ = heldout_measurement(probe.get("batches") or [probe])
+        seen.append(curve.params["R0"] - acc)
+        assert [n for n in start_notes(curve, probe.get("batches") or [probe]) if n.startswith(CHECK)] == []
+    assert len(seen) >= 10 and 0 < min(seen) and max(seen) < 22.0
+
+
+def test_group_means_leave_out_groups_without_a_finite_score():
+    grouped = torch.tensor([[1.0, 0.0, 1.0, 1.0], [float("nan")] * 4, [0.0, float("nan"), 1.0, 1.0]])
+    assert _group_means(grouped) == [0.75, pytest.approx(2 / 3)]
