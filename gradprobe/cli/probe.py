@@ -45,6 +45,14 @@ _BOOTSTRAP_HELP = ("bootstrap resamples over prompts of the probe table's 95%% i
                    "per-group contributions, whatever this is")
 
 
+_CURVE_HELP = ("grpo's accuracy-vs-updates curve the forecast reads: a saved curve (.json), a grpo run's "
+               "metrics.jsonl, a TRL trainer_state.json, a CSV (update,accuracy) or a study folder; default: the shipped curve for "
+               "--model tiny, none otherwise (raw first-order numbers only)")
+_CURVE_METRIC_HELP = ("the eval key holding held-out accuracy in a --reference-curve TRL trainer_state.json (default "
+                      "eval_accuracy; a GRPOTrainer logs eval_rewards/<reward function>/mean) or metrics.jsonl "
+                      "(default greedy_accuracy)")
+
+
 REWARDS_HELP = ("comma-separated reward names: registered ones, or a reward of your own as MODULE:FUNCTION or "
                 "path/to/file.py:FUNCTION (a TRL-style function is wrapped)")
 
@@ -114,10 +122,8 @@ def _add_probe(sub) -> None:
                         "batches: a run folder (its weights/, kept by [train] save_weights_at), checkpoint-UUUUUU "
                         "folders or .safetensors files of a run of --model; each policy gets --probe-batches batches "
                         "and its own reference direction")
-    p.add_argument("--reference-curve", default=None, metavar="PATH|default",
-                   help="grpo's accuracy-vs-updates curve the forecast reads: a saved curve (.json), a grpo run's "
-                        "metrics.jsonl, a TRL trainer_state.json, a CSV (update,accuracy) or a study folder; default: "
-                        "the shipped curve for --model tiny, none otherwise (raw first-order numbers only)")
+    p.add_argument("--reference-curve", default=None, metavar="PATH|default", help=_CURVE_HELP)
+    p.add_argument("--reference-curve-metric", default=None, metavar="KEY", help=_CURVE_METRIC_HELP)
     p.add_argument("--forecaster", choices=list(FORECASTERS), default="auto",
                    help="which forecaster makes the verdict (the others are printed beside it): auto (the one that "
                         "validated best on the shipped studies, named in the output), the probe's efficiency ratio "
@@ -187,10 +193,26 @@ def _warn(line: str) -> None:
     print(f"gradprobe probe: warning: {line}", file=sys.stderr)
 
 
+def _reference_curve(args):
+    """``--reference-curve`` (with ``--reference-curve-metric``) read, or None when not given; ValueError or
+    CurveError for an empty one, a metric without a curve, or a curve that cannot be read."""
+    from ..forecast import load_reference_curve
+
+    if args.reference_curve is not None and not args.reference_curve.strip():  # an unset shell variable
+        raise ValueError(f"--reference-curve is empty ({args.reference_curve!r}): give a path or 'default', or "
+                         "omit the flag for the model's shipped curve (if any)")
+    if args.reference_curve_metric is not None and not args.reference_curve:
+        raise ValueError("--reference-curve-metric names an eval key of --reference-curve, which is not given: "
+                         "add --reference-curve PATH (a TRL trainer_state.json or a metrics.jsonl)")
+    if not args.reference_curve:
+        return None
+    return load_reference_curve(args.reference_curve, metric=args.reference_curve_metric)
+
+
 def _probe_command(args) -> int:
     """``gradprobe probe``: build the config, load the calibration first, run, print; 0, 2 (bad input), 130
     (Ctrl-C) or 143 (SIGTERM)."""
-    from ..forecast import forecast_section, load_reference_curve
+    from ..forecast import forecast_section
     from ..probe.batches import run_probe_batches
     from ..probe.output import probe_files, replacing_earlier_probe
     from ..probe.run import format_table
@@ -200,10 +222,7 @@ def _probe_command(args) -> int:
         trl = None
         if args.trl_config:  # fills the options the command line did not give; fails before any compute
             trl = apply_trl_config(args)
-        if args.reference_curve is not None and not args.reference_curve.strip():  # an unset shell variable
-            raise ValueError(f"--reference-curve is empty ({args.reference_curve!r}): give a path or 'default', or "
-                             "omit the flag for the model's shipped curve (if any)")
-        curve = load_reference_curve(args.reference_curve) if args.reference_curve else None  # fails before compute
+        curve = _reference_curve(args)  # fails before compute
         calibration = None
         if args.calibration is not None:  # loaded before any compute, so a bad file fails at once
             from calib.model import load_calibration  # the composition root may use calib; the library never does

@@ -193,8 +193,11 @@ def _trl_rows(path: Path, metric: str,
             rows.append((step, value, f"{path} log_history[{i}] (step {step:g})"))
     if not rows and not skipped:
         keys = sorted({k for h in hist if isinstance(h, dict) for k in h if k.startswith("eval")})
-        raise CurveError(f"{path}: no log_history entry has {metric!r}; eval keys found: {keys or 'none'}; "
-                         "pass metric=...")
+        grpo = [k for k in keys if k.startswith("eval_rewards/") and k.endswith("/mean")]  # GRPOTrainer's rewards
+        hint = f" (a GRPOTrainer's per-reward means: {', '.join(grpo)})" if grpo else ""
+        raise CurveError(f"{path}: no log_history entry has {metric!r}; eval keys found: {keys or 'none'}{hint}; "
+                         "name the one that holds held-out accuracy: --reference-curve-metric KEY (gradprobe probe) "
+                         "or metric=KEY (ReferenceCurve.from_trl_state / load_reference_curve)")
     if initial_accuracy is not None and not any(s == 0 for s, _, _ in rows):
         rows.insert(0, (0.0, float(initial_accuracy), "initial_accuracy"))
     return rows, skipped

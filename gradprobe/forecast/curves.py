@@ -369,48 +369,75 @@ class ReferenceCurve(CurveSources):
                                       "replicate_seed_counts": self.replicate_seed_counts})
 
 
-def load_reference_curve(spec: str | Path, *, mode: str | None = None) -> ReferenceCurve:
+def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: str | None = None) -> ReferenceCurve:
     """A curve from what a user has: a saved curve (``.json`` written by :meth:`ReferenceCurve.save`),
     a TRL ``trainer_state.json`` (or a JSON object with a ``log_history`` under any other name), a
     ``metrics.jsonl``, a CSV (columns ``update``, ``accuracy``), a study
     folder (its ``grpo`` arm), or ``default`` / ``tiny`` (the shipped tiny-tier frontier curve).
+
+    Parameters
+    ----------
+    spec : str or path
+        As above (``--reference-curve``).
+    mode : str, optional
+        The curve's mode (:data:`MODES`).
+    metric : str, optional
+        The eval key holding held-out accuracy (``--reference-curve-metric``), for a TRL trainer state
+        (default ``eval_accuracy``; a GRPOTrainer logs ``eval_rewards/<reward function>/mean``) or a
+        ``metrics.jsonl`` (default ``greedy_accuracy``).
 
     Raises
     ------
     CurveError
         Nothing at ``spec`` (the message says it does not exist), a folder holding none of
         ``runs.csv``, ``metrics.jsonl``, ``trainer_state.json``, or a file of none of these kinds (each
-        message lists what is accepted); anything the reader of that kind raises (a bad cell names
-        its file, line and column).
+        message lists what is accepted); a ``metric`` for a source without eval keys (a saved curve, a CSV, a
+        study, ``default``) or an empty one; anything the reader of that kind raises (a bad cell names its
+        file, line and column).
     """
     s = str(spec)
+    if metric is not None and not (isinstance(metric, str) and metric.strip()):
+        raise CurveError(f"--reference-curve-metric {metric!r} is empty: give the eval key that holds held-out "
+                         "accuracy (e.g. eval_rewards/accuracy_reward/mean), or leave it out")
     if s in ("default", "tiny"):
+        _no_metric(metric, s, "the shipped curve")
         c = ReferenceCurve.load(default_curve_path())
         return c.with_mode(mode) if mode else c
     p = Path(s)
     if not p.exists():
         raise CurveError(f"--reference-curve {s!r} does not exist (no such file or folder); expected {ACCEPTED}")
     kw = {"mode": mode} if mode else {}
+    keyed = dict(kw, metric=metric) if metric is not None else kw  # the readers of logs with eval keys
     if p.is_dir():
         if (p / RUNS_CSV).is_file():
+            _no_metric(metric, s, "a study folder (its runs.csv's accuracy column)")
             return ReferenceCurve.from_study(p, **kw)
         if (p / METRICS_JSONL).is_file():
-            return ReferenceCurve.from_metrics(p, **kw)
+            return ReferenceCurve.from_metrics(p, **keyed)
         if (p / TRL_STATE).is_file():
-            return ReferenceCurve.from_trl_state(p, **kw)
+            return ReferenceCurve.from_trl_state(p, **keyed)
         raise CurveError(f"--reference-curve {s!r} is a folder without {RUNS_CSV} (a study), {METRICS_JSONL} (a "
                          f"`gradprobe train` run) or {TRL_STATE} (a TRL checkpoint); expected {ACCEPTED}")
     elif p.is_file():
         suffix = p.suffix.lower()  # RESULTS.CSV is a CSV
         if p.name == TRL_STATE or (suffix not in (".jsonl", ".csv") and _is_trl_state(p)):
-            return ReferenceCurve.from_trl_state(p, **kw)  # a trainer state under another name: by its content
+            return ReferenceCurve.from_trl_state(p, **keyed)  # a trainer state under another name: by its content
         if suffix == ".jsonl":
-            return ReferenceCurve.from_metrics(p, **kw)
+            return ReferenceCurve.from_metrics(p, **keyed)
         if suffix == ".csv":
+            _no_metric(metric, s, "a CSV (its accuracy column)")
             return ReferenceCurve.from_csv(p, **kw)
         if suffix == ".json":
+            _no_metric(metric, s, "a saved curve")
             return ReferenceCurve.load(p, mode=mode)
     raise CurveError(f"--reference-curve {s!r}: unknown kind of file; expected {ACCEPTED}")
+
+
+def _no_metric(metric: str | None, spec: str, kind: str) -> None:
+    """Refuse ``--reference-curve-metric`` for a source that has no eval keys to choose from."""
+    if metric is not None:
+        raise CurveError(f"--reference-curve-metric {metric!r} picks an eval key of a TRL trainer_state.json or a "
+                         f"metrics.jsonl, but --reference-curve {spec!r} is {kind}, which has none; leave it out")
 
 
 def _is_trl_state(path: Path) -> bool:

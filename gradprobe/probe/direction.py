@@ -134,9 +134,9 @@ def reference_update(config: ProbeConfig, policy, task, run: DeviceBatch, sample
     -------
     (dict[str, Tensor], dict)
         v keyed like the parameters, and ``kind``, the held-out batch's ``prompts``, ``group``,
-        ``heldout_accuracy`` (fraction), ``heldout_group_accuracy`` (fractions, shape (groups,): the start check
-        of :mod:`gradprobe.forecast.start_check` resamples them) and ``zero_variance_groups`` (or ``path``), ``seconds``, ``norm``
-        (||v||) and ``ledger`` (the held-out rollouts' and backward passes' tokens and FLOPs).
+        ``heldout_accuracy`` (fraction), ``heldout_group_accuracy`` (fractions, shape (groups,): the standard
+        error of :mod:`gradprobe.forecast.start_check`) and ``zero_variance_groups`` (or ``path``), ``seconds``,
+        ``norm`` (||v||) and ``ledger`` (the held-out rollouts' and backward passes' tokens and FLOPs).
     """
     ref_ledger = Ledger()
     kind = config.reference.variant

@@ -256,7 +256,8 @@ class RunSettings:
     def __post_init__(self):
         if self.n_bootstrap < 0 or 0 < self.n_bootstrap < MIN_BOOTSTRAP:
             raise ValueError(f"n_bootstrap (--bootstrap) must be 0 (no intervals in the probe table; the forecast's "
-                             f"come from its own draws) or at least {MIN_BOOTSTRAP} resamples (default 1000: a 95% percentile interval needs enough resamples in each 2.5% tail), got "
+                             f"come from its own draws) or at least {MIN_BOOTSTRAP} resamples (default 1000: a 95% "
+                             f"percentile interval needs enough resamples in each 2.5% tail), got "
                              f"{self.n_bootstrap}")
 
 

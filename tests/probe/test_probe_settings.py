@@ -131,7 +131,8 @@ def test_bootstrap_is_none_or_at_least_ten_resamples(n, ok):
     if ok:
         assert ProbeConfig.from_dict(dict(n_bootstrap=n)).run.n_bootstrap == n
     else:
-        with pytest.raises(ValueError, match=rf"n_bootstrap \(--bootstrap\) must be 0 \(no intervals in the probe table; "
+        with pytest.raises(ValueError, match=rf"n_bootstrap \(--bootstrap\) must be 0 "
+                                             rf"\(no intervals in the probe table; "
                                              rf"the forecast's come from its own draws\) or at least 10 "
                                              rf"resamples .*, got {n}$"):
             ProbeConfig.from_dict(dict(n_bootstrap=n))

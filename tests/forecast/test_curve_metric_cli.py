@@ -1,0 +1,76 @@
+"""--reference-curve-metric: a TRL GRPOTrainer's trainer_state.json (eval_rewards/<fn>/mean, no eval_accuracy) and a
+metrics.jsonl's other accuracy are usable from the command line, and the key is refused where it means nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gradprobe.cli import main
+from gradprobe.forecast import CurveError, load_reference_curve
+
+S0 = [(0, 0.676), (2, 0.71), (5, 0.737), (10, 0.739), (14, 0.762), (20, 0.775), (29, 0.754), (42, 0.783), (57, 0.788)]
+KEY = "eval_rewards/accuracy_reward/mean"
+SMALL = ["--prompts", "4", "--group", "4", "--heldout-prompts", "4", "--heldout-group", "4", "--no-progress",
+         "--bootstrap", "100", "--rewards", "outcome"]
+
+
+def _grpo_trainer_state(tmp_path):
+    """A GRPOTrainer's log: a format reward beside the accuracy one, and the summed eval_reward."""
+    hist = [{"step": u, KEY: a, "eval_rewards/format_reward/mean": 0.9, "eval_reward": a + 0.9} for u, a in S0]
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps({"log_history": hist}))
+    return path
+
+
+def test_a_grpo_trainer_state_needs_its_key_and_the_error_names_the_option(tmp_path):
+    path = _grpo_trainer_state(tmp_path)
+    with pytest.raises(CurveError) as e:
+        load_reference_curve(path)
+    msg = str(e.value)
+    assert "no log_history entry has 'eval_accuracy'" in msg
+    assert f"a GRPOTrainer's per-reward means: {KEY}, eval_rewards/format_reward/mean" in msg
+    assert "--reference-curve-metric KEY (gradprobe probe)" in msg and "metric=KEY" in msg
+    curve = load_reference_curve(path, metric=KEY)
+    assert curve.params["R0"] == pytest.approx(67.6)
+    assert curve.points["accuracy"].tolist() == pytest.approx([100 * a for _, a in S0])
+
+
+def test_the_metric_of_a_metrics_jsonl_is_read(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps({"eval": True, "update": u, "greedy_accuracy": a, "sampled_accuracy": a - 0.2})
+                            + "\n" for u, a in S0))
+    greedy, sampled = load_reference_curve(path), load_reference_curve(path, metric="sampled_accuracy")
+    assert greedy.params["R0"] == pytest.approx(67.6) and sampled.params["R0"] == pytest.approx(47.6)
+
+
+@pytest.mark.parametrize("spec", ["default", "curve.csv", "curve.json"])
+def test_a_metric_for_a_source_without_eval_keys_is_refused(tmp_path, spec):
+    (tmp_path / "curve.csv").write_text("update,accuracy\n" + "".join(f"{u},{a}\n" for u, a in S0))
+    load_reference_curve("default").save(tmp_path / "curve.json")
+    where = spec if spec == "default" else str(tmp_path / spec)
+    with pytest.raises(CurveError, match=r"--reference-curve-metric 'x' picks an eval key of a TRL trainer_state.json "
+                                         r"or a metrics.jsonl, but --reference-curve .* which has none; leave it out"):
+        load_reference_curve(where, metric="x")
+    with pytest.raises(CurveError, match="--reference-curve-metric ' ' is empty"):
+        load_reference_curve(where, metric=" ")
+
+
+def test_cli_reads_a_grpo_trainer_state_with_the_metric(tmp_path, capsys):
+    path = _grpo_trainer_state(tmp_path)
+    out = tmp_path / "p"
+    assert main(["probe", *SMALL, "--reference-curve", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--reference-curve-metric KEY" in err and not out.exists()
+    assert main(["probe", *SMALL, "--reference-curve", str(path), "--reference-curve-metric", KEY,
+                 "--out", str(out)]) == 0
+    forecast = json.loads((out / "probe.json").read_text())["forecast"]
+    assert forecast["available"] and "R0 67.6" in forecast["curve"]
+
+
+def test_cli_refuses_a_metric_without_a_curve(tmp_path, capsys):
+    assert main(["probe", *SMALL, "--reference-curve-metric", KEY, "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert "--reference-curve-metric names an eval key of --reference-curve, which is not given" in err
+    assert not (tmp_path / "p").exists()
