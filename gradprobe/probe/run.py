@@ -53,6 +53,7 @@ from ..models import load_policy
 from ..outputs import prepare_output_dir, removed_if_left_empty
 from ..probe_keys import check_reward_name
 from ..rewards import parse_rewards
+from ..rollout import check_backend
 from ..tasks import load_task
 from .config import DEFAULT_TASK, PRECONDITIONERS, REFERENCES, ProbeConfig, config_dict
 from .direction import align, family_alignments, own_second_moment, reference_update, weight_family
@@ -201,6 +202,8 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     if out is not None:
         prepare_output_dir(Path(out))
     wall = time.perf_counter()
+    if sampler is None:
+        check_backend(config.sampling.backend)  # vllm not installed: before the task and the model are loaded
     # an unknown task name fails here, before the model is loaded
     task = task or load_task(config.task.spec, **({"skip_malformed": True} if config.task.skip_malformed else {}))
     policy = policy or load_policy(config.model.name, dtype=config.model.dtype, device=config.model.device,

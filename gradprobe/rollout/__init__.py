@@ -31,6 +31,33 @@ SAMPLERS = {
 }
 
 
+def check_backend(backend: str) -> None:
+    """Fail before any model is loaded when ``backend`` cannot run here: ``vllm`` without vLLM installed.
+
+    Only whether the package is installed is checked (:func:`~gradprobe.rollout.vllm_engine.vllm_installed`, no
+    import: vLLM's import takes seconds); a vLLM that is installed but fails to import is reported by
+    :func:`make_sampler`.
+
+    Raises
+    ------
+    ValueError
+        ``backend`` is not a key of :data:`SAMPLERS` (the message lists them).
+    gradprobe.rollout.vllm_sampler.VLLMUnavailableError
+        ``vllm`` asked for where it is not installed (the message names ``--backend hf``).
+    """
+    if backend not in SAMPLERS:
+        raise ValueError(f"unknown sampler backend {backend!r}; choose one of {sorted(SAMPLERS)}")
+    if backend != "vllm":
+        return
+    from . import vllm_engine
+
+    if not vllm_engine.vllm_installed():
+        raise vllm_engine.VLLMUnavailableError(
+            "the vllm backend needs vLLM, which is not installed here; install the extra on a GPU machine "
+            "(`pip install gradprobe[vllm]`, a vllm build matching your torch) or sample with the hf backend "
+            "(`--backend hf`, a plan's `[sampling] backend = \"hf\"`, or gradprobe.rollout.HFSampler)")
+
+
 def make_sampler(backend: str, policy, *, seed: int = 0, **options) -> Sampler:
     """The rollout backend ``backend`` for ``policy``.
 
@@ -66,4 +93,4 @@ def make_sampler(backend: str, policy, *, seed: int = 0, **options) -> Sampler:
 
 __all__ = ["NonFiniteSamplingError", "PromptTooLongError", "Sample", "Sampler", "cut_at_eos", "per_prompt_budgets",
            "build_batch", "collect_rollouts", "score_completions", "HFSampler", "HFPagedSampler", "SAMPLERS",
-           "make_sampler"]
+           "make_sampler", "check_backend"]

@@ -12,13 +12,21 @@ import tempfile
 
 import torch
 
-__all__ = ["VLLMUnavailableError", "export_policy", "build_engine", "default_params_factory", "in_process_worker",
+__all__ = ["VLLMUnavailableError", "vllm_installed",
+           "export_policy", "build_engine", "default_params_factory", "in_process_worker",
            "in_process_model", "LoadWeights", "token_logprob"]
 
 
 class VLLMUnavailableError(ImportError, RuntimeError):
     """vLLM is not installed (or does not import) where an engine was asked for. An ImportError, and a
     RuntimeError so that the commands, which print a RuntimeError as one line with exit status 2, do so here."""
+
+
+def vllm_installed() -> bool:
+    """Whether a ``vllm`` package is installed here (``importlib.util.find_spec``; nothing is imported)."""
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
 
 
 def export_policy(policy, folder: str | os.PathLike | None = None) -> str:

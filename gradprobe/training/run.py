@@ -47,7 +47,7 @@ from ..grpo.step import UpdateConfig
 from ..layout import CONFIG_JSON, EVAL_ITEMS_JSONL, METRICS_JSONL, SUMMARY_JSON
 from ..outputs import OutputDirError, error_text, prepare_output_dir, versions, write_json_atomic
 from ..rewards import UnknownRewardError, get_reward
-from ..rollout import NonFiniteSamplingError, collect_rollouts, make_sampler
+from ..rollout import NonFiniteSamplingError, check_backend, collect_rollouts, make_sampler
 from ..rollout.guided import GuidanceConfig, collect_guided_rollouts, task_kind
 from ..streams import pool_indices, stream_sampler  # noqa: F401  (pool_indices: also imported from here)
 from ..tasks import encode_prompt
@@ -323,6 +323,7 @@ def _open_session(run: RunConfig, out: Path, *, policy, task, progress: bool) ->
     say = (lambda m: print(f"[train {run.arm} s{run.seed}] {m}", file=sys.stderr, flush=True)) if progress else (
         lambda m: None)
     torch.manual_seed(run.seed)
+    check_backend(run.sampling.backend)  # vllm not installed: before the model is loaded
     policy = policy or load_run_policy(run.model)
     task = task or load_run_task(run.task)
     model, t = policy.model, run.train

@@ -288,6 +288,7 @@ def test_a_plan_with_backend_vllm_trains_on_the_engine_and_pushes_weights_after_
 
     monkeypatch.setattr(vs, "build_engine", fake_engine)
     monkeypatch.setattr(vs, "_default_params_factory", lambda: dict)
+    monkeypatch.setattr("gradprobe.rollout.vllm_engine.vllm_installed", lambda: True)  # the fake stands in for it
     plan = parse_plan("""
 seeds = [0]
 [model]
