@@ -142,6 +142,10 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
                          "share_of_budget": spent / budget if budget else None,
                          "note": "probe rollouts, MC continuations and the held-out reference's rollouts, against one "
                                  "grpo run's budget"})
+    if budget and spent >= budget:  # a pre-screen is worth running only when it costs less than what it screens
+        d["notes"] = [*d.get("notes", []), f"the pre-screen spent {spent:,} generated tokens, {spent / budget:.1f}x "
+                      f"one grpo run's budget of {budget:,.0f}: at this budget training an arm costs less than "
+                      "screening it; probe fewer prompts or continuations, or forecast at the budget you will train"]
     return d
 
 
