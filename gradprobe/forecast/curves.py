@@ -384,7 +384,7 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
     metric : str, optional
         The eval key holding held-out accuracy (``--reference-curve-metric``), for a TRL trainer state
         (default ``eval_accuracy``; a GRPOTrainer logs ``eval_rewards/<reward function>/mean``) or a
-        ``metrics.jsonl`` (default ``greedy_accuracy``).
+        ``metrics.jsonl`` (default ``greedy_accuracy``). A TRL key must be an eval metric (``eval_...``).
 
     Raises
     ------
@@ -392,11 +392,16 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
         Nothing at ``spec`` (the message says it does not exist), a folder holding none of
         ``runs.csv``, ``metrics.jsonl``, ``trainer_state.json``, or a file of none of these kinds (each
         message lists what is accepted); a ``metric`` for a source without eval keys (a saved curve, a CSV, a
-        study, ``default``) or an empty one; anything the reader of that kind raises (a bad cell names its
-        file, line and column).
+        study, ``default``), an empty one, a TRL key that is not ``eval_...``; anything the reader of that kind
+        raises (a bad cell names its file, line and column).
+    TypeError
+        ``metric`` not a string.
     """
     s = str(spec)
-    if metric is not None and not (isinstance(metric, str) and metric.strip()):
+    if metric is not None and not isinstance(metric, str):
+        raise TypeError(f"metric must be a string (an eval key such as 'eval_rewards/accuracy_reward/mean'), got "
+                        f"{metric!r} ({type(metric).__name__})")
+    if metric is not None and not metric.strip():
         raise CurveError(f"--reference-curve-metric {metric!r} is empty: give the eval key that holds held-out "
                          "accuracy (e.g. eval_rewards/accuracy_reward/mean), or leave it out")
     if s in ("default", "tiny"):
@@ -415,12 +420,14 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
         if (p / METRICS_JSONL).is_file():
             return ReferenceCurve.from_metrics(p, **keyed)
         if (p / TRL_STATE).is_file():
+            _eval_key(metric, s)
             return ReferenceCurve.from_trl_state(p, **keyed)
         raise CurveError(f"--reference-curve {s!r} is a folder without {RUNS_CSV} (a study), {METRICS_JSONL} (a "
                          f"`gradprobe train` run) or {TRL_STATE} (a TRL checkpoint); expected {ACCEPTED}")
     elif p.is_file():
         suffix = p.suffix.lower()  # RESULTS.CSV is a CSV
         if p.name == TRL_STATE or (suffix not in (".jsonl", ".csv") and _is_trl_state(p)):
+            _eval_key(metric, s)
             return ReferenceCurve.from_trl_state(p, **keyed)  # a trainer state under another name: by its content
         if suffix == ".jsonl":
             return ReferenceCurve.from_metrics(p, **keyed)
@@ -431,6 +438,16 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
             _no_metric(metric, s, "a saved curve")
             return ReferenceCurve.load(p, mode=mode)
     raise CurveError(f"--reference-curve {s!r}: unknown kind of file; expected {ACCEPTED}")
+
+
+def _eval_key(metric: str | None, spec: str) -> None:
+    """Refuse a TRL key that is not an eval metric (TRL prefixes every eval metric with ``eval_``): a training
+    batch's reward (``rewards/<fn>/mean``), ``epoch`` or ``loss`` is not held-out accuracy."""
+    if metric is not None and not metric.startswith("eval_"):
+        raise CurveError(f"--reference-curve-metric {metric!r} is not an eval metric of the TRL trainer state "
+                         f"{spec!r} (TRL names those eval_...): the forecast reads held-out accuracy, not the training "
+                         "batch's reward, the loss or the epoch; give an eval key such as "
+                         "eval_rewards/accuracy_reward/mean (evaluate with an eval_dataset and eval_strategy)")
 
 
 def _no_metric(metric: str | None, spec: str, kind: str) -> None:

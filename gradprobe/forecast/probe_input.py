@@ -141,7 +141,8 @@ def update_costs(curve, batches: list[dict], names: list[str], cfg: dict, kind: 
     -------
     (tokens, cost)
         ``tokens``: name -> generated tokens c_R of one update (the batches' mean, rescaled by
-        (curve batch) / (probe batch) when the two update batches differ; a note says so); ``cost``:
+        (curve batch) / (probe batch) when the two update batches differ; a note says so, as it says that the
+        probe's batch is assumed when the curve records none); ``cost``:
         name -> the budget's unit per update, c_R tokens, or at a FLOPs budget F_R = f (c_R + 3 c_outcome)
         FLOPs, f the probe's generation FLOPs per generated token and 3 forwards per trained token
         (forward + backward, Kaplan et al. 2020).
@@ -159,6 +160,12 @@ def update_costs(curve, batches: list[dict], names: list[str], cfg: dict, kind: 
         notes.append(f"the curve's updates are {curve_b[0]}x{curve_b[1]} completions, the probe's {probe_b[0]}x"
                      f"{probe_b[1]}: tokens per update rescaled by {scale:g} (per-update efficiency does not depend on "
                      "the batch size; pass --update-prompts/--update-group to state the update you mean)")
+    elif all(probe_b) and not all(curve_b):  # a CSV, a TRL log, a metrics.jsonl without its config.json
+        notes.append(f"the reference curve does not record its update batch (update_prompts x update_group), so its "
+                     f"updates are taken to be the probe's {probe_b[0]}x{probe_b[1]} completions; if the run it comes "
+                     "from used another batch, pass --update-prompts/--update-group equal to that run's (a TRL "
+                     "GRPOTrainer's: per-device batch x devices x gradient accumulation / num_generations prompts x "
+                     "num_generations)")
     tokens = {n: scale * float(np.mean([b["rewards"][n]["tokens_per_update"] for b in batches])) for n in names}
     if kind != "flops":
         return tokens, dict(tokens)

@@ -16,6 +16,7 @@ from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve, default_curve_path
 from .result import METHODS, format_budget
 from .special_rows import REFERENCE_VERDICT
+from .start_check import CHECK_MARK
 from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
 __all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section",
@@ -174,6 +175,8 @@ def format_forecast(section: dict) -> str:
              f"forecaster: {section['method']} ({section.get('method_choice', '')}); the other forecasters' gains are "
              "printed beside it",
              f"reference curve: {section['curve']}" + ("  [shipped default]" if section.get("curve_is_default") else "")]
+    notes = section.get("notes", [])
+    lines += [f"note: {n}" for n in notes if n.startswith(CHECK_MARK)]  # above the verdicts it casts doubt on
     header = ["arm", "tokens/update", "raw rho", "rho", f"rho {pct}%", "SNR", "eff.updates", "accuracy", "gain vs grpo",
               f"{pct}% interval", "probe", "cost-only", "signal", "method"]
     rows = []
@@ -200,5 +203,5 @@ def format_forecast(section: dict) -> str:
     if ps.get("share_of_budget") is not None:
         lines.append(f"pre-screen cost: {ps['generated_tokens']:,} generated tokens = {ps['share_of_budget']:.1%} of "
                      f"one grpo run's {budget_s} budget")
-    lines += [f"note: {n}" for n in section.get("notes", [])]
+    lines += [f"note: {n}" for n in notes if not n.startswith(CHECK_MARK)]
     return "\n".join(lines)

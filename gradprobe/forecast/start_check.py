@@ -11,10 +11,18 @@ held-out accuracy is 2.0 to 21.8 points (16 prompts x 16 held-out rollouts each)
 
     |R0 - 100 h| > max(:data:`MIN_GAP_POINTS`, :data:`GAP_SE` x se),
 
-h the probe's held-out accuracy (fraction, pooled over its batches' own held-out draws) and se its
-prompt-clustered standard error in points, 100 sd(group means) / sqrt(groups) (groups are the resampling unit,
-as in every probe interval); without per-group accuracies (a probe written before they were kept) the test is
-the gap alone. The forecast is still made: the note names the gap and the likely causes.
+h the probe's held-out accuracy (fraction, pooled over its batches' own held-out draws, G groups) and se its
+prompt-clustered standard error in points: the larger of 100 sd(group means) / sqrt(G) (groups are the
+resampling unit, as in every probe interval) and the bound 100 sqrt(p (1 - p) / G), p = (G h + 1) / (G + 2).
+Group means in [0, 1] with mean h have a variance of at most h (1 - h) (every prompt all right or all wrong), and
+the add-one smoothing of p (Laplace's rule of succession) keeps the bound above 0 when every held-out rollout
+scored 0 or 1: a few held-out prompts cannot raise the alarm (one prompt never can: its bar is over 100 points;
+with 4 prompts it is 56-75; at the default 8 it is 32-53). Without per-group accuracies (a probe written
+before they were kept) se is the bound alone, with G the reference's ``prompts``. The forecast is still made:
+the note names the gap and the likely causes.
+
+A curve without an eval at update 0 (TRL evaluates at step 0 only with ``eval_on_start=True``) has an
+extrapolated R0, and every gain is read relative to it: a note says so, whatever the gap.
 
 A probe batch whose completions were all truncated (``batch.truncation_rate`` 1) scores cut-off text only; its
 gradients say nothing about a reward, and a note says so.
@@ -26,14 +34,27 @@ import math
 
 import numpy as np
 
-__all__ = ["MIN_GAP_POINTS", "GAP_SE", "heldout_measurement", "start_notes"]
+__all__ = ["CHECK_MARK", "MIN_GAP_POINTS", "GAP_SE", "heldout_measurement", "standard_error_bound", "start_notes"]
 
+#: How the note on a curve that does not describe the policy starts (printed above the verdicts).
+CHECK_MARK = "CHECK THE CURVE"
 #: The smallest gap (accuracy points) between the curve's R0 and the probe's held-out accuracy that is noted:
 #: above the largest gap on the shipped studies (21.8) with room for a model whose greedy and sampled accuracies
 #: differ more.
 MIN_GAP_POINTS = 30.0
 #: A gap is noted only beyond this many prompt-clustered standard errors of the probe's held-out accuracy.
 GAP_SE = 3.0
+
+
+def standard_error_bound(acc_points: float, groups: int) -> float:
+    """The largest prompt-clustered standard error (points) of a held-out accuracy over ``groups`` prompts:
+    100 sqrt(p (1 - p) / groups), p = (groups h + 1) / (groups + 2), h = ``acc_points`` / 100 (module docstring).
+
+    Raises ValueError: ``groups`` < 1."""
+    if groups < 1:
+        raise ValueError(f"groups must be >= 1, got {groups}")
+    p = (groups * acc_points / 100.0 + 1.0) / (groups + 2.0)
+    return 100.0 * math.sqrt(p * (1.0 - p) / groups)
 
 
 def heldout_measurement(batches: list[dict]) -> tuple[float, float | None, int] | None:
@@ -49,10 +70,11 @@ def heldout_measurement(batches: list[dict]) -> tuple[float, float | None, int] 
     Returns
     -------
     (accuracy, se, groups) or None
-        Accuracy in points, its prompt-clustered standard error in points (None when per-group accuracies are
-        absent or fewer than 2), the number of held-out groups; None when no batch measured a finite one.
+        Accuracy in points, its prompt-clustered standard error in points (the larger of the groups' own and
+        :func:`standard_error_bound`; the bound alone without per-group accuracies, None when the number of
+        groups is unknown too), the number of held-out groups; None when no batch measured a finite one.
     """
-    accs, groups = [], []
+    accs, groups, counted = [], [], 0
     for b in batches:
         ref = b.get("reference") or {}
         h = ref.get("heldout_accuracy")
@@ -62,12 +84,17 @@ def heldout_measurement(batches: list[dict]) -> tuple[float, float | None, int] 
         g = ref.get("heldout_group_accuracy")
         if isinstance(g, list):
             groups += [float(x) for x in g if isinstance(x, (int, float)) and math.isfinite(x)]
+        elif isinstance(ref.get("prompts"), int) and ref["prompts"] > 0:
+            counted += ref["prompts"]
     if not accs:
         return None
-    if len(groups) >= 2:
+    if groups:
         y = np.asarray(groups, dtype=np.float64)
-        return 100.0 * float(y.mean()), 100.0 * float(y.std(ddof=1)) / math.sqrt(y.size), int(y.size)
-    return 100.0 * float(np.mean(accs)), None, 0
+        acc = 100.0 * float(y.mean())
+        own = 100.0 * float(y.std(ddof=1)) / math.sqrt(y.size) if y.size >= 2 else 0.0
+        return acc, max(own, standard_error_bound(acc, y.size)), int(y.size)
+    acc = 100.0 * float(np.mean(accs))
+    return (acc, standard_error_bound(acc, counted), counted) if counted else (acc, None, 0)
 
 
 def start_notes(curve, batches: list[dict]) -> list[str]:
@@ -83,9 +110,16 @@ def start_notes(curve, batches: list[dict]) -> list[str]:
     Returns
     -------
     list of str
-        Zero, one or two notes (module docstring for the rule and its source).
+        Up to three notes, the CHECK THE CURVE one first (module docstring for the rule and its source).
     """
     notes = []
+    n = curve.points["update"].to_numpy()
+    no_start = not (n == 0).any()
+    if no_start:
+        notes.append(f"the reference curve {curve.source or '(unnamed)'} has no eval at update 0, so its R0 "
+                     f"({float(curve.params['R0']):.1f} points) is the fit's extrapolation and every gain is read "
+                     "relative to it; evaluate the initial policy (TRL: eval_on_start=True) or give its accuracy "
+                     "(ReferenceCurve.from_trl_state(..., initial_accuracy=...))")
     m = heldout_measurement(batches)
     if m is not None:
         acc, se, n_groups = m
@@ -94,11 +128,14 @@ def start_notes(curve, batches: list[dict]) -> list[str]:
         bar = max(MIN_GAP_POINTS, GAP_SE * se) if se is not None else MIN_GAP_POINTS
         if abs(gap) > bar:
             meas = f"{acc:.1f} points" + (f" (se {se:.1f}, {n_groups} groups)" if se is not None else "")
-            notes.append(f"CHECK THE CURVE: the reference curve {curve.source or '(unnamed)'} starts at R0 = {r0:.1f} "
-                         f"points, but this probe's held-out rollouts score {meas}: a gap of {gap:+.1f} points, "
-                         f"beyond {bar:.0f} (on the shipped studies greedy R0 exceeds the probe's sampled accuracy by "
-                         "2-22 points). The curve may be on another scale (fractions read as points), of another task "
-                         "or model, or the batch broken; every accuracy and gain of this forecast is read off it")
+            scale = [x for x in curve.notes if "accuracy read as" in x]
+            causes = ("no eval at update 0 (R0 extrapolated), " if no_start else "") + (
+                "another scale (" + "; ".join(scale) + "), " if scale else "another scale (fractions read as points), ")
+            notes.insert(0, f"{CHECK_MARK}: the reference curve {curve.source or '(unnamed)'} starts at R0 = "
+                         f"{r0:.1f} points, but this probe's held-out rollouts score {meas}: a gap of {gap:+.1f} "
+                         f"points, beyond {bar:.0f} (on the shipped studies greedy R0 exceeds the probe's sampled "
+                         f"accuracy by 2-22 points). The curve may have {causes}be of another task or model, or the "
+                         "batch be broken; every accuracy and gain of this forecast is read off it")
     trunc = [b.get("batch", {}).get("truncation_rate") for b in batches]
     if any(isinstance(t, (int, float)) and t >= 1.0 for t in trunc):
         notes.append("every completion of a probe batch hit --max-new-tokens (truncation 100%): its rewards score "

@@ -74,3 +74,20 @@ def test_cli_refuses_a_metric_without_a_curve(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--reference-curve-metric names an eval key of --reference-curve, which is not given" in err
     assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("key", ["rewards/accuracy_reward/mean", "epoch", "loss"])
+def test_a_trl_key_that_is_no_eval_metric_is_refused(tmp_path, key):
+    """A GRPOTrainer's training-batch reward (all a run without an eval set logs), the epoch or the loss is not
+    held-out accuracy; they were read as a curve without a word."""
+    path = _grpo_trainer_state(tmp_path)
+    with pytest.raises(CurveError, match=rf"--reference-curve-metric '{key}' is not an eval metric of the TRL "
+                                         r"trainer state .* \(TRL names those eval_\.\.\.\)"):
+        load_reference_curve(path, metric=key)
+    with pytest.raises(CurveError, match="is not an eval metric"):
+        load_reference_curve(tmp_path, metric=key)  # the checkpoint folder holding it
+
+
+def test_a_metric_that_is_no_string_is_a_type_error(tmp_path):
+    with pytest.raises(TypeError, match=r"metric must be a string .*, got 5 \(int\)"):
+        load_reference_curve(_grpo_trainer_state(tmp_path), metric=5)
