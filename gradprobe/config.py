@@ -21,6 +21,27 @@ LOSS_TYPE_NAMES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo")
 #: The largest learning rate a plan or a probe accepts: an AdamW step moves each weight by about lr, so above 1
 #: one update replaces the policy's weights by noise (and past float32's range the optimizer cannot hold it).
 MAX_LR = 1.0
+#: What to do when the vllm backend cannot run here (every vLLM refusal ends with it).
+VLLM_FIX = ("install the vllm extra on a GPU machine (`pip install -e \".[vllm]\"` in a checkout, or "
+            "`pip install gradprobe[vllm]`; a vllm build matching your torch), or sample with the hf backend "
+            "(`gradprobe probe --backend hf`; for train and study, the plan's `[sampling] backend = \"hf\"`; in "
+            "Python, gradprobe.rollout.HFSampler)")
+
+
+def vllm_installed() -> bool:
+    """Whether a ``vllm`` package is installed here (``importlib.util.find_spec``: nothing is imported, as vLLM's
+    import takes seconds)."""
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+def backend_unavailable(backend: str) -> str | None:
+    """Why the sampler ``backend`` cannot run here (``vllm`` not installed: :func:`vllm_installed`), else None.
+    Torch-free, so that a study refuses before its plan is frozen."""
+    if backend == "vllm" and not vllm_installed():
+        return f"the vllm backend needs vLLM, which is not installed here; {VLLM_FIX}"
+    return None
 
 
 @dataclass(frozen=True)

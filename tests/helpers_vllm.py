@@ -92,6 +92,6 @@ def install_fake_engine(monkeypatch, p_eos: float = 0.3) -> list[FakeLLM]:
         return engines[-1]
 
     monkeypatch.setattr(vs, "build_engine", fake_engine)
-    monkeypatch.setattr("gradprobe.rollout.vllm_engine.vllm_installed", lambda: True)  # the fake stands in for it
+    monkeypatch.setattr("gradprobe.config.vllm_installed", lambda: True)  # the fake stands in for it
     monkeypatch.setattr(vs, "_default_params_factory", lambda: dict)
     return engines

@@ -34,7 +34,7 @@ SAMPLERS = {
 def check_backend(backend: str) -> None:
     """Fail before any model is loaded when ``backend`` cannot run here: ``vllm`` without vLLM installed.
 
-    Only whether the package is installed is checked (:func:`~gradprobe.rollout.vllm_engine.vllm_installed`, no
+    Only whether the package is installed is checked (:func:`gradprobe.config.backend_unavailable`, no
     import: vLLM's import takes seconds); a vLLM that is installed but fails to import is reported by
     :func:`make_sampler`.
 
@@ -47,15 +47,13 @@ def check_backend(backend: str) -> None:
     """
     if backend not in SAMPLERS:
         raise ValueError(f"unknown sampler backend {backend!r}; choose one of {sorted(SAMPLERS)}")
-    if backend != "vllm":
-        return
-    from . import vllm_engine
+    from .. import config
 
-    if not vllm_engine.vllm_installed():
-        raise vllm_engine.VLLMUnavailableError(
-            "the vllm backend needs vLLM, which is not installed here; install the extra on a GPU machine "
-            "(`pip install gradprobe[vllm]`, a vllm build matching your torch) or sample with the hf backend "
-            "(`--backend hf`, a plan's `[sampling] backend = \"hf\"`, or gradprobe.rollout.HFSampler)")
+    why = config.backend_unavailable(backend)
+    if why is not None:
+        from .vllm_engine import VLLMUnavailableError
+
+        raise VLLMUnavailableError(why)
 
 
 def make_sampler(backend: str, policy, *, seed: int = 0, **options) -> Sampler:

@@ -12,7 +12,9 @@ import tempfile
 
 import torch
 
-__all__ = ["VLLMUnavailableError", "vllm_installed",
+from ..config import VLLM_FIX
+
+__all__ = ["VLLMUnavailableError",
            "export_policy", "build_engine", "default_params_factory", "in_process_worker",
            "in_process_model", "LoadWeights", "token_logprob"]
 
@@ -20,13 +22,6 @@ __all__ = ["VLLMUnavailableError", "vllm_installed",
 class VLLMUnavailableError(ImportError, RuntimeError):
     """vLLM is not installed (or does not import) where an engine was asked for. An ImportError, and a
     RuntimeError so that the commands, which print a RuntimeError as one line with exit status 2, do so here."""
-
-
-def vllm_installed() -> bool:
-    """Whether a ``vllm`` package is installed here (``importlib.util.find_spec``; nothing is imported)."""
-    import importlib.util
-
-    return importlib.util.find_spec("vllm") is not None
 
 
 def export_policy(policy, folder: str | os.PathLike | None = None) -> str:
@@ -82,10 +77,7 @@ def build_engine(policy, *, seed: int = 0, model_path: str | None = None, gpu_me
     try:
         from vllm import LLM
     except Exception as e:  # ImportError, or a CUDA/torch mismatch raised at import
-        raise VLLMUnavailableError(
-            f"vLLM is not usable here ({type(e).__name__}: {e}); install the extra on a GPU machine "
-            "(`pip install gradprobe[vllm]`, a vllm build matching your torch) or sample with the hf backend "
-            "(`--backend hf`, a plan's `[sampling] backend = \"hf\"`, or gradprobe.rollout.HFSampler)") from e
+        raise VLLMUnavailableError(f"vLLM is not usable here ({type(e).__name__}: {e}); {VLLM_FIX}") from e
     dtype = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}.get(policy.dtype)
     if dtype is None:
         raise ValueError(f"vLLM cannot run a {policy.dtype} model; load the policy in bfloat16, float16 or float32")

@@ -60,6 +60,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import backend_unavailable
 from ..layout import ARMS_JSON, PLAN_COPY, STUDY_JSON, probe_dir, run_dir
 from ..outputs import OutputDirError, prepare_output_dir, write_json_atomic
 from ..tracking import require_tracker
@@ -214,6 +215,9 @@ def _checked_plan(plan_path, executor: str, workers: int | None, ray_address: st
         raise StudyError("--executor ray needs Ray: pip install 'ray[default]' (or use --executor local)")
     require_tracker(report_to)
     plan = load_plan(plan_path)
+    # vLLM missing: before the plan is frozen (a Ray cluster's workers may have it where the driver does not)
+    if executor != "ray" and (why := backend_unavailable(plan.sampling.backend)) is not None:
+        raise StudyError(why)
     if check:
         check_plan_inputs(plan, executor=executor)
     return plan

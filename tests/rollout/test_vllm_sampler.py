@@ -12,6 +12,7 @@ import torch
 
 from gradprobe.config import SamplingConfig
 from gradprobe.rollout import HFSampler, PromptTooLongError, Sampler, build_batch
+from gradprobe.config import VLLM_FIX
 from gradprobe.rollout.vllm_sampler import (VLLMSample, VLLMSampler, VLLMUnavailableError, build_engine,
                                             sampler_logprobs, seed_for)
 
@@ -215,8 +216,7 @@ def test_build_engine_without_vllm_names_the_fix(tiny_policy, monkeypatch):
     # a RuntimeError too, so that `gradprobe probe --backend vllm` prints it as one line with exit 2 (it was a
     # 41-line traceback, exit 1), and the fix a shell user can apply is named
     assert isinstance(e.value, RuntimeError) and isinstance(e.value, ImportError)
-    assert str(e.value).endswith("or sample with the hf backend (`--backend hf`, a plan's `[sampling] backend = "
-                                 "\"hf\"`, or gradprobe.rollout.HFSampler)")
+    assert str(e.value).endswith(VLLM_FIX) and "`gradprobe probe --backend hf`" in VLLM_FIX
 
 
 # ----------------------------------------------------------------------------- real vLLM
@@ -288,7 +288,7 @@ def test_a_plan_with_backend_vllm_trains_on_the_engine_and_pushes_weights_after_
 
     monkeypatch.setattr(vs, "build_engine", fake_engine)
     monkeypatch.setattr(vs, "_default_params_factory", lambda: dict)
-    monkeypatch.setattr("gradprobe.rollout.vllm_engine.vllm_installed", lambda: True)  # the fake stands in for it
+    monkeypatch.setattr("gradprobe.config.vllm_installed", lambda: True)  # the fake stands in for it
     plan = parse_plan("""
 seeds = [0]
 [model]
