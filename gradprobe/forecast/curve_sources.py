@@ -155,8 +155,28 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
         else:
             out.append((update, value, at))
     if not out and not nan:
-        raise CurveError(f"{path} has no eval lines ('\"eval\": true') with {metric!r}; was the run evaluated?")
+        raise CurveError(_no_metric_lines(path, metric))
     return out, nan
+
+
+def _no_metric_lines(path: Path, metric: str) -> str:
+    """The refusal of a metrics.jsonl without an eval line holding ``metric``: the keys its eval lines hold and
+    the option to name one, or that the run has no eval line at all."""
+    keys = set()
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and rec.get("eval") is True:
+            keys |= {k for k, v in rec.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                     and k not in ("update", "eval")}
+    if not keys:
+        return (f"{path} has no eval lines ('\"eval\": true'): the run was not evaluated; {PLAN_EVAL_HINT}, or give "
+                "the curve of a run that was")
+    return (f"{path}: no eval line has {metric!r}; its eval lines hold {sorted(keys)}: name the held-out accuracy "
+            "(greedy_accuracy or sampled_accuracy) with --reference-curve-metric KEY (gradprobe probe) or metric=KEY "
+            "(ReferenceCurve.from_metrics / load_reference_curve)")
 
 
 def _trl_rows(path: Path, metric: str,
@@ -183,6 +203,9 @@ def _trl_rows(path: Path, metric: str,
         if not (isinstance(h, dict) and "step" in h and h.get(metric) is not None):
             continue
         step = _number(h["step"], f"{path}: log_history[{i}] field 'step'")
+        if not step >= 0 or math.isinf(step):
+            raise CurveError(f"{path}: log_history[{i}] field 'step' = {step:g} must be an optimizer step count >= 0; "
+                             "fix or delete that entry")
         value = _number(h[metric], f"{path}: log_history[{i}] (step {h['step']}) field {metric!r}")
         if math.isnan(value):
             skipped.append(step)
@@ -193,6 +216,9 @@ def _trl_rows(path: Path, metric: str,
             rows.append((step, value, f"{path} log_history[{i}] (step {step:g})"))
     if not rows and not skipped:
         keys = sorted({k for h in hist if isinstance(h, dict) for k in h if k.startswith("eval")})
+        if not keys:
+            raise CurveError(f"{path}: no log_history entry has {metric!r}, nor any eval metric (eval_...): the run "
+                             f"was not evaluated; give GRPOTrainer an eval_dataset and {TRL_EVAL_HINT}")
         grpo = [k for k in keys if k.startswith("eval_rewards/") and k.endswith("/mean")]  # GRPOTrainer's rewards
         hint = f" (a GRPOTrainer's per-reward means: {', '.join(grpo)})" if grpo else ""
         raise CurveError(f"{path}: no log_history entry has {metric!r}; eval keys found: {keys or 'none'}{hint}; "

@@ -91,3 +91,32 @@ def test_a_trl_key_that_is_no_eval_metric_is_refused(tmp_path, key):
 def test_a_metric_that_is_no_string_is_a_type_error(tmp_path):
     with pytest.raises(TypeError, match=r"metric must be a string .*, got 5 \(int\)"):
         load_reference_curve(_grpo_trainer_state(tmp_path), metric=5)
+
+
+def test_a_trl_log_without_evals_or_with_a_negative_step_says_what_to_do(tmp_path):
+    empty, train_only, neg = tmp_path / "empty.json", tmp_path / "train.json", tmp_path / "neg.json"
+    empty.write_text(json.dumps({"log_history": []}))
+    train_only.write_text(json.dumps({"log_history": [{"step": s, "loss": 0.1, "rewards/accuracy_reward/mean": 0.5}
+                                                      for s in (1, 2, 3)]}))
+    for path in (empty, train_only):
+        with pytest.raises(CurveError, match=r"no log_history entry has .*, nor any eval metric \(eval_\.\.\.\): the "
+                                             r"run was not evaluated; give GRPOTrainer an eval_dataset and evaluate"):
+            load_reference_curve(path, metric=KEY)
+    neg.write_text(json.dumps({"log_history": [{"step": -5, KEY: 0.6}] + [{"step": u, KEY: a} for u, a in S0]}))
+    with pytest.raises(CurveError, match=r"neg.json: log_history\[0\] field 'step' = -5 must be an optimizer step "
+                                         r"count >= 0; fix or delete that entry"):
+        load_reference_curve(neg, metric=KEY)
+
+
+def test_a_metrics_jsonl_without_the_key_lists_what_its_evals_hold(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps({"update": 1, "loss": 0.3}) + "\n" + "".join(
+        json.dumps({"eval": True, "update": u, "greedy_accuracy": a, "sampled_accuracy": a - 0.2}) + "\n"
+        for u, a in S0))
+    with pytest.raises(CurveError, match=r"no eval line has 'eval_accuracy'; its eval lines hold "
+                                         r"\['greedy_accuracy', 'sampled_accuracy'\]: name the held-out accuracy "
+                                         r".* --reference-curve-metric"):
+        load_reference_curve(path, metric="eval_accuracy")
+    path.write_text(json.dumps({"update": 1, "loss": 0.3}) + "\n")
+    with pytest.raises(CurveError, match=r"has no eval lines .*: the run was not evaluated; evaluate more often"):
+        load_reference_curve(path)
