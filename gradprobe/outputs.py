@@ -66,15 +66,21 @@ def output_error(what: str, path: Path, e: OSError) -> OutputDirError:
 @contextlib.contextmanager
 def removed_if_left_empty(out: str | os.PathLike | None):
     """Context manager: if the block raises and ``out`` did not exist before it and is an empty
-    folder now (refused input, nothing written), remove it, so a failed command leaves nothing
-    behind. A folder that existed before, or that holds anything, is never touched. ``None``: no-op."""
+    folder now (refused input, nothing written), remove it, and the parents the block created for it
+    (``--out new/deeper/run``) while they are left empty, so a failed command leaves nothing behind. A
+    folder that existed before, or that holds anything, is never touched. ``None``: no-op."""
+    missing = []  # out and its parents that do not exist yet, deepest first
     path = None if out is None else Path(out)
-    created = path is not None and not path.exists()
+    while path is not None and not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
     try:
         yield
     except BaseException:
-        if created and path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
+        for folder in missing:
+            if not (folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir())):
+                break
+            folder.rmdir()
         raise
 
 

@@ -88,3 +88,14 @@ def test_output_dir_error_reads_without_errno_prefix(tmp_path):
         prepare_output_dir(blocker)
     assert str(e.value).startswith("cannot create output folder") and "[Errno" not in str(e.value)
     assert e.value.errno == 20  # ENOTDIR kept for callers
+
+
+def test_a_refused_probe_leaves_no_parent_folder_of_its_out(tmp_path, capsys):
+    """`gradprobe probe --task nosuchtask --out deep/x/y` is refused once its folder exists (the task is built
+    after it); deep/x was left behind."""
+    from gradprobe.cli import main
+
+    out = tmp_path / "deep" / "x" / "y"
+    assert main(["probe", "--task", "nosuchtask", "--no-progress", "--out", str(out)]) == 2
+    assert "nosuchtask" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

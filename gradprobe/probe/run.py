@@ -199,11 +199,11 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     torch.manual_seed(config.batch.seed)
     rewards = _rewards_to_probe(config, extra_rewards)
     check_guided_task(config, task)  # a guided probe needs reference solutions (before any compute)
+    if sampler is None:
+        check_backend(config.sampling.backend)  # vllm not installed: before the folder, the task and the model
     if out is not None:
         prepare_output_dir(Path(out))
     wall = time.perf_counter()
-    if sampler is None:
-        check_backend(config.sampling.backend)  # vllm not installed: before the task and the model are loaded
     # an unknown task name fails here, before the model is loaded
     task = task or load_task(config.task.spec, **({"skip_malformed": True} if config.task.skip_malformed else {}))
     policy = policy or load_policy(config.model.name, dtype=config.model.dtype, device=config.model.device,

@@ -86,3 +86,4 @@ def test_study_with_vllm_missing_is_refused_before_the_plan_is_frozen(tmp_path, 
     assert rc == 2, err
     assert len(err.splitlines()) == 1 and "the vllm backend needs vLLM, which is not installed here" in err
     assert not out.exists()
+

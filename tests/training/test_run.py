@@ -501,6 +501,23 @@ def test_removed_if_left_empty_only_removes_an_empty_folder_the_block_created(tm
     with removed_if_left_empty(tmp_path / "ok"):
         prepare_output_dir(tmp_path / "ok")
     assert (tmp_path / "ok").is_dir()  # success: kept
+    # the parents created for it go too while empty (`--out deep/a/b` left deep/a behind) ...
+    fail_in(tmp_path / "deep" / "a" / "b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "ok", "written"]
+    # ... up to the first that holds something, or that existed before
+    fail_in(tmp_path / "mine" / "x" / "y")
+    assert (tmp_path / "mine").is_dir() and not (tmp_path / "mine" / "x").exists()
+    (tmp_path / "p").mkdir()
+
+    def fail_with_a_sibling(out):
+        with pytest.raises(RuntimeError):
+            with removed_if_left_empty(out):
+                prepare_output_dir(out)
+                (tmp_path / "p" / "q" / "kept.txt").write_text("x")  # written beside it by the block
+                raise RuntimeError("refused")
+
+    fail_with_a_sibling(tmp_path / "p" / "q" / "r")
+    assert not (tmp_path / "p" / "q" / "r").exists() and (tmp_path / "p" / "q" / "kept.txt").exists()
 
 
 def test_eval_schedule_listed_updates_budget_fractions_and_per_item_results(task, tmp_path):
