@@ -17,7 +17,9 @@ Rows CSV (:func:`read_rows_csv`)
 analysis.json vs runs.csv (:func:`check_analysis_matches_runs`)
     The same arms, per arm as many seeds (``arms.ARM.seeds``: runs.csv's distinct seeds of that arm
     when the analysis was made) and no seed read that runs.csv no longer holds; the plan sha256 of
-    analysis.json and study.json agree. Otherwise runs.csv (or the plan) changed after the analysis.
+    analysis.json and study.json agree; each arm's mean accuracy in analysis.json lies within the
+    accuracies runs.csv records for that arm (x 100, +- :data:`ROUNDING`: a blanked or rescaled
+    ``accuracy`` column is caught). Otherwise runs.csv (or the plan) changed after the analysis.
 The same run twice (:func:`duplicate_runs`, :func:`check_duplicate_runs`)
     Two rows of different studies are one run read twice when they share the model, task, reward,
     loss type, probe entry, lr_scale, seed and token budget, have the same realized accuracy there,
@@ -76,6 +78,8 @@ RAW_BOUND = 1e6
 BOOLEAN = ("is_reference", "paired")
 REANALYZE = "gradprobe study --analyze-only --overwrite-analysis --out {}"
 _REBUILD = "or rebuild the file with `calib rows STUDY_DIR... --out {}`"
+ROUNDING = 0.05
+"""Points an analysis.json accuracy may lie outside its arm's runs.csv range (runs.csv may hold rounded fractions)."""
 PAIRED_ATOL = 1e-6
 """A paired target may differ from realized minus the reference run's realized by this many points (rounding)."""
 ROW_PLACES = "row_places"
@@ -250,8 +254,9 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict)
     Raises
     ------
     StudyFormatError
-        A missing or unreadable runs.csv, or the differences (arms, seeds per arm, plan sha256),
-        with the fix ``gradprobe study --analyze-only --overwrite-analysis --out STUDY``.
+        A missing or unreadable runs.csv, or the differences (arms, seeds per arm, plan sha256, an arm's
+        mean accuracy read outside every accuracy runs.csv records for it), with the fix
+        ``gradprobe study --analyze-only --overwrite-analysis --out STUDY``.
     """
     path = study_dir / RUNS_CSV
     fix = f"re-analyse the study with `{REANALYZE.format(study_dir)}`"
@@ -259,8 +264,9 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict)
         raise StudyFormatError(f"{path} is missing; calibration checks {ANALYSIS_JSON} against it: restore the "
                                f"study's runs.csv (`gradprobe study` writes it), then {fix}")
     try:
-        runs = pd.read_csv(path, usecols=["arm", "seed"])
-    except (ValueError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
+        runs = pd.read_csv(path)
+        runs = runs[["arm", "seed"] + [c for c in ("accuracy",) if c in runs.columns]]
+    except (ValueError, KeyError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
         raise StudyFormatError(f"{path} cannot be read for its arm and seed columns ({type(e).__name__}: "
                                f"{str(e).splitlines()[0] if str(e) else ''}); restore it from the study") from None
     csv = csv_seeds(runs)
@@ -269,9 +275,33 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict)
         gone = sorted(set(per_seed.get(arm, {})) - csv[arm])
         if gone:
             diffs.append(f"{arm}: {ANALYSIS_JSON} reads seed(s) {gone} that {RUNS_CSV} does not hold")
+    diffs += _accuracies_outside_runs(runs, per_seed)
     if diffs:
         raise StudyFormatError(f"{study_dir}: {ANALYSIS_JSON} does not match {RUNS_CSV} ({'; '.join(diffs)}); "
                                f"runs.csv changed after the analysis: {fix}")
+
+
+def _accuracies_outside_runs(runs: pd.DataFrame, per_seed: dict) -> list[str]:
+    """The arms whose mean accuracy in analysis.json (over ``per_seed``'s finite values, points) lies outside
+    every accuracy runs.csv records for that arm (``runs``: arm, seed, accuracy as a fraction). analysis.json reads
+    each run at one eval or between two adjacent ones, so each read, and their mean, lies in the arm's
+    [min, max] x 100; outside it, runs.csv's accuracies changed (rescaled, blanked) after the analysis. A cheap
+    necessary check, not a recomputation (analysis.json records no digest of runs.csv): an edit that keeps the
+    mean inside the arm's range passes. Without an ``accuracy`` column nothing is compared."""
+    if "accuracy" not in runs.columns:
+        return []
+    acc = 100.0 * pd.to_numeric(runs["accuracy"], errors="coerce")
+    span = acc.groupby(runs["arm"].astype(str)).agg(["min", "max"])
+    out = []
+    for arm, seeds in per_seed.items():
+        vals = [v for v in seeds.values() if math.isfinite(v)]
+        if not vals or str(arm) not in span.index:
+            continue
+        mean, (lo, hi) = float(np.mean(vals)), span.loc[str(arm)]
+        if not (lo - ROUNDING <= mean <= hi + ROUNDING):  # NaN bounds (no accuracy left): outside too
+            out.append(f"{arm}: {ANALYSIS_JSON} reads a mean accuracy of {mean:g} points over its seeds, {RUNS_CSV} "
+                       "records " + (f"{lo:g}-{hi:g}" if math.isfinite(lo) else "none") + " for that arm")
+    return out
 
 
 def check_plan_sha(study_dir: Path, study_sha: str | None, analysis_sha: str | None) -> None:

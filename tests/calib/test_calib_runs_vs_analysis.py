@@ -78,9 +78,14 @@ def _shift_updates(study: Path, arm: str) -> None:
 
 
 def _bump(study: Path, arm: str, seed: int, points: float) -> None:
+    """Another run of ``arm``/``seed``: its accuracy after update 0 ``points`` higher in runs.csv and, as a
+    re-analysis would read it, in analysis.json (consistent: the analysis-vs-runs check passes)."""
     doc = json.loads((study / "analysis.json").read_text())
     doc["arms"][arm]["tokens"]["per_seed"][str(seed)] += points
     (study / "analysis.json").write_text(json.dumps(doc))
+    df = pd.read_csv(study / "runs.csv")
+    df.loc[(df["arm"] == arm) & (df["seed"] == seed) & (df["update"] > 0), "accuracy"] += points / 100
+    df.to_csv(study / "runs.csv", index=False)
 
 
 def test_runs_shared_by_two_studies_are_warned_about_naming_both_and_the_runs(tmp_path):
@@ -95,6 +100,15 @@ def test_runs_shared_by_two_studies_are_warned_about_naming_both_and_the_runs(tm
     shared = [f"{arm}/seed{s}" for arm in ("grpo", "grpo_2xlr", "hybrid_0.5") for s in range(4)]
     assert f"{a} and {b} share 12 run(s): {', '.join(sorted(shared))}." in msg
     assert "mc_min" not in msg and "mc_value" not in msg
+
+
+def test_a_run_with_another_realized_accuracy_is_not_shared_though_its_runs_csv_curve_is(tmp_path):
+    a, b = write_study(tmp_path / "a", seed=0), write_study(tmp_path / "b", seed=0)  # the same runs, same curves
+    fa, fb = build_rows(a, forecast_fn=synthetic_forecasts), build_rows(b, forecast_fn=synthetic_forecasts)
+    fb.loc[fb["arm"] == "mc_min", "realized"] += 1.0  # only the realized accuracy differs (not runs.csv)
+    (sa, sb, runs), = duplicate_runs([fa, fb], [a, b])
+    assert (sa, sb) == (str(a), str(b))
+    assert runs == sorted(f"{arm}/seed{s}" for arm in ("grpo", "grpo_2xlr", "hybrid_0.5", "mc_value") for s in range(4))
 
 
 def test_distinct_studies_give_no_warning(tmp_path):
