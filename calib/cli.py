@@ -23,7 +23,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from gradprobe.cli.args import out_path
+from gradprobe.cli.args import CALIBRATION_PATH, CommandParser, in_path, out_path
 from gradprobe.layout import PROBE_JSON
 from gradprobe.outputs import OutputDirError
 
@@ -61,32 +61,40 @@ def _settings(args) -> dict:
             "confidence_level": args.confidence, "include_reference": args.include_grpo}
 
 
+_STUDY = "the --out folder of a finished `gradprobe study` (e.g. data/study_tiny)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="calib", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True,
+                                parser_class=CommandParser)  # an unknown option: the command's own usage
     p = sub.add_parser("rows", help="join studies' forecasts with their realized gains into calibration rows (CSV)")
-    p.add_argument("studies", nargs="+", metavar="STUDY_DIR")
+    p.add_argument("studies", nargs="+", metavar="STUDY_DIR", type=in_path(_STUDY))
     p.add_argument("--out", type=out_path, required=True, help="rows CSV to write")
     p = sub.add_parser("fit", help="fit a calibrator with conformal intervals and its domain, save it (versioned JSON)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("rows", nargs="+", metavar="ROWS.csv")
+    p.add_argument("rows", nargs="+", metavar="ROWS.csv",
+                   type=in_path("a rows CSV (`calib rows STUDY_DIR... --out ROWS.csv` writes it)"))
     p.add_argument("--out", type=out_path, required=True, help="calibration file to write (JSON)")
     _add_fit_options(p, report=False)
     p = sub.add_parser("report", help="calibration report: report.html, figures, metrics.json",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("studies", nargs="+", metavar="STUDY_DIR")
+    p.add_argument("studies", nargs="+", metavar="STUDY_DIR", type=in_path(_STUDY))
     p.add_argument("--out", type=out_path, required=True, help="report folder")
     p.add_argument("--validation-out", default=None, metavar="JSON",
+                   type=in_path("a JSON file to write, or omit the option for none"),
                    help="also write the forecaster choice of `gradprobe probe --forecaster auto` (the forecaster with "
                         "the lowest validated error) to this file; the shipped one is "
                         "gradprobe/data/curves/forecast_validation.json")
     _add_fit_options(p, report=True)
     p = sub.add_parser("apply", help="calibrate a probe result: writes calibrated.json next to its probe.json",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("probe", metavar="PROBE_DIR", help="a `gradprobe probe --out` folder (or its probe.json)")
-    p.add_argument("--calibration", default="default", metavar="default|PATH", help="calibration file")
+    p.add_argument("probe", metavar="PROBE_DIR", help="a `gradprobe probe --out` folder (or its probe.json)",
+                   type=in_path("a `gradprobe probe --out` folder or its probe.json"))
+    p.add_argument("--calibration", default="default", metavar="default|PATH", help="calibration file",
+                   type=in_path(CALIBRATION_PATH))
     return parser
 
 

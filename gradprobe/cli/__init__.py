@@ -13,6 +13,7 @@ import os
 import sys
 import warnings
 
+from .args import CommandParser
 from .difficulty import add_difficulty_parsers, difficulty_main
 from .probe import _add_probe, probe_main
 from .study import add_study_parser, study_main
@@ -87,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="log progress details and show Python warnings in full")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", prog="gradprobe",
-                                help=argparse.SUPPRESS)  # listed one line each in _DESCRIPTION
+                                help=argparse.SUPPRESS,  # listed one line each in _DESCRIPTION
+                                parser_class=CommandParser)  # an unknown option: the command's own usage
     _add_probe(sub)
     add_train_parser(sub)
     add_warmstart_parser(sub)

@@ -1,5 +1,6 @@
 """Argument pieces that more than one ``gradprobe`` command uses: the ``--report-to`` flag, the
-integer range checkers and the ``--out`` path check. Light (argparse and :mod:`gradprobe.tracking`'s names only), like the rest
+integer range checkers, the ``--out`` and input path checks and the parser class of a command
+(:class:`CommandParser`). Light (argparse and :mod:`gradprobe.tracking`'s names only), like the rest
 of :mod:`gradprobe.cli`."""
 
 from __future__ import annotations
@@ -8,7 +9,11 @@ import argparse
 
 from ..tracking import REPORT_TO
 
-__all__ = ["add_report_to", "nonneg_int", "positive_int", "seed_int", "out_path"]
+__all__ = ["add_report_to", "nonneg_int", "positive_int", "seed_int", "out_path", "in_path", "CALIBRATION_PATH",
+           "CommandParser"]
+
+CALIBRATION_PATH = "the calibration file `calib fit ROWS.csv --out FILE.json` wrote, or 'default' (the shipped one)"
+"""What ``--calibration`` (``gradprobe probe``, ``calib apply``) takes, as its empty-value error says."""
 
 
 def add_report_to(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -86,3 +91,48 @@ def out_path(text: str) -> str:
         raise argparse.ArgumentTypeError(f"is empty ({text!r}): give a path (an unset shell variable, --out "
                                          "\"$OUT\", gives an empty one; --out . is the current folder)")
     return text
+
+
+def in_path(what: str):
+    """An argparse ``type`` for an input file or folder option (``--calibration``, ``--trl-config``, a rows CSV):
+    ``text`` unchanged unless it is empty or only spaces.
+
+    An empty value (often an unset shell variable, ``--calibration "$CAL"``) would read as the current folder
+    (``pathlib``: ``Path("") == Path(".")``) and be refused as a folder, or be taken for "not given".
+
+    Parameters
+    ----------
+    what : str
+        What to give instead, e.g. ``"the calibration file (calib fit --out FILE.json) or 'default'"``.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        ``is empty ('')`` (argparse prefixes the option), with ``what`` to give.
+    """
+    def check(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"is empty ({text!r}): give {what} (an unset shell variable gives an "
+                                             "empty value)")
+        return text
+
+    check.__name__ = "path"  # argparse names a type by it ("invalid path value") when it raises another error
+    return check
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The parser class of a command's subparser (``add_subparsers(parser_class=CommandParser)``): an option the
+    command does not have is refused by the command's own parser, with its usage (``usage: gradprobe warmstart
+    ...`` / ``gradprobe warmstart: error: unrecognized arguments: --steps 0``, exit status 2).
+
+    argparse's subparser action parses a command's arguments with ``parse_known_args`` and hands what it does
+    not know to the top-level parser, whose error shows the top-level usage (``gradprobe [-h] [-v] COMMAND
+    [OPTIONS]``), which names none of the command's options. Arguments before the command stay the top-level
+    parser's to refuse.
+    """
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}; `{self.prog} --help` lists its options")
+        return namespace, extras

@@ -26,7 +26,7 @@ from ..layout import PROBE_JSON
 from ..outputs import json_safe, write_json_atomic
 from ..probe_settings import (DEFAULT_MC, FORECASTERS, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig,
                               ReferenceSettings, RunSettings, TaskSettings, UpdateSettings)
-from .args import out_path
+from .args import CALIBRATION_PATH, in_path, out_path
 
 __all__ = ["probe_main", "interrupt_message", "Terminated", "terminate_cleanly"]
 
@@ -128,10 +128,11 @@ def _add_probe(sub) -> None:
                    help="which forecaster makes the verdict (the others are printed beside it): auto (the one that "
                         "validated best on the shipped studies, named in the output), the probe's efficiency ratio "
                         "shrunk by its SNR (cost only where SNR <= 1), cost only, or verl's signal proxy")
-    p.add_argument("--calibration", default=None, metavar="default|PATH",
+    p.add_argument("--calibration", default=None, metavar="default|PATH", type=in_path(CALIBRATION_PATH),
                    help="apply a calibration (calib fit) and add calibrated_gain and calibrated_interval (gain vs "
                         "GRPO, accuracy points) to each reward; 'default' is the one shipped with the package")
     p.add_argument("--trl-config", default=None, metavar="FILE",
+                   type=in_path("your TRL GRPOConfig file (YAML or JSON), or omit the option"),
                    help="your TRL GRPOConfig (YAML or JSON): loss_type, scale_rewards, num_generations, "
                         "max_completion_length, learning_rate, beta, temperature, top_p, optim and the batch size set "
                         "the matching options; flags given explicitly on the command line win over the file; "

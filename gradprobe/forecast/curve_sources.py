@@ -94,6 +94,13 @@ def _number(value, where: str) -> float:
     """``float(value)``; CurveError naming ``where`` (file, line or entry, and field) when it is no number."""
     if isinstance(value, bool):  # JSON true/false would read as 1.0/0.0: an accuracy of 100% or 0%
         raise CurveError(f"{where} = {json.dumps(value)} is not a number; fix or delete that eval")
+    if isinstance(value, str):  # "0.676" would read as 0.676: a JSON string is text, whatever it spells
+        try:
+            float(value)
+            hint = " (a JSON string: write the number unquoted)"
+        except ValueError:
+            hint = ""
+        raise CurveError(f"{where} = {value!r} is not a number{hint}; fix or delete that eval")
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -129,8 +136,8 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
     ------
     CurveError
         A line that is not JSON, an eval line without ``update``, an ``update`` or ``metric`` that is no number
-        (JSON true/false included), a negative update or an infinite metric (each naming ``PATH:LINE``), no eval
-        line with ``metric``.
+        (a JSON string such as ``"0.676"`` or true/false included), a negative update or an infinite metric (each
+        naming ``PATH:LINE``), no eval line with ``metric``.
     """
     out, nan = [], []
     for line_no, line in enumerate(path.read_text().splitlines(), 1):
@@ -344,11 +351,12 @@ class CurveSources:
         ------
         CurveError
             A missing file, a file given twice, a line that is not JSON, an ``update`` or ``metric`` that is no
-            number (JSON true/false included), a negative update or an infinite metric (each naming the line), a
-            file without eval lines carrying ``metric``, one update of a run with two different values
-            (:func:`one_value_per_eval`), values that mix fractions and points (:func:`to_points`; the lines are
-            named), too few evals. Eval lines whose ``metric`` is NaN are skipped and named, in the curve's
-            ``notes`` and in any refusal; an exact repeat of an eval is read once and named.
+            number (a JSON string such as ``"0.676"`` or true/false included), a negative update or an infinite
+            metric (each naming the line), a file without eval lines carrying ``metric``, one update of a run
+            with two different values (:func:`one_value_per_eval`), values that mix fractions and points
+            (:func:`to_points`; the lines are named), too few evals. Eval lines whose ``metric`` is NaN are
+            skipped and named, in the curve's ``notes`` and in any refusal; an exact repeat of an eval is read
+            once and named.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:

@@ -161,8 +161,8 @@ class UpdateSettings:
         Its loss (:data:`gradprobe.grpo.losses.LOSS_TYPES`). It also sets the cost yardstick's update and,
         with ``precondition="adam"``, the token weights of the second moment s.
     loss_types : tuple[str, ...]
-        Extra loss types (``--loss-types``; a comma-separated string is split): every reward is also
-        estimated under each, giving entries keyed ``REWARD@LOSS_TYPE``
+        Extra loss types (``--loss-types``; a comma-separated string is split, an empty item refused, an empty
+        string is none): every reward is also estimated under each, giving entries keyed ``REWARD@LOSS_TYPE``
         (:func:`gradprobe.probe_keys.entry_key`) with the fields of the entry ``REWARD``. Under ``none`` all
         loss types share the one alignment pass; under ``adam`` each token-weight family
         (:func:`~gradprobe.probe.direction.weight_family`: grpo/gspo, dapo/bnpo/cispo, dr_grpo) gets its own
@@ -188,7 +188,11 @@ class UpdateSettings:
 
     def __post_init__(self):
         if isinstance(self.loss_types, str):  # "bnpo,cispo" (a plan's [probe] table, a caller) -> a tuple
-            object.__setattr__(self, "loss_types", tuple(x.strip() for x in self.loss_types.split(",") if x.strip()))
+            items = tuple(x.strip() for x in self.loss_types.split(",")) if self.loss_types.strip() else ()
+            if "" in items:  # ",", "bnpo,", "bnpo,,cispo": a typo or an unset shell variable, not "no loss type"
+                raise ValueError(f"loss_types (--loss-types) {self.loss_types!r} has an empty item; give loss types "
+                                 "separated by single commas (e.g. bnpo,cispo), or omit the option for none")
+            object.__setattr__(self, "loss_types", items)
         object.__setattr__(self, "loss_types", tuple(self.loss_types))
         losses = _loss_type_names(self.loss_type, *self.loss_types)
         if self.loss_type not in losses:
