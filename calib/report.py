@@ -44,6 +44,7 @@ import pandas as pd
 
 from gradprobe.forecast.validated_arms import DEFAULT_LOSS_TYPE
 from gradprobe.layout import RUNS_CSV
+from gradprobe.outputs import removed_if_left_empty
 from gradprobe.probe_keys import entry_key
 
 from .bootstrap import LEVEL, RESAMPLES, SEED, check_settings, mae_difference_interval, mae_interval
@@ -396,10 +397,11 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
     """
     study_dirs = [Path(d) for d in study_dir_list(study_dirs)]
     _check_settings(**settings)  # bad settings fail before the folder is made or any study is read
-    out = prepare_report_folder(out)
-    rows = build_rows_many(study_dirs, curve=curve, forecast_fn=forecast_fn)
-    runs = read_runs(study_dirs)
-    metrics, cv_rows, table = compute(rows, study_dirs=study_dirs, **settings)
+    with removed_if_left_empty(out):  # a study refused after the folder was made: the folder (and parents) go
+        out = prepare_report_folder(out)
+        rows = build_rows_many(study_dirs, curve=curve, forecast_fn=forecast_fn)
+        runs = read_runs(study_dirs)
+        metrics, cv_rows, table = compute(rows, study_dirs=study_dirs, **settings)
     write_text_atomic(out / "rows.csv", rows.to_csv(index=False))
     write_text_atomic(out / "cv_predictions.csv", cv_rows.to_csv(index=False))
     images = draw_figures(rows, cv_rows, metrics, runs)

@@ -99,3 +99,11 @@ def test_an_option_a_command_does_not_have_gets_that_commands_usage(tmp_path, ca
     assert err.splitlines()[-1] == (f"calib apply: error: unrecognized arguments: --out {tmp_path / 'x'}; "
                                     "`calib apply --help` lists its options")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_calib_report_on_a_missing_study_leaves_no_report_folder(tmp_path, capsys):
+    """`calib report nosuch --out DIR` refused the study but left an empty DIR (and its new parents)."""
+    out = tmp_path / "new" / "report"
+    assert main(["report", str(tmp_path / "nosuch"), "--out", str(out)]) == 2
+    assert "does not exist or is not a folder" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
