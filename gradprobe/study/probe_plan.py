@@ -67,7 +67,14 @@ def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
         settings[key] = value
     settings["rewards"] = tuple(settings["rewards"])
     given = settings.get("loss_types") or ()
-    given = tuple(x.strip() for x in given.split(",") if x.strip()) if isinstance(given, str) else tuple(given)
+    if isinstance(given, str):
+        items = [x.strip() for x in given.split(",")]
+        if given.strip() and not all(items):  # "," or "bnpo," was read as fewer loss types, silently
+            raise PlanError(f"[probe] loss_types {given!r} has an empty item; give loss types separated by single "
+                            "commas (e.g. \"bnpo,cispo\") or a list ([\"bnpo\", \"cispo\"]), or leave it out for none")
+        given = tuple(x for x in items if x)
+    else:
+        given = tuple(given)
     arm_losses = [_arm_loss_type(plan, a) for a in plan.arms.values()]
     settings["loss_types"] = tuple(x for x in dict.fromkeys((*given, *arm_losses)) if x != settings["loss_type"])
     return settings

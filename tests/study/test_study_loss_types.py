@@ -71,3 +71,15 @@ def test_a_loss_type_study_writes_arms_json_keys_that_its_probe_json_has(tmp_pat
         assert e["inner_product"] == pytest.approx(ip, rel=1e-8, abs=1e-300), key
         assert e["tokens_per_update"] == entries[reward]["tokens_per_update"]
         assert e["same_loss_reference"] == ("outcome" if lt == "grpo" else f"outcome@{lt}")
+
+
+@pytest.mark.parametrize("given", [",", "bnpo,", ",bnpo", "bnpo,,cispo"])
+def test_probe_loss_types_with_an_empty_item_are_refused(given):
+    """`[probe] loss_types = ","` was read as none (and "bnpo," as bnpo) without a word."""
+    from gradprobe.training.plan import PlanError
+
+    plan = load_plan(REPO / "plans" / "tiny_losses.toml")
+    with pytest.raises(PlanError, match=rf"\[probe\] loss_types '{given}' has an empty item; give loss types "
+                                        r"separated by single commas"):
+        probe_settings(plan, {"loss_types": given})
+    assert probe_settings(plan, {"loss_types": "dr_grpo, bnpo"})["loss_types"] == ("dr_grpo", "bnpo", "cispo", "gspo")
