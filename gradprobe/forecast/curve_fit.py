@@ -39,9 +39,12 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 __all__ = ["CurveError", "scalerl_sigmoid", "sigmoid_params", "SigmoidFit", "fit_sigmoid", "fit_seed_replicates",
-           "PARAMETERS", "START_B", "B_BOUNDS", "B_FALLBACK", "N_REPLICATES", "REPLICATE_SEED"]
+           "PARAMETERS", "MODES", "START_B", "B_BOUNDS", "B_FALLBACK", "N_REPLICATES", "REPLICATE_SEED"]
 
 PARAMETERS = ("R0", "A", "n_mid", "B")
+#: How a :class:`~gradprobe.forecast.curves.ReferenceCurve` reads accuracy off its points: the fit, or the
+#: monotone interpolation of the seed mean inside the observed range.
+MODES = ("sigmoid", "empirical")
 #: Fixed starting grid of the fit (B values); n_mid starts at n_min, sqrt(n_min n_max), n_max and
 #: A at the accuracy of the last eval level and at R0 + 1.5 x (that - R0).
 START_B = (0.5, 1.0, 2.0, 4.0)

@@ -42,8 +42,9 @@ import pandas as pd
 from scipy.interpolate import PchipInterpolator
 
 from ..layout import METRICS_JSONL, RUNS_CSV
-from .curve_file import FORMAT, VERSION, check_fit, curve_document, damaged, read_curve_file, write_curve
-from .curve_fit import (B_BOUNDS, B_FALLBACK, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
+from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_document, damaged, read_curve_file,
+                         write_curve)
+from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
                         fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params)
 from .csv_cells import is_skipped_note
 from .curve_sources import PLAN_EVAL_HINT, TRL_STATE, CurveSources, task_key
@@ -53,7 +54,6 @@ __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key
            # importable from here as before the split (curve_file, curve_fit)
            "FORMAT", "VERSION", "PARAMETERS", "START_B", "B_BOUNDS", "B_FALLBACK", "N_REPLICATES", "REPLICATE_SEED"]
 
-MODES = ("sigmoid", "empirical")
 #: What ``--reference-curve`` / :func:`load_reference_curve` accepts, quoted by its errors.
 ACCEPTED = ("a saved curve (.json written by ReferenceCurve.save), a TRL trainer_state.json (or its checkpoint "
             "folder, or a trainer state under another name: a JSON object with a 'log_history' list), a metrics.jsonl "
@@ -339,9 +339,12 @@ class ReferenceCurve(CurveSources):
         ------
         CurveError
             Missing file, invalid JSON, or a file that is not a reference curve or lacks a field; an unknown
-            ``version``; a parameter not finite or out of range; ``params`` that are not the fit of its
-            ``points`` (:func:`~gradprobe.forecast.curve_file.check_fit`). The message names the file, the
-            field and the fix.
+            ``version``; a field of the wrong type or out of its range (a parameter, ``status``,
+            ``standard_errors``, the ``metadata`` the forecast reads, ...:
+            :func:`~gradprobe.forecast.curve_file.read_curve_file`); ``params`` that are not the fit of its
+            ``points`` (:func:`~gradprobe.forecast.curve_file.check_fit`); ``replicates`` that are not the
+            seed-bootstrap refits of its points (:func:`~gradprobe.forecast.curve_file.check_replicates`). One line
+            naming the file, the field and the fix.
         """
         kw = read_curve_file(path)
         kw["mode"] = mode or kw["mode"]
@@ -350,6 +353,7 @@ class ReferenceCurve(CurveSources):
         except (KeyError, TypeError, ValueError) as e:
             raise damaged(Path(path), e) from None
         check_fit(path, curve)
+        check_replicates(path, curve)
         return curve
 
     def _set_state(self, st: dict) -> None:
