@@ -383,7 +383,10 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
     m = len(curve.replicates)
     rep_idx = rng.integers(0, m, size=n_draws) if m else None
     if m == 0:
-        notes.append("the reference curve has one seed: intervals leave out its uncertainty")
+        seeds = len(curve.seed_labels)
+        notes.append("the reference curve has one seed: intervals leave out its uncertainty" if seeds < 2 else
+                     f"the reference curve has {seeds} seeds but no seed-bootstrap replicates (n_replicates=0): "
+                     "intervals leave out its uncertainty")
     effs, sps = entry_efficiencies(batches, names, reference_reward, n_draws=n_draws, seed=seed, level=level,
                                    notes=notes)
     first_order = {n: float(np.mean([b["rewards"][n].get("predicted_gain_per_update", math.nan) for b in batches]))

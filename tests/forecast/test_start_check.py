@@ -152,3 +152,11 @@ def test_a_curve_without_its_update_batch_says_the_probes_is_assumed():
         notes = forecast_rewards(curve, _probe(h=0.6, groups=[0.6] * 8), n_draws=300).notes
         assert not [n for n in notes if "does not record its update batch" in n]
         assert [s for s in said if any(s in n for n in notes)] == said
+
+
+def test_a_curve_of_several_seeds_without_replicates_is_not_called_one_seed():
+    res = forecast_rewards(synthetic_curve(n_replicates=0), _probe(h=0.6, groups=[0.6] * 8), n_draws=300)
+    assert "the reference curve has 3 seeds but no seed-bootstrap replicates (n_replicates=0): intervals leave out " \
+           "its uncertainty" in res.notes
+    one = forecast_rewards(synthetic_curve(seeds=1), _probe(h=0.6, groups=[0.6] * 8), n_draws=300)
+    assert "the reference curve has one seed: intervals leave out its uncertainty" in one.notes
