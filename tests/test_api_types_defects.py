@@ -76,33 +76,32 @@ def test_write_refuses_a_probe_missing_one_batch_file(tmp_path, missing, beside)
     assert not (tmp_path / "copy").exists()
 
 
-def test_truncated_alignment_is_named_by_readers_and_refused_by_write(tmp_path):
+def _named_by_readers_and_refused_by_write(tmp_path, name: str, keep: int, why: str, reads) -> None:
+    """``name`` cut to ``keep`` bytes: each of ``reads(result)`` and ``result.write`` name it as damaged (``why``)
+    with the fix, and the copy is not made."""
     src = _probe_folder(tmp_path / "src")
-    _truncate(src / "alignment.safetensors", 100)
+    _truncate(src / name, keep)
     result = gradprobe.load_probe(src)
-    for read in (lambda: result.alignment, lambda: result.advantages("outcome"), lambda: result.completion_mask):
+    for read in reads(result):
         with pytest.raises(ValueError) as info:
             read()
         msg = str(info.value)
-        assert msg.startswith(f"{src / 'alignment.safetensors'} is damaged (SafetensorError: ")
+        assert msg.startswith(f"{src / name} is damaged ({why}")
         assert f"re-run `gradprobe probe --out {src}`" in msg
-    with pytest.raises(ValueError, match=re.escape(f"{src / 'alignment.safetensors'} is damaged")):
+    with pytest.raises(ValueError, match=re.escape(f"{src / name} is damaged ({why}")):
         result.write(tmp_path / "copy")
     assert not (tmp_path / "copy").exists()
+
+
+def test_truncated_alignment_is_named_by_readers_and_refused_by_write(tmp_path):
+    _named_by_readers_and_refused_by_write(
+        tmp_path, "alignment.safetensors", 100, "SafetensorError: ",
+        lambda r: (lambda: r.alignment, lambda: r.advantages("outcome"), lambda: r.completion_mask))
 
 
 def test_truncated_tokens_are_named_by_tokens_and_refused_by_write(tmp_path):
-    src = _probe_folder(tmp_path / "src")
-    _truncate(src / "tokens.jsonl", 60)
-    result = gradprobe.load_probe(src)
-    with pytest.raises(ValueError) as info:
-        result.tokens()
-    msg = str(info.value)
-    assert msg.startswith(f"{src / 'tokens.jsonl'} is damaged (line 1 is not valid JSON: ")
-    assert f"re-run `gradprobe probe --out {src}`" in msg
-    with pytest.raises(ValueError, match=re.escape(f"{src / 'tokens.jsonl'} is damaged (line 1 is not valid JSON")):
-        result.write(tmp_path / "copy")
-    assert not (tmp_path / "copy").exists()
+    _named_by_readers_and_refused_by_write(tmp_path, "tokens.jsonl", 60, "line 1 is not valid JSON: ",
+                                           lambda r: (r.tokens,))
 
 
 def test_a_study_probe_damaged_file_gets_the_study_fix(tmp_path):
