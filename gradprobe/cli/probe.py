@@ -52,6 +52,10 @@ _CURVE_METRIC_HELP = ("the eval key holding held-out accuracy in a --reference-c
                       "eval_accuracy; a GRPOTrainer logs eval_rewards/<reward function>/mean) or metrics.jsonl "
                       "(default greedy_accuracy)")
 
+_CURVE_SCALE_HELP = ("how a --reference-curve CSV's, metrics.jsonl's or TRL trainer_state.json's accuracies are read: "
+                     "fraction (in [0, 1]), points (in [0, 100]) or auto (default: fractions when every value lies in "
+                     "[0, 1])")
+
 
 REWARDS_HELP = ("comma-separated reward names: registered ones, or a reward of your own as MODULE:FUNCTION or "
                 "path/to/file.py:FUNCTION (a TRL-style function is wrapped)")
@@ -124,6 +128,8 @@ def _add_probe(sub) -> None:
                         "and its own reference direction")
     p.add_argument("--reference-curve", default=None, metavar="PATH|default", help=_CURVE_HELP)
     p.add_argument("--reference-curve-metric", default=None, metavar="KEY", help=_CURVE_METRIC_HELP)
+    p.add_argument("--reference-curve-scale", choices=("auto", "fraction", "points"), default=None,
+                   help=_CURVE_SCALE_HELP)
     p.add_argument("--forecaster", choices=list(FORECASTERS), default="auto",
                    help="which forecaster makes the verdict (the others are printed beside it): auto (the one that "
                         "validated best on the shipped studies, named in the output), the probe's efficiency ratio "
@@ -195,19 +201,23 @@ def _warn(line: str) -> None:
 
 
 def _reference_curve(args):
-    """``--reference-curve`` (with ``--reference-curve-metric``) read, or None when not given; ValueError or
-    CurveError for an empty one, a metric without a curve, or a curve that cannot be read."""
+    """``--reference-curve`` (with ``--reference-curve-metric`` and ``--reference-curve-scale``) read, or None when
+    not given; ValueError or CurveError for an empty one, a metric or scale without a curve, or a curve that cannot
+    be read."""
     from ..forecast import load_reference_curve
 
     if args.reference_curve is not None and not args.reference_curve.strip():  # an unset shell variable
         raise ValueError(f"--reference-curve is empty ({args.reference_curve!r}): give a path or 'default', or "
                          "omit the flag for the model's shipped curve (if any)")
-    if args.reference_curve_metric is not None and not args.reference_curve:
-        raise ValueError("--reference-curve-metric names an eval key of --reference-curve, which is not given: "
-                         "add --reference-curve PATH (a TRL trainer_state.json or a metrics.jsonl)")
+    for flag, value in (("--reference-curve-metric", args.reference_curve_metric),
+                        ("--reference-curve-scale", args.reference_curve_scale)):
+        if value is not None and not args.reference_curve:
+            raise ValueError(f"{flag} says how --reference-curve is read, which is not given: add --reference-curve "
+                             "PATH (a TRL trainer_state.json, a metrics.jsonl or a CSV)")
     if not args.reference_curve:
         return None
-    return load_reference_curve(args.reference_curve, metric=args.reference_curve_metric)
+    return load_reference_curve(args.reference_curve, metric=args.reference_curve_metric,
+                                accuracy_scale=args.reference_curve_scale)
 
 
 def _probe_command(args) -> int:

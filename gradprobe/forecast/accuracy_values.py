@@ -70,7 +70,8 @@ def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=
     if scale == "auto":
         if hi <= 1.0:
             return 100.0 * v, (f"{what}: accuracy read as fractions in [0, 1] (range {lo:.4g}-{hi:.4g}) and "
-                               "converted to points; pass accuracy_scale='points' if they already are points")
+                               "converted to points; if they already are points, pass accuracy_scale='points' "
+                               "(--reference-curve-scale points)")
         _refuse_mixed_scales(v, what, where, updates, seeds)
         if hi <= 100.0:
             return v, f"{what}: accuracy read as points in [0, 100] (range {lo:.4g}-{hi:.4g})"
@@ -93,8 +94,7 @@ def _refuse_mixed_scales(v: np.ndarray, what: str, where, updates, seeds) -> Non
     """:func:`to_points`' refusal of values that mix fractions and points (its docstring gives both rules)."""
     small = (v >= 0) & (v <= 1.0)
     fix = ("fix those evals, or pass accuracy_scale='points' if the values are points as they stand (on the command "
-           "line, save the curve read that way, ReferenceCurve.from_csv(PATH, accuracy_scale='points')"
-           ".save('curve.json'), and pass --reference-curve curve.json)")
+           "line, --reference-curve-scale points)")
     if v.size and small.mean() >= 0.5:
         raise CurveError(f"{what} mixes scales: {int(small.sum())} of {v.size} values are fractions in [0, 1], but "
                          f"{_named_values(v, np.flatnonzero(v > 1.0), where)} hold(s) values above 1 (read as "

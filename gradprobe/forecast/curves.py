@@ -373,7 +373,8 @@ class ReferenceCurve(CurveSources):
                                       "replicate_seed_counts": self.replicate_seed_counts})
 
 
-def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: str | None = None) -> ReferenceCurve:
+def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: str | None = None,
+                         accuracy_scale: str | None = None) -> ReferenceCurve:
     """A curve from what a user has: a saved curve (``.json`` written by :meth:`ReferenceCurve.save`),
     a TRL ``trainer_state.json`` (or a JSON object with a ``log_history`` under any other name), a
     ``metrics.jsonl``, a CSV (columns ``update``, ``accuracy``), a study
@@ -389,6 +390,9 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
         The eval key holding held-out accuracy (``--reference-curve-metric``), for a TRL trainer state
         (default ``eval_accuracy``; a GRPOTrainer logs ``eval_rewards/<reward function>/mean``) or a
         ``metrics.jsonl`` (default ``greedy_accuracy``). A TRL key must be an eval metric (``eval_...``).
+    accuracy_scale : {"auto", "fraction", "points"}, optional
+        How a CSV's, a ``metrics.jsonl``'s or a TRL state's accuracies are read (``--reference-curve-scale``;
+        default ``auto``: fractions when every value lies in [0, 1], :func:`~.accuracy_values.to_points`).
 
     Raises
     ------
@@ -396,30 +400,29 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
         Nothing at ``spec`` (the message says it does not exist), a folder holding none of
         ``runs.csv``, ``metrics.jsonl``, ``trainer_state.json``, or a file of none of these kinds (each
         message lists what is accepted); a ``metric`` for a source without eval keys (a saved curve, a CSV, a
-        study, ``default``), an empty one, a TRL key that is not ``eval_...``; anything the reader of that kind
+        study, ``default``), an empty one, a TRL key that is not ``eval_...``; an ``accuracy_scale`` not among
+        the three, or for a source whose scale is fixed (a saved curve, a study, ``default``); anything the reader of that kind
         raises (a bad cell names its file, line and column).
     TypeError
         ``metric`` not a string.
     """
     s = str(spec)
-    if metric is not None and not isinstance(metric, str):
-        raise TypeError(f"metric must be a string (an eval key such as 'eval_rewards/accuracy_reward/mean'), got "
-                        f"{metric!r} ({type(metric).__name__})")
-    if metric is not None and not metric.strip():
-        raise CurveError(f"--reference-curve-metric {metric!r} is empty: give the eval key that holds held-out "
-                         "accuracy (e.g. eval_rewards/accuracy_reward/mean), or leave it out")
+    _check_read_options(metric, accuracy_scale)
     if s in ("default", "tiny"):
         _no_metric(metric, s, "the shipped curve")
+        _no_scale(accuracy_scale, s, "the shipped curve")
         c = ReferenceCurve.load(default_curve_path())
         return c.with_mode(mode) if mode else c
     p = Path(s)
     if not p.exists():
         raise CurveError(f"--reference-curve {s!r} does not exist (no such file or folder); expected {ACCEPTED}")
     kw = {"mode": mode} if mode else {}
-    keyed = dict(kw, metric=metric) if metric is not None else kw  # the readers of logs with eval keys
+    kw_scaled = dict(kw, accuracy_scale=accuracy_scale) if accuracy_scale is not None else kw
+    keyed = dict(kw_scaled, metric=metric) if metric is not None else kw_scaled  # logs with eval keys
     if p.is_dir():
         if (p / RUNS_CSV).is_file():
             _no_metric(metric, s, "a study folder (its runs.csv's accuracy column)")
+            _no_scale(accuracy_scale, s, "a study folder (its runs.csv's accuracy column)")
             return ReferenceCurve.from_study(p, **kw)
         if (p / METRICS_JSONL).is_file():
             return ReferenceCurve.from_metrics(p, **keyed)
@@ -437,9 +440,10 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
             return ReferenceCurve.from_metrics(p, **keyed)
         if suffix == ".csv":
             _no_metric(metric, s, "a CSV (its accuracy column)")
-            return ReferenceCurve.from_csv(p, **kw)
+            return ReferenceCurve.from_csv(p, **kw_scaled)
         if suffix == ".json":
             _no_metric(metric, s, "a saved curve")
+            _no_scale(accuracy_scale, s, "a saved curve")
             return ReferenceCurve.load(p, mode=mode)
     raise CurveError(f"--reference-curve {s!r}: unknown kind of file; expected {ACCEPTED}")
 
@@ -452,6 +456,28 @@ def _eval_key(metric: str | None, spec: str) -> None:
                          f"{spec!r} (TRL names those eval_...): the forecast reads held-out accuracy, not the training "
                          "batch's reward, the loss or the epoch; give an eval key such as "
                          "eval_rewards/accuracy_reward/mean (evaluate with an eval_dataset and eval_strategy)")
+
+
+def _check_read_options(metric, accuracy_scale) -> None:
+    """:func:`load_reference_curve`'s checks of ``metric`` (a non-empty string) and ``accuracy_scale``."""
+    if metric is not None and not isinstance(metric, str):
+        raise TypeError(f"metric must be a string (an eval key such as 'eval_rewards/accuracy_reward/mean'), got "
+                        f"{metric!r} ({type(metric).__name__})")
+    if metric is not None and not metric.strip():
+        raise CurveError(f"--reference-curve-metric {metric!r} is empty: give the eval key that holds held-out "
+                         "accuracy (e.g. eval_rewards/accuracy_reward/mean), or leave it out")
+    if accuracy_scale is not None and accuracy_scale not in ("auto", "fraction", "points"):
+        raise CurveError(f"--reference-curve-scale {accuracy_scale!r} must be auto, fraction (values in [0, 1]) or "
+                         "points (values in [0, 100])")
+
+
+def _no_scale(accuracy_scale: str | None, spec: str, kind: str) -> None:
+    """Refuse ``--reference-curve-scale`` for a source whose scale is fixed: a saved curve and the shipped one hold
+    points, a study's runs.csv fractions (checked where it is read)."""
+    if accuracy_scale is not None:
+        raise CurveError(f"--reference-curve-scale {accuracy_scale} says how a CSV's, a metrics.jsonl's or a TRL "
+                         f"trainer state's accuracies are read, but --reference-curve {spec!r} is {kind}, whose scale is "
+                         "fixed; leave it out")
 
 
 def _no_metric(metric: str | None, spec: str, kind: str) -> None:

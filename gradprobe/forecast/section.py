@@ -143,6 +143,8 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
                          "share_of_budget": spent / budget if budget else None,
                          "note": "probe rollouts, MC continuations and the held-out reference's rollouts, against one "
                                  "grpo run's budget"})
+    if not is_default:  # how a user's curve's accuracies were read (fractions or points): a wrong guess moves R0
+        d["notes"] = [*d.get("notes", []), *(n for n in curve.notes if "accuracy read as" in n)]
     if budget and spent >= budget:  # a pre-screen is worth running only when it costs less than what it screens
         d["notes"] = [*d.get("notes", []), f"the pre-screen spent {spent:,} generated tokens, {spent / budget:.1f}x "
                       f"one grpo run's budget of {budget:,.0f}: at this budget training an arm costs less than "

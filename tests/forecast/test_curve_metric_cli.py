@@ -4,6 +4,7 @@ metrics.jsonl's other accuracy are usable from the command line, and the key is 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -72,7 +73,7 @@ def test_cli_reads_a_grpo_trainer_state_with_the_metric(tmp_path, capsys):
 def test_cli_refuses_a_metric_without_a_curve(tmp_path, capsys):
     assert main(["probe", *SMALL, "--reference-curve-metric", KEY, "--out", str(tmp_path / "p")]) == 2
     err = capsys.readouterr().err
-    assert "--reference-curve-metric names an eval key of --reference-curve, which is not given" in err
+    assert "--reference-curve-metric says how --reference-curve is read, which is not given" in err
     assert not (tmp_path / "p").exists()
 
 
@@ -120,3 +121,48 @@ def test_a_metrics_jsonl_without_the_key_lists_what_its_evals_hold(tmp_path):
     path.write_text(json.dumps({"update": 1, "loss": 0.3}) + "\n")
     with pytest.raises(CurveError, match=r"has no eval lines .*: the run was not evaluated; evaluate more often"):
         load_reference_curve(path)
+
+
+def _low_points_csv(tmp_path):
+    """A curve in points that stays under 1 point: auto reads it as fractions (20-90 points)."""
+    path = tmp_path / "low.csv"
+    path.write_text("update,accuracy\n" + "".join(f"{u},{0.2 + 0.7 * i / 8:.4f}\n" for i, (u, _) in enumerate(S0)))
+    return path
+
+
+def test_the_accuracy_scale_of_a_csv_can_be_given(tmp_path):
+    path = _low_points_csv(tmp_path)
+    auto = load_reference_curve(path)
+    assert auto.params["R0"] == pytest.approx(20.0) and any("accuracy read as fractions" in n for n in auto.notes)
+    points = load_reference_curve(path, accuracy_scale="points")
+    assert points.params["R0"] == pytest.approx(0.2)
+    assert load_reference_curve(path, accuracy_scale="fraction").params["R0"] == pytest.approx(20.0)
+    with pytest.raises(CurveError, match=r"--reference-curve-scale 'percent' must be auto, fraction .* or points"):
+        load_reference_curve(path, accuracy_scale="percent")
+    trl = load_reference_curve(_grpo_trainer_state(tmp_path), metric=KEY, accuracy_scale="fraction")
+    assert trl.params["R0"] == pytest.approx(67.6)
+
+
+@pytest.mark.parametrize("spec", ["default", "curve.json", "study"])
+def test_a_scale_for_a_source_whose_scale_is_fixed_is_refused(tmp_path, spec):
+    load_reference_curve("default").save(tmp_path / "curve.json")
+    where = {"default": "default", "curve.json": str(tmp_path / "curve.json"),
+             "study": str(Path(__file__).resolve().parents[2] / "data" / "study_tiny")}[spec]
+    with pytest.raises(CurveError, match=r"--reference-curve-scale points says how a CSV's, a metrics.jsonl's or a "
+                                         r"TRL trainer state's accuracies are read, but .* whose scale is fixed"):
+        load_reference_curve(where, accuracy_scale="points")
+
+
+def test_cli_scale_and_the_scale_note_of_a_users_curve(tmp_path, capsys):
+    path = _low_points_csv(tmp_path)
+    assert main(["probe", *SMALL, "--reference-curve-scale", "points", "--out", str(tmp_path / "x")]) == 2
+    assert "--reference-curve-scale says how --reference-curve is read, which is not given" in capsys.readouterr().err
+    assert main(["probe", *SMALL, "--reference-curve", str(path), "--out", str(tmp_path / "auto")]) == 0
+    notes = json.loads((tmp_path / "auto" / "probe.json").read_text())["forecast"]["notes"]
+    assert [n for n in notes if "accuracy read as fractions in [0, 1] (range 0.2-0.9)" in n
+            and "(--reference-curve-scale points)" in n]
+    assert main(["probe", *SMALL, "--reference-curve", str(path), "--reference-curve-scale", "points",
+                 "--out", str(tmp_path / "points")]) == 0
+    section = json.loads((tmp_path / "points" / "probe.json").read_text())["forecast"]
+    assert "R0 0.20" in section["curve"]
+    assert [n for n in section["notes"] if "accuracy read as points (accuracy_scale='points')" in n]

@@ -98,9 +98,7 @@ def test_csv_mixing_fractions_and_points_is_refused_naming_the_lines(tmp_path, c
                                "(1.65) hold(s) values above 1 (read as points, every fraction would be under 1 point, "
                                "and a curve in points that stays under 1 point at most evals is too flat to forecast "
                                "from); fix those evals, or pass accuracy_scale='points' if the values are points as "
-                               "they stand (on the command line, save the curve read that way, "
-                               "ReferenceCurve.from_csv(PATH, accuracy_scale='points').save('curve.json'), and pass "
-                               "--reference-curve curve.json)")
+                               "they stand (on the command line, --reference-curve-scale points)")
     assert cli.main(["probe", "--reference-curve", str(typo), "--out", str(tmp_path / "p")]) == 2
     assert "mixes scales" in capsys.readouterr().err and not (tmp_path / "p").exists()
     fixed = tmp_path / "fixed.csv"
