@@ -401,8 +401,8 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
         ``runs.csv``, ``metrics.jsonl``, ``trainer_state.json``, or a file of none of these kinds (each
         message lists what is accepted); a ``metric`` for a source without eval keys (a saved curve, a CSV, a
         study, ``default``), an empty one, a TRL key that is not ``eval_...``; an ``accuracy_scale`` not among
-        the three, or for a source whose scale is fixed (a saved curve, a study, ``default``); anything the reader of that kind
-        raises (a bad cell names its file, line and column).
+        the three, or for a source whose scale is fixed (a saved curve, a study, ``default``); anything the
+        reader of that kind raises (a bad cell names its file, line and column).
     TypeError
         ``metric`` not a string.
     """
@@ -476,8 +476,8 @@ def _no_scale(accuracy_scale: str | None, spec: str, kind: str) -> None:
     points, a study's runs.csv fractions (checked where it is read)."""
     if accuracy_scale is not None:
         raise CurveError(f"--reference-curve-scale {accuracy_scale} says how a CSV's, a metrics.jsonl's or a TRL "
-                         f"trainer state's accuracies are read, but --reference-curve {spec!r} is {kind}, whose scale is "
-                         "fixed; leave it out")
+                         f"trainer state's accuracies are read, but --reference-curve {spec!r} is {kind}, whose scale "
+                         "is fixed; leave it out")
 
 
 def _no_metric(metric: str | None, spec: str, kind: str) -> None:
