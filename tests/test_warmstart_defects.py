@@ -386,10 +386,23 @@ def test_gradprobe_cache_a_file(tmp_path, monkeypatch, capsys):
                                "GRADPROBE_CACHE to a writable folder\n")
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
-def test_out_where_no_folder_can_be_made_names_out_not_the_temp_folder(monkeypatch, capsys):
+def test_out_where_no_folder_can_be_made_names_out_not_the_temp_folder(tmp_path, monkeypatch, capsys):
+    """A parent where no folder can be made (as /proc on Linux; here any mkdir under ``locked`` is refused, so the
+    test runs on every OS and as root, whom permissions do not stop): the message names --out, not the temp folder."""
     monkeypatch.setattr(warmstart, "_build_into", _no_build)
-    rc, err = _run(["--out", "/proc/gp_ws_test", "--no-progress"], capsys)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_mkdir = Path.mkdir
+
+    def mkdir(self, *args, **kwargs):
+        if locked in self.parents:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    rc, err = _run(["--out", str(locked / "gp_ws_test"), "--no-progress"], capsys)
     assert rc == 2 and err.count("\n") == 1 and ".tmp-" not in err, err
-    assert err.startswith("gradprobe warmstart: error: out (--out) /proc/gp_ws_test cannot be created (")
-    assert err.endswith(", in /proc); choose another folder for --out\n")
+    assert err.startswith(f"gradprobe warmstart: error: out (--out) {locked / 'gp_ws_test'} cannot be created "
+                          "(Permission denied, in ")
+    assert err.endswith(f", in {locked}); choose another folder for --out\n")
+    assert list(locked.iterdir()) == []
