@@ -409,8 +409,7 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
     s = str(spec)
     _check_read_options(metric, accuracy_scale)
     if s in ("default", "tiny"):
-        _no_metric(metric, s, "the shipped curve")
-        _no_scale(accuracy_scale, s, "the shipped curve")
+        _no_read_options(s, "the shipped curve", metric, accuracy_scale)
         c = ReferenceCurve.load(default_curve_path())
         return c.with_mode(mode) if mode else c
     p = Path(s)
@@ -421,8 +420,7 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
     keyed = dict(kw_scaled, metric=metric) if metric is not None else kw_scaled  # logs with eval keys
     if p.is_dir():
         if (p / RUNS_CSV).is_file():
-            _no_metric(metric, s, "a study folder (its runs.csv's accuracy column)")
-            _no_scale(accuracy_scale, s, "a study folder (its runs.csv's accuracy column)")
+            _no_read_options(s, "a study folder (its runs.csv's accuracy column)", metric, accuracy_scale)
             return ReferenceCurve.from_study(p, **kw)
         if (p / METRICS_JSONL).is_file():
             return ReferenceCurve.from_metrics(p, **keyed)
@@ -439,11 +437,10 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
         if suffix == ".jsonl":
             return ReferenceCurve.from_metrics(p, **keyed)
         if suffix == ".csv":
-            _no_metric(metric, s, "a CSV (its accuracy column)")
+            _no_read_options(s, "a CSV (its accuracy column)", metric, None)  # a CSV's scale may be given
             return ReferenceCurve.from_csv(p, **kw_scaled)
         if suffix == ".json":
-            _no_metric(metric, s, "a saved curve")
-            _no_scale(accuracy_scale, s, "a saved curve")
+            _no_read_options(s, "a saved curve", metric, accuracy_scale)
             return ReferenceCurve.load(p, mode=mode)
     raise CurveError(f"--reference-curve {s!r}: unknown kind of file; expected {ACCEPTED}")
 
@@ -471,20 +468,17 @@ def _check_read_options(metric, accuracy_scale) -> None:
                          "points (values in [0, 100])")
 
 
-def _no_scale(accuracy_scale: str | None, spec: str, kind: str) -> None:
-    """Refuse ``--reference-curve-scale`` for a source whose scale is fixed: a saved curve and the shipped one hold
-    points, a study's runs.csv fractions (checked where it is read)."""
+def _no_read_options(spec: str, kind: str, metric: str | None, accuracy_scale: str | None) -> None:
+    """Refuse ``--reference-curve-metric`` for a source without eval keys to choose from, and
+    ``--reference-curve-scale`` for one whose scale is fixed (a saved curve and the shipped one hold points, a
+    study's runs.csv fractions, checked where it is read); ``kind`` names the source."""
+    if metric is not None:
+        raise CurveError(f"--reference-curve-metric {metric!r} picks an eval key of a TRL trainer_state.json or a "
+                         f"metrics.jsonl, but --reference-curve {spec!r} is {kind}, which has none; leave it out")
     if accuracy_scale is not None:
         raise CurveError(f"--reference-curve-scale {accuracy_scale} says how a CSV's, a metrics.jsonl's or a TRL "
                          f"trainer state's accuracies are read, but --reference-curve {spec!r} is {kind}, whose scale "
                          "is fixed; leave it out")
-
-
-def _no_metric(metric: str | None, spec: str, kind: str) -> None:
-    """Refuse ``--reference-curve-metric`` for a source that has no eval keys to choose from."""
-    if metric is not None:
-        raise CurveError(f"--reference-curve-metric {metric!r} picks an eval key of a TRL trainer_state.json or a "
-                         f"metrics.jsonl, but --reference-curve {spec!r} is {kind}, which has none; leave it out")
 
 
 def _is_trl_state(path: Path) -> bool:
