@@ -320,6 +320,29 @@ def _mismatch_notes(curve: ReferenceCurve, cfg: dict, n_ref: float) -> list[str]
     return notes
 
 
+def _curve_replicate_draws(curve: ReferenceCurve, n_draws: int, seed: int,
+                           notes: list[str]) -> np.ndarray | None:
+    """The curve's seed-bootstrap replicate read by each Monte Carlo draw: indices into ``curve.replicates``, shape
+    (n_draws,), drawn with ``numpy.random.PCG64(seed + 1)`` (the bootstrap multiplicities use ``PCG64(seed)``); None
+    when the curve has no replicates, with a note that the intervals leave out its uncertainty."""
+    rng = np.random.Generator(np.random.PCG64(seed + 1))
+    m = len(curve.replicates)
+    rep_idx = rng.integers(0, m, size=n_draws) if m else None
+    if m == 0:
+        seeds = len(curve.seed_labels)
+        notes.append("the reference curve has one seed: intervals leave out its uncertainty" if seeds < 2 else
+                     f"the reference curve has {seeds} seeds but no seed-bootstrap replicates (n_replicates=0): "
+                     "intervals leave out its uncertainty")
+    return rep_idx
+
+
+def _first_order_gains(batches: list[dict], names: list[str]) -> dict[str, float]:
+    """Entry -> its raw first-order gain per update (accuracy points), the mean of the batches'
+    ``predicted_gain_per_update`` (NaN where a batch lacks it)."""
+    return {n: float(np.mean([b["rewards"][n].get("predicted_gain_per_update", math.nan) for b in batches]))
+            for n in names}
+
+
 def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | None = None,
                      budget_flops: float | None = None, method: str = "probe", arms: dict | None = None,
                      lr_curve: dict | None = None, reference_reward: str = "outcome", n_draws: int = 2000,
@@ -378,23 +401,14 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
     notes: list[str] = []
     tokens, cost = update_costs(curve, batches, names, cfg, kind, reference_reward, notes)
     n_ref = value / cost[reference_reward]
-    # curve replicates per draw (the bootstrap multiplicities use PCG64(seed), these PCG64(seed + 1))
-    rng = np.random.Generator(np.random.PCG64(seed + 1))
-    m = len(curve.replicates)
-    rep_idx = rng.integers(0, m, size=n_draws) if m else None
-    if m == 0:
-        seeds = len(curve.seed_labels)
-        notes.append("the reference curve has one seed: intervals leave out its uncertainty" if seeds < 2 else
-                     f"the reference curve has {seeds} seeds but no seed-bootstrap replicates (n_replicates=0): "
-                     "intervals leave out its uncertainty")
+    rep_idx = _curve_replicate_draws(curve, n_draws, seed, notes)
     effs, sps = entry_efficiencies(batches, names, reference_reward, n_draws=n_draws, seed=seed, level=level,
                                    notes=notes)
-    first_order = {n: float(np.mean([b["rewards"][n].get("predicted_gain_per_update", math.nan) for b in batches]))
-                   for n in names}
     st = Setting(curve=curve, method=method, reference_reward=reference_reward, kind=kind, value=value,
                  budget_s=format_budget(value, kind), tokens=tokens, cost=cost, n_ref=n_ref, base=curve(n_ref),
                  base_rep=curve.replicate_values(np.full(n_draws, n_ref), rep_idx), rep_idx=rep_idx, effs=effs,
-                 sps=sps, first_order=first_order, n_draws=n_draws, level=level, lr_curve=lr_curve)
+                 sps=sps, first_order=_first_order_gains(batches, names), n_draws=n_draws, level=level,
+                 lr_curve=lr_curve)
     st.silent = _silent_entries(probe, batches, names, reference_reward, notes)
     _reference_state(st, batches, cfg, notes)
     table = pd.DataFrame([arm_row(st, arm, spec) for arm, spec in arms.items()], columns=list(TABLE_COLUMNS))

@@ -2,7 +2,7 @@
 
 :func:`forecast_section` forecasts a probe result against the shipped reference curve of its model
 (:data:`DEFAULT_CURVES`) with the forecaster that validated best (:data:`VALIDATION`, measured by
-``calib report``), and records what pre-screening cost; :func:`format_forecast` prints it.
+``calib report``), and records what pre-screening cost (with or without a forecast); :func:`format_forecast` prints it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from ..outputs import json_float
 from ..tables import format_columns
 from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve, default_curve_path
+from .probe_input import budget_of
 from .result import METHODS, format_budget
 from .special_rows import REFERENCE_VERDICT
 from .start_check import CHECK_MARK
@@ -32,6 +33,10 @@ VALIDATION_FILE = "forecast_validation.json"
 SECONDS_NOTE = ("the forecast is at the token (or FLOPs) budget only; the seconds budget's gain is each reward's raw "
                 "first-order predicted_gain_at_time_budget (rewards[]), from its seconds_per_update including the "
                 "reward's own compute")
+
+#: What ``pre_screen["note"]`` says the pre-screen cost counts.
+_PRE_SCREEN_NOTE = ("probe rollouts, MC continuations and the held-out reference's rollouts, against one grpo run's "
+                   "budget")
 
 
 def load_validation(path=None) -> dict:
@@ -71,6 +76,55 @@ def load_validation(path=None) -> dict:
 VALIDATION = load_validation()
 
 
+def _pre_screen(result: dict, budget_kind: str, budget_value: float | None) -> tuple[dict, list[str]]:
+    """What screening cost against one grpo run's budget: ``probe.json``'s ``forecast.pre_screen`` and its note.
+
+    The spent tokens are the probe ledger's generated tokens of the probe batches (``rollout``), the MC
+    continuations (``continuation``) and prompt selection (``selection``), plus every category of the held-out
+    reference's own ledger (``reference.ledger``, its rollouts); the probe ledger's ``eval`` is not counted.
+
+    Parameters
+    ----------
+    result : dict
+        A probe result (``ledger`` and ``reference.ledger`` read; missing ones count 0 tokens).
+    budget_kind : {"tokens", "flops"}
+        The kind of the forecast's budget (``forecast.budget["kind"]``).
+    budget_value : float or None
+        Its value (generated tokens or FLOPs); None when the budget is not known.
+
+    Returns
+    -------
+    (block, notes)
+        ``block``: ``{"generated_tokens": int, "budget_tokens": float | None, "share_of_budget": float | None,
+        "note": _PRE_SCREEN_NOTE}``, the budget and the share (spent / budget, a fraction) None unless the budget
+        is a positive number of tokens; ``notes``: one note when the pre-screen spent at least the budget (a
+        pre-screen is worth running only when it costs less than what it screens), else empty.
+    """
+    gen = (result.get("ledger") or {}).get("generated_tokens") or {}
+    ref_led = ((result.get("reference") or {}).get("ledger") or {}).get("generated_tokens") or {}
+    spent = int(sum(gen.get(c, 0) for c in ("rollout", "continuation", "selection")) + sum(ref_led.values()))
+    budget = float(budget_value) if budget_kind == "tokens" and budget_value is not None and budget_value > 0 else None
+    block = {"generated_tokens": spent, "budget_tokens": budget, "share_of_budget": spent / budget if budget else None,
+             "note": _PRE_SCREEN_NOTE}
+    if not (budget and spent >= budget):
+        return block, []
+    return block, [f"the pre-screen spent {spent:,} generated tokens, {spent / budget:.1f}x one grpo run's budget of "
+                   f"{budget:,.0f}: at this budget training an arm costs less than screening it; probe fewer prompts "
+                   "or continuations, or forecast at the budget you will train"]
+
+
+def _no_forecast(result: dict, note: str) -> dict:
+    """The ``forecast`` section without a forecast: ``note`` says what one needs; the pre-screen cost (against the
+    probe's ``config.budget_tokens``, read as :func:`forecast_rewards` reads it; unknown when that is not a positive
+    number) and its notes are kept."""
+    try:
+        kind, value = budget_of(None, None, result.get("config") or {})
+    except (TypeError, ValueError):  # no usable budget: the spent tokens are still reported
+        kind, value = "tokens", None
+    block, notes = _pre_screen(result, kind, value)
+    return {"available": False, "note": note, "pre_screen": block, "notes": notes}
+
+
 def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve_spec: str | None = None,
                      method: str = "auto", reference_reward: str = "outcome") -> dict:
     """The ``forecast`` section of ``probe.json`` (what ``gradprobe probe`` prints).
@@ -99,8 +153,10 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
         the forecast stays at the token or FLOPs budget, :data:`SECONDS_NOTE`), ``guided`` (``config.guidance`` is set: the reference is the guided outcome) and
         ``pre_screen``
         (generated tokens of the probe batches, continuations and held-out reference, and their share
-        of the budget: what screening cost against one grpo run). Without a curve, or without the
-        reference reward: ``{"available": False, "note": ...}`` saying what is needed.
+        of the budget: what screening cost against one grpo run; :func:`_pre_screen`). Without a curve, or without
+        the reference reward: ``{"available": False, "note": ..., "pre_screen": ..., "notes": [...]}``, the note
+        saying what is needed, ``pre_screen`` the same block against the probe's ``config.budget_tokens`` and
+        ``notes`` the pre-screen's (a pre-screen dearer than the budget).
 
     Raises
     ------
@@ -112,15 +168,15 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     if curve is None:
         name = DEFAULT_CURVES.get(str(cfg.get("model")))
         if name is None:
-            return {"available": False, "note": f"no reference curve for model {cfg.get('model')!r}: the gains above "
-                    "are the raw first-order extrapolation (expected to overestimate); a forecast needs a reference "
-                    "curve: pass --reference-curve (a grpo run's metrics.jsonl, a TRL trainer_state.json, a CSV of "
-                    "update,accuracy, a study folder or a saved curve)"}
+            return _no_forecast(result, f"no reference curve for model {cfg.get('model')!r}: the gains above are "
+                                "the raw first-order extrapolation (expected to overestimate); a forecast needs a "
+                                "reference curve: pass --reference-curve (a grpo run's metrics.jsonl, a TRL "
+                                "trainer_state.json, a CSV of update,accuracy, a study folder or a saved curve)")
         curve = ReferenceCurve.load(default_curve_path().with_name(name))
         curve_spec, is_default = f"default ({name})", True
     names = [r["name"] for r in result.get("rewards", [])]
     if reference_reward not in names:
-        return {"available": False, "note": f"the forecast is a gain vs grpo: add {reference_reward!r} to --rewards"}
+        return _no_forecast(result, f"the forecast is a gain vs grpo: add {reference_reward!r} to --rewards")
     choice = "as asked"
     if method == "auto":
         method = VALIDATION["best"]
@@ -133,31 +189,25 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     secs = cfg.get("budget_seconds")
     if secs is not None:  # the forecast is at the token (or FLOPs) budget; the seconds one is per reward, raw
         d["budget"].update(seconds=float(secs), seconds_note=SECONDS_NOTE)
-    led = result.get("ledger") or {}
-    gen = led.get("generated_tokens") or {}
-    ref_led = ((result.get("reference") or {}).get("ledger") or {}).get("generated_tokens") or {}
-    spent = int(sum(gen.get(c, 0) for c in ("rollout", "continuation", "selection")) + sum(ref_led.values()))
-    budget = d["budget"]["value"] if d["budget"]["kind"] == "tokens" else None
-    d.update(curve_spec=curve_spec, curve_is_default=is_default, guided=bool(cfg.get("guidance")),
-             pre_screen={"generated_tokens": spent, "budget_tokens": budget,
-                         "share_of_budget": spent / budget if budget else None,
-                         "note": "probe rollouts, MC continuations and the held-out reference's rollouts, against one "
-                                 "grpo run's budget"})
+    block, screen_notes = _pre_screen(result, d["budget"]["kind"], d["budget"]["value"])
+    d.update(curve_spec=curve_spec, curve_is_default=is_default, guided=bool(cfg.get("guidance")), pre_screen=block)
     if not is_default:  # how a user's curve's accuracies were read (fractions or points): a wrong guess moves R0
         d["notes"] = [*d.get("notes", []), *(n for n in curve.notes if "accuracy read as" in n)]
-    if budget and spent >= budget:  # a pre-screen is worth running only when it costs less than what it screens
-        d["notes"] = [*d.get("notes", []), f"the pre-screen spent {spent:,} generated tokens, {spent / budget:.1f}x "
-                      f"one grpo run's budget of {budget:,.0f}: at this budget training an arm costs less than "
-                      "screening it; probe fewer prompts or continuations, or forecast at the budget you will train"]
+    d["notes"] = [*d.get("notes", []), *screen_notes]
     return d
 
 
 def format_forecast(section: dict) -> str:
-    """Plain-text forecast table and verdicts (printed under the probe table by ``gradprobe probe``)."""
+    """Plain-text forecast table and verdicts (printed under the probe table by ``gradprobe probe``).
+
+    Without a forecast (``available`` False): the ``forecast: none.`` line with the section's note, then the
+    pre-screen cost line (when the section's ``pre_screen`` has a share of a token budget) and its notes.
+    """
     if not section:
         return ""
-    if not section.get("available"):
-        return f"\nforecast: none. {section.get('note', '')}"
+    if not section.get("available"):  # what screening cost is still said: it was spent
+        return "\n".join([f"\nforecast: none. {section.get('note', '')}", *_pre_screen_line(section),
+                          *(f"note: {n}" for n in section.get("notes", []))])
     b = section["budget"]
     budget_s = format_budget(b["value"], b["kind"])
     pct = int(round(100 * section["level"]))
@@ -201,9 +251,15 @@ def format_forecast(section: dict) -> str:
     for r in section["rows"]:
         if r["verdict"] != REFERENCE_VERDICT:  # grpo's plain row has nothing to say; a guided or flat reference has
             lines.append(f"{r['arm']}: {r['verdict']}" + (f"  ({r['note']})" if r.get("note") else ""))
-    ps = section.get("pre_screen") or {}
-    if ps.get("share_of_budget") is not None:
-        lines.append(f"pre-screen cost: {ps['generated_tokens']:,} generated tokens = {ps['share_of_budget']:.1%} of "
-                     f"one grpo run's {budget_s} budget")
+    lines += _pre_screen_line(section)
     lines += [f"note: {n}" for n in notes if not n.startswith(CHECK_MARK)]
     return "\n".join(lines)
+
+
+def _pre_screen_line(section: dict) -> list[str]:
+    """The pre-screen cost line of a ``forecast`` section (:func:`_pre_screen`), none without a token budget."""
+    ps = section.get("pre_screen") or {}
+    if ps.get("share_of_budget") is None:
+        return []
+    return [f"pre-screen cost: {ps['generated_tokens']:,} generated tokens = {ps['share_of_budget']:.1%} of one grpo "
+            f"run's {format_budget(ps['budget_tokens'], 'tokens')} budget"]

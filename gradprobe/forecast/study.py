@@ -142,17 +142,7 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
         study's own curve), naming them and the fix. ``gradprobe study`` never writes such a line.
     """
     study_dir = Path(study_dir)
-    if not study_dir.is_dir():
-        raise FileNotFoundError(f"study folder {str(study_dir)!r} does not exist; pass the --out folder of a finished "
-                                "`gradprobe study` (e.g. data/study_tiny)")
-    analysis = read_study_json(study_dir / ANALYSIS_JSON, "run `gradprobe study` to the end")
-    arms_map = read_study_json(probe_dir(study_dir) / ARMS_JSON, "it is written with probe.json by `gradprobe study`")
-    if probe is None:
-        probe = read_study_json(probe_dir(study_dir) / PROBE_JSON, _missing_probe_fix(study_dir))
-    arms_res = analysis.get("arms") or {}
-    if "grpo" not in arms_res:
-        raise ValueError(f"{study_dir}/analysis.json has no 'grpo' arm (arms: {sorted(arms_res)}); gains are measured "
-                         "against it")
+    analysis, arms_res, arms_map, probe = _read_study(study_dir, probe)
     budget = _matched_budget(analysis, study_dir)
     in_sample = curve is None
     if curve is None:
@@ -172,6 +162,31 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
              "budget_value": budget, "curve_source": source, "in_sample": in_sample,
              "realized_gain": _realized_gain(arms_res[arm], arm, study_dir, budget)} for arm in arms]
     return pd.DataFrame(rows, columns=list(STUDY_COLUMNS))
+
+
+def _read_study(study_dir: Path, probe) -> tuple[dict, dict, dict, object]:
+    """(``analysis.json``, its ``arms`` (arm -> analysis, ``grpo`` among them), ``probe/arms.json``, the probe:
+    ``probe`` when given, else ``probe/probe.json``) of a study folder, read in that order.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such folder, or a missing file (named, with the fix).
+    ValueError
+        Invalid JSON, or no ``grpo`` arm in ``analysis.json`` (gains are measured against it).
+    """
+    if not study_dir.is_dir():
+        raise FileNotFoundError(f"study folder {str(study_dir)!r} does not exist; pass the --out folder of a finished "
+                                "`gradprobe study` (e.g. data/study_tiny)")
+    analysis = read_study_json(study_dir / ANALYSIS_JSON, "run `gradprobe study` to the end")
+    arms_map = read_study_json(probe_dir(study_dir) / ARMS_JSON, "it is written with probe.json by `gradprobe study`")
+    if probe is None:
+        probe = read_study_json(probe_dir(study_dir) / PROBE_JSON, _missing_probe_fix(study_dir))
+    arms_res = analysis.get("arms") or {}
+    if "grpo" not in arms_res:
+        raise ValueError(f"{study_dir}/analysis.json has no 'grpo' arm (arms: {sorted(arms_res)}); gains are measured "
+                         "against it")
+    return analysis, arms_res, arms_map, probe
 
 
 def _warn_skipped_evals(study_dir: Path, curve: ReferenceCurve) -> None:
