@@ -220,37 +220,56 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
         if out is not None:
             prepare_output_dir(Path(out))
         task, policy = loaded_task_and_policy(config, task, policy)
-        model = policy.model
-        check_weights(model, weights)  # a file that does not fit fails before any compute
-        initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        check_weights(policy.model, weights)  # a file that does not fit fails before any compute
         policies = [("initial", None), *weights]
-        b = config.batch.prompts
-        pool = _distinct_train_prompts(task, batches * b, config.batch.seed)
-        results = []
-        try:
-            for label, path in policies:
-                if path is not None:
-                    load_weights(model, path)
-                holder = ReferenceDirection()  # u at this policy
-                for k in range(batches):
-                    sub = None if out is None else Path(out) / f"batch_{len(results)}"
-                    res = probe_run.run_probe(config.with_settings(seed=config.batch.seed + k), out=sub, policy=policy,
-                                              task=_TrainSlice(task, pool[k * b:(k + 1) * b]), extra_rewards=extra_rewards,
-                                              sampler=sampler, reference_direction=holder)
-                    res["reference"]["draw"] = label
-                    res["prompt_ids"] = [p.id for p in pool[k * b:(k + 1) * b]]
-                    results.append(res)
-        finally:
-            model.load_state_dict(initial)
-        combined = combine_batches(results, config)
-        combined["config"].update(checkpoints=[str(p) for _, p in weights], batches_per_policy=batches)
-        # one reference per policy: the pre-screen's tokens count each one's held-out rollouts (batches that
-        # reused their policy's reference spent none)
-        first = {k: v for k, v in results[0]["reference"].items() if k != "draw"}  # each batch has its own draw
-        combined["reference"] = dict(first, draws=[label for label, _ in policies], reused_by_batches=batches - 1,
-                                     ledger=_sum_ledgers([r["reference"].get("ledger") or {} for r in results]))
-        for entry, res in zip(combined["batches"], results):
-            entry["checkpoint"] = res["reference"]["draw"]
+        results = _probe_each_policy(config, policies, batches, out, policy, task, extra_rewards, sampler)
+        combined = _pooled(results, config, policies, batches)
         if out is not None:
             write_json_atomic(Path(out) / PROBE_JSON, json_safe(combined))
         return combined
+
+
+def _probe_each_policy(config, policies, batches: int, out, policy, task, extra_rewards, sampler) -> list[dict]:
+    """``batches`` probe batches at each of ``policies`` ((label, weight file) in order; ``("initial", None)``: the
+    weights ``policy`` holds), on the same training-prompt slices at every policy; each batch's result (``run_probe``,
+    written to ``out/batch_K`` when ``out`` is given) gains ``reference["draw"]`` (its policy's label) and
+    ``prompt_ids``. Returns the (policies x batches) results in order. ``policy``'s weights are restored afterwards,
+    also after an error (one copy of them is held on the model's device meanwhile); raises what :func:`load_weights`
+    and ``run_probe`` raise."""
+    model = policy.model
+    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    b = config.batch.prompts
+    pool = _distinct_train_prompts(task, batches * b, config.batch.seed)
+    results = []
+    try:
+        for label, path in policies:
+            if path is not None:
+                load_weights(model, path)
+            holder = ReferenceDirection()  # u at this policy
+            for k in range(batches):
+                sub = None if out is None else Path(out) / f"batch_{len(results)}"
+                res = probe_run.run_probe(config.with_settings(seed=config.batch.seed + k), out=sub, policy=policy,
+                                          task=_TrainSlice(task, pool[k * b:(k + 1) * b]), extra_rewards=extra_rewards,
+                                          sampler=sampler, reference_direction=holder)
+                res["reference"]["draw"] = label
+                res["prompt_ids"] = [p.id for p in pool[k * b:(k + 1) * b]]
+                results.append(res)
+    finally:
+        model.load_state_dict(initial)
+    return results
+
+
+def _pooled(results: list[dict], config, policies, batches: int) -> dict:
+    """:func:`~gradprobe.probe.batches.combine_batches` of ``results`` (:func:`_probe_each_policy`'s) with what
+    :func:`run_probe_checkpoints` adds: ``config``'s ``checkpoints`` and ``batches_per_policy``, one ``reference``
+    per policy (``draws``, ``reused_by_batches``, the summed ``ledger``) and each batch's ``checkpoint`` label."""
+    combined = combine_batches(results, config)
+    combined["config"].update(checkpoints=[str(p) for _, p in policies[1:]], batches_per_policy=batches)
+    # one reference per policy: the pre-screen's tokens count each one's held-out rollouts (batches that
+    # reused their policy's reference spent none)
+    first = {k: v for k, v in results[0]["reference"].items() if k != "draw"}  # each batch has its own draw
+    combined["reference"] = dict(first, draws=[label for label, _ in policies], reused_by_batches=batches - 1,
+                                 ledger=_sum_ledgers([r["reference"].get("ledger") or {} for r in results]))
+    for entry, res in zip(combined["batches"], results):
+        entry["checkpoint"] = res["reference"]["draw"]
+    return combined

@@ -202,6 +202,33 @@ def load_runs(study_dir: str | Path):
     """
     import pandas as pd
 
+    path, raw = _runs_csv_bytes(study_dir)  # read once: the table, each row's line and the short lines
+    df = _parsed_runs_csv(path, raw, study_dir)
+    text_lines = [n for n, line in enumerate(raw.splitlines(), 1) if line.strip()][1:]
+    cut = _warn_short_lines(path, raw, study_dir)
+    lines_known = len(text_lines) == len(df)  # pandas skips blank lines; a quoted line break would shift them
+    if lines_known:
+        df.index = pd.Index(text_lines)  # each row's line in the file
+    df = df[df.notna().any(axis=1)]  # a line of empty cells is no row
+    _check_rows(df, path, list(df.index) if lines_known else None, study_dir)
+    df = _read_each_eval_once(df, path, list(df.index) if lines_known else None, study_dir)
+    _check_fractions(df, path, list(df.index) if lines_known else None, study_dir)
+    _check_costs(df, path, list(df.index) if lines_known else None, study_dir)
+    _check_some_accuracy(df, path, study_dir)
+    df = _sorted_runs(df, lines_known, study_dir)
+    _blank_accuracy_at_cuts(df, cut, path, study_dir)
+    return df
+
+
+def _runs_csv_bytes(study_dir) -> tuple[Path, bytes]:
+    """(path, bytes) of ``study_dir/runs.csv`` for :func:`load_runs`.
+
+    Raises
+    ------
+    AnalysisError
+        No ``runs.csv``: the folder holds another command's output (named, with the fix: give a study's folder), or
+        the study has not been run (the fix: ``gradprobe study PLAN --out DIR``).
+    """
     path = Path(study_dir) / "runs.csv"
     if not path.exists():
         found = output_kind(study_dir)
@@ -209,20 +236,33 @@ def load_runs(study_dir: str | Path):
             raise AnalysisError(f"{study_dir} holds {OUTPUT_KINDS[found[0]]} ({found[1]}), not a study (no runs.csv): "
                                 "give the folder of a study, the --out of `gradprobe study PLAN --out DIR`")
         raise AnalysisError(f"{path} does not exist; run `gradprobe study PLAN --out {study_dir}` first")
-    raw = path.read_bytes()  # read once: the table, each row's line and the short lines come from these bytes
+    return path, path.read_bytes()
+
+
+def _parsed_runs_csv(path: Path, raw: bytes, study_dir):
+    """``raw`` (the bytes of ``path``, a ``runs.csv``) as a DataFrame (``pandas.read_csv``, every row kept).
+
+    Raises
+    ------
+    AnalysisError
+        An empty file (no header line) or one pandas cannot parse as a CSV (the file and
+        :func:`restore_runs_csv_fix` are named).
+    """
+    import pandas as pd
+
     try:
-        df = pd.read_csv(io.BytesIO(raw))
+        return pd.read_csv(io.BytesIO(raw))
     except pd.errors.EmptyDataError:
         raise AnalysisError(f"{path} is empty ({len(raw)} bytes: no header line, no rows); "
                             f"{restore_runs_csv_fix(study_dir)}") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise AnalysisError(f"{path} cannot be read as a CSV ({e}); {restore_runs_csv_fix(study_dir)}") from None
-    text_lines = [n for n, line in enumerate(raw.splitlines(), 1) if line.strip()][1:]
-    cut = _warn_short_lines(path, raw, study_dir)
-    lines_known = len(text_lines) == len(df)  # pandas skips blank lines; a quoted line break would shift them
-    if lines_known:
-        df.index = pd.Index(text_lines)  # each row's line in the file
-    df = df[df.notna().any(axis=1)]  # a line of empty cells is no row
+
+
+def _check_rows(df, path: Path, lines, study_dir) -> None:
+    """Refuse a ``runs.csv`` (``df``, its rows on the file's ``lines``, None when unknown) that lacks a core column
+    (:data:`CORE_COLUMNS`), has no row, or has a blank ``arm``, ``seed`` or ``update`` cell (the rows named by
+    :func:`_rows_named`): an :class:`AnalysisError` naming ``path`` and :func:`restore_runs_csv_fix`."""
     missing = [c for c in CORE_COLUMNS if c not in df.columns]
     if missing:
         raise AnalysisError(f"{path} lacks the column(s) {', '.join(missing)} (its header line was cut or edited); "
@@ -231,16 +271,26 @@ def load_runs(study_dir: str | Path):
         raise AnalysisError(f"{path} has no rows: no run of the study has completed yet")
     for c in ("arm", "seed", "update"):
         if df[c].isna().any():
-            rows = _rows_named(df, df[c].isna().to_numpy(), list(df.index) if lines_known else None)
+            rows = _rows_named(df, df[c].isna().to_numpy(), lines)
             raise AnalysisError(f"{path} has a blank {c!r} cell at {rows}: runs.csv was edited or damaged; "
                                 f"{restore_runs_csv_fix(study_dir)}")
-    df = _read_each_eval_once(df, path, list(df.index) if lines_known else None, study_dir)
-    _check_fractions(df, path, list(df.index) if lines_known else None, study_dir)
-    _check_costs(df, path, list(df.index) if lines_known else None, study_dir)
+
+
+def _check_some_accuracy(df, path: Path, study_dir) -> None:
+    """Refuse a ``runs.csv`` (``df``) with no accuracy on any line (``accuracy`` and ``accuracy_sampled`` blank, NaN
+    or text everywhere; every eval records one of them): an :class:`AnalysisError` naming ``path`` and the fix."""
+    import pandas as pd
+
     if all(pd.to_numeric(df[c], errors="coerce").isna().all() for c in ("accuracy", "accuracy_sampled")):
         raise AnalysisError(f"{path}: no eval records an accuracy (the accuracy and accuracy_sampled columns are "
                             f"blank or NaN on every line; every eval records one of them): runs.csv was edited or "
                             f"damaged; {restore_runs_csv_fix(study_dir)}")
+
+
+def _sorted_runs(df, lines_known: bool, study_dir):
+    """``df`` with the optional columns it lacks added empty (``flops``, :data:`SIDE_EFFECTS`), ``arm`` as text,
+    sorted by arm, seed and update (stable) on a 0..n-1 index; ``attrs``: ``csv_lines`` (each row's line in the
+    file, from the old index, when ``lines_known``; else None) and ``study_dir``."""
     for c in ("flops", *SIDE_EFFECTS):
         if c not in df.columns:
             df[c] = np.nan
@@ -249,7 +299,6 @@ def load_runs(study_dir: str | Path):
     lines = [int(i) for i in df.index] if lines_known else None
     df = df.reset_index(drop=True)
     df.attrs.update(csv_lines=lines, study_dir=str(study_dir))
-    _blank_accuracy_at_cuts(df, cut, path, study_dir)
     return df
 
 
