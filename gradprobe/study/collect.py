@@ -11,6 +11,7 @@ import csv
 import gzip
 import io
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..layout import EVAL_ITEMS_GZ, EVAL_ITEMS_JSONL, METRICS_JSONL, RUNS_CSV, RUNS_CSV_COLUMNS, run_dir
@@ -18,7 +19,20 @@ from ..outputs import write_bytes_atomic
 from ..training.plan import Plan
 from .folder import StudyError, check_run_folders, run_status
 
-__all__ = ["collect_runs", "write_runs_csv", "write_eval_items", "check_finished_runs"]
+__all__ = ["collect_runs", "write_runs_csv", "write_eval_items", "check_finished_runs", "FinishedRunFiles"]
+
+
+@dataclass
+class FinishedRunFiles:
+    """What was read of a study's finished run folders, kept so that one invocation of the study reads each
+    finished run's ``metrics.jsonl`` and ``eval_items.jsonl`` once (its check on resume, then ``runs.csv`` and
+    ``eval_items.jsonl.gz`` after every run and at the end): ``rows[(arm, seed)]`` holds the run's ``runs.csv`` rows
+    (:func:`collect_runs`), ``items[(arm, seed)]`` its ``eval_items.jsonl.gz`` lines (:func:`write_eval_items`;
+    empty without the file). Only finished runs are kept: a finished run is never redone or replaced while the
+    study holds its folder (:class:`~gradprobe.study.folder.FolderLock`), so what was read of it stays true."""
+
+    rows: dict[tuple[str, int], list[dict]] = field(default_factory=dict)
+    items: dict[tuple[str, int], list[str]] = field(default_factory=dict)
 
 
 def _json_lines(path: Path, keep=None) -> list[dict]:
@@ -54,9 +68,10 @@ def _json_lines(path: Path, keep=None) -> list[dict]:
     return out
 
 
-def collect_runs(plan: Plan, out: str | Path) -> list[dict]:
+def collect_runs(plan: Plan, out: str | Path, read: FinishedRunFiles | None = None) -> list[dict]:
     """Rows of ``runs.csv``: one per eval point of every COMPLETED run of the plan (failed and
-    partial runs are left out; ``study.json`` lists them), in plan order.
+    partial runs are left out; ``study.json`` lists them), in plan order. ``read``: the rows of the runs it holds
+    are taken from it, not read again, and those of the finished runs read now are added to it.
 
     Columns (:data:`~gradprobe.layout.RUNS_CSV_COLUMNS`): arm, seed, update, generated_tokens (charged
     tokens), device_seconds (training device-seconds), accuracy (greedy held-out accuracy in [0, 1]),
@@ -77,28 +92,42 @@ def collect_runs(plan: Plan, out: str | Path) -> list[dict]:
     """
     rows = []
     for arm, seed in plan.runs():
-        folder = run_dir(out, arm, seed)
-        status, _ = run_status(folder)
-        if status != "done":
+        if read is not None and (arm, seed) in read.rows:
+            rows += read.rows[(arm, seed)]
             continue
-        a = plan.arms[arm]
-        for e in _json_lines(folder / METRICS_JSONL, lambda line: '"eval": true' in line):
-            if missing := [k for k in ("update", "generated_tokens", "device_seconds") if k not in e]:
-                raise StudyError(f"{folder / METRICS_JSONL}: an eval line (update {e.get('update')}) lacks "
-                                 f"{', '.join(missing)}: the run's file is damaged; restore it from a copy, or "
-                                 f"delete {folder} to rerun that run (the other runs are kept)")
-            rows.append({"arm": arm, "seed": seed, "update": e["update"], "generated_tokens": e["generated_tokens"],
-                         "device_seconds": e["device_seconds"], "accuracy": e.get("greedy_accuracy"),
-                         "accuracy_sampled": e.get("sampled_accuracy"), "reward": a.reward, "lr_scale": a.lr_scale,
-                         "flops": e.get("flops"), "response_length": e.get("response_length"),
-                         "format_rate": e.get("format_rate"), "kl_init": e.get("kl_init"),
-                         "step_validity_rate": e.get("step_validity_rate"),
-                         "step_count_deviation": e.get("step_count_deviation")})
+        folder = run_dir(out, arm, seed)
+        if run_status(folder)[0] != "done":
+            continue
+        run_rows = _run_rows(plan, arm, seed, folder)
+        if read is not None:
+            read.rows[(arm, seed)] = run_rows
+        rows += run_rows
     return rows
 
 
-def write_runs_csv(plan: Plan, out: str | Path) -> int:
-    """Rebuild ``out/runs.csv`` atomically from the run folders; returns the number of rows.
+def _run_rows(plan: Plan, arm: str, seed: int, folder: Path) -> list[dict]:
+    """The ``runs.csv`` rows of the finished run ``folder`` (``arm``, ``seed`` of ``plan``): one per eval line of
+    its ``metrics.jsonl`` (raises :class:`StudyError` as :func:`collect_runs` says)."""
+    a = plan.arms[arm]
+    rows = []
+    for e in _json_lines(folder / METRICS_JSONL, lambda line: '"eval": true' in line):
+        if missing := [k for k in ("update", "generated_tokens", "device_seconds") if k not in e]:
+            raise StudyError(f"{folder / METRICS_JSONL}: an eval line (update {e.get('update')}) lacks "
+                             f"{', '.join(missing)}: the run's file is damaged; restore it from a copy, or "
+                             f"delete {folder} to rerun that run (the other runs are kept)")
+        rows.append({"arm": arm, "seed": seed, "update": e["update"], "generated_tokens": e["generated_tokens"],
+                     "device_seconds": e["device_seconds"], "accuracy": e.get("greedy_accuracy"),
+                     "accuracy_sampled": e.get("sampled_accuracy"), "reward": a.reward, "lr_scale": a.lr_scale,
+                     "flops": e.get("flops"), "response_length": e.get("response_length"),
+                     "format_rate": e.get("format_rate"), "kl_init": e.get("kl_init"),
+                     "step_validity_rate": e.get("step_validity_rate"),
+                     "step_count_deviation": e.get("step_count_deviation")})
+    return rows
+
+
+def write_runs_csv(plan: Plan, out: str | Path, read: FinishedRunFiles | None = None) -> int:
+    """Rebuild ``out/runs.csv`` atomically from the run folders; returns the number of rows. ``read``: what was
+    read of the finished runs before (:func:`collect_runs`).
 
     Raises
     ------
@@ -107,7 +136,7 @@ def write_runs_csv(plan: Plan, out: str | Path) -> int:
     StudyError
         A finished run's ``metrics.jsonl`` is missing or damaged (:func:`collect_runs`; nothing is written).
     """
-    rows = collect_runs(plan, out)
+    rows = collect_runs(plan, out, read)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=RUNS_CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
@@ -117,10 +146,11 @@ def write_runs_csv(plan: Plan, out: str | Path) -> int:
     return len(rows)
 
 
-def write_eval_items(plan: Plan, out: str | Path) -> int:
+def write_eval_items(plan: Plan, out: str | Path, read: FinishedRunFiles | None = None) -> int:
     """Rebuild ``out/eval_items.jsonl.gz`` atomically from the finished runs' ``eval_items.jsonl``
     (each line gains ``arm`` and ``seed``; format: :func:`gradprobe.training.metrics.evaluate`).
-    Returns the number of lines; writes nothing when no finished run has per-item results.
+    Returns the number of lines; writes nothing when no finished run has per-item results. ``read``: the lines of
+    the runs it holds are taken from it, not read again, and those of the finished runs read now are added to it.
 
     Raises
     ------
@@ -130,31 +160,43 @@ def write_eval_items(plan: Plan, out: str | Path) -> int:
         A finished run's ``eval_items.jsonl`` is unreadable or holds a line that is not a JSON object (the file,
         the line and the fix are named; nothing is written).
     """
-    lines = _eval_item_lines(plan, out)
+    lines = _eval_item_lines(plan, out, read)
     if lines:
         write_bytes_atomic(Path(out) / EVAL_ITEMS_GZ, gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
     return len(lines)
 
 
-def _eval_item_lines(plan: Plan, out: str | Path) -> list[str]:
+def _eval_item_lines(plan: Plan, out: str | Path, read: FinishedRunFiles | None = None) -> list[str]:
     """The lines of ``eval_items.jsonl.gz``: every finished run's ``eval_items.jsonl`` line with its arm and seed
-    (raises :class:`StudyError` as :func:`write_eval_items` says)."""
+    (``read`` as :func:`write_eval_items` says; raises :class:`StudyError` as it says)."""
     lines = []
     for arm, seed in plan.runs():
-        folder = run_dir(out, arm, seed)
-        path = folder / EVAL_ITEMS_JSONL
-        if run_status(folder)[0] != "done" or not path.exists():
+        if read is not None and (arm, seed) in read.items:
+            lines += read.items[(arm, seed)]
             continue
-        lines += [json.dumps({"arm": arm, "seed": seed, **e}) for e in _json_lines(path)]
+        folder = run_dir(out, arm, seed)
+        if run_status(folder)[0] != "done":
+            continue
+        path = folder / EVAL_ITEMS_JSONL
+        run_lines = [json.dumps({"arm": arm, "seed": seed, **e}) for e in _json_lines(path)] if path.exists() else []
+        if read is not None:
+            read.items[(arm, seed)] = run_lines
+        lines += run_lines
     return lines
 
 
-def check_finished_runs(plan: Plan, out: str | Path) -> None:
+def check_finished_runs(plan: Plan, out: str | Path) -> FinishedRunFiles:
     """Refuse a study folder whose run folders are damaged, before a resume runs anything or rewrites
     ``runs.csv``, ``eval_items.jsonl.gz``, ``study.json`` or ``analysis.json`` from the other runs as if the study
     were complete: a ``summary.json`` that cannot be read, a finished run without its ``metrics.jsonl``
     (:func:`~gradprobe.study.folder.check_run_folders`), a finished run's ``metrics.jsonl`` or ``eval_items.jsonl``
     with a damaged line (:func:`collect_runs`, :func:`write_eval_items`).
+
+    Returns
+    -------
+    FinishedRunFiles
+        What was read of the finished runs, for :func:`write_runs_csv` and :func:`write_eval_items` to take
+        instead of reading those files again.
 
     Raises
     ------
@@ -162,8 +204,10 @@ def check_finished_runs(plan: Plan, out: str | Path) -> None:
         One line naming the damaged file and the fix (restore it, or delete that run's folder to rerun it).
     """
     check_run_folders(out, plan.runs())
+    read = FinishedRunFiles()
     try:
-        collect_runs(plan, out)
-        _eval_item_lines(plan, out)
+        collect_runs(plan, out, read)
+        _eval_item_lines(plan, out, read)
     except StudyError as e:
         raise StudyError(f"{e}; nothing was run or rewritten") from None
+    return read

@@ -66,7 +66,7 @@ from ..outputs import OutputDirError, prepare_output_dir, write_json_atomic
 from ..tracking import require_tracker
 from ..training.plan import Plan, load_plan
 from .analysis import analyze as run_analysis
-from .collect import check_finished_runs, write_eval_items, write_runs_csv
+from .collect import FinishedRunFiles, check_finished_runs, write_eval_items, write_runs_csv
 from .executors import EXECUTORS, default_workers, run_tasks
 from .folder import FolderLock, StudyError, now, refuse_other_output, run_status
 from .freeze import freeze_plan
@@ -161,9 +161,9 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
     say = say or (lambda m: print(f"[study] {m}", file=sys.stderr, flush=True))
     out, lock = _locked_folder(out, reuse_from)
     try:
-        plan, study = _frozen(plan_path, out, restart, reuse_from, say)
+        plan, study, read = _frozen(plan_path, out, restart, reuse_from, say)
         return _run(plan, study, out, _Options(executor, workers, ray_address, probe, probe_overrides, analyze,
-                                               report_to), say)
+                                               report_to), say, read)
     except StudyInterrupted:
         raise
     except KeyboardInterrupt as e:  # outside the runs (setting up, the analysis): nothing was running
@@ -183,14 +183,16 @@ def _locked_folder(out, reuse_from) -> tuple[Path, FolderLock]:
     return out, FolderLock(out, ".study.lock", wait=False, what="study folder")
 
 
-def _frozen(plan_path, out: Path, restart: bool, reuse_from, say) -> tuple[Plan, dict]:
+def _frozen(plan_path, out: Path, restart: bool, reuse_from, say) -> tuple[Plan, dict, FinishedRunFiles]:
     """:func:`.freeze.freeze_plan`, then damaged run folders refused before anything is run or rewritten
-    (:func:`.collect.check_finished_runs`), then the runs of ``reuse_from`` copied (:func:`.reuse.reuse_runs`)."""
+    (:func:`.collect.check_finished_runs`, whose reads of the finished runs are returned, so that ``runs.csv`` and
+    ``eval_items.jsonl.gz`` are rebuilt without reading those runs' files again), then the runs of ``reuse_from``
+    copied (:func:`.reuse.reuse_runs`)."""
     plan, study = freeze_plan(plan_path, out, restart=restart, say=say)
-    check_finished_runs(plan, out)
+    read = check_finished_runs(plan, out)
     if reuse_from:
         reuse_runs(plan, out, reuse_from, say=say)
-    return plan, study
+    return plan, study, read
 
 
 def ray_address_refusal(ray_address: str | None, executor: str) -> str | None:
@@ -223,9 +225,10 @@ def _checked_plan(plan_path, executor: str, workers: int | None, ray_address: st
     return plan
 
 
-def _run(plan: Plan, study: dict, out: Path, opts: _Options, say) -> StudyResult:
+def _run(plan: Plan, study: dict, out: Path, opts: _Options, say, read: FinishedRunFiles) -> StudyResult:
     """:func:`_run_tasks` as one invocation of the study (:class:`~gradprobe.study.invocations.Invocation`):
-    earlier invocations killed without an end are accounted for, and this one's end is recorded."""
+    earlier invocations killed without an end are accounted for, and this one's end is recorded. ``read``: what
+    was read of the finished runs (:class:`~gradprobe.study.collect.FinishedRunFiles`), added to as runs finish."""
     invocation = Invocation(out)
     for entry in invocation.begin(study):
         every = entry.get("heartbeat_seconds")
@@ -237,7 +240,7 @@ def _run(plan: Plan, study: dict, out: Path, opts: _Options, say) -> StudyResult
     _save_study(out, study, say, invocation)  # lists this invocation before its first heartbeat
     invocation.start()
     try:
-        result = _run_tasks(plan, study, out, opts, say, invocation)
+        result = _run_tasks(plan, study, out, opts, say, invocation, read)
     except BaseException as e:
         terminated = isinstance(e, StudyTerminated) or getattr(e, "terminated", False)
         how = "interrupted" if isinstance(e, KeyboardInterrupt) else f"error: {type(e).__name__}"
@@ -252,9 +255,11 @@ def _run(plan: Plan, study: dict, out: Path, opts: _Options, say) -> StudyResult
     return result
 
 
-def _run_tasks(plan: Plan, study: dict, out: Path, opts: _Options, say, invocation: Invocation) -> StudyResult:
-    """The runs still to do and the probe, dispatched; then ``runs.csv``, ``eval_items.jsonl.gz`` and the
-    analysis. ``study`` (``study.json``) records every run's status as it changes."""
+def _run_tasks(plan: Plan, study: dict, out: Path, opts: _Options, say, invocation: Invocation,
+               read: FinishedRunFiles) -> StudyResult:
+    """The runs still to do and the probe, dispatched; then ``runs.csv``, ``eval_items.jsonl.gz`` (from ``read``
+    and the runs finished since) and the analysis. ``study`` (``study.json``) records every run's status as it
+    changes."""
     result = StudyResult(out=out, plan_sha256=plan.sha256)
     entries = {(r["arm"], r["seed"]): r for r in study.get("runs", [])}
     tasks = _train_tasks(plan, out, entries, result, opts.report_to)
@@ -266,9 +271,9 @@ def _run_tasks(plan: Plan, study: dict, out: Path, opts: _Options, say, invocati
     if result.skipped:
         say(f"{len(result.skipped)} of {len(plan.runs())} runs already complete; not redone")
     if tasks:
-        _dispatch(tasks, plan, study, out, entries, result, opts, say, invocation)
-    write_runs_csv(plan, out)
-    write_eval_items(plan, out)
+        _dispatch(tasks, plan, study, out, entries, result, opts, say, invocation, read)
+    write_runs_csv(plan, out, read)
+    write_eval_items(plan, out, read)
     study["finished"] = now() if not result.failed else None
     _save_study(out, study, say, invocation, strict=True)  # the runs' record first: the analysis may fail
     if opts.analyze and result.done:
@@ -323,9 +328,9 @@ def _probe_task(plan: Plan, out: Path, opts: _Options, result: StudyResult) -> d
 
 
 def _dispatch(tasks: list[dict], plan: Plan, study: dict, out: Path, entries: dict, result: StudyResult,
-              opts: _Options, say, invocation: Invocation) -> None:
-    """Run ``tasks`` on ``opts.executor``, recording each result as it comes (``study.json``, ``runs.csv``,
-    a progress line, a heartbeat).
+              opts: _Options, say, invocation: Invocation, read: FinishedRunFiles) -> None:
+    """Run ``tasks`` on ``opts.executor``, recording each result as it comes (``study.json``, ``runs.csv``
+    rebuilt with ``read``, so only the run just finished is read, a progress line, a heartbeat).
 
     Raises
     ------
@@ -354,7 +359,7 @@ def _dispatch(tasks: list[dict], plan: Plan, study: dict, out: Path, entries: di
                 say(f"run {res['arm']} seed {res['seed']} {what}; " + progress_line(
                     len(result.done), len(result.failed), total, time.perf_counter() - started, finished_here))
                 try:
-                    write_runs_csv(plan, out)
+                    write_runs_csv(plan, out, read)
                 except OutputDirError as e:
                     say(f"could not update runs.csv: {e}")
             _save_study(out, study, say, invocation)
