@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import signal
 import sys
 from pathlib import Path
@@ -55,14 +56,29 @@ _CURVE_METRIC_HELP = ("the eval key holding held-out accuracy in a --reference-c
 _CURVE_SCALE_HELP = ("how a --reference-curve CSV's, metrics.jsonl's or TRL trainer_state.json's accuracies are read: "
                      "fraction (in [0, 1]), points (in [0, 100]) or auto (default: fractions when every value lies in "
                      "[0, 1])")
+_INITIAL_ACCURACY_HELP = ("the initial policy's accuracy on a --reference-curve TRL trainer_state.json's eval, in the "
+                          "curve's scale (--reference-curve-scale), when the log has no eval at step 0 (TRL evaluates "
+                          "there only with eval_on_start=True): the curve's R0, else extrapolated by the fit; a file "
+                          "with its own step-0 eval keeps it (noted under the forecast)")
 
 
 REWARDS_HELP = ("comma-separated reward names: registered ones, or a reward of your own as MODULE:FUNCTION or "
                 "path/to/file.py:FUNCTION (a TRL-style function is wrapped)")
 
+
 def _add_probe(sub) -> None:
+    """The ``probe`` command's parser, its options in the order ``--help`` lists them."""
     p = sub.add_parser("probe", help="probe rewards on one batch: per-token alignment with a reference update",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _add_batch_options(p)
+    _add_update_options(p)
+    _add_run_options(p)
+    _add_forecast_options(p)
+    mark_explicit_flags(p)  # --trl-config: explicitly given flags win over the file
+
+
+def _add_batch_options(p) -> None:
+    """What is probed: the model, the task, the rewards, the probe batch and the reference direction."""
     p.add_argument("--model", default=ModelSettings.name, help="tiny (the shipped warm-started tier), alias "
                    "(smollm2-135m, tiny-qwen2, tiny-llama), local folder, .gguf file, or hub id")
     p.add_argument("--task", default=TaskSettings.spec,
@@ -83,6 +99,10 @@ def _add_probe(sub) -> None:
     p.add_argument("--heldout-group", type=int, default=ReferenceSettings.heldout_group)
     p.add_argument("--precondition", choices=list(PRECONDITIONER_KINDS), default=ReferenceSettings.precondition,
                    help="; ".join(f"{k}: {v.help}" for k, v in PRECONDITIONER_KINDS.items()))
+
+
+def _add_update_options(p) -> None:
+    """The update whose gain is predicted, its budget, sampling, MC continuations and guidance."""
     p.add_argument("--lr", type=float, default=UpdateSettings.lr, help="learning rate of the predicted update")
     p.add_argument("--loss-type", choices=list(LOSS_TYPE_NAMES), default=UpdateSettings.loss_type,
                    help="loss of the predicted update (gradprobe.grpo.losses.LOSS_TYPES)")
@@ -105,6 +125,11 @@ def _add_probe(sub) -> None:
     p.add_argument("--max-steps", type=int, default=DEFAULT_MC.max_steps,
                    help="steps per completion for MC rewards (lines merged)")
     p.add_argument("--guidance", default=None, metavar="fraction=F,prefix=P[,cap=C]", help=_GUIDANCE_HELP)
+
+
+def _add_run_options(p) -> None:
+    """How the probe runs: cosines, intervals, micro-batches, seed, placement and precision, output, threads,
+    probe batches and checkpoints."""
     p.add_argument("--cosine", action="store_true", help="also compute cosines (one backward per reward)")
     p.add_argument("--bootstrap", type=int, default=RunSettings.n_bootstrap, help=_BOOTSTRAP_HELP)
     p.add_argument("--micro-batch-size", type=int, default=UpdateSettings.micro_batch_size)
@@ -126,10 +151,15 @@ def _add_probe(sub) -> None:
                         "batches: a run folder (its weights/, kept by [train] save_weights_at), checkpoint-UUUUUU "
                         "folders or .safetensors files of a run of --model; each policy gets --probe-batches batches "
                         "and its own reference direction")
+
+
+def _add_forecast_options(p) -> None:
+    """The forecast: the reference curve and how it is read, the forecaster, a calibration, a TRL config."""
     p.add_argument("--reference-curve", default=None, metavar="PATH|default", help=_CURVE_HELP)
     p.add_argument("--reference-curve-metric", default=None, metavar="KEY", help=_CURVE_METRIC_HELP)
     p.add_argument("--reference-curve-scale", choices=("auto", "fraction", "points"), default=None,
                    help=_CURVE_SCALE_HELP)
+    p.add_argument("--initial-accuracy", type=float, default=None, metavar="X", help=_INITIAL_ACCURACY_HELP)
     p.add_argument("--forecaster", choices=list(FORECASTERS), default="auto",
                    help="which forecaster makes the verdict (the others are printed beside it): auto (the one that "
                         "validated best on the shipped studies, named in the output), the probe's efficiency ratio "
@@ -144,8 +174,6 @@ def _add_probe(sub) -> None:
                         "the matching options; flags given explicitly on the command line win over the file; "
                         "settings the probe cannot honour are refused, naming the field and the fix "
                         "(gradprobe.integrations.trl_config)")
-
-    mark_explicit_flags(p)  # --trl-config: explicitly given flags win over the file
 
 
 class Terminated(BaseException):
@@ -201,9 +229,9 @@ def _warn(line: str) -> None:
 
 
 def _reference_curve(args):
-    """``--reference-curve`` (with ``--reference-curve-metric`` and ``--reference-curve-scale``) read, or None when
-    not given; ValueError or CurveError for an empty one, a metric or scale without a curve, or a curve that cannot
-    be read."""
+    """``--reference-curve`` (with ``--reference-curve-metric``, ``--reference-curve-scale`` and
+    ``--initial-accuracy``) read, or None when not given; ValueError or CurveError for an empty one, a metric, scale
+    or initial accuracy without a curve, or a curve that cannot be read (:func:`_curve_from_initial_accuracy`)."""
     from ..forecast import load_reference_curve
 
     if args.reference_curve is not None and not args.reference_curve.strip():  # an unset shell variable
@@ -214,10 +242,63 @@ def _reference_curve(args):
         if value is not None and not args.reference_curve:
             raise ValueError(f"{flag} says how --reference-curve is read, which is not given: add --reference-curve "
                              "PATH (a TRL trainer_state.json, a metrics.jsonl or a CSV)")
+    if args.initial_accuracy is not None and not args.reference_curve:
+        raise ValueError("--initial-accuracy gives the initial policy's accuracy on a --reference-curve's eval, which "
+                         "is not given: add --reference-curve PATH (a TRL trainer_state.json without a step-0 eval), "
+                         "or leave it out")
     if not args.reference_curve:
         return None
+    if args.initial_accuracy is not None:
+        return _curve_from_initial_accuracy(args)
     return load_reference_curve(args.reference_curve, metric=args.reference_curve_metric,
                                 accuracy_scale=args.reference_curve_scale)
+
+
+#: The range of ``--initial-accuracy`` under each ``--reference-curve-scale`` (auto: either scale, the curve's own
+#: values decide which; :func:`gradprobe.forecast.accuracy_values.to_points` refuses a value on the other one).
+_INITIAL_RANGE = {"fraction": (0.0, 1.0, "a fraction in [0, 1]"), "points": (0.0, 100.0, "points in [0, 100]"),
+                  "auto": (0.0, 100.0, "a fraction in [0, 1] or points in [0, 100], as the curve's values are")}
+
+
+def _curve_from_initial_accuracy(args):
+    """``--reference-curve`` read with ``--initial-accuracy`` X: a TRL trainer state only
+    (:func:`~gradprobe.forecast.curve_sources.trl_state_file`), read by
+    :meth:`~gradprobe.forecast.ReferenceCurve.from_trl_state` with ``initial_accuracy=X`` after the checks
+    :func:`~gradprobe.forecast.load_reference_curve` makes (which takes no initial accuracy).
+
+    Raises
+    ------
+    ValueError
+        X not finite or outside the range of ``--reference-curve-scale`` (:data:`_INITIAL_RANGE`); a curve of
+        another kind (a CSV, a metrics.jsonl, a study, a saved curve: their update-0 eval belongs in their file).
+    CurveError
+        What :func:`~gradprobe.forecast.load_reference_curve` refuses for that spec and metric, and what the TRL
+        reader refuses.
+    """
+    from ..forecast import ReferenceCurve, load_reference_curve
+    from ..forecast.curve_sources import trl_state_file
+    from ..forecast.curves import _check_read_options, _eval_key
+
+    x, spec, scale = args.initial_accuracy, args.reference_curve, args.reference_curve_scale or "auto"
+    lo, hi, what = _INITIAL_RANGE[scale]
+    if not math.isfinite(x):
+        raise ValueError(f"--initial-accuracy {x} is not a finite number: give the initial policy's accuracy on the "
+                         "curve's eval, or leave it out")
+    if not lo <= x <= hi:
+        raise ValueError(f"--initial-accuracy {x:g} must be {what} (--reference-curve-scale {scale}): the initial "
+                         "policy's accuracy on the curve's eval")
+    path = trl_state_file(spec)
+    if path is None:  # another kind: its own refusals first, then this option's
+        curve = load_reference_curve(spec, metric=args.reference_curve_metric,
+                                     accuracy_scale=args.reference_curve_scale)
+        raise ValueError(f"--initial-accuracy gives the step-0 eval a TRL trainer_state.json lacks, but "
+                         f"--reference-curve {spec!r} is read as {curve.source}: put the initial policy's eval at "
+                         "update 0 in that source, or leave the option out")
+    _check_read_options(args.reference_curve_metric, args.reference_curve_scale)
+    _eval_key(args.reference_curve_metric, spec)
+    kw = {k: v for k, v in (("metric", args.reference_curve_metric), ("accuracy_scale", args.reference_curve_scale))
+          if v is not None}
+    return ReferenceCurve.from_trl_state(path, initial_accuracy=x, **kw)
 
 
 def _probe_command(args) -> int:

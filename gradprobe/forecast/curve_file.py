@@ -517,46 +517,22 @@ def check_replicates(path, curve) -> None:
         ``replicates[i]``), both values and the fix.
     """
     reps, counts, labels = curve.replicates, curve.replicate_seed_counts, curve.seed_labels
-    k, s = len(reps), len(labels)
-    if k == 0:
+    if len(reps) == 0:
         return
     head = f"reference curve file {str(path)!r}"
     p, r0_fixed, b_fixed = curve.params, curve._r0_fixed, curve._b_fixed
     pts = curve.points
     seed_of = pts["seed"].map({lab: i for i, lab in enumerate(labels)}).to_numpy(np.int64)
     n, y = pts["update"].to_numpy(np.float64), pts["accuracy"].to_numpy(np.float64)
-    positive = [np.unique(n[(seed_of == i) & (n > 0)]) for i in range(s)]
+    positive = [np.unique(n[(seed_of == i) & (n > 0)]) for i in range(len(labels))]
     draws = _redrawn(head, counts, positive, need=2 + (b_fixed is None) + (not r0_fixed))
-    onehot = np.eye(s)[seed_of]  # (points, seeds)
-    zero = (n == 0).astype(np.float64)
-    at_zero = counts @ (onehot.T @ zero)  # evals at update 0 of each resample
-    sum_zero = counts @ (onehot.T @ (zero * y))
-    r0 = np.where(at_zero > 0, sum_zero / np.maximum(at_zero, 1), p["R0"])
+    onehot = np.eye(len(labels))[seed_of]  # (points, seeds)
+    r0 = _resample_r0(counts, onehot, n, y, p["R0"])
     _check_fixed(head, reps, counts, r0 if r0_fixed else None, b_fixed)
-    drawn_pos = counts > 0
-    has_pos = np.array([v.size > 0 for v in positive])  # a seed may hold only its update-0 eval
-    first = np.array([v[0] if v.size else np.inf for v in positive])
-    last = np.array([v[-1] if v.size else -np.inf for v in positive])
-    lo_n = np.where(drawn_pos & has_pos, first, np.inf).min(axis=1)  # each resample's evals > 0 (at least `need`)
-    hi_n = np.where(drawn_pos & has_pos, last, -np.inf).max(axis=1)
+    lo_n, hi_n = _resample_update_range(counts, positive)
     _check_n_mid(head, reps, lo_n, hi_n)
-    # the start of each refit (fit_sigmoid with start=params: clipped into the resample's bounds)
-    lb_log, ub_log = np.log(lo_n / 100.0), np.log(hi_n * 100.0)
-    inset = 1e-9 * (ub_log - lb_log)
-    start = np.empty_like(reps)
-    start[:, 0] = r0 if r0_fixed else np.clip(p["R0"], 1e-7, 100.0 - 1e-7)
-    start[:, 1] = np.clip(p["A"], 1e-7, 100.0 - 1e-7)
-    start[:, 2] = np.exp(np.clip(math.log(p["n_mid"]), lb_log + inset, ub_log - inset))
-    b_inset = 1e-9 * (B_BOUNDS[1] - B_BOUNDS[0])
-    start[:, 3] = float(b_fixed) if b_fixed is not None else np.clip(p["B"], B_BOUNDS[0] + b_inset,
-                                                                     B_BOUNDS[1] - b_inset)
-    size = counts @ onehot.sum(axis=0)  # points of each resample
-
-    def rmse(params: np.ndarray) -> np.ndarray:
-        sq = (sigmoid_params(np.broadcast_to(n, (len(params), n.size)), params) - y) ** 2
-        return np.sqrt(((sq @ onehot) * counts).sum(axis=1) / size)
-
-    saved, begin = rmse(reps), rmse(start)
+    start = _refit_starts(reps, p, r0 if r0_fixed else None, b_fixed, lo_n, hi_n)
+    saved, begin = _resample_rmse(reps, n, y, onehot, counts), _resample_rmse(start, n, y, onehot, counts)
     bad = np.flatnonzero(saved > begin * (1 + RMSE_TOLERANCE) + RMSE_TOLERANCE)
     if bad.size:
         j = int(bad[0])
@@ -573,6 +549,56 @@ def check_replicates(path, curve) -> None:
                              f"[{j}] = {counts[j].tolist()}): rmse {saved[j]:.4g} points, where its refit gives "
                              f"{best:.4g} (replicate {_short(dict(zip(PARAMETERS, reps[j])))} vs refit "
                              f"{_short(refit.params)}); {REBUILD}")
+
+
+def _resample_r0(counts: np.ndarray, onehot: np.ndarray, n: np.ndarray, y: np.ndarray, r0_main: float) -> np.ndarray:
+    """Each resample's mean accuracy at update 0 (points, shape (replicates,)): ``counts`` (replicates, seeds) of
+    the seeds' points (``onehot`` (points, seeds), updates ``n`` and accuracies ``y``, shape (points,)); the main
+    fit's R0 for a resample without an eval at update 0."""
+    zero = (n == 0).astype(np.float64)
+    at_zero = counts @ (onehot.T @ zero)  # evals at update 0 of each resample
+    sum_zero = counts @ (onehot.T @ (zero * y))
+    return np.where(at_zero > 0, sum_zero / np.maximum(at_zero, 1), r0_main)
+
+
+def _resample_update_range(counts: np.ndarray, positive: list) -> tuple[np.ndarray, np.ndarray]:
+    """(first, last) eval above update 0 of each resample (shape (replicates,) each): over the seeds drawn
+    (``counts`` (replicates, seeds) > 0) of their distinct updates above 0 (``positive``, one sorted array per
+    seed; a seed may hold only its update-0 eval)."""
+    drawn_pos = counts > 0
+    has_pos = np.array([v.size > 0 for v in positive])
+    first = np.array([v[0] if v.size else np.inf for v in positive])
+    last = np.array([v[-1] if v.size else -np.inf for v in positive])
+    lo_n = np.where(drawn_pos & has_pos, first, np.inf).min(axis=1)  # each resample's evals > 0 (at least `need`)
+    hi_n = np.where(drawn_pos & has_pos, last, -np.inf).max(axis=1)
+    return lo_n, hi_n
+
+
+def _refit_starts(reps: np.ndarray, p: dict, r0: np.ndarray | None, b_fixed, lo_n: np.ndarray,
+                  hi_n: np.ndarray) -> np.ndarray:
+    """The start of each replicate's refit, shape of ``reps`` (replicates, 4: R0, A, n_mid, B): the main fit's
+    ``p`` clipped into the resample's bounds as :func:`~.curve_fit.fit_sigmoid` with ``start=params`` clips it
+    (n_mid in [``lo_n`` / 100, ``hi_n`` x 100]); R0 the resample's ``r0`` when fixed (None: free), B ``b_fixed``
+    when fixed."""
+    lb_log, ub_log = np.log(lo_n / 100.0), np.log(hi_n * 100.0)
+    inset = 1e-9 * (ub_log - lb_log)
+    start = np.empty_like(reps)
+    start[:, 0] = r0 if r0 is not None else np.clip(p["R0"], 1e-7, 100.0 - 1e-7)
+    start[:, 1] = np.clip(p["A"], 1e-7, 100.0 - 1e-7)
+    start[:, 2] = np.exp(np.clip(math.log(p["n_mid"]), lb_log + inset, ub_log - inset))
+    b_inset = 1e-9 * (B_BOUNDS[1] - B_BOUNDS[0])
+    start[:, 3] = float(b_fixed) if b_fixed is not None else np.clip(p["B"], B_BOUNDS[0] + b_inset,
+                                                                     B_BOUNDS[1] - b_inset)
+    return start
+
+
+def _resample_rmse(params: np.ndarray, n: np.ndarray, y: np.ndarray, onehot: np.ndarray,
+                   counts: np.ndarray) -> np.ndarray:
+    """The rmse (points, shape (replicates,)) of each row of ``params`` (replicates, 4) against its resample's
+    points: the points of seed i counted ``counts[j, i]`` times (``onehot`` (points, seeds))."""
+    size = counts @ onehot.sum(axis=0)  # points of each resample
+    sq = (sigmoid_params(np.broadcast_to(n, (len(params), n.size)), params) - y) ** 2
+    return np.sqrt(((sq @ onehot) * counts).sum(axis=1) / size)
 
 
 def _check_fixed(head: str, reps: np.ndarray, counts: np.ndarray, r0: np.ndarray | None, b_fixed) -> None:

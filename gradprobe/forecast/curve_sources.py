@@ -20,18 +20,20 @@ from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
 from .accuracy_values import one_value_per_eval, to_points
 from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval, read_csv_checked,
                         skipped_cells, skipped_note, study_skipped_evals, with_skipped, without_short_lines)
+from .curve_file import FORMAT as CURVE_FORMAT
 from .curve_fit import N_REPLICATES, CurveError
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
-           "TRL_EVAL_HINT"]
+           "TRL_EVAL_HINT", "trl_state_file"]
 
 TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
 #: The fix of too few evals for a curve of gradprobe runs (ReferenceCurve's refusal ends with it) ...
 PLAN_EVAL_HINT = "evaluate more often (e.g. `[eval] every_tokens` smaller than the budget)"
 #: ... and for a TRL run (:meth:`CurveSources.from_trl_state` passes it as the curve's ``eval_hint``).
 TRL_EVAL_HINT = ("evaluate more often: in TRL's TrainingArguments (GRPOConfig) set eval_strategy=\"steps\" with a "
-                 "smaller eval_steps, and eval_on_start=True for the eval at step 0 (or pass initial_accuracy=)")
-_SHOWN_STEPS = 5  # NaN eval steps named in a note; the rest are counted
+                 "smaller eval_steps, and eval_on_start=True for the eval at step 0 (or give the initial policy's "
+                 "accuracy: initial_accuracy=, gradprobe probe --initial-accuracy)")
+_SHOWN_STEPS = 5  # skipped eval steps (or files) named in a note; the rest are counted
 
 
 def task_key(task: str | None, config: dict | None = None) -> str | None:
@@ -186,18 +188,8 @@ def _no_metric_lines(path: Path, metric: str) -> str:
             "(ReferenceCurve.from_metrics / load_reference_curve)")
 
 
-def _trl_rows(path: Path, metric: str,
-              initial_accuracy: float | None) -> tuple[list[tuple[float, float, str]], list[float]]:
-    """(step, metric, where) of every ``log_history`` entry of a TRL ``trainer_state.json`` carrying ``metric``
-    (``where``: ``"PATH log_history[i] (step S)"``, or ``"initial_accuracy"`` for the value passed), and the
-    steps of the entries whose ``metric`` is NaN (skipped: a NaN is no eval, as a CSV's NaN cell).
-
-    Raises
-    ------
-    CurveError
-        Not JSON or no ``log_history`` list, a ``step`` or ``metric`` that is no number or is infinite (the
-        message names the entry and its step), no entry with ``metric`` (the eval keys found are listed).
-    """
+def _trl_history(path: Path) -> list:
+    """The ``log_history`` list of a TRL ``trainer_state.json``; CurveError when it is not JSON or holds none."""
     try:
         hist = json.loads(path.read_text())["log_history"]
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
@@ -205,48 +197,160 @@ def _trl_rows(path: Path, metric: str,
     if not isinstance(hist, list):
         raise CurveError(f"{path} is not a TRL trainer_state.json: 'log_history' is a {type(hist).__name__}, "
                          "not a list")
+    return hist
+
+
+def _trl_rows(path: Path, metric: str,
+              initial_accuracy: float | None) -> tuple[list[tuple[float, float, str]], list[tuple[float, str]]]:
+    """(step, metric, where) of every ``log_history`` entry of a TRL ``trainer_state.json`` carrying ``metric``
+    (``where``: ``"PATH log_history[i] (step S)"``, or ``"initial_accuracy"`` for the value passed, added when no
+    entry is at step 0), and (step, ``"NaN"`` or ``"null"``) of the entries whose ``metric`` is NaN or JSON
+    ``null`` (skipped: neither is an eval, as a CSV's empty or NaN cell). Entries without ``metric`` (training
+    lines, evals of other keys) are not evals of the curve and are passed over.
+
+    Raises
+    ------
+    CurveError
+        Not JSON or no ``log_history`` list; an entry holding ``metric`` (even ``null``) without a ``step`` (an eval
+        that cannot be placed: the message names ``log_history[i]``); a ``step`` or ``metric`` that is no number or
+        is infinite (the message names the entry and its step); no entry with ``metric`` (the eval keys found are
+        listed).
+    """
+    hist = _trl_history(path)
     rows, skipped = [], []
     for i, h in enumerate(hist):
-        if not (isinstance(h, dict) and "step" in h and h.get(metric) is not None):
+        if not (isinstance(h, dict) and metric in h):
             continue
+        if "step" not in h:
+            raise CurveError(f"{path}: log_history[{i}] holds {metric!r} but no 'step', so that eval cannot be placed "
+                             "on the curve's update axis; add the optimizer step it was evaluated at (\"step\": N) "
+                             "or delete that entry")
         step = _number(h["step"], f"{path}: log_history[{i}] field 'step'")
         if not step >= 0 or math.isinf(step):
             raise CurveError(f"{path}: log_history[{i}] field 'step' = {step:g} must be an optimizer step count >= 0; "
                              "fix or delete that entry")
+        if h[metric] is None:  # a failed or skipped eval logged without a value
+            skipped.append((step, "null"))
+            continue
         value = _number(h[metric], f"{path}: log_history[{i}] (step {h['step']}) field {metric!r}")
         if math.isnan(value):
-            skipped.append(step)
+            skipped.append((step, "NaN"))
         elif math.isinf(value):
             raise CurveError(f"{path}: log_history[{i}] (step {step:g}) field {metric!r} = {value} is not a finite "
                              "number; fix or delete that eval")
         else:
             rows.append((step, value, f"{path} log_history[{i}] (step {step:g})"))
     if not rows and not skipped:
-        keys = sorted({k for h in hist if isinstance(h, dict) for k in h if k.startswith("eval")})
-        if not keys:
-            raise CurveError(f"{path}: no log_history entry has {metric!r}, nor any eval metric (eval_...): the run "
-                             f"was not evaluated; give GRPOTrainer an eval_dataset and {TRL_EVAL_HINT}")
-        grpo = [k for k in keys if k.startswith("eval_rewards/") and k.endswith("/mean")]  # GRPOTrainer's rewards
-        hint = f" (a GRPOTrainer's per-reward means: {', '.join(grpo)})" if grpo else ""
-        raise CurveError(f"{path}: no log_history entry has {metric!r}; eval keys found: {keys or 'none'}{hint}; "
-                         "name the one that holds held-out accuracy: --reference-curve-metric KEY (gradprobe probe) "
-                         "or metric=KEY (ReferenceCurve.from_trl_state / load_reference_curve)")
+        raise CurveError(_no_trl_metric(path, hist, metric))
     if initial_accuracy is not None and not any(s == 0 for s, _, _ in rows):
         rows.insert(0, (0.0, float(initial_accuracy), "initial_accuracy"))
     return rows, skipped
 
 
-def _trl_skipped_note(skipped: dict[Path, list[float]], metric: str) -> str | None:
-    """The note naming the NaN evals :func:`_trl_rows` skipped, per file (None: none)."""
-    parts = []
-    for path, steps in skipped.items():
-        if steps:
-            shown = ", ".join(f"{s:g}" for s in steps[:_SHOWN_STEPS])
-            more = f" and {len(steps) - _SHOWN_STEPS} more" if len(steps) > _SHOWN_STEPS else ""
-            parts.append(f"{len(steps)} eval(s) of {path}{SKIPPED_MARK}a NaN {metric!r} (step(s) {shown}{more})")
+def _no_trl_metric(path: Path, hist: list, metric: str) -> str:
+    """The refusal of a ``log_history`` without an entry holding ``metric``: the eval keys it holds and the option
+    to name one, or that the run was not evaluated."""
+    keys = sorted({k for h in hist if isinstance(h, dict) for k in h if k.startswith("eval")})
+    if not keys:
+        return (f"{path}: no log_history entry has {metric!r}, nor any eval metric (eval_...): the run was not "
+                f"evaluated; give GRPOTrainer an eval_dataset and {TRL_EVAL_HINT}")
+    grpo = [k for k in keys if k.startswith("eval_rewards/") and k.endswith("/mean")]  # GRPOTrainer's rewards
+    hint = f" (a GRPOTrainer's per-reward means: {', '.join(grpo)})" if grpo else ""
+    return (f"{path}: no log_history entry has {metric!r}; eval keys found: {keys or 'none'}{hint}; name the one "
+            "that holds held-out accuracy: --reference-curve-metric KEY (gradprobe probe) or metric=KEY "
+            "(ReferenceCurve.from_trl_state / load_reference_curve)")
+
+
+#: Why a skipped TRL eval is no eval, by what its metric held (:func:`_trl_skipped_note`).
+_SKIPPED_WHY = {"NaN": "a NaN is no eval (a diverged or failed eval)",
+                "null": "a null is no eval (a failed or skipped eval, logged without a value)"}
+
+
+def _trl_skipped_note(skipped: dict[Path, list[tuple[float, str]]], metric: str) -> str | None:
+    """The note naming the NaN and null evals :func:`_trl_rows` skipped, per file and kind, by step (None: none)."""
+    parts, kinds = [], []
+    for path, entries in skipped.items():
+        for kind in ("NaN", "null"):
+            steps = [s for s, k in entries if k == kind]
+            if steps:
+                shown = ", ".join(f"{s:g}" for s in steps[:_SHOWN_STEPS])
+                more = f" and {len(steps) - _SHOWN_STEPS} more" if len(steps) > _SHOWN_STEPS else ""
+                parts.append(f"{len(steps)} eval(s) of {path}{SKIPPED_MARK}a {kind} {metric!r} (step(s) {shown}{more})")
+                if kind not in kinds:
+                    kinds.append(kind)
     if not parts:
         return None
-    return "; ".join(parts) + ": a NaN is no eval (a diverged or failed eval); rerun those evals to use them"
+    return "; ".join(parts) + ": " + "; ".join(_SKIPPED_WHY[k] for k in kinds) + "; rerun those evals to use them"
+
+
+def _initial_accuracy(value) -> float | None:
+    """``initial_accuracy=`` as a float (None: not given); CurveError for a value that is no finite number."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise CurveError(f"initial_accuracy = {value!r} is not a number: give the initial policy's accuracy on the "
+                         "curve's eval (same scale as the metric), or leave it out")
+    if not math.isfinite(float(value)):
+        raise CurveError(f"initial_accuracy = {float(value)} is not a finite number: give the initial policy's "
+                         "accuracy on the curve's eval (same scale as the metric), or leave it out")
+    return float(value)
+
+
+def _check_initial_scale(y: list[float], where: list[str], accuracy_scale: str) -> None:
+    """Refuse, under ``accuracy_scale="auto"``, an ``initial_accuracy`` in (0, 1] added beside evals in points
+    (most above 1, as :func:`to_points` reads points): it would be read as points (a seed's first eval is not
+    judged there), so a fraction given for a curve in points would become an R0 near 0 points. ``y``, ``where``:
+    the evals' values and places, the value given placed ``"initial_accuracy"``."""
+    given = [v for v, at in zip(y, where) if at == "initial_accuracy"]
+    own = [v for v, at in zip(y, where) if at != "initial_accuracy"]
+    if accuracy_scale != "auto" or not given or not own or not 0.0 < given[0] <= 1.0:
+        return
+    if sum(v <= 1.0 for v in own) >= len(own) / 2:  # fractions (or a mix to_points refuses): not points
+        return
+    raise CurveError(f"initial_accuracy (--initial-accuracy) {given[0]:g} is on another scale than the curve's "
+                     f"evals, which are points (range {min(own):.4g}-{max(own):.4g}): as points it would be an R0 of "
+                     f"{given[0]:g}; give it in points ({100 * given[0]:g}), or state the scale with "
+                     "accuracy_scale='points' (--reference-curve-scale points) if it is points as it stands")
+
+
+def _unused_initial_accuracy(initial_accuracy: float | None, rows: dict[Path, list]) -> str | None:
+    """The note naming the files whose own eval at step 0 was read instead of ``initial_accuracy`` (None: none)."""
+    if initial_accuracy is None:
+        return None
+    own = [f"{path} ({v:g})" for path, r in rows.items() for s, v, at in r if s == 0 and at != "initial_accuracy"]
+    if not own:
+        return None
+    return (f"initial_accuracy (--initial-accuracy) {initial_accuracy:g}{SKIPPED_MARK}{len(own)} file(s) with their "
+            f"own eval at step 0, which is read instead: {', '.join(own[:_SHOWN_STEPS])}"
+            + (f" and {len(own) - _SHOWN_STEPS} more" if len(own) > _SHOWN_STEPS else ""))
+
+
+def trl_state_file(spec) -> Path | None:
+    """The TRL ``trainer_state.json`` that :func:`~gradprobe.forecast.curves.load_reference_curve` reads ``spec``
+    as, or None when it reads another kind of source (or nothing is there).
+
+    The same rule as that loader's: a folder holding ``trainer_state.json`` and neither a study's ``runs.csv`` nor
+    a run's ``metrics.jsonl`` (they are read first), a file named ``trainer_state.json``, or a file of another name
+    (not ``.jsonl`` or ``.csv``) holding a JSON object with a ``log_history`` and no saved curve's ``format``.
+    ``gradprobe probe --initial-accuracy`` uses it: the option applies to a TRL trainer state only.
+    """
+    s = str(spec)
+    if s in ("default", "tiny"):
+        return None
+    p = Path(s)
+    if p.is_dir():
+        if (p / RUNS_CSV).is_file() or (p / METRICS_JSONL).is_file() or not (p / TRL_STATE).is_file():
+            return None
+        return p / TRL_STATE
+    if not p.is_file() or p.suffix.lower() in (".jsonl", ".csv"):
+        return None
+    if p.name == TRL_STATE:
+        return p
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return p if isinstance(d, dict) and "log_history" in d and d.get("format") != CURVE_FORMAT else None
 
 
 class CurveSources:
@@ -475,29 +579,37 @@ class CurveSources:
         accuracy_scale : {"auto", "fraction", "points"}
         initial_accuracy : float, optional
             Accuracy of the initial policy (same scale as the metric) when the log has no step-0 eval
-            (TRL evaluates at step 0 only with ``eval_on_start=True``); it becomes R0.
+            (TRL evaluates at step 0 only with ``eval_on_start=True``); it becomes R0 (``gradprobe probe
+            --initial-accuracy``). A file with its own (non-NaN, non-null) eval at step 0 keeps it, and a note in
+            ``notes`` names the file.
 
         Raises
         ------
         CurveError
-            A missing or invalid file, a file given twice, a ``step`` or ``metric`` that is no number or is
-            infinite (the message names the ``log_history`` entry and its step), no entry with ``metric`` (the
-            message lists the eval keys found), one step with two different values (:func:`one_value_per_eval`:
+            A missing or invalid file, a file given twice, an entry holding ``metric`` without a ``step`` (named
+            ``log_history[i]``), a ``step`` or ``metric`` that is no number or is infinite (the message names the
+            ``log_history`` entry and its step), no entry with ``metric`` (the message lists the eval keys found),
+            an ``initial_accuracy`` that is no finite number (or, under ``accuracy_scale="auto"``, one in (0, 1]
+            beside evals in points: :func:`_check_initial_scale`), one step with two different values
+            (:func:`one_value_per_eval`:
             e.g. a ``trainer.evaluate()`` after training at the last eval's step with sampled evals; keep one),
             values that mix fractions and points (:func:`to_points`; the entries are named), too few evals (the
             fix named is TRL's ``eval_strategy`` /
-            ``eval_steps`` / ``eval_on_start``). Entries whose ``metric`` is NaN are skipped, as a CSV's
-            NaN cells, and named by their steps: in the curve's ``notes``, and in any refusal.
+            ``eval_steps`` / ``eval_on_start``). Entries whose ``metric`` is NaN or ``null`` (a failed or
+            skipped eval) are skipped, as a CSV's empty or NaN cells, and named by their steps: in the curve's
+            ``notes`` (printed under the forecast), and in any refusal. Entries without ``metric`` (training lines)
+            are passed over.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
             raise CurveError("from_trl_state needs at least one trainer_state.json")
         paths = [_run_file(p, TRL_STATE, "a TRL trainer_state.json (or the checkpoint folder)") for p in paths]
         _each_file_once(paths, "trainer_state.json")
-        n, y, seeds, where, nan_steps = [], [], [], [], {}
+        initial_accuracy = _initial_accuracy(initial_accuracy)
+        n, y, seeds, where, nan_steps, rows_of = [], [], [], [], {}, {}
         for i, path in enumerate(paths):
-            rows, nan_steps[path] = _trl_rows(path, metric, initial_accuracy)
-            for s, v, at in rows:
+            rows_of[path], nan_steps[path] = _trl_rows(path, metric, initial_accuracy)
+            for s, v, at in rows_of[path]:
                 n.append(s)
                 y.append(v)
                 seeds.append(str(i))
@@ -512,10 +624,12 @@ class CurveSources:
                 "if both are evals of the same policy (a trainer.evaluate() after training, at the last eval's "
                 "step), delete one entry"))
             n, y, seeds, where = ([x for x, k in zip(col, keep) if k] for col in (n, y, seeds, where))
+            _check_initial_scale(y, where, accuracy_scale)
             acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}", where, updates=n,
                                   seeds=seeds)
+            unused = _unused_initial_accuracy(initial_accuracy, rows_of)
             return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=metadata,
-                       notes=[note] + [x for x in (skipped, copies) if x], n_replicates=n_replicates,
+                       notes=[note] + [x for x in (skipped, copies, unused) if x], n_replicates=n_replicates,
                        eval_hint=TRL_EVAL_HINT)  # too few evals: TRL's settings are the fix, not a plan's
         except CurveError as e:
             raise with_skipped(e, skipped, fix=None) from None

@@ -1,0 +1,166 @@
+"""A TRL trainer state's eval entries that lose a curve point are said, never dropped without a word: an eval whose
+metric is JSON ``null`` (a failed or skipped eval) is skipped and named by its step in the curve's notes, which the
+printed forecast carries; an entry holding the metric but no ``step`` is refused naming ``log_history[i]``; entries
+without the metric (training lines) stay passed over. ``initial_accuracy=`` is checked, and a file whose own step-0
+eval is read instead of it is named in a note."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from forecast_helpers import TRUE, probe_result
+from gradprobe.forecast import forecast_rewards, format_forecast, load_reference_curve, scalerl_sigmoid
+from gradprobe.forecast.curve_sources import trl_state_file
+from gradprobe.forecast.curves import CurveError, ReferenceCurve
+
+EVALS = (0, 2, 5, 10, 20, 40, 80, 160)
+STUDY = Path(__file__).resolve().parents[2] / "data" / "study_tiny"
+
+
+def _acc(step):
+    return float(scalerl_sigmoid(step, **TRUE)) / 100.0
+
+
+def _state(path, steps=EVALS, *, null_at=(), nan_at=(), extra=()):
+    """A trainer state: a training line and an eval entry per step (``None`` / NaN at the steps given)."""
+    hist = []
+    for s in steps:
+        hist.append({"step": s, "loss": 1.0, "learning_rate": 1e-5})
+        value = None if s in null_at else float("nan") if s in nan_at else _acc(s)
+        hist.append({"step": s, "eval_accuracy": value, "eval_loss": 0.5})
+    path.write_text(json.dumps({"global_step": steps[-1], "log_history": hist + list(extra)}))
+    return path
+
+
+def test_null_evals_are_skipped_and_named_by_step_in_the_notes(tmp_path):
+    path = _state(tmp_path / "trainer_state.json", null_at=(10, 40))
+    curve = load_reference_curve(path)
+    assert sorted(curve.points["update"]) == [0, 2, 5, 20, 80, 160]
+    assert curve.skipped_notes == [
+        f"2 eval(s) of {path} skipped for a null 'eval_accuracy' (step(s) 10, 40): a null is no eval (a failed or "
+        "skipped eval, logged without a value); rerun those evals to use them"]
+
+
+def test_null_and_nan_evals_are_named_apart_in_one_note(tmp_path):
+    path = _state(tmp_path / "trainer_state.json", null_at=(10,), nan_at=(20, 40))
+    curve = load_reference_curve(path)
+    assert sorted(curve.points["update"]) == [0, 2, 5, 80, 160]
+    assert curve.skipped_notes == [
+        f"2 eval(s) of {path} skipped for a NaN 'eval_accuracy' (step(s) 20, 40); 1 eval(s) of {path} skipped for a "
+        "null 'eval_accuracy' (step(s) 10): a NaN is no eval (a diverged or failed eval); a null is no eval (a "
+        "failed or skipped eval, logged without a value); rerun those evals to use them"]
+
+
+def test_the_null_note_reaches_the_printed_forecast(tmp_path):
+    path = _state(tmp_path / "trainer_state.json", null_at=(40,))
+    curve = load_reference_curve(path)
+    rng = np.random.default_rng(0)
+    fr = forecast_rewards(curve, probe_result({"outcome": rng.normal(1.0, 0.3, 16)}, {"outcome": 4000.0}))
+    printed = format_forecast({**fr.to_dict(), "available": True})
+    assert (f"note: 1 eval(s) of {path} skipped for a null 'eval_accuracy' (step(s) 40): a null is no eval"
+            in printed)
+
+
+def test_null_evals_are_named_in_a_refusal_for_too_few_evals(tmp_path):
+    path = _state(tmp_path / "trainer_state.json", steps=(0, 10, 20, 30), null_at=(20, 30))
+    with pytest.raises(CurveError) as info:
+        load_reference_curve(path)
+    assert str(info.value).endswith(
+        f"; 2 eval(s) of {path} skipped for a null 'eval_accuracy' (step(s) 20, 30): a null is no eval (a failed or "
+        "skipped eval, logged without a value); rerun those evals to use them")
+
+
+def test_all_null_evals_are_refused_as_no_value_not_as_no_metric(tmp_path):
+    path = _state(tmp_path / "trainer_state.json", steps=(0, 10), null_at=(0, 10))
+    with pytest.raises(CurveError) as info:
+        ReferenceCurve.from_trl_state(path)
+    msg = str(info.value)
+    assert msg.startswith(f"no eval of 'eval_accuracy' with a value in TRL trainer_state.json of 1 run(s) ({path})")
+    assert msg.endswith("2 eval(s) of " + str(path) + " skipped for a null 'eval_accuracy' (step(s) 0, 10): a null "
+                        "is no eval (a failed or skipped eval, logged without a value); rerun those evals to use them")
+
+
+@pytest.mark.parametrize("value", [0.7, None])
+def test_an_entry_with_the_metric_but_no_step_is_refused_naming_it(tmp_path, value):
+    """Entries without the metric (training lines, a step-less summary, an eval of another key) stay passed over;
+    one holding it (a value or null) without a step cannot be placed on the curve."""
+    passed_over = [{"train_runtime": 12.0, "total_flos": 0.0}, {"step": 170, "eval_loss": 0.4}]
+    path = _state(tmp_path / "trainer_state.json", extra=[*passed_over, {"eval_accuracy": value, "epoch": 3.0}])
+    with pytest.raises(CurveError) as info:
+        load_reference_curve(path)
+    assert str(info.value) == (
+        f"{path}: log_history[18] holds 'eval_accuracy' but no 'step', so that eval cannot be placed on the curve's "
+        "update axis; add the optimizer step it was evaluated at (\"step\": N) or delete that entry")
+    _state(path, extra=passed_over)  # the entry deleted: read, without a note on the lines passed over
+    curve = load_reference_curve(path)
+    assert sorted(curve.points["update"]) == list(EVALS) and curve.skipped_notes == []
+
+
+@pytest.mark.parametrize("value, shown", [(True, "True is not a number"), ("0.6", "'0.6' is not a number"),
+                                          (float("nan"), "nan is not a finite number"),
+                                          (float("inf"), "inf is not a finite number")])
+def test_an_initial_accuracy_that_is_no_finite_number_is_refused(tmp_path, value, shown):
+    path = _state(tmp_path / "trainer_state.json", steps=EVALS[1:])
+    with pytest.raises(CurveError) as info:
+        ReferenceCurve.from_trl_state(path, initial_accuracy=value)
+    assert str(info.value) == (f"initial_accuracy = {shown}: give the initial policy's accuracy on the curve's eval "
+                               "(same scale as the metric), or leave it out")
+
+
+def test_a_files_own_step_0_eval_is_kept_over_initial_accuracy_and_noted(tmp_path):
+    own = _state(tmp_path / "a.json")
+    lacking = _state(tmp_path / "b.json", steps=EVALS[1:])
+    curve = ReferenceCurve.from_trl_state([own, lacking], initial_accuracy=0.5)
+    at_zero = curve.points[curve.points["update"] == 0]
+    assert sorted(at_zero["accuracy"].tolist()) == pytest.approx([50.0, TRUE["R0"]])  # b's given, a's own
+    assert curve.skipped_notes == [
+        f"initial_accuracy (--initial-accuracy) 0.5 skipped for 1 file(s) with their own eval at step 0, which is "
+        f"read instead: {own} ({_acc(0):g})"]
+    alone = ReferenceCurve.from_trl_state(lacking, initial_accuracy=0.5)  # no file has one: used, no note
+    assert alone.params["R0"] == pytest.approx(50.0) and alone.skipped_notes == []
+
+
+def test_a_fraction_given_for_a_curve_in_points_is_refused_under_auto(tmp_path):
+    """Read as points, initial_accuracy 0.6 would make R0 0.6 points under evals of 60-85 (a seed's first eval is
+    not judged by the mixed-scale check); a stated scale, a value in points, or a curve in fractions is read."""
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps({"log_history": [{"step": s, "eval_accuracy": 100 * _acc(s)} for s in EVALS[1:]]}))
+    with pytest.raises(CurveError) as info:
+        ReferenceCurve.from_trl_state(path, initial_accuracy=0.6)
+    assert str(info.value) == (
+        f"initial_accuracy (--initial-accuracy) 0.6 is on another scale than the curve's evals, which are points "
+        f"(range {100 * _acc(2):.4g}-{100 * _acc(160):.4g}): as points it would be an R0 of 0.6; give it in points "
+        "(60), or state the scale with accuracy_scale='points' (--reference-curve-scale points) if it is points as "
+        "it stands")
+    assert ReferenceCurve.from_trl_state(path, initial_accuracy=60).params["R0"] == pytest.approx(60.0)
+    stated = ReferenceCurve.from_trl_state(path, initial_accuracy=0.6, accuracy_scale="points")
+    assert stated.params["R0"] == pytest.approx(0.6)
+    fractions = ReferenceCurve.from_trl_state(_state(tmp_path / "f.json", steps=EVALS[1:]), initial_accuracy=0.6)
+    assert fractions.params["R0"] == pytest.approx(60.0)
+
+
+@pytest.mark.parametrize("kind", ["state", "folder", "renamed", "csv", "metrics", "study", "saved", "default",
+                                  "missing"])
+def test_trl_state_file_agrees_with_what_load_reference_curve_reads(tmp_path, kind):
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    state = _state(folder / "trainer_state.json")
+    renamed = _state(tmp_path / "state.json")
+    csv = tmp_path / "curve.csv"
+    csv.write_text("update,accuracy\n" + "".join(f"{e},{_acc(e)}\n" for e in EVALS))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"eval": True, "update": e, "greedy_accuracy": _acc(e)})
+                                               + "\n" for e in EVALS))
+    (run / "trainer_state.json").write_text(state.read_text())  # metrics.jsonl is read first
+    load_reference_curve("default").save(tmp_path / "saved.json")
+    spec = {"state": state, "folder": folder, "renamed": renamed, "csv": csv, "metrics": run, "study": STUDY,
+            "saved": tmp_path / "saved.json", "default": "default", "missing": tmp_path / "nothing.json"}[kind]
+    found = trl_state_file(spec)
+    assert found == {"state": state, "folder": state, "renamed": renamed}.get(kind)
+    if kind != "missing":  # the loader reads a TRL state exactly where trl_state_file finds one
+        assert load_reference_curve(spec).source.startswith("TRL trainer_state.json") == (found is not None)
