@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import math
 import signal
 import sys
 from pathlib import Path
@@ -230,8 +229,10 @@ def _warn(line: str) -> None:
 
 def _reference_curve(args):
     """``--reference-curve`` (with ``--reference-curve-metric``, ``--reference-curve-scale`` and
-    ``--initial-accuracy``) read, or None when not given; ValueError or CurveError for an empty one, a metric, scale
-    or initial accuracy without a curve, or a curve that cannot be read (:func:`_curve_from_initial_accuracy`)."""
+    ``--initial-accuracy``) read by :func:`~gradprobe.forecast.load_reference_curve`, or None when not given;
+    ValueError for an empty one, or a metric, scale or initial accuracy without a curve; CurveError for what that
+    loader refuses (an initial accuracy not finite, out of the scale's range or for a curve that is no TRL trainer
+    state; a curve that cannot be read), its message naming these options."""
     from ..forecast import load_reference_curve
 
     if args.reference_curve is not None and not args.reference_curve.strip():  # an unset shell variable
@@ -248,57 +249,8 @@ def _reference_curve(args):
                          "or leave it out")
     if not args.reference_curve:
         return None
-    if args.initial_accuracy is not None:
-        return _curve_from_initial_accuracy(args)
     return load_reference_curve(args.reference_curve, metric=args.reference_curve_metric,
-                                accuracy_scale=args.reference_curve_scale)
-
-
-#: The range of ``--initial-accuracy`` under each ``--reference-curve-scale`` (auto: either scale, the curve's own
-#: values decide which; :func:`gradprobe.forecast.accuracy_values.to_points` refuses a value on the other one).
-_INITIAL_RANGE = {"fraction": (0.0, 1.0, "a fraction in [0, 1]"), "points": (0.0, 100.0, "points in [0, 100]"),
-                  "auto": (0.0, 100.0, "a fraction in [0, 1] or points in [0, 100], as the curve's values are")}
-
-
-def _curve_from_initial_accuracy(args):
-    """``--reference-curve`` read with ``--initial-accuracy`` X: a TRL trainer state only
-    (:func:`~gradprobe.forecast.curve_sources.trl_state_file`), read by
-    :meth:`~gradprobe.forecast.ReferenceCurve.from_trl_state` with ``initial_accuracy=X`` after the checks
-    :func:`~gradprobe.forecast.load_reference_curve` makes (which takes no initial accuracy).
-
-    Raises
-    ------
-    ValueError
-        X not finite or outside the range of ``--reference-curve-scale`` (:data:`_INITIAL_RANGE`); a curve of
-        another kind (a CSV, a metrics.jsonl, a study, a saved curve: their update-0 eval belongs in their file).
-    CurveError
-        What :func:`~gradprobe.forecast.load_reference_curve` refuses for that spec and metric, and what the TRL
-        reader refuses.
-    """
-    from ..forecast import ReferenceCurve, load_reference_curve
-    from ..forecast.curve_sources import trl_state_file
-    from ..forecast.curves import _check_read_options, _eval_key
-
-    x, spec, scale = args.initial_accuracy, args.reference_curve, args.reference_curve_scale or "auto"
-    lo, hi, what = _INITIAL_RANGE[scale]
-    if not math.isfinite(x):
-        raise ValueError(f"--initial-accuracy {x} is not a finite number: give the initial policy's accuracy on the "
-                         "curve's eval, or leave it out")
-    if not lo <= x <= hi:
-        raise ValueError(f"--initial-accuracy {x:g} must be {what} (--reference-curve-scale {scale}): the initial "
-                         "policy's accuracy on the curve's eval")
-    path = trl_state_file(spec)
-    if path is None:  # another kind: its own refusals first, then this option's
-        curve = load_reference_curve(spec, metric=args.reference_curve_metric,
-                                     accuracy_scale=args.reference_curve_scale)
-        raise ValueError(f"--initial-accuracy gives the step-0 eval a TRL trainer_state.json lacks, but "
-                         f"--reference-curve {spec!r} is read as {curve.source}: put the initial policy's eval at "
-                         "update 0 in that source, or leave the option out")
-    _check_read_options(args.reference_curve_metric, args.reference_curve_scale)
-    _eval_key(args.reference_curve_metric, spec)
-    kw = {k: v for k, v in (("metric", args.reference_curve_metric), ("accuracy_scale", args.reference_curve_scale))
-          if v is not None}
-    return ReferenceCurve.from_trl_state(path, initial_accuracy=x, **kw)
+                                accuracy_scale=args.reference_curve_scale, initial_accuracy=args.initial_accuracy)
 
 
 def _probe_command(args) -> int:

@@ -20,11 +20,10 @@ from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
 from .accuracy_values import one_value_per_eval, to_points
 from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval, read_csv_checked,
                         skipped_cells, skipped_note, study_skipped_evals, with_skipped, without_short_lines)
-from .curve_file import FORMAT as CURVE_FORMAT
 from .curve_fit import N_REPLICATES, CurveError
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
-           "TRL_EVAL_HINT", "trl_state_file"]
+           "TRL_EVAL_HINT", "INITIAL_RANGE", "initial_accuracy_value"]
 
 TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
 #: The fix of too few evals for a curve of gradprobe runs (ReferenceCurve's refusal ends with it) ...
@@ -129,19 +128,21 @@ def _run_file(path, name: str, what: str) -> Path:
     return path
 
 
-def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]], list[str]]:
+def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]], list[tuple[str, str]]]:
     """(update, metric, ``"PATH:LINE"``) of every ``"eval": true`` line of a ``metrics.jsonl`` carrying
-    ``metric``, and the places of the eval lines whose ``metric`` is NaN (skipped: a NaN is no eval, as a CSV's
-    NaN cell).
+    ``metric``, and (``"PATH:LINE"``, ``"NaN"`` or ``"null"``) of the eval lines whose ``metric`` is NaN or JSON
+    ``null`` (skipped: neither is an eval, as a CSV's empty or NaN cell; ``gradprobe train`` writes ``null`` for
+    an accuracy it did not measure, e.g. ``sampled_accuracy`` between the ends under ``[eval] sampled_at =
+    "ends"``). Eval lines without ``metric`` are not evals of the curve and are passed over.
 
     Raises
     ------
     CurveError
-        A line that is not JSON, an eval line without ``update``, an ``update`` or ``metric`` that is no number
-        (a JSON string such as ``"0.676"`` or true/false included), a negative update or an infinite metric (each
-        naming ``PATH:LINE``), no eval line with ``metric``.
+        A line that is not JSON, an eval line holding ``metric`` (even ``null``) without ``update``, an ``update``
+        or ``metric`` that is no number (a JSON string such as ``"0.676"`` or true/false included), a negative
+        update or an infinite metric (each naming ``PATH:LINE``), no eval line with ``metric``.
     """
-    out, nan = [], []
+    out, skipped = [], []
     for line_no, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
@@ -149,23 +150,43 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
             rec = json.loads(line)
         except json.JSONDecodeError as e:
             raise CurveError(f"{path}:{line_no} is not valid JSON ({e})") from None
-        if not (isinstance(rec, dict) and rec.get("eval") is True and rec.get(metric) is not None):
+        if not (isinstance(rec, dict) and rec.get("eval") is True and metric in rec):
             continue
         at = f"{path}:{line_no}"
         if "update" not in rec:
             raise CurveError(f"{at}: an eval line without 'update'")
-        update, value = _number(rec["update"], f"{at}: field 'update'"), _number(rec[metric], f"{at}: field {metric!r}")
+        update = _number(rec["update"], f"{at}: field 'update'")
         if not update >= 0 or math.isinf(update):
             raise CurveError(f"{at}: field 'update' = {update:g} must be an update count >= 0; fix or delete that eval")
+        if rec[metric] is None:  # not measured at that eval, or a failed one logged without a value
+            skipped.append((at, "null"))
+            continue
+        value = _number(rec[metric], f"{at}: field {metric!r}")
         if math.isnan(value):
-            nan.append(at)
+            skipped.append((at, "NaN"))
         elif math.isinf(value):
             raise CurveError(f"{at}: field {metric!r} = {value} is not a finite number; fix or delete that eval")
         else:
             out.append((update, value, at))
-    if not out and not nan:
+    if not out and not skipped:
         raise CurveError(_no_metric_lines(path, metric))
-    return out, nan
+    return out, skipped
+
+
+def _lines_skipped_note(skipped: list[tuple[str, str]], metric: str) -> str | None:
+    """The note naming the NaN and null eval lines :func:`_eval_lines` skipped, per kind, by ``PATH:LINE`` (None:
+    none); the reasons are the TRL reader's (:data:`_SKIPPED_WHY`)."""
+    parts, kinds = [], []
+    for kind in ("NaN", "null"):
+        places = [at for at, k in skipped if k == kind]
+        if places:
+            more = f" and {len(places) - _SHOWN_STEPS} more" if len(places) > _SHOWN_STEPS else ""
+            parts.append(f"{len(places)} eval line(s){SKIPPED_MARK}a {kind} {metric!r} "
+                         f"({', '.join(places[:_SHOWN_STEPS])}{more})")
+            kinds.append(kind)
+    if not parts:
+        return None
+    return "; ".join(parts) + ": " + "; ".join(_SKIPPED_WHY[k] for k in kinds) + "; rerun those evals to use them"
 
 
 def _no_metric_lines(path: Path, metric: str) -> str:
@@ -283,17 +304,39 @@ def _trl_skipped_note(skipped: dict[Path, list[tuple[float, str]]], metric: str)
     return "; ".join(parts) + ": " + "; ".join(_SKIPPED_WHY[k] for k in kinds) + "; rerun those evals to use them"
 
 
-def _initial_accuracy(value) -> float | None:
-    """``initial_accuracy=`` as a float (None: not given); CurveError for a value that is no finite number."""
+#: The range of ``initial_accuracy`` under each ``accuracy_scale`` (auto: either scale, the curve's own values
+#: decide which; :func:`_check_initial_scale` and :func:`to_points` refuse a value on the other one).
+INITIAL_RANGE = {"fraction": (0.0, 1.0, "a fraction in [0, 1]"), "points": (0.0, 100.0, "points in [0, 100]"),
+                 "auto": (0.0, 100.0, "a fraction in [0, 1] or points in [0, 100], as the curve's values are")}
+
+
+def initial_accuracy_value(value, accuracy_scale: str = "auto") -> float | None:
+    """``initial_accuracy=`` (``gradprobe probe --initial-accuracy``) as a float (None: not given), checked against
+    the range of ``accuracy_scale`` (:data:`INITIAL_RANGE`; an unknown scale is left to :func:`to_points`).
+
+    Raises
+    ------
+    CurveError
+        A value that is no number (a string or a bool), not finite, or outside the scale's range; the message
+        names ``initial_accuracy (--initial-accuracy)`` (a string or bool, which the command line cannot give:
+        ``initial_accuracy`` alone), the value and the fix.
+    """
     if value is None:
         return None
     if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise CurveError(f"initial_accuracy = {value!r} is not a number: give the initial policy's accuracy on the "
                          "curve's eval (same scale as the metric), or leave it out")
-    if not math.isfinite(float(value)):
-        raise CurveError(f"initial_accuracy = {float(value)} is not a finite number: give the initial policy's "
-                         "accuracy on the curve's eval (same scale as the metric), or leave it out")
-    return float(value)
+    x = float(value)
+    if not math.isfinite(x):
+        raise CurveError(f"initial_accuracy (--initial-accuracy) {x} is not a finite number: give the initial "
+                         "policy's accuracy on the curve's eval (same scale as the metric), or leave it out")
+    if accuracy_scale in INITIAL_RANGE:
+        lo, hi, what = INITIAL_RANGE[accuracy_scale]
+        if not lo <= x <= hi:
+            raise CurveError(f"initial_accuracy (--initial-accuracy) {x:g} must be {what} (accuracy_scale="
+                             f"{accuracy_scale!r}, --reference-curve-scale {accuracy_scale}): the initial policy's "
+                             "accuracy on the curve's eval")
+    return x
 
 
 def _check_initial_scale(y: list[float], where: list[str], accuracy_scale: str) -> None:
@@ -323,34 +366,6 @@ def _unused_initial_accuracy(initial_accuracy: float | None, rows: dict[Path, li
     return (f"initial_accuracy (--initial-accuracy) {initial_accuracy:g}{SKIPPED_MARK}{len(own)} file(s) with their "
             f"own eval at step 0, which is read instead: {', '.join(own[:_SHOWN_STEPS])}"
             + (f" and {len(own) - _SHOWN_STEPS} more" if len(own) > _SHOWN_STEPS else ""))
-
-
-def trl_state_file(spec) -> Path | None:
-    """The TRL ``trainer_state.json`` that :func:`~gradprobe.forecast.curves.load_reference_curve` reads ``spec``
-    as, or None when it reads another kind of source (or nothing is there).
-
-    The same rule as that loader's: a folder holding ``trainer_state.json`` and neither a study's ``runs.csv`` nor
-    a run's ``metrics.jsonl`` (they are read first), a file named ``trainer_state.json``, or a file of another name
-    (not ``.jsonl`` or ``.csv``) holding a JSON object with a ``log_history`` and no saved curve's ``format``.
-    ``gradprobe probe --initial-accuracy`` uses it: the option applies to a TRL trainer state only.
-    """
-    s = str(spec)
-    if s in ("default", "tiny"):
-        return None
-    p = Path(s)
-    if p.is_dir():
-        if (p / RUNS_CSV).is_file() or (p / METRICS_JSONL).is_file() or not (p / TRL_STATE).is_file():
-            return None
-        return p / TRL_STATE
-    if not p.is_file() or p.suffix.lower() in (".jsonl", ".csv"):
-        return None
-    if p.name == TRL_STATE:
-        return p
-    try:
-        d = json.loads(p.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return p if isinstance(d, dict) and "log_history" in d and d.get("format") != CURVE_FORMAT else None
 
 
 class CurveSources:
@@ -458,9 +473,9 @@ class CurveSources:
             number (a JSON string such as ``"0.676"`` or true/false included), a negative update or an infinite
             metric (each naming the line), a file without eval lines carrying ``metric``, one update of a run
             with two different values (:func:`one_value_per_eval`), values that mix fractions and points
-            (:func:`to_points`; the lines are named), too few evals. Eval lines whose ``metric`` is NaN are
-            skipped and named, in the curve's ``notes`` and in any refusal; an exact repeat of an eval is read
-            once and named.
+            (:func:`to_points`; the lines are named), too few evals. Eval lines whose ``metric`` is NaN or JSON
+            ``null`` (not measured there, or a failed eval) are skipped and named, in the curve's ``notes`` and in
+            any refusal; an exact repeat of an eval is read once and named.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
@@ -468,23 +483,21 @@ class CurveSources:
         paths = [_run_file(p, METRICS_JSONL, "the metrics.jsonl of a `gradprobe train` run (or its folder)")
                  for p in paths]
         _each_file_once(paths, "metrics.jsonl")
-        n, y, seeds, where, nan, meta, used = [], [], [], [], [], dict(metadata or {}), set()
+        n, y, seeds, where, no_value, meta, used = [], [], [], [], [], dict(metadata or {}), set()
         for i, path in enumerate(paths):
             label = _run_config(path, i, len(paths), meta)
             if label in used:  # two runs with the same seed stay two curves
                 label = f"{label}#{i}"
             used.add(label)
             rows, skipped_here = _eval_lines(path, metric)
-            nan += skipped_here
+            no_value += skipped_here
             for u, v, at in rows:
                 n.append(u)
                 y.append(v)
                 seeds.append(label)
                 where.append(at)
         src = f"metrics.jsonl of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
-        skipped = (f"{len(nan)} eval line(s){SKIPPED_MARK}a NaN {metric!r} ({', '.join(nan[:_SHOWN_STEPS])}"
-                   f"{f' and {len(nan) - _SHOWN_STEPS} more' if len(nan) > _SHOWN_STEPS else ''}): a NaN is no eval "
-                   "(a diverged or failed eval); rerun those evals to use them") if nan else None
+        skipped = _lines_skipped_note(no_value, metric)
         try:
             if not n:
                 raise CurveError(f"no eval of {metric!r} with a value in {src}")
@@ -589,8 +602,9 @@ class CurveSources:
             A missing or invalid file, a file given twice, an entry holding ``metric`` without a ``step`` (named
             ``log_history[i]``), a ``step`` or ``metric`` that is no number or is infinite (the message names the
             ``log_history`` entry and its step), no entry with ``metric`` (the message lists the eval keys found),
-            an ``initial_accuracy`` that is no finite number (or, under ``accuracy_scale="auto"``, one in (0, 1]
-            beside evals in points: :func:`_check_initial_scale`), one step with two different values
+            an ``initial_accuracy`` that is no finite number or outside the scale's range
+            (:func:`initial_accuracy_value`; or, under ``accuracy_scale="auto"``, one in (0, 1] beside evals in
+            points: :func:`_check_initial_scale`), one step with two different values
             (:func:`one_value_per_eval`:
             e.g. a ``trainer.evaluate()`` after training at the last eval's step with sampled evals; keep one),
             values that mix fractions and points (:func:`to_points`; the entries are named), too few evals (the
@@ -605,7 +619,7 @@ class CurveSources:
             raise CurveError("from_trl_state needs at least one trainer_state.json")
         paths = [_run_file(p, TRL_STATE, "a TRL trainer_state.json (or the checkpoint folder)") for p in paths]
         _each_file_once(paths, "trainer_state.json")
-        initial_accuracy = _initial_accuracy(initial_accuracy)
+        initial_accuracy = initial_accuracy_value(initial_accuracy, accuracy_scale)
         n, y, seeds, where, nan_steps, rows_of = [], [], [], [], {}, {}
         for i, path in enumerate(paths):
             rows_of[path], nan_steps[path] = _trl_rows(path, metric, initial_accuracy)

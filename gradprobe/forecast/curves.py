@@ -47,7 +47,7 @@ from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_doc
 from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
                         fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params)
 from .csv_cells import is_skipped_note
-from .curve_sources import PLAN_EVAL_HINT, TRL_STATE, CurveSources, task_key
+from .curve_sources import PLAN_EVAL_HINT, TRL_STATE, CurveSources, initial_accuracy_value, task_key
 
 __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key", "load_reference_curve",
            "default_curve_path",
@@ -374,7 +374,7 @@ class ReferenceCurve(CurveSources):
 
 
 def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: str | None = None,
-                         accuracy_scale: str | None = None) -> ReferenceCurve:
+                         accuracy_scale: str | None = None, initial_accuracy: float | None = None) -> ReferenceCurve:
     """A curve from what a user has: a saved curve (``.json`` written by :meth:`ReferenceCurve.save`),
     a TRL ``trainer_state.json`` (or a JSON object with a ``log_history`` under any other name), a
     ``metrics.jsonl``, a CSV (columns ``update``, ``accuracy``), a study
@@ -393,6 +393,12 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
     accuracy_scale : {"auto", "fraction", "points"}, optional
         How a CSV's, a ``metrics.jsonl``'s or a TRL state's accuracies are read (``--reference-curve-scale``;
         default ``auto``: fractions when every value lies in [0, 1], :func:`~.accuracy_values.to_points`).
+    initial_accuracy : float, optional
+        The initial policy's accuracy on a TRL trainer state's eval, in the metric's scale (a fraction in [0, 1]
+        or points in [0, 100], as ``accuracy_scale`` reads it), for a log without an eval at step 0 (TRL evaluates
+        there only with ``eval_on_start=True``): it becomes R0, which is otherwise the fit's extrapolation
+        (``--initial-accuracy``; :meth:`ReferenceCurve.from_trl_state`, whose notes name a file that keeps its own
+        step-0 eval). A TRL trainer state only: any other source holds its update-0 eval itself.
 
     Raises
     ------
@@ -401,17 +407,33 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
         ``runs.csv``, ``metrics.jsonl``, ``trainer_state.json``, or a file of none of these kinds (each
         message lists what is accepted); a ``metric`` for a source without eval keys (a saved curve, a CSV, a
         study, ``default``), an empty one, a TRL key that is not ``eval_...``; an ``accuracy_scale`` not among
-        the three, or for a source whose scale is fixed (a saved curve, a study, ``default``); anything the
-        reader of that kind raises (a bad cell names its file, line and column).
+        the three, or for a source whose scale is fixed (a saved curve, a study, ``default``); an
+        ``initial_accuracy`` that is no finite number or outside ``accuracy_scale``'s range (checked before any
+        file is read: :func:`~.curve_sources.initial_accuracy_value`), or given for a source that is no TRL
+        trainer state (after that source's own refusals); anything the reader of that kind raises (a bad cell
+        names its file, line and column). The messages name the keywords' ``gradprobe probe`` options.
     TypeError
         ``metric`` not a string.
     """
     s = str(spec)
     _check_read_options(metric, accuracy_scale)
+    initial_accuracy_value(initial_accuracy, accuracy_scale or "auto")
+    curve, is_trl = _read_spec(s, mode, metric, accuracy_scale, initial_accuracy)
+    if initial_accuracy is not None and not is_trl:
+        raise CurveError(f"initial_accuracy (--initial-accuracy) gives the step-0 eval a TRL trainer_state.json "
+                         f"lacks, but --reference-curve {s!r} is read as {curve.source}: put the initial policy's "
+                         "eval at update 0 in that source, or leave it out")
+    return curve
+
+
+def _read_spec(s: str, mode: str | None, metric: str | None, accuracy_scale: str | None,
+               initial_accuracy: float | None) -> tuple[ReferenceCurve, bool]:
+    """(the curve :func:`load_reference_curve` reads ``s`` as, whether that is a TRL trainer state's), by the
+    kind of source ``s`` names; ``initial_accuracy`` goes to the TRL reader, the other kinds take none."""
     if s in ("default", "tiny"):
         _no_read_options(s, "the shipped curve", metric, accuracy_scale)
         c = ReferenceCurve.load(default_curve_path())
-        return c.with_mode(mode) if mode else c
+        return (c.with_mode(mode) if mode else c), False
     p = Path(s)
     if not p.exists():
         raise CurveError(f"--reference-curve {s!r} does not exist (no such file or folder); expected {ACCEPTED}")
@@ -421,27 +443,27 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
     if p.is_dir():
         if (p / RUNS_CSV).is_file():
             _no_read_options(s, "a study folder (its runs.csv's accuracy column)", metric, accuracy_scale)
-            return ReferenceCurve.from_study(p, **kw)
+            return ReferenceCurve.from_study(p, **kw), False
         if (p / METRICS_JSONL).is_file():
-            return ReferenceCurve.from_metrics(p, **keyed)
+            return ReferenceCurve.from_metrics(p, **keyed), False
         if (p / TRL_STATE).is_file():
             _eval_key(metric, s)
-            return ReferenceCurve.from_trl_state(p, **keyed)
+            return ReferenceCurve.from_trl_state(p, initial_accuracy=initial_accuracy, **keyed), True
         raise CurveError(f"--reference-curve {s!r} is a folder without {RUNS_CSV} (a study), {METRICS_JSONL} (a "
                          f"`gradprobe train` run) or {TRL_STATE} (a TRL checkpoint); expected {ACCEPTED}")
     elif p.is_file():
         suffix = p.suffix.lower()  # RESULTS.CSV is a CSV
         if p.name == TRL_STATE or (suffix not in (".jsonl", ".csv") and _is_trl_state(p)):
-            _eval_key(metric, s)
-            return ReferenceCurve.from_trl_state(p, **keyed)  # a trainer state under another name: by its content
+            _eval_key(metric, s)  # a trainer state under another name: by its content
+            return ReferenceCurve.from_trl_state(p, initial_accuracy=initial_accuracy, **keyed), True
         if suffix == ".jsonl":
-            return ReferenceCurve.from_metrics(p, **keyed)
+            return ReferenceCurve.from_metrics(p, **keyed), False
         if suffix == ".csv":
             _no_read_options(s, "a CSV (its accuracy column)", metric, None)  # a CSV's scale may be given
-            return ReferenceCurve.from_csv(p, **kw_scaled)
+            return ReferenceCurve.from_csv(p, **kw_scaled), False
         if suffix == ".json":
             _no_read_options(s, "a saved curve", metric, accuracy_scale)
-            return ReferenceCurve.load(p, mode=mode)
+            return ReferenceCurve.load(p, mode=mode), False
     raise CurveError(f"--reference-curve {s!r}: unknown kind of file; expected {ACCEPTED}")
 
 

@@ -20,7 +20,7 @@ from .special_rows import REFERENCE_VERDICT
 from .start_check import CHECK_MARK
 from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
-__all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section",
+__all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section", "pre_screen_line",
            "format_forecast", "SECONDS_NOTE"]
 
 #: Models whose shipped reference curve is used when no --reference-curve is given.
@@ -206,7 +206,7 @@ def format_forecast(section: dict) -> str:
     if not section:
         return ""
     if not section.get("available"):  # what screening cost is still said: it was spent
-        return "\n".join([f"\nforecast: none. {section.get('note', '')}", *_pre_screen_line(section),
+        return "\n".join([f"\nforecast: none. {section.get('note', '')}", *pre_screen_line(section),
                           *(f"note: {n}" for n in section.get("notes", []))])
     b = section["budget"]
     budget_s = format_budget(b["value"], b["kind"])
@@ -251,13 +251,14 @@ def format_forecast(section: dict) -> str:
     for r in section["rows"]:
         if r["verdict"] != REFERENCE_VERDICT:  # grpo's plain row has nothing to say; a guided or flat reference has
             lines.append(f"{r['arm']}: {r['verdict']}" + (f"  ({r['note']})" if r.get("note") else ""))
-    lines += _pre_screen_line(section)
+    lines += pre_screen_line(section)
     lines += [f"note: {n}" for n in notes if not n.startswith(CHECK_MARK)]
     return "\n".join(lines)
 
 
-def _pre_screen_line(section: dict) -> list[str]:
-    """The pre-screen cost line of a ``forecast`` section (:func:`_pre_screen`), none without a token budget."""
+def pre_screen_line(section: dict) -> list[str]:
+    """The pre-screen cost line of a ``forecast`` section (:func:`_pre_screen`), none without a token budget: one
+    wording for the text output (:func:`format_forecast`) and the HTML report. Returns a list of 0 or 1 lines."""
     ps = section.get("pre_screen") or {}
     if ps.get("share_of_budget") is None:
         return []

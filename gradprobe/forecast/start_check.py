@@ -22,7 +22,9 @@ before they were kept) se is the bound alone, with G the reference's ``prompts``
 the note names the gap and the likely causes.
 
 A curve without an eval at update 0 (TRL evaluates at step 0 only with ``eval_on_start=True``) has an
-extrapolated R0, and every gain is read relative to it: a note says so, whatever the gap.
+extrapolated R0, and every gain is read relative to it: a note says so, whatever the gap, and names the fixes
+(the initial policy evaluated, or, for a TRL trainer state, its accuracy given: ``gradprobe probe
+--initial-accuracy X``).
 
 A probe batch whose completions were all truncated (``batch.truncation_rate`` 1) scores cut-off text only; its
 gradients say nothing about a reward, and a note says so.
@@ -118,8 +120,9 @@ def start_notes(curve, batches: list[dict]) -> list[str]:
     if no_start:
         notes.append(f"the reference curve {curve.source or '(unnamed)'} has no eval at update 0, so its R0 "
                      f"({float(curve.params['R0']):.1f} points) is the fit's extrapolation and every gain is read "
-                     "relative to it; evaluate the initial policy (TRL: eval_on_start=True) or give its accuracy "
-                     "(ReferenceCurve.from_trl_state(..., initial_accuracy=...))")
+                     "relative to it; evaluate the initial policy (TRL: eval_on_start=True; another source: an "
+                     "eval at update 0 in its file) or, for a TRL trainer_state.json, give its accuracy (gradprobe "
+                     "probe --initial-accuracy X; Python: load_reference_curve(..., initial_accuracy=X))")
     m = heldout_measurement(batches)
     if m is not None:
         acc, se, n_groups = m

@@ -6,7 +6,9 @@ or attached to an issue. Sections:
 
 1. the verdict table: each arm's forecast gain vs grpo at the budget (accuracy points) with its interval
    and the verdict sentence of :func:`gradprobe.forecast.forecast_section` (plus the calibrated gain when
-   ``--calibration`` was given); without a reference curve, the note saying what a forecast needs;
+   ``--calibration`` was given); without a reference curve, the note saying what a forecast needs; either way
+   the pre-screen's cost as a share of one grpo run's token budget (the line ``gradprobe probe`` prints) and the
+   section's notes;
 2. the raw per-reward table: <g_R, u>, its bootstrap interval over prompts, SNR, the first-order gain per
    update and at the budget (points), tokens per update c_R, and with ``--budget-seconds`` seconds per update and
    the raw first-order gain at the seconds budget;
@@ -33,6 +35,7 @@ import math
 from pathlib import Path
 
 from ..forecast.forecaster import format_budget
+from ..forecast.section import pre_screen_line  # the line format_forecast prints: one wording
 from ..outputs import write_text_atomic
 from .report_figures import interval_figure, ledger_figure, ledger_rows, png
 
@@ -86,9 +89,12 @@ the probe and signal-proxy forecasters only, not by cost only).</p>
 {% endfor %}</table>
 {% if forecast.budget.seconds_note %}<p class="note">--budget-seconds {{ "{:g}".format(forecast.budget.seconds) }}:
 {{ forecast.budget.seconds_note }}</p>{% endif %}
+{% for line in pre_screen %}<p id="pre-screen">{{ line }}</p>{% endfor %}
 {% for n in forecast.notes %}<p class="note">{{ n }}</p>{% endfor %}
 {% else %}
 <p class="note">No forecast: {{ forecast.note or "the probe was run without one (gradprobe probe adds it)" }}</p>
+{% for line in pre_screen %}<p id="pre-screen">{{ line }}</p>{% endfor %}
+{% for n in forecast.notes %}<p class="note">{{ n }}</p>{% endfor %}
 {% endif %}
 
 <h2>Raw per-reward figures</h2>
@@ -260,6 +266,7 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
     env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
     return env.from_string(_TEMPLATE).render(
         cfg=cfg, batch=result.get("batch") or {}, reference=result.get("reference") or {}, forecast=fc,
+        pre_screen=pre_screen_line(fc),
         warnings=result.get("warnings") or [], rewards=rewards, calibrated=calibrated,
         batches=int(cfg.get("probe_batches") or 1),
         budget_s=(format_budget(budget["value"], budget.get("kind", "tokens")) + (" tokens" if budget.get("kind") ==

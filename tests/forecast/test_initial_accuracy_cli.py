@@ -44,8 +44,9 @@ def test_initial_accuracy_without_a_curve_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_a_non_finite_initial_accuracy_is_refused(tmp_path, capsys, value):
     err = _refused(capsys, tmp_path, "--reference-curve", str(_state(tmp_path)), f"--initial-accuracy={value}")
-    assert err == (f"gradprobe probe: error: --initial-accuracy {float(value)} is not a finite number: give the "
-                   "initial policy's accuracy on the curve's eval, or leave it out")
+    assert err == (f"gradprobe probe: error: initial_accuracy (--initial-accuracy) {float(value)} is not a finite "
+                   "number: give the initial policy's accuracy on the curve's eval (same scale as the metric), or "
+                   "leave it out")
 
 
 @pytest.mark.parametrize("scale, value, what", [("fraction", "40", "a fraction in [0, 1]"),
@@ -56,17 +57,18 @@ def test_an_initial_accuracy_out_of_the_scales_range_is_refused(tmp_path, capsys
     argv = ["--reference-curve", str(_state(tmp_path)), "--initial-accuracy", value]
     argv += ["--reference-curve-scale", scale] if scale else []
     assert _refused(capsys, tmp_path, *argv) == (
-        f"gradprobe probe: error: --initial-accuracy {float(value):g} must be {what} (--reference-curve-scale "
-        f"{scale or 'auto'}): the initial policy's accuracy on the curve's eval")
+        f"gradprobe probe: error: initial_accuracy (--initial-accuracy) {float(value):g} must be {what} "
+        f"(accuracy_scale={scale or 'auto'!r}, --reference-curve-scale {scale or 'auto'}): the initial policy's "
+        "accuracy on the curve's eval")
 
 
 def test_initial_accuracy_for_a_curve_of_another_kind_is_refused(tmp_path, capsys):
     csv = tmp_path / "curve.csv"
     csv.write_text("update,accuracy\n" + "".join(f"{s},{float(scalerl_sigmoid(s, **TRUE)):.4f}\n" for s in EVALS))
     err = _refused(capsys, tmp_path, "--reference-curve", str(csv), "--initial-accuracy", "40")
-    assert err == (f"gradprobe probe: error: --initial-accuracy gives the step-0 eval a TRL trainer_state.json lacks, "
-                   f"but --reference-curve {str(csv)!r} is read as CSV {csv}: put the initial policy's eval at update "
-                   "0 in that source, or leave the option out")
+    assert err == (f"gradprobe probe: error: initial_accuracy (--initial-accuracy) gives the step-0 eval a TRL "
+                   f"trainer_state.json lacks, but --reference-curve {str(csv)!r} is read as CSV {csv}: put the "
+                   "initial policy's eval at update 0 in that source, or leave it out")
     err = _refused(capsys, tmp_path, "--reference-curve", str(tmp_path / "none.json"), "--initial-accuracy", "40")
     assert "does not exist (no such file or folder)" in err  # the curve's own refusal comes first
 

@@ -107,8 +107,11 @@ def test_a_curve_without_an_eval_at_update_0_says_its_r0_is_extrapolated():
     ups = [5, 10, 20, 40, 80]
     curve = ReferenceCurve(updates=ups, accuracy=[62.0, 66.0, 70.0, 73.0, 75.0], source="trl")
     notes = start_notes(curve, [_probe(h=0.55, groups=[0.5, 0.6] * 4)])
-    assert len(notes) == 1 and notes[0].startswith("the reference curve trl has no eval at update 0, so its R0")
-    assert "eval_on_start=True" in notes[0] and "initial_accuracy" in notes[0]
+    assert notes == [f"the reference curve trl has no eval at update 0, so its R0 ({curve.params['R0']:.1f} points) "
+                     "is the fit's extrapolation and every gain is read relative to it; evaluate the initial policy "
+                     "(TRL: eval_on_start=True; another source: an eval at update 0 in its file) or, for a TRL "
+                     "trainer_state.json, give its accuracy (gradprobe probe --initial-accuracy X; Python: "
+                     "load_reference_curve(..., initial_accuracy=X))"]
     # with a far gap the CHECK note names the missing eval among the causes
     notes = start_notes(curve, [_probe(h=0.0, groups=[0.0] * 16)])
     assert notes[0].startswith(CHECK) and "no eval at update 0 (R0 extrapolated)" in notes[0]

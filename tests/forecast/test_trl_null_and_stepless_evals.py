@@ -14,7 +14,6 @@ import pytest
 
 from forecast_helpers import TRUE, probe_result
 from gradprobe.forecast import forecast_rewards, format_forecast, load_reference_curve, scalerl_sigmoid
-from gradprobe.forecast.curve_sources import trl_state_file
 from gradprobe.forecast.curves import CurveError, ReferenceCurve
 
 EVALS = (0, 2, 5, 10, 20, 40, 80, 160)
@@ -100,14 +99,16 @@ def test_an_entry_with_the_metric_but_no_step_is_refused_naming_it(tmp_path, val
     assert sorted(curve.points["update"]) == list(EVALS) and curve.skipped_notes == []
 
 
-@pytest.mark.parametrize("value, shown", [(True, "True is not a number"), ("0.6", "'0.6' is not a number"),
-                                          (float("nan"), "nan is not a finite number"),
-                                          (float("inf"), "inf is not a finite number")])
+@pytest.mark.parametrize("value, shown", [(True, "= True is not a number"), ("0.6", "= '0.6' is not a number"),
+                                          (float("nan"), "(--initial-accuracy) nan is not a finite number"),
+                                          (float("inf"), "(--initial-accuracy) inf is not a finite number")])
 def test_an_initial_accuracy_that_is_no_finite_number_is_refused(tmp_path, value, shown):
+    """A string or a bool only Python can pass (the message names the keyword); a non-finite value the command
+    line can too (it names both)."""
     path = _state(tmp_path / "trainer_state.json", steps=EVALS[1:])
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_trl_state(path, initial_accuracy=value)
-    assert str(info.value) == (f"initial_accuracy = {shown}: give the initial policy's accuracy on the curve's eval "
+    assert str(info.value) == (f"initial_accuracy {shown}: give the initial policy's accuracy on the curve's eval "
                                "(same scale as the metric), or leave it out")
 
 
@@ -145,11 +146,14 @@ def test_a_fraction_given_for_a_curve_in_points_is_refused_under_auto(tmp_path):
 
 @pytest.mark.parametrize("kind", ["state", "folder", "renamed", "csv", "metrics", "study", "saved", "default",
                                   "missing"])
-def test_trl_state_file_agrees_with_what_load_reference_curve_reads(tmp_path, kind):
+def test_load_reference_curve_takes_initial_accuracy_for_a_trl_state_only(tmp_path, kind):
+    """What ``trl_state_file`` (dropped) checked against the loader, now the loader's own dispatch: a TRL trainer
+    state (a file, its folder, one under another name) reads ``initial_accuracy``; every other kind is read, then
+    refused naming what it was read as; a missing path keeps its own refusal."""
     folder = tmp_path / "ckpt"
     folder.mkdir()
-    state = _state(folder / "trainer_state.json")
-    renamed = _state(tmp_path / "state.json")
+    state = _state(folder / "trainer_state.json", steps=EVALS[1:])
+    renamed = _state(tmp_path / "state.json", steps=EVALS[1:])
     csv = tmp_path / "curve.csv"
     csv.write_text("update,accuracy\n" + "".join(f"{e},{_acc(e)}\n" for e in EVALS))
     run = tmp_path / "run"
@@ -160,7 +164,17 @@ def test_trl_state_file_agrees_with_what_load_reference_curve_reads(tmp_path, ki
     load_reference_curve("default").save(tmp_path / "saved.json")
     spec = {"state": state, "folder": folder, "renamed": renamed, "csv": csv, "metrics": run, "study": STUDY,
             "saved": tmp_path / "saved.json", "default": "default", "missing": tmp_path / "nothing.json"}[kind]
-    found = trl_state_file(spec)
-    assert found == {"state": state, "folder": state, "renamed": renamed}.get(kind)
-    if kind != "missing":  # the loader reads a TRL state exactly where trl_state_file finds one
-        assert load_reference_curve(spec).source.startswith("TRL trainer_state.json") == (found is not None)
+    if kind in ("state", "folder", "renamed"):
+        curve = load_reference_curve(spec, initial_accuracy=0.35)
+        assert curve.source.startswith("TRL trainer_state.json") and curve.params["R0"] == pytest.approx(35.0)
+        return
+    with pytest.raises(CurveError) as info:
+        load_reference_curve(spec, initial_accuracy=0.35)
+    if kind == "missing":
+        assert "does not exist (no such file or folder)" in str(info.value)
+        return
+    source = load_reference_curve(spec).source
+    assert str(info.value) == (
+        f"initial_accuracy (--initial-accuracy) gives the step-0 eval a TRL trainer_state.json lacks, but "
+        f"--reference-curve {str(spec)!r} is read as {source}: put the initial policy's eval at update 0 in that "
+        "source, or leave it out")

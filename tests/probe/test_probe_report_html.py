@@ -137,6 +137,49 @@ def test_page_without_forecast_and_with_calibration(probe_dir):
     assert render_probe_report(result, []).count("no per-token data for this reward") == 3
 
 
+def _pre_screen_expected(result: dict, budget: float) -> tuple[int, str]:
+    """The pre-screen's generated tokens (the probe's rollouts, continuations and selection, plus the held-out
+    reference's own) and the cost line ``gradprobe probe`` prints for them against ``budget`` tokens."""
+    gen = result["ledger"]["generated_tokens"]
+    spent = sum(gen.get(c, 0) for c in ("rollout", "continuation", "selection"))
+    spent += sum(result["reference"]["ledger"]["generated_tokens"].values())
+    shown = f"{budget / 1000:g}k" if budget >= 1000 else f"{budget:g}"
+    return spent, (f"pre-screen cost: {spent:,} generated tokens = {spent / budget:.1%} of one grpo run's {shown} "
+                   "budget")
+
+
+def test_page_without_forecast_shows_what_the_pre_screen_cost_and_its_notes(probe_dir):
+    """The section of a probe without a forecast (here: no grpo reward to compare with) still carries the
+    pre-screen's cost, which the printed output shows under "forecast: none."; the page shows it too."""
+    from gradprobe.forecast import forecast_section, format_forecast
+
+    result = json.loads((probe_dir / "probe.json").read_text())
+    tokens = read_tokens(probe_dir)
+    section = forecast_section(result, reference_reward="no_such_reward")
+    assert not section["available"] and section["notes"] == []
+    spent, line = _pre_screen_expected(result, 250_000.0)
+    assert spent > 0 and line in format_forecast(section).splitlines()
+    page = html.unescape(render_probe_report(dict(result, forecast=section), tokens))
+    assert "No forecast: the forecast is a gain vs grpo: add 'no_such_reward' to --rewards" in page
+    assert f'<p id="pre-screen">{line}</p>' in page
+    dear = dict(result, config=dict(result["config"], budget_tokens=1000))  # screening dearer than training
+    section = forecast_section(dear, reference_reward="no_such_reward")
+    note = (f"the pre-screen spent {spent:,} generated tokens, {spent / 1000:.1f}x one grpo run's budget of 1,000: "
+            "at this budget training an arm costs less than screening it; probe fewer prompts or continuations, or "
+            "forecast at the budget you will train")
+    assert section["notes"] == [note]
+    page = html.unescape(render_probe_report(dict(dear, forecast=section), tokens))
+    assert f'<p id="pre-screen">{_pre_screen_expected(result, 1000.0)[1]}</p>' in page
+    assert f'<p class="note">{note}</p>' in page
+
+
+def test_page_with_a_forecast_shows_the_pre_screen_cost(probe_dir):
+    result = json.loads((probe_dir / "probe.json").read_text())
+    assert result["forecast"]["available"] and result["config"]["budget_tokens"] == 250_000
+    page = html.unescape((probe_dir / "report.html").read_text())
+    assert f'<p id="pre-screen">{_pre_screen_expected(result, 250_000.0)[1]}</p>' in page
+
+
 def test_pick_completions_ranks_by_the_summed_term():
     rows = [{"row": 0, "alignment": [1.0, 2.0], "advantages": {"r": [0.5, 0.5]}},   # +1.5
             {"row": 1, "alignment": [1.0, -4.0], "advantages": {"r": [1.0, 1.0]}},  # -3.0

@@ -1,0 +1,116 @@
+"""A ``metrics.jsonl`` eval line whose metric is JSON ``null`` (``gradprobe train`` writes one for an accuracy it
+did not measure, e.g. ``sampled_accuracy`` between the ends under ``[eval] sampled_at = "ends"``, and a failed eval
+may log one) is skipped and named by ``PATH:LINE`` in the curve's notes, as the TRL reader names a null eval by its
+step: in the notes the printed forecast carries and in a refusal. Before, such a line was dropped without a word."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from forecast_helpers import TRUE, probe_result
+from gradprobe.forecast import forecast_rewards, format_forecast, load_reference_curve, scalerl_sigmoid
+from gradprobe.forecast.curves import CurveError, ReferenceCurve
+
+UPDATES = (0, 2, 5, 10, 20, 40, 80, 160)
+NULL_WHY = "a null is no eval (a failed or skipped eval, logged without a value)"
+
+
+def _acc(update):
+    return float(scalerl_sigmoid(update, **TRUE)) / 100.0
+
+
+def _metrics(path, updates=UPDATES, *, null_at=(), nan_at=(), metric="greedy_accuracy"):
+    """A run's metrics.jsonl: a training line, then an eval line per update (``null`` / NaN at the updates given);
+    eval line k (0-based) is line 2 + 2k of the file."""
+    lines = []
+    for u in updates:
+        lines.append(json.dumps({"update": u, "loss": 0.3}))
+        value = None if u in null_at else float("nan") if u in nan_at else _acc(u)
+        lines.append(json.dumps({"eval": True, "update": u, metric: value, "kl_init": 0.0}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_null_eval_lines_are_skipped_and_named_in_the_notes(tmp_path):
+    path = _metrics(tmp_path / "metrics.jsonl", null_at=(10, 40))
+    curve = load_reference_curve(path)
+    assert sorted(curve.points["update"]) == [0, 2, 5, 20, 80, 160]
+    assert curve.skipped_notes == [
+        f"2 eval line(s) skipped for a null 'greedy_accuracy' ({path}:8, {path}:12): {NULL_WHY}; rerun those evals "
+        "to use them"]
+
+
+def test_nan_and_null_lines_are_named_apart_in_one_note_and_a_nan_alone_reads_as_before(tmp_path):
+    path = _metrics(tmp_path / "metrics.jsonl", null_at=(10,), nan_at=(20, 40))
+    curve = ReferenceCurve.from_metrics(path)
+    assert sorted(curve.points["update"]) == [0, 2, 5, 80, 160]
+    assert curve.skipped_notes == [
+        f"2 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:10, {path}:12); 1 eval line(s) skipped for a "
+        f"null 'greedy_accuracy' ({path}:8): a NaN is no eval (a diverged or failed eval); {NULL_WHY}; rerun those "
+        "evals to use them"]
+    _metrics(path, nan_at=(20,))
+    assert ReferenceCurve.from_metrics(path).skipped_notes == [
+        f"1 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:10): a NaN is no eval (a diverged or failed "
+        "eval); rerun those evals to use them"]
+
+
+def test_null_lines_of_several_runs_are_counted_past_the_five_shown(tmp_path):
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+    a = _metrics(tmp_path / "a" / "metrics.jsonl", null_at=(2, 5, 10))
+    b = _metrics(tmp_path / "b" / "metrics.jsonl", null_at=(5, 10, 20))
+    curve = ReferenceCurve.from_metrics([a, b])
+    assert len(curve.points) == 2 * len(UPDATES) - 6
+    assert curve.skipped_notes == [
+        f"6 eval line(s) skipped for a null 'greedy_accuracy' ({a}:4, {a}:6, {a}:8, {b}:6, {b}:8 and 1 more): "
+        f"{NULL_WHY}; rerun those evals to use them"]
+
+
+def test_sampled_accuracy_measured_only_at_the_ends_is_refused_naming_the_null_lines(tmp_path):
+    """``sampled_at = "ends"``: a sampled accuracy at updates 0 and 160 only; the refusal for too few evals says
+    why the others are missing."""
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps({"eval": True, "update": u, "greedy_accuracy": _acc(u),
+                                        "sampled_accuracy": _acc(u) - 0.1 if u in (0, 160) else None}) + "\n"
+                            for u in UPDATES))
+    with pytest.raises(CurveError) as info:
+        load_reference_curve(path, metric="sampled_accuracy")
+    msg = str(info.value)
+    assert msg.startswith("the curve has evals at 1 distinct update count(s) > 0 and the fit has 3 free parameters")
+    assert msg.endswith(
+        f"; 6 eval line(s) skipped for a null 'sampled_accuracy' ({path}:2, {path}:3, {path}:4, {path}:5, {path}:6 "
+        f"and 1 more): {NULL_WHY}; rerun those evals to use them")
+
+
+def test_all_null_lines_are_refused_as_no_value_not_as_no_metric(tmp_path):
+    path = _metrics(tmp_path / "metrics.jsonl", updates=(0, 10), null_at=(0, 10))
+    with pytest.raises(CurveError) as info:
+        ReferenceCurve.from_metrics(path)
+    assert str(info.value) == (
+        f"no eval of 'greedy_accuracy' with a value in metrics.jsonl of 1 run(s) ({path}); 2 eval line(s) skipped "
+        f"for a null 'greedy_accuracy' ({path}:2, {path}:4): {NULL_WHY}; rerun those evals to use them")
+
+
+def test_a_null_eval_line_without_an_update_is_refused_and_lines_without_the_metric_are_passed_over(tmp_path):
+    path = _metrics(tmp_path / "metrics.jsonl")
+    with path.open("a") as f:
+        f.write(json.dumps({"eval": True, "sampled_accuracy": 0.5}) + "\n")  # not an eval of greedy_accuracy
+    curve = ReferenceCurve.from_metrics(path)
+    assert sorted(curve.points["update"]) == list(UPDATES) and curve.skipped_notes == []
+    with path.open("a") as f:
+        f.write(json.dumps({"eval": True, "greedy_accuracy": None}) + "\n")
+    with pytest.raises(CurveError) as info:
+        ReferenceCurve.from_metrics(path)
+    assert str(info.value) == f"{path}:{2 * len(UPDATES) + 2}: an eval line without 'update'"
+
+
+def test_the_null_note_reaches_the_printed_forecast(tmp_path):
+    path = _metrics(tmp_path / "metrics.jsonl", null_at=(40,))
+    curve = load_reference_curve(path)
+    rng = np.random.default_rng(0)
+    fr = forecast_rewards(curve, probe_result({"outcome": rng.normal(1.0, 0.3, 16)}, {"outcome": 4000.0}))
+    printed = format_forecast({**fr.to_dict(), "available": True})
+    assert f"note: 1 eval line(s) skipped for a null 'greedy_accuracy' ({path}:12): {NULL_WHY}" in printed
