@@ -57,7 +57,8 @@ _CURVE_SCALE_HELP = ("how a --reference-curve CSV's, metrics.jsonl's or TRL trai
                      "[0, 1])")
 _INITIAL_ACCURACY_HELP = ("the initial policy's accuracy on a --reference-curve TRL trainer_state.json's eval, in the "
                           "curve's scale (--reference-curve-scale), when the log has no eval at step 0 (TRL evaluates "
-                          "there only with eval_on_start=True): the curve's R0, else extrapolated by the fit; a file "
+                          "there only with eval_on_start=True): the curve's R0, else extrapolated by the fit, noted "
+                          "under the forecast as given, not an eval (probe.json: forecast.curve_options); a file "
                           "with its own step-0 eval keeps it (noted under the forecast)")
 
 

@@ -21,8 +21,8 @@ __all__ = ["to_points", "one_value_per_eval"]
 _SHOWN = 5  # places named in a note or an error; the rest are counted
 
 
-def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=None,
-              seeds=None) -> tuple[np.ndarray, str]:
+def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=None, seeds=None,
+              given=None) -> tuple[np.ndarray, str]:
     """Accuracy values -> accuracy points, with a note saying how they were read.
 
     Parameters
@@ -38,6 +38,10 @@ def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=
     updates, seeds : sequence, shape (points,), optional
         Each value's update and seed label: a value's neighbours are the evals of its seed just before and
         after it (default: the values in the order given, one seed).
+    given : array_like of bool, shape (points,), optional
+        The values that are no evals of the source (a TRL log's ``initial_accuracy``, given as its update-0
+        point): they are read and checked as the others, but the note's range is the source's own evals', with
+        ``+ the given initial accuracy X`` (default: none).
 
     Raises
     ------
@@ -69,12 +73,12 @@ def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=
     lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
     if scale == "auto":
         if hi <= 1.0:
-            return 100.0 * v, (f"{what}: accuracy read as fractions in [0, 1] (range {lo:.4g}-{hi:.4g}) and "
+            return 100.0 * v, (f"{what}: accuracy read as fractions in [0, 1] (range {_range(v, given)}) and "
                                "converted to points; if they already are points, pass accuracy_scale='points' "
                                "(--reference-curve-scale points)")
         _refuse_mixed_scales(v, what, where, updates, seeds)
         if hi <= 100.0:
-            return v, f"{what}: accuracy read as points in [0, 100] (range {lo:.4g}-{hi:.4g})"
+            return v, f"{what}: accuracy read as points in [0, 100] (range {_range(v, given)})"
         raise CurveError(f"{what}: accuracy values range {lo:.4g}-{hi:.4g}, neither fractions in [0, 1] nor points in "
                          "[0, 100]; name the right column or metric")
     out = 100.0 * v if scale == "fraction" else v
@@ -82,6 +86,15 @@ def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=
         raise CurveError(f"{what}: accuracy_scale={scale!r} gives values {out.min():.4g}-{out.max():.4g} outside "
                          "[0, 100] points")
     return out, f"{what}: accuracy read as {'fractions' if scale == 'fraction' else 'points'} (accuracy_scale={scale!r})"
+
+
+def _range(v: np.ndarray, given) -> str:
+    """``"0.7-0.84"``: the range of the values of ``v`` (shape (points,)) that are evals of the source, then
+    ``", + the given initial accuracy 0.6"`` for a value ``given`` marks (:func:`to_points`)."""
+    mask = np.zeros(v.size, dtype=bool) if given is None else np.asarray(given, dtype=bool)
+    own = v[~mask] if (~mask).any() else v  # no value (0-0, as before) or the value given alone: all of them
+    text = f"{float(own.min()):.4g}-{float(own.max()):.4g}" if own.size else "0-0"
+    return text + (f", + the given initial accuracy {float(v[mask][0]):g}" if mask.any() else "")
 
 
 def _named_values(v: np.ndarray, idx: np.ndarray, where) -> str:

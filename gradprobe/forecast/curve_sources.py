@@ -23,7 +23,7 @@ from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_lin
 from .curve_fit import N_REPLICATES, CurveError
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
-           "TRL_EVAL_HINT", "INITIAL_RANGE", "initial_accuracy_value"]
+           "TRL_EVAL_HINT", "INITIAL_RANGE", "initial_accuracy_value", "GIVEN_R0_MARK", "GIVEN_R0_KEY"]
 
 TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
 #: The fix of too few evals for a curve of gradprobe runs (ReferenceCurve's refusal ends with it) ...
@@ -32,6 +32,19 @@ PLAN_EVAL_HINT = "evaluate more often (e.g. `[eval] every_tokens` smaller than t
 TRL_EVAL_HINT = ("evaluate more often: in TRL's TrainingArguments (GRPOConfig) set eval_strategy=\"steps\" with a "
                  "smaller eval_steps, and eval_on_start=True for the eval at step 0 (or give the initial policy's "
                  "accuracy: initial_accuracy=, gradprobe probe --initial-accuracy)")
+#: ... and for a TRL run read with ``initial_accuracy`` given (the step-0 eval is not what is missing).
+_TRL_MORE_EVALS = ("evaluate more often: in TRL's TrainingArguments (GRPOConfig) set eval_strategy=\"steps\" with a "
+                   "smaller eval_steps")
+#: In the note saying the curve's update-0 point is the ``initial_accuracy`` given, not an eval of its file
+#: (:meth:`CurveSources.from_trl_state`): :func:`gradprobe.forecast.start_check.start_notes` prints it under the
+#: forecast where the note on an extrapolated R0 would be.
+GIVEN_R0_MARK = " is the given initial accuracy "
+#: The curve's ``metadata`` key recording that update-0 points are the ``initial_accuracy`` given (kept by
+#: :meth:`~gradprobe.forecast.curves.ReferenceCurve.save`): ``{"value": X as given, "points": X in points,
+#: "seeds": [the labels of the seeds whose update-0 point it is]}``
+#: (:attr:`~gradprobe.forecast.curves.ReferenceCurve.given_r0`).
+GIVEN_R0_KEY = "initial_accuracy"
+_GIVEN = "initial_accuracy"  # where the value given sits among a TRL log's evals (:func:`_trl_rows`)
 _SHOWN_STEPS = 5  # skipped eval steps (or files) named in a note; the rest are counted
 
 
@@ -93,7 +106,7 @@ def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> str:
 
 def _number(value, where: str) -> float:
     """``float(value)``; CurveError naming ``where`` (file, line or entry, and field) when it is no number."""
-    if isinstance(value, bool):  # JSON true/false would read as 1.0/0.0: an accuracy of 100% or 0%
+    if isinstance(value, bool) or value is None:  # JSON true/false would read as 1.0/0.0; null as JSON writes it
         raise CurveError(f"{where} = {json.dumps(value)} is not a number; fix or delete that eval")
     if isinstance(value, str):  # "0.676" would read as 0.676: a JSON string is text, whatever it spells
         try:
@@ -154,7 +167,8 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
             continue
         at = f"{path}:{line_no}"
         if "update" not in rec:
-            raise CurveError(f"{at}: an eval line without 'update'")
+            raise CurveError(f"{at}: an eval line without 'update', so that eval cannot be placed on the curve's "
+                             "update axis; add the update it was evaluated at (\"update\": N) or delete that line")
         update = _number(rec["update"], f"{at}: field 'update'")
         if not update >= 0 or math.isinf(update):
             raise CurveError(f"{at}: field 'update' = {update:g} must be an update count >= 0; fix or delete that eval")
@@ -173,20 +187,44 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
     return out, skipped
 
 
+#: Why ``gradprobe train`` logs a null accuracy (:func:`_lines_skipped_note`): not the TRL reader's failed eval.
+_TRAIN_NULL_WHY = ("`gradprobe train` writes null for an accuracy it did not measure at that eval (e.g. "
+                   "sampled_accuracy between the first and the last eval under [eval] sampled_at = \"ends\"; a "
+                   "failed eval may log one too)")
+
+
+def _train_null_fix(metric: str) -> str:
+    """The fix of a ``metrics.jsonl``'s null evals of ``metric``: for ``sampled_accuracy`` (null by schedule under
+    ``sampled_at = "ends"``) the greedy accuracy or a run sampled at every eval, else a run that measured it."""
+    if metric == "sampled_accuracy":
+        return ("to use them, read greedy_accuracy instead (--reference-curve-metric greedy_accuracy; "
+                "metric='greedy_accuracy'), or the curve of a run with sampled accuracy at every eval ([eval] "
+                "sampled_at = \"all\")")
+    return f"to use them, rerun those evals, or give the curve of a run that measured {metric!r} at every eval"
+
+
 def _lines_skipped_note(skipped: list[tuple[str, str]], metric: str) -> str | None:
     """The note naming the NaN and null eval lines :func:`_eval_lines` skipped, per kind, by ``PATH:LINE`` (None:
-    none); the reasons are the TRL reader's (:data:`_SKIPPED_WHY`)."""
-    parts, kinds = [], []
+    none): a NaN as the TRL reader says it (:data:`_SKIPPED_WHY`), a null as what ``gradprobe train`` writes for
+    an accuracy it did not measure (:data:`_TRAIN_NULL_WHY`), each with its fix (:func:`_train_null_fix`)."""
+    parts, why, fixes = [], [], []
     for kind in ("NaN", "null"):
         places = [at for at, k in skipped if k == kind]
         if places:
             more = f" and {len(places) - _SHOWN_STEPS} more" if len(places) > _SHOWN_STEPS else ""
             parts.append(f"{len(places)} eval line(s){SKIPPED_MARK}a {kind} {metric!r} "
                          f"({', '.join(places[:_SHOWN_STEPS])}{more})")
-            kinds.append(kind)
+            why.append(_SKIPPED_WHY["NaN"] if kind == "NaN" else _TRAIN_NULL_WHY)
+            fixes.append(kind)
     if not parts:
         return None
-    return "; ".join(parts) + ": " + "; ".join(_SKIPPED_WHY[k] for k in kinds) + "; rerun those evals to use them"
+    if fixes == ["NaN"]:
+        fix = "rerun those evals to use them"
+    elif fixes == ["null"]:
+        fix = _train_null_fix(metric)
+    else:
+        fix = f"rerun the NaN evals to use them; for the null ones, {_train_null_fix(metric)}"
+    return "; ".join(parts) + ": " + "; ".join(why) + "; " + fix
 
 
 def _no_metric_lines(path: Path, metric: str) -> str:
@@ -264,7 +302,7 @@ def _trl_rows(path: Path, metric: str,
     if not rows and not skipped:
         raise CurveError(_no_trl_metric(path, hist, metric))
     if initial_accuracy is not None and not any(s == 0 for s, _, _ in rows):
-        rows.insert(0, (0.0, float(initial_accuracy), "initial_accuracy"))
+        rows.insert(0, (0.0, float(initial_accuracy), _GIVEN))
     return rows, skipped
 
 
@@ -339,20 +377,34 @@ def initial_accuracy_value(value, accuracy_scale: str = "auto") -> float | None:
     return x
 
 
-def _check_initial_scale(y: list[float], where: list[str], accuracy_scale: str) -> None:
-    """Refuse, under ``accuracy_scale="auto"``, an ``initial_accuracy`` in (0, 1] added beside evals in points
-    (most above 1, as :func:`to_points` reads points): it would be read as points (a seed's first eval is not
-    judged there), so a fraction given for a curve in points would become an R0 near 0 points. ``y``, ``where``:
-    the evals' values and places, the value given placed ``"initial_accuracy"``."""
-    given = [v for v, at in zip(y, where) if at == "initial_accuracy"]
-    own = [v for v, at in zip(y, where) if at != "initial_accuracy"]
-    if accuracy_scale != "auto" or not given or not own or not 0.0 < given[0] <= 1.0:
+def _check_initial_scale(y: list[float], where: list[str], accuracy_scale: str, files: str) -> None:
+    """Refuse, under ``accuracy_scale="auto"``, an ``initial_accuracy`` on another scale than the evals beside it:
+
+    - one in (0, 1] beside evals in points (most above 1, as :func:`to_points` reads points): it would be read as
+      points (a seed's first eval is not judged there), so a fraction given for a curve in points would become an
+      R0 near 0 points;
+    - one above 1 beside evals that are all fractions: :func:`to_points` would refuse the mix naming the value
+      given as if it were an eval of the file, and read as points the evals would sit under 1 point; the fix is
+      the value as a fraction.
+
+    ``y``, ``where``: the evals' values and places, the value given placed :data:`_GIVEN`; ``files``: the files
+    read, named in the message.
+    """
+    given = [v for v, at in zip(y, where) if at == _GIVEN]
+    own = [v for v, at in zip(y, where) if at != _GIVEN]
+    if accuracy_scale != "auto" or not given or not own:
         return
-    if sum(v <= 1.0 for v in own) >= len(own) / 2:  # fractions (or a mix to_points refuses): not points
+    x, lo, hi = given[0], min(own), max(own)
+    if x > 1.0 and hi <= 1.0:
+        raise CurveError(f"initial_accuracy (--initial-accuracy) {x:g} is on another scale than the evals of {files}, "
+                         f"which are fractions (range {lo:.4g}-{hi:.4g}): give it as a fraction as the file's evals "
+                         f"are ({x / 100:g}, if {x:g} is points), or leave it out (R0 is then the fit's "
+                         "extrapolation)")
+    if not 0.0 < x <= 1.0 or sum(v <= 1.0 for v in own) >= len(own) / 2:  # fractions (or a mix to_points refuses)
         return
-    raise CurveError(f"initial_accuracy (--initial-accuracy) {given[0]:g} is on another scale than the curve's "
-                     f"evals, which are points (range {min(own):.4g}-{max(own):.4g}): as points it would be an R0 of "
-                     f"{given[0]:g}; give it in points ({100 * given[0]:g}), or state the scale with "
+    raise CurveError(f"initial_accuracy (--initial-accuracy) {x:g} is on another scale than the curve's "
+                     f"evals, which are points (range {lo:.4g}-{hi:.4g}): as points it would be an R0 of "
+                     f"{x:g}; give it in points ({100 * x:g}), or state the scale with "
                      "accuracy_scale='points' (--reference-curve-scale points) if it is points as it stands")
 
 
@@ -360,7 +412,7 @@ def _unused_initial_accuracy(initial_accuracy: float | None, rows: dict[Path, li
     """The note naming the files whose own eval at step 0 was read instead of ``initial_accuracy`` (None: none)."""
     if initial_accuracy is None:
         return None
-    own = [f"{path} ({v:g})" for path, r in rows.items() for s, v, at in r if s == 0 and at != "initial_accuracy"]
+    own = [f"{path} ({v:g})" for path, r in rows.items() for s, v, at in r if s == 0 and at != _GIVEN]
     if not own:
         return None
     return (f"initial_accuracy (--initial-accuracy) {initial_accuracy:g}{SKIPPED_MARK}{len(own)} file(s) with their "
@@ -471,11 +523,14 @@ class CurveSources:
         CurveError
             A missing file, a file given twice, a line that is not JSON, an ``update`` or ``metric`` that is no
             number (a JSON string such as ``"0.676"`` or true/false included), a negative update or an infinite
-            metric (each naming the line), a file without eval lines carrying ``metric``, one update of a run
+            metric (each naming the line), an eval line without ``update`` (the message names the fix), a file
+            without eval lines carrying ``metric``, one update of a run
             with two different values (:func:`one_value_per_eval`), values that mix fractions and points
             (:func:`to_points`; the lines are named), too few evals. Eval lines whose ``metric`` is NaN or JSON
             ``null`` (not measured there, or a failed eval) are skipped and named, in the curve's ``notes`` and in
-            any refusal; an exact repeat of an eval is read once and named.
+            any refusal, with the fix (:func:`_lines_skipped_note`: for a ``sampled_accuracy`` that ``gradprobe
+            train`` left null by its ``sampled_at = "ends"`` schedule, ``greedy_accuracy`` or a run sampled at every
+            eval); an exact repeat of an eval is read once and named.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
@@ -594,7 +649,10 @@ class CurveSources:
             Accuracy of the initial policy (same scale as the metric) when the log has no step-0 eval
             (TRL evaluates at step 0 only with ``eval_on_start=True``); it becomes R0 (``gradprobe probe
             --initial-accuracy``). A file with its own (non-NaN, non-null) eval at step 0 keeps it, and a note in
-            ``notes`` names the file.
+            ``notes`` names the file. Where it is used, it is no eval of the file: a note (with
+            :data:`GIVEN_R0_MARK`, printed under the forecast) says R0 is the value given, the curve's ``metadata``
+            records it (:data:`GIVEN_R0_KEY`, kept by ``save``), its summary counts the file's own evals and the
+            scale note's range is theirs, the value given named apart.
 
         Raises
         ------
@@ -604,14 +662,16 @@ class CurveSources:
             ``log_history`` entry and its step), no entry with ``metric`` (the message lists the eval keys found),
             an ``initial_accuracy`` that is no finite number or outside the scale's range
             (:func:`initial_accuracy_value`; or, under ``accuracy_scale="auto"``, one in (0, 1] beside evals in
-            points: :func:`_check_initial_scale`), one step with two different values
+            points, or one above 1 beside evals in fractions: :func:`_check_initial_scale`), no eval of ``metric``
+            with a value (all null or NaN: the message says to rerun them), one step with two different values
             (:func:`one_value_per_eval`:
             e.g. a ``trainer.evaluate()`` after training at the last eval's step with sampled evals; keep one),
             values that mix fractions and points (:func:`to_points`; the entries are named), too few evals (the
             fix named is TRL's ``eval_strategy`` /
-            ``eval_steps`` / ``eval_on_start``). Entries whose ``metric`` is NaN or ``null`` (a failed or
-            skipped eval) are skipped, as a CSV's empty or NaN cells, and named by their steps: in the curve's
-            ``notes`` (printed under the forecast), and in any refusal. Entries without ``metric`` (training lines)
+            ``eval_steps`` / ``eval_on_start``, and ``initial_accuracy`` when it was not given). Entries whose
+            ``metric`` is NaN or ``null`` (a failed or skipped eval) are skipped, as a CSV's empty or NaN cells,
+            and named by their steps: in the curve's ``notes`` (printed under the forecast), and in any refusal.
+            Entries without ``metric`` (training lines)
             are passed over.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
@@ -620,30 +680,70 @@ class CurveSources:
         paths = [_run_file(p, TRL_STATE, "a TRL trainer_state.json (or the checkpoint folder)") for p in paths]
         _each_file_once(paths, "trainer_state.json")
         initial_accuracy = initial_accuracy_value(initial_accuracy, accuracy_scale)
-        n, y, seeds, where, nan_steps, rows_of = [], [], [], [], {}, {}
-        for i, path in enumerate(paths):
-            rows_of[path], nan_steps[path] = _trl_rows(path, metric, initial_accuracy)
-            for s, v, at in rows_of[path]:
-                n.append(s)
-                y.append(v)
-                seeds.append(str(i))
-                where.append(at)
+        n, y, seeds, where, rows_of, nan_steps = _trl_points(paths, metric, initial_accuracy)
         skipped = _trl_skipped_note(nan_steps, metric)
+        files = _named_files(paths)
         src = f"TRL trainer_state.json of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
-        if not n:
-            raise with_skipped(CurveError(f"no eval of {metric!r} with a value in {src}; {TRL_EVAL_HINT}"), skipped,
-                               fix=None)
+        if all(at == _GIVEN for at in where):  # every eval of the metric null or NaN (the value given is none)
+            raise with_skipped(CurveError(
+                f"no eval of {metric!r} with a value in {src}: its evals of {metric!r} hold no value (null or NaN), "
+                "so more frequent evals would not help; rerun those evals, or name another eval key "
+                "(--reference-curve-metric KEY)"), skipped, fix=None)
         try:
             keep, copies = one_value_per_eval(n, y, seeds, where, src, hint=(
                 "if both are evals of the same policy (a trainer.evaluate() after training, at the last eval's "
                 "step), delete one entry"))
             n, y, seeds, where = ([x for x, k in zip(col, keep) if k] for col in (n, y, seeds, where))
-            _check_initial_scale(y, where, accuracy_scale)
+            _check_initial_scale(y, where, accuracy_scale, files)
+            given = np.array([at == _GIVEN for at in where])
             acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}", where, updates=n,
-                                  seeds=seeds)
+                                  seeds=seeds, given=given)
+            meta, given_note = _given_r0(initial_accuracy, acc, given, np.array(n), seeds, paths, metadata)
             unused = _unused_initial_accuracy(initial_accuracy, rows_of)
-            return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=metadata,
-                       notes=[note] + [x for x in (skipped, copies, unused) if x], n_replicates=n_replicates,
-                       eval_hint=TRL_EVAL_HINT)  # too few evals: TRL's settings are the fix, not a plan's
+            return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
+                       notes=[note] + [x for x in (given_note, skipped, copies, unused) if x],
+                       n_replicates=n_replicates,  # too few evals: TRL's settings are the fix, not a plan's
+                       eval_hint=TRL_EVAL_HINT if initial_accuracy is None else _TRL_MORE_EVALS)
         except CurveError as e:
             raise with_skipped(e, skipped, fix=None) from None
+
+
+def _trl_points(paths: list[Path], metric: str, initial_accuracy: float | None) -> tuple[list, ...]:
+    """(steps, values, seed labels, places, rows per file, skipped evals per file) of TRL trainer states
+    (:func:`_trl_rows` of each; file ``i`` is seed ``str(i)``); raises what :func:`_trl_rows` raises."""
+    n, y, seeds, where, nan_steps, rows_of = [], [], [], [], {}, {}
+    for i, path in enumerate(paths):
+        rows_of[path], nan_steps[path] = _trl_rows(path, metric, initial_accuracy)
+        for s, v, at in rows_of[path]:
+            n.append(s)
+            y.append(v)
+            seeds.append(str(i))
+            where.append(at)
+    return n, y, seeds, where, rows_of, nan_steps
+
+
+def _named_files(paths: list[Path]) -> str:
+    """``"a.json, b.json and 2 more"``: the first files of ``paths``, the rest counted."""
+    more = f" and {len(paths) - _SHOWN_STEPS} more" if len(paths) > _SHOWN_STEPS else ""
+    return ", ".join(str(p) for p in paths[:_SHOWN_STEPS]) + more
+
+
+def _given_r0(initial_accuracy: float | None, acc: np.ndarray, given: np.ndarray, n: np.ndarray, seeds: list[str],
+              paths: list[Path], metadata: dict | None) -> tuple[dict | None, str | None]:
+    """(the curve's metadata, the note) saying which update-0 points are the ``initial_accuracy`` given, not evals
+    of their files: ``metadata`` plus :data:`GIVEN_R0_KEY`, and a note with :data:`GIVEN_R0_MARK`; ``metadata``
+    and None when it was not used. ``acc`` (points), ``given`` (bool), ``n`` (updates), ``seeds``: shape (points,);
+    file ``i`` of ``paths`` is seed ``str(i)``."""
+    if initial_accuracy is None or not given.any():
+        return metadata, None
+    labels = sorted({seeds[i] for i in np.flatnonzero(given)}, key=int)
+    points, at_zero = float(acc[given][0]), acc[n == 0]
+    meta = {**(metadata or {}), GIVEN_R0_KEY: {"value": initial_accuracy, "points": points, "seeds": labels}}
+    files = _named_files([paths[int(label)] for label in labels])
+    given_as = f"(initial_accuracy / --initial-accuracy {initial_accuracy:g})"
+    if at_zero.size == len(labels):
+        return meta, (f"R0 = {points:.1f} points{GIVEN_R0_MARK}{given_as}, not an eval of {files}; every gain is "
+                      "read relative to it")
+    return meta, (f"the update-0 point of {files} ({points:.1f} points){GIVEN_R0_MARK}{given_as}, not an eval of "
+                  f"that file; R0 = {float(at_zero.mean()):.1f} points averages it with the other files' own step-0 "
+                  "evals")

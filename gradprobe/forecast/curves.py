@@ -47,7 +47,8 @@ from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_doc
 from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
                         fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params)
 from .csv_cells import is_skipped_note
-from .curve_sources import PLAN_EVAL_HINT, TRL_STATE, CurveSources, initial_accuracy_value, task_key
+from .curve_sources import (GIVEN_R0_KEY, PLAN_EVAL_HINT, TRL_STATE, CurveSources, initial_accuracy_value,
+                            task_key)
 
 __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key", "load_reference_curve",
            "default_curve_path",
@@ -84,7 +85,9 @@ class ReferenceCurve(CurveSources):
         Where the points came from (printed with every forecast).
     metadata : dict, optional
         What the curve was trained with: ``model``, ``task`` (:func:`task_key` form), ``update_prompts``,
-        ``update_group`` (the batch of ONE update: the x axis is in such updates), ``lr``, ``loss_type``.
+        ``update_group`` (the batch of ONE update: the x axis is in such updates), ``lr``, ``loss_type``; and
+        ``initial_accuracy`` when update-0 points are a TRL log's ``initial_accuracy``, not evals
+        (:data:`~gradprobe.forecast.curve_sources.GIVEN_R0_KEY`, :attr:`given_r0`).
     notes : sequence of str
         How the points were read (accuracy scale, ...).
     n_replicates : int
@@ -109,6 +112,9 @@ class ReferenceCurve(CurveSources):
         (R0, A, n_mid, B) of each seed-bootstrap refit.
     replicate_seed_counts : ndarray, shape (replicates, seeds)
         How many times each seed (in ``seed_labels`` order) was drawn in each replicate.
+    read_options : dict or None
+        How :func:`load_reference_curve` read the curve: ``metric``, ``accuracy_scale``, ``initial_accuracy`` as
+        passed (None: the default), recorded in ``probe.json``'s forecast section; None for a curve built otherwise.
 
     Raises
     ------
@@ -116,6 +122,8 @@ class ReferenceCurve(CurveSources):
         No points, negative updates, accuracy outside [0, 100], fewer distinct eval update counts
         than free parameters (the message names the minimum), an unknown mode.
     """
+
+    read_options: dict | None = None
 
     def __init__(self, *, updates, accuracy, seeds=None, mode: str = "sigmoid", B: float | None = None,
                  source: str = "", metadata: dict | None = None, notes=(), n_replicates: int = N_REPLICATES,
@@ -301,13 +309,31 @@ class ReferenceCurve(CurveSources):
         """The largest update count evaluated: beyond it the curve is an extrapolation."""
         return float(self.points["update"].max())
 
+    @property
+    def given_r0(self) -> dict | None:
+        """The ``initial_accuracy`` a TRL log's curve was read with, where it is the update-0 point of seeds
+        (``metadata["initial_accuracy"]``, kept by :meth:`save`): ``{"value": X as given, "points": X in points,
+        "seeds": [seed labels]}``; None when no point is (a curve read without it, or a record that does not name
+        seeds of the curve with a point at update 0)."""
+        g = self.metadata.get(GIVEN_R0_KEY)
+        if not isinstance(g, dict) or not isinstance(g.get("seeds"), list):
+            return None
+        at_zero = set(self.points.loc[self.points["update"] == 0, "seed"])
+        seeds = [str(x) for x in g["seeds"] if str(x) in at_zero]
+        value, points = g.get("value"), g.get("points")
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (value, points))
+        return {"value": float(value), "points": float(points), "seeds": seeds} if seeds and numbers else None
+
     def describe(self) -> str:
-        """One line: source, mode, parameters with their status, points and seeds."""
-        p, s = self.params, self.status
-        evals = self.points.groupby("seed").size()
+        """One line: source, mode, parameters with their status, evals and seeds (an update-0 point that is the
+        ``initial_accuracy`` given is no eval: it is named apart, :attr:`given_r0`)."""
+        p, s, g = self.params, self.status, self.given_r0
+        given = (self.points["update"] == 0) & self.points["seed"].isin(g["seeds"] if g else [])
+        evals = self.points[~given].groupby("seed").size().reindex(self.seed_labels, fill_value=0)
+        count = f"{int(evals.sum())} evals" + (" + the given initial accuracy as R0" if g else "")
         return (f"{self.source or 'reference curve'} ({self.mode}; ScaleRL sigmoid R0 {p['R0']:.2f} [{s['R0']}], "
                 f"A {p['A']:.2f} [{s['A']}], n_mid {p['n_mid']:.3g} updates [{s['n_mid']}], B {p['B']:.3g} [{s['B']}]; "
-                f"{len(self.points)} evals, {self.n_seeds} seed(s), {int(evals.min())}-{int(evals.max())} per seed, "
+                f"{count}, {self.n_seeds} seed(s), {int(evals.min())}-{int(evals.max())} per seed, "
                 f"up to update {self.max_update:g}; rmse {self.rmse:.2f} points)")
 
     def to_dict(self) -> dict:
@@ -364,13 +390,16 @@ class ReferenceCurve(CurveSources):
         self.replicate_seed_counts = counts.reshape(len(self.replicates), len(self.seed_labels))
 
     def with_mode(self, mode: str) -> "ReferenceCurve":
-        """The same fit evaluated in another mode (no refit)."""
-        return ReferenceCurve(updates=self.points["update"], accuracy=self.points["accuracy"], seeds=self.points["seed"],
-                              mode=mode, B=self._b_fixed, source=self.source, metadata=self.metadata, notes=self.notes,
-                              _state={"params": self.params, "status": self.status,
-                                      "standard_errors": self.standard_errors, "b_fixed": self._b_fixed,
-                                      "r0_fixed": self._r0_fixed, "rmse": self.rmse, "replicates": self.replicates,
-                                      "replicate_seed_counts": self.replicate_seed_counts})
+        """The same fit evaluated in another mode (no refit; :attr:`read_options` kept)."""
+        curve = ReferenceCurve(updates=self.points["update"], accuracy=self.points["accuracy"],
+                               seeds=self.points["seed"], mode=mode, B=self._b_fixed, source=self.source,
+                               metadata=self.metadata, notes=self.notes,
+                               _state={"params": self.params, "status": self.status,
+                                       "standard_errors": self.standard_errors, "b_fixed": self._b_fixed,
+                                       "r0_fixed": self._r0_fixed, "rmse": self.rmse, "replicates": self.replicates,
+                                       "replicate_seed_counts": self.replicate_seed_counts})
+        curve.read_options = self.read_options
+        return curve
 
 
 def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: str | None = None,
@@ -378,7 +407,8 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
     """A curve from what a user has: a saved curve (``.json`` written by :meth:`ReferenceCurve.save`),
     a TRL ``trainer_state.json`` (or a JSON object with a ``log_history`` under any other name), a
     ``metrics.jsonl``, a CSV (columns ``update``, ``accuracy``), a study
-    folder (its ``grpo`` arm), or ``default`` / ``tiny`` (the shipped tiny-tier frontier curve).
+    folder (its ``grpo`` arm), or ``default`` / ``tiny`` (the shipped tiny-tier frontier curve). The curve's
+    :attr:`~ReferenceCurve.read_options` records ``metric``, ``accuracy_scale`` and ``initial_accuracy`` as passed.
 
     Parameters
     ----------
@@ -410,7 +440,8 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
         the three, or for a source whose scale is fixed (a saved curve, a study, ``default``); an
         ``initial_accuracy`` that is no finite number or outside ``accuracy_scale``'s range (checked before any
         file is read: :func:`~.curve_sources.initial_accuracy_value`), or given for a source that is no TRL
-        trainer state (after that source's own refusals); anything the reader of that kind raises (a bad cell
+        trainer state (after that source's own refusals: the message says whether the source has its own eval at
+        update 0); anything the reader of that kind raises (a bad cell
         names its file, line and column). The messages name the keywords' ``gradprobe probe`` options.
     TypeError
         ``metric`` not a string.
@@ -420,9 +451,14 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
     initial_accuracy_value(initial_accuracy, accuracy_scale or "auto")
     curve, is_trl = _read_spec(s, mode, metric, accuracy_scale, initial_accuracy)
     if initial_accuracy is not None and not is_trl:
+        if (curve.points["update"] == 0).any():
+            raise CurveError(f"initial_accuracy (--initial-accuracy) applies to a TRL trainer_state.json without a "
+                             f"step-0 eval only, and --reference-curve {s!r} (read as {curve.source}) has its own "
+                             "eval at update 0, which is its R0: leave the option out")
         raise CurveError(f"initial_accuracy (--initial-accuracy) gives the step-0 eval a TRL trainer_state.json "
                          f"lacks, but --reference-curve {s!r} is read as {curve.source}: put the initial policy's "
                          "eval at update 0 in that source, or leave it out")
+    curve.read_options = {"metric": metric, "accuracy_scale": accuracy_scale, "initial_accuracy": initial_accuracy}
     return curve
 
 

@@ -148,9 +148,14 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
         :meth:`ForecastResult.to_dict` plus ``method_choice`` (why this forecaster), per row
         ``validated_arm`` (False for a reward or loss type that was not among the arms the forecasters were
         validated on, whose ``verdict`` then says so; None when the validation record does not list its
-        arms: :func:`gradprobe.forecast.validated_arms.mark_validated_arms`), ``curve_spec``,
-        ``curve_is_default``, ``budget["seconds"]`` and ``budget["seconds_note"]`` (with ``config.budget_seconds``:
-        the forecast stays at the token or FLOPs budget, :data:`SECONDS_NOTE`), ``guided`` (``config.guidance`` is set: the reference is the guided outcome) and
+        arms: :func:`gradprobe.forecast.validated_arms.mark_validated_arms`), ``curve_spec``, ``curve_options``
+        (how the curve was read: ``{"metric", "accuracy_scale", "initial_accuracy"}`` as given to
+        :func:`~gradprobe.forecast.load_reference_curve`, i.e. ``--reference-curve-metric``,
+        ``--reference-curve-scale`` and ``--initial-accuracy``, None where not given; the whole None for a curve
+        not read by it: :attr:`ReferenceCurve.read_options`), ``curve_is_default``, ``budget["seconds"]`` and
+        ``budget["seconds_note"]`` (with ``config.budget_seconds``: the forecast stays at the token or FLOPs
+        budget, :data:`SECONDS_NOTE`), ``guided`` (``config.guidance`` is set: the reference is the guided outcome)
+        and
         ``pre_screen``
         (generated tokens of the probe batches, continuations and held-out reference, and their share
         of the budget: what screening cost against one grpo run; :func:`_pre_screen`). Without a curve, or without
@@ -190,7 +195,8 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     if secs is not None:  # the forecast is at the token (or FLOPs) budget; the seconds one is per reward, raw
         d["budget"].update(seconds=float(secs), seconds_note=SECONDS_NOTE)
     block, screen_notes = _pre_screen(result, d["budget"]["kind"], d["budget"]["value"])
-    d.update(curve_spec=curve_spec, curve_is_default=is_default, guided=bool(cfg.get("guidance")), pre_screen=block)
+    d.update(curve_spec=curve_spec, curve_options=getattr(curve, "read_options", None),
+             curve_is_default=is_default, guided=bool(cfg.get("guidance")), pre_screen=block)
     if not is_default:  # how a user's curve's accuracies were read (fractions or points): a wrong guess moves R0
         d["notes"] = [*d.get("notes", []), *(n for n in curve.notes if "accuracy read as" in n)]
     d["notes"] = [*d.get("notes", []), *screen_notes]

@@ -24,7 +24,8 @@ the note names the gap and the likely causes.
 A curve without an eval at update 0 (TRL evaluates at step 0 only with ``eval_on_start=True``) has an
 extrapolated R0, and every gain is read relative to it: a note says so, whatever the gap, and names the fixes
 (the initial policy evaluated, or, for a TRL trainer state, its accuracy given: ``gradprobe probe
---initial-accuracy X``).
+--initial-accuracy X``). A curve whose update-0 point is that given accuracy says so instead (its note with
+:data:`~gradprobe.forecast.curve_sources.GIVEN_R0_MARK`), and a CHECK THE CURVE note names it as the first suspect.
 
 A probe batch whose completions were all truncated (``batch.truncation_rate`` 1) scores cut-off text only; its
 gradients say nothing about a reward, and a note says so.
@@ -35,6 +36,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from .curve_sources import GIVEN_R0_MARK
 
 __all__ = ["CHECK_MARK", "MIN_GAP_POINTS", "GAP_SE", "heldout_measurement", "standard_error_bound", "start_notes"]
 
@@ -112,11 +115,14 @@ def start_notes(curve, batches: list[dict]) -> list[str]:
     Returns
     -------
     list of str
-        Up to three notes, the CHECK THE CURVE one first (module docstring for the rule and its source).
+        Up to three notes, the CHECK THE CURVE one first (module docstring for the rule and its source); when R0 is
+        the ``initial_accuracy`` given (the curve's note with :data:`GIVEN_R0_MARK`), that note where the one on an
+        extrapolated R0 would be, and the CHECK THE CURVE note names the value given as its first suspect.
     """
     notes = []
     n = curve.points["update"].to_numpy()
     no_start = not (n == 0).any()
+    notes += [x for x in curve.notes if GIVEN_R0_MARK in x]  # R0 is the value given: said, not extrapolated
     if no_start:
         notes.append(f"the reference curve {curve.source or '(unnamed)'} has no eval at update 0, so its R0 "
                      f"({float(curve.params['R0']):.1f} points) is the fit's extrapolation and every gain is read "
@@ -137,10 +143,28 @@ def start_notes(curve, batches: list[dict]) -> list[str]:
             notes.insert(0, f"{CHECK_MARK}: the reference curve {curve.source or '(unnamed)'} starts at R0 = "
                          f"{r0:.1f} points, but this probe's held-out rollouts score {meas}: a gap of {gap:+.1f} "
                          f"points, beyond {bar:.0f} (on the shipped studies greedy R0 exceeds the probe's sampled "
-                         f"accuracy by 2-22 points). The curve may have {causes}be of another task or model, or the "
-                         "batch be broken; every accuracy and gain of this forecast is read off it")
+                         f"accuracy by 2-22 points).{_given_suspect(curve)} The curve may "
+                         f"{'also ' if _given(curve) else ''}have {causes}be of another task or model, or the batch "
+                         "be broken; every accuracy and gain of this forecast is read off it")
     trunc = [b.get("batch", {}).get("truncation_rate") for b in batches]
     if any(isinstance(t, (int, float)) and t >= 1.0 for t in trunc):
         notes.append("every completion of a probe batch hit --max-new-tokens (truncation 100%): its rewards score "
                      "cut-off text, so its gradients say nothing about them; raise --max-new-tokens and probe again")
     return notes
+
+
+def _given(curve) -> bool:
+    """Whether the curve's R0 rests on the ``initial_accuracy`` given (its ``given_r0``, a curve read from a TRL log
+    with ``gradprobe probe --initial-accuracy``; a curve without the attribute: no)."""
+    return getattr(curve, "given_r0", None) is not None
+
+
+def _given_suspect(curve) -> str:
+    """The CHECK THE CURVE note's first suspect when R0 rests on the ``initial_accuracy`` given: that value, in the
+    user's scale and in points (empty otherwise)."""
+    if not _given(curve):
+        return ""
+    g = curve.given_r0
+    return (f" First suspect: R0 is your --initial-accuracy {g['value']:g} (initial_accuracy; {g['points']:.1f} "
+            "points), not an eval of the curve's file: check it (the initial policy's accuracy on the curve's eval, "
+            "in the curve's scale).")

@@ -92,7 +92,7 @@ the probe and signal-proxy forecasters only, not by cost only).</p>
 {% for line in pre_screen %}<p id="pre-screen">{{ line }}</p>{% endfor %}
 {% for n in forecast.notes %}<p class="note">{{ n }}</p>{% endfor %}
 {% else %}
-<p class="note">No forecast: {{ forecast.note or "the probe was run without one (gradprobe probe adds it)" }}</p>
+<p class="note">No forecast: {{ no_forecast_note or "the probe was run without one (gradprobe probe adds it)" }}</p>
 {% for line in pre_screen %}<p id="pre-screen">{{ line }}</p>{% endfor %}
 {% for n in forecast.notes %}<p class="note">{{ n }}</p>{% endfor %}
 {% endif %}
@@ -266,7 +266,7 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
     env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
     return env.from_string(_TEMPLATE).render(
         cfg=cfg, batch=result.get("batch") or {}, reference=result.get("reference") or {}, forecast=fc,
-        pre_screen=pre_screen_line(fc),
+        pre_screen=pre_screen_line(fc), no_forecast_note=_page_note(fc.get("note")),
         warnings=result.get("warnings") or [], rewards=rewards, calibrated=calibrated,
         batches=int(cfg.get("probe_batches") or 1),
         budget_s=(format_budget(budget["value"], budget.get("kind", "tokens")) + (" tokens" if budget.get("kind") ==
@@ -277,6 +277,16 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
         heatmaps=_heatmaps(tokens, [r["name"] for r in rewards], per_reward), per_reward=per_reward,
         ledger_rows=ledger_rows(result), secs=cfg.get("budget_seconds"), fmt=_fmt, interval=_interval, verdict_class=_verdict_class,
         red=_RED, blue=_BLUE, versions=", ".join(f"{k} {v}" for k, v in (result.get("versions") or {}).items()))
+
+
+#: The no-forecast note's words that point at the console's raw table, printed above it (``gradprobe probe``),
+#: and what the page says instead: its raw per-reward table comes after the verdict section.
+_ABOVE, _BELOW = "the gains above are", "the gains in the raw per-reward table below are"
+
+
+def _page_note(note: str | None) -> str | None:
+    """The forecast section's ``note`` as the page says it: the raw gains placed below (:data:`_ABOVE`)."""
+    return note.replace(_ABOVE, _BELOW) if isinstance(note, str) else note
 
 
 def write_probe_report(out: str | Path, result: dict | None = None, *,

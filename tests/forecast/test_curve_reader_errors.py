@@ -142,7 +142,11 @@ def test_metrics_and_trainer_state_mixing_fractions_and_points_are_refused_namin
                                       f"[0, 1], but {state} log_history[2] (step 5) (1.65) hold(s) values above 1")
     state.write_text(json.dumps({"log_history": [{"step": s, "eval_accuracy": v}
                                                  for s, v in zip([2, 5, 10, 20, 40], [0.62, 0.65, 0.70, 0.72, 0.75])]}))
-    with pytest.raises(CurveError, match=r"but initial_accuracy \(1\.65\) hold\(s\) values above 1"):
+    with pytest.raises(CurveError) as info:
         ReferenceCurve.from_trl_state(state, initial_accuracy=1.65)  # the value passed is named as such
+    assert str(info.value) == (f"initial_accuracy (--initial-accuracy) 1.65 is on another scale than the evals of "
+                               f"{state}, which are fractions (range 0.62-0.75): give it as a fraction as the file's "
+                               "evals are (0.0165, if 1.65 is points), or leave it out (R0 is then the fit's "
+                               "extrapolation)")
     assert ReferenceCurve.from_trl_state(state, initial_accuracy=1.65, accuracy_scale="points").points[
         "accuracy"].max() == pytest.approx(1.65)  # a stated scale is not second-guessed

@@ -77,9 +77,11 @@ def test_the_metric_and_the_scale_are_checked_as_without_it(tmp_path, capsys):
     err = _refused(capsys, tmp_path, "--reference-curve", str(_state(tmp_path)), "--initial-accuracy", "0.4",
                    "--reference-curve-metric", "loss")
     assert "--reference-curve-metric 'loss' is not an eval metric of the TRL trainer state" in err
-    err = _refused(capsys, tmp_path, "--reference-curve", str(_state(tmp_path)), "--initial-accuracy", "40")
-    assert err.startswith("gradprobe probe: error: trainer_state eval_accuracy mixes scales: 7 of 8 values are "
-                          "fractions in [0, 1], but initial_accuracy (40) hold(s) values above 1")  # auto: points
+    state = _state(tmp_path)
+    err = _refused(capsys, tmp_path, "--reference-curve", str(state), "--initial-accuracy", "40")
+    assert err == (f"gradprobe probe: error: initial_accuracy (--initial-accuracy) 40 is on another scale than the "
+                   f"evals of {state}, which are fractions (range 0.4237-0.7695): give it as a fraction as the file's "
+                   "evals are (0.4, if 40 is points), or leave it out (R0 is then the fit's extrapolation)")
 
 
 def test_a_fraction_for_a_curve_in_points_is_refused_and_a_stated_scale_is_not(tmp_path, capsys):

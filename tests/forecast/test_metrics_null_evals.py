@@ -15,7 +15,12 @@ from gradprobe.forecast import forecast_rewards, format_forecast, load_reference
 from gradprobe.forecast.curves import CurveError, ReferenceCurve
 
 UPDATES = (0, 2, 5, 10, 20, 40, 80, 160)
-NULL_WHY = "a null is no eval (a failed or skipped eval, logged without a value)"
+NULL_WHY = ("`gradprobe train` writes null for an accuracy it did not measure at that eval (e.g. sampled_accuracy "
+            "between the first and the last eval under [eval] sampled_at = \"ends\"; a failed eval may log one too)")
+GREEDY_FIX = "to use them, rerun those evals, or give the curve of a run that measured 'greedy_accuracy' at every eval"
+SAMPLED_FIX = ("to use them, read greedy_accuracy instead (--reference-curve-metric greedy_accuracy; "
+               "metric='greedy_accuracy'), or the curve of a run with sampled accuracy at every eval ([eval] "
+               "sampled_at = \"all\")")
 
 
 def _acc(update):
@@ -39,8 +44,7 @@ def test_null_eval_lines_are_skipped_and_named_in_the_notes(tmp_path):
     curve = load_reference_curve(path)
     assert sorted(curve.points["update"]) == [0, 2, 5, 20, 80, 160]
     assert curve.skipped_notes == [
-        f"2 eval line(s) skipped for a null 'greedy_accuracy' ({path}:8, {path}:12): {NULL_WHY}; rerun those evals "
-        "to use them"]
+        f"2 eval line(s) skipped for a null 'greedy_accuracy' ({path}:8, {path}:12): {NULL_WHY}; {GREEDY_FIX}"]
 
 
 def test_nan_and_null_lines_are_named_apart_in_one_note_and_a_nan_alone_reads_as_before(tmp_path):
@@ -49,8 +53,8 @@ def test_nan_and_null_lines_are_named_apart_in_one_note_and_a_nan_alone_reads_as
     assert sorted(curve.points["update"]) == [0, 2, 5, 80, 160]
     assert curve.skipped_notes == [
         f"2 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:10, {path}:12); 1 eval line(s) skipped for a "
-        f"null 'greedy_accuracy' ({path}:8): a NaN is no eval (a diverged or failed eval); {NULL_WHY}; rerun those "
-        "evals to use them"]
+        f"null 'greedy_accuracy' ({path}:8): a NaN is no eval (a diverged or failed eval); {NULL_WHY}; rerun the "
+        f"NaN evals to use them; for the null ones, {GREEDY_FIX}"]
     _metrics(path, nan_at=(20,))
     assert ReferenceCurve.from_metrics(path).skipped_notes == [
         f"1 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:10): a NaN is no eval (a diverged or failed "
@@ -66,7 +70,7 @@ def test_null_lines_of_several_runs_are_counted_past_the_five_shown(tmp_path):
     assert len(curve.points) == 2 * len(UPDATES) - 6
     assert curve.skipped_notes == [
         f"6 eval line(s) skipped for a null 'greedy_accuracy' ({a}:4, {a}:6, {a}:8, {b}:6, {b}:8 and 1 more): "
-        f"{NULL_WHY}; rerun those evals to use them"]
+        f"{NULL_WHY}; {GREEDY_FIX}"]
 
 
 def test_sampled_accuracy_measured_only_at_the_ends_is_refused_naming_the_null_lines(tmp_path):
@@ -82,7 +86,7 @@ def test_sampled_accuracy_measured_only_at_the_ends_is_refused_naming_the_null_l
     assert msg.startswith("the curve has evals at 1 distinct update count(s) > 0 and the fit has 3 free parameters")
     assert msg.endswith(
         f"; 6 eval line(s) skipped for a null 'sampled_accuracy' ({path}:2, {path}:3, {path}:4, {path}:5, {path}:6 "
-        f"and 1 more): {NULL_WHY}; rerun those evals to use them")
+        f"and 1 more): {NULL_WHY}; {SAMPLED_FIX}")
 
 
 def test_all_null_lines_are_refused_as_no_value_not_as_no_metric(tmp_path):
@@ -91,7 +95,7 @@ def test_all_null_lines_are_refused_as_no_value_not_as_no_metric(tmp_path):
         ReferenceCurve.from_metrics(path)
     assert str(info.value) == (
         f"no eval of 'greedy_accuracy' with a value in metrics.jsonl of 1 run(s) ({path}); 2 eval line(s) skipped "
-        f"for a null 'greedy_accuracy' ({path}:2, {path}:4): {NULL_WHY}; rerun those evals to use them")
+        f"for a null 'greedy_accuracy' ({path}:2, {path}:4): {NULL_WHY}; {GREEDY_FIX}")
 
 
 def test_a_null_eval_line_without_an_update_is_refused_and_lines_without_the_metric_are_passed_over(tmp_path):
@@ -104,7 +108,9 @@ def test_a_null_eval_line_without_an_update_is_refused_and_lines_without_the_met
         f.write(json.dumps({"eval": True, "greedy_accuracy": None}) + "\n")
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_metrics(path)
-    assert str(info.value) == f"{path}:{2 * len(UPDATES) + 2}: an eval line without 'update'"
+    assert str(info.value) == (f"{path}:{2 * len(UPDATES) + 2}: an eval line without 'update', so that eval cannot be "
+                               "placed on the curve's update axis; add the update it was evaluated at (\"update\": N) "
+                               "or delete that line")
 
 
 def test_the_null_note_reaches_the_printed_forecast(tmp_path):

@@ -173,8 +173,8 @@ def test_load_reference_curve_takes_initial_accuracy_for_a_trl_state_only(tmp_pa
     if kind == "missing":
         assert "does not exist (no such file or folder)" in str(info.value)
         return
-    source = load_reference_curve(spec).source
+    source = load_reference_curve(spec).source  # each has its own eval at update 0 (a CSV without one: below)
     assert str(info.value) == (
-        f"initial_accuracy (--initial-accuracy) gives the step-0 eval a TRL trainer_state.json lacks, but "
-        f"--reference-curve {str(spec)!r} is read as {source}: put the initial policy's eval at update 0 in that "
-        "source, or leave it out")
+        f"initial_accuracy (--initial-accuracy) applies to a TRL trainer_state.json without a step-0 eval only, and "
+        f"--reference-curve {str(spec)!r} (read as {source}) has its own eval at update 0, which is its R0: leave "
+        "the option out")

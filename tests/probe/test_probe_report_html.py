@@ -137,6 +137,21 @@ def test_page_without_forecast_and_with_calibration(probe_dir):
     assert render_probe_report(result, []).count("no per-token data for this reward") == 3
 
 
+def test_the_no_forecast_note_places_the_raw_gains_below_on_the_page_and_above_in_the_console(probe_dir):
+    """The console prints the raw table above ``forecast: none.``; the page puts its raw per-reward table after the
+    verdict section, so the page's sentence says "below" (the console's words are unchanged)."""
+    from gradprobe.forecast import forecast_section, format_forecast
+
+    result = json.loads((probe_dir / "probe.json").read_text())
+    section = forecast_section({**result, "config": {**result["config"], "model": "not-shipped"}})
+    assert "the gains above are the raw first-order extrapolation" in format_forecast(section)
+    page = render_probe_report(dict(result, forecast=section), read_tokens(probe_dir))
+    said = ("No forecast: no reference curve for model &#39;not-shipped&#39;: the gains in the raw per-reward table "
+            "below are the raw first-order extrapolation")
+    assert said in page and "the gains above" not in page
+    assert page.index(said) < page.index("<h2>Raw per-reward figures</h2>")
+
+
 def _pre_screen_expected(result: dict, budget: float) -> tuple[int, str]:
     """The pre-screen's generated tokens (the probe's rollouts, continuations and selection, plus the held-out
     reference's own) and the cost line ``gradprobe probe`` prints for them against ``budget`` tokens."""
