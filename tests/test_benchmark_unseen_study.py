@@ -157,7 +157,8 @@ def test_a_missing_report(unseen, capsys, tmp_path):
 
 
 UNSEEN = ["study_tiny_heldout4k", "study_tiny_replicate_heldout4k", "study_tiny_replicate2_heldout4k",
-          "study_tiny_hard_heldout4k", "study_tiny_llama_heldout4k", "study_tiny_losses_heldout4k"]
+          "study_tiny_hard_heldout4k", "study_tiny_hard_replicate_heldout4k", "study_tiny_llama_heldout4k",
+          "study_tiny_losses_heldout4k"]
 CALIBRATION_STUDIES = ["study_tiny", "study_tiny_sparse", "study_tiny_hard_rewards", "study_tiny_lr",
                        "study_reward_granularity", "study_tiny_llama", "study_tiny_losses", "study_tiny_greso",
                        "study_tiny_guided"]
@@ -166,7 +167,7 @@ NAMES = (("forecast_cost_only", "cost only"), ("forecast_probe", "probe"), ("for
 
 @pytest.fixture(scope="module")
 def unseen_report(tmp_path_factory):
-    """The `calib report` over the nine calibration studies and the six on 4,000 held-out prompts, as the
+    """The `calib report` over the nine calibration studies and the seven on 4,000 held-out prompts, as the
     READMEs' commands make it."""
     import subprocess
     import sys
@@ -189,7 +190,7 @@ def _quoted(printed: str, readme: str) -> None:
 
 @pytest.mark.parametrize("study", UNSEEN)
 def test_the_figures_each_unseen_studys_readme_quotes(unseen, unseen_report, capsys, study):
-    """Each 4,000-prompt study's README quotes this command's output on the fifteen-study report (the commands in
+    """Each 4,000-prompt study's README quotes this command's output on the sixteen-study report (the commands in
     the README): each forecaster's line, the seed-noise floor and the two-way split at its own N."""
     assert unseen.main([str(unseen_report), "--study", study, "--studies-root", str(REPO / "data")]) == 0
     printed = capsys.readouterr().out
@@ -205,11 +206,11 @@ def test_the_pooled_figures_the_calibration_readme_quotes(unseen, unseen_report,
     args = [a for s in UNSEEN for a in ("--study", s)]
     assert unseen.main([str(unseen_report), *args, "--studies-root", str(REPO / "data")]) == 0
     printed = capsys.readouterr().out
-    pooled = printed[printed.index("pooled, 6 held-out studies: 48 runs of 12 arms;"):]
-    cell = pooled[pooled.index("on these cells' arm means (2 arms"):]
+    pooled = printed[printed.index("pooled, 7 held-out studies: 56 runs of 14 arms;"):]
+    cell = pooled[pooled.index("on these cells' arm means (4 arms"):]
     for path in (REPO / "data" / "calibration" / "README.md", REPO / "README.md"):
         text = " ".join(path.read_text().split())
-        section = text[text.lower().index("pooled over the six"):]
+        section = text[text.lower().index("pooled over the seven"):]
         for f, name in NAMES[:2]:
             line = next(s for s in pooled.splitlines() if s.strip().startswith(f))
             raw = line.split("as forecast ")[1].split("   ")[0]
@@ -217,44 +218,61 @@ def test_the_pooled_figures_the_calibration_readme_quotes(unseen, unseen_report,
             assert f"{name} {raw} as forecast, {cal} calibrated" in section, (path, line)
         floor = pooled.split("seed-noise floor of the run-level MAE: ")[1].split(" ")[0]
         assert f"seed-noise floor is {floor}" in section, path
-        for f, name in NAMES[:2]:  # the frontier cell's 12-seed arm means (three studies pooled)
+        for f, name in NAMES[:2]:  # the two replicated cells' four arm means (12 and 8 seeds each)
             line = next(s for s in cell.splitlines() if s.strip().startswith(f))
             assert line.split(maxsplit=1)[1].split("   ")[0] in section, (path, line)
-        for arm in ("mc_value", "hybrid_0.5"):  # and the smallest effect its 12 seeds detect, per arm
-            line = next(s for s in pooled.splitlines() if s.strip().startswith(arm + " ") and "detectable" in s)
-            assert f"{line.split('detectable ')[1].split()[0]} ({arm})" in section, (path, line)
+        for c in ("study_tiny_heldout4k", "study_tiny_hard_heldout4k"):  # the smallest effect each arm's seeds detect
+            block = _cell_block(pooled, c)
+            for arm in ("mc_value", "hybrid_0.5"):
+                line = next(s for s in block.splitlines() if s.strip().startswith(arm + " ") and "detectable" in s)
+                assert f"{line.split('detectable ')[1].split()[0]} ({arm})" in section, (path, c, line)
+
+
+def _cell_block(printed: str, cell: str) -> str:
+    """The "replicates pooled: CELL, ..." block of ``printed``, up to the next cell's block or the arm-mean lines."""
+    block = printed[printed.index(f"replicates pooled: {cell}, "):]
+    ends = [block.find(s, 1) for s in ("\nreplicates pooled: ", "\non these cells' arm means")]
+    return block[:min(e for e in ends if e > 0)]
 
 
 def test_replicates_of_one_plan_are_pooled_into_one_cell(unseen, unseen_report, capsys):
-    """The cell of the studies that replicate data/study_tiny_heldout4k: every seed of an arm once, realized mean with
-    its t interval, the replicates' mean forecast, and the error on those arm means."""
+    """The cells of the studies that replicate data/study_tiny_heldout4k (the frontier cell) and
+    data/study_tiny_hard_heldout4k (the hard cell): every seed of an arm once, realized mean with its t interval,
+    the replicates' mean forecast, and the error on the four arm means of both cells together."""
     from scipy import stats
+    from statsmodels.stats.power import TTestPower  # 80% power, two-sided paired t at alpha 0.05
 
-    cell = [s for s in UNSEEN if unseen.cell_of(REPO / "data" / s) == "study_tiny_heldout4k"]
-    assert len(cell) >= 2 and unseen.cell_of(REPO / "data" / "study_tiny_hard_heldout4k") == "study_tiny_hard_heldout4k"
+    cells = {c: [s for s in UNSEEN if unseen.cell_of(REPO / "data" / s) == c]
+             for c in ("study_tiny_heldout4k", "study_tiny_hard_heldout4k")}
+    assert len(cells["study_tiny_heldout4k"]) == 3 and len(cells["study_tiny_hard_heldout4k"]) == 2
     assert unseen.main([str(unseen_report), *[a for s in UNSEEN for a in ("--study", s)],
                         "--studies-root", str(REPO / "data")]) == 0
     printed = capsys.readouterr().out
-    block = printed[printed.index(f"replicates pooled: study_tiny_heldout4k, {len(cell)} studies ("):]
-    d = pd.read_csv(unseen_report / "cv_predictions.csv")
-    d = d[(d["cv"] == "study") & (d["method"] == "none") & d["study"].str.split("@").str[0].isin(cell)]
+    report = pd.read_csv(unseen_report / "cv_predictions.csv")
+    report = report[(report["cv"] == "study") & (report["method"] == "none")]
     errors = {}
-    for arm in ("mc_value", "hybrid_0.5"):
-        t = d[(d["arm"] == arm) & (d["forecaster"] == "forecast_cost_only")]["target"].to_numpy()
-        assert t.size == 4 * len(cell)
-        half = stats.t.ppf(0.975, t.size - 1) * t.std(ddof=1) / np.sqrt(t.size)
-        line = next(s for s in block.splitlines() if s.strip().startswith(arm + " "))
-        assert f"{t.size} seeds   realized {t.mean():+.2f} [{t.mean() - half:+.2f}, {t.mean() + half:+.2f}]" in line
-        from statsmodels.stats.power import TTestPower  # 80% power, two-sided paired t at alpha 0.05
-        mde = t.std(ddof=1) * TTestPower().solve_power(nobs=t.size, alpha=0.05, power=0.8, alternative="two-sided")
-        assert f"detectable {mde:.2f}   forecast_cost_only" in line
-        for f in ("forecast_cost_only", "forecast_probe"):
-            fc = d[(d["arm"] == arm) & (d["forecaster"] == f)]["cv_pred"]
-            assert fc.groupby(d["study"]).nunique().eq(1).all()  # one forecast per arm of each replicate
-            assert f"{f} {fc.mean():+.2f}" in line
-            errors.setdefault(f, []).append(abs(fc.mean() - t.mean()))
-    tail = block[block.index("on these cells' arm means (2 arms"):]
+    for c, members in cells.items():
+        assert f"replicates pooled: {c}, {len(members)} studies (" in printed
+        block = _cell_block(printed, c)
+        d = report[report["study"].str.split("@").str[0].isin(members)]
+        for arm in ("mc_value", "hybrid_0.5"):
+            t = d[(d["arm"] == arm) & (d["forecaster"] == "forecast_cost_only")]["target"].to_numpy()
+            assert t.size == 4 * len(members)
+            half = stats.t.ppf(0.975, t.size - 1) * t.std(ddof=1) / np.sqrt(t.size)
+            line = next(s for s in block.splitlines() if s.strip().startswith(arm + " "))
+            assert (f"{t.size} seeds   realized {t.mean():+.2f} [{t.mean() - half:+.2f}, {t.mean() + half:+.2f}]"
+                    in line), line
+            mde = t.std(ddof=1) * TTestPower().solve_power(nobs=t.size, alpha=0.05, power=0.8,
+                                                           alternative="two-sided")
+            assert f"detectable {mde:.2f}   forecast_cost_only" in line
+            for f in ("forecast_cost_only", "forecast_probe"):
+                fc = d[(d["arm"] == arm) & (d["forecaster"] == f)]["cv_pred"]
+                assert fc.groupby(d["study"]).nunique().eq(1).all()  # one forecast per arm of each replicate
+                assert f"{f} {fc.mean():+.2f}" in line
+                errors.setdefault(f, []).append(abs(fc.mean() - t.mean()))
+    tail = printed[printed.index("on these cells' arm means (4 arms"):]
     for f, e in errors.items():
+        assert len(e) == 4
         line = next(s for s in tail.splitlines() if s.strip().startswith(f))
         assert line.split()[1] == f"{np.mean(e):.2f}"
 
