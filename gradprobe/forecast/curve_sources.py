@@ -23,7 +23,8 @@ from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_lin
 from .curve_fit import N_REPLICATES, CurveError
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
-           "TRL_EVAL_HINT", "INITIAL_RANGE", "initial_accuracy_value", "GIVEN_R0_MARK", "GIVEN_R0_KEY"]
+           "TRL_EVAL_HINT", "INITIAL_RANGE", "initial_accuracy_value", "GIVEN_R0_MARK", "GIVEN_R0_KEY",
+           "fit_needs"]
 
 TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
 #: The fix of too few evals for a curve of gradprobe runs (ReferenceCurve's refusal ends with it) ...
@@ -141,10 +142,10 @@ def _run_file(path, name: str, what: str) -> Path:
     return path
 
 
-def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]], list[tuple[str, str]]]:
+def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]], list[tuple[str, str, float]]]:
     """(update, metric, ``"PATH:LINE"``) of every ``"eval": true`` line of a ``metrics.jsonl`` carrying
-    ``metric``, and (``"PATH:LINE"``, ``"NaN"`` or ``"null"``) of the eval lines whose ``metric`` is NaN or JSON
-    ``null`` (skipped: neither is an eval, as a CSV's empty or NaN cell; ``gradprobe train`` writes ``null`` for
+    ``metric``, and (``"PATH:LINE"``, ``"NaN"`` or ``"null"``, update) of the eval lines whose ``metric`` is NaN or
+    JSON ``null`` (skipped: neither is an eval, as a CSV's empty or NaN cell; ``gradprobe train`` writes ``null`` for
     an accuracy it did not measure, e.g. ``sampled_accuracy`` between the ends under ``[eval] sampled_at =
     "ends"``). Eval lines without ``metric`` are not evals of the curve and are passed over.
 
@@ -173,11 +174,11 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
         if not update >= 0 or math.isinf(update):
             raise CurveError(f"{at}: field 'update' = {update:g} must be an update count >= 0; fix or delete that eval")
         if rec[metric] is None:  # not measured at that eval, or a failed one logged without a value
-            skipped.append((at, "null"))
+            skipped.append((at, "null", update))
             continue
         value = _number(rec[metric], f"{at}: field {metric!r}")
         if math.isnan(value):
-            skipped.append((at, "NaN"))
+            skipped.append((at, "NaN", update))
         elif math.isinf(value):
             raise CurveError(f"{at}: field {metric!r} = {value} is not a finite number; fix or delete that eval")
         else:
@@ -195,21 +196,23 @@ _TRAIN_NULL_WHY = ("`gradprobe train` writes null for an accuracy it did not mea
 
 def _train_null_fix(metric: str) -> str:
     """The fix of a ``metrics.jsonl``'s null evals of ``metric``: for ``sampled_accuracy`` (null by schedule under
-    ``sampled_at = "ends"``) the greedy accuracy or a run sampled at every eval, else a run that measured it."""
+    ``sampled_at = "ends"``) the greedy accuracy or a run sampled at every eval, else a run that measured it
+    (``"read greedy_accuracy instead (...), or ..."``: :func:`_lines_skipped_note` puts ``"to use them, "``
+    before it, :func:`_null_lead` a refusal's lead)."""
     if metric == "sampled_accuracy":
-        return ("to use them, read greedy_accuracy instead (--reference-curve-metric greedy_accuracy; "
-                "metric='greedy_accuracy'), or the curve of a run with sampled accuracy at every eval ([eval] "
-                "sampled_at = \"all\")")
-    return f"to use them, rerun those evals, or give the curve of a run that measured {metric!r} at every eval"
+        return ("read greedy_accuracy instead (--reference-curve-metric greedy_accuracy; metric='greedy_accuracy'), "
+                "or the curve of a run with sampled accuracy at every eval ([eval] sampled_at = \"all\")")
+    return f"rerun those evals, or give the curve of a run that measured {metric!r} at every eval"
 
 
-def _lines_skipped_note(skipped: list[tuple[str, str]], metric: str) -> str | None:
+def _lines_skipped_note(skipped: list[tuple[str, str, float]], metric: str, null_fix: bool = True) -> str | None:
     """The note naming the NaN and null eval lines :func:`_eval_lines` skipped, per kind, by ``PATH:LINE`` (None:
     none): a NaN as the TRL reader says it (:data:`_SKIPPED_WHY`), a null as what ``gradprobe train`` writes for
-    an accuracy it did not measure (:data:`_TRAIN_NULL_WHY`), each with its fix (:func:`_train_null_fix`)."""
+    an accuracy it did not measure (:data:`_TRAIN_NULL_WHY`), each with its fix (:func:`_train_null_fix`; the
+    null one left out with ``null_fix=False``, for a refusal whose lead names it: :func:`_null_lead`)."""
     parts, why, fixes = [], [], []
     for kind in ("NaN", "null"):
-        places = [at for at, k in skipped if k == kind]
+        places = [at for at, k, _ in skipped if k == kind]
         if places:
             more = f" and {len(places) - _SHOWN_STEPS} more" if len(places) > _SHOWN_STEPS else ""
             parts.append(f"{len(places)} eval line(s){SKIPPED_MARK}a {kind} {metric!r} "
@@ -218,13 +221,38 @@ def _lines_skipped_note(skipped: list[tuple[str, str]], metric: str) -> str | No
             fixes.append(kind)
     if not parts:
         return None
+    null = f"to use them, {_train_null_fix(metric)}" if null_fix else ""
     if fixes == ["NaN"]:
         fix = "rerun those evals to use them"
     elif fixes == ["null"]:
-        fix = _train_null_fix(metric)
+        fix = null
     else:
-        fix = f"rerun the NaN evals to use them; for the null ones, {_train_null_fix(metric)}"
-    return "; ".join(parts) + ": " + "; ".join(why) + "; " + fix
+        fix = "rerun the NaN evals to use them" + (f"; for the null ones, {null}" if null else "")
+    return "; ".join(parts) + ": " + "; ".join(why) + (f"; {fix}" if fix else "")
+
+
+def fit_needs(updates, B: float | None = None) -> tuple[int, int]:
+    """(distinct update counts > 0, free parameters) of a ScaleRL sigmoid fit to evals at ``updates`` (shape
+    (points,), any order): A and n_mid, B unless ``B`` is given, R0 unless an eval sits at update 0.
+    :class:`~gradprobe.forecast.curves.ReferenceCurve` refuses a curve with fewer such counts than free parameters
+    (each needs an update count > 0 to pin it)."""
+    n = np.asarray(updates, dtype=np.float64).ravel()
+    return int(np.unique(n[n > 0]).size), 2 + (B is None) + (not bool((n == 0).any()))
+
+
+def _null_lead(updates: list[float], null_updates: list[float], B: float | None, metric: str,
+               fix: str) -> str | None:
+    """The fix that leads a refusal for too few evals (the curve's ``eval_hint``) when the evals skipped for a
+    null ``metric`` are what leaves too few: the evals with a value (at ``updates``) do not pin the fit's free
+    parameters and, with values at ``null_updates`` too, they would (:func:`fit_needs`), so the evals exist and
+    evaluating more often is not the fix; ``fix`` is. None otherwise (the reader's own hint stands)."""
+    have, free = fit_needs(updates, B)
+    with_nulls, free_with_nulls = fit_needs(list(updates) + list(null_updates), B)
+    if have >= free or with_nulls < free_with_nulls:
+        return None
+    k = len(set(null_updates) - set(updates))
+    return (f"evals at {k} other update count(s) are in the file(s) but hold no value for {metric!r} (null), so "
+            f"evaluating more often would not help: {fix}")
 
 
 def _no_metric_lines(path: Path, metric: str) -> str:
@@ -402,8 +430,8 @@ def _check_initial_scale(y: list[float], where: list[str], accuracy_scale: str, 
                          "extrapolation)")
     if not 0.0 < x <= 1.0 or sum(v <= 1.0 for v in own) >= len(own) / 2:  # fractions (or a mix to_points refuses)
         return
-    raise CurveError(f"initial_accuracy (--initial-accuracy) {x:g} is on another scale than the curve's "
-                     f"evals, which are points (range {lo:.4g}-{hi:.4g}): as points it would be an R0 of "
+    raise CurveError(f"initial_accuracy (--initial-accuracy) {x:g} is on another scale than the evals of {files}, "
+                     f"which are points (range {lo:.4g}-{hi:.4g}): as points it would be an R0 of "
                      f"{x:g}; give it in points ({100 * x:g}), or state the scale with "
                      "accuracy_scale='points' (--reference-curve-scale points) if it is points as it stands")
 
@@ -526,11 +554,12 @@ class CurveSources:
             metric (each naming the line), an eval line without ``update`` (the message names the fix), a file
             without eval lines carrying ``metric``, one update of a run
             with two different values (:func:`one_value_per_eval`), values that mix fractions and points
-            (:func:`to_points`; the lines are named), too few evals. Eval lines whose ``metric`` is NaN or JSON
-            ``null`` (not measured there, or a failed eval) are skipped and named, in the curve's ``notes`` and in
-            any refusal, with the fix (:func:`_lines_skipped_note`: for a ``sampled_accuracy`` that ``gradprobe
-            train`` left null by its ``sampled_at = "ends"`` schedule, ``greedy_accuracy`` or a run sampled at every
-            eval); an exact repeat of an eval is read once and named.
+            (:func:`to_points`; the lines are named), too few evals (the fix named: evaluate more often, or, when
+            the null lines are what leaves too few, their fix first: :func:`_null_lead`). Eval lines whose
+            ``metric`` is NaN or JSON ``null`` (not measured there, or a failed eval) are skipped and named, in the
+            curve's ``notes`` and in any refusal, with the fix (:func:`_lines_skipped_note`: for a
+            ``sampled_accuracy`` that ``gradprobe train`` left null by its ``sampled_at = "ends"`` schedule,
+            ``greedy_accuracy`` or a run sampled at every eval); an exact repeat of an eval is read once and named.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
@@ -553,6 +582,7 @@ class CurveSources:
                 where.append(at)
         src = f"metrics.jsonl of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
         skipped = _lines_skipped_note(no_value, metric)
+        lead = _null_lead(n, [u for _, k, u in no_value if k == "null"], B, metric, _train_null_fix(metric))
         try:
             if not n:
                 raise CurveError(f"no eval of {metric!r} with a value in {src}")
@@ -560,8 +590,11 @@ class CurveSources:
             n, y, seeds, where = ([x for x, k in zip(col, keep) if k] for col in (n, y, seeds, where))
             acc, note = to_points(np.array(y), accuracy_scale, f"metrics {metric}", where, updates=n, seeds=seeds)
             return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
-                       notes=[note] + [x for x in (skipped, copies) if x], n_replicates=n_replicates)
+                       notes=[note] + [x for x in (skipped, copies) if x], n_replicates=n_replicates,
+                       eval_hint=lead or PLAN_EVAL_HINT)  # the null lines' fix when they leave too few evals
         except CurveError as e:
+            if lead and lead in str(e):  # the refusal for too few evals leads with the null lines' fix: once
+                skipped = _lines_skipped_note(no_value, metric, null_fix=False)
             raise with_skipped(e, skipped, fix=None) from None
 
     @classmethod
@@ -667,12 +700,11 @@ class CurveSources:
             (:func:`one_value_per_eval`:
             e.g. a ``trainer.evaluate()`` after training at the last eval's step with sampled evals; keep one),
             values that mix fractions and points (:func:`to_points`; the entries are named), too few evals (the
-            fix named is TRL's ``eval_strategy`` /
-            ``eval_steps`` / ``eval_on_start``, and ``initial_accuracy`` when it was not given). Entries whose
-            ``metric`` is NaN or ``null`` (a failed or skipped eval) are skipped, as a CSV's empty or NaN cells,
-            and named by their steps: in the curve's ``notes`` (printed under the forecast), and in any refusal.
-            Entries without ``metric`` (training lines)
-            are passed over.
+            fix named is TRL's ``eval_strategy`` / ``eval_steps`` / ``eval_on_start``, and ``initial_accuracy``
+            when it was not given; when the null evals are what leaves too few, rerunning them instead:
+            :func:`_null_lead`). Entries whose ``metric`` is NaN or ``null`` (a failed or skipped eval) are skipped,
+            as a CSV's empty or NaN cells, and named by their steps: in the curve's ``notes`` (printed under the
+            forecast), and in any refusal. Entries without ``metric`` (training lines) are passed over.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
@@ -682,6 +714,8 @@ class CurveSources:
         initial_accuracy = initial_accuracy_value(initial_accuracy, accuracy_scale)
         n, y, seeds, where, rows_of, nan_steps = _trl_points(paths, metric, initial_accuracy)
         skipped = _trl_skipped_note(nan_steps, metric)
+        lead = _null_lead(n, [s for e in nan_steps.values() for s, k in e if k == "null"], B, metric,
+                          "rerun those evals, or name another eval key (--reference-curve-metric KEY)")
         files = _named_files(paths)
         src = f"TRL trainer_state.json of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
         if all(at == _GIVEN for at in where):  # every eval of the metric null or NaN (the value given is none)
@@ -702,8 +736,8 @@ class CurveSources:
             unused = _unused_initial_accuracy(initial_accuracy, rows_of)
             return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
                        notes=[note] + [x for x in (given_note, skipped, copies, unused) if x],
-                       n_replicates=n_replicates,  # too few evals: TRL's settings are the fix, not a plan's
-                       eval_hint=TRL_EVAL_HINT if initial_accuracy is None else _TRL_MORE_EVALS)
+                       n_replicates=n_replicates,  # too few evals: null evals, or TRL's settings, not a plan's
+                       eval_hint=lead or (TRL_EVAL_HINT if initial_accuracy is None else _TRL_MORE_EVALS))
         except CurveError as e:
             raise with_skipped(e, skipped, fix=None) from None
 

@@ -47,8 +47,8 @@ from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_doc
 from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
                         fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params)
 from .csv_cells import is_skipped_note
-from .curve_sources import (GIVEN_R0_KEY, PLAN_EVAL_HINT, TRL_STATE, CurveSources, initial_accuracy_value,
-                            task_key)
+from .curve_sources import (GIVEN_R0_KEY, PLAN_EVAL_HINT, TRL_STATE, CurveSources, fit_needs,
+                            initial_accuracy_value, task_key)
 
 __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key", "load_reference_curve",
            "default_curve_path",
@@ -94,7 +94,9 @@ class ReferenceCurve(CurveSources):
         Seed-bootstrap replicates (0: none).
     eval_hint : str
         The fix named when there are too few evals (default: a gradprobe plan's ``[eval]``; a TRL trainer
-        state passes TRL's settings, :data:`~gradprobe.forecast.curve_sources.TRL_EVAL_HINT`).
+        state passes TRL's settings, :data:`~gradprobe.forecast.curve_sources.TRL_EVAL_HINT`; either reader, when
+        the evals it skipped for a null value are what leaves too few, that those evals hold no value and the
+        fix for them instead of evaluating more often).
 
     Attributes
     ----------
@@ -154,8 +156,7 @@ class ReferenceCurve(CurveSources):
         if B is not None and not (B_BOUNDS[0] <= B <= B_BOUNDS[1]):
             raise CurveError(f"B = {B} must lie in [{B_BOUNDS[0]}, {B_BOUNDS[1]}]")
         has_zero = bool((n == 0).any())
-        free = 2 + (B is None) + (not has_zero)
-        distinct = np.unique(n[n > 0]).size
+        distinct, free = fit_needs(n, B)  # the readers judge the evals they skipped by the same count
         if distinct < free:
             raise CurveError(
                 f"the curve has evals at {distinct} distinct update count(s) > 0 and the fit has {free} free "

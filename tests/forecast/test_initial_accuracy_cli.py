@@ -89,8 +89,10 @@ def test_a_fraction_for_a_curve_in_points_is_refused_and_a_stated_scale_is_not(t
     path.write_text(json.dumps({"log_history": [{"step": s, "eval_accuracy": float(scalerl_sigmoid(s, **TRUE))}
                                                 for s in EVALS]}))
     err = _refused(capsys, tmp_path, "--reference-curve", str(path), "--initial-accuracy", "0.4")
-    assert err.startswith("gradprobe probe: error: initial_accuracy (--initial-accuracy) 0.4 is on another scale than "
-                          "the curve's evals, which are points")
+    assert err == (f"gradprobe probe: error: initial_accuracy (--initial-accuracy) 0.4 is on another scale than the "
+                   f"evals of {path}, which are points (range 42.37-76.95): as points it would be an R0 of 0.4; give "
+                   "it in points (40), or state the scale with accuracy_scale='points' (--reference-curve-scale "
+                   "points) if it is points as it stands")
     err = _refused(capsys, tmp_path, "--reference-curve", str(path), "--initial-accuracy", "0.4",
                    "--reference-curve-scale", "points", "--guidance", " ")  # read; refused later, for --guidance
     assert err == ("gradprobe probe: error: --guidance is empty; omit the flag for no guidance, or give "

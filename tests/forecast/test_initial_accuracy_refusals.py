@@ -1,7 +1,9 @@
 """Refusals and notes of the curve readers that named the wrong fix: a points-scale initial accuracy for a curve
 in fractions, too few evals with ``initial_accuracy`` given, a TRL log whose evals are all null, ``metrics.jsonl``
-nulls written by schedule (``sampled_at = "ends"``), a JSON null shown in Python form, a ``metrics.jsonl`` eval line
-without ``update``, and ``initial_accuracy`` for a ``metrics.jsonl`` that has its own update-0 eval."""
+nulls written by schedule (``sampled_at = "ends"``) and TRL null evals that leave too few evals (the refusal led with
+"evaluate more often"), a fraction for a TRL curve in points (the file was not named), a JSON null shown in Python
+form, a ``metrics.jsonl`` eval line without ``update``, and ``initial_accuracy`` for a ``metrics.jsonl`` that has its
+own update-0 eval."""
 
 from __future__ import annotations
 
@@ -65,14 +67,43 @@ def test_sampled_accuracy_null_by_schedule_names_the_greedy_metric_as_the_fix(tm
     rows = [{"update": u, "greedy_accuracy": g, "sampled_accuracy": s} for u, g, s in
             [(0, 0.6, 0.5), (10, 0.7, None), (20, 0.75, None), (30, 0.79, None), (40, 0.81, None), (50, 0.83, 0.8)]]
     path = _metrics(tmp_path / "metrics.jsonl", rows)
-    assert _refusal(path, metric="sampled_accuracy").endswith(
-        f"4 eval line(s) skipped for a null 'sampled_accuracy' ({path}:2, {path}:3, {path}:4, {path}:5): `gradprobe "
-        "train` writes null for an accuracy it did not measure at that eval (e.g. sampled_accuracy between the first "
-        "and the last eval under [eval] sampled_at = \"ends\"; a failed eval may log one too); to use them, read "
+    assert _refusal(path, metric="sampled_accuracy") == (
+        "the curve has evals at 1 distinct update count(s) > 0 and the fit has 3 free parameters (A, n_mid, B): it "
+        "needs evals at at least 3 distinct update counts > 0; evals at 4 other update count(s) are in the file(s) "
+        "but hold no value for 'sampled_accuracy' (null), so evaluating more often would not help: read "
         "greedy_accuracy instead (--reference-curve-metric greedy_accuracy; metric='greedy_accuracy'), or the curve "
-        "of a run with sampled accuracy at every eval ([eval] sampled_at = \"all\")")
+        "of a run with sampled accuracy at every eval ([eval] sampled_at = \"all\"); 4 eval line(s) skipped for a "
+        f"null 'sampled_accuracy' ({path}:2, {path}:3, {path}:4, {path}:5): `gradprobe train` writes null for an "
+        "accuracy it did not measure at that eval (e.g. sampled_accuracy between the first and the last eval under "
+        "[eval] sampled_at = \"ends\"; a failed eval may log one too)")
     assert "a failed or skipped eval" not in _refusal(path, metric="sampled_accuracy")
     assert len(load_reference_curve(path).points) == 6  # the fix named: greedy_accuracy is read
+
+
+@pytest.mark.parametrize("initial", [None, 0.6])
+def test_trl_null_evals_that_leave_too_few_lead_with_rerunning_them_not_with_eval_steps(tmp_path, initial):
+    """Values at steps 10 and 20, nulls at 30-60: with their values the evals would pin the fit, so the refusal
+    leads with the null evals (given an initial accuracy or not), not with TRL's eval_steps / eval_on_start."""
+    path = _state(tmp_path / "trainer_state.json", {10: 0.7, 20: 0.75, 30: None, 40: None, 50: None, 60: None})
+    free = "3 free parameters (A, n_mid, B)" if initial else "4 free parameters (A, n_mid, B, R0)"
+    assert _refusal(path, initial_accuracy=initial) == (
+        f"the curve has evals at 2 distinct update count(s) > 0 and the fit has {free}: it needs evals at at least "
+        f"{free[0]} distinct update counts > 0" + ("" if initial else ", or an eval at update 0 (R0)") + "; evals at "
+        "4 other update count(s) are in the file(s) but hold no value for 'eval_accuracy' (null), so evaluating more "
+        "often would not help: rerun those evals, or name another eval key (--reference-curve-metric KEY); 4 eval(s) "
+        f"of {path} skipped for a null 'eval_accuracy' (step(s) 30, 40, 50, 60): a null is no eval (a failed or "
+        "skipped eval, logged without a value); rerun those evals to use them")
+    few = _state(path, {10: 0.7, 20: 0.75, 30: None})  # even with its value, 3 update counts > 0 are too few
+    assert "; evaluate more often: in TRL's TrainingArguments" in _refusal(few)
+    assert "would not help" not in _refusal(few)
+
+
+def test_a_fraction_for_a_trl_curve_in_points_names_the_file(tmp_path):
+    path = _state(tmp_path / "trainer_state.json", {s: 100 * v for s, v in EVALS.items()})
+    assert _refusal(path, initial_accuracy=0.6) == (
+        f"initial_accuracy (--initial-accuracy) 0.6 is on another scale than the evals of {path}, which are points "
+        "(range 70-84): as points it would be an R0 of 0.6; give it in points (60), or state the scale with "
+        "accuracy_scale='points' (--reference-curve-scale points) if it is points as it stands")
 
 
 def test_a_json_null_is_shown_as_null(tmp_path):

@@ -73,20 +73,49 @@ def test_null_lines_of_several_runs_are_counted_past_the_five_shown(tmp_path):
         f"{NULL_WHY}; {GREEDY_FIX}"]
 
 
-def test_sampled_accuracy_measured_only_at_the_ends_is_refused_naming_the_null_lines(tmp_path):
-    """``sampled_at = "ends"``: a sampled accuracy at updates 0 and 160 only; the refusal for too few evals says
-    why the others are missing."""
+TOO_FEW = ("the curve has evals at {} distinct update count(s) > 0 and the fit has 3 free parameters (A, n_mid, B): "
+           "it needs evals at at least 3 distinct update counts > 0; ")
+
+
+def _null_lead(k, metric, fix):
+    return (f"evals at {k} other update count(s) are in the file(s) but hold no value for {metric!r} (null), so "
+            f"evaluating more often would not help: {fix}")
+
+
+def test_sampled_accuracy_measured_only_at_the_ends_is_refused_leading_with_the_null_lines_fix(tmp_path):
+    """``sampled_at = "ends"``: a sampled accuracy at updates 0 and 160 only. The evals exist, so the refusal for
+    too few evals leads with the null lines' fix (greedy_accuracy, or sampled_at = "all"), not with "evaluate more
+    often", and names the lines after it without repeating the fix."""
     path = tmp_path / "metrics.jsonl"
     path.write_text("".join(json.dumps({"eval": True, "update": u, "greedy_accuracy": _acc(u),
                                         "sampled_accuracy": _acc(u) - 0.1 if u in (0, 160) else None}) + "\n"
                             for u in UPDATES))
     with pytest.raises(CurveError) as info:
         load_reference_curve(path, metric="sampled_accuracy")
-    msg = str(info.value)
-    assert msg.startswith("the curve has evals at 1 distinct update count(s) > 0 and the fit has 3 free parameters")
-    assert msg.endswith(
-        f"; 6 eval line(s) skipped for a null 'sampled_accuracy' ({path}:2, {path}:3, {path}:4, {path}:5, {path}:6 "
-        f"and 1 more): {NULL_WHY}; {SAMPLED_FIX}")
+    assert str(info.value) == (
+        TOO_FEW.format(1) + _null_lead(6, "sampled_accuracy", SAMPLED_FIX.removeprefix("to use them, "))
+        + f"; 6 eval line(s) skipped for a null 'sampled_accuracy' ({path}:2, {path}:3, {path}:4, {path}:5, "
+        f"{path}:6 and 1 more): {NULL_WHY}")
+    assert "every_tokens" not in str(info.value)
+
+
+def test_null_lines_that_leave_too_few_evals_of_another_metric_lead_with_rerunning_them(tmp_path):
+    """Nulls of greedy_accuracy at 3 of 4 update counts > 0 (a NaN at another one keeps its own fix in the note);
+    nulls at too few update counts to matter keep "evaluate more often" first and the note's fix."""
+    path = _metrics(tmp_path / "metrics.jsonl", updates=(0, 5, 10, 20, 40), null_at=(5, 10, 20), nan_at=(40,))
+    with pytest.raises(CurveError) as info:
+        ReferenceCurve.from_metrics(path)
+    assert str(info.value) == (
+        TOO_FEW.format(0) + _null_lead(3, "greedy_accuracy", GREEDY_FIX.removeprefix("to use them, "))
+        + f"; 1 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:10); 3 eval line(s) skipped for a null "
+        f"'greedy_accuracy' ({path}:4, {path}:6, {path}:8): a NaN is no eval (a diverged or failed eval); "
+        f"{NULL_WHY}; rerun the NaN evals to use them")
+    _metrics(path, updates=(0, 5, 10), null_at=(10,))  # with a value at 10, 2 update counts > 0 are still too few
+    with pytest.raises(CurveError) as info:
+        ReferenceCurve.from_metrics(path)
+    assert str(info.value) == (
+        TOO_FEW.format(1) + "evaluate more often (e.g. `[eval] every_tokens` smaller than the budget); 1 eval "
+        f"line(s) skipped for a null 'greedy_accuracy' ({path}:6): {NULL_WHY}; {GREEDY_FIX}")
 
 
 def test_all_null_lines_are_refused_as_no_value_not_as_no_metric(tmp_path):

@@ -133,7 +133,7 @@ def test_a_fraction_given_for_a_curve_in_points_is_refused_under_auto(tmp_path):
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_trl_state(path, initial_accuracy=0.6)
     assert str(info.value) == (
-        f"initial_accuracy (--initial-accuracy) 0.6 is on another scale than the curve's evals, which are points "
+        f"initial_accuracy (--initial-accuracy) 0.6 is on another scale than the evals of {path}, which are points "
         f"(range {100 * _acc(2):.4g}-{100 * _acc(160):.4g}): as points it would be an R0 of 0.6; give it in points "
         "(60), or state the scale with accuracy_scale='points' (--reference-curve-scale points) if it is points as "
         "it stands")
