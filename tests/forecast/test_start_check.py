@@ -126,7 +126,8 @@ def test_an_all_truncated_batch_is_noted():
 
 def test_the_shipped_studies_pass_the_check():
     """Every shipped study's grpo curve against its own probe (written before per-group accuracies: the gap
-    alone): gaps of 2-22 points, no note. The same probe read against another study's curve is also in range,
+    alone): gaps of 2.0-23.2 points (the largest the Llama replicate's, 16 held-out prompts), no note; all under
+    the check's 30-point bar. The same probe read against another study's curve is also in range,
     so the check is no task detector; it catches gross mismatches only."""
     seen = []
     for study in sorted((ROOT / "data").glob("study_tiny*")):
@@ -135,7 +136,7 @@ def test_the_shipped_studies_pass_the_check():
         acc, _, _ = heldout_measurement(probe.get("batches") or [probe])
         seen.append(curve.params["R0"] - acc)
         assert [n for n in start_notes(curve, probe.get("batches") or [probe]) if n.startswith(CHECK)] == []
-    assert len(seen) >= 10 and 0 < min(seen) and max(seen) < 22.0
+    assert len(seen) >= 10 and 0 < min(seen) and max(seen) < 24.0
 
 
 def test_group_means_leave_out_groups_without_a_finite_score():
