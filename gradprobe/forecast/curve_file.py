@@ -39,11 +39,11 @@ from pathlib import Path
 import numpy as np
 
 from ..outputs import write_text_atomic
-from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError, fit_sigmoid, scalerl_sigmoid,
-                        sigmoid_params)
+from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError, fit_needs, fit_sigmoid,
+                        scalerl_sigmoid, sigmoid_params)
 
 __all__ = ["FORMAT", "VERSION", "curve_document", "write_curve", "read_curve_file", "damaged", "check_fit",
-           "check_replicates", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES"]
+           "check_replicates", "is_json_number", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES"]
 
 FORMAT = "gradprobe.reference_curve"
 VERSION = 1
@@ -156,7 +156,7 @@ def read_curve_file(path: str | Path) -> dict:
 def _show(value) -> str:
     """A JSON value as the messages quote it: a number as Python's repr, anything else as JSON (shortened),
     text marked as such."""
-    if _is_number(value):
+    if is_json_number(value):
         text = repr(value)
         return text if len(text) <= 60 else text[:57] + "..."
     if isinstance(value, str):
@@ -172,14 +172,15 @@ def _short_json(value, width: int = 60) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def _is_number(value) -> bool:
-    """A JSON number (int or float; true/false are not numbers here)."""
+def is_json_number(value) -> bool:
+    """Whether ``value`` (as ``json.loads`` gives it) is a JSON number: an int or float; true/false (Python bools,
+    which are ints) and numeric text such as ``"0.5"`` are not."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _as_float(value) -> float:
     """A JSON number as a float (an integer too large for one: inf); anything else: NaN."""
-    if not _is_number(value):
+    if not is_json_number(value):
         return math.nan
     try:
         return float(value)
@@ -220,7 +221,7 @@ class _Fields:
             want = f"> {lo:g}" if open_lo else f">= {lo:g}"
         else:
             want = f"in [{lo:g}, {hi:g}]"
-        shown = repr(v) if _is_number(value) else _show(value)
+        shown = repr(v) if is_json_number(value) else _show(value)
         raise self.bad(field, f"is {shown}, it must be a finite number {want}{why}")
 
     def obj(self, field: str, value, what: str) -> dict:
@@ -310,8 +311,7 @@ class _Fields:
             raise self.bad("r0_fixed", f"is {json.dumps(r0_fixed)} but the points have "
                            + ("evals at update 0, where the fit fixes R0 at their mean" if has_zero else
                               "no eval at update 0, so the fit fits R0"))
-        free = 2 + (b_fixed is None) + (not has_zero)
-        distinct = len({v for v in n if v > 0})
+        distinct, free = fit_needs(n, b_fixed)  # as ReferenceCurve refuses too few evals
         if distinct < free:
             raise self.bad("points.update", f"has evals at {distinct} distinct update count(s) > 0, but the fit has "
                                             f"{free} free parameters and needs evals at at least {free}")
@@ -374,7 +374,7 @@ class _Fields:
                 raise self.damaged(f"replicate_seed_counts[{i}]", f"has {_plural(len(row), 'entry')}, it must have "
                                    f"{n_seeds} (one per seed of seed_labels)")
             for j, c in enumerate(row):
-                if not (_is_number(c) and 0 <= c <= n_seeds and float(c).is_integer()):
+                if not (is_json_number(c) and 0 <= c <= n_seeds and float(c).is_integer()):
                     raise self.bad(f"replicate_seed_counts[{i}][{j}]", f"is {_show(c)}, it must be an integer in "
                                    f"[0, {n_seeds}] (how many times that seed was drawn)")
                 rows[i, j] = int(c)

@@ -39,7 +39,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 __all__ = ["CurveError", "scalerl_sigmoid", "sigmoid_params", "SigmoidFit", "fit_sigmoid", "fit_seed_replicates",
-           "PARAMETERS", "MODES", "START_B", "B_BOUNDS", "B_FALLBACK", "N_REPLICATES", "REPLICATE_SEED"]
+           "fit_needs", "PARAMETERS", "MODES", "START_B", "B_BOUNDS", "B_FALLBACK", "N_REPLICATES", "REPLICATE_SEED"]
 
 PARAMETERS = ("R0", "A", "n_mid", "B")
 #: How a :class:`~gradprobe.forecast.curves.ReferenceCurve` reads accuracy off its points: the fit, or the
@@ -152,6 +152,15 @@ def _standard_errors(best, names, on_bound, n_points: int) -> dict:
         except np.linalg.LinAlgError:
             pass
     return se
+
+
+def fit_needs(updates, B: float | None = None) -> tuple[int, int]:
+    """(distinct update counts > 0, free parameters) of a ScaleRL sigmoid fit to evals at ``updates`` (shape
+    (points,), any order): A and n_mid, B unless ``B`` is given, R0 unless an eval sits at update 0.
+    :class:`~gradprobe.forecast.curves.ReferenceCurve` refuses a curve with fewer such counts than free parameters
+    (each needs an update count > 0 to pin it)."""
+    n = np.asarray(updates, dtype=np.float64).ravel()
+    return int(np.unique(n[n > 0]).size), 2 + (B is None) + (not bool((n == 0).any()))
 
 
 def _statuses(names, on_bound, se, scale, *, r0, b_fixed) -> dict:

@@ -20,7 +20,8 @@ from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
 from .accuracy_values import one_value_per_eval, to_points
 from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval, read_csv_checked,
                         skipped_cells, skipped_note, study_skipped_evals, with_skipped, without_short_lines)
-from .curve_fit import N_REPLICATES, CurveError
+from .curve_file import is_json_number
+from .curve_fit import N_REPLICATES, CurveError, fit_needs
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
            "TRL_EVAL_HINT", "INITIAL_RANGE", "initial_accuracy_value", "GIVEN_R0_MARK", "GIVEN_R0_KEY",
@@ -231,15 +232,6 @@ def _lines_skipped_note(skipped: list[tuple[str, str, float]], metric: str, null
     return "; ".join(parts) + ": " + "; ".join(why) + (f"; {fix}" if fix else "")
 
 
-def fit_needs(updates, B: float | None = None) -> tuple[int, int]:
-    """(distinct update counts > 0, free parameters) of a ScaleRL sigmoid fit to evals at ``updates`` (shape
-    (points,), any order): A and n_mid, B unless ``B`` is given, R0 unless an eval sits at update 0.
-    :class:`~gradprobe.forecast.curves.ReferenceCurve` refuses a curve with fewer such counts than free parameters
-    (each needs an update count > 0 to pin it)."""
-    n = np.asarray(updates, dtype=np.float64).ravel()
-    return int(np.unique(n[n > 0]).size), 2 + (B is None) + (not bool((n == 0).any()))
-
-
 def _null_lead(updates: list[float], null_updates: list[float], B: float | None, metric: str,
                fix: str) -> str | None:
     """The fix that leads a refusal for too few evals (the curve's ``eval_hint``) when the evals skipped for a
@@ -265,8 +257,7 @@ def _no_metric_lines(path: Path, metric: str) -> str:
         except json.JSONDecodeError:
             continue
         if isinstance(rec, dict) and rec.get("eval") is True:
-            keys |= {k for k, v in rec.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-                     and k not in ("update", "eval")}
+            keys |= {k for k, v in rec.items() if is_json_number(v) and k not in ("update", "eval")}
     if not keys:
         return (f"{path} has no eval lines ('\"eval\": true'): the run was not evaluated; {PLAN_EVAL_HINT}, or give "
                 "the curve of a run that was")

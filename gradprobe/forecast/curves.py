@@ -42,8 +42,8 @@ import pandas as pd
 from scipy.interpolate import PchipInterpolator
 
 from ..layout import METRICS_JSONL, RUNS_CSV
-from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_document, damaged, read_curve_file,
-                         write_curve)
+from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_document, damaged, is_json_number,
+                         read_curve_file, write_curve)
 from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
                         fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params)
 from .csv_cells import is_skipped_note
@@ -322,7 +322,7 @@ class ReferenceCurve(CurveSources):
         at_zero = set(self.points.loc[self.points["update"] == 0, "seed"])
         seeds = [str(x) for x in g["seeds"] if str(x) in at_zero]
         value, points = g.get("value"), g.get("points")
-        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (value, points))
+        numbers = is_json_number(value) and is_json_number(points)
         return {"value": float(value), "points": float(points), "seeds": seeds} if seeds and numbers else None
 
     def describe(self) -> str:

@@ -138,13 +138,14 @@ def start_notes(curve, batches: list[dict]) -> list[str]:
         if abs(gap) > bar:
             meas = f"{acc:.1f} points" + (f" (se {se:.1f}, {n_groups} groups)" if se is not None else "")
             scale = [x for x in curve.notes if "accuracy read as" in x]
+            given = getattr(curve, "given_r0", None)  # a curve without the attribute: R0 rests on no given value
             causes = ("no eval at update 0 (R0 extrapolated), " if no_start else "") + (
                 "another scale (" + "; ".join(scale) + "), " if scale else "another scale (fractions read as points), ")
             notes.insert(0, f"{CHECK_MARK}: the reference curve {curve.source or '(unnamed)'} starts at R0 = "
                          f"{r0:.1f} points, but this probe's held-out rollouts score {meas}: a gap of {gap:+.1f} "
                          f"points, beyond {bar:.0f} (on the shipped studies greedy R0 exceeds the probe's sampled "
-                         f"accuracy by 2-22 points).{_given_suspect(curve)} The curve may "
-                         f"{'also ' if _given(curve) else ''}have {causes}be of another task or model, or the batch "
+                         f"accuracy by 2-22 points).{_given_suspect(given)} The curve may "
+                         f"{'also ' if given else ''}have {causes}be of another task or model, or the batch "
                          "be broken; every accuracy and gain of this forecast is read off it")
     trunc = [b.get("batch", {}).get("truncation_rate") for b in batches]
     if any(isinstance(t, (int, float)) and t >= 1.0 for t in trunc):
@@ -153,18 +154,12 @@ def start_notes(curve, batches: list[dict]) -> list[str]:
     return notes
 
 
-def _given(curve) -> bool:
-    """Whether the curve's R0 rests on the ``initial_accuracy`` given (its ``given_r0``, a curve read from a TRL log
-    with ``gradprobe probe --initial-accuracy``; a curve without the attribute: no)."""
-    return getattr(curve, "given_r0", None) is not None
-
-
-def _given_suspect(curve) -> str:
-    """The CHECK THE CURVE note's first suspect when R0 rests on the ``initial_accuracy`` given: that value, in the
-    user's scale and in points (empty otherwise)."""
-    if not _given(curve):
+def _given_suspect(g: dict | None) -> str:
+    """The CHECK THE CURVE note's first suspect when R0 rests on the ``initial_accuracy`` given (``g``: the curve's
+    ``given_r0``, from a TRL log read with ``gradprobe probe --initial-accuracy``): that value, in the user's scale
+    and in points (empty when ``g`` is None)."""
+    if g is None:
         return ""
-    g = curve.given_r0
     return (f" First suspect: R0 is your --initial-accuracy {g['value']:g} (initial_accuracy; {g['points']:.1f} "
             "points), not an eval of the curve's file: check it (the initial policy's accuracy on the curve's eval, "
             "in the curve's scale).")
