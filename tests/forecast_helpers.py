@@ -1,6 +1,9 @@
-"""Synthetic reference curves and probe results with known parameters, for the forecast tests."""
+"""Synthetic reference curves, eval logs (TRL trainer states, metrics.jsonl) and probe results with known
+parameters, for the forecast tests."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 
@@ -43,3 +46,36 @@ def probe_result(per_group: dict, tokens: dict, *, budget_tokens=250_000, prompt
                        "update_group": None, "budget_tokens": budget_tokens, "lr": lr},
             "rewards": rewards, "reference": {"draw": draw, "norm": 1.0},
             "ledger": {"charged_generated_tokens": 1000, "flops": {"generation": 2.0e9}}}
+
+
+def eval_fraction(step) -> float:
+    """The accuracy of ``TRUE``'s curve at ``step`` updates, as a fraction (0-1), as eval logs write it."""
+    return float(scalerl_sigmoid(step, **TRUE)) / 100.0
+
+
+def _eval_value(step, nan_at, null_at):
+    return None if step in null_at else float("nan") if step in nan_at else eval_fraction(step)
+
+
+def trl_state(path, steps=EVALS, *, nan_at=(), null_at=(), extra=()):
+    """Write a TRL ``trainer_state.json`` at ``path``: per step a training line, then an eval entry whose
+    ``eval_accuracy`` is ``eval_fraction(step)``, NaN at the steps in ``nan_at``, JSON null at those in ``null_at``;
+    the entries of ``extra`` are appended to ``log_history``. Returns ``path``."""
+    hist = []
+    for s in steps:
+        hist.append({"step": s, "loss": 1.0, "learning_rate": 1e-5})
+        hist.append({"step": s, "eval_accuracy": _eval_value(s, nan_at, null_at), "eval_loss": 0.5})
+    path.write_text(json.dumps({"global_step": steps[-1], "log_history": hist + list(extra)}))
+    return path
+
+
+def metrics_log(path, updates=EVALS, *, nan_at=(), null_at=(), metric="greedy_accuracy"):
+    """Write a run's ``metrics.jsonl`` at ``path``: per update a training line, then an eval line whose ``metric`` is
+    ``eval_fraction(update)``, NaN at the updates in ``nan_at``, null at those in ``null_at``; eval line k (0-based)
+    is line 2 + 2k of the file. Returns ``path``."""
+    lines = []
+    for u in updates:
+        lines.append(json.dumps({"update": u, "loss": 0.3}))
+        lines.append(json.dumps({"eval": True, "update": u, metric: _eval_value(u, nan_at, null_at), "kl_init": 0.0}))
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -10,34 +10,12 @@ import json
 import numpy as np
 import pytest
 
-from forecast_helpers import TRUE, probe_result
-from gradprobe.forecast import forecast_rewards, format_forecast, load_reference_curve, scalerl_sigmoid
+from forecast_helpers import EVALS, eval_fraction, probe_result, trl_state
+from gradprobe.forecast import forecast_rewards, format_forecast, load_reference_curve
 from gradprobe.forecast.curves import CurveError, ReferenceCurve
 
-EVALS = (0, 2, 5, 10, 20, 40, 80, 160)
-
-
-def _acc(step):
-    return float(scalerl_sigmoid(step, **TRUE)) / 100.0
-
-
-def _state(path, steps=EVALS, nan_at=(), extra=None):
-    hist = []
-    for s in steps:
-        hist.append({"step": s, "loss": 1.0})
-        hist.append({"step": s, "eval_accuracy": float("nan") if s in nan_at else _acc(s), "eval_loss": 0.5})
-    path.write_text(json.dumps({"global_step": steps[-1], "log_history": hist, **(extra or {})}))
-    return path
-
-
-def test_trainer_state_nan_evals_are_skipped_and_named_by_step(tmp_path):
-    path = _state(tmp_path / "trainer_state.json", nan_at=(10, 40))
-    curve = load_reference_curve(path)
-    assert sorted(curve.points["update"]) == [0, 2, 5, 20, 80, 160]
-    assert curve.skipped_notes == [
-        f"2 eval(s) of {path} skipped for a NaN 'eval_accuracy' (step(s) 10, 40): a NaN is no eval (a diverged or "
-        "failed eval); rerun those evals to use them"]
-    assert curve.skipped_notes[0] in curve.notes
+# A trainer state's NaN evals skipped and named, and all of them NaN refused: parametrized with the null ones in
+# test_trl_null_and_stepless_evals.py.
 
 
 def test_trainer_state_infinite_eval_is_refused_naming_its_step(tmp_path):
@@ -50,7 +28,7 @@ def test_trainer_state_infinite_eval_is_refused_naming_its_step(tmp_path):
 
 
 def test_trainer_state_too_few_evals_gives_trl_advice_and_the_skipped_steps(tmp_path):
-    path = _state(tmp_path / "trainer_state.json", steps=(0, 10, 20, 30), nan_at=(20, 30))
+    path = trl_state(tmp_path / "trainer_state.json", steps=(0, 10, 20, 30), nan_at=(20, 30))
     with pytest.raises(CurveError) as info:
         load_reference_curve(path)
     msg = str(info.value)
@@ -62,21 +40,13 @@ def test_trainer_state_too_few_evals_gives_trl_advice_and_the_skipped_steps(tmp_
                         "eval (a diverged or failed eval); rerun those evals to use them")  # no CSV cells to fill
 
 
-def test_trainer_state_all_nan_is_refused_not_read_as_no_metric(tmp_path):
-    path = _state(tmp_path / "trainer_state.json", steps=(0, 10), nan_at=(0, 10))
-    with pytest.raises(CurveError, match=r"no eval of 'eval_accuracy' with a value in TRL trainer_state.json .*"
-                                         r"hold no value \(null or NaN\), so more frequent evals would not help; "
-                                         r"rerun those evals.*2 eval\(s\) of .* \(step\(s\) 0, 10\)"):
-        ReferenceCurve.from_trl_state(path)  # the evals exist: their values are missing, not the evals
-
-
 def test_a_gradprobe_curve_keeps_the_plan_advice(tmp_path):
     with pytest.raises(CurveError, match=r"evaluate more often \(e\.g\. `\[eval\] every_tokens` smaller"):
         ReferenceCurve(updates=[0, 5], accuracy=[30.0, 40.0])
 
 
 def test_trainer_state_under_another_name_is_read_by_its_log_history(tmp_path):
-    path = _state(tmp_path / "state.json")
+    path = trl_state(tmp_path / "state.json")
     curve = load_reference_curve(path)
     assert curve.source.startswith("TRL trainer_state.json of 1 run(s)")
     assert np.allclose(sorted(curve.points["update"]), EVALS)
@@ -95,7 +65,7 @@ def test_a_json_without_log_history_says_what_would_be_read(tmp_path):
 
 def test_csv_skipped_lines_reach_the_forecast_notes(tmp_path):
     path = tmp_path / "curve.csv"
-    rows = [f"{e},{_acc(e):.6f}" for e in EVALS] + ["15,", "30,nan"]
+    rows = [f"{e},{eval_fraction(e):.6f}" for e in EVALS] + ["15,", "30,nan"]
     path.write_text("update,accuracy\n" + "\n".join(rows) + "\n")
     curve = load_reference_curve(path)
     note = (f"2 line(s) of {path} skipped for an empty or NaN cell (line 10 column 'accuracy', line 11 column "

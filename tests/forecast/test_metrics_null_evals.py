@@ -10,11 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from forecast_helpers import TRUE, probe_result
-from gradprobe.forecast import forecast_rewards, format_forecast, load_reference_curve, scalerl_sigmoid
+from forecast_helpers import EVALS as UPDATES, eval_fraction, metrics_log, probe_result
+from gradprobe.forecast import forecast_rewards, format_forecast, load_reference_curve
 from gradprobe.forecast.curves import CurveError, ReferenceCurve
 
-UPDATES = (0, 2, 5, 10, 20, 40, 80, 160)
 NULL_WHY = ("`gradprobe train` writes null for an accuracy it did not measure at that eval (e.g. sampled_accuracy "
             "between the first and the last eval under [eval] sampled_at = \"ends\"; a failed eval may log one too)")
 GREEDY_FIX = "to use them, rerun those evals, or give the curve of a run that measured 'greedy_accuracy' at every eval"
@@ -23,24 +22,8 @@ SAMPLED_FIX = ("to use them, read greedy_accuracy instead (--reference-curve-met
                "sampled_at = \"all\")")
 
 
-def _acc(update):
-    return float(scalerl_sigmoid(update, **TRUE)) / 100.0
-
-
-def _metrics(path, updates=UPDATES, *, null_at=(), nan_at=(), metric="greedy_accuracy"):
-    """A run's metrics.jsonl: a training line, then an eval line per update (``null`` / NaN at the updates given);
-    eval line k (0-based) is line 2 + 2k of the file."""
-    lines = []
-    for u in updates:
-        lines.append(json.dumps({"update": u, "loss": 0.3}))
-        value = None if u in null_at else float("nan") if u in nan_at else _acc(u)
-        lines.append(json.dumps({"eval": True, "update": u, metric: value, "kl_init": 0.0}))
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def test_null_eval_lines_are_skipped_and_named_in_the_notes(tmp_path):
-    path = _metrics(tmp_path / "metrics.jsonl", null_at=(10, 40))
+    path = metrics_log(tmp_path / "metrics.jsonl", null_at=(10, 40))
     curve = load_reference_curve(path)
     assert sorted(curve.points["update"]) == [0, 2, 5, 20, 80, 160]
     assert curve.skipped_notes == [
@@ -48,14 +31,14 @@ def test_null_eval_lines_are_skipped_and_named_in_the_notes(tmp_path):
 
 
 def test_nan_and_null_lines_are_named_apart_in_one_note_and_a_nan_alone_reads_as_before(tmp_path):
-    path = _metrics(tmp_path / "metrics.jsonl", null_at=(10,), nan_at=(20, 40))
+    path = metrics_log(tmp_path / "metrics.jsonl", null_at=(10,), nan_at=(20, 40))
     curve = ReferenceCurve.from_metrics(path)
     assert sorted(curve.points["update"]) == [0, 2, 5, 80, 160]
     assert curve.skipped_notes == [
         f"2 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:10, {path}:12); 1 eval line(s) skipped for a "
         f"null 'greedy_accuracy' ({path}:8): a NaN is no eval (a diverged or failed eval); {NULL_WHY}; rerun the "
         f"NaN evals to use them; for the null ones, {GREEDY_FIX}"]
-    _metrics(path, nan_at=(20,))
+    metrics_log(path, nan_at=(20,))
     assert ReferenceCurve.from_metrics(path).skipped_notes == [
         f"1 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:10): a NaN is no eval (a diverged or failed "
         "eval); rerun those evals to use them"]
@@ -64,8 +47,8 @@ def test_nan_and_null_lines_are_named_apart_in_one_note_and_a_nan_alone_reads_as
 def test_null_lines_of_several_runs_are_counted_past_the_five_shown(tmp_path):
     for run in ("a", "b"):
         (tmp_path / run).mkdir()
-    a = _metrics(tmp_path / "a" / "metrics.jsonl", null_at=(2, 5, 10))
-    b = _metrics(tmp_path / "b" / "metrics.jsonl", null_at=(5, 10, 20))
+    a = metrics_log(tmp_path / "a" / "metrics.jsonl", null_at=(2, 5, 10))
+    b = metrics_log(tmp_path / "b" / "metrics.jsonl", null_at=(5, 10, 20))
     curve = ReferenceCurve.from_metrics([a, b])
     assert len(curve.points) == 2 * len(UPDATES) - 6
     assert curve.skipped_notes == [
@@ -87,8 +70,8 @@ def test_sampled_accuracy_measured_only_at_the_ends_is_refused_leading_with_the_
     too few evals leads with the null lines' fix (greedy_accuracy, or sampled_at = "all"), not with "evaluate more
     often", and names the lines after it without repeating the fix."""
     path = tmp_path / "metrics.jsonl"
-    path.write_text("".join(json.dumps({"eval": True, "update": u, "greedy_accuracy": _acc(u),
-                                        "sampled_accuracy": _acc(u) - 0.1 if u in (0, 160) else None}) + "\n"
+    path.write_text("".join(json.dumps({"eval": True, "update": u, "greedy_accuracy": eval_fraction(u),
+                                        "sampled_accuracy": eval_fraction(u) - 0.1 if u in (0, 160) else None}) + "\n"
                             for u in UPDATES))
     with pytest.raises(CurveError) as info:
         load_reference_curve(path, metric="sampled_accuracy")
@@ -102,7 +85,7 @@ def test_sampled_accuracy_measured_only_at_the_ends_is_refused_leading_with_the_
 def test_null_lines_that_leave_too_few_evals_of_another_metric_lead_with_rerunning_them(tmp_path):
     """Nulls of greedy_accuracy at 3 of 4 update counts > 0 (a NaN at another one keeps its own fix in the note);
     nulls at too few update counts to matter keep "evaluate more often" first and the note's fix."""
-    path = _metrics(tmp_path / "metrics.jsonl", updates=(0, 5, 10, 20, 40), null_at=(5, 10, 20), nan_at=(40,))
+    path = metrics_log(tmp_path / "metrics.jsonl", updates=(0, 5, 10, 20, 40), null_at=(5, 10, 20), nan_at=(40,))
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_metrics(path)
     assert str(info.value) == (
@@ -110,7 +93,7 @@ def test_null_lines_that_leave_too_few_evals_of_another_metric_lead_with_rerunni
         + f"; 1 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:10); 3 eval line(s) skipped for a null "
         f"'greedy_accuracy' ({path}:4, {path}:6, {path}:8): a NaN is no eval (a diverged or failed eval); "
         f"{NULL_WHY}; rerun the NaN evals to use them")
-    _metrics(path, updates=(0, 5, 10), null_at=(10,))  # with a value at 10, 2 update counts > 0 are still too few
+    metrics_log(path, updates=(0, 5, 10), null_at=(10,))  # with a value at 10, 2 update counts > 0 are still too few
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_metrics(path)
     assert str(info.value) == (
@@ -119,7 +102,7 @@ def test_null_lines_that_leave_too_few_evals_of_another_metric_lead_with_rerunni
 
 
 def test_all_null_lines_are_refused_as_no_value_not_as_no_metric(tmp_path):
-    path = _metrics(tmp_path / "metrics.jsonl", updates=(0, 10), null_at=(0, 10))
+    path = metrics_log(tmp_path / "metrics.jsonl", updates=(0, 10), null_at=(0, 10))
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_metrics(path)
     assert str(info.value) == (
@@ -128,7 +111,7 @@ def test_all_null_lines_are_refused_as_no_value_not_as_no_metric(tmp_path):
 
 
 def test_a_null_eval_line_without_an_update_is_refused_and_lines_without_the_metric_are_passed_over(tmp_path):
-    path = _metrics(tmp_path / "metrics.jsonl")
+    path = metrics_log(tmp_path / "metrics.jsonl")
     with path.open("a") as f:
         f.write(json.dumps({"eval": True, "sampled_accuracy": 0.5}) + "\n")  # not an eval of greedy_accuracy
     curve = ReferenceCurve.from_metrics(path)
@@ -143,7 +126,7 @@ def test_a_null_eval_line_without_an_update_is_refused_and_lines_without_the_met
 
 
 def test_the_null_note_reaches_the_printed_forecast(tmp_path):
-    path = _metrics(tmp_path / "metrics.jsonl", null_at=(40,))
+    path = metrics_log(tmp_path / "metrics.jsonl", null_at=(40,))
     curve = load_reference_curve(path)
     rng = np.random.default_rng(0)
     fr = forecast_rewards(curve, probe_result({"outcome": rng.normal(1.0, 0.3, 16)}, {"outcome": 4000.0}))

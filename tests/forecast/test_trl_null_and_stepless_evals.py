@@ -12,40 +12,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from forecast_helpers import TRUE, probe_result
-from gradprobe.forecast import forecast_rewards, format_forecast, load_reference_curve, scalerl_sigmoid
+from forecast_helpers import EVALS, TRUE, eval_fraction, metrics_log, probe_result, trl_state
+from gradprobe.forecast import forecast_rewards, format_forecast, load_reference_curve
 from gradprobe.forecast.curves import CurveError, ReferenceCurve
 
-EVALS = (0, 2, 5, 10, 20, 40, 80, 160)
 STUDY = Path(__file__).resolve().parents[2] / "data" / "study_tiny"
+NULL_WHY = "a null is no eval (a failed or skipped eval, logged without a value)"
+NAN_WHY = "a NaN is no eval (a diverged or failed eval)"
 
 
-def _acc(step):
-    return float(scalerl_sigmoid(step, **TRUE)) / 100.0
-
-
-def _state(path, steps=EVALS, *, null_at=(), nan_at=(), extra=()):
-    """A trainer state: a training line and an eval entry per step (``None`` / NaN at the steps given)."""
-    hist = []
-    for s in steps:
-        hist.append({"step": s, "loss": 1.0, "learning_rate": 1e-5})
-        value = None if s in null_at else float("nan") if s in nan_at else _acc(s)
-        hist.append({"step": s, "eval_accuracy": value, "eval_loss": 0.5})
-    path.write_text(json.dumps({"global_step": steps[-1], "log_history": hist + list(extra)}))
-    return path
-
-
-def test_null_evals_are_skipped_and_named_by_step_in_the_notes(tmp_path):
-    path = _state(tmp_path / "trainer_state.json", null_at=(10, 40))
+@pytest.mark.parametrize("kind, why", [("null", NULL_WHY), ("NaN", NAN_WHY)])
+def test_null_or_nan_evals_are_skipped_and_named_by_step_in_the_notes(tmp_path, kind, why):
+    path = trl_state(tmp_path / "trainer_state.json", **{f"{kind.lower()}_at": (10, 40)})
     curve = load_reference_curve(path)
     assert sorted(curve.points["update"]) == [0, 2, 5, 20, 80, 160]
     assert curve.skipped_notes == [
-        f"2 eval(s) of {path} skipped for a null 'eval_accuracy' (step(s) 10, 40): a null is no eval (a failed or "
-        "skipped eval, logged without a value); rerun those evals to use them"]
+        f"2 eval(s) of {path} skipped for a {kind} 'eval_accuracy' (step(s) 10, 40): {why}; rerun those evals to "
+        "use them"]
+    assert curve.skipped_notes[0] in curve.notes
 
 
 def test_null_and_nan_evals_are_named_apart_in_one_note(tmp_path):
-    path = _state(tmp_path / "trainer_state.json", null_at=(10,), nan_at=(20, 40))
+    path = trl_state(tmp_path / "trainer_state.json", null_at=(10,), nan_at=(20, 40))
     curve = load_reference_curve(path)
     assert sorted(curve.points["update"]) == [0, 2, 5, 80, 160]
     assert curve.skipped_notes == [
@@ -55,7 +43,7 @@ def test_null_and_nan_evals_are_named_apart_in_one_note(tmp_path):
 
 
 def test_the_null_note_reaches_the_printed_forecast(tmp_path):
-    path = _state(tmp_path / "trainer_state.json", null_at=(40,))
+    path = trl_state(tmp_path / "trainer_state.json", null_at=(40,))
     curve = load_reference_curve(path)
     rng = np.random.default_rng(0)
     fr = forecast_rewards(curve, probe_result({"outcome": rng.normal(1.0, 0.3, 16)}, {"outcome": 4000.0}))
@@ -65,7 +53,7 @@ def test_the_null_note_reaches_the_printed_forecast(tmp_path):
 
 
 def test_null_evals_are_named_in_a_refusal_for_too_few_evals(tmp_path):
-    path = _state(tmp_path / "trainer_state.json", steps=(0, 10, 20, 30), null_at=(20, 30))
+    path = trl_state(tmp_path / "trainer_state.json", steps=(0, 10, 20, 30), null_at=(20, 30))
     with pytest.raises(CurveError) as info:
         load_reference_curve(path)
     assert str(info.value).endswith(
@@ -73,14 +61,17 @@ def test_null_evals_are_named_in_a_refusal_for_too_few_evals(tmp_path):
         "skipped eval, logged without a value); rerun those evals to use them")
 
 
-def test_all_null_evals_are_refused_as_no_value_not_as_no_metric(tmp_path):
-    path = _state(tmp_path / "trainer_state.json", steps=(0, 10), null_at=(0, 10))
+@pytest.mark.parametrize("kind, why", [("null", NULL_WHY), ("NaN", NAN_WHY)])
+def test_all_null_or_nan_evals_are_refused_as_no_value_not_as_no_metric(tmp_path, kind, why):
+    """The evals exist: their values are missing, not the evals."""
+    path = trl_state(tmp_path / "trainer_state.json", steps=(0, 10), **{f"{kind.lower()}_at": (0, 10)})
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_trl_state(path)
-    msg = str(info.value)
-    assert msg.startswith(f"no eval of 'eval_accuracy' with a value in TRL trainer_state.json of 1 run(s) ({path})")
-    assert msg.endswith("2 eval(s) of " + str(path) + " skipped for a null 'eval_accuracy' (step(s) 0, 10): a null "
-                        "is no eval (a failed or skipped eval, logged without a value); rerun those evals to use them")
+    assert str(info.value) == (
+        f"no eval of 'eval_accuracy' with a value in TRL trainer_state.json of 1 run(s) ({path}): its evals of "
+        "'eval_accuracy' hold no value (null or NaN), so more frequent evals would not help; rerun those evals, or "
+        f"name another eval key (--reference-curve-metric KEY); 2 eval(s) of {path} skipped for a {kind} "
+        f"'eval_accuracy' (step(s) 0, 10): {why}; rerun those evals to use them")
 
 
 @pytest.mark.parametrize("value", [0.7, None])
@@ -88,13 +79,13 @@ def test_an_entry_with_the_metric_but_no_step_is_refused_naming_it(tmp_path, val
     """Entries without the metric (training lines, a step-less summary, an eval of another key) stay passed over;
     one holding it (a value or null) without a step cannot be placed on the curve."""
     passed_over = [{"train_runtime": 12.0, "total_flos": 0.0}, {"step": 170, "eval_loss": 0.4}]
-    path = _state(tmp_path / "trainer_state.json", extra=[*passed_over, {"eval_accuracy": value, "epoch": 3.0}])
+    path = trl_state(tmp_path / "trainer_state.json", extra=[*passed_over, {"eval_accuracy": value, "epoch": 3.0}])
     with pytest.raises(CurveError) as info:
         load_reference_curve(path)
     assert str(info.value) == (
         f"{path}: log_history[18] holds 'eval_accuracy' but no 'step', so that eval cannot be placed on the curve's "
         "update axis; add the optimizer step it was evaluated at (\"step\": N) or delete that entry")
-    _state(path, extra=passed_over)  # the entry deleted: read, without a note on the lines passed over
+    trl_state(path, extra=passed_over)  # the entry deleted: read, without a note on the lines passed over
     curve = load_reference_curve(path)
     assert sorted(curve.points["update"]) == list(EVALS) and curve.skipped_notes == []
 
@@ -105,7 +96,7 @@ def test_an_entry_with_the_metric_but_no_step_is_refused_naming_it(tmp_path, val
 def test_an_initial_accuracy_that_is_no_finite_number_is_refused(tmp_path, value, shown):
     """A string or a bool only Python can pass (the message names the keyword); a non-finite value the command
     line can too (it names both)."""
-    path = _state(tmp_path / "trainer_state.json", steps=EVALS[1:])
+    path = trl_state(tmp_path / "trainer_state.json", steps=EVALS[1:])
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_trl_state(path, initial_accuracy=value)
     assert str(info.value) == (f"initial_accuracy {shown}: give the initial policy's accuracy on the curve's eval "
@@ -113,14 +104,14 @@ def test_an_initial_accuracy_that_is_no_finite_number_is_refused(tmp_path, value
 
 
 def test_a_files_own_step_0_eval_is_kept_over_initial_accuracy_and_noted(tmp_path):
-    own = _state(tmp_path / "a.json")
-    lacking = _state(tmp_path / "b.json", steps=EVALS[1:])
+    own = trl_state(tmp_path / "a.json")
+    lacking = trl_state(tmp_path / "b.json", steps=EVALS[1:])
     curve = ReferenceCurve.from_trl_state([own, lacking], initial_accuracy=0.5)
     at_zero = curve.points[curve.points["update"] == 0]
     assert sorted(at_zero["accuracy"].tolist()) == pytest.approx([50.0, TRUE["R0"]])  # b's given, a's own
     assert curve.skipped_notes == [
         f"initial_accuracy (--initial-accuracy) 0.5 skipped for 1 file(s) with their own eval at step 0, which is "
-        f"read instead: {own} ({_acc(0):g})"]
+        f"read instead: {own} ({eval_fraction(0):g})"]
     alone = ReferenceCurve.from_trl_state(lacking, initial_accuracy=0.5)  # no file has one: used, no note
     assert alone.params["R0"] == pytest.approx(50.0) and alone.skipped_notes == []
 
@@ -129,18 +120,19 @@ def test_a_fraction_given_for_a_curve_in_points_is_refused_under_auto(tmp_path):
     """Read as points, initial_accuracy 0.6 would make R0 0.6 points under evals of 60-85 (a seed's first eval is
     not judged by the mixed-scale check); a stated scale, a value in points, or a curve in fractions is read."""
     path = tmp_path / "trainer_state.json"
-    path.write_text(json.dumps({"log_history": [{"step": s, "eval_accuracy": 100 * _acc(s)} for s in EVALS[1:]]}))
+    points = [{"step": s, "eval_accuracy": 100 * eval_fraction(s)} for s in EVALS[1:]]
+    path.write_text(json.dumps({"log_history": points}))
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_trl_state(path, initial_accuracy=0.6)
     assert str(info.value) == (
         f"initial_accuracy (--initial-accuracy) 0.6 is on another scale than the evals of {path}, which are points "
-        f"(range {100 * _acc(2):.4g}-{100 * _acc(160):.4g}): as points it would be an R0 of 0.6; give it in points "
-        "(60), or state the scale with accuracy_scale='points' (--reference-curve-scale points) if it is points as "
-        "it stands")
+        f"(range {100 * eval_fraction(2):.4g}-{100 * eval_fraction(160):.4g}): as points it would be an R0 of 0.6; "
+        "give it in points (60), or state the scale with accuracy_scale='points' (--reference-curve-scale points) "
+        "if it is points as it stands")
     assert ReferenceCurve.from_trl_state(path, initial_accuracy=60).params["R0"] == pytest.approx(60.0)
     stated = ReferenceCurve.from_trl_state(path, initial_accuracy=0.6, accuracy_scale="points")
     assert stated.params["R0"] == pytest.approx(0.6)
-    fractions = ReferenceCurve.from_trl_state(_state(tmp_path / "f.json", steps=EVALS[1:]), initial_accuracy=0.6)
+    fractions = ReferenceCurve.from_trl_state(trl_state(tmp_path / "f.json", steps=EVALS[1:]), initial_accuracy=0.6)
     assert fractions.params["R0"] == pytest.approx(60.0)
 
 
@@ -152,14 +144,13 @@ def test_load_reference_curve_takes_initial_accuracy_for_a_trl_state_only(tmp_pa
     refused naming what it was read as; a missing path keeps its own refusal."""
     folder = tmp_path / "ckpt"
     folder.mkdir()
-    state = _state(folder / "trainer_state.json", steps=EVALS[1:])
-    renamed = _state(tmp_path / "state.json", steps=EVALS[1:])
+    state = trl_state(folder / "trainer_state.json", steps=EVALS[1:])
+    renamed = trl_state(tmp_path / "state.json", steps=EVALS[1:])
     csv = tmp_path / "curve.csv"
-    csv.write_text("update,accuracy\n" + "".join(f"{e},{_acc(e)}\n" for e in EVALS))
+    csv.write_text("update,accuracy\n" + "".join(f"{e},{eval_fraction(e)}\n" for e in EVALS))
     run = tmp_path / "run"
     run.mkdir()
-    (run / "metrics.jsonl").write_text("".join(json.dumps({"eval": True, "update": e, "greedy_accuracy": _acc(e)})
-                                               + "\n" for e in EVALS))
+    metrics_log(run / "metrics.jsonl")
     (run / "trainer_state.json").write_text(state.read_text())  # metrics.jsonl is read first
     load_reference_curve("default").save(tmp_path / "saved.json")
     spec = {"state": state, "folder": folder, "renamed": renamed, "csv": csv, "metrics": run, "study": STUDY,
