@@ -14,7 +14,8 @@ from ..config import LOSS_TYPE_NAMES, MAX_LR, MCConfig, SamplingConfig, precondi
 from ..tiers import TINY_FRONTIER_TASK
 
 __all__ = ["DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "BatchSettings", "ReferenceSettings",
-           "UpdateSettings", "BudgetSettings", "RunSettings", "GUIDANCE_FLAG", "guidance_setting", "guidance_dict"]
+           "UpdateSettings", "BudgetSettings", "RunSettings", "GUIDANCE_FLAG", "guidance_setting", "guidance_dict",
+           "split_loss_types"]
 
 #: The default job's task: the shipped tiny tier's frontier (:data:`gradprobe.tiers.TINY_FRONTIER_TASK`,
 #: chain sums of 3-4 one-digit terms), where its groups have mixed rewards.
@@ -34,6 +35,23 @@ def _loss_type_names(*names: str) -> tuple[str, ...]:
     from ..grpo.loss_types import LOSSES  # torch: deferred (module docstring)
 
     return tuple(LOSSES)
+
+
+def split_loss_types(text: str, what: str = "loss_types (--loss-types)",
+                     fix: str = "(e.g. bnpo,cispo), or omit the option for none", error=ValueError) -> tuple[str, ...]:
+    """The loss types of a comma-separated ``text`` (``"bnpo, cispo"`` -> ``("bnpo", "cispo")``; empty or blank:
+    none), for ``--loss-types`` and a plan's ``[probe] loss_types``.
+
+    Raises
+    ------
+    ValueError (or ``error``)
+        An empty item (``","``, ``"bnpo,"``, ``"bnpo,,cispo"``: a typo or an unset shell variable, not "no loss
+        type"): ``{what} 'TEXT' has an empty item; give loss types separated by single commas {fix}``.
+    """
+    items = tuple(x.strip() for x in text.split(",")) if text.strip() else ()
+    if "" in items:
+        raise error(f"{what} {text!r} has an empty item; give loss types separated by single commas {fix}")
+    return items
 
 
 @dataclass(frozen=True)
@@ -188,11 +206,7 @@ class UpdateSettings:
 
     def __post_init__(self):
         if isinstance(self.loss_types, str):  # "bnpo,cispo" (a plan's [probe] table, a caller) -> a tuple
-            items = tuple(x.strip() for x in self.loss_types.split(",")) if self.loss_types.strip() else ()
-            if "" in items:  # ",", "bnpo,", "bnpo,,cispo": a typo or an unset shell variable, not "no loss type"
-                raise ValueError(f"loss_types (--loss-types) {self.loss_types!r} has an empty item; give loss types "
-                                 "separated by single commas (e.g. bnpo,cispo), or omit the option for none")
-            object.__setattr__(self, "loss_types", items)
+            object.__setattr__(self, "loss_types", split_loss_types(self.loss_types))
         object.__setattr__(self, "loss_types", tuple(self.loss_types))
         losses = _loss_type_names(self.loss_type, *self.loss_types)
         if self.loss_type not in losses:

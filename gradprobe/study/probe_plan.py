@@ -16,6 +16,7 @@ from pathlib import Path
 from ..layout import GUIDED_PROBES, PROBE_JSON
 from ..probe_keys import entry_key
 from ..probe_settings import SETTINGS, ProbeConfig
+from ..probe_settings.stages import split_loss_types
 from ..training.plan import Plan, PlanError
 
 __all__ = ["PROBE_DEFAULTS", "probe_settings", "check_probe_settings", "guided_probes", "pending_probes",
@@ -67,14 +68,8 @@ def probe_settings(plan: Plan, overrides: dict | None = None) -> dict:
         settings[key] = value
     settings["rewards"] = tuple(settings["rewards"])
     given = settings.get("loss_types") or ()
-    if isinstance(given, str):
-        items = [x.strip() for x in given.split(",")]
-        if given.strip() and not all(items):  # "," or "bnpo," was read as fewer loss types, silently
-            raise PlanError(f"[probe] loss_types {given!r} has an empty item; give loss types separated by single "
-                            "commas (e.g. \"bnpo,cispo\") or a list ([\"bnpo\", \"cispo\"]), or leave it out for none")
-        given = tuple(x for x in items if x)
-    else:
-        given = tuple(given)
+    given = split_loss_types(given, "[probe] loss_types", "(e.g. \"bnpo,cispo\") or a list ([\"bnpo\", \"cispo\"]), "
+                             "or leave it out for none", PlanError) if isinstance(given, str) else tuple(given)
     arm_losses = [_arm_loss_type(plan, a) for a in plan.arms.values()]
     settings["loss_types"] = tuple(x for x in dict.fromkeys((*given, *arm_losses)) if x != settings["loss_type"])
     return settings
