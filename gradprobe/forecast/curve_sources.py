@@ -199,19 +199,19 @@ def _train_null_fix(metric: str) -> str:
     """The fix of a ``metrics.jsonl``'s null evals of ``metric``: for ``sampled_accuracy`` (null by schedule under
     ``sampled_at = "ends"``) the greedy accuracy or a run sampled at every eval, else a run that measured it
     (``"read greedy_accuracy instead (...), or ..."``: :func:`_lines_skipped_note` puts ``"to use them, "``
-    before it, :func:`_null_lead` a refusal's lead)."""
+    before it, :func:`_skipped_lead` a refusal's lead)."""
     if metric == "sampled_accuracy":
         return ("read greedy_accuracy instead (--reference-curve-metric greedy_accuracy; metric='greedy_accuracy'), "
                 "or the curve of a run with sampled accuracy at every eval ([eval] sampled_at = \"all\")")
     return f"rerun those evals, or give the curve of a run that measured {metric!r} at every eval"
 
 
-def _lines_skipped_note(skipped: list[tuple[str, str, float]], metric: str, null_fix: bool = True) -> str | None:
+def _lines_skipped_note(skipped: list[tuple[str, str, float]], metric: str, led: tuple[str, ...] = ()) -> str | None:
     """The note naming the NaN and null eval lines :func:`_eval_lines` skipped, per kind, by ``PATH:LINE`` (None:
     none): a NaN as the TRL reader says it (:data:`_SKIPPED_WHY`), a null as what ``gradprobe train`` writes for
-    an accuracy it did not measure (:data:`_TRAIN_NULL_WHY`), each with its fix (:func:`_train_null_fix`; the
-    null one left out with ``null_fix=False``, for a refusal whose lead names it: :func:`_null_lead`)."""
-    parts, why, fixes = [], [], []
+    an accuracy it did not measure (:data:`_TRAIN_NULL_WHY`), each with its fix (:func:`_train_null_fix`; the fix
+    of the kinds in ``led`` left out, for a refusal whose lead names it: :func:`_skipped_lead`)."""
+    parts, why, kinds = [], [], []
     for kind in ("NaN", "null"):
         places = [at for at, k, _ in skipped if k == kind]
         if places:
@@ -219,32 +219,77 @@ def _lines_skipped_note(skipped: list[tuple[str, str, float]], metric: str, null
             parts.append(f"{len(places)} eval line(s){SKIPPED_MARK}a {kind} {metric!r} "
                          f"({', '.join(places[:_SHOWN_STEPS])}{more})")
             why.append(_SKIPPED_WHY["NaN"] if kind == "NaN" else _TRAIN_NULL_WHY)
-            fixes.append(kind)
+            kinds.append(kind)
     if not parts:
         return None
-    null = f"to use them, {_train_null_fix(metric)}" if null_fix else ""
-    if fixes == ["NaN"]:
-        fix = "rerun those evals to use them"
-    elif fixes == ["null"]:
-        fix = null
-    else:
-        fix = "rerun the NaN evals to use them" + (f"; for the null ones, {null}" if null else "")
-    return "; ".join(parts) + ": " + "; ".join(why) + (f"; {fix}" if fix else "")
+    fixes = []
+    if "NaN" in kinds and "NaN" not in led:
+        fixes.append("rerun those evals to use them" if kinds == ["NaN"] else "rerun the NaN evals to use them")
+    if "null" in kinds and "null" not in led:
+        fixes.append(("for the null ones, " if "NaN" in kinds else "") + f"to use them, {_train_null_fix(metric)}")
+    return "; ".join(parts) + ": " + "; ".join(why + fixes)
 
 
-def _null_lead(updates: list[float], null_updates: list[float], B: float | None, metric: str,
-               fix: str) -> str | None:
-    """The fix that leads a refusal for too few evals (the curve's ``eval_hint``) when the evals skipped for a
-    null ``metric`` are what leaves too few: the evals with a value (at ``updates``) do not pin the fit's free
-    parameters and, with values at ``null_updates`` too, they would (:func:`fit_needs`), so the evals exist and
-    evaluating more often is not the fix; ``fix`` is. None otherwise (the reader's own hint stands)."""
+#: The fix of NaN evals (:data:`_SKIPPED_WHY`: a diverged or failed eval) in a refusal's lead (:func:`_skipped_fix`).
+_NAN_FIX = "rerun those evals (if the run diverged there, look at why first)"
+_RERUN = "rerun those evals"  # how a null fix that reruns them begins (said once beside _NAN_FIX)
+
+
+def _skipped_fix(kinds: list[str], null_fix: str) -> str:
+    """The fix of the evals skipped for the ``kinds`` (``"NaN"``, ``"null"``) of a refusal's lead: ``null_fix`` (the
+    reader's: :func:`_train_null_fix`, or rerun / name another key for TRL), :data:`_NAN_FIX`, or both, said once
+    where both begin with rerunning."""
+    if kinds == ["null"]:
+        return null_fix
+    if kinds == ["NaN"]:
+        return _NAN_FIX
+    if null_fix.startswith(_RERUN):
+        return _NAN_FIX + null_fix[len(_RERUN):]
+    return f"for the NaN ones, {_NAN_FIX}; for the null ones, {null_fix}"
+
+
+def _lead_kinds(updates: list[float], skipped: list[tuple[str, float]], B: float | None) -> list[str]:
+    """The kinds (``"NaN"``, ``"null"``) of the skipped evals (``skipped``: (kind, update)) that leave too few evals:
+    the evals with a value (at ``updates``) do not pin the fit's free parameters and, with values at the skipped
+    ones' updates too, they would (:func:`fit_needs`). One kind when it alone would pin the fit and the other would
+    not; both when each would, or only both together; [] when none would (evaluating more often is the fix)."""
     have, free = fit_needs(updates, B)
-    with_nulls, free_with_nulls = fit_needs(list(updates) + list(null_updates), B)
-    if have >= free or with_nulls < free_with_nulls:
-        return None
-    k = len(set(null_updates) - set(updates))
-    return (f"evals at {k} other update count(s) are in the file(s) but hold no value for {metric!r} (null), so "
-            f"evaluating more often would not help: {fix}")
+    if have >= free:
+        return []
+
+    def pins(kinds: set[str]) -> bool:
+        with_skipped, free_with_skipped = fit_needs(list(updates) + [u for k, u in skipped if k in kinds], B)
+        return with_skipped >= free_with_skipped
+
+    null, nan = pins({"null"}), pins({"NaN"})
+    if null != nan:
+        return ["null"] if null else ["NaN"]
+    return ["NaN", "null"] if null or pins({"NaN", "null"}) else []
+
+
+def _skipped_lead(updates: list[float], skipped: list[tuple[str, float]], B: float | None, metric: str,
+                  null_fix: str) -> tuple[str | None, tuple[str, ...]]:
+    """(the fix that leads a refusal for too few evals: the curve's ``eval_hint``, the kinds it names) when the evals
+    skipped for a NaN or null ``metric`` (``skipped``: (kind, update)) are what leaves too few (:func:`_lead_kinds`):
+    the evals exist, so evaluating more often is not the fix; rerunning them is (:func:`_skipped_fix`). The lead
+    counts the other update counts they sit at and, for NaN, the evals. (None, ()) otherwise (the reader's own
+    hint stands)."""
+    kinds = _lead_kinds(updates, skipped, B)
+    if not kinds:
+        return None, ()
+    k = len({u for kind, u in skipped if kind in kinds} - set(updates))
+    counts = [sum(x == kind for x, _ in skipped) for kind in kinds]
+    held = ("null" if kinds == ["null"] else f"NaN in {counts[0]} eval(s)" if kinds == ["NaN"]
+            else f"NaN in {counts[0]} eval(s), null in {counts[1]}")
+    return (f"evals at {k} other update count(s) are in the file(s) but hold no value for {metric!r} ({held}), so "
+            f"evaluating more often would not help: {_skipped_fix(kinds, null_fix)}"), tuple(kinds)
+
+
+def _no_value(metric: str, src: str, kinds: list[str], null_fix: str) -> str:
+    """The refusal of a curve none of whose evals of ``metric`` holds a value (each one ``kinds``: NaN, null or
+    both), with the fix (:func:`_skipped_fix`); the skipped evals' note (without the fix) follows it."""
+    return (f"no eval of {metric!r} with a value in {src}: its evals of {metric!r} hold no value "
+            f"({' or '.join(kinds)}), so more frequent evals would not help; {_skipped_fix(kinds, null_fix)}")
 
 
 def _no_metric_lines(path: Path, metric: str) -> str:
@@ -339,13 +384,17 @@ def _no_trl_metric(path: Path, hist: list, metric: str) -> str:
             "(ReferenceCurve.from_trl_state / load_reference_curve)")
 
 
+#: The fix of a TRL log's null evals in a refusal's lead (:func:`_skipped_fix`).
+_TRL_NULL_FIX = "rerun those evals, or name another eval key (--reference-curve-metric KEY)"
 #: Why a skipped TRL eval is no eval, by what its metric held (:func:`_trl_skipped_note`).
 _SKIPPED_WHY = {"NaN": "a NaN is no eval (a diverged or failed eval)",
                 "null": "a null is no eval (a failed or skipped eval, logged without a value)"}
 
 
-def _trl_skipped_note(skipped: dict[Path, list[tuple[float, str]]], metric: str) -> str | None:
-    """The note naming the NaN and null evals :func:`_trl_rows` skipped, per file and kind, by step (None: none)."""
+def _trl_skipped_note(skipped: dict[Path, list[tuple[float, str]]], metric: str,
+                      led: tuple[str, ...] = ()) -> str | None:
+    """The note naming the NaN and null evals :func:`_trl_rows` skipped, per file and kind, by step (None: none), with
+    the fix (rerun them) of the kinds not in ``led`` (a refusal whose lead names their fix: :func:`_skipped_lead`)."""
     parts, kinds = [], []
     for path, entries in skipped.items():
         for kind in ("NaN", "null"):
@@ -358,7 +407,10 @@ def _trl_skipped_note(skipped: dict[Path, list[tuple[float, str]]], metric: str)
                     kinds.append(kind)
     if not parts:
         return None
-    return "; ".join(parts) + ": " + "; ".join(_SKIPPED_WHY[k] for k in kinds) + "; rerun those evals to use them"
+    unled = [k for k in kinds if k not in led]
+    fix = ("" if not unled else "; rerun those evals to use them" if unled == kinds
+           else f"; rerun the {unled[0]} evals to use them")
+    return "; ".join(parts) + ": " + "; ".join(_SKIPPED_WHY[k] for k in kinds) + fix
 
 
 #: The range of ``initial_accuracy`` under each ``accuracy_scale`` (auto: either scale, the curve's own values
@@ -543,10 +595,11 @@ class CurveSources:
             A missing file, a file given twice, a line that is not JSON, an ``update`` or ``metric`` that is no
             number (a JSON string such as ``"0.676"`` or true/false included), a negative update or an infinite
             metric (each naming the line), an eval line without ``update`` (the message names the fix), a file
-            without eval lines carrying ``metric``, one update of a run
+            without eval lines carrying ``metric``, eval lines of ``metric`` that all hold null or NaN (the message
+            says which, and the fix: :func:`_no_value`), one update of a run
             with two different values (:func:`one_value_per_eval`), values that mix fractions and points
             (:func:`to_points`; the lines are named), too few evals (the fix named: evaluate more often, or, when
-            the null lines are what leaves too few, their fix first: :func:`_null_lead`). Eval lines whose
+            the null or NaN lines are what leaves too few, their fix first: :func:`_skipped_lead`). Eval lines whose
             ``metric`` is NaN or JSON ``null`` (not measured there, or a failed eval) are skipped and named, in the
             curve's ``notes`` and in any refusal, with the fix (:func:`_lines_skipped_note`: for a
             ``sampled_accuracy`` that ``gradprobe train`` left null by its ``sampled_at = "ends"`` schedule,
@@ -573,19 +626,21 @@ class CurveSources:
                 where.append(at)
         src = f"metrics.jsonl of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
         skipped = _lines_skipped_note(no_value, metric)
-        lead = _null_lead(n, [u for _, k, u in no_value if k == "null"], B, metric, _train_null_fix(metric))
+        if not n:  # every eval of the metric null or NaN: the evals exist, their values do not
+            kinds = [kind for kind in ("NaN", "null") if any(k == kind for _, k, _ in no_value)]
+            raise with_skipped(CurveError(_no_value(metric, src, kinds, _train_null_fix(metric))),
+                               _lines_skipped_note(no_value, metric, led=tuple(kinds)), fix=None)
+        lead, led = _skipped_lead(n, [(k, u) for _, k, u in no_value], B, metric, _train_null_fix(metric))
         try:
-            if not n:
-                raise CurveError(f"no eval of {metric!r} with a value in {src}")
             keep, copies = one_value_per_eval(n, y, seeds, where, src)
             n, y, seeds, where = ([x for x, k in zip(col, keep) if k] for col in (n, y, seeds, where))
             acc, note = to_points(np.array(y), accuracy_scale, f"metrics {metric}", where, updates=n, seeds=seeds)
             return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
                        notes=[note] + [x for x in (skipped, copies) if x], n_replicates=n_replicates,
-                       eval_hint=lead or PLAN_EVAL_HINT)  # the null lines' fix when they leave too few evals
+                       eval_hint=lead or PLAN_EVAL_HINT)  # the skipped lines' fix when they leave too few evals
         except CurveError as e:
-            if lead and lead in str(e):  # the refusal for too few evals leads with the null lines' fix: once
-                skipped = _lines_skipped_note(no_value, metric, null_fix=False)
+            if lead and lead in str(e):  # the refusal for too few evals leads with the skipped lines' fix: once
+                skipped = _lines_skipped_note(no_value, metric, led=led)
             raise with_skipped(e, skipped, fix=None) from None
 
     @classmethod
@@ -687,13 +742,13 @@ class CurveSources:
             an ``initial_accuracy`` that is no finite number or outside the scale's range
             (:func:`initial_accuracy_value`; or, under ``accuracy_scale="auto"``, one in (0, 1] beside evals in
             points, or one above 1 beside evals in fractions: :func:`_check_initial_scale`), no eval of ``metric``
-            with a value (all null or NaN: the message says to rerun them), one step with two different values
-            (:func:`one_value_per_eval`:
+            with a value (all null or NaN: the message says which, and to rerun them: :func:`_no_value`), one step
+            with two different values (:func:`one_value_per_eval`:
             e.g. a ``trainer.evaluate()`` after training at the last eval's step with sampled evals; keep one),
             values that mix fractions and points (:func:`to_points`; the entries are named), too few evals (the
             fix named is TRL's ``eval_strategy`` / ``eval_steps`` / ``eval_on_start``, and ``initial_accuracy``
-            when it was not given; when the null evals are what leaves too few, rerunning them instead:
-            :func:`_null_lead`). Entries whose ``metric`` is NaN or ``null`` (a failed or skipped eval) are skipped,
+            when it was not given; when the null or NaN evals are what leaves too few, rerunning them instead:
+            :func:`_skipped_lead`). Entries whose ``metric`` is NaN or ``null`` (a failed or skipped eval) are skipped,
             as a CSV's empty or NaN cells, and named by their steps: in the curve's ``notes`` (printed under the
             forecast), and in any refusal. Entries without ``metric`` (training lines) are passed over.
         """
@@ -705,15 +760,14 @@ class CurveSources:
         initial_accuracy = initial_accuracy_value(initial_accuracy, accuracy_scale)
         n, y, seeds, where, rows_of, nan_steps = _trl_points(paths, metric, initial_accuracy)
         skipped = _trl_skipped_note(nan_steps, metric)
-        lead = _null_lead(n, [s for e in nan_steps.values() for s, k in e if k == "null"], B, metric,
-                          "rerun those evals, or name another eval key (--reference-curve-metric KEY)")
+        no_value = [(k, s) for e in nan_steps.values() for s, k in e]
+        lead, led = _skipped_lead(n, no_value, B, metric, _TRL_NULL_FIX)
         files = _named_files(paths)
         src = f"TRL trainer_state.json of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
         if all(at == _GIVEN for at in where):  # every eval of the metric null or NaN (the value given is none)
-            raise with_skipped(CurveError(
-                f"no eval of {metric!r} with a value in {src}: its evals of {metric!r} hold no value (null or NaN), "
-                "so more frequent evals would not help; rerun those evals, or name another eval key "
-                "(--reference-curve-metric KEY)"), skipped, fix=None)
+            kinds = [kind for kind in ("NaN", "null") if any(k == kind for k, _ in no_value)]
+            raise with_skipped(CurveError(_no_value(metric, src, kinds, _TRL_NULL_FIX)),
+                               _trl_skipped_note(nan_steps, metric, led=tuple(kinds)), fix=None)
         try:
             keep, copies = one_value_per_eval(n, y, seeds, where, src, hint=(
                 "if both are evals of the same policy (a trainer.evaluate() after training, at the last eval's "
@@ -727,9 +781,11 @@ class CurveSources:
             unused = _unused_initial_accuracy(initial_accuracy, rows_of)
             return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
                        notes=[note] + [x for x in (given_note, skipped, copies, unused) if x],
-                       n_replicates=n_replicates,  # too few evals: null evals, or TRL's settings, not a plan's
+                       n_replicates=n_replicates,  # too few evals: null or NaN evals, or TRL's settings, not a plan's
                        eval_hint=lead or (TRL_EVAL_HINT if initial_accuracy is None else _TRL_MORE_EVALS))
         except CurveError as e:
+            if lead and lead in str(e):  # the refusal for too few evals leads with the skipped evals' fix: once
+                skipped = _trl_skipped_note(nan_steps, metric, led=led)
             raise with_skipped(e, skipped, fix=None) from None
 
 

@@ -95,7 +95,7 @@ class ReferenceCurve(CurveSources):
     eval_hint : str
         The fix named when there are too few evals (default: a gradprobe plan's ``[eval]``; a TRL trainer
         state passes TRL's settings, :data:`~gradprobe.forecast.curve_sources.TRL_EVAL_HINT`; either reader, when
-        the evals it skipped for a null value are what leaves too few, that those evals hold no value and the
+        the evals it skipped for a null or NaN value are what leaves too few, that those evals hold no value and the
         fix for them instead of evaluating more often).
 
     Attributes

@@ -33,11 +33,11 @@ def test_trainer_state_too_few_evals_gives_trl_advice_and_the_skipped_steps(tmp_
         load_reference_curve(path)
     msg = str(info.value)
     assert msg.startswith("the curve has evals at 1 distinct update count(s) > 0 and the fit has 3 free parameters")
-    assert ('evaluate more often: in TRL\'s TrainingArguments (GRPOConfig) set eval_strategy="steps" with a smaller '
-            "eval_steps, and eval_on_start=True for the eval at step 0") in msg
-    assert "[eval] every_tokens" not in msg
-    assert msg.endswith(f"; 2 eval(s) of {path} skipped for a NaN 'eval_accuracy' (step(s) 20, 30): a NaN is no "
-                        "eval (a diverged or failed eval); rerun those evals to use them")  # no CSV cells to fill
+    assert "eval_steps" not in msg and "[eval] every_tokens" not in msg  # with the NaN evals' values it would fit
+    assert msg.endswith("; evals at 2 other update count(s) are in the file(s) but hold no value for 'eval_accuracy' "
+                        "(NaN in 2 eval(s)), so evaluating more often would not help: rerun those evals (if the run "
+                        f"diverged there, look at why first); 2 eval(s) of {path} skipped for a NaN 'eval_accuracy' "
+                        "(step(s) 20, 30): a NaN is no eval (a diverged or failed eval)")  # no CSV cells to fill
 
 
 def test_a_gradprobe_curve_keeps_the_plan_advice(tmp_path):

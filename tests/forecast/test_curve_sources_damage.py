@@ -183,7 +183,8 @@ def test_metrics_jsonl_names_nan_negative_and_boolean_evals(tmp_path):
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_metrics(path)
     assert str(info.value).startswith("no eval of 'greedy_accuracy' with a value in metrics.jsonl of 1 run(s)")
-    assert str(info.value).endswith("rerun those evals to use them") and "fill those cells" not in str(info.value)
+    assert ("hold no value (NaN), so more frequent evals would not help; rerun those evals (if the run diverged "
+            "there, look at why first); " in str(info.value)) and "fill those cells" not in str(info.value)
 
 
 def test_a_csv_pandas_cannot_parse_is_one_line_and_an_upper_case_suffix_is_a_csv(tmp_path):

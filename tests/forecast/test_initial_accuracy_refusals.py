@@ -57,10 +57,9 @@ def test_a_trl_log_whose_evals_are_all_null_is_told_to_rerun_them(tmp_path, init
     path = _state(tmp_path / "trainer_state.json", {10: None, 20: None, 30: None, 40: None})
     assert _refusal(path, initial_accuracy=initial) == (
         f"no eval of 'eval_accuracy' with a value in TRL trainer_state.json of 1 run(s) ({path}): its evals of "
-        "'eval_accuracy' hold no value (null or NaN), so more frequent evals would not help; rerun those evals, or "
-        f"name another eval key (--reference-curve-metric KEY); 4 eval(s) of {path} skipped for a null "
-        "'eval_accuracy' (step(s) 10, 20, 30, 40): a null is no eval (a failed or skipped eval, logged without a "
-        "value); rerun those evals to use them")
+        "'eval_accuracy' hold no value (null), so more frequent evals would not help; rerun those evals, or name "
+        f"another eval key (--reference-curve-metric KEY); 4 eval(s) of {path} skipped for a null 'eval_accuracy' "
+        "(step(s) 10, 20, 30, 40): a null is no eval (a failed or skipped eval, logged without a value)")
 
 
 def test_sampled_accuracy_null_by_schedule_names_the_greedy_metric_as_the_fix(tmp_path):
@@ -92,7 +91,7 @@ def test_trl_null_evals_that_leave_too_few_lead_with_rerunning_them_not_with_eva
         "4 other update count(s) are in the file(s) but hold no value for 'eval_accuracy' (null), so evaluating more "
         "often would not help: rerun those evals, or name another eval key (--reference-curve-metric KEY); 4 eval(s) "
         f"of {path} skipped for a null 'eval_accuracy' (step(s) 30, 40, 50, 60): a null is no eval (a failed or "
-        "skipped eval, logged without a value); rerun those evals to use them")
+        "skipped eval, logged without a value)")
     few = _state(path, {10: 0.7, 20: 0.75, 30: None})  # even with its value, 3 update counts > 0 are too few
     assert "; evaluate more often: in TRL's TrainingArguments" in _refusal(few)
     assert "would not help" not in _refusal(few)

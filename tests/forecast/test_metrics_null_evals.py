@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from forecast_helpers import EVALS as UPDATES, eval_fraction, metrics_log, probe_result
+from forecast_helpers import EVALS as UPDATES, eval_fraction, metrics_log, probe_result, trl_state
 from gradprobe.forecast import forecast_rewards, format_forecast, load_reference_curve
 from gradprobe.forecast.curves import CurveError, ReferenceCurve
 
@@ -101,15 +101,6 @@ def test_null_lines_that_leave_too_few_evals_of_another_metric_lead_with_rerunni
         f"line(s) skipped for a null 'greedy_accuracy' ({path}:6): {NULL_WHY}; {GREEDY_FIX}")
 
 
-def test_all_null_lines_are_refused_as_no_value_not_as_no_metric(tmp_path):
-    path = metrics_log(tmp_path / "metrics.jsonl", updates=(0, 10), null_at=(0, 10))
-    with pytest.raises(CurveError) as info:
-        ReferenceCurve.from_metrics(path)
-    assert str(info.value) == (
-        f"no eval of 'greedy_accuracy' with a value in metrics.jsonl of 1 run(s) ({path}); 2 eval line(s) skipped "
-        f"for a null 'greedy_accuracy' ({path}:2, {path}:4): {NULL_WHY}; {GREEDY_FIX}")
-
-
 def test_a_null_eval_line_without_an_update_is_refused_and_lines_without_the_metric_are_passed_over(tmp_path):
     path = metrics_log(tmp_path / "metrics.jsonl")
     with path.open("a") as f:
@@ -125,10 +116,19 @@ def test_a_null_eval_line_without_an_update_is_refused_and_lines_without_the_met
                                "or delete that line")
 
 
-def test_the_null_note_reaches_the_printed_forecast(tmp_path):
-    path = metrics_log(tmp_path / "metrics.jsonl", null_at=(40,))
+@pytest.mark.parametrize("log", ["metrics.jsonl", "trainer_state.json"])
+def test_the_null_note_reaches_the_printed_forecast(tmp_path, log):
+    """A null eval at update 40 of either eval log: its note (line 12 of the metrics.jsonl, step 40 of the TRL
+    log) is printed under the forecast."""
+    if log == "metrics.jsonl":
+        path = metrics_log(tmp_path / log, null_at=(40,))
+        note = f"note: 1 eval line(s) skipped for a null 'greedy_accuracy' ({path}:12): {NULL_WHY}"
+    else:
+        path = trl_state(tmp_path / log, null_at=(40,))
+        note = (f"note: 1 eval(s) of {path} skipped for a null 'eval_accuracy' (step(s) 40): a null is no eval (a "
+                "failed or skipped eval, logged without a value)")
     curve = load_reference_curve(path)
     rng = np.random.default_rng(0)
     fr = forecast_rewards(curve, probe_result({"outcome": rng.normal(1.0, 0.3, 16)}, {"outcome": 4000.0}))
     printed = format_forecast({**fr.to_dict(), "available": True})
-    assert f"note: 1 eval line(s) skipped for a null 'greedy_accuracy' ({path}:12): {NULL_WHY}" in printed
+    assert note in printed

@@ -1,19 +1,18 @@
 """A TRL trainer state's eval entries that lose a curve point are said, never dropped without a word: an eval whose
 metric is JSON ``null`` (a failed or skipped eval) is skipped and named by its step in the curve's notes, which the
-printed forecast carries; an entry holding the metric but no ``step`` is refused naming ``log_history[i]``; entries
-without the metric (training lines) stay passed over. ``initial_accuracy=`` is checked, and a file whose own step-0
-eval is read instead of it is named in a note."""
+printed forecast carries (test_metrics_null_evals.py); an entry holding the metric but no ``step`` is refused naming
+``log_history[i]``; entries without the metric (training lines) stay passed over. ``initial_accuracy=`` is checked,
+and a file whose own step-0 eval is read instead of it is named in a note."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from forecast_helpers import EVALS, TRUE, eval_fraction, metrics_log, probe_result, trl_state
-from gradprobe.forecast import forecast_rewards, format_forecast, load_reference_curve
+from forecast_helpers import EVALS, TRUE, eval_fraction, metrics_log, trl_state
+from gradprobe.forecast import load_reference_curve
 from gradprobe.forecast.curves import CurveError, ReferenceCurve
 
 STUDY = Path(__file__).resolve().parents[2] / "data" / "study_tiny"
@@ -42,36 +41,29 @@ def test_null_and_nan_evals_are_named_apart_in_one_note(tmp_path):
         "failed or skipped eval, logged without a value); rerun those evals to use them"]
 
 
-def test_the_null_note_reaches_the_printed_forecast(tmp_path):
-    path = trl_state(tmp_path / "trainer_state.json", null_at=(40,))
-    curve = load_reference_curve(path)
-    rng = np.random.default_rng(0)
-    fr = forecast_rewards(curve, probe_result({"outcome": rng.normal(1.0, 0.3, 16)}, {"outcome": 4000.0}))
-    printed = format_forecast({**fr.to_dict(), "available": True})
-    assert (f"note: 1 eval(s) of {path} skipped for a null 'eval_accuracy' (step(s) 40): a null is no eval"
-            in printed)
-
-
-def test_null_evals_are_named_in_a_refusal_for_too_few_evals(tmp_path):
+def test_null_evals_are_named_in_a_refusal_for_too_few_evals_after_their_fix_said_once(tmp_path):
     path = trl_state(tmp_path / "trainer_state.json", steps=(0, 10, 20, 30), null_at=(20, 30))
     with pytest.raises(CurveError) as info:
         load_reference_curve(path)
     assert str(info.value).endswith(
-        f"; 2 eval(s) of {path} skipped for a null 'eval_accuracy' (step(s) 20, 30): a null is no eval (a failed or "
-        "skipped eval, logged without a value); rerun those evals to use them")
+        "hold no value for 'eval_accuracy' (null), so evaluating more often would not help: rerun those evals, or "
+        f"name another eval key (--reference-curve-metric KEY); 2 eval(s) of {path} skipped for a null "
+        "'eval_accuracy' (step(s) 20, 30): a null is no eval (a failed or skipped eval, logged without a value)")
 
 
-@pytest.mark.parametrize("kind, why", [("null", NULL_WHY), ("NaN", NAN_WHY)])
-def test_all_null_or_nan_evals_are_refused_as_no_value_not_as_no_metric(tmp_path, kind, why):
-    """The evals exist: their values are missing, not the evals."""
+@pytest.mark.parametrize("kind, why, fix", [
+    ("null", NULL_WHY, "rerun those evals, or name another eval key (--reference-curve-metric KEY)"),
+    ("NaN", NAN_WHY, "rerun those evals (if the run diverged there, look at why first)")])
+def test_all_null_or_nan_evals_are_refused_as_no_value_not_as_no_metric(tmp_path, kind, why, fix):
+    """The evals exist: their values are missing, not the evals; the refusal says which (null or NaN) and their fix,
+    once."""
     path = trl_state(tmp_path / "trainer_state.json", steps=(0, 10), **{f"{kind.lower()}_at": (0, 10)})
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_trl_state(path)
     assert str(info.value) == (
         f"no eval of 'eval_accuracy' with a value in TRL trainer_state.json of 1 run(s) ({path}): its evals of "
-        "'eval_accuracy' hold no value (null or NaN), so more frequent evals would not help; rerun those evals, or "
-        f"name another eval key (--reference-curve-metric KEY); 2 eval(s) of {path} skipped for a {kind} "
-        f"'eval_accuracy' (step(s) 0, 10): {why}; rerun those evals to use them")
+        f"'eval_accuracy' hold no value ({kind}), so more frequent evals would not help; {fix}; 2 eval(s) of {path} "
+        f"skipped for a {kind} 'eval_accuracy' (step(s) 0, 10): {why}")
 
 
 @pytest.mark.parametrize("value", [0.7, None])
