@@ -7,6 +7,9 @@ Every source of a curve (:mod:`gradprobe.forecast.curve_sources`: a study, ``met
   two, a negative value and a non-finite one, naming the values' places;
 - :func:`one_value_per_eval` keeps each eval (seed, update) once: an exact repeat is read once and named, one
   eval with two different values is refused naming both places.
+
+The note :func:`to_points` returns carries :data:`SCALE_NOTE_MARK` (``"runs.csv accuracy: accuracy read as fractions
+in [0, 1] ..."``); readers find it with :func:`is_scale_note` (the forecast section and its CHECK THE CURVE note).
 """
 
 from __future__ import annotations
@@ -16,7 +19,13 @@ import numpy as np
 from .csv_cells import SKIPPED_MARK
 from .curve_fit import CurveError
 
-__all__ = ["to_points", "one_value_per_eval"]
+__all__ = ["to_points", "one_value_per_eval", "SCALE_NOTE_MARK", "is_scale_note"]
+
+#: The words of every note :func:`to_points` returns, after the source's name (``"runs.csv accuracy: accuracy read as
+#: fractions in [0, 1] (range 0.676-0.803) and converted to points; ..."``): the note saying how a curve's accuracies
+#: were read. The notes are built from it and found by it (:func:`is_scale_note`); the notes saved in curve files
+#: (``ReferenceCurve.save``, ``gradprobe/data/curves/*.json``) carry the same words, so keep them when rewording.
+SCALE_NOTE_MARK = "accuracy read as"
 
 _SHOWN = 5  # places named in a note or an error; the rest are counted
 
@@ -73,19 +82,27 @@ def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=
     lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
     if scale == "auto":
         if hi <= 1.0:
-            return 100.0 * v, (f"{what}: accuracy read as fractions in [0, 1] (range {_range(v, given)}) and "
+            return 100.0 * v, (f"{what}: {SCALE_NOTE_MARK} fractions in [0, 1] (range {_range(v, given)}) and "
                                "converted to points; if they already are points, pass accuracy_scale='points' "
                                "(--reference-curve-scale points)")
         _refuse_mixed_scales(v, what, where, updates, seeds)
         if hi <= 100.0:
-            return v, f"{what}: accuracy read as points in [0, 100] (range {_range(v, given)})"
+            return v, f"{what}: {SCALE_NOTE_MARK} points in [0, 100] (range {_range(v, given)})"
         raise CurveError(f"{what}: accuracy values range {lo:.4g}-{hi:.4g}, neither fractions in [0, 1] nor points in "
                          "[0, 100]; name the right column or metric")
     out = 100.0 * v if scale == "fraction" else v
     if out.size and (out.min() < 0 or out.max() > 100):
         raise CurveError(f"{what}: accuracy_scale={scale!r} gives values {out.min():.4g}-{out.max():.4g} outside "
                          "[0, 100] points")
-    return out, f"{what}: accuracy read as {'fractions' if scale == 'fraction' else 'points'} (accuracy_scale={scale!r})"
+    read_as = "fractions" if scale == "fraction" else "points"
+    return out, f"{what}: {SCALE_NOTE_MARK} {read_as} (accuracy_scale={scale!r})"
+
+
+def is_scale_note(note: str) -> bool:
+    """Whether ``note`` (one of a curve's ``notes``) is the note of :func:`to_points` saying how the accuracies were
+    read (fractions or points): it carries :data:`SCALE_NOTE_MARK`. False for a non-string (a malformed saved note).
+    """
+    return isinstance(note, str) and SCALE_NOTE_MARK in note
 
 
 def _range(v: np.ndarray, given) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..outputs import json_float
 from ..tables import format_columns
+from .accuracy_values import is_scale_note
 from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve, default_curve_path
 from .probe_input import budget_of
@@ -21,7 +22,7 @@ from .start_check import CHECK_MARK
 from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
 __all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section", "pre_screen_line",
-           "format_forecast", "SECONDS_NOTE"]
+           "format_forecast", "SECONDS_NOTE", "RAW_GAINS_ABOVE"]
 
 #: Models whose shipped reference curve is used when no --reference-curve is given.
 DEFAULT_CURVES = {"tiny": "tiny_frontier_grpo.json"}
@@ -33,6 +34,11 @@ VALIDATION_FILE = "forecast_validation.json"
 SECONDS_NOTE = ("the forecast is at the token (or FLOPs) budget only; the seconds budget's gain is each reward's raw "
                 "first-order predicted_gain_at_time_budget (rewards[]), from its seconds_per_update including the "
                 "reward's own compute")
+
+#: The words of the no-curve ``note`` (:func:`forecast_section`) that place the raw first-order gains above it, as
+#: ``gradprobe probe`` prints them (its probe table comes first); ``report.html`` finds and replaces them
+#: (:func:`gradprobe.probe.report_html._page_note`: its raw per-reward table comes after the note).
+RAW_GAINS_ABOVE = "the gains above are"
 
 #: What ``pre_screen["note"]`` says the pre-screen cost counts.
 _PRE_SCREEN_NOTE = ("probe rollouts, MC continuations and the held-out reference's rollouts, against one grpo run's "
@@ -173,7 +179,7 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     if curve is None:
         name = DEFAULT_CURVES.get(str(cfg.get("model")))
         if name is None:
-            return _no_forecast(result, f"no reference curve for model {cfg.get('model')!r}: the gains above are "
+            return _no_forecast(result, f"no reference curve for model {cfg.get('model')!r}: {RAW_GAINS_ABOVE} "
                                 "the raw first-order extrapolation (expected to overestimate); a forecast needs a "
                                 "reference curve: pass --reference-curve (a grpo run's metrics.jsonl, a TRL "
                                 "trainer_state.json, a CSV of update,accuracy, a study folder or a saved curve)")
@@ -198,7 +204,7 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     d.update(curve_spec=curve_spec, curve_options=getattr(curve, "read_options", None),
              curve_is_default=is_default, guided=bool(cfg.get("guidance")), pre_screen=block)
     if not is_default:  # how a user's curve's accuracies were read (fractions or points): a wrong guess moves R0
-        d["notes"] = [*d.get("notes", []), *(n for n in curve.notes if "accuracy read as" in n)]
+        d["notes"] = [*d.get("notes", []), *(n for n in curve.notes if is_scale_note(n))]
     d["notes"] = [*d.get("notes", []), *screen_notes]
     return d
 

@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 
+from .accuracy_values import is_scale_note
 from .curve_sources import GIVEN_R0_MARK
 
 __all__ = ["CHECK_MARK", "MIN_GAP_POINTS", "GAP_SE", "heldout_measurement", "standard_error_bound", "start_notes"]
@@ -137,7 +138,7 @@ def start_notes(curve, batches: list[dict]) -> list[str]:
         bar = max(MIN_GAP_POINTS, GAP_SE * se) if se is not None else MIN_GAP_POINTS
         if abs(gap) > bar:
             meas = f"{acc:.1f} points" + (f" (se {se:.1f}, {n_groups} groups)" if se is not None else "")
-            scale = [x for x in curve.notes if "accuracy read as" in x]
+            scale = [x for x in curve.notes if is_scale_note(x)]
             given = getattr(curve, "given_r0", None)  # a curve without the attribute: R0 rests on no given value
             causes = ("no eval at update 0 (R0 extrapolated), " if no_start else "") + (
                 "another scale (" + "; ".join(scale) + "), " if scale else "another scale (fractions read as points), ")

@@ -35,7 +35,7 @@ import math
 from pathlib import Path
 
 from ..forecast.forecaster import format_budget
-from ..forecast.section import pre_screen_line  # the line format_forecast prints: one wording
+from ..forecast.section import RAW_GAINS_ABOVE, pre_screen_line  # the words format_forecast prints: one wording
 from ..outputs import write_text_atomic
 from .report_figures import interval_figure, ledger_figure, ledger_rows, png
 
@@ -279,14 +279,16 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
         red=_RED, blue=_BLUE, versions=", ".join(f"{k} {v}" for k, v in (result.get("versions") or {}).items()))
 
 
-#: The no-forecast note's words that point at the console's raw table, printed above it (``gradprobe probe``),
-#: and what the page says instead: its raw per-reward table comes after the verdict section.
-_ABOVE, _BELOW = "the gains above are", "the gains in the raw per-reward table below are"
+#: What the page says instead of the no-forecast note's words that point at the console's raw table, printed above
+#: it (``gradprobe probe``; :data:`gradprobe.forecast.section.RAW_GAINS_ABOVE`, the words the note is built from):
+#: the page's raw per-reward table comes after the verdict section.
+_BELOW = "the gains in the raw per-reward table below are"
 
 
 def _page_note(note: str | None) -> str | None:
-    """The forecast section's ``note`` as the page says it: the raw gains placed below (:data:`_ABOVE`)."""
-    return note.replace(_ABOVE, _BELOW) if isinstance(note, str) else note
+    """The forecast section's ``note`` as the page says it: the raw gains placed below (``RAW_GAINS_ABOVE`` -> the
+    words of :data:`_BELOW`)."""
+    return note.replace(RAW_GAINS_ABOVE, _BELOW) if isinstance(note, str) else note
 
 
 def write_probe_report(out: str | Path, result: dict | None = None, *,
