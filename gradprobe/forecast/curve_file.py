@@ -40,7 +40,7 @@ import numpy as np
 
 from ..outputs import write_text_atomic
 from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError, fit_needs, fit_sigmoid,
-                        scalerl_sigmoid, sigmoid_params)
+                        fit_statuses, scalerl_sigmoid, seed_bootstrap_draws, sigmoid_params)
 
 __all__ = ["FORMAT", "VERSION", "curve_document", "write_curve", "read_curve_file", "damaged", "check_fit",
            "check_replicates", "is_json_number", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES"]
@@ -457,10 +457,14 @@ def check_fit(path, curve) -> None:
 
 
 def _check_status(path, curve) -> None:
-    """Refuse a fitted parameter's ``status`` that the fit would not give it with these params and standard errors
-    (:mod:`.curve_fit`): ``identified`` needs a finite standard error below the parameter's scale (``|A - R0|`` for
-    A and R0, n_mid for n_mid, B for B), ``not_identified`` one that is not, ``at_bound`` a parameter on a bound
-    of the fit and no standard error."""
+    """Refuse a fitted parameter's ``status`` that the fit would not give it with these params and standard errors.
+
+    The rule is the fit's own (:func:`~.curve_fit.fit_statuses`: ``at_bound`` on a bound of the fit's range,
+    ``identified`` a finite standard error below the parameter's scale, ``|A - R0|`` for A and R0, n_mid for n_mid,
+    B for B, else ``not_identified``), applied within the round-off of the saved values: a parameter within 2e-6 of
+    the range's width of a bound (the fit's test is 1e-6) may be on it or not, and the scale may be 1e-9 (relative)
+    larger or smaller, so a status the rule gives either way is accepted. An ``at_bound`` parameter has no
+    standard error (null: :func:`~.curve_fit.fit_sigmoid` estimates none on a bound)."""
     params, n = curve.params, curve.points["update"].to_numpy(np.float64)
     pos = n[n > 0]
     lo_n, hi_n = float(pos.min()), float(pos.max())
@@ -468,24 +472,32 @@ def _check_status(path, curve) -> None:
     scale = {"A": gain, "R0": gain, "B": params["B"], "n_mid": params["n_mid"]}  # se(ln n_mid) < 1
     bounds = {"A": (0.0, 100.0), "R0": (0.0, 100.0), "B": B_BOUNDS,
               "n_mid": (math.log(lo_n / 100.0), math.log(hi_n * 100.0))}
+    names, ses = list(curve.standard_errors), curve.standard_errors
+    near = []  # within round-off of a bound (the fit's on_bound: 1e-6 of the width)
+    for k in names:
+        x, (lo, hi) = (math.log(params[k]) if k == "n_mid" else params[k]), bounds[k]
+        near.append(min(abs(x - lo), abs(x - hi)) <= 2e-6 * (hi - lo))
+    given = {k: set() for k in names}  # the statuses the fit's rule gives within round-off
+    for on_bound in ([False] * len(names), near):
+        for slack in (1 - 1e-9, 1 + 1e-9):
+            slacked = {k: scale[k] * slack for k in names}
+            for k, st in fit_statuses(names, on_bound, ses, slacked, r0=None, b_fixed=None).items():
+                given[k].add(st)
     head = f"reference curve file {str(path)!r}"
-    for k, se in curve.standard_errors.items():
-        st = curve.status[k]
-        x = math.log(params[k]) if k == "n_mid" else params[k]
-        lo, hi = bounds[k]
-        on_bound = min(abs(x - lo), abs(x - hi)) <= 2e-6 * (hi - lo)  # the fit's on_bound: 1e-6 of the width
-        shown = "null" if math.isinf(se) else repr(se)
+    for k, se in ses.items():
+        st, shown = curve.status[k], "null" if math.isinf(se) else repr(se)
         problem = None
-        if st == "at_bound" and not on_bound:
+        if st == "at_bound" and st not in given[k]:
             problem = f"is \"at_bound\" but params.{k} {params[k]!r} is not on a bound of the fit's range"
         elif st == "at_bound" and math.isfinite(se):
             problem = f"is \"at_bound\" but standard_errors.{k} is {shown}: the fit estimates none there (null)"
-        elif st == "identified" and not se < scale[k] * (1 + 1e-9):
+        elif st == "identified" and st not in given[k]:
             problem = (f"is \"identified\" but standard_errors.{k} is {shown}: identified needs a standard error "
                        f"below {scale[k]:.4g}, the parameter's scale")
-        elif st == "not_identified" and se < scale[k] * (1 - 1e-9) and not on_bound:
+        elif st == "not_identified" and st not in given[k]:
             problem = (f"is \"not_identified\" but standard_errors.{k} {shown} is below {scale[k]:.4g}, the "
-                       "parameter's scale: the fit marks that identified")
+                       "parameter's scale: the fit marks that " + ("at_bound or " if "at_bound" in given[k] else "")
+                       + "identified")
         if problem:
             raise CurveError(f"{head}: field status.{k} {problem} (gradprobe.forecast.curve_fit); {REBUILD}")
 
@@ -630,16 +642,17 @@ def _check_n_mid(head: str, reps: np.ndarray, lo_n: np.ndarray, hi_n: np.ndarray
 
 
 def _redrawn(head: str, counts: np.ndarray, positive: list, *, need: int) -> list[np.ndarray]:
-    """The seed-bootstrap draws of :func:`~.curve_fit.fit_seed_replicates` made again (numpy PCG64 of
-    :data:`~.curve_fit.REPLICATE_SEED`; a draw with fewer than ``need`` distinct evals above update 0 is left
-    out), one per row of ``counts`` (replicates, seeds); raise naming the first row that is not its draw's."""
+    """The seed-bootstrap draws of :func:`~.curve_fit.fit_seed_replicates` made again (its generator,
+    :func:`~.curve_fit.seed_bootstrap_draws`: a draw with fewer than ``need`` distinct evals above update 0 of the
+    seeds' ``positive`` is left out), one per row of ``counts`` (replicates, seeds); raise naming the first row that
+    is not its draw's."""
     k, s = counts.shape
-    rng = np.random.Generator(np.random.PCG64(REPLICATE_SEED))
+    stream = seed_bootstrap_draws(positive, need)  # the draws fit_seed_replicates made, in its order
     draws, tries = [], 0
     while len(draws) < k and tries < 100 * k + 1000:
-        draw = rng.integers(0, s, size=s)
+        draw, refittable = next(stream)
         tries += 1
-        if np.unique(np.concatenate([positive[i] for i in draw])).size >= need:
+        if refittable:
             draws.append(draw)
     if len(draws) < k:
         raise CurveError(f"{head}: field replicates has {k} entries, but the seed bootstrap draws only {len(draws)} "

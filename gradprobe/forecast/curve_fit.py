@@ -25,7 +25,7 @@ first start, so the same points give the same curve. Each parameter is then mark
 
 Seed spread (:func:`fit_seed_replicates`): with two or more seeds, :data:`N_REPLICATES` bootstrap
 replicates over seeds (seeds resampled with replacement, R0 re-read and the curve refitted from the
-main fit's parameters; ``numpy.random.PCG64(REPLICATE_SEED)``). A replicate whose drawn seeds have no eval
+main fit's parameters; the draws: :func:`seed_bootstrap_draws`). A replicate whose drawn seeds have no eval
 at update 0 (a seed whose update-0 line was skipped) keeps the main fit's R0, read from every seed's update-0
 evals: the initial policy is the same for every seed, and the curve's notes count such replicates.
 """
@@ -33,13 +33,16 @@ evals: the initial policy is the same for every seed, and the curve's notes coun
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from itertools import islice
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
 __all__ = ["CurveError", "scalerl_sigmoid", "sigmoid_params", "SigmoidFit", "fit_sigmoid", "fit_seed_replicates",
-           "fit_needs", "PARAMETERS", "MODES", "START_B", "B_BOUNDS", "B_FALLBACK", "N_REPLICATES", "REPLICATE_SEED"]
+           "seed_bootstrap_draws", "fit_statuses", "fit_needs", "PARAMETERS", "MODES", "START_B", "B_BOUNDS",
+           "B_FALLBACK", "N_REPLICATES", "REPLICATE_SEED"]
 
 PARAMETERS = ("R0", "A", "n_mid", "B")
 #: How a :class:`~gradprobe.forecast.curves.ReferenceCurve` reads accuracy off its points: the fit, or the
@@ -163,8 +166,29 @@ def fit_needs(updates, B: float | None = None) -> tuple[int, int]:
     return int(np.unique(n[n > 0]).size), 2 + (B is None) + (not bool((n == 0).any()))
 
 
-def _statuses(names, on_bound, se, scale, *, r0, b_fixed) -> dict:
-    """``at_bound`` / ``identified`` / ``not_identified`` / ``fixed`` per parameter (module docstring)."""
+def fit_statuses(names, on_bound, se: dict, scale: dict, *, r0, b_fixed) -> dict:
+    """The status the fit gives each parameter (module docstring): ``at_bound`` when on a bound, else
+    ``identified`` when its standard error is finite and below its scale, else ``not_identified``; ``fixed`` for R0
+    and B when held fixed. The one rule: :func:`fit_sigmoid` marks its fit with it and
+    :mod:`.curve_file` checks a saved curve's ``status`` with it.
+
+    Parameters
+    ----------
+    names : sequence of str, length k
+        The fitted parameters (``A``, ``B``, ``R0``, and ``n_mid`` or ``log_n_mid``: written as ``n_mid``).
+    on_bound : sequence of bool, length k
+        Whether each sits on a bound of the fit's range.
+    se, scale : dict
+        Per name: the standard error (``math.inf``: not estimable) and the scale it must be below, in the same
+        units (accuracy points for A and R0; for n_mid updates, or 1 with ``log_n_mid``'s standard error).
+    r0, b_fixed : float or None
+        Not None: R0 / B are held fixed (status ``fixed``).
+
+    Returns
+    -------
+    dict
+        Parameter name (``n_mid`` for ``log_n_mid``) -> status.
+    """
     status = {}
     for k, b in zip(names, on_bound):
         key = "n_mid" if k == "log_n_mid" else k
@@ -226,12 +250,50 @@ def fit_sigmoid(n: np.ndarray, y: np.ndarray, *, r0: float | None, b_fixed: floa
     on_bound = (np.abs(theta - lb) <= 1e-6 * width) | (np.abs(theta - ub) <= 1e-6 * width)
     se = _standard_errors(best, names, on_bound, n.size)
     gain = abs(A - R0)
-    status = _statuses(names, on_bound, se, {"A": gain, "log_n_mid": 1.0, "B": B, "R0": gain}, r0=r0, b_fixed=b_fixed)
+    status = fit_statuses(names, on_bound, se, {"A": gain, "log_n_mid": 1.0, "B": B, "R0": gain}, r0=r0,
+                          b_fixed=b_fixed)
     ses = {("n_mid" if k == "log_n_mid" else k): v for k, v in se.items()}
     if "n_mid" in ses and math.isfinite(ses["n_mid"]):
         ses["n_mid"] = ses["n_mid"] * nm  # delta method: se(n_mid) = n_mid se(ln n_mid)
     return SigmoidFit({"R0": float(R0), "A": float(A), "n_mid": float(nm), "B": float(B)}, float(best.cost), status,
                       ses)
+
+
+def seed_bootstrap_draws(positive: list, need: int) -> Iterator[tuple[np.ndarray, bool]]:
+    """The seed-bootstrap draws of :func:`fit_seed_replicates`, in order and without end (the caller stops).
+
+    The one draw loop: :func:`fit_seed_replicates` takes its first ``n_replicates`` draws and refits the refittable
+    ones; :mod:`.curve_file` draws again to check a saved curve's ``replicate_seed_counts``. Resampling: the
+    nonparametric bootstrap (Efron 1979) with the seed as the unit, every draw ``s`` seed indices uniform with
+    replacement, ``numpy.random.Generator(numpy.random.PCG64(REPLICATE_SEED)).integers(0, s, size=s)``.
+
+    Parameters
+    ----------
+    positive : list of ndarray, length s (seeds)
+        Per seed (in the order of the seed labels), its distinct update counts > 0 (updates); empty for a seed
+        with evals at update 0 only.
+    need : int
+        Distinct update counts > 0 a resample needs to be refitted (its free parameters: 2, + 1 if B is fitted,
+        + 1 if R0 is).
+
+    Yields
+    ------
+    (draw, refittable)
+        ``draw``: int64 ndarray, shape (s,), the drawn seed indices in draw order; ``refittable``: whether the
+        drawn seeds' evals cover at least ``need`` distinct update counts > 0 (a draw that does not is left out).
+
+    Raises
+    ------
+    ValueError
+        ``positive`` is empty (no seeds to draw).
+    """
+    s = len(positive)
+    if s == 0:
+        raise ValueError("seed_bootstrap_draws: positive is empty; pass one array of update counts per seed")
+    rng = np.random.Generator(np.random.PCG64(REPLICATE_SEED))
+    while True:
+        draw = rng.integers(0, s, size=s)
+        yield draw, bool(np.unique(np.concatenate([positive[i] for i in draw])).size >= need)
 
 
 def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_fixed: bool,
@@ -264,12 +326,11 @@ def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_
         notes = ["one seed: the curve has no seed spread, so forecast intervals leave out the curve's own "
                  "uncertainty"] if s < 2 else []
         return np.zeros((0, 4)), np.zeros((0, s), dtype=np.int64), notes
-    rng = np.random.Generator(np.random.PCG64(REPLICATE_SEED))
     by_seed = {lab: points[points["seed"] == lab] for lab in labels}
+    positive = [np.unique(u[u > 0]) for u in (by_seed[lab]["update"].to_numpy(float) for lab in labels)]
+    draws = islice(seed_bootstrap_draws(positive, need=2 + (b_fixed is None) + (not r0_fixed)), n_replicates)
     reps, counts, failed, main_r0 = [], [], 0, 0
-    for _ in range(n_replicates):
-        draw = rng.integers(0, s, size=s)
-        c = np.bincount(draw, minlength=s)
+    for draw, refittable in draws:
         df = pd.concat([by_seed[labels[i]] for i in draw])
         n, y = df["update"].to_numpy(float), df["accuracy"].to_numpy(float)
         r0 = None
@@ -277,13 +338,12 @@ def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_
             at_zero = n == 0
             main_r0 += not at_zero.any()
             r0 = float(y[at_zero].mean()) if at_zero.any() else float(params["R0"])
-        need = 2 + (b_fixed is None) + (r0 is None)
-        if np.unique(n[n > 0]).size < need:
+        if not refittable:  # too few distinct evals for the free parameters
             failed += 1
             continue
         p = fit_sigmoid(n, y, r0=r0, b_fixed=b_fixed, start=params).params
         reps.append([p["R0"], p["A"], p["n_mid"], p["B"]])
-        counts.append(c)
+        counts.append(np.bincount(draw, minlength=s))
     notes = [f"{failed} of {n_replicates} seed-bootstrap replicates had too few distinct evals to refit and were "
              "left out"] if failed else []
     if main_r0:
