@@ -56,7 +56,7 @@ import pandas as pd
 
 from calib.noise_floor import heldout_floor, heldout_label, pool_heldout_floors, seed_noise_floor
 from gradprobe.study.power import detectable_effect
-from gradprobe.study.replicate import REPLICATE_SOURCE
+from gradprobe.study.replicate import REPLICATE_SOURCE, replicate_source_name
 from gradprobe.study.stats import paired_t
 
 FORECASTERS = ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy"]
@@ -257,9 +257,11 @@ def _pooled(d: pd.DataFrame, names: list, shown: list, splits: list, cells: dict
 
 
 def cell_of(folder: Path) -> str:
-    """The study a folder replicates (the last part of ``replicate_of.json``'s ``source``), or its own name
-    without that file. Raises ValueError naming the file when it is not JSON, its ``source`` is no path, or the
-    source study beside the folder has another plan sha256 than the file records."""
+    """The study a folder replicates (``replicate_of.json``'s ``source_name``, or in files written before it the
+    last part of its ``source``, an absolute path then, a path relative to the folder now: the same cell either
+    way), or its own name without that file. Only the name is needed: a source study that is nowhere is no error.
+    Raises ValueError naming the file when it is not JSON, its ``source`` is no path, or the study of that name
+    beside the folder (the one the report pools it with) has another plan sha256 than the file records."""
     path = Path(folder) / REPLICATE_SOURCE
     if not path.is_file():
         return Path(folder).name
@@ -271,7 +273,8 @@ def cell_of(folder: Path) -> str:
         raise ValueError(f"{path} is not a JSON object ({type(e).__name__}); {fix}") from None
     if not isinstance(source, str) or not Path(source).name:
         raise ValueError(f"{path} has no 'source' path of the replicated study (got {source!r}); {fix}")
-    original = Path(folder).parent / Path(source).name / "study.json"  # the source beside it, as data/ ships them
+    name = replicate_source_name(folder, record)
+    original = Path(folder).parent / name / "study.json"  # the source beside it, as data/ ships them
     if original.is_file():
         try:
             sha = json.loads(original.read_text()).get("plan_sha256")
@@ -281,7 +284,7 @@ def cell_of(folder: Path) -> str:
             raise ValueError(f"{path} records source_plan_sha256 {str(record.get('source_plan_sha256'))[:12]}, but "
                              f"{original} has plan sha256 {sha[:12]}: the folder does not replicate that study's plan, "
                              f"so it cannot be pooled with it; {fix}")
-    return Path(source).name
+    return name
 
 
 def _replicated_cells(d: pd.DataFrame, shown: list, cells: dict) -> None:

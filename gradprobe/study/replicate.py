@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -19,7 +20,8 @@ from .orchestrator import run_study
 from .preflight import check_plan_inputs
 from .result import StudyResult
 
-__all__ = ["REPLICATE_SOURCE", "replicate_plan_text", "replicate_study", "compare_replicate"]
+__all__ = ["REPLICATE_SOURCE", "replicate_plan_text", "replicate_record", "replicate_source", "replicate_source_name",
+           "replicate_study", "compare_replicate"]
 
 REPLICATE_SOURCE = "replicate_of.json"
 
@@ -71,6 +73,71 @@ def replicate_plan_text(text: str, *, seeds, heldout_seed: int, source: str, sou
     return head + tomlkit.dumps(doc)
 
 
+def replicate_record(source: str | Path, out: str | Path, *, source_sha256: str, seeds,
+                     heldout_seed: int) -> dict:
+    """The content of ``out/replicate_of.json`` for a replicate of the study ``source`` in ``out``.
+
+    ``source`` is the source folder as a POSIX path relative to ``out`` (``"../study_x"`` for a folder
+    beside it), so the two folders stay linked when they are moved or copied together; an absolute POSIX
+    path only where no relative path leads there (another drive). ``source_name`` is the source folder's
+    name; ``source_plan_sha256`` (its ``plan.toml``'s sha256), ``seeds`` and ``heldout_seed`` (the
+    replicate's) are kept as given. Read back with :func:`replicate_source`.
+    """
+    src, dest = Path(source).resolve(), Path(out).resolve()
+    try:
+        rel = Path(os.path.relpath(src, dest))
+    except ValueError:  # two drives (Windows): no relative path
+        rel = None
+    path = rel.as_posix() if rel is not None and (dest / rel).resolve() == src else src.as_posix()
+    return {"source": path, "source_name": src.name, "source_plan_sha256": source_sha256,
+            "seeds": [int(s) for s in seeds], "heldout_seed": int(heldout_seed)}
+
+
+def replicate_source_name(folder: str | Path, record: dict) -> str:
+    """The name of the study folder that the replicate in ``folder`` replicates: ``record["source_name"]``,
+    or for files written before it, the last part of ``record["source"]`` (resolved against ``folder``), so
+    old absolute and new relative files name the same study. ``record``: ``folder/replicate_of.json`` read."""
+    name = record.get("source_name")
+    if isinstance(name, str) and name:
+        return name
+    return Path(os.path.normpath(Path(folder) / str(record.get("source", "")))).name
+
+
+def replicate_source(folder: str | Path) -> Path:
+    """The folder of the study that the replicate in ``folder`` replicates, read from ``folder/replicate_of.json``.
+
+    A relative ``source`` (written by :func:`replicate_record`) is resolved against ``folder``; an absolute one
+    (files written before) is taken as it is, and where that folder is gone, the study of the same name beside
+    ``folder`` is taken (shipped studies are copied side by side, as ``data/`` holds them).
+
+    Raises
+    ------
+    StudyError
+        In one line naming ``replicate_of.json``: the file is missing or not a JSON object with a ``source``
+        path, or no folder is found at the path(s) tried (the fix: copy the source study there).
+    """
+    folder = Path(folder)
+    path = folder / REPLICATE_SOURCE
+    fix = "restore it from the replicate (`gradprobe study --replicate SRC --out DIR` writes it)"
+    if not path.is_file():
+        raise StudyError(f"{path} not found: {folder} is no replicate, or {REPLICATE_SOURCE} was lost; {fix}")
+    try:
+        record = json.loads(path.read_text())
+        source = record.get("source")
+    except (OSError, ValueError, AttributeError) as e:
+        raise StudyError(f"{path} cannot be read as a JSON object ({type(e).__name__}); {fix}") from None
+    if not isinstance(source, str) or not source:
+        raise StudyError(f"{path} has no 'source' path of the replicated study (got {source!r}); {fix}")
+    tried = [Path(os.path.normpath(folder / source))]  # an absolute source stays as it is
+    if Path(source).is_absolute():
+        tried.append(folder.parent / replicate_source_name(folder, record))
+    for candidate in tried:
+        if candidate.is_dir():
+            return candidate
+    raise StudyError(f"{path} names source {source!r}, but no study folder is at {' nor '.join(map(str, tried))}; "
+                     f"copy the source study to {tried[-1]} (beside the replicate)")
+
+
 def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor: str = "local",
                     workers: int | None = None, ray_address: str | None = None, probe: bool = True,
                     analyze: bool = True, say=None, report_to: str = "none") -> StudyResult:
@@ -78,7 +145,8 @@ def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor
 
     The replicate's plan is the source's frozen ``plan.toml`` with the seeds and held-out seed of
     ``plan`` (:func:`gradprobe.training.plan.replicate_plan`); it is frozen in ``out`` like any plan
-    (a killed replicate resumes), ``out/replicate_of.json`` records the source, and at the end
+    (a killed replicate resumes), ``out/replicate_of.json`` records the source (:func:`replicate_record`:
+    its path relative to ``out`` and its name), and at the end
     :func:`compare_replicate` prints each arm's gain vs grpo at matched tokens in both studies.
 
     Raises
@@ -103,8 +171,8 @@ def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor
                              f"{list(plan.seeds)} and {plan.heldout.seed}")
         check_plan_inputs(check, executor=executor)  # before anything is written into out
         prepare_output_dir(out)
-        write_json_atomic(out / REPLICATE_SOURCE, {"source": str(source.resolve()), "source_plan_sha256": src_sha,
-                                                   "seeds": list(plan.seeds), "heldout_seed": plan.heldout.seed})
+        write_json_atomic(out / REPLICATE_SOURCE, replicate_record(source, out, source_sha256=src_sha, seeds=plan.seeds,
+                                                                   heldout_seed=plan.heldout.seed))
         result = run_study(path, out, executor=executor, workers=workers, ray_address=ray_address, probe=probe,
                            analyze=analyze, say=say, check=False, report_to=report_to)
     if analyze and (out / ANALYSIS_JSON).exists() and (source / ANALYSIS_JSON).exists():
