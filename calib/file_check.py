@@ -38,6 +38,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gradprobe.forecast.curve_file import is_json_number
+
 from .dataset import FORECASTERS
 from .domain import BUDGET_KINDS, Domain
 from .files import json_float
@@ -127,7 +129,7 @@ def read_data(d: dict, *, text_columns, number_columns, integer_columns=()) -> p
         j = columns.index(c)
         for i, row in enumerate(rows):
             v = row[j]
-            if isinstance(v, bool) or not isinstance(v, int if integer else Real) or not math.isfinite(v):
+            if not is_json_number(v, finite=True, integer=integer):
                 raise DamagedField(f"data.rows[{i}][{j}]", f"(column {c!r}) is {v!r}, not "
                                                            + ("an integer" if integer else "a finite number"))
     frame = pd.DataFrame(rows, columns=columns)
@@ -254,7 +256,7 @@ def _strings(value, field: str, *, nullable: bool = False) -> None:
 
 def _budget_range(value, field: str) -> None:
     numbers = isinstance(value, list) and len(value) == 2 and all(
-        isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in value)
+        is_json_number(v, finite=True) and v > 0 for v in value)
     if not numbers:
         raise DamagedField(field, f"is {_shown(value)}, not two finite positive numbers [low, high] (the smallest "
                                   "and largest budget of the training rows)")
@@ -412,7 +414,7 @@ def check_predictions(stored, predictions: dict, *, path, fix: str, versions_not
     """
     for name, new in predictions.items():
         try:
-            old = np.array([json_float(v) for v in stored[name]], float)
+            old = np.array([_stored_float(v) for v in stored[name]], float)
         except (KeyError, TypeError, ValueError) as e:
             raise CalibrationFileError(f"calibration file {path} is damaged: field check.{name} is missing or "
                                        f"malformed; {fix}") from e
@@ -427,6 +429,27 @@ def check_predictions(stored, predictions: dict, *, path, fix: str, versions_not
                 f"data gives {float(new[i])!r} ({int(off.sum())} of its {old.size} values differ): refitting the "
                 f"calibration does not reproduce its stored {name} predictions, so the file was edited or damaged"
                 f"{versions_note}; {fix}")
+
+
+def _stored_float(value) -> float:
+    """A number of a ``fitted`` or ``check`` block, written by :func:`gradprobe.outputs.json_safe`, as a float: a
+    number (:func:`gradprobe.forecast.curve_file.is_json_number`, non-finite ones included; an integer too large for
+    a float reads as +-inf), or ``null`` (NaN) or ``"inf"``/``"-inf"`` (:func:`gradprobe.outputs.json_float`).
+
+    Raises
+    ------
+    ValueError
+        Anything else: true/false (which :func:`~gradprobe.outputs.json_float` alone would read as 1.0 and 0.0),
+        other text, a list or an object.
+    """
+    if is_json_number(value):
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond float's range
+            return math.inf if value > 0 else -math.inf
+    if value is None or isinstance(value, str):
+        return json_float(value)
+    raise ValueError(f"{value!r} is not a number")
 
 
 def _first_difference(stored, refit, where: str, gives: str = "refitting the file's data gives") -> str | None:
@@ -453,10 +476,8 @@ def _first_difference(stored, refit, where: str, gives: str = "refitting the fil
         return None if same else f"{where} is {stored!r} in the file but {gives} {refit!r}"
     new = float(refit)
     try:
-        if isinstance(stored, bool):
-            raise TypeError(stored)
-        old = json_float(stored)
-    except (TypeError, ValueError):
+        old = _stored_float(stored)
+    except ValueError:
         return f"{where} is {stored!r}, not a number ({gives} {refit if type(refit) is int else new!r})"
     same = (math.isnan(old) and math.isnan(new)) or old == new \
         or math.isclose(old, new, rel_tol=FITTED_RTOL, abs_tol=FITTED_ATOL)

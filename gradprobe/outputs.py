@@ -18,6 +18,7 @@ import errno
 import json
 import math
 import os
+from numbers import Integral, Real
 import platform
 from importlib import metadata
 from pathlib import Path
@@ -25,7 +26,7 @@ from pathlib import Path
 from . import __version__
 
 
-__all__ = ["OutputDirError", "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way",
+__all__ = ["is_json_number", "OutputDirError", "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way",
            "prepare_output_dir",
            "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions"]
 
@@ -214,6 +215,37 @@ def json_float(v) -> float:
     if isinstance(v, str) and v.strip().lower() not in ("inf", "-inf", "+inf", "nan", "infinity", "-infinity"):
         raise ValueError(f"{v!r} is not a number of gradprobe's JSON encoding (a number, null, \"inf\" or \"-inf\")")
     return float(v)
+
+
+def is_json_number(value, *, finite: bool = False, integer: bool = False) -> bool:
+    """Whether ``value`` is a usable number: the one rule of gradprobe and calib for a number read from JSON or TOML.
+
+    The rule: a real number that is not a boolean, i.e. an int or a float (what ``json.loads`` and ``tomllib``
+    give for a number) or a numpy integer or floating scalar (:class:`numbers.Real`, where numpy registers them).
+    Never a boolean (JSON ``true``/``false``, ``numpy.bool_``: Python would read them as 1 and 0), ``None`` (JSON
+    ``null``), text (``"1.5"``: a JSON string is text, whatever it spells), a list or an object.
+
+    Options (what a field needs beyond the rule; each caller names its own):
+
+    - ``finite=False``: NaN and +-inf are numbers, for fields whose caller gives them a meaning or its own refusal
+      (a ``metrics.jsonl`` eval's NaN is skipped as missing, a plan's ``lr = inf`` is refused as "must be a finite
+      number"). ``finite=True``: they are not; nor is an integer too large for a float (beyond about 1.8e308:
+      it would read as infinite);
+    - ``integer=False``: any real number. ``integer=True``: an int or numpy integer only (``3.0`` is not one: a
+      calibration file's ``seed`` column, a plan's integer keys).
+
+    Used by the readers of saved curves (``gradprobe.forecast.curve_file``, which re-exports it), of
+    ``metrics.jsonl`` and TRL logs (``gradprobe.forecast.curve_sources``), of plans (``gradprobe.training.coerce``)
+    and of calibration files (``calib.file_check``).
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral if integer else Real):
+        return False
+    if not finite:
+        return True
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond float's range
+        return False
 
 
 def versions() -> dict:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..outputs import write_text_atomic
+from ..outputs import is_json_number, write_text_atomic
 from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError, fit_needs, fit_sigmoid,
                         fit_statuses, scalerl_sigmoid, seed_bootstrap_draws, sigmoid_params)
 
@@ -170,12 +170,6 @@ def _short_json(value, width: int = 60) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= width else text[:width - 3] + "..."
-
-
-def is_json_number(value) -> bool:
-    """Whether ``value`` (as ``json.loads`` gives it) is a JSON number: an int or float; true/false (Python bools,
-    which are ints) and numeric text such as ``"0.5"`` are not."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _as_float(value) -> float:

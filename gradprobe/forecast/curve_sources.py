@@ -107,20 +107,29 @@ def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> str:
 
 
 def _number(value, where: str) -> float:
-    """``float(value)``; CurveError naming ``where`` (file, line or entry, and field) when it is no number."""
-    if isinstance(value, bool) or value is None:  # JSON true/false would read as 1.0/0.0; null as JSON writes it
-        raise CurveError(f"{where} = {json.dumps(value)} is not a number; fix or delete that eval")
+    """``value`` as a float when it is a number (:func:`~.curve_file.is_json_number`, NaN and +-inf included: the
+    callers skip a NaN eval and refuse an infinite one; an integer too large for a float reads as +-inf).
+
+    Raises
+    ------
+    CurveError
+        ``value`` is no number (true/false, null, text such as ``"0.676"``, a list or an object): the message names
+        ``where`` (file, line or entry, and field) and the value (true/false/null as JSON writes them).
+    """
+    if is_json_number(value):
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond float's range
+            return math.inf if value > 0 else -math.inf
+    hint = ""
     if isinstance(value, str):  # "0.676" would read as 0.676: a JSON string is text, whatever it spells
         try:
             float(value)
             hint = " (a JSON string: write the number unquoted)"
         except ValueError:
-            hint = ""
-        raise CurveError(f"{where} = {value!r} is not a number{hint}; fix or delete that eval")
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise CurveError(f"{where} = {value!r} is not a number; fix or delete that eval") from None
+            pass
+    shown = json.dumps(value) if isinstance(value, bool) or value is None else repr(value)
+    raise CurveError(f"{where} = {shown} is not a number{hint}; fix or delete that eval")
 
 
 def _each_file_once(paths: list[Path], kind: str) -> None:

@@ -9,10 +9,12 @@ torch-free.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any
 
+from ..outputs import is_json_number
 from .specs import PlanError
 
 __all__ = ["fields_of", "coerce", "check_keys", "build_section", "check_positive"]
@@ -32,8 +34,10 @@ def _type_name(tp) -> str:
 def coerce(value, tp, where: str):
     """``value`` as type ``tp`` (int, float, str, bool, dict, tuple[...], X | None).
 
-    Integers are accepted for floats (and become floats); booleans are never numbers; TOML arrays
-    become tuples.
+    Integers are accepted for floats (and become floats; one too large for a float becomes +-inf, as TOML's
+    ``inf``); booleans are never numbers; NaN and +-inf are floats here (whether a key takes them is its range
+    check's to say: ``train.lr`` refuses them, :mod:`.plan_checks`); TOML arrays become tuples. What a number is
+    is :func:`gradprobe.outputs.is_json_number`'s rule.
 
     Raises
     ------
@@ -55,14 +59,18 @@ def coerce(value, tp, where: str):
         if len(value) != len(args):
             raise PlanError(f"{where} must be a list of {len(args)} values, got {value!r}")
         return tuple(coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
-    ok = {int: isinstance(value, int) and not isinstance(value, bool),
-          float: isinstance(value, (int, float)) and not isinstance(value, bool),
+    ok = {int: is_json_number(value, integer=True), float: is_json_number(value),
           str: isinstance(value, str), bool: isinstance(value, bool), dict: isinstance(value, dict)}.get(tp)
     if ok is None:
         raise TypeError(f"plan schema: unsupported type {tp} at {where}")
     if not ok:
         raise PlanError(f"{where} must be {_type_name(tp)}, got {value!r}")
-    return float(value) if tp is float else value
+    if tp is not float:
+        return value
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float's range
+        return math.inf if value > 0 else -math.inf
 
 
 def check_keys(table: dict, valid, where: str, extra_note: str = "") -> None:
