@@ -42,8 +42,8 @@ with non-deterministic kernels; pass ``max_batch_tokens`` to fix the schedule.
 Per-call cost: building the manager and its ``stop()`` (which runs ``gc.collect()`` and empties
 the device cache) add a fixed overhead per call (about 0.1 s on an idle machine, seconds on a
 loaded one), so the backend is meant for large calls (rollout batches, all MC continuations of a
-batch in one call), not many tiny ones. Whether it beats ``hf`` there is measured, not assumed: on one
-H200 it sampled 0.54x ``hf``'s tokens per second on 256 completions of 512 tokens (README, "GPU path").
+batch in one call), not many tiny ones. Whether it beats ``hf`` there depends on the machine and the model:
+``benchmarks/gpu_check.sh`` measures it (the figures are in the README, "GPU path").
 
 Sampler log-probabilities (``logprobs=True``): the manager's ``return_logprobs`` (log-softmax of
 the processed logits, i.e. at the sampling temperature), returned as
