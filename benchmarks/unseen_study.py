@@ -55,8 +55,9 @@ import numpy as np
 import pandas as pd
 
 from calib.noise_floor import heldout_floor, heldout_label, pool_heldout_floors, seed_noise_floor
+from gradprobe.study.folder import StudyError
 from gradprobe.study.power import detectable_effect
-from gradprobe.study.replicate import REPLICATE_SOURCE, replicate_source_name
+from gradprobe.study.replicate import REPLICATE_SOURCE, read_replicate_record
 from gradprobe.study.stats import paired_t
 
 FORECASTERS = ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy"]
@@ -259,21 +260,20 @@ def _pooled(d: pd.DataFrame, names: list, shown: list, splits: list, cells: dict
 def cell_of(folder: Path) -> str:
     """The study a folder replicates (``replicate_of.json``'s ``source_name``, or in files written before it the
     last part of its ``source``, an absolute path then, a path relative to the folder now: the same cell either
-    way), or its own name without that file. Only the name is needed: a source study that is nowhere is no error.
-    Raises ValueError naming the file when it is not JSON, its ``source`` is no path, or the study of that name
-    beside the folder (the one the report pools it with) has another plan sha256 than the file records."""
+    way; read by :func:`gradprobe.study.replicate.read_replicate_record`, the reader ``replicate_source`` uses),
+    or its own name without that file. Only the name is needed: a source study that is nowhere is no error.
+    Raises ValueError in one line naming the file when it is damaged (not JSON, no ``source`` path, a
+    ``source_name`` that is no folder's name or not the last part of ``source``: the reader's message), or the
+    study of that name beside the folder (the one the report pools it with) has another plan sha256 than the
+    file records."""
     path = Path(folder) / REPLICATE_SOURCE
-    if not path.is_file():
-        return Path(folder).name
-    fix = "restore it from the study (`gradprobe study --replicate` writes it) or remove it"
     try:
-        record = json.loads(path.read_text())
-        source = record.get("source")
-    except (ValueError, AttributeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not a JSON object ({type(e).__name__}); {fix}") from None
-    if not isinstance(source, str) or not Path(source).name:
-        raise ValueError(f"{path} has no 'source' path of the replicated study (got {source!r}); {fix}")
-    name = replicate_source_name(folder, record)
+        record = read_replicate_record(folder)
+    except StudyError as e:  # a RuntimeError: main() refuses a ValueError in one line
+        raise ValueError(str(e)) from None
+    if record is None:
+        return Path(folder).name
+    name = record["source_name"]
     original = Path(folder).parent / name / "study.json"  # the source beside it, as data/ ships them
     if original.is_file():
         try:
@@ -281,6 +281,7 @@ def cell_of(folder: Path) -> str:
         except (ValueError, AttributeError, UnicodeDecodeError):
             sha = None
         if sha and record.get("source_plan_sha256") != sha:
+            fix = "restore it from the study (`gradprobe study --replicate` writes it) or remove it"
             raise ValueError(f"{path} records source_plan_sha256 {str(record.get('source_plan_sha256'))[:12]}, but "
                              f"{original} has plan sha256 {sha[:12]}: the folder does not replicate that study's plan, "
                              f"so it cannot be pooled with it; {fix}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -23,6 +24,15 @@ def gsm8k_dir() -> Path:
     if not (GSM8K_DIR / "train.jsonl").is_file():
         raise FileNotFoundError(f"GSM8K test fixture expected at {GSM8K_DIR} (tests/data/gsm8k in the repository)")
     return GSM8K_DIR
+
+
+@pytest.fixture(scope="module")
+def unseen():
+    """``benchmarks/unseen_study.py`` loaded as a module (benchmarks/ is no package), once per test module."""
+    spec = importlib.util.spec_from_file_location("unseen_study", REPO / "benchmarks" / "unseen_study.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture()

@@ -3,7 +3,6 @@ direct computation on the shipped report, and its refusals (no report, a prefix 
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -13,14 +12,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 REPORT = REPO / "data" / "calibration" / "report"
-
-
-@pytest.fixture(scope="module")
-def unseen():
-    spec = importlib.util.spec_from_file_location("unseen_study", REPO / "benchmarks" / "unseen_study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_held_out_studys_errors_are_those_of_its_rows(unseen, capsys):

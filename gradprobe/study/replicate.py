@@ -12,7 +12,7 @@ from pathlib import Path
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from ..layout import ANALYSIS_JSON, PLAN_COPY
+from ..layout import ANALYSIS_JSON, PLAN_COPY, STUDY_JSON
 from ..outputs import prepare_output_dir, write_json_atomic
 from ..training.plan import Plan, load_plan
 from .folder import StudyError, sha256
@@ -20,7 +20,7 @@ from .orchestrator import run_study
 from .preflight import check_plan_inputs
 from .result import StudyResult
 
-__all__ = ["REPLICATE_SOURCE", "replicate_plan_text", "replicate_record", "replicate_source", "replicate_source_name",
+__all__ = ["REPLICATE_SOURCE", "replicate_plan_text", "replicate_record", "read_replicate_record", "replicate_source",
            "replicate_study", "compare_replicate"]
 
 REPLICATE_SOURCE = "replicate_of.json"
@@ -81,7 +81,7 @@ def replicate_record(source: str | Path, out: str | Path, *, source_sha256: str,
     beside it), so the two folders stay linked when they are moved or copied together; an absolute POSIX
     path only where no relative path leads there (another drive). ``source_name`` is the source folder's
     name; ``source_plan_sha256`` (its ``plan.toml``'s sha256), ``seeds`` and ``heldout_seed`` (the
-    replicate's) are kept as given. Read back with :func:`replicate_source`.
+    replicate's) are kept as given. Read back with :func:`read_replicate_record` and :func:`replicate_source`.
     """
     src, dest = Path(source).resolve(), Path(out).resolve()
     try:
@@ -93,49 +93,89 @@ def replicate_record(source: str | Path, out: str | Path, *, source_sha256: str,
             "seeds": [int(s) for s in seeds], "heldout_seed": int(heldout_seed)}
 
 
-def replicate_source_name(folder: str | Path, record: dict) -> str:
-    """The name of the study folder that the replicate in ``folder`` replicates: ``record["source_name"]``,
-    or for files written before it, the last part of ``record["source"]`` (resolved against ``folder``), so
-    old absolute and new relative files name the same study. ``record``: ``folder/replicate_of.json`` read."""
-    name = record.get("source_name")
-    if isinstance(name, str) and name:
-        return name
-    return Path(os.path.normpath(Path(folder) / str(record.get("source", "")))).name
+def _is_folder_name(name) -> bool:
+    """Whether ``name`` is one folder's name: a string of a single path part, not ``""``, ``.`` or ``..``."""
+    return isinstance(name, str) and Path(name).name == name and name not in {"", ".", ".."}
 
 
-def replicate_source(folder: str | Path) -> Path:
-    """The folder of the study that the replicate in ``folder`` replicates, read from ``folder/replicate_of.json``.
+def read_replicate_record(folder: str | Path) -> dict | None:
+    """``folder/replicate_of.json`` read and checked: the one reader of the file (:func:`replicate_source`,
+    ``benchmarks/unseen_study.py``'s ``cell_of``); None where ``folder`` has no such file (it is no replicate).
 
-    A relative ``source`` (written by :func:`replicate_record`) is resolved against ``folder``; an absolute one
-    (files written before) is taken as it is, and where that folder is gone, the study of the same name beside
-    ``folder`` is taken (shipped studies are copied side by side, as ``data/`` holds them).
+    Returns the file's JSON object with ``source`` (a non-empty path, relative to ``folder`` as
+    :func:`replicate_record` writes it, or absolute in files written before) and ``source_name``: the name of
+    the study folder replicated, the last part of ``source`` (resolved against ``folder``). Files written before
+    ``source_name`` was recorded get it from ``source``, so old absolute and new relative files name the same
+    study; where the file records it, it must be one folder's name and agree with ``source``.
 
     Raises
     ------
     StudyError
-        In one line naming ``replicate_of.json``: the file is missing or not a JSON object with a ``source``
-        path, or no folder is found at the path(s) tried (the fix: copy the source study there).
+        In one line naming ``replicate_of.json`` and the fix: the file cannot be read, is not a JSON object, has
+        no ``source`` path ending in a folder's name, its ``source_name`` is no folder's name (a path, ``..``) or
+        another name than the last part of ``source``.
     """
-    folder = Path(folder)
-    path = folder / REPLICATE_SOURCE
-    fix = "restore it from the replicate (`gradprobe study --replicate SRC --out DIR` writes it)"
+    path = Path(folder) / REPLICATE_SOURCE
     if not path.is_file():
-        raise StudyError(f"{path} not found: {folder} is no replicate, or {REPLICATE_SOURCE} was lost; {fix}")
+        return None
+    fix = "restore it from a copy of the replicate (`gradprobe study --replicate SRC --out DIR` writes it)"
     try:
         record = json.loads(path.read_text())
         source = record.get("source")
-    except (OSError, ValueError, AttributeError) as e:
-        raise StudyError(f"{path} cannot be read as a JSON object ({type(e).__name__}); {fix}") from None
-    if not isinstance(source, str) or not source:
+    except OSError as e:
+        raise StudyError(f"{path} cannot be read ({type(e).__name__}: {e.strerror}); {fix}") from None
+    except (ValueError, AttributeError) as e:  # not JSON (or not UTF-8), or JSON but no object
+        raise StudyError(f"{path} is not a JSON object ({type(e).__name__}); {fix}") from None
+    last = Path(os.path.abspath(Path(folder) / source)).name if isinstance(source, str) and source else ""
+    if not _is_folder_name(last):
         raise StudyError(f"{path} has no 'source' path of the replicated study (got {source!r}); {fix}")
+    name = record.get("source_name", last)  # files written before source_name: the last part of source
+    if not _is_folder_name(name):
+        raise StudyError(f"{path} has source_name {name!r}, not a folder's name (one path part, no '..'); "
+                         f"set it to {last!r}, the last part of source {source!r}, or {fix}")
+    if name != last:
+        raise StudyError(f"{path} has source_name {name!r}, but its source {source!r} ends in {last!r}: the two "
+                         f"must name one study; set source_name to {last!r} if source is right, or {fix}")
+    return {**record, "source": source, "source_name": name}
+
+
+def _is_study(folder: Path) -> bool:
+    """Whether ``folder`` holds a study: its frozen plan or its ``study.json`` (written together by
+    :func:`gradprobe.study.freeze.freeze_plan`, so every study folder has both)."""
+    return (folder / PLAN_COPY).is_file() or (folder / STUDY_JSON).is_file()
+
+
+def replicate_source(folder: str | Path) -> Path:
+    """The folder of the study that the replicate in ``folder`` replicates, read from ``folder/replicate_of.json``
+    (:func:`read_replicate_record`).
+
+    A relative ``source`` (written by :func:`replicate_record`) is resolved against ``folder``; an absolute one
+    (files written before) is taken as it is, and where no study is there, the study of the same name beside
+    ``folder`` is taken (shipped studies are copied side by side, as ``data/`` holds them). A folder is taken only
+    where it holds a study (``plan.toml`` or ``study.json``).
+
+    Raises
+    ------
+    StudyError
+        In one line naming ``replicate_of.json``: the file is missing, or damaged (:func:`read_replicate_record`),
+        or no study folder is found at the path(s) tried (the fix: copy the source study there).
+    """
+    folder = Path(folder)
+    path = folder / REPLICATE_SOURCE
+    record = read_replicate_record(folder)
+    if record is None:
+        raise StudyError(f"{path} not found: {folder} is no replicate, or {REPLICATE_SOURCE} was lost; restore it "
+                         "from a copy of the replicate (`gradprobe study --replicate SRC --out DIR` writes it)")
+    source, parent = record["source"], Path(os.path.normpath(folder / os.pardir))
     tried = [Path(os.path.normpath(folder / source))]  # an absolute source stays as it is
-    if Path(source).is_absolute():
-        tried.append(folder.parent / replicate_source_name(folder, record))
+    if Path(source).is_absolute() and parent / record["source_name"] != tried[0]:
+        tried.append(parent / record["source_name"])
     for candidate in tried:
-        if candidate.is_dir():
+        if _is_study(candidate):
             return candidate
-    raise StudyError(f"{path} names source {source!r}, but no study folder is at {' nor '.join(map(str, tried))}; "
-                     f"copy the source study to {tried[-1]} (beside the replicate)")
+    beside = " (beside the replicate)" if tried[-1].parent == parent else ""
+    raise StudyError(f"{path} names source {source!r}, but no study folder (with {PLAN_COPY} or {STUDY_JSON}) is "
+                     f"at {' nor '.join(map(str, tried))}; copy the source study to {tried[-1]}{beside}")
 
 
 def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor: str = "local",

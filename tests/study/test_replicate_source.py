@@ -5,7 +5,6 @@ files written before (an absolute ``source``) still read, and a source that is n
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -15,20 +14,12 @@ import pytest
 from gradprobe.cli import main as cli_main
 from gradprobe.study import replicate as replicate_mod
 from gradprobe.study.folder import StudyError
-from gradprobe.study.replicate import replicate_record, replicate_source
+from gradprobe.study.replicate import read_replicate_record, replicate_record, replicate_source
 from gradprobe.study.result import StudyResult
 
 from study_helpers import make_study
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def unseen():
-    spec = importlib.util.spec_from_file_location("unseen_study", REPO / "benchmarks" / "unseen_study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _replicate(tmp_path, monkeypatch) -> tuple[Path, Path]:
@@ -70,6 +61,7 @@ def test_the_source_path_is_relative_wherever_the_replicate_is(tmp_path):
     src, out = tmp_path / "data" / "study_x", tmp_path / "runs" / "deep" / "study_x_rep"
     src.mkdir(parents=True)
     out.mkdir(parents=True)
+    (src / "plan.toml").write_text('name = "x"\n')
     record = replicate_record(src, out, source_sha256="abc", seeds=(4, 5), heldout_seed=4)
     assert record == {"source": "../../../data/study_x", "source_name": "study_x", "source_plan_sha256": "abc",
                       "seeds": [4, 5], "heldout_seed": 4}
@@ -81,6 +73,7 @@ def test_an_old_absolute_source_still_reads_and_names_the_same_cell(tmp_path, un
     src, rep = tmp_path / "data" / "study_x", tmp_path / "data" / "study_x_rep"
     src.mkdir(parents=True)
     rep.mkdir()
+    (src / "study.json").write_text("{}")  # a study folder: plan.toml or study.json
     (rep / "replicate_of.json").write_text(json.dumps({"source": str(src), "source_plan_sha256": "abc",
                                                        "seeds": [4], "heldout_seed": 4}))
     assert replicate_source(rep) == src
@@ -106,8 +99,9 @@ def test_the_shipped_replicates_find_their_sources_beside_them(tmp_path):
         assert replicate_source(REPO / "data" / rep) == REPO / "data" / src
         (tmp_path / rep).mkdir()  # copied without its source: the replicate alone is refused, naming the fix
         shutil.copy(REPO / "data" / rep / "replicate_of.json", tmp_path / rep)
-        with pytest.raises(StudyError, match=f"no study folder is at {tmp_path / src}; copy the source study"):
+        with pytest.raises(StudyError) as e:
             replicate_source(tmp_path / rep)
+        assert f"no study folder (with plan.toml or study.json) is at {tmp_path / src}; copy the source" in str(e.value)
 
 
 def test_a_missing_source_is_refused_in_one_line(tmp_path, monkeypatch):
@@ -116,20 +110,100 @@ def test_a_missing_source_is_refused_in_one_line(tmp_path, monkeypatch):
     path = rep / "replicate_of.json"
     with pytest.raises(StudyError) as e:
         replicate_source(rep)
-    assert str(e.value) == (f"{path} names source '../finished', but no study folder is at {src}; copy the source "
-                            f"study to {src} (beside the replicate)")
+    assert str(e.value) == (f"{path} names source '../finished', but no study folder (with plan.toml or study.json) is "
+                            f"at {src}; copy the source study to {src} (beside the replicate)")
     path.write_text(json.dumps({"source": "/gone/data/finished"}))
     with pytest.raises(StudyError) as e:
         replicate_source(rep)
-    assert str(e.value) == (f"{path} names source '/gone/data/finished', but no study folder is at "
-                            f"/gone/data/finished nor {src}; copy the source study to {src} (beside the replicate)")
+    assert str(e.value) == (f"{path} names source '/gone/data/finished', but no study folder (with plan.toml or "
+                            f"study.json) is at /gone/data/finished nor {src}; copy the source study to {src} (beside "
+                            "the replicate)")
     path.write_text('{"seeds": [2]}')
     with pytest.raises(StudyError, match=r"has no 'source' path of the replicated study \(got None\)"):
         replicate_source(rep)
     path.write_text("[1, 2]")
-    with pytest.raises(StudyError, match=r"replicate_of.json cannot be read as a JSON object \(AttributeError\)"):
+    with pytest.raises(StudyError, match=r"replicate_of.json is not a JSON object \(AttributeError\)"):
         replicate_source(rep)
     path.unlink()
     with pytest.raises(StudyError, match=r"replicate_of.json not found: .* is no replicate") as e:
         replicate_source(rep)
     assert "\n" not in str(e.value)
+
+
+def _rep_with(tmp_path, record: dict) -> Path:
+    """``tmp_path/data/rep`` holding ``record`` as its replicate_of.json, beside the study ``data/study_x``."""
+    src, rep = tmp_path / "data" / "study_x", tmp_path / "data" / "rep"
+    src.mkdir(parents=True)
+    (src / "plan.toml").write_text('name = "x"\n')
+    rep.mkdir()
+    (rep / "replicate_of.json").write_text(json.dumps(record))
+    return rep
+
+
+@pytest.mark.parametrize("name", ["..", ".", "", "a/study_x", "../study_x", "/gone/data/study_x", 7, None])
+def test_a_source_name_that_is_no_folder_name_is_refused_by_both_readers(tmp_path, unseen, name):
+    rep = _rep_with(tmp_path, {"source": "/gone/data/study_x", "source_name": name})
+    path = rep / "replicate_of.json"
+    why = (f"{path} has source_name {name!r}, not a folder's name (one path part, no '..'); set it to 'study_x', "
+           "the last part of source '/gone/data/study_x', or restore it from a copy of the replicate")
+    with pytest.raises(StudyError) as e:  # was: data/.. (the folder above the studies) for ".."
+        replicate_source(rep)
+    assert str(e.value).startswith(why) and "\n" not in str(e.value)
+    with pytest.raises(ValueError) as v:  # was: the cell ".."
+        unseen.cell_of(rep)
+    assert str(v.value) == str(e.value)
+
+
+@pytest.mark.parametrize("source", ["../study_x", "/gone/data/study_x"])
+def test_a_source_name_other_than_the_sources_last_part_is_refused(tmp_path, unseen, source):
+    rep = _rep_with(tmp_path, {"source": source, "source_name": "study_y"})
+    (tmp_path / "data" / "study_y").mkdir()
+    (tmp_path / "data" / "study_y" / "plan.toml").write_text('name = "y"\n')
+    path = rep / "replicate_of.json"
+    why = (f"{path} has source_name 'study_y', but its source {source!r} ends in 'study_x': the two must name one "
+           "study; set source_name to 'study_x' if source is right, or restore it from a copy of the replicate")
+    with pytest.raises(StudyError) as e:  # was: study_x for the relative source, study_y for the absolute one
+        replicate_source(rep)
+    assert str(e.value).startswith(why)
+    with pytest.raises(ValueError, match="has source_name 'study_y', but its source"):  # was: pooled as study_y
+        unseen.cell_of(rep)
+    (rep / "replicate_of.json").write_text(json.dumps({"source": source, "source_name": "study_x"}))
+    assert replicate_source(rep) == tmp_path / "data" / "study_x" and unseen.cell_of(rep) == "study_x"
+    assert read_replicate_record(rep) == {"source": source, "source_name": "study_x"}
+    assert read_replicate_record(tmp_path / "data" / "study_x") is None  # no replicate_of.json: no replicate
+
+
+def test_a_folder_without_a_study_is_not_the_source(tmp_path):
+    rep = _rep_with(tmp_path, {"source": "../study_x", "source_name": "study_x"})
+    (tmp_path / "data" / "study_x" / "plan.toml").unlink()  # a folder of that name, but no study in it
+    (tmp_path / "data" / "study_x" / "notes.txt").write_text("x")
+    with pytest.raises(StudyError) as e:  # was: the empty folder, taken as the source
+        replicate_source(rep)
+    src = tmp_path / "data" / "study_x"
+    assert str(e.value).endswith(f"is at {src}; copy the source study to {src} (beside the replicate)")
+    (src / "study.json").write_text("{}")  # a study's record alone makes it one
+    assert replicate_source(rep) == src
+    # an absolute source that still exists but holds no study: the study of that name beside it is taken
+    old = tmp_path / "old" / "study_x"
+    old.mkdir(parents=True)
+    (rep / "replicate_of.json").write_text(json.dumps({"source": str(old)}))
+    assert replicate_source(rep) == src  # was: tmp/old/study_x, a folder with no study
+
+
+def test_a_source_not_beside_the_replicate_is_not_said_to_be(tmp_path, monkeypatch):
+    rep = tmp_path / "runs" / "deep" / "rep"
+    rep.mkdir(parents=True)
+    (rep / "replicate_of.json").write_text(json.dumps({"source": "../../elsewhere/study_x", "source_name": "study_x"}))
+    with pytest.raises(StudyError) as e:  # was: "... (beside the replicate)", two folders up from it
+        replicate_source(rep)
+    want = tmp_path / "runs" / "elsewhere" / "study_x"
+    assert str(e.value) == (f"{rep / 'replicate_of.json'} names source '../../elsewhere/study_x', but no study folder "
+                            f"(with plan.toml or study.json) is at {want}; copy the source study to {want}")
+    # a replicate folder given relative to the working directory: "beside" is judged on the normalized paths
+    (rep / "replicate_of.json").write_text(json.dumps({"source": "../study_x", "source_name": "study_x"}))
+    monkeypatch.chdir(rep.parent)
+    with pytest.raises(StudyError, match=r"is at study_x; copy the source study to study_x \(beside the replicate\)$"):
+        replicate_source("rep")
+    monkeypatch.chdir(rep)
+    with pytest.raises(StudyError, match=r"is at \.\./study_x; copy the source study to \.\./study_x \(beside the"):
+        replicate_source(".")
