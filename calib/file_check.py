@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradprobe.forecast.curve_file import is_json_number
+from gradprobe.outputs import is_json_number, json_number_float, json_number_text
 
 from .dataset import FORECASTERS
 from .domain import BUDGET_KINDS, Domain
@@ -130,8 +130,9 @@ def read_data(d: dict, *, text_columns, number_columns, integer_columns=()) -> p
         for i, row in enumerate(rows):
             v = row[j]
             if not is_json_number(v, finite=True, integer=integer):
-                raise DamagedField(f"data.rows[{i}][{j}]", f"(column {c!r}) is {v!r}, not "
-                                                           + ("an integer" if integer else "a finite number"))
+                huge = integer and is_json_number(v, integer=True)  # an integer, too large for a float: said so
+                want = "" if huge else ", not " + ("an integer" if integer else "a finite number")
+                raise DamagedField(f"data.rows[{i}][{j}]", f"(column {c!r}) is {json_number_text(v)}{want}")
     frame = pd.DataFrame(rows, columns=columns)
     for c in number_columns:
         frame[c] = frame[c].astype(float)
@@ -290,7 +291,7 @@ def _shown(value) -> str:
         return "null"
     text = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
     if isinstance(value, (str, Real)):
-        return text
+        return json_number_text(value, text)  # an integer too large for a float: its digits shortened and counted
     kind = _kind(value)
     return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} {text}"
 
@@ -414,7 +415,8 @@ def check_predictions(stored, predictions: dict, *, path, fix: str, versions_not
     """
     for name, new in predictions.items():
         try:
-            old = np.array([_stored_float(v) for v in stored[name]], float)
+            values = list(stored[name])
+            old = np.array([_stored_float(v) for v in values], float)
         except (KeyError, TypeError, ValueError) as e:
             raise CalibrationFileError(f"calibration file {path} is damaged: field check.{name} is missing or "
                                        f"malformed; {fix}") from e
@@ -425,16 +427,17 @@ def check_predictions(stored, predictions: dict, *, path, fix: str, versions_not
         if off.any():
             i = int(np.flatnonzero(off)[0])
             raise CalibrationFileError(
-                f"calibration file {path}: check.{name}[{i}] is {float(old[i])!r} in the file but refitting the file's "
-                f"data gives {float(new[i])!r} ({int(off.sum())} of its {old.size} values differ): refitting the "
-                f"calibration does not reproduce its stored {name} predictions, so the file was edited or damaged"
-                f"{versions_note}; {fix}")
+                f"calibration file {path}: check.{name}[{i}] is {json_number_text(values[i], repr(float(old[i])))} "
+                f"in the file but refitting the file's data gives {float(new[i])!r} ({int(off.sum())} of its "
+                f"{old.size} values differ): refitting the calibration does not reproduce its stored {name} "
+                f"predictions, so the file was edited or damaged{versions_note}; {fix}")
 
 
 def _stored_float(value) -> float:
     """A number of a ``fitted`` or ``check`` block, written by :func:`gradprobe.outputs.json_safe`, as a float: a
-    number (:func:`gradprobe.forecast.curve_file.is_json_number`, non-finite ones included; an integer too large for
-    a float reads as +-inf), or ``null`` (NaN) or ``"inf"``/``"-inf"`` (:func:`gradprobe.outputs.json_float`).
+    number (:func:`gradprobe.outputs.is_json_number`, non-finite ones included; an integer too large for a float
+    reads as +-inf: :func:`gradprobe.outputs.json_number_float`), or ``null`` (NaN) or ``"inf"``/``"-inf"``
+    (:func:`gradprobe.outputs.json_float`).
 
     Raises
     ------
@@ -443,10 +446,7 @@ def _stored_float(value) -> float:
         other text, a list or an object.
     """
     if is_json_number(value):
-        try:
-            return float(value)
-        except OverflowError:  # an integer beyond float's range
-            return math.inf if value > 0 else -math.inf
+        return json_number_float(value)
     if value is None or isinstance(value, str):
         return json_float(value)
     raise ValueError(f"{value!r} is not a number")
@@ -483,7 +483,8 @@ def _first_difference(stored, refit, where: str, gives: str = "refitting the fil
         or math.isclose(old, new, rel_tol=FITTED_RTOL, abs_tol=FITTED_ATOL)
     if same and isinstance(refit, int) and not float(stored).is_integer():  # max_iter 1000.5 is not 1000
         same = False
-    return None if same else f"{where} is {old!r} in the file but {gives} {refit if type(refit) is int else new!r}"
+    return None if same else (f"{where} is {json_number_text(stored, repr(old))} in the file but {gives} "
+                              f"{refit if type(refit) is int else new!r}")
 
 
 def rebuild_command(path, d, *, default: bool, forecaster: str | None = None) -> str:
@@ -521,6 +522,8 @@ def rebuild_command(path, d, *, default: bool, forecaster: str | None = None) ->
     if isinstance(d.get("interval"), str) and d["interval"] != FIT_DEFAULTS["interval"]:
         option("--interval", d["interval"], lambda v: v in FIT_CHOICES["interval"])
     level = d.get("confidence_level")
+    # Real, not is_json_number, on purpose: a recorded true/false level is shown as an invalid --confidence
+    # (placeholder CONFIDENCE, "the file's 'True' is not a valid --confidence"), not dropped from the command
     if isinstance(level, Real) and level != FIT_DEFAULTS["confidence_level"]:
         option("--confidence", repr(level), lambda v: 0 < level < 1)
     if d.get("include_reference") is True:  # --include-grpo only turns it on

@@ -19,6 +19,7 @@ import pandas as pd
 import gradprobe
 from gradprobe.forecast import forecast_section
 from gradprobe.layout import PLAN_COPY, STUDY_JSON
+from gradprobe.outputs import is_json_number, json_number_float, json_number_text
 
 from .domain import resolve_task
 from .files import json_float
@@ -94,9 +95,8 @@ def check_probe_budgets(result: dict, where: str = "probe.json") -> None:
         v = cfg.get(key)
         if v is None and key == "budget_seconds":
             continue
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-        if not ok:
-            shown = "null" if v is None else repr(v)
+        if not (is_json_number(v, finite=True) and v > 0):  # gradprobe's one rule (an integer past a float: refused)
+            shown = "null" if v is None else json_number_text(v)
             raise CalibrationApplyError(f"{where} field config.{key} is {shown}, not a budget (a finite number of "
                                         f"{unit} > 0: gains are forecast at it); {_RERUN}")
 
@@ -107,21 +107,29 @@ def _gain(v, field: str, column: str, where: str) -> float:
     Raises
     ------
     CalibrationApplyError
-        Not a number of gradprobe's JSON encoding, infinite, or (all but the raw first order) outside
-        :data:`GAIN_RANGE`; the message names ``where``, ``field`` and the fix.
+        Not a number of gradprobe's JSON encoding (:func:`gradprobe.outputs.is_json_number`, or null, ``"inf"``,
+        ``"-inf"``: :func:`gradprobe.outputs.json_float`), infinite (an integer too large for a float included: the
+        message shows its digits shortened), or (all but the raw first order) outside :data:`GAIN_RANGE`; the message
+        names ``where``, ``field`` and the fix.
     """
-    try:
-        x = math.nan if isinstance(v, bool) else json_float(v)
-        bad = isinstance(v, bool) and "is not a number"
-    except (TypeError, ValueError):
-        x, bad = math.nan, "is not a number (a number, or null for no forecast)"
+    x, bad = math.nan, "is not a number (a number, or null for no forecast)"
+    if is_json_number(v):
+        x, bad = json_number_float(v), False
+    elif isinstance(v, bool):
+        bad = "is not a number"
+    elif v is None or isinstance(v, str):
+        try:
+            x, bad = json_float(v), False
+        except ValueError:
+            pass
     if not bad and math.isinf(x):
-        bad = "is infinite (null means no forecast)"
+        huge = is_json_number(v, integer=True)  # an integer read as inf: too large for a float, not infinite
+        bad = ("is not a finite number" if huge else "is infinite") + " (null means no forecast)"
     low, high = GAIN_RANGE
     if not bad and column != "forecast_first_order" and not (math.isnan(x) or low <= x <= high):
         bad = f"is outside [{low:g}, {high:g}] (a gain vs GRPO in accuracy points)"
     if bad:
-        raise CalibrationApplyError(f"{where} field {field} is {v!r}: it {bad}; {_RERUN}")
+        raise CalibrationApplyError(f"{where} field {field} is {json_number_text(v)}: it {bad}; {_RERUN}")
     return x
 
 

@@ -18,17 +18,17 @@ import errno
 import json
 import math
 import os
-from numbers import Integral, Real
 import platform
 from importlib import metadata
+from numbers import Integral, Real
 from pathlib import Path
 
 from . import __version__
 
 
-__all__ = ["is_json_number", "OutputDirError", "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way",
-           "prepare_output_dir",
-           "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions"]
+__all__ = ["is_json_number", "json_number_float", "json_number_text", "OutputDirError", "output_error", "error_text",
+           "removed_if_left_empty", "api_out", "refuse_file_in_the_way", "prepare_output_dir", "write_bytes_atomic",
+           "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
 VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
@@ -235,8 +235,10 @@ def is_json_number(value, *, finite: bool = False, integer: bool = False) -> boo
       calibration file's ``seed`` column, a plan's integer keys).
 
     Used by the readers of saved curves (``gradprobe.forecast.curve_file``, which re-exports it), of
-    ``metrics.jsonl`` and TRL logs (``gradprobe.forecast.curve_sources``), of plans (``gradprobe.training.coerce``)
-    and of calibration files (``calib.file_check``).
+    ``metrics.jsonl`` and TRL logs (``gradprobe.forecast.curve_sources``), of a probe's held-out accuracy
+    (``gradprobe.forecast.start_check``), of plans (``gradprobe.training.coerce``), of calibration files
+    (``calib.file_check``) and of a probe result's budgets and forecasts (``calib.probe_input``); a number read
+    as a float with :func:`json_number_float`, shown in a message with :func:`json_number_text`.
     """
     if isinstance(value, bool) or not isinstance(value, Integral if integer else Real):
         return False
@@ -246,6 +248,52 @@ def is_json_number(value, *, finite: bool = False, integer: bool = False) -> boo
         return math.isfinite(value)
     except OverflowError:  # an int beyond float's range
         return False
+
+
+def _beyond_float(value) -> bool:
+    """Whether ``value`` is an integer too large for a float (``float(value)`` raises OverflowError)."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
+
+
+def json_number_float(value) -> float:
+    """A number (:func:`is_json_number`, NaN and +-inf included) as a Python float: ``float(value)``, except that an
+    integer too large for a float (JSON and TOML hold any integer; a float ends near 1.8e308) reads as ``inf`` or
+    ``-inf`` by its sign instead of raising OverflowError. The caller refuses an infinite value where its field must
+    be finite, and shows the value the file holds with :func:`json_number_text`.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is no number by :func:`is_json_number`'s rule (true/false, null, text, a list or an object).
+    """
+    if not is_json_number(value):
+        raise ValueError(f"{value!r} is not a number")
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float's range
+        return math.inf if value > 0 else -math.inf
+
+
+def json_number_text(value, text: str | None = None) -> str:
+    """How a message shows ``value`` as read from a file: ``text`` (``repr(value)`` when None), except an integer too
+    large for a float, which :func:`json_number_float` reads as +-inf: it is shown as the file holds it, shortened to
+    its first and last ten digits and its length, e.g. ``1000000000...0000000000 (an integer of 401 digits, too
+    large for a float)`` (``-`` before it for a negative one), not as the ``inf`` the file does not hold."""
+    if not _beyond_float(value):
+        return repr(value) if text is None else text
+    sign = "-" if value < 0 else ""
+    try:
+        digits = str(abs(int(value)))
+    except ValueError:  # beyond Python's int-to-text limit (sys.get_int_max_str_digits): its length, estimated
+        n = int(abs(int(value)).bit_length() * math.log10(2)) + 1
+        return f"{'a negative' if sign else 'an'} integer of about {n} digits (too large for a float)"
+    return f"{sign}{digits[:10]}...{digits[-10:]} (an integer of {len(digits)} digits, too large for a float)"
 
 
 def versions() -> dict:

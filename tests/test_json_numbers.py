@@ -1,11 +1,12 @@
-"""One rule for "is this JSON (or TOML) value a usable number": :func:`gradprobe.forecast.curve_file.is_json_number`.
+"""One rule for "is this JSON (or TOML) value a usable number": :func:`gradprobe.outputs.is_json_number`.
 
 Its answers on a table of values (with its options ``finite`` and ``integer``), and every site that reads a number
 from a file agreeing with it: the ``metrics.jsonl`` / TRL reader (``curve_sources._number``), a calibration file's
 ``data`` rows, ``domain.budget_range``, ``fitted`` and ``check`` blocks (``calib.file_check``) and a plan's TOML
 values (``gradprobe.training.coerce``). The cases where a site disagreed with the others are pinned too: JSON
 ``true`` in a calibration file's ``check`` block was read as 1.0, and an integer too large for a float crashed
-each reader with OverflowError instead of being refused naming its field.
+each reader with OverflowError instead of being refused naming its field. A refusal shows such an integer as the file
+holds it, shortened (:data:`HUGE_SHOWN`), not as the ``inf`` it would read as.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from calib.file_check import CalibrationFileError, DamagedField, _budget_range, check_fitted, check_predictions, \
     read_data
-from gradprobe.forecast.curve_file import is_json_number
+from gradprobe.outputs import is_json_number
 from gradprobe.forecast.curve_fit import CurveError
 from gradprobe.forecast.curve_sources import _number
 from gradprobe.forecast.curves import ReferenceCurve
@@ -28,6 +29,8 @@ from gradprobe.training.plan import PlanError, parse_plan
 from helpers_training import tiny_plan
 
 HUGE = 10 ** 400  # an integer JSON and TOML can hold, beyond float's range (about 1.8e308)
+#: how a message shows HUGE: the digits the file holds, shortened and counted (was "inf", which the file does not hold)
+HUGE_SHOWN = "1000000000...0000000000 (an integer of 401 digits, too large for a float)"
 
 #: value -> (is_json_number(v), finite=True, integer=True, integer=True and finite=True)
 TABLE = [
@@ -102,14 +105,16 @@ def test_an_update_too_large_for_a_float_is_refused_naming_the_line(tmp_path):
     path = _metrics(tmp_path, '{"eval": true, "update": ' + str(HUGE) + ', "greedy_accuracy": 0.7}')
     with pytest.raises(CurveError) as e:  # was OverflowError
         ReferenceCurve.from_metrics(path)
-    assert str(e.value) == f"{path}:4: field 'update' = inf must be an update count >= 0; fix or delete that eval"
+    assert str(e.value) == (f"{path}:4: field 'update' = {HUGE_SHOWN} must be an update count >= 0; fix or delete "
+                            "that eval")
 
 
 def test_an_accuracy_too_large_for_a_float_is_refused_as_not_finite(tmp_path):
     path = _metrics(tmp_path, '{"eval": true, "update": 8, "greedy_accuracy": -' + str(HUGE) + "}")
     with pytest.raises(CurveError) as e:  # was OverflowError
         ReferenceCurve.from_metrics(path)
-    assert str(e.value) == f"{path}:4: field 'greedy_accuracy' = -inf is not a finite number; fix or delete that eval"
+    assert str(e.value) == (f"{path}:4: field 'greedy_accuracy' = -{HUGE_SHOWN} is not a finite number; fix or delete "
+                            "that eval")
 
 
 # ----------------------------------------------------------------------------- calibration files
@@ -128,7 +133,8 @@ def test_a_calibration_number_column_takes_exactly_the_finite_numbers(value):
         return
     with pytest.raises(DamagedField) as e:  # the huge integer crashed with OverflowError
         _rows(value, "x")
-    assert str(e.value) == f"data.rows[1][1] (column 'x') is {value!r}, not a finite number"
+    shown = HUGE_SHOWN if value is HUGE else repr(value)
+    assert str(e.value) == f"data.rows[1][1] (column 'x') is {shown}, not a finite number"
 
 
 @pytest.mark.parametrize("value", VALUES, ids=IDS)
@@ -138,7 +144,8 @@ def test_a_calibration_integer_column_takes_exactly_the_finite_integers(value):
         return
     with pytest.raises(DamagedField) as e:
         _rows(value, "seed")
-    assert str(e.value) == f"data.rows[1][2] (column 'seed') is {value!r}, not an integer"
+    want = f"is {HUGE_SHOWN}" if value is HUGE else f"is {value!r}, not an integer"  # HUGE is one: too large
+    assert str(e.value) == f"data.rows[1][2] (column 'seed') {want}"
 
 
 @pytest.mark.parametrize("value", VALUES, ids=IDS)
@@ -190,22 +197,25 @@ def test_a_fitted_block_takes_exactly_the_numbers(value):
 
 @pytest.mark.parametrize("value", VALUES, ids=IDS)
 def test_a_plan_takes_exactly_the_numbers_for_a_float_key_and_the_integers_for_an_integer_key(value):
-    for tp, ok, name in ((float, is_json_number(value), "a number"),
+    """A float key takes the numbers a float can hold (HUGE is refused showing its digits, not read as inf); an
+    integer key the integers, as Python ints (numpy's np.int64 stayed one, which json cannot write)."""
+    for tp, ok, name in ((float, is_json_number(value) and value is not HUGE, "a number"),
                          (int, is_json_number(value, integer=True), "an integer")):
         if ok:
             got = coerce(value, tp, "train.k")
             if tp is float:
                 assert type(got) is float and _same(got, _float(value))
             else:
-                assert got is value
+                assert type(got) is int and got == value
+                json.dumps(got)
             continue
         with pytest.raises(PlanError) as e:
             coerce(value, tp, "train.k")
-        assert str(e.value) == f"train.k must be {name}, got {value!r}"
+        assert str(e.value) == f"train.k must be {name}, got {HUGE_SHOWN if value is HUGE else repr(value)}"
 
 
-def test_a_learning_rate_too_large_for_a_float_is_refused_as_not_finite():
+def test_a_learning_rate_too_large_for_a_float_is_refused_showing_its_digits():
     text = tiny_plan(train={"lr": 12345}).replace("lr = 12345", f"lr = {HUGE}")
-    with pytest.raises(PlanError) as e:  # was OverflowError
+    with pytest.raises(PlanError) as e:  # was OverflowError, then "got inf"
         parse_plan(text)
-    assert str(e.value) == "train.lr must be a finite number, got inf"
+    assert str(e.value) == f"train.lr must be a number, got {HUGE_SHOWN}"

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..outputs import is_json_number, write_text_atomic
+from ..outputs import is_json_number, json_number_float, json_number_text, write_text_atomic
 from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError, fit_needs, fit_sigmoid,
                         fit_statuses, scalerl_sigmoid, seed_bootstrap_draws, sigmoid_params)
 
@@ -154,11 +154,12 @@ def read_curve_file(path: str | Path) -> dict:
 
 
 def _show(value) -> str:
-    """A JSON value as the messages quote it: a number as Python's repr, anything else as JSON (shortened),
+    """A JSON value as the messages quote it: a number as Python's repr (an integer too large for a float: its
+    digits shortened and counted, :func:`~gradprobe.outputs.json_number_text`), anything else as JSON (shortened),
     text marked as such."""
     if is_json_number(value):
         text = repr(value)
-        return text if len(text) <= 60 else text[:57] + "..."
+        return json_number_text(value, text if len(text) <= 60 else text[:57] + "...")
     if isinstance(value, str):
         return f"{_short_json(value)} (text)"
     return _short_json(value)
@@ -173,13 +174,9 @@ def _short_json(value, width: int = 60) -> str:
 
 
 def _as_float(value) -> float:
-    """A JSON number as a float (an integer too large for one: inf); anything else: NaN."""
-    if not is_json_number(value):
-        return math.nan
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
+    """A JSON number as a float (:func:`~gradprobe.outputs.json_number_float`: an integer too large for one is +-inf);
+    anything else: NaN."""
+    return json_number_float(value) if is_json_number(value) else math.nan
 
 
 def _plural(k: int, what: str) -> str:
@@ -215,7 +212,7 @@ class _Fields:
             want = f"> {lo:g}" if open_lo else f">= {lo:g}"
         else:
             want = f"in [{lo:g}, {hi:g}]"
-        shown = repr(v) if is_json_number(value) else _show(value)
+        shown = json_number_text(value, repr(v)) if is_json_number(value) else _show(value)
         raise self.bad(field, f"is {shown}, it must be a finite number {want}{why}")
 
     def obj(self, field: str, value, what: str) -> dict:

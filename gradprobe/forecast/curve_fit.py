@@ -260,7 +260,8 @@ def fit_sigmoid(n: np.ndarray, y: np.ndarray, *, r0: float | None, b_fixed: floa
 
 
 def seed_bootstrap_draws(positive: list, need: int) -> Iterator[tuple[np.ndarray, bool]]:
-    """The seed-bootstrap draws of :func:`fit_seed_replicates`, in order and without end (the caller stops).
+    """The seed-bootstrap draws of :func:`fit_seed_replicates`, in order and without end (the caller stops): an
+    iterator (a generator the call returns once ``positive`` is checked, so a bad one is refused at the call).
 
     The one draw loop: :func:`fit_seed_replicates` takes its first ``n_replicates`` draws and refits the refittable
     ones; :mod:`.curve_file` draws again to check a saved curve's ``replicate_seed_counts``. Resampling: the
@@ -276,24 +277,28 @@ def seed_bootstrap_draws(positive: list, need: int) -> Iterator[tuple[np.ndarray
         Distinct update counts > 0 a resample needs to be refitted (its free parameters: 2, + 1 if B is fitted,
         + 1 if R0 is).
 
-    Yields
-    ------
-    (draw, refittable)
+    Returns
+    -------
+    iterator of (draw, refittable)
         ``draw``: int64 ndarray, shape (s,), the drawn seed indices in draw order; ``refittable``: whether the
         drawn seeds' evals cover at least ``need`` distinct update counts > 0 (a draw that does not is left out).
 
     Raises
     ------
     ValueError
-        ``positive`` is empty (no seeds to draw).
+        ``positive`` is empty (no seeds to draw): at the call, not at the first ``next()``.
     """
     s = len(positive)
     if s == 0:
         raise ValueError("seed_bootstrap_draws: positive is empty; pass one array of update counts per seed")
-    rng = np.random.Generator(np.random.PCG64(REPLICATE_SEED))
-    while True:
-        draw = rng.integers(0, s, size=s)
-        yield draw, bool(np.unique(np.concatenate([positive[i] for i in draw])).size >= need)
+
+    def draws() -> Iterator[tuple[np.ndarray, bool]]:
+        rng = np.random.Generator(np.random.PCG64(REPLICATE_SEED))
+        while True:
+            draw = rng.integers(0, s, size=s)
+            yield draw, bool(np.unique(np.concatenate([positive[i] for i in draw])).size >= need)
+
+    return draws()
 
 
 def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_fixed: bool,

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
+from ..outputs import is_json_number, json_number_float, json_number_text
 from .accuracy_values import one_value_per_eval, to_points
 from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval, read_csv_checked,
                         skipped_cells, skipped_note, study_skipped_evals, with_skipped, without_short_lines)
-from .curve_file import is_json_number
 from .curve_fit import N_REPLICATES, CurveError, fit_needs
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
@@ -107,8 +107,9 @@ def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> str:
 
 
 def _number(value, where: str) -> float:
-    """``value`` as a float when it is a number (:func:`~.curve_file.is_json_number`, NaN and +-inf included: the
-    callers skip a NaN eval and refuse an infinite one; an integer too large for a float reads as +-inf).
+    """``value`` as a float when it is a number (:func:`~gradprobe.outputs.is_json_number`, NaN and +-inf included:
+    the callers skip a NaN eval and refuse an infinite one; an integer too large for a float reads as +-inf,
+    :func:`~gradprobe.outputs.json_number_float`, and the refusal shows it as the file holds it).
 
     Raises
     ------
@@ -117,10 +118,7 @@ def _number(value, where: str) -> float:
         ``where`` (file, line or entry, and field) and the value (true/false/null as JSON writes them).
     """
     if is_json_number(value):
-        try:
-            return float(value)
-        except OverflowError:  # an integer beyond float's range
-            return math.inf if value > 0 else -math.inf
+        return json_number_float(value)
     hint = ""
     if isinstance(value, str):  # "0.676" would read as 0.676: a JSON string is text, whatever it spells
         try:
@@ -182,7 +180,8 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
                              "update axis; add the update it was evaluated at (\"update\": N) or delete that line")
         update = _number(rec["update"], f"{at}: field 'update'")
         if not update >= 0 or math.isinf(update):
-            raise CurveError(f"{at}: field 'update' = {update:g} must be an update count >= 0; fix or delete that eval")
+            raise CurveError(f"{at}: field 'update' = {json_number_text(rec['update'], f'{update:g}')} must be an "
+                             "update count >= 0; fix or delete that eval")
         if rec[metric] is None:  # not measured at that eval, or a failed one logged without a value
             skipped.append((at, "null", update))
             continue
@@ -190,7 +189,8 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
         if math.isnan(value):
             skipped.append((at, "NaN", update))
         elif math.isinf(value):
-            raise CurveError(f"{at}: field {metric!r} = {value} is not a finite number; fix or delete that eval")
+            raise CurveError(f"{at}: field {metric!r} = {json_number_text(rec[metric], str(value))} is not a finite "
+                             "number; fix or delete that eval")
         else:
             out.append((update, value, at))
     if not out and not skipped:
@@ -294,11 +294,13 @@ def _skipped_lead(updates: list[float], skipped: list[tuple[str, float]], B: flo
             f"evaluating more often would not help: {_skipped_fix(kinds, null_fix)}"), tuple(kinds)
 
 
-def _no_value(metric: str, src: str, kinds: list[str], null_fix: str) -> str:
+def _no_value(metric: str, src: str, kinds: list[str], null_fix: str, nan_fix: str = _NAN_FIX) -> str:
     """The refusal of a curve none of whose evals of ``metric`` holds a value (each one ``kinds``: NaN, null or
-    both), with the fix (:func:`_skipped_fix`); the skipped evals' note (without the fix) follows it."""
+    both), with the fix (:func:`_skipped_fix`; ``nan_fix`` when all are NaN: the TRL reader's adds naming another
+    eval key, :data:`_TRL_ALL_NAN_FIX`); the skipped evals' note (without the fix) follows it."""
+    fix = nan_fix if kinds == ["NaN"] else _skipped_fix(kinds, null_fix)
     return (f"no eval of {metric!r} with a value in {src}: its evals of {metric!r} hold no value "
-            f"({' or '.join(kinds)}), so more frequent evals would not help; {_skipped_fix(kinds, null_fix)}")
+            f"({' or '.join(kinds)}), so more frequent evals would not help; {fix}")
 
 
 def _no_metric_lines(path: Path, metric: str) -> str:
@@ -359,8 +361,8 @@ def _trl_rows(path: Path, metric: str,
                              "or delete that entry")
         step = _number(h["step"], f"{path}: log_history[{i}] field 'step'")
         if not step >= 0 or math.isinf(step):
-            raise CurveError(f"{path}: log_history[{i}] field 'step' = {step:g} must be an optimizer step count >= 0; "
-                             "fix or delete that entry")
+            raise CurveError(f"{path}: log_history[{i}] field 'step' = {json_number_text(h['step'], f'{step:g}')} must "
+                             "be an optimizer step count >= 0; fix or delete that entry")
         if h[metric] is None:  # a failed or skipped eval logged without a value
             skipped.append((step, "null"))
             continue
@@ -368,8 +370,9 @@ def _trl_rows(path: Path, metric: str,
         if math.isnan(value):
             skipped.append((step, "NaN"))
         elif math.isinf(value):
-            raise CurveError(f"{path}: log_history[{i}] (step {step:g}) field {metric!r} = {value} is not a finite "
-                             "number; fix or delete that eval")
+            raise CurveError(f"{path}: log_history[{i}] (step {step:g}) field {metric!r} = "
+                             f"{json_number_text(h[metric], str(value))} is not a finite number; fix or delete that "
+                             "eval")
         else:
             rows.append((step, value, f"{path} log_history[{i}] (step {step:g})"))
     if not rows and not skipped:
@@ -395,6 +398,11 @@ def _no_trl_metric(path: Path, hist: list, metric: str) -> str:
 
 #: The fix of a TRL log's null evals in a refusal's lead (:func:`_skipped_fix`).
 _TRL_NULL_FIX = "rerun those evals, or name another eval key (--reference-curve-metric KEY)"
+#: The fix of a TRL log whose evals of the metric are all NaN (:func:`_no_value`): a key that is NaN at every eval
+#: is often not the held-out accuracy (a TRL log's eval keys are the user's), so naming another is a fix, as for null
+#: ones. (A ``metrics.jsonl``'s all-NaN refusal keeps :data:`_NAN_FIX` alone: its keys are gradprobe's own, and
+#: :func:`_no_metric_lines` names them.)
+_TRL_ALL_NAN_FIX = _NAN_FIX + _TRL_NULL_FIX[len(_RERUN):]
 #: Why a skipped TRL eval is no eval, by what its metric held (:func:`_trl_skipped_note`).
 _SKIPPED_WHY = {"NaN": "a NaN is no eval (a diverged or failed eval)",
                 "null": "a null is no eval (a failed or skipped eval, logged without a value)"}
@@ -751,8 +759,8 @@ class CurveSources:
             an ``initial_accuracy`` that is no finite number or outside the scale's range
             (:func:`initial_accuracy_value`; or, under ``accuracy_scale="auto"``, one in (0, 1] beside evals in
             points, or one above 1 beside evals in fractions: :func:`_check_initial_scale`), no eval of ``metric``
-            with a value (all null or NaN: the message says which, and to rerun them: :func:`_no_value`), one step
-            with two different values (:func:`one_value_per_eval`:
+            with a value (all null or NaN: the message says which, and to rerun them or name another eval key:
+            :func:`_no_value`), one step with two different values (:func:`one_value_per_eval`:
             e.g. a ``trainer.evaluate()`` after training at the last eval's step with sampled evals; keep one),
             values that mix fractions and points (:func:`to_points`; the entries are named), too few evals (the
             fix named is TRL's ``eval_strategy`` / ``eval_steps`` / ``eval_on_start``, and ``initial_accuracy``
@@ -775,7 +783,7 @@ class CurveSources:
         src = f"TRL trainer_state.json of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
         if all(at == _GIVEN for at in where):  # every eval of the metric null or NaN (the value given is none)
             kinds = [kind for kind in ("NaN", "null") if any(k == kind for k, _ in no_value)]
-            raise with_skipped(CurveError(_no_value(metric, src, kinds, _TRL_NULL_FIX)),
+            raise with_skipped(CurveError(_no_value(metric, src, kinds, _TRL_NULL_FIX, _TRL_ALL_NAN_FIX)),
                                _trl_skipped_note(nan_steps, metric, led=tuple(kinds)), fix=None)
         try:
             keep, copies = one_value_per_eval(n, y, seeds, where, src, hint=(

@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 
+from ..outputs import is_json_number
 from .accuracy_values import is_scale_note
 from .curve_sources import GIVEN_R0_MARK
 
@@ -71,7 +72,10 @@ def heldout_measurement(batches: list[dict]) -> tuple[float, float | None, int] 
     batches : list of dict
         Per-batch probe results (``probe.json`` or its ``batches``); each may have ``reference`` with
         ``heldout_accuracy`` (fraction) and ``heldout_group_accuracy`` (fractions, shape (groups,)).
-        A reference reused from an earlier batch (``reused``) is counted once.
+        A reference reused from an earlier batch (``reused``) is counted once. A value that is no finite number
+        by :func:`gradprobe.outputs.is_json_number` (true/false, which would read as 1 and 0, text, null, NaN,
+        +-inf, an integer too large for a float) is passed over as not measured; so is a ``prompts`` that is no
+        integer.
 
     Returns
     -------
@@ -84,13 +88,13 @@ def heldout_measurement(batches: list[dict]) -> tuple[float, float | None, int] 
     for b in batches:
         ref = b.get("reference") or {}
         h = ref.get("heldout_accuracy")
-        if ref.get("reused") or not isinstance(h, (int, float)) or not math.isfinite(h):
+        if ref.get("reused") or not is_json_number(h, finite=True):  # true/false are no accuracy (nor 1/0)
             continue
         accs.append(float(h))
         g = ref.get("heldout_group_accuracy")
         if isinstance(g, list):
-            groups += [float(x) for x in g if isinstance(x, (int, float)) and math.isfinite(x)]
-        elif isinstance(ref.get("prompts"), int) and ref["prompts"] > 0:
+            groups += [float(x) for x in g if is_json_number(x, finite=True)]
+        elif is_json_number(ref.get("prompts"), finite=True, integer=True) and ref["prompts"] > 0:
             counted += ref["prompts"]
     if not accs:
         return None

@@ -9,12 +9,11 @@ torch-free.
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 import typing
 from typing import Any
 
-from ..outputs import is_json_number
+from ..outputs import is_json_number, json_number_float, json_number_text
 from .specs import PlanError
 
 __all__ = ["fields_of", "coerce", "check_keys", "build_section", "check_positive"]
@@ -34,15 +33,18 @@ def _type_name(tp) -> str:
 def coerce(value, tp, where: str):
     """``value`` as type ``tp`` (int, float, str, bool, dict, tuple[...], X | None).
 
-    Integers are accepted for floats (and become floats; one too large for a float becomes +-inf, as TOML's
-    ``inf``); booleans are never numbers; NaN and +-inf are floats here (whether a key takes them is its range
-    check's to say: ``train.lr`` refuses them, :mod:`.plan_checks`); TOML arrays become tuples. What a number is
-    is :func:`gradprobe.outputs.is_json_number`'s rule.
+    Integers are accepted for floats (and become floats; one too large for a float is refused: TOML writes an
+    infinite value ``inf``); booleans are never numbers; NaN and +-inf are floats here (whether a key takes them is
+    its range check's to say: ``train.lr`` refuses them, :mod:`.plan_checks`); TOML arrays become tuples. What a
+    number is is :func:`gradprobe.outputs.is_json_number`'s rule; a number comes back as a Python ``int`` or
+    ``float`` (a numpy scalar too, which ``json`` could not write into a run's ``config.json``).
 
     Raises
     ------
     PlanError
-        ``value`` is not of type ``tp``; the message names ``where`` (the key's full path).
+        ``value`` is not of type ``tp``, or is an integer too large for a float where a float is wanted; the message
+        names ``where`` (the key's full path) and the value (that integer's digits shortened and counted:
+        :func:`gradprobe.outputs.json_number_text`).
     TypeError
         ``tp`` is not a type plans use (a schema bug, not a plan error).
     """
@@ -63,14 +65,11 @@ def coerce(value, tp, where: str):
           str: isinstance(value, str), bool: isinstance(value, bool), dict: isinstance(value, dict)}.get(tp)
     if ok is None:
         raise TypeError(f"plan schema: unsupported type {tp} at {where}")
-    if not ok:
-        raise PlanError(f"{where} must be {_type_name(tp)}, got {value!r}")
-    if tp is not float:
-        return value
-    try:
-        return float(value)
-    except OverflowError:  # an integer beyond float's range
-        return math.inf if value > 0 else -math.inf
+    if not ok or (tp is float and not is_json_number(value, finite=True) and is_json_number(value, integer=True)):
+        raise PlanError(f"{where} must be {_type_name(tp)}, got {json_number_text(value)}")
+    if tp is int:
+        return int(value)  # a numpy integer as a Python int
+    return json_number_float(value) if tp is float else value
 
 
 def check_keys(table: dict, valid, where: str, extra_note: str = "") -> None:

@@ -3,7 +3,8 @@
 rerunning them, not with "evaluate more often" (before, only null evals did); a NaN and a null that only together
 leave too few lead with both fixes, said once; a ``metrics.jsonl`` whose evals of the metric are all null says they
 are null and names their fix (before: a bare "no eval ... with a value"), as the TRL reader does, and both readers say
-which kinds the evals hold. The fix in the lead is not repeated by the skipped evals' note after it."""
+which kinds the evals hold (a TRL log's all-NaN evals also name another eval key, as its all-null ones do). The fix in
+the lead is not repeated by the skipped evals' note after it."""
 
 from __future__ import annotations
 
@@ -115,13 +116,16 @@ def test_a_metrics_jsonl_whose_evals_are_all_null_says_so_and_names_the_fix(tmp_
 
 @pytest.mark.parametrize("fmt", ["metrics", "trl"])
 def test_evals_all_null_all_nan_or_both_are_refused_alike_by_the_two_readers(tmp_path, fmt):
-    """Each reader says which kinds its evals hold and the fix once (the note after it gives the why only)."""
+    """Each reader says which kinds its evals hold and the fix once (the note after it gives the why only). A TRL
+    key that is NaN at every eval is often the wrong key (a TRL log's eval keys are the user's): its fix names
+    another key too, as the null one does; a metrics.jsonl's keys are gradprobe's own, its NaN fix is the rerun."""
     metric, other = ("greedy_accuracy", GREEDY_ELSE) if fmt == "metrics" else ("eval_accuracy", TRL_ELSE)
+    all_nan_fix = NAN_FIX if fmt == "metrics" else f"{NAN_FIX}, {TRL_ELSE}"
     src = (f"metrics.jsonl of 1 run(s) ({tmp_path / 'metrics.jsonl'})" if fmt == "metrics"
            else f"TRL trainer_state.json of 1 run(s) ({tmp_path / 'trainer_state.json'})")
     head = f"no eval of {metric!r} with a value in {src}: its evals of {metric!r} hold no value "
     for skipped, held, fix in [({"null_at": (0, 10)}, "null", f"rerun those evals, {other}"),
-                               ({"nan_at": (0, 10)}, "NaN", NAN_FIX),
+                               ({"nan_at": (0, 10)}, "NaN", all_nan_fix),
                                ({"nan_at": (0,), "null_at": (10,)}, "NaN or null", f"{NAN_FIX}, {other}")]:
         msg, path = _refusal(fmt, tmp_path, (0, 10), **skipped)
         assert msg.startswith(f"{head}({held}), so more frequent evals would not help; {fix}; ")

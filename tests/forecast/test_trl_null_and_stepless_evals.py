@@ -53,10 +53,12 @@ def test_null_evals_are_named_in_a_refusal_for_too_few_evals_after_their_fix_sai
 
 @pytest.mark.parametrize("kind, why, fix", [
     ("null", NULL_WHY, "rerun those evals, or name another eval key (--reference-curve-metric KEY)"),
-    ("NaN", NAN_WHY, "rerun those evals (if the run diverged there, look at why first)")])
+    ("NaN", NAN_WHY, "rerun those evals (if the run diverged there, look at why first), or name another eval key "
+                     "(--reference-curve-metric KEY)")])
 def test_all_null_or_nan_evals_are_refused_as_no_value_not_as_no_metric(tmp_path, kind, why, fix):
     """The evals exist: their values are missing, not the evals; the refusal says which (null or NaN) and their fix,
-    once."""
+    once. A key that is NaN at every eval is often not the held-out accuracy, so naming another key is a fix of
+    all-NaN evals as of all-null ones (it was lost for NaN when the NaN fix began to lead)."""
     path = trl_state(tmp_path / "trainer_state.json", steps=(0, 10), **{f"{kind.lower()}_at": (0, 10)})
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_trl_state(path)
