@@ -42,6 +42,7 @@ import sklearn
 from threadpoolctl import threadpool_limits
 
 from gradprobe import __version__
+from gradprobe.outputs import is_json_number, json_number_text
 
 from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, select_rows
 from .domain import BUDGET_KINDS, Domain, domain_of_rows
@@ -313,7 +314,10 @@ def load_calibration(spec: str | Path) -> Calibration:
         lacks a field (named), has a damaged ``data`` block (a missing column, a row of the wrong
         length, a non-number where a number belongs: the cell is named) or ``domain`` block (a field
         missing or malformed, e.g. ``domain.models`` not a list, a reversed ``domain.budget_range``:
-        :func:`calib.file_check.read_domain` names it), has a format version this
+        :func:`calib.file_check.read_domain` names it), a top-level ``confidence_level`` that is no number in
+        (0, 1), an ``include_reference`` that is no JSON boolean or a ``format_version`` that is no integer (by
+        :func:`gradprobe.outputs.is_json_number`: ``"0.9"``, ``true`` and null are no numbers; the field and its
+        value are named), has a format version this
         calib does not read, its ``forecaster`` names another forecaster than its data's column, its
         ``params`` (calibrator settings) or ``fitted`` parameters differ from the refit's (edited or
         damaged: the parameter and both values are named; a version-1 file without them still loads),
@@ -326,18 +330,24 @@ def load_calibration(spec: str | Path) -> Calibration:
         d = json.loads(path.read_text())
     except OSError as e:
         raise CalibrationFileError(f"cannot read calibration file {str(path)!r}: {e}") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer beyond Python's int-to-text limit
         raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); "
                                    f"{unreadable_fix(path, default=_is_default(path))}") from e
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise CalibrationFileError(f"{path} is not a gradprobe calibration file (no \"format\": \"{FORMAT}\"); "
                                    "write one with `calib fit ROWS.csv --out FILE`")
     version = d.get("format_version")
+    if not is_json_number(version, integer=True):  # true would read as 1, 2.0 as 2: the field is an integer
+        raise CalibrationFileError(f"calibration file {path} is damaged: field 'format_version' "
+                                   + ("is missing" if "format_version" not in d else f"is {_json_shown(version)}")
+                                   + f", not an integer (the calibration format version: this calib reads versions "
+                                   f"{list(READABLE_VERSIONS)}); {rebuild_command(path, d, default=_is_default(path))}")
     if version not in READABLE_VERSIONS:
-        newer = isinstance(version, int) and version > FORMAT_VERSION
+        newer = version > FORMAT_VERSION
+        written = d.get("versions") if isinstance(d.get("versions"), dict) else {}
         raise CalibrationFileError(
-            f"{path} has calibration format version {version!r} (written by gradprobe "
-            f"{(d.get('versions') or {}).get('gradprobe', '?')}); this calib reads versions {list(READABLE_VERSIONS)}. "
+            f"{path} has calibration format version {json_number_text(version)} (written by gradprobe "
+            f"{written.get('gradprobe', '?')}); this calib reads versions {list(READABLE_VERSIONS)}. "
             + ("Upgrade gradprobe to read it, or refit" if newer else "Refit")
             + " it with this version: `calib fit ROWS.csv --out FILE` (the rows are in the file's \"data\").")
     fix = rebuild_command(path, d, default=_is_default(path))
@@ -378,7 +388,7 @@ def _from_v2(d: dict) -> Calibration:
     domain = read_domain(d)
     check_domain_matches_data(domain, data)
     return Calibration(forecaster=forecaster, method=d["method"], cv=d["cv"], interval=d["interval"],
-                       confidence_level=float(d["confidence_level"]), include_reference=bool(d["include_reference"]),
+                       confidence_level=_level(d), include_reference=_include_reference(d),
                        rows=data, counts=d["training"]["counts"], domain=domain,
                        versions=d["versions"], created=d.get("created", ""), format_version=2)
 
@@ -394,7 +404,7 @@ def _from_v1(d: dict) -> Calibration:
                     budget_range=[float(v) for v in t["budget_values"]], arms=list(t["arms"]),
                     forecaster=features[0])
     return Calibration(forecaster=features[0], method=d["method"], cv=d["cv"], interval=d["interval"],
-                       confidence_level=float(d["confidence_level"]), include_reference=bool(d["include_reference"]),
+                       confidence_level=_level(d), include_reference=_include_reference(d),
                        rows=data, counts=t["counts"], domain=domain, versions=d["versions"],
                        created=d.get("created", ""), format_version=1, features=features)
 
@@ -403,6 +413,56 @@ def _data(d: dict, needed: list, text=("study", "model", "task", "arm")) -> pd.D
     """The file's training rows (:func:`calib.file_check.read_data`: DamagedField names a bad cell)."""
     return read_data(d, text_columns=list(text), number_columns=[*needed, "target", "budget_value"],
                      integer_columns=["seed"])
+
+
+def _level(d: dict) -> float:
+    """The file's ``confidence_level``: a finite number strictly between 0 and 1
+    (:func:`gradprobe.outputs.is_json_number`: not true/false, not text such as ``"0.9"``, not an integer too large
+    for a float), as a float.
+
+    Raises
+    ------
+    DamagedField
+        ``'confidence_level'`` missing, or not such a number (the value is shown as the file holds it).
+    """
+    if "confidence_level" not in d:
+        raise DamagedField("'confidence_level'", "is missing (it must be a number in (0, 1), e.g. 0.9)")
+    level = d["confidence_level"]
+    if not is_json_number(level, finite=True) or not 0 < level < 1:
+        raise DamagedField("'confidence_level'", f"is {_json_shown(level)}, not a number in (0, 1) (the intervals' "
+                                                 "coverage, e.g. 0.9)")
+    return float(level)
+
+
+def _include_reference(d: dict) -> bool:
+    """The file's ``include_reference``: a JSON boolean (``true`` or ``false``; not 1, ``"yes"`` or null).
+
+    Raises
+    ------
+    DamagedField
+        ``'include_reference'`` missing or not a boolean.
+    """
+    if "include_reference" not in d:
+        raise DamagedField("'include_reference'", "is missing (it must be a JSON boolean, true or false)")
+    value = d["include_reference"]
+    if not isinstance(value, bool):
+        raise DamagedField("'include_reference'", f"is {_json_shown(value)}, not a JSON boolean (true or false)")
+    return value
+
+
+def _json_shown(value) -> str:
+    """A top-level field's value as the file spells it, for a message: ``true``, ``null``, ``NaN``, ``1.5``, the
+    string ``"0.9"``, an integer too large for a float shortened (:func:`gradprobe.outputs.json_number_text`), a
+    list or an object (cut at 60 characters)."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if is_json_number(value):
+        return json_number_text(value, json.dumps(value) if isinstance(value, float) else None)
+    text = json.dumps(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    if isinstance(value, str):
+        return f"the string {text}"
+    return f"{'an object' if isinstance(value, dict) else 'a list'} {text}"
 
 
 class _FieldError(KeyError):

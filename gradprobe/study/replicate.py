@@ -124,7 +124,13 @@ def read_replicate_record(folder: str | Path) -> dict | None:
         source = record.get("source")
     except OSError as e:
         raise StudyError(f"{path} cannot be read ({type(e).__name__}: {e.strerror}); {fix}") from None
-    except (ValueError, AttributeError) as e:  # not JSON (or not UTF-8), or JSON but no object
+    except json.JSONDecodeError as e:  # where the text stops being JSON
+        raise StudyError(f"{path} is not a JSON object (JSONDecodeError): not valid JSON at line {e.lineno}, column "
+                         f"{e.colno} ({e.msg}); {fix}") from None
+    except UnicodeDecodeError as e:
+        raise StudyError(f"{path} is not a JSON object (UnicodeDecodeError): not UTF-8 text (byte "
+                         f"{e.object[e.start]:#04x} at offset {e.start}); {fix}") from None
+    except (ValueError, AttributeError) as e:  # JSON but no object (a list, a number)
         raise StudyError(f"{path} is not a JSON object ({type(e).__name__}); {fix}") from None
     last = Path(os.path.abspath(Path(folder) / source)).name if isinstance(source, str) and source else ""
     if not _is_folder_name(last):
@@ -136,6 +142,10 @@ def read_replicate_record(folder: str | Path) -> dict | None:
     if name != last:
         raise StudyError(f"{path} has source_name {name!r}, but its source {source!r} ends in {last!r}: the two "
                          f"must name one study; set source_name to {last!r} if source is right, or {fix}")
+    sha = record.get("source_plan_sha256")
+    if sha is not None and not (isinstance(sha, str) and sha):
+        raise StudyError(f"{path} has source_plan_sha256 {_shown(sha)}, not the hex sha256 of the source study's "
+                         f"{PLAN_COPY} (a string); {fix}")
     return {**record, "source": source, "source_name": name}
 
 
@@ -145,6 +155,33 @@ def _is_study(folder: Path) -> bool:
     return (folder / PLAN_COPY).is_file() or (folder / STUDY_JSON).is_file()
 
 
+def _shown(value) -> str:
+    """A value of ``replicate_of.json`` or a path for a one-line message: ``repr`` for text (control characters and
+    NUL escaped); a path as it is where every character is printable, else its ``repr``; a long value cut."""
+    if isinstance(value, Path):
+        value = str(value)
+        text = value if value.isprintable() else repr(value)
+    else:
+        text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _plan_sha(study: Path) -> tuple[str | None, Path]:
+    """The plan sha256 of the study in ``study`` and the file it is read from: its ``study.json``'s ``plan_sha256``
+    (:func:`gradprobe.study.freeze.freeze_plan` records it), else the sha256 of its ``plan.toml``'s bytes
+    (:func:`gradprobe.study.folder.sha256`, as ``freeze_plan`` computes it); None where neither can be read."""
+    try:
+        sha = json.loads((study / STUDY_JSON).read_text()).get("plan_sha256")
+    except (OSError, ValueError, AttributeError):  # no study.json, not JSON (or not UTF-8), no object
+        sha = None
+    if isinstance(sha, str) and sha:
+        return sha, study / STUDY_JSON
+    try:
+        return sha256((study / PLAN_COPY).read_bytes()), study / PLAN_COPY
+    except (OSError, ValueError):
+        return None, study / PLAN_COPY
+
+
 def replicate_source(folder: str | Path) -> Path:
     """The folder of the study that the replicate in ``folder`` replicates, read from ``folder/replicate_of.json``
     (:func:`read_replicate_record`).
@@ -152,30 +189,64 @@ def replicate_source(folder: str | Path) -> Path:
     A relative ``source`` (written by :func:`replicate_record`) is resolved against ``folder``; an absolute one
     (files written before) is taken as it is, and where no study is there, the study of the same name beside
     ``folder`` is taken (shipped studies are copied side by side, as ``data/`` holds them). A folder is taken only
-    where it holds a study (``plan.toml`` or ``study.json``).
+    where it holds a study (``plan.toml`` or ``study.json``) and, where the record has ``source_plan_sha256``, only
+    where that study's plan sha256 (:func:`_plan_sha`: its ``study.json``'s, else its ``plan.toml``'s) is the one
+    recorded: a copy of another study under the source's name is not the source.
 
     Raises
     ------
     StudyError
-        In one line naming ``replicate_of.json``: the file is missing, or damaged (:func:`read_replicate_record`),
-        or no study folder is found at the path(s) tried (the fix: copy the source study there).
+        In one line: ``folder`` does not exist or is a file; ``replicate_of.json`` is missing, or damaged
+        (:func:`read_replicate_record`); ``source`` leads to a file; no study folder is found at the path(s) tried
+        (the fix: copy the source study there); or the study found has another plan sha256 than the record's
+        (both named, first 12 hex digits, with the file each is read from).
     """
     folder = Path(folder)
     path = folder / REPLICATE_SOURCE
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise StudyError(f"replicate folder {_shown(folder)} {what}; pass the folder of the replicate study (the "
+                         "--out of `gradprobe study --replicate SRC --out DIR`, holding replicate_of.json)")
     record = read_replicate_record(folder)
     if record is None:
-        raise StudyError(f"{path} not found: {folder} is no replicate, or {REPLICATE_SOURCE} was lost; restore it "
-                         "from a copy of the replicate (`gradprobe study --replicate SRC --out DIR` writes it)")
+        raise StudyError(f"{_shown(path)} not found: {_shown(folder)} is no replicate, or {REPLICATE_SOURCE} was "
+                         "lost; restore it from a copy of the replicate (`gradprobe study --replicate SRC --out DIR` "
+                         "writes it)")
     source, parent = record["source"], Path(os.path.normpath(folder / os.pardir))
     tried = [Path(os.path.normpath(folder / source))]  # an absolute source stays as it is
     if Path(source).is_absolute() and parent / record["source_name"] != tried[0]:
         tried.append(parent / record["source_name"])
+    want, other = record.get("source_plan_sha256"), None
     for candidate in tried:
-        if _is_study(candidate):
+        if not _is_study(candidate):
+            continue
+        sha, held = _plan_sha(candidate)
+        if want is None or sha is None or sha == want:
             return candidate
+        other = other or (candidate, sha, held)
+    if other is not None:
+        candidate, sha, held = other
+        raise StudyError(f"{_shown(path)} records source_plan_sha256 {want[:12]}, but the study at "
+                         f"{_shown(candidate)} has plan sha256 {sha[:12]} ({_shown(held)}): it is another study (or "
+                         f"another plan) than the one replicated; put the replicated study (plan sha256 {want[:12]}) "
+                         f"there, or restore {REPLICATE_SOURCE} from a copy of the replicate")
+    raise _no_source(path, folder, source, tried, parent)
+
+
+def _no_source(path: Path, folder: Path, source: str, tried: list, parent: Path) -> StudyError:
+    """The StudyError of :func:`replicate_source` where no study is at the ``tried`` paths (one is a file, or
+    none exists)."""
+    files = [p for p in tried if p.is_file()]
+    if files:
+        hint = (f", e.g. {os.path.relpath(files[0].parent, folder)!r} (the folder holding "
+                f"{_shown(Path(files[0].name))})" if _is_study(files[0].parent) else "")
+        return StudyError(f"{_shown(path)} names source {_shown(source)}, but {_shown(files[0])} is a file, not a "
+                          f"study folder; set source to the source study's folder, relative to {_shown(folder)}"
+                          f"{hint}")
     beside = " (beside the replicate)" if tried[-1].parent == parent else ""
-    raise StudyError(f"{path} names source {source!r}, but no study folder (with {PLAN_COPY} or {STUDY_JSON}) is "
-                     f"at {' nor '.join(map(str, tried))}; copy the source study to {tried[-1]}{beside}")
+    return StudyError(f"{_shown(path)} names source {_shown(source)}, but no study folder (with {PLAN_COPY} or "
+                      f"{STUDY_JSON}) is at {' nor '.join(map(_shown, tried))}; copy the source study to "
+                      f"{_shown(tried[-1])}{beside}")
 
 
 def replicate_study(source: str | Path, out: str | Path, *, plan: Plan, executor: str = "local",

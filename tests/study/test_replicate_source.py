@@ -62,8 +62,9 @@ def test_the_source_path_is_relative_wherever_the_replicate_is(tmp_path):
     src.mkdir(parents=True)
     out.mkdir(parents=True)
     (src / "plan.toml").write_text('name = "x"\n')
-    record = replicate_record(src, out, source_sha256="abc", seeds=(4, 5), heldout_seed=4)
-    assert record == {"source": "../../../data/study_x", "source_name": "study_x", "source_plan_sha256": "abc",
+    sha = hashlib.sha256(b'name = "x"\n').hexdigest()  # the plan's: replicate_source checks it
+    record = replicate_record(src, out, source_sha256=sha, seeds=(4, 5), heldout_seed=4)
+    assert record == {"source": "../../../data/study_x", "source_name": "study_x", "source_plan_sha256": sha,
                       "seeds": [4, 5], "heldout_seed": 4}
     (out / "replicate_of.json").write_text(json.dumps(record))
     assert replicate_source(out) == src
