@@ -522,10 +522,12 @@ def rebuild_command(path, d, *, default: bool, forecaster: str | None = None) ->
     if isinstance(d.get("interval"), str) and d["interval"] != FIT_DEFAULTS["interval"]:
         option("--interval", d["interval"], lambda v: v in FIT_CHOICES["interval"])
     level = d.get("confidence_level")
-    # Real, not is_json_number, on purpose: a recorded true/false level is shown as an invalid --confidence
-    # (placeholder CONFIDENCE, "the file's 'True' is not a valid --confidence"), not dropped from the command
-    if isinstance(level, Real) and level != FIT_DEFAULTS["confidence_level"]:
-        option("--confidence", repr(level), lambda v: 0 < level < 1)
+    # any recorded level other than the default is repeated; one calib fit would refuse (true, "0.9", null, a
+    # huge integer) is shown as an invalid --confidence (placeholder CONFIDENCE, "the file's 'True' is not a
+    # valid --confidence"), not dropped: the command would refit at the default level
+    if "confidence_level" in d and level != FIT_DEFAULTS["confidence_level"]:
+        shown = json_number_text(level) if is_json_number(level) else repr(level)
+        option("--confidence", shown, lambda v: is_json_number(level, finite=True) and 0 < level < 1)
     if d.get("include_reference") is True:  # --include-grpo only turns it on
         opts.append("--include-grpo")
     which = f" ({'; '.join(invalid)}: give the value it was fitted with, see `calib fit --help`)" if invalid else ""

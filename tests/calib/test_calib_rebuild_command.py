@@ -109,3 +109,25 @@ def test_fit_calibration_refuses_a_run_given_twice_in_one_table():
                                         r"in the rows table: a file passed twice"):
         fit_calibration(twice, forecaster="forecast_cost_only")
     assert fit_calibration(rows, forecaster="forecast_cost_only").counts["rows_in"] == len(rows)
+
+
+@pytest.mark.parametrize("value, shown", [("0.9", repr("0.9")), (None, "None"), (True, "True"),
+                                          (10 ** 400, "1000000000...0000000000 (an integer of 401 digits, too large "
+                                                      "for a float)")])
+def test_a_recorded_level_that_is_no_number_becomes_a_placeholder_not_the_default(value, shown):
+    """A level calib fit would refuse is never dropped (the command would refit at the default 0.9) nor repeated
+    in full: it becomes the CONFIDENCE placeholder, and the note shows it short."""
+    d = {"format_version": 2, **FIT_DEFAULTS, "cv": "study", "domain": {"studies": ["s1", "s2"]},
+         "confidence_level": value}
+    command = rebuild_command("/tmp/cal.json", d, default=False)
+    assert "--confidence CONFIDENCE --out /tmp/cal.json`" in command.replace(" --include-grpo", "")
+    assert f"(CONFIDENCE: the file's {shown!r} is not a valid --confidence: give the value" in command
+    assert len(command) < 600
+
+
+def test_a_missing_level_is_the_default_and_a_valid_one_is_repeated():
+    d = {"format_version": 2, **FIT_DEFAULTS, "cv": "study", "domain": {"studies": ["s1", "s2"]}}
+    del d["confidence_level"]
+    assert "--confidence" not in rebuild_command("/tmp/cal.json", d, default=False)
+    d["confidence_level"] = 0.95
+    assert "--confidence 0.95 --out /tmp/cal.json`" in rebuild_command("/tmp/cal.json", d, default=False)
