@@ -18,7 +18,9 @@ calib checks an edited ``fitted`` block:
   update 0; ``points`` three lists of one length (updates >= 0, accuracy in [0, 100] points, seed labels);
   ``seed_labels`` those of the points; one ``replicate_seed_counts`` row per replicate; and the ``metadata`` keys the
   forecast reads (:data:`METADATA_FIELDS`: the update batch positive integers, ``lr`` finite > 0, ``task`` and
-  ``model`` text; each may be null or absent: unknown);
+  ``model`` text; each may be null or absent: unknown), and ``metadata.initial_accuracy``, the initial accuracy a
+  TRL log was read with (:meth:`_Fields.given_r0`: ``value`` and ``points`` finite in [0, 100] and one the other's
+  scale, ``seeds`` labels of the points whose update-0 point it is; null or absent: none given);
 - the ``params`` must be what the fit of the ``points`` gives (:func:`check_fit`; the model and its fit:
   :mod:`.curve_fit`): R0 the mean at update 0 when fixed, B the fixed B when fixed, ``rmse`` the curve's own
   residual, and no worse than a refit of the points by more than :data:`RMSE_TOLERANCE`;
@@ -41,6 +43,7 @@ import numpy as np
 from ..outputs import is_json_number, json_number_float, json_number_text, write_text_atomic
 from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError, fit_needs, fit_sigmoid,
                         fit_statuses, scalerl_sigmoid, seed_bootstrap_draws, sigmoid_params)
+from .curve_sources import GIVEN_R0_KEY
 
 __all__ = ["FORMAT", "VERSION", "curve_document", "write_curve", "read_curve_file", "damaged", "check_fit",
            "check_replicates", "is_json_number", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES"]
@@ -266,7 +269,7 @@ class _Fields:
         status = self.status(d["status"], free, r0_fixed, b_fixed)
         errors = self.standard_errors(d["standard_errors"], free)
         replicates, counts = self.replicates(d["replicates"], d["replicate_seed_counts"], len(labels))
-        metadata = self.metadata(d.get("metadata"))
+        metadata = self.metadata(d.get("metadata"), n, y, seeds)
         state = {"params": params, "status": status,
                  "standard_errors": {k: (math.inf if v is None else v) for k, v in errors.items()},
                  "b_fixed": b_fixed, "r0_fixed": r0_fixed, "rmse": rmse,
@@ -375,8 +378,10 @@ class _Fields:
                                                               "has)")
         return out, rows
 
-    def metadata(self, value) -> dict:
-        """The metadata (null: none), with every key the forecast reads checked (:data:`METADATA_FIELDS`)."""
+    def metadata(self, value, n: list, y: list, seeds: list) -> dict:
+        """The metadata (null: none), with every key the forecast reads checked (:data:`METADATA_FIELDS`), and the
+        record of an initial accuracy given as R0 (:meth:`given_r0`) against the points (``n`` updates, ``y``
+        accuracy points, ``seeds`` labels: one entry per eval)."""
         if value is None:
             return {}
         meta = self.obj("metadata", value, "what the curve was trained with, e.g. update_prompts, update_group, lr")
@@ -395,7 +400,44 @@ class _Fields:
                 want = "text"
             if not ok:
                 raise self.bad(f"metadata.{k}", f"is {_show(v)}, it must be {want} ({what}) or null if unknown")
+        self.given_r0(meta.get(GIVEN_R0_KEY), n, y, seeds)
         return meta
+
+    def given_r0(self, record, n: list, y: list, seeds: list) -> None:
+        """Refuse a ``metadata.initial_accuracy`` record (:data:`~.curve_sources.GIVEN_R0_KEY`: the initial accuracy
+        a TRL log was read with, the update-0 point of the seeds it names; null or absent: none) that is not what
+        :meth:`~.curves.ReferenceCurve.from_trl_state` writes: ``value`` a finite number in [0, 100] (as given, a
+        fraction or points), ``points`` the same in accuracy points (``value`` or 100 x ``value``), ``seeds`` a
+        non-empty list of the curve's seed labels, each with its update-0 point(s) equal to ``points``. ``n``, ``y``,
+        ``seeds``: the points' updates, accuracies (points) and labels, one entry per eval."""
+        if record is None:
+            return
+        field = f"metadata.{GIVEN_R0_KEY}"
+        r = self.obj(field, record, "value, points and seeds of the initial accuracy given as R0; or null: none")
+        value = self.number(f"{field}.value", self.key(r, "value", f"{field}.value"), 0.0, 100.0, slack=0.0,
+                            why=" (the initial accuracy given: a fraction in [0, 1] or points in [0, 100])")
+        points = self.number(f"{field}.points", self.key(r, "points", f"{field}.points"), 0.0, 100.0, slack=0.0,
+                             why=" (the initial accuracy given, in accuracy points)")
+        if not any(math.isclose(points, x, rel_tol=1e-9, abs_tol=1e-9) for x in (value, 100.0 * value)):
+            raise self.bad(f"{field}.value", f"is {value!r} but {field}.points is {points!r}: the value given is those "
+                                              "points, or a hundredth of them (a fraction)")
+        labels = self.array(f"{field}.seeds", self.key(r, "seeds", f"{field}.seeds"),
+                            "the labels of the seeds whose update-0 point is the value given")
+        if not labels:
+            raise self.bad(f"{field}.seeds", "is [], it must list the seeds whose update-0 point is the value given")
+        for i, s in enumerate(labels):
+            at_zero = [a for u, a, lab in zip(n, y, seeds) if u == 0 and lab == s]
+            if not isinstance(s, str) or s not in seeds:
+                shown = _short_json(s) if isinstance(s, str) else _show(s)
+                raise self.bad(f"{field}.seeds[{i}]", f"is {shown}, it must be a seed label of points.seed "
+                                                      f"({_short_json(sorted(set(seeds), key=lambda x: (len(x), x)))})")
+            if not at_zero:
+                raise self.bad(f"{field}.seeds[{i}]", f"is {_short_json(s)}, a seed without a point at update 0 "
+                                                      "(the value given is its update-0 point)")
+            off = [a for a in at_zero if not math.isclose(a, points, rel_tol=1e-9, abs_tol=1e-9)]
+            if off:
+                raise self.bad(f"{field}.seeds[{i}]", f"is {_short_json(s)}, whose point at update 0 is {off[0]!r}, "
+                                                      f"not {field}.points {points!r} (the value given)")
 
 
 def check_fit(path, curve) -> None:

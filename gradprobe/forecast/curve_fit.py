@@ -166,6 +166,21 @@ def fit_needs(updates, B: float | None = None) -> tuple[int, int]:
     return int(np.unique(n[n > 0]).size), 2 + (B is None) + (not bool((n == 0).any()))
 
 
+def too_few_evals(updates, B: float | None, eval_hint: str, source: str | None = None) -> str | None:
+    """The refusal of evals at ``updates`` (shape (points,)) at fewer distinct update counts > 0 than the fit's free
+    parameters (:func:`fit_needs`; ``B`` given: fixed), naming the minimum, the parameters and the fix ``eval_hint``,
+    and the evals' ``source`` when given (``"in metrics.jsonl of 1 run(s) (PATH)"``: a reader's refusal that names
+    no file otherwise); None when there are enough. :class:`~gradprobe.forecast.curves.ReferenceCurve` raises it."""
+    distinct, free = fit_needs(updates, B)
+    if distinct >= free:
+        return None
+    has_zero = bool((np.asarray(updates, dtype=np.float64) == 0).any())
+    return (f"the curve has evals at {distinct} distinct update count(s) > 0{f' in {source}' if source else ''} and "
+            f"the fit has {free} free parameters (A, n_mid{', B' if B is None else ''}{', R0' if not has_zero else ''}"
+            f"): it needs evals at at least {free} distinct update counts > 0"
+            + ("" if has_zero else ", or an eval at update 0 (R0)") + f"; {eval_hint}")
+
+
 def fit_statuses(names, on_bound, se: dict, scale: dict, *, r0, b_fixed) -> dict:
     """The status the fit gives each parameter (module docstring): ``at_bound`` when on a bound, else
     ``identified`` when its standard error is finite and below its scale, else ``not_identified``; ``fixed`` for R0

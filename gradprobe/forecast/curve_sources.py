@@ -21,7 +21,7 @@ from ..outputs import is_json_number, json_number_float, json_number_text
 from .accuracy_values import one_value_per_eval, to_points
 from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval, read_csv_checked,
                         skipped_cells, skipped_note, study_skipped_evals, with_skipped, without_short_lines)
-from .curve_fit import N_REPLICATES, CurveError, fit_needs
+from .curve_fit import N_REPLICATES, CurveError, fit_needs, too_few_evals
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
            "TRL_EVAL_HINT", "INITIAL_RANGE", "initial_accuracy_value", "GIVEN_R0_MARK", "GIVEN_R0_KEY",
@@ -34,7 +34,8 @@ PLAN_EVAL_HINT = "evaluate more often (e.g. `[eval] every_tokens` smaller than t
 TRL_EVAL_HINT = ("evaluate more often: in TRL's TrainingArguments (GRPOConfig) set eval_strategy=\"steps\" with a "
                  "smaller eval_steps, and eval_on_start=True for the eval at step 0 (or give the initial policy's "
                  "accuracy: initial_accuracy=, gradprobe probe --initial-accuracy)")
-#: ... and for a TRL run read with ``initial_accuracy`` given (the step-0 eval is not what is missing).
+#: ... and for a TRL run with an eval at step 0, its own or the ``initial_accuracy`` given (the step-0 eval is not
+#: what is missing).
 _TRL_MORE_EVALS = ("evaluate more often: in TRL's TrainingArguments (GRPOConfig) set eval_strategy=\"steps\" with a "
                    "smaller eval_steps")
 #: In the note saying the curve's update-0 point is the ``initial_accuracy`` given, not an eval of its file
@@ -160,7 +161,8 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
     Raises
     ------
     CurveError
-        A line that is not JSON, an eval line holding ``metric`` (even ``null``) without ``update``, an ``update``
+        A line that is not JSON, a line whose ``eval`` is not JSON true or false (:func:`_eval_field`), an eval line
+        holding ``metric`` (even ``null``) without ``update``, an ``update``
         or ``metric`` that is no number (a JSON string such as ``"0.676"`` or true/false included), a negative
         update or an infinite metric (each naming ``PATH:LINE``), no eval line with ``metric``.
     """
@@ -172,9 +174,11 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
             rec = json.loads(line)
         except json.JSONDecodeError as e:
             raise CurveError(f"{path}:{line_no} is not valid JSON ({e})") from None
+        at = f"{path}:{line_no}"
+        if isinstance(rec, dict) and "eval" in rec and not isinstance(rec["eval"], bool):
+            raise CurveError(_eval_field(at, rec["eval"]))
         if not (isinstance(rec, dict) and rec.get("eval") is True and metric in rec):
             continue
-        at = f"{path}:{line_no}"
         if "update" not in rec:
             raise CurveError(f"{at}: an eval line without 'update', so that eval cannot be placed on the curve's "
                              "update axis; add the update it was evaluated at (\"update\": N) or delete that line")
@@ -198,6 +202,23 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
     return out, skipped
 
 
+def _eval_field(at: str, value) -> str:
+    """The refusal of a ``metrics.jsonl`` line (``at``: ``PATH:LINE``) whose ``eval`` field holds ``value``, not JSON
+    true or false (``"true"``, ``1``, ``null``, ...): whether the line is an eval cannot be read."""
+    hint = " (a JSON string: write true or false unquoted)" if isinstance(value, str) else ""
+    return (f"{at}: field 'eval' = {_short(value)} must be JSON true (an eval line, as `gradprobe train` writes it) "
+            f"or false{hint}; fix that line")
+
+
+def _short(value, width: int = 40) -> str:
+    """``value`` as JSON writes it, cut at ``width`` characters."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 #: Why ``gradprobe train`` logs a null accuracy (:func:`_lines_skipped_note`): not the TRL reader's failed eval.
 _TRAIN_NULL_WHY = ("`gradprobe train` writes null for an accuracy it did not measure at that eval (e.g. "
                    "sampled_accuracy between the first and the last eval under [eval] sampled_at = \"ends\"; a "
@@ -207,8 +228,8 @@ _TRAIN_NULL_WHY = ("`gradprobe train` writes null for an accuracy it did not mea
 def _train_null_fix(metric: str) -> str:
     """The fix of a ``metrics.jsonl``'s null evals of ``metric``: for ``sampled_accuracy`` (null by schedule under
     ``sampled_at = "ends"``) the greedy accuracy or a run sampled at every eval, else a run that measured it
-    (``"read greedy_accuracy instead (...), or ..."``: :func:`_lines_skipped_note` puts ``"to use them, "``
-    before it, :func:`_skipped_lead` a refusal's lead)."""
+    (``"read greedy_accuracy instead (...), or ..."``: :func:`_lines_skipped_note` puts ``"to use them, "`` or
+    ``"to use the null ones, "`` before it, :func:`_skipped_lead` a refusal's lead)."""
     if metric == "sampled_accuracy":
         return ("read greedy_accuracy instead (--reference-curve-metric greedy_accuracy; metric='greedy_accuracy'), "
                 "or the curve of a run with sampled accuracy at every eval ([eval] sampled_at = \"all\")")
@@ -218,8 +239,9 @@ def _train_null_fix(metric: str) -> str:
 def _lines_skipped_note(skipped: list[tuple[str, str, float]], metric: str, led: tuple[str, ...] = ()) -> str | None:
     """The note naming the NaN and null eval lines :func:`_eval_lines` skipped, per kind, by ``PATH:LINE`` (None:
     none): a NaN as the TRL reader says it (:data:`_SKIPPED_WHY`), a null as what ``gradprobe train`` writes for
-    an accuracy it did not measure (:data:`_TRAIN_NULL_WHY`), each with its fix (:func:`_train_null_fix`; the fix
-    of the kinds in ``led`` left out, for a refusal whose lead names it: :func:`_skipped_lead`)."""
+    an accuracy it did not measure (:data:`_TRAIN_NULL_WHY`), each with its fix (:func:`_train_null_fix`; said once
+    for both kinds where both fixes begin with rerunning them; the fix of the kinds in ``led`` left out, for a
+    refusal whose lead names it: :func:`_skipped_lead`)."""
     parts, why, kinds = [], [], []
     for kind in ("NaN", "null"):
         places = [at for at, k, _ in skipped if k == kind]
@@ -231,11 +253,15 @@ def _lines_skipped_note(skipped: list[tuple[str, str, float]], metric: str, led:
             kinds.append(kind)
     if not parts:
         return None
-    fixes = []
-    if "NaN" in kinds and "NaN" not in led:
-        fixes.append("rerun those evals to use them" if kinds == ["NaN"] else "rerun the NaN evals to use them")
-    if "null" in kinds and "null" not in led:
-        fixes.append(("for the null ones, " if "NaN" in kinds else "") + f"to use them, {_train_null_fix(metric)}")
+    fixes, null_fix = [], _train_null_fix(metric)
+    nan, null = "NaN" in kinds and "NaN" not in led, "null" in kinds and "null" not in led
+    if nan and null and null_fix.startswith(_RERUN):  # one fix for both kinds: rerun those evals, or ...
+        fixes.append(f"to use them, {null_fix}")
+    else:
+        if nan:
+            fixes.append("rerun those evals to use them" if kinds == ["NaN"] else "rerun the NaN evals to use them")
+        if null:
+            fixes.append(f"to use {'the null ones' if 'NaN' in kinds else 'them'}, {null_fix}")
     return "; ".join(parts) + ": " + "; ".join(why + fixes)
 
 
@@ -443,7 +469,8 @@ def initial_accuracy_value(value, accuracy_scale: str = "auto") -> float | None:
     Raises
     ------
     CurveError
-        A value that is no number (a string or a bool), not finite, or outside the scale's range; the message
+        A value that is no number (a string or a bool), not finite (an integer beyond a float's range included,
+        shown as given: :func:`~gradprobe.outputs.json_number_text`), or outside the scale's range; the message
         names ``initial_accuracy (--initial-accuracy)`` (a string or bool, which the command line cannot give:
         ``initial_accuracy`` alone), the value and the fix.
     """
@@ -452,10 +479,11 @@ def initial_accuracy_value(value, accuracy_scale: str = "auto") -> float | None:
     if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise CurveError(f"initial_accuracy = {value!r} is not a number: give the initial policy's accuracy on the "
                          "curve's eval (same scale as the metric), or leave it out")
-    x = float(value)
+    x = json_number_float(value)  # an integer beyond a float's range reads as +-inf, shown as given
     if not math.isfinite(x):
-        raise CurveError(f"initial_accuracy (--initial-accuracy) {x} is not a finite number: give the initial "
-                         "policy's accuracy on the curve's eval (same scale as the metric), or leave it out")
+        raise CurveError(f"initial_accuracy (--initial-accuracy) {json_number_text(value, str(x))} is not a finite "
+                         "number: give the initial policy's accuracy on the curve's eval (same scale as the metric), "
+                         "or leave it out")
     if accuracy_scale in INITIAL_RANGE:
         lo, hi, what = INITIAL_RANGE[accuracy_scale]
         if not lo <= x <= hi:
@@ -616,7 +644,9 @@ class CurveSources:
             says which, and the fix: :func:`_no_value`), one update of a run
             with two different values (:func:`one_value_per_eval`), values that mix fractions and points
             (:func:`to_points`; the lines are named), too few evals (the fix named: evaluate more often, or, when
-            the null or NaN lines are what leaves too few, their fix first: :func:`_skipped_lead`). Eval lines whose
+            the null or NaN lines are what leaves too few, their fix first: :func:`_skipped_lead`; the files are
+            named, by the skipped lines' note or else by the refusal), an ``eval`` field that is not JSON true or
+            false (``"true"``, ``1``: the message names the line). Eval lines whose
             ``metric`` is NaN or JSON ``null`` (not measured there, or a failed eval) are skipped and named, in the
             curve's ``notes`` and in any refusal, with the fix (:func:`_lines_skipped_note`: for a
             ``sampled_accuracy`` that ``gradprobe train`` left null by its ``sampled_at = "ends"`` schedule,
@@ -658,7 +688,7 @@ class CurveSources:
         except CurveError as e:
             if lead and lead in str(e):  # the refusal for too few evals leads with the skipped lines' fix: once
                 skipped = _lines_skipped_note(no_value, metric, led=led)
-            raise with_skipped(e, skipped, fix=None) from None
+            raise with_skipped(_named(e, n, B, lead or PLAN_EVAL_HINT, src, skipped), skipped, fix=None) from None
 
     @classmethod
     def from_csv(cls, path: str | Path, *, update_col: str = "update", accuracy_col: str = "accuracy",
@@ -763,11 +793,11 @@ class CurveSources:
             :func:`_no_value`), one step with two different values (:func:`one_value_per_eval`:
             e.g. a ``trainer.evaluate()`` after training at the last eval's step with sampled evals; keep one),
             values that mix fractions and points (:func:`to_points`; the entries are named), too few evals (the
-            fix named is TRL's ``eval_strategy`` / ``eval_steps`` / ``eval_on_start``, and ``initial_accuracy``
-            when it was not given; when the null or NaN evals are what leaves too few, rerunning them instead:
-            :func:`_skipped_lead`). Entries whose ``metric`` is NaN or ``null`` (a failed or skipped eval) are skipped,
-            as a CSV's empty or NaN cells, and named by their steps: in the curve's ``notes`` (printed under the
-            forecast), and in any refusal. Entries without ``metric`` (training lines) are passed over.
+            fix named is TRL's ``eval_strategy`` / ``eval_steps``, and ``eval_on_start`` or ``initial_accuracy``
+            when no eval sits at step 0; when the null or NaN evals are what leaves too few, rerunning them instead:
+            :func:`_skipped_lead`; the files named by the skipped evals' note, or else the refusal). Entries whose
+            ``metric`` is NaN or ``null`` (a failed or skipped eval) are skipped, as a CSV's empty or NaN cells, and
+            named by their steps, in ``notes`` and any refusal. Entries without ``metric`` are passed over.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
@@ -781,6 +811,7 @@ class CurveSources:
         lead, led = _skipped_lead(n, no_value, B, metric, _TRL_NULL_FIX)
         files = _named_files(paths)
         src = f"TRL trainer_state.json of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
+        hint = lead or (_TRL_MORE_EVALS if 0 in n else TRL_EVAL_HINT)  # a step-0 eval (own or given): no step-0 fix
         if all(at == _GIVEN for at in where):  # every eval of the metric null or NaN (the value given is none)
             kinds = [kind for kind in ("NaN", "null") if any(k == kind for k, _ in no_value)]
             raise with_skipped(CurveError(_no_value(metric, src, kinds, _TRL_NULL_FIX, _TRL_ALL_NAN_FIX)),
@@ -798,12 +829,21 @@ class CurveSources:
             unused = _unused_initial_accuracy(initial_accuracy, rows_of)
             return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
                        notes=[note] + [x for x in (given_note, skipped, copies, unused) if x],
-                       n_replicates=n_replicates,  # too few evals: null or NaN evals, or TRL's settings, not a plan's
-                       eval_hint=lead or (TRL_EVAL_HINT if initial_accuracy is None else _TRL_MORE_EVALS))
+                       n_replicates=n_replicates, eval_hint=hint)  # too few evals: TRL's settings, not a plan's
         except CurveError as e:
             if lead and lead in str(e):  # the refusal for too few evals leads with the skipped evals' fix: once
                 skipped = _trl_skipped_note(nan_steps, metric, led=led)
-            raise with_skipped(e, skipped, fix=None) from None
+            raise with_skipped(_named(e, n, B, hint, src, skipped), skipped, fix=None) from None
+
+
+def _named(error: CurveError, updates: list[float], B: float | None, hint: str, src: str,
+           skipped: str | None) -> CurveError:
+    """``error``, or, where it is the refusal for too few evals at ``updates`` (:func:`too_few_evals` with ``hint``,
+    the curve's ``eval_hint``) and no note of skipped evals (``skipped``: None) names the file(s) after it, that
+    refusal naming the source ``src`` (``"metrics.jsonl of 1 run(s) (PATH)"``)."""
+    if skipped is None and str(error) == too_few_evals(updates, B, hint):
+        return CurveError(too_few_evals(updates, B, hint, src))
+    return error
 
 
 def _trl_points(paths: list[Path], metric: str, initial_accuracy: float | None) -> tuple[list, ...]:

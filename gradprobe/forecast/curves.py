@@ -45,10 +45,9 @@ from ..layout import METRICS_JSONL, RUNS_CSV
 from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_document, damaged, is_json_number,
                          read_curve_file, write_curve)
 from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
-                        fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params)
+                        fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params, too_few_evals)
 from .csv_cells import is_skipped_note
-from .curve_sources import (GIVEN_R0_KEY, PLAN_EVAL_HINT, TRL_STATE, CurveSources, fit_needs,
-                            initial_accuracy_value, task_key)
+from .curve_sources import GIVEN_R0_KEY, PLAN_EVAL_HINT, TRL_STATE, CurveSources, initial_accuracy_value, task_key
 
 __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key", "load_reference_curve",
            "default_curve_path",
@@ -156,13 +155,9 @@ class ReferenceCurve(CurveSources):
         if B is not None and not (B_BOUNDS[0] <= B <= B_BOUNDS[1]):
             raise CurveError(f"B = {B} must lie in [{B_BOUNDS[0]}, {B_BOUNDS[1]}]")
         has_zero = bool((n == 0).any())
-        distinct, free = fit_needs(n, B)  # the readers judge the evals they skipped by the same count
-        if distinct < free:
-            raise CurveError(
-                f"the curve has evals at {distinct} distinct update count(s) > 0 and the fit has {free} free "
-                f"parameters (A, n_mid{', B' if B is None else ''}{', R0' if not has_zero else ''}): it needs evals at "
-                f"at least {free} distinct update counts > 0" + ("" if has_zero else ", or an eval at update 0 (R0)")
-                + f"; {eval_hint}")
+        few = too_few_evals(n, B, eval_hint)  # the readers judge the evals they skipped by the same count (fit_needs)
+        if few:
+            raise CurveError(few)
         if _state is not None:
             self._set_state(_state)
             return
@@ -321,8 +316,8 @@ class ReferenceCurve(CurveSources):
             return None
         at_zero = set(self.points.loc[self.points["update"] == 0, "seed"])
         seeds = [str(x) for x in g["seeds"] if str(x) in at_zero]
-        value, points = g.get("value"), g.get("points")
-        numbers = is_json_number(value) and is_json_number(points)
+        value, points = g.get("value"), g.get("points")  # finite numbers (checked by load: read_curve_file)
+        numbers = is_json_number(value, finite=True) and is_json_number(points, finite=True)
         return {"value": float(value), "points": float(points), "seeds": seeds} if seeds and numbers else None
 
     def describe(self) -> str:

@@ -45,9 +45,9 @@ def test_points_for_a_curve_in_fractions_are_refused_with_the_fraction_to_give(t
 def test_too_few_evals_with_initial_accuracy_given_do_not_ask_for_it(tmp_path):
     path = _state(tmp_path / "trainer_state.json", {10: 0.7, 20: 0.75})
     assert _refusal(path, initial_accuracy=0.6) == (
-        "the curve has evals at 2 distinct update count(s) > 0 and the fit has 3 free parameters (A, n_mid, B): it "
-        "needs evals at at least 3 distinct update counts > 0; evaluate more often: in TRL's TrainingArguments "
-        "(GRPOConfig) set eval_strategy=\"steps\" with a smaller eval_steps")
+        f"the curve has evals at 2 distinct update count(s) > 0 in TRL trainer_state.json of 1 run(s) ({path}) and the "
+        "fit has 3 free parameters (A, n_mid, B): it needs evals at at least 3 distinct update counts > 0; evaluate "
+        "more often: in TRL's TrainingArguments (GRPOConfig) set eval_strategy=\"steps\" with a smaller eval_steps")
     assert _refusal(path).endswith("eval_on_start=True for the eval at step 0 (or give the initial policy's accuracy: "
                                    "initial_accuracy=, gradprobe probe --initial-accuracy)")  # not given: still named
 

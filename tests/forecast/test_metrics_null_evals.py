@@ -36,8 +36,7 @@ def test_nan_and_null_lines_are_named_apart_in_one_note_and_a_nan_alone_reads_as
     assert sorted(curve.points["update"]) == [0, 2, 5, 80, 160]
     assert curve.skipped_notes == [
         f"2 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:10, {path}:12); 1 eval line(s) skipped for a "
-        f"null 'greedy_accuracy' ({path}:8): a NaN is no eval (a diverged or failed eval); {NULL_WHY}; rerun the "
-        f"NaN evals to use them; for the null ones, {GREEDY_FIX}"]
+        f"null 'greedy_accuracy' ({path}:8): a NaN is no eval (a diverged or failed eval); {NULL_WHY}; {GREEDY_FIX}"]
     metrics_log(path, nan_at=(20,))
     assert ReferenceCurve.from_metrics(path).skipped_notes == [
         f"1 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:10): a NaN is no eval (a diverged or failed "

@@ -73,8 +73,8 @@ def test_nan_evals_lead_while_a_null_one_that_would_not_pin_the_fit_keeps_its_fi
     assert msg == (
         TOO_FEW.replace("at 1 distinct", "at 0 distinct") + _lead(3, "greedy_accuracy", "NaN in 3 eval(s)", NAN_FIX)
         + f"; 3 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:4, {path}:6, {path}:8); 1 eval line(s) "
-        f"skipped for a null 'greedy_accuracy' ({path}:10): {NAN_WHY}; {TRAIN_NULL_WHY}; for the null ones, to use "
-        f"them, rerun those evals, {GREEDY_ELSE}")
+        f"skipped for a null 'greedy_accuracy' ({path}:10): {NAN_WHY}; {TRAIN_NULL_WHY}; to use the null ones, rerun "
+        f"those evals, {GREEDY_ELSE}")
 
 
 @pytest.mark.parametrize("fmt", ["metrics", "trl"])
