@@ -24,11 +24,12 @@ forecast") read each study's own grpo curve and no calibration, so they are the 
 calibrated ones are fitted on every other study of the report, which should hold the calibration's studies and
 the held-out ones only.
 
-The figures of the eight studies on 4,000 held-out prompts (``data/study_tiny_heldout4k``, its replicates
+The figures of the nine studies on 4,000 held-out prompts (``data/study_tiny_heldout4k``, its replicates
 ``data/study_tiny_replicate_heldout4k`` and ``data/study_tiny_replicate2_heldout4k``,
 ``data/study_tiny_hard_heldout4k``, its replicate ``data/study_tiny_hard_replicate_heldout4k``,
 ``data/study_tiny_llama_heldout4k``, its replicate ``data/study_tiny_llama_replicate_heldout4k``,
-``data/study_tiny_losses_heldout4k``: each README, and the pooled lines in ``data/calibration/README.md``)
+``data/study_tiny_losses_heldout4k``, its replicate ``data/study_tiny_losses_replicate_heldout4k``: each README,
+and the pooled lines in ``data/calibration/README.md``)
 come from::
 
     calib report data/study_tiny data/study_tiny_sparse data/study_tiny_hard_rewards data/study_tiny_lr \\
@@ -36,12 +37,12 @@ come from::
         data/study_tiny_guided data/study_tiny_heldout4k data/study_tiny_replicate_heldout4k \\
         data/study_tiny_replicate2_heldout4k data/study_tiny_hard_heldout4k data/study_tiny_hard_replicate_heldout4k \\
         data/study_tiny_llama_heldout4k data/study_tiny_llama_replicate_heldout4k data/study_tiny_losses_heldout4k \\
-        --out runs/report_unseen
+        data/study_tiny_losses_replicate_heldout4k --out runs/report_unseen
     python benchmarks/unseen_study.py runs/report_unseen --study study_tiny_heldout4k \\
         --study study_tiny_replicate_heldout4k --study study_tiny_replicate2_heldout4k \\
         --study study_tiny_hard_heldout4k --study study_tiny_hard_replicate_heldout4k \\
         --study study_tiny_llama_heldout4k --study study_tiny_llama_replicate_heldout4k \\
-        --study study_tiny_losses_heldout4k
+        --study study_tiny_losses_heldout4k --study study_tiny_losses_replicate_heldout4k
 """
 
 from __future__ import annotations

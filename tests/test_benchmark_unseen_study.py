@@ -149,8 +149,11 @@ def test_a_missing_report(unseen, capsys, tmp_path):
 
 UNSEEN = ["study_tiny_heldout4k", "study_tiny_replicate_heldout4k", "study_tiny_replicate2_heldout4k",
           "study_tiny_hard_heldout4k", "study_tiny_hard_replicate_heldout4k", "study_tiny_llama_heldout4k",
-          "study_tiny_llama_replicate_heldout4k", "study_tiny_losses_heldout4k"]
-CELLS = {"study_tiny_heldout4k": 3, "study_tiny_hard_heldout4k": 2, "study_tiny_llama_heldout4k": 2}  # studies each
+          "study_tiny_llama_replicate_heldout4k", "study_tiny_losses_heldout4k",
+          "study_tiny_losses_replicate_heldout4k"]
+CELLS = {"study_tiny_heldout4k": 3, "study_tiny_hard_heldout4k": 2, "study_tiny_llama_heldout4k": 2,
+         "study_tiny_losses_heldout4k": 2}  # studies each
+CELL_ARMS = {c: ("bnpo", "cispo") if "losses" in c else ("mc_value", "hybrid_0.5") for c in CELLS}
 CALIBRATION_STUDIES = ["study_tiny", "study_tiny_sparse", "study_tiny_hard_rewards", "study_tiny_lr",
                        "study_reward_granularity", "study_tiny_llama", "study_tiny_losses", "study_tiny_greso",
                        "study_tiny_guided"]
@@ -159,7 +162,7 @@ NAMES = (("forecast_cost_only", "cost only"), ("forecast_probe", "probe"), ("for
 
 @pytest.fixture(scope="module")
 def unseen_report(tmp_path_factory):
-    """The `calib report` over the nine calibration studies and the eight on 4,000 held-out prompts, as the
+    """The `calib report` over the nine calibration studies and the nine on 4,000 held-out prompts, as the
     READMEs' commands make it."""
     import subprocess
     import sys
@@ -182,7 +185,7 @@ def _quoted(printed: str, readme: str) -> None:
 
 @pytest.mark.parametrize("study", UNSEEN)
 def test_the_figures_each_unseen_studys_readme_quotes(unseen, unseen_report, capsys, study):
-    """Each 4,000-prompt study's README quotes this command's output on the seventeen-study report (the commands in
+    """Each 4,000-prompt study's README quotes this command's output on the eighteen-study report (the commands in
     the README): each forecaster's line, the seed-noise floor and the two-way split at its own N."""
     assert unseen.main([str(unseen_report), "--study", study, "--studies-root", str(REPO / "data")]) == 0
     printed = capsys.readouterr().out
@@ -198,11 +201,11 @@ def test_the_pooled_figures_the_calibration_readme_quotes(unseen, unseen_report,
     args = [a for s in UNSEEN for a in ("--study", s)]
     assert unseen.main([str(unseen_report), *args, "--studies-root", str(REPO / "data")]) == 0
     printed = capsys.readouterr().out
-    pooled = printed[printed.index("pooled, 8 held-out studies: 64 runs of 16 arms;"):]
-    cell = pooled[pooled.index("on these cells' arm means (6 arms"):]
+    pooled = printed[printed.index("pooled, 9 held-out studies: 72 runs of 18 arms;"):]
+    cell = pooled[pooled.index("on these cells' arm means (8 arms"):]
     for path in (REPO / "data" / "calibration" / "README.md", REPO / "README.md"):
         text = " ".join(path.read_text().split())
-        section = text[text.lower().index("pooled over the eight"):]
+        section = text[text.lower().index("pooled over the nine"):]
         for f, name in NAMES[:2]:
             line = next(s for s in pooled.splitlines() if s.strip().startswith(f))
             raw = line.split("as forecast ")[1].split("   ")[0]
@@ -210,12 +213,12 @@ def test_the_pooled_figures_the_calibration_readme_quotes(unseen, unseen_report,
             assert f"{name} {raw} as forecast, {cal} calibrated" in section, (path, line)
         floor = pooled.split("seed-noise floor of the run-level MAE: ")[1].split(" ")[0]
         assert f"seed-noise floor is {floor}" in section, path
-        for f, name in NAMES[:2]:  # the three replicated cells' six arm means (12, 8, 8 seeds)
+        for f, name in NAMES[:2]:  # the four replicated cells' eight arm means (12, 8, 8, 8 seeds)
             line = next(s for s in cell.splitlines() if s.strip().startswith(f))
             assert line.split(maxsplit=1)[1].split("   ")[0] in section, (path, line)
         for c in CELLS:  # the smallest effect each arm's seeds detect
             block = _cell_block(pooled, c)
-            for arm in ("mc_value", "hybrid_0.5"):
+            for arm in CELL_ARMS[c]:
                 line = next(s for s in block.splitlines() if s.strip().startswith(arm + " ") and "detectable" in s)
                 assert f"{line.split('detectable ')[1].split()[0]} ({arm})" in section, (path, c, line)
 
@@ -229,9 +232,9 @@ def _cell_block(printed: str, cell: str) -> str:
 
 def test_replicates_of_one_plan_are_pooled_into_one_cell(unseen, unseen_report, capsys):
     """The cells of the studies that replicate data/study_tiny_heldout4k (the frontier cell),
-    data/study_tiny_hard_heldout4k (the hard cell) and data/study_tiny_llama_heldout4k (the Llama cell): every
-    seed of an arm once, realized mean with its t interval, the replicates' mean forecast, and the error on the six
-    arm means of the three cells together."""
+    data/study_tiny_hard_heldout4k (the hard cell), data/study_tiny_llama_heldout4k (the Llama cell) and
+    data/study_tiny_losses_heldout4k (the loss-type cell): every seed of an arm once, realized mean with its t
+    interval, the replicates' mean forecast, and the error on the eight arm means of the four cells together."""
     from scipy import stats
     from statsmodels.stats.power import TTestPower  # 80% power, two-sided paired t at alpha 0.05
 
@@ -247,7 +250,7 @@ def test_replicates_of_one_plan_are_pooled_into_one_cell(unseen, unseen_report, 
         assert f"replicates pooled: {c}, {len(members)} studies (" in printed
         block = _cell_block(printed, c)
         d = report[report["study"].str.split("@").str[0].isin(members)]
-        for arm in ("mc_value", "hybrid_0.5"):
+        for arm in CELL_ARMS[c]:
             t = d[(d["arm"] == arm) & (d["forecaster"] == "forecast_cost_only")]["target"].to_numpy()
             assert t.size == 4 * len(members)
             half = stats.t.ppf(0.975, t.size - 1) * t.std(ddof=1) / np.sqrt(t.size)
@@ -263,9 +266,9 @@ def test_replicates_of_one_plan_are_pooled_into_one_cell(unseen, unseen_report, 
                 assert f"{f} {fc.mean():+.2f}" in line
                 errors.setdefault(f, []).append(abs(fc.mean() - t.mean()))
     assert printed.count("replicates pooled: ") == len(CELLS)
-    tail = printed[printed.index("on these cells' arm means (6 arms"):]
+    tail = printed[printed.index("on these cells' arm means (8 arms"):]
     for f, e in errors.items():
-        assert len(e) == 6
+        assert len(e) == 8
         line = next(s for s in tail.splitlines() if s.strip().startswith(f))
         assert line.split()[1] == f"{np.mean(e):.2f}"
 
