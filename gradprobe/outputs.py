@@ -26,7 +26,7 @@ from pathlib import Path
 from . import __version__
 
 
-__all__ = ["is_json_number", "json_number_float", "json_number_text", "OutputDirError", "output_error", "error_text",
+__all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "OutputDirError", "output_error", "error_text",
            "removed_if_left_empty", "api_out", "refuse_file_in_the_way", "prepare_output_dir", "write_bytes_atomic",
            "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions"]
 
@@ -278,6 +278,16 @@ def json_number_float(value) -> float:
         return float(value)
     except OverflowError:  # an integer beyond float's range
         return math.inf if value > 0 else -math.inf
+
+
+def json_short(value, width: int = 60) -> str:
+    """``value`` as JSON writes it (``repr`` where JSON cannot), cut to ``width`` characters with ``...``: how
+    error messages show a value read from a file (``gradprobe.forecast.curve_file``, ``curve_sources``)."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def json_number_text(value, text: str | None = None) -> str:

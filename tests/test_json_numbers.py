@@ -101,20 +101,16 @@ def _metrics(tmp_path, line: str):
     return path
 
 
-def test_an_update_too_large_for_a_float_is_refused_naming_the_line(tmp_path):
-    path = _metrics(tmp_path, '{"eval": true, "update": ' + str(HUGE) + ', "greedy_accuracy": 0.7}')
+@pytest.mark.parametrize("line, why", [
+    ('{"eval": true, "update": ' + str(HUGE) + ', "greedy_accuracy": 0.7}',
+     f"field 'update' = {HUGE_SHOWN} must be an update count >= 0"),
+    ('{"eval": true, "update": 8, "greedy_accuracy": -' + str(HUGE) + "}",
+     f"field 'greedy_accuracy' = -{HUGE_SHOWN} is not a finite number")], ids=["update", "accuracy"])
+def test_a_number_too_large_for_a_float_is_refused_naming_the_line(tmp_path, line, why):
+    path = _metrics(tmp_path, line)
     with pytest.raises(CurveError) as e:  # was OverflowError
         ReferenceCurve.from_metrics(path)
-    assert str(e.value) == (f"{path}:4: field 'update' = {HUGE_SHOWN} must be an update count >= 0; fix or delete "
-                            "that eval")
-
-
-def test_an_accuracy_too_large_for_a_float_is_refused_as_not_finite(tmp_path):
-    path = _metrics(tmp_path, '{"eval": true, "update": 8, "greedy_accuracy": -' + str(HUGE) + "}")
-    with pytest.raises(CurveError) as e:  # was OverflowError
-        ReferenceCurve.from_metrics(path)
-    assert str(e.value) == (f"{path}:4: field 'greedy_accuracy' = -{HUGE_SHOWN} is not a finite number; fix or delete "
-                            "that eval")
+    assert str(e.value) == f"{path}:4: {why}; fix or delete that eval"
 
 
 # ----------------------------------------------------------------------------- calibration files

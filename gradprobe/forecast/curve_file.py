@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..outputs import is_json_number, json_number_float, json_number_text, write_text_atomic
+from ..outputs import is_json_number, json_number_float, json_number_text, json_short, write_text_atomic
 from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError, fit_needs, fit_sigmoid,
                         fit_statuses, scalerl_sigmoid, seed_bootstrap_draws, sigmoid_params)
 from .curve_sources import GIVEN_R0_KEY
@@ -164,16 +164,10 @@ def _show(value) -> str:
         text = repr(value)
         return json_number_text(value, text if len(text) <= 60 else text[:57] + "...")
     if isinstance(value, str):
-        return f"{_short_json(value)} (text)"
-    return _short_json(value)
+        return f"{json_short(value)} (text)"
+    return json_short(value)
 
 
-def _short_json(value, width: int = 60) -> str:
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _as_float(value) -> float:
@@ -240,7 +234,7 @@ class _Fields:
             self.key(d, name, name)
         mode = d["mode"]
         if not isinstance(mode, str) or mode not in MODES:
-            raise self.bad("mode", f"is {_short_json(mode)}, it must be one of {', '.join(map(repr, MODES))}")
+            raise self.bad("mode", f"is {json_short(mode)}, it must be one of {', '.join(map(repr, MODES))}")
         source, notes = d.get("source", ""), d.get("notes", [])
         if not isinstance(source, str):
             raise self.damaged("source", f"is {_show(source)}, it must be text (where the points came from)")
@@ -262,8 +256,8 @@ class _Fields:
         n, y, seeds = self.points(d["points"], r0_fixed, b_fixed)
         labels = sorted(set(seeds), key=lambda s: (len(s), s))  # ReferenceCurve.seed_labels
         if "seed_labels" in d and d["seed_labels"] != labels:
-            raise self.bad("seed_labels", f"is {_short_json(d['seed_labels'])} but the points' seeds are "
-                                          f"{_short_json(labels)} "
+            raise self.bad("seed_labels", f"is {json_short(d['seed_labels'])} but the points' seeds are "
+                                          f"{json_short(labels)} "
                                           "(it lists each seed of points.seed once, in this order)")
         free = [k for k in PARAMETERS if not (k == "R0" and r0_fixed) and not (k == "B" and b_fixed is not None)]
         status = self.status(d["status"], free, r0_fixed, b_fixed)
@@ -322,10 +316,10 @@ class _Fields:
             if k in free and v not in FIT_STATUSES:
                 fitted = " (R0 is fitted: r0_fixed is false)" if k == "R0" else (
                     " (B is fitted: b_fixed is null)" if k == "B" else "")
-                raise self.bad(f"status.{k}", f"is {_short_json(v)}, it must be one of {', '.join(FIT_STATUSES)}, "
+                raise self.bad(f"status.{k}", f"is {json_short(v)}, it must be one of {', '.join(FIT_STATUSES)}, "
                                               f"what the fit writes{fitted}")
             if k not in free and v != "fixed":
-                raise self.bad(f"status.{k}", f"is {_short_json(v)}, it must be \"fixed\" ({why[k]})")
+                raise self.bad(f"status.{k}", f"is {json_short(v)}, it must be \"fixed\" ({why[k]})")
         return {k: st[k] for k in PARAMETERS}
 
     def standard_errors(self, value, free: list) -> dict:
@@ -428,15 +422,15 @@ class _Fields:
         for i, s in enumerate(labels):
             at_zero = [a for u, a, lab in zip(n, y, seeds) if u == 0 and lab == s]
             if not isinstance(s, str) or s not in seeds:
-                shown = _short_json(s) if isinstance(s, str) else _show(s)
+                shown = json_short(s) if isinstance(s, str) else _show(s)
                 raise self.bad(f"{field}.seeds[{i}]", f"is {shown}, it must be a seed label of points.seed "
-                                                      f"({_short_json(sorted(set(seeds), key=lambda x: (len(x), x)))})")
+                                                      f"({json_short(sorted(set(seeds), key=lambda x: (len(x), x)))})")
             if not at_zero:
-                raise self.bad(f"{field}.seeds[{i}]", f"is {_short_json(s)}, a seed without a point at update 0 "
+                raise self.bad(f"{field}.seeds[{i}]", f"is {json_short(s)}, a seed without a point at update 0 "
                                                       "(the value given is its update-0 point)")
             off = [a for a in at_zero if not math.isclose(a, points, rel_tol=1e-9, abs_tol=1e-9)]
             if off:
-                raise self.bad(f"{field}.seeds[{i}]", f"is {_short_json(s)}, whose point at update 0 is {off[0]!r}, "
+                raise self.bad(f"{field}.seeds[{i}]", f"is {json_short(s)}, whose point at update 0 is {off[0]!r}, "
                                                       f"not {field}.points {points!r} (the value given)")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
-from ..outputs import is_json_number, json_number_float, json_number_text
+from ..outputs import is_json_number, json_number_float, json_number_text, json_short
 from .accuracy_values import one_value_per_eval, to_points
 from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval, read_csv_checked,
                         skipped_cells, skipped_note, study_skipped_evals, with_skipped, without_short_lines)
@@ -206,17 +206,10 @@ def _eval_field(at: str, value) -> str:
     """The refusal of a ``metrics.jsonl`` line (``at``: ``PATH:LINE``) whose ``eval`` field holds ``value``, not JSON
     true or false (``"true"``, ``1``, ``null``, ...): whether the line is an eval cannot be read."""
     hint = " (a JSON string: write true or false unquoted)" if isinstance(value, str) else ""
-    return (f"{at}: field 'eval' = {_short(value)} must be JSON true (an eval line, as `gradprobe train` writes it) "
+    return (f"{at}: field 'eval' = {json_short(value, 40)} must be JSON true (an eval line, as `gradprobe train` writes it) "
             f"or false{hint}; fix that line")
 
 
-def _short(value, width: int = 40) -> str:
-    """``value`` as JSON writes it, cut at ``width`` characters."""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 #: Why ``gradprobe train`` logs a null accuracy (:func:`_lines_skipped_note`): not the TRL reader's failed eval.
