@@ -49,7 +49,10 @@ rewards in every group, or None/NaN for every completion; :func:`~gradprobe.fore
 whose row gets ``no_signal`` True and no forecast numbers (NaN), not a measured +0.0. When grpo's own reward
 has no gradient, every ratio to it is undefined: the other rows' rho, interval, SNR and probe forecast are NaN
 and their verdicts say they are cost only; the reference row reads ``reference (grpo): no gradient on this
-batch``, and in a guided probe it is labelled the guided outcome (:mod:`.special_rows`).
+batch``, and in a guided probe it is labelled the guided outcome (:mod:`.special_rows`). An arm whose entry
+uses another loss type than the reference's (``REWARD@LOSS``) ends its verdict with a clause saying that a change
+of loss also acts on the optimizer steps after the first of each batch, which these forecasts do not read, so its
+forecast means "not seen" (:func:`.special_rows.loss_change_clause`).
 
 The stages of :func:`forecast_rewards`: check the request and the probe (:mod:`.probe_input`), cost
 of one update per entry, per-entry efficiencies on shared bootstrap draws (:func:`entry_efficiencies`),
@@ -70,8 +73,9 @@ from .probe_input import (arms_of, budget_of, check_batches, check_request, pool
                           update_costs)
 from .proxies import Efficiency, probe_efficiency, signal_proxy_efficiency, stratified_counts
 from .result import METHODS, TABLE_COLUMNS, ForecastResult, format_budget, no_signal_reason, verdict
-from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, equal_cost_row, guided_note, no_signal_row,
-                           outside_probe_row, reference_verdict, undefined_probe_columns, undefined_rho_note)
+from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, equal_cost_row, guided_note, loss_change_clause,
+                           no_signal_row, outside_probe_row, reference_verdict, undefined_probe_columns,
+                           undefined_rho_note)
 from .start_check import start_notes
 
 __all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting"]
@@ -88,7 +92,8 @@ class Setting:
     gradient (:func:`~gradprobe.forecast.result.no_signal_reason`) or None; ``ref_where`` where grpo's own
     reward has no gradient ("on this batch", "on the probe batches") or None when it has one,
     ``ref_alignment`` its mean <g_outcome, u> over the ``n_batches`` probe batches, ``guided`` whether the
-    probe is guided (``config.guidance``: every entry, the reference included, is the guided update).
+    probe is guided (``config.guidance``: every entry, the reference included, is the guided update),
+    ``probe_loss_type`` the probe's own ``config.loss_type`` (None when not recorded).
     """
 
     curve: ReferenceCurve
@@ -114,6 +119,7 @@ class Setting:
     ref_alignment: float = math.nan
     n_batches: int = 1
     guided: bool = False
+    probe_loss_type: str | None = None
 
 
 def entry_efficiencies(batches: list[dict], names: list[str], reference_reward: str, *, n_draws: int, seed: int,
@@ -227,6 +233,8 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
     if (chosen == "cost_only" and not is_ref and st.ref_where is None and math.isclose(s, 1.0)
             and math.isclose(st.cost[r], st.cost[st.reference_reward], rel_tol=1e-9)):
         equal_cost_row(row, st.budget_s, st.kind, st.level)  # cost only's 0 is by construction, not measured
+    if not is_ref:  # a change of loss acts where no forecaster reads (steps after the first of a batch)
+        row["verdict"] += loss_change_clause(r, st.reference_reward, st.probe_loss_type)
     return row
 
 
@@ -408,7 +416,7 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
                  budget_s=format_budget(value, kind), tokens=tokens, cost=cost, n_ref=n_ref, base=curve(n_ref),
                  base_rep=curve.replicate_values(np.full(n_draws, n_ref), rep_idx), rep_idx=rep_idx, effs=effs,
                  sps=sps, first_order=_first_order_gains(batches, names), n_draws=n_draws, level=level,
-                 lr_curve=lr_curve)
+                 lr_curve=lr_curve, probe_loss_type=cfg.get("loss_type"))
     st.silent = _silent_entries(probe, batches, names, reference_reward, notes)
     _reference_state(st, batches, cfg, notes)
     table = pd.DataFrame([arm_row(st, arm, spec) for arm, spec in arms.items()], columns=list(TABLE_COLUMNS))

@@ -12,6 +12,9 @@ numbers are missing or qualified, each with the words that say why:
   falls back to 1 (cost only);
 - :func:`equal_cost_row`: under cost only, an arm whose update costs what grpo's does: its forecast is 0 by
   construction, so the verdict says cost only cannot tell it apart and quotes the probe's forecast beside it;
+- :func:`loss_change_clause`: the clause appended to the verdict of an arm whose entry changes the loss type
+  (``REWARD@LOSS``, :mod:`gradprobe.probe_keys`): these forecasts do not read what the loss does after the first
+  optimizer step of a batch, so their forecast there means "not seen", not "no difference";
 - :func:`reference_verdict`: the reference row's label, which says when grpo itself has no gradient and, in a
   guided probe, that the reference is the guided outcome (the unguided grpo update is not in a guided probe).
 """
@@ -20,11 +23,12 @@ from __future__ import annotations
 
 import math
 
+from ..probe_keys import split_entry_key
 from .result import no_gradient_verdict
 
 __all__ = ["NAN_IV", "NAN_FORECAST", "no_signal_row", "outside_probe_row", "undefined_probe_columns",
-           "undefined_rho_note", "cost_only_why", "equal_cost_row", "reference_verdict", "guided_note", "REFERENCE_VERDICT",
-           "GUIDED_REFERENCE_VERDICT"]
+           "undefined_rho_note", "cost_only_why", "equal_cost_row", "loss_change_clause", "reference_verdict",
+           "guided_note", "REFERENCE_VERDICT", "GUIDED_REFERENCE_VERDICT"]
 
 NAN_IV = (math.nan, math.nan)
 #: (effective updates, accuracy, gain, gain interval) of a forecaster that cannot forecast.
@@ -119,6 +123,31 @@ def equal_cost_row(row: dict, budget: str, kind: str, level: float) -> dict:
                        f"construction (the same {what} per update as grpo), not a measurement (interval: none); the "
                        f"probe's forecast, not validated better than cost only: {probe}")
     return row
+
+
+def loss_change_clause(entry: str, reference: str, probe_loss_type: str | None) -> str:
+    """The clause appended to the verdict of an arm whose probe entry has a loss type other than the reference's,
+    else "".
+
+    ``entry`` and ``reference``: probe entry keys (``REWARD`` or ``REWARD@LOSS``, parsed with
+    :func:`~gradprobe.probe_keys.split_entry_key`); ``probe_loss_type``: the probe's own ``config.loss_type`` (None
+    or "" when the probe.json does not record it: two keys without ``@`` then share it). A loss's ratio, clip and
+    token weights act on the optimizer steps after the first of each rollout batch (``[train] iterations`` > 1),
+    which a first-order probe at the initial policy does not read, and cost only sees the same tokens per update
+    (``data/calibration/README.md``, "Studies the calibration never saw").
+
+    Raises
+    ------
+    ValueError
+        A malformed key (:func:`~gradprobe.probe_keys.split_entry_key`).
+    """
+    own = split_entry_key(entry, probe_loss_type or "")[1]
+    if own == split_entry_key(reference, probe_loss_type or "")[1]:
+        return ""
+    name = f" ({own})" if own else ""
+    return (f"; a change of loss{name} also acts on the optimizer steps after the first of each batch, which these "
+            'forecasts do not read: its forecast means "not seen", not "no difference" (data/calibration/README.md, '
+            '"Studies the calibration never saw")')
 
 
 def reference_verdict(silent_where: str | None, guided: bool) -> str:
