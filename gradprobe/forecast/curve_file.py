@@ -46,7 +46,7 @@ from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError,
 from .curve_sources import GIVEN_R0_KEY
 
 __all__ = ["FORMAT", "VERSION", "curve_document", "write_curve", "read_curve_file", "damaged", "check_fit",
-           "check_replicates", "is_json_number", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES"]
+           "check_replicates", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES"]
 
 FORMAT = "gradprobe.reference_curve"
 VERSION = 1

@@ -24,8 +24,7 @@ from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_lin
 from .curve_fit import N_REPLICATES, CurveError, fit_needs, too_few_evals
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
-           "TRL_EVAL_HINT", "INITIAL_RANGE", "initial_accuracy_value", "GIVEN_R0_MARK", "GIVEN_R0_KEY",
-           "fit_needs"]
+           "TRL_EVAL_HINT", "INITIAL_RANGE", "initial_accuracy_value", "GIVEN_R0_MARK", "GIVEN_R0_KEY"]
 
 TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
 #: The fix of too few evals for a curve of gradprobe runs (ReferenceCurve's refusal ends with it) ...
@@ -469,7 +468,7 @@ def initial_accuracy_value(value, accuracy_scale: str = "auto") -> float | None:
     """
     if value is None:
         return None
-    if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if not is_json_number(value):
         raise CurveError(f"initial_accuracy = {value!r} is not a number: give the initial policy's accuracy on the "
                          "curve's eval (same scale as the metric), or leave it out")
     x = json_number_float(value)  # an integer beyond a float's range reads as +-inf, shown as given

@@ -42,7 +42,8 @@ import pandas as pd
 from scipy.interpolate import PchipInterpolator
 
 from ..layout import METRICS_JSONL, RUNS_CSV
-from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_document, damaged, is_json_number,
+from ..outputs import is_json_number
+from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_document, damaged,
                          read_curve_file, write_curve)
 from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
                         fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params, too_few_evals)

@@ -149,11 +149,11 @@ def start_notes(curve, batches: list[dict]) -> list[str]:
             notes.insert(0, f"{CHECK_MARK}: the reference curve {curve.source or '(unnamed)'} starts at R0 = "
                          f"{r0:.1f} points, but this probe's held-out rollouts score {meas}: a gap of {gap:+.1f} "
                          f"points, beyond {bar:.0f} (on the shipped studies greedy R0 exceeds the probe's sampled "
-                         f"accuracy by 2-22 points).{_given_suspect(given)} The curve may "
+                         f"accuracy by 2-23 points).{_given_suspect(given)} The curve may "
                          f"{'also ' if given else ''}have {causes}be of another task or model, or the batch "
                          "be broken; every accuracy and gain of this forecast is read off it")
     trunc = [b.get("batch", {}).get("truncation_rate") for b in batches]
-    if any(isinstance(t, (int, float)) and t >= 1.0 for t in trunc):
+    if any(is_json_number(t, finite=True) and t >= 1.0 for t in trunc):
         notes.append("every completion of a probe batch hit --max-new-tokens (truncation 100%): its rewards score "
                      "cut-off text, so its gradients say nothing about them; raise --max-new-tokens and probe again")
     return notes
