@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one-GPU check (benchmarks/gpu_check.py) as one device call. On one H200 (2026-12-04) the Qwen2.5-1.5B
 # shape alone took 410 s (call 429 s), so the SmolLM2 shape was skipped at --time-limit 300: run it in a
-# second call (--models smollm2-135m). Figures: README, "GPU path".
+# second call (--models smollm2-135m). --time-limit is checked between models only (a model started before it
+# runs all its parts); the two calls together nearly fill a 15-minute device budget. Figures: README, "GPU path".
 #
 # Here, once:  echo /.whl/ >> .git/info/exclude && WITH_TASKS=1 bash benchmarks/fetch_gpu_wheels.sh .whl
 #              (the loop part trains on chain_sum, which needs reasoning-gym there)

@@ -48,7 +48,6 @@ come from::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -58,7 +57,7 @@ import pandas as pd
 from calib.noise_floor import heldout_floor, heldout_label, pool_heldout_floors, seed_noise_floor
 from gradprobe.study.folder import StudyError
 from gradprobe.study.power import detectable_effect
-from gradprobe.study.replicate import REPLICATE_SOURCE, read_replicate_record
+from gradprobe.study.replicate import REPLICATE_SOURCE, read_replicate_record, study_plan_sha
 from gradprobe.study.stats import paired_t
 
 FORECASTERS = ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy"]
@@ -275,17 +274,12 @@ def cell_of(folder: Path) -> str:
     if record is None:
         return Path(folder).name
     name = record["source_name"]
-    original = Path(folder).parent / name / "study.json"  # the source beside it, as data/ ships them
-    if original.is_file():
-        try:
-            sha = json.loads(original.read_text()).get("plan_sha256")
-        except (ValueError, AttributeError, UnicodeDecodeError):
-            sha = None
-        if sha and record.get("source_plan_sha256") != sha:
-            fix = "restore it from the study (`gradprobe study --replicate` writes it) or remove it"
-            raise ValueError(f"{path} records source_plan_sha256 {str(record.get('source_plan_sha256'))[:12]}, but "
-                             f"{original} has plan sha256 {sha[:12]}: the folder does not replicate that study's plan, "
-                             f"so it cannot be pooled with it; {fix}")
+    sha, original = study_plan_sha(Path(folder).parent / name)  # the source beside it, as data/ ships them
+    want = record.get("source_plan_sha256")
+    if sha and want and want != sha:  # the rule replicate_source applies
+        fix = "restore it from the study (`gradprobe study --replicate` writes it) or remove it"
+        raise ValueError(f"{path} records source_plan_sha256 {want[:12]}, but {original} has plan sha256 {sha[:12]}: "
+                         f"the folder does not replicate that study's plan, so it cannot be pooled with it; {fix}")
     return name
 
 

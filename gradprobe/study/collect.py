@@ -1,7 +1,7 @@
 """A study's tables gathered from its finished run folders: ``runs.csv`` and ``eval_items.jsonl.gz``.
 
-Both are rebuilt from scratch, atomically (:func:`gradprobe.outputs.write_bytes_atomic`), after every
-finished run, so a killed study loses nothing; failed and partial runs are left out (``study.json``
+Both are rebuilt from scratch, atomically (:func:`gradprobe.outputs.write_bytes_atomic`): ``runs.csv``
+after every finished run, so a killed study loses nothing, and both at the end of an invocation; failed and partial runs are left out (``study.json``
 lists them). Names and the ``runs.csv`` schema come from :mod:`gradprobe.layout`.
 """
 
@@ -25,8 +25,8 @@ __all__ = ["collect_runs", "write_runs_csv", "write_eval_items", "check_finished
 @dataclass
 class FinishedRunFiles:
     """What was read of a study's finished run folders, kept so that one invocation of the study reads each
-    finished run's ``metrics.jsonl`` and ``eval_items.jsonl`` once (its check on resume, then ``runs.csv`` and
-    ``eval_items.jsonl.gz`` after every run and at the end): ``rows[(arm, seed)]`` holds the run's ``runs.csv`` rows
+    finished run's ``metrics.jsonl`` and ``eval_items.jsonl`` once (its check on resume, then ``runs.csv`` after
+    every run, and both tables at the end): ``rows[(arm, seed)]`` holds the run's ``runs.csv`` rows
     (:func:`collect_runs`), ``items[(arm, seed)]`` its ``eval_items.jsonl.gz`` lines (:func:`write_eval_items`;
     empty without the file). Only finished runs are kept: a finished run is never redone or replaced while the
     study holds its folder (:class:`~gradprobe.study.folder.FolderLock`), so what was read of it stays true."""

@@ -21,7 +21,7 @@ from .preflight import check_plan_inputs
 from .result import StudyResult
 
 __all__ = ["REPLICATE_SOURCE", "replicate_plan_text", "replicate_record", "read_replicate_record", "replicate_source",
-           "replicate_study", "compare_replicate"]
+           "study_plan_sha", "replicate_study", "compare_replicate"]
 
 REPLICATE_SOURCE = "replicate_of.json"
 
@@ -166,7 +166,7 @@ def _shown(value) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _plan_sha(study: Path) -> tuple[str | None, Path]:
+def study_plan_sha(study: Path) -> tuple[str | None, Path]:
     """The plan sha256 of the study in ``study`` and the file it is read from: its ``study.json``'s ``plan_sha256``
     (:func:`gradprobe.study.freeze.freeze_plan` records it), else the sha256 of its ``plan.toml``'s bytes
     (:func:`gradprobe.study.folder.sha256`, as ``freeze_plan`` computes it); None where neither can be read."""
@@ -190,7 +190,7 @@ def replicate_source(folder: str | Path) -> Path:
     (files written before) is taken as it is, and where no study is there, the study of the same name beside
     ``folder`` is taken (shipped studies are copied side by side, as ``data/`` holds them). A folder is taken only
     where it holds a study (``plan.toml`` or ``study.json``) and, where the record has ``source_plan_sha256``, only
-    where that study's plan sha256 (:func:`_plan_sha`: its ``study.json``'s, else its ``plan.toml``'s) is the one
+    where that study's plan sha256 (:func:`study_plan_sha`: its ``study.json``'s, else its ``plan.toml``'s) is the one
     recorded: a copy of another study under the source's name is not the source.
 
     Raises
@@ -220,7 +220,7 @@ def replicate_source(folder: str | Path) -> Path:
     for candidate in tried:
         if not _is_study(candidate):
             continue
-        sha, held = _plan_sha(candidate)
+        sha, held = study_plan_sha(candidate)
         if want is None or sha is None or sha == want:
             return candidate
         other = other or (candidate, sha, held)

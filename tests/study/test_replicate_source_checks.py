@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gradprobe.study.folder import StudyError
-from gradprobe.study.replicate import replicate_source
+from gradprobe.study.replicate import replicate_source, study_plan_sha
 
 REPO = Path(__file__).resolve().parents[2]
 PLAN_X, PLAN_Y = 'name = "x"\n', 'name = "y"\n'
@@ -143,3 +143,17 @@ def test_the_shipped_replicates_still_find_their_sources_and_a_swapped_one_is_re
     assert _refusal(tmp_path / rep).startswith(  # was: the copy of study_tiny_hard, returned
         f"{tmp_path / rep / 'replicate_of.json'} records source_plan_sha256 {want[:12]}, but the study at "
         f"{tmp_path / src} has plan sha256 {other[:12]} ({tmp_path / src / 'study.json'})")
+
+
+def test_the_benchmark_pools_by_the_same_plan_sha_rule_as_replicate_source(unseen, tmp_path):
+    """benchmarks/unseen_study.cell_of reads the source's plan sha256 as replicate_source does (study.json's, else
+    plan.toml's): a source whose study.json records none is still checked against its plan.toml."""
+    src, rep = tmp_path / "a", tmp_path / "rep"
+    src.mkdir(), rep.mkdir()
+    (src / "plan.toml").write_text("name = 'a'\n")
+    (src / "study.json").write_text("{}")
+    (rep / "replicate_of.json").write_text(json.dumps({"source": "../a", "source_plan_sha256": "0" * 64}))
+    with pytest.raises(ValueError, match=r"records source_plan_sha256 000000000000, but .*plan.toml has plan sha256"):
+        unseen.cell_of(rep)
+    (rep / "replicate_of.json").write_text(json.dumps({"source": "../a", "source_plan_sha256": study_plan_sha(src)[0]}))
+    assert unseen.cell_of(rep) == "a"
