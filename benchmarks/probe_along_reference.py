@@ -144,6 +144,7 @@ def summary(name: str, report: Path, keys) -> list[str]:
     studies)."""
     import pandas as pd
     from calib.bootstrap import mae_difference_interval, mae_interval
+    from calib.metrics import p_value_text
 
     rows = pd.read_csv(report / "rows.csv").set_index(["study", "arm", "seed"]).loc[keys]
     y, clusters = rows["target"].to_numpy(float), rows.index.get_level_values("study")
@@ -160,7 +161,7 @@ def summary(name: str, report: Path, keys) -> list[str]:
         rank = m["ranking"][f]
         tau = rank.get("kendall_tau")
         lines.append(f"{name:<24} {f:<19} MAE {e.estimate:5.2f} [{e.interval[0]:.2f}, {e.interval[1]:.2f}] on {e.rows} "
-                     f"runs{d}  Kendall tau {'undefined' if tau is None else f'{tau:+.2f}'} (p {rank.get('p_kendall')}, "
+                     f"runs{d}  Kendall tau {'undefined' if tau is None else f'{tau:+.2f}'} (p {p_value_text(rank)}, "
                      f"{rank.get('n_arms')} arms in {rank.get('n_studies')} studies)")
     return lines
 

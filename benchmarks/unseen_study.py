@@ -48,12 +48,14 @@ come from::
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from calib.metrics import p_value_text, pooled_rank_agreement
 from calib.noise_floor import heldout_floor, heldout_label, pool_heldout_floors, seed_noise_floor
 from gradprobe.study.folder import StudyError
 from gradprobe.study.power import detectable_effect
@@ -64,16 +66,17 @@ FORECASTERS = ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy"]
 RESAMPLES, SEED = 5000, 0
 
 
-def seed_resampled_mae(errors: pd.Series, arms: pd.Series, *, resamples: int = RESAMPLES, seed: int = SEED):
-    """Mean of ``errors`` and its 95% percentile interval, resampling each arm's runs with replacement."""
+def seed_resampled_mean(values: pd.Series, arms: pd.Series, *, resamples: int = RESAMPLES, seed: int = SEED):
+    """Mean of ``values`` (one per run: absolute errors, or 1/0 for a realized gain inside/outside its interval) and
+    its 95% percentile interval, resampling each arm's runs with replacement."""
     rng = np.random.default_rng(seed)
-    groups = [errors[arms == a].to_numpy(np.float64) for a in sorted(set(arms))]
+    groups = [values[arms == a].to_numpy(np.float64) for a in sorted(set(arms))]
     n = sum(g.size for g in groups)
     boot = np.zeros(resamples)
     for g in groups:
         boot += g[rng.integers(0, g.size, (resamples, g.size))].sum(axis=1)
     boot /= n
-    return float(errors.mean()), (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5)))
+    return float(values.mean()), (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5)))
 
 
 def arm_mean_maes(rows: pd.DataFrame, forecasters: list, *, resamples: int = RESAMPLES, seed: int = SEED) -> dict:
@@ -152,7 +155,8 @@ def main(argv=None) -> int:
         return 2
     blocks = [_one_study(d_all[d_all["study"] == name], name, shown, root) for name in names]
     if len(blocks) > 1:
-        _pooled(pd.concat([d for d, _ in blocks]), names, shown, [h for _, h in blocks], cells)
+        _pooled(pd.concat([d for d, _ in blocks]), names, shown, [h for _, h in blocks], cells,
+                _interval_level(Path(args.report)))
     return 0
 
 
@@ -198,7 +202,7 @@ def _mae_lines(d: pd.DataFrame, shown: list, groups: pd.Series | None = None) ->
             x = d[(d["forecaster"] == f) & (d["method"] == method)]
             if len(x):
                 key = x["arm"] if groups is None else groups.loc[x.index]
-                m, (lo, hi) = seed_resampled_mae((x["cv_pred"] - x["target"]).abs(), key)
+                m, (lo, hi) = seed_resampled_mean((x["cv_pred"] - x["target"]).abs(), key)
                 line += f"   {label} {m:.2f} [{lo:.2f}, {hi:.2f}]"
         print(line)
 
@@ -239,9 +243,10 @@ def _one_study(d: pd.DataFrame, name: str, shown: list, root: Path) -> tuple[pd.
     return d, h
 
 
-def _pooled(d: pd.DataFrame, names: list, shown: list, splits: list, cells: dict) -> None:
+def _pooled(d: pd.DataFrame, names: list, shown: list, splits: list, cells: dict, level: str) -> None:
     """The named studies together: every run once, intervals over the seeds within each (study, arm); ``splits``:
-    each study's held-out split (:func:`_one_study`), pooled (:func:`calib.noise_floor.pool_heldout_floors`)."""
+    each study's held-out split (:func:`_one_study`), pooled (:func:`calib.noise_floor.pool_heldout_floors`);
+    then the coverage of the report's intervals (``level`` names them) and the within-study ranking."""
     runs = d[(d["method"] == "none") & (d["forecaster"] == shown[0])]
     print(f"pooled, {len(names)} held-out studies: {len(runs)} runs of {runs.groupby(['study', 'arm']).ngroups} "
           "arms; MAE of the gain vs grpo (points) [95% interval over each arm's seeds within its study: these "
@@ -250,6 +255,8 @@ def _pooled(d: pd.DataFrame, names: list, shown: list, splits: list, cells: dict
     raw = d[(d["method"] == "none") & d["forecaster"].isin(shown)].assign(group=lambda x: x["study"] + "/" + x["arm"])
     _arm_mean_lines(raw, shown, "on arm means (each arm once, as forecast; 95% interval over each arm's seeds, "
                     "the same resamples for every forecaster):")
+    _coverage_lines(d, shown, level)
+    _ranking_lines(d.assign(key=d["study"]), shown, f"within-study ranking ({len(names)} studies)")
     fl = seed_noise_floor(runs["target"], runs["arm"], runs["study"])
     print(f"seed-noise floor of the run-level MAE: {fl['estimate']:.2f} (Gini mean difference, {fl['arms']} arms of "
           f"{len(names)} studies; given without an interval)")
@@ -314,6 +321,9 @@ def _replicated_cells(d: pd.DataFrame, shown: list, cells: dict) -> None:
                   f"{'n/a' if mde is None else f'{mde:.2f}'}   {fc}")
     _arm_mean_lines(raw, shown, f"on these cells' arm means ({raw['group'].nunique()} arms, as forecast; 95% interval "
                     "over each arm's seeds, the same resamples for every forecaster):")
+    x = d.assign(cell=d["study"].map(cells))
+    _ranking_lines(x[x["cell"].isin(multi)].assign(key=lambda y: y["cell"]), shown,
+                   f"ranking within these cells ({len(multi)} cells, each arm's mean over every seed of its cell)")
 
 
 def _arm_mean_lines(raw: pd.DataFrame, shown: list, header: str) -> None:
@@ -328,6 +338,71 @@ def _arm_mean_lines(raw: pd.DataFrame, shown: list, header: str) -> None:
             line += (f"   minus {shown[0]} {m - arm[shown[0]][0]:+.2f} "
                      f"[{np.percentile(diff, 2.5):+.2f}, {np.percentile(diff, 97.5):+.2f}]")
         print(line)
+
+
+def _interval_level(report: Path) -> str:
+    """How the report's intervals (``cv_lower``, ``cv_upper``) are named: their level and kind as the report's
+    ``metrics.json`` records them (``confidence_level``, ``interval``), or "the report's" when it records none."""
+    try:
+        m = json.loads((report / "metrics.json").read_text())
+        return f"{float(m['confidence_level']):.0%} ({m['interval']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "the report's"
+
+
+def _coverage_lines(d: pd.DataFrame, shown: list, level: str) -> None:
+    """Per forecaster, as forecast and calibrated: the share of runs whose realized gain lies in the report's interval
+    (``cv_lower`` <= target <= ``cv_upper``, closed, as :func:`calib.metrics.coverage` counts it), with its 95%
+    interval over each arm's seeds within its study (:func:`seed_resampled_mean`) and the count."""
+    print(f"coverage of the {level} intervals (share of runs whose realized gain lies inside; 95% interval over each "
+          "arm's seeds within its study):")
+    for f in shown:
+        line = f"  {f:<24}"
+        for method, label in (("none", "as forecast"), ("linear", "calibrated on the other studies")):
+            x = d[(d["forecaster"] == f) & (d["method"] == method)].dropna(subset=["cv_lower", "cv_upper"])
+            if len(x):
+                inside = ((x["cv_lower"] <= x["target"]) & (x["target"] <= x["cv_upper"])).astype(float)
+                m, (lo, hi) = seed_resampled_mean(inside, x["study"] + "/" + x["arm"])
+                line += f"   {label} {m:.2f} [{lo:.2f}, {hi:.2f}] ({int(inside.sum())} of {len(x)})"
+        print(line)
+
+
+def ranking_table_of(d: pd.DataFrame, shown: list) -> pd.DataFrame:
+    """The ranking table :func:`calib.metrics.pooled_rank_agreement` reads, from cv rows: per (``key``, arm), each
+    forecaster's mean forecast as forecast (column ``f``) and calibrated (``f + " calibrated"``), the realized mean
+    gain vs grpo, its standard error over seeds and the seeds; plus grpo at 0 in every ``key`` (forecast, realized
+    and standard error: the gain of grpo over itself), as ``calib report`` ranks it. ``d``: rows with ``key`` (a
+    study, or a cell of replicates: the "study" of the ranking), arm, seed, forecaster, method, cv_pred, target."""
+    runs = d[(d["forecaster"] == shown[0]) & (d["method"] == "none")]
+    t = runs.groupby(["key", "arm"])["target"].agg(realized="mean", realized_se="sem", seeds="count")
+    col = d["forecaster"] + np.where(d["method"] == "none", "", " calibrated")
+    fc = d[d["forecaster"].isin(shown)].assign(col=col).pivot_table(index=["key", "arm"], columns="col",
+                                                                    values="cv_pred", aggfunc="mean")
+    t = t.join(fc).reset_index()
+    grpo = pd.DataFrame({"key": sorted(set(t["key"])), "arm": "grpo", "realized": 0.0, "realized_se": 0.0})
+    for c in fc.columns:
+        grpo[c] = 0.0
+    return pd.concat([t, grpo], ignore_index=True).rename(columns={"key": "study"})
+
+
+def _ranking_lines(d: pd.DataFrame, shown: list, header: str) -> None:
+    """``header``, then per forecaster the Kendall tau between its forecasts and the realized arm means within each
+    ``key`` (grpo at 0 ranked with them), pooled with a one-sided permutation p-value within each ``key``
+    (:func:`calib.metrics.pooled_rank_agreement`, as ``calib report`` computes it), as forecast and calibrated,
+    beside the ceiling a forecaster knowing each arm's mean could expect (:func:`calib.metrics.oracle_kendall_tau`).
+    A ``key`` whose forecasts are all equal (cost only on a change of loss: every arm at 0) cannot be ranked and is
+    left out, so the counts of arms and studies differ between forecasters."""
+    table = ranking_table_of(d, shown)
+    print(header + "; Kendall tau pooled over them (one-sided permutation p within each), grpo at 0 ranked too:")
+    for f in shown:
+        line = f"  {f:<24}"
+        for col, label in ((f, "as forecast"), (f + " calibrated", "calibrated")):
+            if col in table:
+                r = pooled_rank_agreement(table, col)
+                line += (f"   {label} {r['kendall_tau']:+.2f} (p {p_value_text(r)}; {r['n_arms']} arms in "
+                         f"{r['n_studies']})")
+        ceiling = pooled_rank_agreement(table, f)["oracle_kendall_tau"] if f in table else float("nan")
+        print(line + f"   ceiling {ceiling:+.2f}")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from .dataset import FORECASTERS, RowsError, SkippedEvalsWarning, build_rows_man
 from .file_check import FIT_CHOICES, FIT_DEFAULTS
 from .files import write_json, write_text_atomic
 from .integrity import check_one_row_per_run, concat_rows
+from .metrics import p_value_text
 from .model import fit_calibration, load_calibration
 from .noise_floor import NO_SEEDS, heldout_label
 from .report import validation_record, write_report
@@ -218,7 +219,7 @@ def _report(args) -> int:
         for reason in sorted(reasons):
             print(f"  no interval: {reason}")
     for col, r in m["ranking"].items():
-        print(f"ranking by {col:<36} Kendall tau {_n(r['kendall_tau'], '+.2f')} (p {_n(r['p_kendall'], '.3g')}), "
+        print(f"ranking by {col:<36} Kendall tau {_n(r['kendall_tau'], '+.2f')} (p {p_value_text(r)}), "
               f"Spearman rho {_n(r['spearman_rho'], '+.2f')}, {r['n_arms']} arms in {r['n_studies']} studies; "
               f"ceiling {_n(r.get('oracle_kendall_tau', math.nan), '+.2f')}")
     print("(ceiling: the Kendall tau a forecaster knowing each arm's mean could expect against realized means with "

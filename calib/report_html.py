@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .dataset import FORECASTERS
+from .metrics import p_value_text
 from .noise_floor import heldout_label
 from gradprobe import figures
 
@@ -278,10 +279,6 @@ def _heldout_html(h: dict | None) -> str:
             f"<table><tr><th>held-out items</th><th>run-level floor [95% interval]</th></tr>{cells}</table>")
 
 
-def _p(x) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
-
-
 def _error_table(m: dict, cv: str, part: str | None) -> str:
     e = html.escape
     head = ("<tr><th rowspan=2>forecaster</th><th rowspan=2>runs</th><th colspan=4>as forecast</th>"
@@ -322,8 +319,8 @@ def _ranking_table(rk: dict) -> str:
             "<th>arms</th><th>test</th><th>ceiling of tau</th></tr>")
     body = "".join(
         f"<tr><td>{html.escape(short(c))}</td><td class=n>{_fmt(r['kendall_tau'], '+.3f')}</td>"
-        f"<td class=n>{_p(r['p_kendall'])}</td><td class=n>{_fmt(r['spearman_rho'], '+.3f')}</td>"
-        f"<td class=n>{_p(r['p_spearman'])}</td><td class=n>{r['n_studies']}</td><td class=n>{r['n_arms']}</td>"
+        f"<td class=n>{html.escape(p_value_text(r))}</td><td class=n>{_fmt(r['spearman_rho'], '+.3f')}</td>"
+        f"<td class=n>{html.escape(p_value_text(r, 'p_spearman'))}</td><td class=n>{r['n_studies']}</td><td class=n>{r['n_arms']}</td>"
         f"<td>{_test(r)}</td><td class=n{_title(r.get('oracle_reason'))}>"
         f"{_fmt(r.get('oracle_kendall_tau', math.nan), '+.2f')}</td></tr>"
         for c, r in rk.items())

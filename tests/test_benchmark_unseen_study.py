@@ -33,9 +33,9 @@ def test_the_held_out_studys_errors_are_those_of_its_rows(unseen, capsys):
 def test_the_interval_resamples_seeds_within_arms(unseen):
     errors = pd.Series([1.0, 1.0, 1.0, 5.0, 5.0, 5.0])
     arms = pd.Series(["a", "a", "a", "b", "b", "b"])
-    m, (lo, hi) = unseen.seed_resampled_mae(errors, arms)
+    m, (lo, hi) = unseen.seed_resampled_mean(errors, arms)
     assert m == 3.0 and lo == hi == 3.0  # each arm's seeds agree: resampling them changes nothing
-    m, (lo, hi) = unseen.seed_resampled_mae(pd.Series([0.0, 2.0, 3.0, 3.0]), pd.Series(["a", "a", "b", "b"]))
+    m, (lo, hi) = unseen.seed_resampled_mean(pd.Series([0.0, 2.0, 3.0, 3.0]), pd.Series(["a", "a", "b", "b"]))
     assert m == 2.0 and 1.5 - 1e-12 <= lo < m < hi <= 2.5 + 1e-12  # only arm a's two seeds vary: [1.5, 2.5]
 
 
@@ -101,7 +101,7 @@ def test_pooled_studies_count_every_run_once_and_resample_seeds_within_each_stud
         x = d[(d["forecaster"] == f) & (d["method"] == "none")]
         assert len(x) == 24
         err = (x["cv_pred"] - x["target"]).abs()
-        m, (lo, hi) = unseen.seed_resampled_mae(err, x["study"] + "/" + x["arm"])
+        m, (lo, hi) = unseen.seed_resampled_mean(err, x["study"] + "/" + x["arm"])
         line = next(s for s in pooled.splitlines() if s.strip().startswith(f))
         assert f"as forecast {err.mean():.2f} [{lo:.2f}, {hi:.2f}]" in line
         # each study's own block is printed before the pooled one, with its 12 runs
@@ -321,3 +321,117 @@ def test_a_study_named_by_its_whole_folder_name_wins_over_longer_names(unseen, c
     assert capsys.readouterr().out.startswith("study_tiny@")
     assert unseen.main([str(REPORT), "--study", "study_tiny_", "--studies-root", str(REPO / "data")]) == 2
     assert "give a prefix that names one of" in capsys.readouterr().err
+
+
+def _block(printed: str, start: str) -> list:
+    """The indented lines after the line of ``printed`` that starts with ``start``."""
+    lines = printed.splitlines()
+    i = next(k for k, s in enumerate(lines) if s.startswith(start))
+    out = []
+    for s in lines[i + 1:]:
+        if not s.startswith("  "):
+            break
+        out.append(s)
+    return out
+
+
+def test_the_coverage_of_the_held_out_studies_counts_their_runs_inside_the_reports_intervals(unseen, unseen_report,
+                                                                                             capsys):
+    assert unseen.main([str(unseen_report), *[a for s in UNSEEN for a in ("--study", s)],
+                        "--studies-root", str(REPO / "data")]) == 0
+    lines = _block(capsys.readouterr().out, "coverage of the 90% (cv_plus) intervals")
+    d = pd.read_csv(unseen_report / "cv_predictions.csv")
+    d = d[(d["cv"] == "study") & d["study"].str.split("@").str[0].isin(UNSEEN)]
+    assert [s.split()[0] for s in lines] == ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy"]
+    for line in lines:
+        f = line.split()[0]
+        for method, label in (("none", "as forecast"), ("linear", "calibrated on the other studies")):
+            x = d[(d["forecaster"] == f) & (d["method"] == method)]
+            inside = int(((x["cv_lower"] <= x["target"]) & (x["target"] <= x["cv_upper"])).sum())
+            assert len(x) == 72 and f"{label} {inside / 72:.2f} [" in line and f"({inside} of 72)" in line, line
+
+
+def _pooled_tau(table: pd.DataFrame, column: str) -> float:
+    """Kendall tau-b of ``column`` against realized within each study, averaged with weights n(n-1)/2, by scipy."""
+    from scipy import stats
+
+    taus, weights = [], []
+    for _, t in table.groupby("study"):
+        if t[column].nunique() > 1 and t["realized"].nunique() > 1:
+            taus.append(stats.kendalltau(t[column], t["realized"]).statistic)
+            weights.append(len(t) * (len(t) - 1) / 2)
+    return float(np.average(taus, weights=weights))
+
+
+def test_the_ranking_table_ranks_grpo_at_zero_and_averages_each_arms_seeds(unseen):
+    rows = []
+    for key, gains in (("s1", {"a": (-1.0, -3.0), "b": (2.0, 4.0)}), ("s2", {"a": (1.0, 1.0), "b": (-2.0, 0.0)})):
+        for arm, (g0, g1) in gains.items():
+            for seed, g in enumerate((g0, g1)):
+                for f, pred in (("forecast_cost_only", 0.0 if key == "s2" else {"a": -1.0, "b": 1.0}[arm]),
+                                ("forecast_probe", {"a": 0.5, "b": -0.5}[arm] + seed)):
+                    for method, shift in (("none", 0.0), ("linear", -1.0)):
+                        rows.append(dict(key=key, arm=arm, seed=seed, forecaster=f, method=method,
+                                         cv_pred=pred + shift, target=g))
+    t = unseen.ranking_table_of(pd.DataFrame(rows), ["forecast_cost_only", "forecast_probe"]).set_index(["study", "arm"])
+    assert t.loc[("s1", "b"), "realized"] == 3.0 and t.loc[("s1", "a"), "realized_se"] == pytest.approx(1.0)
+    assert t.loc[("s1", "a"), "forecast_probe"] == 1.0 and t.loc[("s1", "a"), "forecast_probe calibrated"] == 0.0
+    grpo = t.xs("grpo", level="arm")
+    assert len(grpo) == 2 and (grpo[["realized", "realized_se", "forecast_cost_only", "forecast_probe",
+                                     "forecast_probe calibrated"]] == 0.0).all().all()
+    assert t.loc[("s2", "a"), "forecast_cost_only"] == 0.0 and t.loc[("s2", "a"), "forecast_cost_only calibrated"] == -1
+
+
+def test_the_held_out_ranking_is_the_within_study_kendall_tau_pooled_by_pairs(unseen, unseen_report, capsys):
+    assert unseen.main([str(unseen_report), *[a for s in UNSEEN for a in ("--study", s)],
+                        "--studies-root", str(REPO / "data")]) == 0
+    printed = capsys.readouterr().out
+    lines = _block(printed, "within-study ranking (9 studies)")
+    d = pd.read_csv(unseen_report / "cv_predictions.csv")
+    d = d[(d["cv"] == "study") & d["study"].str.split("@").str[0].isin(UNSEEN)]
+    runs = d[(d["forecaster"] == "forecast_cost_only") & (d["method"] == "none")]
+    for line in lines:
+        f = line.split()[0]
+        x = d[(d["forecaster"] == f) & (d["method"] == "none")]
+        table = pd.DataFrame({"realized": runs.groupby(["study", "arm"])["target"].mean(),
+                              f: x.groupby(["study", "arm"])["cv_pred"].mean()}).reset_index()
+        table = pd.concat([table, pd.DataFrame({"study": sorted(set(table["study"])), "arm": "grpo", "realized": 0.0,
+                                                f: 0.0})])
+        assert f"as forecast {_pooled_tau(table, f):+.2f} (p " in line, line
+    cost = next(s for s in lines if s.split()[0] == "forecast_cost_only")
+    assert "21 arms in 7)" in cost  # the two loss-type studies: cost only forecasts every arm at 0, no ranking
+    cells = _block(printed, "ranking within these cells (4 cells")
+    assert [s.split()[0] for s in cells] == ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy"]
+
+
+def test_a_monte_carlo_p_value_at_its_floor_is_printed_as_a_bound(unseen_report):
+    """No permutation of 9999 reached cost only's pooled tau on the 18 studies: its p is the floor 1/10000, which the
+    HTML report shows as a bound, not as a measured p-value."""
+    import json
+
+    from calib.metrics import p_value_text
+
+    r = json.loads((unseen_report / "metrics.json").read_text())["ranking"]["forecast_cost_only"]
+    assert not r["exact"] and r["n_permutations"] == 9999 and r["p_kendall"] == pytest.approx(1 / 10000)
+    assert p_value_text(r) == "<= 0.0001 (no permutation of 9999 reached it)"
+    assert "&lt;= 0.0001 (no permutation of 9999 reached it)" in (unseen_report / "report.html").read_text()
+
+
+def test_the_readmes_quote_the_held_out_ranking_and_coverage_as_printed(unseen, unseen_report, capsys):
+    import re
+
+    assert unseen.main([str(unseen_report), *[a for s in UNSEEN for a in ("--study", s)],
+                        "--studies-root", str(REPO / "data")]) == 0
+    printed = capsys.readouterr().out
+    readme, calib_readme = (" ".join((REPO / p).read_text().split()) for p in ("README.md", "data/calibration/README.md"))
+    for start, unit, texts in (("within-study ranking (9 studies)", "studies", (readme, calib_readme)),
+                               ("ranking within these cells (4 cells", "cells", (calib_readme,))):
+        for line in _block(printed, start)[:2]:  # cost only, probe
+            tau, p, arms, n = re.search(r"as forecast (\S+) \(p ([^;]+); (\d+) arms in (\d+)\)", line).groups()
+            for text in texts:
+                quoted = rf"{re.escape(tau)} \((permutation )?p {re.escape(p)}; {arms} arms in {n} {unit}\b"
+                assert re.search(quoted, text), (start, line)
+    for line in _block(printed, "coverage of the 90% (cv_plus) intervals")[:2]:
+        cal = re.search(r"calibrated on the other studies (\S+ \[\S+ \S+\])", line).group(1)
+        for text in (readme, calib_readme):
+            assert cal in text, line
