@@ -18,8 +18,8 @@ interval resamples the seeds within each study's arms, so it is still seed noise
 studies; the error on arm means, each forecaster's and its paired difference from cost only, with the same
 resampling; the floor and its split over the pooled runs, without an interval; the coverage of the report's
 intervals, with the same resampling; the within-study Kendall tau of each forecaster, grpo at 0 ranked too, pooled
-over the studies with its one-sided permutation p-value and ceiling, :func:`calib.metrics.pooled_rank_agreement`, what ``calib report``
-computes over all of its studies). Studies that replicate one
+over the studies with its one-sided permutation p-value and ceiling, :func:`calib.metrics.pooled_rank_agreement`,
+what ``calib report`` computes over all of its studies). Studies that replicate one
 plan (``replicate_of.json``: ``gradprobe study --replicate``) are then pooled into one cell: per arm, the
 realized mean over all their seeds with its t interval beside the replicates' mean forecasts, and the error
 on those arm means, and the Kendall tau within the cells on them. The raw forecasts ("as
