@@ -320,7 +320,8 @@ def _ranking_table(rk: dict) -> str:
     body = "".join(
         f"<tr><td>{html.escape(short(c))}</td><td class=n>{_fmt(r['kendall_tau'], '+.3f')}</td>"
         f"<td class=n>{html.escape(p_value_text(r))}</td><td class=n>{_fmt(r['spearman_rho'], '+.3f')}</td>"
-        f"<td class=n>{html.escape(p_value_text(r, 'p_spearman'))}</td><td class=n>{r['n_studies']}</td><td class=n>{r['n_arms']}</td>"
+        f"<td class=n>{html.escape(p_value_text(r, 'p_spearman'))}</td><td class=n>{r['n_studies']}</td>"
+        f"<td class=n>{r['n_arms']}</td>"
         f"<td>{_test(r)}</td><td class=n{_title(r.get('oracle_reason'))}>"
         f"{_fmt(r.get('oracle_kendall_tau', math.nan), '+.2f')}</td></tr>"
         for c, r in rk.items())

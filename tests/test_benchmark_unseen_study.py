@@ -373,7 +373,8 @@ def test_the_ranking_table_ranks_grpo_at_zero_and_averages_each_arms_seeds(unsee
                     for method, shift in (("none", 0.0), ("linear", -1.0)):
                         rows.append(dict(key=key, arm=arm, seed=seed, forecaster=f, method=method,
                                          cv_pred=pred + shift, target=g))
-    t = unseen.ranking_table_of(pd.DataFrame(rows), ["forecast_cost_only", "forecast_probe"]).set_index(["study", "arm"])
+    t = unseen.ranking_table_of(pd.DataFrame(rows), ["forecast_cost_only", "forecast_probe"])
+    t = t.set_index(["study", "arm"])
     assert t.loc[("s1", "b"), "realized"] == 3.0 and t.loc[("s1", "a"), "realized_se"] == pytest.approx(1.0)
     assert t.loc[("s1", "a"), "forecast_probe"] == 1.0 and t.loc[("s1", "a"), "forecast_probe calibrated"] == 0.0
     grpo = t.xs("grpo", level="arm")
@@ -423,7 +424,8 @@ def test_the_readmes_quote_the_held_out_ranking_and_coverage_as_printed(unseen, 
     assert unseen.main([str(unseen_report), *[a for s in UNSEEN for a in ("--study", s)],
                         "--studies-root", str(REPO / "data")]) == 0
     printed = capsys.readouterr().out
-    readme, calib_readme = (" ".join((REPO / p).read_text().split()) for p in ("README.md", "data/calibration/README.md"))
+    readme, calib_readme = (" ".join((REPO / p).read_text().split())
+                            for p in ("README.md", "data/calibration/README.md"))
     for start, unit, texts in (("within-study ranking (9 studies)", "studies", (readme, calib_readme)),
                                ("ranking within these cells (4 cells", "cells", (calib_readme,))):
         for line in _block(printed, start)[:2]:  # cost only, probe
