@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradprobe.outputs import is_json_number, json_number_float, json_number_text
+from gradprobe.outputs import beyond_float, is_json_number, json_number_text
 
 from .dataset import FORECASTERS
 from .domain import BUDGET_KINDS, Domain
@@ -130,7 +130,7 @@ def read_data(d: dict, *, text_columns, number_columns, integer_columns=()) -> p
         for i, row in enumerate(rows):
             v = row[j]
             if not is_json_number(v, finite=True, integer=integer):
-                huge = integer and is_json_number(v, integer=True)  # an integer, too large for a float: said so
+                huge = integer and beyond_float(v)  # an integer too large for a float: said so
                 want = "" if huge else ", not " + ("an integer" if integer else "a finite number")
                 raise DamagedField(f"data.rows[{i}][{j}]", f"(column {c!r}) is {json_number_text(v)}{want}")
     frame = pd.DataFrame(rows, columns=columns)
@@ -416,7 +416,7 @@ def check_predictions(stored, predictions: dict, *, path, fix: str, versions_not
     for name, new in predictions.items():
         try:
             values = list(stored[name])
-            old = np.array([_stored_float(v) for v in values], float)
+            old = np.array([json_float(v) for v in values], float)
         except (KeyError, TypeError, ValueError) as e:
             raise CalibrationFileError(f"calibration file {path} is damaged: field check.{name} is missing or "
                                        f"malformed; {fix}") from e
@@ -431,25 +431,6 @@ def check_predictions(stored, predictions: dict, *, path, fix: str, versions_not
                 f"in the file but refitting the file's data gives {float(new[i])!r} ({int(off.sum())} of its "
                 f"{old.size} values differ): refitting the calibration does not reproduce its stored {name} "
                 f"predictions, so the file was edited or damaged{versions_note}; {fix}")
-
-
-def _stored_float(value) -> float:
-    """A number of a ``fitted`` or ``check`` block, written by :func:`gradprobe.outputs.json_safe`, as a float: a
-    number (:func:`gradprobe.outputs.is_json_number`, non-finite ones included; an integer too large for a float
-    reads as +-inf: :func:`gradprobe.outputs.json_number_float`), or ``null`` (NaN) or ``"inf"``/``"-inf"``
-    (:func:`gradprobe.outputs.json_float`).
-
-    Raises
-    ------
-    ValueError
-        Anything else: true/false (which :func:`~gradprobe.outputs.json_float` alone would read as 1.0 and 0.0),
-        other text, a list or an object.
-    """
-    if is_json_number(value):
-        return json_number_float(value)
-    if value is None or isinstance(value, str):
-        return json_float(value)
-    raise ValueError(f"{value!r} is not a number")
 
 
 def _first_difference(stored, refit, where: str, gives: str = "refitting the file's data gives") -> str | None:
@@ -476,7 +457,7 @@ def _first_difference(stored, refit, where: str, gives: str = "refitting the fil
         return None if same else f"{where} is {stored!r} in the file but {gives} {refit!r}"
     new = float(refit)
     try:
-        old = _stored_float(stored)
+        old = json_float(stored)
     except ValueError:
         return f"{where} is {stored!r}, not a number ({gives} {refit if type(refit) is int else new!r})"
     same = (math.isnan(old) and math.isnan(new)) or old == new \

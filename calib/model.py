@@ -42,7 +42,7 @@ import sklearn
 from threadpoolctl import threadpool_limits
 
 from gradprobe import __version__
-from gradprobe.outputs import is_json_number, json_number_text
+from gradprobe.outputs import is_json_number, json_number_text, json_short
 
 from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, select_rows
 from .domain import BUDGET_KINDS, Domain, domain_of_rows
@@ -50,7 +50,7 @@ from .estimators import make_estimator
 from .file_check import (FIT_DEFAULTS, CalibrationFileError, DamagedField, check_domain_matches_data, check_fitted,
                          check_forecaster, check_params, check_predictions, read_data, read_domain, rebuild_command,
                          unreadable_fix)
-from .files import json_float, json_safe, write_json
+from .files import json_safe, write_json
 from .validation import PLURAL, check_confidence_level, conformal_regressor, group_labels, predict_interval
 
 FORMAT = "gradprobe-calibration"
@@ -453,16 +453,15 @@ def _include_reference(d: dict) -> bool:
 def _json_shown(value) -> str:
     """A top-level field's value as the file spells it, for a message: ``true``, ``null``, ``NaN``, ``1.5``, the
     string ``"0.9"``, an integer too large for a float shortened (:func:`gradprobe.outputs.json_number_text`), a
-    list or an object (cut at 60 characters)."""
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if is_json_number(value):
+    list or an object (cut at 60 characters: :func:`gradprobe.outputs.json_short`)."""
+    if is_json_number(value):  # a float as JSON spells it (NaN, Infinity), an integer whole (shortened past a float)
         return json_number_text(value, json.dumps(value) if isinstance(value, float) else None)
-    text = json.dumps(value)
-    text = text if len(text) <= 60 else text[:57] + "..."
+    text = json_short(value)
     if isinstance(value, str):
         return f"the string {text}"
-    return f"{'an object' if isinstance(value, dict) else 'a list'} {text}"
+    if isinstance(value, (dict, list)):
+        return f"{'an object' if isinstance(value, dict) else 'a list'} {text}"
+    return text  # true, false, null
 
 
 class _FieldError(KeyError):

@@ -19,7 +19,7 @@ import pandas as pd
 import gradprobe
 from gradprobe.forecast import forecast_section
 from gradprobe.layout import PLAN_COPY, STUDY_JSON
-from gradprobe.outputs import is_json_number, json_number_float, json_number_text
+from gradprobe.outputs import beyond_float, is_json_number, json_number_text
 
 from .domain import resolve_task
 from .files import json_float
@@ -112,19 +112,12 @@ def _gain(v, field: str, column: str, where: str) -> float:
         message shows its digits shortened), or (all but the raw first order) outside :data:`GAIN_RANGE`; the message
         names ``where``, ``field`` and the fix.
     """
-    x, bad = math.nan, "is not a number (a number, or null for no forecast)"
-    if is_json_number(v):
-        x, bad = json_number_float(v), False
-    elif isinstance(v, bool):
-        bad = "is not a number"
-    elif v is None or isinstance(v, str):
-        try:
-            x, bad = json_float(v), False
-        except ValueError:
-            pass
-    if not bad and math.isinf(x):
-        huge = is_json_number(v, integer=True)  # an integer read as inf: too large for a float, not infinite
-        bad = ("is not a finite number" if huge else "is infinite") + " (null means no forecast)"
+    try:
+        x, bad = json_float(v), False
+    except ValueError:  # true/false (never 1 or 0), other text, a list or an object
+        x, bad = math.nan, "is not a number" + ("" if isinstance(v, bool) else " (a number, or null for no forecast)")
+    if not bad and math.isinf(x):  # an integer read as inf is too large for a float, not infinite
+        bad = ("is not a finite number" if beyond_float(v) else "is infinite") + " (null means no forecast)"
     low, high = GAIN_RANGE
     if not bad and column != "forecast_first_order" and not (math.isnan(x) or low <= x <= high):
         bad = f"is outside [{low:g}, {high:g}] (a gain vs GRPO in accuracy points)"
@@ -224,13 +217,17 @@ def first_order_gain(entry: dict, budget: str, value: float, *, lr_scale: float 
     Raises
     ------
     CalibrationApplyError
-        Unknown budget, or the entry lacks the per-update cost the budget needs.
+        Unknown budget, or the entry lacks the per-update cost the budget needs (a ``seconds_per_update`` that is
+        null, not a number (true/false included: :func:`gradprobe.outputs.json_float`) or not > 0).
     """
     g = lr_scale * float(entry["predicted_gain_per_update"])
     if budget == "tokens":
         return value / float(entry["tokens_per_update"]) * g
     if budget == "time":
-        secs = json_float(entry.get("seconds_per_update"))
+        try:
+            secs = json_float(entry.get("seconds_per_update"))
+        except ValueError:  # true/false (never 1 second or 0) or other text: no time per update either
+            secs = math.nan
         if not secs > 0:
             raise CalibrationApplyError(f"probe entry {entry.get('name')!r} has no positive seconds_per_update; a time "
                                         "budget needs it (re-run the probe with this gradprobe)")

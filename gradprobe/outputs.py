@@ -26,9 +26,10 @@ from pathlib import Path
 from . import __version__
 
 
-__all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "OutputDirError", "output_error", "error_text",
-           "removed_if_left_empty", "api_out", "refuse_file_in_the_way", "prepare_output_dir", "write_bytes_atomic",
-           "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions"]
+__all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "beyond_float", "OutputDirError",
+           "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way",
+           "prepare_output_dir", "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe",
+           "json_float", "versions"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
 VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
@@ -202,19 +203,38 @@ def json_safe(x):
     return x
 
 
+#: the texts :func:`json_float` reads as a non-finite float (any case, spaces around): what :func:`json_safe` writes
+#: (``"inf"``, ``"-inf"``) and the spellings ``float()`` takes for the same values
+_NONFINITE_TEXT = ("inf", "-inf", "+inf", "nan", "infinity", "-infinity")
+
+
 def json_float(v) -> float:
     """A number written by :func:`json_safe` back to a float: ``null`` -> NaN, ``"inf"``/``"-inf"`` -> +-inf.
+
+    What a number is is :func:`is_json_number`'s rule, read as :func:`json_number_float` reads it: an integer too
+    large for a float (JSON holds any integer) reads as ``inf`` or ``-inf`` by its sign, never a boolean (JSON
+    ``true``/``false``, ``numpy.bool_``: Python would read them as 1 and 0). A numpy or torch scalar (anything
+    0-dimensional with ``.item()``) is read as the Python value it holds, as :func:`json_safe` writes it. The texts
+    ``"+inf"``, ``"nan"``, ``"infinity"`` and ``"-infinity"`` (any case) are read as well.
 
     Raises
     ------
     ValueError
-        ``v`` is neither a number, ``None`` nor one of the strings ``"inf"``, ``"-inf"``, ``"nan"``.
+        ``v`` is a boolean (the message says it is never read as 1 or 0), text other than those strings, a list, an
+        object or anything else that is neither a number nor ``None``; the message shows ``v`` and what is accepted.
+        The caller names its field and the fix.
     """
-    if v is None:
-        return float("nan")
-    if isinstance(v, str) and v.strip().lower() not in ("inf", "-inf", "+inf", "nan", "infinity", "-infinity"):
-        raise ValueError(f"{v!r} is not a number of gradprobe's JSON encoding (a number, null, \"inf\" or \"-inf\")")
-    return float(v)
+    value = v.item() if getattr(v, "shape", None) == () and hasattr(v, "item") else v  # numpy / torch scalar
+    if value is None:
+        return math.nan
+    if is_json_number(value):
+        return json_number_float(value)
+    if isinstance(value, str) and value.strip().lower() in _NONFINITE_TEXT:
+        return float(value)
+    accepted = "a number of gradprobe's JSON encoding (a number, null, \"inf\" or \"-inf\")"
+    if isinstance(value, bool):
+        raise ValueError(f"{v!r} is a boolean (JSON true/false), not {accepted}: a boolean is never read as 1 or 0")
+    raise ValueError(f"{v!r} is not {accepted}")
 
 
 def is_json_number(value, *, finite: bool = False, integer: bool = False) -> bool:
@@ -238,20 +258,20 @@ def is_json_number(value, *, finite: bool = False, integer: bool = False) -> boo
     ``metrics.jsonl`` and TRL logs (``gradprobe.forecast.curve_sources``), of a probe's held-out accuracy
     (``gradprobe.forecast.start_check``), of plans (``gradprobe.training.coerce``), of calibration files
     (``calib.file_check``) and of a probe result's budgets and forecasts (``calib.probe_input``); a number read
-    as a float with :func:`json_number_float`, shown in a message with :func:`json_number_text`.
+    as a float with :func:`json_number_float` (or :func:`json_float`, which also reads ``null`` and ``"inf"``), shown
+    in a message with :func:`json_number_text`.
     """
     if isinstance(value, bool) or not isinstance(value, Integral if integer else Real):
         return False
-    if not finite:
-        return True
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an int beyond float's range
-        return False
+    return not finite or (not beyond_float(value) and math.isfinite(value))
 
 
-def _beyond_float(value) -> bool:
-    """Whether ``value`` is an integer too large for a float (``float(value)`` raises OverflowError)."""
+def beyond_float(value) -> bool:
+    """Whether ``value`` is an integer too large for a float: a Python or numpy integer (not a boolean) beyond about
+    1.8e308, where ``float(value)`` raises OverflowError. JSON and TOML hold any integer; :func:`json_number_float`
+    reads such an integer as +-inf by its sign, so a caller that refuses an infinite value asks this to say "too
+    large for a float" rather than "infinite", and :func:`json_number_text` shows its digits, not ``inf``. False for
+    anything else (a float, inf included, text, None)."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         return False
     try:
@@ -274,10 +294,9 @@ def json_number_float(value) -> float:
     """
     if not is_json_number(value):
         raise ValueError(f"{value!r} is not a number")
-    try:
-        return float(value)
-    except OverflowError:  # an integer beyond float's range
+    if beyond_float(value):
         return math.inf if value > 0 else -math.inf
+    return float(value)
 
 
 def json_short(value, width: int = 60) -> str:
@@ -295,7 +314,7 @@ def json_number_text(value, text: str | None = None) -> str:
     large for a float, which :func:`json_number_float` reads as +-inf: it is shown as the file holds it, shortened to
     its first and last ten digits and its length, e.g. ``1000000000...0000000000 (an integer of 401 digits, too
     large for a float)`` (``-`` before it for a negative one), not as the ``inf`` the file does not hold."""
-    if not _beyond_float(value):
+    if not beyond_float(value):
         return repr(value) if text is None else text
     sign = "-" if value < 0 else ""
     try:

@@ -13,13 +13,14 @@ methods that need them: the front door ``import gradprobe`` stays light).
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import shutil
 import weakref
 from pathlib import Path
 
 from ..layout import ALIGNMENT_SAFETENSORS, ARMS_JSON, EARLIER_PROBE, GUIDED_PROBES, PROBE_JSON, TOKENS_JSONL
-from ..outputs import OutputDirError, api_out, json_float, prepare_output_dir
+from ..outputs import OutputDirError, api_out, json_float, json_short, prepare_output_dir
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 
@@ -27,6 +28,14 @@ __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 class ProbeFileError(FileNotFoundError):
     """A probe folder lacks a file (the message names it and the command that writes it)."""
 
+
+#: :attr:`ProbeResult.table`'s forecast columns read as numbers, in the table's order -> their fields in a row of
+#: probe.json's forecast section (an interval's ends as ``gain_interval[0]``...)
+_FORECAST_COLUMNS = {"forecast_gain": "forecast_gain", "forecast_gain_low": "gain_interval[0]",
+                     "forecast_gain_high": "gain_interval[1]", "forecast_accuracy": "forecast_accuracy", "rho": "rho",
+                     "rho_raw": "rho_raw", "rho_low": "rho_interval[0]", "rho_high": "rho_interval[1]",
+                     "rho_snr": "snr", "effective_updates": "effective_updates", "gain_probe": "gain_probe",
+                     "gain_cost_only": "gain_cost_only", "gain_signal_proxy": "gain_signal_proxy"}
 
 #: the files of one probe batch that come together: a folder holding one of them holds both
 _BATCH_FILES = (ALIGNMENT_SAFETENSORS, TOKENS_JSONL)
@@ -147,38 +156,52 @@ class ProbeResult:
         -------
         pandas.DataFrame
             Shape (R, columns), R = number of probed rewards; NaN where probe.json has null.
+
+        Raises
+        ------
+        ValueError
+            A number field of ``probe.json`` holds no number (true/false, which is never read as 1 or 0, or text
+            other than ``"inf"``/``"-inf"``: :func:`gradprobe.outputs.json_float`): the message names the file, the
+            field (e.g. ``rewards[0].snr``) and the fix.
         """
         import pandas as pd
 
         rows = {}
-        for r in self.raw["rewards"]:
+        for i, r in enumerate(self.raw["rewards"]):
+            num = functools.partial(self._number, f"rewards[{i}]")
             lo, hi = r.get("interval") or (None, None)
             rows[r["name"]] = {
-                "inner_product": json_float(r["inner_product"]), "inner_product_low": json_float(lo),
-                "inner_product_high": json_float(hi), "snr": json_float(r.get("snr")),
-                "gain_per_update": json_float(r["predicted_gain_per_update"]),
+                "inner_product": num("inner_product", r["inner_product"]), "inner_product_low": num("interval[0]", lo),
+                "inner_product_high": num("interval[1]", hi), "snr": num("snr", r.get("snr")),
+                "gain_per_update": num("predicted_gain_per_update", r["predicted_gain_per_update"]),
                 "tokens_per_update": int(r["tokens_per_update"]),
-                "gain_at_budget": json_float(r["predicted_gain_at_budget"])}
+                "gain_at_budget": num("predicted_gain_at_budget", r["predicted_gain_at_budget"])}
         fc = self.raw.get("forecast") or {}
         if fc.get("available"):
-            for f in fc["rows"]:
+            for j, f in enumerate(fc["rows"]):
                 name = f.get("arm") or f.get("reward")
                 if name not in rows:
                     continue
+                num = functools.partial(self._number, f"forecast.rows[{j}]")
                 glo, ghi = f.get("gain_interval") or (None, None)
                 rlo, rhi = f.get("rho_interval") or (None, None)
-                rows[name].update(
-                    forecast_gain=json_float(f.get("forecast_gain")), forecast_gain_low=json_float(glo),
-                    forecast_gain_high=json_float(ghi), forecast_accuracy=json_float(f.get("forecast_accuracy")),
-                    rho=json_float(f.get("rho")), rho_raw=json_float(f.get("rho_raw")), rho_low=json_float(rlo),
-                    rho_high=json_float(rhi),
-                    rho_snr=json_float(f.get("snr")), effective_updates=json_float(f.get("effective_updates")),
-                    gain_probe=json_float(f.get("gain_probe")), gain_cost_only=json_float(f.get("gain_cost_only")),
-                    gain_signal_proxy=json_float(f.get("gain_signal_proxy")), method=f.get("method"),
-                    verdict=f.get("verdict"))
+                f = {**f, "gain_interval[0]": glo, "gain_interval[1]": ghi, "rho_interval[0]": rlo,
+                     "rho_interval[1]": rhi}
+                rows[name].update({column: num(key, f.get(key)) for column, key in _FORECAST_COLUMNS.items()},
+                                  method=f.get("method"), verdict=f.get("verdict"))
         table = pd.DataFrame.from_dict(rows, orient="index")
         table.index.name = "reward"
         return table
+
+    def _number(self, where: str, key: str, value) -> float:
+        """A number of ``probe.json`` (field ``where.key``) as :func:`gradprobe.outputs.json_float` reads it; a value
+        that is none (true/false, text, a list) raises ValueError naming the file, the field and the fix."""
+        try:
+            return json_float(value)
+        except ValueError as e:
+            file = PROBE_JSON if self.folder is None else self.folder / PROBE_JSON
+            fix = "re-run the probe" if self.folder is None else rerun_advice(self.folder)
+            raise ValueError(f"{file} field {where}.{key} is {json_short(value)}: {e}; {fix}") from None
 
     def _file(self, name: str) -> Path:
         if self.folder is None:
@@ -283,8 +306,9 @@ class ProbeResult:
         ProbeFileError
             The folder holds no ``tokens.jsonl``.
         ValueError
-            ``tokens.jsonl`` is damaged (a truncated line, a line without a token field): the message names the
-            file, the line and the fix (re-run ``gradprobe probe --out DIR``; for a study's probe, resume the study).
+            ``tokens.jsonl`` is damaged (a truncated line, a line without a token field, a score that is no number):
+            the message names the file, the line and the fix (re-run ``gradprobe probe --out DIR``; for a study's
+            probe, resume the study).
         """
         import pandas as pd
 
@@ -299,6 +323,8 @@ class ProbeResult:
                     records.extend(_token_records(row))
                 except (KeyError, TypeError, IndexError, AttributeError) as e:
                     raise damaged(path, f"line {index} lacks a token field ({type(e).__name__}: {e})") from e
+                except ValueError as e:  # a score that is no number (true/false: never read as 1 or 0)
+                    raise damaged(path, f"line {index}: field score: {e}") from e
         return pd.DataFrame.from_records(records)
 
     def write(self, dir: str | Path) -> Path:

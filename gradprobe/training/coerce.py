@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any
 
-from ..outputs import is_json_number, json_number_float, json_number_text
+from ..outputs import beyond_float, is_json_number, json_number_float, json_number_text
 from .specs import PlanError
 
 __all__ = ["fields_of", "coerce", "check_keys", "build_section", "check_positive"]
@@ -65,7 +65,7 @@ def coerce(value, tp, where: str):
           str: isinstance(value, str), bool: isinstance(value, bool), dict: isinstance(value, dict)}.get(tp)
     if ok is None:
         raise TypeError(f"plan schema: unsupported type {tp} at {where}")
-    if not ok or (tp is float and not is_json_number(value, finite=True) and is_json_number(value, integer=True)):
+    if not ok or (tp is float and beyond_float(value)):  # an integer too large for a float: not read as +-inf
         raise PlanError(f"{where} must be {_type_name(tp)}, got {json_number_text(value)}")
     if tp is int:
         return int(value)  # a numpy integer as a Python int
