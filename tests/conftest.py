@@ -26,13 +26,25 @@ def gsm8k_dir() -> Path:
     return GSM8K_DIR
 
 
-@pytest.fixture(scope="module")
-def unseen():
-    """``benchmarks/unseen_study.py`` loaded as a module (benchmarks/ is no package), once per test module."""
-    spec = importlib.util.spec_from_file_location("unseen_study", REPO / "benchmarks" / "unseen_study.py")
+def load_benchmark(name: str):
+    """``benchmarks/<name>.py`` loaded afresh as the module ``name`` (benchmarks/ is no package), each call a new
+    module: its top level runs at the call, after the caller's monkeypatches. Test files import it by name
+    (``from conftest import load_benchmark``: tests/ is on the path); the ``unseen`` fixture uses it.
+
+    Raises FileNotFoundError naming the path when there is no such script."""
+    path = REPO / "benchmarks" / f"{name}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"benchmark script {path} not found; name one of benchmarks/*.py without .py")
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def unseen():
+    """``benchmarks/unseen_study.py`` loaded as a module (:func:`load_benchmark`), once per test module."""
+    return load_benchmark("unseen_study")
 
 
 @pytest.fixture()

@@ -4,12 +4,13 @@ exits with status 2 (was a pandas FileNotFoundError traceback)."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import load_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "forecast_error_subsets.py"
@@ -17,10 +18,7 @@ SCRIPT = REPO / "benchmarks" / "forecast_error_subsets.py"
 
 @pytest.fixture(scope="module")
 def subsets():
-    spec = importlib.util.spec_from_file_location("forecast_error_subsets", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("forecast_error_subsets")
 
 
 def test_a_missing_folder_from_the_command_line(tmp_path):

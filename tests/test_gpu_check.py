@@ -10,16 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import load_benchmark
 from helpers_vllm import install_fake_engine
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _driver():
-    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gpu_check")
 
 
 def _run_driver(monkeypatch, tmp_path, *argv) -> dict:

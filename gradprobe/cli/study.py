@@ -258,12 +258,11 @@ def _contradiction(args) -> str | None:
 
 def _other_plan(plan: str, out: Path) -> str | None:
     """Why ``--analyze-only`` refuses the PLAN argument ``plan``: it is not ``out``'s frozen plan (another sha256
-    than ``out/plan.toml``, or than ``study.json``'s plan_sha256 without one) or cannot be read; None when it is
-    the frozen plan or ``out`` records none (the analysis then names what is missing)."""
-    import json
-
-    from ..layout import PLAN_COPY, STUDY_JSON
-    from ..study.folder import sha256
+    than ``out/plan.toml``, the file the analysis reads, or, without one, than the study's recorded plan sha256,
+    :func:`gradprobe.study.folder.study_plan_sha`) or cannot be read; None when it is the frozen plan or ``out``
+    records none (the analysis then names what is missing)."""
+    from ..layout import PLAN_COPY
+    from ..study.folder import sha256, study_plan_sha
 
     fix = f"--analyze-only analyses {out} with its own frozen {out / PLAN_COPY}: drop the PLAN argument"
     try:
@@ -271,12 +270,11 @@ def _other_plan(plan: str, out: Path) -> str | None:
     except OSError as e:
         return f"PLAN {plan} cannot be read ({type(e).__name__}: {e.strerror or e}); {fix}"
     frozen = out / PLAN_COPY
-    try:
-        have = sha256(frozen.read_bytes()) if frozen.is_file() else json.loads(
-            (out / STUDY_JSON).read_text()).get("plan_sha256")
-    except (OSError, ValueError, AttributeError):  # no record of a plan: the analysis says what is missing
-        return None
-    if not have or have == given:
+    try:  # the plan the analysis reads comes first: an edited plan.toml is what it analyses with
+        have = sha256(frozen.read_bytes()) if frozen.is_file() else study_plan_sha(out)[0]
+    except OSError:  # plan.toml unreadable: the analysis says why
+        have = None
+    if have is None or have == given:
         return None
     return (f"PLAN {plan} (sha256 {given[:12]}) is not the plan of the study {out} (sha256 {have[:12]}); {fix} "
             f"(or give --out the study folder of {plan})")

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..outputs import is_json_number, json_number_float, json_number_text, json_short, write_text_atomic
 from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError, fit_needs, fit_sigmoid,
-                        fit_statuses, scalerl_sigmoid, seed_bootstrap_draws, sigmoid_params)
+                        fit_statuses, free_parameters, scalerl_sigmoid, seed_bootstrap_draws, sigmoid_params)
 from .curve_sources import GIVEN_R0_KEY
 
 __all__ = ["FORMAT", "VERSION", "curve_document", "write_curve", "read_curve_file", "damaged", "check_fit",
@@ -259,7 +259,7 @@ class _Fields:
             raise self.bad("seed_labels", f"is {json_short(d['seed_labels'])} but the points' seeds are "
                                           f"{json_short(labels)} "
                                           "(it lists each seed of points.seed once, in this order)")
-        free = [k for k in PARAMETERS if not (k == "R0" and r0_fixed) and not (k == "B" and b_fixed is not None)]
+        free = free_parameters(r0_fixed=r0_fixed, b_fixed=b_fixed)
         status = self.status(d["status"], free, r0_fixed, b_fixed)
         errors = self.standard_errors(d["standard_errors"], free)
         replicates, counts = self.replicates(d["replicates"], d["replicate_seed_counts"], len(labels))
@@ -305,7 +305,7 @@ class _Fields:
                                             f"{free} free parameters and needs evals at at least {free}")
         return n, y, list(cols["seed"])
 
-    def status(self, value, free: list, r0_fixed: bool, b_fixed) -> dict:
+    def status(self, value, free: tuple, r0_fixed: bool, b_fixed) -> dict:
         st = self.obj("status", value, "identified, not_identified, at_bound or fixed per parameter")
         for k in st:
             if k not in PARAMETERS:
@@ -322,7 +322,7 @@ class _Fields:
                 raise self.bad(f"status.{k}", f"is {json_short(v)}, it must be \"fixed\" ({why[k]})")
         return {k: st[k] for k in PARAMETERS}
 
-    def standard_errors(self, value, free: list) -> dict:
+    def standard_errors(self, value, free: tuple) -> dict:
         se = self.obj("standard_errors", value, "a standard error, or null, per fitted parameter")
         for k in se:
             if k not in free:
@@ -564,7 +564,7 @@ def check_replicates(path, curve) -> None:
     seed_of = pts["seed"].map({lab: i for i, lab in enumerate(labels)}).to_numpy(np.int64)
     n, y = pts["update"].to_numpy(np.float64), pts["accuracy"].to_numpy(np.float64)
     positive = [np.unique(n[(seed_of == i) & (n > 0)]) for i in range(len(labels))]
-    draws = _redrawn(head, counts, positive, need=2 + (b_fixed is None) + (not r0_fixed))
+    draws = _redrawn(head, counts, positive, need=len(free_parameters(r0_fixed=r0_fixed, b_fixed=b_fixed)))
     onehot = np.eye(len(labels))[seed_of]  # (points, seeds)
     r0 = _resample_r0(counts, onehot, n, y, p["R0"])
     _check_fixed(head, reps, counts, r0 if r0_fixed else None, b_fixed)

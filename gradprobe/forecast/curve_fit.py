@@ -40,9 +40,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-__all__ = ["CurveError", "scalerl_sigmoid", "sigmoid_params", "SigmoidFit", "fit_sigmoid", "fit_seed_replicates",
-           "seed_bootstrap_draws", "fit_statuses", "fit_needs", "PARAMETERS", "MODES", "START_B", "B_BOUNDS",
-           "B_FALLBACK", "N_REPLICATES", "REPLICATE_SEED"]
+__all__ = ["CurveError", "TooFewEvalsError", "scalerl_sigmoid", "sigmoid_params", "SigmoidFit", "fit_sigmoid",
+           "fit_seed_replicates", "seed_bootstrap_draws", "fit_statuses", "fit_needs", "free_parameters",
+           "too_few_evals", "PARAMETERS", "MODES", "START_B", "B_BOUNDS", "B_FALLBACK", "N_REPLICATES",
+           "REPLICATE_SEED"]
 
 PARAMETERS = ("R0", "A", "n_mid", "B")
 #: How a :class:`~gradprobe.forecast.curves.ReferenceCurve` reads accuracy off its points: the fit, or the
@@ -52,6 +53,8 @@ MODES = ("sigmoid", "empirical")
 #: A at the accuracy of the last eval level and at R0 + 1.5 x (that - R0).
 START_B = (0.5, 1.0, 2.0, 4.0)
 B_BOUNDS = (0.1, 10.0)
+#: The order the fit takes its free parameters in (its parameter vector, n_mid as ln n_mid) and names them in.
+_FIT_ORDER = ("A", "n_mid", "B", "R0")
 #: B used when the evals do not identify it: the hyperbolic (Michaelis-Menten) saturation.
 B_FALLBACK = 1.0
 N_REPLICATES = 200
@@ -60,6 +63,31 @@ REPLICATE_SEED = 20251015
 
 class CurveError(ValueError):
     """A reference curve cannot be built or read (the message names the field or file and the fix)."""
+
+
+class TooFewEvalsError(CurveError):
+    """The refusal of evals at fewer distinct update counts > 0 than the fit's free parameters, raised by
+    :func:`too_few_evals`: the marker a reader matches on (not the message's text).
+
+    Attributes
+    ----------
+    updates : ndarray (float64), shape (points,)
+        The update counts of the evals judged.
+    B : float or None
+        The fixed B they were judged with (None: B fitted).
+    eval_hint : str
+        The fix the refusal names.
+    """
+
+    def __init__(self, message: str, *, updates=(), B: float | None = None, eval_hint: str = ""):
+        super().__init__(message)
+        self.updates = np.asarray(updates, dtype=np.float64).ravel()
+        self.B, self.eval_hint = B, eval_hint
+
+    def naming(self, source: str) -> TooFewEvalsError:
+        """The same refusal naming the evals' ``source`` (``"metrics.jsonl of 1 run(s) (PATH)"``) after their
+        count: for a reader, whose files the curve's own refusal does not name."""
+        return _too_few(self.updates, self.B, self.eval_hint, source) or self  # enough (a hand-made error): as is
 
 
 def scalerl_sigmoid(n, *, R0: float, A: float, n_mid: float, B: float) -> np.ndarray:
@@ -157,28 +185,54 @@ def _standard_errors(best, names, on_bound, n_points: int) -> dict:
     return se
 
 
+def free_parameters(*, r0_fixed: bool, b_fixed: float | None) -> tuple[str, ...]:
+    """The parameters a ScaleRL sigmoid fit fits, in :data:`PARAMETERS` order: A and n_mid always, R0 unless it is
+    fixed (``r0_fixed``: the evals have some at update 0, whose mean it is), B unless ``b_fixed`` is given.
+
+    The one count of the fit's free parameters: :func:`fit_sigmoid` fits these, :func:`fit_needs` and the seed
+    replicates (:func:`fit_seed_replicates`) need as many distinct update counts > 0, and :mod:`.curve_file`
+    checks a saved curve's ``status`` and ``standard_errors`` against them."""
+    return tuple(k for k in PARAMETERS if not (k == "R0" and r0_fixed) and not (k == "B" and b_fixed is not None))
+
+
 def fit_needs(updates, B: float | None = None) -> tuple[int, int]:
     """(distinct update counts > 0, free parameters) of a ScaleRL sigmoid fit to evals at ``updates`` (shape
-    (points,), any order): A and n_mid, B unless ``B`` is given, R0 unless an eval sits at update 0.
-    :class:`~gradprobe.forecast.curves.ReferenceCurve` refuses a curve with fewer such counts than free parameters
-    (each needs an update count > 0 to pin it)."""
+    (points,), any order): A and n_mid, B unless ``B`` is given, R0 unless an eval sits at update 0
+    (:func:`free_parameters`). :class:`~gradprobe.forecast.curves.ReferenceCurve` refuses a curve with fewer such
+    counts than free parameters (each needs an update count > 0 to pin it)."""
     n = np.asarray(updates, dtype=np.float64).ravel()
-    return int(np.unique(n[n > 0]).size), 2 + (B is None) + (not bool((n == 0).any()))
+    return int(np.unique(n[n > 0]).size), len(free_parameters(r0_fixed=bool((n == 0).any()), b_fixed=B))
 
 
-def too_few_evals(updates, B: float | None, eval_hint: str, source: str | None = None) -> str | None:
-    """The refusal of evals at ``updates`` (shape (points,)) at fewer distinct update counts > 0 than the fit's free
-    parameters (:func:`fit_needs`; ``B`` given: fixed), naming the minimum, the parameters and the fix ``eval_hint``,
-    and the evals' ``source`` when given (``"in metrics.jsonl of 1 run(s) (PATH)"``: a reader's refusal that names
-    no file otherwise); None when there are enough. :class:`~gradprobe.forecast.curves.ReferenceCurve` raises it."""
+def too_few_evals(updates, B: float | None, eval_hint: str, source: str | None = None) -> None:
+    """Refuse evals at ``updates`` (shape (points,)) at fewer distinct update counts > 0 than the fit's free
+    parameters (:func:`fit_needs`; ``B`` given: fixed). :class:`~gradprobe.forecast.curves.ReferenceCurve` calls it
+    before fitting.
+
+    Raises
+    ------
+    TooFewEvalsError
+        One line naming the count, the minimum, the parameters and the fix ``eval_hint``, and the evals' ``source``
+        when given (``"metrics.jsonl of 1 run(s) (PATH)"``: a reader's refusal that names no file otherwise;
+        :meth:`TooFewEvalsError.naming`). Nothing is raised, and None returned, when there are enough.
+    """
+    error = _too_few(updates, B, eval_hint, source)
+    if error is not None:
+        raise error
+
+
+def _too_few(updates, B: float | None, eval_hint: str, source: str | None) -> TooFewEvalsError | None:
+    """The refusal :func:`too_few_evals` raises (None when there are enough evals)."""
     distinct, free = fit_needs(updates, B)
     if distinct >= free:
         return None
     has_zero = bool((np.asarray(updates, dtype=np.float64) == 0).any())
-    return (f"the curve has evals at {distinct} distinct update count(s) > 0{f' in {source}' if source else ''} and "
-            f"the fit has {free} free parameters (A, n_mid{', B' if B is None else ''}{', R0' if not has_zero else ''}"
-            f"): it needs evals at at least {free} distinct update counts > 0"
-            + ("" if has_zero else ", or an eval at update 0 (R0)") + f"; {eval_hint}")
+    named = [k for k in _FIT_ORDER if k in free_parameters(r0_fixed=has_zero, b_fixed=B)]
+    return TooFewEvalsError(
+        f"the curve has evals at {distinct} distinct update count(s) > 0{f' in {source}' if source else ''} and the "
+        f"fit has {free} free parameters ({', '.join(named)}): it needs evals at at least {free} distinct update "
+        "counts > 0" + ("" if has_zero else ", or an eval at update 0 (R0)") + f"; {eval_hint}",
+        updates=updates, B=B, eval_hint=eval_hint)
 
 
 def fit_statuses(names, on_bound, se: dict, scale: dict, *, r0, b_fixed) -> dict:
@@ -239,7 +293,8 @@ def fit_sigmoid(n: np.ndarray, y: np.ndarray, *, r0: float | None, b_fixed: floa
     """
     pos = np.unique(n[n > 0])
     lo_n, hi_n = float(pos[0]), float(pos[-1])
-    names = ["A", "log_n_mid"] + ([] if b_fixed is not None else ["B"]) + ([] if r0 is not None else ["R0"])
+    free = free_parameters(r0_fixed=r0 is not None, b_fixed=b_fixed)
+    names = ["log_n_mid" if k == "n_mid" else k for k in _FIT_ORDER if k in free]  # n_mid fitted as ln n_mid
     lower = {"A": 0.0, "log_n_mid": math.log(lo_n / 100.0), "B": B_BOUNDS[0], "R0": 0.0}
     upper = {"A": 100.0, "log_n_mid": math.log(hi_n * 100.0), "B": B_BOUNDS[1], "R0": 100.0}
     lb = np.array([lower[k] for k in names])
@@ -348,7 +403,8 @@ def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_
         return np.zeros((0, 4)), np.zeros((0, s), dtype=np.int64), notes
     by_seed = {lab: points[points["seed"] == lab] for lab in labels}
     positive = [np.unique(u[u > 0]) for u in (by_seed[lab]["update"].to_numpy(float) for lab in labels)]
-    draws = islice(seed_bootstrap_draws(positive, need=2 + (b_fixed is None) + (not r0_fixed)), n_replicates)
+    need = len(free_parameters(r0_fixed=r0_fixed, b_fixed=b_fixed))
+    draws = islice(seed_bootstrap_draws(positive, need=need), n_replicates)
     reps, counts, failed, main_r0 = [], [], 0, 0
     for draw, refittable in draws:
         df = pd.concat([by_seed[labels[i]] for i in draw])

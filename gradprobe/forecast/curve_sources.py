@@ -21,7 +21,7 @@ from ..outputs import is_json_number, json_number_float, json_number_text, json_
 from .accuracy_values import one_value_per_eval, to_points
 from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval, read_csv_checked,
                         skipped_cells, skipped_note, study_skipped_evals, with_skipped, without_short_lines)
-from .curve_fit import N_REPLICATES, CurveError, fit_needs, too_few_evals
+from .curve_fit import N_REPLICATES, CurveError, TooFewEvalsError, fit_needs
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
            "TRL_EVAL_HINT", "INITIAL_RANGE", "initial_accuracy_value", "GIVEN_R0_MARK", "GIVEN_R0_KEY"]
@@ -678,9 +678,9 @@ class CurveSources:
                        notes=[note] + [x for x in (skipped, copies) if x], n_replicates=n_replicates,
                        eval_hint=lead or PLAN_EVAL_HINT)  # the skipped lines' fix when they leave too few evals
         except CurveError as e:
-            if lead and lead in str(e):  # the refusal for too few evals leads with the skipped lines' fix: once
+            if lead and isinstance(e, TooFewEvalsError):  # it leads with the skipped lines' fix: said once
                 skipped = _lines_skipped_note(no_value, metric, led=led)
-            raise with_skipped(_named(e, n, B, lead or PLAN_EVAL_HINT, src, skipped), skipped, fix=None) from None
+            raise with_skipped(_named(e, src, skipped), skipped, fix=None) from None
 
     @classmethod
     def from_csv(cls, path: str | Path, *, update_col: str = "update", accuracy_col: str = "accuracy",
@@ -823,18 +823,17 @@ class CurveSources:
                        notes=[note] + [x for x in (given_note, skipped, copies, unused) if x],
                        n_replicates=n_replicates, eval_hint=hint)  # too few evals: TRL's settings, not a plan's
         except CurveError as e:
-            if lead and lead in str(e):  # the refusal for too few evals leads with the skipped evals' fix: once
+            if lead and isinstance(e, TooFewEvalsError):  # it leads with the skipped evals' fix: said once
                 skipped = _trl_skipped_note(nan_steps, metric, led=led)
-            raise with_skipped(_named(e, n, B, hint, src, skipped), skipped, fix=None) from None
+            raise with_skipped(_named(e, src, skipped), skipped, fix=None) from None
 
 
-def _named(error: CurveError, updates: list[float], B: float | None, hint: str, src: str,
-           skipped: str | None) -> CurveError:
-    """``error``, or, where it is the refusal for too few evals at ``updates`` (:func:`too_few_evals` with ``hint``,
-    the curve's ``eval_hint``) and no note of skipped evals (``skipped``: None) names the file(s) after it, that
-    refusal naming the source ``src`` (``"metrics.jsonl of 1 run(s) (PATH)"``)."""
-    if skipped is None and str(error) == too_few_evals(updates, B, hint):
-        return CurveError(too_few_evals(updates, B, hint, src))
+def _named(error: CurveError, src: str, skipped: str | None) -> CurveError:
+    """``error``, or, where it is the refusal for too few evals (a :class:`~.curve_fit.TooFewEvalsError`) and no
+    note of skipped evals (``skipped``: None) names the file(s) after it, that refusal naming the source ``src``
+    (``"metrics.jsonl of 1 run(s) (PATH)"``: :meth:`~.curve_fit.TooFewEvalsError.naming`)."""
+    if skipped is None and isinstance(error, TooFewEvalsError):
+        return error.naming(src)
     return error
 
 

@@ -156,9 +156,7 @@ class ReferenceCurve(CurveSources):
         if B is not None and not (B_BOUNDS[0] <= B <= B_BOUNDS[1]):
             raise CurveError(f"B = {B} must lie in [{B_BOUNDS[0]}, {B_BOUNDS[1]}]")
         has_zero = bool((n == 0).any())
-        few = too_few_evals(n, B, eval_hint)  # the readers judge the evals they skipped by the same count (fit_needs)
-        if few:
-            raise CurveError(few)
+        too_few_evals(n, B, eval_hint)  # raises TooFewEvalsError; the readers judge their skipped evals by it too
         if _state is not None:
             self._set_state(_state)
             return

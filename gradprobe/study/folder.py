@@ -16,12 +16,12 @@ import json
 import os
 from pathlib import Path
 
-from ..layout import METRICS_JSONL, OUTPUT_KINDS, STUDY_JSON, SUMMARY_JSON, output_kind
+from ..layout import METRICS_JSONL, OUTPUT_KINDS, PLAN_COPY, STUDY_JSON, SUMMARY_JSON, output_kind
 from ..outputs import OutputDirError, error_text, output_error, prepare_output_dir
 
 __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now",
            "hold_run_folder", "refuse_other_output", "run_damage", "check_run_folders", "read_study_json",
-           "study_json_fix"]
+           "study_json_fix", "study_plan_sha"]
 
 
 class StudyError(RuntimeError):
@@ -35,6 +35,30 @@ class PlanChangedError(StudyError):
 def sha256(data: bytes) -> str:
     """The hex sha256 of ``data`` (a plan's identity in ``study.json``)."""
     return hashlib.sha256(data).hexdigest()
+
+
+def study_plan_sha(study: Path) -> tuple[str | None, Path]:
+    """The plan sha256 of the study in the folder ``study`` and the file it is read from: its ``study.json``'s
+    ``plan_sha256`` (:func:`gradprobe.study.freeze.freeze_plan` records it: the plan the study froze, even where
+    ``plan.toml`` was edited since), else the :func:`sha256` of its ``plan.toml``'s bytes (as ``freeze_plan``
+    computes it); None where neither can be read. The one read order of a study's plan identity: freezing a plan
+    into a folder and a replicate's source check read it here, and ``gradprobe study --analyze-only PLAN`` where the
+    folder has no ``plan.toml`` (the file the analysis reads, compared first).
+
+    Raises nothing: a missing, unreadable or damaged ``study.json`` (not JSON, no object, no non-empty text
+    ``plan_sha256``) falls back to ``plan.toml``; callers that must refuse a damaged ``study.json`` read it first
+    (:func:`read_study_json`)."""
+    study = Path(study)
+    try:
+        sha = json.loads((study / STUDY_JSON).read_text()).get("plan_sha256")
+    except (OSError, ValueError, AttributeError):  # no study.json, not JSON (or not UTF-8), no object
+        sha = None
+    if isinstance(sha, str) and sha:
+        return sha, study / STUDY_JSON
+    try:
+        return sha256((study / PLAN_COPY).read_bytes()), study / PLAN_COPY
+    except (OSError, ValueError):
+        return None, study / PLAN_COPY
 
 
 def now() -> str:

@@ -15,7 +15,8 @@ from pathlib import Path
 from ..layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, FIGURES, PLAN_COPY, RUNS_CSV, STUDY_JSON, run_dir
 from ..outputs import output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
 from ..training.plan import Plan, load_plan
-from .folder import FolderLock, PlanChangedError, StudyError, finished_runs, now, read_study_json, sha256
+from .folder import (FolderLock, PlanChangedError, StudyError, finished_runs, now, read_study_json, sha256,
+                     study_plan_sha)
 from .invocations import HEARTBEAT_JSON
 
 __all__ = ["STUDY_OUTPUTS", "freeze_plan"]
@@ -56,8 +57,10 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
         ``--out``, or ``--restart`` when no run of it has finished), or ``restart`` was asked
         but runs of the frozen plan have finished (how many is named).
     StudyError
-        ``out/plan.toml`` was edited after freezing, or ``out/study.json`` is damaged (not JSON, no object: the
-        file and the fix are named, :func:`~gradprobe.study.folder.read_study_json`).
+        ``out/plan.toml`` was edited after freezing, ``out/study.json`` is damaged (not JSON, no object: the
+        file and the fix are named, :func:`~gradprobe.study.folder.read_study_json`), or it records no plan sha256
+        and ``out/plan.toml`` is missing (which plan the study froze cannot be told; the frozen plan's sha256 is read
+        by :func:`~gradprobe.study.folder.study_plan_sha`, the one rule: study.json's, else plan.toml's).
     OutputDirError
         ``out`` cannot be created or written (names the path and the fix).
     """
@@ -70,8 +73,12 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
         study = _new_study_json(plan, plan_path)
         write_json_atomic(sj, study)
         return load_plan(frozen), study
-    study = read_study_json(out) or {}
-    old = study.get("plan_sha256") or sha256(frozen.read_bytes())
+    study = read_study_json(out) or {}  # a damaged study.json is refused here, before its plan sha256 is read
+    old = study_plan_sha(out)[0]
+    if old is None:
+        lost = "does not exist" if not frozen.exists() else "cannot be read"
+        raise StudyError(f"{sj} records no plan_sha256 and {frozen} {lost}: which plan this study froze cannot be "
+                         f"told; restore {frozen} (or {sj}) from a copy of the study, or run the plan with a new --out")
     if old != plan.sha256:
         if restart and not finished_runs(out):
             _restart_study(out, old, plan, plan_path)

@@ -15,7 +15,7 @@ from tomlkit.exceptions import TOMLKitError
 from ..layout import ANALYSIS_JSON, PLAN_COPY, STUDY_JSON
 from ..outputs import prepare_output_dir, write_json_atomic
 from ..training.plan import Plan, load_plan
-from .folder import StudyError, sha256
+from .folder import StudyError, sha256, study_plan_sha
 from .orchestrator import run_study
 from .preflight import check_plan_inputs
 from .result import StudyResult
@@ -164,22 +164,6 @@ def _shown(value) -> str:
     else:
         text = repr(value)
     return text if len(text) <= 200 else text[:197] + "..."
-
-
-def study_plan_sha(study: Path) -> tuple[str | None, Path]:
-    """The plan sha256 of the study in ``study`` and the file it is read from: its ``study.json``'s ``plan_sha256``
-    (:func:`gradprobe.study.freeze.freeze_plan` records it), else the sha256 of its ``plan.toml``'s bytes
-    (:func:`gradprobe.study.folder.sha256`, as ``freeze_plan`` computes it); None where neither can be read."""
-    try:
-        sha = json.loads((study / STUDY_JSON).read_text()).get("plan_sha256")
-    except (OSError, ValueError, AttributeError):  # no study.json, not JSON (or not UTF-8), no object
-        sha = None
-    if isinstance(sha, str) and sha:
-        return sha, study / STUDY_JSON
-    try:
-        return sha256((study / PLAN_COPY).read_bytes()), study / PLAN_COPY
-    except (OSError, ValueError):
-        return None, study / PLAN_COPY
 
 
 def replicate_source(folder: str | Path) -> Path:

@@ -5,7 +5,6 @@ results are known exactly (study_helpers), and the benchmark line it feeds on th
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import math
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from calib.noise_floor import NO_ITEM_FILES, heldout_floor, pool_heldout_floors
 from gradprobe.study.power import paired_item_differences
 from gradprobe.study.reading import AnalysisError
 
+from conftest import load_benchmark
 from study_helpers import ITEMS, SEEDS, aggregate_items, item_string, make_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -197,10 +197,7 @@ def test_a_held_out_size_that_is_not_positive_is_refused(study, multiples):
 
 
 def test_the_benchmark_prints_the_figures_the_calibration_readme_quotes(capsys):
-    spec = importlib.util.spec_from_file_location("forecast_error_subsets", REPO / "benchmarks" /
-                                                  "forecast_error_subsets.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("forecast_error_subsets")
     assert module.main([str(REPO / "data" / "calibration" / "report"), "--studies-root", str(REPO / "data")]) == 0
     out = capsys.readouterr().out
     readme = (REPO / "data" / "calibration" / "README.md").read_text()

@@ -3,17 +3,13 @@ themselves are measured by running the script, see benchmarks/trl_throughput.py)
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "trl_throughput.py"
+from conftest import load_benchmark
 
 
 def test_benchmark_runs_on_the_tiny_tier_and_reports_consistent_figures(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("trl_throughput", BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("trl_throughput")
     out = tmp_path / "bench.json"
     assert bench.main(["--model", "tiny", "--updates", "1", "--warmup", "0", "--rounds", "1", "--prompts", "2",
                        "--group", "2", "--max-completion-length", "24", "--pool", "16", "--no-eager-variant",
