@@ -357,6 +357,10 @@ def _coverage_lines(d: pd.DataFrame, shown: list, level: str) -> None:
     """Per forecaster, as forecast and calibrated: the share of runs whose realized gain lies in the report's interval
     (``cv_lower`` <= target <= ``cv_upper``, closed, as :func:`calib.metrics.coverage` counts it), with its 95%
     interval over each arm's seeds within its study (:func:`seed_resampled_mean`) and the count."""
+    if not {"cv_lower", "cv_upper"} <= set(d.columns):
+        print("coverage: not measured (the report's cv_predictions.csv has no cv_lower/cv_upper columns: make the "
+              "report again with this version of `calib report`)")
+        return
     print(f"coverage of the {level} intervals (share of runs whose realized gain lies inside; 95% interval over each "
           "arm's seeds within its study):")
     for f in shown:

@@ -437,3 +437,13 @@ def test_the_readmes_quote_the_held_out_ranking_and_coverage_as_printed(unseen, 
         cal = re.search(r"calibrated on the other studies (\S+ \[\S+ \S+\])", line).group(1)
         for text in (readme, calib_readme):
             assert cal in text, line
+
+
+def test_a_report_without_interval_columns_says_coverage_is_not_measured(unseen, capsys, tmp_path):
+    d = pd.read_csv(REPORT / "cv_predictions.csv").drop(columns=["cv_lower", "cv_upper"])
+    d.to_csv(tmp_path / "cv_predictions.csv", index=False)
+    assert unseen.main([str(tmp_path), "--study", "study_tiny@", "--study", "study_tiny_hard_rewards",
+                        "--studies-root", str(REPO / "data")]) == 0
+    out = capsys.readouterr().out
+    assert "coverage: not measured (the report's cv_predictions.csv has no cv_lower/cv_upper columns" in out
+    assert "within-study ranking (2 studies)" in out
