@@ -218,11 +218,22 @@ def first_order_gain(entry: dict, budget: str, value: float, *, lr_scale: float 
     ------
     CalibrationApplyError
         Unknown budget, or the entry lacks the per-update cost the budget needs (a ``seconds_per_update`` that is
-        null, not a number (true/false included: :func:`gradprobe.outputs.json_float`) or not > 0).
+        null, not a number (true/false included: :func:`gradprobe.outputs.json_float`) or not > 0; a
+        ``tokens_per_update`` that is no finite number > 0), or its ``predicted_gain_per_update`` is no number.
     """
-    g = lr_scale * float(entry["predicted_gain_per_update"])
+    name = entry.get("name")
+    try:
+        g = lr_scale * json_float(entry.get("predicted_gain_per_update"))
+    except ValueError as e:  # true/false (never 1 or 0), other text, a list
+        raise CalibrationApplyError(f"probe entry {name!r} field predicted_gain_per_update is not a number ({e}); "
+                                    f"{_RERUN}") from None
     if budget == "tokens":
-        return value / float(entry["tokens_per_update"]) * g
+        c = entry.get("tokens_per_update")
+        if not (is_json_number(c, finite=True) and c > 0):
+            raise CalibrationApplyError(f"probe entry {name!r} field tokens_per_update is "
+                                        f"{'null' if c is None else json_number_text(c)}, not a number of tokens > 0 "
+                                        f"(a token budget divides by it); {_RERUN}")
+        return value / float(c) * g
     if budget == "time":
         try:
             secs = json_float(entry.get("seconds_per_update"))
