@@ -25,6 +25,7 @@ import math
 
 from ..probe_keys import split_entry_key
 from .result import no_gradient_verdict
+from .validated_arms import DEFAULT_LOSS_TYPE
 
 __all__ = ["NAN_IV", "NAN_FORECAST", "no_signal_row", "outside_probe_row", "undefined_probe_columns",
            "undefined_rho_note", "cost_only_why", "equal_cost_row", "loss_change_clause", "reference_verdict",
@@ -131,7 +132,9 @@ def loss_change_clause(entry: str, reference: str, probe_loss_type: str | None) 
 
     ``entry`` and ``reference``: probe entry keys (``REWARD`` or ``REWARD@LOSS``, parsed with
     :func:`~gradprobe.probe_keys.split_entry_key`); ``probe_loss_type``: the probe's own ``config.loss_type`` (None
-    or "" when the probe.json does not record it: two keys without ``@`` then share it). A loss's ratio, clip and
+    or "" when the probe.json does not record it: it is then the default ``grpo``,
+    :data:`~.validated_arms.DEFAULT_LOSS_TYPE`, as :func:`~.validated_arms.mark_validated_arms` reads it, so
+    ``outcome@grpo`` and ``outcome`` share it). A loss's ratio, clip and
     token weights act on the optimizer steps after the first of each rollout batch (``[train] iterations`` > 1),
     which a first-order probe at the initial policy does not read, and cost only sees the same tokens per update
     (``data/calibration/README.md``, "Studies the calibration never saw").
@@ -141,8 +144,9 @@ def loss_change_clause(entry: str, reference: str, probe_loss_type: str | None) 
     ValueError
         A malformed key (:func:`~gradprobe.probe_keys.split_entry_key`).
     """
-    own = split_entry_key(entry, probe_loss_type or "")[1]
-    if own == split_entry_key(reference, probe_loss_type or "")[1]:
+    probe_loss_type = probe_loss_type or DEFAULT_LOSS_TYPE  # as mark_validated_arms reads an unrecorded one
+    own = split_entry_key(entry, probe_loss_type)[1]
+    if own == split_entry_key(reference, probe_loss_type)[1]:
         return ""
     name = f" ({own})" if own else ""
     return (f"; a change of loss{name} also acts on the optimizer steps after the first of each batch, which these "
