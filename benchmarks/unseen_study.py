@@ -286,7 +286,7 @@ def cell_of(folder: Path) -> str:
     name = record["source_name"]
     sha, original = study_plan_sha(Path(folder).parent / name)  # the source beside it, as data/ ships them
     want = record.get("source_plan_sha256")
-    if sha and want and want != sha:  # the rule replicate_source applies
+    if sha and want and want != sha:  # replicate_source's rule; an unreadable sha is let by: only the name is needed
         fix = "restore it from the study (`gradprobe study --replicate` writes it) or remove it"
         raise ValueError(f"{path} records source_plan_sha256 {want[:12]}, but {original} has plan sha256 {sha[:12]}: "
                          f"the folder does not replicate that study's plan, so it cannot be pooled with it; {fix}")

@@ -24,7 +24,8 @@ from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_lin
 from .curve_fit import N_REPLICATES, CurveError, TooFewEvalsError, fit_needs
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
-           "TRL_EVAL_HINT", "INITIAL_RANGE", "initial_accuracy_value", "GIVEN_R0_MARK", "GIVEN_R0_KEY"]
+           "TRL_EVAL_HINT", "CSV_EVAL_HINT", "study_eval_hint", "INITIAL_RANGE", "initial_accuracy_value",
+           "GIVEN_R0_MARK", "GIVEN_R0_KEY"]
 
 TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
 #: The fix of too few evals for a curve of gradprobe runs (ReferenceCurve's refusal ends with it) ...
@@ -33,6 +34,8 @@ PLAN_EVAL_HINT = "evaluate more often (e.g. `[eval] every_tokens` smaller than t
 TRL_EVAL_HINT = ("evaluate more often: in TRL's TrainingArguments (GRPOConfig) set eval_strategy=\"steps\" with a "
                  "smaller eval_steps, and eval_on_start=True for the eval at step 0 (or give the initial policy's "
                  "accuracy: initial_accuracy=, gradprobe probe --initial-accuracy)")
+#: ... and for a CSV of evals (:meth:`CurveSources.from_csv`: its rows are the evals) ...
+CSV_EVAL_HINT = "evaluate more often (evals at more update counts, one row of the CSV per eval)"
 #: ... and for a TRL run with an eval at step 0, its own or the ``initial_accuracy`` given (the step-0 eval is not
 #: what is missing).
 _TRL_MORE_EVALS = ("evaluate more often: in TRL's TrainingArguments (GRPOConfig) set eval_strategy=\"steps\" with a "
@@ -573,7 +576,9 @@ class CurveSources:
         CurveError
             No ``runs.csv``, a missing column, a cell of ``update`` or ``accuracy_col`` that is no
             number (the message names the line), an unknown arm (the message lists the arms), too few evals
-            (the message names the skipped lines, if any), one eval of ``arm`` (seed, update) on two lines with
+            (a :class:`~.curve_fit.TooFewEvalsError` naming the study, the arm and its ``runs.csv``, the minimum and
+            the fix, :func:`study_eval_hint`, as the other readers' do; the skipped lines after it, if any), one
+            eval of ``arm`` (seed, update) on two lines with
             different accuracies, an accuracy outside [0, 1] (runs.csv records fractions).
         """
         study_dir = Path(study_dir)
@@ -598,7 +603,7 @@ class CurveSources:
         meta = {"study": str(study_dir), "arm": arm}
         if (study_dir / PLAN_COPY).is_file():
             meta.update(_plan_metadata(study_dir / PLAN_COPY, arm))
-        seeds = d["seed"].to_numpy()
+        seeds, src = d["seed"].to_numpy(), f"study {study_dir.name} arm {arm} ({runs})"
         try:
             if d.empty:
                 raise CurveError(f"{runs}: no line of arm {arm!r} holds both an update and an {accuracy_col!r} value")
@@ -606,9 +611,10 @@ class CurveSources:
             src = (f"study {study_dir.name} arm {arm} ({runs}, {len(set(seeds))} seeds x "
                    f"{int(d.groupby('seed').size().min())}-{int(d.groupby('seed').size().max())} evals)")
             return cls(updates=d["update"].to_numpy(float), accuracy=acc, seeds=seeds, mode=mode, B=B, source=src,
-                       metadata=meta, notes=[note] + [skipped] * (skipped is not None), n_replicates=n_replicates)
-        except CurveError as e:
-            raise with_skipped(e, skipped) from None
+                       metadata=meta, notes=[note] + [skipped] * (skipped is not None), n_replicates=n_replicates,
+                       eval_hint=study_eval_hint(study_dir, arm))
+        except CurveError as e:  # too few evals: named as metrics.jsonl's and a CSV's are (_named)
+            raise _named(e, src, skipped, fix="fill those cells in if they are evals") from None
 
     @classmethod
     def from_metrics(cls, paths, *, metric: str = "greedy_accuracy", accuracy_scale: str = "auto",
@@ -637,7 +643,8 @@ class CurveSources:
             with two different values (:func:`one_value_per_eval`), values that mix fractions and points
             (:func:`to_points`; the lines are named), too few evals (the fix named: evaluate more often, or, when
             the null or NaN lines are what leaves too few, their fix first: :func:`_skipped_lead`; the files are
-            named, by the skipped lines' note or else by the refusal), an ``eval`` field that is not JSON true or
+            named in the refusal's first sentence, and the skipped lines in the note after it: :func:`_named`), an
+            ``eval`` field that is not JSON true or
             false (``"true"``, ``1``: the message names the line). Eval lines whose
             ``metric`` is NaN or JSON ``null`` (not measured there, or a failed eval) are skipped and named, in the
             curve's ``notes`` and in any refusal, with the fix (:func:`_lines_skipped_note`: for a
@@ -680,7 +687,7 @@ class CurveSources:
         except CurveError as e:
             if lead and isinstance(e, TooFewEvalsError):  # it leads with the skipped lines' fix: said once
                 skipped = _lines_skipped_note(no_value, metric, led=led)
-            raise with_skipped(_named(e, src, skipped), skipped, fix=None) from None
+            raise _named(e, src, skipped) from None
 
     @classmethod
     def from_csv(cls, path: str | Path, *, update_col: str = "update", accuracy_col: str = "accuracy",
@@ -707,7 +714,9 @@ class CurveSources:
             the update or accuracy column that is text or infinite (the message names the line and the
             column), a negative update, one (seed, update) on two lines with different accuracies
             (:func:`one_value_per_eval`), an accuracy column that mixes fractions and points (:func:`to_points`;
-            the lines are named), too few evals. Lines with an empty or NaN cell there are skipped (logs with a
+            the lines are named), too few evals (a :class:`~.curve_fit.TooFewEvalsError` naming the CSV, the
+            minimum and the fix, :data:`CSV_EVAL_HINT`, as the other readers' do: :func:`_named`). Lines with an
+            empty or NaN cell there are skipped (logs with a
             row per step carry the accuracy at evals only), and named: in the curve's ``notes``, and in any
             refusal (:mod:`gradprobe.forecast.csv_cells`); so are lines that look cut (fewer fields than the
             header, or a last line without a line break: its last value may be cut); an exact copy of a line is
@@ -741,9 +750,10 @@ class CurveSources:
                                   updates=df[update_col].to_numpy(float), seeds=seeds)
             return cls(updates=df[update_col].to_numpy(float), accuracy=acc, seeds=seeds, mode=mode, B=B,
                        source=f"CSV {path}", metadata=metadata, notes=[note] + [x for x in (skipped, copies) if x],
-                       n_replicates=n_replicates)
-        except CurveError as e:
-            raise with_skipped(e, skipped, fix="fill those cells in if they are evals" if blank else None) from None
+                       n_replicates=n_replicates, eval_hint=CSV_EVAL_HINT)
+        except CurveError as e:  # too few evals: named as metrics.jsonl's and a study's are (_named)
+            raise _named(e, f"CSV {path}", skipped, fix="fill those cells in if they are evals" if blank else None
+                         ) from None
 
     @classmethod
     def from_trl_state(cls, paths, *, metric: str = "eval_accuracy", accuracy_scale: str = "auto",
@@ -786,8 +796,9 @@ class CurveSources:
             e.g. a ``trainer.evaluate()`` after training at the last eval's step with sampled evals; keep one),
             values that mix fractions and points (:func:`to_points`; the entries are named), too few evals (the
             fix named is TRL's ``eval_strategy`` / ``eval_steps``, and ``eval_on_start`` or ``initial_accuracy``
-            when no eval sits at step 0; when the null or NaN evals are what leaves too few, rerunning them instead:
-            :func:`_skipped_lead`; the files named by the skipped evals' note, or else the refusal). Entries whose
+            when no eval sits at step 0, or rerunning a NaN or null step-0 eval: :func:`_trl_eval_hint`; when the
+            null or NaN evals are what leaves too few, rerunning them: :func:`_skipped_lead`; the files named first,
+            the skipped evals in a note after the fix: :func:`_named`). Entries whose
             ``metric`` is NaN or ``null`` (a failed or skipped eval) are skipped, as a CSV's empty or NaN cells, and
             named by their steps, in ``notes`` and any refusal. Entries without ``metric`` are passed over.
         """
@@ -800,10 +811,9 @@ class CurveSources:
         n, y, seeds, where, rows_of, nan_steps = _trl_points(paths, metric, initial_accuracy)
         skipped = _trl_skipped_note(nan_steps, metric)
         no_value = [(k, s) for e in nan_steps.values() for s, k in e]
-        lead, led = _skipped_lead(n, no_value, B, metric, _TRL_NULL_FIX)
+        hint, led = _trl_eval_hint(n, *_skipped_lead(n, no_value, B, metric, _TRL_NULL_FIX), nan_steps, metric)
         files = _named_files(paths)
         src = f"TRL trainer_state.json of {len(paths)} run(s) ({paths[0]}{', ...' if len(paths) > 1 else ''})"
-        hint = lead or (_TRL_MORE_EVALS if 0 in n else TRL_EVAL_HINT)  # a step-0 eval (own or given): no step-0 fix
         if all(at == _GIVEN for at in where):  # every eval of the metric null or NaN (the value given is none)
             kinds = [kind for kind in ("NaN", "null") if any(k == kind for k, _ in no_value)]
             raise with_skipped(CurveError(_no_value(metric, src, kinds, _TRL_NULL_FIX, _TRL_ALL_NAN_FIX)),
@@ -823,18 +833,69 @@ class CurveSources:
                        notes=[note] + [x for x in (given_note, skipped, copies, unused) if x],
                        n_replicates=n_replicates, eval_hint=hint)  # too few evals: TRL's settings, not a plan's
         except CurveError as e:
-            if lead and isinstance(e, TooFewEvalsError):  # it leads with the skipped evals' fix: said once
+            if led and isinstance(e, TooFewEvalsError):  # it leads with the skipped evals' fix: said once
                 skipped = _trl_skipped_note(nan_steps, metric, led=led)
-            raise with_skipped(_named(e, src, skipped), skipped, fix=None) from None
+            raise _named(e, src, skipped) from None
 
 
-def _named(error: CurveError, src: str, skipped: str | None) -> CurveError:
-    """``error``, or, where it is the refusal for too few evals (a :class:`~.curve_fit.TooFewEvalsError`) and no
-    note of skipped evals (``skipped``: None) names the file(s) after it, that refusal naming the source ``src``
-    (``"metrics.jsonl of 1 run(s) (PATH)"``: :meth:`~.curve_fit.TooFewEvalsError.naming`)."""
-    if skipped is None and isinstance(error, TooFewEvalsError):
-        return error.naming(src)
-    return error
+def _named(error: CurveError, src: str, skipped: str | None, fix: str | None = None) -> CurveError:
+    """A reader's refusal: ``error`` with the note of the evals it skipped (``skipped``; None: none) and that note's
+    ``fix`` appended (:func:`~.csv_cells.with_skipped`). Where ``error`` is the refusal for too few evals (a
+    :class:`~.curve_fit.TooFewEvalsError`), its first sentence names the source ``src`` (``"metrics.jsonl of 1
+    run(s) (PATH)"``, ``"CSV PATH"``, ``"study NAME arm grpo (PATH)"``: :meth:`~.curve_fit.TooFewEvalsError.naming`)
+    whether or not a note follows, and it stays a TooFewEvalsError (``updates``, ``B``, ``eval_hint`` kept; its
+    ``naming`` rebuilds the message without the note): every reader's refusal reads alike, and the file is named
+    before the fix, not only in a note after it."""
+    if not isinstance(error, TooFewEvalsError):
+        return with_skipped(error, skipped, fix=fix)
+    named = error.naming(src)
+    if skipped is None:
+        return named
+    return TooFewEvalsError(str(with_skipped(named, skipped, fix=fix)), updates=named.updates, B=named.B,
+                            eval_hint=named.eval_hint)
+
+
+def study_eval_hint(study_dir: Path, arm: str) -> str:
+    """The fix of too few evals in arm ``arm`` of the study in ``study_dir`` (:meth:`CurveSources.from_study`: the
+    curve's ``eval_hint``): evaluate that arm more often (the study's frozen plan, rerun) or give another study."""
+    return (f"evaluate arm {arm!r} more often: rerun the study with `[eval] every_tokens` smaller than the budget in "
+            f"its {PLAN_COPY} ({Path(study_dir) / PLAN_COPY}), or pass the folder of a study whose {arm!r} arm has "
+            "evals at more update counts")
+
+
+def _trl_eval_hint(n: list[float], lead: str | None, led: tuple[str, ...], skipped: dict[Path, list[tuple[float, str]]],
+                   metric: str) -> tuple[str, tuple[str, ...]]:
+    """(the fix a TRL curve's refusal for too few evals names, its ``eval_hint``; the kinds of skipped evals that fix
+    names, which the note of skipped evals after it does not fix again): ``lead`` (the skipped evals' fix, naming
+    ``led``: :func:`_skipped_lead`) where they are what leaves too few; else, with an eval at step 0 among the
+    updates ``n`` (its own or the ``initial_accuracy`` given), evaluating more often; else, where a step-0 eval is
+    there but is not a number, rerunning it (:func:`_trl_step0_hint`), not ``eval_on_start=True``, which is set;
+    else :data:`TRL_EVAL_HINT`."""
+    if lead:
+        return lead, led
+    if 0 in n:
+        return _TRL_MORE_EVALS, ()
+    kinds, step0 = _trl_step0_hint(skipped, metric)
+    return step0 or TRL_EVAL_HINT, kinds
+
+
+def _trl_step0_hint(skipped: dict[Path, list[tuple[float, str]]], metric: str) -> tuple[tuple[str, ...], str | None]:
+    """(the kinds, the fix of too few evals) of a TRL log whose eval at step 0 is there but holds no number for
+    ``metric`` (NaN or null: ``skipped``, per file (step, kind), as :func:`_trl_rows` gives them) and no other file
+    has one: ``eval_on_start=True`` is set already, so that eval is to be rerun (or another eval key named, or the
+    initial policy's accuracy given). The kinds are those the note of skipped evals need not fix again (all of
+    them where every skipped eval sits at step 0: :func:`_trl_skipped_note`'s ``led``). ((), None): no such eval."""
+    at_zero = {p: [k for s, k in e if s == 0] for p, e in skipped.items()}
+    files = [p for p, kinds in at_zero.items() if kinds]
+    if not files:
+        return (), None
+    kinds = [k for k in ("NaN", "null") if any(k in v for v in at_zero.values())]
+    only_zero = all(s == 0 for e in skipped.values() for s, _ in e)
+    return (tuple(kinds) if only_zero else ()), (
+        f"{_TRL_MORE_EVALS}; the eval at step 0 is in {_named_files(files)} (eval_on_start=True is set) but is not a "
+        f"number ({' or '.join(kinds)} {metric!r}): rerun that eval, or name another eval key "
+        "(--reference-curve-metric KEY), or give the initial policy's accuracy (initial_accuracy=, gradprobe probe "
+        "--initial-accuracy)")
 
 
 def _trl_points(paths: list[Path], metric: str, initial_accuracy: float | None) -> tuple[list, ...]:

@@ -94,7 +94,9 @@ class ReferenceCurve(CurveSources):
         Seed-bootstrap replicates (0: none).
     eval_hint : str
         The fix named when there are too few evals (default: a gradprobe plan's ``[eval]``; a TRL trainer
-        state passes TRL's settings, :data:`~gradprobe.forecast.curve_sources.TRL_EVAL_HINT`; either reader, when
+        state passes TRL's settings, :data:`~gradprobe.forecast.curve_sources.TRL_EVAL_HINT`, a CSV
+        :data:`~gradprobe.forecast.curve_sources.CSV_EVAL_HINT`, a study its arm's and folder's
+        (:func:`~gradprobe.forecast.curve_sources.study_eval_hint`); a metrics.jsonl's or TRL reader, when
         the evals it skipped for a null or NaN value are what leaves too few, that those evals hold no value and the
         fix for them instead of evaluating more often).
 

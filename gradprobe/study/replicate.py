@@ -175,7 +175,8 @@ def replicate_source(folder: str | Path) -> Path:
     ``folder`` is taken (shipped studies are copied side by side, as ``data/`` holds them). A folder is taken only
     where it holds a study (``plan.toml`` or ``study.json``) and, where the record has ``source_plan_sha256``, only
     where that study's plan sha256 (:func:`study_plan_sha`: its ``study.json``'s, else its ``plan.toml``'s) is the one
-    recorded: a copy of another study under the source's name is not the source.
+    recorded: a copy of another study under the source's name is not the source, and a study whose plan sha256
+    cannot be read (neither ``study.json``'s ``plan_sha256`` nor ``plan.toml``) cannot be checked to be it.
 
     Raises
     ------
@@ -183,7 +184,9 @@ def replicate_source(folder: str | Path) -> Path:
         In one line: ``folder`` does not exist or is a file; ``replicate_of.json`` is missing, or damaged
         (:func:`read_replicate_record`); ``source`` leads to a file; no study folder is found at the path(s) tried
         (the fix: copy the source study there); or the study found has another plan sha256 than the record's
-        (both named, first 12 hex digits, with the file each is read from).
+        (both named, first 12 hex digits, with the file each is read from), or none that can be read while the
+        record has ``source_plan_sha256`` (the folder named, with what it lacks). Where several paths are tried, the
+        first study found that fails is named.
     """
     folder = Path(folder)
     path = folder / REPLICATE_SOURCE
@@ -205,9 +208,11 @@ def replicate_source(folder: str | Path) -> Path:
         if not _is_study(candidate):
             continue
         sha, held = study_plan_sha(candidate)
-        if want is None or sha is None or sha == want:
+        if want is None or sha == want:
             return candidate
-        other = other or (candidate, sha, held)
+        other = other or (candidate, sha, held)  # another plan, or none readable: not checked to be the source
+    if other is not None and other[1] is None:
+        raise _unchecked_source(path, want, other[0])
     if other is not None:
         candidate, sha, held = other
         raise StudyError(f"{_shown(path)} records source_plan_sha256 {want[:12]}, but the study at "
@@ -215,6 +220,20 @@ def replicate_source(folder: str | Path) -> Path:
                          f"another plan) than the one replicated; put the replicated study (plan sha256 {want[:12]}) "
                          f"there, or restore {REPLICATE_SOURCE} from a copy of the replicate")
     raise _no_source(path, folder, source, tried, parent)
+
+
+def _unchecked_source(path: Path, want: str, candidate: Path) -> StudyError:
+    """The StudyError of :func:`replicate_source` where the study at ``candidate`` has no plan sha256 to check
+    against the ``source_plan_sha256`` (``want``) its ``replicate_of.json`` (``path``) records: its ``study.json``
+    records none (missing, damaged, or without ``plan_sha256``) and its ``plan.toml`` cannot be read."""
+    plan = candidate / PLAN_COPY
+    why = "has no " + PLAN_COPY if not plan.exists() else f"has a {PLAN_COPY} that cannot be read"
+    record = (f"no {STUDY_JSON}" if not (candidate / STUDY_JSON).exists()
+              else f"a {STUDY_JSON} that records no plan_sha256")
+    return StudyError(f"{_shown(path)} records source_plan_sha256 {want[:12]}, but the study at {_shown(candidate)} "
+                      f"{why} and {record}, so its plan sha256 cannot be read to check that it is the study "
+                      f"replicated; put the replicated study's {PLAN_COPY} (plan sha256 {want[:12]}) there, or restore "
+                      f"{REPLICATE_SOURCE} from a copy of the replicate")
 
 
 def _no_source(path: Path, folder: Path, source: str, tried: list, parent: Path) -> StudyError:

@@ -16,7 +16,8 @@ def test_too_few_evals_after_blank_cells_says_which_lines_were_skipped(tmp_path)
     with pytest.raises(CurveError) as info:
         load_reference_curve(path)
     msg = str(info.value)
-    assert msg.startswith("the curve has evals at 1 distinct update count(s) > 0 and the fit has 3 free parameters")
+    assert msg.startswith(f"the curve has evals at 1 distinct update count(s) > 0 in CSV {path} and the fit has 3 free "
+                          "parameters")
     assert msg.endswith(f"; 4 line(s) of {path} skipped for an empty or NaN cell (line 3 column 'accuracy', line 4 "
                         "column 'accuracy', line 5 column 'accuracy', line 7 column 'update'): a line without a value "
                         "is no eval (fill those cells in if they are evals)")

@@ -32,7 +32,8 @@ def test_trainer_state_too_few_evals_gives_trl_advice_and_the_skipped_steps(tmp_
     with pytest.raises(CurveError) as info:
         load_reference_curve(path)
     msg = str(info.value)
-    assert msg.startswith("the curve has evals at 1 distinct update count(s) > 0 and the fit has 3 free parameters")
+    assert msg.startswith(f"the curve has evals at 1 distinct update count(s) > 0 in TRL trainer_state.json of 1 "
+                          f"run(s) ({path}) and the fit has 3 free parameters")
     assert "eval_steps" not in msg and "[eval] every_tokens" not in msg  # with the NaN evals' values it would fit
     assert msg.endswith("; evals at 2 other update count(s) are in the file(s) but hold no value for 'eval_accuracy' "
                         "(NaN in 2 eval(s)), so evaluating more often would not help: rerun those evals (if the run "

@@ -67,8 +67,9 @@ def test_sampled_accuracy_null_by_schedule_names_the_greedy_metric_as_the_fix(tm
             [(0, 0.6, 0.5), (10, 0.7, None), (20, 0.75, None), (30, 0.79, None), (40, 0.81, None), (50, 0.83, 0.8)]]
     path = _metrics(tmp_path / "metrics.jsonl", rows)
     assert _refusal(path, metric="sampled_accuracy") == (
-        "the curve has evals at 1 distinct update count(s) > 0 and the fit has 3 free parameters (A, n_mid, B): it "
-        "needs evals at at least 3 distinct update counts > 0; evals at 4 other update count(s) are in the file(s) "
+        f"the curve has evals at 1 distinct update count(s) > 0 in metrics.jsonl of 1 run(s) ({path}) and the fit has "
+        "3 free parameters (A, n_mid, B): it needs evals at at least 3 distinct update counts > 0; evals at 4 other "
+        "update count(s) are in the file(s) "
         "but hold no value for 'sampled_accuracy' (null), so evaluating more often would not help: read "
         "greedy_accuracy instead (--reference-curve-metric greedy_accuracy; metric='greedy_accuracy'), or the curve "
         "of a run with sampled accuracy at every eval ([eval] sampled_at = \"all\"); 4 eval line(s) skipped for a "
@@ -86,7 +87,8 @@ def test_trl_null_evals_that_leave_too_few_lead_with_rerunning_them_not_with_eva
     path = _state(tmp_path / "trainer_state.json", {10: 0.7, 20: 0.75, 30: None, 40: None, 50: None, 60: None})
     free = "3 free parameters (A, n_mid, B)" if initial else "4 free parameters (A, n_mid, B, R0)"
     assert _refusal(path, initial_accuracy=initial) == (
-        f"the curve has evals at 2 distinct update count(s) > 0 and the fit has {free}: it needs evals at at least "
+        f"the curve has evals at 2 distinct update count(s) > 0 in TRL trainer_state.json of 1 run(s) ({path}) and "
+        f"the fit has {free}: it needs evals at at least "
         f"{free[0]} distinct update counts > 0" + ("" if initial else ", or an eval at update 0 (R0)") + "; evals at "
         "4 other update count(s) are in the file(s) but hold no value for 'eval_accuracy' (null), so evaluating more "
         "often would not help: rerun those evals, or name another eval key (--reference-curve-metric KEY); 4 eval(s) "

@@ -55,8 +55,8 @@ def test_null_lines_of_several_runs_are_counted_past_the_five_shown(tmp_path):
         f"{NULL_WHY}; {GREEDY_FIX}"]
 
 
-TOO_FEW = ("the curve has evals at {} distinct update count(s) > 0 and the fit has 3 free parameters (A, n_mid, B): "
-           "it needs evals at at least 3 distinct update counts > 0; ")
+TOO_FEW = ("the curve has evals at {} distinct update count(s) > 0 in metrics.jsonl of 1 run(s) ({}) and the fit has "
+           "3 free parameters (A, n_mid, B): it needs evals at at least 3 distinct update counts > 0; ")
 
 
 def _null_lead(k, metric, fix):
@@ -75,7 +75,7 @@ def test_sampled_accuracy_measured_only_at_the_ends_is_refused_leading_with_the_
     with pytest.raises(CurveError) as info:
         load_reference_curve(path, metric="sampled_accuracy")
     assert str(info.value) == (
-        TOO_FEW.format(1) + _null_lead(6, "sampled_accuracy", SAMPLED_FIX.removeprefix("to use them, "))
+        TOO_FEW.format(1, path) + _null_lead(6, "sampled_accuracy", SAMPLED_FIX.removeprefix("to use them, "))
         + f"; 6 eval line(s) skipped for a null 'sampled_accuracy' ({path}:2, {path}:3, {path}:4, {path}:5, "
         f"{path}:6 and 1 more): {NULL_WHY}")
     assert "every_tokens" not in str(info.value)
@@ -88,7 +88,7 @@ def test_null_lines_that_leave_too_few_evals_of_another_metric_lead_with_rerunni
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_metrics(path)
     assert str(info.value) == (
-        TOO_FEW.format(0) + _null_lead(3, "greedy_accuracy", GREEDY_FIX.removeprefix("to use them, "))
+        TOO_FEW.format(0, path) + _null_lead(3, "greedy_accuracy", GREEDY_FIX.removeprefix("to use them, "))
         + f"; 1 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:10); 3 eval line(s) skipped for a null "
         f"'greedy_accuracy' ({path}:4, {path}:6, {path}:8): a NaN is no eval (a diverged or failed eval); "
         f"{NULL_WHY}; rerun the NaN evals to use them")
@@ -96,7 +96,7 @@ def test_null_lines_that_leave_too_few_evals_of_another_metric_lead_with_rerunni
     with pytest.raises(CurveError) as info:
         ReferenceCurve.from_metrics(path)
     assert str(info.value) == (
-        TOO_FEW.format(1) + "evaluate more often (e.g. `[eval] every_tokens` smaller than the budget); 1 eval "
+        TOO_FEW.format(1, path) + "evaluate more often (e.g. `[eval] every_tokens` smaller than the budget); 1 eval "
         f"line(s) skipped for a null 'greedy_accuracy' ({path}:6): {NULL_WHY}; {GREEDY_FIX}")
 
 

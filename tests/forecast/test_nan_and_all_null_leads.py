@@ -13,8 +13,8 @@ import pytest
 from forecast_helpers import metrics_log, trl_state
 from gradprobe.forecast.curves import CurveError, ReferenceCurve
 
-TOO_FEW = ("the curve has evals at 1 distinct update count(s) > 0 and the fit has 3 free parameters (A, n_mid, B): it "
-           "needs evals at at least 3 distinct update counts > 0; ")
+TOO_FEW = ("the curve has evals at 1 distinct update count(s) > 0 in {src} and the fit has 3 free parameters (A, "
+           "n_mid, B): it needs evals at at least 3 distinct update counts > 0; ")
 NAN_FIX = "rerun those evals (if the run diverged there, look at why first)"
 NAN_WHY = "a NaN is no eval (a diverged or failed eval)"
 TRAIN_NULL_WHY = ("`gradprobe train` writes null for an accuracy it did not measure at that eval (e.g. "
@@ -30,6 +30,12 @@ SAMPLED_FIX = ("read greedy_accuracy instead (--reference-curve-metric greedy_ac
 def _lead(k, metric, held, fix):
     return (f"evals at {k} other update count(s) are in the file(s) but hold no value for {metric!r} ({held}), so "
             f"evaluating more often would not help: {fix}")
+
+
+def _too_few(path) -> str:
+    """:data:`TOO_FEW` naming the file ``path`` (a metrics.jsonl or a TRL log) as its first sentence does."""
+    kind = "metrics.jsonl" if path.name == "metrics.jsonl" else "TRL trainer_state.json"
+    return TOO_FEW.format(src=f"{kind} of 1 run(s) ({path})")
 
 
 def _refusal(fmt, tmp_path, updates, metric=None, **skipped) -> tuple[str, object]:
@@ -50,18 +56,17 @@ def test_nan_evals_that_leave_too_few_lead_with_rerunning_them_in_a_metrics_json
     """Values at 0 and 10, NaN at 20 and 30: with their values the evals would pin the fit. A single NaN, with too
     few evals even with its value, keeps "evaluate more often" first and the note its own fix."""
     msg, path = _refusal("metrics", tmp_path, (0, 10, 20, 30), nan_at=(20, 30))
-    assert msg == (TOO_FEW + _lead(2, "greedy_accuracy", "NaN in 2 eval(s)", NAN_FIX)
+    assert msg == (_too_few(path) + _lead(2, "greedy_accuracy", "NaN in 2 eval(s)", NAN_FIX)
                    + f"; 2 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:6, {path}:8): {NAN_WHY}")
     msg, path = _refusal("metrics", tmp_path, (0, 10, 20), nan_at=(20,))
-    assert msg == ("the curve has evals at 1 distinct update count(s) > 0 and the fit has 3 free parameters (A, n_mid, "
-                   "B): it needs evals at at least 3 distinct update counts > 0; evaluate more often (e.g. `[eval] "
+    assert msg == (_too_few(path) + "evaluate more often (e.g. `[eval] "
                    f"every_tokens` smaller than the budget); 1 eval line(s) skipped for a NaN 'greedy_accuracy' "
                    f"({path}:6): {NAN_WHY}; rerun those evals to use them")
 
 
 def test_nan_evals_that_leave_too_few_lead_with_rerunning_them_in_a_trl_log(tmp_path):
     msg, path = _refusal("trl", tmp_path, (0, 10, 20, 30), nan_at=(20, 30))
-    assert msg == (TOO_FEW + _lead(2, "eval_accuracy", "NaN in 2 eval(s)", NAN_FIX)
+    assert msg == (_too_few(path) + _lead(2, "eval_accuracy", "NaN in 2 eval(s)", NAN_FIX)
                    + f"; 2 eval(s) of {path} skipped for a NaN 'eval_accuracy' (step(s) 20, 30): {NAN_WHY}")
     assert "eval_steps" not in msg and "rerun those evals to use them" not in msg
 
@@ -71,7 +76,8 @@ def test_nan_evals_lead_while_a_null_one_that_would_not_pin_the_fit_keeps_its_fi
     the null line's fix."""
     msg, path = _refusal("metrics", tmp_path, (0, 5, 10, 20, 40), nan_at=(5, 10, 20), null_at=(40,))
     assert msg == (
-        TOO_FEW.replace("at 1 distinct", "at 0 distinct") + _lead(3, "greedy_accuracy", "NaN in 3 eval(s)", NAN_FIX)
+        _too_few(path).replace("at 1 distinct", "at 0 distinct")
+        + _lead(3, "greedy_accuracy", "NaN in 3 eval(s)", NAN_FIX)
         + f"; 3 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:4, {path}:6, {path}:8); 1 eval line(s) "
         f"skipped for a null 'greedy_accuracy' ({path}:10): {NAN_WHY}; {TRAIN_NULL_WHY}; to use the null ones, rerun "
         f"those evals, {GREEDY_ELSE}")
@@ -82,12 +88,12 @@ def test_a_nan_and_a_null_that_only_together_leave_too_few_lead_with_both_fixes_
     msg, path = _refusal(fmt, tmp_path, (0, 10, 20, 30), nan_at=(20,), null_at=(30,))
     if fmt == "metrics":
         assert msg == (
-            TOO_FEW + _lead(2, "greedy_accuracy", "NaN in 1 eval(s), null in 1", f"{NAN_FIX}, {GREEDY_ELSE}")
+            _too_few(path) + _lead(2, "greedy_accuracy", "NaN in 1 eval(s), null in 1", f"{NAN_FIX}, {GREEDY_ELSE}")
             + f"; 1 eval line(s) skipped for a NaN 'greedy_accuracy' ({path}:6); 1 eval line(s) skipped for a null "
             f"'greedy_accuracy' ({path}:8): {NAN_WHY}; {TRAIN_NULL_WHY}")
     else:
         assert msg == (
-            TOO_FEW + _lead(2, "eval_accuracy", "NaN in 1 eval(s), null in 1", f"{NAN_FIX}, {TRL_ELSE}")
+            _too_few(path) + _lead(2, "eval_accuracy", "NaN in 1 eval(s), null in 1", f"{NAN_FIX}, {TRL_ELSE}")
             + f"; 1 eval(s) of {path} skipped for a NaN 'eval_accuracy' (step(s) 20); 1 eval(s) of {path} skipped "
             f"for a null 'eval_accuracy' (step(s) 30): {NAN_WHY}; {TRL_NULL_WHY}")
     assert msg.count("rerun") == 1
@@ -98,7 +104,7 @@ def test_a_sampled_accuracy_nan_and_null_lead_with_each_ones_fix(tmp_path):
     msg, path = _refusal("metrics", tmp_path, (0, 10, 20, 30), metric="sampled_accuracy", nan_at=(20,),
                          null_at=(30,))
     assert msg == (
-        TOO_FEW + _lead(2, "sampled_accuracy", "NaN in 1 eval(s), null in 1",
+        _too_few(path) + _lead(2, "sampled_accuracy", "NaN in 1 eval(s), null in 1",
                         f"for the NaN ones, {NAN_FIX}; for the null ones, {SAMPLED_FIX}")
         + f"; 1 eval line(s) skipped for a NaN 'sampled_accuracy' ({path}:6); 1 eval line(s) skipped for a null "
         f"'sampled_accuracy' ({path}:8): {NAN_WHY}; {TRAIN_NULL_WHY}")

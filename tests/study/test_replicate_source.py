@@ -74,10 +74,15 @@ def test_an_old_absolute_source_still_reads_and_names_the_same_cell(tmp_path, un
     src, rep = tmp_path / "data" / "study_x", tmp_path / "data" / "study_x_rep"
     src.mkdir(parents=True)
     rep.mkdir()
-    (src / "study.json").write_text("{}")  # a study folder: plan.toml or study.json
+    (src / "study.json").write_text(json.dumps({"plan_sha256": "abc"}))  # a study recording the plan it froze
     (rep / "replicate_of.json").write_text(json.dumps({"source": str(src), "source_plan_sha256": "abc",
                                                        "seeds": [4], "heldout_seed": 4}))
     assert replicate_source(rep) == src
+    # was: a study.json "{}" alone (no plan_sha256, no plan.toml) was taken though the record's sha cannot be checked
+    (src / "study.json").write_text("{}")
+    with pytest.raises(StudyError, match=r"records source_plan_sha256 abc, but the study at .*study_x has no "
+                       r"plan\.toml and a study\.json that records no plan_sha256, so its plan sha256 cannot be read"):
+        replicate_source(rep)
     assert unseen.cell_of(rep) == "study_x"
     # the absolute path of the machine that ran it is gone: the study of that name beside it is taken
     (rep / "replicate_of.json").write_text(json.dumps({"source": "/gone/snap/data/study_x", "seeds": [4]}))
