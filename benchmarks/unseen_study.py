@@ -58,8 +58,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from calib.metrics import p_value_text, pooled_rank_agreement
+from calib.metrics import p_value_text, pooled_rank_agreement, ranking_table
 from calib.noise_floor import heldout_floor, heldout_label, pool_heldout_floors, seed_noise_floor
+from gradprobe.outputs import is_json_number, json_short
 from gradprobe.study.folder import StudyError
 from gradprobe.study.power import detectable_effect
 from gradprobe.study.replicate import REPLICATE_SOURCE, read_replicate_record, study_plan_sha
@@ -181,11 +182,38 @@ def _read_report(report: Path) -> tuple[pd.DataFrame | None, str | None]:
     missing = [c for c in REPORT_COLUMNS if c not in d.columns]
     if missing:
         return None, f"{path} lacks column(s) {missing}: it is not a `calib report` cv_predictions.csv; {make}"
+    bad = _bad_cell(d)
+    if bad:
+        return None, f"{path} {bad}: the file is damaged; {make}"
     d = d[d["cv"] == "study"]
     if d.empty:
         return None, (f"{path} has no leave-one-study-out rows (cv = study): the report needs at least two studies; "
                       f"{make}")
     return d, None
+
+
+def _bad_cell(d: pd.DataFrame) -> str | None:
+    """The first cell of a cv_predictions.csv frame that ``calib report`` never writes, said as "line L column C is
+    V, not ...", or None: ``seed`` an integer, ``cv_pred`` and ``target`` finite numbers, ``cv_lower`` and
+    ``cv_upper`` (where present) numbers or empty (true/false and text are no numbers)."""
+    want = {"seed": "an integer", "cv_pred": "a finite number", "target": "a finite number",
+            "cv_lower": "a number or empty", "cv_upper": "a number or empty"}
+    for c, what in want.items():
+        if c not in d.columns:
+            continue
+        x = d[c]
+        text = x.astype(str).str.strip()  # as the file spells each cell ("True" is no number)
+        num = pd.to_numeric(text.where(~text.str.lower().isin(["true", "false"])), errors="coerce")
+        if c == "seed":
+            ok = text.str.fullmatch(r"[+-]?\d+")
+        elif c in ("cv_pred", "target"):
+            ok = np.isfinite(num)
+        else:
+            ok = x.isna() | num.notna() & ~np.isinf(num)
+        if not ok.all():
+            i = int(np.flatnonzero(~ok.to_numpy())[0])
+            return f"line {i + 2} column {c} is {json_short(x.iloc[i])}, not {what}"
+    return None
 
 
 def _covered(d: pd.DataFrame, shown: list) -> pd.DataFrame:
@@ -344,13 +372,21 @@ def _arm_mean_lines(raw: pd.DataFrame, shown: list, header: str) -> None:
 
 
 def _interval_level(report: Path) -> str:
-    """How the report's intervals (``cv_lower``, ``cv_upper``) are named: their level and kind as the report's
-    ``metrics.json`` records them (``confidence_level``, ``interval``), or "the report's" when it records none."""
+    """How the report's intervals (``cv_lower``, ``cv_upper``) are named: "the report's 90% (cv_plus)" from its
+    ``metrics.json`` (``confidence_level``, a number in (0, 1) by the one JSON-number rule, and ``interval``, text),
+    or "the report's (metrics.json unreadable: ...)" saying why, when the file is missing, damaged or records no
+    usable level: the coverage is still counted, on whatever intervals the CSV holds."""
+    path = report / "metrics.json"
     try:
-        m = json.loads((report / "metrics.json").read_text())
-        return f"{float(m['confidence_level']):.0%} ({m['interval']})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "the report's"
+        m = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return f"the report's (level unknown: {path} cannot be read, {type(e).__name__})"
+    level = m.get("confidence_level") if isinstance(m, dict) else None
+    kind = m.get("interval") if isinstance(m, dict) else None
+    if not (is_json_number(level, finite=True) and 0 < level < 1):
+        return (f"the report's (level unknown: {path} records confidence_level {json_short(level)}, not a number "
+                "in (0, 1))")
+    return f"the report's {float(level):.0%}" + (f" ({kind})" if isinstance(kind, str) and kind else "")
 
 
 def _coverage_lines(d: pd.DataFrame, shown: list, level: str) -> None:
@@ -361,8 +397,9 @@ def _coverage_lines(d: pd.DataFrame, shown: list, level: str) -> None:
         print("coverage: not measured (the report's cv_predictions.csv has no cv_lower/cv_upper columns: make the "
               "report again with this version of `calib report`)")
         return
-    print(f"coverage of the {level} intervals (share of runs whose realized gain lies inside; 95% interval over each "
-          "arm's seeds within its study):")
+    print(f"coverage of {level} intervals (share of runs whose realized gain lies inside; 95% interval over each "
+          "arm's seeds within its study: these studies' seed noise only, not how another study would fare; the "
+          "intervals are fitted on the report's other studies, a replicate's own cell included):")
     for f in shown:
         line = f"  {f:<24}"
         for method, label in (("none", "as forecast"), ("linear", "calibrated on the other studies")):
@@ -375,41 +412,42 @@ def _coverage_lines(d: pd.DataFrame, shown: list, level: str) -> None:
 
 
 def ranking_table_of(d: pd.DataFrame, shown: list) -> pd.DataFrame:
-    """The ranking table :func:`calib.metrics.pooled_rank_agreement` reads, from cv rows: per (``key``, arm), each
-    forecaster's mean forecast as forecast (column ``f``) and calibrated (``f + " calibrated"``), the realized mean
-    gain vs grpo, its standard error over seeds and the seeds; plus grpo at 0 in every ``key`` (forecast, realized
-    and standard error: the gain of grpo over itself), as ``calib report`` ranks it. ``d``: rows with ``key`` (a
-    study, or a cell of replicates: the "study" of the ranking), arm, seed, forecaster, method, cv_pred, target."""
-    runs = d[(d["forecaster"] == shown[0]) & (d["method"] == "none")]
-    t = runs.groupby(["key", "arm"])["target"].agg(realized="mean", realized_se="sem", seeds="count")
-    col = d["forecaster"] + np.where(d["method"] == "none", "", " calibrated")
-    fc = d[d["forecaster"].isin(shown)].assign(col=col).pivot_table(index=["key", "arm"], columns="col",
-                                                                    values="cv_pred", aggfunc="mean")
-    t = t.join(fc).reset_index()
-    grpo = pd.DataFrame({"key": sorted(set(t["key"])), "arm": "grpo", "realized": 0.0, "realized_se": 0.0})
-    for c in fc.columns:
-        grpo[c] = 0.0
-    return pd.concat([t, grpo], ignore_index=True).rename(columns={"key": "study"})
+    """The ranking table of ``calib report`` (:func:`calib.metrics.ranking_table`, so rows in its order and
+    :func:`calib.metrics.pooled_rank_agreement`'s Monte Carlo p-values as the report's), from cv rows: per
+    (``key``, arm), each forecaster's mean forecast as forecast (column ``f``), the realized mean gain vs grpo, its
+    standard error over seeds and the seeds; plus grpo at 0 in every ``key`` (forecast and realized: the gain of grpo
+    over itself, one row per seed of the key, as the report's grpo rows are). ``d``: rows with ``key`` (a study, or a
+    cell of replicates: the "study" of the ranking), study, arm, seed, forecaster, method, cv_pred, target.
+
+    Only the forecasts as made are ranked, not calibrated ones: a held-out study's calibration is one line for every
+    arm of it, so it orders them as the forecast does, and only moves them against grpo's fixed 0 by its intercept
+    (which is how ``calib report``'s calibrated ranking credits studies whose forecasts are all equal)."""
+    raw = d[d["forecaster"].isin(shown) & (d["method"] == "none")]
+    run = ["key", "study", "arm", "seed"]
+    runs = raw[raw["forecaster"] == shown[0]][run + ["target"]]
+    wide = runs.merge(raw.pivot_table(index=run, columns="forecaster", values="cv_pred").reset_index(), on=run)
+    seeds = runs[["key", "seed"]].drop_duplicates()
+    grpo = seeds.assign(arm="grpo", study=seeds["key"], target=0.0, **{f: 0.0 for f in shown})
+    rows = pd.concat([wide, grpo], ignore_index=True).drop(columns="study").rename(columns={"key": "study"})
+    return ranking_table(rows, shown)
 
 
 def _ranking_lines(d: pd.DataFrame, shown: list, header: str) -> None:
-    """``header``, then per forecaster the Kendall tau between its forecasts and the realized arm means within each
-    ``key`` (grpo at 0 ranked with them), pooled with a one-sided permutation p-value within each ``key``
-    (:func:`calib.metrics.pooled_rank_agreement`, as ``calib report`` computes it), as forecast and calibrated,
-    beside the ceiling a forecaster knowing each arm's mean could expect (:func:`calib.metrics.oracle_kendall_tau`).
-    A ``key`` whose forecasts are all equal (cost only on a change of loss: every arm at 0) cannot be ranked and is
-    left out, so the counts of arms and studies differ between forecasters."""
+    """``header``, then per forecaster the Kendall tau between its forecasts (as made) and the realized arm means
+    within each ``key`` (grpo at 0 ranked with them), pooled with a one-sided permutation p-value within each ``key``
+    and beside the ceiling on the same arms (:func:`calib.metrics.pooled_rank_agreement`, as ``calib report``
+    computes them on :func:`ranking_table_of`). A ``key`` whose forecasts are all equal (every forecaster on a change
+    of loss: every arm at 0) cannot be ranked and is left out. Kendall's tau-b counts a tie in the forecasts as
+    neither agreement nor disagreement: a forecaster that ties two arms of a study (cost only, for rewards of equal
+    tokens per update) is scored on its other pairs only, so its tau is not comparable with one that orders them."""
     table = ranking_table_of(d, shown)
-    print(header + "; Kendall tau pooled over them (one-sided permutation p within each), grpo at 0 ranked too:")
+    print(header + "; Kendall tau-b pooled over them (one-sided permutation p within each; grpo at 0 ranked too; "
+          "forecasts as made):")
     for f in shown:
-        line = f"  {f:<24}"
-        for col, label in ((f, "as forecast"), (f + " calibrated", "calibrated")):
-            if col in table:
-                r = pooled_rank_agreement(table, col)
-                line += (f"   {label} {r['kendall_tau']:+.2f} (p {p_value_text(r)}; {r['n_arms']} arms in "
-                         f"{r['n_studies']})")
-        ceiling = pooled_rank_agreement(table, f)["oracle_kendall_tau"] if f in table else float("nan")
-        print(line + f"   ceiling {ceiling:+.2f}")
+        r = pooled_rank_agreement(table, f)
+        ties = int(sum(len(t) - t[f].nunique() for _, t in table.groupby("study") if t[f].nunique() > 1))
+        print(f"  {f:<24}   {r['kendall_tau']:+.2f} (p {p_value_text(r)}; {r['n_arms']} arms in {r['n_studies']}; "
+              f"ceiling {r['oracle_kendall_tau']:+.2f}; {ties} tied arm(s) in the studies it ranks)")
 
 
 if __name__ == "__main__":

@@ -292,16 +292,17 @@ def p_value_text(r: dict, key: str = "p_kendall", spec: str = ".3g") -> str:
     """How a report shows the permutation p-value ``r[key]`` of :func:`pooled_rank_agreement`'s result ``r``.
 
     A Monte Carlo p-value is (1 + #{>=}) / (1 + B) (module docstring): when no permutation of the B drawn reached
-    the observed statistic it is 1 / (1 + B), the floor of the B permutations, not a measured p-value, and is
-    shown as such: ``"<= 0.0001 (no permutation of 9999 reached it)"``. An exact p-value, or one above the floor,
-    is shown as a number (``spec``); NaN or None as ``"n/a"``.
+    the observed statistic it is 1 / (1 + B), the floor of the B permutations: a valid p-value, but the exact
+    permutation p-value may lie below or (within Monte Carlo error, up to about 3 / B at 95%) above it, so it is
+    shown as the floor it is: ``"0.0001 (the floor 1/(1+B): none of 9999 permutations reached it)"``. An exact
+    p-value, or one above the floor, is shown as a number (``spec``); NaN or None as ``"n/a"``.
     """
     p = r.get(key)
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "n/a"
     b = int(r.get("n_permutations") or 0)
     if not r.get("exact") and b and p <= 1.0 / (1 + b) * (1 + 1e-9):
-        return f"<= {format(p, spec)} (no permutation of {b} reached it)"
+        return f"{format(p, spec)} (the floor 1/(1+B): none of {b} permutations reached it)"
     return format(p, spec)
 
 

@@ -339,7 +339,7 @@ def test_the_coverage_of_the_held_out_studies_counts_their_runs_inside_the_repor
                                                                                              capsys):
     assert unseen.main([str(unseen_report), *[a for s in UNSEEN for a in ("--study", s)],
                         "--studies-root", str(REPO / "data")]) == 0
-    lines = _block(capsys.readouterr().out, "coverage of the 90% (cv_plus) intervals")
+    lines = _block(capsys.readouterr().out, "coverage of the report's 90% (cv_plus) intervals")
     d = pd.read_csv(unseen_report / "cv_predictions.csv")
     d = d[(d["cv"] == "study") & d["study"].str.split("@").str[0].isin(UNSEEN)]
     assert [s.split()[0] for s in lines] == ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy"]
@@ -371,51 +371,68 @@ def test_the_ranking_table_ranks_grpo_at_zero_and_averages_each_arms_seeds(unsee
                 for f, pred in (("forecast_cost_only", 0.0 if key == "s2" else {"a": -1.0, "b": 1.0}[arm]),
                                 ("forecast_probe", {"a": 0.5, "b": -0.5}[arm] + seed)):
                     for method, shift in (("none", 0.0), ("linear", -1.0)):
-                        rows.append(dict(key=key, arm=arm, seed=seed, forecaster=f, method=method,
+                        rows.append(dict(key=key, study=f"{key}@x", arm=arm, seed=seed, forecaster=f, method=method,
                                          cv_pred=pred + shift, target=g))
     t = unseen.ranking_table_of(pd.DataFrame(rows), ["forecast_cost_only", "forecast_probe"])
+    assert list(t["study"]) == ["s1"] * 3 + ["s2"] * 3
+    assert list(t["arm"]) == ["b", "grpo", "a", "a", "grpo", "b"]  # calib's order: by realized rank within a study
     t = t.set_index(["study", "arm"])
     assert t.loc[("s1", "b"), "realized"] == 3.0 and t.loc[("s1", "a"), "realized_se"] == pytest.approx(1.0)
-    assert t.loc[("s1", "a"), "forecast_probe"] == 1.0 and t.loc[("s1", "a"), "forecast_probe calibrated"] == 0.0
+    assert t.loc[("s1", "a"), "forecast_probe"] == 1.0 and t.loc[("s2", "a"), "forecast_cost_only"] == 0.0
+    assert not [c for c in t.columns if "calibrated" in c]  # a held-out study's calibration is not ranked
     grpo = t.xs("grpo", level="arm")
-    assert len(grpo) == 2 and (grpo[["realized", "realized_se", "forecast_cost_only", "forecast_probe",
-                                     "forecast_probe calibrated"]] == 0.0).all().all()
-    assert t.loc[("s2", "a"), "forecast_cost_only"] == 0.0 and t.loc[("s2", "a"), "forecast_cost_only calibrated"] == -1
+    assert (grpo[["realized", "realized_se", "forecast_cost_only", "forecast_probe"]] == 0.0).all().all()
+    assert list(grpo["seeds"]) == [2, 2]
 
 
 def test_the_held_out_ranking_is_the_within_study_kendall_tau_pooled_by_pairs(unseen, unseen_report, capsys):
+    """Each printed tau is the pairs-weighted mean of scipy's per-study tau-b; its p and ceiling are calib's
+    pooled_rank_agreement on calib's ranking_table of the same runs (grpo at 0 for every seed)."""
+    import re
+
+    from calib.metrics import p_value_text, pooled_rank_agreement, ranking_table
+
     assert unseen.main([str(unseen_report), *[a for s in UNSEEN for a in ("--study", s)],
                         "--studies-root", str(REPO / "data")]) == 0
     printed = capsys.readouterr().out
     lines = _block(printed, "within-study ranking (9 studies)")
     d = pd.read_csv(unseen_report / "cv_predictions.csv")
-    d = d[(d["cv"] == "study") & d["study"].str.split("@").str[0].isin(UNSEEN)]
-    runs = d[(d["forecaster"] == "forecast_cost_only") & (d["method"] == "none")]
+    d = d[(d["cv"] == "study") & d["study"].str.split("@").str[0].isin(UNSEEN) & (d["method"] == "none")]
+    runs = d[d["forecaster"] == "forecast_cost_only"]
+    assert [s.split()[0] for s in lines] == ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy"]
     for line in lines:
         f = line.split()[0]
-        x = d[(d["forecaster"] == f) & (d["method"] == "none")]
-        table = pd.DataFrame({"realized": runs.groupby(["study", "arm"])["target"].mean(),
+        x = d[d["forecaster"] == f]
+        means = pd.DataFrame({"realized": runs.groupby(["study", "arm"])["target"].mean(),
                               f: x.groupby(["study", "arm"])["cv_pred"].mean()}).reset_index()
-        table = pd.concat([table, pd.DataFrame({"study": sorted(set(table["study"])), "arm": "grpo", "realized": 0.0,
+        means = pd.concat([means, pd.DataFrame({"study": sorted(set(means["study"])), "arm": "grpo", "realized": 0.0,
                                                 f: 0.0})])
-        assert f"as forecast {_pooled_tau(table, f):+.2f} (p " in line, line
+        tau, p, arms, n, ceiling = re.search(r"(\S+) \(p (.+); (\d+) arms in (\d+); ceiling (\S+);", line).groups()
+        assert tau == f"{_pooled_tau(means, f):+.2f}", line
+        rows = x[["study", "arm", "seed", "target", "cv_pred"]].rename(columns={"cv_pred": f})
+        grpo = rows[["study", "seed"]].drop_duplicates().assign(arm="grpo", target=0.0, **{f: 0.0})
+        r = pooled_rank_agreement(ranking_table(pd.concat([rows, grpo]), [f]), f)
+        assert (p, int(arms), int(n), ceiling) == (p_value_text(r), r["n_arms"], r["n_studies"],
+                                                   f"{r['oracle_kendall_tau']:+.2f}"), line
+        assert int(arms) == 21 and int(n) == 7  # the two loss-type studies: every forecaster says 0, no ranking
     cost = next(s for s in lines if s.split()[0] == "forecast_cost_only")
-    assert "21 arms in 7)" in cost  # the two loss-type studies: cost only forecasts every arm at 0, no ranking
+    assert "; 7 tied arm(s) in the studies it ranks)" in cost  # mc_value and hybrid_0.5 cost the same
     cells = _block(printed, "ranking within these cells (4 cells")
     assert [s.split()[0] for s in cells] == ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy"]
 
 
-def test_a_monte_carlo_p_value_at_its_floor_is_printed_as_a_bound(unseen_report):
+def test_a_monte_carlo_p_value_at_its_floor_is_printed_as_that_floor(unseen_report):
     """No permutation of 9999 reached cost only's pooled tau on the 18 studies: its p is the floor 1/10000, which the
-    HTML report shows as a bound, not as a measured p-value."""
+    HTML report shows as the floor it is, not as a measured p-value."""
     import json
 
     from calib.metrics import p_value_text
 
     r = json.loads((unseen_report / "metrics.json").read_text())["ranking"]["forecast_cost_only"]
     assert not r["exact"] and r["n_permutations"] == 9999 and r["p_kendall"] == pytest.approx(1 / 10000)
-    assert p_value_text(r) == "<= 0.0001 (no permutation of 9999 reached it)"
-    assert "&lt;= 0.0001 (no permutation of 9999 reached it)" in (unseen_report / "report.html").read_text()
+    assert p_value_text(r) == "0.0001 (the floor 1/(1+B): none of 9999 permutations reached it)"
+    html = (unseen_report / "report.html").read_text()
+    assert "0.0001 (the floor 1/(1+B): none of 9999 permutations reached it)" in html
 
 
 def test_the_readmes_quote_the_held_out_ranking_and_coverage_as_printed(unseen, unseen_report, capsys):
@@ -429,11 +446,13 @@ def test_the_readmes_quote_the_held_out_ranking_and_coverage_as_printed(unseen, 
     for start, unit, texts in (("within-study ranking (9 studies)", "studies", (readme, calib_readme)),
                                ("ranking within these cells (4 cells", "cells", (calib_readme,))):
         for line in _block(printed, start)[:2]:  # cost only, probe
-            tau, p, arms, n = re.search(r"as forecast (\S+) \(p ([^;]+); (\d+) arms in (\d+)\)", line).groups()
+            tau, p, arms, n, ceiling = re.search(r"(\S+) \(p (.+); (\d+) arms in (\d+); ceiling (\S+);",
+                                                 line).groups()
             for text in texts:
                 quoted = rf"{re.escape(tau)} \((permutation )?p {re.escape(p)}; {arms} arms in {n} {unit}\b"
                 assert re.search(quoted, text), (start, line)
-    for line in _block(printed, "coverage of the 90% (cv_plus) intervals")[:2]:
+                assert f"ceiling of {ceiling}" in text, (start, line)
+    for line in _block(printed, "coverage of the report's 90% (cv_plus) intervals")[:2]:
         cal = re.search(r"calibrated on the other studies (\S+ \[\S+ \S+\])", line).group(1)
         for text in (readme, calib_readme):
             assert cal in text, line
@@ -447,3 +466,33 @@ def test_a_report_without_interval_columns_says_coverage_is_not_measured(unseen,
     out = capsys.readouterr().out
     assert "coverage: not measured (the report's cv_predictions.csv has no cv_lower/cv_upper columns" in out
     assert "within-study ranking (2 studies)" in out
+
+
+@pytest.mark.parametrize("column, value, why", [
+    ("target", "True", 'line 7 column target is "True", not a finite number'),
+    ("cv_pred", "abc", 'line 7 column cv_pred is "abc", not a finite number'),
+    ("target", "nan", "line 7 column target is NaN, not a finite number"),
+    ("cv_lower", "True", 'line 7 column cv_lower is "True", not a number or empty'),
+    ("seed", "True", 'line 7 column seed is "True", not an integer')])
+def test_a_cell_calib_report_never_writes_is_refused_in_one_line_naming_its_line(unseen, capsys, tmp_path, column,
+                                                                                  value, why):
+    d = pd.read_csv(REPORT / "cv_predictions.csv").astype({column: object})
+    d.loc[5, column] = value
+    d.to_csv(tmp_path / "cv_predictions.csv", index=False)
+    assert unseen.main([str(tmp_path), "--study", "study_tiny@", "--studies-root", str(REPO / "data")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and why in err and "the file is damaged" in err, err
+
+
+@pytest.mark.parametrize("metrics, says", [
+    (None, "cannot be read, FileNotFoundError"), ('{"confidence_level": true}', "confidence_level true, not a number"),
+    ('{"confidence_level": 95}', "confidence_level 95, not a number in (0, 1)"),
+    ('{"confidence_level": ' + "1" * 400 + "}", "not a number in (0, 1)")])
+def test_the_coverage_header_says_when_the_reports_level_is_unknown(unseen, capsys, tmp_path, metrics, says):
+    shutil.copy(REPORT / "cv_predictions.csv", tmp_path / "cv_predictions.csv")
+    if metrics is not None:
+        (tmp_path / "metrics.json").write_text(metrics)
+    assert unseen.main([str(tmp_path), "--study", "study_tiny@", "--study", "study_tiny_hard_rewards",
+                        "--studies-root", str(REPO / "data")]) == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("coverage of "))
+    assert line.startswith("coverage of the report's (level unknown: ") and says in line, line
