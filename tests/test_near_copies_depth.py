@@ -55,14 +55,25 @@ def test_freeze_refuses_a_folder_that_records_no_plan_in_one_line(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["study.json"]  # nothing written
 
 
-def test_freeze_reads_past_a_plan_sha256_that_is_no_text_as_the_replicate_check_does(tmp_path):
+@pytest.mark.parametrize("bad", [12345, "", "abc", None, True])
+def test_freeze_refuses_a_damaged_plan_sha256_instead_of_checking_plan_toml_against_itself(tmp_path, bad):
+    """A study.json whose plan_sha256 is no sha256 cannot say which plan the study froze: reading plan.toml's sha256
+    instead would let an edited plan.toml resume the study, so the damage is refused (nothing written)."""
     plan = write_plan(tmp_path, toy_plan("numbersha", seeds=(0,)))
     out = tmp_path / "study"
-    frozen, study = freeze_plan(plan, out)
+    freeze_plan(plan, out)
     record = json.loads((out / "study.json").read_text())
-    (out / "study.json").write_text(json.dumps({**record, "plan_sha256": 12345}))  # hand-edited: not a sha256
-    again, study = freeze_plan(plan, out)  # plan.toml's sha256 is the plan's: the study resumes
-    assert again.sha256 == frozen.sha256 == _sha(plan.read_bytes()) and study["plan_sha256"] == 12345
+    (out / "study.json").write_text(json.dumps({**record, "plan_sha256": bad}))  # hand-edited: not a sha256
+    edited = write_plan(tmp_path, toy_plan("numbersha", seeds=(0, 1)), "edited.toml")
+    (out / "plan.toml").write_bytes(edited.read_bytes())  # and the frozen copy replaced by another plan
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    for candidate in (plan, edited):
+        with pytest.raises(StudyError) as e:
+            freeze_plan(candidate, out)
+        assert str(e.value).startswith(f"{out / 'study.json'} field plan_sha256 is {json.dumps(bad)}, not the hex "
+                                       "sha256 of the frozen plan: the file is damaged")
+        assert "restore it from a copy" in str(e.value) and "\n" not in str(e.value)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
 
 def test_analyze_only_with_a_plan_sha256_that_is_no_text_names_the_missing_plan_toml(tmp_path, capsys):
