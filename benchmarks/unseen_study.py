@@ -330,6 +330,9 @@ def _replicated_cells(d: pd.DataFrame, shown: list, cells: dict) -> None:
     means, with the interval and paired differences of :func:`arm_mean_maes`. Nothing is printed without a
     cell of two or more studies. ``cells``: study name (as the report names it) -> :func:`cell_of` its folder."""
     multi = sorted(c for c in set(cells.values()) if list(cells.values()).count(c) > 1)
+    for name, c in sorted(cells.items()):  # a replicate whose source is not among the studies: said, not pooled
+        if c not in multi and c != name.rsplit("@", 1)[0]:
+            print(f"not pooled: {name} replicates {c}, which is not among the studies passed (--study {c} pools them)")
     if not multi:
         return
     raw = d[(d["method"] == "none") & d["forecaster"].isin(shown)]
@@ -354,7 +357,7 @@ def _replicated_cells(d: pd.DataFrame, shown: list, cells: dict) -> None:
                     "over each arm's seeds, the same resamples for every forecaster):")
     x = d.assign(cell=d["study"].map(cells))
     _ranking_lines(x[x["cell"].isin(multi)].assign(key=lambda y: y["cell"]), shown,
-                   f"ranking within these cells ({len(multi)} cells, each arm's mean over every seed of its cell)")
+                   f"ranking within these cells ({len(multi)} cell{'s' * (len(multi) > 1)}, each arm's mean over every seed of its cell)")
 
 
 def _arm_mean_lines(raw: pd.DataFrame, shown: list, header: str) -> None:

@@ -19,7 +19,7 @@ import pandas as pd
 import gradprobe
 from gradprobe.forecast import forecast_section
 from gradprobe.layout import PLAN_COPY, STUDY_JSON
-from gradprobe.outputs import beyond_float, is_json_number, json_number_text
+from gradprobe.outputs import beyond_float, is_json_number, json_number_text, json_short
 
 from .domain import resolve_task
 from .files import json_float
@@ -219,20 +219,26 @@ def first_order_gain(entry: dict, budget: str, value: float, *, lr_scale: float 
     CalibrationApplyError
         Unknown budget, or the entry lacks the per-update cost the budget needs (a ``seconds_per_update`` that is
         null, not a number (true/false included: :func:`gradprobe.outputs.json_float`) or not > 0; a
-        ``tokens_per_update`` that is no finite number > 0), or its ``predicted_gain_per_update`` is no number.
+        ``tokens_per_update`` that is no finite number > 0), or its ``predicted_gain_per_update`` is no number or
+        infinite (null is NaN: no forecast).
     """
     name = entry.get("name")
+    v = entry.get("predicted_gain_per_update")
     try:
-        g = lr_scale * json_float(entry.get("predicted_gain_per_update"))
-    except ValueError as e:  # true/false (never 1 or 0), other text, a list
-        raise CalibrationApplyError(f"probe entry {name!r} field predicted_gain_per_update is not a number ({e}); "
-                                    f"{_RERUN}") from None
+        g = lr_scale * json_float(v)  # null: no gain measured -> NaN, no forecast
+    except ValueError:  # true/false (never 1 or 0), other text, a list
+        g = math.nan
+        bad = "is not a number (a number, or null for none)"
+    else:
+        bad = None if not math.isinf(g) else "is too large for a float" if beyond_float(v) else "is infinite"
+    if bad:
+        raise CalibrationApplyError(f"probe entry {name!r} field predicted_gain_per_update is {json_short(v)}: it "
+                                    f"{bad}; {_RERUN}")
     if budget == "tokens":
         c = entry.get("tokens_per_update")
         if not (is_json_number(c, finite=True) and c > 0):
-            raise CalibrationApplyError(f"probe entry {name!r} field tokens_per_update is "
-                                        f"{'null' if c is None else json_number_text(c)}, not a number of tokens > 0 "
-                                        f"(a token budget divides by it); {_RERUN}")
+            raise CalibrationApplyError(f"probe entry {name!r} field tokens_per_update is {json_short(c)}, not a "
+                                        f"number of tokens > 0 (a token budget divides by it); {_RERUN}")
         return value / float(c) * g
     if budget == "time":
         try:

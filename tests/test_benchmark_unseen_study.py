@@ -496,3 +496,15 @@ def test_the_coverage_header_says_when_the_reports_level_is_unknown(unseen, caps
                         "--studies-root", str(REPO / "data")]) == 0
     line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("coverage of "))
     assert line.startswith("coverage of the report's (level unknown: ") and says in line, line
+
+
+def test_a_replicate_whose_source_is_not_passed_is_said_not_pooled(unseen, capsys, tmp_path):
+    for name in ("study_tiny", "study_tiny_hard_rewards"):
+        shutil.copytree(REPO / "data" / name, tmp_path / name, ignore=shutil.ignore_patterns("figures"))
+    (tmp_path / "study_tiny_hard_rewards" / "replicate_of.json").write_text(
+        '{"source": "../nowhere", "source_name": "nowhere"}')
+    assert unseen.main([str(REPORT), "--study", "study_tiny@", "--study", "study_tiny_hard_rewards",
+                        "--studies-root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "not pooled: study_tiny_hard_rewards@" in out and "replicates nowhere, which is not among the studies" in out
+    assert "replicates pooled" not in out

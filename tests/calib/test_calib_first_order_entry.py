@@ -19,12 +19,14 @@ def test_a_valid_entry_gives_the_budgets_number_of_updates_times_the_gain_per_up
 
 
 @pytest.mark.parametrize("field, value, says", [
-    ("tokens_per_update", True, "field tokens_per_update is True, not a number of tokens > 0"),
+    ("tokens_per_update", True, "field tokens_per_update is true, not a number of tokens > 0"),
     ("tokens_per_update", 0, "field tokens_per_update is 0, not a number of tokens > 0"),
     ("tokens_per_update", None, "field tokens_per_update is null, not a number of tokens > 0"),
-    ("tokens_per_update", "1000", "field tokens_per_update is '1000', not a number of tokens > 0"),
-    ("predicted_gain_per_update", True, "field predicted_gain_per_update is not a number"),
-    ("predicted_gain_per_update", "2.0", "field predicted_gain_per_update is not a number")])
+    ("tokens_per_update", "1000", 'field tokens_per_update is "1000", not a number of tokens > 0'),
+    ("predicted_gain_per_update", True, "field predicted_gain_per_update is true: it is not a number"),
+    ("predicted_gain_per_update", "2.0", 'field predicted_gain_per_update is "2.0": it is not a number'),
+    ("predicted_gain_per_update", "inf", 'field predicted_gain_per_update is "inf": it is infinite'),
+    ("predicted_gain_per_update", 10 ** 400, "it is too large for a float")])
 def test_a_per_update_field_that_is_no_number_is_refused_naming_the_entry_and_field(field, value, says):
     with pytest.raises(CalibrationApplyError) as e:
         first_order_gain({**ENTRY, field: value}, "tokens", 250_000)
