@@ -357,7 +357,8 @@ def _replicated_cells(d: pd.DataFrame, shown: list, cells: dict) -> None:
                     "over each arm's seeds, the same resamples for every forecaster):")
     x = d.assign(cell=d["study"].map(cells))
     _ranking_lines(x[x["cell"].isin(multi)].assign(key=lambda y: y["cell"]), shown,
-                   f"ranking within these cells ({len(multi)} cell{'s' * (len(multi) > 1)}, each arm's mean over every seed of its cell)")
+                   f"ranking within these cells ({len(multi)} cell{'s' * (len(multi) > 1)}, each arm's mean over "
+                   "every seed of its cell)")
 
 
 def _arm_mean_lines(raw: pd.DataFrame, shown: list, header: str) -> None:
