@@ -90,14 +90,27 @@ def _plan_metadata(plan: Path, arm: str) -> dict:
 
 
 def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> str:
-    """The seed label of run ``i`` from the ``config.json`` beside its ``metrics.jsonl``; fills ``meta``
-    (model, task, update batch, lr, loss type) where it has no value yet."""
+    """The seed label of run ``i`` from the ``config.json`` beside its ``metrics.jsonl`` (read when ``n_paths`` > 1;
+    run ``i`` without one is ``str(i)``); fills ``meta`` (model, task, update batch, lr, loss type) where it has no
+    value yet.
+
+    Raises
+    ------
+    CurveError
+        A ``run.seed`` read as a label that is not an integer >= 0 (``true``, ``"0"``, ``1.5``), which ``gradprobe
+        train`` never writes: the message names the file, the field, the value and the fix.
+    """
     label = str(i)
     cfg = path.parent / CONFIG_JSON
     if cfg.is_file():
         try:
             run = json.loads(cfg.read_text()).get("run") or {}
-            label = str(run.get("seed", i)) if n_paths > 1 else label
+            seed = run.get("seed", i)
+            if n_paths > 1 and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+                raise CurveError(f"{cfg}: field 'run.seed' = {json_short(seed, 40)} is not a seed: `gradprobe train` "
+                                 "writes the run's seed as an integer >= 0 (JSON, unquoted); write the seed the run "
+                                 "was trained with")
+            label = str(seed) if n_paths > 1 else label
             train, task = run.get("train") or {}, run.get("task") or {}
             for k, v in (("model", (run.get("model") or {}).get("name")),
                          ("task", task_key(task.get("name"), task.get("config"))),
@@ -131,6 +144,109 @@ def _number(value, where: str) -> float:
             pass
     shown = json.dumps(value) if isinstance(value, bool) or value is None else repr(value)
     raise CurveError(f"{where} = {shown} is not a number{hint}; fix or delete that eval")
+
+
+def _shown_cell(text: str) -> str:
+    """A CSV cell too large for a float as the file holds it: an integer's first and last ten digits and its length
+    (:func:`~gradprobe.outputs.json_number_text`), anything else (``1e400``) quoted."""
+    digits = text.lstrip("+-")
+    if not digits.isdigit():
+        return f"{text!r} (too large for a float)"
+    try:
+        return json_number_text(int(text))
+    except ValueError:  # beyond Python's int-to-text limit: the digits counted from the text
+        sign = "-" if text.startswith("-") else ""
+        return f"{sign}{digits[:10]}...{digits[-10:]} (an integer of {len(digits)} digits, too large for a float)"
+
+
+def _too_large_cells(raw: bytes, path: Path, cols) -> None:
+    """Refuse a cell of ``cols`` of the CSV whose bytes are ``raw`` that holds a number too large for a float (a
+    400-digit integer, ``1e400``): pandas reads it as ``inf``, or as an integer no float holds, so the cell is shown
+    as the file holds it (:func:`_shown_cell`), not as the ``inf`` the file does not hold. Row ``i`` is line
+    ``i + 2``, as :func:`~.csv_cells.read_csv_checked` reads it.
+
+    Raises
+    ------
+    CurveError
+        Naming the file, the line, the column, the cell and the fix (a cell that spells ``inf`` is left to
+        :func:`~.csv_cells.numeric_columns`, which refuses it).
+    """
+    import io
+
+    import pandas as pd
+
+    text = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, skip_blank_lines=False,
+                       usecols=list(cols))
+    for col in cols:
+        bad = []
+        for row, cell in enumerate(text[col]):
+            t = cell.strip()
+            try:
+                big = math.isinf(float(t)) and t.lstrip("+-").lower() not in ("inf", "infinity")
+            except ValueError:
+                continue
+            if big:
+                bad.append((row, t))
+        if bad:
+            row, t = bad[0]
+            raise CurveError(f"{path}, line {row + 2}, column {col!r}: {_shown_cell(t)} is not a finite number "
+                             f"({len(bad)} such cell(s) in that column); fix or delete that line")
+
+
+#: What a cell of a CSV's seed column may not spell (case aside): a boolean is no seed label.
+_BOOLEAN_CELLS = ("true", "false")
+
+
+def _check_csv_seeds(seeds: np.ndarray, lines: list[int], path: Path, seed_col: str) -> None:
+    """Refuse a boolean-looking cell (``True``, ``false``: :data:`_BOOLEAN_CELLS`) of a CSV's seed column: it
+    would be read as a seed label of its own (the one-seed caution gone, a seed bootstrap over a spurious seed).
+    A seed label is the seed's integer or any other run name (text); ``seeds`` and ``lines`` (each cell's line of
+    the file) are those of the lines read.
+
+    Raises
+    ------
+    CurveError
+        Naming the file, the first such line, the column, the cell and the fix.
+    """
+    bad = [i for i, v in enumerate(seeds) if isinstance(v, (bool, np.bool_))
+           or (isinstance(v, str) and v.strip().lower() in _BOOLEAN_CELLS)]
+    if bad:
+        raise CurveError(f"{path}, line {lines[bad[0]]}, column {seed_col!r}: {str(seeds[bad[0]])!r} is a boolean, "
+                         f"not a seed label ({len(bad)} such cell(s) in that column); write the run's seed (an integer "
+                         "such as 0) or its name in that cell")
+
+
+def _study_seed_ok(value) -> bool:
+    """Whether a ``runs.csv`` seed cell as pandas read it is a seed ``gradprobe study`` writes: an integer >= 0
+    (a float one where a blank cell elsewhere made the column float; text of digits where other text made it
+    text), not a boolean, a fraction, a negative number, other text or a blank cell."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, (int, np.integer)):
+        return value >= 0
+    if isinstance(value, (float, np.floating)):
+        return math.isfinite(value) and value >= 0 and float(value).is_integer()
+    return isinstance(value, str) and value.strip().isdigit() and value.strip().isascii()
+
+
+def _check_study_seeds(d, runs: Path, arm: str) -> None:
+    """Refuse a seed cell of the lines of ``arm`` read from a study's ``runs.csv`` (``d``, row index ``i`` on line
+    ``i + 2``) that is not an integer >= 0 (:func:`_study_seed_ok`): ``gradprobe study`` writes each run's seed so,
+    and a cell such as ``True`` would be read as a seed of its own.
+
+    Raises
+    ------
+    CurveError
+        Naming the file, the first such line, the column, the cell and the fix (restore runs.csv from the study).
+    """
+    bad = [(int(i), v) for i, v in zip(d.index, d["seed"]) if not _study_seed_ok(v)]
+    if bad:
+        line, v = bad[0][0] + 2, bad[0][1]
+        shown = "an empty cell" if isinstance(v, float) and math.isnan(v) else repr(str(v))
+        raise CurveError(f"{runs}, line {line}, column 'seed': {shown} is not a seed ({len(bad)} such line(s) of arm "
+                         f"{arm!r}): `gradprobe study` writes each run's seed as an integer >= 0, so runs.csv was "
+                         "edited or damaged; restore runs.csv from the study (`gradprobe study PLAN --out DIR` "
+                         "rewrites it from DIR/runs/)")
 
 
 def _each_file_once(paths: list[Path], kind: str) -> None:
@@ -531,6 +647,40 @@ def _unused_initial_accuracy(initial_accuracy: float | None, rows: dict[Path, li
             + (f" and {len(own) - _SHOWN_STEPS} more" if len(own) > _SHOWN_STEPS else ""))
 
 
+def _no_arm_evals(runs: Path, arm: str, accuracy_col: str, B: float | None, skipped: str | None) -> str:
+    """The refusal of a study's ``runs.csv`` none of whose lines of ``arm`` holds both an update and an
+    ``accuracy_col`` value. With lines skipped (``skipped``: their note, which :func:`_named` appends with its fix:
+    fill those cells in) it says no more; else it says what a curve needs (:func:`~.curve_fit.fit_needs`) and the
+    fix: sample at every eval for ``accuracy_sampled``, else evaluate the arm (:func:`study_eval_hint`)."""
+    lead = f"{runs}: no line of arm {arm!r} holds both an update and an {accuracy_col!r} value"
+    if skipped is not None:
+        return lead
+    _, free = fit_needs([], B)
+    fix = ("read the greedy accuracy (accuracy_col='accuracy'), or rerun the study with `[eval] sampled_at = \"all\"`"
+           if accuracy_col == "accuracy_sampled" else study_eval_hint(runs.parent, arm))
+    return (f"{lead}: a reference curve needs evals at at least {free} distinct update counts > 0, or {free - 1} and "
+            f"an eval at update 0 (R0); {fix}")
+
+
+def _no_eval_lines(df, path: Path, B: float | None) -> None:
+    """Refuse a CSV of evals (``df``, read by :func:`~.csv_cells.read_csv_checked`) with no line holding a value:
+    a header alone (or blank lines after it) is no curve, and evaluating more often is not the fix; the message says
+    what the file needs, one line per eval, and how many (:func:`~.curve_fit.fit_needs`).
+
+    Raises
+    ------
+    TooFewEvalsError
+        Naming the file, what a line holds and the minimum of evals (:data:`CSV_EVAL_HINT` its ``eval_hint``).
+    """
+    if df.notna().any(axis=None):
+        return
+    _, free = fit_needs([], B)
+    raise TooFewEvalsError(
+        f"CSV {path} has no eval lines (a header and no line of values): a reference curve needs one line per eval, "
+        f"its update count and accuracy (e.g. `0,0.41` under update,accuracy), at at least {free} distinct update "
+        f"counts > 0, or {free - 1} and an eval at update 0 (R0)", updates=[], B=B, eval_hint=CSV_EVAL_HINT)
+
+
 class CurveSources:
     """Alternate constructors of :class:`~gradprobe.forecast.curves.ReferenceCurve` (mixed into it), and its
     short :meth:`__repr__`."""
@@ -574,8 +724,11 @@ class CurveSources:
         Raises
         ------
         CurveError
-            No ``runs.csv``, a missing column, a cell of ``update`` or ``accuracy_col`` that is no
-            number (the message names the line), an unknown arm (the message lists the arms), too few evals
+            No ``runs.csv``, a ``runs.csv`` with a header alone, a missing column, a cell of ``update`` or
+            ``accuracy_col`` that is no number or too large for a float (the message names the line and shows the
+            cell as the file holds it), a seed of ``arm`` that is no integer >= 0 (``True``, ``1.5``, a blank cell:
+            :func:`_check_study_seeds`), an unknown arm (the message lists the arms), no line of ``arm`` with both
+            values (:func:`_no_arm_evals`), too few evals
             (a :class:`~.curve_fit.TooFewEvalsError` naming the study, the arm and its ``runs.csv``, the minimum and
             the fix, :func:`study_eval_hint`, as the other readers' do; the skipped lines after it, if any), one
             eval of ``arm`` (seed, update) on two lines with
@@ -590,23 +743,28 @@ class CurveSources:
         for col in ("arm", "seed", "update", accuracy_col):
             if col not in df.columns:
                 raise CurveError(f"{runs} has no column {col!r} (columns: {list(df.columns)})")
+        _too_large_cells(raw, runs, ("update", accuracy_col))
         df = numeric_columns(df, ("update", accuracy_col), runs)
         blank = study_skipped_evals(df, arm, accuracy_col)
         df, cut, cut_lines = without_short_lines(df, runs, raw, accuracy_col, arm)
         blank = skipped_note([(line, col) for line, col in blank if line not in cut_lines], runs)
         skipped = "; ".join(x for x in (blank, cut) if x) or None
         df = df.dropna(how="all")
+        if df.empty:
+            raise CurveError(f"{runs} has no eval lines (a header and no line of values): no run of the study has "
+                             "finished; pass the --out folder of a finished `gradprobe study`")
         if arm not in set(df["arm"]):
             raise CurveError(f"{runs} has no arm {arm!r}; its arms are {sorted(set(df['arm']))}")
-        d = one_line_per_eval(df[(df["arm"] == arm) & df[accuracy_col].notna() & df["update"].notna()], runs,
-                               accuracy_col)
+        d = df[(df["arm"] == arm) & df[accuracy_col].notna() & df["update"].notna()]
+        _check_study_seeds(d, runs, arm)
+        d = one_line_per_eval(d, runs, accuracy_col)
         meta = {"study": str(study_dir), "arm": arm}
         if (study_dir / PLAN_COPY).is_file():
             meta.update(_plan_metadata(study_dir / PLAN_COPY, arm))
         seeds, src = d["seed"].to_numpy(), f"study {study_dir.name} arm {arm} ({runs})"
         try:
             if d.empty:
-                raise CurveError(f"{runs}: no line of arm {arm!r} holds both an update and an {accuracy_col!r} value")
+                raise CurveError(_no_arm_evals(runs, arm, accuracy_col, B, skipped))
             acc, note = to_points(d[accuracy_col].to_numpy(float), "auto", f"{runs.name} {accuracy_col}")
             src = (f"study {study_dir.name} arm {arm} ({runs}, {len(set(seeds))} seeds x "
                    f"{int(d.groupby('seed').size().min())}-{int(d.groupby('seed').size().max())} evals)")
@@ -635,8 +793,9 @@ class CurveSources:
         Raises
         ------
         CurveError
-            A missing file, a file given twice, a line that is not JSON, an ``update`` or ``metric`` that is no
-            number (a JSON string such as ``"0.676"`` or true/false included), a negative update or an infinite
+            A missing file, a file given twice, a ``config.json`` whose ``run.seed`` (the label of each of several
+            runs) is no integer >= 0 (:func:`_run_config`), a line that is not JSON, an ``update`` or ``metric`` that
+            is no number (a JSON string such as ``"0.676"`` or true/false included), a negative update or an infinite
             metric (each naming the line), an eval line without ``update`` (the message names the fix), a file
             without eval lines carrying ``metric``, eval lines of ``metric`` that all hold null or NaN (the message
             says which, and the fix: :func:`_no_value`), one update of a run
@@ -702,7 +861,9 @@ class CurveSources:
             Columns of the update count and the accuracy (fractions or points, detected).
         seed_col : str or None
             Column of the seed/run label; ``"auto"`` (default): the column ``seed`` when the header has one
-            (``--reference-curve FILE.csv`` reads several seeds that way), else one seed; None: one seed.
+            (``--reference-curve FILE.csv`` reads several seeds that way), else one seed; None: one seed. A label
+            is the run's seed (an integer) or any other run name (text), but not a boolean (``True``, ``false``:
+            refused, :func:`_check_csv_seeds`).
         accuracy_scale : {"auto", "fraction", "points"}
         metadata : dict, optional
             ``update_prompts``, ``update_group``, ``model``, ``task``, ``lr`` of the run.
@@ -710,9 +871,12 @@ class CurveSources:
         Raises
         ------
         CurveError
-            A missing or unparsable file, a missing column (the message lists the columns), a cell of
-            the update or accuracy column that is text or infinite (the message names the line and the
-            column), a negative update, one (seed, update) on two lines with different accuracies
+            A missing or unparsable file, a file with no line of values (a header alone: a
+            :class:`~.curve_fit.TooFewEvalsError` saying what a line holds and how many are needed,
+            :func:`_no_eval_lines`), a missing column (the message lists the columns), a cell of
+            the update or accuracy column that is text, infinite or too large for a float (the message names the line
+            and the column, and shows the cell as the file holds it: :func:`_too_large_cells`), a boolean seed label
+            (the line named), a negative update, one (seed, update) on two lines with different accuracies
             (:func:`one_value_per_eval`), an accuracy column that mixes fractions and points (:func:`to_points`;
             the lines are named), too few evals (a :class:`~.curve_fit.TooFewEvalsError` naming the CSV, the
             minimum and the fix, :data:`CSV_EVAL_HINT`, as the other readers' do: :func:`_named`). Lines with an
@@ -735,12 +899,16 @@ class CurveSources:
                 raise CurveError(f"{path} has no column {col!r} (columns: {list(df.columns)}); name the header's "
                                  "columns update,accuracy (or pass update_col=, accuracy_col=, seed_col= to "
                                  "ReferenceCurve.from_csv)")
+        _too_large_cells(raw, path, (update_col, accuracy_col))
         df = numeric_columns(df, (update_col, accuracy_col), path)
+        _no_eval_lines(df, path, B)
         df, cut, cut_at = without_short_lines(df, path, raw, accuracy_col, trust_last=True)
         blank = skipped_note([(line, c) for line, c in skipped_cells(df, cols) if line not in cut_at], path)
         df = df[df[cols].notna().all(axis=1)]
         where = [f"line {i + 2}" for i in df.index]
         seeds = df[seed_col].to_numpy() if seed_col else None
+        if seeds is not None:
+            _check_csv_seeds(seeds, [int(i) + 2 for i in df.index], path, seed_col)
         skipped = "; ".join(x for x in (blank, cut) if x) or None
         try:
             check_csv_values(df, path, update_col)

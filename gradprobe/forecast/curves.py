@@ -123,8 +123,9 @@ class ReferenceCurve(CurveSources):
     Raises
     ------
     CurveError
-        No points, negative updates, accuracy outside [0, 100], fewer distinct eval update counts
-        than free parameters (the message names the minimum), an unknown mode.
+        Negative updates, accuracy outside [0, 100], unequal numbers of updates and accuracies, fewer distinct eval
+        update counts than free parameters, none included (a :class:`~.curve_fit.TooFewEvalsError` naming the
+        minimum and ``eval_hint``; a reader names its file in it), an unknown mode.
     """
 
     read_options: dict | None = None
@@ -136,8 +137,11 @@ class ReferenceCurve(CurveSources):
             raise CurveError(f"mode {mode!r} must be one of {MODES}")
         n = np.asarray(updates, dtype=np.float64).ravel()
         y = np.asarray(accuracy, dtype=np.float64).ravel()
-        if n.size == 0 or n.size != y.size:
-            raise CurveError(f"a reference curve needs eval points: got {n.size} update counts and {y.size} accuracies")
+        if n.size == 0 and y.size == 0:  # no evals: the refusal for too few, with its minimum and fix
+            too_few_evals(n, B, eval_hint)
+        if n.size != y.size:
+            raise CurveError(f"a reference curve needs one accuracy per update count: got {n.size} update counts and "
+                             f"{y.size} accuracies")
         if not (np.all(np.isfinite(n)) and np.all(np.isfinite(y))):
             raise CurveError("updates and accuracy must be finite (drop evals without a value)")
         if n.min() < 0:
