@@ -116,9 +116,10 @@ def test_a_studys_too_few_evals_refusal_names_the_study_arm_and_folder(tmp_path)
     assert str(e) == (  # was: no study named, and no arm or folder in the fix
         f"the curve has evals at 1 distinct update count(s) > 0 in study study_a arm grpo ({study / 'runs.csv'}, 2 "
         "seeds x 2-2 evals) and the fit has 3 free parameters (A, n_mid, B): it needs evals at at least 3 distinct "
-        "update counts > 0; evaluate arm 'grpo' more often: rerun the study with `[eval] every_tokens` smaller than "
-        f"the budget in its plan.toml ({study / 'plan.toml'}), or pass the folder of a study whose 'grpo' arm has "
-        "evals at more update counts")
+        f"update counts > 0; evaluate arm 'grpo' more often: copy its plan.toml ({study / 'plan.toml'}; the study's "
+        "frozen plan, which the study refuses to resume once edited), set `[eval] every_tokens` smaller than the "
+        "budget and run it with a new --out, or pass the folder of a study whose 'grpo' arm has evals at more update "
+        "counts")
     with open(study / "runs.csv", "a") as f:
         f.write("grpo,1,20,\n")  # a blank accuracy: named after the refusal, which stays the marker
     msg = str(_refusal(ReferenceCurve.from_study, study))
@@ -156,7 +157,7 @@ def test_a_trl_step0_eval_that_is_not_a_number_is_not_told_to_set_eval_on_start(
     assert msg == (
         f"the curve has evals at 2 distinct update count(s) > 0 in TRL trainer_state.json of 1 run(s) ({path}) and the "
         "fit has 4 free parameters (A, n_mid, B, R0): it needs evals at at least 4 distinct update counts > 0, or an "
-        f"eval at update 0 (R0); {TRL_MORE}; the eval at step 0 is in {path} (eval_on_start=True is set) but is not a "
+        f"eval at update 0 (R0); {TRL_MORE}; the eval at step 0 is in {path} (a step-0 eval is logged) but is not a "
         f"number ({kind} 'eval_accuracy'): rerun that eval, or name another eval key (--reference-curve-metric KEY), "
         "or give the initial policy's accuracy (initial_accuracy=, gradprobe probe --initial-accuracy); 1 eval(s) of "
         f"{path} skipped for a {kind} 'eval_accuracy' (step(s) 0): a {kind} is no eval (a "
@@ -169,7 +170,7 @@ def test_a_trl_step0_hint_names_only_the_files_whose_step0_eval_is_no_number(tmp
     msg = str(_refusal(ReferenceCurve.from_trl_state, [a, b]))
     assert msg.startswith(f"the curve has evals at 2 distinct update count(s) > 0 in TRL trainer_state.json of 2 "
                           f"run(s) ({a}, ...) and the fit")
-    assert (f"; {TRL_MORE}; the eval at step 0 is in {a} (eval_on_start=True is set) but is not a number (NaN "
+    assert (f"; {TRL_MORE}; the eval at step 0 is in {a} (a step-0 eval is logged) but is not a number (NaN "
             "'eval_accuracy'): rerun that eval") in msg
     assert "eval_on_start=True for" not in msg
     assert msg.endswith(f"; 2 eval(s) of {a} skipped for a NaN 'eval_accuracy' (step(s) 0, 20): {NAN_WHY}; rerun "

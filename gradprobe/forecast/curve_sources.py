@@ -656,8 +656,9 @@ def _no_arm_evals(runs: Path, arm: str, accuracy_col: str, B: float | None, skip
     if skipped is not None:
         return lead
     _, free = fit_needs([], B)
-    fix = ("read the greedy accuracy (accuracy_col='accuracy'), or rerun the study with `[eval] sampled_at = \"all\"`"
-           if accuracy_col == "accuracy_sampled" else study_eval_hint(runs.parent, arm))
+    fix = ("read the greedy accuracy (accuracy_col='accuracy'), or run a copy of the study's plan.toml with `[eval] "
+           "sampled_at = \"all\"` under a new --out" if accuracy_col == "accuracy_sampled"
+           else study_eval_hint(runs.parent, arm))
     return (f"{lead}: a reference curve needs evals at at least {free} distinct update counts > 0, or {free - 1} and "
             f"an eval at update 0 (R0); {fix}")
 
@@ -1025,10 +1026,12 @@ def _named(error: CurveError, src: str, skipped: str | None, fix: str | None = N
 
 def study_eval_hint(study_dir: Path, arm: str) -> str:
     """The fix of too few evals in arm ``arm`` of the study in ``study_dir`` (:meth:`CurveSources.from_study`: the
-    curve's ``eval_hint``): evaluate that arm more often (the study's frozen plan, rerun) or give another study."""
-    return (f"evaluate arm {arm!r} more often: rerun the study with `[eval] every_tokens` smaller than the budget in "
-            f"its {PLAN_COPY} ({Path(study_dir) / PLAN_COPY}), or pass the folder of a study whose {arm!r} arm has "
-            "evals at more update counts")
+    curve's ``eval_hint``): evaluate that arm more often (a copy of the study's frozen plan, run anew) or give
+    another study."""
+    return (f"evaluate arm {arm!r} more often: copy its {PLAN_COPY} ({Path(study_dir) / PLAN_COPY}; the study's frozen "
+            "plan, which the study refuses to resume once edited), set `[eval] every_tokens` smaller than the budget "
+            f"and run it with a new --out, or pass the folder of a study whose {arm!r} arm has evals at more update "
+            "counts")
 
 
 def _trl_eval_hint(n: list[float], lead: str | None, led: tuple[str, ...], skipped: dict[Path, list[tuple[float, str]]],
@@ -1037,7 +1040,7 @@ def _trl_eval_hint(n: list[float], lead: str | None, led: tuple[str, ...], skipp
     names, which the note of skipped evals after it does not fix again): ``lead`` (the skipped evals' fix, naming
     ``led``: :func:`_skipped_lead`) where they are what leaves too few; else, with an eval at step 0 among the
     updates ``n`` (its own or the ``initial_accuracy`` given), evaluating more often; else, where a step-0 eval is
-    there but is not a number, rerunning it (:func:`_trl_step0_hint`), not ``eval_on_start=True``, which is set;
+    there but is not a number, rerunning it (:func:`_trl_step0_hint`), not ``eval_on_start=True``, which would log one;
     else :data:`TRL_EVAL_HINT`."""
     if lead:
         return lead, led
@@ -1060,7 +1063,7 @@ def _trl_step0_hint(skipped: dict[Path, list[tuple[float, str]]], metric: str) -
     kinds = [k for k in ("NaN", "null") if any(k in v for v in at_zero.values())]
     only_zero = all(s == 0 for e in skipped.values() for s, _ in e)
     return (tuple(kinds) if only_zero else ()), (
-        f"{_TRL_MORE_EVALS}; the eval at step 0 is in {_named_files(files)} (eval_on_start=True is set) but is not a "
+        f"{_TRL_MORE_EVALS}; the eval at step 0 is in {_named_files(files)} (a step-0 eval is logged) but is not a "
         f"number ({' or '.join(kinds)} {metric!r}): rerun that eval, or name another eval key "
         "(--reference-curve-metric KEY), or give the initial policy's accuracy (initial_accuracy=, gradprobe probe "
         "--initial-accuracy)")
