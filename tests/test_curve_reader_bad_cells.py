@@ -85,8 +85,8 @@ def test_a_study_arm_without_sampled_accuracy_says_what_a_curve_needs(tmp_path):
     assert str(e.value) == (f"{study / 'runs.csv'}: no line of arm 'grpo' holds both an update and an "
                             "'accuracy_sampled' value: a reference curve needs evals at at least 4 distinct update "
                             "counts > 0, or 3 and an eval at update 0 (R0); read the greedy accuracy "
-                            "(accuracy_col='accuracy'), or run a copy of the study's plan.toml with `[eval] sampled_at = "
-                            "\"all\"` under a new --out")
+                            "(accuracy_col='accuracy'), or run a copy of the study's plan.toml with `[eval] "
+                            "sampled_at = \"all\"` under a new --out")
 
 
 # ------------------------------------------------------------------------------------ cells too large for a float
