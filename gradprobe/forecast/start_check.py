@@ -4,7 +4,7 @@ The forecast reads every arm off grpo's curve, which starts at R0 (greedy held-o
 accuracy points). The probe measures the same policy's held-out accuracy itself (the held-out reference's
 rollouts, sampled at the probe's temperature: ``reference.heldout_accuracy``). The two differ by design (greedy
 decoding vs sampling), but not by much: on the 20 studies shipped in ``data/`` R0 minus the probe's sampled
-held-out accuracy is 2.0 to 23.2 points (16 prompts x 16 held-out rollouts each), and 21.6 on the default job
+held-out accuracy is 2.0 to 23.2 points (16 prompts x 16 held-out rollouts each), and 21.5 on the default job
 (8 x 16). A far larger gap means the curve does not describe this policy: an accuracy logged on another scale
 (fractions read as points), a curve of another task or model, or a broken batch (every completion truncated).
 :func:`start_notes` says so in a note when
