@@ -385,6 +385,10 @@ def _from_v2(d: dict) -> Calibration:
     if forecaster not in FORECASTERS:
         raise _FieldError(f"'forecaster' ({forecaster!r}, not one of {list(FORECASTERS)})")
     data = _data(d, [forecaster])
+    n = d["training"]["rows"]
+    if not (is_json_number(n, integer=True) and n == len(data)):  # what `calib fit` writes: the data block's rows
+        raise DamagedField("training.rows", f"is {json_short(n)}, not the number of rows of the data block "
+                                            f"({len(data)})")
     domain = read_domain(d)
     check_domain_matches_data(domain, data)
     return Calibration(forecaster=forecaster, method=d["method"], cv=d["cv"], interval=d["interval"],

@@ -106,6 +106,10 @@ def test_a_damaged_data_block_names_the_file_the_field_and_the_rebuild_command(t
 def test_a_removed_row_is_caught_by_the_refit(tmp_path):
     d = copy.deepcopy(DEFAULT)
     d["data"]["rows"].pop(10)
+    with pytest.raises(CalibrationFileError, match=rf"field training.rows is {N_ROWS}, not the number of rows of the "
+                                                   rf"data block \({N_ROWS - 1}\)"):
+        load_calibration(_write(tmp_path, "short0", d))
+    d["training"]["rows"] = N_ROWS - 1  # the count edited too: the refit still catches the removed row
     with pytest.raises(CalibrationFileError, match=rf"fitted.coef.forecast_cost_only is {re.escape(repr(COEF))} in the "
                                                    r"file but refitting the file's data gives 0\.\d+") as info:
         load_calibration(_write(tmp_path, "short", d))
