@@ -1,14 +1,12 @@
-"""Four refusals a trial user met, mended (reference curves for ``gradprobe probe --reference-curve FILE`` and a
-replicate's source study).
+"""Three refusals a trial user met, mended (reference curves for ``gradprobe probe --reference-curve FILE``; the
+fourth, a replicate's source study, is in tests/study/test_replicate_source_checks.py).
 
 Before:
 1. a ``metrics.jsonl`` or TRL log with skipped (NaN/null) evals and too few evals left named the file only in the note
    after the refusal's main sentence (without skipped evals the first sentence names it);
 2. a CSV's and a study's too-few-evals refusals named neither the file nor the study, and gave a gradprobe plan's
    fix (``[eval] every_tokens``) for a CSV, with no arm or folder for a study; they now read as metrics.jsonl's;
-3. a TRL log whose step-0 eval is NaN or null was told to set ``eval_on_start=True``, which it had;
-4. ``replicate_source`` took a source study whose plan sha256 cannot be read although ``replicate_of.json`` records
-   ``source_plan_sha256``: it cannot be checked to be the study replicated.
+3. a TRL log whose step-0 eval is NaN or null was told to set ``eval_on_start=True``, which it had.
 """
 
 from __future__ import annotations
@@ -21,8 +19,6 @@ import pytest
 from gradprobe.forecast import load_reference_curve
 from gradprobe.forecast.curve_fit import TooFewEvalsError
 from gradprobe.forecast.curves import ReferenceCurve
-from gradprobe.study.folder import StudyError
-from gradprobe.study.replicate import replicate_source
 
 #: The one shape of every reader's too-few-evals refusal: count, source, free parameters, minimum, fix.
 SHAPE = re.compile(r"the curve has evals at (\d+) distinct update count\(s\) > 0 in (?P<src>.+?) and the fit has "
@@ -179,60 +175,3 @@ def test_a_trl_step0_hint_names_only_the_files_whose_step0_eval_is_no_number(tmp
     assert str(_refusal(ReferenceCurve.from_trl_state, plain)).endswith(
         "eval_on_start=True for the eval at step 0 (or give the initial policy's accuracy: initial_accuracy=, "
         "gradprobe probe --initial-accuracy)")
-
-
-# 4 -------------------------------------------------------------------------------------------------------------
-
-
-def _replicate(tmp_path, record: dict):
-    src, rep = tmp_path / "data" / "study_x", tmp_path / "data" / "rep"
-    src.mkdir(parents=True)
-    rep.mkdir()
-    (rep / "replicate_of.json").write_text(json.dumps(record))
-    return src, rep
-
-
-def _study_error(folder) -> str:
-    with pytest.raises(StudyError) as info:
-        replicate_source(folder)
-    assert "\n" not in str(info.value)
-    return str(info.value)
-
-
-SHA = "ab" * 32
-END = (f"so its plan sha256 cannot be read to check that it is the study replicated; put the replicated study's "
-       f"plan.toml (plan sha256 {SHA[:12]}) there, or restore replicate_of.json from a copy of the replicate")
-
-
-def test_a_source_whose_plan_sha_cannot_be_read_is_refused_when_the_record_has_one(tmp_path):
-    src, rep = _replicate(tmp_path, {"source": "../study_x", "source_plan_sha256": SHA})
-    (src / "study.json").write_text("{}")  # a study folder, but no plan_sha256 and no plan.toml
-    head = f"{rep / 'replicate_of.json'} records source_plan_sha256 {SHA[:12]}, but the study at {src} "
-    # was: src, returned unchecked
-    assert _study_error(rep) == f"{head}has no plan.toml and a study.json that records no plan_sha256, {END}"
-    (src / "study.json").write_text("not json")
-    assert _study_error(rep) == f"{head}has no plan.toml and a study.json that records no plan_sha256, {END}"
-    (src / "study.json").unlink()
-    (src / "plan.toml").mkdir()  # a plan.toml that cannot be read beside a study.json: a study, unreadable
-    (src / "study.json").write_text("{}")
-    assert _study_error(rep) == (f"{head}has a plan.toml that cannot be read and a study.json that records no "
-                                 f"plan_sha256, {END}")
-    (src / "study.json").write_text(json.dumps({"plan_sha256": SHA}))  # the fix: a sha that can be checked
-    assert replicate_source(rep) == src
-    (src / "study.json").write_text("{}")
-    (rep / "replicate_of.json").write_text(json.dumps({"source": "../study_x"}))  # no sha recorded: nothing to check
-    assert replicate_source(rep) == src
-
-
-def test_an_unreadable_candidate_gives_way_to_a_checked_one_beside_the_replicate(tmp_path):
-    src, rep = _replicate(tmp_path, {})
-    (src / "study.json").write_text(json.dumps({"plan_sha256": SHA}))
-    old = tmp_path / "old" / "study_x"
-    old.mkdir(parents=True)
-    (old / "study.json").write_text("{}")  # a study at the old absolute path whose plan sha256 cannot be read
-    (rep / "replicate_of.json").write_text(json.dumps({"source": str(old), "source_plan_sha256": SHA}))
-    assert replicate_source(rep) == src  # was: old, unchecked
-    (src / "study.json").write_text(json.dumps({"plan_sha256": "cd" * 32}))  # neither can be it: the first is named
-    assert _study_error(rep).startswith(f"{rep / 'replicate_of.json'} records source_plan_sha256 {SHA[:12]}, but the "
-                                        f"study at {old} has no plan.toml and a study.json that records no "
-                                        "plan_sha256")

@@ -157,3 +157,49 @@ def test_the_benchmark_pools_by_the_same_plan_sha_rule_as_replicate_source(unsee
         unseen.cell_of(rep)
     (rep / "replicate_of.json").write_text(json.dumps({"source": "../a", "source_plan_sha256": study_plan_sha(src)[0]}))
     assert unseen.cell_of(rep) == "a"
+
+
+def _bare(tmp_path, record: dict) -> tuple[Path, Path]:
+    """:func:`_tree` without the source's plan.toml: a folder whose plan sha256 is up to each test."""
+    src, rep = _tree(tmp_path, record)
+    (src / "plan.toml").unlink()
+    return src, rep
+
+
+SHA = "ab" * 32
+END = (f"so its plan sha256 cannot be read to check that it is the study replicated; put the replicated study's "
+       f"plan.toml (plan sha256 {SHA[:12]}) there, or restore replicate_of.json from a copy of the replicate")
+
+
+def test_a_source_whose_plan_sha_cannot_be_read_is_refused_when_the_record_has_one(tmp_path):
+    src, rep = _bare(tmp_path, {"source": "../study_x", "source_plan_sha256": SHA})
+    (src / "study.json").write_text("{}")  # a study folder, but no plan_sha256 and no plan.toml
+    head = f"{rep / 'replicate_of.json'} records source_plan_sha256 {SHA[:12]}, but the study at {src} "
+    # was: src, returned unchecked
+    assert _refusal(rep) == f"{head}has no plan.toml and a study.json that records no plan_sha256, {END}"
+    (src / "study.json").write_text("not json")
+    assert _refusal(rep) == f"{head}has no plan.toml and a study.json that records no plan_sha256, {END}"
+    (src / "study.json").unlink()
+    (src / "plan.toml").mkdir()  # a plan.toml that cannot be read beside a study.json: a study, unreadable
+    (src / "study.json").write_text("{}")
+    assert _refusal(rep) == (f"{head}has a plan.toml that cannot be read and a study.json that records no "
+                                 f"plan_sha256, {END}")
+    (src / "study.json").write_text(json.dumps({"plan_sha256": SHA}))  # the fix: a sha that can be checked
+    assert replicate_source(rep) == src
+    (src / "study.json").write_text("{}")
+    (rep / "replicate_of.json").write_text(json.dumps({"source": "../study_x"}))  # no sha recorded: nothing to check
+    assert replicate_source(rep) == src
+
+
+def test_an_unreadable_candidate_gives_way_to_a_checked_one_beside_the_replicate(tmp_path):
+    src, rep = _bare(tmp_path, {})
+    (src / "study.json").write_text(json.dumps({"plan_sha256": SHA}))
+    old = tmp_path / "old" / "study_x"
+    old.mkdir(parents=True)
+    (old / "study.json").write_text("{}")  # a study at the old absolute path whose plan sha256 cannot be read
+    (rep / "replicate_of.json").write_text(json.dumps({"source": str(old), "source_plan_sha256": SHA}))
+    assert replicate_source(rep) == src  # was: old, unchecked
+    (src / "study.json").write_text(json.dumps({"plan_sha256": "cd" * 32}))  # neither can be it: the first is named
+    assert _refusal(rep).startswith(f"{rep / 'replicate_of.json'} records source_plan_sha256 {SHA[:12]}, but the "
+                                        f"study at {old} has no plan.toml and a study.json that records no "
+                                        "plan_sha256")
