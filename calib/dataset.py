@@ -51,8 +51,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gradprobe.api.probe_result import load_probe
+from gradprobe.forecast.probe_input import probe_batches_of
 from gradprobe.forecast.study import SkippedEvalsWarning, read_study_json, study_forecasts
-from gradprobe.layout import ANALYSIS_JSON, PLAN_COPY, STUDY_JSON, probe_dir
+from gradprobe.layout import ANALYSIS_JSON, GUIDED_PROBES, PLAN_COPY, PROBE_JSON, STUDY_JSON, probe_dir
 
 from .domain import resolve_model, resolve_task, study_identity
 from .integrity import (DuplicateRunsWarning, RowsError, StudyFormatError, check_analysis_matches_runs,
@@ -120,7 +122,8 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
         A missing file or field (named, with the fix), no ``grpo`` arm, an arm without a forecast
         row, forecasts that lack contract columns, an infinite forecast (study, arm, seeds), or an
         ``analysis.json`` that no longer matches ``runs.csv`` (arms, seeds per arm) or ``study.json``'s
-        plan (:mod:`calib.integrity`; fix: ``gradprobe study --analyze-only --overwrite-analysis``).
+        plan (:mod:`calib.integrity`; fix: ``gradprobe study --analyze-only --overwrite-analysis``, once a cut
+        runs.csv is restored), a bad runs.csv cell, or a probe.json number that is none (:func:`check_probe_numbers`).
 
     Warns
     -----
@@ -146,6 +149,7 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     budget = _token_budget(analysis, study_dir)
     per_seed = {arm: _per_seed(res, arm, study_dir) for arm, res in arms.items()}
     check_analysis_matches_runs(study_dir, analysis, per_seed)
+    check_probe_numbers(study_dir)
     fc = _forecasts(study_dir, curve, forecast_fn)
     check_finite_forecasts(fc, study_dir, per_seed)
     ref_seeds = per_seed[REFERENCE_ARM]
@@ -376,6 +380,40 @@ def _plan_identity(study_dir: Path) -> tuple[dict, dict]:
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise StudyFormatError(f"{path}: cannot read [model] name and [task] name ({type(e).__name__}: {e}); "
                                "restore the plan the study was frozen with") from None
+
+
+def check_probe_numbers(study_dir: Path) -> None:
+    """Refuse a study whose probe (``probe/probe.json``, and each guided arm's ``probe/guided/<arm>/probe.json``)
+    holds a number field that is no usable number, naming the file: the forecasts read the probe as a dict and
+    could only name the field. Checked: each reward entry's per-update costs (``tokens_per_update``,
+    ``seconds_per_update``: a finite number > 0; ``true`` was read as 1 token per update and flipped forecasts
+    silently; :func:`gradprobe.api.probe_result.load_probe`) and its ``per_group`` lists and first-order gain
+    (:func:`gradprobe.forecast.probe_input.check_entry_numbers`). A missing or invalid file is left to the
+    forecaster, which names it.
+
+    Raises
+    ------
+    StudyFormatError
+        One line: the file, the field (e.g. ``rewards[1].tokens_per_update``), what is accepted and the fix (delete
+        the probe.json and resume the study, which re-runs the probe).
+    """
+    folder = probe_dir(study_dir)
+    for path in [folder / PROBE_JSON, *sorted((folder / GUIDED_PROBES).glob(f"*/{PROBE_JSON}"))]:
+        if not path.is_file():
+            continue
+        try:
+            raw = json.loads(path.read_text())
+        except (ValueError, OSError):  # named by the forecaster's own reader
+            continue
+        if not isinstance(raw, dict) or not isinstance(raw.get("rewards"), list):
+            continue
+        try:
+            load_probe(path)
+            probe_batches_of(raw, source=path)
+        except ValueError as e:
+            raise StudyFormatError(str(e)) from None
+        except (KeyError, TypeError, AttributeError):  # a malformed entry (no name...): the forecaster says so
+            continue
 
 
 def _forecasts(study_dir: Path, curve, forecast_fn) -> pd.DataFrame:

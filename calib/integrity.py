@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import warnings
 from itertools import combinations
 from pathlib import Path
@@ -55,9 +56,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradprobe.forecast.csv_cells import numeric_columns, read_csv_checked, unterminated_line
+from gradprobe.forecast.csv_cells import cut_lines, name_short_lines, numeric_columns, read_csv_checked, \
+    short_lines, unterminated_line
 from gradprobe.forecast.curve_fit import CurveError
 from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON
+from gradprobe.outputs import json_number_text
 from gradprobe.study.coverage import csv_seeds, stale_analysis
 
 FORECAST_NAMES = ("forecast_probe", "forecast_cost_only", "forecast_signal_proxy", "forecast_first_order")
@@ -77,6 +80,13 @@ RAW_BOUND = 1e6
 """|forecast_first_order| above this is bad data (an overflowed or edited cell), not an overshoot: refused."""
 BOOLEAN = ("is_reference", "paired")
 REANALYZE = "gradprobe study --analyze-only --overwrite-analysis --out {}"
+REBUILD_RUNS = ("restore {csv} from a copy, or rebuild it from the study's run folders by resuming the study with "
+                "`gradprobe study {study}/plan.toml --out {study}` (it rewrites runs.csv from every finished run's "
+                "metrics.jsonl; finished runs are not redone)")
+"""How to get a damaged runs.csv back (``{csv}``: its path, ``{study}``: the study folder;
+:func:`gradprobe.study.collect.write_runs_csv` writes it on every run of the study)."""
+_SEED = re.compile(r"\s*[+-]?\d{1,18}\s*")
+"""A runs.csv seed cell: a whole number (``gradprobe study`` writes ``0``, ``1``...)."""
 _REBUILD = "or rebuild the file with `calib rows STUDY_DIR... --out {}`"
 ROUNDING = 0.05
 """Points an analysis.json accuracy may lie outside its arm's runs.csv range (runs.csv may hold rounded fractions)."""
@@ -246,6 +256,57 @@ def check_finite_forecasts(fc: pd.DataFrame, study_dir: Path, seeds: dict) -> No
                     f"{study_dir}/probe (tokens_per_update, rho) and re-run `gradprobe probe` for the study")
 
 
+def read_runs(study_dir: Path, cols) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
+    """The columns ``cols`` of a study's runs.csv that it has (blank lines and lines with fewer fields than the
+    header left out), every cell checked, and the lines that look cut (:func:`gradprobe.forecast.csv_cells.cut_lines`:
+    short lines, a last line without a line break). ``seed`` is read as int; ``update``, ``generated_tokens`` and
+    ``accuracy`` as floats (an empty cell NaN). Row labels are line numbers (1 = the header).
+
+    Raises
+    ------
+    StudyFormatError
+        One line: runs.csv cannot be read (empty, not UTF-8, not a CSV), or a cell is bad: a seed that is not a
+        whole number (``True``, empty), a number column holding text or no finite number (``inf``, an integer too
+        large for a float); the file, the line, the column and the fix (:data:`REBUILD_RUNS`) named.
+    """
+    path = Path(study_dir) / RUNS_CSV
+    raw = path.read_bytes()
+    fix = REBUILD_RUNS.format(csv=path, study=study_dir)
+    try:
+        df = pd.read_csv(io.BytesIO(raw), usecols=lambda c: c in cols, dtype=str, skip_blank_lines=False)
+    except (ValueError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:  # ParserError is a ValueError
+        raise StudyFormatError(f"{path} cannot be read ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}); "
+                               f"{fix}") from None
+    df.index = df.index + 2  # line numbers (runs.csv holds no quoted line break)
+    short = {line for line, _ in short_lines(raw)[1]}
+    df = df[~df.isna().all(axis=1) & ~df.index.isin(list(short))]
+    for col in (c for c in ("seed", "update", "generated_tokens", "accuracy") if c in df.columns):
+        df[col] = _runs_column(df[col], path, col, fix)
+    return df, cut_lines(raw)[1]
+
+
+def _runs_column(s: pd.Series, path: Path, col: str, fix: str) -> pd.Series:
+    """runs.csv's column ``col`` (text cells, labels = line numbers) as ints (``seed``) or floats, else
+    StudyFormatError naming the file, the line, the column, the cell and ``fix``."""
+    def refuse(line, cell, what):
+        digits = re.fullmatch(r"\s*[+-]?\d{1,4000}\s*", str(cell))  # within Python's int-from-text limit
+        shown = json_number_text(int(cell.strip())) if digits else repr(cell if len(str(cell)) <= 60 else
+                                                                           str(cell)[:57] + "...")
+        raise StudyFormatError(f"{path}, line {line}, column {col!r}: {shown} is not {what}; {fix}")
+
+    if col == "seed":
+        for line, cell in s.items():
+            if not (isinstance(cell, str) and _SEED.fullmatch(cell)):
+                refuse(line, "" if cell is None or cell != cell else cell, "a seed (a whole number such as 0)")
+        return s.map(int)
+    out = pd.to_numeric(s, errors="coerce")
+    for line, cell in s.items():
+        value = out[line]
+        if isinstance(cell, str) and cell.strip().lower() not in ("", "nan") and not math.isfinite(value):
+            refuse(line, cell, "a finite number (an empty cell means missing)")
+    return out.astype(float)
+
+
 def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict) -> None:
     """Refuse an ``analysis.json`` made from another ``runs.csv`` (or plan) than the folder holds.
 
@@ -254,31 +315,48 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict)
     Raises
     ------
     StudyFormatError
-        A missing or unreadable runs.csv, or the differences (arms, seeds per arm, plan sha256, an arm's
-        mean accuracy read outside every accuracy runs.csv records for it), with the fix
-        ``gradprobe study --analyze-only --overwrite-analysis --out STUDY``.
+        A missing or unreadable runs.csv, a bad cell of it (:func:`read_runs`: its line and column named), or the
+        differences (arms, seeds per arm, plan sha256, an arm's mean accuracy read outside every accuracy runs.csv
+        records for it), with the fix ``gradprobe study --analyze-only --overwrite-analysis --out STUDY``; when
+        runs.csv looks cut (a line with fewer fields than the header, no line break after its last line) or lacks
+        runs the analysis lists, the message first says so and how to restore or rebuild it (:data:`REBUILD_RUNS`),
+        since a re-analysis would read the damaged file.
     """
     path = study_dir / RUNS_CSV
     fix = f"re-analyse the study with `{REANALYZE.format(study_dir)}`"
     if not path.is_file():
         raise StudyFormatError(f"{path} is missing; calibration checks {ANALYSIS_JSON} against it: restore the "
                                f"study's runs.csv (`gradprobe study` writes it), then {fix}")
-    try:
-        runs = pd.read_csv(path, usecols=lambda c: c in ("arm", "seed", "accuracy"))  # only these are compared
-        runs = runs[["arm", "seed"] + [c for c in ("accuracy",) if c in runs.columns]]
-    except (ValueError, KeyError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
-        raise StudyFormatError(f"{path} cannot be read for its arm and seed columns ({type(e).__name__}: "
-                               f"{str(e).splitlines()[0] if str(e) else ''}); restore it from the study") from None
+    runs, cut = read_runs(study_dir, ("arm", "seed", "accuracy"))  # only these are compared
+    missing = [c for c in ("arm", "seed") if c not in runs.columns]
+    if missing:
+        raise StudyFormatError(f"{path} cannot be read for its arm and seed columns (no column(s) {missing}); "
+                               f"{REBUILD_RUNS.format(csv=path, study=study_dir)}")
+    runs = runs[["arm", "seed"] + [c for c in ("accuracy",) if c in runs.columns]]
     csv = csv_seeds(runs)
     diffs = stale_analysis(study_dir, runs)  # arms, seeds per arm, plan sha256: the check gradprobe study makes
+    lost = [a for a in (analysis.get("arms") or {}) if a not in csv]
     for arm in (a for a in (analysis.get("arms") or {}) if a in csv):
         gone = sorted(set(per_seed.get(arm, {})) - csv[arm])
         if gone:
             diffs.append(f"{arm}: {ANALYSIS_JSON} reads seed(s) {gone} that {RUNS_CSV} does not hold")
+            lost.append(f"{arm} seed(s) {gone}")
     diffs += _accuracies_outside_runs(runs, per_seed)
     if diffs:
+        why = (_damaged_runs(study_dir, path, cut, lost) + f"; only if {RUNS_CSV} is whole and the analysis is older, "
+               if cut or lost else "runs.csv changed after the analysis: ")
         raise StudyFormatError(f"{study_dir}: {ANALYSIS_JSON} does not match {RUNS_CSV} ({'; '.join(diffs)}); "
-                               f"runs.csv changed after the analysis: {fix}")
+                               + why + fix)
+
+
+def _damaged_runs(study_dir: Path, path: Path, cut: list, lost: list) -> str:
+    """The error's part for a runs.csv that looks cut or damaged: what (``cut``: its cut lines, ``lost``: the arms
+    and runs ``analysis.json`` lists that it lacks) and how to get it back (:data:`REBUILD_RUNS`), said before any
+    re-analysis, which would read the damaged file."""
+    what = [f"cut: {name_short_lines(cut)}"] if cut else []
+    what += [f"it lacks runs {ANALYSIS_JSON} lists: {', '.join(lost)}"] if lost else []
+    return (f"{path} looks cut or damaged ({'; '.join(what)}): first {REBUILD_RUNS.format(csv=path, study=study_dir)}"
+            " (a re-analysis now would read the damaged file)")
 
 
 def _accuracies_outside_runs(runs: pd.DataFrame, per_seed: dict) -> list[str]:
@@ -324,20 +402,18 @@ def _curves(study_dir: Path) -> dict:
     Raises
     ------
     StudyFormatError
-        runs.csv cannot be read, or lacks one of those columns (the file, the columns and the fix named).
+        runs.csv cannot be read, lacks one of those columns, or holds a bad cell (:func:`read_runs`: a seed that is
+        no whole number, a number too large for a float): the file, the line, the column and the fix named.
     """
     path = Path(study_dir) / RUNS_CSV
     if not path.is_file():
         return {}
     need = ["arm", "seed", "update", "generated_tokens", "accuracy"]
-    try:
-        df = pd.read_csv(path)
-    except (ValueError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
-        raise StudyFormatError(f"{path} cannot be read ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}); "
-                               "restore the study's runs.csv (`gradprobe study` writes it)") from None
+    df = read_runs(study_dir, need)[0]
     missing = [c for c in need if c not in df.columns]
     if missing:
-        raise StudyFormatError(f"{path} has no column(s) {missing} (it has {list(df.columns)}); calibration compares "
+        header = list(pd.read_csv(path, nrows=0).columns)
+        raise StudyFormatError(f"{path} has no column(s) {missing} (it has {header}); calibration compares "
                                "the runs of the studies given by them (a run read twice counts twice): restore the "
                                "study's runs.csv (`gradprobe study` writes it)")
     return {(str(a), int(s)): {float(u): (float(t), float(x)) for u, t, x in

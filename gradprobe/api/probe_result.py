@@ -20,7 +20,8 @@ import weakref
 from pathlib import Path
 
 from ..layout import ALIGNMENT_SAFETENSORS, ARMS_JSON, EARLIER_PROBE, GUIDED_PROBES, PROBE_JSON, TOKENS_JSONL
-from ..outputs import OutputDirError, api_out, json_float, json_short, prepare_output_dir
+from ..outputs import OutputDirError, api_out, is_json_number, json_float, json_number_text, json_short, \
+    prepare_output_dir
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 
@@ -36,6 +37,12 @@ _FORECAST_COLUMNS = {"forecast_gain": "forecast_gain", "forecast_gain_low": "gai
                      "rho_raw": "rho_raw", "rho_low": "rho_interval[0]", "rho_high": "rho_interval[1]",
                      "rho_snr": "snr", "effective_updates": "effective_updates", "gain_probe": "gain_probe",
                      "gain_cost_only": "gain_cost_only", "gain_signal_proxy": "gain_signal_proxy"}
+
+#: a reward entry's per-update costs -> what they must hold where present (null: not recorded by an older probe);
+#: Python would read true as 1 token per update, false/0 would divide a budget by zero
+_PER_UPDATE = {"tokens_per_update": "a finite number > 0 of generated tokens per update (the probe writes a whole "
+                                    "number, e.g. 4477)",
+               "seconds_per_update": "a finite number > 0 of seconds per update"}
 
 #: the files of one probe batch that come together: a folder holding one of them holds both
 _BATCH_FILES = (ALIGNMENT_SAFETENSORS, TOKENS_JSONL)
@@ -162,7 +169,8 @@ class ProbeResult:
         ValueError
             A number field of ``probe.json`` holds no number (true/false, which is never read as 1 or 0, or text
             other than ``"inf"``/``"-inf"``: :func:`gradprobe.outputs.json_float`): the message names the file, the
-            field (e.g. ``rewards[0].snr``) and the fix.
+            field (e.g. ``rewards[0].snr``) and the fix; so does a ``tokens_per_update`` that is no finite number
+            > 0 (:func:`cost_problem`).
         """
         import pandas as pd
 
@@ -174,7 +182,7 @@ class ProbeResult:
                 "inner_product": num("inner_product", r["inner_product"]), "inner_product_low": num("interval[0]", lo),
                 "inner_product_high": num("interval[1]", hi), "snr": num("snr", r.get("snr")),
                 "gain_per_update": num("predicted_gain_per_update", r["predicted_gain_per_update"]),
-                "tokens_per_update": int(r["tokens_per_update"]),
+                "tokens_per_update": int(self._cost(f"rewards[{i}]", "tokens_per_update", r["tokens_per_update"])),
                 "gain_at_budget": num("predicted_gain_at_budget", r["predicted_gain_at_budget"])}
         fc = self.raw.get("forecast") or {}
         if fc.get("available"):
@@ -202,6 +210,16 @@ class ProbeResult:
             file = PROBE_JSON if self.folder is None else self.folder / PROBE_JSON
             fix = "re-run the probe" if self.folder is None else rerun_advice(self.folder)
             raise ValueError(f"{file} field {where}.{key} is {json_short(value)}: {e}; {fix}") from None
+
+    def _cost(self, where: str, key: str, value):
+        """``value`` of ``probe.json``'s per-update cost ``where.key`` (:data:`_PER_UPDATE`) as it is, or ValueError
+        naming the file, the field, what is accepted and the fix (:func:`cost_problem`)."""
+        why = cost_problem(key, value)
+        if why:
+            file = PROBE_JSON if self.folder is None else self.folder / PROBE_JSON
+            fix = "re-run the probe" if self.folder is None else rerun_advice(self.folder)
+            raise ValueError(f"{file} field {where}.{key} {why}; {fix}")
+        return value
 
     def _file(self, name: str) -> Path:
         if self.folder is None:
@@ -306,13 +324,14 @@ class ProbeResult:
         ProbeFileError
             The folder holds no ``tokens.jsonl``.
         ValueError
-            ``tokens.jsonl`` is damaged (a truncated line, a line without a token field, a score that is no number):
-            the message names the file, the line and the fix (re-run ``gradprobe probe --out DIR``; for a study's
-            probe, resume the study).
+            ``tokens.jsonl`` is damaged (empty, a truncated line, a line without a token field, a ``score``,
+            ``alignment`` or ``advantages`` value that is no number, e.g. ``true``: never read as 1 or 0): the
+            message names the file, the line, the field and the fix (re-run ``gradprobe probe --out DIR``; for a
+            study's probe, resume the study).
         """
         import pandas as pd
 
-        records = []
+        records, lines = [], 0
         path = self._file(TOKENS_JSONL)
         with open(path, "rb") as f:
             for index, line in enumerate(f, 1):
@@ -323,8 +342,11 @@ class ProbeResult:
                     records.extend(_token_records(row))
                 except (KeyError, TypeError, IndexError, AttributeError) as e:
                     raise damaged(path, f"line {index} lacks a token field ({type(e).__name__}: {e})") from e
-                except ValueError as e:  # a score that is no number (true/false: never read as 1 or 0)
-                    raise damaged(path, f"line {index}: field score: {e}") from e
+                except ValueError as e:  # a number field that holds none (true/false: never read as 1 or 0)
+                    raise damaged(path, f"line {index}: {e}") from e
+                lines += 1
+        if not lines:  # the probe writes one line per completion of its batch (N >= 1): never an empty file
+            raise damaged(path, "the file is empty: it holds no completion's line")
         return pd.DataFrame.from_records(records)
 
     def write(self, dir: str | Path) -> Path:
@@ -396,14 +418,62 @@ def _check_copy(files: list[Path]) -> None:
             check_batch_file(folder / name)
 
 
+def cost_problem(key: str, value) -> str | None:
+    """What is wrong with ``value`` of the per-update cost ``key`` of a probe entry (:data:`_PER_UPDATE`), e.g.
+    ``"is true (a boolean is never read as 1 or 0): it must be a finite number > 0 ..."``; None when it is a
+    finite number > 0, or null (not recorded: the readers that need it say so)."""
+    if value is None or (is_json_number(value, finite=True) and value > 0):
+        return None
+    why = " (a boolean is never read as 1 or 0)" if isinstance(value, bool) else ""
+    return f"is {json_number_text(value, json_short(value))}{why}: it must be {_PER_UPDATE[key]}"
+
+
+def check_costs(raw: dict, file: Path) -> None:
+    """Refuse a ``probe.json`` (``raw``, read from ``file``) whose reward entries (``rewards[i]``, and each
+    ``batches[k].rewards[i]``) hold a per-update cost that is no finite number > 0 (:func:`cost_problem`).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file, the field (e.g. ``rewards[1].tokens_per_update``), what is accepted and the fix
+        (:func:`rerun_advice`: re-run the probe, or for a study's probe resume the study).
+    """
+    places = [("", raw.get("rewards"))] + [(f"batches[{k}].", b.get("rewards")) for k, b in
+                                           enumerate(raw.get("batches") or []) if isinstance(b, dict)]
+    for prefix, rewards in places:
+        for i, r in enumerate(rewards if isinstance(rewards, list) else []):
+            for key in _PER_UPDATE:
+                why = cost_problem(key, r.get(key)) if isinstance(r, dict) else None
+                if why:
+                    raise ValueError(f"{file} field {prefix}rewards[{i}].{key} {why}; {rerun_advice(file.parent)}")
+
+
+def _token_number(field: str, value) -> float:
+    """``value`` of the numeric token field ``field`` as :func:`gradprobe.outputs.json_float` reads it (a number,
+    null, ``"inf"``); ValueError naming the field otherwise (true/false: never read as 1 or 0, text, a list)."""
+    try:
+        return json_float(value)
+    except ValueError as e:
+        raise ValueError(f"field {field}: {e}") from None
+
+
 def _token_records(row: dict) -> list[dict]:
-    """The rows of :meth:`ProbeResult.tokens` of one line of ``tokens.jsonl`` (one completion)."""
+    """The rows of :meth:`ProbeResult.tokens` of one line of ``tokens.jsonl`` (one completion). ValueError (the
+    field named) for a ``row`` that is no integer, a ``truncated`` that is not true/false, or a ``score``,
+    ``alignment`` or ``advantages`` value that is no number (:func:`_token_number`)."""
     adv = row.get("advantages") or {}
+    if not is_json_number(row["row"], integer=True):
+        raise ValueError(f"field row is {json_short(row['row'])}: it must be the completion's index (an integer)")
+    if row.get("truncated") is not None and not isinstance(row["truncated"], bool):
+        raise ValueError(f"field truncated is {json_short(row['truncated'])}: it must be true or false")
+    score = _token_number("score", row.get("score"))
     records = []
     for t, (tok, text, a) in enumerate(zip(row["tokens"], row["texts"], row["alignment"])):
-        rec = {"completion": row["row"], "prompt_id": row["prompt_id"], "score": json_float(row.get("score")),
-               "truncated": bool(row.get("truncated")), "position": t, "token": tok, "text": text, "alignment": a}
-        rec.update({f"advantage_{name}": values[t] for name, values in adv.items()})
+        rec = {"completion": row["row"], "prompt_id": row["prompt_id"], "score": score,
+               "truncated": bool(row.get("truncated")), "position": t, "token": tok, "text": text,
+               "alignment": _token_number(f"alignment[{t}]", a)}
+        rec.update({f"advantage_{name}": _token_number(f"advantages.{name}[{t}]", values[t])
+                    for name, values in adv.items()})
         records.append(rec)
     return records
 
@@ -435,7 +505,9 @@ def load_probe(dir: str | Path) -> ProbeResult:
         does not exist, else ``dir/probe.json``), and the earlier probe a killed one left in
         ``dir/.earlier-probe/`` when there is one.
     ValueError
-        ``probe.json`` is not valid JSON, or not a JSON object with a ``rewards`` list (named); ``dir`` is empty.
+        ``probe.json`` is not valid JSON, or not a JSON object with a ``rewards`` list (named); a reward entry's
+        ``tokens_per_update`` or ``seconds_per_update`` is no finite number > 0 (:func:`check_costs`: the file, the
+        field and the fix named); ``dir`` is empty.
     TypeError
         ``dir`` is not a path (str or os.PathLike).
     """
@@ -455,4 +527,5 @@ def load_probe(dir: str | Path) -> ProbeResult:
         raise ValueError(f"{file} is not valid JSON ({e}); re-run `gradprobe probe`") from e
     if not isinstance(raw, dict) or not isinstance(raw.get("rewards"), list):
         raise ValueError(f"{file} has no 'rewards' list: not a probe.json of gradprobe probe")
+    check_costs(raw, file)
     return ProbeResult(raw, file.parent)

@@ -10,17 +10,33 @@ import math
 
 import numpy as np
 
+from ..outputs import is_json_number, json_float, json_number_text, json_short
 from .result import METHODS
 
 __all__ = ["probe_batches_of", "pooled_entries", "check_request", "check_batches", "budget_of", "arms_of", "update_costs",
-           "TRAIN_FORWARDS"]
+           "check_entry_numbers", "TRAIN_FORWARDS", "PER_UPDATE_FIELDS", "PROBE_FIX"]
 
 TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (gradprobe.ledger)
 
+#: a probe entry's per-update costs -> what they must hold where present (null: not recorded by an older probe)
+PER_UPDATE_FIELDS = {
+    "tokens_per_update": "a finite number > 0 of generated tokens per update (the probe writes a whole number, "
+                         "e.g. 4477)",
+    "seconds_per_update": "a finite number > 0 of seconds per update"}
+#: a probe entry's fields read as numbers (each element of a list one): a number, null or "inf"/"-inf"
+#: (:func:`gradprobe.outputs.json_float`), never true/false or other text
+_NUMBER_FIELDS = ("per_group", "signal_proxy_per_group", "predicted_gain_per_update")
+#: how to write a probe.json again (the probe's own folder, or a study's probe)
+PROBE_FIX = ("re-run the probe (`gradprobe probe --out DIR`); for a study's probe, delete STUDY/probe/probe.json "
+             "and resume the study with `gradprobe study STUDY/plan.toml --out STUDY` (finished runs are kept)")
 
-def probe_batches_of(probe) -> list[dict]:
+
+def probe_batches_of(probe, source=None) -> list[dict]:
     """The probe batches of a probe result: a ``probe.json`` dict (with ``batches`` when
     :func:`gradprobe.probe.batches.run_probe_batches` made it), or a list of per-batch results.
+
+    Every entry's numbers are checked (:func:`check_entry_numbers`); ``source`` (the file the dict was read from,
+    e.g. ``STUDY/probe/probe.json``) names the file in the message, else ``probe.json``.
 
     Returns
     -------
@@ -31,11 +47,13 @@ def probe_batches_of(probe) -> list[dict]:
     Raises
     ------
     ValueError
-        Anything else (the message says what is expected).
+        Anything else (the message says what is expected), or an entry's number field that holds no number, e.g.
+        ``rewards[1].tokens_per_update: true`` (:func:`check_entry_numbers`: the file, field and fix named).
     """
+    batched = isinstance(probe, dict) and isinstance(probe.get("batches"), list) and bool(probe["batches"])
     if isinstance(probe, (list, tuple)):
         items = list(probe)
-    elif isinstance(probe, dict) and isinstance(probe.get("batches"), list) and probe["batches"]:
+    elif batched:
         items = [dict(b, config=b.get("config") or probe.get("config")) for b in probe["batches"]]
     elif isinstance(probe, dict):
         items = [probe]
@@ -48,11 +66,55 @@ def probe_batches_of(probe) -> list[dict]:
         rewards = item["rewards"]
         entries = {r["name"]: r for r in rewards} if isinstance(rewards, list) else \
             {k: dict(v, name=v.get("name", k)) for k, v in rewards.items()}
+        prefix = f"batches[{i}]." if len(items) > 1 or batched else ""
+        for key, entry in (enumerate(rewards) if isinstance(rewards, list) else rewards.items()):
+            check_entry_numbers(entry, f"{prefix}rewards[{key if isinstance(rewards, list) else repr(key)}]", source)
         ref = item.get("reference") or {}
         draw = ref.get("draw", ref.get("norm", i))
         out.append({"rewards": entries, "reference": ref, "config": item.get("config") or {},
                     "ledger": item.get("ledger") or {}, "batch": item.get("batch") or {}, "draw": draw})
     return out
+
+
+def check_entry_numbers(entry: dict, where: str, source=None) -> None:
+    """Refuse a probe entry (``where``: its place in probe.json, e.g. ``rewards[1]``) whose number fields hold no
+    usable number, before a forecast or a calibration row reads them: Python would read ``true`` as 1 token per
+    update (a forecast flips sign silently), ``false``/``0`` divide by zero, text breaks numpy.
+
+    - :data:`PER_UPDATE_FIELDS` (``tokens_per_update``, ``seconds_per_update``), where present and not null: a
+      finite number > 0 (never a boolean, text, NaN, inf or an integer too large for a float);
+    - ``per_group``, ``signal_proxy_per_group`` (each element) and ``predicted_gain_per_update``: a number, null or
+      ``"inf"``/``"-inf"`` (:func:`gradprobe.outputs.json_float`), never true/false or other text.
+
+    Raises
+    ------
+    ValueError
+        One line: the file (``source``, else ``probe.json``), the field (e.g. ``rewards[1].tokens_per_update``),
+        its value, what is accepted and the fix (:data:`PROBE_FIX`).
+    """
+    if not isinstance(entry, dict):
+        return
+    file = "probe.json" if source is None else str(source)
+    for key, accepted in PER_UPDATE_FIELDS.items():
+        value = entry.get(key)
+        if value is not None and not (is_json_number(value, finite=True) and value > 0):
+            why = " (a boolean is never read as 1 or 0)" if isinstance(value, bool) else ""
+            raise ValueError(f"{file} field {where}.{key} is {json_number_text(value, json_short(value))}{why}: it "
+                             f"must be {accepted}; {PROBE_FIX}")
+    for key in (k for k in _NUMBER_FIELDS if entry.get(k) is not None):
+        value = entry[key]
+        many = key != "predicted_gain_per_update"
+        if many and getattr(value, "dtype", None) is not None and value.dtype.kind in "fiu":
+            continue  # an in-memory array of numbers (a probe.json holds lists)
+        if many and not isinstance(value, (list, tuple)):
+            raise ValueError(f"{file} field {where}.{key} is {json_short(value)}: it must be a list of numbers; "
+                             f"{PROBE_FIX}")
+        for j, x in enumerate(value if many else [value]):
+            try:
+                json_float(x)
+            except ValueError as e:
+                field = f"{where}.{key}" + (f"[{j}]" if many else "")
+                raise ValueError(f"{file} field {field} is {json_short(x)}: {e}; {PROBE_FIX}") from None
 
 
 def pooled_entries(probe) -> dict:
@@ -150,7 +212,8 @@ def update_costs(curve, batches: list[dict], names: list[str], cfg: dict, kind: 
     Raises
     ------
     ValueError
-        A FLOPs budget without the probe ledger's generation FLOPs.
+        A FLOPs budget without the probe ledger's generation FLOPs, or a ledger ``charged_generated_tokens`` or
+        ``flops.generation`` that is no finite number >= 0 (``true``, text: the field and the fix named).
     """
     probe_b = (cfg.get("update_prompts") or cfg.get("prompts"), cfg.get("update_group") or cfg.get("group"))
     curve_b = (curve.metadata.get("update_prompts"), curve.metadata.get("update_group"))
@@ -172,8 +235,8 @@ def update_costs(curve, batches: list[dict], names: list[str], cfg: dict, kind: 
     fpt = []
     for b in batches:
         led = b["ledger"]
-        charged = led.get("charged_generated_tokens") or 0
-        gen = (led.get("flops") or {}).get("generation")
+        charged = _ledger_number(led.get("charged_generated_tokens"), "ledger.charged_generated_tokens") or 0
+        gen = _ledger_number((led.get("flops") or {}).get("generation"), "ledger.flops.generation")
         if charged and gen:
             fpt.append(gen / charged)
     if not fpt:
@@ -182,3 +245,13 @@ def update_costs(curve, batches: list[dict], names: list[str], cfg: dict, kind: 
     per_token = float(np.mean(fpt))
     c_ref = tokens[reference_reward]
     return tokens, {n: per_token * (tokens[n] + TRAIN_FORWARDS * c_ref) for n in names}
+
+
+def _ledger_number(value, field: str):
+    """``value`` of the probe ledger's ``field`` as it is (None or a finite number >= 0), else ValueError naming
+    the field and the fix: ``true`` would count as 1 token, text would break the FLOPs per token."""
+    if value is None or (is_json_number(value, finite=True) and value >= 0):
+        return value
+    why = " (a boolean is never read as 1 or 0)" if isinstance(value, bool) else ""
+    raise ValueError(f"probe.json field {field} is {json_number_text(value, json_short(value))}{why}: it must be a "
+                     f"finite number >= 0; {PROBE_FIX}")
