@@ -29,7 +29,7 @@ from . import __version__
 __all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "beyond_float", "OutputDirError",
            "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way",
            "prepare_output_dir", "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe",
-           "json_float", "versions"]
+           "json_float", "versions", "PER_UPDATE_FIELDS", "per_update_problem"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
 VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
@@ -297,6 +297,26 @@ def json_number_float(value) -> float:
     if beyond_float(value):
         return math.inf if value > 0 else -math.inf
     return float(value)
+
+
+#: a probe reward entry's per-update costs -> what they must hold where present (null: not recorded by an older
+#: probe); Python would read true as 1 token per update, false/0 would divide a budget by zero
+PER_UPDATE_FIELDS = {
+    "tokens_per_update": "a finite number > 0 of generated tokens per update (the probe writes a whole number, "
+                         "e.g. 4477)",
+    "seconds_per_update": "a finite number > 0 of seconds per update"}
+
+
+def per_update_problem(key: str, value) -> str | None:
+    """What is wrong with ``value`` of the per-update cost ``key`` of a probe entry (:data:`PER_UPDATE_FIELDS`), as
+    a predicate, e.g. ``"is true (a boolean is never read as 1 or 0): it must be a finite number > 0 ..."``; None
+    when it is a finite number > 0 (:func:`is_json_number`), or null (not recorded: the readers that need it say so).
+    The one rule of ``gradprobe.api.probe_result`` (loading a probe) and ``gradprobe.forecast.probe_input``
+    (forecasting from it)."""
+    if value is None or (is_json_number(value, finite=True) and value > 0):
+        return None
+    why = " (a boolean is never read as 1 or 0)" if isinstance(value, bool) else ""
+    return f"is {json_number_text(value, json_short(value))}{why}: it must be {PER_UPDATE_FIELDS[key]}"
 
 
 def json_short(value, width: int = 60) -> str:

@@ -20,8 +20,8 @@ import weakref
 from pathlib import Path
 
 from ..layout import ALIGNMENT_SAFETENSORS, ARMS_JSON, EARLIER_PROBE, GUIDED_PROBES, PROBE_JSON, TOKENS_JSONL
-from ..outputs import OutputDirError, api_out, is_json_number, json_float, json_number_text, json_short, \
-    prepare_output_dir
+from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_number, json_float, json_short,
+                       per_update_problem, prepare_output_dir)
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 
@@ -37,12 +37,6 @@ _FORECAST_COLUMNS = {"forecast_gain": "forecast_gain", "forecast_gain_low": "gai
                      "rho_raw": "rho_raw", "rho_low": "rho_interval[0]", "rho_high": "rho_interval[1]",
                      "rho_snr": "snr", "effective_updates": "effective_updates", "gain_probe": "gain_probe",
                      "gain_cost_only": "gain_cost_only", "gain_signal_proxy": "gain_signal_proxy"}
-
-#: a reward entry's per-update costs -> what they must hold where present (null: not recorded by an older probe);
-#: Python would read true as 1 token per update, false/0 would divide a budget by zero
-_PER_UPDATE = {"tokens_per_update": "a finite number > 0 of generated tokens per update (the probe writes a whole "
-                                    "number, e.g. 4477)",
-               "seconds_per_update": "a finite number > 0 of seconds per update"}
 
 #: the files of one probe batch that come together: a folder holding one of them holds both
 _BATCH_FILES = (ALIGNMENT_SAFETENSORS, TOKENS_JSONL)
@@ -170,7 +164,7 @@ class ProbeResult:
             A number field of ``probe.json`` holds no number (true/false, which is never read as 1 or 0, or text
             other than ``"inf"``/``"-inf"``: :func:`gradprobe.outputs.json_float`): the message names the file, the
             field (e.g. ``rewards[0].snr``) and the fix; so does a ``tokens_per_update`` that is no finite number
-            > 0 (:func:`cost_problem`).
+            > 0 (:func:`gradprobe.outputs.per_update_problem`).
         """
         import pandas as pd
 
@@ -212,9 +206,9 @@ class ProbeResult:
             raise ValueError(f"{file} field {where}.{key} is {json_short(value)}: {e}; {fix}") from None
 
     def _cost(self, where: str, key: str, value):
-        """``value`` of ``probe.json``'s per-update cost ``where.key`` (:data:`_PER_UPDATE`) as it is, or ValueError
-        naming the file, the field, what is accepted and the fix (:func:`cost_problem`)."""
-        why = cost_problem(key, value)
+        """``value`` of ``probe.json``'s per-update cost ``where.key`` as it is, or ValueError naming the file, the
+        field, what is accepted and the fix (:func:`gradprobe.outputs.per_update_problem`)."""
+        why = per_update_problem(key, value)
         if why:
             file = PROBE_JSON if self.folder is None else self.folder / PROBE_JSON
             fix = "re-run the probe" if self.folder is None else rerun_advice(self.folder)
@@ -418,19 +412,10 @@ def _check_copy(files: list[Path]) -> None:
             check_batch_file(folder / name)
 
 
-def cost_problem(key: str, value) -> str | None:
-    """What is wrong with ``value`` of the per-update cost ``key`` of a probe entry (:data:`_PER_UPDATE`), e.g.
-    ``"is true (a boolean is never read as 1 or 0): it must be a finite number > 0 ..."``; None when it is a
-    finite number > 0, or null (not recorded: the readers that need it say so)."""
-    if value is None or (is_json_number(value, finite=True) and value > 0):
-        return None
-    why = " (a boolean is never read as 1 or 0)" if isinstance(value, bool) else ""
-    return f"is {json_number_text(value, json_short(value))}{why}: it must be {_PER_UPDATE[key]}"
-
-
 def check_costs(raw: dict, file: Path) -> None:
     """Refuse a ``probe.json`` (``raw``, read from ``file``) whose reward entries (``rewards[i]``, and each
-    ``batches[k].rewards[i]``) hold a per-update cost that is no finite number > 0 (:func:`cost_problem`).
+    ``batches[k].rewards[i]``) hold a per-update cost that is no finite number > 0
+    (:func:`gradprobe.outputs.per_update_problem`).
 
     Raises
     ------
@@ -442,8 +427,8 @@ def check_costs(raw: dict, file: Path) -> None:
                                            enumerate(raw.get("batches") or []) if isinstance(b, dict)]
     for prefix, rewards in places:
         for i, r in enumerate(rewards if isinstance(rewards, list) else []):
-            for key in _PER_UPDATE:
-                why = cost_problem(key, r.get(key)) if isinstance(r, dict) else None
+            for key in PER_UPDATE_FIELDS:
+                why = per_update_problem(key, r.get(key)) if isinstance(r, dict) else None
                 if why:
                     raise ValueError(f"{file} field {prefix}rewards[{i}].{key} {why}; {rerun_advice(file.parent)}")
 

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..outputs import is_json_number, json_float, json_number_text, json_short
+from ..outputs import PER_UPDATE_FIELDS, is_json_number, json_float, json_number_text, json_short, per_update_problem
 from .result import METHODS
 
 __all__ = ["probe_batches_of", "pooled_entries", "check_request", "check_batches", "budget_of", "arms_of", "update_costs",
@@ -18,11 +18,6 @@ __all__ = ["probe_batches_of", "pooled_entries", "check_request", "check_batches
 
 TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (gradprobe.ledger)
 
-#: a probe entry's per-update costs -> what they must hold where present (null: not recorded by an older probe)
-PER_UPDATE_FIELDS = {
-    "tokens_per_update": "a finite number > 0 of generated tokens per update (the probe writes a whole number, "
-                         "e.g. 4477)",
-    "seconds_per_update": "a finite number > 0 of seconds per update"}
 #: a probe entry's fields read as numbers (each element of a list one): a number, null or "inf"/"-inf"
 #: (:func:`gradprobe.outputs.json_float`), never true/false or other text
 _NUMBER_FIELDS = ("per_group", "signal_proxy_per_group", "predicted_gain_per_update")
@@ -95,12 +90,10 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
     if not isinstance(entry, dict):
         return
     file = "probe.json" if source is None else str(source)
-    for key, accepted in PER_UPDATE_FIELDS.items():
-        value = entry.get(key)
-        if value is not None and not (is_json_number(value, finite=True) and value > 0):
-            why = " (a boolean is never read as 1 or 0)" if isinstance(value, bool) else ""
-            raise ValueError(f"{file} field {where}.{key} is {json_number_text(value, json_short(value))}{why}: it "
-                             f"must be {accepted}; {PROBE_FIX}")
+    for key in PER_UPDATE_FIELDS:
+        problem = per_update_problem(key, entry.get(key))
+        if problem:
+            raise ValueError(f"{file} field {where}.{key} {problem}; {PROBE_FIX}")
     for key in (k for k in _NUMBER_FIELDS if entry.get(k) is not None):
         value = entry[key]
         many = key != "predicted_gain_per_update"
