@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
+__all__ = ["rerun_advice", "study_probe_advice", "CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
            "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "EARLIER_PROBE", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
            "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "CV_PREDICTIONS_CSV", "run_dir", "probe_dir",
            "TIER_FILES", "MODEL_WEIGHTS",
@@ -143,3 +143,25 @@ def _model_evidence(folder: Path) -> str | None:
     if isinstance(config, dict) and "run" in config:
         return None
     return f"{CONFIG_JSON} + {weights}"
+
+
+def study_probe_advice(study: str | Path, file: str | Path) -> str:
+    """How to write a study's probe file ``file`` again: delete it and resume the study, which re-runs the missing
+    probe and keeps finished runs; for a study without ``runs/`` (a shipped study keeps only its tables, so resuming
+    would train every run again), restore the file from a copy of the study."""
+    study = Path(study)
+    if not (study / "runs").is_dir():
+        return (f"this is the probe of a study without run folders ({study} has no runs/: resuming it would train "
+                f"every run again): restore {file} from a copy of the study")
+    return (f"this is a study's probe: delete {file} and resume the study with `gradprobe study "
+            f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe (finished runs are kept)")
+
+
+def rerun_advice(folder: str | Path) -> str:
+    """How to write ``folder``'s probe files again: ``gradprobe probe --out FOLDER``, or for a study's probe (or a
+    guided arm's, ``probe/guided/<arm>``) :func:`study_probe_advice`."""
+    folder = Path(folder)
+    guided = folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists()
+    if guided or (folder / ARMS_JSON).exists():
+        return study_probe_advice(folder.parent.parent.parent if guided else folder.parent, folder / PROBE_JSON)
+    return f"re-run `gradprobe probe --out {folder}` (with the same settings) to write the probe's files again"

@@ -302,18 +302,20 @@ def json_number_float(value) -> float:
 #: a probe reward entry's per-update costs -> what they must hold where present (null: not recorded by an older
 #: probe); Python would read true as 1 token per update, false/0 would divide a budget by zero
 PER_UPDATE_FIELDS = {
-    "tokens_per_update": "a finite number > 0 of generated tokens per update (the probe writes a whole number, "
+    "tokens_per_update": "a finite number >= 1 of generated tokens per update (the probe writes a whole number, "
                          "e.g. 4477)",
     "seconds_per_update": "a finite number > 0 of seconds per update"}
 
 
 def per_update_problem(key: str, value) -> str | None:
     """What is wrong with ``value`` of the per-update cost ``key`` of a probe entry (:data:`PER_UPDATE_FIELDS`), as
-    a predicate, e.g. ``"is true (a boolean is never read as 1 or 0): it must be a finite number > 0 ..."``; None
-    when it is a finite number > 0 (:func:`is_json_number`), or null (not recorded: the readers that need it say so).
+    a predicate, e.g. ``"is true (a boolean is never read as 1 or 0): it must be a finite number >= 1 ..."``; None
+    when it is a finite number > 0 (tokens: >= 1, an update generates at least one; :func:`is_json_number`), or
+    null (not recorded: the readers that need it say so).
     The one rule of ``gradprobe.api.probe_result`` (loading a probe) and ``gradprobe.forecast.probe_input``
     (forecasting from it)."""
-    if value is None or (is_json_number(value, finite=True) and value > 0):
+    least = 1 if key == "tokens_per_update" else 0  # an update generates at least one token
+    if value is None or (is_json_number(value, finite=True) and value > 0 and value >= least):
         return None
     why = " (a boolean is never read as 1 or 0)" if isinstance(value, bool) else ""
     return f"is {json_number_text(value, json_short(value))}{why}: it must be {PER_UPDATE_FIELDS[key]}"

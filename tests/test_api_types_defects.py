@@ -109,6 +109,12 @@ def test_a_study_probe_damaged_file_gets_the_study_fix(tmp_path):
     src = _probe_folder(study / "probe")
     (src / "arms.json").write_text("{}")
     _truncate(src / "alignment.safetensors", 100)
+    with pytest.raises(ValueError) as info:  # a study without runs/ (shipped): resuming would train every run
+        gradprobe.load_probe(src).alignment
+    msg = str(info.value)
+    assert f"({study} has no runs/: resuming it would train every run again): restore {src / 'probe.json'} from a " \
+           "copy of the study" in msg
+    (study / "runs").mkdir()  # a study with its run folders: resuming re-runs the probe only
     with pytest.raises(ValueError) as info:
         gradprobe.load_probe(src).alignment
     msg = str(info.value)
@@ -272,6 +278,6 @@ def test_load_study_names_the_study_fix_for_a_damaged_probe_json(tmp_path, conte
         gradprobe.load_study(study)
     msg = str(info.value)
     assert msg.startswith(f"{probe_json} {why}")
-    assert (f"this is the study's probe: delete {probe_json} and resume the study with `gradprobe study "
-            f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe") in msg
+    assert (f"this is the probe of a study without run folders ({study} has no runs/: resuming it would train every "
+            f"run again): restore {probe_json} from a copy of the study") in msg  # a shipped study keeps no runs/
     assert "re-run `gradprobe probe`" not in msg

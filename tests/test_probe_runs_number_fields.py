@@ -29,7 +29,7 @@ from gradprobe.forecast import forecast_rewards
 DATA = Path(__file__).resolve().parents[1] / "data"
 HUGE = 10 ** 400
 HUGE_SHOWN = "1000000000...0000000000 (an integer of 401 digits, too large for a float)"
-ACCEPTED = "it must be a finite number > 0 of generated tokens per update (the probe writes a whole number, e.g. 4477)"
+ACCEPTED = "it must be a finite number >= 1 of generated tokens per update (the probe writes a whole number, e.g. 4477)"
 
 
 def _study(tmp_path: Path) -> Path:
@@ -49,8 +49,9 @@ def _edit_probe(study: Path, key: str, value) -> None:
 
 @pytest.mark.parametrize("value, shown", [(True, "true (a boolean is never read as 1 or 0)"),
                                           (False, "false (a boolean is never read as 1 or 0)"), (0, "0"),
-                                          ("25520", '"25520"'), (float("nan"), "NaN"), (HUGE, HUGE_SHOWN)],
-                         ids=["true", "false", "zero", "text", "nan", "huge"])
+                                          ("25520", '"25520"'), (float("nan"), "NaN"), (HUGE, HUGE_SHOWN),
+                                          (1e-300, "1e-300")],
+                         ids=["true", "false", "zero", "text", "nan", "huge", "tiny"])
 def test_calib_rows_refuses_a_tokens_per_update_that_is_no_count_naming_file_field_and_fix(tmp_path, capsys, value,
                                                                                            shown):
     study = _study(tmp_path)
@@ -58,9 +59,9 @@ def test_calib_rows_refuses_a_tokens_per_update_that_is_no_count_naming_file_fie
     file = study / "probe" / "probe.json"
     with pytest.raises(StudyFormatError) as e:  # true was 1 token per update: forecasts flipped sign silently
         build_rows(study)
-    assert str(e.value) == (f"{file} field rewards[1].tokens_per_update is {shown}: {ACCEPTED}; this is a study's "
-                            f"probe: delete {file} and resume the study with `gradprobe study {study / 'plan.toml'} "
-                            f"--out {study}`, which re-runs the missing probe (finished runs are kept)")
+    assert str(e.value) == (f"{file} field rewards[1].tokens_per_update is {shown}: {ACCEPTED}; this is the probe of "
+                            f"a study without run folders ({study} has no runs/: resuming it would train every run "
+                            f"again): restore {file} from a copy of the study")
     assert main(["rows", str(study), "--out", str(tmp_path / "rows.csv")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "rewards[1].tokens_per_update" in err and not (tmp_path / "rows.csv").exists()
@@ -157,7 +158,7 @@ REBUILD = ("restore {csv} from a copy, or rebuild it from the study's run folder
 
 
 @pytest.mark.parametrize("column, value, shown, what", [
-    ("seed", "True", "'True'", "a seed (a whole number such as 0)"),
+    ("seed", "True", "'True'", "a seed (a whole number >= 0 such as 0)"),
     ("generated_tokens", "1" + "0" * 400, HUGE_SHOWN, "a finite number (an empty cell means missing)")],
     ids=["seed-true", "tokens-huge"])
 def test_calib_rows_refuses_a_bad_runs_csv_cell_naming_the_line_and_column(tmp_path, capsys, column, value, shown,

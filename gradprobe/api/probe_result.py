@@ -19,7 +19,7 @@ import shutil
 import weakref
 from pathlib import Path
 
-from ..layout import ALIGNMENT_SAFETENSORS, ARMS_JSON, EARLIER_PROBE, GUIDED_PROBES, PROBE_JSON, TOKENS_JSONL
+from ..layout import ALIGNMENT_SAFETENSORS, EARLIER_PROBE, PROBE_JSON, TOKENS_JSONL, rerun_advice
 from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_number, json_float, json_short,
                        per_update_problem, prepare_output_dir)
 
@@ -40,18 +40,6 @@ _FORECAST_COLUMNS = {"forecast_gain": "forecast_gain", "forecast_gain_low": "gai
 
 #: the files of one probe batch that come together: a folder holding one of them holds both
 _BATCH_FILES = (ALIGNMENT_SAFETENSORS, TOKENS_JSONL)
-
-
-def rerun_advice(folder: Path) -> str:
-    """How to write ``folder``'s probe files again: ``gradprobe probe --out FOLDER``, or for a study's probe (or a
-    guided arm's, ``probe/guided/<arm>``) deleting its ``probe.json`` and resuming the study."""
-    folder = Path(folder)
-    guided = folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists()
-    if guided or (folder / ARMS_JSON).exists():
-        study = folder.parent.parent.parent if guided else folder.parent
-        return (f"this is a study's probe: delete {folder / PROBE_JSON} and resume the study with `gradprobe study "
-                f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe (finished runs are kept)")
-    return f"re-run `gradprobe probe --out {folder}` (with the same settings) to write the probe's files again"
 
 
 def damaged(path: Path, why: str) -> ValueError:

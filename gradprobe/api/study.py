@@ -23,6 +23,7 @@ from ..study.report import format_rankings
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
 from ..training.run_folder import refuse_other_output
 from .probe import PROBE_JSON, load_probe
+from ..layout import study_probe_advice
 from ..outputs import api_out, removed_if_left_empty
 
 
@@ -189,9 +190,7 @@ def _study_probe(folder: Path):
         return load_probe(folder / "probe")
     except ValueError as e:
         why = str(e).split("; re-run", 1)[0]
-        raise ValueError(f"{why}; this is the study's probe: delete {file} and resume the study with "
-                         f"`gradprobe study {folder / 'plan.toml'} --out {folder}`, which re-runs the missing probe "
-                         "(finished runs are kept and not redone)") from e
+        raise ValueError(f"{why}; {study_probe_advice(folder, file)}") from e
 
 
 def _plan_path(plan) -> Path:

@@ -7,9 +7,11 @@ Monte Carlo work (:func:`~gradprobe.forecast.budget_forecast.forecast_rewards`).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
+from ..layout import rerun_advice
 from ..outputs import PER_UPDATE_FIELDS, is_json_number, json_float, json_number_text, json_short, per_update_problem
 from .result import METHODS
 
@@ -90,10 +92,11 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
     if not isinstance(entry, dict):
         return
     file = "probe.json" if source is None else str(source)
+    fix = PROBE_FIX if source is None else rerun_advice(Path(source).parent)
     for key in PER_UPDATE_FIELDS:
         problem = per_update_problem(key, entry.get(key))
         if problem:
-            raise ValueError(f"{file} field {where}.{key} {problem}; {PROBE_FIX}")
+            raise ValueError(f"{file} field {where}.{key} {problem}; {fix}")
     for key in (k for k in _NUMBER_FIELDS if entry.get(k) is not None):
         value = entry[key]
         many = key != "predicted_gain_per_update"
@@ -101,13 +104,13 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
             continue  # an in-memory array of numbers (a probe.json holds lists)
         if many and not isinstance(value, (list, tuple)):
             raise ValueError(f"{file} field {where}.{key} is {json_short(value)}: it must be a list of numbers; "
-                             f"{PROBE_FIX}")
+                             f"{fix}")
         for j, x in enumerate(value if many else [value]):
             try:
                 json_float(x)
             except ValueError as e:
                 field = f"{where}.{key}" + (f"[{j}]" if many else "")
-                raise ValueError(f"{file} field {field} is {json_short(x)}: {e}; {PROBE_FIX}") from None
+                raise ValueError(f"{file} field {field} is {json_short(x)}: {e}; {fix}") from None
 
 
 def pooled_entries(probe) -> dict:
