@@ -30,7 +30,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["rerun_advice", "study_probe_advice", "CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
+__all__ = ["rerun_advice", "study_probe_advice",
+           "CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
            "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "EARLIER_PROBE", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
            "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "CV_PREDICTIONS_CSV", "run_dir", "probe_dir",
            "TIER_FILES", "MODEL_WEIGHTS",
