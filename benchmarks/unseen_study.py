@@ -182,7 +182,7 @@ def _read_report(report: Path) -> tuple[pd.DataFrame | None, str | None]:
     missing = [c for c in REPORT_COLUMNS if c not in d.columns]
     if missing:
         return None, f"{path} lacks column(s) {missing}: it is not a `calib report` cv_predictions.csv; {make}"
-    bad = _bad_cell(d)
+    bad = _bad_cell(pd.read_csv(path, dtype=str, keep_default_na=False))  # each cell as the file spells it
     if bad:
         return None, f"{path} {bad}: the file is damaged; {make}"
     d = d[d["cv"] == "study"]
@@ -192,27 +192,29 @@ def _read_report(report: Path) -> tuple[pd.DataFrame | None, str | None]:
     return d, None
 
 
-def _bad_cell(d: pd.DataFrame) -> str | None:
-    """The first cell of a cv_predictions.csv frame that ``calib report`` never writes, said as "line L column C is
-    V, not ...", or None: ``seed`` an integer, ``cv_pred`` and ``target`` finite numbers, ``cv_lower`` and
-    ``cv_upper`` (where present) numbers or empty (true/false and text are no numbers)."""
+def _bad_cell(text: pd.DataFrame) -> str | None:
+    """The first cell of a cv_predictions.csv that ``calib report`` never writes, said as "line L column C is V, not
+    ...", or None. ``text``: the file read as text (every cell as spelled, an empty cell ""), so a cut line is named
+    at its own line, not where pandas turned a column to floats: ``seed`` an integer, ``cv_pred`` and ``target``
+    finite numbers, ``cv_lower`` and ``cv_upper`` (where present) numbers or empty (true/false, text and NaN where a
+    finite number is wanted are no numbers)."""
     want = {"seed": "an integer", "cv_pred": "a finite number", "target": "a finite number",
             "cv_lower": "a number or empty", "cv_upper": "a number or empty"}
     for c, what in want.items():
-        if c not in d.columns:
+        if c not in text.columns:
             continue
-        x = d[c]
-        text = x.astype(str).str.strip()  # as the file spells each cell ("True" is no number)
-        num = pd.to_numeric(text.where(~text.str.lower().isin(["true", "false"])), errors="coerce")
+        cell = text[c].str.strip()
+        num = pd.to_numeric(cell.where(~cell.str.lower().isin(["true", "false"])), errors="coerce")
         if c == "seed":
-            ok = text.str.fullmatch(r"[+-]?\d+")
+            ok = cell.str.fullmatch(r"[+-]?\d+")
         elif c in ("cv_pred", "target"):
             ok = np.isfinite(num)
         else:
-            ok = x.isna() | num.notna() & ~np.isinf(num)
+            ok = (cell == "") | num.notna() & ~np.isinf(num)
         if not ok.all():
             i = int(np.flatnonzero(~ok.to_numpy())[0])
-            return f"line {i + 2} column {c} is {json_short(x.iloc[i])}, not {what}"
+            value = cell.iloc[i]
+            return f"line {i + 2} column {c} is {json_short(value) if value else 'empty'}, not {what}"
     return None
 
 

@@ -471,7 +471,7 @@ def test_a_report_without_interval_columns_says_coverage_is_not_measured(unseen,
 @pytest.mark.parametrize("column, value, why", [
     ("target", "True", 'line 7 column target is "True", not a finite number'),
     ("cv_pred", "abc", 'line 7 column cv_pred is "abc", not a finite number'),
-    ("target", "nan", "line 7 column target is NaN, not a finite number"),
+    ("target", "nan", 'line 7 column target is "nan", not a finite number'),
     ("cv_lower", "True", 'line 7 column cv_lower is "True", not a number or empty'),
     ("seed", "True", 'line 7 column seed is "True", not an integer')])
 def test_a_cell_calib_report_never_writes_is_refused_in_one_line_naming_its_line(unseen, capsys, tmp_path, column,
@@ -508,3 +508,12 @@ def test_a_replicate_whose_source_is_not_passed_is_said_not_pooled(unseen, capsy
     out = capsys.readouterr().out
     assert "not pooled: study_tiny_hard_rewards@" in out and "replicates nowhere, which is not among the studies" in out
     assert "replicates pooled" not in out
+
+
+def test_a_cut_last_line_of_cv_predictions_is_named_at_its_own_line(unseen, capsys, tmp_path):
+    lines = (REPORT / "cv_predictions.csv").read_text().splitlines()
+    last = ",".join(lines[-1].split(",")[:3])  # the last line cut after its third field
+    (tmp_path / "cv_predictions.csv").write_text("\n".join(lines[:-1] + [last]) + "\n")
+    assert unseen.main([str(tmp_path), "--study", "study_tiny@", "--studies-root", str(REPO / "data")]) == 2
+    err = capsys.readouterr().err
+    assert f"line {len(lines)} column seed is empty, not an integer" in err and err.count("\n") == 1, err
