@@ -80,6 +80,17 @@ def test_calib_rows_refuses_a_seconds_per_update_of_true_and_a_per_group_false(t
     assert str(e.value).startswith(f"{study / 'probe' / 'probe.json'} field rewards[1].per_group[1] is false: ")
 
 
+@pytest.mark.parametrize("value, shown", [(None, "null"), ("inf", '"inf"'), (float("nan"), "NaN")])
+def test_calib_rows_refuses_a_group_alignment_that_is_no_finite_number(tmp_path, value, shown):
+    """null/"inf"/NaN in per_group turned the arm's rho to NaN, or the reference's to cost only, silently."""
+    study = _study(tmp_path)
+    _edit_probe(study, "per_group", [0.5, value, 0.25])
+    with pytest.raises(StudyFormatError) as e:
+        build_rows(study)
+    assert str(e.value).startswith(f"{study / 'probe' / 'probe.json'} field rewards[1].per_group[1] is {shown}: a "
+                                   "group's alignment is a finite number (the probe writes one per group); ")
+
+
 def test_a_forecast_refuses_a_probe_dict_whose_tokens_per_update_is_true():
     groups = np.random.default_rng(0).normal(1.0, 0.3, 16)
     probe = probe_result({"outcome": groups, "mc": 2.0 * groups}, {"outcome": 1000.0, "mc": True})

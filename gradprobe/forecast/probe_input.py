@@ -106,11 +106,14 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
             raise ValueError(f"{file} field {where}.{key} is {json_short(value)}: it must be a list of numbers; "
                              f"{fix}")
         for j, x in enumerate(value if many else [value]):
+            field = f"{where}.{key}" + (f"[{j}]" if many else "")
             try:
-                json_float(x)
+                v = json_float(x)
             except ValueError as e:
-                field = f"{where}.{key}" + (f"[{j}]" if many else "")
                 raise ValueError(f"{file} field {field} is {json_short(x)}: {e}; {fix}") from None
+            if many and not math.isfinite(v):  # a group's alignment is always a number: NaN/inf would turn rho
+                raise ValueError(f"{file} field {field} is {json_short(x)}: a group's alignment is a finite number "
+                                 f"(the probe writes one per group); {fix}")
 
 
 def pooled_entries(probe) -> dict:
