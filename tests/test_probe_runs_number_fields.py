@@ -91,6 +91,22 @@ def test_calib_rows_refuses_a_group_alignment_that_is_no_finite_number(tmp_path,
                                    "group's alignment is a finite number (the probe writes one per group); ")
 
 
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: d["rewards"].__setitem__(1, 5), "field rewards[1] is 5, not an object"),
+    (lambda d: d["rewards"][0].__setitem__("name", 5), "field rewards[0].name is 5, not text"),
+    (lambda d: d.__setitem__("rewards", "x"), "field rewards is \"x\", not a list of reward objects")])
+def test_calib_rows_refuses_a_reward_entry_that_is_no_object_or_has_no_text_name(tmp_path, edit, says):
+    """Were TypeErrors (a traceback from calib rows)."""
+    study = _study(tmp_path)
+    path = study / "probe" / "probe.json"
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises((StudyFormatError, ValueError)) as e:
+        build_rows(study)
+    assert says in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
 def test_a_forecast_refuses_a_probe_dict_whose_tokens_per_update_is_true():
     groups = np.random.default_rng(0).normal(1.0, 0.3, 16)
     probe = probe_result({"outcome": groups, "mc": 2.0 * groups}, {"outcome": 1000.0, "mc": True})

@@ -61,9 +61,10 @@ def probe_batches_of(probe, source=None) -> list[dict]:
         if not isinstance(item, dict) or "rewards" not in item:
             raise ValueError(f"probe batch {i} has no 'rewards'; pass probe.json dicts (gradprobe probe / run_probe)")
         rewards = item["rewards"]
+        prefix = f"batches[{i}]." if len(items) > 1 or batched else ""
+        _check_entries(rewards, prefix, source)
         entries = {r["name"]: r for r in rewards} if isinstance(rewards, list) else \
             {k: dict(v, name=v.get("name", k)) for k, v in rewards.items()}
-        prefix = f"batches[{i}]." if len(items) > 1 or batched else ""
         for key, entry in (enumerate(rewards) if isinstance(rewards, list) else rewards.items()):
             check_entry_numbers(entry, f"{prefix}rewards[{key if isinstance(rewards, list) else repr(key)}]", source)
         ref = item.get("reference") or {}
@@ -71,6 +72,25 @@ def probe_batches_of(probe, source=None) -> list[dict]:
         out.append({"rewards": entries, "reference": ref, "config": item.get("config") or {},
                     "ledger": item.get("ledger") or {}, "batch": item.get("batch") or {}, "draw": draw})
     return out
+
+
+def _check_entries(rewards, prefix: str, source) -> None:
+    """Refuse a ``rewards`` field that is no list of reward objects with a text ``name`` (or no object of them):
+    one line naming the file (``source``, else ``probe.json``), the field and the fix."""
+    file = "probe.json" if source is None else str(source)
+    fix = PROBE_FIX if source is None else rerun_advice(Path(source).parent)
+    if isinstance(rewards, dict):
+        bad = next((f"{prefix}rewards[{k!r}] is {json_short(v)}, not an object" for k, v in rewards.items()
+                    if not isinstance(v, dict)), None)
+    elif isinstance(rewards, list):
+        bad = next((f"{prefix}rewards[{j}] is {json_short(r)}, not an object" if not isinstance(r, dict) else
+                    f"{prefix}rewards[{j}].name is {json_short(r.get('name'))}, not text"
+                    for j, r in enumerate(rewards) if not (isinstance(r, dict) and isinstance(r.get("name"), str))),
+                   None)
+    else:
+        bad = f"{prefix}rewards is {json_short(rewards)}, not a list of reward objects"
+    if bad:
+        raise ValueError(f"{file} field {bad}; {fix}")
 
 
 def check_entry_numbers(entry: dict, where: str, source=None) -> None:
