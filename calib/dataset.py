@@ -44,6 +44,7 @@ import json
 import logging
 import math
 import os
+import re
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
@@ -55,11 +56,12 @@ from gradprobe.api.probe_result import load_probe
 from gradprobe.forecast.probe_input import probe_batches_of
 from gradprobe.forecast.study import SkippedEvalsWarning, read_study_json, study_forecasts
 from gradprobe.layout import ANALYSIS_JSON, GUIDED_PROBES, PLAN_COPY, PROBE_JSON, STUDY_JSON, probe_dir
+from gradprobe.outputs import is_json_number
 
 from .domain import resolve_model, resolve_task, study_identity
-from .integrity import (DuplicateRunsWarning, RowsError, StudyFormatError, check_analysis_matches_runs,
-                        check_duplicate_runs, check_finite_forecasts, check_one_row_per_run, check_paired_targets,
-                        check_plan_sha, read_rows_csv)
+from .integrity import (REBUILD_ANALYSIS, DuplicateRunsWarning, RowsError, StudyFormatError, analysis_error,
+                        analysis_number, check_analysis_matches_runs, check_duplicate_runs, check_finite_forecasts,
+                        check_one_row_per_run, check_paired_targets, check_plan_sha, read_rows_csv, read_study_runs)
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +125,8 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
         row, forecasts that lack contract columns, an infinite forecast (study, arm, seeds), or an
         ``analysis.json`` that no longer matches ``runs.csv`` (arms, seeds per arm) or ``study.json``'s
         plan (:mod:`calib.integrity`; fix: ``gradprobe study --analyze-only --overwrite-analysis``, once a cut
-        runs.csv is restored), a bad runs.csv cell, or a probe.json number that is none (:func:`check_probe_numbers`).
+        runs.csv is restored), a bad runs.csv cell (checked first), an analysis.json number that is none
+        (:func:`_token_budget`, :func:`_per_seed`), or a probe.json number that is none (:func:`check_probe_numbers`).
 
     Warns
     -----
@@ -136,19 +139,17 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     _check_folder(study_dir)
     study_json = _read_json(study_dir / STUDY_JSON, "it is written by `gradprobe study` when the plan is frozen")
     analysis = _read_json(study_dir / ANALYSIS_JSON, "run `gradprobe study` (it writes analysis.json at the end)")
+    arms = _analysis_arms(analysis, study_dir)
     sha = study_json.get("plan_sha256") or analysis.get("plan_sha256")
     if not sha:
         raise StudyFormatError(f"{study_dir}/study.json has no plan_sha256; the study folder predates frozen plans: "
                                "re-run it with this gradprobe")
     check_plan_sha(study_dir, study_json.get("plan_sha256"), analysis.get("plan_sha256"))
     model, task = _plan_identity(study_dir)
-    arms = analysis.get("arms") or {}
-    if REFERENCE_ARM not in arms:
-        raise StudyFormatError(f"{study_dir}/analysis.json has no {REFERENCE_ARM!r} arm (arms: {sorted(arms)}); "
-                               "gains are measured against it, so the plan needs an arm named grpo")
+    runs = read_study_runs(study_dir)  # its cells first: a bad one is runs.csv's fault, and a re-analysis reads it
     budget = _token_budget(analysis, study_dir)
     per_seed = {arm: _per_seed(res, arm, study_dir) for arm, res in arms.items()}
-    check_analysis_matches_runs(study_dir, analysis, per_seed)
+    check_analysis_matches_runs(study_dir, analysis, per_seed, runs)
     check_probe_numbers(study_dir)
     fc = _forecasts(study_dir, curve, forecast_fn)
     check_finite_forecasts(fc, study_dir, per_seed)
@@ -436,18 +437,45 @@ def default_forecast_fn():
     return study_forecasts
 
 
+def _analysis_arms(analysis: dict, study_dir: Path) -> dict:
+    """``analysis.json``'s ``arms`` (arm -> its results), each an object whose ``seeds`` is a whole number >= 0 (or
+    absent), after checking its ``plan_sha256`` is text (or absent); StudyFormatError naming the field and the fix
+    (:func:`calib.integrity.analysis_error`), or saying that it has no ``grpo`` arm (gains are measured against it)."""
+    sha = analysis.get("plan_sha256")
+    if sha is not None and not isinstance(sha, str):
+        raise analysis_error(study_dir, "plan_sha256", sha, "the plan's sha256 (64 hex digits, text)")
+    arms = analysis.get("arms", {})
+    if not isinstance(arms, dict):
+        raise analysis_error(study_dir, "arms", arms, "an object {arm: its results}")
+    for arm, res in arms.items():
+        if not isinstance(res, dict):
+            raise analysis_error(study_dir, f"arms.{arm}", res, "an object of the arm's results")
+        n = res.get("seeds")  # compared with runs.csv's seeds (gradprobe.study.coverage.stale_analysis)
+        if n is not None and not (is_json_number(n, finite=True, integer=True) and n >= 0):
+            raise analysis_error(study_dir, f"arms.{arm}.seeds", n, "a seed count (a whole number >= 0)", number=True)
+    if REFERENCE_ARM not in arms:
+        raise StudyFormatError(f"{study_dir}/analysis.json has no {REFERENCE_ARM!r} arm (arms: {sorted(arms)}); "
+                               "gains are measured against it, so the plan needs an arm named grpo")
+    return arms
+
+
 def _token_budget(analysis: dict, study_dir: Path) -> float:
-    """The matched generated-token budget of ``analysis.json``; StudyFormatError (with the fix) without one."""
-    try:
-        return float(_tokens_block(analysis["matched"])["budget"])
-    except (KeyError, TypeError, ValueError):
-        raise StudyFormatError(f"{study_dir}/analysis.json: matched.{BUDGET}.budget is missing; re-run "
-                               f"`gradprobe study --analyze-only` on a plan with a generated-token budget") from None
+    """The matched generated-token budget of ``analysis.json`` (``matched.generated_tokens.budget``, or the older
+    ``matched.tokens.budget``), in tokens.
 
-
-def _tokens_block(d: dict):
-    """``d["generated_tokens"]``, or the older ``d["tokens"]``; None when neither is there."""
-    return next((d[k] for k in ANALYSIS_KEYS if isinstance(d.get(k), dict)), None)
+    Raises
+    ------
+    StudyFormatError
+        The field is missing, or holds no finite number > 0 (``true``, text, NaN, 0: gradprobe's one number rule,
+        :func:`calib.integrity.analysis_number`); the file, the field and the fix (a re-analysis) named.
+    """
+    matched = analysis.get("matched")
+    key = next((k for k in ANALYSIS_KEYS if isinstance(matched, dict) and isinstance(matched.get(k), dict)), None)
+    if key is None or "budget" not in matched[key]:
+        raise StudyFormatError(f"{study_dir}/analysis.json: matched.{ANALYSIS_KEYS[0]}.budget is missing; "
+                               + REBUILD_ANALYSIS.format(study=study_dir))
+    return analysis_number(study_dir, f"matched.{key}.budget", matched[key]["budget"],
+                           "a finite number > 0 of generated tokens", low=0.0, above=True)
 
 
 def _read_json(path: Path, fix: str) -> dict:
@@ -455,8 +483,28 @@ def _read_json(path: Path, fix: str) -> dict:
 
 
 def _per_seed(res: dict, arm: str, study_dir: Path) -> dict[int, float]:
-    block = _tokens_block(res)
-    if not isinstance(block, dict) or "per_seed" not in block:
-        raise StudyFormatError(f"{study_dir}/analysis.json: arms.{arm}.{BUDGET}.per_seed is missing; re-run "
-                               "`gradprobe study --analyze-only`")
-    return {int(s): (math.nan if v is None else float(v)) for s, v in (block["per_seed"] or {}).items()}
+    """Seed -> accuracy (points; NaN for a failed run, null in the file) of ``arm``'s results ``res`` at the token
+    budget (``arms.ARM.generated_tokens.per_seed``, or the older ``tokens`` key).
+
+    Raises
+    ------
+    StudyFormatError
+        It is missing or no object, a key is no seed (a whole number >= 0 as text, e.g. ``"0"``), or a value is no
+        accuracy (a finite number in [0, 100] by :func:`calib.integrity.analysis_number`: never a boolean or text);
+        the file, the field and the fix (a re-analysis) named.
+    """
+    key = next((k for k in ANALYSIS_KEYS if isinstance(res.get(k), dict)), None)
+    if key is None or "per_seed" not in res[key]:
+        raise StudyFormatError(f"{study_dir}/analysis.json: arms.{arm}.{ANALYSIS_KEYS[0]}.per_seed is missing; "
+                               + REBUILD_ANALYSIS.format(study=study_dir))
+    field, block = f"arms.{arm}.{key}.per_seed", res[key]["per_seed"]
+    if not isinstance(block, dict):
+        raise analysis_error(study_dir, field, block, "an object {seed: accuracy in points}")
+    out = {}
+    for seed, acc in block.items():
+        if not re.fullmatch(r"\d{1,18}", seed):
+            raise analysis_error(study_dir, f"{field} key", seed, 'a seed (a whole number >= 0 such as "0")')
+        out[int(seed)] = math.nan if acc is None else analysis_number(
+            study_dir, f"{field}.{seed}", acc, "an accuracy in points (a finite number in [0, 100]; null for a failed "
+            "run)", low=0.0, high=100.0)
+    return out

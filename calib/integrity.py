@@ -60,7 +60,7 @@ from gradprobe.forecast.csv_cells import cut_lines, name_short_lines, numeric_co
     short_lines, unterminated_line
 from gradprobe.forecast.curve_fit import CurveError
 from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON
-from gradprobe.outputs import json_number_text
+from gradprobe.outputs import is_json_number, json_number_text, json_short
 from gradprobe.study.coverage import csv_seeds, stale_analysis
 
 FORECAST_NAMES = ("forecast_probe", "forecast_cost_only", "forecast_signal_proxy", "forecast_first_order")
@@ -80,13 +80,16 @@ RAW_BOUND = 1e6
 """|forecast_first_order| above this is bad data (an overflowed or edited cell), not an overshoot: refused."""
 BOOLEAN = ("is_reference", "paired")
 REANALYZE = "gradprobe study --analyze-only --overwrite-analysis --out {}"
+REBUILD_ANALYSIS = ("re-analyse the study with `gradprobe study {study}/plan.toml --analyze-only --overwrite-analysis "
+                    "--out {study}` (it rebuilds analysis.json from runs.csv)")
+"""The fix for a damaged analysis.json number (``{study}``: the study folder); runs.csv's cells are checked first."""
 REBUILD_RUNS = ("restore {csv} from a copy, or rebuild it from the study's run folders by resuming the study with "
                 "`gradprobe study {study}/plan.toml --out {study}` (it rewrites runs.csv from every finished run's "
                 "metrics.jsonl; finished runs are not redone)")
 """How to get a damaged runs.csv back (``{csv}``: its path, ``{study}``: the study folder;
 :func:`gradprobe.study.collect.write_runs_csv` writes it on every run of the study)."""
-_SEED = re.compile(r"\s*[+-]?\d{1,18}\s*")
-"""A runs.csv seed cell: a whole number (``gradprobe study`` writes ``0``, ``1``...)."""
+_SEED = re.compile(r"\s*\+?\d{1,18}\s*")
+"""A runs.csv seed cell: a whole number >= 0 (``gradprobe study`` writes ``0``, ``1``...)."""
 _REBUILD = "or rebuild the file with `calib rows STUDY_DIR... --out {}`"
 ROUNDING = 0.05
 """Points an analysis.json accuracy may lie outside its arm's runs.csv range (runs.csv may hold rounded fractions)."""
@@ -266,8 +269,8 @@ def read_runs(study_dir: Path, cols) -> tuple[pd.DataFrame, list[tuple[int, str]
     ------
     StudyFormatError
         One line: runs.csv cannot be read (empty, not UTF-8, not a CSV), or a cell is bad: a seed that is not a
-        whole number (``True``, empty), a number column holding text or no finite number (``inf``, an integer too
-        large for a float); the file, the line, the column and the fix (:data:`REBUILD_RUNS`) named.
+        whole number >= 0 (``True``, empty, ``-1``), a number column holding text or no finite number (``inf``, an
+        integer too large for a float); the file, the line, the column and the fix (:data:`REBUILD_RUNS`) named.
     """
     path = Path(study_dir) / RUNS_CSV
     raw = path.read_bytes()
@@ -297,7 +300,7 @@ def _runs_column(s: pd.Series, path: Path, col: str, fix: str) -> pd.Series:
     if col == "seed":
         for line, cell in s.items():
             if not (isinstance(cell, str) and _SEED.fullmatch(cell)):
-                refuse(line, "" if cell is None or cell != cell else cell, "a seed (a whole number such as 0)")
+                refuse(line, "" if cell is None or cell != cell else cell, "a seed (a whole number >= 0 such as 0)")
         return s.map(int)
     out = pd.to_numeric(s, errors="coerce")
     for line, cell in s.items():
@@ -307,10 +310,35 @@ def _runs_column(s: pd.Series, path: Path, col: str, fix: str) -> pd.Series:
     return out.astype(float)
 
 
-def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict) -> None:
+def read_study_runs(study_dir: Path) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
+    """A study's runs.csv for calibration: :func:`read_runs` of its arm, seed, update, generated-token and accuracy
+    columns (every cell of them checked), and its cut lines. Called before anything is compared with it, so a bad
+    cell is blamed on runs.csv, not on analysis.json (whose fix, a re-analysis, would read the bad cell).
+
+    Raises
+    ------
+    StudyFormatError
+        runs.csv is missing (fix: restore it, then re-analyse), cannot be read, lacks its arm or seed column, or
+        holds a bad cell (:func:`read_runs`): the file, the line, the column and the fix named.
+    """
+    path = study_dir / RUNS_CSV
+    if not path.is_file():
+        raise StudyFormatError(f"{path} is missing; calibration checks {ANALYSIS_JSON} against it: restore the "
+                               f"study's runs.csv (`gradprobe study` writes it), then re-analyse the study with "
+                               f"`{REANALYZE.format(study_dir)}`")
+    runs, cut = read_runs(study_dir, ("arm", "seed", "update", "generated_tokens", "accuracy"))
+    missing = [c for c in ("arm", "seed") if c not in runs.columns]
+    if missing:
+        raise StudyFormatError(f"{path} cannot be read for its arm and seed columns (no column(s) {missing}); "
+                               f"{REBUILD_RUNS.format(csv=path, study=study_dir)}")
+    return runs, cut
+
+
+def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict, runs=None) -> None:
     """Refuse an ``analysis.json`` made from another ``runs.csv`` (or plan) than the folder holds.
 
-    ``per_seed``: arm -> {seed: accuracy} read from analysis.json at the token budget.
+    ``per_seed``: arm -> {seed: accuracy} read from analysis.json at the token budget; ``runs``: what
+    :func:`read_study_runs` returned for the folder (read here when None).
 
     Raises
     ------
@@ -324,15 +352,8 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict)
     """
     path = study_dir / RUNS_CSV
     fix = f"re-analyse the study with `{REANALYZE.format(study_dir)}`"
-    if not path.is_file():
-        raise StudyFormatError(f"{path} is missing; calibration checks {ANALYSIS_JSON} against it: restore the "
-                               f"study's runs.csv (`gradprobe study` writes it), then {fix}")
-    runs, cut = read_runs(study_dir, ("arm", "seed", "accuracy"))  # only these are compared
-    missing = [c for c in ("arm", "seed") if c not in runs.columns]
-    if missing:
-        raise StudyFormatError(f"{path} cannot be read for its arm and seed columns (no column(s) {missing}); "
-                               f"{REBUILD_RUNS.format(csv=path, study=study_dir)}")
-    runs = runs[["arm", "seed"] + [c for c in ("accuracy",) if c in runs.columns]]
+    runs, cut = read_study_runs(study_dir) if runs is None else runs
+    runs = runs[["arm", "seed"] + [c for c in ("accuracy",) if c in runs.columns]]  # only these are compared
     csv = csv_seeds(runs)
     diffs = stale_analysis(study_dir, runs)  # arms, seeds per arm, plan sha256: the check gradprobe study makes
     lost = [a for a in (analysis.get("arms") or {}) if a not in csv]
@@ -394,6 +415,35 @@ def check_plan_sha(study_dir: Path, study_sha: str | None, analysis_sha: str | N
         raise StudyFormatError(f"{study_dir}: {ANALYSIS_JSON} was made for plan sha256 {analysis_sha[:12]}, but "
                                f"{STUDY_JSON} records {study_sha[:12]}; re-analyse the study with "
                                f"`{REANALYZE.format(study_dir)}`")
+
+
+def analysis_error(study_dir: Path, field: str, value, what: str, number: bool = False) -> StudyFormatError:
+    """The one-line error for ``analysis.json``'s ``field`` (a dotted path, e.g. ``matched.generated_tokens.budget``)
+    holding ``value`` (shown as the file holds it: JSON text, an integer too large for a float by its digits), which
+    is not ``what`` (``number``: a number field, where a boolean is said not to be read as 1 or 0); the fix: rebuild
+    analysis.json from runs.csv (:data:`REBUILD_ANALYSIS`)."""
+    why = " (a boolean is never read as 1 or 0)" if number and isinstance(value, bool) else ""
+    return StudyFormatError(f"{study_dir}/{ANALYSIS_JSON} field {field} is {json_number_text(value, json_short(value))}"
+                            f"{why}, not {what}; " + REBUILD_ANALYSIS.format(study=study_dir))
+
+
+def analysis_number(study_dir: Path, field: str, value, what: str, *, low: float = -math.inf,
+                    high: float = math.inf, above: bool = False) -> float:
+    """``value``, read from ``analysis.json``'s ``field``, as a float when it is a finite number by gradprobe's one
+    rule (:func:`gradprobe.outputs.is_json_number`: never a boolean or text; an integer too large for a float is
+    none) within [``low``, ``high``] (``above``: strictly above ``low``). ``what`` says what the field must hold
+    (units included), e.g. ``"a finite number > 0 of generated tokens"``.
+
+    Raises
+    ------
+    StudyFormatError
+        Otherwise, one line naming the file, the field, the value, ``what`` and the fix (:func:`analysis_error`).
+    """
+    if is_json_number(value, finite=True):
+        x = float(value)
+        if (x > low if above else x >= low) and x <= high:
+            return x
+    raise analysis_error(study_dir, field, value, what, number=True)
 
 
 def _curves(study_dir: Path) -> dict:
