@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -172,3 +173,11 @@ def write_plan(tmp_path: Path, text: str, name: str = "plan.toml") -> Path:
     p = Path(tmp_path) / name
     p.write_text(text)
     return p
+
+
+def shipped_copy(name: str, dest: Path) -> Path:
+    """A copy of the shipped study ``data/NAME`` at ``dest`` without its figures and per-item results (the tables,
+    analysis, plan and probe a damage test edits); returns ``dest``."""
+    src = Path(__file__).resolve().parents[1] / "data" / name
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("figures", "eval_items.jsonl.gz"))
+    return dest

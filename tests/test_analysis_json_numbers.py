@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -24,8 +23,8 @@ import pytest
 from calib.cli import main
 from calib.integrity import StudyFormatError, read_runs
 from gradprobe.cli import main as gradprobe_main
+from study_helpers import shipped_copy
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 HUGE_SHOWN = "1000000000...0000000000 (an integer of 401 digits, too large for a float)"
 FIX = ("re-analyse the study with `gradprobe study {s}/plan.toml --analyze-only --overwrite-analysis --out {s}` "
        "(it rebuilds analysis.json from runs.csv)")
@@ -38,9 +37,7 @@ BOOL = " (a boolean is never read as 1 or 0)"
 
 
 def _study(tmp_path: Path) -> Path:
-    study = tmp_path / "s1"
-    shutil.copytree(DATA / "study_tiny_greso", study, ignore=shutil.ignore_patterns("figures", "eval_items.jsonl.gz"))
-    return study
+    return shipped_copy("study_tiny_greso", tmp_path / "s1")
 
 
 def _edit_analysis(study: Path, edit) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -23,19 +22,17 @@ import pytest
 from calib.cli import main
 from calib.dataset import StudyFormatError, build_rows
 from forecast_helpers import probe_result, synthetic_curve
+from study_helpers import shipped_copy
 from gradprobe.api.probe_result import ProbeResult, load_probe
 from gradprobe.forecast import forecast_rewards
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 HUGE = 10 ** 400
 HUGE_SHOWN = "1000000000...0000000000 (an integer of 401 digits, too large for a float)"
 ACCEPTED = "it must be a finite number >= 1 of generated tokens per update (the probe writes a whole number, e.g. 4477)"
 
 
 def _study(tmp_path: Path) -> Path:
-    study = tmp_path / "study_tiny"
-    shutil.copytree(DATA / "study_tiny", study, ignore=shutil.ignore_patterns("figures", "eval_items.jsonl.gz"))
-    return study
+    return shipped_copy("study_tiny", tmp_path / "study_tiny")
 
 
 def _edit_probe(study: Path, key: str, value) -> None:
