@@ -19,7 +19,7 @@ import pandas as pd
 import gradprobe
 from gradprobe.forecast import forecast_section
 from gradprobe.layout import PLAN_COPY, STUDY_JSON
-from gradprobe.outputs import beyond_float, is_json_number, json_number_text, json_short
+from gradprobe.outputs import beyond_float, is_json_number, json_number_text, json_short, per_update_problem
 
 from .domain import resolve_task
 from .files import json_float
@@ -236,9 +236,9 @@ def first_order_gain(entry: dict, budget: str, value: float, *, lr_scale: float 
                                     f"{bad}; {_RERUN}")
     if budget == "tokens":
         c = entry.get("tokens_per_update")
-        if not (is_json_number(c, finite=True) and c > 0):
-            raise CalibrationApplyError(f"probe entry {name!r} field tokens_per_update is {json_short(c)}, not a "
-                                        f"number of tokens > 0 (a token budget divides by it); {_RERUN}")
+        problem = per_update_problem("tokens_per_update", c) if c is not None else "is null: a token budget needs it"
+        if problem:  # gradprobe's one per-update rule (a token budget divides by it)
+            raise CalibrationApplyError(f"probe entry {name!r} field tokens_per_update {problem}; {_RERUN}")
         return value / float(c) * g
     if budget == "time":
         try:

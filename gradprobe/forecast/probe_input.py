@@ -74,11 +74,18 @@ def probe_batches_of(probe, source=None) -> list[dict]:
     return out
 
 
+def _file_and_fix(source) -> tuple[str, str]:
+    """How a message names the probe.json ``source`` (else ``probe.json``) and its fix (:data:`PROBE_FIX`, or
+    :func:`gradprobe.layout.rerun_advice` of its folder)."""
+    if source is None:
+        return "probe.json", PROBE_FIX
+    return str(source), rerun_advice(Path(source).parent)
+
+
 def _check_entries(rewards, prefix: str, source) -> None:
     """Refuse a ``rewards`` field that is no list of reward objects with a text ``name`` (or no object of them):
     one line naming the file (``source``, else ``probe.json``), the field and the fix."""
-    file = "probe.json" if source is None else str(source)
-    fix = PROBE_FIX if source is None else rerun_advice(Path(source).parent)
+    file, fix = _file_and_fix(source)
     if isinstance(rewards, dict):
         bad = next((f"{prefix}rewards[{k!r}] is {json_short(v)}, not an object" for k, v in rewards.items()
                     if not isinstance(v, dict)), None)
@@ -111,8 +118,7 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
     """
     if not isinstance(entry, dict):
         return
-    file = "probe.json" if source is None else str(source)
-    fix = PROBE_FIX if source is None else rerun_advice(Path(source).parent)
+    file, fix = _file_and_fix(source)
     for key in PER_UPDATE_FIELDS:
         problem = per_update_problem(key, entry.get(key))
         if problem:

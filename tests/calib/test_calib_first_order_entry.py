@@ -19,10 +19,12 @@ def test_a_valid_entry_gives_the_budgets_number_of_updates_times_the_gain_per_up
 
 
 @pytest.mark.parametrize("field, value, says", [
-    ("tokens_per_update", True, "field tokens_per_update is true, not a number of tokens > 0"),
-    ("tokens_per_update", 0, "field tokens_per_update is 0, not a number of tokens > 0"),
-    ("tokens_per_update", None, "field tokens_per_update is null, not a number of tokens > 0"),
-    ("tokens_per_update", "1000", 'field tokens_per_update is "1000", not a number of tokens > 0'),
+    ("tokens_per_update", True, "field tokens_per_update is true (a boolean is never read as 1 or 0): it must be a "
+                                "finite number >= 1 of generated tokens per update"),
+    ("tokens_per_update", 0, "field tokens_per_update is 0: it must be a finite number >= 1"),
+    ("tokens_per_update", 1e-300, "field tokens_per_update is 1e-300: it must be a finite number >= 1"),
+    ("tokens_per_update", None, "field tokens_per_update is null: a token budget needs it"),
+    ("tokens_per_update", "1000", 'field tokens_per_update is "1000": it must be a finite number >= 1'),
     ("predicted_gain_per_update", True, "field predicted_gain_per_update is true: it is not a number"),
     ("predicted_gain_per_update", "2.0", 'field predicted_gain_per_update is "2.0": it is not a number'),
     ("predicted_gain_per_update", "inf", 'field predicted_gain_per_update is "inf": it is infinite'),
