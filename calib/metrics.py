@@ -26,6 +26,13 @@ errors se_a = sd_a / sqrt(n_a) as the noise, draws realized'_a = mean_a + se_a z
 averages tau-b(mean, realized') over draws (Efron & Tibshirani 1993, ch. 6, the parametric
 bootstrap). Observed means are spread wider than the true ones by the same noise, so this is an
 upper estimate of the ceiling; pooled over studies with the weights of the pooled tau.
+
+Critical value of the rank agreement (``critical_kendall_tau`` of :func:`pooled_rank_agreement`): the smallest
+pooled tau the same permutation test would call significant at one-sided level alpha (5%), read off the permutation
+null distribution of the arms and studies ranked (the smallest attained null value v with p(v) <= alpha, p as the
+test computes it). It is the smallest agreement these arms can show above chance: an observed tau below it is not
+shown above chance whatever its point value; NaN where no attainable tau reaches alpha (too few arms: e.g. one
+study of 3 arms, whose best p is 1/6).
 """
 
 from __future__ import annotations
@@ -218,6 +225,34 @@ def check_n_permutations(n_permutations) -> None:
                          f"9999), got {n_permutations!r}")
 
 
+def critical_value(null: np.ndarray, exact: bool, alpha: float = 0.05) -> float:
+    """The smallest statistic the one-sided permutation test calls significant at level ``alpha``.
+
+    Parameters
+    ----------
+    null : ndarray, shape (B,)
+        The pooled statistic under each permutation (enumerated when ``exact``, else B Monte Carlo draws).
+    exact : bool
+        p(v) = #{null >= v} / B when exact, (1 + #{null >= v}) / (1 + B) otherwise (Phipson & Smyth 2010), the
+        p-values :func:`pooled_rank_agreement` reports.
+    alpha : float
+        One-sided level in (0, 1).
+
+    Returns
+    -------
+    float
+        min {v in null : p(v) <= alpha} (module docstring, critical value); NaN when no attained value reaches
+        ``alpha`` or ``null`` holds no finite value.
+    """
+    v = np.sort(np.asarray(null, float)[np.isfinite(null)])
+    if not v.size:
+        return math.nan
+    at_least = v.size - np.searchsorted(v, v - 1e-12, side="left")  # #{null >= v_i}, float ties counted
+    p = at_least / v.size if exact else (1 + at_least) / (1 + v.size)
+    ok = v[p <= alpha * (1 + 1e-9)]
+    return float(ok.min()) if ok.size else math.nan
+
+
 def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: int = 9999, seed: int = 0) -> dict:
     """Rank agreement of ``column`` with training within each study, pooled with a permutation p-value.
 
@@ -239,7 +274,9 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
         ``n_studies`` (with at least 2 ranked arms), ``n_arms`` (total), ``exact`` (bool),
         ``n_permutations`` (enumerated or drawn), ``oracle_kendall_tau`` (the pooled ceiling over the same
         arms, :func:`oracle_kendall_tau`; NaN when the table has no ``realized_se`` or a ranked arm has one
-        seed, ``oracle_reason`` then says why). NaN statistics with no study to rank.
+        seed, ``oracle_reason`` then says why), ``critical_kendall_tau`` (the smallest pooled tau this test calls
+        significant at one-sided 5% on these arms, :func:`critical_value`; NaN where none can be). NaN statistics
+        with no study to rank.
 
     Raises
     ------
@@ -257,7 +294,8 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
                             else math.nan)
     out = {"studies": per, "kendall_tau": math.nan, "spearman_rho": math.nan, "p_kendall": math.nan,
            "p_spearman": math.nan, "n_studies": len(blocks), "n_arms": int(sum(len(b[0]) for b in blocks)),
-           "exact": False, "n_permutations": 0, "oracle_kendall_tau": math.nan, "oracle_reason": None}
+           "exact": False, "n_permutations": 0, "oracle_kendall_tau": math.nan, "oracle_reason": None,
+           "critical_kendall_tau": math.nan}
     if not blocks:
         return out
     total = math.prod(math.factorial(len(x)) for x, _ in blocks)
@@ -281,7 +319,7 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
         p_tau = (1 + int(np.sum(tau_null >= tau_obs - eps))) / (1 + b)
         p_rho = (1 + int(np.sum(rho_null >= rho_obs - eps))) / (1 + b)
     out.update(kendall_tau=tau_obs, spearman_rho=rho_obs, p_kendall=p_tau, p_spearman=p_rho, exact=exact,
-               n_permutations=int(len(tau_null)),
+               n_permutations=int(len(tau_null)), critical_kendall_tau=critical_value(tau_null, exact),
                oracle_kendall_tau=float(np.average(ceilings, weights=w_tau)) if np.isfinite(ceilings).all() else math.nan,
                oracle_reason=None if np.isfinite(ceilings).all() else (
                    ONE_SEED if "realized_se" in table else "the ranking table has no realized_se column"))

@@ -316,14 +316,15 @@ def _title(reason) -> str:
 
 def _ranking_table(rk: dict) -> str:
     head = ("<tr><th>ranked by</th><th>Kendall tau</th><th>p</th><th>Spearman rho</th><th>p</th><th>studies</th>"
-            "<th>arms</th><th>test</th><th>ceiling of tau</th></tr>")
+            "<th>arms</th><th>test</th><th>ceiling of tau</th><th>tau significant from</th></tr>")
     body = "".join(
         f"<tr><td>{html.escape(short(c))}</td><td class=n>{_fmt(r['kendall_tau'], '+.3f')}</td>"
         f"<td class=n>{html.escape(p_value_text(r))}</td><td class=n>{_fmt(r['spearman_rho'], '+.3f')}</td>"
         f"<td class=n>{html.escape(p_value_text(r, 'p_spearman'))}</td><td class=n>{r['n_studies']}</td>"
         f"<td class=n>{r['n_arms']}</td>"
         f"<td>{_test(r)}</td><td class=n{_title(r.get('oracle_reason'))}>"
-        f"{_fmt(r.get('oracle_kendall_tau', math.nan), '+.2f')}</td></tr>"
+        f"{_fmt(r.get('oracle_kendall_tau', math.nan), '+.2f')}</td>"
+        f"<td class=n>{_fmt(r.get('critical_kendall_tau', math.nan), '+.2f')}</td></tr>"
         for c, r in rk.items())
     return f"<table>{head}{body}</table>"
 
@@ -378,7 +379,9 @@ held-out runs inside their interval (count in brackets), width = mean interval w
 seeds; grpo included at 0), pooled over studies (weights: arm pairs for tau, arms for rho); p: one-sided, permuting
 arm labels within each study. Ceiling of tau: what a forecaster that knew each arm's mean could expect
 against the realized means with their seed noise (a parametric bootstrap with the observed means and standard errors
-plugged in, an upper estimate; calib.metrics.oracle_kendall_tau).</p>
+plugged in, an upper estimate; calib.metrics.oracle_kendall_tau). Tau significant from: the smallest pooled tau the
+same permutation test calls significant at one-sided 5% on these arms (calib.metrics.critical_value); a tau below it
+is not shown above chance.</p>
 <h3>Each score on the arms it covers</h3>{_ranking_table(m['ranking'])}
 <h3>On the arms all compared forecasters cover</h3>{_ranking_table(m['ranking_common_arms'])}
 <h3>Per study and arm (points; rho: per-update efficiency vs grpo)</h3>

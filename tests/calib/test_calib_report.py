@@ -108,7 +108,9 @@ def test_report_gives_the_seed_noise_floor_and_errors_on_arm_means(report):
     assert f"Seed-noise floor of the run-level MAE on these runs: {expect['estimate']:.2f}" in html
     assert html.count("floor of arm means") == 1  # under the headline validation only
     ceiling = m["ranking"]["forecast_probe"]["oracle_kendall_tau"]
-    assert 0.5 < ceiling <= 1.0 and f"<td class=n>{ceiling:+.2f}</td></tr>" in html
+    critical = m["ranking"]["forecast_probe"]["critical_kendall_tau"]
+    assert 0.5 < ceiling <= 1.0 and f"<td class=n>{ceiling:+.2f}</td><td class=n>{critical:+.2f}</td></tr>" in html
+    assert 0 < critical < 1 and "Tau significant from: the smallest pooled tau" in html
 
 
 def test_report_names_studies_it_cannot_split_by_held_out_items(report, capsys):
@@ -206,6 +208,8 @@ def test_cli_rows_fit_report_apply_and_errors(tmp_path, capsys, synthetic):  # n
     assert "on arm means (each arm once" in out
     tau = json.loads((tmp_path / "rep" / "metrics.json").read_text())["ranking"]["forecast_probe"]
     assert "ranking by forecast_probe" in out and f"; ceiling {tau['oracle_kendall_tau']:+.2f}" in out
+    crit = "n/a" if tau["critical_kendall_tau"] is None else f"{tau['critical_kendall_tau']:+.2f}"
+    assert f", significant from {crit}\n" in out and "calib.metrics.critical_value)" in out
     # the forecaster choice of `gradprobe probe --forecaster auto`: the lowest validated error, as loaded
     from gradprobe.forecast.forecaster import load_validation
 
