@@ -69,8 +69,11 @@ def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=
 
         The message names the first five such values (``where``) and the fix (correct them, or pass
         ``accuracy_scale='points'`` to read the values as given).
+
+    A value written so close to 0 that a float holds it as 0 (``1e-400``, ``-1e-400``, ``-0``: every reader parses
+    it so) is the accuracy 0, read as +0.0 whatever its sign: it is 0 to float precision, not a negative accuracy.
     """
-    v = np.asarray(values, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64) + 0.0  # -0.0 (a cell "-0", "-1e-400") read as 0.0, as "1e-400" is
     if scale not in ("auto", "fraction", "points"):
         raise CurveError(f"accuracy_scale {scale!r} must be 'auto', 'fraction' (values in [0, 1]) or 'points' "
                          "(values in [0, 100])")

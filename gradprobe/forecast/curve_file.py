@@ -4,7 +4,7 @@ Written by :meth:`~gradprobe.forecast.curves.ReferenceCurve.save` and read back,
 :meth:`~gradprobe.forecast.curves.ReferenceCurve.load` (the shipped ``gradprobe/data/curves/*.json``).
 Format ``gradprobe.reference_curve``, version 1: ``params``, ``status``, ``standard_errors`` (null where
 not estimable), ``b_fixed``, ``r0_fixed``, ``rmse``, ``metadata``, ``notes``, ``points`` (``update``,
-``accuracy`` in points, ``seed``), ``seed_labels``, ``replicates`` (R0, A, n_mid, B per replicate) and
+``accuracy`` in points, ``seed``: labels, text), ``seed_labels``, ``replicates`` (R0, A, n_mid, B per replicate) and
 ``replicate_seed_counts``.
 
 Checked on reading (:func:`read_curve_file`, :func:`check_fit`, :func:`check_replicates`), before any compute, as
@@ -46,7 +46,7 @@ from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError,
 from .curve_sources import GIVEN_R0_KEY
 
 __all__ = ["FORMAT", "VERSION", "curve_document", "write_curve", "read_curve_file", "damaged", "check_fit",
-           "check_replicates", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES"]
+           "check_replicates", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES", "SEED_LABEL", "seed_label_problem"]
 
 FORMAT = "gradprobe.reference_curve"
 VERSION = 1
@@ -79,7 +79,18 @@ REFIT_FIRST, REFIT_HASHED = 3, 3
 
 
 def curve_document(curve) -> dict:
-    """The JSON-ready content of a saved curve (module docstring) of a fitted ``ReferenceCurve``."""
+    """The JSON-ready content of a saved curve (module docstring) of a fitted ``ReferenceCurve``.
+
+    Raises
+    ------
+    CurveError
+        A seed label that is not one (:func:`seed_label_problem`: empty or whitespace-only text, from
+        ``ReferenceCurve(seeds=[""])``): :func:`read_curve_file` would refuse the file, so it is not written.
+    """
+    for label in curve.seed_labels:
+        if seed_label_problem(label) is not None:
+            raise CurveError(f"seed label {json_short(label)} of the curve is blank: a saved curve's seed label is "
+                             f"{SEED_LABEL_TEXT}; give each seed such a label (ReferenceCurve's seeds=), then save")
     return {
         "format": FORMAT, "version": VERSION, "mode": curve.mode, "source": curve.source,
         "model": "ScaleRL sigmoid (Khatri et al. 2025, eq. 1) in updates: R0 + (A - R0) / (1 + (n_mid / n)^B)",
@@ -101,7 +112,8 @@ def write_curve(curve, path: str | Path) -> Path:
     Raises
     ------
     ValueError
-        The document holds a NaN or infinite float (nothing is written).
+        The document holds a NaN or infinite float (nothing is written); a blank seed label (a ``CurveError``,
+        :func:`curve_document`; nothing is written).
     gradprobe.outputs.OutputDirError
         The write failed (the file is unchanged).
     """
@@ -118,8 +130,9 @@ def read_curve_file(path: str | Path) -> dict:
     Every field is checked for its type and range (module docstring) before anything is built: a JSON number where
     a number belongs (not text, not true/false), the lengths of ``points``' lists, ``replicates`` and
     ``replicate_seed_counts`` matching, ``status`` and ``standard_errors`` as the fit writes them, ``r0_fixed``
-    true exactly when the points have evals at update 0, ``seed_labels`` those of the points, and the ``metadata``
-    the forecast reads (:data:`METADATA_FIELDS`).
+    true exactly when the points have evals at update 0, every seed label (``points.seed``, ``seed_labels``) text with
+    a visible character (:func:`seed_label_problem`), ``seed_labels`` those of the points, and the ``metadata`` the
+    forecast reads (:data:`METADATA_FIELDS`).
 
     Raises
     ------
@@ -170,6 +183,25 @@ def _show(value) -> str:
 
 
 
+#: What a seed label is: what :class:`~.curves.ReferenceCurve` makes of a seed (``str(seed)``) and every source
+#: gives (a study's or a ``metrics.jsonl`` run's integer seed, ``"0"``; a TRL file's index; a CSV seed cell, an
+#: integer or a run name, a blank cell being no eval).
+SEED_LABEL_TEXT = ("text with a visible character (the seed's label: the run's seed as text, e.g. \"0\", or its run "
+                   "name)")
+#: The predicate of a refused seed label (:func:`seed_label_problem`).
+SEED_LABEL = "it must be " + SEED_LABEL_TEXT
+
+
+def seed_label_problem(value) -> str | None:
+    """Why ``value`` is not a seed label of a saved curve (:data:`SEED_LABEL`): None for text holding a character
+    other than whitespace; else the predicate of the refusal (``"it must be text with a visible character ..."``). A
+    JSON number, a boolean, null, a list or an object is not one (the writer writes every label as text), nor is
+    empty or whitespace-only text (no source gives one, and a reader could not tell it from a missing seed)."""
+    if isinstance(value, str) and value.strip():
+        return None
+    return SEED_LABEL
+
+
 def _as_float(value) -> float:
     """A JSON number as a float (:func:`~gradprobe.outputs.json_number_float`: an integer too large for one is +-inf);
     anything else: NaN."""
@@ -202,7 +234,7 @@ class _Fields:
                slack: float = 1e-9) -> float:
         """``value`` as a float: a JSON number, finite, in [lo, hi] (lo excluded when ``open_lo``; ``slack``: the
         round-off allowed at a parameter's bound)."""
-        v = _as_float(value)
+        v = _as_float(value) + 0.0  # -0.0 (``-1e-400`` in the file) is read as 0.0, as every curve source reads it
         if math.isfinite(v) and (lo < v if open_lo else lo - slack <= v) and v <= hi + slack:
             return v
         if math.isinf(hi):
@@ -226,6 +258,16 @@ class _Fields:
         if name not in d:
             raise self.damaged(field, "is missing")
         return d[name]
+
+    def seed_label(self, field: str, value) -> str:
+        """``value`` when it is a seed label the writer writes (:func:`seed_label_problem`), else raise naming
+        ``field``: a non-text value as a damaged field, blank text as an edited one."""
+        problem = seed_label_problem(value)
+        if problem is None:
+            return value
+        if isinstance(value, str):
+            raise self.bad(field, f"is {json_short(value)}, {problem}")
+        raise self.damaged(field, f"is {_show(value)}, {problem}")
 
     # ------------------------------------------------------------------ the file
     def read(self, d: dict) -> dict:
@@ -255,6 +297,9 @@ class _Fields:
         rmse = self.number("rmse", d["rmse"], 0.0, math.inf, why=" (accuracy points)", slack=0.0)
         n, y, seeds = self.points(d["points"], r0_fixed, b_fixed)
         labels = sorted(set(seeds), key=lambda s: (len(s), s))  # ReferenceCurve.seed_labels
+        if "seed_labels" in d:
+            for i, s in enumerate(self.array("seed_labels", d["seed_labels"], "each seed of points.seed once")):
+                self.seed_label(f"seed_labels[{i}]", s)
         if "seed_labels" in d and d["seed_labels"] != labels:
             raise self.bad("seed_labels", f"is {json_short(d['seed_labels'])} but the points' seeds are "
                                           f"{json_short(labels)} "
@@ -292,8 +337,7 @@ class _Fields:
         y = [self.number(f"points.accuracy[{i}]", v, 0.0, 100.0, why=" (accuracy points)", slack=0.0)
              for i, v in enumerate(cols["accuracy"])]
         for i, s in enumerate(cols["seed"]):
-            if not isinstance(s, str):
-                raise self.damaged(f"points.seed[{i}]", f"is {_show(s)}, it must be text (the seed's label)")
+            self.seed_label(f"points.seed[{i}]", s)
         has_zero = any(v == 0 for v in n)
         if r0_fixed != has_zero:
             raise self.bad("r0_fixed", f"is {json.dumps(r0_fixed)} but the points have "

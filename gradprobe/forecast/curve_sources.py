@@ -864,7 +864,8 @@ class CurveSources:
             Column of the seed/run label; ``"auto"`` (default): the column ``seed`` when the header has one
             (``--reference-curve FILE.csv`` reads several seeds that way), else one seed; None: one seed. A label
             is the run's seed (an integer) or any other run name (text), but not a boolean (``True``, ``false``:
-            refused, :func:`_check_csv_seeds`).
+            refused, :func:`_check_csv_seeds`); a seed cell that is empty or holds only spaces makes its line no
+            eval (skipped and named in the notes, as an empty accuracy cell).
         accuracy_scale : {"auto", "fraction", "points"}
         metadata : dict, optional
             ``update_prompts``, ``update_group``, ``model``, ``task``, ``lr`` of the run.
@@ -902,6 +903,8 @@ class CurveSources:
                                  "ReferenceCurve.from_csv)")
         _too_large_cells(raw, path, (update_col, accuracy_col))
         df = numeric_columns(df, (update_col, accuracy_col), path)
+        if seed_col:  # a seed cell of spaces is an empty cell (as numeric_columns reads one): no label, no eval
+            df[seed_col] = df[seed_col].mask(df[seed_col].map(lambda x: isinstance(x, str) and not x.strip()))
         _no_eval_lines(df, path, B)
         df, cut, cut_at = without_short_lines(df, path, raw, accuracy_col, trust_last=True)
         blank = skipped_note([(line, c) for line, c in skipped_cells(df, cols) if line not in cut_at], path)

@@ -36,15 +36,23 @@ from pathlib import Path
 import pandas as pd
 
 from ..layout import ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, probe_dir
+from ..outputs import is_json_number, json_number_text, json_short
 from ..probe_keys import arm_entry
 from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve
 from .probe_input import pooled_entries, probe_batches_of
 
-__all__ = ["study_forecasts", "merge_guided_entries", "STUDY_COLUMNS", "SkippedEvalsWarning"]
+__all__ = ["study_forecasts", "merge_guided_entries", "matched_token_budget", "STUDY_COLUMNS", "SkippedEvalsWarning",
+           "REBUILD_ANALYSIS", "MATCHED_BUDGET_KEYS"]
 
 #: Separates an arm's probe entry from its guided probe's folder in a merged key (``outcome~guided/guided``).
 _GUIDED_KEY_SEPARATOR = "~"
+#: The keys of ``analysis.json``'s matched generated-token budget, newest first (``tokens`` in older analyses).
+MATCHED_BUDGET_KEYS = ("generated_tokens", "tokens")
+#: The fix for a damaged ``analysis.json`` number (``{study}``: the study folder), for gradprobe's and calib's
+#: refusals of the same file (:data:`calib.integrity.REBUILD_ANALYSIS` is this).
+REBUILD_ANALYSIS = ("re-analyse the study with `gradprobe study {study}/plan.toml --analyze-only --overwrite-analysis "
+                    "--out {study}` (it rebuilds analysis.json from runs.csv)")
 
 
 class SkippedEvalsWarning(UserWarning):
@@ -130,7 +138,9 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     FileNotFoundError
         A missing study file (named, with the fix).
     ValueError
-        Invalid JSON, no ``grpo`` arm, an arm whose probe entry the probe did not cover (a probe.json from
+        Invalid JSON, no ``grpo`` arm, a matched token budget in ``analysis.json`` that is missing or no finite
+        number > 0 (``true``, text, NaN, 0: :func:`matched_token_budget`, naming the field and the re-analysis that
+        fixes it), an arm whose probe entry the probe did not cover (a probe.json from
         before loss-type arms: the message says to re-run the probe), a curve that cannot be fitted
         (:class:`~gradprobe.forecast.curves.CurveError`).
 
@@ -212,12 +222,50 @@ def _missing_probe_fix(study_dir: Path) -> str:
 
 
 def _matched_budget(analysis: dict, study_dir: Path) -> float:
-    """The study's matched generated-token budget (``analysis.json``; "tokens" in older analyses)."""
-    try:
-        matched = analysis["matched"]
-        return float((matched.get("generated_tokens") or matched["tokens"])["budget"])
-    except (KeyError, TypeError):
-        raise ValueError(f"{study_dir}/analysis.json: matched.tokens.budget is missing") from None
+    """The study's matched generated-token budget (``analysis.json``; "tokens" in older analyses), checked:
+    :func:`matched_token_budget`."""
+    return matched_token_budget(analysis, study_dir)
+
+
+def matched_token_budget(analysis: dict, study_dir, error: type[Exception] = ValueError) -> float:
+    """The matched generated-token budget of a study's ``analysis.json`` (``matched.generated_tokens.budget``, or
+    ``matched.tokens.budget`` in older analyses: :data:`MATCHED_BUDGET_KEYS`), in generated tokens.
+
+    The budget must be a finite number > 0 by gradprobe's one JSON-number rule
+    (:func:`gradprobe.outputs.is_json_number` with ``finite=True``: never a boolean (JSON ``true`` would read as 1),
+    text (``"250000"``), NaN, +-inf or an integer too large for a float), as ``calib rows`` requires of the same field
+    (:func:`calib.integrity.analysis_number`), so a study forecast directly is refused as calib refuses it.
+
+    Parameters
+    ----------
+    analysis : dict
+        ``analysis.json`` as read (:func:`read_study_json`).
+    study_dir : path
+        The study folder, named by the error.
+    error : type
+        The exception raised (``ValueError``; ``calib`` may pass its ``StudyFormatError``, as to
+        :func:`read_study_json`).
+
+    Raises
+    ------
+    error
+        The field is missing, or holds no finite number > 0; one line naming ``STUDY/analysis.json``, the field
+        (``matched.generated_tokens.budget``), its value as the file holds it and the fix (a re-analysis,
+        :data:`REBUILD_ANALYSIS`).
+    """
+    fix = REBUILD_ANALYSIS.format(study=study_dir)
+    matched = analysis.get("matched") if isinstance(analysis, dict) else None
+    key = next((k for k in MATCHED_BUDGET_KEYS if isinstance(matched, dict) and isinstance(matched.get(k), dict)),
+               None)
+    if key is None or "budget" not in matched[key]:
+        raise error(f"{study_dir}/{ANALYSIS_JSON}: matched.{MATCHED_BUDGET_KEYS[0]}.budget is missing; {fix}")
+    value = matched[key]["budget"]
+    if is_json_number(value, finite=True) and float(value) > 0:
+        return float(value)
+    why = " (a boolean is never read as 1 or 0)" if isinstance(value, bool) else ""
+    raise error(f"{study_dir}/{ANALYSIS_JSON} field matched.{key}.budget is "
+                f"{json_number_text(value, json_short(value))}{why}, not a finite number > 0 of generated tokens; "
+                + fix)
 
 
 def _plan_arms(study_dir: Path) -> tuple[dict, str | None]:
