@@ -54,9 +54,9 @@ import pandas as pd
 
 from gradprobe.api.probe_result import load_probe
 from gradprobe.forecast.probe_input import probe_batches_of
-from gradprobe.forecast.study import SkippedEvalsWarning, read_study_json, study_forecasts
-from gradprobe.layout import ANALYSIS_JSON, GUIDED_PROBES, PLAN_COPY, PROBE_JSON, STUDY_JSON, probe_dir
-from gradprobe.outputs import is_json_number
+from gradprobe.forecast.study import SkippedEvalsWarning, matched_token_budget, read_study_json, study_forecasts
+from gradprobe.layout import ANALYSIS_JSON, GUIDED_PROBES, PLAN_COPY, PROBE_JSON, STUDY_JSON, probe_dir, rerun_advice
+from gradprobe.outputs import is_json_number, json_number_text, json_short
 
 from .domain import resolve_model, resolve_task, study_identity
 from .integrity import (REBUILD_ANALYSIS, DuplicateRunsWarning, RowsError, StudyFormatError, analysis_error,
@@ -126,7 +126,8 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
         ``analysis.json`` that no longer matches ``runs.csv`` (arms, seeds per arm) or ``study.json``'s
         plan (:mod:`calib.integrity`; fix: ``gradprobe study --analyze-only --overwrite-analysis``, once a cut
         runs.csv is restored), a bad runs.csv cell (checked first), an analysis.json number that is none
-        (:func:`_token_budget`, :func:`_per_seed`), or a probe.json number that is none (:func:`check_probe_numbers`).
+        (:func:`_token_budget`, :func:`_per_seed`), a study.json ``plan_sha256`` that is no SHA-256
+        (:func:`_study_plan_sha`), or a probe.json number that is none or field missing (:func:`check_probe_numbers`).
 
     Warns
     -----
@@ -140,7 +141,7 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     study_json = _read_json(study_dir / STUDY_JSON, "it is written by `gradprobe study` when the plan is frozen")
     analysis = _read_json(study_dir / ANALYSIS_JSON, "run `gradprobe study` (it writes analysis.json at the end)")
     arms = _analysis_arms(analysis, study_dir)
-    sha = study_json.get("plan_sha256") or analysis.get("plan_sha256")
+    sha = _study_plan_sha(study_json, study_dir) or analysis.get("plan_sha256")
     if not sha:
         raise StudyFormatError(f"{study_dir}/study.json has no plan_sha256; the study folder predates frozen plans: "
                                "re-run it with this gradprobe")
@@ -367,6 +368,20 @@ def _check_folder(study_dir: Path) -> None:
                                f"folder of a finished `gradprobe study` (e.g. data/study_tiny)")
 
 
+def _study_plan_sha(study_json: dict, study_dir: Path) -> str | None:
+    """``study.json``'s ``plan_sha256``: the frozen plan's SHA-256 (64 lowercase hex digits, as text), or None when
+    it is absent (or null: the caller falls back to analysis.json's). StudyFormatError naming the file, the field,
+    its value (as JSON writes it) and the fix otherwise (``true``, ``0``, a list, a 40-digit text: it names the study
+    in the rows and is compared with analysis.json's)."""
+    sha = study_json.get("plan_sha256")
+    if sha is None or (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
+        return sha
+    path = study_dir / STUDY_JSON
+    raise StudyFormatError(f"{path} field plan_sha256 is {json_number_text(sha, json_short(sha))}, not the SHA-256 of "
+                           f"the study's plan (64 lowercase hex digits, as text); restore {path} from a copy of the "
+                           "study (`gradprobe study` writes it when the study's plan is frozen)")
+
+
 def _plan_identity(study_dir: Path) -> tuple[dict, dict]:
     """Resolved model and task of the study's frozen plan. Read with tomllib (the plan's [model] and
     [task] tables only): validating the whole plan would need every reward plug-in registered here."""
@@ -386,17 +401,19 @@ def _plan_identity(study_dir: Path) -> tuple[dict, dict]:
 def check_probe_numbers(study_dir: Path) -> None:
     """Refuse a study whose probe (``probe/probe.json``, and each guided arm's ``probe/guided/<arm>/probe.json``)
     holds a number field that is no usable number, naming the file: the forecasts read the probe as a dict and
-    could only name the field. Checked: each reward entry's per-update costs (``tokens_per_update``,
+    could only name the field or the entry. Checked: each reward entry's per-update costs (``tokens_per_update``,
     ``seconds_per_update``: a finite number > 0; ``true`` was read as 1 token per update and flipped forecasts
     silently; :func:`gradprobe.api.probe_result.load_probe`) and its ``per_group`` lists and first-order gain
-    (:func:`gradprobe.forecast.probe_input.check_entry_numbers`). A missing or invalid file is left to the
-    forecaster, which names it.
+    (:func:`gradprobe.forecast.probe_input.check_entry_numbers`), and that it has the fields every forecast reads
+    (:data:`NEEDED_ENTRY_FIELDS`: ``tokens_per_update``, ``per_group``; missing or null is refused). A missing or
+    invalid file is left to the forecaster, which names it.
 
     Raises
     ------
     StudyFormatError
-        One line: the file, the field (e.g. ``rewards[1].tokens_per_update``), what is accepted and the fix (delete
-        the probe.json and resume the study, which re-runs the probe).
+        One line: the file, the field (e.g. ``rewards[1].tokens_per_update``), what is accepted (or that it is
+        missing) and the fix (:func:`gradprobe.layout.rerun_advice`: delete the probe.json and resume the study, which
+        re-runs the probe; restore it from a copy of a study without run folders).
     """
     folder = probe_dir(study_dir)
     for path in [folder / PROBE_JSON, *sorted((folder / GUIDED_PROBES).glob(f"*/{PROBE_JSON}"))]:
@@ -415,6 +432,31 @@ def check_probe_numbers(study_dir: Path) -> None:
             raise StudyFormatError(str(e)) from None
         except (KeyError, TypeError, AttributeError):  # a malformed entry (no name...): the forecaster says so
             continue
+        _check_needed_entry_fields(raw, path)
+
+
+#: the fields of a reward entry no forecast can do without (:func:`gradprobe.forecast.probe_input.check_batches`)
+NEEDED_ENTRY_FIELDS = {"tokens_per_update": "the generated tokens per update, which the token budget is divided by",
+                       "per_group": "the per-group alignments the entry's efficiency is measured from"}
+
+
+def _check_needed_entry_fields(raw: dict, path: Path) -> None:
+    """Refuse a probe result ``raw`` (read from ``path``) whose reward entry, in each batch the forecasts read (its
+    ``batches``, else its ``rewards``), lacks a field of :data:`NEEDED_ENTRY_FIELDS` (missing or null): the forecaster
+    would name the entry only. StudyFormatError: the file, the field (e.g. ``rewards[1].tokens_per_update``) and the
+    fix of every probe-file error (:func:`gradprobe.layout.rerun_advice`)."""
+    batches = raw.get("batches")
+    places = ([(f"batches[{k}].", b.get("rewards")) for k, b in enumerate(batches) if isinstance(b, dict)]
+              if isinstance(batches, list) and batches else [("", raw.get("rewards"))])
+    for prefix, rewards in places:
+        items = enumerate(rewards) if isinstance(rewards, list) else \
+            ((repr(k), v) for k, v in rewards.items()) if isinstance(rewards, dict) else ()
+        for i, entry in items:
+            for key, why in NEEDED_ENTRY_FIELDS.items():
+                if isinstance(entry, dict) and entry.get(key) is None:
+                    state = "is null" if key in entry else "is missing"
+                    raise StudyFormatError(f"{path} field {prefix}rewards[{i}].{key} {state}: the forecasts need it "
+                                           f"({why}); {rerun_advice(path.parent)}")
 
 
 def _forecasts(study_dir: Path, curve, forecast_fn) -> pd.DataFrame:
@@ -460,22 +502,17 @@ def _analysis_arms(analysis: dict, study_dir: Path) -> dict:
 
 
 def _token_budget(analysis: dict, study_dir: Path) -> float:
-    """The matched generated-token budget of ``analysis.json`` (``matched.generated_tokens.budget``, or the older
-    ``matched.tokens.budget``), in tokens.
+    """The matched generated-token budget of ``analysis.json``, in tokens: gradprobe's own read of it
+    (:func:`gradprobe.forecast.study.matched_token_budget`), so ``calib rows`` and a study forecast refuse the same
+    values with the same words.
 
     Raises
     ------
     StudyFormatError
-        The field is missing, or holds no finite number > 0 (``true``, text, NaN, 0: gradprobe's one number rule,
-        :func:`calib.integrity.analysis_number`); the file, the field and the fix (a re-analysis) named.
+        The field is missing, or holds no finite number > 0 (``true``, text, NaN, 0); the file, the field and the fix
+        (a re-analysis) named.
     """
-    matched = analysis.get("matched")
-    key = next((k for k in ANALYSIS_KEYS if isinstance(matched, dict) and isinstance(matched.get(k), dict)), None)
-    if key is None or "budget" not in matched[key]:
-        raise StudyFormatError(f"{study_dir}/analysis.json: matched.{ANALYSIS_KEYS[0]}.budget is missing; "
-                               + REBUILD_ANALYSIS.format(study=study_dir))
-    return analysis_number(study_dir, f"matched.{key}.budget", matched[key]["budget"],
-                           "a finite number > 0 of generated tokens", low=0.0, above=True)
+    return matched_token_budget(analysis, study_dir, error=StudyFormatError)
 
 
 def _read_json(path: Path, fix: str) -> dict:

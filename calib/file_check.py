@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradprobe.outputs import beyond_float, is_json_number, json_number_text
+from gradprobe.outputs import beyond_float, is_json_number, json_number_text, json_short
 
 from .dataset import FORECASTERS
 from .domain import BUDGET_KINDS, Domain
@@ -124,7 +124,8 @@ def read_data(d: dict, *, text_columns, number_columns, integer_columns=()) -> p
         j = columns.index(c)
         for i, row in enumerate(rows):
             if not isinstance(row[j], str):
-                raise DamagedField(f"data.rows[{i}][{j}]", f"(column {c!r}) is {row[j]!r}, not a string")
+                shown = json_number_text(row[j], json_short(row[j]))  # as the file holds it: true, null, 3
+                raise DamagedField(f"data.rows[{i}][{j}]", f"(column {c!r}) is {shown}, not a string")
     for c, integer in [*((c, False) for c in number_columns), *((c, True) for c in integer_columns)]:
         j = columns.index(c)
         for i, row in enumerate(rows):
@@ -286,9 +287,9 @@ _DOMAIN_CHECKS = {  # one per field of calib.domain.Domain (read_domain fails lo
 
 
 def _shown(value) -> str:
-    """A value as an error message shows it: ``'tiny'``, ``3``, ``null``, ``a list [...]``."""
-    if value is None:
-        return "null"
+    """A value as an error message shows it: ``'tiny'``, ``3``, ``null``, ``true``, ``a list [...]``."""
+    if value is None or isinstance(value, bool):  # as JSON spells them, not Python's None/True
+        return json_short(value)
     text = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
     if isinstance(value, (str, Real)):
         return json_number_text(value, text)  # an integer too large for a float: its digits shortened and counted

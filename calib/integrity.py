@@ -59,6 +59,7 @@ import pandas as pd
 from gradprobe.forecast.csv_cells import cut_lines, name_short_lines, numeric_columns, read_csv_checked, \
     short_lines, unterminated_line
 from gradprobe.forecast.curve_fit import CurveError
+from gradprobe.forecast.study import REBUILD_ANALYSIS as STUDY_REBUILD_ANALYSIS
 from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON
 from gradprobe.outputs import is_json_number, json_number_text, json_short
 from gradprobe.study.coverage import csv_seeds, stale_analysis
@@ -80,9 +81,9 @@ RAW_BOUND = 1e6
 """|forecast_first_order| above this is bad data (an overflowed or edited cell), not an overshoot: refused."""
 BOOLEAN = ("is_reference", "paired")
 REANALYZE = "gradprobe study --analyze-only --overwrite-analysis --out {}"
-REBUILD_ANALYSIS = ("re-analyse the study with `gradprobe study {study}/plan.toml --analyze-only --overwrite-analysis "
-                    "--out {study}` (it rebuilds analysis.json from runs.csv)")
-"""The fix for a damaged analysis.json number (``{study}``: the study folder); runs.csv's cells are checked first."""
+REBUILD_ANALYSIS = STUDY_REBUILD_ANALYSIS
+"""The fix for a damaged analysis.json number (``{study}``: the study folder; gradprobe's own wording,
+:data:`gradprobe.forecast.study.REBUILD_ANALYSIS`); runs.csv's cells are checked first."""
 REBUILD_RUNS = ("restore {csv} from a copy, or rebuild it from the study's run folders by resuming the study with "
                 "`gradprobe study {study}/plan.toml --out {study}` (it rewrites runs.csv from every finished run's "
                 "metrics.jsonl; finished runs are not redone)")

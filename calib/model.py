@@ -56,6 +56,8 @@ from .validation import PLURAL, check_confidence_level, conformal_regressor, gro
 FORMAT = "gradprobe-calibration"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
+#: the largest ``format_version`` taken for a newer gradprobe's format (upgrade advice); a larger one is damage
+PLAUSIBLE_VERSION = 1000
 DEFAULT_NAME = "calibration.json"
 _DATA_COLUMNS = ("study", "model", "task", "arm", "seed", "budget_value")
 
@@ -318,9 +320,10 @@ def load_calibration(spec: str | Path) -> Calibration:
         (0, 1), an ``include_reference`` that is no JSON boolean or a ``format_version`` that is no integer (by
         :func:`gradprobe.outputs.is_json_number`: ``"0.9"``, ``true`` and null are no numbers; the field and its
         value are named), has a format version this
-        calib does not read, its ``forecaster`` names another forecaster than its data's column, its
-        ``params`` (calibrator settings) or ``fitted`` parameters differ from the refit's (edited or
-        damaged: the parameter and both values are named; a version-1 file without them still loads),
+        calib does not read (a newer one up to :data:`PLAUSIBLE_VERSION`: upgrade; a larger one is damage) or one
+        that does not match its content (:func:`_check_version`), its ``forecaster`` names another forecaster than
+        its data's column, its ``params`` (calibrator settings) or ``fitted`` parameters differ from the refit's
+        (edited or damaged: the parameter and both values are named; a version-1 file without them still loads),
         or its refit does not reproduce its stored predictions ``check`` (the first differing value is
         named; or scikit-learn/MAPIE versions differ in a way that matters): the message names the
         file, says which, and how to rebuild it.
@@ -342,14 +345,7 @@ def load_calibration(spec: str | Path) -> Calibration:
                                    + ("is missing" if "format_version" not in d else f"is {_json_shown(version)}")
                                    + f", not an integer (the calibration format version: this calib reads versions "
                                    f"{list(READABLE_VERSIONS)}); {rebuild_command(path, d, default=_is_default(path))}")
-    if version not in READABLE_VERSIONS:
-        newer = version > FORMAT_VERSION
-        written = d.get("versions") if isinstance(d.get("versions"), dict) else {}
-        raise CalibrationFileError(
-            f"{path} has calibration format version {json_number_text(version)} (written by gradprobe "
-            f"{written.get('gradprobe', '?')}); this calib reads versions {list(READABLE_VERSIONS)}. "
-            + ("Upgrade gradprobe to read it, or refit" if newer else "Refit")
-            + " it with this version: `calib fit ROWS.csv --out FILE` (the rows are in the file's \"data\").")
+    _check_version(d, version, path)
     fix = rebuild_command(path, d, default=_is_default(path))
     if version == 2:
         check_forecaster(d, path=path, default=_is_default(path))
@@ -380,10 +376,55 @@ def load_calibration(spec: str | Path) -> Calibration:
     return cal
 
 
+def _body_version(d: dict) -> int | None:
+    """The format version a calibration file's content has: 2 (a ``forecaster`` and a ``domain``, no ``features``),
+    1 (``features``, no ``forecaster`` nor ``domain``), else None (neither: its own field checks name what lacks)."""
+    if "features" in d:
+        return 1 if "forecaster" not in d and "domain" not in d else None
+    return 2 if "forecaster" in d and "domain" in d else None
+
+
+def _check_version(d: dict, version: int, path: Path) -> None:
+    """Refuse an integer ``format_version`` this calib does not read, or one whose content is of the other version.
+
+    Raises
+    ------
+    CalibrationFileError
+        A readable version whose content is the other one's (:func:`_body_version`: e.g. ``1`` on a version-2 file
+        said "field 'features' is missing"): the field does not match the content, the fix a refit or a restored
+        file. A version above :data:`FORMAT_VERSION`, up to :data:`PLAUSIBLE_VERSION`: a newer gradprobe's file
+        (upgrade, or refit). One above that (a 400-digit integer, shown shortened) is damage, not a future version;
+        one below 1 is none this calib ever wrote (refit).
+    """
+    body = _body_version(d)  # the refit command of the content's version, which records its settings
+    fix = rebuild_command(path, {**d, "format_version": body} if body else d, default=_is_default(path))
+    if version in READABLE_VERSIONS and body not in (None, version):
+        raise CalibrationFileError(
+            f"calibration file {path} is damaged: its field 'format_version' does not match its content: it is "
+            f"{version}, but the file holds a version-{body} calibration ("
+            + ("'forecaster' and 'domain', no 'features'" if body == 2 else "'features', no 'forecaster' nor 'domain'")
+            + f"); restore the file from a copy, or {fix}")
+    if version in READABLE_VERSIONS:
+        return
+    if version > PLAUSIBLE_VERSION:
+        raise CalibrationFileError(
+            f"calibration file {path} is damaged: field 'format_version' is {_json_shown(version)}, far above any "
+            f"calibration format version (this calib reads versions {list(READABLE_VERSIONS)}; a newer gradprobe's "
+            f"would be a small whole number); restore the file from a copy, or {fix}")
+    written = (d.get("versions") if isinstance(d.get("versions"), dict) else {}).get("gradprobe", "?")
+    raise CalibrationFileError(
+        f"{path} has calibration format version {_json_shown(version)} (written by gradprobe "
+        f"{written if isinstance(written, str) else json_short(written)}); this calib reads versions "
+        f"{list(READABLE_VERSIONS)}. "
+        + ("Upgrade gradprobe to read it, or refit" if version > FORMAT_VERSION else "Refit")
+        + " it with this version: `calib fit ROWS.csv --out FILE` (the rows are in the file's \"data\").")
+
+
 def _from_v2(d: dict) -> Calibration:
     forecaster = d["forecaster"]
     if forecaster not in FORECASTERS:
-        raise _FieldError(f"'forecaster' ({forecaster!r}, not one of {list(FORECASTERS)})")
+        shown = repr(forecaster) if isinstance(forecaster, str) else _json_shown(forecaster)  # true, not True
+        raise _FieldError(f"'forecaster' ({shown}, not one of {list(FORECASTERS)})")
     data = _data(d, [forecaster])
     n = d["training"]["rows"]
     if not (is_json_number(n, integer=True) and n == len(data)):  # what `calib fit` writes: the data block's rows
