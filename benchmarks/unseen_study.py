@@ -59,6 +59,7 @@ import numpy as np
 import pandas as pd
 
 from calib.metrics import p_value_text, pooled_rank_agreement, ranking_table
+from calib.report import CV_ROWS_KEY
 from calib.noise_floor import heldout_floor, heldout_label, pool_heldout_floors, seed_noise_floor
 from gradprobe.outputs import is_json_number, json_short
 from gradprobe.study.folder import StudyError
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
                         "several studies")
     p.add_argument("--studies-root", default="data", help="the folder holding the study folders (default: data)")
     args = p.parse_args(argv)
-    d_all, why = _read_report(Path(args.report))
+    d_all, why, note = _read_report(Path(args.report))
     if why:
         print(f"unseen_study: error: {why}", file=sys.stderr)
         return 2
@@ -157,6 +158,8 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"unseen_study: error: {e}", file=sys.stderr)
         return 2
+    if note:  # after every refusal, before the figures: the figures are printed over the CSV as it is
+        print(f"unseen_study: note: {note}", file=sys.stderr)
     blocks = [_one_study(d_all[d_all["study"] == name], name, shown, root) for name in names]
     if len(blocks) > 1:
         _pooled(pd.concat([d for d, _ in blocks]), names, shown, [h for _, h in blocks], cells,
@@ -167,29 +170,60 @@ def main(argv=None) -> int:
 REPORT_COLUMNS = ("cv", "study", "arm", "seed", "forecaster", "method", "cv_pred", "target")
 
 
-def _read_report(report: Path) -> tuple[pd.DataFrame | None, str | None]:
-    """The leave-one-study-out rows (``cv = study``) of ``report/cv_predictions.csv``, or None and why not."""
+def _read_report(report: Path) -> tuple[pd.DataFrame | None, str | None, str | None]:
+    """The leave-one-study-out rows (``cv = study``) of ``report/cv_predictions.csv``, or None and why not, and a note
+    (or None) when its row count cannot be checked against ``metrics.json`` (:func:`_row_count`)."""
     make = "make one with `calib report STUDY_DIR... --out FOLDER` and pass FOLDER"
     if report.is_file():
-        return None, f"{report} is a file: REPORT is the `calib report` folder that holds cv_predictions.csv"
+        return None, f"{report} is a file: REPORT is the `calib report` folder that holds cv_predictions.csv", None
     path = report / "cv_predictions.csv"
     if not path.is_file():
-        return None, f"{path} not found: REPORT must be a `calib report` folder; {make}"
+        return None, f"{path} not found: REPORT must be a `calib report` folder; {make}", None
     try:
         d = pd.read_csv(path)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
-        return None, f"{path} cannot be read as a CSV ({str(e).splitlines()[0]}); {make}"
+        return None, f"{path} cannot be read as a CSV ({str(e).splitlines()[0]}); {make}", None
     missing = [c for c in REPORT_COLUMNS if c not in d.columns]
     if missing:
-        return None, f"{path} lacks column(s) {missing}: it is not a `calib report` cv_predictions.csv; {make}"
+        return None, f"{path} lacks column(s) {missing}: it is not a `calib report` cv_predictions.csv; {make}", None
     bad = _bad_cell(pd.read_csv(path, dtype=str, keep_default_na=False))  # each cell as the file spells it
     if bad:
-        return None, f"{path} {bad}: the file is damaged; {make}"
+        return None, f"{path} {bad}: the file is damaged; {make}", None
+    lost, note = _row_count(report, len(d))
+    if lost:
+        return None, lost, None
     d = d[d["cv"] == "study"]
     if d.empty:
         return None, (f"{path} has no leave-one-study-out rows (cv = study): the report needs at least two studies; "
-                      f"{make}")
-    return d, None
+                      f"{make}"), None
+    return d, None, note
+
+
+def _row_count(report: Path, rows: int) -> tuple[str | None, str | None]:
+    """(refusal, note) of ``rows``, the data rows read from ``report/cv_predictions.csv``, against the count
+    ``calib report`` records in ``report/metrics.json`` (:data:`CV_ROWS_KEY`): a refusal naming both counts and the fix
+    when they differ (lines deleted from, or added to, the CSV: the figures would be over other runs), a note when no
+    count can be read (a report made before it was recorded, or a metrics.json missing or damaged), else (None, None).
+    """
+    path, metrics = report / "cv_predictions.csv", report / "metrics.json"
+    again = "make the report again with `calib report STUDY_DIR... --out FOLDER` and pass FOLDER"
+    try:
+        recorded = json.loads(metrics.read_text())
+    except (OSError, ValueError) as e:
+        return None, (f"the row count of {path} cannot be checked ({metrics} cannot be read: {type(e).__name__}); "
+                      f"the figures are over its {rows} rows as they are; {again} to check it")
+    n = recorded.get(CV_ROWS_KEY) if isinstance(recorded, dict) else None
+    if n is None:
+        return None, (f"the row count of {path} cannot be checked ({metrics} records no {CV_ROWS_KEY}: a report made "
+                      f"before it was recorded); the figures are over its {rows} rows as they are; {again} to check it")
+    if not (is_json_number(n, finite=True, integer=True) and n >= 0):
+        return None, (f"the row count of {path} cannot be checked ({metrics} records {CV_ROWS_KEY} {json_short(n)}, "
+                      f"not a row count); the figures are over its {rows} rows as they are; {again} to check it")
+    if rows != int(n):
+        return (f"{path} has {rows} rows but {metrics} records {CV_ROWS_KEY} {int(n)}: lines were "
+                f"{'deleted from' if rows < n else 'added to'} the file after `calib report` wrote it, so the figures "
+                f"would be over other runs; {again}"), None
+    return None, None
 
 
 def _bad_cell(text: pd.DataFrame) -> str | None:

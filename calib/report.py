@@ -30,22 +30,26 @@ only, the signal proxy, the raw first-order extrapolation), side by side:
 Writes into REPORT_DIR: ``report.html`` (self-contained: every figure embedded as a base64 PNG),
 the figures as PNG files (:data:`FIGURES`), ``metrics.json`` (the numbers; accuracy points),
 ``rows.csv`` (all rows) and ``cv_predictions.csv`` (every held-out prediction: cv mode,
-forecaster, method, fold, prediction, interval).
+forecaster, method, fold, prediction, interval), whose row count ``metrics.json`` records
+(:data:`CV_ROWS_KEY`), so that a reader of the CSV can tell lines deleted from it.
 """
 
 from __future__ import annotations
 
 import inspect
+import io
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from gradprobe.forecast.csv_cells import cut_lines
 from gradprobe.forecast.validated_arms import DEFAULT_LOSS_TYPE
 from gradprobe.layout import RUNS_CSV
 from gradprobe.outputs import removed_if_left_empty
 from gradprobe.probe_keys import entry_key
+from gradprobe.study.reading import lost_eval_lines, restore_runs_csv_fix
 
 from .bootstrap import LEVEL, RESAMPLES, SEED, check_settings, mae_difference_interval, mae_interval
 from .dataset import (FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, build_rows_many, select_rows,
@@ -66,6 +70,8 @@ FIGURES = ("predicted_vs_realized", "mae_by_forecaster", "residuals_by_arm", "ac
 PER_UPDATE = "rho"
 """The per-update efficiency column, ranked beside the forecasters (the raw per-update ordering)."""
 BASELINE = "forecast_cost_only"
+CV_ROWS_KEY = "cv_predictions_rows"
+"""The ``metrics.json`` key holding the number of data rows (lines after the header) of ``cv_predictions.csv``."""
 """The forecaster every other compared one is differenced against (``mae_difference_vs_cost_only``)."""
 BOOTSTRAP_METHOD = ("study-cluster bootstrap (studies resampled with replacement, all rows of a drawn study together), "
                     "percentile interval; an interval, not a p-value (calib.bootstrap)")
@@ -382,7 +388,8 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
     Returns
     -------
     dict
-        The metrics (also in ``out/metrics.json``).
+        The metrics (also in ``out/metrics.json``), with :data:`CV_ROWS_KEY`: the number of rows written to
+        ``out/cv_predictions.csv`` (its lines after the header; ``benchmarks/unseen_study.py`` checks it).
 
     Raises
     ------
@@ -404,6 +411,7 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
         metrics, cv_rows, table = compute(rows, study_dirs=study_dirs, **settings)
     write_text_atomic(out / "rows.csv", rows.to_csv(index=False))
     write_text_atomic(out / "cv_predictions.csv", cv_rows.to_csv(index=False))
+    metrics[CV_ROWS_KEY] = int(len(cv_rows))  # a reader of the CSV tells lines deleted from it
     images = draw_figures(rows, cv_rows, metrics, runs)
     for name, png in images.items():
         write_bytes_atomic(out / f"{name}.png", png)
@@ -418,17 +426,38 @@ def read_runs(study_dirs) -> pd.DataFrame:
     Raises
     ------
     StudyFormatError
-        A missing ``runs.csv`` or column (named).
+        A missing ``runs.csv`` or column (named), or a ``runs.csv`` that lost eval lines (a run lacks an eval its
+        plan, ``study.json`` or per-item results record: :func:`gradprobe.study.reading.lost_eval_lines`, the runs,
+        the updates and the fix named), which would be read as runs with fewer evals.
     """
     frames = []
     for d in study_dirs:
         path = Path(d) / RUNS_CSV
         if not path.is_file():
             raise StudyFormatError(f"{path} is missing; `gradprobe study` writes it (one row per run and eval point)")
-        df = pd.read_csv(path)
+        raw = path.read_bytes()
+        df = pd.read_csv(io.BytesIO(raw))
         missing = [c for c in ("arm", "seed", "update", "generated_tokens", "accuracy") if c not in df.columns]
         if missing:
             raise StudyFormatError(f"{path} lacks column(s) {missing}")
+        _refuse_lost_lines(df, Path(d), path, raw)
         df["study_label"] = Path(d).name
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
+
+
+def _refuse_lost_lines(df: pd.DataFrame, study_dir: Path, path: Path, raw: bytes) -> None:
+    """Refuse a study whose ``runs.csv`` (``df``, read from the bytes ``raw`` of ``path``) lost eval lines
+    (:func:`gradprobe.study.reading.lost_eval_lines`; a cut last line's run is checked only before it, as the cut is
+    named where the rows are built): a :class:`StudyFormatError` naming the file, the runs, the updates and the fix.
+    """
+    tail = None
+    if cut_lines(raw)[1] and len(df):
+        try:
+            tail = (str(df["arm"].iloc[-1]), int(df["seed"].iloc[-1]))
+        except (TypeError, ValueError):
+            tail = None
+    lost = lost_eval_lines(df, study_dir, path, cut_run=tail)
+    if lost is not None:
+        raise StudyFormatError(f"{lost}, which calibration would read as runs with fewer evals; "
+                               f"{restore_runs_csv_fix(study_dir)}, then make the report again")

@@ -198,7 +198,9 @@ def load_runs(study_dir: str | Path):
         fewer fields than the header (a file cut mid-line), or the last line of a file without a final line
         break: one warning names them; their missing cells, and their ``accuracy`` and ``accuracy_sampled``
         cells (a value at a cut may be cut: ``0.`` for ``0.74``), read as blank. Lines that copy an earlier line
-        exactly: one warning names them, and each eval is read once.
+        exactly: one warning names them, and each eval is read once. Lines deleted whole (a run lacks an eval its
+        plan, ``study.json`` or per-item results record, :func:`lost_eval_lines`): one warning names the runs,
+        the updates and the fix, and the analysis reads those runs with the evals left.
     """
     import pandas as pd
 
@@ -215,7 +217,9 @@ def load_runs(study_dir: str | Path):
     _check_fractions(df, path, list(df.index) if lines_known else None, study_dir)
     _check_costs(df, path, list(df.index) if lines_known else None, study_dir)
     _check_some_accuracy(df, path, study_dir)
+    tail = _run_key(df["arm"].iloc[-1], df["seed"].iloc[-1]) if cut else None  # the file's last row, cut
     df = _sorted_runs(df, lines_known, study_dir)
+    _warn_lost_lines(df, study_dir, path, tail)  # lines deleted whole: runs read with fewer evals
     _blank_accuracy_at_cuts(df, cut, path, study_dir)
     return df
 
@@ -384,6 +388,186 @@ def _warn_short_lines(path: Path, raw: bytes, study_dir) -> set[int]:
                       "blank too (the analysis reads those runs without these evals); "
                       f"{restore_runs_csv_fix(study_dir)}", stacklevel=3)
     return {line for line, _ in cut}
+
+
+# ----------------------------------------------------------------------------- lines lost from runs.csv
+
+def lost_eval_lines(df, study_dir: str | Path, path: str | Path | None = None, *, cut_run=None) -> str | None:
+    """What a ``runs.csv`` lost of its eval lines (deleted whole, they read as runs with fewer evals), or None.
+
+    Each run (arm, seed) of ``df`` must hold a line for every eval its study records elsewhere:
+
+    - update 0 and each ``[eval] at_updates`` update (and each ``at_fractions`` point of a ``[budget] updates``,
+      at the first update reaching it) up to the run's last eval: a run evaluates there whatever it spends
+      (:func:`gradprobe.training.records.maybe_eval`), and stops only after its last eval, so an update of the
+      plan's list below that eval with no line was deleted (the frozen ``plan.toml``; skipped without one);
+    - its final eval, at the update ``study.json`` records for a finished run (``updates``): the run's last
+      line is that eval, so lines lost at the end are caught too;
+    - every eval the per-item results record for that same run (``eval_items.jsonl.gz``, else the run folders'
+      ``eval_items.jsonl``; written at the same evals, and skipped for a run whose shared evals differ in
+      ``generated_tokens``, i.e. from another training of it). Evals at a budget fraction or every
+      ``[eval] every_tokens`` depend on each run's spend, so only these files tell them.
+
+    Runs ``df`` does not hold are :func:`gradprobe.study.coverage.missing_runs`'s business, not this one's.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        ``runs.csv`` as read (columns ``arm``, ``seed``, ``update``, ``generated_tokens``).
+    study_dir : str or Path
+        The study folder (its ``plan.toml``, ``study.json`` and per-item results are read; any missing or
+        unreadable one is left out of the check).
+    path : str or Path, optional
+        The file named in the message (default ``study_dir/runs.csv``).
+    cut_run : (str, int), optional
+        The run (arm, seed) of the file's last line when the file looks cut (:func:`_warn_short_lines`, warned
+        already): its evals after its last line went with the cut, so only its evals before that are checked.
+
+    Returns
+    -------
+    str or None
+        One line, ``"PATH lost eval lines: arm A, seed S lacks update(s) U (source), ... (why each source expects
+        them): lines were deleted from runs.csv"``, the first few runs named and the rest counted, without the fix
+        (:func:`restore_runs_csv_fix`), which the caller adds with what it does (:func:`load_runs` warns,
+        ``calib report`` refuses); None when nothing is missing.
+    """
+    d = Path(study_dir)
+    path = Path(path) if path is not None else d / "runs.csv"
+    runs = _csv_run_evals(df)
+    if not runs:
+        return None
+    promised, finals, (items, items_file) = _plan_eval_updates(d), _final_updates(d), _item_evals(d)
+    lost, used = [], set()
+    for (arm, seed), evals in runs.items():
+        last = max(evals)
+        why = {u: "plan" for u in promised if u <= last and u not in evals}
+        if _same_training(evals, items.get((arm, seed), {})):
+            why |= {u: items_file for u in items[(arm, seed)] if u not in evals and u not in why}
+        if finals.get((arm, seed), -1) > last:
+            why[finals[(arm, seed)]] = "study.json"
+        if (arm, seed) == cut_run:
+            why = {u: k for u, k in why.items() if u < last}
+        if why:
+            used |= set(why.values())
+            lost.append(f"arm {arm}, seed {seed} lacks update(s) {_said_updates(why)}")
+    if not lost:
+        return None
+    more = f" and {len(lost) - _SHOWN_RUNS} more run(s)" if len(lost) > _SHOWN_RUNS else ""
+    legend = {"plan": "every run evaluates at update 0 and at the plan's [eval] at_updates up to its last eval",
+              items_file: "the per-item results, written at every eval, record an eval of the run there",
+              "study.json": "a finished run's final eval is at the update study.json records"}
+    said = "; ".join(f"{k}: {v}" for k, v in legend.items() if k in used)
+    return f"{path} lost eval lines: {'; '.join(lost[:_SHOWN_RUNS])}{more} ({said}): lines were deleted from runs.csv"
+
+
+def _warn_lost_lines(df, study_dir, path: Path, cut_run) -> None:
+    """One UserWarning when ``runs.csv`` (``df``) lost eval lines (:func:`lost_eval_lines`; ``cut_run``: the run of
+    a cut last line), saying what the analysis does with those runs and the fix (:func:`restore_runs_csv_fix`). A
+    warning, as for a cut line: the analysis reads those runs with the evals left (a read across a lost eval is
+    refused, being wider than the promised gap; a lost final eval moves the run's last read earlier)."""
+    lost = lost_eval_lines(df, study_dir, path, cut_run=cut_run)
+    if lost is not None:
+        warnings.warn(f"{lost}, so the analysis reads these runs with fewer evals (a read across a lost eval is "
+                      f"refused, a lost final eval moves the run's last read earlier); "
+                      f"{restore_runs_csv_fix(study_dir)}", stacklevel=3)
+
+
+_SHOWN_RUNS = 3  # runs named by lost_eval_lines; the rest are counted
+
+
+def _said_updates(why: dict) -> str:
+    """The missing updates of one run (update -> the source that expects it), as ``2, 10 (plan), 57 (study.json)``:
+    grouped by source, in the order the sources first appear by update."""
+    by: dict = {}
+    for u in sorted(why):
+        by.setdefault(why[u], []).append(u)
+    return ", ".join(f"{', '.join(f'{u:g}' for u in ups)} ({key})" for key, ups in by.items())
+
+
+def _run_key(arm, seed) -> tuple[str, int] | None:
+    """(arm, seed) of a runs.csv row as :func:`lost_eval_lines` keys runs; None for a row without a text arm or a
+    whole seed."""
+    try:
+        s = float(seed)
+    except (TypeError, ValueError):
+        return None
+    return (arm, int(s)) if isinstance(arm, str) and math.isfinite(s) and s == int(s) else None
+
+
+def _csv_run_evals(df) -> dict:
+    """(arm, seed) -> {update: generated_tokens (NaN when blank)} of ``df``'s rows with an arm, a whole seed and an
+    update (other rows are refused elsewhere)."""
+    import pandas as pd
+
+    seeds = pd.to_numeric(df["seed"], errors="coerce")
+    updates = pd.to_numeric(df["update"], errors="coerce")
+    tokens = (pd.to_numeric(df["generated_tokens"], errors="coerce") if "generated_tokens" in df.columns
+              else pd.Series(np.nan, index=df.index))
+    out: dict = {}
+    for arm, s, u, t in zip(df["arm"], seeds, updates, tokens):
+        if (key := _run_key(arm, s)) is not None and math.isfinite(u):
+            out.setdefault(key, {})[float(u)] = float(t)
+    return out
+
+
+def _plan_eval_updates(study_dir: Path) -> list[float]:
+    """The updates at which every run of the study's frozen plan evaluates, whatever it spends: 0, ``[eval]
+    at_updates`` and, with a ``[budget] updates``, the first update reaching each ``at_fractions`` point of it;
+    [] without a readable ``plan.toml`` (the analysis reports that itself)."""
+    try:
+        plan = _load_plan(study_dir)
+    except (ValueError, OSError):
+        return []
+    if plan is None:
+        return []
+    pts = {0.0, *(float(u) for u in plan.eval.at_updates)}
+    if plan.budget.updates is not None:
+        pts |= {float(math.ceil(f * plan.budget.updates - 1e-9)) for f in plan.eval.at_fractions}
+    return sorted(pts)
+
+
+def _final_updates(study_dir: Path) -> dict:
+    """(arm, seed) -> the update of the final eval of each finished run ``study.json`` records (its ``updates``);
+    {} without a readable ``study.json``."""
+    try:
+        record = json.loads((study_dir / "study.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for r in (record.get("runs") if isinstance(record, dict) else None) or []:
+        if isinstance(r, dict) and r.get("status") == "done" and type(r.get("updates")) is int and \
+                isinstance(r.get("arm"), str) and type(r.get("seed")) is int:
+            out[(r["arm"], r["seed"])] = float(r["updates"])
+    return out
+
+
+def _item_evals(study_dir: Path) -> tuple[dict, str]:
+    """((arm, seed) -> {update: generated_tokens} of every eval the per-item results record, and the file named
+    for them); {} when there are none or they cannot be read (the analysis reports that itself)."""
+    name = EVAL_ITEMS_GZ if (study_dir / EVAL_ITEMS_GZ).exists() else f"runs/ARM/seedS/{EVAL_ITEMS}"
+    try:
+        lines = _item_lines(study_dir) or []
+    except (AnalysisError, OSError, ValueError, KeyError):
+        return {}, name
+    out: dict = {}
+    for e in lines:
+        try:
+            key, u, t = (str(e["arm"]), int(e["seed"])), float(e["update"]), e.get("generated_tokens")
+            out.setdefault(key, {})[u] = float(t) if isinstance(t, (int, float)) else math.nan
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out, name
+
+
+def _same_training(csv_evals: dict, item_evals: dict) -> bool:
+    """Whether a run's per-item evals come from the training ``runs.csv`` records: some eval in common, and the
+    ``generated_tokens`` of every common eval agree where both are recorded (a run trained again after its
+    per-item file was written spends otherwise)."""
+    common = set(csv_evals) & set(item_evals)
+    if not common:
+        return False
+    return all(math.isclose(csv_evals[u], item_evals[u], rel_tol=1e-9, abs_tol=1e-6) for u in common
+               if math.isfinite(csv_evals[u]) and math.isfinite(item_evals[u]))
 
 
 def _item_lines(study_dir: Path) -> list[dict] | None:

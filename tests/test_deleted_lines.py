@@ -1,0 +1,210 @@
+"""Lines deleted whole from a study's ``runs.csv`` or a report's ``cv_predictions.csv`` are told, not read as fewer
+runs or evals: ``load_runs`` warns naming the file, the runs, the missing updates and the fix (the analysis reads on,
+as for a cut line), ``calib report`` refuses such a study, ``calib report`` records the row count of
+``cv_predictions.csv`` in ``metrics.json`` and ``benchmarks/unseen_study.py`` refuses a CSV of another count."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from calib.dataset import StudyFormatError
+from calib.report import read_runs, write_report
+from calib_helpers import default_arms, synthetic_forecasts, write_study
+from gradprobe.cli import main
+from gradprobe.study.reading import load_runs, lost_eval_lines, restore_runs_csv_fix
+from study_helpers import make_study
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = sorted(p for p in (REPO / "data").glob("study_*") if (p / "runs.csv").is_file())
+REPORT = REPO / "data" / "calibration" / "report"
+
+
+def _lost_warning(study) -> str:
+    """The one 'lost eval lines' warning of ``load_runs(study)`` (any other warning fails the test)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_runs(study)
+    msgs = [str(w.message) for w in caught]
+    assert len(msgs) == 1 and "lost eval lines" in msgs[0], msgs
+    return msgs[0]
+
+
+def _copy(name: str, dest: Path, items: bool = True) -> Path:
+    """A copy of the shipped study ``data/NAME`` (without figures; without per-item results unless ``items``)."""
+    skip = ("figures",) if items else ("figures", "eval_items.jsonl.gz")
+    shutil.copytree(REPO / "data" / name, dest, ignore=shutil.ignore_patterns(*skip))
+    return dest
+
+
+def _drop(study: Path, keep) -> list[str]:
+    """Rewrite study/runs.csv keeping the header and the data lines ``keep(index, fields)`` accepts; returns the
+    original lines."""
+    path = study / "runs.csv"
+    lines = path.read_text().splitlines()
+    kept = [lines[0]] + [x for i, x in enumerate(lines[1:]) if keep(i, x.split(","))]
+    path.write_text("\n".join(kept) + "\n")
+    return lines
+
+
+def test_every_shipped_study_reads_without_a_lost_line():
+    assert len(SHIPPED) >= 20
+    for study in SHIPPED:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no lost-line (or any other) warning on a shipped study
+            df = load_runs(study)
+        assert lost_eval_lines(df, study) is None, study
+        assert len(df) == len(pd.read_csv(study / "runs.csv")), study
+    assert len(read_runs(SHIPPED)) == sum(len(pd.read_csv(s / "runs.csv")) for s in SHIPPED)  # calib reads them all
+
+
+def test_every_other_line_deleted_names_each_run_its_missing_updates_and_the_fix(tmp_path):
+    study = _copy("study_tiny", tmp_path / "s")
+    _drop(study, lambda i, f: i % 2 == 0)  # data lines 1, 3, 5, ... kept
+    msg = _lost_warning(study)
+    assert msg.startswith(f"{study / 'runs.csv'} lost eval lines: arm grpo, seed 0 lacks update(s) 2, 10, 20 (plan), "
+                          "42 (eval_items.jsonl.gz); arm grpo, seed 1 lacks update(s) 0, 5 (plan), 15, 29 "
+                          "(eval_items.jsonl.gz), 56 (study.json); arm grpo, seed 2 lacks update(s) 2, 10, 20 (plan), "
+                          "42 (eval_items.jsonl.gz) and 17 more run(s) (plan: every run evaluates at update 0 and at "
+                          "the plan's [eval] at_updates up to its last eval;"), msg
+    assert msg.endswith("lines were deleted from runs.csv, so the analysis reads these runs with fewer evals (a read "
+                        "across a lost eval is refused, a lost final eval moves the run's last read earlier); "
+                        + restore_runs_csv_fix(study))
+    assert "\n" not in msg
+
+
+def test_one_middle_line_at_a_budget_fraction_is_named_from_the_per_item_results(tmp_path):
+    study = _copy("study_tiny", tmp_path / "s")
+    lines = _drop(study, lambda i, f: not (f[0] == "grpo" and f[1] == "0" and f[2] == "29"))
+    assert len((study / "runs.csv").read_text().splitlines()) == len(lines) - 1
+    msg = _lost_warning(study)
+    assert msg.startswith(f"{study / 'runs.csv'} lost eval lines: arm grpo, seed 0 lacks update(s) 29 "
+                          "(eval_items.jsonl.gz) (eval_items.jsonl.gz: the per-item results, written at every eval, "
+                          "record an eval of the run there): lines were deleted from runs.csv"), msg
+    assert f"restore it from a copy: {study} has no runs/ folder to rebuild it from" in msg
+
+
+def test_a_listed_update_and_a_final_eval_are_named_from_the_plan_and_study_json_alone(tmp_path):
+    study = _copy("study_tiny_hard", tmp_path / "s", items=False)  # no per-item results: plan and study.json only
+    runs = pd.read_csv(study / "runs.csv")
+    g = runs[(runs["arm"] == runs["arm"].iloc[0]) & (runs["seed"] == 1)]
+    arm, last = g["arm"].iloc[0], int(g["update"].max())
+    _drop(study, lambda i, f: not (f[0] == arm and f[1] == "1" and f[2] in ("5", str(last))))
+    msg = _lost_warning(study)
+    assert msg.startswith(f"{study / 'runs.csv'} lost eval lines: arm {arm}, seed 1 lacks update(s) 5 (plan), {last} "
+                          "(study.json) (plan: every run evaluates at update 0 and at the plan's [eval] at_updates "
+                          "up to its last eval; study.json: a finished run's final eval is at the update study.json "
+                          "records): lines were deleted from runs.csv"), msg
+
+
+def test_a_study_with_run_folders_says_to_rebuild_runs_csv_from_them(tmp_path):
+    study = make_study(tmp_path / "s", seeds=2)
+    _drop(study, lambda i, f: not (f[0] == "grpo" and f[1] == "1" and f[2] == "2"))
+    msg = _lost_warning(study)
+    assert msg.startswith(f"{study / 'runs.csv'} lost eval lines: arm grpo, seed 1 lacks update(s) 2 (plan) "), msg
+    assert msg.endswith(f"rebuild it from the run folders: `gradprobe study {study / 'plan.toml'} --out {study}` "
+                        f"rewrites runs.csv from {study / 'runs'}/ARM/seedS/metrics.jsonl without redoing the finished "
+                        "runs (--analyze-only only reads runs.csv)")
+    with warnings.catch_warnings():  # the analysis reads the runs with the evals left
+        warnings.simplefilter("ignore")
+        got = load_runs(study)
+    assert sorted(got.loc[(got["arm"] == "grpo") & (got["seed"] == 1), "update"]) == [0, 5, 10]
+
+
+def test_analyze_only_warns_once_and_analyses_the_runs_with_the_evals_left(tmp_path, capsys):
+    study = make_study(tmp_path / "s", seeds=2, items=False)
+    _drop(study, lambda i, f: not (f[0] == "grpo" and f[1] == "1" and f[2] == "2"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["study", "--analyze-only", "--out", str(study)]) == 0
+    lost = [str(w.message) for w in caught if "lost eval lines" in str(w.message)]
+    assert len(lost) == 1 and lost[0].startswith(f"{study / 'runs.csv'} lost eval lines: arm grpo, seed 1 lacks "
+                                                 "update(s) 2 (plan) "), lost
+    assert json.loads((study / "analysis.json").read_text())["arms"]["grpo"]["seeds"] == 2
+
+
+def test_a_cut_last_line_is_the_cuts_warning_not_a_lost_line(tmp_path):
+    study = _copy("study_tiny", tmp_path / "s")
+    lines = (study / "runs.csv").read_text().splitlines()
+    (study / "runs.csv").write_text("\n".join(lines[:-1]))  # the last run's final eval gone, no final line break
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_runs(study)
+    msgs = [str(w.message) for w in caught]
+    assert len(msgs) == 1 and "look(s) cut" in msgs[0] and "lost eval lines" not in msgs[0], msgs
+
+
+def test_calib_refuses_a_study_whose_runs_csv_lost_a_line(tmp_path):
+    study = _copy("study_tiny", tmp_path / "study_tiny")
+    _drop(study, lambda i, f: not (f[0] == "mc_value" and f[1] == "2" and f[2] == "5"))
+    with pytest.raises(StudyFormatError) as info:
+        read_runs([study])
+    msg = str(info.value)
+    assert msg.startswith(f"{study / 'runs.csv'} lost eval lines: arm mc_value, seed 2 lacks update(s) 5 (plan)"), msg
+    assert msg.endswith(f"which calibration would read as runs with fewer evals; {restore_runs_csv_fix(study)}, then "
+                        "make the report again")
+
+
+# ----------------------------------------------------------------------------- cv_predictions.csv
+
+
+def test_calib_report_records_the_row_count_of_cv_predictions(tmp_path):
+    studies = [write_study(tmp_path / f"s{i}", arms=default_arms(n_extra=1, rng=np.random.default_rng(i)), seed=i)
+               for i in range(2)]
+    metrics = write_report(studies, tmp_path / "out", forecast_fn=synthetic_forecasts, cv="study",
+                           n_permutations=99, bootstrap_resamples=200)
+    saved = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    rows = len(pd.read_csv(tmp_path / "out" / "cv_predictions.csv"))
+    assert rows > 0 and saved["cv_predictions_rows"] == metrics["cv_predictions_rows"] == rows
+
+
+def _report(tmp_path: Path, keep, rows=None) -> Path:
+    """A copy of the shipped report's cv_predictions.csv (data lines ``keep`` accepts) with its metrics.json, which
+    records ``rows`` as cv_predictions_rows (None: as shipped, before the count was recorded)."""
+    lines = (REPORT / "cv_predictions.csv").read_text().splitlines()
+    (tmp_path / "cv_predictions.csv").write_text("\n".join([lines[0]] + [x for i, x in enumerate(lines[1:])
+                                                                         if keep(i)]) + "\n")
+    metrics = json.loads((REPORT / "metrics.json").read_text())
+    assert "cv_predictions_rows" not in metrics  # the shipped report predates the count
+    if rows is not None:
+        metrics["cv_predictions_rows"] = rows
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    return tmp_path
+
+
+@pytest.mark.parametrize("keep, said", [(lambda i: i % 2 == 0, "has 688 rows"), (lambda i: i != 700, "has 1375 rows")])
+def test_unseen_study_refuses_a_cv_predictions_csv_that_lost_lines(unseen, capsys, tmp_path, keep, said):
+    n = len(pd.read_csv(REPORT / "cv_predictions.csv"))
+    assert n == 1376
+    report = _report(tmp_path, keep, rows=n)
+    assert unseen.main([str(report), "--study", "study_tiny@", "--studies-root", str(REPO / "data")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"unseen_study: error: {report / 'cv_predictions.csv'} {said} but {report / 'metrics.json'} "
+                          "records cv_predictions_rows 1376: lines were deleted from the file after `calib report` "
+                          "wrote it, so the figures would be over other runs; make the report again with `calib "
+                          "report STUDY_DIR... --out FOLDER` and pass FOLDER"), err
+
+
+def test_unseen_study_reads_a_cv_predictions_csv_of_the_recorded_count_without_a_note(unseen, capsys, tmp_path):
+    report = _report(tmp_path, lambda i: True, rows=1376)
+    assert unseen.main([str(report), "--study", "study_tiny@", "--studies-root", str(REPO / "data")]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith("study_tiny@b6b755233a8f held out: 12 runs of 3 arms;")
+
+
+def test_a_report_made_before_the_count_says_in_one_line_that_it_cannot_be_checked(unseen, capsys, tmp_path):
+    report = _report(tmp_path, lambda i: True)
+    assert unseen.main([str(report), "--study", "study_tiny@", "--studies-root", str(REPO / "data")]) == 0
+    out, err = capsys.readouterr()
+    assert err == (f"unseen_study: note: the row count of {report / 'cv_predictions.csv'} cannot be checked "
+                   f"({report / 'metrics.json'} records no cv_predictions_rows: a report made before it was recorded); "
+                   "the figures are over its 1376 rows as they are; make the report again with `calib report "
+                   "STUDY_DIR... --out FOLDER` and pass FOLDER to check it\n")
+    assert out.startswith("study_tiny@b6b755233a8f held out: 12 runs of 3 arms;")  # and the benchmark goes on
