@@ -46,7 +46,7 @@ from .files import json_float
 
 __all__ = ["CalibrationFileError", "DamagedField", "read_data", "read_domain", "check_domain_matches_data",
            "check_fitted", "check_params", "check_forecaster", "check_predictions", "data_forecaster",
-           "rebuild_command", "unreadable_fix", "GENERIC_FIX", "DEFAULT_COMMAND", "FIT_DEFAULTS"]
+           "rebuild_command", "unreadable_fix", "json_spelled", "GENERIC_FIX", "DEFAULT_COMMAND", "FIT_DEFAULTS"]
 
 #: the settings of ``calib fit`` (and :func:`calib.model.fit_calibration`) when none is given: the one place they
 #: are written, so that :func:`rebuild_command` names exactly the options that differ from them
@@ -64,6 +64,7 @@ DEFAULT_COMMAND = ("calib fit data/calibration/rows.csv --forecaster forecast_co
 #: ``fitted`` parameters are compared with the refit's within this relative (and tiny absolute) tolerance
 FITTED_RTOL, FITTED_ATOL = 1e-6, 1e-12
 _DEFAULT_ROWS = "data/calibration/rows.csv"  # where data/calibration/README.md builds the default from
+_AS_GIVEN = object()  # rebuild_command's option(): no recorded value apart from the one given (which may be null)
 
 
 class CalibrationFileError(ValueError):
@@ -124,8 +125,7 @@ def read_data(d: dict, *, text_columns, number_columns, integer_columns=()) -> p
         j = columns.index(c)
         for i, row in enumerate(rows):
             if not isinstance(row[j], str):
-                shown = json_number_text(row[j], json_short(row[j]))  # as the file holds it: true, null, 3
-                raise DamagedField(f"data.rows[{i}][{j}]", f"(column {c!r}) is {shown}, not a string")
+                raise DamagedField(f"data.rows[{i}][{j}]", f"(column {c!r}) is {json_spelled(row[j])}, not a string")
     for c, integer in [*((c, False) for c in number_columns), *((c, True) for c in integer_columns)]:
         j = columns.index(c)
         for i, row in enumerate(rows):
@@ -133,7 +133,7 @@ def read_data(d: dict, *, text_columns, number_columns, integer_columns=()) -> p
             if not is_json_number(v, finite=True, integer=integer):
                 huge = integer and beyond_float(v)  # an integer too large for a float: said so
                 want = "" if huge else ", not " + ("an integer" if integer else "a finite number")
-                raise DamagedField(f"data.rows[{i}][{j}]", f"(column {c!r}) is {json_number_text(v)}{want}")
+                raise DamagedField(f"data.rows[{i}][{j}]", f"(column {c!r}) is {json_spelled(v)}{want}")
     frame = pd.DataFrame(rows, columns=columns)
     for c in number_columns:
         frame[c] = frame[c].astype(float)
@@ -286,15 +286,28 @@ _DOMAIN_CHECKS = {  # one per field of calib.domain.Domain (read_domain fails lo
 }
 
 
+def json_spelled(value) -> str:
+    """A value read from a JSON file as an error message shows it, so that a search of the file finds it: text
+    quoted as Python quotes it (``'tiny'``, cut at 60 characters), anything else as JSON spells it (``true``,
+    ``null``, ``NaN``, ``Infinity``, ``[true, 2.0]``, ``{"key": "s"}``, cut at 60 characters by
+    :func:`gradprobe.outputs.json_short`; never Python's ``True``, ``None``, ``nan``), an integer too large for a
+    float as its digits shortened and counted (:func:`gradprobe.outputs.json_number_text`)."""
+    if isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    if beyond_float(value):  # before json_short: Python cannot write an integer of over 4300 digits as text
+        return json_number_text(value)
+    return json_short(value)
+
+
 def _shown(value) -> str:
-    """A value as an error message shows it: ``'tiny'``, ``3``, ``null``, ``true``, ``a list [...]``."""
-    if value is None or isinstance(value, bool):  # as JSON spells them, not Python's None/True
-        return json_short(value)
-    text = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-    if isinstance(value, (str, Real)):
-        return json_number_text(value, text)  # an integer too large for a float: its digits shortened and counted
-    kind = _kind(value)
-    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} {text}"
+    """A value as an error message shows it (:func:`json_spelled`), a list or an object introduced by its kind:
+    ``'tiny'``, ``3``, ``null``, ``true``, ``a list [true, 2.0]``."""
+    text = json_spelled(value)
+    if isinstance(value, (list, dict)):
+        kind = _kind(value)
+        return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} {text}"
+    return text
 
 
 def check_fitted(stored, refit: dict, *, path, fix: str, versions_note: str = "") -> None:
@@ -442,7 +455,7 @@ def _first_difference(stored, refit, where: str, gives: str = "refitting the fil
             return f"{where} is a {_kind(stored)} where the refit has an object of {sorted(refit)}"
         for k in refit:
             if k not in stored:
-                return f"{where}.{k} is missing ({gives} {refit[k]!r})"
+                return f"{where}.{k} is missing ({gives} {json_spelled(refit[k])})"
         extra = [k for k in stored if k not in refit]
         if extra:
             return f"{where}.{extra[0]} is not a parameter of this calibration (the refit has {sorted(refit)})"
@@ -455,12 +468,12 @@ def _first_difference(stored, refit, where: str, gives: str = "refitting the fil
                      if (p := _first_difference(a, b, f"{where}[{i}]", gives))), None)
     if isinstance(refit, (bool, str)) or refit is None:  # a setting (params.increasing...): compared as it is
         same = type(stored) is type(refit) and stored == refit
-        return None if same else f"{where} is {stored!r} in the file but {gives} {refit!r}"
+        return None if same else f"{where} is {json_spelled(stored)} in the file but {gives} {json_spelled(refit)}"
     new = float(refit)
     try:
         old = json_float(stored)
     except ValueError:
-        return f"{where} is {stored!r}, not a number ({gives} {refit if type(refit) is int else new!r})"
+        return f"{where} is {json_spelled(stored)}, not a number ({gives} {refit if type(refit) is int else new!r})"
     same = (math.isnan(old) and math.isnan(new)) or old == new \
         or math.isclose(old, new, rel_tol=FITTED_RTOL, abs_tol=FITTED_ATOL)
     if same and isinstance(refit, int) and not float(stored).is_integer():  # max_iter 1000.5 is not 1000
@@ -477,22 +490,33 @@ def rebuild_command(path, d, *, default: bool, forecaster: str | None = None) ->
     ``--calibration default`` alternative is offered, since that is this file. Another format-2 file:
     ``calib fit`` with the settings it records (forecaster, method, folds, interval, level) and
     ``--out`` the file. A version-1 file: :data:`GENERIC_FIX`. ``forecaster``: the forecaster to name
-    instead of the file's ``forecaster`` field (the one its data holds, when the two disagree). A recorded
-    value ``calib fit`` would refuse (``method`` "isotonicx", ``confidence_level`` 1.5) is not repeated: the
-    command names a placeholder (``--method METHOD``) and says which value was bad.
+    instead of the file's ``forecaster`` field (the one its data holds, when the two disagree). A ``forecaster``
+    field that is not text (true, null, a list) is replaced by the forecaster whose column the data holds
+    (:func:`data_forecaster`; without ``--forecaster`` calib fit would fit its default, another calibration), or,
+    when the data does not say, by the placeholder ``--forecaster FORECASTER``. A recorded value ``calib fit``
+    would refuse (``method`` "isotonicx", ``confidence_level`` 1.5) is not repeated: the command names a
+    placeholder (``--method METHOD``) and says which value was bad, as the file spells it (``true``, not ``True``).
     """
     if not isinstance(d, dict) or d.get("format_version") != 2:
         return unreadable_fix(path, default=True) if default else GENERIC_FIX
     opts, invalid = [], []
 
-    def option(flag: str, value, valid) -> None:  # a recorded value calib fit would refuse becomes a placeholder
+    def option(flag: str, value, valid, recorded=_AS_GIVEN) -> None:  # a value calib fit would refuse: a placeholder
         if valid(value):
             opts.extend([flag, value])
-        else:
+        else:  # the note shows the file's value as the file spells it (true, not True): ``recorded`` when given
             opts.extend([flag, flag[2:].upper()])
-            invalid.append(f"{flag[2:].upper()}: the file's {value!r} is not a valid {flag}")
+            shown = json_spelled(value if recorded is _AS_GIVEN else recorded)
+            invalid.append(f"{flag[2:].upper()}: the file's {shown} is not a valid {flag}")
 
-    forecaster, method = forecaster or d.get("forecaster"), d.get("method")
+    method = d.get("method")
+    if forecaster is None and "forecaster" in d and not isinstance(d["forecaster"], str):
+        # true, null, a list: the data's forecast column says which forecaster the file was fitted on (without
+        # --forecaster, calib fit would fit its default, another calibration); a placeholder when it does not say
+        forecaster = data_forecaster(d)
+        if forecaster is None:
+            option("--forecaster", d["forecaster"], lambda v: False)
+    forecaster = forecaster or d.get("forecaster")
     if isinstance(forecaster, str) and forecaster != FIT_DEFAULTS["forecaster"]:
         option("--forecaster", forecaster, lambda v: v in FORECASTERS)
     if isinstance(method, str) and method != FIT_DEFAULTS["method"]:
@@ -505,11 +529,11 @@ def rebuild_command(path, d, *, default: bool, forecaster: str | None = None) ->
         option("--interval", d["interval"], lambda v: v in FIT_CHOICES["interval"])
     level = d.get("confidence_level")
     # any recorded level other than the default is repeated; one calib fit would refuse (true, "0.9", null, a
-    # huge integer) is shown as an invalid --confidence (placeholder CONFIDENCE, "the file's 'True' is not a
+    # huge integer) is shown as an invalid --confidence (placeholder CONFIDENCE, "the file's true is not a
     # valid --confidence"), not dropped: the command would refit at the default level
     if "confidence_level" in d and level != FIT_DEFAULTS["confidence_level"]:
         shown = json_number_text(level) if is_json_number(level) else repr(level)
-        option("--confidence", shown, lambda v: is_json_number(level, finite=True) and 0 < level < 1)
+        option("--confidence", shown, lambda v: is_json_number(level, finite=True) and 0 < level < 1, level)
     if d.get("include_reference") is True:  # --include-grpo only turns it on
         opts.append("--include-grpo")
     which = f" ({'; '.join(invalid)}: give the value it was fitted with, see `calib fit --help`)" if invalid else ""

@@ -19,9 +19,10 @@ import pandas as pd
 import gradprobe
 from gradprobe.forecast import forecast_section
 from gradprobe.layout import PLAN_COPY, STUDY_JSON
-from gradprobe.outputs import beyond_float, is_json_number, json_number_text, json_short, per_update_problem
+from gradprobe.outputs import beyond_float, is_json_number, json_short, per_update_problem
 
 from .domain import resolve_task
+from .file_check import json_spelled
 from .files import json_float
 
 __all__ = ["REFERENCE_REWARD", "CalibrationApplyError", "load_probe", "probe_forecasts", "probe_features",
@@ -88,7 +89,8 @@ def check_probe_budgets(result: dict, where: str = "probe.json") -> None:
     Raises
     ------
     CalibrationApplyError
-        ``WHERE field config.KEY is VALUE, not ...; re-run gradprobe probe``.
+        ``WHERE field config.KEY is VALUE, not ...; re-run gradprobe probe`` (VALUE as the file spells it:
+        ``true``, ``null``, ``'1000'``; :func:`calib.file_check.json_spelled`).
     """
     cfg = result.get("config") if isinstance(result.get("config"), dict) else {}
     for key, unit in (("budget_tokens", "tokens"), ("budget_seconds", "device-seconds")):
@@ -96,9 +98,8 @@ def check_probe_budgets(result: dict, where: str = "probe.json") -> None:
         if v is None and key == "budget_seconds":
             continue
         if not (is_json_number(v, finite=True) and v > 0):  # gradprobe's one rule (an integer past a float: refused)
-            shown = "null" if v is None else json_number_text(v)
-            raise CalibrationApplyError(f"{where} field config.{key} is {shown}, not a budget (a finite number of "
-                                        f"{unit} > 0: gains are forecast at it); {_RERUN}")
+            raise CalibrationApplyError(f"{where} field config.{key} is {json_spelled(v)}, not a budget (a finite "
+                                        f"number of {unit} > 0: gains are forecast at it); {_RERUN}")
 
 
 def _gain(v, field: str, column: str, where: str) -> float:
@@ -122,7 +123,7 @@ def _gain(v, field: str, column: str, where: str) -> float:
     if not bad and column != "forecast_first_order" and not (math.isnan(x) or low <= x <= high):
         bad = f"is outside [{low:g}, {high:g}] (a gain vs GRPO in accuracy points)"
     if bad:
-        raise CalibrationApplyError(f"{where} field {field} is {json_number_text(v)}: it {bad}; {_RERUN}")
+        raise CalibrationApplyError(f"{where} field {field} is {json_spelled(v)}: it {bad}; {_RERUN}")
     return x
 
 

@@ -162,7 +162,8 @@ def test_a_time_budget_refuses_seconds_per_update_true():
 def test_a_probe_forecast_keeps_its_messages_with_json_float(value, problem):
     with pytest.raises(CalibrationApplyError) as e:
         _gain(value, "forecast.rows[0].gain_probe", "forecast_probe", "probe.json")
-    shown = HUGE_SHOWN if value is HUGE else repr(value)
+    # as probe.json spells it (true, {"x": 1}; text quoted; numpy's bool, no JSON value, by repr): was True
+    shown = HUGE_SHOWN if value is HUGE else repr(value) if isinstance(value, (str, np.bool_)) else json.dumps(value)
     assert str(e.value) == f"probe.json field forecast.rows[0].gain_probe is {shown}: it {problem}; {RERUN}"
     assert _gain(-100, "f", "forecast_probe", "p") == -100.0 and _gain(250, "f", "forecast_first_order", "p") == 250.0
 

@@ -75,9 +75,11 @@ def test_a_probe_budget_too_large_for_a_float_is_refused_not_a_crash(key, unit):
 
 
 def test_probe_budgets_take_a_numpy_integer_and_keep_their_messages_for_other_values():
-    """The one rule takes numpy integers (refused before, as no other reader did); the refusals read as before."""
+    """The one rule takes numpy integers (refused before, as no other reader did); a refusal shows the value as
+    probe.json spells it (true, Infinity, [1000]; text quoted): was Python's True and inf."""
     check_probe_budgets({"config": {"budget_tokens": np.int64(1000), "budget_seconds": 2.5}})
-    for value, shown in ((True, "True"), ("1000", "'1000'"), (math.inf, "inf"), (0, "0")):
+    for value, shown in ((True, "true"), ("1000", "'1000'"), (math.inf, "Infinity"), (0, "0"), ([1000], "[1000]"),
+                         ({"n": 1000}, '{"n": 1000}')):
         with pytest.raises(CalibrationApplyError) as e:
             check_probe_budgets({"config": {"budget_tokens": value}})
         assert str(e.value) == (f"probe.json field config.budget_tokens is {shown}, not a budget (a finite number of "
@@ -104,7 +106,8 @@ def test_forecasts_keep_their_reading_and_messages():
             (250.0, "forecast_probe", "is outside [-100, 100] (a gain vs GRPO in accuracy points)")]:
         with pytest.raises(CalibrationApplyError) as e:
             _gain(value, "f", column, "p")
-        assert str(e.value) == f"p field f is {value!r}: it {problem}; {RERUN}"
+        shown = repr(value) if isinstance(value, str) else json.dumps(value)  # true, Infinity: was True, inf
+        assert str(e.value) == f"p field f is {shown}: it {problem}; {RERUN}"
 
 
 # ----------------------------------------------------------------------------- the probe's held-out accuracy

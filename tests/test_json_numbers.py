@@ -52,6 +52,13 @@ TABLE = [
     ({"x": 1}, (False, False, False, False)),
 ]
 VALUES = [v for v, _ in TABLE]
+
+
+def _spelled(value) -> str:
+    """How calib's messages show a value read from a JSON file: as JSON spells it (true, null, NaN, Infinity, [1.5];
+    was Python's True, None, nan, inf), text quoted by repr, numpy's bool (no JSON value) by repr."""
+    return HUGE_SHOWN if value is HUGE else repr(value) if isinstance(value, (str, np.bool_)) else json.dumps(value)
+
 IDS = ["true", "false", "null", "0", "1", "1.5", "nan", "inf", "-inf", "str-1.5", "np.float64", "np.int64",
        "np.bool_", "huge-int", "list", "object"]
 
@@ -129,8 +136,7 @@ def test_a_calibration_number_column_takes_exactly_the_finite_numbers(value):
         return
     with pytest.raises(DamagedField) as e:  # the huge integer crashed with OverflowError
         _rows(value, "x")
-    shown = HUGE_SHOWN if value is HUGE else repr(value)
-    assert str(e.value) == f"data.rows[1][1] (column 'x') is {shown}, not a finite number"
+    assert str(e.value) == f"data.rows[1][1] (column 'x') is {_spelled(value)}, not a finite number"
 
 
 @pytest.mark.parametrize("value", VALUES, ids=IDS)
@@ -140,7 +146,7 @@ def test_a_calibration_integer_column_takes_exactly_the_finite_integers(value):
         return
     with pytest.raises(DamagedField) as e:
         _rows(value, "seed")
-    want = f"is {HUGE_SHOWN}" if value is HUGE else f"is {value!r}, not an integer"  # HUGE is one: too large
+    want = f"is {HUGE_SHOWN}" if value is HUGE else f"is {_spelled(value)}, not an integer"  # HUGE is one: too large
     assert str(e.value) == f"data.rows[1][2] (column 'seed') {want}"
 
 
@@ -185,8 +191,9 @@ def test_a_fitted_block_takes_exactly_the_numbers(value):
         return
     with pytest.raises(CalibrationFileError) as e:
         check_fitted({"slope": value}, {"slope": 1.0}, path="c.json", fix="FIX")
-    assert str(e.value).startswith(f"calibration file c.json: fitted.slope is {value!r}, not a number (refitting "
-                                   "the file's data gives 1.0). ")
+    # shown as the file spells it (true, [1.5], {"x": 1}; text quoted): was Python's True
+    assert str(e.value).startswith(f"calibration file c.json: fitted.slope is {_spelled(value)}, not a number "
+                                   "(refitting the file's data gives 1.0). ")
 
 
 # ----------------------------------------------------------------------------- plans (TOML)

@@ -173,8 +173,10 @@ def test_a_forecaster_that_is_no_text_is_shown_as_json(tmp_path, value, shown):
     path = _write(tmp_path, dict(DEFAULT, forecaster=value))
     with pytest.raises(CalibrationFileError) as e:  # was: "(True, not one of", "(None, not one of"
         load_calibration(path)
+    # the refit names the forecaster of the data's column (was no --forecaster: calib fit's default forecast_probe)
     assert str(e.value) == (f"calibration file {path} is damaged: field 'forecaster' ({shown}, not one of "
-                            f"{FORECASTERS}) is missing or malformed; refit it with `calib fit ROWS.csv --out {path}` "
+                            f"{FORECASTERS}) is missing or malformed; refit it with `calib fit ROWS.csv --forecaster "
+                            f"forecast_cost_only --out {path}` "
                             "(ROWS.csv: the rows it was fitted from; `calib rows STUDY_DIR... --out ROWS.csv` rebuilds "
                             "them from the studies in its domain), or pass --calibration default")
 

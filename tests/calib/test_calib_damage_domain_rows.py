@@ -69,7 +69,7 @@ DOMAIN_DAMAGES = {  # name: (damage, the field and problem the message must name
     "task_config_null": (lambda dom: dom["tasks"][0].__setitem__("config", None),
                          "field domain.tasks[0].config is null, not an object (it must be the resolved "
                          "configuration, an object)"),
-    "studies_an_object": (_set("studies", {"key": "s"}), "field domain.studies is an object {'key': 's'}, not a "
+    "studies_an_object": (_set("studies", {"key": "s"}), 'field domain.studies is an object {"key": "s"}, not a '
                                                          "non-empty list of studies"),
     "study_without_sha": (lambda dom: dom["studies"][0].pop("plan_sha256"),
                           "field domain.studies[0].plan_sha256 is missing (it must be a string)"),
@@ -80,9 +80,9 @@ DOMAIN_DAMAGES = {  # name: (damage, the field and problem the message must name
     "budget_range_of_three": (_set("budget_range", [1.0, 2.0, 3.0]),
                               "field domain.budget_range is a list [1.0, 2.0, 3.0], not two finite positive numbers "
                               "[low, high]"),
-    "budget_range_infinite": (_set("budget_range", [1.0, "inf"]), "field domain.budget_range is a list [1.0, 'inf'], "
+    "budget_range_infinite": (_set("budget_range", [1.0, "inf"]), 'field domain.budget_range is a list [1.0, "inf"], '
                                                                   "not two finite positive numbers"),
-    "budget_range_a_bool": (_set("budget_range", [True, 2.0]), "field domain.budget_range is a list [True, 2.0], "
+    "budget_range_a_bool": (_set("budget_range", [True, 2.0]), "field domain.budget_range is a list [true, 2.0], "
                                                                "not two finite positive numbers"),
     "arms_a_string": (_set("arms", "mc_value"), "field domain.arms is 'mc_value', not a non-empty list of strings"),
     "forecaster_a_number": (_set("forecaster", 3), "field domain.forecaster is 3, not one of ['forecast_probe', "),

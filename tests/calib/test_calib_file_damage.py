@@ -69,9 +69,9 @@ DAMAGES = {  # name: (damage, the field and problem the message must name)
     "string_target": (lambda d: _set(d, 5, "target", "abc"),
                       r"field data.rows\[5\]\[7\] \(column 'target'\) is 'abc', not a finite number"),
     "null_forecast": (lambda d: _set(d, 6, "forecast_cost_only", None),
-                      r"field data.rows\[6\]\[6\] \(column 'forecast_cost_only'\) is None, not a finite number"),
+                      r"field data.rows\[6\]\[6\] \(column 'forecast_cost_only'\) is null, not a finite number"),
     "bool_budget": (lambda d: _set(d, 1, "budget_value", True),
-                    r"field data.rows\[1\]\[5\] \(column 'budget_value'\) is True, not a finite number"),
+                    r"field data.rows\[1\]\[5\] \(column 'budget_value'\) is true, not a finite number"),
     "number_arm": (lambda d: _set(d, 4, "arm", 3), r"field data.rows\[4\]\[3\] \(column 'arm'\) is 3, not a string"),
     "fractional_seed": (lambda d: _set(d, 7, "seed", 1.5), r"field data.rows\[7\]\[4\] \(column 'seed'\) is 1.5, not "
                                                            r"an integer"),

@@ -151,7 +151,7 @@ def test_an_isotonic_file_checks_its_boolean_setting(tmp_path):
     assert load_calibration(path).method == "isotonic"  # unedited: loads
     d["params"]["increasing"] = False
     message = _refused(_write(tmp_path, "iso2", d))
-    assert "params.increasing is False in the file but the refit uses True" in message
+    assert "params.increasing is false in the file but the refit uses true" in message
     assert "--method isotonic" in message
 
 

@@ -60,8 +60,9 @@ def test_a_recorded_value_calib_fit_would_refuse_becomes_a_placeholder(field, va
     command = rebuild_command("/tmp/cal.json", d, default=False)
     name = flag[2:].upper()
     assert f"{flag} {name} --out /tmp/cal.json`" in command.replace(" --include-grpo", "")
-    assert f"({name}: the file's {repr(value) if field != 'confidence_level' else repr(repr(value))} is not a " \
-           f"valid {flag}: give the value it was fitted with, see `calib fit --help`)" in command
+    # the bad value as the file spells it (was the confidence level's repr quoted again: '1.5')
+    assert f"({name}: the file's {value!r} is not a valid {flag}: give the value it was fitted with, see `calib fit " \
+           "--help`)" in command
     assert repr(value) not in command.split("`")[1]
     with pytest.raises(SystemExit):  # the placeholder itself is not a value calib fit takes silently
         start = command.index("`calib fit") + 1
@@ -111,17 +112,18 @@ def test_fit_calibration_refuses_a_run_given_twice_in_one_table():
     assert fit_calibration(rows, forecaster="forecast_cost_only").counts["rows_in"] == len(rows)
 
 
-@pytest.mark.parametrize("value, shown", [("0.9", repr("0.9")), (None, "None"), (True, "True"),
+@pytest.mark.parametrize("value, shown", [("0.9", "'0.9'"), (None, "null"), (True, "true"),
                                           (10 ** 400, "1000000000...0000000000 (an integer of 401 digits, too large "
                                                       "for a float)")])
 def test_a_recorded_level_that_is_no_number_becomes_a_placeholder_not_the_default(value, shown):
     """A level calib fit would refuse is never dropped (the command would refit at the default 0.9) nor repeated
-    in full: it becomes the CONFIDENCE placeholder, and the note shows it short."""
+    in full: it becomes the CONFIDENCE placeholder, and the note shows it short, as the file spells it (null, true:
+    was Python's None, True)."""
     d = {"format_version": 2, **FIT_DEFAULTS, "cv": "study", "domain": {"studies": ["s1", "s2"]},
          "confidence_level": value}
     command = rebuild_command("/tmp/cal.json", d, default=False)
     assert "--confidence CONFIDENCE --out /tmp/cal.json`" in command.replace(" --include-grpo", "")
-    assert f"(CONFIDENCE: the file's {shown!r} is not a valid --confidence: give the value" in command
+    assert f"(CONFIDENCE: the file's {shown} is not a valid --confidence: give the value" in command
     assert len(command) < 600
 
 

@@ -32,9 +32,9 @@ PROBE = ["probe", "--model", "tiny-qwen2", "--task", "chain_sum", "--rewards", "
 
 def _tail(path: Path, *, confidence: str | None = None) -> str:
     """The rebuild command of a damaged copy of the default at ``path`` (calib.file_check.rebuild_command);
-    ``confidence``: the recorded level it shows as an invalid --confidence."""
+    ``confidence``: the recorded level it shows as an invalid --confidence (as the file spells it: true, not True)."""
     opt = "" if confidence is None else " --confidence CONFIDENCE"
-    which = "" if confidence is None else (f" (CONFIDENCE: the file's {confidence!r} is not a valid --confidence: give "
+    which = "" if confidence is None else (f" (CONFIDENCE: the file's {confidence} is not a valid --confidence: give "
                                            "the value it was fitted with, see `calib fit --help`)")
     return (f"refit it with `calib fit ROWS.csv --forecaster forecast_cost_only{opt} --out {path}`{which} (ROWS.csv: "
             "the rows it was fitted from; `calib rows STUDY_DIR... --out ROWS.csv` rebuilds them from the studies in "
@@ -57,8 +57,8 @@ LEVEL = "not a number in (0, 1) (the intervals' coverage, e.g. 0.9)"
 
 
 @pytest.mark.parametrize("value, shown, confidence", [
-    (HUGE, HUGE_TEXT, HUGE_TEXT), ("0.9", 'the string "0.9"', "'0.9'"), (True, "true", "True"),
-    (None, "null", "None"), (math.nan, "NaN", "nan"), (1.5, "1.5", "1.5"), (0, "0", "0"),
+    (HUGE, HUGE_TEXT, HUGE_TEXT), ("0.9", 'the string "0.9"', "'0.9'"), (True, "true", "true"),
+    (None, "null", "null"), (math.nan, "NaN", "NaN"), (1.5, "1.5", "1.5"), (0, "0", "0"),
     ([0.9], "a list [0.9]", "[0.9]")],
     ids=["huge", "string", "true", "null", "nan", "1.5", "0", "list"])
 def test_a_confidence_level_that_is_no_number_in_0_1_is_refused_naming_the_field(tmp_path, value, shown, confidence):
