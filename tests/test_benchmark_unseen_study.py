@@ -414,6 +414,9 @@ def test_the_held_out_ranking_is_the_within_study_kendall_tau_pooled_by_pairs(un
         r = pooled_rank_agreement(ranking_table(pd.concat([rows, grpo]), [f]), f)
         assert (p, int(arms), int(n), ceiling) == (p_value_text(r), r["n_arms"], r["n_studies"],
                                                    f"{r['oracle_kendall_tau']:+.2f}"), line
+        critical = re.search(r"; significant from (\S+);", line).group(1)
+        assert critical == f"{r['critical_kendall_tau']:+.2f}" and (float(p.split()[0]) <= 0.05) == (
+            r["kendall_tau"] >= r["critical_kendall_tau"] - 1e-12), line
         assert int(arms) == 21 and int(n) == 7  # the two loss-type studies: every forecaster says 0, no ranking
     cost = next(s for s in lines if s.split()[0] == "forecast_cost_only")
     assert "; 7 tied arm(s) in the studies it ranks)" in cost  # mc_value and hybrid_0.5 cost the same
@@ -452,6 +455,8 @@ def test_the_readmes_quote_the_held_out_ranking_and_coverage_as_printed(unseen, 
                 quoted = rf"{re.escape(tau)} \((permutation )?p {re.escape(p)}; {arms} arms in {n} {unit}\b"
                 assert re.search(quoted, text), (start, line)
                 assert f"ceiling of {ceiling}" in text, (start, line)
+                critical = re.search(r"significant from (\S+);", line).group(1)
+                assert f"significant from {critical}" in text, (start, line)
     for line in _block(printed, "coverage of the report's 90% (cv_plus) intervals")[:2]:
         cal = re.search(r"calibrated on the other studies (\S+ \[\S+ \S+\])", line).group(1)
         for text in (readme, calib_readme):
