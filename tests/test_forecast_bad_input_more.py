@@ -27,6 +27,8 @@ from gradprobe.forecast.curve_file import REBUILD, REBUILD_HOW
 from gradprobe.forecast.study import matched_token_budget
 from study_helpers import shipped_copy
 
+REPO = Path(__file__).resolve().parents[1]
+
 FIX = ("re-analyse the study with `gradprobe study {s}/plan.toml --analyze-only --overwrite-analysis --out {s}` "
        "(it rebuilds analysis.json from runs.csv)")
 BUDGET = "a finite number > 0 of generated tokens"
@@ -250,3 +252,24 @@ def test_an_accuracy_that_underflows_to_zero_is_read_as_zero_by_every_reader(tmp
     scale = [n for n in c.notes if "accuracy read as" in n]
     if reader != "saved":
         assert len(scale) == 1 and "range 0-" in scale[0] and "range -0" not in scale[0]
+
+
+def test_a_studys_runs_csv_read_as_a_curve_csv_is_refused_for_its_arms_and_the_fix_works(tmp_path):
+    """runs.csv holds every arm's evals: read as one curve they mixed (refused only as "the same eval twice", no
+    reason); now refused naming the arms, and both fixes load: the study folder, and the grpo rows alone."""
+    import pandas as pd
+
+    runs = REPO / "data" / "study_tiny" / "runs.csv"
+    with pytest.raises(CurveError) as e:
+        ReferenceCurve.from_csv(runs)
+    assert str(e.value) == (f"{runs} holds the evals of 5 arms (column 'arm': grpo, grpo_2xlr, hybrid_0.5, "
+                            "mc_advantage, mc_value), as a study's runs.csv does: a reference curve is one arm's evals; "
+                            f"pass the study folder (`--reference-curve {runs.parent}` reads its grpo arm) or a CSV of "
+                            "the reference arm's rows only")
+    grpo = pd.read_csv(runs)
+    grpo[grpo["arm"] == "grpo"].to_csv(tmp_path / "grpo.csv", index=False)
+    one, study = ReferenceCurve.from_csv(tmp_path / "grpo.csv"), ReferenceCurve.from_study(runs.parent)
+    key = ["seed", "update"]
+    a, b = (c.points.assign(seed=c.points["seed"].astype(str)).sort_values(key).reset_index(drop=True)
+            for c in (one, study))
+    assert len(a) == len(b) == 36 and np.allclose(a["accuracy"], b["accuracy"]) and (a[key] == b[key]).all().all()

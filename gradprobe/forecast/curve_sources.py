@@ -682,6 +682,28 @@ def _no_eval_lines(df, path: Path, B: float | None) -> None:
         f"counts > 0, or {free - 1} and an eval at update 0 (R0)", updates=[], B=B, eval_hint=CSV_EVAL_HINT)
 
 
+def _one_arm(df, path: Path) -> None:
+    """Refuse a CSV whose column ``arm`` names several arms: a study's ``runs.csv`` holds every arm's evals, and
+    read as one curve they would be mixed (grpo's and the rewards' accuracies at the same updates, refused only as
+    "the same eval twice" without saying why).
+
+    Raises
+    ------
+    CurveError
+        Naming the file, the arms and the fix: the study folder (its grpo arm is read,
+        :meth:`CurveSources.from_study`), or a CSV of the reference arm's rows only.
+    """
+    if "arm" not in df.columns:
+        return
+    arms = sorted({str(a) for a in df["arm"].dropna()})
+    if len(arms) > 1:
+        folder = path.parent if path.name == "runs.csv" else Path("STUDY")
+        raise CurveError(f"{path} holds the evals of {len(arms)} arms (column 'arm': {', '.join(arms[:6])}"
+                         f"{', ...' if len(arms) > 6 else ''}), as a study's runs.csv does: a reference curve is one "
+                         f"arm's evals; pass the study folder (`--reference-curve {folder}` reads its grpo arm) or a "
+                         "CSV of the reference arm's rows only")
+
+
 class CurveSources:
     """Alternate constructors of :class:`~gradprobe.forecast.curves.ReferenceCurve` (mixed into it), and its
     short :meth:`__repr__`."""
@@ -878,7 +900,8 @@ class CurveSources:
             :func:`_no_eval_lines`), a missing column (the message lists the columns), a cell of
             the update or accuracy column that is text, infinite or too large for a float (the message names the line
             and the column, and shows the cell as the file holds it: :func:`_too_large_cells`), a boolean seed label
-            (the line named), a negative update, one (seed, update) on two lines with different accuracies
+            (the line named), a column ``arm`` naming several arms (a study's runs.csv: :func:`_one_arm`), a
+            negative update, one (seed, update) on two lines with different accuracies
             (:func:`one_value_per_eval`), an accuracy column that mixes fractions and points (:func:`to_points`;
             the lines are named), too few evals (a :class:`~.curve_fit.TooFewEvalsError` naming the CSV, the
             minimum and the fix, :data:`CSV_EVAL_HINT`, as the other readers' do: :func:`_named`). Lines with an
@@ -901,6 +924,7 @@ class CurveSources:
                 raise CurveError(f"{path} has no column {col!r} (columns: {list(df.columns)}); name the header's "
                                  "columns update,accuracy (or pass update_col=, accuracy_col=, seed_col= to "
                                  "ReferenceCurve.from_csv)")
+        _one_arm(df, path)
         _too_large_cells(raw, path, (update_col, accuracy_col))
         df = numeric_columns(df, (update_col, accuracy_col), path)
         if seed_col:  # a seed cell of spaces is an empty cell (as numeric_columns reads one): no label, no eval
