@@ -46,7 +46,9 @@ a callable
 Problem ids: ``"<kind>/<file stem or dataset/split>/<i>"`` with ``i`` the row's 0-based index in its
 source (``Problem.metadata["row"]``; a message about a malformed row names its line of a JSONL file,
 or its row of a hub split, counting from 1, so "line 5" is index 4). A row's own ``id`` value (a string or an integer) is kept as ``Problem.metadata["id"]``
-(``gradprobe rank-prompts`` writes it beside each prompt as ``data_id``).
+(``gradprobe rank-prompts`` writes it beside each prompt as ``data_id``; an id on several rows is warned about,
+naming them). A row's other numeric columns (JSON numbers, not booleans: a difficulty level, a step count) are kept in
+``Problem.metadata`` under their names, for ``gradprobe rank-prompts --metadata-keys``.
 
 Splits: a JSONL *file* is split deterministically (a fixed permutation; ``heldout_fraction`` of
 its rows, default 0.2, are held out); a *folder* holds ``train.jsonl`` and ``test.jsonl``. A hub
@@ -76,6 +78,32 @@ from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, V
 from gradprobe.tasks.verify import answers_match, extract_answer, last_boxed, math_verify_match, normalize_text
 
 __all__ = ["DatasetTask", "PromptText", "VERIFIERS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec"]
+
+def _numeric_columns(raw: dict, meta: dict, mapping: dict) -> dict:
+    """The row's other numeric columns (JSON numbers, not booleans: a difficulty level, a step count), kept in
+    ``Problem.metadata`` under their names so ``gradprobe rank-prompts --metadata-keys`` can use them as features;
+    the mapped columns and the keys gradprobe sets (``source``, ``row``, ``id``...) are never overwritten."""
+    used = {v for v in mapping.values() if isinstance(v, str)}
+    return {k: v for k, v in raw.items() if isinstance(k, str) and k not in meta and k not in used
+            and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _warn_repeated_ids(problems: list, where: str, unit: str) -> None:
+    """One warning naming the data's own ``id`` values that occur on more than one row (with their rows, counted
+    from 1): ``rank-prompts`` writes each as ``data_id`` beside its prompt, where a repeated one cannot tell the
+    prompts apart. The rows are kept (each has its own problem id, ``<kind>/<stem>/<row>``)."""
+    rows: dict = {}
+    for p in problems:
+        if "id" in p.metadata:
+            rows.setdefault(p.metadata["id"], []).append(p.metadata["row"] + 1)
+    repeated = [(i, r) for i, r in rows.items() if len(r) > 1]
+    if repeated:
+        shown = "; ".join(f"{i!r} on {unit}s {', '.join(map(str, r[:4]))}{', ...' if len(r) > 4 else ''}"
+                          for i, r in repeated[:3])
+        warnings.warn(f"{where}: {len(repeated)} id value(s) occur on more than one {unit} ({shown}"
+                      f"{'; ...' if len(repeated) > 3 else ''}): each row is kept, but their data_id in "
+                      "rank-prompts' ranking.csv cannot tell them apart; give each row its own id", stacklevel=3)
+
 
 _SPLIT_SEED = 20240101  # as gsm8k: a file's train/heldout split never moves
 _FILES = {"train": "train.jsonl", "heldout": "test.jsonl"}
@@ -222,7 +250,9 @@ class DatasetTask(Task):
                 meta["id"] = raw["id"]  # the data's own id: rank-prompts' ranking.csv gives it as data_id
             if m["solution"] is not None and raw.get(m["solution"]) is not None:
                 meta["solution"] = raw[m["solution"]]
+            meta.update(_numeric_columns(raw, meta, m))
             out.append(Problem(id=f"{self.kind}/{stem}/{line - 1}", question=prompt, answer=gold, metadata=meta))
+        _warn_repeated_ids(out, where, "line" if self.kind == "jsonl" else "row")
         return out
 
     def _read_file(self, file: Path) -> list[Problem]:
