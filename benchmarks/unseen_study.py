@@ -477,9 +477,9 @@ def _ranking_lines(d: pd.DataFrame, shown: list, header: str) -> None:
     within each ``key`` (grpo at 0 ranked with them), pooled with a one-sided permutation p-value within each ``key``
     and beside the ceiling and the critical value ("significant from": the smallest pooled tau the test calls
     significant at one-sided 5% on those arms) on the same arms (:func:`calib.metrics.pooled_rank_agreement`, as
-    ``calib report`` computes them on :func:`ranking_table_of`). A ``key`` whose forecasts are all equal (every forecaster on a change
-    of loss: every arm at 0) cannot be ranked and is left out. Kendall's tau-b counts a tie in the forecasts as
-    neither agreement nor disagreement: a forecaster that ties two arms of a study (cost only, for rewards of equal
+    ``calib report`` computes them on :func:`ranking_table_of`). A ``key`` whose forecasts are all equal (every
+    forecaster on a change of loss: every arm at 0) cannot be ranked and is left out. Kendall's tau-b counts a tie
+    in the forecasts as neither agreement nor disagreement: a forecaster that ties two arms of a study (cost only, for rewards of equal
     tokens per update) is scored on its other pairs only, so its tau is not comparable with one that orders them."""
     table = ranking_table_of(d, shown)
     print(header + "; Kendall tau-b pooled over them (one-sided permutation p within each; grpo at 0 ranked too; "
@@ -487,9 +487,14 @@ def _ranking_lines(d: pd.DataFrame, shown: list, header: str) -> None:
     for f in shown:
         r = pooled_rank_agreement(table, f)
         ties = int(sum(len(t) - t[f].nunique() for _, t in table.groupby("study") if t[f].nunique() > 1))
-        print(f"  {f:<24}   {r['kendall_tau']:+.2f} (p {p_value_text(r)}; {r['n_arms']} arms in {r['n_studies']}; "
-              f"ceiling {r['oracle_kendall_tau']:+.2f}; significant from {r['critical_kendall_tau']:+.2f}; {ties} tied "
-              "arm(s) in the studies it ranks)")
+        tau, ceiling, critical = (_signed(r[k]) for k in ("kendall_tau", "oracle_kendall_tau", "critical_kendall_tau"))
+        print(f"  {f:<24}   {tau} (p {p_value_text(r)}; {r['n_arms']} arms in {r['n_studies']}; ceiling {ceiling}; "
+              f"significant from {critical}; {ties} tied arm(s) in the studies it ranks)")
+
+
+def _signed(x) -> str:
+    """A tau as ``calib report`` prints it: ``+0.52``, or ``n/a`` when undefined (NaN; was ``+nan``)."""
+    return "n/a" if x is None or x != x else f"{x:+.2f}"
 
 
 if __name__ == "__main__":

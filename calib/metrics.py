@@ -30,9 +30,10 @@ upper estimate of the ceiling; pooled over studies with the weights of the poole
 Critical value of the rank agreement (``critical_kendall_tau`` of :func:`pooled_rank_agreement`): the smallest
 pooled tau the same permutation test would call significant at one-sided level alpha (5%), read off the permutation
 null distribution of the arms and studies ranked (the smallest attained null value v with p(v) <= alpha, p as the
-test computes it). It is the smallest agreement these arms can show above chance: an observed tau below it is not
-shown above chance whatever its point value; NaN where no attainable tau reaches alpha (too few arms: e.g. one
-study of 3 arms, whose best p is 1/6).
+test computes it; with Monte Carlo draws the observed tau is a candidate too, so that it is significant exactly
+when it reaches the critical value). It is the smallest agreement these arms can show above chance: an observed
+tau below it is not shown above chance whatever its point value; NaN where no attainable tau reaches alpha (too
+few arms: e.g. one study of 3 arms, whose best p is 1/6).
 """
 
 from __future__ import annotations
@@ -225,7 +226,7 @@ def check_n_permutations(n_permutations) -> None:
                          f"9999), got {n_permutations!r}")
 
 
-def critical_value(null: np.ndarray, exact: bool, alpha: float = 0.05) -> float:
+def critical_value(null: np.ndarray, exact: bool, alpha: float = 0.05, observed: float | None = None) -> float:
     """The smallest statistic the one-sided permutation test calls significant at level ``alpha``.
 
     Parameters
@@ -237,19 +238,32 @@ def critical_value(null: np.ndarray, exact: bool, alpha: float = 0.05) -> float:
         p-values :func:`pooled_rank_agreement` reports.
     alpha : float
         One-sided level in (0, 1).
+    observed : float, optional
+        The observed statistic, a candidate beside the null values (p counted against the null alone): with Monte
+        Carlo draws it may fall between two drawn values and share the p of the next one up, so without it the
+        critical value could lie above a statistic the test calls significant. With it, the observed statistic is
+        significant exactly when it reaches the critical value, in both modes.
 
     Returns
     -------
     float
-        min {v in null : p(v) <= alpha} (module docstring, critical value); NaN when no attained value reaches
-        ``alpha`` or ``null`` holds no finite value.
+        min {v in null (and ``observed``) : p(v) <= alpha} (module docstring, critical value); NaN when no value
+        reaches ``alpha`` or ``null`` holds no finite value.
+
+    Raises
+    ------
+    ValueError
+        ``alpha`` is not a number in (0, 1) (e.g. 5 for 5%).
     """
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise ValueError(f"alpha must be a level in (0, 1) (0.05 for 5%), got {alpha!r}")
     v = np.sort(np.asarray(null, float)[np.isfinite(null)])
     if not v.size:
         return math.nan
-    at_least = v.size - np.searchsorted(v, v - 1e-12, side="left")  # #{null >= v_i}, float ties counted
+    cand = np.unique(np.r_[v, [observed]] if observed is not None and math.isfinite(observed) else v)
+    at_least = v.size - np.searchsorted(v, cand - 1e-12, side="left")  # #{null >= c}, float ties counted
     p = at_least / v.size if exact else (1 + at_least) / (1 + v.size)
-    ok = v[p <= alpha * (1 + 1e-9)]
+    ok = cand[p <= alpha * (1 + 1e-9)]
     return float(ok.min()) if ok.size else math.nan
 
 
@@ -319,7 +333,8 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
         p_tau = (1 + int(np.sum(tau_null >= tau_obs - eps))) / (1 + b)
         p_rho = (1 + int(np.sum(rho_null >= rho_obs - eps))) / (1 + b)
     out.update(kendall_tau=tau_obs, spearman_rho=rho_obs, p_kendall=p_tau, p_spearman=p_rho, exact=exact,
-               n_permutations=int(len(tau_null)), critical_kendall_tau=critical_value(tau_null, exact),
+               n_permutations=int(len(tau_null)), critical_kendall_tau=critical_value(tau_null, exact,
+                                                                                      observed=tau_obs),
                oracle_kendall_tau=float(np.average(ceilings, weights=w_tau)) if np.isfinite(ceilings).all() else math.nan,
                oracle_reason=None if np.isfinite(ceilings).all() else (
                    ONE_SEED if "realized_se" in table else "the ranking table has no realized_se column"))

@@ -44,12 +44,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradprobe.forecast.csv_cells import cut_lines
 from gradprobe.forecast.validated_arms import DEFAULT_LOSS_TYPE
 from gradprobe.layout import RUNS_CSV
 from gradprobe.outputs import removed_if_left_empty
 from gradprobe.probe_keys import entry_key
-from gradprobe.study.reading import lost_eval_lines, restore_runs_csv_fix
+from gradprobe.study.reading import cut_tail_run, lost_eval_lines, restore_runs_csv_fix
 
 from .bootstrap import LEVEL, RESAMPLES, SEED, check_settings, mae_difference_interval, mae_interval
 from .dataset import (FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, build_rows_many, select_rows,
@@ -70,9 +69,9 @@ FIGURES = ("predicted_vs_realized", "mae_by_forecaster", "residuals_by_arm", "ac
 PER_UPDATE = "rho"
 """The per-update efficiency column, ranked beside the forecasters (the raw per-update ordering)."""
 BASELINE = "forecast_cost_only"
+"""The forecaster every other compared one is differenced against (``mae_difference_vs_cost_only``)."""
 CV_ROWS_KEY = "cv_predictions_rows"
 """The ``metrics.json`` key holding the number of data rows (lines after the header) of ``cv_predictions.csv``."""
-"""The forecaster every other compared one is differenced against (``mae_difference_vs_cost_only``)."""
 BOOTSTRAP_METHOD = ("study-cluster bootstrap (studies resampled with replacement, all rows of a drawn study together), "
                     "percentile interval; an interval, not a p-value (calib.bootstrap)")
 UNITS = ("accuracy points; bias = mean(forecast - realized) over held-out runs; realized = gain vs grpo of one run at "
@@ -451,13 +450,7 @@ def _refuse_lost_lines(df: pd.DataFrame, study_dir: Path, path: Path, raw: bytes
     (:func:`gradprobe.study.reading.lost_eval_lines`; a cut last line's run is checked only before it, as the cut is
     named where the rows are built): a :class:`StudyFormatError` naming the file, the runs, the updates and the fix.
     """
-    tail = None
-    if cut_lines(raw)[1] and len(df):
-        try:
-            tail = (str(df["arm"].iloc[-1]), int(df["seed"].iloc[-1]))
-        except (TypeError, ValueError):
-            tail = None
-    lost = lost_eval_lines(df, study_dir, path, cut_run=tail)
+    lost = lost_eval_lines(df, study_dir, path, cut_run=cut_tail_run(df, raw))
     if lost is not None:
         raise StudyFormatError(f"{lost}, which calibration would read as runs with fewer evals; "
                                f"{restore_runs_csv_fix(study_dir)}, then make the report again")

@@ -71,8 +71,9 @@ def test_every_other_line_deleted_names_each_run_its_missing_updates_and_the_fix
     assert msg.startswith(f"{study / 'runs.csv'} lost eval lines: arm grpo, seed 0 lacks update(s) 2, 10, 20 (plan), "
                           "42 (eval_items.jsonl.gz); arm grpo, seed 1 lacks update(s) 0, 5 (plan), 15, 29 "
                           "(eval_items.jsonl.gz), 56 (study.json); arm grpo, seed 2 lacks update(s) 2, 10, 20 (plan), "
-                          "42 (eval_items.jsonl.gz) and 17 more run(s) (plan: every run evaluates at update 0 and at "
-                          "the plan's [eval] at_updates up to its last eval;"), msg
+                          "42 (eval_items.jsonl.gz) and 17 more run(s) (plan: every run evaluates at update 0, at the "
+                          "plan's [eval] at_updates and, under a [budget] updates, at its at_fractions, up to its last "
+                          "eval;"), msg
     assert msg.endswith("lines were deleted from runs.csv, so the analysis reads these runs with fewer evals (a read "
                         "across a lost eval is refused, a lost final eval moves the run's last read earlier); "
                         + restore_runs_csv_fix(study))
@@ -98,8 +99,8 @@ def test_a_listed_update_and_a_final_eval_are_named_from_the_plan_and_study_json
     _drop(study, lambda i, f: not (f[0] == arm and f[1] == "1" and f[2] in ("5", str(last))))
     msg = _lost_warning(study)
     assert msg.startswith(f"{study / 'runs.csv'} lost eval lines: arm {arm}, seed 1 lacks update(s) 5 (plan), {last} "
-                          "(study.json) (plan: every run evaluates at update 0 and at the plan's [eval] at_updates "
-                          "up to its last eval; study.json: a finished run's final eval is at the update study.json "
+                          "(study.json) (plan: every run evaluates at update 0, at the plan's [eval] at_updates and, "
+                          "under a [budget] updates, at its at_fractions, up to its last eval; study.json: a finished run's final eval is at the update study.json "
                           "records): lines were deleted from runs.csv"), msg
 
 
@@ -138,6 +139,50 @@ def test_a_cut_last_line_is_the_cuts_warning_not_a_lost_line(tmp_path):
         load_runs(study)
     msgs = [str(w.message) for w in caught]
     assert len(msgs) == 1 and "look(s) cut" in msgs[0] and "lost eval lines" not in msgs[0], msgs
+
+
+def test_a_cut_line_in_the_middle_leaves_a_lost_final_eval_told(tmp_path):
+    """Only a cut LAST line exempts its run's end (its final eval went with the cut): a line cut in the middle does
+    not hide that the last line was deleted whole (was: the cut warning alone)."""
+    study = _copy("study_tiny", tmp_path / "s")
+    lines = (study / "runs.csv").read_text().splitlines()
+    lines[10] = lines[10].rsplit(",", 1)[0]  # a field short: cut
+    (study / "runs.csv").write_text("\n".join(lines[:-1]) + "\n")  # and the final eval of the last run deleted
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_runs(study)
+    msgs = [str(w.message) for w in caught]
+    assert len(msgs) == 2 and "line 11 (12 of 13 fields) look(s) cut" in msgs[0], msgs
+    arm, seed, update = lines[-1].split(",")[:3]
+    assert f"lost eval lines: arm {arm}, seed {seed} lacks update(s) {update} (study.json)" in msgs[1], msgs
+
+
+@pytest.mark.parametrize("fraction,updates", [(0.55, 100), (0.28, 25), (0.07, 100), (0.14, 50), (0.5, 30)])
+def test_a_budget_fraction_eval_is_expected_where_training_evaluates(fraction, updates, tmp_path):
+    """Under a [budget] updates, an at_fractions eval is at the first update u with u >= f * limit, as training's
+    crossed_eval_points decides it (0.55 * 100 = 55.00000000000001: update 56, not 55)."""
+    from gradprobe.training.plan import load_plan
+    from gradprobe.training.state import crossed_eval_points
+
+    study = _copy("study_tiny", tmp_path / "s", items=False)
+    text = (study / "plan.toml").read_text()
+    plan = load_plan(study / "plan.toml")
+    at = next(u for u in range(updates + 1) if crossed_eval_points(
+        plan.eval.__class__(**{**plan.eval.__dict__, "at_fractions": (fraction,)}),
+        plan.budget.__class__(**{**{k: None for k in plan.budget.given()}, "updates": updates}),
+        {"updates": float(u)}))
+    import re
+
+    text = text.split("[[hypotheses]]")[0]  # their matched reads are at a token budget
+    text = re.sub(r"(?m)^generated_tokens\s*=.*$", f"updates = {updates}", text)
+    text = re.sub(r"(?m)^at_fractions\s*=.*$", f"at_fractions = [{fraction}]", text)
+    text = re.sub(r"(?m)^at_updates\s*=.*$", "at_updates = []", text)
+    (study / "plan.toml").write_text(text)
+    # seed 99: no run of study.json (whose final updates are the shipped runs')
+    df = pd.DataFrame({"arm": "grpo", "seed": 99, "update": [0, at, updates], "generated_tokens": [0, 10, 20]})
+    assert lost_eval_lines(df, study) is None
+    lost = lost_eval_lines(df[df["update"] != at], study)
+    assert lost is not None and f"arm grpo, seed 99 lacks update(s) {at} (plan)" in lost
 
 
 def test_calib_refuses_a_study_whose_runs_csv_lost_a_line(tmp_path):

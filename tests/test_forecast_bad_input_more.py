@@ -273,3 +273,21 @@ def test_a_studys_runs_csv_read_as_a_curve_csv_is_refused_for_its_arms_and_the_f
     a, b = (c.points.assign(seed=c.points["seed"].astype(str)).sort_values(key).reset_index(drop=True)
             for c in (one, study))
     assert len(a) == len(b) == 36 and np.allclose(a["accuracy"], b["accuracy"]) and (a[key] == b[key]).all().all()
+
+
+def test_a_budget_the_analysis_left_null_on_purpose_says_why_not_re_analyse(tmp_path):
+    """An analysis writes matched.generated_tokens.budget null with its reason when the runs record no generated
+    tokens: re-analysing writes null again, so the refusal gives the reason and the fix that works (a review's
+    finding: it said "re-analyse")."""
+    study = shipped_copy("study_tiny", tmp_path / "s")
+    a = json.loads((study / "analysis.json").read_text())
+    why = "runs.csv has no generated_tokens column"
+    a["matched"]["generated_tokens"] = {"budget": None, "recorded": False, "final_eval": False, "source": why}
+    with pytest.raises(ValueError) as e:
+        matched_token_budget(a, study)
+    assert str(e.value) == (f"{study}/analysis.json field matched.generated_tokens.budget is null: the study has no "
+                            f"matched generated-token budget ({why}); forecasts are at a token budget: leave this "
+                            "study out, or re-run it with [budget] generated_tokens")
+    a["matched"]["generated_tokens"] = {"budget": None}  # null without the analysis' reason: damage, re-analyse
+    with pytest.raises(ValueError, match="is null, not a finite number > 0 of generated tokens; re-analyse"):
+        matched_token_budget(a, study)

@@ -153,7 +153,7 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     """
     study_dir = Path(study_dir)
     analysis, arms_res, arms_map, probe = _read_study(study_dir, probe)
-    budget = _matched_budget(analysis, study_dir)
+    budget = matched_token_budget(analysis, study_dir)
     in_sample = curve is None
     if curve is None:
         curve = ReferenceCurve.from_study(study_dir, arm="grpo", mode=mode)
@@ -221,12 +221,6 @@ def _missing_probe_fix(study_dir: Path) -> str:
     return f"the study has no probe (it ran with --no-probe, or stopped during the probe): run it with {resume}"
 
 
-def _matched_budget(analysis: dict, study_dir: Path) -> float:
-    """The study's matched generated-token budget (``analysis.json``; "tokens" in older analyses), checked:
-    :func:`matched_token_budget`."""
-    return matched_token_budget(analysis, study_dir)
-
-
 def matched_token_budget(analysis: dict, study_dir, error: type[Exception] = ValueError) -> float:
     """The matched generated-token budget of a study's ``analysis.json`` (``matched.generated_tokens.budget``, or
     ``matched.tokens.budget`` in older analyses: :data:`MATCHED_BUDGET_KEYS`), in generated tokens.
@@ -259,9 +253,14 @@ def matched_token_budget(analysis: dict, study_dir, error: type[Exception] = Val
                None)
     if key is None or "budget" not in matched[key]:
         raise error(f"{study_dir}/{ANALYSIS_JSON}: matched.{MATCHED_BUDGET_KEYS[0]}.budget is missing; {fix}")
-    value = matched[key]["budget"]
+    value, source = matched[key]["budget"], matched[key].get("source")
     if is_json_number(value, finite=True) and float(value) > 0:
         return float(value)
+    if value is None and matched[key].get("recorded") is False and isinstance(source, str) and source:
+        # the analysis wrote null on purpose (the runs record no generated tokens): re-analysing writes it again
+        raise error(f"{study_dir}/{ANALYSIS_JSON} field matched.{key}.budget is null: the study has no matched "
+                    f"generated-token budget ({source}); forecasts are at a token budget: leave this study out, or "
+                    "re-run it with [budget] generated_tokens")
     why = " (a boolean is never read as 1 or 0)" if isinstance(value, bool) else ""
     raise error(f"{study_dir}/{ANALYSIS_JSON} field matched.{key}.budget is "
                 f"{json_number_text(value, json_short(value))}{why}, not a finite number > 0 of generated tokens; "

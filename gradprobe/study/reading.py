@@ -217,7 +217,7 @@ def load_runs(study_dir: str | Path):
     _check_fractions(df, path, list(df.index) if lines_known else None, study_dir)
     _check_costs(df, path, list(df.index) if lines_known else None, study_dir)
     _check_some_accuracy(df, path, study_dir)
-    tail = _run_key(df["arm"].iloc[-1], df["seed"].iloc[-1]) if cut else None  # the file's last row, cut
+    tail = cut_tail_run(df, raw)  # the run of a cut last line (a cut elsewhere leaves the end whole)
     df = _sorted_runs(df, lines_known, study_dir)
     _warn_lost_lines(df, study_dir, path, tail)  # lines deleted whole: runs read with fewer evals
     _blank_accuracy_at_cuts(df, cut, path, study_dir)
@@ -453,11 +453,31 @@ def lost_eval_lines(df, study_dir: str | Path, path: str | Path | None = None, *
     if not lost:
         return None
     more = f" and {len(lost) - _SHOWN_RUNS} more run(s)" if len(lost) > _SHOWN_RUNS else ""
-    legend = {"plan": "every run evaluates at update 0 and at the plan's [eval] at_updates up to its last eval",
+    legend = {"plan": "every run evaluates at update 0, at the plan's [eval] at_updates and, under a [budget] "
+                      "updates, at its at_fractions, up to its last eval",
               items_file: "the per-item results, written at every eval, record an eval of the run there",
               "study.json": "a finished run's final eval is at the update study.json records"}
     said = "; ".join(f"{k}: {v}" for k, v in legend.items() if k in used)
     return f"{path} lost eval lines: {'; '.join(lost[:_SHOWN_RUNS])}{more} ({said}): lines were deleted from runs.csv"
+
+
+def cut_tail_run(df, raw: bytes):
+    """The run (arm, seed) of ``df``'s last row when the last line of the file (bytes ``raw``) looks cut
+    (:func:`gradprobe.forecast.csv_cells.cut_lines`), else None: only that run's evals after its last line may have
+    gone with the cut (:func:`lost_eval_lines`' ``cut_run``); a cut line elsewhere leaves the file's end whole.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The file's rows in file order (columns ``arm``, ``seed``).
+    raw : bytes
+        The file as read.
+    """
+    _, cut = cut_lines(raw)
+    lines = [n for n, line in enumerate(raw.splitlines(), 1) if line.strip()]
+    if not len(df) or len(lines) < 2 or lines[-1] not in {line for line, _ in cut}:
+        return None
+    return _run_key(df["arm"].iloc[-1], df["seed"].iloc[-1])
 
 
 def _warn_lost_lines(df, study_dir, path: Path, cut_run) -> None:
@@ -522,7 +542,9 @@ def _plan_eval_updates(study_dir: Path) -> list[float]:
         return []
     pts = {0.0, *(float(u) for u in plan.eval.at_updates)}
     if plan.budget.updates is not None:
-        pts |= {float(math.ceil(f * plan.budget.updates - 1e-9)) for f in plan.eval.at_fractions}
+        # training's own rule (gradprobe.training.state.crossed_eval_points): the first update u with
+        # u >= f * limit, the product as Python computes it (0.55 * 100 = 55.00000000000001: update 56)
+        pts |= {float(math.ceil(f * plan.budget.updates)) for f in plan.eval.at_fractions}
     return sorted(pts)
 
 
