@@ -77,7 +77,8 @@ def execute_task(task: dict) -> dict:
     ``{"kind": "probe", "plan": PATH, "out": PROBE_DIR, "settings": {...}}``. Returns
     ``{"kind", "arm", "seed", "status": "done"|"failed", "error", "seconds", ...}`` (``seconds``:
     wall-clock seconds of the task; a failed training run also ``traceback`` and, after a
-    non-finite loss, ``failed_update``).
+    non-finite loss, a diverged policy or a reward that gave no completion a reward
+    (:class:`~gradprobe.training.errors.NonFiniteRunError` and its subclasses), ``failed_update``).
     """
     start = time.perf_counter()  # the task's seconds include importing torch, as a worker's first task does
     from ..training.run import NonFiniteRunError  # torch: see the module docstring

@@ -3,13 +3,15 @@ files are damaged (re-exported by :mod:`gradprobe.training.run`). Torch-free."""
 
 from __future__ import annotations
 
-__all__ = ["NonFiniteRunError", "PolicyDivergedError", "BudgetTooSmallError", "RunConfigMismatchError",
-           "DamagedRunFolderError"]
+__all__ = ["NonFiniteRunError", "PolicyDivergedError", "NoValidRewardError", "BudgetTooSmallError",
+           "RunConfigMismatchError", "DamagedRunFolderError"]
 
 
 class NonFiniteRunError(FloatingPointError):
     """An update produced a NaN/inf loss; the run stopped with its data kept. ``update`` is
-    the failed update's number (1-based)."""
+    the failed update's number (1-based). Its subclasses are the other ways a run stops with nothing
+    trustworthy trained (:class:`PolicyDivergedError`, :class:`NoValidRewardError`): ``gradprobe train``
+    exits 2 with the message, and a study records the run as failed (left out of ``runs.csv`` and the analysis)."""
 
     def __init__(self, message: str, update: int):
         super().__init__(message)
@@ -21,6 +23,15 @@ class PolicyDivergedError(NonFiniteRunError):
     learning rate far too large). ``update`` is the update whose rollouts (or the eval whose samples)
     could not be drawn; the run stopped with its data kept (``summary.json``: ``stop_reason``
     ``"policy_diverged"``)."""
+
+
+class NoValidRewardError(NonFiniteRunError):
+    """The arm's reward gave no completion of any update a reward (None, NaN or +-inf for every one, so every
+    advantage was 0 and nothing was trained): a broken reward function, not a result. Raised after
+    :data:`~gradprobe.training.update.NO_VALID_REWARD_UPDATES` such updates from the run's start, or earlier
+    when the budget runs out first; ``update`` is the last of them. The run stopped with its data kept
+    (``summary.json``: ``stop_reason`` ``"no_valid_reward"``). A run in which some update had a reward is
+    never stopped this way."""
 
 
 class BudgetTooSmallError(ValueError):

@@ -18,6 +18,8 @@ i.e. under the policy that sampled it, at the sampling temperature, over complet
               completions the task's scorer gave no score); ``reward_missing``: completions the
               arm's trained reward gave no reward (None, NaN or +-inf; masked: advantage 0, left out
               of their group's mean and std; the reward's own figures are in ``reward_stats``);
+              ``reward_valid``: completions it did give a reward (a run whose updates all have 0
+              stops, ``stop_reason`` ``"no_valid_reward"``: :func:`gradprobe.training.update.check_rewarded`);
 ``advantage_*`` over completion tokens of rows with a reward.
 
 ``weight_push`` (a sampler backend with its own copy of the weights, ``backend = "vllm"``, only):
@@ -199,7 +201,7 @@ def batch_stats(batch, task, advantages: torch.Tensor, valid: torch.Tensor) -> d
     dict
         ``reward_mean`` (the task's outcome scores, missing ignored; None when all are missing),
         ``score_missing`` (completions without an outcome score), ``reward_missing`` (completions
-        without a reward of the trained reward: ``valid`` false),
+        without a reward of the trained reward: ``valid`` false), ``reward_valid`` (completions with one),
         ``advantage_mean/std/abs_mean``, ``response_length_mean`` (tokens, EOS included),
         ``truncation_rate``, ``format_rate``, ``zero_variance_groups``.
     """
@@ -208,6 +210,7 @@ def batch_stats(batch, task, advantages: torch.Tensor, valid: torch.Tensor) -> d
     return {"reward_mean": float(finite.mean()) if finite.numel() else None,
             "score_missing": int((~torch.isfinite(scores)).sum()),
             "reward_missing": int((~valid.bool().cpu()).sum()),
+            "reward_valid": int(valid.bool().cpu().sum()),
             **advantage_stats(advantages, batch, valid),
             "response_length_mean": float(batch.completion_lengths.double().mean()),
             "truncation_rate": float(batch.truncated.double().mean()),

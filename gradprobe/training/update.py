@@ -6,28 +6,38 @@ other rules charge ``selection`` too. Reward: the arm's registered reward with
 all of its wall time on the ledger (:func:`charged_reward`). Step: mu optimizer steps of
 :func:`gradprobe.grpo.step.grpo_step` on the batch (:func:`policy_step`). Record: FLOPs charged
 (:func:`charge_flops`), one ``metrics.jsonl`` line (:func:`record_update`). After the first update,
-:func:`check_first_update` stops a run whose budget is smaller than one update.
+:func:`check_first_update` stops a run whose budget is smaller than one update; after every update,
+:func:`check_rewarded` stops a run whose reward has given no completion a reward
+(:data:`NO_VALID_REWARD_UPDATES`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 
 import torch
 
 from ..grpo import step as grpo_update  # grpo_update.grpo_step at call time: a test's spy sees every step
+from ..layout import METRICS_JSONL
 from ..ledger import CHARGED, Ledger, forward_flops_per_token
 from ..rewards import RewardContext
 from ..rollout.guided import guidance_stats, guided_logprobs
-from .errors import BudgetTooSmallError, NonFiniteRunError
+from .errors import BudgetTooSmallError, NonFiniteRunError, NoValidRewardError
 from .metrics import batch_stats, mean_context
 from .records import finish
 from .specs import BUDGET_FLAGS
-from .state import RunSession
+from .state import RunSession, exhausted
 
 __all__ = ["run_update", "charged_reward", "collect_batch", "policy_step", "charge_flops", "record_update",
-           "check_first_update"]
+           "check_first_update", "check_rewarded", "NO_VALID_REWARD_UPDATES"]
+
+#: Updates from the run's start in which the reward gave no completion a reward (None, NaN or +-inf for every
+#: one: nothing trained) after which the run stops with ``stop_reason`` ``"no_valid_reward"``
+#: (:func:`check_rewarded`): a broken reward function costs three updates, not the budget, while one or two
+#: updates that the reward masks whole (by chance) do not stop a run.
+NO_VALID_REWARD_UPDATES = 3
 
 
 def run_update(s: RunSession) -> dict:
@@ -37,6 +47,9 @@ def run_update(s: RunSession) -> dict:
     ------
     NonFiniteRunError
         A NaN/inf loss (``summary.json`` written with ``stop_reason = "non_finite_loss"``).
+    NoValidRewardError
+        No update of the run so far gave any completion a reward, for :data:`NO_VALID_REWARD_UPDATES` updates or
+        until the budget ran out (:func:`check_rewarded`; ``stop_reason = "no_valid_reward"``).
     """
     st = s.state
     before, gen_before = st.spent(), dict(st.ledger.generated_tokens)
@@ -48,7 +61,9 @@ def run_update(s: RunSession) -> dict:
     adv = rout.advantages.to(torch.float64).to(s.model.device)  # (N, T)
     lr, step = policy_step(s, batch, adv)  # step
     new_gen = charge_flops(s, batch, step, gen_before)  # record
-    return record_update(s, batch, adv, rout, step, lr=lr, before=before, new_gen=new_gen, selection=selection)
+    line = record_update(s, batch, adv, rout, step, lr=lr, before=before, new_gen=new_gen, selection=selection)
+    check_rewarded(s, line)
+    return line
 
 
 def collect_batch(s: RunSession):
@@ -204,6 +219,58 @@ def _warn_overflow(reward: str, update: int, stats: dict) -> None:
                       "differ but are too large for float64 group statistics (|reward| up to "
                       f"{stats.get('overflow_max_abs_reward')}); those groups got advantage 0 and did not train: rescale "
                       "the reward", RuntimeWarning, stacklevel=2)
+
+
+def check_rewarded(s: RunSession, line: dict) -> None:
+    """After an update (its ``metrics.jsonl`` line ``line`` written): stop a run in which no update so far gave
+    any completion a reward (``reward_valid`` 0 on every update line of ``metrics.jsonl``, those of earlier
+    invocations of a resumed run included) once it has made :data:`NO_VALID_REWARD_UPDATES` updates or its
+    budget is spent: every advantage was 0, nothing was trained, and its evals would pass for a trained result.
+    A run in which some update had a reward is never stopped here.
+
+    Raises
+    ------
+    NoValidRewardError
+        One line naming the update, the reward, what the folder keeps and the fix (the reward function);
+        ``summary.json`` is written first (``stop_reason = "no_valid_reward"``, ``failed_update``, ``error``;
+        data kept).
+    """
+    st, run = s.state, s.run
+    if line.get("reward_valid", 1) > 0:
+        return
+    if st.update < NO_VALID_REWARD_UPDATES and exhausted(run.budget, st.ledger, st.update) is None:
+        return
+    if _some_update_rewarded(s.out / METRICS_JSONL):
+        return
+    u = st.update
+    which = "update 1" if u == 1 else f"updates 1-{u}"
+    why = ("its budget is spent" if u < NO_VALID_REWARD_UPDATES else
+           f"{NO_VALID_REWARD_UPDATES} updates without any reward stop a run")
+    msg = (f"update {u}: reward {run.reward!r} of arm {run.arm!r} returned None, NaN or +-inf for every completion "
+           f"of {which}: every advantage was 0 and nothing was trained, so the run stopped ({why}); {s.out} keeps "
+           f"metrics.jsonl (reward_valid 0 on every update) and summary.json (stop_reason \"no_valid_reward\"); "
+           f"fix the reward function (it must return a finite number for the completions it scores) and rerun "
+           f"with a new --out")
+    finish(s, "no_valid_reward", {"failed_update": u, "error": msg})
+    raise NoValidRewardError(msg, u)
+
+
+def _some_update_rewarded(path) -> bool:
+    """Whether some update line of the run's ``metrics.jsonl`` ``path`` gave a completion a reward; a line
+    without ``reward_valid`` (written by an older gradprobe) or a file that cannot be read counts as rewarded
+    (a run is stopped only when it surely trained nothing). Reads up to the first such line."""
+    try:
+        with open(path) as f:
+            for text in f:
+                if not text.strip() or '"eval": true' in text:
+                    continue
+                line = json.loads(text)
+                if not isinstance(line, dict) or not isinstance(line.get("reward_valid"), int) or line[
+                        "reward_valid"] > 0:
+                    return True
+    except (OSError, UnicodeDecodeError, ValueError):
+        return True
+    return False
 
 
 def check_first_update(s: RunSession) -> None:

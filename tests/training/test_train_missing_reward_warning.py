@@ -25,8 +25,14 @@ def half_reward(prompts, completions, **kwargs):
 def test_missing_plugin_rewards_warn_per_update_and_reach_metrics(tmp_path, fn, missing):
     (tmp_path / "plugin_rewards.py").write_text(PLUGIN)
     reward = f"{tmp_path / 'plugin_rewards.py'}:{fn}"
+    from gradprobe.training.errors import NoValidRewardError
+
     with pytest.warns(RuntimeWarning) as record:
-        train_tiny(tmp_path / "run", reward=reward, budget={"updates": 2})
+        if missing == 8:  # no completion ever rewarded: the run fails at its budget's end (no_valid_reward)
+            with pytest.raises(NoValidRewardError, match="returned None, NaN or"):
+                train_tiny(tmp_path / "run", reward=reward, budget={"updates": 2})
+        else:
+            train_tiny(tmp_path / "run", reward=reward, budget={"updates": 2})
     lines = [str(w.message) for w in record if "got no reward" in str(w.message)]
     every = " (every completion: all of its advantages are 0)" if missing == 8 else ""
     assert lines == [f"update {u}: reward {reward!r}: {missing} of 8 completions got no reward (None, NaN or +-inf, "
