@@ -21,6 +21,11 @@ The reward is registered under the whole string (``my_rewards:brevity``), which 
 ``probe.json``, tables and plans, so a study's worker processes resolve it the same way. A module is
 imported once per process (Python's import cache; a file under a name derived from its resolved path).
 Importing runs the module's code, as ``python -m`` would: name only files you trust.
+
+A name says where to look, not which code it finds: ``rw.py:brevity`` from another working directory, or
+after the file was edited, is another function. :func:`plugin_identity` gives the code a name runs in this
+process (the module's file, resolved, and the sha256 of its bytes when the module was first used), which a
+training run records in its ``config.json`` and checks when it resumes (:mod:`gradprobe.training.run_folder`).
 """
 
 from __future__ import annotations
@@ -39,10 +44,14 @@ import torch
 from .base import REWARDS, RESOLVERS, Reward, RewardFunctionError, RewardOutput, UnknownRewardError
 from .sequence import sequence_reward
 
-__all__ = ["load_reward_plugin", "is_plugin_name", "checked_native"]
+__all__ = ["load_reward_plugin", "is_plugin_name", "checked_native", "plugin_identity"]
 
 #: (module file, attribute) -> the first name it was loaded under, so a second name for it is refused
 _ORIGINS: dict[tuple[str, str], str] = {}
+#: name -> {"spec", "file", "sha256"} of each reward loaded here (:func:`plugin_identity`)
+_IDENTITIES: dict[str, dict] = {}
+#: module name -> (the module object, the sha256 of its file when a reward was first taken from it)
+_MODULE_SHAS: dict[str, tuple[object, str | None]] = {}
 
 _FORMS = ("MODULE:FUNCTION (a module importable from the working directory or sys.path) or "
           "path/to/file.py:FUNCTION")
@@ -151,7 +160,54 @@ def load_reward_plugin(spec: str) -> Reward:
     reward = sequence_reward(fn, name=spec) if _takes_completions(fn) else _native(fn, spec)
     REWARDS[spec] = reward
     _ORIGINS[origin] = spec
+    _IDENTITIES[spec] = _identity(spec, mod)
     return reward
+
+
+def _identity(spec: str, mod) -> dict:
+    """``{"spec", "file", "sha256"}`` of the module ``mod`` a reward named ``spec`` comes from: its file, resolved
+    (None without one), and the sha256 (hex) of the file's bytes the first time a reward was taken from this module
+    object (a module imported again, e.g. after ``del sys.modules[...]``, is hashed again; None: unreadable)."""
+    file = getattr(mod, "__file__", None)
+    path = str(Path(file).resolve()) if file else None
+    held = _MODULE_SHAS.get(mod.__name__)
+    if held is None or held[0] is not mod:
+        try:
+            sha = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
+        except OSError:
+            sha = None
+        held = _MODULE_SHAS[mod.__name__] = (mod, sha)
+    return {"spec": spec, "file": path, "sha256": held[1]}
+
+
+def plugin_identity(spec: str) -> dict | None:
+    """Which code the reward named ``spec`` runs in this process, so a run can tell on resume whether its reward
+    is still the one it was trained with (the same name from another directory, or an edited file, is not).
+
+    Parameters
+    ----------
+    spec : str
+        A reward name, e.g. ``"rw.py:brevity"``, ``"my_rewards:brevity"`` or ``"outcome"``.
+
+    Returns
+    -------
+    dict or None
+        ``{"spec": spec, "file": F, "sha256": H}``: ``F`` the absolute, resolved path of the module file that
+        the name imports (a ``.py`` path, or the module's ``__file__``; None for a module without a file) and
+        ``H`` the sha256 (64 hex digits) of that file's bytes when the module was first used for a reward here
+        (None when unreadable). None for a built-in reward (no ``:``) or a name registered in code rather than
+        imported here.
+
+    Raises
+    ------
+    UnknownRewardError
+        As :func:`load_reward_plugin` (the reward is loaded if it was not yet).
+    """
+    if not is_plugin_name(spec):
+        return None
+    load_reward_plugin(spec)
+    found = _IDENTITIES.get(spec)
+    return dict(found) if found is not None else None
 
 
 def _native(fn, spec: str) -> Reward:

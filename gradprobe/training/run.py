@@ -15,7 +15,9 @@ Outputs in DIR (names: :mod:`gradprobe.layout`; a folder holding a probe, a stud
 model is refused first, :mod:`gradprobe.training.run_folder`):
 
 ``config.json``    the resolved :class:`~gradprobe.training.plan.RunConfig`, plan sha256, versions
-                   (``run.budget_override``: budgets shortened by ``--updates``/``--budget-*``, else null);
+                   (``run.budget_override``: budgets shortened by ``--updates``/``--budget-*``, else null),
+                   and for a plug-in reward its module file and sha256 (``reward_plugin``: a resume with other
+                   code is refused, :func:`~gradprobe.training.run_folder.check_reward_identity`);
 ``metrics.jsonl``  one line per update, and eval lines (``"eval": true``) on the plan's schedule
                    (:class:`~gradprobe.training.plan.EvalSpec`: update 0, listed updates, fractions
                    of every budget, every ``eval.every_tokens`` charged tokens, the end);
@@ -47,6 +49,7 @@ from ..grpo.step import UpdateConfig
 from ..layout import CONFIG_JSON, EVAL_ITEMS_JSONL, METRICS_JSONL, SUMMARY_JSON
 from ..outputs import OutputDirError, error_text, prepare_output_dir, versions, write_json_atomic
 from ..rewards import UnknownRewardError, get_reward
+from ..rewards.plugin import plugin_identity
 from ..rollout import NonFiniteSamplingError, check_backend, collect_rollouts, make_sampler
 from ..rollout.guided import GuidanceConfig, collect_guided_rollouts, task_kind
 from ..streams import pool_indices, stream_sampler  # noqa: F401  (pool_indices: also imported from here)
@@ -63,7 +66,7 @@ from .plan_checks import check_mc
 from .specs import PlanError
 from .preflight import GuidancePreflightError, check_run_guidance
 from .records import finish, maybe_eval, save
-from .run_folder import refuse_other_output
+from .run_folder import REWARD_PLUGIN, check_reward_identity, refuse_other_output
 from .state import RunSession, RunState, crossed_eval_points, exhausted, resumed_invocations
 from .update import check_first_update, run_update
 
@@ -114,7 +117,6 @@ def _check_existing(out: Path, run: RunConfig) -> dict | None:
         if done.get("completed"):
             return done
     current_checkpoint(out)  # a damaged checkpoint: refused before the model is loaded (and anything removed)
-    summary.unlink(missing_ok=True)  # a stopped run's summary: rewritten when this invocation ends
     return None
 
 
@@ -159,8 +161,9 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         study, a probe, a study's probe, a calibration report or a model (:mod:`gradprobe.training.run_folder`;
         before anything is loaded or written).
     RunConfigMismatchError, DamagedRunFolderError
-        DIR holds another configuration's run; or a damaged ``config.json``, ``summary.json``, ``checkpoint.json``
-        or current checkpoint file (named, with the fix; before anything is loaded).
+        DIR holds another configuration's run, or one whose plug-in reward is now other code (moved, edited:
+        :func:`~gradprobe.training.run_folder.check_reward_identity`); or a damaged ``config.json``, ``summary.json``,
+        ``checkpoint.json`` or current checkpoint file (named, with the fix; before anything is loaded).
     GuidancePreflightError
         A guided arm whose pool has a problem without a reference solution, or whose model's
         prompt format drops the hint (a ValueError; before DIR is created or anything loaded
@@ -178,9 +181,10 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     if done is not None:
         return done
     task = _preflight(run, out, policy=policy, task=task)  # refused before the folder is created
+    identity = _checked_reward_identity(run, out)  # a resume whose plug-in reward is other code: refused here
     out = prepare_output_dir(out)
     s = _open_session(run, out, policy=policy, task=task, progress=progress)
-    resumed = _resume_or_start(s)
+    resumed = _resume_or_start(s, identity)
     tracker = open_tracker(report_to, tracking_dir or out / "tb", run=run,
                            start_step=s.state.update + 1 if resumed else 0)  # resumed: later events purged
     s.metrics = MetricsFile(out / METRICS_JSONL, s.state.metrics_bytes, tracker=tracker)  # closes the tracker too
@@ -196,6 +200,15 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     finally:
         s.metrics.close()
         s.items.close()
+
+
+def _checked_reward_identity(run: RunConfig, out: Path) -> dict | None:
+    """The plug-in reward's identity (:func:`~gradprobe.rewards.plugin.plugin_identity`; None: a built-in reward),
+    checked against the one a run to resume in ``out`` recorded (RunConfigMismatchError:
+    :func:`~gradprobe.training.run_folder.check_reward_identity`). Called after :func:`_preflight` imported it."""
+    identity = plugin_identity(run.reward)
+    check_reward_identity(out, run.reward, identity)
+    return identity
 
 
 def _preflight(run: RunConfig, out: Path, *, policy, task):
@@ -372,14 +385,20 @@ def _update_config(run: RunConfig, guide: GuidanceConfig | None) -> UpdateConfig
     return config
 
 
-def _resume_or_start(s: RunSession) -> bool:
+def _resume_or_start(s: RunSession, identity: dict | None = None) -> bool:
     """Restore the run from DIR's current checkpoint (weights, optimizer, scheduler, RNG states, sampler
     counters, selector, counters; the earlier invocations' wall time:
-    :func:`~gradprobe.training.state.resumed_invocations`) and return True; without one, write ``config.json`` and return False."""
+    :func:`~gradprobe.training.state.resumed_invocations`) and return True; without one, write ``config.json`` and
+    return False (with ``reward_plugin``: ``identity``, the plug-in reward's file and sha256, for a later resume to
+    check, :func:`~gradprobe.training.run_folder.check_reward_identity`; none for a built-in reward). A stopped
+    run's ``summary.json`` is removed first (written again when this invocation ends)."""
+    (s.out / SUMMARY_JSON).unlink(missing_ok=True)  # a stopped run's summary: rewritten when this invocation ends
     ckpt = latest_checkpoint(s.out)
     if ckpt is None:
-        write_json_atomic(s.out / CONFIG_JSON, {"run": s.run.to_dict(), "plan_sha256": s.run.plan_sha256,
-                                                "versions": versions()})
+        config = {"run": s.run.to_dict(), "plan_sha256": s.run.plan_sha256, "versions": versions()}
+        if identity is not None:
+            config[REWARD_PLUGIN] = identity
+        write_json_atomic(s.out / CONFIG_JSON, config)
         return False
     st = load_checkpoint(ckpt, s.model)
     s.optimizer.load_state_dict(st["optimizer"])
