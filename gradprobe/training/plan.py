@@ -50,8 +50,8 @@ from pathlib import Path
 from ..config import MCConfig, SamplingConfig
 from .budget import check_budget, shorten_budget
 from .coerce import build_section, check_keys, check_positive, coerce
-from .plan_checks import (check_arm_name, check_data_seed, check_eval, check_guided_task, check_hypotheses, check_mc,
-                          check_pool, check_probe, check_seeds, check_train, parse_arm, parse_hypothesis, parse_power)
+from .plan_checks import (check_arm_name, check_data_seed, check_eval, check_guided_task, check_heldout_size,
+                          check_hypotheses, check_mc, check_pool, check_probe, check_seeds, check_train, parse_arm, parse_hypothesis, parse_power)
 from .specs import (ALTERNATIVES, AXES, BUDGET_FLAGS, BUDGET_KINDS, INITIAL, METRICS, OPTIMIZERS, POWER_ALTERNATIVES,
                     SAMPLED_AT, SECTIONS, TESTS, ArmSpec, BudgetSpec, EvalSpec, HeldoutSpec, Hypothesis, ModelSpec,
                     PlanError, PowerSpec, ProbeSpec, RunConfig, TaskSpec, TrainConfig, run_config_from_dict)
@@ -188,6 +188,7 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
     task = sec["task"]
     check_positive(task.pool, "task.pool")
     check_positive(sec["heldout"].prompts, "heldout.prompts")
+    check_heldout_size(sec["heldout"].prompts)
     check_data_seed(sec["heldout"].seed)
     ev = sec["eval"]
     check_positive(ev.every_tokens, "eval.every_tokens", allow_zero=True)
