@@ -40,6 +40,7 @@ one arm.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -57,6 +58,7 @@ from gradprobe.forecast.probe_input import probe_batches_of
 from gradprobe.forecast.study import SkippedEvalsWarning, matched_token_budget, read_study_json, study_forecasts
 from gradprobe.layout import ANALYSIS_JSON, GUIDED_PROBES, PLAN_COPY, PROBE_JSON, STUDY_JSON, probe_dir, rerun_advice
 from gradprobe.outputs import is_json_number, json_number_text, json_short
+from gradprobe.study.folder import check_frozen_plan
 
 from .domain import resolve_model, resolve_task, study_identity
 from .integrity import (REBUILD_ANALYSIS, DuplicateRunsWarning, RowsError, StudyFormatError, analysis_error,
@@ -103,8 +105,7 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     Parameters
     ----------
     study_dir : path
-        A finished ``gradprobe study`` folder (``study.json``, ``plan.toml``, ``analysis.json``,
-        ``probe/``).
+        A finished ``gradprobe study`` folder (``study.json``, ``plan.toml``, ``analysis.json``, ``probe/``).
     curve : gradprobe.forecast.ReferenceCurve, optional
         Passed to the forecaster (default: the study's own grpo curve).
     forecast_fn : callable, optional
@@ -127,10 +128,12 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
         plan (:mod:`calib.integrity`; fix: ``gradprobe study --analyze-only --overwrite-analysis``, once a cut
         runs.csv is restored), a bad runs.csv cell (checked first), an analysis.json number that is none
         (:func:`_token_budget`, :func:`_per_seed`), a study.json ``plan_sha256`` that is no SHA-256
-        (:func:`_study_plan_sha`), or a probe.json number that is none or field missing (:func:`check_probe_numbers`).
+        (:func:`_study_plan_sha`), a probe.json number that is none or field missing (:func:`check_probe_numbers`),
+        or a plan.toml the analysis refuses: edited after the study froze it, or invalid (:func:`_study_plan`).
 
     Warns
     -----
+    A logged warning line naming each arm of the plan left out (every run failed): :func:`_warn_left_out_arms`.
     SkippedEvalsWarning
         With ``curve`` None, lines of grpo in ``runs.csv`` that hold no update or greedy accuracy: the study's
         own curve is fitted without them (the rows are built). The default forecaster warns
@@ -141,12 +144,7 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     study_json = _read_json(study_dir / STUDY_JSON, "it is written by `gradprobe study` when the plan is frozen")
     analysis = _read_json(study_dir / ANALYSIS_JSON, "run `gradprobe study` (it writes analysis.json at the end)")
     arms = _analysis_arms(analysis, study_dir)
-    sha = _study_plan_sha(study_json, study_dir) or analysis.get("plan_sha256")
-    if not sha:
-        raise StudyFormatError(f"{study_dir}/study.json has no plan_sha256; the study folder predates frozen plans: "
-                               "re-run it with this gradprobe")
-    check_plan_sha(study_dir, study_json.get("plan_sha256"), analysis.get("plan_sha256"))
-    model, task = _plan_identity(study_dir)
+    sha, model, task, plan = _study_plan(study_dir, study_json, analysis)
     runs = read_study_runs(study_dir)  # its cells first: a bad one is runs.csv's fault, and a re-analysis reads it
     budget = _token_budget(analysis, study_dir)
     per_seed = {arm: _per_seed(res, arm, study_dir) for arm, res in arms.items()}
@@ -176,6 +174,7 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
             rows.append(row)
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     df.loc[df["is_reference"] & df["paired"], "target"] = 0.0  # exactly 0 for grpo's own paired rows
+    _warn_left_out_arms(study_dir, [a for a in plan.arms if a not in arms], analysis, study_json)
     return df
 
 
@@ -396,6 +395,97 @@ def _plan_identity(study_dir: Path) -> tuple[dict, dict]:
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise StudyFormatError(f"{path}: cannot read [model] name and [task] name ({type(e).__name__}: {e}); "
                                "restore the plan the study was frozen with") from None
+
+
+def _study_plan(study_dir: Path, study_json: dict, analysis: dict) -> tuple:
+    """(plan sha256, resolved model, resolved task, validated Plan) of the study: its sha256 as ``study.json`` (else
+    ``analysis.json``) records it, the model and task of :func:`_plan_identity`, and the plan read as the analysis
+    reads it (:func:`_frozen_plan`).
+
+    Raises
+    ------
+    StudyFormatError
+        No plan sha256 recorded, ``analysis.json`` made for another plan (:func:`calib.integrity.check_plan_sha`),
+        ``plan.toml`` edited after the study froze it (its sha256 is not ``study.json``'s ``plan_sha256``: the one
+        check of the analysis, :func:`gradprobe.study.folder.check_frozen_plan`), or a plan the analysis refuses
+        (``lr = "fast"``, :func:`_frozen_plan`); each names the file and the fix.
+    """
+    sha = _study_plan_sha(study_json, study_dir) or analysis.get("plan_sha256")
+    if not sha:
+        raise StudyFormatError(f"{study_dir}/study.json has no plan_sha256; the study folder predates frozen plans: "
+                               "re-run it with this gradprobe")
+    check_plan_sha(study_dir, study_json.get("plan_sha256"), analysis.get("plan_sha256"))
+    check_frozen_plan(study_dir, study_json, error=StudyFormatError)  # an edited plan.toml, as the analysis refuses
+    model, task = _plan_identity(study_dir)
+    return sha, model, task, _frozen_plan(study_dir, study_json)
+
+
+def _frozen_plan(study_dir: Path, study_json: dict):
+    """The study's frozen plan read and validated as its analysis reads it
+    (:func:`gradprobe.study.reading.frozen_plan`, ``gradprobe study --analyze-only``): a plan the analysis refuses
+    (``lr = "fast"``, an unknown key) is refused here too. One difference: an arm's reward name need not be
+    registered in this process (:func:`_reward_names_only`): the rows read the reward by name and never run it,
+    and a reward a user registered in their own script is not registered in ``calib``.
+
+    Raises
+    ------
+    StudyFormatError
+        The plan is invalid or missing: the analysis's message, naming the file, and the fix.
+    """
+    from gradprobe.study.reading import AnalysisError, frozen_plan
+    from gradprobe.training.plan import PlanError
+
+    try:
+        with _reward_names_only():
+            return frozen_plan(study_dir, study_json)
+    except (PlanError, AnalysisError) as e:
+        raise StudyFormatError(f"{study_dir / PLAN_COPY}: {e} (`gradprobe study --analyze-only` refuses it "
+                               "likewise); restore the plan the study was frozen with") from None
+
+
+@contextlib.contextmanager
+def _reward_names_only():
+    """Within the block a reward name that is not registered resolves to a stand-in that is never run
+    (:data:`gradprobe.rewards.base.RESOLVERS`, removed again on exit), so a plan is validated without its
+    rewards' code (:func:`_frozen_plan`)."""
+    from gradprobe.rewards.base import RESOLVERS
+
+    def stand_in(name: str):
+        def never_run(*_args, **_kwargs):
+            raise RuntimeError(f"reward {name!r} is a stand-in of calib's plan check and is never run")
+        return never_run
+
+    RESOLVERS.append(stand_in)
+    try:
+        yield
+    finally:
+        RESOLVERS.remove(stand_in)
+
+
+def _warn_left_out_arms(study_dir: Path, left_out: list, analysis: dict, study_json: dict) -> None:
+    """Log one warning naming the arms of the plan (``left_out``) that give no row: ``analysis.json`` holds no
+    result of them because every run of them failed or is missing from runs.csv; each with the reasons its runs
+    are missing (``analysis.json``'s ``missing_runs``, else the status ``study.json`` records), so no arm is
+    dropped silently."""
+    if not left_out:
+        return
+    missing = analysis.get("missing_runs") if isinstance(analysis.get("missing_runs"), list) else []
+    runs = study_json.get("runs") if isinstance(study_json.get("runs"), list) else []
+    told = []
+    for arm in left_out:
+        why = {}  # reason -> its seeds (told once for the seeds that share it)
+        for r in (r for r in missing if isinstance(r, dict) and r.get("arm") == arm):
+            why.setdefault(str(r.get("reason")), []).append(str(r.get("seed")))
+        for r in (r for r in ([] if why else runs) if isinstance(r, dict) and r.get("arm") == arm):
+            reason = f"its status in {STUDY_JSON} is {r.get('status')!r}" + (f" ({r['error']})" if r.get("error")
+                                                                              else "")
+            why.setdefault(reason, []).append(str(r.get("seed")))
+        said = "; ".join(f"seed{'s' if len(s) > 1 else ''} {', '.join(s)}: {w}" for w, s in why.items())
+        told.append(f"{arm!r} ({said or f'no run of it in {STUDY_JSON}'})")
+    log.warning("%s: arm(s) %s of the plan left out of the rows: %s holds no result of it (every run of it failed "
+                "or is missing from runs.csv, so it has no realized accuracy): %s; see %s missing_runs and %s runs",
+                study_dir, ", ".join(repr(a) for a in left_out), ANALYSIS_JSON, ", ".join(told), ANALYSIS_JSON,
+                STUDY_JSON)
 
 
 def check_probe_numbers(study_dir: Path) -> None:

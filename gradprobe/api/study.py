@@ -146,7 +146,9 @@ def load_study(dir: str | Path) -> StudyResult:
     Raises
     ------
     gradprobe.study.reading.AnalysisError (a ValueError)
-        No ``runs.csv``, or it lacks the core columns or rows (named).
+        No ``runs.csv``, or it lacks the core columns or rows (named), or ``plan.toml`` was edited after the study
+        froze it (its sha256 is not ``study.json``'s ``plan_sha256``; both named, with the fix:
+        :func:`gradprobe.study.folder.check_frozen_plan`).
     gradprobe.training.plan.PlanError (a ValueError)
         No readable ``plan.toml`` (named).
     ValueError
@@ -157,12 +159,14 @@ def load_study(dir: str | Path) -> StudyResult:
     TypeError
         ``dir`` is not a path.
     """
-    from ..study.reading import load_runs
+    from ..study.folder import check_frozen_plan
+    from ..study.reading import AnalysisError, load_runs
 
     folder = api_out(dir, "dir")
     if not (folder / "plan.toml").is_file():
         raise PlanError(f"{folder / 'plan.toml'} not found: {str(folder)!r} is not a study folder "
                         "(`gradprobe study PLAN --out DIR` writes one)")
+    check_frozen_plan(folder, error=AnalysisError)  # an edited plan.toml would relabel the study's numbers
     plan = load_plan(folder / "plan.toml", check_schedule=False)  # frozen plans predate later schedule checks
     runs = load_runs(folder)
     analysis = None

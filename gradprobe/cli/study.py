@@ -213,8 +213,13 @@ def _analyze_only(args) -> int:
     target; into ``DIR/reanalysis/`` also ``report.txt``, the printed report.
     """
     from ..study.analysis import AnalysisError, analyze, format_rankings
+    from ..study.folder import StudyError, check_frozen_plan
 
     out = Path(args.out)
+    try:  # an edited plan.toml first: compared with it, even the frozen PLAN would look like another plan
+        check_frozen_plan(out)
+    except StudyError as e:
+        return _err(str(e))
     if args.plan and (why := _other_plan(args.plan, out)) is not None:
         return _err(why)
     target = analysis_target(out, args.overwrite_analysis)
@@ -270,7 +275,7 @@ def _other_plan(plan: str, out: Path) -> str | None:
     except OSError as e:
         return f"PLAN {plan} cannot be read ({type(e).__name__}: {e.strerror or e}); {fix}"
     frozen = out / PLAN_COPY
-    try:  # the plan the analysis reads comes first: an edited plan.toml is what it analyses with
+    try:  # the plan the analysis reads comes first (one edited after freezing is refused before this)
         have = sha256(frozen.read_bytes()) if frozen.is_file() else study_plan_sha(out)[0]
     except OSError:  # plan.toml unreadable: the analysis says why
         have = None

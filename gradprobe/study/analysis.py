@@ -59,7 +59,7 @@ from ..outputs import json_safe, write_json_atomic
 from . import stats
 from .comparisons import _by_seed, compare
 from .coverage import missing_runs
-from .folder import StudyError, read_study_json
+from .folder import StudyError, check_frozen_plan, read_study_json
 from .hypotheses import evaluate_hypotheses
 from .lr_sweep import lr_sweep
 from .power import detectable_effects
@@ -181,7 +181,9 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     AnalysisError
         No usable ``runs.csv``, no eval at update 0, no frozen ``plan.toml``
         (:func:`~gradprobe.study.reading.frozen_plan`: without it the budgets, promised eval gaps and hypotheses
-        are lost) or a damaged ``study.json`` (the file and the fix are named).
+        are lost), a ``plan.toml`` edited after the study froze it (its sha256 is not ``study.json``'s
+        ``plan_sha256``: :func:`~gradprobe.study.folder.check_frozen_plan`) or a damaged ``study.json`` (the file
+        and the fix are named).
     ValueError
         ``n_resamples`` < 2000.
     """
@@ -258,18 +260,22 @@ def ranking(arms: dict, axis: str) -> list[str]:
 
 
 def _study_record(study_dir: Path) -> dict:
-    """``study_dir/study.json`` ({} when there is none); a damaged one is refused, not read as empty.
+    """``study_dir/study.json`` ({} when there is none); a damaged one is refused, not read as empty, and so is a
+    ``plan.toml`` edited after the study froze it.
 
     Raises
     ------
     AnalysisError
         ``study.json`` cannot be read or holds no JSON object (:func:`~gradprobe.study.folder.read_study_json`:
-        the file and the fix are named).
+        the file and the fix are named), or ``plan.toml``'s sha256 is not the ``plan_sha256`` it records
+        (:func:`~gradprobe.study.folder.check_frozen_plan`: both named, with the fix).
     """
     try:
-        return read_study_json(study_dir) or {}
+        record = read_study_json(study_dir) or {}
     except StudyError as e:
         raise AnalysisError(str(e)) from None
+    check_frozen_plan(study_dir, record, error=AnalysisError)
+    return record
 
 
 def _excluded_runs(record: dict) -> list:

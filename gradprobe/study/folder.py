@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from ..layout import METRICS_JSONL, OUTPUT_KINDS, PLAN_COPY, STUDY_JSON, SUMMARY_JSON, output_kind
@@ -21,7 +22,7 @@ from ..outputs import OutputDirError, error_text, output_error, prepare_output_d
 
 __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now",
            "hold_run_folder", "refuse_other_output", "run_damage", "check_run_folders", "read_study_json",
-           "study_json_fix", "study_plan_sha"]
+           "study_json_fix", "study_plan_sha", "check_frozen_plan"]
 
 
 class StudyError(RuntimeError):
@@ -59,6 +60,50 @@ def study_plan_sha(study: Path) -> tuple[str | None, Path]:
         return sha256((study / PLAN_COPY).read_bytes()), study / PLAN_COPY
     except (OSError, ValueError):
         return None, study / PLAN_COPY
+
+
+def check_frozen_plan(study: str | Path, record: dict | None = None, *, error: type[Exception] = StudyError) -> None:
+    """Refuse the study folder ``study`` when its ``plan.toml`` is not the plan the study froze: the file's sha256
+    differs from the ``plan_sha256`` its ``study.json`` records (:func:`gradprobe.study.freeze.freeze_plan` records
+    it before the first run). The runs were trained under the recorded plan; read under an edited one (another
+    budget, eval schedule or hypotheses) their numbers would be relabelled, e.g. the 250k-token reads reported as
+    120k. The one check of a frozen plan: resuming a study (``freeze_plan``), its analysis
+    (:func:`gradprobe.study.analysis.analyze`, ``gradprobe study --analyze-only``), :func:`gradprobe.load_study` and
+    ``calib rows`` (:func:`calib.dataset.build_rows`) call it.
+
+    ``record``: ``study.json``'s content when the caller has read it (a damaged file refused there); None reads it
+    here, a missing or damaged one (not JSON, no object) as no record. Nothing is compared, so nothing refused,
+    without a record of 64 hex digits (a shipped or ``--replicate`` copy without ``study.json``, a study.json
+    without ``plan_sha256``: their readers name a damaged value) or without a readable ``plan.toml`` (the reader
+    of the plan names what is missing).
+
+    Raises
+    ------
+    error (default :class:`StudyError`)
+        One line naming ``plan.toml``, both sha256 (12 hex digits each), ``study.json`` and the fix: restore
+        ``plan.toml`` from a copy of the study (it is the frozen plan), or run a copy of the changed plan as a new
+        study with a new ``--out``. Callers pass their own error class (the analysis: ``AnalysisError``; calib:
+        ``StudyFormatError``)."""
+    study = Path(study)
+    if record is None:
+        try:
+            record = json.loads((study / STUDY_JSON).read_text())
+        except (OSError, ValueError):  # no study.json, not JSON (or not UTF-8)
+            return
+    recorded = record.get("plan_sha256") if isinstance(record, dict) else None
+    if not (isinstance(recorded, str) and re.fullmatch(r"[0-9a-f]{64}", recorded)):
+        return
+    frozen = study / PLAN_COPY
+    try:
+        have = sha256(frozen.read_bytes())
+    except OSError:  # missing or unreadable: the plan's reader names it
+        return
+    if have != recorded:
+        raise error(f"{frozen} has sha256 {have[:12]}, but {study / STUDY_JSON} records the study's frozen plan as "
+                    f"sha256 {recorded[:12]}: plan.toml was edited after the study froze it, and its runs were "
+                    f"trained under the frozen plan, so reading them under this one would relabel their numbers; "
+                    f"restore {frozen} from a copy of the study (it is the frozen plan), or, to use a changed plan, "
+                    f"run a copy of it as a new study with a new --out (`gradprobe study CHANGED.toml --out NEW_DIR`)")
 
 
 def now() -> str:

@@ -16,8 +16,8 @@ from pathlib import Path
 from ..layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, FIGURES, PLAN_COPY, RUNS_CSV, STUDY_JSON, run_dir
 from ..outputs import json_short, output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
 from ..training.plan import Plan, load_plan
-from .folder import (FolderLock, PlanChangedError, StudyError, finished_runs, now, read_study_json, sha256,
-                     study_json_fix, study_plan_sha)
+from .folder import (FolderLock, PlanChangedError, StudyError, check_frozen_plan, finished_runs, now,
+                     read_study_json, study_json_fix, study_plan_sha)
 from .invocations import HEARTBEAT_JSON
 
 __all__ = ["STUDY_OUTPUTS", "freeze_plan"]
@@ -95,9 +95,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
         say("--restart: the plan is the frozen one; nothing to replace, resuming the study")
     if not frozen.exists():
         write_bytes_atomic(frozen, raw)
-    elif sha256(frozen.read_bytes()) != old:
-        raise StudyError(f"{frozen} was edited after the study froze it (study.json records sha256 {old}, the "
-                         f"file has {sha256(frozen.read_bytes())}); restore it or start a new --out")
+    check_frozen_plan(out, study)  # an edited plan.toml: the one check of a frozen plan
     if not study:
         study = _new_study_json(plan, plan_path)
         write_json_atomic(sj, study)
