@@ -21,7 +21,7 @@ TABLE_COLUMNS = ("arm", "reward", "lr_scale", "tokens_per_update", "rho", "rho_i
 
 #: Why a reward gives no gradient (:func:`no_signal_reason`); ``{where}``: "on this batch" or "on all N probe batches".
 _NO_SIGNAL = {
-    "missing": "no usable reward: it returned None or NaN for every completion",
+    "missing": "no usable reward: it returned None or NaN for every completion, or marked none valid",
     "equal": "every group's rewards are equal {where}, so every advantage is 0",
     "equal_or_missing": "every group's usable rewards are equal {where} (the others are None/NaN), so every "
                         "advantage is 0",

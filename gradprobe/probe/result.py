@@ -20,6 +20,7 @@ import torch
 
 from ..forecast.result import no_signal_reason
 from ..grpo.losses import probe_advantages, token_weights
+from ..ledger import CHARGED
 from ..outputs import versions
 from ..probe_keys import entry_key, split_entry_key
 from .config import ProbeConfig
@@ -94,17 +95,19 @@ def per_update_costs(config: ProbeConfig, batch, outputs: dict, times: StageTime
     -------
     (dict[str, int], dict[str, float], float)
         Reward -> tokens per update c_R (the batch's completion tokens plus the reward's own generation,
-        e.g. MC continuations), reward -> device-seconds per update (rollouts, the reward's continuations
-        if any, one forward + backward, a guided probe's hinted scoring forward, and the reward's own
-        compute ``own_seconds``: its call's wall time less the continuations' generation seconds, as
-        training charges ``device_seconds["reward"]``), both scaled by ``update_scale`` = (update_prompts x
-        update_group) / (prompts x group), the training update's batch over the probe batch.
+        e.g. MC continuations: its ``generated_tokens`` of the charged ledger categories
+        :data:`gradprobe.ledger.CHARGED`, as training charges them; ``eval`` tokens are logged, never charged;
+        counts checked by :func:`gradprobe.rewards.base.checked_output`), reward -> device-seconds per update
+        (rollouts, the reward's continuations if any, one forward + backward, a guided probe's hinted scoring
+        forward, and the reward's own compute ``own_seconds``: its call's wall time less the continuations'
+        generation seconds, as training charges ``device_seconds["reward"]``), both scaled by ``update_scale``
+        = (update_prompts x update_group) / (prompts x group), the training update's batch over the probe batch.
     """
     update, b = config.update, config.batch
     update_scale = (update.update_prompts or b.prompts) * (update.update_group or b.group) / (b.prompts * b.group)
     tokens_per_update, seconds_per_update = {}, {}
     for name, out in outputs.items():
-        extra = int(sum(out["generated_tokens"].values()))
+        extra = sum(int(n) for c, n in out["generated_tokens"].items() if c in CHARGED)
         tokens_per_update[name] = max(1, round((batch.generated_tokens + extra) * update_scale))
         own = float(out.get("own_seconds", out.get("seconds", 0.0)) or 0.0)  # the reward's own compute
         seconds_per_update[name] = update_scale * (times.rollout + (times.continuation if extra else 0.0)

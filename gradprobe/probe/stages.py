@@ -29,6 +29,7 @@ from ..ledger import Ledger
 from ..logprobs import memory_bounded_rows
 from ..memory import release_memory
 from ..rewards import RewardContext, get_reward
+from ..rewards.base import checked_output
 from ..rollout import collect_rollouts, make_sampler
 from ..streams import stream_sampler
 from ..types import RolloutBatch
@@ -178,13 +179,19 @@ def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[di
 
     Rewards named by import path (plug-ins, ``path/file.py:FUNCTION``) are called first, so one that raises
     fails before the built-in rewards' Monte Carlo continuations are spent; the dicts keep ``rewards``' order.
+    Every output is checked here, where it enters the probe (:func:`gradprobe.rewards.base.checked_output`): the
+    advantages are exactly 0 on rows whose ``valid`` is False, so a reward with no valid row has the exact zeros
+    its "no usable reward" warning promises.
 
     Raises
     ------
     ValueError
         A reward produced non-finite advantages (it must mask missing rewards instead; the reward is named).
     RewardFunctionError
-        A plug-in reward raised or returned something unusable (:mod:`gradprobe.rewards.plugin`).
+        A plug-in reward raised or returned something unusable (:mod:`gradprobe.rewards.plugin`), or any reward
+        returned an output that :func:`~gradprobe.rewards.base.checked_output` refuses (a float ``valid``, a
+        ``generated_tokens`` count that is negative, fractional, text or under an unknown key, None for
+        ``generated_tokens`` or ``stats``...; the message names the reward, the field and the value).
     """
     advantages, outputs, rewards = {}, {}, list(rewards)
     gen = getattr(getattr(ctx, "ledger", None), "device_seconds", None)
@@ -193,13 +200,14 @@ def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[di
         out = fn(batch, ctx)
         seconds = time.perf_counter() - start
         generation = (gen or {}).get("generation", 0.0) - gen_before  # MC continuations: times.continuation
-        adv = out.advantages.to(torch.float64)
-        if not torch.isfinite(adv).all():
+        raw = getattr(out, "advantages", None)
+        if isinstance(raw, torch.Tensor) and not torch.isfinite(raw.to(torch.float64)).all():
             raise ValueError(f"reward {name!r} produced non-finite advantages; it must mask missing rewards instead")
-        advantages[name] = adv
-        outputs[name] = {"generated_tokens": dict(out.generated_tokens), "valid": int(out.valid.sum()),
+        out = checked_output(out, name, batch)  # the one entry: every consumer below sees checked values
+        advantages[name] = out.advantages  # float64, exactly 0 off the mask and on rows marked invalid
+        outputs[name] = {"generated_tokens": out.generated_tokens, "valid": int(out.valid.sum()),
                          "stats": out.stats, "seconds": seconds, "own_seconds": max(0.0, seconds - generation),
-                         "missing_groups": int((~out.valid.bool().cpu()).view(-1, batch.group_size).all(-1).sum())}
+                         "missing_groups": int((~out.valid.cpu()).view(-1, batch.group_size).all(-1).sum())}
     order = [name for name, _ in rewards]
     return {k: advantages[k] for k in order}, {k: outputs[k] for k in order}
 

@@ -19,13 +19,17 @@ A user's TRL-style sequence reward becomes a :data:`Reward` with
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
 from ..config import MCConfig, SamplingConfig
-from ..ledger import Ledger
+from ..ledger import CATEGORIES, Ledger
 from ..types import RolloutBatch
 
 
@@ -81,19 +85,21 @@ class RewardOutput:
     advantages : Tensor (float64), shape (N, T)
         A_ijt; zero off ``batch.completion_mask`` and on invalid rows.
     valid : BoolTensor, shape (N,)
-        Rows that received a reward (a missing reward is masked, never silently zero).
-    generated_tokens : dict[str, int]
-        Tokens this reward generated per update beyond the rollouts, by ledger category,
-        e.g. ``{"continuation": 1234}``; ``{}`` for sequence rewards.
-    stats : dict
-        ``missing``, ``zero_variance_groups``, ``mean_reward`` (ignoring missing), ...
+        Rows that received a reward (a missing reward is masked, never silently zero); dtype ``torch.bool``.
+        The probe zeroes the advantages of rows marked False (:func:`checked_output`).
+    generated_tokens : dict[str, int], default ``{}``
+        Tokens this reward generated per update beyond the rollouts, by ledger category
+        (keys of :data:`gradprobe.ledger.CATEGORIES`), each a whole number >= 0,
+        e.g. ``{"continuation": 1234}``; ``{}`` (or omitted) for sequence rewards. None is refused.
+    stats : dict, default ``{}``
+        ``missing``, ``zero_variance_groups``, ``mean_reward`` (ignoring missing), ...; None is refused.
     """
 
     name: str
     advantages: torch.Tensor
     valid: torch.Tensor
-    generated_tokens: dict[str, int]
-    stats: dict
+    generated_tokens: dict[str, int] = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
 
 
 Reward = Callable[[RolloutBatch, RewardContext], RewardOutput]
@@ -101,6 +107,84 @@ REWARDS: dict[str, Reward] = {}
 #: Resolvers of names that are not registered: ``resolver(name) -> Reward or None`` (None: not its kind of name);
 #: :mod:`gradprobe.rewards.plugin` adds the ``MODULE:FUNCTION`` import-path one.
 RESOLVERS: list[Callable[[str], "Reward | None"]] = []
+
+
+def _checked_counts(value, name: str) -> dict[str, int]:
+    """``generated_tokens`` as ``{category: int}``; RewardFunctionError naming the reward, key and value otherwise."""
+    accepted = ", ".join(repr(c) for c in CATEGORIES)
+    if value is None:
+        raise RewardFunctionError(f"reward {name!r} returned generated_tokens=None: return {{}} (or omit it) when "
+                                  "it generates no tokens beyond the rollouts, else counts by ledger category "
+                                  f"({accepted})")
+    if not isinstance(value, Mapping):
+        raise RewardFunctionError(f"reward {name!r} returned generated_tokens of type {type(value).__name__} "
+                                  f"({value!r:.60}): a dict of token counts by ledger category ({accepted}), "
+                                  "{} for none")
+    counts = {}
+    for key, n in value.items():
+        if not isinstance(key, str) or key not in CATEGORIES:
+            raise RewardFunctionError(f"reward {name!r} returned generated_tokens[{key!r}] = {n!r:.60}: {key!r} is "
+                                      f"not a ledger category; accepted keys: {accepted}")
+        whole = isinstance(n, numbers.Integral) or (isinstance(n, float) and math.isfinite(n) and n.is_integer())
+        if isinstance(n, bool) or not whole or n < 0:
+            raise RewardFunctionError(f"reward {name!r} returned generated_tokens[{key!r}] = {n!r:.60} "
+                                      f"({type(n).__name__}): a token count must be a whole number >= 0 (an int)")
+        counts[key] = int(n)
+    return counts
+
+
+def _checked_valid(valid, name: str, rows: int) -> torch.Tensor:
+    """``valid``, a bool tensor of shape (rows,); RewardFunctionError naming the reward and its shape or dtype
+    otherwise."""
+    if not isinstance(valid, torch.Tensor) or tuple(valid.shape) != (rows,):
+        got = tuple(valid.shape) if isinstance(valid, torch.Tensor) else type(valid).__name__
+        raise RewardFunctionError(f"reward {name!r} returned valid of shape {got}, expected ({rows},): one bool per "
+                                  "completion, True where it received a reward")
+    if valid.dtype != torch.bool:
+        raise RewardFunctionError(f"reward {name!r} returned valid of dtype {valid.dtype}: valid must be boolean "
+                                  "(torch.bool), True where the completion received a reward (e.g. scores.isfinite())")
+    return valid
+
+
+def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardOutput:
+    """A reward's output checked and normalised where it enters the probe, so every consumer sees checked values.
+
+    Why: only shapes were checked, so a negative or unknown ``generated_tokens`` count changed tokens per update
+    (and the verdict) silently, ``None`` or text raised a TypeError deep inside the probe, and a float ``valid`` or
+    advantages on rows marked invalid gave numbers for a reward the probe reported as having no usable reward.
+
+    Returns
+    -------
+    RewardOutput
+        A copy (``out`` is not modified) whose ``advantages`` are float64, shape (N, T), exactly 0 off
+        ``batch.completion_mask`` and on rows where ``valid`` is False; ``valid`` a bool tensor (N,);
+        ``generated_tokens`` a plain ``{category: int}`` (tokens); ``stats`` a plain dict.
+
+    Raises
+    ------
+    RewardFunctionError
+        ``out`` is not a RewardOutput; ``advantages`` not a tensor of shape (N, T); ``valid`` not a ``torch.bool``
+        tensor of shape (N,); ``generated_tokens`` None, not a dict, a key that is not a ledger category
+        (:data:`gradprobe.ledger.CATEGORIES`), or a count that is negative, fractional, non-finite, a bool or text;
+        ``stats`` None or not a dict. The one-line message names the reward, the field, the value and the fix.
+    """
+    if not isinstance(out, RewardOutput):
+        raise RewardFunctionError(f"reward {name!r} returned {type(out).__name__}, expected a RewardOutput")
+    mask = batch.completion_mask
+    adv = out.advantages
+    if not isinstance(adv, torch.Tensor) or tuple(adv.shape) != tuple(mask.shape):
+        got = tuple(adv.shape) if isinstance(adv, torch.Tensor) else type(adv).__name__
+        raise RewardFunctionError(f"reward {name!r} returned advantages of shape {got}, expected {tuple(mask.shape)} "
+                                  "(N = B * G completions x T completion tokens)")
+    valid = _checked_valid(out.valid, name, mask.shape[0])
+    counts = _checked_counts(out.generated_tokens, name)
+    if out.stats is None or not isinstance(out.stats, Mapping):
+        raise RewardFunctionError(f"reward {name!r} returned stats={out.stats!r:.60} ({type(out.stats).__name__}): "
+                                  "return a dict of statistics, {} (or omit it) for none")
+    adv = adv.to(torch.float64)
+    keep = valid.to(adv.device)[:, None] & mask.to(adv.device).bool()
+    adv = torch.where(keep, adv, torch.zeros((), dtype=torch.float64, device=adv.device))  # exact zeros
+    return dataclasses.replace(out, advantages=adv, valid=valid, generated_tokens=counts, stats=dict(out.stats))
 
 
 def register_reward(name: str):

@@ -26,7 +26,7 @@ from helpers_rollout import one_thread
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
 EQUAL = "every group's rewards are equal on this batch, so every advantage is 0"
-MISSING = "no usable reward: it returned None or NaN for every completion"
+MISSING = "no usable reward: it returned None or NaN for every completion, or marked none valid"
 
 
 def _verdict(reason: str) -> str:
