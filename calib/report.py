@@ -48,7 +48,6 @@ from gradprobe.forecast.validated_arms import DEFAULT_LOSS_TYPE
 from gradprobe.layout import RUNS_CSV
 from gradprobe.outputs import removed_if_left_empty
 from gradprobe.probe_keys import entry_key
-from gradprobe.study.reading import cut_tail_run, lost_eval_lines, restore_runs_csv_fix
 
 from .bootstrap import LEVEL, RESAMPLES, SEED, check_settings, mae_difference_interval, mae_interval
 from .dataset import (FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, build_rows_many, select_rows,
@@ -425,9 +424,8 @@ def read_runs(study_dirs) -> pd.DataFrame:
     Raises
     ------
     StudyFormatError
-        A missing ``runs.csv`` or column (named), or a ``runs.csv`` that lost eval lines (a run lacks an eval its
-        plan, ``study.json`` or per-item results record: :func:`gradprobe.study.reading.lost_eval_lines`, the runs,
-        the updates and the fix named), which would be read as runs with fewer evals.
+        A missing ``runs.csv`` or column (named). (A ``runs.csv`` that lost eval lines is refused before, where the
+        rows are built: :func:`calib.integrity.read_study_runs`.)
     """
     frames = []
     for d in study_dirs:
@@ -439,18 +437,6 @@ def read_runs(study_dirs) -> pd.DataFrame:
         missing = [c for c in ("arm", "seed", "update", "generated_tokens", "accuracy") if c not in df.columns]
         if missing:
             raise StudyFormatError(f"{path} lacks column(s) {missing}")
-        _refuse_lost_lines(df, Path(d), path, raw)
         df["study_label"] = Path(d).name
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
-
-
-def _refuse_lost_lines(df: pd.DataFrame, study_dir: Path, path: Path, raw: bytes) -> None:
-    """Refuse a study whose ``runs.csv`` (``df``, read from the bytes ``raw`` of ``path``) lost eval lines
-    (:func:`gradprobe.study.reading.lost_eval_lines`; a cut last line's run is checked only before it, as the cut is
-    named where the rows are built): a :class:`StudyFormatError` naming the file, the runs, the updates and the fix.
-    """
-    lost = lost_eval_lines(df, study_dir, path, cut_run=cut_tail_run(df, raw))
-    if lost is not None:
-        raise StudyFormatError(f"{lost}, which calibration would read as runs with fewer evals; "
-                               f"{restore_runs_csv_fix(study_dir)}, then make the report again")

@@ -26,6 +26,13 @@ SHIPPED = sorted(p for p in (REPO / "data").glob("study_*") if (p / "runs.csv").
 REPORT = REPO / "data" / "calibration" / "report"
 
 
+def rc_of_calib_rows(study: Path, tmp_path: Path) -> int:
+    """``calib rows STUDY --out ...``'s exit status."""
+    from calib.cli import main as calib_main
+
+    return calib_main(["rows", str(study), "--out", str(tmp_path / "rows.csv")])
+
+
 def _lost_warning(study) -> str:
     """The one 'lost eval lines' warning of ``load_runs(study)`` (any other warning fails the test)."""
     with warnings.catch_warnings(record=True) as caught:
@@ -186,14 +193,18 @@ def test_a_budget_fraction_eval_is_expected_where_training_evaluates(fraction, u
 
 
 def test_calib_refuses_a_study_whose_runs_csv_lost_a_line(tmp_path):
+    """Where the rows are built (calib rows, fit and report alike: calib.integrity.read_study_runs); a review found
+    calib rows accepting what calib report refused."""
+    from calib.dataset import build_rows
+
     study = _copy("study_tiny", tmp_path / "study_tiny")
     _drop(study, lambda i, f: not (f[0] == "mc_value" and f[1] == "2" and f[2] == "5"))
     with pytest.raises(StudyFormatError) as info:
-        read_runs([study])
+        build_rows(study)
     msg = str(info.value)
     assert msg.startswith(f"{study / 'runs.csv'} lost eval lines: arm mc_value, seed 2 lacks update(s) 5 (plan)"), msg
-    assert msg.endswith(f"which calibration would read as runs with fewer evals; {restore_runs_csv_fix(study)}, then "
-                        "make the report again")
+    assert msg.endswith(f"which calibration would read as runs with fewer evals; {restore_runs_csv_fix(study)}")
+    assert rc_of_calib_rows(study, tmp_path) == 2
 
 
 # ----------------------------------------------------------------------------- cv_predictions.csv

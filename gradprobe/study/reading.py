@@ -217,7 +217,7 @@ def load_runs(study_dir: str | Path):
     _check_fractions(df, path, list(df.index) if lines_known else None, study_dir)
     _check_costs(df, path, list(df.index) if lines_known else None, study_dir)
     _check_some_accuracy(df, path, study_dir)
-    tail = cut_tail_run(df, raw)  # the run of a cut last line (a cut elsewhere leaves the end whole)
+    tail = cut_tail_run(raw)  # the run of a cut last line (a cut elsewhere leaves the end whole)
     df = _sorted_runs(df, lines_known, study_dir)
     _warn_lost_lines(df, study_dir, path, tail)  # lines deleted whole: runs read with fewer evals
     _blank_accuracy_at_cuts(df, cut, path, study_dir)
@@ -461,23 +461,29 @@ def lost_eval_lines(df, study_dir: str | Path, path: str | Path | None = None, *
     return f"{path} lost eval lines: {'; '.join(lost[:_SHOWN_RUNS])}{more} ({said}): lines were deleted from runs.csv"
 
 
-def cut_tail_run(df, raw: bytes):
-    """The run (arm, seed) of ``df``'s last row when the last line of the file (bytes ``raw``) looks cut
-    (:func:`gradprobe.forecast.csv_cells.cut_lines`), else None: only that run's evals after its last line may have
-    gone with the cut (:func:`lost_eval_lines`' ``cut_run``); a cut line elsewhere leaves the file's end whole.
+def cut_tail_run(raw: bytes):
+    """The run (arm, seed) of a runs.csv's last line when it looks cut (:func:`gradprobe.forecast.csv_cells.cut_lines`;
+    read from the line's own ``arm`` and ``seed`` fields), else None: only that run's evals after its last line may
+    have gone with the cut (:func:`lost_eval_lines`' ``cut_run``); a cut line elsewhere leaves the file's end whole.
 
     Parameters
     ----------
-    df : pandas.DataFrame
-        The file's rows in file order (columns ``arm``, ``seed``).
     raw : bytes
         The file as read.
     """
+    import csv
+
     _, cut = cut_lines(raw)
-    lines = [n for n, line in enumerate(raw.splitlines(), 1) if line.strip()]
-    if not len(df) or len(lines) < 2 or lines[-1] not in {line for line, _ in cut}:
+    lines = [(n, line) for n, line in enumerate(raw.splitlines(), 1) if line.strip()]
+    if len(lines) < 2 or lines[-1][0] not in {line for line, _ in cut}:
         return None
-    return _run_key(df["arm"].iloc[-1], df["seed"].iloc[-1])
+    try:
+        header, fields = (next(csv.reader([text.decode("utf-8")])) for _, text in (lines[0], lines[-1]))
+    except (UnicodeDecodeError, csv.Error, StopIteration):
+        return None
+    if not {"arm", "seed"} <= set(header) or max(header.index("arm"), header.index("seed")) >= len(fields):
+        return None
+    return _run_key(fields[header.index("arm")], fields[header.index("seed")])
 
 
 def _warn_lost_lines(df, study_dir, path: Path, cut_run) -> None:
