@@ -55,10 +55,11 @@ import pandas as pd
 
 from gradprobe.api.probe_result import load_probe
 from gradprobe.forecast.probe_input import probe_batches_of
-from gradprobe.forecast.study import SkippedEvalsWarning, matched_token_budget, read_study_json, study_forecasts
+from gradprobe.forecast.study import (MATCHED_BUDGET_KEYS, SkippedEvalsWarning, matched_token_budget, read_study_json,
+                                      study_forecasts)
 from gradprobe.layout import ANALYSIS_JSON, GUIDED_PROBES, PLAN_COPY, PROBE_JSON, STUDY_JSON, probe_dir, rerun_advice
 from gradprobe.outputs import is_json_number, json_number_text, json_short
-from gradprobe.study.folder import check_frozen_plan
+from gradprobe.study.folder import check_frozen_plan, is_plan_sha
 
 from .domain import resolve_model, resolve_task, study_identity
 from .integrity import (REBUILD_ANALYSIS, DuplicateRunsWarning, RowsError, StudyFormatError, analysis_error,
@@ -74,7 +75,7 @@ BUDGET = "tokens"
 """The budget kind of the rows: the forecasters forecast at the study's generated-token budget."""
 # the key of the matched generated-token budget in analysis.json ("tokens" in analyses written
 # before gradprobe's axes became one vocabulary, gradprobe.training.plan.AXES)
-ANALYSIS_KEYS = ("generated_tokens", "tokens")
+ANALYSIS_KEYS = MATCHED_BUDGET_KEYS  # an arm's per-seed results live under the same keys
 
 FORECASTERS = ("forecast_probe", "forecast_cost_only", "forecast_signal_proxy", "forecast_first_order")
 """Forecast columns (gain vs grpo at the budget, accuracy points); ``forecast_probe`` is the default."""
@@ -373,7 +374,7 @@ def _study_plan_sha(study_json: dict, study_dir: Path) -> str | None:
     its value (as JSON writes it) and the fix otherwise (``true``, ``0``, a list, a 40-digit text: it names the study
     in the rows and is compared with analysis.json's)."""
     sha = study_json.get("plan_sha256")
-    if sha is None or (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
+    if sha is None or is_plan_sha(sha):
         return sha
     path = study_dir / STUDY_JSON
     raise StudyFormatError(f"{path} field plan_sha256 is {json_number_text(sha, json_short(sha))}, not the SHA-256 of "

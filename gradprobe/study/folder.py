@@ -38,6 +38,12 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def is_plan_sha(value) -> bool:
+    """Whether ``value`` is a plan sha256 as gradprobe records it (``study.json``'s ``plan_sha256``: :func:`sha256`'s
+    64 lowercase hex digits, as text): the one rule of freezing, resuming, analysing and ``calib rows``."""
+    return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value) is not None
+
+
 def study_plan_sha(study: Path) -> tuple[str | None, Path]:
     """The plan sha256 of the study in the folder ``study`` and the file it is read from: its ``study.json``'s
     ``plan_sha256`` (:func:`gradprobe.study.freeze.freeze_plan` records it: the plan the study froze, even where
@@ -91,7 +97,7 @@ def check_frozen_plan(study: str | Path, record: dict | None = None, *, error: t
         except (OSError, ValueError):  # no study.json, not JSON (or not UTF-8)
             return
     recorded = record.get("plan_sha256") if isinstance(record, dict) else None
-    if not (isinstance(recorded, str) and re.fullmatch(r"[0-9a-f]{64}", recorded)):
+    if not (is_plan_sha(recorded)):
         return
     frozen = study / PLAN_COPY
     try:

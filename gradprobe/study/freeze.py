@@ -8,7 +8,6 @@ finished and ``restart`` asks to replace it (:data:`STUDY_OUTPUTS` are then dele
 
 from __future__ import annotations
 
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 from ..layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, FIGURES, PLAN_COPY, RUNS_CSV, STUDY_JSON, run_dir
 from ..outputs import json_short, output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
 from ..training.plan import Plan, load_plan
-from .folder import (FolderLock, PlanChangedError, StudyError, check_frozen_plan, finished_runs, now,
+from .folder import (FolderLock, PlanChangedError, StudyError, check_frozen_plan, finished_runs, is_plan_sha, now,
                      read_study_json, study_json_fix, study_plan_sha)
 from .invocations import HEARTBEAT_JSON
 
@@ -76,7 +75,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
         return load_plan(frozen), study
     study = read_study_json(out) or {}  # a damaged study.json is refused here, before its plan sha256 is read
     recorded = study.get("plan_sha256")
-    if "plan_sha256" in study and not (isinstance(recorded, str) and re.fullmatch(r"[0-9a-f]{64}", recorded)):
+    if "plan_sha256" in study and not is_plan_sha(recorded):
         # a damaged record: falling back to plan.toml would check the frozen copy against itself
         raise StudyError(f"{sj} field plan_sha256 is {json_short(recorded)}, not the hex sha256 of the frozen plan: "
                          f"the file is damaged, so whether {frozen} is the plan the study froze cannot be told; "
