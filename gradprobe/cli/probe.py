@@ -63,7 +63,17 @@ _INITIAL_ACCURACY_HELP = ("the initial policy's accuracy on a --reference-curve 
 
 
 REWARDS_HELP = ("comma-separated reward names: registered ones, or a reward of your own as MODULE:FUNCTION or "
-                "path/to/file.py:FUNCTION (a TRL-style function is wrapped)")
+                "path/to/file.py:FUNCTION (a TRL-style function is wrapped); given more than once, the lists are joined")
+
+
+class _JoinedRewards(argparse.Action):
+    """``--rewards A --rewards B`` probes A and B (the lists joined in order): the last one alone winning, as
+    argparse's default store does, dropped A without a word."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = getattr(namespace, self.dest, None)
+        given = before is not None and before is not self.default  # the default object itself: nothing given yet
+        setattr(namespace, self.dest, f"{before},{values}" if given else values)
 
 
 def _add_probe(sub) -> None:
@@ -87,7 +97,7 @@ def _add_batch_options(p) -> None:
                         "answer=, solution= columns; verifier=hash|boxed|exact)")
     p.add_argument("--skip-malformed", action="store_true",
                    help="tasks read from data (gsm8k, jsonl:, hf:): skip malformed rows (counted, warned) instead of stopping")
-    p.add_argument("--rewards", default=",".join(ProbeConfig.rewards), help=REWARDS_HELP)
+    p.add_argument("--rewards", default=",".join(ProbeConfig.rewards), action=_JoinedRewards, help=REWARDS_HELP)
     p.add_argument("--prompts", type=int, default=BatchSettings.prompts, help="B, prompts in the probe batch")
     p.add_argument("--group", type=int, default=BatchSettings.group, help="G, completions per prompt")
     p.add_argument("--reference", default=ReferenceSettings.kind, help="heldout, or direction:PATH (.safetensors vector)")
