@@ -244,7 +244,8 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
         M < 2, mismatched shapes, ``observed`` not in [0, S - 1], ``group_size`` not in
         [1, S - observed], ``seed`` not an integer in [0, 2**63 - 1], or ``prompts`` not of length M
         or with fewer than two distinct texts (no eval half would remain); outcomes all missing (NaN), or one
-        outside [0, 1] or infinite.
+        outside [0, 1] or infinite; an infinite feature (a NaN feature is missing: imputed, and counted in
+        ``notes``).
     """
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= 2**63 - 1:
         raise ValueError(f"seed (--seed) must be an integer in [0, 2**63 - 1], got {seed!r}")
@@ -269,6 +270,10 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
         notes.append(f"{len(keys) - len(set(keys))} prompt(s) repeat another prompt's text: each set of copies was "
                      f"kept in one half, so no eval prompt's text was fitted on (fit half {len(fit)}, eval half "
                      f"{len(ev)} prompts)")
+    missing = int(np.isnan(x).sum())
+    if missing:  # imputed by design (metadata a prompt lacks), said so it is never silent
+        notes.append(f"{missing} feature value(s) in {int(np.isnan(x).any(axis=1).sum())} prompt(s) were missing (NaN) "
+                     "and imputed with the fit half's column mean (gradprobe.difficulty.estimator)")
     n0 = config.prior_strength
     return {"estimators": {k: scored[k] for k in ESTIMATORS}, "baselines": {k: scored[k] for k in BASELINES},
             "split": {"fit_prompts": int(len(fit)), "eval_prompts": int(len(ev)), "observed_per_eval_prompt": observed,
@@ -286,6 +291,10 @@ def _checked_inputs(ids, x, y, observed: int, group_size: int | None) -> int:
         raise ValueError(f"difficulty evaluation needs at least 2 prompts (a fit half and an eval half), got {m}")
     if y.ndim != 2 or y.shape[0] != m or x.shape[0] != m:
         raise ValueError(f"evaluate_estimator: {m} ids, features {x.shape}, outcomes {y.shape}; expected (M, F), (M, S)")
+    if np.isinf(x).any():
+        r, c = (int(v[0]) for v in np.nonzero(np.isinf(x)))
+        raise ValueError(f"features[{r}, {c}] is {x[r, c]}: a feature must be finite (NaN marks a missing value, "
+                         "imputed); fix the feature column")
     if not 0 <= observed < y.shape[1]:
         raise ValueError(f"observed must lie in [0, S - 1] = [0, {y.shape[1] - 1}] so that a target remains, got {observed}")
     n_target = y.shape[1] - observed
