@@ -50,7 +50,9 @@ All accuracies and gains are in accuracy points (0-100).
 
 from __future__ import annotations
 
+import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -63,8 +65,8 @@ from .folder import StudyError, check_frozen_plan, read_study_json
 from .hypotheses import evaluate_hypotheses
 from .lr_sweep import lr_sweep
 from .power import detectable_effects
-from .reading import (AXIS_COLUMNS, SIDE_EFFECTS, AnalysisError, _combine, _item_index, _item_lines, _promised, _runs,
-                      frozen_plan, initial_reads, interpolate, load_eval_items, load_runs, matched_budgets,
+from .reading import (AXIS_COLUMNS, EVAL_ITEMS, EVAL_ITEMS_GZ, SIDE_EFFECTS, AnalysisError, _combine, _item_index,
+                      _item_lines, _promised, _runs, frozen_plan, initial_reads, interpolate, load_eval_items, load_runs, matched_budgets,
                       promised_gap, read_point, read_runs, recorded_axes)
 from .report import control_missing, format_rankings, plot_figures
 from .stats import fit_sigmoid, paired_t, scalerl_sigmoid, sign_flip_test, two_way_bootstrap
@@ -210,8 +212,7 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
         "detectable_effect": detectable_effects(arms, axis="generated_tokens", control=control),
         "two_way": {"n_resamples": n_resamples, "seed": seed, "level": 0.95, "method": "seeds x items, percentile",
                     "items": len(next(iter(index.values()))["greedy"]) if index else None} if index else None,
-        "two_way_reason": None if index else ("the study saved no per-item eval results (eval_items.jsonl); "
-                                              "re-run it with this gradprobe for intervals over held-out items"),
+        "two_way_reason": None if index else _no_items_reason(study_dir),
         "control_arm": control, "control_arm_missing": control_missing(arms, control),
         "excluded_runs": _excluded_runs(record), "missing_runs": missing_runs(study_dir, df, plan)}
     if write:
@@ -219,6 +220,25 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     if figures:
         plot_figures(df, result, Path(out_dir or study_dir) / "figures")
     return result
+
+
+def _no_items_reason(study_dir: Path) -> str:
+    """Why the analysis has no two-way intervals: the study saved no per-item results, or (when the folder's
+    ``analysis.json`` was made with them: its ``two_way`` names a number of items) they are missing now, which is
+    also warned about, with the fix: a deleted ``eval_items.jsonl.gz`` was reported as never saved."""
+    try:
+        before = json.loads((study_dir / "analysis.json").read_text())
+        items = (before.get("two_way") or {}).get("items") if isinstance(before, dict) else None
+    except (OSError, ValueError, AttributeError):
+        items = None
+    if not (isinstance(items, int) and not isinstance(items, bool) and items > 0):
+        return ("the study saved no per-item eval results (eval_items.jsonl); re-run it with this gradprobe for "
+                "intervals over held-out items")
+    why = (f"the study's per-item eval results are missing ({study_dir / EVAL_ITEMS_GZ}, or the run folders' "
+           f"{EVAL_ITEMS}): its analysis.json was made with them (two-way intervals over {items} held-out items)")
+    warnings.warn(f"{why}; this analysis has no intervals over held-out items: restore {EVAL_ITEMS_GZ} from a copy of "
+                  "the study (`gradprobe study` writes it from the run folders)", stacklevel=3)
+    return why
 
 
 def _matched_reads(runs: dict, plan, matched: dict) -> dict:
