@@ -14,7 +14,8 @@ from gradprobe.probe import report_html
 from gradprobe.probe.report_html import render_probe_report
 
 TAIL = ("the raw first-order extrapolation (expected to overestimate); a forecast needs a reference curve: pass "
-        "--reference-curve (a grpo run's metrics.jsonl, a TRL trainer_state.json, a CSV of update,accuracy, a study "
+        "--reference-curve (Python: reference_curve=; a grpo run's metrics.jsonl, a TRL trainer_state.json, a CSV of "
+        "update,accuracy, a study "
         "folder or a saved curve)")
 
 
