@@ -92,6 +92,19 @@ def interrupt_message(out, checkpoint_every: int | None = None) -> str:
             f"starts the run from update 0")
 
 
+def _after_reward_error(error: Exception, out, run) -> str:
+    """What a rerun does after a reward raised during training (``RewardFunctionError``, matched by name: the class
+    lives with torch): the run folder keeps its updates, a rerun resumes only with the reward's file unchanged (a
+    resume checks its sha256: :func:`gradprobe.training.run_folder.check_reward_identity`), so a fixed reward
+    starts a new run. '' for any other error."""
+    if type(error).__name__ != "RewardFunctionError" or run is None:
+        return ""
+    every = run.train.checkpoint_every
+    return (f"; if the failure was transient (the reward's file unchanged), {interrupt_message(out, every)}; after "
+            "fixing the reward, start the run under a new --out (a resume with an edited reward file is refused: its "
+            "first updates were trained with the old one)")
+
+
 def train_main(args) -> int:
     """Run ``gradprobe train``; returns the exit status (0 done, 2 bad input / stopped run, 130 Ctrl-C,
     143 SIGTERM). Ctrl-C and SIGTERM print one line saying what rerunning the command will do
@@ -137,7 +150,7 @@ def _train_command(args) -> int:
         print(f"gradprobe train: terminated (SIGTERM); {interrupt_message(args.out, every)}", file=sys.stderr)
         return 143
     except (PlanError, ValueError, OSError, RuntimeError) as e:
-        print(f"gradprobe train: error: {e}", file=sys.stderr)
+        print(f"gradprobe train: error: {e}{_after_reward_error(e, args.out, run)}", file=sys.stderr)
         return 2
     acc = summary.get("final_greedy_accuracy")
     print(f"{run.arm} seed {run.seed}: {summary['updates']} updates, stop: {summary['stop_reason']} "
