@@ -321,7 +321,7 @@ def _pooled(d: pd.DataFrame, names: list, shown: list, splits: list, cells: dict
     _mae_lines(d, shown, groups=d["study"] + "/" + d["arm"])
     raw = d[(d["method"] == "none") & d["forecaster"].isin(shown)].assign(group=lambda x: x["study"] + "/" + x["arm"])
     _arm_mean_lines(raw, shown, "on arm means (each arm once, as forecast; 95% interval over each arm's seeds, "
-                    "the same resamples for every forecaster):")
+                    f"the same resamples for every forecaster; {DETECTABLE}):")
     _coverage_lines(d, shown, level)
     _ranking_lines(d.assign(key=d["study"]), shown, f"within-study ranking ({len(names)} studies)")
     fl = seed_noise_floor(runs["target"], runs["arm"], runs["study"])
@@ -390,15 +390,30 @@ def _replicated_cells(d: pd.DataFrame, shown: list, cells: dict) -> None:
             print(f"  {arm:<12} {pt['seeds']} seeds   realized {pt['estimate']:+.2f} {ci}   detectable "
                   f"{'n/a' if mde is None else f'{mde:.2f}'}   {fc}")
     _arm_mean_lines(raw, shown, f"on these cells' arm means ({raw['group'].nunique()} arms, as forecast; 95% interval "
-                    "over each arm's seeds, the same resamples for every forecaster):")
+                    "over each arm's seeds, the same resamples for every forecaster; "
+                    f"{DETECTABLE}):")
     x = d.assign(cell=d["study"].map(cells))
     _ranking_lines(x[x["cell"].isin(multi)].assign(key=lambda y: y["cell"]), shown,
                    f"ranking within these cells ({len(multi)} cell{'s' * (len(multi) > 1)}, each arm's mean over "
                    "every seed of its cell)")
 
 
+DETECTABLE = "detectable: the smallest difference from the first these arms could detect, 80% power, two-sided 5%"
+
+
+def detectable_difference(resampled, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest MAE difference (points) these arms could detect: (z_{1-alpha/2} + z_power) x the bootstrap
+    standard error of the paired difference (``resampled``, shape (B,): its resampled values), the normal
+    approximation of a two-sided test at ``alpha`` with ``power`` (e.g. Cohen 1988, ch. 12; 2.80 x SE at 5% and
+    80%): a true difference smaller than it would more often than not go unseen."""
+    from scipy.stats import norm
+
+    return float((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * np.std(np.asarray(resampled, float), ddof=1))
+
+
 def _arm_mean_lines(raw: pd.DataFrame, shown: list, header: str) -> None:
-    """``header``, then per forecaster its :func:`arm_mean_maes` line, with the paired difference from the first."""
+    """``header``, then per forecaster its :func:`arm_mean_maes` line, with the paired difference from the first and
+    the smallest difference the arms could detect (:func:`detectable_difference`)."""
     arm = arm_mean_maes(raw, shown)
     print(header)
     for f in shown:
@@ -407,7 +422,8 @@ def _arm_mean_lines(raw: pd.DataFrame, shown: list, header: str) -> None:
         if f != shown[0]:
             diff = boot - arm[shown[0]][2]
             line += (f"   minus {shown[0]} {m - arm[shown[0]][0]:+.2f} "
-                     f"[{np.percentile(diff, 2.5):+.2f}, {np.percentile(diff, 97.5):+.2f}]")
+                     f"[{np.percentile(diff, 2.5):+.2f}, {np.percentile(diff, 97.5):+.2f}]"
+                     f"   detectable {detectable_difference(diff):.2f}")
         print(line)
 
 

@@ -457,6 +457,11 @@ def test_the_readmes_quote_the_held_out_ranking_and_coverage_as_printed(unseen, 
                 assert f"ceiling of {ceiling}" in text, (start, line)
                 critical = re.search(r"significant from (\S+);", line).group(1)
                 assert f"significant from {critical}" in text, (start, line)
+    for start in ("on arm means (each arm once", "on these cells' arm means"):
+        for line in _block(printed, start)[1:]:  # the differences from cost only
+            diff, detectable = re.search(r"minus forecast_cost_only (\S+ \[\S+ \S+\])   detectable (\S+)",
+                                         line).groups()
+            assert re.search(rf"{re.escape(diff)}[^.;]*detectable from {re.escape(detectable)}", calib_readme), line
     for line in _block(printed, "coverage of the report's 90% (cv_plus) intervals")[:2]:
         cal = re.search(r"calibrated on the other studies (\S+ \[\S+ \S+\])", line).group(1)
         for text in (readme, calib_readme):
@@ -522,3 +527,16 @@ def test_a_cut_last_line_of_cv_predictions_is_named_at_its_own_line(unseen, caps
     assert unseen.main([str(tmp_path), "--study", "study_tiny@", "--studies-root", str(REPO / "data")]) == 2
     err = capsys.readouterr().err
     assert f"line {len(lines)} column seed is empty, not an integer" in err and err.count("\n") == 1, err
+
+
+def test_the_detectable_difference_is_two_point_eight_bootstrap_standard_errors(unseen):
+    """(z_0.975 + z_0.8) x the resamples' standard deviation: checked against statsmodels' normal power solver
+    (the difference whose two-sided 5% z-test has 80% power when its standard error is that SD)."""
+    from statsmodels.stats.power import NormalIndPower
+
+    resampled = np.random.default_rng(0).normal(0.1, 0.17, size=5000)
+    sd = np.std(resampled, ddof=1)
+    # NormalIndPower with ratio=0 is the one-sample z-test; its effect size is in units of the standard error
+    effect = NormalIndPower().solve_power(effect_size=None, nobs1=1, alpha=0.05, power=0.8, ratio=0)
+    assert unseen.detectable_difference(resampled) == pytest.approx(effect * sd, rel=1e-4)  # a root-finder
+    assert unseen.detectable_difference(resampled) == pytest.approx(2.8016 * sd, rel=1e-4)
