@@ -495,8 +495,9 @@ def _ranking_lines(d: pd.DataFrame, shown: list, header: str) -> None:
     significant at one-sided 5% on those arms) on the same arms (:func:`calib.metrics.pooled_rank_agreement`, as
     ``calib report`` computes them on :func:`ranking_table_of`). A ``key`` whose forecasts are all equal (every
     forecaster on a change of loss: every arm at 0) cannot be ranked and is left out. Kendall's tau-b counts a tie
-    in the forecasts as neither agreement nor disagreement: a forecaster that ties two arms of a study (cost only, for rewards of equal
-    tokens per update) is scored on its other pairs only, so its tau is not comparable with one that orders them."""
+    in the forecasts as neither agreement nor disagreement: a forecaster that ties two arms of a study (cost only,
+    for rewards of equal tokens per update) is scored on its other pairs only, so its tau is not comparable with
+    one that orders them."""
     table = ranking_table_of(d, shown)
     print(header + "; Kendall tau-b pooled over them (one-sided permutation p within each; grpo at 0 ranked too; "
           "forecasts as made):")

@@ -63,7 +63,7 @@ from gradprobe.forecast.study import REBUILD_ANALYSIS as STUDY_REBUILD_ANALYSIS
 from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON
 from gradprobe.outputs import is_json_number, json_number_text, json_short
 from gradprobe.study.coverage import csv_seeds, stale_analysis
-from gradprobe.study.reading import lost_eval_lines, restore_runs_csv_fix
+from gradprobe.study.reading import cut_tail_run, lost_eval_lines, restore_runs_csv_fix
 
 FORECAST_NAMES = ("forecast_probe", "forecast_cost_only", "forecast_signal_proxy", "forecast_first_order")
 NUMERIC = ("seed", "budget_value", "lr_scale", "rho", "snr", "tokens_per_update", "token_multiplier") \
@@ -321,7 +321,7 @@ def read_study_runs(study_dir: Path) -> tuple[pd.DataFrame, list[tuple[int, str]
     ------
     StudyFormatError
         runs.csv is missing (fix: restore it, then re-analyse), cannot be read, lacks its arm or seed column,
-        holds a bad cell (:func:`read_runs`): the file, the line, the column and the fix named; or, not cut, lost
+        holds a bad cell (:func:`read_runs`): the file, the line, the column and the fix named; or lost
         eval lines (a run lacks an eval its plan, ``study.json`` or per-item results record:
         :func:`gradprobe.study.reading.lost_eval_lines`), which would be read as runs with fewer evals.
     """
@@ -335,12 +335,20 @@ def read_study_runs(study_dir: Path) -> tuple[pd.DataFrame, list[tuple[int, str]
     if missing:
         raise StudyFormatError(f"{path} cannot be read for its arm and seed columns (no column(s) {missing}); "
                                f"{REBUILD_RUNS.format(csv=path, study=study_dir)}")
-    lost = None if cut or not {"update", "generated_tokens"} <= set(runs.columns) else lost_eval_lines(
-        runs, study_dir, path)  # a cut file: its cut lines are named where it is compared with the analysis
+    lost = _lost_lines(study_dir, path) if {"update", "generated_tokens"} <= set(runs.columns) else None
     if lost is not None:
         raise StudyFormatError(f"{lost}, which calibration would read as runs with fewer evals; "
                                f"{restore_runs_csv_fix(study_dir)}")
     return runs, cut
+
+
+def _lost_lines(study_dir: Path, path: Path) -> str | None:
+    """:func:`gradprobe.study.reading.lost_eval_lines` of runs.csv read whole (its cut lines kept, their cells
+    blank where cut, as the analysis reads them: a cut line is no lost line), a cut last line's run checked only up
+    to it (:func:`gradprobe.study.reading.cut_tail_run`)."""
+    raw = path.read_bytes()
+    df = pd.read_csv(io.BytesIO(raw), usecols=lambda c: c in ("arm", "seed", "update", "generated_tokens"))
+    return lost_eval_lines(df, study_dir, path, cut_run=cut_tail_run(raw))
 
 
 def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict, runs=None) -> None:

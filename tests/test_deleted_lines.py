@@ -107,7 +107,8 @@ def test_a_listed_update_and_a_final_eval_are_named_from_the_plan_and_study_json
     msg = _lost_warning(study)
     assert msg.startswith(f"{study / 'runs.csv'} lost eval lines: arm {arm}, seed 1 lacks update(s) 5 (plan), {last} "
                           "(study.json) (plan: every run evaluates at update 0, at the plan's [eval] at_updates and, "
-                          "under a [budget] updates, at its at_fractions, up to its last eval; study.json: a finished run's final eval is at the update study.json "
+                          "under a [budget] updates, at its at_fractions, up to its last eval; study.json: a finished "
+                          "run's final eval is at the update study.json "
                           "records): lines were deleted from runs.csv"), msg
 
 
@@ -264,3 +265,18 @@ def test_a_report_made_before_the_count_says_in_one_line_that_it_cannot_be_check
                    "the figures are over its 1376 rows as they are; make the report again with `calib report "
                    "STUDY_DIR... --out FOLDER` and pass FOLDER to check it\n")
     assert out.startswith("study_tiny@b6b755233a8f held out: 12 runs of 3 arms;")  # and the benchmark goes on
+
+
+def test_calib_refuses_a_lost_middle_line_in_a_file_without_a_final_line_break(tmp_path):
+    """A cut last line (here: no final line break) exempts only its own run's end, in calib as in the analysis: a
+    middle line deleted whole is still told (a review found every check skipped once any line looked cut)."""
+    from calib.dataset import build_rows
+
+    study = _copy("study_tiny", tmp_path / "study_tiny")
+    lines = _drop(study, lambda i, f: not (f[0] == "grpo" and f[1] == "0" and f[2] == "14"))
+    (study / "runs.csv").write_text((study / "runs.csv").read_text().rstrip("\n"))
+    assert any(x.startswith("grpo,0,14,") for x in lines)
+    with pytest.raises(StudyFormatError, match=r"lost eval lines: arm grpo, seed 0 lacks update\(s\) 14 "):
+        build_rows(study)
+    (study / "runs.csv").write_text("\n".join(lines) + "\n")  # whole again: the rows are built
+    assert len(build_rows(study)) == 20

@@ -263,7 +263,8 @@ def test_a_studys_runs_csv_read_as_a_curve_csv_is_refused_for_its_arms_and_the_f
     with pytest.raises(CurveError) as e:
         ReferenceCurve.from_csv(runs)
     assert str(e.value) == (f"{runs} holds the evals of 5 arms (column 'arm': grpo, grpo_2xlr, hybrid_0.5, "
-                            "mc_advantage, mc_value), as a study's runs.csv does: a reference curve is one arm's evals; "
+                            "mc_advantage, mc_value), as a study's runs.csv does: a reference curve is one arm's "
+                            "evals; "
                             f"pass the study folder (`--reference-curve {runs.parent}` reads its grpo arm) or a CSV of "
                             "the reference arm's rows only")
     grpo = pd.read_csv(runs)

@@ -199,3 +199,17 @@ def test_cli_text_token_count_is_a_one_line_error_not_a_traceback(tmp_path, caps
     assert err.startswith("gradprobe probe: error: reward 'lots' returned generated_tokens['continuation'] = 'lots' "
                           "(str): a token count must be a whole number >= 0 (an int)"), err
     assert "internal error" not in err and "Traceback" not in err
+
+
+def test_counts_computed_on_tensors_or_numpy_are_read_as_their_whole_number():
+    """A count computed as ``mask.sum()`` (a 0-d integer tensor) or a numpy float that is whole was accepted before
+    the checks (int(sum(...))) and still is; a fractional, boolean or many-element one is refused."""
+    import numpy as np
+
+    from gradprobe.rewards.base import RewardFunctionError, _checked_counts
+
+    for n in (torch.tensor(12), np.float32(12.0), np.int64(12), 12.0):
+        assert _checked_counts({"continuation": n}, "r") == {"continuation": 12}
+    for n in (torch.tensor(True), np.True_, torch.tensor(2.5), np.float32(2.5), torch.tensor([1, 2])):
+        with pytest.raises(RewardFunctionError, match=r"a token count must be a whole number >= 0"):
+            _checked_counts({"continuation": n}, "r")

@@ -53,8 +53,9 @@ def _updates(out) -> list[dict]:
 
 def _message(reward: str, out, update: int, why: str) -> str:
     which = "update 1" if update == 1 else f"updates 1-{update}"
-    return (f"update {update}: reward {reward!r} of arm 'grpo' returned None, NaN or +-inf for every completion of "
-            f"{which}: every advantage was 0 and nothing was trained, so the run stopped ({why}); {out} keeps "
+    return (f"update {update}: reward {reward!r} of arm 'grpo' returned None, NaN or +-inf for every completion "
+            f"(or marked none valid) of {which}: every advantage was 0 and nothing was trained, so the run stopped "
+            f"({why}); {out} keeps "
             f"metrics.jsonl (reward_valid 0 on every update) and summary.json (stop_reason \"no_valid_reward\"); "
             "fix the reward function (it must return a finite number for the completions it scores) and rerun "
             "with a new --out")

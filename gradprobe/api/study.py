@@ -405,9 +405,10 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     TypeError
         ``out`` is not a path, or ``run`` is neither a RunConfig, a Plan nor a path (before anything is loaded).
     NonFiniteRunError, OutputDirError, RunConfigMismatchError, TrackerUnavailableError
-        As :func:`gradprobe.training.run.run_training`; OutputDirError also when ``out`` is a file or holds another
-        command's output or a model (a tier, ``save_pretrained`` weights), before any lock file is written. A
-        refused run leaves no empty folder.
+        As :func:`gradprobe.training.run.run_training` (NonFiniteRunError with its subclasses PolicyDivergedError
+        and NoValidRewardError: a reward that scored no completion); OutputDirError also when ``out`` is a file or
+        holds another command's output or a model (a tier, ``save_pretrained`` weights), before any lock file is
+        written. A refused run leaves no empty folder.
     StudyError
         Another live process trains in ``out`` (:func:`gradprobe.study.folder.hold_run_folder`); nothing is written.
     """

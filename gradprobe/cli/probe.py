@@ -63,7 +63,8 @@ _INITIAL_ACCURACY_HELP = ("the initial policy's accuracy on a --reference-curve 
 
 
 REWARDS_HELP = ("comma-separated reward names: registered ones, or a reward of your own as MODULE:FUNCTION or "
-                "path/to/file.py:FUNCTION (a TRL-style function is wrapped); given more than once, the lists are joined")
+                "path/to/file.py:FUNCTION (a TRL-style function is wrapped); given more than once, the lists are "
+                "joined")
 
 
 class _JoinedRewards(argparse.Action):

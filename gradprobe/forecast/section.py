@@ -181,8 +181,9 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
         if name is None:
             return _no_forecast(result, f"no reference curve for model {cfg.get('model')!r}: {RAW_GAINS_ABOVE} "
                                 "the raw first-order extrapolation (expected to overestimate); a forecast needs a "
-                                "reference curve: pass --reference-curve (Python: reference_curve=; a grpo run's metrics.jsonl, a TRL "
-                                "trainer_state.json, a CSV of update,accuracy, a study folder or a saved curve)")
+                                "reference curve: pass --reference-curve (Python: reference_curve=; a grpo run's "
+                                "metrics.jsonl, a TRL trainer_state.json, a CSV of update,accuracy, a study folder "
+                                "or a saved curve)")
         curve = ReferenceCurve.load(default_curve_path().with_name(name))
         curve_spec, is_default = f"default ({name})", True
     names = [r["name"] for r in result.get("rewards", [])]

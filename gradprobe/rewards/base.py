@@ -125,7 +125,10 @@ def _checked_counts(value, name: str) -> dict[str, int]:
         if not isinstance(key, str) or key not in CATEGORIES:
             raise RewardFunctionError(f"reward {name!r} returned generated_tokens[{key!r}] = {n!r:.60}: {key!r} is "
                                       f"not a ledger category; accepted keys: {accepted}")
-        whole = isinstance(n, numbers.Integral) or (isinstance(n, float) and math.isfinite(n) and n.is_integer())
+        if isinstance(n, torch.Tensor) and n.dim() == 0 and not n.dtype.is_complex and n.dtype != torch.bool:
+            n = n.item()  # a count computed on tensors: mask.sum()
+        whole = isinstance(n, numbers.Integral) or (isinstance(n, numbers.Real) and math.isfinite(float(n))
+                                                    and float(n).is_integer())  # 12, 12.0, np.float32(12)
         if isinstance(n, bool) or not whole or n < 0:
             raise RewardFunctionError(f"reward {name!r} returned generated_tokens[{key!r}] = {n!r:.60} "
                                       f"({type(n).__name__}): a token count must be a whole number >= 0 (an int)")

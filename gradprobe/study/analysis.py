@@ -66,8 +66,8 @@ from .hypotheses import evaluate_hypotheses
 from .lr_sweep import lr_sweep
 from .power import detectable_effects
 from .reading import (AXIS_COLUMNS, EVAL_ITEMS, EVAL_ITEMS_GZ, SIDE_EFFECTS, AnalysisError, _combine, _item_index,
-                      _item_lines, _promised, _runs, frozen_plan, initial_reads, interpolate, load_eval_items, load_runs, matched_budgets,
-                      promised_gap, read_point, read_runs, recorded_axes)
+                      _item_lines, _promised, _runs, frozen_plan, initial_reads, interpolate, load_eval_items,
+                      load_runs, matched_budgets, promised_gap, read_point, read_runs, recorded_axes)
 from .report import control_missing, format_rankings, plot_figures
 from .stats import fit_sigmoid, paired_t, scalerl_sigmoid, sign_flip_test, two_way_bootstrap
 

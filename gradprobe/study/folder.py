@@ -22,7 +22,7 @@ from ..outputs import OutputDirError, error_text, output_error, prepare_output_d
 
 __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now",
            "hold_run_folder", "refuse_other_output", "run_damage", "check_run_folders", "read_study_json",
-           "study_json_fix", "study_plan_sha", "check_frozen_plan"]
+           "study_json_fix", "study_plan_sha", "check_frozen_plan", "is_plan_sha"]
 
 
 class StudyError(RuntimeError):
@@ -97,7 +97,7 @@ def check_frozen_plan(study: str | Path, record: dict | None = None, *, error: t
         except (OSError, ValueError):  # no study.json, not JSON (or not UTF-8)
             return
     recorded = record.get("plan_sha256") if isinstance(record, dict) else None
-    if not (is_plan_sha(recorded)):
+    if not is_plan_sha(recorded):
         return
     frozen = study / PLAN_COPY
     try:

@@ -96,9 +96,20 @@ class StudyResult:
         if self.analysis_error:
             lines.append(f"  analysis not written: {self.analysis_error}")
         if self.failed:
-            lines.append(f"  failed runs keep their data in {self.out}/runs/<arm>/seed<S>/; rerun the same command to "
-                         f"retry them (completed runs are not redone)")
+            lines.append(f"  failed runs keep their data in {self.out}/runs/<arm>/seed<S>/; " + self._retry())
         return "\n".join(lines)
+
+    def _retry(self) -> str:
+        """What rerunning does for the failed runs: a run whose error says to start anew (``new --out``: a reward
+        that scored nothing, a plug-in reward edited since the run started) would fail the same way on a retry."""
+        anew = [k for k, e in self.failed.items() if "new --out" in str(e)]
+        if not anew:
+            return "rerun the same command to retry them (completed runs are not redone)"
+        if len(anew) == len(self.failed):
+            return ("each error above says to start anew: a rerun of this study would fail the same way, so fix what "
+                    "it names and run the study under a new --out")
+        return ("rerun the same command to retry the others (completed runs are not redone); "
+                + ", ".join(f"{a} seed {s}" for a, s in sorted(anew)) + " need what their error says (a new --out)")
 
 
 def progress_line(done: int, failed: int, total: int, elapsed: float, finished_here: int) -> str:

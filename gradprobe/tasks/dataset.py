@@ -79,13 +79,20 @@ from gradprobe.tasks.verify import answers_match, extract_answer, last_boxed, ma
 
 __all__ = ["DatasetTask", "PromptText", "VERIFIERS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec"]
 
+#: Metadata keys gradprobe itself reads or sets (a task's expression, a guided probe's guidance, score errors...):
+#: a data column of that name never enters ``Problem.metadata`` as a feature (it would change what they mean).
+RESERVED_METADATA = frozenset({"source", "row", "prompt_format", "id", "solution", "expression", "guidance",
+                               "score_errors", "answer", "question", "prompt", "completion_ids", "problem_id"})
+
+
 def _numeric_columns(raw: dict, meta: dict, mapping: dict) -> dict:
     """The row's other numeric columns (JSON numbers, not booleans: a difficulty level, a step count), kept in
     ``Problem.metadata`` under their names so ``gradprobe rank-prompts --metadata-keys`` can use them as features;
-    the mapped columns and the keys gradprobe sets (``source``, ``row``, ``id``...) are never overwritten."""
+    the mapped columns and :data:`RESERVED_METADATA` (keys gradprobe reads or sets: a float ``id`` stays out, as
+    an id is text or an integer) are never taken."""
     used = {v for v in mapping.values() if isinstance(v, str)}
     return {k: v for k, v in raw.items() if isinstance(k, str) and k not in meta and k not in used
-            and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            and k not in RESERVED_METADATA and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def _warn_repeated_ids(problems: list, where: str, unit: str) -> None:

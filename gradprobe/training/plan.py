@@ -51,7 +51,8 @@ from ..config import MCConfig, SamplingConfig
 from .budget import check_budget, shorten_budget
 from .coerce import build_section, check_keys, check_positive, coerce
 from .plan_checks import (check_arm_name, check_data_seed, check_eval, check_guided_task, check_heldout_size,
-                          check_hypotheses, check_mc, check_pool, check_probe, check_seeds, check_train, parse_arm, parse_hypothesis, parse_power)
+                          check_hypotheses, check_mc, check_pool, check_probe, check_seeds, check_train, parse_arm,
+                          parse_hypothesis, parse_power)
 from .specs import (ALTERNATIVES, AXES, BUDGET_FLAGS, BUDGET_KINDS, INITIAL, METRICS, OPTIMIZERS, POWER_ALTERNATIVES,
                     SAMPLED_AT, SECTIONS, TESTS, ArmSpec, BudgetSpec, EvalSpec, HeldoutSpec, Hypothesis, ModelSpec,
                     PlanError, PowerSpec, ProbeSpec, RunConfig, TaskSpec, TrainConfig, run_config_from_dict)

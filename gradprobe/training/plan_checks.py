@@ -25,6 +25,7 @@ __all__ = ["check_train", "check_mc", "check_pool", "parse_arm", "check_guided_t
            "parse_power", "MAX_LR", "MAX_SEED", "MAX_HELDOUT_PROMPTS", "check_heldout_size"]
 
 ARM_OWN = ("reward", "lr_scale", "description", "mc")
+"""Keys of ``[arms.NAME]`` besides ``[train]`` keys, prompt selection and ``guidance``."""
 
 #: The largest seed numpy's and torch's generators take from every code path (torch.manual_seed: int64).
 MAX_SEED = 2**63 - 1
@@ -32,7 +33,6 @@ MAX_SEED = 2**63 - 1
 #: before the first update (about 18 s and 0.4 GB per 100,000 chain-sum prompts on one CPU core) and every eval
 #: generates ``[eval] samples`` completions for each; the shipped studies use 1,000-4,000, GSM8K's test split 1,319.
 MAX_HELDOUT_PROMPTS = 100_000
-"""Keys of ``[arms.NAME]`` besides ``[train]`` keys, prompt selection and ``guidance``."""
 
 
 def check_train(t: TrainConfig, where: str) -> None:

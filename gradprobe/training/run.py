@@ -56,8 +56,8 @@ from ..streams import pool_indices, stream_sampler  # noqa: F401  (pool_indices:
 from ..tasks import encode_prompt
 from ..tracking import open_tracker, require_tracker
 from .checkpoint import current_checkpoint, latest_checkpoint, load_checkpoint, save_weights, set_rng_states
-from .errors import (BudgetTooSmallError, DamagedRunFolderError, NonFiniteRunError, PolicyDivergedError,
-                     RunConfigMismatchError)
+from .errors import (BudgetTooSmallError, DamagedRunFolderError, NonFiniteRunError, NoValidRewardError,
+                     PolicyDivergedError, RunConfigMismatchError)
 from .loading import (enable_gradient_checkpointing, load_run_policy, load_run_task, load_run_tokenizer,
                       training_pool)
 from .metrics import MetricsFile
@@ -70,9 +70,9 @@ from .run_folder import REWARD_PLUGIN, check_reward_identity, refuse_other_outpu
 from .state import RunSession, RunState, crossed_eval_points, exhausted, resumed_invocations
 from .update import check_first_update, run_update
 
-__all__ = ["run_training", "NonFiniteRunError", "PolicyDivergedError", "BudgetTooSmallError", "RunConfigMismatchError",
-           "DamagedRunFolderError", "load_run_policy", "load_run_task", "enable_gradient_checkpointing",
-           "crossed_eval_points", "pool_indices"]
+__all__ = ["run_training", "NonFiniteRunError", "PolicyDivergedError", "NoValidRewardError", "BudgetTooSmallError",
+           "RunConfigMismatchError", "DamagedRunFolderError", "load_run_policy", "load_run_task",
+           "enable_gradient_checkpointing", "crossed_eval_points", "pool_indices"]
 
 
 def _check_existing(out: Path, run: RunConfig) -> dict | None:
@@ -132,12 +132,11 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         The run folder (created; checked for writing before any compute). A guided run's task and
         model are checked first (:mod:`gradprobe.training.preflight`): refused, nothing is created.
     policy, task : optional
-        Already loaded policy/task (tests, notebooks); default: from ``run.model``/``run.task``.
-        A passed policy must hold the INITIAL weights (they are copied as pi_init).
+        Already loaded policy/task (tests, notebooks; default: ``run.model``/``run.task``): INITIAL weights.
     progress : bool
         One line per update on stderr.
     after_update : callable(int), optional
-        Test hook called after each update's lines and checkpoint (e.g. to simulate a kill).
+        Test hook called after each update's lines and checkpoint (a simulated kill).
     report_to : {"none", "tensorboard", "trackio", "wandb"}
         Also send every ``metrics.jsonl`` line to this tracker (:mod:`gradprobe.tracking`; checked first).
     tracking_dir : path, optional
@@ -153,7 +152,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     NonFiniteRunError
         A NaN/inf loss; metrics, the last checkpoint and ``summary.json`` (``stop_reason``
         ``"non_finite_loss"``) are kept. Its subclass PolicyDivergedError: NaN/inf logits while sampling (the
-        policy diverged; ``"policy_diverged"``; one line: the update, the learning rate, what DIR keeps, the fix).
+        policy diverged; ``"policy_diverged"``; one line: the update, the learning rate, what DIR keeps, the fix);
+        NoValidRewardError: the reward scored no completion (``"no_valid_reward"``, :func:`~.update.check_rewarded`).
     BudgetTooSmallError
         The first update cost more than the token or FLOP budget (data kept).
     OutputDirError

@@ -23,6 +23,7 @@ from ..grpo import step as grpo_update  # grpo_update.grpo_step at call time: a 
 from ..layout import METRICS_JSONL
 from ..ledger import CHARGED, Ledger, forward_flops_per_token
 from ..rewards import RewardContext
+from ..rewards.base import checked_output
 from ..rollout.guided import guidance_stats, guided_logprobs
 from .errors import BudgetTooSmallError, NonFiniteRunError, NoValidRewardError
 from .metrics import batch_stats, mean_context
@@ -56,7 +57,9 @@ def run_update(s: RunSession) -> dict:
     batch, selection = collect_batch(s)  # rollout
     ctx = RewardContext(task=s.task, sampler=s.continuation_sampler, sampling=s.run.sampling, mc=s.run.mc,
                         ledger=st.ledger, tokenizer=s.policy.tokenizer, eos_token_ids=s.policy.eos_token_ids)
-    rout = charged_reward(s.reward_fn, batch, ctx, st.ledger)  # reward
+    # reward; checked where it enters training, as where it enters the probe: a float valid, a bad count, and
+    # advantages on rows marked not valid (zeroed) mean the same here and there
+    rout = checked_output(charged_reward(s.reward_fn, batch, ctx, st.ledger), s.run.reward, batch)
     batch = batch.to(s.model.device)
     adv = rout.advantages.to(torch.float64).to(s.model.device)  # (N, T)
     lr, step = policy_step(s, batch, adv)  # step
@@ -247,7 +250,8 @@ def check_rewarded(s: RunSession, line: dict) -> None:
     why = ("its budget is spent" if u < NO_VALID_REWARD_UPDATES else
            f"{NO_VALID_REWARD_UPDATES} updates without any reward stop a run")
     msg = (f"update {u}: reward {run.reward!r} of arm {run.arm!r} returned None, NaN or +-inf for every completion "
-           f"of {which}: every advantage was 0 and nothing was trained, so the run stopped ({why}); {s.out} keeps "
+           f"(or marked none valid) of {which}: every advantage was 0 and nothing was trained, so the run stopped "
+           f"({why}); {s.out} keeps "
            f"metrics.jsonl (reward_valid 0 on every update) and summary.json (stop_reason \"no_valid_reward\"); "
            f"fix the reward function (it must return a finite number for the completions it scores) and rerun "
            f"with a new --out")
@@ -262,9 +266,11 @@ def _some_update_rewarded(path) -> bool:
     try:
         with open(path) as f:
             for text in f:
-                if not text.strip() or '"eval": true' in text:
+                if not text.strip():
                     continue
                 line = json.loads(text)
+                if isinstance(line, dict) and line.get("eval") is True:  # an eval line (parsed: never by its text)
+                    continue
                 if not isinstance(line, dict) or not isinstance(line.get("reward_valid"), int) or line[
                         "reward_valid"] > 0:
                     return True

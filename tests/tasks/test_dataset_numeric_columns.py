@@ -51,3 +51,12 @@ def test_a_repeated_data_id_is_warned_once_naming_its_lines_and_every_row_is_kep
         rows = [{"id": i, "question": f"What is {i}?", "answer": str(i)} for i in range(3)]
         _task(tmp_path, rows, "other").problems("train", 3)
     assert not [w for w in caught if "occur on more than one" in str(w.message)]
+
+
+def test_reserved_names_and_a_float_id_stay_out_of_the_metadata(tmp_path):
+    """A numeric column named like a key gradprobe reads (``expression`` is chain_sum's, ``guidance`` a guided
+    probe's) would change what it means; a float ``id`` is no id (text or an integer): none of them is taken."""
+    rows = [{"id": 1.0, "question": "What is 1 + 1?", "answer": "2", "expression": 5, "guidance": 0.5, "level": 1}]
+    (p,) = _task(tmp_path, rows).problems("train", 1)
+    assert "id" not in p.metadata and "expression" not in p.metadata and "guidance" not in p.metadata
+    assert p.metadata["level"] == 1
