@@ -213,3 +213,20 @@ def test_counts_computed_on_tensors_or_numpy_are_read_as_their_whole_number():
     for n in (torch.tensor(True), np.True_, torch.tensor(2.5), np.float32(2.5), torch.tensor([1, 2])):
         with pytest.raises(RewardFunctionError, match=r"a token count must be a whole number >= 0"):
             _checked_counts({"continuation": n}, "r")
+
+
+def test_nan_advantages_on_rows_marked_not_valid_are_masked_and_on_valid_rows_refused():
+    """The finiteness check follows the masking: a NaN on a row the reward marked not valid (or on padding) is what
+    masking is for (it was refused with "it must mask missing rewards", which the reward had done); a NaN on a valid
+    row is refused."""
+    n, t = BATCH.completion_mask.shape
+    adv = torch.ones(n, t, dtype=torch.float64) * BATCH.completion_mask
+    adv[0] = math.nan
+    valid = torch.ones(n, dtype=torch.bool)
+    valid[0] = False
+    advantages, _ = _outputs(advantages=adv, valid=valid)
+    assert (advantages["mine"][0] == 0).all() and torch.isfinite(advantages["mine"]).all()
+    padded = torch.where(BATCH.completion_mask.bool(), torch.ones(n, t, dtype=torch.float64), math.nan)
+    assert torch.isfinite(_outputs(advantages=padded)[0]["mine"]).all()  # NaN on padding only
+    with pytest.raises(ValueError, match=r"reward 'mine' produced non-finite advantages on rows it marked valid"):
+        _outputs(advantages=adv)

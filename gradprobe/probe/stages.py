@@ -200,10 +200,10 @@ def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[di
         out = fn(batch, ctx)
         seconds = time.perf_counter() - start
         generation = (gen or {}).get("generation", 0.0) - gen_before  # MC continuations: times.continuation
-        raw = getattr(out, "advantages", None)
-        if isinstance(raw, torch.Tensor) and not torch.isfinite(raw.to(torch.float64)).all():
-            raise ValueError(f"reward {name!r} produced non-finite advantages; it must mask missing rewards instead")
         out = checked_output(out, name, batch)  # the one entry: every consumer below sees checked values
+        if not torch.isfinite(out.advantages).all():  # rows marked not valid and padding are zeroed: not these
+            raise ValueError(f"reward {name!r} produced non-finite advantages on rows it marked valid; it must mask "
+                             "missing rewards instead (valid False for them)")
         advantages[name] = out.advantages  # float64, exactly 0 off the mask and on rows marked invalid
         outputs[name] = {"generated_tokens": out.generated_tokens, "valid": int(out.valid.sum()),
                          "stats": out.stats, "seconds": seconds, "own_seconds": max(0.0, seconds - generation),

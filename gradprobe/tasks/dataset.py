@@ -47,8 +47,9 @@ Problem ids: ``"<kind>/<file stem or dataset/split>/<i>"`` with ``i`` the row's 
 source (``Problem.metadata["row"]``; a message about a malformed row names its line of a JSONL file,
 or its row of a hub split, counting from 1, so "line 5" is index 4). A row's own ``id`` value (a string or an integer) is kept as ``Problem.metadata["id"]``
 (``gradprobe rank-prompts`` writes it beside each prompt as ``data_id``; an id on several rows is warned about,
-naming them). A row's other numeric columns (JSON numbers, not booleans: a difficulty level, a step count) are kept in
-``Problem.metadata`` under their names, for ``gradprobe rank-prompts --metadata-keys``.
+naming them). A row's other scalar columns (numbers, text, booleans: a difficulty level, a step count) are kept in
+``Problem.metadata`` under their names, for ``gradprobe rank-prompts --metadata-keys`` (which refuses a value that is
+no number, naming it).
 
 Splits: a JSONL *file* is split deterministically (a fixed permutation; ``heldout_fraction`` of
 its rows, default 0.2, are held out); a *folder* holds ``train.jsonl`` and ``test.jsonl``. A hub
@@ -85,14 +86,15 @@ RESERVED_METADATA = frozenset({"source", "row", "prompt_format", "id", "solution
                                "score_errors", "answer", "question", "prompt", "completion_ids", "problem_id"})
 
 
-def _numeric_columns(raw: dict, meta: dict, mapping: dict) -> dict:
-    """The row's other numeric columns (JSON numbers, not booleans: a difficulty level, a step count), kept in
-    ``Problem.metadata`` under their names so ``gradprobe rank-prompts --metadata-keys`` can use them as features;
-    the mapped columns and :data:`RESERVED_METADATA` (keys gradprobe reads or sets: a float ``id`` stays out, as
-    an id is text or an integer) are never taken."""
+def _scalar_columns(raw: dict, meta: dict, mapping: dict) -> dict:
+    """The row's other scalar columns (JSON numbers, text, booleans: a difficulty level, a step count), kept in
+    ``Problem.metadata`` under their names so ``gradprobe rank-prompts --metadata-keys`` can use the numeric ones as
+    features and refuse the others by name (a level written "2" in one row was dropped, then imputed without a
+    word); the mapped columns and :data:`RESERVED_METADATA` (keys gradprobe reads or sets: a float ``id`` stays
+    out, as an id is text or an integer) are never taken."""
     used = {v for v in mapping.values() if isinstance(v, str)}
     return {k: v for k, v in raw.items() if isinstance(k, str) and k not in meta and k not in used
-            and k not in RESERVED_METADATA and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            and k not in RESERVED_METADATA and isinstance(v, (int, float, str))}
 
 
 def _warn_repeated_ids(problems: list, where: str, unit: str) -> None:
@@ -257,7 +259,7 @@ class DatasetTask(Task):
                 meta["id"] = raw["id"]  # the data's own id: rank-prompts' ranking.csv gives it as data_id
             if m["solution"] is not None and raw.get(m["solution"]) is not None:
                 meta["solution"] = raw[m["solution"]]
-            meta.update(_numeric_columns(raw, meta, m))
+            meta.update(_scalar_columns(raw, meta, m))
             out.append(Problem(id=f"{self.kind}/{stem}/{line - 1}", question=prompt, answer=gold, metadata=meta))
         _warn_repeated_ids(out, where, "line" if self.kind == "jsonl" else "row")
         return out

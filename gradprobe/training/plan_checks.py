@@ -30,9 +30,10 @@ ARM_OWN = ("reward", "lr_scale", "description", "mc")
 #: The largest seed numpy's and torch's generators take from every code path (torch.manual_seed: int64).
 MAX_SEED = 2**63 - 1
 #: The most held-out prompts a plan may evaluate (``[heldout] prompts``): the set is generated and held in memory
-#: before the first update (about 18 s and 0.4 GB per 100,000 chain-sum prompts on one CPU core) and every eval
-#: generates ``[eval] samples`` completions for each; the shipped studies use 1,000-4,000, GSM8K's test split 1,319.
-MAX_HELDOUT_PROMPTS = 100_000
+#: before the first update, and every eval generates ``[eval] samples`` completions for each (100,000 on the tiny
+#: tier printed nothing for minutes before its first eval); the shipped studies use 1,000-4,000, GSM8K's test split
+#: 1,319, MATH's 5,000.
+MAX_HELDOUT_PROMPTS = 20_000
 
 
 def check_train(t: TrainConfig, where: str) -> None:

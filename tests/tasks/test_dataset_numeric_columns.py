@@ -26,7 +26,7 @@ def test_numeric_columns_are_kept_as_metadata_and_usable_as_features(tmp_path):
     for p in problems:
         i = int(p.metadata["id"][1:])
         assert p.metadata["level"] == i % 3 and p.metadata["weight"] == 0.5 * i
-        assert "flag" not in p.metadata and "note" not in p.metadata  # booleans and text are no features
+        assert p.metadata["flag"] is True and p.metadata["note"] == "text"  # kept, refused as features by name
         assert p.metadata["row"] == i and str(p.metadata["source"]).endswith("train.jsonl")  # gradprobe's keys kept
         assert "answer" not in p.metadata and "question" not in p.metadata  # mapped columns are not repeated
     with warnings.catch_warnings():
@@ -60,3 +60,14 @@ def test_reserved_names_and_a_float_id_stay_out_of_the_metadata(tmp_path):
     (p,) = _task(tmp_path, rows).problems("train", 1)
     assert "id" not in p.metadata and "expression" not in p.metadata and "guidance" not in p.metadata
     assert p.metadata["level"] == 1
+
+
+def test_a_level_written_as_text_in_one_row_is_refused_as_a_feature_not_imputed(tmp_path):
+    """One row's "level": "2" was dropped by the loader, so --metadata-keys level imputed it without a word."""
+    import pytest
+
+    rows = [{"question": f"What is {i} + 1?", "answer": str(i + 1), "level": i} for i in range(4)]
+    rows[2]["level"] = "2"
+    problems = _task(tmp_path, rows).problems("train", 4)
+    with pytest.raises(ValueError, match=r"metadata key 'level' \(--metadata-keys\) is not a number: '2' in prompt"):
+        check_metadata_keys(problems, ["level"])
