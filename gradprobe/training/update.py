@@ -57,9 +57,7 @@ def run_update(s: RunSession) -> dict:
     batch, selection = collect_batch(s)  # rollout
     ctx = RewardContext(task=s.task, sampler=s.continuation_sampler, sampling=s.run.sampling, mc=s.run.mc,
                         ledger=st.ledger, tokenizer=s.policy.tokenizer, eos_token_ids=s.policy.eos_token_ids)
-    # reward; checked where it enters training, as where it enters the probe: a float valid, a bad count, and
-    # advantages on rows marked not valid (zeroed) mean the same here and there
-    rout = checked_output(charged_reward(s.reward_fn, batch, ctx, st.ledger), s.run.reward, batch)
+    rout = charged_reward(s.reward_fn, batch, ctx, st.ledger, s.run.reward)  # reward
     batch = batch.to(s.model.device)
     adv = rout.advantages.to(torch.float64).to(s.model.device)  # (N, T)
     lr, step = policy_step(s, batch, adv)  # step
@@ -79,19 +77,34 @@ def collect_batch(s: RunSession):
     return s.selector.next_batch(s.state.update, s.state.ledger)
 
 
-def charged_reward(reward_fn, batch, ctx, ledger: Ledger):
-    """``reward_fn(batch, ctx)`` with all of its wall time on the ledger.
+def charged_reward(reward_fn, batch, ctx, ledger: Ledger, name: str = "reward"):
+    """``reward_fn(batch, ctx)``, its output checked, with all of its wall time and tokens on the ledger.
 
     MC rewards charge their continuations' tokens and seconds (``generation``) and a process
     reward model its FLOPs and seconds (``reward``) themselves; the rest of the call (a
     verifier parsing and checking answers or steps) is added to ``device_seconds["reward"]``, so
     every second of the reward counts once against a seconds budget (:data:`gradprobe.ledger.CHARGED_WORK`).
+    The output is checked where it enters training, as where it enters the probe
+    (:func:`gradprobe.rewards.base.checked_output`: a float valid or a bad count refused, rows marked not valid
+    zeroed), and the tokens it reports generating (``generated_tokens``, the charged categories
+    :data:`gradprobe.ledger.CHARGED`) beyond what it charged the ledger itself are charged too: the probe counts
+    them in tokens per update, so a native reward that generates without charging trained for free before.
+
+    Raises
+    ------
+    RewardFunctionError
+        The output is refused (:func:`~gradprobe.rewards.base.checked_output`; ``name`` is the reward named).
     """
     before = sum(ledger.device_seconds.values())
+    tokens_before = dict(ledger.generated_tokens)
     start = time.perf_counter()
-    out = reward_fn(batch, ctx)
+    out = checked_output(reward_fn(batch, ctx), name, batch)
     elapsed = time.perf_counter() - start
     ledger.add_seconds("reward", max(0.0, elapsed - (sum(ledger.device_seconds.values()) - before)))
+    for category, n in out.generated_tokens.items():
+        charged = ledger.generated_tokens.get(category, 0) - tokens_before.get(category, 0)
+        if category in CHARGED and n > charged:
+            ledger.add_generated(category, n - charged)
     return out
 
 
