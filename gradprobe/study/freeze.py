@@ -19,7 +19,7 @@ from .folder import (FolderLock, PlanChangedError, StudyError, check_frozen_plan
                      read_study_json, study_json_fix, study_plan_sha)
 from .invocations import HEARTBEAT_JSON
 
-__all__ = ["STUDY_OUTPUTS", "freeze_plan"]
+__all__ = ["STUDY_OUTPUTS", "freeze_plan", "check_reward_plugins", "REWARD_PLUGINS"]
 
 #: what ``--restart`` deletes from a study folder (nothing else in it is touched)
 STUDY_OUTPUTS = (PLAN_COPY, STUDY_JSON, RUNS_CSV, EVAL_ITEMS_GZ, ANALYSIS_JSON, FIGURES, "reanalysis", "probe",
@@ -149,3 +149,64 @@ def _new_study_json(plan: Plan, plan_path) -> dict:
             "versions": versions(),
             "runs": [{"arm": a, "seed": s, "dir": str(run_dir("", a, s)), "status": "pending"}
                      for a, s in plan.runs()]}
+
+
+REWARD_PLUGINS = "reward_plugins"
+"""``study.json``'s record of each plug-in reward's code: ``{spec: {"file", "sha256"}}``."""
+
+
+def check_reward_plugins(plan: Plan, out: Path, study: dict) -> dict:
+    """Record (first invocation) or check (later ones) which code each plug-in reward of ``plan`` runs, in
+    ``study.json``'s ``reward_plugins``, before any run starts: a study resumed after its reward file was edited
+    (or from a directory where the name finds another file) would train its remaining seeds with other code than
+    its finished ones, and average the two under one arm (a run's own record only guards its resume from a
+    checkpoint, :func:`gradprobe.training.run_folder.check_reward_identity`). The same content at another path
+    is the same code: accepted, the record kept.
+
+    Parameters
+    ----------
+    plan : Plan
+        The frozen plan; built-in rewards are not recorded.
+    out : Path
+        The study folder (its lock held).
+    study : dict
+        ``study.json`` as read; updated in place and rewritten when a reward is recorded.
+
+    Returns
+    -------
+    dict
+        ``study``.
+
+    Raises
+    ------
+    StudyError
+        A plug-in reward whose file's sha256 differs from the recorded one while a run of it is still to train
+        (finished or not started: :func:`~gradprobe.study.folder.finished_runs`): one line naming the reward, both files
+        and sha256s (12 hex digits) and the fix (restore the file, or run the plan as a new study under a new
+        --out); nothing is run or written.
+    UnknownRewardError
+        A plug-in reward that cannot be loaded (as the study's preflight says).
+    """
+    from ..rewards.plugin import is_plugin_name, plugin_identity  # torch: the study package stays torch-free
+
+    recorded = study.get(REWARD_PLUGINS) if isinstance(study.get(REWARD_PLUGINS), dict) else {}
+    done = {Path(p).resolve() for p in finished_runs(out)}
+    pending = {plan.arms[a].reward for a, seed in plan.runs() if (out / run_dir("", a, seed)).resolve() not in done}
+    new = {}
+    for spec in sorted({arm.reward for arm in plan.arms.values() if is_plugin_name(arm.reward)}):
+        now_id = plugin_identity(spec)
+        then = recorded.get(spec)
+        if (isinstance(then, dict) and then.get("sha256") and now_id.get("sha256") != then.get("sha256")
+                and spec in pending):  # a study whose runs of it are all finished trains nothing more with it
+            raise StudyError(
+                f"{out}: reward {spec!r} now runs {now_id.get('file')} (sha256 {str(now_id.get('sha256'))[:12]}), not "
+                f"the code the study's runs started with ({then.get('file')}, sha256 {str(then['sha256'])[:12]}, "
+                f"{out / STUDY_JSON} {REWARD_PLUGINS}): its remaining runs would train another reward than its "
+                "finished ones; restore the reward file as it was (or run from the directory the study started "
+                "in), or run the plan as a new study under a new --out")
+        if not isinstance(then, dict):
+            new[spec] = {"file": now_id.get("file"), "sha256": now_id.get("sha256")}
+    if new:
+        study[REWARD_PLUGINS] = {**recorded, **new}
+        write_json_atomic(out / STUDY_JSON, study)
+    return study

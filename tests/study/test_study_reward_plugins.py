@@ -1,0 +1,61 @@
+"""A study records which code each plug-in reward runs (study.json reward_plugins) and refuses, before any run, to
+train the rest of an arm with an edited reward file: a trial user's arm averaged two versions of its reward over its
+seeds (a seed without a checkpoint started afresh with the new code; a run's own record only guards a resume)."""
+
+import json
+import shutil
+import sys
+
+import pytest
+
+from gradprobe.study.folder import StudyError
+from gradprobe.study.runner import run_study
+
+from helpers_training import tiny_plan
+
+V1 = "def fn(prompts, completions, **kwargs):\n    return [float(len(c) % 2) for c in completions]\n"
+V2 = "def fn(prompts, completions, **kwargs):\n    return [float(len(c) % 3) for c in completions]\n"
+
+
+def _forget(spec, folder):
+    from gradprobe.rewards import REWARDS
+    from gradprobe.rewards import plugin
+
+    REWARDS.pop(spec, None)
+    for origin in [o for o, name in plugin._ORIGINS.items() if name == spec]:
+        del plugin._ORIGINS[origin]
+    getattr(plugin, "_IDENTITIES", {}).pop(spec, None)
+    for name in [k for k, m in sys.modules.items() if k.startswith("gradprobe_user_rewards.")
+                 and str(getattr(m, "__file__", "")).startswith(str(folder))]:  # as a new process would not know it
+        del sys.modules[name]
+
+
+def test_an_edited_reward_is_refused_while_runs_of_it_remain(tmp_path):
+    rw = tmp_path / "rw.py"
+    rw.write_text(V1)
+    spec = f"{rw}:fn"
+    plan_path = tmp_path / "plan.toml"
+    plan_path.write_text(tiny_plan(arm="plug", reward=spec, seeds=[0, 1]))
+    out = tmp_path / "study"
+    res = run_study(plan_path, out, executor="inline", probe=False, analyze=False)
+    assert res.ok, res.summary()
+    recorded = json.loads((out / "study.json").read_text())["reward_plugins"]
+    import hashlib
+
+    assert recorded == {spec: {"file": str(rw.resolve()), "sha256": hashlib.sha256(V1.encode()).hexdigest()}}
+    shutil.rmtree(out / "runs" / "plug" / "seed1")  # seed 1 still to train
+    rw.write_text(V2)
+    _forget(spec, tmp_path)
+    with pytest.raises(StudyError) as e:
+        run_study(plan_path, out, executor="inline", probe=False, analyze=False)
+    v1, v2 = (hashlib.sha256(v.encode()).hexdigest()[:12] for v in (V1, V2))
+    assert str(e.value) == (
+        f"{out}: reward {spec!r} now runs {rw.resolve()} (sha256 {v2}), not the code the study's runs started with "
+        f"({rw.resolve()}, sha256 {v1}, {out / 'study.json'} reward_plugins): its remaining runs would train another "
+        "reward than its finished ones; restore the reward file as it was (or run from the directory the study "
+        "started in), or run the plan as a new study under a new --out")
+    assert not (out / "runs" / "plug" / "seed1").exists()  # nothing was run
+    rw.write_text(V1)  # the fix: the file as it was
+    _forget(spec, tmp_path)
+    assert run_study(plan_path, out, executor="inline", probe=False, analyze=False).ok
+    assert (out / "runs" / "plug" / "seed1" / "summary.json").is_file()
