@@ -12,7 +12,9 @@
   :class:`~gradprobe.rewards.base.RewardOutput` with advantages (N, T) and valid (N,), becomes a
   :class:`~gradprobe.rewards.base.RewardFunctionError` naming the reward, as the TRL-style wrapper's errors do.
 
-A module name is looked up with the working directory first on ``sys.path``, as ``python -m`` does; a
+A module name is looked up with the working directory first on ``sys.path``, as ``python -m`` does; a file's
+folder is put on ``sys.path`` as ``python FILE.py`` does, so the file may import modules beside it (their edits
+are not in its recorded sha256, :func:`plugin_identity`, which covers the file itself); a
 function that fits neither form is refused when the reward is loaded, before any rollout. A plan's rewards
 by import path are imported when a run or study starts, not when the plan is read, so reading or analysing
 a study needs none of their code.
@@ -76,6 +78,8 @@ def _import_module(module: str, spec: str):
         name = f"gradprobe_user_rewards.{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:10]}"
         if name in sys.modules:
             return sys.modules[name]
+        if str(path.parent) not in sys.path:  # as `python FILE.py` does: the file's modules beside it import
+            sys.path.insert(0, str(path.parent))
         loader = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(loader)
         sys.modules[name] = mod

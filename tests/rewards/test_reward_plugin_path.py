@@ -143,3 +143,21 @@ def test_a_study_preflight_imports_each_arms_reward_before_the_folder(user_modul
     with pytest.raises(Exception, match=r"\[arms.mine\] reward: reward 'absent_rewards_mod:fn': no module named "
                                         r"'absent_rewards_mod'.*checked before the study folder was written"):
         check_plan_inputs(load_plan(user_module / "plan.toml"))
+
+
+def test_a_reward_file_imports_a_module_beside_it(tmp_path, monkeypatch):
+    """As `python rw2.py` would: the file's folder is on sys.path (a trial user's `import helper` beside the reward
+    file failed with "No module named 'helper'" while the same code worked as `rw2:fn`)."""
+    import sys
+
+    from gradprobe.rewards import get_reward
+
+    folder = tmp_path / "rewards_here"
+    folder.mkdir()
+    (folder / "helper_beside_xq.py").write_text("K = 3\n")
+    (folder / "rw2.py").write_text("import helper_beside_xq\n\n\ndef fn(prompts, completions, **kwargs):\n"
+                                   "    return [float(len(c) % helper_beside_xq.K) for c in completions]\n")
+    monkeypatch.chdir(tmp_path)  # not the file's folder
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert callable(get_reward(f"{folder / 'rw2.py'}:fn"))
+    assert str(folder.resolve()) in sys.path
