@@ -37,7 +37,7 @@ def is_numeric(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def check_metadata_keys(problems, keys: Sequence[str]) -> None:
+def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = True) -> None:
     """Refuse metadata keys that cannot be features of these problems.
 
     Parameters
@@ -46,6 +46,9 @@ def check_metadata_keys(problems, keys: Sequence[str]) -> None:
         Their ``metadata`` (a mapping or None) and ``id``.
     keys : sequence of str
         The ``--metadata-keys``.
+    warn_absent : bool
+        Warn about keys no problem holds (below); False for an early check whose features are checked again
+        (``rank-prompts`` refuses bad keys before loading the model, and its feature pass warns, once).
 
     Raises
     ------
@@ -80,7 +83,7 @@ def check_metadata_keys(problems, keys: Sequence[str]) -> None:
                     f"{', '.join(_numeric_keys(problems)) or 'none'})")
     present = sorted({k for p in problems for k in (getattr(p, "metadata", None) or {})})
     absent = [k for k in keys if k not in present]
-    if absent and problems:
+    if absent and problems and warn_absent:
         warnings.warn(f"metadata_keys (--metadata-keys) {', '.join(absent)}: in no prompt of this pool, so imputed as "
                       f"a constant that carries no information (keys present: {', '.join(present) or 'none'})",
                       stacklevel=3)

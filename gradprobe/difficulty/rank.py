@@ -262,7 +262,8 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
                       f"({shown}{'; ...' if len(repeats) > 2 else ''}): rank-prompts ranks each copy on its own, "
                       f"difficulty-eval keeps the copies of a prompt in one half; deduplicate the data to give each "
                       f"prompt one place", stacklevel=3)
-    check_metadata_keys(problems, settings.keys)  # strings as features: refused before the folder and the model
+    # strings as features: refused before the folder and the model; absent keys are warned by the feature pass
+    check_metadata_keys(problems, settings.keys, warn_absent=False)
     folder = None if out is None else prepare_output_dir(Path(out))  # then the folder, then the compute
     # an alias (``tiny`` = the shipped or cached tier), folder, GGUF file or hub id, as a plan's [model] name
     policy = load_policy(model, dtype=settings.dtype, device=settings.device, seed=settings.seed)

@@ -71,3 +71,16 @@ def test_a_level_written_as_text_in_one_row_is_refused_as_a_feature_not_imputed(
     problems = _task(tmp_path, rows).problems("train", 4)
     with pytest.raises(ValueError, match=r"metadata key 'level' \(--metadata-keys\) is not a number: '2' in prompt"):
         check_metadata_keys(problems, ["level"])
+
+
+def test_an_absent_key_is_warned_once_by_rank_prompts_early_check_left_silent(tmp_path):
+    """rank-prompts checks the keys before loading the model and again in its feature pass: the absent-key warning
+    came twice (a trial user's finding); the early check no longer warns."""
+    import pytest
+
+    problems = _task(tmp_path, [{"question": "What is 1 + 1?", "answer": "2", "level": 1}]).problems("train", 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_metadata_keys(problems, ["typo"], warn_absent=False)
+    with pytest.warns(UserWarning, match="typo: in no prompt of this pool"):
+        check_metadata_keys(problems, ["typo"])
