@@ -203,24 +203,20 @@ def _read(reader: str, cell: str, tmp_path: Path) -> ReferenceCurve:
         path = tmp_path / "c.csv"
         path.write_text("update,accuracy,seed\n" + "".join(f"{u},{a},{s}\n" for s, u, a in text))
         return ReferenceCurve.from_csv(path)
+    def per_seed(folder: str, name: str, render) -> list[Path]:
+        """One file ``tmp_path/<folder><seed>/<name>`` per seed, ``render(evals of the seed)`` its text."""
+        paths = [tmp_path / f"{folder}{seed}" / name for seed in (0, 1)]
+        for seed, path in enumerate(paths):
+            path.parent.mkdir()
+            path.write_text(render([(u, a) for s, u, a in text if s == seed]))
+        return paths
+
     if reader == "metrics":
-        paths = []
-        for seed in (0, 1):
-            path = tmp_path / f"seed{seed}" / "metrics.jsonl"
-            path.parent.mkdir()
-            path.write_text("".join(f'{{"eval": true, "update": {u}, "greedy_accuracy": {a}}}\n'
-                                    for s, u, a in text if s == seed))
-            paths.append(path)
-        return ReferenceCurve.from_metrics(paths)
+        return ReferenceCurve.from_metrics(per_seed("seed", "metrics.jsonl", lambda ev: "".join(
+            f'{{"eval": true, "update": {u}, "greedy_accuracy": {a}}}\n' for u, a in ev)))
     if reader == "trl":
-        paths = []
-        for seed in (0, 1):
-            path = tmp_path / f"trl{seed}" / "trainer_state.json"
-            path.parent.mkdir()
-            path.write_text('{"log_history": [' + ", ".join(f'{{"step": {u}, "eval_accuracy": {a}}}'
-                                                           for s, u, a in text if s == seed) + "]}")
-            paths.append(path)
-        return ReferenceCurve.from_trl_state(paths)
+        return ReferenceCurve.from_trl_state(per_seed("trl", "trainer_state.json", lambda ev: (
+            '{"log_history": [' + ", ".join(f'{{"step": {u}, "eval_accuracy": {a}}}' for u, a in ev) + "]}")))
     if reader == "study":
         study = shipped_copy("study_tiny", tmp_path / "s")
         lines = (study / "runs.csv").read_text().splitlines(True)

@@ -76,6 +76,15 @@ def _killed_run(out: Path, reward: str):
     return run
 
 
+def _resumed_notes(run, out: Path, capsys) -> list[str]:
+    """Resume ``run`` in ``out`` to its end (checked: completed, 2 updates, resumed from update 1) and return the
+    ``note:`` lines it printed on stderr."""
+    capsys.readouterr()
+    summary = run_training(run, out)
+    assert summary["completed"] and summary["updates"] == 2 and summary["resumed_from_update"] == [1]
+    return [x for x in capsys.readouterr().err.splitlines() if x.startswith("note:")]
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -155,10 +164,7 @@ def test_a_run_folder_without_the_record_resumes_with_one_note(tmp_path, registr
     del config["reward_plugin"]  # as written before the record existed
     (out / "config.json").write_text(json.dumps(config))
     _forget(spec, tmp_path)
-    capsys.readouterr()
-    summary = run_training(run, out)
-    assert summary["completed"] and summary["updates"] == 2 and summary["resumed_from_update"] == [1]
-    notes = [x for x in capsys.readouterr().err.splitlines() if x.startswith("note:")]
+    notes = _resumed_notes(run, out, capsys)
     assert notes == [f"note: {out} was started before gradprobe recorded a plug-in reward's file and sha256, so "
                      f"whether reward 'rw.py:brevity' ({(tmp_path / 'rw.py').resolve()}, sha256 "
                      f"{_sha(tmp_path / 'rw.py')[:12]}) is the code it was trained with could not be checked; resuming"]
@@ -184,10 +190,7 @@ def test_the_same_content_from_a_moved_folder_resumes_with_a_note(tmp_path, regi
     run = _killed_run(out, spec)
     _forget(spec, tmp_path)
     monkeypatch.chdir(moved)
-    capsys.readouterr()
-    summary = run_training(run, out)
-    assert summary["completed"] and summary["updates"] == 2 and summary["resumed_from_update"] == [1]
-    notes = [x for x in capsys.readouterr().err.splitlines() if x.startswith("note:")]
+    notes = _resumed_notes(run, out, capsys)
     assert notes == [f"note: reward 'rw.py:brevity' of {out} is read from {(moved / 'rw.py').resolve()}, not "
                      f"{(w / 'rw.py').resolve()} as when the run started, with the same content (sha256 "
                      f"{_sha(w / 'rw.py')[:12]}); resuming"]

@@ -113,22 +113,18 @@ def test_an_absent_plan_sha256_still_reads_analysis_json_s(tmp_path):
 
 # --- 3: a calibration file's format_version ----------------------------------------------------------------------
 
-def test_a_version_1_field_on_a_version_2_file_says_the_field_does_not_match(tmp_path):
-    path = _write(tmp_path, dict(DEFAULT, format_version=1))
-    with pytest.raises(CalibrationFileError) as e:  # was: "field 'features' is missing or malformed"
+@pytest.mark.parametrize("version, body, content", [
+    (1, "v2", "a version-2 calibration ('forecaster' and 'domain', no 'features')"),  # was: 'features' is missing
+    (2, "v1", "a version-1 calibration ('features', no 'forecaster' nor 'domain')"),  # was: 'forecaster' is missing
+])
+def test_a_version_field_that_does_not_match_the_body_says_so(tmp_path, version, body, content):
+    path = _write(tmp_path, dict(DEFAULT if body == "v2" else V1, format_version=version))
+    with pytest.raises(CalibrationFileError) as e:
         load_calibration(path)
+    fix = _refit(path) if body == "v2" else GENERIC
     assert str(e.value) == (f"calibration file {path} is damaged: its field 'format_version' does not match its "
-                            "content: it is 1, but the file holds a version-2 calibration ('forecaster' and 'domain', "
-                            f"no 'features'); restore the file from a copy, or {_refit(path)}")
-
-
-def test_a_version_2_field_on_a_version_1_file_says_the_field_does_not_match(tmp_path):
-    path = _write(tmp_path, dict(V1, format_version=2))
-    with pytest.raises(CalibrationFileError) as e:  # was: "field 'forecaster' is missing or malformed"
-        load_calibration(path)
-    assert str(e.value) == (f"calibration file {path} is damaged: its field 'format_version' does not match its "
-                            "content: it is 2, but the file holds a version-1 calibration ('features', no "
-                            f"'forecaster' nor 'domain'); restore the file from a copy, or {GENERIC}")
+                            f"content: it is {version}, but the file holds {content}; restore the file from a copy, "
+                            f"or {fix}")
 
 
 @pytest.mark.parametrize("version, shown", [(HUGE, HUGE_TEXT), (1001, "1001"), (10 ** 30, str(10 ** 30))],
