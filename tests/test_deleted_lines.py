@@ -280,3 +280,20 @@ def test_calib_refuses_a_lost_middle_line_in_a_file_without_a_final_line_break(t
         build_rows(study)
     (study / "runs.csv").write_text("\n".join(lines) + "\n")  # whole again: the rows are built
     assert len(build_rows(study)) == 20
+
+
+def test_the_analysis_reads_the_per_item_results_once(tmp_path, monkeypatch):
+    """The lost-line check of runs.csv and the analysis's intervals both need the per-item results: the analysis
+    reads (decompresses and parses) them once and passes them on (they were read twice)."""
+    from gradprobe.study import analysis as analysis_module
+    from gradprobe.study import reading
+
+    study = _copy("study_tiny", tmp_path / "s")
+    calls = []
+    real = reading._item_lines
+    monkeypatch.setattr(reading, "_item_lines", lambda d: calls.append(d) or real(d))
+    monkeypatch.setattr(analysis_module, "_item_lines", reading._item_lines)
+    analysis_module.analyze(study, write=False, figures=False)
+    assert len(calls) == 1
+    _drop(study, lambda i, f: not (f[0] == "grpo" and f[1] == "0" and f[2] == "14"))  # still told, from them
+    assert "arm grpo, seed 0 lacks update(s) 14 (eval_items.jsonl.gz)" in _lost_warning(study)

@@ -193,10 +193,10 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
         raise ValueError(f"n_resamples must be >= 2000 for stable 95% intervals, got {n_resamples}")
     study_dir = Path(study_dir)
     record = _study_record(study_dir)
-    df, plan = load_runs(study_dir), frozen_plan(study_dir, record)
+    lines = _item_lines(study_dir)  # read once: runs.csv's lost-line check uses them too
+    df, plan = load_runs(study_dir, item_lines=lines or []), frozen_plan(study_dir, record)
     runs, recorded = _runs(df), recorded_axes(df)
     matched = matched_budgets(df, plan)
-    lines = _item_lines(study_dir)
     index = _item_index(lines) if lines else None
     boot_kw = {"n_resamples": n_resamples, "seed": seed}
     init = initial_reads(runs)

@@ -165,7 +165,7 @@ def blank_cells(df, col: str, mask=None) -> str | None:
     return _rows_named(df, blank, lines if lines is not None and len(lines) == len(df) else None)
 
 
-def load_runs(study_dir: str | Path):
+def load_runs(study_dir: str | Path, *, item_lines=None):
     """``runs.csv`` as a DataFrame (accuracies stay fractions), sorted by arm, seed and update.
 
     Optional columns (``flops``, the side effects) absent in older studies are added empty. ``attrs["csv_lines"]``
@@ -175,6 +175,9 @@ def load_runs(study_dir: str | Path):
     ----------
     study_dir : str or Path
         The study folder (``gradprobe study --out DIR``).
+    item_lines : list of dict, optional
+        The study's per-item result lines when the caller has read them (the analysis: the file is read once);
+        None: read here for the lost-line check (:func:`lost_eval_lines`).
 
     Returns
     -------
@@ -219,7 +222,7 @@ def load_runs(study_dir: str | Path):
     _check_some_accuracy(df, path, study_dir)
     tail = cut_tail_run(raw)  # the run of a cut last line (a cut elsewhere leaves the end whole)
     df = _sorted_runs(df, lines_known, study_dir)
-    _warn_lost_lines(df, study_dir, path, tail)  # lines deleted whole: runs read with fewer evals
+    _warn_lost_lines(df, study_dir, path, tail, item_lines)  # lines deleted whole: runs read with fewer evals
     _blank_accuracy_at_cuts(df, cut, path, study_dir)
     return df
 
@@ -392,7 +395,8 @@ def _warn_short_lines(path: Path, raw: bytes, study_dir) -> set[int]:
 
 # ----------------------------------------------------------------------------- lines lost from runs.csv
 
-def lost_eval_lines(df, study_dir: str | Path, path: str | Path | None = None, *, cut_run=None) -> str | None:
+def lost_eval_lines(df, study_dir: str | Path, path: str | Path | None = None, *, cut_run=None,
+                    item_lines=None) -> str | None:
     """What a ``runs.csv`` lost of its eval lines (deleted whole, they read as runs with fewer evals), or None.
 
     Each run (arm, seed) of ``df`` must hold a line for every eval its study records elsewhere:
@@ -419,6 +423,8 @@ def lost_eval_lines(df, study_dir: str | Path, path: str | Path | None = None, *
         unreadable one is left out of the check).
     path : str or Path, optional
         The file named in the message (default ``study_dir/runs.csv``).
+    item_lines : list of dict, optional
+        The per-item result lines already read (:func:`_item_lines`); None: read here.
     cut_run : (str, int), optional
         The run (arm, seed) of the file's last line when the file looks cut (:func:`_warn_short_lines`, warned
         already): its evals after its last line went with the cut, so only its evals before that are checked.
@@ -436,7 +442,7 @@ def lost_eval_lines(df, study_dir: str | Path, path: str | Path | None = None, *
     runs = _csv_run_evals(df)
     if not runs:
         return None
-    promised, finals, (items, items_file) = _plan_eval_updates(d), _final_updates(d), _item_evals(d)
+    promised, finals, (items, items_file) = _plan_eval_updates(d), _final_updates(d), _item_evals(d, item_lines)
     lost, used = [], set()
     for (arm, seed), evals in runs.items():
         last = max(evals)
@@ -486,12 +492,12 @@ def cut_tail_run(raw: bytes):
     return _run_key(fields[header.index("arm")], fields[header.index("seed")])
 
 
-def _warn_lost_lines(df, study_dir, path: Path, cut_run) -> None:
+def _warn_lost_lines(df, study_dir, path: Path, cut_run, item_lines=None) -> None:
     """One UserWarning when ``runs.csv`` (``df``) lost eval lines (:func:`lost_eval_lines`; ``cut_run``: the run of
     a cut last line), saying what the analysis does with those runs and the fix (:func:`restore_runs_csv_fix`). A
     warning, as for a cut line: the analysis reads those runs with the evals left (a read across a lost eval is
     refused, being wider than the promised gap; a lost final eval moves the run's last read earlier)."""
-    lost = lost_eval_lines(df, study_dir, path, cut_run=cut_run)
+    lost = lost_eval_lines(df, study_dir, path, cut_run=cut_run, item_lines=item_lines)
     if lost is not None:
         warnings.warn(f"{lost}, so the analysis reads these runs with fewer evals (a read across a lost eval is "
                       f"refused, a lost final eval moves the run's last read earlier); "
@@ -569,14 +575,16 @@ def _final_updates(study_dir: Path) -> dict:
     return out
 
 
-def _item_evals(study_dir: Path) -> tuple[dict, str]:
+def _item_evals(study_dir: Path, lines=None) -> tuple[dict, str]:
     """((arm, seed) -> {update: generated_tokens} of every eval the per-item results record, and the file named
-    for them); {} when there are none or they cannot be read (the analysis reports that itself)."""
+    for them); {} when there are none or they cannot be read (the analysis reports that itself). ``lines``: the
+    per-item lines already read (:func:`_item_lines`, e.g. by the analysis: one read of the file); None: read here."""
     name = EVAL_ITEMS_GZ if (study_dir / EVAL_ITEMS_GZ).exists() else f"runs/ARM/seedS/{EVAL_ITEMS}"
-    try:
-        lines = _item_lines(study_dir) or []
-    except (AnalysisError, OSError, ValueError, KeyError):
-        return {}, name
+    if lines is None:
+        try:
+            lines = _item_lines(study_dir) or []
+        except (AnalysisError, OSError, ValueError, KeyError):
+            return {}, name
     out: dict = {}
     for e in lines:
         try:
