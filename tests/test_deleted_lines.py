@@ -1,6 +1,7 @@
 """Lines deleted whole from a study's ``runs.csv`` or a report's ``cv_predictions.csv`` are told, not read as fewer
 runs or evals: ``load_runs`` warns naming the file, the runs, the missing updates and the fix (the analysis reads on,
-as for a cut line), ``calib report`` refuses such a study, ``calib report`` records the row count of
+as for a cut line; a run's lost final eval is refused instead: tests/test_lost_final_eval.py), ``calib report``
+refuses such a study, ``calib report`` records the row count of
 ``cv_predictions.csv`` in ``metrics.json`` and ``benchmarks/unseen_study.py`` refuses a CSV of another count."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from calib.dataset import StudyFormatError
 from calib.report import read_runs, write_report
 from calib_helpers import default_arms, synthetic_forecasts, write_study
 from gradprobe.cli import main
-from gradprobe.study.reading import load_runs, lost_eval_lines, restore_runs_csv_fix
+from gradprobe.study.reading import AnalysisError, load_runs, lost_eval_lines, restore_runs_csv_fix
 from study_helpers import make_study
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,19 +73,29 @@ def test_every_shipped_study_reads_without_a_lost_line():
 
 
 def test_every_other_line_deleted_names_each_run_its_missing_updates_and_the_fix(tmp_path):
+    """lost_eval_lines (as calib reads runs.csv) names every lost update; the analysis refuses the file, whose runs
+    lost their final evals too (a lost final eval is refused, not warned: tests/test_lost_final_eval.py)."""
     study = _copy("study_tiny", tmp_path / "s")
     _drop(study, lambda i, f: i % 2 == 0)  # data lines 1, 3, 5, ... kept
-    msg = _lost_warning(study)
-    assert msg.startswith(f"{study / 'runs.csv'} lost eval lines: arm grpo, seed 0 lacks update(s) 2, 10, 20 (plan), "
-                          "42 (eval_items.jsonl.gz); arm grpo, seed 1 lacks update(s) 0, 5 (plan), 15, 29 "
-                          "(eval_items.jsonl.gz), 56 (study.json); arm grpo, seed 2 lacks update(s) 2, 10, 20 (plan), "
-                          "42 (eval_items.jsonl.gz) and 17 more run(s) (plan: every run evaluates at update 0, at the "
-                          "plan's [eval] at_updates and, under a [budget] updates, at its at_fractions, up to its last "
-                          "eval;"), msg
-    assert msg.endswith("lines were deleted from runs.csv, so the analysis reads these runs with fewer evals (a read "
-                        "across a lost eval is refused, a lost final eval moves the run's last read earlier); "
-                        + restore_runs_csv_fix(study))
-    assert "\n" not in msg
+    msg = lost_eval_lines(pd.read_csv(study / "runs.csv"), study)
+    assert msg == (f"{study / 'runs.csv'} lost eval lines: arm grpo, seed 0 lacks update(s) 2, 10, 20 (plan), "
+                   "42 (eval_items.jsonl.gz); arm grpo, seed 1 lacks update(s) 0, 5 (plan), 15, 29 "
+                   "(eval_items.jsonl.gz), 56 (study.json); arm grpo, seed 2 lacks update(s) 2, 10, 20 (plan), "
+                   "42 (eval_items.jsonl.gz) and 17 more run(s) (plan: every run evaluates at update 0, at the "
+                   "plan's [eval] at_updates and, under a [budget] updates, at its at_fractions, up to its last "
+                   "eval; eval_items.jsonl.gz: the per-item results, written at every eval, record an eval of the run "
+                   "there; study.json: a finished run's final eval is at the update study.json records): lines were "
+                   "deleted from runs.csv"), msg
+    with pytest.raises(AnalysisError) as info:
+        load_runs(study)
+    refused = str(info.value)
+    assert refused.startswith(f"{study / 'runs.csv'} lost the final eval line(s) of run(s): arm grpo, seed 1 ends at "
+                              "update 42 but lacks update(s) 56 (study.json) after it; arm grpo, seed 3 ends at "
+                              "update 43 but lacks update(s) 57 (study.json) after it; arm grpo_2xlr, seed 1 ends at "
+                              "update 42 but lacks update(s) 56 (study.json) after it and 13 more run(s) (study.json: "
+                              "a finished run's final eval is at the update study.json records): lines were deleted "
+                              "from runs.csv"), refused
+    assert refused.endswith(restore_runs_csv_fix(study)) and "\n" not in refused
 
 
 def test_one_middle_line_at_a_budget_fraction_is_named_from_the_per_item_results(tmp_path):
@@ -103,13 +114,20 @@ def test_a_listed_update_and_a_final_eval_are_named_from_the_plan_and_study_json
     runs = pd.read_csv(study / "runs.csv")
     g = runs[(runs["arm"] == runs["arm"].iloc[0]) & (runs["seed"] == 1)]
     arm, last = g["arm"].iloc[0], int(g["update"].max())
+    left = int(g.loc[g["update"] < last, "update"].max())
     _drop(study, lambda i, f: not (f[0] == arm and f[1] == "1" and f[2] in ("5", str(last))))
-    msg = _lost_warning(study)
+    msg = lost_eval_lines(pd.read_csv(study / "runs.csv"), study)  # as calib reads it
     assert msg.startswith(f"{study / 'runs.csv'} lost eval lines: arm {arm}, seed 1 lacks update(s) 5 (plan), {last} "
                           "(study.json) (plan: every run evaluates at update 0, at the plan's [eval] at_updates and, "
                           "under a [budget] updates, at its at_fractions, up to its last eval; study.json: a finished "
                           "run's final eval is at the update study.json "
                           "records): lines were deleted from runs.csv"), msg
+    with pytest.raises(AnalysisError) as info:  # the analysis refuses the lost final eval
+        load_runs(study)
+    assert str(info.value).startswith(f"{study / 'runs.csv'} lost the final eval line(s) of run(s): arm {arm}, seed 1 "
+                                      f"ends at update {left} but lacks update(s) {last} (study.json) after it "
+                                      "(study.json: a finished run's final eval is at the update study.json records)"
+                                      ), str(info.value)
 
 
 def test_a_study_with_run_folders_says_to_rebuild_runs_csv_from_them(tmp_path):
@@ -151,18 +169,19 @@ def test_a_cut_last_line_is_the_cuts_warning_not_a_lost_line(tmp_path):
 
 def test_a_cut_line_in_the_middle_leaves_a_lost_final_eval_told(tmp_path):
     """Only a cut LAST line exempts its run's end (its final eval went with the cut): a line cut in the middle does
-    not hide that the last line was deleted whole (was: the cut warning alone)."""
+    not hide that the last line was deleted whole (was: the cut warning alone); that lost final eval is refused."""
     study = _copy("study_tiny", tmp_path / "s")
     lines = (study / "runs.csv").read_text().splitlines()
     lines[10] = lines[10].rsplit(",", 1)[0]  # a field short: cut
     (study / "runs.csv").write_text("\n".join(lines[:-1]) + "\n")  # and the final eval of the last run deleted
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(AnalysisError) as info:
         warnings.simplefilter("always")
         load_runs(study)
     msgs = [str(w.message) for w in caught]
-    assert len(msgs) == 2 and "line 11 (12 of 13 fields) look(s) cut" in msgs[0], msgs
+    assert len(msgs) == 1 and "line 11 (12 of 13 fields) look(s) cut" in msgs[0], msgs
     arm, seed, update = lines[-1].split(",")[:3]
-    assert f"lost eval lines: arm {arm}, seed {seed} lacks update(s) {update} (study.json)" in msgs[1], msgs
+    assert f"lost the final eval line(s) of run(s): arm {arm}, seed {seed} ends at update " in str(info.value)
+    assert f"lacks update(s) {update} (study.json) after it" in str(info.value)
 
 
 @pytest.mark.parametrize("fraction,updates", [(0.55, 100), (0.28, 25), (0.07, 100), (0.14, 50), (0.5, 30)])

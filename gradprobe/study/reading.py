@@ -191,7 +191,10 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
         ``accuracy`` or ``accuracy_sampled`` outside [0, 1] (points, not fractions; inf too), a ``generated_tokens``,
         ``device_seconds`` or ``flops`` value infinite or negative, or no accuracy on any line (both accuracy
         columns blank) (the message names the file, the lines and the fix: rebuild runs.csv from the run folders,
-        :func:`restore_runs_csv_fix`).
+        :func:`restore_runs_csv_fix`). A run's final eval line deleted whole (an update ``study.json`` or the run's
+        per-item results record after its last line, :func:`lost_eval_lines`): the run's end is unknown, and read
+        as it is the run would end earlier, moving the matched budgets; one line names the file, each such run, its
+        last update left, the missing update(s) and the fix (:func:`_check_lost_lines`).
 
     Warns
     -----
@@ -201,9 +204,10 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
         fewer fields than the header (a file cut mid-line), or the last line of a file without a final line
         break: one warning names them; their missing cells, and their ``accuracy`` and ``accuracy_sampled``
         cells (a value at a cut may be cut: ``0.`` for ``0.74``), read as blank. Lines that copy an earlier line
-        exactly: one warning names them, and each eval is read once. Lines deleted whole (a run lacks an eval its
-        plan, ``study.json`` or per-item results record, :func:`lost_eval_lines`): one warning names the runs,
-        the updates and the fix, and the analysis reads those runs with the evals left.
+        exactly: one warning names them, and each eval is read once. Lines deleted whole before a run's last line (a
+        run lacks an eval its plan or per-item results record, :func:`lost_eval_lines`): one warning names the runs,
+        the updates and the fix, and the analysis reads those runs with the evals left (a read across a lost eval is
+        refused by the promised gap).
     """
     import pandas as pd
 
@@ -222,7 +226,7 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
     _check_some_accuracy(df, path, study_dir)
     tail = cut_tail_run(raw)  # the run of a cut last line (a cut elsewhere leaves the end whole)
     df = _sorted_runs(df, lines_known, study_dir)
-    _warn_lost_lines(df, study_dir, path, tail, item_lines)  # lines deleted whole: runs read with fewer evals
+    _check_lost_lines(df, study_dir, path, tail, item_lines)  # lines deleted whole (a lost end: refused)
     _blank_accuracy_at_cuts(df, cut, path, study_dir)
     return df
 
@@ -434,16 +438,33 @@ def lost_eval_lines(df, study_dir: str | Path, path: str | Path | None = None, *
     str or None
         One line, ``"PATH lost eval lines: arm A, seed S lacks update(s) U (source), ... (why each source expects
         them): lines were deleted from runs.csv"``, the first few runs named and the rest counted, without the fix
-        (:func:`restore_runs_csv_fix`), which the caller adds with what it does (:func:`load_runs` warns,
-        ``calib report`` refuses); None when nothing is missing.
+        (:func:`restore_runs_csv_fix`), which the caller adds with what it does (:func:`load_runs` refuses a run's
+        lost final eval and warns about the others, ``calib report`` refuses any); None when nothing is missing.
     """
+    path = Path(path) if path is not None else Path(study_dir) / "runs.csv"
+    lost, items_file = _lost_by_run(df, study_dir, cut_run, item_lines)
+    if not lost:
+        return None
+    return _lost_text(path, lost, items_file)
+
+
+def _lost_text(path: Path, lost: dict, items_file: str) -> str:
+    """:func:`lost_eval_lines`' line for ``lost`` and ``items_file`` (:func:`_lost_by_run`, ``lost`` not empty)."""
+    said = [f"arm {arm}, seed {seed} lacks update(s) {_said_updates(why)}" for (arm, seed), (_, why) in lost.items()]
+    return (f"{path} lost eval lines: {_first_runs(said)} ({_legend(lost, items_file)}): lines were deleted from "
+            "runs.csv")
+
+
+def _lost_by_run(df, study_dir, cut_run, item_lines) -> tuple[dict, str]:
+    """(arm, seed) -> (the last update ``df`` holds for the run, {lost update: the source expecting it ("plan",
+    "study.json" or the per-item file's name)}) for each run of ``df`` that lost eval lines, in ``df``'s run order;
+    and the per-item file's name. The rules, ``cut_run`` and ``item_lines``: :func:`lost_eval_lines`."""
     d = Path(study_dir)
-    path = Path(path) if path is not None else d / "runs.csv"
     runs = _csv_run_evals(df)
     if not runs:
-        return None
+        return {}, EVAL_ITEMS_GZ
     promised, finals, (items, items_file) = _plan_eval_updates(d), _final_updates(d), _item_evals(d, item_lines)
-    lost, used = [], set()
+    lost = {}
     for (arm, seed), evals in runs.items():
         last = max(evals)
         why = {u: "plan" for u in promised if u <= last and u not in evals}
@@ -454,17 +475,24 @@ def lost_eval_lines(df, study_dir: str | Path, path: str | Path | None = None, *
         if (arm, seed) == cut_run:
             why = {u: k for u, k in why.items() if u < last}
         if why:
-            used |= set(why.values())
-            lost.append(f"arm {arm}, seed {seed} lacks update(s) {_said_updates(why)}")
-    if not lost:
-        return None
-    more = f" and {len(lost) - _SHOWN_RUNS} more run(s)" if len(lost) > _SHOWN_RUNS else ""
+            lost[(arm, seed)] = (last, why)
+    return lost, items_file
+
+
+def _first_runs(said: list[str]) -> str:
+    """The first :data:`_SHOWN_RUNS` of ``said`` (one text per run) joined by "; ", the rest counted."""
+    more = f" and {len(said) - _SHOWN_RUNS} more run(s)" if len(said) > _SHOWN_RUNS else ""
+    return "; ".join(said[:_SHOWN_RUNS]) + more
+
+
+def _legend(lost: dict, items_file: str) -> str:
+    """Why each source named in ``lost`` (:func:`_lost_by_run`) expects its updates, "; "-joined."""
+    used = {k for _, why in lost.values() for k in why.values()}
     legend = {"plan": "every run evaluates at update 0, at the plan's [eval] at_updates and, under a [budget] "
                       "updates, at its at_fractions, up to its last eval",
               items_file: "the per-item results, written at every eval, record an eval of the run there",
               "study.json": "a finished run's final eval is at the update study.json records"}
-    said = "; ".join(f"{k}: {v}" for k, v in legend.items() if k in used)
-    return f"{path} lost eval lines: {'; '.join(lost[:_SHOWN_RUNS])}{more} ({said}): lines were deleted from runs.csv"
+    return "; ".join(f"{k}: {v}" for k, v in legend.items() if k in used)
 
 
 def cut_tail_run(raw: bytes):
@@ -492,15 +520,36 @@ def cut_tail_run(raw: bytes):
     return _run_key(fields[header.index("arm")], fields[header.index("seed")])
 
 
-def _warn_lost_lines(df, study_dir, path: Path, cut_run, item_lines=None) -> None:
-    """One UserWarning when ``runs.csv`` (``df``) lost eval lines (:func:`lost_eval_lines`; ``cut_run``: the run of
-    a cut last line), saying what the analysis does with those runs and the fix (:func:`restore_runs_csv_fix`). A
-    warning, as for a cut line: the analysis reads those runs with the evals left (a read across a lost eval is
-    refused, being wider than the promised gap; a lost final eval moves the run's last read earlier)."""
-    lost = lost_eval_lines(df, study_dir, path, cut_run=cut_run, item_lines=item_lines)
-    if lost is not None:
-        warnings.warn(f"{lost}, so the analysis reads these runs with fewer evals (a read across a lost eval is "
-                      f"refused, a lost final eval moves the run's last read earlier); "
+def _check_lost_lines(df, study_dir, path: Path, cut_run, item_lines=None) -> None:
+    """Refuse a ``runs.csv`` (``df``) whose run lost its final eval line, else warn once when it lost other eval
+    lines (:func:`lost_eval_lines`; ``cut_run``: the run of a cut last line, whose end went with the cut).
+
+    A lost final eval (an update ``study.json`` or the run's per-item results record after the run's last line) leaves
+    the run's end unknown: read as it is, the run would end at its last line left, moving its last read and the
+    matched budgets earlier, with a reason blaming another budget. Lost evals before a run's last line are a warning,
+    as for a cut line: the analysis reads those runs with the evals left (a read across a lost eval is refused, being
+    wider than the promised gap).
+
+    Raises
+    ------
+    AnalysisError
+        A run lost its final eval: one line naming ``path``, each such run (arm, seed), its last update left and the
+        missing update(s) with their source, and the fix (:func:`restore_runs_csv_fix`).
+    """
+    lost, items_file = _lost_by_run(df, study_dir, cut_run, item_lines)
+    ended = {key: (last, {u: k for u, k in why.items() if u > last}) for key, (last, why) in lost.items()}
+    ended = {key: v for key, v in ended.items() if v[1]}
+    if ended:
+        said = [f"arm {arm}, seed {seed} ends at update {last:g} but lacks update(s) {_said_updates(why)} after it"
+                for (arm, seed), (last, why) in ended.items()]
+        raise AnalysisError(f"{path} lost the final eval line(s) of run(s): {_first_runs(said)} "
+                            f"({_legend(ended, items_file)}): lines were deleted from runs.csv, so where these runs "
+                            "end is unknown (read as they are, they would end at their last line left, moving their "
+                            "last reads and the matched budgets earlier); the analysis refuses to guess; "
+                            f"{restore_runs_csv_fix(study_dir)}")
+    if lost:
+        warnings.warn(f"{_lost_text(path, lost, items_file)}, so the analysis reads these runs with fewer evals (a "
+                      "read across a lost eval is refused, being wider than the promised eval gap); "
                       f"{restore_runs_csv_fix(study_dir)}", stacklevel=3)
 
 
