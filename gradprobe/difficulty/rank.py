@@ -301,8 +301,10 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         success probability), ``distance`` = |p_hat - 1/2|, ``attempts`` and ``successes`` (sampled
         completions of the prompt and how many the verifier scored 1; 0 for unprobed prompts),
         ``p_model`` (the logistic model's prediction alone). ``.attrs`` is ``rank.json``'s content:
-        ``command``, ``settings``, ``skipped_rows``, ``verdict`` (the rule "the candidates are predicted
-        to fail more often than not", mean p_hat < 1/2, with its ``text``), ``no_signal``, ``warning``,
+        ``command``, ``settings``, ``skipped_rows``, ``repeated_data_ids`` (the ``data_id`` values several
+        ranked prompts share, each with its ``count`` and ``prompt_ids``; [] when none), ``verdict`` (the rule
+        "the candidates are predicted to fail more often than not", mean p_hat < 1/2, with its ``text``),
+        ``no_signal``, ``warning``,
         ``notes``, ``fit_prompts``, ``probe_success``, ``ledger`` (selection tokens, FLOPs,
         device-seconds), ``versions``.
 
@@ -329,17 +331,8 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         prepared = prepare_pool(str(model), str(task), int(pool), out, settings)
         ledger = Ledger()
         ranked = fit_and_rank(prepared, settings, ledger)
-        notes = []
-        if ranked.n_fit < SMALL_FIT_PROMPTS and not ranked.no_signal:
-            notes.append(f"the logistic model is fitted on only {ranked.n_fit} probed prompts; its p_model for "
-                         f"unprobed prompts is rough (use --fit-prompts >= {SMALL_FIT_PROMPTS} and a pool at least "
-                         f"that large)")
         caught = ranked.caught
-        document = {
-            "command": "rank-prompts", "settings": record, "skipped_rows": int(getattr(prepared.task, "skipped", 0)),
-            "verdict": verdict(ranked.p_hat), "no_signal": ranked.no_signal,
-            "warning": str(caught[0].message) if caught else None, "notes": notes, "fit_prompts": ranked.n_fit,
-            "probe_success": ranked.probe_success, "ledger": ledger.to_dict(), "versions": versions()}
+        document = _document(record, prepared, ranked, ledger)
         if prepared.out is not None:
             write_ranking(prepared.out, ranked.table, document)
     table = ranked.table
@@ -349,6 +342,34 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
               f"(p_hat differs only through the probed prompts' posteriors)", file=sys.stderr)
     _report(say, table, document, ledger, prepared.out)
     return table
+
+
+def _document(record: dict, prepared: PreparedPool, ranked, ledger) -> dict:
+    """rank.json's content (:func:`rank_prompts`' Returns, ``.attrs``) for the ranking ``ranked`` of ``prepared``'s
+    pool (a :class:`gradprobe.difficulty.rank_pool.RankedPool`), ``record`` its settings, ``ledger`` its costs."""
+    notes = []
+    if ranked.n_fit < SMALL_FIT_PROMPTS and not ranked.no_signal:
+        notes.append(f"the logistic model is fitted on only {ranked.n_fit} probed prompts; its p_model for "
+                     f"unprobed prompts is rough (use --fit-prompts >= {SMALL_FIT_PROMPTS} and a pool at least "
+                     f"that large)")
+    caught = ranked.caught
+    return {"command": "rank-prompts", "settings": record, "skipped_rows": int(getattr(prepared.task, "skipped", 0)),
+            "repeated_data_ids": _repeated_data_ids(prepared.pool), "verdict": verdict(ranked.p_hat),
+            "no_signal": ranked.no_signal, "warning": str(caught[0].message) if caught else None, "notes": notes,
+            "fit_prompts": ranked.n_fit, "probe_success": ranked.probe_success, "ledger": ledger.to_dict(),
+            "versions": versions()}
+
+
+def _repeated_data_ids(pool: list) -> list[dict]:
+    """rank.json's ``repeated_data_ids``: each ``data_id`` that several ranked prompts share, as ``{"data_id": the
+    data's id (a string or an integer, as in the data), "count": prompts holding it, "prompt_ids": those prompts'
+    ids, in pool order}``, in the order the ids first occur in the pool; [] when no two ranked prompts share one
+    (or the data has no ``id`` column). Only the ranked pool counts: a repeat whose other rows are not in the pool
+    cannot be confused in ranking.csv. The loader's warning on stderr names every repeat of the data file
+    (:func:`gradprobe.tasks.dataset.repeated_data_ids`); this keeps the pool's in the output file."""
+    from ..tasks.dataset import repeated_data_ids
+
+    return [{"data_id": i, "count": len(ps), "prompt_ids": [p.id for p in ps]} for i, ps in repeated_data_ids(pool)]
 
 
 def _settings_record(model, task, pool, out, settings: RankSettings) -> dict:

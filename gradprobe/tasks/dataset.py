@@ -78,7 +78,8 @@ from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, V
                                      _prompt_text, gold_answer, parse_dataset_spec, read_prompt, resolve_mapping)
 from gradprobe.tasks.verify import answers_match, extract_answer, last_boxed, math_verify_match, normalize_text
 
-__all__ = ["DatasetTask", "PromptText", "VERIFIERS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec"]
+__all__ = ["DatasetTask", "PromptText", "VERIFIERS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec",
+           "repeated_data_ids"]
 
 #: Metadata keys gradprobe itself reads or sets (a task's expression, a guided probe's guidance, score errors...):
 #: a data column of that name never enters ``Problem.metadata`` as a feature (it would change what they mean).
@@ -97,15 +98,25 @@ def _scalar_columns(raw: dict, meta: dict, mapping: dict) -> dict:
             and k not in RESERVED_METADATA and isinstance(v, (int, float, str))}
 
 
+def repeated_data_ids(problems: list) -> list[tuple[object, list]]:
+    """The data's own ``id`` values (``Problem.metadata["id"]``, a string or an integer) that more than one of
+    ``problems`` holds, each with those problems in their order: ``[(id, [problem, ...]), ...]`` in the order each
+    id first occurs; [] when every id is held once or no problem has one. ``rank-prompts`` writes each as
+    ``data_id`` beside its prompt, where a repeated one cannot tell the prompts apart; the loader warns about them
+    (:func:`_warn_repeated_ids`) and ``rank.json`` lists those of the ranked pool (``repeated_data_ids``)."""
+    held: dict = {}
+    for p in problems:
+        if "id" in (p.metadata or {}):
+            held.setdefault(p.metadata["id"], []).append(p)
+    return [(i, ps) for i, ps in held.items() if len(ps) > 1]
+
+
 def _warn_repeated_ids(problems: list, where: str, unit: str) -> None:
     """One warning naming the data's own ``id`` values that occur on more than one row (with their rows, counted
-    from 1): ``rank-prompts`` writes each as ``data_id`` beside its prompt, where a repeated one cannot tell the
-    prompts apart. The rows are kept (each has its own problem id, ``<kind>/<stem>/<row>``)."""
-    rows: dict = {}
-    for p in problems:
-        if "id" in p.metadata:
-            rows.setdefault(p.metadata["id"], []).append(p.metadata["row"] + 1)
-    repeated = [(i, r) for i, r in rows.items() if len(r) > 1]
+    from 1; :func:`repeated_data_ids`): ``rank-prompts`` writes each as ``data_id`` beside its prompt, where a
+    repeated one cannot tell the prompts apart. The rows are kept (each has its own problem id,
+    ``<kind>/<stem>/<row>``)."""
+    repeated = [(i, [p.metadata["row"] + 1 for p in ps]) for i, ps in repeated_data_ids(problems)]
     if repeated:
         shown = "; ".join(f"{i!r} on {unit}s {', '.join(map(str, r[:4]))}{', ...' if len(r) > 4 else ''}"
                           for i, r in repeated[:3])
