@@ -274,17 +274,37 @@ def read_runs(study_dir: Path, cols) -> tuple[pd.DataFrame, list[tuple[int, str]
         whole number >= 0 (``True``, empty, ``-1``), a number column holding text or no finite number (``inf``, an
         integer too large for a float); the file, the line, the column and the fix (:data:`REBUILD_RUNS`) named.
     """
+    return _checked_runs(study_dir, *_runs_text(study_dir, cols))
+
+
+def _runs_text(study_dir: Path, cols) -> tuple[pd.DataFrame, bytes]:
+    """runs.csv read once: its columns ``cols`` that it has as text, every line kept (blank lines as empty rows,
+    short lines with their cut cells empty; row labels = line numbers, 1 = the header), and the file's bytes. What
+    :func:`read_runs` checks, and what :func:`read_study_runs`' lost-line check reads whole (:func:`_lost_lines`).
+
+    Raises
+    ------
+    StudyFormatError
+        runs.csv cannot be read (empty, not UTF-8, not a CSV): the file and the fix (:data:`REBUILD_RUNS`) named.
+    """
     path = Path(study_dir) / RUNS_CSV
     raw = path.read_bytes()
-    fix = REBUILD_RUNS.format(csv=path, study=study_dir)
     try:
         df = pd.read_csv(io.BytesIO(raw), usecols=lambda c: c in cols, dtype=str, skip_blank_lines=False)
     except (ValueError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:  # ParserError is a ValueError
         raise StudyFormatError(f"{path} cannot be read ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}); "
-                               f"{fix}") from None
+                               f"{REBUILD_RUNS.format(csv=path, study=study_dir)}") from None
     df.index = df.index + 2  # line numbers (runs.csv holds no quoted line break)
+    return df, raw
+
+
+def _checked_runs(study_dir: Path, whole: pd.DataFrame, raw: bytes) -> tuple[pd.DataFrame, list[tuple[int, str]]]:
+    """:func:`read_runs`' result from runs.csv as :func:`_runs_text` read it (``whole``, left as it is; ``raw``):
+    blank and short lines left out, every cell checked, and the cut lines."""
+    path = Path(study_dir) / RUNS_CSV
+    fix = REBUILD_RUNS.format(csv=path, study=study_dir)
     short = {line for line, _ in short_lines(raw)[1]}
-    df = df[~df.isna().all(axis=1) & ~df.index.isin(list(short))]
+    df = whole[~whole.isna().all(axis=1) & ~whole.index.isin(list(short))].copy()
     for col in (c for c in ("seed", "update", "generated_tokens", "accuracy") if c in df.columns):
         df[col] = _runs_column(df[col], path, col, fix)
     return df, cut_lines(raw)[1]
@@ -330,25 +350,25 @@ def read_study_runs(study_dir: Path) -> tuple[pd.DataFrame, list[tuple[int, str]
         raise StudyFormatError(f"{path} is missing; calibration checks {ANALYSIS_JSON} against it: restore the "
                                f"study's runs.csv (`gradprobe study` writes it), then re-analyse the study with "
                                f"`{REANALYZE.format(study_dir)}`")
-    runs, cut = read_runs(study_dir, ("arm", "seed", "update", "generated_tokens", "accuracy"))
+    whole, raw = _runs_text(study_dir, ("arm", "seed", "update", "generated_tokens", "accuracy"))  # read once
+    runs, cut = _checked_runs(study_dir, whole, raw)
     missing = [c for c in ("arm", "seed") if c not in runs.columns]
     if missing:
         raise StudyFormatError(f"{path} cannot be read for its arm and seed columns (no column(s) {missing}); "
                                f"{REBUILD_RUNS.format(csv=path, study=study_dir)}")
-    lost = _lost_lines(study_dir, path) if {"update", "generated_tokens"} <= set(runs.columns) else None
+    lost = _lost_lines(study_dir, path, whole, raw) if {"update", "generated_tokens"} <= set(runs.columns) else None
     if lost is not None:
         raise StudyFormatError(f"{lost}, which calibration would read as runs with fewer evals; "
                                f"{restore_runs_csv_fix(study_dir)}")
     return runs, cut
 
 
-def _lost_lines(study_dir: Path, path: Path) -> str | None:
-    """:func:`gradprobe.study.reading.lost_eval_lines` of runs.csv read whole (its cut lines kept, their cells
-    blank where cut, as the analysis reads them: a cut line is no lost line), a cut last line's run checked only up
-    to it (:func:`gradprobe.study.reading.cut_tail_run`)."""
-    raw = path.read_bytes()
-    df = pd.read_csv(io.BytesIO(raw), usecols=lambda c: c in ("arm", "seed", "update", "generated_tokens"))
-    return lost_eval_lines(df, study_dir, path, cut_run=cut_tail_run(raw))
+def _lost_lines(study_dir: Path, path: Path, whole: pd.DataFrame, raw: bytes) -> str | None:
+    """:func:`gradprobe.study.reading.lost_eval_lines` of runs.csv read whole (``whole``, :func:`_runs_text`'s text
+    frame: its cut lines kept, their cells blank where cut, as the analysis reads them: a cut line is no lost line),
+    a cut last line's run checked only up to it (:func:`gradprobe.study.reading.cut_tail_run` of ``raw``, the file's
+    bytes). The caller's read is used: the file is not read again."""
+    return lost_eval_lines(whole, study_dir, path, cut_run=cut_tail_run(raw))
 
 
 def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict, runs=None) -> None:
