@@ -40,7 +40,6 @@ one arm.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -444,23 +443,22 @@ def _frozen_plan(study_dir: Path, study_json: dict):
                                "likewise); restore the plan the study was frozen with") from None
 
 
-@contextlib.contextmanager
 def _reward_names_only():
-    """Within the block a reward name that is not registered resolves to a stand-in that is never run
-    (:data:`gradprobe.rewards.base.RESOLVERS`, removed again on exit), so a plan is validated without its
-    rewards' code (:func:`_frozen_plan`)."""
-    from gradprobe.rewards.base import RESOLVERS
+    """A block within which a reward name that is not registered resolves to a stand-in that is never run, so a
+    plan is validated without its rewards' code (:func:`_frozen_plan`): a
+    :func:`gradprobe.rewards.base.scoped_resolvers` block, seen by this thread alone; the shared
+    :data:`gradprobe.rewards.base.RESOLVERS` is left as it is (it was appended to and removed from, which another
+    thread resolving a name meanwhile would have seen)."""
+    from gradprobe.rewards.base import scoped_resolvers
 
-    def stand_in(name: str):
-        def never_run(*_args, **_kwargs):
-            raise RuntimeError(f"reward {name!r} is a stand-in of calib's plan check and is never run")
-        return never_run
+    return scoped_resolvers(_stand_in)
 
-    RESOLVERS.append(stand_in)
-    try:
-        yield
-    finally:
-        RESOLVERS.remove(stand_in)
+
+def _stand_in(name: str):
+    """A reward for ``name`` that is never run (:func:`_reward_names_only`); calling it raises RuntimeError."""
+    def never_run(*_args, **_kwargs):
+        raise RuntimeError(f"reward {name!r} is a stand-in of calib's plan check and is never run")
+    return never_run
 
 
 def _warn_left_out_arms(study_dir: Path, left_out: list, analysis: dict, study_json: dict) -> None:

@@ -19,10 +19,12 @@ A user's TRL-style sequence reward becomes a :data:`Reward` with
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -107,6 +109,31 @@ REWARDS: dict[str, Reward] = {}
 #: Resolvers of names that are not registered: ``resolver(name) -> Reward or None`` (None: not its kind of name);
 #: :mod:`gradprobe.rewards.plugin` adds the ``MODULE:FUNCTION`` import-path one.
 RESOLVERS: list[Callable[[str], "Reward | None"]] = []
+#: Resolvers consulted after :data:`RESOLVERS` within a :func:`scoped_resolvers` block only, in that thread or task
+#: alone (a context variable: the module's lists are never changed, so another thread never sees them).
+_SCOPED_RESOLVERS: contextvars.ContextVar[tuple] = contextvars.ContextVar("gradprobe_scoped_resolvers", default=())
+
+
+@contextlib.contextmanager
+def scoped_resolvers(*resolvers: Callable[[str], "Reward | None"]) -> Iterator[None]:
+    """Within the block, :func:`get_reward` also asks ``resolvers`` (``resolver(name) -> Reward or None``, after
+    :data:`RESOLVERS`) for a name that is not registered; outside it, and in other threads or asyncio tasks, nothing
+    changes. Why: a caller that reads a plan without its rewards' code (``calib``'s plan check) resolves names to
+    stand-ins without editing :data:`RESOLVERS`, which every thread shares. Restored on exit, an exception too.
+
+    Raises
+    ------
+    TypeError
+        A resolver that is not callable (named by its repr).
+    """
+    for resolve in resolvers:
+        if not callable(resolve):
+            raise TypeError(f"scoped_resolvers takes callables resolver(name) -> Reward or None, got {resolve!r}")
+    token = _SCOPED_RESOLVERS.set((*_SCOPED_RESOLVERS.get(), *resolvers))
+    try:
+        yield
+    finally:
+        _SCOPED_RESOLVERS.reset(token)
 
 
 def _checked_counts(value, name: str) -> dict[str, int]:
@@ -230,7 +257,7 @@ def get_reward(name: str) -> Reward:
     """
     if name in REWARDS:
         return REWARDS[name]
-    for resolve in RESOLVERS:
+    for resolve in (*RESOLVERS, *_SCOPED_RESOLVERS.get()):  # a scoped_resolvers block's own ones last
         reward = resolve(name)
         if reward is not None:
             return reward
