@@ -100,7 +100,7 @@ def test_an_edited_or_moved_reward_file_is_refused_before_anything_is_loaded(tmp
     first = str((w / "rw.py").resolve())
     old = _sha(w / "rw.py")
     assert json.loads((out / "config.json").read_text())["reward_plugin"] == {"spec": spec, "file": first,
-                                                                                "sha256": old}
+                                                                                "sha256": old, "modules": {}}
     kept = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     fix = (f"restore the reward file as it was ({first}, sha256 {old[:12]}) or run from the directory the run was "
            f"started in, or start a new run under a new --out (not {out}); nothing was loaded or written")
@@ -145,7 +145,8 @@ def test_the_same_file_by_its_absolute_path_resumes_from_another_directory(tmp_p
     monkeypatch.chdir(w)
     run = _killed_run(out, spec)
     recorded = json.loads((out / "config.json").read_text())["reward_plugin"]
-    assert recorded == {"spec": spec, "file": str((w / "rw.py").resolve()), "sha256": _sha(w / "rw.py")}
+    assert recorded == {"spec": spec, "file": str((w / "rw.py").resolve()), "sha256": _sha(w / "rw.py"),
+                        "modules": {}}
     _forget(spec, tmp_path)
     monkeypatch.chdir(elsewhere)
     capsys.readouterr()

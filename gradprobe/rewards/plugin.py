@@ -13,8 +13,8 @@
   :class:`~gradprobe.rewards.base.RewardFunctionError` naming the reward, as the TRL-style wrapper's errors do.
 
 A module name is looked up with the working directory first on ``sys.path``, as ``python -m`` does; a file's
-folder is put on ``sys.path`` as ``python FILE.py`` does, so the file may import modules beside it (their edits
-are not in its recorded sha256, :func:`plugin_identity`, which covers the file itself); a
+folder is put on ``sys.path`` as ``python FILE.py`` does, so the file may import modules beside it (each one's
+sha256 is recorded with the file's, :func:`plugin_identity`'s ``modules``); a
 function that fits neither form is refused when the reward is loaded, before any rollout. A plan's rewards
 by import path are imported when a run or study starts, not when the plan is read, so reading or analysing
 a study needs none of their code.
@@ -26,8 +26,10 @@ Importing runs the module's code, as ``python -m`` would: name only files you tr
 
 A name says where to look, not which code it finds: ``rw.py:brevity`` from another working directory, or
 after the file was edited, is another function. :func:`plugin_identity` gives the code a name runs in this
-process (the module's file, resolved, and the sha256 of its bytes when the module was first used), which a
-training run records in its ``config.json`` and checks when it resumes (:mod:`gradprobe.training.run_folder`).
+process (the module's file, resolved, and the sha256 of its bytes when the module was first used, and the same of
+each helper module it imports from its own folder: an edited ``helper.py`` beside ``rw.py`` is other code too),
+which a training run records in its ``config.json`` and checks when it resumes
+(:mod:`gradprobe.training.run_folder`), and a study in its ``study.json`` (:mod:`gradprobe.study.freeze`).
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ import importlib
 import importlib.util
 import inspect
 import os
+import site
 import sys
-from functools import wraps
+import sysconfig
+import types
+from functools import lru_cache, wraps
 from pathlib import Path
 
 import torch
@@ -50,10 +55,12 @@ __all__ = ["load_reward_plugin", "is_plugin_name", "checked_native", "plugin_ide
 
 #: (module file, attribute) -> the first name it was loaded under, so a second name for it is refused
 _ORIGINS: dict[tuple[str, str], str] = {}
-#: name -> {"spec", "file", "sha256"} of each reward loaded here (:func:`plugin_identity`)
+#: name -> {"spec", "file", "sha256", "modules"} of each reward loaded here (:func:`plugin_identity`)
 _IDENTITIES: dict[str, dict] = {}
 #: module name -> (the module object, the sha256 of its file when a reward was first taken from it)
 _MODULE_SHAS: dict[str, tuple[object, str | None]] = {}
+#: plug-in module name -> (the module object, the names its import added to sys.modules: its helper modules)
+_IMPORTED: dict[str, tuple[object, frozenset[str]]] = {}
 
 _FORMS = ("MODULE:FUNCTION (a module importable from the working directory or sys.path) or "
           "path/to/file.py:FUNCTION")
@@ -147,7 +154,10 @@ def load_reward_plugin(spec: str) -> Reward:
         raise UnknownRewardError(f"reward {spec!r} has more than one ':'; write it as {_FORMS}")
     if "\\" in module:
         raise UnknownRewardError(f"reward {spec!r}: write the file's path with '/' (as path/to/file.py:FUNCTION)")
+    before = set(sys.modules)
     mod = _import_module(module.strip(), spec)
+    if _IMPORTED.get(mod.__name__, (None,))[0] is not mod:  # a module imported before its first reward: none here
+        _IMPORTED[mod.__name__] = (mod, frozenset(set(sys.modules) - before))
     fn = getattr(mod, attr.strip(), None)
     if fn is None:
         found = sorted(n for n, v in vars(mod).items() if callable(v) and not n.startswith("_")
@@ -169,11 +179,19 @@ def load_reward_plugin(spec: str) -> Reward:
 
 
 def _identity(spec: str, mod) -> dict:
-    """``{"spec", "file", "sha256"}`` of the module ``mod`` a reward named ``spec`` comes from: its file, resolved
-    (None without one), and the sha256 (hex) of the file's bytes the first time a reward was taken from this module
-    object (a module imported again, e.g. after ``del sys.modules[...]``, is hashed again; None: unreadable)."""
+    """``{"spec", "file", "sha256", "modules"}`` of the module ``mod`` a reward named ``spec`` comes from: its file,
+    resolved (None without one), the sha256 (hex) of the file's bytes the first time a reward was taken from this
+    module object (a module imported again, e.g. after ``del sys.modules[...]``, is hashed again; None: unreadable),
+    and its helper modules (:func:`_helper_modules`)."""
     file = getattr(mod, "__file__", None)
     path = str(Path(file).resolve()) if file else None
+    return {"spec": spec, "file": path, "sha256": _module_sha(mod, path),
+            "modules": _helper_modules(mod, Path(path)) if path else {}}
+
+
+def _module_sha(mod, path: str | None) -> str | None:
+    """The sha256 (hex) of module ``mod``'s file ``path`` when it was first hashed for this module object (None:
+    no file, or unreadable)."""
     held = _MODULE_SHAS.get(mod.__name__)
     if held is None or held[0] is not mod:
         try:
@@ -181,7 +199,75 @@ def _identity(spec: str, mod) -> dict:
         except OSError:
             sha = None
         held = _MODULE_SHAS[mod.__name__] = (mod, sha)
-    return {"spec": spec, "file": path, "sha256": held[1]}
+    return held[1]
+
+
+def _helper_modules(mod, file: Path) -> dict[str, str]:
+    """``{path relative to file's folder ('/'-separated): sha256}`` of each module under ``file``'s folder (its
+    subfolders too) that the plug-in module ``mod`` brought into ``sys.modules`` when it was imported or refers to
+    (a module, or a function or class of one, in its namespace, and so on through those modules; with their
+    packages' ``__init__.py``), ``file`` itself excluded: the code beside the reward file that runs with it.
+
+    Other modules under the folder are not the reward's (the script that called :func:`gradprobe.train`, another
+    reward's helpers), and neither are installed packages (a ``site-packages`` folder, the standard library) nor
+    gradprobe's own code, should a virtual environment or a gradprobe checkout lie inside the folder. A module whose
+    file cannot be read (a zip import) is left out."""
+    folder = file.parent
+    imported = {n: sys.modules[n] for n in _IMPORTED.get(mod.__name__, (None, ()))[1] if n in sys.modules}
+    imported.pop(mod.__name__, None)
+    seen, todo, found = {mod.__name__, *imported}, [mod, *imported.values()], {}
+    while todo:
+        m = todo.pop()
+        path = _module_file(m)
+        if m is not mod and (path is None or path == file or not path.is_relative_to(folder) or _installed(path)):
+            continue
+        sha = _module_sha(m, str(path)) if m is not mod else None
+        if sha is not None:
+            found[path.relative_to(folder).as_posix()] = sha
+        for ref in _referred(m):
+            if ref.__name__ not in seen:
+                seen.add(ref.__name__)
+                todo.append(ref)
+    return dict(sorted(found.items()))
+
+
+def _referred(m) -> list:
+    """The modules module ``m`` refers to: its package, and the modules (or the modules of the functions and
+    classes) in its namespace; a package's own submodules there are left out (the import system puts each one
+    imported there, whichever module imported it: another reward's file beside this one)."""
+    names = [m.__name__.rpartition(".")[0]]
+    own = m.__name__ + "." if hasattr(m, "__path__") else None
+    for value in list(vars(m).values()):
+        if isinstance(value, types.ModuleType):
+            if own is None or not value.__name__.startswith(own):
+                names.append(value.__name__)
+            continue
+        try:
+            names.append(getattr(value, "__module__", None))
+        except Exception:  # an object whose attributes raise (a lazy proxy): not a reference to a helper
+            continue
+    found = (sys.modules.get(n) for n in names if isinstance(n, str))
+    return [x for x in found if isinstance(x, types.ModuleType)]
+
+
+def _module_file(m) -> Path | None:
+    """Module ``m``'s file, resolved (None: none, e.g. a built-in or namespace package)."""
+    file = getattr(m, "__file__", None)
+    return Path(file).resolve() if isinstance(file, str) else None
+
+
+def _installed(path: Path) -> bool:
+    """Whether ``path`` is installed code rather than a plug-in's: in a ``site-packages``/``dist-packages`` folder,
+    the standard library, or gradprobe itself."""
+    return bool({"site-packages", "dist-packages"} & set(path.parts)) or any(map(path.is_relative_to, _roots()))
+
+
+@lru_cache(maxsize=1)
+def _roots() -> tuple[Path, ...]:
+    """The folders of installed code (:func:`_installed`): the standard library's, site-packages', gradprobe's."""
+    roots = [sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")] + [str(Path(__file__).parents[1])]
+    roots += site.getsitepackages() if hasattr(site, "getsitepackages") else []
+    return tuple(Path(r).resolve() for r in roots if r)
 
 
 def plugin_identity(spec: str) -> dict | None:
@@ -196,11 +282,14 @@ def plugin_identity(spec: str) -> dict | None:
     Returns
     -------
     dict or None
-        ``{"spec": spec, "file": F, "sha256": H}``: ``F`` the absolute, resolved path of the module file that
-        the name imports (a ``.py`` path, or the module's ``__file__``; None for a module without a file) and
+        ``{"spec": spec, "file": F, "sha256": H, "modules": M}``: ``F`` the absolute, resolved path of the module
+        file that the name imports (a ``.py`` path, or the module's ``__file__``; None for a module without a file),
         ``H`` the sha256 (64 hex digits) of that file's bytes when the module was first used for a reward here
-        (None when unreadable). None for a built-in reward (no ``:``) or a name registered in code rather than
-        imported here.
+        (None when unreadable), and ``M`` ``{path relative to F's folder, '/'-separated: sha256}`` of every helper
+        module file under F's folder (its subfolders too) that is loaded once the reward is: those its import
+        brought in or that it refers to, F itself excluded (``{}``: none; a ``pkg.mod:fn`` reward's folder is
+        ``pkg/``, so ``pkg/__init__.py`` is one). None for a built-in reward (no ``:``) or a name registered in code
+        rather than imported here.
 
     Raises
     ------

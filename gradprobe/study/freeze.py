@@ -15,6 +15,7 @@ from pathlib import Path
 from ..layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, FIGURES, PLAN_COPY, RUNS_CSV, STUDY_JSON, run_dir
 from ..outputs import json_short, output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
 from ..training.plan import Plan, load_plan
+from ..training.run_folder import MODULES, modules_mismatch, modules_problem
 from .folder import (FolderLock, PlanChangedError, StudyError, check_frozen_plan, finished_runs, is_plan_sha, now,
                      read_study_json, study_json_fix, study_plan_sha)
 from .invocations import HEARTBEAT_JSON
@@ -152,16 +153,20 @@ def _new_study_json(plan: Plan, plan_path) -> dict:
 
 
 REWARD_PLUGINS = "reward_plugins"
-"""``study.json``'s record of each plug-in reward's code: ``{spec: {"file", "sha256"}}``."""
+"""``study.json``'s record of each plug-in reward's code: ``{spec: {"file", "sha256", "modules"}}`` (``modules``: its
+helper modules' sha256s, :func:`gradprobe.rewards.plugin.plugin_identity`; absent in a study from before they were
+recorded)."""
 
 
 def check_reward_plugins(plan: Plan, out: Path, study: dict) -> dict:
     """Record (first invocation) or check (later ones) which code each plug-in reward of ``plan`` runs, in
-    ``study.json``'s ``reward_plugins``, before any run starts: a study resumed after its reward file was edited
-    (or from a directory where the name finds another file) would train its remaining seeds with other code than
-    its finished ones, and average the two under one arm (a run's own record only guards its resume from a
-    checkpoint, :func:`gradprobe.training.run_folder.check_reward_identity`). The same content at another path
-    is the same code: accepted, the record kept.
+    ``study.json``'s ``reward_plugins``, before any run starts: a study resumed after its reward file or a helper
+    module it imports from its folder was edited (or from a directory where the name finds another file) would train
+    its remaining seeds with other code than its finished ones, and average the two under one arm (a run's own record
+    only guards its resume from a checkpoint, :func:`gradprobe.training.run_folder.check_reward_identity`). The same
+    content at another path is the same code: accepted, the record kept. A record from before helper modules were
+    recorded (no ``modules``) is accepted with one note on stderr naming the helper modules that could not be checked
+    (none when the reward imports none).
 
     Parameters
     ----------
@@ -180,10 +185,13 @@ def check_reward_plugins(plan: Plan, out: Path, study: dict) -> dict:
     Raises
     ------
     StudyError
-        A plug-in reward whose file's sha256 differs from the recorded one while a run of it is still to train
-        (finished or not started: :func:`~gradprobe.study.folder.finished_runs`): one line naming the reward, both files
-        and sha256s (12 hex digits) and the fix (restore the file, or run the plan as a new study under a new
-        --out); nothing is run or written.
+        While a run of a plug-in reward is still to train (finished or not started:
+        :func:`~gradprobe.study.folder.finished_runs`): its file's sha256 differs from the recorded one (one line
+        naming the reward, both files and sha256s, 12 hex digits, and the fix: restore the file, or run the plan as a
+        new study under a new --out), or a helper module differs (edited, new or no longer loaded: one line naming
+        the module file, both sha256s and the fix, :func:`gradprobe.training.run_folder.modules_mismatch`), or its
+        record's ``modules`` is damaged, not an object of text -> sha256 (``study.json`` and the field named, with
+        the fix); nothing is run or written.
     UnknownRewardError
         A plug-in reward that cannot be loaded (as the study's preflight says).
     """
@@ -196,17 +204,45 @@ def check_reward_plugins(plan: Plan, out: Path, study: dict) -> dict:
     for spec in sorted({arm.reward for arm in plan.arms.values() if is_plugin_name(arm.reward)}):
         now_id = plugin_identity(spec)
         then = recorded.get(spec)
-        if (isinstance(then, dict) and then.get("sha256") and now_id.get("sha256") != then.get("sha256")
-                and spec in pending):  # a study whose runs of it are all finished trains nothing more with it
-            raise StudyError(
-                f"{out}: reward {spec!r} now runs {now_id.get('file')} (sha256 {str(now_id.get('sha256'))[:12]}), not "
-                f"the code the study's runs started with ({then.get('file')}, sha256 {str(then['sha256'])[:12]}, "
-                f"{out / STUDY_JSON} {REWARD_PLUGINS}): its remaining runs would train another reward than its "
-                "finished ones; restore the reward file as it was (or run from the directory the study started "
-                "in), or run the plan as a new study under a new --out")
+        if isinstance(then, dict) and spec in pending:  # a study whose runs of it are all finished trains no more
+            _check_recorded_plugin(out, spec, then, now_id)
         if not isinstance(then, dict):
-            new[spec] = {"file": now_id.get("file"), "sha256": now_id.get("sha256")}
+            new[spec] = {"file": now_id.get("file"), "sha256": now_id.get("sha256"),
+                         MODULES: now_id.get(MODULES) or {}}
     if new:
         study[REWARD_PLUGINS] = {**recorded, **new}
         write_json_atomic(out / STUDY_JSON, study)
     return study
+
+
+def _check_recorded_plugin(out: Path, spec: str, then: dict, now_id: dict) -> None:
+    """Refuse (StudyError, as :func:`check_reward_plugins` says) to train more of reward ``spec`` when its code
+    ``now_id`` (:func:`gradprobe.rewards.plugin.plugin_identity`) differs from study.json's record ``then``."""
+    sj = out / STUDY_JSON
+    if then.get("sha256") and now_id.get("sha256") != then.get("sha256"):
+        raise StudyError(
+            f"{out}: reward {spec!r} now runs {now_id.get('file')} (sha256 {str(now_id.get('sha256'))[:12]}), not "
+            f"the code the study's runs started with ({then.get('file')}, sha256 {str(then['sha256'])[:12]}, "
+            f"{sj} {REWARD_PLUGINS}): its remaining runs would train another reward than its finished ones; "
+            "restore the reward file as it was (or run from the directory the study started in), or run the plan "
+            "as a new study under a new --out")
+    problem = modules_problem(then)
+    if problem is not None:
+        raise StudyError(f"{sj} field {REWARD_PLUGINS}[{spec!r}].{MODULES} {problem}: the file is damaged, so whether "
+                         f"reward {spec!r}'s helper modules are the code the study's runs started with cannot be "
+                         f"told; {study_json_fix(out)}")
+    if not now_id.get("file"):  # a module without a file has no folder, so no helper modules
+        return
+    mods, folder = now_id.get(MODULES) or {}, Path(now_id["file"]).parent
+    if MODULES not in then:
+        if mods:
+            print(f"note: {out} was started before gradprobe recorded the helper modules a plug-in reward imports "
+                  f"from its folder, so whether those of reward {spec!r} ({', '.join(mods)} in {folder}) are the "
+                  "code its runs started with could not be checked; continuing the study", file=sys.stderr,
+                  flush=True)
+        return
+    differs = modules_mismatch(spec, folder, then[MODULES], mods, started="the study started")
+    if differs is not None:
+        raise StudyError(f"{out}: {differs[0]}, not the code the study's runs started with ({sj} {REWARD_PLUGINS}): "
+                         f"its remaining runs would train another reward than its finished ones; {differs[1]}, or "
+                         "run the plan as a new study under a new --out")

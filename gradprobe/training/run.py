@@ -16,8 +16,8 @@ model is refused first, :mod:`gradprobe.training.run_folder`):
 
 ``config.json``    the resolved :class:`~gradprobe.training.plan.RunConfig`, plan sha256, versions
                    (``run.budget_override``: budgets shortened by ``--updates``/``--budget-*``, else null),
-                   and for a plug-in reward its module file and sha256 (``reward_plugin``: a resume with other
-                   code is refused, :func:`~gradprobe.training.run_folder.check_reward_identity`);
+                   and for a plug-in reward its module file and sha256 and its helper modules' (``reward_plugin``:
+                   a resume with other code is refused, :func:`~gradprobe.training.run_folder.check_reward_identity`);
 ``metrics.jsonl``  one line per update, and eval lines (``"eval": true``) on the plan's schedule
                    (:class:`~gradprobe.training.plan.EvalSpec`: update 0, listed updates, fractions
                    of every budget, every ``eval.every_tokens`` charged tokens, the end);
@@ -66,7 +66,8 @@ from .plan_checks import check_mc
 from .specs import PlanError
 from .preflight import GuidancePreflightError, check_run_guidance
 from .records import finish, maybe_eval, save
-from .run_folder import REWARD_PLUGIN, check_reward_identity, refuse_other_output
+from .run_folder import (REWARD_PLUGIN, check_reward_identity, refuse_other_output,
+                         refuse_unimportable_reward)
 from .state import RunSession, RunState, crossed_eval_points, exhausted, resumed_invocations
 from .update import check_first_update, run_update
 
@@ -161,9 +162,9 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         study, a probe, a study's probe, a calibration report or a model (:mod:`gradprobe.training.run_folder`;
         before anything is loaded or written).
     RunConfigMismatchError, DamagedRunFolderError
-        DIR holds another configuration's run, or one whose plug-in reward is now other code (moved, edited:
-        :func:`~gradprobe.training.run_folder.check_reward_identity`); or a damaged ``config.json``, ``summary.json``,
-        ``checkpoint.json`` or current checkpoint file (named, with the fix; before anything is loaded).
+        DIR holds another configuration's run, or one whose plug-in reward is now other code (moved, edited, a helper
+        module edited) or cannot be imported (:mod:`~gradprobe.training.run_folder`); or a damaged ``config.json``,
+        ``summary.json``, ``checkpoint.json`` or current checkpoint file (named, with the fix; before anything loads).
     GuidancePreflightError
         A guided arm whose pool has a problem without a reference solution, or whose model's
         prompt format drops the hint (a ValueError; before DIR is created or anything loaded
@@ -221,6 +222,7 @@ def _preflight(run: RunConfig, out: Path, *, policy, task):
     try:
         get_reward(run.reward)
     except UnknownRewardError as e:
+        refuse_unimportable_reward(out, run.reward, e)  # a resume: how to get the recorded reward back
         raise PlanError(f"arms.{run.arm}.reward: {e} (checked before the run folder {str(out)!r} was written; "
                         "nothing was)") from None
     if not run.guidance:
@@ -389,9 +391,9 @@ def _resume_or_start(s: RunSession, identity: dict | None = None) -> bool:
     """Restore the run from DIR's current checkpoint (weights, optimizer, scheduler, RNG states, sampler
     counters, selector, counters; the earlier invocations' wall time:
     :func:`~gradprobe.training.state.resumed_invocations`) and return True; without one, write ``config.json`` and
-    return False (with ``reward_plugin``: ``identity``, the plug-in reward's file and sha256, for a later resume to
-    check, :func:`~gradprobe.training.run_folder.check_reward_identity`; none for a built-in reward). A stopped
-    run's ``summary.json`` is removed first (written again when this invocation ends)."""
+    return False (with ``reward_plugin``: ``identity``, the plug-in reward's file and sha256 and its helper modules'
+    sha256s, for a later resume to check, :func:`~gradprobe.training.run_folder.check_reward_identity`; none for a
+    built-in reward). A stopped run's ``summary.json`` is removed first (written again when this invocation ends)."""
     (s.out / SUMMARY_JSON).unlink(missing_ok=True)  # a stopped run's summary: rewritten when this invocation ends
     ckpt = latest_checkpoint(s.out)
     if ckpt is None:

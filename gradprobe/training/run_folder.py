@@ -11,29 +11,35 @@ replace the model's. So is a file in the way. Any other folder is accepted: a ne
 (a resume), or a folder of other files (the run's files go beside them). Torch-free.
 
 A run with a plug-in reward (``rw.py:brevity``, ``my_rewards:brevity``) records in ``config.json`` which code its
-name found (``reward_plugin``: the module's resolved file and its sha256,
-:func:`gradprobe.rewards.plugin.plugin_identity`); :func:`check_reward_identity` refuses to resume it with other code
-(the name run from another directory, or the file edited), which would train the rest of the run with another reward.
+name found (``reward_plugin``: the module's resolved file and its sha256, and ``modules``, the sha256 of each helper
+module it imports from its folder, :func:`gradprobe.rewards.plugin.plugin_identity`); :func:`check_reward_identity`
+refuses to resume it with other code (the name run from another directory, the file or a helper module edited),
+which would train the rest of the run with another reward, and :func:`refuse_unimportable_reward` says how to
+resume one whose reward cannot be imported any more (its package root off ``PYTHONPATH``, its file moved).
 """
 
 from __future__ import annotations
 
 import errno
+import importlib.util
 import json
 import sys
 from pathlib import Path
 
 from ..layout import CHECKPOINT_POINTER, CONFIG_JSON, OUTPUT_KINDS, STUDY_JSON, output_kind
-from ..outputs import OutputDirError, error_text, refuse_file_in_the_way
+from ..outputs import OutputDirError, error_text, json_short, refuse_file_in_the_way
 from .errors import DamagedRunFolderError, RunConfigMismatchError
 
-__all__ = ["RUN_LOCK", "REWARD_PLUGIN", "other_output", "refuse_other_output", "study_above", "check_reward_identity"]
+__all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "other_output", "refuse_other_output", "study_above",
+           "check_reward_identity", "modules_problem", "modules_mismatch", "refuse_unimportable_reward"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
 #: worker hold an exclusive ``flock`` on it (:class:`gradprobe.study.folder.FolderLock`) while they train there.
 RUN_LOCK = ".lock"
 #: The key of ``config.json`` holding a plug-in reward's identity (:func:`check_reward_identity`).
 REWARD_PLUGIN = "reward_plugin"
+#: The key of a plug-in reward's identity holding its helper modules' sha256s (:func:`modules_mismatch`).
+MODULES = "modules"
 
 def other_output(out) -> str | None:
     """What ``out`` holds when it is another command's output folder (:func:`gradprobe.layout.output_kind`),
@@ -100,41 +106,204 @@ def check_reward_identity(out, spec: str, current: dict | None) -> None:
         The file's sha256 differs from the recorded one (the same content at another path resumes, with a note on
         stderr: a moved project trains the same code): one line naming the run folder, the reward,
         what differs (the path moved, the file edited: both sha256s, 12 hex digits) and the fix (restore the file,
-        or run from the directory the run started in; or start a new run under a new --out).
+        or run from the directory the run started in, or for a ``pkg.mod:fn`` reward put its package root back on
+        ``PYTHONPATH``; or start a new run under a new --out). When the recorded file no longer exists (the folder
+        was moved), the line says what was recorded (file and sha256), what the name finds now, and to resume by
+        passing a file of the recorded content. Or a helper module of the reward (``modules``:
+        :func:`modules_mismatch`) was edited, is new or is missing: the line names the module file, both sha256s and
+        the fix (restore it, or start a new run under a new --out).
     DamagedRunFolderError
-        ``config.json`` cannot be read, or its ``reward_plugin`` is not an object with ``file`` and ``sha256``
-        (named, with the fix).
+        ``config.json`` cannot be read, or its ``reward_plugin`` is not an object with ``file`` and ``sha256``, or
+        its ``reward_plugin.modules`` is not an object of text -> sha256 (64 hex digits) (named, with the fix).
 
     A run folder from before the identity was recorded (no ``reward_plugin``) resumes, with one note on stderr
-    saying that the reward could not be checked.
+    saying that the reward could not be checked; one from before its helper modules were recorded (no ``modules``)
+    resumes after the file's check, with one note naming the helper modules that could not be checked (none when the
+    reward imports none).
     """
     out = Path(out)
     cfg = out / CONFIG_JSON
     if current is None or not (out / CHECKPOINT_POINTER).is_file() or not cfg.is_file():
         return
-    try:
-        recorded = json.loads(cfg.read_text()).get(REWARD_PLUGIN)
-    except (UnicodeDecodeError, ValueError, AttributeError) as e:  # read once before the resume: changed since
-        raise DamagedRunFolderError(f"{cfg} is damaged ({error_text(e)}); restore it from a copy, or delete {out} "
-                                    "to start the run over") from None
+    recorded = _recorded_identity(out)
     if recorded is None:
         print(f"note: {out} was started before gradprobe recorded a plug-in reward's file and sha256, so whether "
               f"reward {spec!r} ({current['file']}, sha256 {_short(current['sha256'])}) is the code it was trained "
               "with could not be checked; resuming", file=sys.stderr, flush=True)
         return
-    if not isinstance(recorded, dict) or not {"file", "sha256"} <= set(recorded):
-        raise DamagedRunFolderError(
-            f"{cfg} is damaged ({REWARD_PLUGIN} is not an object with file and sha256): the reward the run was "
-            f"trained with cannot be checked; restore the file from a copy, or delete {out} to start the run over")
     then, now = (recorded["file"], recorded["sha256"]), (current["file"], current["sha256"])
-    if then[1] == now[1] and then[0] != now[0]:  # the same code from another place (a moved project): resumable
-        print(f"note: reward {spec!r} of {out} is read from {now[0]}, not {then[0]} as when the run started, with the "
-              f"same content (sha256 {_short(now[1])}); resuming", file=sys.stderr, flush=True)
-        return
-    if then != now:
+    if then[1] != now[1]:
         raise RunConfigMismatchError(f"{out} cannot be resumed: {_what_differs(spec, then, now)}, so its remaining "
                                      f"updates would train another reward than its first ones; "
-                                     f"{_identity_fix(out, then)}")
+                                     f"{_identity_fix(out, spec, then, now)}")
+    _check_modules(out, spec, recorded, current)
+    if then[0] != now[0]:  # the same code from another place (a moved project): resumable
+        print(f"note: reward {spec!r} of {out} is read from {now[0]}, not {then[0]} as when the run started, with the "
+              f"same content (sha256 {_short(now[1])}); resuming", file=sys.stderr, flush=True)
+
+
+def _recorded_identity(out: Path) -> dict | None:
+    """``config.json``'s ``reward_plugin`` of the run in ``out`` (None: not recorded), checked (DamagedRunFolderError
+    naming the file, the field and the fix)."""
+    cfg = out / CONFIG_JSON
+    try:
+        recorded = json.loads(cfg.read_text()).get(REWARD_PLUGIN)
+    except (UnicodeDecodeError, ValueError, AttributeError) as e:  # read once before the resume: changed since
+        raise DamagedRunFolderError(f"{cfg} is damaged ({error_text(e)}); restore it from a copy, or delete {out} "
+                                    "to start the run over") from None
+    fix = f"restore the file from a copy, or delete {out} to start the run over"
+    if recorded is not None and (not isinstance(recorded, dict) or not {"file", "sha256"} <= set(recorded)):
+        raise DamagedRunFolderError(
+            f"{cfg} is damaged ({REWARD_PLUGIN} is not an object with file and sha256): the reward the run was "
+            f"trained with cannot be checked; {fix}")
+    problem = modules_problem(recorded) if recorded is not None else None
+    if problem is not None:
+        raise DamagedRunFolderError(f"{cfg} is damaged (field {REWARD_PLUGIN}.{MODULES} {problem}): the helper "
+                                    f"modules the reward was trained with cannot be checked; {fix}")
+    return recorded
+
+
+def _check_modules(out: Path, spec: str, recorded: dict, current: dict) -> None:
+    """Refuse the resume (RunConfigMismatchError) when a helper module of reward ``spec`` differs from ``recorded``'s
+    (:func:`modules_mismatch`); a record without ``modules`` (an older run): one note naming the modules not
+    checked."""
+    if not current.get("file"):  # a module without a file has no folder, so no helper modules
+        return
+    folder = Path(current["file"]).parent
+    if MODULES not in recorded:
+        if current.get(MODULES):
+            print(f"note: {out} was started before gradprobe recorded the helper modules a plug-in reward imports "
+                  f"from its folder, so whether those of reward {spec!r} ({', '.join(current[MODULES])} in {folder}) "
+                  "are the code it was trained with could not be checked; resuming", file=sys.stderr, flush=True)
+        return
+    differs = modules_mismatch(spec, folder, recorded[MODULES], current.get(MODULES) or {})
+    if differs is not None:
+        raise RunConfigMismatchError(f"{out} cannot be resumed: {differs[0]}, so its remaining updates would train "
+                                     f"another reward than its first ones; {differs[1]}, {_restart(out)}; nothing "
+                                     "was loaded or written")
+
+
+def modules_problem(record: dict) -> str | None:
+    """Why ``record``'s ``modules`` (a reward's recorded helper modules, :func:`check_reward_identity`) is damaged:
+    ``"is VALUE, not ..."``; None when it is absent (an older record) or an object of text -> sha256 (64 hex)."""
+    value = record.get(MODULES) if isinstance(record, dict) else None
+    if value is None and MODULES not in (record if isinstance(record, dict) else {}):
+        return None
+    ok = isinstance(value, dict) and all(isinstance(k, str) and k and isinstance(v, str) and len(v) == 64
+                                         and all(c in "0123456789abcdef" for c in v) for k, v in value.items())
+    return None if ok else (f"is {json_short(value)}, not an object of module file (text) -> sha256 (64 hex "
+                            "digits)")
+
+
+def modules_mismatch(spec: str, folder: Path, then: dict, now: dict, *, started: str = "the run started"
+                     ) -> tuple[str, str] | None:
+    """What differs between the helper modules reward ``spec`` was recorded with (``then``) and those it loads now
+    (``now``), both ``{path relative to the reward file's folder: sha256}`` (:func:`gradprobe.rewards.plugin.
+    plugin_identity`'s ``modules``), and how to fix it, as ``(what, fix)`` for a refusal; None when they are the
+    same. ``folder`` is the reward file's folder now; ``started`` says when the record was made (``"the study
+    started"``). The first differing module file (by path) is named with both sha256s (12 hex digits; ``none``: not
+    loaded then or now): edited (fix: restore it), new (fix: the reward's code as it was) or no longer loaded (fix:
+    restore the file and its import), and how many more differ."""
+    changed = sorted(k for k in set(then) | set(now) if then.get(k) != now.get(k))
+    if not changed:
+        return None
+    rel = changed[0]
+    path, old, new = folder / rel, then.get(rel), now.get(rel)
+    more = f" (and {len(changed) - 1} more helper module(s): {', '.join(changed[1:4])}" \
+           f"{', ...' if len(changed) > 4 else ''})" if len(changed) > 1 else ""
+    shas = f"sha256 {_short(old) if old else 'none'} then, {_short(new) if new else 'none'} now"
+    if old and new:
+        return (f"reward {spec!r} imports the helper module {path}, which was edited ({shas}){more}",
+                f"restore the module file as it was ({path}, sha256 {_short(old)})")
+    if new:
+        return (f"reward {spec!r} now imports the helper module {path}, which it did not when {started} "
+                f"({shas}){more}", f"restore the reward's code as it was (without {rel})")
+    gone = "the file is gone" if not path.exists() else "the reward no longer imports it"
+    return (f"reward {spec!r} no longer loads the helper module {path} it imported when {started} ({shas}: "
+            f"{gone}){more}", f"restore the module file ({path}, sha256 {_short(old)}) and the reward's import of it")
+
+
+def refuse_unimportable_reward(out, spec: str, error: Exception) -> None:
+    """Refuse, with how to resume, the resume of the run in ``out`` whose plug-in reward ``spec`` cannot be imported
+    now (``error``, from :func:`gradprobe.rewards.plugin.load_reward_plugin`) because its module or file is not
+    found (off ``PYTHONPATH``, moved), when the run recorded where it was imported from (``config.json``'s
+    ``reward_plugin``); return without a run to resume, a record, or when the code is found but fails (an import
+    error inside it, a missing function: the caller's error names it), so that the caller raises its own error.
+
+    Raises
+    ------
+    RunConfigMismatchError
+        One line naming the run folder, the reward, the error, the recorded file and sha256 (12 hex digits) and the
+        fix: for a ``pkg.mod:fn`` reward, put the recorded file's package root (named) back on ``PYTHONPATH`` (or
+        run from the directory the run was started in); for a ``FILE.py:fn`` reward, put a file of the recorded
+        content where the name points (named; or, a relative name, run from the directory the run was started in,
+        named when it still exists); or start a new run under a new --out.
+    DamagedRunFolderError
+        ``config.json`` is damaged (:func:`check_reward_identity`).
+    """
+    out = Path(out)
+    if not (out / CHECKPOINT_POINTER).is_file() or not (out / CONFIG_JSON).is_file():
+        return
+    recorded = _recorded_identity(out)
+    if recorded is None or not isinstance(recorded["file"], str):
+        return
+    file, sha = recorded["file"], recorded["sha256"]
+    module = spec.rpartition(":")[0].strip()
+    if _findable(module):
+        return
+    root = _package_root(spec, Path(file))
+    if root is not None:
+        fix = (f"put its package root {root} back on PYTHONPATH (e.g. PYTHONPATH={root}), as when the run started, "
+               "or run from the directory the run was started in")
+    else:  # the name is part of the run's configuration: the file it names must be the recorded one again
+        fix = f"put that file (the same content, sha256 {_short(sha)}) at {Path(module).expanduser().absolute()}"
+        start = _start_dir(module, Path(file))
+        fix += f", or run from {start}, the directory the run was started in" if start is not None else ""
+    raise RunConfigMismatchError(f"{out} cannot be resumed: {error}; the run started with it from {file} (sha256 "
+                                 f"{_short(sha)}): to resume, {fix}, {_restart(out)}; nothing was loaded or written")
+
+
+def _is_file_name(module: str) -> bool:
+    """Whether a plug-in reward's module part names a file (``rw.py``, ``dir/rw``), as the plug-in loader reads it."""
+    return module.endswith(".py") or "/" in module or "\\" in module
+
+
+def _start_dir(module: str, file: Path) -> Path | None:
+    """The folder, if it still exists, from which the relative file name ``module`` (``rw.py``, ``sub/rw.py``) named
+    ``file``; None for an absolute name, or a ``..`` in it."""
+    name = Path(module).expanduser()
+    if name.is_absolute() or ".." in name.parts or list(file.parts[-len(name.parts):]) != list(name.parts):
+        return None
+    start = Path(*file.parts[:-len(name.parts)])
+    return start if start.is_dir() else None
+
+
+def _findable(module: str) -> bool:
+    """Whether a plug-in reward's module (a dotted name, or a file name from the working directory) is found now
+    (a dotted name: by :func:`importlib.util.find_spec`, which imports its parent packages; one that raises
+    counts as found: its code, not the path, is what fails)."""
+    if _is_file_name(module):
+        return Path(module).expanduser().resolve().is_file()
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+    except Exception:  # a parent package raising on import: found, but broken (the caller's error says so)
+        return True
+
+
+def _package_root(spec: str, file: Path) -> Path | None:
+    """The folder that must be on ``sys.path`` for the module reward ``spec`` (``pkg.mod:fn``) to import ``file``
+    (``.../pkg/mod.py`` or ``.../pkg/mod/__init__.py`` -> ``...``); None for a ``FILE.py:fn`` reward or a file
+    whose path does not end in the name's parts."""
+    module = spec.rpartition(":")[0].strip()
+    if _is_file_name(module):
+        return None
+    parts = module.split(".")
+    tail = file.parent.parts if file.name == "__init__.py" else file.with_suffix("").parts
+    if list(tail[-len(parts):]) != parts or len(tail) <= len(parts):
+        return None
+    return Path(*tail[:-len(parts)])
 
 
 def _short(sha) -> str:
@@ -148,16 +317,31 @@ def _what_differs(spec: str, then: tuple, now: tuple) -> str:
     if old_file == new_file:
         return (f"reward {spec!r} resolves to {new_file} as when the run started, but the file was edited "
                 f"(sha256 {_short(old_sha)} then, {_short(new_sha)} now)")
+    if old_file and not Path(old_file).exists():  # a moved folder: the recorded path is no file to restore
+        return (f"the run started with reward {spec!r} from {old_file} (sha256 {_short(old_sha)}), which no longer "
+                f"exists (moved?), and the name finds {new_file} now, whose content differs (sha256 "
+                f"{_short(new_sha)})")
     return (f"reward {spec!r} resolves to {new_file}, not to {old_file} as when the run started (path moved) "
             f"and the file differs (sha256 {_short(old_sha)} then, {_short(new_sha)} now)")
 
 
-def _identity_fix(out: Path, then: tuple) -> str:
-    """The fix for a resume whose plug-in reward changed: restore the recorded file (or run from the directory the
-    run started in), or start over elsewhere (a study's run: a new study)."""
-    old_file, old_sha = then
+def _restart(out: Path) -> str:
+    """The other way out of a refused resume: a new run (a study's run: a new study) under a new --out."""
     study = study_above(out)
-    restart = (f"or start a new study under a new --out (not {study})" if study is not None else
-               f"or start a new run under a new --out (not {out})")
-    return (f"restore the reward file as it was ({old_file}, sha256 {_short(old_sha)}) or run from the directory the "
-            f"run was started in, {restart}; nothing was loaded or written")
+    return (f"or start a new study under a new --out (not {study})" if study is not None else
+            f"or start a new run under a new --out (not {out})")
+
+
+def _identity_fix(out: Path, spec: str, then: tuple, now: tuple) -> str:
+    """The fix for a resume whose plug-in reward changed: restore the recorded file (or run from the directory the
+    run started in; a ``pkg.mod:fn`` reward: put its package root back on ``PYTHONPATH``), or start over elsewhere
+    (a study's run: a new study). A recorded file that no longer exists: pass a file of the recorded content."""
+    (old_file, old_sha), new_file = then, now[0]
+    if old_file and old_file != new_file and not Path(old_file).exists():
+        return (f"to resume it, pass the same file as the reward: the content recorded (sha256 {_short(old_sha)}), "
+                f"e.g. {new_file} restored as it was, {_restart(out)}; nothing was loaded or written")
+    root = _package_root(spec, Path(old_file)) if old_file and old_file != new_file else None
+    where = (f"put its package root {root} back on PYTHONPATH, or run from the directory the run was started in"
+             if root is not None else "run from the directory the run was started in")
+    return (f"restore the reward file as it was ({old_file}, sha256 {_short(old_sha)}) or {where}, "
+            f"{_restart(out)}; nothing was loaded or written")

@@ -42,7 +42,8 @@ def test_an_edited_reward_is_refused_while_runs_of_it_remain(tmp_path):
     recorded = json.loads((out / "study.json").read_text())["reward_plugins"]
     import hashlib
 
-    assert recorded == {spec: {"file": str(rw.resolve()), "sha256": hashlib.sha256(V1.encode()).hexdigest()}}
+    assert recorded == {spec: {"file": str(rw.resolve()), "sha256": hashlib.sha256(V1.encode()).hexdigest(),
+                               "modules": {}}}
     shutil.rmtree(out / "runs" / "plug" / "seed1")  # seed 1 still to train
     rw.write_text(V2)
     _forget(spec, tmp_path)
