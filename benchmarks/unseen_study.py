@@ -18,8 +18,9 @@ interval resamples the seeds within each study's arms, so it is still seed noise
 studies; the error on arm means, each forecaster's and its paired difference from cost only, with the same
 resampling; the floor and its split over the pooled runs, without an interval; the coverage of the report's
 intervals, with the same resampling; the within-study Kendall tau of each forecaster, grpo at 0 ranked too, pooled
-over the studies with its one-sided permutation p-value and ceiling, :func:`calib.metrics.pooled_rank_agreement`,
-what ``calib report`` computes over all of its studies). Studies that replicate one
+over the studies with its 95% study-cluster bootstrap interval (none under 5 ranked studies), one-sided permutation
+p-value and ceiling, :func:`calib.metrics.pooled_rank_agreement`, what ``calib report`` computes over all of its
+studies). Studies that replicate one
 plan (``replicate_of.json``: ``gradprobe study --replicate``) are then pooled into one cell: per arm, the
 realized mean over all their seeds with its t interval beside the replicates' mean forecasts, and the error
 on those arm means, and the Kendall tau within the cells on them. The raw forecasts ("as
@@ -497,16 +498,24 @@ def _ranking_lines(d: pd.DataFrame, shown: list, header: str) -> None:
     forecaster on a change of loss: every arm at 0) cannot be ranked and is left out. Kendall's tau-b counts a tie
     in the forecasts as neither agreement nor disagreement: a forecaster that ties two arms of a study (cost only,
     for rewards of equal tokens per update) is scored on its other pairs only, so its tau is not comparable with
-    one that orders them."""
+    one that orders them. After the tau, its 95% percentile interval from resampling the ranked keys with replacement
+    (5000 resamples, seed 0; :func:`calib.bootstrap.pooled_interval`), or ``[no interval]`` under 5 ranked keys, the
+    reason printed once below the lines."""
     table = ranking_table_of(d, shown)
-    print(header + "; Kendall tau-b pooled over them (one-sided permutation p within each; grpo at 0 ranked too; "
-          "forecasts as made):")
+    print(header + "; Kendall tau-b pooled over them [95% percentile interval, 5000 resamples of the ranked ones with "
+          "replacement] (one-sided permutation p within each; grpo at 0 ranked too; forecasts as made):")
+    reasons = []
     for f in shown:
         r = pooled_rank_agreement(table, f)
         ties = int(sum(len(t) - t[f].nunique() for _, t in table.groupby("study") if t[f].nunique() > 1))
         tau, ceiling, critical = (_signed(r[k]) for k in ("kendall_tau", "oracle_kendall_tau", "critical_kendall_tau"))
-        print(f"  {f:<24}   {tau} (p {p_value_text(r)}; {r['n_arms']} arms in {r['n_studies']}; ceiling {ceiling}; "
-              f"significant from {critical}; {ties} tied arm(s) in the studies it ranks)")
+        iv = r["kendall_tau_interval"]
+        iv = "[no interval]" if iv is None else f"[{_signed(iv[0])}, {_signed(iv[1])}]"
+        reasons += [r["kendall_tau_interval_reason"]] if r["kendall_tau_interval_reason"] not in reasons else []
+        print(f"  {f:<24}   {tau} {iv} (p {p_value_text(r)}; {r['n_arms']} arms in {r['n_studies']}; ceiling "
+              f"{ceiling}; significant from {critical}; {ties} tied arm(s) in the studies it ranks)")
+    for reason in filter(None, reasons):
+        print(f"no tau interval: {reason}")
 
 
 def _signed(x) -> str:

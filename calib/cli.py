@@ -219,13 +219,18 @@ def _report(args) -> int:
         for reason in sorted(reasons):
             print(f"  no interval: {reason}")
     for col, r in m["ranking"].items():
-        print(f"ranking by {col:<36} Kendall tau {_n(r['kendall_tau'], '+.2f')} (p {p_value_text(r)}), "
+        print(f"ranking by {col:<36} Kendall tau {_n(r['kendall_tau'], '+.2f')} "
+              f"{_iv(r, 'kendall_tau_interval', '+.2f')} (p {p_value_text(r)}), "
               f"Spearman rho {_n(r['spearman_rho'], '+.2f')}, {r['n_arms']} arms in {r['n_studies']} studies; "
               f"ceiling {_n(r.get('oracle_kendall_tau', math.nan), '+.2f')}, "
               f"significant from {_n(r.get('critical_kendall_tau', math.nan), '+.2f')}")
-    print("(ceiling: the Kendall tau a forecaster knowing each arm's mean could expect against realized means with "
-          "this seed noise, calib.metrics.oracle_kendall_tau; significant from: the smallest pooled tau the "
-          "permutation test calls significant at one-sided 5% on these arms, calib.metrics.critical_value)")
+    print(f"([lo, hi]: the tau's {(m.get('bootstrap') or {}).get('level', 0.95):.0%} study-cluster bootstrap "
+          "percentile interval, calib.bootstrap.pooled_interval; ceiling: the Kendall tau a forecaster knowing each "
+          "arm's mean could expect against realized means with this seed noise, calib.metrics.oracle_kendall_tau; "
+          "significant from: the smallest pooled tau the permutation test calls significant at one-sided 5% on these "
+          "arms, calib.metrics.critical_value)")
+    for reason in sorted({r.get("kendall_tau_interval_reason") for r in m["ranking"].values()} - {None}):
+        print(f"no tau interval: {reason}")
     for reason in sorted({r.get("oracle_reason") for r in m["ranking"].values()} - {None}):
         print(f"no ceiling: {reason}")
     return 0

@@ -34,6 +34,14 @@ test computes it; with Monte Carlo draws the observed tau is a candidate too, so
 when it reaches the critical value). It is the smallest agreement these arms can show above chance: an observed
 tau below it is not shown above chance whatever its point value; NaN where no attainable tau reaches alpha (too
 few arms: e.g. one study of 3 arms, whose best p is 1/6).
+
+Interval of the pooled tau and rho (``kendall_tau_interval``, ``spearman_rho_interval`` of
+:func:`pooled_rank_agreement`, :func:`calib.bootstrap.pooled_interval`): a 95% percentile study-cluster bootstrap, the conventions
+of :mod:`calib.bootstrap` (5000 resamples, seed 0, the sorted ranked studies drawn with replacement by
+:func:`calib.bootstrap.cluster_counts`). Each resample recomputes the same weighted mean of the per-study statistics
+over the studies drawn (a study drawn twice counts twice); the arms within a study are not resampled, so the
+interval is the spread over studies of the pooled statistic, not a test (the p-value above is the test). With fewer
+than :data:`MIN_INTERVAL_STUDIES` ranked studies no interval is given, and a reason says so.
 """
 
 from __future__ import annotations
@@ -44,6 +52,8 @@ import math
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from .bootstrap import LEVEL, MIN_INTERVAL_STUDIES, RESAMPLES, SEED, check_settings, pooled_interval
 
 
 def bias(predicted, realized) -> float:
@@ -267,7 +277,19 @@ def critical_value(null: np.ndarray, exact: bool, alpha: float = 0.05, observed:
     return float(ok.min()) if ok.size else math.nan
 
 
-def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: int = 9999, seed: int = 0) -> dict:
+def _intervals(studies, taus, w_tau, rhos, w_rho, boot: dict) -> dict:
+    """The pooled tau's and rho's :func:`calib.bootstrap.pooled_interval` and its settings, as :func:`pooled_rank_agreement` gives."""
+    tau_iv, tau_why = pooled_interval(taus, w_tau, studies, **boot)
+    rho_iv, rho_why = pooled_interval(rhos, w_rho, studies, **boot)
+    return {"kendall_tau_interval": tau_iv, "kendall_tau_interval_reason": tau_why, "spearman_rho_interval": rho_iv,
+            "spearman_rho_interval_reason": rho_why,
+            "interval_bootstrap": {**boot, "min_studies": MIN_INTERVAL_STUDIES, "clusters": "study",
+                                   "method": "percentile, studies resampled with replacement"}}
+
+
+def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: int = 9999, seed: int = 0,
+                          bootstrap_resamples: int = RESAMPLES, bootstrap_level: float = LEVEL,
+                          bootstrap_seed: int = SEED) -> dict:
     """Rank agreement of ``column`` with training within each study, pooled with a permutation p-value.
 
     Parameters
@@ -279,12 +301,18 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
     n_permutations : int
         Monte Carlo permutations when the exact enumeration would be larger (module docstring); at least 1.
     seed : int
+        Of the Monte Carlo permutations.
+    bootstrap_resamples, bootstrap_level, bootstrap_seed
+        Of the intervals (:func:`calib.bootstrap.pooled_interval`; defaults 5000, 0.95, 0 as :mod:`calib.bootstrap`).
 
     Returns
     -------
     dict
         ``studies``: {study: :func:`rank_agreement` of its arms}; ``kendall_tau``, ``spearman_rho``
-        (pooled); ``p_kendall``, ``p_spearman`` (one-sided, permutation within studies);
+        (pooled); ``kendall_tau_interval``, ``spearman_rho_interval`` ([lo, hi], the percentile study-cluster
+        bootstrap of :func:`calib.bootstrap.pooled_interval`; None with fewer than :data:`MIN_INTERVAL_STUDIES` ranked studies,
+        ``kendall_tau_interval_reason``, ``spearman_rho_interval_reason`` then say why), ``interval_bootstrap``
+        (its settings); ``p_kendall``, ``p_spearman`` (one-sided, permutation within studies);
         ``n_studies`` (with at least 2 ranked arms), ``n_arms`` (total), ``exact`` (bool),
         ``n_permutations`` (enumerated or drawn), ``oracle_kendall_tau`` (the pooled ceiling over the same
         arms, :func:`oracle_kendall_tau`; NaN when the table has no ``realized_se`` or a ranked arm has one
@@ -295,21 +323,25 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
     Raises
     ------
     ValueError
-        ``n_permutations`` is not a positive integer (:func:`check_n_permutations`).
+        ``n_permutations`` is not a positive integer (:func:`check_n_permutations`), or bad bootstrap settings
+        (:func:`calib.bootstrap.check_settings`).
     """
     check_n_permutations(n_permutations)
-    per, blocks, ceilings = {}, [], []
+    check_settings(bootstrap_resamples, bootstrap_level)
+    boot = {"resamples": bootstrap_resamples, "level": bootstrap_level, "seed": bootstrap_seed}
+    per, blocks, ceilings, ranked = {}, [], [], []
     for study, sub in table.groupby("study", sort=True):
         sub = sub[np.isfinite(sub[column].astype(float)) & np.isfinite(sub["realized"].astype(float))]
         per[study] = rank_agreement(sub[column], sub["realized"])
         if len(sub) >= 2 and np.ptp(sub[column]) > 0 and np.ptp(sub["realized"]) > 0:
             blocks.append((sub[column].to_numpy(float), sub["realized"].to_numpy(float)))
+            ranked.append(study)
             ceilings.append(oracle_kendall_tau(sub["realized"], sub["realized_se"]) if "realized_se" in sub
                             else math.nan)
     out = {"studies": per, "kendall_tau": math.nan, "spearman_rho": math.nan, "p_kendall": math.nan,
            "p_spearman": math.nan, "n_studies": len(blocks), "n_arms": int(sum(len(b[0]) for b in blocks)),
            "exact": False, "n_permutations": 0, "oracle_kendall_tau": math.nan, "oracle_reason": None,
-           "critical_kendall_tau": math.nan}
+           "critical_kendall_tau": math.nan, **_intervals([], [], [], [], [], boot)}
     if not blocks:
         return out
     total = math.prod(math.factorial(len(x)) for x, _ in blocks)
@@ -321,23 +353,18 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
         perms = [p[idx[:, k]] for k, p in enumerate(perms)]
     w_tau = np.array([len(x) * (len(x) - 1) / 2 for x, _ in blocks])
     w_rho = np.array([len(x) for x, _ in blocks], float)
-    tau_obs = float(np.average([kendall_tau_b(x, y)[0] for x, y in blocks], weights=w_tau))
-    rho_obs = float(np.average([spearman_rho(x, y)[0] for x, y in blocks], weights=w_rho))
+    taus, rhos = [kendall_tau_b(x, y)[0] for x, y in blocks], [spearman_rho(x, y)[0] for x, y in blocks]
+    tau_obs, rho_obs = float(np.average(taus, weights=w_tau)), float(np.average(rhos, weights=w_rho))
     tau_null = np.average(np.stack([kendall_tau_b(x, p) for (x, _), p in zip(blocks, perms)]), axis=0, weights=w_tau)
     rho_null = np.average(np.stack([spearman_rho(x, p) for (x, _), p in zip(blocks, perms)]), axis=0, weights=w_rho)
-    eps = 1e-12  # float ties of equal statistics count as ">="
-    if exact:
-        p_tau, p_rho = float(np.mean(tau_null >= tau_obs - eps)), float(np.mean(rho_null >= rho_obs - eps))
-    else:
-        b = len(tau_null)
-        p_tau = (1 + int(np.sum(tau_null >= tau_obs - eps))) / (1 + b)
-        p_rho = (1 + int(np.sum(rho_null >= rho_obs - eps))) / (1 + b)
-    out.update(kendall_tau=tau_obs, spearman_rho=rho_obs, p_kendall=p_tau, p_spearman=p_rho, exact=exact,
+    out.update(kendall_tau=tau_obs, spearman_rho=rho_obs, p_kendall=_p_value(tau_null, tau_obs, exact),
+               p_spearman=_p_value(rho_null, rho_obs, exact), exact=exact,
                n_permutations=int(len(tau_null)), critical_kendall_tau=critical_value(tau_null, exact,
                                                                                       observed=tau_obs),
                oracle_kendall_tau=float(np.average(ceilings, weights=w_tau)) if np.isfinite(ceilings).all() else math.nan,
                oracle_reason=None if np.isfinite(ceilings).all() else (
-                   ONE_SEED if "realized_se" in table else "the ranking table has no realized_se column"))
+                   ONE_SEED if "realized_se" in table else "the ranking table has no realized_se column"),
+               **_intervals(ranked, taus, w_tau, rhos, w_rho, boot))
     return out
 
 
@@ -357,6 +384,13 @@ def p_value_text(r: dict, key: str = "p_kendall", spec: str = ".3g") -> str:
     if not r.get("exact") and b and p <= 1.0 / (1 + b) * (1 + 1e-9):
         return f"{format(p, spec)} (the floor 1/(1+B): none of {b} permutations reached it)"
     return format(p, spec)
+
+
+def _p_value(null: np.ndarray, observed: float, exact: bool) -> float:
+    """One-sided permutation p-value of ``observed`` against ``null``: #{>=} / B exact, (1 + #{>=}) / (1 + B) Monte
+    Carlo (module docstring); float ties of equal statistics count as ">=" (1e-12)."""
+    at_least = int(np.sum(null >= observed - 1e-12))
+    return at_least / len(null) if exact else (1 + at_least) / (1 + len(null))
 
 
 def _perms(y: np.ndarray, exact: bool, n: int, rng) -> np.ndarray:

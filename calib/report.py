@@ -25,7 +25,9 @@ only, the signal proxy, the raw first-order extrapolation), side by side:
 - rank agreement with training within each study (Kendall tau-b, Spearman rho; grpo included at
   0), pooled over studies with a within-study permutation p-value (:mod:`calib.metrics`), for
   each raw forecaster, for the per-update efficiency ``rho`` alone (the raw per-update ordering),
-  and for the chosen forecaster's cross-validated calibrated gains.
+  and for the chosen forecaster's cross-validated calibrated gains; the pooled tau and rho with a
+  95% study-cluster bootstrap percentile interval from the same bootstrap settings (none under 5
+  ranked studies, and a reason: :func:`calib.bootstrap.pooled_interval`).
 
 Writes into REPORT_DIR: ``report.html`` (self-contained: every figure embedded as a base64 PNG),
 the figures as PNG files (:data:`FIGURES`), ``metrics.json`` (the numbers; accuracy points),
@@ -101,7 +103,7 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         Of the pooled rank tests (:func:`calib.metrics.pooled_rank_agreement`), at least 1.
     bootstrap_resamples, bootstrap_level, bootstrap_seed
         Of the study-cluster bootstrap intervals of the MAEs (:mod:`calib.bootstrap`; defaults 5000,
-        0.95, 0: the report is deterministic).
+        0.95, 0: the report is deterministic) and of the pooled taus (:func:`calib.bootstrap.pooled_interval`).
     study_dirs : list of path, optional
         The folders ``rows`` come from, for ``metrics["heldout_floor"]`` (else None).
 
@@ -120,6 +122,7 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         < 0: better than cost only); ``arm_level`` (MAE on arm means, :mod:`calib.noise_floor`), and
         ``metrics["seed_noise_floor"]``, ``metrics["heldout_floor"]`` (:func:`_floors`). ``metrics["bootstrap"]``:
         {resamples, level, seed, clusters: "study", n_clusters (studies among the common rows), method}.
+        ``metrics["ranking"]``: :func:`calib.metrics.pooled_rank_agreement` (``kendall_tau_interval`` too) by score.
 
     Raises
     ------
@@ -141,7 +144,7 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         errors[mode] = _mode_errors(rows, mode, compared, notes if mode == modes[0] else [], long, **settings)
     cv_rows = pd.concat(long, ignore_index=True) if long else pd.DataFrame()
     head, common = modes[0], base[base["all_forecasters"]]
-    table, ranking, ranking_common = _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared)
+    table, ranking, ranking_common = _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared, boot)
     r = ranking[forecaster]
     metrics = {
         "headline_cv": head, "cv_modes": modes, "notes": notes, "forecaster": forecaster, "method": method,
@@ -152,8 +155,8 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         **_headline(errors[head][forecaster]),
         "bootstrap": {**boot, "clusters": "study", "n_clusters": int(base.loc[base["all_forecasters"], "study"].nunique()),
                       "method": BOOTSTRAP_METHOD},
-        "kendall_tau": r["kendall_tau"], "p_kendall": r["p_kendall"], "spearman_rho": r["spearman_rho"],
-        "p_spearman": r["p_spearman"], "versions": software_versions(), "units": UNITS,
+        **{k: r[k] for k in ("kendall_tau", "kendall_tau_interval", "kendall_tau_interval_reason", "p_kendall",
+                             "spearman_rho", "p_spearman")}, "versions": software_versions(), "units": UNITS,
     }
     return metrics, cv_rows, table
 
@@ -350,8 +353,9 @@ def _differences(errors: dict, preds: dict, compared: list, notes: list, boot: d
             errors[f][key]["common"]["mae_difference_vs_cost_only"] = d
 
 
-def _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared):
-    """Ranking table and pooled rank agreement: raw forecasters, rho, headline calibrated gains."""
+def _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared, boot):
+    """Ranking table and pooled rank agreement: raw forecasters, rho, headline calibrated gains (their intervals
+    with the report's bootstrap settings ``boot``: resamples, level, seed)."""
     df = rows[np.isfinite(rows["target"].astype(float))].copy()
     cal = f"calibrated_{forecaster}"
     df[cal] = np.nan
@@ -363,9 +367,10 @@ def _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared)
     df.loc[df["arm"] == REFERENCE_ARM, cal] = 0.0  # grpo vs itself
     cols = list(FORECASTERS) + [PER_UPDATE, cal]
     table = ranking_table(df, cols)
-    ranking = {c: pooled_rank_agreement(table, c, n_permutations=n_permutations) for c in cols}
+    kw = {"n_permutations": n_permutations, **{f"bootstrap_{k}": v for k, v in boot.items()}}
+    ranking = {c: pooled_rank_agreement(table, c, **kw) for c in cols}
     full = table.dropna(subset=compared)
-    ranking_common = {c: pooled_rank_agreement(full, c, n_permutations=n_permutations) for c in cols}
+    ranking_common = {c: pooled_rank_agreement(full, c, **kw) for c in cols}
     return table, ranking, ranking_common
 
 

@@ -314,12 +314,22 @@ def _title(reason) -> str:
     return f' title="{html.escape(reason)}"' if reason else ""
 
 
+def _interval_cell(r: dict, key: str) -> str:
+    """A pooled tau's or rho's interval ``r[key]`` as a cell; n/a titled with its reason when None."""
+    iv = r.get(key)
+    return (f"<td class=n{_title(r.get(key + '_reason') or 'not recorded')}>n/a</td>" if iv is None else
+            f"<td class=n>[{_fmt(iv[0], '+.2f')}, {_fmt(iv[1], '+.2f')}]</td>")
+
+
 def _ranking_table(rk: dict) -> str:
-    head = ("<tr><th>ranked by</th><th>Kendall tau</th><th>p</th><th>Spearman rho</th><th>p</th><th>studies</th>"
+    head = ("<tr><th>ranked by</th><th>Kendall tau</th><th>tau interval</th><th>p</th><th>Spearman rho</th>"
+            "<th>rho interval</th><th>p</th><th>studies</th>"
             "<th>arms</th><th>test</th><th>ceiling of tau</th><th>tau significant from</th></tr>")
     body = "".join(
         f"<tr><td>{html.escape(short(c))}</td><td class=n>{_fmt(r['kendall_tau'], '+.3f')}</td>"
+        f"{_interval_cell(r, 'kendall_tau_interval')}"
         f"<td class=n>{html.escape(p_value_text(r))}</td><td class=n>{_fmt(r['spearman_rho'], '+.3f')}</td>"
+        f"{_interval_cell(r, 'spearman_rho_interval')}"
         f"<td class=n>{html.escape(p_value_text(r, 'p_spearman'))}</td><td class=n>{r['n_studies']}</td>"
         f"<td class=n>{r['n_arms']}</td>"
         f"<td>{_test(r)}</td><td class=n{_title(r.get('oracle_reason'))}>"
@@ -337,6 +347,16 @@ def _boot_text(m: dict) -> str:
             f"{b['n_clusters']} studies with replacement, every run of a drawn study together; seed {b['seed']}; "
             "Efron &amp; Tibshirani 1993). They are intervals, not p-values; with few studies they are optimistic "
             "(few distinct resamples), and with fewer than 2 studies none is given.")
+
+
+def _rank_interval_text(m: dict) -> str:
+    """What the tau and rho intervals are (:func:`calib.bootstrap.pooled_interval`), from the settings recorded."""
+    b = next((r["interval_bootstrap"] for r in m["ranking"].values() if "interval_bootstrap" in r), None)
+    return "Tau and rho intervals: none recorded." if b is None else (
+        f"Tau and rho intervals: {b['level']:.0%} percentile, study-cluster bootstrap ({b['resamples']} resamples of "
+        f"the ranked studies, the same weighted mean on each; seed {b['seed']}; calib.bootstrap.pooled_interval), not a "
+        f"test; none (n/a, the reason as its title) under {b['min_studies']} ranked studies: a percentile bootstrap "
+        "over few clusters undercovers (Cameron &amp; Miller 2015).")
 
 
 def render_html(m: dict, table: pd.DataFrame, images: dict, study_dirs) -> str:
@@ -381,7 +401,7 @@ arm labels within each study. Ceiling of tau: what a forecaster that knew each a
 against the realized means with their seed noise (a parametric bootstrap with the observed means and standard errors
 plugged in, an upper estimate; calib.metrics.oracle_kendall_tau). Tau significant from: the smallest pooled tau the
 same permutation test calls significant at one-sided 5% on these arms (calib.metrics.critical_value); a tau below it
-is not shown above chance.</p>
+is not shown above chance. {_rank_interval_text(m)}</p>
 <h3>Each score on the arms it covers</h3>{_ranking_table(m['ranking'])}
 <h3>On the arms all compared forecasters cover</h3>{_ranking_table(m['ranking_common_arms'])}
 <h3>Per study and arm (points; rho: per-update efficiency vs grpo)</h3>

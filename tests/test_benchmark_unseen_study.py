@@ -386,7 +386,7 @@ def test_the_ranking_table_ranks_grpo_at_zero_and_averages_each_arms_seeds(unsee
 
 
 def test_the_held_out_ranking_is_the_within_study_kendall_tau_pooled_by_pairs(unseen, unseen_report, capsys):
-    """Each printed tau is the pairs-weighted mean of scipy's per-study tau-b; its p and ceiling are calib's
+    """Each printed tau is the pairs-weighted mean of scipy's per-study tau-b; its interval, p and ceiling are calib's
     pooled_rank_agreement on calib's ranking_table of the same runs (grpo at 0 for every seed)."""
     import re
 
@@ -407,11 +407,14 @@ def test_the_held_out_ranking_is_the_within_study_kendall_tau_pooled_by_pairs(un
                               f: x.groupby(["study", "arm"])["cv_pred"].mean()}).reset_index()
         means = pd.concat([means, pd.DataFrame({"study": sorted(set(means["study"])), "arm": "grpo", "realized": 0.0,
                                                 f: 0.0})])
-        tau, p, arms, n, ceiling = re.search(r"(\S+) \(p (.+); (\d+) arms in (\d+); ceiling (\S+);", line).groups()
+        tau, iv, p, arms, n, ceiling = re.search(r"(\S+) (\[\S+, \S+\]) \(p (.+); (\d+) arms in (\d+); ceiling (\S+);",
+                                                 line).groups()
         assert tau == f"{_pooled_tau(means, f):+.2f}", line
         rows = x[["study", "arm", "seed", "target", "cv_pred"]].rename(columns={"cv_pred": f})
         grpo = rows[["study", "seed"]].drop_duplicates().assign(arm="grpo", target=0.0, **{f: 0.0})
         r = pooled_rank_agreement(ranking_table(pd.concat([rows, grpo]), [f]), f)
+        lo, hi = r["kendall_tau_interval"]  # 7 ranked studies: an interval, around the tau
+        assert iv == f"[{lo:+.2f}, {hi:+.2f}]" and lo <= r["kendall_tau"] <= hi, line
         assert (p, int(arms), int(n), ceiling) == (p_value_text(r), r["n_arms"], r["n_studies"],
                                                    f"{r['oracle_kendall_tau']:+.2f}"), line
         critical = re.search(r"; significant from (\S+);", line).group(1)
@@ -422,6 +425,33 @@ def test_the_held_out_ranking_is_the_within_study_kendall_tau_pooled_by_pairs(un
     assert "; 7 tied arm(s) in the studies it ranks)" in cost  # mc_value and hybrid_0.5 cost the same
     cells = _block(printed, "ranking within these cells (4 cells")
     assert [s.split()[0] for s in cells] == ["forecast_cost_only", "forecast_probe", "forecast_signal_proxy"]
+    assert all(" [no interval] (p " in s and " arms in 3;" in s for s in cells), cells  # 3 ranked cells: under 5
+    after = printed.splitlines()[printed.splitlines().index(cells[-1]) + 1]
+    assert after == ("no tau interval: 3 ranked studies: no study-level bootstrap interval under 5 (a percentile "
+                     "bootstrap over few clusters undercovers: Cameron & Miller 2015)")
+
+
+def test_the_eighteen_study_report_gives_each_pooled_tau_its_study_bootstrap_interval(unseen_report):
+    """metrics.json's rankings carry the 95% study-cluster interval of each pooled tau and rho, as
+    calib.metrics.pooled_rank_agreement gives it on the report's rows, and report.html's ranking table shows them."""
+    import json
+
+    from calib.metrics import pooled_rank_agreement, ranking_table
+
+    m = json.loads((unseen_report / "metrics.json").read_text())
+    rows = pd.read_csv(unseen_report / "rows.csv")
+    table = ranking_table(rows[np.isfinite(rows["target"].astype(float))], [f for f, _ in NAMES])
+    html = (unseen_report / "report.html").read_text()
+    for f, _ in NAMES:
+        r, got = pooled_rank_agreement(table, f), m["ranking"][f]
+        assert got["kendall_tau_interval"] == pytest.approx(r["kendall_tau_interval"], abs=1e-12), f
+        assert got["spearman_rho_interval"] == pytest.approx(r["spearman_rho_interval"], abs=1e-12), f
+        lo, hi = got["kendall_tau_interval"]
+        assert got["n_studies"] >= 5 and lo <= got["kendall_tau"] <= hi and got["kendall_tau_interval_reason"] is None
+        assert f"<td class=n>[{lo:+.2f}, {hi:+.2f}]</td>" in html, f
+    assert m["kendall_tau_interval"] == m["ranking"][m["forecaster"]]["kendall_tau_interval"]
+    assert m["ranking"]["forecast_cost_only"]["interval_bootstrap"]["resamples"] == 5000
+    assert "Tau and rho intervals: 95% percentile, study-cluster bootstrap (5000 resamples" in html
 
 
 def test_a_monte_carlo_p_value_at_its_floor_is_printed_as_that_floor(unseen_report):
@@ -449,10 +479,12 @@ def test_the_readmes_quote_the_held_out_ranking_and_coverage_as_printed(unseen, 
     for start, unit, texts in (("within-study ranking (9 studies)", "studies", (readme, calib_readme)),
                                ("ranking within these cells (4 cells", "cells", (calib_readme,))):
         for line in _block(printed, start)[:2]:  # cost only, probe
-            tau, p, arms, n, ceiling = re.search(r"(\S+) \(p (.+); (\d+) arms in (\d+); ceiling (\S+);",
-                                                 line).groups()
-            for text in texts:
-                quoted = rf"{re.escape(tau)} \((permutation )?p {re.escape(p)}; {arms} arms in {n} {unit}\b"
+            tau, iv, p, arms, n, ceiling = re.search(
+                r"(\S+) (\[\S+, \S+\]|\[no interval\]) \(p (.+); (\d+) arms in (\d+); ceiling (\S+);", line).groups()
+            for text in texts:  # with its interval, or saying there is none
+                shown = "" if iv == "[no interval]" else re.escape(iv) + " "
+                after = "; no interval" if iv == "[no interval]" else r"\b"
+                quoted = rf"{re.escape(tau)} {shown}\((permutation )?p {re.escape(p)}; {arms} arms in {n} {unit}{after}"
                 assert re.search(quoted, text), (start, line)
                 assert f"ceiling of {ceiling}" in text, (start, line)
                 critical = re.search(r"significant from (\S+);", line).group(1)

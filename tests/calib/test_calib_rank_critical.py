@@ -88,8 +88,9 @@ def test_a_tau_is_significant_when_it_reaches_the_critical_value(n_permutations)
 
 
 def test_the_calibration_readme_ranking_table_is_the_shipped_rows_ranking():
-    """data/calibration/README.md's "Ranking within each study" rows of the raw forecasters and rho: tau, p and the
-    critical value ("significant from") as calib report computes them on the shipped rows (report/rows.csv)."""
+    """data/calibration/README.md's "Ranking within each study" rows of the raw forecasters and rho: tau, its 95%
+    study-cluster bootstrap interval, p and the critical value ("significant from") as calib report computes them on
+    the shipped rows (report/rows.csv)."""
     import re
     from pathlib import Path
 
@@ -103,10 +104,22 @@ def test_the_calibration_readme_ranking_table_is_the_shipped_rows_ranking():
     table = ranking_table(rows, list(cols.values()))
     readme = (data / "README.md").read_text()
     for name, col in cols.items():
-        m = re.search(rf"^\| {re.escape(name)} \| ([+-][\d.]+) \| ([\d.]+) \| (\d+) / (\d+) \| ([+-][\d.]+) \| "
-                      rf"([+-][\d.]+) \|$", readme, re.M)
+        m = re.search(rf"^\| {re.escape(name)} \| ([+-][\d.]+) \| (\[\S+, \S+\]) \| ([\d.]+) \| (\d+) / (\d+) \| "
+                      rf"([+-][\d.]+) \| ([+-][\d.]+) \|$", readme, re.M)
         assert m, name
         r = pooled_rank_agreement(table, col)
-        assert f"{r['kendall_tau']:+.2f}" == m[1] and float(m[2]) == pytest.approx(r["p_kendall"], abs=0.006)
-        assert (r["n_arms"], r["n_studies"]) == (int(m[3]), int(m[4]))
-        assert f"{r['oracle_kendall_tau']:+.2f}" == m[5] and f"{r['critical_kendall_tau']:+.2f}" == m[6]
+        lo, hi = r["kendall_tau_interval"]
+        assert f"{r['kendall_tau']:+.2f}" == m[1] and m[2] == f"[{lo:+.2f}, {hi:+.2f}]"
+        assert float(m[3]) == pytest.approx(r["p_kendall"], abs=0.006)
+        assert (r["n_arms"], r["n_studies"]) == (int(m[4]), int(m[5]))
+        assert f"{r['oracle_kendall_tau']:+.2f}" == m[6] and f"{r['critical_kendall_tau']:+.2f}" == m[7]
+    quoted = {}
+    for col in ("forecast_cost_only", "forecast_probe"):
+        r = pooled_rank_agreement(table, col)
+        lo, hi = r["kendall_tau_interval"]
+        quoted[col] = f"{r['kendall_tau']:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+    top = " ".join((data.parents[1] / "README.md").read_text().split())
+    for text in (f"probe {quoted['forecast_probe']}, cost only {quoted['forecast_cost_only']}",  # the shipped row
+                 f"cost only's pooled Kendall tau within studies is {quoted['forecast_cost_only']} (95% study-cluster"):
+        assert text in top, text
+    assert f"Cost only's {quoted['forecast_cost_only']} (95% study-cluster" in " ".join(readme.split())
