@@ -365,9 +365,11 @@ def read_study_runs(study_dir: Path) -> tuple[pd.DataFrame, list[tuple[int, str]
 
 def _lost_lines(study_dir: Path, path: Path, whole: pd.DataFrame, raw: bytes) -> str | None:
     """:func:`gradprobe.study.reading.lost_eval_lines` of runs.csv read whole (``whole``, :func:`_runs_text`'s text
-    frame: its cut lines kept, their cells blank where cut, as the analysis reads them: a cut line is no lost line),
-    a cut last line's run checked only up to it (:func:`gradprobe.study.reading.cut_tail_run` of ``raw``, the file's
-    bytes). The caller's read is used: the file is not read again."""
+    frame: its cut lines kept, their cells blank where cut, as the analysis reads them: a cut line is no lost line);
+    a cut last line's run is checked to its end like any other, an update study.json or the per-item results record
+    after the cut line being lines cut off with the file's end, refused as the analysis refuses it (named so:
+    :func:`gradprobe.study.reading.cut_tail_run` of ``raw``, the file's bytes). The caller's read is used: the file
+    is not read again."""
     return lost_eval_lines(whole, study_dir, path, cut_run=cut_tail_run(raw))
 
 

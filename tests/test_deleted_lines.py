@@ -157,19 +157,28 @@ def test_analyze_only_warns_once_and_analyses_the_runs_with_the_evals_left(tmp_p
 
 
 def test_a_cut_last_line_is_the_cuts_warning_not_a_lost_line(tmp_path):
+    """The file cut inside its last line, the last run's final eval (update 57): that line's own cells are unknown,
+    not where its run ends (its update is read), so the cut's warning alone is said. A file cut off after an earlier
+    line, the lines after it gone, is refused instead (tests/test_lost_final_eval.py)."""
     study = _copy("study_tiny", tmp_path / "s")
-    lines = (study / "runs.csv").read_text().splitlines()
-    (study / "runs.csv").write_text("\n".join(lines[:-1]))  # the last run's final eval gone, no final line break
+    text = (study / "runs.csv").read_text()
+    assert text.endswith("\ngrpo_2xlr,3,57,252769,155.07641884300756,0.736,0.632,outcome,2.0,2185420438640.0,35.51,"
+                         "1.0,0.018720273539739492\n")
+    (study / "runs.csv").write_text(text[:text.rindex(",35.51,")])  # cut after its flops, no final line break
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        load_runs(study)
+        df = load_runs(study)
     msgs = [str(w.message) for w in caught]
-    assert len(msgs) == 1 and "look(s) cut" in msgs[0] and "lost eval lines" not in msgs[0], msgs
+    assert len(msgs) == 1 and "line 151 (10 of 13 fields) look(s) cut" in msgs[0], msgs
+    assert "lost eval lines" not in msgs[0], msgs
+    run = df[(df["arm"] == "grpo_2xlr") & (df["seed"] == 3)]
+    assert run["update"].iloc[-1] == 57 and run["generated_tokens"].iloc[-1] == 252769  # its end is read
 
 
 def test_a_cut_line_in_the_middle_leaves_a_lost_final_eval_told(tmp_path):
-    """Only a cut LAST line exempts its run's end (its final eval went with the cut): a line cut in the middle does
-    not hide that the last line was deleted whole (was: the cut warning alone); that lost final eval is refused."""
+    """A cut line exempts no run's end (a cut LAST line neither: tests/test_lost_final_eval.py): a line cut in the
+    middle does not hide that the last line was deleted whole (was: the cut warning alone); that lost final eval is
+    refused."""
     study = _copy("study_tiny", tmp_path / "s")
     lines = (study / "runs.csv").read_text().splitlines()
     lines[10] = lines[10].rsplit(",", 1)[0]  # a field short: cut

@@ -148,3 +148,73 @@ def test_a_run_that_really_ended_earlier_is_read_as_it_ends_without_a_word(tmp_p
     tok = res["matched"]["generated_tokens"]
     assert tok["budget"] == 187500.0 and not tok["final_eval"]
     assert "a run stopped on another budget before generated_tokens = 250000" in tok["source"]
+
+
+# ----------------------------------------------------------------------------- a file cut off after a line
+
+def _cut_refusal(study: Path, last: int = 43, lost: str = "57 (study.json)", legend: str | None = None) -> str:
+    """The refusal of a study whose runs.csv was cut off inside or right after grpo_2xlr seed 3's line at ``last``
+    (its later lines gone with the cut), as load_runs says it."""
+    legend = legend or "study.json: a finished run's final eval is at the update study.json records"
+    return (f"{study / 'runs.csv'} lost the final eval line(s) of run(s): arm grpo_2xlr, seed 3 ends at update {last} "
+            f"but lacks update(s) {lost} after it, its later lines gone with the file's cut last line (this run's) "
+            f"({legend}): lines were deleted from or cut off the end of runs.csv, so where these runs end is unknown "
+            "(read as they are, they would end at their last line left, moving their last reads and the matched "
+            f"budgets earlier); the analysis refuses to guess; {restore_runs_csv_fix(study)}")
+
+
+CUTS = {  # how runs.csv was cut: the last line gone, and the line before it (update 43) ...
+    "cut mid-line": lambda t: t[:t.rindex(LAST)].rstrip("\n")[:-3],  # ... cut inside its last value (kl_init)
+    "cut after a few fields": lambda t: t[:t.rindex(LAST)][:t[:t.rindex(LAST)].rindex(",1653907971152.0,")],
+    "whole, no line break": lambda t: t[:t.rindex(LAST)].rstrip("\n"),  # ... whole but without its line break
+}
+
+
+@pytest.mark.parametrize("cut", sorted(CUTS))
+def test_a_runs_csv_cut_off_after_a_line_is_refused_not_read_with_an_earlier_end(cut, tmp_path):
+    """The commonest damage: the file cut, its last line gone and the one before it cut. That line's run was read
+    as ending there (only its evals before the cut line were checked): the matched token budget moved from 250,000
+    to 187,500 under the cut's warning alone. Only the cut line's own cells are unknown, not where its run ends."""
+    study = _tiny(tmp_path / "s")
+    text = (study / "runs.csv").read_text()
+    (study / "runs.csv").write_text(CUTS[cut](text))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for read in (lambda: analyze(study, write=False, figures=False), lambda: load_study(study)):
+            with pytest.raises(AnalysisError) as info:
+                read()
+            assert str(info.value) == _cut_refusal(study)
+    msgs = {str(w.message) for w in caught}
+    assert len(msgs) == 1 and f"{study / 'runs.csv'}: line 150 (" in msgs.pop()  # the cut's own warning, as before
+
+
+def test_analyze_only_refuses_a_runs_csv_cut_off_after_a_line_in_one_line(tmp_path, capsys):
+    study = _tiny(tmp_path / "s")
+    text = (study / "runs.csv").read_text()
+    (study / "runs.csv").write_text(CUTS["cut mid-line"](text))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the cut's warning
+        assert main(["study", "--analyze-only", "--out", str(study)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"gradprobe study: error: {_cut_refusal(study)}\n"
+    assert not (study / "reanalysis").exists()
+
+
+def test_a_cut_off_end_is_refused_from_the_per_item_results_alone(tmp_path):
+    """make_study's study.json records no run's updates: the run folders' eval_items.jsonl tell the run's end."""
+    study = make_study(tmp_path / "s", seeds=2)
+    path = study / "runs.csv"
+    lines = path.read_text().splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("grpo,1,5,"))
+    assert lines[at + 1].startswith("grpo,1,10,")  # grpo seed 1's final eval (updates 0/2/5/10) follows
+    path.write_text("\n".join(lines[:at + 1])[:-2])  # cut inside grpo seed 1's update-5 line; the rest gone
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the cut's warning
+        with pytest.raises(AnalysisError) as info:
+            load_runs(study)
+    msg = str(info.value)
+    assert msg.startswith(f"{path} lost the final eval line(s) of run(s): arm grpo, seed 1 ends at update 5 but lacks "
+                          "update(s) 10 (runs/ARM/seedS/eval_items.jsonl) after it, its later lines gone with the "
+                          "file's cut last line (this run's) (runs/ARM/seedS/eval_items.jsonl: the per-item results, "
+                          "written at every eval, record an eval of the run there): lines were deleted from or cut off "
+                          "the end of runs.csv"), msg

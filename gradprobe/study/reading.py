@@ -191,10 +191,11 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
         ``accuracy`` or ``accuracy_sampled`` outside [0, 1] (points, not fractions; inf too), a ``generated_tokens``,
         ``device_seconds`` or ``flops`` value infinite or negative, or no accuracy on any line (both accuracy
         columns blank) (the message names the file, the lines and the fix: rebuild runs.csv from the run folders,
-        :func:`restore_runs_csv_fix`). A run's final eval line deleted whole (an update ``study.json`` or the run's
-        per-item results record after its last line, :func:`lost_eval_lines`): the run's end is unknown, and read
-        as it is the run would end earlier, moving the matched budgets; one line names the file, each such run, its
-        last update left, the missing update(s) and the fix (:func:`_check_lost_lines`).
+        :func:`restore_runs_csv_fix`). A run's final eval line deleted whole, or cut off with the file's end (the file
+        cut inside or right after an earlier line of the run, :func:`cut_tail_run`), i.e. an update ``study.json`` or
+        the run's per-item results record after its last line (:func:`lost_eval_lines`): the run's end is unknown,
+        and read as it is the run would end earlier, moving the matched budgets; one line names the file, each such
+        run, its last update left, the missing update(s) and the fix (:func:`_check_lost_lines`).
 
     Warns
     -----
@@ -224,9 +225,9 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
     _check_fractions(df, path, list(df.index) if lines_known else None, study_dir)
     _check_costs(df, path, list(df.index) if lines_known else None, study_dir)
     _check_some_accuracy(df, path, study_dir)
-    tail = cut_tail_run(raw)  # the run of a cut last line (a cut elsewhere leaves the end whole)
+    tail = cut_tail_run(raw)  # the run of a cut last line, whose later lines may have gone with the cut
     df = _sorted_runs(df, lines_known, study_dir)
-    _check_lost_lines(df, study_dir, path, tail, item_lines)  # lines deleted whole (a lost end: refused)
+    _check_lost_lines(df, study_dir, path, tail, item_lines)  # lines deleted or cut off (a lost end: refused)
     _blank_accuracy_at_cuts(df, cut, path, study_dir)
     return df
 
@@ -431,7 +432,9 @@ def lost_eval_lines(df, study_dir: str | Path, path: str | Path | None = None, *
         The per-item result lines already read (:func:`_item_lines`); None: read here.
     cut_run : (str, int), optional
         The run (arm, seed) of the file's last line when the file looks cut (:func:`_warn_short_lines`, warned
-        already): its evals after its last line went with the cut, so only its evals before that are checked.
+        already). Checked like any run: only the cut line's own cells are unknown, not where the run ends, so an
+        update ``study.json`` or the per-item results record after that line is a lost end (the lines after the
+        cut went with it; a file cut there would read the run as ending earlier); the message says so for it.
 
     Returns
     -------
@@ -442,23 +445,37 @@ def lost_eval_lines(df, study_dir: str | Path, path: str | Path | None = None, *
         lost final eval and warns about the others, ``calib report`` refuses any); None when nothing is missing.
     """
     path = Path(path) if path is not None else Path(study_dir) / "runs.csv"
-    lost, items_file = _lost_by_run(df, study_dir, cut_run, item_lines)
+    lost, items_file = _lost_by_run(df, study_dir, item_lines)
     if not lost:
         return None
-    return _lost_text(path, lost, items_file)
+    return _lost_text(path, lost, items_file, cut_run)
 
 
-def _lost_text(path: Path, lost: dict, items_file: str) -> str:
-    """:func:`lost_eval_lines`' line for ``lost`` and ``items_file`` (:func:`_lost_by_run`, ``lost`` not empty)."""
-    said = [f"arm {arm}, seed {seed} lacks update(s) {_said_updates(why)}" for (arm, seed), (_, why) in lost.items()]
-    return (f"{path} lost eval lines: {_first_runs(said)} ({_legend(lost, items_file)}): lines were deleted from "
-            "runs.csv")
+_CUT_OFF = ", its later lines gone with the file's cut last line (this run's)"
 
 
-def _lost_by_run(df, study_dir, cut_run, item_lines) -> tuple[dict, str]:
+def _lost_text(path: Path, lost: dict, items_file: str, cut_run=None) -> str:
+    """:func:`lost_eval_lines`' line for ``lost`` and ``items_file`` (:func:`_lost_by_run`, ``lost`` not empty);
+    ``cut_run``'s lost updates after its last line are said to have gone with the cut."""
+    said = [f"arm {arm}, seed {seed} lacks update(s) {_said_updates(why)}"
+            f"{_CUT_OFF if (arm, seed) == cut_run and max(why) > last else ''}"
+            for (arm, seed), (last, why) in lost.items()]
+    return (f"{path} lost eval lines: {_first_runs(said)} ({_legend(lost, items_file)}): lines were "
+            f"{_gone(lost, cut_run)} runs.csv")
+
+
+def _gone(lost: dict, cut_run) -> str:
+    """How ``lost``'s lines (:func:`_lost_by_run`) left runs.csv: "deleted from", or "deleted from or cut off the end
+    of" when ``cut_run`` lost updates after its last line."""
+    last, why = lost.get(cut_run, (math.inf, {}))
+    return "deleted from or cut off the end of" if why and max(why) > last else "deleted from"
+
+
+def _lost_by_run(df, study_dir, item_lines) -> tuple[dict, str]:
     """(arm, seed) -> (the last update ``df`` holds for the run, {lost update: the source expecting it ("plan",
     "study.json" or the per-item file's name)}) for each run of ``df`` that lost eval lines, in ``df``'s run order;
-    and the per-item file's name. The rules, ``cut_run`` and ``item_lines``: :func:`lost_eval_lines`."""
+    and the per-item file's name. The rules and ``item_lines``: :func:`lost_eval_lines` (a cut last line's run is
+    checked as any other: its end after the cut line is lost, the cut line's own update being in ``df``)."""
     d = Path(study_dir)
     runs = _csv_run_evals(df)
     if not runs:
@@ -472,8 +489,6 @@ def _lost_by_run(df, study_dir, cut_run, item_lines) -> tuple[dict, str]:
             why |= {u: items_file for u in items[(arm, seed)] if u not in evals and u not in why}
         if finals.get((arm, seed), -1) > last:
             why[finals[(arm, seed)]] = "study.json"
-        if (arm, seed) == cut_run:
-            why = {u: k for u, k in why.items() if u < last}
         if why:
             lost[(arm, seed)] = (last, why)
     return lost, items_file
@@ -497,8 +512,9 @@ def _legend(lost: dict, items_file: str) -> str:
 
 def cut_tail_run(raw: bytes):
     """The run (arm, seed) of a runs.csv's last line when it looks cut (:func:`gradprobe.forecast.csv_cells.cut_lines`;
-    read from the line's own ``arm`` and ``seed`` fields), else None: only that run's evals after its last line may
-    have gone with the cut (:func:`lost_eval_lines`' ``cut_run``); a cut line elsewhere leaves the file's end whole.
+    read from the line's own ``arm`` and ``seed`` fields), else None: that run's evals after its last line may have
+    gone with the cut, which :func:`lost_eval_lines` (``cut_run``) then says, refused by the analysis as a lost end;
+    a cut line elsewhere leaves the file's end whole.
 
     Parameters
     ----------
@@ -522,11 +538,14 @@ def cut_tail_run(raw: bytes):
 
 def _check_lost_lines(df, study_dir, path: Path, cut_run, item_lines=None) -> None:
     """Refuse a ``runs.csv`` (``df``) whose run lost its final eval line, else warn once when it lost other eval
-    lines (:func:`lost_eval_lines`; ``cut_run``: the run of a cut last line, whose end went with the cut).
+    lines (:func:`lost_eval_lines`; ``cut_run``: the run of a cut last line, :func:`cut_tail_run`).
 
     A lost final eval (an update ``study.json`` or the run's per-item results record after the run's last line) leaves
     the run's end unknown: read as it is, the run would end at its last line left, moving its last read and the
-    matched budgets earlier, with a reason blaming another budget. Lost evals before a run's last line are a warning,
+    matched budgets earlier, with a reason blaming another budget. A file cut off after a line (its last line cut,
+    the lines after it gone: the commonest damage) is such a loss for the cut line's run: only the cut line's own
+    cells are unknown, not where the run ends, so it is refused too, the message saying those lines went with the
+    cut (the cut line's own update is read, so it is no lost update). Lost evals before a run's last line are a warning,
     as for a cut line: the analysis reads those runs with the evals left (a read across a lost eval is refused, being
     wider than the promised gap).
 
@@ -534,22 +553,23 @@ def _check_lost_lines(df, study_dir, path: Path, cut_run, item_lines=None) -> No
     ------
     AnalysisError
         A run lost its final eval: one line naming ``path``, each such run (arm, seed), its last update left and the
-        missing update(s) with their source, and the fix (:func:`restore_runs_csv_fix`).
+        missing update(s) with their source (for a cut last line's run, that they went with the cut), and the fix
+        (:func:`restore_runs_csv_fix`).
     """
-    lost, items_file = _lost_by_run(df, study_dir, cut_run, item_lines)
+    lost, items_file = _lost_by_run(df, study_dir, item_lines)
     ended = {key: (last, {u: k for u, k in why.items() if u > last}) for key, (last, why) in lost.items()}
     ended = {key: v for key, v in ended.items() if v[1]}
     if ended:
         said = [f"arm {arm}, seed {seed} ends at update {last:g} but lacks update(s) {_said_updates(why)} after it"
-                for (arm, seed), (last, why) in ended.items()]
+                f"{_CUT_OFF if (arm, seed) == cut_run else ''}" for (arm, seed), (last, why) in ended.items()]
         raise AnalysisError(f"{path} lost the final eval line(s) of run(s): {_first_runs(said)} "
-                            f"({_legend(ended, items_file)}): lines were deleted from runs.csv, so where these runs "
-                            "end is unknown (read as they are, they would end at their last line left, moving their "
-                            "last reads and the matched budgets earlier); the analysis refuses to guess; "
+                            f"({_legend(ended, items_file)}): lines were {_gone(ended, cut_run)} runs.csv, so where "
+                            "these runs end is unknown (read as they are, they would end at their last line left, "
+                            "moving their last reads and the matched budgets earlier); the analysis refuses to guess; "
                             f"{restore_runs_csv_fix(study_dir)}")
     if lost:
-        warnings.warn(f"{_lost_text(path, lost, items_file)}, so the analysis reads these runs with fewer evals (a "
-                      "read across a lost eval is refused, being wider than the promised eval gap); "
+        warnings.warn(f"{_lost_text(path, lost, items_file, cut_run)}, so the analysis reads these runs with fewer "
+                      "evals (a read across a lost eval is refused, being wider than the promised eval gap); "
                       f"{restore_runs_csv_fix(study_dir)}", stacklevel=3)
 
 

@@ -1,6 +1,7 @@
 """calib reads a study's runs.csv once where it checks it (:func:`calib.integrity.read_study_runs`): the lost-line
 check takes the frame and bytes the cell checks read (it read and parsed the file a second time). What the check
-tells is unchanged: a line deleted whole is refused, a line cut short is no lost line."""
+tells is unchanged: a line deleted whole is refused, a line cut short is no lost line, and a file cut off after a
+line (its later lines gone with the cut) is refused as the analysis refuses it."""
 
 from __future__ import annotations
 
@@ -80,3 +81,24 @@ def test_a_line_cut_in_the_middle_is_no_lost_line(tmp_path):
     assert not ((runs["arm"] == arm) & (runs["seed"] == int(seed)) & (runs["update"] == float(update))).any()
     rows = build_rows(study)  # calib rows reads on, as before
     assert len(rows) == 20
+
+
+def test_a_runs_csv_cut_off_after_a_line_is_refused_as_the_analysis_refuses_it(tmp_path):
+    """The last line gone and the one before it cut inside its last value: calib's lost-line check exempted the cut
+    line's run after it (calib rows read 20 rows; the analysis read the run as ending at update 43). Its end, update
+    57 in study.json, went with the cut: refused, from the one read of the file."""
+    from gradprobe.study.reading import restore_runs_csv_fix
+
+    study = _study(tmp_path)
+    path = study / "runs.csv"
+    text = path.read_text()
+    path.write_text(text[:text.rindex("grpo_2xlr,3,57,")].rstrip("\n")[:-3])
+    with pytest.raises(StudyFormatError) as info:
+        read_study_runs(study)
+    assert str(info.value) == (
+        f"{path} lost eval lines: arm grpo_2xlr, seed 3 lacks update(s) 57 (study.json), its later lines gone with "
+        "the file's cut last line (this run's) (study.json: a finished run's final eval is at the update study.json "
+        "records): lines were deleted from or cut off the end of runs.csv, which calibration would read as runs with "
+        f"fewer evals; {restore_runs_csv_fix(study)}")
+    with pytest.raises(StudyFormatError):
+        build_rows(study)  # calib rows, fit and report alike

@@ -204,14 +204,15 @@ def test_analyze_only_names_a_line_cut_short_once(tmp_path, capsys):
     capsys.readouterr()
     path = root / "runs.csv"
     lines = path.read_text().splitlines()
+    whole = lines[-1]
     lines[-1] = ",".join(lines[-1].split(",")[:-2])
     path.write_text("\n".join(lines) + "\n")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main(["study", "--analyze-only", "--out", str(root)]) == 0
     assert sum("look(s) cut: the file was cut or edited" in str(w.message) for w in caught) == 1
-    path.write_text("\n".join(lines[:-1]))  # the last line whole, but no line break after it: it may be cut
-    with pytest.warns(UserWarning, match=rf"runs.csv: line {len(lines) - 1} \(the last line, no line break after "
+    path.write_text("\n".join(lines[:-1] + [whole]))  # the last line whole, but no line break after it: may be cut
+    with pytest.warns(UserWarning, match=rf"runs.csv: line {len(lines)} \(the last line, no line break after "
                                          r"it\) look\(s\) cut"):
         load_runs(root)
 
