@@ -362,9 +362,10 @@ def _document(record: dict, prepared: PreparedPool, ranked, ledger) -> dict:
 
 def _repeated_data_ids(pool: list) -> list[dict]:
     """rank.json's ``repeated_data_ids``: each ``data_id`` that several ranked prompts share, as ``{"data_id": the
-    data's id (a string or an integer, as in the data), "count": prompts holding it, "prompt_ids": those prompts'
-    ids, in pool order}``, in the order the ids first occur in the pool; [] when no two ranked prompts share one
-    (or the data has no ``id`` column). Only the ranked pool counts: a repeat whose other rows are not in the pool
+    data's id (a string or an integer, as in the data; the text ranking.csv writes when the prompts hold it as
+    different types, 17 and "17", which ranking.csv writes alike), "count": prompts holding it, "prompt_ids": those
+    prompts' ids, in pool order}``, in the order the ids first occur in the pool; [] when no two ranked prompts share
+    one (or the data has no ``id`` column). Only the ranked pool counts: a repeat whose other rows are not in the pool
     cannot be confused in ranking.csv. The loader's warning on stderr names every repeat of the data file
     (:func:`gradprobe.tasks.dataset.repeated_data_ids`); this keeps the pool's in the output file."""
     from ..tasks.dataset import repeated_data_ids

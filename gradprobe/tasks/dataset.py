@@ -103,12 +103,17 @@ def repeated_data_ids(problems: list) -> list[tuple[object, list]]:
     ``problems`` holds, each with those problems in their order: ``[(id, [problem, ...]), ...]`` in the order each
     id first occurs; [] when every id is held once or no problem has one. ``rank-prompts`` writes each as
     ``data_id`` beside its prompt, where a repeated one cannot tell the prompts apart; the loader warns about them
-    (:func:`_warn_repeated_ids`) and ``rank.json`` lists those of the ranked pool (``repeated_data_ids``)."""
+    (:func:`_warn_repeated_ids`) and ``rank.json`` lists those of the ranked pool (``repeated_data_ids``).
+
+    Ids are compared as the text ranking.csv writes (``str(id)``): 17 and "17" are one ``data_id`` there, so they
+    count as a repeat. ``id`` is the value the problems hold when they all hold it as one type (17, or "17"), and
+    that text when they differ in type (17 and "17": ``"17"``)."""
     held: dict = {}
     for p in problems:
         if "id" in (p.metadata or {}):
-            held.setdefault(p.metadata["id"], []).append(p)
-    return [(i, ps) for i, ps in held.items() if len(ps) > 1]
+            held.setdefault(str(p.metadata["id"]), []).append(p)
+    return [(ps[0].metadata["id"] if len({type(p.metadata["id"]) for p in ps}) == 1 else text, ps)
+            for text, ps in held.items() if len(ps) > 1]
 
 
 def _warn_repeated_ids(problems: list, where: str, unit: str) -> None:
@@ -116,13 +121,20 @@ def _warn_repeated_ids(problems: list, where: str, unit: str) -> None:
     from 1; :func:`repeated_data_ids`): ``rank-prompts`` writes each as ``data_id`` beside its prompt, where a
     repeated one cannot tell the prompts apart. The rows are kept (each has its own problem id,
     ``<kind>/<stem>/<row>``)."""
-    repeated = [(i, [p.metadata["row"] + 1 for p in ps]) for i, ps in repeated_data_ids(problems)]
+    repeated = [(_said_id(ps), [p.metadata["row"] + 1 for p in ps]) for _, ps in repeated_data_ids(problems)]
     if repeated:
-        shown = "; ".join(f"{i!r} on {unit}s {', '.join(map(str, r[:4]))}{', ...' if len(r) > 4 else ''}"
+        shown = "; ".join(f"{i} on {unit}s {', '.join(map(str, r[:4]))}{', ...' if len(r) > 4 else ''}"
                           for i, r in repeated[:3])
         warnings.warn(f"{where}: {len(repeated)} id value(s) occur on more than one {unit} ({shown}"
                       f"{'; ...' if len(repeated) > 3 else ''}): each row is kept, but their data_id in "
                       "rank-prompts' ranking.csv cannot tell them apart; give each row its own id", stacklevel=3)
+
+
+def _said_id(problems: list) -> str:
+    """The id ``problems`` share (:func:`repeated_data_ids`) as the loader's warning names it: its ``repr`` (``'a'``,
+    ``17``), each written form in the order first held when they differ in type (``17 and '17'``)."""
+    forms = dict.fromkeys(repr(p.metadata["id"]) for p in problems)
+    return " and ".join(forms)
 
 
 _SPLIT_SEED = 20240101  # as gsm8k: a file's train/heldout split never moves
