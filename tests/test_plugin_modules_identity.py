@@ -190,18 +190,18 @@ def test_an_edited_new_or_missing_helper_module_is_refused_on_resume(tmp_path, r
     helper.write_text("SCALE = 10\n")
     extra.unlink()
     assert _refused(run, out, RunConfigMismatchError) == (
-        f"{out} cannot be resumed: reward 'rw.py:brevity' no longer loads the helper module {extra} it imported when "
+        f"{out} cannot be resumed: reward 'rw.py:brevity' no longer finds the helper module {extra} it imported when "
         f"the run started (sha256 {e1[:12]} then, none now: the file is gone)"
-        + tail.format(fix=f"restore the module file ({extra}, sha256 {e1[:12]}) and the reward's import of it"))
-    # a helper the run did not start with
+        + tail.format(fix=f"restore the module file ({extra}, sha256 {e1[:12]})"))
+    # a helper file the run did not start with (as if mi3_extra.py was created after the run started)
     _forget(spec, tmp_path)
     extra.write_text("E = 1\n")
     without = {**config, "reward_plugin": {**config["reward_plugin"], "modules": {"mi3_helper.py": h1}}}
     (out / "config.json").write_text(json.dumps(without))
     assert _refused(run, out, RunConfigMismatchError) == (
-        f"{out} cannot be resumed: reward 'rw.py:brevity' now imports the helper module {extra}, which it did not "
-        f"when the run started (sha256 none then, {e1[:12]} now)"
-        + tail.format(fix="restore the reward's code as it was (without mi3_extra.py)"))
+        f"{out} cannot be resumed: reward 'rw.py:brevity' now imports the helper module {extra}, a file its imports "
+        f"did not find when the run started (sha256 none then, {e1[:12]} now)"
+        + tail.format(fix="remove or rename that file, as the folder was when the run started"))
     (out / "config.json").write_bytes(kept["config.json"])
     assert _files(out) == kept  # nothing written by the refusals
     _forget(spec, tmp_path)

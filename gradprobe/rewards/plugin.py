@@ -14,7 +14,8 @@
 
 A module name is looked up with the working directory first on ``sys.path``, as ``python -m`` does; a file's
 folder is put on ``sys.path`` as ``python FILE.py`` does, so the file may import modules beside it (each one's
-sha256 is recorded with the file's, :func:`plugin_identity`'s ``modules``); a
+sha256 is recorded with the file's, :func:`plugin_identity`'s ``modules``, found by reading the import
+statements of the files, not by what was imported); a
 function that fits neither form is refused when the reward is loaded, before any rollout. A plan's rewards
 by import path are imported when a run or study starts, not when the plan is read, so reading or analysing
 a study needs none of their code.
@@ -34,6 +35,7 @@ which a training run records in its ``config.json`` and checks when it resumes
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import importlib.util
@@ -42,7 +44,6 @@ import os
 import site
 import sys
 import sysconfig
-import types
 from functools import lru_cache, wraps
 from pathlib import Path
 
@@ -59,8 +60,6 @@ _ORIGINS: dict[tuple[str, str], str] = {}
 _IDENTITIES: dict[str, dict] = {}
 #: module name -> (the module object, the sha256 of its file when a reward was first taken from it)
 _MODULE_SHAS: dict[str, tuple[object, str | None]] = {}
-#: plug-in module name -> (the module object, the names its import added to sys.modules: its helper modules)
-_IMPORTED: dict[str, tuple[object, frozenset[str]]] = {}
 
 _FORMS = ("MODULE:FUNCTION (a module importable from the working directory or sys.path) or "
           "path/to/file.py:FUNCTION")
@@ -154,10 +153,7 @@ def load_reward_plugin(spec: str) -> Reward:
         raise UnknownRewardError(f"reward {spec!r} has more than one ':'; write it as {_FORMS}")
     if "\\" in module:
         raise UnknownRewardError(f"reward {spec!r}: write the file's path with '/' (as path/to/file.py:FUNCTION)")
-    before = set(sys.modules)
     mod = _import_module(module.strip(), spec)
-    if _IMPORTED.get(mod.__name__, (None,))[0] is not mod:  # a module imported before its first reward: none here
-        _IMPORTED[mod.__name__] = (mod, frozenset(set(sys.modules) - before))
     fn = getattr(mod, attr.strip(), None)
     if fn is None:
         found = sorted(n for n, v in vars(mod).items() if callable(v) and not n.startswith("_")
@@ -182,11 +178,11 @@ def _identity(spec: str, mod) -> dict:
     """``{"spec", "file", "sha256", "modules"}`` of the module ``mod`` a reward named ``spec`` comes from: its file,
     resolved (None without one), the sha256 (hex) of the file's bytes the first time a reward was taken from this
     module object (a module imported again, e.g. after ``del sys.modules[...]``, is hashed again; None: unreadable),
-    and its helper modules (:func:`_helper_modules`)."""
+    and its helper modules (:func:`_helper_modules`: the files its imports name, read from disk)."""
     file = getattr(mod, "__file__", None)
     path = str(Path(file).resolve()) if file else None
     return {"spec": spec, "file": path, "sha256": _module_sha(mod, path),
-            "modules": _helper_modules(mod, Path(path)) if path else {}}
+            "modules": _helper_modules(spec, Path(path)) if path else {}}
 
 
 def _module_sha(mod, path: str | None) -> str | None:
@@ -202,58 +198,104 @@ def _module_sha(mod, path: str | None) -> str | None:
     return held[1]
 
 
-def _helper_modules(mod, file: Path) -> dict[str, str]:
-    """``{path relative to file's folder ('/'-separated): sha256}`` of each module under ``file``'s folder (its
-    subfolders too) that the plug-in module ``mod`` brought into ``sys.modules`` when it was imported or refers to
-    (a module, or a function or class of one, in its namespace, and so on through those modules; with their
-    packages' ``__init__.py``), ``file`` itself excluded: the code beside the reward file that runs with it.
+def _helper_modules(spec: str, file: Path) -> dict[str, str]:
+    """``{path relative to file's folder ('/'-separated): sha256}`` of each helper module of the plug-in module
+    file ``file`` (loaded for the reward ``spec``): the ``.py`` files under ``file``'s folder (its
+    subfolders too) that its import statements name, and theirs in turn (:func:`_static_helpers`), ``file`` itself
+    excluded. A pure function of the files on disk: nothing is imported and ``sys.modules`` is not read, so the same
+    reward gives the same record in any process, whatever that process imported before (another reward sharing a
+    helper, the user's script, a notebook).
 
-    Other modules under the folder are not the reward's (the script that called :func:`gradprobe.train`, another
-    reward's helpers), and neither are installed packages (a ``site-packages`` folder, the standard library) nor
-    gradprobe's own code, should a virtual environment or a gradprobe checkout lie inside the folder. A module whose
-    file cannot be read (a zip import) is left out."""
+    Names are resolved against one root folder: for a ``FILE.py:fn`` reward, the file's folder (put first on
+    ``sys.path`` when it is loaded); for a ``pkg.mod:fn`` reward, the ``sys.path`` entry the package was found under
+    (the file's path less the module name's parts: ``src/`` for ``src/pkg/mod.py``), so that ``import pkg.shared``
+    and ``from .shared import x`` find ``src/pkg/shared.py``. Only files under the reward file's own folder are
+    recorded, and followed (``pkg/`` for ``pkg.mod``, whose ``__init__.py`` is one; a parent package's is not):
+    the code beside the reward's that runs with it."""
     folder = file.parent
-    imported = {n: sys.modules[n] for n in _IMPORTED.get(mod.__name__, (None, ()))[1] if n in sys.modules}
-    imported.pop(mod.__name__, None)
-    seen, todo, found = {mod.__name__, *imported}, [mod, *imported.values()], {}
+    module = spec.rpartition(":")[0].strip()
+    parts = [] if module.endswith(".py") or os.sep in module or "/" in module else module.split(".")
+    tail = folder.parts if file.name == "__init__.py" else file.with_suffix("").parts
+    root = Path(*tail[:-len(parts)]) if parts and len(tail) > len(parts) and list(tail[-len(parts):]) == parts \
+        else folder
+    return _static_helpers(file, root, folder, [module] if parts else [])
+
+
+def _static_helpers(file: Path, root: Path, folder: Path, names: list[str]) -> dict[str, str]:
+    """``{path relative to folder: sha256}`` of the ``.py`` files under ``folder`` that the import statements of
+    ``file`` name, and those of each file found, recursively (:func:`_imported_names`, :func:`_module_files`; names
+    resolved against ``root``), ``file`` excluded: module level and inside function and class bodies alike (a lazy
+    ``import helper`` in the reward function counts), an import under ``if TYPE_CHECKING:`` or in a ``try:`` too.
+    ``names``: the dotted names ``file`` itself is imported under (its packages' ``__init__.py`` run with it).
+
+    Names found nowhere under ``root`` are not helpers: installed packages, the standard library, gradprobe; nor is
+    installed code that lies under the folder (:func:`_installed`: a virtual environment, a gradprobe checkout). A
+    file under the folder named as a standard-library module (``json.py``) is one, as ``python FILE.py`` would run it.
+    A dynamic import (``importlib.import_module(name)``, ``__import__(name)``, a ``sys.path`` changed in code) names
+    no module in the source, so it cannot be seen, and neither can a compiled module (``.so``, ``.pyc``); a file that
+    cannot be read or parsed is recorded (if readable) but not followed."""
+    seen, todo, found = {file}, [file], {}
     while todo:
-        m = todo.pop()
-        path = _module_file(m)
-        if m is not mod and (path is None or path == file or not path.is_relative_to(folder) or _installed(path)):
-            continue
-        sha = _module_sha(m, str(path)) if m is not mod else None
-        if sha is not None:
-            found[path.relative_to(folder).as_posix()] = sha
-        for ref in _referred(m):
-            if ref.__name__ not in seen:
-                seen.add(ref.__name__)
-                todo.append(ref)
+        path = todo.pop()
+        package = ".".join(path.relative_to(root).parent.parts) if path.is_relative_to(root) else ""
+        for name in (names if path == file else []) + _imported_names(path, package):
+            for dep in _module_files(name, root):
+                if dep in seen:
+                    continue
+                seen.add(dep)
+                if not dep.is_relative_to(folder) or _installed(dep):
+                    continue
+                try:
+                    found[dep.relative_to(folder).as_posix()] = hashlib.sha256(dep.read_bytes()).hexdigest()
+                except OSError:  # unreadable: not recorded, as a module that could not be imported
+                    continue
+                todo.append(dep)
     return dict(sorted(found.items()))
 
 
-def _referred(m) -> list:
-    """The modules module ``m`` refers to: its package, and the modules (or the modules of the functions and
-    classes) in its namespace; a package's own submodules there are left out (the import system puts each one
-    imported there, whichever module imported it: another reward's file beside this one)."""
-    names = [m.__name__.rpartition(".")[0]]
-    own = m.__name__ + "." if hasattr(m, "__path__") else None
-    for value in list(vars(m).values()):
-        if isinstance(value, types.ModuleType):
-            if own is None or not value.__name__.startswith(own):
-                names.append(value.__name__)
-            continue
-        try:
-            names.append(getattr(value, "__module__", None))
-        except Exception:  # an object whose attributes raise (a lazy proxy): not a reference to a helper
-            continue
-    found = (sys.modules.get(n) for n in names if isinstance(n, str))
-    return [x for x in found if isinstance(x, types.ModuleType)]
+def _imported_names(path: Path, package: str) -> list[str]:
+    """The absolute dotted module names the import statements anywhere in the file ``path`` may import (its
+    package ``package``, dotted, ``""`` at the top level, resolves relative imports): ``import a.b`` gives ``a.b``,
+    ``from a import b`` gives ``a`` and ``a.b`` (``b`` may be a submodule), ``from .m import y`` in package ``p``
+    gives ``p.m`` and ``p.m.y``. A relative import above the top level is left out (it fails when run); a file that
+    cannot be read or parsed gives none."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".") if package else []
+                if node.level > len(up):  # above the top level: `from . import x` in a top-level module
+                    continue
+                base = ".".join(up[:len(up) - (node.level - 1)] + ([base] if base else []))
+            names += [base] + [f"{base}.{alias.name}" for alias in node.names if alias.name != "*"]
+    return names
 
 
-def _module_file(m) -> Path | None:
-    """Module ``m``'s file, resolved (None: none, e.g. a built-in or namespace package)."""
-    file = getattr(m, "__file__", None)
-    return Path(file).resolve() if isinstance(file, str) else None
+def _module_files(name: str, root: Path) -> list[Path]:
+    """The files under ``root`` that importing the dotted module ``name`` from ``root`` runs, as Python's path
+    finder would find them there: each package's ``__init__.py`` on the way and the module's own file (a package,
+    ``a/__init__.py``, before a module, ``a.py``, before a namespace folder, ``a/`` without one); ``[]`` or a part
+    when it is not found there (a stdlib or installed name, or ``b`` a function of ``a`` rather than a module)."""
+    files, folder = [], root
+    for part in name.split("."):
+        if not part.isidentifier():
+            return files
+        if (folder / part / "__init__.py").is_file():
+            files.append(folder / part / "__init__.py")
+        elif (folder / f"{part}.py").is_file():
+            files.append(folder / f"{part}.py")
+            return files  # a plain module has no submodules
+        elif not (folder / part).is_dir():
+            return files
+        folder = folder / part
+    return files
 
 
 def _installed(path: Path) -> bool:
@@ -286,9 +328,11 @@ def plugin_identity(spec: str) -> dict | None:
         file that the name imports (a ``.py`` path, or the module's ``__file__``; None for a module without a file),
         ``H`` the sha256 (64 hex digits) of that file's bytes when the module was first used for a reward here
         (None when unreadable), and ``M`` ``{path relative to F's folder, '/'-separated: sha256}`` of every helper
-        module file under F's folder (its subfolders too) that is loaded once the reward is: those its import
-        brought in or that it refers to, F itself excluded (``{}``: none; a ``pkg.mod:fn`` reward's folder is
-        ``pkg/``, so ``pkg/__init__.py`` is one). None for a built-in reward (no ``:``) or a name registered in code
+        module file under F's folder (its subfolders too) that F's import statements name, and theirs in turn, read
+        from the files on disk without importing anything, so the same in every process whatever it imported
+        before (:func:`_helper_modules`: the root names are resolved against, and what cannot be seen, a dynamic
+        import); F itself excluded (``{}``: none; a ``pkg.mod:fn`` reward's folder is ``pkg/``, so
+        ``pkg/__init__.py`` is one). None for a built-in reward (no ``:``) or a name registered in code
         rather than imported here.
 
     Raises

@@ -188,7 +188,7 @@ def check_reward_plugins(plan: Plan, out: Path, study: dict) -> dict:
         While a run of a plug-in reward is still to train (finished or not started:
         :func:`~gradprobe.study.folder.finished_runs`): its file's sha256 differs from the recorded one (one line
         naming the reward, both files and sha256s, 12 hex digits, and the fix: restore the file, or run the plan as a
-        new study under a new --out), or a helper module differs (edited, new or no longer loaded: one line naming
+        new study under a new --out), or a helper module differs (edited, new or gone: one line naming
         the module file, both sha256s and the fix, :func:`gradprobe.training.run_folder.modules_mismatch`), or its
         record's ``modules`` is damaged, not an object of text -> sha256 (``study.json`` and the field named, with
         the fix); nothing is run or written.

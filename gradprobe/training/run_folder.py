@@ -107,11 +107,11 @@ def check_reward_identity(out, spec: str, current: dict | None) -> None:
         stderr: a moved project trains the same code): one line naming the run folder, the reward,
         what differs (the path moved, the file edited: both sha256s, 12 hex digits) and the fix (restore the file,
         or run from the directory the run started in, or for a ``pkg.mod:fn`` reward put its package root back on
-        ``PYTHONPATH``; or start a new run under a new --out). When the recorded file no longer exists (the folder
-        was moved), the line says what was recorded (file and sha256), what the name finds now, and to resume by
-        passing a file of the recorded content. Or a helper module of the reward (``modules``:
-        :func:`modules_mismatch`) was edited, is new or is missing: the line names the module file, both sha256s and
-        the fix (restore it, or start a new run under a new --out).
+        ``PYTHONPATH`` when it is off ``sys.path``; or start a new run under a new --out). When the recorded file no
+        longer exists (the folder was moved), the line says what was recorded (file and sha256), what the name finds
+        now, and to resume by passing a file of the recorded content. Or a helper module of the reward (``modules``:
+        :func:`modules_mismatch`) was edited, is new or is gone: the line names the module file, both sha256s and
+        the fix (restore it, remove a new one, or start a new run under a new --out).
     DamagedRunFolderError
         ``config.json`` cannot be read, or its ``reward_plugin`` is not an object with ``file`` and ``sha256``, or
         its ``reward_plugin.modules`` is not an object of text -> sha256 (64 hex digits) (named, with the fix).
@@ -197,14 +197,17 @@ def modules_problem(record: dict) -> str | None:
 
 def modules_mismatch(spec: str, folder: Path, then: dict, now: dict, *, started: str = "the run started"
                      ) -> tuple[str, str] | None:
-    """What differs between the helper modules reward ``spec`` was recorded with (``then``) and those it loads now
+    """What differs between the helper modules reward ``spec`` was recorded with (``then``) and those it has now
     (``now``), both ``{path relative to the reward file's folder: sha256}`` (:func:`gradprobe.rewards.plugin.
-    plugin_identity`'s ``modules``), and how to fix it, as ``(what, fix)`` for a refusal; None when they are the
-    same. ``folder`` is the reward file's folder now; ``started`` says when the record was made (``"the study
-    started"``). The first differing module file (by path) is named with both sha256s (12 hex digits; ``none``: not
-    loaded then or now): edited (fix: restore it), new (fix: the reward's code as it was) or no longer loaded (fix:
-    restore the file and its import), and how many more differ."""
-    changed = sorted(k for k in set(then) | set(now) if then.get(k) != now.get(k))
+    plugin_identity`'s ``modules``, read from the files on disk: the same in any process), and how to fix it, as
+    ``(what, fix)`` for a refusal; None when they are the same. ``folder`` is the reward file's folder now;
+    ``started`` says when the record was made (``"the study started"``). Called with the reward file unchanged, so
+    a helper differs because a helper file was edited (named first, fix: restore it; an edit may add or drop an
+    import too), or a file was added or removed on disk: a new one that an import now finds (fix: remove or rename
+    it), a recorded one that is gone (fix: restore it) or that the imports no longer find (fix: restore the folder).
+    Each is named with both sha256s (12 hex digits; ``none``: not there then or now), and how many more differ."""
+    changed = sorted((k for k in set(then) | set(now) if then.get(k) != now.get(k)),
+                     key=lambda k: (0 if then.get(k) and now.get(k) else 1 if now.get(k) else 2, k))
     if not changed:
         return None
     rel = changed[0]
@@ -216,11 +219,13 @@ def modules_mismatch(spec: str, folder: Path, then: dict, now: dict, *, started:
         return (f"reward {spec!r} imports the helper module {path}, which was edited ({shas}){more}",
                 f"restore the module file as it was ({path}, sha256 {_short(old)})")
     if new:
-        return (f"reward {spec!r} now imports the helper module {path}, which it did not when {started} "
-                f"({shas}){more}", f"restore the reward's code as it was (without {rel})")
-    gone = "the file is gone" if not path.exists() else "the reward no longer imports it"
-    return (f"reward {spec!r} no longer loads the helper module {path} it imported when {started} ({shas}: "
-            f"{gone}){more}", f"restore the module file ({path}, sha256 {_short(old)}) and the reward's import of it")
+        return (f"reward {spec!r} now imports the helper module {path}, a file its imports did not find when "
+                f"{started} ({shas}){more}", f"remove or rename that file, as the folder was when {started}")
+    if not path.exists():
+        return (f"reward {spec!r} no longer finds the helper module {path} it imported when {started} ({shas}: the "
+                f"file is gone){more}", f"restore the module file ({path}, sha256 {_short(old)})")
+    return (f"reward {spec!r} no longer finds the helper module {path} it imported when {started} ({shas}: its "
+            f"imports no longer find the file){more}", f"restore the folder {folder} as it was when {started}")
 
 
 def refuse_unimportable_reward(out, spec: str, error: Exception) -> None:
@@ -234,8 +239,10 @@ def refuse_unimportable_reward(out, spec: str, error: Exception) -> None:
     ------
     RunConfigMismatchError
         One line naming the run folder, the reward, the error, the recorded file and sha256 (12 hex digits) and the
-        fix: for a ``pkg.mod:fn`` reward, put the recorded file's package root (named) back on ``PYTHONPATH`` (or
-        run from the directory the run was started in); for a ``FILE.py:fn`` reward, put a file of the recorded
+        fix: for a ``pkg.mod:fn`` reward whose recorded file is gone (renamed, deleted), that it is gone and to
+        restore it; else, its package root (named) off ``sys.path``, put it back on ``PYTHONPATH`` (or run from the
+        directory the run was started in); else (the root on ``sys.path``: another package of that name is found
+        first), to make the name find the recorded file again; for a ``FILE.py:fn`` reward, put a file of the recorded
         content where the name points (named; or, a relative name, run from the directory the run was started in,
         named when it still exists); or start a new run under a new --out.
     DamagedRunFolderError
@@ -251,16 +258,40 @@ def refuse_unimportable_reward(out, spec: str, error: Exception) -> None:
     module = spec.rpartition(":")[0].strip()
     if _findable(module):
         return
-    root = _package_root(spec, Path(file))
+    root, gone = _package_root(spec, Path(file)), ""
     if root is not None:
-        fix = (f"put its package root {root} back on PYTHONPATH (e.g. PYTHONPATH={root}), as when the run started, "
-               "or run from the directory the run was started in")
+        fix, gone = _module_fix(module, Path(file), sha, root)
     else:  # the name is part of the run's configuration: the file it names must be the recorded one again
         fix = f"put that file (the same content, sha256 {_short(sha)}) at {Path(module).expanduser().absolute()}"
         start = _start_dir(module, Path(file))
         fix += f", or run from {start}, the directory the run was started in" if start is not None else ""
     raise RunConfigMismatchError(f"{out} cannot be resumed: {error}; the run started with it from {file} (sha256 "
-                                 f"{_short(sha)}): to resume, {fix}, {_restart(out)}; nothing was loaded or written")
+                                 f"{_short(sha)}){gone}: to resume, {fix}, {_restart(out)}; nothing was loaded or "
+                                 "written")
+
+
+def _module_fix(module: str, file: Path, sha, root: Path) -> tuple[str, str]:
+    """``(fix, gone)`` for a ``pkg.mod:fn`` reward ``module`` that is not found now, recorded from ``file``
+    (sha256 ``sha``) under the package root ``root``: the recorded file gone (``gone``: says so; fix: restore it,
+    or, ``root`` off ``sys.path``, put the root of a moved copy on ``PYTHONPATH``), else ``root`` off ``sys.path``
+    (fix: put it back on ``PYTHONPATH``), else the name finds another package first (fix: restore the package)."""
+    on_path = root.resolve() in _sys_path()
+    if not file.is_file():
+        fix = f"restore that file (the same content, sha256 {_short(sha)}) at {file}"
+        fix += ("" if on_path else ", or put the package root of the folder it was moved to on PYTHONPATH")
+        return fix, ", which is gone (renamed or deleted)"
+    if not on_path:
+        return (f"put its package root {root} back on PYTHONPATH (e.g. PYTHONPATH={root}), as when the run started, "
+                "or run from the directory the run was started in"), ""
+    top = module.split(".")[0]
+    return (f"make {module!r} find {file} again: its package root {root} is on sys.path, but the name finds another "
+            f"{top!r} first (earlier on sys.path, or imported already): remove or rename that one, or run from the "
+            "directory the run was started in"), ""
+
+
+def _sys_path() -> set[Path]:
+    """The folders on ``sys.path`` now, resolved (``""``: the working directory)."""
+    return {Path(p or ".").resolve() for p in sys.path if isinstance(p, str)}
 
 
 def _is_file_name(module: str) -> bool:
@@ -334,14 +365,20 @@ def _restart(out: Path) -> str:
 
 def _identity_fix(out: Path, spec: str, then: tuple, now: tuple) -> str:
     """The fix for a resume whose plug-in reward changed: restore the recorded file (or run from the directory the
-    run started in; a ``pkg.mod:fn`` reward: put its package root back on ``PYTHONPATH``), or start over elsewhere
+    run started in; a ``pkg.mod:fn`` reward: put its package root back on ``PYTHONPATH``, or, already on ``sys.path``,
+    make the name find it before the copy it finds now), or start over elsewhere
     (a study's run: a new study). A recorded file that no longer exists: pass a file of the recorded content."""
     (old_file, old_sha), new_file = then, now[0]
     if old_file and old_file != new_file and not Path(old_file).exists():
         return (f"to resume it, pass the same file as the reward: the content recorded (sha256 {_short(old_sha)}), "
                 f"e.g. {new_file} restored as it was, {_restart(out)}; nothing was loaded or written")
     root = _package_root(spec, Path(old_file)) if old_file and old_file != new_file else None
-    where = (f"put its package root {root} back on PYTHONPATH, or run from the directory the run was started in"
-             if root is not None else "run from the directory the run was started in")
+    if root is not None and root.resolve() in _sys_path():  # on the path, after the copy the name finds first
+        where = (f"make the name find it first (its package root {root} is on sys.path, after {new_file}: remove or "
+                 "rename that copy), or run from the directory the run was started in")
+    elif root is not None:
+        where = f"put its package root {root} back on PYTHONPATH, or run from the directory the run was started in"
+    else:
+        where = "run from the directory the run was started in"
     return (f"restore the reward file as it was ({old_file}, sha256 {_short(old_sha)}) or {where}, "
             f"{_restart(out)}; nothing was loaded or written")
