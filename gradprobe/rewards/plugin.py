@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 
 from .base import REWARDS, RESOLVERS, Reward, RewardFunctionError, RewardOutput, UnknownRewardError
-from .sequence import sequence_reward
+from .sequence import one_line, sequence_reward
 
 __all__ = ["load_reward_plugin", "is_plugin_name", "checked_native", "plugin_identity"]
 
@@ -111,9 +111,9 @@ def _import_module(module: str, spec: str):
 
 
 def _raised(e: BaseException) -> str:
-    """``TYPE: MESSAGE`` of an exception raised by a plug-in's import; a SystemExit shows its code (``sys.exit()``:
-    ``SystemExit: None``, where its text would be empty)."""
-    return f"{type(e).__name__}: {e.code if isinstance(e, SystemExit) else e}"
+    """``TYPE: MESSAGE`` of an exception raised by a plug-in's import, on one line (:func:`one_line`); a SystemExit
+    shows its code (``sys.exit()``: ``SystemExit: None``, where its text would be empty)."""
+    return one_line(e)
 
 
 def _takes_completions(fn) -> bool:
@@ -347,6 +347,12 @@ def plugin_identity(spec: str) -> dict | None:
     return dict(found) if found is not None else None
 
 
+#: Parameter names of a TRL-style reward written per completion or with a column's name (``fn(prompt, completion)``):
+#: a two-parameter function so named is not taken for a native ``reward(batch, ctx)``.
+_TRL_NAMES = frozenset({"prompt", "completion", "prompts", "completion_ids", "answer", "answers", "solution",
+                        "solutions", "response", "responses", "text", "texts", "problem_id"})
+
+
 def _native(fn, spec: str) -> Reward:
     """``fn`` (checked, :func:`checked_native`) when it can be called as ``reward(batch, ctx)``; else
     UnknownRewardError naming both forms."""
@@ -364,6 +370,12 @@ def _native(fn, spec: str) -> Reward:
     if names[:1] == ["prompts"]:
         raise UnknownRewardError(f"reward {spec!r}: {fn.__name__}{sig} looks like a TRL-style reward, which is "
                                  "called by keyword: name its second parameter completions (or add **kwargs)")
+    column_like = [n for n in names if n in _TRL_NAMES]
+    if column_like and names[:1] != ["batch"]:
+        raise UnknownRewardError(f"reward {spec!r}: {fn.__name__}{sig} names {column_like}, like a TRL-style reward, "
+                                 "but TRL-style rewards are called by keyword with lists, one item per completion: "
+                                 "write it fn(prompts, completions, **kwargs) (plural names) returning one float or "
+                                 "None per completion; a gradprobe reward is reward(batch, ctx)")
     return checked_native(fn, spec)
 
 
@@ -392,7 +404,7 @@ def checked_native(fn, name: str) -> Reward:
         try:
             out = fn(batch, ctx)
         except (Exception, SystemExit) as e:
-            raise RewardFunctionError(f"reward {name!r} raised {type(e).__name__}: {e}") from e
+            raise RewardFunctionError(f"reward {name!r} raised {one_line(e)}") from e
         if not isinstance(out, RewardOutput):
             raise RewardFunctionError(f"reward {name!r} returned {type(out).__name__}: {form}")
         shapes = {"advantages": tuple(batch.completion_mask.shape), "valid": (batch.num_rows,)}

@@ -66,6 +66,24 @@ def _to_float(value, name: str, index: int) -> float:
                               "expected a number or None")
 
 
+def one_line(e: BaseException, limit: int = 300) -> str:
+    """``TYPE: MESSAGE`` of an exception a reward raised, on one line: line breaks in the message (a completion's
+    text quoted in it) written as ``\\n`` and the text cut at ``limit`` characters with "...", so the error the
+    command prints stays the one line it promises."""
+    text = str(e.code if isinstance(e, SystemExit) else e).replace("\r", "\\r").replace("\n", "\\n")
+    return f"{type(e).__name__}: {text if len(text) <= limit else text[:limit] + '...'}"
+
+
+def _required_missing(fn, columns: dict) -> list[str]:
+    """The parameters ``fn`` requires (no default, not ``*args``/``**kwargs``) that ``columns`` does not hold."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and p.name not in columns]
+
+
 def _keywords_accepted(fn) -> set[str] | None:
     """The keyword parameters ``fn`` names, or None when it takes ``**kwargs`` (or has no signature to read)."""
     try:
@@ -105,8 +123,9 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
     Raises
     ------
     RewardFunctionError
-        (when the reward is called) ``fn`` raised (chained as ``__cause__``; ``SystemExit`` too), returned a
-        non-sequence, a sequence of the wrong length, or a non-numeric value.
+        (when the reward is called) ``fn`` requires a parameter no column gives (the columns it could name are
+        listed), raised (chained as ``__cause__``; ``SystemExit`` too; the message on one line, :func:`one_line`),
+        returned a non-sequence (a dict too), a sequence of the wrong length, or a non-numeric value.
     ValueError
         Unknown ``scale``.
     TypeError
@@ -125,15 +144,20 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
         prompts = [batch.problems[n // batch.group_size].question for n in range(batch.num_rows)]
         completions = list(batch.completions)
         columns = {"prompts": prompts, "completions": completions, **trl_columns(batch)}
+        missing = _required_missing(fn, columns)
+        if missing:
+            raise RewardFunctionError(f"reward {reward_name!r} requires column(s) {missing}, which this task does not "
+                                      f"give; it gives {sorted(columns)} (by keyword, as TRL passes a dataset's "
+                                      "columns): use one of those, or give the parameter a default")
         if accepts is not None:
             columns = {k: v for k, v in columns.items() if k in accepts}
         try:
             values = fn(**columns)  # by keyword, as TRL calls
         except (Exception, SystemExit) as e:  # SystemExit: a sys.exit() in the reward would end the command silently
-            raise RewardFunctionError(f"reward {reward_name!r} raised {type(e).__name__}: {e}") from e
+            raise RewardFunctionError(f"reward {reward_name!r} raised {one_line(e)}") from e
         if isinstance(values, torch.Tensor):
             values = values.reshape(-1).tolist()
-        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
             raise RewardFunctionError(f"reward {reward_name!r} returned {type(values).__name__}; "
                                       f"expected a list of {batch.num_rows} floats or None")
         if len(values) != batch.num_rows:
