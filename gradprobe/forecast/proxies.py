@@ -215,8 +215,39 @@ def probe_efficiency(reward: str, per_group: list[np.ndarray], per_group_ref: li
     kf = shrink_factor(snr)
     rho = 1.0 + kf * (rho_raw - 1.0)
     shrunk = 1.0 + kf * (np.nan_to_num(boot, nan=rho_raw) - 1.0) if kf > 0 else np.ones_like(boot)
-    return Efficiency(reward, rho_raw, se, snr, kf, rho, _interval(boot, level), _interval(shrunk, level), shrunk,
+    raw_interval = _interval(boot, level)
+    notes += _reading_notes(per_group, per_group_ref, raw_interval, snr, level)
+    return Efficiency(reward, rho_raw, se, snr, kf, rho, raw_interval, _interval(shrunk, level), shrunk,
                       k, reference_noise, notes)
+
+
+#: Fewest groups with a nonzero contribution (to <g_R, u> and to <g_outcome, u>) for which the bootstrap over groups
+#: is read without a note: with fewer, a resample holds the few informative groups or not, and its spread says
+#: little about the ratio's uncertainty (a bootstrap needs more than a handful of units: Efron & Tibshirani 1993,
+#: "An Introduction to the Bootstrap", section 6.4 on small samples).
+MIN_INFORMATIVE_GROUPS = 5
+
+
+def _reading_notes(per_group, per_group_ref, interval: tuple[float, float], snr: float, level: float) -> list[str]:
+    """Notes on reading rho's SNR and interval: when they disagree (the interval of ``level`` includes 1 although
+    SNR > 1.96: the replicates' tails are wider than their central 68%, from which the SNR's standard error is
+    read, module docstring part 3), and when fewer than :data:`MIN_INFORMATIVE_GROUPS` groups contribute to the
+    reward's or grpo's alignment (the rest contribute 0, e.g. groups whose rewards are all equal), so neither the SNR
+    nor the interval measures the ratio's uncertainty. Notes only: the forecast's numbers are unchanged."""
+    notes = []
+    lo, hi = interval
+    if snr > 1.96 and lo <= 1.0 <= hi:
+        notes.append(f"rho's bootstrap is heavy-tailed: its {level:.0%} interval [{lo:.2f}, {hi:.2f}] includes 1 "
+                     f"(grpo's per-update efficiency) although its SNR is {snr:.2f} (read from the central 68% of the "
+                     "replicates): read the interval, not the SNR")
+    total = sum(len(a) for a in per_group)
+    used = [sum(int(np.count_nonzero(np.asarray(a, dtype=np.float64))) for a in x) for x in (per_group, per_group_ref)]
+    if min(used) < MIN_INFORMATIVE_GROUPS:
+        notes.append(f"rho rests on few groups: {used[0]} of {total} contribute to this reward's alignment and "
+                     f"{used[1]} to grpo's (the others contribute 0: groups whose rewards are all equal); a bootstrap "
+                     f"over under {MIN_INFORMATIVE_GROUPS} groups does not measure its uncertainty, so its SNR and "
+                     "interval are not to be trusted: use more --prompts or --probe-batches")
+    return notes
 
 
 def _check_batches(reward: str, per_group, per_group_ref, counts) -> None:
