@@ -319,8 +319,8 @@ def check_rewards(calibration, probe_result: dict, *, reference_reward: str = "o
                "gain is still computed, from the forecaster's number, and marked outside_domain")
     for c in others:
         if not c.reward_known:
-            out.append(DomainWarning(f"reward {c.key!r} is outside the calibration's domain: it was never an arm of "
-                                     f"the calibration's studies ({arms}); {meaning}", field="reward", reward=c.key))
+            out.append(DomainWarning(_unknown_reward(c.key, c.reward, dom, arms) + f"; {meaning}", field="reward",
+                                     reward=c.key))
         elif c.loss_type_known is False:
             out.append(DomainWarning(f"reward {c.key!r} trains with loss type {c.loss_type!r}, outside the "
                                      f"calibration's domain (its arms trained with loss types {dom.loss_types}); "
@@ -332,6 +332,20 @@ def check_rewards(calibration, probe_result: dict, *, reference_reward: str = "o
                                  f"the loss types of {off} are not checked against it; refit it with `calib fit` on "
                                  "rows that record them", field="loss_type", outside=False))
     return out
+
+
+def _unknown_reward(key: str, reward: str, dom: Domain, arms: str) -> str:
+    """The opening of :func:`check_rewards`' warning for entry ``key`` (reward ``reward``), which no arm of the
+    domain trained. When an arm bears the reward's name although ``domain.rewards`` lacks it (an arm may train
+    another reward, but the file's ``rewards`` may also have been edited, which data rows without a ``reward``
+    column cannot show: :func:`calib.file_check.check_domain_matches_data`), the warning says both, not that the
+    reward "was never an arm" beside an arm list that names it."""
+    head = f"reward {key!r} is outside the calibration's domain: "
+    if dom.rewards is None or reward not in dom.arms:
+        return head + f"it was never an arm of the calibration's studies ({arms})"
+    return head + (f"by its domain.rewards no arm of the calibration's studies trained it ({arms}), though one of its "
+                   f"arms is named {reward!r}; if that arm trained {reward!r}, the file's domain.rewards was edited: "
+                   "refit it with `calib fit` (or pass --calibration default)")
 
 
 def _rg_defaults(name: str) -> dict:

@@ -194,7 +194,10 @@ def check_domain_matches_data(domain: Domain, data: pd.DataFrame) -> None:
     """Refuse a domain block that disagrees with the file's own training rows: ``calib fit`` records the domain
     of the rows it fits (:func:`calib.domain.domain_of_rows`), so its studies, models, tasks (their keys), arms
     and budget range are those of ``data``. A hand-widened range ([250000, 300000] for rows all at 250000) would
-    otherwise pass a probe's budget as inside the domain.
+    otherwise pass a probe's budget as inside the domain. Its ``rewards`` and ``loss_types`` are compared with the
+    data's ``reward`` and ``loss_type`` columns where the data holds them (a reward added by hand would otherwise be
+    judged inside the domain by :func:`calib.domain.check_rewards`); data without them (files written before
+    they were) cannot say which reward each arm trained, and leaves the two fields unchecked.
 
     Parameters
     ----------
@@ -217,10 +220,32 @@ def check_domain_matches_data(domain: Domain, data: pd.DataFrame) -> None:
             name = f"domain.{field}" + ("" if field == "arms" else " keys")
             raise DamagedField(name, f"is {_shown(keys)}, but the file's data rows hold {_shown(held)}: the domain "
                                      "block was edited")
+    for field, column in (("rewards", "reward"), ("loss_types", "loss_type")):
+        _check_recorded(getattr(domain, field), data, field, column)
     values = data["budget_value"].to_numpy(np.float64)
     if values.size and [float(values.min()), float(values.max())] != [float(v) for v in domain.budget_range]:
         raise DamagedField("domain.budget_range", f"is {list(domain.budget_range)!r}, but the file's data rows span "
                                                   f"[{values.min():g}, {values.max():g}]: the domain block was edited")
+
+
+def _check_recorded(recorded, data: pd.DataFrame, field: str, column: str) -> None:
+    """Refuse ``domain.<field>`` (rewards, loss_types) when the data rows hold ``column`` (reward, loss_type) and its
+    distinct values, sorted (null when a row has none: :func:`calib.domain.domain_of_rows`), are not ``recorded``.
+    Data without the column (files written before it was written) leaves the field unchecked."""
+    if column not in data.columns:
+        return
+    cells = data[column]
+    held = None if cells.isna().any() else sorted({str(v) for v in cells})
+    if recorded == held:
+        return
+    if recorded is None or held is None:
+        differ = ""
+    else:  # the lists are long (ten rewards): shown cut, so the difference is named
+        extra, lost = sorted(set(recorded) - set(held)), sorted(set(held) - set(recorded))
+        differ = "; ".join([*([f"it adds {extra}"] if extra else []), *([f"it lacks {lost}"] if lost else [])])
+        differ = f" ({differ})" if differ else ""
+    raise DamagedField(f"domain.{field}", f"is {_shown(recorded)}, but the file's data rows hold {_shown(held)} in "
+                                          f"their {column!r} column{differ}: the domain block was edited")
 
 
 def _records(value, field: str, what: str, text: tuple, nullable: tuple = (), objects: tuple = ()) -> None:
