@@ -1,16 +1,18 @@
 """Argument pieces that more than one ``gradprobe`` command uses: the ``--report-to`` flag, the
-integer range checkers, the ``--out`` and input path checks and the parser class of a command
-(:class:`CommandParser`). Light (argparse and :mod:`gradprobe.tracking`'s names only), like the rest
-of :mod:`gradprobe.cli`."""
+integer range checkers, the token-count reader of ``--budget-tokens`` (:func:`token_count`), the ``--out``
+and input path checks and the parser class of a command (:class:`CommandParser`). Light (argparse, re,
+decimal and :mod:`gradprobe.tracking`'s names only), like the rest of :mod:`gradprobe.cli`."""
 
 from __future__ import annotations
 
 import argparse
+import re
+from decimal import MAX_EMAX, MIN_EMIN, Decimal, localcontext
 
 from ..tracking import REPORT_TO
 
-__all__ = ["add_report_to", "nonneg_int", "positive_int", "seed_int", "out_path", "in_path", "CALIBRATION_PATH",
-           "CommandParser"]
+__all__ = ["add_report_to", "nonneg_int", "positive_int", "seed_int", "token_count", "TOKEN_COUNT_FORMS", "out_path",
+           "in_path", "CALIBRATION_PATH", "CommandParser"]
 
 CALIBRATION_PATH = "the calibration file `calib fit ROWS.csv --out FILE.json` wrote, or 'default' (the shipped one)"
 """What ``--calibration`` (``gradprobe probe``, ``calib apply``) takes, as its empty-value error says."""
@@ -74,6 +76,58 @@ def seed_int(text: str) -> int:
     if not 0 <= v <= 2**63 - 1:
         raise argparse.ArgumentTypeError(f"must be in [0, 2**63 - 1] (it seeds numpy and torch), got {v}")
     return v
+
+
+TOKEN_COUNT_FORMS = ("a whole number of tokens: an integer (250000), with a k, M or G suffix (250k, 1.5M, 2G) or "
+                     "in scientific notation (2.5e5)")
+"""What a token-count option (``--budget-tokens``) accepts, as its help and its error say."""
+#: a token count as written: digits (with _ between groups, as Python and TOML allow), an optional decimal part,
+#: then either an exponent or a k/M/G suffix (or neither)
+_TOKEN_COUNT = re.compile(r"(?P<number>[+-]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+))"
+                          r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>[kKMG]))?")
+_SUFFIX = {"k": 3, "K": 3, "M": 6, "G": 9}
+_TOKEN_COUNT_MAX = 2**63 - 1  # an int64: what the ledger and the JSON readers hold
+
+
+def token_count(text: str) -> int:
+    """An argparse ``type`` for a token budget (``gradprobe probe --budget-tokens``, ``gradprobe train
+    --budget-tokens``): ``text`` as a whole, positive number of tokens.
+
+    Accepted: an integer (``250000``, ``250_000``), one with a ``k``/``K`` (10**3), ``M`` (10**6) or ``G`` (10**9)
+    suffix (``250k``, ``1.5M``: the spelling gradprobe's own output uses) or scientific notation (``2.5e5``, what
+    the Python API takes as a float). The value is computed exactly (decimal arithmetic, no float rounding).
+
+    Returns
+    -------
+    int
+        Tokens, in [1, 2**63 - 1].
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        ``text`` is none of these forms (``1.5k5``, ``nan``, ``inf``, ``250 k``), is not a whole number of tokens
+        (``250000.5``, ``1.0000005M``), is <= 0 or above 2**63 - 1; argparse prefixes the option
+        (``argument --budget-tokens: ...``) and the message lists the accepted forms.
+    """
+    m = _TOKEN_COUNT.fullmatch(text.strip())
+    if m is None:
+        raise argparse.ArgumentTypeError(f"expected {TOKEN_COUNT_FORMS}; got {text!r}")
+    number = Decimal(m["number"].replace("_", ""))
+    shift = int(m["exponent"][1:]) if m["exponent"] else _SUFFIX.get(m["suffix"] or "", 0)
+    if number <= 0 or number.adjusted() + shift < 0:  # <= 0, or under one token (0.5, 1e-3)
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}; expected {TOKEN_COUNT_FORMS}")
+    if number.adjusted() + shift > 19:  # beyond any int64: said so before the number is built
+        raise argparse.ArgumentTypeError(f"{text!r} is more tokens than a count can hold (at most {_TOKEN_COUNT_MAX})")
+    with localcontext() as ctx:  # exact: enough digits for every digit given (scaleb rounds to the precision)
+        ctx.prec, ctx.Emin, ctx.Emax = len(text) + 40, MIN_EMIN, MAX_EMAX
+        value = number.scaleb(shift)
+        if value != value.to_integral_value():
+            raise argparse.ArgumentTypeError(f"{text!r} is {value:f} tokens, not a whole number; expected "
+                                             f"{TOKEN_COUNT_FORMS}")
+    tokens = int(value)
+    if tokens > _TOKEN_COUNT_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r} is more tokens than a count can hold (at most {_TOKEN_COUNT_MAX})")
+    return tokens
 
 
 def out_path(text: str) -> str:

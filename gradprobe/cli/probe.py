@@ -26,7 +26,7 @@ from ..layout import PROBE_JSON
 from ..outputs import json_safe, write_json_atomic
 from ..probe_settings import (DEFAULT_MC, FORECASTERS, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig,
                               ReferenceSettings, RunSettings, TaskSettings, UpdateSettings)
-from .args import CALIBRATION_PATH, in_path, out_path
+from .args import CALIBRATION_PATH, in_path, out_path, token_count
 
 __all__ = ["probe_main", "interrupt_message", "Terminated", "terminate_cleanly"]
 
@@ -121,8 +121,9 @@ def _add_update_options(p) -> None:
                    help="extra loss types, comma-separated (e.g. bnpo,cispo): every reward is also estimated under "
                         "each, as entries REWARD@LOSS (e.g. outcome@bnpo); under --precondition adam each token-weight "
                         "family (grpo/gspo, dapo/bnpo/cispo, dr_grpo) gets its own preconditioner and alignment pass")
-    p.add_argument("--budget-tokens", type=int, default=BudgetSettings.tokens,
-                   help="generated-token budget of the extrapolation")
+    p.add_argument("--budget-tokens", type=token_count, default=BudgetSettings.tokens, metavar="N",
+                   help="generated-token budget of the extrapolation: an integer (250000), with a k, M or G suffix "
+                        "(250k, 1.5M) or in scientific notation (2.5e5)")
     p.add_argument("--budget-seconds", type=float, default=BudgetSettings.seconds,
                    help="device-seconds budget of the extrapolation")
     p.add_argument("--temperature", type=float, default=SamplingConfig.temperature)

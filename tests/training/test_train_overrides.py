@@ -69,7 +69,6 @@ def test_budget_tokens_shortens_the_token_budget(plan, tmp_path, capsys):
 @pytest.mark.parametrize("flags, fragment", [
     (["--updates", "0"], "--updates must be a whole number > 0 (a budget the run can spend), got 0"),
     (["--updates", "-3"], "--updates must be a whole number > 0"),
-    (["--budget-tokens", "0"], "--budget-tokens must be a whole number > 0"),
     (["--budget-flops", "nan"], "--budget-flops must be a finite number > 0"),
     (["--budget-flops=-1e9"], "--budget-flops must be a finite number > 0"),
     (["--budget-seconds", "inf"], "--budget-seconds must be a finite number > 0"),
