@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tomllib
 from pathlib import Path
 
@@ -19,15 +20,19 @@ import numpy as np
 from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
 from ..outputs import is_json_number, json_number_float, json_number_text, json_short
 from .accuracy_values import one_value_per_eval, to_points
-from .csv_cells import (SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval, read_csv_checked,
-                        skipped_cells, skipped_note, study_skipped_evals, with_skipped, without_short_lines)
+from .csv_cells import (CAUTION_MARK, SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval,
+                        read_csv_checked, skipped_cells, skipped_note, study_skipped_evals, with_skipped,
+                        without_short_lines)
 from .curve_fit import N_REPLICATES, CurveError, TooFewEvalsError, fit_needs
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
            "TRL_EVAL_HINT", "CSV_EVAL_HINT", "study_eval_hint", "INITIAL_RANGE", "initial_accuracy_value",
-           "GIVEN_R0_MARK", "GIVEN_R0_KEY"]
+           "GIVEN_R0_MARK", "GIVEN_R0_KEY", "last_checkpoint_state", "trl_state_path"]
 
 TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
+#: a TRL (transformers Trainer) checkpoint folder of an output_dir: ``checkpoint-N``, N its global step
+#: (transformers.trainer_utils' ``_re_checkpoint``, what its ``get_last_checkpoint`` orders by)
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 #: The fix of too few evals for a curve of gradprobe runs (ReferenceCurve's refusal ends with it) ...
 PLAN_EVAL_HINT = "evaluate more often (e.g. `[eval] every_tokens` smaller than the budget)"
 #: ... and for a TRL run (:meth:`CurveSources.from_trl_state` passes it as the curve's ``eval_hint``).
@@ -267,6 +272,71 @@ def _run_file(path, name: str, what: str) -> Path:
     if not path.is_file():
         raise CurveError(f"{path} not found; pass {what}")
     return path
+
+
+def last_checkpoint_state(folder) -> tuple[Path | None, str | None]:
+    """The ``trainer_state.json`` of the last checkpoint of a TRL ``output_dir``, and a note saying which was read.
+
+    TRL (transformers' Trainer) saves ``output_dir/checkpoint-N/`` every ``save_steps``, N the global step, each
+    with a ``trainer_state.json`` whose ``log_history`` holds the run's whole history up to step N; the last
+    checkpoint is the one with the highest N, picked as ``transformers.trainer_utils.get_last_checkpoint`` picks
+    it (folders named ``checkpoint-<digits>``, compared by the number: checkpoint-1000 after checkpoint-999). That
+    function is not called: importing ``transformers.trainer_utils`` loads torch, for a folder listing. A
+    checkpoint without a ``trainer_state.json`` (a save cut short) is passed over for the next highest, and the
+    note says so.
+
+    Parameters
+    ----------
+    folder : path
+        A folder (an ``output_dir``).
+
+    Returns
+    -------
+    (Path, str) or (None, None)
+        The file and the note (for the curve's ``notes``: which checkpoint was read, of how many); ``(None,
+        None)`` when ``folder`` is not a folder or no ``checkpoint-N`` folder in it holds a ``trainer_state.json``.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None, None
+    found = sorted(((int(m[1]), p) for p in folder.iterdir() if (m := _CHECKPOINT.match(p.name)) and p.is_dir()),
+                   key=lambda x: x[0], reverse=True)
+    last = next((i for i, (_, p) in enumerate(found) if (p / TRL_STATE).is_file()), None)
+    if last is None:
+        return None, None
+    checkpoint, passed = found[last][1], [p.name for _, p in found[:last]]
+    state, of = checkpoint / TRL_STATE, f"of {len(found)} checkpoint folder{'s' if len(found) > 1 else ''}"
+    if not passed:
+        return state, (f"{folder} is a TRL output_dir: read {state}, the trainer state of its last checkpoint "
+                       f"({checkpoint.name}, {of}), whose log_history holds the run's history up to that step")
+    # a caution (CAUTION_MARK): the forecast prints it, as it prints skipped evals
+    return state, (f"{folder} is a TRL output_dir whose last checkpoint{'s' if len(passed) > 1 else ''} "
+                   f"{', '.join(passed)} hold{'' if len(passed) > 1 else 's'} no {TRL_STATE} (a save cut short?): "
+                   f"{state}, the last checkpoint that holds one ({of}),{CAUTION_MARK}evals logged after its step "
+                   f"{found[last][0]} are not in it")
+
+
+def trl_state_path(path) -> tuple[Path, str | None]:
+    """The TRL ``trainer_state.json`` that ``path`` names, and a note when it was found in a checkpoint.
+
+    ``path`` is the file itself (any name: its content is checked when read), a checkpoint folder holding one,
+    or a TRL ``output_dir`` holding ``checkpoint-N/`` folders: its own ``trainer_state.json`` when it has one
+    (``trainer.save_state()`` at the end of training writes it there), else the last checkpoint's
+    (:func:`last_checkpoint_state`, whose note says which was read).
+
+    Raises
+    ------
+    CurveError
+        No such file, or a folder with no ``trainer_state.json`` in it nor in a ``checkpoint-N`` folder: the
+        message names the missing file and what to pass.
+    """
+    path = Path(path)
+    if path.is_dir() and not (path / TRL_STATE).is_file():
+        state, note = last_checkpoint_state(path)
+        if state is not None:
+            return state, note
+    return _run_file(path, TRL_STATE, "a TRL trainer_state.json (or the checkpoint folder, or the output_dir "
+                                      "holding checkpoint-N folders)"), None
 
 
 def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]], list[tuple[str, str, float]]]:
@@ -964,7 +1034,7 @@ class CurveSources:
         Parameters
         ----------
         paths : path or sequence of paths
-            ``trainer_state.json`` files (or checkpoint folders holding one).
+            ``trainer_state.json`` files, checkpoint folders or TRL output_dirs (:func:`trl_state_path`).
         metric : str
             The log_history key of the held-out accuracy (default ``eval_accuracy``; e.g.
             ``eval_rewards/accuracy_reward/mean`` for a GRPOTrainer eval of an accuracy reward).
@@ -994,14 +1064,14 @@ class CurveSources:
             fix named is TRL's ``eval_strategy`` / ``eval_steps``, and ``eval_on_start`` or ``initial_accuracy``
             when no eval sits at step 0, or rerunning a NaN or null step-0 eval: :func:`_trl_eval_hint`; when the
             null or NaN evals are what leaves too few, rerunning them: :func:`_skipped_lead`; the files named first,
-            the skipped evals in a note after the fix: :func:`_named`). Entries whose
-            ``metric`` is NaN or ``null`` (a failed or skipped eval) are skipped, as a CSV's empty or NaN cells, and
-            named by their steps, in ``notes`` and any refusal. Entries without ``metric`` are passed over.
+            the skipped evals in a note after the fix: :func:`_named`). Entries whose ``metric`` is NaN or ``null`` (a
+            failed or skipped eval) are skipped, as a CSV's empty or NaN cells, and named by their steps, in ``notes``
+            and any refusal. Entries without ``metric`` are passed over.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
             raise CurveError("from_trl_state needs at least one trainer_state.json")
-        paths = [_run_file(p, TRL_STATE, "a TRL trainer_state.json (or the checkpoint folder)") for p in paths]
+        paths, found_in = map(list, zip(*map(trl_state_path, paths)))  # a note where an output_dir was given
         _each_file_once(paths, "trainer_state.json")
         initial_accuracy = initial_accuracy_value(initial_accuracy, accuracy_scale)
         n, y, seeds, where, rows_of, nan_steps = _trl_points(paths, metric, initial_accuracy)
@@ -1026,7 +1096,7 @@ class CurveSources:
             meta, given_note = _given_r0(initial_accuracy, acc, given, np.array(n), seeds, paths, metadata)
             unused = _unused_initial_accuracy(initial_accuracy, rows_of)
             return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
-                       notes=[note] + [x for x in (given_note, skipped, copies, unused) if x],
+                       notes=[*filter(None, found_in), note, *(x for x in (given_note, skipped, copies, unused) if x)],
                        n_replicates=n_replicates, eval_hint=hint)  # too few evals: TRL's settings, not a plan's
         except CurveError as e:
             if led and isinstance(e, TooFewEvalsError):  # it leads with the skipped evals' fix: said once
