@@ -60,6 +60,9 @@ READABLE_VERSIONS = (1, 2)
 PLAUSIBLE_VERSION = 1000
 DEFAULT_NAME = "calibration.json"
 _DATA_COLUMNS = ("study", "model", "task", "arm", "seed", "budget_value")
+#: Columns the data block records after the target where the rows hold them: what each arm trained, so the loader
+#: can check ``domain.rewards`` and ``domain.loss_types`` against them (:func:`calib.file_check`).
+_RECORD_COLUMNS = ("reward", "loss_type")
 
 
 @dataclass
@@ -207,7 +210,8 @@ class Calibration:
         if self.legacy:
             raise CalibrationFileError("a version-1 calibration is read-only; refit it with `calib fit` to save it")
         point, lo, hi = self.predict(self.rows)
-        data = self.rows[list(_DATA_COLUMNS) + [self.forecaster, "target"]]
+        data = self.rows[list(_DATA_COLUMNS) + [self.forecaster, "target"]
+                         + [c for c in _RECORD_COLUMNS if c in self.rows.columns]]
         return {
             "format": FORMAT, "format_version": FORMAT_VERSION, "created": self.created or _now(),
             "versions": self.versions or software_versions(),

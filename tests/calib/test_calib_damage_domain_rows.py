@@ -127,10 +127,13 @@ def test_a_domain_that_is_not_an_object_is_refused(tmp_path):
 
 def test_every_domain_field_is_checked_and_intact_files_load(tmp_path):
     assert set(_DOMAIN_CHECKS) == {f.name for f in dataclasses.fields(Domain)}
-    for dom_edit in (lambda dom: None, lambda dom: dom.pop("rewards"), _set("loss_types", None),
-                     _set("budget_range", [250000, 250000])):  # optional fields; integers are numbers
+    for dom_edit in (lambda dom: None, _set("budget_range", [250000, 250000])):  # integers are numbers
         load_calibration(_damaged(tmp_path, dom_edit))
     load_calibration(REPO / "tests" / "calib" / "data" / "calibration_v2_arms_only.json")  # no rewards recorded
+    # rewards and loss_types are optional, but the shipped file's data rows record them: dropped, they are damage
+    for dom_edit, field in ((lambda dom: dom.pop("rewards"), "rewards"), (_set("loss_types", None), "loss_types")):
+        with pytest.raises(CalibrationFileError, match=rf"field domain\.{field} is null, but the file's data rows "):
+            load_calibration(_damaged(tmp_path, dom_edit))
 
 
 def _lines(data: bytes) -> int:

@@ -32,9 +32,7 @@ def with_columns() -> dict:
     """The shipped calibration refitted, its data block holding each row's reward and loss type."""
     cal = fit_calibration(read_rows(ROWS), forecaster="forecast_cost_only")
     d = cal.to_dict()
-    d["data"]["columns"] += ["reward", "loss_type"]
-    d["data"]["rows"] = [row + [r, lt] for row, r, lt in zip(d["data"]["rows"], cal.rows["reward"],
-                                                               cal.rows["loss_type"])]
+    assert d["data"]["columns"][-2:] == ["reward", "loss_type"]  # calib fit records them
     assert d["domain"]["rewards"] == REWARDS and d["domain"]["loss_types"] == LOSS_TYPES
     return d
 
@@ -75,9 +73,17 @@ def test_a_reward_domain_edited_away_from_the_data_is_refused(tmp_path, with_col
         "STUDY_DIR... --out ROWS.csv` rebuilds them from the studies in its domain), or pass --calibration default"), msg
 
 
-def test_a_file_without_the_columns_reads_its_rewards_as_recorded(tmp_path):
+def _without_columns() -> dict:
+    """The shipped calibration as files written before the data block held reward and loss_type."""
     d = json.loads(default_path().read_text())
-    assert "reward" not in d["data"]["columns"]
+    assert d["data"]["columns"][-2:] == ["reward", "loss_type"]
+    d["data"]["columns"] = d["data"]["columns"][:-2]
+    d["data"]["rows"] = [row[:-2] for row in d["data"]["rows"]]
+    return d
+
+
+def test_a_file_without_the_columns_reads_its_rewards_as_recorded(tmp_path):
+    d = _without_columns()
     cal = load_calibration(_write(tmp_path, d, lambda dom: dom["rewards"].append("r/myrw.py:brevity")))
     assert cal.domain.rewards[-1] == "r/myrw.py:brevity"
 
@@ -85,7 +91,7 @@ def test_a_file_without_the_columns_reads_its_rewards_as_recorded(tmp_path):
 def test_a_reward_missing_from_the_rewards_but_named_by_an_arm_is_said_so_not_never_an_arm(tmp_path):
     """Without the columns an edit cannot be proven; the warning no longer says "it was never an arm" beside an arm
     list that names it, and says what the mismatch may mean."""
-    d = json.loads(default_path().read_text())
+    d = _without_columns()
     cal = load_calibration(_write(tmp_path, d, lambda dom: dom["rewards"].remove("hybrid_0.5")))
     probe = {"config": {"loss_type": "grpo"}, "rewards": [{"name": "outcome"}, {"name": "hybrid_0.5"},
                                                           {"name": "my_reward"}]}

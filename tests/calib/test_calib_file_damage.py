@@ -61,9 +61,9 @@ DAMAGES = {  # name: (damage, the field and problem the message must name)
     "no_target_column": (lambda d: _drop_column(d, "target"), r"field data.columns\['target'\] is missing"),
     "no_forecast_column": (lambda d: _drop_column(d, "forecast_cost_only"),
                            r"field data.columns\['forecast_cost_only'\] is missing"),
-    "short_row": (lambda d: d["data"]["rows"][3].pop(), r"field data.rows\[3\] is malformed: it has 7 values; "
-                                                        r"data.columns names 8"),
-    "long_row": (lambda d: d["data"]["rows"][0].append(1.0), r"field data.rows\[0\] is malformed: it has 9 values"),
+    "short_row": (lambda d: d["data"]["rows"][3].pop(), r"field data.rows\[3\] is malformed: it has 9 values; "
+                                                        r"data.columns names 10"),
+    "long_row": (lambda d: d["data"]["rows"][0].append(1.0), r"field data.rows\[0\] is malformed: it has 11 values"),
     "row_not_a_list": (lambda d: d["data"]["rows"].__setitem__(2, 5.0),
                        r"field data.rows\[2\] is malformed: it is a number, not a list"),
     "string_target": (lambda d: _set(d, 5, "target", "abc"),

@@ -33,7 +33,7 @@ def test_a_forecaster_that_is_no_text_gets_a_command_that_rebuilds_the_file(tmp_
     # the premise: the data block's one forecast column is forecast_cost_only, not fit's default forecast_probe
     assert DEFAULT["forecaster"] == "forecast_cost_only" != FIT_DEFAULTS["forecaster"]
     assert DEFAULT["data"]["columns"] == ["study", "model", "task", "arm", "seed", "budget_value",
-                                          "forecast_cost_only", "target"]
+                                          "forecast_cost_only", "target", "reward", "loss_type"]
     d = copy.deepcopy(DEFAULT)
     d["forecaster"] = value
     path = tmp_path / "cal.json"
