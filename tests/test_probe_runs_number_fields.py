@@ -25,6 +25,7 @@ from forecast_helpers import probe_result, synthetic_curve
 from study_helpers import shipped_copy
 from gradprobe.api.probe_result import ProbeResult, load_probe
 from gradprobe.forecast import forecast_rewards
+from gradprobe.study.reading import restore_runs_csv_fix
 
 HUGE = 10 ** 400
 HUGE_SHOWN = "1000000000...0000000000 (an integer of 401 digits, too large for a float)"
@@ -204,12 +205,13 @@ def test_a_runs_csv_cut_in_half_is_called_damaged_before_any_re_analysis(tmp_pat
     runs.write_bytes(raw[:len(raw) // 2])  # cut mid-line
     with pytest.raises(StudyFormatError) as e:
         build_rows(study)
-    msg = str(e.value)
-    damaged = msg.index(f"{runs} looks cut or damaged (cut: line 77 (")
-    assert damaged < msg.index(REBUILD.format(csv=runs, study=study)) < msg.index("--analyze-only --overwrite-analysis")
-    assert "it lacks runs analysis.json lists: " in msg and "\n" not in msg
+    msg = str(e.value)  # the cut run's recorded end is lost with the cut: refused as lost eval lines, with the fix
+    assert msg.startswith(f"{runs} lost eval lines: arm mc_advantage, seed 2 lacks update(s) 10 "
+                          "(study.json), its later lines gone with the file's cut last line (this run's)")
+    assert "lines were deleted from or cut off the end of runs.csv" in msg and "\n" not in msg
+    assert msg.endswith(restore_runs_csv_fix(study))
     assert main(["rows", str(study), "--out", str(tmp_path / "rows.csv")]) == 2
-    assert "looks cut or damaged" in capsys.readouterr().err
+    assert "cut off the end of runs.csv" in capsys.readouterr().err
 
 
 def test_a_runs_csv_without_its_last_run_is_called_damaged_and_a_whole_one_still_builds(tmp_path):
