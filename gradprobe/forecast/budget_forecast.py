@@ -54,6 +54,14 @@ uses another loss type than the reference's (``REWARD@LOSS``) ends its verdict w
 of loss also acts on the optimizer steps after the first of each batch, which these forecasts do not read, so its
 forecast means "not seen" (:func:`.special_rows.loss_change_clause`).
 
+No verdict (:func:`no_verdict_reasons`, judged once per forecast): where the reference curve cannot carry one at
+the budget, every arm read off it gets ``no verdict at BUDGET: WHY`` instead of advice and ``no_verdict_reason``
+says why (its numbers stay, marked in the printout; ``ForecastResult.no_verdict_reason`` and ``probe.json``'s
+``forecast.no_verdict_reason`` hold the curve's reason): a fit that does not describe its evals (rmse over 4 points,
+or a seed-mean eval over 10 points from it: :func:`~.curve_fit.fit_misfit`), a falling curve, or grpo's updates at
+the budget lying before the curve's first eval after update 0 (the forecast rests on no eval; often an update column
+that holds tokens). The reference row keeps its label.
+
 The stages of :func:`forecast_rewards`: check the request and the probe (:mod:`.probe_input`), cost
 of one update per entry, per-entry efficiencies on shared bootstrap draws (:func:`entry_efficiencies`),
 one row per arm (:func:`arm_row`), notes on what the curve and the probe disagree about.
@@ -72,13 +80,13 @@ from .curves import ReferenceCurve, task_key
 from .probe_input import (arms_of, budget_of, check_batches, check_request, pooled_entries, probe_batches_of,
                           update_costs)
 from .proxies import Efficiency, probe_efficiency, signal_proxy_efficiency, stratified_counts
-from .result import METHODS, TABLE_COLUMNS, ForecastResult, format_budget, no_signal_reason, verdict
+from .result import METHODS, TABLE_COLUMNS, ForecastResult, format_budget, no_signal_reason, no_verdict, verdict
 from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, equal_cost_row, guided_note, loss_change_clause,
                            no_signal_row, outside_probe_row, reference_verdict, undefined_probe_columns,
                            undefined_rho_note)
 from .start_check import start_notes
 
-__all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting"]
+__all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting", "no_verdict_reasons", "curve_reasons"]
 
 @dataclass
 class Setting:
@@ -120,6 +128,7 @@ class Setting:
     n_batches: int = 1
     guided: bool = False
     probe_loss_type: str | None = None
+    no_verdict: str | None = None
 
 
 def entry_efficiencies(batches: list[dict], names: list[str], reference_reward: str, *, n_draws: int, seed: int,
@@ -205,7 +214,7 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
            "rho_interval": eff.interval, "snr": eff.snr, "rho_raw": eff.rho_raw, "rho_signal_proxy": st.sps[r][0],
            "first_order_gain": st.value / st.cost[r] * s * st.first_order[r]
            - st.n_ref * st.first_order[st.reference_reward], "no_signal": st.silent.get(r) is not None,
-           "by_construction": False}
+           "by_construction": False, "no_verdict_reason": None}
     if st.silent.get(r) is not None and not is_ref:  # before the learning rate: it cannot train at any rate
         return no_signal_row(row, st.silent[r])
     arm_notes, arm_curve = [], st.curve
@@ -217,6 +226,8 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
         arm_notes.append(f"read from the x{s:g} learning-rate curve ({match.source})")
     per = {meth: _method_forecast(st, r, meth, is_ref, arm_curve, arm_notes) for meth in METHODS}
     used, chosen, why = _fallback(st, row, eff, per, is_ref, arm_notes)
+    if chosen == "probe" and eff is not None:  # the probe's rho is read: how far its SNR and interval can be trusted
+        arm_notes += [n for n in eff.notes if not n.startswith("one ") and n not in arm_notes]
     n_pt, acc, gain, iv = per[chosen]
     for meth in METHODS:
         row[f"gain_{meth}"] = per[meth][2]
@@ -233,6 +244,10 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
     if (chosen == "cost_only" and not is_ref and st.ref_where is None and math.isclose(s, 1.0)
             and math.isclose(st.cost[r], st.cost[st.reference_reward], rel_tol=1e-9)):
         equal_cost_row(row, st.budget_s, st.kind, st.level)  # cost only's 0 is by construction, not measured
+    why_not = st.no_verdict if arm_curve is st.curve else "; ".join(
+        x for x in (st.no_verdict, *curve_reasons(arm_curve)) if x)
+    if why_not and not is_ref:  # numbers kept (the table marks them), no advice
+        row.update(verdict=no_verdict(st.budget_s, why_not), no_verdict_reason=why_not)
     if not is_ref:  # a change of loss acts where no forecaster reads (steps after the first of a batch)
         row["verdict"] += loss_change_clause(r, st.reference_reward, st.probe_loss_type)
     return row
@@ -306,7 +321,7 @@ def _mismatch_notes(curve: ReferenceCurve, cfg: dict, n_ref: float) -> list[str]
     """Where the curve and the probe disagree: extrapolation, learning rate, task, model; a falling curve."""
     notes = []
     p = curve.params
-    if p["A"] < p["R0"] - 0.05:  # below the printed precision: a flat curve is not falling
+    if _falls(curve):
         notes.append(f"the reference curve {curve.source or '(unnamed)'} falls (A {p['A']:.1f} < R0 {p['R0']:.1f} "
                      "points: grpo's accuracy drops with updates): forecasts read off it reward FEWER updates, so a "
                      "costlier or less efficient reward looks better; check the curve")
@@ -326,6 +341,42 @@ def _mismatch_notes(curve: ReferenceCurve, cfg: dict, n_ref: float) -> list[str]
     if cfg.get("model") and curve.metadata.get("model") and cfg["model"] != curve.metadata["model"]:
         notes.append(f"the reference curve is of model {curve.metadata['model']!r}, the probe of {cfg['model']!r}")
     return notes
+
+
+def _falls(curve: ReferenceCurve) -> bool:
+    """Whether ``curve`` falls: A below R0 by more than the printed precision (a flat curve is not falling)."""
+    return curve.params["A"] < curve.params["R0"] - 0.05
+
+
+def curve_reasons(curve: ReferenceCurve) -> list[str]:
+    """Why ``curve`` cannot carry a verdict at any budget, each clause ending with its fix: a fit that does not
+    describe its evals (:attr:`~gradprobe.forecast.curves.ReferenceCurve.misfit`, :func:`~.curve_fit.fit_misfit`),
+    a falling curve (A below R0 by more than the printed precision: read off it, fewer effective updates forecast
+    more accuracy, so a costlier or less efficient reward looks better). Empty when it can."""
+    reasons = [f"{curve.misfit}: check the curve"] if curve.misfit else []
+    p = curve.params
+    if _falls(curve):
+        reasons.append(f"the reference curve falls (A {p['A']:.1f} < R0 {p['R0']:.1f} points), so read off it fewer "
+                       "updates forecast more accuracy and a costlier reward looks better: check the curve")
+    return reasons
+
+
+def no_verdict_reasons(curve: ReferenceCurve, n_ref: float, tokens_ref: float, kind: str) -> str | None:
+    """Why no arm read off ``curve`` gets a verdict at a budget that buys grpo ``n_ref`` updates of ``tokens_ref``
+    generated tokens each (``kind``: the budget's, "tokens" or "flops"), or None: the clauses of
+    :func:`curve_reasons`, and grpo's updates lying before the curve's first eval after update 0
+    (:attr:`~gradprobe.forecast.curves.ReferenceCurve.first_eval`: there the forecast rests on no eval, only on R0
+    and the fit's shape; an update column holding tokens or samples puts every eval there), joined by "; "."""
+    reasons = curve_reasons(curve)
+    first = curve.first_eval
+    if n_ref < first:
+        reach = (f"a budget of at least {first * tokens_ref:,.0f} tokens" if kind == "tokens"
+                 else "a budget that reaches it")
+        reasons.append(f"grpo's {n_ref:.3g} updates at this budget lie before the curve's first eval after update 0 "
+                       f"(update {first:g}), so the forecast rests on no eval: does the curve's update column hold "
+                       f"tokens or samples instead of updates (one grpo update here is {tokens_ref:,.0f} generated "
+                       f"tokens)? Else give {reach}")
+    return "; ".join(reasons) or None
 
 
 def _curve_replicate_draws(curve: ReferenceCurve, n_draws: int, seed: int,
@@ -418,6 +469,7 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
                  sps=sps, first_order=_first_order_gains(batches, names), n_draws=n_draws, level=level,
                  lr_curve=lr_curve, probe_loss_type=cfg.get("loss_type"))
     st.silent = _silent_entries(probe, batches, names, reference_reward, notes)
+    st.no_verdict = no_verdict_reasons(curve, n_ref, tokens[reference_reward], kind)  # judged once per forecast
     _reference_state(st, batches, cfg, notes)
     table = pd.DataFrame([arm_row(st, arm, spec) for arm, spec in arms.items()], columns=list(TABLE_COLUMNS))
     notes += _mismatch_notes(curve, cfg, n_ref) + _budget_notes(st, names)
@@ -425,4 +477,5 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
     curve_notes = [n for n in curve.notes if n.startswith("B ") or is_skipped_note(n)]
     return ForecastResult(table=table, method=method, budget={"kind": kind, "value": value}, curve=curve.describe(),
                           curve_source=curve.source, grpo_accuracy=float(st.base), reference_reward=reference_reward,
-                          level=level, notes=start_notes(curve, batches) + notes + curve_notes)
+                          level=level, notes=start_notes(curve, batches) + notes + curve_notes,
+                          no_verdict_reason=st.no_verdict)

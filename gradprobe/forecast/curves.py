@@ -46,9 +46,10 @@ from ..outputs import is_json_number
 from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_document, damaged,
                          read_curve_file, write_curve)
 from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
-                        fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params, too_few_evals)
+                        fit_misfit, fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params, too_few_evals)
 from .csv_cells import is_skipped_note
-from .curve_sources import GIVEN_R0_KEY, PLAN_EVAL_HINT, TRL_STATE, CurveSources, initial_accuracy_value, task_key
+from .curve_sources import (GIVEN_R0_KEY, PLAN_EVAL_HINT, TRL_STATE, CurveSources, initial_accuracy_value,
+                            last_checkpoint_state, task_key)
 
 __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key", "load_reference_curve",
            "default_curve_path",
@@ -57,9 +58,10 @@ __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key
 
 #: What ``--reference-curve`` / :func:`load_reference_curve` accepts, quoted by its errors.
 ACCEPTED = ("a saved curve (.json written by ReferenceCurve.save), a TRL trainer_state.json (or its checkpoint "
-            "folder, or a trainer state under another name: a JSON object with a 'log_history' list), a metrics.jsonl "
-            "(or its `gradprobe train` run folder), a CSV with update,accuracy columns, a `gradprobe study` folder "
-            "(its grpo arm), or 'default' (the shipped tiny-tier curve)")
+            "folder, or a TRL output_dir: its last checkpoint-N's, or a trainer state under another name: a JSON "
+            "object with a 'log_history' list), a metrics.jsonl (or its `gradprobe train` run folder), a CSV with "
+            "update,accuracy columns, a `gradprobe study` folder (its grpo arm), or 'default' (the shipped tiny-tier "
+            "curve)")
 
 
 class ReferenceCurve(CurveSources):
@@ -311,6 +313,25 @@ class ReferenceCurve(CurveSources):
         return float(self.points["update"].max())
 
     @property
+    def first_eval(self) -> float:
+        """The smallest update count > 0 evaluated (updates): between 0 and it the curve rests on no eval, only on
+        R0 and the fit's shape (:func:`~gradprobe.forecast.budget_forecast.forecast_rewards` gives no verdict
+        there)."""
+        u = self.points["update"]
+        return float(u[u > 0].min())  # a curve has evals at >= 2 update counts > 0 (too_few_evals)
+
+    @property
+    def misfit(self) -> str | None:
+        """Why the fit does not describe the curve's evals, or None when it does (the adequacy check,
+        :func:`~.curve_fit.fit_misfit`: rmse over 4 accuracy points, or a seed-mean eval over 10 points from the
+        fit); judged once per curve, on the sigmoid fit whatever the mode, and kept. A forecast read off such a
+        curve gives no verdict."""
+        if "_misfit" not in self.__dict__:
+            n, y = self.points["update"].to_numpy(float), self.points["accuracy"].to_numpy(float)
+            self.__dict__["_misfit"] = fit_misfit(n, y, self._sigmoid(n))
+        return self.__dict__["_misfit"]
+
+    @property
     def given_r0(self) -> dict | None:
         """The ``initial_accuracy`` a TRL log's curve was read with, where it is the update-0 point of seeds
         (``metadata["initial_accuracy"]``, kept by :meth:`save`): ``{"value": X as given, "points": X in points,
@@ -483,11 +504,12 @@ def _read_spec(s: str, mode: str | None, metric: str | None, accuracy_scale: str
             return ReferenceCurve.from_study(p, **kw), False
         if (p / METRICS_JSONL).is_file():
             return ReferenceCurve.from_metrics(p, **keyed), False
-        if (p / TRL_STATE).is_file():
+        if (p / TRL_STATE).is_file() or last_checkpoint_state(p)[0] is not None:  # a TRL output_dir too
             _eval_key(metric, s)
             return ReferenceCurve.from_trl_state(p, initial_accuracy=initial_accuracy, **keyed), True
         raise CurveError(f"--reference-curve {s!r} is a folder without {RUNS_CSV} (a study), {METRICS_JSONL} (a "
-                         f"`gradprobe train` run) or {TRL_STATE} (a TRL checkpoint); expected {ACCEPTED}")
+                         f"`gradprobe train` run) or {TRL_STATE} (a TRL checkpoint, or a TRL output_dir's last "
+                         f"checkpoint-N); expected {ACCEPTED}")
     elif p.is_file():
         suffix = p.suffix.lower()  # RESULTS.CSV is a CSV
         if p.name == TRL_STATE or (suffix not in (".jsonl", ".csv") and _is_trl_state(p)):

@@ -11,13 +11,17 @@ import pandas as pd
 from ..outputs import json_safe
 
 __all__ = ["ForecastResult", "METHODS", "TABLE_COLUMNS", "format_budget", "verdict", "no_signal_reason",
-           "no_gradient_verdict"]
+           "no_gradient_verdict", "no_verdict", "NO_VERDICT"]
 
 METHODS = ("probe", "cost_only", "signal_proxy")
 TABLE_COLUMNS = ("arm", "reward", "lr_scale", "tokens_per_update", "rho", "rho_interval", "snr", "effective_updates",
                  "forecast_accuracy", "forecast_gain", "gain_interval", "method", "note", "verdict", "rho_raw",
                  "rho_signal_proxy", "gain_probe", "gain_probe_interval", "gain_cost_only", "gain_cost_only_interval",
-                 "gain_signal_proxy", "gain_signal_proxy_interval", "first_order_gain", "no_signal", "by_construction")
+                 "gain_signal_proxy", "gain_signal_proxy_interval", "first_order_gain", "no_signal",
+                 "by_construction", "no_verdict_reason")
+
+#: How the verdict of an arm whose forecast gives no verdict starts (:func:`no_verdict`).
+NO_VERDICT = "no verdict at "
 
 #: Why a reward gives no gradient (:func:`no_signal_reason`); ``{where}``: "on this batch" or "on all N probe batches".
 _NO_SIGNAL = {
@@ -68,6 +72,13 @@ def verdict(gain: float, iv, budget: str, kind: str, *, why: str = "") -> str:
     if hi < 0:
         return f"not worth its {what} at {at}: {nums}"
     return f"no detectable difference at {at}: {nums}"
+
+
+def no_verdict(budget: str, reason: str) -> str:
+    """The verdict of an arm forecast off a reference curve that cannot carry one at ``budget`` (``reason``: why,
+    each clause with its fix, from :func:`~gradprobe.forecast.budget_forecast.no_verdict_reasons`): no advice, the
+    forecast numbers stay in the table, marked."""
+    return f"{NO_VERDICT}{budget}: {reason}"
 
 
 def no_gradient_verdict(reason: str) -> str:
@@ -158,7 +169,10 @@ class ForecastResult:
         interval (``gain_probe``, ``gain_cost_only``, ``gain_signal_proxy``) and the raw first-order
         extrapolation ``first_order_gain`` (points vs grpo, expected to overestimate); ``no_signal``
         (True for a reward whose every advantage is 0 on the probe batch: its ``verdict`` says it gives no
-        gradient and its forecast numbers are NaN, :func:`no_signal_reason`).
+        gradient and its forecast numbers are NaN, :func:`no_signal_reason`); ``no_verdict_reason`` (missing:
+        NaN here, null in ``probe.json``; or why the row's verdict gives no advice: the reference curve is not
+        described by its fit, falls, or has no eval before the budget's updates; its numbers are still there:
+        :func:`no_verdict`).
     method : str
         The forecaster asked for.
     budget : dict
@@ -168,6 +182,9 @@ class ForecastResult:
     grpo_accuracy : float
         f(T / c_outcome), points.
     notes : list[str]
+    no_verdict_reason : str or None
+        Why no arm read off the reference curve gets a verdict at this budget (the clauses of
+        :func:`~gradprobe.forecast.budget_forecast.no_verdict_reasons`), or None: the curve carries verdicts.
     """
 
     table: pd.DataFrame
@@ -179,6 +196,7 @@ class ForecastResult:
     reference_reward: str
     level: float
     notes: list[str] = field(default_factory=list)
+    no_verdict_reason: str | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready dict: ``probe.json``'s ``forecast`` section.
@@ -191,7 +209,7 @@ class ForecastResult:
         return {"available": True, "method": self.method, "budget": dict(self.budget), "curve": self.curve,
                 "curve_source": self.curve_source, "grpo_accuracy": _json_value(self.grpo_accuracy),
                 "reference_reward": self.reference_reward, "level": self.level, "rows": rows,
-                "notes": list(self.notes),
+                "notes": list(self.notes), "no_verdict_reason": self.no_verdict_reason,
                 "model": "accuracy f(n_R) of grpo's reference curve at effective updates n_R = (T / c_R) rho_R; "
                          "gain = f(n_R) - f(T / c_outcome) (DESIGN.md, 'Forecast'; ScaleRL sigmoid, Khatri et al. 2025, "
                          "eq. 1)"}

@@ -40,6 +40,10 @@ SECONDS_NOTE = ("the forecast is at the token (or FLOPs) budget only; the second
 #: (:func:`gradprobe.probe.report_html._page_note`: its raw per-reward table comes after the note).
 RAW_GAINS_ABOVE = "the gains above are"
 
+#: How :func:`format_forecast` marks a number read off a reference curve that gives no verdict at the budget (the
+#: section's or the row's ``no_verdict_reason``: :func:`~gradprobe.forecast.budget_forecast.no_verdict_reasons`).
+_UNSURE = "*"
+
 #: What ``pre_screen["note"]`` says the pre-screen cost counts.
 _PRE_SCREEN_NOTE = ("probe rollouts, MC continuations and the held-out reference's rollouts, against one grpo run's "
                    "budget")
@@ -151,7 +155,9 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     Returns
     -------
     dict
-        :meth:`ForecastResult.to_dict` plus ``method_choice`` (why this forecaster), per row
+        :meth:`ForecastResult.to_dict` (with ``no_verdict_reason``: why the reference curve gives no verdict at the
+        budget, or None; per row too, each such row's ``verdict`` then saying why instead of advising) plus
+        ``method_choice`` (why this forecaster), per row
         ``validated_arm`` (False for a reward or loss type that was not among the arms the forecasters were
         validated on, whose ``verdict`` then says so; None when the validation record does not list its
         arms: :func:`gradprobe.forecast.validated_arms.mark_validated_arms`), ``curve_spec``, ``curve_options``
@@ -213,6 +219,10 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
 def format_forecast(section: dict) -> str:
     """Plain-text forecast table and verdicts (printed under the probe table by ``gradprobe probe``).
 
+    Numbers read off a reference curve that gives no verdict at the budget (``no_verdict_reason``: the section's
+    for grpo's accuracy in the title, a row's for its accuracy and gain) are marked ``*``, with a line under the
+    table; the rows' verdicts then say why, instead of advice.
+
     Without a forecast (``available`` False): the ``forecast: none.`` line with the section's note, then the
     pre-screen cost line (when the section's ``pre_screen`` has a share of a token budget) and its notes.
     """
@@ -226,7 +236,8 @@ def format_forecast(section: dict) -> str:
     pct = int(round(100 * section["level"]))
     at = f"{budget_s} {'tokens' if b['kind'] == 'tokens' else ''}".rstrip()
     acc = section.get("grpo_accuracy")  # None (json_safe's NaN) only from a curve without a value there
-    reaches = (f"reaches {json_float(acc):.1f} points there" if acc is not None
+    unsure = _UNSURE if section.get("no_verdict_reason") else ""  # read off a curve that gives no verdict
+    reaches = (f"reaches {json_float(acc):.1f}{unsure} points there" if acc is not None
                else "has no accuracy there (the curve gives none)")
     if section.get("guided"):  # a guided probe: its reference is the guided outcome, not grpo
         title = f"forecast vs the guided outcome at {at} (read on grpo's curve, which {reaches})"
@@ -255,11 +266,17 @@ def format_forecast(section: dict) -> str:
         raw = r.get("rho_raw")
         giv = r.get("gain_interval") or [None, None]
         giv_s = "-" if giv[0] is None else f"[{f(giv[0], '+.1f')}, {f(giv[1], '+.1f')}]"
+        mark = _UNSURE if r.get("no_verdict_reason") else ""
         rows.append([r["arm"], f(r["tokens_per_update"], ",.0f"), f(raw, ".2f"), f(r["rho"], ".2f"), riv_s,
-                     f(r["snr"], ".2f"), f(r["effective_updates"], ".1f"), f(r["forecast_accuracy"], ".1f"),
-                     f(r["forecast_gain"], "+.1f"), giv_s, f(r["gain_probe"], "+.1f"), f(r["gain_cost_only"], "+.1f"),
-                     f(r["gain_signal_proxy"], "+.1f"), str(r["method"])])
+                     f(r["snr"], ".2f"), f(r["effective_updates"], ".1f"), f(r["forecast_accuracy"], ".1f") + mark,
+                     f(r["forecast_gain"], "+.1f") + mark, giv_s, f(r["gain_probe"], "+.1f"),
+                     f(r["gain_cost_only"], "+.1f"), f(r["gain_signal_proxy"], "+.1f"), str(r["method"])])
     lines += format_columns(header, rows, "<>>>>>>>>>>>><")
+    if any(r.get("no_verdict_reason") for r in section["rows"]):
+        lines.append(f"{_UNSURE} read off a reference curve that gives no verdict here (why: below); not advice")
+    elif section.get("no_verdict_reason"):  # no row's verdict says why (grpo alone, rewards without gradient)
+        lines.append(f"{_UNSURE} read off a reference curve that gives no verdict here: "
+                     f"{section['no_verdict_reason']}")
     lines.append("")
     for r in section["rows"]:
         if r["verdict"] != REFERENCE_VERDICT:  # grpo's plain row has nothing to say; a guided or flat reference has

@@ -8,6 +8,8 @@ the curve's notes say which file was. A folder with no trainer state anywhere ke
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from forecast_helpers import EVALS, trl_state
@@ -97,3 +99,20 @@ def test_the_last_checkpoint_is_the_one_transformers_picks(tmp_path):
     (out / "checkpoint-9999").write_text("a file, not a folder")
     state, _ = last_checkpoint_state(out)
     assert state.parent.name == "checkpoint-1000" and str(state.parent) == get_last_checkpoint(str(out))
+
+
+def test_reference_curve_reads_a_trl_output_dir_through_the_command_line_reader(tmp_path):
+    """--reference-curve OUTPUT_DIR (checkpoint-N folders inside) reads the last checkpoint's trainer state, as the
+    checkpoint folder itself would be read; it was refused as a folder without a trainer_state.json."""
+    from gradprobe.forecast.curves import _read_spec
+
+    out = tmp_path / "out"
+    for step in (20, 60):
+        ck = out / f"checkpoint-{step}"
+        ck.mkdir(parents=True)
+        history = [{"step": s, "eval_accuracy": 0.4 + 0.005 * s} for s in range(0, step + 1, 10)]
+        (ck / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": history}))
+    whole, _ = _read_spec(str(out / "checkpoint-60"), None, "eval_accuracy", None, None)
+    curve, trl = _read_spec(str(out), None, "eval_accuracy", None, None)
+    assert trl is True and list(curve.points["update"]) == list(whole.points["update"]) == [0, 10, 20, 30, 40, 50, 60]
+    assert any("checkpoint-60" in n for n in curve.notes)
