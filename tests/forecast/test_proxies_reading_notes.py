@@ -67,3 +67,18 @@ def test_a_heavy_tailed_bootstrap_gets_the_note_through_probe_efficiency():
     assert sum(n.startswith("rho's bootstrap is heavy-tailed") for n in eff.notes) == 1
     steady = probe_efficiency("r", [2.0 * ref], [ref], counts=stratified_counts([16], 4000, 0))
     assert not any(n.startswith("rho's bootstrap is heavy-tailed") for n in steady.notes)
+
+
+def test_the_forecast_shows_the_note_where_it_reads_the_probes_rho_and_not_under_cost_only():
+    """A reward whose contribution is nonzero in 1 group of 16: under ``method="probe"`` its row's note says rho
+    rests on few groups; under cost only (rho not read) it does not."""
+    from forecast_helpers import probe_result, synthetic_curve
+    from gradprobe.forecast import forecast_rewards
+
+    r, ref = _few_groups(1)
+    result = probe_result({"outcome": ref, "few": r}, {"outcome": 4000, "few": 4000})
+    curve = synthetic_curve()
+    probe = forecast_rewards(curve, result, method="probe", n_draws=300).table.set_index("reward")
+    cost = forecast_rewards(curve, result, method="cost_only", n_draws=300).table.set_index("reward")
+    assert "rho rests on few groups: 1 of 16 contribute to this reward's alignment" in probe.loc["few", "note"]
+    assert "rho rests on few groups" not in cost.loc["few", "note"]
