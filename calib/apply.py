@@ -113,7 +113,8 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         level, domain...), ``outside_domain`` (any entry outside), ``warnings`` (domain and per reward),
         ``notes`` (the warnings plus one note per reward without a calibrated gain: a reward that gives no
         gradient on the probe batch, ``no_signal`` in ``probe.json``, with its ``no_signal_reason``; rewards
-        the forecaster cannot say anything about), ``rewards`` (module docstring), ``target``. A reward
+        the forecaster cannot say anything about, and those whose forecast row gives no verdict, with its
+        ``no_verdict_reason``: their calibrated gain is NaN), ``rewards`` (module docstring), ``target``. A reward
         outside the domain is marked ``outside_domain`` whether or not it has a calibrated gain; the
         warning of one without (NaN) says so instead of "still computed".
 
@@ -133,12 +134,8 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     col = calibration.features[0]
     others = [n for n in names if n != REFERENCE_REWARD]
     no_signal = _no_signal_rewards(probe_result)
-    ok = [n for n in others if n not in no_signal and all(math.isfinite(feats.loc[n, f]) for f in calibration.features)]
-    values = {n: (math.nan, [math.nan, math.nan]) for n in others}
-    if ok:
-        point, lo, hi = calibration.predict(feats.loc[ok])
-        values.update({n: (float(p), [float(a), float(b)]) for n, p, a, b in zip(ok, point, lo, hi)})
-    values[REFERENCE_REWARD] = (0.0, [0.0, 0.0])
+    # a forecast that gives no advice (no_verdict_reason) is not calibrated into one
+    ok, values = _calibrated_values(calibration, feats, others, {*no_signal, *_no_verdict_rewards(probe_result)})
     me = probe_identity(probe_result, task=task)
     warnings = check_domain(calibration, probe_result, task=me["task"])
     probe_outside = any(w.outside for w in warnings)
@@ -171,6 +168,18 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
                         "budget_range": dom.budget_range, "fitted_with": calibration.versions},
         "outside_domain": outside, "warnings": warnings, "notes": notes, "rewards": rewards,
     }
+
+
+def _calibrated_values(calibration: Calibration, feats, others: list, skip: set) -> tuple[list, dict]:
+    """(the rewards of ``others`` that get a calibrated gain: not in ``skip``, every feature finite; reward ->
+    (calibrated gain, [lower, upper]) in accuracy points, NaN for the others, (0, [0, 0]) for grpo)."""
+    ok = [n for n in others if n not in skip and all(math.isfinite(feats.loc[n, f]) for f in calibration.features)]
+    values = {n: (math.nan, [math.nan, math.nan]) for n in others}
+    if ok:
+        point, lo, hi = calibration.predict(feats.loc[ok])
+        values.update({n: (float(p), [float(a), float(b)]) for n, p, a, b in zip(ok, point, lo, hi)})
+    values[REFERENCE_REWARD] = (0.0, [0.0, 0.0])
+    return ok, values
 
 
 def _without_gain(w: DomainWarning) -> DomainWarning:
@@ -217,8 +226,22 @@ def _no_forecast_reasons(probe_result: dict) -> dict[str, str]:
     forecast (method ``outside_probe``, e.g. a learning-rate change); empty without a section."""
     section = probe_result.get("forecast")
     rows = (section.get("rows") or []) if isinstance(section, dict) else []
-    return {str(r.get("arm") or r.get("reward")): str(r.get("verdict") or r.get("method")) for r in rows
-            if isinstance(r, dict) and r.get("method") == "outside_probe"}
+    out = {str(r.get("arm") or r.get("reward")): str(r.get("verdict") or r.get("method")) for r in rows
+           if isinstance(r, dict) and r.get("method") == "outside_probe"}
+    return {**out, **{n: f"no verdict: {why}" for n, why in _no_verdict_rewards(probe_result).items() if n not in out}}
+
+
+def _no_verdict_rewards(probe_result: dict) -> dict[str, str]:
+    """Reward -> the ``no_verdict_reason`` of its row in ``probe.json``'s forecast section (the reference curve is
+    not described by its fit, falls, or has no eval before the budget's updates:
+    :func:`gradprobe.forecast.result.no_verdict`), for rows that have one; grpo's own row is left out (its gain is
+    0 by definition). A forecast that gives no advice gets no calibrated gain: calibrating it would turn a number
+    the forecast itself disowns into one that looks validated."""
+    section = probe_result.get("forecast")
+    rows = (section.get("rows") or []) if isinstance(section, dict) else []
+    return {str(r.get("arm") or r.get("reward")): str(r["no_verdict_reason"]) for r in rows
+            if isinstance(r, dict) and isinstance(r.get("no_verdict_reason"), str) and r["no_verdict_reason"]
+            and (r.get("arm") or r.get("reward")) != REFERENCE_REWARD}
 
 
 def _no_signal_rewards(probe_result: dict) -> dict[str, str]:

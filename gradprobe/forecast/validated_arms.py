@@ -108,7 +108,8 @@ def validated_arms_note(cov: EntryCoverage, n_studies: int | None = None) -> str
 def mark_validated_arms(rows: list[dict], record: dict, *, probe_loss_type: str, reference_reward: str,
                         forecaster: str) -> None:
     """Add ``validated_arm`` and ``validated_error`` to each forecast row (in place) and append their clauses to
-    its ``verdict`` (not to a ``no_signal`` row's: it has no forecast to qualify): outside the validated arms,
+    its ``verdict`` (not to a ``no_signal`` row's, nor to a row with a ``no_verdict_reason``: it has no forecast, or
+    no advice, to qualify; the row's ``validated_error`` is still recorded): outside the validated arms,
     and how far ``forecaster`` was off on that reward's validation runs (:func:`entry_error`).
 
     Parameters
@@ -135,11 +136,12 @@ def mark_validated_arms(rows: list[dict], record: dict, *, probe_loss_type: str,
                              loss_types=record.get("loss_types"), reference_reward=reference_reward)
         row["validated_arm"] = cov.covered
         note = validated_arms_note(cov, len(record.get("studies") or []) or None)
-        if note and not row.get("no_signal"):  # a reward without gradient has no interval to qualify
+        silent = row.get("no_signal") or row.get("no_verdict_reason")  # no forecast, or no advice, to qualify
+        if note and not silent:  # a reward without gradient has no interval to qualify
             row["verdict"] = f"{row['verdict']} ({note})"
         err = None if cov.is_reference or row.get("no_signal") else entry_error(row, record, forecaster=forecaster)
         row["validated_error"] = err
-        if err is not None:
+        if err is not None and not silent:
             row["verdict"] = f"{row['verdict']} ({validated_error_note(err)})"
 
 

@@ -189,3 +189,38 @@ def test_no_shipped_curve_is_flagged(spec, monkeypatch):
     res = forecast_rewards(curve, _probe(), method="cost_only", n_draws=300)  # its 250k budget: 55.8 grpo updates
     assert res.no_verdict_reason is None and res.table["no_verdict_reason"].isna().all(), spec
     assert math.isfinite(res.grpo_accuracy)
+
+
+def test_calib_apply_gives_no_calibrated_gain_for_a_no_verdict_forecast(tmp_path):
+    """A forecast that gives no verdict is not calibrated into a number that looks validated: calib apply leaves its
+    calibrated gain null and says why (it calibrated crash.csv's gain to -0.02); a curve that fits keeps it."""
+    from calib.apply import calibrate
+    from calib.model import load_calibration
+
+    cal = load_calibration("default")
+    why = f"{MISFIT} (rmse 23.0 points; the eval at update 80 is 52.7 points below it): check the curve"
+    docs = {}
+    for name in ("crash", "good"):
+        result = _probe()
+        result["forecast"] = json.loads(json.dumps(
+            forecast_section(result, curve=load_reference_curve(_csv(tmp_path, name)), method="cost_only"),
+            allow_nan=False))
+        docs[name] = {r["name"]: r for r in calibrate(cal, result)["rewards"]}, calibrate(cal, result)["notes"]
+    crash, notes = docs["crash"]
+    assert math.isnan(crash["hybrid"]["calibrated_gain"]) and crash["outcome"]["calibrated_gain"] == 0.0
+    assert any(f"hybrid: no verdict: {why}" in str(n) for n in notes)
+    good, _ = docs["good"]
+    assert math.isfinite(good["hybrid"]["calibrated_gain"])
+
+
+def test_a_no_verdict_line_gets_no_validated_error_clause():
+    from gradprobe.forecast.validated_arms import mark_validated_arms
+
+    record = {"rewards": ["outcome", "hybrid"], "studies": ["a", "b"],
+              "entry_errors": {"cost_only": {"hybrid": {"mae": 0.9, "runs": 8, "studies": 2}}}}
+    rows = [{"reward": "hybrid", "verdict": "no verdict at 250k: WHY", "no_verdict_reason": "WHY"},
+            {"reward": "hybrid", "verdict": "hybrid: not worth its tokens", "no_verdict_reason": None}]
+    mark_validated_arms(rows, record, probe_loss_type="grpo", reference_reward="outcome", forecaster="cost_only")
+    assert rows[0]["verdict"] == "no verdict at 250k: WHY" and rows[0]["validated_error"]["mae"] == 0.9
+    assert rows[1]["verdict"] == ("hybrid: not worth its tokens (cost only was off by 0.9 points on average on the 8 "
+                                  "validation runs of this reward in 2 studies)")
