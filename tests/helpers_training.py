@@ -83,3 +83,28 @@ def metric_lines(run: Path) -> list[dict]:
     """The JSON lines of ``run/metrics.jsonl`` in order: one per update and one per evaluation
     (``"eval"`` set). Raises FileNotFoundError when the run folder has no metrics.jsonl."""
     return [json.loads(x) for x in (Path(run) / "metrics.jsonl").read_text().splitlines()]
+
+
+class Killed(Exception):
+    """Stands for a SIGKILL after the checkpoint of update 1 (:func:`killed_run`)."""
+
+
+def killed_run(out: Path, reward: str):
+    """Arm ``grpo`` of the tiny plan (2 updates, a checkpoint after each) with ``reward``, trained into ``out`` and
+    stopped after update 1's checkpoint (a kill, :class:`Killed`); returns the run's config, to resume it."""
+    import pytest
+
+    from gradprobe.training.plan import parse_plan
+    from gradprobe.training.run import run_training
+
+    run = parse_plan(tiny_plan(reward=reward, budget={"updates": 2}, train={"checkpoint_every": 1},
+                               eval={"sampled": False})).arm("grpo")
+
+    def kill(update):
+        if update == 1:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run_training(run, out, after_update=kill)
+    assert json.loads((out / "checkpoint.json").read_text())["update"] == 1
+    return run

@@ -22,17 +22,12 @@ from gradprobe.study.folder import StudyError
 from gradprobe.study.runner import run_study
 from gradprobe.training import run as run_module
 from gradprobe.training.errors import DamagedRunFolderError, RunConfigMismatchError
-from gradprobe.training.plan import parse_plan
 from gradprobe.training.run import run_training
 
 from helpers_rollout import one_thread
-from helpers_training import tiny_plan
+from helpers_training import killed_run, tiny_plan
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
-
-
-class Killed(Exception):
-    """Stands for a SIGKILL after the checkpoint of update 1."""
 
 
 @pytest.fixture
@@ -77,22 +72,6 @@ def _write(folder: Path, files: dict[str, str]) -> None:
     for rel, text in files.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text)
-
-
-def _killed_run(out: Path, reward: str):
-    """Arm ``grpo`` of the tiny plan (2 updates, a checkpoint after each) with ``reward``, stopped after update 1's
-    checkpoint; returns the run's config."""
-    run = parse_plan(tiny_plan(reward=reward, budget={"updates": 2}, train={"checkpoint_every": 1},
-                               eval={"sampled": False})).arm("grpo")
-
-    def kill(update):
-        if update == 1:
-            raise Killed
-
-    with pytest.raises(Killed):
-        run_training(run, out, after_update=kill)
-    assert json.loads((out / "checkpoint.json").read_text())["update"] == 1
-    return run
 
 
 def _refused(run, out: Path, error):
@@ -169,7 +148,7 @@ def test_an_edited_new_or_missing_helper_module_is_refused_on_resume(tmp_path, r
     _write(w, {"rw.py": RW, "mi3_helper.py": "SCALE = 10\n", "mi3_extra.py": "E = 1\n"})
     monkeypatch.chdir(w)
     spec, out = "rw.py:brevity", tmp_path / "run"
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     helper, extra = (w / "mi3_helper.py").resolve(), (w / "mi3_extra.py").resolve()
     h1, e1 = _sha(helper), _sha(extra)
     config = json.loads((out / "config.json").read_text())
@@ -213,7 +192,7 @@ def test_a_damaged_modules_record_is_refused_naming_config_json(tmp_path, regist
                                "    return [mi4_helper.K for c in completions]\n", "mi4_helper.py": "K = 1.0\n"})
     monkeypatch.chdir(tmp_path)
     spec, out = "rw.py:fn", tmp_path / "run"
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     config = json.loads((out / "config.json").read_text())
     assert config["reward_plugin"]["modules"] == {"mi4_helper.py": _sha(tmp_path / "mi4_helper.py")}
     for modules, shown in [(["mi4_helper.py"], '["mi4_helper.py"]'),
@@ -234,7 +213,7 @@ def test_a_record_from_before_modules_resumes_with_one_note(tmp_path, registry, 
                                "    return [mi5_helper.K for c in completions]\n", "mi5_helper.py": "K = 1.0\n"})
     monkeypatch.chdir(tmp_path)
     spec, out = "rw.py:fn", tmp_path / "run"
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     config = json.loads((out / "config.json").read_text())
     del config["reward_plugin"]["modules"]  # as written before helper modules were recorded
     (out / "config.json").write_text(json.dumps(config))
@@ -257,7 +236,7 @@ def test_a_module_reward_off_pythonpath_is_told_to_put_its_package_root_back(tmp
     monkeypatch.chdir(tmp_path)
     spec, out = "mi6pkg.rw:fn", tmp_path / "run"
     sys.path.insert(0, str(src))  # PYTHONPATH=src when the run started
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     file, sha = (src / "mi6pkg/rw.py").resolve(), _sha(src / "mi6pkg/rw.py")
     restart = f"or start a new run under a new --out (not {out}); nothing was loaded or written"
     sys.path.remove(str(src))  # resumed without it: the module cannot be imported
@@ -292,7 +271,7 @@ def test_a_whole_moved_folder_says_what_was_recorded_and_how_to_resume(tmp_path,
     _write(proj, {"rw.py": rw, "mi7_helper.py": "K = 10\n"})
     monkeypatch.chdir(proj)
     spec = "rw.py:fn"
-    run = _killed_run(proj / "run", spec)
+    run = killed_run(proj / "run", spec)
     old_file, sha = (proj / "rw.py").resolve(), _sha(proj / "rw.py")
     restart = "or start a new run under a new --out (not {out}); nothing was loaded or written"
     monkeypatch.chdir(tmp_path)  # from a directory without rw.py: the name finds no file

@@ -16,20 +16,15 @@ from gradprobe.rewards import REWARDS, get_reward
 from gradprobe.rewards import plugin
 from gradprobe.training import run as run_module
 from gradprobe.training.errors import RunConfigMismatchError
-from gradprobe.training.plan import parse_plan
 from gradprobe.training.run import run_training
 
 from helpers_rollout import one_thread
-from helpers_training import tiny_plan
+from helpers_training import killed_run
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
 BREVITY = "def brevity(prompts, completions, **kwargs):\n    return [-len(c) / 10 for c in completions]\n"
 LENGTH = "def brevity(prompts, completions, **kwargs):\n    return [len(c) / 10 for c in completions]\n"
-
-
-class Killed(Exception):
-    """Stands for a SIGKILL after the checkpoint of update 1."""
 
 
 @pytest.fixture
@@ -60,22 +55,6 @@ def _forget(spec: str, folder: Path) -> None:
         del sys.modules[name]
 
 
-def _killed_run(out: Path, reward: str):
-    """Arm ``grpo`` of the tiny plan (2 updates, a checkpoint after each) with ``reward``, stopped after update 1's
-    checkpoint; returns the run's config."""
-    run = parse_plan(tiny_plan(reward=reward, budget={"updates": 2}, train={"checkpoint_every": 1},
-                               eval={"sampled": False})).arm("grpo")
-
-    def kill(update):
-        if update == 1:
-            raise Killed
-
-    with pytest.raises(Killed):
-        run_training(run, out, after_update=kill)
-    assert json.loads((out / "checkpoint.json").read_text())["update"] == 1
-    return run
-
-
 def _resumed_notes(run, out: Path, capsys) -> list[str]:
     """Resume ``run`` in ``out`` to its end (checked: completed, 2 updates, resumed from update 1) and return the
     ``note:`` lines it printed on stderr."""
@@ -96,7 +75,7 @@ def test_an_edited_or_moved_reward_file_is_refused_before_anything_is_loaded(tmp
     (w2 / "rw.py").write_text(LENGTH)
     out, spec = tmp_path / "run", "rw.py:brevity"
     monkeypatch.chdir(w)
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     first = str((w / "rw.py").resolve())
     old = _sha(w / "rw.py")
     assert json.loads((out / "config.json").read_text())["reward_plugin"] == {"spec": spec, "file": first,
@@ -143,7 +122,7 @@ def test_the_same_file_by_its_absolute_path_resumes_from_another_directory(tmp_p
     (elsewhere / "rw.py").write_text(LENGTH)  # not the run's file: the name is absolute
     spec, out = f"{(w / 'rw.py').resolve()}:brevity", tmp_path / "run"
     monkeypatch.chdir(w)
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     recorded = json.loads((out / "config.json").read_text())["reward_plugin"]
     assert recorded == {"spec": spec, "file": str((w / "rw.py").resolve()), "sha256": _sha(w / "rw.py"),
                         "modules": {}}
@@ -160,7 +139,7 @@ def test_a_run_folder_without_the_record_resumes_with_one_note(tmp_path, registr
     (tmp_path / "rw.py").write_text(BREVITY)
     spec, out = "rw.py:brevity", tmp_path / "run"
     monkeypatch.chdir(tmp_path)
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     config = json.loads((out / "config.json").read_text())
     del config["reward_plugin"]  # as written before the record existed
     (out / "config.json").write_text(json.dumps(config))
@@ -171,7 +150,7 @@ def test_a_run_folder_without_the_record_resumes_with_one_note(tmp_path, registr
                      f"{_sha(tmp_path / 'rw.py')[:12]}) is the code it was trained with could not be checked; resuming"]
     assert "reward_plugin" not in json.loads((out / "config.json").read_text())  # the old folder is left as it was
     # a built-in reward: nothing recorded, nothing to note
-    builtin = _killed_run(tmp_path / "builtin", "outcome")
+    builtin = killed_run(tmp_path / "builtin", "outcome")
     assert sorted(json.loads((tmp_path / "builtin" / "config.json").read_text())) == ["plan_sha256", "run", "versions"]
     capsys.readouterr()
     assert run_training(builtin, tmp_path / "builtin")["resumed_from_update"] == [1]
@@ -188,7 +167,7 @@ def test_the_same_content_from_a_moved_folder_resumes_with_a_note(tmp_path, regi
     (moved / "rw.py").write_text(BREVITY)
     spec, out = "rw.py:brevity", tmp_path / "run"
     monkeypatch.chdir(w)
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     _forget(spec, tmp_path)
     monkeypatch.chdir(moved)
     notes = _resumed_notes(run, out, capsys)

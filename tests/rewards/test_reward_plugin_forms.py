@@ -6,15 +6,14 @@ quoted in it) stays the one-line error the command prints."""
 
 from __future__ import annotations
 
-import sys
 
 import pytest
 
-from gradprobe.rewards import REWARDS, get_reward
 from gradprobe.rewards.base import RewardFunctionError, UnknownRewardError
 from gradprobe.rewards.sequence import one_line
 
 from helpers_rollout import make_batch
+from plugin_helpers import plugin_module
 
 MODULE = '''
 def singular(prompt, completion):
@@ -42,19 +41,8 @@ BATCH = make_batch(["ab", "abc", "a", "abcd"], group_size=2)
 @pytest.fixture
 def plugins(tmp_path, monkeypatch):
     """``forms_mod.py`` in a fresh working directory; the registry and import cache restored after."""
-    (tmp_path / "forms_mod.py").write_text(MODULE)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    from gradprobe.rewards import plugin
-
-    get_reward("outcome")
-    before, origins = dict(REWARDS), dict(plugin._ORIGINS)
-    yield lambda name: get_reward(f"forms_mod:{name}")
-    for name in set(REWARDS) - set(before):
-        del REWARDS[name]
-    plugin._ORIGINS.clear()
-    plugin._ORIGINS.update(origins)
-    sys.modules.pop("forms_mod", None)
+    with plugin_module(tmp_path, monkeypatch, "forms_mod", MODULE) as get:
+        yield get
 
 
 @pytest.mark.parametrize("name, names", [("singular", "['prompt', 'completion']"),

@@ -17,6 +17,7 @@ from gradprobe.rewards.plugin import checked_native
 from gradprobe.rewards.sequence import sequence_reward
 
 from helpers_rollout import make_batch
+from plugin_helpers import plugin_module
 
 MODULE = '''
 import sys
@@ -58,19 +59,8 @@ BATCH = make_batch(["ab", "abc", "a", "abcd"], group_size=2)
 @pytest.fixture
 def plugins(tmp_path, monkeypatch):
     """``misbehaving_mod.py`` in a fresh working directory; the registry and import cache restored after."""
-    (tmp_path / "misbehaving_mod.py").write_text(MODULE)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    from gradprobe.rewards import plugin
-
-    get_reward("outcome")
-    before, origins = dict(REWARDS), dict(plugin._ORIGINS)
-    yield lambda name: get_reward(f"misbehaving_mod:{name}")
-    for name in set(REWARDS) - set(before):
-        del REWARDS[name]
-    plugin._ORIGINS.clear()
-    plugin._ORIGINS.update(origins)
-    sys.modules.pop("misbehaving_mod", None)
+    with plugin_module(tmp_path, monkeypatch, "misbehaving_mod", MODULE) as get:
+        yield get
 
 
 @pytest.mark.parametrize("name, message", [
