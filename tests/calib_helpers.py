@@ -155,3 +155,15 @@ def single_thread_blas():
     torch.set_num_threads(1)
     with threadpool_limits(limits=1, user_api="blas"):
         yield
+
+
+def edited_calibration(tmp_path, base: dict, edit, name: str = "calibration.json"):
+    """A copy of the calibration file content ``base`` with ``edit(domain)`` applied to its ``domain`` block,
+    written to ``tmp_path / name``; returns the path."""
+    import copy
+
+    d = copy.deepcopy(base)
+    edit(d["domain"])
+    path = tmp_path / name
+    path.write_text(json.dumps(d))
+    return path

@@ -28,6 +28,7 @@ from calib.dataset import RowsError, read_rows, select_rows
 from calib.domain import Domain, check_domain
 from calib.file_check import _DOMAIN_CHECKS
 from calib.model import CalibrationFileError, default_path, fit_calibration, load_calibration
+from calib_helpers import edited_calibration
 
 REPO = Path(__file__).resolve().parents[2]
 ROWS = REPO / "data" / "calibration" / "rows.csv"
@@ -43,11 +44,7 @@ def _fix(path) -> str:
 
 
 def _damaged(tmp_path, edit) -> Path:
-    d = copy.deepcopy(DEFAULT)
-    edit(d["domain"])
-    path = tmp_path / "calibration.json"
-    path.write_text(json.dumps(d))
-    return path
+    return edited_calibration(tmp_path, DEFAULT, edit)
 
 
 def _set(field, value):

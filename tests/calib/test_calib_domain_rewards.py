@@ -10,13 +10,13 @@ before them) cannot say which reward each arm trained; the fields are then read 
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
 import pytest
 
 from calib.dataset import read_rows
+from calib_helpers import edited_calibration
 from calib.domain import check_rewards
 from calib.model import CalibrationFileError, default_path, fit_calibration, load_calibration
 
@@ -38,11 +38,7 @@ def with_columns() -> dict:
 
 
 def _write(tmp_path, d, edit=lambda dom: None) -> Path:
-    d = copy.deepcopy(d)
-    edit(d["domain"])
-    path = tmp_path / "cal.json"
-    path.write_text(json.dumps(d))
-    return path
+    return edited_calibration(tmp_path, d, edit, "cal.json")
 
 
 def test_an_intact_file_with_the_columns_loads(tmp_path, with_columns):
