@@ -21,8 +21,8 @@ from gradprobe.study.folder import StudyError
 from gradprobe.study.runner import run_study
 from gradprobe.training.errors import RunConfigMismatchError
 
-from helpers_training import tiny_plan
-from test_plugin_modules_identity import _forget, _killed_run, _one_thread, _refused, _resumed, _sha, _write, registry
+from helpers_training import killed_run, tiny_plan
+from test_plugin_modules_identity import _forget, _one_thread, _refused, _resumed, _sha, _write, registry
 
 __all__ = ["registry", "_one_thread"]  # fixtures used by name
 
@@ -55,7 +55,7 @@ def test_a_helper_imported_by_the_script_first_gives_a_fresh_process_record(tmp_
     sys.path.insert(0, str(w))
     importlib.import_module("hs2_helper")  # the script: `from hs2_helper import SCALE`
     spec, out = "rw.py:fn", tmp_path / "run"
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     recorded = json.loads((out / "config.json").read_text())["reward_plugin"]["modules"]
     assert recorded == {"hs2_helper.py": _sha(w / "hs2_helper.py")}
     _forget(spec, tmp_path)  # a new process, nothing changed on disk
@@ -65,7 +65,7 @@ def test_a_helper_imported_by_the_script_first_gives_a_fresh_process_record(tmp_
     # started from a fresh process, resumed from a script that imported the helper first
     out2 = tmp_path / "run2"
     _forget(spec, tmp_path)
-    run = _killed_run(out2, spec)
+    run = killed_run(out2, spec)
     assert json.loads((out2 / "config.json").read_text())["reward_plugin"]["modules"] == recorded
     _forget(spec, tmp_path)
     importlib.import_module("hs2_helper")
@@ -82,7 +82,7 @@ def test_a_lazy_import_in_the_reward_function_is_recorded_before_it_runs(tmp_pat
     h1 = _sha(lazy)
     assert plugin_identity(spec)["modules"] == {"hs3_lazy.py": h1}
     assert "hs3_lazy" not in sys.modules  # found in the source, not imported
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     lazy.write_text("K = 100.0\n")
     _forget(spec, tmp_path)
     assert _refused(run, out, RunConfigMismatchError) == (
@@ -177,7 +177,7 @@ def test_a_helper_file_new_on_disk_is_refused_and_its_removal_resumes(tmp_path, 
                         "def fn(prompts, completions, **kwargs):\n    return [len(c) / 10 for c in completions]\n"})
     monkeypatch.chdir(w)
     spec, out = "rw.py:fn", tmp_path / "run"
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     assert json.loads((out / "config.json").read_text())["reward_plugin"]["modules"] == {}
     new = (w / "hs7_opt.py").resolve()
     new.write_text("O = 1\n")
@@ -200,7 +200,7 @@ def test_a_renamed_module_file_whose_root_is_on_sys_path_is_told_the_file_is_gon
     monkeypatch.chdir(tmp_path)
     sys.path.insert(0, str(src))
     spec, out = "hs8pkg.rw:fn", tmp_path / "run"
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     file, sha = (src / "hs8pkg/rw.py").resolve(), _sha(src / "hs8pkg/rw.py")
     modules = json.loads((out / "config.json").read_text())["reward_plugin"]["modules"]
     assert modules == {"__init__.py": _sha(src / "hs8pkg/__init__.py")}  # run when hs8pkg.rw is imported
@@ -227,7 +227,7 @@ def test_a_module_reward_shadowed_by_another_copy_is_not_told_to_use_pythonpath(
     monkeypatch.chdir(tmp_path)
     sys.path.insert(0, str(src))
     spec, out = "hs9pkg.rw:fn", tmp_path / "run"
-    run = _killed_run(out, spec)
+    run = killed_run(out, spec)
     file, sha = (src / "hs9pkg/rw.py").resolve(), _sha(src / "hs9pkg/rw.py")
     now = (other / "hs9pkg/rw.py").resolve()
     sys.path.insert(0, str(other))  # found before src, which is still on sys.path
