@@ -367,12 +367,13 @@ def _native(fn, spec: str) -> Reward:
                                  "reward fn(prompts, completions, **kwargs) (called by keyword: it needs a parameter "
                                  "named completions, or **kwargs) nor a gradprobe reward(batch, ctx)") from None
     names = list(sig.parameters)
+    shown = getattr(fn, "__name__", type(fn).__name__)  # a callable object or functools.partial has no __name__
     if names[:1] == ["prompts"]:
-        raise UnknownRewardError(f"reward {spec!r}: {fn.__name__}{sig} looks like a TRL-style reward, which is "
+        raise UnknownRewardError(f"reward {spec!r}: {shown}{sig} looks like a TRL-style reward, which is "
                                  "called by keyword: name its second parameter completions (or add **kwargs)")
     column_like = [n for n in names if n in _TRL_NAMES]
     if column_like and names[:1] != ["batch"]:
-        raise UnknownRewardError(f"reward {spec!r}: {fn.__name__}{sig} names {column_like}, like a TRL-style reward, "
+        raise UnknownRewardError(f"reward {spec!r}: {shown}{sig} names {column_like}, like a TRL-style reward, "
                                  "but TRL-style rewards are called by keyword with lists, one item per completion: "
                                  "write it fn(prompts, completions, **kwargs) (plural names) returning one float or "
                                  "None per completion; a gradprobe reward is reward(batch, ctx)")

@@ -84,3 +84,29 @@ def test_one_line_cuts_long_text_and_shows_an_exit_code():
     assert one_line(ValueError("x" * 400)) == "ValueError: " + "x" * 300 + "..."
     assert one_line(SystemExit(3)) == "SystemExit: 3"
     assert one_line(KeyError("a\r\nb")) == "KeyError: 'a\\r\\nb'"
+
+
+CALLABLES = '''
+import functools
+
+class Scorer:
+    def __call__(self, prompt, completion):
+        return 1.0
+
+def _f(prompt, completion, scale):
+    return scale
+
+scorer = Scorer()
+part = functools.partial(_f, scale=1.0)
+'''
+
+
+@pytest.mark.parametrize("name, shown", [("scorer", "Scorer(prompt, completion)"),
+                                         ("part", "partial(prompt, completion, *, scale=1.0)")])
+def test_a_callable_object_or_partial_is_named_by_its_type(tmp_path, monkeypatch, name, shown):
+    """A callable without __name__ (an object with __call__, functools.partial) gets the same refusal, not an
+    AttributeError from the message."""
+    with plugin_module(tmp_path, monkeypatch, "callables_mod", CALLABLES) as get:
+        with pytest.raises(UnknownRewardError) as e:
+            get(name)
+    assert str(e.value).startswith(f"reward 'callables_mod:{name}': {shown} names ['prompt', 'completion'], like a ")
