@@ -348,14 +348,38 @@ def _falls(curve: ReferenceCurve) -> bool:
     return curve.params["A"] < curve.params["R0"] - 0.05
 
 
+#: Least fall (R0 - A, accuracy points) that withholds a verdict, whatever the fit's standard errors: a flat curve's
+#: fitted A and R0 differ by eval noise in either direction (:func:`_falls_clearly`).
+CLEAR_FALL = 1.0
+
+
+def _falls_clearly(curve: ReferenceCurve) -> bool:
+    """Whether ``curve`` falls beyond its noise: the fit's R0 - A and the evals' own drop (the mean at the first
+    update count minus the mean at the last) both above :data:`CLEAR_FALL` points, the drop also above twice its
+    standard error (sqrt(s_first^2 / k_first + s_last^2 / k_last), the evals' spread over k seeds there, where
+    both have 2 or more). A flat curve (a task the policy does not learn) has a fitted A below R0 by noise about
+    half the time, and a sigmoid whose shape is not identified can put that gap above a point: only a note then
+    (:func:`_falls`), no verdict withheld."""
+    p = curve.params
+    if not p["R0"] - p["A"] > CLEAR_FALL:
+        return False
+    pts = curve.points
+    first, last = (pts.loc[pts["update"] == u, "accuracy"].to_numpy(float) for u in (pts["update"].min(),
+                                                                                      pts["update"].max()))
+    drop = float(first.mean() - last.mean())
+    noise = math.sqrt(first.var(ddof=1) / first.size + last.var(ddof=1) / last.size) if min(first.size,
+                                                                                             last.size) > 1 else 0.0
+    return drop > max(CLEAR_FALL, 2.0 * noise)
+
+
 def curve_reasons(curve: ReferenceCurve) -> list[str]:
     """Why ``curve`` cannot carry a verdict at any budget, each clause ending with its fix: a fit that does not
     describe its evals (:attr:`~gradprobe.forecast.curves.ReferenceCurve.misfit`, :func:`~.curve_fit.fit_misfit`),
-    a falling curve (A below R0 by more than the printed precision: read off it, fewer effective updates forecast
+    a curve that falls beyond its noise (:func:`_falls_clearly`: read off it, fewer effective updates forecast
     more accuracy, so a costlier or less efficient reward looks better). Empty when it can."""
     reasons = [f"{curve.misfit}: check the curve"] if curve.misfit else []
     p = curve.params
-    if _falls(curve):
+    if _falls_clearly(curve):
         reasons.append(f"the reference curve falls (A {p['A']:.1f} < R0 {p['R0']:.1f} points), so read off it fewer "
                        "updates forecast more accuracy and a costlier reward looks better: check the curve")
     return reasons

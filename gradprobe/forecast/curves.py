@@ -324,11 +324,13 @@ class ReferenceCurve(CurveSources):
     def misfit(self) -> str | None:
         """Why the fit does not describe the curve's evals, or None when it does (the adequacy check,
         :func:`~.curve_fit.fit_misfit`: rmse over 4 accuracy points, or a seed-mean eval over 10 points from the
-        fit); judged once per curve, on the sigmoid fit whatever the mode, and kept. A forecast read off such a
-        curve gives no verdict."""
+        fit); judged once per curve, on the sigmoid fit, and kept. A forecast read off such a curve gives no
+        verdict. An ``empirical`` curve is not judged (None): inside its evals it reads their seed means, not the
+        fit (the mode exists for curves a sigmoid does not describe); beyond its last eval the forecast's
+        extrapolation note says it reads the fit."""
         if "_misfit" not in self.__dict__:
             n, y = self.points["update"].to_numpy(float), self.points["accuracy"].to_numpy(float)
-            self.__dict__["_misfit"] = fit_misfit(n, y, self._sigmoid(n))
+            self.__dict__["_misfit"] = None if self.mode == "empirical" else fit_misfit(n, y, self._sigmoid(n))
         return self.__dict__["_misfit"]
 
     @property
