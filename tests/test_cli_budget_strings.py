@@ -48,8 +48,10 @@ def test_token_counts_are_read_exactly(text, tokens):
     ("", f"expected {FORMS}; got ''"),
     ("0", f"must be > 0, got '0'; expected {FORMS}"),
     ("-250k", f"must be > 0, got '-250k'; expected {FORMS}"),
-    ("0.5", f"must be > 0, got '0.5'; expected {FORMS}"),
-    ("1e-999999999999", f"must be > 0, got '1e-999999999999'; expected {FORMS}"),
+    ("0.5", f"'0.5' is less than one token; expected {FORMS}"),
+    ("1e-999999999999", f"'1e-999999999999' is less than one token; expected {FORMS}"),
+    ("\u0661\u0662\u0663", f"expected {FORMS}; got '\u0661\u0662\u0663'"),  # Arabic-Indic digits: not ASCII
+    ("1e" + "0" * 5000 + "3", "expected " + FORMS + "; got '1e" + "0" * 5000 + "3'"),  # no digit-limit error
     ("1e19", "'1e19' is more tokens than a count can hold (at most 9223372036854775807)"),
     ("5e999999999999", "'5e999999999999' is more tokens than a count can hold (at most 9223372036854775807)"),
 ])

@@ -84,7 +84,7 @@ TOKEN_COUNT_FORMS = ("a whole number of tokens: an integer (250000), with a k, M
 #: a token count as written: digits (with _ between groups, as Python and TOML allow), an optional decimal part,
 #: then either an exponent or a k/M/G suffix (or neither)
 _TOKEN_COUNT = re.compile(r"(?P<number>[+-]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+))"
-                          r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>[kKMG]))?")
+                          r"(?:(?P<exponent>[eE][+-]?\d{1,30})|(?P<suffix>[kKMG]))?", re.ASCII)  # ASCII digits only
 _SUFFIX = {"k": 3, "K": 3, "M": 6, "G": 9}
 _TOKEN_COUNT_MAX = 2**63 - 1  # an int64: what the ledger and the JSON readers hold
 
@@ -106,7 +106,8 @@ def token_count(text: str) -> int:
     ------
     argparse.ArgumentTypeError
         ``text`` is none of these forms (``1.5k5``, ``nan``, ``inf``, ``250 k``), is not a whole number of tokens
-        (``250000.5``, ``1.0000005M``), is <= 0 or above 2**63 - 1; argparse prefixes the option
+        (``250000.5``, ``1.0000005M``), is <= 0, under one token (``0.5``), or above 2**63 - 1 (an exponent of
+        more than 30 digits is no form); only ASCII digits count; argparse prefixes the option
         (``argument --budget-tokens: ...``) and the message lists the accepted forms.
     """
     m = _TOKEN_COUNT.fullmatch(text.strip())
@@ -114,8 +115,10 @@ def token_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected {TOKEN_COUNT_FORMS}; got {text!r}")
     number = Decimal(m["number"].replace("_", ""))
     shift = int(m["exponent"][1:]) if m["exponent"] else _SUFFIX.get(m["suffix"] or "", 0)
-    if number <= 0 or number.adjusted() + shift < 0:  # <= 0, or under one token (0.5, 1e-3)
+    if number <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}; expected {TOKEN_COUNT_FORMS}")
+    if number.adjusted() + shift < 0:  # under one token (0.5, 1e-3)
+        raise argparse.ArgumentTypeError(f"{text!r} is less than one token; expected {TOKEN_COUNT_FORMS}")
     if number.adjusted() + shift > 19:  # beyond any int64: said so before the number is built
         raise argparse.ArgumentTypeError(f"{text!r} is more tokens than a count can hold (at most {_TOKEN_COUNT_MAX})")
     with localcontext() as ctx:  # exact: enough digits for every digit given (scaleb rounds to the precision)
