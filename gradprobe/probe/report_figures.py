@@ -5,7 +5,10 @@ right, <g_R, u> per reward with its 95% bootstrap interval over prompts. An arm 
 construction (:func:`by_construction`: cost only, the same cost per update as grpo, no interval) is not drawn as
 a measured point at 0: its probe forecast (``gain_probe`` with ``gain_probe_interval``) is drawn instead, in its
 own marker and colour, legend "probe (cost only: 0 by construction)"; without a finite probe forecast the arm is
-left out and a text annotation says why. :func:`ledger_figure`: generated tokens by category and tokens per update.
+left out and a text annotation says why. An arm read off a reference curve that gives no verdict at the budget
+(:func:`no_verdict`: the row's ``no_verdict_reason``) is not drawn at all, neither its forecast nor its probe
+forecast: its row is annotated :data:`NO_VERDICT_LABEL` in grey and the caption says why (the verdict table shows its
+numbers, marked). :func:`ledger_figure`: generated tokens by category and tokens per update.
 """
 
 from __future__ import annotations
@@ -17,10 +20,16 @@ import math
 from .. import figures as plt
 from ..forecast.special_rows import REFERENCE_VERDICT
 
-__all__ = ["interval_figure", "ledger_figure", "ledger_rows", "by_construction", "png", "BY_CONSTRUCTION_LABEL"]
+__all__ = ["interval_figure", "ledger_figure", "ledger_rows", "by_construction", "no_verdict", "png",
+           "BY_CONSTRUCTION_LABEL", "NO_VERDICT_LABEL", "NO_VERDICT_MARK"]
 
 #: legend entry of the probe forecasts drawn for arms whose cost-only forecast is 0 by construction
 BY_CONSTRUCTION_LABEL = "probe (cost only: 0 by construction)"
+#: the annotation at the row of an arm that gives no verdict (:func:`no_verdict`), drawn instead of its numbers
+NO_VERDICT_LABEL = "no verdict: not drawn (why: the verdict table)"
+#: How ``report.html``'s verdict table marks a number read off a reference curve that gives no verdict at the budget
+#: (a row's or the section's ``no_verdict_reason``), as :func:`gradprobe.forecast.format_forecast` marks it.
+NO_VERDICT_MARK = "*"
 
 
 def png(fig) -> str:
@@ -49,6 +58,13 @@ def by_construction(row: dict) -> bool:
             and not _finite_interval(row.get("gain_interval")))
 
 
+def no_verdict(row: dict) -> bool:
+    """Whether a forecast row is read off a reference curve that gives no verdict at the budget: its
+    ``no_verdict_reason`` (:func:`gradprobe.forecast.budget_forecast.no_verdict_reasons`) is set. Such a row's
+    numbers are not a forecast to plot."""
+    return bool(row.get("no_verdict_reason"))
+
+
 def _errorbar(ax, ys, values, intervals, **style):
     vals = [_num(v) for v in values]
     lo = [v - _num(iv[0]) if iv and len(iv) == 2 else 0.0 for v, iv in zip(vals, intervals)]
@@ -69,11 +85,14 @@ def _axes(ax, labels, xlabel, title):
 
 def _forecast_panel(ax, rows: list[dict], fc: dict, pct: int) -> None:
     """Measured forecasts in blue circles; by-construction arms as their probe forecast (orange diamonds) or,
-    without one, left out with a note at their row."""
-    special = [by_construction(r) for r in rows]
+    without one, left out with a note at their row; arms that give no verdict left out, :data:`NO_VERDICT_LABEL` in
+    grey at their row."""
+    silent = [no_verdict(r) for r in rows]
+    special = [by_construction(r) and not q for r, q in zip(rows, silent)]
+    skip = [s or q for s, q in zip(special, silent)]
     ys = list(range(len(rows)))
-    _errorbar(ax, ys, [math.nan if s else r.get("forecast_gain") for r, s in zip(rows, special)],
-              [None if s else r.get("gain_interval") for r, s in zip(rows, special)],
+    _errorbar(ax, ys, [math.nan if k else r.get("forecast_gain") for r, k in zip(rows, skip)],
+              [None if k else r.get("gain_interval") for r, k in zip(rows, skip)],
               fmt="o", color="#2166ac", ecolor="#555", label=f"forecast ({fc.get('method')})")
     drawn = [i for i, (r, s) in enumerate(zip(rows, special))
              if s and math.isfinite(_num(r.get("gain_probe"))) and _finite_interval(r.get("gain_probe_interval"))]
@@ -83,6 +102,9 @@ def _forecast_panel(ax, rows: list[dict], fc: dict, pct: int) -> None:
     for i in (i for i, s in enumerate(special) if s and i not in drawn):
         ax.annotate("cost only: 0 by construction, no probe forecast", (0, i), xytext=(4, 0),
                     textcoords="offset points", va="center", fontsize=8, color="#a01818")
+    for i in (i for i, q in enumerate(silent) if q):
+        ax.annotate(NO_VERDICT_LABEL, (0, i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8,
+                    color="#767676", style="italic")
     _axes(ax, [r["arm"] for r in rows], "forecast gain vs grpo (accuracy points)",
           f"forecast ({fc.get('method')}) at the budget, {pct}% intervals")
     if drawn:
@@ -118,9 +140,13 @@ def interval_figure(result: dict):
         _forecast_panel(axes[0, 0], rows, fc, pct)
         special = ("; an arm whose update costs what grpo's does has cost only's forecast 0 by construction, not a "
                    "measurement: it is drawn as the probe's forecast with its interval (orange diamond), or left out "
-                   "when the probe has none" if any(by_construction(r) for r in rows) else "")
+                   "when the probe has none" if any(by_construction(r) and not no_verdict(r) for r in rows)
+                   else "")
+        silent = ("; an arm read off a reference curve that gives no verdict at the budget is not drawn (its numbers "
+                  f"are not a forecast: the verdict table gives them, marked {NO_VERDICT_MARK}, and says why)"
+                  if any(no_verdict(r) for r in rows) else "")
         caption = (f"Left: each arm's forecast gain vs grpo at the budget with its {pct}% interval (accuracy points; "
-                   f"0 = as good as grpo for the same tokens){special}. Right: " + caption)
+                   f"0 = as good as grpo for the same tokens){special}{silent}. Right: " + caption)
     ax = axes[0, -1]
     _errorbar(ax, list(range(len(rewards))), [r.get("inner_product") for r in rewards],
               [r.get("interval") for r in rewards], fmt="o", color="#2166ac", ecolor="#555")

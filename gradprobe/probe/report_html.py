@@ -6,15 +6,19 @@ or attached to an issue. Sections:
 
 1. the verdict table: each arm's forecast gain vs grpo at the budget (accuracy points) with its interval
    and the verdict sentence of :func:`gradprobe.forecast.forecast_section` (plus the calibrated gain when
-   ``--calibration`` was given); without a reference curve, the note saying what a forecast needs; either way
-   the pre-screen's cost as a share of one grpo run's token budget (the line ``gradprobe probe`` prints) and the
-   section's notes;
+   ``--calibration`` was given); a row read off a reference curve that gives no verdict at the budget (its
+   ``no_verdict_reason``) is greyed, its verdict cell says ``no verdict at BUDGET: WHY`` instead of advice, and its
+   numbers read off the curve are marked ``*`` with a line under the table, as ``gradprobe probe`` prints them
+   (:func:`gradprobe.forecast.format_forecast`); without a reference curve, the note saying what a forecast needs;
+   either way the pre-screen's cost as a share of one grpo run's token budget (the line ``gradprobe probe`` prints)
+   and the section's notes;
 2. the raw per-reward table: <g_R, u>, its bootstrap interval over prompts, SNR, the first-order gain per
    update and at the budget (points), tokens per update c_R, and with ``--budget-seconds`` seconds per update and
    the raw first-order gain at the seconds budget;
 3. the intervals as a figure: forecast gain vs grpo (points) per arm, and <g_R, u> per reward, each with
    its interval (:mod:`gradprobe.probe.report_figures`; an arm whose cost-only forecast is 0 by construction is
-   drawn as the probe's forecast in its own marker, not as a measured 0);
+   drawn as the probe's forecast in its own marker, not as a measured 0; an arm that gives no verdict is left out,
+   its row annotated and the caption saying why);
 4. per-token heat maps, one per reward: the few completions whose summed term
    sum_t A^R_t a_t moves <g_R, u> most, each token coloured by its term A^R_t a_t (blue: pushes the update
    toward the reference u, red: against it; full colour at the 95th percentile of the shown |terms|; hover
@@ -35,9 +39,10 @@ import math
 from pathlib import Path
 
 from ..forecast.forecaster import format_budget
+from ..forecast.result import NO_VERDICT, no_verdict
 from ..forecast.section import RAW_GAINS_ABOVE, pre_screen_line  # the words format_forecast prints: one wording
 from ..outputs import write_text_atomic
-from .report_figures import interval_figure, ledger_figure, ledger_rows, png
+from .report_figures import NO_VERDICT_MARK, interval_figure, ledger_figure, ledger_rows, png
 
 
 __all__ = ["write_probe_report", "render_probe_report", "pick_completions", "colour_scale", "read_tokens", "REPORT"]
@@ -48,6 +53,8 @@ COMPLETIONS_PER_REWARD = 3
 #: quantile of the shown |A a| that gets full colour in the heat maps (:func:`colour_scale`)
 SCALE_QUANTILE = 0.95
 _BLUE, _RED = (33, 102, 172), (178, 24, 43)  # ColorBrewer RdBu ends: toward / against the reference
+#: What the line under the verdict table says a marked number is (the console's words).
+NO_VERDICT_WORDS = "read off a reference curve that gives no verdict here"
 
 _TEMPLATE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>gradprobe probe report: {{ cfg.model }} on {{ cfg.task }}</title>
@@ -56,6 +63,7 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 td.n{text-align:right;font-family:monospace}img{max-width:100%}figure{margin:1.5em 0}
 p.note{background:#fff4d6;padding:6px 10px;border-left:4px solid #e0a800}
 td.verdict{font-weight:bold}.worth{color:#1a6e1a}.not{color:#a01818}
+tr.noverdict td{color:#767676;background:#f4f4f4}td.verdict.noverdict{font-weight:normal;font-style:italic}
 .heat{font-family:monospace;white-space:pre-wrap;border:1px solid #ddd;padding:6px;margin:.4em 0 1em;font-size:95%}
 .heat span{border-radius:2px}.meta{font-size:85%;color:#555}
 .scale{display:inline-block;width:240px;height:12px;vertical-align:middle;border:1px solid #bbb;
@@ -73,20 +81,24 @@ Batch mean reward {{ fmt(batch.mean_reward, ".3f") }}, truncation rate {{ fmt(ba
 
 <h2>Verdict</h2>
 {% if forecast.available %}
-<p>Forecast vs grpo at {{ budget_s }} (grpo reaches {{ fmt(forecast.grpo_accuracy, ".1f") }} points there), by the
+<p>Forecast vs grpo at {{ budget_s }} (grpo reaches {{ fmt(forecast.grpo_accuracy, ".1f") }}{{ nv_mark(forecast) }}{#
+#} points there), by the
 <b>{{ forecast.method }}</b> forecaster ({{ forecast.method_choice }}); reference curve: {{ forecast.curve }}.
 Gains in accuracy points, {{ level }}% intervals; method: the forecaster behind each row's gain (rho is used by
 the probe and signal-proxy forecasters only, not by cost only).</p>
 <table id="verdicts"><tr><th>arm</th><th>reward</th><th>tokens / update</th><th>rho</th><th>forecast accuracy</th>
 <th>gain vs grpo</th><th>interval</th>{% if calibrated %}<th>calibrated gain</th><th>calibrated interval</th>{% endif %}
 <th>method</th><th>verdict</th></tr>
-{% for r in forecast.rows %}<tr><td>{{ r.arm }}</td><td>{{ r.reward }}</td><td class="n">{{ fmt(r.tokens_per_update, ",.0f") }}</td>
-<td class="n">{{ fmt(r.rho, ".2f") }}</td><td class="n">{{ fmt(r.forecast_accuracy, ".1f") }}</td>
-<td class="n">{{ fmt(r.forecast_gain, "+.1f") }}</td><td class="n">{{ interval(r.gain_interval, "+.1f") }}</td>
-{% if calibrated %}<td class="n">{{ fmt(calibrated.get(r.reward, {}).get("gain"), "+.1f") }}</td>
-<td class="n">{{ interval(calibrated.get(r.reward, {}).get("interval"), "+.1f") }}</td>{% endif %}
-<td>{{ r.method or "n/a" }}</td><td class="verdict {{ verdict_class(r.verdict) }}">{{ r.verdict }}</td></tr>
-{% endfor %}</table>
+{% for r in forecast.rows %}{% set m = nv_mark(r) %}<tr{% if m %} class="noverdict"{% endif %}><td>{{ r.arm }}</td>{#
+#}<td>{{ r.reward }}</td><td class="n">{{ fmt(r.tokens_per_update, ",.0f") }}</td>
+<td class="n">{{ fmt(r.rho, ".2f") }}</td><td class="n">{{ fmt(r.forecast_accuracy, ".1f") }}{{ m }}</td>
+<td class="n">{{ fmt(r.forecast_gain, "+.1f") }}{{ m }}</td>{#
+#}<td class="n">{{ interval(r.gain_interval, "+.1f") }}{{ m }}</td>
+{% if calibrated %}<td class="n">{{ fmt(calibrated.get(r.reward, {}).get("gain"), "+.1f") }}{{ m }}</td>
+<td class="n">{{ interval(calibrated.get(r.reward, {}).get("interval"), "+.1f") }}{{ m }}</td>{% endif %}
+<td>{{ r.method or "n/a" }}</td><td class="verdict {{ verdict_class(r) }}">{{ verdict_text(r, budget_s) }}</td></tr>
+{% endfor %}</table>{% if no_verdict_line %}
+<p class="note" id="no-verdict">{{ no_verdict_line }}</p>{% endif %}
 {% if forecast.budget.seconds_note %}<p class="note">--budget-seconds {{ "{:g}".format(forecast.budget.seconds) }}:
 {{ forecast.budget.seconds_note }}</p>{% endif %}
 {% for line in pre_screen %}<p id="pre-screen">{{ line }}</p>{% endfor %}
@@ -155,9 +167,40 @@ def _interval(iv, spec: str) -> str:
     return f"[{format(iv[0], spec)}, {format(iv[1], spec)}]"
 
 
-def _verdict_class(verdict: str) -> str:
-    v = str(verdict or "")
+def _verdict_class(row: dict) -> str:
+    """The verdict cell's colour class: ``noverdict`` (grey) for a row with a ``no_verdict_reason``, whatever its
+    verdict says; else ``worth`` (green) / ``not`` (red) by the verdict's first words, or none."""
+    if row.get("no_verdict_reason"):
+        return "noverdict"
+    v = str(row.get("verdict") or "")
     return "not" if v.startswith("not worth") else ("worth" if v.startswith("worth") else "")
+
+
+def _nv_mark(row: dict) -> str:
+    """:data:`NO_VERDICT_MARK` for a forecast row (or the section, for grpo's accuracy in the title) read off a
+    reference curve that gives no verdict at the budget (its ``no_verdict_reason``), else ''."""
+    return NO_VERDICT_MARK if row.get("no_verdict_reason") else ""
+
+
+def _verdict_text(row: dict, budget_s: str) -> str:
+    """A row's verdict cell: its ``verdict``; for a row with a ``no_verdict_reason`` whose verdict does not start
+    ``no verdict at`` (a hand-edited or foreign ``probe.json``), ``no verdict at BUDGET: WHY`` instead, so the page
+    never shows advice the forecast refused (:func:`gradprobe.forecast.result.no_verdict`)."""
+    v, why = str(row.get("verdict") or ""), row.get("no_verdict_reason")
+    if why and not v.startswith(NO_VERDICT):
+        return no_verdict(budget_s.removesuffix(" tokens") or "the budget", str(why))
+    return v
+
+
+def _no_verdict_line(fc: dict) -> str | None:
+    """The line under the verdict table when a number in it is marked :data:`NO_VERDICT_MARK`: the console's
+    (:func:`gradprobe.forecast.format_forecast`), the reason said where no row's verdict says it (grpo alone, or
+    every other arm without gradient); None when the curve gives verdicts."""
+    if any(r.get("no_verdict_reason") for r in fc.get("rows") or []):
+        return f"{NO_VERDICT_MARK} {NO_VERDICT_WORDS} (why: in the row's verdict); not advice"
+    if fc.get("no_verdict_reason"):
+        return f"{NO_VERDICT_MARK} {NO_VERDICT_WORDS}: {fc['no_verdict_reason']}"
+    return None
 
 
 def read_tokens(out: Path) -> list[dict]:
@@ -275,7 +318,9 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
         level=int(round(100 * float(fc.get("level") or 0.95))),
         images={"intervals": intervals_png, "ledger": png(ledger_figure(result))}, intervals_caption=caption,
         heatmaps=_heatmaps(tokens, [r["name"] for r in rewards], per_reward), per_reward=per_reward,
-        ledger_rows=ledger_rows(result), secs=cfg.get("budget_seconds"), fmt=_fmt, interval=_interval, verdict_class=_verdict_class,
+        ledger_rows=ledger_rows(result), secs=cfg.get("budget_seconds"), fmt=_fmt, interval=_interval,
+        verdict_class=_verdict_class, verdict_text=_verdict_text, nv_mark=_nv_mark,
+        no_verdict_line=_no_verdict_line(fc),
         red=_RED, blue=_BLUE, versions=", ".join(f"{k} {v}" for k, v in (result.get("versions") or {}).items()))
 
 
