@@ -17,7 +17,17 @@ calib never rewrites gradprobe's ``probe.json`` (issue 15): the calibrated numbe
   its intervals were validated on other rewards); the number is still computed, and the warnings
   say which field (or reward) is outside. ``outcome`` is never flagged by the reward check. A reward
   outside the domain without a calibrated gain (no gradient on the probe batch, or no forecast) is
-  flagged too: its warning says it has no calibrated gain, and its note says why.
+  flagged too: its warning says it has no calibrated gain, and its note says why;
+- ``caveats``: what the calibrated gain cannot tell, each with a note: ``tied`` (other rewards have the same
+  forecast, so the same calibrated gain: the calibration cannot tell them apart, e.g. rewards of equal tokens per
+  update under cost only), ``intercept only`` (a linear calibration's reward forecast at 0: its calibrated gain is
+  the intercept alone, the mean offset of the fitted runs from GRPO), ``shift only`` (every reward, when the slope's
+  interval over the calibration's studies includes 0: :func:`slope_interval`).
+
+The calibration is applied to the forecaster it was fitted on (``calibration.forecaster``), never to another: when
+the probe's verdicts quote another forecaster (``gradprobe probe --forecaster probe`` with the shipped cost-only
+calibration), the title says whose gain is calibrated and a note says it is not the verdicts' forecaster
+(:func:`forecaster_mismatch_note`; ``calibration.verdict_forecaster``, ``calibration.calibrates_verdict``).
 
 ``outcome`` is GRPO itself: its calibrated gain vs itself is 0 with interval [0, 0] by definition.
 
@@ -39,18 +49,24 @@ import warnings as _warnings
 from pathlib import Path
 
 import pandas as pd
+from scipy.stats import t as student_t
+from sklearn.base import clone
 
 from gradprobe.layout import CALIBRATED_JSON, PROBE_JSON
 from gradprobe.outputs import OutputDirError
 
 from .domain import CalibrationDomainWarning, DomainWarning, check_domain, check_rewards, probe_identity
-from .files import write_json
+from .files import json_float, write_json
+from .forecaster_choice import PROBE_FORECASTERS
 from .model import Calibration, load_calibration
 from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, check_probe_budgets,
                           first_order_gain, load_probe, probe_features, probe_forecasts)
+from .validation import PLURAL, group_labels
 
 __all__ = ["apply_calibration", "calibrate", "calibrate_probe", "check_applicable", "write_calibrated",
            "format_calibrated", "rewrite_probe_json", "CALIBRATED_NAME", "CALIBRATED_FORMAT",
+           "forecaster_name", "verdict_forecaster", "forecaster_mismatch_note", "slope_interval", "FORECASTER_NAMES",
+           "SLOPE_LEVEL", "TIED", "INTERCEPT_ONLY", "SHIFT_ONLY",
            "CalibrationDomainWarning",
            # what calib reads from a probe (calib.probe_input), importable from here as before
            "REFERENCE_REWARD", "SECTION_COLUMNS", "CalibrationApplyError", "first_order_gain", "load_probe",
@@ -114,9 +130,12 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         ``notes`` (the warnings plus one note per reward without a calibrated gain: a reward that gives no
         gradient on the probe batch, ``no_signal`` in ``probe.json``, with its ``no_signal_reason``; rewards
         the forecaster cannot say anything about, and those whose forecast row gives no verdict, with its
-        ``no_verdict_reason``: their calibrated gain is NaN), ``rewards`` (module docstring), ``target``. A reward
-        outside the domain is marked ``outside_domain`` whether or not it has a calibrated gain; the
-        warning of one without (NaN) says so instead of "still computed".
+        ``no_verdict_reason``: their calibrated gain is NaN; then the notes on ``caveats``, then the note when the
+        calibration corrects another forecaster than the verdicts'), ``rewards`` (module docstring), ``target``.
+        ``calibration`` also holds ``forecaster_name``, ``verdict_forecaster``, ``calibrates_verdict``,
+        ``forecaster_note`` and ``slope`` (:func:`_calibration_block`). A reward outside the domain is marked
+        ``outside_domain`` whether or not it has a calibrated gain; the warning of one without (NaN) says so
+        instead of "still computed".
 
     Raises
     ------
@@ -152,22 +171,130 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
                 "calibrated_gain": values[n][0], "calibrated_interval": values[n][1],
                 "outside_domain": probe_outside or n in off_rewards}
                for n in names]
-    dom = calibration.domain
+    block = _calibration_block(calibration, source, probe_result)
+    # what the calibrated numbers cannot say: another forecaster than the verdict's, equal forecasts, a mere shift
+    notes += _information_notes(calibration, rewards, probe_result, block) + \
+        ([block["forecaster_note"]] if block["forecaster_note"] else [])
     return {
         "format": CALIBRATED_FORMAT, "format_version": 1,
         "target": f"realized gain vs GRPO ({REFERENCE_REWARD}) at the probe's {calibration.budget} budget, accuracy "
                   "points, one training run",
         "probe": {"model": me["model"]["key"], "task": me["task"]["key"], "budgets": me["budgets"]},
         "budget": calibration.budget, "budget_value": me["budgets"].get(calibration.budget, math.nan),
-        "calibration": {"source": source, "format_version": calibration.format_version,
-                        "forecaster": calibration.forecaster, "method": calibration.method, "cv": calibration.cv,
-                        "interval": calibration.interval, "confidence_level": calibration.confidence_level,
-                        "training_rows": int(len(calibration.rows)), "studies": [s["key"] for s in dom.studies],
-                        "models": [m["key"] for m in dom.models], "tasks": [t["key"] for t in dom.tasks],
-                        "arms": dom.arms, "arm_rewards": dom.rewards, "arm_loss_types": dom.loss_types,
-                        "budget_range": dom.budget_range, "fitted_with": calibration.versions},
-        "outside_domain": outside, "warnings": warnings, "notes": notes, "rewards": rewards,
+        "calibration": block, "outside_domain": outside, "warnings": warnings, "notes": notes, "rewards": rewards,
     }
+
+
+def _calibration_block(calibration: Calibration, source: str, probe_result: dict) -> dict:
+    """``calibrated.json``'s ``calibration``: where the calibration came from, what it corrects and its domain;
+    ``forecaster_name`` (the corrected column as ``gradprobe probe --forecaster`` names it), ``verdict_forecaster``
+    (the forecaster of ``probe_result``'s forecast section, None without one), ``calibrates_verdict`` (the two are
+    the same; None without a section), ``forecaster_note`` (:func:`forecaster_mismatch_note`, None when they match)
+    and ``slope`` (:func:`slope_interval`)."""
+    dom = calibration.domain
+    verdict = verdict_forecaster(probe_result)
+    name = forecaster_name(calibration.forecaster)
+    return {"source": source, "format_version": calibration.format_version,
+            "forecaster": calibration.forecaster, "method": calibration.method, "cv": calibration.cv,
+            "interval": calibration.interval, "confidence_level": calibration.confidence_level,
+            "training_rows": int(len(calibration.rows)), "studies": [s["key"] for s in dom.studies],
+            "models": [m["key"] for m in dom.models], "tasks": [t["key"] for t in dom.tasks],
+            "arms": dom.arms, "arm_rewards": dom.rewards, "arm_loss_types": dom.loss_types,
+            "budget_range": dom.budget_range, "fitted_with": calibration.versions,
+            "forecaster_name": name, "verdict_forecaster": verdict,
+            "calibrates_verdict": None if verdict is None else verdict == name,
+            "forecaster_note": forecaster_mismatch_note(calibration, probe_result),
+            "slope": slope_interval(calibration)}
+
+
+#: A calibration's forecaster column -> the forecaster as ``gradprobe probe --forecaster`` and its forecast section
+#: name it (a version-1 calibration's ``predicted_gain`` is the raw first-order gain, never a verdict's).
+FORECASTER_NAMES = {**PROBE_FORECASTERS, "forecast_first_order": "raw first order",
+                    "predicted_gain": "raw first order"}
+
+#: The level of the slope interval of :func:`slope_interval`.
+SLOPE_LEVEL = 0.95
+
+#: The marks of :func:`format_calibrated` (and the ``caveat`` of :func:`apply_calibration`'s table): a calibrated gain
+#: equal to other rewards' because their forecasts are equal; one that is the linear calibration's intercept alone
+#: (its forecast is 0); every gain of a calibration whose slope interval includes 0.
+TIED, INTERCEPT_ONLY, SHIFT_ONLY = "tied", "intercept only", "shift only"
+
+
+def forecaster_name(column: str) -> str:
+    """The forecaster a calibration corrects (its column, ``forecast_cost_only``) as ``gradprobe probe
+    --forecaster`` names it (``cost_only``); a column it does not know is returned as it is."""
+    return FORECASTER_NAMES.get(column, column)
+
+
+def verdict_forecaster(probe_result: dict) -> str | None:
+    """The forecaster whose gains ``probe_result``'s forecast section quotes in its verdicts (its ``method``:
+    ``probe``, ``cost_only`` or ``signal_proxy``, as asked with ``--forecaster`` or chosen by ``auto``); None when
+    the result has no forecast section, or one without a forecast."""
+    section = probe_result.get("forecast")
+    method = section.get("method") if isinstance(section, dict) and section.get("available") else None
+    return method if isinstance(method, str) and method else None
+
+
+def forecaster_mismatch_note(calibration: Calibration, probe_result: dict) -> str | None:
+    """The note when the calibration corrects another forecaster than the one ``probe_result``'s verdicts quote
+    (:func:`verdict_forecaster`), None when they are the same or there is no verdict.
+
+    The calibration is applied to the gain of the forecaster it was fitted on, never to the verdict's: its map and
+    its conformal intervals were measured on that forecaster's errors, and say nothing about another's. The note says
+    so, and how to calibrate the verdict's forecaster instead.
+    """
+    verdict, mine = verdict_forecaster(probe_result), forecaster_name(calibration.forecaster)
+    if verdict is None or verdict == mine:
+        return None
+    choice = str((probe_result.get("forecast") or {}).get("method_choice") or "")
+    how = "chosen by --forecaster auto" if choice.startswith("auto") else f"--forecaster {verdict}"
+    return (f"this calibration corrects {mine} ({calibration.forecaster}), not {verdict}, the forecaster of the "
+            f"verdicts ({how}): the forecast and calibrated columns here are {mine}'s gain and its calibration, not a "
+            f"calibration of the {verdict} gains the verdicts quote (a calibration is valid only for the forecaster "
+            f"it was fitted on); to calibrate those, fit one with `calib fit ROWS.csv --forecaster forecast_{verdict} "
+            "--out FILE.json` and pass --calibration FILE.json")
+
+
+def slope_interval(calibration: Calibration) -> dict | None:
+    """The slope of a linear calibration of one forecaster, with an interval from its studies (None for another
+    method, or several features).
+
+    The interval is the delete-one-group jackknife (Efron & Tibshirani 1993, "An Introduction to the Bootstrap",
+    ch. 11; groups as the calibration's conformal folds, ``cv``: studies by default, as in MacKinnon, Nielsen & Webb
+    2023, "Cluster-robust inference: a guide to empirical practice", its CV3 jackknife): refit without each of the
+    G groups, slopes s_g; se = sqrt((G - 1) / G * sum_g (s_g - mean s)^2); slope +- t(G - 1, (1 + L) / 2) se at
+    level L = :data:`SLOPE_LEVEL`. With few groups it is approximate (the same caveat as :mod:`calib.bootstrap`).
+
+    Returns
+    -------
+    dict or None
+        ``{"value": slope (accuracy points realized per point forecast), "intercept": points, "interval": [lo, hi]
+        (None with under 2 groups), "level", "groups": G, "method", "includes_zero": bool (None without an
+        interval)}``. The calibrated gain is intercept + slope * forecast; an interval that includes 0 means the
+        studies do not show that the calibration's output depends on the forecast at all (a shift only).
+    """
+    if calibration.method != "linear" or len(calibration.features) != 1:
+        return None
+    X = calibration.rows[list(calibration.features)].to_numpy(float)
+    y = calibration.rows["target"].to_numpy(float)
+    est = calibration.estimator
+    out = {"value": float(est.coef_[0]), "intercept": float(est.intercept_), "interval": None,
+           "level": SLOPE_LEVEL, "groups": 0, "method": f"delete-one-{calibration.cv} jackknife",
+           "includes_zero": None}
+    groups = group_labels(calibration.rows, calibration.cv)
+    labels = sorted(set(groups))
+    out["groups"] = len(labels)
+    if len(labels) < 2:
+        return out
+    slopes = [float(clone(est).fit(X[groups != g], y[groups != g]).coef_[0]) for g in labels]
+    n = len(slopes)
+    mean = sum(slopes) / n
+    se = math.sqrt((n - 1) / n * sum((s - mean) ** 2 for s in slopes))
+    half = float(student_t.ppf((1 + SLOPE_LEVEL) / 2, n - 1)) * se
+    lo, hi = out["value"] - half, out["value"] + half
+    out.update(interval=[lo, hi], includes_zero=bool(lo <= 0 <= hi))
+    return out
 
 
 def _calibrated_values(calibration: Calibration, feats, others: list, skip: set) -> tuple[list, dict]:
@@ -180,6 +307,73 @@ def _calibrated_values(calibration: Calibration, feats, others: list, skip: set)
         values.update({n: (float(p), [float(a), float(b)]) for n, p, a, b in zip(ok, point, lo, hi)})
     values[REFERENCE_REWARD] = (0.0, [0.0, 0.0])
     return ok, values
+
+
+def _information_notes(calibration: Calibration, rewards: list[dict], probe_result: dict, block: dict) -> list[str]:
+    """What the calibrated gains cannot tell, as notes; each reward entry gets ``caveats`` (a list, in place):
+    :data:`TIED` for rewards whose forecasts are equal (equal forecasts map to equal calibrated gains: the
+    calibration cannot tell them apart), :data:`INTERCEPT_ONLY` for a linear calibration's reward forecast at 0 (its
+    calibrated gain is the intercept alone), :data:`SHIFT_ONLY` for every reward when the slope interval includes 0
+    (:func:`slope_interval`). grpo itself (gain 0 by definition) and rewards without a calibrated gain get none."""
+    for r in rewards:
+        r["caveats"] = []
+    given = [r for r in rewards if r["name"] != REFERENCE_REWARD and math.isfinite(r["calibrated_gain"])]
+    ties: dict[float, list[dict]] = {}
+    for r in given:
+        ties.setdefault(round(r["forecast"], 9), []).append(r)
+    notes = [_tie_note(calibration.forecaster, tied, probe_result, block) for tied in ties.values() if len(tied) > 1]
+    slope = block["slope"]
+    if slope is None:
+        return notes
+    if slope["includes_zero"]:
+        for r in given:
+            r["caveats"].append(SHIFT_ONLY)
+        lo, hi = slope["interval"]
+        groups = PLURAL.get(calibration.cv, "groups")
+        return notes + [f"the calibration's slope on {calibration.forecaster} is {slope['value']:+.3f}, and its "
+                        f"{slope['level']:.0%} {slope['method']} interval over its {slope['groups']} {groups}, "
+                        f"[{lo:+.3f}, {hi:+.3f}], includes 0: the studies do not show that the calibrated gain depends "
+                        f"on the forecast, so every calibrated gain here is its intercept ({slope['intercept']:+.3f}) "
+                        "plus a change not distinguished from none: a shift, not a ranking of the rewards"]
+    zero = [r for r in given if r["forecast"] == 0.0]
+    for r in zero:
+        r["caveats"].append(INTERCEPT_ONLY)
+    if zero:
+        one = len(zero) == 1
+        why = ": the same tokens per update as grpo" if calibration.forecaster == "forecast_cost_only" else ""
+        notes.append(f"{[r['name'] for r in zero]} {'has' if one else 'have'} {calibration.forecaster} 0 (no "
+                     f"difference from grpo{why}), so {'its' if one else 'their'} calibrated gain "
+                     f"{slope['intercept']:+.3f} is the calibration's intercept alone: the mean offset from grpo of "
+                     f"the runs it was fitted on, the same for any reward forecast at 0, not a measurement of "
+                     f"{'it' if one else 'them'}")
+    return notes
+
+
+def _tie_note(col: str, tied: list[dict], probe_result: dict, block: dict) -> str:
+    """The note on rewards ``tied`` whose ``col`` forecasts are equal (so are their calibrated gains); each gets
+    :data:`TIED`. For cost only: the tokens per update they share; when the verdicts quote another forecaster, its
+    gains of these rewards (from the forecast section), which may differ."""
+    for r in tied:
+        r["caveats"].append(TIED)
+    names = [r["name"] for r in tied]
+    tokens = {e.get("name"): e.get("tokens_per_update") for e in probe_result.get("rewards") or []}
+    shared = {tokens.get(n) for n in names}
+    why = ""
+    if col == "forecast_cost_only":
+        why = "; cost only reads only the tokens per update" + (
+            f": {next(iter(shared)):,} for each" if len(shared) == 1 and isinstance(next(iter(shared)), int) else "")
+    verdict = block["verdict_forecaster"]
+    other = ""
+    if verdict is not None and verdict != block["forecaster_name"]:
+        key = SECTION_COLUMNS.get(f"forecast_{verdict}")
+        rows = {r.get("arm") or r.get("reward"): r for r in (probe_result.get("forecast") or {}).get("rows") or []
+                if isinstance(r, dict)}
+        values = {n: json_float(rows[n].get(key)) for n in names if n in rows}
+        gains = [f"{n} {v:+.1f}" for n, v in values.items() if math.isfinite(v)]
+        other = f"; the {verdict} gains the verdicts quote: {', '.join(gains)}" if gains else ""
+    return (f"{names} have the same {col} ({tied[0]['forecast']:+.3f}{why}), so the calibration gives them the same "
+            f"calibrated gain ({tied[0]['calibrated_gain']:+.3f}) and interval: it cannot tell them apart, and the "
+            f"difference between them is not measured by it{other}")
 
 
 def _without_gain(w: DomainWarning) -> DomainWarning:
@@ -286,16 +480,20 @@ def format_calibrated(document: dict) -> str:
     doc = document.get("calibration") if document.get("format") != CALIBRATED_FORMAT else document
     c = doc["calibration"]
     lvl = c["confidence_level"]
-    lines = ["", f"calibrated gain vs GRPO at {doc['budget_value']:,.0f} {doc['budget']} ({c['method']} correction of "
-                 f"{c['forecaster']}, {lvl:.0%} conformal interval for one run; fitted on {c['training_rows']} runs of "
-                 f"{len(c['arms'])} arms, {', '.join(c['models'])})",
+    mismatch = c.get("forecaster_note")  # another forecaster than the verdicts': said at the top, not at the bottom
+    whose = f" of {c.get('forecaster_name')}'s gain, not {c.get('verdict_forecaster')}'s" if mismatch else ""
+    lines = ["", f"calibrated gain vs GRPO at {doc['budget_value']:,.0f} {doc['budget']}{whose} ({c['method']} "
+                 f"correction of {c['forecaster']}, {lvl:.0%} conformal interval for one run; fitted on "
+                 f"{c['training_rows']} runs of {len(c['arms'])} arms, {', '.join(c['models'])})",
+             *([f"note: {mismatch}"] if mismatch else []),
              f"{'reward':<16}{'forecast':>10}{'calibrated':>12}{'interval':>24}"]
     for r in doc["rewards"]:
         lo, hi = r["calibrated_interval"]
         iv = "n/a" if math.isnan(r["calibrated_gain"]) else f"[{lo:+.3f}, {hi:+.3f}]"
-        mark = "  outside domain" if r["outside_domain"] else ""
+        marks = list(r.get("caveats") or []) + (["outside domain"] if r["outside_domain"] else [])
+        mark = "".join(f"  {m}" for m in marks)
         lines.append(f"{r['name']:<16}{_f(r['forecast']):>10}{_f(r['calibrated_gain']):>12}{iv:>24}{mark}")
-    lines += [f"note: {n}" for n in doc["notes"]]
+    lines += [f"note: {n}" for n in doc["notes"] if n != mismatch]
     return "\n".join(lines)
 
 
@@ -350,7 +548,9 @@ def apply_calibration(calibration, probe_result, *, source: str | None = None):
         ``interval_low``/``interval_high`` (the conformal interval for one training run at
         ``attrs["document"]["calibration"]["confidence_level"]``; +-inf with too few rows),
         ``outside_domain`` (bool: the probe's model, task or budget, or this reward, is outside the
-        calibration's domain; the warnings in ``attrs["document"]["warnings"]`` name which).
+        calibration's domain; the warnings in ``attrs["document"]["warnings"]`` name which), ``caveat`` (what
+        the calibrated gain cannot tell, ``""`` for nothing: ``tied``, ``intercept only``, ``shift only``, comma
+        separated; the notes say why: :func:`calibrate`).
         ``outcome`` is 0 with interval [0, 0] by definition.
         ``.attrs["document"]`` is the ``calibrated.json`` content (``notes``, ``warnings``, domain).
 
@@ -398,7 +598,8 @@ def _apply(calibration, probe_result, *, source: str | None):
     table = pd.DataFrame([{"reward": r["name"], "forecast": r["forecast"], "calibrated_gain": r["calibrated_gain"],
                            "interval_low": float(r["calibrated_interval"][0]),
                            "interval_high": float(r["calibrated_interval"][1]),
-                           "outside_domain": bool(r["outside_domain"])} for r in doc["rewards"]]).set_index("reward")
+                           "outside_domain": bool(r["outside_domain"]), "caveat": ", ".join(r["caveats"])}
+                          for r in doc["rewards"]]).set_index("reward")
     table.attrs["document"] = doc
     _warn_outside(doc)
     return table
