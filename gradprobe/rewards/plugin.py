@@ -15,7 +15,9 @@
 A module name is looked up with the working directory first on ``sys.path``, as ``python -m`` does; a file's
 folder is put on ``sys.path`` as ``python FILE.py`` does, so the file may import modules beside it (each one's
 sha256 is recorded with the file's, :func:`plugin_identity`'s ``modules``, found by reading the import
-statements of the files, not by what was imported); a
+statements of the files, not by what was imported: a file beside it named like a standard-library module, or an
+installed one already imported, is not one, since ``import json`` gets the standard library's; nor is an import
+under ``if TYPE_CHECKING:``); a
 function that fits neither form is refused when the reward is loaded, before any rollout. A plan's rewards
 by import path are imported when a run or study starts, not when the plan is read, so reading or analysing
 a study needs none of their code.
@@ -38,6 +40,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -182,7 +185,7 @@ def _identity(spec: str, mod) -> dict:
     file = getattr(mod, "__file__", None)
     path = str(Path(file).resolve()) if file else None
     return {"spec": spec, "file": path, "sha256": _module_sha(mod, path),
-            "modules": _helper_modules(spec, Path(path)) if path else {}}
+            "modules": _helper_modules(spec, Path(os.path.abspath(file))) if path else {}}
 
 
 def _module_sha(mod, path: str | None) -> str | None:
@@ -200,71 +203,133 @@ def _module_sha(mod, path: str | None) -> str | None:
 
 def _helper_modules(spec: str, file: Path) -> dict[str, str]:
     """``{path relative to file's folder ('/'-separated): sha256}`` of each helper module of the plug-in module
-    file ``file`` (loaded for the reward ``spec``): the ``.py`` files under ``file``'s folder (its
-    subfolders too) that its import statements name, and theirs in turn (:func:`_static_helpers`), ``file`` itself
-    excluded. A pure function of the files on disk: nothing is imported and ``sys.modules`` is not read, so the same
-    reward gives the same record in any process, whatever that process imported before (another reward sharing a
-    helper, the user's script, a notebook).
+    file ``file`` (its ``__file__``, absolute, as imported: not resolved; loaded for the reward ``spec``): the
+    ``.py`` files under ``file``'s folder (its subfolders too) that its import statements name and would load, and
+    theirs in turn (:func:`_static_helpers`), ``file`` itself excluded. Read from the files on disk (nothing is
+    imported), so the same reward gives the same record in any process whatever of the user's code that process
+    imported before (another reward sharing a helper, the user's script, a notebook); what a name resolves to
+    (:func:`_loads_local`) depends only on the standard library's names, ``sys.path`` and the installed modules
+    already imported.
 
     Names are resolved against one root folder: for a ``FILE.py:fn`` reward, the file's folder (put first on
     ``sys.path`` when it is loaded); for a ``pkg.mod:fn`` reward, the ``sys.path`` entry the package was found under
     (the file's path less the module name's parts: ``src/`` for ``src/pkg/mod.py``), so that ``import pkg.shared``
     and ``from .shared import x`` find ``src/pkg/shared.py``. Only files under the reward file's own folder are
     recorded, and followed (``pkg/`` for ``pkg.mod``, whose ``__init__.py`` is one; a parent package's is not):
-    the code beside the reward's that runs with it."""
-    folder = file.parent
+    the code beside the reward's that runs with it. The root and the folder are taken from the path the module was
+    imported by, ``file``, and the path resolved when that does not end in the module's name, so that a folder
+    reached through a symbolic link (``src/pkg -> /elsewhere/pkg``, a ``sys.path`` entry that is a link) gives the
+    same record as the folder itself; the files are compared with their folders resolved."""
     module = spec.rpartition(":")[0].strip()
     parts = [] if module.endswith(".py") or os.sep in module or "/" in module else module.split(".")
-    tail = folder.parts if file.name == "__init__.py" else file.with_suffix("").parts
-    root = Path(*tail[:-len(parts)]) if parts and len(tail) > len(parts) and list(tail[-len(parts):]) == parts \
-        else folder
-    return _static_helpers(file, root, folder, [module] if parts else [])
+    for path in dict.fromkeys([file, Path(os.path.realpath(file))]):  # as imported first, then resolved
+        tail = path.parent.parts if path.name == "__init__.py" else path.with_suffix("").parts
+        if parts and len(tail) > len(parts) and list(tail[-len(parts):]) == parts:
+            return _static_helpers(path, Path(*tail[:-len(parts)]), path.parent, [module])
+    return _static_helpers(file, file.parent, file.parent, [])
 
 
 def _static_helpers(file: Path, root: Path, folder: Path, names: list[str]) -> dict[str, str]:
     """``{path relative to folder: sha256}`` of the ``.py`` files under ``folder`` that the import statements of
     ``file`` name, and those of each file found, recursively (:func:`_imported_names`, :func:`_module_files`; names
     resolved against ``root``), ``file`` excluded: module level and inside function and class bodies alike (a lazy
-    ``import helper`` in the reward function counts), an import under ``if TYPE_CHECKING:`` or in a ``try:`` too.
-    ``names``: the dotted names ``file`` itself is imported under (its packages' ``__init__.py`` run with it).
+    ``import helper`` in the reward function counts, and one in a ``try:``), but not under ``if TYPE_CHECKING:``
+    (``typing.TYPE_CHECKING``: never run). ``names``: the dotted names ``file`` itself is imported under (its
+    packages' ``__init__.py`` run with it). A file is under ``folder`` when its folder, resolved, is under
+    ``folder`` resolved (symbolic links on either side give the same answer).
 
-    Names found nowhere under ``root`` are not helpers: installed packages, the standard library, gradprobe; nor is
-    installed code that lies under the folder (:func:`_installed`: a virtual environment, a gradprobe checkout). A
-    file under the folder named as a standard-library module (``json.py``) is one, as ``python FILE.py`` would run it.
-    A dynamic import (``importlib.import_module(name)``, ``__import__(name)``, a ``sys.path`` changed in code) names
-    no module in the source, so it cannot be seen, and neither can a compiled module (``.so``, ``.pyc``); a file that
-    cannot be read or parsed is recorded (if readable) but not followed."""
-    seen, todo, found = {file}, [file], {}
+    A file is a helper only when the import would load that file (:func:`_loads_local`): a file named as a
+    standard-library module (``json.py``, ``random.py`` beside a reward doing ``import json``) is not, nor one named
+    as an installed module already imported (``numpy.py``: ``import numpy`` gets the cached numpy), nor one that the
+    path finder finds elsewhere first on ``sys.path``. Names found nowhere under ``root`` are not helpers: installed
+    packages, the standard library, gradprobe; nor is installed code that lies under the folder (:func:`_installed`:
+    a virtual environment, a gradprobe checkout). A dynamic import (``importlib.import_module(name)``,
+    ``__import__(name)``, a ``sys.path`` changed in code) names no module in the source, so it cannot be seen, and
+    neither can a compiled module (``.so``, ``.pyc``); a file that cannot be read or parsed is recorded (if
+    readable) but not followed."""
+    inside, local = Path(os.path.realpath(folder)), {}
+    seen, todo, found = {os.path.realpath(file), os.path.join(os.path.realpath(file.parent), file.name)}, [file], {}
     while todo:
         path = todo.pop()
         package = ".".join(path.relative_to(root).parent.parts) if path.is_relative_to(root) else ""
         for name in (names if path == file else []) + _imported_names(path, package):
-            for dep in _module_files(name, root):
-                if dep in seen:
+            deps = _module_files(name, root)
+            top = name.split(".")[0]
+            if deps and top not in local:
+                local[top] = _loads_local(top, root)
+            for dep in deps if deps and local[top] else []:
+                real = Path(os.path.realpath(dep.parent)) / dep.name
+                if str(real) in seen:
                     continue
-                seen.add(dep)
-                if not dep.is_relative_to(folder) or _installed(dep):
+                seen.add(str(real))
+                if not real.is_relative_to(inside) or _installed(dep) or _installed(real):
                     continue
                 try:
-                    found[dep.relative_to(folder).as_posix()] = hashlib.sha256(dep.read_bytes()).hexdigest()
+                    found[real.relative_to(inside).as_posix()] = hashlib.sha256(dep.read_bytes()).hexdigest()
                 except OSError:  # unreadable: not recorded, as a module that could not be imported
                     continue
                 todo.append(dep)
     return dict(sorted(found.items()))
 
 
+def _loads_local(top: str, root: Path) -> bool:
+    """Whether ``import top`` (a top-level module name) in this process would load the module or package of that
+    name under ``root`` (``root/top.py``, ``root/top/__init__.py`` or the namespace folder ``root/top``), as the
+    import system decides, in this order: already imported from there (``sys.modules``): yes; a standard-library
+    name (``sys.stdlib_module_names``, built-in modules): no, the standard library's module is what a reward gets
+    (most are imported before any reward, built-in and frozen ones are found first; a file shadowing one is not
+    recorded even where it would be found first); already imported from installed code, or without a file
+    (``sys.modules``; :func:`_installed`): no, the cached module is returned; else what Python's path finder finds
+    first on ``sys.path``, with ``root`` first when it is not on it (as a ``FILE.py`` reward's folder is put):
+    that file or folder. A module of the user's own imported from elsewhere is not consulted (so that the record
+    does not depend on what else the process imported); the path finder decides for it."""
+    here = {os.path.realpath(root / top), os.path.realpath(root / f"{top}.py"),
+            os.path.realpath(root / top / "__init__.py")}
+    mod = sys.modules.get(top)
+    if mod is not None and here & _locations(getattr(mod, "__file__", None), getattr(mod, "__path__", None)):
+        return True
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names:
+        return False
+    if mod is not None and all(_installed(Path(p)) for p in _locations(getattr(mod, "__file__", None),
+                                                                        getattr(mod, "__path__", None))):
+        return False
+    search = sys.path if str(root) in sys.path else [str(root), *sys.path]
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(top, search)
+    except (ImportError, OSError, ValueError):  # a broken path entry or hook: the file found on disk is taken
+        return True
+    return spec is not None and bool(here & _locations(spec.origin, spec.submodule_search_locations))
+
+
+def _locations(file, folders) -> set[str]:
+    """The resolved paths of a module's (or module spec's) file ``file`` and package folders ``folders`` (either may
+    be None; a namespace package's origin is not a file)."""
+    paths = [file] if isinstance(file, str) and os.path.isabs(file) else []
+    try:
+        paths += [p for p in (folders or []) if isinstance(p, str)]
+    except TypeError:  # a __path__ that is not iterable
+        pass
+    return {os.path.realpath(p) for p in paths}
+
+
 def _imported_names(path: Path, package: str) -> list[str]:
     """The absolute dotted module names the import statements anywhere in the file ``path`` may import (its
     package ``package``, dotted, ``""`` at the top level, resolves relative imports): ``import a.b`` gives ``a.b``,
     ``from a import b`` gives ``a`` and ``a.b`` (``b`` may be a submodule), ``from .m import y`` in package ``p``
-    gives ``p.m`` and ``p.m.y``. A relative import above the top level is left out (it fails when run); a file that
-    cannot be read or parsed gives none."""
+    gives ``p.m`` and ``p.m.y``. A relative import above the top level is left out (it fails when run), and so is
+    an import in the body of ``if TYPE_CHECKING:`` or ``if typing.TYPE_CHECKING:`` (it never runs; its ``else:``
+    does, and is read); a file that cannot be read or parsed gives none."""
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (OSError, SyntaxError, ValueError):
         return []
-    names = []
-    for node in ast.walk(tree):
+    names, todo = [], [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            todo += node.orelse  # the body runs only under a type checker
+            continue
+        todo += ast.iter_child_nodes(node)
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -276,6 +341,13 @@ def _imported_names(path: Path, package: str) -> list[str]:
                 base = ".".join(up[:len(up) - (node.level - 1)] + ([base] if base else []))
             names += [base] + [f"{base}.{alias.name}" for alias in node.names if alias.name != "*"]
     return names
+
+
+def _type_checking(test: ast.expr) -> bool:
+    """Whether an ``if`` test is ``TYPE_CHECKING`` or ``<name>.TYPE_CHECKING`` (``typing.TYPE_CHECKING``, ``t.``
+    for ``import typing as t``, ``typing_extensions.``): true only under a static type checker."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING" and isinstance(test.value, ast.Name))
 
 
 def _module_files(name: str, root: Path) -> list[Path]:
@@ -328,12 +400,14 @@ def plugin_identity(spec: str) -> dict | None:
         file that the name imports (a ``.py`` path, or the module's ``__file__``; None for a module without a file),
         ``H`` the sha256 (64 hex digits) of that file's bytes when the module was first used for a reward here
         (None when unreadable), and ``M`` ``{path relative to F's folder, '/'-separated: sha256}`` of every helper
-        module file under F's folder (its subfolders too) that F's import statements name, and theirs in turn, read
-        from the files on disk without importing anything, so the same in every process whatever it imported
-        before (:func:`_helper_modules`: the root names are resolved against, and what cannot be seen, a dynamic
-        import); F itself excluded (``{}``: none; a ``pkg.mod:fn`` reward's folder is ``pkg/``, so
-        ``pkg/__init__.py`` is one). None for a built-in reward (no ``:``) or a name registered in code
-        rather than imported here.
+        module file under F's folder (its subfolders too) that F's import statements name and would load (not a
+        file named like a standard-library module or an installed module already imported, nor one imported only
+        under ``if TYPE_CHECKING:``), and theirs in turn, read from the files on disk without importing anything,
+        so the same in every process whatever of the user's code it imported before (:func:`_helper_modules`: the
+        root names are resolved against, a folder reached through a symbolic link, and what cannot be seen, a
+        dynamic import; :func:`_loads_local`: which file an import loads); F itself excluded (``{}``: none; a
+        ``pkg.mod:fn`` reward's folder is ``pkg/``, so ``pkg/__init__.py`` is one). None for a built-in reward (no
+        ``:``) or a name registered in code rather than imported here.
 
     Raises
     ------

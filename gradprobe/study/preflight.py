@@ -28,6 +28,7 @@ the cache is reported here with the download command instead of failing in every
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,14 +86,42 @@ def _fail(key: str, problem: str, fix: str) -> PreflightError:
 
 
 def _check_rewards(plan) -> None:
-    """Resolve every arm's reward (one given by import path is imported here, not when the plan was read)."""
+    """Resolve every arm's reward (one given by import path is imported here, not when the plan was read); one
+    that cannot be loaded is refused naming the arm and the fix (:func:`_reward_fix`)."""
     from ..rewards import UnknownRewardError, get_reward  # torch: the study package stays torch-free on import
 
     for name, arm in plan.arms.items():
         try:
             get_reward(arm.reward)
         except UnknownRewardError as e:
-            raise _fail(f"[arms.{name}] reward", str(e), "fix the module or the name") from None
+            raise _fail(f"[arms.{name}] reward", str(e), _reward_fix(arm.reward, plan.path)) from None
+
+
+def _reward_fix(reward: str, plan_path) -> str:
+    """The fix for the reward ``reward`` that could not be loaded, in a plan read from ``plan_path``: for a
+    ``pkg.mod:fn`` reward whose top-level package ``pkg`` is not found on ``sys.path`` (the working directory
+    included, as the plug-in loader looks), put its package root, the folder holding ``pkg/`` (or ``pkg.py``), on
+    ``PYTHONPATH``, or run from that folder, as a training run's resume says
+    (:func:`gradprobe.training.run_folder.refuse_unimportable_reward`); the root is named when one is found (the
+    plan's folder or one above it, or the working directory, or a ``src/`` in one of these), else described. Any
+    other reward (a file name, a package that is found but fails, a missing function): fix the module or the name."""
+    module = reward.rpartition(":")[0].strip()
+    top = module.split(".")[0]
+    if module.endswith(".py") or "/" in module or "\\" in module or not top.isidentifier():
+        return "fix the module or the name"
+    try:
+        if importlib.util.find_spec(top) is not None:  # a top-level name: nothing is imported
+            return "fix the module or the name"
+    except (ImportError, ValueError):  # a module of that name without a spec: found, not a path problem
+        return "fix the module or the name"
+    here = Path(plan_path).resolve().parent if plan_path else Path.cwd()
+    for folder in dict.fromkeys(d / sub for d in [here, *here.parents, Path.cwd()] for sub in ("", "src")):
+        if (folder / top).is_dir() or (folder / f"{top}.py").is_file():
+            return (f"its package {top!r} is not on sys.path: put its package root {folder} on PYTHONPATH (e.g. "
+                    f"PYTHONPATH={folder} gradprobe study ...), or run from {folder}, the directory holding {top!r}")
+    return (f"its package {top!r} is not on sys.path: put its package root, the folder holding {top}/ (or {top}.py), "
+            f"on PYTHONPATH (e.g. PYTHONPATH=/path/to/root gradprobe study ...), or run from the directory holding "
+            f"{top}/")
 
 
 def _check_device(model_spec) -> None:
