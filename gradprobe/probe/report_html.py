@@ -6,7 +6,10 @@ or attached to an issue. Sections:
 
 1. the verdict table: each arm's forecast gain vs grpo at the budget (accuracy points) with its interval
    and the verdict sentence of :func:`gradprobe.forecast.forecast_section` (plus the calibrated gain when
-   ``--calibration`` was given); a row read off a reference curve that gives no verdict at the budget (its
+   ``--calibration`` was given, labelled as the console labels it: ``calibrated gain (cost_only's, not probe's)``
+   with a note under the table when the calibration corrects another forecaster than the verdicts', each gain's
+   caveats (``tied``, ``intercept only``, ``shift only``, ``outside domain``) in its cell and the calibration's notes
+   under the table); a row read off a reference curve that gives no verdict at the budget (its
    ``no_verdict_reason``) is greyed, its verdict cell says ``no verdict at BUDGET: WHY`` instead of advice, and its
    numbers read off the curve are marked ``*`` with a line under the table, as ``gradprobe probe`` prints them
    (:func:`gradprobe.forecast.format_forecast`); without a reference curve, the note saying what a forecast needs;
@@ -87,18 +90,24 @@ Batch mean reward {{ fmt(batch.mean_reward, ".3f") }}, truncation rate {{ fmt(ba
 Gains in accuracy points, {{ level }}% intervals; method: the forecaster behind each row's gain (rho is used by
 the probe and signal-proxy forecasters only, not by cost only).</p>
 <table id="verdicts"><tr><th>arm</th><th>reward</th><th>tokens / update</th><th>rho</th><th>forecast accuracy</th>
-<th>gain vs grpo</th><th>interval</th>{% if calibrated %}<th>calibrated gain</th><th>calibrated interval</th>{% endif %}
+<th>gain vs grpo</th><th>interval</th>{% if calibrated %}{% if cal.forecaster_note %}{#
+#}<th>{{ cal.own_header }}</th>{% endif %}<th>{{ cal.header }}</th><th>calibrated interval</th>{% endif %}
 <th>method</th><th>verdict</th></tr>
 {% for r in forecast.rows %}{% set m = nv_mark(r) %}<tr{% if m %} class="noverdict"{% endif %}><td>{{ r.arm }}</td>{#
 #}<td>{{ r.reward }}</td><td class="n">{{ fmt(r.tokens_per_update, ",.0f") }}</td>
 <td class="n">{{ fmt(r.rho, ".2f") }}</td><td class="n">{{ fmt(r.forecast_accuracy, ".1f") }}{{ m }}</td>
 <td class="n">{{ fmt(r.forecast_gain, "+.1f") }}{{ m }}</td>{#
 #}<td class="n">{{ interval(r.gain_interval, "+.1f") }}{{ m }}</td>
-{% if calibrated %}<td class="n">{{ fmt(calibrated.get(r.reward, {}).get("gain"), "+.1f") }}{{ m }}</td>
+{% if calibrated %}{% if cal.forecaster_note %}<td class="n">{{ fmt(calibrated.get(r.reward, {}).get("forecast"),
+"+.1f") }}{{ m }}</td>{% endif %}<td class="n">{{ fmt(calibrated.get(r.reward, {}).get("gain"), "+.1f") }}{{ m }}{#
+#}{% for c in calibrated.get(r.reward, {}).get("marks", []) %} {{ c }}{% endfor %}</td>
 <td class="n">{{ interval(calibrated.get(r.reward, {}).get("interval"), "+.1f") }}{{ m }}</td>{% endif %}
 <td>{{ r.method or "n/a" }}</td><td class="verdict {{ verdict_class(r) }}">{{ verdict_text(r, budget_s) }}</td></tr>
 {% endfor %}</table>{% if no_verdict_line %}
 <p class="note" id="no-verdict">{{ no_verdict_line }}</p>{% endif %}
+{% if calibrated and cal.forecaster_note %}<p class="note" id="calibration-forecaster">{{ cal.forecaster_note }}</p>
+{% endif %}{% if calibrated %}{% for n in cal.notes %}<p class="note calibration">{{ n }}</p>
+{% endfor %}{% endif %}
 {% if forecast.budget.seconds_note %}<p class="note">--budget-seconds {{ "{:g}".format(forecast.budget.seconds) }}:
 {{ forecast.budget.seconds_note }}</p>{% endif %}
 {% for line in pre_screen %}<p id="pre-screen">{{ line }}</p>{% endfor %}
@@ -162,7 +171,10 @@ def _fmt(x, spec: str = ".3g") -> str:
 
 
 def _interval(iv, spec: str) -> str:
-    if not iv or len(iv) != 2 or any(v is None or isinstance(v, str) for v in iv):
+    """``[lo, hi]`` in ``spec``; ``n/a`` for none, a string end, or a NaN end (a reward without a calibrated gain:
+    calib gives it the interval [NaN, NaN] in memory, null in calibrated.json; the console prints n/a too)."""
+    if not iv or len(iv) != 2 or any(v is None or isinstance(v, str) or (isinstance(v, float) and math.isnan(v))
+                                     for v in iv):
         return "n/a"
     return f"[{format(iv[0], spec)}, {format(iv[1], spec)}]"
 
@@ -285,7 +297,10 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
     ----------
     result : dict
         ``probe.json``'s content (with ``forecast`` when ``gradprobe probe`` made one, and
-        ``calibrated_gain``/``calibrated_interval`` per reward after ``--calibration``).
+        ``calibrated_gain``/``calibrated_interval`` per reward and ``calibration``, calibrated.json's document, after
+        ``--calibration``: :func:`calib.apply.calibrate_probe`). The calibrated column's header says whose gain it
+        calibrates when that is not the verdicts' forecaster, its cells the caveats, and the notes under the table
+        why (:func:`_calibration_view`).
     tokens : list[dict]
         ``tokens.jsonl`` rows (:func:`read_tokens`); may be empty (the heat maps then say so).
     per_reward : int
@@ -301,8 +316,7 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
     cfg = result.get("config") or {}
     fc = result.get("forecast") or {}
     rewards = result.get("rewards") or []
-    calibrated = {r["name"]: {"gain": r.get("calibrated_gain"), "interval": r.get("calibrated_interval")}
-                  for r in rewards if r.get("calibrated_gain") is not None}
+    calibrated, cal = _calibration_view(result)
     fig, caption = interval_figure(result)
     intervals_png = png(fig)
     budget = fc.get("budget") or {}
@@ -310,7 +324,7 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
     return env.from_string(_TEMPLATE).render(
         cfg=cfg, batch=result.get("batch") or {}, reference=result.get("reference") or {}, forecast=fc,
         pre_screen=pre_screen_line(fc), no_forecast_note=_page_note(fc.get("note")),
-        warnings=result.get("warnings") or [], rewards=rewards, calibrated=calibrated,
+        warnings=result.get("warnings") or [], rewards=rewards, calibrated=calibrated, cal=cal,
         batches=int(cfg.get("probe_batches") or 1),
         budget_s=(format_budget(budget["value"], budget.get("kind", "tokens")) + (" tokens" if budget.get("kind") ==
                                                                                   "tokens" else "")
@@ -322,6 +336,43 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
         verdict_class=_verdict_class, verdict_text=_verdict_text, nv_mark=_nv_mark,
         no_verdict_line=_no_verdict_line(fc),
         red=_RED, blue=_BLUE, versions=", ".join(f"{k} {v}" for k, v in (result.get("versions") or {}).items()))
+
+
+#: The verdict table's calibrated-gain header; ``(cost_only's, not probe's)`` is added when the calibration corrects
+#: another forecaster than the verdicts' (:func:`_calibration_view`).
+CALIBRATED_HEADER = "calibrated gain"
+
+
+def _calibration_view(result: dict) -> tuple[dict, dict]:
+    """What the verdict table shows of ``--calibration``, as ``gradprobe probe`` prints it
+    (:func:`calib.apply.format_calibrated`).
+
+    Returns ``(calibrated, cal)``: ``calibrated`` maps each reward with a ``calibrated_gain`` to its ``gain``,
+    ``interval``, ``forecast`` (the calibrated forecaster's gain vs grpo that the calibration read; all in accuracy
+    points) and ``marks`` (its ``caveats`` in ``result["calibration"]``: ``tied``, ``intercept only``, ``shift
+    only``; then ``outside domain``), {} without a calibration. ``cal`` holds ``header`` (``calibrated gain
+    (cost_only's, not probe's)`` when the calibration's ``forecaster_note`` says it corrects another forecaster than
+    the verdicts', else ``calibrated gain``), ``forecaster_note`` (None when they match), ``own_header`` (the column
+    of the calibrated forecaster's gain, shown beside the verdicts' gain only when they differ: ``cost_only's gain
+    vs grpo``) and ``notes`` (the document's notes but that one, in the console's order: warnings, rewards without a
+    calibrated gain, caveats). A result without ``calibration`` (a probe.json read back: calib writes its document
+    to calibrated.json) gets the plain header, no marks and no notes."""
+    doc = result.get("calibration")
+    doc = doc if isinstance(doc, dict) else {}
+    block = doc.get("calibration") if isinstance(doc.get("calibration"), dict) else {}
+    given = {r.get("name"): r for r in doc.get("rewards") or [] if isinstance(r, dict)}
+    caveats = {n: list(r.get("caveats") or []) for n, r in given.items()}
+    calibrated = {r["name"]: {"gain": r.get("calibrated_gain"), "interval": r.get("calibrated_interval"),
+                              "forecast": given.get(r["name"], {}).get("forecast"),
+                              "marks": caveats.get(r["name"], []) + (["outside domain"] if r.get("outside_domain")
+                                                                      else [])}
+                  for r in result.get("rewards") or [] if r.get("calibrated_gain") is not None}
+    note = block.get("forecaster_note") or None
+    header = (f"{CALIBRATED_HEADER} ({block.get('forecaster_name')}'s, not {block.get('verdict_forecaster')}'s)"
+              if note else CALIBRATED_HEADER)
+    notes = [n for n in doc.get("notes") or [] if isinstance(n, str) and n != note]
+    return calibrated, {"header": header, "forecaster_note": note, "notes": notes,
+                        "own_header": f"{block.get('forecaster_name')}'s gain vs grpo"}
 
 
 #: What the page says instead of the no-forecast note's words that point at the console's raw table, printed above
