@@ -23,8 +23,13 @@ replicate of the curve (drawn with ``numpy.random.PCG64(seed)``), the same curve
 R and for grpo in that draw, so the gain's interval carries the curve's seed spread without
 double counting the shared part. The point gain is read off the main fit, not the replicates, so where the
 replicates' percentiles miss it (a skewed spread), the interval is widened to reach it: an interval always holds
-its point. These draws are the forecaster's own (``n_draws``, over the probe's per-group contributions), not the
-probe's ``--bootstrap`` resamples, which give only the raw table's intervals.
+its point. A curve of one seed has no seed replicates: its draws read the parametric bootstrap of its fit's eval
+noise instead (s = sqrt(RSS / (evals - parameters)), :meth:`~.curves.ReferenceCurve.interval_values`,
+:func:`~.curve_fit.fit_noise_replicates`), and a note says the interval leaves out the run-to-run spread a second
+seed would add; a one-seed fit without residual degrees of freedom has no noise estimate, so no arm but grpo gets
+an interval (NaN) or a verdict (``one seed: no interval``, :func:`_curve_replicate_draws`). grpo's own row keeps
+[0, 0]: its gain vs itself is 0 exactly. These draws are the forecaster's own (``n_draws``, over the probe's
+per-group contributions), not the probe's ``--bootstrap`` resamples, which give only the raw table's intervals.
 
 Notes on the curve and the budget (:func:`_mismatch_notes`, :func:`_budget_notes`): a falling curve (A below
 R0: grpo's accuracy drops with updates) is forecast as it is, with a note: read off it, fewer effective updates
@@ -60,7 +65,8 @@ says why (its numbers stay, marked in the printout; ``ForecastResult.no_verdict_
 ``forecast.no_verdict_reason`` hold the curve's reason): a fit that does not describe its evals (rmse over 4 points,
 or a seed-mean eval over 10 points from it: :func:`~.curve_fit.fit_misfit`), a falling curve, or grpo's updates at
 the budget lying before the curve's first eval after update 0 (the forecast rests on no eval; often an update column
-that holds tokens). The reference row keeps its label.
+that holds tokens), a one-seed curve without a noise estimate (``one seed: no interval``). The reference row keeps
+its label.
 
 The stages of :func:`forecast_rewards`: check the request and the probe (:mod:`.probe_input`), cost
 of one update per entry, per-entry efficiencies on shared bootstrap draws (:func:`entry_efficiencies`),
@@ -101,7 +107,8 @@ class Setting:
     reward has no gradient ("on this batch", "on the probe batches") or None when it has one,
     ``ref_alignment`` its mean <g_outcome, u> over the ``n_batches`` probe batches, ``guided`` whether the
     probe is guided (``config.guidance``: every entry, the reference included, is the guided update),
-    ``probe_loss_type`` the probe's own ``config.loss_type`` (None when not recorded).
+    ``probe_loss_type`` the probe's own ``config.loss_type`` (None when not recorded); ``no_interval`` why no arm but
+    grpo gets an interval (a one-seed curve without a noise estimate, :func:`_curve_replicate_draws`) or None.
     """
 
     curve: ReferenceCurve
@@ -129,6 +136,7 @@ class Setting:
     guided: bool = False
     probe_loss_type: str | None = None
     no_verdict: str | None = None
+    no_interval: str | None = None
 
 
 def entry_efficiencies(batches: list[dict], names: list[str], reference_reward: str, *, n_draws: int, seed: int,
@@ -197,10 +205,12 @@ def _method_forecast(st: Setting, r: str, meth: str, is_ref: bool, arm_curve, ar
     acc = arm_curve(n_pt)
     if is_ref:
         return (n_pt, acc, 0.0, (0.0, 0.0))
-    reps = arm_curve.replicate_values(n_rep, st.rep_idx) - st.base_rep
+    gain = acc - st.base  # the main fit's; the interval is the replicates' (module docstring): widened to hold it
+    if st.no_interval:  # one seed without a noise estimate: no interval rather than one that claims certainty
+        return (n_pt, acc, gain, NAN_IV)
+    reps = arm_curve.interval_values(n_rep, st.rep_idx) - st.base_rep
     a = (1.0 - st.level) / 2.0
     lo, hi = np.quantile(reps, [a, 1 - a])
-    gain = acc - st.base  # the main fit's; the interval is the replicates' (module docstring): widened to hold it
     return (n_pt, acc, gain, (float(min(lo, gain)), float(max(hi, gain))))
 
 
@@ -404,19 +414,40 @@ def no_verdict_reasons(curve: ReferenceCurve, n_ref: float, tokens_ref: float, k
 
 
 def _curve_replicate_draws(curve: ReferenceCurve, n_draws: int, seed: int,
-                           notes: list[str]) -> np.ndarray | None:
-    """The curve's seed-bootstrap replicate read by each Monte Carlo draw: indices into ``curve.replicates``, shape
-    (n_draws,), drawn with ``numpy.random.PCG64(seed + 1)`` (the bootstrap multiplicities use ``PCG64(seed)``); None
-    when the curve has no replicates, with a note that the intervals leave out its uncertainty."""
+                           notes: list[str]) -> tuple[np.ndarray | None, str | None]:
+    """The curve replicate read by each Monte Carlo draw, and why there is no interval (None when there is one).
+
+    Returns
+    -------
+    (rep_idx, no_interval)
+        ``rep_idx``: indices into the replicates :meth:`~.curves.ReferenceCurve.interval_values` reads (the seed
+        bootstrap's, or a one-seed curve's eval-noise replicates), shape (n_draws,), drawn with
+        ``numpy.random.PCG64(seed + 1)`` (the bootstrap multiplicities use ``PCG64(seed)``); None when there are
+        none. ``no_interval``: for a one-seed curve without a noise estimate, the reason every arm but grpo gets
+        no interval and no verdict (``"one seed: no interval: ..."``). A note says what the intervals leave out:
+        a one-seed curve's run-to-run spread (they carry its eval noise), or all of the curve's uncertainty for a
+        curve of several seeds built without replicates.
+    """
     rng = np.random.Generator(np.random.PCG64(seed + 1))
-    m = len(curve.replicates)
+    m = curve.interval_replicates
     rep_idx = rng.integers(0, m, size=n_draws) if m else None
-    if m == 0:
+    source, noise = curve.interval_source, curve.eval_noise
+    if source == "eval_noise":
+        sd, dof = noise
+        notes.append(f"the reference curve has one seed: intervals carry its eval noise (residual sd {sd:.2f} points "
+                     f"of its fit, {dof} degree(s) of freedom; a parametric bootstrap of the fit) but not the "
+                     "run-to-run spread a second seed would show, so they are too narrow by that; a curve of 2 or "
+                     "more seeds carries it")
+    elif noise is not None and noise[0] is None:  # one seed, no residual degrees of freedom: no noise estimate
+        return None, ("one seed: no interval: the reference curve has one seed (no seed spread) and its fit has as "
+                      "many parameters as evals (no residual degrees of freedom), so nothing estimates its noise; "
+                      "give a curve of 2 or more seeds, or more evals")
+    elif m == 0:  # built with n_replicates=0
         seeds = len(curve.seed_labels)
-        notes.append("the reference curve has one seed: intervals leave out its uncertainty" if seeds < 2 else
-                     f"the reference curve has {seeds} seeds but no seed-bootstrap replicates (n_replicates=0): "
-                     "intervals leave out its uncertainty")
-    return rep_idx
+        notes.append("the reference curve has one seed but no replicates (n_replicates=0): intervals leave out its "
+                     "uncertainty" if seeds < 2 else f"the reference curve has {seeds} seeds but no seed-bootstrap "
+                     "replicates (n_replicates=0): intervals leave out its uncertainty")
+    return rep_idx, None
 
 
 def _first_order_gains(batches: list[dict], names: list[str]) -> dict[str, float]:
@@ -484,16 +515,17 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
     notes: list[str] = []
     tokens, cost = update_costs(curve, batches, names, cfg, kind, reference_reward, notes)
     n_ref = value / cost[reference_reward]
-    rep_idx = _curve_replicate_draws(curve, n_draws, seed, notes)
+    rep_idx, no_interval = _curve_replicate_draws(curve, n_draws, seed, notes)
     effs, sps = entry_efficiencies(batches, names, reference_reward, n_draws=n_draws, seed=seed, level=level,
                                    notes=notes)
     st = Setting(curve=curve, method=method, reference_reward=reference_reward, kind=kind, value=value,
                  budget_s=format_budget(value, kind), tokens=tokens, cost=cost, n_ref=n_ref, base=curve(n_ref),
-                 base_rep=curve.replicate_values(np.full(n_draws, n_ref), rep_idx), rep_idx=rep_idx, effs=effs,
+                 base_rep=curve.interval_values(np.full(n_draws, n_ref), rep_idx), rep_idx=rep_idx, effs=effs,
                  sps=sps, first_order=_first_order_gains(batches, names), n_draws=n_draws, level=level,
-                 lr_curve=lr_curve, probe_loss_type=cfg.get("loss_type"))
+                 lr_curve=lr_curve, probe_loss_type=cfg.get("loss_type"), no_interval=no_interval)
     st.silent = _silent_entries(probe, batches, names, reference_reward, notes)
-    st.no_verdict = no_verdict_reasons(curve, n_ref, tokens[reference_reward], kind)  # judged once per forecast
+    st.no_verdict = "; ".join(x for x in (no_verdict_reasons(curve, n_ref, tokens[reference_reward], kind),
+                                          no_interval) if x) or None  # judged once per forecast
     _reference_state(st, batches, cfg, notes)
     table = pd.DataFrame([arm_row(st, arm, spec) for arm, spec in arms.items()], columns=list(TABLE_COLUMNS))
     notes += _mismatch_notes(curve, cfg, n_ref) + _budget_notes(st, names)

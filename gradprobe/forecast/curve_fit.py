@@ -28,6 +28,15 @@ replicates over seeds (seeds resampled with replacement, R0 re-read and the curv
 main fit's parameters; the draws: :func:`seed_bootstrap_draws`). A replicate whose drawn seeds have no eval
 at update 0 (a seed whose update-0 line was skipped) keeps the main fit's R0, read from every seed's update-0
 evals: the initial policy is the same for every seed, and the curve's notes count such replicates.
+
+Eval noise of one seed (:func:`eval_noise_sd`, :func:`fit_noise_replicates`): a curve of one seed has no seed
+spread, but its evals still carry noise (a finite eval set), which the fit's residuals estimate: s = sqrt(residual
+sum of squares / (points - parameters)), the unbiased residual variance of least squares, with R0 counted among the
+parameters when it is read from the evals at update 0 (its eval's residual is 0 by construction). Its
+:data:`N_REPLICATES` replicates are a parametric bootstrap of the fit (Efron & Tibshirani 1993, "An Introduction to
+the Bootstrap", sec. 6.5; for a regression, ch. 9): every eval redrawn as the fitted value plus N(0, s^2) noise
+(clipped to [0, 100]), R0 re-read from the redrawn evals at update 0, the curve refitted from the main fit's
+parameters. It carries the noise of one run's evals, not the run-to-run spread a second seed would show.
 """
 
 from __future__ import annotations
@@ -41,8 +50,8 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 __all__ = ["CurveError", "TooFewEvalsError", "scalerl_sigmoid", "sigmoid_params", "SigmoidFit", "fit_sigmoid",
-           "fit_seed_replicates", "seed_bootstrap_draws", "fit_statuses", "fit_needs", "free_parameters",
-           "too_few_evals", "fit_misfit", "MISFIT_RMSE", "MISFIT_EVAL",
+           "fit_seed_replicates", "seed_bootstrap_draws", "eval_noise_sd", "fit_noise_replicates", "fit_statuses",
+           "fit_needs", "free_parameters", "too_few_evals", "fit_misfit", "MISFIT_RMSE", "MISFIT_EVAL",
            "PARAMETERS", "MODES", "START_B", "B_BOUNDS", "B_FALLBACK", "N_REPLICATES",
            "REPLICATE_SEED"]
 
@@ -405,8 +414,8 @@ def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_
     """
     s = len(labels)
     if s < 2 or n_replicates <= 0:
-        notes = ["one seed: the curve has no seed spread, so forecast intervals leave out the curve's own "
-                 "uncertainty"] if s < 2 else []
+        notes = ["one seed: the curve has no seed spread, so forecast intervals carry only its eval noise (the fit's "
+                 "residuals), not the run-to-run spread of another seed"] if s < 2 else []
         return np.zeros((0, 4)), np.zeros((0, s), dtype=np.int64), notes
     by_seed = {lab: points[points["seed"] == lab] for lab in labels}
     positive = [np.unique(u[u > 0]) for u in (by_seed[lab]["update"].to_numpy(float) for lab in labels)]
@@ -433,6 +442,72 @@ def fit_seed_replicates(points: pd.DataFrame, labels: list, params: dict, *, r0_
         notes.append(f"{main_r0} of {n_replicates} seed-bootstrap replicates drew no seed with an eval at update 0 "
                      f"and kept the main fit's R0 ({float(params['R0']):.2f})")
     return (np.array(reps, dtype=np.float64).reshape(-1, 4), np.array(counts, dtype=np.int64).reshape(-1, s), notes)
+
+
+def eval_noise_sd(updates, accuracy, fitted, *, r0_fixed: bool, b_fixed: float | None) -> tuple[float | None, int]:
+    """The eval noise a fit's residuals estimate (module docstring): s = sqrt(RSS / (points - parameters)).
+
+    Parameters
+    ----------
+    updates, accuracy, fitted : array_like, shape (points,)
+        Every eval's update count, accuracy and the fit's value there (accuracy points).
+    r0_fixed, b_fixed
+        As in the fit: R0 read from the evals at update 0 still counts as a parameter estimated from the evals (its
+        residual there is 0 by construction); a fixed B does not.
+
+    Returns
+    -------
+    (s, dof)
+        ``s`` in accuracy points, None when there is no estimate: no residual degrees of freedom (``dof`` =
+        points - parameters <= 0: the fit has as many parameters as evals, so it passes through them whatever
+        their noise); ``dof`` the residual degrees of freedom. A fit through evals it does not have to pass through
+        (a flat curve at 0 or 100 points, whose evals have no binomial noise either) estimates s = 0.
+    """
+    y = np.asarray(accuracy, dtype=np.float64).ravel()
+    res = y - np.asarray(fitted, dtype=np.float64).ravel()
+    dof = int(y.size - len(free_parameters(r0_fixed=r0_fixed, b_fixed=b_fixed)) - int(r0_fixed))
+    if dof <= 0:
+        return None, dof
+    return math.sqrt(float(np.sum(res ** 2)) / dof), dof
+
+
+def fit_noise_replicates(updates, params: dict, sd: float, *, r0_fixed: bool, b_fixed: float | None,
+                         n_replicates: int) -> tuple[np.ndarray, np.ndarray]:
+    """Parametric-bootstrap refits of a one-seed curve with eval noise ``sd`` (module docstring).
+
+    Parameters
+    ----------
+    updates : array_like, shape (points,)
+        The curve's eval update counts (>= 0).
+    params : dict
+        The main fit's ``R0``, ``A``, ``n_mid``, ``B``: the redrawn evals' centre and every refit's start.
+    sd : float
+        Eval noise, accuracy points (:func:`eval_noise_sd`).
+    r0_fixed, b_fixed
+        As in the main fit (R0 re-read from the redrawn evals at update 0 when fixed).
+    n_replicates : int
+        Replicates (0: none). Draws: ``numpy.random.Generator(numpy.random.PCG64(REPLICATE_SEED))``, normal.
+
+    Returns
+    -------
+    (replicates, accuracy)
+        ``replicates``: shape (replicates, 4), (R0, A, n_mid, B) of each refit; ``accuracy``: shape (replicates,
+        points), the redrawn evals (points), which an ``empirical`` curve interpolates.
+    """
+    n = np.asarray(updates, dtype=np.float64).ravel()
+    centre = scalerl_sigmoid(n, **params)
+    m = max(int(n_replicates), 0)
+    if sd == 0:  # no noise: every redraw is the fit itself, and so is every refit
+        return np.tile([[params[k] for k in PARAMETERS]], (m, 1)).astype(np.float64), np.tile(centre, (m, 1))
+    rng = np.random.Generator(np.random.PCG64(REPLICATE_SEED))
+    reps, ys = [], []
+    for _ in range(m):
+        y = np.clip(centre + rng.normal(0.0, sd, size=n.size), 0.0, 100.0)
+        r0 = float(y[n == 0].mean()) if r0_fixed else None
+        p = fit_sigmoid(n, y, r0=r0, b_fixed=b_fixed, start=params).params
+        reps.append([p["R0"], p["A"], p["n_mid"], p["B"]])
+        ys.append(y)
+    return np.array(reps, dtype=np.float64).reshape(-1, 4), np.array(ys, dtype=np.float64).reshape(-1, n.size)
 
 
 def fit_misfit(updates, accuracy, fitted, *, rmse_limit: float = MISFIT_RMSE,

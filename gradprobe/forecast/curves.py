@@ -19,8 +19,12 @@ A curve needs evals at at least as many distinct update counts > 0 as it has fre
 refused (:class:`CurveError` names the minimum).
 
 Seed spread: with two or more seeds the curve carries :data:`N_REPLICATES` bootstrap replicates
-over seeds, whose spread the forecaster puts into its interval. With one seed there are none, and
-the forecast says its interval lacks the curve's uncertainty.
+over seeds, whose spread the forecaster puts into its interval. With one seed there are none; the
+interval then carries the eval noise the fit's residuals estimate (:attr:`ReferenceCurve.eval_noise`: a
+parametric bootstrap of the fit, :func:`~.curve_fit.fit_noise_replicates`), not the run-to-run spread a
+second seed would add, and the forecast says so; a one-seed fit with no residual degrees of freedom (as
+many evals as parameters) has no noise estimate, and the forecast gives no interval
+(:meth:`ReferenceCurve.interval_values`).
 
 Modes: ``sigmoid`` evaluates the fit everywhere. ``empirical`` evaluates, where n lies inside the
 range every seed observed, a monotone cubic interpolation (``scipy.interpolate.PchipInterpolator``,
@@ -46,7 +50,8 @@ from ..outputs import is_json_number
 from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_document, damaged,
                          read_curve_file, write_curve)
 from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
-                        fit_misfit, fit_seed_replicates, fit_sigmoid, scalerl_sigmoid, sigmoid_params, too_few_evals)
+                        eval_noise_sd, fit_misfit, fit_noise_replicates, fit_seed_replicates, fit_sigmoid,
+                        scalerl_sigmoid, sigmoid_params, too_few_evals)
 from .csv_cells import is_skipped_note
 from .curve_sources import (GIVEN_R0_KEY, PLAN_EVAL_HINT, TRL_STATE, CurveSources, initial_accuracy_value,
                             last_checkpoint_state, task_key)
@@ -165,6 +170,7 @@ class ReferenceCurve(CurveSources):
             raise CurveError(f"B = {B} must lie in [{B_BOUNDS[0]}, {B_BOUNDS[1]}]")
         has_zero = bool((n == 0).any())
         too_few_evals(n, B, eval_hint)  # raises TooFewEvalsError; the readers judge their skipped evals by it too
+        self._n_replicates = int(n_replicates)  # a one-seed curve's eval-noise replicates too (drawn when read)
         if _state is not None:
             self._set_state(_state)
             return
@@ -301,6 +307,94 @@ class ReferenceCurve(CurveSources):
                 flat_v[d] = self._empirical(flat_n[d], flat_v[d], weights=self.replicate_seed_counts[int(idx[d])])
             vals = flat_v.reshape(n.shape)
         return np.clip(vals, 0.0, 100.0)
+
+    # ------------------------------------------------------------------ one seed: eval noise
+    @property
+    def eval_noise(self) -> tuple[float | None, int] | None:
+        """A one-seed curve's eval noise (s, dof): s the residual standard deviation of its sigmoid fit, accuracy
+        points, None when the fit has no residual degrees of freedom (:func:`~.curve_fit.eval_noise_sd`); dof the
+        residual degrees of freedom. None for a curve of several seeds (its seed bootstrap carries its noise)."""
+        if self.n_seeds > 1:
+            return None
+        n, y = self.points["update"].to_numpy(float), self.points["accuracy"].to_numpy(float)
+        return eval_noise_sd(n, y, self._sigmoid(n), r0_fixed=self._r0_fixed, b_fixed=self._b_fixed)
+
+    def _noise_replicates(self) -> tuple[np.ndarray, np.ndarray]:
+        """(replicates (m, 4), redrawn evals (m, points)) of a one-seed curve's eval noise, drawn once and kept
+        (:func:`~.curve_fit.fit_noise_replicates`); m = 0 without a noise estimate or with several seeds."""
+        if "_noise" not in self.__dict__:
+            e = self.eval_noise
+            noise = (np.zeros((0, 4)), np.zeros((0, len(self.points))))
+            if e is not None and e[0] is not None:
+                noise = fit_noise_replicates(self.points["update"].to_numpy(float), self.params, e[0],
+                                             r0_fixed=self._r0_fixed, b_fixed=self._b_fixed,
+                                             n_replicates=self.__dict__.get("_n_replicates", N_REPLICATES))
+            self.__dict__["_noise"] = noise
+        return self.__dict__["_noise"]
+
+    @property
+    def interval_source(self) -> str:
+        """What :meth:`interval_values` draws on: ``"seeds"`` (the seed-bootstrap replicates), ``"eval_noise"``
+        (one seed: the parametric bootstrap of its fit's eval noise, :attr:`eval_noise`) or ``"none"`` (the main
+        curve only: one seed without a noise estimate, or several seeds built with ``n_replicates=0``)."""
+        if len(self.replicates):
+            return "seeds"
+        return "eval_noise" if len(self._noise_replicates()[0]) else "none"
+
+    @property
+    def interval_replicates(self) -> int:
+        """How many replicates :meth:`interval_values` draws on (0 for :attr:`interval_source` ``"none"``)."""
+        return len(self.replicates) or len(self._noise_replicates()[0])
+
+    def interval_values(self, n, index=None) -> np.ndarray:
+        """Accuracy (points, clipped) of the replicates a forecast interval reads: the seed-bootstrap replicates
+        (:meth:`replicate_values`) when there are any, else a one-seed curve's eval-noise replicates
+        (:attr:`interval_source`), else the main curve's values.
+
+        Parameters
+        ----------
+        n : array_like, shape (draws,) or (draws, k)
+            Updates for each draw (>= 0).
+        index : array_like of int, shape (draws,), optional
+            Which replicate each draw uses, modulo :attr:`interval_replicates` (default: draw d uses replicate d).
+
+        Returns
+        -------
+        ndarray, shape of ``n``
+            An ``empirical`` curve's eval-noise replicate reads, inside its evals' range, the monotone cubic
+            interpolation of its evals plus that replicate's noise draws (redrawn eval minus fitted value; their mean
+            at each update count), as the main curve reads its evals: centred on the evals, not on the fit.
+        """
+        m = self.interval_replicates
+        idx = None if index is None or m == 0 else np.asarray(index, dtype=np.int64) % m
+        if self.interval_source != "eval_noise":
+            return self.replicate_values(n, idx)
+        n = np.maximum(np.asarray(n, dtype=np.float64), 0.0)
+        reps, ys = self._noise_replicates()
+        idx = np.arange(n.shape[0]) % m if idx is None else idx
+        vals = sigmoid_params(n, reps[idx])
+        if self.mode == "empirical":
+            flat_n, flat_v = n.reshape(n.shape[0], -1), vals.reshape(n.shape[0], -1).copy()
+            for d in range(n.shape[0]):
+                ip = self._noise_interpolator(int(idx[d]), ys)
+                inside = (flat_n[d] >= ip[0]) & (flat_n[d] <= ip[1]) if ip else None
+                if inside is not None and inside.any():
+                    flat_v[d, inside] = ip[2](flat_n[d, inside])
+            vals = flat_v.reshape(n.shape)
+        return np.clip(vals, 0.0, 100.0)
+
+    def _noise_interpolator(self, i: int, ys: np.ndarray):
+        """(lo, hi, PchipInterpolator) of the evals plus eval-noise replicate ``i``'s noise draws (``ys[i]``, the
+        redrawn evals, minus the fit; mean per update count, clipped to [0, 100]), cached; None with fewer than 2
+        update counts."""
+        cache = self.__dict__.setdefault("_noise_pchip", {})
+        if i not in cache:
+            n, y = self.points["update"].to_numpy(float), self.points["accuracy"].to_numpy(float)
+            levels, inverse = np.unique(n, return_inverse=True)
+            noisy = np.clip(y + ys[i] - self._sigmoid(n), 0.0, 100.0)
+            mean = np.bincount(inverse, weights=noisy) / np.bincount(inverse)
+            cache[i] = (levels[0], levels[-1], PchipInterpolator(levels, mean)) if levels.size >= 2 else None
+        return cache[i]
 
     # ------------------------------------------------------------------ description and I/O
     @property

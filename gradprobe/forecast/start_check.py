@@ -21,6 +21,17 @@ with 4 prompts it is 56-75; at the default 8 it is 32-53). Without per-group acc
 before they were kept) se is the bound alone, with G the reference's ``prompts``. The forecast is still made:
 the note names the gap and the likely causes.
 
+The bound is the most the prompt-clustered standard error can be, so it is nearly always the larger (the groups'
+own sd exceeds it only by the ddof-1 factor sqrt(G / (G - 1))): the bar is set by G, not by the measured spread.
+That is deliberate, and at the default G = 8 it is what the measured spread would give honestly. The groups' own
+se there is 9-16 points (median 12: the shipped 16-prompt held-out groups of ``data/*replicate_heldout4k``
+subsampled to 8), and estimated from 8 groups it needs Student's t with 7 degrees of freedom, 4.53 of them for
+the two-sided tail of 3 normal sds (0.27%): 41-72 points, about the bound's 53. Three of the measured se instead
+(a bar of about 36) would flag curves that do describe the policy 9-22% of the time when greedy R0 exceeds the
+sampled accuracy by 15-23 points, as on the shipped studies (simulated: 8 of those groups, 16 binomial rollouts
+each). So 8 held-out prompts check the curve's start only to within about 53 points; the bar reaches
+:data:`MIN_GAP_POINTS` at 25 held-out prompts (3 x 100 sqrt(0.25 / 25) = 30; ``--heldout-prompts``).
+
 A curve without an eval at update 0 (TRL evaluates at step 0 only with ``eval_on_start=True``) has an
 extrapolated R0, and every gain is read relative to it: a note says so, whatever the gap, and names the fixes
 (the initial policy evaluated, or, for a TRL trainer state, its accuracy given: ``gradprobe probe

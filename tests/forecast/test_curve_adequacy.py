@@ -74,7 +74,7 @@ def test_the_same_curve_without_its_crash_keeps_its_verdict(tmp_path):
     hyb = res.table.set_index("arm").loc["hybrid"]
     gain = curve(250_000 / C_HYB) - curve(250_000 / C_OUT)
     assert f"{gain:+.1f}" == "-9.8"  # what the trial printed without the crash line
-    assert hyb["verdict"] == "not worth its tokens at 250k: -9.8 [-9.8, -9.8] vs grpo"
+    assert hyb["verdict"] == "not worth its tokens at 250k: -9.8 [-10.1, -9.5] vs grpo"
     assert pd.isna(hyb["no_verdict_reason"]) and res.no_verdict_reason is None
 
 

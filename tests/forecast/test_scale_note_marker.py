@@ -47,8 +47,8 @@ def test_the_note_saved_in_the_shipped_curve_is_found_and_other_notes_are_not(tm
     assert [is_scale_note(n) for n in notes] == [True, False, False]
     assert notes[0] == f"{path} {FRACTION_NOTE}"
     assert notes[1:] == [f"1 eval(s) of {path} skipped for repeating an earlier eval exactly (line 3): each eval is "
-                         "read once", "one seed: the curve has no seed spread, so forecast intervals leave out the "
-                         "curve's own uncertainty"]
+                         "read once", "one seed: the curve has no seed spread, so forecast intervals carry only its "
+                         "eval noise (the fit's residuals), not the run-to-run spread of another seed"]
     assert not is_scale_note("accuracy was read") and not is_scale_note("") and not is_scale_note(None)
 
 

@@ -80,7 +80,7 @@ def test_a_falling_curve_row_shows_its_reason_marked_numbers_and_no_verdict(tmp_
     cells = _cells(row)
     # arm, reward, tokens / update, rho, forecast accuracy, gain, interval, method, verdict
     assert cells[2:4] == ["15,029", "2.00"]  # measured, not read off the curve: unmarked (the console's too)
-    assert cells[4:7] == [f"{hyb['forecast_accuracy']:.1f}*", "+17.5*", "[+17.5, +17.5]*"]
+    assert cells[4:7] == [f"{hyb['forecast_accuracy']:.1f}*", "+17.5*", "[+16.3, +18.7]*"]
     assert cells[8] == f"no verdict at 250k: {FALLS}"  # the reason beside the row
     assert '<td class="verdict noverdict">' in row
     assert not any(a in row for a in ADVICE)
@@ -99,9 +99,9 @@ def test_a_row_that_gives_a_verdict_renders_as_before(tmp_path):
     row = _verdict_rows(page)["hybrid"]
     assert row.startswith("<tr><td>hybrid</td><td>hybrid</td>")
     cells = _cells(row)
-    assert cells[4:7] == [f"{p['forecast']['rows'][1]['forecast_accuracy']:.1f}", "-9.8", "[-9.8, -9.8]"]
+    assert cells[4:7] == [f"{p['forecast']['rows'][1]['forecast_accuracy']:.1f}", "-9.8", "[-10.1, -9.4]"]
     verdict = p["forecast"]["rows"][1]["verdict"]  # with the validation record's clause (hybrid is not validated)
-    assert verdict.startswith("not worth its tokens at 250k: -9.8 [-9.8, -9.8] vs grpo") and cells[8] == verdict
+    assert verdict.startswith("not worth its tokens at 250k: -9.8 [-10.1, -9.4] vs grpo") and cells[8] == verdict
     assert '<td class="verdict not">not worth its tokens' in row
     assert 'id="no-verdict"' not in page and "noverdict" not in page.split("</style>")[1] and "*" not in row
     assert f"(grpo reaches {p['forecast']['grpo_accuracy']:.1f} points there)" in page
@@ -122,7 +122,8 @@ def test_one_table_with_a_no_verdict_arm_and_a_verdict_arm(tmp_path):
     x2, x1 = _cells(shown["hybrid_x2"]), _cells(shown["hybrid"])
     assert shown["hybrid_x2"].startswith('<tr class="noverdict">') and shown["hybrid"].startswith("<tr><td>")
     assert x2[8].startswith(f"no verdict at 250k: {MISFIT}") and x2[5].endswith("*") and x2[6].endswith("*")
-    assert x1[8] == "not worth its tokens at 250k: -9.8 [-9.8, -9.8] vs grpo" and x1[5:7] == ["-9.8", "[-9.8, -9.8]"]
+    assert x1[8] == "not worth its tokens at 250k: -9.8 [-10.1, -9.5] vs grpo"
+    assert x1[5:7] == ["-9.8", "[-10.1, -9.5]"]
     assert f"{FOOTNOTE}</p>" in page
     assert "grpo reaches" in page and "* points there" not in page  # the main curve gives verdicts
     fig, caption = interval_figure(p)
