@@ -59,7 +59,8 @@ __all__ = ["load_reward_plugin", "is_plugin_name", "checked_native", "plugin_ide
 
 #: (module file, attribute) -> the first name it was loaded under, so a second name for it is refused
 _ORIGINS: dict[tuple[str, str], str] = {}
-#: name -> {"spec", "file", "sha256", "modules"} of each reward loaded here (:func:`plugin_identity`)
+#: name -> {"spec", "file", "sha256", "modules"[, "package_root"]} of each reward loaded here
+#: (:func:`plugin_identity`)
 _IDENTITIES: dict[str, dict] = {}
 #: module name -> (the module object, the sha256 of its file when a reward was first taken from it)
 _MODULE_SHAS: dict[str, tuple[object, str | None]] = {}
@@ -181,11 +182,44 @@ def _identity(spec: str, mod) -> dict:
     """``{"spec", "file", "sha256", "modules"}`` of the module ``mod`` a reward named ``spec`` comes from: its file,
     resolved (None without one), the sha256 (hex) of the file's bytes the first time a reward was taken from this
     module object (a module imported again, e.g. after ``del sys.modules[...]``, is hashed again; None: unreadable),
-    and its helper modules (:func:`_helper_modules`: the files its imports name, read from disk)."""
+    and its helper modules (:func:`_helper_modules`: the files its imports name, read from disk); with
+    ``"package_root"`` when a ``pkg.mod:fn`` reward's root cannot be read from the resolved file
+    (:func:`_linked_package_root`)."""
     file = getattr(mod, "__file__", None)
     path = str(Path(file).resolve()) if file else None
-    return {"spec": spec, "file": path, "sha256": _module_sha(mod, path),
-            "modules": _helper_modules(spec, Path(os.path.abspath(file))) if path else {}}
+    identity = {"spec": spec, "file": path, "sha256": _module_sha(mod, path),
+                "modules": _helper_modules(spec, Path(os.path.abspath(file))) if path else {}}
+    root = _linked_package_root(spec, file) if path else None
+    return {**identity, "package_root": root} if root is not None else identity
+
+
+def _module_parts(spec: str) -> list[str]:
+    """The dotted module name's parts of a ``pkg.mod:fn`` reward ``spec`` (``["pkg", "mod"]``); ``[]`` for a
+    ``FILE.py:fn`` reward (a name ending in ``.py`` or holding a path separator)."""
+    module = spec.rpartition(":")[0].strip()
+    return [] if module.endswith(".py") or os.sep in module or "/" in module else module.split(".")
+
+
+def _root_of(path: Path, parts: list[str]) -> Path | None:
+    """The ``sys.path`` entry under which the module of dotted name parts ``parts`` is the file ``path``
+    (``src/pkg/mod.py`` or ``src/pkg/mod/__init__.py`` for ``["pkg", "mod"]`` -> ``src``), read from the path's
+    folder names as given (not resolved); None when the path does not end in those parts."""
+    tail = path.parent.parts if path.name == "__init__.py" else path.with_suffix("").parts
+    return Path(*tail[:-len(parts)]) if parts and len(tail) > len(parts) and list(tail[-len(parts):]) == parts \
+        else None
+
+
+def _linked_package_root(spec: str, file: str) -> str | None:
+    """The package root (the ``sys.path`` entry: absolute, not resolved) that the ``pkg.mod:fn`` reward ``spec``'s
+    module file ``file`` (its ``__file__``) was imported under, when the file's resolved path does not end in the
+    module name's parts, so that the root cannot be read from the recorded (resolved) file: a package folder reached
+    through a symbolic link (``src/pkg -> realpkg``, ``src/pkg/rw.py`` resolving to ``src/realpkg/rw.py``: ``src``).
+    :func:`plugin_identity` records it as ``package_root``, for a resume that cannot import the module to name the
+    root to put back on ``PYTHONPATH`` (:func:`gradprobe.training.run_folder.refuse_unimportable_reward`). None
+    otherwise (a ``FILE.py:fn`` reward, a root the resolved path gives: nothing more is recorded)."""
+    parts = _module_parts(spec)
+    imported = _root_of(Path(os.path.abspath(file)), parts)
+    return str(imported) if imported is not None and _root_of(Path(os.path.realpath(file)), parts) is None else None
 
 
 def _module_sha(mod, path: str | None) -> str | None:
@@ -220,12 +254,11 @@ def _helper_modules(spec: str, file: Path) -> dict[str, str]:
     imported by, ``file``, and the path resolved when that does not end in the module's name, so that a folder
     reached through a symbolic link (``src/pkg -> /elsewhere/pkg``, a ``sys.path`` entry that is a link) gives the
     same record as the folder itself; the files are compared with their folders resolved."""
-    module = spec.rpartition(":")[0].strip()
-    parts = [] if module.endswith(".py") or os.sep in module or "/" in module else module.split(".")
+    module, parts = spec.rpartition(":")[0].strip(), _module_parts(spec)
     for path in dict.fromkeys([file, Path(os.path.realpath(file))]):  # as imported first, then resolved
-        tail = path.parent.parts if path.name == "__init__.py" else path.with_suffix("").parts
-        if parts and len(tail) > len(parts) and list(tail[-len(parts):]) == parts:
-            return _static_helpers(path, Path(*tail[:-len(parts)]), path.parent, [module])
+        root = _root_of(path, parts)
+        if root is not None:
+            return _static_helpers(path, root, path.parent, [module])
     return _static_helpers(file, file.parent, file.parent, [])
 
 
@@ -406,8 +439,11 @@ def plugin_identity(spec: str) -> dict | None:
         so the same in every process whatever of the user's code it imported before (:func:`_helper_modules`: the
         root names are resolved against, a folder reached through a symbolic link, and what cannot be seen, a
         dynamic import; :func:`_loads_local`: which file an import loads); F itself excluded (``{}``: none; a
-        ``pkg.mod:fn`` reward's folder is ``pkg/``, so ``pkg/__init__.py`` is one). None for a built-in reward (no
-        ``:``) or a name registered in code rather than imported here.
+        ``pkg.mod:fn`` reward's folder is ``pkg/``, so ``pkg/__init__.py`` is one). A ``pkg.mod:fn`` reward whose
+        package folder was reached through a symbolic link (``src/pkg -> realpkg``: F ends in ``realpkg/mod.py``,
+        not in the name's parts) has one key more, ``"package_root"``: the ``sys.path`` entry it was imported under,
+        absolute and not resolved (``.../src``; :func:`_linked_package_root`), which a resume that cannot import it
+        names. None for a built-in reward (no ``:``) or a name registered in code rather than imported here.
 
     Raises
     ------

@@ -12,10 +12,12 @@ replace the model's. So is a file in the way. Any other folder is accepted: a ne
 
 A run with a plug-in reward (``rw.py:brevity``, ``my_rewards:brevity``) records in ``config.json`` which code its
 name found (``reward_plugin``: the module's resolved file and its sha256, and ``modules``, the sha256 of each helper
-module it imports from its folder, :func:`gradprobe.rewards.plugin.plugin_identity`); :func:`check_reward_identity`
-refuses to resume it with other code (the name run from another directory, the file or a helper module edited),
-which would train the rest of the run with another reward, and :func:`refuse_unimportable_reward` says how to
-resume one whose reward cannot be imported any more (its package root off ``PYTHONPATH``, its file moved).
+module it imports from its folder, and, for a package reached through a symbolic link, ``package_root``, the
+``sys.path`` entry it was imported under, :func:`gradprobe.rewards.plugin.plugin_identity`);
+:func:`check_reward_identity` refuses to resume it with other code (the name run from another directory, the file
+or a helper module edited), which would train the rest of the run with another reward, and
+:func:`refuse_unimportable_reward` says how to resume one whose reward cannot be imported any more (its package root
+off ``PYTHONPATH``, its file moved).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import errno
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +33,7 @@ from ..layout import CHECKPOINT_POINTER, CONFIG_JSON, OUTPUT_KINDS, STUDY_JSON, 
 from ..outputs import OutputDirError, error_text, json_short, refuse_file_in_the_way
 from .errors import DamagedRunFolderError, RunConfigMismatchError
 
-__all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "other_output", "refuse_other_output", "study_above",
+__all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "other_output", "refuse_other_output", "study_above",
            "check_reward_identity", "modules_problem", "modules_mismatch", "refuse_unimportable_reward"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
@@ -40,6 +43,9 @@ RUN_LOCK = ".lock"
 REWARD_PLUGIN = "reward_plugin"
 #: The key of a plug-in reward's identity holding its helper modules' sha256s (:func:`modules_mismatch`).
 MODULES = "modules"
+#: The key of a plug-in reward's identity holding the package root a ``pkg.mod:fn`` reward reached through a symbolic
+#: link was imported under (absent for any other reward, and in records from before it: :func:`_package_root`).
+PACKAGE_ROOT = "package_root"
 
 def other_output(out) -> str | None:
     """What ``out`` holds when it is another command's output folder (:func:`gradprobe.layout.output_kind`),
@@ -114,7 +120,8 @@ def check_reward_identity(out, spec: str, current: dict | None) -> None:
         the fix (restore it, remove a new one, or start a new run under a new --out).
     DamagedRunFolderError
         ``config.json`` cannot be read, or its ``reward_plugin`` is not an object with ``file`` and ``sha256``, or
-        its ``reward_plugin.modules`` is not an object of text -> sha256 (64 hex digits) (named, with the fix).
+        its ``reward_plugin.modules`` is not an object of text -> sha256 (64 hex digits), or its
+        ``reward_plugin.package_root`` (optional) is not an absolute path (text) (named, with the fix).
 
     A run folder from before the identity was recorded (no ``reward_plugin``) resumes, with one note on stderr
     saying that the reward could not be checked; one from before its helper modules were recorded (no ``modules``)
@@ -135,7 +142,7 @@ def check_reward_identity(out, spec: str, current: dict | None) -> None:
     if then[1] != now[1]:
         raise RunConfigMismatchError(f"{out} cannot be resumed: {_what_differs(spec, then, now)}, so its remaining "
                                      f"updates would train another reward than its first ones; "
-                                     f"{_identity_fix(out, spec, then, now)}")
+                                     f"{_identity_fix(out, spec, then, now, recorded.get(PACKAGE_ROOT))}")
     _check_modules(out, spec, recorded, current)
     if then[0] != now[0]:  # the same code from another place (a moved project): resumable
         print(f"note: reward {spec!r} of {out} is read from {now[0]}, not {then[0]} as when the run started, with the "
@@ -160,6 +167,11 @@ def _recorded_identity(out: Path) -> dict | None:
     if problem is not None:
         raise DamagedRunFolderError(f"{cfg} is damaged (field {REWARD_PLUGIN}.{MODULES} {problem}): the helper "
                                     f"modules the reward was trained with cannot be checked; {fix}")
+    root = recorded.get(PACKAGE_ROOT) if recorded is not None else None
+    if root is not None and not (isinstance(root, str) and os.path.isabs(root)):
+        raise DamagedRunFolderError(f"{cfg} is damaged (field {REWARD_PLUGIN}.{PACKAGE_ROOT} is {json_short(root)}, "
+                                    "not a folder's absolute path (text)): the package root the reward was imported "
+                                    f"under cannot be named; {fix}")
     return recorded
 
 
@@ -240,11 +252,15 @@ def refuse_unimportable_reward(out, spec: str, error: Exception) -> None:
     RunConfigMismatchError
         One line naming the run folder, the reward, the error, the recorded file and sha256 (12 hex digits) and the
         fix: for a ``pkg.mod:fn`` reward whose recorded file is gone (renamed, deleted), that it is gone and to
-        restore it; else, its package root (named) off ``sys.path``, put it back on ``PYTHONPATH`` (or run from the
+        restore it; else, when the path it was imported by through a symbolic link (``src/pkg/rw.py`` with
+        ``src/pkg -> realpkg``) no longer leads to it, to restore that path (and its package root, named, if off
+        ``sys.path``); else, its package root (named) off ``sys.path``, put it back on ``PYTHONPATH`` (or run from the
         directory the run was started in); else (the root on ``sys.path``: another package of that name is found
         first), to make the name find the recorded file again; for a ``FILE.py:fn`` reward, put a file of the recorded
         content where the name points (named; or, a relative name, run from the directory the run was started in,
-        named when it still exists); or start a new run under a new --out.
+        named when it still exists); or start a new run under a new --out. The package root is the record's
+        ``package_root`` (a package reached through a symbolic link) or, without one, read from the recorded file's
+        path (none found: the fix is the ``FILE.py:fn`` one).
     DamagedRunFolderError
         ``config.json`` is damaged (:func:`check_reward_identity`).
     """
@@ -258,7 +274,7 @@ def refuse_unimportable_reward(out, spec: str, error: Exception) -> None:
     module = spec.rpartition(":")[0].strip()
     if _findable(module):
         return
-    root, gone = _package_root(spec, Path(file)), ""
+    root, gone = _package_root(spec, Path(file), recorded.get(PACKAGE_ROOT)), ""
     if root is not None:
         fix, gone = _module_fix(module, Path(file), sha, root)
     else:  # the name is part of the run's configuration: the file it names must be the recorded one again
@@ -273,13 +289,21 @@ def refuse_unimportable_reward(out, spec: str, error: Exception) -> None:
 def _module_fix(module: str, file: Path, sha, root: Path) -> tuple[str, str]:
     """``(fix, gone)`` for a ``pkg.mod:fn`` reward ``module`` that is not found now, recorded from ``file``
     (sha256 ``sha``) under the package root ``root``: the recorded file gone (``gone``: says so; fix: restore it,
-    or, ``root`` off ``sys.path``, put the root of a moved copy on ``PYTHONPATH``), else ``root`` off ``sys.path``
-    (fix: put it back on ``PYTHONPATH``), else the name finds another package first (fix: restore the package)."""
+    or, ``root`` off ``sys.path``, put the root of a moved copy on ``PYTHONPATH``), else the path the run imported it
+    by (``root/pkg/mod.py``, :func:`_imported_path`) no longer leading to it, a symbolic link gone or changed (fix:
+    restore that path, and put ``root`` back on ``PYTHONPATH`` when it is off ``sys.path``), else ``root`` off
+    ``sys.path`` (fix: put it back on ``PYTHONPATH``), else the name finds another package first (fix: restore the
+    package)."""
     on_path = root.resolve() in _sys_path()
     if not file.is_file():
         fix = f"restore that file (the same content, sha256 {_short(sha)}) at {file}"
         fix += ("" if on_path else ", or put the package root of the folder it was moved to on PYTHONPATH")
         return fix, ", which is gone (renamed or deleted)"
+    imported = _imported_path(module, file, root)
+    if os.path.realpath(imported) != os.path.realpath(file):  # the symbolic link it was imported through is gone
+        back = "" if on_path else f", and put its package root {root} back on PYTHONPATH (e.g. PYTHONPATH={root})"
+        return (f"restore {imported} (the path the run imported it by, through a symbolic link) so that it leads to "
+                f"{file} again{back}, or run from the directory the run was started in"), ""
     if not on_path:
         return (f"put its package root {root} back on PYTHONPATH (e.g. PYTHONPATH={root}), as when the run started, "
                 "or run from the directory the run was started in"), ""
@@ -287,6 +311,16 @@ def _module_fix(module: str, file: Path, sha, root: Path) -> tuple[str, str]:
     return (f"make {module!r} find {file} again: its package root {root} is on sys.path, but the name finds another "
             f"{top!r} first (earlier on sys.path, or imported already): remove or rename that one, or run from the "
             "directory the run was started in"), ""
+
+
+def _imported_path(module: str, file: Path, root: Path) -> Path:
+    """The path by which the dotted module name ``module`` imports from the package root ``root`` (``root/pkg/mod.py``,
+    or ``root/pkg/mod/__init__.py`` when the recorded ``file`` is a package's ``__init__.py``): ``file`` itself,
+    unless a symbolic link on the way leads there."""
+    parts = module.split(".")
+    if file.name == "__init__.py":
+        return root.joinpath(*parts, "__init__.py")
+    return root.joinpath(*parts[:-1], f"{parts[-1]}{file.suffix}")
 
 
 def _sys_path() -> set[Path]:
@@ -323,13 +357,17 @@ def _findable(module: str) -> bool:
         return True
 
 
-def _package_root(spec: str, file: Path) -> Path | None:
+def _package_root(spec: str, file: Path, recorded: str | None = None) -> Path | None:
     """The folder that must be on ``sys.path`` for the module reward ``spec`` (``pkg.mod:fn``) to import ``file``
-    (``.../pkg/mod.py`` or ``.../pkg/mod/__init__.py`` -> ``...``); None for a ``FILE.py:fn`` reward or a file
-    whose path does not end in the name's parts."""
+    (``.../pkg/mod.py`` or ``.../pkg/mod/__init__.py`` -> ``...``): the run's record ``recorded``
+    (``reward_plugin.package_root``, absolute, as imported: a package reached through a symbolic link, whose
+    resolved ``file`` ends in ``realpkg/mod.py``) when there is one, else read from ``file``'s path; None for a
+    ``FILE.py:fn`` reward or, without a record, a file whose path does not end in the name's parts."""
     module = spec.rpartition(":")[0].strip()
     if _is_file_name(module):
         return None
+    if recorded is not None:
+        return Path(recorded)
     parts = module.split(".")
     tail = file.parent.parts if file.name == "__init__.py" else file.with_suffix("").parts
     if list(tail[-len(parts):]) != parts or len(tail) <= len(parts):
@@ -363,16 +401,17 @@ def _restart(out: Path) -> str:
             f"or start a new run under a new --out (not {out})")
 
 
-def _identity_fix(out: Path, spec: str, then: tuple, now: tuple) -> str:
+def _identity_fix(out: Path, spec: str, then: tuple, now: tuple, recorded_root: str | None = None) -> str:
     """The fix for a resume whose plug-in reward changed: restore the recorded file (or run from the directory the
     run started in; a ``pkg.mod:fn`` reward: put its package root back on ``PYTHONPATH``, or, already on ``sys.path``,
     make the name find it before the copy it finds now), or start over elsewhere
-    (a study's run: a new study). A recorded file that no longer exists: pass a file of the recorded content."""
+    (a study's run: a new study). A recorded file that no longer exists: pass a file of the recorded content.
+    ``recorded_root``: the record's ``package_root`` (:func:`_package_root`)."""
     (old_file, old_sha), new_file = then, now[0]
     if old_file and old_file != new_file and not Path(old_file).exists():
         return (f"to resume it, pass the same file as the reward: the content recorded (sha256 {_short(old_sha)}), "
                 f"e.g. {new_file} restored as it was, {_restart(out)}; nothing was loaded or written")
-    root = _package_root(spec, Path(old_file)) if old_file and old_file != new_file else None
+    root = _package_root(spec, Path(old_file), recorded_root) if old_file and old_file != new_file else None
     if root is not None and root.resolve() in _sys_path():  # on the path, after the copy the name finds first
         where = (f"make the name find it first (its package root {root} is on sys.path, after {new_file}: remove or "
                  "rename that copy), or run from the directory the run was started in")

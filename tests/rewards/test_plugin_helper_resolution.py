@@ -85,7 +85,8 @@ def test_a_package_folder_reached_through_a_symlink_records_the_helpers_the_fold
     spec = "gphr1pkg.rw:fn"
     sys.path.insert(0, str(fresh / "src"))
     assert plugin_identity(spec) == {"spec": spec, "file": str((real / "rw.py").resolve()),
-                                     "sha256": _sha(real / "rw.py"), "modules": expected}
+                                     "sha256": _sha(real / "rw.py"), "modules": expected,
+                                     "package_root": str(fresh / "src")}
     _forget(spec, fresh)  # a new process that finds a plain copy of the folder: the same helpers
     shutil.copytree(real, fresh / "plain" / "gphr1pkg")
     sys.path[0] = str(fresh / "plain")
