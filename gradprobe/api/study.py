@@ -398,7 +398,8 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     Raises
     ------
     PlanError
-        Bad plan, unknown arm, or a plan given without ``arm``.
+        Bad plan, unknown arm, or a plan given without ``arm``; a budget argument that is not > 0, above the
+        plan's budget or in conflict with another (naming it: ``updates= must be a whole number > 0 ...``).
     ValueError
         ``out`` is empty (``''``: it would be the current folder), ``seed`` (or the RunConfig's) is not an integer
         in [0, 2**63 - 1], or ``arm`` is given with a RunConfig; before anything is loaded or written.
@@ -432,7 +433,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     if device:
         run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=device))
     run = shorten_budget(run, {"updates": updates, "generated_tokens": budget_tokens, "flops": budget_flops,
-                               "device_seconds": budget_seconds})
+                               "device_seconds": budget_seconds}, python=True)  # errors name updates=, not --updates
     refuse_other_output(out, outside_studies=True)  # as `gradprobe train`: not inside a study
     with removed_if_left_empty(out), hold_run_folder(out):  # a folder another live process trains in: refused
         summary = run_training(run, out, progress=progress, report_to=report_to)

@@ -9,11 +9,16 @@ that carries no information, silently.
 
 from __future__ import annotations
 
+import difflib
 import numbers
 import warnings
 from typing import Sequence
 
-__all__ = ["is_numeric", "check_metadata_keys"]
+__all__ = ["is_numeric", "check_metadata_keys", "IDENTIFIER_KEYS"]
+
+#: Metadata keys that name a row, not describe it (a data row's own ``id``, its 0-based index ``row``): numbers in a
+#: JSONL task, but never offered as features by the messages below (their order carries no difficulty).
+IDENTIFIER_KEYS = frozenset({"id", "row"})
 
 
 def is_numeric(value) -> bool:
@@ -56,13 +61,15 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
         ``keys`` is a string (it would be read one character at a time): pass a list of key names.
     ValueError
         A key given twice, or a key whose value in some problem is neither a number nor missing (None); one
-        line naming the key, the value, its prompt, and the numeric keys of these problems.
+        line naming the key, the value, its prompt, and the numeric keys of these problems (less the identifiers
+        ``id`` and ``row``, :data:`IDENTIFIER_KEYS`).
 
     Warns
     -----
     UserWarning
         Keys that no problem holds: their feature column is NaN everywhere, imputed as a constant that carries
-        no information (one warning naming them and the keys present; Python's default filter shows it once).
+        no information (one warning naming them and the keys present, and the numeric key each is likely a typo
+        of: ``did you mean 'level' for 'levle'?``; Python's default filter shows it once).
     """
     if isinstance(keys, (str, bytes)):
         raise TypeError(f"metadata_keys (--metadata-keys) must be a list of key names, got the string {keys!r}; "
@@ -85,15 +92,24 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
     absent = [k for k in keys if k not in present]
     if absent and problems and warn_absent:
         warnings.warn(f"metadata_keys (--metadata-keys) {', '.join(absent)}: in no prompt of this pool, so imputed as "
-                      f"a constant that carries no information (keys present: {', '.join(present) or 'none'})",
-                      stacklevel=3)
+                      f"a constant that carries no information (keys present: {', '.join(present) or 'none'})"
+                      + _did_you_mean(absent, _numeric_keys(problems)), stacklevel=3)
+
+
+def _did_you_mean(absent: list[str], numeric: list[str]) -> str:
+    """``"; did you mean 'level' for 'levle'?"``: the numeric key nearest each absent one (difflib's ratio >= 0.75,
+    a one-letter typo or swap of a short name), "" when none is near."""
+    near = [(k, difflib.get_close_matches(k, numeric, n=1, cutoff=0.75)) for k in absent]
+    said = [f"{m[0]!r} for {k!r}" for k, m in near if m]
+    return f"; did you mean {', '.join(said)}?" if said else ""
 
 
 def _numeric_keys(problems) -> list[str]:
-    """Keys whose present values are numbers in every problem holding them (sorted)."""
+    """Keys whose present values are numbers in every problem holding them (sorted), less the identifiers
+    :data:`IDENTIFIER_KEYS` (numbers, but no features: the keys these messages offer as features)."""
     found: dict[str, bool] = {}
     for prob in problems:
         for k, v in (getattr(prob, "metadata", None) or {}).items():
-            if v is not None:
+            if v is not None and k not in IDENTIFIER_KEYS:
                 found[k] = found.get(k, True) and is_numeric(v)
     return sorted(k for k, ok in found.items() if ok)

@@ -13,7 +13,9 @@ import abc
 import functools
 import json
 import numbers
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gradprobe.tasks.verify import (
     answers_match,
@@ -34,6 +36,10 @@ __all__ = [
     "decoded_rows",
     "prompt_key",
     "repeated_prompts",
+    "drop_train_prompts",
+    "removed_heldout_note",
+    "warn_repeated_train_prompts",
+    "no_rows_error",
     "check_seed",
 ]
 
@@ -138,10 +144,111 @@ def repeated_prompts(problems) -> list[list[str]]:
     ----------
     problems : sequence of Problem, length N
     """
-    by_key: dict[str, list[str]] = {}
+    return [[p.id for p in ps] for ps in _same_prompt(problems)]
+
+
+def _same_prompt(problems) -> list[list[Problem]]:
+    """The problems of each prompt (:func:`prompt_key`) held more than once, as :func:`repeated_prompts`."""
+    by_key: dict[str, list] = {}
     for p in problems:
-        by_key.setdefault(prompt_key(p.question), []).append(p.id)
-    return [ids for ids in by_key.values() if len(ids) > 1]
+        by_key.setdefault(prompt_key(p.question), []).append(p)
+    return [ps for ps in by_key.values() if len(ps) > 1]
+
+
+def _line_of(problem, unit: str, named: bool = False) -> str:
+    """Where a data row is, counting from 1 (``line 4``; ``test.jsonl line 4`` with ``named``), from its
+    ``metadata["row"]`` (0-based) and ``["source"]``; its id when it has no row."""
+    meta = problem.metadata or {}
+    if not isinstance(meta.get("row"), int):
+        return str(problem.id)
+    source = str(meta.get("source") or "")
+    return (f"{Path(source).name} " if named and source else "") + f"{unit} {meta['row'] + 1}"
+
+
+def drop_train_prompts(rows, train) -> tuple[list, list]:
+    """The held-out ``rows`` whose prompt (:func:`prompt_key`) no ``train`` row has, and the others.
+
+    Parameters
+    ----------
+    rows, train : sequence of Problem
+        A held-out split's rows and the training split's, in source order.
+
+    Returns
+    -------
+    (kept, removed)
+        ``kept``: the rows to hold out, in order; ``removed``: ``[(row, train_row), ...]``, each removed row with
+        the first training row of its prompt, in order.
+
+    Raises nothing.
+    """
+    first: dict[str, Problem] = {}
+    for p in train:
+        first.setdefault(prompt_key(p.question), p)
+    kept, removed = [], []
+    for p in rows:
+        seen = first.get(prompt_key(p.question))
+        if seen is None:
+            kept.append(p)
+        else:
+            removed.append((p, seen))
+    return kept, removed
+
+
+def removed_heldout_note(removed, kept: int, unit: str = "line") -> str:
+    """Why a held-out split is smaller than its rows: how many were removed as repeats of a training prompt
+    (:func:`drop_train_prompts`), with up to 3 examples (``line 4 repeats line 1``, counting from 1), for the
+    message of a request the split cannot fill. ``unit``: ``line`` (a JSONL file) or ``row`` (a hub split); a removed
+    row from another file than its training row (a folder's test.jsonl) is named with its file. Raises nothing."""
+    named = any((p.metadata or {}).get("source") != (t.metadata or {}).get("source") for p, t in removed)
+    shown = "; ".join(f"{_line_of(p, unit, named)} repeats {_line_of(t, unit, named)}" for p, t in removed[:3])
+    return (f"{len(removed)} of the {len(removed) + kept} held-out rows were removed because their prompt is also a "
+            f"training prompt ({shown}{'; ...' if len(removed) > 3 else ''}), and a held-out score must not count "
+            f"prompts trained on; give the data distinct prompts")
+
+
+def warn_repeated_train_prompts(rows, where: str, unit: str = "line") -> None:
+    """One warning when training ``rows`` repeat a prompt (:func:`prompt_key`): how many rows repeat an earlier
+    one's, and up to 3 of those prompts (their text, cut at 40 characters) with the first 4 of their lines or
+    rows (``unit``, counting from 1). Each copy is drawn as a prompt of its own, so one batch can hold several
+    groups of one question (GRPO's baseline is each group's mean reward, so two groups of one question split what
+    would be one group of 2G completions) and fewer distinct questions than prompts. The rows are kept.
+
+    Warns
+    -----
+    UserWarning
+        ``where``: the task's name. Raises nothing.
+    """
+    groups = _same_prompt(rows)
+    if not groups:
+        return
+    shown = "; ".join(f"{_cut(prompt_key(ps[0].question))} on {unit}s "
+                      f"{', '.join(_line_of(p, unit).split()[-1] for p in ps[:4])}"
+                      f"{', ...' if len(ps) > 4 else ''} ({len(ps)} rows)" for ps in groups[:3])
+    warnings.warn(f"{where}: {sum(len(ps) - 1 for ps in groups)} training row(s) repeat an earlier row's prompt "
+                  f"({len(groups)} prompt(s) on several {unit}s: {shown}{'; ...' if len(groups) > 3 else ''}): "
+                  f"each copy is drawn as a prompt of its own, so a batch can hold several groups of one question "
+                  f"and fewer distinct questions than prompts; keep one row per prompt", stacklevel=4)
+
+
+def _cut(text: str, width: int = 40) -> str:
+    """``text``'s repr, cut to ``width`` characters with ``...``."""
+    return repr(text) if len(text) <= width else repr(text[:width - 3] + "...")
+
+
+def no_rows_error(file, example: str) -> DatasetFormatError:
+    """The error for a JSONL ``file`` with no row at all (empty, or blank lines only), naming it, what it holds
+    and what a row looks like (``example``, a JSON object of the task's columns): returned, for the loader to raise.
+
+    Raises
+    ------
+    OSError
+        ``file`` cannot be read (it is read again to count its blank lines).
+    """
+    data = Path(file).read_bytes().removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is no line (decoded_rows)
+    blank = (data.count(b"\n") + (not data.endswith(b"\n"))) if data else 0
+    what = f"holds {blank} blank line(s) and no row" if blank else "is empty"
+    return DatasetFormatError(f"{file} {what}: a JSONL file holds one row per line, each a JSON object such as "
+                              f"{example}; add rows to it (or give another file)")
 
 
 class Task(abc.ABC):

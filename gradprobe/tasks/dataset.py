@@ -55,9 +55,12 @@ Splits: a JSONL *file* is split deterministically (a fixed permutation; ``heldou
 its rows, default 0.2, are held out); a *folder* holds ``train.jsonl`` and ``test.jsonl``. A hub
 dataset uses ``train_split`` (default ``train``) and ``heldout_split`` (default ``test``;
 ``none``: split ``train_split`` by ``heldout_fraction``). Held-out rows whose prompt also occurs
-in train are removed. ``train_size`` (a plan's ``pool``) caps the training rows used.
+in train are removed (a request they leave unfilled says how many, and which lines repeat which); a training
+split that repeats a prompt is warned about once (how many rows, which lines), as each copy is drawn as a prompt
+of its own. ``train_size`` (a plan's ``pool``) caps the training rows used.
 
-Bad input is refused with the field named and the fix: an unknown option or verifier, a mapping
+Bad input is refused with the field named and the fix: a JSONL file with no row (empty, or blank lines only:
+the file and what a row looks like), an unknown option or verifier, a mapping
 that names a column the data does not have (the columns it has are listed), a row that lacks a
 mapped column (an empty object ``{}`` too), has an empty answer or is not valid UTF-8 (file and line;
 ``skip_malformed=True`` skips, counts and warns instead), a conversational prompt without a ``user`` turn.
@@ -72,7 +75,8 @@ from pathlib import Path
 import numpy as np
 
 from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
-                                  decoded_rows, prompt_key)
+                                  decoded_rows, drop_train_prompts, no_rows_error, removed_heldout_note,
+                                  warn_repeated_train_prompts)
 # column mapping and prompt formats live in gradprobe.tasks.columns; re-exported here (MAPPING_KEYS, _prompt_text too)
 from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, VERIFIERS, PromptText, _fix,
                                      _prompt_text, gold_answer, parse_dataset_spec, read_prompt, resolve_mapping)
@@ -201,6 +205,7 @@ class DatasetTask(Task):
         self.train_size = None if train_size is None else int(train_size)
         self.skipped = 0
         self._rows: dict[str, list[Problem]] = {}
+        self._warned_repeats = False
         if kind == "jsonl":
             if not self.source.exists():
                 raise FileNotFoundError(f"JSONL source {self.source} does not exist (--task jsonl:PATH: a .jsonl file, "
@@ -288,8 +293,20 @@ class DatasetTask(Task):
         return out
 
     def _read_file(self, file: Path) -> list[Problem]:
+        skipped = self.skipped
         with open(file, "rb") as fh:  # bytes: a row that is not UTF-8 is a malformed row (decode_row)
-            return self._parse(enumerate(fh, start=1), str(file), file.stem)
+            rows = self._parse(enumerate(fh, start=1), str(file), file.stem)
+        if not rows and self.skipped == skipped:  # no row at all: not a split too small for the request
+            raise no_rows_error(file, self._example_row())
+        return rows
+
+    def _example_row(self) -> str:
+        """A row of this task's columns as JSON (the configured mapping, else ``question`` and ``answer``)."""
+        m = self.mapping
+        prompt = next((m[k] for k in ("prompt", "question") if m[k] is not None), "question")
+        shown = json.dumps({prompt: "What is 2 + 3?", m["answer"]: "5"})
+        return shown + ("" if prompt != "question" or m["question"] else
+                        " (or a 'prompt' column instead of 'question': TRL's format, used as it is)")
 
     def _read_hub(self, split: str) -> list[Problem]:
         try:
@@ -326,7 +343,15 @@ class DatasetTask(Task):
             self.kind == "hf" and str(self.heldout_split).lower() == "none")
 
     def split_rows(self, split: str) -> list[Problem]:
-        """All usable problems of ``split`` in source order (heldout minus prompts seen in train)."""
+        """All usable problems of ``split`` in source order (heldout minus prompts seen in train).
+
+        Warns (once per task) when the training split repeats a prompt
+        (:func:`~gradprobe.tasks.base.warn_repeated_train_prompts`)."""
+        return self._split(split)[0]
+
+    def _split(self, split: str) -> tuple[list[Problem], list]:
+        """``split``'s rows and, for ``heldout``, the rows removed as repeats of a training prompt
+        (:func:`~gradprobe.tasks.base.drop_train_prompts`: ``[(row, train_row), ...]``)."""
         self._check_request(split, 0)
         if self._single_source():
             rows = self._load(self.train_split if self.kind == "hf" else "all")
@@ -341,10 +366,12 @@ class DatasetTask(Task):
             train = rows if split == "train" else (self._load(names["train"]) if has_train else [])
         if split == "train" and self.train_size is not None:
             rows = rows[:self.train_size]
+        if split == "train" and not self._warned_repeats:
+            self._warned_repeats = True
+            warn_repeated_train_prompts(rows, self.name, "line" if self.kind == "jsonl" else "row")
         if split == "heldout" and train:
-            seen = {prompt_key(p.question) for p in train}
-            rows = [p for p in rows if prompt_key(p.question) not in seen]
-        return rows
+            return drop_train_prompts(rows, train)
+        return rows, []
 
     def problems(self, split: str, n: int, *, seed: int = 0) -> list[Problem]:
         """``n`` problems of ``split``, a seeded permutation's first ``n`` (deterministic).
@@ -352,12 +379,13 @@ class DatasetTask(Task):
         Raises
         ------
         ValueError
-            More problems than the split has (the message says why it is small).
+            More problems than the split has (the message says why it is small: malformed rows skipped, the
+            single source's held-out share, held-out rows removed as repeats of a training prompt, counted).
         DatasetFormatError
-            A malformed row (unless ``skip_malformed``).
+            A malformed row (unless ``skip_malformed``); a JSONL file with no row (empty or blank lines only).
         """
         self._check_request(split, n)
-        rows = self.split_rows(split)
+        rows, removed = self._split(split)
         if n > len(rows):
             why = [f"{self.skipped} malformed row(s) were skipped"] if self.skipped else []
             if self._single_source():
@@ -365,6 +393,8 @@ class DatasetTask(Task):
                            f"heldout (heldout_fraction)"
                            + (TRAIN_ONLY_FOLDER.format(kind="jsonl") if split == "train" and self.kind == "jsonl"
                               else ""))
+            if removed:
+                why.append(removed_heldout_note(removed, len(rows), "line" if self.kind == "jsonl" else "row"))
             raise ValueError(f"{self.name} {split!r} has {len(rows)} problems; asked for {n}"
                              + (f" ({'; '.join(why)})" if why else "") + "; ask for fewer or give more rows")
         order = np.random.default_rng(seed).permutation(len(rows))[:n]

@@ -18,7 +18,10 @@ commas removed. A row without one, or whose answer holds no number
 error (:class:`DatasetFormatError`, naming file, line and fix), or, with
 ``skip_malformed=True``, skipped, counted (``self.skipped``) and warned about;
 never dropped silently. Heldout rows whose
-question also occurs in train are removed (the official splits share none).
+question also occurs in train are removed (the official splits share none; a
+request they leave unfilled counts them); a train split that repeats a
+question is warned about once. A file with no row (empty, or blank lines
+only) is a :class:`DatasetFormatError` naming it and showing a row.
 
 Sampling: ``numpy.random.default_rng(seed).permutation`` of the split's rows,
 first ``n``; so the first ``n`` of a seed are a prefix of its first ``n + k``.
@@ -34,7 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
-                                  decoded_rows, prompt_key)
+                                  decoded_rows, drop_train_prompts, no_rows_error, removed_heldout_note,
+                                  warn_repeated_train_prompts)
 from gradprobe.tasks.verify import holds_number
 
 __all__ = ["GSM8KTask", "gold_from_solution"]
@@ -95,6 +99,7 @@ class GSM8KTask(Task):
         self.heldout_fraction = heldout_fraction
         self.skipped = 0
         self._rows: dict[str, list[Problem]] = {}
+        self._warned_repeats = False
         if not 0.0 < heldout_fraction < 1.0:
             raise TaskConfigError(f"heldout_fraction must be in (0, 1), got {heldout_fraction!r}")
         if self.path is not None:
@@ -155,8 +160,12 @@ class GSM8KTask(Task):
         return out
 
     def _read_file(self, file: Path) -> list[Problem]:
+        skipped = self.skipped
         with open(file, "rb") as fh:  # bytes: a row that is not UTF-8 is a malformed row (decode_row)
-            return self._parse(enumerate(fh, start=1), str(file), file.stem)
+            rows = self._parse(enumerate(fh, start=1), str(file), file.stem)
+        if not rows and self.skipped == skipped:  # no row at all: not a split too small for the request
+            raise no_rows_error(file, '{"question": "What is 2 + 3?", "answer": "2 + 3 = 5\\n#### 5"}')
+        return rows
 
     def _read_hub(self, hub_split: str) -> list[Problem]:
         try:
@@ -196,7 +205,15 @@ class GSM8KTask(Task):
         Returns
         -------
         list of Problem
+
+        Warns once per task when the training split repeats a question
+        (:func:`~gradprobe.tasks.base.warn_repeated_train_prompts`).
         """
+        return self._split(split)[0]
+
+    def _split(self, split: str) -> tuple[list[Problem], list]:
+        """``split``'s rows and, for ``heldout``, those removed as repeats of a train question
+        (:func:`~gradprobe.tasks.base.drop_train_prompts`)."""
         self._check_request(split, 0)
         if self.path is not None and self.path.is_file():
             rows = self._load("all")
@@ -208,10 +225,12 @@ class GSM8KTask(Task):
             rows = self._load("train" if split == "train" else "test")
             has_train = self.path is None or (self.path / _FILES["train"]).exists()
             train = self._load("train") if split == "heldout" and has_train else []
+        if split == "train" and not self._warned_repeats:
+            self._warned_repeats = True
+            warn_repeated_train_prompts(rows, self.name, "line")
         if split == "heldout" and train:
-            seen = {prompt_key(p.question) for p in train}
-            rows = [p for p in rows if prompt_key(p.question) not in seen]
-        return rows
+            return drop_train_prompts(rows, train)
+        return rows, []
 
     def problems(self, split: str, n: int, *, seed: int = 0) -> list[Problem]:
         """Return ``n`` problems of ``split`` sampled without replacement.
@@ -235,7 +254,7 @@ class GSM8KTask(Task):
             A malformed row (unless ``skip_malformed``).
         """
         self._check_request(split, n)
-        rows = self.split_rows(split)
+        rows, removed = self._split(split)
         if n > len(rows):
             why = []
             if self.skipped:
@@ -244,7 +263,9 @@ class GSM8KTask(Task):
                 why.append(f"a single file is split {1 - self.heldout_fraction:.0%} train / "
                            f"{self.heldout_fraction:.0%} heldout (heldout_fraction)"
                            + (TRAIN_ONLY_FOLDER.format(kind="gsm8k") if split == "train" else ""))
-            if split == "heldout":
+            if removed:
+                why.append(removed_heldout_note(removed, len(rows)))
+            elif split == "heldout":
                 why.append("held-out questions that also appear in train are removed")
             raise ValueError(f"{self.name} {split!r} has {len(rows)} problems; asked for {n}"
                              + (f" ({'; '.join(why)})" if why else "") + "; ask for fewer or give more rows")

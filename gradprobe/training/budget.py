@@ -12,7 +12,7 @@ import dataclasses
 from .coerce import check_positive
 from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, RunConfig, TrainConfig
 
-__all__ = ["check_budget", "shorten_budget"]
+__all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS"]
 
 
 def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
@@ -59,7 +59,13 @@ def _check_save_weights_at(updates: int, arms: dict[str, ArmSpec], base: TrainCo
                             f"list updates from 1 to {updates} or raise [budget] updates")
 
 
-def shorten_budget(run: RunConfig, overrides: dict[str, float | None]) -> RunConfig:
+#: The keyword arguments of :func:`gradprobe.train` that shorten each budget kind (its messages name them, as the
+#: command line's name its flags, :data:`~gradprobe.training.specs.BUDGET_FLAGS`).
+BUDGET_ARGUMENTS = {"generated_tokens": "budget_tokens=", "device_seconds": "budget_seconds=",
+                    "flops": "budget_flops=", "updates": "updates="}
+
+
+def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python: bool = False) -> RunConfig:
     """``run`` with some budgets lowered from the command line (``gradprobe train --updates 1`` ...).
 
     Each given override replaces the plan's budget of its kind (or adds that kind where the plan
@@ -78,6 +84,9 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None]) -> RunCon
         Budget kind (:data:`BUDGET_KINDS`) -> new limit, None = not overridden. Units:
         ``generated_tokens`` charged generated tokens (int), ``device_seconds`` device-seconds,
         ``flops`` FLOPs, ``updates`` updates (int).
+    python : bool
+        The messages name :func:`gradprobe.train`'s arguments (``updates=``, :data:`BUDGET_ARGUMENTS`) instead
+        of the flags (``--updates``); the record keeps the flags either way.
 
     Returns
     -------
@@ -87,8 +96,8 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None]) -> RunCon
     Raises
     ------
     PlanError
-        Naming the flag (:data:`BUDGET_FLAGS`): a value that is not a finite number > 0 (a whole
-        number for tokens and updates); a value above the plan's own budget of that kind (the
+        Naming the flag (:data:`BUDGET_FLAGS`; with ``python``, the argument): a value that is not a
+        finite number > 0 (a whole number for tokens and updates); a value above the plan's own budget of that kind (the
         flags only shorten a run: lengthen it in the plan); a token budget below one update's
         minimum (B x G completions of one token each); or ``--updates N`` that the token budget
         can never let the run reach (N updates cost at least N x B x G tokens), which would make
@@ -101,33 +110,49 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None]) -> RunCon
     if not given:
         return run
     plan_budget = run.budget.given()
+    names = BUDGET_ARGUMENTS if python else BUDGET_FLAGS
     for kind, value in given.items():
-        flag = BUDGET_FLAGS[kind]
-        whole = kind in ("generated_tokens", "updates")
-        kind_of = "a whole number" if whole else "a finite number"
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise PlanError(f"{flag} must be {kind_of} > 0, got {value!r}")
-        if not (value > 0 and value < float("inf")) or (whole and value != int(value)):
-            raise PlanError(f"{flag} must be {kind_of} > 0 (a budget the run can spend), got {value:g}")
-        if kind in plan_budget and value > plan_budget[kind]:
-            raise PlanError(f"{flag} {value:,g} is more than the plan's budget.{kind} = {plan_budget[kind]:,g}: "
-                            f"the command-line budgets only shorten a run; to lengthen it, raise [budget] "
-                            f"{kind} in the plan (a new plan, so its runs are not compared with the old ones)")
+        _check_override(kind, value, plan_budget, names)
     minimum = run.train.prompts_per_update * run.train.group  # completions of at least one token each
     tokens = given.get("generated_tokens")
     if tokens is not None and tokens < minimum:
-        raise PlanError(f"--budget-tokens {tokens:,g} is smaller than one update of arm {run.arm!r}: B * G = "
-                        f"{run.train.prompts_per_update} * {run.train.group} completions of at least one token "
-                        f"each; minimum: {minimum}")
+        raise PlanError(f"{_said(names, 'generated_tokens', f'{tokens:,g}')} is smaller than one update of arm "
+                        f"{run.arm!r}: B * G = {run.train.prompts_per_update} * {run.train.group} completions of at "
+                        f"least one token each; minimum: {minimum}")
     updates = given.get("updates")
     token_limit = given.get("generated_tokens", plan_budget.get("generated_tokens"))
     if updates is not None and token_limit is not None and updates * minimum > token_limit:
-        source = ("--budget-tokens" if "generated_tokens" in given else "the plan's budget.generated_tokens")
-        raise PlanError(f"--updates {int(updates)} conflicts with {source} = {token_limit:,g}: {int(updates)} updates "
-                        f"of arm {run.arm!r} cost at least {int(updates)} * {minimum} = {int(updates) * minimum:,} "
-                        f"tokens (B * G completions of one token or more), so the run always stops on tokens "
-                        f"first; give --updates at most {int(token_limit // minimum)} or only one of the two")
+        source = (names["generated_tokens"].rstrip("=") if "generated_tokens" in given
+                  else "the plan's budget.generated_tokens")
+        raise PlanError(f"{_said(names, 'updates', int(updates))} conflicts with {source} = {token_limit:,g}: "
+                        f"{int(updates)} updates of arm {run.arm!r} cost at least {int(updates)} * {minimum} = "
+                        f"{int(updates) * minimum:,} tokens (B * G completions of one token or more), so the run "
+                        f"always stops on tokens first; give {names['updates']} at most {int(token_limit // minimum)} "
+                        f"or only one of the two")
     kinds = {k: (int(v) if k in ("generated_tokens", "updates") else float(v)) for k, v in given.items()}
     budget = dataclasses.replace(run.budget, **kinds)
     record = {"flags": {BUDGET_FLAGS[k]: v for k, v in kinds.items()}, "plan_budget": plan_budget}
     return dataclasses.replace(run, budget=budget, budget_override=record)
+
+
+def _said(names: dict, kind: str, value) -> str:
+    """A budget override as its caller wrote it: ``--updates 20`` (a flag, :data:`BUDGET_FLAGS`) or ``updates=20``
+    (an argument of :func:`gradprobe.train`, :data:`BUDGET_ARGUMENTS`)."""
+    return f"{names[kind]}{value}" if names[kind].endswith("=") else f"{names[kind]} {value}"
+
+
+def _check_override(kind: str, value, plan_budget: dict, names: dict) -> None:
+    """Refuse one budget override (:func:`shorten_budget`): not a finite number > 0 (a whole one for tokens and
+    updates), or above the plan's budget of its kind; named as ``names`` (flags or arguments) name it."""
+    flag = names[kind]
+    whole = kind in ("generated_tokens", "updates")
+    kind_of = "a whole number" if whole else "a finite number"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PlanError(f"{flag} must be {kind_of} > 0, got {value!r}")
+    if not (value > 0 and value < float("inf")) or (whole and value != int(value)):
+        raise PlanError(f"{flag} must be {kind_of} > 0 (a budget the run can spend), got {value:g}")
+    if kind in plan_budget and value > plan_budget[kind]:
+        who = "the budget arguments" if flag.endswith("=") else "the command-line budgets"
+        raise PlanError(f"{_said(names, kind, f'{value:,g}')} is more than the plan's budget.{kind} = "
+                        f"{plan_budget[kind]:,g}: {who} only shorten a run; to lengthen it, raise [budget] "
+                        f"{kind} in the plan (a new plan, so its runs are not compared with the old ones)")
