@@ -11,7 +11,10 @@ scikit-learn parameter) are written as the Python numbers they hold.
 
 :func:`prepare_report_folder` makes ``calib report``'s ``--out`` folder, refusing a file and another command's
 folder: a ``gradprobe probe`` folder (``probe.json``, or a study's ``probe/`` with ``arms.json``) holds a
-``report.html`` of its own that the report would replace (``gradprobe probe`` refuses a report's folder likewise).
+``report.html`` of its own that the report would replace (``gradprobe probe`` refuses a report's folder likewise),
+and a folder holding a killed probe's ``.earlier-probe/`` would strand it. An earlier report (``cv_predictions.csv``)
+is replaced; files of the report's names (:data:`REPORT_FILES`) in a folder without it are a user's and are refused,
+never overwritten; other files are kept.
 """
 
 from __future__ import annotations
@@ -20,13 +23,18 @@ import errno
 import json
 from pathlib import Path
 
-from gradprobe.layout import OUTPUT_KINDS, output_kind
+from gradprobe.layout import CV_PREDICTIONS_CSV, EARLIER_PROBE, OUTPUT_KINDS, output_kind
 from gradprobe.outputs import OutputDirError, json_float, json_safe, output_error, write_bytes_atomic, write_text_atomic
 
 __all__ = ["to_json", "write_json", "write_text_atomic", "write_bytes_atomic", "json_safe", "json_float",
-           "prepare_report_folder"]
+           "prepare_report_folder", "REPORT_FILES"]
 
 _FIX = "choose another --out (a new or empty folder, or an earlier `calib report` folder)"
+#: Every file ``calib report`` writes into its folder (:func:`calib.report.write_report`; the figures are
+#: :func:`calib.report_html.draw_figures`' names + ``.png``); replaced only in a folder holding
+#: ``cv_predictions.csv`` (an earlier report), else refused (:func:`prepare_report_folder`).
+REPORT_FILES = ("rows.csv", CV_PREDICTIONS_CSV, "predicted_vs_realized.png", "mae_by_forecaster.png",
+                "residuals_by_arm.png", "accuracy_vs_tokens.png", "metrics.json", "report.html")
 
 
 def to_json(document, *, indent: int) -> str:
@@ -65,16 +73,26 @@ def prepare_report_folder(out: str | Path) -> Path:
     gradprobe.outputs.OutputDirError
         (an OSError; ``str()`` is one line naming ``out``, why and the fix: another ``--out``) ``out`` is a
         file, holds a ``gradprobe probe``'s output (``probe.json`` or ``arms.json``: its ``report.html`` would be
-        replaced), or cannot be created or written. Nothing is written then.
+        replaced) or another command's, holds the ``.earlier-probe/`` a killed probe left (how to recover it is
+        named), holds files named as the report's (:data:`REPORT_FILES`) but no ``cv_predictions.csv`` (no earlier
+        report's: they are named, as the report would overwrite them), or cannot be created or written. Nothing
+        is written then.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} is a file; the report is a folder (report.html, "
                              f"metrics.json, figures, CSVs): {_FIX}")
     found = output_kind(out)
+    if found is not None and found[0] == "killed probe":
+        raise OutputDirError(errno.EEXIST, (
+            f"--out {str(out)!r} holds {EARLIER_PROBE}/, the earlier probe a `gradprobe probe` that was killed left "
+            f"aside; a report there would strand it (`gradprobe probe` refuses a report's folder). Recover it first: "
+            f"`gradprobe probe --out {out}` puts it back before probing, or move the files of "
+            f"{out / EARLIER_PROBE} back into {out}; else {_FIX}"))
     if found is not None and found[0] != "calib report":
         raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} holds {OUTPUT_KINDS[found[0]]} ({found[1]}), not a "
                              f"calibration report; its files would mix with the report's: {_FIX}")
+    _refuse_files_of_no_report(out, found)
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / ".write-test").write_text("ok")
@@ -82,3 +100,19 @@ def prepare_report_folder(out: str | Path) -> Path:
     except OSError as e:
         raise output_error("creating the report folder", out, e) from e
     return out
+
+
+def _refuse_files_of_no_report(out: Path, found) -> None:
+    """Refuse ``out`` when it holds files named as a report's (:data:`REPORT_FILES`) but is no earlier report (no
+    ``cv_predictions.csv``, ``found`` the folder's :func:`gradprobe.layout.output_kind`): the report would overwrite
+    them (a user's ``report.html`` or ``rows.csv``)."""
+    if found is not None or not out.is_dir():  # an earlier report's files are the report's to replace
+        return
+    names = [name for name in REPORT_FILES if (out / name).exists()]
+    if not names:
+        return
+    shown, them = ", ".join(names), ("it" if len(names) == 1 else "them")
+    raise OutputDirError(errno.EEXIST, (
+        f"--out {str(out)!r} holds {shown} but no {CV_PREDICTIONS_CSV}, so {'it is' if them == 'it' else 'they are'}"
+        f" no earlier calibration report's: the report would overwrite {them}. Move {shown} out of {str(out)!r} "
+        f"(delete {them} if left by a `calib report` that was killed), or {_FIX}"))

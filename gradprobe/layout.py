@@ -22,7 +22,9 @@ Four kinds of folder (README, "Layout"):
 A fifth kind is read, never written by these commands: a **model** folder (a tier ``gradprobe warmstart``
 built, with :data:`TIER_FILES`; or ``save_pretrained`` weights, :data:`MODEL_WEIGHTS` beside a ``config.json``
 that is not a run's). Every command refuses it as an ``--out`` (:func:`output_kind`), so no output is mixed
-into a model and no run's ``config.json`` replaces the model's.
+into a model and no run's ``config.json`` replaces the model's. A folder holding only a killed probe's
+:data:`EARLIER_PROBE` (non-empty) is that probe's too: every other command refuses it, since ``gradprobe probe`` then
+refuses their output there and the earlier probe would be stranded (``gradprobe probe --out`` on it puts it back).
 """
 
 from __future__ import annotations
@@ -95,13 +97,25 @@ OUTPUT_KINDS = {"run": "a training run (`gradprobe train`)", "study": "a study (
                 "guided probe": "a study's guided-arm probe folder",
                 "calib report": "a calibration report (`calib report`)",
                 "ranking": "a ranking (`gradprobe rank-prompts`)",
-                "difficulty eval": "a difficulty evaluation (`gradprobe difficulty-eval`)", "model": "a model"}
+                "difficulty eval": "a difficulty evaluation (`gradprobe difficulty-eval`)", "model": "a model",
+                "killed probe": ("the earlier probe a killed `gradprobe probe` left aside (`gradprobe probe --out` on "
+                                 "this folder puts it back first; or move its files back by hand)")}
 #: marker file -> the kind of folder holding it (checked in this order; the first found names the folder)
 _MARKERS = {METRICS_JSONL: "run", SUMMARY_JSON: "run", CHECKPOINT_POINTER: "run", STUDY_JSON: "study",
             RUNS_CSV: "study", ANALYSIS_JSON: "study", PROBE_JSON: "probe", CALIBRATED_JSON: "probe",
             TOKENS_JSONL: "probe", ALIGNMENT_SAFETENSORS: "probe", CV_PREDICTIONS_CSV: "calib report",
             "ranking.csv": "ranking", "rank.json": "ranking", "reliability.png": "difficulty eval"}
 # (difficulty-eval's metrics.json is no marker: a calibration report writes one too)
+
+
+def _earlier_probe_evidence(folder: Path) -> str | None:
+    """``".earlier-probe/"`` when ``folder`` holds a non-empty :data:`EARLIER_PROBE` (left by a killed probe), else
+    None."""
+    aside = folder / EARLIER_PROBE
+    try:
+        return f"{EARLIER_PROBE}/" if aside.is_dir() and any(aside.iterdir()) else None
+    except OSError:  # unreadable: the folder is refused rather than written beside a probe it cannot see
+        return f"{EARLIER_PROBE}/"
 
 
 def output_kind(folder: str | Path) -> tuple[str, str] | None:
@@ -112,8 +126,9 @@ def output_kind(folder: str | Path) -> tuple[str, str] | None:
     (kind, evidence) or None
         ``kind`` a key of :data:`OUTPUT_KINDS` and ``evidence`` the file or path that shows it
         (``"arms.json"``, ``"probe/guided/<arm>"``, a marker file, ``"warmstart.json"`` or
-        ``"config.json + model.safetensors"`` for a model); None for a missing or empty folder or one holding
-        none of these.
+        ``"config.json + model.safetensors"`` for a model, ``".earlier-probe/"`` for ``"killed probe"``: a folder
+        with no marker whose non-empty :data:`EARLIER_PROBE` holds the earlier probe a killed ``gradprobe probe``
+        left aside); None for a missing or empty folder or one holding none of these.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -125,7 +140,10 @@ def output_kind(folder: str | Path) -> tuple[str, str] | None:
     model = _model_evidence(folder)  # before the markers: a model a probe was once written beside stays a model
     if model is not None:
         return "model", model
-    return next(((kind, name) for name, kind in _MARKERS.items() if (folder / name).exists()), None)
+    found = next(((kind, name) for name, kind in _MARKERS.items() if (folder / name).exists()), None)
+    if found is None and (leftover := _earlier_probe_evidence(folder)) is not None:
+        return "killed probe", leftover
+    return found
 
 
 def _model_evidence(folder: Path) -> str | None:

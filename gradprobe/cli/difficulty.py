@@ -28,8 +28,9 @@ Ctrl-C stops either with one line and exit status 130, as ``gradprobe train`` do
 only at the end, and the writers themselves (:func:`gradprobe.difficulty.rank_pool.write_ranking`,
 :func:`_write_eval`) remove the pair when the last write does not finish, so nothing partial is left as
 if complete, from the CLI and the Python API alike. Each refuses, before any compute, an ``--out`` holding
-another command's output (a study, a training run, a probe, a calibration report, or the other of these two),
-and says in one line when it replaces its own earlier output there
+another command's output (a study, a training run, a probe, a calibration report, or the other of these two) or
+a file named as its own that is not its complete earlier output (a user's ``metrics.json``), and says in one line,
+just before it writes, when it replaces its own earlier output there
 (:func:`gradprobe.difficulty.folder.check_output_folder`).
 """
 
@@ -103,15 +104,14 @@ def add_difficulty_parsers(subparsers) -> None:
                        help="hide the progress bar (completions sampled, rate and ETA on stderr)")
 
 
-def _setup(args) -> PreparedPool:
-    """``difficulty-eval``'s settings (checked first), output folder (another command's refused; its own earlier
-    evaluation replaced, said in one line), policy, task, pool, sampling and estimator config
-    (:func:`gradprobe.difficulty.rank.prepare_pool`, shared with ``rank-prompts``)."""
+def _setup(args) -> tuple[PreparedPool, str | None]:
+    """``difficulty-eval``'s settings (checked first), output folder (another command's refused), policy, task, pool,
+    sampling and estimator config (:func:`gradprobe.difficulty.rank.prepare_pool`, shared with ``rank-prompts``),
+    and the line saying that its own earlier evaluation there is replaced (None: there is none), printed by the
+    caller when it writes, not before: a refused setting or a failed compute replaces nothing."""
     settings = PoolSettings.from_args(args)
     replacing = check_output_folder(args.out, "difficulty-eval")
-    if replacing:
-        print(replacing)
-    return prepare_pool(args.model, args.task, args.pool, args.out, settings)
+    return prepare_pool(args.model, args.task, args.pool, args.out, settings), replacing
 
 
 def _settings(args) -> dict:
@@ -134,7 +134,7 @@ def difficulty_eval(args) -> int:
     observed = args.samples // 4 if args.observed is None else args.observed
     if observed >= args.samples:
         raise ValueError(f"--observed ({observed}) must be smaller than --samples ({args.samples}) so a target remains")
-    out, policy, task, pool, sampling, est_config, keys = _setup(args)
+    (out, policy, task, pool, sampling, est_config, keys), replacing = _setup(args)
     ledger = Ledger()
     ids = [p.id for p in pool]
     texts = [p.question for p in pool]
@@ -160,6 +160,8 @@ def difficulty_eval(args) -> int:
                "spearman_rho": result["estimators"]["posterior"]["spearman_rho"],
                **result,
                "ledger": ledger.to_dict(), "versions": versions()}
+    if replacing:  # said when it happens
+        print(replacing)
     _write_eval(out, result, summary)
     fmt = lambda x: "  n/a" if x is None else f"{x:.3f}"  # noqa: E731
     print(f"{'':22s} {'brier':>6s} {'auc':>6s} {'rho':>6s} {'mean p':>7s}")

@@ -149,8 +149,9 @@ def _add_run_options(p) -> None:
     p.add_argument("--device", default=ModelSettings.device)
     p.add_argument("--dtype", default=ModelSettings.dtype, choices=list(DTYPE_NAMES))
     p.add_argument("--out", type=out_path, default="runs/probe", help="output folder (probe.json, report.html, alignment.safetensors, "
-                   "tokens.jsonl); replaces an earlier probe there, keeps other files, refuses a run's, a study's, a "
-                   "study's probe, a calib report or a model folder")
+                   "tokens.jsonl); replaces an earlier probe there (a folder with probe.json), keeps other files, "
+                   "refuses a run's, a study's, a study's probe, a calib report or a model folder, and a folder "
+                   "holding files of a probe's names without probe.json")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--threads", type=int, default=ModelSettings.threads,
                    help="torch CPU threads (default: torch's own; 1 for models under 20M parameters when OpenMP threads spin, "

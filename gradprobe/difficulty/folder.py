@@ -1,13 +1,18 @@
 """Whose output an ``--out`` folder of ``rank-prompts`` / ``difficulty-eval`` holds (torch-free).
 
-Each command writes into an empty folder, a new one, or its own earlier output (which it replaces, saying so);
-a folder holding another command's output (a study, a training run, a probe, a calibration report:
-:func:`gradprobe.layout.output_kind`; or the other of these two commands) is refused before any compute.
+Each command writes into an empty folder, a new one, a folder of other files (its files go beside them), or its
+own earlier output (which it replaces, saying so when it writes); a folder holding another command's output (a
+study, a training run, a probe, a calibration report: :func:`gradprobe.layout.output_kind`; or the other of these
+two commands) is refused before any compute. Only a complete earlier output is replaced (the file its command writes
+last: ``rank.json``; a ``metrics.json`` that ``difficulty-eval`` wrote, ``"command": "difficulty-eval"``): a folder
+holding one of the command's file names without it (a user's ``metrics.json``, a lone ``ranking.csv``) is refused
+too, naming the file, so no file the command did not write is overwritten.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import time
 from pathlib import Path
 
@@ -41,14 +46,16 @@ def check_output_folder(out, command: str) -> str | None:
     -------
     str or None
         ``"replacing the ranking in OUT (written YYYY-MM-DD HH:MM:SS)"`` (the evaluation, for difficulty-eval)
-        when ``out`` holds the command's earlier output; None otherwise.
+        when ``out`` holds the command's complete earlier output (:func:`_complete`); None otherwise. The caller
+        says it when it writes (after every check and the compute), not before: nothing is replaced until then.
 
     Raises
     ------
     OutputDirError (an OSError, errno EEXIST)
         ``out`` holds a study, a training run, a probe, a calibration report or the other command's output;
-        one line naming the folder, what it holds (with the file that shows it) and the fix. Nothing is
-        read or written.
+        or files named as the command's (``ranking.csv``, ``metrics.json``...) but not its complete earlier output
+        (:func:`_complete`), which it would overwrite. One line naming the folder, what it holds (with the file
+        that shows it) and the fix. Nothing is written.
     ValueError
         ``command`` is not one of the two.
     """
@@ -70,8 +77,36 @@ def check_output_folder(out, command: str) -> str | None:
             f"--out {str(folder)!r} holds {what} ({evidence}), not the output of `gradprobe {command}`; "
             f"{'an' if noun[0] in 'aeiou' else 'a'} {noun} there would mix its files into it: choose another --out "
             f"(an empty folder, or an earlier {noun}'s)"))
-    earlier = [folder / name for name in files if (folder / name).is_file()]
+    earlier = [folder / name for name in files if (folder / name).exists()]
     if not earlier:
         return None
+    why = _complete(folder, command)
+    if why is not None:
+        shown = ", ".join(p.name for p in earlier)
+        them = "it" if len(earlier) == 1 else "them"
+        raise OutputDirError(errno.EEXIST, (
+            f"--out {str(folder)!r} holds {shown} but {why}, so {'it is' if them == 'it' else 'they are'} no "
+            f"earlier {noun}'s: {'an' if noun[0] in 'aeiou' else 'a'} {noun} there would overwrite {them}. Choose "
+            f"another --out, or move {shown} out of {str(folder)!r} (delete {them} if left by a `gradprobe "
+            f"{command}` that was killed)"))
     written = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(max(p.stat().st_mtime for p in earlier)))
     return f"replacing the {noun} in {folder} (written {written})"
+
+
+def _complete(folder: Path, command: str) -> str | None:
+    """None when ``folder`` holds ``command``'s complete output: the file it writes last, ``rank.json`` (a name no
+    other command writes), or a ``metrics.json`` that ``difficulty-eval`` wrote (a JSON object with ``"command":
+    "difficulty-eval"``: a calibration report, or a user, writes a ``metrics.json`` too); else why not, as a phrase
+    (``"no rank.json"``, ``"metrics.json was not written by difficulty-eval (...)"``)."""
+    last = folder / _OWN[command][0][-1]
+    if not last.is_file():
+        return f"no {last.name}"
+    if command == "rank-prompts":
+        return None
+    try:
+        recorded = json.loads(last.read_text()).get("command")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        recorded = None
+    if recorded == command:
+        return None
+    return f'{last.name} was not written by {command} (it holds no "command": "{command}")'

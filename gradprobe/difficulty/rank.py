@@ -313,8 +313,9 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     ValueError
         ``pool`` < 1, a bad setting (named), an unknown task, an empty pool, duplicate ids, a non-numeric metadata key.
     OSError
-        ``out`` cannot be written or holds another command's output (:mod:`gradprobe.difficulty.folder`; an
-        earlier ranking is replaced, ``say`` told so), before any compute.
+        ``out`` cannot be written, holds another command's output or files named as a ranking's that are not an
+        earlier ranking (``ranking.csv`` without ``rank.json``; :mod:`gradprobe.difficulty.folder`), before any
+        compute. An earlier ranking is replaced, ``say`` told so just before the new one is written.
     gradprobe.models.ModelNotFoundError
         Unknown model.
     """
@@ -325,8 +326,7 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         raise ValueError(f"pool (--pool) must be an integer >= 1, got {pool!r}")
     say = say or (lambda line: None)
     record = _settings_record(model, task, pool, out, settings)
-    if replacing := check_output_folder(out, "rank-prompts"):  # another command's folder: refused before compute
-        say(replacing)
+    replacing = check_output_folder(out, "rank-prompts")  # another command's folder: refused before compute
     with removed_if_left_empty(out):
         prepared = prepare_pool(str(model), str(task), int(pool), out, settings)
         ledger = Ledger()
@@ -334,6 +334,8 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         caught = ranked.caught
         document = _document(record, prepared, ranked, ledger)
         if prepared.out is not None:
+            if replacing:  # said when it happens: a refused setting or a failed compute replaces nothing
+                say(replacing)
             write_ranking(prepared.out, ranked.table, document)
     table = ranked.table
     table.attrs.update(json.loads(json.dumps(document, allow_nan=False)))  # rank.json's content, as read back

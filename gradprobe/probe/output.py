@@ -16,7 +16,9 @@ gradprobe's one encoding of non-finite floats (:func:`gradprobe.outputs.json_saf
 Probing again into a folder (``gradprobe probe --out DIR``): :func:`replacing_earlier_probe` wraps the probe
 so that no file of the earlier probe remains beside the new one (e.g. a ``calibrated.json`` from an earlier
 ``--calibration``). It touches only :data:`PROBE_FILES` (and their ``.tmp`` partials and ``batch_K/``
-folders), never other files, and refuses a folder that holds a training run, a study, a ``calib report``
+folders), never other files, and only in a folder holding ``probe.json`` (an earlier probe): files of those names
+without it are no probe's (a user's ``report.html``) and the folder is refused, nothing moved or deleted. It also
+refuses a folder that holds a training run, a study, a ``calib report``
 (``cv_predictions.csv``), a model (a tier, ``save_pretrained`` weights) or a study's probe (``arms.json``:
 ``gradprobe study`` writes its probe with :func:`gradprobe.probe.run.run_probe`, not through it). A
 ``.earlier-probe/`` left by a killed probe (SIGKILL) is
@@ -154,7 +156,7 @@ def _other_output(folder: Path) -> str | None:
     """Why ``folder`` is refused (another command's output, :func:`gradprobe.layout.output_kind`, named with the
     fix), else None."""
     found = output_kind(folder)
-    if found is None or found[0] == "probe":
+    if found is None or found[0] in ("probe", "killed probe"):  # a killed probe's leftover is put back (_leftover)
         return None
     kind, evidence = found
     if kind in ("study probe", "guided probe"):
@@ -197,12 +199,15 @@ def replacing_earlier_probe(out, say=_warn):
     """Context manager around a probe that writes into ``out``: no file of an earlier probe remains beside it.
 
     On entry the earlier probe's files (:data:`PROBE_FILES`, their ``.tmp`` partials, ``batch_K/`` folders) are
-    moved into ``out/.earlier-probe``; other files are never touched. When the block ends normally they are
-    deleted; when it raises (an error, Ctrl-C, the CLI's SIGTERM) the files this probe wrote so far are deleted,
-    the earlier ones put back and a folder this call found missing is removed again if left empty, so nothing
-    partial is left as if complete. A ``.earlier-probe/`` found on entry (left by a probe killed by SIGKILL) is
-    first put back when ``out`` holds no ``probe.json`` of its own (the killed probe's partial files there are
-    deleted), else deleted (``out``'s complete probe is the earlier one); either way ``say`` is told first.
+    moved into ``out/.earlier-probe``; other files are never touched. Only a folder holding ``probe.json`` holds an
+    earlier probe: one that holds files of those names without it is refused (they are not a probe's: a user's
+    ``report.html``, or the partial files of a probe killed before it wrote ``probe.json``), nothing moved. When the
+    block ends normally the earlier files are deleted; when it raises (an error, Ctrl-C, the CLI's SIGTERM) the
+    files this probe wrote so far are deleted, the earlier ones put back and a folder this call found missing is
+    removed again if left empty, so nothing partial is left as if complete. A ``.earlier-probe/`` found on entry
+    (left by a probe killed by SIGKILL) is first put back when ``out`` holds no ``probe.json`` of its own (the
+    killed probe's partial files there are deleted), else deleted (``out``'s complete probe is the earlier one);
+    either way ``say`` is told first.
 
     Parameters
     ----------
@@ -218,7 +223,9 @@ def replacing_earlier_probe(out, say=_warn):
     ------
     OutputDirError (an OSError)
         ``out`` holds a training run, a study, a model or a study's probe (``arms.json``; the message names the
-        folder, what it holds and the fix), or the earlier files cannot be moved (they are left in place).
+        folder, what it holds and the fix); or files named as a probe's but no ``probe.json`` (the message names
+        them and the fix: another --out, or move them away); or the earlier files cannot be moved (they are left
+        in place).
     """
     folder = ProbeFolder(Path(out))
     if folder.path.is_dir():
@@ -255,14 +262,30 @@ def _leftover(folder: ProbeFolder, say) -> None:
         raise output_error(f"restoring the earlier probe from {EARLIER}/ in", folder.path, e) from e
 
 
+def _not_a_probe(folder: Path, names: list[str]) -> OutputDirError:
+    """The refusal of ``folder``, which holds files named as a probe's (``names``) but no ``probe.json``: they are
+    not an earlier probe's (a user's own ``report.html``, or what a probe killed before its ``probe.json`` left),
+    and a probe there would overwrite them; named with the fix."""
+    shown, them = ", ".join(names), ("it" if len(names) == 1 else "them")
+    return OutputDirError(errno.EEXIST, (
+        f"--out {str(folder)!r} holds {shown} but no {PROBE_JSON}, so {'it is' if them == 'it' else 'they are'} no "
+        f"earlier probe's (a probe writes {', '.join(PROBE_FILES)}): a probe there would overwrite {them}. Choose "
+        f"another --out, or move {shown} out of {str(folder)!r} (delete {them} if left by a probe that was killed "
+        f"before it wrote {PROBE_JSON})"))
+
+
 def _move_aside(folder: ProbeFolder, say) -> None:
-    """Refuse another command's folder; restore a leftover; move the earlier probe's files into ``EARLIER``."""
+    """Refuse another command's folder; restore a leftover; refuse files named as a probe's without ``probe.json``
+    (:func:`_not_a_probe`); move the earlier probe's files into ``EARLIER``."""
     other = _other_output(folder.path)
     if other is not None:
         raise OutputDirError(errno.EEXIST, f"--out {str(folder.path)!r} {other}")
     _leftover(folder, say)
     aside = folder.path / EARLIER
-    folder.earlier = _probe_names(folder.path)
+    names = _probe_names(folder.path)
+    if names and not (folder.path / PROBE_JSON).is_file():  # only a folder with probe.json holds an earlier probe
+        raise _not_a_probe(folder.path, names)
+    folder.earlier = names
     if not folder.earlier:
         return
     moved = []

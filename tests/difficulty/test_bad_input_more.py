@@ -185,7 +185,9 @@ def test_an_earlier_result_is_named_when_replaced(tmp_path):
     line = check_output_folder(_folder(tmp_path / "r", "rank.json", "ranking.csv"), "rank-prompts")
     assert re.fullmatch(rf"replacing the ranking in {re.escape(str(tmp_path / 'r'))} "
                         r"\(written \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\)", line)
-    line = check_output_folder(_folder(tmp_path / "e", "metrics.json"), "difficulty-eval")
+    e = _folder(tmp_path / "e", "metrics.json")
+    (e / "metrics.json").write_text('{"command": "difficulty-eval"}')  # what difficulty-eval writes: its own
+    line = check_output_folder(e, "difficulty-eval")
     assert line.startswith(f"replacing the evaluation in {tmp_path / 'e'} (written ")
 
 
