@@ -124,9 +124,11 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     StudyFormatError
         A missing file or field (named, with the fix), no ``grpo`` arm, an arm without a forecast
         row, forecasts that lack contract columns, an infinite forecast (study, arm, seeds), or an
-        ``analysis.json`` that no longer matches ``runs.csv`` (arms, seeds per arm) or ``study.json``'s
-        plan (:mod:`calib.integrity`; fix: ``gradprobe study --analyze-only --overwrite-analysis``, once a cut
-        runs.csv is restored), a bad runs.csv cell (checked first), an analysis.json number that is none
+        ``analysis.json`` that no longer matches ``runs.csv`` (arms, seeds per arm, each run's accuracy read at the
+        matched points, the realized accuracies among them) or ``study.json``'s plan (:mod:`calib.integrity`; fix:
+        ``gradprobe study --analyze-only --overwrite-analysis``, once a cut or edited runs.csv is restored), a bad
+        runs.csv cell or a runs.csv accuracy that is not the mean of its eval's per-item results (checked first,
+        :func:`calib.integrity.read_study_runs`), an analysis.json number that is none
         (:func:`_token_budget`, :func:`_per_seed`), a study.json ``plan_sha256`` that is no SHA-256
         (:func:`_study_plan_sha`), a probe.json number that is none or field missing (:func:`check_probe_numbers`),
         or a plan.toml the analysis refuses: edited after the study froze it, or invalid (:func:`_study_plan`).

@@ -17,9 +17,14 @@ Rows CSV (:func:`read_rows_csv`)
 analysis.json vs runs.csv (:func:`check_analysis_matches_runs`)
     The same arms, per arm as many seeds (``arms.ARM.seeds``: runs.csv's distinct seeds of that arm
     when the analysis was made) and no seed read that runs.csv no longer holds; the plan sha256 of
-    analysis.json and study.json agree; each arm's mean accuracy in analysis.json lies within the
-    accuracies runs.csv records for that arm (x 100, +- :data:`ROUNDING`: a blanked or rescaled
-    ``accuracy`` column is caught). Otherwise runs.csv (or the plan) changed after the analysis.
+    analysis.json and study.json agree; each run's accuracy analysis.json reads at every matched point
+    (``arms.ARM.AXIS.per_seed``, calibration's realized accuracy among them) and at update 0 is what runs.csv
+    gives there now, read by the analysis's rule (:func:`gradprobe.study.coverage.changed_reads`, within 1e-6
+    points); each arm's mean accuracy in analysis.json lies within the accuracies runs.csv records for that arm
+    (x 100, +- :data:`ROUNDING`). Otherwise runs.csv (or the plan) changed after the analysis.
+runs.csv vs per-item results (:func:`read_study_runs`)
+    Each ``accuracy`` (``accuracy_sampled``) is the mean of its eval's greedy (sampled) per-item results where both
+    are recorded (:func:`gradprobe.study.reading.item_accuracy_mismatches`, the analysis's own check).
 The same run twice (:func:`duplicate_runs`, :func:`check_duplicate_runs`)
     Two rows of different studies are one run read twice when they share the model, task, reward,
     loss type, probe entry, lr_scale, seed and token budget, have the same realized accuracy there,
@@ -62,8 +67,9 @@ from gradprobe.forecast.curve_fit import CurveError
 from gradprobe.forecast.study import REBUILD_ANALYSIS as STUDY_REBUILD_ANALYSIS
 from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON
 from gradprobe.outputs import is_json_number, json_number_text, json_short
-from gradprobe.study.coverage import csv_seeds, stale_analysis
-from gradprobe.study.reading import cut_tail_run, lost_eval_lines, restore_runs_csv_fix
+from gradprobe.study.coverage import CHANGED_READS, csv_seeds, stale_analysis
+from gradprobe.study.reading import (cut_tail_run, item_accuracy_mismatches, lost_eval_lines, read_item_lines,
+                                    restore_runs_csv_fix)
 
 FORECAST_NAMES = ("forecast_probe", "forecast_cost_only", "forecast_signal_proxy", "forecast_first_order")
 NUMERIC = ("seed", "budget_value", "lr_scale", "rho", "snr", "tokens_per_update", "token_multiplier") \
@@ -343,34 +349,48 @@ def read_study_runs(study_dir: Path) -> tuple[pd.DataFrame, list[tuple[int, str]
         runs.csv is missing (fix: restore it, then re-analyse), cannot be read, lacks its arm or seed column,
         holds a bad cell (:func:`read_runs`): the file, the line, the column and the fix named; or lost
         eval lines (a run lacks an eval its plan, ``study.json`` or per-item results record:
-        :func:`gradprobe.study.reading.lost_eval_lines`), which would be read as runs with fewer evals.
+        :func:`gradprobe.study.reading.lost_eval_lines`), which would be read as runs with fewer evals; or an
+        ``accuracy`` or ``accuracy_sampled`` that is not the mean of its eval's per-item results (the analysis's own
+        check, :func:`gradprobe.study.reading.item_accuracy_mismatches`: line, run, update, both values and the fix).
+        The per-item results are read once for both checks; ``accuracy_sampled`` is read for the cross-check only
+        (the frame returned has the five columns above).
     """
     path = study_dir / RUNS_CSV
     if not path.is_file():
         raise StudyFormatError(f"{path} is missing; calibration checks {ANALYSIS_JSON} against it: restore the "
                                f"study's runs.csv (`gradprobe study` writes it), then re-analyse the study with "
                                f"`{REANALYZE.format(study_dir)}`")
-    whole, raw = _runs_text(study_dir, ("arm", "seed", "update", "generated_tokens", "accuracy"))  # read once
+    whole, raw = _runs_text(study_dir, ("arm", "seed", "update", "generated_tokens", "accuracy", "accuracy_sampled"))
     runs, cut = _checked_runs(study_dir, whole, raw)
+    sampled = runs.pop("accuracy_sampled") if "accuracy_sampled" in runs.columns else None  # only cross-checked
     missing = [c for c in ("arm", "seed") if c not in runs.columns]
     if missing:
         raise StudyFormatError(f"{path} cannot be read for its arm and seed columns (no column(s) {missing}); "
                                f"{REBUILD_RUNS.format(csv=path, study=study_dir)}")
-    lost = _lost_lines(study_dir, path, whole, raw) if {"update", "generated_tokens"} <= set(runs.columns) else None
+    if not {"update", "generated_tokens"} <= set(runs.columns):
+        return runs, cut
+    items = read_item_lines(study_dir)  # read once: the lost-line check and the accuracy cross-check
+    lost = _lost_lines(study_dir, path, whole, raw, items)
     if lost is not None:
         raise StudyFormatError(f"{lost}, which calibration would read as runs with fewer evals; "
                                f"{restore_runs_csv_fix(study_dir)}")
+    read = runs[~runs.index.isin([line for line, _ in cut])]  # a value on a cut line may be cut: not compared
+    wrong = item_accuracy_mismatches(read if sampled is None else read.assign(accuracy_sampled=sampled), items,
+                                     path, list(read.index), study_dir)
+    if wrong is not None:
+        raise StudyFormatError(f"{wrong}, and calibration reads the accuracies; {restore_runs_csv_fix(study_dir)}")
     return runs, cut
 
 
-def _lost_lines(study_dir: Path, path: Path, whole: pd.DataFrame, raw: bytes) -> str | None:
+def _lost_lines(study_dir: Path, path: Path, whole: pd.DataFrame, raw: bytes, items=None) -> str | None:
     """:func:`gradprobe.study.reading.lost_eval_lines` of runs.csv read whole (``whole``, :func:`_runs_text`'s text
     frame: its cut lines kept, their cells blank where cut, as the analysis reads them: a cut line is no lost line);
     a cut last line's run is checked to its end like any other, an update study.json or the per-item results record
     after the cut line being lines cut off with the file's end, refused as the analysis refuses it (named so:
     :func:`gradprobe.study.reading.cut_tail_run` of ``raw``, the file's bytes). The caller's read is used: the file
-    is not read again."""
-    return lost_eval_lines(whole, study_dir, path, cut_run=cut_tail_run(raw))
+    is not read again, nor the per-item results (``items``, :func:`gradprobe.study.reading.read_item_lines`; None:
+    read here)."""
+    return lost_eval_lines(whole, study_dir, path, cut_run=cut_tail_run(raw), item_lines=items)
 
 
 def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict, runs=None) -> None:
@@ -383,8 +403,11 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict,
     ------
     StudyFormatError
         A missing or unreadable runs.csv, a bad cell of it (:func:`read_runs`: its line and column named), or the
-        differences (arms, seeds per arm, plan sha256, an arm's mean accuracy read outside every accuracy runs.csv
-        records for it), with the fix ``gradprobe study --analyze-only --overwrite-analysis --out STUDY``; when
+        differences (arms, seeds per arm, plan sha256, a run's accuracy at a matched point or update 0 unlike
+        runs.csv's read there now, :func:`gradprobe.study.coverage.changed_reads`: the run, the point, both values
+        and the evals read; an arm's mean accuracy read outside every accuracy runs.csv records for it), with the
+        fix ``gradprobe study --analyze-only --overwrite-analysis --out STUDY`` (for changed reads also how to
+        restore runs.csv, :data:`REBUILD_RUNS`, should runs.csv be the edited one); when
         runs.csv looks cut (a line with fewer fields than the header, no line break after its last line) or lacks
         runs the analysis lists, the message first says so and how to restore or rebuild it (:data:`REBUILD_RUNS`),
         since a re-analysis would read the damaged file.
@@ -392,21 +415,36 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict,
     path = study_dir / RUNS_CSV
     fix = f"re-analyse the study with `{REANALYZE.format(study_dir)}`"
     runs, cut = read_study_runs(study_dir) if runs is None else runs
-    runs = runs[["arm", "seed"] + [c for c in ("accuracy",) if c in runs.columns]]  # only these are compared
     csv = csv_seeds(runs)
-    diffs = stale_analysis(study_dir, runs)  # arms, seeds per arm, plan sha256: the check gradprobe study makes
+    outside = _accuracies_outside_runs(runs, per_seed)  # arm -> phrase; its reads are not told again run by run
+    diffs = stale_analysis(study_dir, _as_analysed(runs, cut), skip_arms=outside)  # arms, seeds, sha256, reads
+    if any(d.startswith(CHANGED_READS) for d in diffs):  # which file is right is unknown: both fixes named
+        fix += (f" if {RUNS_CSV} is the study's own; if it was edited since, "
+                f"{REBUILD_RUNS.format(csv=path, study=study_dir)} instead")
     lost = [a for a in (analysis.get("arms") or {}) if a not in csv]
     for arm in (a for a in (analysis.get("arms") or {}) if a in csv):
         gone = sorted(set(per_seed.get(arm, {})) - csv[arm])
         if gone:
             diffs.append(f"{arm}: {ANALYSIS_JSON} reads seed(s) {gone} that {RUNS_CSV} does not hold")
             lost.append(f"{arm} seed(s) {gone}")
-    diffs += _accuracies_outside_runs(runs, per_seed)
+    diffs += list(outside.values())
     if diffs:
         why = (_damaged_runs(study_dir, path, cut, lost) + f"; only if {RUNS_CSV} is whole and the analysis is older, "
                if cut or lost else "runs.csv changed after the analysis: ")
         raise StudyFormatError(f"{study_dir}: {ANALYSIS_JSON} does not match {RUNS_CSV} ({'; '.join(diffs)}); "
                                + why + fix)
+
+
+def _as_analysed(runs: pd.DataFrame, cut: list) -> pd.DataFrame:
+    """``runs`` (:func:`read_study_runs`) as the analysis reads it for :func:`gradprobe.study.coverage.changed_reads`:
+    the accuracy of a cut line blank (its value may be cut), an eval given on two lines read once (the first), a
+    line without an update left out (the analysis refuses such a file)."""
+    out = runs.copy()
+    if cut and "accuracy" in out.columns:
+        out.loc[out.index.isin([line for line, _ in cut]), "accuracy"] = np.nan
+    if "update" not in out.columns:
+        return out
+    return out[out["update"].notna()].drop_duplicates(["arm", "seed", "update"])
 
 
 def _damaged_runs(study_dir: Path, path: Path, cut: list, lost: list) -> str:
@@ -419,26 +457,27 @@ def _damaged_runs(study_dir: Path, path: Path, cut: list, lost: list) -> str:
             " (a re-analysis now would read the damaged file)")
 
 
-def _accuracies_outside_runs(runs: pd.DataFrame, per_seed: dict) -> list[str]:
-    """The arms whose mean accuracy in analysis.json (over ``per_seed``'s finite values, points) lies outside
-    every accuracy runs.csv records for that arm (``runs``: arm, seed, accuracy as a fraction). analysis.json reads
-    each run at one eval or between two adjacent ones, so each read, and their mean, lies in the arm's
-    [min, max] x 100; outside it, runs.csv's accuracies changed (rescaled, blanked) after the analysis. A cheap
-    necessary check, not a recomputation (analysis.json records no digest of runs.csv): an edit that keeps the
-    mean inside the arm's range passes. Without an ``accuracy`` column nothing is compared."""
+def _accuracies_outside_runs(runs: pd.DataFrame, per_seed: dict) -> dict[str, str]:
+    """arm -> a phrase, for each arm whose mean accuracy in analysis.json (over ``per_seed``'s finite values,
+    points) lies outside every accuracy runs.csv records for that arm (``runs``: arm, seed, accuracy as a fraction).
+    analysis.json reads each run at one eval or between two adjacent ones, so each read, and their mean, lies in the
+    arm's [min, max] x 100; outside it, runs.csv's accuracies changed (rescaled, blanked) after the analysis. A cheap
+    necessary check, told per arm; :func:`gradprobe.study.coverage.changed_reads` compares each read (the arms named
+    here are left out of it). Without an ``accuracy`` column nothing is compared."""
     if "accuracy" not in runs.columns:
-        return []
+        return {}
     acc = 100.0 * pd.to_numeric(runs["accuracy"], errors="coerce")
     span = acc.groupby(runs["arm"].astype(str)).agg(["min", "max"])
-    out = []
+    out = {}
     for arm, seeds in per_seed.items():
         vals = [v for v in seeds.values() if math.isfinite(v)]
         if not vals or str(arm) not in span.index:
             continue
         mean, (lo, hi) = float(np.mean(vals)), span.loc[str(arm)]
         if not (lo - ROUNDING <= mean <= hi + ROUNDING):  # NaN bounds (no accuracy left): outside too
-            out.append(f"{arm}: {ANALYSIS_JSON} reads a mean accuracy of {mean:g} points over its seeds, {RUNS_CSV} "
-                       "records " + (f"{lo:g}-{hi:g}" if math.isfinite(lo) else "none") + " for that arm")
+            said = f"{lo:g}-{hi:g}" if math.isfinite(lo) else "none"
+            out[str(arm)] = (f"{arm}: {ANALYSIS_JSON} reads a mean accuracy of {mean:g} points over its seeds, "
+                             f"{RUNS_CSV} records {said} for that arm")
     return out
 
 

@@ -177,7 +177,8 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
         The study folder (``gradprobe study --out DIR``).
     item_lines : list of dict, optional
         The study's per-item result lines when the caller has read them (the analysis: the file is read once);
-        None: read here for the lost-line check (:func:`lost_eval_lines`).
+        None: read here (:func:`read_item_lines`) for the lost-line check (:func:`lost_eval_lines`) and the
+        accuracy cross-check (:func:`item_accuracy_mismatches`).
 
     Returns
     -------
@@ -195,7 +196,9 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
         cut inside or right after an earlier line of the run, :func:`cut_tail_run`), i.e. an update ``study.json`` or
         the run's per-item results record after its last line (:func:`lost_eval_lines`): the run's end is unknown,
         and read as it is the run would end earlier, moving the matched budgets; one line names the file, each such
-        run, its last update left, the missing update(s) and the fix (:func:`_check_lost_lines`).
+        run, its last update left, the missing update(s) and the fix (:func:`_check_lost_lines`). An ``accuracy`` or
+        ``accuracy_sampled`` that is not the mean of the per-item results of its eval (:func:`item_accuracy_mismatches`:
+        the file, line, run, update, both values and the fix).
 
     Warns
     -----
@@ -227,8 +230,11 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
     _check_some_accuracy(df, path, study_dir)
     tail = cut_tail_run(raw)  # the run of a cut last line, whose later lines may have gone with the cut
     df = _sorted_runs(df, lines_known, study_dir)
+    item_lines = read_item_lines(study_dir) if item_lines is None else item_lines  # read once, for both checks
     _check_lost_lines(df, study_dir, path, tail, item_lines)  # lines deleted or cut off (a lost end: refused)
     _blank_accuracy_at_cuts(df, cut, path, study_dir)
+    if (wrong := item_accuracy_mismatches(df, item_lines, path, df.attrs.get("csv_lines"), study_dir)) is not None:
+        raise AnalysisError(f"{wrong}; {restore_runs_csv_fix(study_dir)}")
     return df
 
 
@@ -648,12 +654,8 @@ def _item_evals(study_dir: Path, lines=None) -> tuple[dict, str]:
     """((arm, seed) -> {update: generated_tokens} of every eval the per-item results record, and the file named
     for them); {} when there are none or they cannot be read (the analysis reports that itself). ``lines``: the
     per-item lines already read (:func:`_item_lines`, e.g. by the analysis: one read of the file); None: read here."""
-    name = EVAL_ITEMS_GZ if (study_dir / EVAL_ITEMS_GZ).exists() else f"runs/ARM/seedS/{EVAL_ITEMS}"
-    if lines is None:
-        try:
-            lines = _item_lines(study_dir) or []
-        except (AnalysisError, OSError, ValueError, KeyError):
-            return {}, name
+    name = _items_name(study_dir)
+    lines = read_item_lines(study_dir) if lines is None else lines
     out: dict = {}
     for e in lines:
         try:
@@ -662,6 +664,109 @@ def _item_evals(study_dir: Path, lines=None) -> tuple[dict, str]:
         except (KeyError, TypeError, ValueError):
             continue
     return out, name
+
+
+def _items_name(study_dir) -> str:
+    """The per-item results' file as messages name it: ``eval_items.jsonl.gz``, else the run folders' files."""
+    return EVAL_ITEMS_GZ if (Path(study_dir) / EVAL_ITEMS_GZ).exists() else f"runs/ARM/seedS/{EVAL_ITEMS}"
+
+
+def read_item_lines(study_dir) -> list[dict]:
+    """The study's per-item result lines (:func:`_item_lines`) for the checks of ``runs.csv`` against them; [] when
+    there are none or they cannot be read (the analysis refuses a damaged ``eval_items.jsonl.gz`` itself)."""
+    try:
+        return _item_lines(Path(study_dir)) or []
+    except (AnalysisError, OSError, ValueError, KeyError):
+        return []
+
+
+#: Largest difference (a fraction) between a runs.csv accuracy and the mean of its eval's per-item results. Both come
+#: from one eval: training writes the mean of the 0/1 items (``float(correct.mean())``) and runs.csv prints it in full
+#: (Python's repr), so they agree to the last bit; 1e-9 leaves room for float noise only, far below one item in 10^6.
+ITEM_ACCURACY_TOL = 1e-9
+_ITEM_MODES = (("accuracy", "greedy", "items"), ("accuracy_sampled", "sampled", "item samples"))
+
+
+def _item_means(line: dict) -> dict:
+    """runs.csv column -> (items correct, items) of one per-item line: ``greedy`` for ``accuracy``, every ``sampled``
+    string together for ``accuracy_sampled`` (training's mean over items x samples); a mode without items is left
+    out."""
+    out = {}
+    for col, mode, _ in _ITEM_MODES:
+        strings = [line.get(mode)] if mode == "greedy" else line.get(mode)
+        strings = [x for x in (strings if isinstance(strings, list) else []) if isinstance(x, str) and x]
+        if strings:
+            out[col] = (sum(x.count("1") for x in strings), sum(len(x) for x in strings))
+    return out
+
+
+def item_accuracy_mismatches(df, item_lines, path, lines=None, study_dir=None) -> str | None:
+    """The evals whose ``runs.csv`` accuracy is not the mean of the per-item results the study wrote at that eval.
+
+    ``accuracy`` must equal the mean of the eval's ``greedy`` items and ``accuracy_sampled`` that of its ``sampled``
+    items (every sample), within :data:`ITEM_ACCURACY_TOL`, wherever both are recorded: the run computed the accuracy
+    from those very items (:func:`gradprobe.training.metrics.evaluate`), so a difference is an edited or damaged file.
+    Checked only for a run whose per-item results come from the training runs.csv records (:func:`_same_training`,
+    as :func:`lost_eval_lines` checks); a blank cell (a cut line's accuracy, read as blank) is not compared. The
+    analysis (:func:`load_runs`) and calibration (``calib.integrity.read_study_runs``) refuse with this one line.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame, rows = evals
+        ``runs.csv`` as read (columns ``arm``, ``seed``, ``update``, ``generated_tokens``, ``accuracy`` and
+        optionally ``accuracy_sampled``; fractions, text cells read as blank).
+    item_lines : list of dict
+        The per-item result lines (:func:`read_item_lines`, or the caller's read); none: nothing is compared.
+    path : path
+        The runs.csv named in the message.
+    lines : list of int, optional
+        Each row's line in runs.csv (named in the message); None: the rows are named without it.
+    study_dir : path, optional
+        Names the per-item file (``eval_items.jsonl.gz`` or the run folders' ``eval_items.jsonl``).
+
+    Returns
+    -------
+    str or None
+        ``"PATH: N eval(s) record an accuracy that is not the mean of the per-item results ...: line L (arm A, seed
+        S, update U): accuracy X in runs.csv, Y in FILE (K of N items correct), ...: runs.csv was edited or damaged
+        ..."`` (the first few named, the rest counted), without the fix (:func:`restore_runs_csv_fix`, which the
+        caller adds); None when every compared eval agrees.
+    """
+    import pandas as pd
+
+    if not item_lines or df.empty:
+        return None
+    items, name = _item_evals(Path(study_dir or "."), item_lines)[0], _items_name(study_dir or ".")
+    means = {}
+    for e in item_lines:
+        if (key := _run_key(e.get("arm"), e.get("seed"))) is not None and _is_number(e.get("update")):
+            means[(*key, float(e["update"]))] = _item_means(e)
+    csv_evals = _csv_run_evals(df)
+    seeds, updates = (pd.to_numeric(df[c], errors="coerce").to_numpy(np.float64) for c in ("seed", "update"))
+    wrong = []  # (row, column, runs.csv value, (items correct, items), unit)
+    for col, _, unit in _ITEM_MODES:
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(np.float64) if col in df.columns else None
+        for i in range(len(df) if values is not None else 0):
+            key = _run_key(df["arm"].iat[i], seeds[i])
+            got = means.get((*key, updates[i]), {}).get(col) if key is not None else None
+            if got is None or math.isnan(values[i]) or not _same_training(csv_evals[key], items.get(key, {})):
+                continue
+            if abs(values[i] - got[0] / got[1]) > ITEM_ACCURACY_TOL:
+                wrong.append((i, col, values[i], got, unit))
+    if not wrong:
+        return None
+    said = [f"{_rows_named(df, np.arange(len(df)) == i, lines)}: {col} {v:.10g} in runs.csv, {k / n:.10g} in "
+            f"{name} ({k} of {n} {unit} correct)" for i, col, v, (k, n), unit in wrong[:_SHOWN]]
+    more = f" and {len(wrong) - _SHOWN} more" if len(wrong) > _SHOWN else ""
+    return (f"{path}: {len(wrong)} accuracy cell(s) are not the mean of the per-item results the study wrote at "
+            f"that eval: {'; '.join(said)}{more}; the run computed each accuracy from those items and the study "
+            f"writes both files from the same evals, so they agree to 1e-9 (unless {name} was changed: then restore "
+            "that from the study): runs.csv was edited or damaged")
+
+
+def _is_number(v) -> bool:
+    """Whether ``v`` is a finite JSON number (not a bool)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _same_training(csv_evals: dict, item_evals: dict) -> bool:
