@@ -34,7 +34,8 @@ rule; Morris 1983, JASA 78(381), eq. 2.5)::
     k = tau_hat^2 / (tau_hat^2 + se^2) = max(0, 1 - 1 / SNR^2),     rho = 1 + k (rho_raw - 1).
 
 So a ratio with SNR <= 1 is shrunk all the way to 1: the forecast falls back to cost only, and the
-result says so. The replicates are shrunk by the same k.
+result says so. The replicates are shrunk by the same k. The shrunk interval of a ratio shrunk all the way
+(and of an undefined ratio) is NaN, not [1, 1]: its width 0 would be a certainty the probe does not have.
 
 Signal proxy (verl's forward-only gradient power; :func:`gradprobe.probe.estimate.signal_proxy_group_sums`):
 P_R = (1/N) sum_n A_n^2 W_n estimates E||g_n||^2 of one trajectory's gradient. Its efficiency is
@@ -131,7 +132,8 @@ class Efficiency:
     rho : float
         1 + k (rho_raw - 1): what the forecast uses.
     interval_raw, interval : (float, float)
-        Percentile intervals of the raw and the shrunk replicates.
+        Percentile intervals of the raw and the shrunk replicates; ``interval`` is (NaN, NaN) when ``shrink`` is 0
+        (SNR <= 1, or ``rho_raw`` undefined): the shrunk replicates are then all 1, and [1, 1] is no measurement.
     replicates : ndarray, shape (draws,)
         Shrunk replicates (the forecast's Monte Carlo uses them).
     batches : int
@@ -204,7 +206,7 @@ def probe_efficiency(reward: str, per_group: list[np.ndarray], per_group_ref: li
     if not den > 0:
         notes.append(f"grpo's own alignment <g_outcome, u> = {den:.3g} is not positive on the probe batch(es): the "
                      "ratio rho is undefined, so the forecast is cost only; use more --prompts or --probe-batches")
-        return Efficiency(reward, math.nan, math.nan, 0.0, 0.0, 1.0, (math.nan, math.nan), (1.0, 1.0),
+        return Efficiency(reward, math.nan, math.nan, 0.0, 0.0, 1.0, (math.nan, math.nan), (math.nan, math.nan),
                           np.ones(len(boot)), k, False, notes)
     rho_raw = num / den
     se = robust_se(boot)
@@ -217,8 +219,8 @@ def probe_efficiency(reward: str, per_group: list[np.ndarray], per_group_ref: li
     shrunk = 1.0 + kf * (np.nan_to_num(boot, nan=rho_raw) - 1.0) if kf > 0 else np.ones_like(boot)
     raw_interval = _interval(boot, level)
     notes += _reading_notes(per_group, per_group_ref, raw_interval, snr, level)
-    return Efficiency(reward, rho_raw, se, snr, kf, rho, raw_interval, _interval(shrunk, level), shrunk,
-                      k, reference_noise, notes)
+    interval = _interval(shrunk, level) if kf > 0 else (math.nan, math.nan)  # all 1: no interval, not [1, 1]
+    return Efficiency(reward, rho_raw, se, snr, kf, rho, raw_interval, interval, shrunk, k, reference_noise, notes)
 
 
 #: Fewest groups with a nonzero contribution (to <g_R, u> and to <g_outcome, u>) for which the bootstrap over groups

@@ -8,7 +8,10 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+
+import pandas as pd
 
 from ..outputs import json_float
 from ..tables import format_columns
@@ -17,7 +20,7 @@ from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve, default_curve_path
 from .probe_input import budget_of
 from .result import METHODS, format_budget
-from .special_rows import REFERENCE_VERDICT
+from .special_rows import REFERENCE_VERDICT, reference_rho_undefined, reference_verdict, unmeasured_probe_row
 from .start_check import CHECK_MARK
 from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
@@ -200,6 +203,7 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
         method = VALIDATION["best"]
         choice = f"auto: validated best, {VALIDATION['evidence']}"
     fr = forecast_rewards(curve, result, method=method, reference_reward=reference_reward)
+    _unmeasured_probe_columns(fr, result, curve, method, reference_reward)
     d = fr.to_dict()
     d["method_choice"] = choice
     mark_validated_arms(d["rows"], VALIDATION, probe_loss_type=str(cfg.get("loss_type") or DEFAULT_LOSS_TYPE),
@@ -214,6 +218,45 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
         d["notes"] = [*d.get("notes", []), *(n for n in curve.notes if is_scale_note(n))]
     d["notes"] = [*d.get("notes", []), *screen_notes]
     return d
+
+
+def _unmeasured_probe_columns(fr, result: dict, curve: ReferenceCurve, method: str, reference_reward: str) -> None:
+    """Blank the probe numbers of ``fr`` (a :class:`~.result.ForecastResult` of ``result`` with ``method``; in place)
+    that the probe has not measured, and say so (:func:`~.special_rows.unmeasured_probe_row`).
+
+    Where rho is undefined for every reward (:func:`~.special_rows.reference_rho_undefined`: the reference update is
+    zero, or grpo's own <g_outcome, u> interval includes 0 or lies below it) the probe columns are blanked, a note
+    says why, and under ``method`` "probe" each row is cost only's (a cost-only forecast of the same probe and curve);
+    else an arm of grpo's cost whose rho's SNR is <= 1 loses its probe forecast (cost only's 0 by construction).
+    Nothing changes when grpo's own reward has no gradient (the rows say so already). Only what ``gradprobe probe``
+    prints and saves: :func:`~.budget_forecast.forecast_rewards` (and the calibration's rows, read from it through
+    :func:`~.study.study_forecasts`) keep the probe forecaster as validated, fallbacks included.
+    """
+    rows = fr.table.to_dict(orient="records")
+    cfg = result.get("config") or {}
+    guided = bool(cfg.get("guidance"))
+    ref = next((r for r in rows if r["reward"] == reference_reward and math.isclose(r["lr_scale"], 1.0)), None)
+    if ref is None or ref["verdict"] != reference_verdict(None, guided):  # grpo without gradient: already blank
+        return
+    entry = next((e for e in result.get("rewards") or [] if isinstance(e, dict) and e.get("name") == reference_reward),
+                 None)
+    undefined = reference_rho_undefined(entry, result.get("reference"), guided)
+    cost_rows = {}
+    if undefined and method == "probe":  # the rows fall back to cost only's forecast of the same arms
+        cost = forecast_rewards(curve, result, method="cost_only", reference_reward=reference_reward)
+        cost_rows = {r["arm"]: r for r in cost.table.to_dict(orient="records")}
+    for row in rows:
+        if row is ref:
+            continue
+        equal = math.isclose(row["lr_scale"], 1.0) and math.isclose(row["tokens_per_update"], ref["tokens_per_update"],
+                                                                     rel_tol=1e-9)
+        unmeasured_probe_row(row, undefined=undefined[0] if undefined else None, equal_cost=equal, method=method,
+                             budget=format_budget(fr.budget["value"], fr.budget["kind"]), kind=fr.budget["kind"],
+                             level=fr.level, reference_key=reference_reward, probe_loss_type=cfg.get("loss_type"),
+                             cost_row=cost_rows.get(row["arm"]))
+    if undefined:
+        fr.notes.append(undefined[1])
+    fr.table = pd.DataFrame(rows, columns=fr.table.columns)
 
 
 def format_forecast(section: dict) -> str:
