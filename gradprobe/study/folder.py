@@ -17,12 +17,20 @@ import os
 import re
 from pathlib import Path
 
-from ..layout import METRICS_JSONL, OUTPUT_KINDS, PLAN_COPY, STUDY_JSON, SUMMARY_JSON, output_kind
+from ..layout import (ANALYSIS_JSON, CONFIG_JSON, EVAL_ITEMS_GZ, FIGURES, METRICS_JSONL, OUTPUT_KINDS, PLAN_COPY,
+                      RUNS_CSV, STUDY_JSON, SUMMARY_JSON, output_kind)
 from ..outputs import OutputDirError, error_text, output_error, prepare_output_dir
 
 __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now",
            "hold_run_folder", "refuse_other_output", "run_damage", "check_run_folders", "read_study_json",
-           "study_json_fix", "study_plan_sha", "check_frozen_plan", "is_plan_sha"]
+           "study_json_fix", "study_plan_sha", "check_frozen_plan", "is_plan_sha", "STUDY_OUTPUTS",
+           "foreign_study_files", "holds_study_runs"]
+
+#: What a study writes into its folder, which ``--restart`` deletes (nothing else in it is touched:
+#: :func:`gradprobe.study.freeze.freeze_plan`); the last is :data:`gradprobe.study.invocations.HEARTBEAT_JSON` (named
+#: here: that module imports this one).
+STUDY_OUTPUTS = (PLAN_COPY, STUDY_JSON, RUNS_CSV, EVAL_ITEMS_GZ, ANALYSIS_JSON, FIGURES, "reanalysis", "probe",
+                 "runs", "invocation.json")
 
 
 class StudyError(RuntimeError):
@@ -242,21 +250,66 @@ def finished_runs(out: str | Path) -> list[Path]:
 def refuse_other_output(out: str | Path) -> None:
     """Refuse ``out`` when it holds another command's output (:func:`gradprobe.layout.output_kind`: a training run,
     a probe, a study's probe folder, a calibration report...), before anything is written into it, as ``gradprobe
-    train`` refuses a study's folder. A new or empty folder, a study's folder (a resume) or a folder of other files
-    is accepted.
+    train`` refuses a study's folder, and a folder holding names a study writes (:data:`STUDY_OUTPUTS`: ``runs.csv``,
+    ``figures/``...) without its ``study.json`` (:func:`foreign_study_files`: a user's files, which the study would
+    overwrite and ``--restart`` delete). A new or empty folder, a study's folder (a resume, a freeze killed before
+    ``study.json``, a study whose ``study.json`` was deleted to rebuild it) or a folder of other files is accepted.
 
     Raises
     ------
     OutputDirError (an OSError, errno EEXIST)
-        One line naming the folder, what it holds (the file that shows it) and the fix (another ``--out``).
+        One line naming the folder, what it holds (the file that shows it, or every study name it holds without
+        ``study.json``) and the fix (another ``--out``, or move the files). Nothing is written.
     """
     found = output_kind(out)
-    if found is None or found[0] == "study":
-        return
-    raise OutputDirError(errno.EEXIST, (
-        f"--out {out} holds {OUTPUT_KINDS[found[0]]} ({found[1]}), not a study; a study there would mix its "
-        f"plan.toml, study.json, runs/ and analysis.json into it: choose another --out (a new or empty folder, or "
-        f"a study's folder to resume it)"))
+    if found is not None and found[0] != "study":
+        raise OutputDirError(errno.EEXIST, (
+            f"--out {out} holds {OUTPUT_KINDS[found[0]]} ({found[1]}), not a study; a study there would mix its "
+            f"plan.toml, study.json, runs/ and analysis.json into it: choose another --out (a new or empty folder, "
+            f"or a study's folder to resume it)"))
+    theirs = foreign_study_files(out)
+    if theirs:
+        they, them = ("they are", "them") if len(theirs) > 1 else ("it is", "it")
+        raise OutputDirError(errno.EEXIST, (
+            f"--out {out} holds {', '.join(theirs)} but no {STUDY_JSON} (which a study writes before anything but "
+            f"its plan.toml), so {they} not a study's; a study there would overwrite {them} and its --restart delete "
+            f"{them}: choose another --out (a new or empty folder, or a study's folder to resume it), or move {them} "
+            "out of the folder; nothing was written"))
+
+
+def foreign_study_files(out: str | Path) -> list[str]:
+    """The names of :data:`STUDY_OUTPUTS` that ``out`` holds without being a study's folder (no ``study.json``), in
+    that order (a folder with a ``/``); [] for a missing folder, a study's folder, or one holding none of them.
+
+    A study writes ``plan.toml`` and then ``study.json`` (:func:`gradprobe.study.freeze.freeze_plan`) before
+    anything else, so without ``study.json`` these names are someone else's files, which the study would overwrite
+    and ``--restart`` delete. Two exceptions are a study's own: a lone ``plan.toml`` (with ``runs/`` or not: a
+    freeze killed before it wrote ``study.json``), and a ``runs/`` holding a run folder in a study's layout
+    (:func:`holds_study_runs`: a study whose damaged ``study.json`` was deleted to rebuild it, :func:`study_json_fix`,
+    or finished runs put in a new study's folder for it to take up)."""
+    out = Path(out)
+    if not out.is_dir() or (out / STUDY_JSON).exists():
+        return []
+    present = [name for name in STUDY_OUTPUTS if (out / name).exists() or (out / name).is_symlink()]
+    if not present or PLAN_COPY in present and set(present) <= {PLAN_COPY, "runs"} or holds_study_runs(out):
+        return []
+    return [f"{name}/" if (out / name).is_dir() else name for name in present]
+
+
+def holds_study_runs(out: str | Path) -> bool:
+    """Whether ``out/runs`` holds a run folder in a study's layout: ``runs/<arm>/seed<N>/`` with a
+    ``metrics.jsonl`` or ``summary.json`` file, or a ``config.json`` with a run's ``"run"`` record (what
+    :func:`gradprobe.training.run.run_training` writes first). Raises nothing: unreadable files are no evidence."""
+    for folder in Path(out).glob("runs/*/seed*"):
+        if (folder / METRICS_JSONL).is_file() or (folder / SUMMARY_JSON).is_file():
+            return True
+        try:
+            config = json.loads((folder / CONFIG_JSON).read_text())
+            if isinstance(config, dict) and "run" in config:
+                return True
+        except (OSError, UnicodeDecodeError, ValueError):  # missing, unreadable, not JSON
+            continue
+    return False
 
 
 def run_damage(folder: Path) -> str | None:

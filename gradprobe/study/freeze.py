@@ -12,19 +12,17 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, FIGURES, PLAN_COPY, RUNS_CSV, STUDY_JSON, run_dir
+from ..layout import PLAN_COPY, STUDY_JSON, run_dir
 from ..outputs import json_short, output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
 from ..training.plan import Plan, load_plan
 from ..training.run_folder import MODULES, modules_mismatch, modules_problem
-from .folder import (FolderLock, PlanChangedError, StudyError, check_frozen_plan, finished_runs, is_plan_sha, now,
-                     read_study_json, study_json_fix, study_plan_sha)
-from .invocations import HEARTBEAT_JSON
+from .folder import (STUDY_OUTPUTS, FolderLock, PlanChangedError, StudyError, check_frozen_plan, finished_runs,
+                     is_plan_sha, now, read_study_json, study_json_fix, study_plan_sha)
 
 __all__ = ["STUDY_OUTPUTS", "freeze_plan", "check_reward_plugins", "REWARD_PLUGINS"]
 
-#: what ``--restart`` deletes from a study folder (nothing else in it is touched)
-STUDY_OUTPUTS = (PLAN_COPY, STUDY_JSON, RUNS_CSV, EVAL_ITEMS_GZ, ANALYSIS_JSON, FIGURES, "reanalysis", "probe",
-                 "runs", HEARTBEAT_JSON)
+# STUDY_OUTPUTS (what ``--restart`` deletes) is defined in .folder, whose refuse_other_output refuses a user's files of
+# those names in a folder without study.json; exposed here as before.
 
 
 def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False, say=None) -> tuple[Plan, dict]:
@@ -128,8 +126,10 @@ def _restart_study(out: Path, old_sha: str, plan: Plan, plan_path) -> None:
     """Delete the study outputs of ``out`` (:data:`STUDY_OUTPUTS`); each run folder only once its
     lock is free (an orphaned worker of a killed study exits within a second)."""
     folders = [f for f in out.glob("runs/*/seed*") if f.is_dir()]
+    gone = [f"{name}/" if (out / name).is_dir() else name for name in STUDY_OUTPUTS
+            if (out / name).exists() or (out / name).is_symlink()]
     print(f"[study] --restart: no run of the frozen plan (sha256 {old_sha}) has finished; deleting its frozen plan "
-          f"and partial outputs in {out} ({len(folders)} run folder(s), probe, study.json) and freezing "
+          f"and partial outputs in {out} ({', '.join(gone)}; {len(folders)} run folder(s) in runs/) and freezing "
           f"{plan_path} (sha256 {plan.sha256})", file=sys.stderr, flush=True)
     for folder in folders:
         FolderLock(folder, ".lock", wait=True, what="run folder").release()

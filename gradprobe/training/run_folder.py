@@ -7,8 +7,11 @@ loaded or written, as ``gradprobe probe`` refuses a run's folder (:mod:`gradprob
 ``gradprobe train`` and :func:`gradprobe.train` (``outside_studies``), any folder inside a study (its
 ``runs/``, ``figures/``, one of its runs: ``gradprobe study`` runs and resumes those). A model's folder (a tier,
 ``save_pretrained`` weights: :func:`gradprobe.layout.output_kind`) is refused too: the run's ``config.json`` would
-replace the model's. So is a file in the way. Any other folder is accepted: a new or empty one, a run's own folder
-(a resume), or a folder of other files (the run's files go beside them). Torch-free.
+replace the model's. So is a file in the way, and a folder holding a run's file names (``metrics.jsonl``,
+``summary.json``...) without the ``config.json`` a run writes first (:func:`foreign_run_files`: a user's files, which
+the run would truncate or delete). Any other folder is accepted: a new or empty one, a run's own folder (a resume; a run
+killed before its ``config.json`` left none of those names), or a folder of other files (the run's files go beside
+them). Torch-free.
 
 A run with a plug-in reward (``rw.py:brevity``, ``my_rewards:brevity``) records in ``config.json`` which code its
 name found (``reward_plugin``: the module's resolved file and its sha256, and ``modules``, the sha256 of each helper
@@ -26,15 +29,18 @@ import errno
 import importlib.util
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
-from ..layout import CHECKPOINT_POINTER, CONFIG_JSON, OUTPUT_KINDS, STUDY_JSON, output_kind
+from ..layout import (CHECKPOINT_POINTER, CONFIG_JSON, EVAL_ITEMS_JSONL, METRICS_JSONL, OUTPUT_KINDS, STUDY_JSON,
+                      SUMMARY_JSON, output_kind)
 from ..outputs import OutputDirError, error_text, json_short, refuse_file_in_the_way
 from .errors import DamagedRunFolderError, RunConfigMismatchError
 
-__all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "other_output", "refuse_other_output", "study_above",
-           "check_reward_identity", "modules_problem", "modules_mismatch", "refuse_unimportable_reward"]
+__all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", "other_output", "refuse_other_output",
+           "foreign_run_files", "study_above", "check_reward_identity", "modules_problem", "modules_mismatch",
+           "refuse_unimportable_reward"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
 #: worker hold an exclusive ``flock`` on it (:class:`gradprobe.study.folder.FolderLock`) while they train there.
@@ -46,6 +52,10 @@ MODULES = "modules"
 #: The key of a plug-in reward's identity holding the package root a ``pkg.mod:fn`` reward reached through a symbolic
 #: link was imported under (absent for any other reward, and in records from before it: :func:`_package_root`).
 PACKAGE_ROOT = "package_root"
+#: The files a run writes after its ``config.json`` (besides its ``checkpoint-UUUUUU/`` folders): found without a
+#: run's ``config.json`` they are another's, and refused (:func:`foreign_run_files`).
+RUN_FILES = (METRICS_JSONL, EVAL_ITEMS_JSONL, SUMMARY_JSON, CHECKPOINT_POINTER)
+_CHECKPOINT_DIR = re.compile(r"\.?checkpoint-\d{6}(\.tmp)?")
 
 def other_output(out) -> str | None:
     """What ``out`` holds when it is another command's output folder (:func:`gradprobe.layout.output_kind`),
@@ -76,7 +86,10 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
         ``out`` holds a study, a probe, a study's probe, a calibration report or a model (a tier,
         ``save_pretrained`` weights), or (``outside_studies``) lies inside a study; one line naming the folder,
         what it holds and the fix (another ``--out``). Errno ENOTDIR: ``out`` or a parent is a file (``is a
-        file, not a folder; choose another --out``). Nothing is read or written.
+        file, not a folder; choose another --out``). Or ``out`` holds a run's file names (``metrics.jsonl``,
+        ``eval_items.jsonl``, ``summary.json``, ``checkpoint.json``, ``checkpoint-*``) without a run's ``config.json``
+        (:func:`foreign_run_files`): someone else's files, which the run would truncate or delete; the line names
+        them and the fix (another ``--out``, or move them). Nothing is written.
     """
     refuse_file_in_the_way(out)  # else the lock file's opening fails with a message naming a path inside a file
     study = study_above(out) if outside_studies else None
@@ -90,6 +103,40 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
             f"{out} holds {what}, not a training run; a run there would write its checkpoints, config.json, "
             "metrics.jsonl and summary.json into it: choose another --out (a new or empty folder, or a run's "
             "own folder to resume it)"))
+    theirs = foreign_run_files(out)
+    if theirs:
+        they, them = ("they are", "them") if len(theirs) > 1 else ("it is", "it")
+        raise OutputDirError(errno.EEXIST, (
+            f"{out} holds {', '.join(theirs)} but no run's {CONFIG_JSON} (one with a \"run\" record, which a run "
+            f"writes first), so {they} not a training run's; a run there would overwrite or delete {them}: choose "
+            f"another --out (a new or empty folder, or a run's own folder to resume it), or move {them} out of the "
+            "folder; nothing was written"))
+
+
+def foreign_run_files(out) -> list[str]:
+    """The names a run writes (:data:`RUN_FILES`, ``checkpoint-*``) that ``out`` holds without being a run's folder,
+    sorted; [] for a missing folder, one without those names, or a run's own folder.
+
+    A run writes ``config.json`` (with its ``"run"`` record, :func:`gradprobe.training.run._resume_or_start`) before
+    ``metrics.jsonl``, ``eval_items.jsonl``, a checkpoint or ``summary.json``, so those names beside no such
+    ``config.json`` are another's files (a user's ``metrics.jsonl``), which a run would truncate or delete. A
+    ``config.json`` that is not JSON at all is left to the resume's check, which names it as damaged."""
+    out = Path(out)
+    if not out.is_dir():
+        return []
+    try:
+        names = sorted(n for n in os.listdir(out) if n in RUN_FILES or _CHECKPOINT_DIR.fullmatch(n))
+    except OSError:  # unreadable: the lock file's opening names it
+        return []
+    if not names:
+        return []
+    try:
+        config = json.loads((out / CONFIG_JSON).read_text())
+    except FileNotFoundError:
+        return names
+    except (OSError, UnicodeDecodeError, ValueError):  # a damaged config.json: _check_existing names it
+        return []
+    return [] if isinstance(config, dict) and "run" in config else names
 
 
 def check_reward_identity(out, spec: str, current: dict | None) -> None:

@@ -76,7 +76,7 @@ def test_the_lock_is_held_while_training_and_released_on_success_errors_ctrl_c_a
 
     def fake_run(raised):
         def run_training(run, out_dir, **kw):
-            (Path(out_dir) / "metrics.jsonl").write_text('{"update": 1}\n')
+            (Path(out_dir) / "notes.txt").write_text("not a run's file")
             with pytest.raises(StudyError) as e:  # held by this command while it trains
                 FolderLock(Path(out_dir), ".lock", wait=False, what="run folder")
             seen.append(str(e.value))
