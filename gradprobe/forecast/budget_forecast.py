@@ -63,10 +63,15 @@ No verdict (:func:`no_verdict_reasons`, judged once per forecast): where the ref
 the budget, every arm read off it gets ``no verdict at BUDGET: WHY`` instead of advice and ``no_verdict_reason``
 says why (its numbers stay, marked in the printout; ``ForecastResult.no_verdict_reason`` and ``probe.json``'s
 ``forecast.no_verdict_reason`` hold the curve's reason): a fit that does not describe its evals (rmse over 4 points,
-or a seed-mean eval over 10 points from it: :func:`~.curve_fit.fit_misfit`), a falling curve, or grpo's updates at
-the budget lying before the curve's first eval after update 0 (the forecast rests on no eval; often an update column
-that holds tokens), a one-seed curve without a noise estimate (``one seed: no interval``). The reference row keeps
-its label.
+or a seed-mean eval over 10 points from it: :func:`~.curve_fit.fit_misfit`), a falling curve, a curve on which grpo
+does not learn (its fitted rise A - R0 and its evals' own rise both within 1 point or twice their noise:
+:func:`_does_not_learn`; every gain is then 0 by construction), grpo's updates at the budget lying before the
+curve's first eval after update 0 (the forecast rests on no eval: a budget of less than one update, or an update
+column that holds tokens), grpo's updates beyond :data:`EXTRAPOLATION_LIMIT` (2) times the curve's last eval (the
+reach over which ScaleRL validates its sigmoid's extrapolation; an arm's own effective updates beyond it withhold that
+arm's verdict alone: :func:`extrapolation_reason`), the shipped default curve read for a probe of another model or
+task than the curve's recorded ones (:func:`shipped_curve_reason`; a curve the user gives gets notes instead), a
+one-seed curve without a noise estimate (``one seed: no interval``). The reference row keeps its label.
 
 The stages of :func:`forecast_rewards`: check the request and the probe (:mod:`.probe_input`), cost
 of one update per entry, per-entry efficiencies on shared bootstrap draws (:func:`entry_efficiencies`),
@@ -92,7 +97,8 @@ from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, equal_cost_row, 
                            undefined_rho_note)
 from .start_check import start_notes
 
-__all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting", "no_verdict_reasons", "curve_reasons"]
+__all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting", "no_verdict_reasons", "curve_reasons",
+           "extrapolation_reason", "shipped_curve_reason", "EXTRAPOLATION_LIMIT", "CLEAR_RISE"]
 
 @dataclass
 class Setting:
@@ -254,8 +260,10 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
     if (chosen == "cost_only" and not is_ref and st.ref_where is None and math.isclose(s, 1.0)
             and math.isclose(st.cost[r], st.cost[st.reference_reward], rel_tol=1e-9)):
         equal_cost_row(row, st.budget_s, st.kind, st.level)  # cost only's 0 is by construction, not measured
-    why_not = st.no_verdict if arm_curve is st.curve else "; ".join(
-        x for x in (st.no_verdict, *curve_reasons(arm_curve)) if x)
+    beyond = None if is_ref or extrapolation_reason(st.n_ref, st.curve, "") else (
+        extrapolation_reason(n_pt, arm_curve, "its", st.value, st.kind))  # grpo's own, when beyond, is said once
+    why_not = "; ".join(x for x in (st.no_verdict, *([] if arm_curve is st.curve else curve_reasons(arm_curve)),
+                                    beyond) if x) or None
     if why_not and not is_ref:  # numbers kept (the table marks them), no advice
         row.update(verdict=no_verdict(st.budget_s, why_not), no_verdict_reason=why_not)
     if not is_ref:  # a change of loss acts where no forecaster reads (steps after the first of a batch)
@@ -382,35 +390,144 @@ def _falls_clearly(curve: ReferenceCurve) -> bool:
     return drop > max(CLEAR_FALL, 2.0 * noise)
 
 
+#: Most rise (accuracy points) of a curve that does not learn: its fitted A - R0 and its evals' own rise (last update
+#: count's mean minus the first's) both at most this, or within twice their standard error (:func:`_does_not_learn`).
+#: The same size as :data:`CLEAR_FALL`: a change of a point is what eval noise alone gives a flat curve's fit.
+CLEAR_RISE = 1.0
+
+#: How far past the curve's last eval a verdict is read, as a multiple of that eval's update count
+#: (:func:`extrapolation_reason`): twice, the reach over which ScaleRL's sigmoid extrapolation is validated (Khatri et
+#: al. 2025, arXiv:2510.13786: curves fitted on runs to 8k GPU-hours predict them extended to 16k; the 100k-GPU-hour
+#: run the same way). Beyond it the forecast is the fit's shape alone (A, n_mid and B that no eval pins there).
+EXTRAPOLATION_LIMIT = 2.0
+
+
+def _end_means(curve: ReferenceCurve) -> tuple[np.ndarray, np.ndarray]:
+    """The evals (accuracy points, one per seed's eval) at the curve's first and at its last update count."""
+    pts = curve.points
+    return tuple(pts.loc[pts["update"] == u, "accuracy"].to_numpy(float)
+                 for u in (pts["update"].min(), pts["update"].max()))
+
+
+def _does_not_learn(curve: ReferenceCurve) -> bool:
+    """Whether grpo does not learn on ``curve`` (no difference of updates can show on it): its fitted rise A - R0 and
+    its evals' own rise (the mean at the last update count minus the mean at the first) both at most
+    :data:`CLEAR_RISE` points. An all-zero or constant curve does not learn, and read off it every gain is 0 by
+    construction with a zero-width interval; a falling one does not either (:func:`_falls_clearly` names a clear fall
+    instead). A curve whose rise is over 1 point but within its noise is not called flat: its seed bootstrap (or, for
+    one seed, its eval noise) already widens every forecast's interval, and the shipped hard-cell curves, which rise
+    by -0.3 to +1.5 points over about 60 updates, were forecast within their seed noise on their own studies."""
+    p = curve.params
+    if p["A"] - p["R0"] > CLEAR_RISE:
+        return False
+    first, last = _end_means(curve)
+    return float(last.mean() - first.mean()) <= CLEAR_RISE
+
+
 def curve_reasons(curve: ReferenceCurve) -> list[str]:
     """Why ``curve`` cannot carry a verdict at any budget, each clause ending with its fix: a fit that does not
     describe its evals (:attr:`~gradprobe.forecast.curves.ReferenceCurve.misfit`, :func:`~.curve_fit.fit_misfit`),
     a curve that falls beyond its noise (:func:`_falls_clearly`: read off it, fewer effective updates forecast
-    more accuracy, so a costlier or less efficient reward looks better). Empty when it can."""
+    more accuracy, so a costlier or less efficient reward looks better), a curve on which grpo does not learn
+    (:func:`_does_not_learn`, judged on a fit that describes its evals: every number of updates forecasts the same
+    accuracy, so every gain is 0 by construction). Empty when it can."""
     reasons = [f"{curve.misfit}: check the curve"] if curve.misfit else []
     p = curve.params
     if _falls_clearly(curve):
         reasons.append(f"the reference curve falls (A {p['A']:.1f} < R0 {p['R0']:.1f} points), so read off it fewer "
                        "updates forecast more accuracy and a costlier reward looks better: check the curve")
+    elif not curve.misfit and _does_not_learn(curve):  # a misfit's residuals are no noise estimate: said once
+        first, last = _end_means(curve)
+        reasons.append(f"grpo does not learn on this curve (fitted rise A - R0 {p['A'] - p['R0']:+.1f} points, its "
+                       f"evals {first.mean():.1f} -> {last.mean():.1f} points, within {CLEAR_RISE:g} point), so no "
+                       "difference of updates can show on it: give the curve of a grpo run that learns this task "
+                       "(a task the policy can learn, or more updates)")
     return reasons
 
 
-def no_verdict_reasons(curve: ReferenceCurve, n_ref: float, tokens_ref: float, kind: str) -> str | None:
+def extrapolation_reason(n: float, curve: ReferenceCurve, who: str, value: float = math.nan,
+                         kind: str = "tokens") -> str | None:
+    """Why no verdict is read at ``n`` updates of ``curve`` (``who``'s: "grpo's" or "its"), bought by a budget of
+    ``value`` (``kind``: "tokens" or "flops"; the fix names the budget that buys the limit, value x limit / n, where
+    it is finite): beyond :data:`EXTRAPOLATION_LIMIT` times the curve's last eval
+    (:attr:`~.curves.ReferenceCurve.max_update`), or None."""
+    limit = EXTRAPOLATION_LIMIT * curve.max_update
+    if not (math.isfinite(n) and n > limit * 1.0001):
+        return None
+    most = value * limit / n
+    fix = (f"give a budget of at most {format_budget(most, kind)}{' tokens' if kind == 'tokens' else ''}"
+           if math.isfinite(most) else f"give a budget within {limit:g} updates")
+    times = n / curve.max_update
+    times_s = f"{times:,.0f}" if times >= 100 else f"{times:.3g}"
+    return (f"{who} {n:,.0f} effective updates lie {times_s}x past the curve's last eval (update "
+            f"{curve.max_update:g}), beyond the {EXTRAPOLATION_LIMIT:g}x over which a sigmoid's extrapolation is "
+            f"validated: {fix}, or a curve evaluated further")
+
+
+def shipped_curve_reason(curve: ReferenceCurve, cfg: dict) -> str | None:
+    """Why the shipped default curve (:attr:`~.curves.ReferenceCurve.shipped`) carries no verdict for a probe of
+    ``cfg`` (the probe's ``config``): its recorded ``model`` or ``task`` (:func:`~.curves.task_key` form) differs from
+    the probe's, so it is grpo's curve on something else (a probe task recorded as a bare name, without its config, as
+    the shipped studies' probes record ``chain_sum``, is compared by name); None when both match, either is not
+    recorded, or the curve is not a shipped one (a curve the user gives keeps its notes, :func:`_mismatch_notes`)."""
+    if not getattr(curve, "shipped", False):
+        return None
+    meta, diffs = curve.metadata, []
+    if cfg.get("model") and meta.get("model") and str(cfg["model"]) != str(meta["model"]):
+        diffs.append(f"model {meta['model']!r} (the probe's is {cfg['model']!r})")
+    probe_task, curve_task = task_key(cfg.get("task")), meta.get("task")
+    if probe_task and curve_task and ":" not in probe_task:  # a bare name records no config: compared by name
+        curve_task = str(curve_task).split(":", 1)[0]
+    if probe_task and curve_task and probe_task != curve_task:
+        diffs.append(f"task {meta['task']} (the probe ran on {probe_task})")
+    if not diffs:
+        return None
+    what = "model and task" if len(diffs) == 2 else diffs[0].split(" ", 1)[0]
+    return (f"the shipped default curve is grpo's on {' and '.join(diffs)}, so it says nothing about this {what}: "
+            "give your own grpo run's curve with --reference-curve (its metrics.jsonl, TRL trainer_state.json or "
+            "output_dir, a CSV of update,accuracy, a study folder or a saved curve)")
+
+
+#: A first eval after update 0 at or past this many updates is read first as an update column holding tokens or
+#: samples (:func:`no_verdict_reasons`): one update is thousands of generated tokens (4,480 in the default job's 16x8
+#: batch) and tens of samples, so such a column's first eval lies in the thousands, while runs evaluate every few
+#: updates (the shipped curves' first evals: updates 2 to 5).
+TOKENS_COLUMN_FIRST_EVAL = 1000.0
+
+
+def no_verdict_reasons(curve: ReferenceCurve, n_ref: float, tokens_ref: float, kind: str,
+                       cfg: dict | None = None) -> str | None:
     """Why no arm read off ``curve`` gets a verdict at a budget that buys grpo ``n_ref`` updates of ``tokens_ref``
-    generated tokens each (``kind``: the budget's, "tokens" or "flops"), or None: the clauses of
-    :func:`curve_reasons`, and grpo's updates lying before the curve's first eval after update 0
+    generated tokens each (``kind``: the budget's, "tokens" or "flops"), or None, the clauses joined by "; ": the
+    shipped default curve for another model or task than the probe's ``cfg`` (:func:`shipped_curve_reason`), the
+    clauses of :func:`curve_reasons`, grpo's updates lying before the curve's first eval after update 0
     (:attr:`~gradprobe.forecast.curves.ReferenceCurve.first_eval`: there the forecast rests on no eval, only on R0
-    and the fit's shape; an update column holding tokens or samples puts every eval there), joined by "; "."""
-    reasons = curve_reasons(curve)
+    and the fit's shape; the clause asks first whether the update column holds tokens or samples when that eval lies
+    at :data:`TOKENS_COLUMN_FIRST_EVAL` updates or more and the budget buys one, else leads with the budget: that it
+    buys less than one update, or the budget that reaches the eval, then the update column), and grpo's
+    updates beyond :data:`EXTRAPOLATION_LIMIT` times the curve's last eval (:func:`extrapolation_reason`)."""
+    shipped = shipped_curve_reason(curve, cfg or {})
+    reasons = ([shipped] if shipped else []) + curve_reasons(curve)
     first = curve.first_eval
     if n_ref < first:
         reach = (f"a budget of at least {first * tokens_ref:,.0f} tokens" if kind == "tokens"
                  else "a budget that reaches it")
-        reasons.append(f"grpo's {n_ref:.3g} updates at this budget lie before the curve's first eval after update 0 "
-                       f"(update {first:g}), so the forecast rests on no eval: does the curve's update column hold "
-                       f"tokens or samples instead of updates (one grpo update here is {tokens_ref:,.0f} generated "
-                       f"tokens)? Else give {reach}")
-    return "; ".join(reasons) or None
+        if n_ref >= 1 and first >= TOKENS_COLUMN_FIRST_EVAL:  # evals that start where a token column puts them
+            reasons.append(f"grpo's {n_ref:.3g} updates at this budget lie before the curve's first eval after update "
+                           f"0 (update {first:g}), so the forecast rests on no eval: does the curve's update column "
+                           f"hold tokens or samples instead of updates (one grpo update here is {tokens_ref:,.0f} "
+                           f"generated tokens)? Else give {reach}")
+        elif n_ref < 1:
+            reasons.append(f"the budget buys grpo {n_ref:.3g} of one update ({tokens_ref:,.0f} generated tokens each), "
+                           f"less than one update and short of the curve's first eval after update 0 (update "
+                           f"{first:g}), so the forecast rests on no eval: give {reach}")
+        else:
+            reasons.append(f"the budget buys grpo {n_ref:.3g} updates ({tokens_ref:,.0f} generated tokens each), "
+                           f"before the curve's first eval after update 0 (update {first:g}), so the forecast rests "
+                           f"on no eval: give {reach}; or, if the curve's update column holds tokens or samples "
+                           "instead of updates, convert it to updates")
+    beyond = extrapolation_reason(n_ref, curve, "grpo's", n_ref * tokens_ref if kind == "tokens" else math.nan, kind)
+    return "; ".join(reasons + ([beyond] if beyond else [])) or None
 
 
 def _curve_replicate_draws(curve: ReferenceCurve, n_draws: int, seed: int,
@@ -524,7 +641,7 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
                  sps=sps, first_order=_first_order_gains(batches, names), n_draws=n_draws, level=level,
                  lr_curve=lr_curve, probe_loss_type=cfg.get("loss_type"), no_interval=no_interval)
     st.silent = _silent_entries(probe, batches, names, reference_reward, notes)
-    st.no_verdict = "; ".join(x for x in (no_verdict_reasons(curve, n_ref, tokens[reference_reward], kind),
+    st.no_verdict = "; ".join(x for x in (no_verdict_reasons(curve, n_ref, tokens[reference_reward], kind, cfg),
                                           no_interval) if x) or None  # judged once per forecast
     _reference_state(st, batches, cfg, notes)
     table = pd.DataFrame([arm_row(st, arm, spec) for arm, spec in arms.items()], columns=list(TABLE_COLUMNS))

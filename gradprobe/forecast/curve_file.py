@@ -43,7 +43,7 @@ import numpy as np
 from ..outputs import is_json_number, json_number_float, json_number_text, json_short, write_text_atomic
 from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError, fit_needs, fit_sigmoid,
                         fit_statuses, free_parameters, scalerl_sigmoid, seed_bootstrap_draws, sigmoid_params)
-from .curve_sources import GIVEN_R0_KEY
+from .curve_sources import GIVEN_R0_KEY, truncated_hint
 
 __all__ = ["FORMAT", "VERSION", "curve_document", "write_curve", "read_curve_file", "damaged", "check_fit",
            "check_replicates", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES", "SEED_LABEL", "seed_label_problem"]
@@ -150,7 +150,10 @@ def read_curve_file(path: str | Path) -> dict:
                          "pass a study folder, metrics.jsonl, CSV or trainer_state.json")
     try:
         d = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except json.JSONDecodeError as e:
+        raise CurveError(f"reference curve file {str(path)!r} is not valid JSON ({e}): {truncated_hint(path, e)}"
+                         ) from None
+    except UnicodeDecodeError as e:
         raise CurveError(f"reference curve file {str(path)!r} is not valid JSON ({e}); rewrite it with "
                          "ReferenceCurve.save") from None
     if not isinstance(d, dict) or d.get("format") != FORMAT:

@@ -27,7 +27,7 @@ from .curve_fit import N_REPLICATES, CurveError, TooFewEvalsError, fit_needs
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
            "TRL_EVAL_HINT", "CSV_EVAL_HINT", "study_eval_hint", "INITIAL_RANGE", "initial_accuracy_value",
-           "GIVEN_R0_MARK", "GIVEN_R0_KEY", "last_checkpoint_state", "trl_state_path"]
+           "GIVEN_R0_MARK", "GIVEN_R0_KEY", "last_checkpoint_state", "trl_state_path", "truncated_hint"]
 
 TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
 #: a TRL (transformers Trainer) checkpoint folder of an output_dir: ``checkpoint-N``, N its global step
@@ -529,11 +529,27 @@ def _no_metric_lines(path: Path, metric: str) -> str:
             "(ReferenceCurve.from_metrics / load_reference_curve)")
 
 
+def truncated_hint(path: Path, error: json.JSONDecodeError) -> str:
+    """What a JSON file ``path`` that does not parse (``error``) is, and the fix: cut short when the parser ran off its
+    end (``error.pos`` at the end of its text: a copy stopped early, or one taken while TRL was writing it), else
+    damaged; a text holding ``"log_history"`` is a TRL trainer state (re-copy it from the run's output_dir), any
+    other a saved curve (re-copy it, or rebuild it with ReferenceCurve.save)."""
+    doc = error.doc if isinstance(error.doc, str) else ""
+    what = ("the file is truncated (it ends mid-value: a copy cut short, or taken while it was being written)"
+            if error.pos >= len(doc.rstrip()) else "the file is damaged")
+    if '"log_history"' in doc:
+        return (f"{what}; it looks like a TRL trainer state: re-copy trainer_state.json from the TRL run's output_dir "
+                "(its last checkpoint-N/), or pass that output_dir itself to --reference-curve")
+    return f"{what}; re-copy it, or rebuild the curve from its source and write it with ReferenceCurve.save"
+
+
 def _trl_history(path: Path) -> list:
     """The ``log_history`` list of a TRL ``trainer_state.json``; CurveError when it is not JSON or holds none."""
     try:
         hist = json.loads(path.read_text())["log_history"]
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+    except json.JSONDecodeError as e:
+        raise CurveError(f"{path} is not valid JSON ({e}): {truncated_hint(path, e)}") from None
+    except (UnicodeDecodeError, KeyError, TypeError) as e:
         raise CurveError(f"{path} is not a TRL trainer_state.json with a 'log_history' list ({e})") from None
     if not isinstance(hist, list):
         raise CurveError(f"{path} is not a TRL trainer_state.json: 'log_history' is a {type(hist).__name__}, "
@@ -583,16 +599,22 @@ def _trl_rows(path: Path, metric: str,
         else:
             rows.append((step, value, f"{path} log_history[{i}] (step {step:g})"))
     if not rows and not skipped:
-        raise CurveError(_no_trl_metric(path, hist, metric))
+        raise CurveError(_no_trl_metric(path, hist, metric, initial_accuracy))
     if initial_accuracy is not None and not any(s == 0 for s, _, _ in rows):
         rows.insert(0, (0.0, float(initial_accuracy), _GIVEN))
     return rows, skipped
 
 
-def _no_trl_metric(path: Path, hist: list, metric: str) -> str:
+def _no_trl_metric(path: Path, hist: list, metric: str, initial_accuracy: float | None = None) -> str:
     """The refusal of a ``log_history`` without an entry holding ``metric``: the eval keys it holds and the option
-    to name one, or that the run was not evaluated."""
+    to name one, or that the run was not evaluated (with ``initial_accuracy`` given, that it is R0 alone, and the fix
+    is evals after step 0, not giving it again)."""
     keys = sorted({k for h in hist if isinstance(h, dict) for k in h if k.startswith("eval")})
+    if not keys and initial_accuracy is not None:
+        return (f"{path}: no log_history entry has {metric!r}, nor any eval metric (eval_...): the run was not "
+                f"evaluated, and the initial accuracy given (--initial-accuracy {initial_accuracy:g}) is the curve's "
+                "R0 alone, no curve: a curve needs evals after step 0; give GRPOTrainer an eval_dataset and "
+                f"{_TRL_MORE_EVALS}")
     if not keys:
         return (f"{path}: no log_history entry has {metric!r}, nor any eval metric (eval_...): the run was not "
                 f"evaluated; give GRPOTrainer an eval_dataset and {TRL_EVAL_HINT}")

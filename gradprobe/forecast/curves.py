@@ -136,6 +136,10 @@ class ReferenceCurve(CurveSources):
     """
 
     read_options: dict | None = None
+    #: Whether the curve is a shipped one (read by :meth:`load` from the package's ``data/curves``, the folder of
+    #: :func:`default_curve_path`): its model and task are gradprobe's, not the user's, so a forecast for another
+    #: model or task gives no verdict off it (:func:`~gradprobe.forecast.budget_forecast.no_verdict_reasons`).
+    shipped: bool = False
 
     def __init__(self, *, updates, accuracy, seeds=None, mode: str = "sigmoid", B: float | None = None,
                  source: str = "", metadata: dict | None = None, notes=(), n_replicates: int = N_REPLICATES,
@@ -498,6 +502,7 @@ class ReferenceCurve(CurveSources):
             raise damaged(Path(path), e) from None
         check_fit(path, curve)
         check_replicates(path, curve)
+        curve.shipped = Path(path).resolve().parent == default_curve_path().parent
         return curve
 
     def _set_state(self, st: dict) -> None:
@@ -516,7 +521,7 @@ class ReferenceCurve(CurveSources):
                                        "standard_errors": self.standard_errors, "b_fixed": self._b_fixed,
                                        "r0_fixed": self._r0_fixed, "rmse": self.rmse, "replicates": self.replicates,
                                        "replicate_seed_counts": self.replicate_seed_counts})
-        curve.read_options = self.read_options
+        curve.read_options, curve.shipped = self.read_options, self.shipped
         return curve
 
 

@@ -300,8 +300,11 @@ def format_forecast(section: dict) -> str:
               f"{pct}% interval", "probe", "cost-only", "signal", "method"]
     rows = []
 
-    def f(x, spec):  # numbers in json_safe's encoding: None -> "-", "inf"/"-inf" -> inf/-inf
-        return "-" if x is None else format(json_float(x), spec)
+    def f(x, spec):  # numbers in json_safe's encoding: None -> "-", "inf"/"-inf" -> inf/-inf; -0.0 prints as 0
+        if x is None:
+            return "-"
+        s = format(json_float(x), spec)  # a value that rounds to zero prints as the verdicts print it: +0.0, not -0.0
+        return ("+" if spec.startswith("+") else "") + s[1:] if s.startswith("-") and float(s) == 0 else s
 
     for r in section["rows"]:
         riv = r.get("rho_interval") or [None, None]

@@ -219,10 +219,10 @@ def test_gains_that_print_as_zero_are_no_detectable_difference():
         "no detectable difference at 250k: +0.0 [+0.0, +0.0] vs grpo"
     assert verdict(0.3, (0.04, 0.6), "250k", "tokens") == "worth its tokens at 250k: +0.3 [+0.0, +0.6] vs grpo"
     assert verdict(-0.3, (-0.6, -0.04), "250k", "tokens") == "not worth its tokens at 250k: -0.3 [-0.6, +0.0] vs grpo"
-    for acc in (100.0, 0.0):  # saturated and zero curves (FINDINGS 11: "+0.0 [+0.0, +0.0]" worth / not worth)
-        c = ReferenceCurve(updates=S0, accuracy=[acc] * 9, seeds=[0] * 9)
+    for acc in (100.0, 0.0):  # saturated and zero curves (FINDINGS 11: "+0.0 [+0.0, +0.0]" worth / not worth):
+        c = ReferenceCurve(updates=S0, accuracy=[acc] * 9, seeds=[0] * 9)  # grpo does not learn on them: no verdict
         row = forecast_rewards(c, _probe(rho=3.0), n_draws=300).table.set_index("arm").loc["mc"]
-        assert row["verdict"].startswith("no detectable difference at 250k: +0.0 [+0.0, +0.0] vs grpo"), row["verdict"]
+        assert row["verdict"].startswith("no verdict at 250k: grpo does not learn on this curve"), row["verdict"]
 
 
 # ---------------------------------------------------------------- 12: a budget below one update
