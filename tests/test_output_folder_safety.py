@@ -45,7 +45,7 @@ def _tree(path: Path) -> dict:
 @pytest.mark.parametrize("mine, shown, it", [
     ({"report.html": "mine"}, "report.html", "it is"),
     ({"tokens.jsonl": "my tokens", "calibrated.json": "{}"}, "calibrated.json, tokens.jsonl", "they are"),
-    ({"probe.json.tmp": "cut"}, "probe.json.tmp", "it is"),
+    ({"report.html": "mine", "probe.json.tmp": "cut"}, "report.html", "it is"),  # a partial beside it: still refused
 ])
 def test_files_named_as_a_probes_without_probe_json_are_refused_and_kept(tmp_path, mine, shown, it):
     out = _folder(tmp_path / "d", {**mine, "notes.txt": "kept"})
@@ -86,6 +86,8 @@ def test_gradprobe_probe_refuses_the_users_report_html_before_any_compute(tmp_pa
     ("difficulty-eval", {"metrics.json": "not json"}, "metrics.json",
      'metrics.json was not written by difficulty-eval (it holds no "command": "difficulty-eval")'),
     ("difficulty-eval", {"reliability.png": "my figure"}, "reliability.png", "no metrics.json"),
+    ("rank-prompts", {"rank.json": '{"my": "notes"}'}, "rank.json",
+     'rank.json was not written by rank-prompts (it holds no "command": "rank-prompts")'),
 ])
 def test_a_difficulty_commands_file_names_without_its_output_are_refused(tmp_path, command, files, shown, why):
     out = _folder(tmp_path / "d", files)
@@ -194,3 +196,16 @@ def test_report_files_name_every_file_calib_report_writes():
 
     assert sorted(REPORT_FILES) == sorted(["rows.csv", "cv_predictions.csv", "metrics.json", "report.html",
                                            *(f"{name}.png" for name in FIGURES)])
+
+
+def test_a_probe_killed_before_probe_json_leaves_partials_the_next_probe_removes(tmp_path):
+    """A first probe killed before its probe.json leaves .tmp partials and batch_K folders of probe files only: no
+    user's, so the next probe removes them, saying so (it refused the folder); a user's file beside them is kept."""
+    out = _folder(tmp_path / "p", {"alignment.safetensors.tmp": "cut", "batch_0/tokens.jsonl": "x", "notes.txt": "k"})
+    said = []
+    with replacing_earlier_probe(out, say=said.append) as folder:
+        assert folder.earlier == []
+        (out / "probe.json").write_text("new")
+    assert said == [f"removed what a probe killed before its probe.json left in {out} "
+                    "(alignment.safetensors.tmp, batch_0)"]
+    assert _tree(out) == {"probe.json": "new", "notes.txt": "k"}

@@ -94,15 +94,13 @@ def check_output_folder(out, command: str) -> str | None:
 
 
 def _complete(folder: Path, command: str) -> str | None:
-    """None when ``folder`` holds ``command``'s complete output: the file it writes last, ``rank.json`` (a name no
-    other command writes), or a ``metrics.json`` that ``difficulty-eval`` wrote (a JSON object with ``"command":
-    "difficulty-eval"``: a calibration report, or a user, writes a ``metrics.json`` too); else why not, as a phrase
+    """None when ``folder`` holds ``command``'s complete output: the file it writes last, a ``rank.json`` or a
+    ``metrics.json`` that the command wrote (a JSON object with ``"command": "rank-prompts"`` or ``"command":
+    "difficulty-eval"``: a calibration report, or a user, writes such names too); else why not, as a phrase
     (``"no rank.json"``, ``"metrics.json was not written by difficulty-eval (...)"``)."""
     last = folder / _OWN[command][0][-1]
     if not last.is_file():
         return f"no {last.name}"
-    if command == "rank-prompts":
-        return None
     try:
         recorded = json.loads(last.read_text()).get("command")
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):

@@ -275,8 +275,9 @@ def _not_a_probe(folder: Path, names: list[str]) -> OutputDirError:
 
 
 def _move_aside(folder: ProbeFolder, say) -> None:
-    """Refuse another command's folder; restore a leftover; refuse files named as a probe's without ``probe.json``
-    (:func:`_not_a_probe`); move the earlier probe's files into ``EARLIER``."""
+    """Refuse another command's folder; restore a leftover; without ``probe.json``, refuse complete files named as a
+    probe's (:func:`_not_a_probe`) and remove a killed probe's ``.tmp`` partials and ``batch_K`` folders (which hold
+    only a probe's file names: no user's); move the earlier probe's files into ``EARLIER``."""
     other = _other_output(folder.path)
     if other is not None:
         raise OutputDirError(errno.EEXIST, f"--out {str(folder.path)!r} {other}")
@@ -284,7 +285,14 @@ def _move_aside(folder: ProbeFolder, say) -> None:
     aside = folder.path / EARLIER
     names = _probe_names(folder.path)
     if names and not (folder.path / PROBE_JSON).is_file():  # only a folder with probe.json holds an earlier probe
-        raise _not_a_probe(folder.path, names)
+        partial = [n for n in names if n.endswith(".tmp") or _BATCH_DIR.fullmatch(n)]
+        whole = [n for n in names if n not in partial]
+        if whole:  # a complete file of a probe's name may be a user's own (a report.html): refused, kept
+            raise _not_a_probe(folder.path, whole)
+        for name in partial:  # .tmp partials and batch_K folders of probe files only: a killed probe's, no user's
+            _remove(folder.path / name)
+        say(f"removed what a probe killed before its {PROBE_JSON} left in {folder.path} ({', '.join(partial)})")
+        names = []
     folder.earlier = names
     if not folder.earlier:
         return

@@ -182,7 +182,9 @@ def test_an_earlier_result_is_named_when_replaced(tmp_path):
 
     assert check_output_folder(tmp_path / "new", "rank-prompts") is None
     assert check_output_folder(_folder(tmp_path / "empty"), "difficulty-eval") is None
-    line = check_output_folder(_folder(tmp_path / "r", "rank.json", "ranking.csv"), "rank-prompts")
+    r = _folder(tmp_path / "r", "rank.json", "ranking.csv")
+    (r / "rank.json").write_text('{"command": "rank-prompts"}')  # what rank-prompts writes: its own
+    line = check_output_folder(r, "rank-prompts")
     assert re.fullmatch(rf"replacing the ranking in {re.escape(str(tmp_path / 'r'))} "
                         r"\(written \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\)", line)
     e = _folder(tmp_path / "e", "metrics.json")

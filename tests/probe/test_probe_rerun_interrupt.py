@@ -153,7 +153,7 @@ def test_ctrl_c_between_rank_prompts_writes_removes_the_mismatched_pair(tmp_path
     out = tmp_path / "rank"
     out.mkdir()
     (out / "ranking.csv").write_text("old\n")
-    (out / "rank.json").write_text('{"old": true}')
+    (out / "rank.json").write_text('{"command": "rank-prompts", "old": true}')
     (out / "notes.txt").write_text("mine")
     seen = {}
 
