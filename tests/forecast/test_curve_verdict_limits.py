@@ -41,7 +41,8 @@ def test_a_curve_grpo_does_not_learn_on_gives_no_verdict(tmp_path, value):
     res = forecast_rewards(curve, _probe(), method="cost_only", n_draws=300)
     pts = 100.0 * value
     why = (f"{NO_LEARN} (fitted rise A - R0 +0.0 points, its evals {pts:.1f} -> {pts:.1f} points, within 1 point), "
-           "so no difference of updates can show on it: give the curve of a grpo run that learns this task (a task the policy can learn, or more updates)")
+           "so no difference of updates can show on it: give the curve of a grpo run that learns this task (a task "
+           "the policy can learn, or more updates)")
     assert res.no_verdict_reason == why
     hyb = res.table.set_index("arm").loc["hybrid"]
     assert hyb["verdict"] == f"no verdict at 250k: {why}" and hyb["no_verdict_reason"] == why
