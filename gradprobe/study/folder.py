@@ -270,11 +270,13 @@ def refuse_other_output(out: str | Path) -> None:
     theirs = foreign_study_files(out)
     if theirs:
         they, them = ("they are", "them") if len(theirs) > 1 else ("it is", "it")
+        why = _plan_problem(Path(out) / PLAN_COPY) if PLAN_COPY in theirs else None
+        note = f" ({PLAN_COPY} does not load as a plan: {why.splitlines()[0][:200]})" if why else ""
         raise OutputDirError(errno.EEXIST, (
             f"--out {out} holds {', '.join(theirs)} but no {STUDY_JSON} (which a study writes before anything but "
-            f"its plan.toml), so {they} not a study's; a study there would overwrite {them} and its --restart delete "
-            f"{them}: choose another --out (a new or empty folder, or a study's folder to resume it), or move {them} "
-            "out of the folder; nothing was written"))
+            f"its plan.toml), so {they} not a study's{note}; a study there would overwrite {them} and its --restart "
+            f"delete {them}: choose another --out (a new or empty folder, or a study's folder to resume it), or move "
+            f"{them} out of the folder; nothing was written"))
 
 
 def foreign_study_files(out: str | Path) -> list[str]:
@@ -283,25 +285,49 @@ def foreign_study_files(out: str | Path) -> list[str]:
 
     A study writes ``plan.toml`` and then ``study.json`` (:func:`gradprobe.study.freeze.freeze_plan`) before
     anything else, so without ``study.json`` these names are someone else's files, which the study would overwrite
-    and ``--restart`` delete. Two exceptions are a study's own: a lone ``plan.toml`` (with ``runs/`` or not: a
-    freeze killed before it wrote ``study.json``), and a ``runs/`` holding a run folder in a study's layout
-    (:func:`holds_study_runs`: a study whose damaged ``study.json`` was deleted to rebuild it, :func:`study_json_fix`,
-    or finished runs put in a new study's folder for it to take up)."""
+    and ``--restart`` delete. Two exceptions are a study's own: a lone ``plan.toml`` that loads as a plan (with
+    ``runs/`` and ``invocation.json`` or not: a freeze killed before it wrote ``study.json``), and a ``runs/`` holding
+    a run folder in a study's layout (:func:`holds_study_runs`: a study whose damaged ``study.json`` was deleted to
+    rebuild it, :func:`study_json_fix`, or finished runs put in a new study's folder for it to take up). A
+    ``plan.toml`` that does not load as a plan (:func:`gradprobe.training.plan.load_plan`) is named in either case:
+    the study would take it for a frozen plan of another sha256, and its ``--restart`` would replace it."""
     out = Path(out)
     if not out.is_dir() or (out / STUDY_JSON).exists():
         return []
     present = [name for name in STUDY_OUTPUTS if (out / name).exists() or (out / name).is_symlink()]
-    if not present or PLAN_COPY in present and set(present) <= {PLAN_COPY, "runs"} or holds_study_runs(out):
+    if not present:
         return []
-    return [f"{name}/" if (out / name).is_dir() else name for name in present]
+    plan_ok = PLAN_COPY in present and _plan_problem(out / PLAN_COPY) is None
+    if plan_ok and set(present) <= {PLAN_COPY, "runs", "invocation.json"} or holds_study_runs(out):
+        theirs = [] if plan_ok or PLAN_COPY not in present else [PLAN_COPY]  # a user's plan.toml: --restart deletes it
+    else:
+        theirs = present
+    return [f"{name}/" if (out / name).is_dir() else name for name in theirs]
+
+
+def _plan_problem(path: Path) -> str | None:
+    """Why ``path`` is not a plan gradprobe can load (:func:`gradprobe.training.plan.load_plan`'s error, without the
+    eval-schedule check a study frozen before it is exempt from), else None: a killed freeze's ``plan.toml`` loads,
+    a user's file of that name (``# my notes``) does not. Raises nothing."""
+    from ..training.plan import load_plan
+
+    try:
+        load_plan(path, check_schedule=False)
+    except Exception as e:  # PlanError, or whatever a damaged file or a plug-in reward raises: not a plan to take
+        return str(e) or type(e).__name__
+    return None
 
 
 def holds_study_runs(out: str | Path) -> bool:
     """Whether ``out/runs`` holds a run folder in a study's layout: ``runs/<arm>/seed<N>/`` with a
-    ``metrics.jsonl`` or ``summary.json`` file, or a ``config.json`` with a run's ``"run"`` record (what
-    :func:`gradprobe.training.run.run_training` writes first). Raises nothing: unreadable files are no evidence."""
+    ``metrics.jsonl``, ``summary.json``, ``train.log`` or ``.lock`` file (a study's worker takes the lock and opens
+    the log before ``config.json`` is written: a study killed then), or a ``config.json`` with a run's ``"run"``
+    record (what :func:`gradprobe.training.run.run_training` writes first). Raises nothing: unreadable files are no
+    evidence."""
+    from ..training.run_folder import RUN_LOCK
+
     for folder in Path(out).glob("runs/*/seed*"):
-        if (folder / METRICS_JSONL).is_file() or (folder / SUMMARY_JSON).is_file():
+        if any((folder / name).is_file() for name in (METRICS_JSONL, SUMMARY_JSON, "train.log", RUN_LOCK)):
             return True
         try:
             config = json.loads((folder / CONFIG_JSON).read_text())

@@ -8,6 +8,7 @@ finished and ``restart`` asks to replace it (:data:`STUDY_OUTPUTS` are then dele
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -123,25 +124,84 @@ def _plan_changed(out: Path, plan_path, old: str, new: str, restart: bool) -> Pl
 
 
 def _restart_study(out: Path, old_sha: str, plan: Plan, plan_path) -> None:
-    """Delete the study outputs of ``out`` (:data:`STUDY_OUTPUTS`); each run folder only once its
-    lock is free (an orphaned worker of a killed study exits within a second)."""
-    folders = [f for f in out.glob("runs/*/seed*") if f.is_dir()]
+    """Delete the study outputs of ``out`` (:data:`STUDY_OUTPUTS`); in ``runs/`` only the frozen plan's run folders
+    (:func:`_frozen_runs`), each once its lock is free (an orphaned worker of a killed study exits within a second).
+
+    Raises
+    ------
+    StudyError
+        ``runs/`` holds anything but the frozen plan's run folders (a user's run of another arm or seed, a file):
+        named, with the fix (move it out of ``runs/``, or a new ``--out``); nothing is deleted.
+    OutputDirError
+        A study output cannot be deleted (names it and the fix)."""
+    allowed = _frozen_runs(out)
+    foreign, folders = _runs_entries(out / "runs", allowed)
+    if foreign:
+        shown = ", ".join(str(f.relative_to(out)) for f in foreign[:6]) + (", ..." if len(foreign) > 6 else "")
+        arms = sorted({arm for arm, _ in allowed})
+        raise StudyError(
+            f"--restart refused: {out / 'runs'} holds {shown}, which {'is' if len(foreign) == 1 else 'are'} not a "
+            f"run folder of the frozen plan (sha256 {old_sha[:12]}; its run folders are runs/<arm>/seed<N> for arms "
+            f"{', '.join(arms) or '(none readable)'}), so not the study's, and --restart would delete "
+            f"{'it' if len(foreign) == 1 else 'them'}: move {'it' if len(foreign) == 1 else 'them'} out of "
+            f"{out / 'runs'} and rerun with --restart, or run {plan_path} with a new --out; nothing was deleted")
     gone = [f"{name}/" if (out / name).is_dir() else name for name in STUDY_OUTPUTS
             if (out / name).exists() or (out / name).is_symlink()]
     print(f"[study] --restart: no run of the frozen plan (sha256 {old_sha}) has finished; deleting its frozen plan "
           f"and partial outputs in {out} ({', '.join(gone)}; {len(folders)} run folder(s) in runs/) and freezing "
           f"{plan_path} (sha256 {plan.sha256})", file=sys.stderr, flush=True)
     for folder in folders:
-        FolderLock(folder, ".lock", wait=True, what="run folder").release()
-    for name in STUDY_OUTPUTS:
-        path = out / name
+        if not folder.is_symlink():
+            FolderLock(folder, ".lock", wait=True, what="run folder").release()
+    runs = out / "runs"  # its arm folders (all the frozen plan's: checked above) and itself: empty once the run
+    emptied = [*(sorted(runs.iterdir()) if runs.is_dir() else []), runs]  # folders are gone, so only rmdir'd
+    for path in [*folders, *emptied, *(out / name for name in STUDY_OUTPUTS if name != "runs")]:
         try:
             if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
+                path.rmdir() if path in emptied else shutil.rmtree(path)
             elif path.exists() or path.is_symlink():
                 path.unlink()
         except OSError as e:
             raise output_error("deleting (--restart)", path, e) from e
+
+
+def _frozen_runs(out: Path) -> set[tuple[str, str]]:
+    """The (arm, ``seed<N>``) run folder names of the plan frozen in ``out`` (as :func:`~gradprobe.layout.run_dir`
+    names them): ``study.json``'s ``runs`` records and its ``plan.toml``'s runs, whichever can be read (an empty set
+    when neither: then nothing in ``runs/`` is taken for the study's). Raises nothing."""
+    names = set()
+    try:
+        records = json.loads((out / STUDY_JSON).read_text()).get("runs")
+    except (OSError, ValueError, AttributeError):  # missing, not JSON, not an object
+        records = None
+    for r in records if isinstance(records, list) else []:
+        if isinstance(r, dict) and isinstance(r.get("arm"), str) and type(r.get("seed")) is int:
+            names.add((r["arm"], run_dir("", r["arm"], r["seed"]).name))
+    try:
+        names |= {(arm, run_dir("", arm, seed).name) for arm, seed in load_plan(out / PLAN_COPY,
+                                                                                 check_schedule=False).runs()}
+    except Exception:  # PlanError, a plug-in reward that cannot be loaded: the records above decide
+        pass
+    return names
+
+
+def _runs_entries(runs: Path, allowed: set[tuple[str, str]]) -> tuple[list[Path], list[Path]]:
+    """(what ``runs/`` holds that is not a run folder named in ``allowed``, the run folders it holds that are), each
+    sorted; ([], []) when there is no ``runs/``. A ``runs`` that is a file, a symlinked arm folder, or a file beside
+    the arm or seed folders is not the study's."""
+    if not (runs.exists() or runs.is_symlink()):
+        return [], []
+    if not runs.is_dir():
+        return [runs], []
+    foreign, folders = [], []
+    arms = {arm for arm, _ in allowed}
+    for entry in sorted(runs.iterdir()):
+        if entry.name not in arms or entry.is_symlink() or not entry.is_dir():
+            foreign.append(entry)
+            continue
+        for sub in sorted(entry.iterdir()):
+            (folders if (entry.name, sub.name) in allowed and sub.is_dir() else foreign).append(sub)
+    return foreign, folders
 
 
 def _new_study_json(plan: Plan, plan_path) -> dict:
