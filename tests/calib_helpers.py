@@ -32,6 +32,16 @@ TOKENS = 1_000_000.0
 TASK_CONFIG = {"min_terms": 3, "max_terms": 4, "min_digits": 1, "max_digits": 1}
 LR_ARM_GAIN = -4.0
 C_GRPO = 6400.0
+#: The shipped study's real probe folder (data/study_tiny/probe).
+SHIPPED_PROBE = Path(__file__).resolve().parents[1] / "data" / "study_tiny" / "probe"
+#: The note under the calibrated block when the shipped calibration (of cost only) is applied beside the verdicts of
+#: ``--forecaster probe``.
+COST_ONLY_NOTE = (
+    "this calibration corrects cost_only (forecast_cost_only), not probe, the forecaster of the verdicts "
+    "(--forecaster probe): the forecast and calibrated columns here are cost_only's gain and its calibration, not "
+    "a calibration of the probe gains the verdicts quote (a calibration is valid only for the forecaster it was "
+    "fitted on); to calibrate those, fit one with `calib fit ROWS.csv --forecaster forecast_probe --out "
+    "FILE.json` and pass --calibration FILE.json")
 
 
 def curve(n):

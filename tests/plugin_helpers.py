@@ -26,3 +26,61 @@ def plugin_module(tmp_path, monkeypatch, module: str, source: str):
         plugin._ORIGINS.clear()
         plugin._ORIGINS.update(origins)
         sys.modules.pop(module, None)
+
+
+def forget_modules(folder) -> None:
+    """Drop every module imported from ``folder`` (its ``__file__`` under it, through a symbolic link or not), as a
+    new process would not know them."""
+    import importlib
+    import os
+
+    for name, mod in list(sys.modules.items()):
+        file = getattr(mod, "__file__", None)
+        if isinstance(file, str) and os.path.isabs(file) and (
+                file.startswith(str(folder)) or os.path.realpath(file).startswith(os.path.realpath(folder))):
+            del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def forget_reward(spec: str, folder) -> None:
+    """Forget reward ``spec`` (registry, plug-in origins, identity) and the modules imported from ``folder``: the
+    next load is a new process's."""
+    from gradprobe.rewards import REWARDS
+    from gradprobe.rewards import plugin
+
+    REWARDS.pop(spec, None)
+    for origin in [o for o, name in plugin._ORIGINS.items() if name == spec]:
+        del plugin._ORIGINS[origin]
+    plugin._IDENTITIES.pop(spec, None)
+    forget_modules(folder)
+
+
+@contextlib.contextmanager
+def plugin_records_restored(monkeypatch, folder):
+    """The reward registry, ``sys.path`` and the plug-in's records (origins, identities) restored on exit, and the
+    modules imported from ``folder`` forgotten; no bytecode written meanwhile (an edit within a second must not run
+    a stale .pyc)."""
+    from gradprobe.rewards import REWARDS, get_reward
+    from gradprobe.rewards import plugin
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    get_reward("outcome")  # built-ins registered first
+    before, origins, identities = dict(REWARDS), dict(plugin._ORIGINS), dict(plugin._IDENTITIES)
+    try:
+        yield
+    finally:
+        for name in set(REWARDS) - set(before):
+            del REWARDS[name]
+        plugin._ORIGINS.clear()
+        plugin._ORIGINS.update(origins)
+        plugin._IDENTITIES.clear()
+        plugin._IDENTITIES.update(identities)
+        forget_modules(folder)
+
+
+def sha256_of(path) -> str:
+    """The sha256 (hex) of the file at ``path``'s bytes."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -13,22 +13,15 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 import calib
 from calib.apply import calibrate, format_calibrated, load_probe, write_calibrated
 import calib.cli
+from calib_helpers import COST_ONLY_NOTE as NOTE, SHIPPED_PROBE as PROBE
 from gradprobe.forecast import forecast_section
 from gradprobe.outputs import json_safe
-
-PROBE = Path(__file__).resolve().parents[2] / "data" / "study_tiny" / "probe"
-NOTE = ("this calibration corrects cost_only (forecast_cost_only), not probe, the forecaster of the verdicts "
-        "(--forecaster probe): the forecast and calibrated columns here are cost_only's gain and its calibration, not "
-        "a calibration of the probe gains the verdicts quote (a calibration is valid only for the forecaster it was "
-        "fitted on); to calibrate those, fit one with `calib fit ROWS.csv --forecaster forecast_probe --out "
-        "FILE.json` and pass --calibration FILE.json")
 
 
 @pytest.fixture(scope="module")

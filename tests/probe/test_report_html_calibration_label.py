@@ -16,21 +16,15 @@ from __future__ import annotations
 
 import html
 import re
-from pathlib import Path
 
 import pytest
 
 import calib
 from calib.apply import calibrate_probe, format_calibrated, load_probe
+from calib_helpers import COST_ONLY_NOTE as NOTE, SHIPPED_PROBE as PROBE
 from gradprobe.forecast import forecast_section
 from gradprobe.probe.report_html import render_probe_report
 
-PROBE = Path(__file__).resolve().parents[2] / "data" / "study_tiny" / "probe"
-NOTE = ("this calibration corrects cost_only (forecast_cost_only), not probe, the forecaster of the verdicts "
-        "(--forecaster probe): the forecast and calibrated columns here are cost_only's gain and its calibration, not "
-        "a calibration of the probe gains the verdicts quote (a calibration is valid only for the forecaster it was "
-        "fitted on); to calibrate those, fit one with `calib fit ROWS.csv --forecaster forecast_probe --out "
-        "FILE.json` and pass --calibration FILE.json")
 TIE = ("['mc_value', 'mc_advantage', 'hybrid_0.5'] have the same forecast_cost_only (-4.625; cost only reads only the "
        "tokens per update: 25,520 for each), so the calibration gives them the same calibrated gain (-4.289) and "
        "interval: it cannot tell them apart, and the difference between them is not measured by it")

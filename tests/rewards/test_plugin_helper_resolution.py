@@ -7,9 +7,6 @@ resume); an import under ``if TYPE_CHECKING:`` never runs and names no helper (b
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import os
 import shutil
 import sys
 import types
@@ -20,7 +17,7 @@ import pytest
 from gradprobe.rewards import plugin
 from gradprobe.rewards.plugin import plugin_identity
 
-from plugin_helpers import plugin_module
+from plugin_helpers import forget_modules, forget_reward as _forget, plugin_module, sha256_of as _sha
 
 FN = "def fn(prompts, completions, **kwargs):\n    return [0.0 for c in completions]\n"
 
@@ -35,38 +32,13 @@ def fresh(tmp_path, monkeypatch):
         yield tmp_path
     plugin._IDENTITIES.clear()
     plugin._IDENTITIES.update(identities)
-    _forget_modules(tmp_path)
-
-
-def _forget_modules(folder: Path) -> None:
-    """Drop the modules imported from ``folder`` (resolved or not), as a new process would not know them."""
-    for name, mod in list(sys.modules.items()):
-        file = getattr(mod, "__file__", None)
-        if isinstance(file, str) and os.path.isabs(file) and (
-                file.startswith(str(folder)) or os.path.realpath(file).startswith(os.path.realpath(folder))):
-            del sys.modules[name]
-    importlib.invalidate_caches()
-
-
-def _forget(spec: str, folder: Path) -> None:
-    """Forget reward ``spec`` and what was imported from ``folder``: the next load is a new process's."""
-    from gradprobe.rewards import REWARDS
-
-    REWARDS.pop(spec, None)
-    for origin in [o for o, name in plugin._ORIGINS.items() if name == spec]:
-        del plugin._ORIGINS[origin]
-    plugin._IDENTITIES.pop(spec, None)
-    _forget_modules(folder)
+    forget_modules(tmp_path)
 
 
 def _write(folder: Path, files: dict[str, str]) -> None:
     for rel, text in files.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text)
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 PACKAGE = {"__init__.py": "", "rw.py": "from .shared import K\nimport {pkg}.absolute\n" + FN,

@@ -7,8 +7,6 @@ refused naming the field."""
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import json
 import shutil
 import sys
@@ -16,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from gradprobe.rewards import REWARDS, get_reward
-from gradprobe.rewards import plugin
 from gradprobe.rewards.plugin import plugin_identity
 from gradprobe.training import run as run_module
 from gradprobe.training.errors import DamagedRunFolderError, RunConfigMismatchError
@@ -25,6 +21,7 @@ from gradprobe.training.run import run_training
 
 from helpers_rollout import one_thread
 from helpers_training import killed_run
+from plugin_helpers import forget_reward as _forget, plugin_records_restored, sha256_of as _sha
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
@@ -34,38 +31,9 @@ RW = "def fn(prompts, completions, **kwargs):\n    return [len(c) / 10 for c in 
 @pytest.fixture
 def registry(monkeypatch, tmp_path):
     """The reward registry, sys.path and the plug-in's records restored after the test, and the modules it imported
-    from tmp_path forgotten (no bytecode written)."""
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    get_reward("outcome")  # built-ins registered first
-    before, origins, identities = dict(REWARDS), dict(plugin._ORIGINS), dict(plugin._IDENTITIES)
-    yield
-    for name in set(REWARDS) - set(before):
-        del REWARDS[name]
-    plugin._ORIGINS.clear()
-    plugin._ORIGINS.update(origins)
-    plugin._IDENTITIES.clear()
-    plugin._IDENTITIES.update(identities)
-    _forget_modules(tmp_path)
-
-
-def _forget_modules(folder: Path) -> None:
-    for name in [k for k, m in sys.modules.items() if str(getattr(m, "__file__", None) or "").startswith(str(folder))]:
-        del sys.modules[name]
-    importlib.invalidate_caches()
-
-
-def _forget(spec: str, folder: Path) -> None:
-    """Forget reward ``spec`` and the modules imported from ``folder``: the next load is a new process's."""
-    REWARDS.pop(spec, None)
-    for origin in [o for o, name in plugin._ORIGINS.items() if name == spec]:
-        del plugin._ORIGINS[origin]
-    plugin._IDENTITIES.pop(spec, None)
-    _forget_modules(folder)
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    from tmp_path forgotten (:func:`plugin_helpers.plugin_records_restored`)."""
+    with plugin_records_restored(monkeypatch, tmp_path):
+        yield
 
 
 def _refused(run, out: Path, error) -> str:
