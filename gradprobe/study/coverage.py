@@ -130,7 +130,9 @@ def changed_reads(study_dir, df, analysis: dict, *, skip_arms=()) -> list[str]:
     averaged over the arms per seed, for ``initial.per_seed``) and compared with ``arms.ARM.AXIS.per_seed`` within
     :data:`READ_TOL` points (a read now refused or missing counts as a difference). ``analysis.json`` records reads
     at those points only, not every eval: an edit of an eval no read uses is not seen here (the per-item cross-check,
-    :func:`~gradprobe.study.reading.item_accuracy_mismatches`, sees it where the study saved per-item results).
+    :func:`~gradprobe.study.reading.item_accuracy_mismatches`, sees it where the study saved per-item results). A run
+    with a blank accuracy cell (a lost or cut eval) is not compared: its reads move because an eval is missing, not
+    edited, which the skipped-evals warning and the lost-line check tell (the analysis's realized values stand).
 
     Parameters
     ----------
@@ -159,7 +161,8 @@ def changed_reads(study_dir, df, analysis: dict, *, skip_arms=()) -> list[str]:
     if plan is None:
         return []
     skip = {str(a) for a in skip_arms}
-    runs = {key: g for key, g in _runs(df).items() if str(key[0]) not in skip}
+    runs = {key: g for key, g in _runs(df).items()
+            if str(key[0]) not in skip and not _pd_numeric(g["accuracy"]).isna().any()}
     changed: dict = {}
     for (arm, seed), text in _axis_changes(runs, plan, analysis, df.columns) + _initial_changes(runs, analysis):
         changed.setdefault((arm, seed), []).append(text)
@@ -169,6 +172,13 @@ def changed_reads(study_dir, df, analysis: dict, *, skip_arms=()) -> list[str]:
             for (arm, seed), texts in list(changed.items())[:_SHOWN_READS]]
     more = f"; and {len(changed) - _SHOWN_READS} more run(s)" if len(changed) > _SHOWN_READS else ""
     return [f"{CHANGED_READS} for {len(changed)} run(s): " + "; ".join(said) + more]
+
+
+def _pd_numeric(col):
+    """``col`` as numbers (text and blanks: NaN)."""
+    import pandas as pd
+
+    return pd.to_numeric(col, errors="coerce")
 
 
 def _number(v) -> float:

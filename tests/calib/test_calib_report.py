@@ -285,7 +285,8 @@ def test_gradprobe_probe_calibration_flag(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(run_mod, "run_probe", fake_run_probe)
     task = "chain_sum:min_terms=3,max_terms=4,min_digits=1,max_digits=1"
-    base = ["probe", "--model", "tiny", "--task", task, "--budget-tokens", "1000000", "--out", str(tmp_path / "probe"),
+    # 500k: grpo's 112 updates lie within twice the default curve's last eval (57); at 1M the forecast gives no verdict
+    base = ["probe", "--model", "tiny", "--task", task, "--budget-tokens", "500000", "--out", str(tmp_path / "probe"),
             "--no-progress"]
     assert gp_main(base + ["--rewards", "outcome,mc_value", "--calibration", str(tmp_path / "cal.json")]) == 0
     printed = capsys.readouterr().out

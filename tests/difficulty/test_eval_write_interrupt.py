@@ -24,6 +24,7 @@ def _earlier(folder, names):
 
 def test_api_rank_prompts_interrupted_in_rank_json_leaves_no_new_table(tmp_path, monkeypatch):
     out = _earlier(tmp_path / "rank", ["ranking.csv", "rank.json"])
+    (out / "rank.json").write_text('{"command": "rank-prompts"}')  # an earlier ranking records its command
     seen = []
 
     def interrupted(path, data):
