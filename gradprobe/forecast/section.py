@@ -20,7 +20,8 @@ from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve, default_curve_path
 from .probe_input import budget_of
 from .result import METHODS, format_budget
-from .special_rows import REFERENCE_VERDICT, reference_rho_undefined, reference_verdict, unmeasured_probe_row
+from .special_rows import (REFERENCE_VERDICT, reference_rho_unbounded, reference_rho_undefined, reference_verdict,
+                           unmeasured_probe_row)
 from .start_check import CHECK_MARK
 from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
@@ -225,9 +226,11 @@ def _unmeasured_probe_columns(fr, result: dict, curve: ReferenceCurve, method: s
     that the probe has not measured, and say so (:func:`~.special_rows.unmeasured_probe_row`).
 
     Where rho is undefined for every reward (:func:`~.special_rows.reference_rho_undefined`: the reference update is
-    zero, or grpo's own <g_outcome, u> interval includes 0 or lies below it) the probe columns are blanked, a note
-    says why, and under ``method`` "probe" each row is cost only's (a cost-only forecast of the same probe and curve);
-    else an arm of grpo's cost whose rho's SNR is <= 1 loses its probe forecast (cost only's 0 by construction).
+    zero, or grpo's own <g_outcome, u> interval lies below 0) the probe columns are blanked, a note says why, and
+    under ``method`` "probe" each row is cost only's (a cost-only forecast of the same probe and curve); else an arm
+    of grpo's cost whose rho's SNR is <= 1 loses its probe forecast (cost only's 0 by construction). Where grpo's
+    interval includes 0 with a positive mean, the numbers are kept and a note says rho's confidence set is unbounded
+    (:func:`~.special_rows.reference_rho_unbounded`).
     Nothing changes when grpo's own reward has no gradient (the rows say so already). Only what ``gradprobe probe``
     prints and saves: :func:`~.budget_forecast.forecast_rewards` (and the calibration's rows, read from it through
     :func:`~.study.study_forecasts`) keep the probe forecaster as validated, fallbacks included.
@@ -256,6 +259,8 @@ def _unmeasured_probe_columns(fr, result: dict, curve: ReferenceCurve, method: s
                              cost_row=cost_rows.get(row["arm"]))
     if undefined:
         fr.notes.append(undefined[1])
+    elif unbounded := reference_rho_unbounded(entry, guided):
+        fr.notes.append(unbounded)
     fr.table = pd.DataFrame(rows, columns=fr.table.columns)
 
 

@@ -36,7 +36,8 @@ from .validated_arms import DEFAULT_LOSS_TYPE
 
 __all__ = ["NAN_IV", "NAN_FORECAST", "no_signal_row", "outside_probe_row", "undefined_probe_columns",
            "undefined_rho_note", "cost_only_why", "equal_cost_row", "loss_change_clause", "reference_verdict",
-           "guided_note", "probe_cannot_tell", "reference_rho_undefined", "unmeasured_probe_row", "REFERENCE_VERDICT",
+           "guided_note", "probe_cannot_tell", "reference_rho_undefined", "reference_rho_unbounded",
+           "unmeasured_probe_row", "REFERENCE_VERDICT",
            "GUIDED_REFERENCE_VERDICT"]
 
 NAN_IV = (math.nan, math.nan)
@@ -183,7 +184,7 @@ def reference_rho_undefined(entry: dict | None, reference: dict | None = None,
     the ratio's confidence set is then unbounded, but every shipped study probe is of that kind and the probe
     forecaster was validated on them as they are (its SNR shrinkage,
     :func:`~gradprobe.forecast.proxies.probe_efficiency`, is what tempers such a ratio), so blanking it here would
-    show a forecaster other than the validated one.
+    show a forecaster other than the validated one; :func:`reference_rho_unbounded` gives its note instead.
 
     Parameters
     ----------
@@ -216,6 +217,37 @@ def reference_rho_undefined(entry: dict | None, reference: dict | None = None,
         return (f"rho is undefined ({name}'s own <g_outcome, u> = {ip:.3g} is not positive)",
                 f"{name}'s own <g_outcome, u> = {ip:.3g} is not positive, so {blank}; {_UNDEFINED_RHO_FIX}")
     return None
+
+
+def reference_rho_unbounded(entry: dict | None, guided: bool = False) -> str | None:
+    """The forecast section's note when grpo's own <g_outcome, u> has a 95% interval that includes 0 with a positive
+    mean, or None (no interval, an interval off 0, or a mean that is not positive: :func:`reference_rho_undefined`).
+
+    rho_R = <g_R, u> / <g_outcome, u>. By Fieller's theorem (Fieller 1954, J. R. Stat. Soc. B 16, 175-185) the
+    confidence set of a ratio whose denominator's interval includes 0 is unbounded, so rho's printed interval (the
+    percentiles of a prompt bootstrap) understates how loosely the probe pins rho down. The numbers are kept, as the
+    probe forecaster was validated on such probes (:func:`reference_rho_undefined`); the note says so and how to
+    narrow the denominator.
+
+    Parameters
+    ----------
+    entry : dict or None
+        The reference reward's entry of ``probe.json``'s ``rewards``: ``inner_product``, ``interval`` ([lo, hi]).
+    guided : bool
+        A guided probe (the reference is the guided outcome).
+    """
+    if not isinstance(entry, dict) or not isinstance(entry.get("interval"), (list, tuple)):
+        return None
+    iv, ip = entry["interval"], _number(entry.get("inner_product"))
+    lo, hi = (_number(iv[0]), _number(iv[1])) if len(iv) == 2 else (math.nan, math.nan)
+    if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(ip) and ip > 0 and lo <= 0 <= hi):
+        return None
+    name = _reference_name(guided)
+    return (f"{name}'s own <g_outcome, u> = {ip:+.3e}, 95% interval [{lo:+.3e}, {hi:+.3e}] over prompts, includes 0: "
+            f"rho (each reward's <g_R, u> over {name}'s) then has an unbounded confidence set (Fieller's theorem), so "
+            "its printed interval (bootstrap percentiles) understates its uncertainty; the probe forecaster shrinks "
+            "rho toward 1 by its SNR, as validated on the shipped studies, whose probes all read so; "
+            f"{_UNDEFINED_RHO_FIX} to narrow {name}'s interval")
 
 
 def _without_undefined_rho_note(note: str) -> str:

@@ -166,3 +166,20 @@ def test_grpo_interval_including_0_keeps_the_validated_probe_forecast(curve, met
     for iv in ((-10.0, 75.0), (1.0, 75.0)):
         kept = _rows(forecast_section(_probe(iv), curve=curve, method=method))["strong"]
         assert kept["gain_probe"] == pytest.approx(t.loc["strong", "gain_probe"]) and kept["snr"] > 1
+
+
+@pytest.mark.parametrize("method", ["cost_only", "probe"])
+def test_grpo_interval_including_0_says_rho_has_an_unbounded_confidence_set(curve, method):
+    """Fieller's theorem: with grpo's own <g_outcome, u> interval including 0, rho's confidence set is unbounded; the
+    numbers are kept (validated as they are) and a note says so, only then (special_rows.reference_rho_unbounded)."""
+    sec = forecast_section(_probe((-10.0, 75.0)), curve=curve, method=method)
+    note = [n for n in sec["notes"] if "unbounded confidence set" in n]
+    assert len(note) == 1
+    assert re.match(r"grpo's own <g_outcome, u> = \+\d\.\d{3}e\+\d\d, 95% interval \[-1\.000e\+01, \+7\.500e\+01\] "
+                    r"over prompts, includes 0: rho \(each reward's <g_R, u> over grpo's\) then has an unbounded ",
+                    note[0])
+    assert note[0].endswith("probe more --prompts or --probe-batches to narrow grpo's interval")
+    assert "unbounded confidence set" in format_forecast(sec)
+    for iv in ((1.0, 75.0), (-20.0, -1.0)):  # off 0 (rho defined, no note) and below 0 (rho undefined: its own note)
+        assert not any("unbounded confidence set" in n
+                       for n in forecast_section(_probe(iv), curve=curve, method=method)["notes"])
