@@ -23,6 +23,9 @@ refuses a folder that holds a training run, a study, a ``calib report``
 ``gradprobe study`` writes its probe with :func:`gradprobe.probe.run.run_probe`, not through it). A
 ``.earlier-probe/`` left by a killed probe (SIGKILL) is
 never deleted unsaid: it is put back when the folder holds no complete probe of its own, else deleted after a warning.
+While files move between the folder and ``.earlier-probe/`` (either way), ``.earlier-probe/manifest.json`` names the
+earlier probe's files, so a probe killed halfway leaves the whole earlier set named and the next one puts it back
+whole (the part still in the folder is not taken for the killed probe's unfinished files, nor for a newer probe).
 :func:`no_signal_entries` (:mod:`gradprobe.probe.table`) names the rewards that give no gradient on the batch of
 an older ``probe.json``, whose entries lack ``no_signal_reason`` (:func:`gradprobe.probe.result.reward_entries`
 records it in every entry now).
@@ -56,6 +59,10 @@ PROBE_FILES = (PROBE_JSON, TOKENS_JSONL, ALIGNMENT_SAFETENSORS, REPORT_HTML, CAL
 #: Files that mark a folder as another command's output, which a probe must not be mixed into.
 #: Where an earlier probe's files wait (inside the folder) until the new probe has finished.
 EARLIER = EARLIER_PROBE
+#: Inside :data:`EARLIER` while the earlier probe's files move between it and the folder (either way): their names,
+#: written atomically before the first move and deleted after the last (:func:`_leftover` reads it).
+_MANIFEST = "manifest.json"
+_MANIFEST_FILES = (_MANIFEST, f"{_MANIFEST}.tmp")  # the manifest and its partial: no earlier probe's files
 _BATCH_DIR = re.compile(r"batch_\d+")
 
 
@@ -207,7 +214,9 @@ def replacing_earlier_probe(out, say=_warn):
     removed again if left empty, so nothing partial is left as if complete. A ``.earlier-probe/`` found on entry
     (left by a probe killed by SIGKILL) is first put back when ``out`` holds no ``probe.json`` of its own (the
     killed probe's partial files there are deleted), else deleted (``out``'s complete probe is the earlier one);
-    either way ``say`` is told first.
+    either way ``say`` is told first. Files move between ``out`` and ``.earlier-probe`` (either way) only while
+    ``.earlier-probe/manifest.json`` names them all: a ``.earlier-probe/`` holding it was left by a probe killed
+    while moving them, and the part of the earlier probe moved is put back beside the part still in ``out``.
 
     Parameters
     ----------
@@ -239,24 +248,94 @@ def replacing_earlier_probe(out, say=_warn):
     _remove(folder.path / EARLIER)
 
 
+def _start_moving(aside: Path, names: list[str]) -> None:
+    """Name the earlier probe's files in ``aside/manifest.json`` (atomically) before the first of them moves."""
+    write_json_atomic(aside / _MANIFEST, {"earlier_probe_files": names})
+
+
+def _done_moving(aside: Path) -> None:
+    """Delete ``aside/manifest.json`` after the last of the earlier probe's files moved."""
+    (aside / _MANIFEST).unlink(missing_ok=True)
+
+
+def _is_probe_name(name) -> bool:
+    """Whether ``name`` (a manifest's entry) is one :func:`_probe_names` could list."""
+    return isinstance(name, str) and (name in PROBE_FILES or name.removesuffix(".tmp") in PROBE_FILES
+                                      or _BATCH_DIR.fullmatch(name) is not None)
+
+
+def _manifest(aside: Path) -> list[str] | None:
+    """The earlier probe's file names in ``aside/manifest.json`` (:func:`_start_moving`); None without one (no move
+    was under way, or the previous version of gradprobe left ``aside``, with none).
+
+    Raises
+    ------
+    OutputDirError (an OSError)
+        The manifest cannot be read or names other files (named, with the fix: move the files back by hand).
+    """
+    path = aside / _MANIFEST
+    try:
+        names = json.loads(path.read_text(encoding="utf-8"))["earlier_probe_files"]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        names = e
+    if isinstance(names, list) and all(_is_probe_name(n) for n in names):
+        return names
+    raise OutputDirError(errno.EINVAL, (
+        f"{str(path)!r} (left by a probe that was killed while moving the earlier probe's files) is no list of a "
+        f"probe's files ({names!r}): move the files of {str(aside)!r} back into {str(aside.parent)!r} by hand, delete "
+        f"{str(aside)!r}, and probe again"))
+
+
 def _leftover(folder: ProbeFolder, say) -> None:
     """Deal with a ``.earlier-probe/`` left by a killed probe (:func:`replacing_earlier_probe`), saying so first."""
     aside = folder.path / EARLIER
-    kept = sorted(p.name for p in aside.iterdir()) if aside.is_dir() else []
-    if (folder.path / PROBE_JSON).exists() or not kept:
+    if not aside.is_dir():
+        return _remove(aside)
+    listed = _manifest(aside)
+    kept = sorted(p.name for p in aside.iterdir() if p.name not in _MANIFEST_FILES)
+    if listed is not None and not set(listed) <= set(kept):  # killed while moving: part of it still in the folder
+        return _half_moved(folder, say, kept, [n for n in listed if n not in kept])
+    if listed is None and ((folder.path / PROBE_JSON).exists() or not kept):
         if kept:
             say(f"{aside} (left by an earlier probe that was killed: {', '.join(kept)}) is deleted: "
                 f"the probe in {folder.path} is newer and is kept as the earlier probe")
-        _remove(aside)
-        return
-    partial = _probe_names(folder.path)
+        return _remove(aside)
+    partial = _probe_names(folder.path)  # all of it aside: the folder's probe files are the killed probe's
     say(f"restored the earlier probe in {folder.path} from {EARLIER}/ ({', '.join(kept)}), left by "
         "a probe that was killed" + (f"; its unfinished files ({', '.join(partial)}) were deleted" if partial else ""))
+    _put_back(folder, kept, partial, listed is None)
+
+
+def _half_moved(folder: ProbeFolder, say, kept: list[str], rest: list[str]) -> None:
+    """Put back the part ``kept`` of the earlier probe in ``.earlier-probe/`` beside the ``rest`` of it, still in the
+    folder: a probe was killed while moving its files (either way), saying so first."""
+    rest = [n for n in rest if (folder.path / n).exists()]
+    if kept:
+        say(f"restored the earlier probe in {folder.path} from {EARLIER}/ ({', '.join(kept)}), left by a probe that "
+            f"was killed while moving the earlier probe's files; the rest of them ({', '.join(rest)}) were still in "
+            f"{folder.path}")
+    else:
+        say(f"removed {folder.path / EARLIER}, left by a probe that was killed while moving the earlier probe's "
+            f"files: it held none of them; all ({', '.join(rest)}) are still in {folder.path}")
+    _put_back(folder, kept, [], False)
+
+
+def _put_back(folder: ProbeFolder, kept: list[str], partial: list[str], name_them: bool) -> None:
+    """Delete ``partial`` (a killed probe's unfinished files) and move ``kept`` from ``.earlier-probe/`` back into
+    the folder, naming them in its manifest first when ``name_them`` (it holds none yet)."""
+    aside = folder.path / EARLIER
     try:
+        if name_them:
+            with contextlib.suppress(OSError):  # a full disk: put back as before, unnamed (killed now, it may be lost)
+                _start_moving(aside, kept)
         for name in partial:
             _remove(folder.path / name)
         for name in kept:
             (aside / name).rename(folder.path / name)
+        _done_moving(aside)
+        _remove(aside / f"{_MANIFEST}.tmp")
         aside.rmdir()
     except OSError as e:
         raise output_error(f"restoring the earlier probe from {EARLIER}/ in", folder.path, e) from e
@@ -299,13 +378,16 @@ def _move_aside(folder: ProbeFolder, say) -> None:
     moved = []
     try:
         aside.mkdir()
+        _start_moving(aside, folder.earlier)
         for name in folder.earlier:
             (folder.path / name).rename(aside / name)
             moved.append(name)
+        _done_moving(aside)
     except OSError as e:
         for name in moved:
             (aside / name).rename(folder.path / name)
         with contextlib.suppress(OSError):
+            _done_moving(aside)
             aside.rmdir()
         raise output_error("moving the earlier probe's files aside in", folder.path, e) from e
 
@@ -314,11 +396,15 @@ def _roll_back(folder: ProbeFolder) -> None:
     """After a failed probe: delete what it wrote, put the earlier probe's files back."""
     if not folder.path.is_dir():
         return
+    aside = folder.path / EARLIER
+    if folder.earlier and aside.is_dir():
+        with contextlib.suppress(OSError):  # a full disk: put back as before, unnamed (killed now, it may be lost)
+            _start_moving(aside, folder.earlier)
     for name in _probe_names(folder.path):
         _remove(folder.path / name)
-    aside = folder.path / EARLIER
     for name in folder.earlier:
         if (aside / name).exists():
             (aside / name).rename(folder.path / name)
     with contextlib.suppress(OSError):
+        _done_moving(aside)
         aside.rmdir()
