@@ -12,9 +12,12 @@ scikit-learn parameter) are written as the Python numbers they hold.
 :func:`prepare_report_folder` makes ``calib report``'s ``--out`` folder, refusing a file and another command's
 folder: a ``gradprobe probe`` folder (``probe.json``, or a study's ``probe/`` with ``arms.json``) holds a
 ``report.html`` of its own that the report would replace (``gradprobe probe`` refuses a report's folder likewise),
-and a folder holding a killed probe's ``.earlier-probe/`` would strand it. An earlier report (``cv_predictions.csv``)
-is replaced; files of the report's names (:data:`REPORT_FILES`) in a folder without it are a user's and are refused,
-never overwritten; other files are kept.
+and a folder holding a killed probe's ``.earlier-probe/`` would strand it. An earlier report is replaced: a folder
+holding ``cv_predictions.csv`` and a ``metrics.json`` recording ``"command": "calib report"`` (:data:`REPORT_COMMAND`,
+which the report writes into it), or, for a report written before ``metrics.json`` recorded it, every file of
+:data:`REPORT_FILES` with a ``metrics.json`` of a report's keys. Files of the report's names in any other folder (a
+user's own ``cv_predictions.csv`` beside their ``report.html``) are refused, named, never overwritten; other files are
+kept.
 """
 
 from __future__ import annotations
@@ -27,14 +30,19 @@ from gradprobe.layout import CV_PREDICTIONS_CSV, EARLIER_PROBE, OUTPUT_KINDS, ou
 from gradprobe.outputs import OutputDirError, json_float, json_safe, output_error, write_bytes_atomic, write_text_atomic
 
 __all__ = ["to_json", "write_json", "write_text_atomic", "write_bytes_atomic", "json_safe", "json_float",
-           "prepare_report_folder", "REPORT_FILES"]
+           "prepare_report_folder", "REPORT_FILES", "REPORT_COMMAND"]
 
 _FIX = "choose another --out (a new or empty folder, or an earlier `calib report` folder)"
 #: Every file ``calib report`` writes into its folder (:func:`calib.report.write_report`; the figures are
-#: :func:`calib.report_html.draw_figures`' names + ``.png``); replaced only in a folder holding
-#: ``cv_predictions.csv`` (an earlier report), else refused (:func:`prepare_report_folder`).
+#: :func:`calib.report_html.draw_figures`' names + ``.png``); replaced only in an earlier report's folder
+#: (:func:`_why_no_earlier_report`), else refused (:func:`prepare_report_folder`).
 REPORT_FILES = ("rows.csv", CV_PREDICTIONS_CSV, "predicted_vs_realized.png", "mae_by_forecaster.png",
                 "residuals_by_arm.png", "accuracy_vs_tokens.png", "metrics.json", "report.html")
+#: What ``calib report`` records as ``"command"`` in its ``metrics.json``: the mark of a folder it wrote.
+REPORT_COMMAND = "calib report"
+#: Keys of every ``metrics.json`` ``calib report`` wrote before it recorded :data:`REPORT_COMMAND` (since its
+#: leave-one-study-out metrics): with every file of :data:`REPORT_FILES`, they mark such an earlier report.
+_REPORT_KEYS = ("headline_cv", "cv_modes", "errors", "ranking", "versions", "units")
 
 
 def to_json(document, *, indent: int) -> str:
@@ -74,9 +82,10 @@ def prepare_report_folder(out: str | Path) -> Path:
         (an OSError; ``str()`` is one line naming ``out``, why and the fix: another ``--out``) ``out`` is a
         file, holds a ``gradprobe probe``'s output (``probe.json`` or ``arms.json``: its ``report.html`` would be
         replaced) or another command's, holds the ``.earlier-probe/`` a killed probe left (how to recover it is
-        named), holds files named as the report's (:data:`REPORT_FILES`) but no ``cv_predictions.csv`` (no earlier
-        report's: they are named, as the report would overwrite them), or cannot be created or written. Nothing
-        is written then.
+        named), holds files named as the report's (:data:`REPORT_FILES`) but is no earlier report (no
+        ``cv_predictions.csv``, or no ``metrics.json`` recording ``"command": "calib report"`` nor a report's complete
+        files from before it was recorded: :func:`_why_no_earlier_report`; the files are named, as the report would
+        overwrite them), or cannot be created or written. Nothing is written then.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -92,7 +101,7 @@ def prepare_report_folder(out: str | Path) -> Path:
     if found is not None and found[0] != "calib report":
         raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} holds {OUTPUT_KINDS[found[0]]} ({found[1]}), not a "
                              f"calibration report; its files would mix with the report's: {_FIX}")
-    _refuse_files_of_no_report(out, found)
+    _refuse_files_of_no_report(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / ".write-test").write_text("ok")
@@ -102,17 +111,47 @@ def prepare_report_folder(out: str | Path) -> Path:
     return out
 
 
-def _refuse_files_of_no_report(out: Path, found) -> None:
-    """Refuse ``out`` when it holds files named as a report's (:data:`REPORT_FILES`) but is no earlier report (no
-    ``cv_predictions.csv``, ``found`` the folder's :func:`gradprobe.layout.output_kind`): the report would overwrite
-    them (a user's ``report.html`` or ``rows.csv``)."""
-    if found is not None or not out.is_dir():  # an earlier report's files are the report's to replace
+def _refuse_files_of_no_report(out: Path) -> None:
+    """Refuse ``out`` (no other command's folder: :func:`prepare_report_folder` checked) when it holds files named as
+    a report's (:data:`REPORT_FILES`) but is no earlier report (:func:`_why_no_earlier_report`): the report would
+    overwrite them (a user's ``report.html``, or a ``cv_predictions.csv`` of their own)."""
+    if not out.is_dir():
         return
     names = [name for name in REPORT_FILES if (out / name).exists()]
-    if not names:
+    why = _why_no_earlier_report(out) if names else None
+    if why is None:  # no file of the report's names, or an earlier report's: its files are the report's to replace
         return
     shown, them = ", ".join(names), ("it" if len(names) == 1 else "them")
     raise OutputDirError(errno.EEXIST, (
-        f"--out {str(out)!r} holds {shown} but no {CV_PREDICTIONS_CSV}, so {'it is' if them == 'it' else 'they are'}"
+        f"--out {str(out)!r} holds {shown} but {why}, so {'it is' if them == 'it' else 'they are'}"
         f" no earlier calibration report's: the report would overwrite {them}. Move {shown} out of {str(out)!r} "
         f"(delete {them} if left by a `calib report` that was killed), or {_FIX}"))
+
+
+def _why_no_earlier_report(out: Path) -> str | None:
+    """None when ``out`` holds an earlier ``calib report``: ``cv_predictions.csv`` and a ``metrics.json`` recording
+    ``"command": "calib report"`` (:data:`REPORT_COMMAND`); or, written before the report recorded it (the shipped
+    ``data/calibration/report``), every file of :data:`REPORT_FILES` and a ``metrics.json`` object holding every key
+    of :data:`_REPORT_KEYS`. Else why not, as a phrase (``"no cv_predictions.csv"``, ``"no metrics.json"``...): a
+    ``cv_predictions.csv`` alone is a user's as well (their own predictions, from another tool)."""
+    if not (out / CV_PREDICTIONS_CSV).exists():
+        return f"no {CV_PREDICTIONS_CSV}"
+    path = out / "metrics.json"
+    if not path.exists():
+        return "no metrics.json"
+    try:
+        metrics = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        metrics = None
+    if not isinstance(metrics, dict):
+        metrics = {}
+    if metrics.get("command") == REPORT_COMMAND:
+        return None
+    not_ours = f'metrics.json was not written by `calib report` (it records no "command": "{REPORT_COMMAND}")'
+    if not all(key in metrics for key in _REPORT_KEYS):
+        return not_ours
+    missing = [name for name in REPORT_FILES if not (out / name).is_file()]
+    if not missing:
+        return None  # a complete report written before metrics.json recorded its command
+    return (f'metrics.json records no "command": "{REPORT_COMMAND}" and {", ".join(missing)} of a report\'s files '
+            f"{'is' if len(missing) == 1 else 'are'} missing")

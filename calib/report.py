@@ -41,13 +41,15 @@ from __future__ import annotations
 import inspect
 import io
 import math
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from gradprobe.forecast.validated_arms import DEFAULT_LOSS_TYPE
-from gradprobe.layout import RUNS_CSV
+from gradprobe.layout import CV_PREDICTIONS_CSV, RUNS_CSV
 from gradprobe.outputs import removed_if_left_empty
 from gradprobe.probe_keys import entry_key
 
@@ -58,7 +60,7 @@ from .estimators import make_estimator
 from .metrics import bias, check_n_permutations, coverage, errors_by_entry, mae, pooled_rank_agreement, ranking_table
 from .noise_floor import arm_level_errors, heldout_floor, seed_noise_floor
 from .forecaster_choice import PROBE_FORECASTERS, validation_record
-from .files import prepare_report_folder, write_bytes_atomic, write_json, write_text_atomic
+from .files import REPORT_COMMAND, prepare_report_folder, write_bytes_atomic, write_json, write_text_atomic
 from .model import software_versions
 from .report_html import draw_figures, render_html
 from .validation import INTERVALS, check_confidence_level, cross_validate, group_labels
@@ -392,7 +394,8 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
     -------
     dict
         The metrics (also in ``out/metrics.json``), with :data:`CV_ROWS_KEY`: the number of rows written to
-        ``out/cv_predictions.csv`` (its lines after the header; ``benchmarks/unseen_study.py`` checks it).
+        ``out/cv_predictions.csv`` (its lines after the header; ``benchmarks/unseen_study.py`` checks it), and
+        ``"command": "calib report"`` (:data:`calib.files.REPORT_COMMAND`: the folder is a report's to replace).
 
     Raises
     ------
@@ -409,15 +412,20 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
     _check_settings(**settings)  # bad settings fail before the folder is made or any study is read
     with removed_if_left_empty(out):  # a study refused after the folder was made: the folder (and parents) go
         out = prepare_report_folder(out)
+        earlier = (out / CV_PREDICTIONS_CSV).is_file()  # the folder passed prepare_report_folder: a report's
         rows = build_rows_many(study_dirs, curve=curve, forecast_fn=forecast_fn)
         runs = read_runs(study_dirs)
         metrics, cv_rows, table = compute(rows, study_dirs=study_dirs, **settings)
+    if earlier:  # said when it is replaced, after every check and the compute, as rank-prompts says it
+        written = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime((out / CV_PREDICTIONS_CSV).stat().st_mtime))
+        print(f"replacing the calibration report in {out} (written {written})", file=sys.stderr, flush=True)
     write_text_atomic(out / "rows.csv", rows.to_csv(index=False))
     write_text_atomic(out / "cv_predictions.csv", cv_rows.to_csv(index=False))
     metrics[CV_ROWS_KEY] = int(len(cv_rows))  # a reader of the CSV tells lines deleted from it
     images = draw_figures(rows, cv_rows, metrics, runs)
     for name, png in images.items():
         write_bytes_atomic(out / f"{name}.png", png)
+    metrics["command"] = REPORT_COMMAND  # marks the folder as a report's: only such a one is replaced (calib.files)
     write_json(out / "metrics.json", metrics, indent=2)
     write_text_atomic(out / "report.html", render_html(metrics, table, images, study_dirs))
     return metrics

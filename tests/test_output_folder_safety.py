@@ -4,7 +4,7 @@ F6: ``gradprobe probe --out D`` where D held only the user's ``report.html`` (no
 earlier probe's, moved it aside and deleted it ("replaced the earlier probe in D: its files (report.html) were
 removed"). Only a folder holding ``probe.json`` holds an earlier probe now; files of a probe's names without it
 are refused, named with the fix, and kept. The same rule for ``rank-prompts`` (``rank.json``), ``difficulty-eval``
-(a ``metrics.json`` it wrote) and ``calib report`` (``cv_predictions.csv``).
+(a ``metrics.json`` it wrote) and ``calib report`` (a ``metrics.json`` recording ``"command": "calib report"``).
 F12: ``rank-prompts --decay 2`` (or an unknown model) into an earlier ranking printed "replacing the ranking in
 D" and then failed: nothing was replaced. The line now comes just before the new files are written.
 F13: ``calib report --out D`` accepted a folder holding only a killed probe's ``.earlier-probe/``, after which
@@ -186,7 +186,10 @@ def test_calib_report_refuses_files_of_its_names_without_an_earlier_report(tmp_p
         f"(delete {them} if left by a `calib report` that was killed), or choose another --out (a new or empty "
         f"folder, or an earlier `calib report` folder)")
     assert _tree(out) == {**mine, "notes.txt": "kept"}
-    (out / "cv_predictions.csv").write_text("x\n")  # an earlier report: its files are the report's to replace
+    (out / "cv_predictions.csv").write_text("x\n")  # a user's own predictions beside them: still no earlier report
+    with pytest.raises(OutputDirError, match=r"but (no metrics\.json|metrics\.json was not written by `calib report`)"):
+        prepare_report_folder(out)
+    (out / "metrics.json").write_text('{"command": "calib report"}')  # an earlier report: its files are replaced
     assert prepare_report_folder(out) == out
 
 
