@@ -24,7 +24,7 @@ analysis.json vs runs.csv (:func:`check_analysis_matches_runs`)
     (x 100, +- :data:`ROUNDING`). Otherwise runs.csv (or the plan) changed after the analysis.
 runs.csv vs per-item results (:func:`read_study_runs`)
     Each ``accuracy`` (``accuracy_sampled``) is the mean of its eval's greedy (sampled) per-item results where both
-    are recorded (:func:`gradprobe.study.reading.item_accuracy_mismatches`, the analysis's own check).
+    are recorded (:func:`gradprobe.forecast.study_items.item_accuracy_mismatches`, the analysis's own check).
 The same run twice (:func:`duplicate_runs`, :func:`check_duplicate_runs`)
     Two rows of different studies are one run read twice when they share the model, task, reward,
     loss type, probe entry, lr_scale, seed and token budget, have the same realized accuracy there,
@@ -351,7 +351,8 @@ def read_study_runs(study_dir: Path) -> tuple[pd.DataFrame, list[tuple[int, str]
         eval lines (a run lacks an eval its plan, ``study.json`` or per-item results record:
         :func:`gradprobe.study.reading.lost_eval_lines`), which would be read as runs with fewer evals; or an
         ``accuracy`` or ``accuracy_sampled`` that is not the mean of its eval's per-item results (the analysis's own
-        check, :func:`gradprobe.study.reading.item_accuracy_mismatches`: line, run, update, both values and the fix).
+        check, :func:`gradprobe.forecast.study_items.item_accuracy_mismatches`: line, run, update, both values and
+        the fix).
         The per-item results are read once for both checks; ``accuracy_sampled`` is read for the cross-check only
         (the frame returned has the five columns above).
     """

@@ -24,6 +24,7 @@ from .csv_cells import (CAUTION_MARK, SKIPPED_MARK, check_csv_values, numeric_co
                         read_csv_checked, skipped_cells, skipped_note, study_skipped_evals, with_skipped,
                         without_short_lines)
 from .curve_fit import N_REPLICATES, CurveError, TooFewEvalsError, fit_needs
+from .study_items import item_accuracy_mismatches, read_item_lines, restore_runs_csv_fix
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
            "TRL_EVAL_HINT", "CSV_EVAL_HINT", "study_eval_hint", "INITIAL_RANGE", "initial_accuracy_value",
@@ -252,6 +253,34 @@ def _check_study_seeds(d, runs: Path, arm: str) -> None:
                          f"{arm!r}): `gradprobe study` writes each run's seed as an integer >= 0, so runs.csv was "
                          "edited or damaged; restore runs.csv from the study (`gradprobe study PLAN --out DIR` "
                          "rewrites it from DIR/runs/)")
+
+
+def _check_item_accuracies(df, arm: str, accuracy_col: str, study_dir: Path, runs: Path) -> None:
+    """Refuse a study's ``runs.csv`` whose ``accuracy_col`` cell of a line of ``arm`` is not the mean of the per-item
+    results the study wrote at that eval (:func:`~gradprobe.forecast.study_items.item_accuracy_mismatches`, the
+    analysis's and calibration's check, within its ``ITEM_ACCURACY_TOL``): the run computed the accuracy from those
+    items, so the file was edited or damaged and the curve would be fitted to values no run measured.
+
+    ``df``: runs.csv as :meth:`CurveSources.from_study` read it (row ``i`` on line ``i + 2``; a cut line's accuracy
+    blanked, so not compared). Only ``arm``'s lines and ``accuracy_col`` are compared (what the curve reads), each
+    eval once (exact copies of a line dropped). A study without per-item results (``eval_items.jsonl.gz``, or the
+    run folders' ``eval_items.jsonl``), or with unreadable ones, is not checked.
+
+    Raises
+    ------
+    CurveError
+        The analysis's message (the file, each line, run and update, the runs.csv value and the items' mean) and its
+        fix (:func:`~gradprobe.forecast.study_items.restore_runs_csv_fix`).
+    """
+    items = read_item_lines(study_dir)
+    if not items:
+        return
+    cols = [c for c in ("arm", "seed", "update", "generated_tokens", accuracy_col) if c in df.columns]
+    rows = df.loc[df["arm"] == arm, cols].drop_duplicates()
+    wrong = item_accuracy_mismatches(rows, items, runs, [int(i) + 2 for i in rows.index], study_dir)
+    if wrong is not None:
+        raise CurveError(f"{wrong}, and the reference curve is fitted to those accuracies; "
+                         f"{restore_runs_csv_fix(study_dir)}")
 
 
 def _each_file_once(paths: list[Path], kind: str) -> None:
@@ -847,7 +876,9 @@ class CurveSources:
             (a :class:`~.curve_fit.TooFewEvalsError` naming the study, the arm and its ``runs.csv``, the minimum and
             the fix, :func:`study_eval_hint`, as the other readers' do; the skipped lines after it, if any), one
             eval of ``arm`` (seed, update) on two lines with
-            different accuracies, an accuracy outside [0, 1] (runs.csv records fractions).
+            different accuracies, an accuracy outside [0, 1] (runs.csv records fractions), an ``accuracy_col`` cell
+            of ``arm`` that is not the mean of its eval's per-item results where the study saved them
+            (:func:`_check_item_accuracies`: the line, both values and the fix, as the analysis refuses).
         """
         study_dir = Path(study_dir)
         runs = study_dir / RUNS_CSV
@@ -873,6 +904,7 @@ class CurveSources:
         d = df[(df["arm"] == arm) & df[accuracy_col].notna() & df["update"].notna()]
         _check_study_seeds(d, runs, arm)
         d = one_line_per_eval(d, runs, accuracy_col)
+        _check_item_accuracies(df, arm, accuracy_col, study_dir, runs)
         meta = {"study": str(study_dir), "arm": arm}
         if (study_dir / PLAN_COPY).is_file():
             meta.update(_plan_metadata(study_dir / PLAN_COPY, arm))

@@ -130,9 +130,9 @@ def changed_reads(study_dir, df, analysis: dict, *, skip_arms=()) -> list[str]:
     averaged over the arms per seed, for ``initial.per_seed``) and compared with ``arms.ARM.AXIS.per_seed`` within
     :data:`READ_TOL` points (a read now refused or missing counts as a difference). ``analysis.json`` records reads
     at those points only, not every eval: an edit of an eval no read uses is not seen here (the per-item cross-check,
-    :func:`~gradprobe.study.reading.item_accuracy_mismatches`, sees it where the study saved per-item results). A run
-    with a blank accuracy cell (a lost or cut eval) is not compared: its reads move because an eval is missing, not
-    edited, which the skipped-evals warning and the lost-line check tell (the analysis's realized values stand).
+    :func:`~gradprobe.forecast.study_items.item_accuracy_mismatches`, sees it where the study saved per-item results).
+    A run with a blank accuracy cell (a lost or cut eval) is not compared: its reads move because an eval is missing,
+    not edited, which the skipped-evals warning and the lost-line check tell (the analysis's realized values stand).
 
     Parameters
     ----------
