@@ -476,7 +476,8 @@ def load_probe(dir: str | Path) -> ProbeResult:
     ProbeFileError (a FileNotFoundError)
         No ``probe.json`` there: the message names the path that is missing (``dir`` itself when it
         does not exist, else ``dir/probe.json``), and the earlier probe a killed one left in
-        ``dir/.earlier-probe/`` when there is one.
+        ``dir/.earlier-probe/`` when there is one; or ``dir`` holds part of a probe (``.earlier-probe/manifest.json``:
+        a probe was killed while moving the earlier probe's files, :mod:`gradprobe.probe.output`), named with the fix.
     ValueError
         ``probe.json`` is not valid JSON, or not a JSON object with a ``rewards`` list (named); a reward entry's
         ``tokens_per_update`` or ``seconds_per_update`` is no finite number > 0 (:func:`check_costs`: the file, the
@@ -494,6 +495,11 @@ def load_probe(dir: str | Path) -> ProbeResult:
                                  f"{file.parent}, whose files are kept in {earlier.parent}; the next `gradprobe probe "
                                  f"--out {file.parent}` restores them first, or move them back by hand")
         raise ProbeFileError(f"{missing} not found; pass a `gradprobe probe --out` folder (it holds probe.json)")
+    if (file.parent / EARLIER_PROBE / "manifest.json").is_file():  # gradprobe.probe.output names the files moving
+        raise ProbeFileError(f"{file.parent} holds part of a probe: a probe was killed while it moved the earlier "
+                             f"probe's files between {file.parent} and {file.parent / EARLIER_PROBE} (its "
+                             f"manifest.json names them); the next `gradprobe probe --out {file.parent}` puts them "
+                             "back first, or move them back by hand")
     try:
         raw = json.loads(file.read_text())
     except json.JSONDecodeError as e:

@@ -241,3 +241,23 @@ def test_a_manifest_less_half_moved_leftover_is_handled_as_before(tmp_path):
     assert found == {"probe.json": "old probe", "report.html": "old report", "tokens.jsonl": "old tokens"}
     assert said == [f"{out / EARLIER} (left by an earlier probe that was killed: alignment.safetensors, batch_0, "
                     f"calibrated.json) is deleted: the probe in {out} is newer and is kept as the earlier probe"]
+
+
+
+def test_load_probe_refuses_a_half_moved_folder(tmp_path):
+    """A probe killed while it moved the earlier files aside (3 of 6 moved, probe.json still in the folder) leaves a
+    probe.json whose alignment.safetensors is gone: load_probe names the half-moved state and the fix instead of
+    reading it as whole; the same folder read before the kill was read."""
+    from gradprobe.api.probe_result import ProbeFileError, load_probe
+
+    out = _earlier_folder(tmp_path / "out")
+    (out / "probe.json").write_text('{"rewards": []}')
+    assert load_probe(out).raw == {"rewards": []}
+    with pytest.raises(_Killed), _killed_at(out, 5):  # mkdir, the manifest's os.replace, then 3 moves
+        _probe(out, finish=True)
+    assert (out / EARLIER / "manifest.json").is_file() and (out / "probe.json").is_file()
+    assert not (out / "alignment.safetensors").exists()
+    with pytest.raises(ProbeFileError, match=rf"^{out} holds part of a probe: a probe was killed while it moved the "
+                       rf"earlier probe's files between {out} and {out / EARLIER} \(its manifest.json names them\); "
+                       rf"the next `gradprobe probe --out {out}` puts them back first, or move them back by hand$"):
+        load_probe(out)
