@@ -117,19 +117,28 @@ def resolve_pilot(plan, pilot=None) -> Path:
         raise PowerError(str(e)) from None
 
 
-def _comparisons(plan, pilot_plan, matched) -> list[tuple[str, str, str]]:
-    """(treatment, control, axis) of the plan's hypotheses the pilot can answer, else every pilot arm vs grpo."""
-    out = []
+def _comparisons(plan, pilot_plan, matched) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """(treatment, control, axis) of the plan's hypotheses the pilot can answer, else every pilot arm vs grpo; and a
+    note per hypothesis the pilot cannot answer (an arm it did not run), saying what the rows are instead."""
+    out, unanswered = [], []
     for h in plan.hypotheses:
         if all(a == INITIAL or a in pilot_plan.arms for a in h.arms):
             axis = h.at if matched.get(h.at, {}).get("recorded") else "generated_tokens"
             out.append((h.arms[0], h.arms[1], axis))
+        else:
+            missing = [a for a in h.arms if a != INITIAL and a not in pilot_plan.arms]
+            unanswered.append(f"hypothesis {h.name} ({' vs '.join(h.arms)}) is not sized: the pilot ran no "
+                              f"{', '.join(missing)} (its arms: {', '.join(pilot_plan.arms)})")
     if not out:
         out = [(a, "grpo", "generated_tokens") for a in pilot_plan.arms if a != "grpo" and "grpo" in pilot_plan.arms]
+        if unanswered and out:
+            unanswered.append("the rows are the pilot's own arms vs grpo, not the plan's comparisons: their "
+                              "seed-to-seed spread stands in for the plan's only if its arms vary as much; a pilot "
+                              "that runs the plan's arms sizes them")
     unique = {}
     for t, c, axis in out:  # a comparison and its reverse have the same variance
         unique.setdefault((frozenset((t, c)), axis), (t, c, axis))
-    return list(unique.values())
+    return list(unique.values()), unanswered
 
 
 def _run_seconds(pilot: Path) -> tuple[dict, dict]:
@@ -296,7 +305,9 @@ def power_analysis(plan, pilot_dir=None, *, workers: int | None = None, heldout_
         ``disagreement``, ``components``, ``sd`` (per-seed SD at that size), ``item_sd`` (the
         held-out set's own error, points), ``seeds`` (None: unreachable), ``seeds_t`` (the
         t-test alone), ``wall_seconds``), ``needed`` (the row needing the most seeds at the
-        plan's held-out size), ``notes``.
+        plan's held-out size), ``notes`` (first, each plan hypothesis the pilot cannot answer, having an arm it
+        did not run, and what the rows are then), ``stand_in`` (True when no hypothesis of the plan can be answered
+        and the rows are the pilot's own arms vs grpo).
 
     Raises
     ------
@@ -316,7 +327,8 @@ def power_analysis(plan, pilot_dir=None, *, workers: int | None = None, heldout_
     floor = min_seeds_for_floor(spec.alpha, "two-sided" if spec.alternative == "two-sided" else "greater")
     kw = {"min_effect": spec.min_effect, "alpha": spec.alpha, "power": spec.power, "alternative": spec.alternative}
     rows, skipped = [], []
-    for treat, ctrl, axis in _comparisons(plan, pilot_plan, matched):
+    comparisons, unanswered = _comparisons(plan, pilot_plan, matched)
+    for treat, ctrl, axis in comparisons:
         pc = _pilot_comparison(runs, matched, pilot_plan, index, treat, ctrl, axis)
         if pc is None:
             skipped.append(f"{treat} vs {ctrl} at {axis}: fewer than 2 pilot seeds read within the promised eval "
@@ -338,16 +350,19 @@ def power_analysis(plan, pilot_dir=None, *, workers: int | None = None, heldout_
                          "seeds_t": k_t, "seeds": k,
                          "wall_seconds": None if k is None else sum(per_run.values()) * k / workers})
     at_plan = [r for r in rows if r["heldout"] == (plan.heldout.prompts if index else n0)]
-    notes = skipped + ([] if index else ["the pilot saved no per-item results: the held-out size cannot be traded "
-                                         "for seeds, and its own sampling error is not counted"])
+    notes = unanswered + skipped + ([] if index else [
+        "the pilot saved no per-item results: the held-out size cannot be traded for seeds, and its own sampling "
+        "error is not counted"])
     if not eval_secs:
         notes.append("the pilot has no run folders with eval_seconds: wall time assumes the pilot's eval cost")
     if any(r["seeds"] is None for r in rows):
         notes.append("none: no number of seeds reaches the power, the held-out set's own error is too large; "
                      "use more held-out items")
     needed = max(at_plan, key=lambda r: math.inf if r["seeds"] is None else r["seeds"]) if at_plan else None
+    stand_in = bool(unanswered) and not any(all(a == INITIAL or a in pilot_plan.arms for a in h.arms)
+                                            for h in plan.hypotheses)
     return {**kw, "pilot": str(pilot), "pilot_items": n0, "workers": workers, "rows": rows, "needed": needed,
-            "notes": notes}
+            "notes": notes, "stand_in": stand_in}
 
 
 def format_power(res: dict) -> str:
@@ -367,12 +382,14 @@ def format_power(res: dict) -> str:
                      f"{r['heldout']:>9d}{r['sd']:>8.3f}{item:>8}{k:>7}{wall:>10}")
     lines.append("(points; seed sd: SD of per-seed differences at that held-out size; item sd: the held-out "
                  "set's own error, shared by all seeds)")
-    n = res["needed"]
+    n, stand = res["needed"], ("; the pilot's arms standing in for the plan's: see the notes"
+                               if res.get("stand_in") else "")
     if n and n["seeds"] is not None:
         lines += ["", f"needed: {n['seeds']} seeds ({n['treatment']} vs {n['control']} at {n['heldout']} held-out "
-                      f"items; the t-test alone: {n['seeds_t']}), about {n['wall_seconds'] / 60:.0f} min of wall time"]
+                      f"items; the t-test alone: {n['seeds_t']}{stand}), about {n['wall_seconds'] / 60:.0f} min "
+                      "of wall time"]
     elif n:
         lines += ["", f"needed: no number of seeds at {n['heldout']} held-out items ({n['treatment']} vs "
-                      f"{n['control']}); see the larger held-out sizes"]
+                      f"{n['control']}{stand}); see the larger held-out sizes"]
     lines += [f"note: {x}" for x in res["notes"]]
     return "\n".join(lines)
