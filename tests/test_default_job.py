@@ -52,6 +52,10 @@ def test_command_line_defaults_equal_the_config_defaults():
     assert (args.temperature, args.top_p, args.max_new_tokens) == (config.sampling.temperature, config.sampling.top_p,
                                                                     config.sampling.max_new_tokens)
     assert _probe_args(["--threads", "3"]).threads == 3
+    assert args.generation_batch_size == config.sampling.batch_size == 64
+    assert _config_from_args(_probe_args(["--generation-batch-size", "128"])).sampling.batch_size == 128
+    with pytest.raises(ValueError, match=r"sampling.batch_size must be >= 1"):
+        _config_from_args(_probe_args(["--generation-batch-size", "0"]))
 
 
 def test_small_models_probe_on_one_thread_and_the_callers_setting_is_restored(tiny_policy, monkeypatch):

@@ -129,6 +129,9 @@ def _add_update_options(p) -> None:
     p.add_argument("--temperature", type=float, default=SamplingConfig.temperature)
     p.add_argument("--top-p", type=float, default=SamplingConfig.top_p)
     p.add_argument("--max-new-tokens", type=int, default=SamplingConfig.max_new_tokens)
+    p.add_argument("--generation-batch-size", type=int, default=SamplingConfig.batch_size, metavar="N",
+                   help="sequences per generate call; the sampled completions depend on it (micro-batch "
+                        "composition), so a study's probe is reproduced with its plan's [sampling] batch_size")
     p.add_argument("--backend", choices=list(SAMPLER_BACKENDS), default=SamplingConfig.backend,
                    help="rollout backend (gradprobe.rollout.SAMPLERS): hf = batched generate, hf_paged = "
                         "transformers continuous batching with a paged KV cache, vllm = the optional vLLM engine")
@@ -359,7 +362,7 @@ def _config_from_args(args) -> ProbeConfig:
         precondition=args.precondition, lr=args.lr, loss_type=args.loss_type, loss_types=args.loss_types,
         budget_tokens=args.budget_tokens, budget_seconds=args.budget_seconds,
         sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                                backend=args.backend),
+                                backend=args.backend, batch_size=args.generation_batch_size),
         mc=MCConfig(continuations=args.continuations, max_steps=args.max_steps),
         seed=args.seed, device=args.device, dtype=args.dtype, cosine=args.cosine, threads=args.threads,
         guidance=args.guidance,
