@@ -27,7 +27,7 @@ from . import __version__
 
 
 __all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "beyond_float", "OutputDirError",
-           "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way",
+           "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way", "dangling_link",
            "prepare_output_dir", "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe",
            "json_float", "versions", "PER_UPDATE_FIELDS", "per_update_problem"]
 
@@ -45,7 +45,30 @@ class OutputDirError(OSError):
         return str(self.strerror) if self.strerror is not None else super().__str__()
 
 
+def dangling_link(path) -> tuple[Path, str] | None:
+    """The first of ``path`` and its parents (nearest first) that is a symbolic link to nothing (its target, or a
+    link of its chain, does not exist), with the target it names (``os.readlink``); None when there is none."""
+    for p in [Path(path), *Path(path).parents]:
+        if p.is_symlink() and not p.exists():
+            try:
+                return p, os.readlink(p)
+            except OSError:
+                return p, "?"
+    return None
+
+
+def _dangling_fix(out: Path, link: Path, target: str) -> str:
+    """The message for output folder ``out`` under ``link``, a symbolic link to ``target``, which does not exist."""
+    resolved = target if os.path.isabs(target) else os.path.join(os.path.dirname(link), target)
+    return (f"{str(link)!r} is a symbolic link to {target!r}, which does not exist (a broken link): create the "
+            f"folder it points to (mkdir -p {resolved!r}), or remove the link (rm {str(link)!r}) so that "
+            f"{str(out)!r} is created as a folder, or choose another --out")
+
+
 def _fix(path: Path, e: OSError) -> str:
+    broken = dangling_link(path)
+    if broken is not None:
+        return _dangling_fix(path, *broken)
     if e.errno == errno.ENOSPC or e.errno == errno.EDQUOT:
         return f"free space on the device holding {str(path)!r} (or choose another --out), then rerun to resume"
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
@@ -111,8 +134,14 @@ def refuse_file_in_the_way(out: Path) -> None:
     ------
     OutputDirError (errno ENOTDIR)
         ``cannot create output folder 'OUT': 'FILE' is a file, not a folder; choose another --out``.
+    OutputDirError (errno ENOENT)
+        ``out`` or a parent is a broken symbolic link (to nothing): the message names the link and its target, with
+        the fix (create the target folder, or remove the link).
     """
     out = Path(out)
+    broken = dangling_link(out)
+    if broken is not None:
+        raise OutputDirError(errno.ENOENT, f"cannot create output folder {str(out)!r}: {_dangling_fix(out, *broken)}")
     for parent in [out, *out.parents]:
         if parent.exists() and not parent.is_dir():
             raise OutputDirError(errno.ENOTDIR, f"cannot create output folder {str(out)!r}: {str(parent)!r} is a "
