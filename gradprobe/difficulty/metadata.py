@@ -14,7 +14,11 @@ import numbers
 import warnings
 from typing import Sequence
 
-__all__ = ["is_numeric", "check_metadata_keys", "IDENTIFIER_KEYS"]
+__all__ = ["is_numeric", "check_metadata_keys", "IDENTIFIER_KEYS", "DEFAULT_KEYS"]
+
+#: The metadata keys used when none are given (``--metadata-keys``' default, ``RankSettings.metadata_keys``,
+#: :data:`gradprobe.difficulty.features.DEFAULT_METADATA_KEYS`): chain_sum's; other tasks mostly lack them.
+DEFAULT_KEYS = ("num_terms", "num_digits")
 
 #: Metadata keys that name a row, not describe it (a data row's own ``id``, its 0-based index ``row``): numbers in a
 #: JSONL task, but never offered as features by the messages below (their order carries no difficulty).
@@ -69,7 +73,9 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
     UserWarning
         Keys that no problem holds: their feature column is NaN everywhere, imputed as a constant that carries
         no information (one warning naming them and the keys present, and the numeric key each is likely a typo
-        of: ``did you mean 'level' for 'levle'?``; Python's default filter shows it once).
+        of: ``did you mean 'level' for 'levle'?``; Python's default filter shows it once). When ``keys`` are the
+        defaults (:data:`DEFAULT_KEYS`, chain_sum's: most likely not given at all), the warning says instead that
+        the default keys do not apply to this pool, and names its numeric keys to give as ``--metadata-keys``.
     """
     if isinstance(keys, (str, bytes)):
         raise TypeError(f"metadata_keys (--metadata-keys) must be a list of key names, got the string {keys!r}; "
@@ -90,10 +96,22 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
                     f"{', '.join(_numeric_keys(problems)) or 'none'})")
     present = sorted({k for p in problems for k in (getattr(p, "metadata", None) or {})})
     absent = [k for k in keys if k not in present]
-    if absent and problems and warn_absent:
+    if absent and problems and warn_absent and tuple(keys) == DEFAULT_KEYS:
+        warnings.warn(_defaults_absent(absent, _numeric_keys(problems)), stacklevel=3)
+    elif absent and problems and warn_absent:
         warnings.warn(f"metadata_keys (--metadata-keys) {', '.join(absent)}: in no prompt of this pool, so imputed as "
                       f"a constant that carries no information (keys present: {', '.join(present) or 'none'})"
                       + _did_you_mean(absent, _numeric_keys(problems)), stacklevel=3)
+
+
+def _defaults_absent(absent: list[str], numeric: list[str]) -> str:
+    """The warning for default keys (:data:`DEFAULT_KEYS`) absent from a pool: not the user's choice, so no typo."""
+    use = (f"to use this pool's numeric metadata as features, give --metadata-keys {','.join(numeric)}" if numeric
+           else "this pool has no numeric metadata to give as --metadata-keys instead")
+    return (f"the default metadata keys ({', '.join(DEFAULT_KEYS)}: chain_sum's, used when --metadata-keys is not "
+            f"given) do not apply to this pool: {', '.join(absent)} {'is' if len(absent) == 1 else 'are'} in none of "
+            f"its prompts, so the features are the prompt's hidden state and length"
+            f"{' and the keys present' if len(absent) < len(DEFAULT_KEYS) else ''}; {use}")
 
 
 def _did_you_mean(absent: list[str], numeric: list[str]) -> str:

@@ -34,7 +34,7 @@ from ..tasks import load_task
 from ..tasks.base import repeated_prompts
 from .estimator import EstimatorConfig, check_unique_ids, verdict
 from .folder import check_output_folder
-from .metadata import check_metadata_keys
+from .metadata import DEFAULT_KEYS, check_metadata_keys
 
 
 __all__ = ["DTYPES", "SMALL_FIT_PROMPTS", "MAX_SEED", "PoolSettings", "RankSettings", "PreparedPool", "prepare_pool",
@@ -102,7 +102,7 @@ class PoolSettings:
     skip_malformed: bool = False
     prior_strength: float = 8.0
     decay: float = 0.9
-    metadata_keys: str = "num_terms,num_digits"
+    metadata_keys: str = ",".join(DEFAULT_KEYS)
     data_seed: int = field(default=0, metadata={"min": 0, "max": MAX_SEED})
     seed: int = field(default=0, metadata={"min": 0, "max": MAX_SEED})
     max_new_tokens: int = field(default=128, metadata={"min": 1})
