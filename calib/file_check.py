@@ -45,7 +45,7 @@ from .domain import BUDGET_KINDS, Domain
 from .files import json_float
 
 __all__ = ["CalibrationFileError", "DamagedField", "read_data", "read_domain", "check_domain_matches_data",
-           "check_fitted", "check_params", "check_forecaster", "check_predictions", "data_forecaster",
+           "check_fitted", "check_method", "check_params", "check_forecaster", "check_predictions", "data_forecaster",
            "rebuild_command", "unreadable_fix", "json_spelled", "GENERIC_FIX", "DEFAULT_COMMAND", "FIT_DEFAULTS"]
 
 #: the settings of ``calib fit`` (and :func:`calib.model.fit_calibration`) when none is given: the one place they
@@ -364,6 +364,51 @@ def check_fitted(stored, refit: dict, *, path, fix: str, versions_note: str = ""
         f"calibration file {path}: {problem}. Its fitted block does not match its data: the file was edited or "
         "damaged (calib computes its numbers from a refit of data, so an edit of fitted would be silently ignored; "
         f"it is refused instead){versions_note}. To repair or change the file, {fix}")
+
+
+def check_method(d: dict, param_names: dict, *, path, fix: str) -> None:
+    """Refuse a file whose ``method`` is no calibrator ``calib fit`` fits, or another one than its ``params`` are of.
+
+    Checked before the refit, which fits the method the file names: an edited ``method`` (``"isotonic"`` on a
+    linear fit) used to be refused as ``params.feature is missing``, which does not name the field edited.
+
+    Parameters
+    ----------
+    d : dict
+        The calibration file's content (``method``; ``params``, when a dict, is compared by its keys).
+    param_names : dict[str, frozenset[str]]
+        Each method of :data:`FIT_CHOICES` -> the names of its calibrator's settings (``get_params()``).
+    path : path
+        The file (named in the message).
+    fix : str
+        How to rebuild it (:func:`rebuild_command`).
+
+    Raises
+    ------
+    CalibrationFileError
+        ``method`` is missing or not one of :data:`FIT_CHOICES` ``["method"]`` (its value and the allowed ones
+        named), or it names a calibrator whose settings are not the ``params`` block's while another method's are
+        (both methods named: restore ``method``, or refit with ``calib fit --method``).
+    """
+    allowed = list(FIT_CHOICES["method"])
+    method = d.get("method")
+    if not (isinstance(method, str) and method in allowed):
+        shown = "missing" if "method" not in d else json_spelled(method)
+        raise CalibrationFileError(
+            f"calibration file {path} is damaged: field 'method' is {shown}, not one of {allowed} (the calibrator "
+            f"`calib fit --method` fitted); to repair or change the file, {fix}")
+    params = d.get("params")
+    if not isinstance(params, dict) or set(params) == set(param_names[method]):
+        return
+    owners = [m for m in allowed if set(params) == set(param_names[m])]
+    if owners:
+        raise CalibrationFileError(
+            f"calibration file {path} is damaged: field 'method' is {method!r}, but its params block "
+            f"({', '.join(sorted(params))}) is a {owners[0]!r} calibrator's ({method!r} has "
+            f"{', '.join(sorted(param_names[method]))}): 'method' was edited (calib refits the method the file "
+            f"names, so the edit would change every number it gives; it is refused instead). Restore "
+            f"\"method\": \"{owners[0]}\" (the method it was fitted with; one of {allowed}), or, to use {method!r}, "
+            f"{fix}")
 
 
 def check_params(stored, refit: dict, *, path, fix: str, versions_note: str = "") -> None:

@@ -47,9 +47,9 @@ from gradprobe.outputs import is_json_number, json_number_text, json_short
 from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, select_rows
 from .domain import BUDGET_KINDS, Domain, domain_of_rows
 from .estimators import make_estimator
-from .file_check import (FIT_DEFAULTS, CalibrationFileError, DamagedField, check_domain_matches_data, check_fitted,
-                         check_forecaster, check_params, check_predictions, read_data, read_domain, rebuild_command,
-                         unreadable_fix)
+from .file_check import (FIT_CHOICES, FIT_DEFAULTS, CalibrationFileError, DamagedField, check_domain_matches_data,
+                         check_fitted, check_forecaster, check_method, check_params, check_predictions, read_data,
+                         read_domain, rebuild_command, unreadable_fix)
 from .files import json_safe, write_json
 from .validation import PLURAL, check_confidence_level, conformal_regressor, group_labels, predict_interval
 
@@ -353,6 +353,7 @@ def load_calibration(spec: str | Path) -> Calibration:
     fix = rebuild_command(path, d, default=_is_default(path))
     if version == 2:
         check_forecaster(d, path=path, default=_is_default(path))
+    check_method(d, {m: frozenset(make_estimator(m).get_params()) for m in FIT_CHOICES["method"]}, path=path, fix=fix)
     try:
         cal = _from_v1(d) if version == 1 else _from_v2(d)
         stored = d["check"]
