@@ -15,9 +15,9 @@ from ..layout import METRICS_JSONL, SUMMARY_JSON
 from ..outputs import json_safe, write_json_atomic
 from .checkpoint import rng_states, save_checkpoint
 from .metrics import evaluate
-from .state import RunSession, crossed_eval_points, exhausted
+from .state import INVOCATION_END, RunSession, crossed_eval_points, exhausted
 
-__all__ = ["maybe_eval", "save", "finish"]
+__all__ = ["maybe_eval", "save", "finish", "start_invocation", "end_invocation"]
 
 
 def maybe_eval(s: RunSession, force: bool = False) -> None:
@@ -128,7 +128,51 @@ def finish(s: RunSession, reason: str, extra: dict | None = None, completed: boo
                "continuation_share": st.ledger.share("continuation"),
                **_wall(s, reason), **(extra or {})}
     write_json_atomic(s.out / SUMMARY_JSON, json_safe(summary))
+    _record_end(s, None if completed else reason)
     return summary
+
+
+def _record_end(s: RunSession, ended: str | None) -> None:
+    """Record how this invocation ended in ``DIR/.invocation.json`` (:data:`~gradprobe.training.state.INVOCATION_END`)
+    or, with ``ended`` None (a completed run, never resumed), delete it. A write error is ignored: the record only
+    names the end in a later resume's ``invocations`` (``"stopped"`` without it)."""
+    path = s.out / INVOCATION_END
+    try:
+        if ended is None:
+            path.unlink(missing_ok=True)
+        else:
+            write_json_atomic(path, {"from_update": s.state.invocations[-1]["from_update"], "ended": ended})
+    except OSError:
+        pass
+
+
+def start_invocation(s: RunSession) -> None:
+    """Record that this invocation is training (``ended`` null in ``DIR/.invocation.json``): found so by the next
+    resume, it was killed (:func:`~gradprobe.training.state.resumed_invocations`)."""
+    path = s.out / INVOCATION_END
+    try:
+        write_json_atomic(path, {"from_update": s.state.invocations[-1]["from_update"], "ended": None})
+    except OSError:
+        pass
+
+
+def end_invocation(s: RunSession, error: BaseException) -> None:
+    """Record how this invocation ended on ``error`` (raised out of the training loop), in a study's words
+    (:mod:`gradprobe.study.invocations`): ``"interrupted"`` (Ctrl-C), ``"terminated (SIGTERM)"`` (the CLI's
+    ``Terminated``), else ``"stopped"`` (an exception: a reward's error, a test's simulated kill); an end
+    :func:`finish` recorded first (a ``stop_reason``) is kept."""
+    try:
+        if json.loads((s.out / INVOCATION_END).read_text(encoding="utf-8")).get("ended"):
+            return
+    except (OSError, ValueError, AttributeError):
+        pass
+    if isinstance(error, KeyboardInterrupt):
+        ended = "interrupted"
+    elif type(error).__name__ == "Terminated":  # gradprobe.cli.probe.Terminated: the CLI's SIGTERM
+        ended = "terminated (SIGTERM)"
+    else:
+        ended = "stopped"
+    _record_end(s, ended)
 
 
 def _wall(s: RunSession, reason: str) -> dict:

@@ -65,7 +65,7 @@ from .plan import RunConfig, run_config_from_dict
 from .plan_checks import check_mc
 from .specs import PlanError
 from .preflight import GuidancePreflightError, check_run_guidance
-from .records import finish, maybe_eval, save
+from .records import end_invocation, finish, maybe_eval, save, start_invocation
 from .run_folder import (REWARD_PLUGIN, check_reward_identity, refuse_other_output,
                          refuse_unimportable_reward)
 from .state import RunSession, RunState, crossed_eval_points, exhausted, resumed_invocations
@@ -190,13 +190,24 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
                            start_step=s.state.update + 1 if resumed else 0)  # resumed: later events purged
     s.metrics = MetricsFile(out / METRICS_JSONL, s.state.metrics_bytes, tracker=tracker)  # closes the tracker too
     s.items = MetricsFile(out / EVAL_ITEMS_JSONL, s.state.items_bytes)
+    return _train_recorded(s, after_update)
+
+
+def _train_recorded(s: RunSession, after_update) -> dict:
+    """:func:`_train`, with how this invocation ends recorded (``DIR/.invocation.json``,
+    :func:`~gradprobe.training.records.start_invocation`: still unfinished on resume, it was killed), a write error's
+    ``summary.json`` (``"write_error"``) and the run's JSONL files closed whatever happens."""
     try:
+        start_invocation(s)  # ended null until it ends: a resume finding it so records this invocation as killed
         return _train(s, after_update)
     except OutputDirError as e:
         try:
             finish(s, "write_error", {"error": str(e)})
         except Exception:  # the disk may still be full: the error itself is what matters
             pass
+        raise
+    except BaseException as e:  # Ctrl-C, SIGTERM, an error: recorded for the next resume's invocations
+        end_invocation(s, e)
         raise
     finally:
         s.metrics.close()

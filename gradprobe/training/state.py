@@ -18,7 +18,13 @@ from ..ledger import Ledger
 from .metrics import MetricsFile
 from .specs import BudgetSpec, EvalSpec, RunConfig
 
-__all__ = ["spent", "exhausted", "crossed_eval_points", "resumed_invocations", "RunState", "RunSession"]
+__all__ = ["spent", "exhausted", "crossed_eval_points", "resumed_invocations", "RunState", "RunSession",
+           "INVOCATION_END"]
+
+#: In the run folder: how the invocation running (or last run) there ended, ``{"from_update", "ended"}``, written
+#: with ``ended`` null when it starts training and rewritten when it ends (:func:`gradprobe.training.records.
+#: end_invocation`); still null on resume, the invocation was killed (SIGKILL, a power cut), as a study records.
+INVOCATION_END = ".invocation.json"
 
 
 def spent(ledger: Ledger, updates: int) -> dict[str, float]:
@@ -121,8 +127,12 @@ def resumed_invocations(ckpt: dict, metrics_path: Path) -> list[dict]:
     save (``saved_at``: unix time). That invocation went on after the save until it was stopped (Ctrl-C,
     SIGTERM, SIGKILL, an error): its last ``metrics.jsonl`` line (read before the resume truncates
     the file) gives ``to_update`` and, with the file's modification time, the seconds it ran after
-    the save, added to its ``seconds``; its ``ended`` is ``"stopped"``. A checkpoint of an older
-    gradprobe (no ``invocations``) gives one entry of unknown seconds (None).
+    the save, added to its ``seconds``. Its ``ended`` is what :data:`INVOCATION_END` recorded, in a study's words
+    (:mod:`gradprobe.study.invocations`): ``"interrupted"`` (Ctrl-C), ``"terminated (SIGTERM)"``, a
+    ``stop_reason`` of ``summary.json`` (``"non_finite_loss"``...), ``"stopped"`` (an exception), or ``"killed"``
+    when no end was recorded (SIGKILL, a power cut); ``"stopped"`` too when the folder holds no record of that
+    invocation (written by an older gradprobe, or by a later invocation killed before its first checkpoint). A
+    checkpoint of an older gradprobe (no ``invocations``) gives one entry of unknown seconds (None).
 
     Parameters
     ----------
@@ -151,8 +161,21 @@ def resumed_invocations(ckpt: dict, metrics_path: Path) -> list[dict]:
         pass
     if last.get("seconds") is not None:
         last["seconds"] = float(last["seconds"]) + after
-    last.update(to_update=to_update, ended="stopped")
+    last.update(to_update=to_update, ended=_recorded_end(metrics_path.parent / INVOCATION_END, last))
     return [*earlier, {"from_update": at, "seconds": 0.0}]
+
+
+def _recorded_end(path: Path, last: dict) -> str:
+    """How invocation ``last`` ended by the record ``path`` (:data:`INVOCATION_END`): its ``ended``, ``"killed"``
+    when that is null, ``"stopped"`` when the record is missing, unreadable or another invocation's."""
+    try:
+        mark = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "stopped"
+    if not isinstance(mark, dict) or mark.get("from_update") != last.get("from_update"):
+        return "stopped"
+    ended = mark.get("ended")
+    return ended if isinstance(ended, str) and ended else "killed"
 
 
 @dataclass
