@@ -195,6 +195,9 @@ class ProbeFolder:
 
     path: Path
     earlier: list[str] = field(default_factory=list)
+    #: ``batch_K`` folders of the earlier probe that also hold other files (a user's), kept: name -> (the probe's
+    #: own files in it with their (inode, mtime) on entry, the other names); see :func:`_stale_batch_files`.
+    kept_batches: dict = field(default_factory=dict)
 
 
 def _warn(message: str) -> None:
@@ -217,12 +220,17 @@ def replacing_earlier_probe(out, say=_warn):
     either way ``say`` is told first. Files move between ``out`` and ``.earlier-probe`` (either way) only while
     ``.earlier-probe/manifest.json`` names them all: a ``.earlier-probe/`` holding it was left by a probe killed
     while moving them, and the part of the earlier probe moved is put back beside the part still in ``out``.
+    A ``batch_K/`` folder of the earlier probe that also holds other files (a user's ``mydata.csv``) is kept, not
+    moved: when the block ends normally the earlier probe's own files in it (:data:`PROBE_FILES` names this probe
+    did not rewrite) are deleted, so they are not read as this probe's batches, and ``say`` names the folders, the
+    files kept and the files deleted; when it raises they are left as they were.
 
     Parameters
     ----------
     out : path
     say : callable(str), optional
-        Receives one line per thing done to a leftover ``.earlier-probe/`` (default: :func:`warnings.warn`).
+        Receives one line per thing done to a leftover ``.earlier-probe/`` or to kept ``batch_K/`` folders
+        (default: :func:`warnings.warn`).
 
     Yields
     ------
@@ -239,6 +247,8 @@ def replacing_earlier_probe(out, say=_warn):
     folder = ProbeFolder(Path(out))
     if folder.path.is_dir():
         _move_aside(folder, say)
+        if (folder.path / PROBE_JSON).is_file() or folder.earlier:
+            folder.kept_batches = _stale_batch_files(folder.path)
     with removed_if_left_empty(folder.path):  # a folder this call found missing goes again if left empty
         try:
             yield folder
@@ -246,6 +256,52 @@ def replacing_earlier_probe(out, say=_warn):
             _roll_back(folder)
             raise
     _remove(folder.path / EARLIER)
+    _remove_stale_batch_files(folder, say)
+
+
+def _signature(path: Path) -> tuple[int, int]:
+    """(inode, mtime in ns) of ``path``: a file rewritten atomically (:mod:`gradprobe.outputs`) gets a new inode."""
+    st = path.stat()
+    return st.st_ino, st.st_mtime_ns
+
+
+def _stale_batch_files(folder: Path) -> dict:
+    """The ``batch_K`` folders in ``folder`` holding a probe's files (:data:`PROBE_FILES`, their ``.tmp`` partials)
+    and other files too, which :func:`_probe_names` leaves out: name -> ({probe file: :func:`_signature`}, [other
+    names]), both sorted."""
+    ours = set(PROBE_FILES) | {f"{n}.tmp" for n in PROBE_FILES}
+    found = {}
+    for p in sorted(folder.iterdir()):
+        if not (_BATCH_DIR.fullmatch(p.name) and p.is_dir()):
+            continue
+        inside = sorted(p.iterdir())
+        mine = {q.name: _signature(q) for q in inside if q.name in ours and q.is_file() and not q.is_symlink()}
+        others = [q.name for q in inside if q.name not in mine]
+        if mine and others:
+            found[p.name] = (mine, others)
+    return found
+
+
+def _remove_stale_batch_files(folder: ProbeFolder, say) -> None:
+    """After a probe that ended normally: delete the earlier probe's own files in the kept ``batch_K`` folders
+    (:attr:`ProbeFolder.kept_batches`) that this probe did not rewrite, and say which folders were kept, why (the
+    other files, named) and which files were deleted."""
+    if not folder.kept_batches:
+        return
+    removed = []
+    for name, (mine, _) in folder.kept_batches.items():
+        for file, signature in mine.items():
+            path = folder.path / name / file
+            with contextlib.suppress(OSError):  # gone or unreadable: nothing of the earlier probe's to delete
+                if _signature(path) == signature:
+                    path.unlink()
+                    removed.append(f"{name}/{file}")
+    kept = ", ".join(f"{name}/" for name in folder.kept_batches)
+    others = ", ".join(f"{name}/{o}" for name, (_, other) in folder.kept_batches.items() for o in other)
+    gone = (f"; the earlier probe's own files in them ({', '.join(removed)}) were deleted, so they are not read as "
+            "this probe's batches" if removed else "")
+    say(f"kept the earlier probe's batch folders {kept} in {folder.path}: they hold other files ({others}), which a "
+        f"probe never deletes{gone}; move those files elsewhere and delete the folders if they are no longer needed")
 
 
 def _start_moving(aside: Path, names: list[str]) -> None:
