@@ -45,8 +45,9 @@ from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError,
                         fit_statuses, free_parameters, scalerl_sigmoid, seed_bootstrap_draws, sigmoid_params)
 from .curve_sources import GIVEN_R0_KEY, truncated_hint
 
-__all__ = ["FORMAT", "VERSION", "curve_document", "write_curve", "read_curve_file", "damaged", "check_fit",
-           "check_replicates", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES", "SEED_LABEL", "seed_label_problem"]
+__all__ = ["FORMAT", "VERSION", "curve_document", "write_curve", "read_curve_file", "not_json", "damaged",
+           "check_fit", "check_replicates", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES", "SEED_LABEL",
+           "seed_label_problem"]
 
 FORMAT = "gradprobe.reference_curve"
 VERSION = 1
@@ -150,12 +151,8 @@ def read_curve_file(path: str | Path) -> dict:
                          "pass a study folder, metrics.jsonl, CSV or trainer_state.json")
     try:
         d = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise CurveError(f"reference curve file {str(path)!r} is not valid JSON ({e}): {truncated_hint(path, e)}"
-                         ) from None
-    except UnicodeDecodeError as e:
-        raise CurveError(f"reference curve file {str(path)!r} is not valid JSON ({e}); rewrite it with "
-                         "ReferenceCurve.save") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise not_json(path, e) from None
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         trl = "" if not isinstance(d, dict) else (
             "; it holds a 'log_history': a TRL trainer state, read it with ReferenceCurve.from_trl_state or "
@@ -754,6 +751,17 @@ def _refitted(reps: np.ndarray, counts: np.ndarray) -> list[int]:
 
 def _short(p: dict) -> str:
     return ", ".join(f"{k} {p[k]:.4g}" for k in PARAMETERS)
+
+
+def not_json(path: Path, e: ValueError) -> CurveError:
+    """The refusal of a curve file ``path`` whose text does not parse as JSON: ``e`` a :class:`json.JSONDecodeError`
+    (truncated or damaged, and the fix: :func:`~.curve_sources.truncated_hint`) or a :class:`UnicodeDecodeError`
+    (not UTF-8 text: rewrite it). :func:`read_curve_file` raises it, and ``load_reference_curve`` for a ``.json``
+    before it checks the read options against the file's kind (a file that does not parse has none)."""
+    if isinstance(e, json.JSONDecodeError):
+        return CurveError(f"reference curve file {str(path)!r} is not valid JSON ({e}): {truncated_hint(path, e)}")
+    return CurveError(f"reference curve file {str(path)!r} is not valid JSON ({e}); rewrite it with "
+                      "ReferenceCurve.save")
 
 
 def damaged(path: Path, e: Exception) -> CurveError:

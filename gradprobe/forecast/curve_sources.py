@@ -558,14 +558,43 @@ def _no_metric_lines(path: Path, metric: str) -> str:
             "(ReferenceCurve.from_metrics / load_reference_curve)")
 
 
+#: What may end a JSON text cut inside a number or a literal (``-0.``, ``1e-``, ``tr``, ``nul``; Python's json also
+#: reads ``NaN``, ``Infinity`` and ``-Infinity``), from where the parser stopped (:func:`_cut_short`) ...
+_CUT_TOKEN = re.compile(r"[-+.0-9eE]+|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|n(?:u(?:ll?)?)?|N(?:aN?)?"
+                        r"|-?I(?:n(?:f(?:i(?:n(?:i(?:ty?)?)?)?)?)?)?")
+#: ... and inside a string's \uXXXX escape (json's "Invalid \uXXXX escape" at its ``u``: ``u``, ``u0``, ``u00e``;
+#: also ``u00e9``, a whole escape that the text ends right after, which json reports so too).
+_CUT_ESCAPE = re.compile(r"u[0-9a-fA-F]{0,4}")
+
+
+def _cut_short(error: json.JSONDecodeError) -> bool:
+    """Whether the JSON text of ``error`` (a :class:`json.JSONDecodeError`) stops mid-value, as a copy cut short
+    does: the parser ran off the end of the text (``error.pos`` at its end, trailing whitespace aside); or, in a
+    text that ends with no closing bracket (``}`` or ``]``), it ends inside a string (json's ``Unterminated
+    string``: no closing quote before the end, so the string runs to it) or the parser stopped inside the text's
+    last token, a fragment of a number, a literal or a ``\\uXXXX`` escape (``0.``, ``1e-``, ``tr``, ``nul``,
+    ``\\u00``: :data:`_CUT_TOKEN`, :data:`_CUT_ESCAPE`). Otherwise the text is damaged: a character wrong or
+    missing inside it, or a whole text followed by more (json's ``Extra data``)."""
+    doc = error.doc if isinstance(error.doc, str) else ""
+    text = doc.rstrip()
+    if error.pos >= len(text):
+        return True
+    if text.endswith(("}", "]")) or error.msg.startswith("Extra data"):
+        return False
+    if error.msg.startswith("Unterminated string"):
+        return True
+    token = _CUT_ESCAPE if error.msg.startswith("Invalid \\uXXXX escape") else _CUT_TOKEN
+    return token.fullmatch(text[error.pos:]) is not None
+
+
 def truncated_hint(path: Path, error: json.JSONDecodeError) -> str:
-    """What a JSON file ``path`` that does not parse (``error``) is, and the fix: cut short when the parser ran off its
-    end (``error.pos`` at the end of its text: a copy stopped early, or one taken while TRL was writing it), else
-    damaged; a text holding ``"log_history"`` is a TRL trainer state (re-copy it from the run's output_dir), any
-    other a saved curve (re-copy it, or rebuild it with ReferenceCurve.save)."""
+    """What a JSON file ``path`` that does not parse (``error``) is, and the fix: truncated when it stops mid-value
+    (:func:`_cut_short`: a copy stopped early, or one taken while TRL was writing it), else damaged; a text holding
+    ``"log_history"`` is a TRL trainer state (re-copy it from the run's output_dir), any other a saved curve
+    (re-copy it, or rebuild it with ReferenceCurve.save)."""
     doc = error.doc if isinstance(error.doc, str) else ""
     what = ("the file is truncated (it ends mid-value: a copy cut short, or taken while it was being written)"
-            if error.pos >= len(doc.rstrip()) else "the file is damaged")
+            if _cut_short(error) else "the file is damaged")
     if '"log_history"' in doc:
         return (f"{what}; it looks like a TRL trainer state: re-copy trainer_state.json from the TRL run's output_dir "
                 "(its last checkpoint-N/), or pass that output_dir itself to --reference-curve")
@@ -725,8 +754,10 @@ def initial_accuracy_value(value, accuracy_scale: str = "auto") -> float | None:
     return x
 
 
-def _check_initial_scale(y: list[float], where: list[str], accuracy_scale: str, files: str) -> None:
-    """Refuse, under ``accuracy_scale="auto"``, an ``initial_accuracy`` on another scale than the evals beside it:
+def _check_initial_scale(x: float | None, y: list[float], where: list[str], accuracy_scale: str, files: str) -> None:
+    """Refuse, under ``accuracy_scale="auto"``, an ``initial_accuracy`` ``x`` on another scale than the files' own
+    evals, whether or not it is used (a file with its own eval at step 0 keeps it, and a value out of the evals'
+    range is a mistake all the same, refused as the README says):
 
     - one in (0, 1] beside evals in points (most above 1, as :func:`to_points` reads points): it would be read as
       points (a seed's first eval is not judged there), so a fraction given for a curve in points would become an
@@ -735,25 +766,28 @@ def _check_initial_scale(y: list[float], where: list[str], accuracy_scale: str, 
       given as if it were an eval of the file, and read as points the evals would sit under 1 point; the fix is
       the value as a fraction.
 
-    ``y``, ``where``: the evals' values and places, the value given placed :data:`_GIVEN`; ``files``: the files
-    read, named in the message.
+    ``y``, ``where``: the evals' values and places, ``x`` among them (placed :data:`_GIVEN`) where it is the
+    update-0 point of a file without its own (where it is not, the message says each file's own step-0 eval is R0
+    instead); ``files``: the files read, named in the message.
     """
-    given = [v for v, at in zip(y, where) if at == _GIVEN]
     own = [v for v, at in zip(y, where) if at != _GIVEN]
-    if accuracy_scale != "auto" or not given or not own:
+    used = _GIVEN in where
+    if accuracy_scale != "auto" or x is None or not own:
         return
-    x, lo, hi = given[0], min(own), max(own)
+    lo, hi = min(own), max(own)
+    own_r0 = "each file has its own eval at step 0, which is read as R0 instead"
+    without = "R0 is then the fit's extrapolation" if used else own_r0
     if x > 1.0 and hi <= 1.0:
         raise CurveError(f"initial_accuracy (--initial-accuracy) {x:g} is on another scale than the evals of {files}, "
                          f"which are fractions (range {lo:.4g}-{hi:.4g}): give it as a fraction as the file's evals "
-                         f"are ({x / 100:g}, if {x:g} is points), or leave it out (R0 is then the fit's "
-                         "extrapolation)")
+                         f"are ({x / 100:g}, if {x:g} is points), or leave it out ({without})")
     if not 0.0 < x <= 1.0 or sum(v <= 1.0 for v in own) >= len(own) / 2:  # fractions (or a mix to_points refuses)
         return
+    as_points = f"an R0 of {x:g}" if used else f"{x:g} points"
     raise CurveError(f"initial_accuracy (--initial-accuracy) {x:g} is on another scale than the evals of {files}, "
-                     f"which are points (range {lo:.4g}-{hi:.4g}): as points it would be an R0 of "
-                     f"{x:g}; give it in points ({100 * x:g}), or state the scale with "
-                     "accuracy_scale='points' (--reference-curve-scale points) if it is points as it stands")
+                     f"which are points (range {lo:.4g}-{hi:.4g}): as points it would be {as_points}; give it in "
+                     f"points ({100 * x:g}), or state the scale with accuracy_scale='points' (--reference-curve-scale "
+                     "points) if it is points as it stands" + ("" if used else f", or leave it out ({own_r0})"))
 
 
 def _unused_initial_accuracy(initial_accuracy: float | None, rows: dict[Path, list]) -> str | None:
@@ -1110,9 +1144,9 @@ class CurveSources:
             ``log_history`` entry and its step), no entry with ``metric`` (the message lists the eval keys found),
             an ``initial_accuracy`` that is no finite number or outside the scale's range
             (:func:`initial_accuracy_value`; or, under ``accuracy_scale="auto"``, one in (0, 1] beside evals in
-            points, or one above 1 beside evals in fractions: :func:`_check_initial_scale`), no eval of ``metric``
-            with a value (all null or NaN: the message says which, and to rerun them or name another eval key:
-            :func:`_no_value`), one step with two different values (:func:`one_value_per_eval`:
+            points, or one above 1 beside evals in fractions, used or not: :func:`_check_initial_scale`), no eval
+            of ``metric`` with a value (all null or NaN: the message says which, and to rerun them or name another
+            eval key: :func:`_no_value`), one step with two different values (:func:`one_value_per_eval`:
             e.g. a ``trainer.evaluate()`` after training at the last eval's step with sampled evals; keep one),
             values that mix fractions and points (:func:`to_points`; the entries are named), too few evals (the
             fix named is TRL's ``eval_strategy`` / ``eval_steps``, and ``eval_on_start`` or ``initial_accuracy``
@@ -1143,7 +1177,7 @@ class CurveSources:
                 "if both are evals of the same policy (a trainer.evaluate() after training, at the last eval's "
                 "step), delete one entry"))
             n, y, seeds, where = ([x for x, k in zip(col, keep) if k] for col in (n, y, seeds, where))
-            _check_initial_scale(y, where, accuracy_scale, files)
+            _check_initial_scale(initial_accuracy, y, where, accuracy_scale, files)  # used or not
             given = np.array([at == _GIVEN for at in where])
             acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}", where, updates=n,
                                   seeds=seeds, given=given)

@@ -47,7 +47,7 @@ from scipy.interpolate import PchipInterpolator
 
 from ..layout import METRICS_JSONL, RUNS_CSV
 from ..outputs import is_json_number
-from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_document, damaged,
+from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_document, damaged, not_json,
                          read_curve_file, write_curve)
 from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
                         eval_noise_sd, fit_misfit, fit_noise_replicates, fit_seed_replicates, fit_sigmoid,
@@ -558,14 +558,17 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
     CurveError
         Nothing at ``spec`` (the message says it does not exist), a folder holding none of
         ``runs.csv``, ``metrics.jsonl``, ``trainer_state.json``, or a file of none of these kinds (each
-        message lists what is accepted); a ``metric`` for a source without eval keys (a saved curve, a CSV, a
-        study, ``default``), an empty one, a TRL key that is not ``eval_...``; an ``accuracy_scale`` not among
-        the three, or for a source whose scale is fixed (a saved curve, a study, ``default``); an
-        ``initial_accuracy`` that is no finite number or outside ``accuracy_scale``'s range (checked before any
-        file is read: :func:`~.curve_sources.initial_accuracy_value`), or given for a source that is no TRL
-        trainer state (after that source's own refusals: the message says whether the source has its own eval at
-        update 0); anything the reader of that kind raises (a bad cell
-        names its file, line and column). The messages name the keywords' ``gradprobe probe`` options.
+        message lists what is accepted); a ``.json`` file, or one holding ``"log_history"``, that does not parse
+        (called truncated or damaged, with the fix: :func:`~.curve_file.not_json`; before the options below are
+        checked against its kind, which such a file has none of); a ``metric`` for a source without eval keys (a
+        saved curve, a CSV, a study, ``default``), an empty one, a TRL key that is not ``eval_...``; an
+        ``accuracy_scale`` not among the three, or for a source whose scale is fixed (a saved curve, a study,
+        ``default``); an ``initial_accuracy`` that is no finite number or outside ``accuracy_scale``'s range
+        (checked before any file is read: :func:`~.curve_sources.initial_accuracy_value`; under auto, on another
+        scale than a TRL trainer state's evals, whether or not a file's own step-0 eval is read instead), or given
+        for a source that is no TRL trainer state (after that source's own refusals: the message says whether the
+        source has its own eval at update 0); anything the reader of that kind raises (a bad cell names its file,
+        line and column). The messages name the keywords' ``gradprobe probe`` options.
     TypeError
         ``metric`` not a string.
     """
@@ -613,7 +616,7 @@ def _read_spec(s: str, mode: str | None, metric: str | None, accuracy_scale: str
                          f"checkpoint-N); expected {ACCEPTED}")
     elif p.is_file():
         suffix = p.suffix.lower()  # RESULTS.CSV is a CSV
-        if p.name == TRL_STATE or (suffix not in (".jsonl", ".csv") and _is_trl_state(p)):
+        if p.name == TRL_STATE or (suffix not in (".jsonl", ".csv") and _is_trl_state(p, suffix)):
             _eval_key(metric, s)  # a trainer state under another name: by its content
             return ReferenceCurve.from_trl_state(p, initial_accuracy=initial_accuracy, **keyed), True
         if suffix == ".jsonl":
@@ -663,12 +666,26 @@ def _no_read_options(spec: str, kind: str, metric: str | None, accuracy_scale: s
                          "is fixed; leave it out")
 
 
-def _is_trl_state(path: Path) -> bool:
+def _is_trl_state(path: Path, suffix: str) -> bool:
     """Whether ``path`` holds a TRL trainer state under another name: a JSON object with a ``log_history``
-    (and no saved curve's ``format``)."""
+    (and no saved curve's ``format``).
+
+    Raises
+    ------
+    CurveError
+        A text that does not parse as JSON yet is meant as JSON: a ``.json`` file (``suffix``), or one holding
+        ``"log_history"`` (a trainer state under another name); the message says whether it is truncated or
+        damaged, with the fix (:func:`~.curve_file.not_json`). It comes before the read options are checked
+        against the file's kind: such a file has no kind, and ``--reference-curve-metric``'s refusal for a saved
+        curve would hide the cause. Any other text that does not parse is no trainer state (False).
+    """
     try:
         d = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        if suffix == ".json" or (isinstance(e, json.JSONDecodeError) and '"log_history"' in e.doc):
+            raise not_json(path, e) from None
+        return False
+    except OSError:
         return False
     return isinstance(d, dict) and "log_history" in d and d.get("format") != FORMAT
 

@@ -37,13 +37,22 @@ _NO_SIGNAL = {
 
 
 def format_budget(value: float, kind: str = "tokens") -> str:
-    """250000 -> '250k', 1000000 -> '1M', 1.5e15 FLOPs -> '1.5e+15 FLOPs'."""
+    """A budget as the forecast prints it: FLOPs (``kind="flops"``) to 3 significant digits with the unit (1.5e15 ->
+    '1.5e+15 FLOPs'); any other kind (tokens) to 4 significant digits with a k, M or G suffix, the one that keeps
+    the digits under 1000 (250000 -> '250k', 1000000 -> '1M', 999999 -> '1M', 2.5e9 -> '2.5G'), a count under 1000
+    as it is ('999'; so is a value that is not positive, or not finite: 'inf', 'nan'), and from 1000G up in
+    scientific notation as ``--budget-tokens`` reads it (1e15 -> '1e15', 1.2345e13 -> '1.234e13'; a G count there
+    would read '1e+06G')."""
     if kind == "flops":
         return f"{value:.3g} FLOPs"
-    for div, suf in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= div:
-            return f"{value / div:.4g}{suf}"
-    return f"{value:g}"
+    if not (math.isfinite(value) and value >= 1e3):
+        return f"{value:g}"
+    for div, suf in ((1e3, "k"), (1e6, "M"), (1e9, "G")):
+        shown = f"{value / div:.4g}"
+        if float(shown) < 1000:  # 999,999 is '1M', not '1000k'
+            return f"{shown}{suf}"
+    digits, _, exponent = f"{value:.4g}".partition("e")
+    return f"{digits}e{int(exponent)}"
 
 
 def _points(x: float) -> str:
@@ -185,6 +194,9 @@ class ForecastResult:
     no_verdict_reason : str or None
         Why no arm read off the reference curve gets a verdict at this budget (the clauses of
         :func:`~gradprobe.forecast.budget_forecast.no_verdict_reasons`), or None: the curve carries verdicts.
+    update : dict or None
+        The update the forecast is for where it differs from the probe's (:func:`~.probe_input.update_batches`:
+        ``curve`` and ``probe`` as [prompts, group], ``stated``), or None: the forecast reads the curve's updates.
     """
 
     table: pd.DataFrame
@@ -197,6 +209,7 @@ class ForecastResult:
     level: float
     notes: list[str] = field(default_factory=list)
     no_verdict_reason: str | None = None
+    update: dict | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready dict: ``probe.json``'s ``forecast`` section.
@@ -210,6 +223,7 @@ class ForecastResult:
                 "curve_source": self.curve_source, "grpo_accuracy": _json_value(self.grpo_accuracy),
                 "reference_reward": self.reference_reward, "level": self.level, "rows": rows,
                 "notes": list(self.notes), "no_verdict_reason": self.no_verdict_reason,
+                "update": None if self.update is None else dict(self.update),
                 "model": "accuracy f(n_R) of grpo's reference curve at effective updates n_R = (T / c_R) rho_R; "
                          "gain = f(n_R) - f(T / c_outcome) (DESIGN.md, 'Forecast'; ScaleRL sigmoid, Khatri et al. 2025, "
                          "eq. 1)"}

@@ -1,0 +1,198 @@
+"""A ``--reference-curve`` JSON file that does not parse, and ``--initial-accuracy`` beside a file's own step-0 eval
+(a trial user's findings):
+
+- a truncated trainer state given with ``--reference-curve-metric`` (or ``--reference-curve-scale``) was refused as
+  "a saved curve, which has none; leave it out": a ``.json`` that does not parse has no kind, so the cause (truncated,
+  re-copy it) comes first, as without the option; a truncated trainer state under another name was "unknown kind";
+- a file cut inside a string, a number, a literal or a ``\\uXXXX`` escape was called damaged: it is truncated (it
+  ends mid-value), and a whole text that is wrong inside is still damaged;
+- ``--initial-accuracy 1.5`` beside a trainer state in fractions that has its own step-0 eval was only noted as
+  skipped: a value on another scale than the file's evals is refused whether or not it is used.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gradprobe.cli import main
+from gradprobe.forecast.curves import CurveError, ReferenceCurve, load_reference_curve
+
+KEY = "eval_rewards/accuracy_reward/mean"
+#: the trial's trainer_state.json (a GRPOTrainer log, evals at every 50 steps from step 0)
+STATE = {"global_step": 250, "log_history": [
+    entry for s, v in zip(range(0, 300, 50), (0.41, 0.45, 0.5, 0.52, 0.55, 0.56))
+    for entry in ({"step": s, "loss": 0.1}, {"step": s, KEY: v, "eval_loss": 0.2})]}
+TEXT = json.dumps(STATE, indent=1)  # as TRL writes it
+TRUNCATED = ("the file is truncated (it ends mid-value: a copy cut short, or taken while it was being written); it "
+             "looks like a TRL trainer state: re-copy trainer_state.json from the TRL run's output_dir (its last "
+             "checkpoint-N/), or pass that output_dir itself to --reference-curve")
+DAMAGED = TRUNCATED.replace("the file is truncated (it ends mid-value: a copy cut short, or taken while it was being "
+                            "written)", "the file is damaged")
+SMALL = ["--prompts", "4", "--group", "4", "--heldout-prompts", "4", "--heldout-group", "4", "--no-progress",
+         "--bootstrap", "100", "--rewards", "outcome"]
+
+
+def _refusal(path, **kw) -> str:
+    with pytest.raises(CurveError) as info:
+        load_reference_curve(str(path), **kw)
+    return str(info.value)
+
+
+def _cut(tmp_path, text: str, name: str = "trainer_state_trunc.json"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_the_trial_file_cut_inside_a_key_is_truncated_with_or_without_the_read_options(tmp_path):
+    """The trial's trainer_state_trunc.json ends inside the key ``"eval_`` (json: Unterminated string)."""
+    path = _cut(tmp_path, TEXT[:TEXT.index('"eval_loss"', TEXT.index('"step": 100')) + 6])
+    assert path.read_text().endswith('"eval_rewards/accuracy_reward/mean": 0.5,\n   "eval_')
+    expected = (f"reference curve file {str(path)!r} is not valid JSON (Unterminated string starting at: line 29 "
+                f"column 4 (char 405)): {TRUNCATED}")
+    assert _refusal(path) == expected
+    for kw in ({"metric": KEY}, {"metric": "loss"}, {"accuracy_scale": "points"}, {"metric": KEY, "mode": "sigmoid"}):
+        assert _refusal(path, **kw) == expected, kw  # was: "... is a saved curve, which has none; leave it out"
+
+
+def test_the_cli_names_the_truncated_file_not_the_metric_option(tmp_path, capsys):
+    path = _cut(tmp_path, TEXT[:405] + '"eval_')
+    out = tmp_path / "p"
+    assert main(["probe", *SMALL, "--out", str(out), "--reference-curve", str(path),
+                 "--reference-curve-metric", KEY]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"gradprobe probe: error: reference curve file {str(path)!r} is not valid JSON (Unterminated "
+                   f"string starting at: line 29 column 4 (char 405)): {TRUNCATED}") and not out.exists()
+
+
+def test_a_saved_curve_that_does_not_parse_is_named_before_the_options(tmp_path):
+    saved = ReferenceCurve(updates=[0, 2, 5, 10, 20, 40], accuracy=[40.0, 45.0, 52.0, 60.0, 66.0, 68.0])
+    path = tmp_path / "curve.json"
+    saved.save(path)
+    text = path.read_text()
+    path.write_text(text[:text.index('"params"') + 12])  # cut inside a number or a key
+    msg = _refusal(path, metric=KEY)
+    assert msg.startswith(f"reference curve file {str(path)!r} is not valid JSON (") and msg.endswith(
+        "): the file is truncated (it ends mid-value: a copy cut short, or taken while it was being written); "
+        "re-copy it, or rebuild the curve from its source and write it with ReferenceCurve.save"), msg
+    assert msg == _refusal(path) == _refusal(path, accuracy_scale="fraction")
+    path.write_bytes(b'{"format": "\xff"}')  # not UTF-8: its own refusal, before the options too
+    assert _refusal(path, metric=KEY).startswith(f"reference curve file {str(path)!r} is not valid JSON ('utf-8' "
+                                                  "codec can't decode byte 0xff")
+
+
+def test_a_damaged_json_file_is_named_before_the_options(tmp_path):
+    path = _cut(tmp_path, TEXT.replace('"step": 100,', '"step": 100', 1), name="state.json")  # a comma lost
+    msg = _refusal(path, metric=KEY)
+    assert msg == _refusal(path) and msg.endswith(f"is not valid JSON (Expecting ',' delimiter: line 24 column 4 "
+                                                  f"(char 319)): {DAMAGED}"), msg
+
+
+def test_a_truncated_trainer_state_under_another_name_is_named_truncated(tmp_path):
+    """A trainer state is read by its content under any name; cut short, its text still holds "log_history"."""
+    path = _cut(tmp_path, TEXT[:300], name="state_copy.txt")
+    assert _refusal(path, metric=KEY) == (f"reference curve file {str(path)!r} is not valid JSON (Expecting "
+                                          "property name enclosed in double quotes: line 22 column 4 (char 300)): "
+                                          f"{TRUNCATED}")
+    other = _cut(tmp_path, '{"updates": [1, 2', name="notes.txt")  # no log_history, no .json: an unknown kind
+    assert _refusal(other).startswith(f"--reference-curve {str(other)!r}: unknown kind of file; expected ")
+
+
+@pytest.mark.parametrize("end, where", [
+    ('"eval_rewards/accu', "inside a key"),
+    ('"eval_rewards/accuracy_reward/mean": 0.45, "note": "half way', "inside a string value"),
+    ('"eval_rewards/accuracy_reward/mean": 0.', "inside a number, after its point"),
+    ('"eval_rewards/accuracy_reward/mean": 4.5e', "inside a number, after its e"),
+    ('"eval_rewards/accuracy_reward/mean": -', "inside a number, after its sign"),
+    ('"done": tr', "inside true"),
+    ('"done": fals', "inside false"),
+    ('"eval_rewards/accuracy_reward/mean": nu', "inside null"),
+    ('"eval_rewards/accuracy_reward/mean": Na', "inside NaN (which Python's json writes)"),
+    ('"eval_rewards/accuracy_reward/mean": -Infin', "inside -Infinity"),
+    ('"note": "caf\\u00', "inside a \\uXXXX escape"),
+    ('"note": "caf\\u00e9', "right after a \\uXXXX escape"),
+    ('"note": "a\\', "after a backslash"),
+])
+def test_a_file_cut_inside_a_value_is_truncated(tmp_path, end, where):
+    path = _cut(tmp_path, '{"log_history": [{"step": 0, ' + end)
+    msg = _refusal(path)
+    assert msg.endswith(f"): {TRUNCATED}"), (where, msg)  # was: "the file is damaged"
+    assert _refusal(path, metric=KEY) == msg
+
+
+def test_every_cut_of_a_trainer_state_is_truncated(tmp_path):
+    """Cut after any character (TRL's indented form and a compact one, with literals, a NaN and an escape), the
+    file is called truncated; json's checks are read from its error (its position and message), not guessed."""
+    state = {"log_history": [{"step": 0, KEY: 0.41, "flag": True, "none": None, "off": False, "bad": float("nan"),
+                              "low": -1.5e-3, "note": "caf\u00e9 \"q\" \\"}, {"step": 50, KEY: 0.45}]}
+    for text in (json.dumps(state, indent=1), json.dumps(state)):
+        wrong = []
+        for k in range(1, len(text)):
+            path = _cut(tmp_path, text[:k], name="cut.json")
+            msg = _refusal(path)
+            if not msg.endswith(f"): {TRUNCATED}") and '"log_history"' in text[:k]:
+                wrong.append((text[:k][-20:], msg))
+            elif '"log_history"' not in text[:k] and "the file is truncated" not in msg:
+                wrong.append((text[:k][-20:], msg))  # too short to be known as a trainer state: still truncated
+        assert not wrong, wrong[:3]
+
+
+@pytest.mark.parametrize("text, error", [
+    ('{"log_history": [{"step": 0, "eval_accuracy": "0.4}]}', "Unterminated string starting at"),  # a quote lost
+    ('{"log_history": [{"step": 0, "eval_accuracy": 0.4}]}}', "Extra data"),
+    ('{"log_history": [{"step": 0, "eval_accuracy": 0.4}]} 5', "Extra data"),  # a whole text, then more
+    ('{"log_history": [{"step": 0 "eval_accuracy": 0.4}]}', "Expecting ',' delimiter"),
+    ('{"log_history": [{"step": 0, "eval_accuracy": tru}]}', "Expecting value"),
+    ('{"log_history": [{"step": 0, "note": "a\nb"}]}', "Invalid control character at"),
+    ('{"log_history": [{"step": 0, "note": "\\u00zz"}]}', "Invalid \\uXXXX escape"),
+    ('{"log_history": [{"step": 0, "eval_accuracy": x', "Expecting value"),  # ends in no value's fragment
+])
+def test_a_text_wrong_inside_is_damaged(tmp_path, text, error):
+    """Each text is whole up to a wrong character (or ends in no value's fragment): as before, damaged."""
+    path = _cut(tmp_path, text)
+    msg = _refusal(path)
+    assert f"is not valid JSON ({error}" in msg and msg.endswith(f"): {DAMAGED}"), msg
+    assert _refusal(path, metric=KEY) == msg
+
+
+def _own_step_0(tmp_path, scale: float = 1.0):
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps({"log_history": [
+        {"step": e["step"], KEY: e[KEY] * scale} if KEY in e else e for e in STATE["log_history"]]}))
+    return path
+
+
+def test_initial_accuracy_above_1_beside_fractions_is_refused_though_the_file_has_its_own_step_0(tmp_path):
+    path = _own_step_0(tmp_path)
+    assert _refusal(path, metric=KEY, initial_accuracy=1.5) == (
+        f"initial_accuracy (--initial-accuracy) 1.5 is on another scale than the evals of {path}, which are "
+        "fractions (range 0.41-0.56): give it as a fraction as the file's evals are (0.015, if 1.5 is points), or "
+        "leave it out (each file has its own eval at step 0, which is read as R0 instead)")  # was: a note only
+    curve = load_reference_curve(path, metric=KEY, initial_accuracy=0.5)  # in the file's scale: kept, and noted
+    assert curve.params["R0"] == pytest.approx(41.0) and curve.skipped_notes == [
+        f"initial_accuracy (--initial-accuracy) 0.5 skipped for 1 file(s) with their own eval at step 0, which is "
+        f"read instead: {path} (0.41)"]
+
+
+def test_a_fraction_beside_points_is_refused_though_the_file_has_its_own_step_0(tmp_path):
+    path = _own_step_0(tmp_path, scale=100.0)
+    assert _refusal(path, metric=KEY, initial_accuracy=0.5) == (
+        f"initial_accuracy (--initial-accuracy) 0.5 is on another scale than the evals of {path}, which are points "
+        "(range 41-56): as points it would be 0.5 points; give it in points (50), or state the scale with "
+        "accuracy_scale='points' (--reference-curve-scale points) if it is points as it stands, or leave it out "
+        "(each file has its own eval at step 0, which is read as R0 instead)")
+    assert load_reference_curve(path, metric=KEY, initial_accuracy=50).params["R0"] == pytest.approx(41.0)
+    stated = load_reference_curve(path, metric=KEY, initial_accuracy=0.5, accuracy_scale="points")
+    assert stated.params["R0"] == pytest.approx(41.0)  # a stated scale is not second-guessed
+
+
+def test_the_cli_refuses_initial_accuracy_1_5_beside_a_step_0_eval(tmp_path, capsys):
+    path = _own_step_0(tmp_path)
+    out = tmp_path / "p"
+    assert main(["probe", *SMALL, "--out", str(out), "--reference-curve", str(path), "--reference-curve-metric", KEY,
+                 "--initial-accuracy", "1.5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gradprobe probe: error: initial_accuracy (--initial-accuracy) 1.5 is on another scale "
+                          f"than the evals of {path}, which are fractions") and not out.exists(), err
