@@ -70,7 +70,8 @@ curve's first eval after update 0 (the forecast rests on no eval: a budget of le
 column that holds tokens), grpo's updates beyond :data:`EXTRAPOLATION_LIMIT` (2) times the curve's last eval (the
 reach over which ScaleRL validates its sigmoid's extrapolation; an arm's own effective updates beyond it withhold that
 arm's verdict alone: :func:`extrapolation_reason`), the shipped default curve read for a probe of another model or
-task than the curve's recorded ones (:func:`shipped_curve_reason`; a curve the user gives gets notes instead), a
+task than the curve's recorded ones (:func:`shipped_curve_reason`; a curve the user gives keeps its verdicts, each
+naming the difference: :func:`transfer_clause`), a
 one-seed curve without a noise estimate (``one seed: no interval``). The reference row keeps its label.
 
 The stages of :func:`forecast_rewards`: check the request and the probe (:mod:`.probe_input`), cost
@@ -89,7 +90,7 @@ import pandas as pd
 from .csv_cells import is_skipped_note
 from .curves import ReferenceCurve, task_key
 from .probe_input import (arms_of, budget_of, check_batches, check_request, pooled_entries, probe_batches_of,
-                          update_costs)
+                          update_batches, update_costs)
 from .proxies import Efficiency, probe_efficiency, signal_proxy_efficiency, stratified_counts
 from .result import METHODS, TABLE_COLUMNS, ForecastResult, format_budget, no_signal_reason, no_verdict, verdict
 from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, equal_cost_row, guided_note, loss_change_clause,
@@ -98,7 +99,7 @@ from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, equal_cost_row, 
 from .start_check import start_notes
 
 __all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting", "no_verdict_reasons", "curve_reasons",
-           "extrapolation_reason", "shipped_curve_reason", "EXTRAPOLATION_LIMIT", "CLEAR_RISE"]
+           "extrapolation_reason", "shipped_curve_reason", "transfer_clause", "EXTRAPOLATION_LIMIT", "CLEAR_RISE"]
 
 @dataclass
 class Setting:
@@ -114,7 +115,9 @@ class Setting:
     ``ref_alignment`` its mean <g_outcome, u> over the ``n_batches`` probe batches, ``guided`` whether the
     probe is guided (``config.guidance``: every entry, the reference included, is the guided update),
     ``probe_loss_type`` the probe's own ``config.loss_type`` (None when not recorded); ``no_interval`` why no arm but
-    grpo gets an interval (a one-seed curve without a noise estimate, :func:`_curve_replicate_draws`) or None.
+    grpo gets an interval (a one-seed curve without a noise estimate, :func:`_curve_replicate_draws`) or None;
+    ``transfer`` the clause every arm's verdict gets when a user's curve is of another task or model
+    (:func:`transfer_clause`), else "".
     """
 
     curve: ReferenceCurve
@@ -143,6 +146,7 @@ class Setting:
     probe_loss_type: str | None = None
     no_verdict: str | None = None
     no_interval: str | None = None
+    transfer: str = ""
 
 
 def entry_efficiencies(batches: list[dict], names: list[str], reference_reward: str, *, n_draws: int, seed: int,
@@ -266,8 +270,8 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
                                     beyond) if x) or None
     if why_not and not is_ref:  # numbers kept (the table marks them), no advice
         row.update(verdict=no_verdict(st.budget_s, why_not), no_verdict_reason=why_not)
-    if not is_ref:  # a change of loss acts where no forecaster reads (steps after the first of a batch)
-        row["verdict"] += loss_change_clause(r, st.reference_reward, st.probe_loss_type)
+    if not is_ref:  # a user's curve of another task or model; a change of loss acts where no forecaster reads
+        row["verdict"] += st.transfer + loss_change_clause(r, st.reference_reward, st.probe_loss_type)
     return row
 
 
@@ -358,7 +362,22 @@ def _mismatch_notes(curve: ReferenceCurve, cfg: dict, n_ref: float) -> list[str]
                      "forecast assumes the curve transfers")
     if cfg.get("model") and curve.metadata.get("model") and cfg["model"] != curve.metadata["model"]:
         notes.append(f"the reference curve is of model {curve.metadata['model']!r}, the probe of {cfg['model']!r}")
-    return notes
+    return notes + _ceiling_notes(curve, n_ref)
+
+
+def _ceiling_notes(curve: ReferenceCurve, n_ref: float) -> list[str]:
+    """A note when the fit's asymptote A sits at its upper bound (status ``at_bound``, A above R0: the asymptote is
+    not identified): the evals still rise where they stop, so the curve's ceiling is unknown, and a reading far
+    beyond its last eval rests on the bound, not on the evals (:mod:`.curve_fit`: A in [0, 100] points). Where
+    grpo's ``n_ref`` updates at the budget lie, within the evals or beyond, is said with it."""
+    p = curve.params
+    if (getattr(curve, "status", None) or {}).get("A") != "at_bound" or not p["A"] > p["R0"]:
+        return []
+    where = (f"grpo's {n_ref:.0f} updates at this budget lie within its evals" if n_ref <= curve.max_update * 1.0001
+             else f"grpo's {n_ref:.0f} updates at this budget lie beyond them, read on the bound")
+    return [f"the reference curve's asymptote A sits at its bound ({p['A']:.0f} points: not identified): its evals "
+            f"(up to update {curve.max_update:g}) do not reach their ceiling, so the ceiling is unknown and readings "
+            f"far beyond its last eval rest on the bound, not on evals; {where}"]
 
 
 def _falls(curve: ReferenceCurve) -> bool:
@@ -464,28 +483,53 @@ def extrapolation_reason(n: float, curve: ReferenceCurve, who: str, value: float
             f"validated: {fix}, or a curve evaluated further")
 
 
+def _curve_differences(curve: ReferenceCurve, cfg: dict) -> list[tuple[str, str, str]]:
+    """(what, the curve's, the probe's) for the ``model`` and the ``task`` (:func:`~.curves.task_key` form) that the
+    curve's metadata records other than the probe's ``cfg``; a probe task recorded as a bare name, without its config
+    (as the shipped studies' probes record ``chain_sum``), is compared by name. Empty when both match or either is
+    not recorded."""
+    meta, diffs = curve.metadata, []
+    if cfg.get("model") and meta.get("model") and str(cfg["model"]) != str(meta["model"]):
+        diffs.append(("model", repr(meta["model"]), repr(cfg["model"])))
+    probe_task, curve_task = task_key(cfg.get("task")), meta.get("task")
+    if probe_task and curve_task and ":" not in probe_task:  # a bare name records no config: compared by name
+        curve_task = str(curve_task).split(":", 1)[0]
+    if probe_task and curve_task and probe_task != curve_task:
+        diffs.append(("task", str(meta["task"]), probe_task))
+    return diffs
+
+
 def shipped_curve_reason(curve: ReferenceCurve, cfg: dict) -> str | None:
     """Why the shipped default curve (:attr:`~.curves.ReferenceCurve.shipped`) carries no verdict for a probe of
     ``cfg`` (the probe's ``config``): its recorded ``model`` or ``task`` (:func:`~.curves.task_key` form) differs from
     the probe's, so it is grpo's curve on something else (a probe task recorded as a bare name, without its config, as
     the shipped studies' probes record ``chain_sum``, is compared by name); None when both match, either is not
-    recorded, or the curve is not a shipped one (a curve the user gives keeps its notes, :func:`_mismatch_notes`)."""
+    recorded, or the curve is not a shipped one (a curve the user gives keeps its verdicts, each naming the
+    difference: :func:`transfer_clause`)."""
     if not getattr(curve, "shipped", False):
         return None
-    meta, diffs = curve.metadata, []
-    if cfg.get("model") and meta.get("model") and str(cfg["model"]) != str(meta["model"]):
-        diffs.append(f"model {meta['model']!r} (the probe's is {cfg['model']!r})")
-    probe_task, curve_task = task_key(cfg.get("task")), meta.get("task")
-    if probe_task and curve_task and ":" not in probe_task:  # a bare name records no config: compared by name
-        curve_task = str(curve_task).split(":", 1)[0]
-    if probe_task and curve_task and probe_task != curve_task:
-        diffs.append(f"task {meta['task']} (the probe ran on {probe_task})")
+    said = {"model": "(the probe's is {})", "task": "(the probe ran on {})"}
+    diffs = [f"{what} {theirs} {said[what].format(ours)}" for what, theirs, ours in _curve_differences(curve, cfg)]
     if not diffs:
         return None
     what = "model and task" if len(diffs) == 2 else diffs[0].split(" ", 1)[0]
     return (f"the shipped default curve is grpo's on {' and '.join(diffs)}, so it says nothing about this {what}: "
             "give your own grpo run's curve with --reference-curve (its metrics.jsonl, TRL trainer_state.json or "
             "output_dir, a CSV of update,accuracy, a study folder or a saved curve)")
+
+
+def transfer_clause(curve: ReferenceCurve, cfg: dict) -> str:
+    """The clause appended to each verdict read off a curve the user gave (not the shipped one:
+    :func:`shipped_curve_reason` withholds those verdicts) whose recorded model or task differs from the probe's
+    ``cfg`` (:func:`_curve_differences`): the user chose to transfer the curve, so the verdict stands, naming what it
+    was transferred from, e.g. `` (read off a curve of task chain_sum:max_digits=2, not the probe's task
+    chain_sum:max_digits=1)``; "" when they match, either is not recorded, or the curve is shipped."""
+    diffs = [] if getattr(curve, "shipped", False) else _curve_differences(curve, cfg)
+    if not diffs:
+        return ""
+    theirs = " and ".join(f"{what} {c}" for what, c, _ in diffs)
+    ours = " and ".join(f"{what} {p}" for what, _, p in diffs)
+    return f" (read off a curve of {theirs}, not the probe's {ours}: it assumes the curve transfers)"
 
 
 #: A first eval after update 0 at or past this many updates is read first as an update column holding tokens or
@@ -639,7 +683,8 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
                  budget_s=format_budget(value, kind), tokens=tokens, cost=cost, n_ref=n_ref, base=curve(n_ref),
                  base_rep=curve.interval_values(np.full(n_draws, n_ref), rep_idx), rep_idx=rep_idx, effs=effs,
                  sps=sps, first_order=_first_order_gains(batches, names), n_draws=n_draws, level=level,
-                 lr_curve=lr_curve, probe_loss_type=cfg.get("loss_type"), no_interval=no_interval)
+                 lr_curve=lr_curve, probe_loss_type=cfg.get("loss_type"), no_interval=no_interval,
+                 transfer=transfer_clause(curve, cfg))
     st.silent = _silent_entries(probe, batches, names, reference_reward, notes)
     st.no_verdict = "; ".join(x for x in (no_verdict_reasons(curve, n_ref, tokens[reference_reward], kind, cfg),
                                           no_interval) if x) or None  # judged once per forecast
@@ -651,4 +696,4 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
     return ForecastResult(table=table, method=method, budget={"kind": kind, "value": value}, curve=curve.describe(),
                           curve_source=curve.source, grpo_accuracy=float(st.base), reference_reward=reference_reward,
                           level=level, notes=start_notes(curve, batches) + notes + curve_notes,
-                          no_verdict_reason=st.no_verdict)
+                          no_verdict_reason=st.no_verdict, update=update_batches(curve, cfg))

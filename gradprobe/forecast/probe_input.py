@@ -16,7 +16,7 @@ from ..outputs import PER_UPDATE_FIELDS, is_json_number, json_float, json_number
 from .result import METHODS
 
 __all__ = ["probe_batches_of", "pooled_entries", "check_request", "check_batches", "budget_of", "arms_of", "update_costs",
-           "check_entry_numbers", "TRAIN_FORWARDS", "PER_UPDATE_FIELDS", "PROBE_FIX"]
+           "update_batches", "check_entry_numbers", "TRAIN_FORWARDS", "PER_UPDATE_FIELDS", "PROBE_FIX"]
 
 TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (gradprobe.ledger)
 
@@ -240,15 +240,23 @@ def update_costs(curve, batches: list[dict], names: list[str], cfg: dict, kind: 
         A FLOPs budget without the probe ledger's generation FLOPs, or a ledger ``charged_generated_tokens`` or
         ``flops.generation`` that is no finite number >= 0 (``true``, text: the field and the fix named).
     """
-    probe_b = (cfg.get("update_prompts") or cfg.get("prompts"), cfg.get("update_group") or cfg.get("group"))
-    curve_b = (curve.metadata.get("update_prompts"), curve.metadata.get("update_group"))
+    batches_of, probe_b = update_batches(curve, cfg), _probe_batch(cfg)
     scale = 1.0
-    if all(probe_b) and all(curve_b) and tuple(probe_b) != tuple(curve_b):
-        scale = (curve_b[0] * curve_b[1]) / (probe_b[0] * probe_b[1])
-        notes.append(f"the curve's updates are {curve_b[0]}x{curve_b[1]} completions, the probe's {probe_b[0]}x"
-                     f"{probe_b[1]}: tokens per update rescaled by {scale:g} (per-update efficiency does not depend on "
-                     "the batch size; pass --update-prompts/--update-group to state the update you mean)")
-    elif all(probe_b) and not all(curve_b):  # a CSV, a TRL log, a metrics.jsonl without its config.json
+    if batches_of is not None:
+        (cp, cg), (pp, pg) = batches_of["curve"], batches_of["probe"]
+        scale = (cp * cg) / (pp * pg)
+        if batches_of["stated"]:  # the update the probe was given is not the one the forecast is for: said plainly
+            notes.append(f"the forecast reads the curve's updates, {cp}x{cg} completions, so it is a forecast for "
+                         f"{cp}x{cg} updates, not the {pp}x{pg} the probe was given (--update-prompts/--update-group): "
+                         f"tokens per update rescaled by {scale:g} to the curve's (per-update efficiency does not "
+                         f"depend on the batch size); to forecast {pp}x{pg} updates, give --reference-curve the curve "
+                         f"of a grpo run at {pp}x{pg} (`gradprobe train` with a plan whose [train] prompts_per_update "
+                         f"= {pp} and group = {pg}, or your own run's log)")
+        else:
+            notes.append(f"the curve's updates are {cp}x{cg} completions, the probe's {pp}x{pg}: tokens per update "
+                         f"rescaled by {scale:g} (per-update efficiency does not depend on the batch size; pass "
+                         "--update-prompts/--update-group to state the update you mean)")
+    elif all(probe_b) and not all(_curve_batch(curve)):  # a CSV, a TRL log, a metrics.jsonl without its config.json
         notes.append(f"the reference curve does not record its update batch (update_prompts x update_group), so its "
                      f"updates are taken to be the probe's {probe_b[0]}x{probe_b[1]} completions; if the run it comes "
                      "from used another batch, pass --update-prompts/--update-group equal to that run's (a TRL "
@@ -270,6 +278,40 @@ def update_costs(curve, batches: list[dict], names: list[str], cfg: dict, kind: 
     per_token = float(np.mean(fpt))
     c_ref = tokens[reference_reward]
     return tokens, {n: per_token * (tokens[n] + TRAIN_FORWARDS * c_ref) for n in names}
+
+
+def _probe_batch(cfg: dict) -> tuple:
+    """(prompts, group) of the update the probe's ``config`` forecasts: ``update_prompts`` / ``update_group``,
+    each falling back to the probe batch's ``prompts`` / ``group`` (None where neither is recorded)."""
+    return (cfg.get("update_prompts") or cfg.get("prompts"), cfg.get("update_group") or cfg.get("group"))
+
+
+def _curve_batch(curve) -> tuple:
+    """(prompts, group) of the reference curve's updates, from its ``metadata`` (None where not recorded)."""
+    return (curve.metadata.get("update_prompts"), curve.metadata.get("update_group"))
+
+
+def update_batches(curve, cfg: dict) -> dict | None:
+    """The update the forecast is for, where it differs from the probe's, else None.
+
+    The forecast reads the reference curve's updates (its x axis), so it is a forecast for updates of the curve's
+    batch; the probe's update is ``config.update_prompts`` x ``config.update_group`` (completions per update, each
+    falling back to the probe batch's ``prompts`` / ``group``).
+
+    Returns
+    -------
+    dict or None
+        ``{"curve": [prompts, group], "probe": [prompts, group], "stated": bool}`` (integers, completions = prompts
+        x group) when both batches are recorded and differ; ``stated`` is True when the probe's config records
+        ``update_prompts`` or ``update_group`` (``--update-prompts`` / ``--update-group``, a study's ``[train]``
+        batch or a TRL config's: ``gradprobe probe`` records None for an update it was not given), False when the
+        probe batch stands in for the update. None when they are equal or either is not recorded.
+    """
+    probe_b, curve_b = _probe_batch(cfg), _curve_batch(curve)
+    if not (all(probe_b) and all(curve_b)) or tuple(probe_b) == tuple(curve_b):
+        return None
+    stated = cfg.get("update_prompts") is not None or cfg.get("update_group") is not None
+    return {"curve": [int(x) for x in curve_b], "probe": [int(x) for x in probe_b], "stated": stated}
 
 
 def _ledger_number(value, field: str):

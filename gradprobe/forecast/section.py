@@ -16,7 +16,7 @@ import pandas as pd
 from ..outputs import json_float
 from ..tables import format_columns
 from .accuracy_values import is_scale_note
-from .budget_forecast import forecast_rewards
+from .budget_forecast import forecast_rewards, transfer_clause
 from .curves import ReferenceCurve, default_curve_path
 from .probe_input import budget_of
 from .result import METHODS, format_budget
@@ -160,7 +160,7 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     -------
     dict
         :meth:`ForecastResult.to_dict` (with ``no_verdict_reason``: why the reference curve gives no verdict at the
-        budget, or None; per row too, each such row's ``verdict`` then saying why instead of advising) plus
+        budget or None, per row too: such a row's ``verdict`` says why instead of advising; ``update``) plus
         ``method_choice`` (why this forecaster), per row
         ``validated_arm`` (False for a reward or loss type that was not among the arms the forecasters were
         validated on, whose ``verdict`` then says so; None when the validation record does not list its
@@ -256,7 +256,7 @@ def _unmeasured_probe_columns(fr, result: dict, curve: ReferenceCurve, method: s
         unmeasured_probe_row(row, undefined=undefined[0] if undefined else None, equal_cost=equal, method=method,
                              budget=format_budget(fr.budget["value"], fr.budget["kind"]), kind=fr.budget["kind"],
                              level=fr.level, reference_key=reference_reward, probe_loss_type=cfg.get("loss_type"),
-                             cost_row=cost_rows.get(row["arm"]))
+                             cost_row=cost_rows.get(row["arm"]), transfer=transfer_clause(curve, cfg))
     if undefined:
         fr.notes.append(undefined[1])
     elif unbounded := reference_rho_unbounded(entry, guided):
@@ -268,8 +268,10 @@ def format_forecast(section: dict) -> str:
     """Plain-text forecast table and verdicts (printed under the probe table by ``gradprobe probe``).
 
     Numbers read off a reference curve that gives no verdict at the budget (``no_verdict_reason``: the section's
-    for grpo's accuracy in the title, a row's for its accuracy and gain) are marked ``*``, with a line under the
-    table; the rows' verdicts then say why, instead of advice.
+    for grpo's accuracy in the title and in grpo's row, whose gain is 0 by definition and unmarked; a row's for its
+    accuracy and gain) are marked ``*``, with a line under the table; the rows' verdicts then say why, instead of
+    advice. Where the forecast is for other updates than the probe's (the section's ``update``), the title names
+    them.
 
     Without a forecast (``available`` False): the ``forecast: none.`` line with the section's note, then the
     pre-screen cost line (when the section's ``pre_screen`` has a share of a token budget) and its notes.
@@ -279,23 +281,9 @@ def format_forecast(section: dict) -> str:
     if not section.get("available"):  # what screening cost is still said: it was spent
         return "\n".join([f"\nforecast: none. {section.get('note', '')}", *pre_screen_line(section),
                           *(f"note: {n}" for n in section.get("notes", []))])
-    b = section["budget"]
-    budget_s = format_budget(b["value"], b["kind"])
     pct = int(round(100 * section["level"]))
-    at = f"{budget_s} {'tokens' if b['kind'] == 'tokens' else ''}".rstrip()
-    acc = section.get("grpo_accuracy")  # None (json_safe's NaN) only from a curve without a value there
     unsure = _UNSURE if section.get("no_verdict_reason") else ""  # read off a curve that gives no verdict
-    reaches = (f"reaches {json_float(acc):.1f}{unsure} points there" if acc is not None
-               else "has no accuracy there (the curve gives none)")
-    if section.get("guided"):  # a guided probe: its reference is the guided outcome, not grpo
-        title = f"forecast vs the guided outcome at {at} (read on grpo's curve, which {reaches})"
-    else:
-        title = f"forecast vs grpo at {at} (grpo {reaches})"
-    if b.get("seconds") is not None:
-        title += (f"; --budget-seconds {b['seconds']:g} is not forecast here: each reward's raw first-order gain at "
-                  f"{b['seconds']:g} device-seconds is gain@{b['seconds']:g}s in the table above "
-                  "(predicted_gain_at_time_budget)")
-    lines = ["", title,
+    lines = ["", _title(section, unsure),
              f"forecaster: {section['method']} ({section.get('method_choice', '')}); the other forecasters' gains are "
              "printed beside it",
              f"reference curve: {section['curve']}" + ("  [shipped default]" if section.get("curve_is_default") else "")]
@@ -318,8 +306,10 @@ def format_forecast(section: dict) -> str:
         giv = r.get("gain_interval") or [None, None]
         giv_s = "-" if giv[0] is None else f"[{f(giv[0], '+.1f')}, {f(giv[1], '+.1f')}]"
         mark = _UNSURE if r.get("no_verdict_reason") else ""
+        # grpo's accuracy is the title's, marked as it is; its gain is 0 by definition, read off no curve
+        acc_mark = mark or (unsure if _is_reference(section, r) else "")
         rows.append([r["arm"], f(r["tokens_per_update"], ",.0f"), f(raw, ".2f"), f(r["rho"], ".2f"), riv_s,
-                     f(r["snr"], ".2f"), f(r["effective_updates"], ".1f"), f(r["forecast_accuracy"], ".1f") + mark,
+                     f(r["snr"], ".2f"), f(r["effective_updates"], ".1f"), f(r["forecast_accuracy"], ".1f") + acc_mark,
                      f(r["forecast_gain"], "+.1f") + mark, giv_s, f(r["gain_probe"], "+.1f"),
                      f(r["gain_cost_only"], "+.1f"), f(r["gain_signal_proxy"], "+.1f"), str(r["method"])])
     lines += format_columns(header, rows, "<>>>>>>>>>>>><")
@@ -335,6 +325,36 @@ def format_forecast(section: dict) -> str:
     lines += pre_screen_line(section)
     lines += [f"note: {n}" for n in notes if not n.startswith(CHECK_MARK)]
     return "\n".join(lines)
+
+
+def _title(section: dict, unsure: str) -> str:
+    """The forecast's title line: the budget, the update the forecast is for where it is not the probe's (the
+    section's ``update``: :func:`~.probe_input.update_batches`), grpo's accuracy there (marked ``unsure``: ``*``
+    when the curve gives no verdict, else ''), and where the seconds budget's gains are."""
+    b = section["budget"]
+    at = f"{format_budget(b['value'], b['kind'])} {'tokens' if b['kind'] == 'tokens' else ''}".rstrip()
+    upd = section.get("update")
+    if upd:  # the forecast reads the curve's updates: say which, as the note says why
+        at += (f", for the curve's {upd['curve'][0]}x{upd['curve'][1]} updates, not the probe's "
+               f"{upd['probe'][0]}x{upd['probe'][1]}")
+    acc = section.get("grpo_accuracy")  # None (json_safe's NaN) only from a curve without a value there
+    reaches = (f"reaches {json_float(acc):.1f}{unsure} points there" if acc is not None
+               else "has no accuracy there (the curve gives none)")
+    if section.get("guided"):  # a guided probe: its reference is the guided outcome, not grpo
+        title = f"forecast vs the guided outcome at {at} (read on grpo's curve, which {reaches})"
+    else:
+        title = f"forecast vs grpo at {at} (grpo {reaches})"
+    if b.get("seconds") is not None:
+        title += (f"; --budget-seconds {b['seconds']:g} is not forecast here: each reward's raw first-order gain at "
+                  f"{b['seconds']:g} device-seconds is gain@{b['seconds']:g}s in the table above "
+                  "(predicted_gain_at_time_budget)")
+    return title
+
+
+def _is_reference(section: dict, row: dict) -> bool:
+    """Whether ``row`` is grpo's own (the section's ``reference_reward`` at lr_scale 1): its accuracy is the title's."""
+    scale = row.get("lr_scale")
+    return row.get("reward") == section.get("reference_reward") and (scale is None or math.isclose(scale, 1.0))
 
 
 def pre_screen_line(section: dict) -> list[str]:

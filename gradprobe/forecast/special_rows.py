@@ -262,7 +262,7 @@ def _without_undefined_rho_note(note: str) -> str:
 
 def unmeasured_probe_row(row: dict, *, undefined: str | None, equal_cost: bool, method: str, budget: str,
                          kind: str, level: float, reference_key: str, probe_loss_type: str | None,
-                         cost_row: dict | None = None) -> dict:
+                         cost_row: dict | None = None, transfer: str = "") -> dict:
     """A forecast row (floats, NaN for missing) without the probe numbers it has not measured (in place).
 
     - ``undefined`` (rho undefined for every reward, :func:`reference_rho_undefined`'s clause): the probe columns
@@ -275,8 +275,10 @@ def unmeasured_probe_row(row: dict, *, undefined: str | None, equal_cost: bool, 
       rho's SNR <= 1): ``gain_probe`` and its interval are blanked, and under "probe" the verdict is
       :func:`equal_cost_row`'s ``no forecast``.
 
-    A rewritten verdict keeps the row's ``no_verdict_reason`` (:func:`~.result.no_verdict`) and
-    :func:`loss_change_clause` (entry ``row["reward"]`` vs ``reference_key``). ``budget``, ``kind``, ``level``: as
+    A rewritten verdict keeps the row's ``no_verdict_reason`` (:func:`~.result.no_verdict`), ``transfer`` (the
+    clause naming a user's curve of another task or model:
+    :func:`~gradprobe.forecast.budget_forecast.transfer_clause`) and :func:`loss_change_clause` (entry
+    ``row["reward"]`` vs ``reference_key``). ``budget``, ``kind``, ``level``: as
     :func:`equal_cost_row`. Rows without signal and learning-rate arms without a curve are left as they are.
     """
     if row.get("no_signal") or row.get("method") == "outside_probe":
@@ -301,7 +303,7 @@ def unmeasured_probe_row(row: dict, *, undefined: str | None, equal_cost: bool, 
                                  why=f"cost only: {why}, so the probe cannot compare")
     if row.get("no_verdict_reason"):
         row["verdict"] = no_verdict(budget, row["no_verdict_reason"])
-    row["verdict"] += loss_change_clause(str(row["reward"]), reference_key, probe_loss_type)
+    row["verdict"] += transfer + loss_change_clause(str(row["reward"]), reference_key, probe_loss_type)
     return row
 
 

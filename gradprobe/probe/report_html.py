@@ -84,8 +84,10 @@ Batch mean reward {{ fmt(batch.mean_reward, ".3f") }}, truncation rate {{ fmt(ba
 
 <h2>Verdict</h2>
 {% if forecast.available %}
-<p>Forecast vs grpo at {{ budget_s }} (grpo reaches {{ fmt(forecast.grpo_accuracy, ".1f") }}{{ nv_mark(forecast) }}{#
-#} points there), by the
+<p>Forecast vs grpo at {{ budget_s }}{% if forecast["update"] %}, for the curve's {#
+#}{{ forecast["update"].curve|join('x') }} updates, not the probe's {#
+#}{{ forecast["update"].probe|join('x') }}{% endif %} (grpo reaches {#
+#}{{ fmt(forecast.grpo_accuracy, ".1f") }}{{ nv_mark(forecast) }} points there), by the
 <b>{{ forecast.method }}</b> forecaster ({{ forecast.method_choice }}); reference curve: {{ forecast.curve }}.
 Gains in accuracy points, {{ level }}% intervals; method: the forecaster behind each row's gain (rho is used by
 the probe and signal-proxy forecasters only, not by cost only).</p>
@@ -93,9 +95,11 @@ the probe and signal-proxy forecasters only, not by cost only).</p>
 <th>gain vs grpo</th><th>interval</th>{% if calibrated %}{% if cal.forecaster_note %}{#
 #}<th>{{ cal.own_header }}</th>{% endif %}<th>{{ cal.header }}</th><th>calibrated interval</th>{% endif %}
 <th>method</th><th>verdict</th></tr>
-{% for r in forecast.rows %}{% set m = nv_mark(r) %}<tr{% if m %} class="noverdict"{% endif %}><td>{{ r.arm }}</td>{#
+{% for r in forecast.rows %}{% set m = nv_mark(r) %}{% set ma = m or (nv_mark(forecast) if
+r.reward == forecast.reference_reward and r.lr_scale == 1 else "") %}{#
+#}<tr{% if m %} class="noverdict"{% endif %}><td>{{ r.arm }}</td>{#
 #}<td>{{ r.reward }}</td><td class="n">{{ fmt(r.tokens_per_update, ",.0f") }}</td>
-<td class="n">{{ fmt(r.rho, ".2f") }}</td><td class="n">{{ fmt(r.forecast_accuracy, ".1f") }}{{ m }}</td>
+<td class="n">{{ fmt(r.rho, ".2f") }}</td><td class="n">{{ fmt(r.forecast_accuracy, ".1f") }}{{ ma }}</td>
 <td class="n">{{ fmt(r.forecast_gain, "+.1f") }}{{ m }}</td>{#
 #}<td class="n">{{ interval(r.gain_interval, "+.1f") }}{{ m }}</td>
 {% if calibrated %}{% if cal.forecaster_note %}<td class="n">{{ fmt(calibrated.get(r.reward, {}).get("forecast"),

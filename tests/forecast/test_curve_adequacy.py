@@ -122,7 +122,8 @@ def test_probe_json_and_the_printout_record_no_verdict(tmp_path):
     hyb = rows["hybrid"]
     gain = f"{hyb['forecast_gain']:+.1f}".replace("-0.0", "+0.0")  # a gain that rounds to 0 prints as +0.0
     assert cells[8] == f"{hyb['forecast_accuracy']:.1f}*" and cells[9] == f"{gain}*"
-    assert next(line for line in text.splitlines() if line.startswith("outcome ")).count("*") == 0
+    grpo = next(line.split() for line in text.splitlines() if line.startswith("outcome "))
+    assert grpo[8:10] == [f"{sec['grpo_accuracy']:.1f}*", "+0.0"]  # the title's accuracy, marked; its 0 gain is not
     assert "* read off a reference curve that gives no verdict here (why: below); not advice" in text
     assert f"hybrid: no verdict at 250k: {why}" in text
     assert "worth its tokens" not in text and "no detectable difference" not in text

@@ -87,9 +87,10 @@ def test_a_falling_curve_row_shows_its_reason_marked_numbers_and_no_verdict(tmp_
     assert f'<p class="note" id="no-verdict">{FOOTNOTE}</p>' in page
     assert f"(grpo reaches {fc['grpo_accuracy']:.1f}* points there)" in page  # the console marks it too
     assert f"(grpo reaches {fc['grpo_accuracy']:.1f}* points there)" in format_forecast(fc)
-    # grpo's own row is the reference, not read off as a forecast: as the console, unmarked
+    # grpo's own row is the reference: its accuracy is the title's, marked as the console marks it; its gain is 0 by
+    # definition, read off no curve, and unmarked
     out = _cells(_verdict_rows(page)["outcome"])
-    assert out[4:7] == [f"{fc['grpo_accuracy']:.1f}", "+0.0", "[+0.0, +0.0]"] and out[8] == "reference (grpo)"
+    assert out[4:7] == [f"{fc['grpo_accuracy']:.1f}*", "+0.0", "[+0.0, +0.0]"] and out[8] == "reference (grpo)"
     assert not re.search(r'(?:src|href)="(?!data:)', page) and "<script" not in page  # still self-contained
 
 
@@ -171,3 +172,17 @@ def test_a_verdict_beside_a_no_verdict_reason_is_not_shown_as_advice(tmp_path):
     row["verdict"] = "worth its tokens at 250k: +17.5 [+17.5, +17.5] vs grpo"
     cells = _cells(_verdict_rows(html.unescape(render_probe_report(p, [])))["hybrid"])
     assert cells[8] == f"no verdict at 250k: {FALLS}"
+
+
+def test_the_title_names_the_update_the_forecast_is_for_when_it_differs_from_the_probes(tmp_path):
+    """As the console's title (forecast.update, gradprobe.forecast.probe_input.update_batches): the forecast reads the
+    curve's updates, so a probe of another update size is told which update the forecast is for."""
+    p = _probe()
+    fc = json.loads(json.dumps(forecast_section(p, curve=_curve(tmp_path, "good"), method="cost_only"),
+                               allow_nan=False))
+    assert fc["update"] is None
+    assert "for the curve's" not in html.unescape(render_probe_report({**p, "forecast": fc}, []))
+    fc["update"] = {"curve": [16, 8], "probe": [32, 8], "stated": True}
+    page = html.unescape(render_probe_report({**p, "forecast": fc}, []))
+    assert (f"<p>Forecast vs grpo at 250k tokens, for the curve's 16x8 updates, not the probe's 32x8 (grpo reaches "
+            f"{fc['grpo_accuracy']:.1f} points there), by the") in page

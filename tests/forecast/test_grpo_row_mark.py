@@ -1,0 +1,48 @@
+"""grpo's row carries the title's mark: where the reference curve gives no verdict at the budget, the title's
+"grpo reaches 82.4* points" and grpo's accuracy in the table are the same number, so both are marked (trial
+finding: the row showed it without the ``*``); grpo's gain is 0 by definition, read off no curve, and stays
+unmarked."""
+
+from __future__ import annotations
+
+import numpy as np
+from forecast_helpers import probe_result, synthetic_curve
+
+from gradprobe.forecast import ReferenceCurve
+from gradprobe.forecast.section import forecast_section, format_forecast
+
+
+def _probe(budget_tokens):
+    rng = np.random.default_rng(0)
+    return probe_result({"outcome": rng.normal(1.0, 0.3, 16), "hybrid": rng.normal(2.0, 0.3, 16)},
+                        {"outcome": 4480.0, "hybrid": 15029.0}, budget_tokens=budget_tokens)
+
+
+def _short_curve():
+    """Two seeds evaluated up to update 5: a 1M-token budget (223 grpo updates) lies far past 2x its last eval."""
+    n = np.tile(np.arange(6, dtype=float), 2)
+    y = np.array([60, 63, 66, 68, 70, 71, 61, 64, 66, 69, 70, 72], float)
+    return ReferenceCurve(updates=n, accuracy=y, seeds=np.repeat([0, 1], 6), source="short.csv")
+
+
+def _cells(text, arm):
+    [line] = [x for x in text.splitlines() if x.split()[:1] == [arm] and "[" in x]
+    return line.split()  # arm, tokens, raw rho, rho, [lo, hi] (2 cells), SNR, eff.updates, accuracy, gain, ...
+
+
+def test_grpos_accuracy_is_marked_as_the_titles_when_the_curve_gives_no_verdict():
+    sec = forecast_section(_probe(1_000_000), curve=_short_curve(), curve_spec="short.csv", method="cost_only")
+    assert sec["no_verdict_reason"].startswith("grpo's 223 effective updates lie 44.6x past the curve's last eval")
+    text = format_forecast(sec)
+    acc = f"{sec['grpo_accuracy']:.1f}"
+    assert f"(grpo reaches {acc}* points there)" in text.splitlines()[1]
+    grpo = _cells(text, "outcome")
+    assert grpo[8:10] == [f"{acc}*", "+0.0"]  # accuracy marked as in the title; the 0 gain by definition is not
+    hybrid = _cells(text, "hybrid")
+    assert hybrid[8].endswith("*") and hybrid[9].endswith("*")
+
+
+def test_no_mark_where_the_curve_gives_verdicts():
+    text = format_forecast(forecast_section(_probe(250_000), curve=synthetic_curve(noise=0.3, seeds=4),
+                                            curve_spec="synthetic", method="cost_only"))
+    assert "*" not in " ".join(_cells(text, "outcome") + _cells(text, "hybrid"))
