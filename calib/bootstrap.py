@@ -29,7 +29,11 @@ there are only C(2K - 1, K) distinct resamples (3 with 2 studies, 1716 with 7), 
 cluster-bootstrap intervals with under about 20-50 clusters are known to be too narrow (Cameron,
 Gelbach & Miller 2008, "Bootstrap-based improvements for inference with clustered errors").
 With fewer than 2 studies no interval is given (``interval`` None, ``reason`` says why): the
-study-to-study variation cannot be estimated from one study.
+study-to-study variation cannot be estimated from one study. Nor under ``min_studies``
+(:func:`cluster_mean_interval`; 2 by default here, :data:`MIN_INTERVAL_STUDIES` = 5 in ``calib report``, as for
+the pooled tau of :func:`pooled_interval`): with 2 studies the 3 distinct resamples are both studies, the one
+twice or the other twice, so the "interval" is little more than the two studies' own values (an MAE of
+1.52 [1.51, 1.53] says only that the two studies' MAEs are 1.51 and 1.53, not that the MAE is known to 0.01).
 
 Why numpy rather than :func:`scipy.stats.bootstrap`: scipy resamples the observations of its data
 arrays, so a cluster bootstrap needs the study ids as the data and the ratio above as a vectorized
@@ -50,6 +54,13 @@ import pandas as pd
 RESAMPLES = 5000
 LEVEL = 0.95
 SEED = 0
+MIN_INTERVAL_STUDIES = 5
+"""Fewest studies for which the calibration report gives a study-cluster bootstrap interval: the pooled tau's and
+rho's (:func:`pooled_interval`), and every MAE's, paired MAE difference's and seed-noise floor's
+(``min_studies`` of :func:`cluster_mean_interval`, which ``calib report`` passes). A percentile bootstrap over few
+clusters undercovers (module docstring; :func:`pooled_interval`)."""
+FEW_CLUSTERS = "a percentile bootstrap over few clusters undercovers: Cameron & Miller 2015"
+"""Why an interval is withheld under ``min_studies`` studies (the end of :func:`few_studies_reason`)."""
 
 
 @dataclass(frozen=True)
@@ -137,8 +148,30 @@ def cluster_counts(clusters, *, resamples: int = RESAMPLES,
     return np.asarray(labels), codes, counts
 
 
+def check_min_studies(min_studies) -> None:
+    """Check the fewest studies for an interval (:func:`cluster_mean_interval`, :func:`pooled_interval`).
+
+    Raises
+    ------
+    ValueError
+        ``min_studies`` is not an integer of at least 2.
+    """
+    if isinstance(min_studies, bool) or not isinstance(min_studies, (int, np.integer)) or min_studies < 2:
+        raise ValueError(f"min_studies must be an integer of at least 2 (a bootstrap over studies needs 2), "
+                         f"got {min_studies!r}")
+
+
+def few_studies_reason(k: int, min_studies: int, *, unit: str = "studies", kind: str = "study-cluster") -> str:
+    """Why no interval is given over ``k`` studies, fewer than ``min_studies`` (the ``reason`` of an interval).
+
+    E.g. ``"2 studies: no study-cluster bootstrap interval under 5 (a percentile bootstrap over few clusters
+    undercovers: Cameron & Miller 2015)"``; :func:`pooled_interval` says ``"ranked studies"`` and ``"study-level"``.
+    """
+    return f"{k} {unit}: no {kind} bootstrap interval under {min_studies} ({FEW_CLUSTERS})"
+
+
 def cluster_mean_interval(values, clusters, *, resamples: int = RESAMPLES, level: float = LEVEL,
-                          seed: int = SEED) -> ClusterInterval:
+                          seed: int = SEED, min_studies: int = 2) -> ClusterInterval:
     """Mean of ``values`` over rows, with a 95% (``level``) study-cluster bootstrap percentile interval.
 
     An interval, not a p-value: it describes the spread of the mean over resampled sets of studies
@@ -152,18 +185,23 @@ def cluster_mean_interval(values, clusters, *, resamples: int = RESAMPLES, level
         The study of each row; rows of one study are resampled together.
     resamples, level, seed
         B (default 5000), the interval's level (default 0.95), the seed (default 0).
+    min_studies : int
+        Fewest studies for an interval (default 2, the least a bootstrap over studies needs; ``calib report``
+        passes :data:`MIN_INTERVAL_STUDIES`, 5: module docstring).
 
     Returns
     -------
     ClusterInterval
-        ``interval`` None and a ``reason`` when there are no rows or fewer than 2 studies.
+        ``interval`` None and a ``reason`` when there are no rows, fewer than 2 studies, or fewer than
+        ``min_studies`` (:func:`few_studies_reason`); ``estimate`` is the mean all the same.
 
     Raises
     ------
     ValueError
-        Lengths differ, a value is not finite, or bad ``resamples``/``level`` (the message names it).
+        Lengths differ, a value is not finite, or bad ``resamples``/``level``/``min_studies`` (the message names it).
     """
     check_settings(resamples, level)
+    check_min_studies(min_studies)
     v = np.asarray(values, dtype=np.float64).ravel()
     c = np.asarray(clusters, dtype=object).ravel()
     if v.shape != c.shape:
@@ -181,6 +219,8 @@ def cluster_mean_interval(values, clusters, *, resamples: int = RESAMPLES, level
         return ClusterInterval(estimate, None, f"{k} study: a study-cluster bootstrap needs at least 2 studies "
                                                "(the study-to-study variation cannot be estimated from one)",
                                k, **common)
+    if k < min_studies:
+        return ClusterInterval(estimate, None, few_studies_reason(k, min_studies), k, **common)
     sums = np.bincount(codes, weights=v, minlength=k)  # S_k, shape (K,)
     sizes = np.bincount(codes, minlength=k).astype(np.float64)  # n_k, shape (K,)
     stats = (counts @ sums) / (counts @ sizes)  # shape (B,)
@@ -205,7 +245,7 @@ def per_row_interval(statistic, columns: dict, clusters, **settings) -> ClusterI
     clusters : array-like, shape (n_rows,)
         The study of each row.
     **settings
-        ``resamples``, ``level``, ``seed`` of :func:`cluster_mean_interval`.
+        ``resamples``, ``level``, ``seed``, ``min_studies`` of :func:`cluster_mean_interval`.
 
     Raises
     ------
@@ -232,7 +272,7 @@ def mae_interval(predicted, realized, clusters, **settings) -> ClusterInterval:
     Returns
     -------
     ClusterInterval
-        An interval, not a p-value; None with a reason below 2 studies.
+        An interval, not a p-value; None with a reason below 2 studies (or ``min_studies``).
 
     Raises
     ------
@@ -268,11 +308,6 @@ def mae_difference_interval(predicted_a, predicted_b, realized, clusters, **sett
     return per_row_interval(lambda a, b, y: np.abs(a - y) - np.abs(b - y),
                             {"predicted_a": predicted_a, "predicted_b": predicted_b, "realized": realized},
                             clusters, **settings)
-
-MIN_INTERVAL_STUDIES = 5
-"""Fewest ranked studies for which :func:`pooled_interval` gives an interval (a percentile bootstrap over few
-clusters undercovers: :func:`pooled_interval`)."""
-
 
 def pooled_interval(values, weights, studies, *, resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED,
                     min_studies: int = MIN_INTERVAL_STUDIES) -> tuple[list | None, str | None]:
@@ -315,9 +350,7 @@ def pooled_interval(values, weights, studies, *, resamples: int = RESAMPLES, lev
         ``resamples``/``level`` (:func:`calib.bootstrap.check_settings`) or ``min_studies`` under 2.
     """
     check_settings(resamples, level)
-    if isinstance(min_studies, bool) or not isinstance(min_studies, (int, np.integer)) or min_studies < 2:
-        raise ValueError(f"min_studies must be an integer of at least 2 (a bootstrap over studies needs 2), "
-                         f"got {min_studies!r}")
+    check_min_studies(min_studies)
     v, w = np.asarray(values, np.float64).ravel(), np.asarray(weights, np.float64).ravel()
     labels = np.asarray(studies, dtype=object).ravel()
     if not v.size == w.size == labels.size:
@@ -328,8 +361,7 @@ def pooled_interval(values, weights, studies, *, resamples: int = RESAMPLES, lev
     if len(set(labels)) < labels.size:
         raise ValueError("a study is named twice in studies: give each ranked study once")
     if labels.size < min_studies:
-        return None, (f"{labels.size} ranked studies: no study-level bootstrap interval under {min_studies} (a "
-                      "percentile bootstrap over few clusters undercovers: Cameron & Miller 2015)")
+        return None, few_studies_reason(labels.size, min_studies, unit="ranked studies", kind="study-level")
     _, codes, counts = cluster_counts(labels, resamples=resamples, seed=seed)
     wk, wv = np.zeros(labels.size), np.zeros(labels.size)
     wk[codes], wv[codes] = w, w * v  # in the sorted order of the labels, as counts' columns

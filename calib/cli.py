@@ -191,16 +191,15 @@ def _report(args) -> int:
             write_json(args.validation_out, record, indent=2, newline=True)
         except OutputDirError as e:  # its message ends "choose another --out": the option at fault is this one
             raise OutputDirError(e.errno, str(e).replace("--out", "--validation-out")) from e
-    print(f"wrote {args.out}/report.html and metrics.json ({m['rows']} runs, {len(m['arms'])} arms, "
-          f"{m['n_studies']} studies)")
+    print(f"wrote {args.out}/report.html and metrics.json ({m['rows']} runs of {len(m['arms'])} arms besides grpo, "
+          f"distinct names over {m['n_studies']} studies; study-arms below count an arm once per study)")
     for note in m["notes"]:
         print(f"note: {note}")
     if args.validation_out:
         print(f"wrote {args.validation_out}: --forecaster auto uses {record['best']} ({record['evidence']})")
     b = m.get("bootstrap") or {}
     for cv in m["cv_modes"]:
-        print(f"leave one {cv} out, MAE [{b.get('level', 0.95):.0%} study-cluster bootstrap interval, "
-              f"{b.get('resamples')} resamples of {b.get('n_clusters')} studies] as forecast -> calibrated "
+        print(f"leave one {cv} out, MAE [{_boot_what(b)}] as forecast -> calibrated "
               f"({m['method']}), on the {m['common_rows']} runs all compared forecasters cover:")
         for f, e in m["errors"][cv].items():
             raw, cal = e["raw"].get("common", e["raw"]), e["calibrated"].get("common", e["calibrated"])
@@ -221,7 +220,8 @@ def _report(args) -> int:
     for col, r in m["ranking"].items():
         print(f"ranking by {col:<36} Kendall tau {_n(r['kendall_tau'], '+.2f')} "
               f"{_iv(r, 'kendall_tau_interval', '+.2f')} (p {p_value_text(r)}), "
-              f"Spearman rho {_n(r['spearman_rho'], '+.2f')}, {r['n_arms']} arms in {r['n_studies']} studies; "
+              f"Spearman rho {_n(r['spearman_rho'], '+.2f')}, {r['n_arms']} study-arms (grpo's too) in "
+              f"{r['n_studies']} studies; "
               f"ceiling {_n(r.get('oracle_kendall_tau', math.nan), '+.2f')}, "
               f"significant from {_n(r.get('critical_kendall_tau', math.nan), '+.2f')}")
     print(f"([lo, hi]: the tau's {(m.get('bootstrap') or {}).get('level', 0.95):.0%} study-cluster bootstrap "
@@ -236,6 +236,14 @@ def _report(args) -> int:
     return 0
 
 
+def _boot_what(b: dict) -> str:
+    """What the ``[lo, hi]`` beside an MAE is (``metrics["bootstrap"]``), or why there is none (under min_studies)."""
+    k, least = b.get("n_clusters") or 0, b.get("min_studies", 2)
+    if k < least:
+        return f"no study-cluster bootstrap interval: {k} studies, under {least}"
+    return f"{b.get('level', 0.95):.0%} study-cluster bootstrap interval, {b.get('resamples')} resamples of {k} studies"
+
+
 def _print_floor(m: dict, cv: str) -> None:
     """The seed-noise floor beside the errors (:mod:`calib.noise_floor`): run level, then arm means."""
     fl = m.get("seed_noise_floor")
@@ -246,13 +254,14 @@ def _print_floor(m: dict, cv: str) -> None:
         return
     left = f"; {fl['single_seed_arms']} arm(s) of one seed left out" if fl.get("single_seed_arms") else ""
     print(f"  {'seed-noise floor':<24}{_n(fl['estimate'])} {_iv(fl, 'interval')}   (what a forecaster knowing each "
-          f"arm's mean would miss single runs by, from the seed noise of {fl['arms']} arms{left}; it leaves out "
+          f"arm's mean would miss single runs by, from the seed noise of {fl['arms']} study-arms{left}; it leaves out "
           "grpo's own noise and is itself uncertain, so an MAE near it is at the floor)")
     print("  on arm means (each arm once, mean over its seeds):")
     for f, e in m["errors"][cv].items():
         a = e["raw"].get("common", {}).get("arm_level")
         if a:
-            over = f"{a['arms']} arms" if a["floor_arms"] == a["arms"] else f"{a['arms']} arms, floor over {a['floor_arms']}"
+            over = f"{a['arms']} study-arms" + ("" if a["floor_arms"] == a["arms"]
+                                                else f", floor over {a['floor_arms']}")
             print(f"    {f:<22}{_n(a['mae']['estimate'])} {_iv(a['mae'], 'interval')}   "
                   f"floor {_n(a['floor']['estimate'])} {_iv(a['floor'], 'interval')}   ({over}, as forecast)")
     _print_heldout(m.get("heldout_floor"))
@@ -269,7 +278,8 @@ def _print_heldout(h: dict | None) -> None:
     items = ", ".join(map(str, sorted({a["items"] for a in h["arms"]})))
     sizes = "   ".join(f"{heldout_label(f['multiple'])} {_n(f['estimate'])} {_iv(f, 'interval')}" for f in h["floors"])
     print(f"  {'held-out split':<24}floor on {sizes}   (N = {items} held-out items; {h['runs']} runs, "
-          f"{len(h['arms'])} arms; on average {_n(h['heldout_share'])} of the seeds' variance is the held-out set's "
+          f"{len(h['arms'])} study-arms; on average {_n(h['heldout_share'])} of the seeds' variance is the held-out "
+          "set's "
           "own error, which more items remove)")
     if h["skipped"]:
         print(f"  {'':<24}not split: {'; '.join(h['skipped'])}")

@@ -117,7 +117,7 @@ def seed_noise_floor(realized, arms, studies, **settings) -> dict:
     realized, arms, studies
         As :func:`arm_seed_noise`.
     **settings
-        ``resamples``, ``level``, ``seed`` of :func:`calib.bootstrap.cluster_mean_interval`.
+        ``resamples``, ``level``, ``seed``, ``min_studies`` of :func:`calib.bootstrap.cluster_mean_interval`.
 
     Returns
     -------
@@ -206,7 +206,7 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
     reference_arm : str
         The arm gains are paired with, seed by seed (calib's targets: :mod:`calib.dataset`).
     **settings
-        ``resamples``, ``level``, ``seed`` of :func:`calib.bootstrap.cluster_mean_interval`.
+        ``resamples``, ``level``, ``seed``, ``min_studies`` of :func:`calib.bootstrap.cluster_mean_interval`.
 
     Returns
     -------

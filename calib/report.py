@@ -16,7 +16,9 @@ only, the signal proxy, the raw first-order extrapolation), side by side:
   resampled with replacement, all rows of a drawn study together; 5000 resamples, seed 0:
   :mod:`calib.bootstrap`), and on the common rows the paired difference of each compared
   forecaster's MAE minus cost only's, with its interval from the same resamples (intervals, not
-  p-values; none with fewer than 2 studies, and a reason);
+  p-values; none under 5 studies, :data:`calib.bootstrap.MIN_INTERVAL_STUDIES`, as for the tau below, and a
+  reason: with 2 studies a percentile bootstrap has 3 distinct resamples); so too the seed-noise floors'
+  intervals (:mod:`calib.noise_floor`);
 - validation by leaving one *study* out (the headline) and one arm out within its study. With one
   study, leave-one-study-out is impossible: the report says so (not an error) and leads with
   leave-one-arm-out, whose numbers are then in-sample in every respect but the held-out arm (the
@@ -53,7 +55,8 @@ from gradprobe.layout import CV_PREDICTIONS_CSV, RUNS_CSV
 from gradprobe.outputs import removed_if_left_empty
 from gradprobe.probe_keys import entry_key
 
-from .bootstrap import LEVEL, RESAMPLES, SEED, check_settings, mae_difference_interval, mae_interval
+from .bootstrap import (LEVEL, MIN_INTERVAL_STUDIES, RESAMPLES, SEED, check_settings, mae_difference_interval,
+                        mae_interval)
 from .dataset import (FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, build_rows_many, select_rows,
                       study_dir_list)
 from .estimators import make_estimator
@@ -117,13 +120,13 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         headline calibrated gains.
 
         In ``metrics["errors"][cv][forecaster]["raw" | "calibrated"]`` (and its ``"common"`` part,
-        the rows all compared forecasters cover), beside ``mae``: ``mae_interval`` [lo, hi] (points;
-        None with fewer than 2 studies, ``mae_interval_reason`` then says why); in the ``"common"``
-        part of every compared forecaster but cost only: ``mae_difference_vs_cost_only``
+        the rows all compared forecasters cover), beside ``mae``: ``mae_interval`` [lo, hi] (points; None under 5
+        studies, ``mae_interval_reason`` then says why: :func:`_bootstrap_record`); in the ``"common"`` part of every
+        compared forecaster but cost only: ``mae_difference_vs_cost_only``
         {estimate, interval, reason, n_clusters, rows} (MAE minus cost only's on the same rows,
         < 0: better than cost only); ``arm_level`` (MAE on arm means, :mod:`calib.noise_floor`), and
-        ``metrics["seed_noise_floor"]``, ``metrics["heldout_floor"]`` (:func:`_floors`). ``metrics["bootstrap"]``:
-        {resamples, level, seed, clusters: "study", n_clusters (studies among the common rows), method}.
+        ``metrics["seed_noise_floor"]``, ``metrics["heldout_floor"]`` (:func:`_floors`); ``metrics["bootstrap"]``
+        (:func:`_bootstrap_record`).
         ``metrics["ranking"]``: :func:`calib.metrics.pooled_rank_agreement` (``kendall_tau_interval`` too) by score.
 
     Raises
@@ -139,8 +142,9 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     modes, notes = _cv_modes(cv, int(rows["study"].nunique()))
     rows, base, compared = _common_rows(rows, include_reference, notes)
     boot = {"resamples": bootstrap_resamples, "level": bootstrap_level, "seed": bootstrap_seed}
+    per_row = {**boot, "min_studies": MIN_INTERVAL_STUDIES}  # the tau's rule (pooled_interval) for every interval
     settings = {"method": method, "interval": interval, "level": confidence_level,
-                "include_reference": include_reference, "boot": boot}
+                "include_reference": include_reference, "boot": per_row}
     long, errors = [], {}
     for mode in modes:
         errors[mode] = _mode_errors(rows, mode, compared, notes if mode == modes[0] else [], long, **settings)
@@ -152,15 +156,23 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         "headline_cv": head, "cv_modes": modes, "notes": notes, "forecaster": forecaster, "method": method,
         "interval": interval, "confidence_level": confidence_level, "include_reference": include_reference,
         **_what_rows(rows, base, compared, include_reference),
-        **_floors(common, study_dirs, boot),
+        **_floors(common, study_dirs, per_row),
         "errors": errors, "ranking": ranking, "ranking_common_arms": ranking_common,
         **_headline(errors[head][forecaster]),
-        "bootstrap": {**boot, "clusters": "study", "n_clusters": int(base.loc[base["all_forecasters"], "study"].nunique()),
-                      "method": BOOTSTRAP_METHOD},
+        "bootstrap": _bootstrap_record(per_row, base),
         **{k: r[k] for k in ("kendall_tau", "kendall_tau_interval", "kendall_tau_interval_reason", "p_kendall",
                              "spearman_rho", "p_spearman")}, "versions": software_versions(), "units": UNITS,
     }
     return metrics, cv_rows, table
+
+
+def _bootstrap_record(per_row: dict, base: pd.DataFrame) -> dict:
+    """``metrics["bootstrap"]``: {resamples, level, seed, min_studies, clusters: "study", n_clusters (studies among
+    the common rows of ``base``), method}. Every study-cluster interval of the report (MAEs, paired differences,
+    seed-noise floors; the pooled tau's and rho's too, :func:`calib.bootstrap.pooled_interval`) is None under
+    ``min_studies`` (:data:`calib.bootstrap.MIN_INTERVAL_STUDIES`, 5) studies, its reason saying so."""
+    return {**per_row, "clusters": "study", "n_clusters": int(base.loc[base["all_forecasters"], "study"].nunique()),
+            "method": BOOTSTRAP_METHOD}
 
 
 def _check_settings(**settings) -> None:

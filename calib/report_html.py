@@ -7,7 +7,7 @@ Figures (PNG bytes, seaborn on matplotlib's Agg backend):
   coloured by study;
 - ``mae_by_forecaster``: MAE before and after calibration per forecaster, on the rows all
   forecasters cover, per validation scheme, with its 95% study-cluster bootstrap interval as an
-  error bar (:mod:`calib.bootstrap`);
+  error bar (:mod:`calib.bootstrap`; none, and the title says so, under ``min_studies`` studies);
 - ``residuals_by_arm``: the headline forecaster's residuals by arm, before and after;
 - ``accuracy_vs_tokens``: every run's held-out accuracy against generated tokens, one panel per
   study, with the token budget.
@@ -108,19 +108,22 @@ def _limits(df: pd.DataFrame) -> list:
 
 
 def _fig_mae(m: dict) -> bytes:
-    """Bars: MAE on the common rows; error bars: its study-cluster bootstrap interval (none below 2 studies)."""
+    """Bars: MAE on the common rows; error bars: its study-cluster bootstrap interval (none under ``min_studies``)."""
     plt, sns = _plt()
     whens = (("raw", "as forecast"), ("calibrated", "calibrated"))
     colors = sns.color_palette("tab10", len(whens))
     fig, axes = plt.subplots(1, len(m["cv_modes"]), figsize=(6.5 * len(m["cv_modes"]), 4.2), squeeze=False)
     width = 0.38
+    least = (m.get("bootstrap") or {}).get("min_studies", 2)
     for ax, cv in zip(axes[0], m["cv_modes"]):
+        missing = False
         for i, (key, when) in enumerate(whens):
-            x, y, lo, hi = [], [], [], []
+            x, y, lo, hi, has = [], [], [], [], []
             for j, f in enumerate(FORECASTERS):
                 r = m["errors"][cv][f][key].get("common")
                 if r is None or r["mae"] is None or not np.isfinite(r["mae"]):
                     continue
+                has.append(r.get("mae_interval") is not None)
                 iv = r.get("mae_interval") or [r["mae"], r["mae"]]
                 x.append(j + (i - 0.5) * width)
                 y.append(r["mae"])
@@ -128,15 +131,21 @@ def _fig_mae(m: dict) -> bytes:
                 hi.append(iv[1] - r["mae"])
             if x:
                 ax.bar(x, y, width, color=colors[i], label=when)
-                ax.errorbar(x, y, yerr=[lo, hi], fmt="none", ecolor="k", elinewidth=1, capsize=3)
+                ok = [k for k, h in enumerate(has) if h]  # no error bar where there is no interval
+                if ok:
+                    ax.errorbar([x[k] for k in ok], [y[k] for k in ok], yerr=[[lo[k] for k in ok], [hi[k] for k in ok]],
+                                fmt="none", ecolor="k", elinewidth=1, capsize=3)
+                missing = missing or len(ok) < len(x)
                 for xi, yi, top in zip(x, y, np.add(y, hi)):  # the value above its interval's upper end
                     ax.annotate(f"{yi:.2f}", (xi, top), xytext=(0, 2), textcoords="offset points", ha="center",
                                 va="bottom", fontsize=7)
         ax.set_xticks(range(len(FORECASTERS)), [short(f) for f in FORECASTERS], rotation=15)
         ax.set_ylabel("MAE (points)")
         ax.legend(fontsize=8)
-        ax.set_title(f"leave one {cv} out, on the {m['common_rows']} runs all compared forecasters cover\n"
-                     "bars: 95% study-cluster bootstrap interval", fontsize=9)
+        bars = (f"no study-cluster bootstrap interval under {least} studies (few clusters: too narrow)" if missing
+                else "bars: 95% study-cluster bootstrap interval")
+        ax.set_title(f"leave one {cv} out, on the {m['common_rows']} runs all compared forecasters cover\n{bars}",
+                     fontsize=9)
     return _png(fig)
 
 
@@ -196,18 +205,23 @@ def _fmt(x, spec="+.2f") -> str:
 
 
 def ci_text(iv, spec=".2f") -> str:
-    """``[lo, hi]`` of an interval (points), or ``[no interval]`` when it is None (fewer than 2 studies)."""
+    """``[lo, hi]`` of an interval (points), or ``[no interval]`` when it is None (too few studies)."""
     if iv is None:
         return "[no interval]"
     return f"[{format(iv[0], spec)}, {format(iv[1], spec)}]"
 
 
+def _ci_html(iv, reason, spec=".2f") -> str:
+    """:func:`ci_text`, with the reason of a missing interval (e.g. under 5 studies) as the tooltip of
+    ``[no interval]``."""
+    if iv is None and reason:
+        return f"<span title=\"{html.escape(reason)}\">[no interval]</span>"
+    return ci_text(iv, spec)
+
+
 def _mae_cell(r: dict) -> str:
     """MAE with its bootstrap interval; the reason of a missing interval as a tooltip."""
-    iv = r.get("mae_interval")
-    if iv is None and r.get("mae_interval_reason"):
-        return f"{_fmt(r['mae'], '.2f')} <span title=\"{html.escape(r['mae_interval_reason'])}\">[no interval]</span>"
-    return f"{_fmt(r['mae'], '.2f')} {ci_text(iv)}"
+    return f"{_fmt(r['mae'], '.2f')} {_ci_html(r.get('mae_interval'), r.get('mae_interval_reason'))}"
 
 
 def _difference_table(m: dict, cv: str) -> str:
@@ -226,7 +240,7 @@ def _difference_table(m: dict, cv: str) -> str:
             if r is None:
                 cells.append("n/a")
             elif r["interval"] is None:
-                cells.append(f"{_fmt(r['estimate'])} <span title=\"{e(r['reason'] or '')}\">[no interval]</span>")
+                cells.append(f"{_fmt(r['estimate'])} {_ci_html(None, r['reason'] or 'not recorded')}")
             else:
                 cells.append(f"{_fmt(r['estimate'])} {ci_text(r['interval'], '+.2f')}")
         body += "<tr>" + "".join(f"<td class=n>{c}</td>" for c in cells) + "</tr>"
@@ -248,17 +262,20 @@ def _floor_html(m: dict, cv: str) -> str:
         a = m["errors"][cv][f]["raw"].get("common", {}).get("arm_level")
         if a:
             rows += (f"<tr><td>{html.escape(short(f))}</td><td class=n>{_fmt(a['mae']['estimate'], '.2f')} "
-                     f"{ci_text(a['mae']['interval'])}</td><td class=n>{_fmt(a['floor']['estimate'], '.2f')} "
-                     f"{ci_text(a['floor']['interval'])}</td><td class=n>{a['arms']}"
+                     f"{_ci_html(a['mae']['interval'], a['mae']['reason'])}</td><td class=n>"
+                     f"{_fmt(a['floor']['estimate'], '.2f')} {_ci_html(a['floor']['interval'], a['floor']['reason'])}"
+                     f"</td><td class=n>{a['arms']}"
                      + ("" if a["floor_arms"] == a["arms"] else f" (floor over {a['floor_arms']})") + "</td></tr>")
     left = f"; {fl['single_seed_arms']} arm(s) of one seed left out" if fl.get("single_seed_arms") else ""
     return (f"<p>Seed-noise floor of the run-level MAE on these runs: {_fmt(fl['estimate'], '.2f')} "
-            f"{ci_text(fl['interval'])} points ({fl['arms']} arms with 2 or more seeds, {fl['runs']} runs{left}): even a "
+            f"{_ci_html(fl['interval'], fl['reason'])} points ({fl['arms']} study-arms with 2 or more seeds, "
+            f"{fl['runs']} runs{left}): even a "
             "forecaster that knew each arm's mean gain exactly would be off by about this much on single runs. It "
             "leaves out grpo's own noise and is itself uncertain (its interval), so an MAE near it is at the floor. "
             f"Method: {html.escape(fl['method'])}.</p>"
             "<p>On arm means (each arm once: mean forecast vs mean realized over its seeds), as forecast:</p>"
-            "<table><tr><th>forecaster</th><th>MAE [95% interval]</th><th>floor of arm means</th><th>arms</th></tr>"
+            "<table><tr><th>forecaster</th><th>MAE [95% interval]</th><th>floor of arm means</th><th>study-arms</th>"
+            "</tr>"
             f"{rows}</table>{_heldout_html(m.get('heldout_floor'))}")
 
 
@@ -271,11 +288,12 @@ def _heldout_html(h: dict | None) -> str:
         return f"<p>Held-out split of the floor: n/a.{skipped}</p>"
     items = ", ".join(map(str, sorted({a["items"] for a in h["arms"]})))
     cells = "".join(f"<tr><td>{html.escape(heldout_label(f['multiple']))}</td><td class=n>"
-                    f"{_fmt(f['estimate'], '.2f')} {ci_text(f['interval'])}</td></tr>" for f in h["floors"])
+                    f"{_fmt(f['estimate'], '.2f')} {_ci_html(f['interval'], f['reason'])}</td></tr>"
+                    for f in h["floors"])
     return (f"<p>How much of that floor is the held-out set (N = {items} items, the same for every seed): on average "
             f"{_fmt(h['heldout_share'], '.2f')} of the seeds' variance is the held-out set's own error, which a larger "
-            f"held-out set removes; the rest is training randomness ({h['runs']} runs, {len(h['arms'])} arms with "
-            f"per-item results).{skipped} Method: {html.escape(h['method'])}.</p>"
+            f"held-out set removes; the rest is training randomness ({h['runs']} runs, {len(h['arms'])} study-arms "
+            f"with per-item results).{skipped} Method: {html.escape(h['method'])}.</p>"
             f"<table><tr><th>held-out items</th><th>run-level floor [95% interval]</th></tr>{cells}</table>")
 
 
@@ -324,7 +342,7 @@ def _interval_cell(r: dict, key: str) -> str:
 def _ranking_table(rk: dict) -> str:
     head = ("<tr><th>ranked by</th><th>Kendall tau</th><th>tau interval</th><th>p</th><th>Spearman rho</th>"
             "<th>rho interval</th><th>p</th><th>studies</th>"
-            "<th>arms</th><th>test</th><th>ceiling of tau</th><th>tau significant from</th></tr>")
+            "<th>study-arms (grpo included)</th><th>test</th><th>ceiling of tau</th><th>tau significant from</th></tr>")
     body = "".join(
         f"<tr><td>{html.escape(short(c))}</td><td class=n>{_fmt(r['kendall_tau'], '+.3f')}</td>"
         f"{_interval_cell(r, 'kendall_tau_interval')}"
@@ -346,7 +364,9 @@ def _boot_text(m: dict) -> str:
     return (f"{b['level']:.0%} percentile intervals of a study-cluster bootstrap ({b['resamples']} resamples of the "
             f"{b['n_clusters']} studies with replacement, every run of a drawn study together; seed {b['seed']}; "
             "Efron &amp; Tibshirani 1993). They are intervals, not p-values; with few studies they are optimistic "
-            "(few distinct resamples), and with fewer than 2 studies none is given.")
+            f"(few distinct resamples), and under {b.get('min_studies', 2)} studies none is given ([no interval], the "
+            "reason as its title), as for the tau: a percentile bootstrap over few clusters undercovers (Cameron "
+            "&amp; Miller 2015).")
 
 
 def _rank_interval_text(m: dict) -> str:
@@ -387,7 +407,9 @@ p.note{{background:#fff4d6;padding:6px 10px;border-left:4px solid #e0a800}}</sty
 <p>Studies ({m['n_studies']}): {e(', '.join(m['studies']))} (folders: {e(', '.join(str(d) for d in study_dirs))});
 models: {e(', '.join(m['models']))}; tasks: {e('; '.join(m['tasks']))}.</p>
 <p>Target: realized gain vs grpo of one training run at the study's generated-token budget (accuracy points);
-{m['rows']} runs of {len(m['arms'])} arms ({m['grpo_rows_left_out']} grpo runs left out: 0 = 0 by definition).
+{m['rows']} runs of {len(m['arms'])} arms besides grpo (distinct arm names over the {m['n_studies']} studies;
+"study-arms" below count an arm once per study it is in; {m['grpo_rows_left_out']} grpo runs left out: 0 = 0 by
+definition).
 Calibration: realized ~ f(forecast), {e(m['method'])} (Huber linear or isotonic), refitted without the held-out group;
 intervals: {e(m['interval'])} conformal (MAPIE) at {lvl:.0%}, nested inside each held-out fold; coverage = share of
 held-out runs inside their interval (count in brackets), width = mean interval width (points).</p>

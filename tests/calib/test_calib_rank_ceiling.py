@@ -73,8 +73,8 @@ def test_a_ranked_arm_of_one_seed_leaves_the_pooled_ceiling_undefined_with_its_r
          "errors": {"study": {"forecast_cost_only": {"raw": {"common": {"arm_level": arm}}}}}}
     _print_floor(m, "study")
     out = capsys.readouterr().out
-    assert "seed noise of 2 arms; 1 arm(s) of one seed left out" in out
-    assert "(3 arms, floor over 2, as forecast)" in out
+    assert "seed noise of 2 study-arms; 1 arm(s) of one seed left out" in out
+    assert "(3 study-arms, floor over 2, as forecast)" in out
 
 
 def test_coverage_of_infinite_intervals_is_marked():

@@ -87,22 +87,26 @@ def test_report_numbers_are_those_of_the_held_out_predictions(report):
 
 
 def test_report_gives_the_seed_noise_floor_and_errors_on_arm_means(report):
+    from calib.bootstrap import MIN_INTERVAL_STUDIES
     from calib.noise_floor import arm_level_errors, seed_noise_floor
 
     _, out, m = report
     rows = pd.read_csv(out / "rows.csv")
     common = rows[~rows["is_reference"] & np.isfinite(rows[list(m["compared_forecasters"])]).all(axis=1)]
     assert len(common) == m["common_rows"] == 60
-    expect = seed_noise_floor(common["target"], common["arm"], common["study"])
+    expect = seed_noise_floor(common["target"], common["arm"], common["study"], min_studies=MIN_INTERVAL_STUDIES)
     assert m["seed_noise_floor"] == expect and expect["arms"] == 15 and expect["runs"] == 60
-    # the synthetic truth's seed noise is N(0, 0.3): the floor is near 0.3 sqrt(2/pi) = 0.24
-    assert 0.15 < expect["estimate"] < 0.35 and expect["interval"][0] < expect["estimate"] < expect["interval"][1]
+    assert expect["interval"] is None and expect["reason"].startswith("3 studies: no study-cluster bootstrap interval")
+    # the synthetic truth's seed noise is N(0, 0.3): the floor is near 0.3 sqrt(2/pi) = 0.24 (interval: 2-study minimum)
+    loose = seed_noise_floor(common["target"], common["arm"], common["study"])["interval"]
+    assert 0.15 < expect["estimate"] < 0.35 and loose[0] < expect["estimate"] < loose[1]
     pred = pd.read_csv(out / "cv_predictions.csv")
     for f in m["compared_forecasters"]:
         held = pred[(pred["cv"] == "study") & (pred["forecaster"] == f) & (pred["method"] == "none")]
         held = held.merge(common[["study", "arm", "seed"]], on=["study", "arm", "seed"])
         got = m["errors"]["study"][f]["raw"]["common"]["arm_level"]
-        assert got == arm_level_errors(held["cv_pred"], held["target"], held["arm"], held["study"])
+        assert got == arm_level_errors(held["cv_pred"], held["target"], held["arm"], held["study"],
+                                       min_studies=MIN_INTERVAL_STUDIES)
         assert got["arms"] == 15 and got["floor"]["estimate"] < expect["estimate"]  # means of 4 seeds: about half
     html = (out / "report.html").read_text()
     assert f"Seed-noise floor of the run-level MAE on these runs: {expect['estimate']:.2f}" in html

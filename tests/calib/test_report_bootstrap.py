@@ -134,7 +134,7 @@ def test_bad_input_names_the_problem():
 def studies(tmp_path_factory):
     root = tmp_path_factory.mktemp("boot")
     return [write_study(root / f"s{i}", arms=default_arms(n_extra=1, rng=np.random.default_rng(20 + i)),
-                        slope=0.6, bias=-1.5, noise=0.3, seed=i) for i in range(3)]
+                        slope=0.6, bias=-1.5, noise=0.3, seed=i) for i in range(5)]
 
 
 def test_compute_records_intervals_and_differences_of_the_held_out_predictions(studies):
@@ -142,7 +142,7 @@ def test_compute_records_intervals_and_differences_of_the_held_out_predictions(s
     m, cv_rows, _ = compute(rows, cv="study", n_permutations=99)  # leave one arm out: the CLI test below
     assert m["cv_modes"] == ["study"]
     assert m["bootstrap"]["resamples"] == 5000 and m["bootstrap"]["level"] == 0.95 and m["bootstrap"]["seed"] == 0
-    assert m["bootstrap"]["clusters"] == "study" and m["bootstrap"]["n_clusters"] == 3
+    assert m["bootstrap"]["clusters"] == "study" and m["bootstrap"]["n_clusters"] == 5
     assert m["mae_interval"] == m["errors"]["study"]["forecast_probe"]["calibrated"]["mae_interval"]
     common = rows.loc[np.isfinite(rows[m["compared_forecasters"]].astype(float)).all(axis=1)
                       & ~rows["is_reference"].astype(bool) & np.isfinite(rows["target"]), ["study", "arm", "seed"]]
@@ -169,7 +169,7 @@ def test_compute_records_intervals_and_differences_of_the_held_out_predictions(s
                 cost = m["errors"][cv]["forecast_cost_only"][kind]["common"]["mae"]
                 assert d["estimate"] == pytest.approx(c["mae"] - cost, rel=1e-12)
                 assert d["interval"] == pytest.approx(ref.interval, rel=1e-12, abs=1e-12)
-                assert d["n_clusters"] == 3 and d["rows"] == len(base)
+                assert d["n_clusters"] == 5 and d["rows"] == len(base)
     # the truth is linear in the probe's forecast: calibrated, it beats cost only on every resample's study set
     d = m["errors"]["study"]["forecast_probe"]["calibrated"]["common"]["mae_difference_vs_cost_only"]
     assert d["interval"][1] < 0
@@ -194,7 +194,7 @@ def test_bad_bootstrap_settings_fail_before_any_fit(studies):
 
 def test_report_files_and_cli_summary_carry_the_intervals(studies, tmp_path, capsys, synthetic):  # noqa: F811
     out = tmp_path / "rep"
-    assert calib_main(["report", *map(str, studies[:2]), "--out", str(out)]) == 0
+    assert calib_main(["report", *map(str, studies), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     m = json.loads((out / "metrics.json").read_text())
     raw = m["errors"]["study"]["forecast_cost_only"]["raw"]["common"]
@@ -203,15 +203,15 @@ def test_report_files_and_cli_summary_carry_the_intervals(studies, tmp_path, cap
     d = m["errors"]["study"]["forecast_probe"]["raw"]["common"]["mae_difference_vs_cost_only"]
     assert re.search(rf"forecast_probe - cost only\s+{d['estimate']:+.2f} \[{d['interval'][0]:+.2f}, "
                      rf"{d['interval'][1]:+.2f}\]", printed)
-    assert "5000 resamples of 2 studies" in printed
+    assert "5000 resamples of 5 studies" in printed
     html = (out / "report.html").read_text()
     assert f"{raw['mae']:.2f} [{lo:.2f}, {hi:.2f}]" in html
     assert f"{d['estimate']:+.2f} [{d['interval'][0]:+.2f}, {d['interval'][1]:+.2f}]" in html
-    assert "probe - cost only" in html and "study-cluster bootstrap (5000 resamples of the 2 studies" in html
+    assert "probe - cost only" in html and "study-cluster bootstrap (5000 resamples of the 5 studies" in html
     assert m["cv_modes"] == ["study", "arm"] and "Leave one arm out" in html
     for f in FORECASTERS:
         for kind in ("raw", "calibrated"):
             arm = m["errors"]["arm"][f][kind]["common"]
             assert arm["mae_interval"][0] <= arm["mae"] <= arm["mae_interval"][1]
             assert ("mae_difference_vs_cost_only" in arm) == (f != "forecast_cost_only")
-    assert m["bootstrap"]["n_clusters"] == 2
+    assert m["bootstrap"]["n_clusters"] == 5
