@@ -195,9 +195,6 @@ class ProbeFolder:
 
     path: Path
     earlier: list[str] = field(default_factory=list)
-    #: ``batch_K`` folders of the earlier probe that also hold other files (a user's), kept: name -> (the probe's
-    #: own files in it with their (inode, mtime) on entry, the other names); see :func:`_stale_batch_files`.
-    kept_batches: dict = field(default_factory=dict)
 
 
 def _warn(message: str) -> None:
@@ -220,17 +217,14 @@ def replacing_earlier_probe(out, say=_warn):
     either way ``say`` is told first. Files move between ``out`` and ``.earlier-probe`` (either way) only while
     ``.earlier-probe/manifest.json`` names them all: a ``.earlier-probe/`` holding it was left by a probe killed
     while moving them, and the part of the earlier probe moved is put back beside the part still in ``out``.
-    A ``batch_K/`` folder of the earlier probe that also holds other files (a user's ``mydata.csv``) is kept, not
-    moved: when the block ends normally the earlier probe's own files in it (:data:`PROBE_FILES` names this probe
-    did not rewrite) are deleted, so they are not read as this probe's batches, and ``say`` names the folders, the
-    files kept and the files deleted; when it raises they are left as they were.
+    A folder whose earlier probe's ``batch_K/`` folders also hold other files (a user's ``mydata.csv``) is refused
+    before anything moves (:func:`_refuse_mixed_batch_folders`): they cannot be moved aside whole.
 
     Parameters
     ----------
     out : path
     say : callable(str), optional
-        Receives one line per thing done to a leftover ``.earlier-probe/`` or to kept ``batch_K/`` folders
-        (default: :func:`warnings.warn`).
+        Receives one line per thing done to a leftover ``.earlier-probe/`` (default: :func:`warnings.warn`).
 
     Yields
     ------
@@ -241,14 +235,14 @@ def replacing_earlier_probe(out, say=_warn):
     OutputDirError (an OSError)
         ``out`` holds a training run, a study, a model or a study's probe (``arms.json``; the message names the
         folder, what it holds and the fix); or files named as a probe's but no ``probe.json`` (the message names
-        them and the fix: another --out, or move them away); or the earlier files cannot be moved (they are left
-        in place).
+        them and the fix: another --out, or move them away); or an earlier probe whose ``batch_K/`` folders also
+        hold other files (named, with the fix); or the earlier files cannot be moved (they are left in place).
     """
     folder = ProbeFolder(Path(out))
     if folder.path.is_dir():
+        if (folder.path / PROBE_JSON).is_file():
+            _refuse_mixed_batch_folders(folder.path)
         _move_aside(folder, say)
-        if (folder.path / PROBE_JSON).is_file() or folder.earlier:
-            folder.kept_batches = _stale_batch_files(folder.path)
     with removed_if_left_empty(folder.path):  # a folder this call found missing goes again if left empty
         try:
             yield folder
@@ -256,52 +250,41 @@ def replacing_earlier_probe(out, say=_warn):
             _roll_back(folder)
             raise
     _remove(folder.path / EARLIER)
-    _remove_stale_batch_files(folder, say)
 
 
-def _signature(path: Path) -> tuple[int, int]:
-    """(inode, mtime in ns) of ``path``: a file rewritten atomically (:mod:`gradprobe.outputs`) gets a new inode."""
-    st = path.stat()
-    return st.st_ino, st.st_mtime_ns
-
-
-def _stale_batch_files(folder: Path) -> dict:
+def _mixed_batch_folders(folder: Path) -> dict:
     """The ``batch_K`` folders in ``folder`` holding a probe's files (:data:`PROBE_FILES`, their ``.tmp`` partials)
-    and other files too, which :func:`_probe_names` leaves out: name -> ({probe file: :func:`_signature`}, [other
-    names]), both sorted."""
+    and other files too, which :func:`_probe_names` leaves out: name -> ([probe files], [other names]), sorted."""
     ours = set(PROBE_FILES) | {f"{n}.tmp" for n in PROBE_FILES}
     found = {}
     for p in sorted(folder.iterdir()):
-        if not (_BATCH_DIR.fullmatch(p.name) and p.is_dir()):
+        if not (_BATCH_DIR.fullmatch(p.name) and p.is_dir() and not p.is_symlink()):
             continue
-        inside = sorted(p.iterdir())
-        mine = {q.name: _signature(q) for q in inside if q.name in ours and q.is_file() and not q.is_symlink()}
-        others = [q.name for q in inside if q.name not in mine]
+        inside = sorted(q.name for q in p.iterdir())
+        mine = [n for n in inside if n in ours]
+        others = [n for n in inside if n not in ours]
         if mine and others:
             found[p.name] = (mine, others)
     return found
 
 
-def _remove_stale_batch_files(folder: ProbeFolder, say) -> None:
-    """After a probe that ended normally: delete the earlier probe's own files in the kept ``batch_K`` folders
-    (:attr:`ProbeFolder.kept_batches`) that this probe did not rewrite, and say which folders were kept, why (the
-    other files, named) and which files were deleted."""
-    if not folder.kept_batches:
+def _refuse_mixed_batch_folders(folder: Path) -> None:
+    """Refuse ``folder`` when its earlier probe's ``batch_K/`` folders also hold other files (a user's): they cannot
+    be moved aside whole, and a new probe would write its batches over the earlier probe's there, mixing the two.
+
+    Raises
+    ------
+    OutputDirError (an OSError, errno EEXIST)
+        Naming the folders, the other files and the fix; nothing is moved or deleted."""
+    mixed = _mixed_batch_folders(folder)
+    if not mixed:
         return
-    removed = []
-    for name, (mine, _) in folder.kept_batches.items():
-        for file, signature in mine.items():
-            path = folder.path / name / file
-            with contextlib.suppress(OSError):  # gone or unreadable: nothing of the earlier probe's to delete
-                if _signature(path) == signature:
-                    path.unlink()
-                    removed.append(f"{name}/{file}")
-    kept = ", ".join(f"{name}/" for name in folder.kept_batches)
-    others = ", ".join(f"{name}/{o}" for name, (_, other) in folder.kept_batches.items() for o in other)
-    gone = (f"; the earlier probe's own files in them ({', '.join(removed)}) were deleted, so they are not read as "
-            "this probe's batches" if removed else "")
-    say(f"kept the earlier probe's batch folders {kept} in {folder.path}: they hold other files ({others}), which a "
-        f"probe never deletes{gone}; move those files elsewhere and delete the folders if they are no longer needed")
+    others = ", ".join(f"{name}/{o}" for name, (_, other) in mixed.items() for o in other)
+    raise OutputDirError(errno.EEXIST, (
+        f"--out {str(folder)!r} holds an earlier probe whose batch folders "
+        f"{', '.join(f'{name}/' for name in mixed)} also hold other files ({others}): a probe moves its earlier "
+        f"batch folders aside whole and never moves or deletes other files, so it would mix its batches with the "
+        f"earlier probe's there. Move {others} out of the batch folders, or choose another --out; nothing was moved"))
 
 
 def _start_moving(aside: Path, names: list[str]) -> None:
