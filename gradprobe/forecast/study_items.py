@@ -134,13 +134,14 @@ def item_lines(study_dir: str | Path) -> list[dict] | None:
     Raises
     ------
     ItemsFileError
-        ``eval_items.jsonl.gz`` is cut, not gzip or not JSON lines (the message names the file and the fix).
+        ``eval_items.jsonl.gz`` or a run's ``eval_items.jsonl`` is cut, not gzip or not JSON lines, or holds a line
+        that is no JSON object (the message names the file and the fix).
     """
     study_dir = Path(study_dir)
     gz = study_dir / EVAL_ITEMS_GZ
     if gz.exists():
         try:
-            return [json.loads(x) for x in gzip.decompress(gz.read_bytes()).decode().splitlines() if x.strip()]
+            return _objects(gzip.decompress(gz.read_bytes()).decode(), gz)
         except (OSError, EOFError, UnicodeDecodeError, ValueError, zlib.error) as e:  # cut, not gzip, not JSON lines
             raise ItemsFileError(f"{gz} cannot be read ({error_text(e)}): the "
                                  "per-item results were cut or damaged; restore the file from the study, or, where its "
@@ -149,9 +150,28 @@ def item_lines(study_dir: str | Path) -> list[dict] | None:
                                  ) from None
     lines = []
     for path in sorted(study_dir.glob(f"runs/*/seed*/{EVAL_ITEMS}")):
-        arm, seed = path.parent.parent.name, int(path.parent.name[4:])
-        lines += [{"arm": arm, "seed": seed, **json.loads(x)} for x in path.read_text().splitlines() if x.strip()]
+        try:
+            arm, seed = path.parent.parent.name, int(path.parent.name[4:])
+            lines += [{"arm": arm, "seed": seed, **e} for e in _objects(path.read_text(), path)]
+        except (OSError, UnicodeDecodeError, ValueError) as e:  # unreadable, not JSON lines, a seed folder seedX
+            raise ItemsFileError(f"{path} cannot be read ({error_text(e)}): the run's per-item results were cut or "
+                                 "damaged; rerun that run (delete its folder and run the study again: finished runs "
+                                 "are not redone)") from None
     return lines or None
+
+
+def _objects(text: str, path: Path) -> list[dict]:
+    """The JSON objects of the non-blank lines of ``text`` (JSON lines read from ``path``).
+
+    Raises ValueError: a line that is not JSON, or JSON but no object (named by its line and the file)."""
+    out = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            value = json.loads(line)
+            if not isinstance(value, dict):
+                raise ValueError(f"line {i} of {path.name} is JSON {type(value).__name__}, not an object")
+            out.append(value)
+    return out
 
 
 def read_item_lines(study_dir) -> list[dict]:

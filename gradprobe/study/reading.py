@@ -614,7 +614,8 @@ def _item_lines(study_dir: Path) -> list[dict] | None:
     Raises
     ------
     AnalysisError
-        ``eval_items.jsonl.gz`` is cut, not gzip or not JSON lines (the message names the file and the fix).
+        ``eval_items.jsonl.gz`` or a run's ``eval_items.jsonl`` is cut, not gzip or not JSON lines, or holds a
+        line that is no JSON object (the message names the file and the fix).
     """
     try:
         return item_lines(study_dir)

@@ -114,3 +114,27 @@ def test_an_unreadable_per_item_file_leaves_the_curve_unchecked(tmp_path):
     (study / "eval_items.jsonl.gz").write_bytes(b"not gzip")
     _edit(study, 3, "accuracy", "0.71", "0.81")
     assert ReferenceCurve.from_study(study).points["accuracy"].iloc[1] == pytest.approx(81.0)
+
+
+@pytest.mark.parametrize("where", ["gz", "run folder"])
+def test_a_per_item_line_that_is_no_json_object_is_the_analysis_refusal_not_a_traceback(tmp_path, where):
+    """A line of valid JSON that is no object ("[1]") raised TypeError / AttributeError from the per-item reader, a
+    traceback of `gradprobe probe --reference-curve STUDY`; it is a damaged file: the curve reads the study unchecked
+    and the analysis refuses it naming the file and the line."""
+    import gzip
+
+    if where == "gz":
+        study = _tiny(tmp_path)
+        gz = study / "eval_items.jsonl.gz"
+        gz.write_bytes(gzip.compress(b"[1]\n" + gzip.decompress(gz.read_bytes())))
+        damaged = gz
+    else:
+        study = make_study(tmp_path / "s", seeds=3)
+        damaged = study / "runs" / "grpo" / "seed1" / "eval_items.jsonl"
+        damaged.write_text(damaged.read_text() + "[1]\n")
+    assert len(ReferenceCurve.from_study(study).points) > 0
+    from gradprobe.study.reading import _item_lines
+
+    with pytest.raises(AnalysisError, match=rf"^{damaged} cannot be read \(ValueError: line \d+ of "
+                                            rf"{damaged.name} is JSON list, not an object\): "):
+        _item_lines(study)  # what the analysis reads them with (gradprobe.study.analysis)
