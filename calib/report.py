@@ -431,6 +431,9 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
     if earlier:  # said when it is replaced, after every check and the compute, as rank-prompts says it
         written = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime((out / CV_PREDICTIONS_CSV).stat().st_mtime))
         print(f"replacing the calibration report in {out} (written {written})", file=sys.stderr, flush=True)
+    # the folder is marked as this command's before its first file: a report that stops part-way (Ctrl-C, a figure
+    # that fails) leaves a folder its rerun replaces (calib.files); the complete metrics.json replaces the mark
+    write_json(out / "metrics.json", {"command": REPORT_COMMAND, "complete": False}, indent=2)
     write_text_atomic(out / "rows.csv", rows.to_csv(index=False))
     write_text_atomic(out / "cv_predictions.csv", cv_rows.to_csv(index=False))
     metrics[CV_ROWS_KEY] = int(len(cv_rows))  # a reader of the CSV tells lines deleted from it

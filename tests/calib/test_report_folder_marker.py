@@ -120,3 +120,23 @@ def test_a_complete_report_from_before_the_command_was_recorded_is_accepted_an_i
     why = 'metrics.json records no "command": "calib report" and accuracy_vs_tokens.png of a report\'s files is missing'
     assert str(info.value) == _refusal(old, shown, why)
     assert sorted(p.name for p in old.iterdir()) == sorted(set(REPORT_FILES) - {"accuracy_vs_tokens.png"})
+
+
+def test_a_report_stopped_part_way_is_replaced_by_its_rerun(tmp_path, study, monkeypatch):
+    """A report that stops after its first files (here its figures fail) leaves metrics.json marked as the command's,
+    so the same command run again replaces the folder (a reviewer's case: it was refused, naming no metrics.json)."""
+    import calib.report as report
+
+    out = tmp_path / "rep"
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a figure failed")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(report, "draw_figures", broken)
+        with pytest.raises(RuntimeError, match="a figure failed"):
+            write_report([study], out, forecast_fn=synthetic_forecasts, n_permutations=99)
+    assert json.loads((out / "metrics.json").read_text()) == {"command": "calib report", "complete": False}
+    assert (out / "cv_predictions.csv").is_file() and prepare_report_folder(out) == out
+    m = write_report([study], out, forecast_fn=synthetic_forecasts, n_permutations=99)
+    assert json.loads((out / "metrics.json").read_text())["rows"] == m["rows"] == 24
