@@ -17,7 +17,7 @@ from .checkpoint import rng_states, save_checkpoint
 from .metrics import evaluate
 from .state import INVOCATION_END, RunSession, crossed_eval_points, exhausted
 
-__all__ = ["maybe_eval", "save", "finish", "start_invocation", "end_invocation"]
+__all__ = ["maybe_eval", "save", "finish", "start_invocation", "end_invocation", "record_end"]
 
 
 def maybe_eval(s: RunSession, force: bool = False) -> None:
@@ -128,11 +128,11 @@ def finish(s: RunSession, reason: str, extra: dict | None = None, completed: boo
                "continuation_share": st.ledger.share("continuation"),
                **_wall(s, reason), **(extra or {})}
     write_json_atomic(s.out / SUMMARY_JSON, json_safe(summary))
-    _record_end(s, None if completed else reason)
+    record_end(s, None if completed else reason)
     return summary
 
 
-def _record_end(s: RunSession, ended: str | None) -> None:
+def record_end(s: RunSession, ended: str | None) -> None:
     """Record how this invocation ended in ``DIR/.invocation.json`` (:data:`~gradprobe.training.state.INVOCATION_END`)
     or, with ``ended`` None (a completed run, never resumed), delete it. A write error is ignored: the record only
     names the end in a later resume's ``invocations`` (``"stopped"`` without it)."""
@@ -172,7 +172,7 @@ def end_invocation(s: RunSession, error: BaseException) -> None:
         ended = "terminated (SIGTERM)"
     else:
         ended = "stopped"
-    _record_end(s, ended)
+    record_end(s, ended)
 
 
 def _wall(s: RunSession, reason: str) -> dict:

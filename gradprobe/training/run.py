@@ -65,7 +65,7 @@ from .plan import RunConfig, run_config_from_dict
 from .plan_checks import check_mc
 from .specs import PlanError
 from .preflight import GuidancePreflightError, check_run_guidance
-from .records import end_invocation, finish, maybe_eval, save, start_invocation
+from .records import end_invocation, finish, maybe_eval, record_end, save, start_invocation
 from .run_folder import (REWARD_PLUGIN, check_reward_identity, refuse_other_output,
                          refuse_unimportable_reward)
 from .state import RunSession, RunState, crossed_eval_points, exhausted, resumed_invocations
@@ -205,6 +205,7 @@ def _train_recorded(s: RunSession, after_update) -> dict:
             finish(s, "write_error", {"error": str(e)})
         except Exception:  # the disk may still be full: the error itself is what matters
             pass
+        record_end(s, "write_error")  # also where summary.json could not be written (finish records it after)
         raise
     except BaseException as e:  # Ctrl-C, SIGTERM, an error: recorded for the next resume's invocations
         end_invocation(s, e)

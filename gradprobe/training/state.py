@@ -167,7 +167,8 @@ def resumed_invocations(ckpt: dict, metrics_path: Path) -> list[dict]:
 
 def _recorded_end(path: Path, last: dict) -> str:
     """How invocation ``last`` ended by the record ``path`` (:data:`INVOCATION_END`): its ``ended``, ``"killed"``
-    when that is null, ``"stopped"`` when the record is missing, unreadable or another invocation's."""
+    when that is null, ``"stopped"`` when the record is missing, unreadable, another invocation's, or its ``ended``
+    is no text."""
     try:
         mark = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -175,7 +176,9 @@ def _recorded_end(path: Path, last: dict) -> str:
     if not isinstance(mark, dict) or mark.get("from_update") != last.get("from_update"):
         return "stopped"
     ended = mark.get("ended")
-    return ended if isinstance(ended, str) and ended else "killed"
+    if "ended" in mark and ended is None:  # recorded as training, never as ended: killed (SIGKILL, a power cut)
+        return "killed"
+    return ended if isinstance(ended, str) and ended else "stopped"
 
 
 @dataclass

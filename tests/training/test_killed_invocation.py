@@ -67,6 +67,9 @@ def _ckpt(metrics_bytes=0):
     ({"from_update": 2, "ended": None}, "stopped"),  # a later invocation's record: this one's end is unknown
     (None, "stopped"),  # no record: a run folder of an older gradprobe
     ("not json", "stopped"),
+    ({"from_update": 0, "ended": 5}, "stopped"),  # an end that is no text: unknown, not killed
+    ({"from_update": 0, "ended": ["a"]}, "stopped"),
+    ({"from_update": 0}, "stopped"),  # no "ended" at all: not the record training writes
 ])
 def test_resumed_invocations_reads_the_end_record(tmp_path, mark, ended):
     metrics = tmp_path / "metrics.jsonl"
@@ -76,3 +79,28 @@ def test_resumed_invocations_reads_the_end_record(tmp_path, mark, ended):
     first, now = resumed_invocations(_ckpt(), metrics)
     assert first == {"from_update": 0, "seconds": 1.0, "to_update": 2, "ended": ended}
     assert now == {"from_update": 2, "seconds": 0.0}
+
+
+def test_a_write_error_is_recorded_even_where_summary_json_cannot_be_written(tmp_path, monkeypatch):
+    """A run stopped by an OutputDirError whose summary.json cannot be written either (a full disk) still records its
+    end as write_error, not as a kill found on resume (a reviewer's case)."""
+    import gradprobe.training.run as run_module
+    from gradprobe.outputs import OutputDirError
+
+    recorded = []
+
+    def full_disk(*args, **kwargs):
+        raise OutputDirError(28, "no space left")
+
+    class _S:
+        out = tmp_path
+
+    monkeypatch.setattr(run_module, "start_invocation", lambda s: None)
+    monkeypatch.setattr(run_module, "_train", full_disk)
+    monkeypatch.setattr(run_module, "finish", full_disk)
+    monkeypatch.setattr(run_module, "record_end", lambda s, ended: recorded.append(ended))
+    s = _S()
+    s.metrics = s.items = type("F", (), {"close": lambda self: None})()
+    with pytest.raises(OutputDirError):
+        run_module._train_recorded(s, None)
+    assert recorded == ["write_error"]
