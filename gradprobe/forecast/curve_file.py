@@ -43,7 +43,7 @@ import numpy as np
 from ..outputs import is_json_number, json_number_float, json_number_text, json_short, write_text_atomic
 from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError, fit_needs, fit_sigmoid,
                         fit_statuses, free_parameters, scalerl_sigmoid, seed_bootstrap_draws, sigmoid_params)
-from .curve_sources import GIVEN_R0_KEY, truncated_hint
+from .curve_sources import GIVEN_R0_KEY, not_utf8, truncated_hint
 
 __all__ = ["FORMAT", "VERSION", "curve_document", "write_curve", "read_curve_file", "not_json", "damaged",
            "check_fit", "check_replicates", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES", "SEED_LABEL",
@@ -753,15 +753,16 @@ def _short(p: dict) -> str:
     return ", ".join(f"{k} {p[k]:.4g}" for k in PARAMETERS)
 
 
-def not_json(path: Path, e: ValueError) -> CurveError:
+def not_json(path: Path, e: ValueError, *, trainer_state: bool = False) -> CurveError:
     """The refusal of a curve file ``path`` whose text does not parse as JSON: ``e`` a :class:`json.JSONDecodeError`
     (truncated or damaged, and the fix: :func:`~.curve_sources.truncated_hint`) or a :class:`UnicodeDecodeError`
-    (not UTF-8 text: rewrite it). :func:`read_curve_file` raises it, and ``load_reference_curve`` for a ``.json``
-    before it checks the read options against the file's kind (a file that does not parse has none)."""
+    (not UTF-8 text, which JSON must be: convert it, or rewrite a saved curve). ``trainer_state``: the text holds
+    ``"log_history"``, a TRL trainer state's key, so the fix names TRL's own file. :func:`read_curve_file` raises it,
+    and ``load_reference_curve`` for a ``.json`` or a trainer state under another name before it checks the read
+    options against the file's kind (a file that does not parse has none)."""
     if isinstance(e, json.JSONDecodeError):
         return CurveError(f"reference curve file {str(path)!r} is not valid JSON ({e}): {truncated_hint(path, e)}")
-    return CurveError(f"reference curve file {str(path)!r} is not valid JSON ({e}); rewrite it with "
-                      "ReferenceCurve.save")
+    return CurveError(f"reference curve file {str(path)!r} is not valid JSON: {not_utf8(path, e, trainer_state)}")
 
 
 def damaged(path: Path, e: Exception) -> CurveError:

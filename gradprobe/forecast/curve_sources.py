@@ -601,13 +601,31 @@ def truncated_hint(path: Path, error: json.JSONDecodeError) -> str:
     return f"{what}; re-copy it, or rebuild the curve from its source and write it with ReferenceCurve.save"
 
 
+def not_utf8(path: Path, e: UnicodeDecodeError, trainer_state: bool) -> str:
+    """Why a curve source ``path`` cannot be read as JSON: it is not UTF-8 text (``e``), with the fix: convert it,
+    and for a TRL trainer state (``trainer_state``: its text holds ``"log_history"``) use TRL's own file, else
+    rewrite a saved curve."""
+    convert = f"convert it (e.g. `iconv -f latin1 -t utf-8 {path.name} > {path.stem}_utf8.json`)"
+    if not trainer_state:
+        fix = f"{convert}, or rewrite a saved curve with ReferenceCurve.save"
+    elif path.name == "trainer_state.json":  # TRL writes it as UTF-8: this copy was re-encoded
+        fix = ("TRL writes it as UTF-8, so this copy was re-encoded: re-copy it from the run's checkpoint-N/, or "
+               + convert)
+    else:
+        fix = (f"it holds a TRL trainer state's \"log_history\"; {convert}, or pass the checkpoint's own "
+               "trainer_state.json, which TRL writes as UTF-8")
+    return f"it is not UTF-8 text ({e}); {fix}"
+
+
 def _trl_history(path: Path) -> list:
     """The ``log_history`` list of a TRL ``trainer_state.json``; CurveError when it is not JSON or holds none."""
     try:
         hist = json.loads(path.read_text())["log_history"]
     except json.JSONDecodeError as e:
         raise CurveError(f"{path} is not valid JSON ({e}): {truncated_hint(path, e)}") from None
-    except (UnicodeDecodeError, KeyError, TypeError) as e:
+    except UnicodeDecodeError as e:
+        raise CurveError(f"{path} is not valid JSON: {not_utf8(path, e, True)}") from None
+    except (KeyError, TypeError) as e:
         raise CurveError(f"{path} is not a TRL trainer_state.json with a 'log_history' list ({e})") from None
     if not isinstance(hist, list):
         raise CurveError(f"{path} is not a TRL trainer_state.json: 'log_history' is a {type(hist).__name__}, "

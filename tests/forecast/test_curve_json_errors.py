@@ -79,8 +79,8 @@ def test_a_saved_curve_that_does_not_parse_is_named_before_the_options(tmp_path)
         "re-copy it, or rebuild the curve from its source and write it with ReferenceCurve.save"), msg
     assert msg == _refusal(path) == _refusal(path, accuracy_scale="fraction")
     path.write_bytes(b'{"format": "\xff"}')  # not UTF-8: its own refusal, before the options too
-    assert _refusal(path, metric=KEY).startswith(f"reference curve file {str(path)!r} is not valid JSON ('utf-8' "
-                                                  "codec can't decode byte 0xff")
+    assert _refusal(path, metric=KEY).startswith(f"reference curve file {str(path)!r} is not valid JSON: it is not "
+                                                  "UTF-8 text ('utf-8' codec can't decode byte 0xff")
 
 
 def test_a_damaged_json_file_is_named_before_the_options(tmp_path):
@@ -196,3 +196,45 @@ def test_the_cli_refuses_initial_accuracy_1_5_beside_a_step_0_eval(tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert err.startswith("gradprobe probe: error: initial_accuracy (--initial-accuracy) 1.5 is on another scale "
                           f"than the evals of {path}, which are fractions") and not out.exists(), err
+
+
+LATIN1 = TEXT.replace('"loss": 0.1', '"loss": 0.1, "run": "café"', 1).encode("latin-1")  # re-encoded: not UTF-8
+CODEC = "'utf-8' codec can't decode byte 0xe9 in position "
+
+
+@pytest.mark.parametrize("name", ["state.log", "state_copy.txt", "state.json"])
+def test_a_trainer_state_that_is_not_utf8_is_named_so_under_any_name(tmp_path, name):
+    """It was "unknown kind of file" under a name without .json, and "rewrite it with ReferenceCurve.save" under
+    one with .json: neither said what is wrong (the encoding) nor how to fix a trainer state."""
+    path = tmp_path / name
+    path.write_bytes(LATIN1)
+    msg = _refusal(path, metric=KEY)
+    assert msg.startswith(f"reference curve file {str(path)!r} is not valid JSON: it is not UTF-8 text ({CODEC}")
+    assert msg.endswith(f"it holds a TRL trainer state's \"log_history\"; convert it (e.g. `iconv -f latin1 -t utf-8 "
+                        f"{name} > {path.stem}_utf8.json`), or pass the checkpoint's own trainer_state.json, which TRL "
+                        "writes as UTF-8"), msg
+    assert msg == _refusal(path)
+    path.write_bytes(LATIN1.decode("latin-1").encode())  # the converted file reads
+    assert load_reference_curve(str(path), metric=KEY).n_seeds == 1
+
+
+@pytest.mark.parametrize("folder", [False, True])
+def test_a_trainer_state_json_that_is_not_utf8_says_it_was_re_encoded(tmp_path, folder):
+    """TRL's own file (or its checkpoint folder) was "not a TRL trainer_state.json with a 'log_history' list"."""
+    path = tmp_path / "checkpoint-250" / "trainer_state.json"
+    path.parent.mkdir()
+    path.write_bytes(LATIN1)
+    msg = _refusal(path.parent if folder else path, metric=KEY)
+    assert msg == (f"{path} is not valid JSON: it is not UTF-8 text ({CODEC}{LATIN1.index(b'caf') + 3}: invalid "
+                   "continuation byte); TRL writes it as UTF-8, so this copy was re-encoded: re-copy it from the run's "
+                   "checkpoint-N/, or convert it (e.g. `iconv -f latin1 -t utf-8 trainer_state.json > "
+                   "trainer_state_utf8.json`)"), msg
+
+
+def test_a_saved_curve_that_is_not_utf8_keeps_its_own_fix(tmp_path):
+    path = tmp_path / "curve.json"
+    path.write_bytes(b'{"format": "\xff"}')
+    assert _refusal(path) == (f"reference curve file {str(path)!r} is not valid JSON: it is not UTF-8 text ('utf-8' "
+                              "codec can't decode byte 0xff in position 12: invalid start byte); convert it (e.g. "
+                              "`iconv -f latin1 -t utf-8 curve.json > curve_utf8.json`), or rewrite a saved curve "
+                              "with ReferenceCurve.save")
