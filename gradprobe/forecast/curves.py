@@ -675,9 +675,9 @@ def _is_trl_state(path: Path, suffix: str) -> bool:
     CurveError
         A text that does not parse as JSON yet is meant as JSON: a ``.json`` file (``suffix``), or one holding
         ``"log_history"`` (a trainer state under another name, UTF-8 or not); the message says whether it is
-        truncated, damaged or not UTF-8, with the fix (:func:`~.curve_file.not_json`). It comes before the read options are checked
-        against the file's kind: such a file has no kind, and ``--reference-curve-metric``'s refusal for a saved
-        curve would hide the cause. Any other text that does not parse is no trainer state (False).
+        truncated, damaged or not UTF-8, with the fix (:func:`~.curve_file.not_json`). It comes before the read
+        options are checked against the file's kind: such a file has no kind, and ``--reference-curve-metric``'s
+        refusal for a saved curve would hide the cause. Any other text that does not parse is no trainer state (False).
     """
     try:
         d = json.loads(path.read_text())
