@@ -39,7 +39,8 @@ def probe_batches_of(probe, source=None) -> list[dict]:
     -------
     list of dict
         Each: ``rewards`` (name -> entry), ``reference`` (dict), ``config`` (dict), ``ledger`` (dict),
-        ``batch`` (dict), ``draw`` (reference draw id).
+        ``batch`` (dict), ``draw`` (reference draw id), ``trl_config`` (the ``--trl-config`` record of the batch or of
+        the whole probe, None without one).
 
     Raises
     ------
@@ -69,8 +70,10 @@ def probe_batches_of(probe, source=None) -> list[dict]:
             check_entry_numbers(entry, f"{prefix}rewards[{key if isinstance(rewards, list) else repr(key)}]", source)
         ref = item.get("reference") or {}
         draw = ref.get("draw", ref.get("norm", i))
+        trl = item.get("trl_config") or (probe.get("trl_config") if isinstance(probe, dict) else None)
         out.append({"rewards": entries, "reference": ref, "config": item.get("config") or {},
-                    "ledger": item.get("ledger") or {}, "batch": item.get("batch") or {}, "draw": draw})
+                    "ledger": item.get("ledger") or {}, "batch": item.get("batch") or {}, "draw": draw,
+                    "trl_config": trl})
     return out
 
 
@@ -257,11 +260,14 @@ def update_costs(curve, batches: list[dict], names: list[str], cfg: dict, kind: 
                          f"rescaled by {scale:g} (per-update efficiency does not depend on the batch size; pass "
                          "--update-prompts/--update-group to state the update you mean)")
     elif all(probe_b) and not all(_curve_batch(curve)):  # a CSV, a TRL log, a metrics.jsonl without its config.json
+        trl = _trl_config_batch(batches)
         notes.append(f"the reference curve does not record its update batch (update_prompts x update_group), so its "
-                     f"updates are taken to be the probe's {probe_b[0]}x{probe_b[1]} completions; if the run it comes "
-                     "from used another batch, pass --update-prompts/--update-group equal to that run's (a TRL "
-                     "GRPOTrainer's: per-device batch x devices x gradient accumulation / num_generations prompts x "
-                     "num_generations)")
+                     f"updates are taken to be the probe's {probe_b[0]}x{probe_b[1]} completions" + (
+                         f", which --trl-config {trl} gave: right when the curve is that run's log; if it comes from "
+                         "another run, pass --update-prompts/--update-group equal to that run's" if trl else
+                         "; if the run it comes from used another batch, pass --update-prompts/--update-group equal to "
+                         "that run's (a TRL GRPOTrainer's: per-device batch x devices x gradient accumulation / "
+                         "num_generations prompts x num_generations)"))
     tokens = {n: scale * float(np.mean([b["rewards"][n]["tokens_per_update"] for b in batches])) for n in names}
     if kind != "flops":
         return tokens, dict(tokens)
@@ -278,6 +284,19 @@ def update_costs(curve, batches: list[dict], names: list[str], cfg: dict, kind: 
     per_token = float(np.mean(fpt))
     c_ref = tokens[reference_reward]
     return tokens, {n: per_token * (tokens[n] + TRAIN_FORWARDS * c_ref) for n in names}
+
+
+def _trl_config_batch(batches: list[dict]) -> str | None:
+    """The ``--trl-config`` file the probe's update batch came from (its ``trl_config`` record, written by
+    :meth:`gradprobe.integrations.trl_config.TrlProbeSettings.record`, maps a field to ``--update-prompts`` or
+    ``--group`` and applied it), else None (no such record, or command-line flags won)."""
+    rec = batches[0].get("trl_config") if batches else None
+    mapped = rec.get("mapped") if isinstance(rec, dict) else None
+    if not isinstance(mapped, dict):
+        return None
+    used = any(isinstance(v, dict) and v.get("applied") and v.get("flag") in ("--update-prompts", "--group")
+               for v in mapped.values())
+    return str(rec.get("path")) if used else None
 
 
 def _probe_batch(cfg: dict) -> tuple:

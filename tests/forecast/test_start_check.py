@@ -4,6 +4,7 @@ gets a note saying the forecast reads off a curve that does not describe this po
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from pathlib import Path
@@ -13,9 +14,11 @@ import pytest
 import torch
 from forecast_helpers import probe_result, synthetic_curve
 
+from gradprobe import cli
 from gradprobe.forecast import ReferenceCurve, forecast_rewards
 from gradprobe.forecast.start_check import (GAP_SE, MIN_GAP_POINTS, heldout_measurement, standard_error_bound,
                                             start_notes)
+from gradprobe.integrations.trl_config import apply_trl_config
 from gradprobe.probe.direction import _group_means
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,6 +159,27 @@ def test_a_curve_without_its_update_batch_says_the_probes_is_assumed():
         notes = forecast_rewards(curve, _probe(h=0.6, groups=[0.6] * 8), n_draws=300).notes
         assert not [n for n in notes if "does not record its update batch" in n]
         assert [s for s in said if any(s in n for n in notes)] == said
+
+
+def test_an_update_batch_from_trl_config_is_said_to_come_from_it(tmp_path):
+    """With --trl-config the probe's update batch is the TRL run's: the note said to pass --update-prompts and
+    --update-group as if the user had not given the run's batch; it now names the file (the flags: for another run)."""
+    config = tmp_path / "grpo_config.yaml"
+    config.write_text("num_generations: 8\nper_device_train_batch_size: 32\ngradient_accumulation_steps: 4\n")
+    parser = argparse.ArgumentParser()
+    cli._add_probe(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["probe", "--trl-config", str(config)])
+    probe = _probe(h=0.6, groups=[0.6] * 8)
+    probe["trl_config"] = apply_trl_config(args).record()  # as `gradprobe probe` writes it to probe.json
+    assert (args.update_prompts, args.group) == (16, 8)  # the probe's 16x8 update: the TRL run's
+    [note] = [n for n in forecast_rewards(synthetic_curve(), probe, n_draws=300).notes if "update batch" in n]
+    assert note.endswith(f"its updates are taken to be the probe's 16x8 completions, which --trl-config {config} "
+                         "gave: right when the curve is that run's log; if it comes from another run, "
+                         "pass --update-prompts/--update-group equal to that run's"), note
+    args = parser.parse_args(["probe", "--trl-config", str(config), "--update-prompts", "16", "--group", "8"])
+    probe["trl_config"] = apply_trl_config(args, explicit={"update_prompts", "group"}).record()  # the flags won
+    [note] = [n for n in forecast_rewards(synthetic_curve(), probe, n_draws=300).notes if "update batch" in n]
+    assert "--trl-config" not in note and "(a TRL GRPOTrainer's: per-device batch" in note
 
 
 def test_a_curve_of_several_seeds_without_replicates_is_not_called_one_seed():
