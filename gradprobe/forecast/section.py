@@ -20,13 +20,13 @@ from .budget_forecast import forecast_rewards, transfer_clause
 from .curves import ReferenceCurve, default_curve_path
 from .probe_input import budget_of
 from .result import METHODS, format_budget
-from .special_rows import (REFERENCE_VERDICT, reference_rho_unbounded, reference_rho_undefined, reference_verdict,
-                           unmeasured_probe_row)
+from .special_rows import (NO_VERDICT_MARK, REFERENCE_VERDICT, reference_rho_unbounded, reference_rho_undefined,
+                           reference_verdict, unmeasured_probe_row)
 from .start_check import CHECK_MARK
 from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
 __all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section", "pre_screen_line",
-           "format_forecast", "SECONDS_NOTE", "RAW_GAINS_ABOVE"]
+           "format_forecast", "SECONDS_NOTE", "RAW_GAINS_ABOVE", "row_marks"]
 
 #: Models whose shipped reference curve is used when no --reference-curve is given.
 DEFAULT_CURVES = {"tiny": "tiny_frontier_grpo.json"}
@@ -44,9 +44,7 @@ SECONDS_NOTE = ("the forecast is at the token (or FLOPs) budget only; the second
 #: (:func:`gradprobe.probe.report_html._page_note`: its raw per-reward table comes after the note).
 RAW_GAINS_ABOVE = "the gains above are"
 
-#: How :func:`format_forecast` marks a number read off a reference curve that gives no verdict at the budget (the
-#: section's or the row's ``no_verdict_reason``: :func:`~gradprobe.forecast.budget_forecast.no_verdict_reasons`).
-_UNSURE = "*"
+_UNSURE = NO_VERDICT_MARK
 
 #: What ``pre_screen["note"]`` says the pre-screen cost counts.
 _PRE_SCREEN_NOTE = ("probe rollouts, MC continuations and the held-out reference's rollouts, against one grpo run's "
@@ -305,9 +303,7 @@ def format_forecast(section: dict) -> str:
         raw = r.get("rho_raw")
         giv = r.get("gain_interval") or [None, None]
         giv_s = "-" if giv[0] is None else f"[{f(giv[0], '+.1f')}, {f(giv[1], '+.1f')}]"
-        mark = _UNSURE if r.get("no_verdict_reason") else ""
-        # grpo's accuracy is the title's, marked as it is; its gain is 0 by definition, read off no curve
-        acc_mark = mark or (unsure if _is_reference(section, r) else "")
+        acc_mark, mark = row_marks(section, r)
         rows.append([r["arm"], f(r["tokens_per_update"], ",.0f"), f(raw, ".2f"), f(r["rho"], ".2f"), riv_s,
                      f(r["snr"], ".2f"), f(r["effective_updates"], ".1f"), f(r["forecast_accuracy"], ".1f") + acc_mark,
                      f(r["forecast_gain"], "+.1f") + mark, giv_s, f(r["gain_probe"], "+.1f"),
@@ -349,6 +345,17 @@ def _title(section: dict, unsure: str) -> str:
                   f"{b['seconds']:g} device-seconds is gain@{b['seconds']:g}s in the table above "
                   "(predicted_gain_at_time_budget)")
     return title
+
+
+def row_marks(section: dict, row: dict) -> tuple[str, str]:
+    """(accuracy mark, gain mark) of a forecast table row: :data:`~.special_rows.NO_VERDICT_MARK` on a number read
+    off a reference curve that gives no verdict at the budget, else ''. A row's own ``no_verdict_reason`` marks its
+    accuracy and gain (and its interval); the section's marks grpo's own row's accuracy (the title's accuracy, read
+    off that curve) but not its gain, which is 0 by definition. The one rule of the console table
+    (:func:`format_forecast`) and the HTML report (:mod:`gradprobe.probe.report_html`)."""
+    mark = NO_VERDICT_MARK if row.get("no_verdict_reason") else ""
+    title = NO_VERDICT_MARK if section.get("no_verdict_reason") and _is_reference(section, row) else ""
+    return mark or title, mark
 
 
 def _is_reference(section: dict, row: dict) -> bool:

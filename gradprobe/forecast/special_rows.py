@@ -37,7 +37,7 @@ from .validated_arms import DEFAULT_LOSS_TYPE
 __all__ = ["NAN_IV", "NAN_FORECAST", "no_signal_row", "outside_probe_row", "undefined_probe_columns",
            "undefined_rho_note", "cost_only_why", "equal_cost_row", "loss_change_clause", "reference_verdict",
            "guided_note", "probe_cannot_tell", "reference_rho_undefined", "reference_rho_unbounded",
-           "unmeasured_probe_row", "REFERENCE_VERDICT",
+           "unmeasured_probe_row", "REFERENCE_VERDICT", "NO_VERDICT_MARK",
            "GUIDED_REFERENCE_VERDICT"]
 
 NAN_IV = (math.nan, math.nan)
@@ -46,6 +46,12 @@ NAN_FORECAST = (math.nan, math.nan, math.nan, NAN_IV)
 
 #: The reference row's verdict in an unguided probe: grpo itself (gain 0 by definition).
 REFERENCE_VERDICT = "reference (grpo)"
+
+#: The mark of a number read off a reference curve that gives no verdict at the budget (a row's or the forecast
+#: section's ``no_verdict_reason``: :func:`~gradprobe.forecast.budget_forecast.no_verdict_reasons`), in the console
+#: table (:func:`gradprobe.forecast.format_forecast`) and the HTML report alike
+#: (:func:`gradprobe.forecast.section.row_marks`).
+NO_VERDICT_MARK = "*"
 #: The reference row's verdict in a guided probe (every entry is the guided, importance-weighted update).
 GUIDED_REFERENCE_VERDICT = ("guided outcome (this probe's reference: the unguided grpo update is not in a guided "
                             "probe; compare in a study)")

@@ -18,7 +18,7 @@ import io
 import math
 
 from .. import figures as plt
-from ..forecast.special_rows import REFERENCE_VERDICT
+from ..forecast.special_rows import NO_VERDICT_MARK, REFERENCE_VERDICT
 
 __all__ = ["interval_figure", "ledger_figure", "ledger_rows", "by_construction", "no_verdict", "png",
            "BY_CONSTRUCTION_LABEL", "NO_VERDICT_LABEL", "NO_VERDICT_MARK"]
@@ -29,7 +29,6 @@ BY_CONSTRUCTION_LABEL = "probe (cost only: 0 by construction)"
 NO_VERDICT_LABEL = "no verdict: not drawn (why: the verdict table)"
 #: How ``report.html``'s verdict table marks a number read off a reference curve that gives no verdict at the budget
 #: (a row's or the section's ``no_verdict_reason``), as :func:`gradprobe.forecast.format_forecast` marks it.
-NO_VERDICT_MARK = "*"
 
 
 def png(fig) -> str:

@@ -43,7 +43,8 @@ from pathlib import Path
 
 from ..forecast.forecaster import format_budget
 from ..forecast.result import NO_VERDICT, no_verdict
-from ..forecast.section import RAW_GAINS_ABOVE, pre_screen_line  # the words format_forecast prints: one wording
+# the words and marks format_forecast prints: one wording
+from ..forecast.section import RAW_GAINS_ABOVE, pre_screen_line, row_marks
 from ..outputs import write_text_atomic
 from .report_figures import NO_VERDICT_MARK, interval_figure, ledger_figure, ledger_rows, png
 
@@ -95,8 +96,7 @@ the probe and signal-proxy forecasters only, not by cost only).</p>
 <th>gain vs grpo</th><th>interval</th>{% if calibrated %}{% if cal.forecaster_note %}{#
 #}<th>{{ cal.own_header }}</th>{% endif %}<th>{{ cal.header }}</th><th>calibrated interval</th>{% endif %}
 <th>method</th><th>verdict</th></tr>
-{% for r in forecast.rows %}{% set m = nv_mark(r) %}{% set ma = m or (nv_mark(forecast) if
-r.reward == forecast.reference_reward and r.lr_scale == 1 else "") %}{#
+{% for r in forecast.rows %}{% set ma, m = row_marks(forecast, r) %}{#
 #}<tr{% if m %} class="noverdict"{% endif %}><td>{{ r.arm }}</td>{#
 #}<td>{{ r.reward }}</td><td class="n">{{ fmt(r.tokens_per_update, ",.0f") }}</td>
 <td class="n">{{ fmt(r.rho, ".2f") }}</td><td class="n">{{ fmt(r.forecast_accuracy, ".1f") }}{{ ma }}</td>
@@ -337,7 +337,7 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
         images={"intervals": intervals_png, "ledger": png(ledger_figure(result))}, intervals_caption=caption,
         heatmaps=_heatmaps(tokens, [r["name"] for r in rewards], per_reward), per_reward=per_reward,
         ledger_rows=ledger_rows(result), secs=cfg.get("budget_seconds"), fmt=_fmt, interval=_interval,
-        verdict_class=_verdict_class, verdict_text=_verdict_text, nv_mark=_nv_mark,
+        verdict_class=_verdict_class, verdict_text=_verdict_text, nv_mark=_nv_mark, row_marks=row_marks,
         no_verdict_line=_no_verdict_line(fc),
         red=_RED, blue=_BLUE, versions=", ".join(f"{k} {v}" for k, v in (result.get("versions") or {}).items()))
 

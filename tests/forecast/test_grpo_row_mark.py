@@ -5,11 +5,16 @@ unmarked."""
 
 from __future__ import annotations
 
+import html
+import json
+import re
+
 import numpy as np
 from forecast_helpers import probe_result, synthetic_curve
 
 from gradprobe.forecast import ReferenceCurve
-from gradprobe.forecast.section import forecast_section, format_forecast
+from gradprobe.forecast.section import forecast_section, format_forecast, row_marks
+from gradprobe.probe.report_html import render_probe_report
 
 
 def _probe(budget_tokens):
@@ -46,3 +51,29 @@ def test_no_mark_where_the_curve_gives_verdicts():
     text = format_forecast(forecast_section(_probe(250_000), curve=synthetic_curve(noise=0.3, seeds=4),
                                             curve_spec="synthetic", method="cost_only"))
     assert "*" not in " ".join(_cells(text, "outcome") + _cells(text, "hybrid"))
+
+
+def test_row_marks_is_one_rule_for_the_console_and_the_html_report():
+    """The HTML report had its own copy of the rule (grpo's row: ``reward == reference_reward and lr_scale == 1``,
+    where the console took a row without ``lr_scale`` for grpo's too); both now call :func:`row_marks`."""
+    probe = _probe(1_000_000)
+    sec = forecast_section(probe, curve=_short_curve(), curve_spec="short.csv", method="cost_only")
+    grpo = next(r for r in sec["rows"] if r["reward"] == "outcome")
+    hybrid = next(r for r in sec["rows"] if r["reward"] == "hybrid")
+    assert row_marks(sec, grpo) == ("*", "") and row_marks(sec, hybrid) == ("*", "*")
+    assert row_marks(dict(sec, no_verdict_reason=None), grpo) == ("", "")
+    assert row_marks(sec, dict(grpo, lr_scale=2.0)) == ("", "")  # grpo at another rate is no reference row
+    assert row_marks(sec, {k: v for k, v in grpo.items() if k != "lr_scale"}) == ("*", "")  # a row without the field
+    probe["batch"] = {"mean_reward": 0.5, "truncation_rate": 0.0}
+    for r in probe["rewards"]:  # the raw table's other columns, as a probe writes them
+        r.update(snr=1.0, predicted_gain_at_budget=2.0, interval=[1.0, 3.0])
+    sec = probe["forecast"] = json.loads(json.dumps(sec, allow_nan=False))  # as probe.json holds it
+    page = html.unescape(render_probe_report(probe, []))
+    table = page[page.index('<table id="verdicts">'):]
+    table = table[:table.index("</table>")]
+    for r in sec["rows"]:
+        row = re.search(rf"<tr[^>]*><td>{r['arm']}</td>.*?</tr>", table, re.S).group(0)
+        acc, gain = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)[4:6]
+        console = _cells(format_forecast(sec), r["arm"])[8:10]
+        assert [acc, gain] == console, (r["arm"], acc, gain, console)
+        assert (acc[-1:] == "*", gain[-1:] == "*") == tuple(m == "*" for m in row_marks(sec, r))
