@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -68,13 +69,38 @@ def test_fitted_gamma_is_the_grid_point_of_least_mae(ee):
 
 
 def test_command_leaves_each_study_out_and_quotes_the_readme_figure(ee, capsys):
-    assert ee.main(["--fit", TINY, SPARSE, "--grid", "0", "1", "0.5"]) == 0
+    assert ee.main(["--fit", TINY, SPARSE]) == 0
     out = capsys.readouterr().out
-    line = next(x for x in out.splitlines() if x.strip().startswith("study_tiny@"))
-    runs, gamma, cost, probe, _ = line.split()[1:]
+    cells = {x.split()[0]: x.split()[1:] for x in out.splitlines() if x.strip().startswith("study_tiny")}
+    tiny = next(v for k, v in cells.items() if k.startswith("study_tiny@"))
+    sparse = next(v for k, v in cells.items() if k.startswith("study_tiny_sparse@"))
     # data/calibration/README.md's per-study table: study_tiny cost only 0.72, probe 1.53 (12 runs)
-    assert (runs, cost, probe) == ("12", "0.72", "1.53") and gamma in {"0.00", "0.50", "1.00"}
-    assert "[no interval: " in out and "gamma fitted on all --fit studies: " in out
+    assert (tiny[0], tiny[2], tiny[3]) == ("12", "0.72", "1.53")
+    # each study's gamma is fitted on the other study alone, never on itself
+    grid = ee.gamma_grid(-1.0, 1.5, 0.05)
+    alone = {}
+    for name, path in (("tiny", TINY), ("sparse", SPARSE)):
+        runs, curve = ee.study_runs(path)
+        err = np.abs(ee.damped_forecasts(runs, curve, grid) - runs["target"].to_numpy(float))
+        alone[name] = ee.fitted_gamma(err, grid, np.ones(len(runs), bool))
+    assert (float(tiny[1]), float(sparse[1])) == (alone["sparse"], alone["tiny"]) == (0.2, 0.3)
+    assert "gamma fitted on all --fit studies: 0.20" in out  # not what either held-out study got both times
+    assert out.count("[no interval: 2 studies: ") == 2 and "not a p-value" not in out
+
+
+def test_a_negative_ratio_is_clipped_as_the_forecaster_clips_it(ee, tiny):
+    runs, curve = tiny
+    rho = np.array([-0.5, 0.0, 2.0])
+    np.testing.assert_array_equal(ee.efficiency(rho, 0.0), [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(ee.efficiency(rho, 0.5), [0.0, 0.0, np.sqrt(2.0)])
+    np.testing.assert_array_equal(ee.efficiency(rho, -1.0), [0.0, 0.0, 0.5])
+    neg = runs.copy()
+    neg.loc[0, "rho"] = -0.5
+    grpo_updates = neg.loc[0, "budget_value"] / neg.loc[0, "c_grpo"]
+    start = float(curve(np.array([0.0]))[0]) - float(curve(np.array([grpo_updates]))[0])
+    neg.loc[0, "forecast_probe"] = start  # the forecaster's forecast: effective updates clipped to 0
+    f = ee.damped_forecasts(neg, curve, np.array([0.0, 0.5, 1.0]))
+    assert np.all(np.isfinite(f)) and f[1, 0] == f[2, 0] == start
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -82,8 +108,29 @@ def test_command_leaves_each_study_out_and_quotes_the_readme_figure(ee, capsys):
     (["--fit", TINY], "--fit needs 2 or more studies"),
     (["--fit", TINY, LR], "no run with a probe forecast"),
     (["--fit", TINY, str(DATA / "no_such_study")], "no_such_study"),
+    (["--fit", TINY, TINY + "/"], "--fit needs 2 or more studies"),
+    (["--fit", TINY, SPARSE, "--grid", "-1", "1.5", "1e-7"], "has over 10000 points"),
 ])
 def test_bad_input_is_named(ee, capsys, argv, message):
     assert ee.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err
+
+
+def test_a_copy_of_a_fit_study_is_no_test_study(ee, capsys, tmp_path):
+    copy = tmp_path / "my_copy"
+    shutil.copytree(SPARSE, copy)
+    assert ee.main(["--fit", TINY, SPARSE, "--test", str(copy), "--grid", "0", "1", "0.5"]) == 2
+    err = capsys.readouterr().err
+    assert "--test study my_copy@b30b502e2f0e has the plan of --fit study study_tiny_sparse@b30b502e2f0e" in err
+
+
+def test_replicates_are_one_cell_and_a_reused_probe_is_said(ee, capsys):
+    """The studies on 4,000 held-out prompts replicate one plan with new seeds and prompts, and reuse the probe of
+    data/study_tiny, whose ratios gamma was fitted on: one cell, and said."""
+    test = [str(DATA / s) for s in ("study_tiny_heldout4k", "study_tiny_replicate_heldout4k")]
+    assert ee.main(["--fit", TINY, SPARSE, "--grid", "0", "1", "0.5", "--test", *test]) == 0
+    out = capsys.readouterr().out.split("--test studies")[1]
+    assert "per cell, MAE of damped minus cost only: study_tiny_heldout4k " in out
+    assert out.count("[no interval: 1 study: ") == 2  # two studies, one cell: no interval over cells
+    assert out.count("reuses the probe of --fit study_tiny@b6b755233a8f (same ratios): new runs, not a new probe") == 2
