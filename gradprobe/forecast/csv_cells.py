@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .curve_fit import CurveError
+from .text_files import not_utf8
 
 __all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "study_skipped_evals", "skipped_note",
            "with_skipped", "SKIPPED_MARK", "CAUTION_MARK", "UNTERMINATED", "is_skipped_note", "short_lines",
@@ -61,10 +62,17 @@ def read_csv_checked(path: Path, raw: bytes | None = None) -> pd.DataFrame:
     Raises
     ------
     CurveError
-        The file is empty, not text, or not a CSV pandas can parse (pandas' message, with the path).
+        The file is empty, not UTF-8 text (what it is instead and the fix: :func:`~.text_files.not_utf8`), or not
+        a CSV pandas can parse (pandas' message, with the path). A leading UTF-8 byte-order mark is read as pandas
+        reads it (dropped).
     """
+    raw = path.read_bytes() if raw is None else raw
     try:
-        return pd.read_csv(path if raw is None else io.BytesIO(raw), skip_blank_lines=False)
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:  # pandas reads in chunks: its position and message would blame the header
+        raise CurveError(f"{path} cannot be read as a CSV: {not_utf8(path, e, False)}") from None
+    try:
+        return pd.read_csv(io.BytesIO(raw), skip_blank_lines=False)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
         why = " ".join(str(e).split())  # pandas' message may span lines: the error is one line
         raise CurveError(f"{path} cannot be read as a CSV ({why}); a header line (e.g. update,accuracy) and one "

@@ -43,7 +43,7 @@ import numpy as np
 from ..outputs import is_json_number, json_number_float, json_number_text, json_short, write_text_atomic
 from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError, fit_needs, fit_sigmoid,
                         fit_statuses, free_parameters, scalerl_sigmoid, seed_bootstrap_draws, sigmoid_params)
-from .curve_sources import GIVEN_R0_KEY, not_utf8, truncated_hint
+from .curve_sources import GIVEN_R0_KEY, not_utf8, read_source_text, truncated_hint
 
 __all__ = ["FORMAT", "VERSION", "curve_document", "write_curve", "read_curve_file", "not_json", "damaged",
            "check_fit", "check_replicates", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES", "SEED_LABEL",
@@ -150,7 +150,7 @@ def read_curve_file(path: str | Path) -> dict:
         raise CurveError(f"reference curve file {str(path)!r} not found; write one with ReferenceCurve.save or "
                          "pass a study folder, metrics.jsonl, CSV or trainer_state.json")
     try:
-        d = json.loads(path.read_text())
+        d = json.loads(read_source_text(path))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise not_json(path, e) from None
     if not isinstance(d, dict) or d.get("format") != FORMAT:
@@ -762,7 +762,7 @@ def not_json(path: Path, e: ValueError, *, trainer_state: bool = False) -> Curve
     options against the file's kind (a file that does not parse has none)."""
     if isinstance(e, json.JSONDecodeError):
         return CurveError(f"reference curve file {str(path)!r} is not valid JSON ({e}): {truncated_hint(path, e)}")
-    return CurveError(f"reference curve file {str(path)!r} is not valid JSON: {not_utf8(path, e, trainer_state)}")
+    return CurveError(f"reference curve file {str(path)!r} cannot be read as JSON: {not_utf8(path, e, trainer_state)}")
 
 
 def damaged(path: Path, e: Exception) -> CurveError:

@@ -24,6 +24,7 @@ from .csv_cells import (CAUTION_MARK, SKIPPED_MARK, check_csv_values, numeric_co
                         read_csv_checked, skipped_cells, skipped_note, study_skipped_evals, with_skipped,
                         without_short_lines)
 from .curve_fit import N_REPLICATES, CurveError, TooFewEvalsError, fit_needs
+from .text_files import not_utf8, read_source_text  # noqa: F401  (curve_file, curves import them from here)
 from .study_items import item_accuracy_mismatches, read_item_lines, restore_runs_csv_fix
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
@@ -384,7 +385,11 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
         update or an infinite metric (each naming ``PATH:LINE``), no eval line with ``metric``.
     """
     out, skipped = [], []
-    for line_no, line in enumerate(path.read_text().splitlines(), 1):
+    try:
+        text = read_source_text(path)
+    except UnicodeDecodeError as e:
+        raise CurveError(f"{path} cannot be read as JSON lines: {not_utf8(path, e, False)}") from None
+    for line_no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -543,7 +548,7 @@ def _no_metric_lines(path: Path, metric: str) -> str:
     """The refusal of a metrics.jsonl without an eval line holding ``metric``: the keys its eval lines hold and
     the option to name one, or that the run has no eval line at all."""
     keys = set()
-    for line in path.read_text().splitlines():
+    for line in read_source_text(path).splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
@@ -601,30 +606,14 @@ def truncated_hint(path: Path, error: json.JSONDecodeError) -> str:
     return f"{what}; re-copy it, or rebuild the curve from its source and write it with ReferenceCurve.save"
 
 
-def not_utf8(path: Path, e: UnicodeDecodeError, trainer_state: bool) -> str:
-    """Why a curve source ``path`` cannot be read as JSON: it is not UTF-8 text (``e``), with the fix: convert it,
-    and for a TRL trainer state (``trainer_state``: its text holds ``"log_history"``) use TRL's own file, else
-    rewrite a saved curve."""
-    convert = f"convert it (e.g. `iconv -f latin1 -t utf-8 {path.name} > {path.stem}_utf8.json`)"
-    if not trainer_state:
-        fix = f"{convert}, or rewrite a saved curve with ReferenceCurve.save"
-    elif path.name == "trainer_state.json":  # TRL writes it as UTF-8: this copy was re-encoded
-        fix = ("TRL writes it as UTF-8, so this copy was re-encoded: re-copy it from the run's checkpoint-N/, or "
-               + convert)
-    else:
-        fix = (f"it holds a TRL trainer state's \"log_history\"; {convert}, or pass the checkpoint's own "
-               "trainer_state.json, which TRL writes as UTF-8")
-    return f"it is not UTF-8 text ({e}); {fix}"
-
-
 def _trl_history(path: Path) -> list:
     """The ``log_history`` list of a TRL ``trainer_state.json``; CurveError when it is not JSON or holds none."""
     try:
-        hist = json.loads(path.read_text())["log_history"]
+        hist = json.loads(read_source_text(path))["log_history"]
     except json.JSONDecodeError as e:
         raise CurveError(f"{path} is not valid JSON ({e}): {truncated_hint(path, e)}") from None
     except UnicodeDecodeError as e:
-        raise CurveError(f"{path} is not valid JSON: {not_utf8(path, e, True)}") from None
+        raise CurveError(f"{path} cannot be read as JSON: {not_utf8(path, e, True)}") from None
     except (KeyError, TypeError) as e:
         raise CurveError(f"{path} is not a TRL trainer_state.json with a 'log_history' list ({e})") from None
     if not isinstance(hist, list):

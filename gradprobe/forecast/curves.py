@@ -38,6 +38,7 @@ Where the points come from: :mod:`.curve_sources` (a study, ``metrics.jsonl``, a
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 
@@ -54,7 +55,7 @@ from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, R
                         scalerl_sigmoid, sigmoid_params, too_few_evals)
 from .csv_cells import is_skipped_note
 from .curve_sources import (GIVEN_R0_KEY, PLAN_EVAL_HINT, TRL_STATE, CurveSources, initial_accuracy_value,
-                            last_checkpoint_state, task_key)
+                            last_checkpoint_state, read_source_text, task_key)
 
 __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key", "load_reference_curve",
            "default_curve_path",
@@ -680,9 +681,9 @@ def _is_trl_state(path: Path, suffix: str) -> bool:
         refusal for a saved curve would hide the cause. Any other text that does not parse is no trainer state (False).
     """
     try:
-        d = json.loads(path.read_text())
+        d = json.loads(read_source_text(path))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        text = e.doc if isinstance(e, json.JSONDecodeError) else bytes(e.object).decode("utf-8", "replace")
+        text = e.doc if isinstance(e, json.JSONDecodeError) else _as_text(bytes(e.object))
         # meant as JSON, or a trainer state that is not UTF-8
         if suffix == ".json" or '"log_history"' in text:
             raise not_json(path, e, trainer_state='"log_history"' in text) from None
@@ -690,6 +691,14 @@ def _is_trl_state(path: Path, suffix: str) -> bool:
     except OSError:
         return False
     return isinstance(d, dict) and "log_history" in d and d.get("format") != FORMAT
+
+
+def _as_text(raw: bytes) -> str:
+    """Bytes that are not UTF-8, decoded as well as can be to look for a trainer state's key: UTF-16 by its
+    byte-order mark, else UTF-8 with replacement characters."""
+    if raw[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        return raw.decode("utf-16", "replace")
+    return raw.decode("utf-8", "replace")
 
 
 def default_curve_path() -> Path:

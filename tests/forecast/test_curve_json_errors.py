@@ -79,8 +79,8 @@ def test_a_saved_curve_that_does_not_parse_is_named_before_the_options(tmp_path)
         "re-copy it, or rebuild the curve from its source and write it with ReferenceCurve.save"), msg
     assert msg == _refusal(path) == _refusal(path, accuracy_scale="fraction")
     path.write_bytes(b'{"format": "\xff"}')  # not UTF-8: its own refusal, before the options too
-    assert _refusal(path, metric=KEY).startswith(f"reference curve file {str(path)!r} is not valid JSON: it is not "
-                                                  "UTF-8 text ('utf-8' codec can't decode byte 0xff")
+    assert _refusal(path, metric=KEY).startswith(f"reference curve file {str(path)!r} cannot be read as JSON: it is "
+                                                  "not UTF-8 text ('utf-8' codec can't decode byte 0xff")
 
 
 def test_a_damaged_json_file_is_named_before_the_options(tmp_path):
@@ -200,6 +200,8 @@ def test_the_cli_refuses_initial_accuracy_1_5_beside_a_step_0_eval(tmp_path, cap
 
 LATIN1 = TEXT.replace('"loss": 0.1', '"loss": 0.1, "run": "café"', 1).encode("latin-1")  # re-encoded: not UTF-8
 CODEC = "'utf-8' codec can't decode byte 0xe9 in position "
+TRL_FIX = ("or pass the checkpoint's own trainer_state.json (this file holds a TRL trainer state's \"log_history\"; "
+           "TRL writes it as UTF-8)")
 
 
 @pytest.mark.parametrize("name", ["state.log", "state_copy.txt", "state.json"])
@@ -209,10 +211,9 @@ def test_a_trainer_state_that_is_not_utf8_is_named_so_under_any_name(tmp_path, n
     path = tmp_path / name
     path.write_bytes(LATIN1)
     msg = _refusal(path, metric=KEY)
-    assert msg.startswith(f"reference curve file {str(path)!r} is not valid JSON: it is not UTF-8 text ({CODEC}")
-    assert msg.endswith(f"it holds a TRL trainer state's \"log_history\"; convert it (e.g. `iconv -f latin1 -t utf-8 "
-                        f"{name} > {path.stem}_utf8.json`), or pass the checkpoint's own trainer_state.json, which TRL "
-                        "writes as UTF-8"), msg
+    assert msg.startswith(f"reference curve file {str(path)!r} cannot be read as JSON: it is not UTF-8 text ({CODEC}")
+    assert msg.endswith(f"convert it (e.g. `iconv -f latin1 -t utf-8 {name} > {path.stem}_utf8{path.suffix}`), "
+                        + TRL_FIX), msg
     assert msg == _refusal(path)
     path.write_bytes(LATIN1.decode("latin-1").encode())  # the converted file reads
     assert load_reference_curve(str(path), metric=KEY).n_seeds == 1
@@ -225,16 +226,63 @@ def test_a_trainer_state_json_that_is_not_utf8_says_it_was_re_encoded(tmp_path, 
     path.parent.mkdir()
     path.write_bytes(LATIN1)
     msg = _refusal(path.parent if folder else path, metric=KEY)
-    assert msg == (f"{path} is not valid JSON: it is not UTF-8 text ({CODEC}{LATIN1.index(b'caf') + 3}: invalid "
-                   "continuation byte); TRL writes it as UTF-8, so this copy was re-encoded: re-copy it from the run's "
-                   "checkpoint-N/, or convert it (e.g. `iconv -f latin1 -t utf-8 trainer_state.json > "
-                   "trainer_state_utf8.json`)"), msg
+    assert msg == (f"{path} cannot be read as JSON: it is not UTF-8 text ({CODEC}{LATIN1.index(b'caf') + 3}: "
+                   "invalid continuation byte); TRL writes it as UTF-8: re-copy it from the run's checkpoint-N/, or "
+                   "convert it (e.g. `iconv -f latin1 -t utf-8 trainer_state.json > trainer_state_utf8.json`)"), msg
 
 
 def test_a_saved_curve_that_is_not_utf8_keeps_its_own_fix(tmp_path):
     path = tmp_path / "curve.json"
     path.write_bytes(b'{"format": "\xff"}')
-    assert _refusal(path) == (f"reference curve file {str(path)!r} is not valid JSON: it is not UTF-8 text ('utf-8' "
-                              "codec can't decode byte 0xff in position 12: invalid start byte); convert it (e.g. "
-                              "`iconv -f latin1 -t utf-8 curve.json > curve_utf8.json`), or rewrite a saved curve "
-                              "with ReferenceCurve.save")
+    assert _refusal(path) == (f"reference curve file {str(path)!r} cannot be read as JSON: it is not UTF-8 text "
+                              "('utf-8' codec can't decode byte 0xff in position 12: invalid start byte); convert it "
+                              "(e.g. `iconv -f latin1 -t utf-8 curve.json > curve_utf8.json`), or rewrite a saved "
+                              "curve with ReferenceCurve.save")
+
+
+@pytest.mark.parametrize("name", ["state.log", "state.json"])
+def test_a_utf16_trainer_state_is_named_utf16_with_its_own_conversion(tmp_path, name):
+    """UTF-16 has a NUL between characters: the trainer state was not recognised ("unknown kind of file"), and the
+    fix said to convert from latin-1, which turns UTF-16 into text full of NULs."""
+    path = tmp_path / name
+    path.write_bytes(TEXT.encode("utf-16"))
+    assert _refusal(path) == (f"reference curve file {str(path)!r} cannot be read as JSON: it is UTF-16 text; "
+                              f"convert it (`iconv -f utf-16 -t utf-8 {name} > {path.stem}_utf8{path.suffix}`), "
+                              + TRL_FIX)
+    path.write_bytes(TEXT.encode("utf-16").decode("utf-16").encode())  # converted: it reads
+    assert load_reference_curve(str(path), metric=KEY).n_seeds == 1
+
+
+@pytest.mark.parametrize("name", ["trainer_state.json", "state.json", "state.txt"])
+def test_a_utf8_byte_order_mark_is_read_not_called_damaged(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + TEXT.encode())
+    plain = tmp_path / "plain" / name
+    plain.parent.mkdir()
+    plain.write_text(TEXT)
+    a, b = load_reference_curve(str(path), metric=KEY), load_reference_curve(str(plain), metric=KEY)
+    assert a.params == b.params and a.n_seeds == 1
+
+
+def test_a_compressed_trainer_state_says_decompress_it(tmp_path):
+    import gzip
+
+    path = tmp_path / "trainer_state.json"
+    path.write_bytes(gzip.compress(TEXT.encode()))
+    assert _refusal(path).endswith("it is gzip-compressed; TRL writes it as UTF-8: re-copy it from the run's "
+                                   "checkpoint-N/, or decompress it (`gunzip -c trainer_state.json > "
+                                   "trainer_state_utf8.json`)")
+
+
+def test_a_csv_or_metrics_jsonl_that_is_not_utf8_names_the_encoding(tmp_path):
+    """A latin-1 CSV was "cannot be read as a CSV (... position 0: unexpected end of data); a header line ... is
+    expected" (pandas' chunk offset, blaming the header); a latin-1 metrics.jsonl escaped as a bare
+    UnicodeDecodeError naming no file."""
+    csv = tmp_path / "curve.csv"
+    csv.write_bytes("update,accuracy,note\n0,0.5,café\n5,0.6,x\n10,0.62,y\n20,0.65,z\n".encode("latin-1"))
+    assert _refusal(csv) == (f"{csv} cannot be read as a CSV: it is not UTF-8 text ('utf-8' codec can't decode byte "
+                             "0xe9 in position 30: invalid continuation byte); convert it (e.g. `iconv -f latin1 -t "
+                             "utf-8 curve.csv > curve_utf8.csv`)")
+    log = tmp_path / "metrics.jsonl"
+    log.write_bytes('{"update": 0, "eval": true, "greedy_accuracy": 0.5, "note": "café"}\n'.encode("latin-1"))
+    assert _refusal(log).startswith(f"{log} cannot be read as JSON lines: it is not UTF-8 text ('utf-8' codec")
