@@ -260,7 +260,7 @@ def update_costs(curve, batches: list[dict], names: list[str], cfg: dict, kind: 
                          f"rescaled by {scale:g} (per-update efficiency does not depend on the batch size; pass "
                          "--update-prompts/--update-group to state the update you mean)")
     elif all(probe_b) and not all(_curve_batch(curve)):  # a CSV, a TRL log, a metrics.jsonl without its config.json
-        trl = _trl_config_batch(batches)
+        trl = _trl_config_batch(batches, probe_b)
         notes.append(f"the reference curve does not record its update batch (update_prompts x update_group), so its "
                      f"updates are taken to be the probe's {probe_b[0]}x{probe_b[1]} completions" + (
                          f", which --trl-config {trl} gave: right when the curve is that run's log; if it comes from "
@@ -286,17 +286,20 @@ def update_costs(curve, batches: list[dict], names: list[str], cfg: dict, kind: 
     return tokens, {n: per_token * (tokens[n] + TRAIN_FORWARDS * c_ref) for n in names}
 
 
-def _trl_config_batch(batches: list[dict]) -> str | None:
-    """The ``--trl-config`` file the probe's update batch came from (its ``trl_config`` record, written by
-    :meth:`gradprobe.integrations.trl_config.TrlProbeSettings.record`, maps a field to ``--update-prompts`` or
-    ``--group`` and applied it), else None (no such record, or command-line flags won)."""
+def _trl_config_batch(batches: list[dict], probe_b: tuple) -> str | None:
+    """The ``--trl-config`` file the probe's update batch ``probe_b`` ((prompts, group), :func:`_probe_batch`) came
+    from, else None. From the probe's ``trl_config`` record
+    (:meth:`gradprobe.integrations.trl_config.TrlProbeSettings.record`): both of its dimensions must have been
+    applied from the file (a field mapped to ``--update-prompts`` and one to ``--group``, neither overridden by a
+    flag) and still be the probe's (an ``--update-group`` flag, or prompts from ``--prompts``, make it the user's)."""
     rec = batches[0].get("trl_config") if batches else None
     mapped = rec.get("mapped") if isinstance(rec, dict) else None
     if not isinstance(mapped, dict):
         return None
-    used = any(isinstance(v, dict) and v.get("applied") and v.get("flag") in ("--update-prompts", "--group")
-               for v in mapped.values())
-    return str(rec.get("path")) if used else None
+    applied = {v.get("flag"): v.get("probe_value") for v in mapped.values()
+               if isinstance(v, dict) and v.get("applied") and v.get("flag") in ("--update-prompts", "--group")}
+    from_file = (applied.get("--update-prompts"), applied.get("--group"))
+    return str(rec.get("path")) if None not in from_file and tuple(probe_b) == from_file else None
 
 
 def _probe_batch(cfg: dict) -> tuple:

@@ -168,18 +168,27 @@ def test_an_update_batch_from_trl_config_is_said_to_come_from_it(tmp_path):
     config.write_text("num_generations: 8\nper_device_train_batch_size: 32\ngradient_accumulation_steps: 4\n")
     parser = argparse.ArgumentParser()
     cli._add_probe(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["probe", "--trl-config", str(config)])
-    probe = _probe(h=0.6, groups=[0.6] * 8)
-    probe["trl_config"] = apply_trl_config(args).record()  # as `gradprobe probe` writes it to probe.json
-    assert (args.update_prompts, args.group) == (16, 8)  # the probe's 16x8 update: the TRL run's
-    [note] = [n for n in forecast_rewards(synthetic_curve(), probe, n_draws=300).notes if "update batch" in n]
+    def note_of(argv, explicit=frozenset()):
+        args = parser.parse_args(["probe", "--trl-config", str(config), *argv])
+        probe = _probe(h=0.6, groups=[0.6] * 8)
+        probe["trl_config"] = apply_trl_config(args, explicit=set(explicit)).record()  # as probe.json holds it
+        probe["config"].update(prompts=args.prompts, group=args.group, update_prompts=args.update_prompts,
+                               update_group=args.update_group)  # as the probe records its parsed options
+        [note] = [n for n in forecast_rewards(synthetic_curve(), probe, n_draws=300).notes if "update batch" in n]
+        return note
+
+    note = note_of([])  # 32 x 4 / 8 = 16 prompts of 8: the TRL run's update
     assert note.endswith(f"its updates are taken to be the probe's 16x8 completions, which --trl-config {config} "
                          "gave: right when the curve is that run's log; if it comes from another run, "
                          "pass --update-prompts/--update-group equal to that run's"), note
-    args = parser.parse_args(["probe", "--trl-config", str(config), "--update-prompts", "16", "--group", "8"])
-    probe["trl_config"] = apply_trl_config(args, explicit={"update_prompts", "group"}).record()  # the flags won
-    [note] = [n for n in forecast_rewards(synthetic_curve(), probe, n_draws=300).notes if "update batch" in n]
-    assert "--trl-config" not in note and "(a TRL GRPOTrainer's: per-device batch" in note
+    for argv, explicit, batch in ((["--update-prompts", "16", "--group", "8"], {"update_prompts", "group"}, "16x8"),
+                                  (["--update-group", "4"], {"update_group"}, "16x4"),
+                                  (["--update-prompts", "5"], {"update_prompts"}, "5x8")):
+        note = note_of(argv, explicit)  # a flag gave (part of) the batch: the user's, not the file's
+        assert f"the probe's {batch} completions;" in note and "--trl-config" not in note, (argv, note)
+        assert "(a TRL GRPOTrainer's: per-device batch" in note
+    config.write_text("num_generations: 8\n")  # the file gives the group only; the prompts are --prompts' default
+    assert "--trl-config" not in note_of([])
 
 
 def test_a_curve_of_several_seeds_without_replicates_is_not_called_one_seed():
