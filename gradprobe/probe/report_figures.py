@@ -27,8 +27,6 @@ __all__ = ["interval_figure", "ledger_figure", "ledger_rows", "by_construction",
 BY_CONSTRUCTION_LABEL = "probe (cost only: 0 by construction)"
 #: the annotation at the row of an arm that gives no verdict (:func:`no_verdict`), drawn instead of its numbers
 NO_VERDICT_LABEL = "no verdict: not drawn (why: the verdict table)"
-#: How ``report.html``'s verdict table marks a number read off a reference curve that gives no verdict at the budget
-#: (a row's or the section's ``no_verdict_reason``), as :func:`gradprobe.forecast.format_forecast` marks it.
 
 
 def png(fig) -> str:

@@ -77,3 +77,10 @@ def test_row_marks_is_one_rule_for_the_console_and_the_html_report():
         console = _cells(format_forecast(sec), r["arm"])[8:10]
         assert [acc, gain] == console, (r["arm"], acc, gain, console)
         assert (acc[-1:] == "*", gain[-1:] == "*") == tuple(m == "*" for m in row_marks(sec, r))
+    # a grpo row without lr_scale (the case where the template's own copy of the rule differed): still marked
+    for r in sec["rows"]:
+        if r["reward"] == "outcome":
+            del r["lr_scale"]
+    page = html.unescape(render_probe_report(probe, []))
+    row = re.search(r"<tr[^>]*><td>outcome</td>.*?</tr>", page[page.index('<table id="verdicts">'):], re.S).group(0)
+    assert re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)[4:6] == [f"{sec['grpo_accuracy']:.1f}*", "+0.0"]
