@@ -15,7 +15,10 @@ generated tokens (or F FLOPs):
 - forecast gain vs grpo = f(n_R) - f(T / c_outcome), accuracy points.
 
 A negative rho (the reward's update moves accuracy down along the reference) gives n_R < 0, which
-the curve cannot represent; it is clipped to 0 (no progress) and noted.
+the curve cannot represent; it is clipped to 0 (no progress: the forecast is the curve's start R0) and noted for
+every forecaster that gives it, whichever one the verdict uses (:func:`clipped_rho_note`), as the probe's number is
+printed in its column and quoted in verdicts: a reward whose update points against the reference's is forecast as
+no training, so the number is an upper bound on its accuracy, not a forecast of the harm.
 
 Interval (``level``, default 95%): percentiles of D Monte Carlo draws, draw d pairing the d-th
 bootstrap replicate of rho (prompts, plus the reference spread when measured) with a seed-bootstrap
@@ -99,7 +102,8 @@ from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, equal_cost_row, 
 from .start_check import start_notes
 
 __all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting", "no_verdict_reasons", "curve_reasons",
-           "extrapolation_reason", "shipped_curve_reason", "transfer_clause", "EXTRAPOLATION_LIMIT", "CLEAR_RISE"]
+           "clipped_rho_note", "extrapolation_reason", "shipped_curve_reason", "transfer_clause", "EXTRAPOLATION_LIMIT",
+           "CLEAR_RISE"]
 
 @dataclass
 class Setting:
@@ -207,21 +211,31 @@ def _method_forecast(st: Setting, r: str, meth: str, is_ref: bool, arm_curve, ar
         return NAN_FORECAST
     n_pt = st.value / st.cost[r] * rho_pt
     n_rep = st.value / st.cost[r] * np.nan_to_num(rho_rep, nan=rho_pt)
+    clipped = n_pt < 0
     if n_pt < 0 or (n_rep < 0).any():
-        if meth == st.method and n_pt < 0:
-            arm_notes.append(f"rho {rho_pt:.3g} < 0 ({meth}): effective updates clipped to 0 (the curve has no "
-                             "regression below R0)")
         n_pt, n_rep = max(n_pt, 0.0), np.maximum(n_rep, 0.0)
     acc = arm_curve(n_pt)
     if is_ref:
         return (n_pt, acc, 0.0, (0.0, 0.0))
     gain = acc - st.base  # the main fit's; the interval is the replicates' (module docstring): widened to hold it
+    if clipped:  # printed (its forecaster's column, a verdict quoting it) whichever forecaster the verdict uses
+        arm_notes.append(clipped_rho_note(meth, rho_pt, gain))
     if st.no_interval:  # one seed without a noise estimate: no interval rather than one that claims certainty
         return (n_pt, acc, gain, NAN_IV)
     reps = arm_curve.interval_values(n_rep, st.rep_idx) - st.base_rep
     a = (1.0 - st.level) / 2.0
     lo, hi = np.quantile(reps, [a, 1 - a])
     return (n_pt, acc, gain, (float(min(lo, gain)), float(max(hi, gain))))
+
+
+def clipped_rho_note(meth: str, rho: float, gain: float) -> str:
+    """The note of an entry whose rho by forecaster ``meth`` is below 0 (module docstring): its update points
+    against grpo's, the curve has no point below R0, so its forecast (``gain``, accuracy points vs grpo) is that of
+    no training: an upper bound on its accuracy, not a forecast of the harm. One per entry and forecaster."""
+    name = meth.replace("_", " ")
+    return (f"rho {rho:.3g} < 0 ({name}): its update points against grpo's and is forecast as no training (the "
+            f"curve cannot go below R0), so the {name} forecast {gain:+.1f} is an upper bound on its accuracy, not a "
+            "forecast of the harm")
 
 
 def arm_row(st: Setting, arm: str, spec: dict) -> dict:
