@@ -6,10 +6,10 @@ answer. Everything here is re-exported by :mod:`gradprobe.tasks.dataset`."""
 from __future__ import annotations
 
 from gradprobe.tasks.base import TaskConfigError, TaskNotFoundError, parse_task_config
-from gradprobe.tasks.verify import last_boxed, looks_like_latex, normalize_number
+from gradprobe.tasks.verify import last_boxed, numeric_gold
 
 __all__ = ["PromptText", "VERIFIERS", "MAPPING_KEYS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec",
-           "resolve_mapping", "read_prompt", "gold_answer"]
+           "resolve_mapping", "read_prompt", "gold_answer", "read_gold"]
 
 VERIFIERS = ("hash", "boxed", "exact")
 MAPPING_KEYS = ("prompt", "question", "answer", "solution")
@@ -138,17 +138,22 @@ def read_prompt(raw: dict, m: dict, verifier) -> tuple[PromptText | None, str | 
 
 def gold_answer(value, verifier) -> str | None:
     """The gold answer a row's answer cell gives under ``verifier`` (module docstring of
-    :mod:`gradprobe.tasks.dataset`), or None when it gives none (a malformed row)."""
+    :mod:`gradprobe.tasks.dataset`), or None when it gives none (a malformed row; :func:`read_gold` says why)."""
+    return read_gold(value, verifier)[0]
+
+
+def read_gold(value, verifier) -> tuple[str | None, str]:
+    """``(gold, why)``: the gold answer of a row's answer cell under ``verifier``, or ``(None, why)`` for a
+    malformed row. ``hash`` keeps the text after the last ``####``, drops thousands commas and reads its one
+    number by the completion's rule (:func:`gradprobe.tasks.verify.numeric_gold`: ``"13 apples"`` -> ``"13"``)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str) or not value.strip():
-        return None
+        return None, "is empty"
     if verifier == "hash":
         if "####" in value:
             value = value.rsplit("####", 1)[1]
-        value = value.strip().replace(",", "")
-        numeric = normalize_number(value) is not None or looks_like_latex(value)  # else only text would match
-        return value if value and numeric else None
+        return numeric_gold(value.strip().replace(",", ""))
     if verifier == "boxed":
-        return last_boxed(value) or value.strip()
-    return value.strip()
+        return last_boxed(value) or value.strip(), ""
+    return value.strip(), ""

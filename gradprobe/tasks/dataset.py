@@ -32,7 +32,13 @@ Verifiers (``verifier=``):
     GSM8K's convention: the completion's final answer is the line after its last ``####`` (else its
     last ``\\boxed{}``), compared with the gold as an exact number
     (:func:`gradprobe.tasks.verify.answers_match`); a gold with ``####`` in it (a GSM8K solution)
-    is reduced to the text after the last one, and a gold without a number is a malformed row.
+    is reduced to the text after the last one. The gold's number is read by the same rule as the
+    completion's (:func:`gradprobe.tasks.verify.numeric_gold`): units, currency, ``%`` and a final ``.`` are
+    dropped (a gold such as ``"13 apples"`` or ``"13."`` is stored as ``"13"``), so gold ``"13 apples"``,
+    ``"$13"``, ``"13%"``, ``"13."`` or ``13.0`` is read as 13, and ``#### 13``, ``#### 13.0`` and
+    ``#### 13 apples`` all score 1. A gold with no
+    number, or with several (``"3:30"``, ``"1 and 2"``), is a malformed row (use ``verifier=exact`` for text
+    answers); a LaTeX gold (``\\sqrt{2}``) is kept as written and math-verify decides.
 ``boxed``
     MATH's convention: the completion's last ``\\boxed{}`` (else its ``####`` line) and the gold
     (the content of its last ``\\boxed{}``, else the whole value) are compared by math-verify
@@ -79,7 +85,8 @@ from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem
                                   warn_repeated_train_prompts)
 # column mapping and prompt formats live in gradprobe.tasks.columns; re-exported here (MAPPING_KEYS, _prompt_text too)
 from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, VERIFIERS, PromptText, _fix,
-                                     _prompt_text, gold_answer, parse_dataset_spec, read_prompt, resolve_mapping)
+                                     _prompt_text, gold_answer, parse_dataset_spec, read_gold, read_prompt,
+                                     resolve_mapping)
 from gradprobe.tasks.verify import answers_match, extract_answer, last_boxed, math_verify_match, normalize_text
 
 __all__ = ["DatasetTask", "PromptText", "VERIFIERS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec",
@@ -276,10 +283,10 @@ class DatasetTask(Task):
             prompt = self._prompt(raw, m, where, line)
             if prompt is None:
                 continue
-            gold = self._gold(raw[m["answer"]])
+            gold, why = read_gold(raw[m["answer"]], self.verifier)
             if gold is None:
-                need = " holding a number (verifier=hash; use verifier=exact for text answers)" \
-                    if self.verifier == "hash" else ""
+                need = f" holding a number (its value {why}; verifier=hash reads the gold's one number as it reads " \
+                    "a completion's; use verifier=exact for text answers)" if self.verifier == "hash" else ""
                 self._bad_row(where, line, f"column {m['answer']!r} (answer=) gives no gold answer{need}")
                 continue
             meta = {"source": where, "row": line - 1, "prompt_format": prompt.prompt_format}

@@ -12,10 +12,13 @@ Sources:
 
 Each row is ``{"question": ..., "answer": "...reasoning...\\n#### 72"}``. The
 gold answer is the text after the last ``####``, stripped, with thousands
-commas removed. A row without one, or whose answer holds no number
-(``"#### twelve"``: a completion echoing the same words would otherwise score
-1.0 by text comparison; :func:`gradprobe.tasks.verify.holds_number`), is an
-error (:class:`DatasetFormatError`, naming file, line and fix), or, with
+commas removed, its number read by the completion's rule
+(:func:`gradprobe.tasks.verify.numeric_gold`: ``"#### 13 apples"`` is stored
+as gold ``"13"``; ``"#### 13.0"`` is kept and read as 13; both are matched by
+``#### 13`` and ``#### 13 apples``). A row without one,
+or whose answer holds no number (``"#### twelve"``: a completion echoing the
+same words would otherwise score 1.0 by text comparison) or several
+(``"#### 3:30"``), is an error (:class:`DatasetFormatError`, naming file, line and fix), or, with
 ``skip_malformed=True``, skipped, counted (``self.skipped``) and warned about;
 never dropped silently. Heldout rows whose
 question also occurs in train are removed (the official splits share none; a
@@ -39,7 +42,7 @@ import numpy as np
 from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
                                   decoded_rows, drop_train_prompts, no_rows_error, removed_heldout_note,
                                   warn_repeated_train_prompts)
-from gradprobe.tasks.verify import holds_number
+from gradprobe.tasks.verify import numeric_gold
 
 __all__ = ["GSM8KTask", "gold_from_solution"]
 
@@ -146,10 +149,11 @@ class GSM8KTask(Task):
             if gold is None:
                 self._bad_row(where, line, "the 'answer' has no final answer after '####'")
                 continue
-            if not holds_number(gold):
-                self._bad_row(where, line, f"the final answer after '####' ({gold[:40]!r}) holds no number, and a "
-                                           "GSM8K answer is a number (a completion repeating the words would "
-                                           "score 1.0)")
+            gold, why = numeric_gold(gold)
+            if gold is None:
+                self._bad_row(where, line, f"the final answer after '####' {why}, and a GSM8K answer is one number "
+                                           "(read as a completion's is: a completion repeating words would score "
+                                           "1.0, one giving the number 0.0)")
                 continue
             out.append(Problem(
                 id=f"gsm8k/{stem}/{line - 1}",

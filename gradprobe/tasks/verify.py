@@ -19,6 +19,16 @@ Why ``####``: it is GSM8K's own convention, and the prompt (see
 :mod:`gradprobe.tasks.prompts`) asks for it. ``\\boxed`` is accepted because
 instruction-tuned models write it out of habit.
 
+Numeric gold answers (:func:`numeric_gold`, applied when a GSM8K file or a ``verifier=hash`` JSONL/hub task is
+loaded) are read by the same rule as a completion's answer: the number-like token of the gold after the clean-up
+below (a gold that is not one plain number, ``"13 apples"`` or ``"13."``, is stored as the number's canonical
+text ``"13"``; ``"$13"``, ``"13%"`` and ``"13.0"`` are kept and read as 13), so ``#### 13``, ``#### 13.0`` and
+``#### 13 apples`` all score 1 against each of them, as in the
+GSM8K ``####`` convention (lm-evaluation-harness reads the number after ``####`` in the gold and in the
+completion with one pattern; math-verify parses both with one parser). A gold holding LaTeX is kept as written
+(math-verify decides); a gold holding no number, or several (``"3:30"``, ``"1 and 2"``: which one is the answer
+is ambiguous), is refused at load (the row is malformed; ``verifier=exact`` compares text instead).
+
 Comparison (:func:`answers_match`) is exact, never partial credit:
 
 - If the gold answer is a single number, the prediction's FIRST number-like
@@ -49,7 +59,7 @@ import threading
 from fractions import Fraction
 
 __all__ = ["extract_answer", "normalize_number", "answers_match", "looks_like_latex", "holds_number", "last_boxed",
-           "normalize_text", "math_verify_match", "ANSWER_MARKER"]
+           "normalize_text", "math_verify_match", "numeric_gold", "ANSWER_MARKER"]
 
 #: the final-answer marker of GSM8K-style completions (``#### 42``): four or more ``#``
 ANSWER_MARKER = re.compile(r"#{4,}")
@@ -230,6 +240,46 @@ def holds_number(s: str | None) -> bool:
     if not s or not s.strip():
         return False
     return normalize_number(s) is not None or looks_like_latex(s)
+
+
+def numeric_gold(s: str | None) -> tuple[str | None, str]:
+    """A numeric task's gold answer as the verifier compares it, read by the completion's rule (module docstring).
+
+    Parameters
+    ----------
+    s : str or None
+        The gold text (after ``####`` for a GSM8K solution), e.g. ``"13 apples"``, ``"$1,234.50"``, ``"13."``.
+
+    Returns
+    -------
+    (gold, why) : (str or None, str)
+        ``gold``: ``s`` stripped when it is one number after the clean-up (``"3/4"``, ``"$13"``, ``"13.0"``,
+        ``"\\frac{1}{2}"``: :func:`answers_match` reads it as that number) or holds LaTeX that numeric
+        normalisation cannot evaluate (``"\\sqrt{2}"``: math-verify decides); else the canonical text of its one
+        number (:func:`normalize_number`: ``"13 apples"`` -> ``"13"``, ``"13."`` -> ``"13"``); ``why`` is then
+        ``""``. ``gold`` is None when the verifier cannot read one number from ``s``;
+        ``why`` says why (no number; several numbers, listed).
+
+    Examples
+    --------
+    >>> numeric_gold("13 apples"), numeric_gold("13."), numeric_gold("3:30")[0]
+    (('13', ''), ('13', ''), None)
+    """
+    if not s or not s.strip():
+        return None, "is blank"
+    if looks_like_latex(s) or _single_number(s) is not None:  # LaTeX, or one number as answers_match reads it
+        return s.strip(), ""
+    tokens = list(_TOKEN.finditer(_clean(s)))
+    if not tokens:
+        return None, f"({s.strip()[:40]!r}) holds no number"
+    if len(tokens) > 1:
+        shown = ", ".join(m.group(0) for m in tokens[:4]) + (", ..." if len(tokens) > 4 else "")
+        return None, (f"({s.strip()[:40]!r}) holds {len(tokens)} numbers ({shown}), and the verifier compares one "
+                      f"number; write the one answer (e.g. {tokens[0].group(0)!r})")
+    value = _to_fraction(tokens[0].group(1), tokens[0].group(2))
+    if value is None:
+        return None, f"({s.strip()[:40]!r}) holds no number it can evaluate"
+    return _canonical(value), ""
 
 
 def normalize_text(s: str) -> str:

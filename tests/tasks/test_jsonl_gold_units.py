@@ -1,0 +1,54 @@
+"""A numeric gold is read by the completion's rule (gradprobe.tasks.verify.numeric_gold): a unit, currency, '%' or a
+final '.' in the gold no longer makes every correct rollout score 0, and a gold with several numbers is refused."""
+
+import json
+
+import pytest
+
+from gradprobe.tasks import load_task
+from gradprobe.tasks.base import DatasetFormatError
+from gradprobe.tasks.gsm8k import GSM8KTask
+from gradprobe.tasks.verify import numeric_gold
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("gold", ["13 apples", "13.0", "$13", "13%", "13.", 13, 13.0, "#### 13 apples"])
+def test_gold_with_unit_scores_like_the_completion(tmp_path, gold):
+    rows = [{"question": f"q{i}", "answer": gold} for i in range(5)]
+    task = load_task(f"jsonl:{_jsonl(tmp_path / 'u.jsonl', rows)}")
+    p = task.split_rows("train")[0]
+    assert p.answer == ("13" if gold in ("13 apples", "13.", "#### 13 apples") else str(gold))
+    for completion in ("#### 13", "#### 13.0", "#### 13 apples", "so\n#### $13"):
+        assert task.score(completion, p) == 1.0, completion
+    assert task.score("#### 14 apples", p) == 0.0 and task.score("#### 1.3", p) == 0.0
+
+
+@pytest.mark.parametrize("gold,shown", [("3:30", "3, 30"), ("1 and 2 apples", "1, 2")])
+def test_gold_with_several_numbers_is_refused_naming_the_row(tmp_path, gold, shown):
+    rows = [{"question": "q0", "answer": "4"}, {"question": "q1", "answer": gold}]
+    with pytest.raises(DatasetFormatError, match=rf"line 2: column 'answer' .*holds 2 numbers \({shown}\).*"
+                                                 r"verifier=exact"):
+        load_task(f"jsonl:{_jsonl(tmp_path / 'm.jsonl', rows)}").split_rows("train")
+
+
+def test_gsm8k_gold_with_unit(tmp_path):
+    rows = [{"question": f"q{i}", "answer": f"6 + 7 = 13\n#### {['13 apples', '1,200.0'][i % 2]}"} for i in range(6)]
+    task = GSM8KTask(_jsonl(tmp_path / "g.jsonl", rows))
+    golds = {p.question: p.answer for p in task.split_rows("train") + task.split_rows("heldout")}
+    assert golds == {f"q{i}": ["13", "1200.0"][i % 2] for i in range(6)}
+    p = next(p for p in task.split_rows("train") if p.answer == "13")
+    assert task.score("#### 13", p) == 1.0 and task.score("#### 13 apples", p) == 1.0
+    bad = _jsonl(tmp_path / "b.jsonl", [{"question": "q", "answer": "#### 3:30"}])
+    with pytest.raises(DatasetFormatError, match=r"line 1: the final answer after '####' \('3:30'\) holds 2 numbers"):
+        GSM8KTask(bad).split_rows("train")
+
+
+def test_numeric_gold_rule():
+    assert numeric_gold("13 apples") == ("13", "") and numeric_gold("-0.50 dollars") == ("-0.5", "")
+    assert numeric_gold("3/4 cup") == ("0.75", "") and numeric_gold("3/4") == ("3/4", "")
+    assert numeric_gold("\\sqrt{2}") == ("\\sqrt{2}", "")  # LaTeX: math-verify decides
+    assert numeric_gold("twelve")[0] is None and "no number" in numeric_gold("twelve")[1]
