@@ -65,8 +65,9 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
         ``keys`` is a string (it would be read one character at a time): pass a list of key names.
     ValueError
         A key given twice, or a key whose value in some problem is neither a number nor missing (None); one
-        line naming the key, the value, its prompt, and the numeric keys of these problems (less the identifiers
-        ``id`` and ``row``, :data:`IDENTIFIER_KEYS`).
+        line naming the key, how many prompts hold a value that is no number (the first three: value, prompt id and
+        the line of its JSONL file), how many hold a number, the fix, and the keys numeric in every problem holding
+        them (less the identifiers ``id`` and ``row``, :data:`IDENTIFIER_KEYS`) as "numeric in this pool".
 
     Warns
     -----
@@ -86,14 +87,7 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
             raise ValueError(f"metadata key {key!r} (--metadata-keys) is given twice; give each key once")
         seen.add(key)
     for key in keys:
-        for prob in problems:
-            value = (getattr(prob, "metadata", None) or {}).get(key)
-            if value is not None and not is_numeric(value):
-                shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-                raise ValueError(
-                    f"metadata key {key!r} (--metadata-keys) is not a number: {shown} in prompt "
-                    f"{getattr(prob, 'id', '?')}; give numeric keys only (numeric in this pool: "
-                    f"{', '.join(_numeric_keys(problems)) or 'none'})")
+        _refuse_non_numeric(problems, key)
     present = sorted({k for p in problems for k in (getattr(p, "metadata", None) or {})})
     absent = [k for k in keys if k not in present]
     if absent and problems and warn_absent and tuple(keys) == DEFAULT_KEYS:
@@ -102,6 +96,56 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
         warnings.warn(f"metadata_keys (--metadata-keys) {', '.join(absent)}: in no prompt of this pool, so imputed as "
                       f"a constant that carries no information (keys present: {', '.join(present) or 'none'})"
                       + _did_you_mean(absent, _numeric_keys(problems)), stacklevel=3)
+
+
+def _refuse_non_numeric(problems, key: str) -> None:
+    """Raise the ValueError of :func:`check_metadata_keys` when some problem holds a ``key`` value that is neither a
+    number nor None: the first three such values in data order (each with its prompt id and, for a data file's
+    rows, its line, counting from 1), how many more, in how many prompts the key is a number, the fix (a number
+    written as text, "2", is to be the JSON number 2), and the keys numeric wherever held (:func:`_numeric_keys`)."""
+    values = [(prob, (getattr(prob, "metadata", None) or {}).get(key)) for prob in problems]
+    bad = sorted(((prob, v) for prob, v in values if v is not None and not is_numeric(v)), key=lambda b: _row(b[0]))
+    if not bad:
+        return
+    n, numeric = len(problems), sum(is_numeric(v) for _, v in values)
+    sources = {(getattr(prob, "metadata", None) or {}).get("source") for prob, _ in bad}
+    source = next(iter(sources)) if len(sources) == 1 and _row(bad[0][0]) >= 0 else None
+    shown = ", ".join(f"{_short(v)} in prompt {getattr(prob, 'id', '?')}{_line(prob, source)}" for prob, v in bad[:3])
+    shown += (f" and {len(bad) - 3} more" if len(bad) > 3 else "") + (f" in {source}" if source else "")
+    fix = ("write them as JSON numbers (2, not \"2\")" if all(isinstance(v, str) and _reads_as_number(v)
+                                                               for _, v in bad)
+           else "make each such value a number, or null (missing: imputed)")
+    raise ValueError(
+        f"metadata key {key!r} (--metadata-keys) is not a number: {shown}; {key!r} is numeric in {numeric} of {n} "
+        f"prompts: {fix}, or give numeric keys only (numeric in this pool: "
+        f"{', '.join(_numeric_keys(problems)) or 'none'})")
+
+
+def _short(value) -> str:
+    """``repr(value)``, cut to 60 characters."""
+    return repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+
+
+def _reads_as_number(text: str) -> bool:
+    """Whether ``text`` is a finite number written as text (``"2"``, ``" 1.5"``; not ``"nan"``, ``"inf"``)."""
+    try:
+        return abs(float(text)) < float("inf")
+    except ValueError:
+        return False
+
+
+def _row(prob) -> int:
+    """The problem's 0-based row in its data (``metadata["row"]``), -1 when it has none."""
+    row = (getattr(prob, "metadata", None) or {}).get("row")
+    return int(row) if is_numeric(row) else -1
+
+
+def _line(prob, source: str | None) -> str:
+    """``" (line 7)"`` for a problem of the JSONL file ``source`` (``" (row 7)"`` for a hub split), counting from
+    1; ``""`` when its row or the one source shared by the problems named is unknown."""
+    if source is None:
+        return ""
+    return f" ({'line' if str(source).endswith('.jsonl') else 'row'} {_row(prob) + 1})"
 
 
 def _defaults_absent(absent: list[str], numeric: list[str]) -> str:
