@@ -6,9 +6,12 @@
     calib apply PROBE_DIR [--calibration default|FILE]       calibrated.json next to probe.json (calib.apply)
 
 Errors in the input (a missing file or column, a single arm, an incompatible calibration file)
-print one line naming the problem and its fix, and exit with status 2. A standard output closed
-early (``calib fit ... | head``) is not reported as an error: the files are still written, and the
-exit status is 1 (Python's note on SIGPIPE).
+print one line naming the problem and its fix, and exit with status 2. ``calib rows`` and ``calib fit`` never
+overwrite a file they did not write: an existing ``--out`` that is one of the command's inputs (a rows file, a study's
+runs.csv, study.json, analysis.json or plan.toml) or not an earlier output of the same kind (a rows CSV, a calibration
+file) is refused before any work; an earlier output is replaced (atomically), and a line on stderr says so. A
+standard output closed early (``calib fit ... | head``) is not reported as an error: the files are still written,
+and the exit status is 1 (Python's note on SIGPIPE).
 """
 
 from __future__ import annotations
@@ -24,16 +27,17 @@ import warnings
 from pathlib import Path
 
 from gradprobe.cli.args import CALIBRATION_PATH, CommandParser, in_path, out_path
-from gradprobe.layout import PROBE_JSON
+from gradprobe.layout import ANALYSIS_JSON, PLAN_COPY, PROBE_JSON, RUNS_CSV, STUDY_JSON
 from gradprobe.outputs import OutputDirError
 
 from .apply import calibrate, format_calibrated, load_probe, write_calibrated
-from .dataset import FORECASTERS, RowsError, SkippedEvalsWarning, build_rows_many, read_rows
+from .dataset import (FORECASTERS, REFERENCE_ARM, RowsError, SkippedEvalsWarning, build_rows_many, read_rows,
+                      rows_header)
 from .file_check import FIT_CHOICES, FIT_DEFAULTS
 from .files import write_json, write_text_atomic
-from .integrity import check_one_row_per_run, concat_rows
+from .integrity import check_one_row_per_run, check_reference_rows, concat_rows
 from .metrics import p_value_text
-from .model import fit_calibration, load_calibration
+from .model import fit_calibration, is_calibration_file, load_calibration
 from .noise_floor import NO_SEEDS, heldout_label
 from .report import validation_record, write_report
 
@@ -136,9 +140,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 def _rows(args) -> int:
     out = Path(args.out)
     _refuse_bad_file_out(out, "--out", "the rows CSV", "rows.csv")
+    study_files = [Path(d) / name for d in args.studies for name in _STUDY_FILES]
+    replaced = _check_out_file(out, "rows", study_files, "study file", "calibration rows CSV (`calib rows`)",
+                               "rows.csv")
     rows = build_rows_many(args.studies)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, rows.to_csv(index=False))
+    _say_replaced(replaced)
     n_nan = int(rows["target"].isna().sum())
     print(f"wrote {out}: {len(rows)} rows ({rows['study'].nunique()} studies, {rows['arm'].nunique()} arms, "
           f"{rows['model'].nunique()} model(s), {rows['task'].nunique()} task(s); {n_nan} without a realized accuracy)")
@@ -162,11 +170,80 @@ def _refuse_bad_file_out(path: Path, option: str, what: str, example: str) -> No
                                                 f"so {what} cannot be written under it; choose another {option}")
 
 
+#: files of a study folder ``calib rows`` reads: never its ``--out``, even when one was overwritten with rows
+_STUDY_FILES = (RUNS_CSV, STUDY_JSON, ANALYSIS_JSON, PLAN_COPY)
+
+
+def _check_out_file(out: Path, command: str, inputs, input_what: str, what: str, example: str) -> str | None:
+    """Refuse, before any work, an existing ``--out`` file ``out`` of ``calib COMMAND`` (``rows`` or ``fit``) that
+    calib did not write, or that is one of its ``inputs``. Returns None, or, when ``out`` is an earlier output of the
+    same kind, the line :func:`_say_replaced` prints once it is replaced.
+
+    ``calib fit`` replaces a calibration file (:func:`calib.model.is_calibration_file`: its format marker), ``calib
+    rows`` a rows CSV (:func:`calib.dataset.rows_header`: calib's rows columns); any other file (the rows
+    themselves, a study's ``runs.csv`` or ``plan.toml``, a user's file) is never overwritten; an empty file is
+    written over (it holds nothing to lose: a ``mktemp`` file). Both write atomically
+    (a temporary file renamed over ``out``), so a failed write leaves ``out`` as it was.
+
+    Raises
+    ------
+    gradprobe.outputs.OutputDirError
+        One line: ``out``, what it holds (``input_what``, or :func:`_held`) and the fix (another ``--out``, e.g.
+        ``example``; ``what``: the file the command writes).
+    """
+    if not out.is_file():
+        return None
+    for given in inputs:
+        if Path(given).is_file() and os.path.samefile(out, given):
+            raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} is the {input_what} {str(given)!r} this command "
+                                               f"reads: writing the {what} there would destroy it; choose another "
+                                               f"--out (e.g. {str(out.with_name(example))!r})")
+    if out.stat().st_size == 0:  # nothing to lose (a `mktemp` file)
+        return None
+    ours = is_calibration_file(out) if command == "fit" else rows_header(out) is not None
+    if ours:
+        return f"calib {command}: replaced the earlier {what} {out}"
+    raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} exists and is no {what} but {_held(out)}; calib "
+                                       f"{command} replaces only its own earlier output and never overwrites another "
+                                       f"file: choose another --out (e.g. {str(out.with_name(example))!r}), or move "
+                                       "the file away")
+
+
+def _say_replaced(line: str | None) -> None:
+    """Print ``line`` (:func:`_check_out_file`'s, if any) on stderr: the earlier output was replaced."""
+    if line:
+        print(line, file=sys.stderr)
+
+
+def _held(path: Path) -> str:
+    """What the file ``path`` holds, as a phrase for :func:`_check_out_file`."""
+    if rows_header(path) is not None:
+        return "calibration rows (a CSV of `calib rows`)"
+    if is_calibration_file(path):
+        return "a calibration file (`calib fit`)"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return "a binary or unreadable file"
+    try:
+        d = json.loads(text)
+    except ValueError:
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        return f"a text file (first line {first[:60]!r})" if first else "blank text"
+    kind = d.get("format") if isinstance(d, dict) else None
+    return f'JSON of "format": {json.dumps(kind)}' if isinstance(kind, str) else "a JSON document of another tool"
+
+
 def _fit(args) -> int:
+    replaced = _check_out_file(Path(args.out), "fit", args.rows, "rows file", "calibration file (`calib fit`)",
+                               "calibration.json")
     rows = concat_rows(read_rows(p) for p in args.rows)  # each run's file and line kept
-    check_one_row_per_run(rows, f"the rows file(s) {', '.join(map(str, args.rows))}")  # named by file
+    source = f"the rows file(s) {', '.join(map(str, args.rows))}"
+    check_one_row_per_run(rows, source)  # named by file
+    check_reference_rows(rows, source, REFERENCE_ARM)
     cal = fit_calibration(rows, **_settings(args))
     path = cal.save(args.out)
+    _say_replaced(replaced)
     c = cal.counts
     print(f"wrote {path}: {cal.method} correction of {cal.forecaster}, {c['rows']} runs of {cal.rows['arm'].nunique()} "
           f"arms in {cal.rows['study'].nunique()} studies, conformal folds by {cal.cv} ({c['dropped_reference']} grpo "

@@ -40,6 +40,7 @@ one arm.
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import math
@@ -96,7 +97,8 @@ REQUIRED = ("study", "model", "task", "arm", "seed", "budget", "budget_value", "
 
 __all__ = ["REFERENCE_ARM", "BUDGET", "FORECASTERS", "FEATURES", "FORECAST_COLUMNS", "ID_COLUMNS", "COLUMNS",
            "REQUIRED", "StudyFormatError", "RowsError", "DuplicateRunsWarning", "SkippedEvalsWarning", "build_rows",
-           "build_rows_many", "study_dir_list", "select_rows", "read_rows", "default_forecast_fn"]
+           "build_rows_many", "study_dir_list", "select_rows", "read_rows", "rows_header",
+           "default_forecast_fn"]
 
 
 def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.DataFrame:
@@ -316,11 +318,12 @@ def read_rows(path: str | Path) -> pd.DataFrame:
     RowsError
         The path is a folder (named; a study folder gets the ``calib rows`` command that makes its rows).
         A rows file of the old format (``predicted_gain``, no forecasts): rebuild it. An empty, binary,
-        unparseable or cut file (no line break at its end), or a bad cell: a non-number in a numeric
-        column, an infinite forecast, realized accuracy or target (NaN/empty = none), a target, realized
-        accuracy or saturating forecast outside its range in points, a ``budget_value`` that is not a finite
-        number > 0, a flag that is not True/False; named by file, line and column, with the fix
-        (:func:`calib.integrity.read_rows_csv`).
+        unparseable or cut file (no line break at its end), a file separated by semicolons or tabs, or a bad cell:
+        an empty study, model, task, arm, seed, budget or reward (:data:`calib.integrity.IDENTITY`), a non-number in
+        a numeric column (only an empty cell is missing: ``n/a`` or ``NA`` is text), an infinite forecast,
+        realized accuracy or target (NaN/empty = none), a target, realized accuracy or saturating forecast outside
+        its range in points, a ``budget_value`` that is not a finite number > 0, a flag that is not True/False;
+        named by file, line and column, with the fix (:func:`calib.integrity.read_rows_csv`).
     """
     path = Path(path)
     if path.is_dir():
@@ -335,6 +338,19 @@ def read_rows(path: str | Path) -> pd.DataFrame:
         raise RowsError(f"{path} is a rows file of the old format (the first-order predicted_gain, no forecast "
                         f"columns); rebuild it with `calib rows STUDY_DIR... --out {path}`")
     return df
+
+
+def rows_header(path: str | Path) -> list[str] | None:
+    """The column names of ``path``'s first line when it is a rows CSV's header (``calib rows`` writes it: every
+    column of :data:`REQUIRED` among its comma-separated names), else None (a folder, an unreadable, binary or empty
+    file, another CSV such as a study's ``runs.csv``, JSON, TOML). Reads the first line only (64 KiB at most)."""
+    try:
+        with open(path, "rb") as f:
+            line = f.readline(1 << 16)
+        names = next(csv.reader([line.decode("utf-8-sig").strip()]), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return names if set(REQUIRED) <= set(names) else None
 
 
 def _check_columns(rows: pd.DataFrame, forecaster: str) -> None:
@@ -607,7 +623,20 @@ def _token_budget(analysis: dict, study_dir: Path) -> float:
 
 
 def _read_json(path: Path, fix: str) -> dict:
-    return read_study_json(path, fix, error=StudyFormatError)
+    """The JSON object of a study file ``path`` (``study.json``, ``analysis.json``).
+
+    Raises
+    ------
+    StudyFormatError
+        It is missing or no valid JSON (``fix`` named: :func:`gradprobe.forecast.study.read_study_json`), or valid
+        JSON that is no object (``[]``, a number): the file, what it holds and the fix (restore it from a copy of the
+        study; ``gradprobe study`` writes it).
+    """
+    doc = read_study_json(path, fix, error=StudyFormatError)
+    if not isinstance(doc, dict):
+        raise StudyFormatError(f"{path} holds {json_short(doc)}, not a JSON object of the study's fields; restore "
+                               f"{path} from a copy of the study ({fix})")
+    return doc
 
 
 def _per_seed(res: dict, arm: str, study_dir: Path) -> dict[int, float]:

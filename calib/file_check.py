@@ -616,18 +616,23 @@ def rebuild_command(path, d, *, default: bool, forecaster: str | None = None) ->
             "ROWS.csv` rebuilds them from the studies in its domain), or pass --calibration default")
 
 
-def unreadable_fix(path, *, default: bool) -> str:
+def unreadable_fix(path, *, default: bool, in_place: bool = True) -> str:
     """How to rebuild a calibration file whose settings cannot be read (not valid JSON), as the tail of an error.
 
     ``default``: the shipped file: :data:`DEFAULT_COMMAND` (data/calibration/README.md), run in a
-    gradprobe checkout, or reinstall. Another file: ``calib fit`` with ``--out`` the file's own path,
-    and a ``--forecaster`` that must be the one it was fitted for (the choices listed: calib fit's
-    default, ``forecast_probe``, would silently fit a calibration of another forecaster).
+    gradprobe checkout, or reinstall. Another file: ``calib fit`` with ``--out`` the file's own path when
+    ``in_place`` (it opens as a calibration file, which ``calib fit --out`` replaces:
+    :func:`calib.model.is_calibration_file`), else a new ``calibration.json`` beside it (``calib fit`` refuses to
+    overwrite a file it did not write), and a ``--forecaster`` that must be the one it was fitted for (the choices
+    listed: calib fit's default, ``forecast_probe``, would silently fit a calibration of another forecaster).
     """
     if default:
         return (f"refit it in a gradprobe checkout with `{DEFAULT_COMMAND}` (data/calibration/README.md), or "
                 "reinstall gradprobe")
-    out = shlex.quote(str(Path(path)))
+    path = Path(path)
+    if not in_place:
+        path = path.with_name("calibration.json" if path.name != "calibration.json" else "calibration_refit.json")
+    out = shlex.quote(str(path))
     return (f"refit it with `calib fit ROWS.csv --forecaster FORECASTER --out {out}`, where FORECASTER is the "
             f"forecaster it was fitted for (one of {', '.join(FORECASTERS)}; without --forecaster calib fit fits "
             f"{FIT_DEFAULTS['forecaster']}, a different calibration) and with the other options it was fitted with "

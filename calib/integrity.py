@@ -8,10 +8,13 @@ exit status 2) naming the file, the column and line or the study, arm and seed, 
 Rules
 -----
 Rows CSV (:func:`read_rows_csv`)
-    UTF-8 text with a header line, ending with a line break (``calib rows`` ends every line with one: a
-    file without it was cut short, maybe inside its last cell, e.g. a target ``-2.6000000000000085`` cut
-    to ``-2.``, which reads as a valid -2.0); every numeric column (:data:`NUMERIC`) holds numbers or empty/NaN
-    cells; ``is_reference`` and ``paired`` hold True/False; a forecast, ``realized`` or ``target``
+    UTF-8 text, comma-separated (:func:`_check_comma_separated`), with a header line, ending with a line break
+    (``calib rows`` ends every line with one: a file without it was cut short, maybe inside its last cell, e.g. a
+    target ``-2.6000000000000085`` cut to ``-2.``, which reads as a valid -2.0); every numeric column
+    (:data:`NUMERIC`) holds numbers or empty/NaN cells (only an empty cell, or ``nan``, is missing: pandas'
+    default NA words such as ``n/a`` or ``NA`` are refused as non-numbers, like any text); the run's names
+    (:data:`IDENTITY`) are never empty;
+    ``is_reference`` and ``paired`` hold True/False; a forecast, ``realized`` or ``target``
     (:data:`FINITE`) is never infinite: NaN (an empty cell) means "no forecast" / "no accuracy", an
     infinity is bad data.
 analysis.json vs runs.csv (:func:`check_analysis_matches_runs`)
@@ -40,6 +43,9 @@ Paired targets (:func:`check_paired_targets`)
     ``is_reference`` True) also ran in its study: its target is its ``realized`` accuracy minus that
     reference run's, within :data:`PAIRED_ATOL` points (``calib rows`` computes it so; the reference's
     own rows are 0). A row that disagrees was edited or damaged and is refused.
+Reference rows (:func:`check_reference_rows`)
+    ``is_reference`` is True exactly on the rows of the arm named ``grpo``, and every study with a realized gain has
+    such rows; an arm of forecast 0 and gain exactly 0 on every row beside them is warned of (grpo renamed?).
 One row per run (:func:`check_one_row_per_run`)
     Within one rows table, two rows of the same (study, arm, seed) are one run given twice (a rows
     file passed twice, two files sharing a study): refused, since it would count double in the fit,
@@ -120,6 +126,11 @@ class DuplicateRunsWarning(UserWarning):
     """The same training run is read from two studies given together (it counts twice)."""
 
 
+class ReferenceLikeArmWarning(UserWarning):
+    """An arm not marked ``is_reference`` whose every row has forecast 0 and target exactly 0, as the reference
+    arm's own rows have (:func:`check_reference_rows`)."""
+
+
 def read_rows_csv(path: Path) -> pd.DataFrame:
     """Read and check a rows CSV (the file exists).
 
@@ -139,7 +150,9 @@ def read_rows_csv(path: Path) -> pd.DataFrame:
     """
     raw = Path(path).read_bytes()  # read once: the table and the cut check come from the same bytes
     try:
-        df = pd.read_csv(io.BytesIO(raw), skip_blank_lines=False)
+        # only an empty cell is missing: pandas' default NA words ("n/a", "NA", "null"...) would hide a typed
+        # word as a run without a forecast or accuracy; they are refused as non-numbers (``_numeric``) instead
+        df = pd.read_csv(io.BytesIO(raw), skip_blank_lines=False, keep_default_na=False, na_values=[""])
     except pd.errors.EmptyDataError:
         raise RowsError(f"{path} is empty (no header line); write the rows with `calib rows STUDY_DIR... "
                         f"--out {path}`") from None
@@ -148,11 +161,14 @@ def read_rows_csv(path: Path) -> pd.DataFrame:
                         f"pass the rows CSV that `calib rows STUDY_DIR... --out ROWS.csv` writes") from None
     except pd.errors.ParserError as e:
         _check_complete(path, raw)  # a cut inside a quoted cell: say the file was cut, not just "EOF inside string"
+        _check_comma_separated(path, raw, pd.DataFrame())
         raise RowsError(f"{path} is not a valid CSV ({str(e).strip().splitlines()[0]}); "
                         + _REBUILD.format(path)) from None
     _check_complete(path, raw)
+    _check_comma_separated(path, raw, df)
     df.index = df.index + 2  # the line number of each row (line 1 is the header)
     df = df[~df.isna().all(axis=1)]
+    _check_identity_cells(df, path)
     for col in (c for c in NUMERIC if c in df.columns):
         df[col] = _numeric(df[col], path, col)
     for col in (c for c in BOOLEAN if c in df.columns):
@@ -164,6 +180,50 @@ def read_rows_csv(path: Path) -> pd.DataFrame:
     df = df.reset_index(drop=True)
     df.attrs[ROW_PLACES] = places
     return df
+
+
+IDENTITY = ("study", "model", "task", "arm", "seed", "budget", "reward")
+"""Columns of a rows CSV that name a run (``reward``: where the rows have that column): never empty. A blank one
+would fit a run of no study, arm or seed (a blank ``reward`` dropped the rewards from the calibration's domain)."""
+_SEPARATORS = {";": "semicolons", "\t": "tabs"}
+
+
+def _check_comma_separated(path: Path, raw: bytes, df: pd.DataFrame) -> None:
+    """Refuse a rows CSV (``path``, its bytes ``raw``, read as ``df``) whose header is separated by semicolons or
+    tabs, not commas (a spreadsheet saved it so, as Excel does in many locales): read with commas, its header is
+    one or a few cells holding every column name, and its rows broke the table apart.
+
+    Raises
+    ------
+    RowsError
+        Naming the file, the separator found and the fix: re-save it as CSV with commas (or rebuild it).
+    """
+    if "study" in df.columns:
+        return
+    header = raw.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff").strip()
+    for sep, name in _SEPARATORS.items():
+        if "study" in [c.strip().strip('"') for c in header.split(sep)]:
+            raise RowsError(f"{path} is not comma-separated: its header line (line 1) separates the columns with "
+                            f"{name}, as a spreadsheet saves CSV in some locales; re-save it as CSV with commas "
+                            "(with '.' as the decimal point), or rebuild the rows with `calib rows STUDY_DIR... "
+                            "--out ROWS.csv`")
+
+
+def _check_identity_cells(df: pd.DataFrame, path: Path) -> None:
+    """Refuse an empty cell in a column of :data:`IDENTITY` (``df``: the rows as read, indexed by line number).
+
+    Raises
+    ------
+    RowsError
+        Naming the file, the line, the column and the fix (write the value, or rebuild the rows).
+    """
+    for col in (c for c in IDENTITY if c in df.columns):
+        blank = df[col].isna() | (df[col].astype(str).str.strip() == "")
+        if blank.any():
+            line = blank.idxmax()
+            raise RowsError(f"{path}, line {line}, column {col!r} is empty: every row names its run (study, model, "
+                            f"task, arm, seed, budget, reward); write the {col} of that run "
+                            + _REBUILD.format(path))
 
 
 def concat_rows(frames) -> pd.DataFrame:
@@ -204,7 +264,8 @@ def _numeric(s: pd.Series, path: Path, col: str) -> pd.Series:
         if bad.any():
             line = bad.idxmax()
             raise RowsError(f"{path}, line {line}, column {col!r}: {s[line]!r} is not a number; write a number "
-                            "(an empty cell means missing) " + _REBUILD.format(path))
+                            "(an empty cell means missing; words such as n/a or NA are not read as missing) "
+                            + _REBUILD.format(path))
         s = num
     if col in FINITE and s.dtype.kind == "f":
         inf = np.isinf(s.to_numpy())
@@ -715,3 +776,77 @@ def check_paired_targets(rows: pd.DataFrame, source: str = "the rows table") -> 
                     f"is not realized {realized!r} minus {ref_arm}'s realized {base!r} on the same seed "
                     f"({realized - base!r}, tolerance {PAIRED_ATOL:g} points){more}: the rows were edited or damaged; "
                     "rebuild them with `calib rows STUDY_DIR... --out ROWS.csv`")
+
+
+def check_reference_rows(rows: pd.DataFrame, source: str = "the rows table", reference_arm: str = "grpo",
+                         forecasts=FORECAST_NAMES) -> None:
+    """Refuse rows whose ``is_reference`` flags disagree with the rows themselves; warn of an arm that looks like
+    the reference arm renamed.
+
+    ``is_reference`` decides which rows are left out of a fit: the reference arm's gain vs itself is 0 by
+    definition (forecast 0, paired target exactly 0), so its rows fitted as data pin the fit through (0, 0) and
+    shrink the conformal scale (the shipped rows with every flag False: 116 runs of 16 arms, scale 0.954 -> 0.433).
+    ``calib rows`` sets the flag from the arm's name, so a disagreement is an edit: refused where it is certain, a
+    warning where a real arm may look so.
+
+    Refused (RowsError): a row of the arm named ``reference_arm`` not marked ``is_reference``, or a row of another
+    arm marked so; a study with a finite target but no ``is_reference`` row (its gains were measured against a
+    reference the rows no longer hold, e.g. the grpo arm renamed). Warned (:class:`ReferenceLikeArmWarning`): in a
+    study that has its reference rows, an arm not marked ``is_reference`` whose every row has every finite forecast
+    of ``forecasts`` 0 and target exactly 0: the reference renamed, or a copy of grpo trained deterministically
+    (a real arm; calib cannot tell them apart, so it is fitted and named).
+
+    Parameters
+    ----------
+    rows : DataFrame
+        A rows table (:func:`read_rows_csv`); without a study, arm, is_reference or target column nothing is
+        checked (:func:`calib.dataset.select_rows` names the missing columns).
+    source : str
+        Where the rows came from, named in the error.
+
+    Raises
+    ------
+    RowsError
+        Naming ``source``, the study and arm (file and line where the table was read from a CSV) and the fix:
+        restore the flag, or rebuild the rows with ``calib rows``.
+    """
+    if not {"study", "arm", "is_reference", "target"} <= set(rows.columns) or rows.empty:
+        return
+    ref = rows["is_reference"].astype(bool).to_numpy()
+    named = (rows["arm"].astype(str) == reference_arm).to_numpy()
+    places = rows.attrs.get(ROW_PLACES, {})
+    fix = ("rebuild the rows with `calib rows STUDY_DIR... --out ROWS.csv` (it marks the reference arm "
+           f"{reference_arm!r} is_reference True, every other arm False)")
+    if (ref != named).any():
+        r = rows.iloc[int(np.argmax(ref != named))]
+        place = places.get(_run_key(r["study"], r["arm"], r.get("seed")))
+        raise RowsError(f"{source}, study {r['study']!r}, arm {r['arm']!r}" + (f" (read from {place})" if place
+                        else "") + f": is_reference is {bool(r['is_reference'])}, but the reference arm, whose gain "
+                        f"vs itself is 0 by definition, is the arm named {reference_arm!r}: the rows were edited; "
+                        + fix)
+    target = pd.to_numeric(rows["target"], errors="coerce").to_numpy(np.float64)
+    with_ref = set(rows.loc[ref, "study"])
+    lacking = [st for st in dict.fromkeys(rows.loc[np.isfinite(target), "study"]) if st not in with_ref]
+    if lacking:
+        raise RowsError(f"{source}: study {lacking[0]!r} has no row of the reference arm {reference_arm!r} "
+                        "(is_reference True), so its gains were measured against an arm the rows no longer name (a "
+                        f"renamed or deleted {reference_arm!r} would be fitted as data, its forecasts and gains 0 by "
+                        "definition); " + fix)
+    _warn_reference_like_arms(rows, target, ref, with_ref, [c for c in forecasts if c in rows.columns], reference_arm)
+
+
+def _warn_reference_like_arms(rows, target, ref, with_ref, forecasts, reference_arm) -> None:
+    """:class:`ReferenceLikeArmWarning` naming each (study, arm) of :func:`check_reference_rows`'s warned case."""
+    if not forecasts:
+        return
+    fc = rows[forecasts].apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)
+    zero = (target == 0.0) & np.all(np.isnan(fc) | (fc == 0.0), axis=1) & np.isfinite(fc).any(axis=1) & ~ref
+    keys = pd.Series(list(zip(rows["study"], rows["arm"])))
+    flagged = [k for k, z in pd.Series(zero).groupby(keys).all().items() if z and k[0] in with_ref]
+    if flagged:
+        shown = ", ".join(f"{st}/{arm}" for st, arm in flagged)
+        warnings.warn(f"arm(s) {shown} have forecast 0 and realized gain exactly 0 vs {reference_arm!r} on every "
+                      f"row, as the reference arm's own rows have: if they are {reference_arm!r} renamed, they are "
+                      f"fitted as data (pinning the fit through 0); rename them {reference_arm!r} (is_reference "
+                      "True) or rebuild the rows with `calib rows`, else ignore this (a copy of grpo trained "
+                      "deterministically gives such rows)", ReferenceLikeArmWarning, stacklevel=3)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shlex
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
@@ -44,7 +45,7 @@ from threadpoolctl import threadpool_limits
 from gradprobe import __version__
 from gradprobe.outputs import is_json_number, json_number_text, json_short
 
-from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, select_rows
+from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, rows_header, select_rows
 from .domain import BUDGET_KINDS, Domain, domain_of_rows
 from .estimators import make_estimator
 from .file_check import (FIT_CHOICES, FIT_DEFAULTS, CalibrationFileError, DamagedField, check_domain_matches_data,
@@ -338,8 +339,9 @@ def load_calibration(spec: str | Path) -> Calibration:
     except OSError as e:
         raise CalibrationFileError(f"cannot read calibration file {str(path)!r}: {e}") from e
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer beyond Python's int-to-text limit
-        raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); "
-                                   f"{unreadable_fix(path, default=_is_default(path))}") from e
+        _refuse_rows_file(path)
+        fix = unreadable_fix(path, default=_is_default(path), in_place=is_calibration_file(path))
+        raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); {fix}") from e
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise CalibrationFileError(f"{path} is not a gradprobe calibration file (no \"format\": \"{FORMAT}\"); "
                                    "write one with `calib fit ROWS.csv --out FILE`")
@@ -379,6 +381,37 @@ def load_calibration(spec: str | Path) -> Calibration:
         check_fitted(fitted, cal.fitted_parameters(), path=path, fix=fix, versions_note=note)
     check_predictions(stored, {"point": point, "lower": lo, "upper": hi}, path=path, fix=fix, versions_note=note)
     return cal
+
+
+def is_calibration_file(path: str | Path) -> bool:
+    """Whether ``path`` is a file ``calib fit`` wrote (so ``calib fit --out`` may replace it): a JSON object with
+    ``"format": "gradprobe-calibration"`` (:data:`FORMAT`, what :func:`load_calibration` first checks), or a file
+    that is no valid JSON (cut short) but opens as ``calib fit`` writes one: ``{`` then that format marker within
+    its first 200 characters (the advice of a damaged file is to refit it in place: :func:`calib.file_check.
+    unreadable_fix`). Never raises: an unreadable file is not one."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    try:
+        d = json.loads(text)
+    except ValueError:
+        head = text[:200].lstrip()
+        return head.startswith("{") and f'"format": "{FORMAT}"' in head
+    return isinstance(d, dict) and d.get("format") == FORMAT
+
+
+def _refuse_rows_file(path: Path) -> None:
+    """CalibrationFileError when ``path`` (no valid JSON) is calibration rows (:func:`calib.dataset.rows_header`):
+    a rows CSV passed as ``--calibration`` by mistake; the fix fits a calibration from it into a new file (refitting
+    "in place" would overwrite the rows)."""
+    if rows_header(path) is None:
+        return
+    new, given = shlex.quote(str(Path(path).with_name("calibration.json"))), shlex.quote(str(path))
+    raise CalibrationFileError(f"{path} looks like calibration rows (a CSV of `calib rows`), not a calibration file "
+                               f"(the JSON `calib fit` writes); fit one from it with `calib fit {given} "
+                               f"--forecaster FORECASTER --out {new}` (FORECASTER: one of {', '.join(FORECASTERS)}) "
+                               f"and pass --calibration {new}, or pass --calibration default")
 
 
 def _body_version(d: dict) -> int | None:
