@@ -19,7 +19,8 @@ import shutil
 import weakref
 from pathlib import Path
 
-from ..layout import ALIGNMENT_SAFETENSORS, EARLIER_PROBE, PROBE_JSON, TOKENS_JSONL, rerun_advice
+from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_PROBE, PROBE_BATCH_DIR, PROBE_FILES, PROBE_JSON,
+                      TOKENS_JSONL, rerun_advice)
 from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_number, json_float, json_short,
                        per_update_problem, prepare_output_dir)
 
@@ -333,17 +334,28 @@ class ProbeResult:
 
     def write(self, dir: str | Path) -> Path:
         """Copy the probe's files into ``dir``: what ``gradprobe probe --out dir`` writes (``probe.json``,
-        ``report.html``, ``alignment.safetensors``, ``tokens.jsonl``, ``batch_K/`` for several batches).
+        ``report.html``, ``alignment.safetensors``, ``tokens.jsonl``, ``calibrated.json``, ``batch_K/`` for several
+        batches: :data:`gradprobe.layout.PROBE_FILES`; other files of this probe's folder are not copied).
 
-        Each file is copied to a temporary name then renamed, so an interrupted copy leaves no
-        half-written file under a final name. Returns ``dir`` as a Path.
+        ``dir`` is taken under the rules of ``gradprobe probe --out`` (the same checks,
+        :func:`gradprobe.probe.output.replacing_earlier_probe`): a new or empty folder, a folder of other files (the
+        copy goes beside them, never touching them), or an earlier probe's folder (one holding ``probe.json``),
+        whose probe is then replaced whole: its files (a ``calibrated.json`` calibrated for other rewards, its
+        ``batch_K/`` folders) are moved aside into ``dir/.earlier-probe`` while the copy is made, deleted once it is
+        complete, and put back if it fails (a folder this call created is then removed again). Each file is copied to
+        a temporary name then renamed, ``probe.json`` last, so an interrupted copy leaves no half-written file under a
+        final name. Writing a probe into its own folder writes nothing. Returns ``dir`` as a Path.
 
         Raises
         ------
         OutputDirError (an OSError)
             ``dir`` cannot be created or written, is a file, or holds another command's output or a model (a
             training run, a study, a study's probe, a tier or ``save_pretrained`` weights: the message names
-            what and the fix, as ``gradprobe probe --out`` refuses it); nothing is written then.
+            what and the fix, as ``gradprobe probe --out`` refuses it); or it holds files named as a probe's
+            (a user's own ``report.html``, a ``tokens.jsonl``) but no ``probe.json``, so no earlier probe's, which
+            the copy would overwrite (named, with the fix: another dir, or move them out); or its earlier probe's
+            ``batch_K/`` folders also hold other files (named, with the fix); or the earlier probe's files cannot
+            be moved aside. Nothing is written or moved then.
         ValueError, TypeError
             ``dir`` is empty (``''``: it would be the current folder) or not a path.
         ProbeFileError
@@ -356,7 +368,7 @@ class ProbeResult:
         A folder (or ``batch_K/``) holding neither file, as a study's probe kept with ``probe.json`` only, is copied
         as it is.
         """
-        from ..probe.output import _other_output  # torch-bound module: deferred (module docstring)
+        from ..probe.output import _other_output, replacing_earlier_probe  # torch-bound: deferred (module docstring)
 
         out = api_out(dir, "dir")
         other = _other_output(out)
@@ -366,17 +378,46 @@ class ProbeResult:
             raise ProbeFileError("this probe result has no folder to copy; gradprobe.probe(..., out=DIR) writes one")
         if out.resolve() == self.folder.resolve():
             return prepare_output_dir(out)
+        _refuse_own_parent(out, self.folder)
         top = self._file(PROBE_JSON)
-        files = [p for p in sorted(self.folder.rglob("*")) if p.is_file() and p != top and not p.name.endswith(".tmp")]
+        files = _copied_files(self.folder, top)
         _check_copy(files)  # before anything is written
-        out = prepare_output_dir(out)
-        for src in [*files, top]:  # probe.json last: it marks a complete folder
-            dst = out / src.relative_to(self.folder)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dst.with_name(dst.name + ".tmp")
-            shutil.copyfile(src, tmp)
-            tmp.replace(dst)
+        with replacing_earlier_probe(out, label="dir"):
+            out = prepare_output_dir(out)
+            for src in [*files, top]:  # probe.json last: it marks a complete folder
+                dst = out / src.relative_to(self.folder)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                tmp = dst.with_name(dst.name + ".tmp")
+                shutil.copyfile(src, tmp)
+                tmp.replace(dst)
         return out
+
+
+def _refuse_own_parent(out: Path, folder: Path) -> None:
+    """Refuse to write the probe of ``folder`` into ``out`` when ``folder`` is one of the earlier probe's files
+    there (``out/batch_K``, ``out/.earlier-probe/...``), which the copy would move aside before reading it.
+
+    Raises
+    ------
+    OutputDirError (an OSError, errno EINVAL)
+        Naming both folders and the fix (another dir, or copy the folder first); nothing is written or moved."""
+    try:
+        first = folder.resolve().relative_to(out.resolve()).parts[0]
+    except (ValueError, IndexError):  # not inside out
+        return
+    if PROBE_BATCH_DIR.fullmatch(first) or first == EARLIER_PROBE:
+        raise OutputDirError(errno.EINVAL, (
+            f"dir {str(out)!r} holds this probe's folder {str(folder)!r} as a file of its own probe, which writing "
+            "there would replace before reading it: choose another dir (or write the probe to another folder first "
+            "and copy it from there); nothing was written"))
+
+
+def _copied_files(folder: Path, top: Path) -> list[Path]:
+    """The files of the probe in ``folder`` that :meth:`ProbeResult.write` copies besides ``top`` (its
+    ``probe.json``), sorted: :data:`~gradprobe.layout.PROBE_FILES` there and in its ``batch_K/`` folders."""
+    batches = [d for d in folder.iterdir() if PROBE_BATCH_DIR.fullmatch(d.name) and d.is_dir()]
+    return sorted(p for d in [folder, *batches] for name in PROBE_FILES
+                  if (p := d / name).is_file() and p != top)
 
 
 def _check_copy(files: list[Path]) -> None:

@@ -176,7 +176,7 @@ def _replicate(args, say) -> int:
     return 0 if res.ok else 1
 
 
-REANALYSIS = "reanalysis"
+REANALYSIS = "reanalysis"  # gradprobe.study.folder.REANALYSIS (that package imports pandas: not imported here)
 
 
 def analysis_target(out: str | Path, overwrite: bool = False) -> Path:
@@ -213,7 +213,7 @@ def _analyze_only(args) -> int:
     target; into ``DIR/reanalysis/`` also ``report.txt``, the printed report.
     """
     from ..study.analysis import AnalysisError, analyze, format_rankings
-    from ..study.folder import StudyError, check_frozen_plan
+    from ..study.folder import REANALYSIS_REPORT, StudyError, check_frozen_plan
 
     out = Path(args.out)
     try:  # an edited plan.toml first: compared with it, even the frozen PLAN would look like another plan
@@ -231,7 +231,7 @@ def _analyze_only(args) -> int:
             with removed_if_left_empty(target):  # a refused analysis leaves no empty reanalysis/ behind
                 prepare_output_dir(target)
                 result = analyze(out, out_dir=target)
-            (target / "report.txt").write_text(format_rankings(result) + "\n")
+            (target / REANALYSIS_REPORT).write_text(format_rankings(result) + "\n")
     except (AnalysisError, PlanError, OSError, OutputDirError, ValueError) as e:
         return _err(str(e))
     for r in result.get("missing_runs") or []:

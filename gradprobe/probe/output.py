@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import re
 import shutil
 import warnings
 from dataclasses import dataclass, field
@@ -44,8 +43,8 @@ from pathlib import Path
 
 from safetensors.torch import save as safetensors_bytes
 
-from ..layout import (ALIGNMENT_SAFETENSORS, ARMS_JSON, CALIBRATED_JSON, EARLIER_PROBE, OUTPUT_KINDS, PROBE_JSON,
-                      REPORT_HTML, TOKENS_JSONL, output_kind)
+from ..layout import (ALIGNMENT_SAFETENSORS, ARMS_JSON, EARLIER_PROBE, OUTPUT_KINDS, PROBE_BATCH_DIR, PROBE_FILES,
+                      PROBE_JSON, TOKENS_JSONL, output_kind)
 from ..outputs import (OutputDirError, json_safe, output_error, removed_if_left_empty, write_bytes_atomic,
                        write_json_atomic, write_text_atomic)
 from .table import format_table, no_signal_entries
@@ -53,9 +52,8 @@ from .table import format_table, no_signal_entries
 __all__ = ["token_texts", "write_probe_files", "format_table", "PROBE_FILES", "ProbeFolder", "replacing_earlier_probe",
            "probe_files", "no_signal_entries"]
 
-#: Every file a probe writes into its folder; with their ``.tmp`` partials and the ``batch_K/`` folders of
-#: ``--probe-batches``, all that :func:`replacing_earlier_probe` ever moves or deletes.
-PROBE_FILES = (PROBE_JSON, TOKENS_JSONL, ALIGNMENT_SAFETENSORS, REPORT_HTML, CALIBRATED_JSON)
+# PROBE_FILES (:mod:`gradprobe.layout`): every file a probe writes into its folder; with their ``.tmp`` partials and
+# the ``batch_K/`` folders of ``--probe-batches``, all that :func:`replacing_earlier_probe` ever moves or deletes.
 #: Files that mark a folder as another command's output, which a probe must not be mixed into.
 #: Where an earlier probe's files wait (inside the folder) until the new probe has finished.
 EARLIER = EARLIER_PROBE
@@ -63,7 +61,7 @@ EARLIER = EARLIER_PROBE
 #: written atomically before the first move and deleted after the last (:func:`_leftover` reads it).
 _MANIFEST = "manifest.json"
 _MANIFEST_FILES = (_MANIFEST, f"{_MANIFEST}.tmp")  # the manifest and its partial: no earlier probe's files
-_BATCH_DIR = re.compile(r"batch_\d+")
+_BATCH_DIR = PROBE_BATCH_DIR
 
 
 def token_texts(tokenizer, ids: list[int]) -> list[str]:
@@ -202,7 +200,7 @@ def _warn(message: str) -> None:
 
 
 @contextlib.contextmanager
-def replacing_earlier_probe(out, say=_warn):
+def replacing_earlier_probe(out, say=_warn, *, label: str = "--out"):
     """Context manager around a probe that writes into ``out``: no file of an earlier probe remains beside it.
 
     On entry the earlier probe's files (:data:`PROBE_FILES`, their ``.tmp`` partials, ``batch_K/`` folders) are
@@ -225,6 +223,9 @@ def replacing_earlier_probe(out, say=_warn):
     out : path
     say : callable(str), optional
         Receives one line per thing done to a leftover ``.earlier-probe/`` (default: :func:`warnings.warn`).
+    label : str
+        How the refusals name ``out`` (``"--out"`` for the command; :meth:`gradprobe.ProbeResult.write` passes
+        ``"dir"``, its argument).
 
     Yields
     ------
@@ -241,8 +242,8 @@ def replacing_earlier_probe(out, say=_warn):
     folder = ProbeFolder(Path(out))
     if folder.path.is_dir():
         if (folder.path / PROBE_JSON).is_file():
-            _refuse_mixed_batch_folders(folder.path)
-        _move_aside(folder, say)
+            _refuse_mixed_batch_folders(folder.path, label)
+        _move_aside(folder, say, label)
     with removed_if_left_empty(folder.path):  # a folder this call found missing goes again if left empty
         try:
             yield folder
@@ -268,7 +269,7 @@ def _mixed_batch_folders(folder: Path) -> dict:
     return found
 
 
-def _refuse_mixed_batch_folders(folder: Path) -> None:
+def _refuse_mixed_batch_folders(folder: Path, label: str = "--out") -> None:
     """Refuse ``folder`` when its earlier probe's ``batch_K/`` folders also hold other files (a user's): they cannot
     be moved aside whole, and a new probe would write its batches over the earlier probe's there, mixing the two.
 
@@ -281,10 +282,11 @@ def _refuse_mixed_batch_folders(folder: Path) -> None:
         return
     others = ", ".join(f"{name}/{o}" for name, (_, other) in mixed.items() for o in other)
     raise OutputDirError(errno.EEXIST, (
-        f"--out {str(folder)!r} holds an earlier probe whose batch folders "
+        f"{label} {str(folder)!r} holds an earlier probe whose batch folders "
         f"{', '.join(f'{name}/' for name in mixed)} also hold other files ({others}): a probe moves its earlier "
         f"batch folders aside whole and never moves or deletes other files, so it would mix its batches with the "
-        f"earlier probe's there. Move {others} out of the batch folders, or choose another --out; nothing was moved"))
+        f"earlier probe's there. Move {others} out of the batch folders, or choose another {label}; nothing was "
+        "moved"))
 
 
 def _start_moving(aside: Path, names: list[str]) -> None:
@@ -380,25 +382,25 @@ def _put_back(folder: ProbeFolder, kept: list[str], partial: list[str], name_the
         raise output_error(f"restoring the earlier probe from {EARLIER}/ in", folder.path, e) from e
 
 
-def _not_a_probe(folder: Path, names: list[str]) -> OutputDirError:
+def _not_a_probe(folder: Path, names: list[str], label: str = "--out") -> OutputDirError:
     """The refusal of ``folder``, which holds files named as a probe's (``names``) but no ``probe.json``: they are
     not an earlier probe's (a user's own ``report.html``, or what a probe killed before its ``probe.json`` left),
     and a probe there would overwrite them; named with the fix."""
     shown, them = ", ".join(names), ("it" if len(names) == 1 else "them")
     return OutputDirError(errno.EEXIST, (
-        f"--out {str(folder)!r} holds {shown} but no {PROBE_JSON}, so {'it is' if them == 'it' else 'they are'} no "
+        f"{label} {str(folder)!r} holds {shown} but no {PROBE_JSON}, so {'it is' if them == 'it' else 'they are'} no "
         f"earlier probe's (a probe writes {', '.join(PROBE_FILES)}): a probe there would overwrite {them}. Choose "
-        f"another --out, or move {shown} out of {str(folder)!r} (delete {them} if left by a probe that was killed "
+        f"another {label}, or move {shown} out of {str(folder)!r} (delete {them} if left by a probe that was killed "
         f"before it wrote {PROBE_JSON})"))
 
 
-def _move_aside(folder: ProbeFolder, say) -> None:
+def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
     """Refuse another command's folder; restore a leftover; without ``probe.json``, refuse complete files named as a
     probe's (:func:`_not_a_probe`) and remove a killed probe's ``.tmp`` partials and ``batch_K`` folders (which hold
     only a probe's file names: no user's); move the earlier probe's files into ``EARLIER``."""
     other = _other_output(folder.path)
     if other is not None:
-        raise OutputDirError(errno.EEXIST, f"--out {str(folder.path)!r} {other}")
+        raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
     _leftover(folder, say)
     aside = folder.path / EARLIER
     names = _probe_names(folder.path)
@@ -406,7 +408,7 @@ def _move_aside(folder: ProbeFolder, say) -> None:
         partial = [n for n in names if n.endswith(".tmp") or _BATCH_DIR.fullmatch(n)]
         whole = [n for n in names if n not in partial]
         if whole:  # a complete file of a probe's name may be a user's own (a report.html): refused, kept
-            raise _not_a_probe(folder.path, whole)
+            raise _not_a_probe(folder.path, whole, label)
         for name in partial:  # .tmp partials and batch_K folders of probe files only: a killed probe's, no user's
             _remove(folder.path / name)
         say(f"removed what a probe killed before its {PROBE_JSON} left in {folder.path} ({', '.join(partial)})")

@@ -17,19 +17,32 @@ import os
 import re
 from pathlib import Path
 
-from ..layout import (ANALYSIS_JSON, CONFIG_JSON, EVAL_ITEMS_GZ, FIGURES, METRICS_JSONL, OUTPUT_KINDS, PLAN_COPY,
-                      RUNS_CSV, STUDY_JSON, SUMMARY_JSON, output_kind)
+from ..layout import (ANALYSIS_JSON, ARMS_JSON, CONFIG_JSON, EVAL_ITEMS_GZ, FIGURES, GUIDED_PROBES, METRICS_JSONL,
+                      OUTPUT_KINDS, PLAN_COPY, PROBE_BATCH_DIR, PROBE_FILES, RUNS_CSV, STUDY_JSON, SUMMARY_JSON,
+                      WEIGHTS_DIR, output_kind)
 from ..outputs import OutputDirError, error_text, output_error, prepare_output_dir
 
 __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now",
            "hold_run_folder", "refuse_other_output", "run_damage", "check_run_folders", "read_study_json",
            "study_json_fix", "study_plan_sha", "check_frozen_plan", "is_plan_sha", "STUDY_OUTPUTS",
-           "foreign_study_files", "holds_study_runs"]
+           "foreign_study_files", "holds_study_runs", "TRAIN_LOG", "REANALYSIS", "REANALYSIS_REPORT",
+           "CHECKPOINT_FILES", "not_written_by_study"]
+
+#: A study run's log (its progress and warnings), which the study's worker opens in the run folder
+#: (:func:`gradprobe.study.worker._train`).
+TRAIN_LOG = "train.log"
+#: Where ``gradprobe study --analyze-only`` writes beside a study's own analysis (``analysis.json``, ``figures/`` and
+#: :data:`REANALYSIS_REPORT`, the printed report; :func:`gradprobe.cli.study.analysis_target`).
+REANALYSIS = "reanalysis"
+REANALYSIS_REPORT = "report.txt"
+#: What a checkpoint folder of a run (``checkpoint-UUUUUU/``) holds: the model's weights and the rest of the state
+#: (:func:`gradprobe.training.checkpoint.save_checkpoint`).
+CHECKPOINT_FILES = ("model.safetensors", "state.pt")
 
 #: What a study writes into its folder, which ``--restart`` deletes (nothing else in it is touched:
 #: :func:`gradprobe.study.freeze.freeze_plan`); the last is :data:`gradprobe.study.invocations.HEARTBEAT_JSON` (named
 #: here: that module imports this one).
-STUDY_OUTPUTS = (PLAN_COPY, STUDY_JSON, RUNS_CSV, EVAL_ITEMS_GZ, ANALYSIS_JSON, FIGURES, "reanalysis", "probe",
+STUDY_OUTPUTS = (PLAN_COPY, STUDY_JSON, RUNS_CSV, EVAL_ITEMS_GZ, ANALYSIS_JSON, FIGURES, REANALYSIS, "probe",
                  "runs", "invocation.json")
 
 
@@ -327,7 +340,7 @@ def holds_study_runs(out: str | Path) -> bool:
     from ..training.run_folder import RUN_LOCK
 
     for folder in Path(out).glob("runs/*/seed*"):
-        if any((folder / name).is_file() for name in (METRICS_JSONL, SUMMARY_JSON, "train.log", RUN_LOCK)):
+        if any((folder / name).is_file() for name in (METRICS_JSONL, SUMMARY_JSON, TRAIN_LOG, RUN_LOCK)):
             return True
         try:
             config = json.loads((folder / CONFIG_JSON).read_text())
@@ -336,6 +349,123 @@ def holds_study_runs(out: str | Path) -> bool:
         except (OSError, UnicodeDecodeError, ValueError):  # missing, unreadable, not JSON
             continue
     return False
+
+
+def not_written_by_study(out: str | Path, run_folders) -> list[Path]:
+    """The files in the study outputs of ``out`` that ``--restart`` deletes whole (the run folders ``run_folders``,
+    ``probe/``, ``figures/``, ``reanalysis/``) which are not what gradprobe writes there, sorted: a user's notes or
+    results put in a run folder are named, so that ``--restart`` refuses rather than deletes them
+    (:func:`gradprobe.study.freeze._restart_study`). Empty folders are no loss and are not named; a symbolic link
+    is named by itself (its target is never read).
+
+    What gradprobe writes, by folder (every file also as the ``NAME.tmp`` partial of its atomic write,
+    :func:`gradprobe.outputs.write_bytes_atomic`):
+
+    - a run folder (``gradprobe train``, the study's worker): ``config.json``, ``metrics.jsonl``, ``eval_items.jsonl``,
+      ``summary.json``, ``checkpoint.json`` (:data:`gradprobe.training.run_folder.RUN_FILES`), ``.lock``,
+      :data:`TRAIN_LOG`, ``.invocation.json`` (:data:`gradprobe.training.state.INVOCATION_END`), checkpoint folders
+      (``checkpoint-UUUUUU/``, ``.checkpoint-UUUUUU.tmp/``, holding :data:`CHECKPOINT_FILES`) and ``weights/``
+      (``update-UUUUUU.safetensors``);
+    - ``probe/``: a probe's files (:data:`gradprobe.layout.PROBE_FILES`), ``arms.json``, ``.lock``, ``batch_K/``
+      folders of a probe's files, and ``guided/<arm>/`` probe folders;
+    - ``figures/``: the study's figures (:data:`gradprobe.study.report.FIGURES`, ``lr_sweep.png``);
+    - ``reanalysis/``: ``analysis.json``, :data:`REANALYSIS_REPORT` and a ``figures/`` as above.
+
+    Raises nothing: an unreadable folder is named itself (what it holds cannot be told)."""
+    out = Path(out)
+    found = []
+    for folder in run_folders:
+        if not Path(folder).is_symlink():  # a linked run folder: --restart deletes the link only
+            found += _strays(Path(folder), _run_rule())
+    for name, rule in (("probe", _probe_rule(study=True)), (FIGURES, _figures_rule()),
+                       (REANALYSIS, _reanalysis_rule())):
+        if (out / name).is_dir() and not (out / name).is_symlink():
+            found += _strays(out / name, rule)
+    return sorted(found)
+
+
+def _files(*names: str) -> set[str]:
+    """``names`` and the ``NAME.tmp`` partials of their atomic writes."""
+    return {*names, *(f"{n}.tmp" for n in names)}
+
+
+def _run_rule():
+    """What a run folder holds (:func:`not_written_by_study`): name -> None (a file of gradprobe's), or the rule of a
+    folder of gradprobe's, else False."""
+    from ..training.run_folder import _CHECKPOINT_DIR, RUN_FILES, RUN_LOCK
+    from ..training.state import INVOCATION_END
+
+    files = _files(CONFIG_JSON, *RUN_FILES, INVOCATION_END, TRAIN_LOG) | {RUN_LOCK}
+    checkpoint = _leaf_rule(_files(*CHECKPOINT_FILES))
+    weights = _leaf_rule(set(), re.compile(r"\.?update-\d{6}\.safetensors(\.tmp)?"))
+
+    def rule(name: str, is_dir: bool):
+        if not is_dir:
+            return None if name in files else False
+        if _CHECKPOINT_DIR.fullmatch(name):
+            return checkpoint
+        return weights if name == WEIGHTS_DIR else False
+    return rule
+
+
+def _leaf_rule(names: set[str], pattern=None):
+    """A folder of gradprobe's holding only the files ``names`` (or matching ``pattern``)."""
+    return lambda name, is_dir: (None if not is_dir and (name in names or (pattern and pattern.fullmatch(name)))
+                                 else False)
+
+
+def _probe_rule(study: bool):
+    """What a probe's folder holds; ``study``: a study's ``probe/`` (also ``arms.json`` and ``guided/<arm>/``)."""
+    from ..training.run_folder import RUN_LOCK
+
+    files = _files(*PROBE_FILES, *((ARMS_JSON,) if study else ())) | {RUN_LOCK}
+    batch = _leaf_rule(_files(*PROBE_FILES))
+    guided = (lambda name, is_dir: _probe_rule(study=False) if is_dir else False)
+
+    def rule(name: str, is_dir: bool):
+        if not is_dir:
+            return None if name in files else False
+        if PROBE_BATCH_DIR.fullmatch(name):
+            return batch
+        return guided if study and name == GUIDED_PROBES else False
+    return rule
+
+
+def _figures_rule():
+    """What a study's ``figures/`` holds: the figures :func:`gradprobe.study.report.plot_figures` draws."""
+    from .lr_sweep import FIGURE
+    from .report import FIGURES as DRAWN
+
+    return _leaf_rule({*(name for name, _, _ in DRAWN.values()), FIGURE})
+
+
+def _reanalysis_rule():
+    """What ``reanalysis/`` holds (:data:`REANALYSIS`)."""
+    files, figures = _files(ANALYSIS_JSON, REANALYSIS_REPORT), _figures_rule()
+    return lambda name, is_dir: (figures if is_dir and name == FIGURES else
+                                 None if not is_dir and name in files else False)
+
+
+def _strays(folder: Path, rule) -> list[Path]:
+    """The files under ``folder`` that ``rule`` (name, is_dir) -> None | rule | False does not take for gradprobe's:
+    False names a file, or every file under a folder; a rule is applied inside a folder."""
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return [folder]
+    found = []
+    for entry in entries:
+        is_dir = entry.is_dir() and not entry.is_symlink()
+        verdict = rule(entry.name, is_dir)
+        if verdict is None:
+            continue
+        if not is_dir:
+            found.append(entry)
+        elif verdict is False:
+            found += _strays(entry, lambda name, is_dir: False)
+        else:
+            found += _strays(entry, verdict)
+    return found
 
 
 def run_damage(folder: Path) -> str | None:

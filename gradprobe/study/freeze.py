@@ -18,7 +18,7 @@ from ..outputs import json_short, output_error, prepare_output_dir, versions, wr
 from ..training.plan import Plan, load_plan
 from ..training.run_folder import MODULES, modules_mismatch, modules_problem
 from .folder import (STUDY_OUTPUTS, FolderLock, PlanChangedError, StudyError, check_frozen_plan, finished_runs,
-                     is_plan_sha, now, read_study_json, study_json_fix, study_plan_sha)
+                     is_plan_sha, not_written_by_study, now, read_study_json, study_json_fix, study_plan_sha)
 
 __all__ = ["STUDY_OUTPUTS", "freeze_plan", "check_reward_plugins", "REWARD_PLUGINS"]
 
@@ -60,7 +60,10 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
         ``out/plan.toml`` was edited after freezing, ``out/study.json`` is damaged (not JSON, no object: the
         file and the fix are named, :func:`~gradprobe.study.folder.read_study_json`), or it records no plan sha256
         and ``out/plan.toml`` is missing (which plan the study froze cannot be told; the frozen plan's sha256 is read
-        by :func:`~gradprobe.study.folder.study_plan_sha`, the one rule: study.json's, else plan.toml's).
+        by :func:`~gradprobe.study.folder.study_plan_sha`, the one rule: study.json's, else plan.toml's). With
+        ``restart``: ``runs/`` holds what is not a run folder of the frozen plan, or the outputs it would delete hold
+        files gradprobe does not write there (a user's notes in a run folder: named, with the fix; nothing is
+        deleted, :func:`_restart_study`).
     OutputDirError
         ``out`` cannot be created or written (names the path and the fix).
     """
@@ -131,7 +134,11 @@ def _restart_study(out: Path, old_sha: str, plan: Plan, plan_path) -> None:
     ------
     StudyError
         ``runs/`` holds anything but the frozen plan's run folders (a user's run of another arm or seed, a file):
-        named, with the fix (move it out of ``runs/``, or a new ``--out``); nothing is deleted.
+        named, with the fix (move it out of ``runs/``, or a new ``--out``); or a run folder, ``probe/``, ``figures/``
+        or ``reanalysis/`` holds files gradprobe does not write there (a user's ``notes.txt`` or ``my_eval/res.csv``
+        in a run folder, :func:`~gradprobe.study.folder.not_written_by_study`): the first six named, then how many
+        more, with the fix (move them out of the study folder and rerun with ``--restart``, or a new ``--out``).
+        Nothing is deleted.
     OutputDirError
         A study output cannot be deleted (names it and the fix)."""
     allowed = _frozen_runs(out)
@@ -145,6 +152,7 @@ def _restart_study(out: Path, old_sha: str, plan: Plan, plan_path) -> None:
             f"{', '.join(arms) or '(none readable)'}), so not the study's, and --restart would delete "
             f"{'it' if len(foreign) == 1 else 'them'}: move {'it' if len(foreign) == 1 else 'them'} out of "
             f"{out / 'runs'} and rerun with --restart, or run {plan_path} with a new --out; nothing was deleted")
+    _refuse_users_files(out, folders, plan_path)
     gone = [f"{name}/" if (out / name).is_dir() else name for name in STUDY_OUTPUTS
             if (out / name).exists() or (out / name).is_symlink()]
     print(f"[study] --restart: no run of the frozen plan (sha256 {old_sha}) has finished; deleting its frozen plan "
@@ -163,6 +171,23 @@ def _restart_study(out: Path, old_sha: str, plan: Plan, plan_path) -> None:
                 path.unlink()
         except OSError as e:
             raise output_error("deleting (--restart)", path, e) from e
+
+
+def _refuse_users_files(out: Path, folders: list[Path], plan_path) -> None:
+    """Refuse ``--restart`` (StudyError, as :func:`_restart_study` says) when the outputs it deletes whole hold files
+    gradprobe does not write there (:func:`~gradprobe.study.folder.not_written_by_study`)."""
+    theirs = not_written_by_study(out, folders)
+    if not theirs:
+        return
+    shown = ", ".join(str(f.relative_to(out)) for f in theirs[:6])
+    more = f" and {len(theirs) - 6} more" if len(theirs) > 6 else ""
+    it, they = ("it", "it is") if len(theirs) == 1 else ("them", "they are")
+    raise StudyError(
+        f"--restart refused: {out} holds {len(theirs)} file(s) that gradprobe does not write there: {shown}{more}; "
+        f"{they} not the study's (a run folder holds only config.json, metrics.jsonl, eval_items.jsonl, "
+        f"summary.json, checkpoints, weights/ and train.log), and --restart deletes run folders, probe/, figures/ "
+        f"and reanalysis/ whole, so it would delete {it}: move {it} out of {out} and rerun with --restart, or run "
+        f"{plan_path} with a new --out; nothing was deleted")
 
 
 def _frozen_runs(out: Path) -> set[tuple[str, str]]:

@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 
 from ..training.plan import Plan, PlanError, load_plan
-from .folder import FolderLock, StudyError
+from .folder import TRAIN_LOG, FolderLock, StudyError
 from .probe_plan import guided_probes, pending_probes, probe_settings
 
 __all__ = ["execute_task", "worker_init"]
@@ -116,7 +116,7 @@ def _train(plan: Plan, arm: str, seed: int, out: Path, log: bool, report_to: str
     from ..training.run import run_training  # torch: see the module docstring
 
     run = plan.arm(arm, seed=seed)
-    stream = open(out / "train.log", "a") if log else contextlib.nullcontext(None)
+    stream = open(out / TRAIN_LOG, "a") if log else contextlib.nullcontext(None)
     with stream as f:
         ctx = contextlib.redirect_stderr(f) if f is not None else contextlib.nullcontext()
         with ctx:
