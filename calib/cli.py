@@ -193,6 +193,8 @@ def _check_out_file(out: Path, command: str, inputs, input_what: str, what: str,
     """
     if not out.is_file():
         return None
+    if out.name == example:  # the suggestion must not be the file refused
+        example = f"{Path(example).stem}_new{Path(example).suffix}"
     for given in inputs:
         if Path(given).is_file() and os.path.samefile(out, given):
             raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} is the {input_what} {str(given)!r} this command "

@@ -18,7 +18,7 @@ A negative rho (the reward's update moves accuracy down along the reference) giv
 the curve cannot represent; it is clipped to 0 (no progress: the forecast is the curve's start R0) and noted for
 every forecaster that gives it, whichever one the verdict uses (:func:`clipped_rho_note`), as the probe's number is
 printed in its column and quoted in verdicts: a reward whose update points against the reference's is forecast as
-no training, so the number is an upper bound on its accuracy, not a forecast of the harm.
+no training, so the number is a ceiling on its gain vs grpo, not a forecast of the harm.
 
 Interval (``level``, default 95%): percentiles of D Monte Carlo draws, draw d pairing the d-th
 bootstrap replicate of rho (prompts, plus the reference spread when measured) with a seed-bootstrap
@@ -231,10 +231,10 @@ def _method_forecast(st: Setting, r: str, meth: str, is_ref: bool, arm_curve, ar
 def clipped_rho_note(meth: str, rho: float, gain: float) -> str:
     """The note of an entry whose rho by forecaster ``meth`` is below 0 (module docstring): its update points
     against grpo's, the curve has no point below R0, so its forecast (``gain``, accuracy points vs grpo) is that of
-    no training: an upper bound on its accuracy, not a forecast of the harm. One per entry and forecaster."""
+    no training: a ceiling on its gain vs grpo, not a forecast of the harm. One per entry and forecaster."""
     name = meth.replace("_", " ")
     return (f"rho {rho:.3g} < 0 ({name}): its update points against grpo's and is forecast as no training (the "
-            f"curve cannot go below R0), so the {name} forecast {gain:+.1f} is an upper bound on its accuracy, not a "
+            f"curve cannot go below R0), so the {name} forecast {gain:+.1f} is a ceiling on its gain vs grpo, not a "
             "forecast of the harm")
 
 

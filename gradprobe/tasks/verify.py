@@ -257,13 +257,15 @@ def numeric_gold(s: str | None) -> tuple[str | None, str]:
         ``"\\frac{1}{2}"``: :func:`answers_match` reads it as that number) or holds LaTeX that numeric
         normalisation cannot evaluate (``"\\sqrt{2}"``: math-verify decides); else the canonical text of its one
         number (:func:`normalize_number`: ``"13 apples"`` -> ``"13"``, ``"13."`` -> ``"13"``); ``why`` is then
-        ``""``. ``gold`` is None when the verifier cannot read one number from ``s``;
-        ``why`` says why (no number; several numbers, listed).
+        ``""``. A gold of several numbers (a time ``"3:30"``, a mixed number ``"3 1/2"``, ``"1 000"``) is kept as
+        written: which one is the answer is not for the verifier to guess, and :func:`answers_match` compares it
+        as it did before this rule. ``gold`` is None when ``s`` holds no number the verifier can read; ``why``
+        says why.
 
     Examples
     --------
-    >>> numeric_gold("13 apples"), numeric_gold("13."), numeric_gold("3:30")[0]
-    (('13', ''), ('13', ''), None)
+    >>> numeric_gold("13 apples"), numeric_gold("13."), numeric_gold("3:30")
+    (('13', ''), ('13', ''), ('3:30', ''))
     """
     if not s or not s.strip():
         return None, "is blank"
@@ -272,10 +274,8 @@ def numeric_gold(s: str | None) -> tuple[str | None, str]:
     tokens = list(_TOKEN.finditer(_clean(s)))
     if not tokens:
         return None, f"({s.strip()[:40]!r}) holds no number"
-    if len(tokens) > 1:
-        shown = ", ".join(m.group(0) for m in tokens[:4]) + (", ..." if len(tokens) > 4 else "")
-        return None, (f"({s.strip()[:40]!r}) holds {len(tokens)} numbers ({shown}), and the verifier compares one "
-                      f"number; write the one answer (e.g. {tokens[0].group(0)!r})")
+    if len(tokens) > 1:  # a time 3:30, a mixed number 3 1/2, a spaced 1 000: kept, compared as written
+        return s.strip(), ""
     value = _to_fraction(tokens[0].group(1), tokens[0].group(2))
     if value is None:
         return None, f"({s.strip()[:40]!r}) holds no number it can evaluate"

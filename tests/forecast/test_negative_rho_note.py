@@ -1,6 +1,6 @@
 """A reward whose rho is negative (its update points against grpo's) is forecast as no training (effective updates
 clipped to 0: the curve cannot go below R0). Its probe forecast is printed in the probe column and quoted in the
-cost-only verdict of an equal-cost reward, so a note says it is an upper bound, not a forecast of the harm, whichever
+cost-only verdict of an equal-cost reward, so a note says it is a ceiling, not a forecast of the harm, whichever
 forecaster the verdict uses (it was noted only when the probe was the verdict's forecaster)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def test_clipped_probe_forecast_is_noted_under_every_forecaster(curve, method):
     start = curve(0.0) - curve(T / C)  # no training: the curve's start R0 vs grpo's accuracy at the budget
     assert row["rho"] == pytest.approx(-1.5, rel=1e-9) and row["gain_probe"] == pytest.approx(start, abs=1e-9)
     note = (f"rho -1.5 < 0 (probe): its update points against grpo's and is forecast as no training (the curve "
-            f"cannot go below R0), so the probe forecast {start:+.1f} is an upper bound on its accuracy, not a "
+            f"cannot go below R0), so the probe forecast {start:+.1f} is a ceiling on its gain vs grpo, not a "
             "forecast of the harm")
     assert row["note"].count("rho -1.5 < 0") == 1 and note in row["note"]
 
@@ -43,9 +43,9 @@ def test_quoted_probe_forecast_carries_the_note_in_the_printed_verdict(curve):
     start = curve(0.0) - curve(T / C)
     assert "cost only cannot tell rewards of equal cost apart" in line
     assert f"the probe's forecast, not validated better than cost only: {start:+.1f} [" in line
-    assert f"so the probe forecast {start:+.1f} is an upper bound on its accuracy, not a forecast of the harm" in line
+    assert f"so the probe forecast {start:+.1f} is a ceiling on its gain vs grpo, not a forecast of the harm" in line
 
 
 def test_positive_rho_gets_no_clip_note(curve):
     row = forecast_rewards(curve, _probe(rho=1.5), method="cost_only").table.set_index("arm").loc["anti"]
-    assert "< 0" not in row["note"] and "upper bound" not in row["note"]
+    assert "< 0" not in row["note"] and "ceiling" not in row["note"]
