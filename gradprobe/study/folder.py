@@ -17,9 +17,9 @@ import os
 import re
 from pathlib import Path
 
-from ..layout import (ANALYSIS_JSON, ARMS_JSON, CONFIG_JSON, EVAL_ITEMS_GZ, FIGURES, GUIDED_PROBES, METRICS_JSONL,
-                      OUTPUT_KINDS, PLAN_COPY, PROBE_BATCH_DIR, PROBE_FILES, RUNS_CSV, STUDY_JSON, SUMMARY_JSON,
-                      WEIGHTS_DIR, output_kind)
+from ..layout import (ANALYSIS_JSON, ARMS_JSON, CONFIG_JSON, EARLIER_PROBE, EVAL_ITEMS_GZ, FIGURES, GUIDED_PROBES,
+                      METRICS_JSONL, OUTPUT_KINDS, PLAN_COPY, PROBE_BATCH_DIR, PROBE_FILES, RUNS_CSV, STUDY_JSON,
+                      SUMMARY_JSON, WEIGHTS_DIR, output_kind)
 from ..outputs import OutputDirError, error_text, output_error, prepare_output_dir
 
 __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now",
@@ -363,11 +363,13 @@ def not_written_by_study(out: str | Path, run_folders) -> list[Path]:
 
     - a run folder (``gradprobe train``, the study's worker): ``config.json``, ``metrics.jsonl``, ``eval_items.jsonl``,
       ``summary.json``, ``checkpoint.json`` (:data:`gradprobe.training.run_folder.RUN_FILES`), ``.lock``,
-      :data:`TRAIN_LOG`, ``.invocation.json`` (:data:`gradprobe.training.state.INVOCATION_END`), checkpoint folders
+      :data:`TRAIN_LOG`, ``.invocation.json`` (:data:`gradprobe.training.state.INVOCATION_END`), ``reused_from.json``
+      (``--reuse-runs``: :data:`REUSED_JSON`), checkpoint folders
       (``checkpoint-UUUUUU/``, ``.checkpoint-UUUUUU.tmp/``, holding :data:`CHECKPOINT_FILES`) and ``weights/``
       (``update-UUUUUU.safetensors``);
     - ``probe/``: a probe's files (:data:`gradprobe.layout.PROBE_FILES`), ``arms.json``, ``.lock``, ``batch_K/``
-      folders of a probe's files, and ``guided/<arm>/`` probe folders;
+      folders of a probe's files, ``guided/<arm>/`` probe folders, and ``.earlier-probe/`` (an earlier probe a killed
+      probe left aside: a probe's files, ``batch_K/`` and :data:`EARLIER_MANIFEST`);
     - ``figures/``: the study's figures (:data:`gradprobe.study.report.FIGURES`, ``lr_sweep.png``);
     - ``reanalysis/``: ``analysis.json``, :data:`REANALYSIS_REPORT` and a ``figures/`` as above.
 
@@ -395,7 +397,7 @@ def _run_rule():
     from ..training.run_folder import _CHECKPOINT_DIR, RUN_FILES, RUN_LOCK
     from ..training.state import INVOCATION_END
 
-    files = _files(CONFIG_JSON, *RUN_FILES, INVOCATION_END, TRAIN_LOG) | {RUN_LOCK}
+    files = _files(CONFIG_JSON, *RUN_FILES, INVOCATION_END, TRAIN_LOG, REUSED_JSON) | {RUN_LOCK}
     checkpoint = _leaf_rule(_files(*CHECKPOINT_FILES))
     weights = _leaf_rule(set(), re.compile(r"\.?update-\d{6}\.safetensors(\.tmp)?"))
 
@@ -421,14 +423,26 @@ def _probe_rule(study: bool):
     files = _files(*PROBE_FILES, *((ARMS_JSON,) if study else ())) | {RUN_LOCK}
     batch = _leaf_rule(_files(*PROBE_FILES))
     guided = (lambda name, is_dir: _probe_rule(study=False) if is_dir else False)
+    aside = (lambda name, is_dir: batch if is_dir and PROBE_BATCH_DIR.fullmatch(name) else
+             None if not is_dir and name in files | _files(EARLIER_MANIFEST) else False)
 
     def rule(name: str, is_dir: bool):
         if not is_dir:
             return None if name in files else False
         if PROBE_BATCH_DIR.fullmatch(name):
             return batch
+        if name == EARLIER_PROBE:  # an earlier probe a killed probe left aside (gradprobe.probe.output)
+            return aside
         return guided if study and name == GUIDED_PROBES else False
     return rule
+
+
+#: The file a reused run's folder records its source in (``--reuse-runs``: :mod:`gradprobe.study.reuse`).
+REUSED_JSON = "reused_from.json"
+
+#: The file naming an earlier probe's files while they move (``gradprobe.probe.output``'s ``_MANIFEST``; named here:
+#: that module imports torch).
+EARLIER_MANIFEST = "manifest.json"
 
 
 def _figures_rule():

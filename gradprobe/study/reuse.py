@@ -34,10 +34,7 @@ from pathlib import Path
 from ..layout import run_dir
 from ..outputs import output_error, versions, write_json_atomic
 from ..training.plan import Plan, run_config_from_dict
-from .folder import run_status
-
-#: the run folder's provenance record of a reused run
-REUSED_JSON = "reused_from.json"
+from .folder import REUSED_JSON, run_status  # REUSED_JSON: the run folder's provenance record of a reused run
 
 #: RunConfig fields that only name the plan a run belongs to (no computation reads them)
 PLAN_LABELS = ("plan_sha256", "plan_name")
