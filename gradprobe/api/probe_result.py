@@ -395,21 +395,23 @@ class ProbeResult:
 
 def _refuse_own_parent(out: Path, folder: Path) -> None:
     """Refuse to write the probe of ``folder`` into ``out`` when ``folder`` is one of the earlier probe's files
-    there (``out/batch_K``, ``out/.earlier-probe/...``), which the copy would move aside before reading it.
+    there (``out/batch_K``, ``out/.earlier-probe/...``), or ``out`` one of ``folder``'s (``folder/batch_K``): the
+    copy would move aside the files it is about to read.
 
     Raises
     ------
     OutputDirError (an OSError, errno EINVAL)
         Naming both folders and the fix (another dir, or copy the folder first); nothing is written or moved."""
-    try:
-        first = folder.resolve().relative_to(out.resolve()).parts[0]
-    except (ValueError, IndexError):  # not inside out
-        return
-    if PROBE_BATCH_DIR.fullmatch(first) or first == EARLIER_PROBE:
-        raise OutputDirError(errno.EINVAL, (
-            f"dir {str(out)!r} holds this probe's folder {str(folder)!r} as a file of its own probe, which writing "
-            "there would replace before reading it: choose another dir (or write the probe to another folder first "
-            "and copy it from there); nothing was written"))
+    for inner, outer, what in ((folder, out, f"dir {str(out)!r} holds this probe's folder {str(folder)!r}"),
+                               (out, folder, f"dir {str(out)!r} is a folder of this probe's own ({str(folder)!r})")):
+        try:
+            first = inner.resolve().relative_to(outer.resolve()).parts[0]
+        except (ValueError, IndexError):  # not inside it (or the same folder: written over itself, handled)
+            continue
+        if PROBE_BATCH_DIR.fullmatch(first) or first == EARLIER_PROBE:
+            raise OutputDirError(errno.EINVAL, (
+                f"{what} as a file of a probe, which writing there would replace before reading it: choose another "
+                "dir (or write the probe to another folder first and copy it from there); nothing was written"))
 
 
 def _copied_files(folder: Path, top: Path) -> list[Path]:

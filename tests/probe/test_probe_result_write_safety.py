@@ -102,3 +102,13 @@ def test_write_refuses_its_own_batch_folders_parent(tmp_path):
     with pytest.raises(OutputDirError, match=r"holds this probe's folder .*batch_0.* choose another dir"):
         gradprobe.load_probe(src).batch(0).write(src)
     assert _tree(src) == before
+
+
+def test_write_refuses_a_batch_folder_of_its_own(tmp_path):
+    """The other way round (a reviewer): the probe written into its own ``batch_0/`` moved that batch's files aside
+    and then failed reading them (a bare FileNotFoundError); the folder was restored, but the error named nothing."""
+    src = _probe_folder(tmp_path / "p", batches=2)
+    before = _tree(src)
+    with pytest.raises(OutputDirError, match=r"is a folder of this probe's own .* choose another dir"):
+        gradprobe.load_probe(src).write(src / "batch_0")
+    assert _tree(src) == before
