@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -617,6 +618,9 @@ def _read_spec(s: str, mode: str | None, metric: str | None, accuracy_scale: str
                          f"checkpoint-N); expected {ACCEPTED}")
     elif p.is_file():
         suffix = p.suffix.lower()  # RESULTS.CSV is a CSV
+        if suffix == ".gz":  # metrics.jsonl.gz, curve.csv.gz: read uncompressed only
+            raise CurveError(f"--reference-curve {s!r} is gzip-compressed: decompress it (`gunzip -k "
+                             f"{shlex.quote(s)}`) and pass the file it gives ({p.stem}); expected {ACCEPTED}")
         if p.name == TRL_STATE or (suffix not in (".jsonl", ".csv") and _is_trl_state(p, suffix)):
             _eval_key(metric, s)  # a trainer state under another name: by its content
             return ReferenceCurve.from_trl_state(p, initial_accuracy=initial_accuracy, **keyed), True

@@ -22,7 +22,7 @@ def not_utf8(path: Path, e: UnicodeDecodeError, trainer_state: bool) -> str:
     ``trainer_state.json``) the fix names TRL's own file, which TRL writes as UTF-8; else, for a JSON file, a saved
     curve's rewrite."""
     raw = bytes(getattr(e, "object", b"") or b"")
-    name, out = shlex.quote(path.name), shlex.quote(f"{path.stem}_utf8{path.suffix or '.txt'}")
+    name, out = shlex.quote(str(path)), shlex.quote(str(path.with_name(f"{path.stem}_utf8{path.suffix or '.txt'}")))
     trl = ("TRL writes it as UTF-8: re-copy it from the run's checkpoint-N/" if path.name == "trainer_state.json"
            else "or pass the checkpoint's own trainer_state.json (this file holds a TRL trainer state's "
            "\"log_history\"; TRL writes it as UTF-8)")

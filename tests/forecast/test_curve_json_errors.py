@@ -200,6 +200,11 @@ def test_the_cli_refuses_initial_accuracy_1_5_beside_a_step_0_eval(tmp_path, cap
 
 LATIN1 = TEXT.replace('"loss": 0.1', '"loss": 0.1, "run": "café"', 1).encode("latin-1")  # re-encoded: not UTF-8
 CODEC = "'utf-8' codec can't decode byte 0xe9 in position "
+def _utf8(path):
+    """The converted file the fix names: beside ``path``, with ``_utf8`` before its suffix."""
+    return path.with_name(f"{path.stem}_utf8{path.suffix}")
+
+
 TRL_FIX = ("or pass the checkpoint's own trainer_state.json (this file holds a TRL trainer state's \"log_history\"; "
            "TRL writes it as UTF-8)")
 
@@ -212,7 +217,7 @@ def test_a_trainer_state_that_is_not_utf8_is_named_so_under_any_name(tmp_path, n
     path.write_bytes(LATIN1)
     msg = _refusal(path, metric=KEY)
     assert msg.startswith(f"reference curve file {str(path)!r} cannot be read as JSON: it is not UTF-8 text ({CODEC}")
-    assert msg.endswith(f"convert it (e.g. `iconv -f latin1 -t utf-8 {name} > {path.stem}_utf8{path.suffix}`), "
+    assert msg.endswith(f"convert it (e.g. `iconv -f latin1 -t utf-8 {path} > {_utf8(path)}`), "
                         + TRL_FIX), msg
     assert msg == _refusal(path)
     path.write_bytes(LATIN1.decode("latin-1").encode())  # the converted file reads
@@ -228,7 +233,7 @@ def test_a_trainer_state_json_that_is_not_utf8_says_it_was_re_encoded(tmp_path, 
     msg = _refusal(path.parent if folder else path, metric=KEY)
     assert msg == (f"{path} cannot be read as JSON: it is not UTF-8 text ({CODEC}{LATIN1.index(b'caf') + 3}: "
                    "invalid continuation byte); TRL writes it as UTF-8: re-copy it from the run's checkpoint-N/, or "
-                   "convert it (e.g. `iconv -f latin1 -t utf-8 trainer_state.json > trainer_state_utf8.json`)"), msg
+                   f"convert it (e.g. `iconv -f latin1 -t utf-8 {path} > {_utf8(path)}`)"), msg
 
 
 def test_a_saved_curve_that_is_not_utf8_keeps_its_own_fix(tmp_path):
@@ -236,7 +241,7 @@ def test_a_saved_curve_that_is_not_utf8_keeps_its_own_fix(tmp_path):
     path.write_bytes(b'{"format": "\xff"}')
     assert _refusal(path) == (f"reference curve file {str(path)!r} cannot be read as JSON: it is not UTF-8 text "
                               "('utf-8' codec can't decode byte 0xff in position 12: invalid start byte); convert it "
-                              "(e.g. `iconv -f latin1 -t utf-8 curve.json > curve_utf8.json`), or rewrite a saved "
+                              f"(e.g. `iconv -f latin1 -t utf-8 {path} > {_utf8(path)}`), or rewrite a saved "
                               "curve with ReferenceCurve.save")
 
 
@@ -247,7 +252,7 @@ def test_a_utf16_trainer_state_is_named_utf16_with_its_own_conversion(tmp_path, 
     path = tmp_path / name
     path.write_bytes(TEXT.encode("utf-16"))
     assert _refusal(path) == (f"reference curve file {str(path)!r} cannot be read as JSON: it is UTF-16 text; "
-                              f"convert it (`iconv -f utf-16 -t utf-8 {name} > {path.stem}_utf8{path.suffix}`), "
+                              f"convert it (`iconv -f utf-16 -t utf-8 {path} > {_utf8(path)}`), "
                               + TRL_FIX)
     path.write_bytes(TEXT.encode("utf-16").decode("utf-16").encode())  # converted: it reads
     assert load_reference_curve(str(path), metric=KEY).n_seeds == 1
@@ -270,8 +275,7 @@ def test_a_compressed_trainer_state_says_decompress_it(tmp_path):
     path = tmp_path / "trainer_state.json"
     path.write_bytes(gzip.compress(TEXT.encode()))
     assert _refusal(path).endswith("it is gzip-compressed; TRL writes it as UTF-8: re-copy it from the run's "
-                                   "checkpoint-N/, or decompress it (`gunzip -c trainer_state.json > "
-                                   "trainer_state_utf8.json`)")
+                                   f"checkpoint-N/, or decompress it (`gunzip -c {path} > {_utf8(path)}`)")
 
 
 def test_a_csv_or_metrics_jsonl_that_is_not_utf8_names_the_encoding(tmp_path):
@@ -282,7 +286,19 @@ def test_a_csv_or_metrics_jsonl_that_is_not_utf8_names_the_encoding(tmp_path):
     csv.write_bytes("update,accuracy,note\n0,0.5,café\n5,0.6,x\n10,0.62,y\n20,0.65,z\n".encode("latin-1"))
     assert _refusal(csv) == (f"{csv} cannot be read as a CSV: it is not UTF-8 text ('utf-8' codec can't decode byte "
                              "0xe9 in position 30: invalid continuation byte); convert it (e.g. `iconv -f latin1 -t "
-                             "utf-8 curve.csv > curve_utf8.csv`)")
+                             f"utf-8 {csv} > {_utf8(csv)}`)")
     log = tmp_path / "metrics.jsonl"
     log.write_bytes('{"update": 0, "eval": true, "greedy_accuracy": 0.5, "note": "café"}\n'.encode("latin-1"))
     assert _refusal(log).startswith(f"{log} cannot be read as JSON lines: it is not UTF-8 text ('utf-8' codec")
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl.gz", "curve.csv.gz"])
+def test_a_gz_curve_says_decompress_it(tmp_path, name):
+    """It was "unknown kind of file"."""
+    import gzip
+
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(b"update,accuracy\n0,0.5\n"))
+    msg = _refusal(path)
+    assert msg.startswith(f"--reference-curve {str(path)!r} is gzip-compressed: decompress it (`gunzip -k {path}`) "
+                          f"and pass the file it gives ({name[:-3]}); expected "), msg
