@@ -45,18 +45,23 @@ def _failed(task: dict, error: str) -> dict:
     return {**{k: task.get(k) for k in ("kind", "arm", "seed")}, "status": "failed", "error": error}
 
 
-def _stop_pool(pool, say=None, grace: float = STOP_GRACE_SECONDS) -> int:
+def _stop_pool(pool, say=None, grace: float = STOP_GRACE_SECONDS, unfinished: int | None = None) -> int:
     """Stop a process pool now: cancel queued tasks, SIGTERM the workers, SIGKILL after ``grace`` s.
 
     SIGINT is ignored meanwhile (a second Ctrl-C cannot leave workers behind). Returns the number
-    of workers that were alive (each was running a task, or about to).
+    of worker processes that were alive, idle or running a task (a pool keeps a worker whose task
+    finished while no task is left for it). ``unfinished``: the tasks submitted and not finished;
+    ``say``'s line then says how many workers were running one, ``min(alive workers, unfinished)``
+    (the pool hands a task to a worker as soon as one is free).
     """
     main = threading.current_thread() is threading.main_thread()  # signal.signal works only there
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
         procs = [p for p in list((getattr(pool, "_processes", None) or {}).values()) if p.is_alive()]
         if say is not None:
-            say(f"interrupted: starting no further run; stopping {len(procs)} running worker(s)")
+            busy = ("idle or running a run or the probe" if unfinished is None else
+                    f"{min(len(procs), int(unfinished))} of them running a run or the probe")
+            say(f"interrupted: starting no further run; stopping {len(procs)} worker process(es) ({busy})")
         manager = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)  # dispatch nothing more
         for p in procs:
@@ -87,7 +92,7 @@ def _iter_local(tasks: list[dict], *, workers: int, threads: int, say=None, stop
     the pool and appends the number of stopped workers to ``stopped``.
     """
     ctx = multiprocessing.get_context("spawn")
-    pool, finished = None, False
+    pool, finished, futures = None, False, {}
     main = threading.current_thread() is threading.main_thread()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if main else None
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
@@ -120,7 +125,7 @@ def _iter_local(tasks: list[dict], *, workers: int, threads: int, say=None, stop
             if finished:
                 pool.shutdown(wait=True)
             else:
-                n = _stop_pool(pool, say)
+                n = _stop_pool(pool, say, unfinished=sum(not f.done() for f in futures))
                 if stopped is not None:
                     stopped.append(n)
 

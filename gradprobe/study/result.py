@@ -33,8 +33,8 @@ class StudyInterrupted(KeyboardInterrupt):
     done, total : int
         Runs complete (kept, never redone) and runs in the plan.
     stopped : int
-        Pool workers (``local`` executor) that were running a run or the probe and were told to
-        stop (SIGTERM); 0 for the other executors (``inline``: the interrupt stopped its run).
+        Pool worker processes (``local`` executor) that were alive, idle or running a run or the probe,
+        and were told to stop (SIGTERM); 0 for the other executors (``inline``: the interrupt stopped its run).
     terminated : bool
         SIGTERM stopped the study (a :class:`StudyTerminated`), not Ctrl-C.
     """
@@ -100,16 +100,26 @@ class StudyResult:
         return "\n".join(lines)
 
     def _retry(self) -> str:
-        """What rerunning does for the failed runs: a run whose error says to start anew (``new --out``: a reward
-        that scored nothing, a plug-in reward edited since the run started) would fail the same way on a retry."""
-        anew = [k for k, e in self.failed.items() if "new --out" in str(e)]
+        """What rerunning does for the failed runs. A rerun of the same command retries every failed run (completed
+        runs are not redone) with the same plan and reward code (the folder refuses an edited plan or plug-in reward
+        file, :mod:`~gradprobe.study.freeze`), so a run whose error says to start anew (``new --out``: a reward that
+        scored nothing, a diverged policy, a plug-in reward edited since the run started) fails the
+        same way again: its fix is the plan run as a new study under a new --out, which ``--reuse-runs`` spares
+        retraining this study's finished runs."""
+        anew = sorted(k for k, e in self.failed.items() if "new --out" in str(e))
         if not anew:
             return "rerun the same command to retry them (completed runs are not redone)"
         if len(anew) == len(self.failed):
             return ("each error above says to start anew: a rerun of this study would fail the same way, so fix what "
                     "it names and run the study under a new --out")
-        return ("rerun the same command to retry the others (completed runs are not redone); "
-                + ", ".join(f"{a} seed {s}" for a, s in sorted(anew)) + " need what their error says (a new --out)")
+        names = ", ".join(f"{a} seed {s}" for a, s in anew)
+        reuse = (f" with --reuse-runs {self.out} (its finished runs are copied, not trained again)"
+                 if self.done else "")
+        return (f"a rerun of the same command retries every failed run (completed runs are not redone): the others "
+                f"may succeed, but {names} would fail the same way again, as {'its' if len(anew) == 1 else 'each'} "
+                f"error says (the rerun trains the same plan and reward code: this folder refuses an edited plan or "
+                f"plug-in reward file); to fix {'it' if len(anew) == 1 else 'them'}, fix what the error names, then "
+                f"run the plan as a new study under a new --out{reuse}")
 
 
 def progress_line(done: int, failed: int, total: int, elapsed: float, finished_here: int) -> str:

@@ -12,8 +12,10 @@ importable without torch (``gradprobe.Study`` is a lazy, torch-free public name)
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -27,6 +29,34 @@ __all__ = ["execute_task", "worker_init"]
 
 #: the exit status of a worker whose study process is gone (:func:`_watch_parent`)
 ORPHAN_EXIT = 70
+
+#: what starts each of the study's probe warnings on stderr (:func:`probe_warnings`), as ``gradprobe probe`` and
+#: ``gradprobe study``'s own warnings start theirs
+PROBE_WARNING_PREFIX = "gradprobe study: warning: probe: "
+
+
+@contextlib.contextmanager
+def probe_warnings(logger: logging.Logger | None = None):
+    """While the block runs, print each warning of the probe's notes logger (``gradprobe.probe.run.notes_log``, or
+    ``logger``) to this process's ``sys.stderr`` as one line, :data:`PROBE_WARNING_PREFIX` + the note.
+
+    Without it a worker has no handler for that logger and Python's last-resort handler prints the bare note (no
+    ``warning:``, unlike every other command's warnings). The logger's propagation is off meanwhile (a handler the
+    user configured on the root logger would print each note a second time); its handlers and propagation are restored
+    afterwards.
+    """
+    if logger is None:
+        from ..probe.run import notes_log as logger  # torch: see the module docstring
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(PROBE_WARNING_PREFIX + "%(message)s"))
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def _watch_parent(parent_pid: int, interval: float = 0.5) -> None:
@@ -153,10 +183,11 @@ def _probe(plan: Plan, out: Path, overrides: dict) -> dict:
     policy = load_run_policy(plan.model, seed=config.batch.seed)
     task = load_run_task(plan.task)
     holder, res = ReferenceDirection(), {"guided": list(todo)}
-    if shared:
-        result = run_probe(config, out=out, policy=policy, task=task, reference_direction=holder)
-        res["rewards"] = [r["name"] for r in result["rewards"]]
-    for folder, g in todo.items():
-        run_probe(ProbeConfig.from_dict(g["settings"]), out=out / folder, policy=policy, task=task,
-                  reference_direction=holder)
+    with probe_warnings():
+        if shared:
+            result = run_probe(config, out=out, policy=policy, task=task, reference_direction=holder)
+            res["rewards"] = [r["name"] for r in result["rewards"]]
+        for folder, g in todo.items():
+            run_probe(ProbeConfig.from_dict(g["settings"]), out=out / folder, policy=policy, task=task,
+                      reference_direction=holder)
     return res

@@ -173,7 +173,8 @@ def test_ctrl_c_stops_the_study_at_once_says_how_to_resume_and_exits_130(tmp_pat
     assert rc == 130, stderr
     assert "Traceback" not in stderr + stdout and "KeyboardInterrupt" not in stderr + stdout
     assert "leaked semaphore" not in stderr  # the pool was shut down, not abandoned
-    assert "interrupted: starting no further run; stopping 1 running worker(s)" in stderr
+    assert ("interrupted: starting no further run; stopping 1 worker process(es) (1 of them running a run or the "
+            "probe)") in stderr
     assert f"study {out} interrupted: 0 of 3 runs complete (kept, never redone); no further run was started" in stderr
     assert f"Resume with: gradprobe study {plan} --out {out} --workers 1 --no-probe" in stderr
     assert not _pid_alive(worker_pid)  # told to stop and waited for: nothing writes behind the user's back

@@ -21,5 +21,7 @@ def test_the_retry_line_follows_what_each_error_says():
         "  failed runs keep their data in S/runs/<arm>/seed<S>/; each error above says to start anew: a rerun of this "
         "study would fail the same way, so fix what it names and run the study under a new --out")
     assert _last({("a", 0): "CUDA out of memory", ("b", 1): ANEW}) == (
-        "  failed runs keep their data in S/runs/<arm>/seed<S>/; rerun the same command to retry the others "
-        "(completed runs are not redone); b seed 1 need what their error says (a new --out)")
+        "  failed runs keep their data in S/runs/<arm>/seed<S>/; a rerun of the same command retries every failed run "
+        "(completed runs are not redone): the others may succeed, but b seed 1 would fail the same way again, as its "
+        "error says (the rerun trains the same plan and reward code: this folder refuses an edited plan or plug-in "
+        "reward file); to fix it, fix what the error names, then run the plan as a new study under a new --out")
