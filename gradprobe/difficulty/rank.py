@@ -348,12 +348,23 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
 
 def _document(record: dict, prepared: PreparedPool, ranked, ledger) -> dict:
     """rank.json's content (:func:`rank_prompts`' Returns, ``.attrs``) for the ranking ``ranked`` of ``prepared``'s
-    pool (a :class:`gradprobe.difficulty.rank_pool.RankedPool`), ``record`` its settings, ``ledger`` its costs."""
+    pool (a :class:`gradprobe.difficulty.rank_pool.RankedPool`), ``record`` its settings, ``ledger`` its costs.
+
+    ``notes`` cautions (printed as ``note:`` lines): a logistic model fitted on fewer than :data:`SMALL_FIT_PROMPTS`
+    probed prompts, and ``probe_samples`` 1: each probed prompt's outcome is one Bernoulli draw (0 or 1), the
+    logistic model is fitted to those draws and each prompt's Beta-Bernoulli posterior
+    (:mod:`gradprobe.difficulty.estimator`) adds its own draw to that prior, so p_hat follows the draw (trial 5: p_model
+    0.84-0.88 after one success, 0.10-0.23 after one failure) and no probed prompt is placed near 1/2."""
     notes = []
     if ranked.n_fit < SMALL_FIT_PROMPTS and not ranked.no_signal:
         notes.append(f"the logistic model is fitted on only {ranked.n_fit} probed prompts; its p_model for "
                      f"unprobed prompts is rough (use --fit-prompts >= {SMALL_FIT_PROMPTS} and a pool at least "
                      f"that large)")
+    if int(record["probe_samples"]) == 1:
+        notes.append(f"each of the {ranked.n_fit} probed prompts was sampled once (--probe-samples 1), so its "
+                     "estimate rests on one Bernoulli draw (success 0 or 1): p_hat of a probed prompt follows that "
+                     "one outcome and the ranking cannot place a prompt near 1/2 (one draw cannot tell a prompt solved "
+                     "half the time from one always or never solved); use --probe-samples 4 or more (the default 4)")
     caught = ranked.caught
     return {"command": "rank-prompts", "settings": record, "skipped_rows": int(getattr(prepared.task, "skipped", 0)),
             "repeated_data_ids": _repeated_data_ids(prepared.pool), "verdict": verdict(ranked.p_hat),
