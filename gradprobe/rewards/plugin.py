@@ -53,7 +53,7 @@ from pathlib import Path
 import torch
 
 from .base import REWARDS, RESOLVERS, Reward, RewardFunctionError, RewardOutput, UnknownRewardError
-from .sequence import one_line, sequence_reward
+from .sequence import call_reward, one_line, sequence_reward
 
 __all__ = ["load_reward_plugin", "is_plugin_name", "checked_native", "plugin_identity"]
 
@@ -502,7 +502,8 @@ def checked_native(fn, name: str) -> Reward:
     ------
     RewardFunctionError
         (when called) ``fn`` raised (chained as ``__cause__``; ``SystemExit`` too, which would otherwise end
-        the command without a word), or returned something other than a ``RewardOutput`` whose
+        the command without a word, and a KeyboardInterrupt no SIGINT caused: :func:`~.sequence.call_reward`),
+        or returned something other than a ``RewardOutput`` whose
         ``advantages`` is a tensor of shape (N, T) = ``batch.completion_mask.shape`` and ``valid`` one of
         shape (N,); the message names the reward and what a native reward returns.
     """
@@ -512,10 +513,7 @@ def checked_native(fn, name: str) -> Reward:
 
     @wraps(fn)
     def reward(batch, ctx=None):
-        try:
-            out = fn(batch, ctx)
-        except (Exception, SystemExit) as e:
-            raise RewardFunctionError(f"reward {name!r} raised {one_line(e)}") from e
+        out = call_reward(fn, name, batch, ctx)
         if not isinstance(out, RewardOutput):
             raise RewardFunctionError(f"reward {name!r} returned {type(out).__name__}: {form}")
         shapes = {"advantages": tuple(batch.completion_mask.shape), "valid": (batch.num_rows,)}

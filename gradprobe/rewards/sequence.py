@@ -21,6 +21,8 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import signal
+import threading
 
 import torch
 
@@ -72,6 +74,43 @@ def one_line(e: BaseException, limit: int = 300) -> str:
     command prints stays the one line it promises."""
     text = str(e.code if isinstance(e, SystemExit) else e).replace("\r", "\\r").replace("\n", "\\n")
     return f"{type(e).__name__}: {text if len(text) <= limit else text[:limit] + '...'}"
+
+
+def call_reward(fn, name: str, *args, **kwargs):
+    """``fn(*args, **kwargs)``, a user reward's call, with what it raises named as that reward's error.
+
+    An Exception, a SystemExit (``sys.exit()`` would end the command without a word) or a KeyboardInterrupt that no
+    SIGINT caused (a bare ``raise KeyboardInterrupt`` in the reward: not the user's Ctrl-C) becomes a
+    :class:`RewardFunctionError` naming ``name`` (the cause chained). A KeyboardInterrupt stays one when a SIGINT
+    reached this process during the call (told by a handler installed for the call, which runs Python's default
+    one), when it is a subclass (a SIGTERM raised as an interrupt: ``gradprobe study``/``probe``'s handlers), or when
+    SIGINT has a handler other than Python's default (someone else's: whether it raised cannot be told). In a thread
+    other than the main one, or while SIGINT is ignored (a study's pool worker), no SIGINT raises there, so a bare
+    KeyboardInterrupt is the reward's.
+    """
+    main = threading.current_thread() is threading.main_thread()  # signal.signal works only there
+    disposition = signal.getsignal(signal.SIGINT) if main else signal.SIG_IGN
+    seen: list[int] = []
+    wrapped = disposition is signal.default_int_handler
+
+    def on_sigint(signum, frame):
+        seen.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    if wrapped:
+        signal.signal(signal.SIGINT, on_sigint)
+    try:
+        return fn(*args, **kwargs)
+    except KeyboardInterrupt as e:
+        if seen or type(e) is not KeyboardInterrupt or not (wrapped or disposition is signal.SIG_IGN):
+            raise
+        raise RewardFunctionError(f"reward {name!r} raised {one_line(e).rstrip(': ')} (no SIGINT or Ctrl-C reached "
+                                  "the process: the reward raised it itself)") from e
+    except (Exception, SystemExit) as e:  # SystemExit: a sys.exit() in the reward would end the command silently
+        raise RewardFunctionError(f"reward {name!r} raised {one_line(e)}") from e
+    finally:
+        if wrapped:
+            signal.signal(signal.SIGINT, disposition)
 
 
 def _required_missing(fn, columns: dict) -> list[str]:
@@ -151,10 +190,7 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
                                       "columns): use one of those, or give the parameter a default")
         if accepts is not None:
             columns = {k: v for k, v in columns.items() if k in accepts}
-        try:
-            values = fn(**columns)  # by keyword, as TRL calls
-        except (Exception, SystemExit) as e:  # SystemExit: a sys.exit() in the reward would end the command silently
-            raise RewardFunctionError(f"reward {reward_name!r} raised {one_line(e)}") from e
+        values = call_reward(fn, reward_name, **columns)  # by keyword, as TRL calls
         if isinstance(values, torch.Tensor):
             values = values.reshape(-1).tolist()
         if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
