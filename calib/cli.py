@@ -35,7 +35,7 @@ from .dataset import (FORECASTERS, REFERENCE_ARM, RowsError, SkippedEvalsWarning
                       rows_header)
 from .file_check import FIT_CHOICES, FIT_DEFAULTS
 from .files import write_json, write_text_atomic
-from .integrity import check_one_row_per_run, check_reference_rows, concat_rows
+from .integrity import ReferenceLikeArmWarning, check_one_row_per_run, check_reference_rows, concat_rows
 from .metrics import p_value_text
 from .model import fit_calibration, is_calibration_file, load_calibration
 from .noise_floor import NO_SEEDS, heldout_label
@@ -242,8 +242,10 @@ def _fit(args) -> int:
     rows = concat_rows(read_rows(p) for p in args.rows)  # each run's file and line kept
     source = f"the rows file(s) {', '.join(map(str, args.rows))}"
     check_one_row_per_run(rows, source)  # named by file
-    check_reference_rows(rows, source, REFERENCE_ARM)
-    cal = fit_calibration(rows, **_settings(args))
+    check_reference_rows(rows, source, REFERENCE_ARM)  # refusals name the files; its warning is given once, here
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReferenceLikeArmWarning)
+        cal = fit_calibration(rows, **_settings(args))
     path = cal.save(args.out)
     _say_replaced(replaced)
     c = cal.counts

@@ -64,7 +64,8 @@ from gradprobe.study.folder import check_frozen_plan, is_plan_sha
 from .domain import resolve_model, resolve_task, study_identity
 from .integrity import (REBUILD_ANALYSIS, DuplicateRunsWarning, RowsError, StudyFormatError, analysis_error,
                         analysis_number, check_analysis_matches_runs, check_duplicate_runs, check_finite_forecasts,
-                        check_one_row_per_run, check_paired_targets, check_plan_sha, read_rows_csv, read_study_runs)
+                        check_one_row_per_run, check_paired_targets, check_plan_sha, check_reference_rows,
+                        read_rows_csv, read_study_runs)
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,7 @@ def study_dir_list(study_dirs, *, name: str = "study_dirs") -> list:
 
 
 def select_rows(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", include_reference: bool = False,
-                min_arms: int = 2) -> tuple[pd.DataFrame, dict]:
+                min_arms: int = 2, check_reference: bool = True) -> tuple[pd.DataFrame, dict]:
     """Validate a rows table and keep the rows a calibrator of ``forecaster`` is fitted on.
 
     Parameters
@@ -255,6 +256,10 @@ def select_rows(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", inclu
         Keep the ``grpo`` rows (see the module docstring for why they are left out by default).
     min_arms : int
         Fewest distinct non-reference arms (leave-one-arm-out needs 2).
+    check_reference : bool
+        Check the ``is_reference`` flags (:func:`calib.integrity.check_reference_rows`). False only where the
+        caller already checked these rows, so that its warning is given once (``calib report``'s fit of each
+        forecaster).
 
     Returns
     -------
@@ -270,13 +275,17 @@ def select_rows(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", inclu
         Missing columns (named), an unknown forecaster, a non-numeric or infinite forecast or target
         (study, arm and seed named), one run (study, arm, seed) on two rows
         (:func:`calib.integrity.check_one_row_per_run`), a paired target that is not the run's realized
-        accuracy minus the reference's on its seed (:func:`calib.integrity.check_paired_targets`), fewer
+        accuracy minus the reference's on its seed (:func:`calib.integrity.check_paired_targets`),
+        ``is_reference`` flags that disagree with the arm names (:func:`calib.integrity.check_reference_rows`,
+        which also warns of an arm that looks like the reference renamed), fewer
         than ``min_arms`` arms with a forecast, every row the reference arm, or no rows left.
     """
     _check_columns(rows, forecaster)
     _check_values(rows, forecaster)
     check_one_row_per_run(rows)
     check_paired_targets(rows)
+    if check_reference:  # grpo's rows fitted as data would pin the fit through (0, 0)
+        check_reference_rows(rows, reference_arm=REFERENCE_ARM)
     counts = {"rows_in": int(len(rows))}
     ref = rows["is_reference"].astype(bool)
     counts["dropped_reference"] = 0 if include_reference else int(ref.sum())

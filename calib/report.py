@@ -295,7 +295,7 @@ def _compared(base: pd.DataFrame, notes: list) -> list:
 def _validate(rows, f, m, mode, interval, level, include_reference, boot) -> tuple[dict, pd.DataFrame | None]:
     """Held-out predictions of forecaster ``f`` corrected by ``m`` under ``mode``, and their errors."""
     try:
-        sel, counts = select_rows(rows, forecaster=f, include_reference=include_reference)
+        sel, counts = select_rows(rows, forecaster=f, include_reference=include_reference, check_reference=False)
         if len(set(group_labels(sel, mode))) < 2:
             raise RowsError(f"leave-one-{mode}-out needs 2 {mode}s with a {f}")
         cvp = cross_validate(make_estimator(m), sel, forecaster=f, cv=mode, confidence_level=level,
