@@ -54,8 +54,8 @@ def _zeros(rows):
 ], ids=["fit_calibration", "select_rows", "report_metrics"])
 def test_every_is_reference_false_is_refused_by_the_python_api(tmp_path, call):
     rows = read_rows(_edited(tmp_path, _all_false))
-    with pytest.raises(RowsError, match=r"study 'study_tiny@b6b755233a8f', arm 'grpo' \(read from .*rows\.csv, line 2\): "
-                                        r"is_reference is False, but the reference arm"):
+    with pytest.raises(RowsError, match=r"study 'study_tiny@b6b755233a8f', arm 'grpo' \(read from .*rows\.csv, "
+                                        r"line 2\): is_reference is False, but the reference arm"):
         call(rows)
 
 
