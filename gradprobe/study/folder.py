@@ -371,7 +371,9 @@ def not_written_by_study(out: str | Path, run_folders) -> list[Path]:
       folders of a probe's files, ``guided/<arm>/`` probe folders, and ``.earlier-probe/`` (an earlier probe a killed
       probe left aside: a probe's files, ``batch_K/`` and :data:`EARLIER_MANIFEST`);
     - ``figures/``: the study's figures (:data:`gradprobe.study.report.FIGURES`, ``lr_sweep.png``);
-    - ``reanalysis/``: ``analysis.json``, :data:`REANALYSIS_REPORT` and a ``figures/`` as above.
+    - ``reanalysis/``: ``analysis.json``, :data:`REANALYSIS_REPORT` and a ``figures/`` as above;
+    - in any of these folders, a file manager's ``.DS_Store``, ``Thumbs.db`` or ``desktop.ini``
+      (:data:`FILE_MANAGER_FILES`), written there when the user looked at the folder.
 
     Raises nothing: an unreadable folder is named itself (what it holds cannot be told)."""
     out = Path(out)
@@ -460,9 +462,15 @@ def _reanalysis_rule():
                                  None if not is_dir and name in files else False)
 
 
+#: Files a desktop's file manager writes into any folder it shows (macOS Finder's view settings, Windows Explorer's
+#: thumbnail cache and folder settings): no one's data, so ``--restart`` deletes them with the folder, unnamed.
+FILE_MANAGER_FILES = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})
+
+
 def _strays(folder: Path, rule) -> list[Path]:
     """The files under ``folder`` that ``rule`` (name, is_dir) -> None | rule | False does not take for gradprobe's:
-    False names a file, or every file under a folder; a rule is applied inside a folder."""
+    False names a file, or every file under a folder; a rule is applied inside a folder. A file manager's own file
+    (:data:`FILE_MANAGER_FILES`) is never named."""
     try:
         entries = sorted(folder.iterdir())
     except OSError:
@@ -470,6 +478,8 @@ def _strays(folder: Path, rule) -> list[Path]:
     found = []
     for entry in entries:
         is_dir = entry.is_dir() and not entry.is_symlink()
+        if not is_dir and entry.name in FILE_MANAGER_FILES and not entry.is_symlink():
+            continue
         verdict = rule(entry.name, is_dir)
         if verdict is None:
             continue

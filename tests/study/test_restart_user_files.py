@@ -136,3 +136,24 @@ def test_a_reused_run_and_an_earlier_probe_left_aside_are_gradprobes(tmp_path):
     assert not_written_by_study(tmp_path, [d]) == []
     (aside / "notes.txt").write_text("mine")
     assert not_written_by_study(tmp_path, [d]) == [aside / "notes.txt"]
+
+
+def test_a_file_managers_own_files_are_not_the_users(tmp_path):
+    """Opening a run folder in macOS Finder or Windows Explorer writes ``.DS_Store`` / ``Thumbs.db`` / ``desktop.ini``
+    there: ``--restart`` refused the study for them as the user's files. A real file of the user's beside them, or a
+    link under such a name, is still named."""
+    out = tmp_path / "S"
+    freeze_plan(TINY, out)
+    d = _partial_run(out)
+    for rel in ("runs/grpo/seed0/.DS_Store", "runs/grpo/seed0/weights/Thumbs.db", "runs/grpo/seed0/desktop.ini",
+                "figures/.DS_Store", "probe/batch_0/.DS_Store"):
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_bytes(b"\x00\x00\x00\x01Bud1")
+    assert not_written_by_study(out, [d]) == []
+    (d / "notes.txt").write_text("mine")
+    (out / "figures" / "desktop.ini").symlink_to(d / "notes.txt")
+    assert not_written_by_study(out, [d]) == [out / "figures" / "desktop.ini", d / "notes.txt"]
+    (d / "notes.txt").unlink()
+    (out / "figures" / "desktop.ini").unlink()
+    freeze_plan(TINY_LR, out, restart=True)
+    assert sorted(p.name for p in out.iterdir()) == ["plan.toml", "study.json"]
