@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .curve_fit import CurveError
-from .text_files import not_utf8
+from .text_files import decode_text, not_utf8
 
 __all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "study_skipped_evals", "skipped_note",
            "with_skipped", "SKIPPED_MARK", "CAUTION_MARK", "UNTERMINATED", "is_skipped_note", "short_lines",
@@ -68,7 +68,7 @@ def read_csv_checked(path: Path, raw: bytes | None = None) -> pd.DataFrame:
     """
     raw = path.read_bytes() if raw is None else raw
     try:
-        raw.decode("utf-8")
+        decode_text(raw)  # a NUL byte too: UTF-16 without a byte-order mark would be read as garbage columns
     except UnicodeDecodeError as e:  # pandas reads in chunks: its position and message would blame the header
         raise CurveError(f"{path} cannot be read as a CSV: {not_utf8(path, e, False)}") from None
     try:

@@ -302,3 +302,26 @@ def test_a_gz_curve_says_decompress_it(tmp_path, name):
     msg = _refusal(path)
     assert msg.startswith(f"--reference-curve {str(path)!r} is gzip-compressed: decompress it (`gunzip -k {path}`) "
                           f"and pass the file it gives ({name[:-3]}); expected "), msg
+
+
+@pytest.mark.parametrize("encoding", ["utf-16le", "utf-16be"])
+def test_utf16_without_a_byte_order_mark_is_named_not_read_as_garbage(tmp_path, encoding):
+    """A CSV saved as UTF-16 without a byte-order mark is valid UTF-8 (ASCII with a NUL between characters): it was
+    read as garbage columns and refused as a CSV without an update column. A metrics.jsonl so saved was "damaged"."""
+    csv = tmp_path / "curve.csv"
+    csv.write_bytes("update,accuracy\n0,0.5\n5,0.6\n10,0.62\n20,0.65\n".encode(encoding))
+    assert _refusal(csv) == (f"{csv} cannot be read as a CSV: it is UTF-16 text without a byte-order mark "
+                             f"({encoding[-2:].upper()}: every other byte NUL); convert it (`iconv -f {encoding} -t "
+                             f"utf-8 {csv} > {_utf8(csv)}`)")
+    log = tmp_path / "metrics.jsonl"
+    log.write_bytes('{"update": 0, "eval": true, "greedy_accuracy": 0.5}\n'.encode(encoding))
+    assert _refusal(log) == (f"{log} cannot be read as JSON lines: it is UTF-16 text without a byte-order mark "
+                             f"({encoding[-2:].upper()}: every other byte NUL); convert it (`iconv -f {encoding} -t "
+                             f"utf-8 {log} > {_utf8(log)}`)")
+
+
+def test_a_nul_byte_in_a_utf8_csv_is_named_binary(tmp_path):
+    csv = tmp_path / "curve.csv"
+    csv.write_bytes(b"update,accuracy\n0,0.5\n5,0.6\x00\n10,0.62\n20,0.65\n")
+    assert _refusal(csv) == (f"{csv} cannot be read as a CSV: it is not text (it holds NUL bytes: a binary or damaged "
+                             "file); re-copy it from its source")
