@@ -19,7 +19,7 @@ import shutil
 import weakref
 from pathlib import Path
 
-from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_PROBE, PROBE_BATCH_DIR, PROBE_FILES, PROBE_JSON,
+from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, PROBE_BATCH_DIR, PROBE_FILES, PROBE_JSON,
                       TOKENS_JSONL, rerun_advice)
 from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_number, json_float, json_short,
                        per_update_problem, prepare_output_dir)
@@ -538,7 +538,7 @@ def load_probe(dir: str | Path) -> ProbeResult:
                                  f"{file.parent}, whose files are kept in {earlier.parent}; the next `gradprobe probe "
                                  f"--out {file.parent}` restores them first, or move them back by hand")
         raise ProbeFileError(f"{missing} not found; pass a `gradprobe probe --out` folder (it holds probe.json)")
-    if (file.parent / EARLIER_PROBE / "manifest.json").is_file():  # gradprobe.probe.output names the files moving
+    if (file.parent / EARLIER_PROBE / EARLIER_MANIFEST).is_file():  # gradprobe.probe.output names the files moving
         raise ProbeFileError(f"{file.parent} holds part of a probe: a probe was killed while it moved the earlier "
                              f"probe's files between {file.parent} and {file.parent / EARLIER_PROBE} (its "
                              f"manifest.json names them); the next `gradprobe probe --out {file.parent}` puts them "

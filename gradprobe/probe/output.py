@@ -43,8 +43,8 @@ from pathlib import Path
 
 from safetensors.torch import save as safetensors_bytes
 
-from ..layout import (ALIGNMENT_SAFETENSORS, ARMS_JSON, EARLIER_PROBE, OUTPUT_KINDS, PROBE_BATCH_DIR, PROBE_FILES,
-                      PROBE_JSON, TOKENS_JSONL, output_kind)
+from ..layout import (ALIGNMENT_SAFETENSORS, ARMS_JSON, EARLIER_MANIFEST, EARLIER_PROBE, OUTPUT_KINDS, PROBE_BATCH_DIR,
+                      PROBE_FILES, PROBE_JSON, TOKENS_JSONL, output_kind)
 from ..outputs import (OutputDirError, json_safe, output_error, removed_if_left_empty, write_bytes_atomic,
                        write_json_atomic, write_text_atomic)
 from .table import format_table, no_signal_entries
@@ -59,7 +59,7 @@ __all__ = ["token_texts", "write_probe_files", "format_table", "PROBE_FILES", "P
 EARLIER = EARLIER_PROBE
 #: Inside :data:`EARLIER` while the earlier probe's files move between it and the folder (either way): their names,
 #: written atomically before the first move and deleted after the last (:func:`_leftover` reads it).
-_MANIFEST = "manifest.json"
+_MANIFEST = EARLIER_MANIFEST
 _MANIFEST_FILES = (_MANIFEST, f"{_MANIFEST}.tmp")  # the manifest and its partial: no earlier probe's files
 _BATCH_DIR = PROBE_BATCH_DIR
 

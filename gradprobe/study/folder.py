@@ -17,9 +17,9 @@ import os
 import re
 from pathlib import Path
 
-from ..layout import (ANALYSIS_JSON, ARMS_JSON, CONFIG_JSON, EARLIER_PROBE, EVAL_ITEMS_GZ, FIGURES, GUIDED_PROBES,
-                      METRICS_JSONL, OUTPUT_KINDS, PLAN_COPY, PROBE_BATCH_DIR, PROBE_FILES, RUNS_CSV, STUDY_JSON,
-                      SUMMARY_JSON, WEIGHTS_DIR, output_kind)
+from ..layout import (ANALYSIS_JSON, ARMS_JSON, CONFIG_JSON, EARLIER_MANIFEST, EARLIER_PROBE, EVAL_ITEMS_GZ, FIGURES,
+                      GUIDED_PROBES, METRICS_JSONL, OUTPUT_KINDS, PLAN_COPY, PROBE_BATCH_DIR, PROBE_FILES, RUNS_CSV,
+                      STUDY_JSON, SUMMARY_JSON, WEIGHTS_DIR, output_kind)
 from ..outputs import OutputDirError, error_text, output_error, prepare_output_dir
 
 __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now",
@@ -369,7 +369,7 @@ def not_written_by_study(out: str | Path, run_folders) -> list[Path]:
       (``update-UUUUUU.safetensors``);
     - ``probe/``: a probe's files (:data:`gradprobe.layout.PROBE_FILES`), ``arms.json``, ``.lock``, ``batch_K/``
       folders of a probe's files, ``guided/<arm>/`` probe folders, and ``.earlier-probe/`` (an earlier probe a killed
-      probe left aside: a probe's files, ``batch_K/`` and :data:`EARLIER_MANIFEST`);
+      probe left aside: a probe's files, ``batch_K/`` and :data:`gradprobe.layout.EARLIER_MANIFEST`);
     - ``figures/``: the study's figures (:data:`gradprobe.study.report.FIGURES`, ``lr_sweep.png``);
     - ``reanalysis/``: ``analysis.json``, :data:`REANALYSIS_REPORT` and a ``figures/`` as above;
     - in any of these folders, a file manager's ``.DS_Store``, ``Thumbs.db`` or ``desktop.ini``
@@ -441,11 +441,6 @@ def _probe_rule(study: bool):
 
 #: The file a reused run's folder records its source in (``--reuse-runs``: :mod:`gradprobe.study.reuse`).
 REUSED_JSON = "reused_from.json"
-
-#: The file naming an earlier probe's files while they move (``gradprobe.probe.output``'s ``_MANIFEST``; named here:
-#: that module imports torch).
-EARLIER_MANIFEST = "manifest.json"
-
 
 def _figures_rule():
     """What a study's ``figures/`` holds: the figures :func:`gradprobe.study.report.plot_figures` draws."""
