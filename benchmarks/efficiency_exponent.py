@@ -79,14 +79,15 @@ def study_runs(study_dir) -> tuple[pd.DataFrame, ReferenceCurve]:
     """One study's non-grpo runs with a probe forecast (:func:`calib.dataset.build_rows`) and its grpo curve.
 
     Raises ExponentError: the study has no such run; FileNotFoundError / ValueError from the study's reading."""
-    rows = build_rows(study_dir)
+    curve = ReferenceCurve.from_study(study_dir, arm="grpo")
+    rows = build_rows(study_dir, curve=curve)  # the same curve build_rows would fit (it fitted it a second time)
     ref = rows[rows["is_reference"].astype(bool)]
     runs = rows[~rows["is_reference"].astype(bool) & np.isfinite(rows["forecast_probe"].astype(float))
                 & np.isfinite(rows["forecast_cost_only"].astype(float))].copy()
     if ref.empty or runs.empty:
         raise ExponentError(f"{study_dir}: no grpo row or no run with a probe forecast; nothing to compare")
     runs["c_grpo"] = float(ref["tokens_per_update"].iloc[0])
-    return runs.reset_index(drop=True), ReferenceCurve.from_study(study_dir, arm="grpo")
+    return runs.reset_index(drop=True), curve
 
 
 def efficiency(rho: np.ndarray, gamma: float) -> np.ndarray:
