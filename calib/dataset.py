@@ -276,16 +276,17 @@ def select_rows(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", inclu
         (study, arm and seed named), one run (study, arm, seed) on two rows
         (:func:`calib.integrity.check_one_row_per_run`), a paired target that is not the run's realized
         accuracy minus the reference's on its seed (:func:`calib.integrity.check_paired_targets`),
-        ``is_reference`` flags that disagree with the arm names (:func:`calib.integrity.check_reference_rows`,
-        which also warns of an arm that looks like the reference renamed), fewer
+        ``is_reference`` flags that disagree with the arm names (a ``grpo`` row not marked, another arm marked:
+        :func:`calib.integrity.check_reference_rows`, which also warns of an arm that looks like the reference
+        renamed; a table without grpo's rows is fitted), fewer
         than ``min_arms`` arms with a forecast, every row the reference arm, or no rows left.
     """
     _check_columns(rows, forecaster)
     _check_values(rows, forecaster)
     check_one_row_per_run(rows)
     check_paired_targets(rows)
-    if check_reference:  # grpo's rows fitted as data would pin the fit through (0, 0)
-        check_reference_rows(rows, reference_arm=REFERENCE_ARM)
+    if check_reference:  # grpo's rows fitted as data would pin the fit through (0, 0); grpo's rows may be filtered out
+        check_reference_rows(rows, reference_arm=REFERENCE_ARM, require_reference=False)
     counts = {"rows_in": int(len(rows))}
     ref = rows["is_reference"].astype(bool)
     counts["dropped_reference"] = 0 if include_reference else int(ref.sum())

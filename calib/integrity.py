@@ -779,7 +779,7 @@ def check_paired_targets(rows: pd.DataFrame, source: str = "the rows table") -> 
 
 
 def check_reference_rows(rows: pd.DataFrame, source: str = "the rows table", reference_arm: str = "grpo",
-                         forecasts=FORECAST_NAMES) -> None:
+                         forecasts=FORECAST_NAMES, require_reference: bool = True) -> None:
     """Refuse rows whose ``is_reference`` flags disagree with the rows themselves; warn of an arm that looks like
     the reference arm renamed.
 
@@ -803,6 +803,10 @@ def check_reference_rows(rows: pd.DataFrame, source: str = "the rows table", ref
         checked (:func:`calib.dataset.select_rows` names the missing columns).
     source : str
         Where the rows came from, named in the error.
+    require_reference : bool
+        Refuse a study with targets but no reference row (``calib fit`` on a rows file). False for a table the
+        caller may have filtered (rows without grpo's, a subset of arms: :func:`calib.dataset.select_rows`, which
+        leaves grpo's rows out anyway); an arm there that looks like the reference renamed is still warned of.
 
     Raises
     ------
@@ -827,12 +831,13 @@ def check_reference_rows(rows: pd.DataFrame, source: str = "the rows table", ref
     target = pd.to_numeric(rows["target"], errors="coerce").to_numpy(np.float64)
     with_ref = set(rows.loc[ref, "study"])
     lacking = [st for st in dict.fromkeys(rows.loc[np.isfinite(target), "study"]) if st not in with_ref]
-    if lacking:
+    if lacking and require_reference:
         raise RowsError(f"{source}: study {lacking[0]!r} has no row of the reference arm {reference_arm!r} "
                         "(is_reference True), so its gains were measured against an arm the rows no longer name (a "
                         f"renamed or deleted {reference_arm!r} would be fitted as data, its forecasts and gains 0 by "
                         "definition); " + fix)
-    _warn_reference_like_arms(rows, target, ref, with_ref, [c for c in forecasts if c in rows.columns], reference_arm)
+    _warn_reference_like_arms(rows, target, ref, with_ref | set(lacking), [c for c in forecasts if c in rows.columns],
+                              reference_arm)
 
 
 def _warn_reference_like_arms(rows, target, ref, with_ref, forecasts, reference_arm) -> None:

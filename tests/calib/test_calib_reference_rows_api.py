@@ -1,7 +1,8 @@
 """``is_reference`` flags are checked wherever rows are selected for a fit, not only by ``calib fit``'s command line:
 ``fit_calibration`` and ``report_metrics`` on rows with every flag False fitted grpo's rows (forecast 0, gain 0 by
-definition) as data (116 runs of 16 arms instead of 83 of 15 on the shipped rows). ``calib fit`` and
-``report_metrics`` give the warning for an arm that looks like grpo renamed once, not once per check (17 times in one
+definition) as data (116 runs of 16 arms instead of 83 of 15 on the shipped rows). A table filtered in Python (grpo's
+rows left out, a subset of arms) is still fitted. The warning for an arm that looks like grpo renamed is given once
+per ``calib fit`` or ``report_metrics`` call, not once per check (a first version of this check warned 17 times in one
 ``report_metrics`` call).
 """
 
@@ -62,6 +63,23 @@ def test_every_is_reference_false_is_refused_by_the_python_api(tmp_path, call):
 def test_the_shipped_rows_still_fit_the_same_runs():
     cal = fit_calibration(read_rows(ROWS), forecaster="forecast_cost_only")
     assert (cal.counts["rows"], cal.counts["dropped_reference"]) == (83, 33)
+
+
+def test_a_table_filtered_in_python_is_still_fitted():
+    """A first version refused these (a study with gains but no grpo row), as ``calib fit`` refuses such a file."""
+    rows = read_rows(ROWS)
+    no_grpo = rows[~rows["is_reference"].astype(bool)].reset_index(drop=True)
+    assert fit_calibration(no_grpo, forecaster="forecast_cost_only").counts["rows"] == 83
+    two = rows[rows["arm"].isin(["mc_value", "hybrid_0.5"])].reset_index(drop=True)
+    assert fit_calibration(two, forecaster="forecast_cost_only").counts["rows"] == 28
+
+
+def test_grpo_renamed_in_a_filtered_table_is_warned(tmp_path):
+    def edit(rows):
+        _zeros(rows)
+        rows[:] = [r for r in rows if r["arm"] != "grpo"]
+    with pytest.warns(ReferenceLikeArmWarning, match=r"study_tiny@b6b755233a8f/mc_value have forecast 0"):
+        select_rows(read_rows(_edited(tmp_path, edit)), forecaster="forecast_cost_only")
 
 
 def test_calib_fit_warns_of_a_reference_like_arm_once(tmp_path, capsys):
