@@ -372,8 +372,8 @@ def not_written_by_study(out: str | Path, run_folders) -> list[Path]:
       probe left aside: a probe's files, ``batch_K/`` and :data:`gradprobe.layout.EARLIER_MANIFEST`);
     - ``figures/``: the study's figures (:data:`gradprobe.study.report.FIGURES`, ``lr_sweep.png``);
     - ``reanalysis/``: ``analysis.json``, :data:`REANALYSIS_REPORT` and a ``figures/`` as above;
-    - in any of these folders, a file manager's ``.DS_Store``, ``Thumbs.db`` or ``desktop.ini``
-      (:data:`FILE_MANAGER_FILES`), written there when the user looked at the folder.
+    - in any of these folders, a file manager's ``.DS_Store``, ``Thumbs.db``, ``desktop.ini`` or ``._NAME``
+      (:func:`is_file_manager_file`), written there when the user looked at the folder.
 
     Raises nothing: an unreadable folder is named itself (what it holds cannot be told)."""
     out = Path(out)
@@ -458,8 +458,16 @@ def _reanalysis_rule():
 
 
 #: Files a desktop's file manager writes into any folder it shows (macOS Finder's view settings, Windows Explorer's
-#: thumbnail cache and folder settings): no one's data, so ``--restart`` deletes them with the folder, unnamed.
-FILE_MANAGER_FILES = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})
+#: thumbnail cache and folder settings), compared case-folded; macOS's ``._NAME`` files (a file's metadata on a shared
+#: or FAT volume) too: no one's data, so ``--restart`` deletes them with the folder, unnamed.
+FILE_MANAGER_FILES = frozenset({".ds_store", "thumbs.db", "desktop.ini"})
+
+
+def is_file_manager_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file (not a link) a file manager writes (:data:`FILE_MANAGER_FILES`)."""
+    name = path.name
+    return ((name.casefold() in FILE_MANAGER_FILES or (name.startswith("._") and len(name) > 2))
+            and path.is_file() and not path.is_symlink())
 
 
 def _strays(folder: Path, rule) -> list[Path]:
@@ -473,7 +481,7 @@ def _strays(folder: Path, rule) -> list[Path]:
     found = []
     for entry in entries:
         is_dir = entry.is_dir() and not entry.is_symlink()
-        if not is_dir and entry.name in FILE_MANAGER_FILES and not entry.is_symlink():
+        if is_file_manager_file(entry):
             continue
         verdict = rule(entry.name, is_dir)
         if verdict is None:

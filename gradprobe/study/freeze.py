@@ -18,7 +18,8 @@ from ..outputs import json_short, output_error, prepare_output_dir, versions, wr
 from ..training.plan import Plan, load_plan
 from ..training.run_folder import MODULES, modules_mismatch, modules_problem
 from .folder import (STUDY_OUTPUTS, FolderLock, PlanChangedError, StudyError, check_frozen_plan, finished_runs,
-                     is_plan_sha, not_written_by_study, now, read_study_json, study_json_fix, study_plan_sha)
+                     is_file_manager_file, is_plan_sha, not_written_by_study, now, read_study_json, study_json_fix,
+                     study_plan_sha)
 
 __all__ = ["STUDY_OUTPUTS", "freeze_plan", "check_reward_plugins", "REWARD_PLUGINS"]
 
@@ -166,6 +167,9 @@ def _restart_study(out: Path, old_sha: str, plan: Plan, plan_path) -> None:
     for path in [*folders, *emptied, *(out / name for name in STUDY_OUTPUTS if name != "runs")]:
         try:
             if path.is_dir() and not path.is_symlink():
+                if path in emptied:  # runs/ and its arm folders hold nothing else now, but a file manager's files
+                    for leftover in [p for p in path.iterdir() if is_file_manager_file(p)]:
+                        leftover.unlink()
                 path.rmdir() if path in emptied else shutil.rmtree(path)
             elif path.exists() or path.is_symlink():
                 path.unlink()
@@ -213,7 +217,8 @@ def _frozen_runs(out: Path) -> set[tuple[str, str]]:
 def _runs_entries(runs: Path, allowed: set[tuple[str, str]]) -> tuple[list[Path], list[Path]]:
     """(what ``runs/`` holds that is not a run folder named in ``allowed``, the run folders it holds that are), each
     sorted; ([], []) when there is no ``runs/``. A ``runs`` that is a file, a symlinked arm folder, or a file beside
-    the arm or seed folders is not the study's."""
+    the arm or seed folders is not the study's; a file manager's file there (:func:`~.folder.is_file_manager_file`)
+    is no one's and is left out of both."""
     if not (runs.exists() or runs.is_symlink()):
         return [], []
     if not runs.is_dir():
@@ -221,11 +226,14 @@ def _runs_entries(runs: Path, allowed: set[tuple[str, str]]) -> tuple[list[Path]
     foreign, folders = [], []
     arms = {arm for arm, _ in allowed}
     for entry in sorted(runs.iterdir()):
+        if is_file_manager_file(entry):
+            continue
         if entry.name not in arms or entry.is_symlink() or not entry.is_dir():
             foreign.append(entry)
             continue
         for sub in sorted(entry.iterdir()):
-            (folders if (entry.name, sub.name) in allowed and sub.is_dir() else foreign).append(sub)
+            if not is_file_manager_file(sub):
+                (folders if (entry.name, sub.name) in allowed and sub.is_dir() else foreign).append(sub)
     return foreign, folders
 
 

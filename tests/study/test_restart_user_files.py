@@ -137,13 +137,16 @@ def test_a_reused_run_and_an_earlier_probe_left_aside_are_gradprobes(tmp_path):
 
 def test_a_file_managers_own_files_are_not_the_users(tmp_path):
     """Opening a run folder in macOS Finder or Windows Explorer writes ``.DS_Store`` / ``Thumbs.db`` / ``desktop.ini``
-    there: ``--restart`` refused the study for them as the user's files. A real file of the user's beside them, or a
-    link under such a name, is still named."""
+    there (in ``runs/`` and ``runs/<arm>/`` too, on the way): ``--restart`` refused the study for them as the user's
+    files. A real file of the user's beside them, or a link under such a name, is still named. (A reviewer: a first
+    version took them in ``runs/`` and ``runs/<arm>/`` for the user's, and left them in the way of deleting those
+    folders after the run folders were gone.)"""
     out = tmp_path / "S"
     freeze_plan(TINY, out)
     d = _partial_run(out)
-    for rel in ("runs/grpo/seed0/.DS_Store", "runs/grpo/seed0/weights/Thumbs.db", "runs/grpo/seed0/desktop.ini",
-                "figures/.DS_Store", "probe/batch_0/.DS_Store"):
+    for rel in ("runs/grpo/seed0/.DS_Store", "runs/grpo/seed0/weights/Thumbs.db", "runs/grpo/seed0/Desktop.ini",
+                "figures/.DS_Store", "probe/batch_0/.DS_Store", "probe/._.DS_Store", "runs/.DS_Store",
+                "runs/grpo/.DS_Store", "runs/grpo/thumbs.db"):
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_bytes(b"\x00\x00\x00\x01Bud1")
     assert not_written_by_study(out, [d]) == []
