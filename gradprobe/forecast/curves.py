@@ -57,6 +57,7 @@ from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, R
 from .csv_cells import is_skipped_note
 from .curve_sources import (GIVEN_R0_KEY, PLAN_EVAL_HINT, TRL_STATE, CurveSources, initial_accuracy_value,
                             last_checkpoint_state, read_source_text, task_key)
+from .text_files import utf16_without_bom
 
 __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key", "load_reference_curve",
            "default_curve_path",
@@ -699,10 +700,11 @@ def _is_trl_state(path: Path, suffix: str) -> bool:
 
 def _as_text(raw: bytes) -> str:
     """Bytes that are not UTF-8, decoded as well as can be to look for a trainer state's key: UTF-16 by its
-    byte-order mark, else UTF-8 with replacement characters."""
+    byte-order mark, or without one (:func:`~.text_files.utf16_without_bom`), else UTF-8 with replacement
+    characters."""
     if raw[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
         return raw.decode("utf-16", "replace")
-    return raw.decode("utf-8", "replace")
+    return raw.decode(utf16_without_bom(raw) or "utf-8", "replace")
 
 
 def default_curve_path() -> Path:

@@ -11,13 +11,14 @@ import codecs
 import shlex
 from pathlib import Path
 
-__all__ = ["decode_text", "not_utf8", "read_source_text"]
+__all__ = ["decode_text", "not_utf8", "read_source_text", "utf16_without_bom"]
 
 
 def not_utf8(path: Path, e: UnicodeDecodeError, trainer_state: bool) -> str:
     """Why a curve source ``path`` cannot be read: it is not UTF-8 text (``e``, whose ``object`` holds the bytes),
-    what it is instead and the fix. Its bytes say which: UTF-16 text (a byte-order mark: convert from UTF-16),
-    gzip-compressed (decompress it), binary (NUL bytes: re-copy it), else text in another encoding (e.g. latin-1:
+    what it is instead and the fix. Its bytes say which: UTF-16 text (a byte-order mark, or NUL high bytes
+    without one: convert from UTF-16), gzip-compressed (decompress it), a tail of NUL bytes (a write cut short: keep
+    the text before it), binary (NUL bytes inside: re-copy it), else text in another encoding (e.g. latin-1:
     convert it). For a TRL trainer state (``trainer_state``: its text holds ``"log_history"``, or the file is TRL's
     ``trainer_state.json``) the fix names TRL's own file, which TRL writes as UTF-8; else, for a JSON file, a saved
     curve's rewrite."""
@@ -26,16 +27,16 @@ def not_utf8(path: Path, e: UnicodeDecodeError, trainer_state: bool) -> str:
     trl = ("TRL writes it as UTF-8: re-copy it from the run's checkpoint-N/" if path.name == "trainer_state.json"
            else "or pass the checkpoint's own trainer_state.json (this file holds a TRL trainer state's "
            "\"log_history\"; TRL writes it as UTF-8)")
-    utf16 = _utf16_without_bom(raw)
+    utf16 = utf16_without_bom(raw)
     if raw[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
         what, fix = "it is UTF-16 text", f"convert it (`iconv -f utf-16 -t utf-8 {name} > {out}`)"
     elif utf16:
-        what, fix = (f"it is UTF-16 text without a byte-order mark ({utf16[-2:].upper()}: every other byte NUL)",
+        what, fix = (f"it is UTF-16 text without a byte-order mark ({utf16[-2:].upper()}, told by its NUL high bytes)",
                      f"convert it (`iconv -f {utf16} -t utf-8 {name} > {out}`)")
     elif raw[:2] == b"\x1f\x8b":
         what, fix = "it is gzip-compressed", f"decompress it (`gunzip -c {name} > {out}`)"
     elif b"\x00" in raw:
-        what, fix = "it is not text (it holds NUL bytes: a binary or damaged file)", "re-copy it from its source"
+        what, fix = _nul_bytes(raw, name, out)
     else:
         what, fix = f"it is not UTF-8 text ({e})", f"convert it (e.g. `iconv -f latin1 -t utf-8 {name} > {out}`)"
     if trainer_state:
@@ -45,16 +46,34 @@ def not_utf8(path: Path, e: UnicodeDecodeError, trainer_state: bool) -> str:
     return f"{what}; {fix}"
 
 
-def _utf16_without_bom(raw: bytes) -> str | None:
-    """``"utf-16le"`` or ``"utf-16be"`` when ``raw`` reads as UTF-16 text without a byte-order mark (ASCII text
-    saved so: every odd, resp. even, byte of its first 256 NUL, the others not), else None."""
-    head = raw[:256][: len(raw[:256]) // 2 * 2]
+def _nul_bytes(raw: bytes, name: str, out: str) -> tuple[str, str]:
+    """What a file holding NUL bytes (not UTF-16) is, and the fix: a tail of NULs is a write cut short (a machine
+    that stopped while the file grew: the file system kept its new length, not its last bytes), whose text before
+    it can be kept; NULs inside are a binary or damaged file. Both name the line and byte of the first NUL."""
+    at = raw.index(b"\x00")
+    line = raw.count(b"\n", 0, at) + 1
+    if not raw[at:].strip(b"\x00"):
+        n = len(raw) - at
+        return (f"it ends in {n} NUL byte{'s' if n > 1 else ''} from line {line} (byte {at}): a write cut short "
+                "when the machine stopped", f"keep the text before them (`head -c {at} {name} > {out}`), or re-copy it")
+    return (f"it is not text (it holds NUL bytes, the first at line {line}, byte {at}: a binary or damaged file)",
+            "re-copy it from its source")
+
+
+def utf16_without_bom(raw: bytes) -> str | None:
+    """``"utf-16le"`` or ``"utf-16be"`` when ``raw`` reads as UTF-16 text without a byte-order mark, else None.
+
+    Told by where the NUL bytes of its first 1024 bytes fall: text whose characters are mostly below U+0100 (the
+    digits, commas and keys of a curve file, accented letters) saved as UTF-16 has a NUL as the high byte of each,
+    so at least a quarter of the odd (little-endian), resp. even (big-endian), bytes are NUL and none of the others
+    is (a NUL character, which no text holds, would be two)."""
+    head = raw[:1024][: len(raw[:1024]) // 2 * 2]
     if len(head) < 4:
         return None
-    even, odd = head[0::2], head[1::2]
-    if not odd.strip(b"\x00") and b"\x00" not in even:
+    even, odd = head[0::2].count(0), head[1::2].count(0)
+    if even == 0 and odd >= len(head) // 8:
         return "utf-16le"
-    if not even.strip(b"\x00") and b"\x00" not in odd:
+    if odd == 0 and even >= len(head) // 8:
         return "utf-16be"
     return None
 

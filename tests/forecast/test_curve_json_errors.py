@@ -304,6 +304,25 @@ def test_a_gz_curve_says_decompress_it(tmp_path, name):
                           f"and pass the file it gives ({name[:-3]}); expected "), msg
 
 
+@pytest.mark.parametrize("name", ["state.txt", "state.json", "trainer_state.json"])
+@pytest.mark.parametrize("encoding", ["utf-16le", "utf-16be"])
+def test_a_utf16_trainer_state_without_a_byte_order_mark_gets_the_trl_fix(tmp_path, encoding, name):
+    """A reviewer: under a name other than .json it was "unknown kind of file", as state.json the saved-curve fix."""
+    path = tmp_path / name
+    path.write_bytes(TEXT.encode(encoding))
+    msg = _refusal(path)
+    told = f"({encoding[-2:].upper()}, told by its NUL high bytes)"
+    assert f"it is UTF-16 text without a byte-order mark {told}" in msg, msg
+    assert "TRL writes it as UTF-8" in msg and "ReferenceCurve.save" not in msg, msg
+
+
+def test_utf16_without_a_byte_order_mark_and_with_other_scripts_is_utf16(tmp_path):
+    csv = tmp_path / "curve.csv"
+    csv.write_bytes(("update,accuracy,model\n" + "".join(f"{u},{a},模型\n" for u, a in ((0, .5), (5, .6), (10, .62),
+                                                                                   (20, .65)))).encode("utf-16le"))
+    assert "it is UTF-16 text without a byte-order mark (LE" in _refusal(csv)
+
+
 @pytest.mark.parametrize("encoding", ["utf-16le", "utf-16be"])
 def test_utf16_without_a_byte_order_mark_is_named_not_read_as_garbage(tmp_path, encoding):
     """A CSV saved as UTF-16 without a byte-order mark is valid UTF-8 (ASCII with a NUL between characters): it was
@@ -311,17 +330,39 @@ def test_utf16_without_a_byte_order_mark_is_named_not_read_as_garbage(tmp_path, 
     csv = tmp_path / "curve.csv"
     csv.write_bytes("update,accuracy\n0,0.5\n5,0.6\n10,0.62\n20,0.65\n".encode(encoding))
     assert _refusal(csv) == (f"{csv} cannot be read as a CSV: it is UTF-16 text without a byte-order mark "
-                             f"({encoding[-2:].upper()}: every other byte NUL); convert it (`iconv -f {encoding} -t "
-                             f"utf-8 {csv} > {_utf8(csv)}`)")
+                             f"({encoding[-2:].upper()}, told by its NUL high bytes); convert it "
+                             f"(`iconv -f {encoding} -t utf-8 {csv} > {_utf8(csv)}`)")
     log = tmp_path / "metrics.jsonl"
     log.write_bytes('{"update": 0, "eval": true, "greedy_accuracy": 0.5}\n'.encode(encoding))
     assert _refusal(log) == (f"{log} cannot be read as JSON lines: it is UTF-16 text without a byte-order mark "
-                             f"({encoding[-2:].upper()}: every other byte NUL); convert it (`iconv -f {encoding} -t "
-                             f"utf-8 {log} > {_utf8(log)}`)")
+                             f"({encoding[-2:].upper()}, told by its NUL high bytes); convert it "
+                             f"(`iconv -f {encoding} -t utf-8 {log} > {_utf8(log)}`)")
 
 
 def test_a_nul_byte_in_a_utf8_csv_is_named_binary(tmp_path):
     csv = tmp_path / "curve.csv"
     csv.write_bytes(b"update,accuracy\n0,0.5\n5,0.6\x00\n10,0.62\n20,0.65\n")
-    assert _refusal(csv) == (f"{csv} cannot be read as a CSV: it is not text (it holds NUL bytes: a binary or damaged "
-                             "file); re-copy it from its source")
+    assert _refusal(csv) == (f"{csv} cannot be read as a CSV: it is not text (it holds NUL bytes, the first at line 3, "
+                             "byte 27: a binary or damaged file); re-copy it from its source")
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "curve.csv"])
+def test_a_tail_of_nul_bytes_is_a_write_cut_short_with_the_text_before_it_kept(tmp_path, name):
+    """A crash while a run's log grew leaves NUL bytes at its end (a reviewer's case): the message said "binary or
+    damaged, re-copy it", with no line and nothing to re-copy a run's own log from."""
+    import json as _json
+    import subprocess
+
+    evals = ((0, 0.5), (5, 0.6), (10, 0.62), (20, 0.65))
+    text = ("".join(_json.dumps({"update": u, "eval": True, "greedy_accuracy": a}) + "\n" for u, a in evals)
+            if name.endswith("jsonl") else "update,accuracy\n" + "".join(f"{u},{a}\n" for u, a in evals))
+    path = tmp_path / name
+    path.write_bytes(text.encode() + b"\x00" * 4096)
+    what = "JSON lines" if name.endswith("jsonl") else "a CSV"
+    kept = _utf8(path)
+    line = 6 if name.endswith("csv") else 5  # the line after the last one (a CSV has a header)
+    assert _refusal(path) == (f"{path} cannot be read as {what}: it ends in 4096 NUL bytes from line {line} (byte "
+                              f"{len(text)}): a write cut short when the machine stopped; keep the text before them "
+                              f"(`head -c {len(text)} {path} > {kept}`), or re-copy it")
+    subprocess.run(f"head -c {len(text)} {path} > {kept}", shell=True, check=True)
+    assert load_reference_curve(str(kept)).n_seeds == 1
