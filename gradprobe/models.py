@@ -242,6 +242,7 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     name = spec
     if spec in TIER_ALIASES:
         spec = str(tier_path(spec))  # raises TierNotBuiltError with the build command
+        warn_if_rebuilt_tier(name, Path(spec))
     if spec in TINY_ARCHITECTURES:
         tokenizer = char_tokenizer()
         config = tiny_config(spec, vocab_size=len(tokenizer), **tiny_kwargs)
@@ -254,6 +255,46 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     model.eval()
     eos = _prepare_tokenizer(tokenizer, model)
     return Policy(model=model, tokenizer=tokenizer, name=name, eos_token_ids=eos)
+
+
+class RebuiltTierWarning(UserWarning):
+    """A tier alias resolved to a build in the cache whose weights are not the shipped build's
+    (:func:`warn_if_rebuilt_tier`)."""
+
+
+def warn_if_rebuilt_tier(alias: str, path: Path) -> bool:
+    """Warn (:class:`RebuiltTierWarning`) when the tier folder ``path`` that ``alias`` resolved to is a build in the
+    cache (:func:`gradprobe.tiers.cache_root`) whose ``model.safetensors`` differs from the copy of the same name
+    shipped with the package; return whether it warned.
+
+    The cache takes precedence (:func:`gradprobe.tiers.tier_path`), and a rebuild is bit-identical for a seed only
+    within one library environment: under another transformers or torch release the same recipe gives other weights.
+    The shipped reference curve (``--reference-curve`` default), studies and calibration were measured on the shipped
+    weights, so a probe of other weights read against them forecasts for a model they never saw. The warning names
+    both builds' library versions (``warmstart.json`` ``versions``) and the fix."""
+    shipped = shipped_root() / path.name
+    try:
+        if path.parent == shipped.parent or not (shipped / "model.safetensors").is_file():
+            return False
+        if (path / "model.safetensors").read_bytes() == (shipped / "model.safetensors").read_bytes():
+            return False
+    except OSError:
+        return False
+    import warnings
+
+    def built_with(folder: Path) -> str:
+        try:
+            v = json.loads((folder / "warmstart.json").read_text()).get("versions") or {}
+        except (OSError, ValueError, AttributeError):
+            return "unrecorded versions"
+        return ", ".join(f"{k} {v[k]}" for k in ("transformers", "torch") if k in v) or "unrecorded versions"
+
+    warnings.warn(f"--model {alias} is the build in the cache, {path} (built with {built_with(path)}), whose weights "
+                  f"differ from the shipped build's ({built_with(shipped)}): the shipped reference curve, studies and "
+                  "calibration were measured on the shipped weights, so forecasts read against them are for a model "
+                  f"they never saw; delete {path} to use the shipped build, or pass a --reference-curve (and "
+                  "--calibration) from runs of this build", RebuiltTierWarning, stacklevel=3)
+    return True
 
 
 @contextlib.contextmanager
