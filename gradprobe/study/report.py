@@ -69,10 +69,28 @@ def _reads(result: dict, axes: list[str]) -> list[str]:
             continue
         refused = {arm: e[a]["gap_exceeded"] for arm, e in result["arms"].items() if e[a]["gap_exceeded"]}
         counts = ", ".join(f"{n} {k}" for k, n in m["reads"].items())
-        lines.append(f"  {a} = {m['budget']:,.6g} ({m['source']}): {counts}"
+        lines.append(f"  {a} = {m['budget']:,.6g} ({m['source']}{_overshoot(m)}): {counts}"
                      + ("; refused (gap wider than promised): " + "; ".join(
                          f"{arm} seeds {','.join(map(str, s))}" for arm, s in refused.items()) if refused else ""))
+        if m.get("overshoot_fraction_max", 0.0) > OVERSHOOT_NOTE:
+            lines.append(f"  note: the runs are matched on {a} only to within {m['overshoot_fraction_max']:.0%} of the "
+                         "budget (a run stops before the first update that would start with its budget spent, so an "
+                         "arm with costlier updates ends further past it); to match closer, raise the budget or make "
+                         "an update a smaller share of it (fewer prompts per batch)")
     return lines
+
+
+#: Above this share of the budget, the largest overshoot of a budget read at each run's final eval gets a note.
+OVERSHOOT_NOTE = 0.10
+
+
+def _overshoot(m: dict) -> str:
+    """``", runs ended 0.3-9.6% past it"``: how far past a budget read at each run's final eval the runs ended
+    (``matched[axis]["overshoot"]``, :func:`gradprobe.study.reading.matched_budgets`); ``""`` otherwise."""
+    over, budget = m.get("overshoot"), m.get("budget")
+    if not over or not budget:
+        return ""
+    return f", runs ended {over['min'] / budget:.1%}-{over['max'] / budget:.1%} past it"
 
 
 def _gains(result: dict, axes: list[str]) -> list[str]:
