@@ -67,7 +67,8 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
         A key given twice, or a key whose value in some problem is neither a number nor missing (None); one
         line naming the key, how many prompts hold a value that is no number (the first three: value, prompt id and
         the line of its JSONL file), how many hold a number, the fix, and the keys numeric in every problem holding
-        them (less the identifiers ``id`` and ``row``, :data:`IDENTIFIER_KEYS`) as "numeric in this pool".
+        them (less the identifiers ``id`` and ``row``, :data:`IDENTIFIER_KEYS`) as "keys numeric in every prompt holding
+        them" (``key`` itself is never among them, though it may be numeric in most prompts).
 
     Warns
     -----
@@ -117,7 +118,7 @@ def _refuse_non_numeric(problems, key: str) -> None:
            else "make each such value a number, or null (missing: imputed)")
     raise ValueError(
         f"metadata key {key!r} (--metadata-keys) is not a number: {shown}; {key!r} is numeric in {numeric} of {n} "
-        f"prompts: {fix}, or give numeric keys only (numeric in this pool: "
+        f"prompts: {fix}, or give numeric keys only (keys numeric in every prompt holding them: "
         f"{', '.join(_numeric_keys(problems)) or 'none'})")
 
 

@@ -93,7 +93,8 @@ def test_a_non_numeric_key_is_refused_with_an_example_and_the_numeric_keys():
         check_metadata_keys(problems, ["n", "name"])
     assert str(info.value) == ("metadata key 'name' (--metadata-keys) is not a number: 'alpha' in prompt p0, 'beta' in "
                                "prompt p1; 'name' is numeric in 0 of 2 prompts: make each such value a number, or "
-                               "null (missing: imputed), or give numeric keys only (numeric in this pool: n)")
+                               "null (missing: imputed), or give numeric keys only (keys numeric in every prompt "
+                               "holding them: n)")
     with pytest.raises(ValueError, match=r"metadata key 'flag' \(--metadata-keys\) is not a number: True in prompt p0"):
         check_metadata_keys(problems, ["flag"])
     with pytest.warns(UserWarning, match=r"\(--metadata-keys\) absent: in no prompt of this pool"):
@@ -108,7 +109,7 @@ def test_metadata_features_refuses_strings_and_reads_numpy_integers():
     np.testing.assert_array_equal(got, [[2, 4, 2.5], [1, 7, np.nan], [3, np.nan, np.nan]])
     with pytest.raises(ValueError, match=r"metadata key 's' \(--metadata-keys\) is not a number: '3 \+ 4' in prompt "
                                          r"p1; 's' is numeric in 0 of 3 prompts: .*give numeric keys only "
-                                         r"\(numeric in this pool: n, x\)"):
+                                         r"\(keys numeric in every prompt holding them: n, x\)"):
         metadata_features(problems, [[1], [1], [1]], ["n", "s"])
     with pytest.raises(ValueError, match="metadata key 'n' .*given twice"):
         metadata_features(problems, [[1], [1], [1]], ["n", "n"])
@@ -122,7 +123,7 @@ def test_a_string_key_exits_2_before_the_model_is_loaded(tmp_path, capsys, comma
     assert err.startswith(f"gradprobe {command}: error: metadata key 'expression' (--metadata-keys) is not a number: "
                           "'")
     assert "in prompt chain_sum/train/0, " in err and "and 1 more; 'expression' is numeric in 0 of 4 prompts: " in err
-    assert "or give numeric keys only (numeric in this pool: num_digits, num_terms, " in err
+    assert "or give numeric keys only (keys numeric in every prompt holding them: num_digits, num_terms, " in err
     assert NO_MODEL not in err and "\n" not in err and not out.exists()
 
 

@@ -30,7 +30,7 @@ def test_one_text_value_among_numbers_is_named_by_line_and_counted(tmp_path):
     assert str(err.value) == (
         f"metadata key 'level' (--metadata-keys) is not a number: 'hard' in prompt jsonl/pool/6 (line 7) in {file}; "
         "'level' is numeric in 8 of 9 prompts: make each such value a number, or null (missing: imputed), or give "
-        "numeric keys only (numeric in this pool: steps)")
+        "numeric keys only (keys numeric in every prompt holding them: steps)")
 
 
 def test_numbers_written_as_text_are_listed_first_three_in_line_order(tmp_path):
@@ -42,12 +42,12 @@ def test_numbers_written_as_text_are_listed_first_three_in_line_order(tmp_path):
     shown = ", ".join(f"'{(n - 1) % 3}' in prompt jsonl/pool/{n - 1} (line {n})" for n in lines)
     assert msg == (f"metadata key 'level' (--metadata-keys) is not a number: {shown} and 6 more in {file}; 'level' is "
                    'numeric in 0 of 9 prompts: write them as JSON numbers (2, not "2"), or give numeric keys only '
-                   "(numeric in this pool: steps)")
+                   "(keys numeric in every prompt holding them: steps)")
 
 
 def test_problems_without_a_data_row_are_named_by_id():
     problems = [Problem(id=f"p{i}", question="q", answer="1", metadata={"level": "x" if i == 2 else i})
                 for i in range(4)]
     with pytest.raises(ValueError, match=r"not a number: 'x' in prompt p2; 'level' is numeric in 3 of 4 prompts: "
-                                         r"make each .*\(numeric in this pool: none\)$"):
+                                         r"make each .*\(keys numeric in every prompt holding them: none\)$"):
         check_metadata_keys(problems, ["level"])

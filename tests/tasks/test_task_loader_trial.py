@@ -130,11 +130,11 @@ def _topic_pool(tmp_path):
 
 
 def test_the_refusal_of_a_text_key_offers_no_identifier_as_a_numeric_key(tmp_path):
-    """Was: "(numeric in this pool: id, level, row)": a row's id and index are no features."""
+    """Was: "(keys numeric in every prompt holding them: id, level, row)": a row's id and index are no features."""
     problems = _topic_pool(tmp_path)
     with pytest.raises(ValueError) as err:
         check_metadata_keys(problems, ["topic"])
-    assert str(err.value).endswith("give numeric keys only (numeric in this pool: level)")
+    assert str(err.value).endswith("give numeric keys only (keys numeric in every prompt holding them: level)")
 
 
 def test_a_key_no_prompt_holds_is_warned_with_the_numeric_key_it_is_likely_a_typo_of(tmp_path):
