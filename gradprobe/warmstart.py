@@ -48,10 +48,12 @@ which the accuracy is measured.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -73,7 +75,7 @@ from .tasks import load_task
 
 log = logging.getLogger(__name__)
 
-__all__ = ["build_tier", "measure_accuracy", "tier_record"]
+__all__ = ["build_tier", "build_or_reuse_tier", "measure_accuracy", "tier_record", "TierBuildBusyError"]
 
 SFT_DATA_SEED = 10_000
 
@@ -288,7 +290,11 @@ def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | No
         (:func:`gradprobe.models.tier_damage`); a damaged build in the default cache is rebuilt (logged as a
         warning). An interrupted (KeyboardInterrupt, or SIGTERM under ``gradprobe warmstart``, which turns it
         into an exception) or failed build leaves no folder: it is written to ``.<name>.tmp-*`` beside the
-        target and renamed when complete; an earlier build there is kept until then.
+        target and renamed when complete; an earlier build there is kept until then. Such ``.<name>.tmp-<pid>-*``
+        folders left by a build that was killed (SIGKILL: no cleanup ran) are removed by the next build into the
+        target once their process no longer runs (logged as a warning, so on stderr). A build holds the lock file
+        ``.<name>.lock`` beside the target (``fcntl.flock``: the kernel releases it when the process dies, so the
+        lock of a killed build never blocks); the files get the mode ``open()`` gives under the umask.
 
     Raises
     ------
@@ -298,6 +304,9 @@ def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | No
         ``config`` is not a :class:`TinyTierConfig`.
     gradprobe.models.TierDamagedError
         Without ``force``, ``out`` holds a damaged build (a ValueError; the message names the file and ``--force``).
+    TierBuildBusyError
+        Another live process is building into the same folder (a RuntimeError; the message names its pid, the
+        lock file and the fix: wait for it, or another ``--out``).
     RuntimeError
         Without ``force``, the folder holds another build (tier, seed or config; the message names it); or a
         non-finite SFT loss.
@@ -306,6 +315,14 @@ def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | No
         folder cannot be created there (the message names ``--out`` or ``GRADPROBE_CACHE`` and the fix); or it
         exists and is not a tier build.
     """
+    return build_or_reuse_tier(name, seed=seed, config=config, out=out, force=force, progress=progress)[0]
+
+
+def build_or_reuse_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | None = None,
+                        out: str | Path | None = None, force: bool = False, progress: bool = True) -> tuple[Path, bool]:
+    """:func:`build_tier`, also saying whether the folder was reused (True: a finished build of this config and seed
+    was there; its ``warmstart.json`` ``seconds`` is the earlier build's time) or built now (False). Parameters and
+    errors: :func:`build_tier`."""
     if config is not None and not isinstance(config, TinyTierConfig):
         hint = " (TinyTierConfig(**config) builds one from a dict)" if isinstance(config, dict) else ""
         raise TypeError(f"config must be a TinyTierConfig, got {type(config).__name__}{hint}")
@@ -315,16 +332,35 @@ def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | No
     target = Path(out).expanduser() if out is not None else cache_root() / f"{name}-{config_hash(config, seed)}"
     what, fix = _naming(out, target)
     _refuse_files_in_the_way(target, what, fix)
+    finished = (target / "warmstart.json").is_file()
     if not force and _reusable(target, name, config, seed, explicit=out is not None):
         log.info("tier %s: reusing %s", name, target)
-        return target
-    if target.exists() and not (target / "warmstart.json").is_file() and any(target.iterdir()):
+        return target, True
+    if target.exists() and not finished and any(target.iterdir()):
         raise FileExistsError(f"{target} exists and is not a tier build; choose another folder")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OSError(f"{what} cannot be created ({e.strerror or e}, in {target.parent}); {fix}") from None
+    lock = _BuildLock(target, what, fix, explicit=out is not None)
+    try:
+        if not force and not finished and _reusable(target, name, config, seed, explicit=out is not None):
+            log.info("tier %s: reusing %s (built by another process meanwhile)", name, target)
+            return target, True
+        _remove_dead_leftovers(target)
+        _build(target, config, seed, progress, name, what, fix)
+    finally:
+        lock.release()
+    return target, False
+
+
+def _build(target: Path, config: TinyTierConfig, seed: int, progress: bool, name: str, what: str, fix: str) -> None:
+    """Build into a hidden ``.<name>.tmp-<pid>-<hex>`` folder beside ``target``, then rename it to ``target``; the
+    temporary folder is removed on any exception (Ctrl-C and SIGTERM's included)."""
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     threads = torch.get_num_threads()
     try:
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
             tmp.mkdir()
         except OSError as e:
             raise OSError(f"{what} cannot be created ({e.strerror or e}, in {target.parent}); {fix}") from None
@@ -332,13 +368,111 @@ def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | No
         with torch.random.fork_rng(devices=[]):
             record = _build_into(tmp, config, seed, progress, name)
         (tmp / "warmstart.json").write_text(json.dumps(record, indent=1))
+        _same_mode(tmp, tmp / "warmstart.json")
         _install(tmp, target)
     except BaseException:  # KeyboardInterrupt and gradprobe warmstart's SIGTERM exception too
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
         torch.set_num_threads(threads)
-    return target
+
+
+def _same_mode(folder: Path, like: Path) -> None:
+    """Give every file in ``folder`` the mode of ``like`` (a file written by ``open()``, so the umask's mode):
+    safetensors writes ``model.safetensors`` through a private temporary file (mode 0600)."""
+    mode = like.stat().st_mode & 0o777
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 != mode:
+            os.chmod(path, mode)
+
+
+class TierBuildBusyError(RuntimeError):
+    """Another live process is building a tier into the same folder (it holds the folder's ``.<name>.lock``)."""
+
+
+class _BuildLock:
+    """Exclusive, non-blocking ``fcntl.flock`` on ``.<name>.lock`` beside ``target`` (as
+    :class:`gradprobe.study.folder.FolderLock` does for a run folder: the kernel releases it when the holder dies,
+    so a killed build's lock never blocks). The file holds ``pid <PID>`` while held; :meth:`release` removes it.
+
+    Raises
+    ------
+    TierBuildBusyError
+        Another process holds it: names ``what`` (:func:`_naming`), the holder's pid, the lock file and the fix.
+    """
+
+    def __init__(self, target: Path, what: str, fix: str, *, explicit: bool):
+        self.path = target.parent / f".{target.name}.lock"
+        while True:
+            try:
+                f = open(self.path, "a+")
+            except OSError as e:  # an unwritable parent folder
+                raise OSError(f"{what} cannot be created ({e.strerror or e}, in {target.parent}); {fix}") from None
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                f.seek(0)
+                holder = f.read().strip() or "pid not yet recorded"
+                f.close()
+                other = ("choose another folder for --out" if explicit else
+                         "build into a folder of your own with --out DIR")
+                raise TierBuildBusyError(f"{what} is being built by another process ({holder}, holding the lock "
+                                         f"{self.path}); wait for it to finish, then run this command again (it "
+                                         f"reuses that build), or {other}") from None
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(f.fileno()).st_ino
+            except FileNotFoundError:  # its holder removed it between our open and flock: take the new one
+                same = False
+            if same:
+                break
+            f.close()
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()}")
+        f.flush()
+        self.f = f
+
+    def release(self) -> None:
+        """Remove the lock file (while still locked), unlock and close it; idempotent."""
+        if not self.f.closed:
+            try:
+                self.path.unlink()
+            except OSError:
+                pass
+            fcntl.flock(self.f.fileno(), fcntl.LOCK_UN)
+            self.f.close()
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (``os.kill(pid, 0)``; PermissionError: it exists, owned by another user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OverflowError, OSError):  # PermissionError: alive; or not a pid this can check: keep its folder
+        return True
+    return True
+
+
+def _remove_dead_leftovers(target: Path) -> list[Path]:
+    """Remove the ``.<name>.tmp-<pid>-<hex>`` folders beside ``target`` whose process no longer runs (a build
+    killed by SIGKILL leaves one: no cleanup ran); logs one warning per folder removed and returns them. A folder
+    whose process is alive (another build, or one this process is running) is never touched."""
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.tmp-([0-9]{{1,10}})-[0-9a-f]+")
+    removed = []
+    for path in sorted(target.parent.iterdir()):
+        match = pattern.fullmatch(path.name)
+        if match is None or not path.is_dir() or path.is_symlink():
+            continue
+        pid = int(match.group(1))
+        if pid <= 0 or pid == os.getpid() or _alive(pid):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append(path)
+            log.warning("removed %s: an unfinished tier build left by process %d, which no longer runs "
+                        "(it was killed mid-build)", path, pid)
+    return removed
 
 
 def _install(tmp: Path, target: Path) -> None:

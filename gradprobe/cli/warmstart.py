@@ -29,9 +29,10 @@ def add_warmstart_parser(subparsers) -> None:
 
 
 def warmstart_main(args) -> int:
-    """Run ``gradprobe warmstart``; prints the folder and its measured accuracy; returns the exit status: 0 built or
-    reused, 2 refused (bad input, another or a damaged build in ``--out``, a folder that cannot be written), 130
-    Ctrl-C, 143 SIGTERM."""
+    """Run ``gradprobe warmstart``; prints the folder, whether it was built now or reused (with the earlier build's
+    time) and its measured accuracy; returns the exit status: 0 built or reused, 2 refused (bad input, another or a
+    damaged build in ``--out``, another process building into the same folder, a folder that cannot be written),
+    130 Ctrl-C, 143 SIGTERM."""
     try:
         with terminate_cleanly():  # SIGTERM raises Terminated: the build stops and cleans up as on Ctrl-C
             return _warmstart_command(args)
@@ -50,9 +51,10 @@ def _stopped(args, how: str) -> str:
 def _warmstart_command(args) -> int:
     """``gradprobe warmstart`` inside :func:`warmstart_main`'s SIGTERM handler."""
     try:
-        from ..warmstart import build_tier, tier_record  # torch: deferred so that parsing the command line loads none
+        from ..warmstart import build_or_reuse_tier, tier_record  # torch: deferred: parsing the command line loads none
 
-        path = build_tier(args.tier, seed=args.seed, out=args.out, force=args.force, progress=not args.no_progress)
+        path, reused = build_or_reuse_tier(args.tier, seed=args.seed, out=args.out, force=args.force,
+                                           progress=not args.no_progress)
         record = tier_record(path)
     except KeyboardInterrupt:
         print(_stopped(args, "interrupted"), file=sys.stderr)
@@ -64,9 +66,10 @@ def _warmstart_command(args) -> int:
         print(f"gradprobe warmstart: error: {e}", file=sys.stderr)
         return 2
     ev = record["eval"]
+    when = (f"reused an earlier build (which took {record['seconds']:.0f} s; --force rebuilds it)" if reused
+            else f"built in {record['seconds']:.0f} s")
     print(f"tier {args.tier} (seed {args.seed}): {path}\n"
-          f"  parameters {record['parameters']:,}, final SFT loss {record['final_sft_loss']:.4f}, "
-          f"built in {record['seconds']:.0f} s\n"
+          f"  parameters {record['parameters']:,}, final SFT loss {record['final_sft_loss']:.4f}, {when}\n"
           f"  train pool ({ev['prompts']} prompts): greedy accuracy {ev['greedy_accuracy']:.3f}, "
           f"sampled (T=1, {ev['samples']}/prompt) {ev['sampled_accuracy']:.3f}, "
           f"prompts with 0 < success < 1: {ev['spread_fraction']:.2f}")

@@ -12,7 +12,7 @@ import dataclasses
 from .coerce import check_positive
 from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, RunConfig, TrainConfig
 
-__all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS"]
+__all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS", "too_small_message"]
 
 
 def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
@@ -156,3 +156,53 @@ def _check_override(kind: str, value, plan_budget: dict, names: dict) -> None:
         raise PlanError(f"{_said(names, kind, f'{value:,g}')} is more than the plan's budget.{kind} = "
                         f"{plan_budget[kind]:,g}: {who} only shorten a run; to lengthen it, raise [budget] "
                         f"{kind} in the plan (a new plan, so its runs are not compared with the old ones)")
+
+
+def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out) -> str:
+    """The error of a run stopped after update 1 because that update alone spent more than a budget
+    (:func:`gradprobe.training.update.check_first_update`), with the fix that works: the stopped run's folder keeps
+    its budget in ``config.json``, so a rerun into it with another budget is refused
+    (:class:`~gradprobe.training.errors.RunConfigMismatchError`); the message says to rerun with a new ``--out`` (or
+    after deleting ``out``) and a larger budget: a larger ``--budget-*`` flag (at most the plan's budget of that kind,
+    which :func:`shorten_budget` enforces), or none, or a larger ``[budget]`` in the plan.
+
+    Parameters
+    ----------
+    run : RunConfig
+        The stopped run (its ``budget_override`` names the flags given).
+    over : dict
+        Budget kind (``generated_tokens`` or ``flops``) -> (budget, cost of update 1), both in the kind's units
+        (charged generated tokens, FLOPs).
+    out : path
+        The run folder (``--out``).
+
+    Returns
+    -------
+    str
+        One line: each budget and the update's cost, that the run stopped with its data kept, and the fix.
+    """
+    flags = (run.budget_override or {}).get("flags", {})
+    plan_budget = (run.budget_override or {}).get("plan_budget", run.budget.given())
+    named = {k: BUDGET_FLAGS[k] if BUDGET_FLAGS[k] in flags else f"budget.{k}" for k in over}
+    detail = "; ".join(f"{named[k]} = {v:,.0f} but one update of arm {run.arm!r} cost {c:,.0f}"
+                       for k, (v, c) in over.items())
+    fixes = " and ".join(_larger_budget(k, c, BUDGET_FLAGS[k] in flags, plan_budget.get(k))
+                         for k, (_, c) in over.items())
+    return (f"{detail}: the budget is smaller than one update (the run stopped after update 1, data kept in {out}); "
+            f"to train, rerun with a new --out (or after deleting {out}: a rerun into it with another budget is "
+            f"refused) and {fixes}")
+
+
+def _larger_budget(kind: str, cost: float, flag_given: bool, plan: float | None) -> str:
+    """The fix for one budget smaller than update 1's ``cost`` (:func:`too_small_message`): raise the flag (up to the
+    plan's ``plan`` budget of that kind, None: the plan sets none) or leave it out, or raise the plan's budget."""
+    flag = BUDGET_FLAGS[kind]
+    if not flag_given:
+        return f"raise budget.{kind} in the plan to many updates' cost (a changed plan)"
+    if plan is None:
+        return f"raise {flag} to many updates' cost"
+    if plan > cost:
+        return (f"raise {flag} to many updates' cost (at most the plan's budget.{kind} = {plan:,.0f}) or leave it out "
+                f"to use the plan's budget")
+    return (f"leave out {flag} and raise budget.{kind} in the plan (its {plan:,.0f} is smaller than one update too) "
+            f"to many updates' cost")

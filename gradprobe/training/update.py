@@ -28,7 +28,7 @@ from ..rollout.guided import guidance_stats, guided_logprobs
 from .errors import BudgetTooSmallError, NonFiniteRunError, NoValidRewardError
 from .metrics import batch_stats, mean_context
 from .records import finish
-from .specs import BUDGET_FLAGS
+from .budget import too_small_message
 from .state import RunSession, exhausted
 
 __all__ = ["run_update", "charged_reward", "collect_batch", "policy_step", "charge_flops", "record_update",
@@ -307,11 +307,6 @@ def check_first_update(s: RunSession) -> None:
             if k in ("generated_tokens", "flops") and spent[k] > v}
     if not over:
         return
-    flags = (run.budget_override or {}).get("flags", {})
-    detail = "; ".join(f"{BUDGET_FLAGS[k] if BUDGET_FLAGS[k] in flags else 'budget.' + k} = {v:,.0f} "
-                       f"but one update of arm {run.arm!r} cost {c:,.0f}" for k, (v, c) in over.items())
-    where = " / ".join(BUDGET_FLAGS[k] if BUDGET_FLAGS[k] in flags else f"budget.{k} in the plan" for k in over)
-    msg = (f"{detail}: the budget is smaller than one update; raise {where} to "
-           f"many updates' cost (the run stopped after update 1, data kept in {s.out})")
+    msg = too_small_message(run, over, s.out)
     finish(s, "budget_smaller_than_one_update", {"error": msg})
     raise BudgetTooSmallError(msg)
