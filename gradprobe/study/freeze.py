@@ -13,15 +13,17 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..layout import PLAN_COPY, STUDY_JSON, run_dir
+from ..layout import CONFIG_JSON, PLAN_COPY, STUDY_JSON, run_dir
 from ..outputs import json_short, output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
+from ..tasks import task_data_identity
 from ..training.plan import Plan, load_plan
-from ..training.run_folder import MODULES, modules_mismatch, modules_problem
+from ..training.run_folder import (MODULES, TASK_DATA, modules_mismatch, modules_problem, task_data_mismatch,
+                                   task_data_moved, task_data_problem)
 from .folder import (STUDY_OUTPUTS, FolderLock, PlanChangedError, StudyError, check_frozen_plan, finished_runs,
                      is_file_manager_file, is_plan_sha, not_written_by_study, now, read_study_json, study_json_fix,
                      study_plan_sha)
 
-__all__ = ["STUDY_OUTPUTS", "freeze_plan", "check_reward_plugins", "REWARD_PLUGINS"]
+__all__ = ["STUDY_OUTPUTS", "freeze_plan", "check_reward_plugins", "REWARD_PLUGINS", "check_task_data", "TASK_DATA"]
 
 # STUDY_OUTPUTS (what ``--restart`` deletes) is defined in .folder, whose refuse_other_output refuses a user's files of
 # those names in a folder without study.json; exposed here as before.
@@ -339,3 +341,71 @@ def _check_recorded_plugin(out: Path, spec: str, then: dict, now_id: dict) -> No
         raise StudyError(f"{out}: {differs[0]}, not the code the study's runs started with ({sj} {REWARD_PLUGINS}): "
                          f"its remaining runs would train another reward than its finished ones; {differs[1]}, or "
                          "run the plan as a new study under a new --out")
+
+
+def check_task_data(plan: Plan, out: Path, study: dict) -> dict:
+    """Record (first invocation) or check (later ones) which data the plan's task reads, in ``study.json``'s
+    ``task_data`` (``{label: {"file": resolved path, "sha256": 64 hex digits}}``,
+    :func:`gradprobe.tasks.task_data_identity`), before any run starts: a study resumed after its data file was edited
+    would train and score its remaining runs on other data than its finished ones (the same initial policy scored
+    0.875 for one seed and 0.25 for the next) and average the two in the analysis. The same content at another path is
+    the same data: accepted with a note on stderr, the record kept. A task read from no local file (``chain_sum``, a
+    reasoning-gym name, the hub) records nothing and is not checked.
+
+    Parameters
+    ----------
+    plan : Plan
+        The frozen plan (its ``[task] name``; a relative path is read from the working directory, as the runs read
+        it).
+    out : Path
+        The study folder (its lock held).
+    study : dict
+        ``study.json`` as read; updated in place and rewritten when the data is recorded.
+
+    Returns
+    -------
+    dict
+        ``study``.
+
+    Raises
+    ------
+    StudyError
+        While a run of the study is still to train (not finished: :func:`~gradprobe.study.folder.finished_runs`):
+        a data file's content differs from the record (edited, missing, or a folder's file not read when the study
+        started: :func:`gradprobe.training.run_folder.task_data_mismatch`; one line naming the file, both sha256s,
+        12 hex digits, and the fix: restore the file, or run the plan as a new study under a new --out), or the
+        record is damaged (``study.json`` and the field named, with the fix); nothing is run or written.
+
+    A study from before the data was recorded (no ``task_data``) is accepted with one note on stderr saying that the
+    data could not be checked; it is recorded then only when none of its runs has started (their data is unknown).
+    """
+    spec = plan.task.name
+    current = task_data_identity(spec)
+    if not current:
+        return study
+    sj = out / STUDY_JSON
+    if TASK_DATA not in study:
+        if any((out / run_dir("", a, s) / CONFIG_JSON).exists() for a, s in plan.runs()):
+            print(f"note: {out} was started before gradprobe recorded a task's data files and their sha256, so whether "
+                  f"task {spec!r} ({', '.join(v['file'] for v in current.values())}) reads the data its runs started "
+                  "with could not be checked; continuing the study", file=sys.stderr, flush=True)
+        elif all(v["sha256"] for v in current.values()):  # a missing file: the runs' load_task refuses it
+            study[TASK_DATA] = current
+            write_json_atomic(sj, study)
+        return study
+    recorded = study[TASK_DATA]
+    problem = task_data_problem(recorded)
+    if problem is not None:
+        raise StudyError(f"{sj} field {TASK_DATA} {problem}: the file is damaged, so whether task {spec!r} reads the "
+                         f"data the study's runs started with cannot be told; {study_json_fix(out)}")
+    done = {Path(p).resolve() for p in finished_runs(out)}
+    if all((out / run_dir("", a, s)).resolve() in done for a, s in plan.runs()):
+        return study  # every run finished: no more training on the data
+    differs = task_data_mismatch(spec, recorded, current, started="the study started")
+    if differs is not None:
+        raise StudyError(f"{out}: {differs[0]} ({sj} {TASK_DATA}): its remaining runs would train and evaluate on "
+                         f"other data than its finished ones, and the analysis would average the two; {differs[1]}, "
+                         "or run the plan as a new study under a new --out")
+    for note in task_data_moved(spec, recorded, current, started="the study started"):
+        print(f"note: {note}; continuing the study in {out}", file=sys.stderr, flush=True)
+    return study

@@ -69,7 +69,7 @@ from .analysis import analyze as run_analysis
 from .collect import FinishedRunFiles, check_finished_runs, write_eval_items, write_runs_csv
 from .executors import EXECUTORS, default_workers, run_tasks
 from .folder import FolderLock, StudyError, now, refuse_other_output, run_status
-from .freeze import check_reward_plugins, freeze_plan
+from .freeze import check_reward_plugins, check_task_data, freeze_plan
 from .invocations import Invocation
 from .preflight import check_plan_inputs
 from .probe_plan import arms_table, check_probe_settings, pending_probes
@@ -189,6 +189,7 @@ def _frozen(plan_path, out: Path, restart: bool, reuse_from, say) -> tuple[Plan,
     ``eval_items.jsonl.gz`` are rebuilt without reading those runs' files again), then the runs of ``reuse_from``
     copied (:func:`.reuse.reuse_runs`)."""
     plan, study = freeze_plan(plan_path, out, restart=restart, say=say)
+    study = check_task_data(plan, out, study)  # the same task data for every run of the study
     study = check_reward_plugins(plan, out, study)  # the same reward code for every run of an arm
     read = check_finished_runs(plan, out)
     if reuse_from:

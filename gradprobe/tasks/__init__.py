@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 from gradprobe.tasks.base import (
     SPLITS,
     DatasetFormatError,
@@ -39,6 +42,9 @@ __all__ = [
     "extract_answer",
     "normalize_number",
     "answers_match",
+    "task_data_files",
+    "task_data_identity",
+    "file_sha256",
 ]
 
 _GSM8K_FORMS = (
@@ -141,6 +147,74 @@ def load_task(spec: str, **config) -> Task:
     if "skip_malformed" in config:
         raise TaskConfigError(_skip_malformed_refusal(full_spec))
     return apply_fewshot(ReasoningGymTask(spec, **config), spec, fewshot)
+
+
+#: The files of a data folder (``jsonl:FOLDER``, ``gsm8k:FOLDER``), in the order a task reads them.
+_FOLDER_FILES = ("train.jsonl", "test.jsonl")
+
+
+def task_data_files(spec: str) -> dict[str, Path]:
+    """The local files the task ``spec`` reads, as ``{label: resolved path}``: ``jsonl:PATH[:k=v,...]`` and
+    ``gsm8k:PATH`` naming a file -> ``{spec: PATH}`` (also when PATH does not exist now: its data is missing), naming
+    a folder -> ``{"SPEC [train.jsonl]": ..., "SPEC [test.jsonl]": ...}``, each file the folder holds. The one place
+    that says which files a task spec reads (:func:`task_data_identity`; :func:`load_task` reads them).
+
+    Parameters
+    ----------
+    spec : str
+        A task spec as :func:`load_task` takes it (a relative PATH is resolved from the working directory, as
+        :func:`load_task` reads it).
+
+    Returns
+    -------
+    dict of str -> Path
+        Empty for a task read from no local file: a generated task (``chain_sum``, any reasoning-gym name), the hub
+        (``gsm8k``, ``hf:NAME``), or a spec :func:`load_task` refuses (its own error names the problem). Never
+        raises."""
+    if not isinstance(spec, str):
+        return {}
+    spec = spec.strip()
+    if spec.startswith("jsonl:"):
+        try:
+            path = parse_dataset_spec(spec)[1]
+        except ValueError:  # a malformed spec: load_task names it
+            return {}
+    elif spec.startswith("gsm8k:"):
+        path = spec[len("gsm8k:"):].strip()
+    else:
+        return {}
+    if not path:
+        return {}
+    source = Path(path).expanduser().resolve()
+    if not source.is_dir():
+        return {spec: source}
+    return {f"{spec} [{name}]": source / name for name in _FOLDER_FILES if (source / name).is_file()}
+
+
+def file_sha256(path, chunk: int = 1 << 20) -> str:
+    """The sha256 (64 hex digits) of the file ``path``, read in chunks of ``chunk`` bytes (:mod:`hashlib`).
+    Raises OSError when it cannot be read."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def task_data_identity(spec: str) -> dict[str, dict]:
+    """Which data the task ``spec`` reads now: ``{label: {"file": resolved path (str), "sha256": 64 hex digits, or
+    None when the file is missing or unreadable}}`` for each file of :func:`task_data_files`; ``{}`` for a task read
+    from no local file (nothing to record). A run records it in ``config.json`` and a study in ``study.json``
+    (``task_data``), so that a resume after the data was edited is refused
+    (:func:`gradprobe.training.run_folder.check_task_data`, :func:`gradprobe.study.freeze.check_task_data`)."""
+    out = {}
+    for label, path in task_data_files(spec).items():
+        try:
+            sha = file_sha256(path) if path.is_file() else None
+        except OSError:
+            sha = None
+        out[label] = {"file": str(path), "sha256": sha}
+    return out
 
 
 def _skip_malformed_refusal(spec: str) -> str:

@@ -18,6 +18,9 @@ model is refused first, :mod:`gradprobe.training.run_folder`):
                    (``run.budget_override``: budgets shortened by ``--updates``/``--budget-*``, else null),
                    and for a plug-in reward its module file and sha256 and its helper modules' (``reward_plugin``:
                    a resume with other code is refused, :func:`~gradprobe.training.run_folder.check_reward_identity`);
+                   for a task read from data files (``jsonl:PATH``, ``gsm8k:PATH``) each file's path and sha256
+                   (``task_data``: a resume on edited data is refused,
+                   :func:`~gradprobe.training.run_folder.check_task_data`);
 ``metrics.jsonl``  one line per update, and eval lines (``"eval": true``) on the plan's schedule
                    (:class:`~gradprobe.training.plan.EvalSpec`: update 0, listed updates, fractions
                    of every budget, every ``eval.every_tokens`` charged tokens, the end);
@@ -53,7 +56,7 @@ from ..rewards.plugin import plugin_identity
 from ..rollout import NonFiniteSamplingError, check_backend, collect_rollouts, make_sampler
 from ..rollout.guided import GuidanceConfig, collect_guided_rollouts, task_kind
 from ..streams import pool_indices, stream_sampler  # noqa: F401  (pool_indices: also imported from here)
-from ..tasks import encode_prompt
+from ..tasks import encode_prompt, task_data_identity
 from ..tracking import open_tracker, require_tracker
 from .checkpoint import current_checkpoint, latest_checkpoint, load_checkpoint, save_weights, set_rng_states
 from .errors import (BudgetTooSmallError, DamagedRunFolderError, NonFiniteRunError, NoValidRewardError,
@@ -66,7 +69,7 @@ from .plan_checks import check_mc
 from .specs import PlanError
 from .preflight import GuidancePreflightError, check_run_guidance
 from .records import end_invocation, finish, maybe_eval, record_end, save, start_invocation
-from .run_folder import (REWARD_PLUGIN, check_reward_identity, refuse_other_output,
+from .run_folder import (REWARD_PLUGIN, TASK_DATA, check_reward_identity, check_task_data, refuse_other_output,
                          refuse_unimportable_reward)
 from .state import RunSession, RunState, crossed_eval_points, exhausted, resumed_invocations
 from .update import check_first_update, run_update
@@ -163,7 +166,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         before anything is loaded or written).
     RunConfigMismatchError, DamagedRunFolderError
         DIR holds another configuration's run, or one whose plug-in reward is now other code (moved, edited, a helper
-        module edited) or cannot be imported (:mod:`~gradprobe.training.run_folder`); or a damaged ``config.json``,
+        module edited) or cannot be imported, or whose task's data file was edited or is missing
+        (:mod:`~gradprobe.training.run_folder`); or a damaged ``config.json``,
         ``summary.json``, ``checkpoint.json`` or current checkpoint file (named, with the fix; before anything loads).
     GuidancePreflightError
         A guided arm whose pool has a problem without a reference solution, or whose model's
@@ -181,11 +185,13 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     done = _check_existing(out, run) if out.is_dir() else None  # a completed run: nothing to check or load
     if done is not None:
         return done
+    data = task_data_identity(run.task.name)  # the task's data files and sha256s ({}: read from no file)
+    check_task_data(out, run.task.name, data)  # a resume on edited data: refused before anything is loaded
     task = _preflight(run, out, policy=policy, task=task)  # refused before the folder is created
     identity = _checked_reward_identity(run, out)  # a resume whose plug-in reward is other code: refused here
     out = prepare_output_dir(out)
     s = _open_session(run, out, policy=policy, task=task, progress=progress)
-    resumed = _resume_or_start(s, identity)
+    resumed = _resume_or_start(s, identity, data)
     tracker = open_tracker(report_to, tracking_dir or out / "tb", run=run,
                            start_step=s.state.update + 1 if resumed else 0)  # resumed: later events purged
     s.metrics = MetricsFile(out / METRICS_JSONL, s.state.metrics_bytes, tracker=tracker)  # closes the tracker too
@@ -399,19 +405,24 @@ def _update_config(run: RunConfig, guide: GuidanceConfig | None) -> UpdateConfig
     return config
 
 
-def _resume_or_start(s: RunSession, identity: dict | None = None) -> bool:
+def _resume_or_start(s: RunSession, identity: dict | None = None, data: dict | None = None) -> bool:
     """Restore the run from DIR's current checkpoint (weights, optimizer, scheduler, RNG states, sampler
     counters, selector, counters; the earlier invocations' wall time:
     :func:`~gradprobe.training.state.resumed_invocations`) and return True; without one, write ``config.json`` and
     return False (with ``reward_plugin``: ``identity``, the plug-in reward's file and sha256 and its helper modules'
     sha256s, for a later resume to check, :func:`~gradprobe.training.run_folder.check_reward_identity`; none for a
-    built-in reward). A stopped run's ``summary.json`` is removed first (written again when this invocation ends)."""
+    built-in reward; with ``task_data``: ``data``, the task's data files and their sha256s,
+    :func:`~gradprobe.tasks.task_data_identity`, for :func:`~gradprobe.training.run_folder.check_task_data`; none for
+    a task read from no file). A stopped run's ``summary.json`` is removed first (written again when this invocation
+    ends)."""
     (s.out / SUMMARY_JSON).unlink(missing_ok=True)  # a stopped run's summary: rewritten when this invocation ends
     ckpt = latest_checkpoint(s.out)
     if ckpt is None:
         config = {"run": s.run.to_dict(), "plan_sha256": s.run.plan_sha256, "versions": versions()}
         if identity is not None:
             config[REWARD_PLUGIN] = identity
+        if data:
+            config[TASK_DATA] = {k: v for k, v in data.items() if v["sha256"]}  # a missing file: load_task refused it
         write_json_atomic(s.out / CONFIG_JSON, config)
         return False
     st = load_checkpoint(ckpt, s.model)

@@ -21,6 +21,11 @@ module it imports from its folder, and, for a package reached through a symbolic
 or a helper module edited), which would train the rest of the run with another reward, and
 :func:`refuse_unimportable_reward` says how to resume one whose reward cannot be imported any more (its package root
 off ``PYTHONPATH``, its file moved).
+
+A run whose task reads a data file (``jsonl:PATH``, ``gsm8k:PATH``: :func:`gradprobe.tasks.task_data_files`) records
+each file's resolved path and sha256 in ``config.json`` (``task_data``, :func:`gradprobe.tasks.task_data_identity`);
+:func:`check_task_data` refuses to resume it after the data was edited, removed or (a folder) given another file,
+which would train and evaluate the rest of the run on other data than its first updates.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ from .errors import DamagedRunFolderError, RunConfigMismatchError
 
 __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", "other_output", "refuse_other_output",
            "foreign_run_files", "study_above", "check_reward_identity", "modules_problem", "modules_mismatch",
-           "refuse_unimportable_reward"]
+           "refuse_unimportable_reward", "TASK_DATA", "check_task_data", "task_data_problem", "task_data_mismatch",
+           "task_data_moved"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
 #: worker hold an exclusive ``flock`` on it (:class:`gradprobe.study.folder.FolderLock`) while they train there.
@@ -52,6 +58,9 @@ MODULES = "modules"
 #: The key of a plug-in reward's identity holding the package root a ``pkg.mod:fn`` reward reached through a symbolic
 #: link was imported under (absent for any other reward, and in records from before it: :func:`_package_root`).
 PACKAGE_ROOT = "package_root"
+#: The key of ``config.json`` (and of a study's ``study.json``) holding the task's data files and their sha256s
+#: (:func:`check_task_data`); absent for a task read from no local file, and in records from before it.
+TASK_DATA = "task_data"
 #: The files a run writes after its ``config.json`` (besides its ``checkpoint-UUUUUU/`` folders): found without a
 #: run's ``config.json`` they are another's, and refused (:func:`foreign_run_files`).
 RUN_FILES = (METRICS_JSONL, EVAL_ITEMS_JSONL, SUMMARY_JSON, CHECKPOINT_POINTER)
@@ -194,6 +203,113 @@ def check_reward_identity(out, spec: str, current: dict | None) -> None:
     if then[0] != now[0]:  # the same code from another place (a moved project): resumable
         print(f"note: reward {spec!r} of {out} is read from {now[0]}, not {then[0]} as when the run started, with the "
               f"same content (sha256 {_short(now[1])}); resuming", file=sys.stderr, flush=True)
+
+
+def check_task_data(out, spec: str, current: dict) -> None:
+    """Refuse to resume the run in ``out`` when the data files of its task ``spec`` now differ from those it recorded
+    when it started (``config.json``'s ``task_data``), before anything is loaded or written.
+
+    Parameters
+    ----------
+    out : path
+        The run folder; checked only when it holds a checkpoint to resume (``checkpoint.json``) and a ``config.json``.
+    spec : str
+        The run's task spec (``[task] name``; the same as in ``config.json``: a resume checks that first).
+    current : dict
+        :func:`gradprobe.tasks.task_data_identity` of ``spec`` now (``{}``: a task read from no file, nothing is
+        checked).
+
+    Raises
+    ------
+    RunConfigMismatchError
+        A data file's content differs from the recorded one (edited, or missing now, or a folder's file that was
+        not there when the run started: :func:`task_data_mismatch`): one line naming the run folder, the task, the
+        file, both sha256s (12 hex digits; ``none``: no file) and the fix (restore the file, or start a new run
+        under a new --out). The same content at another path (a moved project) resumes, with a note on stderr.
+    DamagedRunFolderError
+        ``config.json`` cannot be read, or its ``task_data`` is not an object of label -> {file, sha256}
+        (:func:`task_data_problem`; named, with the fix).
+
+    A run folder from before the data was recorded (no ``task_data``) resumes, with one note on stderr saying that
+    the data could not be checked.
+    """
+    out = Path(out)
+    cfg = out / CONFIG_JSON
+    if not current or not (out / CHECKPOINT_POINTER).is_file() or not cfg.is_file():
+        return
+    try:
+        config = json.loads(cfg.read_text())
+        recorded = config.get(TASK_DATA)
+    except (UnicodeDecodeError, ValueError, AttributeError) as e:
+        raise DamagedRunFolderError(f"{cfg} is damaged ({error_text(e)}); restore it from a copy, or delete {out} "
+                                    "to start the run over") from None
+    if TASK_DATA not in config:
+        files = ", ".join(v["file"] for v in current.values())
+        print(f"note: {out} was started before gradprobe recorded a task's data files and their sha256, so whether "
+              f"task {spec!r} ({files}) reads the data the run started with could not be checked; resuming",
+              file=sys.stderr, flush=True)
+        return
+    problem = task_data_problem(recorded)
+    if problem is not None:
+        raise DamagedRunFolderError(f"{cfg} is damaged (field {TASK_DATA} {problem}): the data the run was trained "
+                                    f"on cannot be checked; restore the file from a copy, or delete {out} to start "
+                                    "the run over")
+    differs = task_data_mismatch(spec, recorded, current)
+    if differs is not None:
+        raise RunConfigMismatchError(f"{out} cannot be resumed: {differs[0]}, so its remaining updates would train "
+                                     f"and evaluate on other data than its first ones; {differs[1]}, {_restart(out)}; "
+                                     "nothing was loaded or written")
+    for note in task_data_moved(spec, recorded, current):
+        print(f"note: {note}; resuming {out}", file=sys.stderr, flush=True)
+
+
+def task_data_problem(record) -> str | None:
+    """What is wrong with a recorded ``task_data`` (``config.json``'s, ``study.json``'s): None when it is an object
+    of label (text) -> ``{"file": text, "sha256": 64 hex digits}``; else what it is, for a "damaged" refusal."""
+    ok = isinstance(record, dict) and all(
+        isinstance(k, str) and isinstance(v, dict) and isinstance(v.get("file"), str) and isinstance(v.get("sha256"),
+        str) and len(v["sha256"]) == 64 and all(c in "0123456789abcdef" for c in v["sha256"])
+        for k, v in record.items())
+    return None if ok else (f"is {json_short(record)}, not an object of label (text) -> {{\"file\": text, "
+                            "\"sha256\": 64 hex digits}")
+
+
+def task_data_mismatch(spec: str, then: dict, now: dict, *, started: str = "the run started"
+                       ) -> tuple[str, str] | None:
+    """What differs between the data files task ``spec`` read when ``started`` (``then``, a checked record) and
+    those it reads now (``now``, :func:`gradprobe.tasks.task_data_identity`), and how to fix it, as ``(what, fix)``
+    for a refusal; None when every file has its recorded content (at any path). Compared label by label: a file
+    edited (both sha256s, 12 hex digits; fix: restore it), missing now (fix: restore it), or new (a folder's
+    ``test.jsonl`` added: fix: remove or rename it); the first named, and how many more differ."""
+    changed = sorted((k for k in set(then) | set(now) if (then.get(k) or {}).get("sha256") !=
+                      (now.get(k) or {}).get("sha256")),
+                     key=lambda k: (0 if k in then and (now.get(k) or {}).get("sha256") else 1 if k in then else 2, k))
+    if not changed:
+        return None
+    label = changed[0]
+    old, new = then.get(label), now.get(label)
+    more = f" (and {len(changed) - 1} more data file(s))" if len(changed) > 1 else ""
+    if old is None:
+        return (f"task {spec!r} now reads the data file {new['file']}, a file it did not read when {started} "
+                f"(sha256 none then, {_short(new['sha256'])} now){more}",
+                f"remove or rename that file, as the folder was when {started}")
+    fix = f"restore the data file as it was ({old['file']}, sha256 {_short(old['sha256'])})"
+    if new is None or not new.get("sha256"):
+        where = new["file"] if new is not None else old["file"]
+        return (f"task {spec!r} read the data file {old['file']} when {started}, and {where} is missing now "
+                f"(sha256 {_short(old['sha256'])} then, none now){more}", fix)
+    place = (f"{new['file']}, as when {started}," if new["file"] == old["file"] else
+             f"{new['file']}, not {old['file']} as when {started},")
+    return (f"task {spec!r} reads the data file {place} but its content differs (sha256 {_short(old['sha256'])} "
+            f"then, {_short(new['sha256'])} now){more}", fix)
+
+
+def task_data_moved(spec: str, then: dict, now: dict, *, started: str = "the run started") -> list[str]:
+    """One line for each data file of task ``spec`` read now (``now``) from another path than recorded when
+    ``started`` (``then``) with the same content (a moved project: accepted), for a note on stderr."""
+    return [f"task {spec!r} reads the data file {now[k]['file']}, not {then[k]['file']} as when {started}, with the "
+            f"same content (sha256 {_short(now[k]['sha256'])})" for k in sorted(set(then) & set(now))
+            if then[k]["file"] != now[k]["file"] and then[k]["sha256"] == now[k]["sha256"]]
 
 
 def _recorded_identity(out: Path) -> dict | None:
