@@ -406,3 +406,12 @@ def parse_task_config(text: str) -> dict:
         except ValueError:
             out[key.strip()] = value.strip()
     return out
+
+
+def relative_note(path: Path, sep: str = "; ") -> str:
+    """For a relative data path: where it was looked for (the working directory; a plan's ``[task] name`` is read
+    from there too, not from the plan's folder)."""
+    if path.is_absolute():
+        return ""
+    return (f"{sep}a relative path is read from the working directory, {Path.cwd()} (a plan's task path too, not "
+            "from the plan's folder)")

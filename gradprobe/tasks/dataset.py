@@ -81,8 +81,8 @@ from pathlib import Path
 import numpy as np
 
 from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
-                                  decoded_rows, drop_train_prompts, no_rows_error, removed_heldout_note,
-                                  warn_repeated_train_prompts)
+                                  decoded_rows, drop_train_prompts, no_rows_error, relative_note,
+                                  removed_heldout_note, warn_repeated_train_prompts)
 # column mapping and prompt formats live in gradprobe.tasks.columns; re-exported here (MAPPING_KEYS, _prompt_text too)
 from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, VERIFIERS, PromptText, _fix,
                                      _prompt_text, gold_answer, parse_dataset_spec, read_gold, read_prompt,
@@ -216,7 +216,7 @@ class DatasetTask(Task):
         if kind == "jsonl":
             if not self.source.exists():
                 raise FileNotFoundError(f"JSONL source {self.source} does not exist (--task jsonl:PATH: a .jsonl file, "
-                                        f"or a folder with train.jsonl and test.jsonl)")
+                                        f"or a folder with train.jsonl and test.jsonl{relative_note(self.source)})")
             if self.source.is_dir() and not any((self.source / f).exists() for f in _FILES.values()):
                 raise FileNotFoundError(f"folder {self.source} holds neither train.jsonl nor test.jsonl")
 

@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
-                                  decoded_rows, drop_train_prompts, no_rows_error, removed_heldout_note,
-                                  warn_repeated_train_prompts)
+                                  decoded_rows, drop_train_prompts, no_rows_error, relative_note,
+                                  removed_heldout_note, warn_repeated_train_prompts)
 from gradprobe.tasks.verify import numeric_gold
 
 __all__ = ["GSM8KTask", "gold_from_solution"]
@@ -68,6 +68,16 @@ def gold_from_solution(solution: str) -> str | None:
         return None
     gold = solution.rsplit("####", 1)[1].strip().replace(",", "")
     return gold or None
+
+
+def _inline_options_note(path: Path) -> str:
+    """For ``gsm8k:PATH:skip_malformed=true`` (the ``jsonl:`` spec's inline options, which ``gsm8k:PATH`` does not
+    take): the fix."""
+    tail = str(path).rsplit(":", 1)
+    if len(tail) < 2 or "=" not in tail[1]:
+        return ""
+    return (f" (`gsm8k:PATH` takes no inline options such as {tail[1]!r}: pass them as flags (--skip-malformed), "
+            "a plan's [task.config] keys or load_task keyword arguments)")
 
 
 class GSM8KTask(Task):
@@ -107,7 +117,8 @@ class GSM8KTask(Task):
             raise TaskConfigError(f"heldout_fraction must be in (0, 1), got {heldout_fraction!r}")
         if self.path is not None:
             if not self.path.exists():
-                raise FileNotFoundError(f"GSM8K source {self.path} does not exist")
+                raise FileNotFoundError(f"GSM8K source {self.path} does not exist" + _inline_options_note(self.path)
+                                        + relative_note(self.path, "; "))
             if self.path.is_dir() and not any((self.path / f).exists() for f in _FILES.values()):
                 raise FileNotFoundError(
                     f"folder {self.path} holds neither train.jsonl nor test.jsonl"
