@@ -130,7 +130,7 @@ def test_a_refused_option_prints_no_replacing_line(tmp_path, capsys, command, ea
     assert main([command, "--model", "tiny", "--task", "chain_sum", "--pool", "4", *sizes, "--decay", "2",
                  "--no-progress", "--out", str(out)]) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and "decay (gamma) must lie in (0, 1], got 2.0" in captured.err
+    assert captured.out == "" and "decay (gamma, --decay) must lie in (0, 1], got 2.0" in captured.err
     assert _tree(out) == earlier
 
 

@@ -11,7 +11,7 @@ from decimal import MAX_EMAX, MIN_EMIN, Decimal, localcontext
 
 from ..tracking import REPORT_TO
 
-__all__ = ["add_report_to", "nonneg_int", "positive_int", "seed_int", "token_count", "TOKEN_COUNT_FORMS", "out_path",
+__all__ = ["flag_named", "add_report_to", "nonneg_int", "positive_int", "seed_int", "token_count", "TOKEN_COUNT_FORMS", "out_path",
            "in_path", "CALIBRATION_PATH", "CommandParser"]
 
 CALIBRATION_PATH = "the calibration file `calib fit ROWS.csv --out FILE.json` wrote, or 'default' (the shipped one)"
@@ -193,3 +193,23 @@ class CommandParser(argparse.ArgumentParser):
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}; `{self.prog} --help` lists its options")
         return namespace, extras
+
+
+#: The opening of a setting's error (``SamplingConfig``, ``EstimatorConfig``: named as in a plan) -> the same with the
+#: command-line flag that sets it (:func:`flag_named`).
+_FLAG_OPENINGS = {"sampling.temperature ": "sampling.temperature (--temperature) ",
+                  "sampling.top_p ": "sampling.top_p (--top-p) ",
+                  "sampling.max_new_tokens ": "sampling.max_new_tokens (--max-new-tokens) ",
+                  "sampling.batch_size ": "sampling.batch_size (--generation-batch-size) ",
+                  "decay (gamma) ": "decay (gamma, --decay) ",
+                  "prior_strength (n0) ": "prior_strength (n0, --prior-strength) "}
+
+
+def flag_named(message: str) -> str:
+    """``message`` (a command's error) with the flag named beside the setting it opens with, for the settings that
+    name themselves as a plan does (``sampling.temperature must be a finite number > 0`` -> ``sampling.temperature
+    (--temperature) must be ...``); any other message unchanged."""
+    for opening, named in _FLAG_OPENINGS.items():
+        if message.startswith(opening):
+            return named + message[len(opening):]
+    return message

@@ -45,7 +45,7 @@ from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, 
 from ..ledger import Ledger
 from ..outputs import json_safe, removed_if_left_empty, versions, write_json_atomic
 from ..difficulty.evaluate import evaluate_estimator, plot_reliability, prompt_groups, sample_outcomes
-from .args import nonneg_int, out_path, positive_int
+from .args import flag_named, nonneg_int, out_path, positive_int
 
 
 _COMMON_HELP = {
@@ -214,5 +214,5 @@ def difficulty_main(args) -> int:
               "is left as if complete", file=sys.stderr)
         return 130
     except (ValueError, OSError, RuntimeError, ModelNotFoundError) as e:
-        print(f"gradprobe {args.command}: error: {e}", file=sys.stderr)
+        print(f"gradprobe {args.command}: error: {flag_named(str(e))}", file=sys.stderr)
         return 2

@@ -26,7 +26,7 @@ from ..layout import PROBE_JSON
 from ..outputs import json_safe, write_json_atomic
 from ..probe_settings import (DEFAULT_MC, FORECASTERS, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig,
                               ReferenceSettings, RunSettings, TaskSettings, UpdateSettings)
-from .args import CALIBRATION_PATH, in_path, out_path, token_count
+from .args import CALIBRATION_PATH, flag_named, in_path, out_path, token_count
 
 __all__ = ["probe_main", "interrupt_message", "Terminated", "terminate_cleanly"]
 
@@ -330,7 +330,7 @@ def _probe_command(args) -> int:
         return 143
     except (ValueError, OSError, RuntimeError) as e:
         kept = f" (the earlier probe in {args.out} was kept)" if folder is not None and folder.earlier else ""
-        print(f"gradprobe probe: error: {e}{kept}", file=sys.stderr)
+        print(f"gradprobe probe: error: {flag_named(str(e))}{kept}", file=sys.stderr)
         return 2
     except Exception:  # a bug: rolled back by replacing_earlier_probe already; say so, then the traceback
         if folder is not None:

@@ -56,7 +56,7 @@ def test_difficulty_eval_end_to_end(tmp_path, capsys):
     (["difficulty-eval", "--pool", "1", "--samples", "4"], "--pool must be >= 2"),
     (["difficulty-eval", "--pool", "4", "--samples", "2", "--observed", "2"], "must be smaller than --samples"),
     (["rank-prompts", "--pool", "4", "--task", "chain_sum:bogus=1"], "bogus"),
-    (["rank-prompts", "--pool", "4", "--prior-strength", "-1"], "prior_strength (n0) must be"),
+    (["rank-prompts", "--pool", "4", "--prior-strength", "-1"], "prior_strength (n0, --prior-strength) must be"),
 ])
 def test_bad_input_exits_2_with_a_message(tmp_path, capsys, argv, message):
     base = {"--model": "tiny-qwen2", "--task": "chain_sum", "--out": str(tmp_path / "o")}
