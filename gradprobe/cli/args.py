@@ -11,8 +11,8 @@ from decimal import MAX_EMAX, MIN_EMIN, Decimal, localcontext
 
 from ..tracking import REPORT_TO
 
-__all__ = ["flag_named", "add_report_to", "nonneg_int", "positive_int", "seed_int", "token_count", "TOKEN_COUNT_FORMS", "out_path",
-           "in_path", "CALIBRATION_PATH", "CommandParser"]
+__all__ = ["add_report_to", "nonneg_int", "positive_int", "seed_int", "token_count", "TOKEN_COUNT_FORMS", "out_path",
+           "in_path", "CALIBRATION_PATH", "CommandParser", "flag_named"]
 
 CALIBRATION_PATH = "the calibration file `calib fit ROWS.csv --out FILE.json` wrote, or 'default' (the shipped one)"
 """What ``--calibration`` (``gradprobe probe``, ``calib apply``) takes, as its empty-value error says."""
