@@ -405,9 +405,10 @@ class _BuildLock:
         self.path = target.parent / f".{target.name}.lock"
         while True:
             try:
-                f = open(self.path, "a+")
+                f = self._open()
             except OSError as e:  # an unwritable parent folder
-                raise OSError(f"{what} cannot be created ({e.strerror or e}, in {target.parent}); {fix}") from None
+                raise OSError(f"{what} cannot be created ({e.strerror or e}, in {target.parent}; the lock file "
+                              f"{self.path}: delete it if no build runs); {fix}") from None
             try:
                 fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -426,11 +427,31 @@ class _BuildLock:
             if same:
                 break
             f.close()
-        f.seek(0)
-        f.truncate()
-        f.write(f"pid {os.getpid()}")
-        f.flush()
+        if f.writable():  # another user's lock file (a shared cache) is locked read-only, its pid not recorded
+            f.seek(0)
+            f.truncate()
+            f.write(f"pid {os.getpid()}")
+            f.flush()
         self.f = f
+
+    def _open(self):
+        """The lock file, created readable and writable by every user (a cache shared between users: the mode is set
+        past the umask), else opened read-only when another user's file cannot be written (``flock`` needs no write
+        access)."""
+        for attempt in range(3):  # the file removed by its releasing holder between the two opens: create it again
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+                os.fchmod(fd, 0o666)
+                return os.fdopen(fd, "r+")
+            except FileExistsError:
+                try:
+                    return os.fdopen(os.open(self.path, os.O_RDWR), "r+")
+                except PermissionError:
+                    return os.fdopen(os.open(self.path, os.O_RDONLY), "r")
+                except FileNotFoundError:
+                    if attempt == 2:
+                        raise
+        raise FileNotFoundError(self.path)  # not reached
 
     def release(self) -> None:
         """Remove the lock file (while still locked), unlock and close it; idempotent."""

@@ -219,6 +219,25 @@ def test_the_default_cache_names_the_fix_without_out(tmp_path):
     assert str(err.value).endswith("(it reuses that build), or build into a folder of your own with --out DIR")
 
 
+def test_the_lock_file_is_shared_between_users_and_a_read_only_one_still_locks(tmp_path):
+    """A reviewer: the lock file was created 0644 by ``open(..., "a+")``, so on a cache shared between users another
+    user could not open it (while it was held, or after a killed build left it) and got "cannot be created"."""
+    target = tmp_path / "tiny-abc"
+    first = warmstart._BuildLock(target, f"the tier folder {target}", "", explicit=False)
+    try:
+        assert (first.path.stat().st_mode & 0o777) == 0o666 and first.path.read_text() == f"pid {os.getpid()}"
+    finally:
+        first.release()
+    first.path.write_text("pid 1")  # left by a killed build of another user, who alone may write it
+    first.path.chmod(0o444)
+    lock = warmstart._BuildLock(target, f"the tier folder {target}", "", explicit=False)
+    try:  # as root the file opens read-write anyway; a non-root user gets the read-only fallback: either locks
+        with pytest.raises(warmstart.TierBuildBusyError):
+            warmstart._BuildLock(target, f"the tier folder {target}", "", explicit=False)
+    finally:
+        lock.release()
+
+
 # ----------------------------------------------------------------------------- 3: a reused build's line
 
 def test_reusing_a_finished_build_says_so(tmp_path, monkeypatch, capsys):

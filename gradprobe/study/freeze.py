@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..layout import CONFIG_JSON, PLAN_COPY, STUDY_JSON, run_dir
+from ..layout import CONFIG_JSON, PLAN_COPY, PROBE_JSON, STUDY_JSON, run_dir
 from ..outputs import json_short, output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
 from ..tasks import task_data_identity
 from ..training.plan import Plan, load_plan
@@ -343,6 +343,13 @@ def _check_recorded_plugin(out: Path, spec: str, then: dict, now_id: dict) -> No
                          "run the plan as a new study under a new --out")
 
 
+def _read_data_yet(plan: Plan, out: Path) -> bool:
+    """Whether a run of the study has started (its ``config.json``) or its probe has written ``probe.json``: then
+    they read the task's data as recorded (:func:`check_task_data`)."""
+    return (any((out / run_dir("", a, s) / CONFIG_JSON).exists() for a, s in plan.runs())
+            or (out / "probe" / PROBE_JSON).exists())
+
+
 def check_task_data(plan: Plan, out: Path, study: dict) -> dict:
     """Record (first invocation) or check (later ones) which data the plan's task reads, in ``study.json``'s
     ``task_data`` (``{label: {"file": resolved path, "sha256": 64 hex digits}}``,
@@ -370,7 +377,9 @@ def check_task_data(plan: Plan, out: Path, study: dict) -> dict:
     Raises
     ------
     StudyError
-        While a run of the study is still to train (not finished: :func:`~gradprobe.study.folder.finished_runs`):
+        While a run of the study is still to train (not finished: :func:`~gradprobe.study.folder.finished_runs`) or
+        a probe of the study still to run (:func:`~gradprobe.study.probe_plan.pending_probes`), and a run or the
+        probe has already read the data (before that, changed data is recorded anew, with a note):
         a data file's content differs from the record (edited, missing, or a folder's file not read when the study
         started: :func:`gradprobe.training.run_folder.task_data_mismatch`; one line naming the file, both sha256s,
         12 hex digits, and the fix: restore the file, or run the plan as a new study under a new --out), or the
@@ -398,14 +407,25 @@ def check_task_data(plan: Plan, out: Path, study: dict) -> dict:
     if problem is not None:
         raise StudyError(f"{sj} field {TASK_DATA} {problem}: the file is damaged, so whether task {spec!r} reads the "
                          f"data the study's runs started with cannot be told; {study_json_fix(out)}")
+    from .probe_plan import pending_probes
+
     done = {Path(p).resolve() for p in finished_runs(out)}
-    if all((out / run_dir("", a, s)).resolve() in done for a, s in plan.runs()):
-        return study  # every run finished: no more training on the data
+    if (all((out / run_dir("", a, s)).resolve() in done for a, s in plan.runs())
+            and not pending_probes(plan, out / "probe")):
+        return study  # every run and probe finished: nothing more reads the data
+    if not _read_data_yet(plan, out) and current != recorded and all(v["sha256"] for v in current.values()):
+        print(f"note: the data of task {spec!r} changed since {out} was started, before any run or probe read it; "
+              "recording the data it reads now", file=sys.stderr, flush=True)
+        study[TASK_DATA] = current
+        write_json_atomic(sj, study)
+        return study
     differs = task_data_mismatch(spec, recorded, current, started="the study started")
     if differs is not None:
-        raise StudyError(f"{out}: {differs[0]} ({sj} {TASK_DATA}): its remaining runs would train and evaluate on "
-                         f"other data than its finished ones, and the analysis would average the two; {differs[1]}, "
-                         "or run the plan as a new study under a new --out")
+        what, fix, other_data = differs
+        mixes = (": its remaining runs would train and evaluate on other data than its finished ones, and the "
+                 "analysis would average the two" if other_data else "")
+        raise StudyError(f"{out}: {what} ({sj} {TASK_DATA}){mixes}; {fix}, or run the plan as a new study under a "
+                         "new --out")
     for note in task_data_moved(spec, recorded, current, started="the study started"):
         print(f"note: {note}; continuing the study in {out}", file=sys.stderr, flush=True)
     return study

@@ -16,7 +16,9 @@ only when
   the two fields that name the plan (``plan_sha256``, ``plan_name``: they label the run and
   enter no computation);
 * it was made by the same gradprobe, torch and transformers versions as this process (another
-  version may sample or round differently, so it would not be the run this plan asks for).
+  version may sample or round differently, so it would not be the run this plan asks for);
+* for a task read from data files, it read files of the same content (``config.json``'s ``task_data``, at any path;
+  a run that did not record them is not reused).
 
 The copy is byte for byte (into a temporary folder, then renamed, so a killed copy leaves
 nothing half-written) plus ``reused_from.json`` in the run folder naming the source run, the
@@ -33,7 +35,9 @@ from pathlib import Path
 
 from ..layout import run_dir
 from ..outputs import output_error, versions, write_json_atomic
+from ..tasks import task_data_identity
 from ..training.plan import Plan, run_config_from_dict
+from ..training.run_folder import TASK_DATA, task_data_mismatch, task_data_problem
 from .folder import REUSED_JSON, run_status  # REUSED_JSON: the run folder's provenance record of a reused run
 
 #: RunConfig fields that only name the plan a run belongs to (no computation reads them)
@@ -112,6 +116,7 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
     out = Path(out)
     check_reuse_sources(sources, out)
     here = {k: v for k, v in versions().items() if k in VERSION_KEYS}
+    data_now = task_data_identity(plan.task.name)  # the task's data files now ({} for a generated task)
     copied: dict[tuple[str, int], str] = {}
     for source in [Path(s) for s in sources]:
         reused, refused = [], []
@@ -142,6 +147,10 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
                 refused.append(f"{arm} seed {seed} (made with other versions: "
                                + ", ".join(f"{k} {vers.get(k)} vs {here.get(k)} here" for k in vdiff) + ")")
                 continue
+            other_data = _other_task_data(plan.task.name, cfg, data_now)
+            if other_data:
+                refused.append(f"{arm} seed {seed} ({other_data})")
+                continue
             _copy_run(src, run_dir(out, arm, seed), cfg)
             copied[(arm, seed)] = str(src.resolve())
             reused.append(f"{arm} seed {seed}")
@@ -149,6 +158,23 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
             + (f" ({', '.join(reused)})" if reused else "")
             + (f"; not reused: {'; '.join(refused)}" if refused else ""))
     return copied
+
+
+def _other_task_data(spec: str, cfg: dict, now: dict) -> str | None:
+    """Why a source run's ``config.json`` (``cfg``) may have read other data than the task ``spec`` reads now
+    (``now``, :func:`gradprobe.tasks.task_data_identity`): its recorded ``task_data`` differs in content (the same
+    content at another path is the same data), is damaged, or was not recorded (a run made before gradprobe recorded
+    it); None when it read the same data or the task reads no file."""
+    if not now:
+        return None
+    then = cfg.get(TASK_DATA)
+    if then is None:
+        return ("its task data was not recorded (made before gradprobe recorded a task's data files), so whether it "
+                "read this data cannot be told")
+    if task_data_problem(then) is not None:
+        return f"its config.json field {TASK_DATA} is damaged"
+    differs = task_data_mismatch(spec, then, now, started="it ran")
+    return None if differs is None else f"trained on other task data: {differs[0]}"
 
 
 def _copy_run(src: Path, dst: Path, cfg: dict) -> None:

@@ -185,7 +185,7 @@ def task_data_files(spec: str) -> dict[str, Path]:
         return {}
     if not path:
         return {}
-    source = Path(path).expanduser().resolve()
+    source = Path(path).resolve()  # as load_task reads it (no ~ expansion)
     if not source.is_dir():
         return {spec: source}
     return {f"{spec} [{name}]": source / name for name in _FOLDER_FILES if (source / name).is_file()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from .coerce import check_positive
+from .run_folder import study_above
 from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, RunConfig, TrainConfig
 
 __all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS", "too_small_message"]
@@ -164,7 +165,9 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out)
     its budget in ``config.json``, so a rerun into it with another budget is refused
     (:class:`~gradprobe.training.errors.RunConfigMismatchError`); the message says to rerun with a new ``--out`` (or
     after deleting ``out``) and a larger budget: a larger ``--budget-*`` flag (at most the plan's budget of that kind,
-    which :func:`shorten_budget` enforces), or none, or a larger ``[budget]`` in the plan.
+    which :func:`shorten_budget` enforces), or none, or a larger ``[budget]`` in the plan. A run of a study (``out``
+    inside a study folder) is told to run the changed plan as a new study (or ``--restart`` the study while none of
+    its runs has finished): the study folder keeps the plan it was frozen with.
 
     Parameters
     ----------
@@ -186,6 +189,12 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out)
     named = {k: BUDGET_FLAGS[k] if BUDGET_FLAGS[k] in flags else f"budget.{k}" for k in over}
     detail = "; ".join(f"{named[k]} = {v:,.0f} but one update of arm {run.arm!r} cost {c:,.0f}"
                        for k, (v, c) in over.items())
+    study = study_above(out)
+    if study is not None:  # a study's run: its folder keeps the plan it was frozen with
+        kinds = " and ".join(f"budget.{k}" for k in over)
+        return (f"{detail}: the budget is smaller than one update (the run stopped after update 1, data kept in "
+                f"{out}); raise {kinds} in the plan to many updates' cost and run the changed plan as a new study "
+                f"under a new --out (or into {study} with --restart while none of its runs has finished)")
     fixes = " and ".join(_larger_budget(k, c, BUDGET_FLAGS[k] in flags, plan_budget.get(k))
                          for k, (_, c) in over.items())
     return (f"{detail}: the budget is smaller than one update (the run stopped after update 1, data kept in {out}); "

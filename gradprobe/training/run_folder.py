@@ -256,8 +256,10 @@ def check_task_data(out, spec: str, current: dict) -> None:
                                     "the run over")
     differs = task_data_mismatch(spec, recorded, current)
     if differs is not None:
-        raise RunConfigMismatchError(f"{out} cannot be resumed: {differs[0]}, so its remaining updates would train "
-                                     f"and evaluate on other data than its first ones; {differs[1]}, {_restart(out)}; "
+        what, fix, other_data = differs
+        mixes = (", so its remaining updates would train and evaluate on other data than its first ones" if other_data
+                 else "")
+        raise RunConfigMismatchError(f"{out} cannot be resumed: {what}{mixes}; {fix}, {_restart(out)}; "
                                      "nothing was loaded or written")
     for note in task_data_moved(spec, recorded, current):
         print(f"note: {note}; resuming {out}", file=sys.stderr, flush=True)
@@ -275,12 +277,15 @@ def task_data_problem(record) -> str | None:
 
 
 def task_data_mismatch(spec: str, then: dict, now: dict, *, started: str = "the run started"
-                       ) -> tuple[str, str] | None:
+                       ) -> tuple[str, str, bool] | None:
     """What differs between the data files task ``spec`` read when ``started`` (``then``, a checked record) and
-    those it reads now (``now``, :func:`gradprobe.tasks.task_data_identity`), and how to fix it, as ``(what, fix)``
-    for a refusal; None when every file has its recorded content (at any path). Compared label by label: a file
-    edited (both sha256s, 12 hex digits; fix: restore it), missing now (fix: restore it), or new (a folder's
-    ``test.jsonl`` added: fix: remove or rename it); the first named, and how many more differ."""
+    those it reads now (``now``, :func:`gradprobe.tasks.task_data_identity`), and how to fix it, as
+    ``(what, fix, other_data)`` for a refusal (``other_data``: the task would now read other data, so the caller
+    says what training on it would mix; False for a missing file, which no load would read); None when every file
+    has its recorded content (at any path). Compared label by label: a file edited (both sha256s, 12 hex digits; fix:
+    restore it), missing now (fix: restore it; when the recorded file is unchanged where it was, a relative path read
+    from another working directory: fix, run from the one the run started in), or new (a folder's ``test.jsonl``
+    added: fix: remove or rename it); the first named, and how many more differ."""
     changed = sorted((k for k in set(then) | set(now) if (then.get(k) or {}).get("sha256") !=
                       (now.get(k) or {}).get("sha256")),
                      key=lambda k: (0 if k in then and (now.get(k) or {}).get("sha256") else 1 if k in then else 2, k))
@@ -292,16 +297,31 @@ def task_data_mismatch(spec: str, then: dict, now: dict, *, started: str = "the 
     if old is None:
         return (f"task {spec!r} now reads the data file {new['file']}, a file it did not read when {started} "
                 f"(sha256 none then, {_short(new['sha256'])} now){more}",
-                f"remove or rename that file, as the folder was when {started}")
+                f"remove or rename that file, as the folder was when {started}", True)
     fix = f"restore the data file as it was ({old['file']}, sha256 {_short(old['sha256'])})"
     if new is None or not new.get("sha256"):
         where = new["file"] if new is not None else old["file"]
+        if where != old["file"] and _unchanged(old):  # a relative path, read from another working directory
+            return (f"task {spec!r} read the data file {old['file']} when {started}, and it is unchanged there, but "
+                    f"from this working directory its relative path names {where}, which does not exist{more}",
+                    f"run the command from the working directory it was first run in (where that path names "
+                    f"{old['file']})", False)
         return (f"task {spec!r} read the data file {old['file']} when {started}, and {where} is missing now "
-                f"(sha256 {_short(old['sha256'])} then, none now){more}", fix)
+                f"(sha256 {_short(old['sha256'])} then, none now){more}", fix, False)
     place = (f"{new['file']}, as when {started}," if new["file"] == old["file"] else
              f"{new['file']}, not {old['file']} as when {started},")
     return (f"task {spec!r} reads the data file {place} but its content differs (sha256 {_short(old['sha256'])} "
-            f"then, {_short(new['sha256'])} now){more}", fix)
+            f"then, {_short(new['sha256'])} now){more}", fix, True)
+
+
+def _unchanged(record: dict) -> bool:
+    """Whether the recorded data file ``record`` (``{"file", "sha256"}``) still has its recorded content."""
+    from ..tasks import file_sha256
+
+    try:
+        return Path(record["file"]).is_file() and file_sha256(record["file"]) == record["sha256"]
+    except OSError:
+        return False
 
 
 def task_data_moved(spec: str, then: dict, now: dict, *, started: str = "the run started") -> list[str]:
