@@ -112,7 +112,8 @@ def test_a_relative_path_resumed_from_another_folder_says_to_run_from_the_first(
     assert str(e.value) == (
         f"{out} cannot be resumed: task 'jsonl:data/t.jsonl' read the data file {first} when the run started, and it "
         f"is unchanged there, but from this working directory its relative path names {here}, which does not exist; "
-        f"run the command from the working directory it was first run in (where that path names {first}), or start a new run under a new --out (not {out}); nothing was loaded or written")
+        f"run the command from the working directory it was first run in (where that path names {first}), or start "
+        f"a new run under a new --out (not {out}); nothing was loaded or written")
     monkeypatch.chdir(tmp_path / "a")
     assert run_training(run, out)["updates"] == 2
 
