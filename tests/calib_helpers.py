@@ -177,3 +177,19 @@ def edited_calibration(tmp_path, base: dict, edit, name: str = "calibration.json
     path = tmp_path / name
     path.write_text(json.dumps(d))
     return path
+
+
+def shipped_rows_copy(tmp_path, edit, name: str = "rows.csv") -> Path:
+    """The shipped rows CSV (``data/calibration/rows.csv``) with ``edit(rows)`` applied to its list of row dicts,
+    written to ``tmp_path / name``."""
+    import csv
+
+    with open(Path(__file__).resolve().parents[1] / "data" / "calibration" / "rows.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    edit(rows)
+    path = Path(tmp_path) / name
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path

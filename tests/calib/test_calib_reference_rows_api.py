@@ -8,7 +8,6 @@ per ``calib fit`` or ``report_metrics`` call, not once per check (a first versio
 
 from __future__ import annotations
 
-import csv
 import warnings
 from pathlib import Path
 
@@ -19,21 +18,13 @@ from calib.dataset import RowsError, read_rows, select_rows
 from calib.integrity import ReferenceLikeArmWarning
 from calib.model import fit_calibration
 from calib import report_metrics
-from calib_helpers import single_thread_blas  # noqa: F401 (fixture)
+from calib_helpers import shipped_rows_copy, single_thread_blas  # noqa: F401 (fixture)
 
 ROWS = Path(__file__).resolve().parents[2] / "data" / "calibration" / "rows.csv"
 
 
 def _edited(tmp_path: Path, edit) -> Path:
-    with open(ROWS, newline="") as f:
-        rows = list(csv.DictReader(f))
-    edit(rows)
-    path = tmp_path / "rows.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return path
+    return shipped_rows_copy(tmp_path, edit)
 
 
 def _all_false(rows):

@@ -21,6 +21,7 @@ from gradprobe.tasks import task_data_files
 from gradprobe.training.errors import RunConfigMismatchError
 from gradprobe.training.plan import parse_plan
 from gradprobe.training.run import run_training
+from helpers_rollout import one_thread
 from helpers_training import tiny_plan
 
 
@@ -29,14 +30,7 @@ def _rows(shift: int = 0) -> str:
                    for a in range(1, 6) for b in range(2, 8))
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
 
 def _plan(tmp_path: Path, data: Path) -> Path:

@@ -14,11 +14,10 @@ import pytest
 from gradprobe.tasks import task_data_files, task_data_identity
 from gradprobe.training import run as run_module
 from gradprobe.training.errors import DamagedRunFolderError, RunConfigMismatchError
-from gradprobe.training.plan import parse_plan
 from gradprobe.training.run import run_training
 
 from helpers_rollout import one_thread
-from helpers_training import Killed, tiny_plan, train_tiny
+from helpers_training import killed_run, tiny_plan, train_tiny
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
@@ -34,19 +33,8 @@ def _sha(path: Path) -> str:
 
 
 def _killed(out: Path, spec: str):
-    """Arm grpo of the tiny plan on task ``spec`` (2 updates, a checkpoint after each), stopped after update 1's
-    checkpoint; returns the run's config, to resume it."""
-    run = parse_plan(tiny_plan(task={"name": spec, "pool": 8, "config": None}, budget={"updates": 2},
-                               train={"checkpoint_every": 1}, eval={"sampled": False})).arm("grpo")
-
-    def kill(update):
-        if update == 1:
-            raise Killed
-
-    with pytest.raises(Killed):
-        run_training(run, out, after_update=kill)
-    assert json.loads((out / "checkpoint.json").read_text())["update"] == 1
-    return run
+    """Arm grpo of the tiny plan on task ``spec``, stopped after update 1's checkpoint (:func:`killed_run`)."""
+    return killed_run(out, task={"name": spec, "pool": 8, "config": None})
 
 
 def _refused(run, out: Path, error) -> str:
