@@ -73,7 +73,7 @@ def _reads(result: dict, axes: list[str]) -> list[str]:
                      + ("; refused (gap wider than promised): " + "; ".join(
                          f"{arm} seeds {','.join(map(str, s))}" for arm, s in refused.items()) if refused else ""))
         if m.get("overshoot_fraction_max", 0.0) > OVERSHOOT_NOTE:
-            lines.append(f"  note: the runs are matched on {a} only to within {m['overshoot_fraction_max']:.0%} of the "
+            lines.append(f"  note: the runs are matched on {a} only to within {m['overshoot_fraction_max']:.1%} of the "
                          "budget (a run stops before the first update that would start with its budget spent, so an "
                          "arm with costlier updates ends further past it); to match closer, raise the budget or make "
                          "an update a smaller share of it (fewer prompts per batch)")

@@ -35,6 +35,14 @@ def test_an_overshoot_past_a_tenth_of_the_budget_gets_a_note():
     m["overshoot_fraction_max"] = 0.27
     assert "runs ended 0.1%-27.0% past it" in _lines(result, "flops = 2.2e+12")[0]
     assert _lines(result, "note: the runs are matched") == [
-        "  note: the runs are matched on flops only to within 27% of the budget (a run stops before the first update "
+        "  note: the runs are matched on flops only to within 27.0% of the budget (a run stops before the first update "
         "that would start with its budget spent, so an arm with costlier updates ends further past it); to match "
         "closer, raise the budget or make an update a smaller share of it (fewer prompts per batch)"]
+
+
+def test_the_note_gives_the_overshoot_to_a_tenth_of_a_percent():
+    """It said "only to within 10% of the budget" at 10.1%, just past the 10% that calls the note."""
+    result = json.loads((ROOT / "data" / "study_tiny_replicate2_heldout4k" / "analysis.json").read_text())
+    assert round(result["matched"]["generated_tokens"]["overshoot_fraction_max"], 3) == 0.101
+    assert _lines(result, "note: the runs are matched")[0].startswith(
+        "  note: the runs are matched on generated_tokens only to within 10.1% of the budget (")
