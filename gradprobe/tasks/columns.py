@@ -6,7 +6,7 @@ answer. Everything here is re-exported by :mod:`gradprobe.tasks.dataset`."""
 from __future__ import annotations
 
 from gradprobe.tasks.base import TaskConfigError, TaskNotFoundError, parse_task_config
-from gradprobe.tasks.verify import last_boxed, numeric_gold
+from gradprobe.tasks.verify import drop_thousands_separators, last_boxed, numeric_gold
 
 __all__ = ["PromptText", "VERIFIERS", "MAPPING_KEYS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec",
            "resolve_mapping", "read_prompt", "gold_answer", "read_gold"]
@@ -144,7 +144,8 @@ def gold_answer(value, verifier) -> str | None:
 
 def read_gold(value, verifier) -> tuple[str | None, str]:
     """``(gold, why)``: the gold answer of a row's answer cell under ``verifier``, or ``(None, why)`` for a
-    malformed row. ``hash`` keeps the text after the last ``####``, drops thousands commas and reads its one
+    malformed row. ``hash`` keeps the text after the last ``####``, drops thousands separators
+    (:func:`gradprobe.tasks.verify.drop_thousands_separators`: ``"1,200"``, not ``"1,5"``) and reads its one
     number by the completion's rule (:func:`gradprobe.tasks.verify.numeric_gold`: ``"13 apples"`` -> ``"13"``)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
@@ -153,7 +154,7 @@ def read_gold(value, verifier) -> tuple[str | None, str]:
     if verifier == "hash":
         if "####" in value:
             value = value.rsplit("####", 1)[1]
-        return numeric_gold(value.strip().replace(",", ""))
+        return numeric_gold(drop_thousands_separators(value.strip()))
     if verifier == "boxed":
         return last_boxed(value) or value.strip(), ""
     return value.strip(), ""

@@ -42,7 +42,7 @@ import numpy as np
 from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
                                   decoded_rows, drop_train_prompts, no_rows_error, relative_note,
                                   removed_heldout_note, warn_repeated_train_prompts)
-from gradprobe.tasks.verify import numeric_gold
+from gradprobe.tasks.verify import drop_thousands_separators, numeric_gold
 
 __all__ = ["GSM8KTask", "gold_from_solution"]
 
@@ -52,7 +52,8 @@ _SPLIT_SEED = 20240101  # fixed: the single-file train/heldout split never moves
 
 
 def gold_from_solution(solution: str) -> str | None:
-    """Gold answer of a GSM8K solution: text after the last ``####``, commas removed.
+    """Gold answer of a GSM8K solution: text after the last ``####``, thousands separators removed (``"1,5"`` is kept:
+    :func:`gradprobe.tasks.verify.drop_thousands_separators`).
 
     Parameters
     ----------
@@ -66,7 +67,7 @@ def gold_from_solution(solution: str) -> str | None:
     """
     if not isinstance(solution, str) or "####" not in solution:
         return None
-    gold = solution.rsplit("####", 1)[1].strip().replace(",", "")
+    gold = drop_thousands_separators(solution.rsplit("####", 1)[1].strip())
     return gold or None
 
 

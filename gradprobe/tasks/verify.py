@@ -26,8 +26,10 @@ text ``"13"``; ``"$13"``, ``"13%"`` and ``"13.0"`` are kept and read as 13), so 
 ``#### 13 apples`` all score 1 against each of them, as in the
 GSM8K ``####`` convention (lm-evaluation-harness reads the number after ``####`` in the gold and in the
 completion with one pattern; math-verify parses both with one parser). A gold holding LaTeX is kept as written
-(math-verify decides); a gold holding no number, or several (``"3:30"``, ``"1 and 2"``: which one is the answer
-is ambiguous), is refused at load (the row is malformed; ``verifier=exact`` compares text instead).
+(math-verify decides); a gold holding no number is refused at load (the row is malformed; ``verifier=exact``
+compares text instead), and one holding several (``"3:30"``, ``"1 and 2"``, ``"1,5"``: which one is the answer is
+ambiguous) is kept as written and compared as text. Only commas between groups of three digits are thousands
+separators, in a gold as in a completion (:func:`drop_thousands_separators`).
 
 Comparison (:func:`answers_match`) is exact, never partial credit:
 
@@ -59,13 +61,14 @@ import threading
 from fractions import Fraction
 
 __all__ = ["extract_answer", "normalize_number", "answers_match", "looks_like_latex", "holds_number", "last_boxed",
-           "normalize_text", "math_verify_match", "numeric_gold", "ANSWER_MARKER"]
+           "normalize_text", "math_verify_match", "numeric_gold", "drop_thousands_separators", "ANSWER_MARKER"]
 
 #: the final-answer marker of GSM8K-style completions (``#### 42``): four or more ``#``
 ANSWER_MARKER = re.compile(r"#{4,}")
 _NUM = r"-?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
 _TOKEN = re.compile(rf"(?<![\d.])({_NUM})(?:/({_NUM}))?")
 _FULL = re.compile(rf"\s*({_NUM})(?:/({_NUM}))?\s*")
+_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
 _FRAC = re.compile(r"\\[dt]?frac\s*\{\s*([^{}]*?)\s*\}\s*\{\s*([^{}]*?)\s*\}")
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox|mathbf)\s*\{([^{}]*)\}")
 _DROP = (
@@ -240,6 +243,22 @@ def holds_number(s: str | None) -> bool:
     if not s or not s.strip():
         return False
     return normalize_number(s) is not None or looks_like_latex(s)
+
+
+def drop_thousands_separators(s: str) -> str:
+    """``s`` with the commas of its thousands-separated numbers removed (``"1,200"`` -> ``"1200"``), and no other.
+
+    A gold answer is read by the completion's rule (module docstring), which takes a comma as a thousands
+    separator only between groups of three digits. Dropping every comma made a gold ``"1,5"`` the number 15,
+    which a completion answering ``#### 1,5`` (read as 1, then 5) never matched; such a gold is now kept as
+    written and compared as text, like any gold of several numbers (:func:`numeric_gold`).
+
+    Examples
+    --------
+    >>> drop_thousands_separators("1,234,567.5"), drop_thousands_separators("1,5"), drop_thousands_separators("1,2345")
+    ('1234567.5', '1,5', '1,2345')
+    """
+    return _THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), s)
 
 
 def numeric_gold(s: str | None) -> tuple[str | None, str]:

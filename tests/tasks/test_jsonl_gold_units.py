@@ -54,3 +54,17 @@ def test_numeric_gold_rule():
     assert numeric_gold("3/4 cup") == ("0.75", "") and numeric_gold("3/4") == ("3/4", "")
     assert numeric_gold("\\sqrt{2}") == ("\\sqrt{2}", "")  # LaTeX: math-verify decides
     assert numeric_gold("twelve")[0] is None and "no number" in numeric_gold("twelve")[1]
+
+
+@pytest.mark.parametrize("gold, stored", [("1,5", "1,5"), ("1,50", "1,50"), ("1234,567", "1234,567"),
+                                          ("1,200", "1200"), ("-12,345,678.5", "-12345678.5")])
+def test_gold_comma_is_a_thousands_separator_only_between_groups_of_three(tmp_path, gold, stored):
+    """Every comma used to be dropped from a gold, so "1,5" became 15, which no completion matched: "#### 1,5" is read
+    as 1 (then 5) and "#### 15" was the only answer scored 1. A comma is now read as in a completion."""
+    rows = [{"question": f"q{i}", "answer": gold} for i in range(5)]
+    task = load_task(f"jsonl:{_jsonl(tmp_path / 'c.jsonl', rows)}")
+    gsm = GSM8KTask(_jsonl(tmp_path / "g.jsonl", [{"question": f"q{i}", "answer": f"x\n#### {gold}"} for i in range(5)]))
+    for t in (task, gsm):
+        p = t.split_rows("train")[0]
+        assert p.answer == stored and t.score(f"#### {gold}", p) == 1.0
+        assert t.score(f"#### {gold.replace(',', '')}", p) == (1.0 if stored == gold.replace(",", "") else 0.0)
