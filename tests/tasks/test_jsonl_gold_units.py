@@ -63,7 +63,8 @@ def test_gold_comma_is_a_thousands_separator_only_between_groups_of_three(tmp_pa
     as 1 (then 5) and "#### 15" was the only answer scored 1. A comma is now read as in a completion."""
     rows = [{"question": f"q{i}", "answer": gold} for i in range(5)]
     task = load_task(f"jsonl:{_jsonl(tmp_path / 'c.jsonl', rows)}")
-    gsm = GSM8KTask(_jsonl(tmp_path / "g.jsonl", [{"question": f"q{i}", "answer": f"x\n#### {gold}"} for i in range(5)]))
+    gsm_rows = [{"question": f"q{i}", "answer": f"x\n#### {gold}"} for i in range(5)]
+    gsm = GSM8KTask(_jsonl(tmp_path / "g.jsonl", gsm_rows))
     for t in (task, gsm):
         p = t.split_rows("train")[0]
         assert p.answer == stored and t.score(f"#### {gold}", p) == 1.0
