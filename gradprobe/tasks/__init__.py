@@ -168,12 +168,16 @@ def task_data_files(spec: str) -> dict[str, Path]:
     Returns
     -------
     dict of str -> Path
-        Empty for a task read from no local file: a generated task (``chain_sum``, any reasoning-gym name), the hub
-        (``gsm8k``, ``hf:NAME``), or a spec :func:`load_task` refuses (its own error names the problem). Never
-        raises."""
+        ``hf:FOLDER`` naming a local folder (``datasets.load_dataset`` reads it) -> every file under it that is
+        not hidden, ``{"SPEC [RELATIVE/PATH]": ...}`` (its ``README.md`` too: a dataset card's ``configs`` can say
+        which files are read); :func:`_local_hf_files`. Empty for a task read from no local file: a generated
+        task (``chain_sum``, any reasoning-gym name), the hub (``gsm8k``, ``hf:NAME`` not naming a local folder),
+        or a spec :func:`load_task` refuses (its own error names the problem). Never raises."""
     if not isinstance(spec, str):
         return {}
     spec = spec.strip()
+    if spec.startswith("hf:"):
+        return _local_hf_files(spec)
     if spec.startswith("jsonl:"):
         try:
             path = parse_dataset_spec(spec)[1]
@@ -189,6 +193,23 @@ def task_data_files(spec: str) -> dict[str, Path]:
     if not source.is_dir():
         return {spec: source}
     return {f"{spec} [{name}]": source / name for name in _FOLDER_FILES if (source / name).is_file()}
+
+
+def _local_hf_files(spec: str) -> dict[str, Path]:
+    """The files of ``hf:FOLDER`` when FOLDER is a local folder, as ``datasets.load_dataset`` would look for it
+    (relative to the working directory), else ``{}`` (the hub). Files and folders whose name starts with ``.`` or
+    ``__`` are left out, as ``datasets`` leaves them out of a folder's data files (``.git``, ``.DS_Store``,
+    ``__pycache__``). Never raises."""
+    try:
+        source = parse_dataset_spec(spec)[1]
+        folder = Path(source).resolve()
+        if not folder.is_dir():
+            return {}
+        files = sorted(p for p in folder.rglob("*") if p.is_file()
+                       and not any(part.startswith((".", "__")) for part in p.relative_to(folder).parts))
+    except (ValueError, OSError):  # a malformed spec (load_task names it) or an unreadable folder
+        return {}
+    return {f"{spec} [{p.relative_to(folder).as_posix()}]": p for p in files}
 
 
 def file_sha256(path, chunk: int = 1 << 20) -> str:
