@@ -167,6 +167,26 @@ def prepare_output_dir(out: Path) -> Path:
     return out
 
 
+def _umask() -> int:
+    """The process's umask, read from ``/proc/self/status`` (Linux) without changing it; elsewhere by setting and
+    restoring it (``os.umask``)."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            return int(next(x for x in fh if x.startswith("Umask:")).split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def give_umask_mode(path) -> None:
+    """Give the file ``path`` the mode a file written by ``open()`` gets: 0666 less the umask (0644 under the usual
+    umask 022). safetensors writes through a private temporary file, mode 0600, so a run's weights, a checkpoint's
+    ``model.safetensors`` or a saved direction could not be read by another user who could read the JSON files
+    beside them (``gradprobe probe --checkpoints`` on a colleague's run). Raises OSError when ``path`` cannot be
+    changed (the caller's writer names it)."""
+    os.chmod(path, 0o666 & ~_umask())
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path.tmp``, fsync, ``os.replace`` onto ``path`` (the one atomic writer).
 

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from ..logprobs import token_logprobs
+from ..outputs import give_umask_mode
 from .alignment import DirectionMismatchError, check_direction, gradient_buffer, trainable_parameters
 from .references import reward_gradient
 
@@ -148,6 +149,7 @@ def save_direction(direction: dict[str, Tensor], path: str | os.PathLike, *,
 
     tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in direction.items()}
     save_file(tensors, os.fspath(path), metadata={"format": "gradprobe-direction", **(metadata or {})})
+    give_umask_mode(path)  # safetensors wrote it 0600
 
 
 def load_direction(path: str | os.PathLike, model) -> dict[str, Tensor]:

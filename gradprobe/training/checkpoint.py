@@ -30,7 +30,7 @@ import torch
 # the run folder's generic writes live in gradprobe.outputs; prepare_output_dir and removed_if_left_empty
 # are re-exported here for callers of the earlier location
 from ..layout import CHECKPOINT_POINTER, WEIGHTS_DIR
-from ..outputs import (OutputDirError, error_text, output_error, prepare_output_dir,  # noqa: F401
+from ..outputs import (OutputDirError, error_text, give_umask_mode, output_error, prepare_output_dir,  # noqa: F401
                        removed_if_left_empty, write_json_atomic)
 from .errors import DamagedRunFolderError
 
@@ -46,6 +46,7 @@ def _save_model(model, path: Path) -> None:
     from safetensors.torch import save_model
 
     save_model(model, str(path))
+    give_umask_mode(path)  # safetensors wrote it 0600
 
 
 def _fsync_dir(path: Path) -> None:
