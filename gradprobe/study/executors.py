@@ -25,7 +25,8 @@ from concurrent.futures.process import BrokenProcessPool
 from .folder import StudyError
 from .worker import execute_task, worker_init
 
-__all__ = ["EXECUTORS", "STOP_GRACE_SECONDS", "POLL_SECONDS", "default_workers", "run_tasks"]
+__all__ = ["EXECUTORS", "STOP_GRACE_SECONDS", "POLL_SECONDS", "default_workers", "run_tasks", "usable_cores",
+           "worker_threads"]
 
 #: seconds a stopped worker gets to exit after SIGTERM before it is killed (SIGKILL)
 STOP_GRACE_SECONDS = 20.0
@@ -35,9 +36,31 @@ STOP_GRACE_SECONDS = 20.0
 POLL_SECONDS = 0.5
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (``os.sched_getaffinity``: a container's or ``taskset``'s limit, where
+    ``os.cpu_count`` gives the machine's), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return max(1, os.cpu_count() or 1)
+
+
 def default_workers(n_tasks: int) -> int:
-    """min(tasks, CPU cores), at least 1."""
-    return max(1, min(int(n_tasks), os.cpu_count() or 1))
+    """min(tasks, usable CPU cores (:func:`usable_cores`)), at least 1."""
+    return max(1, min(int(n_tasks), usable_cores()))
+
+
+def worker_threads(n_workers: int, environ=None) -> tuple[int, str]:
+    """``(threads, why)``: the torch threads each of ``n_workers`` workers gets, and where that number came from.
+
+    ``OMP_NUM_THREADS`` set to a whole number of at least 1 is kept (``why`` ``"OMP_NUM_THREADS"``): a user who
+    set it, as torch's own setting, was overridden before. Otherwise the usable cores are shared,
+    ``max(1, cores // n_workers)`` (``why`` ``"cores // workers"``). A value torch would not read as one number
+    (``"4,2"``, ``"x"``) is ignored here too. ``environ``: the environment (default ``os.environ``)."""
+    value = str((os.environ if environ is None else environ).get("OMP_NUM_THREADS", "")).strip()
+    if value.isdigit() and int(value) >= 1:
+        return int(value), "OMP_NUM_THREADS"
+    return max(1, usable_cores() // max(1, int(n_workers))), "cores // workers"
 
 
 def _failed(task: dict, error: str) -> dict:

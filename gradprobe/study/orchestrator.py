@@ -54,7 +54,6 @@ KeyboardInterrupt); ``study.json`` then records ``terminated (SIGTERM)`` and the
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -67,7 +66,7 @@ from ..tracking import require_tracker
 from ..training.plan import Plan, load_plan
 from .analysis import analyze as run_analysis
 from .collect import FinishedRunFiles, check_finished_runs, write_eval_items, write_runs_csv
-from .executors import EXECUTORS, default_workers, run_tasks
+from .executors import EXECUTORS, default_workers, run_tasks, worker_threads
 from .folder import FolderLock, StudyError, now, refuse_other_output, run_status
 from .freeze import check_reward_plugins, check_task_data, freeze_plan
 from .invocations import Invocation
@@ -342,9 +341,10 @@ def _dispatch(tasks: list[dict], plan: Plan, study: dict, out: Path, entries: di
     n_runs = sum(t["kind"] == "train" for t in tasks)
     total = len(plan.runs())
     n_workers = opts.workers or default_workers(max(1, n_runs))
-    threads = max(1, (os.cpu_count() or 1) // n_workers)
+    threads, why = worker_threads(n_workers)
     say(f"{n_runs} runs to do{' + the probe' if len(tasks) > n_runs else ''} on executor {opts.executor} "
-        f"({n_workers} workers x {threads} threads)" if opts.executor != "inline" else f"{len(tasks)} tasks inline")
+        f"({n_workers} workers x {threads} threads, {why})" if opts.executor != "inline"
+        else f"{len(tasks)} tasks inline")
     stopped: list[int] = []
     results = run_tasks(opts.executor, tasks, workers=n_workers, threads=threads, ray_address=opts.ray_address,
                         say=say, stopped=stopped)

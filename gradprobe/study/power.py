@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 
+from .executors import default_workers
 from .stats import min_seeds_for_floor
 from .reading import (AnalysisError, _item_index, _item_lines, _load_plan, _runs, finished_study, initial_reads,
                       items_at, load_runs, matched_budgets, read_runs)
@@ -323,7 +323,7 @@ def power_analysis(plan, pilot_dir=None, *, workers: int | None = None, heldout_
     sizes = sorted({plan.heldout.prompts, *(heldout_sizes or [n0, 2 * n0, 4 * n0])}) if index else [n0]
     secs, eval_secs = _run_seconds(pilot)
     mean_secs = float(np.mean(list(secs.values()))) if secs else math.nan
-    workers = workers or max(1, min(len(plan.arms) * len(plan.seeds), os.cpu_count() or 1))
+    workers = workers or default_workers(len(plan.arms) * len(plan.seeds))
     floor = min_seeds_for_floor(spec.alpha, "two-sided" if spec.alternative == "two-sided" else "greater")
     kw = {"min_effect": spec.min_effect, "alpha": spec.alpha, "power": spec.power, "alternative": spec.alternative}
     rows, skipped = [], []
