@@ -477,22 +477,24 @@ def _alive(pid: int) -> bool:
 
 def _remove_dead_leftovers(target: Path) -> list[Path]:
     """Remove the ``.<name>.tmp-<pid>-<hex>`` folders beside ``target`` whose process no longer runs (a build
-    killed by SIGKILL leaves one: no cleanup ran); logs one warning per folder removed and returns them. A folder
-    whose process is alive (another build, or one this process is running) is never touched."""
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.tmp-([0-9]{{1,10}})-[0-9a-f]+")
+    killed by SIGKILL leaves one: no cleanup ran), and the ``.<name>.old-<pid>-<hex>`` ones (an earlier build that
+    :func:`_install` was replacing when it was killed); logs one warning per folder removed and returns them. A
+    folder whose process is alive (another build, or one this process is running) is never touched."""
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.(tmp|old)-([0-9]{{1,10}})-[0-9a-f]+")
     removed = []
     for path in sorted(target.parent.iterdir()):
         match = pattern.fullmatch(path.name)
         if match is None or not path.is_dir() or path.is_symlink():
             continue
-        pid = int(match.group(1))
+        pid = int(match.group(2))
         if pid <= 0 or pid == os.getpid() or _alive(pid):
             continue
         shutil.rmtree(path, ignore_errors=True)
         if not path.exists():
             removed.append(path)
-            log.warning("removed %s: an unfinished tier build left by process %d, which no longer runs "
-                        "(it was killed mid-build)", path, pid)
+            log.warning("removed %s: %s left by process %d, which no longer runs (it was killed mid-build)", path,
+                        "an unfinished tier build" if match.group(1) == "tmp" else "an earlier build it was replacing",
+                        pid)
     return removed
 
 
@@ -501,7 +503,7 @@ def _install(tmp: Path, target: Path) -> None:
     if not target.exists():
         os.rename(tmp, target)
         return
-    old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+    old = target.parent / f".{target.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"  # a kill leaves it: removed
     os.rename(target, old)
     try:
         os.rename(tmp, target)

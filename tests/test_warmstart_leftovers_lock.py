@@ -279,3 +279,24 @@ def test_model_safetensors_gets_the_umask_mode_of_the_other_files(tmp_path, monk
         os.umask(old)
     modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (tmp_path / "tier").iterdir()}
     assert modes == {"config.json": "0o640", "model.safetensors": "0o640", "warmstart.json": "0o640"}
+
+
+def test_an_earlier_build_left_by_a_killed_install_is_removed(tmp_path, caplog):
+    """_install renames the earlier build to ``.NAME.old-PID-HEX`` before putting the new one in place; a kill before
+    its removal left it beside the tier forever (it had no pid to tell a dead installer from a live one)."""
+    dead = _dead_pid()
+    old = tmp_path / f".t.old-{dead}-0123abcd"
+    (old / "sub").mkdir(parents=True)
+    live = tmp_path / f".t.old-{os.getpid()}-0123abcd"
+    live.mkdir()
+    with caplog.at_level("WARNING", logger="gradprobe.warmstart"):
+        assert warmstart._remove_dead_leftovers(tmp_path / "t") == [old]
+    assert not old.exists() and live.is_dir()
+    assert caplog.messages == [f"removed {old}: an earlier build it was replacing left by process {dead}, which no "
+                               "longer runs (it was killed mid-build)"]
+    target, tmp = tmp_path / "u", tmp_path / ".u.tmp"
+    target.mkdir()
+    tmp.mkdir()
+    (tmp / "new").write_text("x")
+    warmstart._install(tmp, target)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".u")] == [] and (target / "new").is_file()
