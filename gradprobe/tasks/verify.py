@@ -290,10 +290,13 @@ def numeric_gold(s: str | None) -> tuple[str | None, str]:
         return None, "is blank"
     if looks_like_latex(s) or _single_number(s) is not None:  # LaTeX, or one number as answers_match reads it
         return s.strip(), ""
-    tokens = list(_TOKEN.finditer(_clean(s)))
+    cleaned = _clean(s)
+    tokens = list(_TOKEN.finditer(cleaned))
     if not tokens:
         return None, f"({s.strip()[:40]!r}) holds no number"
-    if len(tokens) > 1:  # a time 3:30, a mixed number 3 1/2, a spaced 1 000: kept, compared as written
+    if len(tokens) > 1 or re.match(r"[.,]?\d", cleaned[tokens[0].end():]):
+        # a time 3:30, a mixed number 3 1/2, a spaced 1 000, or a token that is not the whole number ("1,2345" read
+        # as 1,234 then a 5; "1.2.3"): kept, compared as written
         return s.strip(), ""
     value = _to_fraction(tokens[0].group(1), tokens[0].group(2))
     if value is None:

@@ -57,6 +57,7 @@ def test_numeric_gold_rule():
 
 
 @pytest.mark.parametrize("gold, stored", [("1,5", "1,5"), ("1,50", "1,50"), ("1234,567", "1234,567"),
+                                          ("1,2345", "1,2345"), ("1.2.3", "1.2.3"), ("12,3456 m", "12,3456 m"),
                                           ("1,200", "1200"), ("-12,345,678.5", "-12345678.5")])
 def test_gold_comma_is_a_thousands_separator_only_between_groups_of_three(tmp_path, gold, stored):
     """Every comma used to be dropped from a gold, so "1,5" became 15, which no completion matched: "#### 1,5" is read
