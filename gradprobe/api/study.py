@@ -253,7 +253,8 @@ class Study:
         executor : {"local", "ray", "inline"}
             ``local``: a process pool; ``ray``: one Ray task per run; ``inline``: serially here.
         workers : int, optional
-            Parallel runs (default ``min(runs, cpu cores)``).
+            Parallel runs (default ``min(runs, usable cores)``; threads per run:
+            :func:`gradprobe.study.executors.worker_threads`).
         probe, analyze, restart : bool
             As ``gradprobe study`` without ``--no-probe`` / ``--no-analysis``, with ``--restart``.
         quiet : bool

@@ -34,7 +34,8 @@ def add_study_parser(subparsers) -> None:
     p.add_argument("--executor", choices=list(EXECUTOR_NAMES), default="local",
                    help="local: process pool; ray: one Ray task per run; inline: serially in this process")
     p.add_argument("--workers", type=int, default=None,
-                   help="parallel runs (default: min(runs, cpu cores)); each gets max(1, cores // workers) threads")
+                   help="parallel runs (default: min(runs, usable cores)); each gets OMP_NUM_THREADS torch threads "
+                        "where it is set (at most the usable cores), else max(1, usable cores // workers)")
     p.add_argument("--ray-address", default=None, help="Ray cluster address (default: a local ray.init())")
     p.add_argument("--no-probe", action="store_true", help="skip the probe of the arms' rewards")
     p.add_argument("--no-analysis", action="store_true", help="only run; analyse later with --analyze-only")

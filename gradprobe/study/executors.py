@@ -54,13 +54,18 @@ def worker_threads(n_workers: int, environ=None) -> tuple[int, str]:
     """``(threads, why)``: the torch threads each of ``n_workers`` workers gets, and where that number came from.
 
     ``OMP_NUM_THREADS`` set to a whole number of at least 1 is kept (``why`` ``"OMP_NUM_THREADS"``): a user who
-    set it, as torch's own setting, was overridden before. Otherwise the usable cores are shared,
-    ``max(1, cores // n_workers)`` (``why`` ``"cores // workers"``). A value torch would not read as one number
-    (``"4,2"``, ``"x"``) is ignored here too. ``environ``: the environment (default ``os.environ``)."""
+    set it, as torch's own setting, was overridden before. It is capped at the usable cores (``why`` then says
+    so): Ray gives each run that many ``num_cpus``, and a local ``ray.init()`` would wait forever for a task that
+    asks for more CPUs than it has. Otherwise the usable cores are shared, ``max(1, cores // n_workers)``
+    (``why`` ``"cores // workers"``). A value torch would not read as one number (``"4,2"``, ``"x"``) is ignored
+    here too. ``environ``: the environment (default ``os.environ``)."""
     value = str((os.environ if environ is None else environ).get("OMP_NUM_THREADS", "")).strip()
+    cores = usable_cores()
     if value.isdigit() and int(value) >= 1:
+        if int(value) > cores:
+            return cores, f"OMP_NUM_THREADS={int(value)} capped at the {cores} usable cores"
         return int(value), "OMP_NUM_THREADS"
-    return max(1, usable_cores() // max(1, int(n_workers))), "cores // workers"
+    return max(1, cores // max(1, int(n_workers))), "cores // workers"
 
 
 def _failed(task: dict, error: str) -> dict:

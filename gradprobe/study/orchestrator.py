@@ -12,7 +12,8 @@
    hashes; the fix is a new ``--out``, or, while no run of the frozen plan has finished,
    ``restart=True`` (``--restart``), which replaces the frozen plan and the partial outputs);
 3. every (arm, seed) run goes to an executor (:mod:`gradprobe.study.executors`): a local process
-   pool (``spawn`` context, each worker with ``max(1, cores // workers)`` torch threads), Ray (one
+   pool (``spawn`` context, each worker with the torch threads of
+   :func:`~gradprobe.study.executors.worker_threads`), Ray (one
    remote task per run with that many ``num_cpus``; on a multi-machine cluster ``DIR`` must be on a
    file system every node mounts at the same path), or ``inline`` (this process, serially;
    debugging and tests). Each run is :func:`gradprobe.training.run.run_training` in
@@ -107,8 +108,9 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
         ``local``: process pool (spawn) of ``workers`` processes; ``ray``: one Ray task per
         run (``ray_address`` or a local ``ray.init()``); ``inline``: serially in this process.
     workers : int, optional
-        Parallel runs (default ``min(runs, cpu cores)``); each gets ``max(1, cores // workers)``
-        torch threads (Ray: that many ``num_cpus``).
+        Parallel runs (default ``min(runs, usable cores)``); each gets ``OMP_NUM_THREADS`` torch threads where
+        it is set (at most the usable cores), else ``max(1, usable cores // workers)``
+        (:func:`~gradprobe.study.executors.worker_threads`; Ray: that many ``num_cpus``).
     probe : bool
         Run the probe of every arm's reward on the initial policy (skipped if ``probe.json`` exists).
     probe_overrides : dict, optional

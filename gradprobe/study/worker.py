@@ -77,7 +77,8 @@ def worker_init(threads: int, parent_pid: int | None) -> None:
     Parameters
     ----------
     threads : int
-        Torch intra-op threads (at least 1): the study gives each of its workers ``cores // workers``.
+        Torch intra-op threads (at least 1): the study gives each of its workers
+        :func:`gradprobe.study.executors.worker_threads`.
     parent_pid : int or None
         The study process, for a pool worker: SIGINT is then ignored (a terminal's Ctrl-C reaches the
         whole process group; the study process decides what stops) and the worker exits when that

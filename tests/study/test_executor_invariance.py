@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import os
 
 import pytest
 
@@ -44,8 +43,8 @@ def _items(out) -> list[dict]:
 def test_inline_and_local_pool_give_the_same_runs(tmp_path, monkeypatch):
     plan = write_plan(tmp_path, PLAN)
     inline = run_study(plan, tmp_path / "inline", executor="inline", probe=False, analyze=False, check=False)
-    # two workers of one torch thread each, as the inline runs have, whatever this machine's core count
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    # two workers of one torch thread each, as the inline runs have (one_thread), whatever this machine's core count
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     local = run_study(plan, tmp_path / "local", executor="local", workers=2, probe=False, analyze=False, check=False)
     assert inline.ok and local.ok, (inline.summary(), local.summary())
     a, b = _rows(tmp_path / "inline"), _rows(tmp_path / "local")

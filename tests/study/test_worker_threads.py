@@ -26,7 +26,9 @@ def test_usable_cores_follow_the_affinity(eight_of_sixty_four_cores):
     ({}, 2, (4, "cores // workers")), ({}, 16, (1, "cores // workers")),
     ({"OMP_NUM_THREADS": "1"}, 2, (1, "OMP_NUM_THREADS")), ({"OMP_NUM_THREADS": " 3 "}, 8, (3, "OMP_NUM_THREADS")),
     ({"OMP_NUM_THREADS": "0"}, 2, (4, "cores // workers")), ({"OMP_NUM_THREADS": "4,2"}, 2, (4, "cores // workers")),
-    ({"OMP_NUM_THREADS": "x"}, 4, (2, "cores // workers")), ({"OMP_NUM_THREADS": ""}, 1, (8, "cores // workers"))])
+    ({"OMP_NUM_THREADS": "x"}, 4, (2, "cores // workers")), ({"OMP_NUM_THREADS": ""}, 1, (8, "cores // workers")),
+    ({"OMP_NUM_THREADS": "8"}, 2, (8, "OMP_NUM_THREADS")),
+    ({"OMP_NUM_THREADS": "16"}, 1, (8, "OMP_NUM_THREADS=16 capped at the 8 usable cores"))])
 def test_worker_threads(eight_of_sixty_four_cores, env, workers, expected):
     assert worker_threads(workers, env) == expected
 
