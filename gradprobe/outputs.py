@@ -179,12 +179,13 @@ def _umask() -> int:
 
 
 def give_umask_mode(path) -> None:
-    """Give the file ``path`` the mode a file written by ``open()`` gets: 0666 less the umask (0644 under the usual
-    umask 022). safetensors writes through a private temporary file, mode 0600, so a run's weights, a checkpoint's
-    ``model.safetensors`` or a saved direction could not be read by another user who could read the JSON files
-    beside them (``gradprobe probe --checkpoints`` on a colleague's run). Raises OSError when ``path`` cannot be
-    changed (the caller's writer names it)."""
-    os.chmod(path, 0o666 & ~_umask())
+    """Give the file ``path`` mode 0666 less the umask (0644 under the usual umask 022: what ``open()`` gives a new
+    file where no default ACL applies). safetensors writes through a private temporary file, mode 0600, so a run's
+    weights, a checkpoint's ``model.safetensors`` or a saved direction could not be read by another user who could
+    read the JSON files beside them (``gradprobe probe --checkpoints`` on a colleague's run). A file system that
+    refuses ``chmod`` (vfat, some FUSE mounts) keeps the file as written: never raises."""
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o666 & ~_umask())
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
