@@ -390,7 +390,7 @@ def check_task_data(plan: Plan, out: Path, study: dict) -> dict:
     """
     spec = plan.task.name
     current = task_data_identity(spec)
-    if not current:
+    if not current and not study.get(TASK_DATA):  # recorded but none now: hf:FOLDER from another directory, refused
         return study
     sj = out / STUDY_JSON
     if TASK_DATA not in study:
@@ -413,7 +413,8 @@ def check_task_data(plan: Plan, out: Path, study: dict) -> dict:
     if (all((out / run_dir("", a, s)).resolve() in done for a, s in plan.runs())
             and not pending_probes(plan, out / "probe")):
         return study  # every run and probe finished: nothing more reads the data
-    if not _read_data_yet(plan, out) and current != recorded and all(v["sha256"] for v in current.values()):
+    if (not _read_data_yet(plan, out) and current and current != recorded
+            and all(v["sha256"] for v in current.values())):
         print(f"note: the data of task {spec!r} changed since {out} was started, before any run or probe read it; "
               "recording the data it reads now", file=sys.stderr, flush=True)
         study[TASK_DATA] = current

@@ -164,10 +164,10 @@ def _other_task_data(spec: str, cfg: dict, now: dict) -> str | None:
     """Why a source run's ``config.json`` (``cfg``) may have read other data than the task ``spec`` reads now
     (``now``, :func:`gradprobe.tasks.task_data_identity`): its recorded ``task_data`` differs in content (the same
     content at another path is the same data), is damaged, or was not recorded (a run made before gradprobe recorded
-    it); None when it read the same data or the task reads no file."""
-    if not now:
-        return None
+    it); None when it read the same data or neither reads a file."""
     then = cfg.get(TASK_DATA)
+    if not now and not then:
+        return None
     if then is None:
         return ("its task data was not recorded (made before gradprobe recorded a task's data files), so whether it "
                 "read this data cannot be told")

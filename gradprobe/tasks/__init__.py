@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from gradprobe.tasks.base import (
@@ -168,11 +169,11 @@ def task_data_files(spec: str) -> dict[str, Path]:
     Returns
     -------
     dict of str -> Path
-        ``hf:FOLDER`` naming a local folder (``datasets.load_dataset`` reads it) -> every file under it that is
-        not hidden, ``{"SPEC [RELATIVE/PATH]": ...}`` (its ``README.md`` too: a dataset card's ``configs`` can say
-        which files are read); :func:`_local_hf_files`. Empty for a task read from no local file: a generated
-        task (``chain_sum``, any reasoning-gym name), the hub (``gsm8k``, ``hf:NAME`` not naming a local folder),
-        or a spec :func:`load_task` refuses (its own error names the problem). Never raises."""
+        ``hf:FOLDER`` naming a local folder (``datasets.load_dataset`` reads it) -> the data files ``datasets``
+        resolves for it, and its ``README.md`` / ``.huggingface.yaml`` (a dataset card's ``configs`` say which files
+        are read), ``{"SPEC [RELATIVE/PATH]": ...}``: :func:`_local_hf_files`. Empty for a task read from no local
+        file: a generated task (``chain_sum``, any reasoning-gym name), the hub (``gsm8k``, ``hf:NAME`` not naming a
+        local folder), or a spec :func:`load_task` refuses (its own error names the problem). Never raises."""
     if not isinstance(spec, str):
         return {}
     spec = spec.strip()
@@ -196,20 +197,39 @@ def task_data_files(spec: str) -> dict[str, Path]:
 
 
 def _local_hf_files(spec: str) -> dict[str, Path]:
-    """The files of ``hf:FOLDER`` when FOLDER is a local folder, as ``datasets.load_dataset`` would look for it
-    (relative to the working directory), else ``{}`` (the hub). Files and folders whose name starts with ``.`` or
-    ``__`` are left out, as ``datasets`` leaves them out of a folder's data files (``.git``, ``.DS_Store``,
-    ``__pycache__``). Never raises."""
+    """The files ``hf:FOLDER[:CONFIG]`` reads when FOLDER is a local folder, as ``datasets.load_dataset`` looks for
+    it (relative to the working directory), else ``{}`` (the hub): the data files ``datasets`` resolves for it
+    (``load_dataset_builder(FOLDER, CONFIG).config.data_files``: a dataset card's ``configs`` may name files in
+    hidden folders or outside FOLDER), and the ``README.md`` and ``.huggingface.yaml`` that choose them. Where
+    ``datasets`` cannot resolve them (not installed, or a folder it refuses: loading it names why), every file under
+    FOLDER except those in a folder whose name starts with ``.`` or ``__`` and those whose own name starts with
+    ``.``. Labels are ``"SPEC [PATH relative to FOLDER]"``. Never raises."""
     try:
-        source = parse_dataset_spec(spec)[1]
+        source, hub_config = parse_dataset_spec(spec)[1:3]
         folder = Path(source).resolve()
         if not folder.is_dir():
             return {}
-        files = sorted(p for p in folder.rglob("*") if p.is_file()
-                       and not any(part.startswith((".", "__")) for part in p.relative_to(folder).parts))
+        files = _datasets_files(folder, hub_config)
+        if files is None:
+            files = {p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")
+                     and not any(part.startswith((".", "__")) for part in p.relative_to(folder).parts[:-1])}
+        files |= {folder / n for n in ("README.md", ".huggingface.yaml") if (folder / n).is_file()}
     except (ValueError, OSError):  # a malformed spec (load_task names it) or an unreadable folder
         return {}
-    return {f"{spec} [{p.relative_to(folder).as_posix()}]": p for p in files}
+    return {f"{spec} [{Path(os.path.relpath(p, folder)).as_posix()}]": p for p in sorted(files)}
+
+
+def _datasets_files(folder: Path, hub_config: str | None) -> set[Path] | None:
+    """The local data files ``datasets`` resolves for the folder ``folder`` (resolved paths), or None when it cannot
+    tell (``datasets`` missing, or any error of its own: the load names it)."""
+    try:
+        import datasets
+
+        builder = datasets.load_dataset_builder(str(folder), hub_config)
+        found = builder.config.data_files or {}
+        return {Path(f).resolve() for split_files in found.values() for f in split_files if "://" not in str(f)}
+    except Exception:  # noqa: BLE001 - datasets raises many kinds of error; loading the task names them
+        return None
 
 
 def file_sha256(path, chunk: int = 1 << 20) -> str:

@@ -321,7 +321,10 @@ class DatasetTask(Task):
         except ImportError as err:
             raise ImportError("hf:NAME needs the 'datasets' package (pip install datasets)") from err
         try:
-            ds = datasets.load_dataset(self.source, self.hub_config, split=split)
+            # a local folder is read anew each time: datasets' cache of it can outlive an edit of its files (with a
+            # README's configs), so a run would train on the old rows while recording the new files' sha256
+            fresh = {"download_mode": "force_redownload"} if Path(self.source).is_dir() else {}
+            ds = datasets.load_dataset(self.source, self.hub_config, split=split, **fresh)
         except ValueError as err:  # an unknown split names the ones there are
             key = "train_split" if split == self.train_split else "heldout_split"
             raise TaskConfigError(f"{self.name}: cannot load split {split!r} ({key}={split!r}): {err}; set {key}= to "

@@ -235,7 +235,7 @@ def check_task_data(out, spec: str, current: dict) -> None:
     """
     out = Path(out)
     cfg = out / CONFIG_JSON
-    if not current or not (out / CHECKPOINT_POINTER).is_file() or not cfg.is_file():
+    if not (out / CHECKPOINT_POINTER).is_file() or not cfg.is_file() or (not current and not _records_data(cfg)):
         return
     try:
         config = json.loads(cfg.read_text())
@@ -243,7 +243,7 @@ def check_task_data(out, spec: str, current: dict) -> None:
     except (UnicodeDecodeError, ValueError, AttributeError) as e:
         raise DamagedRunFolderError(f"{cfg} is damaged ({error_text(e)}); restore it from a copy, or delete {out} "
                                     "to start the run over") from None
-    if TASK_DATA not in config:
+    if TASK_DATA not in config:  # (current is not empty here)
         files = ", ".join(v["file"] for v in current.values())
         print(f"note: {out} was started before gradprobe recorded a task's data files and their sha256, so whether "
               f"task {spec!r} ({files}) reads the data the run started with could not be checked; resuming",
@@ -276,6 +276,15 @@ def task_data_problem(record) -> str | None:
                             "\"sha256\": 64 hex digits}")
 
 
+def _records_data(cfg: Path) -> bool:
+    """Whether the run's ``config.json`` (``cfg``) records task data (a non-empty ``task_data``); False when it cannot
+    be read (the checks that read it next name the damage)."""
+    try:
+        return bool(json.loads(cfg.read_text()).get(TASK_DATA))
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return False
+
+
 def task_data_mismatch(spec: str, then: dict, now: dict, *, started: str = "the run started"
                        ) -> tuple[str, str, bool] | None:
     """What differs between the data files task ``spec`` read when ``started`` (``then``, a checked record) and
@@ -285,7 +294,17 @@ def task_data_mismatch(spec: str, then: dict, now: dict, *, started: str = "the 
     has its recorded content (at any path). Compared label by label: a file edited (both sha256s, 12 hex digits; fix:
     restore it), missing now (fix: restore it; when the recorded file is unchanged where it was, a relative path read
     from another working directory: fix, run from the one the run started in), or new (a folder's ``test.jsonl``
-    added: fix: remove or rename it); the first named, and how many more differ."""
+    added: fix: remove or rename it); the first named, and how many more differ. ``now`` empty while ``then`` is
+    not: the spec names no local data now (``hf:FOLDER`` given as a relative path, read from another working
+    directory, names the hub or ``datasets``' cache of a dataset of that name)."""
+    if then and not now:
+        files = ", ".join(sorted(v["file"] for v in then.values()))
+        kept = all(_unchanged(v) for v in then.values())
+        return (f"task {spec!r} read the local data files {files} when {started}"
+                + (" (unchanged there)" if kept else "") + ", but from this working directory it names no local "
+                "data (datasets would read the hub, or its cache of a dataset of that name)",
+                "run the command from the working directory it was first run in"
+                + ("" if kept else f", with the data as it was ({_first_record(then)})"), True)
     changed = sorted((k for k in set(then) | set(now) if (then.get(k) or {}).get("sha256") !=
                       (now.get(k) or {}).get("sha256")),
                      key=lambda k: (0 if k in then and (now.get(k) or {}).get("sha256") else 1 if k in then else 2, k))
@@ -312,6 +331,12 @@ def task_data_mismatch(spec: str, then: dict, now: dict, *, started: str = "the 
              f"{new['file']}, not {old['file']} as when {started},")
     return (f"task {spec!r} reads the data file {place} but its content differs (sha256 {_short(old['sha256'])} "
             f"then, {_short(new['sha256'])} now){more}", fix, True)
+
+
+def _first_record(then: dict) -> str:
+    """``"FILE, sha256 PREFIX"`` of the first recorded data file (by label), for a fix."""
+    first = then[sorted(then)[0]]
+    return f"{first['file']}, sha256 {_short(first['sha256'])}"
 
 
 def _unchanged(record: dict) -> bool:

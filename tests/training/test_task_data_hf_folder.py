@@ -34,9 +34,17 @@ def test_files_of_a_local_hf_folder(tmp_path, monkeypatch):
     for hidden in (".DS_Store", ".git/HEAD", "__pycache__/x.pyc", "data/._train.jsonl"):
         (folder / hidden).parent.mkdir(parents=True, exist_ok=True)
         (folder / hidden).write_text("x")
+    (folder / "notes.txt").write_text("not data: datasets reads the .jsonl files")
     spec = "hf:ds:heldout_split=none"
     assert task_data_files(spec) == {f"{spec} [README.md]": (folder / "README.md").resolve(),
                                      f"{spec} [data/train.jsonl]": (folder / "data" / "train.jsonl").resolve()}
+    # a card's configs choose the files, in a hidden folder or outside the folder too
+    (tmp_path / "shared.jsonl").write_text(_rows())
+    (folder / ".huggingface.yaml").write_text("configs:\n- config_name: default\n  data_files:\n  - split: train\n"
+                                              "    path: ../shared.jsonl\n")
+    assert task_data_files(spec) == {f"{spec} [.huggingface.yaml]": (folder / ".huggingface.yaml").resolve(),
+                                     f"{spec} [../shared.jsonl]": (tmp_path / "shared.jsonl").resolve(),
+                                     f"{spec} [README.md]": (folder / "README.md").resolve()}
     for hub in ("hf:openai/gsm8k:main", "hf:missing_folder", "hf:", "hf:ds:a:b:c"):
         assert task_data_files(hub) == {}, hub
 
@@ -59,3 +67,88 @@ def test_a_run_on_a_local_hf_folder_refuses_to_resume_on_edited_data(tmp_path):
             run_training(run, out)
     (folder / "train.jsonl").write_text(_rows())
     assert run_training(run, out)["completed"]
+
+
+def test_an_edited_local_hf_folder_is_read_anew(tmp_path):
+    """datasets' cache of a local folder with a card's configs outlived an edit of its files: the run trained on the
+    old rows while recording the new file's sha256."""
+    pytest.importorskip("datasets")
+    from gradprobe.tasks import load_task
+
+    folder = tmp_path / "ds"
+    (folder / "data").mkdir(parents=True)
+    (folder / "README.md").write_text("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n"
+                                      "    path: data/train.jsonl\n---\n")
+    (folder / "data" / "train.jsonl").write_text(_rows())
+    spec = f"hf:{folder}:heldout_split=none"
+    assert [p.answer for p in load_task(spec).split_rows("train")[:2]] == ["3", "4"]
+    (folder / "data" / "train.jsonl").write_text(_rows(shift=100))
+    assert [p.answer for p in load_task(spec).split_rows("train")[:2]] == ["103", "104"]
+
+
+def test_a_relative_hf_folder_resumed_from_another_directory_is_refused(tmp_path, monkeypatch):
+    """From another working directory ``hf:ds`` names no local folder (datasets would read the hub, or its cache of
+    a dataset named ``ds``, perhaps another folder's), so nothing was checked and the run resumed on other data."""
+    pytest.importorskip("datasets")
+    first, other = tmp_path / "first", tmp_path / "other"
+    (first / "ds").mkdir(parents=True)
+    other.mkdir()
+    (first / "ds" / "train.jsonl").write_text(_rows())
+    monkeypatch.chdir(first)
+    spec, out = "hf:ds:heldout_split=none", tmp_path / "run"
+    run = killed_run(out, task={"name": spec, "pool": 8, "config": None})
+    monkeypatch.chdir(other)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(run_module, "_open_session", lambda *a, **k: pytest.fail("the policy was loaded before the refusal"))
+        with pytest.raises(RunConfigMismatchError) as e:
+            run_training(run, out)
+    assert str(e.value).startswith(
+        f"{out} cannot be resumed: task {spec!r} read the local data files {(first / 'ds' / 'train.jsonl').resolve()} "
+        "when the run started (unchanged there), but from this working directory it names no local data (datasets "
+        "would read the hub, or its cache of a dataset of that name)")
+    assert "run the command from the working directory it was first run in" in str(e.value)
+    monkeypatch.chdir(first)
+    assert run_training(run, out)["completed"]
+
+
+def test_a_study_on_a_relative_hf_folder_from_another_directory_is_refused(tmp_path, monkeypatch):
+    """A study stopped before any run, resumed from a directory where ``hf:ds`` names no local folder, recorded
+    nothing anew and went on with the hub or datasets' cache; and --reuse-runs copied runs trained on local data."""
+    pytest.importorskip("datasets")
+    import gradprobe.study.orchestrator as orchestrator
+    from gradprobe.study.folder import StudyError
+    from gradprobe.study.runner import run_study
+
+    from helpers_training import tiny_plan
+
+    first, other = tmp_path / "first", tmp_path / "other"
+    (first / "ds").mkdir(parents=True)
+    other.mkdir()
+    (first / "ds" / "train.jsonl").write_text(_rows())
+    plan = tmp_path / "plan.toml"
+    plan.write_text(tiny_plan(task={"name": "hf:ds:heldout_split=none", "pool": 8, "config": None}, seeds=[0]))
+    monkeypatch.chdir(first)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(orchestrator, "_run", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            run_study(plan, tmp_path / "S", executor="inline", probe=False, analyze=False)
+    recorded = json.loads((tmp_path / "S" / "study.json").read_text())["task_data"]
+    assert list(recorded) == ["hf:ds:heldout_split=none [train.jsonl]"]
+    monkeypatch.chdir(other)
+    with pytest.raises(StudyError, match="from this working directory it names no local data"):
+        run_study(plan, tmp_path / "S", executor="inline", probe=False, analyze=False)
+    assert json.loads((tmp_path / "S" / "study.json").read_text())["task_data"] == recorded
+    monkeypatch.chdir(first)
+    assert run_study(plan, tmp_path / "S", executor="inline", probe=False, analyze=False).ok
+    monkeypatch.chdir(other)
+    (other / "ds").mkdir()  # another folder of the same name: other data
+    (other / "ds" / "train.jsonl").write_text(_rows(shift=1))
+    said = []
+    assert run_study(plan, tmp_path / "B", executor="inline", probe=False, analyze=False, reuse_from=[tmp_path / "S"],
+                     say=said.append).ok
+    line = next(s for s in said if s.startswith("--reuse-runs"))
+    assert "reused 0 finished run(s)" in line and "trained on other task data" in line
