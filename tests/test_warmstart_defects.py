@@ -26,7 +26,8 @@ from gradprobe import tiers, warmstart
 from gradprobe.cli import warmstart as warmstart_cli
 from gradprobe.tiers import TinyTierConfig, config_hash
 
-SHIPPED = tiers.shipped_root() / "tiny-ef0cbbe61f4b"
+from helpers_warmstart import SHIPPED, fake_build
+
 SHIPPED_LLAMA = tiers.shipped_root() / "tiny-llama-sft-dd5c45615d25"
 
 
@@ -63,17 +64,6 @@ def _snapshot(folder: Path) -> dict:
 
 def _no_build(*args, **kwargs):
     raise AssertionError("a build was started")
-
-
-def _fake_build(calls):
-    """A stand-in for ``_build_into``: the shipped tier's files and record (``calls`` counts the builds)."""
-    def build(folder, config, seed, progress, name="tiny"):
-        calls.append(folder.name)
-        for f in SHIPPED.iterdir():
-            if f.name != "warmstart.json":
-                shutil.copy(f, folder / f.name)
-        return json.loads((SHIPPED / "warmstart.json").read_text())
-    return build
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -118,7 +108,7 @@ def test_a_damaged_build_in_the_default_cache_is_rebuilt(damage, monkeypatch, ca
     name, spoil, words = DAMAGES.get(damage, ("warmstart.json", _cut, "warmstart.json is damaged (not valid JSON"))
     spoil(cached / name)
     calls = []
-    monkeypatch.setattr(warmstart, "_build_into", _fake_build(calls))
+    monkeypatch.setattr(warmstart, "_build_into", fake_build(calls))
     with caplog.at_level(logging.WARNING, logger="gradprobe.warmstart"):
         path = warmstart.build_tier("tiny", progress=False)
     assert path == cached and len(calls) == 1
@@ -187,7 +177,7 @@ def test_warmstart_refuses_to_replace_another_build_without_force(held_build, ar
 def test_force_replaces_another_build(tmp_path, monkeypatch, capsys):
     out = _copy(SHIPPED_LLAMA, tmp_path / "tier")
     calls = []
-    monkeypatch.setattr(warmstart, "_build_into", _fake_build(calls))
+    monkeypatch.setattr(warmstart, "_build_into", fake_build(calls))
     rc, err = _run(["--out", str(out), "--force", "--no-progress"], capsys)
     assert rc == 0 and err == "" and len(calls) == 1
     assert _snapshot(out) == _snapshot(SHIPPED) and _leftovers(tmp_path) == []

@@ -24,7 +24,8 @@ import pytest
 from gradprobe import tiers, warmstart
 from gradprobe.cli import warmstart as warmstart_cli
 
-SHIPPED = tiers.shipped_root() / "tiny-ef0cbbe61f4b"
+from helpers_warmstart import SHIPPED, fake_build
+
 
 
 @pytest.fixture(autouse=True)
@@ -39,19 +40,6 @@ def _run(argv, capsys) -> tuple[int, str, str]:
     rc = warmstart_cli.warmstart_main(parser.parse_args(["warmstart", *argv]))
     out, err = capsys.readouterr()
     return rc, out, err
-
-
-def _fake_build(calls, *, check=None):
-    """A stand-in for ``_build_into``: the shipped tier's files and record; ``check(folder)`` runs first."""
-    def build(folder, config, seed, progress, name="tiny"):
-        if check is not None:
-            check(folder)
-        calls.append(folder.name)
-        for f in SHIPPED.iterdir():
-            if f.name != "warmstart.json":
-                shutil.copy(f, folder / f.name)
-        return json.loads((SHIPPED / "warmstart.json").read_text())
-    return build
 
 
 def _dead_pid() -> int:
@@ -70,7 +58,7 @@ def test_a_rerun_removes_the_temp_folder_of_a_killed_build_and_says_so(tmp_path,
     leftover.mkdir()
     (leftover / "config.json").write_text("{}")
     calls = []
-    monkeypatch.setattr(warmstart, "_build_into", _fake_build(calls))
+    monkeypatch.setattr(warmstart, "_build_into", fake_build(calls))
     with caplog.at_level(logging.WARNING, logger="gradprobe.warmstart"):
         assert warmstart.build_tier("tiny", seed=1, out=out, progress=False) == out
     assert len(calls) == 1 and not leftover.exists()
@@ -124,7 +112,7 @@ def test_a_live_builds_temp_folder_and_other_names_are_kept(tmp_path, monkeypatc
             path.mkdir()
         removed = tmp_path / f".tier_s1.tmp-{dead}-89abcdef"
         removed.mkdir()
-        monkeypatch.setattr(warmstart, "_build_into", _fake_build([]))
+        monkeypatch.setattr(warmstart, "_build_into", fake_build([]))
         warmstart.build_tier("tiny", seed=1, out=out, progress=False)
         assert all(p.is_dir() for p in keep) and not removed.exists()
     finally:
@@ -162,7 +150,7 @@ def test_a_second_build_into_the_same_out_is_refused_at_once(tmp_path, monkeypat
     try:
         assert holder.stdout.readline().strip() == "held"
         calls = []
-        monkeypatch.setattr(warmstart, "_build_into", _fake_build(calls))
+        monkeypatch.setattr(warmstart, "_build_into", fake_build(calls))
         rc, stdout, err = _run(["--seed", "1", "--out", str(out), "--no-progress"], capsys)
     finally:
         holder.kill()
@@ -182,7 +170,7 @@ def test_the_lock_of_a_killed_build_does_not_block(tmp_path, monkeypatch):
     holder.wait()
     assert (tmp_path / ".tier_s1.lock").read_text() == f"pid {holder.pid}"
     calls = []
-    monkeypatch.setattr(warmstart, "_build_into", _fake_build(calls))
+    monkeypatch.setattr(warmstart, "_build_into", fake_build(calls))
     assert warmstart.build_tier("tiny", seed=1, out=out, progress=False) == out and len(calls) == 1
     assert not (tmp_path / ".tier_s1.lock").exists()  # released and removed
 
@@ -198,11 +186,11 @@ def test_the_lock_is_held_during_the_build_and_released_after_an_error(tmp_path,
             warmstart._BuildLock(out, f"out (--out) {out}", "choose another folder for --out", explicit=True)
         raise RuntimeError("SFT loss is not finite")
 
-    monkeypatch.setattr(warmstart, "_build_into", _fake_build([], check=check))
+    monkeypatch.setattr(warmstart, "_build_into", fake_build([], check=check))
     with pytest.raises(RuntimeError, match="SFT loss is not finite"):
         warmstart.build_tier("tiny", seed=1, out=out, progress=False)
     assert seen == [f"pid {os.getpid()}"] and not lock.exists() and list(tmp_path.iterdir()) == []
-    monkeypatch.setattr(warmstart, "_build_into", _fake_build([]))
+    monkeypatch.setattr(warmstart, "_build_into", fake_build([]))
     assert warmstart.build_tier("tiny", seed=1, out=out, progress=False) == out  # not blocked by the failed build
 
 
@@ -244,7 +232,7 @@ def test_reusing_a_finished_build_says_so(tmp_path, monkeypatch, capsys):
     out = tmp_path / "tier"
     shutil.copytree(SHIPPED, out)
     seconds = json.loads((SHIPPED / "warmstart.json").read_text())["seconds"]
-    monkeypatch.setattr(warmstart, "_build_into", _fake_build([]))
+    monkeypatch.setattr(warmstart, "_build_into", fake_build([]))
     rc, stdout, err = _run(["--out", str(out), "--no-progress"], capsys)
     assert rc == 0 and err == ""
     assert f", reused an earlier build (which took {seconds:.0f} s; --force rebuilds it)\n" in stdout
@@ -254,7 +242,7 @@ def test_reusing_a_finished_build_says_so(tmp_path, monkeypatch, capsys):
 
 
 def test_build_or_reuse_tier_says_which(tmp_path, monkeypatch):
-    monkeypatch.setattr(warmstart, "_build_into", _fake_build([]))
+    monkeypatch.setattr(warmstart, "_build_into", fake_build([]))
     out = tmp_path / "tier"
     assert warmstart.build_or_reuse_tier("tiny", out=out, progress=False) == (out, False)
     assert warmstart.build_or_reuse_tier("tiny", out=out, progress=False) == (out, True)
