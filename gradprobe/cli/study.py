@@ -61,7 +61,8 @@ def add_study_parser(subparsers) -> None:
                         "offset that gives fresh seeds)")
     p.add_argument("--reuse-runs", action="append", default=[], metavar="DIR",
                    help="copy the finished runs of the study folder DIR (repeatable) that this plan would train "
-                        "identically (same resolved run configuration and gradprobe/torch/transformers versions) "
+                        "identically (same resolved run configuration, gradprobe/torch/transformers versions, task "
+                        "data files and plug-in reward code) "
                         "instead of training them again; each copy records its source in reused_from.json")
     p.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (by default one per finished run: runs done/total, elapsed, ETA)")

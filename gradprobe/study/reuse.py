@@ -18,7 +18,9 @@ only when
 * it was made by the same gradprobe, torch and transformers versions as this process (another
   version may sample or round differently, so it would not be the run this plan asks for);
 * for a task read from data files, it read files of the same content (``config.json``'s ``task_data``, at any path;
-  a run that did not record them is not reused).
+  a run that did not record them is not reused);
+* for a plug-in reward, it ran code of the same content: the reward's file and the helper modules it imports
+  (``config.json``'s ``reward_plugin``; a run that did not record it is not reused).
 
 The copy is byte for byte (into a temporary folder, then renamed, so a killed copy leaves
 nothing half-written) plus ``reused_from.json`` in the run folder naming the source run, the
@@ -37,7 +39,8 @@ from ..layout import run_dir
 from ..outputs import output_error, versions, write_json_atomic
 from ..tasks import task_data_identity
 from ..training.plan import Plan, run_config_from_dict
-from ..training.run_folder import TASK_DATA, task_data_mismatch, task_data_problem
+from ..training.run_folder import (MODULES, REWARD_PLUGIN, TASK_DATA, modules_mismatch, modules_problem,
+                                   task_data_mismatch, task_data_problem)
 from .folder import REUSED_JSON, run_status  # REUSED_JSON: the run folder's provenance record of a reused run
 
 #: RunConfig fields that only name the plan a run belongs to (no computation reads them)
@@ -147,9 +150,10 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
                 refused.append(f"{arm} seed {seed} (made with other versions: "
                                + ", ".join(f"{k} {vers.get(k)} vs {here.get(k)} here" for k in vdiff) + ")")
                 continue
-            other_data = _other_task_data(plan.task.name, cfg, data_now)
-            if other_data:
-                refused.append(f"{arm} seed {seed} ({other_data})")
+            other = (_other_task_data(plan.task.name, cfg, data_now)
+                     or _other_reward_code(plan.arms[arm].reward, cfg))
+            if other:
+                refused.append(f"{arm} seed {seed} ({other})")
                 continue
             _copy_run(src, run_dir(out, arm, seed), cfg)
             copied[(arm, seed)] = str(src.resolve())
@@ -175,6 +179,31 @@ def _other_task_data(spec: str, cfg: dict, now: dict) -> str | None:
         return f"its config.json field {TASK_DATA} is damaged"
     differs = task_data_mismatch(spec, then, now, started="it ran")
     return None if differs is None else f"trained on other task data: {differs[0]}"
+
+
+def _other_reward_code(spec: str, cfg: dict) -> str | None:
+    """Why a source run's ``config.json`` (``cfg``) may have trained with other code than the plug-in reward ``spec``
+    runs now (:func:`gradprobe.rewards.plugin.plugin_identity`): its recorded ``reward_plugin`` file or a helper
+    module differs in content (the same content at another path is the same code), is damaged, or was not
+    recorded; None when the code is the same or ``spec`` is a built-in reward. A trial user's edited reward file was
+    reused: the study's remaining runs and its probe ran the new code, the copied runs the old, under one arm."""
+    from ..rewards.plugin import is_plugin_name, plugin_identity  # torch: the study package stays torch-free
+
+    if not is_plugin_name(spec):
+        return None
+    then, now = cfg.get(REWARD_PLUGIN), plugin_identity(spec) or {}
+    if not isinstance(then, dict) or not then.get("sha256") or modules_problem(then) is not None:
+        return (f"its reward code was not recorded, or its config.json field {REWARD_PLUGIN} is damaged, so whether "
+                f"it trained with the code reward {spec!r} runs now cannot be told")
+    if then["sha256"] != now.get("sha256"):
+        return (f"trained with other reward code: {then.get('file')} sha256 {str(then['sha256'])[:12]} then, "
+                f"{now.get('file')} sha256 {str(now.get('sha256'))[:12]} now")
+    if MODULES in then and now.get("file"):
+        differs = modules_mismatch(spec, Path(now["file"]).parent, then[MODULES], now.get(MODULES) or {},
+                                   started="it ran")
+        if differs is not None:
+            return f"trained with other reward code: {differs[0]}"
+    return None
 
 
 def _copy_run(src: Path, dst: Path, cfg: dict) -> None:

@@ -60,3 +60,38 @@ def test_an_edited_reward_is_refused_while_runs_of_it_remain(tmp_path):
     _forget(spec, tmp_path)
     assert run_study(plan_path, out, executor="inline", probe=False, analyze=False).ok
     assert (out / "runs" / "plug" / "seed1" / "summary.json").is_file()
+
+
+def test_reuse_runs_refuses_runs_trained_with_other_reward_code(tmp_path):
+    """--reuse-runs copied a run trained with an edited reward file into a study whose other runs and probe ran the
+    new code (a trial user's arm mixed the two); a helper module's edit counts too; the same code is reused."""
+    import hashlib
+
+    rw = tmp_path / "rw.py"
+    rw.write_text("from helper import K\n" + V1.replace("% 2", "% K"))
+    helper = tmp_path / "helper.py"
+    helper.write_text("K = 2\n")
+    spec = f"{rw}:fn"
+    plan_path = tmp_path / "plan.toml"
+    plan_path.write_text(tiny_plan(arm="plug", reward=spec, seeds=[0]))
+    assert run_study(plan_path, tmp_path / "A", executor="inline", probe=False, analyze=False).ok
+
+    def second(name):
+        _forget(spec, tmp_path)
+        said = []
+        assert run_study(plan_path, tmp_path / name, executor="inline", probe=False, analyze=False,
+                         reuse_from=[tmp_path / "A"], say=said.append).ok
+        return next(s for s in said if s.startswith("--reuse-runs"))
+
+    assert "reused 1 finished run(s)" in second("same")
+    old = hashlib.sha256(rw.read_bytes()).hexdigest()[:12]
+    rw.write_text(rw.read_text().replace("% K", "% (K + 1)"))
+    new = hashlib.sha256(rw.read_bytes()).hexdigest()[:12]
+    assert second("edited") == (
+        f"--reuse-runs {tmp_path / 'A'}: reused 0 finished run(s) with this plan's configuration; not reused: plug "
+        f"seed 0 (trained with other reward code: {rw.resolve()} sha256 {old} then, {rw.resolve()} sha256 {new} now)")
+    rw.write_text(rw.read_text().replace("% (K + 1)", "% K"))
+    helper.write_text("K = 3\n")
+    line = second("helper")
+    assert "reused 0 finished run(s)" in line and "(trained with other reward code: reward " in line
+    assert f"imports the helper module {tmp_path / 'helper.py'}, which was edited" in line
