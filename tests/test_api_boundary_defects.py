@@ -219,3 +219,19 @@ def test_gradprobe_probe_refuses_a_tier_folder_before_any_compute(tmp_path, caps
         f"gradprobe probe: error: --out {str(tier)!r} holds a model (gradprobe_tier.json), not a probe's output; a "
         "probe there would mix its files into it: choose another --out (an empty folder, or an earlier probe's)\n")
     assert _listing(tier) == ["config.json", "gradprobe_tier.json", "model.safetensors"]
+
+
+def test_two_function_rewards_of_one_name_are_refused(tmp_path):
+    """Two closures both named ``score`` (one rewarding the answer, one penalising it) were kept in a dict by name:
+    the first vanished from the probe without a word (a trial user's table held 'outcome' and one 'score')."""
+    def make(sign):
+        def score(prompts, completions, **columns):
+            return [sign * float("3" in c) for c in completions]
+        return score
+
+    with pytest.raises(ValueError) as e:
+        gradprobe.probe("tiny", rewards=["outcome", make(1), make(-1)], out=tmp_path / "x", **TINY)
+    assert str(e.value) == ("rewards[1] and rewards[2] are both named 'score' (their __name__), so one would replace "
+                            "the other: give each function its own name, or pass (name, sequence_reward(fn)) pairs "
+                            "with distinct names")
+    assert not (tmp_path / "x").exists()

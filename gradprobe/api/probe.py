@@ -191,7 +191,15 @@ def _config_and_rewards(model: str, task, rewards, settings: dict) -> tuple[Prob
         raise TypeError(f"rewards must be a list of rewards (names, functions or (name, Reward) pairs) or a "
                         f"comma-separated string of names, got {rewards!r} ({type(rewards).__name__})")
     names = tuple(r for r in rewards if isinstance(r, str))
-    extra = dict(_extra_reward(r, i) for i, r in enumerate(rewards) if not isinstance(r, str))
+    pairs = [(i, *_extra_reward(r, i)) for i, r in enumerate(rewards) if not isinstance(r, str)]
+    first: dict[str, int] = {}
+    for i, name, _ in pairs:  # a dict of them kept only the last of two functions named alike, without a word
+        if name in first:
+            raise ValueError(f"rewards[{first[name]}] and rewards[{i}] are both named {name!r} (their __name__), so "
+                             "one would replace the other: give each function its own name, or pass (name, "
+                             "sequence_reward(fn)) pairs with distinct names")
+        first[name] = i
+    extra = {name: reward for _, name, reward in pairs}
     return _probe_config(model, task or DEFAULT_TASK, names, settings), extra
 
 
