@@ -93,6 +93,15 @@ def _overshoot(m: dict) -> str:
     return f", runs ended {over['min'] / budget:.1%}-{over['max'] / budget:.1%} past it"
 
 
+def _fewer_seeds(cell: dict) -> str:
+    """``" (on 1 of 2 seeds: the others not read here)"``: a gain paired over fewer seeds than the arm has
+    (``gain_seeds`` < the seeds of ``per_seed``), which the ranking and the sweep do not use; ``""`` otherwise."""
+    n, of = cell.get("gain_seeds"), len(cell.get("per_seed") or {})
+    if not isinstance(n, int) or not of or n >= of:
+        return ""
+    return f" (on {n} of {of} seeds: the others not read here)"
+
+
 def _gains(result: dict, axes: list[str]) -> list[str]:
     if (why := _no_control(result)) is not None:
         return [why]
@@ -101,6 +110,7 @@ def _gains(result: dict, axes: list[str]) -> list[str]:
     for a in axes:
         cells = [f"{arm} {e[a]['gain_vs_grpo']:+.2f} {_ci(e[a]['gain_ci'])}"
                  + (f" two-way {_ci(e[a]['gain_vs_grpo_ci_two_way'])}" if e[a]["gain_vs_grpo_ci_two_way"] else "")
+                 + _fewer_seeds(e[a])
                  for arm, e in result["arms"].items()
                  if e[a]["gain_vs_grpo"] is not None and arm != result.get("control_arm")]
         lines.append(f"  {a}: " + ("; ".join(cells) if cells else "none read"))
