@@ -216,7 +216,8 @@ def warn_repeated_train_prompts(rows, where: str, unit: str = "line") -> None:
     Warns
     -----
     UserWarning
-        ``where``: the task's name. Raises nothing.
+        ``where``: the task's name; a second one when repeated prompts have different gold answers (``answer``),
+        naming up to 3 with their golds and lines. Raises nothing.
     """
     groups = _same_prompt(rows)
     if not groups:
@@ -228,6 +229,14 @@ def warn_repeated_train_prompts(rows, where: str, unit: str = "line") -> None:
                   f"({len(groups)} prompt(s) on several {unit}s: {shown}{'; ...' if len(groups) > 3 else ''}): "
                   f"each copy is drawn as a prompt of its own, so a batch can hold several groups of one question "
                   f"and fewer distinct questions than prompts; keep one row per prompt", stacklevel=4)
+    conflicts = [ps for ps in groups if len({p.answer for p in ps}) > 1]
+    if conflicts:
+        shown = "; ".join(f"{_cut(prompt_key(ps[0].question))}: " + ", ".join(
+            f"{p.answer!r} on {unit} {_line_of(p, unit).split()[-1]}" for p in ps[:4]) for ps in conflicts[:3])
+        warnings.warn(f"{where}: {len(conflicts)} repeated training prompt(s) have different gold answers "
+                      f"({shown}{'; ...' if len(conflicts) > 3 else ''}): at most one gold can be right, so the same "
+                      "correct completion is rewarded 1 on one row and 0 on another; fix the golds (keep one row per "
+                      "prompt)", stacklevel=4)
 
 
 def _cut(text: str, width: int = 40) -> str:
