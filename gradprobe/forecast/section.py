@@ -331,8 +331,9 @@ def _title(section: dict, unsure: str) -> str:
     at = f"{format_budget(b['value'], b['kind'])} {'tokens' if b['kind'] == 'tokens' else ''}".rstrip()
     upd = section.get("update")
     if upd:  # the forecast reads the curve's updates: say which, as the note says why
-        at += (f", for the curve's {upd['curve'][0]}x{upd['curve'][1]} updates, not the probe's "
-               f"{upd['probe'][0]}x{upd['probe'][1]}")
+        theirs = f"{upd['probe'][0]}x{upd['probe'][1]}"
+        theirs = f"the {theirs} of --update-prompts x --update-group" if upd.get("stated") else f"the probe's {theirs}"
+        at += f", for the curve's {upd['curve'][0]}x{upd['curve'][1]} updates, not {theirs}"
     acc = section.get("grpo_accuracy")  # None (json_safe's NaN) only from a curve without a value there
     reaches = (f"reaches {json_float(acc):.1f}{unsure} points there" if acc is not None
                else "has no accuracy there (the curve gives none)")

@@ -86,8 +86,9 @@ Batch mean reward {{ fmt(batch.mean_reward, ".3f") }}, truncation rate {{ fmt(ba
 <h2>Verdict</h2>
 {% if forecast.available %}
 <p>Forecast vs grpo at {{ budget_s }}{% if forecast["update"] %}, for the curve's {#
-#}{{ forecast["update"].curve|join('x') }} updates, not the probe's {#
-#}{{ forecast["update"].probe|join('x') }}{% endif %} (grpo reaches {#
+#}{{ forecast["update"].curve|join('x') }} updates, not {% if forecast["update"].stated %}the {#
+#}{{ forecast["update"].probe|join('x') }} of --update-prompts x --update-group{% else %}the probe's {#
+#}{{ forecast["update"].probe|join('x') }}{% endif %}{% endif %} (grpo reaches {#
 #}{{ fmt(forecast.grpo_accuracy, ".1f") }}{{ nv_mark(forecast) }} points there), by the
 <b>{{ forecast.method }}</b> forecaster ({{ forecast.method_choice }}); reference curve: {{ forecast.curve }}.
 Gains in accuracy points, {{ level }}% intervals; method: the forecaster behind each row's gain (rho is used by

@@ -56,12 +56,14 @@ def test_an_unstated_update_keeps_the_advice_to_state_it(curve):
     assert note == ("the curve's updates are 16x8 completions, the probe's 8x4: tokens per update rescaled by 4 "
                     f"(per-update efficiency does not depend on the batch size; {ADVICE})")
     assert res.update == {"curve": [16, 8], "probe": [8, 4], "stated": False}
+    title = format_forecast(res.to_dict()).splitlines()[1]
+    assert title.startswith("forecast vs grpo at 250k tokens, for the curve's 16x8 updates, not the probe's 8x4 (")
 
 
 def test_the_title_names_the_update_the_forecast_is_for(curve):
     title = format_forecast(forecast_rewards(curve, _probe(32, 8), n_draws=300).to_dict()).splitlines()[1]
-    assert title.startswith("forecast vs grpo at 250k tokens, for the curve's 16x8 updates, not the probe's 32x8 "
-                            "(grpo reaches ")
+    assert title.startswith("forecast vs grpo at 250k tokens, for the curve's 16x8 updates, not the 32x8 of "
+                            "--update-prompts x --update-group (grpo reaches ")
     same = forecast_rewards(curve, _probe(16, 8), n_draws=300)  # the curve's own update: nothing to say
     assert same.update is None and not [n for n in same.notes if "rescaled by" in n]
     assert format_forecast(same.to_dict()).splitlines()[1].startswith("forecast vs grpo at 250k tokens (grpo reaches ")

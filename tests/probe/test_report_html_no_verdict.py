@@ -184,5 +184,8 @@ def test_the_title_names_the_update_the_forecast_is_for_when_it_differs_from_the
     assert "for the curve's" not in html.unescape(render_probe_report({**p, "forecast": fc}, []))
     fc["update"] = {"curve": [16, 8], "probe": [32, 8], "stated": True}
     page = html.unescape(render_probe_report({**p, "forecast": fc}, []))
-    assert (f"<p>Forecast vs grpo at 250k tokens, for the curve's 16x8 updates, not the probe's 32x8 (grpo reaches "
-            f"{fc['grpo_accuracy']:.1f} points there), by the") in page
+    assert (f"<p>Forecast vs grpo at 250k tokens, for the curve's 16x8 updates, not the 32x8 of --update-prompts x "
+            f"--update-group (grpo reaches {fc['grpo_accuracy']:.1f} points there), by the") in page
+    fc["update"] = {"curve": [16, 8], "probe": [8, 4], "stated": False}  # the probe's own batch, no flag given
+    page = html.unescape(render_probe_report({**p, "forecast": fc}, []))
+    assert "for the curve's 16x8 updates, not the probe's 8x4 (grpo reaches " in page
