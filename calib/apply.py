@@ -357,11 +357,16 @@ def _tie_note(col: str, tied: list[dict], probe_result: dict, block: dict) -> st
         r["caveats"].append(TIED)
     names = [r["name"] for r in tied]
     tokens = {e.get("name"): e.get("tokens_per_update") for e in probe_result.get("rewards") or []}
+    for r in (probe_result.get("forecast") or {}).get("rows") or []:  # what the forecast read (rescaled to the
+        if isinstance(r, dict) and r.get("arm") in tokens:  # curve's update size where it differs from the probe's)
+            tokens[r["arm"]] = r.get("tokens_per_update")
     shared = {tokens.get(n) for n in names}
     why = ""
     if col == "forecast_cost_only":
+        one = next(iter(shared)) if len(shared) == 1 else None
         why = "; cost only reads only the tokens per update" + (
-            f": {next(iter(shared)):,} for each" if len(shared) == 1 and isinstance(next(iter(shared)), int) else "")
+            f": {one:,.0f} for each" if isinstance(one, (int, float)) and not isinstance(one, bool)
+            and math.isfinite(one) else "")
     verdict = block["verdict_forecaster"]
     other = ""
     if verdict is not None and verdict != block["forecaster_name"]:
