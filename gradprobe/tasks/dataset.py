@@ -325,6 +325,13 @@ class DatasetTask(Task):
             # README's configs), so a run would train on the old rows while recording the new files' sha256
             fresh = {"download_mode": "force_redownload"} if Path(self.source).is_dir() else {}
             ds = datasets.load_dataset(self.source, self.hub_config, split=split, **fresh)
+        except (ConnectionError, FileNotFoundError) as err:  # not on the hub (or no network), and no local folder
+            if fresh:
+                raise
+            cls = ConnectionError if isinstance(err, ConnectionError) else FileNotFoundError
+            raise cls(f"{self.name}: {err}; and no local folder {Path(self.source).resolve()} exists (hf:NAME names "
+                      f"a hub dataset, or a local folder that datasets reads{relative_note(Path(self.source))})"
+                      ) from err
         except ValueError as err:  # an unknown split names the ones there are
             key = "train_split" if split == self.train_split else "heldout_split"
             raise TaskConfigError(f"{self.name}: cannot load split {split!r} ({key}={split!r}): {err}; set {key}= to "

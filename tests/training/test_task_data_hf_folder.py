@@ -152,3 +152,21 @@ def test_a_study_on_a_relative_hf_folder_from_another_directory_is_refused(tmp_p
                      say=said.append).ok
     line = next(s for s in said if s.startswith("--reuse-runs"))
     assert "reused 0 finished run(s)" in line and "trained on other task data" in line
+
+
+def test_a_missing_hf_name_says_no_local_folder_exists_either(tmp_path, monkeypatch):
+    """``hf:typo_dir`` said only "Couldn't reach 'typo_dir' on the Hub", never that no such local folder exists."""
+    datasets = pytest.importorskip("datasets")
+    from gradprobe.tasks import load_task
+
+    def unreachable(name, *args, **kwargs):
+        raise ConnectionError(f"Couldn't reach {name!r} on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(datasets, "load_dataset", unreachable)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConnectionError) as e:
+        load_task("hf:typo_dir").split_rows("train")
+    assert str(e.value).startswith(
+        "hf:typo_dir: Couldn't reach 'typo_dir' on the Hub (LocalEntryNotFoundError); and no local folder "
+        f"{tmp_path.resolve() / 'typo_dir'} exists (hf:NAME names a hub dataset, or a local folder that datasets "
+        f"reads; a relative path is read from the working directory, {tmp_path}")
