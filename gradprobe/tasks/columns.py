@@ -5,6 +5,7 @@ answer. Everything here is re-exported by :mod:`gradprobe.tasks.dataset`."""
 
 from __future__ import annotations
 
+from gradprobe.outputs import json_short
 from gradprobe.tasks.base import TaskConfigError, TaskNotFoundError, parse_task_config
 from gradprobe.tasks.verify import drop_thousands_separators, last_boxed, numeric_gold
 
@@ -149,6 +150,9 @@ def read_gold(value, verifier) -> tuple[str | None, str]:
     number by the completion's rule (:func:`gradprobe.tasks.verify.numeric_gold`: ``"13 apples"`` -> ``"13"``)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
+    if isinstance(value, (list, tuple, dict)) and value:  # [1], {"value": 1}: not a gold the verifier reads
+        return None, (f"is a JSON {'object' if isinstance(value, dict) else 'list'} ({json_short(value)}), not text "
+                      "or a number (give the answer itself)")
     if not isinstance(value, str) or not value.strip():
         return None, "is empty"
     if verifier == "hash":

@@ -70,3 +70,13 @@ def test_gold_comma_is_a_thousands_separator_only_between_groups_of_three(tmp_pa
         p = t.split_rows("train")[0]
         assert p.answer == stored and t.score(f"#### {gold}", p) == 1.0
         assert t.score(f"#### {gold.replace(',', '')}", p) == (1.0 if stored == gold.replace(",", "") else 0.0)
+
+
+@pytest.mark.parametrize("gold, shown", [([1], "a JSON list ([1])"), ({"value": 1}, 'a JSON object ({"value": 1})')])
+def test_a_gold_that_is_a_list_or_object_is_named_as_such(tmp_path, gold, shown):
+    """A gold ``[1]`` was reported as "its value is empty"."""
+    rows = [{"question": "q0", "answer": "4"}, {"question": "q1", "answer": gold}]
+    with pytest.raises(DatasetFormatError) as e:
+        load_task(f"jsonl:{_jsonl(tmp_path / 'l.jsonl', rows)}").split_rows("train")
+    assert (f"line 2: column 'answer' (answer=) gives no gold answer holding a number (its value is {shown}, not text "
+            "or a number (give the answer itself);") in str(e.value)
