@@ -97,9 +97,10 @@ def _distinct_train_prompts(task, n: int, seed: int) -> list:
     for factor in (1, 2, 4):
         try:
             pool = task.problems("train", n * factor, seed=seed)
-        except ValueError:
-            if factor == 1:
-                raise
+        except ValueError as err:
+            if factor == 1:  # the split itself is smaller than the probe batches' prompts: say which flags ask
+                raise ValueError(f"{err} (the {n} asked for are --probe-batches x --prompts: each probe batch draws "
+                                 "its own prompts)") from err
             break
         seen, out = set(), []
         for p in pool:
