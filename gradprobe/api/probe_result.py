@@ -537,7 +537,10 @@ def load_probe(dir: str | Path) -> ProbeResult:
             raise ProbeFileError(f"{missing} not found: a probe was killed while it replaced the one in "
                                  f"{file.parent}, whose files are kept in {earlier.parent}; the next `gradprobe probe "
                                  f"--out {file.parent}` restores them first, or move them back by hand")
-        raise ProbeFileError(f"{missing} not found; pass a `gradprobe probe --out` folder (it holds probe.json)")
+        study = file.parent / "probe" / PROBE_JSON  # a study folder: its probe of the arms is in probe/
+        hint = f" (a study folder: its probe is {study.parent})" if study.is_file() else ""
+        raise ProbeFileError(f"{missing} not found; pass a `gradprobe probe --out` folder (it holds probe.json)"
+                             + hint)
     if (file.parent / EARLIER_PROBE / EARLIER_MANIFEST).is_file():  # gradprobe.probe.output names the files moving
         raise ProbeFileError(f"{file.parent} holds part of a probe: a probe was killed while it moved the earlier "
                              f"probe's files between {file.parent} and {file.parent / EARLIER_PROBE} (its "

@@ -4,6 +4,7 @@ own error type (:class:`calib.apply.CalibrationApplyError`) and messages."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,11 @@ def test_missing_and_bad_files_raise_calib_errors_naming_the_path(tmp_path):
     with pytest.raises(CalibrationApplyError, match=r"empty/probe.json not found"):
         (tmp_path / "empty").mkdir()
         load_probe(tmp_path / "empty")
+    (tmp_path / "study" / "probe").mkdir(parents=True)  # a study folder: its probe is in probe/
+    shutil.copy(STUDY_PROBE / "probe.json", tmp_path / "study" / "probe" / "probe.json")
+    with pytest.raises(CalibrationApplyError) as info:
+        load_probe(tmp_path / "study")
+    assert str(info.value).endswith(f"(a study folder: its probe is {tmp_path / 'study' / 'probe'})")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "probe.json").write_text("{\"rewards\": [")
     with pytest.raises(CalibrationApplyError, match=r"bad/probe.json is not valid JSON .*re-run `gradprobe probe`"):
