@@ -307,11 +307,15 @@ def _checked_inputs(ids, x, y, observed: int, group_size: int | None) -> int:
     if not finite.any():
         raise ValueError(f"outcomes: all {y.size} are missing (NaN), nothing to fit or score; sample_outcomes gives "
                          "NaN where the task's scorer failed (its warnings name the prompts): fix the scorer or the task")
-    bad = np.isinf(y) | (finite & ((y < 0) | (y > 1)))
+    bad = np.isinf(y) | (finite & (y != 0) & (y != 1))
     if bad.any():
         i, j = map(int, np.argwhere(bad)[0])
+        partial = bool((finite & (y > 0) & (y < 1)).any())
         raise ValueError(f"outcomes must be 0/1 (NaN for a missing one), got {y[i, j]:g} at prompt {ids[i]!r}, "
-                         f"sample {j} ({int(bad.sum())} such value(s))")
+                         f"sample {j} ({int(bad.sum())} such value(s))"
+                         + ("; partial credit is no success or failure: the estimators predict the chance that one "
+                            "sample succeeds, so map each score to 0/1 first (e.g. success = score == 1)"
+                            if partial else ""))
     check_unique_ids(list(ids))
     return group_size
 
