@@ -10,6 +10,7 @@ that carries no information, silently.
 from __future__ import annotations
 
 import difflib
+import math
 import numbers
 import warnings
 from typing import Sequence
@@ -89,6 +90,7 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
         seen.add(key)
     for key in keys:
         _refuse_non_numeric(problems, key)
+        _refuse_beyond_range(problems, key)
     present = sorted({k for p in problems for k in (getattr(p, "metadata", None) or {})})
     absent = [k for k in keys if k not in present]
     if absent and problems and warn_absent and tuple(keys) == DEFAULT_KEYS:
@@ -120,6 +122,26 @@ def _refuse_non_numeric(problems, key: str) -> None:
         f"metadata key {key!r} (--metadata-keys) is not a number: {shown}; {key!r} is numeric in {numeric} of {n} "
         f"prompts: {fix}, or give numeric keys only (keys numeric in every prompt holding them: "
         f"{', '.join(_numeric_keys(problems)) or 'none'})")
+
+
+#: The largest magnitude of a metadata value: the estimator standardises each feature, and a square (its variance)
+#: overflows float64 above about 1.3e154, which turned a column into NaN (scikit-learn: "Input X contains NaN").
+MAX_METADATA = 1e150
+
+
+def _refuse_beyond_range(problems, key: str) -> None:
+    """ValueError naming the first ``key`` value beyond :data:`MAX_METADATA` in magnitude (its prompt id and line),
+    how many there are, and the fix (rescale the key, e.g. its log10, or leave it out)."""
+    big = [(prob, v) for prob in problems if is_numeric(v := (getattr(prob, "metadata", None) or {}).get(key))
+           and math.isfinite(v) and abs(v) > MAX_METADATA]
+    if not big:
+        return
+    prob, v = min(big, key=lambda b: _row(b[0]))
+    source = (getattr(prob, "metadata", None) or {}).get("source")
+    raise ValueError(f"metadata key {key!r} (--metadata-keys) is {v:g} in prompt {getattr(prob, 'id', '?')}"
+                     f"{_line(prob, source)}{f' of {source}' if source and _row(prob) >= 0 else ''} ({len(big)} "
+                     f"value(s) beyond +-{MAX_METADATA:g}): the estimator standardises each feature, and the square "
+                     "of such a value overflows; rescale the key (e.g. its log10) or leave it out of --metadata-keys")
 
 
 def _short(value) -> str:

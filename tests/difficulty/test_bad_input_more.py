@@ -254,3 +254,21 @@ def test_evaluate_estimator_refuses_missing_or_non_binary_outcomes(fill, message
         y[2, 1] = fill
     with pytest.raises(ValueError, match=message):
         evaluate_estimator([f"p{i}" for i in range(6)], rng.normal(size=(6, 3)), y, observed=1)
+
+
+def test_a_metadata_value_whose_square_overflows_is_refused_naming_it():
+    """A level of 1e300 reached scikit-learn as "Input X contains NaN" (the standardisation's variance overflowed),
+    naming no key, prompt or fix. 1e150 is still read; inf is not a value this check names."""
+    import numpy as np
+
+    from gradprobe.difficulty.features import metadata_features
+    from gradprobe.difficulty.metadata import check_metadata_keys
+
+    check_metadata_keys(_problems({"level": 1}, {"level": 1e150}, {"level": None}), ["level"])
+    with pytest.raises(ValueError) as info:
+        check_metadata_keys(_problems({"level": 1}, {"level": -1e300}, {"level": 2e200}), ["level"])
+    assert str(info.value) == ("metadata key 'level' (--metadata-keys) is -1e+300 in prompt p1 (2 value(s) beyond "
+                               "+-1e+150): the estimator standardises each feature, and the square of such a value "
+                               "overflows; rescale the key (e.g. its log10) or leave it out of --metadata-keys")
+    x = metadata_features(_problems({"level": 1}, {"level": 1e150}), [[1, 2], [3]], ["level"])
+    assert np.isfinite(x).all()
