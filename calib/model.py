@@ -28,6 +28,7 @@ FILE|default`` apply one (:mod:`calib.apply`).
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shlex
 from dataclasses import dataclass, field
@@ -570,7 +571,12 @@ def default_path() -> Path:
 
 
 def resolve(spec: str | Path) -> Path:
-    """``default`` -> the shipped file; else the path. CalibrationFileError when it does not exist."""
+    """``default`` -> the shipped file; else the path. CalibrationFileError when it does not exist; TypeError (naming
+    the argument and what it takes) when ``spec`` is neither text nor a path (``calib.load(123)`` reached pathlib's
+    "expected str, bytes or os.PathLike object")."""
+    if not isinstance(spec, (str, os.PathLike)) or isinstance(spec, bytes):
+        raise TypeError(f"the calibration must be a path to a calibration file (str or os.PathLike) or 'default', got "
+                        f"{spec!r} ({type(spec).__name__})")
     if str(spec) == "default":
         path = default_path()
         if not path.is_file():

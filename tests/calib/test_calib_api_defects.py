@@ -169,3 +169,12 @@ def test_predict_of_good_input_is_unchanged(calibration, rows):
     for a, b in zip(as_array, (point, lo, hi)):
         np.testing.assert_array_equal(a, b)
     assert np.all(lo <= point) and np.all(point <= hi)
+
+
+@pytest.mark.parametrize("bad", [123, None, b"calib.json", ["default"]])
+def test_load_names_a_calibration_that_is_no_path(bad):
+    """calib.load(123) raised pathlib's "expected str, bytes or os.PathLike object, not int", naming no argument."""
+    with pytest.raises(TypeError) as e:
+        calib.load(bad)
+    assert str(e.value) == ("the calibration must be a path to a calibration file (str or os.PathLike) or 'default', "
+                            f"got {bad!r} ({type(bad).__name__})")
