@@ -235,3 +235,15 @@ def test_two_function_rewards_of_one_name_are_refused(tmp_path):
                             "the other: give each function its own name, or pass (name, sequence_reward(fn)) pairs "
                             "with distinct names")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("key, way", [("calibration", "calib.apply(calib.load('default' or PATH), result)"),
+                                      ("initial_accuracy", "load_reference_curve(PATH, initial_accuracy=...)")])
+def test_a_command_line_only_option_says_how_python_takes_it(tmp_path, key, way):
+    """gradprobe.probe(calibration='default') said "unknown probe setting(s) calibration; valid: ..." without the
+    way the API applies a calibration."""
+    with pytest.raises(ValueError) as e:
+        gradprobe.probe("tiny", rewards=["outcome"], out=tmp_path / "x", **{key: 0.5}, **TINY)
+    assert str(e.value).startswith(f"{key} is no setting of gradprobe.probe (it is --{key.replace('_', '-')} of the "
+                                   "command line): ") and str(e.value).endswith(way)
+    assert not (tmp_path / "x").exists()

@@ -172,6 +172,7 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     """
     out = None if out is None else api_out(out)  # an empty out would be the current folder
     check_forecaster(forecaster)
+    _refuse_command_line_only(settings)
     config, extra = _config_and_rewards(model, task, rewards, settings)  # refuses bad settings before compute
     curve, curve_spec = _reference_curve(reference_curve)
     if checkpoints is not None:  # a missing or wrong path fails before any compute
@@ -180,6 +181,24 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
         checkpoint_weights(checkpoints)
     return _probe_result(out, config=config, probe_batches=probe_batches, extra=extra, curve=curve,
                          curve_spec=curve_spec, forecaster=forecaster, checkpoints=checkpoints)
+
+
+#: ``gradprobe probe`` options that are no probe setting in Python, and what takes their place there
+_COMMAND_LINE_ONLY = {
+    "calibration": "a calibration is applied to the result: calib.apply(calib.load('default' or PATH), result)",
+    "reference_curve_metric": "pass reference_curve=gradprobe.forecast.load_reference_curve(PATH, metric=...)",
+    "reference_curve_scale": "pass reference_curve=gradprobe.forecast.load_reference_curve(PATH, "
+                             "accuracy_scale=...)",
+    "initial_accuracy": "pass reference_curve=gradprobe.forecast.load_reference_curve(PATH, initial_accuracy=...)",
+}
+
+
+def _refuse_command_line_only(settings: dict) -> None:
+    """ValueError for a ``gradprobe probe`` option given to :func:`probe` by its Python name where the API takes it
+    another way (:data:`_COMMAND_LINE_ONLY`: the way named); the settings' own check names any other unknown key."""
+    for key in sorted(set(settings) & set(_COMMAND_LINE_ONLY)):
+        raise ValueError(f"{key} is no setting of gradprobe.probe (it is --{key.replace('_', '-')} of the command "
+                         f"line): {_COMMAND_LINE_ONLY[key]}")
 
 
 def _config_and_rewards(model: str, task, rewards, settings: dict) -> tuple[ProbeConfig, dict]:
