@@ -118,7 +118,8 @@ def arithmetic_line(line: str, problem=None, previous: Sequence[str] = ()) -> bo
     between numbers is ``*``, ``÷`` is ``/``. At every ``=`` the longest arithmetic expression
     (numbers, ``+ - * /``, parentheses, unary signs; no powers) ending at it is compared with the
     longest one starting after it; a pair counts when both sides parse and one side holds an
-    operation, and neither side is cut out of a longer expression (an operator, a number or a
+    operation (or it continues a counted chain: in ``3 + 4 = 7 = 8`` the ``7 = 8`` counts and fails),
+    and neither side is cut out of a longer expression (an operator, a number or a
     glued letter next to it: ``S + 143 = ...``, ``2 apples * 3/4 = ...``, ``= 5A/5`` are not
     counted). Values are exact (fractions); a side that is a lone decimal number may be rounded
     (``10/3 = 3.33`` holds: tolerance half a unit of its last decimal), an integer may not
@@ -132,13 +133,17 @@ def arithmetic_line(line: str, problem=None, previous: Sequence[str] = ()) -> bo
     """
     text = _normalize_arithmetic(line)
     cuts = [m.start() for m in re.finditer(r"(?<![=<>!])=(?!=)", text)]
-    verdicts = []
+    verdicts, counted = [], False
     for i, pos in enumerate(cuts):
         before = text[(cuts[i - 1] + 1 if i else 0): pos]
         after = text[pos + 1: (cuts[i + 1] if i + 1 < len(cuts) else len(text))]
         lhs, rhs = _side(before, left=True), _side(after, left=False)
-        if lhs is None or rhs is None or not (lhs[1][1] or rhs[1][1]):
+        # a chain "3 + 4 = 7 = 8": the lone numbers 7 = 8 count, their left side being the counted pair's whole right
+        chained = counted and lhs is not None and "".join(lhs[0]) == re.sub(r"\s", "", before)
+        counted = False
+        if lhs is None or rhs is None or not (lhs[1][1] or rhs[1][1] or chained):
             continue
+        counted = True
         try:
             diff = abs(_evaluate(lhs[1][0]) - _evaluate(rhs[1][0]))
         except ZeroDivisionError:

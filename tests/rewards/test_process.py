@@ -263,3 +263,12 @@ def test_one_training_update_with_the_process_reward(tmp_path):
     assert math.isfinite(update["loss"])
     for e in (x for x in lines if x.get("eval")):
         assert 0.0 <= e["step_validity_rate"] <= 1.0 and e["step_count_deviation"] >= 0.0
+
+
+@pytest.mark.parametrize("line, verdict", [
+    ("3 + 4 = 7 = 8", False), ("3 + 4 = 7 = 7", True), ("3 + 4 = 8 = 7", False), ("10/3 = 3.33 = 3.3", True),
+    ("x = 5 = 5", None), ("2 + 2 = 4 and 5 = 6", True)])
+def test_a_chained_equality_is_checked_to_its_end(line, verdict):
+    """'3 + 4 = 7 = 8' held: '7 = 8' has no operation on either side, so it was not counted; it continues a counted
+    pair, so it counts now. Lone numbers not chained to a counted pair are still not steps."""
+    assert arithmetic_line(line) is verdict
