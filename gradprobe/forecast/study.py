@@ -189,7 +189,9 @@ def _read_study(study_dir: Path, probe) -> tuple[dict, dict, dict, object]:
         raise FileNotFoundError(f"study folder {str(study_dir)!r} does not exist; pass the --out folder of a finished "
                                 "`gradprobe study` (e.g. data/study_tiny)")
     analysis = read_study_json(study_dir / ANALYSIS_JSON, "run `gradprobe study` to the end")
-    arms_map = read_study_json(probe_dir(study_dir) / ARMS_JSON, "it is written with probe.json by `gradprobe study`")
+    arms_fix = (_missing_probe_fix(study_dir) if not (probe_dir(study_dir) / PROBE_JSON).is_file()
+                else "it is written with probe.json by `gradprobe study`")  # no probe at all: how to run it
+    arms_map = read_study_json(probe_dir(study_dir) / ARMS_JSON, arms_fix)
     if probe is None:
         probe = read_study_json(probe_dir(study_dir) / PROBE_JSON, _missing_probe_fix(study_dir))
     arms_res = analysis.get("arms") or {}

@@ -41,3 +41,17 @@ def test_a_study_whose_probe_failed(study):
     with pytest.raises(FileNotFoundError, match=r"probe\.json is missing; the study's probe failed \(ValueError: out of "
                                                 r"memory\); run it again with `gradprobe study .*/plan\.toml --out"):
         study_forecasts(study)
+
+
+def test_a_study_without_its_probe_folder(study):
+    """With probe/ gone (--no-probe), `calib rows` stopped at probe/arms.json "is written with probe.json by
+    `gradprobe study`", with no command to run."""
+    shutil.rmtree(study / "probe")
+    doc = json.loads((study / "study.json").read_text())
+    doc.pop("probe")
+    (study / "study.json").write_text(json.dumps(doc))
+    with pytest.raises(FileNotFoundError) as e:
+        study_forecasts(study)
+    assert str(e.value) == (f"{study}/probe/arms.json is missing; the study has no probe (it ran with --no-probe, or "
+                            f"stopped during the probe): run it with `gradprobe study {study}/plan.toml --out {study}` "
+                            "(it keeps finished runs and runs only the probe)")
