@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -189,11 +190,20 @@ def analysis_target(out: str | Path, overwrite: bool = False) -> Path:
 
 
 def _warn_stale_analysis(out: Path) -> None:
-    """Warn (stderr) when ``out/analysis.json`` no longer matches ``out/runs.csv``
+    """Warn (stderr) when ``out/analysis.json`` is damaged (not valid JSON) or no longer matches ``out/runs.csv``
     (:func:`gradprobe.study.coverage.stale_analysis`); an unreadable runs.csv is left to the analysis."""
     from ..study.coverage import stale_analysis
     from ..study.reading import AnalysisError, load_runs
 
+    try:  # a damaged analysis.json (a write cut short) was kept with no word: calib refuses the study then
+        json.loads((out / "analysis.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        print(f"gradprobe study: warning: {out}/analysis.json is damaged (not valid JSON: {e}), so calib refuses "
+              f"this study; run `gradprobe study --analyze-only --out {out} --overwrite-analysis` to rewrite it",
+              file=sys.stderr)
+        return
+    except OSError:
+        pass
     try:
         with warnings.catch_warnings():  # runs.csv's own warnings come once, from the analysis that follows
             warnings.simplefilter("ignore")

@@ -158,3 +158,16 @@ def test_load_runs_reads_the_per_item_results_once_for_both_checks(tmp_path, mon
     calls.clear()
     runs, cut = read_study_runs(study)
     assert len(calls) == 1 and list(runs.columns) == ["arm", "seed", "update", "generated_tokens", "accuracy"]
+
+
+def test_a_damaged_analysis_json_is_named_by_analyze_only(tmp_path, capsys):
+    """A truncated analysis.json was kept "as it is" with no word; calib refused the study only later."""
+    study = _study(tmp_path)
+    text = (study / "analysis.json").read_text()
+    (study / "analysis.json").write_text(text[:500])
+    assert cli_main(["study", "--analyze-only", "--out", str(study)]) == 0
+    err = capsys.readouterr().err
+    assert (f"gradprobe study: warning: {study}/analysis.json is damaged (not valid JSON: ") in err
+    assert (f"so calib refuses this study; run `gradprobe study --analyze-only --out {study} --overwrite-analysis` "
+            "to rewrite it") in err
+    assert (study / "analysis.json").read_text() == text[:500]  # kept: the re-analysis goes to reanalysis/
