@@ -172,7 +172,6 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     """
     out = None if out is None else api_out(out)  # an empty out would be the current folder
     check_forecaster(forecaster)
-    _refuse_command_line_only(settings)
     config, extra = _config_and_rewards(model, task, rewards, settings)  # refuses bad settings before compute
     curve, curve_spec = _reference_curve(reference_curve)
     if checkpoints is not None:  # a missing or wrong path fails before any compute
@@ -204,6 +203,7 @@ def _refuse_command_line_only(settings: dict) -> None:
 def _config_and_rewards(model: str, task, rewards, settings: dict) -> tuple[ProbeConfig, dict]:
     """(config, {name: Reward} of the rewards that are no registered name) of :func:`probe`'s arguments;
     ``rewards`` may be one comma-separated string."""
+    _refuse_command_line_only(settings)
     if isinstance(rewards, str):
         rewards = [r.strip() for r in rewards.split(",") if r.strip()]
     if not isinstance(rewards, Sequence):
