@@ -22,7 +22,11 @@ Reading a run at a point
     the promised gap being the width of the promised interval (p_(k-1), p_k] that holds ``at``
     (a run evaluates at the first update at or after each promised point; nothing promised:
     infinite). Wider: refused (``gap_exceeded``) and that seed is left out of every comparison
-    at that point. Never extrapolated.
+    at that point. Never extrapolated. An eval with a blank accuracy cell is left out (warned); a
+    run whose eval at the point, or whose final eval where the point is read at the final evals,
+    has a blank accuracy and no eval with one beyond it is not read there (``blank_accuracy``).
+    A runs.csv whose generated_tokens, device_seconds or flops decreases along a run's evals is
+    refused (:func:`~gradprobe.study.reading.load_runs`).
 Per-seed statistics
     An arm's accuracy: mean over its read seeds with a Student-t 95% interval. A gain: paired over
     the seeds read in both arms (:func:`~gradprobe.study.stats.paired_t`), and with per-item

@@ -155,16 +155,17 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
     Raises
     ------
     AnalysisError
-        No ``runs.csv``; an empty (0 bytes) or unparsable one, missing core columns, no rows, a blank
-        ``arm``, ``seed`` or ``update`` cell, one eval (arm, seed, update) on two lines with different values, an
-        ``accuracy`` or ``accuracy_sampled`` outside [0, 1] (points, not fractions; inf too), a ``generated_tokens``,
-        ``device_seconds`` or ``flops`` value infinite or negative, or no accuracy on any line (both accuracy
-        columns blank) (the message names the file, the lines and the fix: rebuild runs.csv from the run folders,
+        No ``runs.csv``; an empty (0 bytes) or unparsable one, missing core columns, no rows, a blank ``arm``, ``seed``
+        or ``update`` cell, one eval (arm, seed, update) on two lines with different values, an ``accuracy`` or
+        ``accuracy_sampled`` outside [0, 1] (points, not fractions; inf too), a ``generated_tokens``, ``device_seconds``
+        or ``flops`` value infinite or negative, or one that decreases from a run's eval to its next (by update: each is
+        the run's running total, :func:`running_total_decreases`), or no accuracy on any line (both accuracy columns
+        blank) (the message names the file, the lines and the fix: rebuild runs.csv from the run folders,
         :func:`restore_runs_csv_fix`). A run's final eval line deleted whole, or cut off with the file's end (the file
         cut inside or right after an earlier line of the run, :func:`cut_tail_run`), i.e. an update ``study.json`` or
-        the run's per-item results record after its last line (:func:`lost_eval_lines`): the run's end is unknown,
-        and read as it is the run would end earlier, moving the matched budgets; one line names the file, each such
-        run, its last update left, the missing update(s) and the fix (:func:`_check_lost_lines`). An ``accuracy`` or
+        the run's per-item results record after its last line (:func:`lost_eval_lines`): the run's end is unknown, and
+        read as it is the run would end earlier, moving the matched budgets; one line names the file, each such run, its
+        last update left, the missing update(s) and the fix (:func:`_check_lost_lines`). An ``accuracy`` or
         ``accuracy_sampled`` that is not the mean of the per-item results of its eval (:func:`item_accuracy_mismatches`:
         the file, line, run, update, both values and the fix).
 
@@ -172,7 +173,8 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
     -----
     UserWarning
         Evals with a blank ``accuracy`` cell while others have one (the file was edited or damaged): the
-        analysis reads those runs without them; the warning names their lines, arm, seed and update. Lines with
+        analysis reads those runs without them (a run whose last eval's cell is blank is no read at a budget read at
+        the runs' final evals, :func:`read_runs`); the warning names their lines, arm, seed and update. Lines with
         fewer fields than the header (a file cut mid-line), or the last line of a file without a final line
         break: one warning names them; their missing cells, and their ``accuracy`` and ``accuracy_sampled``
         cells (a value at a cut may be cut: ``0.`` for ``0.74``), read as blank. Lines that copy an earlier line
@@ -198,6 +200,7 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
     _check_some_accuracy(df, path, study_dir)
     tail = cut_tail_run(raw)  # the run of a cut last line, whose later lines may have gone with the cut
     df = _sorted_runs(df, lines_known, study_dir)
+    _check_running_totals(df, path, cut, study_dir)  # a cost typo (256359 -> 25635) would move every matched point
     item_lines = read_item_lines(study_dir) if item_lines is None else item_lines  # read once, for both checks
     _check_lost_lines(df, study_dir, path, tail, item_lines)  # lines deleted or cut off (a lost end: refused)
     _blank_accuracy_at_cuts(df, cut, path, study_dir)
@@ -299,8 +302,9 @@ def _blank_accuracy_at_cuts(df, cut: set[int], path: Path, study_dir) -> None:
         n = int((df["accuracy"].isna().to_numpy() & ~at_cut).sum())
         warnings.warn(f"{path}: {n} eval(s) have a blank accuracy cell ({blank}): the analysis reads those runs "
                       "without these evals (a value between their neighbours is interpolated only within the plan's "
-                      "promised eval gap; a run without its update-0 accuracy has no initial read); every eval records "
-                      f"its accuracy, so runs.csv was edited or damaged; {restore_runs_csv_fix(study_dir)}",
+                      "promised eval gap; a run without its update-0 accuracy has no initial read, and one without "
+                      "its final eval's accuracy no read at a budget read at the runs' final evals); every eval "
+                      f"records its accuracy, so runs.csv was edited or damaged; {restore_runs_csv_fix(study_dir)}",
                       stacklevel=3)
 
 
@@ -356,6 +360,78 @@ def _check_costs(df, path: Path, lines, study_dir) -> None:
 
 _COST_UNITS = {"generated_tokens": "generated tokens", "device_seconds": "training device-seconds",
                "flops": "FLOPs"}
+
+
+#: runs.csv columns each eval records as its run's running total up to that eval (the budgets the analysis matches
+#: at): along a run's evals, ordered by ``update`` (the fourth budget, the order itself), they never decrease.
+RUNNING_TOTALS = ("generated_tokens", "device_seconds", "flops")
+
+
+def running_total_decreases(df, lines=None, cut=()) -> list[str]:
+    """Where a run's running totals (:data:`RUNNING_TOTALS`) decrease from one eval to its next, each as
+    ``"generated_tokens 205437 at line 42 (arm A, seed S, update 8), then 25635 at line 43 (arm A, seed S, update
+    10)"`` (values as ``%.10g``; a line in ``cut``: followed by ``" (a cut line: its value may be cut too)"``); []
+    when none.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame, rows = evals
+        ``runs.csv`` as read (columns ``arm``, ``seed``, ``update`` and those of :data:`RUNNING_TOTALS` it has).
+    lines : list of int, optional
+        Each row's line in the file (named); None: the rows are named without it.
+    cut : set of int
+        Lines that look cut (:func:`_warn_short_lines`).
+
+    Blank cells are skipped (each value is compared with the run's previous value in that column), and so are rows
+    whose update is no number (refused elsewhere). Each eval records what its run spent up to it
+    (:func:`gradprobe.training.records.maybe_eval`: ``generated_tokens``, ``device_seconds`` and ``flops`` of
+    ``spent()``), so a decrease is a damaged cell; which of the two cannot be told: both are named.
+    """
+    import pandas as pd
+
+    updates = pd.to_numeric(df["update"], errors="coerce").to_numpy(np.float64)
+    found = []
+    for col in (c for c in RUNNING_TOTALS if c in df.columns):
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(np.float64)
+        for idx in df.groupby(["arm", "seed"], sort=False).indices.values():
+            idx = idx[~np.isnan(values[idx]) & ~np.isnan(updates[idx])]
+            idx = idx[np.argsort(updates[idx], kind="stable")]
+            for a, b in zip(idx[:-1], idx[1:]):
+                if values[b] < values[a]:
+                    found.append(f"{col} {_said_value(df, lines, cut, values, a)}, then "
+                                 f"{_said_value(df, lines, cut, values, b)}")
+    return found
+
+
+def _said_value(df, lines, cut, values, i: int) -> str:
+    """``"256359 at line 43 (arm A, seed S, update U)"`` for row ``i`` of ``df`` (:func:`running_total_decreases`)."""
+    on_cut = lines is not None and lines[i] in cut
+    return (f"{values[i]:.10g} at {_rows_named(df, np.arange(len(df)) == i, lines)}"
+            f"{' (a cut line: its value may be cut too)' if on_cut else ''}")
+
+
+def _check_running_totals(df, path: Path, cut, study_dir) -> None:
+    """Refuse a ``runs.csv`` (``df``, sorted by arm, seed and update, :func:`_sorted_runs`) where a run's
+    ``generated_tokens``, ``device_seconds`` or ``flops`` decreases from one eval to its next
+    (:func:`running_total_decreases`; ``cut``: the lines that look cut). Read as it is, one such typo moves a run's
+    final value, hence every arm's matched point (a final 256359 typed 25635 read every arm at 25,635 tokens, blaming
+    "a run stopped on another budget"), or a read between evals.
+
+    Raises
+    ------
+    AnalysisError
+        One line naming ``path``, the first few decreases (column, both values, their lines, arm, seed and update)
+        and the fix (:func:`restore_runs_csv_fix`).
+    """
+    found = running_total_decreases(df, df.attrs.get("csv_lines"), cut)
+    if found:
+        more = f" and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
+        raise AnalysisError(f"{path}: a run's running total decreases from one eval to the next: "
+                            f"{'; '.join(found[:_SHOWN])}{more}; each eval records the generated tokens, training "
+                            "device-seconds and FLOPs its run spent up to it, so along a run's evals (by update) none "
+                            "decreases: runs.csv was edited or damaged (one of the two cells is wrong, which cannot be "
+                            "told, and read as it is it would move the run's reads and the matched budgets); "
+                            f"{restore_runs_csv_fix(study_dir)}")
 
 
 def _warn_short_lines(path: Path, raw: bytes, study_dir) -> set[int]:
@@ -734,25 +810,47 @@ def read_runs(runs: dict, axis: str, at: float, *, plan=None, final: bool = Fals
               metric: str = "greedy_accuracy") -> dict:
     """(arm, seed) -> :func:`read_point` dict plus ``value`` (points or None) for every run.
 
-    ``final``: read each run's last eval (the plan budget every run reached)."""
+    ``runs``: :func:`_runs`. Evals with a blank ``metric`` cell are left out (a value between their neighbours is
+    interpolated only within the promised gap); a run with none left: status ``"missing"``. ``final``: read each
+    run's last eval (the plan budget every run reached), status ``"final"``. A run whose eval at an end of its range
+    has a blank ``metric`` cell is not read beyond the evals left: status ``"blank_accuracy"`` (value None) for a
+    final read when its last eval's cell is blank (the eval before it is no read at the budget), and for a point
+    outside the evals left but within all its evals, where :func:`read_point` says ``"outside"``; so a run without
+    its update-0 accuracy has no initial read (:func:`initial_reads`)."""
     col, mcol = AXIS_COLUMNS[axis], METRIC_COLUMNS[metric]
     gap = promised_gap(_promised(plan, axis), at)
     out = {}
     for key, g in runs.items():
-        g = g[g[mcol].notna()]
-        if g.empty:
-            out[key] = {"status": "missing", "rows": None, "w": None, "gap": None, "allowed": gap, "value": None}
+        full, g = g, g[g[mcol].notna()]
+        if g.empty or (final and _is_blank(full[mcol].iloc[-1])):
+            out[key] = {"status": "missing" if g.empty else "blank_accuracy", "rows": None, "w": None, "gap": None,
+                        "allowed": gap, "value": None}
             continue
         if final:
             r = {"status": "final", "rows": (len(g) - 1, len(g) - 1), "w": 0.0, "gap": 0.0, "allowed": gap}
         else:
             r = read_point(g[col].to_numpy(np.float64), g["update"].to_numpy(np.float64), at, gap=gap)
+            if r["status"] == "outside" and _within(full[col].to_numpy(np.float64), at):
+                r = {**r, "status": "blank_accuracy"}
         y = 100.0 * g[mcol].to_numpy(np.float64)
         v = _combine(y, r)
         ups = g["update"].to_numpy()
         out[key] = {**r, "value": None if v is None else float(v),
                     "updates": None if r["rows"] is None else [int(ups[i]) for i in r["rows"]], "frame": g}
     return out
+
+
+def _is_blank(v) -> bool:
+    """Whether one cell ``v`` of a runs.csv table is blank (None or NaN)."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _within(x, at: float) -> bool:
+    """Whether ``at`` lies within [min, max] of the run's eval coordinates ``x`` (shape (evals,), NaN: blank, left
+    out), with :func:`read_point`'s relative tolerance 1e-9."""
+    x = x[~np.isnan(x)]
+    tol = 1e-9 * max(1.0, abs(at))
+    return bool(x.size) and float(x.min()) - tol <= at <= float(x.max()) + tol
 
 
 def initial_reads(runs: dict, metric: str = "greedy_accuracy") -> dict:
