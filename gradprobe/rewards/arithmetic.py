@@ -118,7 +118,8 @@ def arithmetic_line(line: str, problem=None, previous: Sequence[str] = ()) -> bo
     between numbers is ``*``, ``÷`` is ``/``. At every ``=`` the longest arithmetic expression
     (numbers, ``+ - * /``, parentheses, unary signs; no powers) ending at it is compared with the
     longest one starting after it; a pair counts when both sides parse and one side holds an
-    operation (or it continues a counted chain: in ``3 + 4 = 7 = 8`` the ``7 = 8`` counts and fails),
+    operation (or it continues a counted chain with two bare numbers: in ``3 + 4 = 7 = 8`` the ``7 = 8``
+    counts and fails; ``1/2 = 0.5 = 50%`` and ``2 * 60 = 120 = 2 hours`` convert units and do not count),
     and neither side is cut out of a longer expression (an operator, a number or a
     glued letter next to it: ``S + 143 = ...``, ``2 apples * 3/4 = ...``, ``= 5A/5`` are not
     counted). Values are exact (fractions); a side that is a lone decimal number may be rounded
@@ -139,7 +140,9 @@ def arithmetic_line(line: str, problem=None, previous: Sequence[str] = ()) -> bo
         after = text[pos + 1: (cuts[i + 1] if i + 1 < len(cuts) else len(text))]
         lhs, rhs = _side(before, left=True), _side(after, left=False)
         # a chain "3 + 4 = 7 = 8": the lone numbers 7 = 8 count, their left side being the counted pair's whole right
-        chained = counted and lhs is not None and "".join(lhs[0]) == re.sub(r"\s", "", before)
+        # side and their right side the whole rest (not "= 20%" or "= 2 hours", another unit of the same quantity)
+        chained = (counted and lhs is not None and rhs is not None and "".join(lhs[0]) == re.sub(r"\s", "", before)
+                   and "".join(rhs[0]) == re.sub(r"[\s.,;:!?]", "", after))
         counted = False
         if lhs is None or rhs is None or not (lhs[1][1] or rhs[1][1] or chained):
             continue

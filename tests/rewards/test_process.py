@@ -267,7 +267,10 @@ def test_one_training_update_with_the_process_reward(tmp_path):
 
 @pytest.mark.parametrize("line, verdict", [
     ("3 + 4 = 7 = 8", False), ("3 + 4 = 7 = 7", True), ("3 + 4 = 8 = 7", False), ("10/3 = 3.33 = 3.3", True),
-    ("x = 5 = 5", None), ("2 + 2 = 4 and 5 = 6", True)])
+    ("x = 5 = 5", None), ("2 + 2 = 4 and 5 = 6", True), ("3 + 4 = 7 = 8.", False),
+    # a chain that converts units is no false step (a reviewer's cases, held before the chain rule)
+    ("20/100 = 0.2 = 20%", True), ("1/2 = 0.5 = 50%", True), ("2 * 60 = 120 = 2 hours", True),
+    ("12 * 5 = 60 = 1 hour", True), ("2000 * 2 = 4000 = 4 thousand", True)])
 def test_a_chained_equality_is_checked_to_its_end(line, verdict):
     """'3 + 4 = 7 = 8' held: '7 = 8' has no operation on either side, so it was not counted; it continues a counted
     pair, so it counts now. Lone numbers not chained to a counted pair are still not steps."""
