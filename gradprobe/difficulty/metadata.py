@@ -129,16 +129,25 @@ def _refuse_non_numeric(problems, key: str) -> None:
 MAX_METADATA = 1e150
 
 
+def _magnitude(v) -> float:
+    """``abs(v)`` as a float; inf for an integer too large for one (10**400, which JSON allows)."""
+    try:
+        return abs(float(v))
+    except OverflowError:
+        return math.inf
+
+
 def _refuse_beyond_range(problems, key: str) -> None:
     """ValueError naming the first ``key`` value beyond :data:`MAX_METADATA` in magnitude (its prompt id and line),
     how many there are, and the fix (rescale the key, e.g. its log10, or leave it out)."""
     big = [(prob, v) for prob in problems if is_numeric(v := (getattr(prob, "metadata", None) or {}).get(key))
-           and math.isfinite(v) and abs(v) > MAX_METADATA]
+           and _magnitude(v) > MAX_METADATA and not (isinstance(v, float) and math.isinf(v))]
     if not big:
         return
     prob, v = min(big, key=lambda b: _row(b[0]))
     source = (getattr(prob, "metadata", None) or {}).get("source")
-    raise ValueError(f"metadata key {key!r} (--metadata-keys) is {v:g} in prompt {getattr(prob, 'id', '?')}"
+    shown = f"{v:g}" if _magnitude(v) < math.inf else f"an integer of {len(str(abs(v)))} digits"
+    raise ValueError(f"metadata key {key!r} (--metadata-keys) is {shown} in prompt {getattr(prob, 'id', '?')}"
                      f"{_line(prob, source)}{f' of {source}' if source and _row(prob) >= 0 else ''} ({len(big)} "
                      f"value(s) beyond +-{MAX_METADATA:g}): the estimator standardises each feature, and the square "
                      "of such a value overflows; rescale the key (e.g. its log10) or leave it out of --metadata-keys")

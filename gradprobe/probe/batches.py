@@ -98,6 +98,8 @@ def _distinct_train_prompts(task, n: int, seed: int) -> list:
         try:
             pool = task.problems("train", n * factor, seed=seed)
         except ValueError as err:
+            if factor == 1 and type(err) is not ValueError:  # a malformed row, a bad option: its own error
+                raise
             if factor == 1:  # the split itself is smaller than the probe batches' prompts: say which flags ask
                 raise ValueError(f"{err} (the {n} asked for are --probe-batches x --prompts: each probe batch draws "
                                  "its own prompts)") from err

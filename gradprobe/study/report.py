@@ -94,12 +94,12 @@ def _overshoot(m: dict) -> str:
 
 
 def _fewer_seeds(cell: dict) -> str:
-    """``" (on 1 of 2 seeds: the others not read here)"``: a gain paired over fewer seeds than the arm has
+    """``" (on 1 of 2 seeds: those read in both arms)"``: a gain paired over fewer seeds than the arm has
     (``gain_seeds`` < the seeds of ``per_seed``), which the ranking and the sweep do not use; ``""`` otherwise."""
     n, of = cell.get("gain_seeds"), len(cell.get("per_seed") or {})
     if not isinstance(n, int) or not of or n >= of:
         return ""
-    return f" (on {n} of {of} seeds: the others not read here)"
+    return f" (on {n} of {of} seeds: those read in both arms)"
 
 
 def _gains(result: dict, axes: list[str]) -> list[str]:

@@ -272,3 +272,11 @@ def test_a_metadata_value_whose_square_overflows_is_refused_naming_it():
                                "overflows; rescale the key (e.g. its log10) or leave it out of --metadata-keys")
     x = metadata_features(_problems({"level": 1}, {"level": 1e150}), [[1, 2], [3]], ["level"])
     assert np.isfinite(x).all()
+
+
+def test_a_metadata_integer_too_large_for_a_float_is_named_not_an_overflow_error():
+    from gradprobe.difficulty.metadata import check_metadata_keys
+
+    with pytest.raises(ValueError, match=r"metadata key 'level' \(--metadata-keys\) is an integer of 401 digits in "
+                                         r"prompt p1 \(1 value\(s\) beyond"):
+        check_metadata_keys(_problems({"level": 1}, {"level": 10 ** 400}), ["level"])

@@ -17,4 +17,4 @@ def test_a_gain_on_fewer_seeds_says_so():
                         "updates": _cell(3.125, 2, {"0": 1.0, "1": 2.0}, ci=[-16.73, 22.98])}}}
     assert _gains(result, ["updates", "flops"])[1:] == [
         "  updates: grpo_0.5xlr +3.12 [-16.73, +22.98]",
-        "  flops: grpo_0.5xlr -1.56 n/a (on 1 of 2 seeds: the others not read here)"]
+        "  flops: grpo_0.5xlr -1.56 n/a (on 1 of 2 seeds: those read in both arms)"]
