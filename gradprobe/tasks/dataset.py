@@ -152,6 +152,18 @@ _SPLIT_SEED = 20240101  # as gsm8k: a file's train/heldout split never moves
 _FILES = {"train": "train.jsonl", "heldout": "test.jsonl"}
 
 
+def _load_quietly(datasets, quiet: bool, *args, **kwargs):
+    """``datasets.load_dataset(*args, **kwargs)``, without its progress bars when ``quiet`` (a local folder, read
+    anew on every load: its "Generating train split" bars would print each time); the setting is restored."""
+    if not quiet or not datasets.is_progress_bar_enabled():
+        return datasets.load_dataset(*args, **kwargs)
+    datasets.disable_progress_bars()
+    try:
+        return datasets.load_dataset(*args, **kwargs)
+    finally:
+        datasets.enable_progress_bars()
+
+
 class DatasetTask(Task):
     """A JSONL file or folder, or a Hugging Face dataset, as a task (module docstring).
 
@@ -324,7 +336,7 @@ class DatasetTask(Task):
             # a local folder is read anew each time: datasets' cache of it can outlive an edit of its files (with a
             # README's configs), so a run would train on the old rows while recording the new files' sha256
             fresh = {"download_mode": "force_redownload"} if Path(self.source).is_dir() else {}
-            ds = datasets.load_dataset(self.source, self.hub_config, split=split, **fresh)
+            ds = _load_quietly(datasets, fresh, self.source, self.hub_config, split=split, **fresh)
         except (ConnectionError, FileNotFoundError) as err:  # not on the hub (or no network), and no local folder
             if fresh:
                 raise

@@ -305,6 +305,8 @@ def task_data_mismatch(spec: str, then: dict, now: dict, *, started: str = "the 
                 "data (datasets would read the hub, or its cache of a dataset of that name)",
                 "run the command from the working directory it was first run in"
                 + ("" if kept else f", with the data as it was ({_first_record(then)})"), True)
+    if spec.strip().startswith("hf:"):  # a file recorded then (gradprobe once recorded every file of an hf:FOLDER)
+        then = {k: v for k, v in then.items() if k in now or not _unchanged(v)}  # and unchanged, not read now: no data
     changed = sorted((k for k in set(then) | set(now) if (then.get(k) or {}).get("sha256") !=
                       (now.get(k) or {}).get("sha256")),
                      key=lambda k: (0 if k in then and (now.get(k) or {}).get("sha256") else 1 if k in then else 2, k))

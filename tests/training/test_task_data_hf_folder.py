@@ -1,6 +1,7 @@
-"""``hf:FOLDER`` naming a local folder (``datasets.load_dataset`` reads it) is recorded like ``jsonl:`` data: every
-file under it that ``datasets`` would see, with its sha256, so a resume after a file was edited, or one was added,
-is refused. Before, ``hf:`` recorded nothing, so a run on a local folder resumed on edited golds without a word."""
+"""``hf:FOLDER`` naming a local folder (``datasets.load_dataset`` reads it) is recorded like ``jsonl:`` data: the data
+files ``datasets`` resolves for it and the card files that choose them, with their sha256, so a resume after a file
+was edited, or one was added, is refused. Before, ``hf:`` recorded nothing, so a run on a local folder resumed on
+edited golds without a word."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def test_a_run_on_a_local_hf_folder_refuses_to_resume_on_edited_data(tmp_path):
     assert run_training(run, out)["completed"]
 
 
-def test_an_edited_local_hf_folder_is_read_anew(tmp_path):
+def test_an_edited_local_hf_folder_is_read_anew(tmp_path, capfd):
     """datasets' cache of a local folder with a card's configs outlived an edit of its files: the run trained on the
     old rows while recording the new file's sha256."""
     pytest.importorskip("datasets")
@@ -84,6 +85,10 @@ def test_an_edited_local_hf_folder_is_read_anew(tmp_path):
     assert [p.answer for p in load_task(spec).split_rows("train")[:2]] == ["3", "4"]
     (folder / "data" / "train.jsonl").write_text(_rows(shift=100))
     assert [p.answer for p in load_task(spec).split_rows("train")[:2]] == ["103", "104"]
+    assert "Generating" not in capfd.readouterr().err  # read anew each time: without datasets' progress bars
+    import datasets
+
+    assert datasets.is_progress_bar_enabled()  # the setting is restored
 
 
 def test_a_relative_hf_folder_resumed_from_another_directory_is_refused(tmp_path, monkeypatch):
@@ -170,3 +175,24 @@ def test_a_missing_hf_name_says_no_local_folder_exists_either(tmp_path, monkeypa
         "hf:typo_dir: Couldn't reach 'typo_dir' on the Hub (LocalEntryNotFoundError); and no local folder "
         f"{tmp_path.resolve() / 'typo_dir'} exists (hf:NAME names a hub dataset, or a local folder that datasets "
         f"reads; a relative path is read from the working directory, {tmp_path}")
+
+
+def test_a_record_of_every_file_in_the_folder_still_resumes(tmp_path, monkeypatch):
+    """A run recorded before the record followed datasets' data files holds every file of the folder (a LICENSE,
+    notes): such a file, unchanged and no longer read, is no data; one edited still counts."""
+    pytest.importorskip("datasets")
+    from gradprobe.tasks import task_data_identity
+    from gradprobe.training.run_folder import task_data_mismatch
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "train.jsonl").write_text(_rows())
+    (tmp_path / "ds" / "LICENSE").write_text("MIT\n")
+    spec = "hf:ds:heldout_split=none"
+    now = task_data_identity(spec)
+    assert list(now) == [f"{spec} [train.jsonl]"]
+    lic = tmp_path.resolve() / "ds" / "LICENSE"
+    then = {**now, f"{spec} [LICENSE]": {"file": str(lic), "sha256": hashlib.sha256(b"MIT\n").hexdigest()}}
+    assert task_data_mismatch(spec, then, now) is None
+    (tmp_path / "ds" / "LICENSE").write_text("edited\n")
+    assert "LICENSE" in task_data_mismatch(spec, then, now)[0]
