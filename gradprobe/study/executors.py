@@ -50,7 +50,7 @@ def default_workers(n_tasks: int) -> int:
     return max(1, min(int(n_tasks), usable_cores()))
 
 
-def worker_threads(n_workers: int, environ=None) -> tuple[int, str]:
+def worker_threads(n_workers: int, environ=None, *, cluster: bool = False) -> tuple[int, str]:
     """``(threads, why)``: the torch threads each of ``n_workers`` workers gets, and where that number came from.
 
     ``OMP_NUM_THREADS`` set to a whole number of at least 1 is kept (``why`` ``"OMP_NUM_THREADS"``): a user who
@@ -58,11 +58,14 @@ def worker_threads(n_workers: int, environ=None) -> tuple[int, str]:
     so): Ray gives each run that many ``num_cpus``, and a local ``ray.init()`` would wait forever for a task that
     asks for more CPUs than it has. Otherwise the usable cores are shared, ``max(1, cores // n_workers)``
     (``why`` ``"cores // workers"``). A value torch would not read as one number (``"4,2"``, ``"x"``) is ignored
-    here too. ``environ``: the environment (default ``os.environ``)."""
-    value = str((os.environ if environ is None else environ).get("OMP_NUM_THREADS", "")).strip()
+    here too. ``environ``: the environment (default ``os.environ``). ``cluster``: the runs go to a Ray cluster
+    (``--ray-address`` or ``RAY_ADDRESS``), whose nodes' cores this machine cannot count: ``OMP_NUM_THREADS`` is
+    kept uncapped."""
+    env = os.environ if environ is None else environ
+    value = str(env.get("OMP_NUM_THREADS", "")).strip()
     cores = usable_cores()
     if value.isdigit() and int(value) >= 1:
-        if int(value) > cores:
+        if int(value) > cores and not cluster:
             return cores, f"OMP_NUM_THREADS={int(value)} capped at the {cores} usable cores"
         return int(value), "OMP_NUM_THREADS"
     return max(1, cores // max(1, int(n_workers))), "cores // workers"

@@ -55,6 +55,7 @@ KeyboardInterrupt); ``study.json`` then records ``terminated (SIGTERM)`` and the
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -343,7 +344,8 @@ def _dispatch(tasks: list[dict], plan: Plan, study: dict, out: Path, entries: di
     n_runs = sum(t["kind"] == "train" for t in tasks)
     total = len(plan.runs())
     n_workers = opts.workers or default_workers(max(1, n_runs))
-    threads, why = worker_threads(n_workers)
+    threads, why = worker_threads(n_workers, cluster=opts.executor == "ray" and bool(
+        opts.ray_address or os.environ.get("RAY_ADDRESS")))
     say(f"{n_runs} runs to do{' + the probe' if len(tasks) > n_runs else ''} on executor {opts.executor} "
         f"({n_workers} workers x {threads} threads, {why})" if opts.executor != "inline"
         else f"{len(tasks)} tasks inline")

@@ -33,6 +33,12 @@ def test_worker_threads(eight_of_sixty_four_cores, env, workers, expected):
     assert worker_threads(workers, env) == expected
 
 
+def test_a_ray_cluster_keeps_omp_num_threads_uncapped(eight_of_sixty_four_cores):
+    """The cluster's nodes may have more cores than this machine (a reviewer: a 4-core head cut 16 threads to 4)."""
+    assert worker_threads(2, {"OMP_NUM_THREADS": "16"}, cluster=True) == (16, "OMP_NUM_THREADS")
+    assert worker_threads(2, {}, cluster=True) == (4, "cores // workers")
+
+
 def test_worker_threads_reads_the_environment(eight_of_sixty_four_cores, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert worker_threads(2) == (1, "OMP_NUM_THREADS")
