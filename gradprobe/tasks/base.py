@@ -229,7 +229,7 @@ def warn_repeated_train_prompts(rows, where: str, unit: str = "line") -> None:
                   f"({len(groups)} prompt(s) on several {unit}s: {shown}{'; ...' if len(groups) > 3 else ''}): "
                   f"each copy is drawn as a prompt of its own, so a batch can hold several groups of one question "
                   f"and fewer distinct questions than prompts; keep one row per prompt", stacklevel=4)
-    conflicts = [ps for ps in groups if len({p.answer for p in ps}) > 1]
+    conflicts = [ps for ps in groups if _golds_differ([p.answer for p in ps])]
     if conflicts:
         shown = "; ".join(f"{_cut(prompt_key(ps[0].question))}: " + ", ".join(
             f"{p.answer!r} on {unit} {_line_of(p, unit).split()[-1]}" for p in ps[:4]) for ps in conflicts[:3])
@@ -237,6 +237,13 @@ def warn_repeated_train_prompts(rows, where: str, unit: str = "line") -> None:
                       f"({shown}{'; ...' if len(conflicts) > 3 else ''}): at most one gold can be right, so the same "
                       "correct completion is rewarded 1 on one row and 0 on another; fix the golds (keep one row per "
                       "prompt)", stacklevel=4)
+
+
+def _golds_differ(golds: list) -> bool:
+    """Whether two of ``golds`` are told apart by the verifier's comparison (:func:`gradprobe.tasks.verify.
+    answers_match`, either way round): ``$5`` and ``5``, or ``0.5`` and ``1/2``, are one answer."""
+    texts = [str(g) for g in dict.fromkeys(golds)]
+    return any(not (answers_match(a, b) or answers_match(b, a)) for i, a in enumerate(texts) for b in texts[i + 1:])
 
 
 def _cut(text: str, width: int = 40) -> str:

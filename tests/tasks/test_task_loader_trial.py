@@ -124,12 +124,12 @@ def test_repeated_prompts_with_different_golds_are_named(tmp_path, kind):
     """A trial user's pool asked 'What is 2+2?' with gold 4 on line 1 and 5 on line 3: only the repeat was warned
     about, while one of the two rows rewards a correct completion 0."""
     rows = [("What is 2+2?", "4"), ("What is 3+1?", "4"), ("What is 2+2?", "5"), ("What is 1+1?", "2"),
-            ("What is 1+1?", "2")]
+            ("What is 1+1?", "2"), ("Half of 1?", "0.5"), ("Half of 1?", "1/2")]  # 0.5 and 1/2: one answer
     _write(tmp_path / "train.jsonl", [{"question": q, "answer": f"#### {a}"} for q, a in rows])
     with pytest.warns(UserWarning) as record:
         load_task(f"{kind}:{tmp_path}").split_rows("train")
     said = [str(w.message) for w in record]
-    assert len(said) == 2 and said[0].startswith(f"{kind}:{tmp_path}: 2 training row(s) repeat an earlier row's")
+    assert len(said) == 2 and said[0].startswith(f"{kind}:{tmp_path}: 3 training row(s) repeat an earlier row's")
     assert said[1] == (f"{kind}:{tmp_path}: 1 repeated training prompt(s) have different gold answers ('What is "
                        "2+2?': '4' on line 1, '5' on line 3): at most one gold can be right, so the same correct "
                        "completion is rewarded 1 on one row and 0 on another; fix the golds (keep one row per prompt)")
