@@ -61,11 +61,14 @@ def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=
         - at least half the values in [0, 1] (fractions) and others above 1: read as points, the fractions
           would sit near 0 points (a typo like 1.65 for 0.65 turns a whole fraction curve into points); a curve
           truly in points that stays under 1 point for most evals is too flat to forecast from anyway;
-        - a curve in points with a value v in (0, 1] between two evals of its seed above 1 point (the evals
-          just before and after it by update) that 100 v matches better than v: |100 v - m| < |v - m|, m their
-          mean (one fraction logged among points, 0.68 between 64 and 71). A seed's first or last eval is not
-          judged: a hard task may start under 1 point and jump (0.8 then 45), and a run may collapse at its end;
-          nor is a dip between evals under 1 point, nor one that fits as points (1.5, 0.5, 2.0).
+        - a curve in points with a value v in (0, 1] that 100 v fits and v does not, judged against the evals
+          around it (:func:`_fraction_evals` gives the rules): between two evals of its seed above 1 point, 100 v
+          nearer their mean (one fraction logged among points, 0.68 between 64 and 71); a seed's first or last
+          eval, as points a jump to the eval beside it over 3 x the seed's largest other step, as 100 v within a
+          quarter of that jump (0.676 then 71, 73.7, ...; a hard task's steep start, 0.8 then 45, 55, 60, is read
+          as points); a seed with at most one eval above 1 point beside seeds in points, judged so against their
+          evals at its update (a whole run logged as fractions). A dip between evals under 1 point is not judged,
+          nor a value that fits as points (1.5, 0.5, 2.0).
 
         The message names the first five such values (``where``) and the fix (correct them, or pass
         ``accuracy_scale='points'`` to read the values as given).
@@ -133,27 +136,98 @@ def _refuse_mixed_scales(v: np.ndarray, what: str, where, updates, seeds) -> Non
                          f"{_named_values(v, np.flatnonzero(v > 1.0), where)} hold(s) values above 1 (read as "
                          "points, every fraction would be under 1 point, and a curve in points that stays under 1 "
                          f"point at most evals is too flat to forecast from); {fix}")
-    odd = [i for i in np.flatnonzero((v > 0) & small) if _fits_as_fraction(v, i, updates, seeds)]
-    if odd:
-        raise CurveError(f"{what} mixes scales: the values are points, but {_named_values(v, np.array(odd), where)} "
-                         "read(s) as fractions: 100 x the value is closer to the evals beside it than the value "
-                         f"itself; {fix}")
+    parts = _fraction_evals(v, where, updates, seeds)
+    if parts:
+        raise CurveError(f"{what} mixes scales: the values are points, but {'; and '.join(parts)}; {fix}")
 
 
-def _fits_as_fraction(v: np.ndarray, i: int, updates, seeds) -> bool:
-    """Whether ``v[i]`` (in (0, 1], among points) sits between two evals of its seed above 1 point (adjacent
-    updates) and is nearer their mean as ``100 v[i]`` than as ``v[i]``."""
-    seed = None if seeds is None else seeds[i]
-    same = sorted((j for j in range(v.size) if seeds is None or seeds[j] == seed),
-                  key=lambda j: (updates[j] if updates is not None else j, j))
-    k = same.index(i)
-    if k == 0 or k + 1 == len(same):
-        return False
-    before, after = v[same[k - 1]], v[same[k + 1]]
-    if not (before > 1.0 and after > 1.0):
-        return False
-    m = (before + after) / 2.0
-    return abs(100.0 * v[i] - m) < abs(v[i] - m)
+#: The endpoint and whole-seed rules of :func:`_fraction_evals`: as points, the value must lie more than ``_JUMP`` x
+#: the spread of the evals around it from the eval it is compared with, and as a fraction (100 v) within ``1 / _NEAR``
+#: of that distance, to be read as a fraction logged among points.
+_JUMP, _NEAR = 3.0, 4.0
+
+
+def _fraction_evals(v: np.ndarray, where, updates, seeds) -> list[str]:
+    """The values in (0, 1] that :func:`to_points` reads as fractions logged among points (``v``: shape (points,),
+    mostly points), as the clauses of its refusal (empty: none), by three rules, each judging a value against the
+    evals around it (``updates``, ``seeds``: as :func:`to_points` takes them):
+
+    - between two evals of its seed above 1 point (the evals just before and after it by update): ``100 v`` nearer
+      their mean m than ``v``, ``|100 v - m| < |v - m|`` (0.68 between 64 and 71);
+    - a seed's first or last eval, beside an eval n above 1 point, in a seed with two other evals or more above 1
+      point, whose largest step between consecutive ones is S: as points it would step ``|v - n| > 3 S`` (a jump out
+      of line with the seed's other steps), and ``|100 v - n| <= |v - n| / 4`` (0.676 then 71, 73.7, ... stepping
+      under 3). A steep real start is read as points: 0.8 then 45, 55, 60 steps 44.2 where the seed steps 10 (not
+      over 3 x 10), and 0.8 then 45, 46, 47 is no fraction either (80 lies 35 from 45, over a quarter of 44.2); a
+      start that 100 x matches (0.45 then 45, 46, 47) cannot be told from a fraction and is refused;
+    - in a seed with fewer than two evals above 1 point (a whole run logged as fractions beside runs in points):
+      the other seeds' evals at its update above 1 point, median m and range r: ``|v - m| > 3 r`` and
+      ``|100 v - m| <= |v - m| / 4``.
+
+    A value beside an eval under 1 point (a dip, a collapse, a start 0, 0.5 then 60) is not judged by its seed,
+    nor is a value that fits as points (1.5, 0.5, 2.0).
+    """
+    ups = np.arange(v.size, dtype=np.float64) if updates is None else np.asarray(updates, dtype=np.float64)
+    labels = [0] * v.size if seeds is None else list(np.asarray(seeds, dtype=object).ravel())
+    runs: dict = {}
+    at: dict = {}  # update -> [(seed label, value)] of the evals above 1 point
+    for i, label in enumerate(labels):
+        runs.setdefault(label, []).append(i)
+        if v[i] > 1.0:
+            at.setdefault(float(ups[i]), []).append((label, v[i]))
+    found: dict[str, list] = {"between": [], "end": [], "seed": []}
+    for label, same in runs.items():
+        same.sort(key=lambda j: (ups[j], j))
+        big = [j for j in same if v[j] > 1.0]
+        for k, i in enumerate(same):
+            if not 0.0 < v[i] <= 1.0:
+                continue
+            if 0 < k < len(same) - 1:
+                before, after = v[same[k - 1]], v[same[k + 1]]
+                m = (before + after) / 2.0
+                if before > 1.0 and after > 1.0 and abs(100.0 * v[i] - m) < abs(v[i] - m):
+                    found["between"].append((i, None))
+            elif len(big) >= 2:  # a first or last eval (k == 0 or the last), its seed's other evals mostly points
+                n, step = v[same[1] if k == 0 else same[-2]], float(np.abs(np.diff(v[big])).max())
+                if n > 1.0 and _out_of_line(v[i], n, step):
+                    found["end"].append((i, (n, step)))
+            if len(big) < 2:
+                others = [x for other, x in at.get(float(ups[i]), []) if other != label]
+                if others and _out_of_line(v[i], float(np.median(others)), float(np.ptp(others))):
+                    found["seed"].append((i, (float(np.median(others)), label)))
+    return _fraction_clauses(v, where, found)
+
+
+def _out_of_line(x: float, n: float, spread: float) -> bool:
+    """Whether ``x`` (in (0, 1]) read as points lies over ``_JUMP`` x ``spread`` from ``n`` (> 1 point), and
+    ``100 x`` within ``1 / _NEAR`` of that distance from it (:func:`_fraction_evals`)."""
+    jump = abs(x - n)
+    return jump > _JUMP * spread and abs(100.0 * x - n) <= jump / _NEAR
+
+
+def _fraction_clauses(v: np.ndarray, where, found: dict[str, list]) -> list[str]:
+    """The clauses of :func:`_fraction_evals`' refusal, one per rule that found values (``found``: rule ->
+    ``[(index, evidence)]``), each naming the values (:func:`_named_values`) and the first one's evidence."""
+    parts = []
+    if found["between"]:
+        idx = np.array([i for i, _ in found["between"]])
+        parts.append(f"{_named_values(v, idx, where)} read(s) as fractions: 100 x the value is closer to the evals "
+                     "beside it than the value itself")
+    if found["end"]:
+        idx = np.array([i for i, _ in found["end"]])
+        (n, step), x = found["end"][0][1], v[idx[0]]
+        parts.append(f"{_named_values(v, idx, where)}, a seed's first or last eval, read(s) as fractions: as points "
+                     f"{x:g} would step {abs(n - x):.3g} to the eval beside it ({n:g}), where the seed's other evals "
+                     f"step at most {step:.3g}, and as {100 * x:.4g} it lies {abs(100 * x - n):.3g} from it; write "
+                     "such an eval in points (100 x the value)")
+    if found["seed"]:
+        idx = np.array([i for i, _ in found["seed"]])
+        (m, label), x = found["seed"][0][1], v[idx[0]]
+        parts.append(f"{_named_values(v, idx, where)}, of a seed with no more than one eval above 1 point (seed "
+                     f"{label}), read(s) as fractions: as {100 * x:.4g} it lies near the other seeds' evals at its "
+                     f"update (median {m:.4g}), and as {x:g} far below them (a run logged as fractions beside runs in "
+                     "points); write its evals in points (100 x the value)")
+    return parts
 
 
 def one_value_per_eval(updates, values, seeds, where, source: str,

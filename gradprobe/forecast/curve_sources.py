@@ -182,8 +182,7 @@ def _too_large_cells(raw: bytes, path: Path, cols) -> None:
 
     import pandas as pd
 
-    text = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, skip_blank_lines=False,
-                       usecols=list(cols))
+    text = stripped_header(pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, skip_blank_lines=False))
     for col in cols:
         bad = []
         for row, cell in enumerate(text[col]):
@@ -767,8 +766,8 @@ def _check_initial_scale(x: float | None, y: list[float], where: list[str], accu
     range is a mistake all the same, refused as the README says):
 
     - one in (0, 1] beside evals in points (most above 1, as :func:`to_points` reads points): it would be read as
-      points (a seed's first eval is not judged there), so a fraction given for a curve in points would become an
-      R0 near 0 points;
+      points (a seed's first eval is judged there only when out of line with its seed's steps), so a fraction
+      given for a curve in points would become an R0 near 0 points;
     - one above 1 beside evals that are all fractions: :func:`to_points` would refuse the mix naming the value
       given as if it were an eval of the file, and read as points the evals would sit under 1 point; the fix is
       the value as a fraction.
@@ -842,6 +841,77 @@ def _no_eval_lines(df, path: Path, B: float | None) -> None:
         f"CSV {path} has no eval lines (a header and no line of values): a reference curve needs one line per eval, "
         f"its update count and accuracy (e.g. `0,0.41` under update,accuracy), at at least {free} distinct update "
         f"counts > 0, or {free - 1} and an eval at update 0 (R0)", updates=[], B=B, eval_hint=CSV_EVAL_HINT)
+
+
+def stripped_header(df):
+    """``df`` (a CSV read by :func:`~.csv_cells.read_csv_checked`) with the spaces around its column names dropped
+    (a header ``update, accuracy`` names ``accuracy``; pandas reads the cells' numbers across such spaces), unless
+    two names would then be the same (``update`` and `` update``: left as written)."""
+    names = [c.strip() if isinstance(c, str) else c for c in df.columns]
+    return df.set_axis(names, axis=1) if len(set(names)) == len(names) else df
+
+
+#: The separators a CSV is mistaken to use when its header reads as one column, as :func:`_csv_columns` names them.
+_SEPARATORS = {";": "semicolons (;)", "\t": "tabs", "|": "bars (|)"}
+
+
+def _csv_columns(df, raw: bytes, path: Path, cols) -> None:
+    """Refuse a CSV (bytes ``raw``, table ``df``) whose header has no column of ``cols``, listing its columns, with
+    the fix: name the header's columns (or pass the column names to :meth:`~CurveSources.from_csv`); a header read
+    as one column holding a semicolon, a tab or a bar is a file separated by it (a spreadsheet's export in a
+    locale whose decimal mark is a comma writes ``0;0,40``): the message names the separator and the fix, the file
+    written with commas, or read with pandas and passed to the constructor (which detects fractions as the
+    readers do)."""
+    missing = [c for c in cols if c not in df.columns]
+    if not missing:
+        return
+    head = str(df.columns[0]) if len(df.columns) == 1 else ""
+    sep = next((s for s in _SEPARATORS if s in head), None)
+    if sep is None:
+        raise CurveError(f"{path} has no column {missing[0]!r} (columns: {list(df.columns)}); name the header's "
+                         "columns update,accuracy (or pass update_col=, accuracy_col=, seed_col= to "
+                         "ReferenceCurve.from_csv)")
+    comma = b"," in raw.partition(b"\n")[2]  # decimal commas: 0;0,40
+    raise CurveError(f"{path} is separated by {_SEPARATORS[sep]}, not commas: its header {head!r} reads as one column, "
+                     f"so there is no column {missing[0]!r}; a CSV curve is comma-separated: write the file with "
+                     f"commas between its cells{' and points as decimal marks (0.40, not 0,40)' if comma else ''} (a "
+                     "spreadsheet's CSV export with the comma as separator), or, from Python, read it with "
+                     f"pandas.read_csv(path, sep={sep!r}{', decimal=' + repr(',') if comma else ''}) and pass its "
+                     "columns to ReferenceCurve(updates=..., accuracy=..., seeds=...)")
+
+
+def _stacked_runs(updates, values, where: list[str], path: Path) -> None:
+    """Refuse a CSV without a seed column holding several runs one after another: its updates start over (a line's
+    update at or below every update before it, after a larger one) and repeat with different accuracies, which
+    :func:`~.accuracy_values.one_value_per_eval` would call one eval recorded twice; the fix is a seed column.
+    One repeat without such a start (a line appended, a run resumed from a checkpoint) is left to it.
+
+    Parameters
+    ----------
+    updates, values : sequence of float, shape (evals,)
+    where : sequence of str, shape (evals,)
+        Each eval's line (``"line 4"``), named in the message.
+
+    Raises
+    ------
+    CurveError
+        Naming the file, the lines where runs start, the first repeats and the fix.
+    """
+    u, y = np.asarray(updates, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    starts = [i for i in range(1, u.size) if u[i] < u[i - 1] and u[i] <= u[:i].min()]
+    first, pairs = {}, []
+    for i, (a, b) in enumerate(zip(u.tolist(), y.tolist())):
+        j = first.setdefault(a, i)
+        if j != i and y[j] != b:
+            pairs.append(f"{where[j]} ({y[j]:g}) and {where[i]} ({b:g})")
+    if not starts or not pairs:
+        return
+    more = f" and {len(pairs) - 3} more" if len(pairs) > 3 else ""
+    runs = ", ".join(where[i] for i in starts[:5]) + (f" and {len(starts) - 5} more" if len(starts) > 5 else "")
+    raise CurveError(f"{path} has no seed column, but its updates start over at {runs} and repeat with other "
+                     f"accuracies ({'; '.join(pairs[:3])}{more}): {len(starts) + 1} runs stacked one after another? "
+                     f"add a column seed naming each line's run (0 on the first run's lines, 1 from "
+                     f"{where[starts[0]]}, ...), or keep one run per file")
 
 
 def _one_arm(df, path: Path) -> None:
@@ -958,7 +1028,7 @@ class CurveSources:
                    f"{int(d.groupby('seed').size().min())}-{int(d.groupby('seed').size().max())} evals)")
             return cls(updates=d["update"].to_numpy(float), accuracy=acc, seeds=seeds, mode=mode, B=B, source=src,
                        metadata=meta, notes=[note] + [skipped] * (skipped is not None), n_replicates=n_replicates,
-                       eval_hint=study_eval_hint(study_dir, arm))
+                       eval_hint=study_eval_hint(study_dir, arm), accuracy_scale="points")
         except CurveError as e:  # too few evals: named as metrics.jsonl's and a CSV's are (_named)
             raise _named(e, src, skipped, fix="fill those cells in if they are evals") from None
 
@@ -1030,7 +1100,8 @@ class CurveSources:
             acc, note = to_points(np.array(y), accuracy_scale, f"metrics {metric}", where, updates=n, seeds=seeds)
             return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
                        notes=[note] + [x for x in (skipped, copies) if x], n_replicates=n_replicates,
-                       eval_hint=lead or PLAN_EVAL_HINT)  # the skipped lines' fix when they leave too few evals
+                       eval_hint=lead or PLAN_EVAL_HINT,  # the skipped lines' fix when they leave too few evals
+                       accuracy_scale="points")  # acc is points: to_points read the scale
         except CurveError as e:
             if lead and isinstance(e, TooFewEvalsError):  # it leads with the skipped lines' fix: said once
                 skipped = _lines_skipped_note(no_value, metric, led=led)
@@ -1046,7 +1117,8 @@ class CurveSources:
         ----------
         path : path
         update_col, accuracy_col : str
-            Columns of the update count and the accuracy (fractions or points, detected).
+            Columns of the update count and the accuracy (fractions or points, detected). The header's names are
+            read without the spaces around them (``update, accuracy``: :func:`stripped_header`).
         seed_col : str or None
             Column of the seed/run label; ``"auto"`` (default): the column ``seed`` when the header has one
             (``--reference-curve FILE.csv`` reads several seeds that way), else one seed; None: one seed. A label
@@ -1062,11 +1134,13 @@ class CurveSources:
         CurveError
             A missing or unparsable file, a file with no line of values (a header alone: a
             :class:`~.curve_fit.TooFewEvalsError` saying what a line holds and how many are needed,
-            :func:`_no_eval_lines`), a missing column (the message lists the columns), a cell of
+            :func:`_no_eval_lines`), a missing column (the message lists the columns; a file separated by
+            semicolons, tabs or bars is named so, with the fix: :func:`_csv_columns`), a cell of
             the update or accuracy column that is text, infinite or too large for a float (the message names the line
             and the column, and shows the cell as the file holds it: :func:`_too_large_cells`), a boolean seed label
             (the line named), a column ``arm`` naming several arms (a study's runs.csv: :func:`_one_arm`), a
-            negative update, one (seed, update) on two lines with different accuracies
+            negative update, runs stacked one after another without a seed column (:func:`_stacked_runs`: add one),
+            one (seed, update) on two lines with different accuracies
             (:func:`one_value_per_eval`), an accuracy column that mixes fractions and points (:func:`to_points`;
             the lines are named), too few evals (a :class:`~.curve_fit.TooFewEvalsError` naming the CSV, the
             minimum and the fix, :data:`CSV_EVAL_HINT`, as the other readers' do: :func:`_named`). Lines with an
@@ -1080,15 +1154,11 @@ class CurveSources:
         if not path.is_file():
             raise CurveError(f"CSV {str(path)!r} not found")
         raw = path.read_bytes()  # read once: the table and its cut lines come from the same bytes
-        df = read_csv_checked(path, raw)
+        df = stripped_header(read_csv_checked(path, raw))  # a header update, accuracy too
         if seed_col == "auto":
             seed_col = "seed" if "seed" in df.columns else None
         cols = [update_col, accuracy_col] + ([seed_col] if seed_col else [])
-        for col in cols:
-            if col not in df.columns:
-                raise CurveError(f"{path} has no column {col!r} (columns: {list(df.columns)}); name the header's "
-                                 "columns update,accuracy (or pass update_col=, accuracy_col=, seed_col= to "
-                                 "ReferenceCurve.from_csv)")
+        _csv_columns(df, raw, path, cols)
         _one_arm(df, path)
         _too_large_cells(raw, path, (update_col, accuracy_col))
         df = numeric_columns(df, (update_col, accuracy_col), path)
@@ -1105,13 +1175,15 @@ class CurveSources:
         skipped = "; ".join(x for x in (blank, cut) if x) or None
         try:
             check_csv_values(df, path, update_col)
+            if seeds is None:  # several runs in one file: a seed column, not a repeated eval
+                _stacked_runs(df[update_col], df[accuracy_col], where, path)
             keep, copies = one_value_per_eval(df[update_col], df[accuracy_col], seeds, where, str(path))
             df, where, seeds = df[keep], [w for w, k in zip(where, keep) if k], None if seeds is None else seeds[keep]
             acc, note = to_points(df[accuracy_col].to_numpy(float), accuracy_scale, f"{path} {accuracy_col}", where,
                                   updates=df[update_col].to_numpy(float), seeds=seeds)
             return cls(updates=df[update_col].to_numpy(float), accuracy=acc, seeds=seeds, mode=mode, B=B,
                        source=f"CSV {path}", metadata=metadata, notes=[note] + [x for x in (skipped, copies) if x],
-                       n_replicates=n_replicates, eval_hint=CSV_EVAL_HINT)
+                       n_replicates=n_replicates, eval_hint=CSV_EVAL_HINT, accuracy_scale="points")
         except CurveError as e:  # too few evals: named as metrics.jsonl's and a study's are (_named)
             raise _named(e, f"CSV {path}", skipped, fix="fill those cells in if they are evals" if blank else None
                          ) from None
@@ -1192,7 +1264,7 @@ class CurveSources:
             unused = _unused_initial_accuracy(initial_accuracy, rows_of)
             return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
                        notes=[*filter(None, found_in), note, *(x for x in (given_note, skipped, copies, unused) if x)],
-                       n_replicates=n_replicates, eval_hint=hint)  # too few evals: TRL's settings, not a plan's
+                       n_replicates=n_replicates, eval_hint=hint, accuracy_scale="points")  # hint: TRL's settings
         except CurveError as e:
             if led and isinstance(e, TooFewEvalsError):  # it leads with the skipped evals' fix: said once
                 skipped = _trl_skipped_note(nan_steps, metric, led=led)

@@ -49,6 +49,7 @@ from scipy.interpolate import PchipInterpolator
 
 from ..layout import METRICS_JSONL, RUNS_CSV
 from ..outputs import is_json_number
+from .accuracy_values import to_points
 from .curve_file import (FORMAT, VERSION, check_fit, check_replicates, curve_document, damaged, not_json,
                          read_curve_file, write_curve)
 from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, REPLICATE_SEED, START_B, CurveError,
@@ -84,7 +85,7 @@ class ReferenceCurve(CurveSources):
     updates : array_like, shape (points,)
         Update count n of every eval (>= 0).
     accuracy : array_like, shape (points,)
-        Held-out accuracy at those evals, accuracy points in [0, 100].
+        Held-out accuracy at those evals: accuracy points in [0, 100], or fractions in [0, 1] (``accuracy_scale``).
     seeds : array_like, shape (points,), optional
         Seed (run) label of every eval; default: one seed.
     mode : {"sigmoid", "empirical"}
@@ -102,6 +103,15 @@ class ReferenceCurve(CurveSources):
         How the points were read (accuracy scale, ...).
     n_replicates : int
         Seed-bootstrap replicates (0: none).
+    accuracy_scale : {"auto", "fraction", "points"}
+        How ``accuracy`` is read, as every file reader reads its values (:func:`~.accuracy_values.to_points`):
+        ``auto`` (default) reads values that all lie in [0, 1] (not all 0) as fractions, converts them to points
+        and says so in ``notes``, and refuses values that mix the scales (0.676 among points, naming
+        ``accuracy[i]``); values in points are read as given, with no note. ``points`` reads the values as given
+        (a curve truly under 1 point; the readers and :meth:`load` pass their points so), ``fraction`` multiplies
+        them by 100. Why ``auto``: ``accuracy=df["accuracy"]`` straight from a log of fractions, fitted as points,
+        would be a curve under 1 point whose forecast gains are 100 x too small, a wrong verdict with no word,
+        where the same values in a CSV are read as fractions.
     eval_hint : str
         The fix named when there are too few evals (default: a gradprobe plan's ``[eval]``; a TRL trainer
         state passes TRL's settings, :data:`~gradprobe.forecast.curve_sources.TRL_EVAL_HINT`, a CSV
@@ -133,7 +143,9 @@ class ReferenceCurve(CurveSources):
     Raises
     ------
     CurveError
-        Negative updates, accuracy outside [0, 100], unequal numbers of updates and accuracies, fewer distinct eval
+        Negative updates, accuracy outside [0, 100], unequal numbers of updates and accuracies, an unknown
+        ``accuracy_scale``, values that mix fractions and points under ``auto`` (:func:`~.accuracy_values.to_points`;
+        the message names ``accuracy[i]`` and the fix), ``fraction`` values above 1, fewer distinct eval
         update counts than free parameters, none included (a :class:`~.curve_fit.TooFewEvalsError` naming the
         minimum and ``eval_hint``; a reader names its file in it), an unknown mode.
     """
@@ -146,7 +158,7 @@ class ReferenceCurve(CurveSources):
 
     def __init__(self, *, updates, accuracy, seeds=None, mode: str = "sigmoid", B: float | None = None,
                  source: str = "", metadata: dict | None = None, notes=(), n_replicates: int = N_REPLICATES,
-                 eval_hint: str = PLAN_EVAL_HINT, _state: dict | None = None):
+                 eval_hint: str = PLAN_EVAL_HINT, accuracy_scale: str = "auto", _state: dict | None = None):
         if mode not in MODES:
             raise CurveError(f"mode {mode!r} must be one of {MODES}")
         n = np.asarray(updates, dtype=np.float64).ravel()
@@ -166,6 +178,8 @@ class ReferenceCurve(CurveSources):
         seeds = np.array(["0"] * n.size if seeds is None else [str(s) for s in np.asarray(seeds).ravel()], dtype=object)
         if seeds.size != n.size:
             raise CurveError(f"seeds has {seeds.size} labels for {n.size} points")
+        y, scale_note = _given_points(y, n, seeds, accuracy_scale)
+        notes = [scale_note, *notes] if scale_note else notes
         order = np.lexsort((n, seeds))
         self.points = pd.DataFrame({"update": n[order], "accuracy": y[order], "seed": seeds[order]})
         self.mode = mode
@@ -499,6 +513,7 @@ class ReferenceCurve(CurveSources):
         """
         kw = read_curve_file(path)
         kw["mode"] = mode or kw["mode"]
+        kw["accuracy_scale"] = "points"  # a saved curve holds points, whatever their range
         try:
             curve = cls(**kw)
         except (KeyError, TypeError, ValueError) as e:
@@ -519,13 +534,38 @@ class ReferenceCurve(CurveSources):
         """The same fit evaluated in another mode (no refit; :attr:`read_options` kept)."""
         curve = ReferenceCurve(updates=self.points["update"], accuracy=self.points["accuracy"],
                                seeds=self.points["seed"], mode=mode, B=self._b_fixed, source=self.source,
-                               metadata=self.metadata, notes=self.notes,
+                               metadata=self.metadata, notes=self.notes, accuracy_scale="points",
                                _state={"params": self.params, "status": self.status,
                                        "standard_errors": self.standard_errors, "b_fixed": self._b_fixed,
                                        "r0_fixed": self._r0_fixed, "rmse": self.rmse, "replicates": self.replicates,
                                        "replicate_seed_counts": self.replicate_seed_counts})
         curve.read_options, curve.shipped = self.read_options, self.shipped
         return curve
+
+
+def _given_points(y: np.ndarray, n: np.ndarray, seeds: np.ndarray,
+                  accuracy_scale: str) -> tuple[np.ndarray, str | None]:
+    """The :class:`ReferenceCurve` constructor's ``accuracy`` (shape (points,), checked in [0, 100]) in points, and
+    the note saying how it was read (None: points as given), by ``accuracy_scale`` (its docstring);
+    ``n``, ``seeds``: shape (points,), the evals' updates and seed labels, by which a mix of scales is judged.
+
+    Raises
+    ------
+    CurveError
+        An unknown ``accuracy_scale``, values that mix fractions and points under ``auto``, ``fraction`` values
+        above 1 (:func:`~.accuracy_values.to_points`).
+    """
+    what = "ReferenceCurve(accuracy=...)"
+    if accuracy_scale == "points":
+        return y, None
+    if accuracy_scale == "fraction" or (accuracy_scale == "auto" and 0.0 < y.max() <= 1.0):
+        out, note = to_points(y, accuracy_scale, what)
+        return out, note.replace(" (--reference-curve-scale points)", "")
+    try:
+        to_points(y, accuracy_scale, what, [f"accuracy[{i}]" for i in range(y.size)], updates=n, seeds=seeds)
+    except CurveError as e:  # the command line's option is no fix here
+        raise CurveError(str(e).replace(" (on the command line, --reference-curve-scale points)", "")) from None
+    return y, None  # points (or every value 0: the same in either scale), read as given, as documented
 
 
 def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: str | None = None,
