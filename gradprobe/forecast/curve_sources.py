@@ -293,6 +293,32 @@ def _each_file_once(paths: list[Path], kind: str) -> None:
                              "count as two seeds with identical evals)")
 
 
+#: Entries two files must share, from their first on, to be one run's (a run's log entries carry its losses and
+#: timings, which no other run repeats; two seeds of one initial policy share at most their first eval)
+SAME_RUN_ENTRIES = 3
+
+
+def _one_run_each(entries: list[list], paths: list[Path], kind: str, claimed: list | None = None) -> None:
+    """Refuse two files that log one run: one's entries (``entries[i]``: file ``i``'s log entries, in order: a
+    metrics.jsonl's lines, a trainer state's ``log_history``) are the first entries of the other's, at least
+    :data:`SAME_RUN_ENTRIES` of them: two checkpoints of one TRL run (``checkpoint-40`` and ``checkpoint-60``), or a
+    copy of a file at another path. Counted as two seeds they would shrink the curve's seed spread toward zero.
+    ``claimed``: each file's seed as its run records it (a ``config.json`` beside a metrics.jsonl; None: none): two
+    files that record different seeds are two runs, however alike their logs."""
+    for i in range(len(paths)):
+        for j in range(i + 1, len(paths)):
+            if claimed and None not in (claimed[i], claimed[j]) and claimed[i] != claimed[j]:
+                continue
+            a, b = sorted((i, j), key=lambda k: len(entries[k]))
+            if len(entries[a]) >= SAME_RUN_ENTRIES and entries[b][:len(entries[a])] == entries[a]:
+                how = ("the same entries" if len(entries[a]) == len(entries[b]) else
+                       f"its first {len(entries[a])} entries")
+                raise CurveError(f"{kind} {paths[a]} and {paths[b]} log one run: {paths[b]} holds {how} of {paths[a]} "
+                                 "(losses and times included, which no other run repeats), as two checkpoints of one "
+                                 "run or a copy do; each seed is one run: pass one file per run (a run's newest "
+                                 "checkpoint holds its whole log)")
+
+
 def _run_file(path, name: str, what: str) -> Path:
     """``path``, or ``path / name`` when it is a folder; CurveError naming ``what`` to pass when it is missing."""
     path = Path(path)
@@ -1098,10 +1124,12 @@ class CurveSources:
             keep, copies = one_value_per_eval(n, y, seeds, where, src)
             n, y, seeds, where = ([x for x, k in zip(col, keep) if k] for col in (n, y, seeds, where))
             acc, note = to_points(np.array(y), accuracy_scale, f"metrics {metric}", where, updates=n, seeds=seeds)
-            return cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
-                       notes=[note] + [x for x in (skipped, copies) if x], n_replicates=n_replicates,
-                       eval_hint=lead or PLAN_EVAL_HINT,  # the skipped lines' fix when they leave too few evals
-                       accuracy_scale="points")  # acc is points: to_points read the scale
+            curve = cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
+                        notes=[note] + [x for x in (skipped, copies) if x], n_replicates=n_replicates,
+                        eval_hint=lead or PLAN_EVAL_HINT,  # the skipped lines' fix when they leave too few evals
+                        accuracy_scale="points")  # acc is points: to_points read the scale
+            _one_run_each([_log_lines(p) for p in paths], paths, "metrics.jsonl", [_recorded_seed(p) for p in paths])
+            return curve
         except CurveError as e:
             if lead and isinstance(e, TooFewEvalsError):  # it leads with the skipped lines' fix: said once
                 skipped = _lines_skipped_note(no_value, metric, led=led)
@@ -1240,6 +1268,7 @@ class CurveSources:
             raise CurveError("from_trl_state needs at least one trainer_state.json")
         paths, found_in = map(list, zip(*map(trl_state_path, paths)))  # a note where an output_dir was given
         _each_file_once(paths, "trainer_state.json")
+        _one_run_each([_log_history(p) for p in paths], paths, "trainer_state.json")
         initial_accuracy = initial_accuracy_value(initial_accuracy, accuracy_scale)
         n, y, seeds, where, rows_of, nan_steps = _trl_points(paths, metric, initial_accuracy)
         skipped = _trl_skipped_note(nan_steps, metric)
@@ -1331,6 +1360,33 @@ def _trl_step0_hint(skipped: dict[Path, list[tuple[float, str]]], metric: str) -
         f"number ({' or '.join(kinds)} {metric!r}): rerun that eval, or name another eval key "
         "(--reference-curve-metric KEY), or give the initial policy's accuracy (initial_accuracy=, gradprobe probe "
         "--initial-accuracy)")
+
+
+def _log_lines(path: Path) -> list[bytes]:
+    """The non-blank lines of a metrics.jsonl, as bytes (for :func:`_one_run_each`); [] when it cannot be read (its
+    reader names why)."""
+    try:
+        return [x.strip() for x in path.read_bytes().splitlines() if x.strip()]
+    except OSError:
+        return []
+
+
+def _recorded_seed(path: Path):
+    """The seed the run of a metrics.jsonl records (``config.json``'s ``run.seed`` beside it), or None."""
+    try:
+        return json.loads((path.parent / "config.json").read_text(encoding="utf-8"))["run"]["seed"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _log_history(path: Path) -> list:
+    """A trainer state's ``log_history`` (for :func:`_one_run_each`); [] when it cannot be read or has none (its
+    reader names why)."""
+    try:
+        history = json.loads(path.read_text(encoding="utf-8")).get("log_history")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return history if isinstance(history, list) else []
 
 
 def _trl_points(paths: list[Path], metric: str, initial_accuracy: float | None) -> tuple[list, ...]:

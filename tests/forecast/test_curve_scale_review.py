@@ -131,3 +131,53 @@ def test_runs_stacked_in_a_csv_without_a_seed_column_are_told_to_add_one(tmp_pat
     metrics.write_text("".join(json.dumps({"eval": True, "update": u, "greedy_accuracy": a / 100}) + "\n"
                                for u, a in zip(UPDATES, SEED0)))
     assert ReferenceCurve.from_metrics(metrics, n_replicates=0).params["R0"] == pytest.approx(67.6)
+
+
+def test_two_files_of_one_run_are_refused_as_two_seeds(tmp_path):
+    """Two checkpoints of one TRL run (their log_history shares every entry of the older one), or a copy of a
+    metrics.jsonl, counted as two seeds shrank the curve's seed range to zero width (a reviewer's probe interval went
+    from [-8.9, -7.6] to [-8.2, -7.8]). Two real seeds share at most their first eval."""
+    import json
+
+    from gradprobe.forecast import ReferenceCurve
+    from gradprobe.forecast.curves import CurveError
+
+    def state(folder, steps, seed):
+        hist = []
+        for s in steps:
+            hist.append({"loss": round(0.5 + 0.01 * s + seed, 4), "step": s, "epoch": s / 100})
+            hist.append({"eval_accuracy": 0.4 + 0.004 * s + 0.01 * seed * (s > 0), "step": s, "epoch": s / 100})
+        (folder).mkdir(parents=True)
+        (folder / "trainer_state.json").write_text(json.dumps({"log_history": hist, "global_step": steps[-1]}))
+        return folder
+
+    a = state(tmp_path / "run" / "checkpoint-40", [0, 10, 20, 30, 40], 0)
+    b = state(tmp_path / "run" / "checkpoint-60", [0, 10, 20, 30, 40, 50, 60], 0)
+    with pytest.raises(CurveError) as e:
+        ReferenceCurve.from_trl_state([a, b])
+    assert str(e.value).startswith(f"trainer_state.json {a / 'trainer_state.json'} and {b / 'trainer_state.json'} "
+                                   f"log one run: {b / 'trainer_state.json'} holds its first 10 entries of ")
+    other = state(tmp_path / "run2" / "checkpoint-60", [0, 10, 20, 30, 40, 50, 60], 1)  # another seed
+    assert ReferenceCurve.from_trl_state([b, other]).points["seed"].nunique() == 2
+
+
+def test_a_copied_run_folder_is_refused_but_runs_recording_other_seeds_are_read(tmp_path):
+    import json
+    import shutil
+
+    from gradprobe.forecast import ReferenceCurve
+    from gradprobe.forecast.curves import CurveError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = []
+    for u, acc in zip((0, 5, 10, 20, 40, 60), (0.40, 0.55, 0.62, 0.70, 0.76, 0.78)):
+        lines += [json.dumps({"update": u, "loss": 0.1 + u / 1000, "seconds": 1.5 + u}),
+                  json.dumps({"eval": True, "update": u, "greedy_accuracy": acc})]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    (run / "config.json").write_text(json.dumps({"run": {"seed": 0}}))
+    shutil.copytree(run, tmp_path / "copy")
+    with pytest.raises(CurveError, match=r"log one run: .*copy/metrics.jsonl holds the same entries of"):
+        ReferenceCurve.from_metrics([run, tmp_path / "copy"], n_replicates=0)
+    (tmp_path / "copy" / "config.json").write_text(json.dumps({"run": {"seed": 1}}))  # it says it is another seed
+    assert ReferenceCurve.from_metrics([run, tmp_path / "copy"], n_replicates=0).seed_labels == ["0", "1"]
