@@ -181,3 +181,20 @@ def shipped_copy(name: str, dest: Path) -> Path:
     src = Path(__file__).resolve().parents[1] / "data" / name
     shutil.copytree(src, dest, ignore=shutil.ignore_patterns("figures", "eval_items.jsonl.gz"))
     return dest
+
+
+def stopped_before_any_run(plan: Path, out: Path) -> None:
+    """Start the study of ``plan`` in ``out`` and stop it (KeyboardInterrupt) once it is frozen, before any run or
+    probe starts (``gradprobe.study.orchestrator._run`` raises), as a Ctrl-C there would."""
+    import pytest
+
+    import gradprobe.study.orchestrator as orchestrator
+    from gradprobe.study.runner import run_study
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(orchestrator, "_run", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            run_study(plan, out, executor="inline", probe=False, analyze=False)

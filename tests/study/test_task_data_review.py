@@ -23,6 +23,7 @@ from gradprobe.training.plan import parse_plan
 from gradprobe.training.run import run_training
 from helpers_rollout import one_thread
 from helpers_training import tiny_plan
+from study_helpers import stopped_before_any_run
 
 
 def _rows(shift: int = 0) -> str:
@@ -57,20 +58,11 @@ def test_reuse_runs_refuses_a_run_trained_on_other_data(tmp_path):
     assert b_run == b_study  # trained anew, on the data the study records
 
 
-def test_a_study_stopped_before_any_run_records_its_fixed_data(tmp_path, capsys, monkeypatch):
-    import gradprobe.study.orchestrator as orchestrator
-
+def test_a_study_stopped_before_any_run_records_its_fixed_data(tmp_path, capsys):
     data = tmp_path / "t.jsonl"
     data.write_text(_rows(1))  # wrong golds at first
     plan = _plan(tmp_path, data)
-
-    def stopped(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    with monkeypatch.context() as m:
-        m.setattr(orchestrator, "_run", stopped)
-        with pytest.raises(KeyboardInterrupt):
-            run_study(plan, tmp_path / "S", executor="inline", probe=False, analyze=False)
+    stopped_before_any_run(plan, tmp_path / "S")
     first = json.loads((tmp_path / "S" / "study.json").read_text())["task_data"]
     data.write_text(_rows())  # fixed before any run read it
     capsys.readouterr()

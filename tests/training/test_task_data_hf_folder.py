@@ -120,11 +120,11 @@ def test_a_study_on_a_relative_hf_folder_from_another_directory_is_refused(tmp_p
     """A study stopped before any run, resumed from a directory where ``hf:ds`` names no local folder, recorded
     nothing anew and went on with the hub or datasets' cache; and --reuse-runs copied runs trained on local data."""
     pytest.importorskip("datasets")
-    import gradprobe.study.orchestrator as orchestrator
     from gradprobe.study.folder import StudyError
     from gradprobe.study.runner import run_study
 
     from helpers_training import tiny_plan
+    from study_helpers import stopped_before_any_run
 
     first, other = tmp_path / "first", tmp_path / "other"
     (first / "ds").mkdir(parents=True)
@@ -133,14 +133,7 @@ def test_a_study_on_a_relative_hf_folder_from_another_directory_is_refused(tmp_p
     plan = tmp_path / "plan.toml"
     plan.write_text(tiny_plan(task={"name": "hf:ds:heldout_split=none", "pool": 8, "config": None}, seeds=[0]))
     monkeypatch.chdir(first)
-
-    def stopped(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    with monkeypatch.context() as m:
-        m.setattr(orchestrator, "_run", stopped)
-        with pytest.raises(KeyboardInterrupt):
-            run_study(plan, tmp_path / "S", executor="inline", probe=False, analyze=False)
+    stopped_before_any_run(plan, tmp_path / "S")
     recorded = json.loads((tmp_path / "S" / "study.json").read_text())["task_data"]
     assert list(recorded) == ["hf:ds:heldout_split=none [train.jsonl]"]
     monkeypatch.chdir(other)
