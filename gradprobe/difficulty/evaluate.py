@@ -244,7 +244,8 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
         M < 2, mismatched shapes, ``observed`` not in [0, S - 1], ``group_size`` not in
         [1, S - observed], ``seed`` not an integer in [0, 2**63 - 1], or ``prompts`` not of length M
         or with fewer than two distinct texts (no eval half would remain); outcomes all missing (NaN), or one
-        that is not 0 or 1 (partial credit in (0, 1) too: map it to 0/1 first) or infinite; an infinite feature (a NaN feature is missing: imputed, and counted in
+        that is not 0 or 1 (partial credit in (0, 1) too: map it to 0/1 first) or infinite; an infinite
+        feature (a NaN feature is missing: imputed, and counted in
         ``notes``).
     """
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= 2**63 - 1:

@@ -239,8 +239,9 @@ def test_metadata_keys_given_as_one_string_are_refused_not_read_per_character():
     (np.nan, r"outcomes: all 24 are missing \(NaN\), nothing to fit or score"),
     (2.0, r"outcomes must be 0/1 \(NaN for a missing one\), got 2 at prompt 'p2', sample 1 \(1 such value\(s\)\)"),
     (np.inf, r"outcomes must be 0/1 \(NaN for a missing one\), got inf at prompt 'p2', sample 1"),
+    # partial credit reached scikit-learn's "continuous format is not supported"
     (0.5, r"got 0.5 at prompt 'p2', sample 1 \(1 such value\(s\)\); partial credit is no success or failure: the "
-          r"estimators predict the chance that one sample succeeds, so map each score to 0/1 first"),  # was sklearn's error
+          r"estimators predict the chance that one sample succeeds, so map each score to 0/1 first"),
 ])
 def test_evaluate_estimator_refuses_missing_or_non_binary_outcomes(fill, message):
     """All-NaN outcomes (a scorer that failed on every prompt) returned brier/auc None with a note about groups."""
