@@ -283,14 +283,17 @@ def _check_item_accuracies(df, arm: str, accuracy_col: str, study_dir: Path, run
                          f"{restore_runs_csv_fix(study_dir)}")
 
 
-def _each_file_once(paths: list[Path], kind: str) -> None:
-    """Refuse one file given twice (two runs of one file would count as two seeds)."""
+def _each_file_once(paths: list[Path], kind: str, entries: list[list] | None = None) -> None:
+    """Refuse one file given twice (two runs of one file would count as two seeds), and, with ``entries`` (each
+    file's log entries), two files that log one run (:func:`_one_run_each`)."""
     seen = {}
     for p in paths:
         first = seen.setdefault(p.resolve(), p)
         if first is not p:
             raise CurveError(f"{kind} {p} is given twice ({first} and {p}): each run's file once (two copies would "
                              "count as two seeds with identical evals)")
+    if entries is not None:
+        _one_run_each(entries, paths, kind)
 
 
 #: Entries two files must share, from their first on, to be one run's (a run's log entries carry its losses and
@@ -1267,8 +1270,7 @@ class CurveSources:
         if not paths:
             raise CurveError("from_trl_state needs at least one trainer_state.json")
         paths, found_in = map(list, zip(*map(trl_state_path, paths)))  # a note where an output_dir was given
-        _each_file_once(paths, "trainer_state.json")
-        _one_run_each([_log_history(p) for p in paths], paths, "trainer_state.json")
+        _each_file_once(paths, "trainer_state.json", entries=[_log_history(p) for p in paths])
         initial_accuracy = initial_accuracy_value(initial_accuracy, accuracy_scale)
         n, y, seeds, where, rows_of, nan_steps = _trl_points(paths, metric, initial_accuracy)
         skipped = _trl_skipped_note(nan_steps, metric)
