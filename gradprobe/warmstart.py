@@ -62,7 +62,7 @@ from pathlib import Path
 
 import torch
 
-from .outputs import versions
+from .outputs import give_umask_mode, versions
 from .tasks.chain_sum import chain_sum_target
 from .tiers import FORMAT_VERSION, TIERS, TinyTierConfig, cache_root, config_hash, tier_config
 from .tasks.prompts import encode_prompt
@@ -368,22 +368,15 @@ def _build(target: Path, config: TinyTierConfig, seed: int, progress: bool, name
         with torch.random.fork_rng(devices=[]):
             record = _build_into(tmp, config, seed, progress, name)
         (tmp / "warmstart.json").write_text(json.dumps(record, indent=1))
-        _same_mode(tmp, tmp / "warmstart.json")
+        for path in tmp.rglob("*"):  # safetensors writes model.safetensors 0600
+            if path.is_file() and not path.is_symlink():
+                give_umask_mode(path)
         _install(tmp, target)
     except BaseException:  # KeyboardInterrupt and gradprobe warmstart's SIGTERM exception too
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
         torch.set_num_threads(threads)
-
-
-def _same_mode(folder: Path, like: Path) -> None:
-    """Give every file in ``folder`` the mode of ``like`` (a file written by ``open()``, so the umask's mode):
-    safetensors writes ``model.safetensors`` through a private temporary file (mode 0600)."""
-    mode = like.stat().st_mode & 0o777
-    for path in folder.rglob("*"):
-        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 != mode:
-            os.chmod(path, mode)
 
 
 class TierBuildBusyError(RuntimeError):
