@@ -96,9 +96,10 @@ def _plan_metadata(plan: Path, arm: str) -> dict:
         return {"plan_error": f"plan.toml unreadable: {e}"}
 
 
-def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> str:
+def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> tuple[str, object]:
     """The seed label of run ``i`` from the ``config.json`` beside its ``metrics.jsonl`` (read when ``n_paths`` > 1;
-    run ``i`` without one is ``str(i)``); fills ``meta`` (model, task, update batch, lr, loss type) where it has no
+    run ``i`` without one is ``str(i)``), and the seed that file records (``run.seed``; None: no such file or
+    field, for :func:`_one_run_each`); fills ``meta`` (model, task, update batch, lr, loss type) where it has no
     value yet.
 
     Raises
@@ -107,11 +108,12 @@ def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> str:
         A ``run.seed`` read as a label that is not an integer >= 0 (``true``, ``"0"``, ``1.5``), which ``gradprobe
         train`` never writes: the message names the file, the field, the value and the fix.
     """
-    label = str(i)
+    label, recorded = str(i), None
     cfg = path.parent / CONFIG_JSON
     if cfg.is_file():
         try:
             run = json.loads(cfg.read_text()).get("run") or {}
+            recorded = run.get("seed")
             seed = run.get("seed", i)
             if n_paths > 1 and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
                 raise CurveError(f"{cfg}: field 'run.seed' = {json_short(seed, 40)} is not a seed: `gradprobe train` "
@@ -126,7 +128,7 @@ def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> str:
                 meta.setdefault(k, v)
         except (json.JSONDecodeError, AttributeError):
             pass
-    return label
+    return label, recorded
 
 
 def _number(value, where: str) -> float:
@@ -397,12 +399,14 @@ def trl_state_path(path) -> tuple[Path, str | None]:
                                       "holding checkpoint-N folders)"), None
 
 
-def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]], list[tuple[str, str, float]]]:
+def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]], list[tuple[str, str, float]],
+                                                 list[str]]:
     """(update, metric, ``"PATH:LINE"``) of every ``"eval": true`` line of a ``metrics.jsonl`` carrying
     ``metric``, and (``"PATH:LINE"``, ``"NaN"`` or ``"null"``, update) of the eval lines whose ``metric`` is NaN or
     JSON ``null`` (skipped: neither is an eval, as a CSV's empty or NaN cell; ``gradprobe train`` writes ``null`` for
     an accuracy it did not measure, e.g. ``sampled_accuracy`` between the ends under ``[eval] sampled_at =
-    "ends"``). Eval lines without ``metric`` are not evals of the curve and are passed over.
+    "ends"``). Eval lines without ``metric`` are not evals of the curve and are passed over. Third: the file's
+    non-blank lines, stripped (its log entries, for :func:`_one_run_each`).
 
     Raises
     ------
@@ -449,7 +453,7 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
             out.append((update, value, at))
     if not out and not skipped:
         raise CurveError(_no_metric_lines(path, metric))
-    return out, skipped
+    return out, skipped, [x.strip() for x in text.splitlines() if x.strip()]
 
 
 def _eval_field(at: str, value) -> str:
@@ -1104,13 +1108,14 @@ class CurveSources:
                  for p in paths]
         _each_file_once(paths, "metrics.jsonl")
         n, y, seeds, where, no_value, meta, used = [], [], [], [], [], dict(metadata or {}), set()
+        logs, claimed = [], []  # each file's log lines and recorded seed, for _one_run_each
         for i, path in enumerate(paths):
-            label = _run_config(path, i, len(paths), meta)
+            label, recorded = _run_config(path, i, len(paths), meta)
             if label in used:  # two runs with the same seed stay two curves
                 label = f"{label}#{i}"
             used.add(label)
-            rows, skipped_here = _eval_lines(path, metric)
-            no_value += skipped_here
+            rows, skipped_here, log = _eval_lines(path, metric)
+            no_value, logs, claimed = no_value + skipped_here, logs + [log], claimed + [recorded]
             for u, v, at in rows:
                 n.append(u)
                 y.append(v)
@@ -1131,7 +1136,7 @@ class CurveSources:
                         notes=[note] + [x for x in (skipped, copies) if x], n_replicates=n_replicates,
                         eval_hint=lead or PLAN_EVAL_HINT,  # the skipped lines' fix when they leave too few evals
                         accuracy_scale="points")  # acc is points: to_points read the scale
-            _one_run_each([_log_lines(p) for p in paths], paths, "metrics.jsonl", [_recorded_seed(p) for p in paths])
+            _one_run_each(logs, paths, "metrics.jsonl", claimed)
             return curve
         except CurveError as e:
             if lead and isinstance(e, TooFewEvalsError):  # it leads with the skipped lines' fix: said once
@@ -1362,23 +1367,6 @@ def _trl_step0_hint(skipped: dict[Path, list[tuple[float, str]]], metric: str) -
         f"number ({' or '.join(kinds)} {metric!r}): rerun that eval, or name another eval key "
         "(--reference-curve-metric KEY), or give the initial policy's accuracy (initial_accuracy=, gradprobe probe "
         "--initial-accuracy)")
-
-
-def _log_lines(path: Path) -> list[bytes]:
-    """The non-blank lines of a metrics.jsonl, as bytes (for :func:`_one_run_each`); [] when it cannot be read (its
-    reader names why)."""
-    try:
-        return [x.strip() for x in path.read_bytes().splitlines() if x.strip()]
-    except OSError:
-        return []
-
-
-def _recorded_seed(path: Path):
-    """The seed the run of a metrics.jsonl records (``config.json``'s ``run.seed`` beside it), or None."""
-    try:
-        return json.loads((path.parent / "config.json").read_text(encoding="utf-8"))["run"]["seed"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def _log_history(path: Path) -> list:
