@@ -235,14 +235,18 @@ def check_task_data(out, spec: str, current: dict) -> None:
     """
     out = Path(out)
     cfg = out / CONFIG_JSON
-    if not (out / CHECKPOINT_POINTER).is_file() or not cfg.is_file() or (not current and not _records_data(cfg)):
+    if not (out / CHECKPOINT_POINTER).is_file() or not cfg.is_file():
         return
     try:
         config = json.loads(cfg.read_text())
         recorded = config.get(TASK_DATA)
-    except (UnicodeDecodeError, ValueError, AttributeError) as e:
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as e:
+        if not current:  # a task read from no file, and no readable record: the checks that read it next name it
+            return
         raise DamagedRunFolderError(f"{cfg} is damaged ({error_text(e)}); restore it from a copy, or delete {out} "
                                     "to start the run over") from None
+    if not current and not recorded:  # read from no file then or now
+        return
     if TASK_DATA not in config:  # (current is not empty here)
         files = ", ".join(v["file"] for v in current.values())
         print(f"note: {out} was started before gradprobe recorded a task's data files and their sha256, so whether "
@@ -274,15 +278,6 @@ def task_data_problem(record) -> str | None:
         for k, v in record.items())
     return None if ok else (f"is {json_short(record)}, not an object of label (text) -> {{\"file\": text, "
                             "\"sha256\": 64 hex digits}")
-
-
-def _records_data(cfg: Path) -> bool:
-    """Whether the run's ``config.json`` (``cfg``) records task data (a non-empty ``task_data``); False when it cannot
-    be read (the checks that read it next name the damage)."""
-    try:
-        return bool(json.loads(cfg.read_text()).get(TASK_DATA))
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return False
 
 
 def task_data_mismatch(spec: str, then: dict, now: dict, *, started: str = "the run started"
