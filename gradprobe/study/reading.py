@@ -57,10 +57,19 @@ def interpolate(x, y, at: float) -> float:
     return float(np.interp(min(max(at, x[0]), x[-1]), x, y))
 
 
+#: Relative tolerance of a point ``at`` on an axis (tokens, device-seconds, FLOPs): an eval within it is at ``at``
+AT_TOL = 1e-9
+
+
+def _at_tol(at: float) -> float:
+    """The absolute tolerance of the point ``at``: :data:`AT_TOL` relative, at least :data:`AT_TOL` (``at`` near 0)."""
+    return AT_TOL * max(1.0, abs(at))
+
+
 def promised_gap(points, at: float) -> float:
     """Width of the promised interval (p_(k-1), p_k] holding ``at`` (0 at the first point; inf past
     the last one or with no points). ``points``: sorted promised eval points on one axis."""
-    tol = 1e-9 * max(1.0, abs(at))
+    tol = _at_tol(at)
     for k, p in enumerate(points):
         if p >= at - tol:
             return 0.0 if k == 0 else float(p - points[k - 1])
@@ -87,7 +96,7 @@ def read_point(x, updates, at: float, *, gap: float) -> dict:
         update's cost; an infinite promised gap, i.e. no promise, allows no interpolation).
     """
     x, u = np.asarray(x, dtype=np.float64), np.asarray(updates, dtype=np.float64)
-    tol = 1e-9 * max(1.0, abs(at))
+    tol = _at_tol(at)
     hit = np.flatnonzero(np.abs(x - at) <= tol)
     if hit.size:
         return {"status": "exact", "rows": (int(hit[0]), int(hit[0])), "w": 0.0, "gap": 0.0, "allowed": gap}
@@ -822,7 +831,7 @@ def read_runs(runs: dict, axis: str, at: float, *, plan=None, final: bool = Fals
     out = {}
     for key, g in runs.items():
         full, g = g, g[g[mcol].notna()]
-        if g.empty or (final and _is_blank(full[mcol].iloc[-1])):
+        if g.empty or (final and full[mcol].isna().iloc[-1]):
             out[key] = {"status": "missing" if g.empty else "blank_accuracy", "rows": None, "w": None, "gap": None,
                         "allowed": gap, "value": None}
             continue
@@ -840,16 +849,11 @@ def read_runs(runs: dict, axis: str, at: float, *, plan=None, final: bool = Fals
     return out
 
 
-def _is_blank(v) -> bool:
-    """Whether one cell ``v`` of a runs.csv table is blank (None or NaN)."""
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
 def _within(x, at: float) -> bool:
     """Whether ``at`` lies within [min, max] of the run's eval coordinates ``x`` (shape (evals,), NaN: blank, left
-    out), with :func:`read_point`'s relative tolerance 1e-9."""
+    out), with :func:`read_point`'s tolerance (:func:`_at_tol`)."""
     x = x[~np.isnan(x)]
-    tol = 1e-9 * max(1.0, abs(at))
+    tol = _at_tol(at)
     return bool(x.size) and float(x.min()) - tol <= at <= float(x.max()) + tol
 
 
