@@ -45,7 +45,8 @@ LAYERS = [
     # foundations: no model, no task
     ["gradprobe.errors", "gradprobe.outputs", "gradprobe.layout", "gradprobe.config", "gradprobe.memory",
      "gradprobe.tables", "gradprobe.figures", "gradprobe.probe_keys", "gradprobe.streams", "gradprobe.ledger",
-     "gradprobe.logprobs", "gradprobe.attention", "gradprobe.char_tokenizer", "gradprobe.tracking"],
+     "gradprobe.logprobs", "gradprobe.attention", "gradprobe.char_tokenizer", "gradprobe.tracking",
+     "gradprobe.token_counts"],
     ["gradprobe.tasks", "gradprobe.forecast"],   # prompts and verifiers; forecasts are arithmetic on curves
     ["gradprobe.types", "gradprobe.tiers"],
     ["gradprobe.models"],

@@ -141,7 +141,8 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
         Which forecaster makes the verdict (``--forecaster``; checked before any compute).
     **settings
         Any flat :class:`gradprobe.probe.run.ProbeConfig` setting (``prompts`` B, ``group`` G,
-        ``heldout_prompts``, ``heldout_group``, ``lr``, ``loss_type``, ``budget_tokens`` (tokens),
+        ``heldout_prompts``, ``heldout_group``, ``lr``, ``loss_type``, ``budget_tokens`` (tokens; ``"250k"``
+        as ``--budget-tokens`` takes it),
         ``budget_seconds`` (device-seconds), ``precondition``, ``seed``, ``n_bootstrap``,
         ``progress``...), any :class:`gradprobe.config.SamplingConfig` field (``max_new_tokens``,
         ``temperature``, ``backend``...) or :class:`gradprobe.config.MCConfig` field

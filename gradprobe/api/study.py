@@ -368,7 +368,7 @@ def _seed(value, name: str = "seed") -> int:
 
 
 def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device: str | None = None,
-          updates: int | None = None, budget_tokens: int | None = None, budget_flops: float | None = None,
+          updates: int | None = None, budget_tokens: int | str | None = None, budget_flops: float | None = None,
           budget_seconds: float | None = None, progress: bool = False, report_to: str = "none") -> RunResult:
     """One GRPO run until its budget is spent (``gradprobe train``), resuming from ``out``'s checkpoint.
 
@@ -386,8 +386,8 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
         Override of the plan's ``[model] device``.
     updates, budget_tokens, budget_flops, budget_seconds : optional
         Lower the plan's budget for this run only (``--updates``, ``--budget-tokens`` (generated
-        tokens), ``--budget-flops`` (FLOPs), ``--budget-seconds`` (device-seconds); recorded in
-        ``config.json``; :func:`gradprobe.training.plan.shorten_budget`).
+        tokens; a string such as ``"250k"`` as the flag takes it), ``--budget-flops`` (FLOPs), ``--budget-seconds``
+        (device-seconds); recorded in ``config.json``; :func:`gradprobe.training.plan.shorten_budget`).
     progress : bool
         One line per update on stderr.
     report_to : {"none", "tensorboard", "trackio", "wandb"}

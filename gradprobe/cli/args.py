@@ -1,14 +1,13 @@
 """Argument pieces that more than one ``gradprobe`` command uses: the ``--report-to`` flag, the
 integer range checkers, the token-count reader of ``--budget-tokens`` (:func:`token_count`), the ``--out``
-and input path checks and the parser class of a command (:class:`CommandParser`). Light (argparse, re,
-decimal and :mod:`gradprobe.tracking`'s names only), like the rest of :mod:`gradprobe.cli`."""
+and input path checks and the parser class of a command (:class:`CommandParser`). Light (argparse,
+:mod:`gradprobe.token_counts` and :mod:`gradprobe.tracking`'s names only), like the rest of :mod:`gradprobe.cli`."""
 
 from __future__ import annotations
 
 import argparse
-import re
-from decimal import MAX_EMAX, MIN_EMIN, Decimal, localcontext
 
+from ..token_counts import TOKEN_COUNT_FORMS, parse_token_count
 from ..tracking import REPORT_TO
 
 __all__ = ["add_report_to", "nonneg_int", "positive_int", "seed_int", "token_count", "TOKEN_COUNT_FORMS", "out_path",
@@ -78,24 +77,10 @@ def seed_int(text: str) -> int:
     return v
 
 
-TOKEN_COUNT_FORMS = ("a whole number of tokens: an integer (250000), with a k, M or G suffix (250k, 1.5M, 2G) or "
-                     "in scientific notation (2.5e5)")
-"""What a token-count option (``--budget-tokens``) accepts, as its help and its error say."""
-#: a token count as written: digits (with _ between groups, as Python and TOML allow), an optional decimal part,
-#: then either an exponent or a k/M/G suffix (or neither)
-_TOKEN_COUNT = re.compile(r"(?P<number>[+-]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+))"
-                          r"(?:(?P<exponent>[eE][+-]?\d{1,30})|(?P<suffix>[kKMG]))?", re.ASCII)  # ASCII digits only
-_SUFFIX = {"k": 3, "K": 3, "M": 6, "G": 9}
-_TOKEN_COUNT_MAX = 2**63 - 1  # an int64: what the ledger and the JSON readers hold
-
-
 def token_count(text: str) -> int:
     """An argparse ``type`` for a token budget (``gradprobe probe --budget-tokens``, ``gradprobe train
-    --budget-tokens``): ``text`` as a whole, positive number of tokens.
-
-    Accepted: an integer (``250000``, ``250_000``), one with a ``k``/``K`` (10**3), ``M`` (10**6) or ``G`` (10**9)
-    suffix (``250k``, ``1.5M``: the spelling gradprobe's own output uses) or scientific notation (``2.5e5``, what
-    the Python API takes as a float). The value is computed exactly (decimal arithmetic, no float rounding).
+    --budget-tokens``): :func:`gradprobe.token_counts.parse_token_count` of ``text`` (``250000``, ``250_000``,
+    ``250k``, ``1.5M``, ``2.5e5``; computed exactly).
 
     Returns
     -------
@@ -105,32 +90,13 @@ def token_count(text: str) -> int:
     Raises
     ------
     argparse.ArgumentTypeError
-        ``text`` is none of these forms (``1.5k5``, ``nan``, ``inf``, ``250 k``), is not a whole number of tokens
-        (``250000.5``, ``1.0000005M``), is <= 0, under one token (``0.5``), or above 2**63 - 1 (an exponent of
-        more than 30 digits is no form); only ASCII digits count; argparse prefixes the option
-        (``argument --budget-tokens: ...``) and the message lists the accepted forms.
+        What :func:`~gradprobe.token_counts.parse_token_count` refuses, with its message (which lists the accepted
+        forms); argparse prefixes the option (``argument --budget-tokens: ...``).
     """
-    m = _TOKEN_COUNT.fullmatch(text.strip())
-    if m is None:
-        raise argparse.ArgumentTypeError(f"expected {TOKEN_COUNT_FORMS}; got {text!r}")
-    number = Decimal(m["number"].replace("_", ""))
-    shift = int(m["exponent"][1:]) if m["exponent"] else _SUFFIX.get(m["suffix"] or "", 0)
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}; expected {TOKEN_COUNT_FORMS}")
-    if number.adjusted() + shift < 0:  # under one token (0.5, 1e-3)
-        raise argparse.ArgumentTypeError(f"{text!r} is less than one token; expected {TOKEN_COUNT_FORMS}")
-    if number.adjusted() + shift > 19:  # beyond any int64: said so before the number is built
-        raise argparse.ArgumentTypeError(f"{text!r} is more tokens than a count can hold (at most {_TOKEN_COUNT_MAX})")
-    with localcontext() as ctx:  # exact: enough digits for every digit given (scaleb rounds to the precision)
-        ctx.prec, ctx.Emin, ctx.Emax = len(text) + 40, MIN_EMIN, MAX_EMAX
-        value = number.scaleb(shift)
-        if value != value.to_integral_value():
-            raise argparse.ArgumentTypeError(f"{text!r} is {value:f} tokens, not a whole number; expected "
-                                             f"{TOKEN_COUNT_FORMS}")
-    tokens = int(value)
-    if tokens > _TOKEN_COUNT_MAX:
-        raise argparse.ArgumentTypeError(f"{text!r} is more tokens than a count can hold (at most {_TOKEN_COUNT_MAX})")
-    return tokens
+    try:
+        return parse_token_count(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def out_path(text: str) -> str:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..config import MCConfig, SamplingConfig
+from ..token_counts import parse_token_count
 from .stages import (DEFAULT_MC, DEFAULT_TASK, GUIDANCE_FLAG, BatchSettings, BudgetSettings, ModelSettings,
                      ReferenceSettings, RunSettings, TaskSettings, UpdateSettings, guidance_dict, guidance_setting)
 
@@ -77,6 +78,11 @@ def _checked(stage: str, name: str, value, label: str):
     str); raises ValueError naming ``label`` otherwise. Annotations other than int, float, bool, str pass."""
     kind = _FIELD_TYPES.get(stage, {}).get(name, "")
     base, optional = kind.removesuffix(" | None"), kind.endswith(" | None")
+    if (stage, name) == ("budget", "tokens") and isinstance(value, str):  # "250k", as --budget-tokens takes it
+        try:
+            return parse_token_count(value)
+        except ValueError as e:
+            raise ValueError(f"{label}: {e}") from None
     if value is None and optional:
         return value
     is_bool = isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"))

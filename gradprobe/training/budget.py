@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..token_counts import parse_token_count
 from .coerce import check_positive
 from .run_folder import study_above
 from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, RunConfig, TrainConfig
@@ -107,11 +108,12 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
     unknown = sorted(set(overrides) - set(BUDGET_KINDS))
     if unknown:
         raise PlanError(f"unknown budget kind(s) {', '.join(unknown)}; valid: {', '.join(BUDGET_KINDS)}")
-    given = {k: v for k, v in overrides.items() if v is not None}
+    names = BUDGET_ARGUMENTS if python else BUDGET_FLAGS
+    given = {k: _token_text(v, names[k]) if k == "generated_tokens" else v for k, v in overrides.items()
+             if v is not None}
     if not given:
         return run
     plan_budget = run.budget.given()
-    names = BUDGET_ARGUMENTS if python else BUDGET_FLAGS
     for kind, value in given.items():
         _check_override(kind, value, plan_budget, names)
     minimum = run.train.prompts_per_update * run.train.group  # completions of at least one token each
@@ -140,6 +142,17 @@ def _said(names: dict, kind: str, value) -> str:
     """A budget override as its caller wrote it: ``--updates 20`` (a flag, :data:`BUDGET_FLAGS`) or ``updates=20``
     (an argument of :func:`gradprobe.train`, :data:`BUDGET_ARGUMENTS`)."""
     return f"{names[kind]}{value}" if names[kind].endswith("=") else f"{names[kind]} {value}"
+
+
+def _token_text(value, name: str):
+    """``value``, or the whole number of tokens a string spells (``"250k"``: the spelling ``--budget-tokens`` takes,
+    :func:`gradprobe.token_counts.parse_token_count`); PlanError naming ``name`` when a string spells none."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return parse_token_count(value)
+    except ValueError as e:
+        raise PlanError(f"{name.rstrip('=')}: {e}") from None
 
 
 def _check_override(kind: str, value, plan_budget: dict, names: dict) -> None:

@@ -168,6 +168,21 @@ def test_whole_floats_numpy_numbers_and_paths_are_taken():
     assert type(c.batch.prompts) is int and type(c.batch.group) is int and type(c.update.lr) is float
 
 
+def test_a_token_budget_may_be_written_as_the_command_line_writes_it():
+    """gradprobe.probe(budget_tokens="250k") was refused (``must be an integer``) while --budget-tokens 250k ran."""
+    from gradprobe.probe_settings import ProbeConfig
+
+    assert ProbeConfig.from_dict({"budget_tokens": "1.5M"}).budget.tokens == 1_500_000
+    assert ProbeConfig.from_dict({"budget": {"tokens": "250k"}}).budget.tokens == 250_000
+    assert type(ProbeConfig.from_dict({"budget_tokens": "2.5e5"}).budget.tokens) is int
+    with pytest.raises(ValueError) as e:
+        ProbeConfig.from_dict({"budget_tokens": "250 k"})
+    assert str(e.value) == ("budget_tokens: expected a whole number of tokens: an integer (250000), with a k, M or G "
+                            "suffix (250k, 1.5M, 2G) or in scientific notation (2.5e5); got '250 k'")
+    with pytest.raises(ValueError, match=r"^budget\.tokens: '1\.5' is 1\.5 tokens, not a whole number"):
+        ProbeConfig.from_dict({"budget": {"tokens": "1.5"}})
+
+
 @pytest.mark.parametrize("seconds", [float("inf"), float("nan"), 0.0, -1.0])
 def test_a_seconds_budget_must_be_finite_and_positive(seconds):
     """--budget-seconds inf printed gain@infs +inf."""

@@ -107,3 +107,17 @@ def test_a_token_override_below_one_update_names_the_flag_and_keeps_the_data(pla
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stop_reason"] == "budget_smaller_than_one_update" and summary["updates"] == 1
     assert summary["budget_override"]["flags"] == {"--budget-tokens": 20}
+
+
+@pytest.mark.parametrize("text, tokens", [("1.5k", 1500), ("2e3", 2000), ("100_000", 100_000)])
+def test_a_token_budget_argument_may_be_written_as_the_command_line_writes_it(text, tokens):
+    run = parse_plan(PLAN).arm("grpo")
+    short = shorten_budget(run, {"generated_tokens": text}, python=True)  # gradprobe.train(budget_tokens="1.5k")
+    assert short.budget.given() == {"generated_tokens": tokens}
+    assert short.budget_override["flags"] == {"--budget-tokens": tokens}
+    with pytest.raises(PlanError, match=r"^budget_tokens: expected a whole number of tokens: .*; got '1\.5k5'$"):
+        shorten_budget(run, {"generated_tokens": "1.5k5"}, python=True)
+    with pytest.raises(PlanError, match=r"^budget_tokens: '0\.5' is less than one token"):
+        shorten_budget(run, {"generated_tokens": "0.5"}, python=True)
+    with pytest.raises(PlanError, match="more than the plan's budget.generated_tokens = 250,000"):
+        shorten_budget(run, {"generated_tokens": "1M"}, python=True)
