@@ -80,19 +80,9 @@ def seed_int(text: str) -> int:
 def token_count(text: str) -> int:
     """An argparse ``type`` for a token budget (``gradprobe probe --budget-tokens``, ``gradprobe train
     --budget-tokens``): :func:`gradprobe.token_counts.parse_token_count` of ``text`` (``250000``, ``250_000``,
-    ``250k``, ``1.5M``, ``2.5e5``; computed exactly).
-
-    Returns
-    -------
-    int
-        Tokens, in [1, 2**63 - 1].
-
-    Raises
-    ------
-    argparse.ArgumentTypeError
-        What :func:`~gradprobe.token_counts.parse_token_count` refuses, with its message (which lists the accepted
-        forms); argparse prefixes the option (``argument --budget-tokens: ...``).
-    """
+    ``250k``, ``1.5M``, ``2.5e5``; computed exactly): tokens, in [1, 2**63 - 1]. What that refuses raises
+    argparse.ArgumentTypeError with its message (which lists the accepted forms); argparse prefixes the option
+    (``argument --budget-tokens: ...``)."""
     try:
         return parse_token_count(text)
     except ValueError as e:
