@@ -85,3 +85,29 @@ def test_calib_refuses_an_empty_out_too(command, capsys, tmp_path, monkeypatch):
 
 def test_out_path_keeps_a_real_path():
     assert out_path("runs/probe") == "runs/probe" and out_path(".") == "."
+
+
+def test_every_option_of_every_command_has_a_help_text_and_no_default_reads_none(monkeypatch, capsys):
+    """``gradprobe probe --help`` listed --heldout-prompts, --seed, --dtype... without a word, and printed
+    ``(default: None)`` after help texts that name their own default (``--reference-curve-scale``: auto)."""
+    made = {}
+    add_parser = argparse._SubParsersAction.add_parser
+
+    def recording(self, name, **kw):
+        made[name] = add_parser(self, name, **kw)
+        return made[name]
+
+    monkeypatch.setattr(argparse._SubParsersAction, "add_parser", recording)
+    with pytest.raises(SystemExit):
+        main(["probe", "--help"])
+    capsys.readouterr()
+    assert set(made) == {"probe", "train", "warmstart", "study", "rank-prompts", "difficulty-eval"}
+    bare = [(name, a.option_strings[-1]) for name, p in made.items() for a in p._actions
+            if a.option_strings and a.dest != "help" and a.help is not argparse.SUPPRESS and not a.help]
+    assert bare == []
+    for name, p in made.items():
+        text = " ".join(p.format_help().split())
+        assert "(default: None)" not in text, name
+    probe = " ".join(made["probe"].format_help().split())
+    assert "--heldout-prompts HELDOUT_PROMPTS prompts of the held-out batch" in probe and "(default: 8)" in probe
+    assert "[0, 1]) --initial-accuracy" in probe  # --reference-curve-scale's help ends with its own default

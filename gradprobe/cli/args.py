@@ -10,7 +10,8 @@ import argparse
 from ..token_counts import TOKEN_COUNT_FORMS, parse_token_count
 from ..tracking import REPORT_TO
 
-__all__ = ["add_report_to", "nonneg_int", "positive_int", "seed_int", "token_count", "TOKEN_COUNT_FORMS", "out_path",
+__all__ = ["HelpFormatter", "add_report_to", "nonneg_int", "positive_int", "seed_int", "token_count",
+           "TOKEN_COUNT_FORMS", "out_path",
            "in_path", "CALIBRATION_PATH", "CommandParser", "flag_named"]
 
 CALIBRATION_PATH = "the calibration file `calib fit ROWS.csv --out FILE.json` wrote, or 'default' (the shipped one)"
@@ -131,6 +132,17 @@ def in_path(what: str):
 
     check.__name__ = "path"  # argparse names a type by it ("invalid path value") when it raises another error
     return check
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's help with each option's default appended (``(default: 16)``), except a default of None: such an
+    option's help says what happens without it (``--budget-flops`` unset: no FLOP budget), and ``(default: None)``
+    beside a help text that names its own default read as a contradiction."""
+
+    def _get_help_string(self, action):
+        if action.default is None:
+            return action.help or ""
+        return super()._get_help_string(action)
 
 
 class CommandParser(argparse.ArgumentParser):

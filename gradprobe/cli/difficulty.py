@@ -45,7 +45,7 @@ from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, 
 from ..ledger import Ledger
 from ..outputs import json_safe, removed_if_left_empty, versions, write_json_atomic
 from ..difficulty.evaluate import evaluate_estimator, plot_reliability, prompt_groups, sample_outcomes
-from .args import flag_named, nonneg_int, out_path, positive_int
+from .args import HelpFormatter, flag_named, nonneg_int, out_path, positive_int
 
 
 _COMMON_HELP = {
@@ -66,7 +66,7 @@ def add_difficulty_parsers(subparsers) -> None:
     """Register ``rank-prompts`` and ``difficulty-eval`` on an argparse sub-parser collection."""
     for name in ("rank-prompts", "difficulty-eval"):
         p = subparsers.add_parser(name, help=_COMMON_HELP[name], description=_COMMON_HELP[name],
-                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                  formatter_class=HelpFormatter)
         p.add_argument("--model", required=True,
                        help="tiny (the warm-started tier), tiny-qwen2, smollm2-135m, a folder, .gguf file or hub id")
         p.add_argument("--task", required=True, help="task spec, e.g. chain_sum:min_terms=2,max_terms=4")
@@ -92,14 +92,16 @@ def add_difficulty_parsers(subparsers) -> None:
                        help="comma-separated Problem.metadata keys used as features (missing -> imputed)")
         p.add_argument("--data-seed", type=int, default=_RANK["data_seed"], help="data seed of the pool")
         p.add_argument("--seed", type=int, default=_RANK["seed"], help="sampling seed and the fit/eval split seed")
-        p.add_argument("--max-new-tokens", type=positive_int, default=_RANK["max_new_tokens"])
-        p.add_argument("--temperature", type=float, default=_RANK["temperature"])
+        p.add_argument("--max-new-tokens", type=positive_int, default=_RANK["max_new_tokens"],
+                       help="longest sampled completion, in tokens")
+        p.add_argument("--temperature", type=float, default=_RANK["temperature"],
+                       help="sampling temperature of the completions whose outcomes are counted")
         p.add_argument("--batch-size", type=positive_int, default=_RANK["batch_size"],
                        help="sequences per generate call")
         p.add_argument("--feature-batch-size", type=positive_int, default=_RANK["feature_batch_size"],
                        help="prompts per feature forward")
-        p.add_argument("--device", default=_RANK["device"])
-        p.add_argument("--dtype", default=_RANK["dtype"], choices=list(DTYPES))
+        p.add_argument("--device", default=_RANK["device"], help="torch device of the model (cpu, cuda...)")
+        p.add_argument("--dtype", default=_RANK["dtype"], choices=list(DTYPES), help="the model's weights and compute")
         p.add_argument("--no-progress", action="store_true",
                        help="hide the progress bar (completions sampled, rate and ETA on stderr)")
 

@@ -26,7 +26,7 @@ from ..layout import PROBE_JSON
 from ..outputs import json_safe, write_json_atomic
 from ..probe_settings import (DEFAULT_MC, FORECASTERS, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig,
                               ReferenceSettings, RunSettings, TaskSettings, UpdateSettings)
-from .args import CALIBRATION_PATH, flag_named, in_path, out_path, token_count
+from .args import HelpFormatter, CALIBRATION_PATH, flag_named, in_path, out_path, token_count
 
 __all__ = ["probe_main", "interrupt_message", "Terminated", "terminate_cleanly"]
 
@@ -80,7 +80,7 @@ class _JoinedRewards(argparse.Action):
 def _add_probe(sub) -> None:
     """The ``probe`` command's parser, its options in the order ``--help`` lists them."""
     p = sub.add_parser("probe", help="probe rewards on one batch: per-token alignment with a reference update",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=HelpFormatter)
     _add_batch_options(p)
     _add_update_options(p)
     _add_run_options(p)
@@ -106,8 +106,10 @@ def _add_batch_options(p) -> None:
                    help="B of the training update the gain is predicted for (default: --prompts); scales tokens per update")
     p.add_argument("--update-group", type=int, default=UpdateSettings.update_group,
                    help="G of the training update the gain is predicted for (default: --group)")
-    p.add_argument("--heldout-prompts", type=int, default=ReferenceSettings.heldout_prompts)
-    p.add_argument("--heldout-group", type=int, default=ReferenceSettings.heldout_group)
+    p.add_argument("--heldout-prompts", type=int, default=ReferenceSettings.heldout_prompts,
+                   help="prompts of the held-out batch whose GRPO update is the reference (--reference heldout)")
+    p.add_argument("--heldout-group", type=int, default=ReferenceSettings.heldout_group,
+                   help="completions per held-out prompt (>= 2: the RLOO baseline)")
     p.add_argument("--precondition", choices=list(PRECONDITIONER_KINDS), default=ReferenceSettings.precondition,
                    help="; ".join(f"{k}: {v.help}" for k, v in PRECONDITIONER_KINDS.items()))
 
@@ -126,9 +128,11 @@ def _add_update_options(p) -> None:
                         "(250k, 1.5M) or in scientific notation (2.5e5)")
     p.add_argument("--budget-seconds", type=float, default=BudgetSettings.seconds,
                    help="device-seconds budget of the extrapolation")
-    p.add_argument("--temperature", type=float, default=SamplingConfig.temperature)
-    p.add_argument("--top-p", type=float, default=SamplingConfig.top_p)
-    p.add_argument("--max-new-tokens", type=int, default=SamplingConfig.max_new_tokens)
+    p.add_argument("--temperature", type=float, default=SamplingConfig.temperature,
+                   help="sampling temperature of the rollouts")
+    p.add_argument("--top-p", type=float, default=SamplingConfig.top_p, help="nucleus sampling p of the rollouts")
+    p.add_argument("--max-new-tokens", type=int, default=SamplingConfig.max_new_tokens,
+                   help="longest completion, in tokens (a longer one is cut there and counted as truncated)")
     p.add_argument("--generation-batch-size", type=int, default=SamplingConfig.batch_size, metavar="N",
                    help="sequences per generate call; the sampled completions depend on it (micro-batch "
                         "composition), so a study's probe is reproduced with its plan's [sampling] batch_size")
@@ -147,10 +151,13 @@ def _add_run_options(p) -> None:
     probe batches and checkpoints."""
     p.add_argument("--cosine", action="store_true", help="also compute cosines (one backward per reward)")
     p.add_argument("--bootstrap", type=int, default=RunSettings.n_bootstrap, help=_BOOTSTRAP_HELP)
-    p.add_argument("--micro-batch-size", type=int, default=UpdateSettings.micro_batch_size)
-    p.add_argument("--seed", type=int, default=BatchSettings.seed)
-    p.add_argument("--device", default=ModelSettings.device)
-    p.add_argument("--dtype", default=ModelSettings.dtype, choices=list(DTYPE_NAMES))
+    p.add_argument("--micro-batch-size", type=int, default=UpdateSettings.micro_batch_size,
+                   help="rows per forward/backward (memory; the results do not depend on it)")
+    p.add_argument("--seed", type=int, default=BatchSettings.seed,
+                   help="seed of the probe: which prompts are drawn and how they are sampled")
+    p.add_argument("--device", default=ModelSettings.device, help="torch device of the model (cpu, cuda, cuda:1...)")
+    p.add_argument("--dtype", default=ModelSettings.dtype, choices=list(DTYPE_NAMES),
+                   help="the model's weights and compute (float16 is refused on the CPU: non-finite alignments)")
     p.add_argument("--out", type=out_path, default="runs/probe", help="output folder (probe.json, report.html, alignment.safetensors, "
                    "tokens.jsonl); replaces an earlier probe there (a folder with probe.json), keeps other files, "
                    "refuses a run's, a study's, a study's probe, a calib report or a model folder, and a folder "

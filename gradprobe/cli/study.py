@@ -14,14 +14,14 @@ from ..config import EXECUTOR_NAMES
 from ..tracking import TrackerUnavailableError, require_tracker
 from ..training.plan import PlanError, load_plan, replicate_plan
 from ..outputs import OutputDirError, prepare_output_dir, removed_if_left_empty
-from .args import add_report_to, out_path
+from .args import HelpFormatter, add_report_to, out_path
 
 
 def add_study_parser(subparsers) -> None:
     """Register ``gradprobe study`` on an argparse sub-parser collection."""
     p = subparsers.add_parser(
         "study", help="run a preregistered study: every arm x seed of a plan, the probe, then the analysis",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
         description="Freeze the plan into DIR (sha256), run every arm x seed (a killed study resumes: finished runs "
                     "are never redone), probe every arm's reward on the initial policy, write runs.csv, "
                     "analysis.json and figures/. --power PLAN: the seeds and held-out size the plan's [power] "

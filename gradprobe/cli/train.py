@@ -20,7 +20,7 @@ from ..outputs import removed_if_left_empty
 from ..training.errors import NonFiniteRunError
 from ..training.plan import PlanError, load_plan, shorten_budget
 from ..training.run_folder import refuse_other_output
-from .args import add_report_to, out_path, seed_int, token_count
+from .args import HelpFormatter, add_report_to, out_path, seed_int, token_count
 from .probe import Terminated, terminate_cleanly
 
 __all__ = ["add_train_parser", "interrupt_message", "train_main"]
@@ -29,7 +29,7 @@ __all__ = ["add_train_parser", "interrupt_message", "train_main"]
 def add_train_parser(subparsers) -> None:
     """Register ``gradprobe train`` on an argparse sub-parser collection."""
     p = subparsers.add_parser("train", help="one matched-compute training run of a plan's arm and seed",
-                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                              formatter_class=HelpFormatter)
     p.add_argument("--plan", required=True, help="plan TOML file (e.g. plans/tiny.toml)")
     p.add_argument("--arm", required=True, help="arm name in the plan's [arms]")
     p.add_argument("--seed", type=seed_int, default=0, help="run seed (rollout sampling, prompt order)")
@@ -47,9 +47,11 @@ def add_train_parser(subparsers) -> None:
                        help="charged generated-token budget (rollout + continuation + selection tokens): an integer "
                             "(250000), with a k, M or G suffix (250k, 1.5M) or in scientific notation (2.5e5)")
     short.add_argument("--budget-flops", type=float, default=None, metavar="F",
-                       help="FLOP budget (generation + training FLOPs; deterministic, unlike seconds)")
+                       help="FLOP budget (generation, training, prompt selection and the reward's FLOPs; "
+                            "deterministic, unlike seconds)")
     short.add_argument("--budget-seconds", type=float, default=None, metavar="S",
-                       help="device-seconds budget (generation + update time, measured)")
+                       help="device-seconds budget (generation, updates, prompt selection and the reward's own "
+                            "compute, measured)")
 
 
 def interrupt_message(out, checkpoint_every: int | None = None) -> str:

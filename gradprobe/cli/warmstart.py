@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from ..tiers import TIERS
-from .args import out_path, seed_int
+from .args import HelpFormatter, out_path, seed_int
 from .probe import Terminated, terminate_cleanly
 
 __all__ = ["add_warmstart_parser", "warmstart_main"]
@@ -19,8 +19,9 @@ __all__ = ["add_warmstart_parser", "warmstart_main"]
 def add_warmstart_parser(subparsers) -> None:
     """Add ``gradprobe warmstart --tier tiny [--seed S] [--force] [--out DIR]`` to ``subparsers``."""
     p = subparsers.add_parser("warmstart", help="build (or reuse) a model tier by supervised warm start",
-                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--tier", default="tiny", choices=sorted(TIERS))
+                              formatter_class=HelpFormatter)
+    p.add_argument("--tier", default="tiny", choices=sorted(TIERS),
+                   help="the warm-started tier to build (its recipe: gradprobe.tiers.TIERS)")
     p.add_argument("--seed", type=seed_int, default=0, help="initialisation and SFT-data seed")
     p.add_argument("--force", action="store_true",
                    help="rebuild even when built, and replace another or a damaged build in --out")
