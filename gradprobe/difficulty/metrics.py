@@ -43,9 +43,12 @@ def _flatten(p, y):
 
 
 def brier_score(p, y) -> float | None:
-    """Mean squared error of p_i (M,) against every finite outcome y_ik (M, K); None without outcomes."""
+    """Brier score (Brier 1950: mean squared error of a probability) of p_i (M,) against every finite outcome
+    y_ik in {0, 1} (M, K), by ``sklearn.metrics.brier_score_loss``; None without outcomes."""
+    from sklearn.metrics import brier_score_loss
+
     pf, yf = _flatten(p, y)
-    return float(np.mean((pf - yf) ** 2)) if yf.size else None
+    return float(brier_score_loss(yf, pf, pos_label=1)) if yf.size else None
 
 
 def auc_score(p, y) -> float | None:
