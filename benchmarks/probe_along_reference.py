@@ -13,8 +13,9 @@ studies and on each copy, and prints the forecasters' errors and rank agreement 
 
     python benchmarks/probe_along_reference.py --out runs/along_reference --control
 
-About 25 minutes on 2 CPU cores (3 reference runs of 30 updates, 8 studies x 4 policies of probes, the
-control's 8 x 3 probes, 3 calib reports). Figures and their reading: README, "Probing along a reference run".
+About 30 minutes on 2 CPU cores, as the README records for its 2026-12-03 run (3 reference runs of 30 updates, 8
+studies x 4 policies of probes, the control's 8 x 3 probes, 3 calib reports). Figures and their reading: README,
+"Probing along a reference run".
 """
 
 from __future__ import annotations
