@@ -49,7 +49,8 @@ temperature, top_p and the scheduler's current learning rate. The probe's figure
 step (``control.should_log``), so TRL's own metrics of that step are written first, and logs the
 figures at the next step's start (or at the end of training), when TRL's metric buffer is empty
 (``GRPOTrainer.log`` merges and clears that buffer on every call). Keys: ``gradprobe/<reward>/``
-``inner_product``, ``gain_per_update`` (accuracy points), ``tokens_per_update``, ``snr``;
+``inner_product``, ``gain_per_update`` (accuracy points), ``tokens_per_update``, ``snr`` (a reward without a
+gradient on the batch: ``no_signal`` 1 and ``tokens_per_update`` only);
 ``gradprobe/heldout_accuracy``; ``gradprobe/tokens/<category>`` (ledger totals).
 
 The probe leaves training untouched: it restores the model's train/eval mode, its attention
@@ -320,11 +321,18 @@ class GradprobeCallback(TrainerCallback):
         self.probes.append(record)
 
     def _figures(self, result: dict) -> dict[str, float]:
-        """The scalars sent to ``trainer.log`` (finite numbers only: some backends reject NaN/None)."""
+        """The scalars sent to ``trainer.log`` (finite numbers only: some backends reject NaN/None). A reward that
+        gives no gradient on the batch (``no_signal``: equal rewards in every group, or None/NaN for every
+        completion) logs ``no_signal`` 1 and its tokens per update, not an inner product, gain and SNR of 0, which
+        a dashboard would show as a measured zero."""
         logs = {}
         for r in result["rewards"]:
-            for key, name in (("inner_product", "inner_product"), ("predicted_gain_per_update", "gain_per_update"),
-                              ("tokens_per_update", "tokens_per_update"), ("snr", "snr")):
+            keys = (("inner_product", "inner_product"), ("predicted_gain_per_update", "gain_per_update"),
+                    ("tokens_per_update", "tokens_per_update"), ("snr", "snr"))
+            if r.get("no_signal"):
+                keys = (("tokens_per_update", "tokens_per_update"),)
+                logs[f"gradprobe/{r['name']}/no_signal"] = 1.0
+            for key, name in keys:
                 value = r.get(key)
                 if isinstance(value, (int, float)) and math.isfinite(value):
                     logs[f"gradprobe/{r['name']}/{name}"] = float(value)
