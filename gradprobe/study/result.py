@@ -47,6 +47,11 @@ class StudyInterrupted(KeyboardInterrupt):
                          "checkpoint (or from update 0 if it had none)")
 
 
+#: How :meth:`StudyResult.summary` says a probe state (``"skipped"``: nothing was left to probe, which read as if
+#: the probe had been left out)
+_PROBE_SAID = {"skipped": "already done (probe.json kept)"}
+
+
 @dataclass
 class StudyResult:
     """What :func:`~gradprobe.study.runner.run_study` did.
@@ -88,7 +93,8 @@ class StudyResult:
     def summary(self) -> str:
         """Plain-text summary (what ``gradprobe study`` prints at the end)."""
         lines = [f"study {self.out}: {len(self.done)} runs complete ({len(self.skipped)} were already), "
-                 f"{len(self.failed)} failed; probe: {self.probe}; wall time {clock(self.wall_seconds)}"
+                 f"{len(self.failed)} failed; probe: {_PROBE_SAID.get(self.probe, self.probe)}; wall time "
+                 f"{clock(self.wall_seconds)}"
                  + (f" (all invocations {clock(self.total_wall_seconds)})"
                     if self.total_wall_seconds > self.wall_seconds + 0.5 else "")]
         for (arm, seed), err in sorted(self.failed.items()):
