@@ -111,3 +111,18 @@ def test_every_option_of_every_command_has_a_help_text_and_no_default_reads_none
     probe = " ".join(made["probe"].format_help().split())
     assert "--heldout-prompts HELDOUT_PROMPTS prompts of the held-out batch" in probe and "(default: 8)" in probe
     assert "[0, 1]) --initial-accuracy" in probe  # --reference-curve-scale's help ends with its own default
+
+
+
+def test_no_progress_hides_bars_drawn_with_tqdm_directly():
+    """``--no-progress`` left transformers' GGUF "Converting and de-quantizing" bar (plain ``tqdm.auto``) on. tqdm
+    reads ``TQDM_DISABLE`` when it is imported, as the command imports it after reading its flags: a fresh process."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import gradprobe.cli as cli, sys; assert 'tqdm' not in sys.modules; cli._no_library_progress_bars(); "
+            "from tqdm.auto import tqdm; [x for x in tqdm(range(3), desc='Converting and de-quantizing')]")
+    env = {k: v for k, v in os.environ.items() if k not in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr

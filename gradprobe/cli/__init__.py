@@ -70,8 +70,11 @@ def _passive_openmp() -> None:
 
 
 def _no_library_progress_bars() -> None:
-    """``--no-progress`` also hides the libraries' bars (transformers' "Loading weights", hub downloads)."""
+    """``--no-progress`` also hides the libraries' bars (transformers' "Loading weights", hub downloads, and those
+    drawn with tqdm directly, such as transformers' GGUF "Converting and de-quantizing": ``TQDM_DISABLE``, which
+    tqdm >= 4.66 reads as every bar's default)."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
     from transformers.utils import logging as hf_logging  # light (no torch); only when the flag is given
 
     hf_logging.disable_progress_bar()
