@@ -142,9 +142,8 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     **settings
         Any flat :class:`gradprobe.probe.run.ProbeConfig` setting (``prompts`` B, ``group`` G,
         ``heldout_prompts``, ``heldout_group``, ``lr``, ``loss_type``, ``budget_tokens`` (tokens; ``"250k"``
-        as ``--budget-tokens`` takes it),
-        ``budget_seconds`` (device-seconds), ``precondition``, ``seed``, ``n_bootstrap``,
-        ``progress``...), any :class:`gradprobe.config.SamplingConfig` field (``max_new_tokens``,
+        as ``--budget-tokens`` takes it), ``budget_seconds`` (device-seconds), ``precondition``, ``seed``,
+        ``n_bootstrap``, ``progress``...), any :class:`gradprobe.config.SamplingConfig` field (``max_new_tokens``,
         ``temperature``, ``backend``...) or :class:`gradprobe.config.MCConfig` field
         (``continuations`` K, ``max_steps``), or a stage as an object or dict (``sampling=``, ``mc=``,
         ``batch={"prompts": 4}``...), read by :meth:`gradprobe.probe.run.ProbeConfig.from_dict`; ``guidance=
