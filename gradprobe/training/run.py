@@ -20,7 +20,10 @@ model is refused first, :mod:`gradprobe.training.run_folder`):
                    a resume with other code is refused, :func:`~gradprobe.training.run_folder.check_reward_identity`);
                    for a task read from data files (``jsonl:PATH``, ``gsm8k:PATH``) each file's path and sha256
                    (``task_data``: a resume on edited data is refused,
-                   :func:`~gradprobe.training.run_folder.check_task_data`);
+                   :func:`~gradprobe.training.run_folder.check_task_data`); the initial weights the model name
+                   resolved to (``model_weights``: a tier's build and sha256, a folder's or GGUF file's weights; a
+                   resume that would load other ones is refused,
+                   :func:`~gradprobe.training.run_folder.check_model_weights`);
 ``metrics.jsonl``  one line per update, and eval lines (``"eval": true``) on the plan's schedule
                    (:class:`~gradprobe.training.plan.EvalSpec`: update 0, listed updates, fractions
                    of every budget, every ``eval.every_tokens`` charged tokens, the end);
@@ -69,8 +72,8 @@ from .plan_checks import check_mc
 from .specs import PlanError
 from .preflight import GuidancePreflightError, check_run_guidance
 from .records import end_invocation, finish, maybe_eval, record_end, save, start_invocation
-from .run_folder import (REWARD_PLUGIN, TASK_DATA, check_reward_identity, check_task_data, refuse_other_output,
-                         refuse_unimportable_reward)
+from .run_folder import (MODEL_WEIGHTS, REWARD_PLUGIN, TASK_DATA, check_model_weights, check_reward_identity,
+                         check_task_data, model_weights_identity, refuse_other_output, refuse_unimportable_reward)
 from .state import RunSession, RunState, crossed_eval_points, exhausted, resumed_invocations
 from .update import check_first_update, run_update
 
@@ -166,8 +169,10 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         before anything is loaded or written).
     RunConfigMismatchError, DamagedRunFolderError
         DIR holds another configuration's run, or one whose plug-in reward is now other code (moved, edited, a helper
-        module edited) or cannot be imported, or whose task's data file was edited or is missing
-        (:mod:`~gradprobe.training.run_folder`); or a damaged ``config.json``,
+        module edited) or cannot be imported, or whose task's data file was edited or is missing, or whose model
+        now resolves to other initial weights (a rebuilt tier in the cache, replaced weights:
+        :func:`~gradprobe.training.run_folder.check_model_weights`) (:mod:`~gradprobe.training.run_folder`); or a
+        damaged ``config.json``,
         ``summary.json``, ``checkpoint.json`` or current checkpoint file (named, with the fix; before anything loads).
     GuidancePreflightError
         A guided arm whose pool has a problem without a reference solution, or whose model's
@@ -187,11 +192,13 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         return done
     data = task_data_identity(run.task.name)  # the task's data files and sha256s ({}: read from no file)
     check_task_data(out, run.task.name, data)  # a resume on edited data: refused before anything is loaded
+    weights = _initial_weights(run, policy)  # what the initial policy (kl_init's frozen copy) is loaded from
+    check_model_weights(out, str(run.model.name), weights)  # other weights than the run started from: refused
     task = _preflight(run, out, policy=policy, task=task)  # refused before the folder is created
     identity = _checked_reward_identity(run, out)  # a resume whose plug-in reward is other code: refused here
     out = prepare_output_dir(out)
     s = _open_session(run, out, policy=policy, task=task, progress=progress)
-    resumed = _resume_or_start(s, identity, data)
+    resumed = _resume_or_start(s, identity, data, weights)
     tracker = open_tracker(report_to, tracking_dir or out / "tb", run=run,
                            start_step=s.state.update + 1 if resumed else 0)  # resumed: later events purged
     s.metrics = MetricsFile(out / METRICS_JSONL, s.state.metrics_bytes, tracker=tracker)  # closes the tracker too
@@ -219,6 +226,15 @@ def _train_recorded(s: RunSession, after_update) -> dict:
     finally:
         s.metrics.close()
         s.items.close()
+
+
+def _initial_weights(run: RunConfig, policy) -> dict | None:
+    """The identity of the initial weights the run loads (:func:`~gradprobe.training.run_folder.model_weights_identity`
+    of ``[model] name``), or, for a ``policy`` passed in code, ``{"source": "given", ...}`` without a digest (its
+    weights are the caller's, not read from the name: not checked on resume)."""
+    if policy is not None:
+        return {"source": "given", "path": str(run.model.name), "files": [], "method": None, "digest": None}
+    return model_weights_identity(str(run.model.name))
 
 
 def _checked_reward_identity(run: RunConfig, out: Path) -> dict | None:
@@ -405,7 +421,8 @@ def _update_config(run: RunConfig, guide: GuidanceConfig | None) -> UpdateConfig
     return config
 
 
-def _resume_or_start(s: RunSession, identity: dict | None = None, data: dict | None = None) -> bool:
+def _resume_or_start(s: RunSession, identity: dict | None = None, data: dict | None = None,
+                     weights: dict | None = None) -> bool:
     """Restore the run from DIR's current checkpoint (weights, optimizer, scheduler, RNG states, sampler
     counters, selector, counters; the earlier invocations' wall time:
     :func:`~gradprobe.training.state.resumed_invocations`) and return True; without one, write ``config.json`` and
@@ -413,8 +430,9 @@ def _resume_or_start(s: RunSession, identity: dict | None = None, data: dict | N
     sha256s, for a later resume to check, :func:`~gradprobe.training.run_folder.check_reward_identity`; none for a
     built-in reward; with ``task_data``: ``data``, the task's data files and their sha256s,
     :func:`~gradprobe.tasks.task_data_identity`, for :func:`~gradprobe.training.run_folder.check_task_data`; none for
-    a task read from no file). A stopped run's ``summary.json`` is removed first (written again when this invocation
-    ends)."""
+    a task read from no file; with ``model_weights``: ``weights``, the initial weights' identity,
+    :func:`~gradprobe.training.run_folder.check_model_weights`; none for a generated model). A stopped run's
+    ``summary.json`` is removed first (written again when this invocation ends)."""
     (s.out / SUMMARY_JSON).unlink(missing_ok=True)  # a stopped run's summary: rewritten when this invocation ends
     ckpt = latest_checkpoint(s.out)
     if ckpt is None:
@@ -423,6 +441,8 @@ def _resume_or_start(s: RunSession, identity: dict | None = None, data: dict | N
             config[REWARD_PLUGIN] = identity
         if data:
             config[TASK_DATA] = {k: v for k, v in data.items() if v["sha256"]}  # a missing file: load_task refused it
+        if weights is not None:
+            config[MODEL_WEIGHTS] = weights
         write_json_atomic(s.out / CONFIG_JSON, config)
         return False
     st = load_checkpoint(ckpt, s.model)

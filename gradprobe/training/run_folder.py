@@ -26,6 +26,13 @@ A run whose task reads a data file (``jsonl:PATH``, ``gsm8k:PATH``: :func:`gradp
 each file's resolved path and sha256 in ``config.json`` (``task_data``, :func:`gradprobe.tasks.task_data_identity`);
 :func:`check_task_data` refuses to resume it after the data was edited, removed or (a folder) given another file,
 which would train and evaluate the rest of the run on other data than its first updates.
+
+A run records the identity of the initial weights its ``[model] name`` resolved to when it started (``model_weights``:
+for a tier, which build, cache or shipped, and the sha256 of its ``model.safetensors``; for a local folder or GGUF file,
+the sha256 of its weight files, or their sizes and modification times past :data:`HASH_LIMIT_BYTES`; a hub id: the id,
+unchecked; :func:`model_weights_identity`); :func:`check_model_weights` refuses to resume it when the name now loads
+other weights (a rebuild of the tier in the cache, which takes precedence over the shipped build; replaced weights),
+whose frozen copy would measure the rest of the run's ``kl_init`` against another model than its first updates.
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ from .errors import DamagedRunFolderError, RunConfigMismatchError
 __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", "other_output", "refuse_other_output",
            "foreign_run_files", "study_above", "check_reward_identity", "modules_problem", "modules_mismatch",
            "refuse_unimportable_reward", "TASK_DATA", "check_task_data", "task_data_problem", "task_data_mismatch",
-           "task_data_moved"]
+           "task_data_moved", "MODEL_WEIGHTS", "HASH_LIMIT_BYTES", "model_weights_identity", "model_weights_problem",
+           "check_model_weights"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
 #: worker hold an exclusive ``flock`` on it (:class:`gradprobe.study.folder.FolderLock`) while they train there.
@@ -626,3 +634,180 @@ def _identity_fix(out: Path, spec: str, then: tuple, now: tuple, recorded_root: 
         where = "run from the directory the run was started in"
     return (f"restore the reward file as it was ({old_file}, sha256 {_short(old_sha)}) or {where}, "
             f"{_restart(out)}; nothing was loaded or written")
+
+
+#: The key of ``config.json`` holding the identity of the initial weights a run loaded (:func:`check_model_weights`).
+MODEL_WEIGHTS = "model_weights"
+#: Weight files larger than this together (bytes) are identified by name, size and modification time, not hashed
+#: (hashing 2 GiB takes a few seconds on one core; a 7B model's 15 GB would take a minute at every start and resume).
+HASH_LIMIT_BYTES = 2 * 1024 ** 3
+_HEX = frozenset("0123456789abcdef")
+
+
+def model_weights_identity(spec: str) -> dict | None:
+    """The identity of the weights :func:`gradprobe.models.load_policy` would load for the model ``spec`` now, read
+    from the files without loading them: ``{"source", "path", "build", "files", "method", "digest"}``.
+
+    ``source``: ``"tier"`` (an alias of :data:`gradprobe.models.TIER_ALIASES`, resolved by
+    :func:`gradprobe.tiers.tier_path`: ``build`` ``"cache"`` or ``"shipped"``, ``path`` its folder), ``"folder"``
+    (a local folder: its ``*.safetensors``), ``"gguf"`` (a ``.gguf`` file, ``smollm2-135m``'s included) or ``"hub"``
+    (a hub id: ``path`` is the id, ``digest`` None: not read locally, so not checked). ``files``: the weight files'
+    names. ``method`` ``"sha256"``: ``digest`` is the sha256 of the one weight file (as ``sha256sum`` prints it), or
+    of the ``sha256sum`` listing (``"<sha256>  <name>\\n"`` per file, sorted by name) of several; ``"size+mtime"``
+    (more than :data:`HASH_LIMIT_BYTES` together): the sha256 of ``"<name> <bytes> <mtime_ns>\\n"`` per file, so a
+    copy of the same weights elsewhere differs too. None for the generated models (``tiny-qwen2``, ``tiny-llama``:
+    a function of the seed) and for a spec that cannot be resolved now (unbuilt tier, missing path: the loader's
+    error names it).
+    """
+    from ..models import TIER_ALIASES, TINY_ARCHITECTURES, smollm2_gguf_path  # torch: only a run imports this
+    from ..tiers import cache_root, tier_path
+
+    try:
+        if spec in TINY_ARCHITECTURES:
+            return None
+        if spec in TIER_ALIASES:
+            folder = tier_path(spec).resolve()
+            build = "cache" if folder.parent == cache_root().resolve() else "shipped"
+            return {"source": "tier", "build": build, **_weights_digest(folder, ["model.safetensors"])}
+        if spec == "smollm2-135m" or spec.endswith(".gguf"):
+            path = (smollm2_gguf_path() if spec == "smollm2-135m" else Path(spec).expanduser()).resolve()
+            return {"source": "gguf", **_weights_digest(path.parent, [path.name])} if path.is_file() else None
+        folder = Path(spec).expanduser()
+        if folder.is_dir():
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
+            return {"source": "folder", **_weights_digest(folder.resolve(), names)} if names else None
+    except (OSError, ValueError):  # not built, unreadable: the loader's own error names it
+        return None
+    return {"source": "hub", "path": spec, "files": [], "method": None, "digest": None}
+
+
+def _weights_digest(folder: Path, names: list[str]) -> dict:
+    """``path``, ``files``, ``method`` and ``digest`` of the weight files ``names`` in ``folder``
+    (:func:`model_weights_identity`). Raises OSError for an unreadable file."""
+    import hashlib
+
+    stats = [(n, (folder / n).stat()) for n in names]
+    if sum(s.st_size for _, s in stats) > HASH_LIMIT_BYTES:
+        lines, method = "".join(f"{n} {s.st_size} {s.st_mtime_ns}\n" for n, s in stats), "size+mtime"
+        digest = hashlib.sha256(lines.encode()).hexdigest()
+    else:
+        shas = []
+        for n in names:
+            h = hashlib.sha256()
+            with open(folder / n, "rb") as f:
+                while chunk := f.read(1 << 22):
+                    h.update(chunk)
+            shas.append(h.hexdigest())
+        method = "sha256"
+        digest = shas[0] if len(shas) == 1 else hashlib.sha256(
+            "".join(f"{s}  {n}\n" for s, n in zip(shas, names)).encode()).hexdigest()
+    return {"path": str(folder), "files": list(names), "method": method, "digest": digest}
+
+
+def model_weights_problem(record) -> str | None:
+    """What is wrong with a recorded ``model_weights`` (``config.json``'s): None when it is an object with
+    ``source`` (text), ``path`` (text) and ``digest`` (None or 64 hex digits); else what it is, for a "damaged"
+    refusal."""
+    digest = record.get("digest") if isinstance(record, dict) else None
+    ok = (isinstance(record, dict) and isinstance(record.get("source"), str) and isinstance(record.get("path"), str)
+          and (digest is None or isinstance(digest, str) and len(digest) == 64 and set(digest) <= _HEX))
+    return None if ok else (f"is {json_short(record)}, not an object with \"source\" (text), \"path\" (text) and "
+                            "\"digest\" (null or 64 hex digits)")
+
+
+def check_model_weights(out, spec: str, current: dict | None) -> None:
+    """Refuse to resume the run in ``out`` when its model ``spec`` now resolves to other initial weights than the run
+    recorded when it started (``config.json``'s ``model_weights``, :func:`model_weights_identity`), before anything
+    is loaded or written. The policy itself comes back from the checkpoint, but the frozen copy of the initial policy
+    that ``kl_init`` (``metrics.jsonl``) is measured against is loaded from ``spec`` again: from a rebuilt tier in the
+    cache (which takes precedence over the shipped build), or a folder whose weights were replaced, the rest of the
+    run would measure it against another model than its first updates, with nothing in the folder to tell.
+
+    Parameters
+    ----------
+    out : path
+        The run folder; checked only when it holds a checkpoint to resume (``checkpoint.json``) and a ``config.json``.
+    spec : str
+        The run's ``[model] name`` (the same as in ``config.json``: a resume checks that first).
+    current : dict or None
+        :func:`model_weights_identity` of ``spec`` now; None (a generated model, a spec that does not resolve now),
+        a ``"hub"`` identity or a ``"given"`` one (a policy passed to :func:`gradprobe.training.run.run_training`):
+        nothing is checked.
+
+    Raises
+    ------
+    RunConfigMismatchError
+        The digest differs from the recorded one (same ``method``, or the method changed: other files): one line
+        naming the run folder, the model, both weights (build or path and digest, 12 hex digits) and the fix (for a
+        tier: delete the cache build, or set ``GRADPROBE_CACHE`` so the run's build is loaded; for a folder or file:
+        restore the weights; or start a new run under a new --out). The same weights at another path resume, with
+        a note on stderr.
+    DamagedRunFolderError
+        ``config.json`` cannot be read, or its ``model_weights`` is damaged (:func:`model_weights_problem`).
+
+    A run folder from before the identity was recorded (no ``model_weights``) resumes, with one note on stderr
+    saying that its initial weights could not be checked.
+    """
+    out = Path(out)
+    cfg = out / CONFIG_JSON
+    if (current is None or current.get("digest") is None or not (out / CHECKPOINT_POINTER).is_file()
+            or not cfg.is_file()):
+        return
+    try:
+        config = json.loads(cfg.read_text())
+        recorded = config.get(MODEL_WEIGHTS)
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as e:
+        raise DamagedRunFolderError(f"{cfg} is damaged ({error_text(e)}); restore it from a copy, or delete {out} "
+                                    "to start the run over") from None
+    if MODEL_WEIGHTS not in config:
+        print(f"note: {out} was started before gradprobe recorded the identity of a run's initial weights, so "
+              f"whether model {spec!r} ({_weights_text(current)}) still loads the weights the run started from "
+              "(the initial policy kl_init is measured against) could not be checked; resuming",
+              file=sys.stderr, flush=True)
+        return
+    problem = model_weights_problem(recorded)
+    if problem is not None:
+        raise DamagedRunFolderError(f"{cfg} is damaged (field {MODEL_WEIGHTS} {problem}): the initial weights the "
+                                    f"run started from cannot be checked; restore the file from a copy, or delete "
+                                    f"{out} to start the run over")
+    if recorded["digest"] is None or recorded["source"] in ("hub", "given"):
+        return
+    if (recorded.get("method"), recorded["digest"]) != (current.get("method"), current["digest"]):
+        raise RunConfigMismatchError(
+            f"{out} cannot be resumed: model {spec!r} now loads {_weights_text(current)}, not "
+            f"{_weights_text(recorded)} as when the run started, so the initial policy its kl_init is measured "
+            f"against would be another model than in its first updates; {_weights_fix(recorded, current)}, "
+            f"{_restart(out)}; nothing was loaded or written")
+    if recorded["path"] != current["path"]:
+        print(f"note: model {spec!r} of {out} is loaded from {current['path']}, not {recorded['path']} as when the "
+              f"run started, with the same weights ({_short(current['digest'])}); resuming", file=sys.stderr,
+              flush=True)
+
+
+def _weights_text(record: dict) -> str:
+    """A recorded or current weights identity in words, with its digest's first 12 hex digits."""
+    files, digest, path = record.get("files") or [], _short(record.get("digest")), record["path"]
+    if record.get("method") == "size+mtime":
+        return f"{path} ({len(files)} weight file(s) by size and modification time, digest {digest})"
+    if record["source"] == "tier":
+        return f"the {record.get('build', '?')} build {path} (model.safetensors sha256 {digest})"
+    if len(files) == 1:
+        return f"{Path(path) / files[0]} (sha256 {digest})"
+    return f"{path} ({len(files)} weight files, sha256 of their sha256s {digest})"
+
+
+def _weights_fix(then: dict, now: dict) -> str:
+    """How to load the weights a refused resume started from again (:func:`check_model_weights`)."""
+    if then["source"] == now["source"] == "tier":
+        old, new = Path(then["path"]), Path(now["path"])
+        if now.get("build") == "cache" and then.get("build") == "shipped":
+            return (f"to resume it, delete the cache build {new} (or set GRADPROBE_CACHE to a folder without it) so "
+                    f"that the shipped build {old} is loaded again")
+        if then.get("build") == "cache" and old != new:
+            return (f"to resume it, set GRADPROBE_CACHE={old.parent.parent} (the cache the run's build is in) so "
+                    f"that {old} is loaded again" if (old / "model.safetensors").is_file() else
+                    f"to resume it, put the run's build (model.safetensors sha256 {_short(then['digest'])}) back at "
+                    f"{old} and set GRADPROBE_CACHE={old.parent.parent}")
+        return (f"to resume it, restore the build the run started from at {old} (model.safetensors sha256 "
+                f"{_short(then['digest'])}; the shipped build changes only with another gradprobe version)")
+    return f"to resume it, restore the weights the run started from at {then['path']} (digest {_short(then['digest'])})"

@@ -1,0 +1,190 @@
+"""A run records the initial weights its model name loaded (``config.json``'s ``model_weights``) and refuses to resume
+when the name now loads other ones: a trial user's run on the shipped tiny tier, killed and resumed after a rebuild of
+the tier existed in the cache (which takes precedence), was accepted, and the frozen initial policy its ``kl_init`` is
+measured against came from the rebuilt weights (0.0215, 0.0305... instead of 0.0019, 0.0028), with nothing in the
+folder to tell. A run from before the record resumes with one note."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gradprobe.tiers import shipped_root, tier_path
+from gradprobe.training import run as run_module
+from gradprobe.training import run_folder
+from gradprobe.training.errors import DamagedRunFolderError, RunConfigMismatchError
+from gradprobe.training.run import run_training
+from gradprobe.training.run_folder import check_model_weights, model_weights_identity
+
+from helpers_rollout import one_thread
+from helpers_training import killed_run, metric_lines
+
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _rebuild(folder: Path) -> str:
+    """Put a "rebuild" of the shipped tiny build at ``folder`` (the last 100 bytes of its weights zeroed: other
+    weights, still a loadable file; resumed against them under the old code, update 2's kl_init was 0.0038, not 0.0)
+    and return its model.safetensors' sha256."""
+    shutil.copytree(tier_path("tiny"), folder)
+    weights = bytearray((folder / "model.safetensors").read_bytes())
+    weights[-100:] = bytes(100)
+    (folder / "model.safetensors").write_bytes(bytes(weights))
+    return _sha(folder / "model.safetensors")
+
+
+def _refused(run, out: Path, error) -> str:
+    """The error ``run_training(run, out)`` raises, checked to come before the policy is loaded."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(run_module, "_open_session", lambda *a, **k: pytest.fail("the policy was loaded before the refusal"))
+        with pytest.raises(error) as e:
+            run_training(run, out)
+    return str(e.value)
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+
+def _kl(out: Path) -> list[float]:
+    return [x["kl_init"] for x in metric_lines(out) if not x.get("eval")]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty ``GRADPROBE_CACHE``: ``tiny`` is the shipped build; returns where a build in it would go."""
+    monkeypatch.setenv("GRADPROBE_CACHE", str(tmp_path / "cache"))
+    shipped = tier_path("tiny")
+    assert shipped.parent == shipped_root()
+    return tmp_path / "cache" / "tiers" / shipped.name
+
+
+def test_a_resume_after_a_rebuild_in_the_cache_is_refused_and_deleting_it_resumes(tmp_path, cache, capsys):
+    shipped = tier_path("tiny").resolve()
+    out, whole = tmp_path / "run", tmp_path / "whole"
+    run = killed_run(out)
+    run_training(run, whole)  # the same run, uninterrupted
+    v1 = _sha(shipped / "model.safetensors")
+    assert json.loads((out / "config.json").read_text())["model_weights"] == {
+        "source": "tier", "build": "shipped", "path": str(shipped), "files": ["model.safetensors"], "method": "sha256",
+        "digest": v1}
+    kept = _files(out)
+    v2 = _rebuild(cache)
+    assert v2 != v1 and tier_path("tiny") == cache
+    assert _refused(run, out, RunConfigMismatchError) == (
+        f"{out} cannot be resumed: model 'tiny' now loads the cache build {cache.resolve()} (model.safetensors sha256 "
+        f"{v2[:12]}), not the shipped build {shipped} (model.safetensors sha256 {v1[:12]}) as when the run started, "
+        "so the initial policy its kl_init is measured against would be another model than in its first updates; to "
+        f"resume it, delete the cache build {cache.resolve()} (or set GRADPROBE_CACHE to a folder without it) so that "
+        f"the shipped build {shipped} is loaded again, or start a new run under a new --out (not {out}); nothing was "
+        "loaded or written")
+    assert _files(out) == kept  # nothing written by the refusal
+    shutil.rmtree(cache)  # the fix
+    capsys.readouterr()
+    summary = run_training(run, out)
+    assert summary["completed"] and summary["updates"] == 2 and summary["resumed_from_update"] == [1]
+    assert [x for x in capsys.readouterr().err.splitlines() if x.startswith("note:")] == []
+    assert _kl(out) == _kl(whole) == [0.0, 0.0]  # measured against the run's own initial policy
+
+
+def test_a_run_started_on_a_cache_build_needs_that_build_to_resume(tmp_path, cache, monkeypatch, capsys):
+    v2 = _rebuild(cache)
+    out = tmp_path / "run"
+    with pytest.warns(Warning):  # RebuiltTierWarning: the cache build is not the shipped one
+        run = killed_run(out)
+    recorded = json.loads((out / "config.json").read_text())["model_weights"]
+    assert (recorded["build"], recorded["path"], recorded["digest"]) == ("cache", str(cache.resolve()), v2)
+    monkeypatch.setenv("GRADPROBE_CACHE", str(tmp_path / "other"))  # another cache: the shipped build is loaded
+    v1 = _sha(tier_path("tiny") / "model.safetensors")
+    assert _refused(run, out, RunConfigMismatchError) == (
+        f"{out} cannot be resumed: model 'tiny' now loads the shipped build {tier_path('tiny').resolve()} "
+        f"(model.safetensors sha256 {v1[:12]}), not the cache build {cache.resolve()} (model.safetensors sha256 "
+        f"{v2[:12]}) as when the run started, so the initial policy its kl_init is measured against would be another "
+        f"model than in its first updates; to resume it, set GRADPROBE_CACHE={cache.resolve().parent.parent} (the "
+        f"cache the run's build is in) so that {cache.resolve()} is loaded again, or start a new run under a new "
+        f"--out (not {out}); nothing was loaded or written")
+    copy = tmp_path / "other" / "tiers" / cache.name  # the same build copied into that cache: the same weights
+    shutil.copytree(cache, copy)
+    capsys.readouterr()
+    check_model_weights(out, "tiny", model_weights_identity("tiny"))  # checked only: the first test resumes one
+    assert capsys.readouterr().err.splitlines() == [
+        f"note: model 'tiny' of {out} is loaded from {copy.resolve()}, not {cache.resolve()} as when the run started, "
+        f"with the same weights ({v2[:12]}); resuming"]
+
+
+def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record_is_refused(tmp_path, cache, capsys):
+    out = tmp_path / "run"
+    run = killed_run(out)
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, "model_weights": {"source": "tier", "digest": "x"}}))
+    assert _refused(run, out, DamagedRunFolderError) == (
+        f"{out / 'config.json'} is damaged (field model_weights is {{\"source\": \"tier\", \"digest\": \"x\"}}, not "
+        "an object with \"source\" (text), \"path\" (text) and \"digest\" (null or 64 hex digits)): the initial "
+        f"weights the run started from cannot be checked; restore the file from a copy, or delete {out} to start the "
+        "run over")
+    del config["model_weights"]  # as written before gradprobe recorded it
+    (out / "config.json").write_text(json.dumps(config))
+    v2 = _rebuild(cache)  # cannot be told: accepted as before
+    capsys.readouterr()
+    with pytest.warns(Warning):  # RebuiltTierWarning
+        summary = run_training(run, out)
+    assert summary["completed"] and summary["resumed_from_update"] == [1]
+    assert [x for x in capsys.readouterr().err.splitlines() if x.startswith("note:")] == [
+        f"note: {out} was started before gradprobe recorded the identity of a run's initial weights, so whether model "
+        f"'tiny' (the cache build {cache.resolve()} (model.safetensors sha256 {v2[:12]})) still loads the weights the "
+        "run started from (the initial policy kl_init is measured against) could not be checked; resuming"]
+
+
+def _run_folder(out: Path, weights: dict) -> None:
+    """A run folder with a checkpoint to resume whose ``config.json`` records ``weights``."""
+    out.mkdir()
+    (out / "checkpoint.json").write_text('{"update": 1}')
+    (out / "config.json").write_text(json.dumps({"run": {}, "model_weights": weights}))
+
+
+def test_a_local_folder_whose_weights_were_replaced_is_refused(tmp_path, monkeypatch):
+    model = tmp_path / "model"
+    shutil.copytree(shipped_root() / tier_path("tiny").name, model)
+    (model / "extra.safetensors").write_bytes(b"12")
+    a, b = _sha(model / "extra.safetensors"), _sha(model / "model.safetensors")
+    listing = f"{a}  extra.safetensors\n{b}  model.safetensors\n"
+    then = model_weights_identity(str(model))
+    assert then == {"source": "folder", "path": str(model.resolve()), "files": ["extra.safetensors",
+                    "model.safetensors"], "method": "sha256", "digest": hashlib.sha256(listing.encode()).hexdigest()}
+    out = tmp_path / "run"
+    _run_folder(out, then)
+    check_model_weights(out, str(model), model_weights_identity(str(model)))  # unchanged: resumes
+    (model / "extra.safetensors").write_bytes(b"13")  # the weights replaced
+    now = model_weights_identity(str(model))
+    with pytest.raises(RunConfigMismatchError) as e:
+        check_model_weights(out, str(model), now)
+    assert str(e.value) == (
+        f"{out} cannot be resumed: model {str(model)!r} now loads {model.resolve()} (2 weight files, sha256 of their "
+        f"sha256s {now['digest'][:12]}), not {model.resolve()} (2 weight files, sha256 of their sha256s "
+        f"{then['digest'][:12]}) as when the run started, so the initial policy its kl_init is measured against would "
+        "be another model than in its first updates; to resume it, restore the weights the run started from at "
+        f"{model.resolve()} (digest {then['digest'][:12]}), or start a new run under a new --out (not {out}); nothing "
+        "was loaded or written")
+    monkeypatch.setattr(run_folder, "HASH_LIMIT_BYTES", 0)  # past the limit: names, sizes and modification times
+    big = model_weights_identity(str(model))
+    st = (model / "extra.safetensors").stat(), (model / "model.safetensors").stat()
+    lines = (f"extra.safetensors {st[0].st_size} {st[0].st_mtime_ns}\n"
+             f"model.safetensors {st[1].st_size} {st[1].st_mtime_ns}\n")
+    assert (big["method"], big["digest"]) == ("size+mtime", hashlib.sha256(lines.encode()).hexdigest())
+
+
+def test_generated_models_hub_ids_and_given_policies_are_not_checked(tmp_path):
+    assert model_weights_identity("tiny-qwen2") is None
+    assert model_weights_identity("Qwen/Qwen2.5-0.5B-Instruct") == {
+        "source": "hub", "path": "Qwen/Qwen2.5-0.5B-Instruct", "files": [], "method": None, "digest": None}
+    out = tmp_path / "run"
+    _run_folder(out, {"source": "given", "path": "tiny", "files": [], "method": None, "digest": None})
+    check_model_weights(out, "tiny", model_weights_identity("tiny"))  # a policy passed in code: its caller's
