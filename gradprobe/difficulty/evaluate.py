@@ -241,9 +241,10 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     Raises
     ------
     ValueError
-        M < 2, mismatched shapes, ``observed`` not in [0, S - 1], ``group_size`` not in
-        [1, S - observed], ``seed`` not an integer in [0, 2**63 - 1], or ``prompts`` not of length M
-        or with fewer than two distinct texts (no eval half would remain); outcomes all missing (NaN), or one
+        M < 2, mismatched shapes, ``observed`` or ``group_size`` not an integer (a bool or the string "1" is
+        not), ``observed`` not in [0, S - 1], ``group_size`` not in [1, S - observed], ``seed`` not an
+        integer in [0, 2**63 - 1], or ``prompts`` not of length M or with fewer than two distinct texts (no
+        eval half would remain); outcomes all missing (NaN), or one
         that is not 0 or 1 (partial credit in (0, 1) too: map it to 0/1 first) or infinite; an infinite
         feature (a NaN feature is missing: imputed, and counted in
         ``notes``).
@@ -253,6 +254,7 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     y = np.asarray(outcomes, dtype=np.float64)
     x = np.asarray(features, dtype=np.float64)
     group_size = _checked_inputs(ids, x, y, observed, group_size)
+    observed = int(observed)
     config = config or EstimatorConfig()
     keys = None if prompts is None else prompt_groups(prompts, len(ids))
     fit, ev = split_halves(len(ids), seed, keys)
@@ -296,6 +298,12 @@ def _checked_inputs(ids, x, y, observed: int, group_size: int | None) -> int:
         r, c = (int(v[0]) for v in np.nonzero(np.isinf(x)))
         raise ValueError(f"features[{r}, {c}] is {x[r, c]}: a feature must be finite (NaN marks a missing value, "
                          "imputed); fix the feature column")
+    if isinstance(observed, bool) or not isinstance(observed, numbers.Integral):
+        raise ValueError(f"observed must be an integer in [0, S - 1] = [0, {y.shape[1] - 1}] (outcomes per eval prompt "
+                         f"given to the posteriors), got {observed!r} ({type(observed).__name__})")
+    if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, numbers.Integral)):
+        raise ValueError(f"group_size must be an integer in [1, S - observed] or None (the default), got "
+                         f"{group_size!r} ({type(group_size).__name__})")
     if not 0 <= observed < y.shape[1]:
         raise ValueError(f"observed must lie in [0, S - 1] = [0, {y.shape[1] - 1}] so that a target remains, got {observed}")
     n_target = y.shape[1] - observed

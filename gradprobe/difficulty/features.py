@@ -29,14 +29,60 @@ import torch
 from ..ledger import forward_flops_per_token
 from ..logprobs import position_ids_from_mask
 from ..models import use_attention
+from ..rollout.base import PromptTooLongError
+from ..rollout.hf import _context_length
 from ..tasks.prompts import encode_prompt
-from .metadata import check_metadata_keys, is_numeric
+from .metadata import check_metadata_keys, is_numeric, prompt_place
 
 
-__all__ = ["DEFAULT_METADATA_KEYS", "hidden_features", "metadata_features", "prompt_features", "feature_names"]
+__all__ = ["DEFAULT_METADATA_KEYS", "check_prompt_lengths", "hidden_features", "metadata_features", "prompt_features",
+           "feature_names"]
 
 #: Task metadata used by default (reasoning-gym arithmetic tasks provide both).
 DEFAULT_METADATA_KEYS = ("num_terms", "num_digits")
+
+
+def check_prompt_lengths(model, prompt_ids: Sequence[Sequence[int]], problems=None) -> None:
+    """Refuse prompts longer than the model's context before the feature forward reads them.
+
+    The forward of :func:`hidden_features` reads each prompt whole: a prompt past the model's
+    ``max_position_embeddings`` (the limit the samplers check, :func:`gradprobe.rollout.hf._context_length`) is
+    read at positions the model never saw, and one of 800k tokens made the attention ask for 640 GB.
+
+    Parameters
+    ----------
+    model : transformers causal LM
+        Its ``config`` (``max_position_embeddings``; no limit known: no check).
+    prompt_ids : sequence of sequences of int, length M
+        Unpadded prompt token ids.
+    problems : list[Problem], length M, optional
+        Name the prompt by its id and data line (:func:`gradprobe.difficulty.metadata.prompt_place`); default: by
+        its index.
+
+    Raises
+    ------
+    gradprobe.rollout.PromptTooLongError
+        (a ValueError) A prompt has more tokens than the limit: names the first such prompt (in data order), its
+        length, the limit, how many prompts are longer, and the fix (shorten it or leave it out of the pool).
+    """
+    limit = _context_length(model)
+    long = [] if limit is None else [i for i, p in enumerate(prompt_ids) if len(p) > limit]
+    if not long:
+        return
+    if problems is not None and len(problems) != len(prompt_ids):
+        problems = None  # mismatched (metadata_features refuses it): name by index
+    i = long[0] if problems is None else min(long, key=lambda k: _data_row(problems[k]))
+    name = f"prompt {i} (of {len(prompt_ids)})" if problems is None else prompt_place(problems[i])
+    raise PromptTooLongError(
+        f"{name} has {len(prompt_ids[i])} tokens > the model's max_position_embeddings={limit}, the most the forward "
+        f"of the difficulty features reads ({len(long)} of the {len(prompt_ids)} prompts "
+        f"{'is' if len(long) == 1 else 'are'} longer): shorten the prompt or leave it out of the prompt pool")
+
+
+def _data_row(prob) -> float:
+    """The problem's 0-based data row (``metadata["row"]``); inf when it has none (named after those that do)."""
+    row = (getattr(prob, "metadata", None) or {}).get("row")
+    return float(row) if is_numeric(row) else math.inf
 
 
 @torch.no_grad()
@@ -66,6 +112,9 @@ def hidden_features(policy, prompt_ids: Sequence[Sequence[int]], *, batch_size: 
     ------
     ValueError
         ``batch_size < 1`` or an empty prompt (no token to pool).
+    gradprobe.rollout.PromptTooLongError
+        (a ValueError) A prompt longer than the model's ``max_position_embeddings``, before any forward
+        (:func:`check_prompt_lengths`).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -74,6 +123,7 @@ def hidden_features(policy, prompt_ids: Sequence[Sequence[int]], *, batch_size: 
         if not p:
             raise ValueError(f"prompt {i} is empty: mean-pooling needs at least one token")
     model = policy.model
+    check_prompt_lengths(model, prompts)
     d = model.config.get_text_config().hidden_size if hasattr(model.config, "get_text_config") else \
         model.config.hidden_size
     out = np.zeros((len(prompts), d), dtype=np.float64)
@@ -183,9 +233,12 @@ def prompt_features(policy, problems, *, metadata_keys: Sequence[str] = DEFAULT_
     ------
     ValueError
         As :func:`hidden_features` and :func:`metadata_features` (a metadata key given twice or whose values
-        are not numbers).
+        are not numbers); a prompt longer than the model's ``max_position_embeddings``
+        (:class:`gradprobe.rollout.PromptTooLongError`, named by its id and data line, :func:`check_prompt_lengths`),
+        before any forward.
     """
     if prompt_ids is None:
         prompt_ids = [list(encode_prompt(policy.tokenizer, p.question)) for p in problems]
+    check_prompt_lengths(policy.model, prompt_ids, problems)
     h = hidden_features(policy, prompt_ids, batch_size=batch_size, ledger=ledger)
     return np.concatenate([h, metadata_features(problems, prompt_ids, metadata_keys)], axis=1)

@@ -3,8 +3,9 @@ before any model is loaded).
 
 A metadata feature is a number (``int``, ``float``, numpy's integer and float scalars; ``bool`` is not: it
 never was a feature value). A key a problem lacks, or holds ``None`` for, is missing (NaN, imputed by the
-estimator). Any other value (a string, a dict...) is refused: turned into NaN it would be imputed as a constant
-that carries no information, silently.
+estimator), and so is a NaN; a key missing from every problem is warned about. Any other value (a string, a
+dict...) is refused: turned into NaN it would be imputed as a constant that carries no information, silently; so is
+an infinite value (JSON ``Infinity``, ``1e309``) and one whose square overflows (beyond :data:`MAX_METADATA`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numbers
 import warnings
 from typing import Sequence
 
-__all__ = ["is_numeric", "check_metadata_keys", "IDENTIFIER_KEYS", "DEFAULT_KEYS"]
+__all__ = ["is_numeric", "check_metadata_keys", "prompt_place", "IDENTIFIER_KEYS", "DEFAULT_KEYS"]
 
 #: The metadata keys used when none are given (``--metadata-keys``' default, ``RankSettings.metadata_keys``,
 #: :data:`gradprobe.difficulty.features.DEFAULT_METADATA_KEYS`): chain_sum's; other tasks mostly lack them.
@@ -69,7 +70,10 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
         line naming the key, how many prompts hold a value that is no number (the first three: value, prompt id and
         the line of its JSONL file), how many hold a number, the fix, and the keys numeric in every problem holding
         them (less the identifiers ``id`` and ``row``, :data:`IDENTIFIER_KEYS`) as "keys numeric in every prompt holding
-        them" (``key`` itself is never among them, though it may be numeric in most prompts).
+        them" (``key`` itself is never among them, though it may be numeric in most prompts). A key with an
+        infinite value (JSON ``Infinity`` or ``1e309``, read as inf) in some problem: named with the first such prompt
+        (id and line), how many there are, and the fix (scikit-learn said only "Input X contains infinity"). A key
+        with a value beyond +-:data:`MAX_METADATA` (its square overflows).
 
     Warns
     -----
@@ -79,6 +83,8 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
         of: ``did you mean 'level' for 'levle'?``; Python's default filter shows it once). When ``keys`` are the
         defaults (:data:`DEFAULT_KEYS`, chain_sum's: most likely not given at all), the warning says instead that
         the default keys do not apply to this pool, and names its numeric keys to give as ``--metadata-keys``.
+        Keys that some problems hold, but as null or NaN in every one of them: imputed as a constant just the same
+        (one warning naming them, the fix, and the keys numeric in every prompt holding them).
     """
     if isinstance(keys, (str, bytes)):
         raise TypeError(f"metadata_keys (--metadata-keys) must be a list of key names, got the string {keys!r}; "
@@ -90,6 +96,7 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
         seen.add(key)
     for key in keys:
         _refuse_non_numeric(problems, key)
+        _refuse_infinite(problems, key)
         _refuse_beyond_range(problems, key)
     present = sorted({k for p in problems for k in (getattr(p, "metadata", None) or {})})
     absent = [k for k in keys if k not in present]
@@ -99,6 +106,24 @@ def check_metadata_keys(problems, keys: Sequence[str], *, warn_absent: bool = Tr
         warnings.warn(f"metadata_keys (--metadata-keys) {', '.join(absent)}: in no prompt of this pool, so imputed as "
                       f"a constant that carries no information (keys present: {', '.join(present) or 'none'})"
                       + _did_you_mean(absent, _numeric_keys(problems)), stacklevel=3)
+    empty = [k for k in keys if k in present and not any(_has_value(p, k) for p in problems)]
+    if empty and warn_absent:
+        warnings.warn(f"metadata_keys (--metadata-keys) {', '.join(empty)}: null or NaN in every prompt of this pool "
+                      f"holding {'it' if len(empty) == 1 else 'them'}, so imputed as a constant that carries no "
+                      f"information; give {'it numbers' if len(empty) == 1 else 'them numbers'} in the data or leave "
+                      f"{'it' if len(empty) == 1 else 'them'} out of --metadata-keys (keys numeric in every prompt "
+                      f"holding them: {', '.join(_numeric_keys(problems)) or 'none'})", stacklevel=3)
+
+
+def _has_value(prob, key: str) -> bool:
+    """Whether ``prob``'s metadata holds a number other than NaN for ``key`` (None, NaN and absence are missing)."""
+    v = (getattr(prob, "metadata", None) or {}).get(key)
+    return is_numeric(v) and (isinstance(v, numbers.Integral) or not math.isnan(v))
+
+
+def _is_infinite(v) -> bool:
+    """Whether ``v`` is an infinite float (JSON's ``Infinity``, or ``1e309``, which Python's json reads as inf)."""
+    return is_numeric(v) and not isinstance(v, numbers.Integral) and math.isinf(v)
 
 
 def _refuse_non_numeric(problems, key: str) -> None:
@@ -135,6 +160,39 @@ def _magnitude(v) -> float:
         return abs(float(v))
     except OverflowError:
         return math.inf
+
+
+def prompt_place(prob) -> str:
+    """``"prompt jsonl/pool/7 (line 8) of pool.jsonl"``: a problem's id and, for a data file's row, its line (counting
+    from 1) and file (``(row 8) of`` a hub split); ``"prompt p3"`` for a problem with no data row.
+
+    Parameters
+    ----------
+    prob : Problem
+        Its ``id`` and ``metadata`` (``row``, 0-based, and ``source``, when read from data).
+
+    Returns
+    -------
+    str
+        The words that name the prompt in an error message.
+    """
+    source = (getattr(prob, "metadata", None) or {}).get("source")
+    where = f"{_line(prob, source)} of {source}" if source and _row(prob) >= 0 else ""
+    return f"prompt {getattr(prob, 'id', '?')}{where}"
+
+
+def _refuse_infinite(problems, key: str) -> None:
+    """ValueError naming the first infinite ``key`` value (:func:`_is_infinite`; its prompt id and line), how many
+    there are, and the fix (a finite number, null, or the key left out); scikit-learn named no key, prompt or line
+    ("Input X contains infinity")."""
+    inf = [prob for prob in problems if _is_infinite((getattr(prob, "metadata", None) or {}).get(key))]
+    if not inf:
+        return
+    prob = min(inf, key=_row)
+    raise ValueError(f"metadata key {key!r} (--metadata-keys) is {prob.metadata[key]} in {prompt_place(prob)} "
+                     f"({len(inf)} infinite value(s)): a feature must be finite "
+                     "(JSON's Infinity, or a number beyond 1.8e308 such as 1e309, is read as inf); write a finite "
+                     "number, or null (missing: imputed), or leave the key out of --metadata-keys")
 
 
 def _refuse_beyond_range(problems, key: str) -> None:
@@ -206,4 +264,4 @@ def _numeric_keys(problems) -> list[str]:
         for k, v in (getattr(prob, "metadata", None) or {}).items():
             if v is not None and k not in IDENTIFIER_KEYS:
                 found[k] = found.get(k, True) and is_numeric(v)
-    return sorted(k for k, ok in found.items() if ok)
+    return sorted(k for k, ok in found.items() if ok and any(_has_value(p, k) for p in problems))
