@@ -39,8 +39,8 @@ from ..layout import run_dir
 from ..outputs import output_error, versions, write_json_atomic
 from ..tasks import task_data_identity
 from ..training.plan import Plan, run_config_from_dict
-from ..training.run_folder import (MODULES, REWARD_PLUGIN, TASK_DATA, modules_mismatch, modules_problem,
-                                   task_data_mismatch, task_data_problem)
+from ..training.run_folder import (MODULES, REWARD_PLUGIN, TASK_DATA, config_differences, modules_mismatch,
+                                   modules_problem, task_data_mismatch, task_data_problem)
 from .folder import REUSED_JSON, run_status  # REUSED_JSON: the run folder's provenance record of a reused run
 
 #: RunConfig fields that only name the plan a run belongs to (no computation reads them)
@@ -142,7 +142,8 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
             ours = _comparable(plan.arm(arm, seed).to_dict())
             diff = _differences(theirs, ours)
             if diff:
-                refused.append(f"{arm} seed {seed} (config differs in: {', '.join(diff)})")
+                refused.append(f"{arm} seed {seed} (config differs in: {', '.join(diff)}: "
+                               f"{config_differences(theirs, ours)})")
                 continue
             vers = {k: (cfg.get("versions") or {}).get(k) for k in VERSION_KEYS}
             vdiff = _differences(vers, here)

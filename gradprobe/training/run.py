@@ -73,7 +73,8 @@ from .specs import PlanError
 from .preflight import GuidancePreflightError, check_run_guidance
 from .records import end_invocation, finish, maybe_eval, record_end, save, start_invocation
 from .run_folder import (MODEL_WEIGHTS, REWARD_PLUGIN, TASK_DATA, check_model_weights, check_reward_identity,
-                         check_task_data, model_weights_identity, refuse_other_output, refuse_unimportable_reward)
+                         check_task_data, config_differences, model_weights_identity, refuse_other_output,
+                         refuse_unimportable_reward)
 from .state import RunSession, RunState, crossed_eval_points, exhausted, resumed_invocations
 from .update import check_first_update, run_update
 
@@ -109,7 +110,8 @@ def _check_existing(out: Path, run: RunConfig) -> dict | None:
         if old != new:
             diff = sorted(k for k in new if old.get(k) != new[k])
             raise RunConfigMismatchError(f"{out} holds a run with a different configuration (differs in: "
-                                         f"{', '.join(diff)}); use another --out or delete {out}")
+                                         f"{', '.join(diff)}: {config_differences(old, new)}); use another --out "
+                                         f"or delete {out}")
     summary = out / SUMMARY_JSON
     if summary.exists():
         try:

@@ -54,7 +54,7 @@ __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", 
            "foreign_run_files", "study_above", "check_reward_identity", "modules_problem", "modules_mismatch",
            "refuse_unimportable_reward", "TASK_DATA", "check_task_data", "task_data_problem", "task_data_mismatch",
            "task_data_moved", "MODEL_WEIGHTS", "HASH_LIMIT_BYTES", "model_weights_identity", "model_weights_problem",
-           "check_model_weights"]
+           "check_model_weights", "config_differences"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
 #: worker hold an exclusive ``flock`` on it (:class:`gradprobe.study.folder.FolderLock`) while they train there.
@@ -811,3 +811,23 @@ def _weights_fix(then: dict, now: dict) -> str:
         return (f"to resume it, restore the build the run started from at {old} (model.safetensors sha256 "
                 f"{_short(then['digest'])}; the shipped build changes only with another gradprobe version)")
     return f"to resume it, restore the weights the run started from at {then['path']} (digest {_short(then['digest'])})"
+
+
+def config_differences(then: dict, now: dict, *, limit: int = 4) -> str:
+    """The settings two run configurations (:meth:`~gradprobe.training.specs.RunConfig.to_dict`) differ in, as
+    ``"train.checkpoint_every: 25 then, 2 now; sampling.temperature: 1.0 then, 0.7 now"``: the sections' own keys
+    (dotted), both values (:func:`gradprobe.outputs.json_short`), the first ``limit`` and how many more. A resume
+    refused for another configuration named only the sections (``differs in: train``), which left the user to find
+    which of its settings had changed."""
+    found = []
+
+    def walk(a, b, path: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b), key=str):
+                walk(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
+        elif a != b:
+            found.append(f"{path}: {json_short(a, 40)} then, {json_short(b, 40)} now")
+
+    walk(then, now, "")
+    more = f"; and {len(found) - limit} more" if len(found) > limit else ""
+    return "; ".join(found[:limit]) + more

@@ -97,7 +97,8 @@ def test_runs_of_another_configuration_or_version_are_not_reused_and_say_why(tmp
     out = tmp_path / "other_lr"
     copied = reuse_runs(load_plan(write_plan(tmp_path, text)), out, [first], say=lines.append)
     assert copied == {}
-    assert "config differs in: train" in lines[0] and not run_dir(out, "grpo", 0).exists()
+    assert "config differs in: train: train.lr: 0.001 then, 0.002 now)" in lines[0]
+    assert not run_dir(out, "grpo", 0).exists()
 
     src = tmp_path / "old_torch"
     subprocess.run(["cp", "-r", str(first), str(src)], check=True)

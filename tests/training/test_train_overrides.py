@@ -48,7 +48,8 @@ def test_updates_1_stops_the_tiny_tier_after_one_update_and_records_the_override
     assert [x["update"] for x in metric_lines(out) if not x.get("eval")] == [1]  # one update line, no second
     # the shortened folder is not resumed as the full plan's run (nor with another override)
     assert _train(plan, out) == 2
-    assert "differs in: budget, budget_override" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "differs in: budget, budget_override: budget.updates: 1 then, null now; budget_override: {" in err
     assert _train(plan, out, "--updates", "2") == 2
     assert "differs in: budget, budget_override" in capsys.readouterr().err
 
