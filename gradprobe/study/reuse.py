@@ -39,8 +39,9 @@ from ..layout import run_dir
 from ..outputs import output_error, versions, write_json_atomic
 from ..tasks import task_data_identity
 from ..training.plan import Plan, run_config_from_dict
-from ..training.run_folder import (MODULES, REWARD_PLUGIN, TASK_DATA, config_differences, modules_mismatch,
-                                   modules_problem, task_data_mismatch, task_data_problem)
+from ..training.run_folder import (MODEL_WEIGHTS, MODULES, REWARD_PLUGIN, TASK_DATA, config_differences,
+                                   model_weights_problem, modules_mismatch, modules_problem, task_data_mismatch,
+                                   task_data_problem)
 from .folder import REUSED_JSON, run_status  # REUSED_JSON: the run folder's provenance record of a reused run
 
 #: RunConfig fields that only name the plan a run belongs to (no computation reads them)
@@ -120,6 +121,7 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
     check_reuse_sources(sources, out)
     here = {k: v for k, v in versions().items() if k in VERSION_KEYS}
     data_now = task_data_identity(plan.task.name)  # the task's data files now ({} for a generated task)
+    weights_now = _weights_identity(str(plan.model.name))  # the initial weights the plan's model loads now
     copied: dict[tuple[str, int], str] = {}
     for source in [Path(s) for s in sources]:
         reused, refused = [], []
@@ -152,7 +154,7 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
                                + ", ".join(f"{k} {vers.get(k)} vs {here.get(k)} here" for k in vdiff) + ")")
                 continue
             other = (_other_task_data(plan.task.name, cfg, data_now)
-                     or _other_reward_code(plan.arms[arm].reward, cfg))
+                     or _other_reward_code(plan.arms[arm].reward, cfg) or _other_weights(cfg, weights_now))
             if other:
                 refused.append(f"{arm} seed {seed} ({other})")
                 continue
@@ -180,6 +182,34 @@ def _other_task_data(spec: str, cfg: dict, now: dict) -> str | None:
         return f"its config.json field {TASK_DATA} is damaged"
     differs = task_data_mismatch(spec, then, now, started="it ran")
     return None if differs is None else f"trained on other task data: {differs[0]}"
+
+
+def _weights_identity(spec: str) -> dict | None:
+    """:func:`gradprobe.training.run_folder.model_weights_identity` of ``spec`` (imported here: it reads the models
+    module, which loads torch; the study package stays torch-free)."""
+    from ..training.run_folder import model_weights_identity
+
+    return model_weights_identity(spec)
+
+
+def _other_weights(cfg: dict, now: dict | None) -> str | None:
+    """Why a source run's ``config.json`` (``cfg``) may have started from other initial weights than the plan's model
+    loads now (``now``, :func:`gradprobe.training.run_folder.model_weights_identity`; None or without a digest: a
+    generated model or a hub id, not checked): its recorded ``model_weights`` differ in content (a tier rebuilt in
+    the cache since, replaced weights; the same content at another path is the same weights), are damaged, or were
+    not recorded (a run made before gradprobe recorded them); None when they are the same."""
+    if now is None or now.get("digest") is None:
+        return None
+    then = cfg.get(MODEL_WEIGHTS)
+    if then is None:
+        return ("its initial weights were not recorded (made before gradprobe recorded them), so whether it started "
+                f"from the weights {now['path']} holds now cannot be told")
+    if model_weights_problem(then) is not None:
+        return f"its config.json field {MODEL_WEIGHTS} is damaged"
+    if (then.get("method"), then.get("digest")) != (now.get("method"), now["digest"]):
+        return (f"started from other initial weights ({then['path']}, digest {str(then.get('digest'))[:12]}; the "
+                f"model loads {now['path']}, digest {now['digest'][:12]}, now)")
+    return None
 
 
 def _other_reward_code(spec: str, cfg: dict) -> str | None:

@@ -143,3 +143,26 @@ def test_bad_sources_are_refused_with_the_flag_named(tmp_path, first, capsys):
     assert "--reuse-runs" in capsys.readouterr().err
     assert main(["study", "--analyze-only", "--out", str(first), "--reuse-runs", str(first)]) == 2
     assert "--reuse-runs goes with a plan" in capsys.readouterr().err
+
+
+def test_a_run_that_started_from_other_initial_weights_is_not_reused(tmp_path):
+    """--reuse-runs compared the run configuration and versions, not the weights the model name resolved to: a run
+    trained from the shipped tier was copied into a study whose 'tiny' now loads a rebuild in the cache."""
+    from gradprobe.study.reuse import _other_weights
+    from gradprobe.training.run_folder import model_weights_identity
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights of the run")
+    then = model_weights_identity(str(model))
+    assert then["source"] == "folder" and then["method"] == "sha256" and len(then["digest"]) == 64
+    assert _other_weights({"model_weights": then}, model_weights_identity(str(model))) is None
+    (model / "model.safetensors").write_bytes(b"weights rebuilt since")
+    now = model_weights_identity(str(model))
+    assert _other_weights({"model_weights": then}, now) == (
+        f"started from other initial weights ({model.resolve()}, digest {then['digest'][:12]}; the model loads "
+        f"{model.resolve()}, digest {now['digest'][:12]}, now)")
+    assert _other_weights({}, now).startswith("its initial weights were not recorded")
+    assert _other_weights({"model_weights": {"source": 1}}, now) == "its config.json field model_weights is damaged"
+    assert _other_weights({}, None) is None  # a generated model (tiny-qwen2): nothing to compare
+    assert _other_weights({}, {"source": "hub", "path": "org/m", "digest": None}) is None
