@@ -70,6 +70,7 @@ seeded by (run seed, update), and its streaks and p_easy / p_hard are in the sta
 from __future__ import annotations
 
 import importlib
+import warnings
 
 from ..streams import pool_indices
 from .config import PLAIN, SELECTION_KEYS, SELECTION_RULE_CLASSES, SELECTION_RULES, SelectionConfig, parse_selection
@@ -80,7 +81,8 @@ from .greso import GROUP_KINDS, GresoFilter, group_kind
 from .select_common import SelectionRule, group_outcomes
 
 __all__ = ["SELECTION_RULES", "SELECTION_KEYS", "SelectionConfig", "parse_selection", "PromptSelector",
-           "make_selector", "rule_class", "group_outcomes", "group_kind", "GresoFilter", "GROUP_KINDS"]
+           "make_selector", "rule_class", "group_outcomes", "group_kind", "GresoFilter", "GROUP_KINDS",
+           "SelectionPoolWarning"]
 
 
 def rule_class(name: str) -> type[SelectionRule]:
@@ -97,6 +99,10 @@ def rule_class(name: str) -> type[SelectionRule]:
     module, cls = SELECTION_RULE_CLASSES[name].split(":")
     return getattr(importlib.import_module(module), cls)
 
+
+class SelectionPoolWarning(UserWarning):
+    """A selection rule asks for more candidates per update (m x B) than the prompt pool holds: each update draws
+    the whole pool, so the arm's effective multiplier is smaller than its plan's."""
 
 class PromptSelector:
     """Chooses (and rolls out) each update's B prompts by a :class:`SelectionConfig` rule.
@@ -158,6 +164,12 @@ class PromptSelector:
             raise ValueError(f"the pool has {len(pool)} prompts, fewer than prompts_per_update = {prompts_per_update}; "
                              f"raise task.pool or lower prompts_per_update")
         check_unique_ids([p.id for p in pool])
+        wanted = self.config.candidates_multiplier * prompts_per_update
+        if wanted > len(pool):  # candidates() draws at most the pool: the arm would run another m than its plan's
+            warnings.warn(f"selection candidates_multiplier = {self.config.candidates_multiplier} asks for m x B = "
+                          f"{wanted} candidates per update, more than the pool's {len(pool)} prompts: every update "
+                          f"draws all {len(pool)} (m = {len(pool) / prompts_per_update:.3g} in effect); raise "
+                          "task.pool or lower candidates_multiplier", SelectionPoolWarning, stacklevel=2)
 
     @property
     def greso(self) -> GresoFilter | None:

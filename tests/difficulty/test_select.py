@@ -152,3 +152,22 @@ def test_every_registered_rule_resolves_to_its_rule_object_and_plans_accept_exac
     monkeypatch.setitem(selection_config.SELECTION_RULE_CLASSES, "nearest", "gradprobe.difficulty.select_estimated:HalfRule")
     assert parse_selection({"selection": "nearest"})["rule"] == "nearest"
     assert rule_class("nearest").name == "half"
+
+
+def test_more_candidates_than_the_pool_holds_is_warned_with_the_multiplier_in_effect():
+    """A trial user's selection arm with candidates_multiplier = 2, B = 16 and a pool of 20 drew 20 candidates per
+    update, not 32, without a word (candidates() caps m x B at the pool size)."""
+    from gradprobe.difficulty.select import SelectionPoolWarning
+
+    probs = [Problem(f"t/{i}", f"q{i}", "1") for i in range(6)]
+    with pytest.warns(SelectionPoolWarning) as caught:
+        selector = _selector(probs, b=2)  # m = 4 (the default): 8 candidates asked, 6 in the pool
+    assert str(caught[0].message) == (
+        "selection candidates_multiplier = 4 asks for m x B = 8 candidates per update, more than the pool's 6 "
+        "prompts: every update draws all 6 (m = 3 in effect); raise task.pool or lower candidates_multiplier")
+    assert len(selector.candidates(0)) == 6
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SelectionPoolWarning)
+        _selector(probs[:5] + [Problem("t/9", "q9", "1"), Problem("t/8", "q8", "1"), Problem("t/7", "q7", "1")], b=2)
