@@ -41,7 +41,7 @@ from .attention import register as _register_attention
 from .char_tokenizer import char_tokenizer
 from .errors import ModelNotFoundError  # defined below models and tiers (tier lookup raises it too)
 from .memory import release_memory
-from .tiers import cache_root, shipped_root, tier_path
+from .tiers import TIERS, cache_root, config_hash, shipped_root, tier_config, tier_path
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +62,43 @@ class TierDamagedError(ValueError):
     ...); the message names the file and the fix, rebuilding with ``gradprobe warmstart ... --force``."""
 
 
-def tier_damage(folder: Path) -> str | None:
-    """What is wrong with the model files of a built tier ``folder``, as ``<file> is missing`` or ``<file> is damaged
-    (<why>)``, or None: ``config.json``, ``tokenizer.json`` and :data:`TIER_MARKER` must hold a JSON object and
-    ``model.safetensors``'s header must read (:func:`safetensors.safe_open`, which also checks the file's length
-    against the header; no weights are loaded)."""
+#: What ``warmstart.json`` must hold (what ``gradprobe warmstart`` prints): dotted key -> type.
+RECORD_FIELDS = {"config_hash": str, "parameters": int, "final_sft_loss": (int, float), "seconds": (int, float),
+                 "eval": dict, "eval.prompts": int, "eval.samples": int, "eval.greedy_accuracy": (int, float),
+                 "eval.sampled_accuracy": (int, float), "eval.spread_fraction": (int, float)}
+
+
+def tier_record_damage(folder: Path) -> tuple[dict | None, str | None]:
+    """(``warmstart.json``'s record, None), or (None, what is wrong with it: ``<file> is damaged (<why>)``, or
+    ``<file> cannot be read (<why>)``): it must be UTF-8 JSON, an object holding :data:`RECORD_FIELDS`."""
+    path = Path(folder) / "warmstart.json"
+    try:
+        record = json.loads(path.read_text())
+    except UnicodeDecodeError:
+        return None, f"{path} is damaged (not UTF-8 text)"
+    except ValueError as e:
+        return None, f"{path} is damaged (not valid JSON: {e})"
+    except OSError as e:
+        return None, f"{path} cannot be read ({e.strerror or e})"
+    if not isinstance(record, dict):
+        return None, f"{path} is damaged (it holds a JSON {type(record).__name__}, not an object)"
+    for key, kind in RECORD_FIELDS.items():
+        head, _, tail = key.partition(".")
+        value = record.get(head) if not tail else record[head].get(tail)
+        if value is None:
+            return None, f"{path} is damaged (no {key!r})"
+        if isinstance(value, bool) or not isinstance(value, kind):
+            word = {str: "a string", int: "an integer", dict: "an object"}.get(kind, "a number")
+            return None, f"{path} is damaged ({key!r} is {value!r}, not {word})"
+    return record, None
+
+
+def tier_damage(folder: Path, *, record_needed: bool = False) -> str | None:
+    """What is wrong with a built tier ``folder``, as ``<file> is missing`` or ``<file> is damaged (<why>)``, or None:
+    ``config.json``, ``tokenizer.json`` and :data:`TIER_MARKER` must hold a JSON object and ``model.safetensors``'s
+    header must read (:func:`safetensors.safe_open`, which also checks the file's length against the header; no
+    weights are loaded); then ``warmstart.json``, when present or ``record_needed`` (a finished build: one in the
+    cache or shipped, :func:`_finished_build`), must pass :func:`tier_record_damage`."""
     from safetensors import safe_open
 
     for name in ("config.json", "tokenizer.json", TIER_MARKER, "model.safetensors"):
@@ -81,26 +113,52 @@ def tier_damage(folder: Path) -> str | None:
                     pass
         except Exception as e:  # noqa: BLE001 - OSError, JSON or UTF-8 errors, safetensors' own error class
             return f"{path} is damaged ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
-    return None
+    record = folder / "warmstart.json"
+    if not (record_needed or record.exists() or record.is_symlink()):
+        return None
+    if not record.is_file():
+        return f"{record} is missing"
+    return tier_record_damage(folder)[1]
+
+
+def _finished_build(folder: Path) -> bool:
+    """Whether ``folder`` is where a finished build lives, so that its ``warmstart.json`` is needed: a tier folder
+    in the cache or among the shipped ones (not a hidden ``.<name>.tmp-*`` build in progress)."""
+    try:
+        return (not folder.name.startswith(".")
+                and folder.resolve().parent in (cache_root().resolve(), shipped_root()))
+    except OSError:
+        return False
+
+
+def _rebuild_command(folder: Path) -> str:
+    """``--tier NAME[ --seed S]``, read from ``warmstart.json``, else from the folder's name (``<tier>-<hash>``,
+    the seed found by its hash when it is 0, else ``--seed SEED``); ``--tier tiny`` when neither tells."""
+    try:
+        record = json.loads((folder / "warmstart.json").read_text())
+        name, seed = str(record["tier"]), int(record["seed"])
+        return f"--tier {name}{f' --seed {seed}' if seed else ''}"
+    except Exception:  # noqa: BLE001 - a damaged or missing record: the folder's name
+        pass
+    name, _, digest = folder.name.rpartition("-")
+    if name not in TIERS:
+        return "--tier tiny"
+    return f"--tier {name}" + ("" if digest == config_hash(tier_config(name), 0) else " --seed SEED")
 
 
 def _refuse_damaged_tier(folder: Path) -> None:
     """Raise :class:`TierDamagedError` if ``folder`` is a built tier (``warmstart.json`` or the marker) whose files
-    cannot be read, naming the file and the command that rebuilds it."""
+    cannot be read, or a finished build (:func:`_finished_build`) without a sound ``warmstart.json``, naming the
+    file and the command that rebuilds it."""
     if not ((folder / "warmstart.json").is_file() or (folder / TIER_MARKER).is_file()):
         return
-    damage = tier_damage(folder)
+    damage = tier_damage(folder, record_needed=_finished_build(folder))
     if damage is None:
         return
-    try:
-        record = json.loads((folder / "warmstart.json").read_text())
-        name, seed = str(record["tier"]), int(record["seed"])
-    except Exception:  # noqa: BLE001 - a damaged record: the default tier's command
-        name, seed = "tiny", 0
     cached = folder.resolve().parent in (cache_root().resolve(), shipped_root())  # rebuilt into the cache
     where = "" if cached else f" --out {folder}"
-    raise TierDamagedError(f"the tier in {folder} is damaged: {damage}; rebuild it with `gradprobe warmstart --tier "
-                           f"{name}{f' --seed {seed}' if seed else ''}{where} --force`")
+    raise TierDamagedError(f"the tier in {folder} is damaged: {damage}; rebuild it with `gradprobe warmstart "
+                           f"{_rebuild_command(folder)}{where} --force`")
 
 
 class TokenizerError(ValueError):
@@ -242,6 +300,7 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     name = spec
     if spec in TIER_ALIASES:
         spec = str(tier_path(spec))  # raises TierNotBuiltError with the build command
+        _refuse_damaged_tier(Path(spec))  # before the warning: a damaged build's weights "differ" too
         warn_if_rebuilt_tier(name, Path(spec))
     if spec in TINY_ARCHITECTURES:
         tokenizer = char_tokenizer()

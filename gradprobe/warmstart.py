@@ -69,7 +69,8 @@ from .tasks.prompts import encode_prompt
 from .config import SamplingConfig
 from .rollout import HFSampler, collect_rollouts
 from .char_tokenizer import char_tokenizer
-from .models import TIER_MARKER, TierDamagedError, load_policy, tier_damage, tiny_config
+from .models import RECORD_FIELDS  # noqa: F401 - re-exported: it moved to gradprobe.models
+from .models import TIER_MARKER, TierDamagedError, load_policy, tier_damage, tier_record_damage, tiny_config
 from .tasks import load_task
 
 
@@ -288,11 +289,13 @@ def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | No
         The folder (``warmstart.json`` present). A finished build is reused only when its ``warmstart.json``
         (:func:`tier_record`) names this config and seed and its model files read
         (:func:`gradprobe.models.tier_damage`); a damaged build in the default cache is rebuilt (logged as a
-        warning). An interrupted (KeyboardInterrupt, or SIGTERM under ``gradprobe warmstart``, which turns it
-        into an exception) or failed build leaves no folder: it is written to ``.<name>.tmp-*`` beside the
+        warning), a folder holding the marker and build files but no ``warmstart.json`` included. An interrupted
+        (KeyboardInterrupt, or SIGTERM under ``gradprobe warmstart``, which turns it into an exception) or failed
+        build leaves no folder: it is written to ``.<name>.tmp-*`` beside the
         target and renamed when complete; an earlier build there is kept until then. Such ``.<name>.tmp-<pid>-*``
         folders left by a build that was killed (SIGKILL: no cleanup ran) are removed by the next build into the
-        target once their process no longer runs (logged as a warning, so on stderr). A build holds the lock file
+        target, or the next run that reuses it, once their process no longer runs (logged as a warning, so on
+        stderr). A build holds the lock file
         ``.<name>.lock`` beside the target (``fcntl.flock``: the kernel releases it when the process dies, so the
         lock of a killed build never blocks); the files get the mode ``open()`` gives under the umask.
 
@@ -303,7 +306,8 @@ def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | No
     TypeError
         ``config`` is not a :class:`TinyTierConfig`.
     gradprobe.models.TierDamagedError
-        Without ``force``, ``out`` holds a damaged build (a ValueError; the message names the file and ``--force``).
+        Without ``force``, ``out`` holds a damaged build, or one without ``warmstart.json`` (a ValueError; the
+        message names the file and ``--force``).
     TierBuildBusyError
         Another live process is building into the same folder (a RuntimeError; the message names its pid, the
         lock file and the fix: wait for it, or another ``--out``).
@@ -313,7 +317,8 @@ def build_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | No
     OSError
         The folder cannot be written: ``out`` (or a folder above it, or ``$GRADPROBE_CACHE``) is a file, or a
         folder cannot be created there (the message names ``--out`` or ``GRADPROBE_CACHE`` and the fix); or it
-        exists and is not a tier build.
+        exists, has no ``warmstart.json`` and is not a tier build (no marker, or files a build does not write: a
+        FileExistsError, ``force`` or not; the message lists its files).
     """
     return build_or_reuse_tier(name, seed=seed, config=config, out=out, force=force, progress=progress)[0]
 
@@ -334,10 +339,9 @@ def build_or_reuse_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierCo
     _refuse_files_in_the_way(target, what, fix)
     finished = (target / "warmstart.json").is_file()
     if not force and _reusable(target, name, config, seed, explicit=out is not None):
-        log.info("tier %s: reusing %s", name, target)
-        return target, True
-    if target.exists() and not finished and any(target.iterdir()):
-        raise FileExistsError(f"{target} exists and is not a tier build; choose another folder")
+        return _reuse(target, name, "")
+    if not finished:
+        _refuse_unfinished(target, force=force, explicit=out is not None)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -345,13 +349,51 @@ def build_or_reuse_tier(name: str = "tiny", *, seed: int = 0, config: TinyTierCo
     lock = _BuildLock(target, what, fix, explicit=out is not None)
     try:
         if not force and not finished and _reusable(target, name, config, seed, explicit=out is not None):
-            log.info("tier %s: reusing %s (built by another process meanwhile)", name, target)
-            return target, True
+            return _reuse(target, name, " (built by another process meanwhile)")
         _remove_dead_leftovers(target)
         _build(target, config, seed, progress, name, what, fix)
     finally:
         lock.release()
     return target, False
+
+
+def _reuse(target: Path, name: str, how: str) -> tuple[Path, bool]:
+    """(``target``, True), logged; the leftovers of killed builds beside it are removed first, as before a build
+    (:func:`_remove_dead_leftovers`: a ``--force`` rebuild killed by SIGKILL leaves its temporary folder beside the
+    build it was replacing, which the next plain run reuses)."""
+    _remove_dead_leftovers(target)
+    log.info("tier %s: reusing %s%s", name, target, how)
+    return target, True
+
+
+#: What a tier build writes into its folder, by suffix (``save_pretrained``'s config, weights, tokenizer and chat
+#: template, the marker, ``warmstart.json``): a folder holding anything else is not a (damaged) tier build.
+_BUILD_SUFFIXES = (".json", ".jinja", ".safetensors")
+
+
+def _refuse_unfinished(target: Path, *, force: bool, explicit: bool) -> None:
+    """Check a ``target`` without ``warmstart.json`` before building into it. Empty or absent: nothing to do. A
+    damaged build (it holds :data:`TIER_MARKER` and only files of the kinds a build writes, :data:`_BUILD_SUFFIXES`,
+    e.g. a build whose ``warmstart.json`` was deleted): replaced under ``force``; without it, rebuilt in the default
+    cache (logged as a warning) and refused under an explicit ``out`` (:class:`TierDamagedError`, naming ``--force``).
+    Anything else: :class:`FileExistsError`, even under ``force`` (never delete a folder that is not a build)."""
+    if not target.is_dir() or not any(target.iterdir()):
+        return
+    entries = sorted(target.iterdir())
+    if (target / TIER_MARKER).is_file() and all(p.is_file() and not p.is_symlink() and p.suffix in _BUILD_SUFFIXES
+                                                 for p in entries):
+        damage = f"{target / 'warmstart.json'} is missing"
+        if force:
+            return
+        if explicit:
+            raise TierDamagedError(f"{damage}: {target} holds a damaged tier build; rebuild it with --force "
+                                   "(force=True), delete the folder, or choose another folder for --out")
+        log.warning("%s; rebuilding the cached tier build in %s", damage, target)
+        return
+    names = ", ".join(p.name for p in entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+    raise FileExistsError(f"{target} exists and is not a tier build (it holds {names}, no warmstart.json); " + (
+        "choose another folder for --out" if explicit else
+        "move it away (it was not written by gradprobe warmstart), or set GRADPROBE_CACHE to another folder"))
 
 
 def _build(target: Path, config: TinyTierConfig, seed: int, progress: bool, name: str, what: str, fix: str) -> None:
@@ -530,7 +572,7 @@ def _reusable(target: Path, name: str, config: TinyTierConfig, seed: int, *, exp
     build in the default cache, logged). Refuses another build, and under an explicit ``out`` a damaged one."""
     if not (target / "warmstart.json").is_file():
         return False
-    record, damage = _record_damage(target)
+    record, damage = tier_record_damage(target)
     if record is not None:
         want = config_hash(config, seed)
         if record["config_hash"] != want:
@@ -556,39 +598,9 @@ def _described(record: dict, config: TinyTierConfig) -> str:
             + (f", differing in {', '.join(differ)}" if differ else ""))
 
 
-#: What ``warmstart.json`` must hold (what ``gradprobe warmstart`` prints): dotted key -> type.
-RECORD_FIELDS = {"config_hash": str, "parameters": int, "final_sft_loss": (int, float), "seconds": (int, float),
-                 "eval": dict, "eval.prompts": int, "eval.samples": int, "eval.greedy_accuracy": (int, float),
-                 "eval.sampled_accuracy": (int, float), "eval.spread_fraction": (int, float)}
-
-
-def _record_damage(folder: Path) -> tuple[dict | None, str | None]:
-    """(``warmstart.json``'s record, None), or (None, what is wrong with it: ``<file> is damaged (<why>)``)."""
-    path = folder / "warmstart.json"
-    try:
-        record = json.loads(path.read_text())
-    except UnicodeDecodeError:
-        return None, f"{path} is damaged (not UTF-8 text)"
-    except ValueError as e:
-        return None, f"{path} is damaged (not valid JSON: {e})"
-    except OSError as e:
-        return None, f"{path} cannot be read ({e.strerror or e})"
-    if not isinstance(record, dict):
-        return None, f"{path} is damaged (it holds a JSON {type(record).__name__}, not an object)"
-    for key, kind in RECORD_FIELDS.items():
-        head, _, tail = key.partition(".")
-        value = record.get(head) if not tail else record[head].get(tail)
-        if value is None:
-            return None, f"{path} is damaged (no {key!r})"
-        if isinstance(value, bool) or not isinstance(value, kind):
-            word = {str: "a string", int: "an integer", dict: "an object"}.get(kind, "a number")
-            return None, f"{path} is damaged ({key!r} is {value!r}, not {word})"
-    return record, None
-
-
 def tier_record(folder: str | Path) -> dict:
     """The record (``warmstart.json``) of the built tier in ``folder``, checked for the fields that
-    ``gradprobe warmstart`` prints (:data:`RECORD_FIELDS`).
+    ``gradprobe warmstart`` prints (:data:`gradprobe.models.RECORD_FIELDS`).
 
     Raises
     ------
@@ -596,7 +608,7 @@ def tier_record(folder: str | Path) -> dict:
         ``warmstart.json`` cannot be read, is not a JSON object or lacks a field (the message names the file, what
         is wrong and ``--force``). A ValueError.
     """
-    record, damage = _record_damage(Path(folder))
+    record, damage = tier_record_damage(Path(folder))
     if damage is not None:
         raise TierDamagedError(f"{damage}; rebuild the tier with --force (force=True)")
     return record
