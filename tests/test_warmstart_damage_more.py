@@ -12,7 +12,6 @@ would run, ``gradprobe.warmstart._build_into`` is replaced by a copy of the ship
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -25,24 +24,14 @@ from pathlib import Path
 import pytest
 
 from gradprobe import tiers, warmstart
-from gradprobe.cli import warmstart as warmstart_cli
 from gradprobe.models import RebuiltTierWarning, TierDamagedError, load_policy
 
-from helpers_warmstart import SHIPPED, fake_build
+from helpers_warmstart import SHIPPED, fake_build, run_warmstart as _run
 
 
 @pytest.fixture(autouse=True)
 def _cache(monkeypatch, tmp_path):
     monkeypatch.setenv("GRADPROBE_CACHE", str(tmp_path / "cache"))
-
-
-def _run(argv, capsys) -> tuple[int, str, str]:
-    """``gradprobe warmstart ARGV`` in process: (exit status, stdout, stderr)."""
-    parser = argparse.ArgumentParser(prog="gradprobe")
-    warmstart_cli.add_warmstart_parser(parser.add_subparsers(dest="command"))
-    rc = warmstart_cli.warmstart_main(parser.parse_args(["warmstart", *argv]))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def _cached_copy() -> Path:
