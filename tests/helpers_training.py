@@ -109,3 +109,22 @@ def killed_run(out: Path, reward: str = "outcome", task: dict | None = None):
         run_training(run, out, after_update=kill)
     assert json.loads((out / "checkpoint.json").read_text())["update"] == 1
     return run
+
+
+def refused_before_loading(run, out: Path, error) -> str:
+    """The message of the ``error`` that ``run_training(run, out)`` raises, checked to come before the policy is
+    loaded (``gradprobe.training.run._open_session`` fails the test if it is reached)."""
+    import pytest
+
+    from gradprobe.training import run as run_module
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(run_module, "_open_session", lambda *a, **k: pytest.fail("the policy was loaded before the refusal"))
+        with pytest.raises(error) as e:
+            run_module.run_training(run, out)
+    return str(e.value)
+
+
+def folder_files(out: Path) -> dict[str, bytes]:
+    """The files directly in ``out``, name -> bytes (to check that a refusal wrote nothing)."""
+    return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}

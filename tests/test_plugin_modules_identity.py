@@ -17,12 +17,11 @@ import pytest
 from gradprobe.rewards.plugin import plugin_identity
 from gradprobe.study.folder import StudyError
 from gradprobe.study.runner import run_study
-from gradprobe.training import run as run_module
 from gradprobe.training.errors import DamagedRunFolderError, RunConfigMismatchError
 from gradprobe.training.run import run_training
 
 from helpers_rollout import one_thread
-from helpers_training import killed_run, tiny_plan
+from helpers_training import folder_files, killed_run, refused_before_loading, tiny_plan
 from plugin_helpers import forget_reward as _forget, plugin_records_restored, sha256_of as _sha
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
@@ -42,25 +41,12 @@ def _write(folder: Path, files: dict[str, str]) -> None:
         (folder / rel).write_text(text)
 
 
-def _refused(run, out: Path, error):
-    """The error ``run_training(run, out)`` raises, checked to come before the policy is loaded."""
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(run_module, "_open_session", lambda *a, **k: pytest.fail("the policy was loaded before the refusal"))
-        with pytest.raises(error) as e:
-            run_training(run, out)
-    return str(e.value)
-
-
 def _resumed(run, out: Path, capsys) -> list[str]:
     """Resume ``run`` in ``out`` to its end (checked) and return the ``note:`` lines it printed on stderr."""
     capsys.readouterr()
     summary = run_training(run, out)
     assert summary["completed"] and summary["updates"] == 2 and summary["resumed_from_update"] == [1]
     return [x for x in capsys.readouterr().err.splitlines() if x.startswith("note:")]
-
-
-def _files(out: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
 
 
 def test_a_file_reward_records_the_helper_modules_it_imports_from_its_folder(tmp_path, registry):
@@ -121,14 +107,14 @@ def test_an_edited_new_or_missing_helper_module_is_refused_on_resume(tmp_path, r
     h1, e1 = _sha(helper), _sha(extra)
     config = json.loads((out / "config.json").read_text())
     assert config["reward_plugin"]["modules"] == {"mi3_extra.py": e1, "mi3_helper.py": h1}
-    kept = _files(out)
+    kept = folder_files(out)
     tail = (", so its remaining updates would train another reward than its first ones; {fix}, or start a new run "
             f"under a new --out (not {out}); nothing was loaded or written")
     # a helper edited
     _forget(spec, tmp_path)
     helper.write_text("SCALE = 100\n")
     h2 = _sha(helper)
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: reward 'rw.py:brevity' imports the helper module {helper}, which was edited "
         f"(sha256 {h1[:12]} then, {h2[:12]} now)"
         + tail.format(fix=f"restore the module file as it was ({helper}, sha256 {h1[:12]})"))
@@ -136,7 +122,7 @@ def test_an_edited_new_or_missing_helper_module_is_refused_on_resume(tmp_path, r
     _forget(spec, tmp_path)
     helper.write_text("SCALE = 10\n")
     extra.unlink()
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: reward 'rw.py:brevity' no longer finds the helper module {extra} it imported when "
         f"the run started (sha256 {e1[:12]} then, none now: the file is gone)"
         + tail.format(fix=f"restore the module file ({extra}, sha256 {e1[:12]})"))
@@ -145,12 +131,12 @@ def test_an_edited_new_or_missing_helper_module_is_refused_on_resume(tmp_path, r
     extra.write_text("E = 1\n")
     without = {**config, "reward_plugin": {**config["reward_plugin"], "modules": {"mi3_helper.py": h1}}}
     (out / "config.json").write_text(json.dumps(without))
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: reward 'rw.py:brevity' now imports the helper module {extra}, a file its imports "
         f"did not find when the run started (sha256 none then, {e1[:12]} now)"
         + tail.format(fix="remove or rename that file, as the folder was when the run started"))
     (out / "config.json").write_bytes(kept["config.json"])
-    assert _files(out) == kept  # nothing written by the refusals
+    assert folder_files(out) == kept  # nothing written by the refusals
     _forget(spec, tmp_path)
     assert _resumed(run, out, capsys) == []  # the fix: the code as it was
 
@@ -170,7 +156,7 @@ def test_a_damaged_modules_record_is_refused_naming_config_json(tmp_path, regist
         (out / "config.json").write_text(json.dumps({**config, "reward_plugin": {**config["reward_plugin"],
                                                                                   "modules": modules}}))
         _forget(spec, tmp_path)
-        assert _refused(run, out, DamagedRunFolderError) == (
+        assert refused_before_loading(run, out, DamagedRunFolderError) == (
             f"{out / 'config.json'} is damaged (field reward_plugin.modules is {shown}, not an object of "
             "module file (text) -> sha256 (64 hex digits)): the helper modules the reward was trained with cannot be "
             f"checked; restore the file from a copy, or delete {out} to start the run over")
@@ -209,7 +195,7 @@ def test_a_module_reward_off_pythonpath_is_told_to_put_its_package_root_back(tmp
     restart = f"or start a new run under a new --out (not {out}); nothing was loaded or written"
     sys.path.remove(str(src))  # resumed without it: the module cannot be imported
     _forget(spec, tmp_path)
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: reward 'mi6pkg.rw:fn': no module named 'mi6pkg' (from {tmp_path}); write it as "
         "MODULE:FUNCTION (a module importable from the working directory or sys.path) or path/to/file.py:FUNCTION; "
         f"the run started with it from {file} (sha256 {sha[:12]}): to resume, put its package root "
@@ -217,7 +203,7 @@ def test_a_module_reward_off_pythonpath_is_told_to_put_its_package_root_back(tmp
         f"the directory the run was started in, {restart}")
     sys.path.insert(0, str(other))  # another copy of the package on the path
     _forget(spec, tmp_path)
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: reward 'mi6pkg.rw:fn' resolves to {(other / 'mi6pkg/rw.py').resolve()}, not to "
         f"{file} as when the run started (path moved) and the file differs (sha256 {sha[:12]} then, "
         f"{_sha(other / 'mi6pkg/rw.py')[:12]} now), so its remaining updates would train another reward than its "
@@ -244,7 +230,7 @@ def test_a_whole_moved_folder_says_what_was_recorded_and_how_to_resume(tmp_path,
     restart = "or start a new run under a new --out (not {out}); nothing was loaded or written"
     monkeypatch.chdir(tmp_path)  # from a directory without rw.py: the name finds no file
     _forget(spec, tmp_path)
-    assert _refused(run, proj / "run", RunConfigMismatchError) == (
+    assert refused_before_loading(run, proj / "run", RunConfigMismatchError) == (
         f"{proj / 'run'} cannot be resumed: reward 'rw.py:fn': no file rw.py (from {tmp_path}); write it as "
         "MODULE:FUNCTION (a module importable from the working directory or sys.path) or path/to/file.py:FUNCTION; "
         f"the run started with it from {old_file} (sha256 {sha[:12]}): to resume, put that file (the same content, "
@@ -255,7 +241,7 @@ def test_a_whole_moved_folder_says_what_was_recorded_and_how_to_resume(tmp_path,
     out, now_file = moved / "run", (moved / "rw.py").resolve()
     now_file.write_text(rw + "# edited\n")
     _forget(spec, tmp_path)
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: the run started with reward 'rw.py:fn' from {old_file} (sha256 {sha[:12]}), "
         f"which no longer exists (moved?), and the name finds {now_file} now, whose content differs (sha256 "
         f"{_sha(now_file)[:12]}), so its remaining updates would train another reward than its first ones; to resume "

@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 
 from gradprobe.rewards.plugin import plugin_identity
-from gradprobe.training import run as run_module
 from gradprobe.training.errors import DamagedRunFolderError, RunConfigMismatchError
 from gradprobe.training.run import run_training
 
 from helpers_rollout import one_thread
-from helpers_training import killed_run
+from helpers_training import killed_run, refused_before_loading
 from plugin_helpers import forget_reward as _forget, plugin_records_restored, sha256_of as _sha
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
@@ -34,15 +33,6 @@ def registry(monkeypatch, tmp_path):
     from tmp_path forgotten (:func:`plugin_helpers.plugin_records_restored`)."""
     with plugin_records_restored(monkeypatch, tmp_path):
         yield
-
-
-def _refused(run, out: Path, error) -> str:
-    """The error ``run_training(run, out)`` raises, checked to come before the policy is loaded."""
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(run_module, "_open_session", lambda *a, **k: pytest.fail("the policy was loaded before the refusal"))
-        with pytest.raises(error) as e:
-            run_training(run, out)
-    return str(e.value)
 
 
 def _symlinked_package(root: Path, name: str) -> tuple[Path, Path]:
@@ -76,12 +66,12 @@ def test_a_symlinked_package_off_pythonpath_is_told_its_package_root(tmp_path, r
                f"path/to/file.py:FUNCTION; the run started with it from {file} (sha256 {sha[:12]}): to resume, ")
     sys.path.remove(str(src))  # resumed without it: the module cannot be imported
     _forget(spec, tmp_path)
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{unknown}put its package root {src} back on PYTHONPATH (e.g. PYTHONPATH={src}), as when the run started, "
         f"or run from the directory the run was started in, {restart}")
     sys.path.insert(0, str(other))  # another copy of the package found instead
     _forget(spec, tmp_path)
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: reward 'rsp1pkg.rw:fn' resolves to {(other / 'rsp1pkg/rw.py').resolve()}, not to "
         f"{file} as when the run started (path moved) and the file differs (sha256 {sha[:12]} then, "
         f"{_sha(other / 'rsp1pkg/rw.py')[:12]} now), so its remaining updates would train another reward than its "
@@ -94,7 +84,7 @@ def test_a_symlinked_package_off_pythonpath_is_told_its_package_root(tmp_path, r
         if on_path:
             sys.path.insert(0, str(src))
         _forget(spec, tmp_path)
-        assert _refused(run, out, RunConfigMismatchError) == (
+        assert refused_before_loading(run, out, RunConfigMismatchError) == (
             f"{unknown}restore {src / 'rsp1pkg/rw.py'} (the path the run imported it by, through a symbolic link) so "
             f"that it leads to {file} again{back}, or run from the directory the run was started in, {restart}")
     (src / "rsp1pkg").symlink_to("rsp1pkgreal", target_is_directory=True)
@@ -103,12 +93,12 @@ def test_a_symlinked_package_off_pythonpath_is_told_its_package_root(tmp_path, r
     (out / "config.json").write_text(json.dumps(old))
     sys.path.remove(str(src))
     _forget(spec, tmp_path)
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{unknown}put that file (the same content, sha256 {sha[:12]}) at {tmp_path / 'rsp1pkg.rw'}, {restart}")
     for bad in (5, "src", ["/x"]):  # a damaged package_root: refused naming the field
         damaged = {**config, "reward_plugin": {**config["reward_plugin"], "package_root": bad}}
         (out / "config.json").write_text(json.dumps(damaged))
-        assert _refused(run, out, DamagedRunFolderError) == (
+        assert refused_before_loading(run, out, DamagedRunFolderError) == (
             f"{out / 'config.json'} is damaged (field reward_plugin.package_root is {json.dumps(bad)}, not a folder's "
             "absolute path (text)): the package root the reward was imported under cannot be named; restore the file "
             f"from a copy, or delete {out} to start the run over")

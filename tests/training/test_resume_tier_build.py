@@ -14,14 +14,13 @@ from pathlib import Path
 import pytest
 
 from gradprobe.tiers import shipped_root, tier_path
-from gradprobe.training import run as run_module
 from gradprobe.training import run_folder
 from gradprobe.training.errors import DamagedRunFolderError, RunConfigMismatchError
 from gradprobe.training.run import run_training
 from gradprobe.training.run_folder import check_model_weights, model_weights_identity
 
 from helpers_rollout import one_thread
-from helpers_training import killed_run, metric_lines
+from helpers_training import folder_files, killed_run, metric_lines, refused_before_loading
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
@@ -39,19 +38,6 @@ def _rebuild(folder: Path) -> str:
     weights[-100:] = bytes(100)
     (folder / "model.safetensors").write_bytes(bytes(weights))
     return _sha(folder / "model.safetensors")
-
-
-def _refused(run, out: Path, error) -> str:
-    """The error ``run_training(run, out)`` raises, checked to come before the policy is loaded."""
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(run_module, "_open_session", lambda *a, **k: pytest.fail("the policy was loaded before the refusal"))
-        with pytest.raises(error) as e:
-            run_training(run, out)
-    return str(e.value)
-
-
-def _files(out: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
 
 
 def _kl(out: Path) -> list[float]:
@@ -76,17 +62,17 @@ def test_a_resume_after_a_rebuild_in_the_cache_is_refused_and_deleting_it_resume
     assert json.loads((out / "config.json").read_text())["model_weights"] == {
         "source": "tier", "build": "shipped", "path": str(shipped), "files": ["model.safetensors"], "method": "sha256",
         "digest": v1}
-    kept = _files(out)
+    kept = folder_files(out)
     v2 = _rebuild(cache)
     assert v2 != v1 and tier_path("tiny") == cache
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: model 'tiny' now loads the cache build {cache.resolve()} (model.safetensors sha256 "
         f"{v2[:12]}), not the shipped build {shipped} (model.safetensors sha256 {v1[:12]}) as when the run started, "
         "so the initial policy its kl_init is measured against would be another model than in its first updates; to "
         f"resume it, delete the cache build {cache.resolve()} (or set GRADPROBE_CACHE to a folder without it) so that "
         f"the shipped build {shipped} is loaded again, or start a new run under a new --out (not {out}); nothing was "
         "loaded or written")
-    assert _files(out) == kept  # nothing written by the refusal
+    assert folder_files(out) == kept  # nothing written by the refusal
     shutil.rmtree(cache)  # the fix
     capsys.readouterr()
     summary = run_training(run, out)
@@ -104,7 +90,7 @@ def test_a_run_started_on_a_cache_build_needs_that_build_to_resume(tmp_path, cac
     assert (recorded["build"], recorded["path"], recorded["digest"]) == ("cache", str(cache.resolve()), v2)
     monkeypatch.setenv("GRADPROBE_CACHE", str(tmp_path / "other"))  # another cache: the shipped build is loaded
     v1 = _sha(tier_path("tiny") / "model.safetensors")
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: model 'tiny' now loads the shipped build {tier_path('tiny').resolve()} "
         f"(model.safetensors sha256 {v1[:12]}), not the cache build {cache.resolve()} (model.safetensors sha256 "
         f"{v2[:12]}) as when the run started, so the initial policy its kl_init is measured against would be another "
@@ -120,12 +106,12 @@ def test_a_run_started_on_a_cache_build_needs_that_build_to_resume(tmp_path, cac
         f"with the same weights ({v2[:12]}); resuming"]
 
 
-def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record_is_refused(tmp_path, cache, capsys):
+def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record_isrefused_before_loading(tmp_path, cache, capsys):
     out = tmp_path / "run"
     run = killed_run(out)
     config = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({**config, "model_weights": {"source": "tier", "digest": "x"}}))
-    assert _refused(run, out, DamagedRunFolderError) == (
+    assert refused_before_loading(run, out, DamagedRunFolderError) == (
         f"{out / 'config.json'} is damaged (field model_weights is {{\"source\": \"tier\", \"digest\": \"x\"}}, not "
         "an object with \"source\" (text), \"path\" (text) and \"digest\" (null or 64 hex digits)): the initial "
         f"weights the run started from cannot be checked; restore the file from a copy, or delete {out} to start the "
@@ -150,7 +136,7 @@ def _run_folder(out: Path, weights: dict) -> None:
     (out / "config.json").write_text(json.dumps({"run": {}, "model_weights": weights}))
 
 
-def test_a_local_folder_whose_weights_were_replaced_is_refused(tmp_path, monkeypatch):
+def test_a_local_folder_whose_weights_were_replaced_isrefused_before_loading(tmp_path, monkeypatch):
     model = tmp_path / "model"
     shutil.copytree(shipped_root() / tier_path("tiny").name, model)
     (model / "extra.safetensors").write_bytes(b"12")

@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 
 from gradprobe.tasks import task_data_files, task_data_identity
-from gradprobe.training import run as run_module
 from gradprobe.training.errors import DamagedRunFolderError, RunConfigMismatchError
 from gradprobe.training.run import run_training
 
 from helpers_rollout import one_thread
-from helpers_training import killed_run, tiny_plan, train_tiny
+from helpers_training import folder_files, killed_run, refused_before_loading, tiny_plan, train_tiny
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
@@ -37,19 +36,6 @@ def _killed(out: Path, spec: str):
     return killed_run(out, task={"name": spec, "pool": 8, "config": None})
 
 
-def _refused(run, out: Path, error) -> str:
-    """The error ``run_training(run, out)`` raises, checked to come before the policy is loaded."""
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(run_module, "_open_session", lambda *a, **k: pytest.fail("the policy was loaded before the refusal"))
-        with pytest.raises(error) as e:
-            run_training(run, out)
-    return str(e.value)
-
-
-def _files(out: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
-
-
 def _notes(capsys) -> list[str]:
     return [x for x in capsys.readouterr().err.splitlines() if x.startswith("note:")]
 
@@ -63,20 +49,20 @@ def test_an_edited_or_missing_data_file_is_refused_on_resume_and_the_file_restor
     v1 = _sha(data)
     assert json.loads((out / "config.json").read_text())["task_data"] == {
         spec: {"file": str(data.resolve()), "sha256": v1}}
-    kept = _files(out)
+    kept = folder_files(out)
     tail = (", so its remaining updates would train and evaluate on other data than its first ones; restore the data "
             f"file as it was ({data.resolve()}, sha256 {v1[:12]}), or start a new run under a new --out (not {out}); "
             "nothing was loaded or written")
     data.write_text(_rows(golds_shift=1))  # the golds edited
     v2 = _sha(data)
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: task {spec!r} reads the data file {data.resolve()}, as when the run started, but "
         f"its content differs (sha256 {v1[:12]} then, {v2[:12]} now)" + tail)
     data.unlink()
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: task {spec!r} read the data file {data.resolve()} when the run started, and "
         f"{data.resolve()} is missing now (sha256 {v1[:12]} then, none now)" + tail.split(" than its first ones")[1])
-    assert _files(out) == kept  # nothing written by the refusals
+    assert folder_files(out) == kept  # nothing written by the refusals
     data.write_text(_rows())  # the fix: the file as it was
     capsys.readouterr()
     summary = run_training(run, out)
@@ -84,14 +70,14 @@ def test_an_edited_or_missing_data_file_is_refused_on_resume_and_the_file_restor
     assert _notes(capsys) == []
 
 
-def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record_is_refused(tmp_path, capsys):
+def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record_isrefused_before_loading(tmp_path, capsys):
     data = tmp_path / "tasks.jsonl"
     data.write_text(_rows())
     spec, out = f"jsonl:{data}", tmp_path / "run"
     run = _killed(out, spec)
     config = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({**config, "task_data": {"x": {"file": "x"}}}))
-    assert _refused(run, out, DamagedRunFolderError) == (
+    assert refused_before_loading(run, out, DamagedRunFolderError) == (
         f"{out / 'config.json'} is damaged (field task_data is {{\"x\": {{\"file\": \"x\"}}}}, not an object "
         "of label (text) -> {\"file\": text, \"sha256\": 64 hex digits}): the data the run was trained on cannot be "
         f"checked; restore the file from a copy, or delete {out} to start the run over")
