@@ -106,7 +106,7 @@ def test_a_run_started_on_a_cache_build_needs_that_build_to_resume(tmp_path, cac
         f"with the same weights ({v2[:12]}); resuming"]
 
 
-def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record_isrefused_before_loading(tmp_path, cache, capsys):
+def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record_is_refused(tmp_path, cache, capsys):
     out = tmp_path / "run"
     run = killed_run(out)
     config = json.loads((out / "config.json").read_text())
@@ -136,7 +136,7 @@ def _run_folder(out: Path, weights: dict) -> None:
     (out / "config.json").write_text(json.dumps({"run": {}, "model_weights": weights}))
 
 
-def test_a_local_folder_whose_weights_were_replaced_isrefused_before_loading(tmp_path, monkeypatch):
+def test_a_local_folder_whose_weights_were_replaced_is_refused(tmp_path, monkeypatch):
     model = tmp_path / "model"
     shutil.copytree(shipped_root() / tier_path("tiny").name, model)
     (model / "extra.safetensors").write_bytes(b"12")

@@ -70,7 +70,7 @@ def test_an_edited_or_missing_data_file_is_refused_on_resume_and_the_file_restor
     assert _notes(capsys) == []
 
 
-def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record_isrefused_before_loading(tmp_path, capsys):
+def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record_is_refused(tmp_path, capsys):
     data = tmp_path / "tasks.jsonl"
     data.write_text(_rows())
     spec, out = f"jsonl:{data}", tmp_path / "run"
