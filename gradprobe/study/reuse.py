@@ -20,7 +20,9 @@ only when
 * for a task read from data files, it read files of the same content (``config.json``'s ``task_data``, at any path;
   a run that did not record them is not reused);
 * for a plug-in reward, it ran code of the same content: the reward's file and the helper modules it imports
-  (``config.json``'s ``reward_plugin``; a run that did not record it is not reused).
+  (``config.json``'s ``reward_plugin``; a run that did not record it is not reused);
+* for a model read from files (a tier, a local folder, a GGUF file), it started from initial weights of the same
+  content (``config.json``'s ``model_weights``, at any path; a run that did not record them is not reused).
 
 The copy is byte for byte (into a temporary folder, then renamed, so a killed copy leaves
 nothing half-written) plus ``reused_from.json`` in the run folder naming the source run, the
@@ -206,6 +208,10 @@ def _other_weights(cfg: dict, now: dict | None) -> str | None:
                 f"from the weights {now['path']} holds now cannot be told")
     if model_weights_problem(then) is not None:
         return f"its config.json field {MODEL_WEIGHTS} is damaged"
+    if then["digest"] is None:  # a policy passed in code, or a hub id: not read from files
+        how = "passed in code" if then["source"] == "given" else f"a hub id ({then['path']}), not read from files"
+        return (f"its initial weights were {how}, so whether it started from the weights {now['path']} holds "
+                "cannot be told")
     if (then.get("method"), then.get("digest")) != (now.get("method"), now["digest"]):
         return (f"started from other initial weights ({then['path']}, digest {str(then.get('digest'))[:12]}; the "
                 f"model loads {now['path']}, digest {now['digest'][:12]}, now)")

@@ -29,7 +29,7 @@ which would train and evaluate the rest of the run on other data than its first 
 
 A run records the identity of the initial weights its ``[model] name`` resolved to when it started (``model_weights``:
 for a tier, which build, cache or shipped, and the sha256 of its ``model.safetensors``; for a local folder or GGUF file,
-the sha256 of its weight files, or their sizes and modification times past :data:`HASH_LIMIT_BYTES`; a hub id: the id,
+the sha256 of its weight files, or a sampled sha256 of their content past :data:`HASH_LIMIT_BYTES`; a hub id: the id,
 unchecked; :func:`model_weights_identity`); :func:`check_model_weights` refuses to resume it when the name now loads
 other weights (a rebuild of the tier in the cache, which takes precedence over the shipped build; replaced weights),
 whose frozen copy would measure the rest of the run's ``kl_init`` against another model than its first updates.
@@ -638,9 +638,13 @@ def _identity_fix(out: Path, spec: str, then: tuple, now: tuple, recorded_root: 
 
 #: The key of ``config.json`` holding the identity of the initial weights a run loaded (:func:`check_model_weights`).
 MODEL_WEIGHTS = "model_weights"
-#: Weight files larger than this together (bytes) are identified by name, size and modification time, not hashed
-#: (hashing 2 GiB takes a few seconds on one core; a 7B model's 15 GB would take a minute at every start and resume).
+#: Weight files larger than this together (bytes) are identified by a sampled sha256 of their content, not hashed
+#: whole (hashing 2 GiB takes a few seconds on one core; a 7B model's 15 GB would take a minute at every start and
+#: resume).
 HASH_LIMIT_BYTES = 2 * 1024 ** 3
+#: Pieces (of :data:`SAMPLE_BYTES` each) read from every weight file past :data:`HASH_LIMIT_BYTES`: its first and
+#: last bytes (the safetensors header names every tensor's shape and place) and pieces evenly spaced between them
+SAMPLES, SAMPLE_BYTES = 64, 1 << 20
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -653,9 +657,11 @@ def model_weights_identity(spec: str) -> dict | None:
     (a local folder: its ``*.safetensors``), ``"gguf"`` (a ``.gguf`` file, ``smollm2-135m``'s included) or ``"hub"``
     (a hub id: ``path`` is the id, ``digest`` None: not read locally, so not checked). ``files``: the weight files'
     names. ``method`` ``"sha256"``: ``digest`` is the sha256 of the one weight file (as ``sha256sum`` prints it), or
-    of the ``sha256sum`` listing (``"<sha256>  <name>\\n"`` per file, sorted by name) of several; ``"size+mtime"``
-    (more than :data:`HASH_LIMIT_BYTES` together): the sha256 of ``"<name> <bytes> <mtime_ns>\\n"`` per file, so a
-    copy of the same weights elsewhere differs too. None for the generated models (``tiny-qwen2``, ``tiny-llama``:
+    of the ``sha256sum`` listing (``"<sha256>  <name>\\n"`` per file, sorted by name) of several; ``"sampled-sha256"``
+    (more than :data:`HASH_LIMIT_BYTES` together): the same listing of each file's size and the sha256 of
+    :data:`SAMPLES` pieces of it (:func:`_sampled_sha256`): content alone, so a copy (another path, another
+    modification time) is the same weights and a rebuilt or replaced model, which differs throughout, is not.
+    None for the generated models (``tiny-qwen2``, ``tiny-llama``:
     a function of the seed) and for a spec that cannot be resolved now (unbuilt tier, missing path: the loader's
     error names it).
     """
@@ -666,7 +672,8 @@ def model_weights_identity(spec: str) -> dict | None:
         if spec in TINY_ARCHITECTURES:
             return None
         if spec in TIER_ALIASES:
-            folder = tier_path(spec).resolve()
+            folder = tier_path(spec)  # a cache build may be a symlink: which root it sits in decides its build
+            folder = folder.parent.resolve() / folder.name
             build = "cache" if folder.parent == cache_root().resolve() else "shipped"
             return {"source": "tier", "build": build, **_weights_digest(folder, ["model.safetensors"])}
         if spec == "smollm2-135m" or spec.endswith(".gguf"):
@@ -688,8 +695,8 @@ def _weights_digest(folder: Path, names: list[str]) -> dict:
 
     stats = [(n, (folder / n).stat()) for n in names]
     if sum(s.st_size for _, s in stats) > HASH_LIMIT_BYTES:
-        lines, method = "".join(f"{n} {s.st_size} {s.st_mtime_ns}\n" for n, s in stats), "size+mtime"
-        digest = hashlib.sha256(lines.encode()).hexdigest()
+        lines = "".join(f"{_sampled_sha256(folder / n, s.st_size)} {s.st_size}  {n}\n" for n, s in stats)
+        method, digest = "sampled-sha256", hashlib.sha256(lines.encode()).hexdigest()
     else:
         shas = []
         for n in names:
@@ -702,6 +709,20 @@ def _weights_digest(folder: Path, names: list[str]) -> dict:
         digest = shas[0] if len(shas) == 1 else hashlib.sha256(
             "".join(f"{s}  {n}\n" for s, n in zip(shas, names)).encode()).hexdigest()
     return {"path": str(folder), "files": list(names), "method": method, "digest": digest}
+
+
+def _sampled_sha256(path: Path, size: int) -> str:
+    """The sha256 of :data:`SAMPLES` pieces of :data:`SAMPLE_BYTES` of the file ``path`` (``size`` bytes): its first
+    and last piece and pieces evenly spaced between them (64 MiB read, whatever the file's size)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    last = max(0, size - SAMPLE_BYTES)
+    with open(path, "rb") as f:
+        for k in range(SAMPLES):
+            f.seek(last * k // (SAMPLES - 1))
+            h.update(f.read(SAMPLE_BYTES))
+    return h.hexdigest()
 
 
 def model_weights_problem(record) -> str | None:
@@ -787,8 +808,8 @@ def check_model_weights(out, spec: str, current: dict | None) -> None:
 def _weights_text(record: dict) -> str:
     """A recorded or current weights identity in words, with its digest's first 12 hex digits."""
     files, digest, path = record.get("files") or [], _short(record.get("digest")), record["path"]
-    if record.get("method") == "size+mtime":
-        return f"{path} ({len(files)} weight file(s) by size and modification time, digest {digest})"
+    if record.get("method") == "sampled-sha256":
+        return f"{path} ({len(files)} weight file(s), sampled sha256 of their content {digest})"
     if record["source"] == "tier":
         return f"the {record.get('build', '?')} build {path} (model.safetensors sha256 {digest})"
     if len(files) == 1:

@@ -164,5 +164,9 @@ def test_a_run_that_started_from_other_initial_weights_is_not_reused(tmp_path):
         f"{model.resolve()}, digest {now['digest'][:12]}, now)")
     assert _other_weights({}, now).startswith("its initial weights were not recorded")
     assert _other_weights({"model_weights": {"source": 1}}, now) == "its config.json field model_weights is damaged"
+    given = {"source": "given", "path": "tiny", "files": [], "method": None, "digest": None}
+    assert _other_weights({"model_weights": given}, now) == (
+        f"its initial weights were passed in code, so whether it started from the weights {model.resolve()} holds "
+        "cannot be told")
     assert _other_weights({}, None) is None  # a generated model (tiny-qwen2): nothing to compare
     assert _other_weights({}, {"source": "hub", "path": "org/m", "digest": None}) is None

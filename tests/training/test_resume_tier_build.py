@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -159,12 +160,27 @@ def test_a_local_folder_whose_weights_were_replaced_is_refused(tmp_path, monkeyp
         "be another model than in its first updates; to resume it, restore the weights the run started from at "
         f"{model.resolve()} (digest {then['digest'][:12]}), or start a new run under a new --out (not {out}); nothing "
         "was loaded or written")
-    monkeypatch.setattr(run_folder, "HASH_LIMIT_BYTES", 0)  # past the limit: names, sizes and modification times
+    monkeypatch.setattr(run_folder, "HASH_LIMIT_BYTES", 0)  # past the limit: sampled pieces of the content
+    monkeypatch.setattr(run_folder, "SAMPLE_BYTES", 1000)
     big = model_weights_identity(str(model))
-    st = (model / "extra.safetensors").stat(), (model / "model.safetensors").stat()
-    lines = (f"extra.safetensors {st[0].st_size} {st[0].st_mtime_ns}\n"
-             f"model.safetensors {st[1].st_size} {st[1].st_mtime_ns}\n")
-    assert (big["method"], big["digest"]) == ("size+mtime", hashlib.sha256(lines.encode()).hexdigest())
+    data = (model / "model.safetensors").read_bytes()
+    last = len(data) - 1000
+    pieces = hashlib.sha256(b"".join(data[last * k // 63:last * k // 63 + 1000] for k in range(64))).hexdigest()
+    lines = f"{hashlib.sha256(b'13' * 64).hexdigest()} 2  extra.safetensors\n{pieces} {len(data)}  model.safetensors\n"
+    assert (big["method"], big["digest"]) == ("sampled-sha256", hashlib.sha256(lines.encode()).hexdigest())
+    copy = tmp_path / "copy"
+    shutil.copytree(model, copy)  # copytree keeps mtimes: touch them, as a download or a plain cp would not keep
+    for p in copy.iterdir():
+        os.utime(p, (1e9, 1e9))
+    assert model_weights_identity(str(copy))["digest"] == big["digest"]  # content alone: the same weights
+    out = tmp_path / "big_run"
+    _run_folder(out, big)
+    check_model_weights(out, str(copy), model_weights_identity(str(copy)))  # resumes (with a note: another path)
+    data = bytearray(data)
+    data[last * 32 // 63] ^= 1  # one byte of a piece read: other weights
+    (copy / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(RunConfigMismatchError, match="sampled sha256 of their content"):
+        check_model_weights(out, str(copy), model_weights_identity(str(copy)))
 
 
 def test_generated_models_hub_ids_and_given_policies_are_not_checked(tmp_path):
@@ -174,3 +190,15 @@ def test_generated_models_hub_ids_and_given_policies_are_not_checked(tmp_path):
     out = tmp_path / "run"
     _run_folder(out, {"source": "given", "path": "tiny", "files": [], "method": None, "digest": None})
     check_model_weights(out, "tiny", model_weights_identity("tiny"))  # a policy passed in code: its caller's
+
+
+def test_a_cache_build_that_is_a_symlink_is_recorded_as_the_cache_build(tmp_path, cache):
+    """A reviewer: the build was told by the resolved folder's parent, so a cache build linked from elsewhere was
+    recorded as "shipped" at the link's target, and a later refusal told the user to delete the wrong folder."""
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(tier_path("tiny"), elsewhere)
+    cache.parent.mkdir(parents=True)
+    cache.symlink_to(elsewhere)
+    identity = model_weights_identity("tiny")
+    assert (identity["build"], identity["path"]) == ("cache", str(cache.parent.resolve() / cache.name))
+    assert identity["digest"] == _sha(elsewhere / "model.safetensors")
