@@ -126,3 +126,28 @@ def test_no_progress_hides_bars_drawn_with_tqdm_directly():
     env = {k: v for k, v in os.environ.items() if k not in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS")}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_no_progress_given_to_main_in_process_leaves_the_callers_bars_as_they_were(monkeypatch, capsys):
+    """A reviewer: ``gradprobe.cli.main([..., "--no-progress"])`` from a notebook left ``TQDM_DISABLE`` set and
+    transformers' bars off for the rest of the session (and for study workers started later)."""
+    import os
+
+    from transformers.utils import logging as hf_logging
+
+    for key in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")
+    seen = {}
+
+    def command(args):
+        seen.update(TQDM_DISABLE=os.environ.get("TQDM_DISABLE"), bars=hf_logging.is_progress_bar_enabled())
+        return 7
+
+    import gradprobe.cli as cli
+
+    monkeypatch.setattr(cli, "warmstart_main", command)
+    assert main(["warmstart", "--no-progress"]) == 7
+    assert seen == {"TQDM_DISABLE": "1", "bars": False}  # off while the command ran
+    assert "TQDM_DISABLE" not in os.environ and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "0"
+    assert hf_logging.is_progress_bar_enabled()

@@ -69,6 +69,23 @@ def _passive_openmp() -> None:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+#: The environment variables ``--no-progress`` sets (:func:`_no_library_progress_bars`)
+_PROGRESS_SWITCHES = ("HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE")
+
+
+def _restore_progress_bars(kept: dict) -> None:
+    """Undo :func:`_no_library_progress_bars` after an in-process ``main(argv)`` call: the variables as ``kept``
+    (None: unset) and transformers' bars on again."""
+    from transformers.utils import logging as hf_logging
+
+    for key, value in kept.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    hf_logging.enable_progress_bar()
+
+
 def _no_library_progress_bars() -> None:
     """``--no-progress`` also hides the libraries' bars (transformers' "Loading weights", hub downloads, and those
     drawn with tqdm directly, such as transformers' GGUF "Converting and de-quantizing": ``TQDM_DISABLE``, which
@@ -103,8 +120,14 @@ def main(argv: list[str] | None = None) -> int:
         _plain_warnings()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
-    if getattr(args, "no_progress", False):
-        _no_library_progress_bars()
     commands = {"probe": probe_main, "train": train_main, "warmstart": warmstart_main, "study": study_main,
                 "rank-prompts": difficulty_main, "difficulty-eval": difficulty_main}
-    return commands[args.command](args)
+    if not getattr(args, "no_progress", False):
+        return commands[args.command](args)
+    kept = {k: os.environ.get(k) for k in _PROGRESS_SWITCHES}
+    _no_library_progress_bars()
+    try:
+        return commands[args.command](args)
+    finally:
+        if not console:  # called in process (a notebook, a test): its later bars are the caller's again
+            _restore_progress_bars(kept)

@@ -44,7 +44,9 @@ def _flatten(p, y):
 
 def brier_score(p, y) -> float | None:
     """Brier score (Brier 1950: mean squared error of a probability) of p_i (M,) against every finite outcome
-    y_ik in {0, 1} (M, K), by ``sklearn.metrics.brier_score_loss``; None without outcomes."""
+    y_ik in {0, 1} (M, K), by ``sklearn.metrics.brier_score_loss``; None without outcomes. Raises scikit-learn's
+    ValueError for a p outside [0, 1] or NaN, or an outcome other than 0 or 1 (``evaluate_estimator`` refuses such
+    outcomes first, naming them, and its predictions are probabilities)."""
     from sklearn.metrics import brier_score_loss
 
     pf, yf = _flatten(p, y)
