@@ -21,8 +21,8 @@ from gradprobe.study.folder import StudyError
 from gradprobe.study.runner import run_study
 from gradprobe.training.errors import RunConfigMismatchError
 
-from helpers_training import killed_run, tiny_plan
-from test_plugin_modules_identity import _forget, _one_thread, _refused, _resumed, _sha, _write, registry
+from helpers_training import killed_run, refused_before_loading, tiny_plan
+from test_plugin_modules_identity import _forget, _one_thread, _resumed, _sha, _write, registry
 
 __all__ = ["registry", "_one_thread"]  # fixtures used by name
 
@@ -85,7 +85,7 @@ def test_a_lazy_import_in_the_reward_function_is_recorded_before_it_runs(tmp_pat
     run = killed_run(out, spec)
     lazy.write_text("K = 100.0\n")
     _forget(spec, tmp_path)
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: reward 'rw.py:fn' imports the helper module {lazy}, which was edited (sha256 "
         f"{h1[:12]} then, {_sha(lazy)[:12]} now), so its remaining updates would train another reward than its first "
         f"ones; restore the module file as it was ({lazy}, sha256 {h1[:12]}), or start a new run under a new --out "
@@ -182,7 +182,7 @@ def test_a_helper_file_new_on_disk_is_refused_and_its_removal_resumes(tmp_path, 
     new = (w / "hs7_opt.py").resolve()
     new.write_text("O = 1\n")
     _forget(spec, tmp_path)
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: reward 'rw.py:fn' now imports the helper module {new}, a file its imports did not "
         f"find when the run started (sha256 none then, {_sha(new)[:12]} now), so its remaining updates would train "
         "another reward than its first ones; remove or rename that file, as the folder was when the run started, or "
@@ -206,7 +206,7 @@ def test_a_renamed_module_file_whose_root_is_on_sys_path_is_told_the_file_is_gon
     assert modules == {"__init__.py": _sha(src / "hs8pkg/__init__.py")}  # run when hs8pkg.rw is imported
     file.rename(src / "hs8pkg/rw_old.py")  # src is still on sys.path
     _forget(spec, tmp_path)
-    message = _refused(run, out, RunConfigMismatchError)
+    message = refused_before_loading(run, out, RunConfigMismatchError)
     assert message == (
         f"{out} cannot be resumed: reward 'hs8pkg.rw:fn': no module named 'hs8pkg.rw' (from {tmp_path}); write it as "
         "MODULE:FUNCTION (a module importable from the working directory or sys.path) or path/to/file.py:FUNCTION; "
@@ -232,7 +232,7 @@ def test_a_module_reward_shadowed_by_another_copy_is_not_told_to_use_pythonpath(
     now = (other / "hs9pkg/rw.py").resolve()
     sys.path.insert(0, str(other))  # found before src, which is still on sys.path
     _forget(spec, tmp_path)
-    assert _refused(run, out, RunConfigMismatchError) == (
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
         f"{out} cannot be resumed: reward 'hs9pkg.rw:fn' resolves to {now}, not to {file} as when the run started "
         f"(path moved) and the file differs (sha256 {sha[:12]} then, {_sha(now)[:12]} now), so its remaining updates "
         f"would train another reward than its first ones; restore the reward file as it was ({file}, sha256 "
