@@ -115,10 +115,21 @@ def train_main(args) -> int:
     try:
         with terminate_cleanly():  # SIGTERM raises Terminated: the run stops as on Ctrl-C
             return _train_command(args)
-    except Terminated:  # after the run had finished, while its lines were printed
-        print(f"gradprobe train: terminated (SIGTERM) after the run in {args.out} had finished; its files are kept",
-              file=sys.stderr)
+    except Terminated:  # outside the run: while the modules loaded, or after it finished, while its lines printed
+        if _finished(args.out):
+            print(f"gradprobe train: terminated (SIGTERM) after the run in {args.out} had finished; its files are "
+                  "kept", file=sys.stderr)
+        else:
+            print(f"gradprobe train: terminated (SIGTERM); {interrupt_message(args.out)}", file=sys.stderr)
         return 143
+
+
+def _finished(out) -> bool:
+    """Whether the run folder ``out`` holds a finished run (``summary.json`` with ``completed`` true)."""
+    try:
+        return json.loads((Path(out) / SUMMARY_JSON).read_text()).get("completed") is True
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _train_command(args) -> int:

@@ -52,3 +52,27 @@ def test_quick_start_train_command_parses(capsys):
     for flag in ("--plan", "--arm", "--out", "--updates", "--budget-tokens", "--budget-flops", "--budget-seconds"):
         assert flag in text
     assert "shortening a run" in text
+
+
+def test_sigterm_outside_the_run_says_what_the_folder_holds(tmp_path, monkeypatch, capsys):
+    """A tester's SIGTERM 1-3 s into `gradprobe train` (while the modules loaded) printed "terminated (SIGTERM)
+    after the run in Z2 had finished; its files are kept", with no Z2 at all."""
+    import json
+    import types
+
+    import gradprobe.cli.train as train_cli
+
+    def stopped(args):
+        raise train_cli.Terminated()
+
+    monkeypatch.setattr(train_cli, "_train_command", stopped)
+    out = tmp_path / "Z2"
+    assert train_cli.train_main(types.SimpleNamespace(out=str(out))) == 143
+    assert capsys.readouterr().err == ("gradprobe train: terminated (SIGTERM); it stopped before the first update and "
+                                       "the first checkpoint: running the same command again starts the run from "
+                                       "update 0\n")
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps({"completed": True}))
+    assert train_cli.train_main(types.SimpleNamespace(out=str(out))) == 143
+    assert capsys.readouterr().err == (f"gradprobe train: terminated (SIGTERM) after the run in {out} had finished; "
+                                       "its files are kept\n")
