@@ -151,3 +151,6 @@ def test_no_progress_given_to_main_in_process_leaves_the_callers_bars_as_they_we
     assert seen == {"TQDM_DISABLE": "1", "bars": False}  # off while the command ran
     assert "TQDM_DISABLE" not in os.environ and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "0"
     assert hf_logging.is_progress_bar_enabled()
+    from huggingface_hub.utils import are_progress_bars_disabled
+
+    assert not are_progress_bars_disabled()  # the hub's bars too (a tester: off after main returned)

@@ -75,15 +75,20 @@ _PROGRESS_SWITCHES = ("HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE")
 
 def _restore_progress_bars(kept: dict) -> None:
     """Undo :func:`_no_library_progress_bars` after an in-process ``main(argv)`` call: the variables as ``kept``
-    (None: unset) and transformers' bars on again."""
+    (None: unset), transformers' bars on again, and the hub's as they were (``kept["hub_bars_off"]``)."""
+    from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
     from transformers.utils import logging as hf_logging
 
+    hub_off = kept.pop("hub_bars_off", False)
     for key, value in kept.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-    hf_logging.enable_progress_bar()
+    with warnings.catch_warnings():  # the hub warns when its variable keeps them off: the caller's own setting
+        warnings.simplefilter("ignore")
+        hf_logging.enable_progress_bar()
+        (disable_progress_bars if hub_off else enable_progress_bars)()
 
 
 def _no_library_progress_bars() -> None:
@@ -125,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "no_progress", False):
         return commands[args.command](args)
     kept = {k: os.environ.get(k) for k in _PROGRESS_SWITCHES}
+    if not console:
+        from huggingface_hub.utils import are_progress_bars_disabled  # light: no torch
+
+        kept["hub_bars_off"] = are_progress_bars_disabled()
     _no_library_progress_bars()
     try:
         return commands[args.command](args)

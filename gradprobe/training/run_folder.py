@@ -681,7 +681,7 @@ def model_weights_identity(spec: str) -> dict | None:
             return {"source": "gguf", **_weights_digest(path.parent, [path.name])} if path.is_file() else None
         folder = Path(spec).expanduser()
         if folder.is_dir():
-            names = sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
+            names = _loaded_weight_files(folder)
             return {"source": "folder", **_weights_digest(folder.resolve(), names)} if names else None
     except (OSError, ValueError):  # not built, unreadable: the loader's own error names it
         return None
@@ -711,6 +711,21 @@ def _weights_digest(folder: Path, names: list[str]) -> dict:
     return {"path": str(folder), "files": list(names), "method": method, "digest": digest}
 
 
+def _loaded_weight_files(folder: Path) -> list[str]:
+    """The weight files ``from_pretrained`` reads from the folder ``folder``: the shards its
+    ``model.safetensors.index.json`` maps tensors to, else ``model.safetensors``, else every ``*.safetensors`` (a
+    backup ``old.safetensors`` beside ``model.safetensors`` is not read, so it is not part of the weights)."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            return sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass  # a damaged index: the loader names it; every shard stands in
+    if (folder / "model.safetensors").is_file():
+        return ["model.safetensors"]
+    return sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
+
+
 def _sampled_sha256(path: Path, size: int) -> str:
     """The sha256 of :data:`SAMPLES` pieces of :data:`SAMPLE_BYTES` of the file ``path`` (``size`` bytes): its first
     and last piece and pieces evenly spaced between them (64 MiB read, whatever the file's size)."""
@@ -731,9 +746,11 @@ def model_weights_problem(record) -> str | None:
     refusal."""
     digest = record.get("digest") if isinstance(record, dict) else None
     ok = (isinstance(record, dict) and isinstance(record.get("source"), str) and isinstance(record.get("path"), str)
-          and (digest is None or isinstance(digest, str) and len(digest) == 64 and set(digest) <= _HEX))
+          and (digest is None or isinstance(digest, str) and len(digest) == 64 and set(digest) <= _HEX
+               and record.get("method") in ("sha256", "sampled-sha256")))
     return None if ok else (f"is {json_short(record)}, not an object with \"source\" (text), \"path\" (text) and "
-                            "\"digest\" (null or 64 hex digits)")
+                            "\"digest\" (null, or 64 lowercase hex digits with \"method\" \"sha256\" or "
+                            "\"sampled-sha256\")")
 
 
 def check_model_weights(out, spec: str, current: dict | None) -> None:

@@ -114,7 +114,8 @@ def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record
     (out / "config.json").write_text(json.dumps({**config, "model_weights": {"source": "tier", "digest": "x"}}))
     assert refused_before_loading(run, out, DamagedRunFolderError) == (
         f"{out / 'config.json'} is damaged (field model_weights is {{\"source\": \"tier\", \"digest\": \"x\"}}, not "
-        "an object with \"source\" (text), \"path\" (text) and \"digest\" (null or 64 hex digits)): the initial "
+        "an object with \"source\" (text), \"path\" (text) and \"digest\" (null, or 64 lowercase hex digits with "
+        "\"method\" \"sha256\" or \"sampled-sha256\")): the initial "
         f"weights the run started from cannot be checked; restore the file from a copy, or delete {out} to start the "
         "run over")
     del config["model_weights"]  # as written before gradprobe recorded it
@@ -141,6 +142,8 @@ def test_a_local_folder_whose_weights_were_replaced_is_refused(tmp_path, monkeyp
     model = tmp_path / "model"
     shutil.copytree(shipped_root() / tier_path("tiny").name, model)
     (model / "extra.safetensors").write_bytes(b"12")
+    (model / "model.safetensors.index.json").write_text(json.dumps(  # two shards, as from_pretrained reads them
+        {"weight_map": {"x": "extra.safetensors", "y": "model.safetensors"}}))
     a, b = _sha(model / "extra.safetensors"), _sha(model / "model.safetensors")
     listing = f"{a}  extra.safetensors\n{b}  model.safetensors\n"
     then = model_weights_identity(str(model))
@@ -202,3 +205,23 @@ def test_a_cache_build_that_is_a_symlink_is_recorded_as_the_cache_build(tmp_path
     identity = model_weights_identity("tiny")
     assert (identity["build"], identity["path"]) == ("cache", str(cache.parent.resolve() / cache.name))
     assert identity["digest"] == _sha(elsewhere / "model.safetensors")
+
+
+def test_a_record_without_its_method_is_damaged_and_an_unread_weight_file_is_not_the_weights(tmp_path):
+    """A tester: a record without "method" was refused as other weights while naming the same digest twice; a backup
+    ``old.safetensors`` beside ``model.safetensors``, which the loader does not read, blocked the resume."""
+    from gradprobe.training.run_folder import model_weights_problem
+
+    model = tmp_path / "model"
+    shutil.copytree(shipped_root() / tier_path("tiny").name, model)
+    then = model_weights_identity(str(model))
+    assert then["files"] == ["model.safetensors"]
+    assert "method" in model_weights_problem({k: v for k, v in then.items() if k != "method"})
+    assert model_weights_problem({**then, "digest": then["digest"].upper()}) is not None
+    (model / "old.safetensors").write_bytes(b"a backup")
+    assert model_weights_identity(str(model)) == then
+    (model / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors", "c": "model-1.safetensors"}}))
+    for name in ("model-1.safetensors", "model-2.safetensors"):
+        (model / name).write_bytes(name.encode())
+    assert model_weights_identity(str(model))["files"] == ["model-1.safetensors", "model-2.safetensors"]
