@@ -151,7 +151,8 @@ def test_a_run_folder_without_the_record_resumes_with_one_note(tmp_path, registr
     assert "reward_plugin" not in json.loads((out / "config.json").read_text())  # the old folder is left as it was
     # a built-in reward: nothing recorded, nothing to note
     builtin = killed_run(tmp_path / "builtin", "outcome")
-    assert sorted(json.loads((tmp_path / "builtin" / "config.json").read_text())) == ["plan_sha256", "run", "versions"]
+    recorded = sorted(json.loads((tmp_path / "builtin" / "config.json").read_text()))
+    assert recorded == ["model_weights", "plan_sha256", "run", "versions"]  # no reward_plugin
     capsys.readouterr()
     assert run_training(builtin, tmp_path / "builtin")["resumed_from_update"] == [1]
     assert "note:" not in capsys.readouterr().err
