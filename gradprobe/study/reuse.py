@@ -42,8 +42,8 @@ from ..outputs import output_error, versions, write_json_atomic
 from ..tasks import task_data_identity
 from ..training.plan import Plan, run_config_from_dict
 from ..training.run_folder import (MODEL_WEIGHTS, MODULES, REWARD_PLUGIN, TASK_DATA, config_differences,
-                                   model_weights_problem, modules_mismatch, modules_problem, task_data_mismatch,
-                                   task_data_problem)
+                                   model_files_differences, model_weights_problem, modules_mismatch, modules_problem,
+                                   task_data_mismatch, task_data_problem)
 from .folder import REUSED_JSON, run_status  # REUSED_JSON: the run folder's provenance record of a reused run
 
 #: RunConfig fields that only name the plan a run belongs to (no computation reads them)
@@ -198,8 +198,10 @@ def _other_weights(cfg: dict, now: dict | None) -> str | None:
     """Why a source run's ``config.json`` (``cfg``) may have started from other initial weights than the plan's model
     loads now (``now``, :func:`gradprobe.training.run_folder.model_weights_identity`; None or without a digest: a
     generated model or a hub id, not checked): its recorded ``model_weights`` differ in content (a tier rebuilt in
-    the cache since, replaced weights; the same content at another path is the same weights), are damaged, or were
-    not recorded (a run made before gradprobe recorded them); None when they are the same."""
+    the cache since, replaced weights; the same content at another path is the same weights), its model's files
+    beside the weights differ (an edited ``config.json`` or tokenizer,
+    :func:`gradprobe.training.run_folder.model_files_differences`), are damaged, or were not recorded (a run made
+    before gradprobe recorded them); None when they are the same."""
     if now is None or now.get("digest") is None:
         return None
     then = cfg.get(MODEL_WEIGHTS)
@@ -215,7 +217,11 @@ def _other_weights(cfg: dict, now: dict | None) -> str | None:
     if (then.get("method"), then.get("digest")) != (now.get("method"), now["digest"]):
         return (f"started from other initial weights ({then['path']}, digest {str(then.get('digest'))[:12]}; the "
                 f"model loads {now['path']}, digest {now['digest'][:12]}, now)")
-    return None
+    if "model_files" not in then and now.get("model_files"):
+        return ("its model's config.json and tokenizer files were not recorded (made before gradprobe recorded them), "
+                f"so whether it used the ones {now['path']} holds now cannot be told")
+    differs = model_files_differences(then, now)
+    return None if differs is None else f"same weights, but {differs}"
 
 
 def _other_reward_code(spec: str, cfg: dict) -> str | None:

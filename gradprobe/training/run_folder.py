@@ -54,6 +54,7 @@ __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", 
            "foreign_run_files", "study_above", "check_reward_identity", "modules_problem", "modules_mismatch",
            "refuse_unimportable_reward", "TASK_DATA", "check_task_data", "task_data_problem", "task_data_mismatch",
            "task_data_moved", "MODEL_WEIGHTS", "HASH_LIMIT_BYTES", "model_weights_identity", "model_weights_problem",
+           "MODEL_FILES", "model_files_differences",
            "check_model_weights", "config_differences"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
@@ -646,11 +647,19 @@ HASH_LIMIT_BYTES = 2 * 1024 ** 3
 #: last bytes (the safetensors header names every tensor's shape and place) and pieces evenly spaced between them
 SAMPLES, SAMPLE_BYTES = 64, 1 << 20
 _HEX = frozenset("0123456789abcdef")
+#: The files beside the weights that define the model ``from_pretrained`` builds and the tokenizer it reads: its
+#: architecture settings (``config.json``: a changed ``rms_norm_eps`` or ``rope_theta`` is another model with the
+#: same weights), its generation defaults (end-of-sequence ids) and its tokenizer and chat template. Recorded by
+#: sha256 in ``model_weights["model_files"]`` (:func:`model_weights_identity`); a GGUF file holds them all.
+MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+               "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model",
+               "chat_template.jinja", "chat_template.json")
 
 
 def model_weights_identity(spec: str) -> dict | None:
     """The identity of the weights :func:`gradprobe.models.load_policy` would load for the model ``spec`` now, read
-    from the files without loading them: ``{"source", "path", "build", "files", "method", "digest"}``.
+    from the files without loading them: ``{"source", "path", "build", "files", "method", "digest",
+    "model_files"}``.
 
     ``source``: ``"tier"`` (an alias of :data:`gradprobe.models.TIER_ALIASES`, resolved by
     :func:`gradprobe.tiers.tier_path`: ``build`` ``"cache"`` or ``"shipped"``, ``path`` its folder), ``"folder"``
@@ -661,6 +670,9 @@ def model_weights_identity(spec: str) -> dict | None:
     (more than :data:`HASH_LIMIT_BYTES` together): the same listing of each file's size and the sha256 of
     :data:`SAMPLES` pieces of it (:func:`_sampled_sha256`): content alone, so a copy (another path, another
     modification time) is the same weights and a rebuilt or replaced model, which differs throughout, is not.
+    ``model_files`` (a tier or a folder): ``{name: sha256}`` of the :data:`MODEL_FILES` beside the weights (its
+    ``config.json``, generation defaults, tokenizer and chat template): the same weights under an edited
+    ``config.json`` (``rms_norm_eps``, ``rope_theta``) are another model.
     None for the generated models (``tiny-qwen2``, ``tiny-llama``:
     a function of the seed) and for a spec that cannot be resolved now (unbuilt tier, missing path: the loader's
     error names it).
@@ -675,14 +687,16 @@ def model_weights_identity(spec: str) -> dict | None:
             folder = tier_path(spec)  # a cache build may be a symlink: which root it sits in decides its build
             folder = folder.parent.resolve() / folder.name
             build = "cache" if folder.parent == cache_root().resolve() else "shipped"
-            return {"source": "tier", "build": build, **_weights_digest(folder, ["model.safetensors"])}
+            return {"source": "tier", "build": build, **_weights_digest(folder, ["model.safetensors"]),
+                    "model_files": _model_files(folder)}
         if spec == "smollm2-135m" or spec.endswith(".gguf"):
             path = (smollm2_gguf_path() if spec == "smollm2-135m" else Path(spec).expanduser()).resolve()
             return {"source": "gguf", **_weights_digest(path.parent, [path.name])} if path.is_file() else None
         folder = Path(spec).expanduser()
         if folder.is_dir():
             names = _loaded_weight_files(folder)
-            return {"source": "folder", **_weights_digest(folder.resolve(), names)} if names else None
+            return ({"source": "folder", **_weights_digest(folder.resolve(), names),
+                     "model_files": _model_files(folder)} if names else None)
     except (OSError, ValueError):  # not built, unreadable: the loader's own error names it
         return None
     return {"source": "hub", "path": spec, "files": [], "method": None, "digest": None}
@@ -709,6 +723,15 @@ def _weights_digest(folder: Path, names: list[str]) -> dict:
         digest = shas[0] if len(shas) == 1 else hashlib.sha256(
             "".join(f"{s}  {n}\n" for s, n in zip(shas, names)).encode()).hexdigest()
     return {"path": str(folder), "files": list(names), "method": method, "digest": digest}
+
+
+def _model_files(folder: Path) -> dict:
+    """``{name: sha256}`` of the :data:`MODEL_FILES` present in ``folder`` (sorted by name). Raises OSError for an
+    unreadable one."""
+    import hashlib
+
+    return {n: hashlib.sha256((folder / n).read_bytes()).hexdigest() for n in sorted(MODEL_FILES)
+            if (folder / n).is_file()}
 
 
 def _loaded_weight_files(folder: Path) -> list[str]:
@@ -740,17 +763,32 @@ def _sampled_sha256(path: Path, size: int) -> str:
     return h.hexdigest()
 
 
+def _is_sha256(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX
+
+
 def model_weights_problem(record) -> str | None:
-    """What is wrong with a recorded ``model_weights`` (``config.json``'s): None when it is an object with
-    ``source`` (text), ``path`` (text) and ``digest`` (None or 64 hex digits); else what it is, for a "damaged"
-    refusal."""
-    digest = record.get("digest") if isinstance(record, dict) else None
-    ok = (isinstance(record, dict) and isinstance(record.get("source"), str) and isinstance(record.get("path"), str)
-          and (digest is None or isinstance(digest, str) and len(digest) == 64 and set(digest) <= _HEX
-               and record.get("method") in ("sha256", "sampled-sha256")))
-    return None if ok else (f"is {json_short(record)}, not an object with \"source\" (text), \"path\" (text) and "
-                            "\"digest\" (null, or 64 lowercase hex digits with \"method\" \"sha256\" or "
-                            "\"sampled-sha256\")")
+    """What is wrong with a recorded ``model_weights`` (``config.json``'s, :func:`model_weights_identity`): None when
+    it is an object with ``source`` (one of tier, folder, gguf, hub, given), ``path`` (text), ``digest`` (64
+    lowercase hex digits with ``method`` sha256 or sampled-sha256; null only for a hub id or a policy given in code:
+    a tier, folder or GGUF file is always hashed) and, where present, ``model_files`` (an object of file names to
+    64 lowercase hex digits); else what it is and why, for a "damaged" refusal (hex digits are lowercase, as
+    ``hashlib`` and ``sha256sum`` write them: an uppercase digest was written by hand)."""
+    if not isinstance(record, dict):
+        return f"is {json_short(record)}, not an object"
+    source, digest, files = record.get("source"), record.get("digest"), record.get("model_files", {})
+    if source not in ("tier", "folder", "gguf", "hub", "given") or not isinstance(record.get("path"), str):
+        why = "\"source\" one of \"tier\", \"folder\", \"gguf\", \"hub\", \"given\" and \"path\" (text)"
+    elif digest is None and source in ("tier", "folder", "gguf"):
+        why = f"a \"digest\": a {source}'s weights are always hashed"
+    elif digest is not None and not (_is_sha256(digest) and record.get("method") in ("sha256", "sampled-sha256")):
+        why = ("\"digest\" 64 lowercase hex digits (as sha256sum prints them) with \"method\" \"sha256\" or "
+               "\"sampled-sha256\"")
+    elif not (isinstance(files, dict) and all(isinstance(k, str) and _is_sha256(v) for k, v in files.items())):
+        why = "\"model_files\" an object of file names to sha256s (64 lowercase hex digits)"
+    else:
+        return None
+    return f"is {json_short(record)}; it needs {why}"
 
 
 def check_model_weights(out, spec: str, current: dict | None) -> None:
@@ -775,16 +813,19 @@ def check_model_weights(out, spec: str, current: dict | None) -> None:
     Raises
     ------
     RunConfigMismatchError
-        The digest differs from the recorded one (same ``method``, or the method changed: other files): one line
-        naming the run folder, the model, both weights (build or path and digest, 12 hex digits) and the fix (for a
-        tier: delete the cache build, or set ``GRADPROBE_CACHE`` so the run's build is loaded; for a folder or file:
-        restore the weights; or start a new run under a new --out). The same weights at another path resume, with
-        a note on stderr.
+        The digest differs from the recorded one (same ``method``, or the method changed: other files), or the
+        source (a hub id then, a local folder of that name now): one line naming the run folder, the model, both
+        weights (build or path and digest, 12 hex digits) and the fix (for a tier: delete the cache build, or set
+        ``GRADPROBE_CACHE`` so the run's build is loaded; for a folder or file: restore the weights; or start a new
+        run under a new --out). The same weights with other ``model_files`` (an edited ``config.json`` or tokenizer:
+        :func:`model_files_differences`): one line naming each file, both sha256s and the fix. The same weights and
+        files at another path resume, with a note on stderr.
     DamagedRunFolderError
         ``config.json`` cannot be read, or its ``model_weights`` is damaged (:func:`model_weights_problem`).
 
     A run folder from before the identity was recorded (no ``model_weights``) resumes, with one note on stderr
-    saying that its initial weights could not be checked.
+    saying that its initial weights could not be checked; one from before ``model_files`` was recorded resumes on
+    the same weights with a note that those files could not be checked.
     """
     out = Path(out)
     cfg = out / CONFIG_JSON
@@ -808,23 +849,67 @@ def check_model_weights(out, spec: str, current: dict | None) -> None:
         raise DamagedRunFolderError(f"{cfg} is damaged (field {MODEL_WEIGHTS} {problem}): the initial weights the "
                                     f"run started from cannot be checked; restore the file from a copy, or delete "
                                     f"{out} to start the run over")
-    if recorded["digest"] is None or recorded["source"] in ("hub", "given"):
+    if recorded["source"] == "given":
         return
-    if (recorded.get("method"), recorded["digest"]) != (current.get("method"), current["digest"]):
+    if (recorded["source"], recorded.get("method"), recorded["digest"]) != (
+            current["source"], current.get("method"), current["digest"]):
         raise RunConfigMismatchError(
             f"{out} cannot be resumed: model {spec!r} now loads {_weights_text(current)}, not "
             f"{_weights_text(recorded)} as when the run started, so the initial policy its kl_init is measured "
             f"against would be another model than in its first updates; {_weights_fix(recorded, current)}, "
             f"{_restart(out)}; nothing was loaded or written")
+    differs = model_files_differences(recorded, current)
+    if differs:
+        raise RunConfigMismatchError(
+            f"{out} cannot be resumed: model {spec!r} now loads the same weights from {current['path']}, but "
+            f"{differs}, so the model built from them (its architecture settings, generation defaults, tokenizer or "
+            f"chat template) would not be the one its checkpoint and first updates were made with; "
+            f"{_files_fix(recorded, current)}, {_restart(out)}; nothing was loaded or written")
+    _same_weights_notes(out, spec, recorded, current)
+
+def _same_weights_notes(out: Path, spec: str, recorded: dict, current: dict) -> None:
+    """The notes of a resume on the same weights (:func:`check_model_weights`): loaded from another path; or the
+    model's files beside the weights not recorded (a run started before gradprobe recorded them)."""
     if recorded["path"] != current["path"]:
         print(f"note: model {spec!r} of {out} is loaded from {current['path']}, not {recorded['path']} as when the "
               f"run started, with the same weights ({_short(current['digest'])}); resuming", file=sys.stderr,
               flush=True)
+    if "model_files" not in recorded and current.get("model_files"):
+        print(f"note: {out} was started before gradprobe recorded a model's config.json and tokenizer files beside "
+              f"its weights, so whether {', '.join(current['model_files'])} in {current['path']} are still the ones "
+              "the run started with could not be checked (its weights are the same); resuming",
+              file=sys.stderr, flush=True)
+
+
+def model_files_differences(then: dict, now: dict) -> str | None:
+    """Which of the model's files beside its weights (``model_files``, :data:`MODEL_FILES`) differ between two
+    weights identities (:func:`model_weights_identity`), as ``"its config.json differs (sha256 0123456789ab then,
+    89abcdef0123 now)"``; None when they are the same, or when ``then`` did not record them (a run started before
+    gradprobe recorded them)."""
+    if "model_files" not in then:
+        return None
+    a, b = then["model_files"], now.get("model_files") or {}
+    found = [f"{n} (sha256 {_short(a.get(n)) if n in a else 'absent'} then, "
+             f"{_short(b.get(n)) if n in b else 'absent'} now)"
+             for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
+    if not found:
+        return None
+    return f"its {'; '.join(found)} differ{'s' if len(found) == 1 else ''} from when the run started"
+
+
+def _files_fix(then: dict, now: dict) -> str:
+    """How to resume a run whose model's files beside its weights changed (:func:`check_model_weights`)."""
+    if now["source"] == "tier" and now.get("build") == "cache":
+        return (f"to resume it, restore those files in the cache build {now['path']}, or delete it (or set "
+                "GRADPROBE_CACHE to a folder without it) if the run started from the shipped build")
+    return f"to resume it, restore those files in {now['path']} as they were when the run started"
 
 
 def _weights_text(record: dict) -> str:
     """A recorded or current weights identity in words, with its digest's first 12 hex digits."""
     files, digest, path = record.get("files") or [], _short(record.get("digest")), record["path"]
+    if record["source"] == "hub":
+        return f"the hub id {path} (its weights not read from files here)"
     if record.get("method") == "sampled-sha256":
         return f"{path} ({len(files)} weight file(s), sampled sha256 of their content {digest})"
     if record["source"] == "tier":
@@ -836,6 +921,8 @@ def _weights_text(record: dict) -> str:
 
 def _weights_fix(then: dict, now: dict) -> str:
     """How to load the weights a refused resume started from again (:func:`check_model_weights`)."""
+    if then["source"] == "hub":
+        return f"to resume it, move {now['path']} away so that the hub id {then['path']} is loaded again"
     if then["source"] == now["source"] == "tier":
         old, new = Path(then["path"]), Path(now["path"])
         if now.get("build") == "cache" and then.get("build") == "shipped":

@@ -170,3 +170,14 @@ def test_a_run_that_started_from_other_initial_weights_is_not_reused(tmp_path):
         "cannot be told")
     assert _other_weights({}, None) is None  # a generated model (tiny-qwen2): nothing to compare
     assert _other_weights({}, {"source": "hub", "path": "org/m", "digest": None}) is None
+    (model / "config.json").write_text('{"rms_norm_eps": 1e-06}')
+    then = model_weights_identity(str(model))
+    (model / "config.json").write_text('{"rms_norm_eps": 0.1}')  # a tester's edit: the same weights, another model
+    now = model_weights_identity(str(model))
+    a, b = then["model_files"]["config.json"], now["model_files"]["config.json"]
+    assert _other_weights({"model_weights": then}, now) == (
+        f"same weights, but its config.json (sha256 {a[:12]} then, {b[:12]} now) differs from when the run started")
+    before = {k: v for k, v in then.items() if k != "model_files"}  # recorded before model_files was
+    assert _other_weights({"model_weights": before}, now) == (
+        "its model's config.json and tokenizer files were not recorded (made before gradprobe recorded them), so "
+        f"whether it used the ones {model.resolve()} holds now cannot be told")

@@ -62,7 +62,8 @@ def test_a_resume_after_a_rebuild_in_the_cache_is_refused_and_deleting_it_resume
     v1 = _sha(shipped / "model.safetensors")
     assert json.loads((out / "config.json").read_text())["model_weights"] == {
         "source": "tier", "build": "shipped", "path": str(shipped), "files": ["model.safetensors"], "method": "sha256",
-        "digest": v1}
+        "digest": v1, "model_files": {n: _sha(shipped / n) for n in (
+            "chat_template.jinja", "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")}}
     kept = folder_files(out)
     v2 = _rebuild(cache)
     assert v2 != v1 and tier_path("tiny") == cache
@@ -113,9 +114,8 @@ def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record
     config = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({**config, "model_weights": {"source": "tier", "digest": "x"}}))
     assert refused_before_loading(run, out, DamagedRunFolderError) == (
-        f"{out / 'config.json'} is damaged (field model_weights is {{\"source\": \"tier\", \"digest\": \"x\"}}, not "
-        "an object with \"source\" (text), \"path\" (text) and \"digest\" (null, or 64 lowercase hex digits with "
-        "\"method\" \"sha256\" or \"sampled-sha256\")): the initial "
+        f"{out / 'config.json'} is damaged (field model_weights is {{\"source\": \"tier\", \"digest\": \"x\"}}; it "
+        "needs \"source\" one of \"tier\", \"folder\", \"gguf\", \"hub\", \"given\" and \"path\" (text)): the initial "
         f"weights the run started from cannot be checked; restore the file from a copy, or delete {out} to start the "
         "run over")
     del config["model_weights"]  # as written before gradprobe recorded it
@@ -129,6 +129,59 @@ def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record
         f"note: {out} was started before gradprobe recorded the identity of a run's initial weights, so whether model "
         f"'tiny' (the cache build {cache.resolve()} (model.safetensors sha256 {v2[:12]})) still loads the weights the "
         "run started from (the initial policy kl_init is measured against) could not be checked; resuming"]
+
+
+def test_the_same_weights_under_an_edited_config_or_tokenizer_are_refused(tmp_path, cache, capsys):
+    """A tester: a cache copy of the tier whose config.json was edited (rms_norm_eps 0.1) resumed with "the same
+    weights", and the resumed model scored 0: the record covered the weight files only."""
+    shipped = tier_path("tiny").resolve()
+    out = tmp_path / "run"
+    run = killed_run(out)
+    kept = folder_files(out)
+    shutil.copytree(shipped, cache)
+    config = json.loads((cache / "config.json").read_text())
+    (cache / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 0.1}))
+    (cache / "tokenizer_config.json").unlink()
+    a, b = _sha(shipped / "config.json"), _sha(cache / "config.json")
+    c = _sha(shipped / "tokenizer_config.json")
+    assert refused_before_loading(run, out, RunConfigMismatchError) == (
+        f"{out} cannot be resumed: model 'tiny' now loads the same weights from {cache.resolve()}, but its config.json "
+        f"(sha256 {a[:12]} then, {b[:12]} now); tokenizer_config.json (sha256 {c[:12]} then, absent now) differ from "
+        "when the run started, so the model built from them (its architecture settings, generation defaults, "
+        "tokenizer or chat template) would not be the one its checkpoint and first updates were made with; to resume "
+        f"it, restore those files in the cache build {cache.resolve()}, or delete it (or set GRADPROBE_CACHE to a "
+        "folder without it) if the run started from the shipped build, or start a new run under a new --out (not "
+        f"{out}); nothing was loaded or written")
+    assert folder_files(out) == kept
+    config = json.loads((out / "config.json").read_text())
+    del config["model_weights"]["model_files"]  # as recorded before gradprobe recorded the model's files
+    (out / "config.json").write_text(json.dumps(config))
+    capsys.readouterr()
+    check_model_weights(out, "tiny", model_weights_identity("tiny"))  # checked only: the first test resumes one
+    assert capsys.readouterr().err.splitlines() == [
+        f"note: model 'tiny' of {out} is loaded from {cache.resolve()}, not {shipped} as when the run started, with "
+        f"the same weights ({config['model_weights']['digest'][:12]}); resuming",
+        f"note: {out} was started before gradprobe recorded a model's config.json and tokenizer files beside its "
+        "weights, so whether chat_template.jinja, config.json, generation_config.json, tokenizer.json in "
+        f"{cache.resolve()} are still the ones the run started with could not be checked (its weights are the same); "
+        "resuming"]
+
+
+def test_a_run_from_the_hub_is_refused_when_its_name_is_now_a_local_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run"
+    _run_folder(out, {"source": "hub", "path": "org/model", "files": [], "method": None, "digest": None})
+    check_model_weights(out, "org/model", model_weights_identity("org/model"))  # the hub: not read here
+    shutil.copytree(tier_path("tiny"), tmp_path / "org" / "model")  # a folder of that name now shadows the hub id
+    now = model_weights_identity("org/model")
+    with pytest.raises(RunConfigMismatchError) as e:
+        check_model_weights(out, "org/model", now)
+    assert str(e.value) == (
+        f"{out} cannot be resumed: model 'org/model' now loads {tmp_path / 'org' / 'model' / 'model.safetensors'} "
+        f"(sha256 {now['digest'][:12]}), not the hub id org/model (its weights not read from files here) as when the "
+        "run started, so the initial policy its kl_init is measured against would be another model than in its first "
+        f"updates; to resume it, move {tmp_path / 'org' / 'model'} away so that the hub id org/model is loaded again, "
+        f"or start a new run under a new --out (not {out}); nothing was loaded or written")
 
 
 def _run_folder(out: Path, weights: dict) -> None:
@@ -148,7 +201,9 @@ def test_a_local_folder_whose_weights_were_replaced_is_refused(tmp_path, monkeyp
     listing = f"{a}  extra.safetensors\n{b}  model.safetensors\n"
     then = model_weights_identity(str(model))
     assert then == {"source": "folder", "path": str(model.resolve()), "files": ["extra.safetensors",
-                    "model.safetensors"], "method": "sha256", "digest": hashlib.sha256(listing.encode()).hexdigest()}
+                    "model.safetensors"], "method": "sha256", "digest": hashlib.sha256(listing.encode()).hexdigest(),
+                    "model_files": {n: _sha(model / n) for n in ("chat_template.jinja", "config.json",
+                                    "generation_config.json", "tokenizer.json", "tokenizer_config.json")}}
     out = tmp_path / "run"
     _run_folder(out, then)
     check_model_weights(out, str(model), model_weights_identity(str(model)))  # unchanged: resumes
@@ -217,7 +272,14 @@ def test_a_record_without_its_method_is_damaged_and_an_unread_weight_file_is_not
     then = model_weights_identity(str(model))
     assert then["files"] == ["model.safetensors"]
     assert "method" in model_weights_problem({k: v for k, v in then.items() if k != "method"})
-    assert model_weights_problem({**then, "digest": then["digest"].upper()}) is not None
+    assert model_weights_problem({**then, "digest": then["digest"].upper()}).endswith(
+        "it needs \"digest\" 64 lowercase hex digits (as sha256sum prints them) with \"method\" \"sha256\" or "
+        "\"sampled-sha256\"")
+    assert model_weights_problem({**then, "source": "tier", "digest": None}).endswith(  # a tester's hand edit
+        "it needs a \"digest\": a tier's weights are always hashed")
+    assert model_weights_problem({**then, "model_files": {"config.json": "x"}}).endswith(
+        "it needs \"model_files\" an object of file names to sha256s (64 lowercase hex digits)")
+    assert model_weights_problem({**then, "model_files": {}}) is None
     (model / "old.safetensors").write_bytes(b"a backup")
     assert model_weights_identity(str(model)) == then
     (model / "model.safetensors.index.json").write_text(json.dumps(
