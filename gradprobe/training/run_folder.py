@@ -921,6 +921,7 @@ def _weights_text(record: dict) -> str:
 
 def _weights_fix(then: dict, now: dict) -> str:
     """How to load the weights a refused resume started from again (:func:`check_model_weights`)."""
+    from ..models import tier_damage  # torch: only a run imports this
     if then["source"] == "hub":
         return f"to resume it, move {now['path']} away so that the hub id {then['path']} is loaded again"
     if then["source"] == now["source"] == "tier":
@@ -928,6 +929,10 @@ def _weights_fix(then: dict, now: dict) -> str:
         if now.get("build") == "cache" and then.get("build") == "shipped":
             return (f"to resume it, delete the cache build {new} (or set GRADPROBE_CACHE to a folder without it) so "
                     f"that the shipped build {old} is loaded again")
+        if then.get("build") == "cache" and old != new and old.parent == _cache_root():  # this cache: not loadable
+            return (f"to resume it, restore the run's build at {old} (it is not a finished build now: "
+                    f"{tier_damage(old, record_needed=True) or 'its warmstart.json is missing'}), for instance its "
+                    "warmstart.json from a copy")
         if then.get("build") == "cache" and old != new:
             return (f"to resume it, set GRADPROBE_CACHE={old.parent.parent} (the cache the run's build is in) so "
                     f"that {old} is loaded again" if (old / "model.safetensors").is_file() else
@@ -936,6 +941,13 @@ def _weights_fix(then: dict, now: dict) -> str:
         return (f"to resume it, restore the build the run started from at {old} (model.safetensors sha256 "
                 f"{_short(then['digest'])}; the shipped build changes only with another gradprobe version)")
     return f"to resume it, restore the weights the run started from at {then['path']} (digest {_short(then['digest'])})"
+
+
+def _cache_root() -> Path:
+    """:func:`gradprobe.tiers.cache_root`, resolved (imported here: the tiers module is read only by a resume)."""
+    from ..tiers import cache_root
+
+    return cache_root().resolve()
 
 
 def config_differences(then: dict, now: dict, *, limit: int = 4) -> str:

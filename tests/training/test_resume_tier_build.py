@@ -108,6 +108,21 @@ def test_a_run_started_on_a_cache_build_needs_that_build_to_resume(tmp_path, cac
         f"with the same weights ({v2[:12]}); resuming"]
 
 
+def test_a_run_whose_cache_build_lost_its_record_is_told_to_restore_it(tmp_path, cache):
+    """A tester: the fix said to set GRADPROBE_CACHE to the cache it was already set to; the build there was no longer
+    loadable (its warmstart.json deleted), so 'tiny' resolved to the shipped build."""
+    _rebuild(cache)
+    out = tmp_path / "run"
+    with pytest.warns(Warning):  # RebuiltTierWarning: the cache build is not the shipped one
+        run = killed_run(out)
+    (cache / "warmstart.json").unlink()
+    message = refused_before_loading(run, out, RunConfigMismatchError)
+    assert message.endswith(
+        f"; to resume it, restore the run's build at {cache.resolve()} (it is not a finished build now: "
+        f"{cache.resolve() / 'warmstart.json'} is missing), for instance its warmstart.json from a copy, or start a "
+        f"new run under a new --out (not {out}); nothing was loaded or written")
+
+
 def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record_is_refused(tmp_path, cache, capsys):
     out = tmp_path / "run"
     run = killed_run(out)
