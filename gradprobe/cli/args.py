@@ -7,15 +7,24 @@ from __future__ import annotations
 
 import argparse
 
+from ..tiers import ALIASES, TIER_ALIASES, TINY_ARCHITECTURES
 from ..token_counts import TOKEN_COUNT_FORMS, parse_token_count
 from ..tracking import REPORT_TO
 
 __all__ = ["HelpFormatter", "add_report_to", "nonneg_int", "positive_int", "seed_int", "token_count",
            "TOKEN_COUNT_FORMS", "out_path",
-           "in_path", "CALIBRATION_PATH", "CommandParser", "flag_named"]
+           "in_path", "CALIBRATION_PATH", "CommandParser", "flag_named", "MODEL_HELP"]
 
 CALIBRATION_PATH = "the calibration file `calib fit ROWS.csv --out FILE.json` wrote, or 'default' (the shipped one)"
 """What ``--calibration`` (``gradprobe probe``, ``calib apply``) takes, as its empty-value error says."""
+
+MODEL_HELP = (f"a shipped warm-started tier ({', '.join(TIER_ALIASES)}), a randomly initialised tiny model "
+              f"({', '.join(TINY_ARCHITECTURES)}), another alias "
+              f"({', '.join(a for a in ALIASES if a not in TIER_ALIASES + TINY_ARCHITECTURES)}), a local folder, "
+              f"a .gguf file or a hub id")
+"""What ``--model`` takes (``gradprobe probe``, ``rank-prompts``, ``difficulty-eval``): every alias of
+:func:`gradprobe.models.load_policy` (:data:`gradprobe.tiers.ALIASES`, read from there, never restated), a folder, a
+``.gguf`` file or a hub id."""
 
 
 def add_report_to(parser: argparse.ArgumentParser, help_text: str) -> None:

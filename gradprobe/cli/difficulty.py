@@ -45,7 +45,7 @@ from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, 
 from ..ledger import Ledger
 from ..outputs import json_safe, removed_if_left_empty, versions, write_json_atomic
 from ..difficulty.evaluate import evaluate_estimator, plot_reliability, prompt_groups, sample_outcomes
-from .args import HelpFormatter, flag_named, nonneg_int, out_path, positive_int
+from .args import MODEL_HELP, HelpFormatter, flag_named, nonneg_int, out_path, positive_int
 
 
 _COMMON_HELP = {
@@ -67,8 +67,7 @@ def add_difficulty_parsers(subparsers) -> None:
     for name in ("rank-prompts", "difficulty-eval"):
         p = subparsers.add_parser(name, help=_COMMON_HELP[name], description=_COMMON_HELP[name],
                                   formatter_class=HelpFormatter)
-        p.add_argument("--model", required=True,
-                       help="tiny (the warm-started tier), tiny-qwen2, smollm2-135m, a folder, .gguf file or hub id")
+        p.add_argument("--model", required=True, help=MODEL_HELP)
         p.add_argument("--task", required=True, help="task spec, e.g. chain_sum:min_terms=2,max_terms=4")
         p.add_argument("--skip-malformed", action="store_true",
                        help="tasks read from data (gsm8k, jsonl:, hf:): skip (count and warn about) malformed rows "

@@ -26,7 +26,7 @@ from ..layout import PROBE_JSON
 from ..outputs import json_safe, write_json_atomic
 from ..probe_settings import (DEFAULT_MC, FORECASTERS, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig,
                               ReferenceSettings, RunSettings, TaskSettings, UpdateSettings)
-from .args import HelpFormatter, CALIBRATION_PATH, flag_named, in_path, out_path, token_count
+from .args import HelpFormatter, CALIBRATION_PATH, MODEL_HELP, flag_named, in_path, out_path, token_count
 
 __all__ = ["probe_main", "interrupt_message", "Terminated", "terminate_cleanly"]
 
@@ -90,8 +90,7 @@ def _add_probe(sub) -> None:
 
 def _add_batch_options(p) -> None:
     """What is probed: the model, the task, the rewards, the probe batch and the reference direction."""
-    p.add_argument("--model", default=ModelSettings.name, help="tiny (the shipped warm-started tier), alias "
-                   "(smollm2-135m, tiny-qwen2, tiny-llama), local folder, .gguf file, or hub id")
+    p.add_argument("--model", default=ModelSettings.name, help=MODEL_HELP)
     p.add_argument("--task", default=TaskSettings.spec,
                    help="reasoning-gym dataset name (chain_sum, basic_arithmetic, gsm_symbolic, ...), gsm8k, gsm8k:PATH, or "
                         "your own data: jsonl:PATH or hf:NAME[:CONFIG], options after a last ':' (prompt=, question=, "

@@ -62,9 +62,12 @@ def add_study_parser(subparsers) -> None:
                         "offset that gives fresh seeds)")
     p.add_argument("--reuse-runs", action="append", default=[], metavar="DIR",
                    help="copy the finished runs of the study folder DIR (repeatable) that this plan would train "
-                        "identically (same resolved run configuration, gradprobe/torch/transformers versions, task "
-                        "data files and plug-in reward code) "
-                        "instead of training them again; each copy records its source in reused_from.json")
+                        "identically instead of training them again. A run is reused only when its config.json "
+                        "records the same resolved configuration, gradprobe/torch/transformers versions, task data "
+                        "files (task_data), plug-in reward code (reward_plugin) and initial weights (model_weights: "
+                        "what the model's tier, folder or .gguf file holds now; a rebuilt tier differs), compared "
+                        "by content; a run that did not record one that applies is not reused. Each copy records "
+                        "its source in reused_from.json")
     p.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (by default one per finished run: runs done/total, elapsed, ETA)")
 

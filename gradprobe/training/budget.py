@@ -8,13 +8,15 @@ FLOPs, ``updates`` updates (:data:`~gradprobe.training.specs.BUDGET_KINDS`). Tor
 from __future__ import annotations
 
 import dataclasses
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from ..token_counts import parse_token_count
 from .coerce import check_positive
 from .run_folder import study_above
 from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, RunConfig, TrainConfig
 
-__all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS", "too_small_message"]
+__all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS", "too_small_message", "named_as_arguments"]
 
 
 def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
@@ -65,6 +67,23 @@ def _check_save_weights_at(updates: int, arms: dict[str, ArmSpec], base: TrainCo
 #: command line's name its flags, :data:`~gradprobe.training.specs.BUDGET_FLAGS`).
 BUDGET_ARGUMENTS = {"generated_tokens": "budget_tokens=", "device_seconds": "budget_seconds=",
                     "flops": "budget_flops=", "updates": "updates="}
+
+
+#: True while :func:`gradprobe.train` runs (:func:`named_as_arguments`): :func:`too_small_message`, raised deep in the
+#: run, then names its arguments (``budget_tokens=``, ``out=``) instead of the command line's flags.
+_PYTHON_NAMES: ContextVar[bool] = ContextVar("gradprobe_budget_python_names", default=False)
+
+
+@contextmanager
+def named_as_arguments():
+    """Within this block (this thread or task only), :func:`too_small_message` names :func:`gradprobe.train`'s
+    arguments (``budget_tokens=``, ``out=``, :data:`BUDGET_ARGUMENTS`) instead of ``gradprobe train``'s flags
+    (``--budget-tokens``, ``--out``): the run's own records (``config.json``'s ``budget_override``) are unchanged."""
+    token = _PYTHON_NAMES.set(True)
+    try:
+        yield
+    finally:
+        _PYTHON_NAMES.reset(token)
 
 
 def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python: bool = False) -> RunConfig:
@@ -172,7 +191,8 @@ def _check_override(kind: str, value, plan_budget: dict, names: dict) -> None:
                         f"{kind} in the plan (a new plan, so its runs are not compared with the old ones)")
 
 
-def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out) -> str:
+def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out, *,
+                      python: bool | None = None) -> str:
     """The error of a run stopped after update 1 because that update alone spent more than a budget
     (:func:`gradprobe.training.update.check_first_update`), with the fix that works: the stopped run's folder keeps
     its budget in ``config.json``, so a rerun into it with another budget is refused
@@ -191,34 +211,40 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out)
         (charged generated tokens, FLOPs).
     out : path
         The run folder (``--out``).
+    python : bool, optional
+        Name :func:`gradprobe.train`'s arguments (``budget_tokens=20``, ``out=``; :data:`BUDGET_ARGUMENTS`) instead
+        of the flags (``--budget-tokens = 20``, ``--out``); None (default): as :func:`named_as_arguments` says
+        (True inside :func:`gradprobe.train`, else False).
 
     Returns
     -------
     str
         One line: each budget and the update's cost, that the run stopped with its data kept, and the fix.
     """
-    flags = (run.budget_override or {}).get("flags", {})
+    python = _PYTHON_NAMES.get() if python is None else python
+    names = BUDGET_ARGUMENTS if python else BUDGET_FLAGS
+    flags = (run.budget_override or {}).get("flags", {})  # recorded under the flags' names, whoever gave them
     plan_budget = (run.budget_override or {}).get("plan_budget", run.budget.given())
-    named = {k: BUDGET_FLAGS[k] if BUDGET_FLAGS[k] in flags else f"budget.{k}" for k in over}
-    detail = "; ".join(f"{named[k]} = {v:,.0f} but one update of arm {run.arm!r} cost {c:,.0f}"
-                       for k, (v, c) in over.items())
+    given = {k: BUDGET_FLAGS[k] in flags for k in over}
+    stated = {k: f"{names[k]}{v:,.0f}" if given[k] and python else  # budget_tokens=20 (as train() was called)
+              f"{names[k] if given[k] else f'budget.{k}'} = {v:,.0f}" for k, (v, _) in over.items()}
+    detail = "; ".join(f"{stated[k]} but one update of arm {run.arm!r} cost {c:,.0f}" for k, (_, c) in over.items())
     study = study_above(out)
     if study is not None:  # a study's run: its folder keeps the plan it was frozen with
         kinds = " and ".join(f"budget.{k}" for k in over)
         return (f"{detail}: the budget is smaller than one update (the run stopped after update 1, data kept in "
                 f"{out}); raise {kinds} in the plan to many updates' cost and run the changed plan as a new study "
                 f"under a new --out (or into {study} with --restart while none of its runs has finished)")
-    fixes = " and ".join(_larger_budget(k, c, BUDGET_FLAGS[k] in flags, plan_budget.get(k))
-                         for k, (_, c) in over.items())
+    fixes = " and ".join(_larger_budget(k, c, given[k], plan_budget.get(k), names[k]) for k, (_, c) in over.items())
+    rerun = "call gradprobe.train again with a new out=" if python else "rerun with a new --out"
     return (f"{detail}: the budget is smaller than one update (the run stopped after update 1, data kept in {out}); "
-            f"to train, rerun with a new --out (or after deleting {out}: a rerun into it with another budget is "
-            f"refused) and {fixes}")
+            f"to train, {rerun} (or after deleting {out}: a rerun into it with another budget is refused) and {fixes}")
 
 
-def _larger_budget(kind: str, cost: float, flag_given: bool, plan: float | None) -> str:
-    """The fix for one budget smaller than update 1's ``cost`` (:func:`too_small_message`): raise the flag (up to the
-    plan's ``plan`` budget of that kind, None: the plan sets none) or leave it out, or raise the plan's budget."""
-    flag = BUDGET_FLAGS[kind]
+def _larger_budget(kind: str, cost: float, flag_given: bool, plan: float | None, flag: str) -> str:
+    """The fix for one budget smaller than update 1's ``cost`` (:func:`too_small_message`): raise the flag (``flag``:
+    ``--budget-tokens``, or ``budget_tokens=`` from Python; up to the plan's ``plan`` budget of that kind, None: the
+    plan sets none) or leave it out, or raise the plan's budget."""
     if not flag_given:
         return f"raise budget.{kind} in the plan to many updates' cost (a changed plan)"
     if plan is None:
