@@ -115,6 +115,8 @@ def tier_damage(folder: Path, *, record_needed: bool = False) -> str | None:
     record = folder / "warmstart.json"
     if not (record_needed or record.exists() or record.is_symlink()):
         return None
+    if record.is_dir():
+        return f"{record} is a folder, not the build's record file"
     if not record.is_file():
         return f"{record} is missing"
     return tier_record_damage(folder)[1]
@@ -156,8 +158,11 @@ def _refuse_damaged_tier(folder: Path) -> None:
         return
     cached = folder.resolve().parent in (cache_root().resolve(), shipped_root())  # rebuilt into the cache
     where = "" if cached else f" --out {folder}"
+    shipped = shipped_root() / folder.name  # a cache build shadowing a shipped one: deleting it is instant
+    instead = (f", or delete {folder} to load the shipped build {shipped} again (a cache build takes precedence)"
+               if folder.resolve().parent == cache_root().resolve() and (shipped / "warmstart.json").is_file() else "")
     raise TierDamagedError(f"the tier in {folder} is damaged: {damage}; rebuild it with `gradprobe warmstart "
-                           f"{_rebuild_command(folder)}{where} --force`")
+                           f"{_rebuild_command(folder)}{where} --force`{instead}")
 
 
 class TokenizerError(ValueError):

@@ -390,6 +390,9 @@ def _refuse_unfinished(target: Path, *, force: bool, explicit: bool) -> None:
                                    "(force=True), delete the folder, or choose another folder for --out")
         log.warning("%s; rebuilding the cached tier build in %s", damage, target)
         return
+    if (target / TIER_MARKER).is_file() and (target / "warmstart.json").is_dir():
+        raise TierDamagedError(f"{target / 'warmstart.json'} is a folder, not the build's record file: {target} holds "
+                               "a damaged tier build; remove that folder, then rebuild with --force (force=True)")
     names = ", ".join(p.name for p in entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
     raise FileExistsError(f"{target} exists and is not a tier build (it holds {names}, no warmstart.json); " + (
         "choose another folder for --out" if explicit else

@@ -52,6 +52,10 @@ def _dead_pid() -> int:
     return proc.pid
 
 
+def _OR_DELETE(cached: Path) -> str:  # noqa: N802 - a tester: the fix offered only a minutes-long --force rebuild
+    return f", or delete {cached} to load the shipped build {SHIPPED} again (a cache build takes precedence)"
+
+
 def _warmstart_lines(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "gradprobe.warmstart"]
 
@@ -75,7 +79,7 @@ def test_the_alias_refuses_a_cached_build_with_a_damaged_record(record):
         warnings.simplefilter("always")
         load_policy("tiny")
     assert str(err.value) == (f"the tier in {cached} is damaged: {cached / 'warmstart.json'} {words}; rebuild it "
-                              "with `gradprobe warmstart --tier tiny --force`")
+                              f"with `gradprobe warmstart --tier tiny --force`{_OR_DELETE(cached)}")
     assert [w for w in seen if issubclass(w.category, RebuiltTierWarning)] == []
 
 
@@ -85,15 +89,18 @@ def test_a_cache_build_loaded_by_path_needs_its_record():
     with pytest.raises(TierDamagedError) as err:
         load_policy(str(cached))
     assert str(err.value) == (f"the tier in {cached} is damaged: {cached / 'warmstart.json'} is missing; rebuild it "
-                              "with `gradprobe warmstart --tier tiny --force`")
+                              f"with `gradprobe warmstart --tier tiny --force`{_OR_DELETE(cached)}")
 
 
 def test_a_damaged_record_of_another_tier_names_that_tier():
     shipped = tiers.shipped_root() / "tiny-llama-sft-dd5c45615d25"
     cached = Path(shutil.copytree(shipped, tiers.cache_root() / shipped.name))
     (cached / "warmstart.json").write_text('{"format')
-    with pytest.raises(TierDamagedError, match=r"rebuild it with `gradprobe warmstart --tier tiny-llama-sft --force`$"):
+    with pytest.raises(TierDamagedError) as err:
         load_policy(str(cached))
+    assert str(err.value).endswith(f"; rebuild it with `gradprobe warmstart --tier tiny-llama-sft --force`, or delete "
+                                   f"{cached} to load the shipped build {shipped} again (a cache build takes "
+                                   "precedence)")
 
 
 def test_a_folder_outside_the_cache_loads_without_a_record(tmp_path):
@@ -117,7 +124,7 @@ def test_cut_weights_in_the_cache_are_reported_without_the_rebuild_warning():
         warnings.simplefilter("always")
         load_policy("tiny")
     assert str(err.value).startswith(f"the tier in {cached} is damaged: {weights} is damaged (")
-    assert str(err.value).endswith("; rebuild it with `gradprobe warmstart --tier tiny --force`")
+    assert str(err.value).endswith(f"; rebuild it with `gradprobe warmstart --tier tiny --force`{_OR_DELETE(cached)}")
     assert [str(w.message) for w in seen if issubclass(w.category, RebuiltTierWarning)] == []
 
 
@@ -190,6 +197,23 @@ def test_a_folder_in_the_cache_that_is_no_build_is_refused_naming_the_fix(monkey
                                "data.csv, no warmstart.json); move it away (it was not written by gradprobe "
                                "warmstart), or set GRADPROBE_CACHE to another folder\n")
     assert (target / "data.csv").read_text() == "a,b\n"
+
+
+def test_a_warmstart_json_that_is_a_folder_is_named_as_such(monkeypatch, capsys):
+    """A tester: a build whose ``warmstart.json`` is a folder was called "not a tier build" by ``warmstart`` (and its
+    record "missing" at load)."""
+    cached = _cached_copy()
+    (cached / "warmstart.json").unlink()
+    (cached / "warmstart.json").mkdir()
+    with pytest.raises(TierDamagedError) as err:
+        load_policy(str(cached))
+    assert str(err.value).startswith(f"the tier in {cached} is damaged: {cached / 'warmstart.json'} is a folder, not "
+                                     "the build's record file; rebuild it with")
+    monkeypatch.setattr(warmstart, "_build_into", _no_build)
+    rc, out, err = _run(["--no-progress"], capsys)
+    assert rc == 2 and err == (f"gradprobe warmstart: error: {cached / 'warmstart.json'} is a folder, not the build's "
+                               f"record file: {cached} holds a damaged tier build; remove that folder, then rebuild "
+                               "with --force (force=True)\n")
 
 
 # ----------------------------------------------------------------------------- 3: leftovers on the reuse path

@@ -134,8 +134,10 @@ def test_loading_a_damaged_tier_names_the_file_and_the_fix(damage, tmp_path):
     assert message.endswith(f"rebuild it with `gradprobe warmstart --tier tiny --out {folder} --force`")
     cached = _copy(SHIPPED, tiers.cache_root() / SHIPPED.name)  # the alias resolves to the cache first
     spoil(cached / name)
-    with pytest.raises(TierDamagedError, match=r"rebuild it with `gradprobe warmstart --tier tiny --force`$"):
+    with pytest.raises(TierDamagedError) as err:
         load_policy("tiny")
+    assert str(err.value).endswith(f"rebuild it with `gradprobe warmstart --tier tiny --force`, or delete {cached} to "
+                                   f"load the shipped build {SHIPPED} again (a cache build takes precedence)")
 
 
 def test_probe_on_a_damaged_cached_tier_prints_one_line(tmp_path, monkeypatch, capsys):
@@ -151,7 +153,8 @@ def test_probe_on_a_damaged_cached_tier_prints_one_line(tmp_path, monkeypatch, c
     assert rc == 2 and err.count("\n") == 1, err
     assert err == (f"gradprobe probe: error: the tier in {cached} is damaged: {cached}/model.safetensors is damaged "
                    "(Error while deserializing header: header too small); rebuild it with `gradprobe warmstart "
-                   "--tier tiny --force`\n")
+                   f"--tier tiny --force`, or delete {cached} to load the shipped build {SHIPPED} again (a cache build "
+                   "takes precedence)\n")
     assert not (tmp_path / "probe").exists()
 
 
