@@ -111,10 +111,15 @@ class StudyResult:
         file, :mod:`~gradprobe.study.freeze`), so a run whose error says to start anew (``new --out``: a reward that
         scored nothing, a diverged policy, a plug-in reward edited since the run started) fails the
         same way again: its fix is the plan run as a new study under a new --out, which ``--reuse-runs`` spares
-        retraining this study's finished runs."""
-        anew = sorted(k for k, e in self.failed.items() if "new --out" in str(e))
+        retraining this study's finished runs. A refused resume whose error also says how to resume the run (``to
+        resume it, ...``: a tier rebuilt in the cache, an edited model config) is retried by the same command once
+        that fix is made, so it is not counted as one to start anew."""
+        resumable = {k for k, e in self.failed.items() if "to resume it," in str(e)}
+        anew = sorted(k for k, e in self.failed.items() if "new --out" in str(e) and k not in resumable)
         if not anew:
-            return "rerun the same command to retry them (completed runs are not redone)"
+            return "rerun the same command to retry them (completed runs are not redone)" + (
+                f", after the fix {'its' if len(resumable) == 1 else 'each refused'} resume names above"
+                if resumable else "")
         if len(anew) == len(self.failed):
             return ("each error above says to start anew: a rerun of this study would fail the same way, so fix what "
                     "it names and run the study under a new --out")

@@ -25,3 +25,18 @@ def test_the_retry_line_follows_what_each_error_says():
         "(completed runs are not redone): the others may succeed, but b seed 1 would fail the same way again, as its "
         "error says (the rerun trains the same plan and reward code: this folder refuses an edited plan or plug-in "
         "reward file); to fix it, fix what the error names, then run the plan as a new study under a new --out")
+
+
+def test_a_refused_resume_that_names_its_fix_is_retried_by_the_same_command():
+    """A tester: runs refused because the model now loads other weights (a tier rebuilt in the cache) ended with
+    "run the study under a new --out", against their own errors: delete the cache build and rerun the same command."""
+    weights = ("S/runs/a/seed0 cannot be resumed: model 'tiny' now loads the cache build C ...; to resume it, delete "
+               "the cache build C (or set GRADPROBE_CACHE to a folder without it) so that the shipped build T is "
+               "loaded again, or start a new run under a new --out (not S/runs/a/seed0); nothing was loaded or written")
+    assert _last({("a", 0): weights, ("a", 1): weights}) == (
+        "  failed runs keep their data in S/runs/<arm>/seed<S>/; rerun the same command to retry them (completed runs "
+        "are not redone), after the fix each refused resume names above")
+    assert _last({("a", 0): weights, ("b", 1): ANEW}).endswith(
+        "but b seed 1 would fail the same way again, as its error says (the rerun trains the same plan and reward "
+        "code: this folder refuses an edited plan or plug-in reward file); to fix it, fix what the error names, then "
+        "run the plan as a new study under a new --out")
