@@ -147,7 +147,7 @@ def _rebuild_command(folder: Path) -> str:
     return f"--tier {name}" + ("" if digest == config_hash(tier_config(name), 0) else " --seed SEED")
 
 
-def _refuse_damaged_tier(folder: Path) -> None:
+def refuse_damaged_tier(folder: Path) -> None:
     """Raise :class:`TierDamagedError` if ``folder`` is a built tier (``warmstart.json`` or the marker) whose files
     cannot be read, or a finished build (:func:`_finished_build`) without a sound ``warmstart.json``, naming the
     file and the command that rebuilds it."""
@@ -304,7 +304,7 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     name = spec
     if spec in TIER_ALIASES:
         spec = str(tier_path(spec))  # raises TierNotBuiltError with the build command
-        _refuse_damaged_tier(Path(spec))  # before the warning: a damaged build's weights "differ" too
+        refuse_damaged_tier(Path(spec))  # before the warning: a damaged build's weights "differ" too
         warn_if_rebuilt_tier(name, Path(spec))
     if spec in TINY_ARCHITECTURES:
         tokenizer = char_tokenizer()
@@ -474,7 +474,7 @@ def _load_pretrained(spec: str, common: dict):
     from transformers import AutoModelForCausalLM
 
     if os.path.isdir(os.path.expanduser(spec)):
-        _refuse_damaged_tier(Path(spec).expanduser())  # a cut model.safetensors: a clear error, not safetensors'
+        refuse_damaged_tier(Path(spec).expanduser())  # a cut model.safetensors: a clear error, not safetensors'
     source, kwargs = _pretrained_source(spec)
     tokenizer = _pretrained_tokenizer(source, kwargs)
     model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, **common, **kwargs)

@@ -155,6 +155,19 @@ def _hub_config(name: str, offline: bool, key: str) -> None:
                     "(gated models), or give a local folder") from None
 
 
+def _refuse_damaged_build(key: str, source: str) -> None:
+    """A tier build (the alias's or a folder's) whose files cannot be read, or a finished build without a sound
+    ``warmstart.json``: refused here, naming the file and the fix (:func:`gradprobe.models.tier_damage`), as every
+    run would refuse it when it loads the model."""
+    from ..models import TierDamagedError, refuse_damaged_tier
+
+    if os.path.isdir(source):
+        try:
+            refuse_damaged_tier(Path(source))
+        except TierDamagedError as e:
+            raise PreflightError(f"{key}: {e} (checked before the study folder was written; nothing was)") from None
+
+
 def _resolve_model(model_spec, offline: bool) -> tuple[str, object]:
     """(source, tokenizer) for ``[model] name``, the way :func:`gradprobe.models.load_policy` resolves it."""
     from ..models import (ALIASES, TIER_ALIASES, TIER_MARKER, TINY_ARCHITECTURES, ModelNotFoundError,
@@ -199,6 +212,7 @@ def _resolve_model(model_spec, offline: bool) -> tuple[str, object]:
         raise _fail(key, f"no such model: not an alias ({', '.join(ALIASES)}), not an existing folder or .gguf file, "
                          f"and not a hub id of the form org/name",
                     "fix [model] name")
+    _refuse_damaged_build(key, source)
     if gguf_file is not None:
         try:
             import gguf  # noqa: F401  (transformers' GGUF loader needs it)

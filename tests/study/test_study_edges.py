@@ -262,3 +262,25 @@ def test_ray_executor_without_ray_is_refused_before_anything_is_written(tmp_path
     with pytest.raises(StudyError, match=r"--executor ray needs Ray: pip install 'ray\[default\]'"):
         run_study(plan, tmp_path / "study", executor="ray", probe=False)
     assert not (tmp_path / "study").exists()
+
+
+def test_a_damaged_tier_build_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    """A tester: the study preflight did not check a damaged tier build, so the study froze its plan and every run
+    failed with the same tier error."""
+    import shutil
+
+    from gradprobe.tiers import cache_root, shipped_root, tier_path
+
+    monkeypatch.setenv("GRADPROBE_CACHE", str(tmp_path / "cache"))
+    cached = Path(shutil.copytree(tier_path("tiny"), cache_root() / tier_path("tiny").name))
+    (cached / "warmstart.json").write_text('{"format')
+    plan = _plan(tmp_path, TOY.replace('name = "tiny-qwen2"', 'name = "tiny"'))
+    out = tmp_path / "study"
+    assert cli_main(["study", str(plan), "--out", str(out), "--executor", "inline"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gradprobe study: error: [model] name = 'tiny': the tier in {cached} is damaged: "
+                          f"{cached / 'warmstart.json'} is damaged (not valid JSON: ")
+    assert err.endswith("; rebuild it with `gradprobe warmstart --tier tiny --force`, or delete "
+                        f"{cached} to load the shipped build {shipped_root() / cached.name} again (a cache build "
+                        "takes precedence) (checked before the study folder was written; nothing was)\n")
+    assert not out.exists()
