@@ -114,6 +114,18 @@ def _import_module(module: str, spec: str):
         raise UnknownRewardError(f"reward {spec!r}: importing {module} raised {_raised(e)}") from e
 
 
+def _shadowed(module: str, mod, attr: str) -> str:
+    """``"; ..."``: the module ``module`` was imported from elsewhere than the file of that name in the working
+    directory (a standard-library or installed module of the same name, ``random``, ``utils``, comes first once
+    imported), with the fix (name the file: ``random.py:f``); ``""`` otherwise."""
+    local = Path(os.getcwd(), *module.split(".")).with_suffix(".py")
+    found = getattr(mod, "__file__", None)
+    if not local.is_file() or (found and Path(found).resolve() == local.resolve()):
+        return ""
+    return (f"; this {module} is {found or 'a built-in module'}, not {local}: a module of that name (Python's own, "
+            f"or installed) is found first, so name the file instead: {module.replace('.', '/')}.py:{attr}")
+
+
 def _raised(e: BaseException) -> str:
     """``TYPE: MESSAGE`` of an exception raised by a plug-in's import, on one line (:func:`one_line`); a SystemExit
     shows its code (``sys.exit()``: ``SystemExit: None``, where its text would be empty)."""
@@ -163,7 +175,7 @@ def load_reward_plugin(spec: str) -> Reward:
         found = sorted(n for n, v in vars(mod).items() if callable(v) and not n.startswith("_")
                        and getattr(v, "__module__", None) == mod.__name__)
         raise UnknownRewardError(f"reward {spec!r}: {module} has no {attr.strip()!r}; its functions: "
-                                 f"{', '.join(found) or 'none'}")
+                                 f"{', '.join(found) or 'none'}{_shadowed(module.strip(), mod, attr.strip())}")
     if not callable(fn):
         raise UnknownRewardError(f"reward {spec!r}: {module}.{attr.strip()} is a {type(fn).__name__}, not a function")
     origin = (getattr(mod, "__file__", None) or mod.__name__, attr.strip())
