@@ -198,5 +198,5 @@ def test_the_reuse_runs_help_says_what_a_reused_run_must_match(monkeypatch, caps
     text = _option_help("study", "--reuse-runs", monkeypatch, capsys)
     assert ("A run is reused only when its config.json records the same resolved configuration, "
             "gradprobe/torch/transformers versions, task data files (task_data), plug-in reward code (reward_plugin) "
-            "and initial weights (model_weights: what the model's tier, folder or .gguf file holds now; a rebuilt "
-            "tier differs), compared by content; a run that did not record one that applies is not reused.") in text
+            "and initial weights (model_weights: what the model's tier, folder or .gguf file holds now, with its "
+            "config.json and tokenizer files; a rebuilt tier differs), compared by content; a run that did not record one that applies is not reused.") in text

@@ -65,7 +65,8 @@ def add_study_parser(subparsers) -> None:
                         "identically instead of training them again. A run is reused only when its config.json "
                         "records the same resolved configuration, gradprobe/torch/transformers versions, task data "
                         "files (task_data), plug-in reward code (reward_plugin) and initial weights (model_weights: "
-                        "what the model's tier, folder or .gguf file holds now; a rebuilt tier differs), compared "
+                        "what the model's tier, folder or .gguf file holds now, with its config.json and tokenizer "
+                        "files; a rebuilt tier differs), compared "
                         "by content; a run that did not record one that applies is not reused. Each copy records "
                         "its source in reused_from.json")
     p.add_argument("--quiet", action="store_true",

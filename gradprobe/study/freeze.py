@@ -23,7 +23,8 @@ from .folder import (STUDY_OUTPUTS, FolderLock, PlanChangedError, StudyError, ch
                      is_file_manager_file, is_plan_sha, not_written_by_study, now, read_study_json, study_json_fix,
                      study_plan_sha)
 
-__all__ = ["STUDY_OUTPUTS", "freeze_plan", "check_reward_plugins", "REWARD_PLUGINS", "check_task_data", "TASK_DATA"]
+__all__ = ["STUDY_OUTPUTS", "freeze_plan", "check_reward_plugins", "REWARD_PLUGINS", "check_task_data", "TASK_DATA",
+           "check_study_model"]
 
 # STUDY_OUTPUTS (what ``--restart`` deletes) is defined in .folder, whose refuse_other_output refuses a user's files of
 # those names in a folder without study.json; exposed here as before.
@@ -430,3 +431,45 @@ def check_task_data(plan: Plan, out: Path, study: dict) -> dict:
     for note in task_data_moved(spec, recorded, current, started="the study started"):
         print(f"note: {note}; continuing the study in {out}", file=sys.stderr, flush=True)
     return study
+
+
+def check_study_model(plan: Plan, out: Path) -> None:
+    """Refuse to continue a study whose model now loads another model than one of its runs started from, while a run
+    is still to train: its remaining runs would train another model than its finished ones, and the analysis would
+    average the two (a tester: ``config.json`` of the model folder edited between two invocations; seed 1 trained
+    on the edited model, the study reported 2 runs complete). Every run records what it started from
+    (``config.json``'s ``model_weights``, :func:`gradprobe.training.run_folder.model_weights_identity`); a run's
+    own resume checks its record (:func:`gradprobe.training.run_folder.check_model_weights`), this checks the runs
+    not started yet against the others'. A run without a record (made before gradprobe recorded one), with a damaged
+    record or config (named when the run resumes), a generated model or a hub id: not checked.
+
+    Raises
+    ------
+    StudyError
+        One line: the study folder, the run whose record differs, what differs (weights: both builds or paths and
+        digests; files beside the weights: each file and both sha256s), the fix to load that model again, or run
+        the plan as a new study under a new --out; nothing is run or written.
+    """
+    from ..training.run_folder import (MODEL_WEIGHTS, model_weights_identity, model_weights_mismatch,
+                                       model_weights_problem)  # torch: read only when a study runs
+
+    done = {Path(p).resolve() for p in finished_runs(out)}
+    if all((out / run_dir("", a, s)).resolve() in done for a, s in plan.runs()):
+        return
+    spec = str(plan.model.name)
+    current = model_weights_identity(spec)
+    if not current or current.get("digest") is None:
+        return
+    for arm, seed in plan.runs():
+        try:
+            then = json.loads((out / run_dir("", arm, seed) / CONFIG_JSON).read_text()).get(MODEL_WEIGHTS)
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            continue  # no run yet, or a damaged config.json: the run's own resume names it
+        if model_weights_problem(then) is not None or then.get("digest") is None:
+            continue
+        differs = model_weights_mismatch(spec, then, current)
+        if differs is not None:
+            raise StudyError(f"{out}: {differs[1]} (the record of its run {arm} seed {seed}, {CONFIG_JSON} "
+                             f"{MODEL_WEIGHTS}): the study's remaining runs would train another model than its "
+                             f"finished ones, and the analysis would average the two; {differs[2]}, or run the plan "
+                             "as a new study under a new --out; nothing was run or written")

@@ -70,7 +70,7 @@ from .analysis import analyze as run_analysis
 from .collect import FinishedRunFiles, check_finished_runs, write_eval_items, write_runs_csv
 from .executors import EXECUTORS, default_workers, run_tasks, worker_threads
 from .folder import FolderLock, StudyError, now, refuse_other_output, run_status
-from .freeze import check_reward_plugins, check_task_data, freeze_plan
+from .freeze import check_reward_plugins, check_study_model, check_task_data, freeze_plan
 from .invocations import Invocation
 from .preflight import check_plan_inputs
 from .probe_plan import arms_table, check_probe_settings, pending_probes
@@ -193,6 +193,7 @@ def _frozen(plan_path, out: Path, restart: bool, reuse_from, say) -> tuple[Plan,
     plan, study = freeze_plan(plan_path, out, restart=restart, say=say)
     study = check_task_data(plan, out, study)  # the same task data for every run of the study
     study = check_reward_plugins(plan, out, study)  # the same reward code for every run of an arm
+    check_study_model(plan, out)  # the same model for every run (a run's resume checks its own record)
     read = check_finished_runs(plan, out)
     if reuse_from:
         reuse_runs(plan, out, reuse_from, say=say)

@@ -221,7 +221,7 @@ def _other_weights(cfg: dict, now: dict | None) -> str | None:
         return ("its model's config.json and tokenizer files were not recorded (made before gradprobe recorded them), "
                 f"so whether it used the ones {now['path']} holds now cannot be told")
     differs = model_files_differences(then, now)
-    return None if differs is None else f"same weights, but {differs}"
+    return None if differs is None else f"same weights, but files beside them differ from when it ran: {differs}"
 
 
 def _other_reward_code(spec: str, cfg: dict) -> str | None:

@@ -54,7 +54,7 @@ __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", 
            "foreign_run_files", "study_above", "check_reward_identity", "modules_problem", "modules_mismatch",
            "refuse_unimportable_reward", "TASK_DATA", "check_task_data", "task_data_problem", "task_data_mismatch",
            "task_data_moved", "MODEL_WEIGHTS", "HASH_LIMIT_BYTES", "model_weights_identity", "model_weights_problem",
-           "MODEL_FILES", "model_files_differences",
+           "MODEL_FILES", "model_files_differences", "model_weights_mismatch",
            "check_model_weights", "config_differences"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
@@ -653,7 +653,8 @@ _HEX = frozenset("0123456789abcdef")
 #: sha256 in ``model_weights["model_files"]`` (:func:`model_weights_identity`); a GGUF file holds them all.
 MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model",
-               "chat_template.jinja", "chat_template.json")
+               "chat_template.jinja", "chat_template.json",
+               "gradprobe_tier.json")  # the tier marker: with it the tokenizer loads as PreTrainedTokenizerFast
 
 
 def model_weights_identity(spec: str) -> dict | None:
@@ -726,12 +727,19 @@ def _weights_digest(folder: Path, names: list[str]) -> dict:
 
 
 def _model_files(folder: Path) -> dict:
-    """``{name: sha256}`` of the :data:`MODEL_FILES` present in ``folder`` (sorted by name). Raises OSError for an
-    unreadable one."""
+    """``{name: sha256}`` of the :data:`MODEL_FILES` that are readable files in ``folder`` (sorted by name). One that
+    cannot be read is left out, as if absent (the loader fails on it if it reads it): a file readable then and not
+    now, or the reverse, is a difference, and one unreadable file never switches the weights' check off."""
     import hashlib
 
-    return {n: hashlib.sha256((folder / n).read_bytes()).hexdigest() for n in sorted(MODEL_FILES)
-            if (folder / n).is_file()}
+    found = {}
+    for n in sorted(MODEL_FILES):
+        try:
+            if (folder / n).is_file():
+                found[n] = hashlib.sha256((folder / n).read_bytes()).hexdigest()
+        except OSError:
+            continue
+    return found
 
 
 def _loaded_weight_files(folder: Path) -> list[str]:
@@ -777,15 +785,21 @@ def model_weights_problem(record) -> str | None:
     if not isinstance(record, dict):
         return f"is {json_short(record)}, not an object"
     source, digest, files = record.get("source"), record.get("digest"), record.get("model_files", {})
+    names = record.get("files", [])
     if source not in ("tier", "folder", "gguf", "hub", "given") or not isinstance(record.get("path"), str):
         why = "\"source\" one of \"tier\", \"folder\", \"gguf\", \"hub\", \"given\" and \"path\" (text)"
+    elif not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        why = "\"files\" a list of the weight files' names"
+    elif source == "tier" and record.get("build") not in ("shipped", "cache"):
+        why = "\"build\" \"shipped\" or \"cache\" (a tier's)"
     elif digest is None and source in ("tier", "folder", "gguf"):
         why = f"a \"digest\": a {source}'s weights are always hashed"
     elif digest is not None and not (_is_sha256(digest) and record.get("method") in ("sha256", "sampled-sha256")):
         why = ("\"digest\" 64 lowercase hex digits (as sha256sum prints them) with \"method\" \"sha256\" or "
                "\"sampled-sha256\"")
-    elif not (isinstance(files, dict) and all(isinstance(k, str) and _is_sha256(v) for k, v in files.items())):
-        why = "\"model_files\" an object of file names to sha256s (64 lowercase hex digits)"
+    elif not (isinstance(files, dict) and all(k in MODEL_FILES and _is_sha256(v) for k, v in files.items())):
+        why = (f"\"model_files\" an object of file names ({', '.join(MODEL_FILES)}) to sha256s (64 lowercase hex "
+               "digits)")
     else:
         return None
     return f"is {json_short(record)}; it needs {why}"
@@ -851,21 +865,28 @@ def check_model_weights(out, spec: str, current: dict | None) -> None:
                                     f"{out} to start the run over")
     if recorded["source"] == "given":
         return
-    if (recorded["source"], recorded.get("method"), recorded["digest"]) != (
-            current["source"], current.get("method"), current["digest"]):
-        raise RunConfigMismatchError(
-            f"{out} cannot be resumed: model {spec!r} now loads {_weights_text(current)}, not "
-            f"{_weights_text(recorded)} as when the run started, so the initial policy its kl_init is measured "
-            f"against would be another model than in its first updates; {_weights_fix(recorded, current)}, "
-            f"{_restart(out)}; nothing was loaded or written")
-    differs = model_files_differences(recorded, current)
-    if differs:
-        raise RunConfigMismatchError(
-            f"{out} cannot be resumed: model {spec!r} now loads the same weights from {current['path']}, but "
-            f"{differs}, so the model built from them (its architecture settings, generation defaults, tokenizer or "
-            f"chat template) would not be the one its checkpoint and first updates were made with; "
-            f"{_files_fix(recorded, current)}, {_restart(out)}; nothing was loaded or written")
+    _refuse_contradicting_source(out, spec, recorded, current)
+    differs = model_weights_mismatch(spec, recorded, current)
+    if differs is not None:
+        kind, what, fix = differs
+        why = (" as when the run started, so the initial policy its kl_init is measured against would be another "
+               "model than in its first updates" if kind == "weights" else ", so the model built from them (its "
+               "architecture settings, generation defaults, tokenizer or chat template) would not be the one its "
+               "checkpoint and first updates were made with")
+        raise RunConfigMismatchError(f"{out} cannot be resumed: {what}{why}; {fix}, {_restart(out)}; nothing was "
+                                     "loaded or written")
     _same_weights_notes(out, spec, recorded, current)
+
+def _refuse_contradicting_source(out: Path, spec: str, recorded: dict, current: dict) -> None:
+    """DamagedRunFolderError when a record's ``source`` contradicts what ``spec`` is (a tier alias recorded as a hub
+    id or a folder; the same weights under another source): a hand edit, whose mismatch fix would be impossible."""
+    if recorded["source"] != current["source"] and (recorded["digest"] == current["digest"]
+                                                    or current["source"] == "tier"):
+        raise DamagedRunFolderError(f"{Path(out) / CONFIG_JSON} is damaged (field {MODEL_WEIGHTS} records source "
+                                    f"{recorded['source']!r} for model {spec!r}, which is a {current['source']} "
+                                    f"here): the initial weights the run started from cannot be checked; restore the "
+                                    f"file from a copy, or delete {out} to start the run over")
+
 
 def _same_weights_notes(out: Path, spec: str, recorded: dict, current: dict) -> None:
     """The notes of a resume on the same weights (:func:`check_model_weights`): loaded from another path; or the
@@ -881,20 +902,35 @@ def _same_weights_notes(out: Path, spec: str, recorded: dict, current: dict) -> 
               file=sys.stderr, flush=True)
 
 
+def model_weights_mismatch(spec: str, then: dict, now: dict) -> tuple[str, str, str] | None:
+    """How the model ``spec`` loads another model now (``now``) than a run recorded when it started (``then``; both
+    :func:`model_weights_identity`, ``then`` sound by :func:`model_weights_problem`), as (``"weights"`` or
+    ``"files"``: what differs, the weights or only the files beside them; the difference in words; the fix that
+    loads the run's model again), or None when both are the same. Used by a run's resume
+    (:func:`check_model_weights`) and where a study's remaining runs would start
+    (:func:`gradprobe.study.freeze.check_study_model`)."""
+    if (then["source"], then.get("method"), then["digest"]) != (now["source"], now.get("method"), now["digest"]):
+        return ("weights", f"model {spec!r} now loads {_weights_text(now)}, not {_weights_text(then)}",
+                _weights_fix(then, now))
+    differs = model_files_differences(then, now)
+    if differs:
+        return ("files", f"model {spec!r} now loads the same weights from {now['path']}, but files beside them "
+                f"differ from the run's record: {differs}", _files_fix(then, now))
+    return None
+
+
 def model_files_differences(then: dict, now: dict) -> str | None:
     """Which of the model's files beside its weights (``model_files``, :data:`MODEL_FILES`) differ between two
-    weights identities (:func:`model_weights_identity`), as ``"its config.json differs (sha256 0123456789ab then,
-    89abcdef0123 now)"``; None when they are the same, or when ``then`` did not record them (a run started before
-    gradprobe recorded them)."""
+    weights identities (:func:`model_weights_identity`), as ``"config.json (sha256 0123456789ab then, 89abcdef0123
+    now); tokenizer.json (sha256 ... then, absent now)"``; None when they are the same, or when ``then`` did not
+    record them (a run started before gradprobe recorded them)."""
     if "model_files" not in then:
         return None
     a, b = then["model_files"], now.get("model_files") or {}
     found = [f"{n} (sha256 {_short(a.get(n)) if n in a else 'absent'} then, "
              f"{_short(b.get(n)) if n in b else 'absent'} now)"
              for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
-    if not found:
-        return None
-    return f"its {'; '.join(found)} differ{'s' if len(found) == 1 else ''} from when the run started"
+    return "; ".join(found) or None
 
 
 def _files_fix(then: dict, now: dict) -> str:
@@ -930,6 +966,9 @@ def _weights_fix(then: dict, now: dict) -> str:
             return (f"to resume it, delete the cache build {new} (or set GRADPROBE_CACHE to a folder without it) so "
                     f"that the shipped build {old} is loaded again")
         if then.get("build") == "cache" and old != new and old.parent == _cache_root():  # this cache: not loadable
+            if not old.is_dir():
+                return (f"to resume it, put the run's build (model.safetensors sha256 {_short(then['digest'])}) back "
+                        f"at {old}")
             return (f"to resume it, restore the run's build at {old} (it is not a finished build now: "
                     f"{tier_damage(old, record_needed=True) or 'its warmstart.json is missing'}), for instance its "
                     "warmstart.json from a copy")

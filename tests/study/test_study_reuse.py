@@ -176,7 +176,8 @@ def test_a_run_that_started_from_other_initial_weights_is_not_reused(tmp_path):
     now = model_weights_identity(str(model))
     a, b = then["model_files"]["config.json"], now["model_files"]["config.json"]
     assert _other_weights({"model_weights": then}, now) == (
-        f"same weights, but its config.json (sha256 {a[:12]} then, {b[:12]} now) differs from when the run started")
+        f"same weights, but files beside them differ from when it ran: config.json (sha256 {a[:12]} then, {b[:12]} "
+        "now)")
     before = {k: v for k, v in then.items() if k != "model_files"}  # recorded before model_files was
     assert _other_weights({"model_weights": before}, now) == (
         "its model's config.json and tokenizer files were not recorded (made before gradprobe recorded them), so "

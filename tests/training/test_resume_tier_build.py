@@ -63,7 +63,8 @@ def test_a_resume_after_a_rebuild_in_the_cache_is_refused_and_deleting_it_resume
     assert json.loads((out / "config.json").read_text())["model_weights"] == {
         "source": "tier", "build": "shipped", "path": str(shipped), "files": ["model.safetensors"], "method": "sha256",
         "digest": v1, "model_files": {n: _sha(shipped / n) for n in (
-            "chat_template.jinja", "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")}}
+            "chat_template.jinja", "config.json", "generation_config.json", "gradprobe_tier.json", "tokenizer.json",
+            "tokenizer_config.json")}}
     kept = folder_files(out)
     v2 = _rebuild(cache)
     assert v2 != v1 and tier_path("tiny") == cache
@@ -121,6 +122,11 @@ def test_a_run_whose_cache_build_lost_its_record_is_told_to_restore_it(tmp_path,
         f"; to resume it, restore the run's build at {cache.resolve()} (it is not a finished build now: "
         f"{cache.resolve() / 'warmstart.json'} is missing), for instance its warmstart.json from a copy, or start a "
         f"new run under a new --out (not {out}); nothing was loaded or written")
+    recorded = json.loads((out / "config.json").read_text())["model_weights"]
+    shutil.rmtree(cache)  # the whole build gone (a tester: the fix then still spoke of its warmstart.json)
+    assert refused_before_loading(run, out, RunConfigMismatchError).endswith(
+        f"; to resume it, put the run's build (model.safetensors sha256 {recorded['digest'][:12]}) back at "
+        f"{recorded['path']}, or start a new run under a new --out (not {out}); nothing was loaded or written")
 
 
 def test_a_run_from_before_the_record_resumes_with_one_note_and_a_damaged_record_is_refused(tmp_path, cache, capsys):
@@ -160,12 +166,12 @@ def test_the_same_weights_under_an_edited_config_or_tokenizer_are_refused(tmp_pa
     a, b = _sha(shipped / "config.json"), _sha(cache / "config.json")
     c = _sha(shipped / "tokenizer_config.json")
     assert refused_before_loading(run, out, RunConfigMismatchError) == (
-        f"{out} cannot be resumed: model 'tiny' now loads the same weights from {cache.resolve()}, but its config.json "
-        f"(sha256 {a[:12]} then, {b[:12]} now); tokenizer_config.json (sha256 {c[:12]} then, absent now) differ from "
-        "when the run started, so the model built from them (its architecture settings, generation defaults, "
-        "tokenizer or chat template) would not be the one its checkpoint and first updates were made with; to resume "
-        f"it, restore those files in the cache build {cache.resolve()}, or delete it (or set GRADPROBE_CACHE to a "
-        "folder without it) if the run started from the shipped build, or start a new run under a new --out (not "
+        f"{out} cannot be resumed: model 'tiny' now loads the same weights from {cache.resolve()}, but files beside "
+        f"them differ from the run's record: config.json (sha256 {a[:12]} then, {b[:12]} now); "
+        f"tokenizer_config.json (sha256 {c[:12]} then, absent now), so the model built from them (its architecture "
+        "settings, generation defaults, tokenizer or chat template) would not be the one its checkpoint and first "
+        f"updates were made with; to resume it, restore those files in the cache build {cache.resolve()}, or delete "
+        "it (or set GRADPROBE_CACHE to a folder without it) if the run started from the shipped build, or start a new run under a new --out (not "
         f"{out}); nothing was loaded or written")
     assert folder_files(out) == kept
     config = json.loads((out / "config.json").read_text())
@@ -177,7 +183,8 @@ def test_the_same_weights_under_an_edited_config_or_tokenizer_are_refused(tmp_pa
         f"note: model 'tiny' of {out} is loaded from {cache.resolve()}, not {shipped} as when the run started, with "
         f"the same weights ({config['model_weights']['digest'][:12]}); resuming",
         f"note: {out} was started before gradprobe recorded a model's config.json and tokenizer files beside its "
-        "weights, so whether chat_template.jinja, config.json, generation_config.json, tokenizer.json in "
+        "weights, so whether chat_template.jinja, config.json, generation_config.json, gradprobe_tier.json, "
+        "tokenizer.json in "
         f"{cache.resolve()} are still the ones the run started with could not be checked (its weights are the same); "
         "resuming"]
 
@@ -218,7 +225,8 @@ def test_a_local_folder_whose_weights_were_replaced_is_refused(tmp_path, monkeyp
     assert then == {"source": "folder", "path": str(model.resolve()), "files": ["extra.safetensors",
                     "model.safetensors"], "method": "sha256", "digest": hashlib.sha256(listing.encode()).hexdigest(),
                     "model_files": {n: _sha(model / n) for n in ("chat_template.jinja", "config.json",
-                                    "generation_config.json", "tokenizer.json", "tokenizer_config.json")}}
+                                    "generation_config.json", "gradprobe_tier.json", "tokenizer.json",
+                                    "tokenizer_config.json")}}
     out = tmp_path / "run"
     _run_folder(out, then)
     check_model_weights(out, str(model), model_weights_identity(str(model)))  # unchanged: resumes
@@ -290,10 +298,17 @@ def test_a_record_without_its_method_is_damaged_and_an_unread_weight_file_is_not
     assert model_weights_problem({**then, "digest": then["digest"].upper()}).endswith(
         "it needs \"digest\" 64 lowercase hex digits (as sha256sum prints them) with \"method\" \"sha256\" or "
         "\"sampled-sha256\"")
-    assert model_weights_problem({**then, "source": "tier", "digest": None}).endswith(  # a tester's hand edit
+    assert model_weights_problem({**then, "source": "tier", "build": "cache", "digest": None}).endswith(  # by hand
         "it needs a \"digest\": a tier's weights are always hashed")
-    assert model_weights_problem({**then, "model_files": {"config.json": "x"}}).endswith(
-        "it needs \"model_files\" an object of file names to sha256s (64 lowercase hex digits)")
+    assert model_weights_problem({**then, "source": "tier"}).endswith("it needs \"build\" \"shipped\" or \"cache\" "
+                                                                      "(a tier's)")
+    assert model_weights_problem({**then, "files": 5}).endswith("it needs \"files\" a list of the weight files' names")
+    for files in ({"config.json": "x"}, {"foo.txt": then["digest"]}, [then["digest"]]):  # not a hash; no model file
+        assert model_weights_problem({**then, "model_files": files}).endswith(
+            "it needs \"model_files\" an object of file names (config.json, generation_config.json, tokenizer.json, "
+            "tokenizer_config.json, special_tokens_map.json, added_tokens.json, vocab.json, merges.txt, "
+            "tokenizer.model, chat_template.jinja, chat_template.json, gradprobe_tier.json) to sha256s (64 lowercase "
+            "hex digits)")
     assert model_weights_problem({**then, "model_files": {}}) is None
     (model / "old.safetensors").write_bytes(b"a backup")
     assert model_weights_identity(str(model)) == then
@@ -302,3 +317,36 @@ def test_a_record_without_its_method_is_damaged_and_an_unread_weight_file_is_not
     for name in ("model-1.safetensors", "model-2.safetensors"):
         (model / name).write_bytes(name.encode())
     assert model_weights_identity(str(model))["files"] == ["model-1.safetensors", "model-2.safetensors"]
+
+
+def test_an_unreadable_model_file_leaves_the_weights_checked(tmp_path):
+    """A tester: one unreadable file among the model's files (``vocab.json`` beside ``tokenizer.json``, which the
+    loader never reads) made the identity None, which switched every check off: replaced weights then resumed."""
+    model = tmp_path / "model"
+    shutil.copytree(shipped_root() / tier_path("tiny").name, model)
+    os.symlink("/proc/self/mem", model / "vocab.json")  # reading it fails (EIO), whoever runs the test, root too
+    with pytest.raises(OSError):
+        (model / "vocab.json").read_bytes()
+    then = model_weights_identity(str(model))
+    assert then["digest"] == _sha(model / "model.safetensors") and "vocab.json" not in then["model_files"]
+    assert "gradprobe_tier.json" in then["model_files"]  # the marker decides the tokenizer's class: recorded
+    out = tmp_path / "run"
+    _run_folder(out, then)
+    (model / "model.safetensors").write_bytes(b"other weights")
+    with pytest.raises(RunConfigMismatchError, match="now loads .* not .* as when the run started"):
+        check_model_weights(out, str(model), model_weights_identity(str(model)))
+
+
+def test_a_record_whose_source_contradicts_the_model_is_damaged(tmp_path):
+    """A tester: a tier run's record edited to ``source: "hub"`` was told to move the shipped package folder away;
+    a folder's record edited to ``"tier"`` was told to restore the digest it already holds."""
+    now = model_weights_identity("tiny")
+    for source in ("hub", "folder"):
+        out = tmp_path / source
+        _run_folder(out, {**now, "source": source, **({"digest": None, "method": None} if source == "hub" else {})})
+        with pytest.raises(DamagedRunFolderError) as e:
+            check_model_weights(out, "tiny", now)
+        assert str(e.value) == (
+            f"{out / 'config.json'} is damaged (field model_weights records source {source!r} for model 'tiny', which "
+            "is a tier here): the initial weights the run started from cannot be checked; restore the file from a "
+            f"copy, or delete {out} to start the run over")
