@@ -150,7 +150,9 @@ def _rebuild_command(folder: Path) -> str:
 def refuse_damaged_tier(folder: Path) -> None:
     """Raise :class:`TierDamagedError` if ``folder`` is a built tier (``warmstart.json`` or the marker) whose files
     cannot be read, or a finished build (:func:`_finished_build`) without a sound ``warmstart.json``, naming the
-    file and the command that rebuilds it."""
+    file and the command that rebuilds it; for a cache build that shadows a shipped one, also deleting it, when its
+    weights are the shipped ones or are themselves damaged (a rebuild with other weights may be what a run started
+    from: deleting it would lose them)."""
     if not ((folder / "warmstart.json").is_file() or (folder / TIER_MARKER).is_file()):
         return
     damage = tier_damage(folder, record_needed=_finished_build(folder))
@@ -160,9 +162,23 @@ def refuse_damaged_tier(folder: Path) -> None:
     where = "" if cached else f" --out {folder}"
     shipped = shipped_root() / folder.name  # a cache build shadowing a shipped one: deleting it is instant
     instead = (f", or delete {folder} to load the shipped build {shipped} again (a cache build takes precedence)"
-               if folder.resolve().parent == cache_root().resolve() and (shipped / "warmstart.json").is_file() else "")
+               if folder.resolve().parent == cache_root().resolve() and (shipped / "warmstart.json").is_file()
+               and (damage.startswith(str(folder / "model.safetensors"))  # its weights are lost already
+                    or _same_file(folder / "model.safetensors", shipped / "model.safetensors")) else "")
     raise TierDamagedError(f"the tier in {folder} is damaged: {damage}; rebuild it with `gradprobe warmstart "
                            f"{_rebuild_command(folder)}{where} --force`{instead}")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` hold the same bytes (False when one cannot be read): a damaged cache build may be
+    deleted in favour of the shipped one only when its weights are the shipped ones (a run started from a rebuild
+    with other weights needs that build to resume)."""
+    import filecmp
+
+    try:
+        return filecmp.cmp(a, b, shallow=False)
+    except OSError:
+        return False
 
 
 class TokenizerError(ValueError):

@@ -259,3 +259,16 @@ def test_the_record_check_moved_to_models_keeps_warmstarts_names():
     assert warmstart.RECORD_FIELDS is models.RECORD_FIELDS
     record = warmstart.tier_record(SHIPPED)
     assert record == json.loads((SHIPPED / "warmstart.json").read_text())
+
+
+def test_a_damaged_rebuild_with_other_weights_is_not_offered_for_deletion():
+    """A tester: a run started from a cache build with other weights than the shipped build; its warmstart.json cut,
+    the error advised deleting the build, which lost the run's initial weights (its resume was then impossible)."""
+    cached = _cached_copy()
+    weights = bytearray((cached / "model.safetensors").read_bytes())
+    weights[-100:] = bytes(100)  # a rebuild: other weights, still a loadable file
+    (cached / "model.safetensors").write_bytes(bytes(weights))
+    (cached / "warmstart.json").write_text('{"format')
+    with pytest.raises(TierDamagedError) as err:
+        load_policy("tiny")
+    assert str(err.value).endswith("; rebuild it with `gradprobe warmstart --tier tiny --force`")
