@@ -171,8 +171,8 @@ def test_the_same_weights_under_an_edited_config_or_tokenizer_are_refused(tmp_pa
         f"tokenizer_config.json (sha256 {c[:12]} then, absent now), so the model built from them (its architecture "
         "settings, generation defaults, tokenizer or chat template) would not be the one its checkpoint and first "
         f"updates were made with; to resume it, restore those files in the cache build {cache.resolve()}, or delete "
-        "it (or set GRADPROBE_CACHE to a folder without it) if the run started from the shipped build, or start a new run under a new --out (not "
-        f"{out}); nothing was loaded or written")
+        "it (or set GRADPROBE_CACHE to a folder without it) if the run started from the shipped build, or start a "
+        f"new run under a new --out (not {out}); nothing was loaded or written")
     assert folder_files(out) == kept
     config = json.loads((out / "config.json").read_text())
     del config["model_weights"]["model_files"]  # as recorded before gradprobe recorded the model's files
