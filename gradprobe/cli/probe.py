@@ -41,8 +41,8 @@ _GUIDANCE_HELP = ("probe a guided arm's update (off-context guidance, as an arm'
 
 #: What --bootstrap governs: the raw table's intervals only; the forecast draws its own (forecast_rewards' n_draws).
 _BOOTSTRAP_HELP = ("bootstrap resamples over prompts of the probe table's 95%% intervals (0: no intervals there); the "
-                   "forecast's rho and gain intervals and SNR always come from its own 2000 draws over the same "
-                   "per-group contributions, whatever this is")
+                   "forecast's rho and gain intervals and SNR of rho-1 always come from its own 2000 draws over the "
+                   "same per-group contributions, whatever this is")
 
 
 _CURVE_HELP = ("grpo's accuracy-vs-updates curve the forecast reads: a saved curve (.json), a grpo run's "
@@ -185,7 +185,8 @@ def _add_forecast_options(p) -> None:
     p.add_argument("--forecaster", choices=list(FORECASTERS), default="auto",
                    help="which forecaster makes the verdict (the others are printed beside it): auto (the one that "
                         "validated best on the shipped studies, named in the output), the probe's efficiency ratio "
-                        "shrunk by its SNR (cost only where SNR <= 1), cost only, or verl's signal proxy")
+                        "shrunk by the SNR of rho-1, |rho-1|/se (cost only where it is <= 1), cost only, or verl's "
+                        "signal proxy")
     p.add_argument("--calibration", default=None, metavar="default|PATH", type=in_path(CALIBRATION_PATH),
                    help="apply a calibration (calib fit) and add calibrated_gain and calibrated_interval (gain vs "
                         "GRPO, accuracy points) to each reward; 'default' is the one shipped with the package")

@@ -75,7 +75,11 @@ reach over which ScaleRL validates its sigmoid's extrapolation; an arm's own eff
 arm's verdict alone: :func:`extrapolation_reason`), the shipped default curve read for a probe of another model or
 task than the curve's recorded ones (:func:`shipped_curve_reason`; a curve the user gives keeps its verdicts, each
 naming the difference: :func:`transfer_clause`), a
-one-seed curve without a noise estimate (``one seed: no interval``). The reference row keeps its label.
+one-seed curve without a noise estimate (``one seed: no interval``). The reference row keeps its label. One reason
+is the arm's own rather than the curve's: a verdict read off the probe's rho (``probe``) when rho rests on under
+:data:`~.proxies.MIN_INFORMATIVE_GROUPS` informative groups (``Efficiency.few_groups``, whose note says its SNR and
+interval are not to be trusted) gets none; its reason quotes the forecast and its interval for information and
+names the fix, more --prompts or --probe-batches (:func:`~.special_rows.few_groups_reason`).
 
 The stages of :func:`forecast_rewards`: check the request and the probe (:mod:`.probe_input`), cost
 of one update per entry, per-entry efficiencies on shared bootstrap draws (:func:`entry_efficiencies`),
@@ -96,14 +100,14 @@ from .probe_input import (arms_of, budget_of, check_batches, check_request, pool
                           update_batches, update_costs)
 from .proxies import Efficiency, probe_efficiency, signal_proxy_efficiency, stratified_counts
 from .result import METHODS, TABLE_COLUMNS, ForecastResult, format_budget, no_signal_reason, no_verdict, verdict
-from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, equal_cost_row, guided_note, loss_change_clause,
-                           no_signal_row, outside_probe_row, reference_verdict, undefined_probe_columns,
-                           undefined_rho_note)
+from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, equal_cost_row, few_groups_reason, guided_note,
+                           loss_change_clause, no_signal_row, outside_probe_row, reference_verdict,
+                           undefined_probe_columns, undefined_rho_note)
 from .start_check import start_notes
 
 __all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting", "no_verdict_reasons", "curve_reasons",
            "clipped_rho_note", "extrapolation_reason", "shipped_curve_reason", "transfer_clause", "EXTRAPOLATION_LIMIT",
-           "CLEAR_RISE"]
+           "unrecorded_curve_notes", "CLEAR_RISE"]
 
 @dataclass
 class Setting:
@@ -280,8 +284,10 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
         equal_cost_row(row, st.budget_s, st.kind, st.level)  # cost only's 0 is by construction, not measured
     beyond = None if is_ref or extrapolation_reason(st.n_ref, st.curve, "") else (
         extrapolation_reason(n_pt, arm_curve, "its", st.value, st.kind))  # grpo's own, when beyond, is said once
+    few = (few_groups_reason(gain, iv) if chosen == "probe" and not is_ref and st.ref_where is None
+           and eff.few_groups else None)  # the verdict would rest on an interval its own note disowns
     why_not = "; ".join(x for x in (st.no_verdict, *([] if arm_curve is st.curve else curve_reasons(arm_curve)),
-                                    beyond) if x) or None
+                                    beyond, few) if x) or None
     if why_not and not is_ref:  # numbers kept (the table marks them), no advice
         row.update(verdict=no_verdict(st.budget_s, why_not), no_verdict_reason=why_not)
     if not is_ref:  # a user's curve of another task or model; a change of loss acts where no forecaster reads
@@ -304,8 +310,8 @@ def _fallback(st: Setting, row: dict, eff, per: dict, is_ref: bool, arm_notes: l
         if st.method == "probe":
             return "cost_only (rho undefined)", "probe", ""
     elif st.method == "probe" and eff.shrink == 0.0:
-        arm_notes.append(f"probe SNR {eff.snr:.2f} <= 1: rho shrunk to 1, i.e. the cost-only forecast")
-        return "cost_only (probe SNR <= 1)", "probe", ""
+        arm_notes.append(f"SNR of rho-1 (|rho-1|/se) {eff.snr:.2f} <= 1: rho shrunk to 1, i.e. the cost-only forecast")
+        return "cost_only (SNR of rho-1 <= 1)", "probe", ""
     if st.method == "signal_proxy" and not math.isfinite(st.sps[r][0]):
         arm_notes.append("no signal proxy in the probe result: cost-only forecast")
         per["signal_proxy"] = per["cost_only"]
@@ -323,7 +329,8 @@ def _silent_entries(probe, batches: list[dict], names: list[str], reference_rewa
     if silent.get(reference_reward):
         notes.append(f"grpo's reward {reference_reward!r} gives no gradient on the probe batch ("
                      f"{silent[reference_reward]}): every other reward's rho, a ratio to its alignment, is undefined "
-                     "(rho, its interval, SNR and the probe forecast are blank) and its verdict is cost only; probe more "
+                     "(rho, its interval, the SNR of rho-1 and the probe forecast are blank) and its verdict is cost "
+                     "only; probe more "
                      "--prompts, a larger --group or an easier task")
     return silent
 
@@ -376,7 +383,27 @@ def _mismatch_notes(curve: ReferenceCurve, cfg: dict, n_ref: float) -> list[str]
                      "forecast assumes the curve transfers")
     if cfg.get("model") and curve.metadata.get("model") and cfg["model"] != curve.metadata["model"]:
         notes.append(f"the reference curve is of model {curve.metadata['model']!r}, the probe of {cfg['model']!r}")
-    return notes + _ceiling_notes(curve, n_ref)
+    return notes + unrecorded_curve_notes(curve, cfg) + _ceiling_notes(curve, n_ref)
+
+
+def unrecorded_curve_notes(curve: ReferenceCurve, cfg: dict) -> list[str]:
+    """The caution (one note per forecast, not per arm) on a reference curve that records no model or no task (a
+    CSV, a TRL ``trainer_state.json``, a ``metrics.jsonl`` without its run's ``config.json``, a saved curve or one
+    built in Python without them: ``curve.metadata``) that the probe's ``cfg`` records: gradprobe cannot check that
+    the curve is of the probe's model and task (as it does for a study folder's curve: :func:`transfer_clause`), and
+    a curve of another one makes the forecast wrong. The verdicts stand. [] for the shipped curve (its model and
+    task are recorded and checked: :func:`shipped_curve_reason`); [] when nothing is missing."""
+    if getattr(curve, "shipped", False):
+        return []
+    probe = {"model": cfg.get("model"), "task": task_key(cfg.get("task"))}
+    missing = [k for k in ("model", "task") if probe[k] and not curve.metadata.get(k)]
+    if not missing:
+        return []
+    ours = ", ".join(f"model {probe['model']!r}" if k == "model" else f"task {probe['task']}" for k in missing)
+    what = " or ".join(missing)
+    it = "they match" if len(missing) == 2 else "it matches"
+    return [f"the reference curve ({curve.source or 'unnamed'}) records no {what}, so gradprobe cannot check that "
+            f"{it} the probe's ({ours}): a curve of another {what} makes this forecast wrong"]
 
 
 def _ceiling_notes(curve: ReferenceCurve, n_ref: float) -> list[str]:

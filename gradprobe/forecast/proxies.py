@@ -155,6 +155,12 @@ class Efficiency:
     reference_noise: bool
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def few_groups(self) -> bool:
+        """Whether rho rests on under :data:`MIN_INFORMATIVE_GROUPS` informative groups (its note is in ``notes``):
+        its SNR and interval then do not measure its uncertainty, so no verdict may rest on them."""
+        return any(n.startswith(FEW_GROUPS_NOTE) for n in self.notes)
+
 
 def _interval(x: np.ndarray, level: float) -> tuple[float, float]:
     x = np.asarray(x, dtype=np.float64)
@@ -229,6 +235,10 @@ def probe_efficiency(reward: str, per_group: list[np.ndarray], per_group_ref: li
 #: "An Introduction to the Bootstrap", section 6.4 on small samples).
 MIN_INFORMATIVE_GROUPS = 5
 
+#: How the note on a ratio resting on under :data:`MIN_INFORMATIVE_GROUPS` informative groups starts
+#: (:func:`_reading_notes`); ``Efficiency.few_groups`` is set whenever it is given.
+FEW_GROUPS_NOTE = "rho rests on few groups"
+
 
 def _reading_notes(per_group, per_group_ref, interval: tuple[float, float], snr: float, level: float) -> list[str]:
     """Notes on reading rho's SNR and interval: when they disagree (the interval of ``level`` includes 1 although
@@ -240,15 +250,15 @@ def _reading_notes(per_group, per_group_ref, interval: tuple[float, float], snr:
     lo, hi = interval
     if snr > 1.96 and lo <= 1.0 <= hi:
         notes.append(f"rho's bootstrap is heavy-tailed: its {level:.0%} interval [{lo:.2f}, {hi:.2f}] includes 1 "
-                     f"(grpo's per-update efficiency) although its SNR is {snr:.2f} (read from the central 68% of the "
-                     "replicates): read the interval, not the SNR")
+                     f"(grpo's per-update efficiency) although its SNR of rho-1 (|rho-1|/se) is {snr:.2f} (se read "
+                     "from the central 68% of the replicates): read the interval, not the SNR")
     total = sum(len(a) for a in per_group)
     used = [sum(int(np.count_nonzero(np.asarray(a, dtype=np.float64))) for a in x) for x in (per_group, per_group_ref)]
     if min(used) < MIN_INFORMATIVE_GROUPS:
-        notes.append(f"rho rests on few groups: {used[0]} of {total} contribute to this reward's alignment and "
+        notes.append(f"{FEW_GROUPS_NOTE}: {used[0]} of {total} contribute to this reward's alignment and "
                      f"{used[1]} to grpo's (the others contribute 0: groups whose rewards are all equal); a bootstrap "
-                     f"over under {MIN_INFORMATIVE_GROUPS} groups does not measure its uncertainty, so its SNR and "
-                     "interval are not to be trusted: use more --prompts or --probe-batches")
+                     f"over under {MIN_INFORMATIVE_GROUPS} groups does not measure its uncertainty, so its SNR of "
+                     "rho-1 and its interval are not to be trusted: use more --prompts or --probe-batches")
     return notes
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 from ..outputs import json_safe
 
 __all__ = ["ForecastResult", "METHODS", "TABLE_COLUMNS", "format_budget", "verdict", "no_signal_reason",
-           "no_gradient_verdict", "no_verdict", "NO_VERDICT"]
+           "no_gradient_verdict", "no_verdict", "NO_VERDICT", "gain_text"]
 
 METHODS = ("probe", "cost_only", "signal_proxy")
 TABLE_COLUMNS = ("arm", "reward", "lr_scale", "tokens_per_update", "rho", "rho_interval", "snr", "effective_updates",
@@ -72,15 +72,20 @@ def verdict(gain: float, iv, budget: str, kind: str, *, why: str = "") -> str:
         return "no forecast"
     lo, hi = iv
     at = f"{budget} ({why})" if why else budget
-    printed = [_points(x) for x in (gain, lo, hi)]
-    nums = f"{printed[0]} [{printed[1]}, {printed[2]}] vs grpo"
-    if all(x == "+0.0" for x in printed):
+    nums = gain_text(gain, iv)
+    if all(_points(x) == "+0.0" for x in (gain, lo, hi)):
         return f"no detectable difference at {at}: {nums}"
     if lo > 0:
         return f"worth its {what} at {at}: {nums}"
     if hi < 0:
         return f"not worth its {what} at {at}: {nums}"
     return f"no detectable difference at {at}: {nums}"
+
+
+def gain_text(gain: float, iv) -> str:
+    """A gain vs grpo and its interval (accuracy points) as the verdicts print them: ``-0.9 [-1.7, -0.1] vs grpo``."""
+    printed = [_points(x) for x in (gain, *iv)]
+    return f"{printed[0]} [{printed[1]}, {printed[2]}] vs grpo"
 
 
 def no_verdict(budget: str, reason: str) -> str:
@@ -180,7 +185,8 @@ class ForecastResult:
         (True for a reward whose every advantage is 0 on the probe batch: its ``verdict`` says it gives no
         gradient and its forecast numbers are NaN, :func:`no_signal_reason`); ``no_verdict_reason`` (missing:
         NaN here, null in ``probe.json``; or why the row's verdict gives no advice: the reference curve is not
-        described by its fit, falls, or has no eval before the budget's updates; its numbers are still there:
+        described by its fit, falls, or has no eval before the budget's updates, or the probe's rho that the verdict
+        would read rests on too few groups, :func:`~.special_rows.few_groups_reason`; its numbers are still there:
         :func:`no_verdict`).
     method : str
         The forecaster asked for.

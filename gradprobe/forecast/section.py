@@ -21,12 +21,12 @@ from .curves import ReferenceCurve, default_curve_path
 from .probe_input import budget_of
 from .result import METHODS, format_budget
 from .special_rows import (NO_VERDICT_MARK, REFERENCE_VERDICT, reference_rho_unbounded, reference_rho_undefined,
-                           reference_verdict, unmeasured_probe_row)
+                           no_verdict_words, reference_verdict, unmeasured_probe_row)
 from .start_check import CHECK_MARK
 from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
 __all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section", "pre_screen_line",
-           "format_forecast", "SECONDS_NOTE", "RAW_GAINS_ABOVE", "row_marks"]
+           "format_forecast", "SECONDS_NOTE", "RAW_GAINS_ABOVE", "row_marks", "RHO_SNR_HEADER"]
 
 #: Models whose shipped reference curve is used when no --reference-curve is given.
 DEFAULT_CURVES = {"tiny": "tiny_frontier_grpo.json"}
@@ -45,6 +45,10 @@ SECONDS_NOTE = ("the forecast is at the token (or FLOPs) budget only; the second
 RAW_GAINS_ABOVE = "the gains above are"
 
 _UNSURE = NO_VERDICT_MARK
+#: The forecast table's column of rho's evidence, |rho_raw - 1| / se (``snr`` of the forecast rows,
+#: :mod:`~.proxies`), not the per-reward table's <g_R,u> / se (:data:`gradprobe.probe.table.ALIGNMENT_SNR_HEADER`).
+#: Two SNRs, each named by its ratio.
+RHO_SNR_HEADER = "|rho-1|/se"
 
 #: What ``pre_screen["note"]`` says the pre-screen cost counts.
 _PRE_SCREEN_NOTE = ("probe rollouts, MC continuations and the held-out reference's rollouts, against one grpo run's "
@@ -287,8 +291,8 @@ def format_forecast(section: dict) -> str:
              f"reference curve: {section['curve']}" + ("  [shipped default]" if section.get("curve_is_default") else "")]
     notes = section.get("notes", [])
     lines += [f"note: {n}" for n in notes if n.startswith(CHECK_MARK)]  # above the verdicts it casts doubt on
-    header = ["arm", "tokens/update", "raw rho", "rho", f"rho {pct}%", "SNR", "eff.updates", "accuracy", "gain vs grpo",
-              f"{pct}% interval", "probe", "cost-only", "signal", "method"]
+    header = ["arm", "tokens/update", "raw rho", "rho", f"rho {pct}%", RHO_SNR_HEADER, "eff.updates", "accuracy",
+              "gain vs grpo", f"{pct}% interval", "probe", "cost-only", "signal", "method"]
     rows = []
 
     def f(x, spec):  # numbers in json_safe's encoding: None -> "-", "inf"/"-inf" -> inf/-inf; -0.0 prints as 0
@@ -309,8 +313,9 @@ def format_forecast(section: dict) -> str:
                      f(r["forecast_gain"], "+.1f") + mark, giv_s, f(r["gain_probe"], "+.1f"),
                      f(r["gain_cost_only"], "+.1f"), f(r["gain_signal_proxy"], "+.1f"), str(r["method"])])
     lines += format_columns(header, rows, "<>>>>>>>>>>>><")
-    if any(r.get("no_verdict_reason") for r in section["rows"]):
-        lines.append(f"{_UNSURE} read off a reference curve that gives no verdict here (why: below); not advice")
+    if any(r.get("no_verdict_reason") for r in section["rows"]):  # a curve's reason, or a rho on too few groups
+        words = no_verdict_words(r.get("no_verdict_reason") for r in section["rows"])
+        lines.append(f"{_UNSURE} {words} (why: below); not advice")
     elif section.get("no_verdict_reason"):  # no row's verdict says why (grpo alone, rewards without gradient)
         lines.append(f"{_UNSURE} read off a reference curve that gives no verdict here: "
                      f"{section['no_verdict_reason']}")

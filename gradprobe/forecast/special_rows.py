@@ -31,14 +31,15 @@ from __future__ import annotations
 import math
 
 from ..probe_keys import split_entry_key
-from .result import no_gradient_verdict, no_verdict, verdict
+from .proxies import MIN_INFORMATIVE_GROUPS
+from .result import gain_text, no_gradient_verdict, no_verdict, verdict
 from .validated_arms import DEFAULT_LOSS_TYPE
 
 __all__ = ["NAN_IV", "NAN_FORECAST", "no_signal_row", "outside_probe_row", "undefined_probe_columns",
            "undefined_rho_note", "cost_only_why", "equal_cost_row", "loss_change_clause", "reference_verdict",
            "guided_note", "probe_cannot_tell", "reference_rho_undefined", "reference_rho_unbounded",
            "unmeasured_probe_row", "REFERENCE_VERDICT", "NO_VERDICT_MARK",
-           "GUIDED_REFERENCE_VERDICT"]
+           "GUIDED_REFERENCE_VERDICT", "FEW_GROUPS_VERDICT", "few_groups_reason", "no_verdict_words"]
 
 NAN_IV = (math.nan, math.nan)
 #: (effective updates, accuracy, gain, gain interval) of a forecaster that cannot forecast.
@@ -52,6 +53,14 @@ REFERENCE_VERDICT = "reference (grpo)"
 #: table (:func:`gradprobe.forecast.format_forecast`) and the HTML report alike
 #: (:func:`gradprobe.forecast.section.row_marks`).
 NO_VERDICT_MARK = "*"
+#: How the no-verdict reason of an arm whose probe rho rests on too few groups starts (:func:`few_groups_reason`).
+FEW_GROUPS_VERDICT = "rho rests on too few groups for its interval to carry a verdict"
+#: What the line under a forecast table says a marked number is, by why its row gives no verdict
+#: (:func:`no_verdict_words`): the reference curve's reasons, a rho on too few groups, both kinds among the rows.
+_NO_VERDICT_WORDS = {"curve": "read off a reference curve that gives no verdict here",
+                     "few": "resting on too few probe groups to give a verdict",
+                     "both": "read off a reference curve that gives no verdict here, or resting on too few probe "
+                             "groups to give one"}
 #: The reference row's verdict in a guided probe (every entry is the guided, importance-weighted update).
 GUIDED_REFERENCE_VERDICT = ("guided outcome (this probe's reference: the unguided grpo update is not in a guided "
                             "probe; compare in a study)")
@@ -78,7 +87,7 @@ def no_signal_row(row: dict, reason: str) -> dict:
         fix = "it may still train on other prompts: probe more --prompts, a larger --group or an easier task"
     row.update(method="no_signal", no_signal=True, verdict=no_gradient_verdict(reason), rho=math.nan,
                rho_interval=NAN_IV, snr=math.nan, first_order_gain=math.nan,  # rho_raw stays: the raw sums' exact 0
-               note=f"its <g_R, u>, interval and SNR are exact zeros, not a measurement; {fix}")
+               note=f"its <g_R, u>, interval and SNR of <g_R, u> are exact zeros, not a measurement; {fix}")
     return _no_numbers(row)
 
 
@@ -139,7 +148,7 @@ def probe_cannot_tell(row: dict) -> str | None:
     if math.isnan(raw):
         return "rho is undefined (grpo's own <g_outcome, u> is not positive)"
     if not snr > 1:
-        return f"the probe cannot tell this reward from grpo (rho's SNR {snr:.2f} <= 1, so rho is shrunk to 1)"
+        return f"the probe cannot tell this reward from grpo (SNR of rho-1 {snr:.2f} <= 1, so rho is shrunk to 1)"
     return None
 
 
@@ -170,7 +179,8 @@ def equal_cost_row(row: dict, budget: str, kind: str, level: float, *, probe_why
     if why or not finite:
         probe = f"none, since {why}" if why else "none"
     else:
-        probe = (f"{gain:+.1f} [{iv[0]:+.1f}, {iv[1]:+.1f}] ({int(round(100 * level))}% interval) vs grpo, SNR "
+        probe = (f"{gain:+.1f} [{iv[0]:+.1f}, {iv[1]:+.1f}] ({int(round(100 * level))}% interval) vs grpo, "
+                 "SNR of rho-1 "
                  + ("-" if math.isnan(snr) else f"{snr:.2f}"))
     row["verdict"] = (f"cost only cannot tell rewards of equal cost apart: at {budget} its forecast is {zero}; the "
                       f"probe's forecast, not validated better than cost only: {probe}")
@@ -208,8 +218,8 @@ def reference_rho_undefined(entry: dict | None, reference: dict | None = None,
     iv = entry.get("interval") if isinstance(entry.get("interval"), (list, tuple)) else None
     lo, hi = (_number(iv[0]), _number(iv[1])) if iv is not None and len(iv) == 2 else (math.nan, math.nan)
     groups = entry.get("per_group") or []
-    blank = (f"rho (each reward's <g_R, u> over {name}'s) is undefined; raw rho, rho, its interval, SNR and the "
-             "probe's forecast are blank and no verdict rests on them")
+    blank = (f"rho (each reward's <g_R, u> over {name}'s) is undefined; raw rho, rho, its interval, the SNR of "
+             "rho-1 and the probe's forecast are blank and no verdict rests on them")
     if _number((reference or {}).get("norm")) == 0 or (ip == 0 and groups and all(_number(g) == 0 for g in groups)):
         return ("rho is undefined (the reference update is zero: every <g_R, u> is 0)",
                 f"the reference update u is zero, so every <g_R, u> is exactly 0, {name}'s own included: {blank}; the "
@@ -252,7 +262,7 @@ def reference_rho_unbounded(entry: dict | None, guided: bool = False) -> str | N
     return (f"{name}'s own <g_outcome, u> = {ip:+.3e}, 95% interval [{lo:+.3e}, {hi:+.3e}] over prompts, includes 0: "
             f"rho (each reward's <g_R, u> over {name}'s) then has an unbounded confidence set (Fieller's theorem), so "
             "its printed interval (bootstrap percentiles) understates its uncertainty; the probe forecaster shrinks "
-            "rho toward 1 by its SNR, as validated on the shipped studies, whose probes all read so; "
+            "rho toward 1 by the SNR of rho-1, as validated on the shipped studies, whose probes all read so; "
             f"{_UNDEFINED_RHO_FIX} to narrow {name}'s interval")
 
 
@@ -355,3 +365,25 @@ def guided_note(guidance: dict) -> str:
     return (f"a guided probe ({knobs or 'guidance'}): every entry is of the guided, importance-weighted update, the "
             "reference included, so the gains vs grpo here are vs the guided outcome, not unguided grpo (compare the "
             "two in a study)")
+
+
+def few_groups_reason(gain: float, iv) -> str:
+    """The no-verdict reason of an arm whose verdict would rest on the probe's rho while rho rests on under
+    :data:`~.proxies.MIN_INFORMATIVE_GROUPS` informative groups (``Efficiency.few_groups``: its SNR and interval do
+    not measure its uncertainty, :func:`~.proxies._reading_notes`): the forecast ``gain`` and interval ``iv``
+    (accuracy points vs grpo) are quoted for information (left out where not finite), and the fix named."""
+    finite = iv is not None and all(isinstance(x, (int, float)) and math.isfinite(x) for x in (gain, *iv))
+    nums = f": {gain_text(gain, iv)}, for information only" if finite else ""
+    return (f"{FEW_GROUPS_VERDICT} (under {MIN_INFORMATIVE_GROUPS} groups contribute: see the note){nums}; use more "
+            "--prompts or --probe-batches")
+
+
+def no_verdict_words(reasons) -> str:
+    """What the line under a forecast table (the console's and ``report.html``'s) says a number marked
+    :data:`NO_VERDICT_MARK` is, from the ``no_verdict_reason`` of the marked rows (``reasons``; empty ones ignored):
+    read off a reference curve that gives no verdict, resting on too few probe groups (every reason starts
+    :data:`FEW_GROUPS_VERDICT`), or either."""
+    reasons = [str(r) for r in reasons if r]
+    if not any(FEW_GROUPS_VERDICT in r for r in reasons):
+        return _NO_VERDICT_WORDS["curve"]
+    return _NO_VERDICT_WORDS["few" if all(r.startswith(FEW_GROUPS_VERDICT) for r in reasons) else "both"]

@@ -5,8 +5,9 @@ right, <g_R, u> per reward with its 95% bootstrap interval over prompts. An arm 
 construction (:func:`by_construction`: cost only, the same cost per update as grpo, no interval) is not drawn as
 a measured point at 0: its probe forecast (``gain_probe`` with ``gain_probe_interval``) is drawn instead, in its
 own marker and colour, legend "probe (cost only: 0 by construction)"; without a finite probe forecast the arm is
-left out and a text annotation says why. An arm read off a reference curve that gives no verdict at the budget
-(:func:`no_verdict`: the row's ``no_verdict_reason``) is not drawn at all, neither its forecast nor its probe
+left out and a text annotation says why. An arm read off a reference curve that gives no verdict at the budget,
+or whose probe rho rests on too few groups to give one (:func:`no_verdict`: the row's ``no_verdict_reason``), is
+not drawn at all, neither its forecast nor its probe
 forecast: its row is annotated :data:`NO_VERDICT_LABEL` in grey and the caption says why (the verdict table shows its
 numbers, marked). :func:`ledger_figure`: generated tokens by category and tokens per update.
 """
@@ -18,7 +19,7 @@ import io
 import math
 
 from .. import figures as plt
-from ..forecast.special_rows import NO_VERDICT_MARK, REFERENCE_VERDICT
+from ..forecast.special_rows import FEW_GROUPS_VERDICT, NO_VERDICT_MARK, REFERENCE_VERDICT
 
 __all__ = ["interval_figure", "ledger_figure", "ledger_rows", "by_construction", "no_verdict", "png",
            "BY_CONSTRUCTION_LABEL", "NO_VERDICT_LABEL", "NO_VERDICT_MARK"]
@@ -56,10 +57,25 @@ def by_construction(row: dict) -> bool:
 
 
 def no_verdict(row: dict) -> bool:
-    """Whether a forecast row is read off a reference curve that gives no verdict at the budget: its
-    ``no_verdict_reason`` (:func:`gradprobe.forecast.budget_forecast.no_verdict_reasons`) is set. Such a row's
-    numbers are not a forecast to plot."""
+    """Whether a forecast row gives no verdict (read off a reference curve that gives none at the budget, or its
+    probe rho rests on too few groups): its ``no_verdict_reason``
+    (:func:`gradprobe.forecast.budget_forecast.no_verdict_reasons`,
+    :func:`gradprobe.forecast.special_rows.few_groups_reason`) is set. Such a row's numbers are not a forecast to
+    plot."""
     return bool(row.get("no_verdict_reason"))
+
+
+def _silent_words(rows: list[dict]) -> str:
+    """Which arms the caption says are not drawn: those read off a reference curve that gives no verdict at the
+    budget, those whose probe rho rests on too few groups to give one, or both
+    (:func:`gradprobe.forecast.special_rows.no_verdict_words`)."""
+    reasons = [str(r.get("no_verdict_reason") or "") for r in rows]
+    if not any(FEW_GROUPS_VERDICT in x for x in reasons):
+        return "an arm read off a reference curve that gives no verdict at the budget"
+    if all(x.startswith(FEW_GROUPS_VERDICT) for x in reasons if x):
+        return "an arm whose rho rests on too few probe groups to give a verdict"
+    return ("an arm read off a reference curve that gives no verdict at the budget, or whose rho rests on too few "
+            "probe groups to give one,")
 
 
 def _errorbar(ax, ys, values, intervals, **style):
@@ -139,9 +155,8 @@ def interval_figure(result: dict):
                    "measurement: it is drawn as the probe's forecast with its interval (orange diamond), or left out "
                    "when the probe has none" if any(by_construction(r) and not no_verdict(r) for r in rows)
                    else "")
-        silent = ("; an arm read off a reference curve that gives no verdict at the budget is not drawn (its numbers "
-                  f"are not a forecast: the verdict table gives them, marked {NO_VERDICT_MARK}, and says why)"
-                  if any(no_verdict(r) for r in rows) else "")
+        silent = f"; {_silent_words(rows)} is not drawn (its numbers are not a forecast: the verdict table gives " \
+                 f"them, marked {NO_VERDICT_MARK}, and says why)" if any(no_verdict(r) for r in rows) else ""
         caption = (f"Left: each arm's forecast gain vs grpo at the budget with its {pct}% interval (accuracy points; "
                    f"0 = as good as grpo for the same tokens){special}{silent}. Right: " + caption)
     ax = axes[0, -1]

@@ -9,9 +9,10 @@ or attached to an issue. Sections:
    ``--calibration`` was given, labelled as the console labels it: ``calibrated gain (cost_only's, not probe's)``
    with a note under the table when the calibration corrects another forecaster than the verdicts', each gain's
    caveats (``tied``, ``intercept only``, ``shift only``, ``outside domain``) in its cell and the calibration's notes
-   under the table); a row read off a reference curve that gives no verdict at the budget (its
-   ``no_verdict_reason``) is greyed, its verdict cell says ``no verdict at BUDGET: WHY`` instead of advice, and its
-   numbers read off the curve are marked ``*`` with a line under the table, as ``gradprobe probe`` prints them
+   under the table); a row read off a reference curve that gives no verdict at the budget, or whose probe rho rests
+   on too few groups to give one (its ``no_verdict_reason``), is greyed, its verdict cell says ``no verdict at
+   BUDGET: WHY`` instead of advice, and its numbers read off the curve are marked ``*`` with a line under the
+   table, as ``gradprobe probe`` prints them
    (:func:`gradprobe.forecast.format_forecast`); without a reference curve, the note saying what a forecast needs;
    either way the pre-screen's cost as a share of one grpo run's token budget (the line ``gradprobe probe`` prints)
    and the section's notes;
@@ -45,6 +46,7 @@ from ..forecast.forecaster import format_budget
 from ..forecast.result import NO_VERDICT, no_verdict
 # the words and marks format_forecast prints: one wording
 from ..forecast.section import RAW_GAINS_ABOVE, pre_screen_line, row_marks
+from ..forecast.special_rows import no_verdict_words
 from ..outputs import write_text_atomic
 from .report_figures import NO_VERDICT_MARK, interval_figure, ledger_figure, ledger_rows, png
 
@@ -125,11 +127,13 @@ the probe and signal-proxy forecasters only, not by cost only).</p>
 
 <h2>Raw per-reward figures</h2>
 <p>&lt;g_R, u&gt;: the reward's policy gradient along the (preconditioned) reference update u, with its 95% bootstrap
-interval over prompts; gains: the first-order extrapolation 100 lr &lt;g_R, u&gt; (accuracy points; no diminishing
+interval over prompts and its SNR, &lt;g_R, u&gt; / its bootstrap standard error (not the forecast's SNR of rho - 1,
+|rho - 1| / se); gains: the first-order extrapolation 100 lr &lt;g_R, u&gt; (accuracy points; no diminishing
 returns, expected to overestimate){% if secs is not none %}; seconds / update: the wall-clock seconds of one training
 update under the reward, its own compute included, and gain@{{ "{:g}".format(secs) }}s the raw first-order gain at the
 {{ "{:,g}".format(secs) }} device-seconds budget{% endif %}.</p>
-<table id="rewards"><tr><th>reward</th><th>&lt;g_R, u&gt;</th><th>95% interval</th><th>SNR</th><th>gain / update</th>
+<table id="rewards"><tr><th>reward</th><th>&lt;g_R, u&gt;</th><th>95% interval</th>
+<th>SNR of &lt;g_R, u&gt;</th><th>gain / update</th>
 <th>tokens / update</th><th>gain at budget</th>{% if secs is not none %}<th>seconds / update</th>
 <th>gain@{{ "{:g}".format(secs) }}s (raw first order)</th>{% endif %}</tr>
 {% for r in rewards %}<tr><td>{{ r.name }}</td><td class="n">{{ fmt(r.inner_product, "+.3e") }}</td>
@@ -213,8 +217,9 @@ def _no_verdict_line(fc: dict) -> str | None:
     """The line under the verdict table when a number in it is marked :data:`NO_VERDICT_MARK`: the console's
     (:func:`gradprobe.forecast.format_forecast`), the reason said where no row's verdict says it (grpo alone, or
     every other arm without gradient); None when the curve gives verdicts."""
-    if any(r.get("no_verdict_reason") for r in fc.get("rows") or []):
-        return f"{NO_VERDICT_MARK} {NO_VERDICT_WORDS} (why: in the row's verdict); not advice"
+    if any(r.get("no_verdict_reason") for r in fc.get("rows") or []):  # a curve's reason, or a rho on few groups
+        words = no_verdict_words(r.get("no_verdict_reason") for r in fc.get("rows") or [])
+        return f"{NO_VERDICT_MARK} {words} (why: in the row's verdict); not advice"
     if fc.get("no_verdict_reason"):
         return f"{NO_VERDICT_MARK} {NO_VERDICT_WORDS}: {fc['no_verdict_reason']}"
     return None

@@ -13,7 +13,12 @@ from ..probe_keys import LOSS_TYPE_SEPARATOR
 from ..tables import format_columns
 from .result import REFERENCE_REWARD
 
-__all__ = ["format_table", "no_signal_entries"]
+__all__ = ["format_table", "no_signal_entries", "ALIGNMENT_SNR_HEADER"]
+
+#: The per-reward table's column of <g_R,u> / its bootstrap standard error (``snr`` of ``probe.json``'s ``rewards``),
+#: not the forecast table's SNR of rho-1 (:data:`gradprobe.forecast.section.RHO_SNR_HEADER`): two SNRs, each
+#: named by its ratio.
+ALIGNMENT_SNR_HEADER = "<g,u>/se"
 
 
 def format_table(result: dict) -> str:
@@ -35,7 +40,7 @@ def format_table(result: dict) -> str:
                         f"{cfg.get('batches_per_policy', '?')} batch(es) each, pooled; "
                         "<g_R,u> below is the mean over all batches")
     rows = [_reward_row(r, secs is not None) for r in result["rewards"]]
-    header = ["reward", "<g_R,u>", "95% interval", "SNR", "gain/update", "tokens/update", "gain@budget"]
+    header = ["reward", "<g_R,u>", "95% interval", ALIGNMENT_SNR_HEADER, "gain/update", "tokens/update", "gain@budget"]
     if secs is not None:
         header += ["seconds/update", f"gain@{secs:g}s"]
     # columns as wide as their longest entry (long reward names)

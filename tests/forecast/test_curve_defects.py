@@ -254,8 +254,8 @@ def test_bootstrap_help_says_the_forecast_intervals_are_its_own(capsys):
         main(["probe", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert ("--bootstrap BOOTSTRAP bootstrap resamples over prompts of the probe table's 95% intervals (0: no "
-            "intervals there); the forecast's rho and gain intervals and SNR always come from its own 2000 draws "
-            "over the same per-group contributions, whatever this is (default: 1000)") in text
+            "intervals there); the forecast's rho and gain intervals and SNR of rho-1 always come from its own 2000 "
+            "draws over the same per-group contributions, whatever this is (default: 1000)") in text
     # and they do: the forecast does not read the probe's n_bootstrap
     a = forecast_rewards(synthetic_curve(seeds=2), _probe(rho=2.0), n_draws=300)
     p = _probe(rho=2.0)

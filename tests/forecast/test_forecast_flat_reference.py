@@ -76,7 +76,7 @@ def test_flat_reference_section_prints_and_saves_the_same_blanks(curve):
     assert cells[8] == f"{mc['forecast_gain']:+.1f}" and cells[12] == f"{mc['gain_cost_only']:+.1f}"
     assert "outcome: reference (grpo): no gradient on this batch" in text
     assert f"mc_value: {mc['verdict']}" in text
-    assert any("(rho, its interval, SNR and the probe forecast are blank)" in n for n in sec["notes"])
+    assert any("(rho, its interval, the SNR of rho-1 and the probe forecast are blank)" in n for n in sec["notes"])
 
 
 def test_no_signal_row_has_no_first_order_gain(curve):

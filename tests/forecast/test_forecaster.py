@@ -72,7 +72,7 @@ def test_low_snr_reward_falls_back_to_cost_only_and_says_so(curve):
     res = forecast_rewards(curve, probe_result({"outcome": o, "noisy": noisy}, {"outcome": C_OUT, "noisy": C_MC}))
     r = res.table.set_index("arm").loc["noisy"]
     assert r["snr"] < 1 and r["rho"] == 1.0
-    assert r["method"] == "cost_only (probe SNR <= 1)" and "shrunk to 1" in r["note"]
+    assert r["method"] == "cost_only (SNR of rho-1 <= 1)" and "shrunk to 1" in r["note"]
     assert r["forecast_gain"] == r["gain_cost_only"] and r["gain_interval"] == r["gain_cost_only_interval"]
     assert any("signal proxy" in n for n in res.notes)  # this probe result has none
     assert math.isnan(r["gain_signal_proxy"])

@@ -49,7 +49,7 @@ def test_a_loss_type_arm_gets_the_clause_once_and_a_plain_reward_does_not(method
                  "not a measurement (interval: none); the probe's forecast, not validated better than cost only: ")
         assert cispo.startswith(words) and same.startswith(words) and t.loc["outcome@cispo", "by_construction"]
         probe_part = cispo[len(words): -len("; a change of loss (cispo) " + CLAUSE)]
-        assert probe_part.endswith("(95% interval) vs grpo, SNR " + f"{t.loc['outcome@cispo', 'snr']:.2f}")
+        assert probe_part.endswith("(95% interval) vs grpo, SNR of rho-1 " + f"{t.loc['outcome@cispo', 'snr']:.2f}")
 
 
 def test_the_same_forecast_without_the_clause_is_the_old_verdict():

@@ -72,10 +72,10 @@ def test_equal_cost_arm_with_snr_at_most_1_has_no_probe_forecast_under_the_probe
     r = rows["noisy"]
     assert r["gain_probe"] is None and r["gain_probe_interval"] == NAN_PAIR and r["rho_interval"] == NAN_PAIR
     assert r["by_construction"] is True and r["gain_interval"] == NAN_PAIR and r["rho"] == 1.0
-    assert r["method"] == "cost_only (probe SNR <= 1)"
+    assert r["method"] == "cost_only (SNR of rho-1 <= 1)"
     snr = f"{r['snr']:.2f}"
     assert r["verdict"].startswith(
-        f"no forecast at 250k: the probe cannot tell this reward from grpo (rho's SNR {snr} <= 1, so rho is shrunk "
+        f"no forecast at 250k: the probe cannot tell this reward from grpo (SNR of rho-1 {snr} <= 1, so rho is shrunk "
         "to 1), and cost only, its fallback, cannot tell rewards of equal cost apart: its forecast is +0.0 by "
         "construction (the same tokens per update as grpo), not a measurement (interval: none)")
     assert "no detectable difference" not in r["verdict"] and "[+0.0, +0.0]" not in r["verdict"]
@@ -86,7 +86,7 @@ def test_equal_cost_arm_with_snr_at_most_1_has_no_probe_forecast_under_the_probe
     assert rows["twin"]["gain_probe"] > 1 and rows["twin"]["snr"] > 1  # rho about 2.5 at grpo's cost: measured
     assert rows["twin"]["verdict"].startswith("worth its tokens at 250k: ")
     text = format_forecast(sec)
-    assert [_cell(text, "noisy", c) for c in ("rho", "rho 95%", "SNR", "probe", "cost-only")] == [
+    assert [_cell(text, "noisy", c) for c in ("rho", "rho 95%", "|rho-1|/se", "probe", "cost-only")] == [
         "1.00", "-", snr, "-", "+0.0"]
 
 
@@ -97,9 +97,9 @@ def test_equal_cost_arm_with_snr_at_most_1_quotes_no_probe_forecast_under_cost_o
     assert t.loc["noisy", "verdict"] == (
         "cost only cannot tell rewards of equal cost apart: at 250k its forecast is +0.0 by construction (the same "
         "tokens per update as grpo), not a measurement (interval: none); the probe's forecast, not validated better "
-        f"than cost only: none, since the probe cannot tell this reward from grpo (rho's SNR {snr} <= 1, so rho is "
+        f"than cost only: none, since the probe cannot tell this reward from grpo (SNR of rho-1 {snr} <= 1, so rho is "
         "shrunk to 1)")
-    assert f"SNR {t.loc['twin', 'snr']:.2f}" in t.loc["twin", "verdict"]  # a probe that can tell is still quoted
+    assert f"SNR of rho-1 {t.loc['twin', 'snr']:.2f}" in t.loc["twin", "verdict"]  # a probe that can tell: quoted
     rows = _rows(forecast_section(pr, curve=curve, method="cost_only"))
     assert rows["noisy"]["gain_probe"] is None and rows["noisy"]["gain_probe_interval"] == NAN_PAIR
     assert rows["noisy"]["verdict"].startswith(t.loc["noisy", "verdict"])
@@ -130,7 +130,7 @@ def test_zero_reference_update_blanks_the_probe_columns(curve, method):
         assert rows["strong"]["forecast_gain"] == rows["strong"]["gain_cost_only"]
     assert any(n.startswith("the reference update u is zero, so every <g_R, u> is exactly 0") for n in sec["notes"])
     text = format_forecast(sec)
-    assert [_cell(text, "strong", c) for c in ("raw rho", "rho", "rho 95%", "SNR", "probe")] == ["-"] * 5
+    assert [_cell(text, "strong", c) for c in ("raw rho", "rho", "rho 95%", "|rho-1|/se", "probe")] == ["-"] * 5
     assert _cell(text, "strong", "cost-only") == f"{rows['strong']['gain_cost_only']:+.1f}"
 
 

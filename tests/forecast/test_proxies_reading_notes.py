@@ -28,8 +28,8 @@ def test_one_informative_group_is_noted_and_its_numbers_are_unchanged():
     said = [n for n in eff.notes if n.startswith("rho rests on few groups")]
     assert said == ["rho rests on few groups: 1 of 16 contribute to this reward's alignment and 16 to grpo's (the "
                     "others contribute 0: groups whose rewards are all equal); a bootstrap over under 5 groups does "
-                    "not measure its uncertainty, so its SNR and interval are not to be trusted: use more --prompts "
-                    "or --probe-batches"]
+                    "not measure its uncertainty, so its SNR of rho-1 and its interval are not to be trusted: use "
+                    "more --prompts or --probe-batches"]
     assert eff.rho_raw == pytest.approx(-0.5 / ref.sum(), rel=1e-14)
     assert eff.snr > 1.96  # the overconfidence the note warns of
 
@@ -52,7 +52,8 @@ def test_grpos_own_few_groups_count_too():
 def test_a_heavy_tailed_interval_that_includes_one_is_noted():
     assert _reading_notes([np.ones(16)], [np.ones(16)], (-0.22, 4.04), 4.6, 0.95) == [
         "rho's bootstrap is heavy-tailed: its 95% interval [-0.22, 4.04] includes 1 (grpo's per-update efficiency) "
-        "although its SNR is 4.60 (read from the central 68% of the replicates): read the interval, not the SNR"]
+        "although its SNR of rho-1 (|rho-1|/se) is 4.60 (se read from the central 68% of the replicates): read the "
+        "interval, not the SNR"]
     assert _reading_notes([np.ones(16)], [np.ones(16)], (1.2, 4.04), 4.6, 0.95) == []  # agree: 1 outside
     assert _reading_notes([np.ones(16)], [np.ones(16)], (-0.22, 4.04), 1.5, 0.95) == []  # agree: SNR low
 

@@ -122,7 +122,7 @@ def test_a_fallback_row_quotes_the_asked_forecasters_error_not_its_labels(monkey
     monkeypatch.setattr(section, "VALIDATION", record)
     rows = {r["reward"]: r for r in forecast_section(_probe("study_tiny_losses"), method="probe")["rows"]}
     r = rows["outcome@bnpo"]
-    assert r["method"] == "cost_only (probe SNR <= 1)"
+    assert r["method"] == "cost_only (SNR of rho-1 <= 1)"
     assert r["validated_error"] == {"forecaster": "probe", "mae": 9.25, "runs": 3, "studies": 1}
     assert r["verdict"].endswith(f" ({validated_error_note(r['validated_error'])})")
     assert r["verdict"].split(" (")[-1].startswith("probe was off by ")

@@ -61,7 +61,9 @@ def test_zero_inner_products_with_signal_proxy_power_are_not_no_signal():
     table = forecast_rewards(fh.synthetic_curve(), _probe(const_signal=(0.5, 0.0, 0.0, 0.0)), n_draws=200).table
     row = table.set_index("arm").loc["const"]
     assert bool(row["no_signal"]) is False and row["method"] == "probe" and math.isfinite(row["forecast_gain"])
-    assert row["verdict"].startswith("not worth its tokens")  # rho 0: it is forecast not to train
+    # rho 0: it is forecast not to train, but on 0 groups that contribute (of 4): no verdict rests on that interval
+    assert row["verdict"].startswith("no verdict at 250k: rho rests on too few groups for its interval to carry a "
+                                     f"verdict (under 5 groups contribute: see the note): {row['forecast_gain']:+.1f}")
 
 
 def test_no_signal_reason_cases():

@@ -130,6 +130,6 @@ def test_cost_only_verdict_of_an_arm_of_grpos_cost_quotes_the_probe(capsys):
     assert same["verdict"].startswith("cost only cannot tell rewards of equal cost apart: at 250k its forecast is "
                                       "+0.0 by construction (the same tokens per update as grpo)")
     lo, hi = same["gain_probe_interval"]
-    assert f"{same['gain_probe']:+.1f} [{lo:+.1f}, {hi:+.1f}] (95% interval) vs grpo, SNR {same['snr']:.2f}" \
+    assert f"{same['gain_probe']:+.1f} [{lo:+.1f}, {hi:+.1f}] (95% interval) vs grpo, SNR of rho-1 {same['snr']:.2f}" \
         in same["verdict"] and same["gain_probe"] < 0
     assert mc["verdict"].startswith("not worth its tokens at 250k") and hi < 0  # other costs keep their verdicts
