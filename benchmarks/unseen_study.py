@@ -59,6 +59,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from calib.bootstrap import detectable_difference
 from calib.metrics import p_value_text, pooled_rank_agreement, ranking_table
 from calib.report import CV_ROWS_KEY
 from calib.noise_floor import heldout_floor, heldout_label, pool_heldout_floors, seed_noise_floor
@@ -400,16 +401,6 @@ def _replicated_cells(d: pd.DataFrame, shown: list, cells: dict) -> None:
 
 
 DETECTABLE = "detectable: the smallest difference from the first these arms could detect, 80% power, two-sided 5%"
-
-
-def detectable_difference(resampled, alpha: float = 0.05, power: float = 0.8) -> float:
-    """The smallest MAE difference (points) these arms could detect: (z_{1-alpha/2} + z_power) x the bootstrap
-    standard error of the paired difference (``resampled``, shape (B,): its resampled values), the normal
-    approximation of a two-sided test at ``alpha`` with ``power`` (e.g. Cohen 1988, ch. 12; 2.80 x SE at 5% and
-    80%): a true difference smaller than it would more often than not go unseen."""
-    from scipy.stats import norm
-
-    return float((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * np.std(np.asarray(resampled, float), ddof=1))
 
 
 def _arm_mean_lines(raw: pd.DataFrame, shown: list, header: str) -> None:

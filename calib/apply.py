@@ -55,12 +55,13 @@ from sklearn.base import clone
 from gradprobe.layout import CALIBRATED_JSON, PROBE_JSON
 from gradprobe.outputs import OutputDirError
 
-from .domain import CalibrationDomainWarning, DomainWarning, check_domain, check_rewards, probe_identity
+from .domain import (CalibrationDomainWarning, DomainWarning, check_domain, check_in_sample, check_rewards,
+                     probe_identity)
 from .files import json_float, write_json
 from .forecaster_choice import PROBE_FORECASTERS
 from .model import Calibration, load_calibration
 from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, check_probe_budgets,
-                          first_order_gain, load_probe, probe_features, probe_forecasts)
+                          first_order_gain, load_probe, probe_features, probe_forecasts, probe_study)
 from .validation import PLURAL, group_labels
 
 __all__ = ["apply_calibration", "calibrate", "calibrate_probe", "check_applicable", "write_calibrated",
@@ -108,7 +109,7 @@ def check_applicable(calibration: Calibration, *, rewards, budget_seconds=None, 
 
 
 def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "", task: dict | None = None,
-              where: str = "probe.json") -> dict:
+              where: str = "probe.json", study: dict | None = None) -> dict:
     """The calibrated gains of every probed reward (the content of ``calibrated.json``).
 
     Parameters
@@ -121,12 +122,15 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         Where the calibration came from (recorded); the probe file as errors name it.
     task : dict, optional
         The probe's resolved task, when ``probe.json`` does not say it in full (:func:`load_probe`).
+    study : dict, optional
+        The probe's study (:func:`calib.probe_input.probe_study`); None outside a study.
 
     Returns
     -------
     dict
-        ``format``, ``probe`` (model, task key, budgets), ``calibration`` (source, forecaster, method,
-        level, domain...), ``outside_domain`` (any entry outside), ``warnings`` (domain and per reward),
+        ``format``, ``probe`` (model, task key, budgets), ``calibration`` (source, forecaster, method, level,
+        domain...), ``outside_domain`` (any entry outside), ``in_sample`` (None, or the warning of
+        :func:`calib.domain.check_in_sample`, also in ``warnings``), ``warnings`` (in-sample, domain and per reward),
         ``notes`` (the warnings plus one note per reward without a calibrated gain: a reward that gives no
         gradient on the probe batch, ``no_signal`` in ``probe.json``, with its ``no_signal_reason``; rewards
         the forecaster cannot say anything about, and those whose forecast row gives no verdict, with its
@@ -156,7 +160,8 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     # a forecast that gives no advice (no_verdict_reason) is not calibrated into one
     ok, values = _calibrated_values(calibration, feats, others, {*no_signal, *_no_verdict_rewards(probe_result)})
     me = probe_identity(probe_result, task=task)
-    warnings = check_domain(calibration, probe_result, task=me["task"])
+    in_sample = check_in_sample(calibration, study)
+    warnings = ([in_sample] if in_sample else []) + check_domain(calibration, probe_result, task=me["task"])
     probe_outside = any(w.outside for w in warnings)
     silent = [n for n in others if n not in ok]
     # a reward outside the domain is marked whether or not it has a calibrated gain; the warning of one without
@@ -181,8 +186,8 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
                   "points, one training run",
         "probe": {"model": me["model"]["key"], "task": me["task"]["key"], "budgets": me["budgets"]},
         "budget": calibration.budget, "budget_value": me["budgets"].get(calibration.budget, math.nan),
-        "calibration": block, "outside_domain": outside, "warnings": warnings, "notes": notes, "rewards": rewards,
-    }
+        "calibration": block, "outside_domain": outside, "in_sample": in_sample, "warnings": warnings,
+        "notes": notes, "rewards": rewards}
 
 
 def _calibration_block(calibration: Calibration, source: str, probe_result: dict) -> dict:
@@ -456,24 +461,27 @@ def _no_signal_rewards(probe_result: dict) -> dict[str, str]:
     return out
 
 
-def write_calibrated(folder: str | Path, document: dict) -> Path:
-    """Write ``calibrated.json`` into the probe folder, atomically (never touching ``probe.json``).
-    NaN -> null, +-inf -> "inf"/"-inf" (gradprobe's encoding, :mod:`calib.files`). Returns the path.
+def write_calibrated(folder: str | Path, document: dict, *, out: str | Path | None = None) -> Path:
+    """Write ``calibrated.json`` into the probe folder (or to ``out``, ``calib apply --out``), atomically (never
+    touching ``probe.json``). NaN -> null, +-inf -> "inf"/"-inf" (gradprobe's encoding, :mod:`calib.files`).
+    Returns the path.
 
     Raises
     ------
     gradprobe.outputs.OutputDirError
-        The write failed (an OSError; nothing changed): the message names the file, why, and the fix (its place
-        is fixed next to probe.json: move what is in the way, make the folder writable, or copy the probe folder).
+        The write failed (an OSError; nothing changed): the message names the file, why, and the fix (next to
+        probe.json: move what is in the way, make the folder writable, or copy the probe folder; ``out``: choose
+        another --out).
     """
-    path = Path(folder) / CALIBRATED_NAME
+    path = Path(folder) / CALIBRATED_NAME if out is None else Path(out)
     try:
         return write_json(path, document, indent=1)
     except OutputDirError as e:
         why = e.__cause__.strerror if isinstance(e.__cause__, OSError) and e.__cause__.strerror else str(e)
-        err = OutputDirError(e.errno, f"writing {str(path)!r} failed ({why}); calibrated.json is written next to "
-                             f"probe.json: remove or rename what is at {str(path)!r}, or make {str(Path(folder))!r} "
-                             "writable (or copy the probe folder somewhere writable and apply there)")
+        fix = (f"calibrated.json is written next to probe.json: remove or rename what is at {str(path)!r}, or make "
+               f"{str(Path(folder))!r} writable (or copy the probe folder somewhere writable and apply there)"
+               if out is None else "choose another --out (a file in a writable folder)")
+        err = OutputDirError(e.errno, f"writing {str(path)!r} failed ({why}); {fix}")
         err.filename = str(path)
         raise err from e
 
@@ -486,10 +494,12 @@ def format_calibrated(document: dict) -> str:
     c = doc["calibration"]
     lvl = c["confidence_level"]
     mismatch = c.get("forecaster_note")  # another forecaster than the verdicts': said at the top, not at the bottom
+    in_sample = doc.get("in_sample")  # fitted on this study's runs: a warning at the top, not a note at the bottom
     whose = f" of {c.get('forecaster_name')}'s gain, not {c.get('verdict_forecaster')}'s" if mismatch else ""
     lines = ["", f"calibrated gain vs GRPO at {doc['budget_value']:,.0f} {doc['budget']}{whose} ({c['method']} "
                  f"correction of {c['forecaster']}, {lvl:.0%} conformal interval for one run; fitted on "
                  f"{c['training_rows']} runs of {len(c['arms'])} arms, {', '.join(c['models'])})",
+             *([f"warning: {in_sample}"] if in_sample else []),
              *([f"note: {mismatch}"] if mismatch else []),
              f"{'reward':<16}{'forecast':>10}{'calibrated':>12}{'interval':>24}"]
     for r in doc["rewards"]:
@@ -498,7 +508,7 @@ def format_calibrated(document: dict) -> str:
         marks = list(r.get("caveats") or []) + (["outside domain"] if r["outside_domain"] else [])
         mark = "".join(f"  {m}" for m in marks)
         lines.append(f"{r['name']:<16}{_f(r['forecast']):>10}{_f(r['calibrated_gain']):>12}{iv:>24}{mark}")
-    lines += [f"note: {n}" for n in doc["notes"] if n != mismatch]
+    lines += [f"note: {n}" for n in doc["notes"] if n not in (mismatch, in_sample)]
     return "\n".join(lines)
 
 
@@ -585,21 +595,21 @@ def _apply(calibration, probe_result, *, source: str | None):
     if not isinstance(calibration, Calibration):
         source = str(calibration) if source is None else source
         calibration = load_calibration(calibration)
-    task, where = None, "probe.json"
+    task, where, study = None, "probe.json", None
     if isinstance(probe_result, (str, Path)):
         raw, folder, task = load_probe(probe_result)
-        where = str(Path(folder) / PROBE_JSON)
+        where, study = str(Path(folder) / PROBE_JSON), probe_study(folder)
     elif isinstance(probe_result, dict):
         raw = probe_result
     elif isinstance(getattr(probe_result, "raw", None), dict):  # gradprobe.ProbeResult (duck-typed: calib reads
         raw = probe_result.raw                                 # gradprobe's outputs, never its classes)
         folder = getattr(probe_result, "folder", None)
         if folder is not None and (Path(folder) / PROBE_JSON).is_file():
-            task = load_probe(folder)[2]
+            task, study = load_probe(folder)[2], probe_study(folder)
     else:
         raise TypeError(f"probe_result must be a gradprobe.ProbeResult, a probe.json dict or a probe folder, got "
                         f"{type(probe_result).__name__}")
-    doc = calibrate(calibration, raw, source=source or "", task=task, where=where)
+    doc = calibrate(calibration, raw, source=source or "", task=task, where=where, study=study)
     table = pd.DataFrame([{"reward": r["name"], "forecast": r["forecast"], "calibrated_gain": r["calibrated_gain"],
                            "interval_low": float(r["calibrated_interval"][0]),
                            "interval_high": float(r["calibrated_interval"][1]),

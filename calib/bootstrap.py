@@ -46,7 +46,7 @@ index matrix once here keeps the resamples explicit and reproducible.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -79,6 +79,9 @@ class ClusterInterval:
         Studies and rows the mean is over.
     resamples, level, seed : int, float, int
         The bootstrap settings.
+    resampled : numpy.ndarray or None
+        Shape (resamples,): the B resampled means the interval is the percentiles of (for
+        :func:`detectable_difference`); None when there is no interval. Not part of :meth:`as_dict`.
     """
 
     estimate: float
@@ -89,6 +92,7 @@ class ClusterInterval:
     resamples: int
     level: float
     seed: int
+    resampled: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict:
         """``{"estimate", "interval": [lo, hi] or None, "reason", "n_clusters", "rows"}`` (JSON-ready)."""
@@ -226,7 +230,7 @@ def cluster_mean_interval(values, clusters, *, resamples: int = RESAMPLES, level
     stats = (counts @ sums) / (counts @ sizes)  # shape (B,)
     a = (1.0 - float(level)) / 2.0
     lo, hi = np.quantile(stats, [a, 1.0 - a])
-    return ClusterInterval(estimate, (float(lo), float(hi)), None, k, **common)
+    return ClusterInterval(estimate, (float(lo), float(hi)), None, k, **common, resampled=stats)
 
 
 def per_row_interval(statistic, columns: dict, clusters, **settings) -> ClusterInterval:
@@ -308,6 +312,37 @@ def mae_difference_interval(predicted_a, predicted_b, realized, clusters, **sett
     return per_row_interval(lambda a, b, y: np.abs(a - y) - np.abs(b - y),
                             {"predicted_a": predicted_a, "predicted_b": predicted_b, "realized": realized},
                             clusters, **settings)
+
+DETECTABLE_ALPHA, DETECTABLE_POWER = 0.05, 0.8
+"""The test of :func:`detectable_difference`: two-sided at 5%, 80% power (2.80 standard errors)."""
+
+
+def detectable_difference(resampled, alpha: float = DETECTABLE_ALPHA, power: float = DETECTABLE_POWER) -> float:
+    """The smallest difference (points) a two-sided test at ``alpha`` would detect with ``power``, from the
+    resampled values of the difference.
+
+    (z_{1-alpha/2} + z_power) x the bootstrap standard error of the difference (the standard deviation, ddof 1, of
+    ``resampled``): the normal approximation of the minimal detectable effect (e.g. Cohen 1988, "Statistical Power
+    Analysis for the Behavioral Sciences", ch. 12; 2.80 x SE at 5% and 80%). A true difference smaller than it would
+    more often than not go unseen. Used for the paired MAE differences of ``calib report`` (study-cluster resamples,
+    :attr:`ClusterInterval.resampled`) and of ``benchmarks/unseen_study.py`` (seed resamples within arms).
+
+    Parameters
+    ----------
+    resampled : array-like of float, shape (B,)
+        The difference on each of B resamples (points), B >= 2.
+    alpha, power : float
+        The test's two-sided level and power (defaults 0.05 and 0.8).
+
+    Returns
+    -------
+    float
+        Points; NaN with fewer than 2 resamples.
+    """
+    from scipy.stats import norm
+
+    return float((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * np.std(np.asarray(resampled, float), ddof=1))
+
 
 def pooled_interval(values, weights, studies, *, resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED,
                     min_studies: int = MIN_INTERVAL_STUDIES) -> tuple[list | None, str | None]:

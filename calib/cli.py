@@ -3,7 +3,9 @@
     calib rows STUDY_DIR [STUDY_DIR...] --out ROWS.csv      calibration rows across studies (calib.dataset)
     calib fit ROWS.csv [ROWS.csv...] --out CALIBRATION.json  fit and save a calibration + domain (calib.model)
     calib report STUDY_DIR [STUDY_DIR...] --out REPORT_DIR   report.html, figures, metrics.json (calib.report)
-    calib apply PROBE_DIR [--calibration default|FILE]       calibrated.json next to probe.json (calib.apply)
+    calib apply PROBE_DIR [--calibration default|FILE] [--out FILE]   calibrated.json next to probe.json, or FILE
+                                                             (calib.apply; a study's probe: printed, written only
+                                                             with --out)
 
 Errors in the input (a missing file or column, a single arm, an incompatible calibration file)
 print one line naming the problem and its fix, and exit with status 2. ``calib rows`` and ``calib fit`` never
@@ -27,10 +29,11 @@ import warnings
 from pathlib import Path
 
 from gradprobe.cli.args import CALIBRATION_PATH, CommandParser, in_path, out_path
-from gradprobe.layout import ANALYSIS_JSON, PLAN_COPY, PROBE_JSON, RUNS_CSV, STUDY_JSON
+from gradprobe.layout import (ANALYSIS_JSON, CALIBRATED_JSON, OUTPUT_KINDS, PLAN_COPY, PROBE_JSON, RUNS_CSV,
+                              STUDY_JSON, output_kind)
 from gradprobe.outputs import OutputDirError
 
-from .apply import calibrate, format_calibrated, load_probe, write_calibrated
+from .apply import CALIBRATED_FORMAT, calibrate, format_calibrated, load_probe, write_calibrated
 from .dataset import (FORECASTERS, REFERENCE_ARM, RowsError, SkippedEvalsWarning, build_rows_many, read_rows,
                       rows_header)
 from .file_check import FIT_CHOICES, FIT_DEFAULTS
@@ -39,6 +42,7 @@ from .integrity import ReferenceLikeArmWarning, check_one_row_per_run, check_ref
 from .metrics import p_value_text
 from .model import fit_calibration, is_calibration_file, load_calibration
 from .noise_floor import NO_SEEDS, heldout_label
+from .probe_input import probe_study, probe_study_dir
 from .report import validation_record, write_report
 
 
@@ -94,12 +98,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "the lowest validated error) to this file; the shipped one is "
                         "gradprobe/data/curves/forecast_validation.json")
     _add_fit_options(p, report=True)
-    p = sub.add_parser("apply", help="calibrate a probe result: writes calibrated.json next to its probe.json",
+    p = sub.add_parser("apply", help="calibrate a probe result: writes calibrated.json next to its probe.json (a "
+                                     "study's probe: printed only, unless --out)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("probe", metavar="PROBE_DIR", help="a `gradprobe probe --out` folder (or its probe.json)",
                    type=in_path("a `gradprobe probe --out` folder or its probe.json"))
     p.add_argument("--calibration", default="default", metavar="default|PATH", help="calibration file",
                    type=in_path(CALIBRATION_PATH))
+    p.add_argument("--out", type=out_path, default=None, metavar="FILE",
+                   help="the calibrated.json to write (default: next to probe.json; a study's probe folder, "
+                        "STUDY/probe, gets no file of calib's: the result is printed, and written only to --out, "
+                        "outside any study, run or report folder)")
     return parser
 
 
@@ -175,14 +184,15 @@ _STUDY_FILES = (RUNS_CSV, STUDY_JSON, ANALYSIS_JSON, PLAN_COPY)
 
 
 def _check_out_file(out: Path, command: str, inputs, input_what: str, what: str, example: str) -> str | None:
-    """Refuse, before any work, an existing ``--out`` file ``out`` of ``calib COMMAND`` (``rows`` or ``fit``) that
-    calib did not write, or that is one of its ``inputs``. Returns None, or, when ``out`` is an earlier output of the
-    same kind, the line :func:`_say_replaced` prints once it is replaced.
+    """Refuse, before any work, an existing ``--out`` file ``out`` of ``calib COMMAND`` (``rows``, ``fit`` or
+    ``apply``) that calib did not write, or that is one of its ``inputs``. Returns None, or, when ``out`` is an
+    earlier output of the same kind, the line :func:`_say_replaced` prints once it is replaced.
 
     ``calib fit`` replaces a calibration file (:func:`calib.model.is_calibration_file`: its format marker), ``calib
-    rows`` a rows CSV (:func:`calib.dataset.rows_header`: calib's rows columns); any other file (the rows
-    themselves, a study's ``runs.csv`` or ``plan.toml``, a user's file) is never overwritten; an empty file is
-    written over (it holds nothing to lose: a ``mktemp`` file). Both write atomically
+    rows`` a rows CSV (:func:`calib.dataset.rows_header`: calib's rows columns), ``calib apply`` a calibrated.json
+    (:func:`_is_calibrated_file`); any other file (the rows themselves, a study's ``runs.csv`` or ``plan.toml``, a
+    user's file) is never overwritten; an empty file is written over (it holds nothing to lose: a ``mktemp`` file).
+    All write atomically
     (a temporary file renamed over ``out``), so a failed write leaves ``out`` as it was.
 
     Raises
@@ -202,13 +212,18 @@ def _check_out_file(out: Path, command: str, inputs, input_what: str, what: str,
                                                f"--out (e.g. {str(out.with_name(example))!r})")
     if out.stat().st_size == 0:  # nothing to lose (a `mktemp` file)
         return None
-    ours = is_calibration_file(out) if command == "fit" else rows_header(out) is not None
+    ours = {"fit": is_calibration_file, "apply": _is_calibrated_file}.get(command, _is_rows_file)(out)
     if ours:
         return f"calib {command}: replaced the earlier {what} {out}"
     raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} exists and is no {what} but {_held(out)}; calib "
                                        f"{command} replaces only its own earlier output and never overwrites another "
                                        f"file: choose another --out (e.g. {str(out.with_name(example))!r}), or move "
                                        "the file away")
+
+
+def _is_rows_file(path: Path) -> bool:
+    """Whether ``path`` holds calibration rows (:func:`calib.dataset.rows_header`)."""
+    return rows_header(path) is not None
 
 
 def _say_replaced(line: str | None) -> None:
@@ -286,12 +301,11 @@ def _report(args) -> int:
             raw, cal = e["raw"].get("common", e["raw"]), e["calibrated"].get("common", e["calibrated"])
             print(f"  {f:<24}{_n(raw.get('mae'))} {_iv(raw)} -> {_n(cal.get('mae'))} {_iv(cal)}   "
                   f"coverage {_cov(raw)} -> {_cov(cal)}")
-        for f, e in m["errors"][cv].items():
-            d = [e[k].get("common", {}).get("mae_difference_vs_cost_only") for k in ("raw", "calibrated")]
-            if any(d):
-                print(f"  {f + ' - cost only':<36}" + " -> ".join(
-                    "n/a" if x is None else f"{_n(x['estimate'], '+.2f')} {_iv(x, 'interval', '+.2f')}"
-                    for x in d) + "   (paired MAE difference, < 0: fewer errors than cost only)")
+        shown = [_print_difference(f, [e[k].get("common", {}).get("mae_difference_vs_cost_only")
+                                       for k in ("raw", "calibrated")]) for f, e in m["errors"][cv].items()]
+        if any(shown):
+            print(f"  {'':<36}(detectable: the smallest difference these studies could detect, 80% power at two-sided "
+                  "5%: 2.80 bootstrap standard errors, calib.bootstrap.detectable_difference)")
         if cv == m["headline_cv"]:  # raw forecasts do not depend on what is held out: shown once
             _print_floor(m, cv)
         reasons = {r.get("mae_interval_reason") for e in m["errors"][cv].values() for k in ("raw", "calibrated")
@@ -315,6 +329,21 @@ def _report(args) -> int:
     for reason in sorted({r.get("oracle_reason") for r in m["ranking"].values()} - {None}):
         print(f"no ceiling: {reason}")
     return 0
+
+
+def _print_difference(forecaster: str, d: list) -> bool:
+    """Print the paired MAE difference of ``forecaster`` minus cost only, as forecast -> calibrated (``d``: the two
+    ``mae_difference_vs_cost_only`` records, None for none; nothing printed when both are None), each with its
+    interval and the smallest difference the studies could detect (``detectable_difference``, when recorded).
+    Returns whether a detectable difference was printed."""
+    if not any(d):
+        return False
+    cells = ["n/a" if x is None else f"{_n(x['estimate'], '+.2f')} {_iv(x, 'interval', '+.2f')}"
+             + ("" if x.get("detectable_difference") is None else f" detectable {_n(x['detectable_difference'])}")
+             for x in d]
+    print(f"  {forecaster + ' - cost only':<36}" + " -> ".join(cells)
+          + "   (paired MAE difference, < 0: fewer errors than cost only)")
+    return any(x is not None and x.get("detectable_difference") is not None for x in d)
 
 
 def _boot_what(b: dict) -> str:
@@ -369,11 +398,60 @@ def _print_heldout(h: dict | None) -> None:
 def _apply(args) -> int:
     cal = load_calibration(args.calibration)
     result, folder, task = load_probe(args.probe)
-    doc = calibrate(cal, result, source=str(args.calibration), task=task, where=str(Path(folder) / PROBE_JSON))
-    path = write_calibrated(folder, doc)
+    out, replaced = _apply_out(args, folder)  # checked before anything is written
+    study = probe_study(folder)  # a study's probe: the calibration may have been fitted on its runs (in-sample)
+    doc = calibrate(cal, result, source=str(args.calibration), task=task, where=str(Path(folder) / PROBE_JSON),
+                    study=study)
+    if args.out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    path = None if out is None else write_calibrated(folder, doc, out=None if args.out is None else out)
+    _say_replaced(replaced)
     print(format_calibrated(doc))
+    if path is None:
+        study_dir = probe_study_dir(folder)
+        study_dir = study_dir if os.path.relpath(study_dir).startswith("..") else os.path.relpath(study_dir)
+        print(f"\nnot written: {folder} is the probe folder of the study {study_dir} ({STUDY_JSON} there), and calib "
+              "apply adds no file to a study (as `gradprobe probe --out` refuses a study's probe folder): pass --out "
+              "FILE to write calibrated.json elsewhere")
+        return 0
     print(f"\nwrote {path}" + (" (outside the calibration's domain: see the notes)" if doc["outside_domain"] else ""))
     return 0
+
+
+def _apply_out(args, folder: Path) -> tuple[Path | None, str | None]:
+    """Where ``calib apply`` writes (``--out``, else ``calibrated.json`` next to probe.json; None: nowhere, for a
+    study's probe folder without ``--out``) and :func:`_check_out_file`'s line for an earlier one it replaces.
+
+    Raises
+    ------
+    gradprobe.outputs.OutputDirError
+        ``--out`` is a folder, lies under a file, lies in another command's folder (a study, a study's probe, a
+        run, a calibration report...: :func:`gradprobe.layout.output_kind`; a probe's own folder is accepted), or
+        is an existing file that is no earlier calibrated.json (one of the inputs, a user's file): one line, with
+        the fix.
+    """
+    if args.out is None:
+        return (None if probe_study_dir(folder) is not None else Path(folder) / CALIBRATED_JSON), None
+    out = Path(args.out)
+    _refuse_bad_file_out(out, "--out", "calibrated.json", CALIBRATED_JSON)
+    found = output_kind(out.parent)
+    if found is not None and found[0] != "probe":
+        raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} lies in {str(out.parent)!r}, which is "
+                                           f"{OUTPUT_KINDS[found[0]]} ({found[1]}); calib apply adds no file to "
+                                           "another command's folder: choose another --out (e.g. a file in an "
+                                           "empty folder, or in a `gradprobe probe --out` folder)")
+    replaced = _check_out_file(out, "apply", [Path(folder) / PROBE_JSON, args.calibration], "input file",
+                               "calibrated file (`calib apply`)", CALIBRATED_JSON)
+    return out, replaced
+
+
+def _is_calibrated_file(path: Path) -> bool:
+    """Whether ``path`` holds ``calib apply``'s output (JSON with ``"format": "gradprobe-calibrated"``)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == CALIBRATED_FORMAT
 
 
 def _cov(r: dict) -> str:

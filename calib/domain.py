@@ -200,9 +200,9 @@ class CalibrationDomainWarning(UserWarning):
 
 
 class DomainWarning(str):
-    """A warning of :func:`check_domain` or :func:`check_rewards` (a str), with ``field`` (model, task,
-    budget_kind, budget_value, reward, loss_type), ``outside`` (False for a note that is not a departure
-    from the domain) and ``reward`` (the probe entry a reward warning is about; None for the others)."""
+    """A warning of :func:`check_domain`, :func:`check_rewards` or :func:`check_in_sample` (a str), with ``field``
+    (model, task, budget_kind, budget_value, reward, loss_type, study), ``outside`` (False for a note that is not a
+    departure from the domain) and ``reward`` (the probe entry a reward warning is about; None for the others)."""
 
     def __new__(cls, message: str, *, field: str, outside: bool = True, reward: str | None = None):
         obj = super().__new__(cls, message)
@@ -231,7 +231,8 @@ def check_domain(calibration, probe_result: dict, *, task: dict | None = None) -
         One message per field outside the domain: the model, the task (resolved configuration), the
         budget kind (the probe has no budget of the calibration's kind), the budget value (outside
         half the smallest to twice the largest fitted budget: an extrapolation). The calibrated
-        number is still computed; the caller marks it ``outside_domain``.
+        number is still computed; the caller marks it ``outside_domain``. A budget inside that band but outside
+        the fitted range gets a note (``outside`` False, :func:`tolerance_note`): it is not marked, but extrapolated.
     """
     dom = calibration.domain
     me = probe_identity(probe_result, task=task)
@@ -255,7 +256,60 @@ def check_domain(calibration, probe_result: dict, *, task: dict | None = None) -
             warnings.append(DomainWarning(f"{kind} budget {value:g} is outside the calibration's domain "
                                           f"({lo:g}-{hi:g}; accepted {lo / 2:g}-{2 * hi:g}): the calibrated gain is "
                                           "an extrapolation", field="budget_value"))
+        elif not lo <= value <= hi:
+            warnings.append(tolerance_note(kind, value, lo, hi))
     return warnings
+
+
+def budget_text(kind: str, value: float) -> str:
+    """A budget as the notes write it: tokens in k or M (``250k``, ``1.5M``), seconds with ``s``, else ``%g``."""
+    if kind == "tokens" and value >= 1e6:
+        return f"{value / 1e6:g}M"
+    if kind == "tokens" and value >= 1e3:
+        return f"{value / 1e3:g}k"
+    return f"{value:g}" + (" s" if kind == "time" else "")
+
+
+def tolerance_note(kind: str, value: float, lo: float, hi: float) -> DomainWarning:
+    """The note of :func:`check_domain` for a budget ``value`` of kind ``kind`` outside the fitted range [``lo``,
+    ``hi``] (the training rows' budgets) but within the accepted half-to-twice band (``lo / 2`` to ``2 * hi``): the
+    calibrated gain is still given, unmarked, but it is extrapolated in budget. A :class:`DomainWarning` of field
+    ``budget_value`` with ``outside`` False (a note, not a departure from the domain)."""
+    v, a, b, least, most = (budget_text(kind, x) for x in (value, lo, hi, lo / 2, 2 * hi))
+    return DomainWarning(f"{kind} budget {v} is outside the fitted {a}-{b} but within the 0.5x-2x tolerance "
+                         f"({least}-{most}): extrapolated, so the calibrated gain and interval were not fitted or "
+                         "validated at this budget", field="budget_value", outside=False)
+
+
+def check_in_sample(calibration, study: dict | None) -> DomainWarning | None:
+    """The warning for a probe of a study the calibration was fitted on, else None.
+
+    Parameters
+    ----------
+    calibration : calib.model.Calibration
+    study : dict or None
+        The probe's study (:func:`calib.probe_input.probe_study`: ``name``, ``plan_sha256``, ``key``); None for a
+        probe outside a study.
+
+    Returns
+    -------
+    DomainWarning or None
+        Field ``study``, ``outside`` False (the probe is inside the domain; the warning is about what its numbers
+        mean): the study matches one of ``calibration.domain.studies`` by its frozen plan's SHA-256 (a copy of the
+        study under another folder name is the same study) or by its key (``name@sha[:12]``). Its calibrated gains
+        and intervals are then in-sample: the calibration saw this study's realized gains.
+    """
+    if not study:
+        return None
+    for s in calibration.domain.studies:
+        same_plan = bool(s.get("plan_sha256")) and s.get("plan_sha256") == study.get("plan_sha256")
+        if same_plan or s.get("key") == study["key"]:
+            also = "" if s.get("key") == study["key"] else f", recorded as {s.get('key')}"
+            return DomainWarning(
+                f"in-sample: the calibration was fitted on the runs of this probe's study ({study['key']}{also}), so "
+                "its calibrated gains and intervals here are in-sample (optimistic), not a test of the calibration; "
+                "for a held-out check see `calib report`'s leave-one-study-out errors", field="study", outside=False)
+    return None
 
 
 def _task_warnings(dom: Domain, task: dict) -> list[DomainWarning]:

@@ -208,7 +208,9 @@ def ranking_table(rows: pd.DataFrame, columns) -> pd.DataFrame:
     DataFrame
         Columns study, arm, each score column, realized, realized_se (standard error of the mean over
         seeds, NaN with one seed), seeds, ``rank_<column>`` and
-        ``rank_training`` (1 = best; ties share the lowest rank; NaN where the score is NaN).
+        ``rank_training`` (1 = best; ties share the lowest rank; NaN where the score is NaN). The score columns
+        are rounded to 1e-9 points, so means equal but for float rounding tie (Kendall tau-b counts a tie as
+        neither agreement nor disagreement).
     """
     columns = list(columns)
     df = rows[np.isfinite(rows["target"].astype(float))]
@@ -216,6 +218,7 @@ def ranking_table(rows: pd.DataFrame, columns) -> pd.DataFrame:
     t = df.groupby(["study", "arm"], sort=True).agg(**agg, realized=("target", "mean"),
                                                      realized_se=("target", "sem"),
                                                      seeds=("target", "count")).reset_index()
+    t[columns] = t[columns].astype(float).round(9)  # equal but for float rounding (a mean of one value): a tie
     for c in columns + ["realized"]:
         name = "rank_training" if c == "realized" else f"rank_{c}"
         t[name] = t.groupby("study")[c].rank(ascending=False, method="min")

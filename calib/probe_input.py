@@ -10,6 +10,7 @@ first-order gain (:func:`probe_features`, :func:`first_order_gain`).
 
 from __future__ import annotations
 
+import json
 import math
 import tomllib
 from pathlib import Path
@@ -18,15 +19,15 @@ import pandas as pd
 
 import gradprobe
 from gradprobe.forecast import forecast_section
-from gradprobe.layout import PLAN_COPY, STUDY_JSON
+from gradprobe.layout import GUIDED_PROBES, PLAN_COPY, STUDY_JSON
 from gradprobe.outputs import beyond_float, is_json_number, json_short, per_update_problem
 
-from .domain import resolve_task
+from .domain import resolve_task, study_identity
 from .file_check import json_spelled
 from .files import json_float
 
 __all__ = ["REFERENCE_REWARD", "CalibrationApplyError", "load_probe", "probe_forecasts", "probe_features",
-           "first_order_gain", "SECTION_COLUMNS", "check_probe_budgets", "GAIN_RANGE"]
+           "first_order_gain", "SECTION_COLUMNS", "check_probe_budgets", "GAIN_RANGE", "probe_study_dir", "probe_study"]
 
 REFERENCE_REWARD = "outcome"
 
@@ -69,6 +70,36 @@ def load_probe(path: str | Path) -> tuple[dict, Path, dict | None]:
         if t.get("name"):
             task = resolve_task(t["name"], t.get("config") or {})
     return result, folder, task
+
+
+def probe_study_dir(folder: str | Path) -> Path | None:
+    """The study folder a probe folder belongs to, else None: ``STUDY`` for ``STUDY/probe`` and for a guided arm's
+    ``STUDY/probe/guided/<arm>`` (:data:`gradprobe.layout.GUIDED_PROBES`), where ``STUDY`` holds ``study.json`` (the
+    file that marks a study folder, :func:`gradprobe.layout.output_kind`); None for a ``gradprobe probe --out``
+    folder."""
+    folder = Path(folder).resolve()
+    if folder.name == "probe":
+        study = folder.parent
+    elif folder.parent.name == GUIDED_PROBES and folder.parent.parent.name == "probe":
+        study = folder.parent.parent.parent
+    else:
+        return None
+    return study if (study / STUDY_JSON).is_file() else None
+
+
+def probe_study(folder: str | Path) -> dict | None:
+    """The identity of the study a probe folder belongs to (:func:`probe_study_dir`), as calibration files record
+    their studies (:func:`calib.domain.study_identity`: ``name``, ``plan_sha256``, ``key`` = ``name@sha[:12]``, the
+    sha from ``study.json``'s ``plan_sha256``); None for a probe outside a study, or when ``study.json`` is unreadable
+    or has no ``plan_sha256`` text (then nothing is claimed about the study)."""
+    study = probe_study_dir(folder)
+    if study is None:
+        return None
+    try:
+        sha = json.loads((study / STUDY_JSON).read_text(encoding="utf-8")).get("plan_sha256")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    return study_identity(study, sha) if isinstance(sha, str) and sha else None
 
 
 SECTION_COLUMNS = {"forecast_probe": "gain_probe", "forecast_cost_only": "gain_cost_only",

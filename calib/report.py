@@ -55,8 +55,8 @@ from gradprobe.layout import CV_PREDICTIONS_CSV, RUNS_CSV
 from gradprobe.outputs import removed_if_left_empty
 from gradprobe.probe_keys import entry_key
 
-from .bootstrap import (LEVEL, MIN_INTERVAL_STUDIES, RESAMPLES, SEED, check_settings, mae_difference_interval,
-                        mae_interval)
+from .bootstrap import (LEVEL, MIN_INTERVAL_STUDIES, RESAMPLES, SEED, check_settings, detectable_difference,
+                        mae_difference_interval, mae_interval)
 from .dataset import (FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, build_rows_many, select_rows,
                       study_dir_list)
 from .estimators import make_estimator
@@ -123,8 +123,8 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         the rows all compared forecasters cover), beside ``mae``: ``mae_interval`` [lo, hi] (points; None under 5
         studies, ``mae_interval_reason`` then says why: :func:`_bootstrap_record`); in the ``"common"`` part of every
         compared forecaster but cost only: ``mae_difference_vs_cost_only``
-        {estimate, interval, reason, n_clusters, rows} (MAE minus cost only's on the same rows,
-        < 0: better than cost only); ``arm_level`` (MAE on arm means, :mod:`calib.noise_floor`), and
+        {estimate, interval, reason, n_clusters, rows, detectable_difference} (MAE minus cost only's on the same
+        rows, < 0: better: :func:`_differences`); ``arm_level`` (MAE on arm means, :mod:`calib.noise_floor`), and
         ``metrics["seed_noise_floor"]``, ``metrics["heldout_floor"]`` (:func:`_floors`); ``metrics["bootstrap"]``
         (:func:`_bootstrap_record`).
         ``metrics["ranking"]``: :func:`calib.metrics.pooled_rank_agreement` (``kendall_tau_interval`` too) by score.
@@ -342,7 +342,10 @@ def _differences(errors: dict, preds: dict, compared: list, notes: list, boot: d
     """Add ``mae_difference_vs_cost_only`` to the common part of every compared forecaster but cost only.
 
     Paired on the common rows (matched by study, arm and seed), raw against raw and calibrated against
-    calibrated, with the study-cluster bootstrap interval of :func:`calib.bootstrap.mae_difference_interval`.
+    calibrated, with the study-cluster bootstrap interval of :func:`calib.bootstrap.mae_difference_interval` and
+    ``detectable_difference``: the smallest difference (points) a two-sided 5% test would detect with 80% power,
+    2.80 x the standard deviation of the same resamples (:func:`calib.bootstrap.detectable_difference`); None where
+    no interval is given (``reason`` says why).
     """
     if BASELINE not in compared:
         notes.append(f"{BASELINE} is not among the compared forecasters, so no MAE difference vs cost only is given.")
@@ -360,16 +363,22 @@ def _differences(errors: dict, preds: dict, compared: list, notes: list, boot: d
             bad = int((~np.isfinite(both[["cv_pred", "cv_pred_base", "target"]].astype(float)).all(axis=1)).sum())
             if bad:  # as in _errors: no difference around a NaN MAE
                 d = {"estimate": math.nan, "interval": None, "n_clusters": int(both["study"].nunique()),
-                     "rows": int(len(both)), "reason": f"{bad} run(s) without a held-out prediction or realized gain"}
+                     "rows": int(len(both)), "reason": f"{bad} run(s) without a held-out prediction or realized gain",
+                     "detectable_difference": None}
             else:
-                d = mae_difference_interval(both["cv_pred"], both["cv_pred_base"], both["target"], both["study"],
-                                            **boot).as_dict()
+                iv = mae_difference_interval(both["cv_pred"], both["cv_pred_base"], both["target"], both["study"],
+                                             **boot)
+                # the smallest difference these studies could detect (None where no interval is given: same reason)
+                d = dict(iv.as_dict(), detectable_difference=None if iv.resampled is None else
+                         detectable_difference(iv.resampled))
             errors[f][key]["common"]["mae_difference_vs_cost_only"] = d
 
 
 def _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared, boot):
     """Ranking table and pooled rank agreement: raw forecasters, rho, headline calibrated gains (their intervals
-    with the report's bootstrap settings ``boot``: resamples, level, seed)."""
+    with the report's bootstrap settings ``boot``: resamples, level, seed). grpo's calibrated gain is its study's
+    held-out calibration at a forecast of 0 (``cv_pred_at_zero``, :func:`calib.validation.cross_validate`), as
+    every arm's is the calibration at its forecast; a study with no calibrated arm leaves grpo unranked (NaN)."""
     df = rows[np.isfinite(rows["target"].astype(float))].copy()
     cal = f"calibrated_{forecaster}"
     df[cal] = np.nan
@@ -378,7 +387,13 @@ def _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared,
         key = ["study", "arm", "seed"]
         vals = df[key].merge(sub[key + ["cv_pred"]], on=key, how="left")["cv_pred"].to_numpy()
         df[cal] = vals
-    df.loc[df["arm"] == REFERENCE_ARM, cal] = 0.0  # grpo vs itself
+        # grpo's forecast is 0 ("no difference from itself"): calibrated like every arm's, by its study's held-out
+        # calibration at 0. At 0 instead, a study whose arms are all forecast 0 (the probe cannot tell them apart)
+        # was ranked against grpo by the calibration's intercept alone, and counted as ranked (a trial user).
+        at_zero = sub.groupby("study")["cv_pred_at_zero"].mean() if "cv_pred_at_zero" in sub else pd.Series(
+            dtype=float)
+        ref = df["arm"] == REFERENCE_ARM
+        df.loc[ref, cal] = df.loc[ref, "study"].map(at_zero).to_numpy(float)
     cols = list(FORECASTERS) + [PER_UPDATE, cal]
     table = ranking_table(df, cols)
     kw = {"n_permutations": n_permutations, **{f"bootstrap_{k}": v for k, v in boot.items()}}

@@ -158,7 +158,10 @@ def cross_validate(estimator, rows: pd.DataFrame, *, forecaster: str = "forecast
     DataFrame, index of ``rows``
         ``fold`` (the held-out group), ``cv_pred`` (calibrated gain, points), ``cv_lower``,
         ``cv_upper`` (NaN when the training part of the fold has fewer than 2 groups, so no
-        conformal interval can be made: e.g. leave-one-study-out with 2 studies).
+        conformal interval can be made: e.g. leave-one-study-out with 2 studies), ``cv_pred_at_zero`` (the fold's
+        calibration at a forecast of 0, points: what it makes of "no difference from grpo", the forecast grpo
+        itself gets; a ranking of calibrated gains that puts grpo at 0 instead orders the arms of a study whose
+        forecasts are all 0 against grpo by the calibration's intercept alone).
 
     Raises
     ------
@@ -171,7 +174,8 @@ def cross_validate(estimator, rows: pd.DataFrame, *, forecaster: str = "forecast
                          f"{len(np.unique(groups))} ({sorted(set(groups))}); use cv='arm' or add studies")
     X = rows[[forecaster]].to_numpy(float)
     y = rows["target"].to_numpy(float)
-    out = pd.DataFrame(index=rows.index, columns=["fold", "cv_pred", "cv_lower", "cv_upper"], dtype=float)
+    out = pd.DataFrame(index=rows.index, columns=["fold", "cv_pred", "cv_lower", "cv_upper", "cv_pred_at_zero"],
+                       dtype=float)
     out["fold"] = out["fold"].astype(object)
     for train, test in LeaveOneGroupOut().split(X, y, groups):
         assert not set(train) & set(test)  # no row predicts itself
@@ -180,6 +184,7 @@ def cross_validate(estimator, rows: pd.DataFrame, *, forecaster: str = "forecast
         idx = rows.index[test]
         out.loc[idx, "fold"] = groups[test[0]]
         out.loc[idx, "cv_pred"] = est.predict(X[test])
+        out.loc[idx, "cv_pred_at_zero"] = float(est.predict(np.zeros((1, 1)))[0])
         if len(np.unique(groups[train])) >= 2:
             reg = conformal_regressor(estimator, X[train], y[train], groups[train], confidence_level=confidence_level,
                                       interval=interval)

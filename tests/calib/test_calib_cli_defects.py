@@ -127,7 +127,9 @@ def _rows_index(doc: dict, name: str) -> int:
 def test_the_intact_copy_applies(tmp_path, capsys):
     probe = _probe_copy(tmp_path)
     assert main(["apply", str(probe)]) == 0
-    assert (probe / "calibrated.json").is_file()
+    assert not (probe / "calibrated.json").exists()  # a study's probe folder gets no file: printed only
+    assert main(["apply", str(probe), "--out", str(tmp_path / "calibrated.json")]) == 0
+    assert (tmp_path / "calibrated.json").is_file()
 
 
 @pytest.mark.parametrize("field, value, says", [
@@ -187,7 +189,7 @@ def test_rows_out_under_a_file_says_it_is_a_file(tmp_path, capsys):
 # --- 14: write errors name the right file and option ----------------------------------------------------------------
 
 def test_apply_write_failure_names_the_file_not_an_out_option(tmp_path, capsys):
-    probe = _probe_copy(tmp_path)
+    probe = shutil.copytree(_probe_copy(tmp_path), tmp_path / "plain")  # a probe outside a study: written beside it
     (probe / "calibrated.json").mkdir()  # in the way
     assert main(["apply", str(probe)]) == 2
     err = capsys.readouterr().err

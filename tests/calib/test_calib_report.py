@@ -303,7 +303,11 @@ def test_gradprobe_probe_calibration_flag(tmp_path, monkeypatch, capsys):
     assert by["mc_value"]["forecast"] == pytest.approx(row["gain_probe"])
     assert by["mc_value"]["calibrated_gain"] == pytest.approx(point[0])
     assert by["mc_value"]["calibrated_interval"] == pytest.approx([lo[0], hi[0]])
-    assert doc["calibration"]["source"] == str(tmp_path / "cal.json") and doc["warnings"] == []
+    # 500k is inside the accepted half-to-twice band of the 1M fit, not its fitted range: a note, no mark
+    note = ("tokens budget 500k is outside the fitted 1M-1M but within the 0.5x-2x tolerance (500k-2M): extrapolated, "
+            "so the calibrated gain and interval were not fitted or validated at this budget")
+    assert doc["calibration"]["source"] == str(tmp_path / "cal.json") and doc["warnings"] == [note]
+    assert not doc["outside_domain"] and f"note: {note}" in printed.splitlines()
     assert "calibrated gain vs GRPO" in printed and f"{point[0]:+.3f}" in printed
     assert not list((tmp_path / "probe").glob("*.tmp"))
     # the default distribution of chain_sum is another task: computed, marked, warned
