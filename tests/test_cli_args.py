@@ -90,17 +90,7 @@ def test_out_path_keeps_a_real_path():
 def test_every_option_of_every_command_has_a_help_text_and_no_default_reads_none(monkeypatch, capsys):
     """``gradprobe probe --help`` listed --heldout-prompts, --seed, --dtype... without a word, and printed
     ``(default: None)`` after help texts that name their own default (``--reference-curve-scale``: auto)."""
-    made = {}
-    add_parser = argparse._SubParsersAction.add_parser
-
-    def recording(self, name, **kw):
-        made[name] = add_parser(self, name, **kw)
-        return made[name]
-
-    monkeypatch.setattr(argparse._SubParsersAction, "add_parser", recording)
-    with pytest.raises(SystemExit):
-        main(["probe", "--help"])
-    capsys.readouterr()
+    made = _parsers("probe", monkeypatch, capsys)
     assert set(made) == {"probe", "train", "warmstart", "study", "rank-prompts", "difficulty-eval"}
     bare = [(name, a.option_strings[-1]) for name, p in made.items() for a in p._actions
             if a.option_strings and a.dest != "help" and a.help is not argparse.SUPPRESS and not a.help]
@@ -156,8 +146,8 @@ def test_no_progress_given_to_main_in_process_leaves_the_callers_bars_as_they_we
     assert not are_progress_bars_disabled()  # the hub's bars too (a tester: off after main returned)
 
 
-def _option_help(argv_command: str, option: str, monkeypatch, capsys) -> str:
-    """The help text of ``option`` of the command ``argv_command``, as the parser holds it (one line)."""
+def _parsers(argv_command: str, monkeypatch, capsys) -> dict:
+    """Every command's parser, by name, as ``gradprobe ARGV_COMMAND --help`` builds them (its output discarded)."""
     made = {}
     add_parser = argparse._SubParsersAction.add_parser
 
@@ -169,7 +159,13 @@ def _option_help(argv_command: str, option: str, monkeypatch, capsys) -> str:
     with pytest.raises(SystemExit):
         main([argv_command, "--help"])
     capsys.readouterr()
-    (action,) = [a for a in made[argv_command]._actions if option in a.option_strings]
+    return made
+
+
+def _option_help(argv_command: str, option: str, monkeypatch, capsys) -> str:
+    """The help text of ``option`` of the command ``argv_command``, as the parser holds it (one line)."""
+    (action,) = [a for a in _parsers(argv_command, monkeypatch, capsys)[argv_command]._actions
+                 if option in a.option_strings]
     return action.help
 
 
