@@ -713,13 +713,9 @@ def _weights_digest(folder: Path, names: list[str]) -> dict:
         lines = "".join(f"{_sampled_sha256(folder / n, s.st_size)} {s.st_size}  {n}\n" for n, s in stats)
         method, digest = "sampled-sha256", hashlib.sha256(lines.encode()).hexdigest()
     else:
-        shas = []
-        for n in names:
-            h = hashlib.sha256()
-            with open(folder / n, "rb") as f:
-                while chunk := f.read(1 << 22):
-                    h.update(chunk)
-            shas.append(h.hexdigest())
+        from ..tasks import file_sha256
+
+        shas = [file_sha256(folder / n, chunk=1 << 22) for n in names]
         method = "sha256"
         digest = shas[0] if len(shas) == 1 else hashlib.sha256(
             "".join(f"{s}  {n}\n" for s, n in zip(shas, names)).encode()).hexdigest()
@@ -730,13 +726,13 @@ def _model_files(folder: Path) -> dict:
     """``{name: sha256}`` of the :data:`MODEL_FILES` that are readable files in ``folder`` (sorted by name). One that
     cannot be read is left out, as if absent (the loader fails on it if it reads it): a file readable then and not
     now, or the reverse, is a difference, and one unreadable file never switches the weights' check off."""
-    import hashlib
+    from ..tasks import file_sha256
 
     found = {}
     for n in sorted(MODEL_FILES):
         try:
             if (folder / n).is_file():
-                found[n] = hashlib.sha256((folder / n).read_bytes()).hexdigest()
+                found[n] = file_sha256(folder / n)
         except OSError:
             continue
     return found
