@@ -76,6 +76,8 @@ PER_UPDATE = "rho"
 """The per-update efficiency column, ranked beside the forecasters (the raw per-update ordering)."""
 BASELINE = "forecast_cost_only"
 """The forecaster every other compared one is differenced against (``mae_difference_vs_cost_only``)."""
+SAME_FORECAST = 1e-9
+"""Two raw forecasts closer than this (points) are one forecast (float rounding; as calib.metrics.ranking_table ties)."""
 CV_ROWS_KEY = "cv_predictions_rows"
 """The ``metrics.json`` key holding the number of data rows (lines after the header) of ``cv_predictions.csv``."""
 BOOTSTRAP_METHOD = ("study-cluster bootstrap (studies resampled with replacement, all rows of a drawn study together), "
@@ -219,7 +221,29 @@ def _common_rows(rows: pd.DataFrame, include_reference: bool, notes: list) -> tu
     compared = _compared(base, notes)
     rows = rows.assign(all_forecasters=np.isfinite(rows[compared].astype(float)).all(axis=1))
     base = base.assign(all_forecasters=rows.loc[base.index, "all_forecasters"])
+    notes.extend(_same_as_baseline_notes(base[base["all_forecasters"]], compared))
     return rows, base, compared
+
+
+def _same_as_baseline_notes(common: pd.DataFrame, compared: list) -> list[str]:
+    """One note per compared forecaster whose raw forecast equals cost only's (within :data:`SAME_FORECAST` points)
+    on some of the ``common`` runs, naming how many: there it fell back to cost only (the probe where it cannot tell a
+    reward from grpo: rho's SNR <= 1, or rho undefined, :mod:`gradprobe.forecast.proxies`), so its MAE and its paired
+    difference from cost only rest on the other runs alone. The rows keep the forecaster as the verdict uses it,
+    fallbacks included, while ``gradprobe probe`` and ``calib apply`` print no probe forecast (n/a) for an arm of
+    grpo's cost that falls back (cost only's 0 by construction there)."""
+    if BASELINE not in compared or common.empty:
+        return []
+    base = common[BASELINE].astype(float)
+    out = []
+    for f in (f for f in compared if f != BASELINE):
+        same = int(((common[f].astype(float) - base).abs() <= SAME_FORECAST).sum())
+        if same:
+            why = (" (its fallback where the probe cannot tell a reward from grpo: the SNR of rho-1 is <= 1, or rho "
+                   "is undefined)") if f == "forecast_probe" else ""
+            out.append(f"{f} equals cost only's forecast on {same} of the {len(common)} common runs{why}; its MAE "
+                       f"difference from cost only rests on the other {len(common) - same} runs.")
+    return out
 
 
 def _what_rows(rows: pd.DataFrame, base: pd.DataFrame, compared: list, include_reference: bool) -> dict:
