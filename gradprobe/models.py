@@ -181,6 +181,122 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+class ModelFolderDamagedError(ValueError):
+    """A plain model folder (no :data:`TIER_MARKER`: what ``save_pretrained`` wrote) whose ``config.json``, tokenizer
+    or generation JSON, shard index or safetensors weights cannot be read (:func:`model_folder_damage`); the message
+    names the file, what is wrong and the fix (restore the folder or re-save the model)."""
+
+
+#: JSON files a model folder may hold that ``from_pretrained`` reads (model, generation config, tokenizer); each one
+#: present must hold a JSON object. ``weights``: read only when the model is loaded, not for the tokenizer alone.
+FOLDER_JSON_FILES = {"config.json": False, "tokenizer.json": False, "tokenizer_config.json": False,
+                     "special_tokens_map.json": False, "added_tokens.json": False, "vocab.json": False,
+                     "generation_config.json": True, "model.safetensors.index.json": True}
+SHARD_INDEX = "model.safetensors.index.json"
+
+
+def _json_damage(path: Path) -> str | None:
+    """``<path> is damaged (<why>)`` (empty, not UTF-8 text, invalid JSON at line L column C, not an object) or
+    ``<path> cannot be read (<why>)``, else None."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return f"{path} is damaged (not UTF-8 text)"
+    except OSError as e:
+        return f"{path} cannot be read ({e.strerror or e})"
+    if not text.strip():
+        return f"{path} is damaged (it is empty)"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        return f"{path} is damaged (invalid JSON at line {e.lineno} column {e.colno}: {e.msg}; cut short?)"
+    if not isinstance(value, dict):
+        return f"{path} is damaged (it holds a JSON {type(value).__name__}, not an object)"
+    return None
+
+
+def _safetensors_damage(path: Path) -> str | None:
+    """``<path> is damaged (<why>)`` when :func:`safetensors.safe_open` cannot read its header (which also checks
+    the file's length against the data the header declares; no tensor is read), else None. A length mismatch is
+    stated in bytes (:func:`_safetensors_length`), else safetensors' own reason is quoted."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), "pt"):
+            return None
+    except Exception as e:  # noqa: BLE001 - safetensors' own error class, OSError
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return f"{path} is damaged ({_safetensors_length(path) or why})"
+
+
+def _safetensors_length(path: Path) -> str | None:
+    """How a safetensors file's length differs from what its header declares (8 bytes of header length, the JSON
+    header, then the tensors' data up to their largest end offset: the safetensors format), e.g. ``cut short: 162,864
+    of the 325,728 bytes its header declares``; None when the header itself cannot be read."""
+    import struct
+
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                return f"cut short: {size} bytes, not even the 8-byte header length"
+            n = struct.unpack("<Q", head)[0]
+            if n > min(size, 100_000_000):  # safetensors' own header limit is 100 MB
+                return None
+            header = json.loads(f.read(n))
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None
+    declared = 8 + n + max(ends, default=0)
+    if size < declared:
+        return f"cut short: {size:,} of the {declared:,} bytes its header declares"
+    if size > declared:
+        return f"{size - declared:,} bytes more than the {declared:,} its header declares"
+    return None
+
+
+def model_folder_damage(folder: Path, *, weights: bool = True) -> str | None:
+    """What is wrong with a model folder's files, as ``<file> is damaged (<why>)``, ``<file> cannot be read (<why>)``
+    or ``<file> is missing (...)``, or None. Cheap (no weights are loaded): each :data:`FOLDER_JSON_FILES` present
+    must hold a JSON object (:func:`_json_damage`); with ``weights`` (the model is loaded, not the tokenizer alone),
+    the shards a ``model.safetensors.index.json`` names must exist, and each ``*.safetensors`` file's header must read
+    with the length it declares (:func:`_safetensors_damage`). Files that are absent are not this check's business
+    (:func:`_missing_in_folder` names them)."""
+    folder = Path(folder)
+    for name, for_weights in FOLDER_JSON_FILES.items():
+        path = folder / name
+        if (weights or not for_weights) and path.is_file() and (damage := _json_damage(path)):
+            return damage
+    if not weights:
+        return None
+    index = folder / SHARD_INDEX
+    if index.is_file():
+        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
+        for shard in sorted(set(weight_map.values()) if isinstance(weight_map, dict) else ()):
+            if not (folder / str(shard)).is_file():
+                return f"{folder / str(shard)} is missing (named in {index.name})"
+    for path in sorted(folder.glob("*.safetensors")):
+        if damage := _safetensors_damage(path):
+            return damage
+    return None
+
+
+def refuse_damaged_model_folder(folder: Path, *, weights: bool = True) -> None:
+    """Raise :class:`ModelFolderDamagedError` when the plain model folder ``folder`` (a built tier's folder is
+    :func:`refuse_damaged_tier`'s business: skipped here) holds a file :func:`model_folder_damage` finds damaged,
+    naming it, what is wrong and the fix: restore the folder from where it came from, or re-save the model."""
+    folder = Path(folder)
+    if (folder / TIER_MARKER).is_file() or (folder / "warmstart.json").is_file():
+        return
+    damage = model_folder_damage(folder, weights=weights)
+    if damage is not None:
+        raise ModelFolderDamagedError(
+            f"{damage}; restore the model folder {folder} from where it came from (a copy, or `hf download ORG/NAME "
+            f"--local-dir {folder}` for a hub model), or re-save the model there with model.save_pretrained(DIR) and "
+            "tokenizer.save_pretrained(DIR)")
+
+
 class TokenizerError(ValueError):
     """The tokenizer cannot be used for batched generation (no pad and no EOS token)."""
 
@@ -297,6 +413,10 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     TierDamagedError
         A built tier (an alias or a folder holding ``warmstart.json``) whose model files cannot be read
         (:func:`tier_damage`); the message names the file and ``gradprobe warmstart ... --force``. A ValueError.
+    ModelFolderDamagedError
+        A plain model folder whose config.json, tokenizer or generation JSON is not a JSON object, or whose
+        safetensors weights are cut short or unreadable (:func:`model_folder_damage`), or a hub model whose cached
+        weights cannot be read; the message names the file and the fix. A ValueError.
     ValueError
         A CUDA device without CUDA, a device that is not a torch device (``banana``), or an unknown dtype.
     TokenizerError
@@ -426,6 +546,8 @@ def _pretrained_source(spec: str, *, weights: bool = True) -> tuple[str, dict]:
     ModelNotFoundError
         A missing ``.gguf`` file, a folder without the files ``from_pretrained`` needs (named: config.json,
         safetensors weights, tokenizer files), or a spec that is no alias, folder, GGUF file or hub id.
+    ModelFolderDamagedError
+        A plain folder holding a damaged file (:func:`refuse_damaged_model_folder`).
     """
     if spec == "smollm2-135m":
         gguf = smollm2_gguf_path()
@@ -437,6 +559,7 @@ def _pretrained_source(spec: str, *, weights: bool = True) -> tuple[str, dict]:
         return str(path.parent), {"gguf_file": path.name}
     if os.path.isdir(os.path.expanduser(spec)):
         _check_folder(spec, Path(spec).expanduser(), weights=weights)
+        refuse_damaged_model_folder(Path(spec).expanduser(), weights=weights)  # a cut file: named, not a traceback
         return os.path.expanduser(spec), {"use_safetensors": True}
     if spec.count("/") == 1 and not spec.startswith((".", "/", "~")):
         return spec, {"use_safetensors": True}
@@ -459,6 +582,9 @@ def load_tokenizer(spec: str):
     ModelNotFoundError
         An unknown alias or a missing path (the message lists the aliases), or a folder without tokenizer
         files (named, with the fix).
+    ModelFolderDamagedError
+        A plain folder whose config.json or tokenizer JSON is damaged (:func:`model_folder_damage`, weights
+        unchecked); the message names the file, the line and column, and the fix.
     gradprobe.tiers.TierNotBuiltError
         ``tiny`` before ``gradprobe warmstart --tier tiny`` (a :class:`ModelNotFoundError`).
     OSError
@@ -487,13 +613,20 @@ def _pretrained_tokenizer(source: str, kwargs: dict):
 
 def _load_pretrained(spec: str, common: dict):
     """(model, tokenizer) of a folder, GGUF file, hub id or the SmolLM2 alias (:func:`load_policy`)."""
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
 
     if os.path.isdir(os.path.expanduser(spec)):
         refuse_damaged_tier(Path(spec).expanduser())  # a cut model.safetensors: a clear error, not safetensors'
-    source, kwargs = _pretrained_source(spec)
+    source, kwargs = _pretrained_source(spec)  # a plain folder's cut files: refuse_damaged_model_folder
     tokenizer = _pretrained_tokenizer(source, kwargs)
-    model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, **common, **kwargs)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, **common, **kwargs)
+    except SafetensorError as e:  # a hub model's cached weights cut short (a folder's are checked before)
+        fix = ("re-save it with model.save_pretrained(DIR)" if os.path.isdir(source) else
+               f"download it again (`hf download {source} --force-download`)")
+        raise ModelFolderDamagedError(f"the safetensors weights of model {spec!r} cannot be read ({e}); {fix}") \
+            from None
     if "gguf_file" in kwargs:
         # transformers de-quantises the GGUF into a float state dict and copies it into the model:
         # the freed copy (one parameter memory) stays resident in glibc's heap unless returned (issue 14)

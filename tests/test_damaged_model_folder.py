@@ -1,0 +1,184 @@
+"""A damaged plain model folder (``save_pretrained`` output, no tier marker): a cut ``model.safetensors`` passed the
+study preflight and then failed every run (``SafetensorError``), ``gradprobe train``/``probe`` printed a traceback,
+and a cut ``config.json`` was reported as a tokenizer that does not load. Each is now named, with what is wrong and
+the fix (restore the folder or re-save the model), before the study folder is written and as one CLI error line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gradprobe.cli import main
+from gradprobe.models import ModelFolderDamagedError, load_policy, load_tokenizer, model_folder_damage
+from gradprobe.study.preflight import PreflightError, check_plan_inputs
+from gradprobe.training.plan import parse_plan
+
+from helpers_rollout import one_thread
+from study_helpers import toy_plan, write_plan
+
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
+
+FIX = "from where it came from (a copy, or `hf download ORG/NAME --local-dir {f}` for a hub model), or re-save the " \
+      "model there with model.save_pretrained(DIR) and tokenizer.save_pretrained(DIR)"
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    """A healthy folder: the random tiny-qwen2 and its tokenizer, written by ``save_pretrained``."""
+    folder = tmp_path_factory.mktemp("saved") / "model"
+    policy = load_policy("tiny-qwen2", seed=3)
+    policy.model.save_pretrained(folder)
+    policy.tokenizer.save_pretrained(folder)
+    assert not (folder / "gradprobe_tier.json").exists() and (folder / "model.safetensors").is_file()
+    return folder
+
+
+def _copy(saved: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(saved, tmp_path / "model"))
+
+
+def _cut(path: Path) -> tuple[int, int]:
+    """Cut ``path`` to half its bytes; (bytes kept, bytes before)."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return len(data) // 2, len(data)
+
+
+def _cut_json(path: Path) -> tuple[int, int]:
+    """Cut the JSON file ``path`` to half its text; (line, column) where ``json`` finds it invalid."""
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+    with pytest.raises(json.JSONDecodeError) as info:
+        json.loads(path.read_text())
+    return info.value.lineno, info.value.colno
+
+
+def _plan(tmp_path: Path, folder: Path) -> Path:
+    text = toy_plan("damaged", seeds=(0,), generated_tokens=200, checkpoint_every=None)
+    return write_plan(tmp_path, text.replace('name = "tiny-qwen2"', f'name = "{folder}"'))
+
+
+def test_the_study_preflight_refuses_cut_weights_before_the_folder_is_written(saved, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = _copy(saved, tmp_path)
+    plan = _plan(tmp_path, folder)
+    assert check_plan_inputs(parse_plan(plan.read_text()), executor="inline").model_source == str(folder)  # healthy
+    kept, before = _cut(folder / "model.safetensors")
+    out = tmp_path / "study"
+    assert main(["study", str(plan), "--out", str(out), "--executor", "inline"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"gradprobe study: error: [model] name = '{folder}': {folder}/model.safetensors is damaged "
+                           f"(cut short: {kept:,} of the {before:,} bytes its header declares); restore the model "
+                           f"folder {folder} {FIX.format(f=folder)} (checked before the study folder was written; "
+                           f"nothing was)")
+    assert not out.exists()  # no study folder, so no runs
+    with pytest.raises(PreflightError, match="model.safetensors is damaged"):
+        check_plan_inputs(parse_plan(plan.read_text()), executor="inline")
+
+
+def test_the_study_preflight_names_a_cut_config_json_not_the_tokenizer(saved, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = _copy(saved, tmp_path)
+    line, column = _cut_json(folder / "config.json")
+    out = tmp_path / "study"
+    assert main(["study", str(_plan(tmp_path, folder)), "--out", str(out), "--executor", "inline"]) == 2
+    err = capsys.readouterr().err
+    assert f"[model] name = '{folder}': {folder}/config.json is damaged (invalid JSON at line {line} column " \
+           f"{column}: " in err and f"cut short?); restore the model folder {folder} {FIX.format(f=folder)}" in err
+    assert "tokenizer does not load" not in err and not out.exists()
+
+
+def test_the_study_preflight_refuses_a_folder_without_safetensors_weights(saved, tmp_path, monkeypatch):
+    """It passed the preflight and every run failed on "has no model weights"."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = _copy(saved, tmp_path)
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(PreflightError) as info:
+        check_plan_inputs(parse_plan(_plan(tmp_path, folder).read_text()), executor="inline")
+    assert str(info.value) == (f"[model] name = '{folder}': the folder '{folder}' has no safetensors weights "
+                               "(*.safetensors; gradprobe loads safetensors only); save the model there with "
+                               "`model.save_pretrained(folder)` (it writes model.safetensors) (checked before the "
+                               "study folder was written; nothing was)")
+
+
+def test_train_prints_one_error_line_for_cut_weights(saved, tmp_path, capsys):
+    folder = _copy(saved, tmp_path)
+    kept, before = _cut(folder / "model.safetensors")
+    out = tmp_path / "run"
+    assert main(["train", "--plan", str(_plan(tmp_path, folder)), "--arm", "grpo", "--out", str(out),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"gradprobe train: error: {folder}/model.safetensors is damaged (cut short: {kept:,} of the "
+                           f"{before:,} bytes its header declares); restore the model folder {folder} "
+                           f"{FIX.format(f=folder)}")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
+def test_probe_prints_one_error_line_for_a_cut_file(saved, tmp_path, capsys, name):
+    folder = _copy(saved, tmp_path)
+    _cut(folder / name)
+    out = tmp_path / "probe"
+    assert main(["probe", "--model", str(folder), "--task", "chain_sum", "--no-progress", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"gradprobe probe: error: {folder}/{name} is damaged (") and len(err.splitlines()) == 1
+    assert err.endswith(f"restore the model folder {folder} {FIX.format(f=folder)}") and not out.exists()
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer.json", "tokenizer_config.json"])
+def test_load_tokenizer_names_the_cut_json_file(saved, tmp_path, name):
+    folder = _copy(saved, tmp_path)
+    line, column = _cut_json(folder / name)
+    with pytest.raises(ModelFolderDamagedError) as info:
+        load_tokenizer(str(folder))
+    assert str(info.value).startswith(f"{folder}/{name} is damaged (invalid JSON at line {line} column {column}: ")
+    assert isinstance(info.value, ValueError)  # the CLIs' one-line errors
+
+
+def test_other_damage_is_named(saved, tmp_path):
+    """A cut generation_config.json was silently dropped (its EOS ids lost); an empty config.json, bytes after the
+    tensors' data, a missing shard of an index: each named."""
+    folder = _copy(saved, tmp_path)
+    assert model_folder_damage(folder) is None
+    _cut_json(folder / "generation_config.json")
+    with pytest.raises(ModelFolderDamagedError, match=r"generation_config.json is damaged \(invalid JSON at line"):
+        load_policy(str(folder))
+    assert load_tokenizer(str(folder)) is not None  # the tokenizer alone does not read the generation config
+    shutil.copy(saved / "generation_config.json", folder)
+    (folder / "config.json").write_text("")
+    assert model_folder_damage(folder) == f"{folder}/config.json is damaged (it is empty)"
+    shutil.copy(saved / "config.json", folder)
+    weights = folder / "model.safetensors"
+    size = weights.stat().st_size
+    weights.write_bytes(weights.read_bytes() + b"xx")
+    assert model_folder_damage(folder) == (f"{weights} is damaged (2 bytes more than the {size:,} its header "
+                                           "declares)")
+    shutil.copy(saved / "model.safetensors", folder)
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "model.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    assert model_folder_damage(folder) == (f"{folder}/model-00002-of-00002.safetensors is missing (named in "
+                                           "model.safetensors.index.json)")
+
+
+def test_a_hub_model_with_cut_cached_weights_is_one_error(monkeypatch):
+    """A hub id's cached weights are not checked beforehand: safetensors' error becomes a ValueError naming the
+    model and the re-download."""
+    import transformers
+    from safetensors import SafetensorError
+
+    from gradprobe import models
+    from gradprobe.char_tokenizer import char_tokenizer
+
+    def cut(*args, **kwargs):
+        raise SafetensorError("Error while deserializing header: incomplete metadata, file not fully covered")
+
+    monkeypatch.setattr(models, "_pretrained_tokenizer", lambda source, kwargs: char_tokenizer())
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", cut)
+    with pytest.raises(ModelFolderDamagedError) as info:
+        load_policy("some-org/some-model")
+    assert str(info.value) == ("the safetensors weights of model 'some-org/some-model' cannot be read (Error while "
+                               "deserializing header: incomplete metadata, file not fully covered); download it again "
+                               "(`hf download some-org/some-model --force-download`)")
