@@ -16,15 +16,15 @@ _TOKEN_COUNT = re.compile(r"(?P<number>[+-]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+))"
                           r"(?:(?P<exponent>[eE][+-]?\d{1,30})|(?P<suffix>[kKMG]))?", re.ASCII)  # ASCII digits only
 _SUFFIX = {"k": 3, "K": 3, "M": 6, "G": 9}
 _TOKEN_COUNT_MAX = 2**63 - 1  # an int64: what the ledger and the JSON readers hold
-_ECHO_WHOLE, _ECHO_HEAD = 80, 40  # an error echoes a value of up to 80 characters whole, a longer one's first 40
+ECHO_WHOLE, ECHO_HEAD = 80, 40  # an error echoes a value of up to 80 characters whole, a longer one's first 40
 
 
-def _echo(text: str, quote=repr) -> str:
+def echo_text(text: str, quote=repr) -> str:
     """``text`` as an error quotes it: ``quote(text)`` when it has at most 80 characters, else ``quote`` of its first
     40 and its length (``'99999...'... (1,000,000 characters)``), so a pasted mistake does not flood the terminal."""
-    if len(text) <= _ECHO_WHOLE:
+    if len(text) <= ECHO_WHOLE:
         return quote(text)
-    return f"{quote(text[:_ECHO_HEAD])}... ({len(text):,} characters)"
+    return f"{quote(text[:ECHO_HEAD])}... ({len(text):,} characters)"
 
 
 def parse_token_count(text: str) -> int:
@@ -49,7 +49,7 @@ def parse_token_count(text: str) -> int:
         ``text`` (whole up to 80 characters; a longer one by its first 40 and its length).
     """
     m = _TOKEN_COUNT.fullmatch(text.strip())
-    shown = _echo(text)
+    shown = echo_text(text)
     if m is None:
         raise ValueError(f"expected {TOKEN_COUNT_FORMS}; got {shown}")
     number = Decimal(m["number"].replace("_", ""))
@@ -64,7 +64,7 @@ def parse_token_count(text: str) -> int:
         ctx.prec, ctx.Emin, ctx.Emax = len(text) + 40, MIN_EMIN, MAX_EMAX
         value = number.scaleb(shift)
         if value != value.to_integral_value():
-            raise ValueError(f"{shown} is {_echo(f'{value:f}', str)} tokens, not a whole number; expected "
+            raise ValueError(f"{shown} is {echo_text(f'{value:f}', str)} tokens, not a whole number; expected "
                              f"{TOKEN_COUNT_FORMS}")
     tokens = int(value)
     if tokens > _TOKEN_COUNT_MAX:

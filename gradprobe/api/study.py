@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..study.report import format_rankings
 from ..training.budget import named_as_arguments
+from ..training.coerce import echo_value
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
 from ..training.run_folder import refuse_other_output
 from .probe import PROBE_JSON, load_probe
@@ -363,28 +364,38 @@ def _seed(value, name: str = "seed") -> int:
     Raises
     ------
     ValueError
-        ``seed must be an integer in [0, 2**63 - 1] ..., got -1``.
+        ``seed must be an integer in [0, 2**63 - 1] ..., got -1`` (a value longer than 80 characters shown by its
+        first 40 and its length, :func:`~gradprobe.training.coerce.echo_value`).
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= 2**63 - 1:
         raise ValueError(f"{name} must be an integer in [0, 2**63 - 1] (it seeds numpy and torch; --seed), "
-                         f"got {value!r}")
+                         f"got {echo_value(value)}")  # 10**5000 or 5000 characters: shortened
     return int(value)
 
 
 def _keywords_checked(fn):
-    """``fn``, refusing a keyword argument it does not take before the call with a TypeError that names the
-    keyword, the closest accepted one (:func:`difflib.get_close_matches`) and every accepted one (Python's own
-    message names only the keyword). The signature, name and docstring stay ``fn``'s (:func:`functools.wraps`)."""
+    """``fn``, refusing keyword arguments it does not take before the call with one TypeError that names every
+    unknown keyword, each with the closest accepted one (:func:`difflib.get_close_matches`), then every accepted one
+    once (Python's own message names only the first unknown keyword); a keyword longer than 80 characters is quoted by
+    its first 40 and its length (:func:`~gradprobe.training.coerce.echo_value`). The signature, name and docstring
+    stay ``fn``'s (:func:`functools.wraps`)."""
     accepted = [p.name for p in inspect.signature(fn).parameters.values()
                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
+    def named(keyword: str) -> tuple[str, str]:
+        close = difflib.get_close_matches(keyword, accepted, n=1)
+        return echo_value(keyword), f"did you mean {close[0]}=?" if close else ""
+
     @functools.wraps(fn)
     def checked(*args, **kwargs):
-        unknown = [k for k in kwargs if k not in accepted]
+        unknown = [named(k) for k in kwargs if k not in accepted]
+        if len(unknown) == 1:
+            (shown, hint), = unknown
+            raise TypeError(f"{fn.__name__}() got an unexpected keyword argument {shown}{'; ' + hint if hint else ''} "
+                            f"(it accepts: {', '.join(accepted)})")
         if unknown:
-            close = difflib.get_close_matches(unknown[0], accepted, n=1)
-            hint = f"; did you mean {close[0]}=?" if close else ""
-            raise TypeError(f"{fn.__name__}() got an unexpected keyword argument {unknown[0]!r}{hint} (it accepts: "
+            each = ", ".join(f"{shown} ({hint or 'no accepted keyword is close'})" for shown, hint in unknown)
+            raise TypeError(f"{fn.__name__}() got {len(unknown)} unexpected keyword arguments: {each} (it accepts: "
                             f"{', '.join(accepted)})")
         return fn(*args, **kwargs)
     return checked
@@ -430,7 +441,8 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
         in [0, 2**63 - 1], or ``arm`` is given with a RunConfig; before anything is loaded or written.
     TypeError
         ``out`` is not a path, or ``run`` is neither a RunConfig, a Plan nor a path (before anything is loaded); an
-        unknown keyword (``updatez=1``: named with the closest accepted one, ``updates``, and the list of them).
+        unknown keyword (``updatez=1``: named with the closest accepted one, ``updates``, and the list of them; with
+        several, every one is named with its closest accepted one).
     NonFiniteRunError, OutputDirError, RunConfigMismatchError, TrackerUnavailableError
         As :func:`gradprobe.training.run.run_training` (NonFiniteRunError with its subclasses PolicyDivergedError
         and NoValidRewardError: a reward that scored no completion); OutputDirError also when ``out`` is a file or

@@ -8,15 +8,22 @@ FLOPs, ``updates`` updates (:data:`~gradprobe.training.specs.BUDGET_KINDS`). Tor
 from __future__ import annotations
 
 import dataclasses
+import sys
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from ..outputs import beyond_float
 from ..token_counts import parse_token_count
-from .coerce import check_positive
+from .coerce import check_positive, echo_value
 from .run_folder import study_above
 from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, RunConfig, TrainConfig
 
-__all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS", "too_small_message", "named_as_arguments"]
+__all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS", "too_small_message", "named_as_arguments",
+           "MAX_WHOLE_BUDGET"]
+
+#: The largest budget of updates or generated tokens (a plan's ``[budget]``, ``--updates``, ``budget_tokens=``): an
+#: int64, what the ledger and the JSON readers hold (as :func:`gradprobe.token_counts.parse_token_count`'s maximum).
+MAX_WHOLE_BUDGET = 2**63 - 1
 
 
 def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
@@ -27,7 +34,8 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
     Raises
     ------
     PlanError
-        Naming ``budget.KIND`` and the minimum; or the ``save_weights_at`` key, the updates past the
+        Naming ``budget.KIND`` and the minimum (or, for ``updates`` and ``generated_tokens``, the maximum
+        :data:`MAX_WHOLE_BUDGET`); or the ``save_weights_at`` key, the updates past the
         budget, the budget and the fix.
     """
     given = budget.given()
@@ -35,6 +43,10 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
         raise PlanError(f"[budget] sets no budget; give at least one of {', '.join(BUDGET_KINDS)}")
     for k in ("device_seconds", "flops"):
         check_positive(getattr(budget, k), f"budget.{k}")
+    for k in ("updates", "generated_tokens"):
+        if getattr(budget, k) is not None and getattr(budget, k) > MAX_WHOLE_BUDGET:
+            raise PlanError(f"budget.{k} = {echo_value(getattr(budget, k))} is above 2**63 - 1, the most a run "
+                            f"records (an int64); give [budget] {k} at most {MAX_WHOLE_BUDGET}")
     if budget.updates is not None and budget.updates < 1:
         raise PlanError(f"budget.updates = {budget.updates} is smaller than one update; minimum: 1")
     if budget.updates is not None:
@@ -117,12 +129,13 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
     Raises
     ------
     PlanError
-        Naming the flag (:data:`BUDGET_FLAGS`; with ``python``, the argument): a value that is not a
-        finite number > 0 (a whole number for tokens and updates); a value above the plan's own budget of that kind (the
-        flags only shorten a run: lengthen it in the plan); a token budget below one update's
-        minimum (B x G completions of one token each); or ``--updates N`` that the token budget
-        can never let the run reach (N updates cost at least N x B x G tokens), which would make
-        the one flag meaningless next to the other.
+        Naming the flag (:data:`BUDGET_FLAGS`; with ``python``, the argument), the range and the value (shortened: an
+        integer of 5,000 digits by its first 40 and its length): a value that is not a finite number > 0 (at most
+        the largest float), or for tokens and updates not a whole number in [1, 2**63 - 1]; a value above the plan's
+        own budget of that kind (the flags only shorten a run: lengthen it in the plan); a token budget below one
+        update's minimum (B x G completions of one token each); or ``--updates N`` that the token budget can never
+        let the run reach (N updates cost at least N x B x G tokens), which would make the one flag meaningless next
+        to the other.
     """
     unknown = sorted(set(overrides) - set(BUDGET_KINDS))
     if unknown:
@@ -157,6 +170,15 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
     return dataclasses.replace(run, budget=budget, budget_override=record)
 
 
+def _override_range(kind: str) -> str:
+    """The values a budget override of ``kind`` takes, as its error states them: a whole number of tokens or updates
+    in [1, 2**63 - 1] (:data:`MAX_WHOLE_BUDGET`), a finite number > 0 of FLOPs or seconds (a float: at most
+    1.8e308)."""
+    if kind in ("generated_tokens", "updates"):
+        return "a whole number in [1, 2**63 - 1]"
+    return f"a finite number > 0 and at most {sys.float_info.max:.2g} (the largest float)"
+
+
 def _said(names: dict, kind: str, value) -> str:
     """A budget override as its caller wrote it: ``--updates 20`` (a flag, :data:`BUDGET_FLAGS`) or ``updates=20``
     (an argument of :func:`gradprobe.train`, :data:`BUDGET_ARGUMENTS`)."""
@@ -176,14 +198,21 @@ def _token_text(value, name: str):
 
 def _check_override(kind: str, value, plan_budget: dict, names: dict) -> None:
     """Refuse one budget override (:func:`shorten_budget`): not a finite number > 0 (a whole one for tokens and
-    updates), or above the plan's budget of its kind; named as ``names`` (flags or arguments) name it."""
+    updates), beyond its range (:func:`_override_range`: an int64, a float), or above the plan's budget of its
+    kind; named as ``names`` (flags or arguments) name it, the value echoed shortened
+    (:func:`~gradprobe.training.coerce.echo_value`: an integer of 5,000 digits by its first 40 and its length)."""
     flag = names[kind]
     whole = kind in ("generated_tokens", "updates")
     kind_of = "a whole number" if whole else "a finite number"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PlanError(f"{flag} must be {kind_of} > 0, got {value!r}")
+        raise PlanError(f"{flag} must be {kind_of} > 0, got {echo_value(value)}")
+    shown = echo_value(value) if beyond_float(value) else f"{value:g}"  # 10**400: no float to format
     if not (value > 0 and value < float("inf")) or (whole and value != int(value)):
-        raise PlanError(f"{flag} must be {kind_of} > 0 (a budget the run can spend), got {value:g}")
+        raise PlanError(f"{flag} must be {kind_of} > 0 (a budget the run can spend), got {shown}")
+    if beyond_float(value) or (whole and value > MAX_WHOLE_BUDGET):  # 10**400 is no float, 2**63 no int64
+        fix = f"give {flag.rstrip('=')} within that range" + (" or leave it out to use the plan's budget"
+                                                            if kind in plan_budget else "")
+        raise PlanError(f"{flag} must be {_override_range(kind)}, got {echo_value(value)}; {fix}")
     if kind in plan_budget and value > plan_budget[kind]:
         who = "the budget arguments" if flag.endswith("=") else "the command-line budgets"
         raise PlanError(f"{_said(names, kind, f'{value:,g}')} is more than the plan's budget.{kind} = "

@@ -16,7 +16,7 @@ import math
 from ..config import MAX_LR, MCConfig
 from ..difficulty.config import SELECTION_KEYS, parse_selection
 from ..tasks.solutions import REFERENCE_SOLUTIONS, has_reference_solution
-from .coerce import build_section, check_positive, coerce, fields_of
+from .coerce import build_section, check_positive, coerce, echo_value, fields_of
 from .specs import (ALTERNATIVES, AXES, INITIAL, METRICS, OPTIMIZERS, POWER_ALTERNATIVES, SAMPLED_AT, TESTS, ArmSpec,
                     BudgetSpec, EvalSpec, Hypothesis, PlanError, PowerSpec, ProbeSpec, TaskSpec, TrainConfig)
 
@@ -52,16 +52,16 @@ def check_train(t: TrainConfig, where: str) -> None:
         check_positive(getattr(t, k), f"{where}.{k}")
     for k in ("lr", "eps", "weight_decay"):
         if not math.isfinite(getattr(t, k)):
-            raise PlanError(f"{where}.{k} must be a finite number, got {getattr(t, k)!r}")
+            raise PlanError(f"{where}.{k} must be a finite number, got {echo_value(getattr(t, k))}")
     check_lr(t.lr, f"{where}.lr")
     if t.group < 2:
         raise PlanError(f"{where}.group must be >= 2 (group-relative advantages need two completions), got {t.group}")
     for k in ("weight_decay", "max_grad_norm", "warmup", "clip_low", "clip_high", "stats_every"):
         check_positive(getattr(t, k), f"{where}.{k}", allow_zero=True)
     if t.loss_type not in LOSS_TYPES:
-        raise PlanError(f"{where}.loss_type {t.loss_type!r} is not one of {', '.join(sorted(LOSS_TYPES))}")
+        raise PlanError(f"{where}.loss_type {echo_value(t.loss_type)} is not one of {', '.join(sorted(LOSS_TYPES))}")
     if t.optimizer not in OPTIMIZERS:
-        raise PlanError(f"{where}.optimizer {t.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        raise PlanError(f"{where}.optimizer {echo_value(t.optimizer)} is not one of {', '.join(OPTIMIZERS)}")
     bad = [u for u in t.save_weights_at if u < 1]
     if bad:
         raise PlanError(f"{where}.save_weights_at lists updates after which weights are kept, each >= 1; got {bad} "
@@ -102,9 +102,9 @@ def check_arm_name(name: str) -> None:
     """
     if (not name.strip() or name in (".", "..") or any(c in name for c in "/\\")
             or any(ord(c) < 32 or ord(c) == 127 for c in name)):
-        raise PlanError(f"arm name {name!r} cannot name the arm's folder (runs/ARM/seedN): use letters, digits and "
-                        f"'_', '-', '.', e.g. [arms.grpo_2xlr], with no '/', '\\', control character, and not "
-                        f"empty, '.' or '..'")
+        raise PlanError(f"arm name {echo_value(name)} cannot name the arm's folder (runs/ARM/seedN): use letters, "
+                        f"digits and '_', '-', '.', e.g. [arms.grpo_2xlr], with no '/', '\\', control character, and "
+                        f"not empty, '.' or '..'")
 
 
 MC_MINIMUM = {"continuations": (1, "Monte-Carlo continuations drawn from every step boundary"),
@@ -163,11 +163,11 @@ def parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSpe
 
     where = f"arms.{name}"
     if not isinstance(table, dict):
-        raise PlanError(f"[{where}] must be a table, got {table!r}")
+        raise PlanError(f"[{where}] must be a table, got {echo_value(table)}")
     train_keys = fields_of(TrainConfig)
     for key in table:
         if key not in ARM_OWN and key not in train_keys and key not in SELECTION_KEYS and key != "guidance":
-            raise PlanError(f"unknown key {where + '.' + key!r}; valid keys in [{where}]: "
+            raise PlanError(f"unknown key {echo_value(where + '.' + key)}; valid keys in [{where}]: "
                             f"{', '.join(ARM_OWN)}, or any [train] key: {', '.join(train_keys)}; "
                             f"prompt selection: {', '.join(SELECTION_KEYS)}; off-context guidance: guidance")
     if "reward" not in table:
@@ -178,19 +178,19 @@ def parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSpe
         if not is_plugin_name(reward):
             get_reward(reward)
     except UnknownRewardError as e:
-        raise PlanError(f"{where}.reward: {e}") from None
+        raise PlanError(f"{where}.reward: {str(e).replace(repr(reward), echo_value(reward))}") from None  # shortened
     train = {k: coerce(v, train_keys[k], f"{where}.{k}") for k, v in table.items() if k in train_keys}
     check_train(dataclasses.replace(base, **train), where)
     mc_over = table.get("mc", {})
     if not isinstance(mc_over, dict):
-        raise PlanError(f"{where}.mc must be a table of [mc] keys, got {mc_over!r}")
+        raise PlanError(f"{where}.mc must be a table of [mc] keys, got {echo_value(mc_over)}")
     resolved = build_section(MCConfig, {**dataclasses.asdict(mc), **mc_over}, f"{where}.mc")  # keys and types
     check_mc(resolved, f"{where}.mc")
     mc_over = {k: coerce(v, fields_of(MCConfig)[k], f"{where}.mc.{k}") for k, v in mc_over.items()}
     lr_scale = coerce(table.get("lr_scale", 1.0), float, f"{where}.lr_scale")
     check_positive(lr_scale, f"{where}.lr_scale")
     if not math.isfinite(lr_scale):
-        raise PlanError(f"{where}.lr_scale must be a finite number, got {lr_scale!r}")
+        raise PlanError(f"{where}.lr_scale must be a finite number, got {echo_value(lr_scale)}")
     check_lr(train.get("lr", base.lr) * lr_scale, f"{where}.lr times {where}.lr_scale ({lr_scale:g})")
     try:
         selection = parse_selection(table) or {}
@@ -220,8 +220,8 @@ def check_guided_task(arms: dict[str, ArmSpec], task: TaskSpec) -> None:
     (:data:`gradprobe.rollout.guided.REFERENCE_SOLUTIONS`)."""
     for arm in arms.values():
         if arm.guidance and not has_reference_solution(task.name):
-            raise PlanError(f"arms.{arm.name}.guidance: task {task.name!r} has no reference solution to take hints "
-                            f"from; guidance works with tasks {', '.join(sorted(REFERENCE_SOLUTIONS))}; remove "
+            raise PlanError(f"arms.{arm.name}.guidance: task {echo_value(task.name)} has no reference solution to take "
+                            f"hints from; guidance works with tasks {', '.join(sorted(REFERENCE_SOLUTIONS))}; remove "
                             f"guidance from the arm or use such a task")
 
 
@@ -238,17 +238,17 @@ def parse_hypothesis(i: int, table: dict, arms: dict, budget: BudgetSpec, ev: Ev
     where = f"hypotheses[{i}]"
     h = build_section(Hypothesis, table, where)
     if h.test not in TESTS:
-        raise PlanError(f"{where}.test {h.test!r} is not one of {', '.join(TESTS)}")
+        raise PlanError(f"{where}.test {echo_value(h.test)} is not one of {', '.join(TESTS)}")
     if len(h.arms) != 2:
         raise PlanError(f"{where}.arms must name two arms [treatment, control], got {list(h.arms)}")
     if h.arms[0] == h.arms[1]:
-        raise PlanError(f"{where}.arms names {h.arms[0]!r} twice: a hypothesis compares two different arms "
+        raise PlanError(f"{where}.arms names {echo_value(h.arms[0])} twice: a hypothesis compares two different arms "
                         f"[treatment, control], e.g. [\"mc_value\", \"grpo\"]")
     for a in h.arms:
         if a not in arms and a != INITIAL:
-            raise PlanError(f"{where}.arms: no arm {a!r}; valid: {', '.join([*arms, INITIAL])}")
+            raise PlanError(f"{where}.arms: no arm {echo_value(a)}; valid: {', '.join([*arms, INITIAL])}")
     if h.at not in AXES:
-        raise PlanError(f"{where}.at {h.at!r} is not an axis the runs record; use one of {', '.join(AXES)}")
+        raise PlanError(f"{where}.at {echo_value(h.at)} is not an axis the runs record; use one of {', '.join(AXES)}")
     if h.budget is None and getattr(budget, h.at) is None:
         raise PlanError(f"{where}: at = {h.at!r} but [budget] sets no {h.at}; give {where}.budget")
     if h.budget is not None and not h.budget > 0:
@@ -257,9 +257,9 @@ def parse_hypothesis(i: int, table: dict, arms: dict, budget: BudgetSpec, ev: Ev
     if ev is not None:
         _check_promised(where, h, budget, ev)
     if h.metric not in METRICS:
-        raise PlanError(f"{where}.metric {h.metric!r} is not one of {', '.join(METRICS)}")
+        raise PlanError(f"{where}.metric {echo_value(h.metric)} is not one of {', '.join(METRICS)}")
     if h.alternative not in ALTERNATIVES:
-        raise PlanError(f"{where}.alternative {h.alternative!r} is not one of {', '.join(ALTERNATIVES)}")
+        raise PlanError(f"{where}.alternative {echo_value(h.alternative)} is not one of {', '.join(ALTERNATIVES)}")
     if not 0 < h.alpha < 1:
         raise PlanError(f"{where}.alpha must be in (0, 1), got {h.alpha}")
     return h
@@ -293,8 +293,8 @@ def check_hypotheses(hypotheses) -> None:
     first: dict[str, int] = {}
     for i, h in enumerate(hypotheses):
         if h.name in first:
-            raise PlanError(f"hypotheses[{first[h.name]}] and hypotheses[{i}] are both named {h.name!r}: the report and "
-                            f"analysis.json key each hypothesis by its name; give each a name of its own")
+            raise PlanError(f"hypotheses[{first[h.name]}] and hypotheses[{i}] are both named {echo_value(h.name)}: the "
+                            f"report and analysis.json key each hypothesis by its name; give each a name of its own")
         first[h.name] = i
 
 
@@ -313,7 +313,7 @@ def check_eval(ev: EvalSpec) -> None:
         raise PlanError(f"eval.at_fractions must be distinct fractions of the budget in (0, 1], "
                         f"got {list(ev.at_fractions)} (e.g. [0.1, 0.25, 0.5, 1.0])")
     if ev.sampled_at not in SAMPLED_AT:
-        raise PlanError(f"eval.sampled_at {ev.sampled_at!r} is not one of {', '.join(SAMPLED_AT)}")
+        raise PlanError(f"eval.sampled_at {echo_value(ev.sampled_at)} is not one of {', '.join(SAMPLED_AT)}")
     if not ev.greedy and not ev.sampled:
         raise PlanError("eval.greedy and eval.sampled are both false, so no eval would score any run and the study "
                         "could not be analysed; set at least one true (greedy = true is the default)")
@@ -385,7 +385,7 @@ def parse_power(table) -> PowerSpec:
     if not 0 < p.alpha < 1:
         raise PlanError(f"power.alpha must be in (0, 1), e.g. 0.05, got {p.alpha}")
     if p.alternative not in POWER_ALTERNATIVES:
-        raise PlanError(f"power.alternative {p.alternative!r} is not one of {', '.join(POWER_ALTERNATIVES)}")
+        raise PlanError(f"power.alternative {echo_value(p.alternative)} is not one of {', '.join(POWER_ALTERNATIVES)}")
     return p
 
 
