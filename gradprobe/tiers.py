@@ -23,6 +23,7 @@ import hashlib
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -222,7 +223,9 @@ def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | Non
     Path
         ``cache_root() / f"{name}-{config_hash}"`` if built there, else the shipped copy
         ``shipped_root() / f"{name}-{config_hash}"`` if there is one; it holds ``config.json``,
-        ``model.safetensors``, the tokenizer and ``warmstart.json``.
+        ``model.safetensors``, the tokenizer and ``warmstart.json``. A cache build whose ``warmstart.json`` is a
+        folder is damaged: skipped with a :class:`UserWarning` naming it and the fix (delete it, or rebuild it
+        with ``--force``).
 
     Raises
     ------
@@ -237,6 +240,10 @@ def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | Non
     path = cache_root() / folder
     if (path / "warmstart.json").is_file():
         return path
+    if (path / "warmstart.json").is_dir():  # a damaged cache build: skipped, and said (the shipped copy, if any, used)
+        warnings.warn(f"the cache build {path} is damaged ({path / 'warmstart.json'} is a folder, not the build's "
+                      f"record file), so it is skipped; delete {path} (or rebuild it: `gradprobe warmstart --tier "
+                      f"{name}{'' if seed == 0 else f' --seed {seed}'} --force`)", stacklevel=2)
     shipped = shipped_root() / folder
     if (shipped / "warmstart.json").is_file():
         return shipped
