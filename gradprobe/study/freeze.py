@@ -433,43 +433,63 @@ def check_task_data(plan: Plan, out: Path, study: dict) -> dict:
     return study
 
 
-def check_study_model(plan: Plan, out: Path) -> None:
+def check_study_model(plan: Plan, out: Path, current: dict | None = None) -> dict | None:
     """Refuse to continue a study whose model now loads another model than one of its runs started from, while a run
     is still to train: its remaining runs would train another model than its finished ones, and the analysis would
     average the two (a tester: ``config.json`` of the model folder edited between two invocations; seed 1 trained
     on the edited model, the study reported 2 runs complete). Every run records what it started from
     (``config.json``'s ``model_weights``, :func:`gradprobe.training.run_folder.model_weights_identity`); a run's
     own resume checks its record (:func:`gradprobe.training.run_folder.check_model_weights`), this checks the runs
-    not started yet against the others'. A run without a record (made before gradprobe recorded one), with a damaged
-    record or config (named when the run resumes), a generated model or a hub id: not checked.
+    not started yet against the others', with the same rules
+    (:func:`~gradprobe.training.run_folder.model_record_problem`,
+    :func:`~gradprobe.training.run_folder.model_weights_comparable`): a run without a record (made before gradprobe
+    recorded one), with a damaged record or config (named when the run resumes), a generated model or a hub id then
+    and now: not checked; a local folder or GGUF file then whose name finds none now (a relative ``[model] name``
+    from another working directory, which would be read as a hub id): refused.
+
+    Parameters
+    ----------
+    plan : Plan
+        The study's frozen plan.
+    out : Path
+        The study folder.
+    current : dict, optional
+        :func:`~gradprobe.training.run_folder.model_weights_identity` of the plan's ``[model] name``, when the caller
+        computed it (hashing the weights once per invocation); None: computed here, when a run remains.
+
+    Returns
+    -------
+    dict or None
+        The model's identity now, for the invocation's other checks (:func:`gradprobe.study.reuse.reuse_runs`); None
+        when every run finished (not computed) or the model has none (a generated model, a name that resolves to
+        nothing now).
 
     Raises
     ------
     StudyError
         One line: the study folder, the run whose record differs, what differs (weights: both builds or paths and
-        digests; files beside the weights: each file and both sha256s), the fix to load that model again, or run
-        the plan as a new study under a new --out; nothing is run or written.
+        digests; files beside the weights: each file and both sha256s; a local model the name finds no more), the fix
+        to load that model again, or run the plan as a new study under a new --out; nothing is run or written.
     """
-    from ..training.run_folder import (MODEL_WEIGHTS, model_weights_identity, model_weights_mismatch,
-                                       model_weights_problem)  # torch: read only when a study runs
+    from ..training.run_folder import (MODEL_WEIGHTS, model_record_problem, model_weights_comparable,
+                                       model_weights_identity, model_weights_mismatch)  # torch: only a study reads it
 
     done = {Path(p).resolve() for p in finished_runs(out)}
     if all((out / run_dir("", a, s)).resolve() in done for a, s in plan.runs()):
-        return
+        return None
     spec = str(plan.model.name)
-    current = model_weights_identity(spec)
-    if not current or current.get("digest") is None:
-        return
+    current = current if current is not None else model_weights_identity(spec)
     for arm, seed in plan.runs():
         try:
             then = json.loads((out / run_dir("", arm, seed) / CONFIG_JSON).read_text()).get(MODEL_WEIGHTS)
         except (OSError, UnicodeDecodeError, ValueError, AttributeError):
             continue  # no run yet, or a damaged config.json: the run's own resume names it
-        if model_weights_problem(then) is not None or then.get("digest") is None:
+        if then is None or model_record_problem(spec, then, current) is not None:
             continue
-        differs = model_weights_mismatch(spec, then, current)
+        differs = model_weights_mismatch(spec, then, current) if model_weights_comparable(then, current) else None
         if differs is not None:
             raise StudyError(f"{out}: {differs[1]} (the record of its run {arm} seed {seed}, {CONFIG_JSON} "
                              f"{MODEL_WEIGHTS}): the study's remaining runs would train another model than its "
                              f"finished ones, and the analysis would average the two; {differs[2]}, or run the plan "
                              "as a new study under a new --out; nothing was run or written")
+    return current

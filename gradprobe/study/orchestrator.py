@@ -189,14 +189,15 @@ def _frozen(plan_path, out: Path, restart: bool, reuse_from, say) -> tuple[Plan,
     """:func:`.freeze.freeze_plan`, then damaged run folders refused before anything is run or rewritten
     (:func:`.collect.check_finished_runs`, whose reads of the finished runs are returned, so that ``runs.csv`` and
     ``eval_items.jsonl.gz`` are rebuilt without reading those runs' files again), then the runs of ``reuse_from``
-    copied (:func:`.reuse.reuse_runs`)."""
+    copied (:func:`.reuse.reuse_runs`), compared with the model's identity :func:`.freeze.check_study_model` read
+    (its weights are hashed once for both)."""
     plan, study = freeze_plan(plan_path, out, restart=restart, say=say)
     study = check_task_data(plan, out, study)  # the same task data for every run of the study
     study = check_reward_plugins(plan, out, study)  # the same reward code for every run of an arm
-    check_study_model(plan, out)  # the same model for every run (a run's resume checks its own record)
+    weights = check_study_model(plan, out)  # the same model for every run (a run's resume checks its own record)
     read = check_finished_runs(plan, out)
     if reuse_from:
-        reuse_runs(plan, out, reuse_from, say=say)
+        reuse_runs(plan, out, reuse_from, say=say, weights=weights)  # the weights hashed once, not again
     return plan, study, read
 
 

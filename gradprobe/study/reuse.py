@@ -22,7 +22,10 @@ only when
 * for a plug-in reward, it ran code of the same content: the reward's file and the helper modules it imports
   (``config.json``'s ``reward_plugin``; a run that did not record it is not reused);
 * for a model read from files (a tier, a local folder, a GGUF file), it started from initial weights of the same
-  content (``config.json``'s ``model_weights``, at any path; a run that did not record them is not reused).
+  content (``config.json``'s ``model_weights``, at any path; a run that did not record them is not reused, nor one
+  whose record is damaged or contradicts what the model is, by the rule a resume refuses it with:
+  :func:`gradprobe.training.run_folder.model_record_problem`, nor one that started from a local folder or file the
+  plan's ``[model] name`` finds no more, a relative name from another working directory).
 
 The copy is byte for byte (into a temporary folder, then renamed, so a killed copy leaves
 nothing half-written) plus ``reused_from.json`` in the run folder naming the source run, the
@@ -41,9 +44,9 @@ from ..layout import run_dir
 from ..outputs import output_error, versions, write_json_atomic
 from ..tasks import task_data_identity
 from ..training.plan import Plan, run_config_from_dict
-from ..training.run_folder import (MODEL_WEIGHTS, MODULES, REWARD_PLUGIN, TASK_DATA, config_differences,
-                                   model_files_differences, model_weights_problem, modules_mismatch, modules_problem,
-                                   task_data_mismatch, task_data_problem)
+from ..training.run_folder import (LOCAL_SOURCES, MODEL_WEIGHTS, MODULES, REWARD_PLUGIN, TASK_DATA, config_differences,
+                                   model_files_differences, model_record_problem, model_weights_mismatch,
+                                   modules_mismatch, modules_problem, task_data_mismatch, task_data_problem)
 from .folder import REUSED_JSON, run_status  # REUSED_JSON: the run folder's provenance record of a reused run
 
 #: RunConfig fields that only name the plan a run belongs to (no computation reads them)
@@ -88,7 +91,8 @@ def check_reuse_sources(sources, out: str | Path) -> None:
                              f"give such a folder, or drop --reuse-runs {source}")
 
 
-def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str, int], str]:
+def reuse_runs(plan: Plan, out: str | Path, sources, say=None, weights: dict | None = None
+               ) -> dict[tuple[str, int], str]:
     """Copy the finished runs of ``sources`` that this plan would train identically into ``out``.
 
     Parameters
@@ -104,6 +108,10 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
     say : callable(str), optional
         One line per source: runs reused, and runs of the same arm and seed that were not reused
         with the reason (config fields that differ, other versions, unfinished).
+    weights : dict, optional
+        :func:`gradprobe.training.run_folder.model_weights_identity` of the plan's ``[model] name``, when the caller
+        computed it (:func:`gradprobe.study.freeze.check_study_model`: the weights hashed once per invocation); None:
+        computed here.
 
     Returns
     -------
@@ -123,7 +131,8 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
     check_reuse_sources(sources, out)
     here = {k: v for k, v in versions().items() if k in VERSION_KEYS}
     data_now = task_data_identity(plan.task.name)  # the task's data files now ({} for a generated task)
-    weights_now = _weights_identity(str(plan.model.name))  # the initial weights the plan's model loads now
+    spec = str(plan.model.name)
+    weights_now = weights if weights is not None else _weights_identity(spec)  # what the plan's model loads now
     copied: dict[tuple[str, int], str] = {}
     for source in [Path(s) for s in sources]:
         reused, refused = [], []
@@ -143,20 +152,9 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
             except (OSError, ValueError, KeyError, TypeError) as e:
                 raise ReuseError(f"--reuse-runs: cannot read the run configuration {src / 'config.json'} "
                                  f"({type(e).__name__}: {e})") from None
-            ours = _comparable(plan.arm(arm, seed).to_dict())
-            diff = _differences(theirs, ours)
-            if diff:
-                refused.append(f"{arm} seed {seed} (config differs in: {', '.join(diff)}: "
-                               f"{config_differences(theirs, ours)})")
-                continue
-            vers = {k: (cfg.get("versions") or {}).get(k) for k in VERSION_KEYS}
-            vdiff = _differences(vers, here)
-            if vdiff:
-                refused.append(f"{arm} seed {seed} (made with other versions: "
-                               + ", ".join(f"{k} {vers.get(k)} vs {here.get(k)} here" for k in vdiff) + ")")
-                continue
-            other = (_other_task_data(plan.task.name, cfg, data_now)
-                     or _other_reward_code(plan.arms[arm].reward, cfg) or _other_weights(cfg, weights_now))
+            other = (_other_run(theirs, _comparable(plan.arm(arm, seed).to_dict()), cfg, here)
+                     or _other_task_data(plan.task.name, cfg, data_now)
+                     or _other_reward_code(plan.arms[arm].reward, cfg) or _other_weights(cfg, weights_now, spec))
             if other:
                 refused.append(f"{arm} seed {seed} ({other})")
                 continue
@@ -167,6 +165,20 @@ def reuse_runs(plan: Plan, out: str | Path, sources, say=None) -> dict[tuple[str
             + (f" ({', '.join(reused)})" if reused else "")
             + (f"; not reused: {'; '.join(refused)}" if refused else ""))
     return copied
+
+
+def _other_run(theirs: dict, ours: dict, cfg: dict, here: dict) -> str | None:
+    """Why a source run is not the run this plan gives its arm and seed: its configuration (``theirs``,
+    :func:`_comparable`) differs from ``ours`` (the fields and their values), or it was made with other
+    :data:`VERSION_KEYS` versions (``cfg``'s ``versions``) than ``here``; None when neither."""
+    diff = _differences(theirs, ours)
+    if diff:
+        return f"config differs in: {', '.join(diff)}: {config_differences(theirs, ours)}"
+    vers = {k: (cfg.get("versions") or {}).get(k) for k in VERSION_KEYS}
+    vdiff = _differences(vers, here)
+    if vdiff:
+        return "made with other versions: " + ", ".join(f"{k} {vers.get(k)} vs {here.get(k)} here" for k in vdiff)
+    return None
 
 
 def _other_task_data(spec: str, cfg: dict, now: dict) -> str | None:
@@ -194,22 +206,30 @@ def _weights_identity(spec: str) -> dict | None:
     return model_weights_identity(spec)
 
 
-def _other_weights(cfg: dict, now: dict | None) -> str | None:
+def _other_weights(cfg: dict, now: dict | None, spec: str | None = None) -> str | None:
     """Why a source run's ``config.json`` (``cfg``) may have started from other initial weights than the plan's model
-    loads now (``now``, :func:`gradprobe.training.run_folder.model_weights_identity`; None or without a digest: a
-    generated model or a hub id, not checked): its recorded ``model_weights`` differ in content (a tier rebuilt in
-    the cache since, replaced weights; the same content at another path is the same weights), its model's files
-    beside the weights differ (an edited ``config.json`` or tokenizer,
-    :func:`gradprobe.training.run_folder.model_files_differences`), are damaged, or were not recorded (a run made
-    before gradprobe recorded them); None when they are the same."""
-    if now is None or now.get("digest") is None:
-        return None
+    ``spec`` loads now (``now``, :func:`gradprobe.training.run_folder.model_weights_identity`; None or without a
+    digest: a generated model or a hub id, not checked, unless the run recorded a local folder or file, which the name
+    finds no more: a relative name from another working directory); ``spec`` defaults to the path ``now`` or the
+    record names. Its recorded ``model_weights`` differ in content (a tier rebuilt in the cache since, replaced
+    weights; the same content at another path is the same weights), its model's files beside the weights differ (an
+    edited ``config.json`` or tokenizer, :func:`gradprobe.training.run_folder.model_files_differences`), or were not
+    recorded (a run made before gradprobe recorded them), or the record is damaged or contradicts what the model is
+    (:func:`gradprobe.training.run_folder.model_record_problem`, the rule a resume refuses it with: the reason
+    named); None when they are the same."""
     then = cfg.get(MODEL_WEIGHTS)
+    local = isinstance(then, dict) and then.get("source") in LOCAL_SOURCES
+    if (now is None or now.get("digest") is None) and not local:
+        return None
+    spec = spec if spec is not None else str((now or then).get("path"))
     if then is None:
         return ("its initial weights were not recorded (made before gradprobe recorded them), so whether it started "
                 f"from the weights {now['path']} holds now cannot be told")
-    if model_weights_problem(then) is not None:
-        return f"its config.json field {MODEL_WEIGHTS} is damaged"
+    problem = model_record_problem(spec, then, now)
+    if problem is not None:
+        return f"its config.json is damaged (field {MODEL_WEIGHTS} {problem})"
+    if now is None or now.get("digest") is None:  # a local model then, which the name finds no more
+        return f"its initial weights cannot be found here: {model_weights_mismatch(spec, then, now)[1]}"
     if then["digest"] is None:  # a policy passed in code, or a hub id: not read from files
         how = "passed in code" if then["source"] == "given" else f"a hub id ({then['path']}), not read from files"
         return (f"its initial weights were {how}, so whether it started from the weights {now['path']} holds "

@@ -33,6 +33,19 @@ the sha256 of its weight files, or a sampled sha256 of their content past :data:
 unchecked; :func:`model_weights_identity`); :func:`check_model_weights` refuses to resume it when the name now loads
 other weights (a rebuild of the tier in the cache, which takes precedence over the shipped build; replaced weights),
 whose frozen copy would measure the rest of the run's ``kl_init`` against another model than its first updates.
+A local folder or GGUF file is recorded by its resolved absolute path (``path``), while the run's configuration keeps
+the name as given, which every start and resume resolves against its working directory: a relative name
+(``mymodel``, ``./mymodel``) resumed from another directory finds another folder or none, and a name that finds none
+would be read as a hub id. So a record of a local folder or file is always compared (:func:`model_weights_comparable`):
+a name that finds no local weights now is refused, not skipped as a hub id, and a relative name that finds another
+folder is told to run from the directory the run started in (where it names the recorded folder), or to make the
+name find that folder from here (a symbolic link). Its absolute path is no fix: it is another ``[model] name``, a
+configuration that differs from the run's.
+
+A refused resume whose fix lets the same command resume the run (restore the model's weights or files, load the
+run's build, run from another directory; a plug-in reward's file moved away) carries that fix as the
+``resume_fix`` attribute of its :class:`~gradprobe.training.errors.RunConfigMismatchError` (None or absent for a
+refusal whose fix is a new run), for a caller to tell it from one to start anew without reading its words.
 """
 
 from __future__ import annotations
@@ -54,8 +67,8 @@ __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", 
            "foreign_run_files", "study_above", "check_reward_identity", "modules_problem", "modules_mismatch",
            "refuse_unimportable_reward", "TASK_DATA", "check_task_data", "task_data_problem", "task_data_mismatch",
            "task_data_moved", "MODEL_WEIGHTS", "HASH_LIMIT_BYTES", "model_weights_identity", "model_weights_problem",
-           "MODEL_FILES", "model_files_differences", "model_weights_mismatch",
-           "check_model_weights", "config_differences"]
+           "MODEL_FILES", "model_files_differences", "model_weights_mismatch", "model_record_problem",
+           "model_weights_comparable", "LOCAL_SOURCES", "check_model_weights", "config_differences"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
 #: worker hold an exclusive ``flock`` on it (:class:`gradprobe.study.folder.FolderLock`) while they train there.
@@ -205,9 +218,9 @@ def check_reward_identity(out, spec: str, current: dict | None) -> None:
         return
     then, now = (recorded["file"], recorded["sha256"]), (current["file"], current["sha256"])
     if then[1] != now[1]:
-        raise RunConfigMismatchError(f"{out} cannot be resumed: {_what_differs(spec, then, now)}, so its remaining "
-                                     f"updates would train another reward than its first ones; "
-                                     f"{_identity_fix(out, spec, then, now, recorded.get(PACKAGE_ROOT))}")
+        fix = _identity_fix(out, spec, then, now, recorded.get(PACKAGE_ROOT))
+        raise _refusal(f"{out} cannot be resumed: {_what_differs(spec, then, now)}, so its remaining updates would "
+                       f"train another reward than its first ones; {fix}", fix if _file_gone(then, now) else None)
     _check_modules(out, spec, recorded, current)
     if then[0] != now[0]:  # the same code from another place (a moved project): resumable
         print(f"note: reward {spec!r} of {out} is read from {now[0]}, not {then[0]} as when the run started, with the "
@@ -615,6 +628,21 @@ def _restart(out: Path) -> str:
             f"or start a new run under a new --out (not {out})")
 
 
+def _file_gone(then: tuple, now: tuple) -> bool:
+    """Whether a plug-in reward's recorded file (``then``: file, sha256) is not the one its name finds now (``now``)
+    and no longer exists: moved away, so its fix is to pass a file of the recorded content (:func:`_identity_fix`),
+    which resumes the run."""
+    return bool(then[0]) and then[0] != now[0] and not Path(then[0]).exists()
+
+
+def _refusal(message: str, resume_fix: str | None = None) -> RunConfigMismatchError:
+    """A refused resume, with ``resume_fix`` (the fix that lets the same command resume the run, ``"to resume it,
+    ..."``; None: its fix is a new run) as its attribute of that name (see the module docstring)."""
+    error = RunConfigMismatchError(message)
+    error.resume_fix = resume_fix
+    return error
+
+
 def _identity_fix(out: Path, spec: str, then: tuple, now: tuple, recorded_root: str | None = None) -> str:
     """The fix for a resume whose plug-in reward changed: restore the recorded file (or run from the directory the
     run started in; a ``pkg.mod:fn`` reward: put its package root back on ``PYTHONPATH``, or, already on ``sys.path``,
@@ -622,7 +650,7 @@ def _identity_fix(out: Path, spec: str, then: tuple, now: tuple, recorded_root: 
     (a study's run: a new study). A recorded file that no longer exists: pass a file of the recorded content.
     ``recorded_root``: the record's ``package_root`` (:func:`_package_root`)."""
     (old_file, old_sha), new_file = then, now[0]
-    if old_file and old_file != new_file and not Path(old_file).exists():
+    if _file_gone(then, now):
         return (f"to resume it, pass the same file as the reward: the content recorded (sha256 {_short(old_sha)}), "
                 f"e.g. {new_file} restored as it was, {_restart(out)}; nothing was loaded or written")
     root = _package_root(spec, Path(old_file), recorded_root) if old_file and old_file != new_file else None
@@ -665,7 +693,10 @@ def model_weights_identity(spec: str) -> dict | None:
     ``source``: ``"tier"`` (an alias of :data:`gradprobe.models.TIER_ALIASES`, resolved by
     :func:`gradprobe.tiers.tier_path`: ``build`` ``"cache"`` or ``"shipped"``, ``path`` its folder), ``"folder"``
     (a local folder: its ``*.safetensors``), ``"gguf"`` (a ``.gguf`` file, ``smollm2-135m``'s included) or ``"hub"``
-    (a hub id: ``path`` is the id, ``digest`` None: not read locally, so not checked). ``files``: the weight files'
+    (a hub id: ``path`` is the id, ``digest`` None: not read locally, so not checked; any name that finds no local
+    folder now, a relative one from another working directory included). ``path`` of a tier, folder or GGUF file is
+    its folder, resolved and absolute (a relative ``spec`` is resolved against the working directory now: see the
+    module docstring). ``files``: the weight files'
     names. ``method`` ``"sha256"``: ``digest`` is the sha256 of the one weight file (as ``sha256sum`` prints it), or
     of the ``sha256sum`` listing (``"<sha256>  <name>\\n"`` per file, sorted by name) of several; ``"sampled-sha256"``
     (more than :data:`HASH_LIMIT_BYTES` together): the same listing of each file's size and the sha256 of
@@ -816,22 +847,24 @@ def check_model_weights(out, spec: str, current: dict | None) -> None:
     spec : str
         The run's ``[model] name`` (the same as in ``config.json``: a resume checks that first).
     current : dict or None
-        :func:`model_weights_identity` of ``spec`` now; None (a generated model, a spec that does not resolve now),
-        a ``"hub"`` identity or a ``"given"`` one (a policy passed to :func:`gradprobe.training.run.run_training`):
-        nothing is checked.
+        :func:`model_weights_identity` of ``spec`` now; a ``"given"`` one (a policy passed to
+        :func:`gradprobe.training.run.run_training`): nothing is checked. None (a generated model, a spec that does
+        not resolve now) or a ``"hub"`` identity: checked only against a record of a local folder or GGUF file
+        (:func:`model_weights_comparable`), which the name no longer finds.
 
     Raises
     ------
     RunConfigMismatchError
         The digest differs from the recorded one (same ``method``, or the method changed: other files), or the
-        source (a hub id then, a local folder of that name now): one line naming the run folder, the model, both
-        weights (build or path and digest, 12 hex digits) and the fix (for a tier: delete the cache build, or set
-        ``GRADPROBE_CACHE`` so the run's build is loaded; for a folder or file: restore the weights; or start a new
-        run under a new --out). The same weights with other ``model_files`` (an edited ``config.json`` or tokenizer:
-        :func:`model_files_differences`): one line naming each file, both sha256s and the fix. The same weights and
-        files at another path resume, with a note on stderr.
+        source (a hub id then, a local folder of that name now; a local folder or file then, whose name finds none
+        now: a relative name from another working directory), or the same weights with other ``model_files`` (an
+        edited ``config.json`` or tokenizer: :func:`model_files_differences`): one line naming the run folder, the
+        model, what differs (both weights: build or path and digest, 12 hex digits; or each file and both sha256s)
+        and the fix that resumes the run (:func:`model_weights_mismatch`; also its ``resume_fix`` attribute), or
+        start a new run under a new --out. The same weights and files at another path resume, with a note on stderr.
     DamagedRunFolderError
-        ``config.json`` cannot be read, or its ``model_weights`` is damaged (:func:`model_weights_problem`).
+        ``config.json`` cannot be read, or its ``model_weights`` is damaged or contradicts what ``spec`` is
+        (:func:`model_record_problem`); checked where ``current`` has a digest or the record is compared.
 
     A run folder from before the identity was recorded (no ``model_weights``) resumes, with one note on stderr
     saying that its initial weights could not be checked; one from before ``model_files`` was recorded resumes on
@@ -839,49 +872,91 @@ def check_model_weights(out, spec: str, current: dict | None) -> None:
     """
     out = Path(out)
     cfg = out / CONFIG_JSON
-    if (current is None or current.get("digest") is None or not (out / CHECKPOINT_POINTER).is_file()
-            or not cfg.is_file()):
+    if (not (out / CHECKPOINT_POINTER).is_file() or not cfg.is_file()
+            or (current is not None and current["source"] == "given")):
         return
+    hashed = current is not None and current.get("digest") is not None
+    recorded = _recorded_weights(out, spec, current, strict=hashed)
+    if recorded is None or not model_weights_comparable(recorded, current):
+        return
+    differs = model_weights_mismatch(spec, recorded, current)
+    if differs is not None:
+        kind, what, fix = differs
+        raise _refusal(f"{out} cannot be resumed: {what}{_WHY[kind]}; {fix}, {_restart(out)}; nothing was loaded or "
+                       "written", fix)
+    _same_weights_notes(out, spec, recorded, current)
+
+
+#: Why a resume on another model (:func:`model_weights_mismatch`'s kind) would be wrong, after what differs.
+_WHY = {"weights": " as when the run started, so the initial policy its kl_init is measured against would be another "
+                   "model than in its first updates",
+        "missing": ", and the initial policy its kl_init is measured against would not be loaded from the weights "
+                   "of its first updates",
+        "files": ", so the model built from them (its architecture settings, generation defaults, tokenizer or chat "
+                 "template) would not be the one its checkpoint and first updates were made with"}
+
+
+def _recorded_weights(out: Path, spec: str, current: dict | None, *, strict: bool) -> dict | None:
+    """``config.json``'s ``model_weights`` of the run in ``out``, sound (:func:`model_record_problem`), for
+    :func:`check_model_weights`; None when there is none (a run from before it was recorded: a note on stderr when
+    ``current`` is hashed). With ``strict`` (``current`` has a digest; else a record of a local folder or file
+    only): DamagedRunFolderError for an unreadable file or a damaged record; without it those are None."""
+    cfg = out / CONFIG_JSON
     try:
         config = json.loads(cfg.read_text())
         recorded = config.get(MODEL_WEIGHTS)
     except (OSError, UnicodeDecodeError, ValueError, AttributeError) as e:
+        if not strict:
+            return None
         raise DamagedRunFolderError(f"{cfg} is damaged ({error_text(e)}); restore it from a copy, or delete {out} "
                                     "to start the run over") from None
     if MODEL_WEIGHTS not in config:
-        print(f"note: {out} was started before gradprobe recorded the identity of a run's initial weights, so "
-              f"whether model {spec!r} ({_weights_text(current)}) still loads the weights the run started from "
-              "(the initial policy kl_init is measured against) could not be checked; resuming",
-              file=sys.stderr, flush=True)
-        return
-    problem = model_weights_problem(recorded)
-    if problem is not None:
+        if strict:
+            print(f"note: {out} was started before gradprobe recorded the identity of a run's initial weights, so "
+                  f"whether model {spec!r} ({_weights_text(current)}) still loads the weights the run started from "
+                  "(the initial policy kl_init is measured against) could not be checked; resuming",
+                  file=sys.stderr, flush=True)
+        return None
+    problem = model_record_problem(spec, recorded, current)
+    if problem is not None and (strict or isinstance(recorded, dict) and recorded.get("source") in LOCAL_SOURCES):
         raise DamagedRunFolderError(f"{cfg} is damaged (field {MODEL_WEIGHTS} {problem}): the initial weights the "
                                     f"run started from cannot be checked; restore the file from a copy, or delete "
                                     f"{out} to start the run over")
-    if recorded["source"] == "given":
-        return
-    _refuse_contradicting_source(out, spec, recorded, current)
-    differs = model_weights_mismatch(spec, recorded, current)
-    if differs is not None:
-        kind, what, fix = differs
-        why = (" as when the run started, so the initial policy its kl_init is measured against would be another "
-               "model than in its first updates" if kind == "weights" else ", so the model built from them (its "
-               "architecture settings, generation defaults, tokenizer or chat template) would not be the one its "
-               "checkpoint and first updates were made with")
-        raise RunConfigMismatchError(f"{out} cannot be resumed: {what}{why}; {fix}, {_restart(out)}; nothing was "
-                                     "loaded or written")
-    _same_weights_notes(out, spec, recorded, current)
+    return recorded if problem is None else None
 
-def _refuse_contradicting_source(out: Path, spec: str, recorded: dict, current: dict) -> None:
-    """DamagedRunFolderError when a record's ``source`` contradicts what ``spec`` is (a tier alias recorded as a hub
-    id or a folder; the same weights under another source): a hand edit, whose mismatch fix would be impossible."""
-    if recorded["source"] != current["source"] and (recorded["digest"] == current["digest"]
-                                                    or current["source"] == "tier"):
-        raise DamagedRunFolderError(f"{Path(out) / CONFIG_JSON} is damaged (field {MODEL_WEIGHTS} records source "
-                                    f"{recorded['source']!r} for model {spec!r}, which is a {current['source']} "
-                                    f"here): the initial weights the run started from cannot be checked; restore the "
-                                    f"file from a copy, or delete {out} to start the run over")
+
+#: The sources of a weights identity read from local files by a path (:func:`model_weights_identity`): a name that
+#: finds none of them now is refused, not read as a hub id (:func:`model_weights_comparable`).
+LOCAL_SOURCES = ("folder", "gguf")
+
+
+def model_record_problem(spec: str, record, current: dict | None) -> str | None:
+    """What is wrong with a recorded ``model_weights`` (``record``) of a run of the model ``spec``, whose identity
+    now is ``current`` (:func:`model_weights_identity`, None: none): :func:`model_weights_problem`, or a ``source``
+    that contradicts what ``spec`` is (a tier recorded as a hub id or a folder; the same weights under another
+    source: a hand edit, whose mismatch fix would be impossible), as ``"records source 'hub' for model 'tiny',
+    which is a tier here"``; None when it is sound. One check for a run's resume (:func:`check_model_weights`), a
+    study's remaining runs (:func:`gradprobe.study.freeze.check_study_model`) and ``--reuse-runs``
+    (:func:`gradprobe.study.reuse.reuse_runs`)."""
+    problem = model_weights_problem(record)
+    if problem is not None or current is None or "given" in (record["source"], current["source"]):
+        return problem
+    if record["source"] != current["source"] and (record["digest"] == current["digest"]
+                                                  or current["source"] == "tier"):
+        return f"records source {record['source']!r} for model {spec!r}, which is a {current['source']} here"
+    return None
+
+
+def model_weights_comparable(then: dict, now: dict | None) -> bool:
+    """Whether a sound recorded identity ``then`` is compared with the identity now ``now``
+    (:func:`model_weights_mismatch`): neither is a policy given in code, and either ``now`` was hashed (against a
+    hashed record, or a hub id then: the name now finds a local folder or file) or ``then`` was read from a local
+    folder or GGUF file (:data:`LOCAL_SOURCES`), which the name no longer finds (``now`` None, or a hub id: a relative
+    name from another working directory). Otherwise (a hub id or a generated model then and now) nothing can be
+    compared, and nothing is checked."""
+    if then["source"] == "given" or (now is not None and now["source"] == "given"):
+        return False
+    return (now is not None and now.get("digest") is not None) or then["source"] in LOCAL_SOURCES
 
 
 def _same_weights_notes(out: Path, spec: str, recorded: dict, current: dict) -> None:
@@ -898,21 +973,78 @@ def _same_weights_notes(out: Path, spec: str, recorded: dict, current: dict) -> 
               file=sys.stderr, flush=True)
 
 
-def model_weights_mismatch(spec: str, then: dict, now: dict) -> tuple[str, str, str] | None:
+def model_weights_mismatch(spec: str, then: dict, now: dict | None) -> tuple[str, str, str] | None:
     """How the model ``spec`` loads another model now (``now``) than a run recorded when it started (``then``; both
-    :func:`model_weights_identity`, ``then`` sound by :func:`model_weights_problem`), as (``"weights"`` or
-    ``"files"``: what differs, the weights or only the files beside them; the difference in words; the fix that
-    loads the run's model again), or None when both are the same. Used by a run's resume
-    (:func:`check_model_weights`) and where a study's remaining runs would start
+    :func:`model_weights_identity`, ``then`` sound by :func:`model_record_problem` and compared by
+    :func:`model_weights_comparable`), as (``"weights"``, ``"files"`` or ``"missing"``: what differs, the weights,
+    only the files beside them, or the local weights the name finds no more; the difference in words; the fix that
+    loads the run's model again, ``"to resume it, ..."``), or None when both are the same. ``now`` None or a hub id
+    while ``then`` is a local folder or file: the name finds no local weights now (:func:`_not_found_here`). Used by
+    a run's resume (:func:`check_model_weights`) and where a study's remaining runs would start
     (:func:`gradprobe.study.freeze.check_study_model`)."""
+    if now is None or now.get("digest") is None:
+        return ("missing", _not_found_here(spec, then, now), _not_found_fix(spec, then))
     if (then["source"], then.get("method"), then["digest"]) != (now["source"], now.get("method"), now["digest"]):
         return ("weights", f"model {spec!r} now loads {_weights_text(now)}, not {_weights_text(then)}",
-                _weights_fix(then, now))
+                _weights_fix(spec, then, now))
     differs = model_files_differences(then, now)
     if differs:
         return ("files", f"model {spec!r} now loads the same weights from {now['path']}, but files beside them "
-                f"differ from the run's record: {differs}", _files_fix(then, now))
+                f"differ from the run's record: {differs}", _files_fix(spec, then, now))
     return None
+
+
+def _relative(spec: str, then: dict) -> bool:
+    """Whether the model name ``spec`` of a run that recorded ``then`` is a relative path (resolved against the
+    working directory): a folder's or a ``.gguf`` file's name, not an alias (``smollm2-135m``: its shipped file)."""
+    named = then["source"] == "folder" or spec.endswith(".gguf")
+    return named and not Path(spec).expanduser().is_absolute()
+
+
+def _recorded_target(record: dict) -> Path:
+    """The folder (a tier's, a folder's) or GGUF file a weights identity was read from."""
+    files = record.get("files") or []
+    return Path(record["path"]) / files[0] if record["source"] == "gguf" and files else Path(record["path"])
+
+
+def _not_found_here(spec: str, then: dict, now: dict | None) -> str:
+    """In words: the model ``spec`` named a local folder or file (``then``) when the run started, and finds no
+    weights now (``now``: None, or a hub id: what the name would be read as)."""
+    name, relative = Path(spec).expanduser(), _relative(spec, then)
+    if then["source"] == "gguf" and not spec.endswith(".gguf"):  # an alias: its file
+        found = f"{_recorded_target(then)} is missing now"
+    elif name.exists():
+        found = f"{name} holds no weights it can load now"
+    else:
+        found = "it names no local folder or file" + (f" from this working directory ({os.getcwd()})"
+                                                      if relative else " now")
+    hub = ", so it would be read as a hub id" if now is not None and now["source"] == "hub" else ""
+    what = " (a relative path)" if relative else ""
+    return f"model {spec!r}{what} named {_weights_text(then)} when the run started, but {found}{hub}"
+
+
+def _not_found_fix(spec: str, then: dict) -> str:
+    """How to resume a run whose model name finds no local weights now (:func:`_not_found_here`)."""
+    target = _recorded_target(then)
+    if target.exists() and _relative(spec, then):
+        return (f"to resume it, run the command from the working directory the run was started in (where {spec!r} "
+                f"names {target}), or make {spec!r} name {target} from here (a symbolic link to it)")
+    if target.exists():
+        return f"to resume it, make {spec!r} name {target} again (a symbolic link to it)"
+    return (f"to resume it, restore the weights the run started from at {target} (digest {_short(then['digest'])})"
+            + (" and run the command from the working directory the run was started in" if _relative(spec, then)
+               else ""))
+
+
+def _other_directory_fix(spec: str, then: dict, now: dict) -> str | None:
+    """The fix for a relative model name that finds another local folder or file (``now``) than the run's
+    (``then``, still there): run from the working directory the run started in; None for any other difference."""
+    old, new = _recorded_target(then), _recorded_target(now)
+    if (then["source"] not in LOCAL_SOURCES or now["source"] not in LOCAL_SOURCES or not _relative(spec, then)
+            or old == new or not old.exists()):
+        return None
+    return (f"to resume it, run the command from the working directory the run was started in ({spec!r} is a "
+            f"relative path: there it names {old}, here {new})")
 
 
 def model_files_differences(then: dict, now: dict) -> str | None:
@@ -929,12 +1061,18 @@ def model_files_differences(then: dict, now: dict) -> str | None:
     return "; ".join(found) or None
 
 
-def _files_fix(then: dict, now: dict) -> str:
-    """How to resume a run whose model's files beside its weights changed (:func:`check_model_weights`)."""
-    if now["source"] == "tier" and now.get("build") == "cache":
-        return (f"to resume it, restore those files in the cache build {now['path']}, or delete it (or set "
-                "GRADPROBE_CACHE to a folder without it) if the run started from the shipped build")
-    return f"to resume it, restore those files in {now['path']} as they were when the run started"
+def _files_fix(spec: str, then: dict, now: dict) -> str:
+    """How to resume a run whose model's files beside its weights changed (:func:`check_model_weights`), for the
+    source and build the run recorded (``then``) and the one the name loads now (``now``)."""
+    other = _other_directory_fix(spec, then, now)
+    if other is not None:
+        return other
+    where = f"the {now.get('build')} build {now['path']}" if now["source"] == "tier" else now["path"]
+    restore = f"restore those files in {where} as they were when the run started"
+    if then["source"] == now["source"] == "tier" and (then.get("build"), now.get("build")) == ("shipped", "cache"):
+        return (f"to resume it, delete the cache build {now['path']} (or set GRADPROBE_CACHE to a folder without it) "
+                f"so that the shipped build {then['path']} the run started from is loaded again, or {restore}")
+    return f"to resume it, {restore}"
 
 
 def _weights_text(record: dict) -> str:
@@ -951,7 +1089,7 @@ def _weights_text(record: dict) -> str:
     return f"{path} ({len(files)} weight files, sha256 of their sha256s {digest})"
 
 
-def _weights_fix(then: dict, now: dict) -> str:
+def _weights_fix(spec: str, then: dict, now: dict) -> str:
     """How to load the weights a refused resume started from again (:func:`check_model_weights`)."""
     from ..models import tier_damage  # torch: only a run imports this
     if then["source"] == "hub":
@@ -975,6 +1113,9 @@ def _weights_fix(then: dict, now: dict) -> str:
                     f"{old} and set GRADPROBE_CACHE={old.parent.parent}")
         return (f"to resume it, restore the build the run started from at {old} (model.safetensors sha256 "
                 f"{_short(then['digest'])}; the shipped build changes only with another gradprobe version)")
+    other = _other_directory_fix(spec, then, now)
+    if other is not None:
+        return other
     return f"to resume it, restore the weights the run started from at {then['path']} (digest {_short(then['digest'])})"
 
 

@@ -163,7 +163,9 @@ def test_a_run_that_started_from_other_initial_weights_is_not_reused(tmp_path):
         f"started from other initial weights ({model.resolve()}, digest {then['digest'][:12]}; the model loads "
         f"{model.resolve()}, digest {now['digest'][:12]}, now)")
     assert _other_weights({}, now).startswith("its initial weights were not recorded")
-    assert _other_weights({"model_weights": {"source": 1}}, now) == "its config.json field model_weights is damaged"
+    assert _other_weights({"model_weights": {"source": 1}}, now) == (
+        "its config.json is damaged (field model_weights is {\"source\": 1}; it needs \"source\" one of \"tier\", "
+        "\"folder\", \"gguf\", \"hub\", \"given\" and \"path\" (text))")
     given = {"source": "given", "path": "tiny", "files": [], "method": None, "digest": None}
     assert _other_weights({"model_weights": given}, now) == (
         f"its initial weights were passed in code, so whether it started from the weights {model.resolve()} holds "

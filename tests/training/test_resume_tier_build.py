@@ -170,9 +170,10 @@ def test_the_same_weights_under_an_edited_config_or_tokenizer_are_refused(tmp_pa
         f"them differ from the run's record: config.json (sha256 {a[:12]} then, {b[:12]} now); "
         f"tokenizer_config.json (sha256 {c[:12]} then, absent now), so the model built from them (its architecture "
         "settings, generation defaults, tokenizer or chat template) would not be the one its checkpoint and first "
-        f"updates were made with; to resume it, restore those files in the cache build {cache.resolve()}, or delete "
-        "it (or set GRADPROBE_CACHE to a folder without it) if the run started from the shipped build, or start a "
-        f"new run under a new --out (not {out}); nothing was loaded or written")
+        f"updates were made with; to resume it, delete the cache build {cache.resolve()} (or set GRADPROBE_CACHE to "
+        f"a folder without it) so that the shipped build {shipped} the run started from is loaded again, or restore "
+        f"those files in the cache build {cache.resolve()} as they were when the run started, or start a new run "
+        f"under a new --out (not {out}); nothing was loaded or written")
     assert folder_files(out) == kept
     config = json.loads((out / "config.json").read_text())
     del config["model_weights"]["model_files"]  # as recorded before gradprobe recorded the model's files
