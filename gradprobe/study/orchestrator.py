@@ -391,6 +391,8 @@ def _record_run(res: dict, entry: dict, result: StudyResult) -> str:
         return (f"done: {res.get('updates')} updates, final greedy accuracy "
                 f"{res.get('final_accuracy')} ({res.get('seconds', 0):.0f} s)")
     result.failed[key] = res.get("error")
+    if res.get("resume_fix"):  # refused with its own resume fix: the same command retries it once that is made
+        result.resumable.add(key)
     return f"FAILED: {res.get('error')}"
 
 

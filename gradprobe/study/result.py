@@ -66,6 +66,9 @@ class StudyResult:
         Runs that were already complete when the study started (never redone).
     failed : dict[tuple[str, int], str]
         Runs that stopped with an error, and the error.
+    resumable : set[tuple[str, int]]
+        Failed runs whose refused resume names its own fix (the error's ``resume_fix``,
+        :class:`~gradprobe.training.errors.RunConfigMismatchError`): the same command resumes them once it is made.
     probe : str
         ``"done"``, ``"skipped"`` (``probe.json`` existed), ``"off"``, or ``"failed: ..."``.
     analysis_error : str or None
@@ -80,6 +83,7 @@ class StudyResult:
     done: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
     failed: dict = field(default_factory=dict)
+    resumable: set = field(default_factory=set)
     probe: str = "off"
     analysis_error: str | None = None
     wall_seconds: float = 0.0
@@ -112,9 +116,10 @@ class StudyResult:
         scored nothing, a diverged policy, a plug-in reward edited since the run started) fails the
         same way again: its fix is the plan run as a new study under a new --out, which ``--reuse-runs`` spares
         retraining this study's finished runs. A refused resume whose error also says how to resume the run (``to
-        resume it, ...``: a tier rebuilt in the cache, an edited model config) is retried by the same command once
-        that fix is made, so it is not counted as one to start anew."""
-        resumable = {k for k, e in self.failed.items() if "to resume it," in str(e)}
+        resume it, ...``: a tier rebuilt in the cache, an edited model config; :attr:`resumable`, from the error's
+        ``resume_fix``) is retried by the same command once that fix is made, so it is not counted as one to start
+        anew."""
+        resumable = self.resumable & set(self.failed)
         anew = sorted(k for k, e in self.failed.items() if "new --out" in str(e) and k not in resumable)
         if not anew:
             return "rerun the same command to retry them (completed runs are not redone)" + (

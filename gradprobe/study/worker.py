@@ -107,7 +107,9 @@ def execute_task(task: dict) -> dict:
     ``task``: ``{"kind": "train", "plan": PATH, "arm", "seed", "out": RUN_DIR}`` or
     ``{"kind": "probe", "plan": PATH, "out": PROBE_DIR, "settings": {...}}``. Returns
     ``{"kind", "arm", "seed", "status": "done"|"failed", "error", "seconds", ...}`` (``seconds``:
-    wall-clock seconds of the task; a failed training run also ``traceback`` and, after a
+    wall-clock seconds of the task; a failed task also ``resume_fix``, the error's own fix that lets the same command
+    resume the run, or None: :class:`~gradprobe.training.errors.RunConfigMismatchError`; a failed training run also
+    ``traceback`` and, after a
     non-finite loss, a diverged policy or a reward that gave no completion a reward
     (:class:`~gradprobe.training.errors.NonFiniteRunError` and its subclasses), ``failed_update``).
     """
@@ -133,6 +135,7 @@ def execute_task(task: dict) -> dict:
         res["error"] = str(e) if isinstance(e, (NonFiniteRunError, OSError, PlanError, StudyError)) else (
             f"{type(e).__name__}: {e}")
         res["traceback"] = traceback.format_exc(limit=8)
+        res["resume_fix"] = getattr(e, "resume_fix", None)  # a refused resume that the same command resumes once fixed
         if isinstance(e, NonFiniteRunError):
             res["failed_update"] = e.update
     finally:

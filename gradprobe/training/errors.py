@@ -40,7 +40,18 @@ class BudgetTooSmallError(ValueError):
 
 
 class RunConfigMismatchError(ValueError):
-    """DIR holds a run made with a different configuration."""
+    """DIR holds a run made with a different configuration.
+
+    Attributes
+    ----------
+    resume_fix : str or None
+        The fix that lets the same command resume the run (``"to resume it, ..."``: restore the model files or the
+        reward file it started from), set where the refusal has one (:mod:`gradprobe.training.run_folder`); None
+        where the fix is a new run under a new ``--out``. A study tells the two apart by it
+        (:meth:`gradprobe.study.result.StudyResult.summary`), not by the message's words.
+    """
+
+    resume_fix: str | None = None
 
 
 class DamagedRunFolderError(ValueError):
