@@ -72,7 +72,7 @@ from .executors import EXECUTORS, default_workers, run_tasks, worker_threads
 from .folder import FolderLock, StudyError, now, refuse_other_output, run_status
 from .freeze import check_reward_plugins, check_study_model, check_task_data, freeze_plan
 from .invocations import Invocation
-from .preflight import check_plan_inputs
+from .preflight import PreflightError, check_plan_inputs, relative_model_hint
 from .probe_plan import arms_table, check_probe_settings, pending_probes
 from .result import StudyInterrupted, StudyResult, StudyTerminated, clock, progress_line
 from .reuse import check_reuse_sources, reuse_runs, reused_source
@@ -159,7 +159,7 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
     ValueError
         Unknown executor, workers < 1, or ``ray_address`` without ``executor="ray"``.
     """
-    plan = _checked_plan(plan_path, executor, workers, ray_address, report_to, check)  # before anything is written
+    plan = _checked_plan(plan_path, executor, workers, ray_address, report_to, check, out)  # before anything written
     say = say or (lambda m: print(f"[study] {m}", file=sys.stderr, flush=True))
     out, lock = _locked_folder(out, reuse_from)
     try:
@@ -210,9 +210,11 @@ def ray_address_refusal(ray_address: str | None, executor: str) -> str | None:
 
 
 def _checked_plan(plan_path, executor: str, workers: int | None, ray_address: str | None, report_to: str,
-                  check: bool) -> Plan:
+                  check: bool, out=None) -> Plan:
     """The plan, once the arguments and (``check``) its model, tokenizer and task are known good; raises
-    as :func:`run_study` says (ValueError, TrackerUnavailableError, PlanError, PreflightError)."""
+    as :func:`run_study` says (ValueError, TrackerUnavailableError, PlanError, PreflightError: a ``[model] name``
+    that resolves to nothing, with where the runs of the study folder ``out`` found it when it is a relative path,
+    :func:`.preflight.relative_model_hint`)."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor {executor!r} is not one of {', '.join(EXECUTORS)}")
     if (why := ray_address_refusal(ray_address, executor)) is not None:
@@ -227,7 +229,13 @@ def _checked_plan(plan_path, executor: str, workers: int | None, ray_address: st
     if executor != "ray" and (why := backend_unavailable(plan.sampling.backend)) is not None:
         raise StudyError(why)
     if check:
-        check_plan_inputs(plan, executor=executor)
+        try:
+            check_plan_inputs(plan, executor=executor)
+        except PreflightError as e:  # a relative model folder seen from another directory: say where the runs found it
+            hint = relative_model_hint(str(plan.model.name), out) if str(e).startswith("[model] name") else ""
+            if hint:
+                raise PreflightError(f"{e}{hint}") from None
+            raise
     return plan
 
 

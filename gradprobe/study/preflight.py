@@ -306,6 +306,37 @@ def _check_guidance(plan, tokenizer, task) -> None:
             from None
 
 
+def relative_model_hint(name: str, out) -> str:
+    """Where a study's runs found their model when ``[model] name`` is a relative path that resolves to nothing
+    now (a study continued from another working directory): ``""``, or ``"; this study's runs started from the local
+    model PATH ('NAME' is a relative path, read from the working directory): run the command from DIR"``, read from
+    the runs' ``config.json`` ``model_weights`` records (a local folder or GGUF file, recorded by its resolved path,
+    :func:`gradprobe.training.run_folder.model_weights_identity`). ``DIR`` is PATH less NAME's own parts where PATH
+    ends with them (else "the directory the study was started in"). Unreadable records are passed over: the run's
+    own resume names them."""
+    import json
+
+    if not name or os.path.isabs(os.path.expanduser(name)) or out is None:
+        return ""
+    paths = set()
+    for config in sorted(Path(out).glob("runs/*/seed*/config.json")):
+        try:
+            record = json.loads(config.read_text(encoding="utf-8")).get("model_weights")
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            continue
+        if isinstance(record, dict) and record.get("source") in ("folder", "gguf") and isinstance(record.get("path"),
+                                                                                                  str):
+            paths.add(record["path"])
+    if len(paths) != 1:
+        return ""
+    path = Path(paths.pop())
+    parts = Path(os.path.normpath(name)).parts
+    where = (str(Path(*path.parts[:-len(parts)])) if parts and path.parts[-len(parts):] == parts
+             else "the directory the study was started in")
+    return (f"; this study's runs started from the local model {path} ({name!r} is a relative path, read from the "
+            f"working directory): run the command from {where}")
+
+
 def check_plan_inputs(plan, *, executor: str = "local") -> PreflightReport:
     """Check that every run of ``plan`` can load its model and tokenizer and build its task.
 

@@ -246,3 +246,11 @@ def test_a_study_from_another_directory_refuses_its_remaining_runs_on_a_relative
         f"{folder}), or make 'mymodel' name {folder} from here (a symbolic link to it), or run the plan as a new "
         "study under a new --out; nothing was run or written")
     assert not (out / "runs" / "grpo" / "seed1").exists()
+    # with the plan's input check (the default), the preflight refuses the name first: it says where the runs found it
+    with pytest.raises(StudyError) as e:
+        run_study(plan, out, executor="inline", probe=False, analyze=False)
+    assert str(e.value).startswith("[model] name = 'mymodel': no such model")
+    assert str(e.value).endswith(
+        f"; this study's runs started from the local model {folder} ('mymodel' is a relative path, read from the "
+        f"working directory): run the command from {start.resolve()}")
+    assert not (out / "runs" / "grpo" / "seed1").exists()
