@@ -196,3 +196,29 @@ def test_the_reuse_runs_help_says_what_a_reused_run_must_match(monkeypatch, caps
             "gradprobe/torch/transformers versions, task data files (task_data), plug-in reward code (reward_plugin) "
             "and initial weights (model_weights: what the model's tier, folder or .gguf file holds now, with its "
             "config.json and tokenizer files; a rebuilt tier differs), compared by content; a run that did not record one that applies is not reused.") in text
+
+
+@pytest.mark.parametrize("argv", [["train", "--plan", "p.toml", "--arm", "grpo", "--updates"],
+                                  ["probe", "--prompts"], ["study", "p.toml", "--workers"], ["warmstart", "--seed"]])
+def test_an_integer_flag_echoes_a_pasted_5000_digit_value_shortened(argv, capsys):
+    """A breaker: ``--updates`` with 5,000 digits printed argparse's ``invalid int value`` with all 5,000 of them (a
+    typed flag of every command goes through gradprobe.cli.args.integer, seed_int or _int_at_least now)."""
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "9" * 5000])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(f"expected an integer, got '{'9' * 40}'... (5,000 characters) (5,000 digits: more than "
+                        "Python reads as a number)")
+    assert len(err) < 250
+
+
+def test_the_integer_type_reads_what_int_reads_and_shortens_what_it_refuses():
+    from gradprobe.cli.args import integer, seed_int
+
+    assert [integer(t) for t in ("12", "-3", "1_000", " 7 ")] == [12, -3, 1000, 7]
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        integer("x" * 100)
+    assert str(e.value) == f"expected an integer, got '{'x' * 40}'... (100 characters)"
+    with pytest.raises(argparse.ArgumentTypeError) as e:
+        seed_int("1" * 100)
+    assert str(e.value) == f"must be in [0, 2**63 - 1] (it seeds numpy and torch), got {'1' * 40}... (100 characters)"

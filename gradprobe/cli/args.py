@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 
 from ..tiers import ALIASES, TIER_ALIASES, TINY_ARCHITECTURES
-from ..token_counts import TOKEN_COUNT_FORMS, parse_token_count
+from ..token_counts import TOKEN_COUNT_FORMS, echo_text, parse_token_count
 from ..tracking import REPORT_TO
 
-__all__ = ["HelpFormatter", "add_report_to", "nonneg_int", "positive_int", "seed_int", "token_count",
+__all__ = ["HelpFormatter", "add_report_to", "integer", "nonneg_int", "positive_int", "seed_int", "token_count",
            "TOKEN_COUNT_FORMS", "out_path",
            "in_path", "CALIBRATION_PATH", "CommandParser", "flag_named", "MODEL_HELP"]
 
@@ -37,13 +37,29 @@ def add_report_to(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--report-to", choices=list(REPORT_TO), default="none", help=help_text)
 
 
-def _int_at_least(text: str, minimum: int) -> int:
+def integer(text: str) -> int:
+    """An argparse ``type``: ``text`` as an integer, as ``int`` reads it (``12``, ``-3``, ``1_000``).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        ``expected an integer, got 'x'``; the value is echoed by its first 40 characters and its length when longer
+        than 80 (:func:`gradprobe.token_counts.echo_text`), so a pasted mistake (argparse's own ``invalid int
+        value`` quoted it whole) or an integer of more digits than Python reads (over 4300) stays one short line.
+    """
     try:
-        v = int(text)
+        return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        digits = text.strip().lstrip("+-").replace("_", "")
+        too_long = digits.isdigit() and len(digits) > 4300
+        raise argparse.ArgumentTypeError(f"expected an integer, got {echo_text(text)}" + (
+            f" ({len(digits):,} digits: more than Python reads as a number)" if too_long else "")) from None
+
+
+def _int_at_least(text: str, minimum: int) -> int:
+    v = integer(text)
     if v < minimum:
-        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {echo_text(str(v), str)}")
     return v
 
 
@@ -78,12 +94,10 @@ def seed_int(text: str) -> int:
     argparse.ArgumentTypeError
         ``expected an integer, got 'x'`` or ``must be in [0, 2**63 - 1], got -1``.
     """
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    v = integer(text)
     if not 0 <= v <= 2**63 - 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 2**63 - 1] (it seeds numpy and torch), got {v}")
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**63 - 1] (it seeds numpy and torch), got "
+                                         f"{echo_text(str(v), str)}")
     return v
 
 

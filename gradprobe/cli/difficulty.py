@@ -45,7 +45,7 @@ from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, 
 from ..ledger import Ledger
 from ..outputs import json_safe, removed_if_left_empty, versions, write_json_atomic
 from ..difficulty.evaluate import evaluate_estimator, plot_reliability, prompt_groups, sample_outcomes
-from .args import MODEL_HELP, HelpFormatter, flag_named, nonneg_int, out_path, positive_int
+from .args import MODEL_HELP, HelpFormatter, flag_named, integer, nonneg_int, out_path, positive_int
 
 
 _COMMON_HELP = {
@@ -89,8 +89,8 @@ def add_difficulty_parsers(subparsers) -> None:
         p.add_argument("--decay", type=float, default=_RANK["decay"], help="gamma, per-update decay of observed counts")
         p.add_argument("--metadata-keys", default=_RANK["metadata_keys"],
                        help="comma-separated Problem.metadata keys used as features (missing -> imputed)")
-        p.add_argument("--data-seed", type=int, default=_RANK["data_seed"], help="data seed of the pool")
-        p.add_argument("--seed", type=int, default=_RANK["seed"], help="sampling seed and the fit/eval split seed")
+        p.add_argument("--data-seed", type=integer, default=_RANK["data_seed"], help="data seed of the pool")
+        p.add_argument("--seed", type=integer, default=_RANK["seed"], help="sampling seed and the fit/eval split seed")
         p.add_argument("--max-new-tokens", type=positive_int, default=_RANK["max_new_tokens"],
                        help="longest sampled completion, in tokens")
         p.add_argument("--temperature", type=float, default=_RANK["temperature"],

@@ -26,7 +26,7 @@ from ..layout import PROBE_JSON
 from ..outputs import json_safe, write_json_atomic
 from ..probe_settings import (DEFAULT_MC, FORECASTERS, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig,
                               ReferenceSettings, RunSettings, TaskSettings, UpdateSettings)
-from .args import HelpFormatter, CALIBRATION_PATH, MODEL_HELP, flag_named, in_path, out_path, token_count
+from .args import HelpFormatter, CALIBRATION_PATH, MODEL_HELP, flag_named, in_path, integer, out_path, token_count
 
 __all__ = ["probe_main", "interrupt_message", "Terminated", "terminate_cleanly"]
 
@@ -98,16 +98,16 @@ def _add_batch_options(p) -> None:
     p.add_argument("--skip-malformed", action="store_true",
                    help="tasks read from data (gsm8k, jsonl:, hf:): skip malformed rows (counted, warned) instead of stopping")
     p.add_argument("--rewards", default=",".join(ProbeConfig.rewards), action=_JoinedRewards, help=REWARDS_HELP)
-    p.add_argument("--prompts", type=int, default=BatchSettings.prompts, help="B, prompts in the probe batch")
-    p.add_argument("--group", type=int, default=BatchSettings.group, help="G, completions per prompt")
+    p.add_argument("--prompts", type=integer, default=BatchSettings.prompts, help="B, prompts in the probe batch")
+    p.add_argument("--group", type=integer, default=BatchSettings.group, help="G, completions per prompt")
     p.add_argument("--reference", default=ReferenceSettings.kind, help="heldout, or direction:PATH (.safetensors vector)")
-    p.add_argument("--update-prompts", type=int, default=UpdateSettings.update_prompts,
+    p.add_argument("--update-prompts", type=integer, default=UpdateSettings.update_prompts,
                    help="B of the training update the gain is predicted for (default: --prompts); scales tokens per update")
-    p.add_argument("--update-group", type=int, default=UpdateSettings.update_group,
+    p.add_argument("--update-group", type=integer, default=UpdateSettings.update_group,
                    help="G of the training update the gain is predicted for (default: --group)")
-    p.add_argument("--heldout-prompts", type=int, default=ReferenceSettings.heldout_prompts,
+    p.add_argument("--heldout-prompts", type=integer, default=ReferenceSettings.heldout_prompts,
                    help="prompts of the held-out batch whose GRPO update is the reference (--reference heldout)")
-    p.add_argument("--heldout-group", type=int, default=ReferenceSettings.heldout_group,
+    p.add_argument("--heldout-group", type=integer, default=ReferenceSettings.heldout_group,
                    help="completions per held-out prompt (>= 2: the RLOO baseline)")
     p.add_argument("--precondition", choices=list(PRECONDITIONER_KINDS), default=ReferenceSettings.precondition,
                    help="; ".join(f"{k}: {v.help}" for k, v in PRECONDITIONER_KINDS.items()))
@@ -130,17 +130,17 @@ def _add_update_options(p) -> None:
     p.add_argument("--temperature", type=float, default=SamplingConfig.temperature,
                    help="sampling temperature of the rollouts")
     p.add_argument("--top-p", type=float, default=SamplingConfig.top_p, help="nucleus sampling p of the rollouts")
-    p.add_argument("--max-new-tokens", type=int, default=SamplingConfig.max_new_tokens,
+    p.add_argument("--max-new-tokens", type=integer, default=SamplingConfig.max_new_tokens,
                    help="longest completion, in tokens (a longer one is cut there and counted as truncated)")
-    p.add_argument("--generation-batch-size", type=int, default=SamplingConfig.batch_size, metavar="N",
+    p.add_argument("--generation-batch-size", type=integer, default=SamplingConfig.batch_size, metavar="N",
                    help="sequences per generate call; the sampled completions depend on it (micro-batch "
                         "composition), so a study's probe is reproduced with its plan's [sampling] batch_size")
     p.add_argument("--backend", choices=list(SAMPLER_BACKENDS), default=SamplingConfig.backend,
                    help="rollout backend (gradprobe.rollout.SAMPLERS): hf = batched generate, hf_paged = "
                         "transformers continuous batching with a paged KV cache, vllm = the optional vLLM engine")
-    p.add_argument("--continuations", type=int, default=DEFAULT_MC.continuations,
+    p.add_argument("--continuations", type=integer, default=DEFAULT_MC.continuations,
                    help="K, MC continuations per step boundary")
-    p.add_argument("--max-steps", type=int, default=DEFAULT_MC.max_steps,
+    p.add_argument("--max-steps", type=integer, default=DEFAULT_MC.max_steps,
                    help="steps per completion for MC rewards (lines merged)")
     p.add_argument("--guidance", default=None, metavar="fraction=F,prefix=P[,cap=C]", help=_GUIDANCE_HELP)
 
@@ -149,10 +149,10 @@ def _add_run_options(p) -> None:
     """How the probe runs: cosines, intervals, micro-batches, seed, placement and precision, output, threads,
     probe batches and checkpoints."""
     p.add_argument("--cosine", action="store_true", help="also compute cosines (one backward per reward)")
-    p.add_argument("--bootstrap", type=int, default=RunSettings.n_bootstrap, help=_BOOTSTRAP_HELP)
-    p.add_argument("--micro-batch-size", type=int, default=UpdateSettings.micro_batch_size,
+    p.add_argument("--bootstrap", type=integer, default=RunSettings.n_bootstrap, help=_BOOTSTRAP_HELP)
+    p.add_argument("--micro-batch-size", type=integer, default=UpdateSettings.micro_batch_size,
                    help="rows per forward/backward (memory; the results do not depend on it)")
-    p.add_argument("--seed", type=int, default=BatchSettings.seed,
+    p.add_argument("--seed", type=integer, default=BatchSettings.seed,
                    help="seed of the probe: which prompts are drawn and how they are sampled")
     p.add_argument("--device", default=ModelSettings.device, help="torch device of the model (cpu, cuda, cuda:1...)")
     p.add_argument("--dtype", default=ModelSettings.dtype, choices=list(DTYPE_NAMES),
@@ -162,10 +162,10 @@ def _add_run_options(p) -> None:
                    "refuses a run's, a study's, a study's probe, a calib report or a model folder, and a folder "
                    "holding files of a probe's names without probe.json")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    p.add_argument("--threads", type=int, default=ModelSettings.threads,
+    p.add_argument("--threads", type=integer, default=ModelSettings.threads,
                    help="torch CPU threads (default: torch's own; 1 for models under 20M parameters when OpenMP threads spin, "
                         "i.e. OMP_WAIT_POLICY is not PASSIVE, which this command sets)")
-    p.add_argument("--probe-batches", type=int, default=1,
+    p.add_argument("--probe-batches", type=integer, default=1,
                    help="N probe batches on disjoint training prompts with one shared reference direction; the "
                         "efficiency ratio is averaged over them, so more batches narrow its interval (~1/sqrt(N))")
     p.add_argument("--checkpoints", default=None, metavar="PATH[,PATH...]",

@@ -14,7 +14,7 @@ from ..config import EXECUTOR_NAMES
 from ..tracking import TrackerUnavailableError, require_tracker
 from ..training.plan import PlanError, load_plan, replicate_plan
 from ..outputs import OutputDirError, prepare_output_dir, removed_if_left_empty
-from .args import HelpFormatter, add_report_to, out_path
+from .args import HelpFormatter, add_report_to, integer, out_path
 
 
 def add_study_parser(subparsers) -> None:
@@ -34,7 +34,7 @@ def add_study_parser(subparsers) -> None:
                    help="study folder (a new one for a changed plan, or --restart while none of its runs finished)")
     p.add_argument("--executor", choices=list(EXECUTOR_NAMES), default="local",
                    help="local: process pool; ray: one Ray task per run; inline: serially in this process")
-    p.add_argument("--workers", type=int, default=None,
+    p.add_argument("--workers", type=integer, default=None,
                    help="parallel runs (default: min(runs, usable cores)); each gets OMP_NUM_THREADS torch threads "
                         "where it is set (at most the usable cores), else max(1, usable cores // workers)")
     p.add_argument("--ray-address", default=None, help="Ray cluster address (default: a local ray.init())")
@@ -57,7 +57,7 @@ def add_study_parser(subparsers) -> None:
                                                  "(default: the plan's [power] pilot)")
     p.add_argument("--replicate", default=None, metavar="DIR",
                    help="re-run the finished study DIR's plan on fresh seeds and a fresh held-out set into --out")
-    p.add_argument("--seed-offset", type=int, default=None,
+    p.add_argument("--seed-offset", type=integer, default=None,
                    help="with --replicate: added to every seed and the held-out seed (default: the smallest "
                         "offset that gives fresh seeds)")
     p.add_argument("--reuse-runs", action="append", default=[], metavar="DIR",

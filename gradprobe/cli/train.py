@@ -20,7 +20,7 @@ from ..outputs import removed_if_left_empty
 from ..training.errors import NonFiniteRunError
 from ..training.plan import PlanError, load_plan, shorten_budget
 from ..training.run_folder import refuse_other_output
-from .args import HelpFormatter, add_report_to, out_path, seed_int, token_count
+from .args import HelpFormatter, add_report_to, integer, out_path, seed_int, token_count
 from .probe import Terminated, terminate_cleanly
 
 __all__ = ["add_train_parser", "interrupt_message", "train_main"]
@@ -42,7 +42,7 @@ def add_train_parser(subparsers) -> None:
     short = p.add_argument_group(
         "shortening a run", "lower the plan's [budget] for this run only (e.g. a quick check: --updates 1); the run "
         "stops at whichever budget is spent first; the override is recorded in config.json and summary.json")
-    short.add_argument("--updates", type=int, default=None, metavar="N", help="stop after N updates")
+    short.add_argument("--updates", type=integer, default=None, metavar="N", help="stop after N updates")
     short.add_argument("--budget-tokens", type=token_count, default=None, metavar="N",
                        help="charged generated-token budget (rollout + continuation + selection tokens): an integer "
                             "(250000), with a k, M or G suffix (250k, 1.5M) or in scientific notation (2.5e5)")
