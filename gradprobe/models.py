@@ -41,6 +41,7 @@ from .attention import register as _register_attention
 from .char_tokenizer import char_tokenizer
 from .errors import ModelNotFoundError  # defined below models and tiers (tier lookup raises it too)
 from .memory import release_memory
+from .token_counts import echo_text
 from .tiers import ALIASES, TIER_ALIASES, TINY_ARCHITECTURES  # noqa: F401  (re-exported: defined torch-free there)
 from .tiers import TIERS, cache_root, config_hash, shipped_root, tier_config, tier_path
 
@@ -430,7 +431,7 @@ def load_policy(spec: str, *, dtype: str | torch.dtype = "float32", device: str 
     try:
         torch.device(device)
     except (RuntimeError, TypeError):  # torch's own message lists every device type it knows
-        raise ValueError(f"device (--device) {device!r} is not a torch device; use cpu, cuda or cuda:N "
+        raise ValueError(f"device (--device) {echo_text(str(device))} is not a torch device; use cpu, cuda or cuda:N "
                          "(or mps on Apple silicon)") from None
     if isinstance(dtype, str) and dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {sorted(DTYPES)}")

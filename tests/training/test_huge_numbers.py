@@ -150,3 +150,13 @@ def test_a_long_unknown_keyword_is_shortened(tmp_path):
     assert str(err.value) == (f"train() got 2 unexpected keyword arguments: '{'q' * 40}'... (5,000 characters) (no "
                               f"accepted keyword is close), 'updats' (did you mean updates=?) (it accepts: "
                               f"{_ACCEPTED})")
+
+
+def test_a_5000_character_device_is_echoed_shortened():
+    """A breaker: ``load_policy(..., device=<5,000 characters>)`` quoted the whole value."""
+    from gradprobe.models import load_policy
+
+    with pytest.raises(ValueError) as e:
+        load_policy("tiny", device="x" * 5000)
+    assert str(e.value) == (f"device (--device) '{'x' * 40}'... (5,000 characters) is not a torch device; use cpu, "
+                            "cuda or cuda:N (or mps on Apple silicon)")
