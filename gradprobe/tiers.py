@@ -206,6 +206,10 @@ def shipped_root() -> Path:
     return Path(__file__).resolve().parent / "data" / "tiers"
 
 
+_WARNED: set[str] = set()
+"""Damaged cache builds :func:`tier_path` has warned of in this process (each once)."""
+
+
 def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | None = None) -> Path:
     """Folder of a built tier, for :func:`gradprobe.models.load_policy` (alias ``tiny``).
 
@@ -240,10 +244,14 @@ def tier_path(name: str = "tiny", *, seed: int = 0, config: TinyTierConfig | Non
     path = cache_root() / folder
     if (path / "warmstart.json").is_file():
         return path
-    if (path / "warmstart.json").is_dir():  # a damaged cache build: skipped, and said (the shipped copy, if any, used)
-        warnings.warn(f"the cache build {path} is damaged ({path / 'warmstart.json'} is a folder, not the build's "
-                      f"record file), so it is skipped; delete {path} (or rebuild it: `gradprobe warmstart --tier "
-                      f"{name}{'' if seed == 0 else f' --seed {seed}'} --force`)", stacklevel=2)
+    record = path / "warmstart.json"
+    if (record.is_dir() or (record.is_symlink() and not record.exists())) and str(path) not in _WARNED:
+        _WARNED.add(str(path))  # once per build and process: a command resolves the tier more than once
+        what = "is a folder" if record.is_dir() else "is a broken symbolic link"
+        warnings.warn(f"the cache build {path} is damaged ({record} {what}, not the build's record file), so it is "
+                      f"skipped; delete {path} (the shipped build, if any, is used meanwhile), or remove {record} and "
+                      f"rebuild it: `gradprobe warmstart --tier {name}{'' if seed == 0 else f' --seed {seed}'} "
+                      "--force`", stacklevel=2)
     shipped = shipped_root() / folder
     if (shipped / "warmstart.json").is_file():
         return shipped

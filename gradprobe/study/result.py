@@ -66,9 +66,6 @@ class StudyResult:
         Runs that were already complete when the study started (never redone).
     failed : dict[tuple[str, int], str]
         Runs that stopped with an error, and the error.
-    resumable : set[tuple[str, int]]
-        Failed runs whose refused resume names its own fix (the error's ``resume_fix``,
-        :class:`~gradprobe.training.errors.RunConfigMismatchError`): the same command resumes them once it is made.
     probe : str
         ``"done"``, ``"skipped"`` (``probe.json`` existed), ``"off"``, or ``"failed: ..."``.
     analysis_error : str or None
@@ -76,6 +73,9 @@ class StudyResult:
     wall_seconds, total_wall_seconds : float
         Wall-clock seconds of this invocation (runs, probe, analysis), and of every invocation of
         the study so far (``study.json`` ``wall_seconds``; a resumed study adds to it).
+    resumable : set[tuple[str, int]]
+        Failed runs whose refused resume names its own fix (the error's ``resume_fix``,
+        :class:`~gradprobe.training.errors.RunConfigMismatchError`): the same command resumes them once it is made.
     """
 
     out: Path
@@ -83,11 +83,11 @@ class StudyResult:
     done: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
     failed: dict = field(default_factory=dict)
-    resumable: set = field(default_factory=set)
     probe: str = "off"
     analysis_error: str | None = None
     wall_seconds: float = 0.0
     total_wall_seconds: float = 0.0
+    resumable: set = field(default_factory=set)  # last: the fields before it keep their positions
 
     @property
     def ok(self) -> bool:

@@ -8,6 +8,7 @@ FLOPs, ``updates`` updates (:data:`~gradprobe.training.specs.BUDGET_KINDS`). Tor
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import sys
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -204,8 +205,9 @@ def _check_override(kind: str, value, plan_budget: dict, names: dict) -> None:
     flag = names[kind]
     whole = kind in ("generated_tokens", "updates")
     kind_of = "a whole number" if whole else "a finite number"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PlanError(f"{flag} must be {kind_of} > 0, got {echo_value(value)}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's numbers are Real, Decimal is not
+        raise PlanError(f"{flag} must be {kind_of} > 0 (an int or float), got {echo_value(value)} of type "
+                        f"{type(value).__name__}; pass int(...) or float(...) of it")
     shown = echo_value(value) if beyond_float(value) else f"{value:g}"  # 10**400: no float to format
     if not (value > 0 and value < float("inf")) or (whole and value != int(value)):
         raise PlanError(f"{flag} must be {kind_of} > 0 (a budget the run can spend), got {shown}")

@@ -152,12 +152,17 @@ def build_section(cls, table: dict, where: str):
 
 
 def check_positive(value, where: str, *, allow_zero: bool = False) -> None:
-    """Refuse ``value`` unless it is None or > 0 (>= 0 with ``allow_zero``).
+    """Refuse ``value`` unless it is None or a finite number > 0 (>= 0 with ``allow_zero``).
 
     Raises
     ------
     PlanError
-        Naming ``where`` and the bound.
+        Naming ``where`` and the bound; an infinite value (TOML's ``inf``, or ``1e400``, which TOML reads as
+        infinity) as not finite: a budget or setting of infinity is no number a run can spend or record (JSON has
+        no infinity).
     """
     if value is not None and not (value > 0 or (allow_zero and value == 0)):
         raise PlanError(f"{where} must be {'>= 0' if allow_zero else '> 0'}, got {echo_value(value)}")
+    if isinstance(value, float) and math.isinf(value):
+        raise PlanError(f"{where} must be a finite number, got {value} (TOML reads inf, and a float beyond 1.8e308 "
+                        "such as 1e400, as infinity); give a finite value")

@@ -90,21 +90,30 @@ def check_lr(lr: float, where: str) -> None:
                         f"1e-4 (the shipped plans 1e-4)")
 
 
+MAX_ARM_NAME_BYTES = 200
+"""The longest arm name, in UTF-8 bytes (:func:`check_arm_name`): under the 255 bytes of a folder name."""
+
+
 def check_arm_name(name: str) -> None:
     """Refuse an arm name that cannot name a folder of its own under the study's ``runs/``: empty or blank,
-    ``.`` or ``..``, or holding a path separator or a control character (``[arms."../x"]`` would write its
-    runs outside the study).
+    ``.`` or ``..``, holding a path separator or a control character (``[arms."../x"]`` would write its
+    runs outside the study), or longer than :data:`MAX_ARM_NAME_BYTES` bytes in UTF-8 (a folder name is at most 255
+    bytes on common file systems; the arm's name also heads its run folder's files and tables).
 
     Raises
     ------
     PlanError
-        Naming the arm and the characters allowed.
+        Naming the arm and the characters allowed, or its length and the limit.
     """
     if (not name.strip() or name in (".", "..") or any(c in name for c in "/\\")
             or any(ord(c) < 32 or ord(c) == 127 for c in name)):
         raise PlanError(f"arm name {echo_value(name)} cannot name the arm's folder (runs/ARM/seedN): use letters, "
                         f"digits and '_', '-', '.', e.g. [arms.grpo_2xlr], with no '/', '\\', control character, and "
                         f"not empty, '.' or '..'")
+    if len(name.encode("utf-8")) > MAX_ARM_NAME_BYTES:
+        raise PlanError(f"arm name {echo_value(name)} is {len(name.encode('utf-8')):,} bytes long (UTF-8); an arm "
+                        f"names its folder (runs/ARM/seedN), and gradprobe takes at most {MAX_ARM_NAME_BYTES} bytes "
+                        "(a folder name is at most 255 on common file systems): give the arm a shorter name")
 
 
 MC_MINIMUM = {"continuations": (1, "Monte-Carlo continuations drawn from every step boundary"),

@@ -877,6 +877,12 @@ def check_model_weights(out, spec: str, current: dict | None) -> None:
         return
     hashed = current is not None and current.get("digest") is not None
     recorded = _recorded_weights(out, spec, current, strict=hashed)
+    if recorded is not None and recorded["source"] == "given" and hashed:  # said, as a run from before the record
+        print(f"note: {out} records that its initial weights were passed in code ({CONFIG_JSON} {MODEL_WEIGHTS} "
+              f"source 'given'), so whether model {spec!r} ({_weights_text(current)}) loads the weights the run "
+              "started from (the initial policy kl_init is measured against) could not be checked; resuming",
+              file=sys.stderr, flush=True)
+        return
     if recorded is None or not model_weights_comparable(recorded, current):
         return
     differs = model_weights_mismatch(spec, recorded, current)

@@ -160,3 +160,44 @@ def test_a_5000_character_device_is_echoed_shortened():
         load_policy("tiny", device="x" * 5000)
     assert str(e.value) == (f"device (--device) '{'x' * 40}'... (5,000 characters) is not a torch device; use cpu, "
                             "cuda or cuda:N (or mps on Apple silicon)")
+
+
+@pytest.mark.parametrize("key, text", [("flops", "1e400"), ("flops", "inf"), ("device_seconds", "1e400")])
+def test_an_infinite_plan_budget_is_refused_when_the_plan_is_read(key, text):
+    """A breaker: ``[budget] flops = 1e400`` (TOML reads it as infinity) passed the plan check and the preflight, then
+    every run of the study failed with JSON's "Out of range float values are not JSON compliant: inf"."""
+    plan = tiny_plan(budget={"updates": 1}).replace("updates = 1", f"updates = 1\n{key} = {text}", 1)
+    assert f"{key} = {text}" in plan
+    with pytest.raises(PlanError) as e:
+        parse_plan(plan)
+    assert str(e.value) == (f"budget.{key} must be a finite number, got inf (TOML reads inf, and a float beyond "
+                            "1.8e308 such as 1e400, as infinity); give a finite value")
+
+
+def test_numpy_budget_arguments_are_read_and_a_decimal_is_named_by_its_type(plan):
+    """A breaker: ``budget_tokens=numpy.int64(...)`` was refused as "must be a whole number > 0, got 9223...", and a
+    Decimal the same way: both whole and positive; only the type was wrong (and numpy's is a number)."""
+    from decimal import Decimal
+
+    import numpy as np
+
+    run = load_plan(plan).arm("grpo")
+    short = shorten_budget(run, {"updates": np.int64(1), "generated_tokens": np.int64(2000)}, python=True)
+    assert (short.budget.updates, short.budget.generated_tokens) == (1, 2000)
+    assert type(short.budget.updates) is int and type(short.budget.generated_tokens) is int
+    with pytest.raises(PlanError) as e:
+        shorten_budget(run, {"updates": Decimal("1e5000")}, python=True)
+    assert str(e.value) == ("updates= must be a whole number > 0 (an int or float), got Decimal('1E+5000') of type "
+                            "Decimal; pass int(...) or float(...) of it")
+
+
+def test_an_arm_name_too_long_for_a_folder_is_refused_when_the_plan_is_read():
+    """A breaker: a 5000-character arm name was accepted; it names the folder runs/ARM/seedN, which no common file
+    system takes (255 bytes)."""
+    name = "a" * 5000
+    with pytest.raises(PlanError) as e:
+        parse_plan(tiny_plan(arm=name))
+    assert str(e.value) == (f"arm name '{'a' * 40}'... (5,000 characters) is 5,000 bytes long (UTF-8); an arm names "
+                            "its folder (runs/ARM/seedN), and gradprobe takes at most 200 bytes (a folder name is at "
+                            "most 255 on common file systems): give the arm a shorter name")
+    assert parse_plan(tiny_plan(arm="a" * 200)).arms  # at the limit: read

@@ -254,3 +254,18 @@ def test_a_study_from_another_directory_refuses_its_remaining_runs_on_a_relative
         f"; this study's runs started from the local model {folder} ('mymodel' is a relative path, read from the "
         f"working directory): run the command from {start.resolve()}")
     assert not (out / "runs" / "grpo" / "seed1").exists()
+
+
+def test_a_record_of_weights_given_in_code_resumes_with_a_note_not_silently(tmp_path, capsys):
+    """A breaker: a record edited to ``source: "given"`` (weights passed in code) resumed on other weights without a
+    word; nothing can be compared, so the resume says so, as for a run from before the record."""
+    model = tmp_path / "other"
+    _other_weights_copy(model)
+    out = tmp_path / "run"
+    _run_folder(out, {"source": "given", "path": "tiny", "files": [], "method": None, "digest": None})
+    now = model_weights_identity(str(model))
+    assert check_model_weights(out, str(model), now) is None
+    err = capsys.readouterr().err
+    assert err.startswith(f"note: {out} records that its initial weights were passed in code (config.json "
+                          "model_weights source 'given'), so whether model")
+    assert err.rstrip().endswith("could not be checked; resuming")
