@@ -139,17 +139,29 @@ def check_mc(mc: MCConfig, where: str = "mc") -> None:
                             f"{getattr(MCConfig, key)} (the default) or another integer >= {low}")
 
 
+MAX_POOL = 1_000_000
+"""The largest ``[task] pool`` (prompts) a plan may ask for (:func:`check_pool`)."""
+
+
 def check_pool(pool: int, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
     """Refuse a training pool (``[task] pool``) smaller than one update's prompts (``[train]`` or an arm's
     ``prompts_per_update``): the plain prompt stream (:func:`gradprobe.streams.pool_indices`) would put the
     same prompt in one update more than once (its groups then count twice), and prompt selection refuses
     such a pool only when its run starts.
 
+    A pool over :data:`MAX_POOL` prompts is refused too: every prompt of the pool is drawn before training (a
+    procedurally generated task generates each one), so ``pool = 1e30`` would never start.
+
     Raises
     ------
     PlanError
-        Naming ``task.pool``, the ``prompts_per_update`` key (``train.`` or ``arms.NAME.``) and the fix.
+        Naming ``task.pool``, the ``prompts_per_update`` key (``train.`` or ``arms.NAME.``) and the fix; or the
+        pool's size and :data:`MAX_POOL`.
     """
+    if pool > MAX_POOL:
+        raise PlanError(f"task.pool = {echo_value(pool)} is more than {MAX_POOL:,} prompts: every prompt of the pool is "
+                        "drawn before training starts (a generated task generates each), so a pool this large would "
+                        f"not start; give [task] pool at most {MAX_POOL:,} (a few thousand is the usual size)")
     sources = [("train", base.prompts_per_update)] + [
         (f"arms.{a.name}", a.train["prompts_per_update"]) for a in arms.values() if "prompts_per_update" in a.train]
     for where, b in sources:

@@ -201,3 +201,15 @@ def test_an_arm_name_too_long_for_a_folder_is_refused_when_the_plan_is_read():
                             "its folder (runs/ARM/seedN), and gradprobe takes at most 200 bytes (a folder name is at "
                             "most 255 on common file systems): give the arm a shorter name")
     assert parse_plan(tiny_plan(arm="a" * 200)).arms  # at the limit: read
+
+
+def test_a_pool_too_large_to_draw_is_refused_when_the_plan_is_read():
+    """A breaker: ``[task] pool = 1e30`` (as an integer) passed the plan check and the study preflight hung drawing
+    the pool's prompts."""
+    plan = tiny_plan(task={"name": "chain_sum", "pool": 10**30})
+    with pytest.raises(PlanError) as e:
+        parse_plan(plan)
+    assert str(e.value) == ("task.pool = 1000000000000000000000000000000 is more than 1,000,000 prompts: every prompt "
+                            "of the pool is drawn before training starts (a generated task generates each), so a pool "
+                            "this large would not start; give [task] pool at most 1,000,000 (a few thousand is the "
+                            "usual size)")
