@@ -159,8 +159,8 @@ def check_pool(pool: int, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
         pool's size and :data:`MAX_POOL`.
     """
     if pool > MAX_POOL:
-        raise PlanError(f"task.pool = {echo_value(pool)} is more than {MAX_POOL:,} prompts: every prompt of the pool is "
-                        "drawn before training starts (a generated task generates each), so a pool this large would "
+        raise PlanError(f"task.pool = {echo_value(pool)} is more than {MAX_POOL:,} prompts: every prompt of the pool "
+                        "is drawn before training starts (a generated task generates each), so a pool this large would "
                         f"not start; give [task] pool at most {MAX_POOL:,} (a few thousand is the usual size)")
     sources = [("train", base.prompts_per_update)] + [
         (f"arms.{a.name}", a.train["prompts_per_update"]) for a in arms.values() if "prompts_per_update" in a.train]
