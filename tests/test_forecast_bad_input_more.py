@@ -226,6 +226,7 @@ def _read(reader: str, cell: str, tmp_path: Path) -> ReferenceCurve:
         first[header.index("accuracy")] = cell
         lines[1] = ",".join(first)
         (study / "runs.csv").write_text("".join(lines))
+        (study / "analysis.json").unlink()  # a study before its analysis: else the edited update-0 read is refused
         return ReferenceCurve.from_study(study, n_replicates=20)
     # a saved curve whose update-0 point of seed 0 is written as the cell (its R0 the mean of the update-0 points)
     curve = ReferenceCurve(updates=[u for _, u, _ in evals], accuracy=[0.0 if (s, u) == (0, 0) else 100 * a

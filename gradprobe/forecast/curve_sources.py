@@ -20,6 +20,7 @@ import numpy as np
 from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
 from ..outputs import is_json_number, json_number_float, json_number_text, json_short
 from .accuracy_values import one_value_per_eval, to_points
+from .analysis_reads import REBUILD_ANALYSIS, analysis_differences, missing_items_clause
 from .csv_cells import (CAUTION_MARK, SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval,
                         read_csv_checked, skipped_cells, skipped_note, study_skipped_evals, with_skipped,
                         without_short_lines)
@@ -283,6 +284,36 @@ def _check_item_accuracies(df, arm: str, accuracy_col: str, study_dir: Path, run
     if wrong is not None:
         raise CurveError(f"{wrong}, and the reference curve is fitted to those accuracies; "
                          f"{restore_runs_csv_fix(study_dir)}")
+
+
+def _check_analysis_reads(study_dir: Path, table, raw: bytes) -> None:
+    """Refuse a study whose ``analysis.json`` was not made from the ``runs.csv`` it holds now
+    (:func:`~gradprobe.forecast.analysis_reads.analysis_differences`: arms, seed counts, plan sha256 and each run's
+    accuracy read at a matched point and at update 0, compared as ``calib`` compares them). An accuracy edited where
+    the per-item results are gone (or were never saved) is refused so, where the analysis read it; a folder without a
+    readable ``analysis.json`` (a study still running, or stopped before its analysis) is not compared.
+
+    ``table``: runs.csv as read (every arm; row ``i`` on line ``i + 2``), ``raw``: its bytes.
+
+    Raises
+    ------
+    CurveError
+        Naming the study folder, the differences (as :func:`gradprobe.study.coverage.stale_analysis` phrases them),
+        per-item results the analysis was made with that are missing now
+        (:func:`~gradprobe.forecast.analysis_reads.missing_items_clause`), and the fix: put back the runs.csv the
+        analysis was made from (:func:`~gradprobe.forecast.study_items.restore_runs_csv_fix`), or, if the edit was
+        meant, re-analyse the study
+        (:data:`~gradprobe.forecast.analysis_reads.REBUILD_ANALYSIS`).
+    """
+    diffs = analysis_differences(study_dir, table, raw)
+    if not diffs:
+        return
+    items = missing_items_clause(study_dir)
+    raise CurveError(f"{study_dir}: analysis.json does not match runs.csv ({'; '.join(diffs)}): runs.csv changed "
+                     "after the analysis, and the reference curve would be fitted to runs.csv as it is now"
+                     f"{'; ' + items if items else ''}; put back the runs.csv the analysis was made from: "
+                     f"{restore_runs_csv_fix(study_dir)}; or, if the edit was meant, "
+                     f"{REBUILD_ANALYSIS.format(study=study_dir)}, then read the curve again")
 
 
 def _each_file_once(paths: list[Path], kind: str, entries: list[list] | None = None) -> None:
@@ -1022,7 +1053,9 @@ class CurveSources:
             eval of ``arm`` (seed, update) on two lines with
             different accuracies, an accuracy outside [0, 1] (runs.csv records fractions), an ``accuracy_col`` cell
             of ``arm`` that is not the mean of its eval's per-item results where the study saved them
-            (:func:`_check_item_accuracies`: the line, both values and the fix, as the analysis refuses).
+            (:func:`_check_item_accuracies`: the line, both values and the fix, as the analysis refuses), an
+            ``analysis.json`` made from another ``runs.csv`` (any arm's read at a matched point or update 0, the seeds:
+            :func:`_check_analysis_reads`, as calib compares them; none without a readable ``analysis.json``).
         """
         study_dir = Path(study_dir)
         runs = study_dir / RUNS_CSV
@@ -1049,6 +1082,7 @@ class CurveSources:
         _check_study_seeds(d, runs, arm)
         d = one_line_per_eval(d, runs, accuracy_col)
         _check_item_accuracies(df, arm, accuracy_col, study_dir, runs)
+        _check_analysis_reads(study_dir, df, raw)
         meta = {"study": str(study_dir), "arm": arm}
         if (study_dir / PLAN_COPY).is_file():
             meta.update(_plan_metadata(study_dir / PLAN_COPY, arm))

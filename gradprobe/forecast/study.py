@@ -38,6 +38,7 @@ import pandas as pd
 from ..layout import ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, probe_dir
 from ..outputs import is_json_number, json_number_text, json_short
 from ..probe_keys import arm_entry
+from .analysis_reads import REBUILD_ANALYSIS  # defined there for the curve reader; calib imports it from here
 from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve
 from .probe_input import pooled_entries, probe_batches_of
@@ -49,10 +50,6 @@ __all__ = ["study_forecasts", "merge_guided_entries", "matched_token_budget", "S
 _GUIDED_KEY_SEPARATOR = "~"
 #: The keys of ``analysis.json``'s matched generated-token budget, newest first (``tokens`` in older analyses).
 MATCHED_BUDGET_KEYS = ("generated_tokens", "tokens")
-#: The fix for a damaged ``analysis.json`` number (``{study}``: the study folder), for gradprobe's and calib's
-#: refusals of the same file (:data:`calib.integrity.REBUILD_ANALYSIS` is this).
-REBUILD_ANALYSIS = ("re-analyse the study with `gradprobe study {study}/plan.toml --analyze-only --overwrite-analysis "
-                    "--out {study}` (it rebuilds analysis.json from runs.csv)")
 
 
 class SkippedEvalsWarning(UserWarning):
