@@ -190,21 +190,26 @@ class ModelFolderDamagedError(ValueError):
 
 #: JSON files a model folder may hold that ``from_pretrained`` reads (model, generation config, tokenizer); each one
 #: present must hold a JSON object. ``weights``: read only when the model is loaded, not for the tokenizer alone.
+#: The shard index (:data:`SHARD_INDEX`) is checked apart: it is read only when there is no :data:`WEIGHTS_FILE`.
 FOLDER_JSON_FILES = {"config.json": False, "tokenizer.json": False, "tokenizer_config.json": False,
                      "special_tokens_map.json": False, "added_tokens.json": False, "vocab.json": False,
-                     "generation_config.json": True, "model.safetensors.index.json": True}
+                     "generation_config.json": True}
+WEIGHTS_FILE = "model.safetensors"
 SHARD_INDEX = "model.safetensors.index.json"
 
 
 def _json_damage(path: Path) -> str | None:
-    """``<path> is damaged (<why>)`` (empty, not UTF-8 text, invalid JSON at line L column C, not an object) or
-    ``<path> cannot be read (<why>)``, else None."""
+    """``<path> is damaged (<why>)`` (empty, not UTF-8 text, starts with a UTF-8 byte-order mark, invalid JSON at
+    line L column C, not an object) or ``<path> cannot be read (<why>)``, else None. A byte-order mark is damage:
+    transformers reads its JSON files as plain UTF-8 (``json.loads`` refuses the mark: "not a valid JSON file")."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         return f"{path} is damaged (not UTF-8 text)"
     except OSError as e:
         return f"{path} cannot be read ({e.strerror or e})"
+    if text.startswith("\ufeff"):
+        return f"{path} is damaged (it starts with a UTF-8 byte-order mark, which transformers does not read)"
     if not text.strip():
         return f"{path} is damaged (it is empty)"
     try:
@@ -214,6 +219,49 @@ def _json_damage(path: Path) -> str | None:
     if not isinstance(value, dict):
         return f"{path} is damaged (it holds a JSON {type(value).__name__}, not an object)"
     return None
+
+
+def _index_shards(index: Path) -> list[str] | str:
+    """The shard file names the shard index ``index`` (:data:`SHARD_INDEX`) maps tensors to, sorted and unique, or
+    ``<index> is damaged (<why>)`` when ``from_pretrained`` cannot read them from it: not a JSON object
+    (:func:`_json_damage`), its field ``weight_map`` missing, not an object, empty, or with a value that is not a
+    file name (text), or its field ``metadata`` missing or not an object (transformers 5 reads both: KeyError,
+    AttributeError or TypeError otherwise)."""
+    if damage := _json_damage(index):
+        return damage
+    value = json.loads(index.read_text(encoding="utf-8"))
+    weight_map = value.get("weight_map")
+    what = "an object mapping tensor names to shard files, e.g. {\"lm_head.weight\": \"model-00001-of-00002." \
+           "safetensors\"}"
+    if weight_map is None:
+        return f"{index} is damaged (its field weight_map is missing: it must be {what})"
+    if not isinstance(weight_map, dict):
+        return f"{index} is damaged (its field weight_map is a JSON {type(weight_map).__name__}, not {what})"
+    if not weight_map:
+        return f"{index} is damaged (its field weight_map is empty: it names no shard file)"
+    bad = next((k for k, v in weight_map.items() if not isinstance(v, str) or not v), None)
+    if bad is not None:
+        return f"{index} is damaged (weight_map[{bad[:40]!r}] is {json.dumps(weight_map[bad])[:40]}, not a shard " \
+               "file name)"
+    if not isinstance(value.get("metadata"), dict):
+        return (f"{index} is damaged (its field metadata is " + ("missing" if "metadata" not in value else
+                f"a JSON {type(value['metadata']).__name__}") + ": it must be an object, e.g. {\"total_size\": 1024})")
+    return sorted(set(weight_map.values()))
+
+
+def loaded_weight_files(folder: Path) -> list[str]:
+    """The weight files ``from_pretrained(folder, use_safetensors=True)`` reads from the model folder ``folder``, as
+    names inside it: :data:`WEIGHTS_FILE` when it exists (transformers then ignores any index), else the shards its
+    :data:`SHARD_INDEX` maps tensors to (:func:`_index_shards`), else (no such file, or a damaged index: the loader
+    names it) every ``*.safetensors``. A backup ``old.safetensors`` beside ``model.safetensors`` is not read, so it
+    is not part of the weights (not checked by :func:`model_folder_damage`). Errors: OSError when ``folder`` cannot
+    be listed."""
+    folder = Path(folder)
+    if (folder / WEIGHTS_FILE).is_file():
+        return [WEIGHTS_FILE]
+    if (folder / SHARD_INDEX).is_file() and isinstance(shards := _index_shards(folder / SHARD_INDEX), list):
+        return shards
+    return sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
 
 
 def _safetensors_damage(path: Path) -> str | None:
@@ -261,9 +309,12 @@ def model_folder_damage(folder: Path, *, weights: bool = True) -> str | None:
     """What is wrong with a model folder's files, as ``<file> is damaged (<why>)``, ``<file> cannot be read (<why>)``
     or ``<file> is missing (...)``, or None. Cheap (no weights are loaded): each :data:`FOLDER_JSON_FILES` present
     must hold a JSON object (:func:`_json_damage`); with ``weights`` (the model is loaded, not the tokenizer alone),
-    the shards a ``model.safetensors.index.json`` names must exist, and each ``*.safetensors`` file's header must read
-    with the length it declares (:func:`_safetensors_damage`). Files that are absent are not this check's business
-    (:func:`_missing_in_folder` names them)."""
+    the weight files ``from_pretrained`` reads (:func:`loaded_weight_files`: ``model.safetensors``, else the shards
+    of a ``model.safetensors.index.json``, whose ``weight_map`` must map tensor names to file names:
+    :func:`_index_shards`) must exist and each header must read with the length it declares
+    (:func:`_safetensors_damage`). Other ``*.safetensors`` files (a backup) are not read, so not checked; a folder
+    holding only such files has ``model.safetensors`` missing. A folder without any ``*.safetensors`` is
+    :func:`_missing_in_folder`'s business (None here)."""
     folder = Path(folder)
     for name, for_weights in FOLDER_JSON_FILES.items():
         path = folder / name
@@ -272,13 +323,19 @@ def model_folder_damage(folder: Path, *, weights: bool = True) -> str | None:
     if not weights:
         return None
     index = folder / SHARD_INDEX
-    if index.is_file():
-        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
-        for shard in sorted(set(weight_map.values()) if isinstance(weight_map, dict) else ()):
-            if not (folder / str(shard)).is_file():
-                return f"{folder / str(shard)} is missing (named in {index.name})"
-    for path in sorted(folder.glob("*.safetensors")):
-        if damage := _safetensors_damage(path):
+    if not (folder / WEIGHTS_FILE).is_file():
+        if index.is_file():
+            if isinstance(shards := _index_shards(index), str):
+                return shards
+            for shard in shards:
+                if not (folder / shard).is_file():
+                    return f"{folder / shard} is missing (named in {index.name})"
+        elif others := loaded_weight_files(folder):
+            return (f"{folder / WEIGHTS_FILE} is missing (from_pretrained reads it, or the shards a {SHARD_INDEX} "
+                    f"names; {', '.join(others[:3])}{' ...' if len(others) > 3 else ''} "
+                    f"{'is' if len(others) == 1 else 'are'} not read)")
+    for name in loaded_weight_files(folder):
+        if damage := _safetensors_damage(folder / name):
             return damage
     return None
 

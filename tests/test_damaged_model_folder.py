@@ -99,7 +99,8 @@ def test_the_study_preflight_refuses_a_folder_without_safetensors_weights(saved,
     with pytest.raises(PreflightError) as info:
         check_plan_inputs(parse_plan(_plan(tmp_path, folder).read_text()), executor="inline")
     assert str(info.value) == (f"[model] name = '{folder}': the folder '{folder}' has no safetensors weights "
-                               "(*.safetensors; gradprobe loads safetensors only); save the model there with "
+                               "(model.safetensors or model.safetensors.index.json, what from_pretrained reads; "
+                               "gradprobe loads safetensors only); save the model there with "
                                "`model.save_pretrained(folder)` (it writes model.safetensors) (checked before the "
                                "study folder was written; nothing was)")
 
@@ -156,9 +157,11 @@ def test_other_damage_is_named(saved, tmp_path):
     weights.write_bytes(weights.read_bytes() + b"xx")
     assert model_folder_damage(folder) == (f"{weights} is damaged (2 bytes more than the {size:,} its header "
                                            "declares)")
-    shutil.copy(saved / "model.safetensors", folder)
+    (folder / "model.safetensors").unlink()  # an index is read only without model.safetensors
+    shutil.copy(saved / "model.safetensors", folder / "model-00001-of-00002.safetensors")
     (folder / "model.safetensors.index.json").write_text(json.dumps(
-        {"weight_map": {"a": "model.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+        {"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors",
+                                        "b": "model-00002-of-00002.safetensors"}}))
     assert model_folder_damage(folder) == (f"{folder}/model-00002-of-00002.safetensors is missing (named in "
                                            "model.safetensors.index.json)")
 
@@ -182,3 +185,110 @@ def test_a_hub_model_with_cut_cached_weights_is_one_error(monkeypatch):
     assert str(info.value) == ("the safetensors weights of model 'some-org/some-model' cannot be read (Error while "
                                "deserializing header: incomplete metadata, file not fully covered); download it again "
                                "(`hf download some-org/some-model --force-download`)")
+
+
+@pytest.mark.parametrize("name, data", [("old_backup.safetensors", b"x" * 1000), ("training_state.safetensors", b"")])
+def test_a_stray_damaged_safetensors_file_is_not_checked(saved, tmp_path, monkeypatch, name, data):
+    """A breaker: a healthy folder holding an unrelated damaged ``*.safetensors`` beside ``model.safetensors`` was
+    refused by the preflight and load_policy, though ``from_pretrained`` never reads it and loads the folder."""
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = _copy(saved, tmp_path)
+    (folder / name).write_bytes(data)
+    assert model_folder_damage(folder) is None
+    assert check_plan_inputs(parse_plan(_plan(tmp_path, folder).read_text()), executor="inline").model_source == \
+        str(folder)
+    policy = load_policy(str(folder))
+    reference = AutoModelForCausalLM.from_pretrained(folder, use_safetensors=True)
+    assert policy.model.state_dict().keys() == reference.state_dict().keys()
+    assert all(v.equal(reference.state_dict()[k]) for k, v in policy.model.state_dict().items())
+
+
+def test_a_stale_damaged_index_beside_model_safetensors_is_not_checked(saved, tmp_path):
+    """from_pretrained reads model.safetensors when it exists and never opens the index beside it."""
+    folder = _copy(saved, tmp_path)
+    (folder / "model.safetensors.index.json").write_text('{"weight_map": ')
+    assert model_folder_damage(folder) is None
+    assert load_policy(str(folder)).model is not None
+
+
+def test_only_a_stray_safetensors_file_is_no_weights(saved, tmp_path, monkeypatch):
+    """A folder whose only weights file is ``old_backup.safetensors`` passed the preflight (any ``*.safetensors``
+    counted) and every run failed on transformers' "no file named model.safetensors"."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = _copy(saved, tmp_path)
+    (folder / "model.safetensors").rename(folder / "old_backup.safetensors")
+    with pytest.raises(PreflightError) as info:
+        check_plan_inputs(parse_plan(_plan(tmp_path, folder).read_text()), executor="inline")
+    assert str(info.value) == (f"[model] name = '{folder}': the folder '{folder}' has no safetensors weights "
+                               "(model.safetensors or model.safetensors.index.json, what from_pretrained reads; "
+                               "gradprobe loads safetensors only; old_backup.safetensors is not read); save the model "
+                               "there with `model.save_pretrained(folder)` (it writes model.safetensors) (checked "
+                               "before the study folder was written; nothing was)")
+    with pytest.raises(ModelFolderDamagedError) as info:
+        load_policy(str(folder))
+    assert str(info.value) == (f"{folder}/model.safetensors is missing (from_pretrained reads it, or the shards a "
+                               "model.safetensors.index.json names; old_backup.safetensors is not read); restore the "
+                               f"model folder {folder} {FIX.format(f=folder)}")
+
+
+WHAT = 'an object mapping tensor names to shard files, e.g. {"lm_head.weight": "model-00001-of-00002.safetensors"}'
+
+
+@pytest.mark.parametrize("index, why", [
+    ({"metadata": {"total_size": 1}}, f"its field weight_map is missing: it must be {WHAT}"),
+    ({"weight_map": ["a"]}, f"its field weight_map is a JSON list, not {WHAT}"),
+    ({"weight_map": {}}, "its field weight_map is empty: it names no shard file"),
+    ({"metadata": {}, "weight_map": {"lm_head.weight": 1}}, "weight_map['lm_head.weight'] is 1, not a shard file name"),
+    ({"weight_map": {"lm_head.weight": "model-00001-of-00001.safetensors"}},
+     'its field metadata is missing: it must be an object, e.g. {"total_size": 1024}'),
+    ({"metadata": [], "weight_map": {"lm_head.weight": "model-00001-of-00001.safetensors"}},
+     'its field metadata is a JSON list: it must be an object, e.g. {"total_size": 1024}'),
+])
+def test_a_sharded_folder_with_a_damaged_weight_map_is_refused(saved, tmp_path, capsys, monkeypatch, index, why):
+    """A breaker: ``{"weight_map": ["a"]}`` or no weight_map passed the check and the preflight, and ``gradprobe
+    train`` printed transformers' traceback (AttributeError: 'list' object has no attribute 'values' / KeyError)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = _copy(saved, tmp_path)
+    (folder / "model.safetensors").rename(folder / "model-00001-of-00001.safetensors")
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    damage = f"{folder}/model.safetensors.index.json is damaged ({why})"
+    assert model_folder_damage(folder) == damage
+    plan = _plan(tmp_path, folder)
+    with pytest.raises(PreflightError) as info:
+        check_plan_inputs(parse_plan(plan.read_text()), executor="inline")
+    assert str(info.value) == (f"[model] name = '{folder}': {damage}; restore the model folder {folder} "
+                               f"{FIX.format(f=folder)} (checked before the study folder was written; nothing was)")
+    out = tmp_path / "run"
+    assert main(["train", "--plan", str(plan), "--arm", "grpo", "--out", str(out), "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == (f"gradprobe train: error: {damage}; restore the model folder {folder} "
+                                               f"{FIX.format(f=folder)}")
+    assert not out.exists()
+
+
+def test_a_sound_sharded_folder_loads(saved, tmp_path):
+    folder = _copy(saved, tmp_path)
+    (folder / "model.safetensors").rename(folder / "model-00001-of-00001.safetensors")
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model-00001-of-00001.safetensors"), "pt") as f:
+        names = list(f.keys())
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {n: "model-00001-of-00001.safetensors" for n in names}}))
+    (folder / "old_backup.safetensors").write_bytes(b"")  # not named by the index: not read
+    assert model_folder_damage(folder) is None
+    assert load_policy(str(folder)).model is not None
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json"])
+def test_a_json_file_with_a_byte_order_mark_is_named_as_such(saved, tmp_path, name):
+    """transformers reads its JSON files as plain UTF-8 and refuses one starting with a UTF-8 byte-order mark ("not a
+    valid JSON file" / "Unexpected UTF-8 BOM"), so it stays refused, but as what it is, not as "cut short?"."""
+    folder = _copy(saved, tmp_path)
+    path = folder / name
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    with pytest.raises(ModelFolderDamagedError) as info:
+        load_tokenizer(str(folder))
+    assert str(info.value) == (f"{path} is damaged (it starts with a UTF-8 byte-order mark, which transformers does "
+                               f"not read); restore the model folder {folder} {FIX.format(f=folder)}")

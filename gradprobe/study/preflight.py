@@ -176,8 +176,8 @@ def _refuse_damaged_build(key: str, source: str, *, folder: bool = False) -> Non
 
 def _resolve_model(model_spec, offline: bool) -> tuple[str, object]:
     """(source, tokenizer) for ``[model] name``, the way :func:`gradprobe.models.load_policy` resolves it."""
-    from ..models import (ALIASES, TIER_ALIASES, TIER_MARKER, TINY_ARCHITECTURES, ModelNotFoundError,
-                          smollm2_gguf_path)
+    from ..models import (ALIASES, SHARD_INDEX, TIER_ALIASES, TIER_MARKER, TINY_ARCHITECTURES, WEIGHTS_FILE,
+                          ModelNotFoundError, smollm2_gguf_path)
 
     name = str(model_spec.name)
     key = f"[model] name = {name!r}"
@@ -212,10 +212,13 @@ def _resolve_model(model_spec, offline: bool) -> tuple[str, object]:
             raise _fail(key, f"the folder {source!r} has no tokenizer files ({', '.join(TOKENIZER_FILES)})",
                         "save the tokenizer there too (`tokenizer.save_pretrained(folder)`)")
         tier = any(os.path.isfile(os.path.join(source, f)) for f in (TIER_MARKER, "warmstart.json"))  # its own fix
-        if not tier and not any(f.endswith(".safetensors") for f in os.listdir(source)):
-            raise _fail(key, f"the folder {source!r} has no safetensors weights (*.safetensors; gradprobe loads "
-                             "safetensors only)", "save the model there with `model.save_pretrained(folder)` (it "
-                                                  "writes model.safetensors)")
+        if not tier and not any(os.path.isfile(os.path.join(source, f)) for f in (WEIGHTS_FILE, SHARD_INDEX)):
+            others = sorted(f for f in os.listdir(source) if f.endswith(".safetensors"))  # a backup: not read
+            raise _fail(key, f"the folder {source!r} has no safetensors weights ({WEIGHTS_FILE} or {SHARD_INDEX}, "
+                             "what from_pretrained reads; gradprobe loads safetensors only" +
+                             (f"; {', '.join(others[:3])}{' ...' if len(others) > 3 else ''} "
+                              f"{'is' if len(others) == 1 else 'are'} not read" if others else "") + ")",
+                        "save the model there with `model.save_pretrained(folder)` (it writes model.safetensors)")
     elif name.count("/") == 1 and not name.startswith((".", "/", "~")):
         source = name
         _hub_config(name, offline, key)

@@ -776,9 +776,11 @@ def _loaded_weight_files(folder: Path) -> list[str]:
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         try:
-            return sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            shards = set(json.loads(index.read_text())["weight_map"].values())
+            if all(isinstance(s, str) for s in shards):  # a shard "named" 1: damaged, as below
+                return sorted(shards)
         except (ValueError, KeyError, TypeError, AttributeError):
-            pass  # a damaged index: the loader names it; every shard stands in
+            pass  # a damaged index: the loader names it (gradprobe.models.model_folder_damage); every shard stands in
     if (folder / "model.safetensors").is_file():
         return ["model.safetensors"]
     return sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
