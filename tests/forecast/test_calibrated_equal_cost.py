@@ -25,8 +25,11 @@ import calib
 from calib.apply import calibrate, format_calibrated, load_probe, slope_interval
 
 PROBE = Path(__file__).resolve().parents[2] / "data" / "study_tiny" / "probe"
-INTERCEPT = -0.4647640284644948  # the shipped calibration's fitted intercept (calib/data/calibration.json)
-SLOPE = 0.8268902411908532
+INTERCEPT = -0.46476402887955115  # the shipped calibration's fitted intercept (calib/data/calibration.json)
+SLOPE = 0.8268902680781792
+#: Tolerance of numbers read off the fitted reference curve (points): its least-squares fit differs by about 3e-7
+#: points between CPUs (OpenBLAS picks its kernels by CPU), and the shipped calibration was refitted on another one.
+FIT_ABS = 1e-5
 TIE = ("['mc_value', 'mc_advantage', 'hybrid_0.5'] have the same forecast_cost_only (-4.625; cost only reads only the "
        "tokens per update: 25,520 for each), so the calibration gives them the same calibrated gain (-4.289) and "
        "interval: it cannot tell them apart, and the difference between them is not measured by it")
@@ -58,7 +61,7 @@ def test_equal_cost_rewards_are_marked_tied_and_the_note_says_calibration_cannot
     doc = calibrate(default, raw, task=task)
     by = {r["name"]: r for r in doc["rewards"]}
     gain = SLOPE * by["mc_value"]["forecast"] + INTERCEPT
-    assert by["mc_value"]["forecast"] == pytest.approx(-4.62459800770425, abs=1e-9)
+    assert by["mc_value"]["forecast"] == pytest.approx(-4.62459800770425, abs=FIT_ABS)
     for name in ("mc_value", "mc_advantage", "hybrid_0.5"):
         assert by[name]["calibrated_gain"] == pytest.approx(gain, abs=1e-9) and by[name]["caveats"] == ["tied"]
     assert by["outcome"]["caveats"] == []  # grpo vs itself: 0 by definition, nothing to qualify

@@ -17,7 +17,10 @@ from gradprobe.study.reading import AnalysisError, load_runs, restore_runs_csv_f
 from study_helpers import make_study, shipped_copy
 
 REPO = Path(__file__).resolve().parents[2]
-#: study_tiny's grpo curve as from_study fitted it before the check (the check passes on the shipped file)
+#: study_tiny's grpo curve as from_study fitted it before the check (the check passes on the shipped file). Compared
+#: within FIT_REL: the least-squares fit differs by up to about 3e-6 relative (n_mid) between CPUs (OpenBLAS picks its
+#: kernels by CPU: an AMD EPYC with AVX-512 and the machine these were recorded on), far below any edit's effect.
+FIT_REL = 1e-5
 TINY_PARAMS = {"R0": 67.60000000000001, "A": 89.81733921253166, "n_mid": 57.142736410699946,
                "B": 0.5107347690552185}
 CURVE_TAIL = ", and the reference curve is fitted to those accuracies; "
@@ -63,7 +66,7 @@ def test_an_edited_sampled_accuracy_is_refused_when_the_curve_reads_it(tmp_path)
                                          r"0\.58 in eval_items\.jsonl\.gz \(\d+ of \d+ item samples correct\)"):
         ReferenceCurve.from_study(study, accuracy_col="accuracy_sampled")
     # the greedy curve reads no accuracy_sampled cell: it is fitted as before
-    assert ReferenceCurve.from_study(study).params == pytest.approx(TINY_PARAMS, rel=1e-9)
+    assert ReferenceCurve.from_study(study).params == pytest.approx(TINY_PARAMS, rel=FIT_REL)
 
 
 def test_only_the_arm_the_curve_reads_is_compared(tmp_path):
@@ -71,7 +74,7 @@ def test_only_the_arm_the_curve_reads_is_compared(tmp_path):
     lines = (study / "runs.csv").read_text().splitlines()
     n = next(i for i, x in enumerate(lines, 1) if x.startswith("mc_value,0,2,"))
     _edit(study, n, "accuracy", lines[n - 1].split(",")[5], "0.5")
-    assert ReferenceCurve.from_study(study).params == pytest.approx(TINY_PARAMS, rel=1e-9)
+    assert ReferenceCurve.from_study(study).params == pytest.approx(TINY_PARAMS, rel=FIT_REL)
     with pytest.raises(CurveError, match=rf"line {n} \(arm mc_value, seed 0, update 2\): accuracy 0\.5 in runs\.csv"):
         ReferenceCurve.from_study(study, arm="mc_value")
 
@@ -79,7 +82,7 @@ def test_only_the_arm_the_curve_reads_is_compared(tmp_path):
 def test_the_unedited_copy_gives_the_curve_it_gave_before(tmp_path):
     study = _tiny(tmp_path)
     curve = ReferenceCurve.from_study(study)
-    assert curve.params == pytest.approx(TINY_PARAMS, rel=1e-9)
+    assert curve.params == pytest.approx(TINY_PARAMS, rel=FIT_REL)
     assert len(curve.points) == 36
 
 
@@ -100,7 +103,7 @@ def test_run_folder_items_are_checked_and_the_fix_rebuilds_from_them(tmp_path):
 
 def test_a_study_without_per_item_results_is_read_as_before(tmp_path):
     study = shipped_copy("study_tiny", tmp_path / "bare")  # no eval_items.jsonl.gz, no runs/
-    assert ReferenceCurve.from_study(study).params == pytest.approx(TINY_PARAMS, rel=1e-9)
+    assert ReferenceCurve.from_study(study).params == pytest.approx(TINY_PARAMS, rel=FIT_REL)
     _edit(study, 3, "accuracy", "0.71", "0.81")  # nothing to compare it with: read as it is
     curve = ReferenceCurve.from_study(study)
     assert curve.points["accuracy"].iloc[1] == pytest.approx(81.0)
