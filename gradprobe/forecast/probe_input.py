@@ -1,7 +1,9 @@
 """What a forecast reads from a probe result: its batches, the budget, the arms and each update's cost.
 
 The checks here turn a malformed request into a ``ValueError`` naming the field and the fix before any
-Monte Carlo work (:func:`~gradprobe.forecast.budget_forecast.forecast_rewards`).
+Monte Carlo work (:func:`~gradprobe.forecast.budget_forecast.forecast_rewards`). A probe entry's recorded
+summaries are checked against its per-group lists (:func:`check_entry_summaries`): a hand-edited ``per_group``
+(the forecast's rho is read from it) no longer moves a forecast silently.
 """
 
 from __future__ import annotations
@@ -16,13 +18,18 @@ from ..outputs import PER_UPDATE_FIELDS, is_json_number, json_float, json_number
 from .result import METHODS
 
 __all__ = ["probe_batches_of", "pooled_entries", "check_request", "check_batches", "budget_of", "arms_of", "update_costs",
-           "update_batches", "check_entry_numbers", "TRAIN_FORWARDS", "PER_UPDATE_FIELDS", "PROBE_FIX"]
+           "update_batches", "check_entry_numbers", "check_entry_summaries", "TRAIN_FORWARDS", "PER_UPDATE_FIELDS",
+           "PROBE_FIX"]
 
 TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (gradprobe.ledger)
 
 #: a probe entry's fields read as numbers (each element of a list one): a number, null or "inf"/"-inf"
 #: (:func:`gradprobe.outputs.json_float`), never true/false or other text
 _NUMBER_FIELDS = ("per_group", "signal_proxy_per_group", "predicted_gain_per_update")
+#: a recorded summary matches its per-group lists within _SUMMARY_REL x (the sum of its terms' magnitudes) +
+#: _SUMMARY_ABS: the writer's numpy sums differ from math.fsum by a few ulps of that, and JSON round-trips floats
+#: exactly (repr), so only an edit of the file (or damage) trips it
+_SUMMARY_REL, _SUMMARY_ABS = 1e-9, 1e-300
 #: how to write a probe.json again (the probe's own folder, or a study's probe)
 PROBE_FIX = ("re-run the probe (`gradprobe probe --out DIR`); for a study's probe, delete STUDY/probe/probe.json "
              "and resume the study with `gradprobe study STUDY/plan.toml --out STUDY` (finished runs are kept)")
@@ -32,8 +39,11 @@ def probe_batches_of(probe, source=None) -> list[dict]:
     """The probe batches of a probe result: a ``probe.json`` dict (with ``batches`` when
     :func:`gradprobe.probe.batches.run_probe_batches` made it), or a list of per-batch results.
 
-    Every entry's numbers are checked (:func:`check_entry_numbers`); ``source`` (the file the dict was read from,
-    e.g. ``STUDY/probe/probe.json``) names the file in the message, else ``probe.json``.
+    Every entry's numbers are checked (:func:`check_entry_numbers`), and its recorded summaries against its
+    per-group lists (:func:`check_entry_summaries`: ``group`` is the batch's ``batch.group``, else
+    ``config.group``; a batch of a multi-batch probe records no ``lr``, so its gain is checked at ``config.lr``,
+    the one every batch used, :func:`gradprobe.probe.batches.combine_batches`); ``source`` (the file the dict was
+    read from, e.g. ``STUDY/probe/probe.json``) names the file in the message, else ``probe.json``.
 
     Returns
     -------
@@ -46,8 +56,16 @@ def probe_batches_of(probe, source=None) -> list[dict]:
     ------
     ValueError
         Anything else (the message says what is expected), or an entry's number field that holds no number, e.g.
-        ``rewards[1].tokens_per_update: true`` (:func:`check_entry_numbers`: the file, field and fix named).
+        ``rewards[1].tokens_per_update: true`` (:func:`check_entry_numbers`: the file, field and fix named), or a
+        recorded summary that its per-group lists contradict, e.g. ``rewards[1].inner_product`` after ``per_group``
+        was edited (:func:`check_entry_summaries`: the file, reward, field, both values and the fix named).
     """
+    return _batches_of(probe, source)
+
+
+def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
+    """:func:`probe_batches_of`; ``pooled_sizes`` (entry name -> its batches' group counts, from
+    :func:`_group_counts`) lets :func:`check_entry_summaries` check a pooled entry's ``signal_proxy``."""
     batched = isinstance(probe, dict) and isinstance(probe.get("batches"), list) and bool(probe["batches"])
     if isinstance(probe, (list, tuple)):
         items = list(probe)
@@ -66,8 +84,14 @@ def probe_batches_of(probe, source=None) -> list[dict]:
         _check_entries(rewards, prefix, source)
         entries = {r["name"]: r for r in rewards} if isinstance(rewards, list) else \
             {k: dict(v, name=v.get("name", k)) for k, v in rewards.items()}
+        config = item.get("config") if isinstance(item.get("config"), dict) else {}
+        summary = item.get("batch") if isinstance(item.get("batch"), dict) else {}
+        group = summary.get("group") if summary.get("group") is not None else config.get("group")
         for key, entry in (enumerate(rewards) if isinstance(rewards, list) else rewards.items()):
-            check_entry_numbers(entry, f"{prefix}rewards[{key if isinstance(rewards, list) else repr(key)}]", source)
+            where, name = f"{prefix}rewards[{key if isinstance(rewards, list) else repr(key)}]", entry.get("name", key)
+            check_entry_numbers(entry, where, source)
+            check_entry_summaries(entry, where, source, group=group, lr=config.get("lr") if batched else None,
+                                  batch_sizes=(pooled_sizes or {}).get(name) if isinstance(name, str) else None)
         ref = item.get("reference") or {}
         draw = ref.get("draw", ref.get("norm", i))
         trl = item.get("trl_config") or (probe.get("trl_config") if isinstance(probe, dict) else None)
@@ -145,15 +169,151 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
                                  f"(the probe writes one per group); {fix}")
 
 
+def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, lr=None, batch_sizes=None) -> None:
+    """Refuse a probe entry (``where``: its place in probe.json, e.g. ``rewards[1]``) whose recorded summaries its
+    per-group lists contradict: a hand edit of ``per_group`` (which the forecast's rho reads) or of a summary.
+    Call it after :func:`check_entry_numbers` (the lists hold finite numbers).
+
+    The summaries the probe writes as exact functions of the lists (B = ``len(per_group)`` groups):
+
+    - ``num_groups`` = B, and ``len(signal_proxy_per_group)`` = B (one per group, :mod:`gradprobe.probe.estimate`
+      ``estimate_rewards``: ``"num_groups": b``; :func:`gradprobe.probe.result.signal_proxy`);
+    - ``inner_product`` = sum(``per_group``) (``estimate = per_group.sum(-1)`` in ``estimate_rewards``; a pooled
+      entry's is the batches' mean and its ``per_group`` their concatenation / N, which sums to it:
+      :func:`gradprobe.probe.batches.combine_batches`);
+    - ``predicted_gain_per_update`` = 100 x lr x sum(``per_group``), accuracy points (``gain = 100.0 * lr * est``,
+      ``_reward_estimate``), lr the entry's ``lr``, else ``lr`` (the probe's ``config.lr``, for a batch entry of a
+      multi-batch probe, which records none);
+    - ``signal_proxy`` = sum(``signal_proxy_per_group``) / (G B), verl's (1/N) sum A^2 W over the N = G B
+      completions (:func:`gradprobe.probe.result.reward_entries`), G = ``group``; for a pooled entry of N batches
+      (``probe_batches``) the mean of the batches' proxies, sum_k sum(its part of the list) / (G B_k), its part
+      the next B_k (``batch_sizes``) of the list; not checked without ``batch_sizes`` or ``group``.
+
+    ``interval`` and ``snr`` come from a bootstrap over groups whose denominators (tokens per group, for most loss
+    types) the file does not hold: not checked. A field the entry does not record (or records as null: an older
+    probe.json) is not checked. Tolerance: 1e-9 x the sum of the terms' magnitudes, plus 1e-300 (float rounding
+    is far below it; JSON round-trips a float exactly).
+
+    Raises
+    ------
+    ValueError
+        One line: the file (``source``, else ``probe.json``), the field (e.g. ``rewards[1].inner_product``), the
+        reward, the recorded value and the one its lists give, the formula, and the fix (restore the file, or
+        :func:`_file_and_fix`'s: re-run the probe).
+    """
+    if not isinstance(entry, dict):
+        return
+    per, proxy = _floats(entry.get("per_group")), _floats(entry.get("signal_proxy_per_group"))
+    if per is not None:
+        n = entry.get("num_groups")
+        if n is not None and (not is_json_number(n) or n != len(per)):
+            _refuse(entry, where, source, "num_groups", json_short(n), f"{len(per)}, the groups its per_group holds",
+                    "num_groups = len(per_group)")
+        if proxy is not None and len(proxy) != len(per):
+            _refuse(entry, where, source, "signal_proxy_per_group", f"a list of {len(proxy)} groups", f"{len(per)}, "
+                    "the groups its per_group holds", "one signal_proxy_per_group value per group of per_group")
+        terms = [abs(x) for x in per]
+        _check_sum(entry, where, source, "inner_product", math.fsum(per), math.fsum(terms),
+                   "inner_product = sum(per_group)")
+        rate = entry.get("lr") if entry.get("lr") is not None else lr
+        if is_json_number(rate, finite=True):
+            scale = 100.0 * float(rate)
+            _check_sum(entry, where, source, "predicted_gain_per_update", scale * math.fsum(per),
+                       abs(scale) * math.fsum(terms),
+                       f"predicted_gain_per_update = 100 x lr x sum(per_group), lr = {rate!r}")
+    if proxy is not None and is_json_number(group, integer=True) and group > 0:
+        parts = _proxy_parts(proxy, entry.get("probe_batches"), batch_sizes)
+        if parts is not None:
+            shown = ("signal_proxy = sum(signal_proxy_per_group) / (group x groups)" if len(parts) == 1 else
+                     f"signal_proxy = the mean over its {len(parts)} batches of sum(signal_proxy_per_group) / (group x "
+                     "groups)")
+            _check_sum(entry, where, source, "signal_proxy",
+                       math.fsum(math.fsum(p) / (group * len(p)) for p in parts if p),
+                       math.fsum(math.fsum(map(abs, p)) / (group * len(p)) for p in parts if p),
+                       f"{shown}, group = {group}")
+
+
+def _floats(values) -> list[float] | None:
+    """A per-group list as floats (:func:`gradprobe.outputs.json_float`), None when not recorded (null) or not a
+    list or array of finite numbers (:func:`check_entry_numbers` refuses those)."""
+    if values is None:
+        return None
+    try:
+        out = [json_float(x) for x in (values.ravel().tolist() if hasattr(values, "ravel") else values)]
+    except (TypeError, ValueError):
+        return None
+    return out if all(math.isfinite(x) for x in out) else None
+
+
+def _proxy_parts(proxy: list[float], batches, batch_sizes) -> list[list[float]] | None:
+    """``signal_proxy_per_group`` cut into its batches' parts: itself for one batch (no ``probe_batches`` > 1);
+    for a pooled entry the next ``batch_sizes[k]`` values per batch, None when those are unknown or do not add up."""
+    if not (is_json_number(batches, integer=True) and batches > 1):
+        return [proxy]
+    if not (isinstance(batch_sizes, list) and len(batch_sizes) == batches and sum(batch_sizes) == len(proxy)):
+        return None
+    ends = np.cumsum([0] + list(batch_sizes))
+    return [proxy[a:b] for a, b in zip(ends[:-1], ends[1:])]
+
+
+def _check_sum(entry: dict, where: str, source, key: str, expected: float, magnitude: float, formula: str) -> None:
+    """Refuse ``entry[key]`` (where recorded, not null) unless it is ``expected`` within 1e-9 x ``magnitude`` (the
+    sum of the terms' magnitudes) + 1e-300; a recorded value that is no number is refused too."""
+    value = entry.get(key)
+    if value is None:
+        return
+    try:
+        recorded = json_float(value)
+    except ValueError:
+        recorded = math.nan
+    if not abs(recorded - expected) <= _SUMMARY_REL * magnitude + _SUMMARY_ABS:
+        _refuse(entry, where, source, key, json_number_text(value, json_short(value)), repr(expected), formula)
+
+
+def _refuse(entry: dict, where: str, source, key: str, recorded: str, expected: str, formula: str) -> None:
+    """The ValueError of :func:`check_entry_summaries`: file, field, reward, both values, formula and fix."""
+    file, fix = _file_and_fix(source)
+    reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
+    raise ValueError(f"{file} field {where}.{key}{reward} is {recorded}, but {where}'s per-group lists give "
+                     f"{expected} ({formula}, as the probe writes it): the file was edited or damaged after the probe "
+                     f"wrote it, so a forecast from it would not be the probe's; restore the file, or {fix}")
+
+
 def pooled_entries(probe) -> dict:
     """The pooled entries of a multi-batch ``probe.json``: its top-level ``rewards`` (pooled over its
     ``batches`` by :func:`gradprobe.probe.batches.run_probe_batches`), name -> entry as
     :func:`probe_batches_of` reads them; ``{}`` for a single-batch result, a list of batches, or a result
-    without top-level ``rewards``. Raises nothing."""
+    without top-level ``rewards``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`probe_batches_of` for the pooled entries (their ``signal_proxy`` checked with the batches' group
+        counts, :func:`check_entry_summaries`).
+    """
     if not (isinstance(probe, dict) and isinstance(probe.get("batches"), list) and probe["batches"]
             and probe.get("rewards")):
         return {}
-    return probe_batches_of(dict(probe, batches=None))[0]["rewards"]
+    return _batches_of(dict(probe, batches=None), None, _group_counts(probe["batches"]))[0]["rewards"]
+
+
+def _entry_items(rewards) -> list[tuple]:
+    """(name, entry) of a ``rewards`` field (a list of entries with ``name``, or name -> entry); entries that are no
+    objects are left out (:func:`_check_entries` names them)."""
+    pairs = [(r.get("name"), r) for r in rewards] if isinstance(rewards, list) and all(
+        isinstance(r, dict) for r in rewards) else list(rewards.items()) if isinstance(rewards, dict) else []
+    return [(name, e) for name, e in pairs if isinstance(e, dict)]
+
+
+def _group_counts(batches: list) -> dict:
+    """Entry name -> the number of groups of each of ``batches`` (a multi-batch probe.json's ``batches``): the
+    length of its ``signal_proxy_per_group`` there; names some batch lacks (or holds no list for) are left out."""
+    counts: dict = {}
+    for b in batches:
+        for name, e in _entry_items(b.get("rewards") if isinstance(b, dict) else None):
+            if isinstance(e.get("signal_proxy_per_group"), list):
+                counts.setdefault(name, []).append(len(e["signal_proxy_per_group"]))
+    return {name: c for name, c in counts.items() if len(c) == len(batches)}
 
 
 def check_request(method: str, budget_tokens, budget_flops, n_draws: int, level: float) -> None:

@@ -191,6 +191,7 @@ def _read_study(study_dir: Path, probe) -> tuple[dict, dict, dict, object]:
     arms_map = read_study_json(probe_dir(study_dir) / ARMS_JSON, arms_fix)
     if probe is None:
         probe = read_study_json(probe_dir(study_dir) / PROBE_JSON, _missing_probe_fix(study_dir))
+        probe_batches_of(probe, source=probe_dir(study_dir) / PROBE_JSON)  # a damaged entry: named with this file
     arms_res = analysis.get("arms") or {}
     if "grpo" not in arms_res:
         raise ValueError(f"{study_dir}/analysis.json has no 'grpo' arm (arms: {sorted(arms_res)}); gains are measured "

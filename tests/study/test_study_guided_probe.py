@@ -5,6 +5,7 @@ a resumed study redoes no probe, and an older arms.json (no probe_dir) still rea
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import numpy as np
@@ -164,8 +165,12 @@ def test_a_missing_or_mismatched_guided_probe_falls_back_to_the_shared_entry_and
     shutil.rmtree(out / "probe" / "guided" / "guided")
     path = out / "probe" / "guided" / "guided_bnpo" / "probe.json"
     bad = _json(path)
-    for r in bad["rewards"]:
-        r["per_group"] = r["per_group"][:-1]
+    group = bad["batch"]["group"]
+    for r in bad["rewards"]:  # a probe of one group fewer, as the probe would write it
+        r["per_group"], r["signal_proxy_per_group"] = r["per_group"][:-1], r["signal_proxy_per_group"][:-1]
+        r["num_groups"], r["inner_product"] = len(r["per_group"]), math.fsum(r["per_group"])
+        r["predicted_gain_per_update"] = 100.0 * r["lr"] * r["inner_product"]
+        r["signal_proxy"] = math.fsum(r["signal_proxy_per_group"]) / (group * r["num_groups"])
     path.write_text(json.dumps(bad))
     t = _forecast(out)
     assert t.loc["guided", "probe_entry"] == "outcome" and t.loc["guided", "rho"] == 1.0
