@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gradprobe.forecast import study_forecasts
-from gradprobe.forecast.probe_input import PROBE_FIX, pooled_entries, probe_batches_of
+from gradprobe.forecast.probe_input import pooled_entries, probe_batches_of
 from gradprobe.layout import rerun_advice
 from gradprobe.probe.batches import combine_batches
 from gradprobe.probe.run import ProbeConfig
