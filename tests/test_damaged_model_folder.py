@@ -91,14 +91,20 @@ def test_the_study_preflight_names_a_cut_config_json_not_the_tokenizer(saved, tm
     assert "tokenizer does not load" not in err and not out.exists()
 
 
+def _preflight_refusal(tmp_path, folder) -> str:
+    """The study preflight's refusal of a plan on the model folder ``folder``."""
+    with pytest.raises(PreflightError) as info:
+        check_plan_inputs(parse_plan(_plan(tmp_path, folder).read_text()), executor="inline")
+    return str(info.value)
+
+
 def test_the_study_preflight_refuses_a_folder_without_safetensors_weights(saved, tmp_path, monkeypatch):
     """It passed the preflight and every run failed on "has no model weights"."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     folder = _copy(saved, tmp_path)
     (folder / "model.safetensors").unlink()
-    with pytest.raises(PreflightError) as info:
-        check_plan_inputs(parse_plan(_plan(tmp_path, folder).read_text()), executor="inline")
-    assert str(info.value) == (f"[model] name = '{folder}': the folder '{folder}' has no safetensors weights "
+    assert _preflight_refusal(tmp_path, folder) == (
+        f"[model] name = '{folder}': the folder '{folder}' has no safetensors weights "
                                "(model.safetensors or model.safetensors.index.json, what from_pretrained reads; "
                                "gradprobe loads safetensors only); save the model there with "
                                "`model.save_pretrained(folder)` (it writes model.safetensors) (checked before the "
@@ -219,9 +225,8 @@ def test_only_a_stray_safetensors_file_is_no_weights(saved, tmp_path, monkeypatc
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     folder = _copy(saved, tmp_path)
     (folder / "model.safetensors").rename(folder / "old_backup.safetensors")
-    with pytest.raises(PreflightError) as info:
-        check_plan_inputs(parse_plan(_plan(tmp_path, folder).read_text()), executor="inline")
-    assert str(info.value) == (f"[model] name = '{folder}': the folder '{folder}' has no safetensors weights "
+    assert _preflight_refusal(tmp_path, folder) == (
+        f"[model] name = '{folder}': the folder '{folder}' has no safetensors weights "
                                "(model.safetensors or model.safetensors.index.json, what from_pretrained reads; "
                                "gradprobe loads safetensors only; old_backup.safetensors is not read); save the model "
                                "there with `model.save_pretrained(folder)` (it writes model.safetensors) (checked "
