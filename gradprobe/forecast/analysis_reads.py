@@ -26,7 +26,8 @@ from ..outputs import is_json_number
 from .csv_cells import cut_lines
 from .study_items import run_key
 
-__all__ = ["analysis_differences", "missing_items_clause", "CHANGED_READS", "READ_TOL", "REBUILD_ANALYSIS"]
+__all__ = ["analysis_differences", "analysis_damage", "missing_items_clause", "CHANGED_READS", "READ_TOL",
+           "REBUILD_ANALYSIS"]
 
 #: The fix for an ``analysis.json`` that is damaged or older than ``runs.csv`` (``{study}``: the study folder), for
 #: gradprobe's and calib's refusals of the same file (:data:`gradprobe.forecast.study.REBUILD_ANALYSIS` and
@@ -53,6 +54,20 @@ def _read_json(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def analysis_damage(study_dir) -> str | None:
+    """Why ``study_dir/analysis.json`` cannot be read (not UTF-8, not JSON, not a JSON object), or None when it is
+    absent (a study still running, or stopped before its analysis) or reads as an object. ``gradprobe study`` writes it
+    whole (atomically), so a file that does not read was damaged after: calib refuses it too."""
+    path = Path(study_dir) / ANALYSIS_JSON
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'}"
+    return None if isinstance(data, dict) else f"it holds a JSON {type(data).__name__}, not an object"
 
 
 def analysis_differences(study_dir, table, raw: bytes) -> list[str] | None:

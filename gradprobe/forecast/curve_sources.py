@@ -20,7 +20,7 @@ import numpy as np
 from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
 from ..outputs import is_json_number, json_number_float, json_number_text, json_short
 from .accuracy_values import one_value_per_eval, to_points
-from .analysis_reads import REBUILD_ANALYSIS, analysis_differences, missing_items_clause
+from .analysis_reads import REBUILD_ANALYSIS, analysis_damage, analysis_differences, missing_items_clause
 from .csv_cells import (CAUTION_MARK, SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval,
                         read_csv_checked, skipped_cells, skipped_note, study_skipped_evals, with_skipped,
                         without_short_lines)
@@ -291,7 +291,8 @@ def _check_analysis_reads(study_dir: Path, table, raw: bytes) -> None:
     (:func:`~gradprobe.forecast.analysis_reads.analysis_differences`: arms, seed counts, plan sha256 and each run's
     accuracy read at a matched point and at update 0, compared as ``calib`` compares them). An accuracy edited where
     the per-item results are gone (or were never saved) is refused so, where the analysis read it; a folder without a
-    readable ``analysis.json`` (a study still running, or stopped before its analysis) is not compared.
+    readable ``analysis.json`` (a study still running, or stopped before its analysis) is not compared; a damaged one
+    (:func:`~gradprobe.forecast.analysis_reads.analysis_damage`) is refused, as calib refuses it.
 
     ``table``: runs.csv as read (every arm; row ``i`` on line ``i + 2``), ``raw``: its bytes.
 
@@ -305,6 +306,11 @@ def _check_analysis_reads(study_dir: Path, table, raw: bytes) -> None:
         meant, re-analyse the study
         (:data:`~gradprobe.forecast.analysis_reads.REBUILD_ANALYSIS`).
     """
+    damage = analysis_damage(study_dir)
+    if damage is not None:  # as calib refuses it: not read as a study without an analysis
+        raise CurveError(f"{study_dir}/analysis.json is damaged ({damage}), so runs.csv cannot be checked against the "
+                         "analysis the study made from it; put the file back from a copy of the study, or "
+                         f"{REBUILD_ANALYSIS.format(study=study_dir)}, then read the curve again")
     diffs = analysis_differences(study_dir, table, raw)
     if not diffs:
         return

@@ -99,7 +99,8 @@ def test_the_refusal_names_what_calib_names(tmp_path):
 
 def test_a_folder_without_analysis_json_is_read_as_before(tmp_path):
     """A study still running, or stopped before its analysis: nothing to compare with, the curve is read from
-    runs.csv as it is; an unreadable analysis.json is not compared either (calib's rule)."""
+    runs.csv as it is; a damaged analysis.json is refused (as calib rows refuses it: a breaker cut it and edited
+    runs.csv, and the curve was read without a word)."""
     study = shipped_copy("study_tiny", tmp_path / "tiny")
     _edit(study, TINY_READ, "accuracy", "0.9")
     analysis = (study / "analysis.json").read_bytes()
@@ -109,7 +110,15 @@ def test_a_folder_without_analysis_json_is_read_as_before(tmp_path):
     points = ReferenceCurve.from_study(study).points
     assert points[(points["seed"] == "0") & (points["update"] == 10)]["accuracy"].tolist() == [pytest.approx(90.0)]
     (study / "analysis.json").write_bytes(analysis[:100])  # cut: no JSON
-    assert len(ReferenceCurve.from_study(study).points) == 36
+    with pytest.raises(CurveError) as e:
+        ReferenceCurve.from_study(study)
+    assert str(e.value).startswith(f"{study}/analysis.json is damaged (JSONDecodeError: ")
+    assert str(e.value).endswith("so runs.csv cannot be checked against the analysis the study made from it; put the "
+                                 "file back from a copy of the study, or "
+                                 f"{REBUILD_ANALYSIS.format(study=study)}, then read the curve again")
+    (study / "analysis.json").write_text("[1, 2]")
+    with pytest.raises(CurveError, match=r"is damaged \(it holds a JSON list, not an object\)"):
+        ReferenceCurve.from_study(study)
 
 
 def test_the_command_line_refuses_it_before_the_probe_runs(tmp_path, capsys, monkeypatch):
