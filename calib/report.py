@@ -77,7 +77,8 @@ PER_UPDATE = "rho"
 BASELINE = "forecast_cost_only"
 """The forecaster every other compared one is differenced against (``mae_difference_vs_cost_only``)."""
 SAME_FORECAST = 1e-9
-"""Two raw forecasts closer than this (points) are one forecast (float rounding; as calib.metrics.ranking_table ties)."""
+"""Two raw forecasts closer than this (points) are one forecast (float rounding, as calib.metrics.ranking_table
+ties them)."""
 CV_ROWS_KEY = "cv_predictions_rows"
 """The ``metrics.json`` key holding the number of data rows (lines after the header) of ``cv_predictions.csv``."""
 BOOTSTRAP_METHOD = ("study-cluster bootstrap (studies resampled with replacement, all rows of a drawn study together), "
