@@ -23,7 +23,7 @@ All effects are in accuracy points (0-100); a *difference* is treatment - contro
     paired difference is recomputed on the resampled items of the resampled seeds; percentile
     interval (Efron & Tibshirani 1993, ch. 13). It adds the sampling error of the held-out set,
     which a seeds-only interval treats as fixed.
-:func:`fit_sigmoid` (:mod:`gradprobe.study.sigmoid`)
+:func:`fit_sigmoid` (:mod:`gradprobe.forecast.analysis_sigmoid`)
     ScaleRL curve (Khatri et al. 2025, eq. 1) fitted by least squares from a fixed grid of
     starting points (deterministic for the same data); each parameter is marked ``identified``
     (not at a bound, finite standard error) and gets a Wald t-interval only then (Seber & Wild
@@ -41,7 +41,7 @@ from statsmodels.stats.multitest import multipletests
 
 # the two-way bootstrap and the sigmoid fit live in their own modules; importable from here as before
 from .bootstrap import BOOTSTRAP_SEED, N_RESAMPLES, two_way_bootstrap, two_way_indices
-from .sigmoid import SIGMOID_B_BOUNDS, SIGMOID_DECADES, fit_sigmoid, scalerl_sigmoid
+from ..forecast.analysis_sigmoid import SIGMOID_B_BOUNDS, SIGMOID_DECADES, fit_sigmoid, scalerl_sigmoid
 
 __all__ = ["EXACT_MAX_SEEDS", "MC_PATTERNS", "N_RESAMPLES", "BOOTSTRAP_SEED", "ALTERNATIVES", "paired_t",
            "paired_t_test", "sign_patterns", "sign_flip_test", "min_seeds_for_floor", "holm", "two_way_indices",

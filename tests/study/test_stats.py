@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from gradprobe.study import sigmoid
+from gradprobe.forecast import analysis_sigmoid as sigmoid
 from gradprobe.study.stats import (fit_sigmoid, holm, min_seeds_for_floor, paired_t, scalerl_sigmoid, sign_flip_test,
                                    two_way_bootstrap, two_way_indices)
 

@@ -3,7 +3,11 @@
 :func:`scalerl_sigmoid` is Khatri et al. 2025, eq. 1. :func:`fit_sigmoid` fits it by least squares
 from a fixed grid of starting points (deterministic for the same data); each parameter is marked
 ``identified`` (not at a bound, finite standard error) and gets a Wald t-interval only then (Seber
-& Wild 1989, "Nonlinear Regression", sec. 5.1). Re-exported by :mod:`gradprobe.study.stats`.
+& Wild 1989, "Nonlinear Regression", sec. 5.1). ``gradprobe study``'s analysis fits it per arm
+(``analysis.json`` ``arms.ARM.sigmoid``, through :mod:`gradprobe.study.stats`, which re-exports it); it lives in the
+forecast layer so that a reference curve read from a study folder can refit it to check the analysis
+(:mod:`gradprobe.forecast.analysis_reads`). Not the reference curve's own fit (:mod:`gradprobe.forecast.curve_fit`:
+seeds, replicates, a fixed exponent).
 """
 
 from __future__ import annotations
