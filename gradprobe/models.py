@@ -225,8 +225,10 @@ def _index_shards(index: Path) -> list[str] | str:
     """The shard file names the shard index ``index`` (:data:`SHARD_INDEX`) maps tensors to, sorted and unique, or
     ``<index> is damaged (<why>)`` when ``from_pretrained`` cannot read them from it: not a JSON object
     (:func:`_json_damage`), its field ``weight_map`` missing, not an object, empty, or with a value that is not a
-    file name (text), or its field ``metadata`` missing or not an object (transformers 5 reads both: KeyError,
-    AttributeError or TypeError otherwise)."""
+    file name (text) or that names a file outside the folder (an absolute path, or ``..``: transformers refuses it),
+    or its field ``metadata`` missing or not an object (transformers 5 reads both: KeyError, AttributeError or
+    TypeError otherwise). A shard in a subfolder (``"shards/model-00001-of-00002.safetensors"``) is named as such:
+    transformers loads it (``os.path.join(folder, name)``)."""
     if damage := _json_damage(index):
         return damage
     value = json.loads(index.read_text(encoding="utf-8"))
@@ -243,6 +245,12 @@ def _index_shards(index: Path) -> list[str] | str:
     if bad is not None:
         return f"{index} is damaged (weight_map[{bad[:40]!r}] is {json.dumps(weight_map[bad])[:40]}, not a shard " \
                "file name)"
+    out = next((k for k, v in weight_map.items() if Path(v).anchor or ".." in Path(v).parts), None)
+    if out is not None:  # transformers' own check (utils.hub._check_shard_filenames_stay_in_model_dir)
+        return (f"{index} is damaged (weight_map[{out[:40]!r}] names {weight_map[out][:80]!r}, outside the model "
+                "folder, and transformers does not load a shard named by an absolute path or with '..': a shard is "
+                "named relative to the folder, e.g. \"model-00001-of-00002.safetensors\" or \"shards/model-00001-of-"
+                "00002.safetensors\")")
     if not isinstance(value.get("metadata"), dict):
         return (f"{index} is damaged (its field metadata is " + ("missing" if "metadata" not in value else
                 f"a JSON {type(value['metadata']).__name__}") + ": it must be an object, e.g. {\"total_size\": 1024})")
@@ -251,7 +259,9 @@ def _index_shards(index: Path) -> list[str] | str:
 
 def loaded_weight_files(folder: Path) -> list[str]:
     """The weight files ``from_pretrained(folder, use_safetensors=True)`` reads from the model folder ``folder``, as
-    names inside it: :data:`WEIGHTS_FILE` when it exists (transformers then ignores any index), else the shards its
+    paths relative to it (a shard in a subfolder: ``shards/model-00001-of-00002.safetensors``); the one rule for
+    what is checked here and what a run records (:func:`gradprobe.training.run_folder.model_weights_identity`):
+    :data:`WEIGHTS_FILE` when it exists (transformers 5 then ignores any index), else the shards its
     :data:`SHARD_INDEX` maps tensors to (:func:`_index_shards`), else (no such file, or a damaged index: the loader
     names it) every ``*.safetensors``. A backup ``old.safetensors`` beside ``model.safetensors`` is not read, so it
     is not part of the weights (not checked by :func:`model_folder_damage`). Errors: OSError when ``folder`` cannot
@@ -570,12 +580,14 @@ def use_attention(model, implementation: str):
 
 def _missing_in_folder(folder: Path, *, weights: bool) -> list[str]:
     """What a model folder lacks for ``from_pretrained`` (empty: nothing); ``weights``: the model is loaded too,
-    so ``config.json`` and safetensors weights are needed beside the tokenizer files."""
+    so ``config.json`` and safetensors weights are needed beside the tokenizer files: a ``*.safetensors`` file or a
+    :data:`SHARD_INDEX` (whose shards may sit in a subfolder, as transformers reads them; a shard it names that is
+    missing or damaged is :func:`model_folder_damage`'s to name)."""
     names = {p.name for p in folder.iterdir()}
     missing = []
     if weights and "config.json" not in names:
         missing.append("config.json")
-    if weights and not any(n.endswith(".safetensors") for n in names):
+    if weights and SHARD_INDEX not in names and not any(n.endswith(".safetensors") for n in names):
         legacy = sorted(n for n in names if n.endswith((".bin", ".pt", ".pth")))
         missing.append("model weights (*.safetensors" + (f"; {', '.join(legacy)} is not read: gradprobe loads "
                                                          "safetensors only" if legacy else "") + ")")

@@ -297,3 +297,72 @@ def test_a_json_file_with_a_byte_order_mark_is_named_as_such(saved, tmp_path, na
         load_tokenizer(str(folder))
     assert str(info.value) == (f"{path} is damaged (it starts with a UTF-8 byte-order mark, which transformers does "
                                f"not read); restore the model folder {folder} {FIX.format(f=folder)}")
+
+
+def _sharded_in_subfolder(tmp_path: Path) -> tuple[Path, object]:
+    """The random tiny-qwen2 saved in 4 shards (``max_shard_size``), the shards moved into ``shards/`` and the
+    index edited to name them there; (the folder, the policy saved)."""
+    folder = tmp_path / "model"
+    policy = load_policy("tiny-qwen2", seed=3)
+    policy.model.save_pretrained(folder, max_shard_size="100KB")
+    policy.tokenizer.save_pretrained(folder)
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    (folder / "shards").mkdir()
+    for name in set(index["weight_map"].values()):
+        (folder / name).rename(folder / "shards" / name)
+    index["weight_map"] = {k: f"shards/{v}" for k, v in index["weight_map"].items()}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert not list(folder.glob("*.safetensors"))
+    return folder, policy
+
+
+def test_shards_in_a_subfolder_load_as_transformers_loads_them_and_are_hashed(tmp_path, monkeypatch):
+    """An index naming ``shards/model-0000N-of-00004.safetensors``: transformers loads it (the names are joined to
+    the folder), but load_policy said "has no model weights (*.safetensors)" (it looked for them beside config.json
+    only), after the study preflight had let it through."""
+    import hashlib
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from gradprobe.training.run_folder import model_weights_identity
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder, saved_policy = _sharded_in_subfolder(tmp_path)
+    shards = [f"shards/model-0000{i}-of-00004.safetensors" for i in range(1, 5)]
+    expected = saved_policy.model.state_dict()
+    plain = AutoModelForCausalLM.from_pretrained(folder, use_safetensors=True)  # the installed transformers' rule
+    assert all(torch.equal(plain.state_dict()[k], v) for k, v in expected.items())
+    assert model_folder_damage(folder) is None
+    loaded = load_policy(str(folder)).model.state_dict()
+    assert all(torch.equal(loaded[k], v) for k, v in expected.items())
+    listing = "".join(f"{hashlib.sha256((folder / n).read_bytes()).hexdigest()}  {n}\n" for n in shards)
+    identity = model_weights_identity(str(folder))
+    assert (identity["files"], identity["digest"]) == (shards, hashlib.sha256(listing.encode()).hexdigest())
+    assert check_plan_inputs(parse_plan(_plan(tmp_path, folder).read_text()), executor="inline").model_source == \
+        str(folder)
+    (folder / shards[2]).unlink()  # a shard gone: named, not "no model weights"
+    with pytest.raises(ModelFolderDamagedError) as info:
+        load_policy(str(folder))
+    assert str(info.value).startswith(f"{folder / shards[2]} is missing (named in model.safetensors.index.json); ")
+
+
+def test_a_shard_named_outside_the_folder_is_refused_as_transformers_refuses_it(saved, tmp_path):
+    """``../elsewhere.safetensors``: it exists, so the folder passed the check, and transformers' ValueError
+    ("points outside the model directory") came from the load as a traceback."""
+    from transformers import AutoModelForCausalLM
+
+    folder = _copy(saved, tmp_path)
+    (folder / "model.safetensors").rename(tmp_path / "elsewhere.safetensors")
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {"lm_head.weight": "../elsewhere.safetensors"}}))
+    with pytest.raises(ValueError, match="points outside the model directory"):
+        AutoModelForCausalLM.from_pretrained(folder, use_safetensors=True)
+    damage = (f"{folder}/model.safetensors.index.json is damaged (weight_map['lm_head.weight'] names "
+              "'../elsewhere.safetensors', outside the model folder, and transformers does not load a shard named by "
+              "an absolute path or with '..': a shard is named relative to the folder, e.g. "
+              '"model-00001-of-00002.safetensors" or "shards/model-00001-of-00002.safetensors")')
+    assert model_folder_damage(folder) == damage
+    with pytest.raises(ModelFolderDamagedError) as info:
+        load_policy(str(folder))
+    assert str(info.value) == f"{damage}; restore the model folder {folder} {FIX.format(f=folder)}"

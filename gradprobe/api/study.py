@@ -373,9 +373,34 @@ def _seed(value, name: str = "seed") -> int:
     return int(value)
 
 
+def _edits(a: str, b: str) -> int:
+    """The edit distance between ``a`` and ``b``: the fewest insertions, deletions, substitutions and swaps of two
+    adjacent characters that turn one into the other (optimal string alignment, Damerau-Levenshtein's restricted
+    form), e.g. 1 for ``arn``/``arm``, 2 for ``arn``/``run``."""
+    d = [list(range(len(b) + 1))] + [[i] + [0] * len(b) for i in range(1, len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+def _closest_keywords(keyword: str, accepted: list[str]) -> list[str]:
+    """The accepted keywords a misspelt ``keyword`` most likely meant: of those :func:`difflib.get_close_matches`
+    finds close (ratio >= 0.6), the ones the fewest edits away (:func:`_edits`), in ``accepted``'s order; [] when
+    none is close. difflib's ratio alone ties ``arn`` with ``run`` and ``arm`` (0.67 each) and named ``run``, the
+    first; one edit (``arn`` -> ``arm``) beats two (-> ``run``), and a tie names them all."""
+    close = difflib.get_close_matches(keyword, accepted, n=len(accepted), cutoff=0.6)
+    if not close:
+        return []
+    best = min(_edits(keyword, k) for k in close)
+    return [k for k in accepted if k in close and _edits(keyword, k) == best]
+
+
 def _keywords_checked(fn):
     """``fn``, refusing keyword arguments it does not take before the call with one TypeError that names every
-    unknown keyword, each with the closest accepted one (:func:`difflib.get_close_matches`), then every accepted one
+    unknown keyword, each with the closest accepted ones (:func:`_closest_keywords`), then every accepted one
     once (Python's own message names only the first unknown keyword); a keyword longer than 80 characters is quoted by
     its first 40 and its length (:func:`~gradprobe.training.coerce.echo_value`). The signature, name and docstring
     stay ``fn``'s (:func:`functools.wraps`)."""
@@ -383,8 +408,8 @@ def _keywords_checked(fn):
                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
     def named(keyword: str) -> tuple[str, str]:
-        close = difflib.get_close_matches(keyword, accepted, n=1)
-        return echo_value(keyword), f"did you mean {close[0]}=?" if close else ""
+        close = _closest_keywords(keyword, accepted)
+        return echo_value(keyword), f"did you mean {' or '.join(k + '=' for k in close)}?" if close else ""
 
     @functools.wraps(fn)
     def checked(*args, **kwargs):

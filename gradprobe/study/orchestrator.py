@@ -72,7 +72,7 @@ from .executors import EXECUTORS, default_workers, run_tasks, worker_threads
 from .folder import FolderLock, StudyError, now, refuse_other_output, run_status
 from .freeze import check_reward_plugins, check_study_model, check_task_data, freeze_plan
 from .invocations import Invocation
-from .preflight import PreflightError, check_plan_inputs, relative_model_hint
+from .preflight import check_plan_inputs
 from .probe_plan import arms_table, check_probe_settings, pending_probes
 from .result import StudyInterrupted, StudyResult, StudyTerminated, clock, progress_line
 from .reuse import check_reuse_sources, reuse_runs, reused_source
@@ -213,8 +213,8 @@ def _checked_plan(plan_path, executor: str, workers: int | None, ray_address: st
                   check: bool, out=None) -> Plan:
     """The plan, once the arguments and (``check``) its model, tokenizer and task are known good; raises
     as :func:`run_study` says (ValueError, TrackerUnavailableError, PlanError, PreflightError: a ``[model] name``
-    that resolves to nothing, with where the runs of the study folder ``out`` found it when it is a relative path,
-    :func:`.preflight.relative_model_hint`)."""
+    that resolves to nothing, led by where the runs of the study folder ``out``, or the plan's directory, found it
+    when it is a relative path, :func:`.preflight.relative_model_hint`)."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor {executor!r} is not one of {', '.join(EXECUTORS)}")
     if (why := ray_address_refusal(ray_address, executor)) is not None:
@@ -229,13 +229,7 @@ def _checked_plan(plan_path, executor: str, workers: int | None, ray_address: st
     if executor != "ray" and (why := backend_unavailable(plan.sampling.backend)) is not None:
         raise StudyError(why)
     if check:
-        try:
-            check_plan_inputs(plan, executor=executor)
-        except PreflightError as e:  # a relative model folder seen from another directory: say where the runs found it
-            hint = relative_model_hint(str(plan.model.name), out) if str(e).startswith("[model] name") else ""
-            if hint:
-                raise PreflightError(f"{e}{hint}") from None
-            raise
+        check_plan_inputs(plan, executor=executor, out=out)  # a relative model name: where the runs found it
     return plan
 
 

@@ -309,20 +309,42 @@ def _check_guidance(plan, tokenizer, task) -> None:
             from None
 
 
-def relative_model_hint(name: str, out) -> str:
-    """Where a study's runs found their model when ``[model] name`` is a relative path that resolves to nothing
-    now (a study continued from another working directory): ``""``, or ``"; this study's runs started from the local
-    model PATH ('NAME' is a relative path, read from the working directory): run the command from DIR"``, read from
-    the runs' ``config.json`` ``model_weights`` records (a local folder or GGUF file, recorded by its resolved path,
-    :func:`gradprobe.training.run_folder.model_weights_identity`). ``DIR`` is PATH less NAME's own parts where PATH
-    ends with them (else "the directory the study was started in"). Unreadable records are passed over: the run's
-    own resume names them."""
+def relative_model_hint(name: str, out, plan_path=None) -> str:
+    """Where a relative ``[model] name`` that names nothing from the working directory now is found elsewhere (a study
+    run or continued from another directory), as the lead of the refusal (before the hub id's download fix, which is
+    no fix for a local folder): ``""`` when the name is not relative or found nowhere, else ``"'NAME' is a relative
+    path, read from the working directory (CWD), where it names nothing; ...: run the command from DIR..."``.
+
+    Looked for, in this order: the local model the runs of the study folder ``out`` started from (their
+    ``config.json`` ``model_weights`` records: a local folder or GGUF file, recorded by its resolved path,
+    :func:`gradprobe.training.run_folder.model_weights_identity`; one path for all, else none: ``DIR`` is PATH less
+    NAME's own parts where PATH ends with them, else "the directory the study was started in"; only "run from DIR",
+    since the runs recorded the name), then the folder or file NAME names from the directory of the plan file
+    ``plan_path`` (DIR that directory; or give the absolute path as ``[model] name``). Unreadable records are passed
+    over: the run's own resume names them."""
+    if not name or os.path.isabs(os.path.expanduser(name)) or os.path.exists(os.path.expanduser(name)):
+        return ""
+    here = f"{name!r} is a relative path, read from the working directory ({os.getcwd()}), where it names nothing"
+    path = _recorded_model_path(out)
+    if path is not None:
+        parts = Path(os.path.normpath(name)).parts
+        where = (str(Path(*path.parts[:-len(parts)])) if parts and path.parts[-len(parts):] == parts
+                 else "the directory the study was started in")
+        back = "" if path.exists() else "it is missing now: put it back there and "
+        return f"{here}; this study's runs started from the local model {path}: {back}run the command from {where}"
+    if plan_path is not None and (found := (plan_dir := Path(plan_path).resolve().parent) / name).exists():
+        return (f"{here}; from the plan's directory it names {found}: run the command from {plan_dir}, or give "
+                f"[model] name = {str(found)!r} (the absolute path)")
+    return ""
+
+
+def _recorded_model_path(out) -> Path | None:
+    """The one local model path (a folder or GGUF file) the runs of the study folder ``out`` recorded in their
+    ``config.json`` ``model_weights`` (None: no study folder, no such record, or several paths)."""
     import json
 
-    if not name or os.path.isabs(os.path.expanduser(name)) or out is None:
-        return ""
     paths = set()
-    for config in sorted(Path(out).glob("runs/*/seed*/config.json")):
+    for config in sorted(Path(out).glob("runs/*/seed*/config.json")) if out is not None else ():
         try:
             record = json.loads(config.read_text(encoding="utf-8")).get("model_weights")
         except (OSError, UnicodeDecodeError, ValueError, AttributeError):
@@ -330,17 +352,10 @@ def relative_model_hint(name: str, out) -> str:
         if isinstance(record, dict) and record.get("source") in ("folder", "gguf") and isinstance(record.get("path"),
                                                                                                   str):
             paths.add(record["path"])
-    if len(paths) != 1:
-        return ""
-    path = Path(paths.pop())
-    parts = Path(os.path.normpath(name)).parts
-    where = (str(Path(*path.parts[:-len(parts)])) if parts and path.parts[-len(parts):] == parts
-             else "the directory the study was started in")
-    return (f"; this study's runs started from the local model {path} ({name!r} is a relative path, read from the "
-            f"working directory): run the command from {where}")
+    return Path(paths.pop()) if len(paths) == 1 else None
 
 
-def check_plan_inputs(plan, *, executor: str = "local") -> PreflightReport:
+def check_plan_inputs(plan, *, executor: str = "local", out=None) -> PreflightReport:
     """Check that every run of ``plan`` can load its model and tokenizer and build its task.
 
     Parameters
@@ -349,6 +364,9 @@ def check_plan_inputs(plan, *, executor: str = "local") -> PreflightReport:
         A validated plan.
     executor : {"local", "ray", "inline"}
         Decides whether runs may download from the hub (:func:`runs_offline`).
+    out : path, optional
+        The study folder, whose runs' records say where a relative ``[model] name`` was found
+        (:func:`relative_model_hint`).
 
     Returns
     -------
@@ -367,7 +385,14 @@ def check_plan_inputs(plan, *, executor: str = "local") -> PreflightReport:
     offline = runs_offline(executor)
     _check_rewards(plan)
     _check_device(plan.model)
-    source, tokenizer = _resolve_model(plan.model, offline)
+    try:
+        source, tokenizer = _resolve_model(plan.model, offline)
+    except PreflightError as e:  # a relative name found beside the plan or by the study's runs: that first
+        key = f"[model] name = {str(plan.model.name)!r}: "
+        hint = relative_model_hint(str(plan.model.name), out, getattr(plan, "path", None))
+        if not hint or not str(e).startswith(key):
+            raise
+        raise PreflightError(f"{key}{hint}; read as given: {str(e)[len(key):]}") from None
     n = _check_task(plan, tokenizer)
     return PreflightReport(model_source=str(source), tokenizer=type(tokenizer).__name__, prompt_tokens=n,
                            offline=offline)

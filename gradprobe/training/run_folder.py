@@ -709,7 +709,7 @@ def model_weights_identity(spec: str) -> dict | None:
     a function of the seed) and for a spec that cannot be resolved now (unbuilt tier, missing path: the loader's
     error names it).
     """
-    from ..models import TIER_ALIASES, TINY_ARCHITECTURES, smollm2_gguf_path  # torch: only a run imports this
+    from ..models import TIER_ALIASES, TINY_ARCHITECTURES, loaded_weight_files, smollm2_gguf_path  # torch: a run's
     from ..tiers import cache_root, tier_path
 
     try:
@@ -726,7 +726,7 @@ def model_weights_identity(spec: str) -> dict | None:
             return {"source": "gguf", **_weights_digest(path.parent, [path.name])} if path.is_file() else None
         folder = Path(spec).expanduser()
         if folder.is_dir():
-            names = _loaded_weight_files(folder)
+            names = loaded_weight_files(folder)  # the loader's rule: model.safetensors beside an index wins
             return ({"source": "folder", **_weights_digest(folder.resolve(), names),
                      "model_files": _model_files(folder)} if names else None)
     except (OSError, ValueError):  # not built, unreadable: the loader's own error names it
@@ -736,7 +736,9 @@ def model_weights_identity(spec: str) -> dict | None:
 
 def _weights_digest(folder: Path, names: list[str]) -> dict:
     """``path``, ``files``, ``method`` and ``digest`` of the weight files ``names`` in ``folder``
-    (:func:`model_weights_identity`). Raises OSError for an unreadable file."""
+    (:func:`model_weights_identity`), and ``links`` (only when one is a symbolic link): ``{name: the file it points
+    to, resolved}``, which names a re-pointed link (:func:`_relinked`); the digest is of the content alone. Raises
+    OSError for an unreadable file."""
     import hashlib
 
     stats = [(n, (folder / n).stat()) for n in names]
@@ -750,7 +752,9 @@ def _weights_digest(folder: Path, names: list[str]) -> dict:
         method = "sha256"
         digest = shas[0] if len(shas) == 1 else hashlib.sha256(
             "".join(f"{s}  {n}\n" for s, n in zip(shas, names)).encode()).hexdigest()
-    return {"path": str(folder), "files": list(names), "method": method, "digest": digest}
+    links = {n: str((folder / n).resolve()) for n in names if (folder / n).is_symlink()}
+    return {"path": str(folder), "files": list(names), "method": method, "digest": digest,
+            **({"links": links} if links else {})}
 
 
 def _model_files(folder: Path) -> dict:
@@ -769,21 +773,34 @@ def _model_files(folder: Path) -> dict:
     return found
 
 
-def _loaded_weight_files(folder: Path) -> list[str]:
-    """The weight files ``from_pretrained`` reads from the folder ``folder``: the shards its
-    ``model.safetensors.index.json`` maps tensors to, else ``model.safetensors``, else every ``*.safetensors`` (a
-    backup ``old.safetensors`` beside ``model.safetensors`` is not read, so it is not part of the weights)."""
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            shards = set(json.loads(index.read_text())["weight_map"].values())
-            if all(isinstance(s, str) for s in shards):  # a shard "named" 1: damaged, as below
-                return sorted(shards)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            pass  # a damaged index: the loader names it (gradprobe.models.model_folder_damage); every shard stands in
-    if (folder / "model.safetensors").is_file():
-        return ["model.safetensors"]
-    return sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
+def _index_rule_files(folder: Path) -> list[str] | None:
+    """The weight files gradprobe recorded for the model folder ``folder`` before it followed ``from_pretrained``'s
+    rule (:func:`gradprobe.models.loaded_weight_files`): the shards its ``model.safetensors.index.json`` maps tensors
+    to, even beside a ``model.safetensors`` (which the loader reads instead, ignoring the index); None when the
+    folder has no such index now."""
+    try:
+        shards = set(json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return sorted(shards) if all(isinstance(n, str) for n in shards) else None
+
+
+def _former_rule_record(then: dict, now: dict | None) -> bool | None:
+    """Whether a run's recorded ``model_weights`` (``then``) of a model folder was written by gradprobe's former rule
+    (:func:`_index_rule_files`: the shards of an index beside ``model.safetensors``, not the ``model.safetensors``
+    the run loaded) and what those shards hold now: None when it was not (``now``, the identity now, loads other
+    files than ``model.safetensors`` of a folder, or the record names other files than the index's shards); True
+    when the shards hash to the recorded digest (same method) now, False when they do not (or cannot be read). The
+    ``model.safetensors`` the run loaded was never hashed, so True cannot confirm it: the resume says so
+    (:func:`check_model_weights`)."""
+    if (now is None or "folder" != then["source"] or "folder" != now["source"] or now["files"] != ["model.safetensors"]
+            or then["files"] == now["files"] or then["files"] != _index_rule_files(Path(now["path"]))):
+        return None
+    try:
+        again = _weights_digest(Path(now["path"]), then["files"])
+    except OSError:
+        return False
+    return (again["method"], again["digest"]) == (then.get("method"), then["digest"])
 
 
 def _sampled_sha256(path: Path, size: int) -> str:
@@ -809,12 +826,13 @@ def model_weights_problem(record) -> str | None:
     it is an object with ``source`` (one of tier, folder, gguf, hub, given), ``path`` (text), ``digest`` (64
     lowercase hex digits with ``method`` sha256 or sampled-sha256; null only for a hub id or a policy given in code:
     a tier, folder or GGUF file is always hashed) and, where present, ``model_files`` (an object of file names to
-    64 lowercase hex digits); else what it is and why, for a "damaged" refusal (hex digits are lowercase, as
-    ``hashlib`` and ``sha256sum`` write them: an uppercase digest was written by hand)."""
+    64 lowercase hex digits) and ``links`` (an object of names of ``files`` to text); else what it is and why, for a
+    "damaged" refusal (hex digits are lowercase, as ``hashlib`` and ``sha256sum`` write them: an uppercase digest was
+    written by hand)."""
     if not isinstance(record, dict):
         return f"is {json_short(record)}, not an object"
     source, digest, files = record.get("source"), record.get("digest"), record.get("model_files", {})
-    names = record.get("files", [])
+    names, links = record.get("files", []), record.get("links", {})
     if source not in ("tier", "folder", "gguf", "hub", "given") or not isinstance(record.get("path"), str):
         why = "\"source\" one of \"tier\", \"folder\", \"gguf\", \"hub\", \"given\" and \"path\" (text)"
     elif not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
@@ -829,6 +847,8 @@ def model_weights_problem(record) -> str | None:
     elif not (isinstance(files, dict) and all(k in MODEL_FILES and _is_sha256(v) for k, v in files.items())):
         why = (f"\"model_files\" an object of file names ({', '.join(MODEL_FILES)}) to sha256s (64 lowercase hex "
                "digits)")
+    elif not (isinstance(links, dict) and all(k in names and isinstance(v, str) for k, v in links.items())):
+        why = "\"links\" an object of weight file names (of \"files\") to the paths those links point to"
     else:
         return None
     return f"is {json_short(record)}; it needs {why}"
@@ -887,11 +907,19 @@ def check_model_weights(out, spec: str, current: dict | None) -> None:
         return
     if recorded is None or not model_weights_comparable(recorded, current):
         return
-    differs = model_weights_mismatch(spec, recorded, current)
+    former = _former_rule_record(recorded, current)
+    differs = model_weights_mismatch(spec, recorded, current, former=former)
     if differs is not None:
         kind, what, fix = differs
         raise _refusal(f"{out} cannot be resumed: {what}{_WHY[kind]}; {fix}, {_restart(out)}; nothing was loaded or "
                        "written", fix)
+    if former:
+        print(f"note: {out} recorded its initial weights by gradprobe's former rule: the shards that "
+              f"{current['path']}/model.safetensors.index.json names ({', '.join(recorded['files'])}; unchanged "
+              f"since: digest {_short(recorded['digest'])}), not the model.safetensors beside it, which "
+              f"from_pretrained reads (and the run loaded), so whether {_weights_text(current)} is the file the run "
+              "started from could not be checked; resuming", file=sys.stderr, flush=True)
+        recorded = {**recorded, "path": current["path"]}  # its path note would call the unchecked weights the same
     _same_weights_notes(out, spec, recorded, current)
 
 
@@ -900,6 +928,8 @@ _WHY = {"weights": " as when the run started, so the initial policy its kl_init 
                    "model than in its first updates",
         "missing": ", and the initial policy its kl_init is measured against would not be loaded from the weights "
                    "of its first updates",
+        "former": ", so the folder changed since the run started, and the initial policy its kl_init is measured "
+                  "against may be another model than in its first updates",
         "files": ", so the model built from them (its architecture settings, generation defaults, tokenizer or chat "
                  "template) would not be the one its checkpoint and first updates were made with"}
 
@@ -943,15 +973,20 @@ def model_record_problem(spec: str, record, current: dict | None) -> str | None:
     now is ``current`` (:func:`model_weights_identity`, None: none): :func:`model_weights_problem`, or a ``source``
     that contradicts what ``spec`` is (a tier recorded as a hub id or a folder; the same weights under another
     source: a hand edit, whose mismatch fix would be impossible), as ``"records source 'hub' for model 'tiny',
-    which is a tier here"``; None when it is sound. One check for a run's resume (:func:`check_model_weights`), a
-    study's remaining runs (:func:`gradprobe.study.freeze.check_study_model`) and ``--reuse-runs``
-    (:func:`gradprobe.study.reuse.reuse_runs`)."""
+    which is a tier here"``, or a ``method`` that contradicts its digest (the digest ``current`` has, under another
+    method: ``method`` alone was edited, which read as other weights); None when it is sound. One check for a run's
+    resume (:func:`check_model_weights`), a study's remaining runs (:func:`gradprobe.study.freeze.check_study_model`)
+    and ``--reuse-runs`` (:func:`gradprobe.study.reuse.reuse_runs`)."""
     problem = model_weights_problem(record)
     if problem is not None or current is None or "given" in (record["source"], current["source"]):
         return problem
     if record["source"] != current["source"] and (record["digest"] == current["digest"]
                                                   or current["source"] == "tier"):
         return f"records source {record['source']!r} for model {spec!r}, which is a {current['source']} here"
+    if record["digest"] is not None and record["digest"] == current["digest"] and record["method"] != current["method"]:
+        return (f"records \"method\" {record['method']!r} beside the digest that method {current['method']!r} gives "
+                f"for the weights model {spec!r} loads now ({_short(record['digest'])}; no two methods give the same "
+                f"digest, so \"method\" alone was edited): set it back to {current['method']!r}")
     return None
 
 
@@ -981,18 +1016,38 @@ def _same_weights_notes(out: Path, spec: str, recorded: dict, current: dict) -> 
               file=sys.stderr, flush=True)
 
 
-def model_weights_mismatch(spec: str, then: dict, now: dict | None) -> tuple[str, str, str] | None:
+def model_weights_mismatch(spec: str, then: dict, now: dict | None, *, former: bool | None | str = "?"
+                           ) -> tuple[str, str, str] | None:
     """How the model ``spec`` loads another model now (``now``) than a run recorded when it started (``then``; both
     :func:`model_weights_identity`, ``then`` sound by :func:`model_record_problem` and compared by
-    :func:`model_weights_comparable`), as (``"weights"``, ``"files"`` or ``"missing"``: what differs, the weights,
-    only the files beside them, or the local weights the name finds no more; the difference in words; the fix that
+    :func:`model_weights_comparable`), as (``"weights"``, ``"files"``, ``"missing"`` or ``"former"``: what differs,
+    the weights, only the files beside them, the local weights the name finds no more, or the shards a former-rule
+    record hashed; the difference in words; the fix that
     loads the run's model again, ``"to resume it, ..."``), or None when both are the same. ``now`` None or a hub id
-    while ``then`` is a local folder or file: the name finds no local weights now (:func:`_not_found_here`). Used by
-    a run's resume (:func:`check_model_weights`) and where a study's remaining runs would start
+    while ``then`` is a local folder or file: the name finds no local weights now (:func:`_not_found_here`). A record
+    written by gradprobe's former rule (the shards of an index beside ``model.safetensors``:
+    :func:`_former_rule_record`, computed unless given as ``former``) is compared by those shards: unchanged, only
+    the files beside the weights are (the resume notes that the ``model.safetensors`` loaded could not be checked);
+    changed, the folder is not the one the run started from. A weight file that is a symbolic link re-pointed since
+    (``links``, :func:`_relinked`) is named with where it points now and the fix: point it back. Used by a run's
+    resume (:func:`check_model_weights`) and where a study's remaining runs would start
     (:func:`gradprobe.study.freeze.check_study_model`)."""
     if now is None or now.get("digest") is None:
         return ("missing", _not_found_here(spec, then, now), _not_found_fix(spec, then))
-    if (then["source"], then.get("method"), then["digest"]) != (now["source"], now.get("method"), now["digest"]):
+    former = _former_rule_record(then, now) if former == "?" else former
+    if former is False:
+        folder = Path(now["path"])
+        return ("former", f"model {spec!r} now loads {_weights_text(now)}, which from_pretrained reads beside "
+                f"{folder / 'model.safetensors.index.json'}, but the run recorded its initial weights by gradprobe's "
+                f"former rule, as the shards that index names ({', '.join(then['files'])}; digest "
+                f"{_short(then['digest'])}), and those hold other content now",
+                f"to resume it, restore {folder} as it was when the run started (the shards of digest "
+                f"{_short(then['digest'])}, and its model.safetensors)")
+    if former is None and (then["source"], then.get("method"), then["digest"]) != (now["source"], now.get("method"),
+                                                                                   now["digest"]):
+        relinked = _relinked(then, now)
+        if relinked:
+            return ("weights", _relinked_text(spec, then, now, relinked), _relinked_fix(then, now, relinked))
         return ("weights", f"model {spec!r} now loads {_weights_text(now)}, not {_weights_text(then)}",
                 _weights_fix(spec, then, now))
     differs = model_files_differences(then, now)
@@ -1095,6 +1150,37 @@ def _weights_text(record: dict) -> str:
     if len(files) == 1:
         return f"{Path(path) / files[0]} (sha256 {digest})"
     return f"{path} ({len(files)} weight files, sha256 of their sha256s {digest})"
+
+
+def _relinked(then: dict, now: dict) -> list[str]:
+    """The weight files of ``now`` (:func:`model_weights_identity`) that are symbolic links (``links``) pointing
+    elsewhere than the run's record ``then`` says they pointed (or that it did not record: a run from before links
+    were recorded, or a file that was no link then), in the same folder and files as then; [] otherwise (a link
+    pointing where it did, whose target's content changed, is other weights at that file: restore them)."""
+    if (then["source"], then["path"], then["files"]) != (now["source"], now["path"], now["files"]):
+        return []
+    old, new = then.get("links") or {}, now.get("links") or {}
+    return [n for n in now["files"] if n in new and old.get(n) != new[n]]
+
+
+def _relinked_text(spec: str, then: dict, now: dict, names: list[str]) -> str:
+    """In words: the weight files ``names`` (:func:`_relinked`) are links that point elsewhere now."""
+    folder, old = Path(now["path"]), then.get("links") or {}
+    links = "; ".join(f"{folder / n} is a symbolic link that points to {now['links'][n]} now"
+                      + (f", not to {old[n]}" if n in old else "") for n in names)
+    return (f"{links}, so it holds other weights than the run started with: model {spec!r} now loads "
+            f"{_weights_text(now)}, not {_weights_text(then)}")
+
+
+def _relinked_fix(then: dict, now: dict, names: list[str]) -> str:
+    """How to resume a run whose weight files ``names`` are links re-pointed since it started: point each back where
+    the record says it pointed (``ln -sfn TARGET LINK``), or at the file of the recorded digest."""
+    folder, old = Path(now["path"]), then.get("links") or {}
+    back = [f"`ln -sfn {old[n]} {folder / n}`" for n in names if n in old and Path(old[n]).is_file()]
+    if len(back) == len(names):
+        return f"to resume it, point {'each link' if len(names) > 1 else 'the link'} back: {', '.join(back)}"
+    return (f"to resume it, point {', '.join(str(folder / n) for n in names)} back at the weights the run started "
+            f"from (digest {_short(then['digest'])})")
 
 
 def _weights_fix(spec: str, then: dict, now: dict) -> str:

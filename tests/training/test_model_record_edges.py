@@ -249,10 +249,10 @@ def test_a_study_from_another_directory_refuses_its_remaining_runs_on_a_relative
     # with the plan's input check (the default), the preflight refuses the name first: it says where the runs found it
     with pytest.raises(StudyError) as e:
         run_study(plan, out, executor="inline", probe=False, analyze=False)
-    assert str(e.value).startswith("[model] name = 'mymodel': no such model")
-    assert str(e.value).endswith(
-        f"; this study's runs started from the local model {folder} ('mymodel' is a relative path, read from the "
-        f"working directory): run the command from {start.resolve()}")
+    assert str(e.value).startswith(  # where the runs found it first, then the name read as given
+        f"[model] name = 'mymodel': 'mymodel' is a relative path, read from the working directory ({os.getcwd()}), "
+        f"where it names nothing; this study's runs started from the local model {folder}: run the command from "
+        f"{start.resolve()}; read as given: no such model")
     assert not (out / "runs" / "grpo" / "seed1").exists()
 
 

@@ -217,21 +217,25 @@ def _run_folder(out: Path, weights: dict) -> None:
 def test_a_local_folder_whose_weights_were_replaced_is_refused(tmp_path, monkeypatch):
     model = tmp_path / "model"
     shutil.copytree(shipped_root() / tier_path("tiny").name, model)
-    (model / "extra.safetensors").write_bytes(b"12")
-    (model / "model.safetensors.index.json").write_text(json.dumps(  # two shards, as from_pretrained reads them
-        {"weight_map": {"x": "extra.safetensors", "y": "model.safetensors"}}))
-    a, b = _sha(model / "extra.safetensors"), _sha(model / "model.safetensors")
-    listing = f"{a}  extra.safetensors\n{b}  model.safetensors\n"
+    one, two = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+    (model / one).write_bytes(b"12")
+    (model / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {"x": one, "y": two}}))
+    # model.safetensors beside an index: from_pretrained reads it and ignores the index (so does the record)
+    assert model_weights_identity(str(model))["files"] == ["model.safetensors"]
+    (model / "model.safetensors").rename(model / two)  # two shards, as from_pretrained reads them
+    a, b = _sha(model / one), _sha(model / two)
+    listing = f"{a}  {one}\n{b}  {two}\n"
     then = model_weights_identity(str(model))
-    assert then == {"source": "folder", "path": str(model.resolve()), "files": ["extra.safetensors",
-                    "model.safetensors"], "method": "sha256", "digest": hashlib.sha256(listing.encode()).hexdigest(),
+    assert then == {"source": "folder", "path": str(model.resolve()), "files": [one, two],
+                    "method": "sha256", "digest": hashlib.sha256(listing.encode()).hexdigest(),
                     "model_files": {n: _sha(model / n) for n in ("chat_template.jinja", "config.json",
                                     "generation_config.json", "gradprobe_tier.json", "tokenizer.json",
                                     "tokenizer_config.json")}}
     out = tmp_path / "run"
     _run_folder(out, then)
     check_model_weights(out, str(model), model_weights_identity(str(model)))  # unchanged: resumes
-    (model / "extra.safetensors").write_bytes(b"13")  # the weights replaced
+    (model / one).write_bytes(b"13")  # the weights replaced
     now = model_weights_identity(str(model))
     with pytest.raises(RunConfigMismatchError) as e:
         check_model_weights(out, str(model), now)
@@ -245,10 +249,10 @@ def test_a_local_folder_whose_weights_were_replaced_is_refused(tmp_path, monkeyp
     monkeypatch.setattr(run_folder, "HASH_LIMIT_BYTES", 0)  # past the limit: sampled pieces of the content
     monkeypatch.setattr(run_folder, "SAMPLE_BYTES", 1000)
     big = model_weights_identity(str(model))
-    data = (model / "model.safetensors").read_bytes()
+    data = (model / two).read_bytes()
     last = len(data) - 1000
     pieces = hashlib.sha256(b"".join(data[last * k // 63:last * k // 63 + 1000] for k in range(64))).hexdigest()
-    lines = f"{hashlib.sha256(b'13' * 64).hexdigest()} 2  extra.safetensors\n{pieces} {len(data)}  model.safetensors\n"
+    lines = f"{hashlib.sha256(b'13' * 64).hexdigest()} 2  {one}\n{pieces} {len(data)}  {two}\n"
     assert (big["method"], big["digest"]) == ("sampled-sha256", hashlib.sha256(lines.encode()).hexdigest())
     copy = tmp_path / "copy"
     shutil.copytree(model, copy)  # copytree keeps mtimes: touch them, as a download or a plain cp would not keep
@@ -260,7 +264,7 @@ def test_a_local_folder_whose_weights_were_replaced_is_refused(tmp_path, monkeyp
     check_model_weights(out, str(copy), model_weights_identity(str(copy)))  # resumes (with a note: another path)
     data = bytearray(data)
     data[last * 32 // 63] ^= 1  # one byte of a piece read: other weights
-    (copy / "model.safetensors").write_bytes(bytes(data))
+    (copy / two).write_bytes(bytes(data))
     with pytest.raises(RunConfigMismatchError, match="sampled sha256 of their content"):
         check_model_weights(out, str(copy), model_weights_identity(str(copy)))
 
@@ -313,10 +317,12 @@ def test_a_record_without_its_method_is_damaged_and_an_unread_weight_file_is_not
     assert model_weights_problem({**then, "model_files": {}}) is None
     (model / "old.safetensors").write_bytes(b"a backup")
     assert model_weights_identity(str(model)) == then
-    (model / "model.safetensors.index.json").write_text(json.dumps(
-        {"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors", "c": "model-1.safetensors"}}))
+    (model / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": {
+        "a": "model-1.safetensors", "b": "model-2.safetensors", "c": "model-1.safetensors"}}))
     for name in ("model-1.safetensors", "model-2.safetensors"):
         (model / name).write_bytes(name.encode())
+    assert model_weights_identity(str(model)) == then  # beside model.safetensors the index is not read (the loader)
+    (model / "model.safetensors").unlink()
     assert model_weights_identity(str(model))["files"] == ["model-1.safetensors", "model-2.safetensors"]
 
 
