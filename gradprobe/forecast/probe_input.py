@@ -3,7 +3,9 @@
 The checks here turn a malformed request into a ``ValueError`` naming the field and the fix before any
 Monte Carlo work (:func:`~gradprobe.forecast.budget_forecast.forecast_rewards`). A probe entry's recorded
 summaries are checked against its per-group lists (:func:`check_entry_summaries`): a hand-edited ``per_group``
-(the forecast's rho is read from it) no longer moves a forecast silently.
+(the forecast's rho is read from it) no longer moves a forecast silently. A multi-batch probe's pooled entries are
+checked against its batches (:func:`check_pooled_entries`): the forecast reads the batches, the probe's table and
+report the pooled entries, so an edit of either is refused.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from ..outputs import PER_UPDATE_FIELDS, is_json_number, json_float, json_number
 from .result import METHODS
 
 __all__ = ["probe_batches_of", "pooled_entries", "check_request", "check_batches", "budget_of", "arms_of", "update_costs",
-           "update_batches", "check_entry_numbers", "check_entry_summaries", "TRAIN_FORWARDS", "PER_UPDATE_FIELDS",
-           "PROBE_FIX"]
+           "update_batches", "check_entry_numbers", "check_entry_summaries", "check_pooled_entries", "TRAIN_FORWARDS",
+           "PER_UPDATE_FIELDS", "PROBE_FIX"]
 
 TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (gradprobe.ledger)
 
@@ -27,9 +29,11 @@ TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (grad
 #: (:func:`gradprobe.outputs.json_float`), never true/false or other text
 _NUMBER_FIELDS = ("per_group", "signal_proxy_per_group", "predicted_gain_per_update")
 #: a recorded summary matches its per-group lists within _SUMMARY_REL x (the sum of its terms' magnitudes) +
-#: _SUMMARY_ABS: the writer's numpy sums differ from math.fsum by a few ulps of that, and JSON round-trips floats
-#: exactly (repr), so only an edit of the file (or damage) trips it
+#: _SUMMARY_ABS in a file as the probe writes it: the writer's numpy sums differ from math.fsum by a few ulps of that,
+#: and JSON round-trips floats exactly (repr), so only an edit of the file (or damage) trips it; a file whose numbers
+#: were re-saved at d >= _MIN_DIGITS significant digits gets _ROUNDED_REL x 10^(1-d) instead (:func:`_tolerance`)
 _SUMMARY_REL, _SUMMARY_ABS = 1e-9, 1e-300
+_ROUNDED_REL, _MIN_DIGITS = 5.0, 6
 #: how to write a probe.json again (the probe's own folder, or a study's probe)
 PROBE_FIX = ("re-run the probe (`gradprobe probe --out DIR`); for a study's probe, delete STUDY/probe/probe.json "
              "and resume the study with `gradprobe study STUDY/plan.toml --out STUDY` (finished runs are kept)")
@@ -58,7 +62,9 @@ def probe_batches_of(probe, source=None) -> list[dict]:
         Anything else (the message says what is expected), or an entry's number field that holds no number, e.g.
         ``rewards[1].tokens_per_update: true`` (:func:`check_entry_numbers`: the file, field and fix named), or a
         recorded summary that its per-group lists contradict, e.g. ``rewards[1].inner_product`` after ``per_group``
-        was edited (:func:`check_entry_summaries`: the file, reward, field, both values and the fix named).
+        was edited (:func:`check_entry_summaries`: the file, reward, field, both values and the fix named), or, in
+        a multi-batch ``probe.json``, a pooled entry its batches contradict, e.g. ``rewards[1].inner_product``
+        after every batch's ``per_group`` and sums were tripled (:func:`check_pooled_entries`).
     """
     return _batches_of(probe, source)
 
@@ -98,6 +104,8 @@ def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
         out.append({"rewards": entries, "reference": ref, "config": item.get("config") or {},
                     "ledger": item.get("ledger") or {}, "batch": item.get("batch") or {}, "draw": draw,
                     "trl_config": trl})
+    if batched:  # the pooled entries (the probe's table and report) against the batches (the forecast's)
+        check_pooled_entries(probe, source)
     return out
 
 
@@ -191,8 +199,11 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
 
     ``interval`` and ``snr`` come from a bootstrap over groups whose denominators (tokens per group, for most loss
     types) the file does not hold: not checked. A field the entry does not record (or records as null: an older
-    probe.json) is not checked. Tolerance: 1e-9 x the sum of the terms' magnitudes, plus 1e-300 (float rounding
-    is far below it; JSON round-trips a float exactly).
+    probe.json) is not checked. Tolerance: ``rel`` x the sum of the terms' magnitudes, plus 1e-300, ``rel`` from
+    :func:`_tolerance`: 1e-9 in a file as the probe writes it (float rounding is far below it; JSON round-trips a
+    float exactly), 5 x 10^(1-d) in one whose numbers were re-saved at d >= 6 significant digits (5e-7 at 8 digits,
+    5e-6 at 7, 5e-5 at 6), which an edit that moves a sum by less than that fraction of its terms' magnitudes
+    passes; one ``per_group`` value doubled (of 16 groups of like size: 1/16 of the magnitudes) is refused.
 
     Raises
     ------
@@ -204,6 +215,8 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
     if not isinstance(entry, dict):
         return
     per, proxy = _floats(entry.get("per_group")), _floats(entry.get("signal_proxy_per_group"))
+    rel = _tolerance([*(per or ()), *(proxy or ()), *(entry.get(k) for k in (
+        "inner_product", "predicted_gain_per_update", "signal_proxy", "lr"))], lr)
     if per is not None:
         n = entry.get("num_groups")
         if n is not None and (not is_json_number(n) or n != len(per)):
@@ -213,13 +226,13 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
             _refuse(entry, where, source, "signal_proxy_per_group", f"a list of {len(proxy)} groups", f"{len(per)}, "
                     "the groups its per_group holds", "one signal_proxy_per_group value per group of per_group")
         terms = [abs(x) for x in per]
-        _check_sum(entry, where, source, "inner_product", math.fsum(per), math.fsum(terms),
+        _check_sum(entry, where, source, "inner_product", math.fsum(per), math.fsum(terms) * rel,
                    "inner_product = sum(per_group)")
         rate = entry.get("lr") if entry.get("lr") is not None else lr
         if is_json_number(rate, finite=True):
             scale = 100.0 * float(rate)
             _check_sum(entry, where, source, "predicted_gain_per_update", scale * math.fsum(per),
-                       abs(scale) * math.fsum(terms),
+                       abs(scale) * math.fsum(terms) * rel,
                        f"predicted_gain_per_update = 100 x lr x sum(per_group), lr = {rate!r}")
     if proxy is not None and is_json_number(group, integer=True) and group > 0:
         parts = _proxy_parts(proxy, entry.get("probe_batches"), batch_sizes)
@@ -229,7 +242,7 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
                      "groups)")
             _check_sum(entry, where, source, "signal_proxy",
                        math.fsum(math.fsum(p) / (group * len(p)) for p in parts if p),
-                       math.fsum(math.fsum(map(abs, p)) / (group * len(p)) for p in parts if p),
+                       math.fsum(math.fsum(map(abs, p)) / (group * len(p)) for p in parts if p) * rel,
                        f"{shown}, group = {group}")
 
 
@@ -256,18 +269,63 @@ def _proxy_parts(proxy: list[float], batches, batch_sizes) -> list[list[float]] 
     return [proxy[a:b] for a, b in zip(ends[:-1], ends[1:])]
 
 
-def _check_sum(entry: dict, where: str, source, key: str, expected: float, magnitude: float, formula: str) -> None:
-    """Refuse ``entry[key]`` (where recorded, not null) unless it is ``expected`` within 1e-9 x ``magnitude`` (the
-    sum of the terms' magnitudes) + 1e-300; a recorded value that is no number is refused too."""
+def _digits(value) -> int:
+    """Significant digits of a float as JSON writes it (``repr``: the shortest text that reads back as it), e.g. 8
+    for ``0.0012345678`` or ``1.2345678e-05``; 0 for 0, a non-finite float or anything that is no float."""
+    try:
+        x = json_float(value) if isinstance(value, float) or hasattr(value, "item") else math.nan
+    except ValueError:
+        return 0
+    if not math.isfinite(x) or x == 0:
+        return 0
+    return len(repr(abs(x)).split("e")[0].replace(".", "").strip("0"))
+
+
+def _tolerance(numbers, *more) -> float:
+    """The relative tolerance of a summary check over ``numbers`` (and ``more``): the largest error, in units of
+    the terms' magnitudes, that rounding alone can make.
+
+    - A file as the probe writes it holds every float exactly (JSON writes ``repr``, 15-17 significant digits for
+      a measured value): 1e-9 (:data:`_SUMMARY_REL`), far above the ulps by which numpy's sums differ from
+      ``math.fsum``.
+    - A file re-saved with its floats rounded to d significant digits (``float(f"{x:.8g}")`` before ``json.dump``;
+      d = the most digits any of ``numbers`` holds, :func:`_digits`, at least 6) moves each number x by at most
+      eps |x|, eps = 0.5 x 10^(1-d). A sum of B rounded terms then differs from the sum of the exact ones by at most
+      eps x (the sum of the B terms' magnitudes), i.e. at most B x eps x the largest term; the recorded summary is
+      rounded too (eps x its magnitude, at most the terms'), and each other number of a formula (lr, the tokens per
+      update, a budget) moves it by eps of itself: at most 4 rounded quantities, 4 eps x (1 + eps)^4 of the terms'
+      magnitudes (a pooled list value and its batch's: 2 eps of the value). The tolerance is 5 x 10^(1-d) = 10 eps
+      (:data:`_ROUNDED_REL`): 5e-7 at 8 digits, 5e-6 at 7, 5e-5 at 6.
+
+    An edit that moves a sum by less than that fraction of its terms' magnitudes goes unseen (at 6 digits, for 16
+    groups of like size, a ``per_group`` value moved by less than about 8e-4 of itself); one value doubled, or a
+    summary moved by 10% of its terms' magnitudes, is refused. A file rounded to fewer than 6 digits gets the
+    6-digit tolerance, which its rounding may exceed: it is then refused as damaged.
+    """
+    d = max(map(_digits, [*numbers, *more]), default=0)
+    return max(_SUMMARY_REL, _ROUNDED_REL * 10.0 ** (1 - max(d, _MIN_DIGITS)))
+
+
+def _check_sum(entry: dict, where: str, source, key: str, expected: float, allowed: float, formula: str) -> None:
+    """Refuse ``entry[key]`` (where recorded, not null) unless it is ``expected`` within ``allowed`` (the tolerance
+    times the sum of the terms' magnitudes, :func:`_tolerance`) + 1e-300; a recorded value that is no number is
+    refused too."""
+    bad = _mismatch(entry, key, expected, allowed)
+    if bad is not None:
+        _refuse(entry, where, source, key, bad, repr(expected), formula)
+
+
+def _mismatch(entry: dict, key: str, expected: float, allowed: float) -> str | None:
+    """How a message shows ``entry[key]`` when it is recorded (not null) and is not ``expected`` within ``allowed``
+    + 1e-300 (a recorded value that is no number never is), else None."""
     value = entry.get(key)
     if value is None:
-        return
+        return None
     try:
         recorded = json_float(value)
     except ValueError:
         recorded = math.nan
-    if not abs(recorded - expected) <= _SUMMARY_REL * magnitude + _SUMMARY_ABS:
-        _refuse(entry, where, source, key, json_number_text(value, json_short(value)), repr(expected), formula)
+    return None if abs(recorded - expected) <= allowed + _SUMMARY_ABS else json_number_text(value, json_short(value))
 
 
 def _refuse(entry: dict, where: str, source, key: str, recorded: str, expected: str, formula: str) -> None:
@@ -279,22 +337,211 @@ def _refuse(entry: dict, where: str, source, key: str, recorded: str, expected: 
                      f"wrote it, so a forecast from it would not be the probe's; restore the file, or {fix}")
 
 
-def pooled_entries(probe) -> dict:
+def pooled_entries(probe, source=None) -> dict:
     """The pooled entries of a multi-batch ``probe.json``: its top-level ``rewards`` (pooled over its
     ``batches`` by :func:`gradprobe.probe.batches.run_probe_batches`), name -> entry as
     :func:`probe_batches_of` reads them; ``{}`` for a single-batch result, a list of batches, or a result
-    without top-level ``rewards``.
+    without top-level ``rewards``. ``source`` (the file the dict was read from) names the file in a message.
 
     Raises
     ------
     ValueError
         As :func:`probe_batches_of` for the pooled entries (their ``signal_proxy`` checked with the batches' group
-        counts, :func:`check_entry_summaries`).
+        counts, :func:`check_entry_summaries`), or a pooled entry its batches contradict
+        (:func:`check_pooled_entries`).
+    """
+    return check_pooled_entries(probe, source)
+
+
+def check_pooled_entries(probe, source=None) -> dict:
+    """Refuse a multi-batch ``probe.json`` whose pooled entries (its top-level ``rewards``) its ``batches``
+    contradict, so that an edit of either is seen: the forecast reads the batches (:func:`probe_batches_of`: rho from
+    their ``per_group``, costs from their ``tokens_per_update``, the signal proxy from theirs), the probe's table and
+    report (and the forecast's no-signal check, :func:`pooled_entries`) the pooled entries. Each entry is checked
+    on its own first (:func:`check_entry_summaries`; each batch's by :func:`probe_batches_of`).
+
+    The pooled entry of N = ``len(batches)`` batches as :func:`gradprobe.probe.batches.combine_batches`
+    (``_pooled_entry``) writes it from its reward's entry in each batch (``batches[k].rewards[j]``, same ``name``):
+
+    - ``probe_batches`` = N (and ``config.probe_batches`` = N);
+    - ``num_groups`` = the sum of the batches' ``len(per_group)``;
+    - ``per_group`` = the batches' ``per_group`` one after another, each value divided by N;
+    - ``inner_product`` = the mean of the batches' ``inner_product`` (sum(``per_group``) of a batch recording none);
+    - ``predicted_gain_per_update`` = 100 x lr x that mean (accuracy points; lr, ``budget_tokens`` and
+      ``budget_seconds`` the entry's, batch 0's copy of ``config``'s, else ``config``'s);
+    - ``tokens_per_update`` = the mean of the batches' ``tokens_per_update`` rounded to a token (within 0.5), and
+      ``predicted_gain_at_budget`` = ``budget_tokens`` / (that mean, unrounded) x the gain;
+    - where every batch records a ``signal_proxy``: ``signal_proxy`` = their mean, ``signal_proxy_per_group`` =
+      their ``signal_proxy_per_group`` one after another, each divided by N;
+    - where every batch records ``seconds_per_update``: their mean, and with ``budget_seconds``,
+      ``predicted_gain_at_time_budget`` = ``budget_seconds`` / that mean x the gain.
+
+    Not checked: ``interval``, ``snr`` and the gain intervals (a bootstrap whose replicates come from numpy's random
+    stream, not the file), ``cosine``, ``valid_completions`` and ``reward_stats`` (the batches do not record them),
+    the fields copied from batch 0, and an edit that changes the pooled entry and every batch alike. A pooled entry
+    is checked where ``config.probe_batches`` or the entry's ``probe_batches`` or ``inner_product`` is recorded
+    (``combine_batches`` writes all three; a result put together by hand in memory without them is not). Tolerance:
+    :func:`_tolerance` of every number compared (x the terms' magnitudes; x |value| for one list value): in a file
+    as the probe writes it a list value is exactly its batch's / N.
+
+    Returns
+    -------
+    dict
+        Name -> pooled entry, as :func:`pooled_entries`; ``{}`` for a result without ``batches`` or top-level
+        ``rewards``.
+
+    Raises
+    ------
+    ValueError
+        One line: the file (``source``, else ``probe.json``), the field (e.g. ``rewards[1].inner_product``), the
+        reward, the recorded value and the one its batches give, the rule (:func:`gradprobe.probe.batches.
+        combine_batches`'s) and the fix (restore the file, or re-run the probe); also a pooled entry of a reward some
+        batch lacks, or a ``config.probe_batches`` that is not the number of batches.
     """
     if not (isinstance(probe, dict) and isinstance(probe.get("batches"), list) and probe["batches"]
             and probe.get("rewards")):
         return {}
-    return _batches_of(dict(probe, batches=None), None, _group_counts(probe["batches"]))[0]["rewards"]
+    batches = probe["batches"]
+    pooled = _batches_of(dict(probe, batches=None), source, _group_counts(batches))[0]["rewards"]
+    config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
+    stated, file, fix = config.get("probe_batches"), *_file_and_fix(source)
+    if stated is not None and not (is_json_number(stated, integer=True) and stated == len(batches)):
+        raise ValueError(f"{file} field config.probe_batches is {json_short(stated)}, but the file holds "
+                         f"{len(batches)} batch(es) (its batches list; gradprobe.probe.batches.combine_batches records "
+                         "probe_batches = the batches it pools): a batch was added or removed after the probe wrote "
+                         f"the file, so a forecast from it would not be the probe's; restore the file, or {fix}")
+    tables = [{name: (f"rewards[{j}]" if isinstance(b["rewards"], list) else f"rewards[{name!r}]", e)
+               for j, (name, e) in enumerate(_entry_items(b.get("rewards")))} if isinstance(b, dict) else {}
+              for b in batches]
+    keyed = enumerate(probe["rewards"]) if isinstance(probe["rewards"], list) else probe["rewards"].items()
+    for key, entry in keyed:
+        if not isinstance(entry, dict) or (stated is None and entry.get("probe_batches") is None
+                                           and entry.get("inner_product") is None):
+            continue  # not written by combine_batches
+        where, name = f"rewards[{key if isinstance(key, int) else repr(key)}]", entry.get("name", key)
+        lacking = next((k for k, t in enumerate(tables) if name not in t), None)
+        if lacking is not None:
+            raise ValueError(f"{file} field {where} is the pooled entry of reward {name!r}, but batches[{lacking}] "
+                             "has no entry of it (gradprobe.probe.batches.combine_batches pools the reward's entry of "
+                             f"every batch): the file was edited or damaged after the probe wrote it; restore the "
+                             f"file, or {fix}")
+        settings = {k: entry.get(k) if entry.get(k) is not None else config.get(k)
+                    for k in ("lr", "budget_tokens", "budget_seconds")}  # the entry's (batch 0's), else config's
+        _check_pooled_entry(entry, where, source, [t[name] for t in tables], settings)
+    return pooled
+
+
+def _check_pooled_entry(entry: dict, where: str, source, parts: list[tuple], config: dict) -> None:
+    """:func:`check_pooled_entries` of one pooled ``entry`` against ``parts``, (its place in batch k, e.g.
+    ``rewards[1]``; the batch's entry) per batch; ``config``: ``lr``, ``budget_tokens`` and ``budget_seconds``."""
+    n, es = len(parts), [e for _, e in parts]
+    places = {p for p, _ in parts}
+    pattern = f"batches[k].{places.pop()}" if len(places) == 1 else "batches[k]'s entry of the reward"
+    if entry.get("probe_batches") is not None and not (
+            is_json_number(entry["probe_batches"], integer=True) and entry["probe_batches"] == n):
+        _refuse_pooled(entry, where, source, "probe_batches", json_short(entry["probe_batches"]), repr(n),
+                       "probe_batches = N, the batches it pools")
+    pers = [_floats(e.get("per_group")) for e in es]
+    if any(p is None for p in pers):
+        return  # a batch without per_group: the forecast refuses it (check_batches)
+    proxies = [_floats(e.get("signal_proxy_per_group")) for e in es]
+    rel = _tolerance([x for p in [*pers, *proxies, _floats(entry.get("per_group")),
+                                  _floats(entry.get("signal_proxy_per_group"))] if p for x in p],
+                     *(e.get(k) for e in [entry, *es] for k in _POOLED_SCALARS), config.get("lr"))
+    num, groups = entry.get("num_groups"), sum(map(len, pers))
+    if num is not None and not (is_json_number(num) and num == groups):
+        _refuse_pooled(entry, where, source, "num_groups", json_short(num), repr(groups),
+                       f"num_groups = the sum of its batches' len({pattern}.per_group)")
+    for key, expected, allowed, rule in _pooled_rules(es, pers, config, pattern, rel):
+        bad = _mismatch(entry, key, expected, allowed)
+        if bad is not None:
+            _refuse_pooled(entry, where, source, key, bad, repr(expected), rule)
+        if key == "inner_product":
+            _check_pooled_list(entry, where, source, "per_group", pers, [p for p, _ in parts], rel)
+    if all(e.get("signal_proxy") is not None for e in es):
+        _check_pooled_list(entry, where, source, "signal_proxy_per_group", proxies, [p for p, _ in parts], rel)
+
+
+#: the pooled entry's and its batches' scalar fields whose digits :func:`_tolerance` reads
+_POOLED_SCALARS = ("inner_product", "predicted_gain_per_update", "predicted_gain_at_budget", "signal_proxy",
+                   "seconds_per_update", "predicted_gain_at_time_budget")
+
+
+def _number(value) -> float:
+    """``value`` as a float (:func:`gradprobe.outputs.json_float`), NaN when null or no number."""
+    try:
+        return json_float(value)
+    except ValueError:
+        return math.nan
+
+
+def _pooled_rules(es: list[dict], pers: list[list[float]], config: dict, pattern: str, rel: float) -> list[tuple]:
+    """(field, expected, allowed difference, rule) of each summary a pooled entry records as a function of its
+    batches' entries ``es`` (``pers`` their ``per_group``), :func:`check_pooled_entries`'s list, in that order."""
+    n, out = len(es), []
+    magnitude = math.fsum(abs(x) for p in pers for x in p) / n  # the terms of the batches' sums, / N
+    ips = [_number(e["inner_product"]) if e.get("inner_product") is not None else math.fsum(p)
+           for e, p in zip(es, pers)]
+    ip = math.fsum(ips) / n
+    out.append(("inner_product", ip, rel * magnitude, f"inner_product = the mean of its batches' {pattern}."
+                                                      "inner_product"))
+    lr = config.get("lr")
+    gain, g_allowed = (100.0 * lr * ip, 100.0 * abs(lr) * rel * magnitude) if is_json_number(lr, finite=True) \
+        else (math.nan, math.nan)
+    if is_json_number(lr, finite=True):
+        out.append(("predicted_gain_per_update", gain, g_allowed, "predicted_gain_per_update = 100 x lr x the mean "
+                    f"of its batches' {pattern}.inner_product, lr = {lr!r}"))
+    tokens = [_number(e.get("tokens_per_update")) for e in es]
+    if all(math.isfinite(t) and t > 0 for t in tokens):
+        mean = math.fsum(tokens) / n
+        out.append(("tokens_per_update", mean, 0.5 + rel * mean, f"tokens_per_update = the mean of its batches' "
+                    f"{pattern}.tokens_per_update, rounded to a token"))
+        budget = config.get("budget_tokens")
+        if is_json_number(budget, finite=True) and math.isfinite(gain):
+            out.append(("predicted_gain_at_budget", budget / mean * gain, abs(budget / mean) * g_allowed,
+                        "predicted_gain_at_budget = budget_tokens / (the mean of its batches' "
+                        f"{pattern}.tokens_per_update) x predicted_gain_per_update, budget_tokens = {budget!r}"))
+    for key in ("signal_proxy", "seconds_per_update"):
+        values = [_number(e.get(key)) for e in es]
+        if all(math.isfinite(v) for v in values):
+            mean, allowed = math.fsum(values) / n, rel * math.fsum(map(abs, values)) / n
+            out.append((key, mean, allowed, f"{key} = the mean of its batches' {pattern}.{key}"))
+    secs, budget_s = [_number(e.get("seconds_per_update")) for e in es], config.get("budget_seconds")
+    if all(math.isfinite(s) and s > 0 for s in secs) and is_json_number(budget_s, finite=True) and math.isfinite(gain):
+        scale = budget_s / (math.fsum(secs) / n)
+        out.append(("predicted_gain_at_time_budget", scale * gain, abs(scale) * g_allowed,
+                    "predicted_gain_at_time_budget = budget_seconds / (the mean of its batches' "
+                    f"{pattern}.seconds_per_update) x predicted_gain_per_update, budget_seconds = {budget_s!r}"))
+    return out
+
+
+def _check_pooled_list(entry: dict, where: str, source, key: str, lists: list, places: list[str], rel: float) -> None:
+    """Refuse a pooled ``entry[key]`` (where recorded) that is not the batches' ``lists`` (batch k's entry at
+    ``places[k]``, e.g. ``rewards[1]``) one after another, each value / N, within ``rel`` x |value|
+    (:func:`_tolerance`) + 1e-300: the first value that differs is named with the batch value it should be."""
+    pooled, n = _floats(entry.get(key)), len(lists)
+    if pooled is None or any(p is None for p in lists):
+        return
+    pattern = f"batches[k].{places[0]}" if len(set(places)) == 1 else "batches[k]'s entry of the reward"
+    rule = f"{key} = its batches' {pattern}.{key} one after another, each value divided by N = {n}"
+    flat = [(k, j, x / n) for k, p in enumerate(lists) for j, x in enumerate(p)]
+    if len(pooled) != len(flat):
+        _refuse_pooled(entry, where, source, key, f"a list of {len(pooled)} values", f"{len(flat)}", rule)
+    for i, ((k, j, expected), value) in enumerate(zip(flat, pooled)):
+        if not abs(value - expected) <= rel * abs(expected) + _SUMMARY_ABS:
+            _refuse_pooled(entry, where, source, f"{key}[{i}]", json_short(entry[key][i]), repr(expected),
+                           f"{rule}: here batches[{k}].{places[k]}.{key}[{j}] / {n}")
+
+
+def _refuse_pooled(entry: dict, where: str, source, key: str, recorded: str, expected: str, rule: str) -> None:
+    """The ValueError of :func:`check_pooled_entries`: file, field, reward, both values, the rule and the fix."""
+    file, fix = _file_and_fix(source)
+    reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
+    raise ValueError(f"{file} field {where}.{key}{reward} is {recorded}, but its batches give {expected} ({rule}, as "
+                     "gradprobe.probe.batches.combine_batches pools them): the pooled entry or a batch's entry was "
+                     "edited or damaged after the probe wrote the file (the forecast reads the batches, the probe's "
+                     f"table and report the pooled entry), so a forecast from it would not be the probe's; restore "
+                     f"the file, or {fix}")
 
 
 def _entry_items(rewards) -> list[tuple]:

@@ -317,7 +317,7 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
             else:
                 try:
                     probe, key = merge_guided_entries(probe, read_study_json(path, "re-run `gradprobe study`"),
-                                                      a["reward"], folder)
+                                                      a["reward"], folder, source=path)
                     done[folder, a["reward"]] = {"key": key, "folder": folder}
                 except ValueError as e:
                     done[folder, a["reward"]] = {"why": str(e)}
@@ -335,7 +335,7 @@ def _with_entry(item: dict, key: str, entry: dict) -> dict:
     return dict(item, rewards=rewards)
 
 
-def merge_guided_entries(probe, guided, entry: str, folder: str) -> tuple[object, str]:
+def merge_guided_entries(probe, guided, entry: str, folder: str, source=None) -> tuple[object, str]:
     """The shared probe ``probe`` with the guided probe's ``entry`` added batch by batch (module docstring).
 
     Parameters
@@ -348,6 +348,8 @@ def merge_guided_entries(probe, guided, entry: str, folder: str) -> tuple[object
         The arm's entry key in both (``probe_entry`` of ``arms.json``).
     folder : str
         The guided probe's folder relative to ``probe/`` (``"guided/<arm>"``).
+    source : path, optional
+        The file ``guided`` was read from, named in a refusal of its entries (else ``probe.json``).
 
     Returns
     -------
@@ -360,11 +362,12 @@ def merge_guided_entries(probe, guided, entry: str, folder: str) -> tuple[object
     ------
     ValueError
         The guided probe has no ``entry``, another number of batches than ``probe``, or another number of
-        groups (``per_group`` length) in a batch than ``probe``'s ``entry``; the caller then reads the
-        unguided entry and notes why.
+        groups (``per_group`` length) in a batch than ``probe``'s ``entry``, or entries that contradict their
+        per-group lists or (pooled) their batches (:func:`~gradprobe.forecast.probe_input.probe_batches_of`,
+        ``source`` named); the caller then reads the unguided entry and notes why.
     """
     key = f"{entry}{_GUIDED_KEY_SEPARATOR}{folder}"
-    shared, own = probe_batches_of(probe), probe_batches_of(guided)
+    shared, own = probe_batches_of(probe), probe_batches_of(guided, source=source)
     if len(own) != len(shared):
         raise ValueError(f"its guided probe {folder} has {len(own)} batch(es), the probe {len(shared)}")
     for k, (b, g) in enumerate(zip(shared, own)):
@@ -378,7 +381,7 @@ def merge_guided_entries(probe, guided, entry: str, folder: str) -> tuple[object
         return [_with_entry(item, key, e) for item, e in zip(probe, entries)], key
     if isinstance(probe.get("batches"), list) and probe["batches"]:
         # the guided probe.json's own top-level entries (pooled over its batches), read as one batch
-        merged = _with_entry(probe, key, pooled_entries(guided).get(entry, entries[0]))
+        merged = _with_entry(probe, key, pooled_entries(guided, source).get(entry, entries[0]))
         merged["batches"] = [_with_entry(item, key, e) for item, e in zip(probe["batches"], entries)]
         return merged, key
     return _with_entry(probe, key, entries[0]), key

@@ -176,8 +176,8 @@ def test_a_multi_batch_probe_checks_each_batch_at_the_probes_lr_and_its_pooled_e
     edited = copy.deepcopy(raw)
     pooled = edited["rewards"][0]
     pooled["signal_proxy_per_group"] = [2 * x for x in pooled["signal_proxy_per_group"]]
-    probe_batches_of(edited)  # the forecast's batches are untouched
-    with pytest.raises(ValueError, match=r"^probe\.json field rewards\[0\]\.signal_proxy \(reward 'outcome'\) is "
-                                         r".*the mean over its 2 batches of sum\(signal_proxy_per_group\)"):
-        pooled_entries(edited)
+    for read in (probe_batches_of, pooled_entries):  # the forecast's reader checks the pooled entries too
+        with pytest.raises(ValueError, match=r"^probe\.json field rewards\[0\]\.signal_proxy \(reward 'outcome'\) "
+                                             r"is .*the mean over its 2 batches of sum\(signal_proxy_per_group\)"):
+            read(edited)
 
