@@ -81,8 +81,10 @@ def test_an_edited_or_moved_reward_file_is_refused_before_anything_is_loaded(tmp
     assert json.loads((out / "config.json").read_text())["reward_plugin"] == {"spec": spec, "file": first,
                                                                                 "sha256": old, "modules": {}}
     kept = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
-    fix = (f"restore the reward file as it was ({first}, sha256 {old[:12]}) or run from the directory the run was "
-           f"started in, or start a new run under a new --out (not {out}); nothing was loaded or written")
+    restart = f"or start a new run under a new --out (not {out}); nothing was loaded or written"
+    restore = f"restore the reward file as it was ({first}, sha256 {old[:12]})"
+    # from another directory the start one is named (running there finds the recorded file again)
+    fix = f"{restore} or run from {Path(first).parent}, the directory the run was started in, {restart}"
     # the same name from another directory, which holds another rw.py (the trial user's w2/)
     _forget(spec, tmp_path)
     monkeypatch.chdir(w2)
@@ -106,7 +108,7 @@ def test_an_edited_or_moved_reward_file_is_refused_before_anything_is_loaded(tmp
     assert str(edited.value) == (
         f"{out} cannot be resumed: reward 'rw.py:brevity' resolves to {first} as when the run started, but the file "
         f"was edited (sha256 {old[:12]} then, {_sha(w / 'rw.py')[:12]} now), so its remaining updates would train "
-        f"another reward than its first ones; {fix}")
+        f"another reward than its first ones; {restore}, {restart}")  # already in the start directory: not said
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == kept  # nothing written
     # the fix the message names: the file as it was resumes the run
     _forget(spec, tmp_path)

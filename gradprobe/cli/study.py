@@ -71,6 +71,10 @@ def add_study_parser(subparsers) -> None:
                         "its source in reused_from.json")
     p.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (by default one per finished run: runs done/total, elapsed, ETA)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="hide progress bars (the model's \"Loading weights\" and downloads, on stderr and in each "
+                        "run's train.log), as for probe, rank-prompts and difficulty-eval; --quiet hides the per-run "
+                        "lines")
 
 
 def _err(msg: str) -> int:
@@ -97,7 +101,8 @@ def _resume_command(args) -> str:
     for src in getattr(args, "reuse_runs", None) or []:
         parts += ["--reuse-runs", src]
     parts += [flag for flag, on in (("--no-probe", args.no_probe), ("--no-analysis", args.no_analysis),
-                                    ("--quiet", args.quiet)) if on]
+                                    ("--quiet", args.quiet), ("--no-progress", getattr(args, "no_progress", False)))
+              if on]
     return " ".join(shlex.quote(str(x)) for x in parts)
 
 
@@ -341,7 +346,8 @@ def study_main(args) -> int:
             res = run_study(args.plan, args.out, executor=args.executor, workers=args.workers,
                             ray_address=args.ray_address, probe=not args.no_probe, analyze=not args.no_analysis,
                             say=say, restart=args.restart, report_to=getattr(args, "report_to", "none"),
-                            reuse_from=getattr(args, "reuse_runs", None) or ())
+                            reuse_from=getattr(args, "reuse_runs", None) or (),
+                            progress=not getattr(args, "no_progress", False))
     except (PlanError, StudyError, OutputDirError, ValueError) as e:
         return _err(str(e))
     except KeyboardInterrupt as e:  # runner.StudyInterrupted (Ctrl-C or SIGTERM): runs stopped, lock released

@@ -109,11 +109,9 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
         A probe result to use instead of the study's ``probe/probe.json`` (e.g. a multi-batch probe of the
         same initial policy, :func:`gradprobe.probe.batches.run_probe_batches`), guided entries merged in.
     mode : {"sigmoid", "empirical"}
-        Mode of the default curve.
+        Mode of the default curve. ``n_draws``, ``seed``: of the forecast intervals.
     lr_curve : dict[float, ReferenceCurve], optional
         Curves for learning-rate arms (otherwise they are ``outside_probe`` with NaN forecasts).
-    n_draws, seed
-        Of the forecast intervals.
 
     Returns
     -------
@@ -128,7 +126,8 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
         old ``predicted_gain_at_budget`` difference), ``forecast_probe_interval`` ((lo, hi)).
         ``token_multiplier`` = c_R / c_grpo; ``rho``, ``snr`` the probe's shrunk efficiency and its SNR;
         ``realized_gain`` the study's mean gain vs grpo at matched tokens (``analysis.json``, for checks;
-        not a feature). ``grpo``'s row is 0 by definition.
+        not a feature). ``grpo``'s row is 0 by definition. An arm whose reward failed on the probe batch
+        (``probe.json`` ``left_out``: :func:`_left_out_arms`) has method ``no_probe_entry``, no forecast, the note why.
 
     Raises
     ------
@@ -137,8 +136,8 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     ValueError
         Invalid JSON, no ``grpo`` arm, a matched token budget in ``analysis.json`` that is missing or no finite
         number > 0 (``true``, text, NaN, 0: :func:`matched_token_budget`, naming the field and the re-analysis that
-        fixes it), an arm whose probe entry the probe did not cover (a probe.json from
-        before loss-type arms: the message says to re-run the probe), a curve that cannot be fitted
+        fixes it), an arm whose probe entry the probe did not cover (a probe.json from before loss-type arms: the
+        message says to re-run the probe), grpo's reward left out of the probe, a curve that cannot be fitted
         (:class:`~gradprobe.forecast.curves.CurveError`).
 
     Warns
@@ -157,18 +156,45 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
         _warn_skipped_evals(study_dir, curve)
     plan_arms, plan_loss = _plan_arms(study_dir)
     arms, labels = _arm_specs(arms_res, arms_map, plan_arms, plan_loss)
+    left_out = _left_out_arms(study_dir, probe, arms)  # reward failed on the probe batch: a row without forecast
+    arms = {arm: a for arm, a in arms.items() if arm not in left_out}
     _check_probed(study_dir, probe, arms)
     probe, guided = _guided_entries(study_dir, probe, arms, labels, arms_map)
     res = forecast_rewards(curve, probe, budget_tokens=budget, method="probe", arms=arms, lr_curve=lr_curve,
                            reference_reward=arms["grpo"]["reward"], n_draws=n_draws, seed=seed)
     t = res.table.set_index("arm")
     c_ref = float(t.loc["grpo", "tokens_per_update"])
-    source = ("in-sample: " if in_sample else "") + curve.source
-    rows = [{"arm": arm, **labels[arm], **_forecast_columns(t.loc[arm], c_ref),
-             "note": "; ".join(_arm_notes(t.loc[arm], plan_arms.get(arm) or {}, guided.get(arm))), "budget": "tokens",
-             "budget_value": budget, "curve_source": source, "in_sample": in_sample,
+    common = {"budget": "tokens", "budget_value": budget, "curve_source": ("in-sample: " if in_sample else "") +
+              curve.source, "in_sample": in_sample}
+    rows = [{"arm": arm, **labels[arm], **_forecast_columns(t.loc[arm], c_ref), **common,
+             "note": "; ".join(_arm_notes(t.loc[arm], plan_arms.get(arm) or {}, guided.get(arm))),
              "realized_gain": _realized_gain(arms_res[arm], arm, study_dir, budget)} for arm in arms]
-    return pd.DataFrame(rows, columns=list(STUDY_COLUMNS))
+    rows += [{"arm": arm, **labels[arm], **_left_out_row(arms_res[arm], arm, why, study_dir, budget), **common}
+             for arm, why in left_out.items()]
+    return pd.DataFrame(sorted(rows, key=lambda r: list(arms_res).index(r["arm"])), columns=list(STUDY_COLUMNS))
+
+
+def _left_out_row(res: dict, arm: str, why: str, study_dir: Path, budget: float) -> dict:
+    """The row of an arm without a probe entry (:func:`_left_out_arms`; ``res``: its analysis): no forecast, method
+    ``no_probe_entry``, the note why, and its realized gain."""
+    return {"lr_scale": float(res.get("lr_scale", 1.0)), "method": "no_probe_entry", "note": why,
+            "realized_gain": _realized_gain(res, arm, study_dir, budget)}
+
+
+def _left_out_arms(study_dir: Path, probe, arms: dict) -> dict:
+    """arm -> why it has no probe entry, for the arms whose reward the study's probe left out (``probe.json``'s
+    ``left_out``: the reward failed on the probe batch, :func:`gradprobe.study.worker.isolated_probe`); ValueError
+    when that is grpo's, which every gain is measured against."""
+    records = probe.get("left_out") if isinstance(probe, dict) else None
+    why = {}
+    for r in records if isinstance(records, list) else []:
+        for arm in r.get("arms") or []:
+            if arm in arms:
+                why[arm] = (f"no probe entry: its reward {r.get('reward')!r} failed on the probe batch and was left "
+                            f"out of {study_dir}/probe/probe.json ({r.get('error')}); {r.get('fix')}")
+    if "grpo" in why:
+        raise ValueError(f"{study_dir}: arm grpo, which every gain is measured against, has {why['grpo']}")
+    return why
 
 
 def _read_study(study_dir: Path, probe) -> tuple[dict, dict, dict, object]:

@@ -29,7 +29,7 @@ from ..ledger import Ledger
 from ..logprobs import memory_bounded_rows
 from ..memory import release_memory
 from ..rewards import RewardContext, get_reward
-from ..rewards.base import checked_output
+from ..rewards.base import RewardFunctionError, checked_output
 from ..rollout import collect_rollouts, make_sampler
 from ..streams import stream_sampler
 from ..types import RolloutBatch
@@ -191,19 +191,25 @@ def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[di
         A plug-in reward raised or returned something unusable (:mod:`gradprobe.rewards.plugin`), or any reward
         returned an output that :func:`~gradprobe.rewards.base.checked_output` refuses (a float ``valid``, a
         ``generated_tokens`` count that is negative, fractional, text or under an unknown key, None for
-        ``generated_tokens`` or ``stats``...; the message names the reward, the field and the value).
+        ``generated_tokens`` or ``stats``...; the message names the reward, the field and the value). Either
+        error carries the failing reward's name as its attribute ``reward``
+        (:func:`gradprobe.study.worker.isolated_probe` leaves that reward out).
     """
     advantages, outputs, rewards = {}, {}, list(rewards)
     gen = getattr(getattr(ctx, "ledger", None), "device_seconds", None)
     for name, fn in sorted(rewards, key=lambda item: ":" not in item[0]):  # stable: plug-ins first
         start, gen_before = time.perf_counter(), (gen or {}).get("generation", 0.0)
-        out = fn(batch, ctx)
-        seconds = time.perf_counter() - start
-        generation = (gen or {}).get("generation", 0.0) - gen_before  # MC continuations: times.continuation
-        out = checked_output(out, name, batch)  # the one entry: every consumer below sees checked values
-        if not torch.isfinite(out.advantages).all():  # rows marked not valid and padding are zeroed: not these
-            raise ValueError(f"reward {name!r} produced non-finite advantages on rows it marked valid; it must mask "
-                             "missing rewards instead (valid False for them)")
+        try:
+            out = fn(batch, ctx)
+            seconds = time.perf_counter() - start
+            generation = (gen or {}).get("generation", 0.0) - gen_before  # MC continuations: times.continuation
+            out = checked_output(out, name, batch)  # the one entry: every consumer below sees checked values
+            if not torch.isfinite(out.advantages).all():  # rows marked not valid and padding are zeroed: not these
+                raise ValueError(f"reward {name!r} produced non-finite advantages on rows it marked valid; it must "
+                                 "mask missing rewards instead (valid False for them)")
+        except (RewardFunctionError, ValueError) as e:  # which reward failed, for a caller that leaves it out
+            e.reward = name
+            raise
         advantages[name] = out.advantages  # float64, exactly 0 off the mask and on rows marked invalid
         outputs[name] = {"generated_tokens": out.generated_tokens, "valid": int(out.valid.sum()),
                          "stats": out.stats, "seconds": seconds, "own_seconds": max(0.0, seconds - generation),

@@ -76,6 +76,7 @@ from .preflight import check_plan_inputs
 from .probe_plan import arms_table, check_probe_settings, pending_probes
 from .result import StudyInterrupted, StudyResult, StudyTerminated, clock, progress_line
 from .reuse import check_reuse_sources, reuse_runs, reused_source
+from .worker import arms_text
 
 __all__ = ["run_study"]
 
@@ -91,12 +92,13 @@ class _Options:
     probe_overrides: dict | None
     analyze: bool
     report_to: str
+    progress: bool = True
 
 
 def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local", workers: int | None = None,
               ray_address: str | None = None, probe: bool = True, probe_overrides: dict | None = None,
               analyze: bool = True, say=None, restart: bool = False, check: bool = True,
-              report_to: str = "none", reuse_from=()) -> StudyResult:
+              report_to: str = "none", reuse_from=(), progress: bool = True) -> StudyResult:
     """Run (or resume) a study: every arm x seed of the plan, the probe, ``runs.csv``, the analysis.
 
     Parameters
@@ -130,20 +132,20 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
     reuse_from : sequence of path
         Other study folders whose finished runs this plan would train identically (same resolved configuration
         and versions) are copied instead of trained (:func:`.reuse.reuse_runs`; ``study.json``: ``reused_from``).
+    progress : bool
+        False (``--no-progress``): no library progress bars in any task (:func:`.worker.library_bars`), ``say`` kept.
 
     Returns
     -------
     StudyResult
-        ``ok`` is false when a run or the probe failed (their errors are in ``failed``/``probe``
-        and in ``study.json``); finished runs are kept either way.
+        ``ok`` is false when a run or the probe (or a reward in it) failed (``failed``/``probe``, ``study.json``).
 
     Raises
     ------
     PlanError
         Invalid plan (before anything is written or run).
     gradprobe.study.preflight.PreflightError
-        The model, its tokenizer or the task cannot be loaded (a :class:`StudyError`; the plan key
-        is named; nothing is written).
+        Model, tokenizer or task cannot be loaded (a :class:`StudyError` naming the plan key; nothing written).
     PlanChangedError, StudyError
         The folder holds another plan's study (``restart`` refused or not given), another study process uses
         it, or its record is damaged (:func:`.folder.read_study_json`, :func:`.collect.check_finished_runs`).
@@ -165,7 +167,7 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
     try:
         plan, study, read = _frozen(plan_path, out, restart, reuse_from, say)
         return _run(plan, study, out, _Options(executor, workers, ray_address, probe, probe_overrides, analyze,
-                                               report_to), say, read)
+                                               report_to, progress), say, read)
     except StudyInterrupted:
         raise
     except KeyboardInterrupt as e:  # outside the runs (setting up, the analysis): nothing was running
@@ -271,9 +273,11 @@ def _run_tasks(plan: Plan, study: dict, out: Path, opts: _Options, say, invocati
     result = StudyResult(out=out, plan_sha256=plan.sha256)
     entries = {(r["arm"], r["seed"]): r for r in study.get("runs", [])}
     tasks = _train_tasks(plan, out, entries, result, opts.report_to)
-    probe_task = _probe_task(plan, out, opts, result)
+    probe_task = _probe_task(plan, out, opts, result, study)
     if probe_task is not None:
         tasks.insert(0, probe_task)
+    for task in tasks:
+        task["progress"] = opts.progress
     study["runs"] = [entries[r] for r in plan.runs()]
     _save_study(out, study, say, invocation)
     if result.skipped:
@@ -317,10 +321,11 @@ def _train_tasks(plan: Plan, out: Path, entries: dict, result: StudyResult, repo
     return tasks
 
 
-def _probe_task(plan: Plan, out: Path, opts: _Options, result: StudyResult) -> dict | None:
+def _probe_task(plan: Plan, out: Path, opts: _Options, result: StudyResult, study: dict) -> dict | None:
     """Write ``probe/arms.json``; the probe's task when it is asked for and not done yet: the shared
     ``probe/probe.json`` or a guided arm's ``probe/guided/<arm>/probe.json`` missing (``result.probe``
-    says ``off`` / ``skipped`` otherwise). A bad ``[probe]`` key or value fails here, before any run
+    says ``off`` / ``skipped`` otherwise, or, when ``study.json``'s probe record says an earlier invocation left
+    rewards out, which: :func:`probe_state`). A bad ``[probe]`` key or value fails here, before any run
     (:class:`~gradprobe.training.plan.PlanError`)."""
     folder = probe_dir(out)
     write_json_atomic(prepare_output_dir(folder) / ARMS_JSON, arms_table(plan, opts.probe_overrides))
@@ -328,7 +333,8 @@ def _probe_task(plan: Plan, out: Path, opts: _Options, result: StudyResult) -> d
         result.probe = "off"
         return None
     if not pending_probes(plan, folder, opts.probe_overrides):
-        result.probe = "skipped"
+        earlier = study.get("probe") if isinstance(study.get("probe"), dict) else {}
+        result.probe = probe_state(earlier, earlier=True) if earlier.get("left_out") else "skipped"
         return None
     check_probe_settings(plan, opts.probe_overrides)
     return {"kind": "probe", "plan": str(out / PLAN_COPY), "out": str(folder),
@@ -360,8 +366,8 @@ def _dispatch(tasks: list[dict], plan: Plan, study: dict, out: Path, entries: di
     try:
         for res in results:
             if res["kind"] == "probe":
-                result.probe = "done" if res["status"] == "done" else f"failed: {res.get('error')}"
-                study["probe"] = {k: res.get(k) for k in ("status", "error", "seconds")}
+                study["probe"] = {k: res.get(k) for k in ("status", "error", "seconds", "left_out") if k in res}
+                result.probe = probe_state(study["probe"])
                 say(f"probe {result.probe}")
             else:
                 finished_here += 1
@@ -378,6 +384,25 @@ def _dispatch(tasks: list[dict], plan: Plan, study: dict, out: Path, entries: di
         results.close()  # stops the pool if the interrupt came between two results
         study["interrupted"] = now()
         raise StudyInterrupted(out, len(result.done), total, sum(stopped), isinstance(e, StudyTerminated)) from None
+
+
+def probe_state(record: dict, earlier: bool = False) -> str:
+    """:attr:`StudyResult.probe <gradprobe.study.result.StudyResult.probe>` of the probe task's ``study.json`` record
+    (``status``, ``error``, ``left_out``: :func:`gradprobe.study.worker.isolated_probe`'s records): ``done``,
+    ``failed: ERROR``, or, when rewards were left out of a probe, ``failed for arm A: ERROR; ...``, naming each
+    reward's arms, its error, that the other arms' entries are kept and the fix (``earlier``: recorded by an earlier
+    invocation, whose ``probe.json`` is kept)."""
+    if record.get("status") != "done":
+        return f"failed: {record.get('error')}"
+    left_out = record.get("left_out") or []
+    if not left_out:
+        return "done"
+    where = {r.get("probe") or "" for r in left_out}
+    files = ", ".join(f"probe/{f}/probe.json" if f else "probe/probe.json" for f in sorted(where))
+    failures = "; ".join(f"{arms_text(r.get('arms') or [])}: {r.get('error')}" for r in left_out)
+    return (f"failed for {failures}; {'that reward is' if len(left_out) == 1 else 'those rewards are'} left out of "
+            f"{files}{' (written by an earlier invocation, kept)' if earlier else ''}, and the other arms' entries "
+            f"are kept; {left_out[0].get('fix')}")
 
 
 def _record_run(res: dict, entry: dict, result: StudyResult) -> str:

@@ -19,13 +19,16 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from pathlib import Path
 
+from ..layout import PROBE_JSON
+from ..outputs import json_safe, write_json_atomic
 from ..training.plan import Plan, PlanError, load_plan
 from .folder import TRAIN_LOG, FolderLock, StudyError
 from .probe_plan import guided_probes, pending_probes, probe_settings
 
-__all__ = ["execute_task", "worker_init"]
+__all__ = ["execute_task", "worker_init", "library_bars", "isolated_probe", "left_out_fix", "arms_text"]
 
 #: the exit status of a worker whose study process is gone (:func:`_watch_parent`)
 ORPHAN_EXIT = 70
@@ -57,6 +60,33 @@ def probe_warnings(logger: logging.Logger | None = None):
     finally:
         logger.removeHandler(handler)
         logger.propagate = propagate
+
+
+@contextlib.contextmanager
+def library_bars(on: bool):
+    """While the block runs, the libraries' progress bars (transformers' "Loading weights", the hub's downloads) are
+    hidden unless ``on``, as ``gradprobe --no-progress`` hides them for a command (:func:`gradprobe.cli.main`); their
+    settings are restored afterwards. A task's ``progress`` (``gradprobe study --no-progress``) reaches a Ray worker
+    on another machine this way, which the command's environment does not."""
+    if on:
+        yield
+        return
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    hub_off, hf_on = are_progress_bars_disabled(), hf_logging.is_progress_bar_enabled()
+    with warnings.catch_warnings():  # the hub warns when its environment variable says otherwise: the user's own
+        warnings.simplefilter("ignore")
+        disable_progress_bars()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if hf_on:
+            hf_logging.enable_progress_bar()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            (disable_progress_bars if hub_off else enable_progress_bars)()
 
 
 def _watch_parent(parent_pid: int, interval: float = 0.5) -> None:
@@ -105,7 +135,8 @@ def execute_task(task: dict) -> dict:
     """Run one study task in this process and report, never raise.
 
     ``task``: ``{"kind": "train", "plan": PATH, "arm", "seed", "out": RUN_DIR}`` or
-    ``{"kind": "probe", "plan": PATH, "out": PROBE_DIR, "settings": {...}}``. Returns
+    ``{"kind": "probe", "plan": PATH, "out": PROBE_DIR, "settings": {...}}``; ``"progress": False`` in either hides
+    the libraries' progress bars while it runs (:func:`library_bars`). Returns
     ``{"kind", "arm", "seed", "status": "done"|"failed", "error", "seconds", ...}`` (``seconds``:
     wall-clock seconds of the task; a failed task also ``resume_fix``, the error's own fix that lets the same command
     resume the run, or None: :class:`~gradprobe.training.errors.RunConfigMismatchError`; a failed training run also
@@ -122,13 +153,14 @@ def execute_task(task: dict) -> dict:
         out = Path(task["out"])
         lock = FolderLock(out, ".lock", wait=True, what="run folder")  # waits for an orphan of a killed study
         plan = load_plan(task["plan"])
-        if task["kind"] == "train":
-            res.update(_train(plan, task["arm"], int(task["seed"]), out, task.get("log", True),
-                              task.get("report_to", "none")))
-        elif task["kind"] == "probe":
-            res.update(_probe(plan, out, task.get("settings") or {}))
-        else:
-            raise ValueError(f"unknown task kind {task['kind']!r}")
+        with library_bars(task.get("progress", True) is not False):
+            if task["kind"] == "train":
+                res.update(_train(plan, task["arm"], int(task["seed"]), out, task.get("log", True),
+                                  task.get("report_to", "none")))
+            elif task["kind"] == "probe":
+                res.update(_probe(plan, out, task.get("settings") or {}))
+            else:
+                raise ValueError(f"unknown task kind {task['kind']!r}")
         res["status"] = "done"
     except Exception as e:  # the study records the error and continues with the other runs
         res["status"] = "failed"
@@ -170,8 +202,18 @@ def _probe(plan: Plan, out: Path, overrides: dict) -> dict:
     the same held-out settings, seed and policy (the same v up to the device's nondeterminism). Under Adam
     each probe's u = P v has P from its own batch's second moment, as every probe batch does.
 
+    A reward that fails on a probe's batch (a plug-in that raises) is left out of that probe and the others are
+    probed (:func:`isolated_probe`), so one broken reward does not cost every arm its probe entry.
+
     Returns ``{"skipped": True}`` when nothing was left to do, else ``rewards`` (the shared probe's entries,
-    when it ran) and ``guided`` (the guided probe folders run, relative to ``out``).
+    when it ran), ``guided`` (the guided probe folders run, relative to ``out``) and, when a reward was left out,
+    ``left_out`` (:func:`isolated_probe`'s records, each with its ``probe`` folder).
+
+    Raises
+    ------
+    Exception
+        What the shared probe raised, when every one of its rewards failed (:func:`isolated_probe`) or it failed
+        otherwise; a guided probe whose every reward failed is left out (recorded, not raised).
     """
     from ..probe.batches import ReferenceDirection  # torch: see the module docstring
     from ..probe.run import ProbeConfig, run_probe
@@ -180,18 +222,115 @@ def _probe(plan: Plan, out: Path, overrides: dict) -> dict:
     pending = pending_probes(plan, out, overrides)
     if not pending:
         return {"skipped": True}
-    shared = "" in pending
     guided = guided_probes(plan, overrides)
     todo = {folder: guided[folder] for folder in pending if folder}
-    config = ProbeConfig.from_dict(probe_settings(plan, overrides))
-    policy = load_run_policy(plan.model, seed=config.batch.seed)
+    settings = probe_settings(plan, overrides)
+    policy = load_run_policy(plan.model, seed=ProbeConfig.from_dict(settings).batch.seed)
     task = load_run_task(plan.task)
-    holder, res = ReferenceDirection(), {"guided": list(todo)}
+    holder, res, left_out = ReferenceDirection(), {"guided": list(todo)}, []
+    probes = ([("", settings, list(plan.arms))] if "" in pending else []) + [
+        (folder, g["settings"], g["arms"]) for folder, g in todo.items()]
     with probe_warnings():
-        if shared:
-            result = run_probe(config, out=out, policy=policy, task=task, reference_direction=holder)
-            res["rewards"] = [r["name"] for r in result["rewards"]]
-        for folder, g in todo.items():
-            run_probe(ProbeConfig.from_dict(g["settings"]), out=out / folder, policy=policy, task=task,
-                      reference_direction=holder)
+        for folder, probed, names in probes:
+
+            def probe(config, where=out / folder):
+                return run_probe(config, out=where, policy=policy, task=task, reference_direction=holder)
+
+            arms = {n: plan.arms[n].reward for n in names}
+            result, dropped = isolated_probe(probed, arms, probe, required=folder == "")
+            for record in dropped:
+                record.update(probe=folder, fix=left_out_fix(out.parent))
+            if dropped and result is not None:
+                _record_left_out(out / folder, result, dropped)
+            left_out += dropped
+            if folder == "":
+                res["rewards"] = [r["name"] for r in result["rewards"]]
+    if left_out:
+        res["left_out"] = left_out
     return res
+
+
+def left_out_fix(study: Path) -> str:
+    """How to get the probe entry of a reward that a study's probe left out (:func:`isolated_probe`): the reward is
+    fixed in a new study (a rerun of ``study`` keeps its probe.json, and refuses an edited plug-in reward file while
+    runs of it remain: :func:`gradprobe.study.freeze.check_reward_plugins`)."""
+    return (f"fix the reward, then run the plan as a new study under a new --out (--reuse-runs {study} copies this "
+            "study's finished runs that the fix leaves unchanged)")
+
+
+def _failed_reward(error: Exception, names) -> str | None:
+    """The reward among ``names`` that ``error`` is about: its ``reward`` attribute, which the probe sets on a
+    reward's own failure (:func:`gradprobe.probe.stages.reward_outputs`), else None."""
+    name = getattr(error, "reward", None)
+    return name if name in names else None
+
+
+def isolated_probe(settings: dict, arms: dict, probe, required: bool = True) -> tuple[dict | None, list]:
+    """``probe(config)`` of the rewards of ``settings`` (:class:`~gradprobe.probe.run.ProbeConfig` settings), each
+    reward that fails on the batch left out and the rest probed again (the same seed: the same batch, up to the
+    device's nondeterminism).
+
+    Plug-in rewards are called first on the probe batch (:func:`gradprobe.probe.stages.reward_outputs`), so a
+    failing one costs the rollouts again (the probe batch resampled, the policy already loaded), not the Monte Carlo
+    continuations. A failure is told by the reward its error names as its ``reward`` attribute
+    (:func:`_failed_reward`); any other error is raised as it was.
+
+    Parameters
+    ----------
+    settings : dict
+        Flat probe settings (``rewards``: the reward names).
+    arms : dict[str, str]
+        Arm -> its reward, of the arms this probe serves (named in each record).
+    probe : callable
+        ``ProbeConfig -> probe.json's content`` (:func:`gradprobe.probe.run.run_probe` into the probe's folder).
+    required : bool
+        When every reward failed: raise (the shared probe), else return ``(None, records)`` (a guided probe).
+
+    Returns
+    -------
+    (dict or None, list[dict])
+        The probe's result (None: every reward failed, ``required`` false), and per reward left out
+        ``{"reward", "arms", "error"}`` (``error``: ``TYPE: message``), in the order they failed.
+
+    Raises
+    ------
+    Exception
+        Any error that names none of the rewards; with ``required``, when every reward failed: a probe of one reward
+        raises its own error, of several a RewardFunctionError naming each reward and its error.
+    """
+    from ..probe.run import ProbeConfig  # torch: see the module docstring
+    from ..rewards.base import RewardFunctionError
+
+    rewards, left_out = list(settings["rewards"]), []
+    while rewards:
+        try:
+            result = probe(ProbeConfig.from_dict(dict(settings, rewards=tuple(rewards))))
+            break
+        except Exception as e:  # only a reward's own failure is kept (_failed_reward); the rest is raised again
+            name = _failed_reward(e, rewards)
+            if name is None or (required and len(settings["rewards"]) == 1):
+                raise
+            rewards.remove(name)
+            left_out.append({"reward": name, "arms": [a for a, r in arms.items() if r == name],
+                             "error": f"{type(e).__name__}: {e}"})
+    else:
+        if required:
+            raise RewardFunctionError("every reward of the probe failed on its batch: " + "; ".join(
+                f"{r['reward']!r} ({arms_text(r['arms'])}): {r['error']}" for r in left_out))
+        return None, left_out
+    return result, left_out
+
+
+def arms_text(arms) -> str:
+    """``arm A`` or ``arms A, B``: the arms a left-out reward's record names."""
+    return f"arm{'s' if len(arms) != 1 else ''} {', '.join(arms)}"
+
+
+def _record_left_out(out: Path, result: dict, left_out: list) -> None:
+    """Rewrite ``out/probe.json`` (``result``, as :func:`gradprobe.probe.run.run_probe` wrote it) with ``left_out``
+    (:func:`isolated_probe`'s records with ``probe`` and ``fix``) and one warning per reward left out."""
+    notes = [f"reward {r['reward']!r} ({arms_text(r['arms'])}) is left out of this probe: it failed on the probe "
+             f"batch ({r['error']}); {r['fix']}" for r in left_out]
+    result["left_out"] = left_out
+    result["warnings"] = [*(result.get("warnings") or []), *notes]
+    write_json_atomic(out / PROBE_JSON, json_safe(result))

@@ -644,10 +644,10 @@ def _refusal(message: str, resume_fix: str | None = None) -> RunConfigMismatchEr
 
 
 def _identity_fix(out: Path, spec: str, then: tuple, now: tuple, recorded_root: str | None = None) -> str:
-    """The fix for a resume whose plug-in reward changed: restore the recorded file (or run from the directory the
-    run started in; a ``pkg.mod:fn`` reward: put its package root back on ``PYTHONPATH``, or, already on ``sys.path``,
-    make the name find it before the copy it finds now), or start over elsewhere
-    (a study's run: a new study). A recorded file that no longer exists: pass a file of the recorded content.
+    """The fix for a resume whose plug-in reward changed: restore the recorded file (or, where it would help, run from
+    the directory the run started in: :func:`_start_dir_clause`; a ``pkg.mod:fn`` reward: put its package root back
+    on ``PYTHONPATH``, or, already on ``sys.path``, make the name find it before the copy it finds now), or start over
+    elsewhere (a study's run: a new study). A recorded file that no longer exists: pass a file of the recorded content.
     ``recorded_root``: the record's ``package_root`` (:func:`_package_root`)."""
     (old_file, old_sha), new_file = then, now[0]
     if _file_gone(then, now):
@@ -660,9 +660,35 @@ def _identity_fix(out: Path, spec: str, then: tuple, now: tuple, recorded_root: 
     elif root is not None:
         where = f"put its package root {root} back on PYTHONPATH, or run from the directory the run was started in"
     else:
-        where = "run from the directory the run was started in"
-    return (f"restore the reward file as it was ({old_file}, sha256 {_short(old_sha)}) or {where}, "
-            f"{_restart(out)}; nothing was loaded or written")
+        where = _start_dir_clause(spec, old_file, new_file)
+    restore = f"restore the reward file as it was ({old_file}, sha256 {_short(old_sha)})"
+    return (f"{restore} or {where}, " if where else f"{restore}, ") + f"{_restart(out)}; nothing was loaded or written"
+
+
+def _start_dir_clause(spec: str, old_file, new_file) -> str | None:
+    """Where running from the directory the run started in would find the recorded file again: ``run from START, the
+    directory the run was started in`` for a ``FILE.py:fn`` reward whose relative name (``rw.py``, ``sub/rw.py``) finds
+    another file (``new_file``) than the recorded one (``old_file``) from this working directory (``START``:
+    :func:`_start_dir`; the clause without it where that folder cannot be told: a ``..`` in the name, a file reached
+    through a symbolic link), and for a ``pkg.mod:fn`` reward found elsewhere on ``sys.path``; else None: the same file
+    edited in place (a comment-only edit too), an absolute file name, or this working directory already ``START``
+    (running from there finds the same file as now)."""
+    if not old_file or old_file == new_file:
+        return None
+    module = spec.rpartition(":")[0].strip()
+    generic = "run from the directory the run was started in"
+    if not _is_file_name(module):
+        return generic
+    if Path(module).expanduser().is_absolute():
+        return None
+    start = _start_dir(module, Path(old_file))
+    if start is None:
+        return generic
+    try:
+        here = Path.cwd().resolve()
+    except OSError:  # the working directory was deleted: not the start one, which still exists
+        here = None
+    return None if start.resolve() == here else f"run from {start}, the directory the run was started in"
 
 
 #: The key of ``config.json`` holding the identity of the initial weights a run loaded (:func:`check_model_weights`).
