@@ -7,6 +7,10 @@ import numbers
 from dataclasses import asdict, dataclass, field
 
 
+#: the largest prompt pool a plan's ``[task] pool`` or ``gradprobe rank-prompts --pool`` takes: every prompt of the
+#: pool is built before training or ranking starts (:mod:`gradprobe.training.plan_checks`,
+#: :mod:`gradprobe.difficulty.rank`)
+MAX_POOL = 1_000_000
 #: the sampler backends (the keys of :data:`gradprobe.rollout.SAMPLERS`, which a test keeps equal)
 SAMPLER_BACKENDS = ("hf", "hf_paged", "vllm")
 #: policy dtypes every command accepts (``--dtype``; the keys of :data:`gradprobe.models.DTYPES`, which a test

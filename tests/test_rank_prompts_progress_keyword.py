@@ -15,7 +15,8 @@ import gradprobe.api.prompts as prompts
 def settings_given(monkeypatch):
     """The RankSettings rank_prompts hands to the work (nothing is computed)."""
     seen = []
-    monkeypatch.setattr(prompts, "rank", lambda model, task, pool, *, out, settings: seen.append(settings) or "table")
+    monkeypatch.setattr(prompts, "rank", lambda model, task, pool, *, out, settings, **identity:
+                        seen.append(settings) or "table")
     return seen
 
 
@@ -47,7 +48,7 @@ def test_no_progress_still_works_with_a_deprecation_warning(settings_given):
     ({"progress": 0}, "progress must be True or False, got 0"),
     ({"samples": 2}, "unknown rank_prompts setting 'samples'; valid: batch_size, data_seed, decay, device, dtype, "
                      "feature_batch_size, fit_prompts, max_new_tokens, metadata_keys, prior_strength, "
-                     "probe_samples, progress, seed, skip_malformed, temperature"),
+                     "probe_samples, progress, resamples, seed, skip_malformed, temperature"),
 ])
 def test_bad_spellings_are_refused(settings_given, options, message):
     with pytest.raises(ValueError) as info:

@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 from ..difficulty.rank import RankSettings, rank_prompts as rank
+from ..training.run_folder import model_weights_identity
 
 
 __all__ = ["rank_prompts"]
@@ -72,7 +73,7 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         Unknown model.
     """
     settings = RankSettings.from_options(_progress_option(options))  # refuses bad options before any compute
-    return rank(model, task, pool, out=out, settings=settings)
+    return rank(model, task, pool, out=out, settings=settings, model_identity=model_weights_identity)
 
 
 def _progress_option(options: dict) -> dict:

@@ -4,26 +4,32 @@
     Parses the flags and calls :func:`gradprobe.difficulty.rank.rank_prompts` (what
     ``gradprobe.rank_prompts`` calls too; the flags' defaults are those of its
     :class:`~gradprobe.difficulty.rank.RankSettings`), printing its summary lines. Features of the N
-    pool prompts under the policy (one batched forward, charged ``selection``); ``--probe-samples k``
-    completions of each of ``--fit-prompts`` prompts (charged ``selection``: tokens the rule
-    generated) give the observed outcomes the logistic model is fitted on (and the posterior of those
-    prompts); every pool prompt gets p_hat. Writes ``DIR/ranking.csv`` (nearest 1/2 first: rank,
-    prompt_id, data_id when the data has an ``id`` column, p_hat, distance = |p_hat - 1/2|, attempts,
-    successes, p_model) and
-    ``DIR/rank.json`` (settings, verdict, ledger, versions) and prints the rule's verdict. When every
+    pool prompts under the policy (one batched forward in chunks, charged ``selection``: prompt tokens read);
+    ``--probe-samples k`` completions of each of ``--fit-prompts`` prompts (charged ``selection``: tokens the
+    rule generated) give the observed outcomes the logistic model is fitted on (and the posterior of those
+    prompts); every pool prompt gets p_hat with its 90% intervals (:mod:`gradprobe.difficulty.intervals`,
+    ``--resamples`` bootstrap refits). Writes ``DIR/ranking.csv`` (nearest 1/2 first: rank, prompt_id, data_id
+    when the data has an ``id`` column, p_hat, p_lo, p_hi, distance = |p_hat - 1/2|, attempts, successes,
+    rate_lo, rate_hi, p_model, p_model_lo, p_model_hi) and ``DIR/rank.json`` (settings, the model's weights as a
+    training run records them, verdict with its interval, held-out fit quality, ledger, versions) and prints
+    the model, the rule's verdict, the held-out fit, the prompt nearest 1/2 with its intervals and the cost
+    (tokens generated or read). A ``--pool`` over 1,000,000 (a plan's limit) is refused first. When every
     probe outcome is equal (a random model: success 0) the logistic model has no signal: a warning
     says so, ``rank.json`` records ``"no_signal": true``, and the ranking is still written (p_hat then
     differs only through the probed prompts' posteriors).
 
 ``difficulty-eval --model M --task T --pool N --samples S --out DIR``
     The protocol of :mod:`gradprobe.difficulty.evaluate`; writes ``DIR/metrics.json`` (Brier, AUC,
-    Spearman rho of the estimator and the baselines, reliability data, ledger) and
-    ``DIR/reliability.png``. Copies of one prompt text stay in one half of the fit/eval split
-    (``evaluate_estimator(..., prompts=)``); a pool of one text is refused before any compute.
+    Spearman rho of the estimator and the baselines, each with its 90% interval from a seeded percentile
+    bootstrap over the eval prompts, ``--resamples`` resamples; reliability data, the model's weights, ledger)
+    and ``DIR/reliability.png``; under 50 eval prompts a note gives the intervals' widths. Copies of one prompt
+    text stay in one half of the fit/eval split (``evaluate_estimator(..., prompts=)``); a pool of one text is
+    refused before any compute.
 
 Both use the training pool ``task.problems("train", N, seed=--data-seed)`` (the pool a plan with
-``[heldout] seed`` = data seed trains on), and show a progress bar of the sampled completions on
-stderr (tqdm: completions done, rate, ETA; sampling is most of their time), hidden by ``--no-progress``.
+``[heldout] seed`` = data seed trains on), and show progress on stderr (tqdm), hidden by ``--no-progress``: the
+seconds while the task builds the pool, the feature forward (prompts read, rate, ETA) and the sampled
+completions (done, rate, ETA).
 Ctrl-C stops either with one line and exit status 130, as ``gradprobe train`` does. Both write their files
 only at the end, and the writers themselves (:func:`gradprobe.difficulty.rank_pool.write_ranking`,
 :func:`_write_eval`) remove the pair when the last write does not finish, so nothing partial is left as
@@ -41,10 +47,13 @@ import sys
 from pathlib import Path
 
 from ..difficulty.folder import check_output_folder
+from ..difficulty.metrics import BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES
 from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, prepare_pool, rank_prompts
+from ..difficulty.rank_report import weights_text
 from ..ledger import Ledger
 from ..outputs import json_safe, removed_if_left_empty, versions, write_json_atomic
 from ..difficulty.evaluate import evaluate_estimator, plot_reliability, prompt_groups, sample_outcomes
+from ..training.run_folder import model_weights_identity
 from .args import MODEL_HELP, HelpFormatter, flag_named, integer, nonneg_int, out_path, positive_int
 
 
@@ -79,11 +88,16 @@ def add_difficulty_parsers(subparsers) -> None:
                            help="k, completions sampled per fit prompt to observe outcomes")
             p.add_argument("--fit-prompts", type=positive_int, default=_RANK["fit_prompts"],
                            help="prompts probed to fit the model (at most the pool)")
+            p.add_argument("--resamples", type=positive_int, default=_RANK["resamples"],
+                           help="bootstrap refits of the model behind the 90%% intervals of p_hat and p_model")
         else:
             p.add_argument("--samples", type=positive_int, default=16, help="S, completions per prompt")
             p.add_argument("--observed", type=nonneg_int, default=None,
                            help="outcomes per eval prompt given to the posteriors (default S // 4); the rest "
                                 "are the target")
+            p.add_argument("--resamples", type=positive_int, default=BOOTSTRAP_RESAMPLES,
+                           help=f"bootstrap resamples (over eval prompts) of the {BOOTSTRAP_LEVEL * 100:.0f}%% "
+                                "intervals of Brier, AUC and rho")
         p.add_argument("--prior-strength", type=float, default=_RANK["prior_strength"],
                        help="n0, pseudo-counts of the model's prior")
         p.add_argument("--decay", type=float, default=_RANK["decay"], help="gamma, per-update decay of observed counts")
@@ -102,7 +116,8 @@ def add_difficulty_parsers(subparsers) -> None:
         p.add_argument("--device", default=_RANK["device"], help="torch device of the model (cpu, cuda...)")
         p.add_argument("--dtype", default=_RANK["dtype"], choices=list(DTYPES), help="the model's weights and compute")
         p.add_argument("--no-progress", action="store_true",
-                       help="hide the progress bar (completions sampled, rate and ETA on stderr)")
+                       help="hide the progress bars on stderr (the pool's building, the feature forward, the "
+                            "completions sampled: rate and ETA)")
 
 
 def _setup(args) -> tuple[PreparedPool, str | None]:
@@ -112,7 +127,7 @@ def _setup(args) -> tuple[PreparedPool, str | None]:
     caller when it writes, not before: a refused setting or a failed compute replaces nothing."""
     settings = PoolSettings.from_args(args)
     replacing = check_output_folder(args.out, "difficulty-eval")
-    return prepare_pool(args.model, args.task, args.pool, args.out, settings), replacing
+    return prepare_pool(args.model, args.task, args.pool, args.out, settings, command="difficulty-eval"), replacing
 
 
 def _settings(args) -> dict:
@@ -121,8 +136,11 @@ def _settings(args) -> dict:
 
 def rank_prompts_main(args) -> int:
     """``gradprobe rank-prompts``: :func:`gradprobe.difficulty.rank.rank_prompts` on the parsed flags, its
-    summary printed on stdout; returns the exit status (errors propagate to :func:`difficulty_main`)."""
-    rank_prompts(args.model, args.task, args.pool, out=args.out, settings=RankSettings.from_args(args), say=print)
+    summary printed on stdout, the model recorded as a training run records it
+    (:func:`gradprobe.training.run_folder.model_weights_identity`); returns the exit status (errors propagate to
+    :func:`difficulty_main`)."""
+    rank_prompts(args.model, args.task, args.pool, out=args.out, settings=RankSettings.from_args(args), say=print,
+                 model_identity=model_weights_identity)
     return 0
 
 
@@ -136,49 +154,75 @@ def difficulty_eval(args) -> int:
     if observed >= args.samples:
         raise ValueError(f"--observed ({observed}) must be smaller than --samples ({args.samples}) so a target remains")
     (out, policy, task, pool, sampling, est_config, keys), replacing = _setup(args)
+    weights = model_weights_identity(str(args.model))
     ledger = Ledger()
     ids = [p.id for p in pool]
     texts = [p.question for p in pool]
     prompt_groups(texts, len(ids))  # a pool of one text is refused before the compute, not after it
-    feats = prompt_features(policy, pool, metadata_keys=keys, batch_size=args.feature_batch_size, ledger=ledger)
+    feats = prompt_features(policy, pool, metadata_keys=keys, batch_size=args.feature_batch_size, ledger=ledger,
+                            progress=not args.no_progress, desc=f"difficulty-eval: features of {len(pool):,} prompts")
+    read = ledger.generated_tokens["selection"]  # prompt tokens the feature forward read
     y = sample_outcomes(policy, task, pool, samples=args.samples, sampling=sampling, seed=args.seed, ledger=ledger,
                         category="eval", progress=not args.no_progress,
                         desc=f"difficulty-eval: sampling {args.samples} x {len(pool)} prompts")
     result = evaluate_estimator(ids, feats, y, observed=observed, config=est_config, seed=args.seed,
-                                prompts=texts)
+                                prompts=texts, resamples=args.resamples)
     n_eval = result["split"]["eval_prompts"]
     if n_eval < SMALL_EVAL_PROMPTS:
-        result["notes"].append(
-            f"only {n_eval} eval prompts: Brier, AUC and rho carry a large sampling error at this size (an AUC's standard "
-            f"error is ~0.1 with 20 prompts); use --pool >= {2 * SMALL_EVAL_PROMPTS} for a comparison between estimators")
+        result["notes"].append(_small_eval_note(result, n_eval))
+    head = result["estimators"]["posterior"]  # headline: the posterior (the estimator a training run uses)
     summary = {"command": "difficulty-eval", "settings": {**_settings(args), "observed": observed},
-               "skipped_rows": int(getattr(task, "skipped", 0)),
+               "model_weights": weights, "skipped_rows": int(getattr(task, "skipped", 0)),
                "protocol": ("fit the logistic model on every outcome of a seeded half of the pool; on the other "
                             f"half give the posteriors the first {observed} outcomes per prompt and score every "
                             f"estimator on the remaining {args.samples - observed} (the target)"),
-               # headline: the posterior (the estimator a training run uses); every estimator and baseline below
-               "brier": result["estimators"]["posterior"]["brier"], "auc": result["estimators"]["posterior"]["auc"],
-               "spearman_rho": result["estimators"]["posterior"]["spearman_rho"],
-               **result,
+               **{k: head[k] for k in ("brier", "auc", "spearman_rho", "brier_interval", "auc_interval",
+                                       "spearman_rho_interval")},
+               **result, "feature_tokens_read": read,
                "ledger": ledger.to_dict(), "versions": versions()}
     if replacing:  # said when it happens
         print(replacing)
     _write_eval(out, result, summary)
+    _print_eval(args.model, weights, result, read)
+    print(f"wrote {out / 'metrics.json'} and {out / 'reliability.png'}")
+    return 0
+
+
+def _small_eval_note(result: dict, n_eval: int) -> str:
+    """The note of an eval set under :data:`SMALL_EVAL_PROMPTS` prompts, with the widths of the posterior's
+    intervals (the sampling error at this size, in numbers)."""
+    head, level = result["estimators"]["posterior"], result["bootstrap"]["level"]
+    widths = ", ".join(f"{name} {'undefined' if iv is None else f'{iv[1] - iv[0]:.2f}'}" for name, iv in
+                       (("Brier", head["brier_interval"]), ("AUC", head["auc_interval"]),
+                        ("rho", head["spearman_rho_interval"])))
+    return (f"only {n_eval} eval prompts: the posterior's {level:.0%} bootstrap intervals are this wide: {widths}; "
+            f"use --pool >= {2 * SMALL_EVAL_PROMPTS} for a comparison between estimators")
+
+
+def _print_eval(model: str, weights, result: dict, read: int) -> None:
+    """``difficulty-eval``'s console: the model, every estimator's and baseline's scores with their intervals, the
+    flat-group AUC, the success rates and the notes."""
     fmt = lambda x: "  n/a" if x is None else f"{x:.3f}"  # noqa: E731
-    print(f"{'':22s} {'brier':>6s} {'auc':>6s} {'rho':>6s} {'mean p':>7s}")
+    iv = lambda pair: "[  n/a,   n/a]" if pair is None else f"[{fmt(pair[0])}, {fmt(pair[1])}]"  # noqa: E731
+    boot = result["bootstrap"]
+    print(f"model: {weights_text(model, weights)}")
+    print(f"{'':20s} {'brier':>5s} {'[' + format(boot['level'], '.0%') + ' interval]':16s} {'auc':>5s} "
+          f"{'[interval]':16s} {'rho':>5s} {'[interval]':16s} {'mean p':>6s}")
     for group in ("estimators", "baselines"):
         for name, r in result[group].items():
-            print(f"{name:22s} {fmt(r['brier']):>6s} {fmt(r['auc']):>6s} {fmt(r['spearman_rho']):>6s} "
-                  f"{fmt(r['mean_p']):>7s}")
+            print(f"{name:20s} {fmt(r['brier'])} {iv(r['brier_interval'])} {fmt(r['auc'])} {iv(r['auc_interval'])} "
+                  f"{fmt(r['spearman_rho'])} {iv(r['spearman_rho_interval'])} {fmt(r['mean_p']):>6s}")
+    print(f"intervals: {boot['method']} bootstrap over the {result['split']['eval_prompts']} eval prompts, "
+          f"{boot['resamples']} resamples, seed {boot['seed']}")
     fa = result["estimators"]["posterior"]["flat_auc"]  # can p_hat tell a zero-variance group before rollout?
     print(f"posterior AUC of a flat group of {fa['group_size']} ({fa['groups']} groups): all-correct "
           f"{fmt(fa['all_correct']['auc'])}, all-wrong {fmt(fa['all_wrong']['auc'])}, either {fmt(fa['flat']['auc'])}")
     print(f"pool mean success (fit half) {fmt(result['pool_mean_success'])}, eval target success "
           f"{fmt(result['eval_target_success'])}")
+    print(f"feature forward: {read:,} prompt tokens read, counted in the ledger's generated_tokens.selection "
+          "(tokens a selection rule generated or read, DESIGN.md)")
     for note in result["notes"]:
         print(f"note: {note}")
-    print(f"wrote {out / 'metrics.json'} and {out / 'reliability.png'}")
-    return 0
 
 
 def _write_eval(out: Path, result: dict, summary: dict) -> None:

@@ -13,10 +13,14 @@
                ``select_dynamic`` (DAPO dynamic sampling), ``select_greso`` (GRESO pre-rollout
                filtering; the filter in ``greso``), the shared rollout steps in ``select_common``;
 ``evaluate``   the held-out evaluation of p_hat vs empirical success, with baselines; the scores
-               (Brier, AUC, Spearman, reliability, flat-group AUC) in ``metrics``;
+               (Brier, AUC, Spearman, each with a bootstrap interval over eval prompts, reliability,
+               flat-group AUC) in ``metrics``, the diagram in ``reliability_plot``;
 ``rank``       ranking a pool nearest 1/2 first (the work of ``gradprobe rank-prompts`` and
                ``gradprobe.rank_prompts``) and the commands' settings with their defaults; its
-               compute (torch, pandas) in ``rank_pool``;
+               compute (torch, pandas) in ``rank_pool``, the pool encoded and its features streamed in
+               ``pool_stream``, each p_hat's 90% intervals in ``intervals``, the held-out fit quality in
+               ``fit_quality``, rank.json and the console lines in ``rank_report``, the pool-building
+               progress line in ``progress``;
 ``cli``        ``gradprobe rank-prompts`` and ``gradprobe difficulty-eval`` (argv parsing, printing).
 
 Importing this package imports neither torch nor scikit-learn.

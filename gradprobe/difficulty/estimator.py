@@ -259,6 +259,26 @@ class DifficultyEstimator:
         c = self.config.p_clip
         return np.clip(p, c, 1 - c)
 
+    def linear_predictor(self) -> tuple[np.ndarray, float, np.ndarray] | None:
+        """The fitted logistic model as one linear form: ``(w, c, fill)`` with, for a feature row x (F,),
+        ``p_model(x) = clip(sigmoid(w . x' + c), p_clip, 1 - p_clip)`` and x' = x with each NaN replaced by
+        ``fill`` (the imputer's fit-time column means, 0 for a column empty at fit time). The pipeline's
+        standardisation z = (x' - mean) / scale is folded in: w = coef / scale, c = intercept - sum(coef * mean /
+        scale). Shapes: w (F,), fill (F,), float64. None when no logistic model is fitted (no history, or
+        :attr:`degenerate_`: p_model is then a constant, :meth:`predict_model` of any row).
+
+        Used to predict many bootstrap refits at once (:mod:`gradprobe.difficulty.intervals`): one matrix
+        product per chunk of prompts instead of one scikit-learn call per refit.
+        """
+        if self._model is None:
+            return None
+        imputer, scaler, logistic = (self._model[k] for k in range(3))
+        scale = np.asarray(scaler.scale_, dtype=np.float64)
+        coef = np.asarray(logistic.coef_, dtype=np.float64).reshape(-1)
+        w = coef / scale
+        c = float(logistic.intercept_[0] - np.sum(w * np.asarray(scaler.mean_, dtype=np.float64)))
+        return w, c, np.asarray(imputer.statistics_, dtype=np.float64)
+
     # ------------------------------------------------------------------ posterior
     def posterior(self, ids: Sequence[str], p_model) -> tuple[np.ndarray, np.ndarray]:
         """Beta(alpha, beta) of each prompt: alpha = n0 p_model + S, beta = n0 (1 - p_model) + F.

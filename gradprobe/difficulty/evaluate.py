@@ -21,8 +21,10 @@ Protocol (``gradprobe difficulty-eval``; :func:`evaluate_estimator`):
                             model), same n0 and k observed outcomes.
 
 Metrics (each over the eval half's target outcomes; formulas and sources in
-:mod:`gradprobe.difficulty.metrics`): ``brier``, ``auc``, ``spearman_rho``, ``reliability`` (10 bins)
-and ``flat_auc`` (can p_i tell a flat, zero-advantage group of G completions before rollout?).
+:mod:`gradprobe.difficulty.metrics`): ``brier``, ``auc``, ``spearman_rho``, each with its 90% interval from a
+seeded percentile bootstrap over the eval prompts (``brier_interval``...; :func:`~gradprobe.difficulty.metrics.
+bootstrap_metrics`), ``reliability`` (10 bins) and ``flat_auc`` (can p_i tell a flat, zero-advantage group of G
+completions before rollout?).
 """
 
 from __future__ import annotations
@@ -36,12 +38,12 @@ import warnings
 import numpy as np
 
 from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, EstimatorConfig, check_unique_ids
-from .metrics import (auc_score, binary_auc, brier_score, flat_group_auc, flat_group_outcomes, reliability_bins,
-                      spearman_rho, success_rate)
+from .metrics import (BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, auc_score, binary_auc, bootstrap_metrics, brier_score,
+                      flat_group_auc, flat_group_outcomes, reliability_bins, spearman_rho, success_rate)
 from ..ledger import forward_flops_per_token
 from ..tasks.base import prompt_key
 from ..tasks.prompts import encode_prompt
-from ..figures import subplots
+from .reliability_plot import plot_reliability
 
 
 __all__ = ["ESTIMATORS", "BASELINES", "sample_outcomes", "split_halves", "brier_score", "auc_score",
@@ -207,7 +209,8 @@ def prompt_groups(prompts, m: int) -> list[str]:
 
 
 def evaluate_estimator(ids, features, outcomes, *, observed: int, config: EstimatorConfig | None = None,
-                       seed: int = 0, group_size: int | None = None, prompts=None) -> dict:
+                       seed: int = 0, group_size: int | None = None, prompts=None,
+                       resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL) -> dict:
     """Score the estimator and the baselines on a held-out half of the prompts (module docstring).
 
     Parameters
@@ -229,12 +232,16 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
         whitespace (:func:`gradprobe.tasks.base.prompt_key`) are kept in one half (:func:`split_halves`),
         so the model is never scored on a prompt it was fitted on; ``notes`` says how many repeats there
         were. Default: every prompt distinct.
+    resamples, level : int, float
+        The bootstrap of the metrics' intervals over eval prompts (seeded by ``seed``; :func:`~gradprobe.difficulty.
+        metrics.bootstrap_metrics`): resamples >= 1, coverage in (0, 1).
 
     Returns
     -------
     dict
-        ``estimators`` and ``baselines``: name -> {brier, auc, spearman_rho, mean_p, reliability,
-        flat_auc (:func:`flat_group_auc`)};
+        ``estimators`` and ``baselines``: name -> {brier, auc, spearman_rho, each with its ``*_interval`` [lo, hi]
+        (None where too few resamples define it), ``undefined_resamples``, mean_p, reliability,
+        flat_auc (:func:`flat_group_auc`)}; ``bootstrap`` (``resamples``, ``level``, ``seed``, ``unit``, ``method``);
         ``split`` (prompt counts), ``pool_mean_success`` (fit half), ``eval_target_success``,
         ``model_degenerate``, ``flat_group_size`` (G), ``notes`` (why a metric is None).
 
@@ -262,12 +269,7 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     target = y[ev][:, observed:]
     pool_mean = success_rate(y[fit])
     preds = _predictions(est, config, x[ev], y[ev][:, :observed], pool_mean)
-    e = np.array([success_rate(r) if success_rate(r) is not None else math.nan for r in target])
-    scored = {}
-    for name, p in preds.items():
-        scored[name] = {"brier": brier_score(p, target), "auc": auc_score(p, target),
-                        "spearman_rho": spearman_rho(p, e), "mean_p": float(np.mean(p)),
-                        "reliability": reliability_bins(p, target), "flat_auc": flat_group_auc(p, target, group_size)}
+    scored = {name: _scores(p, target, group_size, resamples, level, seed) for name, p in preds.items()}
     notes = _notes(target, scored["posterior"]["flat_auc"], group_size, caught)
     if keys is not None and len(set(keys)) < len(keys):
         notes.append(f"{len(keys) - len(set(keys))} prompt(s) repeat another prompt's text: each set of copies was "
@@ -283,8 +285,18 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
                       "target_per_eval_prompt": int(y.shape[1] - observed), "seed": seed},
             "pool_mean_success": pool_mean, "eval_target_success": success_rate(target),
             "model_degenerate": bool(est.degenerate_), "prior_strength": n0, "flat_group_size": int(group_size),
-            "notes": notes}
+            "bootstrap": {"resamples": int(resamples), "level": float(level), "seed": seed, "unit": "eval prompt",
+                          "method": "percentile"}, "notes": notes}
 
+
+def _scores(p, target, group_size: int, resamples: int, level: float, seed: int) -> dict:
+    """One estimator's scores of :func:`evaluate_estimator` (its Returns), p (M_ev,) against target (M_ev, K)."""
+    e = np.array([success_rate(r) if success_rate(r) is not None else math.nan for r in target])
+    boot = bootstrap_metrics(p, target, resamples=resamples, level=level, seed=seed)
+    return {"brier": brier_score(p, target), "auc": auc_score(p, target), "spearman_rho": spearman_rho(p, e),
+            **{f"{k}_interval": boot[k] for k in ("brier", "auc", "spearman_rho")},
+            "undefined_resamples": boot["undefined"], "mean_p": float(np.mean(p)),
+            "reliability": reliability_bins(p, target), "flat_auc": flat_group_auc(p, target, group_size)}
 
 
 def _checked_inputs(ids, x, y, observed: int, group_size: int | None) -> int:
@@ -372,29 +384,3 @@ def _notes(target, flat: dict, group_size: int, caught) -> list[str]:
         notes.append(f"logistic model not fitted: {caught[0].message}")
     notes.append("pool_mean is constant across prompts: its AUC is 0.5 and its Spearman rho undefined by construction")
     return notes
-
-
-def plot_reliability(result: dict, path) -> None:
-    """Reliability diagram (PNG) of every estimator and baseline in ``result`` (:func:`evaluate_estimator`).
-
-    x: mean predicted p per bin, y: observed success frequency; marker area ~ completions in the bin;
-    the diagonal is perfect calibration.
-    """
-    import seaborn as sns
-
-    fig, ax = subplots(figsize=(5.5, 5))  # off-screen: no backend switch (gradprobe.figures)
-    ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")
-    rows = {**result["estimators"], **result["baselines"]}
-    for (name, r), color in zip(rows.items(), sns.color_palette("deep", len(rows))):
-        rel = r["reliability"]
-        if not rel["count"]:
-            continue
-        sizes = 20 + 180 * np.asarray(rel["count"]) / max(rel["count"])
-        ax.plot(rel["mean_predicted"], rel["observed"], color=color, lw=1)
-        brier = "n/a" if r["brier"] is None else f"{r['brier']:.3f}"
-        ax.scatter(rel["mean_predicted"], rel["observed"], s=sizes, color=color, label=f"{name} (Brier {brier})")
-    ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), xlabel="predicted success p_hat (bin mean)",
-           ylabel="observed success frequency", title="Reliability of p_hat on the eval half")
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from ..ledger import forward_flops_per_token
 from ..logprobs import position_ids_from_mask
@@ -87,7 +88,7 @@ def _data_row(prob) -> float:
 
 @torch.no_grad()
 def hidden_features(policy, prompt_ids: Sequence[Sequence[int]], *, batch_size: int = 32,
-                    ledger=None) -> np.ndarray:
+                    ledger=None, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
     """Mean-pooled last hidden state of every prompt.
 
     Parameters
@@ -101,7 +102,11 @@ def hidden_features(policy, prompt_ids: Sequence[Sequence[int]], *, batch_size: 
     ledger : gradprobe.ledger.Ledger, optional
         Charged: ``generated_tokens["selection"]`` += the prompt tokens read (padding excluded),
         ``flops["selection"]`` += tokens x forward FLOPs per token at context (L + 1) / 2,
-        ``device_seconds["selection"]`` += the wall time.
+        ``device_seconds["selection"]`` += the wall time. The prompt tokens are read, not generated: the ledger's
+        ``selection`` category counts the tokens a selection rule generated or read (DESIGN.md, "The compute
+        ledger"), so they are counted there and the commands say "generated or read".
+    on_batch : callable(int), optional
+        Called after each forward with the prompts it read (a progress bar's ``update``).
 
     Returns
     -------
@@ -132,32 +137,20 @@ def hidden_features(policy, prompt_ids: Sequence[Sequence[int]], *, batch_size: 
     start = time.perf_counter()
     device = next(model.parameters()).device
     pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
-    base = model.base_model
     was_training = model.training
     model.eval()
     flops = 0.0
+    # forward_flops_per_token is affine in the context (2 N + unembedding + 2 n_layer ctx d): two calls, not M
+    f0 = forward_flops_per_token(model, 0.0)
+    slope = forward_flops_per_token(model, 1.0) - f0
     try:
         with use_attention(model, "sdpa"):
             for lo in range(0, len(prompts), batch_size):
                 chunk = prompts[lo: lo + batch_size]
-                width = max(len(p) for p in chunk)
-                ids = torch.full((len(chunk), width), int(pad), dtype=torch.long)
-                mask = torch.zeros((len(chunk), width), dtype=torch.long)
-                for k, p in enumerate(chunk):
-                    ids[k, width - len(p):] = torch.tensor(p, dtype=torch.long)
-                    mask[k, width - len(p):] = 1
-                ids, mask = ids.to(device), mask.to(device)
-                kwargs = dict(input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask),
-                              use_cache=False)
-                if base is model:  # no separate decoder stack: ask the LM for its hidden states
-                    h = model(**kwargs, output_hidden_states=True, logits_to_keep=1).hidden_states[-1]
-                else:
-                    h = base(**kwargs).last_hidden_state  # (b, L, d)
-                keep = mask.bool().unsqueeze(-1)
-                pooled = torch.where(keep, h.to(torch.float64), 0.0).sum(1) / keep.sum(1)  # (b, d); pads never enter
-                out[lo: lo + len(chunk)] = pooled.cpu().numpy()
-                for p in chunk:
-                    flops += len(p) * forward_flops_per_token(model, (len(p) + 1) / 2)
+                out[lo: lo + len(chunk)] = _pooled_batch(model, chunk, int(pad), device)
+                flops += sum(len(p) * (f0 + slope * (len(p) + 1) / 2) for p in chunk)
+                if on_batch is not None:
+                    on_batch(len(chunk))
     finally:
         model.train(was_training)
     if ledger is not None:
@@ -167,8 +160,28 @@ def hidden_features(policy, prompt_ids: Sequence[Sequence[int]], *, batch_size: 
     return out
 
 
+def _pooled_batch(model, chunk: list[list[int]], pad: int, device) -> np.ndarray:
+    """One no-grad forward of the left-padded prompts ``chunk`` (b lists of ids): the mean of each prompt's last
+    hidden states over its own tokens (pads never enter), shape (b, d), float64."""
+    width = max(len(p) for p in chunk)
+    ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(chunk), width), dtype=torch.long)
+    for k, p in enumerate(chunk):
+        ids[k, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        mask[k, width - len(p):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    kwargs = dict(input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask), use_cache=False)
+    base = model.base_model
+    if base is model:  # no separate decoder stack: ask the LM for its hidden states
+        h = model(**kwargs, output_hidden_states=True, logits_to_keep=1).hidden_states[-1]
+    else:
+        h = base(**kwargs).last_hidden_state  # (b, L, d)
+    keep = mask.bool().unsqueeze(-1)
+    return (torch.where(keep, h.to(torch.float64), 0.0).sum(1) / keep.sum(1)).cpu().numpy()
+
+
 def metadata_features(problems, prompt_ids: Sequence[Sequence[int]],
-                      keys: Sequence[str] = DEFAULT_METADATA_KEYS) -> np.ndarray:
+                      keys: Sequence[str] = DEFAULT_METADATA_KEYS, *, check: bool = True) -> np.ndarray:
     """Prompt length and numeric task metadata.
 
     Parameters
@@ -177,6 +190,9 @@ def metadata_features(problems, prompt_ids: Sequence[Sequence[int]],
     prompt_ids : sequence of sequences of int, length M
     keys : sequence of str
         ``Problem.metadata`` keys, each once; a missing value (or None) becomes NaN (imputed by the estimator).
+    check : bool
+        Check (and warn about) the keys here (:func:`gradprobe.difficulty.metadata.check_metadata_keys`); False
+        for a chunk of a pool whose keys were checked once, whole (a key absent from one chunk is no news).
 
     Returns
     -------
@@ -192,7 +208,8 @@ def metadata_features(problems, prompt_ids: Sequence[Sequence[int]],
     """
     if len(problems) != len(prompt_ids):
         raise ValueError(f"metadata_features: {len(problems)} problems but {len(prompt_ids)} prompts")
-    check_metadata_keys(problems, keys)
+    if check:
+        check_metadata_keys(problems, keys)
     out = np.full((len(problems), 1 + len(keys)), math.nan, dtype=np.float64)
     for i, (prob, ids) in enumerate(zip(problems, prompt_ids)):
         out[i, 0] = len(ids)
@@ -210,7 +227,8 @@ def feature_names(d_model: int, keys: Sequence[str] = DEFAULT_METADATA_KEYS) -> 
 
 
 def prompt_features(policy, problems, *, metadata_keys: Sequence[str] = DEFAULT_METADATA_KEYS,
-                    batch_size: int = 32, ledger=None, prompt_ids=None) -> np.ndarray:
+                    batch_size: int = 32, ledger=None, prompt_ids=None, progress: bool = False,
+                    desc: str = "features") -> np.ndarray:
     """[hidden | metadata] features of every problem's prompt under the current policy.
 
     Parameters
@@ -224,6 +242,9 @@ def prompt_features(policy, problems, *, metadata_keys: Sequence[str] = DEFAULT_
         Charged as in :func:`hidden_features` (``selection``).
     prompt_ids : list[list[int]], optional
         Already encoded prompts (default: :func:`gradprobe.tasks.encode_prompt` of each question).
+    progress : bool
+        A tqdm bar on stderr over the prompts read by the forward (rate and ETA), labelled ``desc``.
+    desc : str
 
     Returns
     -------
@@ -240,5 +261,6 @@ def prompt_features(policy, problems, *, metadata_keys: Sequence[str] = DEFAULT_
     if prompt_ids is None:
         prompt_ids = [list(encode_prompt(policy.tokenizer, p.question)) for p in problems]
     check_prompt_lengths(policy.model, prompt_ids, problems)
-    h = hidden_features(policy, prompt_ids, batch_size=batch_size, ledger=ledger)
+    with tqdm(total=len(prompt_ids), desc=desc, unit="prompt", disable=not progress, leave=False) as bar:
+        h = hidden_features(policy, prompt_ids, batch_size=batch_size, ledger=ledger, on_batch=bar.update)
     return np.concatenate([h, metadata_features(problems, prompt_ids, metadata_keys)], axis=1)

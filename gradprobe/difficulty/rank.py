@@ -7,11 +7,13 @@ One function, :func:`rank_prompts`, with explicit arguments; the command line
 checks live once, in :class:`PoolSettings` (shared with ``difficulty-eval``) and :class:`RankSettings`;
 the argparse defaults read them.
 
-Steps: features of the pool prompts under the policy (one batched forward, charged ``selection``),
+Steps: features of the pool prompts under the policy (one batched forward, in chunks, charged ``selection``),
 ``probe_samples`` sampled completions of each of ``fit_prompts`` seeded pool prompts (charged
 ``selection``) give the observed outcomes the logistic model is fitted on (and those prompts'
-posteriors), then p_hat for every pool prompt and the ranking by |p_hat - 1/2|
-(:mod:`gradprobe.difficulty.estimator`).
+posteriors), then p_hat for every pool prompt with its 90% intervals (:mod:`gradprobe.difficulty.intervals`)
+and the ranking by |p_hat - 1/2| (:mod:`gradprobe.difficulty.estimator`; the compute in
+:mod:`gradprobe.difficulty.rank_pool`, what is recorded and printed in :mod:`gradprobe.difficulty.rank_report`).
+A pool over :data:`MAX_POOL` prompts is refused before anything is built (:func:`check_pool`).
 
 Importing this module imports neither torch nor pandas.
 """
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, NamedTuple
 
-from ..config import DTYPE_NAMES, SamplingConfig
+from ..config import DTYPE_NAMES, MAX_POOL, SamplingConfig
 from ..ledger import Ledger
 from ..outputs import prepare_output_dir, removed_if_left_empty, versions
 from ..tasks import load_task
@@ -35,15 +37,16 @@ from ..tasks.base import repeated_prompts
 from .estimator import EstimatorConfig, check_unique_ids, verdict
 from .folder import check_output_folder
 from .metadata import DEFAULT_KEYS, check_metadata_keys
+from .progress import building
+from .rank_report import SMALL_FIT_PROMPTS, document, report
+from .rank_report import repeated_data_ids as _repeated_data_ids  # noqa: F401  (its old name here)
 
 
-__all__ = ["DTYPES", "SMALL_FIT_PROMPTS", "MAX_SEED", "PoolSettings", "RankSettings", "PreparedPool", "prepare_pool",
-           "rank_prompts"]
+__all__ = ["DTYPES", "SMALL_FIT_PROMPTS", "MAX_POOL", "MAX_SEED", "PoolSettings", "RankSettings", "PreparedPool",
+           "check_pool", "prepare_pool", "rank_prompts"]
 
 #: Policy dtypes the commands accept (``--dtype``).
 DTYPES = DTYPE_NAMES
-#: Below this many probed prompts the ranking still runs but adds a note that p_model is rough.
-SMALL_FIT_PROMPTS = 32
 #: The largest ``seed`` / ``data_seed`` (what torch's and numpy's seeding take without overflow).
 MAX_SEED = 2**63 - 1
 
@@ -89,7 +92,8 @@ class PoolSettings:
     dtype : str
         One of :data:`DTYPES`.
     no_progress : bool
-        Hide the progress bar of the sampled completions (tqdm on stderr).
+        Hide the progress on stderr (tqdm): the seconds of the pool's building, the feature forward and the
+        sampled completions.
 
     Raises
     ------
@@ -143,10 +147,15 @@ class RankSettings(PoolSettings):
         k >= 1, completions sampled per fit prompt to observe outcomes.
     fit_prompts : int
         >= 1, pool prompts probed to fit the logistic model (at most the pool).
+    resamples : int
+        >= 1, bootstrap refits of the logistic model behind the 90% intervals of p_hat and p_model
+        (:mod:`gradprobe.difficulty.intervals`; a refit costs about as much as the fit, 10-30 ms for 64 probed prompts
+        on a CPU core); the bounds' Monte Carlo error shrinks as 1 / sqrt(resamples).
     """
 
     probe_samples: int = field(default=4, metadata={"min": 1})
     fit_prompts: int = field(default=64, metadata={"min": 1})
+    resamples: int = field(default=200, metadata={"min": 1})
 
     @classmethod
     def from_options(cls, options: Mapping) -> RankSettings:
@@ -212,9 +221,32 @@ class PreparedPool(NamedTuple):
     metadata_keys: tuple     # feature metadata keys
 
 
-def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, settings: PoolSettings) -> PreparedPool:
-    """Check the settings, load the task and its training pool, create the output folder, load the policy,
-    in that order (refused input creates nothing and computes nothing).
+def check_pool(pool) -> None:
+    """Refuse a pool size that is not an integer in [1, :data:`MAX_POOL`], before anything is built.
+
+    Every prompt of the pool is built in memory first (a generated task generates each: chain_sum's take about
+    1.5 KB each) and read by one feature forward, so a pool of 10,000,000 grew to 3.5 GB in 100 s before anything
+    was printed; the limit is a plan's for ``[task] pool`` (``gradprobe.training.plan_checks.MAX_POOL``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``pool (--pool)``, the value, the limit and the fix.
+    """
+    if isinstance(pool, bool) or not isinstance(pool, numbers.Integral) or pool < 1:
+        raise ValueError(f"pool (--pool) must be an integer >= 1, got {pool!r}")
+    if pool > MAX_POOL:
+        raise ValueError(f"pool (--pool) = {pool:,} is more than {MAX_POOL:,} prompts: every prompt of the pool is "
+                         "built in memory and read by the feature forward before anything is ranked, so a pool this "
+                         f"large would not finish; give --pool at most {MAX_POOL:,} (a few thousand is the usual "
+                         "size), as a plan's [task] pool")
+
+
+def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, settings: PoolSettings, *,
+                 command: str = "rank-prompts") -> PreparedPool:
+    """Check the pool size (:func:`check_pool`) and the settings, load the task and build its training pool (a line
+    on stderr counts the seconds while the task builds it, hidden by ``no_progress``), create the output folder,
+    load the policy, in that order (refused input creates nothing and computes nothing).
 
     Parameters
     ----------
@@ -227,12 +259,15 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
     out : path or None
         Output folder (None: no folder).
     settings : PoolSettings
+    command : str
+        The command, to label the progress line.
 
     Raises
     ------
     ValueError
-        Bad estimator settings (named), an unknown task, an empty pool, duplicate prompt ids, a metadata key
-        whose values are not numbers (named, with the numeric keys of the pool).
+        A pool size outside [1, :data:`MAX_POOL`] (:func:`check_pool`), bad estimator settings (named), an unknown
+        task, an empty pool, duplicate prompt ids, a metadata key whose values are not numbers (named, with the
+        numeric keys of the pool).
     OSError
         ``out`` cannot be created or written.
     gradprobe.models.ModelNotFoundError
@@ -246,11 +281,13 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
     """
     from ..models import load_policy
 
+    check_pool(pool)
     est_config = EstimatorConfig(prior_strength=settings.prior_strength, decay=settings.decay)  # settings first,
     sampling = SamplingConfig(temperature=settings.temperature, max_new_tokens=settings.max_new_tokens,
                               batch_size=settings.batch_size)
     loaded = load_task(task, **({"skip_malformed": True} if settings.skip_malformed else {}))  # then the data,
-    problems = loaded.problems("train", pool, seed=settings.data_seed)
+    with building(f"{command}: building the pool of {pool:,} prompts", not settings.no_progress):
+        problems = loaded.problems("train", pool, seed=settings.data_seed)
     if not problems:
         raise ValueError(f"task {task!r} returned an empty pool for --pool {pool}")
     check_unique_ids([p.id for p in problems])
@@ -271,7 +308,8 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
 
 
 def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = None,
-                 settings: RankSettings | None = None, say: Callable[[str], None] | None = None):
+                 settings: RankSettings | None = None, say: Callable[[str], None] | None = None,
+                 model_identity: Callable[[str], dict | None] | None = None):
     """Predict each pool prompt's success probability under the policy and rank the pool nearest 1/2 first.
 
     Parameters
@@ -281,7 +319,7 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     task : str
         Task spec, e.g. ``chain_sum:min_terms=2,max_terms=4``.
     pool : int
-        N >= 1, pool prompts (``task.problems("train", N, seed=settings.data_seed)``).
+        N in [1, :data:`MAX_POOL`], pool prompts (``task.problems("train", N, seed=settings.data_seed)``).
     out : path, optional
         Write ``ranking.csv`` (the returned table) and ``rank.json`` (its ``.attrs``) there, atomically
         (default: nothing is written). A folder this call created is removed again when it fails
@@ -289,29 +327,31 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     settings : RankSettings, optional
         Default ``RankSettings()``.
     say : callable(str), optional
-        Receives the summary lines the command prints on stdout (notes, the verdict, the prompt
-        nearest 1/2 with the selection cost, the files written); default: silent. When the logistic
-        model has no signal (every probed outcome equal) a warning line goes to stderr either way.
+        Receives the summary lines the command prints on stdout (the model, notes, the verdict with its
+        interval, the held-out fit, the prompt nearest 1/2 with its intervals, the selection cost, the files
+        written; :func:`gradprobe.difficulty.rank_report.report`); default: silent. When the logistic model has no
+        signal (every probed outcome equal) a warning line goes to stderr either way.
+    model_identity : callable(str) -> dict or None, optional
+        The identity of the weights ``model`` names (``gradprobe.training.run_folder.model_weights_identity``, which
+        the command line and ``gradprobe.rank_prompts`` pass: this layer cannot import training's), called once the
+        model is loaded; recorded as rank.json's ``model_weights`` and printed. Default: not identified (None).
 
     Returns
     -------
     pandas.DataFrame
-        One row per pool prompt, nearest 1/2 first: ``rank`` (1..N), ``prompt_id``, ``data_id`` (only when
-        the data has an ``id`` column: each row's own id, empty where a row has none), ``p_hat`` (predicted
-        success probability), ``distance`` = |p_hat - 1/2|, ``attempts`` and ``successes`` (sampled
-        completions of the prompt and how many the verifier scored 1; 0 for unprobed prompts),
-        ``p_model`` (the logistic model's prediction alone). ``.attrs`` is ``rank.json``'s content:
-        ``command``, ``settings``, ``skipped_rows``, ``repeated_data_ids`` (the ``data_id`` values several
-        ranked prompts share, each with its ``count`` and ``prompt_ids``; [] when none), ``verdict`` (the rule
-        "the candidates are predicted to fail more often than not", mean p_hat < 1/2, with its ``text``),
-        ``no_signal``, ``warning``,
-        ``notes``, ``fit_prompts``, ``probe_success``, ``ledger`` (selection tokens, FLOPs,
-        device-seconds), ``versions``.
+        One row per pool prompt, nearest 1/2 first: ``rank`` (1..N), ``prompt_id``, ``data_id`` (only when the data
+        has an ``id`` column: each row's own id, empty where a row has none), ``p_hat`` (predicted success
+        probability) with ``p_lo``, ``p_hi``, ``distance`` = |p_hat - 1/2|, ``attempts`` and ``successes`` (sampled
+        completions and how many the verifier scored 1; 0 for unprobed prompts) with ``rate_lo``, ``rate_hi``
+        (empty for an unprobed prompt), ``p_model`` (the logistic model's prediction alone) with ``p_model_lo``,
+        ``p_model_hi``: every interval at 90%, their methods and sources in :mod:`gradprobe.difficulty.intervals`.
+        ``.attrs`` is ``rank.json``'s content (:func:`gradprobe.difficulty.rank_report.document`).
 
     Raises
     ------
     ValueError
-        ``pool`` < 1, a bad setting (named), an unknown task, an empty pool, duplicate ids, a non-numeric metadata key.
+        ``pool`` < 1 or > :data:`MAX_POOL` (:func:`check_pool`), a bad setting (named), an unknown task, an empty
+        pool, duplicate ids, a non-numeric metadata key.
     OSError
         ``out`` cannot be written, holds another command's output or files named as a ranking's that are not an
         earlier ranking (``ranking.csv`` without ``rank.json``; :mod:`gradprobe.difficulty.folder`), before any
@@ -322,68 +362,28 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     from .rank_pool import fit_and_rank, write_ranking  # torch and pandas, only when a ranking runs
 
     settings = RankSettings() if settings is None else settings
-    if isinstance(pool, bool) or not isinstance(pool, numbers.Integral) or pool < 1:
-        raise ValueError(f"pool (--pool) must be an integer >= 1, got {pool!r}")
+    check_pool(pool)
     say = say or (lambda line: None)
     record = _settings_record(model, task, pool, out, settings)
     replacing = check_output_folder(out, "rank-prompts")  # another command's folder: refused before compute
     with removed_if_left_empty(out):
         prepared = prepare_pool(str(model), str(task), int(pool), out, settings)
+        weights = None if model_identity is None else model_identity(str(model))
         ledger = Ledger()
         ranked = fit_and_rank(prepared, settings, ledger)
         caught = ranked.caught
-        document = _document(record, prepared, ranked, ledger)
+        doc = document(record, prepared, ranked, ledger, weights)
         if prepared.out is not None:
             if replacing:  # said when it happens: a refused setting or a failed compute replaces nothing
                 say(replacing)
-            write_ranking(prepared.out, ranked.table, document)
+            write_ranking(prepared.out, ranked.table, doc)
     table = ranked.table
-    table.attrs.update(json.loads(json.dumps(document, allow_nan=False)))  # rank.json's content, as read back
+    table.attrs.update(json.loads(json.dumps(doc, allow_nan=False)))  # rank.json's content, as read back
     if caught:
         print(f"gradprobe rank-prompts: warning: {caught[0].message}; the ranking carries no model signal "
               f"(p_hat differs only through the probed prompts' posteriors)", file=sys.stderr)
-    _report(say, table, document, ledger, prepared.out)
+    report(say, table, doc, ledger, prepared.out)
     return table
-
-
-def _document(record: dict, prepared: PreparedPool, ranked, ledger) -> dict:
-    """rank.json's content (:func:`rank_prompts`' Returns, ``.attrs``) for the ranking ``ranked`` of ``prepared``'s
-    pool (a :class:`gradprobe.difficulty.rank_pool.RankedPool`), ``record`` its settings, ``ledger`` its costs.
-
-    ``notes`` cautions (printed as ``note:`` lines): a logistic model fitted on fewer than :data:`SMALL_FIT_PROMPTS`
-    probed prompts, and ``probe_samples`` 1: each probed prompt's outcome is one Bernoulli draw (0 or 1), the
-    logistic model is fitted to those draws and each prompt's Beta-Bernoulli posterior
-    (:mod:`gradprobe.difficulty.estimator`) adds its own draw to that prior, so p_hat follows the draw (trial 5: p_model
-    0.84-0.88 after one success, 0.10-0.23 after one failure) and no probed prompt is placed near 1/2."""
-    notes = []
-    if ranked.n_fit < SMALL_FIT_PROMPTS and not ranked.no_signal:
-        notes.append(f"the logistic model is fitted on only {ranked.n_fit} probed prompts; its p_model for "
-                     f"unprobed prompts is rough (use --fit-prompts >= {SMALL_FIT_PROMPTS} and a pool at least "
-                     f"that large)")
-    if int(record["probe_samples"]) == 1:
-        notes.append(f"each of the {ranked.n_fit} probed prompts was sampled once (--probe-samples 1), so its "
-                     "estimate rests on one Bernoulli draw (success 0 or 1): p_hat of a probed prompt follows that "
-                     "one outcome and the ranking cannot place a prompt near 1/2 (one draw cannot tell a prompt solved "
-                     "half the time from one always or never solved); use --probe-samples 4 or more (the default 4)")
-    caught = ranked.caught
-    return {"command": "rank-prompts", "settings": record, "skipped_rows": int(getattr(prepared.task, "skipped", 0)),
-            "repeated_data_ids": _repeated_data_ids(prepared.pool), "verdict": verdict(ranked.p_hat),
-            "no_signal": ranked.no_signal, "warning": str(caught[0].message) if caught else None, "notes": notes,
-            "fit_prompts": ranked.n_fit, "probe_success": ranked.probe_success, "ledger": ledger.to_dict(),
-            "versions": versions()}
-
-
-def _repeated_data_ids(pool: list) -> list[dict]:
-    """rank.json's ``repeated_data_ids``: each ``data_id`` that several ranked prompts share, as ``{"data_id": the
-    data's id (a string or an integer, as in the data; the text ranking.csv writes when the prompts hold it as
-    different types, 17 and "17", which ranking.csv writes alike), "count": prompts holding it, "prompt_ids": those
-    prompts' ids, in pool order}``, in the order the ids first occur in the pool; [] when no two ranked prompts share
-    one (or the data has no ``id`` column). Only the ranked pool counts: a repeat whose other rows are not in the pool
-    cannot be confused in ranking.csv. The loader's warning on stderr names every repeat of the data file
-    (:func:`gradprobe.tasks.dataset.repeated_data_ids`); this keeps the pool's in the output file."""
-    from ..tasks.dataset import repeated_data_ids
-
-    return [{"data_id": i, "count": len(ps), "prompt_ids": [p.id for p in ps]} for i, ps in repeated_data_ids(pool)]
 
 
 def _settings_record(model, task, pool, out, settings: RankSettings) -> dict:
@@ -393,15 +393,3 @@ def _settings_record(model, task, pool, out, settings: RankSettings) -> dict:
             "probe_samples": settings.probe_samples, "fit_prompts": settings.fit_prompts,
             **{k: v for k, v in dataclasses.asdict(settings).items()
                if k not in ("skip_malformed", "probe_samples", "fit_prompts")}}
-
-
-def _report(say, table, document: dict, ledger, folder) -> None:
-    """The summary lines of ``gradprobe rank-prompts`` (notes, verdict, nearest 1/2 with the cost, files)."""
-    for note in document["notes"]:
-        say(f"note: {note}")
-    say(f"verdict: {document['verdict']['text']} over the {len(table)} pool prompts")
-    say(f"nearest 1/2: {table.prompt_id.iloc[0]} (p_hat {table.p_hat.iloc[0]:.3f}); selection cost: "
-        f"{ledger.generated_tokens['selection']:,} tokens, {ledger.flops.get('selection', 0):.3g} FLOPs, "
-        f"{ledger.device_seconds.get('selection', 0):.1f} s")
-    if folder is not None:
-        say(f"wrote {folder / 'ranking.csv'} and {folder / 'rank.json'}")

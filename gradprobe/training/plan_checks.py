@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..config import MAX_LR, MCConfig
+from ..config import MAX_LR, MAX_POOL, MCConfig
 from ..difficulty.config import SELECTION_KEYS, parse_selection
 from ..tasks.solutions import REFERENCE_SOLUTIONS, has_reference_solution
 from .coerce import build_section, check_positive, coerce, echo_value, fields_of
@@ -139,7 +139,6 @@ def check_mc(mc: MCConfig, where: str = "mc") -> None:
                             f"{getattr(MCConfig, key)} (the default) or another integer >= {low}")
 
 
-MAX_POOL = 1_000_000
 """The largest ``[task] pool`` (prompts) a plan may ask for (:func:`check_pool`)."""
 
 

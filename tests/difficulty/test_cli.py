@@ -22,7 +22,8 @@ def test_rank_prompts_end_to_end(tmp_path, capsys):
     cap = capsys.readouterr()
     assert rc == 0, cap.err
     table = pd.read_csv(out / "ranking.csv")
-    assert list(table.columns[:6]) == ["rank", "prompt_id", "p_hat", "distance", "attempts", "successes"]
+    assert list(table.columns) == ["rank", "prompt_id", "p_hat", "p_lo", "p_hi", "distance", "attempts", "successes",
+                                   "rate_lo", "rate_hi", "p_model", "p_model_lo", "p_model_hi"]
     assert len(table) == 10 and table.prompt_id.is_unique
     assert (table.distance == (table.p_hat - 0.5).abs()).all() and table.distance.is_monotonic_increasing
     assert table.attempts.sum() == 4 * 2 and table.successes.sum() == 0  # random model: never right

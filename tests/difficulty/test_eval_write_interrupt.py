@@ -35,7 +35,8 @@ def test_api_rank_prompts_interrupted_in_rank_json_leaves_no_new_table(tmp_path,
     with pytest.raises(KeyboardInterrupt):
         gradprobe.rank_prompts("tiny-qwen2", "chain_sum", 4, out=out, fit_prompts=2, probe_samples=1,
                                max_new_tokens=4, no_progress=True)
-    assert seen == ["rank,prompt_id,p_hat,distance,attempts,successes,p_model"]
+    assert seen == ["rank,prompt_id,p_hat,p_lo,p_hi,distance,attempts,successes,rate_lo,rate_hi,p_model,p_model_lo,"
+                    "p_model_hi"]
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
 

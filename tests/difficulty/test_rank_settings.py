@@ -38,7 +38,7 @@ def test_the_flags_default_to_the_settings_defaults():
     ({"metadata_keys": 3}, "metadata_keys (--metadata-keys) must be comma-separated keys or a list of keys, got 3"),
     ({"samples": 2}, "unknown rank_prompts setting 'samples'; valid: batch_size, data_seed, decay, device, dtype, "
                      "feature_batch_size, fit_prompts, max_new_tokens, metadata_keys, no_progress, prior_strength, "
-                     "probe_samples, seed, skip_malformed, temperature"),
+                     "probe_samples, resamples, seed, skip_malformed, temperature"),
 ])
 def test_bad_settings_are_named_with_their_flag(options, message):
     with pytest.raises(ValueError) as info:
