@@ -142,8 +142,15 @@ def test_several_batches_average_the_ratio(curve):
     res = forecast_rewards(curve, batches)
     rho_raw = res.table.set_index("arm").loc["mc", "rho_raw"]
     assert rho_raw == pytest.approx((2 * o1.sum() + 3 * o2.sum()) / (o1.sum() + o2.sum()), rel=1e-13)
-    combined = dict(batches[0], batches=batches)  # a combined probe.json (gradprobe.probe.batches) reads the same
+    # a combined probe.json reads the same: its pooled entries as gradprobe.probe.batches.combine_batches writes them
+    # (per_group joined / N, sums the batches' mean), the batches beside them
+    pooled = probe_result({"outcome": np.concatenate([o1, o2]) / 2, "mc": np.concatenate([2.0 * o1, 3.0 * o2]) / 2},
+                          {"outcome": C_OUT, "mc": C_MC})
+    combined = dict(pooled, batches=batches)
     assert forecast_rewards(curve, combined).table["rho_raw"].tolist() == res.table["rho_raw"].tolist()
+    with pytest.raises(ValueError, match=r"rewards\[0\]\.inner_product \(reward 'outcome'\) is .*, but its batches "
+                                         "give"):
+        forecast_rewards(curve, dict(batches[0], batches=batches))  # batch 0's entries are no pooled entries
 
 
 def test_forecast_section_default_curve_and_json(curve):
