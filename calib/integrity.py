@@ -23,8 +23,12 @@ analysis.json vs runs.csv (:func:`check_analysis_matches_runs`)
     analysis.json and study.json agree; each run's accuracy analysis.json reads at every matched point
     (``arms.ARM.AXIS.per_seed``, calibration's realized accuracy among them) and at update 0 is what runs.csv
     gives there now, read by the analysis's rule (:func:`gradprobe.study.coverage.changed_reads`, within 1e-6
-    points); each arm's mean accuracy in analysis.json lies within the accuracies runs.csv records for that arm
-    (x 100, +- :data:`ROUNDING`). Otherwise runs.csv (or the plan) changed after the analysis.
+    points; a blank accuracy cell skips only the reads it could have changed; a runs.csv re-saved with 6 or more
+    significant digits reads as the same file); each arm's update-0 mean is its sigmoid's recorded ``R0``, and its
+    sigmoid refitted to its evals now has the recorded ``n_points`` and ``rmse`` (an edit of an eval no read uses:
+    :func:`gradprobe.forecast.analysis_reads.analysis_differences`); each arm's mean accuracy in analysis.json lies
+    within the accuracies runs.csv records for that arm (x 100, +- :data:`ROUNDING`). Otherwise runs.csv (or the
+    plan) changed after the analysis.
 runs.csv vs per-item results (:func:`read_study_runs`)
     Each ``accuracy`` (``accuracy_sampled``) is the mean of its eval's greedy (sampled) per-item results where both
     are recorded (:func:`gradprobe.forecast.study_items.item_accuracy_mismatches`, the analysis's own check).
@@ -67,6 +71,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gradprobe.forecast.analysis_reads import as_analysed
 from gradprobe.forecast.csv_cells import cut_lines, name_short_lines, numeric_columns, read_csv_checked, \
     short_lines, unterminated_line
 from gradprobe.forecast.curve_fit import CurveError
@@ -479,7 +484,8 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict,
     runs, cut = read_study_runs(study_dir) if runs is None else runs
     csv = csv_seeds(runs)
     outside = _accuracies_outside_runs(runs, per_seed)  # arm -> phrase; its reads are not told again run by run
-    diffs = stale_analysis(study_dir, _as_analysed(runs, cut), skip_arms=outside)  # arms, seeds, sha256, reads
+    read = as_analysed(runs, blank_rows=[line for line, _ in cut])  # a cut line's accuracy blank: it may be cut
+    diffs = stale_analysis(study_dir, read, skip_arms=outside)  # arms, seeds, sha256, reads, R0s, fits
     if any(d.startswith(CHANGED_READS) for d in diffs):  # which file is right is unknown: both fixes named
         fix += (f" if {RUNS_CSV} is the study's own; if it was edited since, "
                 f"{REBUILD_RUNS.format(csv=path, study=study_dir)} instead")
@@ -495,18 +501,6 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict,
                if cut or lost else "runs.csv changed after the analysis: ")
         raise StudyFormatError(f"{study_dir}: {ANALYSIS_JSON} does not match {RUNS_CSV} ({'; '.join(diffs)}); "
                                + why + fix)
-
-
-def _as_analysed(runs: pd.DataFrame, cut: list) -> pd.DataFrame:
-    """``runs`` (:func:`read_study_runs`) as the analysis reads it for :func:`gradprobe.study.coverage.changed_reads`:
-    the accuracy of a cut line blank (its value may be cut), an eval given on two lines read once (the first), a
-    line without an update left out (the analysis refuses such a file)."""
-    out = runs.copy()
-    if cut and "accuracy" in out.columns:
-        out.loc[out.index.isin([line for line, _ in cut]), "accuracy"] = np.nan
-    if "update" not in out.columns:
-        return out
-    return out[out["update"].notna()].drop_duplicates(["arm", "seed", "update"])
 
 
 def _damaged_runs(study_dir: Path, path: Path, cut: list, lost: list) -> str:

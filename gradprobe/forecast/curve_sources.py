@@ -286,15 +286,19 @@ def _check_item_accuracies(df, arm: str, accuracy_col: str, study_dir: Path, run
                          f"{restore_runs_csv_fix(study_dir)}")
 
 
-def _check_analysis_reads(study_dir: Path, table, raw: bytes) -> None:
+def _check_analysis_reads(study_dir: Path, table, raw: bytes, arm: str | None = None) -> None:
     """Refuse a study whose ``analysis.json`` was not made from the ``runs.csv`` it holds now
-    (:func:`~gradprobe.forecast.analysis_reads.analysis_differences`: arms, seed counts, plan sha256 and each run's
-    accuracy read at a matched point and at update 0, compared as ``calib`` compares them). An accuracy edited where
-    the per-item results are gone (or were never saved) is refused so, where the analysis read it; a folder without a
-    readable ``analysis.json`` (a study still running, or stopped before its analysis) is not compared; a damaged one
+    (:func:`~gradprobe.forecast.analysis_reads.analysis_differences`, the comparison ``calib`` refuses it by: arms,
+    seed counts, plan sha256, each run's accuracy read at a matched point and at update 0, each arm's update-0 mean
+    (its R0), and ``arm``'s sigmoid fit to its evals, which tells an edit of an eval no read uses). An accuracy
+    edited where the per-item results are gone (or were never saved) is refused so; a blank accuracy cell skips only
+    the reads it could have changed (the curve's notes name it); a runs.csv re-saved with 6 or more significant
+    digits is read as the same file. A folder without a readable ``analysis.json`` (a study still running, or
+    stopped before its analysis) is not compared; a damaged one
     (:func:`~gradprobe.forecast.analysis_reads.analysis_damage`) is refused, as calib refuses it.
 
-    ``table``: runs.csv as read (every arm; row ``i`` on line ``i + 2``), ``raw``: its bytes.
+    ``table``: runs.csv as read (every arm; row ``i`` on line ``i + 2``), ``raw``: its bytes; ``arm``: the curve's
+    arm, the only one whose fit is refitted (about 20 ms; None: every arm's).
 
     Raises
     ------
@@ -311,7 +315,7 @@ def _check_analysis_reads(study_dir: Path, table, raw: bytes) -> None:
         raise CurveError(f"{study_dir}/analysis.json is damaged ({damage}), so runs.csv cannot be checked against the "
                          "analysis the study made from it; put the file back from a copy of the study, or "
                          f"{REBUILD_ANALYSIS.format(study=study_dir)}, then read the curve again")
-    diffs = analysis_differences(study_dir, table, raw)
+    diffs = analysis_differences(study_dir, table, raw, fit_arms=None if arm is None else [arm])
     if not diffs:
         return
     items = missing_items_clause(study_dir)
@@ -1088,7 +1092,7 @@ class CurveSources:
         _check_study_seeds(d, runs, arm)
         d = one_line_per_eval(d, runs, accuracy_col)
         _check_item_accuracies(df, arm, accuracy_col, study_dir, runs)
-        _check_analysis_reads(study_dir, df, raw)
+        _check_analysis_reads(study_dir, df, raw, arm)
         meta = {"study": str(study_dir), "arm": arm}
         if (study_dir / PLAN_COPY).is_file():
             meta.update(_plan_metadata(study_dir / PLAN_COPY, arm))

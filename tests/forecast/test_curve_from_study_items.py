@@ -104,6 +104,7 @@ def test_run_folder_items_are_checked_and_the_fix_rebuilds_from_them(tmp_path):
 def test_a_study_without_per_item_results_is_read_as_before(tmp_path):
     study = shipped_copy("study_tiny", tmp_path / "bare")  # no eval_items.jsonl.gz, no runs/
     assert ReferenceCurve.from_study(study).params == pytest.approx(TINY_PARAMS, rel=FIT_REL)
+    (study / "analysis.json").unlink()  # else grpo's refitted sigmoid tells the edit (test_analysis_check_edits.py)
     _edit(study, 3, "accuracy", "0.71", "0.81")  # nothing to compare it with: read as it is
     curve = ReferenceCurve.from_study(study)
     assert curve.points["accuracy"].iloc[1] == pytest.approx(81.0)
@@ -115,6 +116,7 @@ def test_an_unreadable_per_item_file_leaves_the_curve_unchecked(tmp_path):
     """A damaged eval_items.jsonl.gz is the analysis's refusal, not the curve's: read as without per-item results."""
     study = _tiny(tmp_path)
     (study / "eval_items.jsonl.gz").write_bytes(b"not gzip")
+    (study / "analysis.json").unlink()  # else grpo's refitted sigmoid tells the edit (test_analysis_check_edits.py)
     _edit(study, 3, "accuracy", "0.71", "0.81")
     assert ReferenceCurve.from_study(study).points["accuracy"].iloc[1] == pytest.approx(81.0)
 

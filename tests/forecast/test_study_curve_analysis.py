@@ -11,9 +11,12 @@ same folder. Now the curve is refused, naming the folder, the changed reads and 
 
 from __future__ import annotations
 
+import json
 import shutil
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -24,6 +27,7 @@ from gradprobe.forecast.curves import CurveError, ReferenceCurve
 from gradprobe.forecast.study import REBUILD_ANALYSIS
 from gradprobe.forecast.study_items import restore_runs_csv_fix
 from gradprobe.study.coverage import stale_analysis
+from gradprobe.study.reading import load_runs
 from study_helpers import shipped_copy
 
 REPO = Path(__file__).resolve().parents[2]
@@ -173,3 +177,85 @@ def test_each_shipped_study_agrees_and_an_edit_is_phrased_as_calib_phrases_it(tm
     raw = path.read_bytes()
     diffs = analysis_differences(study, read_csv_checked(path, raw), raw)
     assert diffs == _now(study) and len(diffs) == 1 and f"grpo seed {first} at " in diffs[0]
+
+
+def _read_evals(study: Path) -> set[tuple[str, str, str]]:
+    """(arm, seed, update) as runs.csv spells them of every eval a read of analysis.json uses: update 0, and at each
+    recorded matched point the run's final eval (``final_eval``) or the evals at and around the point."""
+    analysis = json.loads((study / "analysis.json").read_text())
+    df = pd.read_csv(study / "runs.csv")
+    used = {(a, str(s), "0") for a, s in zip(df["arm"], df["seed"])}
+    for axis, m in analysis["matched"].items():
+        col = {"updates": "update"}.get(axis, axis)
+        for (arm, seed), g in (df.groupby(["arm", "seed"]) if m["recorded"] else ()):
+            x = g[col].to_numpy()
+            k = int(np.searchsorted(x, m["budget"]))
+            at = [len(x) - 1] if m["final_eval"] else [k - 1, k, k + 1]
+            used |= {(arm, str(seed), str(g["update"].iloc[i])) for i in at if 0 <= i < len(x)}
+    return used
+
+
+def _random_edits(study: Path, rng: np.random.Generator) -> list[str]:
+    """Edit runs.csv at random where no read of analysis.json looks (:func:`_read_evals`), the file's other bytes
+    kept: 1 to 3 accuracies of one arm moved by 1 to 20 thousandths, an update of that arm moved between its
+    neighbours, and an accuracy cell of another arm blanked (a lost eval); returns what was edited, for the failure
+    message."""
+    path = study / "runs.csv"
+    lines = path.read_text().splitlines()
+    rows = [line.split(",") for line in lines[1:]]
+    acc, used = lines[0].split(",").index("accuracy"), _read_evals(study)
+    edited, lost = rng.choice(sorted({r[0] for r in rows}), 2, replace=False)
+    free = [i for i, r in enumerate(rows) if r[0] == edited and tuple(r[:3]) not in used]
+    said = []
+    for i in rng.choice(free, int(rng.integers(1, 4)), replace=False):
+        old, step = float(rows[i][acc]), int(rng.choice([-1, 1])) * int(rng.integers(1, 21)) / 1000
+        rows[i][acc] = f"{old + step if 0 <= old + step <= 1 else old - step:.5g}"
+        said.append(f"accuracy of {rows[i][:3]} -> {rows[i][acc]}")
+    i = int(rng.choice([i for i in free if rows[i - 1][:2] == rows[i][:2] == rows[i + 1][:2]
+                        and int(rows[i + 1][2]) - int(rows[i - 1][2]) > 2]))
+    ups = [u for u in range(int(rows[i - 1][2]) + 1, int(rows[i + 1][2])) if u != int(rows[i][2])]
+    rows[i][2] = str(int(rng.choice(ups)))
+    said.append(f"update of {rows[i][:2]} -> {rows[i][2]}")
+    i = int(rng.choice([i for i, r in enumerate(rows) if r[0] == lost]))
+    rows[i][acc] = ""
+    said.append(f"accuracy of {rows[i][:3]} blanked")
+    path.write_text("\n".join([lines[0]] + [",".join(r) for r in rows]) + "\n")
+    return said
+
+
+def _both_ways(study: Path) -> tuple[list[str], list[str]]:
+    """(analysis_differences of runs.csv's bytes, as a curve reads it; stale_analysis of load_runs, as calib and the
+    command line read it)."""
+    from gradprobe.forecast.analysis_reads import analysis_differences
+    from gradprobe.forecast.csv_cells import read_csv_checked
+
+    path = study / "runs.csv"
+    raw = path.read_bytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the blank cell's and the moved update's warnings
+        return analysis_differences(study, read_csv_checked(path, raw), raw), stale_analysis(study, load_runs(study))
+
+
+@pytest.mark.parametrize("name, seed", [("study_tiny_greso", 0), ("study_tiny_greso", 1), ("study_tiny_guided", 2),
+                                        ("study_tiny_heldout4k", 3), ("study_tiny_losses", 4)])
+def test_random_edits_are_told_alike_both_ways_and_as_the_analysis_reads_the_file(tmp_path, name, seed):
+    """Edits at random where no read looks (:func:`_random_edits`): the curve's comparison and calib's give the same
+    phrases, never none (each arm's fit tells them; a lost eval of another arm hides nothing), also for an
+    analysis.json without promised gaps (an older analysis: neither reads the plan); the study re-analysed from the
+    edited runs.csv, both give none: the check reads runs.csv as the analysis does (its reads, R0s and fits)."""
+    from gradprobe.study.analysis import analyze
+
+    study = shipped_copy(name, tmp_path / name)
+    said = _random_edits(study, np.random.default_rng(seed))
+    curve, calib = _both_ways(study)
+    assert curve == calib and curve, said
+    analysis = json.loads((study / "analysis.json").read_text())
+    for m in analysis["matched"].values():
+        m.pop("promised_gap", None)
+    (study / "analysis.json").write_text(json.dumps(analysis))
+    curve, calib = _both_ways(study)
+    assert curve == calib and curve, said
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        analyze(study, figures=False)
+    assert _both_ways(study) == ([], []), said
