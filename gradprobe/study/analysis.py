@@ -44,6 +44,15 @@ Sigmoid, side effects, detectable effect
     FLOPs (R0: the arm's mean accuracy at update 0); ``response_length`` (tokens),
     ``format_rate`` and ``kl_init`` (nats) per arm at each matched point, read like accuracy;
     :func:`~gradprobe.study.power.detectable_effects` at matched generated tokens.
+Runs that never trained
+    A run of ``runs.csv`` whose folder's ``metrics.jsonl`` (``runs/ARM/seedS/metrics.jsonl``) shows every advantage
+    of every update 0 (``advantage_abs_mean`` 0: every group flat, every completion truncated, the rewards
+    overflowed or none given; :mod:`gradprobe.training.untrained`) never trained: ``arms[ARM]["never_trained"]``
+    lists its seed, cause and updates, and the arm is not ranked (a broken setup, not a finding). A study folder
+    without run folders, or whose metrics lack ``advantage_abs_mean`` (an older gradprobe), flags nothing.
+Rankings
+    Per axis, the arms read on every seed with no run that never trained, best first; [] where fewer than two
+    arms are (``not_ranked[axis]`` says why each other arm is not: :func:`~gradprobe.study.report.not_ranked`).
 Learning-rate sweep
     Arms that differ only by the learning rate, per matched axis: accuracy and paired difference
     to lr_scale 1 per lr_scale, the best one and whether it lies at an edge of the sweep
@@ -61,7 +70,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..layout import CONFIG_JSON, METRICS_JSONL, run_dir
 from ..outputs import json_safe, write_json_atomic
+from ..training.untrained import never_trained
 from . import stats
 from .comparisons import _by_seed, compare
 from .coverage import missing_runs
@@ -72,7 +83,7 @@ from .power import detectable_effects
 from .reading import (AXIS_COLUMNS, EVAL_ITEMS, EVAL_ITEMS_GZ, SIDE_EFFECTS, AnalysisError, _combine, _item_index,
                       _item_lines, _promised, _runs, frozen_plan, initial_reads, interpolate, load_eval_items,
                       load_runs, matched_budgets, promised_gap, read_point, read_runs, recorded_axes)
-from .report import control_missing, format_rankings, plot_figures
+from .report import control_missing, format_rankings, not_ranked, plot_figures, ranked_arms
 from .stats import fit_sigmoid, paired_t, scalerl_sigmoid, sign_flip_test, two_way_bootstrap
 
 __all__ = ["AnalysisError", "analyze", "compare", "evaluate_hypotheses", "fit_sigmoid", "format_rankings",
@@ -175,7 +186,9 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     dict
         The content of ``analysis.json`` (accuracy points): ``plan_sha256``, ``initial``,
         ``matched``, ``arms`` (per axis: accuracy, reads, gains with t and two-way intervals,
-        side effects; ``sigmoid`` per axis), ``rankings``, ``hypotheses``, ``lr_sweep``
+        side effects; ``sigmoid`` per axis; ``never_trained``: the seeds whose runs never trained, and why),
+        ``rankings`` ([] on an axis where fewer than two arms can be ranked), ``not_ranked`` (per axis: arm -> why it
+        is not ranked), ``hypotheses``, ``lr_sweep``
         (:func:`~gradprobe.study.lr_sweep.lr_sweep`: arms that differ only by lr_scale), ``detectable_effect``,
         ``two_way`` (settings, or null with ``two_way_reason``), ``excluded_runs``, ``missing_runs``
         (:func:`~gradprobe.study.coverage.missing_runs`: the plan's arm x seed runs runs.csv holds no
@@ -206,10 +219,12 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     init = initial_reads(runs)
     initial = _initial(init, runs)
     reads = _matched_reads(runs, plan, matched)
-    arms = _arms(df, plan, reads, init, recorded, control, index, boot_kw)
+    arms = _arms(df, plan, reads, init, recorded, control, index, boot_kw, _never_trained(study_dir, df))
+    missing = missing_runs(study_dir, df, plan)
     result = {
         "plan_sha256": plan.sha256 if plan is not None else None, "initial": initial, "matched": matched,
         "arms": arms, "rankings": {axis: ranking(arms, axis) for axis in reads},
+        "not_ranked": {axis: not_ranked(arms, axis, missing) for axis in reads},
         "hypotheses": evaluate_hypotheses(plan, runs, matched, index, **boot_kw) if plan is not None else [],
         "lr_sweep": lr_sweep(plan, arms, matched, control=control, pair=lambda axis, t, c: compare(
             _by_seed(reads[axis], t), _by_seed(reads[axis], c), t_arm=t, c_arm=c, index=index, **boot_kw)),
@@ -218,7 +233,7 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
                     "items": len(next(iter(index.values()))["greedy"]) if index else None} if index else None,
         "two_way_reason": None if index else _no_items_reason(study_dir),
         "control_arm": control, "control_arm_missing": control_missing(arms, control),
-        "excluded_runs": _excluded_runs(record), "missing_runs": missing_runs(study_dir, df, plan)}
+        "excluded_runs": _excluded_runs(record), "missing_runs": missing}
     if write:
         write_json_atomic(Path(out_dir or study_dir) / "analysis.json", json_safe(result))
     if figures:
@@ -257,16 +272,44 @@ def _matched_reads(runs: dict, plan, matched: dict) -> dict:
     return reads
 
 
-def _arms(df, plan, reads: dict, init: dict, recorded: dict, control: str, index, boot_kw: dict) -> dict:
+def _never_trained(study_dir: Path, df) -> dict:
+    """arm -> the runs of ``runs.csv`` (``df``) that never trained, ``[{"seed", "cause", "why", "updates",
+    "max_abs_reward", "grad_norm_max"}]`` in seed order (:func:`gradprobe.training.untrained.never_trained` of each
+    run folder's ``metrics.jsonl``, read up to its first trained update; a run cut at ``max_new_tokens`` names it
+    from the folder's ``config.json``). A run without a folder, or whose metrics do not say, is not listed."""
+    out = {}
+    for arm, seed in sorted({(str(a), int(s)) for a, s in zip(df["arm"], df["seed"])}, key=lambda k: k[1]):
+        folder = run_dir(study_dir, arm, seed)
+        rec = never_trained(folder / METRICS_JSONL)
+        if rec is not None and rec["cause"] == "truncated" and (tokens := _max_new_tokens(folder)) is not None:
+            rec = never_trained(folder / METRICS_JSONL, tokens)
+        if rec is not None:
+            out.setdefault(arm, []).append({"seed": seed, **rec})
+    return out
+
+
+def _max_new_tokens(folder: Path) -> int | None:
+    """``[sampling] max_new_tokens`` of the run in ``folder`` (its ``config.json``: ``run.sampling``); None when the
+    file cannot be read or does not hold a whole number there."""
+    try:
+        v = json.loads((folder / CONFIG_JSON).read_text(encoding="utf-8"))["run"]["sampling"]["max_new_tokens"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _arms(df, plan, reads: dict, init: dict, recorded: dict, control: str, index, boot_kw: dict,
+          untrained: dict) -> dict:
     """``analysis.json["arms"]``: per arm (plan order, then runs.csv order) its reward, lr_scale, seeds,
-    one :func:`_arm_axis` entry per read axis and the sigmoid fits (:func:`_sigmoids`)."""
+    ``never_trained`` (``untrained[arm]``: :func:`_never_trained`; [] when every run trained or its folder does not
+    say), one :func:`_arm_axis` entry per read axis and the sigmoid fits (:func:`_sigmoids`)."""
     arm_order = list(plan.arms) if plan is not None else []
     arm_order += [a for a in dict.fromkeys(df["arm"]) if a not in arm_order and a in set(df["arm"])]
     arms = {}
     for arm in (a for a in arm_order if a in set(df["arm"])):
         rows = df[df["arm"] == arm]
         entry = {"reward": str(rows["reward"].iloc[0]), "lr_scale": float(rows["lr_scale"].iloc[0]),
-                 "seeds": int(rows["seed"].nunique())}
+                 "seeds": int(rows["seed"].nunique()), "never_trained": untrained.get(arm, [])}
         for axis, rd in reads.items():
             entry[axis] = _arm_axis(arm, rd, init, control, index, boot_kw)
         r0 = [r["value"] for (a, s), r in sorted(init.items()) if a == arm]
@@ -277,10 +320,11 @@ def _arms(df, plan, reads: dict, init: dict, recorded: dict, control: str, index
 
 def ranking(arms: dict, axis: str) -> list[str]:
     """Arm names by mean accuracy on ``axis``, best first (ties: by name); only arms read on every
-    seed (a mean over fewer seeds is not comparable), the others are left out."""
-    scored = [(a, r[axis]["accuracy"]) for a, r in arms.items()
-              if r.get(axis) and r[axis]["accuracy"] is not None and r[axis]["seeds"] == r["seeds"]]
-    return [a for a, _ in sorted(scored, key=lambda t: (-t[1], t[0]))]
+    seed (a mean over fewer seeds is not comparable) with no run that never trained (``never_trained``: a broken
+    setup, not a finding), :func:`~gradprobe.study.report.ranked_arms`; the others are left out. [] when fewer
+    than two arms are left: one arm alone is no ranking (``not_ranked`` says why the others are left out)."""
+    scored = ranked_arms(arms, axis)
+    return [a for a, _ in sorted(scored, key=lambda t: (-t[1], t[0]))] if len(scored) >= 2 else []
 
 
 def _study_record(study_dir: Path) -> dict:

@@ -3,6 +3,9 @@
 :func:`format_rankings`: rankings per axis side by side, how each matched value was read, gains
 with their t and two-way intervals, sigmoid parameters (identified or not), side effects, the
 detectable effect, the hypotheses and the learning-rate sweep (:mod:`gradprobe.study.lr_sweep`).
+A column ranks at least two arms (:func:`ranked_arms`: read on every seed, no run that never trained), else it
+says "not ranked (only ARM read; the others: why)" (:func:`not_ranked`); an arm with a run that never trained
+(``never_trained``) shows as "never trained" in place of its accuracy, gains and fits.
 :func:`plot_figures`: accuracy against each axis, and ``lr_sweep.png``.
 All values in accuracy points.
 """
@@ -42,21 +45,88 @@ def _no_control(result: dict) -> str | None:
     return control_missing(result.get("arms", {}), result.get("control_arm", "grpo"))
 
 
+#: the read statuses that give a seed a value (:func:`gradprobe.study.reading.read_point`); the others are not read
+READ_STATUSES = ("exact", "interpolated", "final")
+
+
+def ranked_arms(arms: dict, axis: str) -> list[tuple[str, float]]:
+    """(arm, mean accuracy) of the arms of ``analysis.json["arms"]`` that can be ranked on ``axis``: read on every
+    seed (a mean over fewer seeds is not comparable) and with no run that never trained (``never_trained``: every
+    update had every advantage 0, a broken setup rather than a finding); in ``arms`` order."""
+    return [(a, r[axis]["accuracy"]) for a, r in arms.items()
+            if r.get(axis) and r[axis]["accuracy"] is not None and r[axis]["seeds"] == r["seeds"]
+            and not r.get("never_trained")]
+
+
+def never_trained_text(runs: list[dict]) -> str:
+    """``"seed 0: the rewards ... overflowed ... (11 updates)"``: an arm's ``never_trained`` records, joined."""
+    return "; ".join(f"seed {r.get('seed')}: {r.get('why')} ({r.get('updates')} updates)" for r in runs)
+
+
+def not_ranked(arms: dict, axis: str, missing: list | None = None) -> dict[str, str]:
+    """Why each arm that :func:`ranked_arms` leaves out on ``axis`` is not ranked (``analysis.json``
+    ``not_ranked[axis]``): it never trained (its seeds and the cause), it is read on fewer seeds than it has (the
+    read statuses of the others: ``gap_exceeded`` = the evals around the point are further apart than promised,
+    ``outside``, ``blank_accuracy``...), or (``missing``: ``analysis.json["missing_runs"]``) runs.csv has no run of
+    it (the status of its runs in study.json)."""
+    out = {}
+    for arm, e in arms.items():
+        cell = e.get(axis) or {}
+        if e.get("never_trained"):
+            out[arm] = f"never trained ({never_trained_text(e['never_trained'])})"
+        elif cell.get("accuracy") is None or cell.get("seeds") != e.get("seeds"):
+            other = {k: n for k, n in (cell.get("read") or {}).items() if k not in READ_STATUSES}
+            out[arm] = (f"read on {cell.get('seeds', 0)} of {e.get('seeds')} seeds"
+                        + (f" ({', '.join(f'{k} {n}' for k, n in other.items())})" if other else ""))
+    for r in missing or []:
+        if isinstance(r, dict) and r.get("arm") not in arms:
+            why = str(r.get("reason", "")).split(" (")[0]
+            out.setdefault(str(r.get("arm")), f"no run in runs.csv (seed {r.get('seed')}: {why})")
+    return out
+
+
+def _ranking(result: dict, axis: str) -> list[str]:
+    """``rankings[axis]`` of an analysis, [] where it holds fewer than two arms (an ``analysis.json`` written before a
+    ranking needed two) or an arm that never trained."""
+    r = [a for a in result["rankings"][axis] if not result["arms"].get(a, {}).get("never_trained")]
+    return r if len(r) >= 2 else []
+
+
+def _unranked(result: dict, axis: str, *, short: bool = False) -> str | None:
+    """What a column that ranks nothing says: ``"(no arm read on every seed)"``, or with one arm read
+    ``"not ranked (only ARM read; the others: why)"`` (:func:`not_ranked`; ``short``: without the others, for the
+    table's cell; the whole text goes below the table). None for the note when no arm is read (the cell says it)."""
+    read = [a for a, _ in ranked_arms(result["arms"], axis)]
+    if not read:
+        return "(no arm read on every seed)" if short else None
+    if short:
+        return f"not ranked (only {', '.join(read)} read)"
+    why = not_ranked(result["arms"], axis, result.get("missing_runs"))
+    others = "; ".join(f"{a}: {w}" for a, w in why.items()) or "none"
+    return f"not ranked (only {', '.join(read)} read; the others: {others})"
+
+
 def _table(result: dict, axes: list[str]) -> list[str]:
     heads = {a: HEADS[a].format(result["matched"][a]["budget"]) for a in axes}
     width = max(32, *(len(h) + 2 for h in heads.values()))
+    ranked = {a: _ranking(result, a) for a in axes}
     lines = ["rank  " + "".join(f"{heads[a]:<{width}}" for a in axes)]
-    for i in range(max(1, *(len(result["rankings"][a]) for a in axes))):
+    for i in range(max(1, *(len(ranked[a]) for a in axes))):
         cells = []
         for a in axes:
-            r = result["rankings"][a]
+            r = ranked[a]
             e = result["arms"][r[i]][a] if i < len(r) else None
             gain = "" if e is None or e["gain_vs_grpo"] is None else f" ({e['gain_vs_grpo']:+.2f})"
-            cells.append(("(no arm read on every seed)" if i == 0 else "") if e is None else
+            cells.append((_unranked(result, a, short=True) if i == 0 and not r else "") if e is None else
                          f"{r[i]:<14}{e['accuracy']:6.2f}{gain}")
         lines.append(f"{i + 1:<6}" + "".join(f"{c:<{width}}" for c in cells))
+    never = [arm for arm, e in result["arms"].items() if e.get("never_trained")]
+    lines += [f"{'-':<6}" + "".join(f"{f'{arm:<14}never trained':<{width}}" for _ in axes) for arm in never]
     gains = "" if _no_control(result) else f"in parentheses: paired gain vs {result.get('control_arm', 'grpo')}; "
     lines.append(f"(accuracy points; {gains}ranked: the arms read on every seed)")
+    lines += [f"{heads[a]}: {note}" for a in axes if not ranked[a] and (note := _unranked(result, a))]
+    lines += [f"{arm} never trained, not ranked (every update of the run had every advantage 0): "
+              f"{never_trained_text(result['arms'][arm]['never_trained'])}" for arm in never]
     return lines
 
 
@@ -108,7 +178,8 @@ def _gains(result: dict, axes: list[str]) -> list[str]:
     lines = [f"gains vs {result.get('control_arm', 'grpo')} (95% t interval over seeds; two-way: seeds x items"
              + ("" if result.get("two_way") else f", n/a: {result.get('two_way_reason')}") + "):"]
     for a in axes:
-        cells = [f"{arm} {e[a]['gain_vs_grpo']:+.2f} {_ci(e[a]['gain_ci'])}"
+        cells = [f"{arm} never trained" if e.get("never_trained") else
+                 f"{arm} {e[a]['gain_vs_grpo']:+.2f} {_ci(e[a]['gain_ci'])}"
                  + (f" two-way {_ci(e[a]['gain_vs_grpo_ci_two_way'])}" if e[a]["gain_vs_grpo_ci_two_way"] else "")
                  + _fewer_seeds(e[a])
                  for arm, e in result["arms"].items()
@@ -132,6 +203,9 @@ def _sigmoid_cell(fit: dict) -> str:
 def _sigmoids(result: dict) -> list[str]:
     lines = ["sigmoid fits R0 + (A - R0) / (1 + (C_mid / C)^B) (intervals only for identified parameters):"]
     for arm, e in result["arms"].items():
+        if e.get("never_trained"):  # a curve of a run that never trained is no learning curve
+            lines.append(f"  {arm:<14}never trained: its fits are no learning curve (analysis.json keeps them)")
+            continue
         for axis, fit in ((a, f) for a, f in (e.get("sigmoid") or {}).items() if f.get("recorded", True)):
             lines.append(f"  {arm:<14}{axis:<17}{_sigmoid_cell(fit)}")
     return lines

@@ -3,8 +3,8 @@ files are damaged (re-exported by :mod:`gradprobe.training.run`). Torch-free."""
 
 from __future__ import annotations
 
-__all__ = ["NonFiniteRunError", "PolicyDivergedError", "NoValidRewardError", "BudgetTooSmallError",
-           "RunConfigMismatchError", "DamagedRunFolderError"]
+__all__ = ["NonFiniteRunError", "PolicyDivergedError", "NoValidRewardError", "RewardOverflowError",
+           "BudgetTooSmallError", "RunConfigMismatchError", "DamagedRunFolderError"]
 
 
 class NonFiniteRunError(FloatingPointError):
@@ -32,6 +32,15 @@ class NoValidRewardError(NonFiniteRunError):
     when the budget runs out first; ``update`` is the last of them. The run stopped with its data kept
     (``summary.json``: ``stop_reason`` ``"no_valid_reward"``). A run in which some update had a reward is
     never stopped this way."""
+
+
+class RewardOverflowError(NoValidRewardError):
+    """The arm's reward gave rewards too large for float64 group statistics: in every update from the run's start,
+    each group whose rewards differed overflowed (:func:`gradprobe.grpo.advantages.group_normalize`: advantage 0)
+    and no group trained, so nothing was trained: a broken reward (rescale it), not a result. Raised as
+    :class:`NoValidRewardError` is, after :data:`~gradprobe.training.update.NO_VALID_REWARD_UPDATES` such updates or
+    when the budget runs out first (:func:`~gradprobe.training.update.check_overflowed`); ``update`` is the last of
+    them. The run stopped with its data kept (``summary.json``: ``stop_reason`` ``"reward_overflow"``)."""
 
 
 class BudgetTooSmallError(ValueError):

@@ -7,8 +7,10 @@ all of its wall time on the ledger (:func:`charged_reward`). Step: mu optimizer 
 :func:`gradprobe.grpo.step.grpo_step` on the batch (:func:`policy_step`). Record: FLOPs charged
 (:func:`charge_flops`), one ``metrics.jsonl`` line (:func:`record_update`). After the first update,
 :func:`check_first_update` stops a run whose budget is smaller than one update; after every update,
-:func:`check_rewarded` stops a run whose reward has given no completion a reward
-(:data:`NO_VALID_REWARD_UPDATES`).
+:func:`check_rewarded` stops a run whose reward has given no completion a reward and :func:`check_overflowed` one
+whose rewards overflowed float64 group statistics in every update without any group trained
+(:data:`NO_VALID_REWARD_UPDATES`); :func:`warn_untrained` warns when :data:`UNTRAINED_WARN_UPDATES` updates in a row
+trained no group (:mod:`gradprobe.training.untrained`), and the run goes on.
 """
 
 from __future__ import annotations
@@ -25,20 +27,28 @@ from ..ledger import CHARGED, Ledger, forward_flops_per_token
 from ..rewards import RewardContext
 from ..rewards.base import checked_output
 from ..rollout.guided import guidance_stats, guided_logprobs
-from .errors import BudgetTooSmallError, NonFiniteRunError, NoValidRewardError
+from .errors import BudgetTooSmallError, NonFiniteRunError, NoValidRewardError, RewardOverflowError
 from .metrics import batch_stats, mean_context
 from .records import finish
 from .budget import too_small_message
 from .state import RunSession, exhausted
+from .untrained import advice, cause, describe, max_abs_reward, trained, untrained_history, untrained_tail
 
 __all__ = ["run_update", "charged_reward", "collect_batch", "policy_step", "charge_flops", "record_update",
-           "check_first_update", "check_rewarded", "NO_VALID_REWARD_UPDATES"]
+           "check_first_update", "check_rewarded", "check_overflowed", "warn_untrained", "NO_VALID_REWARD_UPDATES",
+           "UNTRAINED_WARN_UPDATES"]
 
 #: Updates from the run's start in which the reward gave no completion a reward (None, NaN or +-inf for every
 #: one: nothing trained) after which the run stops with ``stop_reason`` ``"no_valid_reward"``
 #: (:func:`check_rewarded`): a broken reward function costs three updates, not the budget, while one or two
 #: updates that the reward masks whole (by chance) do not stop a run.
 NO_VALID_REWARD_UPDATES = 3
+
+#: Updates in a row in which no group trained (every advantage 0: every group flat, every completion truncated, or the
+#: rewards overflowed) after which the run warns once on stderr, naming the cause and the fix
+#: (:func:`warn_untrained`); said once more at ten times as many in a row, never on every update. The run goes on:
+#: GRPO trains nothing on a task too hard (or too easy) for the policy, and that can be a result.
+UNTRAINED_WARN_UPDATES = 3
 
 
 def run_update(s: RunSession) -> dict:
@@ -50,7 +60,14 @@ def run_update(s: RunSession) -> dict:
         A NaN/inf loss (``summary.json`` written with ``stop_reason = "non_finite_loss"``).
     NoValidRewardError
         No update of the run so far gave any completion a reward, for :data:`NO_VALID_REWARD_UPDATES` updates or
-        until the budget ran out (:func:`check_rewarded`; ``stop_reason = "no_valid_reward"``).
+        until the budget ran out (:func:`check_rewarded`; ``stop_reason = "no_valid_reward"``); its subclass
+        RewardOverflowError: no update so far trained any group and the rewards overflowed float64 group statistics
+        (:func:`check_overflowed`; ``stop_reason = "reward_overflow"``).
+
+    Warns
+    -----
+    RuntimeWarning
+        :data:`UNTRAINED_WARN_UPDATES` updates in a row trained no group (:func:`warn_untrained`).
     """
     st = s.state
     before, gen_before = st.spent(), dict(st.ledger.generated_tokens)
@@ -64,6 +81,8 @@ def run_update(s: RunSession) -> dict:
     new_gen = charge_flops(s, batch, step, gen_before)  # record
     line = record_update(s, batch, adv, rout, step, lr=lr, before=before, new_gen=new_gen, selection=selection)
     check_rewarded(s, line)
+    check_overflowed(s, line)
+    warn_untrained(s, line)
     return line
 
 
@@ -270,6 +289,68 @@ def check_rewarded(s: RunSession, line: dict) -> None:
            f"with a new --out")
     finish(s, "no_valid_reward", {"failed_update": u, "error": msg})
     raise NoValidRewardError(msg, u)
+
+
+def check_overflowed(s: RunSession, line: dict) -> None:
+    """After an update (its ``metrics.jsonl`` line ``line`` written): stop a run in which no update so far trained
+    any group (:func:`gradprobe.training.untrained.untrained_history`: ``advantage_abs_mean`` 0 on every update line,
+    a resumed run's earlier ones included) and the rewards overflowed float64 group statistics
+    (``reward_stats.nonfinite_groups`` > 0 on some update: each group whose rewards differed got advantage 0,
+    :func:`gradprobe.grpo.advantages.group_normalize`), as :func:`check_rewarded` stops one: once it has made
+    :data:`NO_VALID_REWARD_UPDATES` updates or its budget is spent. Checked when the update trained nothing and
+    overflowed, is update :data:`NO_VALID_REWARD_UPDATES` or spends the budget (the file is read then only, up to
+    its first trained update). A run in which some update trained a group is never stopped here.
+
+    Raises
+    ------
+    RewardOverflowError
+        One line naming the update, the reward, the largest |reward| that overflowed, what the folder keeps and the
+        fix (rescale the reward); ``summary.json`` is written first (``stop_reason = "reward_overflow"``,
+        ``failed_update``, ``error``; data kept).
+    """
+    st, run = s.state, s.run
+    if trained(line) is not False:
+        return
+    spent = exhausted(run.budget, st.ledger, st.update) is not None
+    if st.update < NO_VALID_REWARD_UPDATES and not spent:
+        return
+    if not (spent or st.update == NO_VALID_REWARD_UPDATES or cause([line]) == "overflowed"):
+        return
+    lines = untrained_history(s.out / METRICS_JSONL)
+    if not lines or cause(lines) != "overflowed":
+        return
+    u = st.update
+    which = "update 1" if u == 1 else f"updates 1-{u}"
+    why = ("its budget is spent" if u < NO_VALID_REWARD_UPDATES else
+           f"{NO_VALID_REWARD_UPDATES} updates that train no group, with rewards that overflow, stop a run")
+    msg = (f"update {u}: reward {run.reward!r} of arm {run.arm!r} gave rewards too large for float64 group "
+           f"statistics (|reward| up to {max_abs_reward(lines):.3g}): in {which} every group whose rewards differ "
+           f"overflowed (advantage 0) and no group trained, so nothing was trained and the run stopped ({why}); "
+           f"{s.out} keeps metrics.jsonl (reward_stats: nonfinite_groups, overflow_max_abs_reward) and summary.json "
+           f"(stop_reason \"reward_overflow\"); {advice('overflowed', run.reward)} and rerun with a new --out")
+    finish(s, "reward_overflow", {"failed_update": u, "error": msg})
+    raise RewardOverflowError(msg, u)
+
+
+def warn_untrained(s: RunSession, line: dict) -> None:
+    """After an update (its ``metrics.jsonl`` line ``line`` written): warn (``RuntimeWarning``, on stderr) when the
+    last :data:`UNTRAINED_WARN_UPDATES` updates in a row trained no group, and once more when the row reaches ten
+    times as many (the file's tail is read, :func:`gradprobe.training.untrained.untrained_tail`, so a resumed run
+    counts its earlier updates); the warning names the cause (:func:`gradprobe.training.untrained.describe`: every
+    group flat, every completion truncated at ``max_new_tokens``, the rewards overflowed, no reward) and what to
+    change (:func:`gradprobe.training.untrained.advice`). The run goes on."""
+    if trained(line) is not False:
+        return
+    k = UNTRAINED_WARN_UPDATES
+    tail = untrained_tail(s.out / METRICS_JSONL, 10 * k + 1)
+    if len(tail) not in (k, 10 * k):
+        return
+    n, u, tokens = len(tail), s.state.update, s.run.sampling.max_new_tokens
+    again = f"said once more if it lasts {10 * k} updates" if n == k else "not said again for these updates"
+    first = tail[0].get("update", u - n + 1)
+    warnings.warn(f"updates {first}-{u}: no group trained in {n} updates in a row (every advantage 0): "
+                  f"{describe(tail, tokens)}; {advice(cause(tail), s.run.reward, tokens)}; the run goes on (GRPO "
+                  f"learns only from groups whose rewards differ), {again}", RuntimeWarning, stacklevel=2)
 
 
 def _some_update_rewarded(path) -> bool:
