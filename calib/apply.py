@@ -61,7 +61,8 @@ from .files import json_float, write_json
 from .forecaster_choice import PROBE_FORECASTERS
 from .model import Calibration, load_calibration
 from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, check_probe_budgets,
-                          first_order_gain, load_probe, probe_features, probe_forecasts, probe_study)
+                          check_probe_entries, first_order_gain, load_probe, probe_features, probe_forecasts,
+                          probe_study)
 from .validation import PLURAL, group_labels
 
 __all__ = ["apply_calibration", "calibrate", "calibrate_probe", "check_applicable", "write_calibrated",
@@ -117,7 +118,7 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     calibration : Calibration
         From :func:`calib.model.load_calibration`.
     probe_result : dict
-        ``probe.json`` (not modified).
+        ``probe.json`` (not modified), checked as the forecast reads it (:func:`calib.probe_input.check_probe_entries`).
     source, where : str
         Where the calibration came from (recorded); the probe file as errors name it.
     task : dict, optional
@@ -145,9 +146,10 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     ------
     CalibrationApplyError
         No ``outcome`` reward, no value of the calibration's budget, no forecasts for a format-2 calibration (the
-        message says where they are looked for), a damaged budget or gain (``WHERE field X is ...``).
+        message says where they are looked for), a damaged budget or gain, an edited entry or forecast section.
     """
     check_probe_budgets(probe_result, where)
+    check_probe_entries(probe_result, where)
     names = [r["name"] for r in probe_result["rewards"]]
     if REFERENCE_REWARD not in names:
         raise CalibrationApplyError(f"calibration predicts gains vs GRPO, so the probe needs the {REFERENCE_REWARD!r} "
@@ -164,8 +166,7 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     warnings = ([in_sample] if in_sample else []) + check_domain(calibration, probe_result, task=me["task"])
     probe_outside = any(w.outside for w in warnings)
     silent = [n for n in others if n not in ok]
-    # a reward outside the domain is marked whether or not it has a calibrated gain; the warning of one without
-    # says so (check_rewards' text says the gain "is still computed", which the note below would contradict)
+    # marked outside whether or not it has a calibrated gain; for one without, check_rewards' "is still computed" goes
     warnings += [_without_gain(w) if w.reward in silent else w
                  for w in check_rewards(calibration, probe_result, reference_reward=REFERENCE_REWARD)]
     off_rewards = {w.reward for w in warnings if w.outside and w.reward is not None}

@@ -18,7 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 import gradprobe
-from gradprobe.forecast import forecast_section
+from gradprobe.forecast import METHODS, forecast_section
+from gradprobe.forecast.probe_input import probe_batches_of
 from gradprobe.layout import GUIDED_PROBES, PLAN_COPY, STUDY_JSON
 from gradprobe.outputs import beyond_float, is_json_number, json_short, per_update_problem
 
@@ -27,7 +28,8 @@ from .file_check import json_spelled
 from .files import json_float
 
 __all__ = ["REFERENCE_REWARD", "CalibrationApplyError", "load_probe", "probe_forecasts", "probe_features",
-           "first_order_gain", "SECTION_COLUMNS", "check_probe_budgets", "GAIN_RANGE", "probe_study_dir", "probe_study"]
+           "first_order_gain", "SECTION_COLUMNS", "check_probe_budgets", "GAIN_RANGE", "probe_study_dir", "probe_study",
+           "check_probe_entries", "check_forecast_section", "SECTION_TOLERANCE"]
 
 REFERENCE_REWARD = "outcome"
 
@@ -55,8 +57,9 @@ def load_probe(path: str | Path) -> tuple[dict, Path, dict | None]:
     Raises
     ------
     CalibrationApplyError
-        The file is missing, not valid JSON or not a probe result (no ``rewards`` list); the message
-        names the path.
+        The file is missing, not valid JSON or not a probe result (no ``rewards`` list), or an entry the forecast
+        would refuse (:func:`gradprobe.load_probe` runs its checks: summaries against per-group lists, a multi-batch
+        file's pooled entries against its batches); the message names the path, the field and the fix.
     """
     try:
         probe = gradprobe.load_probe(path)
@@ -167,38 +170,169 @@ def probe_forecasts(result: dict, column: str, *, where: str = "probe.json") -> 
     shipped reference curve, when gradprobe has one.
 
     A value of ``probe.json`` that is null (or NaN) is "no forecast" (NaN); ``where`` names the file in errors.
+    A stored section is checked against the forecast of the probe's batches (:func:`check_forecast_section`).
 
     Raises
     ------
     CalibrationApplyError
         No forecast can be had (the message says why: e.g. no reference curve for the model), or a value of
         ``probe.json`` is not a number, is infinite, or lies outside :data:`GAIN_RANGE` (but the raw first
-        order): the message names ``where``, the field and the fix (re-run the probe).
+        order): the message names ``where``, the field and the fix (re-run the probe); or a stored section the
+        batches contradict (:func:`check_forecast_section`).
     """
     entries = {r["name"]: r for r in result["rewards"]}
     if all(column in e for e in entries.values()):
         vals = {n: _gain(e[column], f"rewards[{i}].{column}", column, where)
                 for i, (n, e) in enumerate(entries.items())}
     else:
-        section = result.get("forecast")
+        section, stored = result.get("forecast"), where
         if not (isinstance(section, dict) and section.get("available")):
-            section = _forecast_section(result, column)
+            section, stored = _forecast_section(result, column, where), None
             where = f"the forecast computed from {where}"
         key = SECTION_COLUMNS[column]
         rows = list(enumerate(section.get("rows") or []))
         table = {r.get("arm") or r.get("reward"): (i, r) for i, r in rows if isinstance(r, dict)}
         vals = {n: _gain(table[n][1].get(key), f"forecast.rows[{table[n][0]}].{key}", column, where)
                 if n in table else math.nan for n in entries}
+        if stored is not None:  # the stored section's numbers against the forecast of the batches
+            check_forecast_section(result, stored)
     out = pd.DataFrame({column: vals})
     out.loc[REFERENCE_REWARD, column] = 0.0  # grpo vs itself, whatever the table says
     return out
 
 
-def _forecast_section(result: dict, column: str) -> dict:
+def _source(where: str) -> Path | None:
+    """The probe file a message names (``where``), as gradprobe's checks take it: None for the bare ``probe.json``
+    of a result passed as a dict (its fix is then the generic one, not a folder's)."""
+    return None if where == "probe.json" else Path(where)
+
+
+def check_probe_entries(result: dict, where: str = "probe.json") -> None:
+    """Refuse a probe result the forecast would refuse (:func:`gradprobe.forecast.probe_input.probe_batches_of`:
+    each entry's summaries against its per-group lists, a multi-batch result's pooled entries against its batches),
+    so calib never calibrates an edited entry; ``where`` names the file.
+
+    Raises
+    ------
+    CalibrationApplyError
+        gradprobe's one-line message: the file, the field, both values and the fix.
+    """
+    try:
+        probe_batches_of(result, source=_source(where))
+    except ValueError as e:
+        raise CalibrationApplyError(str(e)) from None
+
+
+#: How far (accuracy points) a stored forecast number may lie from the forecast of the probe's batches
+#: (:func:`check_forecast_section`): calib prints gains at 0.001 points; the forecast is deterministic (seeded), so
+#: only a re-save's rounding separates an intact section from its recompute (at 4 decimal places, at most 5e-5 points
+#: for the gains read off the curve in the shipped and tester's probes; the raw first-order gain gets more).
+SECTION_TOLERANCE = 1e-3
+#: The numbers of a forecast row :func:`check_forecast_section` compares: every forecaster's gain calib may correct
+#: (:data:`SECTION_COLUMNS`) and the verdict's ``forecast_gain``.
+_SECTION_NUMBERS = ("forecast_gain", *SECTION_COLUMNS.values())
+
+
+def check_forecast_section(result: dict, where: str = "probe.json") -> None:
+    """Refuse a stored ``forecast`` section that the probe's own batches contradict: calib corrects the section's
+    gains (:func:`probe_forecasts`), which ``gradprobe probe`` computed from the batches with
+    :func:`gradprobe.forecast.forecast_section`, so an edited gain would be calibrated as if it were the probe's.
+
+    The section is recomputed the way the probe wrote it (the shipped reference curve, the section's ``method`` and
+    ``reference_reward``; deterministic: seeded draws; about 0.3 s for the tiny tier) and each row's
+    :data:`_SECTION_NUMBERS` compared within :data:`SECTION_TOLERANCE`, plus for ``first_order_gain`` (T / c_R) s
+    g_R - (T / c_grpo) g_grpo, which multiplies the per-update gains g by the updates in the budget, twice what
+    rounding the recorded g can move it by (:func:`_first_order_slack`). An edit below that goes unseen (0.001
+    points in a file as the probe writes it). Checked only where it can be recomputed: a section with ``available``
+    and ``curve_is_default`` true and a known ``method``; a section computed with a user's ``--reference-curve``
+    (the curve is not in the file) or put together by hand is not. A stored null (no forecast: calib says so in a
+    note) and a value that is no number (:func:`_gain` refuses it by name) are not compared; a number where the
+    recompute has none (NaN) is a difference.
+
+    Raises
+    ------
+    CalibrationApplyError
+        One line: ``where``, the field (``forecast.rows[i].KEY``), the arm, the stored value, the recomputed one and
+        the fix (restore the file, delete its ``forecast`` field so that calib computes the section from the
+        batches, or re-run the probe); also a row the recompute has but the section lacks, or a recompute the
+        batches refuse (:func:`check_probe_entries`'s message).
+    """
+    section = result.get("forecast")
+    if not (isinstance(section, dict) and section.get("available") and section.get("curve_is_default") is True
+            and section.get("method") in METHODS):
+        return
+    try:
+        fresh = forecast_section(result, method=section["method"], source=_source(where),
+                                 reference_reward=section.get("reference_reward") or REFERENCE_REWARD)
+    except (ValueError, KeyError) as e:
+        raise CalibrationApplyError(f"{where} field forecast cannot be checked against its batches: {e}") from None
+    fix = (f"the section was edited or damaged after the probe wrote it (or written by a gradprobe whose forecast "
+           f"differs), so calibrating it would not calibrate the probe's forecast; restore the file, or delete its "
+           f"'forecast' field (calib then computes the forecast from the batches), or {_RERUN}")
+    stored = {r.get("arm"): (i, r) for i, r in enumerate(section.get("rows") or []) if isinstance(r, dict)}
+    slack = _first_order_slack(result, fresh)
+    for row in fresh.get("rows") or []:
+        if row["arm"] not in stored:
+            raise CalibrationApplyError(f"{where} field forecast.rows has no row of arm {row['arm']!r}, which the "
+                                        f"forecast of its batches gives; {fix}")
+        i, old = stored[row["arm"]]
+        for key in _SECTION_NUMBERS:
+            mine, theirs = _stored_number(old.get(key)), json_float(row.get(key))
+            allowed = SECTION_TOLERANCE + (slack(row) if key == "first_order_gain" else 0.0)
+            if mine is None or abs(mine - theirs) <= allowed:  # NaN recomputed: a difference
+                continue
+            raise CalibrationApplyError(
+                f"{where} field forecast.rows[{i}].{key} (arm {row['arm']!r}) is {json_spelled(old.get(key))}, but "
+                f"the forecast of its batches gives {theirs!r} (gradprobe.forecast.forecast_section with the shipped "
+                f"curve, method {section['method']!r}, within {allowed:.3g} points); {fix}")
+
+
+def _first_order_slack(result: dict, fresh: dict):
+    """Row -> twice the most by which rounding the probe's recorded per-update gains moves the row's
+    ``first_order_gain`` = (T / c_R) s g_R - (T / c_grpo) g_grpo: (T / c_R |s| + T / c_grpo) x r, r half a unit in
+    the last written place of the coarsest non-zero ``predicted_gain_per_update`` of the file (0.5 x 10^-k, k its
+    decimals in plain notation: 5e-17 for 2.8264870441877834, 5e-5 for 2.8265), the bound of a re-save that rounded
+    it to k places or to its significant digits. T is the section's budget, c the rows' tokens per update."""
+    entries = [e for b in [result, *(result.get("batches") or [])] if isinstance(b, dict)
+               for e in (b.get("rewards") or []) if isinstance(e, dict)]
+    places = [_decimals(e.get("predicted_gain_per_update")) for e in entries]
+    r = max((0.5 * 10.0 ** -k for k in places if k is not None), default=0.0)
+    budget = json_float((fresh.get("budget") or {}).get("value"))
+    ref = next((row for row in fresh.get("rows") or [] if row.get("reward") == fresh.get("reference_reward")
+                and row.get("lr_scale") == 1.0), None)
+
+    def slack(row: dict) -> float:
+        tokens = [json_float(x.get("tokens_per_update")) if x else math.nan for x in (row, ref)]
+        scale = json_float(row.get("lr_scale"))
+        value = 2.0 * r * budget * (abs(scale) / tokens[0] + 1.0 / tokens[1])
+        return value if math.isfinite(value) else 0.0
+    return slack
+
+
+def _decimals(value) -> int | None:
+    """Digits after the point of a non-zero finite float as JSON writes it, in plain notation (``repr``: 2.8265
+    holds 4, 1.25e-05 holds 7); None for 0, an int, a non-finite float or anything that is no float."""
+    if isinstance(value, bool) or not isinstance(value, float) or not math.isfinite(value) or value == 0:
+        return None
+    mantissa, _, exponent = repr(abs(value)).partition("e")
+    return max(0, len(mantissa.partition(".")[2].rstrip("0")) - int(exponent or 0))
+
+
+def _stored_number(value) -> float | None:
+    """A stored forecast value as a finite float, None when it is null, no number or not finite (not compared:
+    null is "no forecast", and :func:`_gain` names a value that is no number)."""
+    try:
+        x = json_float(value)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _forecast_section(result: dict, column: str, where: str = "probe.json") -> dict:
     why = (result.get("forecast") or {}).get("note") if isinstance(result.get("forecast"), dict) else None
     if why is None:
         try:
-            section = forecast_section(result)
+            section = forecast_section(result, source=_source(where))
         except (ValueError, KeyError) as e:
             why = str(e)
         else:

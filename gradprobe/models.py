@@ -151,9 +151,11 @@ def _rebuild_command(folder: Path) -> str:
 def refuse_damaged_tier(folder: Path) -> None:
     """Raise :class:`TierDamagedError` if ``folder`` is a built tier (``warmstart.json`` or the marker) whose files
     cannot be read, or a finished build (:func:`_finished_build`) without a sound ``warmstart.json``, naming the
-    file and the command that rebuilds it; for a cache build that shadows a shipped one, also deleting it, when its
-    weights are the shipped ones or are themselves damaged (a rebuild with other weights may be what a run started
-    from: deleting it would lose them)."""
+    file and the command that rebuilds it (for a folder outside the cache, ``--out FOLDER --force``, saying first
+    that it replaces the whole folder; for a copy whose ``model.safetensors`` was replaced by shards, how to keep
+    its weights instead: :func:`_sharded_copy_hint`); for a cache build that shadows a shipped one, also deleting
+    it, when its weights are the shipped ones or are themselves damaged (a rebuild with other weights may be what a
+    run started from: deleting it would lose them)."""
     if not ((folder / "warmstart.json").is_file() or (folder / TIER_MARKER).is_file()):
         return
     damage = tier_damage(folder, record_needed=_finished_build(folder))
@@ -166,8 +168,21 @@ def refuse_damaged_tier(folder: Path) -> None:
                if folder.resolve().parent == cache_root().resolve() and (shipped / "warmstart.json").is_file()
                and (damage.startswith(str(folder / "model.safetensors"))  # its weights are lost already
                     or _same_file(folder / "model.safetensors", shipped / "model.safetensors")) else "")
-    raise TierDamagedError(f"the tier in {folder} is damaged: {damage}; rebuild it with `gradprobe warmstart "
-                           f"{_rebuild_command(folder)}{where} --force`{instead}")
+    backup = "" if cached else (f"--force replaces the whole folder, so first copy elsewhere what you keep in {folder} "
+                                "(any file of yours in it is lost); ")
+    raise TierDamagedError(f"the tier in {folder} is damaged: {damage}{_sharded_copy_hint(folder, damage)}; {backup}"
+                           f"rebuild it with `gradprobe warmstart {_rebuild_command(folder)}{where} --force`{instead}")
+
+
+def _sharded_copy_hint(folder: Path, damage: str) -> str:
+    """Why a tier folder whose ``model.safetensors`` is missing but holds a shard index (a copy re-saved in shards)
+    is refused, and the fix that keeps its weights: a tier build is read and identified by its one
+    ``model.safetensors``; '' for any other damage."""
+    if damage != f"{folder / WEIGHTS_FILE} is missing" or not (folder / SHARD_INDEX).is_file():
+        return ""
+    return (f" (the folder holds {SHARD_INDEX} and the shards it names instead: a tier build is read and identified "
+            f"by its one {WEIGHTS_FILE}, so restore that file from a backup, or load the shards and save them as one "
+            f"file with save_pretrained, which writes {WEIGHTS_FILE} for a model below its max_shard_size)")
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -499,7 +499,10 @@ def load_probe(dir: str | Path) -> ProbeResult:
 
     The one reader of ``probe.json``: calib reads probe results through it too (its
     :func:`calib.apply.load_probe` uses :attr:`~ProbeResult.raw` and :attr:`~ProbeResult.folder`).
-    Reading builds the object only: neither torch nor pandas is imported.
+    Reading checks the file as the forecast reads it (:func:`gradprobe.forecast.probe_input.probe_batches_of`: each
+    entry's summaries against its per-group lists, a multi-batch file's pooled entries against its batches), so
+    :attr:`~ProbeResult.table` never shows numbers the forecast would refuse; that imports ``gradprobe.forecast``
+    (numpy, pandas and scipy, about 2 s on the first read), never torch.
 
     Parameters
     ----------
@@ -524,7 +527,10 @@ def load_probe(dir: str | Path) -> ProbeResult:
     ValueError
         ``probe.json`` is not valid JSON, or not a JSON object with a ``rewards`` list (named); a reward entry's
         ``tokens_per_update`` or ``seconds_per_update`` is no finite number > 0 (:func:`check_costs`: the file, the
-        field and the fix named); ``dir`` is empty.
+        field and the fix named); an entry's recorded summary its per-group lists contradict, a pooled entry its
+        batches contradict (e.g. ``rewards[1].inner_product`` after a tripled ``per_group``), or a ``batches`` item
+        that is no batch object (:func:`gradprobe.forecast.probe_input.probe_batches_of`: the file, the field, both
+        values and the fix named); ``dir`` is empty.
     TypeError
         ``dir`` is not a path (str or os.PathLike).
     """
@@ -553,4 +559,7 @@ def load_probe(dir: str | Path) -> ProbeResult:
     if not isinstance(raw, dict) or not isinstance(raw.get("rewards"), list):
         raise ValueError(f"{file} has no 'rewards' list: not a probe.json of gradprobe probe")
     check_costs(raw, file)
+    from ..forecast.probe_input import probe_batches_of  # gradprobe.forecast loads pandas: on the first read only
+
+    probe_batches_of(raw, source=file)  # what the forecast checks: its table must not show numbers it would refuse
     return ProbeResult(raw, file.parent)

@@ -198,8 +198,8 @@ def _study_probe(folder: Path):
     try:
         return load_probe(folder / "probe")
     except ValueError as e:
-        why = str(e).split("; re-run", 1)[0]
-        raise ValueError(f"{why}; {study_probe_advice(folder, file)}") from e
+        why, advice = str(e).split("; re-run", 1)[0], study_probe_advice(folder, file)
+        raise ValueError(why if advice in why else f"{why}; {advice}") from e  # the checks' own fix is the study's
 
 
 def _plan_path(plan) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,6 +35,8 @@ _NUMBER_FIELDS = ("per_group", "signal_proxy_per_group", "predicted_gain_per_upd
 #: were re-saved at d >= _MIN_DIGITS significant digits gets _ROUNDED_REL x 10^(1-d) instead (:func:`_tolerance`)
 _SUMMARY_REL, _SUMMARY_ABS = 1e-9, 1e-300
 _ROUNDED_REL, _MIN_DIGITS = 5.0, 6
+#: a file whose numbers were re-saved at D decimal places is read for D >= _MIN_DECIMALS (:func:`_tolerance`)
+_MIN_DECIMALS = 4
 #: how to write a probe.json again (the probe's own folder, or a study's probe)
 PROBE_FIX = ("re-run the probe (`gradprobe probe --out DIR`); for a study's probe, delete STUDY/probe/probe.json "
              "and resume the study with `gradprobe study STUDY/plan.toml --out STUDY` (finished runs are kept)")
@@ -76,6 +79,7 @@ def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
     if isinstance(probe, (list, tuple)):
         items = list(probe)
     elif batched:
+        _check_batch_objects(probe["batches"], source)
         items = [dict(b, config=b.get("config") or probe.get("config")) for b in probe["batches"]]
     elif isinstance(probe, dict):
         items = [probe]
@@ -107,6 +111,20 @@ def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
     if batched:  # the pooled entries (the probe's table and report) against the batches (the forecast's)
         check_pooled_entries(probe, source)
     return out
+
+
+def _check_batch_objects(batches: list, source) -> None:
+    """Refuse a ``batches`` list of a probe.json holding something that is no batch object (an object with a
+    ``rewards`` field, as :func:`gradprobe.probe.batches.run_probe_batches` writes each): one line naming the file
+    (``source``, else ``probe.json``), the field (e.g. ``batches[1]``), its value and the fix."""
+    file, fix = _file_and_fix(source)
+    for k, b in enumerate(batches):
+        if not (isinstance(b, dict) and "rewards" in b):
+            what = f"is {json_short(b)}, not an object" if not isinstance(b, dict) else "has no 'rewards'"
+            raise ValueError(f"{file} field batches[{k}] {what}: each batch of a multi-batch probe.json is an object "
+                             f"holding its reward entries ('rewards', as gradprobe.probe.batches.run_probe_batches "
+                             f"writes it); the file was edited or damaged after the probe wrote it; restore the file, "
+                             f"or {fix}")
 
 
 def _file_and_fix(source) -> tuple[str, str]:
@@ -199,11 +217,14 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
 
     ``interval`` and ``snr`` come from a bootstrap over groups whose denominators (tokens per group, for most loss
     types) the file does not hold: not checked. A field the entry does not record (or records as null: an older
-    probe.json) is not checked. Tolerance: ``rel`` x the sum of the terms' magnitudes, plus 1e-300, ``rel`` from
-    :func:`_tolerance`: 1e-9 in a file as the probe writes it (float rounding is far below it; JSON round-trips a
-    float exactly), 5 x 10^(1-d) in one whose numbers were re-saved at d >= 6 significant digits (5e-7 at 8 digits,
-    5e-6 at 7, 5e-5 at 6), which an edit that moves a sum by less than that fraction of its terms' magnitudes
-    passes; one ``per_group`` value doubled (of 16 groups of like size: 1/16 of the magnitudes) is refused.
+    probe.json) is not checked. A count (``num_groups``, ``group``, ``probe_batches``) re-saved as a float with no
+    fraction (``4.0``) is read as the integer (:func:`_count`). Tolerance (:func:`_tolerance`): ``rel`` x the sum of
+    the terms' magnitudes plus ``step`` x (the sum of the weights with which the rounded terms enter the formula, +
+    1 for the recorded value): ``rel`` 1e-9 in a file as the probe writes it (JSON round-trips a float exactly),
+    5 x 10^(1-d) in one whose numbers were re-saved at d >= 6 significant digits; ``step`` 0.5 x 10^-D for a file
+    whose numbers were rounded to D >= 4 decimal places (pandas' ``to_json``, ``round(x, D)``), negligible in a file
+    as the probe writes it. An edit below that goes unseen; one ``per_group`` value doubled (of 16 groups of like
+    size: 1/16 of the magnitudes) is refused.
 
     Raises
     ------
@@ -215,35 +236,48 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
     if not isinstance(entry, dict):
         return
     per, proxy = _floats(entry.get("per_group")), _floats(entry.get("signal_proxy_per_group"))
-    rel = _tolerance([*(per or ()), *(proxy or ()), *(entry.get(k) for k in (
-        "inner_product", "predicted_gain_per_update", "signal_proxy", "lr"))], lr)
+    tol = _tolerance([*(per or ()), *(proxy or ()), *(entry.get(k) for k in (
+        "inner_product", "predicted_gain_per_update", "signal_proxy"))], (entry.get("lr"), lr))
     if per is not None:
         n = entry.get("num_groups")
-        if n is not None and (not is_json_number(n) or n != len(per)):
+        if n is not None and _count(n) != len(per):
             _refuse(entry, where, source, "num_groups", json_short(n), f"{len(per)}, the groups its per_group holds",
                     "num_groups = len(per_group)")
         if proxy is not None and len(proxy) != len(per):
             _refuse(entry, where, source, "signal_proxy_per_group", f"a list of {len(proxy)} groups", f"{len(per)}, "
                     "the groups its per_group holds", "one signal_proxy_per_group value per group of per_group")
-        terms = [abs(x) for x in per]
-        _check_sum(entry, where, source, "inner_product", math.fsum(per), math.fsum(terms) * rel,
+        terms = math.fsum(abs(x) for x in per)
+        _check_sum(entry, where, source, "inner_product", math.fsum(per), tol.allowed(terms, len(per)),
                    "inner_product = sum(per_group)")
         rate = entry.get("lr") if entry.get("lr") is not None else lr
         if is_json_number(rate, finite=True):
             scale = 100.0 * float(rate)
             _check_sum(entry, where, source, "predicted_gain_per_update", scale * math.fsum(per),
-                       abs(scale) * math.fsum(terms) * rel,
+                       tol.allowed(abs(scale) * terms, abs(scale) * len(per)),
                        f"predicted_gain_per_update = 100 x lr x sum(per_group), lr = {rate!r}")
-    if proxy is not None and is_json_number(group, integer=True) and group > 0:
+    g = _count(group)
+    if proxy is not None and g is not None and g > 0:
         parts = _proxy_parts(proxy, entry.get("probe_batches"), batch_sizes)
         if parts is not None:
             shown = ("signal_proxy = sum(signal_proxy_per_group) / (group x groups)" if len(parts) == 1 else
                      f"signal_proxy = the mean over its {len(parts)} batches of sum(signal_proxy_per_group) / (group x "
                      "groups)")
-            _check_sum(entry, where, source, "signal_proxy",
-                       math.fsum(math.fsum(p) / (group * len(p)) for p in parts if p),
-                       math.fsum(math.fsum(map(abs, p)) / (group * len(p)) for p in parts if p) * rel,
-                       f"{shown}, group = {group}")
+            parts = [p for p in parts if p]
+            _check_sum(entry, where, source, "signal_proxy", math.fsum(math.fsum(p) / (g * len(p)) for p in parts),
+                       tol.allowed(math.fsum(math.fsum(map(abs, p)) / (g * len(p)) for p in parts), len(parts) / g),
+                       f"{shown}, group = {g}")
+
+
+def _count(value) -> int | None:
+    """A count of probe.json (groups, a group's size, batches) as an integer: an int, or a float with no fraction
+    (``2.0``: a file whose integers were re-saved as floats, e.g. by a tool that reads every JSON number as a
+    double); None for anything else (a fraction, a boolean, text, null, NaN or inf)."""
+    if not is_json_number(value, finite=True):
+        return None
+    if is_json_number(value, integer=True):
+        return int(value)
+    x = float(value)
+    return int(x) if x.is_integer() else None
 
 
 def _floats(values) -> list[float] | None:
@@ -261,7 +295,8 @@ def _floats(values) -> list[float] | None:
 def _proxy_parts(proxy: list[float], batches, batch_sizes) -> list[list[float]] | None:
     """``signal_proxy_per_group`` cut into its batches' parts: itself for one batch (no ``probe_batches`` > 1);
     for a pooled entry the next ``batch_sizes[k]`` values per batch, None when those are unknown or do not add up."""
-    if not (is_json_number(batches, integer=True) and batches > 1):
+    batches = _count(batches)
+    if not (batches is not None and batches > 1):
         return [proxy]
     if not (isinstance(batch_sizes, list) and len(batch_sizes) == batches and sum(batch_sizes) == len(proxy)):
         return None
@@ -269,47 +304,98 @@ def _proxy_parts(proxy: list[float], batches, batch_sizes) -> list[list[float]] 
     return [proxy[a:b] for a, b in zip(ends[:-1], ends[1:])]
 
 
-def _digits(value) -> int:
-    """Significant digits of a float as JSON writes it (``repr``: the shortest text that reads back as it), e.g. 8
-    for ``0.0012345678`` or ``1.2345678e-05``; 0 for 0, a non-finite float or anything that is no float."""
+def _float_text(value) -> str | None:
+    """``repr`` of a float's magnitude as JSON writes it (the shortest text that reads back as it, e.g.
+    ``1.2345678e-05``); None for 0, a non-finite float, an int or anything that is no float."""
     try:
         x = json_float(value) if isinstance(value, float) or hasattr(value, "item") else math.nan
     except ValueError:
-        return 0
-    if not math.isfinite(x) or x == 0:
-        return 0
-    return len(repr(abs(x)).split("e")[0].replace(".", "").strip("0"))
+        return None
+    return repr(abs(x)) if math.isfinite(x) and x != 0 else None
 
 
-def _tolerance(numbers, *more) -> float:
-    """The relative tolerance of a summary check over ``numbers`` (and ``more``): the largest error, in units of
-    the terms' magnitudes, that rounding alone can make.
+def _digits(value) -> int:
+    """Significant digits of a float as JSON writes it (:func:`_float_text`), e.g. 8 for ``0.0012345678`` or
+    ``1.2345678e-05``; 0 for 0, a non-finite float or anything that is no float."""
+    text = _float_text(value)
+    return len(text.split("e")[0].replace(".", "").strip("0")) if text else 0
+
+
+def _decimals(value) -> int | None:
+    """Digits after the decimal point of a float as JSON writes it (:func:`_float_text`), in plain notation:
+    ``0.0307710953`` holds 10, ``1.25e-05`` (0.0000125) 7, ``363.1`` 1, ``2.0`` 0; None for 0 (which may be a small
+    value rounded to 0), a non-finite float, an int or anything that is no float."""
+    text = _float_text(value)
+    if text is None:
+        return None
+    mantissa, _, exponent = text.partition("e")
+    return max(0, len(mantissa.partition(".")[2].rstrip("0")) - int(exponent or 0))
+
+
+class _Tolerance(NamedTuple):
+    """How far a recorded summary may lie from the value its terms give (:func:`_tolerance`): ``rel`` (relative
+    to the terms' magnitudes: significant-digit rounding) and ``step`` (0.5 x 10^-D, the most by which rounding to D
+    decimal places moves one number, zero included)."""
+
+    rel: float
+    step: float
+
+    def allowed(self, magnitude: float, weight: float) -> float:
+        """``rel`` x ``magnitude`` (the sum of the terms' magnitudes, each times its factor in the formula) +
+        ``step`` x (``weight`` + 1): ``weight`` the sum of the factors' magnitudes with which the rounded terms
+        enter the formula (B for a sum of B terms, 1 for a mean), the + 1 the recorded value's own rounding."""
+        return self.rel * magnitude + self.step * (weight + 1.0)
+
+
+def _tolerance(numbers, settings=()) -> _Tolerance:
+    """The tolerance of a summary check over the measured ``numbers`` it compares (the terms and the recorded
+    values) and the ``settings`` of its formula (lr): the largest error that rounding alone can make.
+
+    Significant digits, ``rel``:
 
     - A file as the probe writes it holds every float exactly (JSON writes ``repr``, 15-17 significant digits for
       a measured value): 1e-9 (:data:`_SUMMARY_REL`), far above the ulps by which numpy's sums differ from
       ``math.fsum``.
     - A file re-saved with its floats rounded to d significant digits (``float(f"{x:.8g}")`` before ``json.dump``;
-      d = the most digits any of ``numbers`` holds, :func:`_digits`, at least 6) moves each number x by at most
-      eps |x|, eps = 0.5 x 10^(1-d). A sum of B rounded terms then differs from the sum of the exact ones by at most
-      eps x (the sum of the B terms' magnitudes), i.e. at most B x eps x the largest term; the recorded summary is
-      rounded too (eps x its magnitude, at most the terms'), and each other number of a formula (lr, the tokens per
-      update, a budget) moves it by eps of itself: at most 4 rounded quantities, 4 eps x (1 + eps)^4 of the terms'
-      magnitudes (a pooled list value and its batch's: 2 eps of the value). The tolerance is 5 x 10^(1-d) = 10 eps
-      (:data:`_ROUNDED_REL`): 5e-7 at 8 digits, 5e-6 at 7, 5e-5 at 6.
+      d = the most digits any of ``numbers`` and ``settings`` holds, :func:`_digits`, at least 6) moves each number
+      x by at most eps |x|, eps = 0.5 x 10^(1-d). A sum of B rounded terms then differs from the sum of the exact
+      ones by at most eps x (the sum of the B terms' magnitudes), i.e. at most B x eps x the largest term; the
+      recorded summary is rounded too (eps x its magnitude, at most the terms'), and each other number of a formula
+      (lr, the tokens per update, a budget) moves it by eps of itself: at most 4 rounded quantities, 4 eps x
+      (1 + eps)^4 of the terms' magnitudes (a pooled list value and its batch's: 2 eps of the value). ``rel`` is
+      5 x 10^(1-d) = 10 eps (:data:`_ROUNDED_REL`): 5e-7 at 8 digits, 5e-6 at 7, 5e-5 at 6.
 
-    An edit that moves a sum by less than that fraction of its terms' magnitudes goes unseen (at 6 digits, for 16
-    groups of like size, a ``per_group`` value moved by less than about 8e-4 of itself); one value doubled, or a
-    summary moved by 10% of its terms' magnitudes, is refused. A file rounded to fewer than 6 digits gets the
-    6-digit tolerance, which its rounding may exceed: it is then refused as damaged.
+    Decimal places, ``step``: a file re-saved with its floats rounded to D places after the point (pandas'
+    ``to_json`` and ``ujson_dumps``, 10 by default; ``round(x, D)``) moves each number by at most 0.5 x 10^-D
+    whatever its size, and a small value (the no-signal reward's proxies) may become 0. D is estimated as the most
+    decimals any non-zero float of ``numbers`` holds in plain notation (:func:`_decimals`; at least
+    :data:`_MIN_DECIMALS`): a number rounded to D places holds at most D, and all of them end in a 0 there only by
+    chance (1 in 10 each), so the estimate is below the file's D (a looser ``step``, never a tighter one) only by
+    that chance. A full-precision file writes 15 to 17 significant digits per measured value, so D is at least the
+    decimals of its smallest non-zero number x and ``step`` at most 5e-15 x: far below ``rel`` x the terms'
+    magnitudes, its check stays as tight as before. A sum of B terms (each times its factor w) moves by at most
+    ``step`` x sum(|w|), the recorded value by ``step``: the check allows ``step`` x (sum(|w|) + 1)
+    (:meth:`_Tolerance.allowed`). ``settings`` (lr: 1e-4, 3e-6) do not set D: their few digits
+    survive a rounding that keeps them; one that does not (lr 3e-6 at 4 places is 0) changes the forecast too and
+    is refused as damage. Both parts are added, so a file rounded either way (or both) is read.
+
+    What goes unseen: an edit that moves a compared value by less than ``rel`` x its terms' magnitudes + ``step`` x
+    (the weights + 1): at 6 digits, for 16 groups of like size, a ``per_group`` value moved by less than about 8e-4
+    of itself; at 4 decimals, a sum of 16 ``per_group`` values moved by less than 8.5e-4 (absolute), a pooled list
+    value by less than about 7.5e-5. One value doubled, or a summary moved by 10% of its terms' magnitudes, is
+    refused at either rounding when the values are well above 10^-D. A file rounded to fewer than 6 digits and
+    fewer than 4 decimals (or whose numbers are all whole) gets the 6-digit and 4-decimal tolerance, which its
+    rounding may exceed: it is then refused as damaged.
     """
-    d = max(map(_digits, [*numbers, *more]), default=0)
-    return max(_SUMMARY_REL, _ROUNDED_REL * 10.0 ** (1 - max(d, _MIN_DIGITS)))
+    d = max(map(_digits, [*numbers, *settings]), default=0)
+    places = max((p for p in map(_decimals, numbers) if p is not None), default=_MIN_DECIMALS)
+    return _Tolerance(max(_SUMMARY_REL, _ROUNDED_REL * 10.0 ** (1 - max(d, _MIN_DIGITS))),
+                      0.5 * 10.0 ** -max(places, _MIN_DECIMALS))
 
 
 def _check_sum(entry: dict, where: str, source, key: str, expected: float, allowed: float, formula: str) -> None:
-    """Refuse ``entry[key]`` (where recorded, not null) unless it is ``expected`` within ``allowed`` (the tolerance
-    times the sum of the terms' magnitudes, :func:`_tolerance`) + 1e-300; a recorded value that is no number is
-    refused too."""
+    """Refuse ``entry[key]`` (where recorded, not null) unless it is ``expected`` within ``allowed``
+    (:meth:`_Tolerance.allowed`) + 1e-300; a recorded value that is no number is refused too."""
     bad = _mismatch(entry, key, expected, allowed)
     if bad is not None:
         _refuse(entry, where, source, key, bad, repr(expected), formula)
@@ -380,9 +466,11 @@ def check_pooled_entries(probe, source=None) -> dict:
     stream, not the file), ``cosine``, ``valid_completions`` and ``reward_stats`` (the batches do not record them),
     the fields copied from batch 0, and an edit that changes the pooled entry and every batch alike. A pooled entry
     is checked where ``config.probe_batches`` or the entry's ``probe_batches`` or ``inner_product`` is recorded
-    (``combine_batches`` writes all three; a result put together by hand in memory without them is not). Tolerance:
-    :func:`_tolerance` of every number compared (x the terms' magnitudes; x |value| for one list value): in a file
-    as the probe writes it a list value is exactly its batch's / N.
+    (``combine_batches`` writes all three; a result put together by hand in memory without them is not). A count
+    re-saved as a float with no fraction (``probe_batches`` 2.0) is read as the integer (:func:`_count`).
+    Tolerance: :func:`_tolerance` of every number compared (its relative part x the terms' magnitudes, or x |value|
+    for one list value; its decimal-place part x the terms' weights + 1): in a file as the probe writes it a list
+    value is exactly its batch's / N.
 
     Returns
     -------
@@ -405,7 +493,7 @@ def check_pooled_entries(probe, source=None) -> dict:
     pooled = _batches_of(dict(probe, batches=None), source, _group_counts(batches))[0]["rewards"]
     config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
     stated, file, fix = config.get("probe_batches"), *_file_and_fix(source)
-    if stated is not None and not (is_json_number(stated, integer=True) and stated == len(batches)):
+    if stated is not None and _count(stated) != len(batches):  # 2.0: a re-save's integral float, read as 2
         raise ValueError(f"{file} field config.probe_batches is {json_short(stated)}, but the file holds "
                          f"{len(batches)} batch(es) (its batches list; gradprobe.probe.batches.combine_batches records "
                          "probe_batches = the batches it pools): a batch was added or removed after the probe wrote "
@@ -437,29 +525,28 @@ def _check_pooled_entry(entry: dict, where: str, source, parts: list[tuple], con
     n, es = len(parts), [e for _, e in parts]
     places = {p for p, _ in parts}
     pattern = f"batches[k].{places.pop()}" if len(places) == 1 else "batches[k]'s entry of the reward"
-    if entry.get("probe_batches") is not None and not (
-            is_json_number(entry["probe_batches"], integer=True) and entry["probe_batches"] == n):
+    if entry.get("probe_batches") is not None and _count(entry["probe_batches"]) != n:
         _refuse_pooled(entry, where, source, "probe_batches", json_short(entry["probe_batches"]), repr(n),
                        "probe_batches = N, the batches it pools")
     pers = [_floats(e.get("per_group")) for e in es]
     if any(p is None for p in pers):
         return  # a batch without per_group: the forecast refuses it (check_batches)
     proxies = [_floats(e.get("signal_proxy_per_group")) for e in es]
-    rel = _tolerance([x for p in [*pers, *proxies, _floats(entry.get("per_group")),
-                                  _floats(entry.get("signal_proxy_per_group"))] if p for x in p],
-                     *(e.get(k) for e in [entry, *es] for k in _POOLED_SCALARS), config.get("lr"))
+    tol = _tolerance([*(x for p in [*pers, *proxies, _floats(entry.get("per_group")),
+                                    _floats(entry.get("signal_proxy_per_group"))] if p for x in p),
+                      *(e.get(k) for e in [entry, *es] for k in _POOLED_SCALARS)], (config.get("lr"),))
     num, groups = entry.get("num_groups"), sum(map(len, pers))
-    if num is not None and not (is_json_number(num) and num == groups):
+    if num is not None and _count(num) != groups:
         _refuse_pooled(entry, where, source, "num_groups", json_short(num), repr(groups),
                        f"num_groups = the sum of its batches' len({pattern}.per_group)")
-    for key, expected, allowed, rule in _pooled_rules(es, pers, config, pattern, rel):
+    for key, expected, allowed, rule in _pooled_rules(es, pers, config, pattern, tol):
         bad = _mismatch(entry, key, expected, allowed)
         if bad is not None:
             _refuse_pooled(entry, where, source, key, bad, repr(expected), rule)
         if key == "inner_product":
-            _check_pooled_list(entry, where, source, "per_group", pers, [p for p, _ in parts], rel)
+            _check_pooled_list(entry, where, source, "per_group", pers, [p for p, _ in parts], tol)
     if all(e.get("signal_proxy") is not None for e in es):
-        _check_pooled_list(entry, where, source, "signal_proxy_per_group", proxies, [p for p, _ in parts], rel)
+        _check_pooled_list(entry, where, source, "signal_proxy_per_group", proxies, [p for p, _ in parts], tol)
 
 
 #: the pooled entry's and its batches' scalar fields whose digits :func:`_tolerance` reads
@@ -475,50 +562,58 @@ def _number(value) -> float:
         return math.nan
 
 
-def _pooled_rules(es: list[dict], pers: list[list[float]], config: dict, pattern: str, rel: float) -> list[tuple]:
+def _pooled_rules(es: list[dict], pers: list[list[float]], config: dict, pattern: str, tol: _Tolerance) -> list:
     """(field, expected, allowed difference, rule) of each summary a pooled entry records as a function of its
-    batches' entries ``es`` (``pers`` their ``per_group``), :func:`check_pooled_entries`'s list, in that order."""
+    batches' entries ``es`` (``pers`` their ``per_group``), :func:`check_pooled_entries`'s list, in that order. The
+    allowed difference is :meth:`_Tolerance.allowed` of the formula's terms: their magnitudes, and the weights with
+    which they enter it (1/N per batch value of a mean; a ratio's measured divisor, tokens or seconds per update,
+    by its derivative |budget x gain| / mean^2)."""
     n, out = len(es), []
     magnitude = math.fsum(abs(x) for p in pers for x in p) / n  # the terms of the batches' sums, / N
-    ips = [_number(e["inner_product"]) if e.get("inner_product") is not None else math.fsum(p)
-           for e, p in zip(es, pers)]
-    ip = math.fsum(ips) / n
-    out.append(("inner_product", ip, rel * magnitude, f"inner_product = the mean of its batches' {pattern}."
-                                                      "inner_product"))
-    lr = config.get("lr")
-    gain, g_allowed = (100.0 * lr * ip, 100.0 * abs(lr) * rel * magnitude) if is_json_number(lr, finite=True) \
-        else (math.nan, math.nan)
+    recorded = [e.get("inner_product") is not None for e in es]
+    ip = math.fsum(_number(e["inner_product"]) if r else math.fsum(p) for e, p, r in zip(es, pers, recorded)) / n
+    ip_weight = math.fsum(1.0 if r else len(p) for p, r in zip(pers, recorded)) / n  # a batch's sum: B_k terms
+    out.append(("inner_product", ip, tol.allowed(magnitude, ip_weight),
+                f"inner_product = the mean of its batches' {pattern}.inner_product"))
+    lr, gain, g_mag, g_weight = config.get("lr"), math.nan, math.nan, math.nan
     if is_json_number(lr, finite=True):
-        out.append(("predicted_gain_per_update", gain, g_allowed, "predicted_gain_per_update = 100 x lr x the mean "
-                    f"of its batches' {pattern}.inner_product, lr = {lr!r}"))
+        gain, g_mag, g_weight = 100.0 * lr * ip, 100.0 * abs(lr) * magnitude, 100.0 * abs(lr) * ip_weight
+        out.append(("predicted_gain_per_update", gain, tol.allowed(g_mag, g_weight), "predicted_gain_per_update = "
+                    f"100 x lr x the mean of its batches' {pattern}.inner_product, lr = {lr!r}"))
     tokens = [_number(e.get("tokens_per_update")) for e in es]
     if all(math.isfinite(t) and t > 0 for t in tokens):
         mean = math.fsum(tokens) / n
-        out.append(("tokens_per_update", mean, 0.5 + rel * mean, f"tokens_per_update = the mean of its batches' "
-                    f"{pattern}.tokens_per_update, rounded to a token"))
+        out.append(("tokens_per_update", mean, 0.5 + tol.allowed(mean, 1.0), f"tokens_per_update = the mean of its "
+                    f"batches' {pattern}.tokens_per_update, rounded to a token"))
         budget = config.get("budget_tokens")
         if is_json_number(budget, finite=True) and math.isfinite(gain):
-            out.append(("predicted_gain_at_budget", budget / mean * gain, abs(budget / mean) * g_allowed,
+            scale = abs(budget / mean)
+            out.append(("predicted_gain_at_budget", budget / mean * gain,
+                        tol.allowed(scale * g_mag, scale * g_weight + scale * abs(gain) / mean),
                         "predicted_gain_at_budget = budget_tokens / (the mean of its batches' "
                         f"{pattern}.tokens_per_update) x predicted_gain_per_update, budget_tokens = {budget!r}"))
     for key in ("signal_proxy", "seconds_per_update"):
         values = [_number(e.get(key)) for e in es]
         if all(math.isfinite(v) for v in values):
-            mean, allowed = math.fsum(values) / n, rel * math.fsum(map(abs, values)) / n
-            out.append((key, mean, allowed, f"{key} = the mean of its batches' {pattern}.{key}"))
+            out.append((key, math.fsum(values) / n, tol.allowed(math.fsum(map(abs, values)) / n, 1.0),
+                        f"{key} = the mean of its batches' {pattern}.{key}"))
     secs, budget_s = [_number(e.get("seconds_per_update")) for e in es], config.get("budget_seconds")
     if all(math.isfinite(s) and s > 0 for s in secs) and is_json_number(budget_s, finite=True) and math.isfinite(gain):
-        scale = budget_s / (math.fsum(secs) / n)
-        out.append(("predicted_gain_at_time_budget", scale * gain, abs(scale) * g_allowed,
+        mean_s = math.fsum(secs) / n
+        scale = budget_s / mean_s
+        out.append(("predicted_gain_at_time_budget", scale * gain,
+                    tol.allowed(abs(scale) * g_mag, abs(scale) * g_weight + abs(scale * gain) / mean_s),
                     "predicted_gain_at_time_budget = budget_seconds / (the mean of its batches' "
                     f"{pattern}.seconds_per_update) x predicted_gain_per_update, budget_seconds = {budget_s!r}"))
     return out
 
 
-def _check_pooled_list(entry: dict, where: str, source, key: str, lists: list, places: list[str], rel: float) -> None:
+def _check_pooled_list(entry: dict, where: str, source, key: str, lists: list, places: list[str],
+                       tol: _Tolerance) -> None:
     """Refuse a pooled ``entry[key]`` (where recorded) that is not the batches' ``lists`` (batch k's entry at
-    ``places[k]``, e.g. ``rewards[1]``) one after another, each value / N, within ``rel`` x |value|
-    (:func:`_tolerance`) + 1e-300: the first value that differs is named with the batch value it should be."""
+    ``places[k]``, e.g. ``rewards[1]``) one after another, each value / N, within ``rel`` x |value| + ``step`` x
+    (1/N + 1) (:func:`_tolerance`) + 1e-300: the first value that differs is named with the batch value it should
+    be."""
     pooled, n = _floats(entry.get(key)), len(lists)
     if pooled is None or any(p is None for p in lists):
         return
@@ -528,7 +623,7 @@ def _check_pooled_list(entry: dict, where: str, source, key: str, lists: list, p
     if len(pooled) != len(flat):
         _refuse_pooled(entry, where, source, key, f"a list of {len(pooled)} values", f"{len(flat)}", rule)
     for i, ((k, j, expected), value) in enumerate(zip(flat, pooled)):
-        if not abs(value - expected) <= rel * abs(expected) + _SUMMARY_ABS:
+        if not abs(value - expected) <= tol.allowed(abs(expected), 1.0 / n) + _SUMMARY_ABS:
             _refuse_pooled(entry, where, source, f"{key}[{i}]", json_short(entry[key][i]), repr(expected),
                            f"{rule}: here batches[{k}].{places[k]}.{key}[{j}] / {n}")
 

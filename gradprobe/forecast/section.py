@@ -18,7 +18,7 @@ from ..tables import format_columns
 from .accuracy_values import is_scale_note
 from .budget_forecast import forecast_rewards, transfer_clause
 from .curves import ReferenceCurve, default_curve_path
-from .probe_input import budget_of
+from .probe_input import budget_of, probe_batches_of
 from .result import METHODS, format_budget
 from .special_rows import (NO_VERDICT_MARK, REFERENCE_VERDICT, reference_rho_unbounded, reference_rho_undefined,
                            no_verdict_words, reference_verdict, unmeasured_probe_row)
@@ -142,7 +142,7 @@ def _no_forecast(result: dict, note: str) -> dict:
 
 
 def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve_spec: str | None = None,
-                     method: str = "auto", reference_reward: str = "outcome") -> dict:
+                     method: str = "auto", reference_reward: str = "outcome", source=None) -> dict:
     """The ``forecast`` section of ``probe.json`` (what ``gradprobe probe`` prints).
 
     Parameters
@@ -150,13 +150,14 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     result : dict
         A probe result (one batch, or combined by :func:`gradprobe.probe.batches.run_probe_batches`).
     curve : ReferenceCurve, optional
-        The reference curve. Default: the shipped curve of the probe's model when there is one
-        (:data:`DEFAULT_CURVES`: ``tiny``), else none.
+        The reference curve. Default: the shipped curve of the probe's model (:data:`DEFAULT_CURVES`), else none.
     curve_spec : str, optional
         How the user named the curve (recorded).
     method : {"auto", "probe", "cost_only", "signal_proxy"}
         ``auto``: the forecaster that validated best (:data:`VALIDATION`), recorded with its evidence.
     reference_reward : str
+    source : path, optional
+        The file ``result`` was read from: a refusal of its entries names it (else ``probe.json``) and its fix.
 
     Returns
     -------
@@ -173,10 +174,8 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
         not read by it: :attr:`ReferenceCurve.read_options`), ``curve_is_default``, ``budget["seconds"]`` and
         ``budget["seconds_note"]`` (with ``config.budget_seconds``: the forecast stays at the token or FLOPs
         budget, :data:`SECONDS_NOTE`), ``guided`` (``config.guidance`` is set: the reference is the guided outcome)
-        and
-        ``pre_screen``
-        (generated tokens of the probe batches, continuations and held-out reference, and their share
-        of the budget: what screening cost against one grpo run; :func:`_pre_screen`). Without a curve, or without
+        and ``pre_screen`` (generated tokens of the probe batches, continuations and held-out reference, and their
+        share of the budget: what screening cost against one grpo run; :func:`_pre_screen`). Without a curve, or without
         the reference reward: ``{"available": False, "note": ..., "pre_screen": ..., "notes": [...]}``, the note
         saying what is needed, ``pre_screen`` the same block against the probe's ``config.budget_tokens`` and
         ``notes`` the pre-screen's (a pre-screen dearer than the budget).
@@ -184,7 +183,7 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     Raises
     ------
     ValueError
-        See :func:`forecast_rewards`.
+        See :func:`forecast_rewards`; an edited entry (:func:`~.probe_input.probe_batches_of`) names ``source``.
     """
     cfg = result.get("config") or {}
     is_default = False
@@ -201,6 +200,7 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     names = [r["name"] for r in result.get("rewards", [])]
     if reference_reward not in names:
         return _no_forecast(result, f"the forecast is a gain vs grpo: add {reference_reward!r} to --rewards")
+    probe_batches_of(result, source)  # named here: forecast_rewards checks again, without the file
     choice = "as asked"
     if method == "auto":
         method = VALIDATION["best"]

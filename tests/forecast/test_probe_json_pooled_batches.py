@@ -13,11 +13,13 @@ from __future__ import annotations
 import copy
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
 
 from gradprobe.forecast.probe_input import pooled_entries, probe_batches_of
+from gradprobe.forecast.section import forecast_section
 from gradprobe.forecast.study import merge_guided_entries
 from gradprobe.layout import rerun_advice
 from gradprobe.probe.batches import combine_batches
@@ -185,3 +187,88 @@ def test_a_guided_probe_whose_batches_were_edited_is_named_by_its_file(tmp_path)
     merged, key = merge_guided_entries(shared, _pooled(), "outcome", "guided/g", source=path)
     assert key == "outcome~guided/g" and len(probe_batches_of(merged)) == 2  # an intact guided probe still merges
     assert pooled_entries(copy.deepcopy(merged))[key]["inner_product"] == 125.07623875676023
+
+
+def _ints_as_floats(value):
+    """``value`` with every integer written as a float (``2`` -> ``2.0``): what a tool that reads every JSON number
+    as a double (JavaScript, a float-only re-save) writes back."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, list):
+        return [_ints_as_floats(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _ints_as_floats(v) for k, v in value.items()}
+    return value
+
+
+def test_a_file_whose_integers_were_resaved_as_floats_reads_as_written(tmp_path):
+    raw = _pooled()
+    floats = json.loads(json.dumps(_ints_as_floats(raw)))
+    assert floats["config"]["probe_batches"] == 2.0 and isinstance(floats["config"]["probe_batches"], float)
+    assert floats["rewards"][0]["probe_batches"] == 2.0 and floats["config"]["group"] == 8.0
+    path = _saved(tmp_path, floats)
+    # was: refused at config.probe_batches ("is 2.0, but the file holds 2 batch(es) ... a batch was added or removed")
+    batches = probe_batches_of(floats, source=path)
+    assert [b["rewards"]["mc_value"]["per_group"] for b in batches] == \
+        [b["rewards"][1]["per_group"] for b in raw["batches"]]
+    assert list(pooled_entries(floats, path)) == ["outcome", "mc_value", "hybrid_0.5"]
+    # entries' probe_batches = 2.0 alone: the pooled signal_proxy is still checked as the mean of its 2 batches (was:
+    # read as one batch, refused with signal_proxy "given" as half its true value)
+    alone = _pooled()
+    for entry in alone["rewards"]:
+        entry["probe_batches"] = 2.0
+    probe_batches_of(json.loads(json.dumps(alone)))
+    alone["rewards"][0]["signal_proxy"] *= 1.1  # an edit is still refused, with the 2-batch formula
+    assert _refusal(alone).startswith(f"probe.json field rewards[0].signal_proxy (reward 'outcome') is "
+                                      f"{alone['rewards'][0]['signal_proxy']!r}, but rewards[0]'s per-group lists "
+                                      "give 0.7665523272323407 (signal_proxy = the mean over its 2 batches of "
+                                      "sum(signal_proxy_per_group) / (group x groups), group = 8, ")
+    for bad in (2.5, 3.0, True):  # a fraction, another count, a boolean: refused as before
+        edited = _pooled()
+        edited["config"]["probe_batches"] = bad
+        assert _refusal(edited).startswith(f"probe.json field config.probe_batches is {json.dumps(bad)}, but the "
+                                           "file holds 2 batch(es)"), bad
+
+
+def test_a_batch_that_is_no_object_is_named_not_a_traceback(tmp_path):
+    raw = _pooled()
+    raw["batches"][1] = 5  # was: AttributeError: 'int' object has no attribute 'get'
+    path = _saved(tmp_path, raw)
+    assert _refusal(raw, path) == (f"{path} field batches[1] is 5, not an object: each batch of a multi-batch "
+                                   "probe.json is an object holding its reward entries ('rewards', as gradprobe.probe."
+                                   "batches.run_probe_batches writes it); the file was edited or damaged after the "
+                                   f"probe wrote it; restore the file, or {rerun_advice(path.parent)}")
+    raw["batches"][1] = {"config": {}}
+    assert _refusal(raw).startswith("probe.json field batches[1] has no 'rewards': each batch of a multi-batch ")
+
+
+def test_forecast_section_names_the_file_it_was_given():
+    raw = _pooled()
+    raw["rewards"][1]["inner_product"] *= 3
+    source = Path("study") / "probe" / "probe.json"
+    with pytest.raises(ValueError) as info:  # was: named "probe.json" whatever the file
+        forecast_section(raw, source=source)
+    assert str(info.value).startswith(f"{source} field rewards[1].inner_product (reward 'mc_value') is "
+                                      f"{3 * 465.58605398689656!r}, but ")
+    assert str(info.value).endswith(rerun_advice(source.parent))
+
+
+def test_a_studys_edited_probe_is_refused_by_load_probe_and_load_study_once_with_the_studys_fix(tmp_path):
+    import gradprobe
+
+    study = Path(shutil.copytree(ROOT / "data" / "study_tiny", tmp_path / "st"))
+    file = study / "probe" / "probe.json"
+    raw = json.loads(file.read_text())
+    raw["rewards"][1]["inner_product"] *= 3
+    file.write_text(json.dumps(raw))
+    advice = rerun_advice(file.parent)
+    assert advice.startswith("this is the probe of a study without run folders")
+    with pytest.raises(ValueError) as info:  # was: read, its table showing the edited inner_product
+        gradprobe.load_probe(file.parent)
+    text = str(info.value)
+    assert text.startswith(f"{file} field rewards[1].inner_product (reward 'mc_value') is ") and text.endswith(advice)
+    with pytest.raises(ValueError) as info:
+        gradprobe.load_study(study)
+    assert str(info.value) == text  # the study's fix said once
