@@ -16,6 +16,7 @@ from gradprobe.training.update import NO_VALID_REWARD_UPDATES
 
 from helpers_rollout import one_thread
 from helpers_training import metric_lines, tiny_plan, train_tiny
+from helpers_untrained import untrained_stop_message
 from study_helpers import toy_plan
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
@@ -52,13 +53,11 @@ def _updates(out) -> list[dict]:
 
 
 def _message(reward: str, out, update: int, why: str) -> str:
-    which = "update 1" if update == 1 else f"updates 1-{update}"
-    return (f"update {update}: reward {reward!r} of arm 'grpo' returned None, NaN or +-inf for every completion "
-            f"(or marked none valid) of {which}: every advantage was 0 and nothing was trained, so the run stopped "
-            f"({why}); {out} keeps "
-            f"metrics.jsonl (reward_valid 0 on every update) and summary.json (stop_reason \"no_valid_reward\"); "
-            "fix the reward function (it must return a finite number for the completions it scores) and rerun "
-            "with a new --out")
+    return untrained_stop_message(
+        reward, out, update, why=why, reason="no_valid_reward", kept="reward_valid 0 on every update",
+        did="returned None, NaN or +-inf for every completion (or marked none valid) of {which}: every advantage was 0 "
+            "and nothing was trained, so",
+        fix="fix the reward function (it must return a finite number for the completions it scores)")
 
 
 def test_a_reward_nan_for_every_completion_stops_the_run_early_with_no_valid_reward(tmp_path):

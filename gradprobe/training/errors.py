@@ -39,7 +39,7 @@ class RewardOverflowError(NoValidRewardError):
     each group whose rewards differed overflowed (:func:`gradprobe.grpo.advantages.group_normalize`: advantage 0)
     and no group trained, so nothing was trained: a broken reward (rescale it), not a result. Raised as
     :class:`NoValidRewardError` is, after :data:`~gradprobe.training.update.NO_VALID_REWARD_UPDATES` such updates or
-    when the budget runs out first (:func:`~gradprobe.training.update.check_overflowed`); ``update`` is the last of
+    when the budget runs out first (:func:`~gradprobe.training.update.check_untrained_stop`); ``update`` is the last of
     them. The run stopped with its data kept (``summary.json``: ``stop_reason`` ``"reward_overflow"``)."""
 
 

@@ -19,7 +19,7 @@ i.e. under the policy that sampled it, at the sampling temperature, over complet
               arm's trained reward gave no reward (None, NaN or +-inf; masked: advantage 0, left out
               of their group's mean and std; the reward's own figures are in ``reward_stats``);
               ``reward_valid``: completions it did give a reward (a run whose updates all have 0
-              stops, ``stop_reason`` ``"no_valid_reward"``: :func:`gradprobe.training.update.check_rewarded`);
+              stops, ``stop_reason`` ``"no_valid_reward"``: :func:`gradprobe.training.update.check_untrained_stop`);
 ``advantage_*`` over completion tokens of rows with a reward.
 
 ``weight_push`` (a sampler backend with its own copy of the weights, ``backend = "vllm"``, only):

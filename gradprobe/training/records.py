@@ -96,7 +96,8 @@ def finish(s: RunSession, reason: str, extra: dict | None = None, completed: boo
     reason : str
         ``stop_reason``: ``"budget"``, ``"non_finite_loss"``, ``"policy_diverged"`` (NaN/inf sampling
         probabilities), ``"no_valid_reward"`` (the reward gave no completion of any update a reward:
-        :func:`~gradprobe.training.update.check_rewarded`), ``"budget_smaller_than_one_update"``, ``"write_error"``.
+        :func:`~gradprobe.training.update.check_untrained_stop`; ``"reward_overflow"``: the rewards overflowed and
+        nothing trained), ``"budget_smaller_than_one_update"``, ``"write_error"``.
     extra : dict, optional
         Added keys (``budget_spent``, ``error``, ``failed_update``).
     completed : bool

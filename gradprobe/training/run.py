@@ -162,7 +162,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         A NaN/inf loss; metrics, the last checkpoint and ``summary.json`` (``stop_reason``
         ``"non_finite_loss"``) are kept. Its subclass PolicyDivergedError: NaN/inf logits while sampling (the
         policy diverged; ``"policy_diverged"``; one line: the update, the learning rate, what DIR keeps, the fix);
-        NoValidRewardError: the reward scored no completion (``"no_valid_reward"``, :func:`~.update.check_rewarded`).
+        NoValidRewardError: the reward scored no completion (``"no_valid_reward"``,
+        :func:`~.update.check_untrained_stop`).
     BudgetTooSmallError
         The first update cost more than the token or FLOP budget (data kept).
     OutputDirError

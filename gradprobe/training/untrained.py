@@ -23,8 +23,8 @@ import json
 import math
 from pathlib import Path
 
-__all__ = ["CAUSES", "trained", "cause", "describe", "max_abs_reward", "advice", "untrained_history",
-           "untrained_tail", "never_trained"]
+__all__ = ["CAUSES", "trained", "unrewarded", "cause", "describe", "max_abs_reward", "advice", "untrained_history",
+           "stop_history", "untrained_tail", "never_trained"]
 
 #: cause -> what it means, in the words of a report (:func:`describe` adds the figures)
 CAUSES = {"overflowed": "the rewards of every group whose rewards differ overflowed float64 group statistics",
@@ -43,6 +43,13 @@ def trained(line: dict) -> bool | None:
     when the line does not say (no finite ``advantage_abs_mean``: an older gradprobe, or a NaN written as null)."""
     a = _number(line.get("advantage_abs_mean")) if isinstance(line, dict) else None
     return None if a is None or not math.isfinite(a) else a > 0
+
+
+def unrewarded(line) -> bool:
+    """Whether the update line ``line`` of ``metrics.jsonl`` surely gave no completion a reward: its ``reward_valid``
+    (a count of completions) is an integer <= 0. A line without one (written by an older gradprobe) or that is no
+    JSON object counts as rewarded: a run is stopped only when it surely trained nothing."""
+    return isinstance(line, dict) and isinstance(line.get("reward_valid"), int) and line["reward_valid"] <= 0
 
 
 def _stat(line: dict, key: str) -> float:
@@ -113,6 +120,36 @@ def untrained_history(path: Path) -> list[dict] | None:
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     return out
+
+
+def stop_history(path: Path) -> tuple[list[dict], bool, bool] | None:
+    """``metrics.jsonl`` ``path`` read once for the stop rule of a run that trains nothing
+    (:func:`gradprobe.training.update.check_untrained_stop`): ``(lines, no_reward, untrained)``.
+
+    ``no_reward``: :func:`unrewarded` holds for every update line; ``untrained``: :func:`trained` is False for every
+    update line that is a JSON object (as :func:`untrained_history`); both True for a file without update lines.
+    ``lines``: the update lines (JSON objects), oldest first: all of them unless both are False. Reading stops at the
+    first line that rules out both (eval and blank lines skipped), so a run that trained and was rewarded at update 1
+    costs one line. None when the file cannot be read or a line read is no JSON (OSError, UnicodeDecodeError
+    or ValueError): a run is stopped only when its file shows that it trained nothing."""
+    lines, no_reward, untrained = [], True, True
+    try:
+        with open(path, encoding="utf-8") as f:
+            for text in f:
+                if not text.strip():
+                    continue
+                line = json.loads(text)
+                if isinstance(line, dict) and line.get("eval") is True:  # an eval line (parsed: never by its text)
+                    continue
+                no_reward = no_reward and unrewarded(line)
+                untrained = untrained and (not isinstance(line, dict) or trained(line) is False)
+                if not (no_reward or untrained):
+                    break
+                if isinstance(line, dict):
+                    lines.append(line)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return lines, no_reward, untrained
 
 
 def never_trained(path: Path, max_new_tokens: int | None = None) -> dict | None:

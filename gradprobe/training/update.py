@@ -7,17 +7,18 @@ all of its wall time on the ledger (:func:`charged_reward`). Step: mu optimizer 
 :func:`gradprobe.grpo.step.grpo_step` on the batch (:func:`policy_step`). Record: FLOPs charged
 (:func:`charge_flops`), one ``metrics.jsonl`` line (:func:`record_update`). After the first update,
 :func:`check_first_update` stops a run whose budget is smaller than one update; after every update,
-:func:`check_rewarded` stops a run whose reward has given no completion a reward and :func:`check_overflowed` one
-whose rewards overflowed float64 group statistics in every update without any group trained
+:func:`check_untrained_stop` stops a run that has trained nothing, keyed by the cause: its reward has given no
+completion a reward, or its rewards overflowed float64 group statistics and no group trained
 (:data:`NO_VALID_REWARD_UPDATES`); :func:`warn_untrained` warns when :data:`UNTRAINED_WARN_UPDATES` updates in a row
 trained no group (:mod:`gradprobe.training.untrained`), and the run goes on.
 """
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -32,15 +33,15 @@ from .metrics import batch_stats, mean_context
 from .records import finish
 from .budget import too_small_message
 from .state import RunSession, exhausted
-from .untrained import advice, cause, describe, max_abs_reward, trained, untrained_history, untrained_tail
+from .untrained import advice, cause, describe, max_abs_reward, stop_history, trained, untrained_tail
 
 __all__ = ["run_update", "charged_reward", "collect_batch", "policy_step", "charge_flops", "record_update",
-           "check_first_update", "check_rewarded", "check_overflowed", "warn_untrained", "NO_VALID_REWARD_UPDATES",
+           "check_first_update", "check_untrained_stop", "warn_untrained", "NO_VALID_REWARD_UPDATES",
            "UNTRAINED_WARN_UPDATES"]
 
 #: Updates from the run's start in which the reward gave no completion a reward (None, NaN or +-inf for every
 #: one: nothing trained) after which the run stops with ``stop_reason`` ``"no_valid_reward"``
-#: (:func:`check_rewarded`): a broken reward function costs three updates, not the budget, while one or two
+#: (:func:`check_untrained_stop`): a broken reward function costs three updates, not the budget, while one or two
 #: updates that the reward masks whole (by chance) do not stop a run.
 NO_VALID_REWARD_UPDATES = 3
 
@@ -60,9 +61,9 @@ def run_update(s: RunSession) -> dict:
         A NaN/inf loss (``summary.json`` written with ``stop_reason = "non_finite_loss"``).
     NoValidRewardError
         No update of the run so far gave any completion a reward, for :data:`NO_VALID_REWARD_UPDATES` updates or
-        until the budget ran out (:func:`check_rewarded`; ``stop_reason = "no_valid_reward"``); its subclass
+        until the budget ran out (:func:`check_untrained_stop`; ``stop_reason = "no_valid_reward"``); its subclass
         RewardOverflowError: no update so far trained any group and the rewards overflowed float64 group statistics
-        (:func:`check_overflowed`; ``stop_reason = "reward_overflow"``).
+        (:func:`check_untrained_stop`; ``stop_reason = "reward_overflow"``).
 
     Warns
     -----
@@ -80,8 +81,7 @@ def run_update(s: RunSession) -> dict:
     lr, step = policy_step(s, batch, adv)  # step
     new_gen = charge_flops(s, batch, step, gen_before)  # record
     line = record_update(s, batch, adv, rout, step, lr=lr, before=before, new_gen=new_gen, selection=selection)
-    check_rewarded(s, line)
-    check_overflowed(s, line)
+    check_untrained_stop(s, line)
     warn_untrained(s, line)
     return line
 
@@ -256,80 +256,103 @@ def _warn_overflow(reward: str, update: int, stats: dict) -> None:
                       "the reward", RuntimeWarning, stacklevel=2)
 
 
-def check_rewarded(s: RunSession, line: dict) -> None:
-    """After an update (its ``metrics.jsonl`` line ``line`` written): stop a run in which no update so far gave
-    any completion a reward (``reward_valid`` 0 on every update line of ``metrics.jsonl``, those of earlier
-    invocations of a resumed run included) once it has made :data:`NO_VALID_REWARD_UPDATES` updates or its
-    budget is spent: every advantage was 0, nothing was trained, and its evals would pass for a trained result.
-    A run in which some update had a reward is never stopped here.
+@dataclass(frozen=True)
+class _Stop:
+    """How :func:`check_untrained_stop` stops a run for one cause (a key of
+    :data:`gradprobe.training.untrained.CAUSES`): the ``stop_reason`` of ``summary.json``, the error raised, what the
+    updates did (a format string: ``{which}`` the updates, ``{big}`` the largest |reward| that overflowed), what
+    :data:`NO_VALID_REWARD_UPDATES` updates of it are, what ``metrics.jsonl`` keeps, and the fix (of the reward)."""
+    reason: str
+    error: type
+    did: str
+    updates: str
+    kept: str
+    fix: Callable[[str], str]
+
+
+#: the causes that stop a run, in the order they are checked (:func:`check_untrained_stop`)
+_STOPS = {
+    "no_reward": _Stop(
+        "no_valid_reward", NoValidRewardError,
+        "returned None, NaN or +-inf for every completion (or marked none valid) of {which}: every advantage was 0 "
+        "and nothing was trained, so", "updates without any reward", "reward_valid 0 on every update",
+        lambda reward: "fix the reward function (it must return a finite number for the completions it scores)"),
+    "overflowed": _Stop(
+        "reward_overflow", RewardOverflowError,
+        "gave rewards too large for float64 group statistics (|reward| up to {big:.3g}): in {which} every group "
+        "whose rewards differ overflowed (advantage 0) and no group trained, so nothing was trained and",
+        "updates that train no group, with rewards that overflow,",
+        "reward_stats: nonfinite_groups, overflow_max_abs_reward", lambda reward: advice("overflowed", reward))}
+
+
+def check_untrained_stop(s: RunSession, line: dict) -> None:
+    """After an update (its ``metrics.jsonl`` line ``line`` written): stop a run that has trained nothing since its
+    start, keyed by the cause (:data:`gradprobe.training.untrained.CAUSES`), once it has made
+    :data:`NO_VALID_REWARD_UPDATES` updates or its budget is spent (updates counted from the run's start, those of
+    earlier invocations of a resumed run included): every advantage was 0, and its evals would pass for a trained
+    result. Two causes stop it, checked in this order (a run that shows both stops with ``"no_valid_reward"``):
+
+    ``"no_reward"``   no update gave any completion a reward (:func:`gradprobe.training.untrained.unrewarded`:
+                      ``reward_valid`` 0 on every update line); checked when ``line``'s ``reward_valid`` is 0.
+    ``"overflowed"``  no update trained any group (``advantage_abs_mean`` 0 on every update line) and on some the
+                      rewards overflowed float64 group statistics (:func:`gradprobe.training.untrained.cause`:
+                      ``reward_stats.nonfinite_groups`` > 0, each group whose rewards differed got advantage 0,
+                      :func:`gradprobe.grpo.advantages.group_normalize`); checked when ``line`` trained nothing and
+                      either overflowed, is update :data:`NO_VALID_REWARD_UPDATES` or spent the budget.
+
+    ``metrics.jsonl`` is read once, only when a cause is checked, up to its first line that rules both out
+    (:func:`gradprobe.training.untrained.stop_history`); a file that cannot be read stops nothing. A run in which
+    some update had a reward and some update trained a group is never stopped here.
 
     Raises
     ------
     NoValidRewardError
-        One line naming the update, the reward, what the folder keeps and the fix (the reward function);
-        ``summary.json`` is written first (``stop_reason = "no_valid_reward"``, ``failed_update``, ``error``;
-        data kept).
-    """
-    st, run = s.state, s.run
-    if line.get("reward_valid", 1) > 0:
-        return
-    if st.update < NO_VALID_REWARD_UPDATES and exhausted(run.budget, st.ledger, st.update) is None:
-        return
-    if _some_update_rewarded(s.out / METRICS_JSONL):
-        return
-    u = st.update
-    which = "update 1" if u == 1 else f"updates 1-{u}"
-    why = ("its budget is spent" if u < NO_VALID_REWARD_UPDATES else
-           f"{NO_VALID_REWARD_UPDATES} updates without any reward stop a run")
-    msg = (f"update {u}: reward {run.reward!r} of arm {run.arm!r} returned None, NaN or +-inf for every completion "
-           f"(or marked none valid) of {which}: every advantage was 0 and nothing was trained, so the run stopped "
-           f"({why}); {s.out} keeps "
-           f"metrics.jsonl (reward_valid 0 on every update) and summary.json (stop_reason \"no_valid_reward\"); "
-           f"fix the reward function (it must return a finite number for the completions it scores) and rerun "
-           f"with a new --out")
-    finish(s, "no_valid_reward", {"failed_update": u, "error": msg})
-    raise NoValidRewardError(msg, u)
-
-
-def check_overflowed(s: RunSession, line: dict) -> None:
-    """After an update (its ``metrics.jsonl`` line ``line`` written): stop a run in which no update so far trained
-    any group (:func:`gradprobe.training.untrained.untrained_history`: ``advantage_abs_mean`` 0 on every update line,
-    a resumed run's earlier ones included) and the rewards overflowed float64 group statistics
-    (``reward_stats.nonfinite_groups`` > 0 on some update: each group whose rewards differed got advantage 0,
-    :func:`gradprobe.grpo.advantages.group_normalize`), as :func:`check_rewarded` stops one: once it has made
-    :data:`NO_VALID_REWARD_UPDATES` updates or its budget is spent. Checked when the update trained nothing and
-    overflowed, is update :data:`NO_VALID_REWARD_UPDATES` or spends the budget (the file is read then only, up to
-    its first trained update). A run in which some update trained a group is never stopped here.
-
-    Raises
-    ------
+        Cause ``"no_reward"``: one line naming the update, the reward, what the folder keeps and the fix (the reward
+        function); ``summary.json`` is written first (``stop_reason = "no_valid_reward"``, ``failed_update``,
+        ``error``; data kept).
     RewardOverflowError
-        One line naming the update, the reward, the largest |reward| that overflowed, what the folder keeps and the
-        fix (rescale the reward); ``summary.json`` is written first (``stop_reason = "reward_overflow"``,
-        ``failed_update``, ``error``; data kept).
+        Cause ``"overflowed"`` (a NoValidRewardError): one line naming the update, the reward, the largest |reward|
+        that overflowed, what the folder keeps and the fix (rescale the reward); ``summary.json`` is written first
+        (``stop_reason = "reward_overflow"``, ``failed_update``, ``error``; data kept).
     """
-    st, run = s.state, s.run
-    if trained(line) is not False:
+    found = _untrained_cause(s, line)
+    if found is None:
         return
+    why, lines = found
+    stop, run, u = _STOPS[why], s.run, s.state.update
+    which = "update 1" if u == 1 else f"updates 1-{u}"
+    done = stop.did.format(which=which, big=max_abs_reward(lines))
+    n = NO_VALID_REWARD_UPDATES
+    rule = "its budget is spent" if u < n else f"{n} {stop.updates} stop a run"
+    msg = (f"update {u}: reward {run.reward!r} of arm {run.arm!r} {done} the run stopped ({rule}); {s.out} keeps "
+           f"metrics.jsonl ({stop.kept}) and summary.json (stop_reason \"{stop.reason}\"); {stop.fix(run.reward)} "
+           "and rerun with a new --out")
+    finish(s, stop.reason, {"failed_update": u, "error": msg})
+    raise stop.error(msg, u)
+
+
+def _untrained_cause(s: RunSession, line: dict) -> tuple[str, list[dict]] | None:
+    """The cause (a key of :data:`_STOPS`) that stops the run after the update of ``line``, with the update lines of
+    ``metrics.jsonl`` read (:func:`gradprobe.training.untrained.stop_history`, one read); None when the run goes on
+    (conditions: :func:`check_untrained_stop`)."""
+    st, run = s.state, s.run
+    unrewarded_now = not line.get("reward_valid", 1) > 0
     spent = exhausted(run.budget, st.ledger, st.update) is not None
     if st.update < NO_VALID_REWARD_UPDATES and not spent:
-        return
-    if not (spent or st.update == NO_VALID_REWARD_UPDATES or cause([line]) == "overflowed"):
-        return
-    lines = untrained_history(s.out / METRICS_JSONL)
-    if not lines or cause(lines) != "overflowed":
-        return
-    u = st.update
-    which = "update 1" if u == 1 else f"updates 1-{u}"
-    why = ("its budget is spent" if u < NO_VALID_REWARD_UPDATES else
-           f"{NO_VALID_REWARD_UPDATES} updates that train no group, with rewards that overflow, stop a run")
-    msg = (f"update {u}: reward {run.reward!r} of arm {run.arm!r} gave rewards too large for float64 group "
-           f"statistics (|reward| up to {max_abs_reward(lines):.3g}): in {which} every group whose rewards differ "
-           f"overflowed (advantage 0) and no group trained, so nothing was trained and the run stopped ({why}); "
-           f"{s.out} keeps metrics.jsonl (reward_stats: nonfinite_groups, overflow_max_abs_reward) and summary.json "
-           f"(stop_reason \"reward_overflow\"); {advice('overflowed', run.reward)} and rerun with a new --out")
-    finish(s, "reward_overflow", {"failed_update": u, "error": msg})
-    raise RewardOverflowError(msg, u)
+        return None
+    overflow_now = trained(line) is False and (
+        spent or st.update == NO_VALID_REWARD_UPDATES or cause([line]) == "overflowed")
+    if not (unrewarded_now or overflow_now):
+        return None
+    history = stop_history(s.out / METRICS_JSONL)
+    if history is None:
+        return None
+    lines, no_reward, untrained = history
+    if unrewarded_now and no_reward:
+        return "no_reward", lines
+    if overflow_now and untrained and lines and cause(lines) == "overflowed":
+        return "overflowed", lines
+    return None
 
 
 def warn_untrained(s: RunSession, line: dict) -> None:
@@ -351,26 +374,6 @@ def warn_untrained(s: RunSession, line: dict) -> None:
     warnings.warn(f"updates {first}-{u}: no group trained in {n} updates in a row (every advantage 0): "
                   f"{describe(tail, tokens)}; {advice(cause(tail), s.run.reward, tokens)}; the run goes on (GRPO "
                   f"learns only from groups whose rewards differ), {again}", RuntimeWarning, stacklevel=2)
-
-
-def _some_update_rewarded(path) -> bool:
-    """Whether some update line of the run's ``metrics.jsonl`` ``path`` gave a completion a reward; a line
-    without ``reward_valid`` (written by an older gradprobe) or a file that cannot be read counts as rewarded
-    (a run is stopped only when it surely trained nothing). Reads up to the first such line."""
-    try:
-        with open(path) as f:
-            for text in f:
-                if not text.strip():
-                    continue
-                line = json.loads(text)
-                if isinstance(line, dict) and line.get("eval") is True:  # an eval line (parsed: never by its text)
-                    continue
-                if not isinstance(line, dict) or not isinstance(line.get("reward_valid"), int) or line[
-                        "reward_valid"] > 0:
-                    return True
-    except (OSError, UnicodeDecodeError, ValueError):
-        return True
-    return False
 
 
 def check_first_update(s: RunSession) -> None:

@@ -6,7 +6,10 @@ on. The check reads ``metrics.jsonl`` (:mod:`gradprobe.training.untrained`)."""
 
 from __future__ import annotations
 
+import builtins
 import json
+import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -19,6 +22,7 @@ from gradprobe.training.untrained import never_trained, untrained_history
 
 from helpers_rollout import one_thread
 from helpers_training import metric_lines, train_tiny
+from helpers_untrained import untrained_stop_message
 from plugin_helpers import plugin_records_restored
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
@@ -27,14 +31,13 @@ _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 PLUGIN = "def huge(completions, **kwargs):\n    return [1e200 * (i % 2) for i, _ in enumerate(completions)]\n"
 
 
-def _message(reward: str, out, update: int, why: str) -> str:
-    which = "update 1" if update == 1 else f"updates 1-{update}"
-    return (f"update {update}: reward {reward!r} of arm 'grpo' gave rewards too large for float64 group statistics "
-            f"(|reward| up to 1e+200): in {which} every group whose rewards differ overflowed (advantage 0) and no "
-            f"group trained, so nothing was trained and the run stopped ({why}); {out} keeps metrics.jsonl "
-            f"(reward_stats: nonfinite_groups, overflow_max_abs_reward) and summary.json (stop_reason "
-            f"\"reward_overflow\"); rescale the reward {reward!r} (keep |reward| far below 1e150, e.g. in [0, 1]) and "
-            "rerun with a new --out")
+def _message(reward: str, out, update: int, why: str, big: str = "1e+200", arm: str = "grpo") -> str:
+    return untrained_stop_message(
+        reward, out, update, why=why, reason="reward_overflow", arm=arm,
+        did=f"gave rewards too large for float64 group statistics (|reward| up to {big}): in {{which}} every group "
+            "whose rewards differ overflowed (advantage 0) and no group trained, so nothing was trained and",
+        kept="reward_stats: nonfinite_groups, overflow_max_abs_reward",
+        fix=f"rescale the reward {reward!r} (keep |reward| far below 1e150, e.g. in [0, 1])")
 
 
 def test_a_reward_that_overflows_every_group_stops_the_run_with_reward_overflow(tmp_path, monkeypatch):
@@ -87,7 +90,7 @@ def finished(monkeypatch):
 def test_a_budget_of_one_update_stops_at_its_end_when_that_update_overflowed(tmp_path, finished):
     s = _session(tmp_path, [_line(1, nonfinite=2, big=3e160)], {"updates": 1})
     with pytest.raises(RewardOverflowError) as err:
-        update_module.check_overflowed(s, _line(1, nonfinite=2, big=3e160))
+        update_module.check_untrained_stop(s, _line(1, nonfinite=2, big=3e160))
     assert err.value.update == 1 and "(|reward| up to 3e+160): in update 1 every group" in str(err.value)
     assert "the run stopped (its budget is spent)" in str(err.value)
     assert finished == [("reward_overflow", {"failed_update": 1, "error": str(err.value)})]
@@ -101,8 +104,30 @@ def test_a_budget_of_one_update_stops_at_its_end_when_that_update_overflowed(tmp
     ([_line(1, nonfinite=1, big=1e200), _line(2, nonfinite=1, big=1e200)], "two updates, budget not spent")])
 def test_a_run_that_trained_or_did_not_overflow_is_not_stopped(tmp_path, finished, lines, why):
     s = _session(tmp_path, lines, {"updates": 10})
-    update_module.check_overflowed(s, lines[-1])
+    update_module.check_untrained_stop(s, lines[-1])
     assert finished == [], why
+
+
+def test_the_stopping_update_reads_metrics_jsonl_once(tmp_path, finished, monkeypatch):
+    """Update 3 gave no completion a reward (reward_valid 0, so advantage 0) after two updates whose rewards overflowed
+    every group: both causes are checked (update 1 had rewards, so no "no_valid_reward"; no update trained and some
+    overflowed, so "reward_overflow") from one read of metrics.jsonl, not one per cause."""
+    lines = [_line(1, nonfinite=2, big=1e200), _line(2, nonfinite=2, big=1e200), _line(3, reward_valid=0)]
+    s = _session(tmp_path, lines, {"updates": 10})
+    reads, real_open = [], builtins.open
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and Path(file) == tmp_path / "metrics.jsonl":
+            reads.append(file)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    with pytest.raises(RewardOverflowError) as err:
+        update_module.check_untrained_stop(s, lines[-1])
+    assert len(reads) == 1
+    assert err.value.update == 3 and str(err.value) == _message(
+        "big.py:r", tmp_path, 3, "3 updates that train no group, with rewards that overflow, stop a run", arm="big")
+    assert finished == [("reward_overflow", {"failed_update": 3, "error": str(err.value)})]
 
 
 def test_the_history_is_read_up_to_the_first_trained_update(tmp_path):
