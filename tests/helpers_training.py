@@ -89,17 +89,20 @@ class Killed(Exception):
     """Stands for a SIGKILL after the checkpoint of update 1 (:func:`killed_run`)."""
 
 
-def killed_run(out: Path, reward: str = "outcome", task: dict | None = None):
+def killed_run(out: Path, reward: str = "outcome", task: dict | None = None, *, model: str | None = None):
     """Arm ``grpo`` of the tiny plan (2 updates, a checkpoint after each) with ``reward`` (and ``[task]`` ``task``,
-    when given), trained into ``out`` and stopped after update 1's checkpoint (a kill, :class:`Killed`); returns the
-    run's config, to resume it."""
+    ``[model] name = model``, when given), trained into ``out`` and stopped after update 1's checkpoint (a kill,
+    :class:`Killed`); returns the run's config, to resume it."""
     import pytest
 
     from gradprobe.training.plan import parse_plan
     from gradprobe.training.run import run_training
 
+    given = {"task": task} if task is not None else {}
+    if model is not None:
+        given["model"] = {"name": model}
     run = parse_plan(tiny_plan(reward=reward, budget={"updates": 2}, train={"checkpoint_every": 1},
-                               eval={"sampled": False}, **({"task": task} if task is not None else {}))).arm("grpo")
+                               eval={"sampled": False}, **given)).arm("grpo")
 
     def kill(update):
         if update == 1:

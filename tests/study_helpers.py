@@ -183,6 +183,28 @@ def shipped_copy(name: str, dest: Path) -> Path:
     return dest
 
 
+def set_runs_cells(study: Path, cells: dict) -> None:
+    """Set cells of ``study/runs.csv`` in place, the file's other bytes kept (a hand edit, not a pandas re-save):
+    ``cells`` maps (arm, seed, update, column) to the new text of that eval's cell (``""``: a blank cell).
+
+    Raises AssertionError naming the keys that match no line of runs.csv, or more than one, and ValueError for a
+    column its header lacks (the file unchanged either way)."""
+    path = study / "runs.csv"
+    lines = path.read_text().splitlines()
+    header = lines[0].split(",")
+    found = dict.fromkeys(cells, 0)
+    for n, line in enumerate(lines[1:], 1):
+        f = line.split(",")
+        for (arm, seed, update, col), text in cells.items():
+            if f[:3] == [arm, str(seed), str(update)]:
+                f[header.index(col)] = text
+                found[arm, seed, update, col] += 1
+        lines[n] = ",".join(f)
+    wrong = {key: count for key, count in found.items() if count != 1}
+    assert not wrong, f"runs.csv lines matched per cell (one expected): {wrong}"
+    path.write_text("\n".join(lines) + "\n")
+
+
 def stopped_before_any_run(plan: Path, out: Path) -> None:
     """Start the study of ``plan`` in ``out`` and stop it (KeyboardInterrupt) once it is frozen, before any run or
     probe starts (``gradprobe.study.orchestrator._run`` raises), as a Ctrl-C there would."""

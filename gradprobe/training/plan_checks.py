@@ -139,9 +139,6 @@ def check_mc(mc: MCConfig, where: str = "mc") -> None:
                             f"{getattr(MCConfig, key)} (the default) or another integer >= {low}")
 
 
-"""The largest ``[task] pool`` (prompts) a plan may ask for (:func:`check_pool`)."""
-
-
 def check_pool(pool: int, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
     """Refuse a training pool (``[task] pool``) smaller than one update's prompts (``[train]`` or an arm's
     ``prompts_per_update``): the plain prompt stream (:func:`gradprobe.streams.pool_indices`) would put the

@@ -19,27 +19,10 @@ import pytest
 
 from calib.dataset import StudyFormatError, build_rows
 from calib.integrity import check_analysis_matches_runs
-from study_helpers import shipped_copy
+from study_helpers import set_runs_cells, shipped_copy
 
 REPO = Path(__file__).resolve().parents[2]
 LEAD = "the accuracy analysis.json reads differs from runs.csv's now for "
-
-
-def _set(study: Path, cells: dict) -> None:
-    """Set runs.csv cells ((arm, seed, update, column) -> text), the file's other bytes kept."""
-    path = study / "runs.csv"
-    lines = path.read_text().splitlines()
-    header = lines[0].split(",")
-    done = 0
-    for n, line in enumerate(lines[1:], 1):
-        f = line.split(",")
-        for (arm, seed, update, col), text in cells.items():
-            if f[:3] == [arm, str(seed), str(update)]:
-                f[header.index(col)] = text
-                done += 1
-        lines[n] = ",".join(f)
-    assert done == len(cells)
-    path.write_text("\n".join(lines) + "\n")
 
 
 def _check(study: Path) -> None:
@@ -63,8 +46,8 @@ def _refusal(study: Path) -> str:
 def test_calib_rows_refuses_the_breakers_blanked_and_edited_grpo_runs(tmp_path):
     study = shipped_copy("study_tiny", tmp_path / "study_tiny")
     finals = {0: (57, "0.838"), 1: (56, "0.821"), 2: (57, "0.844"), 3: (57, "0.832")}  # were 0.788 .771 .794 .782
-    _set(study, {**{("grpo", s, 2, "accuracy"): "" for s in finals},
-                 **{("grpo", s, u, "accuracy"): a for s, (u, a) in finals.items()}})
+    set_runs_cells(study, {**{("grpo", s, 2, "accuracy"): "" for s in finals},
+                          **{("grpo", s, u, "accuracy"): a for s, (u, a) in finals.items()}})
     msg = _refusal(study)
     assert (f"({LEAD}4 run(s): grpo seed 0 at generated_tokens = 250,000: 78.8 points in analysis.json, 83.8 from "
             "runs.csv now (update 57: accuracy 0.838); grpo seed 1 at ") in msg
@@ -72,8 +55,8 @@ def test_calib_rows_refuses_the_breakers_blanked_and_edited_grpo_runs(tmp_path):
 
 def test_calib_rows_refuses_a_compensating_update_0_edit_naming_the_arms(tmp_path):
     study = shipped_copy("study_tiny", tmp_path / "study_tiny")
-    _set(study, {**{("grpo", s, 0, "accuracy"): "0.776" for s in range(4)},
-                 **{("mc_value", s, 0, "accuracy"): "0.576" for s in range(4)}})
+    set_runs_cells(study, {**{("grpo", s, 0, "accuracy"): "0.776" for s in range(4)},
+                          **{("mc_value", s, 0, "accuracy"): "0.576" for s in range(4)}})
     msg = _refusal(study)
     assert (f"({LEAD}arm grpo at update 0 (arms.grpo.sigmoid.updates.R0, the mean over its runs): 67.6 points in "
             "analysis.json, 77.6 from runs.csv now (seed 0: accuracy 0.776, ") in msg
@@ -82,7 +65,7 @@ def test_calib_rows_refuses_a_compensating_update_0_edit_naming_the_arms(tmp_pat
 
 def test_calib_rows_refuses_an_edited_accuracy_that_no_read_uses(tmp_path):
     study = shipped_copy("study_tiny", tmp_path / "study_tiny")
-    _set(study, {("hybrid_0.5", 2, 5, "accuracy"): "0.75"})  # was 0.724; hybrid_0.5 seed 2 is read at 0 and 10
+    set_runs_cells(study, {("hybrid_0.5", 2, 5, "accuracy"): "0.75"})  # was 0.724; hybrid_0.5 seed 2: read at 0, 10
     msg = _refusal(study)
     assert (f"({LEAD}arm hybrid_0.5's evals (arms.hybrid_0.5.sigmoid.updates, the sigmoid fitted to all its evals "
             "against updates): 26 evals, rmse 1.081852 points in analysis.json; 26 evals, rmse ") in msg
@@ -92,9 +75,9 @@ def test_a_lost_eval_is_read_and_the_runs_other_reads_are_compared(tmp_path):
     """A blank accuracy cell at grpo seed 3's read at updates = 10: that read skipped (it would differ because the
     eval is missing), the check passes; the same run's final accuracy edited: refused."""
     study = shipped_copy("study_tiny", tmp_path / "study_tiny")
-    _set(study, {("grpo", 3, 10, "accuracy"): ""})
+    set_runs_cells(study, {("grpo", 3, 10, "accuracy"): ""})
     _check(study)
-    _set(study, {("grpo", 3, 57, "accuracy"): "0.792"})  # was 0.782
+    set_runs_cells(study, {("grpo", 3, 57, "accuracy"): "0.792"})  # was 0.782
     with pytest.raises(StudyFormatError, match=r"for 1 run\(s\): grpo seed 3 at generated_tokens = 250,000: 78\.2 "
                                                r"points in analysis\.json, 79\.2 from runs\.csv now"):
         _check(study)

@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 
 import gradprobe
+import gradprobe.config as config
+import gradprobe.difficulty.rank as rank
 import gradprobe.difficulty.rank_pool as rank_pool
+import gradprobe.training.plan_checks as plan_checks
 from gradprobe.cli import main
 from gradprobe.difficulty.features import hidden_features
 from gradprobe.difficulty.pool_stream import encode_pool
@@ -20,18 +23,42 @@ from gradprobe.difficulty.rank import MAX_POOL, RankSettings, rank_prompts
 from gradprobe.ledger import Ledger, forward_flops_per_token
 from gradprobe.models import load_policy
 from gradprobe.tasks import load_task
+from gradprobe.tasks.base import TaskNotFoundError
 from gradprobe.tasks.prompts import encode_prompt
-from gradprobe.training.plan_checks import MAX_POOL as PLAN_MAX_POOL
+from gradprobe.training.plan import parse_plan
+from gradprobe.training.specs import PlanError
 
 from helpers_rollout import one_thread
+from helpers_training import tiny_plan
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
 ARGS = ["--model", "tiny-qwen2", "--task", "chain_sum", "--max-new-tokens", "4"]
 
 
-def test_the_limit_is_a_plans():
-    assert MAX_POOL is PLAN_MAX_POOL and MAX_POOL == 1_000_000  # one constant (gradprobe.config)
+def test_the_limit_is_a_plans(tmp_path, monkeypatch, capsys):
+    """One constant, ``gradprobe.config.MAX_POOL`` (1,000,000 prompts), limits a plan's ``[task] pool`` and ``--pool``
+    (rank-prompts, difficulty-eval, ``gradprobe.rank_prompts``): each checking module's name is config's object (a
+    module with a copy of its own, ``MAX_POOL = 1_000_000``, holds another int object), and each check reads that name
+    when it runs: with the name raised to 2,000,000 in both modules, a pool of 1,500,000 passes the pool checks (a
+    limit written into a check, or kept under another name, would still refuse it) and one of 2,000,001 is refused."""
+    assert config.MAX_POOL == 1_000_000
+    assert {m.__name__: m.MAX_POOL is config.MAX_POOL for m in (rank, plan_checks)} == {
+        "gradprobe.difficulty.rank": True, "gradprobe.training.plan_checks": True}
+    for module in (rank, plan_checks):
+        monkeypatch.setattr(module, "MAX_POOL", 2_000_000)
+    assert parse_plan(tiny_plan(task={"pool": 1_500_000})).task.pool == 1_500_000  # parsing builds no pool
+    with pytest.raises(PlanError, match=r"^task\.pool = 2000001 is more than 2,000,000 prompts: .* at most 2,000,000 "):
+        parse_plan(tiny_plan(task={"pool": 2_000_001}))
+    with pytest.raises(ValueError, match=r"^pool \(--pool\) = 2,000,001 is more than 2,000,000 prompts: "):
+        gradprobe.rank_prompts("no-such-model", "no_such_task", 2_000_001)
+    with pytest.raises(TaskNotFoundError, match="^unknown task 'no_such_task'"):  # past the pool check: the task
+        gradprobe.rank_prompts("no-such-model", "no_such_task", 1_500_000)
+    for command in ("rank-prompts", "difficulty-eval"):
+        assert main([command, "--model", "no-such-model", "--task", "no_such_task", "--pool", "1500000",
+                     "--out", str(tmp_path / command)]) == 2
+        assert capsys.readouterr().err.startswith(f"gradprobe {command}: error: unknown task 'no_such_task'")
+        assert not (tmp_path / command).exists()
 
 
 @pytest.mark.parametrize("command", ["rank-prompts", "difficulty-eval"])

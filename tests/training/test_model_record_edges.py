@@ -27,12 +27,12 @@ from gradprobe.study.runner import run_study
 from gradprobe.tiers import tier_path
 from gradprobe.training import run_folder
 from gradprobe.training.errors import DamagedRunFolderError, RunConfigMismatchError
-from gradprobe.training.plan import load_plan, parse_plan
+from gradprobe.training.plan import load_plan
 from gradprobe.training.run import run_training
 from gradprobe.training.run_folder import check_model_weights, model_weights_identity, model_weights_mismatch
 
 from helpers_rollout import one_thread
-from helpers_training import Killed, refused_before_loading, tiny_plan
+from helpers_training import killed_run, refused_before_loading, tiny_plan
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
@@ -41,21 +41,6 @@ _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 def _empty_cache(tmp_path, monkeypatch):
     """An empty ``GRADPROBE_CACHE``: ``tiny`` is the shipped build, whatever this machine's cache holds."""
     monkeypatch.setenv("GRADPROBE_CACHE", str(tmp_path / "cache"))
-
-
-def _killed(out: Path, name: str):
-    """Arm grpo of the tiny plan with ``[model] name = name`` (2 updates, a checkpoint after each), stopped after
-    update 1's checkpoint; returns the run's config, to resume it."""
-    run = parse_plan(tiny_plan(model={"name": name}, budget={"updates": 2}, train={"checkpoint_every": 1},
-                               eval={"sampled": False})).arm("grpo")
-
-    def kill(update):
-        if update == 1:
-            raise Killed
-
-    with pytest.raises(Killed):
-        run_training(run, out, after_update=kill)
-    return run
 
 
 def _run_folder(out: Path, weights: dict) -> None:
@@ -81,7 +66,7 @@ def test_a_relative_model_folder_resumed_from_another_directory_is_refused_with_
     _other_weights_copy(other / "mymodel")
     out = tmp_path / "run"
     monkeypatch.chdir(start)
-    run = _killed(out, "mymodel")
+    run = killed_run(out, model="mymodel")
     recorded = json.loads((out / "config.json").read_text())["model_weights"]
     folder = (start / "mymodel").resolve()
     assert (recorded["source"], recorded["path"]) == ("folder", str(folder))  # absolute: the name is resolved here

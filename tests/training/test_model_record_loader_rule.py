@@ -28,7 +28,7 @@ from gradprobe.training.run import run_training
 from gradprobe.training.run_folder import check_model_weights, model_weights_identity
 
 from helpers_rollout import one_thread
-from helpers_training import Killed, metric_lines, refused_before_loading, tiny_plan
+from helpers_training import killed_run, metric_lines, refused_before_loading
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 SHARD = "model-00001-of-00001.safetensors"
@@ -49,23 +49,6 @@ def _other_weights(src: Path, dst: Path) -> None:
     data = bytearray(src.read_bytes())
     data[-100:] = bytes(100)
     dst.write_bytes(bytes(data))
-
-
-def _killed(out: Path, name: str):
-    """Arm grpo of the tiny plan on the model ``name`` (2 updates, a checkpoint after each), stopped after update 1's
-    checkpoint; returns the run's config, to resume it."""
-    from gradprobe.training.plan import parse_plan
-
-    run = parse_plan(tiny_plan(model={"name": name}, budget={"updates": 2}, train={"checkpoint_every": 1},
-                               eval={"sampled": False})).arm("grpo")
-
-    def kill(update):
-        if update == 1:
-            raise Killed
-
-    with pytest.raises(Killed):
-        run_training(run, out, after_update=kill)
-    return run
 
 
 def _record(out: Path) -> dict:
@@ -92,7 +75,7 @@ def test_a_folder_with_model_safetensors_beside_an_index_is_recorded_by_what_the
     (model / "model.safetensors.index.json").write_text(json.dumps(
         {"metadata": {}, "weight_map": {n: SHARD for n in names}}))
     out = tmp_path / "run"
-    run = _killed(out, str(model))
+    run = killed_run(out, model=str(model))
     loaded = _sha(model / "model.safetensors")
     assert (_record(out)["files"], _record(out)["digest"]) == (["model.safetensors"], loaded)  # was [SHARD], its sha
     capsys.readouterr()
@@ -156,7 +139,7 @@ def test_a_re_pointed_weights_link_is_named_with_where_it_points_and_pointing_it
     link = model / "model.safetensors"
     link.symlink_to(first / "model.safetensors")
     out = tmp_path / "run"
-    run = _killed(out, str(model))
+    run = killed_run(out, model=str(model))
     then = _sha(first / "model.safetensors")
     assert _record(out)["links"] == {"model.safetensors": str((first / "model.safetensors").resolve())}
     link.unlink()
