@@ -48,8 +48,14 @@ Runs that never trained
     A run of ``runs.csv`` whose folder's ``metrics.jsonl`` (``runs/ARM/seedS/metrics.jsonl``) shows every advantage
     of every update 0 (``advantage_abs_mean`` 0: every group flat, every completion truncated, the rewards
     overflowed or none given; :mod:`gradprobe.training.untrained`) never trained: ``arms[ARM]["never_trained"]``
-    lists its seed, cause and updates, and the arm is not ranked (a broken setup, not a finding). A study folder
-    without run folders, or whose metrics lack ``advantage_abs_mean`` (an older gradprobe), flags nothing.
+    lists its seed, cause and updates, and the arm is not ranked (a broken setup, not a finding). Nor is it used
+    elsewhere as a finding: a hypothesis with that arm is not tested (status ``"not tested (never trained)"``,
+    ``untestable_reason`` naming the arm, seeds and cause; out of the Holm family like an untestable one), its
+    point of a learning-rate sweep is not used (no best lr_scale picked from it; a sweep whose lr_scale 1 arm never
+    trained gives no differences to it), and no detectable effect is computed for it (nor for any arm when the
+    control arm never trained); the report says "never trained" in place of their numbers
+    (:mod:`gradprobe.study.never_trained_arms`). A study folder without run folders, or whose metrics lack
+    ``advantage_abs_mean`` (an older gradprobe), flags nothing.
 Rankings
     Per axis, the arms read on every seed with no run that never trained, best first; [] where fewer than two
     arms are (``not_ranked[axis]`` says why each other arm is not: :func:`~gradprobe.study.report.not_ranked`).
@@ -188,8 +194,8 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
         ``matched``, ``arms`` (per axis: accuracy, reads, gains with t and two-way intervals,
         side effects; ``sigmoid`` per axis; ``never_trained``: the seeds whose runs never trained, and why),
         ``rankings`` ([] on an axis where fewer than two arms can be ranked), ``not_ranked`` (per axis: arm -> why it
-        is not ranked), ``hypotheses``, ``lr_sweep``
-        (:func:`~gradprobe.study.lr_sweep.lr_sweep`: arms that differ only by lr_scale), ``detectable_effect``,
+        is not ranked), ``hypotheses``, ``lr_sweep`` (:func:`~gradprobe.study.lr_sweep.lr_sweep`: arms that differ
+        only by lr_scale), ``detectable_effect`` (the three leave out an arm that never trained: module docstring),
         ``two_way`` (settings, or null with ``two_way_reason``), ``excluded_runs``, ``missing_runs``
         (:func:`~gradprobe.study.coverage.missing_runs`: the plan's arm x seed runs runs.csv holds no
         row of, each with its reason; the analysis reads the others), ``control_arm``, ``control_arm_missing``
@@ -219,13 +225,15 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     init = initial_reads(runs)
     initial = _initial(init, runs)
     reads = _matched_reads(runs, plan, matched)
-    arms = _arms(df, plan, reads, init, recorded, control, index, boot_kw, _never_trained(study_dir, df))
+    untrained = _never_trained(study_dir, df)  # arm -> its runs that never trained: no finding comes from them
+    arms = _arms(df, plan, reads, init, recorded, control, index, boot_kw, untrained)
     missing = missing_runs(study_dir, df, plan)
     result = {
         "plan_sha256": plan.sha256 if plan is not None else None, "initial": initial, "matched": matched,
         "arms": arms, "rankings": {axis: ranking(arms, axis) for axis in reads},
         "not_ranked": {axis: not_ranked(arms, axis, missing) for axis in reads},
-        "hypotheses": evaluate_hypotheses(plan, runs, matched, index, **boot_kw) if plan is not None else [],
+        "hypotheses": evaluate_hypotheses(plan, runs, matched, index, **boot_kw, never_trained=untrained)
+        if plan is not None else [],
         "lr_sweep": lr_sweep(plan, arms, matched, control=control, pair=lambda axis, t, c: compare(
             _by_seed(reads[axis], t), _by_seed(reads[axis], c), t_arm=t, c_arm=c, index=index, **boot_kw)),
         "detectable_effect": detectable_effects(arms, axis="generated_tokens", control=control),

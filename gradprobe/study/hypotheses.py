@@ -1,6 +1,7 @@
 """The plan's ``[[hypotheses]]`` tested at their budgets, Holm-corrected as one family (the rules:
 :mod:`gradprobe.study.analysis`, "Hypotheses"; the tests: :mod:`gradprobe.study.hypothesis_tests`, computed
-by :mod:`gradprobe.study.stats`)."""
+by :mod:`gradprobe.study.stats`). A hypothesis with an arm that has a run that never trained is not tested
+(:data:`NOT_TESTED_NEVER_TRAINED`): its difference would measure a broken setup, not the arm."""
 
 from __future__ import annotations
 
@@ -8,29 +9,41 @@ from ..training.plan import INITIAL
 from . import stats
 from .comparisons import BOOTSTRAP_SEED, N_RESAMPLES, _by_seed, compare
 from .hypothesis_tests import hypothesis_test
+from .never_trained_arms import never_trained_why
 from .reading import ITEM_MODES, initial_reads, read_runs
 
-__all__ = ["evaluate_hypotheses"]
+__all__ = ["NOT_TESTED_NEVER_TRAINED", "evaluate_hypotheses"]
+
+#: ``status`` of a hypothesis with an arm that has a run that never trained (``untestable_reason`` names the arm,
+#: its seeds and the cause; ``never_trained``: arm -> its records)
+NOT_TESTED_NEVER_TRAINED = "not tested (never trained)"
 
 
 def evaluate_hypotheses(plan, runs: dict, matched: dict, index=None, *, n_resamples: int = N_RESAMPLES,
-                        seed: int = BOOTSTRAP_SEED) -> list[dict]:
+                        seed: int = BOOTSTRAP_SEED, never_trained: dict | None = None) -> list[dict]:
     """Test the plan's ``[[hypotheses]]`` (module docstring), Holm-corrected as one family.
 
     The family is the hypotheses that are testable (>= 2 paired seeds, sign-flip floor <= alpha);
-    each adjusted p is compared with its own hypothesis's alpha.
+    each adjusted p is compared with its own hypothesis's alpha. ``never_trained`` (arm -> the runs of the arm
+    that never trained, ``analysis.json["arms"][ARM]["never_trained"]``; :func:`gradprobe.study.analysis.analyze`
+    passes them): a hypothesis with such an arm is not computed and not tested, like an untestable one it is left
+    out of the family (``testable`` False, ``untestable_reason`` "ARM never trained (seed S: why (N updates))",
+    ``status`` :data:`NOT_TESTED_NEVER_TRAINED`), so it cannot pass, nor raise the other hypotheses' Holm p.
 
     Returns
     -------
     list[dict]
         Per hypothesis: ``name``, ``statement``, ``status`` ("PASSED", "not passed", "not
-        testable (n seeds)", "not evaluated"), ``estimate`` (points), ``ci``, ``ci_level``,
+        testable (n seeds)", "not tested (never trained)", "not evaluated"), ``estimate`` (points; None when not
+        computed), ``ci``, ``ci_level``,
         ``ci_two_way``, ``p_value``, ``p_floor``, ``p_text``, ``p_adjusted`` (Holm), ``passed``,
         ``testable``, ``untestable_reason``, ``test``, ``per_seed`` (differences), ``excluded_seeds``
         (refused reads), ``treatment``, ``control``, ``at``, ``budget``, ``metric``,
-        ``alternative``, ``alpha``, ``min_effect``, ``seeds``, ``holm_family``, ``error``.
+        ``alternative``, ``alpha``, ``min_effect``, ``seeds``, ``holm_family``, ``error``, ``never_trained``
+        (arm -> its runs that never trained, {} when none).
     """
-    recs = [_hypothesis(h, plan, runs, matched, index, n_resamples, seed) for h in plan.hypotheses]
+    untrained = {a: r for a, r in (never_trained or {}).items() if r}
+    recs = [_hypothesis(h, plan, runs, matched, index, n_resamples, seed, untrained) for h in plan.hypotheses]
     family = [i for i, r in enumerate(recs) if r["testable"]]
     if family:
         for i, p in zip(family, stats.holm([recs[i]["p_value"] for i in family])):
@@ -38,19 +51,26 @@ def evaluate_hypotheses(plan, runs: dict, matched: dict, index=None, *, n_resamp
     for r in recs:
         r["holm_family"] = len(family)
         n = r["seeds"]
-        r["status"] = ("not evaluated" if r["estimate"] is None else "PASSED" if r["passed"] else
+        r["status"] = (NOT_TESTED_NEVER_TRAINED if r["never_trained"] else
+                       "not evaluated" if r["estimate"] is None else "PASSED" if r["passed"] else
                        "not passed" if r["testable"] else f"not testable ({n} seed{'' if n == 1 else 's'})")
     return recs
 
 
-def _hypothesis(h, plan, runs, matched, index, n_resamples, seed) -> dict:
+def _hypothesis(h, plan, runs, matched, index, n_resamples, seed, untrained: dict) -> dict:
+    """One hypothesis's record (:func:`evaluate_hypotheses`), before the Holm step; not computed when an arm of it
+    has a run that never trained (``untrained``: arm -> records) or cannot be read (``error``)."""
     treat, ctrl = h.arms
     budget = float(h.budget if h.budget is not None else getattr(plan.budget, h.at))
     rec = {"name": h.name, "statement": h.statement, "status": None, "estimate": None, "ci": None, "ci_level": None,
            "ci_two_way": None, "p_value": None, "p_floor": None, "p_text": None, "p_adjusted": None, "passed": False,
            "testable": False, "untestable_reason": None, "test": None, "per_seed": {}, "excluded_seeds": [],
            "treatment": treat, "control": ctrl, "at": h.at, "budget": budget, "metric": h.metric,
-           "alternative": h.alternative, "alpha": h.alpha, "min_effect": h.min_effect, "seeds": 0, "error": None}
+           "alternative": h.alternative, "alpha": h.alpha, "min_effect": h.min_effect, "seeds": 0, "error": None,
+           "never_trained": {a: untrained[a] for a in dict.fromkeys((treat, ctrl)) if a in untrained}}
+    if rec["never_trained"]:  # a broken setup, not a finding: as an untestable hypothesis, out of the Holm family
+        rec["untestable_reason"] = "; ".join(never_trained_why(a, r) for a, r in rec["never_trained"].items())
+        return rec
     m = matched.get(h.at)
     if m is None or not m["recorded"]:
         rec["error"] = f"at = {h.at!r}: " + (m["source"] if m else "not an axis of this study")

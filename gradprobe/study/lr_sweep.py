@@ -17,10 +17,13 @@ point, :mod:`gradprobe.study.analysis`), every lr_scale gets
   results, the two-way seeds x items interval (:func:`~gradprobe.study.stats.two_way_bootstrap`);
   when the reference is the analysis's control arm these are its ``gain_vs_grpo`` entries.
 
-A point is *used* (compared) only when it is read on every seed of its arm: a seed the analysis
-refuses (read across a gap wider than the promised eval interval) is left out of every mean and
-difference, and a mean over fewer seeds is not compared with the others (as
-:func:`~gradprobe.study.analysis.ranking`); the point says why. Over the used points:
+A point is *used* (compared) only when it is read on every seed of its arm and its arm has no run that
+never trained: a seed the analysis refuses (read across a gap wider than the promised eval interval) is
+left out of every mean and difference, a mean over fewer seeds is not compared with the others, and an
+arm with a run that never trained (``analysis.json["arms"][arm]["never_trained"]``: every advantage 0,
+a broken setup) measures no learning rate (all as :func:`~gradprobe.study.analysis.ranking`); the point
+says why (``note``; ``never_trained``: the records) and gets no difference; when the reference arm never
+trained, no point gets a difference to it (``difference_note`` says why). Over the used points:
 
 - ``best``: the lr_scale of the largest mean accuracy (ties: the smallest lr_scale);
 - ``optimum``: ``"interior"``, or ``"edge"`` when the best is the smallest or largest used lr_scale
@@ -46,6 +49,8 @@ import json
 import math
 
 import numpy as np
+
+from .never_trained_arms import never_trained_text, never_trained_why
 
 FIGURE = "lr_sweep.png"
 EDGE_NOTE = "optimum at the edge: extend the sweep"
@@ -121,11 +126,14 @@ def sweep_groups(plan, arms_run=None) -> list[dict]:
 
 # ----------------------------------------------------------------------------- one axis
 
-def _point(arm: str, scale: float, entry: dict, seeds_total: int) -> dict:
-    """One lr_scale on one axis: the analysis's read of the arm, and whether it is compared."""
+def _point(arm: str, scale: float, entry: dict, seeds_total: int, untrained: list | None = None) -> dict:
+    """One lr_scale on one axis: the analysis's read of the arm, and whether it is compared (not when the arm has a
+    run that never trained: ``untrained``, its ``never_trained`` records)."""
     refused = list(entry["gap_exceeded"])
-    used = entry["accuracy"] is not None and entry["seeds"] == seeds_total
-    if used:
+    used = entry["accuracy"] is not None and entry["seeds"] == seeds_total and not untrained
+    if untrained:
+        note = f"not used: never trained ({never_trained_text(untrained)}); a broken run measures no learning rate"
+    elif used:
         note = None
     elif entry["accuracy"] is None:
         note = (f"not used: no seed read (refused, gap wider than the promised eval interval: seeds {refused})"
@@ -135,8 +143,8 @@ def _point(arm: str, scale: float, entry: dict, seeds_total: int) -> dict:
                 f"eval interval: seeds {refused}); a mean over fewer seeds is not compared")
     return {"arm": arm, "lr_scale": scale, "accuracy": entry["accuracy"], "ci": entry["ci"],
             "seeds": entry["seeds"], "seeds_total": seeds_total, "refused_seeds": refused, "used": used,
-            "note": note, "reference": False, "difference": None, "difference_ci": None,
-            "difference_ci_two_way": None, "difference_seeds": 0, "difference_note": None}
+            "note": note, "never_trained": list(untrained or []), "reference": False, "difference": None,
+            "difference_ci": None, "difference_ci_two_way": None, "difference_seeds": 0, "difference_note": None}
 
 
 def _difference(point: dict, ref: str, entry: dict, axis: str, control: str | None, pair) -> None:
@@ -198,13 +206,19 @@ def peak_fit(lr_scales, accuracy) -> dict:
 
 
 def _axis(group: dict, arms: dict, axis: str, budget, control: str | None, pair) -> dict:
+    """One group on one axis (:func:`lr_sweep`'s ``axes[axis]``): its points, and the best among the used ones."""
     ref = group["reference"]
+    ref_untrained = arms[ref].get("never_trained") if ref is not None else None
     points = []
     for arm, scale in zip(group["arms"], group["lr_scales"]):
         entry = arms[arm][axis]
-        p = _point(arm, scale, entry, int(arms[arm]["seeds"]))
+        p = _point(arm, scale, entry, int(arms[arm]["seeds"]), arms[arm].get("never_trained"))
         if arm == ref:
             p.update(reference=True, difference=0.0, difference_note="the reference (lr_scale 1)")
+        elif ref_untrained:  # a difference to a run that never trained is no finding
+            p["difference_note"] = f"no difference: the reference {never_trained_why(ref, ref_untrained)}"
+        elif p["never_trained"]:  # nor a difference of one
+            p["difference_note"] = f"no difference: {never_trained_why(arm, p['never_trained'])}"
         elif ref is not None:
             _difference(p, ref, entry, axis, control, pair)
         else:
@@ -215,7 +229,10 @@ def _axis(group: dict, arms: dict, axis: str, budget, control: str | None, pair)
            "optimum": None, "optimum_note": None, "reference_within_best": None, "reference_within_best_note": None,
            "peak_fit": None, "peak_fit_reason": None}
     if len(used) < 2:
-        out["optimum_note"] = f"not located: {len(used)} lr_scale(s) read on every seed, 2 needed"
+        broken = [p["arm"] for p in points if p["never_trained"]]
+        out["optimum_note"] = (f"not located: {len(used)} lr_scale(s) read on every seed"
+                               + (" with no run that never trained" if broken else "") + ", 2 needed"
+                               + (f" (never trained: {', '.join(broken)})" if broken else ""))
         out["peak_fit_reason"] = "no optimum located"
         return out
     best_i = int(np.argmax([p["accuracy"] for p in used]))  # first maximum: the smallest lr_scale on ties
@@ -228,6 +245,8 @@ def _axis(group: dict, arms: dict, axis: str, budget, control: str | None, pair)
                              f"{used[best_i + 1]['lr_scale']:g}x"))
     if ref is None:
         out["reference_within_best_note"] = "no arm at lr_scale 1 in this group"
+    elif ref_untrained:
+        out["reference_within_best_note"] = f"not compared: the reference {never_trained_why(ref, ref_untrained)}"
     elif best["arm"] == ref:
         out.update(reference_within_best=True, reference_within_best_note="lr_scale 1 is the best")
     elif best["difference_ci"] is None:
@@ -258,7 +277,7 @@ def lr_sweep(plan, arms: dict, matched: dict, *, control: str | None = None, pai
     plan : gradprobe.training.plan.Plan or None
         The frozen plan (None: no sweep, the reason says so).
     arms : dict
-        ``analysis.json["arms"]``: arm -> {"seeds", axis -> {"accuracy", "ci", "seeds",
+        ``analysis.json["arms"]``: arm -> {"seeds", "never_trained" (optional), axis -> {"accuracy", "ci", "seeds",
         "gap_exceeded", "gain_vs_grpo", "gain_ci", "gain_vs_grpo_ci_two_way", "gain_seeds", ...}}.
     matched : dict
         ``analysis.json["matched"]``: axis -> {"budget", "recorded", ...}.
@@ -275,7 +294,8 @@ def lr_sweep(plan, arms: dict, matched: dict, *, control: str | None = None, pai
         ``groups``: per group (:func:`sweep_groups`) ``arms``, ``lr_scales``, ``shared``,
         ``reference``, ``duplicates``, ``not_run`` and ``axes``: axis -> ``budget``, ``points``
         (per lr_scale: ``arm``, ``lr_scale``, ``accuracy`` and ``ci`` (points, 95% t over seeds),
-        ``seeds``, ``seeds_total``, ``refused_seeds``, ``used``, ``note``, ``reference``,
+        ``seeds``, ``seeds_total``, ``refused_seeds``, ``used``, ``note``, ``never_trained`` (the arm's runs
+        that never trained: the point is not used), ``reference``,
         ``difference``, ``difference_ci``, ``difference_ci_two_way``, ``difference_seeds``,
         ``difference_note``), ``used``, ``best``, ``best_lr_scale``, ``optimum``,
         ``optimum_note``, ``reference_within_best`` (+ ``_note``), ``peak_fit`` (:func:`peak_fit`

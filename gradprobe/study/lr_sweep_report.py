@@ -1,5 +1,7 @@
 """The learning-rate sweep's report lines and figure (``figures/lr_sweep.png``), from the ``lr_sweep`` section
-of ``analysis.json`` that :func:`gradprobe.study.lr_sweep.lr_sweep` computes."""
+of ``analysis.json`` that :func:`gradprobe.study.lr_sweep.lr_sweep` computes. A point whose arm has a run that
+never trained (its ``never_trained`` records) reads "never trained" in place of its accuracy, with its seeds and
+cause below, and is not drawn: a broken run measures no learning rate."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import numpy as np
 
 from ..figures import subplots
 from .lr_sweep import AXIS_ORDER, FIGURE
+from .never_trained_arms import never_trained_why
 
 def _ci(ci) -> str:
     return "n/a" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
@@ -21,8 +24,25 @@ def _label(g: dict) -> str:
     return f"reward {sh['reward']}" + (f" ({', '.join(extra)})" if extra else "")
 
 
+def _cell(p: dict) -> str:
+    """One point's cell: ``"2x 43.75 [..] diff +2.50 [..]"``, ``"2x not read"`` or ``"2x never trained"``."""
+    if p.get("never_trained"):
+        return f"{p['lr_scale']:g}x never trained (not used)"
+    if p["accuracy"] is None:
+        return f"{p['lr_scale']:g}x not read" + (f" (refused {p['refused_seeds']})" if p["refused_seeds"] else "")
+    c = f"{p['lr_scale']:g}x {p['accuracy']:.2f} {_ci(p['ci'])}"
+    if p["reference"]:
+        c += " (reference)"
+    elif p["difference"] is not None:
+        c += f" diff {p['difference']:+.2f} {_ci(p['difference_ci'])}" + (
+            f" [{_ci(p['difference_ci_two_way'])[1:-1]}]" if p["difference_ci_two_way"] else "")
+    return c + ("" if p["used"] else f" (not used: read on {p['seeds']} of {p['seeds_total']} seeds, refused "
+                                     f"{p['refused_seeds']})")
+
+
 def format_lr_sweep(sweep: dict | None) -> list[str]:
-    """The sweep as report lines (empty when the analysis has no ``lr_sweep`` or no group)."""
+    """The sweep as report lines (empty when the analysis has no ``lr_sweep`` or no group); a point that never
+    trained shows no number, and a line per such arm names its seeds and the cause."""
     if not sweep or not sweep["groups"]:
         return []
     lines = ["learning-rate sweep (arms that differ only by lr_scale; accuracy points with 95% t intervals over "
@@ -31,23 +51,11 @@ def format_lr_sweep(sweep: dict | None) -> list[str]:
         lines.append(f"  {_label(g)}: " + ", ".join(f"{a} {s:g}x" for a, s in zip(g["arms"], g["lr_scales"]))
                      + ("" if g["reference"] else "; no arm at lr_scale 1")
                      + (f"; left out (same lr_scale): {', '.join(g['duplicates'])}" if g["duplicates"] else ""))
+        broken = {}
         for axis, r in g["axes"].items():
-            cells = []
-            for p in r["points"]:
-                if p["accuracy"] is None:
-                    cells.append(f"{p['lr_scale']:g}x not read" + (f" (refused {p['refused_seeds']})"
-                                                                    if p["refused_seeds"] else ""))
-                    continue
-                c = f"{p['lr_scale']:g}x {p['accuracy']:.2f} {_ci(p['ci'])}"
-                if p["reference"]:
-                    c += " (reference)"
-                elif p["difference"] is not None:
-                    c += f" diff {p['difference']:+.2f} {_ci(p['difference_ci'])}" + (
-                        f" [{_ci(p['difference_ci_two_way'])[1:-1]}]" if p["difference_ci_two_way"] else "")
-                cells.append(c + ("" if p["used"] else f" (not used: read on {p['seeds']} of {p['seeds_total']} "
-                                                       f"seeds, refused {p['refused_seeds']})"))
-            lines.append(f"    {axis} = {r['budget']:,.6g}: " + "; ".join(cells))
-            if any(not p["used"] for p in r["points"]):
+            broken.update({p["arm"]: p["never_trained"] for p in r["points"] if p.get("never_trained")})
+            lines.append(f"    {axis} = {r['budget']:,.6g}: " + "; ".join(_cell(p) for p in r["points"]))
+            if any(not p["used"] and not p.get("never_trained") for p in r["points"]):
                 lines.append("      not used: a point not read on every seed (refused: a gap wider than the promised "
                              "eval interval); a mean over fewer seeds is not compared")
             if r["best"] is None:
@@ -58,6 +66,8 @@ def format_lr_sweep(sweep: dict | None) -> list[str]:
                          + (r["reference_within_best_note"] or "")
                          + (f"; peak fit {fit['lr_scale']:.3g}x ({fit['accuracy']:.2f}; {fit['flag']})"
                             if fit and fit["concave"] else f"; no peak fit: {r['peak_fit_reason']}"))
+        lines += [f"    not used: {never_trained_why(a, runs)}; a broken run measures no learning rate"
+                  for a, runs in broken.items()]
     return lines
 
 
@@ -65,8 +75,9 @@ def plot_lr_sweep(sweep: dict | None, folder: str | Path) -> Path | None:
     """``folder/lr_sweep.png``: mean accuracy (points) at each matched axis vs lr_scale (log2 axis),
     one panel per axis with a used point, one line per group (groups set slightly apart on x),
     bars: 95% t interval over seeds;
-    hollow: a point not used (read on fewer seeds), a star: the best, dotted: the peak fit. Removes
-    a stale figure and returns None when there is no group."""
+    hollow: a point not used (read on fewer seeds), a star: the best, dotted: the peak fit; a point whose arm has a
+    run that never trained is not drawn (the report names it). Removes a stale figure and returns None when there
+    is no group."""
     folder = Path(folder)
     path = folder / FIGURE
     groups = (sweep or {}).get("groups") or []
@@ -81,7 +92,7 @@ def plot_lr_sweep(sweep: dict | None, folder: str | Path) -> Path | None:
         for k, g in enumerate(groups):
             r, color = g["axes"][axis], f"C{k}"
             dodge = 2.0 ** (0.03 * (k - (len(groups) - 1) / 2))  # groups side by side at one lr_scale
-            pts = [p for p in r["points"] if p["accuracy"] is not None]
+            pts = [p for p in r["points"] if p["accuracy"] is not None and not p.get("never_trained")]
             for p in pts:
                 err = None if p["ci"] is None else [[p["accuracy"] - p["ci"][0]], [p["ci"][1] - p["accuracy"]]]
                 ax.errorbar([p["lr_scale"] * dodge], [p["accuracy"]], yerr=err, fmt="o", color=color, capsize=3,

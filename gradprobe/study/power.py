@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from .executors import default_workers
+from .never_trained_arms import never_trained_why
 from .stats import min_seeds_for_floor
 from .reading import (AnalysisError, _item_index, _item_lines, _load_plan, _runs, finished_study, initial_reads,
                       items_at, load_runs, matched_budgets, read_runs)
@@ -79,22 +80,26 @@ def detectable_effect(sd: float, *, seeds: int, alpha: float = DEFAULT_ALPHA, po
 def detectable_effects(arms: dict, *, axis: str = "generated_tokens", control: str = "grpo",
                        alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
                        alternative: str = "two-sided") -> dict:
-    """``analysis.json["detectable_effect"]``: per arm vs ``control`` at ``axis``, from the SD of its
-    per-seed differences and its paired seeds (:func:`detectable_effect`); ``largest`` over arms."""
-    per_arm = {}
+    """``analysis.json["detectable_effect"]``: per arm vs ``control`` at ``axis``, from the SD of its per-seed
+    differences and its paired seeds (:func:`detectable_effect`); ``largest`` over arms. None for an arm with a run
+    that never trained (a broken run's spread is not the arm's): ``sd``/``effect`` None, ``seeds`` 0, ``reason``
+    "not computed: ARM never trained (seed S: ...)"; with a ``control`` that did, for every arm (and ``reason``)."""
+    per_arm, ctrl = {}, (arms.get(control) or {}).get("never_trained")
+    ctrl_why = f"not computed: the control arm {never_trained_why(control, ctrl)}" if ctrl else None
     for arm, e in arms.items():
-        a = e.get(axis)
-        if arm == control or not a or a.get("gain_sd") is None:
+        a, broken = e.get(axis), e.get("never_trained")
+        if arm == control or not a or (a.get("gain_sd") is None and not (broken or ctrl)):
             continue
-        per_arm[arm] = {"sd": a["gain_sd"], "seeds": a["gain_seeds"],
-                        "effect": detectable_effect(a["gain_sd"], seeds=a["gain_seeds"], alpha=alpha, power=power,
-                                                    alternative=alternative)}
+        per_arm[arm] = ({"sd": None, "seeds": 0, "effect": None,  # a broken setup: no effect
+                         "reason": ctrl_why or f"not computed: {never_trained_why(arm, broken)}"} if broken or ctrl
+                        else {"sd": a["gain_sd"], "seeds": a["gain_seeds"], "reason": None, "effect": detectable_effect(
+                            a["gain_sd"], seeds=a["gain_seeds"], alpha=alpha, power=power, alternative=alternative)})
     effects = [v["effect"] for v in per_arm.values() if v["effect"] is not None]
     k = min_seeds_for_floor(alpha, "two-sided" if alternative == "two-sided" else "greater")
     seeds = max((v["seeds"] for v in per_arm.values()), default=0)
     return {"axis": axis, "control": control, "power": power, "alpha": alpha, "alternative": alternative,
             "test": "paired t over seeds (statsmodels TTestPower)", "seeds": seeds, "per_arm": per_arm,
-            "largest": max(effects) if effects else None,
+            "largest": max(effects) if effects else None, "reason": ctrl_why,
             "note": (f"an exact sign-flip test (a hypothesis with test = \"sign_flip\") needs >= {k} seeds to reach alpha {alpha:g} "
                      f"at all" + (f" (this study has {seeds})" if seeds < k else ""))}
 

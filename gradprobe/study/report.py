@@ -5,7 +5,9 @@ with their t and two-way intervals, sigmoid parameters (identified or not), side
 detectable effect, the hypotheses and the learning-rate sweep (:mod:`gradprobe.study.lr_sweep`).
 A column ranks at least two arms (:func:`ranked_arms`: read on every seed, no run that never trained), else it
 says "not ranked (only ARM read; the others: why)" (:func:`not_ranked`); an arm with a run that never trained
-(``never_trained``) shows as "never trained" in place of its accuracy, gains and fits.
+(``never_trained``) shows as "never trained" in place of its accuracy, gains, fits, detectable effect, hypotheses
+(not tested) and learning-rate point (not used), with its seeds and cause; with a control arm that never trained no
+gain vs it is shown.
 :func:`plot_figures`: accuracy against each axis, and ``lr_sweep.png``.
 All values in accuracy points.
 """
@@ -18,6 +20,7 @@ import numpy as np
 
 from ..figures import subplots
 from .lr_sweep_report import format_lr_sweep, plot_lr_sweep
+from .never_trained_arms import never_trained_text, never_trained_why
 
 HEADS = {"updates": "per update (at {:,.0f} updates)", "generated_tokens": "at matched tokens ({:,.0f})",
          "flops": "at matched FLOPs ({:.3g})", "device_seconds": "at matched time ({:,.1f} s)"}
@@ -41,8 +44,13 @@ def control_missing(arms, control: str) -> str | None:
 
 
 def _no_control(result: dict) -> str | None:
-    """:func:`control_missing` of an analysis (one written before that key too)."""
-    return control_missing(result.get("arms", {}), result.get("control_arm", "grpo"))
+    """:func:`control_missing` of an analysis (one written before that key too), or, when the control arm has a run
+    that never trained, why its gains are not shown (a gain over a broken setup is no finding; analysis.json keeps
+    them)."""
+    control = result.get("control_arm", "grpo")
+    if (runs := (result.get("arms", {}).get(control) or {}).get("never_trained")):
+        return f"gains vs {control}: not shown, the control arm {never_trained_why(control, runs)}"
+    return control_missing(result.get("arms", {}), control)
 
 
 #: the read statuses that give a seed a value (:func:`gradprobe.study.reading.read_point`); the others are not read
@@ -56,11 +64,6 @@ def ranked_arms(arms: dict, axis: str) -> list[tuple[str, float]]:
     return [(a, r[axis]["accuracy"]) for a, r in arms.items()
             if r.get(axis) and r[axis]["accuracy"] is not None and r[axis]["seeds"] == r["seeds"]
             and not r.get("never_trained")]
-
-
-def never_trained_text(runs: list[dict]) -> str:
-    """``"seed 0: the rewards ... overflowed ... (11 updates)"``: an arm's ``never_trained`` records, joined."""
-    return "; ".join(f"seed {r.get('seed')}: {r.get('why')} ({r.get('updates')} updates)" for r in runs)
 
 
 def not_ranked(arms: dict, axis: str, missing: list | None = None) -> dict[str, str]:
@@ -109,14 +112,14 @@ def _unranked(result: dict, axis: str, *, short: bool = False) -> str | None:
 def _table(result: dict, axes: list[str]) -> list[str]:
     heads = {a: HEADS[a].format(result["matched"][a]["budget"]) for a in axes}
     width = max(32, *(len(h) + 2 for h in heads.values()))
-    ranked = {a: _ranking(result, a) for a in axes}
+    ranked, no_gain = {a: _ranking(result, a) for a in axes}, _no_control(result) is not None
     lines = ["rank  " + "".join(f"{heads[a]:<{width}}" for a in axes)]
     for i in range(max(1, *(len(ranked[a]) for a in axes))):
         cells = []
         for a in axes:
             r = ranked[a]
             e = result["arms"][r[i]][a] if i < len(r) else None
-            gain = "" if e is None or e["gain_vs_grpo"] is None else f" ({e['gain_vs_grpo']:+.2f})"
+            gain = "" if e is None or e["gain_vs_grpo"] is None or no_gain else f" ({e['gain_vs_grpo']:+.2f})"
             cells.append((_unranked(result, a, short=True) if i == 0 and not r else "") if e is None else
                          f"{r[i]:<14}{e['accuracy']:6.2f}{gain}")
         lines.append(f"{i + 1:<6}" + "".join(f"{c:<{width}}" for c in cells))
@@ -226,6 +229,9 @@ def _hypotheses(result: dict) -> list[str]:
     hs = result["hypotheses"]
     lines = [f"hypotheses (Holm-corrected over the {hs[0]['holm_family']} testable):"] if hs else []
     for h in hs:
+        if h.get("never_trained"):  # not tested: a broken setup, no estimate
+            lines.append(f"  {h['name']}: not tested: {h['untestable_reason']}; out of the Holm family")
+            continue
         if h["estimate"] is None:
             lines.append(f"  {h['name']}: not evaluated: {h['error']}")
             continue
@@ -244,6 +250,26 @@ def _hypotheses(result: dict) -> list[str]:
     return lines
 
 
+def _detectable(d: dict | None) -> list[str]:
+    """The detectable effect's lines (none without one): the largest over arms and each arm's, an arm with a run
+    that never trained (``per_arm[arm]["reason"]``) or a control arm that did (``reason``) named in place of a
+    number."""
+    if not d:
+        return []
+    per_arm = d.get("per_arm") or {}
+    skipped = [v["reason"] for v in per_arm.values() if v.get("reason")]  # each names its arm
+    if d.get("reason") or (d.get("largest") is None and skipped):
+        return ["", f"detectable effect (at matched {d['axis']}): " + (d.get("reason") or "; ".join(skipped))]
+    if d.get("largest") is None:
+        return []
+    skipped = "".join(f"; {r}" for r in skipped)
+    head = (f"detectable effect (80% power, {d['alternative']} paired t at alpha {d['alpha']:g}, {d['seeds']} seeds, "
+            f"at matched {d['axis']})")
+    return ["", f"{head}: {d['largest']:.2f} points (largest over arms: "
+            + ", ".join(f"{a} {v['effect']:.2f}" for a, v in per_arm.items() if v["effect"] is not None)
+            + f"); {d['note']}{skipped}"]
+
+
 def format_rankings(result: dict) -> str:
     """The analysis as text (module docstring); what ``gradprobe study`` prints."""
     axes = [a for a in ("updates", "generated_tokens", "flops", "device_seconds") if a in result["rankings"]]
@@ -251,12 +277,7 @@ def format_rankings(result: dict) -> str:
     lines = [f"initial policy: {init['accuracy']:.2f} points (greedy)", "", *_table(result, axes), "",
              *_reads(result, axes), "", *_gains(result, axes), "", *_sigmoids(result), "",
              *_side_effects(result, axes)]
-    d = result.get("detectable_effect")
-    if d and d.get("largest") is not None:
-        lines += ["", f"detectable effect (80% power, {d['alternative']} paired t at alpha {d['alpha']:g}, "
-                      f"{d['seeds']} seeds, at matched {d['axis']}): {d['largest']:.2f} points "
-                      f"(largest over arms: " + ", ".join(f"{a} {v['effect']:.2f}" for a, v in d["per_arm"].items()
-                                                          if v["effect"] is not None) + f"); {d['note']}"]
+    lines += _detectable(result.get("detectable_effect"))
     if result["hypotheses"]:
         lines += ["", *_hypotheses(result)]
     sweep = format_lr_sweep(result.get("lr_sweep"))
