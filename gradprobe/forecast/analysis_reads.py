@@ -10,10 +10,11 @@ reference curve read from the study refuses it (:meth:`gradprobe.forecast.curve_
 and so do ``calib`` (``calib.integrity.check_analysis_matches_runs``) and ``gradprobe study --analyze-only``'s
 warning, through :func:`gradprobe.study.coverage.stale_analysis`, which calls it. It lives in the forecast layer,
 which may not import :mod:`gradprobe.study` (a higher layer; its reader loads the frozen plan through
-:mod:`gradprobe.training`). The plan is not needed: a read is re-done by the analysis's rule
-(:func:`gradprobe.study.reading.read_runs`) with the promised eval gap ``analysis.json`` records at the point
-(``matched.AXIS.promised_gap``; an older analysis without it: any width is interpolated, and a read it refused is not
-compared). Torch-free; pandas is passed in, scipy loaded only for a fit (:func:`_fit_changes`).
+:mod:`gradprobe.training`). The plan is not needed: a read is re-done by the analysis's rule, the same function
+(:func:`gradprobe.forecast.read_rule.read_point`, which :func:`gradprobe.study.reading.read_runs` reads by), with
+the promised eval gap ``analysis.json`` records at the point (``matched.AXIS.promised_gap``; an older analysis
+without it: any width is interpolated, and a read it refused is not compared). Torch-free; pandas is passed in,
+scipy loaded only for a fit (:func:`_fit_changes`).
 
 Rules (:func:`read_differences`)
 --------------------------------
@@ -60,6 +61,7 @@ import numpy as np
 from ..layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, EVAL_ITEMS_JSONL, RUNS_CSV, STUDY_JSON
 from ..outputs import is_json_number
 from .csv_cells import cut_lines
+from .read_rule import read_point
 from .study_items import run_key
 
 __all__ = ["analysis_differences", "read_differences", "as_analysed", "analysis_damage", "missing_items_clause",
@@ -83,8 +85,6 @@ RESAVE_REL = 1e-5
 FIT_RTOL = 1e-6
 #: ``DataFrame.attrs`` key of :func:`as_analysed`'s frame: how many lines read as blank (cut) it lacks.
 LOST_LINES = "lost_blank_lines"
-#: Relative tolerance of a point on an axis (:data:`gradprobe.study.reading.AT_TOL`).
-_AT_TOL = 1e-9
 #: runs.csv column of each matched axis (:data:`gradprobe.study.reading.AXIS_COLUMNS`)
 _AXIS_COLUMNS = {"updates": "update", "generated_tokens": "generated_tokens", "flops": "flops",
                  "device_seconds": "device_seconds"}
@@ -250,8 +250,9 @@ def _gap(m: dict) -> float | None:
 
 
 def _point(x, y, u, at: float, gap: float | None, hit_tol: float | None = None) -> dict:
-    """One run's read at ``at`` by the analysis's rule (:func:`gradprobe.study.reading.read_point`): the eval at
-    ``at`` (within ``hit_tol``; None: 1e-9 relative, the analysis's; the nearest when several), else the linear
+    """One run's read at ``at`` by the analysis's rule, :func:`~gradprobe.forecast.read_rule.read_point` (the
+    function :func:`gradprobe.study.reading.read_runs` reads by): the eval at ``at`` (within ``hit_tol``; None: the
+    analysis's :data:`~gradprobe.forecast.read_rule.AT_TOL` relative; the nearest when several), else the linear
     interpolation between the evals around it when their width is within the promised gap plus one update's cost
     (``gap`` None: any width), else no read.
 
@@ -259,27 +260,18 @@ def _point(x, y, u, at: float, gap: float | None, hit_tol: float | None = None) 
     accuracy (points) and the update. Returns ``{"value": points or None, "status", "updates": (lo, hi) or None,
     "span": (x_lo, x_hi) or None, "accepted": [values]}``: ``accepted`` also holds the other outcome where the width
     lies within what rounding the evals to 6 significant digits can change (:data:`RESAVE_REL`)."""
-    tol = _AT_TOL * max(1.0, abs(at)) if hit_tol is None else hit_tol
-    hit = np.flatnonzero(np.abs(x - at) <= tol)
-    if hit.size:
-        i = int(hit[np.argmin(np.abs(x[hit] - at))])
-        return {"value": float(y[i]), "status": "exact", "updates": (int(u[i]), int(u[i])),
-                "span": (float(x[i]), float(x[i])), "accepted": [float(y[i])]}
-    hi = int(np.searchsorted(x, at))
-    if hi == 0 or hi == x.size:
-        return {"value": None, "status": "outside", "updates": None, "span": None, "accepted": [None]}
-    width, du = float(x[hi] - x[hi - 1]), max(1.0, float(u[hi] - u[hi - 1]))
-    w = (at - x[hi - 1]) / width
-    v = float((1.0 - w) * y[hi - 1] + w * y[hi])
-    out = {"value": v, "status": "interpolated", "updates": (int(u[hi - 1]), int(u[hi])),
-           "span": (float(x[hi - 1]), float(x[hi])), "accepted": [v]}
-    if gap is None:
-        return out
-    limit = (gap + width / du) * (1 + 1e-9) if math.isfinite(gap) else -math.inf
-    if width > limit:
-        out.update(value=None, status="gap_exceeded", accepted=[None])
-    if abs(width - limit) <= 2 * RESAVE_REL * (abs(x[hi - 1]) + abs(x[hi])):  # rounding may have moved it across
-        out["accepted"] = [v, None]
+    r = read_point(x, u, at, gap=gap, hit_tol=hit_tol)
+    if r["rows"] is None:
+        return {"value": None, "status": r["status"], "updates": None, "span": None, "accepted": [None]}
+    lo, hi = r["rows"]
+    v = float(y[lo]) if lo == hi else float((1.0 - r["w"]) * y[lo] + r["w"] * y[hi])
+    out = {"value": v, "status": r["status"], "updates": (int(u[lo]), int(u[hi])), "span": (float(x[lo]), float(x[hi])),
+           "accepted": [v]}
+    if r["status"] == "gap_exceeded":
+        out.update(value=None, accepted=[None])
+    if lo != hi and r["allowed"] is not None and math.isfinite(r["allowed"]) and \
+            abs(r["gap"] - r["allowed"] * (1 + 1e-9)) <= 2 * RESAVE_REL * (abs(x[lo]) + abs(x[hi])):
+        out["accepted"] = [v, None]  # rounding may have moved the width across the limit
     return out
 
 

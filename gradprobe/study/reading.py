@@ -1,8 +1,9 @@
 """Reading a study folder: runs.csv, per-item eval results, matched points and gap-checked reads.
 
 The definitions (matched point of an axis, reading a run at a point, the promised gap) are in
-:mod:`gradprobe.study.analysis`; per-item results follow the run format of
-:func:`gradprobe.training.metrics.evaluate` (``eval_items.jsonl``: one line per eval with
+:mod:`gradprobe.study.analysis`; the rule of reading a run at a point (:func:`read_point`, :func:`promised_gap`) is
+:mod:`gradprobe.forecast.read_rule`'s, which the check of a study folder reads by too; per-item results follow the
+run format of :func:`gradprobe.training.metrics.evaluate` (``eval_items.jsonl``: one line per eval with
 ``update``, ``generated_tokens``, ``flops``, ``device_seconds``, ``greedy`` ("0110...", one
 character per held-out item, '1' = correct) and ``sampled`` (one such string per sample)).
 """
@@ -18,6 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from ..forecast.csv_cells import cut_lines, name_short_lines, repeated_rows
+# The rule of reading a run at a point lives in the forecast layer (the check of a study folder re-does the analysis's
+# reads by it, and may not import gradprobe.study); its names here stay importable.
+from ..forecast.read_rule import AT_TOL, _at_tol, promised_gap, read_point  # noqa: F401
 # The per-item results and the check of runs.csv's accuracies against them live in the forecast layer (a study's
 # reference curve checks them too, and may not import gradprobe.study); their old names here stay importable.
 from ..forecast.study_items import (EVAL_ITEMS, EVAL_ITEMS_GZ, ITEM_ACCURACY_TOL, ItemsFileError,  # noqa: F401
@@ -55,59 +59,6 @@ def interpolate(x, y, at: float) -> float:
     if at < x[0] - tol or at > x[-1] + tol:
         raise ValueError(f"x = {at:g} is outside the run's eval range [{x[0]:g}, {x[-1]:g}]; no extrapolation")
     return float(np.interp(min(max(at, x[0]), x[-1]), x, y))
-
-
-#: Relative tolerance of a point ``at`` on an axis (tokens, device-seconds, FLOPs): an eval within it is at ``at``
-AT_TOL = 1e-9
-
-
-def _at_tol(at: float) -> float:
-    """The absolute tolerance of the point ``at``: :data:`AT_TOL` relative, at least :data:`AT_TOL` (``at`` near 0)."""
-    return AT_TOL * max(1.0, abs(at))
-
-
-def promised_gap(points, at: float) -> float:
-    """Width of the promised interval (p_(k-1), p_k] holding ``at`` (0 at the first point; inf past
-    the last one or with no points). ``points``: sorted promised eval points on one axis."""
-    tol = _at_tol(at)
-    for k, p in enumerate(points):
-        if p >= at - tol:
-            return 0.0 if k == 0 else float(p - points[k - 1])
-    return math.inf
-
-
-def read_point(x, updates, at: float, *, gap: float) -> dict:
-    """Where one run's curve is read at ``at`` (module docstring, "Reading a run at a point").
-
-    Parameters
-    ----------
-    x, updates : array, shape (evals,)
-        The run's eval coordinates on the axis (strictly increasing) and their update counts.
-    at : float
-        The point on the axis.
-    gap : float
-        Promised gap at ``at`` (:func:`promised_gap`).
-
-    Returns
-    -------
-    dict
-        ``status`` ("exact", "interpolated", "gap_exceeded", "outside"), ``rows`` (lo, hi) eval
-        indices, ``w`` (weight of row hi), ``gap`` (x_hi - x_lo), ``allowed`` (promised gap + one
-        update's cost; an infinite promised gap, i.e. no promise, allows no interpolation).
-    """
-    x, u = np.asarray(x, dtype=np.float64), np.asarray(updates, dtype=np.float64)
-    tol = _at_tol(at)
-    hit = np.flatnonzero(np.abs(x - at) <= tol)
-    if hit.size:
-        return {"status": "exact", "rows": (int(hit[0]), int(hit[0])), "w": 0.0, "gap": 0.0, "allowed": gap}
-    hi = int(np.searchsorted(x, at))
-    if hi == 0 or hi == x.size:
-        return {"status": "outside", "rows": None, "w": None, "gap": None, "allowed": gap}
-    width = float(x[hi] - x[hi - 1])
-    allowed = gap + width / max(1.0, float(u[hi] - u[hi - 1]))  # nothing promised (inf): nothing allowed
-    ok = math.isfinite(gap) and width <= allowed * (1 + 1e-9)
-    return {"status": "interpolated" if ok else "gap_exceeded", "rows": (hi - 1, hi),
-            "w": float((at - x[hi - 1]) / width), "gap": width, "allowed": allowed}
 
 
 def _combine(y, read: dict):
