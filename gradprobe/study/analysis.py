@@ -76,15 +76,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..layout import CONFIG_JSON, METRICS_JSONL, run_dir
 from ..outputs import json_safe, write_json_atomic
-from ..training.untrained import never_trained
 from . import stats
 from .comparisons import _by_seed, compare
 from .coverage import missing_runs
 from .folder import StudyError, check_frozen_plan, read_study_json
 from .hypotheses import evaluate_hypotheses
 from .lr_sweep import lr_sweep
+from .never_trained_arms import never_trained_runs
 from .power import detectable_effects
 from .reading import (AXIS_COLUMNS, EVAL_ITEMS, EVAL_ITEMS_GZ, SIDE_EFFECTS, AnalysisError, _combine, _item_index,
                       _item_lines, _promised, _runs, frozen_plan, initial_reads, interpolate, load_eval_items,
@@ -282,28 +281,9 @@ def _matched_reads(runs: dict, plan, matched: dict) -> dict:
 
 def _never_trained(study_dir: Path, df) -> dict:
     """arm -> the runs of ``runs.csv`` (``df``) that never trained, ``[{"seed", "cause", "why", "updates",
-    "max_abs_reward", "grad_norm_max"}]`` in seed order (:func:`gradprobe.training.untrained.never_trained` of each
-    run folder's ``metrics.jsonl``, read up to its first trained update; a run cut at ``max_new_tokens`` names it
-    from the folder's ``config.json``). A run without a folder, or whose metrics do not say, is not listed."""
-    out = {}
-    for arm, seed in sorted({(str(a), int(s)) for a, s in zip(df["arm"], df["seed"])}, key=lambda k: k[1]):
-        folder = run_dir(study_dir, arm, seed)
-        rec = never_trained(folder / METRICS_JSONL)
-        if rec is not None and rec["cause"] == "truncated" and (tokens := _max_new_tokens(folder)) is not None:
-            rec = never_trained(folder / METRICS_JSONL, tokens)
-        if rec is not None:
-            out.setdefault(arm, []).append({"seed": seed, **rec})
-    return out
-
-
-def _max_new_tokens(folder: Path) -> int | None:
-    """``[sampling] max_new_tokens`` of the run in ``folder`` (its ``config.json``: ``run.sampling``); None when the
-    file cannot be read or does not hold a whole number there."""
-    try:
-        v = json.loads((folder / CONFIG_JSON).read_text(encoding="utf-8"))["run"]["sampling"]["max_new_tokens"]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        return None
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    "max_abs_reward", "grad_norm_max"}]`` in seed order (:func:`~gradprobe.study.never_trained_arms.never_trained_runs`
+    of each run folder's ``metrics.jsonl``). A run without a folder, or whose metrics do not say, is not listed."""
+    return never_trained_runs(study_dir, zip(df["arm"], df["seed"]))
 
 
 def _arms(df, plan, reads: dict, init: dict, recorded: dict, control: str, index, boot_kw: dict,

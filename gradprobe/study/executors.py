@@ -113,8 +113,10 @@ def _stop_pool(pool, say=None, grace: float = STOP_GRACE_SECONDS, unfinished: in
             signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
-def _iter_local(tasks: list[dict], *, workers: int, threads: int, say=None, stopped: list | None = None, **_):
-    """Results of ``tasks`` from a spawn process pool, as they finish.
+def _iter_local(tasks: list[dict], *, workers: int, threads: int, say=None, stopped: list | None = None, tick=None,
+                **_):
+    """Results of ``tasks`` from a spawn process pool, as they finish; ``tick()`` (when given) is called after each
+    wait of up to :data:`POLL_SECONDS` for one (the study's look at its running runs, between two results).
 
     Workers are spawned with SIGINT ignored and blocked (the disposition survives ``exec``, and
     Python installs no KeyboardInterrupt handler for an ignored SIGINT), so a terminal's Ctrl-C
@@ -142,6 +144,8 @@ def _iter_local(tasks: list[dict], *, workers: int, threads: int, say=None, stop
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+            if tick is not None:
+                tick()
             for fut in done:
                 try:
                     yield fut.result()
@@ -218,7 +222,7 @@ EXECUTORS = {"local": _iter_local, "ray": _iter_ray, "inline": _iter_inline}
 
 
 def run_tasks(executor: str, tasks: list[dict], *, workers: int, threads: int, ray_address: str | None = None,
-              say=None, stopped: list | None = None):
+              say=None, stopped: list | None = None, tick=None):
     """A generator of the reports of ``tasks`` (:func:`execute_task`'s) from ``executor``, as they finish.
 
     Parameters
@@ -235,6 +239,10 @@ def run_tasks(executor: str, tasks: list[dict], *, workers: int, threads: int, r
         Progress messages (``local``: the stop of an interrupted pool).
     stopped : list, optional
         ``local``: gains the number of workers stopped when the generator is closed before its end.
+    tick : callable(), optional
+        ``local``: called in this process after each wait of up to :data:`POLL_SECONDS` for a result while runs are
+        under way (the study's look at its running runs' files: :class:`gradprobe.study.orchestrator.UntrainedWatch`);
+        ``ray`` and ``inline`` do not call it (a run's result is the next thing they see). It should not raise.
 
     Raises
     ------
@@ -246,4 +254,4 @@ def run_tasks(executor: str, tasks: list[dict], *, workers: int, threads: int, r
     if executor not in EXECUTORS:
         raise ValueError(f"executor {executor!r} is not one of {', '.join(EXECUTORS)}")
     return EXECUTORS[executor](tasks, workers=workers, threads=threads, ray_address=ray_address, say=say,
-                               stopped=stopped)
+                               stopped=stopped, tick=tick)

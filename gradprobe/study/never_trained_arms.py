@@ -5,13 +5,50 @@ A run never trained when every update of its ``metrics.jsonl`` had every advanta
 completion truncated, the rewards overflowed or none given: :mod:`gradprobe.training.untrained`); the analysis
 records such runs per arm in ``analysis.json["arms"][ARM]["never_trained"]`` (``[{"seed", "cause", "why",
 "updates", ...}]``). Its numbers measure a broken setup, not the arm, so the rankings, the hypotheses, the
-learning-rate sweep and the detectable effect leave the arm out and say why with :func:`never_trained_why`.
-This module sits below all of them (the sweep cannot import the report, which imports the sweep's report).
+learning-rate sweep and the detectable effect leave the arm out and say why with :func:`never_trained_why`, and so
+does the power analysis of a pilot study (:func:`gradprobe.study.power.power_analysis`). :func:`never_trained_runs`
+reads them from a study folder's run folders for both. This module sits below all of them (the sweep cannot import
+the report, which imports the sweep's report; the analysis imports the power analysis).
 """
 
 from __future__ import annotations
 
-__all__ = ["never_trained_text", "never_trained_why", "untrained_arms"]
+import json
+from pathlib import Path
+
+from ..layout import CONFIG_JSON, METRICS_JSONL, run_dir
+from ..training.untrained import never_trained
+
+__all__ = ["never_trained_runs", "never_trained_text", "never_trained_why", "run_max_new_tokens", "untrained_arms"]
+
+
+def never_trained_runs(study_dir: str | Path, runs) -> dict[str, list[dict]]:
+    """arm -> the runs of ``runs`` that never trained, ``[{"seed", "cause", "why", "updates", "max_abs_reward",
+    "grad_norm_max"}]`` in seed order (:func:`gradprobe.training.untrained.never_trained` of each run folder's
+    ``metrics.jsonl``, ``study_dir/runs/ARM/seedS``, read up to its first trained update; a run cut at
+    ``max_new_tokens`` names it from the folder's ``config.json``, :func:`run_max_new_tokens`).
+
+    ``runs``: (arm, seed) pairs, e.g. ``zip(df["arm"], df["seed"])`` of ``runs.csv`` (repeats are read once). A run
+    without a folder, or whose metrics do not say (an older gradprobe), is not listed; nothing is raised."""
+    out = {}
+    for arm, seed in sorted({(str(a), int(s)) for a, s in runs}, key=lambda k: k[1]):
+        folder = run_dir(study_dir, arm, seed)
+        rec = never_trained(folder / METRICS_JSONL)
+        if rec is not None and rec["cause"] == "truncated" and (tokens := run_max_new_tokens(folder)) is not None:
+            rec = never_trained(folder / METRICS_JSONL, tokens)
+        if rec is not None:
+            out.setdefault(arm, []).append({"seed": seed, **rec})
+    return out
+
+
+def run_max_new_tokens(folder: str | Path) -> int | None:
+    """``[sampling] max_new_tokens`` of the run in ``folder`` (its ``config.json``: ``run.sampling``); None when the
+    file cannot be read or does not hold a whole number there."""
+    try:
+        v = json.loads((Path(folder) / CONFIG_JSON).read_text(encoding="utf-8"))["run"]["sampling"]["max_new_tokens"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def never_trained_text(runs: list[dict]) -> str:

@@ -29,6 +29,10 @@
 
 Every finished run prints one progress line: runs complete / runs in the plan, this
 invocation's elapsed wall time and an ETA (:func:`~gradprobe.study.result.progress_line`).
+A run that trained no group in :data:`~gradprobe.training.update.UNTRAINED_WARN_UPDATES` updates in a row (every
+advantage 0), which warns in its own ``train.log``, is said there too, once per run and level (that many, ten times as
+many), naming the cause and the ``train.log``: while it runs (local pool) and when it finishes (every executor)
+(:class:`UntrainedWatch`).
 ``study.json`` lists every invocation of the study (:mod:`gradprobe.study.invocations`: start, last
 heartbeat, how it ended) and ``wall_seconds``, their total, which includes an invocation killed
 with SIGKILL up to its last heartbeat.
@@ -55,6 +59,8 @@ KeyboardInterrupt); ``study.json`` then records ``terminated (SIGTERM)`` and the
 from __future__ import annotations
 
 import importlib.util
+import json
+import math
 import os
 import sys
 import time
@@ -62,23 +68,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import backend_unavailable
-from ..layout import ARMS_JSON, PLAN_COPY, STUDY_JSON, probe_dir, run_dir
+from ..layout import ARMS_JSON, METRICS_JSONL, PLAN_COPY, STUDY_JSON, probe_dir, run_dir
 from ..outputs import OutputDirError, prepare_output_dir, write_json_atomic
 from ..tracking import require_tracker
 from ..training.plan import Plan, load_plan
+from ..training.untrained import cause, describe, trained, untrained_tail
 from .analysis import analyze as run_analysis
 from .collect import FinishedRunFiles, check_finished_runs, write_eval_items, write_runs_csv
 from .executors import EXECUTORS, default_workers, run_tasks, worker_threads
-from .folder import FolderLock, StudyError, now, refuse_other_output, run_status
+from .folder import TRAIN_LOG, FolderLock, StudyError, now, refuse_other_output, run_status
 from .freeze import check_reward_plugins, check_study_model, check_task_data, freeze_plan
 from .invocations import Invocation
+from .never_trained_arms import run_max_new_tokens
 from .preflight import check_plan_inputs
 from .probe_plan import arms_table, check_probe_settings, pending_probes
 from .result import StudyInterrupted, StudyResult, StudyTerminated, clock, progress_line
 from .reuse import check_reuse_sources, reuse_runs, reused_source
 from .worker import arms_text
 
-__all__ = ["run_study"]
+__all__ = ["UNTRAINED_WATCH_SECONDS", "UntrainedWatch", "run_study"]
+
+#: seconds between two looks of the study process at its running runs' ``metrics.jsonl`` (:class:`UntrainedWatch`)
+UNTRAINED_WATCH_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -360,8 +371,9 @@ def _dispatch(tasks: list[dict], plan: Plan, study: dict, out: Path, entries: di
         f"({n_workers} workers x {threads} threads, {why})" if opts.executor != "inline"
         else f"{len(tasks)} tasks inline")
     stopped: list[int] = []
+    watch = UntrainedWatch(out, [(t["arm"], t["seed"]) for t in tasks if t["kind"] == "train"], say)
     results = run_tasks(opts.executor, tasks, workers=n_workers, threads=threads, ray_address=opts.ray_address,
-                        say=say, stopped=stopped)
+                        say=say, stopped=stopped, tick=watch.poll)
     started, finished_here = time.perf_counter(), 0
     try:
         for res in results:
@@ -374,6 +386,7 @@ def _dispatch(tasks: list[dict], plan: Plan, study: dict, out: Path, entries: di
                 what = _record_run(res, entries[(res["arm"], res["seed"])], result)
                 say(f"run {res['arm']} seed {res['seed']} {what}; " + progress_line(
                     len(result.done), len(result.failed), total, time.perf_counter() - started, finished_here))
+                watch.finished(res["arm"], res["seed"])
                 try:
                     write_runs_csv(plan, out, read)
                 except OutputDirError as e:
@@ -436,3 +449,102 @@ def _save_study(out: Path, study: dict, say, invocation: Invocation | None = Non
             raise
         say(f"could not update study.json (the runs' own folders are intact): {e}")
         return False
+
+
+class UntrainedWatch:
+    """Says on the study's progress output when a run trained no group in
+    :data:`~gradprobe.training.update.UNTRAINED_WARN_UPDATES` (k) updates in a row, and once more at 10 k, as the
+    run's own warning (:func:`gradprobe.training.update.warn_untrained`) says in its ``train.log``, which a user
+    watching the study does not read: one line per run and level (k, 10 k), the highest level reached, naming the
+    updates, the cause (:func:`gradprobe.training.untrained.describe`) and the run's ``train.log`` (where the
+    warning says what to change).
+
+    :meth:`poll` (the local pool's ticks: :func:`~gradprobe.study.executors.run_tasks`) reads the tail of each
+    unfinished run's ``metrics.jsonl`` that changed since it last looked
+    (:func:`gradprobe.training.untrained.untrained_tail`, at most 10 k lines), every ``every`` seconds at most;
+    :meth:`finished` reads a finished (or failed) run's whole file once for its longest row, so a row that ended
+    before the run did, or a run of an executor without ticks (inline, Ray), is said too. A file that cannot be
+    read, or a line of it that is not JSON yet (being written), says nothing.
+
+    Parameters
+    ----------
+    out : path
+        The study folder (``runs/ARM/seedS/metrics.jsonl``).
+    runs : iterable of (str, int)
+        The (arm, seed) runs this invocation trains.
+    say : callable(str)
+        The study's progress messages (:func:`run_study`'s ``say``).
+    every : float
+        Seconds between two looks of :meth:`poll` (default :data:`UNTRAINED_WATCH_SECONDS`).
+    """
+
+    def __init__(self, out, runs, say, every: float | None = None):
+        from ..training.update import UNTRAINED_WARN_UPDATES  # torch: the study package stays torch-free on import
+
+        self.out, self.say = Path(out), say
+        self.every = UNTRAINED_WATCH_SECONDS if every is None else float(every)
+        self.levels = (UNTRAINED_WARN_UPDATES, 10 * UNTRAINED_WARN_UPDATES)
+        self.running = {(str(a), int(s)) for a, s in runs}
+        self.said: dict[tuple[str, int], int] = {}  # run -> the highest level said
+        self._stamps: dict[tuple[str, int], tuple[int, int]] = {}  # run -> (size, mtime) of its file when last read
+        self._last = -math.inf
+
+    def poll(self) -> None:
+        """Look at the unfinished runs' ``metrics.jsonl`` tails (at most every ``every`` seconds; a file unchanged
+        since the last look is not read again) and say each newly reached level."""
+        now = time.monotonic()
+        if now - self._last < self.every:
+            return
+        self._last = now
+        for key in sorted(self.running):
+            path = run_dir(self.out, *key) / METRICS_JSONL
+            try:
+                st = path.stat()
+            except OSError:  # not started yet
+                continue
+            if self._stamps.get(key) == (st.st_size, st.st_mtime_ns):
+                continue
+            self._stamps[key] = (st.st_size, st.st_mtime_ns)
+            self._tell(key, untrained_tail(path, self.levels[-1]), running=True)
+
+    def finished(self, arm: str, seed: int) -> None:
+        """The run (arm, seed) finished (or failed): no more looks at it; say its longest row of updates that trained
+        no group when it reached a level not said yet."""
+        key = (str(arm), int(seed))
+        self.running.discard(key)
+        self._tell(key, longest_untrained_row(run_dir(self.out, *key) / METRICS_JSONL), running=False)
+
+    def _tell(self, key: tuple[str, int], row: list[dict], running: bool) -> None:
+        level = max((k for k in self.levels if len(row) >= k), default=0)
+        if level <= self.said.get(key, 0):
+            return
+        self.said[key] = level
+        folder = run_dir(self.out, *key)
+        tokens = run_max_new_tokens(folder) if cause(row) == "truncated" else None
+        first, last, goes_on = row[0].get("update"), row[-1].get("update"), "the run goes on; " if running else ""
+        self.say(f"warning: run {key[0]} seed {key[1]}: {len(row)} updates in a row trained no group (updates "
+                 f"{first}-{last}, every advantage 0): {describe(row, tokens)}; {goes_on}"
+                 f"see {(folder / TRAIN_LOG).relative_to(self.out)} for what to change")
+
+
+def longest_untrained_row(path) -> list[dict]:
+    """The longest row of update lines of ``metrics.jsonl`` ``path`` that trained nothing in a row
+    (:func:`gradprobe.training.untrained.trained` False; the first of equal ones), oldest first, as
+    :func:`~gradprobe.training.untrained.untrained_tail` counts one: eval lines, blank lines and JSON that is no
+    object are skipped, a line that does not say ends the row. [] when the file cannot be read or a line is no
+    JSON."""
+    best, row = [], []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for text in f:
+                line = json.loads(text) if text.strip() else None
+                if not isinstance(line, dict) or line.get("eval") is True:
+                    continue
+                if trained(line) is False:
+                    row.append(line)
+                    best = row if len(row) > len(best) else best
+                else:
+                    row = []
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []
+    return best

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from .executors import default_workers
-from .never_trained_arms import never_trained_why
+from .never_trained_arms import never_trained_runs, never_trained_why
 from .stats import min_seeds_for_floor
 from .reading import (AnalysisError, _item_index, _item_lines, _load_plan, _runs, finished_study, initial_reads,
                       items_at, load_runs, matched_budgets, read_runs)
@@ -146,12 +146,13 @@ def _comparisons(plan, pilot_plan, matched) -> tuple[list[tuple[str, str, str]],
     return list(unique.values()), unanswered
 
 
-def _run_seconds(pilot: Path) -> tuple[dict, dict]:
-    """(arm -> mean run seconds, arm -> mean eval seconds per run, from run folders when present)."""
+def _run_seconds(pilot: Path, skip=frozenset()) -> tuple[dict, dict]:
+    """(arm -> mean run seconds, arm -> mean eval seconds per run, from run folders when present), of the arms not in
+    ``skip`` (the arms that never trained: a run stopped for training nothing costs less than one that trains)."""
     study = json.loads((pilot / "study.json").read_text())
     secs, evals = {}, {}
     for r in study.get("runs", []):
-        if r.get("status") == "done" and r.get("seconds"):
+        if r.get("status") == "done" and r.get("seconds") and r.get("arm") not in skip:
             secs.setdefault(r["arm"], []).append(float(r["seconds"]))
             m = pilot / r.get("dir", f"runs/{r['arm']}/seed{r['seed']}") / "metrics.jsonl"
             if m.is_file():
@@ -291,6 +292,12 @@ def paired_item_differences(study_dir, *, control: str = "grpo", axis: str = "ge
 def power_analysis(plan, pilot_dir=None, *, workers: int | None = None, heldout_sizes=None) -> dict:
     """Seeds and held-out size that give the plan's ``[power]`` target, and their wall time.
 
+    A pilot arm with a run that never trained (every update of its ``metrics.jsonl`` had every advantage 0:
+    :func:`~gradprobe.study.never_trained_arms.never_trained_runs`) is left out: its seed-to-seed spread describes
+    a broken setup, not the arm, so no comparison with it is sized (a note names the arm, its seeds and the cause,
+    :func:`~gradprobe.study.never_trained_arms.never_trained_why`), and its run seconds (a run stopped for training
+    nothing is short) are not used for the wall time: a plan arm of that name is priced at the mean of the others.
+
     Parameters
     ----------
     plan : Plan
@@ -311,8 +318,11 @@ def power_analysis(plan, pilot_dir=None, *, workers: int | None = None, heldout_
         held-out set's own error, points), ``seeds`` (None: unreachable), ``seeds_t`` (the
         t-test alone), ``wall_seconds``), ``needed`` (the row needing the most seeds at the
         plan's held-out size), ``notes`` (first, each plan hypothesis the pilot cannot answer, having an arm it
-        did not run, and what the rows are then), ``stand_in`` (True when no hypothesis of the plan can be answered
-        and the rows are the pilot's own arms vs grpo).
+        did not run, and what the rows are then; then each comparison not sized, e.g. with an arm that never
+        trained), ``stand_in`` (True when no hypothesis of the plan can be answered and the rows are the pilot's own
+        arms vs grpo), ``never_trained`` (pilot arm -> its runs that never trained, the records of
+        :func:`~gradprobe.study.never_trained_arms.never_trained_runs`; {} when every run trained or says nothing)
+        and ``left_out`` (pilot arm -> why it is left out: ``"ARM never trained (seed S: WHY (N updates))"``).
 
     Raises
     ------
@@ -326,14 +336,51 @@ def power_analysis(plan, pilot_dir=None, *, workers: int | None = None, heldout_
     index = _item_index(lines) if lines else None
     n0 = len(next(iter(index.values()))["greedy"]) if index else pilot_plan.heldout.prompts
     sizes = sorted({plan.heldout.prompts, *(heldout_sizes or [n0, 2 * n0, 4 * n0])}) if index else [n0]
-    secs, eval_secs = _run_seconds(pilot)
-    mean_secs = float(np.mean(list(secs.values()))) if secs else math.nan
+    untrained = never_trained_runs(pilot, zip(df["arm"], df["seed"]))  # a broken setup's spread is not the arm's
+    left_out = {a: never_trained_why(a, r) for a, r in untrained.items()}
+    secs, eval_secs = _run_seconds(pilot, set(untrained))
     workers = workers or default_workers(len(plan.arms) * len(plan.seeds))
-    floor = min_seeds_for_floor(spec.alpha, "two-sided" if spec.alternative == "two-sided" else "greater")
     kw = {"min_effect": spec.min_effect, "alpha": spec.alpha, "power": spec.power, "alternative": spec.alternative}
-    rows, skipped = [], []
     comparisons, unanswered = _comparisons(plan, pilot_plan, matched)
+    pilot_data = (runs, matched, pilot_plan, index)
+    rows, skipped = _sized_rows(plan, pilot_data, comparisons, left_out, (n0, sizes), (secs, eval_secs), workers, kw)
+    at_plan = [r for r in rows if r["heldout"] == (plan.heldout.prompts if index else n0)]
+    notes = unanswered + skipped + ([] if index else [
+        "the pilot saved no per-item results: the held-out size cannot be traded for seeds, and its own sampling "
+        "error is not counted"])
+    if not eval_secs:
+        notes.append("the pilot has no run folders with eval_seconds: wall time assumes the pilot's eval cost")
+    if secs and (priced := [a for a in plan.arms if a in left_out]):
+        notes.append(f"wall time of {', '.join(priced)}: the mean run seconds of the pilot's arms that trained (the "
+                     "pilot's runs of it never trained)")
+    if any(r["seeds"] is None for r in rows):
+        notes.append("none: no number of seeds reaches the power, the held-out set's own error is too large; "
+                     "use more held-out items")
+    needed = max(at_plan, key=lambda r: math.inf if r["seeds"] is None else r["seeds"]) if at_plan else None
+    stand_in = bool(unanswered) and not any(all(a == INITIAL or a in pilot_plan.arms for a in h.arms)
+                                            for h in plan.hypotheses)
+    return {**kw, "pilot": str(pilot), "pilot_items": n0, "workers": workers, "rows": rows, "needed": needed,
+            "notes": notes, "stand_in": stand_in, "never_trained": untrained, "left_out": left_out}
+
+
+def _sized_rows(plan, pilot_data: tuple, comparisons: list, left_out: dict, items: tuple, seconds: tuple,
+                workers: int, kw: dict) -> tuple[list[dict], list[str]]:
+    """(rows, notes) of :func:`power_analysis`: per comparison of the pilot and held-out size the seeds needed, and a
+    note per comparison not sized (an arm in ``left_out``, which never trained; fewer than 2 seeds read).
+    ``pilot_data``: (runs, matched, pilot plan, item index or None); ``items``: (the pilot's held-out size, the
+    sizes to price: only the pilot's without per-item results); ``seconds``: (arm -> mean run seconds, arm ->
+    mean eval seconds) of the pilot's arms that trained; ``kw``: min_effect, alpha, power, alternative."""
+    runs, matched, pilot_plan, index = pilot_data
+    (secs, eval_secs), (n0, sizes) = seconds, items
+    mean_secs = float(np.mean(list(secs.values()))) if secs else math.nan
+    floor = min_seeds_for_floor(kw["alpha"], "two-sided" if kw["alternative"] == "two-sided" else "greater")
+    rows, skipped = [], []
     for treat, ctrl, axis in comparisons:
+        broken = [left_out[a] for a in dict.fromkeys((treat, ctrl)) if a in left_out]
+        if broken:
+            skipped.append(f"{treat} vs {ctrl} at {axis}: not sized, the pilot's {'; '.join(broken)}: its seed-to-seed "
+                           "spread describes a broken setup, not the arm")
+            continue
         pc = _pilot_comparison(runs, matched, pilot_plan, index, treat, ctrl, axis)
         if pc is None:
             skipped.append(f"{treat} vs {ctrl} at {axis}: fewer than 2 pilot seeds read within the promised eval "
@@ -354,24 +401,12 @@ def power_analysis(plan, pilot_dir=None, *, workers: int | None = None, heldout_
                          "item_sd": math.sqrt(comp["item"] / n_items) if pc["D"] is not None else None,
                          "seeds_t": k_t, "seeds": k,
                          "wall_seconds": None if k is None else sum(per_run.values()) * k / workers})
-    at_plan = [r for r in rows if r["heldout"] == (plan.heldout.prompts if index else n0)]
-    notes = unanswered + skipped + ([] if index else [
-        "the pilot saved no per-item results: the held-out size cannot be traded for seeds, and its own sampling "
-        "error is not counted"])
-    if not eval_secs:
-        notes.append("the pilot has no run folders with eval_seconds: wall time assumes the pilot's eval cost")
-    if any(r["seeds"] is None for r in rows):
-        notes.append("none: no number of seeds reaches the power, the held-out set's own error is too large; "
-                     "use more held-out items")
-    needed = max(at_plan, key=lambda r: math.inf if r["seeds"] is None else r["seeds"]) if at_plan else None
-    stand_in = bool(unanswered) and not any(all(a == INITIAL or a in pilot_plan.arms for a in h.arms)
-                                            for h in plan.hypotheses)
-    return {**kw, "pilot": str(pilot), "pilot_items": n0, "workers": workers, "rows": rows, "needed": needed,
-            "notes": notes, "stand_in": stand_in}
+    return rows, skipped
 
 
 def format_power(res: dict) -> str:
-    """The table ``gradprobe study --power`` prints (one row per comparison and held-out size)."""
+    """The table ``gradprobe study --power`` prints (one row per comparison and held-out size), the seeds needed
+    (``needed: not sized`` when no comparison was) and the notes (e.g. a pilot arm left out: it never trained)."""
     head = (f"power: seeds for {res['power']:.0%} power against {res['min_effect']:g} points ({res['alternative']} "
             f"paired t at alpha {res['alpha']:g}); pilot {res['pilot']} ({res['pilot_items']} held-out items); "
             f"{res['workers']} workers")
@@ -396,5 +431,7 @@ def format_power(res: dict) -> str:
     elif n:
         lines += ["", f"needed: no number of seeds at {n['heldout']} held-out items ({n['treatment']} vs "
                       f"{n['control']}{stand}); see the larger held-out sizes"]
+    elif not res["rows"]:
+        lines += ["", "needed: not sized: no comparison of the pilot could be sized; see the notes"]
     lines += [f"note: {x}" for x in res["notes"]]
     return "\n".join(lines)
