@@ -14,11 +14,9 @@ import json
 import math
 from pathlib import Path
 
-import pytest
-
 from gradprobe.forecast.probe_input import pooled_entries, probe_batches_of
-from gradprobe.probe.batches import combine_batches
-from gradprobe.probe.run import ProbeConfig
+
+from helpers_probe_json import map_floats, pooled_shipped as _pooled, refusal as _refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(ROOT.glob("data/**/probe.json"))
@@ -27,30 +25,11 @@ TINY = ROOT / "data" / "study_tiny" / "probe" / "probe.json"
 
 def _rounded(value, digits: int):
     """``value`` with every float rounded to ``digits`` significant digits (what a re-save at that precision does)."""
-    if isinstance(value, float):
-        return float(f"{value:.{digits}g}")
-    if isinstance(value, list):
-        return [_rounded(v, digits) for v in value]
-    if isinstance(value, dict):
-        return {k: _rounded(v, digits) for k, v in value.items()}
-    return value
+    return map_floats(value, lambda x: float(f"{x:.{digits}g}"))
 
 
 def _resaved(raw: dict, digits: int) -> dict:
     return json.loads(json.dumps(_rounded(raw, digits)))
-
-
-def _pooled() -> dict:
-    """Two shipped single-batch probes on different batches pooled by combine_batches, as the probe writes it."""
-    a, b = (json.loads((ROOT / "data" / s / "probe" / "probe.json").read_text())
-            for s in ("study_tiny_heldout4k", "study_tiny_hard_heldout4k"))
-    return json.loads(json.dumps(combine_batches([a, b], ProbeConfig.from_dict(a["config"]))))
-
-
-def _refusal(raw: dict, source=None) -> str:
-    with pytest.raises(ValueError) as info:
-        probe_batches_of(raw, source=source)
-    return str(info.value)
 
 
 def test_every_shipped_probe_json_and_a_pooled_one_read_after_a_resave_at_6_7_and_8_digits():

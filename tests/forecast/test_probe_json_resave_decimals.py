@@ -20,8 +20,8 @@ import pytest
 from pandas.io.json import ujson_dumps
 
 from gradprobe.forecast.probe_input import pooled_entries, probe_batches_of
-from gradprobe.probe.batches import combine_batches
-from gradprobe.probe.run import ProbeConfig
+
+from helpers_probe_json import map_floats, pooled_shipped as _pooled, refusal as _refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(ROOT.glob("data/**/probe.json"))
@@ -30,30 +30,11 @@ TINY = ROOT / "data" / "study_tiny" / "probe" / "probe.json"
 
 def _rounded(value, places: int):
     """``value`` with every finite float rounded to ``places`` decimal places (``round(x, places)``)."""
-    if isinstance(value, float):
-        return round(value, places) if math.isfinite(value) else value
-    if isinstance(value, list):
-        return [_rounded(v, places) for v in value]
-    if isinstance(value, dict):
-        return {k: _rounded(v, places) for k, v in value.items()}
-    return value
+    return map_floats(value, lambda x: round(x, places) if math.isfinite(x) else x)
 
 
 def _resaved(raw: dict, places: int) -> dict:
     return json.loads(json.dumps(_rounded(raw, places)))
-
-
-def _pooled() -> dict:
-    """Two shipped single-batch probes on different batches pooled by combine_batches, as the probe writes it."""
-    a, b = (json.loads((ROOT / "data" / s / "probe" / "probe.json").read_text())
-            for s in ("study_tiny_heldout4k", "study_tiny_hard_heldout4k"))
-    return json.loads(json.dumps(combine_batches([a, b], ProbeConfig.from_dict(a["config"]))))
-
-
-def _refusal(raw: dict, source=None) -> str:
-    with pytest.raises(ValueError) as info:
-        probe_batches_of(raw, source=source)
-    return str(info.value)
 
 
 def test_pandas_to_json_of_a_pooled_probe_reads():
