@@ -61,8 +61,8 @@ from .files import json_float, write_json
 from .forecaster_choice import PROBE_FORECASTERS
 from .model import Calibration, load_calibration
 from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, check_probe_budgets,
-                          check_probe_entries, first_order_gain, load_probe, probe_features, probe_forecasts,
-                          probe_study)
+                          check_probe_entries, check_section_shape, first_order_gain, load_probe, probe_features,
+                          probe_forecasts, probe_study)
 from .validation import PLURAL, group_labels
 
 __all__ = ["apply_calibration", "calibrate", "calibrate_probe", "check_applicable", "write_calibrated",
@@ -118,7 +118,8 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     calibration : Calibration
         From :func:`calib.model.load_calibration`.
     probe_result : dict
-        ``probe.json`` (not modified), checked as the forecast reads it (:func:`calib.probe_input.check_probe_entries`).
+        ``probe.json`` (not modified), checked as the forecast reads it (:func:`calib.probe_input.check_probe_entries`)
+        and, when it has one, its ``forecast`` section's shape (:func:`calib.probe_input.check_section_shape`).
     source, where : str
         Where the calibration came from (recorded); the probe file as errors name it.
     task : dict, optional
@@ -132,7 +133,9 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         ``format``, ``probe`` (model, task key, budgets), ``calibration`` (source, forecaster, method, level,
         domain...), ``outside_domain`` (any entry outside), ``in_sample`` (None, or the warning of
         :func:`calib.domain.check_in_sample`, also in ``warnings``), ``warnings`` (in-sample, domain and per reward),
-        ``notes`` (the warnings plus one note per reward without a calibrated gain: a reward that gives no
+        ``notes`` (the warnings, then the notes on a stored forecast section that could not be checked against the
+        probe's batches: :func:`calib.probe_input.check_forecast_section`, e.g. a user's curve not readable here;
+        then one note per reward without a calibrated gain: a reward that gives no
         gradient on the probe batch, ``no_signal`` in ``probe.json``, with its ``no_signal_reason``; rewards
         the forecaster cannot say anything about, and those whose forecast row gives no verdict, with its
         ``no_verdict_reason``: their calibrated gain is NaN; then the notes on ``caveats``, then the note when the
@@ -146,14 +149,10 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     ------
     CalibrationApplyError
         No ``outcome`` reward, no value of the calibration's budget, no forecasts for a format-2 calibration (the
-        message says where they are looked for), a damaged budget or gain, an edited entry or forecast section.
+        message says where they are looked for), a damaged budget or gain, an edited entry or forecast section, a
+        ``forecast`` field that is no forecast section (one line naming the file, the field and the fix).
     """
-    check_probe_budgets(probe_result, where)
-    check_probe_entries(probe_result, where)
-    names = [r["name"] for r in probe_result["rewards"]]
-    if REFERENCE_REWARD not in names:
-        raise CalibrationApplyError(f"calibration predicts gains vs GRPO, so the probe needs the {REFERENCE_REWARD!r} "
-                                    f"reward too: add it to --rewards (probed: {sorted(names)})")
+    names = _checked_rewards(probe_result, where)
     feats = probe_features(probe_result, calibration.budget) if calibration.legacy else \
         probe_forecasts(probe_result, calibration.forecaster, where=where)
     col = calibration.features[0]
@@ -171,7 +170,8 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
                  for w in check_rewards(calibration, probe_result, reference_reward=REFERENCE_REWARD)]
     off_rewards = {w.reward for w in warnings if w.outside and w.reward is not None}
     outside = any(w.outside for w in warnings)
-    notes = list(warnings) + _reference_note(col, no_signal) + _no_gain_notes(col, silent, no_signal, probe_result)
+    notes = list(warnings) + list(feats.attrs.get("notes") or []) + _reference_note(col, no_signal) \
+        + _no_gain_notes(col, silent, no_signal, probe_result)
     rewards = [{"name": n, "forecast": 0.0 if n == REFERENCE_REWARD and n in no_signal else  # gain 0 vs itself
                 math.nan if n in no_signal or n not in feats.index else float(feats.loc[n, col]),
                 "calibrated_gain": values[n][0], "calibrated_interval": values[n][1],
@@ -189,6 +189,20 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         "budget": calibration.budget, "budget_value": me["budgets"].get(calibration.budget, math.nan),
         "calibration": block, "outside_domain": outside, "in_sample": in_sample, "warnings": warnings,
         "notes": notes, "rewards": rewards}
+
+
+def _checked_rewards(probe_result: dict, where: str) -> list[str]:
+    """The probed rewards' names, after the checks :func:`calibrate` runs first: the budgets, the entries as the
+    forecast reads them, the forecast section's shape (every reader below may then read its rows as rows) and the
+    ``outcome`` reward (CalibrationApplyError naming the field and the fix)."""
+    check_probe_budgets(probe_result, where)
+    check_probe_entries(probe_result, where)
+    check_section_shape(probe_result, where)
+    names = [r["name"] for r in probe_result["rewards"]]
+    if REFERENCE_REWARD not in names:
+        raise CalibrationApplyError(f"calibration predicts gains vs GRPO, so the probe needs the {REFERENCE_REWARD!r} "
+                                    f"reward too: add it to --rewards (probed: {sorted(names)})")
+    return names
 
 
 def _calibration_block(calibration: Calibration, source: str, probe_result: dict) -> dict:
@@ -583,7 +597,9 @@ def apply_calibration(calibration, probe_result, *, source: str | None = None):
         The calibration file is missing or unreadable (named).
     calib.apply.CalibrationApplyError
         No ``outcome`` reward in the probe, no value of the calibration's budget, no forecast for
-        a forecaster calibration, or a probe folder without ``probe.json`` (all ValueErrors).
+        a forecaster calibration, or a probe folder without ``probe.json`` (all ValueErrors); the messages name the
+        probe's file (``FOLDER/probe.json`` for a folder, and for a ProbeResult read from one: its ``folder``; the bare
+        ``probe.json`` for a dict or a ProbeResult without a file).
     TypeError
         ``probe_result`` is none of the accepted kinds.
     """
@@ -605,8 +621,9 @@ def _apply(calibration, probe_result, *, source: str | None):
     elif isinstance(getattr(probe_result, "raw", None), dict):  # gradprobe.ProbeResult (duck-typed: calib reads
         raw = probe_result.raw                                 # gradprobe's outputs, never its classes)
         folder = getattr(probe_result, "folder", None)
-        if folder is not None and (Path(folder) / PROBE_JSON).is_file():
+        if folder is not None and (Path(folder) / PROBE_JSON).is_file():  # messages name its file, as for a path
             task, study = load_probe(folder)[2], probe_study(folder)
+            where = str(Path(folder) / PROBE_JSON)
     else:
         raise TypeError(f"probe_result must be a gradprobe.ProbeResult, a probe.json dict or a probe folder, got "
                         f"{type(probe_result).__name__}")

@@ -18,9 +18,10 @@ from pathlib import Path
 import pandas as pd
 
 import gradprobe
-from gradprobe.forecast import METHODS, forecast_section
+from gradprobe.forecast import METHODS, ReferenceCurve, default_curve_path, forecast_section, load_reference_curve
 from gradprobe.forecast.probe_input import probe_batches_of
-from gradprobe.layout import GUIDED_PROBES, PLAN_COPY, STUDY_JSON
+from gradprobe.forecast.section import DEFAULT_CURVES
+from gradprobe.layout import GUIDED_PROBES, PLAN_COPY, STUDY_JSON, restore_advice
 from gradprobe.outputs import beyond_float, is_json_number, json_short, per_update_problem
 
 from .domain import resolve_task, study_identity
@@ -29,7 +30,7 @@ from .files import json_float
 
 __all__ = ["REFERENCE_REWARD", "CalibrationApplyError", "load_probe", "probe_forecasts", "probe_features",
            "first_order_gain", "SECTION_COLUMNS", "check_probe_budgets", "GAIN_RANGE", "probe_study_dir", "probe_study",
-           "check_probe_entries", "check_forecast_section", "SECTION_TOLERANCE"]
+           "check_probe_entries", "check_forecast_section", "check_section_shape", "SECTION_TOLERANCE"]
 
 REFERENCE_REWARD = "outcome"
 
@@ -170,7 +171,9 @@ def probe_forecasts(result: dict, column: str, *, where: str = "probe.json") -> 
     shipped reference curve, when gradprobe has one.
 
     A value of ``probe.json`` that is null (or NaN) is "no forecast" (NaN); ``where`` names the file in errors.
-    A stored section is checked against the forecast of the probe's batches (:func:`check_forecast_section`).
+    A stored section is checked against the forecast of the probe's batches (:func:`check_forecast_section`); the
+    notes of one that cannot be checked (a user's reference curve not readable here) are in ``.attrs["notes"]``
+    (a list of text; empty otherwise), which :func:`calib.apply.calibrate` puts in the notes it writes.
 
     Raises
     ------
@@ -178,9 +181,11 @@ def probe_forecasts(result: dict, column: str, *, where: str = "probe.json") -> 
         No forecast can be had (the message says why: e.g. no reference curve for the model), or a value of
         ``probe.json`` is not a number, is infinite, or lies outside :data:`GAIN_RANGE` (but the raw first
         order): the message names ``where``, the field and the fix (re-run the probe); or a stored section the
-        batches contradict (:func:`check_forecast_section`).
+        batches contradict, or one that is no forecast section (:func:`check_forecast_section`).
     """
+    check_section_shape(result, where)
     entries = {r["name"]: r for r in result["rewards"]}
+    notes: list[str] = []
     if all(column in e for e in entries.values()):
         vals = {n: _gain(e[column], f"rewards[{i}].{column}", column, where)
                 for i, (n, e) in enumerate(entries.items())}
@@ -195,9 +200,10 @@ def probe_forecasts(result: dict, column: str, *, where: str = "probe.json") -> 
         vals = {n: _gain(table[n][1].get(key), f"forecast.rows[{table[n][0]}].{key}", column, where)
                 if n in table else math.nan for n in entries}
         if stored is not None:  # the stored section's numbers against the forecast of the batches
-            check_forecast_section(result, stored)
+            notes = check_forecast_section(result, stored)
     out = pd.DataFrame({column: vals})
     out.loc[REFERENCE_REWARD, column] = 0.0  # grpo vs itself, whatever the table says
+    out.attrs["notes"] = notes
     return out
 
 
@@ -233,43 +239,139 @@ SECTION_TOLERANCE = 1e-3
 _SECTION_NUMBERS = ("forecast_gain", *SECTION_COLUMNS.values())
 
 
-def check_forecast_section(result: dict, where: str = "probe.json") -> None:
+_MISSING = object()  # a key a message says is missing
+
+
+def _section_fix(where: str) -> str:
+    """The fix for a forecast section that is damaged or differs from a recompute of the probe's entries: restore the
+    file or write it again (:func:`gradprobe.layout.restore_advice` of its folder; for a dict, re-run the probe);
+    deleting the section helps only when the entries are intact (calib then computes the forecast from them)."""
+    source = _source(where)
+    again = restore_advice(source.parent) if source is not None else f"restore the file, or {_RERUN}"
+    return (f"{again}; only when the entries are intact, delete its 'forecast' field (calib then computes the "
+            "forecast from the batches)")
+
+
+def check_section_shape(result: dict, where: str = "probe.json") -> None:
+    """Refuse a ``forecast`` field of a probe result that is no forecast section as
+    :func:`gradprobe.forecast.forecast_section` writes it, so that no reader of it (calib's forecasts, notes and
+    caveats) meets a shape it cannot read; ``where`` names the file. Absent or null: no section (calib computes the
+    forecast from the batches).
+
+    Raises
+    ------
+    CalibrationApplyError
+        One line naming ``where``, the field and the fix (:func:`_section_fix`): ``forecast`` not an object;
+        ``available`` not true or false; for an available section, a ``method`` none of
+        :data:`gradprobe.forecast.METHODS`, a ``curve_is_default`` not true or false (the text ``"true"`` included:
+        whether the section can be recomputed with the shipped curve depends on it; a section without these two keys
+        cannot be recomputed, which :func:`check_forecast_section` notes), ``reference_reward`` neither text nor null,
+        or ``rows`` missing; ``rows`` (where present) not a list, a row not an object, or a row whose
+        ``arm`` and ``reward`` are not text (one at least; e.g. a list, which names no reward).
+    """
+    section = result.get("forecast")
+    if section is None:
+        return
+    def refuse(field: str, value, want: str):
+        shown = "missing" if value is _MISSING else json_spelled(value)
+        raise CalibrationApplyError(f"{where} field {field} is {shown}, not {want}; {_section_fix(where)}")
+    if not isinstance(section, dict):
+        refuse("forecast", section, "an object (the forecast section gradprobe probe writes)")
+    if not isinstance(section.get("available"), bool):
+        refuse("forecast.available", section.get("available", _MISSING), "true or false")
+    if section["available"]:  # method and curve_is_default where present (missing: a note, check_forecast_section)
+        if "method" in section and not (isinstance(section["method"], str) and section["method"] in METHODS):
+            refuse("forecast.method", section["method"],
+                   f"a forecaster gradprobe probe writes ({', '.join(map(repr, METHODS))})")
+        if "curve_is_default" in section and not isinstance(section["curve_is_default"], bool):
+            refuse("forecast.curve_is_default", section["curve_is_default"],
+                   "true or false (whether the forecast read the shipped reference curve)")
+        if not isinstance(section.get("reference_reward"), (str, type(None))):
+            refuse("forecast.reference_reward", section["reference_reward"], "a reward's name (text)")
+    rows = section.get("rows", _MISSING)
+    if not isinstance(rows, list) and (section["available"] or rows is not _MISSING):
+        refuse("forecast.rows", rows, "a list (one forecast row per arm)")
+    for i, row in enumerate(rows if isinstance(rows, list) else []):
+        if not isinstance(row, dict):
+            refuse(f"forecast.rows[{i}]", row, "an object (a forecast row)")
+        for key in ("arm", "reward"):
+            if not isinstance(row.get(key), (str, type(None))):
+                refuse(f"forecast.rows[{i}].{key}", row[key], "a reward's name (text)")
+        if not (row.get("arm") or row.get("reward")):
+            refuse(f"forecast.rows[{i}].arm", row.get("arm", _MISSING), "the name of the arm the row forecasts")
+
+
+def check_forecast_section(result: dict, where: str = "probe.json") -> list[str]:
     """Refuse a stored ``forecast`` section that the probe's own batches contradict: calib corrects the section's
     gains (:func:`probe_forecasts`), which ``gradprobe probe`` computed from the batches with
     :func:`gradprobe.forecast.forecast_section`, so an edited gain would be calibrated as if it were the probe's.
 
-    The section is recomputed the way the probe wrote it (the shipped reference curve, the section's ``method`` and
-    ``reference_reward``; deterministic: seeded draws; about 0.3 s for the tiny tier) and each row's
+    The section's shape is checked first (:func:`check_section_shape`). It is then recomputed the way the probe wrote
+    it (the section's ``method`` and ``reference_reward``, and its curve: the shipped reference curve when
+    ``curve_is_default`` is true, else the curve its ``curve_spec`` names, read with its ``curve_options``:
+    :func:`_section_curve`; deterministic: seeded draws; about 0.3 s for the tiny tier) and each row's
     :data:`_SECTION_NUMBERS` compared within :data:`SECTION_TOLERANCE`, plus for ``first_order_gain`` (T / c_R) s
     g_R - (T / c_grpo) g_grpo, which multiplies the per-update gains g by the updates in the budget, twice what
     rounding the recorded g can move it by (:func:`_first_order_slack`). An edit below that goes unseen (0.001
-    points in a file as the probe writes it). Checked only where it can be recomputed: a section with ``available``
-    and ``curve_is_default`` true and a known ``method``; a section computed with a user's ``--reference-curve``
-    (the curve is not in the file) or put together by hand is not. A stored null (no forecast: calib says so in a
-    note) and a value that is no number (:func:`_gain` refuses it by name) are not compared; a number where the
-    recompute has none (NaN) is a difference.
+    points in a file as the probe writes it). A section without a forecast (``available`` false) is not read; one
+    that records no ``method`` or no ``curve_is_default`` (put together by hand) cannot be recomputed: a note. A
+    user's curve that cannot be read here (a missing file, a relative path read from another folder, a curve passed
+    to the Python API as an object), or that now reads as another curve than the section records (``curve``), makes
+    the section uncheckable: calib does not refuse it, but says so in a note (returned). A stored null (no forecast:
+    calib says so in a note) and a value that is no number (:func:`_gain` refuses it by name) are not compared; a
+    number where the recompute has none (NaN) is a difference.
+
+    Returns
+    -------
+    list of str
+        Notes on a section that could not be checked (why, and what then holds); empty when it was checked (or there
+        is none to check).
 
     Raises
     ------
     CalibrationApplyError
         One line: ``where``, the field (``forecast.rows[i].KEY``), the arm, the stored value, the recomputed one and
-        the fix (restore the file, delete its ``forecast`` field so that calib computes the section from the
-        batches, or re-run the probe); also a row the recompute has but the section lacks, or a recompute the
-        batches refuse (:func:`check_probe_entries`'s message).
+        the fix (the section differs from a recompute of the entries, so the section or the entries were edited:
+        restore the file or write it again; deleting the ``forecast`` field helps only when the entries are intact,
+        :func:`_section_fix`); also a section of no known shape (:func:`check_section_shape`), a row the recompute
+        has but the section lacks, a recompute that gives no forecast (e.g. a ``reference_reward`` that is no probed
+        reward), or a recompute the batches refuse (:func:`check_probe_entries`'s message).
     """
+    check_section_shape(result, where)
     section = result.get("forecast")
-    if not (isinstance(section, dict) and section.get("available") and section.get("curve_is_default") is True
-            and section.get("method") in METHODS):
-        return
+    if not (isinstance(section, dict) and section["available"]):
+        return []
+    lacks = [key for key in ("method", "curve_is_default") if key not in section]
+    if lacks:  # put together by hand (a test, a user's dict) or cut: how the probe computed it is not recorded
+        return [f"{where} field forecast could not be checked against the probe's batches: it records no "
+                f"{' and no '.join(lacks)} (gradprobe probe writes both: how the section was computed is not known, "
+                f"so it cannot be recomputed); {_AS_HELD}: to check them, {_section_fix(where)}"]
+    curve, label, why = _section_curve(section)
+    if why is not None:
+        return [_unchecked_note(where, section, why)]
     try:
-        fresh = forecast_section(result, method=section["method"], source=_source(where),
+        fresh = forecast_section(result, curve=curve, curve_spec=section.get("curve_spec"), method=section["method"],
+                                 source=_source(where),
                                  reference_reward=section.get("reference_reward") or REFERENCE_REWARD)
     except (ValueError, KeyError) as e:
         raise CalibrationApplyError(f"{where} field forecast cannot be checked against its batches: {e}") from None
-    fix = (f"the section was edited or damaged after the probe wrote it (or written by a gradprobe whose forecast "
-           f"differs), so calibrating it would not calibrate the probe's forecast; restore the file, or delete its "
-           f"'forecast' field (calib then computes the forecast from the batches), or {_RERUN}")
-    stored = {r.get("arm"): (i, r) for i, r in enumerate(section.get("rows") or []) if isinstance(r, dict)}
+    if not fresh.get("available"):
+        raise CalibrationApplyError(f"{where} field forecast cannot be checked against its batches, whose forecast "
+                                    f"gives none ({fresh.get('note')}); {_section_fix(where)}")
+    if curve is not None and fresh.get("curve") != section.get("curve"):
+        return [_unchecked_note(where, section, "the curve file it names changed since the probe read it (it now "
+                                                "reads as another curve than the section's 'curve' records)")]
+    _compare_rows(result, section, fresh, where, label)
+    return []
+
+
+def _compare_rows(result: dict, section: dict, fresh: dict, where: str, label: str) -> None:
+    """Refuse the first number of ``section``'s rows that ``fresh`` (its recompute with ``label``'s curve) moves by
+    more than the tolerance (:func:`check_forecast_section`)."""
+    fix = (f"the section was edited or damaged after the probe wrote it, or the entries it was computed from were "
+           f"(it differs from a recompute of the entries, so either changed; or a gradprobe whose forecast differs "
+           f"wrote it), so calibrating it would not calibrate the probe's forecast; {_section_fix(where)}")
+    stored = {r.get("arm"): (i, r) for i, r in enumerate(section.get("rows") or [])}
     slack = _first_order_slack(result, fresh)
     for row in fresh.get("rows") or []:
         if row["arm"] not in stored:
@@ -283,8 +385,46 @@ def check_forecast_section(result: dict, where: str = "probe.json") -> None:
                 continue
             raise CalibrationApplyError(
                 f"{where} field forecast.rows[{i}].{key} (arm {row['arm']!r}) is {json_spelled(old.get(key))}, but "
-                f"the forecast of its batches gives {theirs!r} (gradprobe.forecast.forecast_section with the shipped "
-                f"curve, method {section['method']!r}, within {allowed:.3g} points); {fix}")
+                f"the forecast of its batches gives {theirs!r} (gradprobe.forecast.forecast_section with {label}, "
+                f"method {section['method']!r}, within {allowed:.3g} points); {fix}")
+
+
+def _section_curve(section: dict) -> tuple[ReferenceCurve | None, str, str | None]:
+    """(curve, how a message names it, why it cannot be had or None) of an available forecast section: None for the
+    shipped curve (``curve_is_default`` true: :func:`gradprobe.forecast.forecast_section`'s default); for a user's
+    curve, the curve its ``curve_spec`` names, ``default (NAME)`` being the shipped file NAME (as gradprobe writes
+    the spec of a shipped curve) and anything else read by :func:`gradprobe.forecast.load_reference_curve` with the
+    section's ``curve_options`` (``metric``, ``accuracy_scale``, ``initial_accuracy``), a relative path from the
+    current folder; the reason is text when the spec names nothing readable."""
+    if section["curve_is_default"]:
+        return None, "the shipped curve", None
+    spec = section.get("curve_spec")
+    if not (isinstance(spec, str) and spec.strip()):
+        return None, "", "it names no curve file"
+    shipped = spec[len("default ("):-1] if spec.startswith("default (") and spec.endswith(")") else None
+    try:
+        if shipped in DEFAULT_CURVES.values():
+            return ReferenceCurve.load(default_curve_path().with_name(shipped)), f"the shipped curve {shipped}", None
+        opts = section.get("curve_options") if isinstance(section.get("curve_options"), dict) else {}
+        curve = load_reference_curve(spec, **{k: opts.get(k) for k in ("metric", "accuracy_scale",
+                                                                       "initial_accuracy")})
+    except (OSError, ValueError, TypeError) as e:  # CurveError is a ValueError
+        first = (str(e).splitlines() or [""])[0].split("; ", 1)[0]  # what is wrong, without the list of kinds
+        return None, "", f"that curve cannot be read here ({first})"
+    return curve, f"the curve of curve_spec {spec!r}", None
+
+
+def _unchecked_note(where: str, section: dict, why: str) -> str:
+    """The note on a forecast section computed with a user's reference curve that calib cannot recompute (``why``)."""
+    spec = repr(section["curve_spec"]) if isinstance(section.get("curve_spec"), str) else \
+        json_spelled(section.get("curve_spec"))
+    return (f"{where} field forecast could not be checked against the probe's batches: it was computed with a "
+            f"user's reference curve (curve_is_default false, curve_spec {spec}), and {why}; {_AS_HELD}: to check "
+            "them, apply where that curve can be read as the probe read it")
+
+
+#: What holds for a forecast section calib could not check (:func:`check_forecast_section`'s notes).
+_AS_HELD = "the calibrated gains rest on the section's numbers as the file holds them (an edit of them would go unseen)"
 
 
 def _first_order_slack(result: dict, fresh: dict):

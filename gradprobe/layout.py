@@ -33,7 +33,7 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["rerun_advice", "study_probe_advice",
+__all__ = ["rerun_advice", "study_probe_advice", "restore_advice",
            "CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
            "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "EARLIER_PROBE",
            "EARLIER_MANIFEST", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
@@ -184,11 +184,35 @@ def study_probe_advice(study: str | Path, file: str | Path) -> str:
             f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe (finished runs are kept)")
 
 
+def _probe_study(folder: Path) -> Path | None:
+    """The study whose probe (or guided arm's probe, ``probe/guided/<arm>``) ``folder`` is, else None."""
+    guided = folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists()
+    if guided or (folder / ARMS_JSON).exists():
+        return folder.parent.parent.parent if guided else folder.parent
+    return None
+
+
 def rerun_advice(folder: str | Path) -> str:
     """How to write ``folder``'s probe files again: ``gradprobe probe --out FOLDER``, or for a study's probe (or a
     guided arm's, ``probe/guided/<arm>``) :func:`study_probe_advice`."""
     folder = Path(folder)
-    guided = folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists()
-    if guided or (folder / ARMS_JSON).exists():
-        return study_probe_advice(folder.parent.parent.parent if guided else folder.parent, folder / PROBE_JSON)
+    study = _probe_study(folder)
+    if study is not None:
+        return study_probe_advice(study, folder / PROBE_JSON)
     return f"re-run `gradprobe probe --out {folder}` (with the same settings) to write the probe's files again"
+
+
+def restore_advice(folder: str | Path) -> str:
+    """The one fix for an edited or damaged ``probe.json`` of probe folder ``folder``, as a phrase: "restore the
+    file, or" write it again (:func:`rerun_advice`: ``gradprobe probe --out``, or delete it and resume the study);
+    for the probe of a study without ``runs/``, which cannot be written again without training every run again,
+    restoring it from a copy of the study (named once, not "restore the file, or ... restore it")."""
+    folder = Path(folder)
+    study, file = _probe_study(folder), folder / PROBE_JSON
+    if study is None:
+        return f"restore the file, or {rerun_advice(folder)}"
+    if not (study / "runs").is_dir():
+        return (f"restore {file} from a copy of the study ({study} has no runs/: resuming the study to write its "
+                "probe again would train every run again)")
+    return (f"restore the file, or delete {file} and resume the study with `gradprobe study {study / PLAN_COPY} "
+            f"--out {study}`, which re-runs the missing probe (finished runs are kept)")

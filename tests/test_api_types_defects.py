@@ -37,7 +37,9 @@ def _probe_folder(folder: Path) -> Path:
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True)
-    (folder / "probe.json").write_text(json.dumps({"rewards": [{"name": "outcome"}], "config": {"model": "m"}}))
+    entry = {"name": "outcome", "inner_product": 0.5, "per_group": [0.25, 0.25], "predicted_gain_per_update": 0.005,
+             "tokens_per_update": 300, "predicted_gain_at_budget": 4.0}  # the fields gradprobe.load_probe needs
+    (folder / "probe.json").write_text(json.dumps({"rewards": [entry], "config": {"model": "m"}}))
     mask = torch.tensor([[True, True, False], [True, True, True]])
     save_file({"alignment": torch.arange(6, dtype=torch.float32).reshape(2, 3) * mask,
                "completion_mask": mask, "advantages.outcome": torch.ones(2, 3, dtype=torch.float64) * mask},

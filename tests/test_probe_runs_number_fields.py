@@ -121,8 +121,9 @@ def test_a_forecast_refuses_a_probe_dict_whose_tokens_per_update_is_true():
 # ----------------------------------------------------------------------------- 1 and 2. a probe folder
 
 def _probe_folder(folder: Path, tokens_per_update=300) -> Path:
-    raw = {"rewards": [{"name": "outcome", "inner_product": 0.5, "predicted_gain_per_update": 0.125,
-                        "tokens_per_update": tokens_per_update, "predicted_gain_at_budget": 2.0}]}
+    raw = {"rewards": [{"name": "outcome", "inner_product": 0.5, "per_group": [0.25, 0.25],
+                        "predicted_gain_per_update": 0.125, "tokens_per_update": tokens_per_update,
+                        "predicted_gain_at_budget": 2.0}]}
     (folder / "probe.json").write_text(json.dumps(raw))
     return folder
 

@@ -42,6 +42,22 @@ _FORECAST_COLUMNS = {"forecast_gain": "forecast_gain", "forecast_gain_low": "gai
 #: the files of one probe batch that come together: a folder holding one of them holds both
 _BATCH_FILES = (ALIGNMENT_SAFETENSORS, TOKENS_JSONL)
 
+#: the fields of a reward entry :attr:`ProbeResult.table` reads, which the probe writes in every entry (since its first
+#: version): missing or null is refused, saying who needs it and why (calib's words where it names them too:
+#: ``calib.dataset.NEEDED_ENTRY_FIELDS``)
+_TABLE_FIELDS = {"inner_product": ("the table needs it", "its inner_product column"),
+                 "predicted_gain_per_update": ("the table and the forecasts need it", "the first-order gain per "
+                                               "update, the table's gain_per_update"),
+                 "tokens_per_update": ("the forecasts need it", "the generated tokens per update, which the token "
+                                       "budget is divided by"),
+                 "predicted_gain_at_budget": ("the table needs it", "its gain_at_budget column")}
+#: the fields of a reward entry the forecast reads (:func:`gradprobe.forecast.probe_input.check_batches`), in a
+#: single-batch probe.json's entries and in each batch's of a multi-batch one (whose pooled entries hold them too)
+_FORECAST_FIELDS = {"per_group": ("the forecasts need it", "the per-group alignments the entry's efficiency is "
+                                  "measured from"),
+                    "tokens_per_update": _TABLE_FIELDS["tokens_per_update"],
+                    "predicted_gain_per_update": _TABLE_FIELDS["predicted_gain_per_update"]}
+
 
 def damaged(path: Path, why: str) -> ValueError:
     """The error for a probe file that cannot be read: ``path`` named, ``why`` and the fix (:func:`rerun_advice`
@@ -153,36 +169,106 @@ class ProbeResult:
             A number field of ``probe.json`` holds no number (true/false, which is never read as 1 or 0, or text
             other than ``"inf"``/``"-inf"``: :func:`gradprobe.outputs.json_float`): the message names the file, the
             field (e.g. ``rewards[0].snr``) and the fix; so does a ``tokens_per_update`` that is no finite number
-            > 0 (:func:`gradprobe.outputs.per_update_problem`).
+            > 0 (:func:`gradprobe.outputs.per_update_problem`), a field of :data:`_TABLE_FIELDS` (``inner_product``,
+            ``predicted_gain_per_update``, ``tokens_per_update``, ``predicted_gain_at_budget``) that is missing or
+            null (the probe writes each in every entry), an interval (``interval``, a forecast row's
+            ``gain_interval`` / ``rho_interval``) that is neither null nor a list of two, a reward entry without a
+            text ``name``, or a ``forecast`` section that is not an object (or, available, holds no list of row
+            objects, or a row whose ``arm`` is no text). One line each.
         """
         import pandas as pd
 
+        table = pd.DataFrame.from_dict(self._rows(), orient="index")
+        table.index.name = "reward"
+        return table
+
+    def _rows(self) -> dict:
+        """:attr:`table`'s rows, reward -> column -> value, after checking every field it reads (:attr:`table`'s
+        ValueError)."""
         rows = {}
         for i, r in enumerate(self.raw["rewards"]):
-            num = functools.partial(self._number, f"rewards[{i}]")
-            lo, hi = r.get("interval") or (None, None)
+            where = f"rewards[{i}]"
+            if not isinstance(r, dict) or not isinstance(r.get("name"), str):
+                self._refuse(where if not isinstance(r, dict) else f"{where}.name",
+                             r if not isinstance(r, dict) else r.get("name"), "it must be a reward object with a name")
+            for key, why in _TABLE_FIELDS.items():
+                if r.get(key) is None:
+                    self._missing(f"{where}.{key}", key in r, why)
+            num = functools.partial(self._number, where)
+            lo, hi = self._pair(where, "interval", r.get("interval"))
             rows[r["name"]] = {
                 "inner_product": num("inner_product", r["inner_product"]), "inner_product_low": num("interval[0]", lo),
                 "inner_product_high": num("interval[1]", hi), "snr": num("snr", r.get("snr")),
                 "gain_per_update": num("predicted_gain_per_update", r["predicted_gain_per_update"]),
-                "tokens_per_update": int(self._cost(f"rewards[{i}]", "tokens_per_update", r["tokens_per_update"])),
+                "tokens_per_update": int(self._cost(where, "tokens_per_update", r["tokens_per_update"])),
                 "gain_at_budget": num("predicted_gain_at_budget", r["predicted_gain_at_budget"])}
-        fc = self.raw.get("forecast") or {}
-        if fc.get("available"):
-            for j, f in enumerate(fc["rows"]):
-                name = f.get("arm") or f.get("reward")
-                if name not in rows:
-                    continue
-                num = functools.partial(self._number, f"forecast.rows[{j}]")
-                glo, ghi = f.get("gain_interval") or (None, None)
-                rlo, rhi = f.get("rho_interval") or (None, None)
-                f = {**f, "gain_interval[0]": glo, "gain_interval[1]": ghi, "rho_interval[0]": rlo,
-                     "rho_interval[1]": rhi}
-                rows[name].update({column: num(key, f.get(key)) for column, key in _FORECAST_COLUMNS.items()},
-                                  method=f.get("method"), verdict=f.get("verdict"))
-        table = pd.DataFrame.from_dict(rows, orient="index")
-        table.index.name = "reward"
-        return table
+        for name, columns in self._forecast_rows(set(rows)).items():
+            rows[name].update(columns)
+        return rows
+
+    def _forecast_rows(self, names: set) -> dict:
+        """Reward -> :attr:`table`'s forecast columns, from probe.json's ``forecast`` section where it is available
+        (:meth:`_forecast_section`); ValueError naming a number field that holds no number."""
+        out = {}
+        for j, f in enumerate(self._forecast_section()):
+            name = f.get("arm") or f.get("reward")
+            if name not in names:
+                continue
+            num = functools.partial(self._number, f"forecast.rows[{j}]")
+            glo, ghi = self._pair(f"forecast.rows[{j}]", "gain_interval", f.get("gain_interval"))
+            rlo, rhi = self._pair(f"forecast.rows[{j}]", "rho_interval", f.get("rho_interval"))
+            f = {**f, "gain_interval[0]": glo, "gain_interval[1]": ghi, "rho_interval[0]": rlo,
+                 "rho_interval[1]": rhi}
+            out[name] = {**{column: num(key, f.get(key)) for column, key in _FORECAST_COLUMNS.items()},
+                         "method": f.get("method"), "verdict": f.get("verdict")}
+        return out
+
+    def _forecast_section(self) -> list:
+        """The rows of probe.json's ``forecast`` section where it is available (else []), after checking the shape
+        :attr:`table` reads: the section an object or null, its ``rows`` a list of objects, each ``arm`` (else
+        ``reward``) text or null, each ``gain_interval`` / ``rho_interval`` a pair or null. Its numbers are not
+        checked here (:attr:`table` names one that is no number; ``calib apply`` checks them against a recompute).
+        ValueError (one line: the file, the field, its value, the shape and the fix) otherwise."""
+        fc = self.raw.get("forecast")
+        if fc is not None and not isinstance(fc, dict):
+            self._refuse("forecast", fc, "it must be the forecast section (an object) or null")
+        if not (fc or {}).get("available"):
+            return []
+        if not isinstance(fc.get("rows"), list):
+            self._refuse("forecast.rows", fc.get("rows"), "an available forecast section holds a list of rows")
+        for j, f in enumerate(fc["rows"]):
+            if not isinstance(f, dict):
+                self._refuse(f"forecast.rows[{j}]", f, "it must be a forecast row (an object)")
+            name = f.get("arm") or f.get("reward")
+            if name is not None and not isinstance(name, str):
+                self._refuse(f"forecast.rows[{j}].{'arm' if f.get('arm') else 'reward'}", name, "it must be text")
+            for key in ("gain_interval", "rho_interval"):
+                self._pair(f"forecast.rows[{j}]", key, f.get(key))
+        return fc["rows"]
+
+    def _pair(self, where: str, key: str, value) -> tuple:
+        """An interval ``where.key`` of probe.json as (low, high): (None, None) for null; ValueError naming the field
+        unless it is a list of two."""
+        if value is None:
+            return None, None
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            self._refuse(f"{where}.{key}", value, "it must be [low, high], two numbers, or null")
+        return tuple(value)
+
+    def _fix(self) -> tuple:
+        """(how a message names probe.json, its fix)."""
+        if self.folder is None:
+            return PROBE_JSON, "re-run the probe"
+        return self.folder / PROBE_JSON, rerun_advice(self.folder)
+
+    def _refuse(self, field: str, value, what: str):
+        """Raise the one-line ValueError of a field of probe.json whose value has another shape than ``what``."""
+        file, fix = self._fix()
+        raise ValueError(f"{file} field {field} is {json_short(value)}: {what}; {fix}")
+
+    def _missing(self, field: str, null: bool, why: tuple):
+        """Raise :func:`missing_field`'s ValueError for this result's probe.json."""
+        raise missing_field(*self._fix(), field, null, why)
 
     def _number(self, where: str, key: str, value) -> float:
         """A number of ``probe.json`` (field ``where.key``) as :func:`gradprobe.outputs.json_float` reads it; a value
@@ -190,8 +276,7 @@ class ProbeResult:
         try:
             return json_float(value)
         except ValueError as e:
-            file = PROBE_JSON if self.folder is None else self.folder / PROBE_JSON
-            fix = "re-run the probe" if self.folder is None else rerun_advice(self.folder)
+            file, fix = self._fix()
             raise ValueError(f"{file} field {where}.{key} is {json_short(value)}: {e}; {fix}") from None
 
     def _cost(self, where: str, key: str, value):
@@ -199,8 +284,7 @@ class ProbeResult:
         field, what is accepted and the fix (:func:`gradprobe.outputs.per_update_problem`)."""
         why = per_update_problem(key, value)
         if why:
-            file = PROBE_JSON if self.folder is None else self.folder / PROBE_JSON
-            fix = "re-run the probe" if self.folder is None else rerun_advice(self.folder)
+            file, fix = self._fix()
             raise ValueError(f"{file} field {where}.{key} {why}; {fix}")
         return value
 
@@ -464,6 +548,38 @@ def check_costs(raw: dict, file: Path) -> None:
                     raise ValueError(f"{file} field {prefix}rewards[{i}].{key} {why}; {rerun_advice(file.parent)}")
 
 
+def check_fields(raw: dict, file: Path) -> None:
+    """Refuse a ``probe.json`` (``raw``, read from ``file``) whose reward entry lacks a field the probe writes in
+    every entry and the table or the forecast reads: :data:`_TABLE_FIELDS` in each top-level entry, and
+    :data:`_FORECAST_FIELDS` (``per_group``, ``tokens_per_update``, ``predicted_gain_per_update``) in each
+    top-level entry and in each entry of every batch the forecast reads (``batches[k].rewards[i]`` of a multi-batch
+    probe.json). Fields an older gradprobe did not write (``signal_proxy``...) or writes as null without a
+    bootstrap (``interval``, ``snr``) are not required.
+
+    Raises
+    ------
+    ValueError
+        One line naming the file, the field (e.g. ``rewards[1].per_group``), that it is missing or null, what reads
+        it and the fix (:func:`rerun_advice`).
+    """
+    batches = raw.get("batches")
+    places = [("", raw.get("rewards"), {**_TABLE_FIELDS, **_FORECAST_FIELDS})]
+    if isinstance(batches, list):
+        places += [(f"batches[{k}].", b.get("rewards"), _FORECAST_FIELDS) for k, b in enumerate(batches)
+                   if isinstance(b, dict)]
+    for prefix, rewards, fields in places:
+        for i, r in enumerate(rewards if isinstance(rewards, list) else []):
+            for key, why in fields.items():
+                if isinstance(r, dict) and r.get(key) is None:
+                    raise missing_field(file, rerun_advice(file.parent), f"{prefix}rewards[{i}].{key}", key in r, why)
+
+
+def missing_field(file, fix: str, field: str, null: bool, why: tuple) -> ValueError:
+    """The one-line ValueError of a field of probe.json (``file``) that the probe writes in every reward entry,
+    missing (or null: ``null``): the field, who needs it and why (``why``: :data:`_TABLE_FIELDS`' pair), the fix."""
+    return ValueError(f"{file} field {field} is {'null' if null else 'missing'}: {why[0]} ({why[1]}); {fix}")
+
+
 def _token_number(field: str, value) -> float:
     """``value`` of the numeric token field ``field`` as :func:`gradprobe.outputs.json_float` reads it (a number,
     null, ``"inf"``); ValueError naming the field otherwise (true/false: never read as 1 or 0, text, a list)."""
@@ -499,10 +615,21 @@ def load_probe(dir: str | Path) -> ProbeResult:
 
     The one reader of ``probe.json``: calib reads probe results through it too (its
     :func:`calib.apply.load_probe` uses :attr:`~ProbeResult.raw` and :attr:`~ProbeResult.folder`).
-    Reading checks the file as the forecast reads it (:func:`gradprobe.forecast.probe_input.probe_batches_of`: each
-    entry's summaries against its per-group lists, a multi-batch file's pooled entries against its batches), so
-    :attr:`~ProbeResult.table` never shows numbers the forecast would refuse; that imports ``gradprobe.forecast``
-    (numpy, pandas and scipy, about 2 s on the first read), never torch.
+    Reading checks what the table and the forecast read of the reward entries, so that :attr:`~ProbeResult.table`
+    never shows an entry's number the forecast would refuse: the fields every entry holds (:data:`_TABLE_FIELDS`,
+    and the forecast's ``per_group``, ``tokens_per_update`` and ``predicted_gain_per_update`` in each batch's
+    entries) present and not null (:func:`check_fields`); the entries' settings and token counts against the file's
+    ``config`` and batch records (:func:`gradprobe.forecast.probe_input.check_entry_inputs`: ``lr`` and budgets as
+    ``config``'s, ``tokens_per_update`` as the batch's generated tokens give it); and the file as the forecast reads
+    it (:func:`gradprobe.forecast.probe_input.probe_batches_of`: each entry's numbers and intervals, its summaries
+    against its per-group lists, a multi-batch file's ``batches`` against its ``probe_batches`` and its pooled
+    entries against its batches). Of the stored ``forecast`` section only the shape the table reads is checked (an
+    object with a list of row objects, text arms, pairs for intervals: :meth:`ProbeResult._forecast_section`). The
+    stored ``forecast`` section's numbers (``forecast_gain``, ``rho``, the verdict) are not checked against a
+    forecast of the entries: that recompute (about 0.3 s) is ``calib apply``'s
+    (``calib.probe_input.check_forecast_section``), so the table's forecast columns show the section as stored (and
+    the table refuses, in one line, a forecast number that is no number).
+    Reading imports ``gradprobe.forecast`` (numpy, pandas and scipy, about 2 s on the first read), never torch.
 
     Parameters
     ----------
@@ -525,16 +652,42 @@ def load_probe(dir: str | Path) -> ProbeResult:
         ``dir/.earlier-probe/`` when there is one; or ``dir`` holds part of a probe (``.earlier-probe/manifest.json``:
         a probe was killed while moving the earlier probe's files, :mod:`gradprobe.probe.output`), named with the fix.
     ValueError
-        ``probe.json`` is not valid JSON, or not a JSON object with a ``rewards`` list (named); a reward entry's
-        ``tokens_per_update`` or ``seconds_per_update`` is no finite number > 0 (:func:`check_costs`: the file, the
-        field and the fix named); an entry's recorded summary its per-group lists contradict, a pooled entry its
-        batches contradict (e.g. ``rewards[1].inner_product`` after a tripled ``per_group``), or a ``batches`` item
-        that is no batch object (:func:`gradprobe.forecast.probe_input.probe_batches_of`: the file, the field, both
-        values and the fix named); ``dir`` is empty.
+        ``probe.json`` is not valid JSON (a UTF-8 byte-order mark is read), or not a JSON object with a ``rewards``
+        list (named); a reward entry's ``tokens_per_update`` or ``seconds_per_update`` is no finite number > 0
+        (:func:`check_costs`: the file, the field and the fix named); a field every entry holds is missing or null
+        (:func:`check_fields`); an entry's ``lr``, budget or ``tokens_per_update`` the file's ``config`` or batch
+        records contradict (:func:`gradprobe.forecast.probe_input.check_entry_inputs`); an entry's recorded summary
+        its per-group lists contradict, a pooled entry its batches contradict (e.g. ``rewards[1].inner_product``
+        after a tripled ``per_group``), a ``batches`` field its ``config.probe_batches`` contradicts, or a
+        ``batches`` item that is no batch object (:func:`gradprobe.forecast.probe_input.probe_batches_of`: the file,
+        the field, both values and the fix named); a ``forecast`` section of another shape than the table reads
+        (:meth:`ProbeResult._forecast_section`); ``dir`` is empty. Each one line.
     TypeError
         ``dir`` is not a path (str or os.PathLike).
     """
-    path = api_out(dir, "dir")
+    file = _probe_file(api_out(dir, "dir"))
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8-sig"))  # -sig: a byte-order mark an editor wrote is read
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{file} is not UTF-8 text ({e}); re-run `gradprobe probe`") from e
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{file} is not valid JSON ({e}); re-run `gradprobe probe`") from e
+    if not isinstance(raw, dict) or not isinstance(raw.get("rewards"), list):
+        raise ValueError(f"{file} has no 'rewards' list: not a probe.json of gradprobe probe")
+    check_costs(raw, file)
+    check_fields(raw, file)
+    from ..forecast.probe_input import check_entry_inputs, probe_batches_of  # pandas: on the first read only
+
+    check_entry_inputs(raw, source=file)  # the entries against the file's config and batch records
+    probe_batches_of(raw, source=file)  # what the forecast checks: its table must not show numbers it would refuse
+    result = ProbeResult(raw, file.parent)
+    result._forecast_section()  # the section's shape as the table reads it (its numbers: calib apply's)
+    return result
+
+
+def _probe_file(path: Path) -> Path:
+    """The ``probe.json`` :func:`load_probe` reads at ``path`` (a folder, or the file), or ProbeFileError as it
+    documents (missing; a killed probe's earlier files or its manifest there)."""
     file = path / PROBE_JSON if path.is_dir() or (not path.exists() and not path.suffix) else path
     if not file.is_file():
         missing = file if path.exists() else path
@@ -552,14 +705,4 @@ def load_probe(dir: str | Path) -> ProbeResult:
                              f"probe's files between {file.parent} and {file.parent / EARLIER_PROBE} (its "
                              f"manifest.json names them); the next `gradprobe probe --out {file.parent}` puts them "
                              "back first, or move them back by hand")
-    try:
-        raw = json.loads(file.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{file} is not valid JSON ({e}); re-run `gradprobe probe`") from e
-    if not isinstance(raw, dict) or not isinstance(raw.get("rewards"), list):
-        raise ValueError(f"{file} has no 'rewards' list: not a probe.json of gradprobe probe")
-    check_costs(raw, file)
-    from ..forecast.probe_input import probe_batches_of  # gradprobe.forecast loads pandas: on the first read only
-
-    probe_batches_of(raw, source=file)  # what the forecast checks: its table must not show numbers it would refuse
-    return ProbeResult(raw, file.parent)
+    return file

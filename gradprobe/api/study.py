@@ -28,7 +28,7 @@ from ..training.coerce import echo_value
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
 from ..training.run_folder import refuse_other_output
 from .probe import PROBE_JSON, load_probe
-from ..layout import study_probe_advice
+from ..layout import restore_advice, study_probe_advice
 from ..outputs import api_out, removed_if_left_empty
 
 
@@ -192,13 +192,18 @@ def _study_probe(folder: Path):
     Raises
     ------
     ValueError
-        ``probe/probe.json`` is not valid JSON or not a probe's record (named, with the fix).
+        ``probe/probe.json`` is not valid JSON or not a probe's record (named, with the fix); an edited entry with one
+        fix (:func:`gradprobe.layout.restore_advice`: for a study without ``runs/``, restore the file from a copy of
+        the study; not "restore the file, or" the study's advice to restore it).
     """
     file = folder / "probe" / PROBE_JSON
     try:
         return load_probe(folder / "probe")
     except ValueError as e:
         why, advice = str(e).split("; re-run", 1)[0], study_probe_advice(folder, file)
+        either = f"restore the file, or {advice}"  # the entry checks' fix: restore, or the study's (restore) advice
+        if why.endswith(either):
+            raise ValueError(why[:-len(either)] + restore_advice(folder / "probe")) from e
         raise ValueError(why if advice in why else f"{why}; {advice}") from e  # the checks' own fix is the study's
 
 

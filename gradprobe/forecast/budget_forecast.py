@@ -94,6 +94,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..outputs import json_float
 from .csv_cells import is_skipped_note
 from .curves import ReferenceCurve, task_key
 from .probe_input import (arms_of, budget_of, check_batches, check_request, pooled_entries, probe_batches_of,
@@ -654,8 +655,9 @@ def _curve_replicate_draws(curve: ReferenceCurve, n_draws: int, seed: int,
 
 def _first_order_gains(batches: list[dict], names: list[str]) -> dict[str, float]:
     """Entry -> its raw first-order gain per update (accuracy points), the mean of the batches'
-    ``predicted_gain_per_update`` (NaN where a batch lacks it)."""
-    return {n: float(np.mean([b["rewards"][n].get("predicted_gain_per_update", math.nan) for b in batches]))
+    ``predicted_gain_per_update`` (NaN where a batch lacks it or records null;
+    :func:`~.probe_input.check_entry_numbers` has refused one that is no number)."""
+    return {n: float(np.mean([json_float(b["rewards"][n].get("predicted_gain_per_update")) for b in batches]))
             for n in names}
 
 

@@ -5,7 +5,9 @@ Monte Carlo work (:func:`~gradprobe.forecast.budget_forecast.forecast_rewards`).
 summaries are checked against its per-group lists (:func:`check_entry_summaries`): a hand-edited ``per_group``
 (the forecast's rho is read from it) no longer moves a forecast silently. A multi-batch probe's pooled entries are
 checked against its batches (:func:`check_pooled_entries`): the forecast reads the batches, the probe's table and
-report the pooled entries, so an edit of either is refused.
+report the pooled entries, so an edit of either is refused. A probe.json as the probe wrote it is also checked
+against its own records (:func:`check_entry_inputs`, which :func:`gradprobe.load_probe` runs): each entry's
+``tokens_per_update`` against its batch's generated tokens, its ``lr`` and budgets against ``config``'s.
 """
 
 from __future__ import annotations
@@ -16,19 +18,31 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..config import MAX_LR
 from ..layout import rerun_advice
+from ..ledger import CHARGED
 from ..outputs import PER_UPDATE_FIELDS, is_json_number, json_float, json_number_text, json_short, per_update_problem
 from .result import METHODS
 
 __all__ = ["probe_batches_of", "pooled_entries", "check_request", "check_batches", "budget_of", "arms_of", "update_costs",
-           "update_batches", "check_entry_numbers", "check_entry_summaries", "check_pooled_entries", "TRAIN_FORWARDS",
-           "PER_UPDATE_FIELDS", "PROBE_FIX"]
+           "update_batches", "check_entry_numbers", "check_entry_summaries", "check_pooled_entries",
+           "check_entry_inputs", "TRAIN_FORWARDS", "PER_UPDATE_FIELDS", "PROBE_FIX"]
 
 TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (gradprobe.ledger)
 
 #: a probe entry's fields read as numbers (each element of a list one): a number, null or "inf"/"-inf"
 #: (:func:`gradprobe.outputs.json_float`), never true/false or other text
-_NUMBER_FIELDS = ("per_group", "signal_proxy_per_group", "predicted_gain_per_update")
+_NUMBER_FIELDS = ("per_group", "signal_proxy_per_group", "predicted_gain_per_update", "predicted_gain_at_budget", "snr")
+#: a probe entry's intervals, [low, high] (null without a bootstrap): each end a number as :data:`_NUMBER_FIELDS`
+_INTERVAL_FIELDS = ("interval", "gain_interval_per_update", "gain_interval_at_budget")
+#: the probe's settings a probe entry and ``config`` record, where not null: what the probe accepts
+#: (:class:`gradprobe.probe_settings.stages.UpdateSettings` ``lr``, ``BudgetSettings``), never a boolean or text
+_SETTINGS = {"lr": f"a finite number > 0 and at most {MAX_LR:g} (the probe's --lr)",
+             "budget_tokens": "a finite number >= 1 of generated tokens (the probe's --budget-tokens)",
+             "budget_seconds": "a finite number > 0 of device-seconds (the probe's --budget-seconds)"}
+#: what a list's sum is in the probe's formulas (:func:`check_entry_numbers` refuses a list whose sum overflows)
+_LIST_SUMS = {"per_group": "sum(per_group) is inner_product",
+              "signal_proxy_per_group": "sum(signal_proxy_per_group) gives signal_proxy"}
 #: a recorded summary matches its per-group lists within _SUMMARY_REL x (the sum of its terms' magnitudes) +
 #: _SUMMARY_ABS in a file as the probe writes it: the writer's numpy sums differ from math.fsum by a few ulps of that,
 #: and JSON round-trips floats exactly (repr), so only an edit of the file (or damage) trips it; a file whose numbers
@@ -67,7 +81,11 @@ def probe_batches_of(probe, source=None) -> list[dict]:
         recorded summary that its per-group lists contradict, e.g. ``rewards[1].inner_product`` after ``per_group``
         was edited (:func:`check_entry_summaries`: the file, reward, field, both values and the fix named), or, in
         a multi-batch ``probe.json``, a pooled entry its batches contradict, e.g. ``rewards[1].inner_product``
-        after every batch's ``per_group`` and sums were tripled (:func:`check_pooled_entries`).
+        after every batch's ``per_group`` and sums were tripled (:func:`check_pooled_entries`), or a ``batches``
+        field that is no non-empty list where it is present or where ``config.probe_batches`` (else an entry's
+        ``probe_batches``) records more than one batch (e.g. ``batches: []`` at ``probe_batches`` 2: the pooled
+        entries would be read as one unchecked batch; :func:`_check_batches_field`). A ``per_group`` whose values'
+        sum overflows a float (1e308, 1e308) is refused by :func:`check_entry_numbers`, never an OverflowError.
     """
     return _batches_of(probe, source)
 
@@ -75,6 +93,8 @@ def probe_batches_of(probe, source=None) -> list[dict]:
 def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
     """:func:`probe_batches_of`; ``pooled_sizes`` (entry name -> its batches' group counts, from
     :func:`_group_counts`) lets :func:`check_entry_summaries` check a pooled entry's ``signal_proxy``."""
+    if isinstance(probe, dict) and pooled_sizes is None:  # (the pooled entries are read with batches=None)
+        _check_batches_field(probe, source)
     batched = isinstance(probe, dict) and isinstance(probe.get("batches"), list) and bool(probe["batches"])
     if isinstance(probe, (list, tuple)):
         items = list(probe)
@@ -101,7 +121,8 @@ def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
             where, name = f"{prefix}rewards[{key if isinstance(rewards, list) else repr(key)}]", entry.get("name", key)
             check_entry_numbers(entry, where, source)
             check_entry_summaries(entry, where, source, group=group, lr=config.get("lr") if batched else None,
-                                  batch_sizes=(pooled_sizes or {}).get(name) if isinstance(name, str) else None)
+                                  batch_sizes=(pooled_sizes or {}).get(name) if isinstance(name, str) else None,
+                                  pooled=pooled_sizes is not None)
         ref = item.get("reference") or {}
         draw = ref.get("draw", ref.get("norm", i))
         trl = item.get("trl_config") or (probe.get("trl_config") if isinstance(probe, dict) else None)
@@ -111,6 +132,38 @@ def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
     if batched:  # the pooled entries (the probe's table and report) against the batches (the forecast's)
         check_pooled_entries(probe, source)
     return out
+
+
+def _check_batches_field(probe: dict, source) -> None:
+    """Refuse a probe.json dict whose ``batches`` field is not a non-empty list while it holds one, or while its
+    ``config.probe_batches`` (else a reward entry's ``probe_batches``) records more than one batch: the pooled
+    entries would be read as one batch, unchecked against the batches the forecast reads (``combine_batches``
+    writes ``batches``, one object per batch, with ``probe_batches`` = N in ``config`` and every pooled entry). A
+    recorded ``probe_batches`` that is no count >= 1 is refused too, where ``batches`` is no list of batches. One line:
+    the file (``source``, else ``probe.json``), the field, its value and the fix."""
+    batches = probe.get("batches")
+    if isinstance(batches, list) and batches:
+        return
+    config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
+    field, stated = "config.probe_batches", config.get("probe_batches")
+    rewards = probe.get("rewards")
+    if stated is None and isinstance(rewards, list):
+        field, stated = next(((f"rewards[{j}].probe_batches", e["probe_batches"]) for j, e in enumerate(rewards)
+                              if isinstance(e, dict) and e.get("probe_batches") is not None), (field, None))
+    n, (file, fix) = _count(stated), _file_and_fix(source)
+    held = "no batches field" if "batches" not in probe else f"batches {json_short(batches)}"
+    tail = (f"the file was edited or damaged after the probe wrote it, so a forecast from it would not be the probe's; "
+            f"restore the file, or {fix}")
+    if stated is not None and (n is None or n < 1):
+        raise ValueError(f"{file} field {field} is {json_short(stated)}, and the file holds {held}: probe_batches is "
+                         f"the number of batches the probe pooled, a whole number >= 1; {tail}")
+    if n is not None and n > 1:
+        raise ValueError(f"{file} field {field} is {n}, but the file holds 0 batches ({held}; "
+                         "gradprobe.probe.batches.combine_batches writes the list of its batch objects, which the "
+                         f"forecast reads): {tail}")
+    if "batches" in probe:
+        raise ValueError(f"{file} field batches is {json_short(batches)}: a multi-batch probe.json holds the list of "
+                         "its batch objects there (a single-batch one no batches field); " + tail)
 
 
 def _check_batch_objects(batches: list, source) -> None:
@@ -160,8 +213,14 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
 
     - :data:`PER_UPDATE_FIELDS` (``tokens_per_update``, ``seconds_per_update``), where present and not null: a
       finite number > 0 (never a boolean, text, NaN, inf or an integer too large for a float);
-    - ``per_group``, ``signal_proxy_per_group`` (each element) and ``predicted_gain_per_update``: a number, null or
-      ``"inf"``/``"-inf"`` (:func:`gradprobe.outputs.json_float`), never true/false or other text.
+    - ``per_group``, ``signal_proxy_per_group`` (each element), ``predicted_gain_per_update``,
+      ``predicted_gain_at_budget`` and ``snr``: a number, null or ``"inf"``/``"-inf"``
+      (:func:`gradprobe.outputs.json_float`), never true/false or other text; a list's elements finite, and their
+      magnitudes summing to a finite float (values near 1e308 overflow ``sum(per_group)``: damage);
+    - ``interval``, ``gain_interval_per_update``, ``gain_interval_at_budget``, where not null: [low, high], two
+      such numbers;
+    - ``lr``, ``budget_tokens``, ``budget_seconds``, where not null: what the probe accepts (:data:`_SETTINGS`: lr
+      a finite number in (0, ``MAX_LR``], budget_tokens >= 1, budget_seconds > 0).
 
     Raises
     ------
@@ -177,25 +236,75 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
         if problem:
             raise ValueError(f"{file} field {where}.{key} {problem}; {fix}")
     for key in (k for k in _NUMBER_FIELDS if entry.get(k) is not None):
+        _check_number_field(entry[key], f"{where}.{key}", key in _LIST_SUMS, _LIST_SUMS.get(key), file, fix)
+    for key in (k for k in _INTERVAL_FIELDS if entry.get(k) is not None):
         value = entry[key]
-        many = key != "predicted_gain_per_update"
-        if many and getattr(value, "dtype", None) is not None and value.dtype.kind in "fiu":
-            continue  # an in-memory array of numbers (a probe.json holds lists)
-        if many and not isinstance(value, (list, tuple)):
-            raise ValueError(f"{file} field {where}.{key} is {json_short(value)}: it must be a list of numbers; "
-                             f"{fix}")
-        for j, x in enumerate(value if many else [value]):
-            field = f"{where}.{key}" + (f"[{j}]" if many else "")
-            try:
-                v = json_float(x)
-            except ValueError as e:
-                raise ValueError(f"{file} field {field} is {json_short(x)}: {e}; {fix}") from None
-            if many and not math.isfinite(v):  # a group's alignment is always a number: NaN/inf would turn rho
-                raise ValueError(f"{file} field {field} is {json_short(x)}: a group's alignment is a finite number "
-                                 f"(the probe writes one per group); {fix}")
+        if not (isinstance(value, (list, tuple)) or getattr(value, "shape", None) == (2,)) or len(value) != 2:
+            raise ValueError(f"{file} field {where}.{key} is {json_short(value)}: it must be [low, high], two "
+                             f"numbers (null without a bootstrap); {fix}")
+        for j, x in enumerate(value):
+            _check_number_field(x, f"{where}.{key}[{j}]", False, None, file, fix)
+    for key in _SETTINGS:
+        problem = _setting_problem(key, entry.get(key))
+        if problem:
+            raise ValueError(f"{file} field {where}.{key} {problem}; {fix}")
 
 
-def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, lr=None, batch_sizes=None) -> None:
+def _check_number_field(value, field: str, many: bool, total: str | None, file: str, fix: str) -> None:
+    """:func:`check_entry_numbers` of one field ``value`` (a list of finite numbers whose magnitudes sum to a finite
+    float when ``many``; ``total`` says what its sum is), named ``field`` in the message."""
+    if many and getattr(value, "dtype", None) is not None and value.dtype.kind in "fiu":
+        return  # an in-memory array of numbers (a probe.json holds lists)
+    if many and not isinstance(value, (list, tuple)):
+        raise ValueError(f"{file} field {field} is {json_short(value)}: it must be a list of numbers; {fix}")
+    read = []
+    for j, x in enumerate(value if many else [value]):
+        name = f"{field}[{j}]" if many else field
+        try:
+            read.append(json_float(x))
+        except ValueError as e:
+            raise ValueError(f"{file} field {name} is {json_short(x)}: {e}; {fix}") from None
+        if many and not math.isfinite(read[-1]):  # a group's alignment is always a number: NaN/inf would turn rho
+            raise ValueError(f"{file} field {name} is {json_short(x)}: a group's alignment is a finite number "
+                             f"(the probe writes one per group); {fix}")
+    if many and not math.isfinite(_fsum(abs(x) for x in read)):
+        j = max(range(len(read)), key=lambda i: abs(read[i]))
+        raise ValueError(f"{file} field {field} holds values so large that their sum overflows a float "
+                         f"({field}[{j}] is {json_short(value[j])}; {total}): the file was edited or damaged after the "
+                         f"probe wrote it; restore the file, or {fix}")
+
+
+def _fsum(values) -> float:
+    """``math.fsum(values)``, or inf where the exact sum overflows a float (OverflowError)."""
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        return math.inf
+
+
+def _mean(values: list[float], n: int) -> float:
+    """``math.fsum(values) / n``; where that sum overflows a float (values near 1e308), the sum of each value / n."""
+    try:
+        return math.fsum(values) / n
+    except OverflowError:
+        return _fsum(v / n for v in values)
+
+
+def _setting_problem(key: str, value) -> str | None:
+    """What is wrong with ``value`` of the probe setting ``key`` (:data:`_SETTINGS`: ``lr``, ``budget_tokens``,
+    ``budget_seconds``) as a predicate, e.g. ``'is "abc": it must be a finite number > 0 ...'``; None when null
+    (not recorded) or what the probe accepts."""
+    if value is None:
+        return None
+    if is_json_number(value, finite=True) and value >= (1 if key == "budget_tokens" else 0) and value > 0 and (
+            key != "lr" or value <= MAX_LR):
+        return None
+    why = " (a boolean is never read as 1 or 0)" if isinstance(value, bool) else ""
+    return f"is {json_number_text(value, json_short(value))}{why}: it must be {_SETTINGS[key]}"
+
+
+def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, lr=None, batch_sizes=None,
+                          pooled: bool = False, budgets: dict | None = None) -> None:
     """Refuse a probe entry (``where``: its place in probe.json, e.g. ``rewards[1]``) whose recorded summaries its
     per-group lists contradict: a hand edit of ``per_group`` (which the forecast's rho reads) or of a summary.
     Call it after :func:`check_entry_numbers` (the lists hold finite numbers).
@@ -213,7 +322,13 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
     - ``signal_proxy`` = sum(``signal_proxy_per_group``) / (G B), verl's (1/N) sum A^2 W over the N = G B
       completions (:func:`gradprobe.probe.result.reward_entries`), G = ``group``; for a pooled entry of N batches
       (``probe_batches``) the mean of the batches' proxies, sum_k sum(its part of the list) / (G B_k), its part
-      the next B_k (``batch_sizes``) of the list; not checked without ``batch_sizes`` or ``group``.
+      the next B_k (``batch_sizes``) of the list; not checked without ``batch_sizes`` or ``group``;
+    - in an entry of one batch (not ``pooled``, no ``probe_batches`` > 1): ``predicted_gain_at_budget`` =
+      ``budget_tokens`` / ``tokens_per_update`` x 100 x lr x sum(``per_group``) (``scale = meta["budget_tokens"] /
+      tokens``, ``_reward_estimate``; the entry's own ``budget_tokens``, else ``budgets["budget_tokens"]``: the
+      probe's ``config``'s, which it copies), and ``predicted_gain_at_time_budget`` = ``budget_seconds`` /
+      ``seconds_per_update`` x that gain (``budget_seconds`` likewise); a pooled entry's are checked against its
+      batches (:func:`check_pooled_entries`, whose rule this is, with the batches' mean cost).
 
     ``interval`` and ``snr`` come from a bootstrap over groups whose denominators (tokens per group, for most loss
     types) the file does not hold: not checked. A field the entry does not record (or records as null: an older
@@ -237,7 +352,9 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
         return
     per, proxy = _floats(entry.get("per_group")), _floats(entry.get("signal_proxy_per_group"))
     tol = _tolerance([*(per or ()), *(proxy or ()), *(entry.get(k) for k in (
-        "inner_product", "predicted_gain_per_update", "signal_proxy"))], (entry.get("lr"), lr))
+        "inner_product", "predicted_gain_per_update", "signal_proxy", "predicted_gain_at_budget", "seconds_per_update",
+        "predicted_gain_at_time_budget"))], (entry.get("lr"), lr, entry.get("budget_tokens"),
+                                             entry.get("budget_seconds")))
     if per is not None:
         n = entry.get("num_groups")
         if n is not None and _count(n) != len(per):
@@ -246,26 +363,68 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
         if proxy is not None and len(proxy) != len(per):
             _refuse(entry, where, source, "signal_proxy_per_group", f"a list of {len(proxy)} groups", f"{len(per)}, "
                     "the groups its per_group holds", "one signal_proxy_per_group value per group of per_group")
-        terms = math.fsum(abs(x) for x in per)
-        _check_sum(entry, where, source, "inner_product", math.fsum(per), tol.allowed(terms, len(per)),
+        terms = _fsum(abs(x) for x in per)
+        _check_sum(entry, where, source, "inner_product", _fsum(per), tol.allowed(terms, len(per)),
                    "inner_product = sum(per_group)")
         rate = entry.get("lr") if entry.get("lr") is not None else lr
         if is_json_number(rate, finite=True):
             scale = 100.0 * float(rate)
-            _check_sum(entry, where, source, "predicted_gain_per_update", scale * math.fsum(per),
+            _check_sum(entry, where, source, "predicted_gain_per_update", scale * _fsum(per),
                        tol.allowed(abs(scale) * terms, abs(scale) * len(per)),
                        f"predicted_gain_per_update = 100 x lr x sum(per_group), lr = {rate!r}")
-    g = _count(group)
-    if proxy is not None and g is not None and g > 0:
-        parts = _proxy_parts(proxy, entry.get("probe_batches"), batch_sizes)
-        if parts is not None:
-            shown = ("signal_proxy = sum(signal_proxy_per_group) / (group x groups)" if len(parts) == 1 else
-                     f"signal_proxy = the mean over its {len(parts)} batches of sum(signal_proxy_per_group) / (group x "
-                     "groups)")
-            parts = [p for p in parts if p]
-            _check_sum(entry, where, source, "signal_proxy", math.fsum(math.fsum(p) / (g * len(p)) for p in parts),
-                       tol.allowed(math.fsum(math.fsum(map(abs, p)) / (g * len(p)) for p in parts), len(parts) / g),
-                       f"{shown}, group = {g}")
+            if not (pooled or (_count(entry.get("probe_batches")) or 1) > 1):
+                _check_budget_gains(entry, where, source, (scale * _fsum(per), abs(scale) * terms,
+                                                           abs(scale) * len(per)), tol, budgets or {})
+    _check_signal_proxy(entry, where, source, proxy, _count(group), batch_sizes, tol)
+
+
+def _check_signal_proxy(entry: dict, where: str, source, proxy: list | None, g: int | None, batch_sizes,
+                        tol: _Tolerance) -> None:
+    """:func:`check_entry_summaries`' ``signal_proxy`` rule (``proxy``: the entry's ``signal_proxy_per_group`` as
+    floats, ``g`` the group size); not checked without either, or a pooled entry's parts."""
+    if proxy is None or g is None or g <= 0:
+        return
+    parts = _proxy_parts(proxy, entry.get("probe_batches"), batch_sizes)
+    if parts is not None:
+        shown = ("signal_proxy = sum(signal_proxy_per_group) / (group x groups)" if len(parts) == 1 else
+                 f"signal_proxy = the mean over its {len(parts)} batches of sum(signal_proxy_per_group) / (group x "
+                 "groups)")
+        parts = [p for p in parts if p]
+        _check_sum(entry, where, source, "signal_proxy", _fsum(_fsum(p) / (g * len(p)) for p in parts),
+                   tol.allowed(_fsum(_fsum(map(abs, p)) / (g * len(p)) for p in parts), len(parts) / g),
+                   f"{shown}, group = {g}")
+
+
+def _check_budget_gains(entry: dict, where: str, source, gain: tuple, tol: _Tolerance, budgets: dict) -> None:
+    """Refuse a one-batch ``entry``'s ``predicted_gain_at_budget`` / ``predicted_gain_at_time_budget`` (where recorded)
+    that is not its budget / its cost per update x ``gain`` = (100 lr sum(per_group), its terms' magnitudes, their
+    weights): :func:`_at_budget_rule` with the entry's own ``budget_tokens`` / ``budget_seconds`` (else ``budgets``')
+    and cost."""
+    for key, budget_key, cost_key in (("predicted_gain_at_budget", "budget_tokens", "tokens_per_update"),
+                                      ("predicted_gain_at_time_budget", "budget_seconds", "seconds_per_update")):
+        budget = entry.get(budget_key) if entry.get(budget_key) is not None else budgets.get(budget_key)
+        rule = _at_budget_rule(key, gain, _number(entry.get(cost_key)), cost_key, budget, budget_key, tol)
+        if rule is not None:
+            bad = _mismatch(entry, key, rule[1], rule[2])
+            if bad is not None:
+                _refuse(entry, where, source, key, bad, repr(rule[1]), rule[3],
+                        basis=f"{where}'s per-group lists, lr and {cost_key}")
+
+
+def _at_budget_rule(key: str, gain: tuple, cost: float, cost_text: str, budget, budget_key: str,
+                    tol: _Tolerance) -> tuple | None:
+    """(``key``, expected, allowed difference, rule) of a gain at a budget, ``budget`` / ``cost`` x gain, where
+    ``gain`` = (the gain per update, its terms' magnitudes, their weights) and ``cost`` the tokens or seconds per
+    update (``cost_text`` says which); None without a finite ``budget``, a finite gain or a cost > 0. The allowed
+    difference is :meth:`_Tolerance.allowed` of the gain's terms x budget / cost, plus the cost's own rounding by its
+    derivative |budget x gain| / cost^2 (as :func:`gradprobe.probe.estimate` and
+    :func:`gradprobe.probe.batches.combine_batches` write it: ``scale = budget / tokens``, ``scale * gain``)."""
+    value, magnitude, weight = gain
+    if not (is_json_number(budget, finite=True) and math.isfinite(value) and math.isfinite(cost) and cost > 0):
+        return None
+    scale = abs(budget / cost)
+    return (key, budget / cost * value, tol.allowed(scale * magnitude, scale * weight + scale * abs(value) / cost),
+            f"{key} = {budget_key} / {cost_text} x predicted_gain_per_update, {budget_key} = {budget!r}")
 
 
 def _count(value) -> int | None:
@@ -403,7 +562,8 @@ def _check_sum(entry: dict, where: str, source, key: str, expected: float, allow
 
 def _mismatch(entry: dict, key: str, expected: float, allowed: float) -> str | None:
     """How a message shows ``entry[key]`` when it is recorded (not null) and is not ``expected`` within ``allowed``
-    + 1e-300 (a recorded value that is no number never is), else None."""
+    + 1e-300 (a recorded value that is no number never is, nor any value where ``expected`` is not finite: a
+    formula that overflows, e.g. at an lr near 1e308, is no probe's), else None."""
     value = entry.get(key)
     if value is None:
         return None
@@ -411,16 +571,159 @@ def _mismatch(entry: dict, key: str, expected: float, allowed: float) -> str | N
         recorded = json_float(value)
     except ValueError:
         recorded = math.nan
-    return None if abs(recorded - expected) <= allowed + _SUMMARY_ABS else json_number_text(value, json_short(value))
+    close = math.isfinite(expected) and abs(recorded - expected) <= allowed + _SUMMARY_ABS
+    return None if close else json_number_text(value, json_short(value))
 
 
-def _refuse(entry: dict, where: str, source, key: str, recorded: str, expected: str, formula: str) -> None:
-    """The ValueError of :func:`check_entry_summaries`: file, field, reward, both values, formula and fix."""
+def _refuse(entry: dict, where: str, source, key: str, recorded: str, expected: str, formula: str,
+            basis: str | None = None) -> None:
+    """The ValueError of :func:`check_entry_summaries`: file, field, reward, both values, formula (from ``basis``,
+    e.g. ``rewards[1]'s per-group lists``, the default) and fix."""
     file, fix = _file_and_fix(source)
     reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
-    raise ValueError(f"{file} field {where}.{key}{reward} is {recorded}, but {where}'s per-group lists give "
+    basis = f"{where}'s per-group lists" if basis is None else basis
+    raise ValueError(f"{file} field {where}.{key}{reward} is {recorded}, but {basis} give "
                      f"{expected} ({formula}, as the probe writes it): the file was edited or damaged after the probe "
                      f"wrote it, so a forecast from it would not be the probe's; restore the file, or {fix}")
+
+
+def check_entry_inputs(probe, source=None) -> None:
+    """Refuse a ``probe.json`` dict (as the probe wrote it: :func:`gradprobe.load_probe` calls this) whose reward
+    entries contradict the settings and token counts the same file records, before a forecast or the table reads
+    them:
+
+    - ``config.lr`` where not null: what the probe accepts (:data:`_SETTINGS`; ``config.budget_tokens`` is the
+      forecast's to refuse, :func:`budget_of`, and calib's);
+    - an entry's ``lr``, ``budget_tokens``, ``budget_seconds`` = ``config``'s, where both are recorded (the probe
+      writes its ``--lr`` and budgets into ``config`` and every entry: ``estimate_rewards``'s ``meta``; a pooled
+      entry copies batch 0's); within 1e-9 of it (a re-save rounds both alike); an entry of a single-batch file
+      that records none (or null) has its gains checked at ``config``'s (:func:`check_entry_summaries` with
+      ``lr`` and ``budgets``);
+    - ``tokens_per_update`` of an entry of one batch (the top-level entries of a single-batch file, each
+      ``batches[k]``'s entries of a multi-batch one; a pooled entry is its batches' mean,
+      :func:`check_pooled_entries`) = max(1, round((G + C) x s)) as
+      :func:`gradprobe.probe.result.per_update_costs` computes it: G the batch's generated tokens (``batch`` /
+      ``batches[k].batch`` ``.generated_tokens``), C the entry's ``generated_tokens`` of the kinds training charges
+      (:data:`gradprobe.ledger.CHARGED`: rollout, continuation, selection; a gradprobe before them charged every
+      kind, also read), s = (``update_prompts`` or ``prompts``) x (``update_group`` or ``group``) / (``prompts`` x
+      ``group``) of ``config``, else the batch's ``update_scale``. Checked where G and the entry's
+      ``generated_tokens`` are recorded; within 0.5 (the rounding) + 1e-9 x the value, + 0.5 x 10^-D x (G + C) for an
+      ``update_scale`` re-saved at D decimals (:func:`_tolerance`). An entry's ``generated_tokens`` value or a
+      batch's ``generated_tokens`` that is no count >= 0 is refused.
+
+    A dict put together in memory (a guided arm's entry merged into a study's probe,
+    :func:`gradprobe.forecast.study.merge_guided_entries`, keeps its own probe's batch) is not checked here.
+
+    Raises
+    ------
+    ValueError
+        One line: the file (``source``, else ``probe.json``), the field (e.g. ``rewards[1].tokens_per_update``), the
+        reward, the recorded value and the one the file's records give, the rule and the fix (restore the file, or
+        :func:`_file_and_fix`'s); or a ``batches`` field its ``probe_batches`` contradicts (:func:`probe_batches_of`).
+    """
+    if not isinstance(probe, dict):
+        return
+    _check_batches_field(probe, source)
+    config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
+    file, fix = _file_and_fix(source)
+    problem = _setting_problem("lr", config.get("lr"))  # (its budgets: the forecast's and calib's, budget_of)
+    if problem:
+        raise ValueError(f"{file} field config.lr {problem}; {fix}")
+    batches = probe.get("batches")
+    items = ([(f"batches[{k}].", b) for k, b in enumerate(batches) if isinstance(b, dict)] if batches else
+             [("", probe)])
+    for prefix, item in items:  # tokens first: a gain at the budget is read off them
+        summary = item.get("batch") if isinstance(item.get("batch"), dict) else {}
+        generated = summary.get("generated_tokens")
+        if generated is not None and not _is_count(generated):
+            raise ValueError(f"{file} field {prefix}batch.generated_tokens is {json_short(generated)}: it must be a "
+                             f"count of tokens >= 0 (the probe batch's generated tokens); {fix}")
+        scale = _update_scale(config, summary)
+        for where, entry in _places(item.get("rewards"), prefix):
+            _check_entry_tokens(entry, where, source, _count(generated), scale, f"{prefix}batch")
+    settings = {k: config.get(k) for k in _SETTINGS}
+    for where, entry in _places(probe.get("rewards"), ""):
+        _check_entry_settings(entry, where, source, config)
+        if not batches:  # an entry recording no lr or budget was made at config's (_reward_estimate's meta)
+            check_entry_numbers(entry, where, source)
+            check_entry_summaries(entry, where, source, lr=settings["lr"], budgets=settings)
+
+
+def _places(rewards, prefix: str) -> list[tuple[str, dict]]:
+    """(place, entry) of the reward objects of a ``rewards`` field (a list, or name -> entry), e.g.
+    ``("batches[0].rewards[1]", {...})``; what is no object is left out (:func:`_check_entries` names it)."""
+    pairs = enumerate(rewards) if isinstance(rewards, list) else rewards.items() if isinstance(rewards, dict) else ()
+    return [(f"{prefix}rewards[{k if isinstance(k, int) else repr(k)}]", e) for k, e in pairs if isinstance(e, dict)]
+
+
+def _is_count(value) -> bool:
+    """Whether ``value`` is a count >= 0 (:func:`_count`: an integer, or a float with no fraction)."""
+    n = _count(value)
+    return n is not None and n >= 0
+
+
+def _check_entry_settings(entry: dict, where: str, source, config: dict) -> None:
+    """:func:`check_entry_inputs`: refuse an entry's ``lr`` / ``budget_tokens`` / ``budget_seconds`` that differs
+    from ``config``'s, where both are recorded and usable (:func:`check_entry_numbers` refuses one that is not)."""
+    for key in _SETTINGS:
+        own, stated = entry.get(key), config.get(key)
+        if own is None or stated is None or _setting_problem(key, own) or _setting_problem(key, stated):
+            continue
+        if abs(float(own) - float(stated)) > 1e-9 * abs(float(stated)):
+            file, fix = _file_and_fix(source)
+            reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
+            raise ValueError(f"{file} field {where}.{key}{reward} is {json_short(own)}, but config.{key} is "
+                             f"{json_short(stated)} (the probe writes its {key} into config and into every entry, "
+                             "as estimate_rewards records it): the file was edited or damaged after the probe wrote "
+                             f"it, so a forecast from it would not be the probe's; restore the file, or {fix}")
+
+
+def _update_scale(config: dict, summary: dict) -> tuple[float, bool] | None:
+    """(s, exact) of :func:`gradprobe.probe.result.per_update_costs`: (``update_prompts`` or ``prompts``) x
+    (``update_group`` or ``group``) / (``prompts`` x ``group``) from ``config``'s counts (exact), else the batch
+    ``summary``'s recorded ``update_scale`` (a float a re-save may have rounded); None when neither is recorded."""
+    prompts, group = _count(config.get("prompts")), _count(config.get("group"))
+    if prompts and group:
+        up = _count(config.get("update_prompts")) if config.get("update_prompts") is not None else prompts
+        ug = _count(config.get("update_group")) if config.get("update_group") is not None else group
+        if up and ug:
+            return up * ug / (prompts * group), True
+    recorded = summary.get("update_scale")
+    if is_json_number(recorded, finite=True) and recorded > 0:
+        return float(recorded), False
+    return None
+
+
+def _check_entry_tokens(entry: dict, where: str, source, generated: int | None, scale: tuple | None,
+                        summary_field: str) -> None:
+    """:func:`check_entry_inputs`'s ``tokens_per_update`` rule for one entry of one batch (``generated``: its
+    batch's generated tokens, ``scale``: :func:`_update_scale`)."""
+    made, recorded = entry.get("generated_tokens"), entry.get("tokens_per_update")
+    if generated is None or scale is None or not isinstance(made, dict) or recorded is None or (
+            _count(entry.get("probe_batches")) or 1) > 1:
+        return
+    file, fix = _file_and_fix(source)
+    for kind, n in made.items():
+        if not _is_count(n):
+            raise ValueError(f"{file} field {where}.generated_tokens.{kind} is {json_short(n)}: it must be a count "
+                             f"of tokens >= 0 (the tokens the reward generated of that kind); {fix}")
+    charged = sum(_count(n) for kind, n in made.items() if kind in CHARGED)
+    sums = list(dict.fromkeys((charged, sum(_count(n) for n in made.values()))))  # a gradprobe before CHARGED: all
+    (s, exact), value = scale, _number(recorded)
+    tol = _tolerance([*(_floats(entry.get("per_group")) or ()), entry.get("inner_product"),
+                      entry.get("predicted_gain_per_update"), None if exact else s])
+    if any(abs(value - x) <= 0.5 + tol.rel * x + (0.0 if exact else tol.step * (generated + c))
+           for c in sums for x in [max(1.0, (generated + c) * s)]):
+        return
+    kinds = " + ".join(f"{n} {kind}" for kind, n in made.items() if kind in CHARGED and _count(n)) or "0"
+    ratio = ("config's (update_prompts or prompts) x (update_group or group) / (prompts x group)" if exact else
+             f"{summary_field}.update_scale")
+    _refuse(entry, where, source, "tokens_per_update", json_number_text(recorded, json_short(recorded)),
+            str(max(1, round((generated + charged) * s))),
+            f"tokens_per_update = round((batch.generated_tokens + its generated_tokens of the kinds training charges: "
+            f"{', '.join(CHARGED)}) x s) = round(({generated} + {kinds}) x {s!r}), s = {ratio}: "
+            "gradprobe.probe.result.per_update_costs",
+            basis=f"{summary_field}.generated_tokens and {where}.generated_tokens")
 
 
 def pooled_entries(probe, source=None) -> dict:
@@ -569,10 +872,10 @@ def _pooled_rules(es: list[dict], pers: list[list[float]], config: dict, pattern
     which they enter it (1/N per batch value of a mean; a ratio's measured divisor, tokens or seconds per update,
     by its derivative |budget x gain| / mean^2)."""
     n, out = len(es), []
-    magnitude = math.fsum(abs(x) for p in pers for x in p) / n  # the terms of the batches' sums, / N
+    magnitude = _mean([abs(x) for p in pers for x in p], n)  # the terms of the batches' sums, / N
     recorded = [e.get("inner_product") is not None for e in es]
-    ip = math.fsum(_number(e["inner_product"]) if r else math.fsum(p) for e, p, r in zip(es, pers, recorded)) / n
-    ip_weight = math.fsum(1.0 if r else len(p) for p, r in zip(pers, recorded)) / n  # a batch's sum: B_k terms
+    ip = _mean([_number(e["inner_product"]) if r else _fsum(p) for e, p, r in zip(es, pers, recorded)], n)
+    ip_weight = _fsum(1.0 if r else len(p) for p, r in zip(pers, recorded)) / n  # a batch's sum: B_k terms
     out.append(("inner_product", ip, tol.allowed(magnitude, ip_weight),
                 f"inner_product = the mean of its batches' {pattern}.inner_product"))
     lr, gain, g_mag, g_weight = config.get("lr"), math.nan, math.nan, math.nan
@@ -582,30 +885,23 @@ def _pooled_rules(es: list[dict], pers: list[list[float]], config: dict, pattern
                     f"100 x lr x the mean of its batches' {pattern}.inner_product, lr = {lr!r}"))
     tokens = [_number(e.get("tokens_per_update")) for e in es]
     if all(math.isfinite(t) and t > 0 for t in tokens):
-        mean = math.fsum(tokens) / n
+        mean = _mean(tokens, n)
         out.append(("tokens_per_update", mean, 0.5 + tol.allowed(mean, 1.0), f"tokens_per_update = the mean of its "
                     f"batches' {pattern}.tokens_per_update, rounded to a token"))
-        budget = config.get("budget_tokens")
-        if is_json_number(budget, finite=True) and math.isfinite(gain):
-            scale = abs(budget / mean)
-            out.append(("predicted_gain_at_budget", budget / mean * gain,
-                        tol.allowed(scale * g_mag, scale * g_weight + scale * abs(gain) / mean),
-                        "predicted_gain_at_budget = budget_tokens / (the mean of its batches' "
-                        f"{pattern}.tokens_per_update) x predicted_gain_per_update, budget_tokens = {budget!r}"))
+        out.append(_at_budget_rule("predicted_gain_at_budget", (gain, g_mag, g_weight), mean,
+                                   f"(the mean of its batches' {pattern}.tokens_per_update)",
+                                   config.get("budget_tokens"), "budget_tokens", tol))
     for key in ("signal_proxy", "seconds_per_update"):
         values = [_number(e.get(key)) for e in es]
         if all(math.isfinite(v) for v in values):
-            out.append((key, math.fsum(values) / n, tol.allowed(math.fsum(map(abs, values)) / n, 1.0),
+            out.append((key, _mean(values, n), tol.allowed(_mean(list(map(abs, values)), n), 1.0),
                         f"{key} = the mean of its batches' {pattern}.{key}"))
-    secs, budget_s = [_number(e.get("seconds_per_update")) for e in es], config.get("budget_seconds")
-    if all(math.isfinite(s) and s > 0 for s in secs) and is_json_number(budget_s, finite=True) and math.isfinite(gain):
-        mean_s = math.fsum(secs) / n
-        scale = budget_s / mean_s
-        out.append(("predicted_gain_at_time_budget", scale * gain,
-                    tol.allowed(abs(scale) * g_mag, abs(scale) * g_weight + abs(scale * gain) / mean_s),
-                    "predicted_gain_at_time_budget = budget_seconds / (the mean of its batches' "
-                    f"{pattern}.seconds_per_update) x predicted_gain_per_update, budget_seconds = {budget_s!r}"))
-    return out
+    secs = [_number(e.get("seconds_per_update")) for e in es]
+    if all(math.isfinite(s) and s > 0 for s in secs):
+        out.append(_at_budget_rule("predicted_gain_at_time_budget", (gain, g_mag, g_weight), _mean(secs, n),
+                                   f"(the mean of its batches' {pattern}.seconds_per_update)",
+                                   config.get("budget_seconds"), "budget_seconds", tol))
+    return [rule for rule in out if rule is not None]
 
 
 def _check_pooled_list(entry: dict, where: str, source, key: str, lists: list, places: list[str],

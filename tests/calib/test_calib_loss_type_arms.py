@@ -41,7 +41,8 @@ def _relabel(study: Path, *, entry: str = "outcome@bnpo", add_entry: bool = True
     out = copy.deepcopy(next(r for r in probe["rewards"] if r["name"] == "outcome"))
     out.update(name=entry, reward="outcome", loss_type="bnpo", inner_product=SCALE * out["inner_product"],
                per_group=[SCALE * x for x in out["per_group"]],
-               predicted_gain_per_update=SCALE * out["predicted_gain_per_update"])
+               predicted_gain_per_update=SCALE * out["predicted_gain_per_update"],
+               predicted_gain_at_budget=SCALE * out["predicted_gain_at_budget"])  # as the probe writes it
     if add_entry:
         probe["rewards"].append(out)
         probe["config"]["loss_types"] = ["bnpo"]

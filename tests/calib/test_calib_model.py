@@ -176,7 +176,8 @@ def _probe_result(arms, *, model="tiny", task="chain_sum:min_terms=3,max_terms=4
              "gain_signal_proxy": r["forecast_signal_proxy"], "first_order_gain": r["forecast_first_order"]}
             for _, r in fc.iterrows()]
     out = {"config": {"model": model, "task": task, "budget_tokens": budget_tokens, "budget_seconds": None},
-           "rewards": [{"name": r} for r in fc["reward"]]}
+           "rewards": [{"name": r, "inner_product": 0.5, "per_group": [0.25, 0.25], "predicted_gain_per_update": 0.005,
+                        "tokens_per_update": 300, "predicted_gain_at_budget": 4.0} for r in fc["reward"]]}
     if section:
         out["forecast"] = {"available": True, "rows": rows}
     return out

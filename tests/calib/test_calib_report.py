@@ -233,7 +233,9 @@ def test_cli_rows_fit_report_apply_and_errors(tmp_path, capsys, synthetic):  # n
     probe.mkdir()
     result = {"config": {"model": "tiny", "task": "chain_sum:min_terms=3,max_terms=4,min_digits=1,max_digits=1",
                          "budget_tokens": 1e6},
-              "rewards": [{"name": "outcome"}, {"name": "mc_value"}],
+              "rewards": [{"name": n, "inner_product": 0.5, "per_group": [0.25, 0.25], "tokens_per_update": 300,
+                           "predicted_gain_per_update": 0.005, "predicted_gain_at_budget": 4.0}  # load_probe's fields
+                          for n in ("outcome", "mc_value")],
               "forecast": {"available": True, "rows": [{"arm": "outcome", "gain_probe": 0.0},
                                                        {"arm": "mc_value", "gain_probe": -2.0}]}}
     (probe / "probe.json").write_text(json.dumps(result))

@@ -80,7 +80,10 @@ def test_equal_cost_rewards_are_marked_tied_and_the_note_says_calibration_cannot
 def test_a_reward_forecast_at_zero_gets_the_intercept_alone_and_says_so(default, probe):
     raw, task = copy.deepcopy(probe[0]), probe[1]
     grpo = next(r for r in raw["rewards"] if r["name"] == "outcome")
-    next(r for r in raw["rewards"] if r["name"] == "hybrid_0.5")["tokens_per_update"] = grpo["tokens_per_update"]
+    hybrid = next(r for r in raw["rewards"] if r["name"] == "hybrid_0.5")
+    hybrid.update(tokens_per_update=grpo["tokens_per_update"], generated_tokens={})  # a reward of grpo's cost, its
+    hybrid["predicted_gain_at_budget"] = (  # gain at the budget as the probe writes it (probe_batches_of checks it)
+        hybrid["budget_tokens"] / hybrid["tokens_per_update"] * hybrid["predicted_gain_per_update"])
     doc = calibrate(default, raw, task=task)
     by = {r["name"]: r for r in doc["rewards"]}
     assert by["hybrid_0.5"]["forecast"] == 0.0 and by["hybrid_0.5"]["calibrated_gain"] == pytest.approx(INTERCEPT)

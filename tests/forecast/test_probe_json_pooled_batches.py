@@ -21,7 +21,7 @@ import pytest
 from gradprobe.forecast.probe_input import pooled_entries, probe_batches_of
 from gradprobe.forecast.section import forecast_section
 from gradprobe.forecast.study import merge_guided_entries
-from gradprobe.layout import rerun_advice
+from gradprobe.layout import rerun_advice, restore_advice
 from gradprobe.probe.batches import combine_batches
 from gradprobe.probe.run import ProbeConfig
 
@@ -271,4 +271,5 @@ def test_a_studys_edited_probe_is_refused_by_load_probe_and_load_study_once_with
     assert text.startswith(f"{file} field rewards[1].inner_product (reward 'mc_value') is ") and text.endswith(advice)
     with pytest.raises(ValueError) as info:
         gradprobe.load_study(study)
-    assert str(info.value) == text  # the study's fix said once
+    # the study's fix said once: "restore FILE from a copy of the study", not "restore the file, or ...: restore FILE"
+    assert str(info.value) == text.replace(f"restore the file, or {advice}", restore_advice(file.parent))

@@ -16,6 +16,12 @@ import gradprobe
 from gradprobe.outputs import OutputDirError
 
 
+def _entry(reward: str) -> dict:
+    """A reward entry with the fields gradprobe.load_probe needs (the table's, and the forecast's per_group)."""
+    return {"name": reward, "inner_product": 0.5, "per_group": [0.25, 0.25], "predicted_gain_per_update": 0.005,
+            "tokens_per_update": 300, "predicted_gain_at_budget": 4.0}
+
+
 def _probe_folder(folder: Path, reward: str = "outcome", batches: int = 0) -> Path:
     """A probe folder as ``gradprobe probe --out`` writes it: N = 2 completions of T = 3 tokens (in each of
     ``batches`` ``batch_K/`` folders too)."""
@@ -23,13 +29,13 @@ def _probe_folder(folder: Path, reward: str = "outcome", batches: int = 0) -> Pa
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True)
-    (folder / "probe.json").write_text(json.dumps({"rewards": [{"name": reward}], "config": {"model": "m"}}))
+    (folder / "probe.json").write_text(json.dumps({"rewards": [_entry(reward)], "config": {"model": "m"}}))
     mask = torch.tensor([[True, True, False], [True, True, True]])
     lines = [{"row": n, "prompt_id": "p", "score": 1.0, "truncated": False, "tokens": ["a"] * k, "texts": ["a"] * k,
               "alignment": [0.5] * k, "advantages": {reward: [1.0] * k}} for n, k in enumerate((2, 3))]
     for d in [folder, *(folder / f"batch_{k}" for k in range(batches))]:
         d.mkdir(exist_ok=True)
-        (d / "probe.json").write_text(json.dumps({"rewards": [{"name": reward}], "config": {"model": "m"}}))
+        (d / "probe.json").write_text(json.dumps({"rewards": [_entry(reward)], "config": {"model": "m"}}))
         save_file({"alignment": torch.arange(6, dtype=torch.float32).reshape(2, 3) * mask, "completion_mask": mask,
                    f"advantages.{reward}": torch.ones(2, 3, dtype=torch.float64) * mask},
                   str(d / "alignment.safetensors"))

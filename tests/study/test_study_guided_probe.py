@@ -170,6 +170,7 @@ def test_a_missing_or_mismatched_guided_probe_falls_back_to_the_shared_entry_and
         r["per_group"], r["signal_proxy_per_group"] = r["per_group"][:-1], r["signal_proxy_per_group"][:-1]
         r["num_groups"], r["inner_product"] = len(r["per_group"]), math.fsum(r["per_group"])
         r["predicted_gain_per_update"] = 100.0 * r["lr"] * r["inner_product"]
+        r["predicted_gain_at_budget"] = r["budget_tokens"] / r["tokens_per_update"] * r["predicted_gain_per_update"]
         r["signal_proxy"] = math.fsum(r["signal_proxy_per_group"]) / (group * r["num_groups"])
     path.write_text(json.dumps(bad))
     t = _forecast(out)
