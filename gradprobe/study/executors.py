@@ -171,9 +171,13 @@ def _ray_execute(task: dict, threads: int) -> dict:
     return execute_task(task)
 
 
-def _iter_ray(tasks: list[dict], *, threads: int, ray_address: str | None = None, **_):
+def _iter_ray(tasks: list[dict], *, threads: int, ray_address: str | None = None, tick=None, **_):
     """Results of ``tasks`` as Ray tasks (``num_cpus = threads``) finish, on ``ray_address`` or a local
-    ``ray.init()``; when not run to its end, the unfinished tasks are cancelled (forced).
+    ``ray.init()``; when not run to its end, the unfinished tasks are cancelled (forced). ``tick()`` (when given) is
+    called after each wait of up to :data:`POLL_SECONDS` for one, as the local pool does: the runs write into the
+    study folder, which this process reads (a local ``ray.init()`` runs them on this machine; a multi-machine
+    cluster needs the folder mounted at the same path on every node, this one included), so the study looks at its
+    running runs under Ray too (a network file system may show a run's writes a few seconds late).
 
     Raises
     ------
@@ -194,7 +198,11 @@ def _iter_ray(tasks: list[dict], *, threads: int, ray_address: str | None = None
         refs = {remote.remote(t, threads): t for t in tasks}
         pending = list(refs)
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
+            ready, pending = ray.wait(pending, num_returns=1, timeout=POLL_SECONDS)
+            if tick is not None:
+                tick()
+            if not ready:
+                continue
             try:
                 yield ray.get(ready[0])
             except Exception as e:  # RayTaskError, WorkerCrashedError
@@ -240,9 +248,10 @@ def run_tasks(executor: str, tasks: list[dict], *, workers: int, threads: int, r
     stopped : list, optional
         ``local``: gains the number of workers stopped when the generator is closed before its end.
     tick : callable(), optional
-        ``local``: called in this process after each wait of up to :data:`POLL_SECONDS` for a result while runs are
-        under way (the study's look at its running runs' files: :class:`gradprobe.study.orchestrator.UntrainedWatch`);
-        ``ray`` and ``inline`` do not call it (a run's result is the next thing they see). It should not raise.
+        ``local`` and ``ray``: called in this process after each wait of up to :data:`POLL_SECONDS` for a result
+        while runs are under way (the study's look at its running runs' files in the study folder:
+        :class:`gradprobe.study.orchestrator.UntrainedWatch`); ``inline`` does not call it (it runs the runs in this
+        process, one after the other: a run's result is the next thing it sees). It should not raise.
 
     Raises
     ------

@@ -31,7 +31,7 @@ Every finished run prints one progress line: runs complete / runs in the plan, t
 invocation's elapsed wall time and an ETA (:func:`~gradprobe.study.result.progress_line`).
 A run that trained no group in :data:`~gradprobe.training.update.UNTRAINED_WARN_UPDATES` updates in a row (every
 advantage 0), which warns in its own ``train.log``, is said there too, once per run and level (that many, ten times as
-many), naming the cause and the ``train.log``: while it runs (local pool) and when it finishes (every executor)
+many), naming the cause and the ``train.log``: while it runs (local pool, Ray) and when it finishes (every executor)
 (:class:`UntrainedWatch`).
 ``study.json`` lists every invocation of the study (:mod:`gradprobe.study.invocations`: start, last
 heartbeat, how it ended) and ``wall_seconds``, their total, which includes an invocation killed
@@ -59,7 +59,6 @@ KeyboardInterrupt); ``study.json`` then records ``terminated (SIGTERM)`` and the
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import os
 import sys
@@ -72,7 +71,7 @@ from ..layout import ARMS_JSON, METRICS_JSONL, PLAN_COPY, STUDY_JSON, probe_dir,
 from ..outputs import OutputDirError, prepare_output_dir, write_json_atomic
 from ..tracking import require_tracker
 from ..training.plan import Plan, load_plan
-from ..training.untrained import cause, describe, trained, untrained_tail
+from ..training.untrained import cause, describe, trained, untrained_tail, update_lines
 from .analysis import analyze as run_analysis
 from .collect import FinishedRunFiles, check_finished_runs, write_eval_items, write_runs_csv
 from .executors import EXECUTORS, default_workers, run_tasks, worker_threads
@@ -459,12 +458,13 @@ class UntrainedWatch:
     updates, the cause (:func:`gradprobe.training.untrained.describe`) and the run's ``train.log`` (where the
     warning says what to change).
 
-    :meth:`poll` (the local pool's ticks: :func:`~gradprobe.study.executors.run_tasks`) reads the tail of each
-    unfinished run's ``metrics.jsonl`` that changed since it last looked
+    :meth:`poll` (the local pool's and Ray's ticks: :func:`~gradprobe.study.executors.run_tasks`) reads the tail of
+    each unfinished run's ``metrics.jsonl`` that changed since it last looked
     (:func:`gradprobe.training.untrained.untrained_tail`, at most 10 k lines), every ``every`` seconds at most;
     :meth:`finished` reads a finished (or failed) run's whole file once for its longest row, so a row that ended
-    before the run did, or a run of an executor without ticks (inline, Ray), is said too. A file that cannot be
-    read, or a line of it that is not JSON yet (being written), says nothing.
+    before the run did, or a run of an executor without ticks (inline), is said too. Lines are read as
+    :func:`gradprobe.training.untrained.metrics_line` tells them: a last line still being written is not read yet,
+    a damaged line ends a row; a file that cannot be read says nothing. Neither method raises for a file.
 
     Parameters
     ----------
@@ -530,21 +530,17 @@ class UntrainedWatch:
 def longest_untrained_row(path) -> list[dict]:
     """The longest row of update lines of ``metrics.jsonl`` ``path`` that trained nothing in a row
     (:func:`gradprobe.training.untrained.trained` False; the first of equal ones), oldest first, as
-    :func:`~gradprobe.training.untrained.untrained_tail` counts one: eval lines, blank lines and JSON that is no
-    object are skipped, a line that does not say ends the row. [] when the file cannot be read or a line is no
-    JSON."""
+    :func:`~gradprobe.training.untrained.untrained_tail` counts one: the update lines of
+    :func:`~gradprobe.training.untrained.update_lines` (eval, blank and unfinished last lines skipped), a line that
+    does not say or is damaged ends the row. [] when the file cannot be read; raises nothing else."""
     best, row = [], []
     try:
-        with open(path, encoding="utf-8") as f:
-            for text in f:
-                line = json.loads(text) if text.strip() else None
-                if not isinstance(line, dict) or line.get("eval") is True:
-                    continue
-                if trained(line) is False:
-                    row.append(line)
-                    best = row if len(row) > len(best) else best
-                else:
-                    row = []
-    except (OSError, UnicodeDecodeError, ValueError):
+        for line in update_lines(Path(path)):
+            if trained(line) is False:
+                row.append(line)
+                best = row if len(row) > len(best) else best
+            else:
+                row = []
+    except OSError:
         return []
     return best

@@ -15,22 +15,35 @@ The cause of a set of such updates (:func:`cause`), the first that holds:
 ``"truncated"``   every completion of every one of them was cut at ``max_new_tokens`` (``truncation_rate`` 1.0),
                   so every completion of a prompt scored alike;
 ``"flat"``        otherwise: every group's rewards were equal.
+
+Which lines of ``metrics.jsonl`` are update lines: one rule for every reader of this module and the study's
+(:func:`metrics_line`, :func:`update_lines`; :func:`gradprobe.study.orchestrator.longest_untrained_row`). Blank lines
+and eval lines (``"eval": true``) are skipped; the file's last line, when it has no newline and is no JSON object, is
+a line still being written or cut by a killed run (the writer puts the newline last): skipped. Any other line that
+is no JSON object (invalid UTF-8 or JSON, or JSON of another type) is damage: it may have been an update, so it counts
+as one that does not say whether it trained (:func:`trained` None, :func:`unrewarded` False). No reader raises for it
+and none claims across it: a row that trained nothing ends there (the warnings), the stop rule stops nothing
+(:func:`stop_history`) and the run is not said to have never trained (:func:`untrained_history`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["CAUSES", "trained", "unrewarded", "cause", "describe", "max_abs_reward", "advice", "untrained_history",
-           "stop_history", "untrained_tail", "never_trained"]
+__all__ = ["CAUSES", "LINE_KINDS", "trained", "unrewarded", "cause", "describe", "max_abs_reward", "advice",
+           "metrics_line", "update_lines", "untrained_history", "stop_history", "untrained_tail", "never_trained"]
 
 #: cause -> what it means, in the words of a report (:func:`describe` adds the figures)
 CAUSES = {"overflowed": "the rewards of every group whose rewards differ overflowed float64 group statistics",
           "no_reward": "the reward gave no completion a reward (None, NaN or +-inf)",
           "truncated": "every completion was truncated (truncation_rate 1.0), so every group's rewards were equal",
           "flat": "every group's rewards were equal (all groups flat: zero variance)"}
+
+#: the kinds of line of ``metrics.jsonl`` (:func:`metrics_line`; module docstring)
+LINE_KINDS = ("blank", "eval", "update", "unfinished", "damaged")
 
 
 def _number(v) -> float | None:
@@ -96,28 +109,49 @@ def advice(why: str, reward: str, max_new_tokens: int | None = None) -> str:
                     f"{reward!r} tells completions apart"}[why]
 
 
-def _update_lines(path: Path):
-    """The update lines of ``metrics.jsonl`` ``path`` in order (eval lines and blank lines skipped).
+def metrics_line(raw: bytes, ended: bool) -> tuple[str, dict | None]:
+    """What one line of ``metrics.jsonl`` is (module docstring): ``(kind, line)``, ``kind`` one of
+    :data:`LINE_KINDS`, ``line`` the JSON object for ``"eval"`` and ``"update"``, else None.
 
-    Raises OSError, UnicodeDecodeError or ValueError (a line that is no JSON) as reading does."""
-    with open(path, encoding="utf-8") as f:
-        for text in f:
-            if text.strip():
-                line = json.loads(text)
-                if isinstance(line, dict) and line.get("eval") is not True:
-                    yield line
+    ``raw``: the line's bytes (its newline may be included); ``ended``: a newline ended it (False only for a file's
+    last line without one). ``"blank"``: whitespace only; ``"eval"``: an object whose ``eval`` is true;
+    ``"update"``: any other object; ``"unfinished"``: not ``ended`` and no JSON object; ``"damaged"``: ``ended`` and no
+    JSON object (invalid UTF-8 or JSON, or a JSON array, string, number or null). Raises nothing."""
+    if not raw.strip():
+        return "blank", None
+    try:
+        line = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError included; JSON nested too deep
+        line = None
+    if not isinstance(line, dict):
+        return ("damaged" if ended else "unfinished"), None
+    return ("eval" if line.get("eval") is True else "update"), line
+
+
+def update_lines(path: Path) -> Iterator[dict | None]:
+    """The update lines of ``metrics.jsonl`` ``path``, oldest first, as :func:`metrics_line` tells them: each a dict,
+    or None for a damaged line (an update that does not say: :func:`trained` None, :func:`unrewarded` False);
+    blank, eval and unfinished lines skipped. A generator: a reader that stops early reads no further.
+
+    Raises OSError when the file cannot be opened or read."""
+    with open(path, "rb") as f:
+        for raw in f:
+            kind, line = metrics_line(raw, raw.endswith(b"\n"))
+            if kind in ("update", "damaged"):
+                yield line
 
 
 def untrained_history(path: Path) -> list[dict] | None:
-    """Every update line of ``metrics.jsonl`` ``path`` when none of them trained (:func:`trained` False for each);
-    None when one trained or does not say, or the file cannot be read (reads up to the first such line)."""
+    """Every update line of ``metrics.jsonl`` ``path`` (:func:`update_lines`) when none of them trained
+    (:func:`trained` False for each); None when one trained, does not say or is damaged, or the file cannot be read
+    (reads up to the first such line)."""
     out = []
     try:
-        for line in _update_lines(Path(path)):
+        for line in update_lines(Path(path)):
             if trained(line) is not False:
                 return None
             out.append(line)
-    except (OSError, UnicodeDecodeError, ValueError):
+    except OSError:
         return None
     return out
 
@@ -126,28 +160,21 @@ def stop_history(path: Path) -> tuple[list[dict], bool, bool] | None:
     """``metrics.jsonl`` ``path`` read once for the stop rule of a run that trains nothing
     (:func:`gradprobe.training.update.check_untrained_stop`): ``(lines, no_reward, untrained)``.
 
-    ``no_reward``: :func:`unrewarded` holds for every update line; ``untrained``: :func:`trained` is False for every
-    update line that is a JSON object (as :func:`untrained_history`); both True for a file without update lines.
-    ``lines``: the update lines (JSON objects), oldest first: all of them unless both are False. Reading stops at the
-    first line that rules out both (eval and blank lines skipped), so a run that trained and was rewarded at update 1
-    costs one line. None when the file cannot be read or a line read is no JSON (OSError, UnicodeDecodeError
-    or ValueError): a run is stopped only when its file shows that it trained nothing."""
+    ``no_reward``: :func:`unrewarded` holds for every update line (:func:`update_lines`); ``untrained``:
+    :func:`trained` is False for every update line (as :func:`untrained_history`); both True for a file without
+    update lines, both False once a damaged line is read (it says neither). ``lines``: the update lines, oldest
+    first: all of them unless both are False. Reading stops at the first line that rules out both, so a run that
+    trained and was rewarded at update 1 costs one line. None when the file cannot be read (OSError): a run is
+    stopped only when its file shows that it trained nothing, and never fails for its file."""
     lines, no_reward, untrained = [], True, True
     try:
-        with open(path, encoding="utf-8") as f:
-            for text in f:
-                if not text.strip():
-                    continue
-                line = json.loads(text)
-                if isinstance(line, dict) and line.get("eval") is True:  # an eval line (parsed: never by its text)
-                    continue
-                no_reward = no_reward and unrewarded(line)
-                untrained = untrained and (not isinstance(line, dict) or trained(line) is False)
-                if not (no_reward or untrained):
-                    break
-                if isinstance(line, dict):
-                    lines.append(line)
-    except (OSError, UnicodeDecodeError, ValueError):
+        for line in update_lines(Path(path)):
+            no_reward = no_reward and unrewarded(line)
+            untrained = untrained and trained(line) is False
+            if not (no_reward or untrained):
+                break
+            lines.append(line)
+    except OSError:
         return None
     return lines, no_reward, untrained
 
@@ -156,8 +183,8 @@ def never_trained(path: Path, max_new_tokens: int | None = None) -> dict | None:
     """The record of a run that never trained, from its ``metrics.jsonl`` ``path``: ``{"cause", "why", "updates",
     "max_abs_reward", "grad_norm_max"}`` (:func:`cause` and :func:`describe`, with ``max_new_tokens`` when given;
     the number of update lines; the largest |reward| that overflowed, 0.0 if none; the largest ``grad_norm``, None
-    when none is recorded). None when some update trained, a line does not say (an older gradprobe), the file has
-    no update line or cannot be read."""
+    when none is recorded). None when some update trained, a line does not say (an older gradprobe) or is damaged
+    (:func:`update_lines`), the file has no update line or cannot be read."""
     lines = untrained_history(path)
     if not lines:
         return None
@@ -169,10 +196,12 @@ def never_trained(path: Path, max_new_tokens: int | None = None) -> dict | None:
 def untrained_tail(path: Path, limit: int, block: int = 1 << 16) -> list[dict]:
     """The last update lines of ``metrics.jsonl`` ``path`` that trained nothing in a row (oldest first), at most
     ``limit``: read from the file's end, ``block`` bytes at a time, so a long run costs no more than a short one.
-    A line that does not say (:func:`trained` None) ends the row; a file that cannot be read gives []."""
+    Lines are told apart as :func:`update_lines` does (:func:`metrics_line`): a line that does not say
+    (:func:`trained` None) or is damaged ends the row; an unfinished last line is skipped; a file that cannot be
+    read gives []."""
     try:
         with open(path, "rb") as f:
-            pos, rest, out = f.seek(0, 2), b"", []
+            pos, rest, out, last = f.seek(0, 2), b"", [], True
             while pos > 0:
                 step = min(block, pos)
                 pos -= step
@@ -180,23 +209,19 @@ def untrained_tail(path: Path, limit: int, block: int = 1 << 16) -> list[dict]:
                 parts = (f.read(step) + rest).split(b"\n")
                 rest = parts.pop(0) if pos > 0 else b""  # a line cut by the block's start: read with the next block
                 for text in reversed(parts):
-                    stop = _take(text, out, limit)
-                    if stop:
+                    if _take(metrics_line(text, ended=not last), out, limit):  # last: after the last newline
                         return out[::-1]
-    except (OSError, ValueError):
+                    last = False
+    except OSError:
         return []
     return out[::-1]
 
 
-def _take(text: bytes, out: list, limit: int) -> bool:
-    """Add the update line ``text`` (newest first) to ``out`` when it trained nothing; True when the row ends here
-    (a line that trained or does not say, or ``limit`` lines taken). Eval and blank lines are skipped.
-
-    Raises ValueError (UnicodeDecodeError included) for a line that is no JSON."""
-    if not text.strip():
-        return False
-    line = json.loads(text.decode("utf-8"))
-    if not isinstance(line, dict) or line.get("eval") is True:
+def _take(read: tuple[str, dict | None], out: list, limit: int) -> bool:
+    """Add the update line of ``read`` (:func:`metrics_line`'s, newest first) to ``out`` when it trained nothing;
+    True when the row ends here (a line that trained, does not say or is damaged, or ``limit`` lines taken)."""
+    kind, line = read
+    if kind not in ("update", "damaged"):
         return False
     if trained(line) is not False:
         return True

@@ -301,8 +301,10 @@ def check_untrained_stop(s: RunSession, line: dict) -> None:
                       either overflowed, is update :data:`NO_VALID_REWARD_UPDATES` or spent the budget.
 
     ``metrics.jsonl`` is read once, only when a cause is checked, up to its first line that rules both out
-    (:func:`gradprobe.training.untrained.stop_history`); a file that cannot be read stops nothing. A run in which
-    some update had a reward and some update trained a group is never stopped here.
+    (:func:`gradprobe.training.untrained.stop_history`); a file that cannot be read stops nothing, nor does one with a
+    damaged line before the update of ``line`` (it may have been an update that trained: module docstring of
+    :mod:`gradprobe.training.untrained`), and neither raises. A run in which some update had a reward and some
+    update trained a group is never stopped here.
 
     Raises
     ------

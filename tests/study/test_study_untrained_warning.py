@@ -52,10 +52,10 @@ def test_the_watch_says_each_run_once_per_level_while_it_runs_and_when_it_ends(t
     _write(tmp_path, "flat", flat[:2])
     watch.poll()
     assert said == []  # 2 updates: below the level
-    _write(tmp_path, "flat", flat[:3], tail='{"update": 4, "advantage_abs')  # update 4 half written: not read yet
-    watch.poll()
-    assert said == []
-    _write(tmp_path, "flat", flat[:3])
+    _write(tmp_path, "flat", flat[:3], tail='{"update": 4, "advantage_abs')  # update 4 half written: skipped,
+    watch.poll()  # the 3 whole lines before it read
+    assert said == [_line("flat", 3, 1, 3, True)]
+    _write(tmp_path, "flat", flat[:4])
     watch.poll()
     watch.poll()  # the file did not change: not read again, nothing said again
     _write(tmp_path, "flat", flat[:29])
