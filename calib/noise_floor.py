@@ -38,7 +38,8 @@ its seeds apart). On N' items of the same task the floor of a run-level MAE beco
 and as N' grows it falls to sqrt(2 / pi) sqrt(sa2): training randomness alone, which no held-out set
 removes. The run-level figure is the mean over runs, with the study-cluster interval; with 3-4 seeds
 per arm sa2 is poorly determined (its moment estimate is clipped at 0), so the interval is the figure to
-read.
+read. An arm with a run that never trained (every advantage 0: a broken setup, not a sample of the arm's seed
+noise), and every arm of a study whose grpo has one, is not split; ``skipped`` names it, its seeds and the cause.
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ METHOD = ("floor_a = mean over pairs of seeds |y_i - y_j| / sqrt(2) (Gini mean d
 
 
 NO_SEEDS = "no arm has 2 or more seeds with a realized gain: the seed noise cannot be estimated"
+#: why an arm with a run that never trained (or paired with a control arm that has one) is not split, after its
+#: "ARM never trained (seed S: WHY (N updates))" (:func:`gradprobe.study.power.paired_item_differences`)
+NEVER_TRAINED = ("a run that never trained (every update had every advantage 0) samples a broken setup, not the "
+                 "arm's seed noise")
 # why an arm of a study without per-item files is not split (appended to "no per-item results at the evals read")
 NO_ITEM_FILES = (f" (the study folder has no {EVAL_ITEMS_GZ} and no runs/ARM/seedS/{EVAL_ITEMS_JSONL}: its runs saved no "
                  "per-item results; a study run again with this version saves them)")
@@ -196,8 +201,10 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
     ----------
     study_dirs : list of path
         Study folders with per-item eval results (``eval_items.jsonl.gz``). A study that cannot be read (a
-        damaged per-item file too), or has no per-item results, and an arm with fewer than 2 seeds paired with
-        ``reference_arm``, are listed in ``skipped`` with the reason; the others are still split.
+        damaged per-item file too), or has no per-item results, an arm with fewer than 2 seeds paired with
+        ``reference_arm``, and an arm with a run that never trained (every arm of a study whose ``reference_arm``
+        has one; :func:`gradprobe.study.power.paired_item_differences`: the arm, its seeds and the cause) are listed
+        in ``skipped`` with the reason; the others are still split.
     multiples : sequence of float
         Held-out sizes as multiples of each study's own N (``math.inf``: training randomness alone); each > 0.
     keep : set of (str, str), optional
@@ -215,7 +222,9 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
         arm ``study`` (``FOLDER@SHA12``), ``arm``, ``seeds``, ``items``, ``seed_var`` (sa2) and
         ``interaction_var`` (se2, points^2), ``heldout_share`` (se2 / N over sa2 + se2 / N: the share of the
         seeds' variance that is held-out error) and ``floor`` (multiple -> points); ``runs``,
-        ``heldout_share`` (mean over runs), ``skipped`` (["study/arm: why" or "study: why"]), ``method``.
+        ``heldout_share`` (mean over runs), ``skipped`` (["study/arm: why" or "study: why"]; an arm that never
+        trained: ``"study/arm: left out, ARM never trained (seed S: WHY (N updates)): a run that never trained
+        ... "``), ``method``.
 
     Raises
     ------
@@ -238,6 +247,9 @@ def heldout_floor(study_dirs, *, multiples=(1.0, 4.0, math.inf), keep=None, refe
             continue
         for arm, pc in pairs.items():
             if keep is not None and (key, arm) not in keep:
+                continue
+            if pc is not None and pc.get("left_out"):
+                skipped.append(f"{key}/{arm}: left out, {pc['left_out']}: {NEVER_TRAINED}")
                 continue
             if pc is None or pc["D"] is None:
                 skipped.append(f"{key}/{arm}: " + ("fewer than 2 seeds paired with " + reference_arm if pc is None

@@ -249,6 +249,13 @@ def paired_item_differences(study_dir, *, control: str = "grpo", axis: str = "ge
     The reads are the analysis's (:func:`~gradprobe.study.reading.read_runs` at ``matched_budgets``), so a
     seed's difference is the one ``analysis.json`` pairs; ``D`` feeds :func:`variance_components`.
 
+    An arm with a run that never trained (every update of its ``metrics.jsonl`` had every advantage 0:
+    :func:`~gradprobe.study.never_trained_arms.never_trained_runs`), and every arm when ``control`` has one, is
+    left out as the analysis leaves it out of its rankings, hypotheses and detectable effect: such a run samples a
+    broken setup, not the arm's effect, and dropping only its seeds would keep the seeds that happened to train (a
+    spread conditioned on the outcome). Its entry holds no differences and says why (``left_out``). A study
+    whose run folders keep no ``metrics.jsonl`` (the shipped ones) says nothing about training: nothing is left out.
+
     Parameters
     ----------
     study_dir : path
@@ -263,8 +270,11 @@ def paired_item_differences(study_dir, *, control: str = "grpo", axis: str = "ge
     -------
     dict
         arm -> ``{"diffs": (seeds,) points, "D": (seeds, items) points or None (no per-item results at the
-        evals read), "items": held-out items or None}`` for every arm but ``control``; an arm with fewer than
-        2 seeds read on both arms maps to None.
+        evals read), "items": held-out items or None, "never_trained": {}, "left_out": None}`` for every arm but
+        ``control``; an arm with fewer than 2 seeds read on both arms maps to None. An arm left out for a run that
+        never trained: ``diffs``, ``D`` and ``items`` None, ``never_trained`` (arm -> its records, of the arm and/or
+        ``control``: ``[{"seed", "cause", "why", "updates", ...}]``) and ``left_out``, why: ``"ARM never trained
+        (seed S: WHY (N updates))"`` or ``"the control arm CONTROL never trained (...)"`` (both, joined by "; ").
 
     Raises
     ------
@@ -282,10 +292,16 @@ def paired_item_differences(study_dir, *, control: str = "grpo", axis: str = "ge
                             f"(recorded: {sorted(a for a, m in matched.items() if m['recorded'])})")
     lines = _item_lines(study_dir)
     index = _item_index(lines) if lines else None
-    out = {}
+    untrained, out = never_trained_runs(study_dir, zip(df["arm"], df["seed"])), {}
     for arm in (a for a in dict.fromkeys(df["arm"]) if a != control):
+        broken = {a: untrained[a] for a in (arm, control) if a in untrained}
+        if broken:  # a broken setup's differences are no sample of the arm's effect
+            out[arm] = {"diffs": None, "D": None, "items": None, "never_trained": broken, "left_out": "; ".join(
+                ("the control arm " if a == control else "") + never_trained_why(a, r) for a, r in broken.items())}
+            continue
         pc = _pilot_comparison(runs, matched, plan, index, arm, control, axis)
-        out[arm] = None if pc is None else {**pc, "items": None if pc["D"] is None else int(pc["D"].shape[1])}
+        out[arm] = None if pc is None else {**pc, "items": None if pc["D"] is None else int(pc["D"].shape[1]),
+                                            "never_trained": {}, "left_out": None}
     return out
 
 

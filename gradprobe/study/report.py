@@ -6,8 +6,8 @@ detectable effect, the hypotheses and the learning-rate sweep (:mod:`gradprobe.s
 A column ranks at least two arms (:func:`ranked_arms`: read on every seed, no run that never trained), else it
 says "not ranked (only ARM read; the others: why)" (:func:`not_ranked`); an arm with a run that never trained
 (``never_trained``) shows as "never trained" in place of its accuracy, gains, fits, detectable effect, hypotheses
-(not tested) and learning-rate point (not used), with its seeds and cause; with a control arm that never trained no
-gain vs it is shown.
+(not tested), learning-rate point (not used) and side effects, with its seeds and cause; with a control arm that never
+trained no gain vs it is shown.
 :func:`plot_figures`: accuracy against each axis, and ``lr_sweep.png``.
 All values in accuracy points.
 """
@@ -215,12 +215,18 @@ def _sigmoids(result: dict) -> list[str]:
 
 
 def _side_effects(result: dict, axes: list[str]) -> list[str]:
+    """The side effects' lines: each arm's means at the matched point; an arm with a run that never trained reads
+    "never trained: SEEDS AND CAUSE" in place of its numbers (its runs measure a broken setup, not what the arm does
+    to the policy; analysis.json keeps them)."""
     a = "generated_tokens" if "generated_tokens" in axes else axes[0]
     rows = []
     for arm, e in result["arms"].items():
         se = e[a]["side_effects"]
-        if any(v is not None for v in se.values()):
-            rows.append(f"  {arm:<14}" + ", ".join(f"{k} {'n/a' if v is None else f'{v:.4g}'}" for k, v in se.items()))
+        if not any(v is not None for v in se.values()):
+            continue
+        rows.append(f"  {arm:<14}" + (f"never trained: {never_trained_text(e['never_trained'])}"
+                                      if e.get("never_trained") else
+                                      ", ".join(f"{k} {'n/a' if v is None else f'{v:.4g}'}" for k, v in se.items())))
     return [f"side effects at matched {a} (response length in tokens, format rate, KL to the initial policy in nats):",
             *rows] if rows else ["side effects: not recorded in runs.csv (response_length, format_rate, kl_init)"]
 
