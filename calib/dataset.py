@@ -58,7 +58,7 @@ from gradprobe.forecast.probe_input import probe_batches_of
 from gradprobe.forecast.study import (MATCHED_BUDGET_KEYS, SkippedEvalsWarning, matched_token_budget, read_study_json,
                                       study_forecasts)
 from gradprobe.layout import ANALYSIS_JSON, GUIDED_PROBES, PLAN_COPY, PROBE_JSON, STUDY_JSON, probe_dir, rerun_advice
-from gradprobe.outputs import is_json_number, json_number_text, json_short
+from gradprobe.outputs import is_json_number, json_number_text, json_short, read_probe_json
 from gradprobe.study.folder import check_frozen_plan, is_plan_sha
 
 from .domain import resolve_model, resolve_task, study_identity
@@ -522,8 +522,10 @@ def check_probe_numbers(study_dir: Path) -> None:
     ``seconds_per_update``: a finite number > 0; ``true`` was read as 1 token per update and flipped forecasts
     silently; :func:`gradprobe.api.probe_result.load_probe`) and its ``per_group`` lists and first-order gain
     (:func:`gradprobe.forecast.probe_input.check_entry_numbers`), and that it has the fields every forecast reads
-    (:data:`NEEDED_ENTRY_FIELDS`: ``tokens_per_update``, ``per_group``; missing or null is refused). A missing or
-    invalid file is left to the forecaster, which names it.
+    (:data:`NEEDED_ENTRY_FIELDS`: ``tokens_per_update``, ``per_group``; missing or null is refused). Each file is read
+    as :func:`gradprobe.load_probe` reads it (:func:`gradprobe.outputs.read_probe_json`: a UTF-8 byte-order mark is
+    read); a missing file, or one that is not UTF-8, not JSON or no object with a ``rewards`` list, is left to the
+    forecaster, which names it.
 
     Raises
     ------
@@ -536,11 +538,9 @@ def check_probe_numbers(study_dir: Path) -> None:
     for path in [folder / PROBE_JSON, *sorted((folder / GUIDED_PROBES).glob(f"*/{PROBE_JSON}"))]:
         if not path.is_file():
             continue
-        try:
-            raw = json.loads(path.read_text())
-        except (ValueError, OSError):  # named by the forecaster's own reader
-            continue
-        if not isinstance(raw, dict) or not isinstance(raw.get("rewards"), list):
+        try:  # read as load_probe reads it: a UTF-8 byte-order mark is read, not taken for a damaged file
+            raw = read_probe_json(path, rerun_advice(path.parent))
+        except (ValueError, OSError):  # not UTF-8, not JSON, no rewards list: named by the forecaster's own reader
             continue
         try:
             load_probe(path)

@@ -185,10 +185,18 @@ def study_probe_advice(study: str | Path, file: str | Path) -> str:
 
 
 def _probe_study(folder: Path) -> Path | None:
-    """The study whose probe (or guided arm's probe, ``probe/guided/<arm>``) ``folder`` is, else None."""
+    """The study whose probe (or guided arm's probe, ``probe/guided/<arm>``) ``folder`` is, else None: a folder
+    holding :data:`ARMS_JSON` (the study writes it before its probe), or ``STUDY/probe`` (:func:`probe_dir`) whose
+    study holds its :data:`PLAN_COPY` and one of a study's own files (:data:`STUDY_JSON`, :data:`RUNS_CSV`,
+    :data:`ANALYSIS_JSON`): a study's probe whose ``arms.json`` was lost is still the study's, so its fix is the
+    study's, never ``gradprobe probe --out``."""
     guided = folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists()
     if guided or (folder / ARMS_JSON).exists():
         return folder.parent.parent.parent if guided else folder.parent
+    study = folder.parent
+    if folder == probe_dir(study) and (study / PLAN_COPY).is_file() and any(
+            (study / name).is_file() for name in (STUDY_JSON, RUNS_CSV, ANALYSIS_JSON)):
+        return study
     return None
 
 

@@ -9,6 +9,9 @@ Atomic write: the text goes to ``<path>.tmp`` in the same folder, is flushed and
 ``os.replace``-d onto ``path`` (atomic on POSIX within one file system), so a reader sees the old
 file or the new one, never half of one. A failed write (disk full, read-only folder) removes the
 temporary file and raises :class:`OutputDirError` naming the path and the fix.
+
+The one reading of a ``probe.json``'s form (:func:`read_probe_json`: UTF-8 with or without a byte-order mark, JSON,
+an object with a ``rewards`` list) is here too, beside its writer, so every reader of the file reads it alike.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from . import __version__
 __all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "beyond_float", "OutputDirError",
            "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way", "dangling_link",
            "prepare_output_dir", "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe",
-           "json_float", "versions", "PER_UPDATE_FIELDS", "per_update_problem"]
+           "json_float", "versions", "PER_UPDATE_FIELDS", "per_update_problem", "read_probe_json"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
 VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
@@ -251,6 +254,51 @@ def json_safe(x):
     if isinstance(x, (list, tuple)):
         return [json_safe(v) for v in x]
     return x
+
+
+def read_probe_json(file: str | os.PathLike, fix: str, *, missing: str | None = None) -> dict:
+    """A ``probe.json`` as every reader of one reads it (:func:`gradprobe.load_probe`, the probe's report, a study's
+    forecasts, calib): UTF-8 (a byte-order mark an editor wrote is read: ``utf-8-sig``), JSON, an object holding a
+    ``rewards`` list. Only the file's form is checked; its entries are the forecast's and ``load_probe``'s to check.
+
+    Parameters
+    ----------
+    file : path
+        The ``probe.json`` file.
+    fix : str
+        How to write the file again, named in every refusal (e.g. :func:`gradprobe.layout.rerun_advice` of its
+        folder).
+    missing : str, optional
+        The fix named when the file is missing (default ``fix``).
+
+    Returns
+    -------
+    dict
+        The parsed file.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``file`` does not exist or is no file: ``FILE is missing; FIX`` (``missing``, else ``fix``).
+    ValueError
+        One line naming ``file``, what is wrong and ``fix``: its bytes are not UTF-8 text, it is not valid JSON, or
+        it is not a JSON object with a ``rewards`` list.
+    OSError
+        The file cannot be read (e.g. PermissionError, which names it).
+    """
+    file = Path(file)
+    if not file.is_file():
+        there = " (a folder is there)" if file.is_dir() else ""
+        raise FileNotFoundError(f"{file} is missing{there}; {missing if missing is not None else fix}")
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8-sig"))  # -sig: a byte-order mark an editor wrote is read
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{file} is not UTF-8 text ({e}); {fix}") from e
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{file} is not valid JSON ({e}); {fix}") from e
+    if not isinstance(raw, dict) or not isinstance(raw.get("rewards"), list):
+        raise ValueError(f"{file} has no 'rewards' list: not a probe.json of gradprobe probe; {fix}")
+    return raw
 
 
 #: the texts :func:`json_float` reads as a non-finite float (any case, spaces around): what :func:`json_safe` writes

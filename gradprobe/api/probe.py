@@ -16,15 +16,14 @@ torch-bound) is imported inside the functions that run it.
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..layout import PROBE_JSON
-from ..outputs import api_out, json_safe, write_json_atomic
+from ..layout import PROBE_JSON, rerun_advice
+from ..outputs import api_out, json_safe, read_probe_json, write_json_atomic
 from ..probe_settings import DEFAULT_TASK, ProbeConfig, check_forecaster
 from .probe_result import ProbeFileError, ProbeResult, load_probe
 
@@ -224,13 +223,15 @@ def _config_and_rewards(model: str, task, rewards, settings: dict) -> tuple[Prob
 
 def _probe_result(out: Path | None, **run) -> ProbeResult:
     """Run the probe (:func:`_probe_into`) into ``out``, or into a temporary folder that lives as long as the
-    result when ``out`` is None (removed again when the probe fails)."""
+    result when ``out`` is None (removed again when the probe fails, or its probe.json cannot be read back).
+    ``probe.json`` is read back as :func:`load_probe` reads it (:func:`gradprobe.outputs.read_probe_json`)."""
     temporary = out is None
     folder = Path(tempfile.mkdtemp(prefix="gradprobe_probe_")) if temporary else out
     try:
         _probe_into(folder=folder, **run)
+        raw = read_probe_json(folder / PROBE_JSON, rerun_advice(folder))  # a BOM read; one-line refusals
     except BaseException:
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
         raise
-    return ProbeResult(json.loads((folder / PROBE_JSON).read_text()), folder, _temporary=temporary)
+    return ProbeResult(raw, folder, _temporary=temporary)

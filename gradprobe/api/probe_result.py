@@ -22,7 +22,7 @@ from pathlib import Path
 from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, PROBE_BATCH_DIR, PROBE_FILES, PROBE_JSON,
                       TOKENS_JSONL, rerun_advice)
 from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_number, json_float, json_short,
-                       per_update_problem, prepare_output_dir)
+                       per_update_problem, prepare_output_dir, read_probe_json)
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 
@@ -629,7 +629,8 @@ def load_probe(dir: str | Path) -> ProbeResult:
     forecast of the entries: that recompute (about 0.3 s) is ``calib apply``'s
     (``calib.probe_input.check_forecast_section``), so the table's forecast columns show the section as stored (and
     the table refuses, in one line, a forecast number that is no number).
-    Reading imports ``gradprobe.forecast`` (numpy, pandas and scipy, about 2 s on the first read), never torch.
+    Reading imports :mod:`gradprobe.forecast.probe_input` (numpy, on the first read), never pandas, scipy or torch
+    (``benchmarks/load_probe_import.py`` times the first read).
 
     Parameters
     ----------
@@ -661,22 +662,17 @@ def load_probe(dir: str | Path) -> ProbeResult:
         after a tripled ``per_group``), a ``batches`` field its ``config.probe_batches`` contradicts, or a
         ``batches`` item that is no batch object (:func:`gradprobe.forecast.probe_input.probe_batches_of`: the file,
         the field, both values and the fix named); a ``forecast`` section of another shape than the table reads
-        (:meth:`ProbeResult._forecast_section`); ``dir`` is empty. Each one line.
+        (:meth:`ProbeResult._forecast_section`); ``dir`` is empty. Each one line, with one fix derived from the
+        folder (:func:`gradprobe.layout.rerun_advice`; for an entry edited or damaged after the probe wrote it
+        :func:`gradprobe.layout.restore_advice`), a study's probe's (or guided arm's) the study's.
     TypeError
         ``dir`` is not a path (str or os.PathLike).
     """
     file = _probe_file(api_out(dir, "dir"))
-    try:
-        raw = json.loads(file.read_text(encoding="utf-8-sig"))  # -sig: a byte-order mark an editor wrote is read
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{file} is not UTF-8 text ({e}); re-run `gradprobe probe`") from e
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{file} is not valid JSON ({e}); re-run `gradprobe probe`") from e
-    if not isinstance(raw, dict) or not isinstance(raw.get("rewards"), list):
-        raise ValueError(f"{file} has no 'rewards' list: not a probe.json of gradprobe probe")
+    raw = read_probe_json(file, rerun_advice(file.parent))  # a UTF-8 byte-order mark is read; one-line refusals
     check_costs(raw, file)
     check_fields(raw, file)
-    from ..forecast.probe_input import check_entry_inputs, probe_batches_of  # pandas: on the first read only
+    from ..forecast.probe_input import check_entry_inputs, probe_batches_of  # numpy: on the first read only
 
     check_entry_inputs(raw, source=file)  # the entries against the file's config and batch records
     probe_batches_of(raw, source=file)  # what the forecast checks: its table must not show numbers it would refuse

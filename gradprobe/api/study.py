@@ -28,7 +28,6 @@ from ..training.coerce import echo_value
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
 from ..training.run_folder import refuse_other_output
 from .probe import PROBE_JSON, load_probe
-from ..layout import restore_advice, study_probe_advice
 from ..outputs import api_out, removed_if_left_empty
 
 
@@ -186,25 +185,19 @@ def load_study(dir: str | Path) -> StudyResult:
 
 
 def _study_probe(folder: Path):
-    """The study's probe (``folder/probe``) read by :func:`load_probe`; a damaged ``probe.json`` is refused with the
-    fix for a study (``gradprobe probe``, which :func:`load_probe` suggests, does not write a study's probe).
+    """The study's probe (``folder/probe``) read by :func:`load_probe`, whose refusals carry the study's fix as they
+    are: each check derives its one fix from the probe's folder (:func:`gradprobe.layout.rerun_advice` for a file to
+    write again, :func:`gradprobe.layout.restore_advice` for an edited or damaged one), and a study's probe folder
+    is told apart there, so nothing is rewritten here.
 
     Raises
     ------
     ValueError
-        ``probe/probe.json`` is not valid JSON or not a probe's record (named, with the fix); an edited entry with one
-        fix (:func:`gradprobe.layout.restore_advice`: for a study without ``runs/``, restore the file from a copy of
-        the study; not "restore the file, or" the study's advice to restore it).
+        ``probe/probe.json`` is not valid JSON or not a probe's record, or an entry was edited (named, with the
+        study's fix: delete the file and resume the study; for a study without ``runs/``, restore it from a copy of
+        the study).
     """
-    file = folder / "probe" / PROBE_JSON
-    try:
-        return load_probe(folder / "probe")
-    except ValueError as e:
-        why, advice = str(e).split("; re-run", 1)[0], study_probe_advice(folder, file)
-        either = f"restore the file, or {advice}"  # the entry checks' fix: restore, or the study's (restore) advice
-        if why.endswith(either):
-            raise ValueError(why[:-len(either)] + restore_advice(folder / "probe")) from e
-        raise ValueError(why if advice in why else f"{why}; {advice}") from e  # the checks' own fix is the study's
+    return load_probe(folder / "probe")
 
 
 def _plan_path(plan) -> Path:

@@ -12,14 +12,40 @@ forward-only gradient-signal proxy.
 - :func:`study_forecasts`: per-arm forecasts of a study folder (the calibration's features).
 """
 
-from .budget_forecast import forecast_rewards
-from .curves import CurveError, ReferenceCurve, default_curve_path, load_reference_curve, scalerl_sigmoid
-from .proxies import Efficiency, probe_efficiency, shrink_factor, signal_proxy_efficiency
-from .result import METHODS, ForecastResult
-from .section import forecast_section, format_forecast
-from .study import STUDY_COLUMNS, SkippedEvalsWarning, study_forecasts
+import importlib as _importlib
+
+#: Public name -> the submodule defining it, imported on first use (PEP 562 module ``__getattr__``): importing
+#: ``gradprobe.forecast`` or one of its light submodules (``probe_input``, whose checks ``gradprobe.load_probe`` runs)
+#: loads neither pandas nor scipy, which the forecast itself needs (``budget_forecast``, ``curves``, ``study``)
+_LAZY = {"forecast_rewards": "budget_forecast", "CurveError": "curves", "ReferenceCurve": "curves",
+         "default_curve_path": "curves", "load_reference_curve": "curves", "scalerl_sigmoid": "curves",
+         "Efficiency": "proxies", "probe_efficiency": "proxies", "shrink_factor": "proxies",
+         "signal_proxy_efficiency": "proxies", "METHODS": "result", "ForecastResult": "result",
+         "forecast_section": "section", "format_forecast": "section", "STUDY_COLUMNS": "study",
+         "SkippedEvalsWarning": "study", "study_forecasts": "study"}
 
 __all__ = ["ReferenceCurve", "CurveError", "load_reference_curve", "default_curve_path", "scalerl_sigmoid",
            "forecast_rewards", "forecast_section", "format_forecast", "ForecastResult", "METHODS", "Efficiency",
            "probe_efficiency", "shrink_factor", "signal_proxy_efficiency", "study_forecasts", "STUDY_COLUMNS",
            "SkippedEvalsWarning"]
+
+
+def __getattr__(name: str):
+    """A public name of :data:`_LAZY` from its submodule, or a submodule not imported yet (``curves`` after ``import
+    gradprobe.forecast``, as when this package imported them all); AttributeError otherwise."""
+    if name in _LAZY:
+        value = getattr(_importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value  # looked up once
+        return value
+    if not name.startswith("_"):
+        try:
+            return _importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise  # the submodule exists but lacks something it imports: said as it is
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names (lazy ones included)."""
+    return sorted([*globals(), *__all__])

@@ -19,10 +19,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import MAX_LR
-from ..layout import rerun_advice
+from ..layout import rerun_advice, restore_advice
 from ..ledger import CHARGED
 from ..outputs import PER_UPDATE_FIELDS, is_json_number, json_float, json_number_text, json_short, per_update_problem
-from .result import METHODS
 
 __all__ = ["probe_batches_of", "pooled_entries", "check_request", "check_batches", "budget_of", "arms_of", "update_costs",
            "update_batches", "check_entry_numbers", "check_entry_summaries", "check_pooled_entries",
@@ -150,10 +149,10 @@ def _check_batches_field(probe: dict, source) -> None:
     if stated is None and isinstance(rewards, list):
         field, stated = next(((f"rewards[{j}].probe_batches", e["probe_batches"]) for j, e in enumerate(rewards)
                               if isinstance(e, dict) and e.get("probe_batches") is not None), (field, None))
-    n, (file, fix) = _count(stated), _file_and_fix(source)
+    n, (file, fix) = _count(stated), _file_and_fix(source, edited=True)
     held = "no batches field" if "batches" not in probe else f"batches {json_short(batches)}"
-    tail = (f"the file was edited or damaged after the probe wrote it, so a forecast from it would not be the probe's; "
-            f"restore the file, or {fix}")
+    tail = ("the file was edited or damaged after the probe wrote it, so a forecast from it would not be the probe's; "
+            + fix)
     if stated is not None and (n is None or n < 1):
         raise ValueError(f"{file} field {field} is {json_short(stated)}, and the file holds {held}: probe_batches is "
                          f"the number of batches the probe pooled, a whole number >= 1; {tail}")
@@ -170,22 +169,26 @@ def _check_batch_objects(batches: list, source) -> None:
     """Refuse a ``batches`` list of a probe.json holding something that is no batch object (an object with a
     ``rewards`` field, as :func:`gradprobe.probe.batches.run_probe_batches` writes each): one line naming the file
     (``source``, else ``probe.json``), the field (e.g. ``batches[1]``), its value and the fix."""
-    file, fix = _file_and_fix(source)
+    file, fix = _file_and_fix(source, edited=True)
     for k, b in enumerate(batches):
         if not (isinstance(b, dict) and "rewards" in b):
             what = f"is {json_short(b)}, not an object" if not isinstance(b, dict) else "has no 'rewards'"
             raise ValueError(f"{file} field batches[{k}] {what}: each batch of a multi-batch probe.json is an object "
                              f"holding its reward entries ('rewards', as gradprobe.probe.batches.run_probe_batches "
-                             f"writes it); the file was edited or damaged after the probe wrote it; restore the file, "
-                             f"or {fix}")
+                             f"writes it); the file was edited or damaged after the probe wrote it; {fix}")
 
 
-def _file_and_fix(source) -> tuple[str, str]:
-    """How a message names the probe.json ``source`` (else ``probe.json``) and its fix (:data:`PROBE_FIX`, or
-    :func:`gradprobe.layout.rerun_advice` of its folder)."""
+def _file_and_fix(source, edited: bool = False) -> tuple[str, str]:
+    """How a message names the probe.json ``source`` (else ``probe.json``) and its one fix, derived from the folder
+    here so that no caller rewrites a message: to write the file again (:func:`gradprobe.layout.rerun_advice` of
+    its folder: ``gradprobe probe --out``, or the study's advice for a study's probe; :data:`PROBE_FIX` without a
+    file), or, when ``edited`` (the file was edited or damaged after the probe wrote it), to restore it or write it
+    again (:func:`gradprobe.layout.restore_advice`: for the probe of a study without ``runs/``, only restoring it
+    from a copy of the study)."""
     if source is None:
-        return "probe.json", PROBE_FIX
-    return str(source), rerun_advice(Path(source).parent)
+        return "probe.json", f"restore the file, or {PROBE_FIX}" if edited else PROBE_FIX
+    folder = Path(source).parent
+    return str(source), restore_advice(folder) if edited else rerun_advice(folder)
 
 
 def _check_entries(rewards, prefix: str, source) -> None:
@@ -236,42 +239,50 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
         if problem:
             raise ValueError(f"{file} field {where}.{key} {problem}; {fix}")
     for key in (k for k in _NUMBER_FIELDS if entry.get(k) is not None):
-        _check_number_field(entry[key], f"{where}.{key}", key in _LIST_SUMS, _LIST_SUMS.get(key), file, fix)
+        _check_number_field(entry[key], f"{where}.{key}", key in _LIST_SUMS, _LIST_SUMS.get(key), source)
     for key in (k for k in _INTERVAL_FIELDS if entry.get(k) is not None):
         value = entry[key]
         if not (isinstance(value, (list, tuple)) or getattr(value, "shape", None) == (2,)) or len(value) != 2:
             raise ValueError(f"{file} field {where}.{key} is {json_short(value)}: it must be [low, high], two "
                              f"numbers (null without a bootstrap); {fix}")
         for j, x in enumerate(value):
-            _check_number_field(x, f"{where}.{key}[{j}]", False, None, file, fix)
+            _check_number_field(x, f"{where}.{key}[{j}]", False, None, source)
     for key in _SETTINGS:
         problem = _setting_problem(key, entry.get(key))
         if problem:
             raise ValueError(f"{file} field {where}.{key} {problem}; {fix}")
 
 
-def _check_number_field(value, field: str, many: bool, total: str | None, file: str, fix: str) -> None:
+def _check_number_field(value, field: str, many: bool, total: str | None, source) -> None:
     """:func:`check_entry_numbers` of one field ``value`` (a list of finite numbers whose magnitudes sum to a finite
-    float when ``many``; ``total`` says what its sum is), named ``field`` in the message."""
+    float when ``many``; ``total`` says what its sum is), named ``field`` in the message, with the file ``source``
+    and its fix (:func:`_file_and_fix`, derived on the refusal only: it looks at the folder)."""
     if many and getattr(value, "dtype", None) is not None and value.dtype.kind in "fiu":
         return  # an in-memory array of numbers (a probe.json holds lists)
     if many and not isinstance(value, (list, tuple)):
-        raise ValueError(f"{file} field {field} is {json_short(value)}: it must be a list of numbers; {fix}")
+        _refuse_number(source, field, f"is {json_short(value)}: it must be a list of numbers")
     read = []
     for j, x in enumerate(value if many else [value]):
         name = f"{field}[{j}]" if many else field
         try:
             read.append(json_float(x))
         except ValueError as e:
-            raise ValueError(f"{file} field {name} is {json_short(x)}: {e}; {fix}") from None
+            _refuse_number(source, name, f"is {json_short(x)}: {e}")
         if many and not math.isfinite(read[-1]):  # a group's alignment is always a number: NaN/inf would turn rho
-            raise ValueError(f"{file} field {name} is {json_short(x)}: a group's alignment is a finite number "
-                             f"(the probe writes one per group); {fix}")
+            _refuse_number(source, name, f"is {json_short(x)}: a group's alignment is a finite number (the probe "
+                                         "writes one per group)")
     if many and not math.isfinite(_fsum(abs(x) for x in read)):
         j = max(range(len(read)), key=lambda i: abs(read[i]))
-        raise ValueError(f"{file} field {field} holds values so large that their sum overflows a float "
-                         f"({field}[{j}] is {json_short(value[j])}; {total}): the file was edited or damaged after the "
-                         f"probe wrote it; restore the file, or {fix}")
+        _refuse_number(source, field, f"holds values so large that their sum overflows a float ({field}[{j}] is "
+                                      f"{json_short(value[j])}; {total}): the file was edited or damaged after the "
+                                      "probe wrote it", edited=True)
+
+
+def _refuse_number(source, field: str, why: str, edited: bool = False) -> None:
+    """Raise :func:`_check_number_field`'s one-line ValueError: the file (``source``), ``field``, ``why`` and the fix
+    (:func:`_file_and_fix`; ``edited``: restore the file, or write it again)."""
+    file, fix = _file_and_fix(source, edited)
+    raise ValueError(f"{file} field {field} {why}; {fix}") from None
 
 
 def _fsum(values) -> float:
@@ -346,7 +357,7 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
     ValueError
         One line: the file (``source``, else ``probe.json``), the field (e.g. ``rewards[1].inner_product``), the
         reward, the recorded value and the one its lists give, the formula, and the fix (restore the file, or
-        :func:`_file_and_fix`'s: re-run the probe).
+        write it again: :func:`_file_and_fix` with ``edited``).
     """
     if not isinstance(entry, dict):
         return
@@ -579,12 +590,12 @@ def _refuse(entry: dict, where: str, source, key: str, recorded: str, expected: 
             basis: str | None = None) -> None:
     """The ValueError of :func:`check_entry_summaries`: file, field, reward, both values, formula (from ``basis``,
     e.g. ``rewards[1]'s per-group lists``, the default) and fix."""
-    file, fix = _file_and_fix(source)
+    file, fix = _file_and_fix(source, edited=True)
     reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
     basis = f"{where}'s per-group lists" if basis is None else basis
     raise ValueError(f"{file} field {where}.{key}{reward} is {recorded}, but {basis} give "
                      f"{expected} ({formula}, as the probe writes it): the file was edited or damaged after the probe "
-                     f"wrote it, so a forecast from it would not be the probe's; restore the file, or {fix}")
+                     f"wrote it, so a forecast from it would not be the probe's; {fix}")
 
 
 def check_entry_inputs(probe, source=None) -> None:
@@ -619,7 +630,8 @@ def check_entry_inputs(probe, source=None) -> None:
     ValueError
         One line: the file (``source``, else ``probe.json``), the field (e.g. ``rewards[1].tokens_per_update``), the
         reward, the recorded value and the one the file's records give, the rule and the fix (restore the file, or
-        :func:`_file_and_fix`'s); or a ``batches`` field its ``probe_batches`` contradicts (:func:`probe_batches_of`).
+        write it again: :func:`_file_and_fix` with ``edited``); or a ``batches`` field its ``probe_batches``
+        contradicts (:func:`probe_batches_of`).
     """
     if not isinstance(probe, dict):
         return
@@ -670,12 +682,12 @@ def _check_entry_settings(entry: dict, where: str, source, config: dict) -> None
         if own is None or stated is None or _setting_problem(key, own) or _setting_problem(key, stated):
             continue
         if abs(float(own) - float(stated)) > 1e-9 * abs(float(stated)):
-            file, fix = _file_and_fix(source)
+            file, fix = _file_and_fix(source, edited=True)
             reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
             raise ValueError(f"{file} field {where}.{key}{reward} is {json_short(own)}, but config.{key} is "
                              f"{json_short(stated)} (the probe writes its {key} into config and into every entry, "
                              "as estimate_rewards records it): the file was edited or damaged after the probe wrote "
-                             f"it, so a forecast from it would not be the probe's; restore the file, or {fix}")
+                             f"it, so a forecast from it would not be the probe's; {fix}")
 
 
 def _update_scale(config: dict, summary: dict) -> tuple[float, bool] | None:
@@ -786,7 +798,7 @@ def check_pooled_entries(probe, source=None) -> dict:
     ValueError
         One line: the file (``source``, else ``probe.json``), the field (e.g. ``rewards[1].inner_product``), the
         reward, the recorded value and the one its batches give, the rule (:func:`gradprobe.probe.batches.
-        combine_batches`'s) and the fix (restore the file, or re-run the probe); also a pooled entry of a reward some
+        combine_batches`'s) and the fix (restore the file, or write it again); also a pooled entry of a reward some
         batch lacks, or a ``config.probe_batches`` that is not the number of batches.
     """
     if not (isinstance(probe, dict) and isinstance(probe.get("batches"), list) and probe["batches"]
@@ -795,12 +807,12 @@ def check_pooled_entries(probe, source=None) -> dict:
     batches = probe["batches"]
     pooled = _batches_of(dict(probe, batches=None), source, _group_counts(batches))[0]["rewards"]
     config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
-    stated, file, fix = config.get("probe_batches"), *_file_and_fix(source)
+    stated, file, fix = config.get("probe_batches"), *_file_and_fix(source, edited=True)
     if stated is not None and _count(stated) != len(batches):  # 2.0: a re-save's integral float, read as 2
         raise ValueError(f"{file} field config.probe_batches is {json_short(stated)}, but the file holds "
                          f"{len(batches)} batch(es) (its batches list; gradprobe.probe.batches.combine_batches records "
                          "probe_batches = the batches it pools): a batch was added or removed after the probe wrote "
-                         f"the file, so a forecast from it would not be the probe's; restore the file, or {fix}")
+                         f"the file, so a forecast from it would not be the probe's; {fix}")
     tables = [{name: (f"rewards[{j}]" if isinstance(b["rewards"], list) else f"rewards[{name!r}]", e)
                for j, (name, e) in enumerate(_entry_items(b.get("rewards")))} if isinstance(b, dict) else {}
               for b in batches]
@@ -814,8 +826,7 @@ def check_pooled_entries(probe, source=None) -> dict:
         if lacking is not None:
             raise ValueError(f"{file} field {where} is the pooled entry of reward {name!r}, but batches[{lacking}] "
                              "has no entry of it (gradprobe.probe.batches.combine_batches pools the reward's entry of "
-                             f"every batch): the file was edited or damaged after the probe wrote it; restore the "
-                             f"file, or {fix}")
+                             f"every batch): the file was edited or damaged after the probe wrote it; {fix}")
         settings = {k: entry.get(k) if entry.get(k) is not None else config.get(k)
                     for k in ("lr", "budget_tokens", "budget_seconds")}  # the entry's (batch 0's), else config's
         _check_pooled_entry(entry, where, source, [t[name] for t in tables], settings)
@@ -926,13 +937,12 @@ def _check_pooled_list(entry: dict, where: str, source, key: str, lists: list, p
 
 def _refuse_pooled(entry: dict, where: str, source, key: str, recorded: str, expected: str, rule: str) -> None:
     """The ValueError of :func:`check_pooled_entries`: file, field, reward, both values, the rule and the fix."""
-    file, fix = _file_and_fix(source)
+    file, fix = _file_and_fix(source, edited=True)
     reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
     raise ValueError(f"{file} field {where}.{key}{reward} is {recorded}, but its batches give {expected} ({rule}, as "
                      "gradprobe.probe.batches.combine_batches pools them): the pooled entry or a batch's entry was "
                      "edited or damaged after the probe wrote the file (the forecast reads the batches, the probe's "
-                     f"table and report the pooled entry), so a forecast from it would not be the probe's; restore "
-                     f"the file, or {fix}")
+                     f"table and report the pooled entry), so a forecast from it would not be the probe's; {fix}")
 
 
 def _entry_items(rewards) -> list[tuple]:
@@ -956,6 +966,8 @@ def _group_counts(batches: list) -> dict:
 
 def check_request(method: str, budget_tokens, budget_flops, n_draws: int, level: float) -> None:
     """Refuse an unknown method, two budgets, ``n_draws < 100`` or a level outside (0, 1) (ValueError)."""
+    from .result import METHODS  # pandas: deferred, so that load_probe's checks here load numpy only
+
     if method not in METHODS:
         raise ValueError(f"method {method!r} must be one of {METHODS}")
     if budget_tokens is not None and budget_flops is not None:

@@ -18,7 +18,7 @@ from ..tables import format_columns
 from .accuracy_values import is_scale_note
 from .budget_forecast import forecast_rewards, transfer_clause
 from .curves import ReferenceCurve, default_curve_path
-from .probe_input import budget_of, probe_batches_of
+from .probe_input import _check_entries, budget_of, check_entry_inputs, probe_batches_of
 from .result import METHODS, format_budget
 from .special_rows import (NO_VERDICT_MARK, REFERENCE_VERDICT, reference_rho_unbounded, reference_rho_undefined,
                            no_verdict_words, reference_verdict, unmeasured_probe_row)
@@ -141,6 +141,28 @@ def _no_forecast(result: dict, note: str) -> dict:
     return {"available": False, "note": note, "pre_screen": block, "notes": notes}
 
 
+#: The no-curve ``note`` of :func:`forecast_section` after "no reference curve for model 'M': ".
+_NO_CURVE = (f"{RAW_GAINS_ABOVE} the raw first-order extrapolation (expected to overestimate); a forecast needs a "
+             "reference curve: pass --reference-curve (Python: reference_curve=; a grpo run's metrics.jsonl, a TRL "
+             "trainer_state.json, a CSV of update,accuracy, a study folder or a saved curve)")
+
+
+def _entry_names(result: dict, source) -> list[str]:
+    """The names of the reward entries of probe result ``result``, after refusing (ValueError, one line naming the
+    file: ``source``, else ``probe.json``; the field and the fix) a ``rewards`` item that is no reward object with a
+    text ``name``, e.g. ``rewards: [null]`` or ``["x"]`` (:func:`~.probe_input.probe_batches_of`'s check), and, with
+    ``source`` (the dict is that ``probe.json`` as the probe wrote it), an entry's ``lr``, budget or
+    ``tokens_per_update`` that the file's ``config`` or batch records contradict
+    (:func:`~.probe_input.check_entry_inputs`). A dict without ``source`` (the probe's own result before it is
+    written, one put together in memory) is not checked against its records."""
+    rewards = result.get("rewards", [])
+    _check_entries(rewards, "", source)  # a null or text item: one line naming the field, not a TypeError
+    if source is not None:
+        check_entry_inputs(result, source)
+    return ([r["name"] for r in rewards] if isinstance(rewards, list) else
+            [e.get("name", k) for k, e in rewards.items()])  # (name -> entry, as probe_batches_of reads it)
+
+
 def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve_spec: str | None = None,
                      method: str = "auto", reference_reward: str = "outcome", source=None) -> dict:
     """The ``forecast`` section of ``probe.json`` (what ``gradprobe probe`` prints).
@@ -158,6 +180,7 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     reference_reward : str
     source : path, optional
         The file ``result`` was read from: a refusal of its entries names it (else ``probe.json``) and its fix.
+        Given, ``result`` is that file as the probe wrote it, checked against its own records (:func:`_entry_names`).
 
     Returns
     -------
@@ -183,21 +206,18 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     Raises
     ------
     ValueError
-        See :func:`forecast_rewards`; an edited entry (:func:`~.probe_input.probe_batches_of`) names ``source``.
+        See :func:`forecast_rewards`; an edited entry (:func:`~.probe_input.probe_batches_of`) names ``source``; a
+        ``rewards`` item that is no reward object, or an entry its file's records contradict (:func:`_entry_names`).
     """
     cfg = result.get("config") or {}
     is_default = False
     if curve is None:
         name = DEFAULT_CURVES.get(str(cfg.get("model")))
         if name is None:
-            return _no_forecast(result, f"no reference curve for model {cfg.get('model')!r}: {RAW_GAINS_ABOVE} "
-                                "the raw first-order extrapolation (expected to overestimate); a forecast needs a "
-                                "reference curve: pass --reference-curve (Python: reference_curve=; a grpo run's "
-                                "metrics.jsonl, a TRL trainer_state.json, a CSV of update,accuracy, a study folder "
-                                "or a saved curve)")
+            return _no_forecast(result, f"no reference curve for model {cfg.get('model')!r}: {_NO_CURVE}")
         curve = ReferenceCurve.load(default_curve_path().with_name(name))
         curve_spec, is_default = f"default ({name})", True
-    names = [r["name"] for r in result.get("rewards", [])]
+    names = _entry_names(result, source)
     if reference_reward not in names:
         return _no_forecast(result, f"the forecast is a gain vs grpo: add {reference_reward!r} to --rewards")
     probe_batches_of(result, source)  # named here: forecast_rewards checks again, without the file

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..layout import ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, probe_dir
-from ..outputs import is_json_number, json_number_text, json_short
+from ..layout import ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, probe_dir, rerun_advice
+from ..outputs import is_json_number, json_number_text, json_short, read_probe_json
 from ..probe_keys import arm_entry
 from .analysis_reads import REBUILD_ANALYSIS  # defined there for the curve reader; calib imports it from here
 from .budget_forecast import forecast_rewards
@@ -67,13 +67,16 @@ def read_study_json(path: Path, fix: str, error: type[Exception] = ValueError) -
     """Read one JSON file of a study folder.
 
     Raises ``FileNotFoundError`` (or ``error`` when it is given) naming the file and ``fix`` when it is
-    missing, and ``error`` when it is not valid JSON. ``calib`` passes its ``StudyFormatError``.
+    missing, and ``error`` when it is not UTF-8 text or not valid JSON (a UTF-8 byte-order mark an editor wrote is
+    read, as :func:`gradprobe.outputs.read_probe_json` reads a probe.json). ``calib`` passes its ``StudyFormatError``.
     """
     path = Path(path)
     if not path.is_file():
         raise (error if error is not ValueError else FileNotFoundError)(f"{path} is missing; {fix}")
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise error(f"{path} is not UTF-8 text ({e}); re-run the step that writes it") from None
     except json.JSONDecodeError as e:
         raise error(f"{path} is not valid JSON ({e}); re-run the step that writes it") from None
 
@@ -216,7 +219,8 @@ def _read_study(study_dir: Path, probe) -> tuple[dict, dict, dict, object]:
                 else "it is written with probe.json by `gradprobe study`")  # no probe at all: how to run it
     arms_map = read_study_json(probe_dir(study_dir) / ARMS_JSON, arms_fix)
     if probe is None:
-        probe = read_study_json(probe_dir(study_dir) / PROBE_JSON, _missing_probe_fix(study_dir))
+        probe = read_probe_json(probe_dir(study_dir) / PROBE_JSON, rerun_advice(probe_dir(study_dir)),
+                                missing=_missing_probe_fix(study_dir))  # as load_probe reads it (a BOM is read)
         probe_batches_of(probe, source=probe_dir(study_dir) / PROBE_JSON)  # a damaged entry: named with this file
     arms_res = analysis.get("arms") or {}
     if "grpo" not in arms_res:
@@ -342,7 +346,7 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
                 done[folder, a["reward"]] = {"why": f"its guided probe {folder}/{PROBE_JSON} is missing"}
             else:
                 try:
-                    probe, key = merge_guided_entries(probe, read_study_json(path, "re-run `gradprobe study`"),
+                    probe, key = merge_guided_entries(probe, read_probe_json(path, rerun_advice(path.parent)),
                                                       a["reward"], folder, source=path)
                     done[folder, a["reward"]] = {"key": key, "folder": folder}
                 except ValueError as e:

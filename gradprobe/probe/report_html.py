@@ -47,7 +47,8 @@ from ..forecast.result import NO_VERDICT, no_verdict
 # the words and marks format_forecast prints: one wording
 from ..forecast.section import RAW_GAINS_ABOVE, pre_screen_line, row_marks
 from ..forecast.special_rows import no_verdict_words
-from ..outputs import write_text_atomic
+from ..layout import PROBE_JSON, rerun_advice
+from ..outputs import read_probe_json, write_text_atomic
 from .report_figures import NO_VERDICT_MARK, interval_figure, ledger_figure, ledger_rows, png
 
 
@@ -421,11 +422,15 @@ def write_probe_report(out: str | Path, result: dict | None = None, *,
         ``out`` is missing, not a folder, not writable, or the disk is full (names the path and the
         fix); the temporary file is removed and an existing ``report.html`` is left as it was.
     FileNotFoundError
-        ``result`` not given and ``out/probe.json`` does not exist.
+        ``result`` not given and ``out/probe.json`` does not exist (named, with the fix).
+    ValueError
+        ``result`` not given and ``out/probe.json`` is not UTF-8 text, not valid JSON or no JSON object with a
+        ``rewards`` list (one line naming the file and the fix: :func:`gradprobe.outputs.read_probe_json`, which
+        reads a UTF-8 byte-order mark as :func:`gradprobe.load_probe` does).
     """
     out = Path(out)
     if result is None:
-        result = json.loads((out / "probe.json").read_text())
+        result = read_probe_json(out / PROBE_JSON, rerun_advice(out))
     page = render_probe_report(result, read_tokens(out) if out.is_dir() else [], per_reward=per_reward)
     path = out / REPORT
     write_text_atomic(path, page)  # a temporary file in out, fsynced, then os.replace

@@ -41,7 +41,8 @@ def test_missing_and_bad_files_raise_calib_errors_naming_the_path(tmp_path):
     assert str(info.value).endswith(f"(a study folder: its probe is {tmp_path / 'study' / 'probe'})")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "probe.json").write_text("{\"rewards\": [")
-    with pytest.raises(CalibrationApplyError, match=r"bad/probe.json is not valid JSON .*re-run `gradprobe probe`"):
+    with pytest.raises(CalibrationApplyError,
+                       match=r"bad/probe.json is not valid JSON .*re-run `gradprobe probe --out .*bad`"):
         load_probe(tmp_path / "bad")
     (tmp_path / "bad" / "probe.json").write_text("{\"config\": {}}")
     with pytest.raises(CalibrationApplyError, match=r"bad/probe.json has no 'rewards' list"):

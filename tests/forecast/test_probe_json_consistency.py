@@ -100,8 +100,9 @@ def test_a_study_whose_probe_json_was_tripled_gives_no_forecast(tmp_path):
     text = str(info.value)  # the study's own file is named, with its own fix (no run folders: restore a copy)
     assert text.startswith(f"{path} field rewards[1].inner_product (reward 'mc_value') is 378.86536294943636, but "
                            "rewards[1]'s")
-    assert text.endswith(f"restore the file, or this is the probe of a study without run folders ({study} has no "
-                         f"runs/: resuming it would train every run again): restore {path} from a copy of the study")
+    assert text.endswith(f"; restore {path} from a copy of the study ({study} has no runs/: resuming the study to "
+                         "write its probe again would train every run again)")  # one fix (was: "restore the file, or
+    assert text.count("restore") == 1  # this is the probe of a study without run folders (...): restore ...")
 
 
 def test_an_edited_signal_proxy_per_group_is_refused(tmp_path):
