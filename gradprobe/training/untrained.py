@@ -24,6 +24,10 @@ is no JSON object (invalid UTF-8 or JSON, or JSON of another type) is damage: it
 as one that does not say whether it trained (:func:`trained` None, :func:`unrewarded` False). No reader raises for it
 and none claims across it: a row that trained nothing ends there (the warnings), the stop rule stops nothing
 (:func:`stop_history`) and the run is not said to have never trained (:func:`untrained_history`).
+A line longer than :data:`MAX_LINE_BYTES` (its newline not counted) is no line the trainer wrote (its lines are a few
+KB at most; e.g. the NUL bytes a crash can leave at a file's end): it counts as no JSON object, told by its length
+alone, so no reader reads or holds more than that of it. A UTF-8 byte-order mark at the very start of the file (an
+editor's) is read as nothing; anywhere else it is a byte of its line.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["CAUSES", "LINE_KINDS", "trained", "unrewarded", "cause", "describe", "max_abs_reward", "advice",
-           "metrics_line", "update_lines", "untrained_history", "stop_history", "untrained_tail", "never_trained"]
+__all__ = ["CAUSES", "LINE_KINDS", "MAX_LINE_BYTES", "trained", "unrewarded", "cause", "describe", "max_abs_reward",
+           "advice", "metrics_line", "update_lines", "untrained_history", "stop_history", "untrained_tail",
+           "never_trained"]
 
 #: cause -> what it means, in the words of a report (:func:`describe` adds the figures)
 CAUSES = {"overflowed": "the rewards of every group whose rewards differ overflowed float64 group statistics",
@@ -44,6 +49,11 @@ CAUSES = {"overflowed": "the rewards of every group whose rewards differ overflo
 
 #: the kinds of line of ``metrics.jsonl`` (:func:`metrics_line`; module docstring)
 LINE_KINDS = ("blank", "eval", "update", "unfinished", "damaged")
+
+#: bytes (newline not counted) above which a line of ``metrics.jsonl`` is no JSON object (module docstring)
+MAX_LINE_BYTES = 1 << 20
+
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark
 
 
 def _number(v) -> float | None:
@@ -109,14 +119,20 @@ def advice(why: str, reward: str, max_new_tokens: int | None = None) -> str:
                     f"{reward!r} tells completions apart"}[why]
 
 
-def metrics_line(raw: bytes, ended: bool) -> tuple[str, dict | None]:
+def metrics_line(raw: bytes, ended: bool, first: bool = False) -> tuple[str, dict | None]:
     """What one line of ``metrics.jsonl`` is (module docstring): ``(kind, line)``, ``kind`` one of
     :data:`LINE_KINDS`, ``line`` the JSON object for ``"eval"`` and ``"update"``, else None.
 
-    ``raw``: the line's bytes (its newline may be included); ``ended``: a newline ended it (False only for a file's
-    last line without one). ``"blank"``: whitespace only; ``"eval"``: an object whose ``eval`` is true;
-    ``"update"``: any other object; ``"unfinished"``: not ``ended`` and no JSON object; ``"damaged"``: ``ended`` and no
-    JSON object (invalid UTF-8 or JSON, or a JSON array, string, number or null). Raises nothing."""
+    ``raw``: the line's bytes (its newline may be included), or any more than :data:`MAX_LINE_BYTES` of them for a
+    longer line (a reader need not read it all); ``ended``: a newline ended it (False only for a file's last line
+    without one); ``first``: it is the file's first line (a UTF-8 byte-order mark at its start is read as nothing).
+    ``"blank"``: whitespace only; ``"eval"``: an object whose ``eval`` is true; ``"update"``: any other object;
+    ``"unfinished"``: not ``ended`` and no JSON object; ``"damaged"``: ``ended`` and no JSON object (invalid UTF-8 or
+    JSON, a JSON array, string, number or null, or longer than :data:`MAX_LINE_BYTES`). Raises nothing."""
+    if len(raw) - raw.endswith(b"\n") > MAX_LINE_BYTES:
+        return ("damaged" if ended else "unfinished"), None
+    if first and raw.startswith(_BOM):
+        raw = raw[len(_BOM):]
     if not raw.strip():
         return "blank", None
     try:
@@ -128,15 +144,61 @@ def metrics_line(raw: bytes, ended: bool) -> tuple[str, dict | None]:
     return ("eval" if line.get("eval") is True else "update"), line
 
 
+def _lines(f) -> Iterator[tuple[bytes, bool, bool]]:
+    """``(raw, ended, first)`` for :func:`metrics_line` of each line of the binary file ``f``, oldest first: a line
+    longer than :data:`MAX_LINE_BYTES` as its first ``MAX_LINE_BYTES + 2`` bytes, the rest read past in blocks and
+    not kept (memory bounded whatever the file)."""
+    first = True
+    while raw := f.readline(MAX_LINE_BYTES + 2):
+        ended = raw.endswith(b"\n")
+        if not ended and len(raw) > MAX_LINE_BYTES:  # too long to be the trainer's: read on to its newline
+            while (more := f.readline(1 << 16)) and not more.endswith(b"\n"):
+                pass
+            ended = bool(more)
+        yield raw, ended, first
+        first = False
+
+
+def _lines_from_end(f, block: int) -> Iterator[tuple[bytes, bool, bool]]:
+    """``(raw, ended, first)`` for :func:`metrics_line` of each line of the binary file ``f``, newest first, read
+    ``block`` bytes at a time from its end; each byte is read once and copied at most twice (linear time). A line
+    longer than :data:`MAX_LINE_BYTES` is given (as its last ``MAX_LINE_BYTES`` + up to ``block`` bytes) as soon as
+    that much of it is read, so a reader that stops at it reads no further; its earlier bytes are then read past,
+    not kept."""
+    pos, ended = f.seek(0, 2), False
+    chunks, size = [], 0  # the line being read: its pieces, last first; its length so far (bytes)
+    while pos > 0:
+        step = min(block, pos)
+        pos -= step
+        f.seek(pos)
+        data = f.read(step)
+        end = len(data)
+        while True:
+            cut = data.rfind(b"\n", 0, end)  # -1: the line began before this block
+            if size <= MAX_LINE_BYTES:
+                chunks.append(data[cut + 1:end])
+                size += end - cut - 1
+                if size > MAX_LINE_BYTES:  # told by its length alone (module docstring)
+                    yield b"".join(reversed(chunks)), ended, False
+            if cut < 0:
+                break
+            if size <= MAX_LINE_BYTES:
+                yield b"".join(reversed(chunks)), ended, False
+            chunks, size, ended, end = [], 0, True, cut
+    if size <= MAX_LINE_BYTES:
+        yield b"".join(reversed(chunks)), ended, True
+
+
 def update_lines(path: Path) -> Iterator[dict | None]:
     """The update lines of ``metrics.jsonl`` ``path``, oldest first, as :func:`metrics_line` tells them: each a dict,
     or None for a damaged line (an update that does not say: :func:`trained` None, :func:`unrewarded` False);
-    blank, eval and unfinished lines skipped. A generator: a reader that stops early reads no further.
+    blank, eval and unfinished lines skipped. A generator: a reader that stops early reads no further; it holds at
+    most about :data:`MAX_LINE_BYTES` of a line.
 
     Raises OSError when the file cannot be opened or read."""
     with open(path, "rb") as f:
-        for raw in f:
-            kind, line = metrics_line(raw, raw.endswith(b"\n"))
+        for raw, ended, first in _lines(f):
+            kind, line = metrics_line(raw, ended, first)
             if kind in ("update", "damaged"):
                 yield line
 
@@ -198,20 +260,14 @@ def untrained_tail(path: Path, limit: int, block: int = 1 << 16) -> list[dict]:
     ``limit``: read from the file's end, ``block`` bytes at a time, so a long run costs no more than a short one.
     Lines are told apart as :func:`update_lines` does (:func:`metrics_line`): a line that does not say
     (:func:`trained` None) or is damaged ends the row; an unfinished last line is skipped; a file that cannot be
-    read gives []."""
+    read gives []. Time linear in the bytes read; a damaged line longer than :data:`MAX_LINE_BYTES` is read no
+    further than that (an unfinished one is read past to its start, holding no more of it)."""
+    out = []
     try:
         with open(path, "rb") as f:
-            pos, rest, out, last = f.seek(0, 2), b"", [], True
-            while pos > 0:
-                step = min(block, pos)
-                pos -= step
-                f.seek(pos)
-                parts = (f.read(step) + rest).split(b"\n")
-                rest = parts.pop(0) if pos > 0 else b""  # a line cut by the block's start: read with the next block
-                for text in reversed(parts):
-                    if _take(metrics_line(text, ended=not last), out, limit):  # last: after the last newline
-                        return out[::-1]
-                    last = False
+            for raw, ended, first in _lines_from_end(f, block):
+                if _take(metrics_line(raw, ended, first), out, limit):
+                    break
     except OSError:
         return []
     return out[::-1]

@@ -23,7 +23,8 @@ from gradprobe.ledger import Ledger
 from gradprobe.study.orchestrator import UntrainedWatch, longest_untrained_row
 from gradprobe.training import update as update_module
 from gradprobe.training.specs import BudgetSpec
-from gradprobe.training.untrained import metrics_line, stop_history, untrained_history, untrained_tail
+from gradprobe.training.untrained import (CAUSES, metrics_line, never_trained, stop_history, untrained_history,
+                                        untrained_tail)
 
 DAMAGED = "?"
 
@@ -35,6 +36,7 @@ def _u(update: int, **more) -> bytes:
 
 
 EVAL = b'{"update": 0, "eval": true, "greedy_accuracy": 0.25}\n'
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark: nothing at the file's very start (an editor's), a byte elsewhere
 
 # case -> (the file's bytes, the update lines every reader finds in it, in order: update numbers, "?" damaged)
 CASES = {
@@ -55,6 +57,14 @@ CASES = {
     "invalid last line with its newline": (_u(1) + _u(2) + b'{"update": 3\n', [1, 2, DAMAGED]),
     "everything": (EVAL + b"\n" + _u(1) + b"[]\n" + _u(2) + _u(3) + EVAL + b"oops\n" + _u(4) + b"\n" + _u(5) + _u(6)
                    + _u(7) + b'{"update": 8, "advantage_abs_mean": 0.', [1, DAMAGED, 2, 3, DAMAGED, 4, 5, 6, 7]),
+    "byte-order mark at the start": (BOM + _u(1) + _u(2) + _u(3) + _u(4) + _u(5), [1, 2, 3, 4, 5]),
+    "byte-order mark, then an eval line": (BOM + EVAL + _u(1) + _u(2), [1, 2]),
+    "byte-order mark, then a blank line": (BOM + b"\n" + _u(1) + _u(2), [1, 2]),
+    "byte-order mark and a line without its newline": (BOM + _u(1)[:-1], [1]),
+    "byte-order mark and an unfinished line": (BOM + b'{"update": 1, "adv', []),
+    "byte-order mark, then damage": (BOM + b"oops\n" + _u(1), [DAMAGED, 1]),
+    "byte-order mark on a later line": (_u(1) + BOM + _u(2) + _u(3), [1, DAMAGED, 3]),
+    "two byte-order marks at the start": (BOM + BOM + _u(1) + _u(2), [DAMAGED, 2]),
 }
 
 
@@ -113,6 +123,23 @@ def test_the_four_readers_agree_on_the_update_lines(tmp_path, case):
 def test_one_line_is_told_apart_by_one_rule(raw, ended, kind):
     assert metrics_line(raw, ended)[0] == kind
     assert (metrics_line(raw, ended)[1] is not None) == (kind in ("eval", "update"))
+
+
+@pytest.mark.parametrize("raw, ended, kind", [
+    (BOM + _u(1), True, "update"), (BOM + _u(1)[:-1], False, "update"), (BOM + EVAL, True, "eval"),
+    (BOM, False, "blank"), (BOM + b"\n", True, "blank"), (BOM + b'{"update": 1, "adv', False, "unfinished"),
+    (BOM + b"[1]\n", True, "damaged"), (BOM + BOM + _u(1), True, "damaged")])
+def test_a_byte_order_mark_is_nothing_at_the_start_of_the_first_line_only(raw, ended, kind):
+    assert metrics_line(raw, ended, first=True)[0] == kind
+    assert (metrics_line(raw, ended, first=True)[1] == json.loads(_u(1))) == (kind == "update")
+    assert metrics_line(raw, ended)[0] == ("damaged" if ended else "unfinished")  # not the first line: a byte
+
+
+def test_a_byte_order_mark_does_not_hide_a_run_that_never_trained(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(BOM + _u(1) + _u(2) + _u(3))
+    assert never_trained(path, 8) == {"cause": "no_reward", "why": CAUSES["no_reward"], "updates": 3,
+                                      "max_abs_reward": 0.0, "grad_norm_max": None}
 
 
 # ----------------------------------------------------------------------------- the callers do not fail on damage
