@@ -33,7 +33,7 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["rerun_advice", "study_probe_advice", "restore_advice",
+__all__ = ["rerun_advice", "study_probe_advice", "restore_advice", "probe_study",
            "CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
            "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "EARLIER_PROBE",
            "EARLIER_MANIFEST", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
@@ -133,7 +133,8 @@ def output_kind(folder: str | Path) -> tuple[str, str] | None:
     -------
     (kind, evidence) or None
         ``kind`` a key of :data:`OUTPUT_KINDS` and ``evidence`` the file or path that shows it
-        (``"arms.json"``, ``"probe/guided/<arm>"``, a marker file, ``"warmstart.json"`` or
+        (``"arms.json"``, or ``"plan.toml + study.json in STUDY"`` for a study's probe that lost it:
+        :func:`probe_study`; ``"probe/guided/<arm>"``, a marker file, ``"warmstart.json"`` or
         ``"config.json + model.safetensors"`` for a model, ``".earlier-probe/"`` for ``"killed probe"``: a folder
         with no marker whose non-empty :data:`EARLIER_PROBE` holds the earlier probe a killed ``gradprobe probe``
         left aside); None for a missing or empty folder or one holding none of these.
@@ -141,10 +142,11 @@ def output_kind(folder: str | Path) -> tuple[str, str] | None:
     folder = Path(folder)
     if not folder.is_dir():
         return None
-    if (folder / ARMS_JSON).exists():
-        return "study probe", ARMS_JSON
-    if folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists():
+    # a study's probe, with or without its arms.json (probe_study): the other commands refuse it as an --out
+    if folder.parent.name == GUIDED_PROBES and _study_of_probe(folder.parent.parent) is not None:
         return "guided probe", f"probe/{GUIDED_PROBES}/{folder.name}"
+    if (study := _study_of_probe(folder)) is not None:
+        return "study probe", ARMS_JSON if (folder / ARMS_JSON).exists() else f"{_study_evidence(study)} in {study}"
     model = _model_evidence(folder)  # before the markers: a model a probe was once written beside stays a model
     if model is not None:
         return "model", model
@@ -172,39 +174,63 @@ def _model_evidence(folder: Path) -> str | None:
     return f"{CONFIG_JSON} + {weights}"
 
 
-def study_probe_advice(study: str | Path, file: str | Path) -> str:
-    """How to write a study's probe file ``file`` again: delete it and resume the study, which re-runs the missing
-    probe and keeps finished runs; for a study without ``runs/`` (a shipped study keeps only its tables, so resuming
-    would train every run again), restore the file from a copy of the study."""
+def study_probe_advice(study: str | Path, file: str | Path, *, missing: bool = False) -> str:
+    """How to write a study's probe file ``file`` again: delete it (unless ``missing``: it is gone already) and
+    resume the study, which re-runs the missing probe and keeps finished runs; for a study without ``runs/`` (a
+    shipped study keeps only its tables, so resuming would train every run again), restore the file from a copy of
+    the study."""
     study = Path(study)
     if not (study / "runs").is_dir():
         return (f"this is the probe of a study without run folders ({study} has no runs/: resuming it would train "
                 f"every run again): restore {file} from a copy of the study")
-    return (f"this is a study's probe: delete {file} and resume the study with `gradprobe study "
+    delete = "" if missing else f"delete {file} and "
+    return (f"this is a study's probe: {delete}resume the study with `gradprobe study "
             f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe (finished runs are kept)")
 
 
-def _probe_study(folder: Path) -> Path | None:
-    """The study whose probe (or guided arm's probe, ``probe/guided/<arm>``) ``folder`` is, else None: a folder
-    holding :data:`ARMS_JSON` (the study writes it before its probe), or ``STUDY/probe`` (:func:`probe_dir`) whose
-    study holds its :data:`PLAN_COPY` and one of a study's own files (:data:`STUDY_JSON`, :data:`RUNS_CSV`,
-    :data:`ANALYSIS_JSON`): a study's probe whose ``arms.json`` was lost is still the study's, so its fix is the
-    study's, never ``gradprobe probe --out``."""
-    guided = folder.parent.name == GUIDED_PROBES and (folder.parent.parent / ARMS_JSON).exists()
-    if guided or (folder / ARMS_JSON).exists():
-        return folder.parent.parent.parent if guided else folder.parent
+def probe_study(folder: str | Path) -> Path | None:
+    """The study whose probe (``STUDY/probe``) or guided arm's probe (``STUDY/probe/guided/<arm>``) ``folder`` is,
+    else None (a ``gradprobe probe --out`` folder).
+
+    A study's probe folder is one holding :data:`ARMS_JSON` (the study writes it before its probe), or
+    ``STUDY/probe`` (:func:`probe_dir`) whose study holds its :data:`PLAN_COPY` and one of a study's own files
+    (:data:`STUDY_JSON`, :data:`RUNS_CSV`, :data:`ANALYSIS_JSON`): a study's probe whose ``arms.json`` was lost is
+    still the study's, so its fix is the study's (:func:`study_probe_advice`), never ``gradprobe probe --out``, and
+    ``gradprobe probe --out`` refuses it (:func:`output_kind`). A guided arm's probe is ``guided/<arm>`` inside such
+    a folder. Only the paths are read (no file is parsed); ``folder`` is taken as given (not resolved).
+    """
+    folder = Path(folder)
+    if folder.parent.name == GUIDED_PROBES:
+        study = _study_of_probe(folder.parent.parent)
+        if study is not None:
+            return study
+    return _study_of_probe(folder)
+
+
+def _study_of_probe(folder: Path) -> Path | None:
+    """The study whose shared probe folder ``folder`` is (:func:`probe_study`), else None."""
+    if (folder / ARMS_JSON).exists():
+        return folder.parent
     study = folder.parent
-    if folder == probe_dir(study) and (study / PLAN_COPY).is_file() and any(
-            (study / name).is_file() for name in (STUDY_JSON, RUNS_CSV, ANALYSIS_JSON)):
+    if folder == probe_dir(study) and _study_evidence(study) is not None:
         return study
     return None
+
+
+def _study_evidence(study: Path) -> str | None:
+    """``"plan.toml + NAME"`` when ``study`` holds its :data:`PLAN_COPY` and NAME, the first of a study's own files
+    (:data:`STUDY_JSON`, :data:`RUNS_CSV`, :data:`ANALYSIS_JSON`) there, else None."""
+    if not (study / PLAN_COPY).is_file():
+        return None
+    name = next((n for n in (STUDY_JSON, RUNS_CSV, ANALYSIS_JSON) if (study / n).is_file()), None)
+    return None if name is None else f"{PLAN_COPY} + {name}"
 
 
 def rerun_advice(folder: str | Path) -> str:
     """How to write ``folder``'s probe files again: ``gradprobe probe --out FOLDER``, or for a study's probe (or a
     guided arm's, ``probe/guided/<arm>``) :func:`study_probe_advice`."""
     folder = Path(folder)
-    study = _probe_study(folder)
+    study = probe_study(folder)
     if study is not None:
         return study_probe_advice(study, folder / PROBE_JSON)
     return f"re-run `gradprobe probe --out {folder}` (with the same settings) to write the probe's files again"
@@ -216,7 +242,7 @@ def restore_advice(folder: str | Path) -> str:
     for the probe of a study without ``runs/``, which cannot be written again without training every run again,
     restoring it from a copy of the study (named once, not "restore the file, or ... restore it")."""
     folder = Path(folder)
-    study, file = _probe_study(folder), folder / PROBE_JSON
+    study, file = probe_study(folder), folder / PROBE_JSON
     if study is None:
         return f"restore the file, or {rerun_advice(folder)}"
     if not (study / "runs").is_dir():

@@ -20,7 +20,7 @@ import weakref
 from pathlib import Path
 
 from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, PROBE_BATCH_DIR, PROBE_FILES, PROBE_JSON,
-                      TOKENS_JSONL, rerun_advice)
+                      TOKENS_JSONL, probe_study, rerun_advice, study_probe_advice)
 from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_number, json_float, json_short,
                        per_update_problem, prepare_output_dir, read_probe_json)
 
@@ -650,8 +650,11 @@ def load_probe(dir: str | Path) -> ProbeResult:
     ProbeFileError (a FileNotFoundError)
         No ``probe.json`` there: the message names the path that is missing (``dir`` itself when it
         does not exist, else ``dir/probe.json``), and the earlier probe a killed one left in
-        ``dir/.earlier-probe/`` when there is one; or ``dir`` holds part of a probe (``.earlier-probe/manifest.json``:
-        a probe was killed while moving the earlier probe's files, :mod:`gradprobe.probe.output`), named with the fix.
+        ``dir/.earlier-probe/`` when there is one, and for a study's probe or guided arm's probe
+        (:func:`gradprobe.layout.probe_study`, ``arms.json`` or not) the study's fix
+        (:func:`gradprobe.layout.study_probe_advice`) rather than ``gradprobe probe --out``; or ``dir`` holds part
+        of a probe (``.earlier-probe/manifest.json``: a probe was killed while moving the earlier probe's files,
+        :mod:`gradprobe.probe.output`), named with the fix.
     ValueError
         ``probe.json`` is not valid JSON (a UTF-8 byte-order mark is read), or not a JSON object with a ``rewards``
         list (named); a reward entry's ``tokens_per_update`` or ``seconds_per_update`` is no finite number > 0
@@ -683,7 +686,8 @@ def load_probe(dir: str | Path) -> ProbeResult:
 
 def _probe_file(path: Path) -> Path:
     """The ``probe.json`` :func:`load_probe` reads at ``path`` (a folder, or the file), or ProbeFileError as it
-    documents (missing; a killed probe's earlier files or its manifest there)."""
+    documents (missing, with the study's fix for a study's probe; a killed probe's earlier files or its manifest
+    there)."""
     file = path / PROBE_JSON if path.is_dir() or (not path.exists() and not path.suffix) else path
     if not file.is_file():
         missing = file if path.exists() else path
@@ -692,6 +696,9 @@ def _probe_file(path: Path) -> Path:
             raise ProbeFileError(f"{missing} not found: a probe was killed while it replaced the one in "
                                  f"{file.parent}, whose files are kept in {earlier.parent}; the next `gradprobe probe "
                                  f"--out {file.parent}` restores them first, or move them back by hand")
+        owner = probe_study(file.parent)  # a study's probe (or guided arm's), arms.json or not: the study's fix
+        if owner is not None:
+            raise ProbeFileError(f"{missing} not found; {study_probe_advice(owner, file, missing=True)}")
         study = file.parent / "probe" / PROBE_JSON  # a study folder: its probe of the arms is in probe/
         hint = f" (a study folder: its probe is {study.parent})" if study.is_file() else ""
         raise ProbeFileError(f"{missing} not found; pass a `gradprobe probe --out` folder (it holds probe.json)"

@@ -22,7 +22,8 @@ indices resamples prompts, with both batches' rollouts of a drawn prompt, and ke
 marginal distribution. Both probes measure along one reference update v (the guided probe reuses the
 shared one's, ``reference.reused``); under Adam each u = P v has P from its own batch. Without the guided
 probe (an older study, or a probe whose batches do not match it) the arm reads its reward's unguided entry
-and the note says so.
+and the note says so; a guided probe that is there but damaged or edited (not UTF-8 or JSON, an entry its own records
+contradict) is refused in one line naming the file and the fix, as the study's own probe is.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from ..probe_keys import arm_entry
 from .analysis_reads import REBUILD_ANALYSIS  # defined there for the curve reader; calib imports it from here
 from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve
-from .probe_input import pooled_entries, probe_batches_of
+from .probe_input import check_entry_inputs, pooled_entries, probe_batches_of
 
 __all__ = ["study_forecasts", "merge_guided_entries", "matched_token_budget", "STUDY_COLUMNS", "SkippedEvalsWarning",
            "REBUILD_ANALYSIS", "MATCHED_BUDGET_KEYS"]
@@ -63,22 +64,24 @@ STUDY_COLUMNS = ("arm", "reward", "loss_type", "probe_entry", "lr_scale", "budge
                  "realized_gain")
 
 
-def read_study_json(path: Path, fix: str, error: type[Exception] = ValueError) -> dict:
+def read_study_json(path: Path, fix: str, error: type[Exception] = ValueError, *, damaged: str | None = None) -> dict:
     """Read one JSON file of a study folder.
 
     Raises ``FileNotFoundError`` (or ``error`` when it is given) naming the file and ``fix`` when it is
-    missing, and ``error`` when it is not UTF-8 text or not valid JSON (a UTF-8 byte-order mark an editor wrote is
-    read, as :func:`gradprobe.outputs.read_probe_json` reads a probe.json). ``calib`` passes its ``StudyFormatError``.
+    missing, and ``error`` naming the file and ``damaged`` (default: "re-run the step that writes it") when it is not
+    UTF-8 text or not valid JSON (a UTF-8 byte-order mark an editor wrote is read, as
+    :func:`gradprobe.outputs.read_probe_json` reads a probe.json). ``calib`` passes its ``StudyFormatError``.
     """
     path = Path(path)
+    damaged = "re-run the step that writes it" if damaged is None else damaged
     if not path.is_file():
         raise (error if error is not ValueError else FileNotFoundError)(f"{path} is missing; {fix}")
     try:
         return json.loads(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError as e:
-        raise error(f"{path} is not UTF-8 text ({e}); re-run the step that writes it") from None
+        raise error(f"{path} is not UTF-8 text ({e}); {damaged}") from None
     except json.JSONDecodeError as e:
-        raise error(f"{path} is not valid JSON ({e}); re-run the step that writes it") from None
+        raise error(f"{path} is not valid JSON ({e}); {damaged}") from None
 
 
 def _realized_gain(entry: dict, arm: str, study_dir: Path, budget: float) -> float:
@@ -139,9 +142,9 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     ValueError
         Invalid JSON, no ``grpo`` arm, a matched token budget in ``analysis.json`` that is missing or no finite
         number > 0 (``true``, text, NaN, 0: :func:`matched_token_budget`, naming the field and the re-analysis that
-        fixes it), an arm whose probe entry the probe did not cover (a probe.json from before loss-type arms: the
-        message says to re-run the probe), grpo's reward left out of the probe, a curve that cannot be fitted
-        (:class:`~gradprobe.forecast.curves.CurveError`).
+        fixes it), a damaged or edited ``probe/probe.json`` or guided arm's probe (named as ``load_probe`` names it),
+        an arm whose probe entry the probe did not cover (a probe.json from before loss-type arms: the message says
+        to re-run the probe), grpo's reward left out of the probe, a curve that cannot be fitted (``CurveError``).
 
     Warns
     -----
@@ -215,13 +218,14 @@ def _read_study(study_dir: Path, probe) -> tuple[dict, dict, dict, object]:
         raise FileNotFoundError(f"study folder {str(study_dir)!r} does not exist; pass the --out folder of a finished "
                                 "`gradprobe study` (e.g. data/study_tiny)")
     analysis = read_study_json(study_dir / ANALYSIS_JSON, "run `gradprobe study` to the end")
-    arms_fix = (_missing_probe_fix(study_dir) if not (probe_dir(study_dir) / PROBE_JSON).is_file()
-                else "it is written with probe.json by `gradprobe study`")  # no probe at all: how to run it
-    arms_map = read_study_json(probe_dir(study_dir) / ARMS_JSON, arms_fix)
+    file, arms_fix = probe_dir(study_dir) / PROBE_JSON, _arms_fix(study_dir)
+    arms_map = read_study_json(probe_dir(study_dir) / ARMS_JSON, arms_fix if file.is_file()
+                               else _missing_probe_fix(study_dir), damaged=arms_fix)  # no probe at all: how to run it
     if probe is None:
-        probe = read_probe_json(probe_dir(study_dir) / PROBE_JSON, rerun_advice(probe_dir(study_dir)),
+        probe = read_probe_json(file, rerun_advice(file.parent),
                                 missing=_missing_probe_fix(study_dir))  # as load_probe reads it (a BOM is read)
-        probe_batches_of(probe, source=probe_dir(study_dir) / PROBE_JSON)  # a damaged entry: named with this file
+        check_entry_inputs(probe, source=file)  # as load_probe checks it: an edited field is named as it names it
+        probe_batches_of(probe, source=file)  # a damaged entry: named with this file
     arms_res = analysis.get("arms") or {}
     if "grpo" not in arms_res:
         raise ValueError(f"{study_dir}/analysis.json has no 'grpo' arm (arms: {sorted(arms_res)}); gains are measured "
@@ -236,6 +240,17 @@ def _warn_skipped_evals(study_dir: Path, curve: ReferenceCurve) -> None:
                       "fitted without them. Fill those cells in (each run's metrics.jsonl holds its evals), or, where "
                       "the study's run folders are kept, rewrite runs.csv by running its plan.toml again with --out "
                       f"{study_dir} (finished runs are not redone)", SkippedEvalsWarning, stacklevel=3)
+
+
+def _arms_fix(study_dir: Path) -> str:
+    """How to write a study's missing or damaged ``probe/arms.json`` again: resume the study (which writes it before
+    its probe, keeping finished runs and a finished probe); for a study without ``runs/`` (a shipped study keeps only
+    its tables), where resuming would train every run again, restore it from a copy of the study."""
+    if not (study_dir / "runs").is_dir():
+        return (f"restore it from a copy of the study ({study_dir} has no runs/: resuming the study to write it again "
+                "would train every run again)")
+    return (f"resume the study with `gradprobe study {study_dir / PLAN_COPY} --out {study_dir}`, which writes it "
+            "again (finished runs and a finished probe are kept)")
 
 
 def _missing_probe_fix(study_dir: Path) -> str:
@@ -334,7 +349,16 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
     """``probe`` with each guided arm's guided entry merged in (:func:`merge_guided_entries`), the arm's
     ``reward`` in ``arms`` and ``probe_entry`` in ``labels`` switched to its key; and arm (with ``probe_dir``)
     -> ``{"key": merged key, "folder": its guided probe's folder}``, or ``{"why": why its guided probe was not
-    read}``. Arms sharing a guided probe and reward read and merge it once and share the key."""
+    read}`` (it is missing, or does not match the shared probe: :func:`merge_guided_entries`). Arms sharing a guided
+    probe and reward read and merge it once and share the key.
+
+    Raises
+    ------
+    ValueError
+        A guided probe that is there but damaged or edited (:func:`gradprobe.outputs.read_probe_json`,
+        :func:`~gradprobe.forecast.probe_input.check_entry_inputs`,
+        :func:`~gradprobe.forecast.probe_input.probe_batches_of`): one line naming the file, the field and the fix.
+    """
     status, done = {}, {}  # done: (folder, reward) -> the status of the first arm that read it
     for arm, a in arms.items():
         folder = (arms_map.get(arm) or {}).get("probe_dir")
@@ -344,10 +368,12 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
             path = probe_dir(study_dir) / folder / PROBE_JSON
             if not path.is_file():
                 done[folder, a["reward"]] = {"why": f"its guided probe {folder}/{PROBE_JSON} is missing"}
-            else:
-                try:
-                    probe, key = merge_guided_entries(probe, read_probe_json(path, rerun_advice(path.parent)),
-                                                      a["reward"], folder, source=path)
+            else:  # a damaged or edited guided probe is refused, as the study's own probe is (one line, its fix)
+                guided = read_probe_json(path, rerun_advice(path.parent))
+                check_entry_inputs(guided, source=path)
+                probe_batches_of(guided, source=path)
+                try:  # one that does not match the shared probe: the unguided entry, the note says why
+                    probe, key = merge_guided_entries(probe, guided, a["reward"], folder, source=path)
                     done[folder, a["reward"]] = {"key": key, "folder": folder}
                 except ValueError as e:
                     done[folder, a["reward"]] = {"why": str(e)}

@@ -44,7 +44,7 @@ from pathlib import Path
 from safetensors.torch import save as safetensors_bytes
 
 from ..layout import (ALIGNMENT_SAFETENSORS, ARMS_JSON, EARLIER_MANIFEST, EARLIER_PROBE, OUTPUT_KINDS, PROBE_BATCH_DIR,
-                      PROBE_FILES, PROBE_JSON, TOKENS_JSONL, output_kind)
+                      PROBE_FILES, PROBE_JSON, TOKENS_JSONL, output_kind, probe_study)
 from ..outputs import (OutputDirError, json_safe, output_error, removed_if_left_empty, write_bytes_atomic,
                        write_json_atomic, write_text_atomic)
 from .table import format_table, no_signal_entries
@@ -166,7 +166,10 @@ def _other_output(folder: Path) -> str | None:
     kind, evidence = found
     if kind in ("study probe", "guided probe"):
         redo = f"probe/{PROBE_JSON}" if kind == "study probe" else f"{evidence}/{PROBE_JSON}"
-        return (f"is a study's probe folder ({ARMS_JSON} {'there' if kind == 'study probe' else 'in its probe/'}); "
+        shared = folder if kind == "study probe" else folder.parent.parent
+        shown = (f"{ARMS_JSON} {'there' if kind == 'study probe' else 'in its probe/'}" if (shared / ARMS_JSON).exists()
+                 else f"the probe/ of study {probe_study(folder)}, whose {ARMS_JSON} is missing")
+        return (f"is a study's probe folder ({shown}); "
                 f"to redo a study's probe delete {redo} and run `gradprobe study` on the study folder again; else "
                 "choose another --out")
     return (f"holds {OUTPUT_KINDS[kind]} ({evidence}), not a probe's output; a probe there would mix its files into "

@@ -1,6 +1,6 @@
 """gradprobe.forecast.study reads a study's probe.json (and a guided arm's) as gradprobe.load_probe does
 (gradprobe.outputs.read_probe_json): a UTF-8 byte-order mark is read, a file that is not UTF-8 is refused in one
-line naming the file and the fix (a guided arm's: a note, and the unguided entry read)."""
+line naming the file and the fix (a guided arm's too, as load_probe refuses it)."""
 
 from __future__ import annotations
 
@@ -51,4 +51,5 @@ def test_study_forecasts_read_a_bom_arms_file_and_name_one_that_is_not_utf8(tmp_
     with pytest.raises(ValueError) as e:
         study_forecasts(study)
     assert str(e.value) == (f"{file} is not UTF-8 text ('utf-8' codec can't decode byte 0xe9 in position 28: invalid "
-                            "continuation byte); re-run the step that writes it")
+                            f"continuation byte); restore it from a copy of the study ({study} has no runs/: "
+                            "resuming the study to write it again would train every run again)")
