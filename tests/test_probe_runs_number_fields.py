@@ -92,7 +92,7 @@ def test_calib_rows_refuses_a_group_alignment_that_is_no_finite_number(tmp_path,
 @pytest.mark.parametrize("edit, says", [
     (lambda d: d["rewards"].__setitem__(1, 5), "field rewards[1] is 5, not an object"),
     (lambda d: d["rewards"][0].__setitem__("name", 5), "field rewards[0].name is 5, not text"),
-    (lambda d: d.__setitem__("rewards", "x"), "field rewards is \"x\", not a list of reward objects")])
+    (lambda d: d.__setitem__("rewards", "x"), "has no 'rewards' list: not a probe.json of gradprobe probe")])
 def test_calib_rows_refuses_a_reward_entry_that_is_no_object_or_has_no_text_name(tmp_path, edit, says):
     """Were TypeErrors (a traceback from calib rows)."""
     study = _study(tmp_path)

@@ -8,6 +8,12 @@ checked against its batches (:func:`check_pooled_entries`): the forecast reads t
 report the pooled entries, so an edit of either is refused. A probe.json as the probe wrote it is also checked
 against its own records (:func:`check_entry_inputs`, which :func:`gradprobe.load_probe` runs): each entry's
 ``tokens_per_update`` against its batch's generated tokens, its ``lr`` and budgets against ``config``'s.
+
+Not checked: an entry's ``snr`` (and ``interval``): the probe computes snr = |inner_product| / sd, sd the standard
+deviation of a bootstrap over groups (:func:`gradprobe.probe.estimate` ``_reward_estimate``,
+:func:`gradprobe.probe.batches.combine_batches`) whose replicates (numpy's random stream, and for most loss types
+per-group token denominators) the file does not hold, so no recorded field gives it exactly; an edited ``snr``
+shows in the probe's table as written.
 """
 
 from __future__ import annotations
@@ -192,8 +198,10 @@ def _file_and_fix(source, edited: bool = False) -> tuple[str, str]:
 
 
 def _check_entries(rewards, prefix: str, source) -> None:
-    """Refuse a ``rewards`` field that is no list of reward objects with a text ``name`` (or no object of them):
-    one line naming the file (``source``, else ``probe.json``), the field and the fix."""
+    """Refuse a ``rewards`` field that is no list of reward objects with a text ``name`` (or no object of them),
+    or that holds two entries of one name (the probe refuses a reward given twice, ``gradprobe.probe.run``; the
+    forecast would read one of them by its name, silently): one line naming the file (``source``, else
+    ``probe.json``), the field (both places of a name) and the fix."""
     file, fix = _file_and_fix(source)
     if isinstance(rewards, dict):
         bad = next((f"{prefix}rewards[{k!r}] is {json_short(v)}, not an object" for k, v in rewards.items()
@@ -207,6 +215,26 @@ def _check_entries(rewards, prefix: str, source) -> None:
         bad = f"{prefix}rewards is {json_short(rewards)}, not a list of reward objects"
     if bad:
         raise ValueError(f"{file} field {bad}; {fix}")
+    _check_unique_names(rewards, prefix, source)
+
+
+def _check_unique_names(rewards, prefix: str, source) -> None:
+    """:func:`_check_entries`' refusal of two reward entries of one name in ``rewards`` (a list of reward objects,
+    or name -> entry, whose ``name`` falls back to its key): one line naming both places, the name and the fix."""
+    keyed = enumerate(rewards) if isinstance(rewards, list) else rewards.items()
+    seen: dict = {}
+    for key, entry in keyed:
+        name = entry.get("name", key)
+        where = f"{prefix}rewards[{key if isinstance(key, int) else repr(key)}].name"
+        if not isinstance(name, str):  # (a name -> entry object's: the forecast reads its key)
+            continue
+        if name in seen:
+            file, fix = _file_and_fix(source, edited=True)
+            raise ValueError(f"{file} field {where} is {json_short(name)}, as is {seen[name]}: each reward entry has "
+                             "its own name (the probe refuses a reward given twice), and the forecast would read "
+                             f"one of the two by its name; the file was edited or damaged after the probe wrote it; "
+                             f"{fix}")
+        seen[name] = where
 
 
 def check_entry_numbers(entry: dict, where: str, source=None) -> None:
@@ -603,8 +631,11 @@ def check_entry_inputs(probe, source=None) -> None:
     entries contradict the settings and token counts the same file records, before a forecast or the table reads
     them:
 
-    - ``config.lr`` where not null: what the probe accepts (:data:`_SETTINGS`; ``config.budget_tokens`` is the
-      forecast's to refuse, :func:`budget_of`, and calib's);
+    - every entry's number fields (the top-level entries and each ``batches[k]``'s: :func:`check_entry_numbers`,
+      e.g. ``tokens_per_update: "4477"``), first, so that a value that is no number is refused as such, never
+      compared with what the records give;
+    - ``config.lr``, ``config.budget_tokens`` and ``config.budget_seconds`` where not null: what the probe accepts
+      (:data:`_SETTINGS`; the forecast reads ``config.budget_tokens`` as its budget, :func:`budget_of`);
     - an entry's ``lr``, ``budget_tokens``, ``budget_seconds`` = ``config``'s, where both are recorded (the probe
       writes its ``--lr`` and budgets into ``config`` and every entry: ``estimate_rewards``'s ``meta``; a pooled
       entry copies batch 0's); within 1e-9 of it (a re-save rounds both alike); an entry of a single-batch file
@@ -638,12 +669,16 @@ def check_entry_inputs(probe, source=None) -> None:
     _check_batches_field(probe, source)
     config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
     file, fix = _file_and_fix(source)
-    problem = _setting_problem("lr", config.get("lr"))  # (its budgets: the forecast's and calib's, budget_of)
-    if problem:
-        raise ValueError(f"{file} field config.lr {problem}; {fix}")
     batches = probe.get("batches")
     items = ([(f"batches[{k}].", b) for k, b in enumerate(batches) if isinstance(b, dict)] if batches else
              [("", probe)])
+    for prefix, item in [*([("", probe)] if batches else []), *items]:  # numbers first, as load_probe's check_costs
+        for where, entry in _places(item.get("rewards"), prefix):
+            check_entry_numbers(entry, where, source)
+    for key in _SETTINGS:  # "2500000", true, "inf": the forecast's budget would read them (budget_of)
+        problem = _setting_problem(key, config.get(key))
+        if problem:
+            raise ValueError(f"{file} field config.{key} {problem}; {fix}")
     for prefix, item in items:  # tokens first: a gain at the budget is read off them
         summary = item.get("batch") if isinstance(item.get("batch"), dict) else {}
         generated = summary.get("generated_tokens")
@@ -657,7 +692,6 @@ def check_entry_inputs(probe, source=None) -> None:
     for where, entry in _places(probe.get("rewards"), ""):
         _check_entry_settings(entry, where, source, config)
         if not batches:  # an entry recording no lr or budget was made at config's (_reward_estimate's meta)
-            check_entry_numbers(entry, where, source)
             check_entry_summaries(entry, where, source, lr=settings["lr"], budgets=settings)
 
 
@@ -712,8 +746,8 @@ def _check_entry_tokens(entry: dict, where: str, source, generated: int | None, 
     batch's generated tokens, ``scale``: :func:`_update_scale`)."""
     made, recorded = entry.get("generated_tokens"), entry.get("tokens_per_update")
     if generated is None or scale is None or not isinstance(made, dict) or recorded is None or (
-            _count(entry.get("probe_batches")) or 1) > 1:
-        return
+            _count(entry.get("probe_batches")) or 1) > 1 or per_update_problem("tokens_per_update", recorded):
+        return  # (a value that is no number: check_entry_numbers' to refuse, never "is "4477", but ... give 4477")
     file, fix = _file_and_fix(source)
     for kind, n in made.items():
         if not _is_count(n):
@@ -978,9 +1012,11 @@ def check_request(method: str, budget_tokens, budget_flops, n_draws: int, level:
         raise ValueError(f"level must be in (0, 1), got {level}")
 
 
-def check_batches(batches: list[dict], reference_reward: str) -> list[str]:
+def check_batches(batches: list[dict], reference_reward: str, source=None) -> list[str]:
     """The probed reward entries (batch 0's order), after checking every batch probes the same ones, the
-    reference is among them and each entry has ``tokens_per_update`` and ``per_group`` (ValueError)."""
+    reference is among them and each entry has ``tokens_per_update`` and ``per_group`` (ValueError; a missing or
+    null one in one line naming the file, ``source`` else ``probe.json``, the field, e.g. ``rewards[1].per_group``
+    or ``batches[0].rewards[1].per_group``, and the fix: :func:`_file_and_fix`)."""
     names = list(batches[0]["rewards"])
     for j, b in enumerate(batches[1:], 1):
         if set(b["rewards"]) != set(names):
@@ -991,22 +1027,34 @@ def check_batches(batches: list[dict], reference_reward: str) -> list[str]:
                          f"--rewards (probed: {', '.join(names)})")
     for name in names:
         for key in ("tokens_per_update", "per_group"):
-            if any(b["rewards"][name].get(key) is None for b in batches):
-                raise ValueError(f"probe entry {name!r} lacks {key!r}; re-run the probe with this gradprobe")
+            k = next((k for k, b in enumerate(batches) if b["rewards"][name].get(key) is None), None)
+            if k is not None:
+                entry, j = batches[k]["rewards"][name], list(batches[k]["rewards"]).index(name)
+                where = f"{f'batches[{k}].' if len(batches) > 1 else ''}rewards[{j}].{key}"
+                file, fix = _file_and_fix(source)
+                raise ValueError(f"{file} field {where} is {'null' if key in entry else 'missing'}: probe entry "
+                                 f"{name!r} lacks {key!r}, which the forecast reads (the probe writes it in every "
+                                 f"entry); {fix}")
     return names
 
 
-def budget_of(budget_tokens, budget_flops, cfg: dict) -> tuple[str, float]:
+def budget_of(budget_tokens, budget_flops, cfg: dict, source=None) -> tuple[str, float]:
     """(``"tokens"`` or ``"flops"``, value): the budget asked for, else the probe's ``config.budget_tokens``.
 
     Raises
     ------
     ValueError
-        A budget that is not > 0 (or none at all).
+        A budget that is not > 0 (or none at all); a ``config.budget_tokens`` read as the budget that is not what the
+        probe accepts (:data:`_SETTINGS`: a finite number >= 1, never text such as ``"2500000"``, ``true``,
+        ``"inf"`` or a list), in one line naming the file (``source``, else ``probe.json``), the field and the fix.
     """
     if budget_flops is None:
-        kind = "tokens"
-        value = float(budget_tokens if budget_tokens is not None else cfg.get("budget_tokens", math.nan))
+        kind, stated = "tokens", cfg.get("budget_tokens")
+        problem = _setting_problem("budget_tokens", stated) if budget_tokens is None else None
+        if problem:
+            file, fix = _file_and_fix(source)
+            raise ValueError(f"{file} field config.budget_tokens {problem}; {fix}")
+        value = float(budget_tokens if budget_tokens is not None else stated if stated is not None else math.nan)
     else:
         kind, value = "flops", float(budget_flops)
     if not value > 0:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..outputs import json_float
+from ..outputs import json_float, json_short
 from ..tables import format_columns
 from .accuracy_values import is_scale_note
 from .budget_forecast import forecast_rewards, transfer_clause
 from .curves import ReferenceCurve, default_curve_path
-from .probe_input import _check_entries, budget_of, check_entry_inputs, probe_batches_of
+from .probe_input import _check_entries, _file_and_fix, budget_of, check_batches, check_entry_inputs, probe_batches_of
 from .result import METHODS, format_budget
 from .special_rows import (NO_VERDICT_MARK, REFERENCE_VERDICT, reference_rho_unbounded, reference_rho_undefined,
                            no_verdict_words, reference_verdict, unmeasured_probe_row)
@@ -153,14 +153,30 @@ def _entry_names(result: dict, source) -> list[str]:
     text ``name``, e.g. ``rewards: [null]`` or ``["x"]`` (:func:`~.probe_input.probe_batches_of`'s check), and, with
     ``source`` (the dict is that ``probe.json`` as the probe wrote it), an entry's ``lr``, budget or
     ``tokens_per_update`` that the file's ``config`` or batch records contradict
-    (:func:`~.probe_input.check_entry_inputs`). A dict without ``source`` (the probe's own result before it is
-    written, one put together in memory) is not checked against its records."""
+    (:func:`~.probe_input.check_entry_inputs`, which refuses an entry's number field that holds no number first,
+    as :func:`gradprobe.load_probe` does), and a ``rewards`` object (name -> entry), as
+    :func:`gradprobe.outputs.read_probe_json` refuses it. A dict without ``source`` (the probe's own result before
+    it is written, one put together in memory) is not checked against its records."""
     rewards = result.get("rewards", [])
+    if source is not None and isinstance(rewards, dict):  # a name -> entry object: no probe.json of the probe's
+        raise ValueError(f"{source} has no 'rewards' list: not a probe.json of gradprobe probe; "
+                         f"{_file_and_fix(source)[1]}")
     _check_entries(rewards, "", source)  # a null or text item: one line naming the field, not a TypeError
     if source is not None:
         check_entry_inputs(result, source)
     return ([r["name"] for r in rewards] if isinstance(rewards, list) else
             [e.get("name", k) for k, e in rewards.items()])  # (name -> entry, as probe_batches_of reads it)
+
+
+def _config_of(result, source) -> dict:
+    """The ``config`` of probe result ``result`` ({} when it records none), after refusing a ``result`` that is no
+    dict (a ``probe.json`` holding ``[]``: was an AttributeError) in one line naming the file (``source``, else
+    ``probe.json``) and the fix (:func:`~.probe_input._file_and_fix`)."""
+    if not isinstance(result, dict):
+        file, fix = _file_and_fix(source)
+        raise ValueError(f"{file} holds {json_short(result)}, not a probe result (a JSON object with a 'rewards' "
+                         f"list, as gradprobe probe writes it); {fix}")
+    return result.get("config") or {}
 
 
 def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve_spec: str | None = None,
@@ -206,10 +222,11 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     Raises
     ------
     ValueError
-        See :func:`forecast_rewards`; an edited entry (:func:`~.probe_input.probe_batches_of`) names ``source``; a
-        ``rewards`` item that is no reward object, or an entry its file's records contradict (:func:`_entry_names`).
+        See :func:`forecast_rewards`; each naming ``source``: an edited entry (:func:`~.probe_input.probe_batches_of`),
+        a ``rewards`` item that is no reward object or an entry its file's records contradict (:func:`_entry_names`),
+        one without ``tokens_per_update`` or ``per_group`` (:func:`~.probe_input.check_batches`), no dict (``[]``).
     """
-    cfg = result.get("config") or {}
+    cfg = _config_of(result, source)
     is_default = False
     if curve is None:
         name = DEFAULT_CURVES.get(str(cfg.get("model")))
@@ -220,7 +237,7 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     names = _entry_names(result, source)
     if reference_reward not in names:
         return _no_forecast(result, f"the forecast is a gain vs grpo: add {reference_reward!r} to --rewards")
-    probe_batches_of(result, source)  # named here: forecast_rewards checks again, without the file
+    check_batches(probe_batches_of(result, source), reference_reward, source)  # forecast_rewards': without the file
     choice = "as asked"
     if method == "auto":
         method = VALIDATION["best"]

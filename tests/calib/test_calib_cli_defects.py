@@ -133,8 +133,8 @@ def test_the_intact_copy_applies(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("field, value, says", [
-    ("config.budget_tokens", "abc", "is 'abc', not a budget"),
-    ("config.budget_tokens", -1, "is -1, not a budget"),
+    ("config.budget_tokens", "abc", 'is "abc": it must be a finite number >= 1 of generated tokens'),
+    ("config.budget_tokens", -1, "is -1: it must be a finite number >= 1 of generated tokens"),
     ("config.budget_tokens", None, "is null, not a budget"),
     ("gain_cost_only", 5000.0, "is 5000.0: it is outside [-100, 100]"),
     ("gain_cost_only", "abc", "is 'abc': it is not a number"),
@@ -152,7 +152,9 @@ def test_apply_refuses_a_damaged_field_by_name(tmp_path, capsys, field, value, s
     assert main(["apply", str(probe)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{probe / 'probe.json'} field {named} {says}" in err
-    assert "re-run `gradprobe probe`" in err
+    # an entry check's fix is the folder's (a study without runs/: restore it); a forecast row's, calib's own
+    own = field.startswith("config.") and value is not None  # null: calib's own check (no budget to forecast at)
+    assert ("from a copy of the study" if own else "re-run `gradprobe probe`") in err
     assert not (probe / "calibrated.json").exists()
 
 
