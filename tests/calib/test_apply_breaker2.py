@@ -35,6 +35,8 @@ from gradprobe.forecast import default_curve_path, forecast_section, load_refere
 from gradprobe.layout import rerun_advice
 from gradprobe.outputs import json_safe
 
+from test_apply_checks_probe import _saved
+
 ROOT = Path(__file__).resolve().parents[2]
 #: the shipped probes record the task by name only, outside the default calibration's domain: said, not tested here
 pytestmark = pytest.mark.filterwarnings("ignore::calib.domain.CalibrationDomainWarning")
@@ -59,13 +61,6 @@ def intact(probe) -> "object":
 
 def _copy(raw: dict) -> dict:
     return json.loads(json.dumps(raw))
-
-
-def _saved(tmp_path: Path, raw: dict, name: str = "p") -> Path:
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "probe.json").write_text(json.dumps(raw))
-    return folder
 
 
 def _edit_gain(raw: dict) -> dict:

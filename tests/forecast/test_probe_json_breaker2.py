@@ -61,6 +61,13 @@ def _refusal(tmp_path: Path, raw: dict, name: str = "p") -> tuple[str, Path]:
     return text, path
 
 
+def _forecast_refuses_alike(path: Path, text: str) -> None:
+    """The forecast's reader (probe_batches_of) refuses the file at ``path`` with load_probe's ``text``."""
+    with pytest.raises(ValueError) as info:
+        probe_batches_of(json.loads(path.read_text()), source=path)
+    assert str(info.value) == text
+
+
 def _pooled() -> dict:
     """The two shipped single-batch probes pooled by combine_batches (a --probe-batches 2 probe.json), as JSON."""
     from gradprobe.probe.batches import combine_batches
@@ -129,9 +136,7 @@ def test_a_gain_at_budget_its_budget_tokens_and_gain_contradict_is_refused(tmp_p
                     f"tokens_per_update x predicted_gain_per_update, budget_tokens = 250000, as the probe writes it): "
                     f"{EDITED}"
                     f"{rerun_advice(path.parent)}")
-    with pytest.raises(ValueError) as info:  # the forecast's reader refuses it too
-        probe_batches_of(json.loads(path.read_text()), source=path)
-    assert str(info.value) == text
+    _forecast_refuses_alike(path, text)  # the forecast's reader refuses it too
 
 
 @pytest.mark.parametrize("where, key, value, recorded, stated", [
@@ -165,9 +170,7 @@ def test_per_group_values_whose_sum_overflows_are_refused_in_one_line(tmp_path):
     assert text == (f"{path} field rewards[1].per_group holds values so large that their sum overflows a float "
                     "(rewards[1].per_group[0] is 1e+308; sum(per_group) is inner_product): the file was edited or "
                     f"damaged after the probe wrote it; restore the file, or {rerun_advice(path.parent)}")
-    with pytest.raises(ValueError) as info:
-        probe_batches_of(json.loads(path.read_text()), source=path)
-    assert str(info.value) == text
+    _forecast_refuses_alike(path, text)
 
 
 # ----------------------------------------------------------------------------- 3. fields missing, null or misshapen
@@ -234,9 +237,7 @@ def test_a_multi_batch_file_without_its_batches_is_refused(tmp_path, batches, sh
     assert text == (f"{path} field config.probe_batches is 2, but the file holds 0 batches (batches {shown}; "
                     "gradprobe.probe.batches.combine_batches writes the list of its batch objects, which the forecast "
                     f"reads): {EDITED}{rerun_advice(path.parent)}")
-    with pytest.raises(ValueError) as info:
-        probe_batches_of(json.loads(path.read_text()), source=path)
-    assert str(info.value) == text
+    _forecast_refuses_alike(path, text)
 
 
 # ----------------------------------------------------------------------------- 5. lr

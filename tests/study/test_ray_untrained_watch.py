@@ -15,12 +15,11 @@ import types
 
 import pytest
 
-import gradprobe.study.orchestrator as orchestrator
 from gradprobe.study.executors import POLL_SECONDS, run_tasks
 from gradprobe.study.runner import run_study
 
 from helpers_rollout import one_thread
-from helpers_training import tiny_plan
+from helpers_untrained import blocking_study
 from test_study_reward_plugins import _forget
 from test_study_untrained_warning import _line
 
@@ -94,26 +93,7 @@ def test_a_ray_study_says_it_while_the_run_goes_on(tmp_path, constant_reward, mo
     """The reward blocks once the run has written 3 update lines until the study process has said so (the test's
     ``say`` then lets it go on, or 60 s pass): the line can only come from a look at the running run."""
     ray = pytest.importorskip("ray")
-    rw, spec = constant_reward
-    study, go = tmp_path / "study", tmp_path / "go"
-    metrics = study / "runs" / "const" / "seed0" / "metrics.jsonl"
-    rw.write_text(f"import json, time\nfrom pathlib import Path\n\n\ndef _updates():\n    try:\n"
-                  f"        lines = Path({str(metrics)!r}).read_text().splitlines()\n    except OSError:\n"
-                  f"        return 0\n    return sum(not json.loads(x).get('eval') for x in lines if x.strip())\n\n\n"
-                  f"def fn(prompts, completions, **kwargs):\n    end = time.monotonic() + 60\n"
-                  f"    while _updates() >= 3 and not Path({str(go)!r}).exists() and time.monotonic() < end:\n"
-                  f"        time.sleep(0.05)\n    return [1.0 for _ in completions]\n")
-    plan = tmp_path / "plan.toml"
-    plan.write_text(tiny_plan(arm="const", reward=spec, budget={"updates": 5}, eval={"sampled": False}))
-    said = []
-
-    def say(message):
-        said.append(message)
-        if message.startswith("warning: run const seed 0:"):
-            go.touch()
-
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setattr(orchestrator, "UNTRAINED_WATCH_SECONDS", 0.1)
+    plan, study, said, say = blocking_study(tmp_path, constant_reward, monkeypatch)
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         res = run_study(plan, study, executor="ray", workers=1, probe=False, analyze=False, check=False, say=say)
