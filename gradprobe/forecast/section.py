@@ -141,8 +141,9 @@ def _no_forecast(result: dict, note: str) -> dict:
     return {"available": False, "note": note, "pre_screen": block, "notes": notes}
 
 
-#: The no-curve ``note`` of :func:`forecast_section` after "no reference curve for model 'M': ".
-_NO_CURVE = (f"{RAW_GAINS_ABOVE} the raw first-order extrapolation (expected to overestimate); a forecast needs a "
+#: The no-curve ``note`` of :func:`forecast_section` after "no reference curve for model 'M': " and
+#: :data:`RAW_GAINS_ABOVE` (read when the note is made: the probe's page finds those words by the module's value).
+_NO_CURVE = ("the raw first-order extrapolation (expected to overestimate); a forecast needs a "
              "reference curve: pass --reference-curve (Python: reference_curve=; a grpo run's metrics.jsonl, a TRL "
              "trainer_state.json, a CSV of update,accuracy, a study folder or a saved curve)")
 
@@ -231,7 +232,8 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     if curve is None:
         name = DEFAULT_CURVES.get(str(cfg.get("model")))
         if name is None:
-            return _no_forecast(result, f"no reference curve for model {cfg.get('model')!r}: {_NO_CURVE}")
+            return _no_forecast(result, f"no reference curve for model {cfg.get('model')!r}: "
+                                f"{RAW_GAINS_ABOVE} {_NO_CURVE}")
         curve = ReferenceCurve.load(default_curve_path().with_name(name))
         curve_spec, is_default = f"default ({name})", True
     names = _entry_names(result, source)
