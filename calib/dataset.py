@@ -54,7 +54,6 @@ import numpy as np
 import pandas as pd
 
 from gradprobe.api.probe_result import load_probe
-from gradprobe.forecast.probe_input import probe_batches_of
 from gradprobe.forecast.study import (MATCHED_BUDGET_KEYS, SkippedEvalsWarning, matched_token_budget, read_study_json,
                                       study_forecasts)
 from gradprobe.layout import ANALYSIS_JSON, GUIDED_PROBES, PLAN_COPY, PROBE_JSON, STUDY_JSON, probe_dir, rerun_advice
@@ -543,8 +542,7 @@ def check_probe_numbers(study_dir: Path) -> None:
         except (ValueError, OSError):  # not UTF-8, not JSON, no rewards list: named by the forecaster's own reader
             continue
         try:
-            load_probe(path)
-            probe_batches_of(raw, source=path)
+            load_probe(path)  # the forecast's checks too (probe_batches_of, with this file named)
         except ValueError as e:
             raise StudyFormatError(str(e)) from None
         except (KeyError, TypeError, AttributeError):  # a malformed entry (no name...): the forecaster says so
