@@ -31,7 +31,7 @@ from ..outputs import PER_UPDATE_FIELDS, is_json_number, json_float, json_number
 
 __all__ = ["probe_batches_of", "pooled_entries", "check_request", "check_batches", "budget_of", "arms_of", "update_costs",
            "update_batches", "check_entry_numbers", "check_entry_summaries", "check_pooled_entries",
-           "check_entry_inputs", "TRAIN_FORWARDS", "PER_UPDATE_FIELDS", "PROBE_FIX"]
+           "check_entry_inputs", "check_entries", "file_and_fix", "TRAIN_FORWARDS", "PER_UPDATE_FIELDS", "PROBE_FIX"]
 
 TRAIN_FORWARDS = 3.0  # forward + backward of a trained token, in forwards (gradprobe.ledger)
 
@@ -116,7 +116,7 @@ def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
             raise ValueError(f"probe batch {i} has no 'rewards'; pass probe.json dicts (gradprobe probe / run_probe)")
         rewards = item["rewards"]
         prefix = f"batches[{i}]." if len(items) > 1 or batched else ""
-        _check_entries(rewards, prefix, source)
+        check_entries(rewards, prefix, source)
         entries = {r["name"]: r for r in rewards} if isinstance(rewards, list) else \
             {k: dict(v, name=v.get("name", k)) for k, v in rewards.items()}
         config = item.get("config") if isinstance(item.get("config"), dict) else {}
@@ -155,7 +155,7 @@ def _check_batches_field(probe: dict, source) -> None:
     if stated is None and isinstance(rewards, list):
         field, stated = next(((f"rewards[{j}].probe_batches", e["probe_batches"]) for j, e in enumerate(rewards)
                               if isinstance(e, dict) and e.get("probe_batches") is not None), (field, None))
-    n, (file, fix) = _count(stated), _file_and_fix(source, edited=True)
+    n, (file, fix) = _count(stated), file_and_fix(source, edited=True)
     held = "no batches field" if "batches" not in probe else f"batches {json_short(batches)}"
     tail = ("the file was edited or damaged after the probe wrote it, so a forecast from it would not be the probe's; "
             + fix)
@@ -175,7 +175,7 @@ def _check_batch_objects(batches: list, source) -> None:
     """Refuse a ``batches`` list of a probe.json holding something that is no batch object (an object with a
     ``rewards`` field, as :func:`gradprobe.probe.batches.run_probe_batches` writes each): one line naming the file
     (``source``, else ``probe.json``), the field (e.g. ``batches[1]``), its value and the fix."""
-    file, fix = _file_and_fix(source, edited=True)
+    file, fix = file_and_fix(source, edited=True)
     for k, b in enumerate(batches):
         if not (isinstance(b, dict) and "rewards" in b):
             what = f"is {json_short(b)}, not an object" if not isinstance(b, dict) else "has no 'rewards'"
@@ -184,25 +184,66 @@ def _check_batch_objects(batches: list, source) -> None:
                              f"writes it); the file was edited or damaged after the probe wrote it; {fix}")
 
 
-def _file_and_fix(source, edited: bool = False) -> tuple[str, str]:
-    """How a message names the probe.json ``source`` (else ``probe.json``) and its one fix, derived from the folder
-    here so that no caller rewrites a message: to write the file again (:func:`gradprobe.layout.rerun_advice` of
-    its folder: ``gradprobe probe --out``, or the study's advice for a study's probe; :data:`PROBE_FIX` without a
-    file), or, when ``edited`` (the file was edited or damaged after the probe wrote it), to restore it or write it
-    again (:func:`gradprobe.layout.restore_advice`: for the probe of a study without ``runs/``, only restoring it
-    from a copy of the study)."""
+def file_and_fix(source, edited: bool = False) -> tuple[str, str]:
+    """How a message names the probe.json ``source`` and its one fix, derived from the folder here so that no
+    caller rewrites a message.
+
+    Parameters
+    ----------
+    source : str, Path or None
+        The probe.json read (a path; only its text and its folder are used, the file need not exist), or None for a
+        probe result held in memory.
+    edited : bool
+        True where the file was edited or damaged after the probe wrote it: the fix then restores it or writes it
+        again.
+
+    Returns
+    -------
+    (file, fix) : tuple[str, str]
+        ``file``: ``str(source)``, else ``"probe.json"``. ``fix``: to write the file again
+        (:func:`gradprobe.layout.rerun_advice` of its folder: ``gradprobe probe --out``, or the study's advice for a
+        study's probe; :data:`PROBE_FIX` without a file), or, when ``edited``, to restore it or write it again
+        (:func:`gradprobe.layout.restore_advice`: for the probe of a study without ``runs/``, only restoring it from
+        a copy of the study; ``"restore the file, or " + PROBE_FIX`` without a file).
+
+    Raises
+    ------
+    Nothing: it reads no file; it only asks :mod:`gradprobe.layout` which files exist around the folder (whether it
+    is a study's probe folder, whether the study keeps ``runs/``).
+    """
     if source is None:
         return "probe.json", f"restore the file, or {PROBE_FIX}" if edited else PROBE_FIX
     folder = Path(source).parent
     return str(source), restore_advice(folder) if edited else rerun_advice(folder)
 
 
-def _check_entries(rewards, prefix: str, source) -> None:
-    """Refuse a ``rewards`` field that is no list of reward objects with a text ``name`` (or no object of them),
-    or that holds two entries of one name (the probe refuses a reward given twice, ``gradprobe.probe.run``; the
-    forecast would read one of them by its name, silently): one line naming the file (``source``, else
-    ``probe.json``), the field (both places of a name) and the fix."""
-    file, fix = _file_and_fix(source)
+def check_entries(rewards, prefix: str, source) -> None:
+    """Refuse a probe batch's ``rewards`` field that the forecast could not read by name, before any number is read.
+
+    Accepted: a list of reward objects (dicts), each with a text ``name``, or an object mapping name -> reward object
+    (whose ``name`` falls back to its key), with no name given twice (the probe refuses a reward given twice,
+    ``gradprobe.probe.run``; the forecast would read one of them by its name, silently).
+
+    Parameters
+    ----------
+    rewards : list[dict] or dict[str, dict]
+        The ``rewards`` field of a probe.json (or of one of its ``batches``), as read from JSON.
+    prefix : str
+        Where that field is in the file, prepended to the field named in a refusal: ``""`` for a single-batch
+        probe.json, ``"batches[1]."`` for a batch of a multi-batch one.
+    source : str, Path or None
+        The probe.json read (None: a probe result held in memory); the refusal names it and derives its fix from its
+        folder (:func:`file_and_fix`).
+
+    Raises
+    ------
+    ValueError
+        One line: the file (``source``, else ``probe.json``), the field (e.g. ``batches[1].rewards[0].name`` or
+        ``rewards``; both places of a name given twice), its value and the fix: write the file again for a field
+        that is no list of reward objects or a name that is no text; restore it or write it again for a name given
+        twice (the file was edited or damaged after the probe wrote it).
+    """
+    file, fix = file_and_fix(source)
     if isinstance(rewards, dict):
         bad = next((f"{prefix}rewards[{k!r}] is {json_short(v)}, not an object" for k, v in rewards.items()
                     if not isinstance(v, dict)), None)
@@ -219,7 +260,7 @@ def _check_entries(rewards, prefix: str, source) -> None:
 
 
 def _check_unique_names(rewards, prefix: str, source) -> None:
-    """:func:`_check_entries`' refusal of two reward entries of one name in ``rewards`` (a list of reward objects,
+    """:func:`check_entries`' refusal of two reward entries of one name in ``rewards`` (a list of reward objects,
     or name -> entry, whose ``name`` falls back to its key): one line naming both places, the name and the fix."""
     keyed = enumerate(rewards) if isinstance(rewards, list) else rewards.items()
     seen: dict = {}
@@ -229,7 +270,7 @@ def _check_unique_names(rewards, prefix: str, source) -> None:
         if not isinstance(name, str):  # (a name -> entry object's: the forecast reads its key)
             continue
         if name in seen:
-            file, fix = _file_and_fix(source, edited=True)
+            file, fix = file_and_fix(source, edited=True)
             raise ValueError(f"{file} field {where} is {json_short(name)}, as is {seen[name]}: each reward entry has "
                              "its own name (the probe refuses a reward given twice), and the forecast would read "
                              f"one of the two by its name; the file was edited or damaged after the probe wrote it; "
@@ -261,7 +302,7 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
     """
     if not isinstance(entry, dict):
         return
-    file, fix = _file_and_fix(source)
+    file, fix = file_and_fix(source)
     for key in PER_UPDATE_FIELDS:
         problem = per_update_problem(key, entry.get(key))
         if problem:
@@ -284,7 +325,7 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
 def _check_number_field(value, field: str, many: bool, total: str | None, source) -> None:
     """:func:`check_entry_numbers` of one field ``value`` (a list of finite numbers whose magnitudes sum to a finite
     float when ``many``; ``total`` says what its sum is), named ``field`` in the message, with the file ``source``
-    and its fix (:func:`_file_and_fix`, derived on the refusal only: it looks at the folder)."""
+    and its fix (:func:`file_and_fix`, derived on the refusal only: it looks at the folder)."""
     if many and getattr(value, "dtype", None) is not None and value.dtype.kind in "fiu":
         return  # an in-memory array of numbers (a probe.json holds lists)
     if many and not isinstance(value, (list, tuple)):
@@ -308,8 +349,8 @@ def _check_number_field(value, field: str, many: bool, total: str | None, source
 
 def _refuse_number(source, field: str, why: str, edited: bool = False) -> None:
     """Raise :func:`_check_number_field`'s one-line ValueError: the file (``source``), ``field``, ``why`` and the fix
-    (:func:`_file_and_fix`; ``edited``: restore the file, or write it again)."""
-    file, fix = _file_and_fix(source, edited)
+    (:func:`file_and_fix`; ``edited``: restore the file, or write it again)."""
+    file, fix = file_and_fix(source, edited)
     raise ValueError(f"{file} field {field} {why}; {fix}") from None
 
 
@@ -385,7 +426,7 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
     ValueError
         One line: the file (``source``, else ``probe.json``), the field (e.g. ``rewards[1].inner_product``), the
         reward, the recorded value and the one its lists give, the formula, and the fix (restore the file, or
-        write it again: :func:`_file_and_fix` with ``edited``).
+        write it again: :func:`file_and_fix` with ``edited``).
     """
     if not isinstance(entry, dict):
         return
@@ -618,7 +659,7 @@ def _refuse(entry: dict, where: str, source, key: str, recorded: str, expected: 
             basis: str | None = None) -> None:
     """The ValueError of :func:`check_entry_summaries`: file, field, reward, both values, formula (from ``basis``,
     e.g. ``rewards[1]'s per-group lists``, the default) and fix."""
-    file, fix = _file_and_fix(source, edited=True)
+    file, fix = file_and_fix(source, edited=True)
     reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
     basis = f"{where}'s per-group lists" if basis is None else basis
     raise ValueError(f"{file} field {where}.{key}{reward} is {recorded}, but {basis} give "
@@ -661,14 +702,14 @@ def check_entry_inputs(probe, source=None) -> None:
     ValueError
         One line: the file (``source``, else ``probe.json``), the field (e.g. ``rewards[1].tokens_per_update``), the
         reward, the recorded value and the one the file's records give, the rule and the fix (restore the file, or
-        write it again: :func:`_file_and_fix` with ``edited``); or a ``batches`` field its ``probe_batches``
+        write it again: :func:`file_and_fix` with ``edited``); or a ``batches`` field its ``probe_batches``
         contradicts (:func:`probe_batches_of`).
     """
     if not isinstance(probe, dict):
         return
     _check_batches_field(probe, source)
     config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
-    file, fix = _file_and_fix(source)
+    file, fix = file_and_fix(source)
     batches = probe.get("batches")
     items = ([(f"batches[{k}].", b) for k, b in enumerate(batches) if isinstance(b, dict)] if batches else
              [("", probe)])
@@ -697,7 +738,7 @@ def check_entry_inputs(probe, source=None) -> None:
 
 def _places(rewards, prefix: str) -> list[tuple[str, dict]]:
     """(place, entry) of the reward objects of a ``rewards`` field (a list, or name -> entry), e.g.
-    ``("batches[0].rewards[1]", {...})``; what is no object is left out (:func:`_check_entries` names it)."""
+    ``("batches[0].rewards[1]", {...})``; what is no object is left out (:func:`check_entries` names it)."""
     pairs = enumerate(rewards) if isinstance(rewards, list) else rewards.items() if isinstance(rewards, dict) else ()
     return [(f"{prefix}rewards[{k if isinstance(k, int) else repr(k)}]", e) for k, e in pairs if isinstance(e, dict)]
 
@@ -716,7 +757,7 @@ def _check_entry_settings(entry: dict, where: str, source, config: dict) -> None
         if own is None or stated is None or _setting_problem(key, own) or _setting_problem(key, stated):
             continue
         if abs(float(own) - float(stated)) > 1e-9 * abs(float(stated)):
-            file, fix = _file_and_fix(source, edited=True)
+            file, fix = file_and_fix(source, edited=True)
             reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
             raise ValueError(f"{file} field {where}.{key}{reward} is {json_short(own)}, but config.{key} is "
                              f"{json_short(stated)} (the probe writes its {key} into config and into every entry, "
@@ -748,7 +789,7 @@ def _check_entry_tokens(entry: dict, where: str, source, generated: int | None, 
     if generated is None or scale is None or not isinstance(made, dict) or recorded is None or (
             _count(entry.get("probe_batches")) or 1) > 1 or per_update_problem("tokens_per_update", recorded):
         return  # (a value that is no number: check_entry_numbers' to refuse, never "is "4477", but ... give 4477")
-    file, fix = _file_and_fix(source)
+    file, fix = file_and_fix(source)
     for kind, n in made.items():
         if not _is_count(n):
             raise ValueError(f"{file} field {where}.generated_tokens.{kind} is {json_short(n)}: it must be a count "
@@ -841,7 +882,7 @@ def check_pooled_entries(probe, source=None) -> dict:
     batches = probe["batches"]
     pooled = _batches_of(dict(probe, batches=None), source, _group_counts(batches))[0]["rewards"]
     config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
-    stated, file, fix = config.get("probe_batches"), *_file_and_fix(source, edited=True)
+    stated, file, fix = config.get("probe_batches"), *file_and_fix(source, edited=True)
     if stated is not None and _count(stated) != len(batches):  # 2.0: a re-save's integral float, read as 2
         raise ValueError(f"{file} field config.probe_batches is {json_short(stated)}, but the file holds "
                          f"{len(batches)} batch(es) (its batches list; gradprobe.probe.batches.combine_batches records "
@@ -971,7 +1012,7 @@ def _check_pooled_list(entry: dict, where: str, source, key: str, lists: list, p
 
 def _refuse_pooled(entry: dict, where: str, source, key: str, recorded: str, expected: str, rule: str) -> None:
     """The ValueError of :func:`check_pooled_entries`: file, field, reward, both values, the rule and the fix."""
-    file, fix = _file_and_fix(source, edited=True)
+    file, fix = file_and_fix(source, edited=True)
     reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
     raise ValueError(f"{file} field {where}.{key}{reward} is {recorded}, but its batches give {expected} ({rule}, as "
                      "gradprobe.probe.batches.combine_batches pools them): the pooled entry or a batch's entry was "
@@ -981,7 +1022,7 @@ def _refuse_pooled(entry: dict, where: str, source, key: str, recorded: str, exp
 
 def _entry_items(rewards) -> list[tuple]:
     """(name, entry) of a ``rewards`` field (a list of entries with ``name``, or name -> entry); entries that are no
-    objects are left out (:func:`_check_entries` names them)."""
+    objects are left out (:func:`check_entries` names them)."""
     pairs = [(r.get("name"), r) for r in rewards] if isinstance(rewards, list) and all(
         isinstance(r, dict) for r in rewards) else list(rewards.items()) if isinstance(rewards, dict) else []
     return [(name, e) for name, e in pairs if isinstance(e, dict)]
@@ -1016,7 +1057,7 @@ def check_batches(batches: list[dict], reference_reward: str, source=None) -> li
     """The probed reward entries (batch 0's order), after checking every batch probes the same ones, the
     reference is among them and each entry has ``tokens_per_update`` and ``per_group`` (ValueError; a missing or
     null one in one line naming the file, ``source`` else ``probe.json``, the field, e.g. ``rewards[1].per_group``
-    or ``batches[0].rewards[1].per_group``, and the fix: :func:`_file_and_fix`)."""
+    or ``batches[0].rewards[1].per_group``, and the fix: :func:`file_and_fix`)."""
     names = list(batches[0]["rewards"])
     for j, b in enumerate(batches[1:], 1):
         if set(b["rewards"]) != set(names):
@@ -1031,7 +1072,7 @@ def check_batches(batches: list[dict], reference_reward: str, source=None) -> li
             if k is not None:
                 entry, j = batches[k]["rewards"][name], list(batches[k]["rewards"]).index(name)
                 where = f"{f'batches[{k}].' if len(batches) > 1 else ''}rewards[{j}].{key}"
-                file, fix = _file_and_fix(source)
+                file, fix = file_and_fix(source)
                 raise ValueError(f"{file} field {where} is {'null' if key in entry else 'missing'}: probe entry "
                                  f"{name!r} lacks {key!r}, which the forecast reads (the probe writes it in every "
                                  f"entry); {fix}")
@@ -1052,7 +1093,7 @@ def budget_of(budget_tokens, budget_flops, cfg: dict, source=None) -> tuple[str,
         kind, stated = "tokens", cfg.get("budget_tokens")
         problem = _setting_problem("budget_tokens", stated) if budget_tokens is None else None
         if problem:
-            file, fix = _file_and_fix(source)
+            file, fix = file_and_fix(source)
             raise ValueError(f"{file} field config.budget_tokens {problem}; {fix}")
         value = float(budget_tokens if budget_tokens is not None else stated if stated is not None else math.nan)
     else:

@@ -18,7 +18,7 @@ from ..tables import format_columns
 from .accuracy_values import is_scale_note
 from .budget_forecast import forecast_rewards, transfer_clause
 from .curves import ReferenceCurve, default_curve_path
-from .probe_input import _check_entries, _file_and_fix, budget_of, check_batches, check_entry_inputs, probe_batches_of
+from .probe_input import budget_of, check_batches, check_entries, check_entry_inputs, file_and_fix, probe_batches_of
 from .result import METHODS, format_budget
 from .special_rows import (NO_VERDICT_MARK, REFERENCE_VERDICT, reference_rho_unbounded, reference_rho_undefined,
                            no_verdict_words, reference_verdict, unmeasured_probe_row)
@@ -161,8 +161,8 @@ def _entry_names(result: dict, source) -> list[str]:
     rewards = result.get("rewards", [])
     if source is not None and isinstance(rewards, dict):  # a name -> entry object: no probe.json of the probe's
         raise ValueError(f"{source} has no 'rewards' list: not a probe.json of gradprobe probe; "
-                         f"{_file_and_fix(source)[1]}")
-    _check_entries(rewards, "", source)  # a null or text item: one line naming the field, not a TypeError
+                         f"{file_and_fix(source)[1]}")
+    check_entries(rewards, "", source)  # a null or text item: one line naming the field, not a TypeError
     if source is not None:
         check_entry_inputs(result, source)
     return ([r["name"] for r in rewards] if isinstance(rewards, list) else
@@ -172,9 +172,9 @@ def _entry_names(result: dict, source) -> list[str]:
 def _config_of(result, source) -> dict:
     """The ``config`` of probe result ``result`` ({} when it records none), after refusing a ``result`` that is no
     dict (a ``probe.json`` holding ``[]``: was an AttributeError) in one line naming the file (``source``, else
-    ``probe.json``) and the fix (:func:`~.probe_input._file_and_fix`)."""
+    ``probe.json``) and the fix (:func:`~.probe_input.file_and_fix`)."""
     if not isinstance(result, dict):
-        file, fix = _file_and_fix(source)
+        file, fix = file_and_fix(source)
         raise ValueError(f"{file} holds {json_short(result)}, not a probe result (a JSON object with a 'rewards' "
                          f"list, as gradprobe probe writes it); {fix}")
     return result.get("config") or {}
@@ -239,13 +239,13 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     names = _entry_names(result, source)
     if reference_reward not in names:
         return _no_forecast(result, f"the forecast is a gain vs grpo: add {reference_reward!r} to --rewards")
-    check_batches(probe_batches_of(result, source), reference_reward, source)  # forecast_rewards': without the file
+    check_batches(batches := probe_batches_of(result, source), reference_reward, source)  # named; forecast reuses it
     choice = "as asked"
     if method == "auto":
         method = VALIDATION["best"]
         choice = f"auto: validated best, {VALIDATION['evidence']}"
-    fr = forecast_rewards(curve, result, method=method, reference_reward=reference_reward)
-    _unmeasured_probe_columns(fr, result, curve, method, reference_reward)
+    fr = forecast_rewards(curve, result, method=method, reference_reward=reference_reward, batches=batches)
+    _unmeasured_probe_columns(fr, result, curve, method, reference_reward, batches)
     d = fr.to_dict()
     d["method_choice"] = choice
     mark_validated_arms(d["rows"], VALIDATION, probe_loss_type=str(cfg.get("loss_type") or DEFAULT_LOSS_TYPE),
@@ -262,9 +262,11 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     return d
 
 
-def _unmeasured_probe_columns(fr, result: dict, curve: ReferenceCurve, method: str, reference_reward: str) -> None:
+def _unmeasured_probe_columns(fr, result: dict, curve: ReferenceCurve, method: str, reference_reward: str,
+                              batches: list[dict] | None = None) -> None:
     """Blank the probe numbers of ``fr`` (a :class:`~.result.ForecastResult` of ``result`` with ``method``; in place)
-    that the probe has not measured, and say so (:func:`~.special_rows.unmeasured_probe_row`).
+    that the probe has not measured, and say so (:func:`~.special_rows.unmeasured_probe_row`). ``batches``:
+    ``probe_batches_of(result)`` as the caller read it, reused by the cost-only forecast below (default: read again).
 
     Where rho is undefined for every reward (:func:`~.special_rows.reference_rho_undefined`: the reference update is
     zero, or grpo's own <g_outcome, u> interval lies below 0) the probe columns are blanked, a note says why, and
@@ -287,7 +289,7 @@ def _unmeasured_probe_columns(fr, result: dict, curve: ReferenceCurve, method: s
     undefined = reference_rho_undefined(entry, result.get("reference"), guided)
     cost_rows = {}
     if undefined and method == "probe":  # the rows fall back to cost only's forecast of the same arms
-        cost = forecast_rewards(curve, result, method="cost_only", reference_reward=reference_reward)
+        cost = forecast_rewards(curve, result, method="cost_only", reference_reward=reference_reward, batches=batches)
         cost_rows = {r["arm"]: r for r in cost.table.to_dict(orient="records")}
     for row in rows:
         if row is ref:

@@ -154,7 +154,7 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
         study's own curve), naming them and the fix. ``gradprobe study`` never writes such a line.
     """
     study_dir = Path(study_dir)
-    analysis, arms_res, arms_map, probe = _read_study(study_dir, probe)
+    analysis, arms_res, arms_map, probe, batches = _read_study(study_dir, probe)
     budget = matched_token_budget(analysis, study_dir)
     in_sample = curve is None
     if curve is None:
@@ -164,10 +164,10 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     arms, labels = _arm_specs(arms_res, arms_map, plan_arms, plan_loss)
     left_out = _left_out_arms(study_dir, probe, arms)  # reward failed on the probe batch: a row without forecast
     arms = {arm: a for arm, a in arms.items() if arm not in left_out}
-    _check_probed(study_dir, probe, arms)
-    probe, guided = _guided_entries(study_dir, probe, arms, labels, arms_map)
+    batches = _check_probed(study_dir, probe, arms, batches)
+    probe, guided, batches = _guided_entries(study_dir, probe, arms, labels, arms_map, batches)
     res = forecast_rewards(curve, probe, budget_tokens=budget, method="probe", arms=arms, lr_curve=lr_curve,
-                           reference_reward=arms["grpo"]["reward"], n_draws=n_draws, seed=seed)
+                           reference_reward=arms["grpo"]["reward"], n_draws=n_draws, seed=seed, batches=batches)
     t = res.table.set_index("arm")
     c_ref = float(t.loc["grpo", "tokens_per_update"])
     common = {"budget": "tokens", "budget_value": budget, "curve_source": ("in-sample: " if in_sample else "") +
@@ -203,9 +203,10 @@ def _left_out_arms(study_dir: Path, probe, arms: dict) -> dict:
     return why
 
 
-def _read_study(study_dir: Path, probe) -> tuple[dict, dict, dict, object]:
+def _read_study(study_dir: Path, probe) -> tuple[dict, dict, dict, object, list | None]:
     """(``analysis.json``, its ``arms`` (arm -> analysis, ``grpo`` among them), ``probe/arms.json``, the probe:
-    ``probe`` when given, else ``probe/probe.json``) of a study folder, read in that order.
+    ``probe`` when given, else ``probe/probe.json``, and the probe's batches: ``probe_batches_of`` of the file read
+    here (checked with the file named), None for a given ``probe``) of a study folder, read in that order.
 
     Raises
     ------
@@ -225,12 +226,14 @@ def _read_study(study_dir: Path, probe) -> tuple[dict, dict, dict, object]:
         probe = read_probe_json(file, rerun_advice(file.parent),
                                 missing=_missing_probe_fix(study_dir))  # as load_probe reads it (a BOM is read)
         check_entry_inputs(probe, source=file)  # as load_probe checks it: an edited field is named as it names it
-        probe_batches_of(probe, source=file)  # a damaged entry: named with this file
+        batches = probe_batches_of(probe, source=file)  # a damaged entry: named with this file
+    else:
+        batches = None  # read (and checked) by _check_probed
     arms_res = analysis.get("arms") or {}
     if "grpo" not in arms_res:
         raise ValueError(f"{study_dir}/analysis.json has no 'grpo' arm (arms: {sorted(arms_res)}); gains are measured "
                          "against it")
-    return analysis, arms_res, arms_map, probe
+    return analysis, arms_res, arms_map, probe, batches
 
 
 def _warn_skipped_evals(study_dir: Path, curve: ReferenceCurve) -> None:
@@ -255,15 +258,21 @@ def _arms_fix(study_dir: Path) -> str:
 
 def _missing_probe_fix(study_dir: Path) -> str:
     """What to do about a study folder without ``probe/probe.json``, from what ``study.json`` records of its probe
-    (the probe runs before the arms; ``--no-probe`` records none)."""
+    (the probe runs before the arms; ``--no-probe`` records none): resume the study, which keeps finished runs and
+    runs only the probe; for a study without ``runs/`` (a shipped study keeps only its tables), where resuming would
+    train every run again, restore ``probe/`` from a copy of the study (as :func:`_arms_fix`)."""
     try:
         record = json.loads((study_dir / "study.json").read_text()).get("probe")
     except (OSError, ValueError, AttributeError):
         record = None
+    failed = isinstance(record, dict) and record.get("status") not in (None, "done")
+    why = (f"the study's probe {record.get('status')} ({record.get('error')})" if failed else
+           "the study has no probe (it ran with --no-probe, or stopped during the probe)")
+    if not (study_dir / "runs").is_dir():
+        return (f"{why}: restore {study_dir / 'probe'} from a copy of the study that holds it ({study_dir} has no "
+                "runs/: resuming the study to run its probe would train every run again)")
     resume = f"`gradprobe study {study_dir}/plan.toml --out {study_dir}` (it keeps finished runs and runs only the probe)"
-    if isinstance(record, dict) and record.get("status") not in (None, "done"):
-        return f"the study's probe {record.get('status')} ({record.get('error')}); run it again with {resume}"
-    return f"the study has no probe (it ran with --no-probe, or stopped during the probe): run it with {resume}"
+    return f"{why}; run it again with {resume}" if failed else f"{why}: run it with {resume}"
 
 
 def matched_token_budget(analysis: dict, study_dir, error: type[Exception] = ValueError) -> float:
@@ -334,23 +343,29 @@ def _arm_specs(arms_res: dict, arms_map: dict, plan_arms: dict, plan_loss) -> tu
     return arms, labels
 
 
-def _check_probed(study_dir: Path, probe, arms: dict) -> None:
-    """ValueError when an arm's loss-type entry (``REWARD@LOSS``) is missing from an older probe.json."""
-    probed = set(probe_batches_of(probe)[0]["rewards"])
+def _check_probed(study_dir: Path, probe, arms: dict, batches: list | None = None) -> list:
+    """ValueError when an arm's loss-type entry (``REWARD@LOSS``) is missing from an older probe.json. Returns
+    ``batches``, the probe's ``probe_batches_of`` as :func:`_read_study` read it, or read here when None."""
+    batches = probe_batches_of(probe) if batches is None else batches
+    probed = set(batches[0]["rewards"])
     missing = {arm: a["reward"] for arm, a in arms.items() if a["reward"] not in probed}
     if any("@" in key for key in missing.values()):
         raise ValueError(f"{study_dir}/probe/probe.json has no entry for arm(s) {missing} (probed: {sorted(probed)}): "
                          "it was written before the probe estimated the arms' loss types; delete probe/probe.json "
                          "and run `gradprobe study` on the folder again (finished runs are kept, only the probe "
                          "re-runs)")
+    return batches
 
 
-def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: dict) -> tuple[object, dict]:
+def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: dict,
+                    batches: list | None = None) -> tuple[object, dict, list | None]:
     """``probe`` with each guided arm's guided entry merged in (:func:`merge_guided_entries`), the arm's
     ``reward`` in ``arms`` and ``probe_entry`` in ``labels`` switched to its key; and arm (with ``probe_dir``)
     -> ``{"key": merged key, "folder": its guided probe's folder}``, or ``{"why": why its guided probe was not
-    read}`` (it is missing, or does not match the shared probe: :func:`merge_guided_entries`). Arms sharing a guided
-    probe and reward read and merge it once and share the key.
+    read}`` (it is missing, or does not match the shared probe: :func:`merge_guided_entries`); and the returned
+    probe's ``probe_batches_of``: ``batches`` (``probe``'s, as read before) while nothing was merged, else None (the
+    merged probe is read by the forecast). Arms sharing a guided probe and reward read and merge it once and share
+    the key; a guided probe is read and checked once (its batches passed on to the merge), as is ``probe``.
 
     Raises
     ------
@@ -359,7 +374,7 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
         :func:`~gradprobe.forecast.probe_input.check_entry_inputs`,
         :func:`~gradprobe.forecast.probe_input.probe_batches_of`): one line naming the file, the field and the fix.
     """
-    status, done = {}, {}  # done: (folder, reward) -> the status of the first arm that read it
+    status, done, read = {}, {}, {}  # done: (folder, reward) -> the status of the first arm that read it
     for arm, a in arms.items():
         folder = (arms_map.get(arm) or {}).get("probe_dir")
         if not folder or arm == "grpo":  # grpo's is the shared entry every rho is measured against
@@ -369,18 +384,22 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
             if not path.is_file():
                 done[folder, a["reward"]] = {"why": f"its guided probe {folder}/{PROBE_JSON} is missing"}
             else:  # a damaged or edited guided probe is refused, as the study's own probe is (one line, its fix)
-                guided = read_probe_json(path, rerun_advice(path.parent))
-                check_entry_inputs(guided, source=path)
-                probe_batches_of(guided, source=path)
+                if folder not in read:
+                    guided = read_probe_json(path, rerun_advice(path.parent))
+                    check_entry_inputs(guided, source=path)
+                    read[folder] = guided, probe_batches_of(guided, source=path)
+                guided, own = read[folder]
                 try:  # one that does not match the shared probe: the unguided entry, the note says why
-                    probe, key = merge_guided_entries(probe, guided, a["reward"], folder, source=path)
+                    probe, key = merge_guided_entries(probe, guided, a["reward"], folder, source=path,
+                                                      probe_batches=batches, guided_batches=own)
+                    batches = None  # the merged probe's batches are not the shared probe's: read in the next merge
                     done[folder, a["reward"]] = {"key": key, "folder": folder}
                 except ValueError as e:
                     done[folder, a["reward"]] = {"why": str(e)}
         status[arm] = dict(done[folder, a["reward"]])
         if "key" in status[arm]:
             a["reward"] = labels[arm]["probe_entry"] = status[arm]["key"]
-    return probe, status
+    return probe, status, batches
 
 
 def _with_entry(item: dict, key: str, entry: dict) -> dict:
@@ -391,7 +410,8 @@ def _with_entry(item: dict, key: str, entry: dict) -> dict:
     return dict(item, rewards=rewards)
 
 
-def merge_guided_entries(probe, guided, entry: str, folder: str, source=None) -> tuple[object, str]:
+def merge_guided_entries(probe, guided, entry: str, folder: str, source=None, *, probe_batches: list | None = None,
+                         guided_batches: list | None = None) -> tuple[object, str]:
     """The shared probe ``probe`` with the guided probe's ``entry`` added batch by batch (module docstring).
 
     Parameters
@@ -406,6 +426,11 @@ def merge_guided_entries(probe, guided, entry: str, folder: str, source=None) ->
         The guided probe's folder relative to ``probe/`` (``"guided/<arm>"``).
     source : path, optional
         The file ``guided`` was read from, named in a refusal of its entries (else ``probe.json``).
+    probe_batches, guided_batches : list of dict, optional
+        ``probe_batches_of(probe)`` and ``probe_batches_of(guided, source=source)``
+        (:func:`~gradprobe.forecast.probe_input.probe_batches_of`) where the caller has already read and checked
+        them, so that neither probe is read and checked twice; default: read (and checked) here. Pass exactly what
+        it returned for these ``probe`` and ``guided``.
 
     Returns
     -------
@@ -420,10 +445,12 @@ def merge_guided_entries(probe, guided, entry: str, folder: str, source=None) ->
         The guided probe has no ``entry``, another number of batches than ``probe``, or another number of
         groups (``per_group`` length) in a batch than ``probe``'s ``entry``, or entries that contradict their
         per-group lists or (pooled) their batches (:func:`~gradprobe.forecast.probe_input.probe_batches_of`,
-        ``source`` named); the caller then reads the unguided entry and notes why.
+        ``source`` named, where ``guided_batches`` is not given); the caller then reads the unguided entry and notes
+        why.
     """
     key = f"{entry}{_GUIDED_KEY_SEPARATOR}{folder}"
-    shared, own = probe_batches_of(probe), probe_batches_of(guided, source=source)
+    shared = probe_batches_of(probe) if probe_batches is None else probe_batches
+    own = probe_batches_of(guided, source=source) if guided_batches is None else guided_batches
     if len(own) != len(shared):
         raise ValueError(f"its guided probe {folder} has {len(own)} batch(es), the probe {len(shared)}")
     for k, (b, g) in enumerate(zip(shared, own)):

@@ -29,7 +29,7 @@ import pytest
 
 import gradprobe
 from gradprobe.forecast import forecast_section
-from gradprobe.forecast.probe_input import PROBE_FIX, _check_entries, budget_of
+from gradprobe.forecast.probe_input import PROBE_FIX, budget_of, check_entries
 from gradprobe.layout import rerun_advice, restore_advice
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,7 +113,7 @@ def test_two_entries_of_one_name_are_refused_naming_both_places(tmp_path):
 def test_two_entries_of_one_name_in_a_batch_are_refused():
     rewards = [{"name": "outcome"}, {"name": "mc_value"}, {"name": "outcome"}]
     with pytest.raises(ValueError) as info:
-        _check_entries(rewards, "batches[1].", None)
+        check_entries(rewards, "batches[1].", None)
     assert str(info.value) == ("probe.json field batches[1].rewards[2].name is \"outcome\", as is "
                                "batches[1].rewards[0].name: each reward entry has its own name (the probe refuses a "
                                "reward given twice), and the forecast would read one of the two by its name; the "

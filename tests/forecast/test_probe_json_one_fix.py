@@ -1,6 +1,6 @@
 """An edited or damaged probe.json is refused with exactly one fix, the one its folder calls for, whoever reads it.
 
-The checks derive the fix from the probe's folder (``gradprobe.forecast.probe_input._file_and_fix``,
+The checks derive the fix from the probe's folder (``gradprobe.forecast.probe_input.file_and_fix``,
 ``gradprobe.api.probe_result``), so no caller rewrites their text. Before, the checks said "restore the file, or
 <rerun advice>" whatever the folder, and ``gradprobe.load_study`` rewrote that text by matching it:
 

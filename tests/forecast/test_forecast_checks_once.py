@@ -1,0 +1,85 @@
+"""A probe is read and checked once per forecast (``probe_batches_of``), not again by the callee.
+
+Before, ``forecast_section`` checked a probe.json's batches with its file named and then ``forecast_rewards`` read
+them again; ``study_forecasts`` read the study's probe when it read the file, again in ``_check_probed``, again in
+``merge_guided_entries`` and again in ``forecast_rewards``, and a guided arm's probe once when it checked it and
+again in ``merge_guided_entries``. Each check named the same file with the same outcome, so the repeats only cost
+time (``probe_batches_of`` checks every entry's summaries against its per-group lists). The counters wrap
+``probe_batches_of`` in each module namespace where it is looked up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import gradprobe.forecast.budget_forecast as budget_forecast
+import gradprobe.forecast.section as section
+import gradprobe.forecast.study as study
+from gradprobe.forecast import forecast_section, study_forecasts
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDY = ROOT / "data" / "study_tiny"
+GUIDED = ROOT / "data" / "study_tiny_guided"
+
+
+@pytest.fixture
+def calls(monkeypatch) -> list[tuple[object, object]]:
+    """(probe object, source) of every ``probe_batches_of`` call made by the forecast modules."""
+    seen: list[tuple[object, object]] = []
+    original = budget_forecast.probe_batches_of
+
+    def counted(probe, source=None, *args, **kwargs):
+        seen.append((probe, source))
+        return original(probe, source, *args, **kwargs)
+
+    for module in (budget_forecast, section, study):
+        monkeypatch.setattr(module, "probe_batches_of", counted)
+    return seen
+
+
+def test_forecast_section_reads_the_probe_once_with_its_file_named(calls):
+    path = STUDY / "probe" / "probe.json"
+    result = json.loads(path.read_text(encoding="utf-8-sig"))
+    d = forecast_section(result, source=path)
+    assert [(probe is result, source) for probe, source in calls] == [(True, path)]  # was 2: the second unnamed
+    rows = {r["arm"]: r for r in d["rows"]}
+    assert rows["outcome"]["forecast_gain"] == 0.0 and rows["outcome"]["tokens_per_update"] > 0
+    assert len(rows) == len(result["rewards"])
+
+
+def test_study_forecasts_reads_the_study_probe_once(calls):
+    t = study_forecasts(STUDY, n_draws=200)
+    assert [source for _, source in calls] == [STUDY / "probe" / "probe.json"]  # was 3: then twice without the file
+    assert list(t["arm"])[0] == "grpo" and t.set_index("arm").loc["grpo", "forecast_probe"] == 0.0
+
+
+def test_study_forecasts_reads_each_probe_of_a_guided_study_once(calls):
+    """The shared probe (was 3 reads), the guided arm's probe (was 2) and the merged probe the forecast reads."""
+    t = study_forecasts(GUIDED, n_draws=200).set_index("arm")
+    per_object = Counter(id(probe) for probe, _ in calls)
+    assert sorted(per_object.values()) == [1, 1, 1]
+    shared, guided = GUIDED / "probe" / "probe.json", GUIDED / "probe" / "guided" / "guided" / "probe.json"
+    assert [source for _, source in calls] == [shared, guided, None]  # the merged probe: read by forecast_rewards
+    assert t.loc["guided", "probe_entry"] == "outcome~guided/guided"  # the guided probe's entry was merged and read
+    assert "guided arm: its entry is its guided probe's" in t.loc["guided", "note"]
+
+
+def test_a_guided_probe_of_two_arms_of_different_rewards_is_read_once(calls):
+    """Two guided arms of one guided probe folder and different rewards: its probe.json is read, checked and batched
+    once (was once per reward); the arm whose reward it lacks reads the unguided entry, the status says why."""
+    shared = json.loads((GUIDED / "probe" / "probe.json").read_text())
+    arms_map = json.loads((GUIDED / "probe" / "arms.json").read_text())
+    arms_map["guided2"] = dict(arms_map["guided"], reward="format", probe_entry="format")
+    arms = {a: {"reward": s["probe_entry"], "lr_scale": 1.0} for a, s in arms_map.items()}
+    labels = {a: {"probe_entry": s["probe_entry"]} for a, s in arms_map.items()}
+    out = study._guided_entries(GUIDED, shared, arms, labels, arms_map)
+    guided_path = GUIDED / "probe" / "guided" / "guided" / "probe.json"
+    assert [source for _, source in calls].count(guided_path) == 1  # was 4: twice per reward
+    merged, status, batches = out
+    assert status["guided"] == {"key": "outcome~guided/guided", "folder": "guided/guided"}
+    assert status["guided2"] == {"why": "its guided probe guided/guided has no entry 'format' (probed: ['outcome'])"}
+    assert batches is None and [r["name"] for r in merged["rewards"]] == ["outcome", "outcome~guided/guided"]
