@@ -54,6 +54,7 @@ from sklearn.base import clone
 
 from gradprobe.layout import CALIBRATED_JSON, PROBE_JSON
 from gradprobe.outputs import OutputDirError
+from gradprobe.tables import format_columns
 
 from .domain import (CalibrationDomainWarning, DomainWarning, check_domain, check_in_sample, check_rewards,
                      probe_identity)
@@ -61,8 +62,8 @@ from .files import json_float, write_json
 from .forecaster_choice import PROBE_FORECASTERS
 from .model import Calibration, load_calibration
 from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, check_probe_budgets,
-                          check_probe_entries, check_section_shape, first_order_gain, load_probe, probe_features,
-                          probe_forecasts, probe_study)
+                          check_probe_entries, check_probe_records, check_section_shape, first_order_gain, load_probe,
+                          probe_features, probe_forecasts, probe_study)
 from .validation import PLURAL, group_labels
 
 __all__ = ["apply_calibration", "calibrate", "calibrate_probe", "check_applicable", "write_calibrated",
@@ -515,16 +516,30 @@ def format_calibrated(document: dict) -> str:
                  f"correction of {c['forecaster']}, {lvl:.0%} conformal interval for one run; fitted on "
                  f"{c['training_rows']} runs of {len(c['arms'])} arms, {', '.join(c['models'])})",
              *([f"warning: {in_sample}"] if in_sample else []),
-             *([f"note: {mismatch}"] if mismatch else []),
-             f"{'reward':<16}{'forecast':>10}{'calibrated':>12}{'interval':>24}"]
-    for r in doc["rewards"]:
-        lo, hi = r["calibrated_interval"]
-        iv = "n/a" if math.isnan(r["calibrated_gain"]) else f"[{lo:+.3f}, {hi:+.3f}]"
-        marks = list(r.get("caveats") or []) + (["outside domain"] if r["outside_domain"] else [])
-        mark = "".join(f"  {m}" for m in marks)
-        lines.append(f"{r['name']:<16}{_f(r['forecast']):>10}{_f(r['calibrated_gain']):>12}{iv:>24}{mark}")
+             *([f"note: {mismatch}"] if mismatch else []), *_reward_lines(doc["rewards"])]
     lines += [f"note: {n}" for n in doc["notes"] if n not in (mismatch, in_sample)]
     return "\n".join(lines)
+
+
+#: :func:`format_calibrated`'s columns: title, alignment and least width (the widths of its fixed-width table, which
+#: a name of up to 14 characters keeps)
+_COLUMNS = (("reward", "<", 16), ("forecast", ">", 10), ("calibrated", ">", 12), ("interval", ">", 24))
+
+
+def _reward_lines(rewards: list[dict]) -> list[str]:
+    """The header and one line per reward of :func:`format_calibrated`'s table, its marks (caveats, ``outside
+    domain``) after the interval: :func:`gradprobe.tables.format_columns`, each column at least its width in
+    :data:`_COLUMNS` and two spaces from the next, so a long reward name (a plug-in's, 40 characters) widens its
+    column instead of pushing its row out of line with the others."""
+    rows = []
+    for r in rewards:
+        lo, hi = r["calibrated_interval"]
+        iv = "n/a" if math.isnan(r["calibrated_gain"]) else f"[{lo:+.3f}, {hi:+.3f}]"
+        rows.append([f"{r['name']}  ", f"  {_f(r['forecast'])}", f"  {_f(r['calibrated_gain'])}", f"  {iv}"])
+    header = [f"{title:{align}{width}}" for title, align, width in _COLUMNS]
+    lines = format_columns(header, rows, "".join(align for _, align, _ in _COLUMNS), sep="")
+    marks = [list(r.get("caveats") or []) + (["outside domain"] if r["outside_domain"] else []) for r in rewards]
+    return [lines[0]] + [line + "".join(f"  {m}" for m in ms) for line, ms in zip(lines[1:], marks)]
 
 
 def calibrate_probe(result: dict, calibration: Calibration, *, source: str = "", task: dict | None = None) -> dict:
@@ -599,7 +614,10 @@ def apply_calibration(calibration, probe_result, *, source: str | None = None):
         No ``outcome`` reward in the probe, no value of the calibration's budget, no forecast for
         a forecaster calibration, or a probe folder without ``probe.json`` (all ValueErrors); the messages name the
         probe's file (``FOLDER/probe.json`` for a folder, and for a ProbeResult read from one: its ``folder``; the bare
-        ``probe.json`` for a dict or a ProbeResult without a file).
+        ``probe.json`` for a dict or a ProbeResult without a file). A dict (or a ProbeResult without a file) gets the
+        checks :func:`gradprobe.load_probe` runs on a file's entries against its records too
+        (:func:`calib.probe_input.check_probe_records`: an entry's ``lr``/budgets other than ``config``'s, a
+        ``tokens_per_update`` its batch's generated tokens contradict), where the dict records them.
     TypeError
         ``probe_result`` is none of the accepted kinds.
     """
@@ -627,6 +645,8 @@ def _apply(calibration, probe_result, *, source: str | None):
     else:
         raise TypeError(f"probe_result must be a gradprobe.ProbeResult, a probe.json dict or a probe folder, got "
                         f"{type(probe_result).__name__}")
+    if where == "probe.json":  # no file read (a dict): the entries against its records, as load_probe checks a file
+        check_probe_records(raw, where)
     doc = calibrate(calibration, raw, source=source or "", task=task, where=where, study=study)
     table = pd.DataFrame([{"reward": r["name"], "forecast": r["forecast"], "calibrated_gain": r["calibrated_gain"],
                            "interval_low": float(r["calibrated_interval"][0]),

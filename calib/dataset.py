@@ -521,8 +521,11 @@ def check_probe_numbers(study_dir: Path) -> None:
     ``seconds_per_update``: a finite number > 0; ``true`` was read as 1 token per update and flipped forecasts
     silently; :func:`gradprobe.api.probe_result.load_probe`) and its ``per_group`` lists and first-order gain
     (:func:`gradprobe.forecast.probe_input.check_entry_numbers`), and that it has the fields every forecast reads
-    (:data:`NEEDED_ENTRY_FIELDS`: ``tokens_per_update``, ``per_group``; missing or null is refused). Each file is read
-    as :func:`gradprobe.load_probe` reads it (:func:`gradprobe.outputs.read_probe_json`: a UTF-8 byte-order mark is
+    (``tokens_per_update``, ``per_group``...: missing or null is refused). :func:`gradprobe.load_probe` checks all
+    of these (the fields: :func:`gradprobe.api.probe_result.check_fields`, in the top-level entries and in each
+    batch's) and its ValueError is raised as a StudyFormatError; calib adds the one case it passes over: a batch
+    whose ``rewards`` is an object mapping name -> entry (:func:`_check_batch_entries_by_name`). Each file is read as
+    :func:`gradprobe.load_probe` reads it (:func:`gradprobe.outputs.read_probe_json`: a UTF-8 byte-order mark is
     read); a missing file, or one that is not UTF-8, not JSON or no object with a ``rewards`` list, is left to the
     forecaster, which names it.
 
@@ -547,31 +550,39 @@ def check_probe_numbers(study_dir: Path) -> None:
             raise StudyFormatError(str(e)) from None
         except (KeyError, TypeError, AttributeError):  # a malformed entry (no name...): the forecaster says so
             continue
-        _check_needed_entry_fields(raw, path)
+        _check_batch_entries_by_name(raw, path)
 
 
-#: the fields of a reward entry no forecast can do without (:func:`gradprobe.forecast.probe_input.check_batches`)
+#: the fields of a reward entry no forecast can do without (:func:`gradprobe.forecast.probe_input.check_batches`), in
+#: the words of :func:`gradprobe.api.probe_result.check_fields`: checked by :func:`_check_batch_entries_by_name`
 NEEDED_ENTRY_FIELDS = {"tokens_per_update": "the generated tokens per update, which the token budget is divided by",
                        "per_group": "the per-group alignments the entry's efficiency is measured from"}
 
 
-def _check_needed_entry_fields(raw: dict, path: Path) -> None:
-    """Refuse a probe result ``raw`` (read from ``path``) whose reward entry, in each batch the forecasts read (its
-    ``batches``, else its ``rewards``), lacks a field of :data:`NEEDED_ENTRY_FIELDS` (missing or null): the forecaster
-    would name the entry only. StudyFormatError: the file, the field (e.g. ``rewards[1].tokens_per_update``) and the
-    fix of every probe-file error (:func:`gradprobe.layout.rerun_advice`)."""
+def _check_batch_entries_by_name(raw: dict, path: Path) -> None:
+    """Refuse a multi-batch probe result ``raw`` (read from ``path``, which :func:`gradprobe.load_probe` read) whose
+    batch holds its ``rewards`` as an object mapping name -> entry (the forecast reads that form,
+    :func:`gradprobe.forecast.probe_input.check_entries`) and one of those entries lacks a field of
+    :data:`NEEDED_ENTRY_FIELDS` (missing or null). Only this case: :func:`gradprobe.api.probe_result.check_fields`
+    checks the same fields in every ``rewards`` list (top level and each batch's) and passes over such an object,
+    which the forecaster would then name by the entry only.
+
+    Raises
+    ------
+    StudyFormatError
+        One line: the file, the field (e.g. ``batches[0].rewards['mc_value'].tokens_per_update``), that it is missing
+        or null, and the fix of every probe-file error (:func:`gradprobe.layout.rerun_advice`), in
+        :func:`gradprobe.api.probe_result.missing_field`'s words.
+    """
     batches = raw.get("batches")
-    places = ([(f"batches[{k}].", b.get("rewards")) for k, b in enumerate(batches) if isinstance(b, dict)]
-              if isinstance(batches, list) and batches else [("", raw.get("rewards"))])
-    for prefix, rewards in places:
-        items = enumerate(rewards) if isinstance(rewards, list) else \
-            ((repr(k), v) for k, v in rewards.items()) if isinstance(rewards, dict) else ()
-        for i, entry in items:
+    for k, batch in enumerate(batches if isinstance(batches, list) else []):
+        rewards = batch.get("rewards") if isinstance(batch, dict) else None
+        for name, entry in (rewards.items() if isinstance(rewards, dict) else ()):
             for key, why in NEEDED_ENTRY_FIELDS.items():
                 if isinstance(entry, dict) and entry.get(key) is None:
                     state = "is null" if key in entry else "is missing"
-                    raise StudyFormatError(f"{path} field {prefix}rewards[{i}].{key} {state}: the forecasts need it "
-                                           f"({why}); {rerun_advice(path.parent)}")
+                    raise StudyFormatError(f"{path} field batches[{k}].rewards[{name!r}].{key} {state}: the forecasts "
+                                           f"need it ({why}); {rerun_advice(path.parent)}")
 
 
 def _forecasts(study_dir: Path, curve, forecast_fn) -> pd.DataFrame:

@@ -19,7 +19,7 @@ import pandas as pd
 
 import gradprobe
 from gradprobe.forecast import METHODS, ReferenceCurve, default_curve_path, forecast_section, load_reference_curve
-from gradprobe.forecast.probe_input import probe_batches_of
+from gradprobe.forecast.probe_input import check_entry_inputs, probe_batches_of
 from gradprobe.forecast.section import DEFAULT_CURVES
 from gradprobe.layout import GUIDED_PROBES, PLAN_COPY, STUDY_JSON, restore_advice
 from gradprobe.outputs import beyond_float, is_json_number, json_short, per_update_problem
@@ -30,7 +30,8 @@ from .files import json_float
 
 __all__ = ["REFERENCE_REWARD", "CalibrationApplyError", "load_probe", "probe_forecasts", "probe_features",
            "first_order_gain", "SECTION_COLUMNS", "check_probe_budgets", "GAIN_RANGE", "probe_study_dir", "probe_study",
-           "check_probe_entries", "check_forecast_section", "check_section_shape", "SECTION_TOLERANCE"]
+           "check_probe_entries", "check_probe_records", "check_forecast_section", "check_section_shape",
+           "SECTION_TOLERANCE"]
 
 REFERENCE_REWARD = "outcome"
 
@@ -225,6 +226,30 @@ def check_probe_entries(result: dict, where: str = "probe.json") -> None:
     """
     try:
         probe_batches_of(result, source=_source(where))
+    except ValueError as e:
+        raise CalibrationApplyError(str(e)) from None
+
+
+def check_probe_records(result: dict, where: str = "probe.json") -> None:
+    """Refuse a probe result whose reward entries contradict the settings and token counts it records, as
+    :func:`gradprobe.load_probe` refuses such a file (:func:`gradprobe.forecast.probe_input.check_entry_inputs`):
+    an entry's ``lr``, ``budget_tokens`` or ``budget_seconds`` other than ``config``'s, a ``config`` setting the
+    probe does not accept (``lr: "fast"``), an entry's ``tokens_per_update`` other than max(1, round((G + C) x s))
+    of its batch's generated tokens G (``batch.generated_tokens``, or ``batches[k].batch``'s), its own charged
+    tokens C and the update scale s (:func:`gradprobe.probe.result.per_update_costs`). Only what is recorded is
+    compared: a dict without ``config`` or batch records passes, and so does the result the probe returns in memory
+    (``gradprobe.probe(...).raw``, one batch or several), which it writes as its probe.json. For the dict passed to
+    :func:`calib.apply.apply_calibration`, which no reader of the file checked; ``where`` names the file (the bare
+    ``probe.json`` for a dict: :func:`_source`).
+
+    Raises
+    ------
+    CalibrationApplyError
+        gradprobe's one-line message: the file, the field (e.g. ``rewards[1].tokens_per_update``), the reward, the
+        recorded value and the one the records give, the rule and the fix.
+    """
+    try:
+        check_entry_inputs(result, source=_source(where))
     except ValueError as e:
         raise CalibrationApplyError(str(e)) from None
 
