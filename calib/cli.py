@@ -374,6 +374,9 @@ def _print_floor(m: dict, cv: str) -> None:
                                                 else f", floor over {a['floor_arms']}")
             print(f"    {f:<22}{_n(a['mae']['estimate'])} {_iv(a['mae'], 'interval')}   "
                   f"floor {_n(a['floor']['estimate'])} {_iv(a['floor'], 'interval')}   ({over}, as forecast)")
+    if fl.get("never_trained"):  # arms left out of the floors and the arm-mean errors (calib.noise_floor)
+        untrained = "; ".join(f"{e['study']}/{e['arm']}: {e['why']}" for e in fl["never_trained"])
+        print(f"  {'':<24}left out: {untrained}")
     _print_heldout(m.get("heldout_floor"))
 
 

@@ -52,7 +52,8 @@ import numpy as np
 import pandas as pd
 
 from gradprobe.forecast.study import read_study_json
-from gradprobe.layout import EVAL_ITEMS_GZ, EVAL_ITEMS_JSONL, STUDY_JSON
+from gradprobe.layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, EVAL_ITEMS_JSONL, STUDY_JSON
+from gradprobe.study.never_trained_arms import never_trained_why, untrained_arms
 from gradprobe.study.power import paired_item_differences, variance_components
 from gradprobe.study.reading import AnalysisError
 
@@ -61,7 +62,7 @@ from .domain import study_identity
 from .integrity import StudyFormatError
 
 __all__ = ["arm_seed_noise", "seed_noise_floor", "arm_level_errors", "heldout_floor", "pool_heldout_floors",
-           "heldout_label", "NO_SEEDS"]
+           "heldout_label", "study_never_trained", "NO_SEEDS"]
 
 METHOD = ("floor_a = mean over pairs of seeds |y_i - y_j| / sqrt(2) (Gini mean difference), an unbiased estimate "
           "of E|y - mu_a| = sigma_a sqrt(2/pi) for normal seed noise; run level: mean of floor_a over runs; arm "
@@ -111,16 +112,23 @@ def arm_seed_noise(realized, arms, studies) -> pd.DataFrame:
         i, j = np.triu_indices(v.size, k=1)
         floor = float(np.abs(v[i] - v[j]).mean() / math.sqrt(2.0)) if v.size >= 2 else math.nan
         recs.append({"study": study, "arm": arm, "seeds": int(v.size), "realized": float(v.mean()), "floor": floor})
-    return pd.DataFrame(recs, columns=["study", "arm", "seeds", "realized", "floor"])
+    out = pd.DataFrame(recs, columns=["study", "arm", "seeds", "realized", "floor"])
+    return out.astype({"seeds": np.int64, "realized": np.float64, "floor": np.float64})  # typed when empty too
 
 
-def seed_noise_floor(realized, arms, studies, **settings) -> dict:
+def seed_noise_floor(realized, arms, studies, *, never_trained=None, reference_arm: str = "grpo",
+                     **settings) -> dict:
     """The run-level seed-noise floor of the MAE on these runs, with its study-cluster interval.
 
     Parameters
     ----------
     realized, arms, studies
         As :func:`arm_seed_noise`.
+    never_trained : dict, optional
+        study -> arm -> its ``never_trained`` records (:func:`study_never_trained`): an arm with one, and every arm of
+        a study whose ``reference_arm`` has one, is left out (its runs sample a broken setup, not seed noise).
+    reference_arm : str
+        The arm the gains are paired with (calib's ``grpo``).
     **settings
         ``resamples``, ``level``, ``seed``, ``min_studies`` of :func:`calib.bootstrap.cluster_mean_interval`.
 
@@ -129,9 +137,17 @@ def seed_noise_floor(realized, arms, studies, **settings) -> dict:
     dict
         ``estimate`` (points; NaN when no arm has 2 seeds), ``interval`` [lo, hi] or None, ``reason``,
         ``runs`` (in the mean), ``arms`` (with 2 or more seeds), ``single_seed_arms`` (left out),
-        ``method``.
+        ``method``; and, only when an arm was left out for a run that never trained, ``never_trained``
+        (:func:`_never_trained_left_out`: ``[{"study", "arm", "runs": [{"arm", "seed", "cause"}], "why"}]``).
+
+    Raises
+    ------
+    ValueError
+        Lengths differ (:func:`arm_seed_noise`).
     """
-    per = arm_seed_noise(realized, arms, studies)
+    keep, left = _never_trained_left_out(arms, studies, never_trained, reference_arm)
+    y = np.asarray(realized, np.float64).ravel()
+    per = arm_seed_noise(np.where(keep, y, np.nan) if keep.shape == y.shape else y, arms, studies)
     ok = per[np.isfinite(per["floor"])]
     values = np.repeat(ok["floor"].to_numpy(), ok["seeds"].to_numpy())
     clusters = np.repeat(ok["study"].to_numpy(), ok["seeds"].to_numpy())
@@ -139,10 +155,72 @@ def seed_noise_floor(realized, arms, studies, **settings) -> dict:
     reason = NO_SEEDS if values.size == 0 else ci.reason
     return {"estimate": ci.estimate, "interval": None if ci.interval is None else list(ci.interval),
             "reason": reason, "runs": int(values.size), "arms": int(len(ok)),
-            "single_seed_arms": int((per["seeds"] == 1).sum()), "method": METHOD}
+            "single_seed_arms": int((per["seeds"] == 1).sum()), "method": METHOD, **_left_record(left)}
 
 
-def arm_level_errors(predicted, realized, arms, studies, **settings) -> dict:
+def _left_record(left: list) -> dict:
+    """``{"never_trained": left}`` when an arm was left out, else {} (a report without one is as before)."""
+    return {"never_trained": left} if left else {}
+
+
+def _never_trained_left_out(arms, studies, never_trained, reference_arm: str) -> tuple[np.ndarray, list[dict]]:
+    """(keep, left): ``keep`` (bool, shape (n_runs,)) False for the runs of an arm with a run that never trained, or
+    of a study whose ``reference_arm`` has one (``never_trained``: study -> arm -> records,
+    :func:`study_never_trained`);
+    ``left``: one ``{"study", "arm", "runs": [{"arm", "seed", "cause"}], "why"}`` per such arm, in (study, arm)
+    order, ``why`` as :func:`gradprobe.study.power.paired_item_differences` gives it: ``"ARM never trained (seed S: WHY
+    (N updates))"`` and/or ``"the control arm grpo never trained (...)"``, then ":" and :data:`NEVER_TRAINED`."""
+    a, s = np.asarray(arms, dtype=object).ravel(), np.asarray(studies, dtype=object).ravel()
+    keep = np.ones(a.shape, dtype=bool)
+    if not never_trained or a.shape != s.shape:  # unequal lengths: arm_seed_noise says so
+        return keep, []
+    left = []
+    for study, arm in sorted({(str(x), str(y)) for x, y in zip(s, a)}):
+        untrained = never_trained.get(study) or {}
+        broken = {x: untrained[x] for x in dict.fromkeys((arm, reference_arm)) if untrained.get(x)}
+        if not broken:
+            continue
+        keep &= ~((s == study) & (a == arm))
+        why = "; ".join(("the control arm " if x == reference_arm and x != arm else "") + never_trained_why(x, r)
+                        for x, r in broken.items())
+        left.append({"study": study, "arm": arm, "why": f"{why}: {NEVER_TRAINED}",
+                     "runs": [{"arm": x, "seed": r.get("seed"), "cause": r.get("cause")}
+                              for x, rs in broken.items() for r in rs]})
+    return keep, left
+
+
+def study_never_trained(study_dirs) -> dict[str, dict[str, list[dict]]]:
+    """study -> arm -> its ``never_trained`` records, the arms with a run that never trained of each study folder
+    (its ``analysis.json`` ``arms[ARM].never_trained``: ``[{"seed", "cause", "why", "updates", ...}]``,
+    :func:`gradprobe.study.never_trained_arms.untrained_arms`), the study named as calib's rows name it
+    (``FOLDER@SHA12``, :func:`calib.domain.study_identity`); a study with none is left out of the mapping.
+
+    Parameters
+    ----------
+    study_dirs : sequence of path
+        Study folders (those the calibration rows were built from).
+
+    Raises
+    ------
+    calib.integrity.StudyFormatError
+        A folder's ``study.json`` or ``analysis.json`` is missing, not JSON, has no ``plan_sha256`` or no ``arms``
+        object (the file and the fix are named).
+    """
+    out = {}
+    for d in map(Path, study_dirs):
+        key = _study_key(d)
+        doc = read_study_json(d / ANALYSIS_JSON, "run `gradprobe study` (it writes analysis.json at the end)",
+                              error=StudyFormatError)
+        arms = doc.get("arms") if isinstance(doc, dict) else None
+        if not isinstance(arms, dict):
+            raise StudyFormatError(f"{d / ANALYSIS_JSON} has no 'arms' object; re-run `gradprobe study --analyze-only`")
+        if (untrained := untrained_arms(arms)):
+            out[key] = untrained
+    return out
+
+
+def arm_level_errors(predicted, realized, arms, studies, *, never_trained=None, reference_arm: str = "grpo",
+                     **settings) -> dict:
     """A forecaster's mean absolute error on arm means, beside the arm means' own noise floor.
 
     Parameters
@@ -151,6 +229,9 @@ def arm_level_errors(predicted, realized, arms, studies, **settings) -> dict:
         Held-out forecast and realized gain vs grpo per run (points); runs where either is not finite
         are left out.
     arms, studies : array-like of str, shape (n_runs,)
+    never_trained, reference_arm
+        As :func:`seed_noise_floor`: an arm with a run that never trained (or of a study whose reference arm has one)
+        is left out of both the MAE and the floor.
     **settings
         As :func:`seed_noise_floor`.
 
@@ -159,7 +240,8 @@ def arm_level_errors(predicted, realized, arms, studies, **settings) -> dict:
     dict
         ``mae`` {estimate, interval, reason} over arms (each arm once: |mean forecast - mean realized|),
         ``floor`` {estimate, interval, reason} over the arms with 2 or more seeds (floor_a / sqrt(n_a)),
-        ``arms``, ``floor_arms``.
+        ``arms``, ``floor_arms``, ``method``; ``never_trained`` as :func:`seed_noise_floor` (only when an arm was
+        left out).
 
     Raises
     ------
@@ -169,7 +251,8 @@ def arm_level_errors(predicted, realized, arms, studies, **settings) -> dict:
     p, y = np.asarray(predicted, np.float64).ravel(), np.asarray(realized, np.float64).ravel()
     if p.shape != y.shape:
         raise ValueError(f"predicted ({p.size}) and realized ({y.size}) must have one entry per run")
-    ok = np.isfinite(p) & np.isfinite(y)
+    keep, left = _never_trained_left_out(arms, studies, never_trained, reference_arm)
+    ok = np.isfinite(p) & np.isfinite(y) & (keep if keep.shape == p.shape else True)
     a, s = np.asarray(arms, dtype=object).ravel()[ok], np.asarray(studies, dtype=object).ravel()[ok]
     d = pd.DataFrame({"study": s, "arm": a, "p": p[ok], "y": y[ok]})
     means = d.groupby(["study", "arm"], sort=True).agg(p=("p", "mean"), y=("y", "mean")).reset_index()
@@ -180,7 +263,7 @@ def arm_level_errors(predicted, realized, arms, studies, **settings) -> dict:
                                   fl.index.get_level_values("study").to_numpy(), **settings)
     floor = _pack(floor) if len(fl) else {**_pack(floor), "reason": NO_SEEDS}
     return {"mae": _pack(err), "floor": floor, "arms": int(len(means)), "floor_arms": int(len(fl)),
-            "method": METHOD}
+            "method": METHOD, **_left_record(left)}
 
 
 def _pack(c) -> dict:

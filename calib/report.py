@@ -61,7 +61,7 @@ from .dataset import (FORECASTERS, REFERENCE_ARM, RowsError, StudyFormatError, b
                       study_dir_list)
 from .estimators import make_estimator
 from .metrics import bias, check_n_permutations, coverage, errors_by_entry, mae, pooled_rank_agreement, ranking_table
-from .noise_floor import arm_level_errors, heldout_floor, seed_noise_floor
+from .noise_floor import arm_level_errors, heldout_floor, seed_noise_floor, study_never_trained
 from .forecaster_choice import PROBE_FORECASTERS, validation_record
 from .files import REPORT_COMMAND, prepare_report_folder, write_bytes_atomic, write_json, write_text_atomic
 from .model import software_versions
@@ -96,8 +96,7 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     Parameters
     ----------
     rows : DataFrame
-        :func:`calib.dataset.build_rows_many` (grpo rows included: they are left out of the errors
-        and kept as an arm of the rankings).
+        :func:`calib.dataset.build_rows_many` (grpo rows: left out of the errors, an arm of the rankings).
     forecaster : str
         The forecaster whose calibration is the report's headline (default the probe's).
     method : {"linear", "isotonic"}
@@ -113,14 +112,14 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         Of the study-cluster bootstrap intervals of the MAEs (:mod:`calib.bootstrap`; defaults 5000,
         0.95, 0: the report is deterministic) and of the pooled taus (:func:`calib.bootstrap.pooled_interval`).
     study_dirs : list of path, optional
-        The folders ``rows`` come from, for ``metrics["heldout_floor"]`` (else None).
+        The folders ``rows`` come from, for ``metrics["heldout_floor"]`` (else None) and the arms with a run that never
+        trained, which the floors and arm-mean errors leave out (:func:`calib.noise_floor.study_never_trained`).
 
     Returns
     -------
     (metrics, cv_rows, table)
-        ``metrics``: the content of ``metrics.json``; ``cv_rows``: every held-out prediction (long
-        format); ``table``: :func:`calib.metrics.ranking_table` of the forecasters, ``rho`` and the
-        headline calibrated gains.
+        ``metrics``: the content of ``metrics.json``; ``cv_rows``: every held-out prediction (long format); ``table``:
+        :func:`calib.metrics.ranking_table` of the forecasters, ``rho`` and the headline calibrated gains.
 
         In ``metrics["errors"][cv][forecaster]["raw" | "calibrated"]`` (and its ``"common"`` part,
         the rows all compared forecasters cover), beside ``mae``: ``mae_interval`` [lo, hi] (points; None under 5
@@ -134,8 +133,9 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
 
     Raises
     ------
-    calib.dataset.RowsError
-        The headline forecaster cannot be calibrated (missing columns, a single arm...).
+    calib.dataset.RowsError, calib.dataset.StudyFormatError
+        The headline forecaster cannot be calibrated (missing columns, a single arm...); a ``study_dirs`` folder's
+        ``study.json`` or ``analysis.json`` cannot be read (:func:`calib.noise_floor.study_never_trained`).
     ValueError
         Checked before any fit: an unknown method, cv or interval; ``confidence_level`` outside (0, 1) or NaN (as
         ``calib.fit``); ``n_permutations`` not a positive integer; bad bootstrap settings (:func:`_check_settings`).
@@ -146,8 +146,8 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     rows, base, compared = _common_rows(rows, include_reference, notes)
     boot = {"resamples": bootstrap_resamples, "level": bootstrap_level, "seed": bootstrap_seed}
     per_row = {**boot, "min_studies": MIN_INTERVAL_STUDIES}  # the tau's rule (pooled_interval) for every interval
-    settings = {"method": method, "interval": interval, "level": confidence_level,
-                "include_reference": include_reference, "boot": per_row}
+    settings = {"method": method, "interval": interval, "include_reference": include_reference, "boot": per_row,
+                "level": confidence_level, "never_trained": study_dirs and study_never_trained(study_dirs)}
     long, errors = [], {}
     for mode in modes:
         errors[mode] = _mode_errors(rows, mode, compared, notes if mode == modes[0] else [], long, **settings)
@@ -159,7 +159,7 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         "headline_cv": head, "cv_modes": modes, "notes": notes, "forecaster": forecaster, "method": method,
         "interval": interval, "confidence_level": confidence_level, "include_reference": include_reference,
         **_what_rows(rows, base, compared, include_reference),
-        **_floors(common, study_dirs, per_row),
+        **_floors(common, study_dirs, per_row, settings["never_trained"]),
         "errors": errors, "ranking": ranking, "ranking_common_arms": ranking_common,
         **_headline(errors[head][forecaster]),
         "bootstrap": _bootstrap_record(per_row, base),
@@ -204,11 +204,13 @@ def _check_choices(method: str, cv: str, interval: str) -> None:
         raise ValueError(f"unknown interval method {interval!r}; choose one of {INTERVALS}")
 
 
-def _floors(common: pd.DataFrame, study_dirs, boot: dict) -> dict:
-    """``seed_noise_floor`` of the common rows (:func:`calib.noise_floor.seed_noise_floor`) and ``heldout_floor``,
+def _floors(common: pd.DataFrame, study_dirs, boot: dict, untrained: dict | None) -> dict:
+    """``seed_noise_floor`` of the common rows (:func:`calib.noise_floor.seed_noise_floor`; an arm with a run that
+    never trained, ``untrained``: study -> arm -> records, is left out and named) and ``heldout_floor``,
     its split into training randomness and the held-out set's own error on the same runs
     (:func:`calib.noise_floor.heldout_floor`; None without ``study_dirs``)."""
-    return {"seed_noise_floor": seed_noise_floor(common["target"], common["arm"], common["study"], **boot),
+    return {"seed_noise_floor": seed_noise_floor(common["target"], common["arm"], common["study"],
+                                                 never_trained=untrained, reference_arm=REFERENCE_ARM, **boot),
             "heldout_floor": None if study_dirs is None else heldout_floor(
                 study_dirs, keep=set(zip(common["study"], common["arm"])), **boot)}
 
@@ -269,15 +271,16 @@ def _arm_records(rows: pd.DataFrame) -> list[dict]:
 
 
 def _mode_errors(rows, mode, compared, notes, long: list, *, method, interval, level, include_reference,
-                 boot) -> dict:
+                 boot, never_trained=None) -> dict:
     """Errors of every forecaster, raw and calibrated, held out by ``mode``; appends the held-out
-    predictions to ``long`` and adds the paired MAE differences vs cost only (:func:`_differences`)."""
+    predictions to ``long`` and adds the paired MAE differences vs cost only (:func:`_differences`);
+    ``never_trained`` (study -> arm -> records): the arms the errors on arm means leave out."""
     errors, preds = {}, {}
     for f in FORECASTERS:
         errors[f] = {}
         for m in ("none", method):
             key = "raw" if m == "none" else "calibrated"
-            res, pred = _validate(rows, f, m, mode, interval, level, include_reference, boot)
+            res, pred = _validate(rows, f, m, mode, interval, level, include_reference, boot, never_trained)
             errors[f][key] = res
             if pred is not None:
                 long.append(pred.drop(columns="_common"))
@@ -317,8 +320,10 @@ def _compared(base: pd.DataFrame, notes: list) -> list:
     return [f for f in FORECASTERS if covered[f] >= 2]
 
 
-def _validate(rows, f, m, mode, interval, level, include_reference, boot) -> tuple[dict, pd.DataFrame | None]:
-    """Held-out predictions of forecaster ``f`` corrected by ``m`` under ``mode``, and their errors."""
+def _validate(rows, f, m, mode, interval, level, include_reference, boot,
+              never_trained=None) -> tuple[dict, pd.DataFrame | None]:
+    """Held-out predictions of forecaster ``f`` corrected by ``m`` under ``mode``, and their errors (those on arm
+    means leave out the arms with a run that never trained, ``never_trained``)."""
     try:
         sel, counts = select_rows(rows, forecaster=f, include_reference=include_reference, check_reference=False)
         if len(set(group_labels(sel, mode))) < 2:
@@ -340,7 +345,8 @@ def _validate(rows, f, m, mode, interval, level, include_reference, boot) -> tup
     losses = sel["loss_type"].fillna(DEFAULT_LOSS_TYPE) if "loss_type" in sel else [DEFAULT_LOSS_TYPE] * len(sel)
     keys = [entry_key(str(r), str(lt), DEFAULT_LOSS_TYPE) for r, lt in zip(sel["reward"], losses)]
     out["common"]["arm_level"] = arm_level_errors(pred["cv_pred"][in_common], pred["target"][in_common],
-                                                  pred["arm"][in_common], pred["study"][in_common], **boot)
+                                                  pred["arm"][in_common], pred["study"][in_common],
+                                                  never_trained=never_trained, reference_arm=REFERENCE_ARM, **boot)
     out["common"]["by_entry"] = errors_by_entry(pred["cv_pred"][in_common], pred["target"][in_common],
                                                 np.asarray(keys)[in_common], pred["study"][in_common])
     return out, pred.assign(_common=in_common)

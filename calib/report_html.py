@@ -280,7 +280,17 @@ def _floor_html(m: dict, cv: str) -> str:
             "<p>On arm means (each arm once: mean forecast vs mean realized over its seeds), as forecast:</p>"
             "<table><tr><th>forecaster</th><th>MAE [95% interval]</th><th>floor of arm means</th><th>study-arms</th>"
             "</tr>"
-            f"{rows}</table>{_heldout_html(m.get('heldout_floor'))}")
+            f"{rows}</table>{_never_trained_html(fl)}{_heldout_html(m.get('heldout_floor'))}")
+
+
+def _never_trained_html(fl: dict) -> str:
+    """The arms the seed-noise floor and the arm-mean errors left out for a run that never trained
+    (:func:`calib.noise_floor.seed_noise_floor`'s ``never_trained``), else ""."""
+    left = fl.get("never_trained")
+    if not left:
+        return ""
+    return "<p>Left out of the floor and the arm-mean errors: " + "; ".join(
+        html.escape(f"{e['study']}/{e['arm']}: {e['why']}") for e in left) + ".</p>"
 
 
 def _heldout_html(h: dict | None) -> str:

@@ -54,7 +54,10 @@ Runs that never trained
     point of a learning-rate sweep is not used (no best lr_scale picked from it; a sweep whose lr_scale 1 arm never
     trained gives no differences to it), and no detectable effect is computed for it (nor for any arm when the
     control arm never trained); the report says "never trained" in place of their numbers
-    (:mod:`gradprobe.study.never_trained_arms`). A study folder without run folders, or whose metrics lack
+    (:mod:`gradprobe.study.never_trained_arms`). The arm's accuracy, gains, side effects and fits stay in
+    ``analysis.json`` as read (calib's rows read the per-seed accuracies), marked: ``arms[ARM]["not_findings"]``
+    lists those fields and why (null for an arm whose numbers are findings); so are every arm's gains vs a control
+    arm that never trained. A study folder without run folders, or whose metrics lack
     ``advantage_abs_mean`` (an older gradprobe), flags nothing.
 Rankings
     Per axis, the arms read on every seed with no run that never trained, best first; [] where fewer than two
@@ -83,7 +86,7 @@ from .coverage import missing_runs
 from .folder import StudyError, check_frozen_plan, read_study_json
 from .hypotheses import evaluate_hypotheses
 from .lr_sweep import lr_sweep
-from .never_trained_arms import never_trained_runs
+from .never_trained_arms import never_trained_runs, not_findings
 from .power import detectable_effects
 from .reading import (AXIS_COLUMNS, EVAL_ITEMS, EVAL_ITEMS_GZ, SIDE_EFFECTS, AnalysisError, _combine, _item_index,
                       _item_lines, _promised, _runs, frozen_plan, initial_reads, interpolate, load_eval_items,
@@ -189,9 +192,9 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     Returns
     -------
     dict
-        The content of ``analysis.json`` (accuracy points): ``plan_sha256``, ``initial``,
-        ``matched``, ``arms`` (per axis: accuracy, reads, gains with t and two-way intervals,
-        side effects; ``sigmoid`` per axis; ``never_trained``: the seeds whose runs never trained, and why),
+        The content of ``analysis.json`` (accuracy points): ``plan_sha256``, ``initial``, ``matched``, ``arms``
+        (per axis: accuracy, reads, gains with t and two-way intervals, side effects; ``sigmoid`` per axis;
+        ``never_trained``: the seeds whose runs never trained, and why; ``not_findings``: fields no finding, why),
         ``rankings`` ([] on an axis where fewer than two arms can be ranked), ``not_ranked`` (per axis: arm -> why it
         is not ranked), ``hypotheses``, ``lr_sweep`` (:func:`~gradprobe.study.lr_sweep.lr_sweep`: arms that differ
         only by lr_scale), ``detectable_effect`` (the three leave out an arm that never trained: module docstring),
@@ -290,7 +293,9 @@ def _arms(df, plan, reads: dict, init: dict, recorded: dict, control: str, index
           untrained: dict) -> dict:
     """``analysis.json["arms"]``: per arm (plan order, then runs.csv order) its reward, lr_scale, seeds,
     ``never_trained`` (``untrained[arm]``: :func:`_never_trained`; [] when every run trained or its folder does not
-    say), one :func:`_arm_axis` entry per read axis and the sigmoid fits (:func:`_sigmoids`)."""
+    say), one :func:`_arm_axis` entry per read axis, the sigmoid fits (:func:`_sigmoids`) and ``not_findings`` (the
+    fields of a run that never trained, or gains vs a control arm that did: kept as read, not findings;
+    :func:`~gradprobe.study.never_trained_arms.not_findings`)."""
     arm_order = list(plan.arms) if plan is not None else []
     arm_order += [a for a in dict.fromkeys(df["arm"]) if a not in arm_order and a in set(df["arm"])]
     arms = {}
@@ -302,6 +307,7 @@ def _arms(df, plan, reads: dict, init: dict, recorded: dict, control: str, index
             entry[axis] = _arm_axis(arm, rd, init, control, index, boot_kw)
         r0 = [r["value"] for (a, s), r in sorted(init.items()) if a == arm]
         entry["sigmoid"] = _sigmoids(rows, math.fsum(r0) / len(r0), recorded) if r0 else None
+        entry["not_findings"] = not_findings(arm, entry, control, untrained)
         arms[arm] = entry
     return arms
 

@@ -9,6 +9,10 @@ learning-rate sweep and the detectable effect leave the arm out and say why with
 does the power analysis of a pilot study (:func:`gradprobe.study.power.power_analysis`). :func:`never_trained_runs`
 reads them from a study folder's run folders for both. This module sits below all of them (the sweep cannot import
 the report, which imports the sweep's report; the analysis imports the power analysis).
+
+``analysis.json`` keeps such an arm's numbers as read (calib builds its rows from the per-seed accuracies, and the
+report reads the side effects' entries) but marks them: ``arms[ARM]["not_findings"]`` (:func:`not_findings`) lists the
+fields that are no finding and why; so too the gains vs a control arm that never trained, in every arm.
 """
 
 from __future__ import annotations
@@ -19,7 +23,17 @@ from pathlib import Path
 from ..layout import CONFIG_JSON, METRICS_JSONL, run_dir
 from ..training.untrained import never_trained
 
-__all__ = ["never_trained_runs", "never_trained_text", "never_trained_why", "run_max_new_tokens", "untrained_arms"]
+__all__ = ["never_trained_runs", "never_trained_text", "never_trained_why", "not_findings", "run_max_new_tokens",
+           "untrained_arms", "GAIN_FIELDS", "AXIS_FINDINGS"]
+
+#: the fields of an axis entry of ``analysis.json["arms"][ARM]`` that are gains vs the control arm
+GAIN_FIELDS = ("gain_vs_grpo", "gain_ci", "gain_vs_grpo_ci_two_way", "gain_sd", "gain_seeds", "disagreement")
+#: every finding of an axis entry: the arm's accuracy, its gains and its side effects (the rest are the reads)
+AXIS_FINDINGS = ("accuracy", "ci", *GAIN_FIELDS, "gain_vs_initial", "gain_vs_initial_ci", "gain_vs_initial_ci_two_way",
+                 "side_effects")
+#: ``not_findings["reason"]``, after the arms that never trained (:func:`never_trained_why`)
+NOT_A_FINDING = ("a run that never trained measures a broken setup: these numbers are kept as read, not as findings "
+                 "(the report shows \"never trained\" in their place)")
 
 
 def never_trained_runs(study_dir: str | Path, runs) -> dict[str, list[dict]]:
@@ -66,3 +80,24 @@ def untrained_arms(arms: dict) -> dict[str, list[dict]]:
     """arm -> its ``never_trained`` records, for the arms of ``analysis.json["arms"]`` with at least one (an entry
     without the key, from an analysis written before it, counts as trained); in ``arms`` order."""
     return {a: list(e["never_trained"]) for a, e in arms.items() if isinstance(e, dict) and e.get("never_trained")}
+
+
+def not_findings(arm: str, entry: dict, control: str, untrained: dict) -> dict | None:
+    """``analysis.json["arms"][ARM]["not_findings"]``: the fields of the arm's ``entry`` that are kept as read but are
+    no finding, ``{"fields": ["AXIS.FIELD", ..., "sigmoid"], "reason": "ARM never trained (seed S: WHY (N updates)):
+    a run that never trained measures a broken setup ..."}``, or None when every one is a finding.
+
+    An arm with a run that never trained (``untrained[arm]``): every finding of each axis entry
+    (:data:`AXIS_FINDINGS`: accuracy, gains, side effects) and its ``sigmoid`` fits. Every arm but ``control`` when
+    ``control`` has one: its gains vs the control arm (:data:`GAIN_FIELDS`); the reason then names "the control arm".
+    ``untrained``: arm -> its ``never_trained`` records (:func:`never_trained_runs`); ``entry``: the arm's entry, its
+    axis entries being the dict values holding ``side_effects``."""
+    axes = [k for k, v in entry.items() if isinstance(v, dict) and "side_effects" in v]
+    fields, why = [], []
+    if untrained.get(arm):
+        fields += [f"{a}.{k}" for a in axes for k in AXIS_FINDINGS if k in entry[a]] + ["sigmoid"]
+        why.append(never_trained_why(arm, untrained[arm]))
+    if arm != control and untrained.get(control):
+        fields += [f"{a}.{k}" for a in axes for k in GAIN_FIELDS if k in entry[a] and f"{a}.{k}" not in fields]
+        why.append("the control arm " + never_trained_why(control, untrained[control]))
+    return {"fields": fields, "reason": f"{'; '.join(why)}: {NOT_A_FINDING}"} if why else None
