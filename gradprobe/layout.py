@@ -30,10 +30,11 @@ refuses their output there and the earlier probe would be stranded (``gradprobe 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
-__all__ = ["rerun_advice", "study_probe_advice", "restore_advice", "probe_study",
+__all__ = ["rerun_advice", "study_probe_advice", "restore_advice", "probe_study", "study_probe_refusal",
            "CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
            "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "EARLIER_PROBE",
            "EARLIER_MANIFEST", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
@@ -142,11 +143,14 @@ def output_kind(folder: str | Path) -> tuple[str, str] | None:
     folder = Path(folder)
     if not folder.is_dir():
         return None
-    # a study's probe, with or without its arms.json (probe_study): the other commands refuse it as an --out
-    if folder.parent.name == GUIDED_PROBES and _study_of_probe(folder.parent.parent) is not None:
-        return "guided probe", f"probe/{GUIDED_PROBES}/{folder.name}"
-    if (study := _study_of_probe(folder)) is not None:
-        return "study probe", ARMS_JSON if (folder / ARMS_JSON).exists() else f"{_study_evidence(study)} in {study}"
+    # a study's probe, with or without its arms.json (probe_study): the other commands refuse it as an --out; read
+    # through the resolved path, so `.` inside it, `STUDY/x/../probe` or a link to it is the study's too
+    real = _resolved(folder)
+    if real.parent.name == GUIDED_PROBES and _study_of_probe(real.parent.parent) is not None:
+        return "guided probe", f"probe/{GUIDED_PROBES}/{real.name}"
+    if _study_of_probe(real) is not None:
+        study = probe_study(folder)  # as the user typed it where that names it (_as_given)
+        return "study probe", ARMS_JSON if (real / ARMS_JSON).exists() else f"{_study_evidence(real.parent)} in {study}"
     model = _model_evidence(folder)  # before the markers: a model a probe was once written beside stays a model
     if model is not None:
         return "model", model
@@ -188,6 +192,32 @@ def study_probe_advice(study: str | Path, file: str | Path, *, missing: bool = F
             f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe (finished runs are kept)")
 
 
+def study_probe_refusal(folder: str | Path) -> str | None:
+    """Why ``gradprobe probe --out FOLDER`` is refused when ``folder`` is a study's probe or a guided arm's
+    (:func:`output_kind`'s ``"study probe"``, ``"guided probe"``), with the study's fix, as a phrase after the
+    folder's name; None for any other folder.
+
+    The fix: with ``STUDY/runs/``, delete the probe's ``probe.json`` and resume the study (which re-runs the missing
+    probe and keeps finished runs); without it (a shipped study keeps only its tables) resuming would train every
+    run again, so the probe is left as it is and another ``--out`` chosen. Paths are shown as given where they name
+    the study (:func:`probe_study`).
+    """
+    found = output_kind(folder)
+    if found is None or found[0] not in ("study probe", "guided probe"):
+        return None
+    folder, study = Path(folder), probe_study(folder)
+    shared = _resolved(folder) if found[0] == "study probe" else _resolved(folder).parent.parent
+    shown = (f"{ARMS_JSON} {'there' if found[0] == 'study probe' else 'in its probe/'}"
+             if (shared / ARMS_JSON).exists() else f"the probe/ of study {study}, whose {ARMS_JSON} is missing")
+    if not (Path(study) / "runs").is_dir():
+        return (f"is a study's probe folder ({shown}) of a study without run folders ({study} has no runs/: "
+                "resuming it to write its probe again would train every run again): leave it as it is and choose "
+                "another --out (an empty folder, or an earlier probe's)")
+    return (f"is a study's probe folder ({shown}); to redo it delete {folder / PROBE_JSON} and resume the study "
+            f"with `gradprobe study {study / PLAN_COPY} --out {study}`, which re-runs the missing probe (finished "
+            "runs are kept); else choose another --out")
+
+
 def probe_study(folder: str | Path) -> Path | None:
     """The study whose probe (``STUDY/probe``) or guided arm's probe (``STUDY/probe/guided/<arm>``) ``folder`` is,
     else None (a ``gradprobe probe --out`` folder).
@@ -197,14 +227,43 @@ def probe_study(folder: str | Path) -> Path | None:
     (:data:`STUDY_JSON`, :data:`RUNS_CSV`, :data:`ANALYSIS_JSON`): a study's probe whose ``arms.json`` was lost is
     still the study's, so its fix is the study's (:func:`study_probe_advice`), never ``gradprobe probe --out``, and
     ``gradprobe probe --out`` refuses it (:func:`output_kind`). A guided arm's probe is ``guided/<arm>`` inside such
-    a folder. Only the paths are read (no file is parsed); ``folder`` is taken as given (not resolved).
+    a folder. Only the paths are read (no file is parsed). ``folder`` is resolved first (:meth:`pathlib.Path.resolve`:
+    links followed, ``..`` and ``.`` removed), so ``Path(".")`` inside ``STUDY/probe``, ``STUDY/x/../probe`` or a
+    link to ``STUDY/probe`` is the study's probe too.
+
+    Returns
+    -------
+    Path or None
+        The study as the user wrote it when ``folder`` names it (``STUDY`` for ``STUDY/probe/``, so messages show what
+        was typed); else (``.`` inside the probe, a link) the resolved, absolute study folder.
     """
-    folder = Path(folder)
-    if folder.parent.name == GUIDED_PROBES:
-        study = _study_of_probe(folder.parent.parent)
+    given = Path(folder)
+    real = _resolved(given)
+    if real.parent.name == GUIDED_PROBES:
+        study = _study_of_probe(real.parent.parent)
         if study is not None:
-            return study
-    return _study_of_probe(folder)
+            return _as_given(study, given, 3)
+    study = _study_of_probe(real)
+    return None if study is None else _as_given(study, given, 1)
+
+
+def _resolved(folder: Path) -> Path:
+    """``folder`` resolved (links followed, absolute); :func:`os.path.abspath` of it when that fails (a link loop)."""
+    try:
+        return folder.resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(folder))
+
+
+def _as_given(study: Path, given: Path, up: int) -> Path:
+    """``study`` (resolved) as ``given`` names it: ``given``'s ancestor ``up`` levels up when ``given`` has more than
+    ``up`` parts (so the ancestor is a part the user typed, not ``.``) and that ancestor is ``study``; else
+    ``study``."""
+    if len(given.parts) > up:
+        typed = given.parents[up - 1]
+        if _resolved(typed) == study:
+            return typed
+    return study
 
 
 def _study_of_probe(folder: Path) -> Path | None:

@@ -43,8 +43,8 @@ from pathlib import Path
 
 from safetensors.torch import save as safetensors_bytes
 
-from ..layout import (ALIGNMENT_SAFETENSORS, ARMS_JSON, EARLIER_MANIFEST, EARLIER_PROBE, OUTPUT_KINDS, PROBE_BATCH_DIR,
-                      PROBE_FILES, PROBE_JSON, TOKENS_JSONL, output_kind, probe_study)
+from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, OUTPUT_KINDS, PROBE_BATCH_DIR,
+                      PROBE_FILES, PROBE_JSON, TOKENS_JSONL, output_kind, study_probe_refusal)
 from ..outputs import (OutputDirError, json_safe, output_error, removed_if_left_empty, write_bytes_atomic,
                        write_json_atomic, write_text_atomic)
 from .table import format_table, no_signal_entries
@@ -164,14 +164,8 @@ def _other_output(folder: Path) -> str | None:
     if found is None or found[0] in ("probe", "killed probe"):  # a killed probe's leftover is put back (_leftover)
         return None
     kind, evidence = found
-    if kind in ("study probe", "guided probe"):
-        redo = f"probe/{PROBE_JSON}" if kind == "study probe" else f"{evidence}/{PROBE_JSON}"
-        shared = folder if kind == "study probe" else folder.parent.parent
-        shown = (f"{ARMS_JSON} {'there' if kind == 'study probe' else 'in its probe/'}" if (shared / ARMS_JSON).exists()
-                 else f"the probe/ of study {probe_study(folder)}, whose {ARMS_JSON} is missing")
-        return (f"is a study's probe folder ({shown}); "
-                f"to redo a study's probe delete {redo} and run `gradprobe study` on the study folder again; else "
-                "choose another --out")
+    if kind in ("study probe", "guided probe"):  # the study's fix (resume it, or another --out without runs/)
+        return study_probe_refusal(folder)
     return (f"holds {OUTPUT_KINDS[kind]} ({evidence}), not a probe's output; a probe there would mix its files into "
             "it: choose another --out (an empty folder, or an earlier probe's)")
 

@@ -54,14 +54,15 @@ def test_a_study_without_arms_json_keeps_its_guided_probe_and_refuses_probe_out(
     assert "\n" not in message and message.endswith(
         f"restore {guided / 'probe.json'} from a copy of the study ({study} has no runs/: resuming the study to "
         "write its probe again would train every run again)")
-    for folder, redo in ((study / "probe", "probe/probe.json"), (guided, "probe/guided/guided/probe.json")):
+    for folder in (study / "probe", guided):
         with pytest.raises(OutputDirError) as info:
             with replacing_earlier_probe(folder):
                 pass
-        assert str(info.value) == (
+        assert str(info.value) == (  # no runs/: not "resume the study" (it would train every run again)
             f"--out {str(folder)!r} is a study's probe folder (the probe/ of study {study}, whose arms.json is "
-            f"missing); to redo a study's probe delete {redo} and run `gradprobe study` on the study folder again; "
-            "else choose another --out")
+            f"missing) of a study without run folders ({study} has no runs/: resuming it to write its probe again "
+            "would train every run again): leave it as it is and choose another --out (an empty folder, or an "
+            "earlier probe's)")
     assert json.loads((guided / "probe.json").read_text())["rewards"][0]["tokens_per_update"] == 1  # untouched
 
 

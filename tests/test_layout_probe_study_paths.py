@@ -1,0 +1,120 @@
+"""A study's probe is the study's whatever path names it, and ``gradprobe probe --out`` on it gives the fix that works.
+
+1. ``layout.probe_study``/``output_kind`` resolve the folder: ``.`` inside ``STUDY/probe`` (or its
+   ``guided/<arm>``), ``STUDY/x/../probe``, ``probe`` typed inside ``STUDY`` and a link to ``STUDY/probe`` are the
+   study's probe when ``arms.json`` is missing (they were ``"probe"``, so ``gradprobe probe --out .`` overwrote the
+   study's probe); the study is shown as typed where the path names it, else resolved;
+2. the refusal of ``--out STUDY/probe`` (and ``STUDY/probe/guided/ARM``) tells a study without ``runs/`` (every
+   shipped study) to choose another ``--out``, not to resume the study (which would train every run again); with
+   ``runs/`` it names the ``gradprobe study`` command that resumes it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import gradprobe.probe.batches as probe_batches
+from gradprobe.cli import main
+from gradprobe.layout import output_kind, probe_study, study_probe_refusal
+
+ROOT = Path(__file__).resolve().parents[1]
+_PROBE = ["probe", "--model", "tiny-qwen2", "--task", "chain_sum", "--no-progress"]
+_NO_RUNS = ("of a study without run folders ({study} has no runs/: resuming it to write its probe again would train "
+            "every run again): leave it as it is and choose another --out (an empty folder, or an earlier probe's)")
+
+
+@pytest.fixture
+def study(tmp_path) -> Path:
+    """A copy of the shipped guided study (its tables and probes only) whose probe lost its arms.json."""
+    out = shutil.copytree(ROOT / "data" / "study_tiny_guided", tmp_path / "s",
+                          ignore=shutil.ignore_patterns("figures", "*.gz"))
+    (out / "probe" / "arms.json").unlink()
+    (out / "x").mkdir()
+    return out
+
+
+@pytest.fixture
+def no_compute(monkeypatch):
+    monkeypatch.setattr(probe_batches, "run_probe_batches", lambda *a, **k: pytest.fail("the probe ran"))
+
+
+def test_dot_inside_the_probe_is_the_studys(study, monkeypatch):
+    monkeypatch.chdir(study / "probe")  # restored by monkeypatch
+    assert probe_study(".") == probe_study(Path(".")) == study.resolve()
+    assert output_kind(".") == ("study probe", f"plan.toml + study.json in {study.resolve()}")
+    monkeypatch.chdir(study / "probe" / "guided" / "guided")
+    assert probe_study(".") == study.resolve()
+    assert output_kind(".") == ("guided probe", "probe/guided/guided")
+
+
+def test_dotted_relative_and_linked_paths_are_the_studys(study, tmp_path, monkeypatch):
+    assert probe_study(f"{study}/x/../probe") == Path(f"{study}/x/..")  # as typed: it names the study
+    assert output_kind(f"{study}/x/../probe") == ("study probe", f"plan.toml + study.json in {study}/x/..")
+    assert probe_study(f"{study}/probe/.") == probe_study(f"{study}/probe/") == study
+    link = tmp_path / "link"
+    link.symlink_to(study / "probe")
+    assert probe_study(link) == study.resolve()  # the link's parent is no study: the resolved one is shown
+    assert output_kind(link) == ("study probe", f"plan.toml + study.json in {study.resolve()}")
+    monkeypatch.chdir(study)
+    assert probe_study("probe") == study.resolve()  # not "." (what the user typed names no study)
+    monkeypatch.chdir(study / "x")
+    assert probe_study("../probe") == Path("..")
+    assert probe_study(tmp_path) is None and output_kind(study / "x") is None
+
+
+def test_probe_out_dot_and_a_link_are_refused_before_any_compute(study, tmp_path, monkeypatch, capsys, no_compute):
+    before = (study / "probe" / "probe.json").read_bytes()
+    monkeypatch.chdir(study / "probe")
+    assert main(_PROBE + ["--out", "."]) == 2
+    resolved = study.resolve()
+    assert capsys.readouterr().err.strip() == (
+        f"gradprobe probe: error: --out '.' is a study's probe folder (the probe/ of study {resolved}, whose "
+        f"arms.json is missing) {_NO_RUNS.format(study=resolved)}")
+    link = tmp_path / "link"
+    link.symlink_to(study / "probe" / "guided" / "guided")
+    assert main(_PROBE + ["--out", f"{link}/"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"gradprobe probe: error: --out {str(link)!r} is a study's probe folder (the probe/ of study {resolved}, "
+        f"whose arms.json is missing) {_NO_RUNS.format(study=resolved)}")
+    assert (study / "probe" / "probe.json").read_bytes() == before
+    assert sorted(p.name for p in (study / "probe").iterdir()) == ["guided", "probe.json"]
+
+
+@pytest.mark.parametrize("arms", [False, True])
+def test_the_refusal_without_runs_says_choose_another_out(study, capsys, no_compute, arms):
+    if arms:
+        shutil.copy(ROOT / "data" / "study_tiny_guided" / "probe" / "arms.json", study / "probe" / "arms.json")
+    shown = {True: ("arms.json there", "arms.json in its probe/")}.get(
+        arms, (f"the probe/ of study {study}, whose arms.json is missing",) * 2)
+    for folder, said in zip((study / "probe", study / "probe" / "guided" / "guided"), shown):
+        expected = f"is a study's probe folder ({said}) {_NO_RUNS.format(study=study)}"
+        assert study_probe_refusal(folder) == expected
+        assert main(_PROBE + ["--out", str(folder)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"gradprobe probe: error: --out {str(folder)!r} {expected}" and "gradprobe study" not in err
+
+
+@pytest.mark.parametrize("arms", [False, True])
+def test_the_refusal_with_runs_names_the_resume(study, capsys, no_compute, arms):
+    (study / "runs").mkdir()
+    if arms:
+        shutil.copy(ROOT / "data" / "study_tiny_guided" / "probe" / "arms.json", study / "probe" / "arms.json")
+    shown = {True: ("arms.json there", "arms.json in its probe/")}.get(
+        arms, (f"the probe/ of study {study}, whose arms.json is missing",) * 2)
+    for folder, said in zip((study / "probe", study / "probe" / "guided" / "guided"), shown):
+        expected = (f"is a study's probe folder ({said}); to redo it delete {folder / 'probe.json'} and resume the "
+                    f"study with `gradprobe study {study / 'plan.toml'} --out {study}`, which re-runs the missing "
+                    "probe (finished runs are kept); else choose another --out")
+        assert study_probe_refusal(folder) == expected
+        assert main(_PROBE + ["--out", str(folder)]) == 2
+        assert capsys.readouterr().err.strip() == f"gradprobe probe: error: --out {str(folder)!r} {expected}"
+
+
+def test_no_refusal_for_other_folders(study, tmp_path):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "probe.json").write_text("{}")
+    assert study_probe_refusal(tmp_path / "p") is None and study_probe_refusal(study) is None
+    assert study_probe_refusal(tmp_path / "missing") is None
