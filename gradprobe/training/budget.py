@@ -8,6 +8,7 @@ FLOPs, ``updates`` updates (:data:`~gradprobe.training.specs.BUDGET_KINDS`). Tor
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 import sys
 from contextlib import contextmanager
@@ -152,9 +153,13 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
     minimum = run.train.prompts_per_update * run.train.group  # completions of at least one token each
     tokens = given.get("generated_tokens")
     if tokens is not None and tokens < minimum:
+        most = minimum * run.sampling.max_new_tokens
         raise PlanError(f"{_said(names, 'generated_tokens', f'{tokens:,g}')} is smaller than one update of arm "
                         f"{run.arm!r}: B * G = {run.train.prompts_per_update} * {run.train.group} completions of at "
-                        f"least one token each; minimum: {minimum}")
+                        f"least one token each; minimum: {minimum} (one update costs B * G * the mean completion "
+                        f"length, up to {run.train.prompts_per_update} * {run.train.group} * max_new_tokens "
+                        f"{run.sampling.max_new_tokens} = {most:,} rollout tokens; a useful run needs many updates); "
+                        f"{_alternatives(names, ('generated_tokens',))}")
     updates = given.get("updates")
     token_limit = given.get("generated_tokens", plan_budget.get("generated_tokens"))
     if updates is not None and token_limit is not None and updates * minimum > token_limit:
@@ -250,7 +255,10 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out,
     Returns
     -------
     str
-        One line: each budget and the update's cost, that the run stopped with its data kept, and the fix.
+        One line: each budget and the update's cost, that the run stopped with its data kept, and the fix: the
+        budget the user set (flag, argument or the plan's) raised to at least update 1's cost in its unit (tokens,
+        FLOPs: the least that buys one update, rounded up); where a flag or argument was given, the other budget
+        kinds' flags (arguments) only as alternatives.
     """
     python = _PYTHON_NAMES.get() if python is None else python
     names = BUDGET_ARGUMENTS if python else BUDGET_FLAGS
@@ -262,26 +270,48 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out,
     detail = "; ".join(f"{stated[k]} but one update of arm {run.arm!r} cost {c:,.0f}" for k, (_, c) in over.items())
     study = study_above(out)
     if study is not None:  # a study's run: its folder keeps the plan it was frozen with
-        kinds = " and ".join(f"budget.{k}" for k in over)
+        kinds = " and ".join(f"budget.{k} to at least {_cost(k, c)}" for k, (_, c) in over.items())
         return (f"{detail}: the budget is smaller than one update (the run stopped after update 1, data kept in "
-                f"{out}); raise {kinds} in the plan to many updates' cost and run the changed plan as a new study "
+                f"{out}); raise {kinds} in the plan ({_ONE_UPDATE}) and run the changed plan as a new study "
                 f"under a new --out (or into {study} with --restart while none of its runs has finished)")
     fixes = " and ".join(_larger_budget(k, c, given[k], plan_budget.get(k), names[k]) for k, (_, c) in over.items())
     rerun = "call gradprobe.train again with a new out=" if python else "rerun with a new --out"
+    others = f"; {_alternatives(names, tuple(over))}" if any(given.values()) else ""
     return (f"{detail}: the budget is smaller than one update (the run stopped after update 1, data kept in {out}); "
-            f"to train, {rerun} (or after deleting {out}: a rerun into it with another budget is refused) and {fixes}")
+            f"to train, {rerun} (or after deleting {out}: a rerun into it with another budget is refused) and {fixes}"
+            f"{others}")
+
+
+#: What the smallest budget :func:`too_small_message` names buys (update 1's cost is measured, later ones vary)
+_ONE_UPDATE = "update 1's cost: the least that buys one update; a useful run needs many updates' cost"
+#: The unit of each budget kind, as :func:`too_small_message` names its smallest value
+_UNITS = {"generated_tokens": "tokens", "flops": "FLOPs", "device_seconds": "device-seconds", "updates": "updates"}
+
+
+def _cost(kind: str, cost: float) -> str:
+    """Update 1's ``cost`` in ``kind``'s unit (:data:`_UNITS`), rounded up: ``"4,492 tokens"``."""
+    return f"{math.ceil(cost):,} {_UNITS[kind]}"
+
+
+def _alternatives(names: dict, kinds: tuple[str, ...]) -> str:
+    """The other budget kinds, named as ``names`` names them (flags or :func:`gradprobe.train`'s arguments), offered
+    as alternatives to ``kinds``: ``"or budget the run by --updates, --budget-seconds or --budget-flops instead"``."""
+    others = [names[k] for k in ("updates", "device_seconds", "flops", "generated_tokens") if k not in kinds]
+    return f"or budget the run by {', '.join(others[:-1])} or {others[-1]} instead"
 
 
 def _larger_budget(kind: str, cost: float, flag_given: bool, plan: float | None, flag: str) -> str:
     """The fix for one budget smaller than update 1's ``cost`` (:func:`too_small_message`): raise the flag (``flag``:
     ``--budget-tokens``, or ``budget_tokens=`` from Python; up to the plan's ``plan`` budget of that kind, None: the
-    plan sets none) or leave it out, or raise the plan's budget."""
+    plan sets none) or leave it out, or raise the plan's budget; each to at least ``cost`` (:func:`_cost`, in the
+    kind's unit: the least that buys one update)."""
+    least = f"to at least {_cost(kind, cost)} ({_ONE_UPDATE})"
     if not flag_given:
-        return f"raise budget.{kind} in the plan to many updates' cost (a changed plan)"
+        return f"raise budget.{kind} in the plan {least} (a changed plan)"
     if plan is None:
-        return f"raise {flag} to many updates' cost"
+        return f"raise {flag} {least}"
     if plan > cost:
-        return (f"raise {flag} to many updates' cost (at most the plan's budget.{kind} = {plan:,.0f}) or leave it out "
-                f"to use the plan's budget")
+        return (f"raise {flag} {least}, at most the plan's budget.{kind} = {plan:,.0f}, or leave it out to use the "
+                f"plan's budget")
     return (f"leave out {flag} and raise budget.{kind} in the plan (its {plan:,.0f} is smaller than one update too) "
-            f"to many updates' cost")
+            f"{least}")

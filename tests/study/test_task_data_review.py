@@ -113,8 +113,9 @@ def test_a_study_runs_budget_advice_names_a_new_study(tmp_path):
     out = tmp_path / "S" / "runs" / "grpo" / "seed0"
     msg = too_small_message(run, {"generated_tokens": (9, 280)}, out)
     assert msg == (f"budget.generated_tokens = 9 but one update of arm 'grpo' cost 280: the budget is smaller than one "
-                   f"update (the run stopped after update 1, data kept in {out}); raise budget.generated_tokens in the "
-                   "plan to many updates' cost and run the changed plan as a new study under a new --out (or into "
+                   f"update (the run stopped after update 1, data kept in {out}); raise budget.generated_tokens to at "
+                   "least 280 tokens in the plan (update 1's cost: the least that buys one update; a useful run needs "
+                   "many updates' cost) and run the changed plan as a new study under a new --out (or into "
                    f"{tmp_path / 'S'} with --restart while none of its runs has finished)")
 
 

@@ -19,6 +19,7 @@ from helpers_training import tiny_plan
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
 COST = 10_105_274_368.0  # the trial user's update 1 (FLOPs)
+_LEAST = "update 1's cost: the least that buys one update; a useful run needs many updates' cost"
 
 
 def _run(budget: dict, overrides: dict):
@@ -30,8 +31,9 @@ def test_a_flops_flag_below_one_update_says_rerun_with_a_new_out_and_a_larger_fl
     assert too_small_message(run, {"flops": (5e9, COST)}, "t_bad") == (
         "--budget-flops = 5,000,000,000 but one update of arm 'grpo' cost 10,105,274,368: the budget is smaller "
         "than one update (the run stopped after update 1, data kept in t_bad); to train, rerun with a new --out (or "
-        "after deleting t_bad: a rerun into it with another budget is refused) and raise --budget-flops to many "
-        "updates' cost (at most the plan's budget.flops = 60,000,000,000) or leave it out to use the plan's budget")
+        "after deleting t_bad: a rerun into it with another budget is refused) and raise --budget-flops to at least "
+        f"10,105,274,368 FLOPs ({_LEAST}), at most the plan's budget.flops = 60,000,000,000, or leave it out to use "
+        "the plan's budget; or budget the run by --updates, --budget-seconds or --budget-tokens instead")
 
 
 def test_a_tokens_flag_names_its_own_flag_and_the_plan_limit():
@@ -39,14 +41,16 @@ def test_a_tokens_flag_names_its_own_flag_and_the_plan_limit():
     message = too_small_message(run, {"generated_tokens": (20, 617)}, "run")
     assert message.startswith("--budget-tokens = 20 but one update of arm 'grpo' cost 617: ")
     assert message.endswith("rerun with a new --out (or after deleting run: a rerun into it with another budget is "
-                            "refused) and raise --budget-tokens to many updates' cost (at most the plan's "
-                            "budget.generated_tokens = 250,000) or leave it out to use the plan's budget")
+                            f"refused) and raise --budget-tokens to at least 617 tokens ({_LEAST}), at most the "
+                            "plan's budget.generated_tokens = 250,000, or leave it out to use the plan's budget; or "
+                            "shorten the run by --updates, --budget-seconds or --budget-flops instead")
 
 
 def test_a_flag_for_a_kind_the_plan_does_not_set_has_no_upper_limit():
     run = _run({"generated_tokens": 250_000}, {"flops": 5e9})
     assert too_small_message(run, {"flops": (5e9, COST)}, "o").endswith(
-        "a rerun into it with another budget is refused) and raise --budget-flops to many updates' cost")
+        f"a rerun into it with another budget is refused) and raise --budget-flops to at least 10,105,274,368 FLOPs "
+        f"({_LEAST}); or budget the run by --updates, --budget-seconds or --budget-tokens instead")
 
 
 def test_a_plan_budget_below_one_update_says_change_the_plan_and_use_a_new_out():
@@ -55,15 +59,16 @@ def test_a_plan_budget_below_one_update_says_change_the_plan_and_use_a_new_out()
     assert too_small_message(run, {"flops": (5e9, COST)}, "o") == (
         "budget.flops = 5,000,000,000 but one update of arm 'grpo' cost 10,105,274,368: the budget is smaller than "
         "one update (the run stopped after update 1, data kept in o); to train, rerun with a new --out (or after "
-        "deleting o: a rerun into it with another budget is refused) and raise budget.flops in the plan to many "
-        "updates' cost (a changed plan)")
+        "deleting o: a rerun into it with another budget is refused) and raise budget.flops in the plan to at least "
+        f"10,105,274,368 FLOPs ({_LEAST}) (a changed plan)")
 
 
 def test_a_flag_under_a_plan_budget_that_is_too_small_too_says_raise_the_plan():
     run = _run({"flops": 8e9}, {"flops": 5e9})  # the flag may not exceed the plan's 8e9, below one update
     assert too_small_message(run, {"flops": (5e9, COST)}, "o").endswith(
         "and leave out --budget-flops and raise budget.flops in the plan (its 8,000,000,000 is smaller than one "
-        "update too) to many updates' cost")
+        f"update too) to at least 10,105,274,368 FLOPs ({_LEAST}); or budget the run by --updates, --budget-seconds "
+        "or --budget-tokens instead")
 
 
 def test_two_budgets_below_one_update_are_both_named():
@@ -71,9 +76,10 @@ def test_two_budgets_below_one_update_are_both_named():
     message = too_small_message(run, {"generated_tokens": (16, 600), "flops": (5e9, COST)}, "o")
     assert message.startswith("budget.generated_tokens = 16 but one update of arm 'grpo' cost 600; --budget-flops = "
                               "5,000,000,000 but one update of arm 'grpo' cost 10,105,274,368: ")
-    assert message.endswith("and raise budget.generated_tokens in the plan to many updates' cost (a changed plan) and "
-                            "raise --budget-flops to many updates' cost (at most the plan's budget.flops = "
-                            "60,000,000,000) or leave it out to use the plan's budget")
+    assert message.endswith(f"and raise budget.generated_tokens in the plan to at least 600 tokens ({_LEAST}) (a "
+                            f"changed plan) and raise --budget-flops to at least 10,105,274,368 FLOPs ({_LEAST}), at "
+                            "most the plan's budget.flops = 60,000,000,000, or leave it out to use the plan's budget; "
+                            "or budget the run by --updates or --budget-seconds instead")
 
 
 def test_gradprobe_train_prints_the_advice_and_following_it_works(tmp_path, capsys):
@@ -93,8 +99,9 @@ def test_gradprobe_train_prints_the_advice_and_following_it_works(tmp_path, caps
     assert err == (f"gradprobe train: error: --budget-tokens = 20 but one update of arm 'grpo' cost {cost:,}: the "
                    f"budget is smaller than one update (the run stopped after update 1, data kept in {bad}); to train, "
                    f"rerun with a new --out (or after deleting {bad}: a rerun into it with another budget is refused) "
-                   "and raise --budget-tokens to many updates' cost (at most the plan's budget.generated_tokens = "
-                   "250,000) or leave it out to use the plan's budget\n")
+                   f"and raise --budget-tokens to at least {cost:,} tokens ({_LEAST}), at most the plan's "
+                   "budget.generated_tokens = 250,000, or leave it out to use the plan's budget; or shorten the run "
+                   "by --updates, --budget-seconds or --budget-flops instead\n")
     assert summary["error"] == err[len("gradprobe train: error: "):-1]
     assert train(bad, "--budget-tokens", str(3 * cost)) == 2  # the same --out: refused, as the advice says
     assert "differs in: budget, budget_override" in capsys.readouterr().err
