@@ -18,7 +18,7 @@ Torch-free: ``gradprobe.forecast`` and ``calib`` read probe.json with it.
 
 from __future__ import annotations
 
-__all__ = ["LOSS_TYPE_SEPARATOR", "entry_key", "split_entry_key", "arm_entry", "check_reward_name"]
+__all__ = ["LOSS_TYPE_SEPARATOR", "entry_key", "split_entry_key", "arm_entry", "ARMS_JSON_FIX", "check_reward_name"]
 
 #: Separates a reward's name from an extra loss type in an entry key (``outcome@bnpo``).
 LOSS_TYPE_SEPARATOR = "@"
@@ -83,17 +83,33 @@ def split_entry_key(key: str, probe_loss_type: str) -> tuple[str, str]:
     return reward, loss_type
 
 
-def arm_entry(spec: dict) -> str:
+#: how to write a study's ``probe/arms.json`` again when the study is not known (:func:`arm_entry` without ``fix``)
+ARMS_JSON_FIX = ("resume the study with `gradprobe study STUDY/plan.toml --out STUDY`, which writes it again (finished "
+                 "runs and a finished probe are kept); for a study without runs/ (a shipped study keeps only its "
+                 "tables), where resuming would train every run again, restore it from a copy of the study")
+
+
+def arm_entry(spec: dict, *, source=None, fix: str | None = None) -> str:
     """The probe entry of one arm of ``probe/arms.json``: its ``probe_entry``, else (an ``arms.json``
     written before loss-type arms) its ``reward``.
+
+    Parameters
+    ----------
+    spec : dict
+        One arm's record of ``arms.json``.
+    source : path or None
+        The ``arms.json`` file, named by the error (``"arms.json"`` when None).
+    fix : str or None
+        How to write that file again, for its study (:func:`gradprobe.forecast.study._arms_fix`: resume the
+        study, or for a study without ``runs/`` restore the file from a copy); :data:`ARMS_JSON_FIX` when None.
 
     Raises
     ------
     ValueError
-        ``spec`` has neither (the message names the fix).
+        ``spec`` has neither (the message names the file, the record and the fix).
     """
     key = spec.get("probe_entry") or spec.get("reward")
     if not key:
-        raise ValueError(f"arms.json record {spec!r} has neither 'probe_entry' nor 'reward'; rewrite it by running "
-                         "`gradprobe study` on the study folder again")
+        raise ValueError(f"{source or 'arms.json'} record {spec!r} has neither 'probe_entry' nor 'reward'; "
+                         f"{fix or ARMS_JSON_FIX}")
     return str(key)

@@ -28,9 +28,9 @@ from study_helpers import shipped_copy
 HUGE_SHOWN = "1000000000...0000000000 (an integer of 401 digits, too large for a float)"
 FIX = ("re-analyse the study with `gradprobe study {s}/plan.toml --analyze-only --overwrite-analysis --out {s}` "
        "(it rebuilds analysis.json from runs.csv)")
-REBUILD = ("restore {csv} from a copy, or rebuild it from the study's run folders by resuming the study with "
-           "`gradprobe study {s}/plan.toml --out {s}` (it rewrites runs.csv from every finished run's "
-           "metrics.jsonl; finished runs are not redone)")
+# a shipped copy keeps no runs/: restore runs.csv from a copy (resuming would train every run again)
+REBUILD = ("restore {csv} from a copy of the study ({s} has no runs/ to rebuild it from: resuming the study "
+           "would train every run again)")
 BUDGET = "a finite number > 0 of generated tokens"
 ACCURACY = "an accuracy in points (a finite number in [0, 100]; null for a failed run)"
 BOOL = " (a boolean is never read as 1 or 0)"

@@ -155,8 +155,9 @@ def test_a_study_seed_that_is_no_integer_is_refused(tmp_path, seed, shown):
         load_reference_curve(study)
     assert str(e.value) == (f"{study / 'runs.csv'}, line 7, column 'seed': {shown} is not a seed (5 such line(s) of "
                             "arm 'grpo'): `gradprobe study` writes each run's seed as an integer >= 0, so runs.csv was "
-                            "edited or damaged; restore runs.csv from the study (`gradprobe study PLAN --out DIR` "
-                            "rewrites it from DIR/runs/)")
+                            f"edited or damaged; restore it from a copy: {study} has no runs/ folder to rebuild it "
+                            "from (`gradprobe study PLAN --out DIR` rewrites runs.csv from "
+                            "DIR/runs/ARM/seedS/metrics.jsonl)")
 
 
 def test_a_study_with_integer_seeds_still_reads(tmp_path):

@@ -178,9 +178,9 @@ def _edit_runs(study: Path, line: int, column: str, value: str) -> None:
         csv.writer(f, lineterminator="\n").writerows(rows)
 
 
-REBUILD = ("restore {csv} from a copy, or rebuild it from the study's run folders by resuming the study with "
-           "`gradprobe study {study}/plan.toml --out {study}` (it rewrites runs.csv from every finished run's "
-           "metrics.jsonl; finished runs are not redone)")
+# a shipped copy keeps no runs/: restore runs.csv from a copy (resuming would train every run again)
+REBUILD = ("restore {csv} from a copy of the study ({study} has no runs/ to rebuild it from: resuming the study "
+           "would train every run again)")
 
 
 @pytest.mark.parametrize("column, value, shown, what", [

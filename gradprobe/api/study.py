@@ -158,8 +158,9 @@ def load_study(dir: str | Path) -> StudyResult:
     ValueError
         ``analysis.json`` or ``probe/probe.json`` is not valid JSON (named), or ``probe/probe.json`` is no probe's
         record: the message names the file and how to re-create the study's probe (delete that ``probe.json`` and
-        resume the study with ``gradprobe study DIR/plan.toml --out DIR``; finished runs are kept), or ``dir`` is
-        empty (``''``).
+        resume the study with ``gradprobe study DIR/plan.toml --out DIR``; finished runs are kept; for a study
+        without ``runs/``, restore it from a copy: :func:`gradprobe.layout.restore_advice`), or ``dir`` is empty
+        (``''``).
     TypeError
         ``dir`` is not a path.
     """

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .curve_fit import CurveError
+from .study_items import restore_runs_csv_fix
 from .text_files import decode_text, not_utf8
 
 __all__ = ["read_csv_checked", "numeric_columns", "skipped_cells", "study_skipped_evals", "skipped_note",
@@ -299,11 +300,12 @@ def one_line_per_eval(d: pd.DataFrame, runs: Path, accuracy_col: str) -> pd.Data
     Raises
     ------
     CurveError
-        Naming the file, the lines and the fix.
+        Naming the file, the lines and the fix (:func:`~gradprobe.forecast.study_items.restore_runs_csv_fix` of
+        the study folder holding ``runs``: rebuilt from ``runs/``, else restored from a copy).
     """
     conflicts, exact = repeated_rows(d[["arm", "seed", "update", accuracy_col]], ("arm", "seed", "update"),
                                      [int(i) + 2 for i in d.index])
-    fix = "restore runs.csv from the study (`gradprobe study PLAN --out DIR` rewrites it from DIR/runs/)"
+    fix = restore_runs_csv_fix(Path(runs).parent)
     if conflicts:
         raise CurveError(f"{runs} records the same eval (arm, seed, update) twice with different values: "
                          f"{'; '.join(conflicts)}; which line is right cannot be told: {fix}")

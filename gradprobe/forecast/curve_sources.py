@@ -246,7 +246,8 @@ def _check_study_seeds(d, runs: Path, arm: str) -> None:
     Raises
     ------
     CurveError
-        Naming the file, the first such line, the column, the cell and the fix (restore runs.csv from the study).
+        Naming the file, the first such line, the column, the cell and the fix
+        (:func:`~gradprobe.forecast.study_items.restore_runs_csv_fix`: rebuilt from ``runs/``, else from a copy).
     """
     bad = [(int(i), v) for i, v in zip(d.index, d["seed"]) if not _study_seed_ok(v)]
     if bad:
@@ -254,8 +255,7 @@ def _check_study_seeds(d, runs: Path, arm: str) -> None:
         shown = "an empty cell" if isinstance(v, float) and math.isnan(v) else repr(str(v))
         raise CurveError(f"{runs}, line {line}, column 'seed': {shown} is not a seed ({len(bad)} such line(s) of arm "
                          f"{arm!r}): `gradprobe study` writes each run's seed as an integer >= 0, so runs.csv was "
-                         "edited or damaged; restore runs.csv from the study (`gradprobe study PLAN --out DIR` "
-                         "rewrites it from DIR/runs/)")
+                         f"edited or damaged; {restore_runs_csv_fix(runs.parent)}")
 
 
 def _check_item_accuracies(df, arm: str, accuracy_col: str, study_dir: Path, runs: Path) -> None:

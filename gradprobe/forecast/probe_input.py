@@ -58,7 +58,9 @@ _ROUNDED_REL, _MIN_DIGITS = 5.0, 6
 _MIN_DECIMALS = 4
 #: how to write a probe.json again (the probe's own folder, or a study's probe)
 PROBE_FIX = ("re-run the probe (`gradprobe probe --out DIR`); for a study's probe, delete STUDY/probe/probe.json "
-             "and resume the study with `gradprobe study STUDY/plan.toml --out STUDY` (finished runs are kept)")
+             "and resume the study with `gradprobe study STUDY/plan.toml --out STUDY` (finished runs are kept); for "
+             "a study without runs/ (a shipped study keeps only its tables), where resuming would train every run "
+             "again, restore STUDY/probe/probe.json from a copy of the study")
 
 
 def probe_batches_of(probe, source=None) -> list[dict]:

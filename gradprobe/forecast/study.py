@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..layout import ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, probe_dir, rerun_advice
+from ..layout import ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, probe_dir, rerun_advice, study_probe_advice
 from ..outputs import is_json_number, json_number_text, json_short, read_probe_json
 from ..probe_keys import arm_entry
 from .analysis_reads import REBUILD_ANALYSIS  # defined there for the curve reader; calib imports it from here
@@ -161,7 +161,7 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
         curve = ReferenceCurve.from_study(study_dir, arm="grpo", mode=mode)
         _warn_skipped_evals(study_dir, curve)
     plan_arms, plan_loss = _plan_arms(study_dir)
-    arms, labels = _arm_specs(arms_res, arms_map, plan_arms, plan_loss)
+    arms, labels = _arm_specs(study_dir, arms_res, arms_map, plan_arms, plan_loss)
     left_out = _left_out_arms(study_dir, probe, arms)  # reward failed on the probe batch: a row without forecast
     arms = {arm: a for arm, a in arms.items() if arm not in left_out}
     batches = _check_probed(study_dir, probe, arms, batches)
@@ -329,14 +329,16 @@ def _plan_arms(study_dir: Path) -> tuple[dict, str | None]:
     return plan_doc.get("arms") or {}, (plan_doc.get("train") or {}).get("loss_type", "grpo")
 
 
-def _arm_specs(arms_res: dict, arms_map: dict, plan_arms: dict, plan_loss) -> tuple[dict, dict]:
+def _arm_specs(study_dir: Path, arms_res: dict, arms_map: dict, plan_arms: dict, plan_loss) -> tuple[dict, dict]:
     """(arm -> {"reward": probe entry, "lr_scale"}, arm -> {"reward", "loss_type", "probe_entry"}) of every
-    analysed arm, read from ``arms.json`` (its ``probe_entry``), else the analysis and the plan."""
+    analysed arm, read from ``arms.json`` (its ``probe_entry``), else the analysis and the plan. A record with
+    neither ``probe_entry`` nor ``reward`` is refused (:func:`~gradprobe.probe_keys.arm_entry`) with the study's fix
+    (:func:`_arms_fix`: resume the study, or for a study without ``runs/`` restore the file from a copy)."""
     arms, labels = {}, {}
     for arm in arms_res:
         spec = arms_map.get(arm) or {}
         reward = spec.get("reward", arms_res[arm].get("reward"))
-        entry = arm_entry(spec) if spec else reward
+        entry = arm_entry(spec, source=probe_dir(study_dir) / ARMS_JSON, fix=_arms_fix(study_dir)) if spec else reward
         loss = spec.get("loss_type") or (plan_arms.get(arm) or {}).get("loss_type") or plan_loss
         arms[arm] = {"reward": entry, "lr_scale": float(spec.get("lr_scale", arms_res[arm].get("lr_scale", 1.0)))}
         labels[arm] = {"reward": reward, "loss_type": loss, "probe_entry": entry}
@@ -344,16 +346,17 @@ def _arm_specs(arms_res: dict, arms_map: dict, plan_arms: dict, plan_loss) -> tu
 
 
 def _check_probed(study_dir: Path, probe, arms: dict, batches: list | None = None) -> list:
-    """ValueError when an arm's loss-type entry (``REWARD@LOSS``) is missing from an older probe.json. Returns
-    ``batches``, the probe's ``probe_batches_of`` as :func:`_read_study` read it, or read here when None."""
+    """ValueError when an arm's loss-type entry (``REWARD@LOSS``) is missing from an older probe.json, with the
+    study's fix (:func:`gradprobe.layout.study_probe_advice`: delete it and resume the study, or for a study without
+    ``runs/`` restore it from a copy). Returns ``batches``, the probe's ``probe_batches_of`` as :func:`_read_study`
+    read it, or read here when None."""
     batches = probe_batches_of(probe) if batches is None else batches
     probed = set(batches[0]["rewards"])
     missing = {arm: a["reward"] for arm, a in arms.items() if a["reward"] not in probed}
     if any("@" in key for key in missing.values()):
         raise ValueError(f"{study_dir}/probe/probe.json has no entry for arm(s) {missing} (probed: {sorted(probed)}): "
-                         "it was written before the probe estimated the arms' loss types; delete probe/probe.json "
-                         "and run `gradprobe study` on the folder again (finished runs are kept, only the probe "
-                         "re-runs)")
+                         "it was written before the probe estimated the arms' loss types; "
+                         + study_probe_advice(study_dir, probe_dir(study_dir) / PROBE_JSON))
     return batches
 
 

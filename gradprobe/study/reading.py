@@ -176,7 +176,9 @@ def _runs_csv_bytes(study_dir) -> tuple[Path, bytes]:
     ------
     AnalysisError
         No ``runs.csv``: the folder holds another command's output (named, with the fix: give a study's folder), or
-        the study has not been run (the fix: ``gradprobe study PLAN --out DIR``).
+        the study has not been run (the fix: ``gradprobe study PLAN --out DIR``), or an analysed study without its
+        ``runs/`` (a shipped study's tables: the fix restores runs.csv from a copy,
+        :func:`~gradprobe.forecast.study_items.restore_runs_csv_fix`).
     """
     path = Path(study_dir) / "runs.csv"
     if not path.exists():
@@ -184,6 +186,9 @@ def _runs_csv_bytes(study_dir) -> tuple[Path, bytes]:
         if found is not None and found[0] != "study":
             raise AnalysisError(f"{study_dir} holds {OUTPUT_KINDS[found[0]]} ({found[1]}), not a study (no runs.csv): "
                                 "give the folder of a study, the --out of `gradprobe study PLAN --out DIR`")
+        d = Path(study_dir)
+        if (d / "analysis.json").is_file() and not (d / "runs").is_dir():  # analysed, its runs not kept: shipped
+            raise AnalysisError(f"{path} does not exist; {restore_runs_csv_fix(study_dir)}")
         raise AnalysisError(f"{path} does not exist; run `gradprobe study PLAN --out {study_dir}` first")
     return path, path.read_bytes()
 

@@ -96,6 +96,11 @@ def test_a_loss_type_arm_reads_its_own_entry(tmp_path, old_rows):
 def test_a_probe_json_without_the_arms_entry_says_to_rerun_the_probe(tmp_path):
     study = _copy(tmp_path)
     _relabel(study, entry="outcome@cispo", add_entry=False)
+    with pytest.raises(ValueError, match=r"no entry for arm\(s\) \{'mc_advantage': 'outcome@cispo'\}.*has no runs/: "
+                                         r"resuming it would train every run again\): restore .*/probe/probe.json from "
+                                         r"a copy of the study"):
+        build_rows(study)  # a shipped study keeps no run folders: resuming it would train every run again
+    (study / "runs").mkdir()
     with pytest.raises(ValueError, match=r"no entry for arm\(s\) \{'mc_advantage': 'outcome@cispo'\}.*delete "
-                                         r"probe/probe.json"):
+                                         r".*/probe/probe.json and resume the study"):
         build_rows(study)
