@@ -615,9 +615,11 @@ def apply_calibration(calibration, probe_result, *, source: str | None = None):
         a forecaster calibration, or a probe folder without ``probe.json`` (all ValueErrors); the messages name the
         probe's file (``FOLDER/probe.json`` for a folder, and for a ProbeResult read from one: its ``folder``; the bare
         ``probe.json`` for a dict or a ProbeResult without a file). A dict (or a ProbeResult without a file) gets the
-        checks :func:`gradprobe.load_probe` runs on a file's entries against its records too
-        (:func:`calib.probe_input.check_probe_records`: an entry's ``lr``/budgets other than ``config``'s, a
-        ``tokens_per_update`` its batch's generated tokens contradict), where the dict records them.
+        checks :func:`gradprobe.load_probe` runs on a file's entries too
+        (:func:`calib.probe_input.check_probe_records`): a field every entry holds missing or null (e.g.
+        ``rewards[1].inner_product`` or ``predicted_gain_at_budget``; fix: :data:`calib.probe_input.DICT_FIX`), an
+        entry's ``lr``/budgets other than ``config``'s, a ``tokens_per_update`` its batch's generated tokens
+        contradict (where the dict records them).
     TypeError
         ``probe_result`` is none of the accepted kinds.
     """
@@ -645,7 +647,7 @@ def _apply(calibration, probe_result, *, source: str | None):
     else:
         raise TypeError(f"probe_result must be a gradprobe.ProbeResult, a probe.json dict or a probe folder, got "
                         f"{type(probe_result).__name__}")
-    if where == "probe.json":  # no file read (a dict): the entries against its records, as load_probe checks a file
+    if where == "probe.json":  # no file read (a dict): its entries' fields and records, as load_probe checks a file
         check_probe_records(raw, where)
     doc = calibrate(calibration, raw, source=source or "", task=task, where=where, study=study)
     table = pd.DataFrame([{"reward": r["name"], "forecast": r["forecast"], "calibrated_gain": r["calibrated_gain"],

@@ -523,11 +523,11 @@ def check_probe_numbers(study_dir: Path) -> None:
     (:func:`gradprobe.forecast.probe_input.check_entry_numbers`), and that it has the fields every forecast reads
     (``tokens_per_update``, ``per_group``...: missing or null is refused). :func:`gradprobe.load_probe` checks all
     of these (the fields: :func:`gradprobe.api.probe_result.check_fields`, in the top-level entries and in each
-    batch's) and its ValueError is raised as a StudyFormatError; calib adds the one case it passes over: a batch
-    whose ``rewards`` is an object mapping name -> entry (:func:`_check_batch_entries_by_name`). Each file is read as
-    :func:`gradprobe.load_probe` reads it (:func:`gradprobe.outputs.read_probe_json`: a UTF-8 byte-order mark is
-    read); a missing file, or one that is not UTF-8, not JSON or no object with a ``rewards`` list, is left to the
-    forecaster, which names it.
+    batch's, a ``rewards`` list or an object mapping name -> entry, e.g.
+    ``batches[0].rewards['mc_value'].tokens_per_update``) and its ValueError is raised as a StudyFormatError, its
+    message unchanged. Each file is read as :func:`gradprobe.load_probe` reads it
+    (:func:`gradprobe.outputs.read_probe_json`: a UTF-8 byte-order mark is read); a missing file, or one that is not
+    UTF-8, not JSON or no object with a ``rewards`` list, is left to the forecaster, which names it.
 
     Raises
     ------
@@ -541,7 +541,7 @@ def check_probe_numbers(study_dir: Path) -> None:
         if not path.is_file():
             continue
         try:  # read as load_probe reads it: a UTF-8 byte-order mark is read, not taken for a damaged file
-            raw = read_probe_json(path, rerun_advice(path.parent))
+            read_probe_json(path, rerun_advice(path.parent))
         except (ValueError, OSError):  # not UTF-8, not JSON, no rewards list: named by the forecaster's own reader
             continue
         try:
@@ -550,39 +550,6 @@ def check_probe_numbers(study_dir: Path) -> None:
             raise StudyFormatError(str(e)) from None
         except (KeyError, TypeError, AttributeError):  # a malformed entry (no name...): the forecaster says so
             continue
-        _check_batch_entries_by_name(raw, path)
-
-
-#: the fields of a reward entry no forecast can do without (:func:`gradprobe.forecast.probe_input.check_batches`), in
-#: the words of :func:`gradprobe.api.probe_result.check_fields`: checked by :func:`_check_batch_entries_by_name`
-NEEDED_ENTRY_FIELDS = {"tokens_per_update": "the generated tokens per update, which the token budget is divided by",
-                       "per_group": "the per-group alignments the entry's efficiency is measured from"}
-
-
-def _check_batch_entries_by_name(raw: dict, path: Path) -> None:
-    """Refuse a multi-batch probe result ``raw`` (read from ``path``, which :func:`gradprobe.load_probe` read) whose
-    batch holds its ``rewards`` as an object mapping name -> entry (the forecast reads that form,
-    :func:`gradprobe.forecast.probe_input.check_entries`) and one of those entries lacks a field of
-    :data:`NEEDED_ENTRY_FIELDS` (missing or null). Only this case: :func:`gradprobe.api.probe_result.check_fields`
-    checks the same fields in every ``rewards`` list (top level and each batch's) and passes over such an object,
-    which the forecaster would then name by the entry only.
-
-    Raises
-    ------
-    StudyFormatError
-        One line: the file, the field (e.g. ``batches[0].rewards['mc_value'].tokens_per_update``), that it is missing
-        or null, and the fix of every probe-file error (:func:`gradprobe.layout.rerun_advice`), in
-        :func:`gradprobe.api.probe_result.missing_field`'s words.
-    """
-    batches = raw.get("batches")
-    for k, batch in enumerate(batches if isinstance(batches, list) else []):
-        rewards = batch.get("rewards") if isinstance(batch, dict) else None
-        for name, entry in (rewards.items() if isinstance(rewards, dict) else ()):
-            for key, why in NEEDED_ENTRY_FIELDS.items():
-                if isinstance(entry, dict) and entry.get(key) is None:
-                    state = "is null" if key in entry else "is missing"
-                    raise StudyFormatError(f"{path} field batches[{k}].rewards[{name!r}].{key} {state}: the forecasts "
-                                           f"need it ({why}); {rerun_advice(path.parent)}")
 
 
 def _forecasts(study_dir: Path, curve, forecast_fn) -> pd.DataFrame:

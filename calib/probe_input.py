@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 import gradprobe
+from gradprobe.api.probe_result import check_fields
 from gradprobe.forecast import METHODS, ReferenceCurve, default_curve_path, forecast_section, load_reference_curve
 from gradprobe.forecast.probe_input import check_entry_inputs, probe_batches_of
 from gradprobe.forecast.section import DEFAULT_CURVES
@@ -230,26 +231,37 @@ def check_probe_entries(result: dict, where: str = "probe.json") -> None:
         raise CalibrationApplyError(str(e)) from None
 
 
+#: The fix a refusal of a probe result passed as a dict names (no folder to derive one from: :func:`_source`)
+DICT_FIX = "pass the probe's result as gradprobe.probe returned it, or its probe folder"
+
+
 def check_probe_records(result: dict, where: str = "probe.json") -> None:
-    """Refuse a probe result whose reward entries contradict the settings and token counts it records, as
-    :func:`gradprobe.load_probe` refuses such a file (:func:`gradprobe.forecast.probe_input.check_entry_inputs`):
-    an entry's ``lr``, ``budget_tokens`` or ``budget_seconds`` other than ``config``'s, a ``config`` setting the
-    probe does not accept (``lr: "fast"``), an entry's ``tokens_per_update`` other than max(1, round((G + C) x s))
-    of its batch's generated tokens G (``batch.generated_tokens``, or ``batches[k].batch``'s), its own charged
-    tokens C and the update scale s (:func:`gradprobe.probe.result.per_update_costs`). Only what is recorded is
-    compared: a dict without ``config`` or batch records passes, and so does the result the probe returns in memory
-    (``gradprobe.probe(...).raw``, one batch or several), which it writes as its probe.json. For the dict passed to
-    :func:`calib.apply.apply_calibration`, which no reader of the file checked; ``where`` names the file (the bare
-    ``probe.json`` for a dict: :func:`_source`).
+    """Refuse a probe result whose reward entries lack a field the probe writes in every entry, or contradict the
+    settings and token counts it records, as :func:`gradprobe.load_probe` refuses such a file. First the fields
+    (:func:`gradprobe.api.probe_result.check_fields`: ``inner_product``, ``predicted_gain_per_update``,
+    ``tokens_per_update``, ``predicted_gain_at_budget`` and ``per_group`` in each top-level entry, the forecast's
+    in each ``batches[k]`` entry; missing or null), then the records
+    (:func:`gradprobe.forecast.probe_input.check_entry_inputs`): an entry's ``lr``, ``budget_tokens`` or
+    ``budget_seconds`` other than ``config``'s, a ``config`` setting the probe does not accept (``lr: "fast"``), an
+    entry's ``tokens_per_update`` other than max(1, round((G + C) x s)) of its batch's generated tokens G
+    (``batch.generated_tokens``, or ``batches[k].batch``'s), its own charged tokens C and the update scale s
+    (:func:`gradprobe.probe.result.per_update_costs`). Of the records only what is recorded is compared: a dict
+    without ``config`` or batch records passes them. The result the probe returns in memory
+    (``gradprobe.probe(...).raw``, one batch or several), which it writes as its probe.json, passes both. For the
+    dict passed to :func:`calib.apply.apply_calibration`, which no reader of the file checked; ``where`` names the
+    file (the bare ``probe.json`` for a dict: :func:`_source`; a missing field's fix is then :data:`DICT_FIX`).
 
     Raises
     ------
     CalibrationApplyError
-        gradprobe's one-line message: the file, the field (e.g. ``rewards[1].tokens_per_update``), the reward, the
-        recorded value and the one the records give, the rule and the fix.
+        gradprobe's one-line message: the file, the field (e.g. ``rewards[1].inner_product``), that it is missing or
+        null, what reads it and the fix; or the file, the field (e.g. ``rewards[1].tokens_per_update``), the reward,
+        the recorded value and the one the records give, the rule and the fix.
     """
+    source = _source(where)
     try:
-        check_entry_inputs(result, source=_source(where))
+        check_fields(result, where, fix=None if source is not None else DICT_FIX)
+        check_entry_inputs(result, source=source)
     except ValueError as e:
         raise CalibrationApplyError(str(e)) from None
 

@@ -43,8 +43,7 @@ _FORECAST_COLUMNS = {"forecast_gain": "forecast_gain", "forecast_gain_low": "gai
 _BATCH_FILES = (ALIGNMENT_SAFETENSORS, TOKENS_JSONL)
 
 #: the fields of a reward entry :attr:`ProbeResult.table` reads, which the probe writes in every entry (since its first
-#: version): missing or null is refused, saying who needs it and why (calib's words where it names them too:
-#: ``calib.dataset.NEEDED_ENTRY_FIELDS``)
+#: version): missing or null is refused, saying who needs it and why (:func:`check_fields`)
 _TABLE_FIELDS = {"inner_product": ("the table needs it", "its inner_product column"),
                  "predicted_gain_per_update": ("the table and the forecasts need it", "the first-order gain per "
                                                "update, the table's gain_per_update"),
@@ -548,19 +547,32 @@ def check_costs(raw: dict, file: Path) -> None:
                     raise ValueError(f"{file} field {prefix}rewards[{i}].{key} {why}; {rerun_advice(file.parent)}")
 
 
-def check_fields(raw: dict, file: Path) -> None:
+def check_fields(raw: dict, file: str | Path, fix: str | None = None) -> None:
     """Refuse a ``probe.json`` (``raw``, read from ``file``) whose reward entry lacks a field the probe writes in
     every entry and the table or the forecast reads: :data:`_TABLE_FIELDS` in each top-level entry, and
     :data:`_FORECAST_FIELDS` (``per_group``, ``tokens_per_update``, ``predicted_gain_per_update``) in each
     top-level entry and in each entry of every batch the forecast reads (``batches[k].rewards[i]`` of a multi-batch
-    probe.json). Fields an older gradprobe did not write (``signal_proxy``...) or writes as null without a
-    bootstrap (``interval``, ``snr``) are not required.
+    probe.json). A ``rewards`` field is read in both forms the forecast reads
+    (:func:`gradprobe.forecast.probe_input.check_entries`): a list of entries (the field named e.g.
+    ``rewards[1].per_group``) or an object mapping name -> entry (named by its key, e.g.
+    ``batches[0].rewards['mc_value'].tokens_per_update``). Fields an older gradprobe did not write
+    (``signal_proxy``...) or writes as null without a bootstrap (``interval``, ``snr``) are not required.
+
+    Parameters
+    ----------
+    raw : dict
+        The probe result (a parsed ``probe.json``, or one held in memory).
+    file : str or Path
+        How the message names the file (``probe.json`` for a result held in memory).
+    fix : str, optional
+        The fix the message ends with; default :func:`rerun_advice` of ``file``'s folder (a result held in memory has
+        no folder: its caller passes its own).
 
     Raises
     ------
     ValueError
         One line naming the file, the field (e.g. ``rewards[1].per_group``), that it is missing or null, what reads
-        it and the fix (:func:`rerun_advice`).
+        it and the fix (``fix``, else :func:`rerun_advice`).
     """
     batches = raw.get("batches")
     places = [("", raw.get("rewards"), {**_TABLE_FIELDS, **_FORECAST_FIELDS})]
@@ -568,10 +580,14 @@ def check_fields(raw: dict, file: Path) -> None:
         places += [(f"batches[{k}].", b.get("rewards"), _FORECAST_FIELDS) for k, b in enumerate(batches)
                    if isinstance(b, dict)]
     for prefix, rewards, fields in places:
-        for i, r in enumerate(rewards if isinstance(rewards, list) else []):
-            for key, why in fields.items():
-                if isinstance(r, dict) and r.get(key) is None:
-                    raise missing_field(file, rerun_advice(file.parent), f"{prefix}rewards[{i}].{key}", key in r, why)
+        keyed = enumerate(rewards) if isinstance(rewards, list) else rewards.items() if isinstance(rewards, dict) \
+            else ()
+        for key, r in keyed:
+            for name, why in fields.items():
+                if isinstance(r, dict) and r.get(name) is None:
+                    where = f"{prefix}rewards[{key if isinstance(rewards, list) else repr(key)}].{name}"
+                    raise missing_field(file, rerun_advice(Path(file).parent) if fix is None else fix, where,
+                                        name in r, why)
 
 
 def missing_field(file, fix: str, field: str, null: bool, why: tuple) -> ValueError:
