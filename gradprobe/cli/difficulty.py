@@ -22,14 +22,17 @@
     The protocol of :mod:`gradprobe.difficulty.evaluate`; writes ``DIR/metrics.json`` (Brier, AUC,
     Spearman rho of the estimator and the baselines, each with its 90% interval from a seeded percentile
     bootstrap over the eval prompts, ``--resamples`` resamples; reliability data, the model's weights, ledger)
-    and ``DIR/reliability.png``; under 50 eval prompts a note gives the intervals' widths. Copies of one prompt
+    and ``DIR/reliability.png``; the posterior's flat-group AUCs (all-correct, all-wrong, either) are printed with
+    their intervals from the same resamples (``flat_auc_interval``); under 50 eval prompts a note gives the intervals'
+    widths. Copies of one prompt
     text stay in one half of the fit/eval split (``evaluate_estimator(..., prompts=)``); a pool of one text is
     refused before any compute.
 
 Both use the training pool ``task.problems("train", N, seed=--data-seed)`` (the pool a plan with
 ``[heldout] seed`` = data seed trains on), and show progress on stderr (tqdm), hidden by ``--no-progress``: the
-seconds while the task builds the pool, the feature forward (prompts read, rate, ETA) and the sampled
-completions (done, rate, ETA).
+pool's building (prompts made of N, rate, ETA for a reasoning-gym task; lines parsed of the file's for a JSONL file;
+else the seconds only: :func:`gradprobe.difficulty.progress.pool_problems`), the feature forward (prompts read,
+rate, ETA) and the sampled completions (done, rate, ETA).
 Ctrl-C stops either with one line and exit status 130, as ``gradprobe train`` does. Both write their files
 only at the end, and the writers themselves (:func:`gradprobe.difficulty.rank_pool.write_ranking`,
 :func:`_write_eval`) remove the pair when the last write does not finish, so nothing partial is left as
@@ -177,7 +180,7 @@ def difficulty_eval(args) -> int:
                             f"half give the posteriors the first {observed} outcomes per prompt and score every "
                             f"estimator on the remaining {args.samples - observed} (the target)"),
                **{k: head[k] for k in ("brier", "auc", "spearman_rho", "brier_interval", "auc_interval",
-                                       "spearman_rho_interval")},
+                                       "spearman_rho_interval", "flat_auc_interval")},
                **result, "feature_tokens_read": read,
                "ledger": ledger.to_dict(), "versions": versions()}
     if replacing:  # said when it happens
@@ -214,9 +217,11 @@ def _print_eval(model: str, weights, result: dict, read: int) -> None:
                   f"{fmt(r['spearman_rho'])} {iv(r['spearman_rho_interval'])} {fmt(r['mean_p']):>6s}")
     print(f"intervals: {boot['method']} bootstrap over the {result['split']['eval_prompts']} eval prompts, "
           f"{boot['resamples']} resamples, seed {boot['seed']}")
-    fa = result["estimators"]["posterior"]["flat_auc"]  # can p_hat tell a zero-variance group before rollout?
+    post = result["estimators"]["posterior"]
+    fa, fiv = post["flat_auc"], post["flat_auc_interval"]  # can p_hat tell a zero-variance group before rollout?
     print(f"posterior AUC of a flat group of {fa['group_size']} ({fa['groups']} groups): all-correct "
-          f"{fmt(fa['all_correct']['auc'])}, all-wrong {fmt(fa['all_wrong']['auc'])}, either {fmt(fa['flat']['auc'])}")
+          f"{fmt(fa['all_correct']['auc'])} {iv(fiv['all_correct'])}, all-wrong {fmt(fa['all_wrong']['auc'])} "
+          f"{iv(fiv['all_wrong'])}, either {fmt(fa['flat']['auc'])} {iv(fiv['flat'])}")
     print(f"pool mean success (fit half) {fmt(result['pool_mean_success'])}, eval target success "
           f"{fmt(result['eval_target_success'])}")
     print(f"feature forward: {read:,} prompt tokens read, counted in the ledger's generated_tokens.selection "

@@ -24,7 +24,7 @@ Metrics (each over the eval half's target outcomes; formulas and sources in
 :mod:`gradprobe.difficulty.metrics`): ``brier``, ``auc``, ``spearman_rho``, each with its 90% interval from a
 seeded percentile bootstrap over the eval prompts (``brier_interval``...; :func:`~gradprobe.difficulty.metrics.
 bootstrap_metrics`), ``reliability`` (10 bins) and ``flat_auc`` (can p_i tell a flat, zero-advantage group of G
-completions before rollout?).
+completions before rollout?) with its intervals from the same resamples (``flat_auc_interval``).
 """
 
 from __future__ import annotations
@@ -240,8 +240,9 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     -------
     dict
         ``estimators`` and ``baselines``: name -> {brier, auc, spearman_rho, each with its ``*_interval`` [lo, hi]
-        (None where too few resamples define it), ``undefined_resamples``, mean_p, reliability,
-        flat_auc (:func:`flat_group_auc`)}; ``bootstrap`` (``resamples``, ``level``, ``seed``, ``unit``, ``method``);
+        (None where too few resamples define it), ``undefined_resamples``, mean_p, reliability, flat_auc
+        (:func:`flat_group_auc`), ``flat_auc_interval`` {kind: [lo, hi] or None}, ``flat_auc_interval_reason``};
+        ``bootstrap`` (``resamples``, ``level``, ``seed``, ``unit``, ``method``);
         ``split`` (prompt counts), ``pool_mean_success`` (fit half), ``eval_target_success``,
         ``model_degenerate``, ``flat_group_size`` (G), ``notes`` (why a metric is None).
 
@@ -270,7 +271,7 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     pool_mean = success_rate(y[fit])
     preds = _predictions(est, config, x[ev], y[ev][:, :observed], pool_mean)
     scored = {name: _scores(p, target, group_size, resamples, level, seed) for name, p in preds.items()}
-    notes = _notes(target, scored["posterior"]["flat_auc"], group_size, caught)
+    notes = _notes(target, scored["posterior"], group_size, caught)
     if keys is not None and len(set(keys)) < len(keys):
         notes.append(f"{len(keys) - len(set(keys))} prompt(s) repeat another prompt's text: each set of copies was "
                      f"kept in one half, so no eval prompt's text was fitted on (fit half {len(fit)}, eval half "
@@ -292,11 +293,12 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
 def _scores(p, target, group_size: int, resamples: int, level: float, seed: int) -> dict:
     """One estimator's scores of :func:`evaluate_estimator` (its Returns), p (M_ev,) against target (M_ev, K)."""
     e = np.array([success_rate(r) if success_rate(r) is not None else math.nan for r in target])
-    boot = bootstrap_metrics(p, target, resamples=resamples, level=level, seed=seed)
+    boot = bootstrap_metrics(p, target, resamples=resamples, level=level, seed=seed, group_size=group_size)
     return {"brier": brier_score(p, target), "auc": auc_score(p, target), "spearman_rho": spearman_rho(p, e),
             **{f"{k}_interval": boot[k] for k in ("brier", "auc", "spearman_rho")},
             "undefined_resamples": boot["undefined"], "mean_p": float(np.mean(p)),
-            "reliability": reliability_bins(p, target), "flat_auc": flat_group_auc(p, target, group_size)}
+            "reliability": reliability_bins(p, target), "flat_auc": flat_group_auc(p, target, group_size),
+            "flat_auc_interval": boot["flat_auc"], "flat_auc_interval_reason": boot["flat_auc_reason"]}
 
 
 def _checked_inputs(ids, x, y, observed: int, group_size: int | None) -> int:
@@ -370,8 +372,10 @@ def _predictions(est, config: EstimatorConfig, x_ev, seen, pool_mean: float | No
     }
 
 
-def _notes(target, flat: dict, group_size: int, caught) -> list[str]:
-    """Why a metric of :func:`evaluate_estimator` is None or uninformative, in words."""
+def _notes(target, head: dict, group_size: int, caught) -> list[str]:
+    """Why a metric of :func:`evaluate_estimator` is None or uninformative, in words (``head``: the posterior's
+    scores, :func:`_scores`)."""
+    flat, flat_reasons = head["flat_auc"], head["flat_auc_interval_reason"]
     notes = []
     tgt = target[np.isfinite(target)]
     if tgt.size and tgt.min() == tgt.max():
@@ -379,7 +383,11 @@ def _notes(target, flat: dict, group_size: int, caught) -> list[str]:
                      f"are undefined (None); only the Brier score is meaningful")
     for kind in ("all_correct", "all_wrong", "flat"):
         if flat[kind]["reason"] is not None:
-            notes.append(f"flat-group AUC ({kind.replace('_', '-')}, groups of {group_size}) is None: {flat[kind]['reason']}")
+            notes.append(f"flat-group AUC ({kind.replace('_', '-')}, groups of {group_size}) and its interval are "
+                         f"None: {flat[kind]['reason']}")
+        elif flat_reasons[kind] is not None:
+            notes.append(f"flat-group AUC interval ({kind.replace('_', '-')}, groups of {group_size}) is None: "
+                         f"{flat_reasons[kind]}")
     if caught:
         notes.append(f"logistic model not fitted: {caught[0].message}")
     notes.append("pool_mean is constant across prompts: its AUC is 0.5 and its Spearman rho undefined by construction")

@@ -12,8 +12,9 @@ Metrics (each over the eval half's target outcomes):
                   succeeds);
 ``reliability``   10 equal-width bins of p: mean predicted, observed frequency and completion count
                   per non-empty bin (the data of the reliability diagram, Murphy & Winkler 1977);
-``*_interval``    [lo, hi] of brier, auc and spearman_rho: a seeded percentile bootstrap over the eval prompts
-                  (:func:`bootstrap_metrics`);
+``*_interval``    [lo, hi] of brier, auc and spearman_rho, and ``flat_auc_interval`` {all_correct, all_wrong,
+                  flat: [lo, hi]} of flat_auc: a seeded percentile bootstrap over the eval prompts, the same
+                  resamples for every score (:func:`bootstrap_metrics`);
 ``flat_auc``      can p_i tell a *flat* (zero-variance, zero-advantage) group before rollout, the
                   question a pre-rollout filter such as GRESO (Zheng et al. 2025, arXiv 2506.02177)
                   answers from history? Each eval prompt's target outcomes are cut into consecutive
@@ -225,8 +226,9 @@ def success_rate(y) -> float | None:
 
 
 def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL,
-                      seed: int = 0) -> dict:
-    """Percentile-bootstrap intervals of :func:`brier_score`, :func:`auc_score` and :func:`spearman_rho` over prompts.
+                      seed: int = 0, group_size: int | None = None) -> dict:
+    """Percentile-bootstrap intervals of :func:`brier_score`, :func:`auc_score` and :func:`spearman_rho` over prompts,
+    and of the three AUCs of :func:`flat_group_auc` when ``group_size`` is given.
 
     Each resample draws M prompts with replacement (a prompt with all its outcomes: the prompt is the unit, as its
     completions share its difficulty) and recomputes the three scores; the interval is the (1 - level) / 2 and
@@ -240,7 +242,10 @@ def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: floa
     Mann-Whitney statistic of the resampled completions, ties 1/2 (what ``sklearn.metrics.roc_auc_score`` gives); rho
     as the Pearson correlation of the resampled prompts' average ranks (what ``scipy.stats.spearmanr`` gives); each
     equals the named function on the resampled arrays (tests/difficulty/test_difficulty_intervals_eval.py), at
-    O(M) per resample instead of a scikit-learn call of a few ms.
+    O(M) per resample instead of a scikit-learn call of a few ms. The flat-group AUCs are resampled the same way, on
+    the same draws: a prompt drawn w_i times brings each of its groups w_i times, and each AUC is the Mann-Whitney
+    statistic of the resampled groups (:func:`_resampled_flat_aucs`; equal to :func:`flat_group_auc` of the resampled
+    prompts, tests/difficulty/test_flat_auc_interval.py).
 
     Parameters
     ----------
@@ -254,38 +259,111 @@ def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: floa
         Coverage in (0, 1).
     seed : int
         Seeds the resampling.
+    group_size : int, optional
+        G in [1, K] of :func:`flat_group_auc`; None (default): no flat-group intervals.
 
     Returns
     -------
     dict
         ``brier``, ``auc``, ``spearman_rho``: each [lo, hi] (None when fewer than half the resamples define the
         score: one class of outcome, a constant prediction), and ``undefined``: {score: resamples where it was not}.
+        With ``group_size``, also ``flat_auc``: {``all_correct``, ``all_wrong``, ``flat``: [lo, hi] or None, by the
+        same rule}, ``flat_auc_reason``: {kind: None, or why the interval is None: the point AUC's own
+        :func:`binary_auc` reason (e.g. one class only) when it is undefined, else how many resamples left it
+        undefined}, and ``undefined["flat_auc"]``: {kind: resamples where it was not defined}.
 
     Raises
     ------
     ValueError
-        ``resamples`` < 1, ``level`` outside (0, 1), or ``p`` and ``y`` of different lengths.
+        ``resamples`` < 1, ``level`` outside (0, 1), ``p`` and ``y`` of different lengths, or ``group_size`` not in
+        [1, K].
     """
     p, y = np.asarray(p, dtype=np.float64).reshape(-1), np.asarray(y, dtype=np.float64)
     if resamples < 1 or not 0 < level < 1 or y.ndim != 2 or len(y) != len(p):
         raise ValueError(f"bootstrap_metrics: need resamples >= 1, level in (0, 1) and y of shape (M, K) for M = "
                          f"{len(p)} predictions; got {resamples}, {level} and {y.shape}")
+    groups = None if group_size is None else _flat_groups(p, y, group_size)
     rng = np.random.default_rng([seed, 0xB007])
     block = max(1, 4_000_000 // max(len(p), 1))  # resamples per block: at most ~4M counts in memory
     got = {"brier": [], "auc": [], "spearman_rho": []}
+    flat = {kind: [] for kind in FLAT_KINDS}
     for lo in range(0, resamples, block):
         b = min(block, resamples - lo)
         pick = rng.integers(0, len(p), (b, len(p)))
         w = np.bincount((np.arange(b)[:, None] * len(p) + pick).ravel(), minlength=b * len(p)).reshape(b, len(p))
         for name, values in _resampled_scores(p, y, w.astype(np.float64)).items():
             got[name].append(values)
-    a = (1.0 - level) / 2.0
+        if groups is not None:
+            for kind, values in _resampled_flat_aucs(groups, w.astype(np.float64)).items():
+                flat[kind].append(values)
     out = {"undefined": {}}
     for name, parts in got.items():
-        values = np.concatenate(parts)
-        values = values[np.isfinite(values)]
-        out["undefined"][name] = int(resamples - values.size)
-        out[name] = np.quantile(values, [a, 1.0 - a]).tolist() if values.size * 2 >= resamples else None
+        out[name], out["undefined"][name] = _percentile(np.concatenate(parts), resamples, level)
+    if groups is not None:
+        out["flat_auc"], out["flat_auc_reason"], out["undefined"]["flat_auc"] = _flat_intervals(groups, flat,
+                                                                                                 resamples, level)
+    return out
+
+
+def _flat_intervals(groups: dict, flat: dict, resamples: int, level: float) -> tuple[dict, dict, dict]:
+    """({kind: [lo, hi] or None}, {kind: reason or None}, {kind: undefined resamples}) of :func:`bootstrap_metrics`
+    from each flat-group AUC's resampled values (``flat``: kind -> list of arrays)."""
+    ivs, reasons, undefined = {}, {}, {}
+    for kind, parts in flat.items():
+        ivs[kind], undefined[kind] = _percentile(np.concatenate(parts), resamples, level)
+        unset = (f"the AUC is undefined in {undefined[kind]} of {resamples} resamples (their groups hold one class "
+                 "only); an interval needs it defined in at least half")
+        reasons[kind] = groups[kind][2] or (None if ivs[kind] is not None else unset)
+    return ivs, reasons, undefined
+
+
+#: The three AUCs of :func:`flat_group_auc`, in its order.
+FLAT_KINDS = ("all_correct", "all_wrong", "flat")
+
+
+def _percentile(values: np.ndarray, resamples: int, level: float) -> tuple[list | None, int]:
+    """([lo, hi] of the finite ``values`` (None when fewer than half the resamples are finite), resamples that
+    were not) for :func:`bootstrap_metrics`."""
+    values = values[np.isfinite(values)]
+    a = (1.0 - level) / 2.0
+    return (np.quantile(values, [a, 1.0 - a]).tolist() if values.size * 2 >= resamples else None,
+            int(resamples - values.size))
+
+
+def _flat_groups(p: np.ndarray, y: np.ndarray, group_size: int) -> dict:
+    """{kind: (rows (N,), labels (N,) 0/1, reason of the point AUC or None, scores (N,))} of :func:`flat_group_auc`'s
+    groups: each group's prompt row, realized label and score (p^G, (1 - p)^G, p^G + (1 - p)^G)."""
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or \
+            not 1 <= group_size <= y.shape[1]:
+        raise ValueError(f"bootstrap_metrics: group_size must be an integer in [1, K] = [1, {y.shape[1]}] (outcomes "
+                         f"per prompt), got {group_size!r}")
+    rows, ones, zeros = flat_group_outcomes(y, group_size)
+    q = p[rows]
+    pc, pw = q ** group_size, (1 - q) ** group_size
+    out = {}
+    for kind, labels, scores in (("all_correct", ones, pc), ("all_wrong", zeros, pw), ("flat", ones | zeros, pc + pw)):
+        out[kind] = (rows, labels.astype(np.float64), binary_auc(labels, scores)["reason"], scores)
+    return out
+
+
+def _resampled_flat_aucs(groups: dict, w: np.ndarray) -> dict:
+    """Each flat-group AUC (:func:`_flat_groups`) of each resample, NaN where one class only: w (B, M) the prompts'
+    counts; a group counts as often as its prompt is drawn; the Mann-Whitney statistic, ties 1/2 (what
+    ``sklearn.metrics.roc_auc_score`` gives). Computed over slices of resamples: at most ~4M group counts at once."""
+    out = {}
+    for kind, (rows, labels, _, scores) in groups.items():
+        values = np.full(len(w), np.nan)
+        if rows.size:
+            order, starts = _tie_groups(scores)
+            step = max(1, 4_000_000 // rows.size)
+            for lo in range(0, len(w), step):
+                wg = w[lo: lo + step][:, rows][:, order]  # (b, N) each group's count, in score order
+                pos = np.add.reduceat(wg * labels[order], starts, axis=1)
+                neg = np.add.reduceat(wg * (1.0 - labels[order]), starts, axis=1)
+                below = np.cumsum(neg, axis=1) - neg
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    values[lo: lo + step] = (pos * (below + 0.5 * neg)).sum(1) / (pos.sum(1) * neg.sum(1))
+        out[kind] = values
     return out
 
 

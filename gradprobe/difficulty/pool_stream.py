@@ -8,7 +8,8 @@ token), and a few numbers per prompt (p_hat, its intervals). The feature matrix 
 :data:`CHUNK` prompts is predicted and dropped.
 
 Progress (tqdm on stderr, hidden by ``--no-progress``): the pool's encoding (prompts done, ETA) and the feature
-forward (prompts read, ETA); its building, :func:`gradprobe.difficulty.progress.building`.
+forward (prompts read, ETA); its building, :func:`gradprobe.difficulty.progress.pool_problems` (total and ETA where
+the pool's size is known in advance, else the elapsed seconds).
 """
 
 from __future__ import annotations

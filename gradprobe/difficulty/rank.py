@@ -37,7 +37,7 @@ from ..tasks.base import repeated_prompts
 from .estimator import EstimatorConfig, check_unique_ids, verdict
 from .folder import check_output_folder
 from .metadata import DEFAULT_KEYS, check_metadata_keys
-from .progress import building
+from .progress import pool_problems
 from .rank_report import SMALL_FIT_PROMPTS, document, report
 from .rank_report import repeated_data_ids as _repeated_data_ids  # noqa: F401  (its old name here)
 
@@ -244,8 +244,9 @@ def check_pool(pool) -> None:
 
 def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, settings: PoolSettings, *,
                  command: str = "rank-prompts") -> PreparedPool:
-    """Check the pool size (:func:`check_pool`) and the settings, load the task and build its training pool (a line
-    on stderr counts the seconds while the task builds it, hidden by ``no_progress``), create the output folder,
+    """Check the pool size (:func:`check_pool`) and the settings, load the task and build its training pool (on stderr a
+    bar with total and ETA where the pool's size is known, else the seconds: :func:`~gradprobe.difficulty.progress.
+    pool_problems`; hidden by ``no_progress``), create the output folder,
     load the policy, in that order (refused input creates nothing and computes nothing).
 
     Parameters
@@ -286,8 +287,8 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
     sampling = SamplingConfig(temperature=settings.temperature, max_new_tokens=settings.max_new_tokens,
                               batch_size=settings.batch_size)
     loaded = load_task(task, **({"skip_malformed": True} if settings.skip_malformed else {}))  # then the data,
-    with building(f"{command}: building the pool of {pool:,} prompts", not settings.no_progress):
-        problems = loaded.problems("train", pool, seed=settings.data_seed)
+    problems = pool_problems(loaded, pool, seed=settings.data_seed, desc=f"{command}: building the pool of {pool:,} "
+                             "prompts", progress=not settings.no_progress)  # total and ETA where the size is known
     if not problems:
         raise ValueError(f"task {task!r} returned an empty pool for --pool {pool}")
     check_unique_ids([p.id for p in problems])

@@ -1,0 +1,84 @@
+"""Building the pool of ``rank-prompts`` / ``difficulty-eval`` shows a tqdm bar with its total and ETA where the pool's
+size is known in advance (a reasoning-gym task's ``--pool N``, a JSONL file's lines), the elapsed seconds elsewhere,
+and nothing with ``--no-progress`` (``progress=False``; the CLI sets ``TQDM_DISABLE`` too)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+
+from gradprobe.difficulty.progress import pool_problems
+from gradprobe.tasks import load_task
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Every tqdm bar pool_problems opens writes to one StringIO; the bars themselves are kept."""
+    import tqdm.auto
+
+    err, bars = io.StringIO(), []
+    real = tqdm.auto.tqdm
+
+    def make(*args, **kwargs):
+        bar = real(*args, **{**kwargs, "file": err, "mininterval": 0, "miniters": 1})
+        bars.append(bar)
+        return bar
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", make)
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    return err, bars
+
+
+def test_a_reasoning_gym_pool_shows_its_total_and_eta(captured):
+    err, bars = captured
+    task = load_task("chain_sum:min_terms=2,max_terms=3,max_digits=1")
+    got = pool_problems(task, 7, seed=0, desc="rank-prompts: building the pool of 7 prompts", progress=True)
+    assert [p.id for p in got] == [p.id for p in task.problems("train", 7, seed=0)]  # the same pool
+    assert [(b.total, b.n) for b in bars] == [(7, 7)]
+    shown = err.getvalue()
+    # done/total [elapsed<ETA
+    bar = r"rank-prompts: building the pool of 7 prompts: +\d+%\|[^|]*\| *\d/7 \[[\d:]+<[\d:?]+"
+    assert re.search(bar, shown), shown
+    assert "_make" not in vars(task)  # the counting hook is removed again
+
+
+def test_a_few_shot_wrapper_counts_its_wrapped_tasks_items(captured):
+    err, bars = captured
+    task = load_task("chain_sum:max_digits=1")
+    task.task = None  # a plain task with a None ``task`` attribute is no wrapper
+    pool_problems(task, 3, seed=1, desc="x", progress=True)
+    assert [(b.total, b.n) for b in bars] == [(3, 3)]
+
+
+def test_a_jsonl_pool_counts_the_files_lines(captured, tmp_path):
+    err, bars = captured
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps({"question": f"what is {i} + 1?", "answer": str(i + 1)}) + "\n"
+                            for i in range(20)))
+    task = load_task(f"jsonl:{path}")
+    got = pool_problems(task, 5, seed=0, desc="difficulty-eval: building the pool of 5 prompts", progress=True)
+    assert len(got) == 5 and [(b.total, b.n) for b in bars] == [(20, 20)]
+    assert re.search(r"building the pool of 5 prompts: +100%\|[^|]*\| *20/20 ", err.getvalue()), err.getvalue()
+    assert not {"_read_file", "_parse"} & set(vars(task))
+
+
+def test_an_unknown_size_keeps_the_elapsed_seconds(captured):
+    err, bars = captured
+
+    class Plain:
+        def problems(self, split, n, *, seed=0):
+            return list(range(n))
+
+    assert pool_problems(Plain(), 4, seed=0, desc="pool", progress=True) == [0, 1, 2, 3]
+    assert [b.total for b in bars] == [None]
+    assert re.fullmatch(r"(\r?pool: [\d:]+\s*)+", err.getvalue().replace("\x1b[A", "")), repr(err.getvalue())
+
+
+def test_no_progress_shows_nothing(captured):
+    err, bars = captured
+    task = load_task("chain_sum:max_digits=1")
+    assert len(pool_problems(task, 3, seed=0, desc="pool", progress=False)) == 3
+    assert bars == [] and err.getvalue() == "" and "_make" not in vars(task)
