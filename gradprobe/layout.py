@@ -144,12 +144,13 @@ def output_kind(folder: str | Path) -> tuple[str, str] | None:
     if not folder.is_dir():
         return None
     # a study's probe, with or without its arms.json (probe_study): the other commands refuse it as an --out; read
-    # through the resolved path, so `.` inside it, `STUDY/x/../probe` or a link to it is the study's too
-    real = _resolved(folder)
-    if real.parent.name == GUIDED_PROBES and _study_of_probe(real.parent.parent) is not None:
-        return "guided probe", f"probe/{GUIDED_PROBES}/{real.name}"
-    if _study_of_probe(real) is not None:
-        study = probe_study(folder)  # as the user typed it where that names it (_as_given)
+    # through the resolved path and the path as given (_study_probe_path), so `.` inside it, `STUDY/x/../probe`, a
+    # link to it and a STUDY/probe that is itself a link to a folder elsewhere are the study's too
+    shared = _study_probe_path(folder)
+    if shared is not None and shared[0] == "guided probe":
+        return "guided probe", f"probe/{GUIDED_PROBES}/{shared[1].name}"
+    if shared is not None:
+        study, real = probe_study(folder), shared[1]  # as the user typed it where that names it (_as_given)
         return "study probe", ARMS_JSON if (real / ARMS_JSON).exists() else f"{_study_evidence(real.parent)} in {study}"
     model = _model_evidence(folder)  # before the markers: a model a probe was once written beside stays a model
     if model is not None:
@@ -194,28 +195,30 @@ def study_probe_advice(study: str | Path, file: str | Path, *, missing: bool = F
 
 def study_probe_refusal(folder: str | Path) -> str | None:
     """Why ``gradprobe probe --out FOLDER`` is refused when ``folder`` is a study's probe or a guided arm's
-    (:func:`output_kind`'s ``"study probe"``, ``"guided probe"``), with the study's fix, as a phrase after the
-    folder's name; None for any other folder.
+    (:func:`output_kind`'s ``"study probe"``, ``"guided probe"``; or a missing folder :func:`probe_study` names, as
+    ``STUDY/probe/guided/NEWARM``), with the study's fix, as a phrase after the folder's name; None for any other
+    folder.
 
-    The fix: with ``STUDY/runs/``, delete the probe's ``probe.json`` and resume the study (which re-runs the missing
-    probe and keeps finished runs); without it (a shipped study keeps only its tables) resuming would train every
-    run again, so the probe is left as it is and another ``--out`` chosen. Paths are shown as given where they name
-    the study (:func:`probe_study`).
+    The fix: with ``STUDY/runs/``, delete the probe's ``probe.json`` (where there is one) and resume the study
+    (which re-runs the missing probe and keeps finished runs); without it (a shipped study keeps only its tables)
+    resuming would train every run again, so the probe is left as it is and another ``--out`` chosen. Paths are
+    shown as given where they name the study (:func:`probe_study`).
     """
-    found = output_kind(folder)
-    if found is None or found[0] not in ("study probe", "guided probe"):
+    found = _study_probe_path(Path(folder))  # a missing folder too: probe/guided/NEWARM inside a study's probe
+    if found is None:
         return None
     folder, study = Path(folder), probe_study(folder)
-    shared = _resolved(folder) if found[0] == "study probe" else _resolved(folder).parent.parent
+    shared = found[1] if found[0] == "study probe" else found[1].parent.parent
     shown = (f"{ARMS_JSON} {'there' if found[0] == 'study probe' else 'in its probe/'}"
              if (shared / ARMS_JSON).exists() else f"the probe/ of study {study}, whose {ARMS_JSON} is missing")
     if not (Path(study) / "runs").is_dir():
         return (f"is a study's probe folder ({shown}) of a study without run folders ({study} has no runs/: "
                 "resuming it to write its probe again would train every run again): leave it as it is and choose "
                 "another --out (an empty folder, or an earlier probe's)")
-    return (f"is a study's probe folder ({shown}); to redo it delete {folder / PROBE_JSON} and resume the study "
-            f"with `gradprobe study {study / PLAN_COPY} --out {study}`, which re-runs the missing probe (finished "
-            "runs are kept); else choose another --out")
+    redo = f"delete {folder / PROBE_JSON} and " if (folder / PROBE_JSON).exists() else ""  # a missing one: none
+    return (f"is a study's probe folder ({shown}); to redo it {redo}resume the study with `gradprobe study "
+            f"{study / PLAN_COPY} --out {study}`, which re-runs the missing probe (finished runs are kept); else "
+            "choose another --out")
 
 
 def probe_study(folder: str | Path) -> Path | None:
@@ -227,24 +230,41 @@ def probe_study(folder: str | Path) -> Path | None:
     (:data:`STUDY_JSON`, :data:`RUNS_CSV`, :data:`ANALYSIS_JSON`): a study's probe whose ``arms.json`` was lost is
     still the study's, so its fix is the study's (:func:`study_probe_advice`), never ``gradprobe probe --out``, and
     ``gradprobe probe --out`` refuses it (:func:`output_kind`). A guided arm's probe is ``guided/<arm>`` inside such
-    a folder. Only the paths are read (no file is parsed). ``folder`` is resolved first (:meth:`pathlib.Path.resolve`:
-    links followed, ``..`` and ``.`` removed), so ``Path(".")`` inside ``STUDY/probe``, ``STUDY/x/../probe`` or a
-    link to ``STUDY/probe`` is the study's probe too.
+    a folder. Only the paths are read (no file is parsed); ``folder`` need not exist (``probe/guided/NEWARM``). Both
+    ``folder`` resolved (:meth:`pathlib.Path.resolve`: links followed, ``..`` and ``.`` removed) and ``folder`` made
+    absolute without following links (:func:`os.path.abspath`) are read (:func:`_study_probe_path`), so
+    ``Path(".")`` inside ``STUDY/probe``, ``STUDY/x/../probe``, a link to ``STUDY/probe`` and a ``STUDY/probe`` (or
+    ``STUDY/probe/guided``) that is itself a link to a folder elsewhere are the study's probe too.
 
     Returns
     -------
     Path or None
-        The study as the user wrote it when ``folder`` names it (``STUDY`` for ``STUDY/probe/``, so messages show what
-        was typed); else (``.`` inside the probe, a link) the resolved, absolute study folder.
+        The study as the user wrote it when ``folder`` names it (``STUDY`` for ``STUDY/probe/``, ``A`` for
+        ``A/figures/../probe``, so messages show what was typed); else (``.`` inside the probe, a link) the
+        absolute study folder (resolved where the resolved path names the probe).
     """
     given = Path(folder)
-    real = _resolved(given)
-    if real.parent.name == GUIDED_PROBES:
-        study = _study_of_probe(real.parent.parent)
-        if study is not None:
-            return _as_given(study, given, 3)
-    study = _study_of_probe(real)
-    return None if study is None else _as_given(study, given, 1)
+    found = _study_probe_path(given)
+    if found is None:
+        return None
+    kind, path = found
+    if kind == "guided probe":
+        return _as_given(_study_of_probe(path.parent.parent), given, 3)
+    return _as_given(_study_of_probe(path), given, 1)
+
+
+def _study_probe_path(folder: Path) -> tuple[str, Path] | None:
+    """``("guided probe", ARM)`` when ``folder`` is a guided arm's probe ``STUDY/probe/guided/ARM``, else
+    ``("study probe", PROBE)`` when it is a study's probe (:func:`_study_of_probe`), else None; ``ARM``/``PROBE`` is
+    whichever of ``folder`` resolved (:func:`_resolved`: ``.`` inside the probe, a link to it) or ``folder`` made
+    absolute without following links (:func:`os.path.abspath`: a study's ``probe/`` or ``probe/guided`` that is
+    itself a link to a folder elsewhere, whose resolved path is named otherwise) names one, the resolved first.
+    ``folder`` need not exist."""
+    candidates = (_resolved(folder), Path(os.path.abspath(folder)))
+    for path in candidates:
+        if path.parent.name == GUIDED_PROBES and _study_of_probe(path.parent.parent) is not None:
+            return "guided probe", path
+    return next((("study probe", path) for path in candidates if _study_of_probe(path) is not None), None)
 
 
 def _resolved(folder: Path) -> Path:
@@ -256,13 +276,15 @@ def _resolved(folder: Path) -> Path:
 
 
 def _as_given(study: Path, given: Path, up: int) -> Path:
-    """``study`` (resolved) as ``given`` names it: ``given``'s ancestor ``up`` levels up when ``given`` has more than
-    ``up`` parts (so the ancestor is a part the user typed, not ``.``) and that ancestor is ``study``; else
-    ``study``."""
+    """``study`` as ``given`` names it: ``given``'s ancestor ``up`` levels up when ``given`` has more than ``up``
+    parts (so the ancestor is a part the user typed, not ``.``) and that ancestor is ``study`` (both resolved), shown
+    with ``x/..`` removed (:func:`os.path.normpath`: ``A`` for ``A/figures/../probe``) where that is still
+    ``study``; else ``study``."""
     if len(given.parts) > up:
         typed = given.parents[up - 1]
-        if _resolved(typed) == study:
-            return typed
+        if _resolved(typed) == _resolved(study):
+            shown = Path(os.path.normpath(typed))
+            return shown if _resolved(shown) == _resolved(study) else typed
     return study
 
 

@@ -6,7 +6,11 @@
    study's probe); the study is shown as typed where the path names it, else resolved;
 2. the refusal of ``--out STUDY/probe`` (and ``STUDY/probe/guided/ARM``) tells a study without ``runs/`` (every
    shipped study) to choose another ``--out``, not to resume the study (which would train every run again); with
-   ``runs/`` it names the ``gradprobe study`` command that resumes it.
+   ``runs/`` it names the ``gradprobe study`` command that resumes it;
+3. a study's ``probe/`` (or ``probe/guided``) that is itself a link to a folder elsewhere is the study's too (the
+   path as given names it, though the resolved one does not: ``--out STUDY/probe`` overwrote its probe.json), and
+   so is a missing ``probe/guided/NEWARM`` (a probe written there was taken for the study's on the next run);
+   ``STUDY/figures/../probe`` shows the study as ``STUDY``.
 """
 
 from __future__ import annotations
@@ -51,8 +55,8 @@ def test_dot_inside_the_probe_is_the_studys(study, monkeypatch):
 
 
 def test_dotted_relative_and_linked_paths_are_the_studys(study, tmp_path, monkeypatch):
-    assert probe_study(f"{study}/x/../probe") == Path(f"{study}/x/..")  # as typed: it names the study
-    assert output_kind(f"{study}/x/../probe") == ("study probe", f"plan.toml + study.json in {study}/x/..")
+    assert probe_study(f"{study}/x/../probe") == study  # as typed, `x/..` removed (normpath): it names the study
+    assert output_kind(f"{study}/x/../probe") == ("study probe", f"plan.toml + study.json in {study}")
     assert probe_study(f"{study}/probe/.") == probe_study(f"{study}/probe/") == study
     link = tmp_path / "link"
     link.symlink_to(study / "probe")
@@ -118,3 +122,75 @@ def test_no_refusal_for_other_folders(study, tmp_path):
     (tmp_path / "p" / "probe.json").write_text("{}")
     assert study_probe_refusal(tmp_path / "p") is None and study_probe_refusal(study) is None
     assert study_probe_refusal(tmp_path / "missing") is None
+
+
+def test_a_probe_folder_linked_elsewhere_is_refused(study, tmp_path, capsys, no_compute, monkeypatch):
+    (study / "runs").mkdir()
+    (tmp_path / "ext").mkdir()
+    shutil.move(study / "probe", tmp_path / "ext" / "store_probe")
+    (study / "probe").symlink_to(Path("..", "ext", "store_probe"))  # s/probe -> ../ext/store_probe
+    before = (study / "probe" / "probe.json").read_bytes()
+    folder = study / "probe"
+    assert probe_study(folder) == study and probe_study(f"{folder}/") == study
+    assert output_kind(folder) == ("study probe", f"plan.toml + study.json in {study}")
+    expected = (f"is a study's probe folder (the probe/ of study {study}, whose arms.json is missing); to redo it "
+                f"delete {folder / 'probe.json'} and resume the study with `gradprobe study {study / 'plan.toml'} "
+                f"--out {study}`, which re-runs the missing probe (finished runs are kept); else choose another --out")
+    assert study_probe_refusal(folder) == expected
+    assert main(_PROBE + ["--out", str(folder)]) == 2
+    assert capsys.readouterr().err.strip() == f"gradprobe probe: error: --out {str(folder)!r} {expected}"
+    monkeypatch.chdir(tmp_path)  # relative, as typed
+    assert main(_PROBE + ["--out", "s/probe"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gradprobe probe: error: --out 's/probe' is a study's probe folder (the probe/ of study s, ")
+    assert "`gradprobe study s/plan.toml --out s`" in err
+    assert (study / "probe" / "probe.json").read_bytes() == before
+    assert sorted(p.name for p in (study / "probe").iterdir()) == ["guided", "probe.json"]
+
+
+def test_a_guided_folder_linked_elsewhere_is_refused(study, tmp_path, capsys, no_compute):
+    shutil.copy(ROOT / "data" / "study_tiny_guided" / "probe" / "arms.json", study / "probe" / "arms.json")
+    (tmp_path / "ext").mkdir()
+    shutil.move(study / "probe" / "guided", tmp_path / "ext" / "store_guided")
+    (study / "probe" / "guided").symlink_to(Path("..", "..", "ext", "store_guided"))
+    folder = study / "probe" / "guided" / "guided"
+    before = (folder / "probe.json").read_bytes()
+    assert probe_study(folder) == study
+    assert output_kind(folder) == ("guided probe", "probe/guided/guided")
+    expected = f"is a study's probe folder (arms.json in its probe/) {_NO_RUNS.format(study=study)}"
+    assert study_probe_refusal(folder) == expected
+    assert main(_PROBE + ["--out", str(folder)]) == 2
+    assert capsys.readouterr().err.strip() == f"gradprobe probe: error: --out {str(folder)!r} {expected}"
+    assert (folder / "probe.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("arms", [False, True])
+def test_a_missing_guided_folder_is_refused(study, capsys, no_compute, arms):
+    if arms:
+        shutil.copy(ROOT / "data" / "study_tiny_guided" / "probe" / "arms.json", study / "probe" / "arms.json")
+    folder = study / "probe" / "guided" / "newarm"
+    assert probe_study(folder) == study and output_kind(folder) is None  # output_kind reads existing folders only
+    said = "arms.json in its probe/" if arms else f"the probe/ of study {study}, whose arms.json is missing"
+    expected = f"is a study's probe folder ({said}) {_NO_RUNS.format(study=study)}"
+    assert study_probe_refusal(folder) == expected
+    assert main(_PROBE + ["--out", str(folder)]) == 2
+    assert capsys.readouterr().err.strip() == f"gradprobe probe: error: --out {str(folder)!r} {expected}"
+    assert not folder.exists()
+    assert sorted(p.name for p in (study / "probe" / "guided").iterdir()) == ["guided"]
+    (study / "runs").mkdir()  # with run folders: resume the study, and no probe.json to delete is named
+    assert study_probe_refusal(folder) == (
+        f"is a study's probe folder ({said}); to redo it resume the study with `gradprobe study "
+        f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe (finished runs are kept); else choose "
+        "another --out")
+
+
+def test_the_study_is_shown_without_dot_dot(study, tmp_path, capsys, no_compute, monkeypatch):
+    (study / "figures").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert probe_study("s/figures/../probe") == Path("s")
+    assert probe_study("s/figures/../probe/guided/guided") == Path("s")
+    assert output_kind("s/figures/../probe") == ("study probe", "plan.toml + study.json in s")
+    assert main(_PROBE + ["--out", "s/figures/../probe"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "gradprobe probe: error: --out 's/figures/../probe' is a study's probe folder (the probe/ of study s, whose "
+        f"arms.json is missing) {_NO_RUNS.format(study='s')}")
