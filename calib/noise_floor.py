@@ -53,16 +53,18 @@ import pandas as pd
 
 from gradprobe.forecast.study import read_study_json
 from gradprobe.layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, EVAL_ITEMS_JSONL, STUDY_JSON
+from gradprobe.outputs import is_json_number
 from gradprobe.study.never_trained_arms import never_trained_why, untrained_arms
 from gradprobe.study.power import paired_item_differences, variance_components
 from gradprobe.study.reading import AnalysisError
 
 from .bootstrap import cluster_mean_interval
 from .domain import study_identity
-from .integrity import StudyFormatError
+from .integrity import StudyFormatError, analysis_error
 
 __all__ = ["arm_seed_noise", "seed_noise_floor", "arm_level_errors", "heldout_floor", "pool_heldout_floors",
-           "heldout_label", "study_never_trained", "NO_SEEDS"]
+           "heldout_label", "study_never_trained", "check_never_trained", "NO_SEEDS",
+           "NEVER_TRAINED_RECORD", "NEVER_TRAINED_LIST"]
 
 METHOD = ("floor_a = mean over pairs of seeds |y_i - y_j| / sqrt(2) (Gini mean difference), an unbiased estimate "
           "of E|y - mu_a| = sigma_a sqrt(2/pi) for normal seed noise; run level: mean of floor_a over runs; arm "
@@ -204,7 +206,10 @@ def study_never_trained(study_dirs) -> dict[str, dict[str, list[dict]]]:
     ------
     calib.integrity.StudyFormatError
         A folder's ``study.json`` or ``analysis.json`` is missing, not JSON, has no ``plan_sha256`` or no ``arms``
-        object (the file and the fix are named).
+        object (the file and the fix are named); or an arm's ``never_trained`` is not absent, null or a list of
+        records (:data:`NEVER_TRAINED_RECORD`; :func:`check_never_trained`): ``FILE field arms.ARM.never_trained[I]
+        is VALUE, not ...; re-analyse the study with `gradprobe study ... --analyze-only --overwrite-analysis ...```
+        (:data:`calib.integrity.REBUILD_ANALYSIS`).
     """
     out = {}
     for d in map(Path, study_dirs):
@@ -214,9 +219,53 @@ def study_never_trained(study_dirs) -> dict[str, dict[str, list[dict]]]:
         arms = doc.get("arms") if isinstance(doc, dict) else None
         if not isinstance(arms, dict):
             raise StudyFormatError(f"{d / ANALYSIS_JSON} has no 'arms' object; re-run `gradprobe study --analyze-only`")
+        for arm, entry in arms.items():
+            if isinstance(entry, dict):
+                check_never_trained(d, arm, entry.get("never_trained"))
         if (untrained := untrained_arms(arms)):
             out[key] = untrained
     return out
+
+
+#: What an arm's ``analysis.json`` ``never_trained`` holds (:func:`check_never_trained`; the analysis writes it:
+#: :func:`gradprobe.study.never_trained_arms.never_trained_runs`)
+NEVER_TRAINED_RECORD = ('a record of a run that never trained (an object with "seed": a whole number >= 0, "cause": '
+                        'text, and, when present, "why": text, "updates": a number >= 0)')
+NEVER_TRAINED_LIST = f"absent, null or a list (each item {NEVER_TRAINED_RECORD})"
+
+
+def check_never_trained(study_dir: Path, arm: str, value) -> None:
+    """Refuse ``study_dir/analysis.json``'s ``arms[arm].never_trained`` (``value``) unless it is absent or null (None),
+    ``[]`` (every run trained) or a list of records :data:`NEVER_TRAINED_RECORD` describes, as the analysis writes
+    them; other keys of a record (``max_abs_reward``, ``grad_norm_max``) are not read.
+
+    Raises
+    ------
+    calib.integrity.StudyFormatError
+        One line (:func:`calib.integrity.analysis_error`): the file, the field (``arms.ARM.never_trained`` for a value
+        that is no list, ``arms.ARM.never_trained[I]`` for a record that is no object or lacks ``seed`` or ``cause``,
+        ``arms.ARM.never_trained[I].KEY`` for a key of the wrong kind), the value as the file holds it, what is
+        accepted, and the fix: re-analyse the study (:data:`calib.integrity.REBUILD_ANALYSIS`).
+    """
+    field = f"arms.{arm}.never_trained"
+    if value is None:
+        return
+    if not isinstance(value, list):
+        raise analysis_error(study_dir, field, value, NEVER_TRAINED_LIST)
+    for i, rec in enumerate(value):
+        missing = [k for k in ("seed", "cause") if k not in rec] if isinstance(rec, dict) else []
+        if not isinstance(rec, dict) or missing:
+            lacks = "".join(f"{', no' if j else ': it has no'} \"{k}\"" for j, k in enumerate(missing))
+            raise analysis_error(study_dir, f"{field}[{i}]", rec, NEVER_TRAINED_RECORD + lacks)
+        rules = {"seed": (is_json_number(rec["seed"], integer=True) and rec["seed"] >= 0, "a whole number >= 0"),
+                 "cause": (isinstance(rec["cause"], str), "text"),
+                 "why": (isinstance(rec.get("why", ""), str), "text"),
+                 "updates": (is_json_number(rec.get("updates", 0), finite=True) and rec.get("updates", 0) >= 0,
+                             "a number >= 0")}
+        for key, (ok, what) in rules.items():
+            if not ok:
+                raise analysis_error(study_dir, f"{field}[{i}].{key}", rec[key], f"{what} ({NEVER_TRAINED_RECORD})",
+                                     number=key in ("seed", "updates"))
 
 
 def arm_level_errors(predicted, realized, arms, studies, *, never_trained=None, reference_arm: str = "grpo",

@@ -20,7 +20,7 @@ import pandas as pd
 import gradprobe
 from gradprobe.api.probe_result import check_fields
 from gradprobe.forecast import METHODS, ReferenceCurve, default_curve_path, forecast_section, load_reference_curve
-from gradprobe.forecast.probe_input import check_entry_inputs, probe_batches_of
+from gradprobe.forecast.probe_input import check_entry_inputs, file_and_fix, probe_batches_of
 from gradprobe.forecast.section import DEFAULT_CURVES
 from gradprobe.layout import GUIDED_PROBES, PLAN_COPY, STUDY_JSON, restore_advice
 from gradprobe.outputs import beyond_float, is_json_number, json_short, per_update_problem
@@ -223,16 +223,31 @@ def check_probe_entries(result: dict, where: str = "probe.json") -> None:
     Raises
     ------
     CalibrationApplyError
-        gradprobe's one-line message: the file, the field, both values and the fix.
+        gradprobe's one-line message: the file, the field, both values and the fix (for a dict, :data:`DICT_FIX`:
+        :func:`_refusal`).
     """
+    source = _source(where)
     try:
-        probe_batches_of(result, source=_source(where))
+        probe_batches_of(result, source=source)
     except ValueError as e:
-        raise CalibrationApplyError(str(e)) from None
+        raise _refusal(e, source) from None
 
 
 #: The fix a refusal of a probe result passed as a dict names (no folder to derive one from: :func:`_source`)
 DICT_FIX = "pass the probe's result as gradprobe.probe returned it, or its probe folder"
+
+
+def _refusal(error: ValueError, source: Path | None) -> CalibrationApplyError:
+    """gradprobe's refusal ``error`` as calib's; for a dict (``source`` None), its closing fix, the one gradprobe gives
+    a probe.json it has no folder of (:func:`gradprobe.forecast.probe_input.file_and_fix` of None: re-run the probe, or
+    restore the file first for an edited one), becomes :data:`DICT_FIX` (gradprobe's checks take no fix of their own).
+    A message ending otherwise is kept whole."""
+    text = str(error)
+    if source is None:
+        for fix in (file_and_fix(None, edited=True)[1], file_and_fix(None)[1]):  # the longer first: it ends as both
+            if text.endswith(f"; {fix}"):
+                return CalibrationApplyError(text[:-len(fix)] + DICT_FIX)
+    return CalibrationApplyError(text)
 
 
 def check_probe_records(result: dict, where: str = "probe.json") -> None:
@@ -249,21 +264,22 @@ def check_probe_records(result: dict, where: str = "probe.json") -> None:
     without ``config`` or batch records passes them. The result the probe returns in memory
     (``gradprobe.probe(...).raw``, one batch or several), which it writes as its probe.json, passes both. For the
     dict passed to :func:`calib.apply.apply_calibration`, which no reader of the file checked; ``where`` names the
-    file (the bare ``probe.json`` for a dict: :func:`_source`; a missing field's fix is then :data:`DICT_FIX`).
+    file (the bare ``probe.json`` for a dict: :func:`_source`; every refusal's fix is then :data:`DICT_FIX`).
 
     Raises
     ------
     CalibrationApplyError
         gradprobe's one-line message: the file, the field (e.g. ``rewards[1].inner_product``), that it is missing or
         null, what reads it and the fix; or the file, the field (e.g. ``rewards[1].tokens_per_update``), the reward,
-        the recorded value and the one the records give, the rule and the fix.
+        the recorded value and the one the records give, the rule and the fix (for a dict, :data:`DICT_FIX`:
+        :func:`_refusal`).
     """
     source = _source(where)
     try:
         check_fields(result, where, fix=None if source is not None else DICT_FIX)
         check_entry_inputs(result, source=source)
     except ValueError as e:
-        raise CalibrationApplyError(str(e)) from None
+        raise _refusal(e, source) from None
 
 
 #: How far (accuracy points) a stored forecast number may lie from the forecast of the probe's batches

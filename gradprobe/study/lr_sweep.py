@@ -50,7 +50,7 @@ import math
 
 import numpy as np
 
-from .never_trained_arms import never_trained_text, never_trained_why
+from .never_trained_arms import never_trained_records, never_trained_text, never_trained_why
 
 FIGURE = "lr_sweep.png"
 EDGE_NOTE = "optimum at the edge: extend the sweep"
@@ -143,7 +143,7 @@ def _point(arm: str, scale: float, entry: dict, seeds_total: int, untrained: lis
                 f"eval interval: seeds {refused}); a mean over fewer seeds is not compared")
     return {"arm": arm, "lr_scale": scale, "accuracy": entry["accuracy"], "ci": entry["ci"],
             "seeds": entry["seeds"], "seeds_total": seeds_total, "refused_seeds": refused, "used": used,
-            "note": note, "never_trained": list(untrained or []), "reference": False, "difference": None,
+            "note": note, "never_trained": never_trained_records(untrained), "reference": False, "difference": None,
             "difference_ci": None, "difference_ci_two_way": None, "difference_seeds": 0, "difference_note": None}
 
 

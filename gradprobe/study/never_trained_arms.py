@@ -23,8 +23,8 @@ from pathlib import Path
 from ..layout import CONFIG_JSON, METRICS_JSONL, run_dir
 from ..training.untrained import never_trained
 
-__all__ = ["never_trained_runs", "never_trained_text", "never_trained_why", "not_findings", "run_max_new_tokens",
-           "untrained_arms", "GAIN_FIELDS", "AXIS_FINDINGS"]
+__all__ = ["never_trained_runs", "never_trained_records", "never_trained_text", "never_trained_why", "not_findings",
+           "run_max_new_tokens", "untrained_arms", "GAIN_FIELDS", "AXIS_FINDINGS", "UNREADABLE_RECORDS"]
 
 #: the fields of an axis entry of ``analysis.json["arms"][ARM]`` that are gains vs the control arm
 GAIN_FIELDS = ("gain_vs_grpo", "gain_ci", "gain_vs_grpo_ci_two_way", "gain_sd", "gain_seeds", "disagreement")
@@ -65,9 +65,26 @@ def run_max_new_tokens(folder: str | Path) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def never_trained_text(runs: list[dict]) -> str:
-    """``"seed 0: the rewards ... overflowed ... (11 updates)"``: an arm's ``never_trained`` records, joined."""
-    return "; ".join(f"seed {r.get('seed')}: {r.get('why')} ({r.get('updates')} updates)" for r in runs)
+#: :func:`never_trained_text` of a ``never_trained`` value with no record to show (not a list of objects: a damaged
+#: ``analysis.json``, which calib refuses, ``calib.noise_floor.check_never_trained``)
+UNREADABLE_RECORDS = ("its records in analysis.json cannot be read: re-analyse the study with `gradprobe study "
+                      "STUDY/plan.toml --analyze-only --overwrite-analysis --out STUDY`")
+
+
+def never_trained_records(value) -> list[dict]:
+    """The records of an arm's ``never_trained`` ``value`` that are objects, in order: [] for None, a value that is no
+    list (a damaged ``analysis.json``: ``3``, a text, a lone object) or a list of no objects; never raises."""
+    return [r for r in value if isinstance(r, dict)] if isinstance(value, list) else []
+
+
+def never_trained_text(runs) -> str:
+    """``"seed 0: the rewards ... overflowed ... (11 updates)"``: an arm's ``never_trained`` records, joined; the
+    records that are no object are not shown (:func:`never_trained_records`), and with none
+    :data:`UNREADABLE_RECORDS` is (``runs`` is truthy, e.g. ``3``, where a caller asks: a damaged file)."""
+    recs = never_trained_records(runs)
+    if not recs:
+        return UNREADABLE_RECORDS
+    return "; ".join(f"seed {r.get('seed')}: {r.get('why')} ({r.get('updates')} updates)" for r in recs)
 
 
 def never_trained_why(arm: str, runs: list[dict]) -> str:
@@ -78,8 +95,11 @@ def never_trained_why(arm: str, runs: list[dict]) -> str:
 
 def untrained_arms(arms: dict) -> dict[str, list[dict]]:
     """arm -> its ``never_trained`` records, for the arms of ``analysis.json["arms"]`` with at least one (an entry
-    without the key, from an analysis written before it, counts as trained); in ``arms`` order."""
-    return {a: list(e["never_trained"]) for a, e in arms.items() if isinstance(e, dict) and e.get("never_trained")}
+    without the key, from an analysis written before it, counts as trained); in ``arms`` order. Only the records
+    that are objects are read (:func:`never_trained_records`: a value that is no list has none; calib refuses such a
+    file first, ``calib.noise_floor.check_never_trained``); nothing is raised."""
+    out = {a: never_trained_records(e.get("never_trained")) for a, e in arms.items() if isinstance(e, dict)}
+    return {a: recs for a, recs in out.items() if recs}
 
 
 def not_findings(arm: str, entry: dict, control: str, untrained: dict) -> dict | None:

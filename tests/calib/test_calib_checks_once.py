@@ -22,8 +22,7 @@ import pytest
 import calib
 from calib.apply import calibrate, format_calibrated, load_probe
 from calib.model import load_calibration
-from calib.probe_input import CalibrationApplyError
-from gradprobe.forecast.probe_input import PROBE_FIX
+from calib.probe_input import DICT_FIX, CalibrationApplyError
 from gradprobe.layout import rerun_advice, restore_advice
 from gradprobe.probe.batches import combine_batches
 from gradprobe.probe.run import ProbeConfig
@@ -98,11 +97,10 @@ def test_a_dict_is_checked_against_its_records_as_its_file_is(tmp_path, edit, sa
     (folder / "probe.json").write_text(json.dumps(raw))
     from_dict = _refusal(copy.deepcopy(raw))  # was: calibrated (config.lr, generated_tokens) or another field named
     assert from_dict.startswith(f"probe.json field {said}")
-    fix = f"restore the file, or {PROBE_FIX}" if edited else PROBE_FIX
-    assert from_dict.endswith(f"; {fix}") and "\n" not in from_dict
+    assert from_dict.endswith(f"; {DICT_FIX}") and "\n" not in from_dict  # was: the fix of a file
     from_file = _refusal(folder)  # the file: the same words, its path and its folder's fix
     file_fix = restore_advice(folder) if edited else rerun_advice(folder)
-    assert from_file == f"{folder / 'probe.json'}{from_dict[len('probe.json'):-len(fix)]}{file_fix}"
+    assert from_file == f"{folder / 'probe.json'}{from_dict[len('probe.json'):-len(DICT_FIX)]}{file_fix}"
 
 
 def test_a_multi_batch_dict_has_each_batchs_tokens_checked_and_only_what_is_recorded_is_compared():
@@ -111,7 +109,7 @@ def test_a_multi_batch_dict_has_each_batchs_tokens_checked_and_only_what_is_reco
     raw["batches"][1]["batch"]["generated_tokens"] *= 2  # was: calibrated without a word
     assert _refusal(raw) == ("probe.json field batches[1].rewards[0].tokens_per_update (reward 'outcome') is 4814, but "
                              "batches[1].batch.generated_tokens and batches[1].rewards[0].generated_tokens give 9628 "
-                             + TOKENS_RULE.format(g=9628, c=0) + f"restore the file, or {PROBE_FIX}")
+                             + TOKENS_RULE.format(g=9628, c=0) + DICT_FIX)
     del raw["batches"][1]["batch"]["generated_tokens"]  # not recorded: nothing to compare, as for a file
     assert calib.apply("default", raw).loc["outcome", "calibrated_gain"] == 0.0
 

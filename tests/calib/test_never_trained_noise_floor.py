@@ -22,6 +22,7 @@ import pytest
 
 from calib.dataset import read_rows
 from calib.noise_floor import NO_SEEDS, arm_level_errors, seed_noise_floor, study_never_trained
+from calib.integrity import StudyFormatError
 from calib.report import compute
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,3 +135,111 @@ def test_the_report_text_and_page_name_the_arms_left_out(tmp_path, capsys):
                        study_dirs=[ROOT / "data" / "study_tiny"])
     _print_floor(m2, "arm")
     assert "left out:" not in capsys.readouterr().out and "Left out of the floor" not in _floor_html(m2, "arm")
+
+
+# --- a never_trained value that is no list of records: refused by calib, read around by the study report -----------
+
+RECORD = ('a record of a run that never trained (an object with "seed": a whole number >= 0, "cause": text, and, '
+          'when present, "why": text, "updates": a number >= 0)')
+
+
+def _malformed(tmp_path, value, arm: str = "mc_advantage") -> Path:
+    """data/study_tiny copied, its analysis.json ``arms[arm].never_trained`` set to ``value``."""
+    study = tmp_path / "study_tiny"
+    shutil.copytree(ROOT / "data" / "study_tiny", study)
+    doc = json.loads((study / "analysis.json").read_text())
+    doc["arms"][arm]["never_trained"] = value
+    (study / "analysis.json").write_text(json.dumps(doc))
+    return study
+
+
+def _refusal(study: Path, field: str, shown: str, what: str) -> str:
+    return (f"{study}/analysis.json field arms.mc_advantage.never_trained{field} is {shown}, not {what}; re-analyse "
+            f"the study with `gradprobe study {study}/plan.toml --analyze-only --overwrite-analysis --out {study}` "
+            "(it rebuilds analysis.json from runs.csv)")
+
+
+LIST = f"absent, null or a list (each item {RECORD})"
+GOOD = {"seed": 0, "cause": "flat", "why": "W", "updates": 10}
+
+
+@pytest.mark.parametrize("value, field, shown, what", [
+    (3, "", "3", LIST),
+    (True, "", "true", LIST),
+    ("seed 0 never trained", "", '"seed 0 never trained"', LIST),
+    ({"seed": 0, "cause": "flat"}, "", '{"seed": 0, "cause": "flat"}', LIST),
+    (["seed 0"], "[0]", '"seed 0"', RECORD),
+    ([GOOD, None], "[1]", "null", RECORD),
+    ([{"why": "x"}], "[0]", '{"why": "x"}', RECORD + ': it has no "seed", no "cause"'),
+    ([{"seed": 0}], "[0]", '{"seed": 0}', RECORD + ': it has no "cause"'),
+    ([{**GOOD, "seed": "0"}], "[0].seed", '"0"', f"a whole number >= 0 ({RECORD})"),
+    ([{**GOOD, "seed": -1}], "[0].seed", "-1", f"a whole number >= 0 ({RECORD})"),
+    ([{**GOOD, "seed": 1.0}], "[0].seed", "1.0", f"a whole number >= 0 ({RECORD})"),
+    ([{**GOOD, "seed": True}], "[0].seed", "true (a boolean is never read as 1 or 0)",
+     f"a whole number >= 0 ({RECORD})"),
+    ([{**GOOD, "cause": None}], "[0].cause", "null", f"text ({RECORD})"),
+    ([{**GOOD, "why": 7}], "[0].why", "7", f"text ({RECORD})"),
+    ([{**GOOD, "updates": "10"}], "[0].updates", '"10"', f"a number >= 0 ({RECORD})"),
+    ([{**GOOD, "updates": -1}], "[0].updates", "-1", f"a number >= 0 ({RECORD})")],
+    ids=["number", "true", "text", "lone-object", "list-of-text", "null-record", "no-seed-no-cause", "no-cause",
+         "seed-text", "seed-negative", "seed-float", "seed-true", "cause-null", "why-number", "updates-text",
+         "updates-negative"])
+def test_study_never_trained_refuses_a_value_that_is_no_list_of_records(tmp_path, value, field, shown, what):
+    """Before: 3 and true raised TypeError, a text, a lone object or a list of text AttributeError (calib report
+    crashed with a traceback; a text was split into characters), and a record without seed or cause was printed as
+    "seed None: None (None updates)"."""
+    study = _malformed(tmp_path, value)
+    with pytest.raises(StudyFormatError) as e:
+        study_never_trained([study])
+    assert str(e.value) == _refusal(study, field, shown, what)
+    assert "\n" not in str(e.value)
+
+
+def test_study_never_trained_reads_null_empty_and_whole_records(tmp_path):
+    """null and [] are no run that never trained; a record with seed and cause (without why and updates, with keys
+    calib does not read) is read as written. Before: a record with a null seed was read too (printed "seed None")."""
+    study = _malformed(tmp_path, None)
+    doc = json.loads((study / "analysis.json").read_text())
+    doc["arms"]["mc_value"]["never_trained"] = []
+    doc["arms"]["hybrid_0.5"]["never_trained"] = [{"seed": 2, "cause": "truncated", "max_abs_reward": 1.0}]
+    doc["arms"]["grpo_2xlr"]["never_trained"] = [{**GOOD, "seed": None}]
+    (study / "analysis.json").write_text(json.dumps(doc))
+    with pytest.raises(StudyFormatError, match=r"field arms\.grpo_2xlr\.never_trained\[0\]\.seed is null, not a whole"):
+        study_never_trained([study])  # before: read, printed as "seed None"
+    doc["arms"]["grpo_2xlr"]["never_trained"] = [GOOD]
+    (study / "analysis.json").write_text(json.dumps(doc))
+    key = "study_tiny@b6b755233a8f"
+    assert study_never_trained([study]) == {key: {"hybrid_0.5": [{"seed": 2, "cause": "truncated",
+                                                                  "max_abs_reward": 1.0}], "grpo_2xlr": [GOOD]}}
+
+
+def test_calib_report_refuses_a_malformed_never_trained_with_rc_2(tmp_path, capsys):
+    """Before: a traceback (TypeError: 'int' object is not iterable), rc 1, no report."""
+    from calib.cli import main
+
+    study = _malformed(tmp_path, 3)
+    assert main(["report", "--out", str(tmp_path / "rep"), "--cv", "arm", str(study)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"calib report: error: {_refusal(study, '', '3', LIST)}\n"
+
+
+@pytest.mark.parametrize("value", [3, True, "seed 0", {"seed": 0, "cause": "flat"}, ["x", None]],
+                         ids=["number", "true", "text", "lone-object", "no-object"])
+def test_the_study_report_reads_around_a_malformed_never_trained(value):
+    """gradprobe's study report (format_rankings) of an analysis whose never_trained is no list of records says its
+    records cannot be read instead of raising (before: TypeError or AttributeError); untrained_arms reads the
+    records that are objects only."""
+    from gradprobe.study.report import format_rankings
+
+    doc = json.loads((ROOT / "data" / "study_tiny" / "analysis.json").read_text())
+    doc["arms"]["mc_advantage"]["never_trained"] = value
+    text = format_rankings(doc)  # before: raised here
+    from gradprobe.study.never_trained_arms import UNREADABLE_RECORDS, never_trained_text, untrained_arms
+
+    assert (f"mc_advantage never trained, not ranked (every update of the run had every advantage 0): "
+            f"{UNREADABLE_RECORDS}") in text.splitlines()
+    assert UNREADABLE_RECORDS == ("its records in analysis.json cannot be read: re-analyse the study with `gradprobe "
+                                  "study STUDY/plan.toml --analyze-only --overwrite-analysis --out STUDY`")
+    assert untrained_arms(doc["arms"]) == {}
+    assert never_trained_text([None, GOOD, "x"]) == "seed 0: W (10 updates)"
+    assert untrained_arms({"a": {"never_trained": ["x", GOOD]}, "b": {"never_trained": "seed"}}) == {"a": [GOOD]}

@@ -150,3 +150,53 @@ def test_apply_calibration_refuses_a_dicts_batch_entry_by_name_lacking_tokens_pe
         _apply(raw)                                      # forecast the probe result does not have: ..."
     assert str(e.value) == (f"probe.json field batches[1].rewards['mc_value'].tokens_per_update is missing: "
                             f"{TOKENS_WHY}; {DICT_FIX}")
+
+
+# --- 3: a dict's records refused with the fix of a dict, not of a file ----------------------------------------------
+
+EDITED = "the file was edited or damaged after the probe wrote it, so a forecast from it would not be the probe's"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda raw: raw["config"].__setitem__("lr", 2e-4),
+     "probe.json field rewards[0].lr (reward 'outcome') is 0.0001, but config.lr is 0.0002 (the probe writes its lr "
+     f"into config and into every entry, as estimate_rewards records it): {EDITED}; {DICT_FIX}"),
+    (lambda raw: raw["batch"].__setitem__("generated_tokens", True),
+     "probe.json field batch.generated_tokens is true: it must be a count of tokens >= 0 (the probe batch's generated "
+     f"tokens); {DICT_FIX}"),
+    (lambda raw: raw["rewards"][1].__setitem__("tokens_per_update", raw["rewards"][1]["tokens_per_update"] + 1),
+     "probe.json field rewards[1].tokens_per_update (reward 'mc_value') is 25521, but batch.generated_tokens and "
+     "rewards[1].generated_tokens give 25520 (tokens_per_update = round((batch.generated_tokens + its "
+     "generated_tokens of the kinds training charges: rollout, continuation, selection) x s) = round((4477 + 21043 "
+     "continuation) x 1.0), s = config's (update_prompts or prompts) x (update_group or group) / (prompts x group): "
+     f"gradprobe.probe.result.per_update_costs, as the probe writes it): {EDITED}; {DICT_FIX}")],
+    ids=["entry-lr-vs-config", "batch-tokens-true", "tokens-per-update"])
+def test_apply_calibration_refuses_a_dicts_records_with_the_fix_of_a_dict(edit, message, tmp_path):
+    """Before: the same refusal ended with the fix of a file ("restore the file, or re-run the probe ..." or "re-run
+    the probe ..."), though no file was read; a probe.json with the same edit keeps its folder's fix."""
+    from calib.probe_input import check_probe_records
+    from gradprobe.forecast.probe_input import file_and_fix
+
+    raw = _single()
+    edit(raw)
+    with pytest.raises(CalibrationApplyError) as e:
+        _apply(raw)
+    assert str(e.value) == message
+    path = _save(tmp_path / "probe", raw)
+    with pytest.raises(CalibrationApplyError) as e:  # a file: its own fix, as gradprobe gives it
+        check_probe_records(raw, str(path))
+    edited = EDITED in message
+    assert str(e.value) == message.replace("probe.json", str(path), 1).replace(DICT_FIX,
+                                                                                file_and_fix(path, edited)[1])
+
+
+def test_apply_calibration_refuses_a_dicts_pooled_entry_with_the_fix_of_a_dict():
+    """A multi-batch dict whose pooled entry its batches contradict (calib.probe_input.check_probe_entries). Before:
+    "...; restore the file, or re-run the probe (`gradprobe probe --out DIR`); ..."."""
+    raw = _by_name()
+    raw["rewards"][1]["inner_product"] *= 3
+    with pytest.raises(CalibrationApplyError) as e:
+        _apply(raw)
+    assert str(e.value) == ("probe.json field rewards[1].inner_product (reward 'mc_value') is 1396.7581619606897, but "
+                            "rewards[1]'s per-group lists give 465.58605398689656 (inner_product = sum(per_group), as "
+                            f"the probe writes it): {EDITED}; {DICT_FIX}")
