@@ -134,10 +134,11 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
         Naming the flag (:data:`BUDGET_FLAGS`; with ``python``, the argument), the range and the value (shortened: an
         integer of 5,000 digits by its first 40 and its length): a value that is not a finite number > 0 (at most
         the largest float), or for tokens and updates not a whole number in [1, 2**63 - 1]; a value above the plan's
-        own budget of that kind (the flags only shorten a run: lengthen it in the plan); a token budget below one
-        update's minimum (B x G completions of one token each); or ``--updates N`` that the token budget can never
-        let the run reach (N updates cost at least N x B x G tokens), which would make the one flag meaningless next
-        to the other.
+        own budget of that kind (the flags only shorten a run: lengthen it in the plan); a token budget below B x G
+        (completions of one token each: a lower bound on one update's cost, which the message names, up to
+        B x G x max_new_tokens; the other budget kinds not given are offered instead); or ``--updates N`` that the
+        token budget can never let the run reach (N updates cost at least N x B x G tokens), which would make the
+        one flag meaningless next to the other.
     """
     unknown = sorted(set(overrides) - set(BUDGET_KINDS))
     if unknown:
@@ -153,13 +154,7 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
     minimum = run.train.prompts_per_update * run.train.group  # completions of at least one token each
     tokens = given.get("generated_tokens")
     if tokens is not None and tokens < minimum:
-        most = minimum * run.sampling.max_new_tokens
-        raise PlanError(f"{_said(names, 'generated_tokens', f'{tokens:,g}')} is smaller than one update of arm "
-                        f"{run.arm!r}: B * G = {run.train.prompts_per_update} * {run.train.group} completions of at "
-                        f"least one token each; minimum: {minimum} (one update costs B * G * the mean completion "
-                        f"length, up to {run.train.prompts_per_update} * {run.train.group} * max_new_tokens "
-                        f"{run.sampling.max_new_tokens} = {most:,} rollout tokens; a useful run needs many updates); "
-                        f"{_alternatives(names, ('generated_tokens',))}")
+        raise PlanError(_too_few_tokens(run, tokens, names, tuple(given)))
     updates = given.get("updates")
     token_limit = given.get("generated_tokens", plan_budget.get("generated_tokens"))
     if updates is not None and token_limit is not None and updates * minimum > token_limit:
@@ -174,6 +169,20 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
     budget = dataclasses.replace(run.budget, **kinds)
     record = {"flags": {BUDGET_FLAGS[k]: v for k, v in kinds.items()}, "plan_budget": plan_budget}
     return dataclasses.replace(run, budget=budget, budget_override=record)
+
+
+def _too_few_tokens(run: RunConfig, tokens: int, names: dict, given: tuple[str, ...]) -> str:
+    """The error of a token override below B * G (:func:`shorten_budget`): B * G tokens is only a lower bound (one
+    completion of one token each), so the message gives it as "at least" beside what one update costs (B * G * the
+    mean completion length, at most B * G * max_new_tokens), and offers only the budget kinds not in ``given``."""
+    b, g, most_len = run.train.prompts_per_update, run.train.group, run.sampling.max_new_tokens
+    flag = names["generated_tokens"]
+    others = _alternatives(names, given)
+    return (f"{_said(names, 'generated_tokens', f'{tokens:,g}')} is smaller than one update of arm {run.arm!r}: B * G "
+            f"= {b} * {g} completions of at least one token each; give {flag} at least {b * g} (a lower bound "
+            f"only: one update costs about B * G * the mean completion length, up to {b} * {g} * "
+            f"max_new_tokens {most_len} = {b * g * most_len:,} rollout tokens, and a budget below update 1's cost "
+            f"stops after update 1; a useful run needs many updates)" + (f"; {others}" if others else ""))
 
 
 def _override_range(kind: str) -> str:
@@ -244,7 +253,12 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out,
         The stopped run (its ``budget_override`` names the flags given).
     over : dict
         Budget kind (``generated_tokens`` or ``flops``) -> (budget, cost of update 1), both in the kind's units
-        (charged generated tokens, FLOPs).
+        (charged generated tokens, FLOPs). Only these two: :func:`~gradprobe.training.update.check_first_update`
+        does not check a ``device_seconds`` budget (``--budget-seconds 0.001`` is no error: update 1 runs and the
+        run stops with ``stop: budget (device_seconds)``, its overshoot reported), because seconds are a clock
+        reading, not a count fixed by the batch: update 1's device time varies from run to run and machine to
+        machine (and may include first-call warm-up), so no seconds value is known to buy one update; an ``updates``
+        budget is at least 1 (:func:`shorten_budget`), which buys one.
     out : path
         The run folder (``--out``).
     python : bool, optional
@@ -257,8 +271,9 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out,
     str
         One line: each budget and the update's cost, that the run stopped with its data kept, and the fix: the
         budget the user set (flag, argument or the plan's) raised to at least update 1's cost in its unit (tokens,
-        FLOPs: the least that buys one update, rounded up); where a flag or argument was given, the other budget
-        kinds' flags (arguments) only as alternatives.
+        FLOPs: the least that buys one update, rounded up), two budgets' fixes as two clauses joined by "; "; where
+        a flag or argument was given, the flags (arguments) of the budget kinds the user gave no flag (argument)
+        for and that are not too small only as alternatives (none left: none named).
     """
     python = _PYTHON_NAMES.get() if python is None else python
     names = BUDGET_ARGUMENTS if python else BUDGET_FLAGS
@@ -274,18 +289,21 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out,
         return (f"{detail}: the budget is smaller than one update (the run stopped after update 1, data kept in "
                 f"{out}); raise {kinds} in the plan ({_ONE_UPDATE}) and run the changed plan as a new study "
                 f"under a new --out (or into {study} with --restart while none of its runs has finished)")
-    fixes = " and ".join(_larger_budget(k, c, given[k], plan_budget.get(k), names[k]) for k, (_, c) in over.items())
+    fixes = "; ".join(_larger_budget(k, c, given[k], plan_budget.get(k), names[k]) for k, (_, c) in over.items())
     rerun = "call gradprobe.train again with a new out=" if python else "rerun with a new --out"
-    others = f"; {_alternatives(names, tuple(over))}" if any(given.values()) else ""
-    return (f"{detail}: the budget is smaller than one update (the run stopped after update 1, data kept in {out}); "
-            f"to train, {rerun} (or after deleting {out}: a rerun into it with another budget is refused) and {fixes}"
-            f"{others}")
+    set_by_user = set(over) | {k for k in BUDGET_KINDS if BUDGET_FLAGS[k] in flags}  # no alternative to itself
+    others = _alternatives(names, tuple(k for k in BUDGET_KINDS if k in set_by_user)) if any(given.values()) else ""
+    what, fix = ("the budget is", "") if len(over) == 1 else ("both budgets are", "fix both budgets: ")
+    return (f"{detail}: {what} smaller than one update (the run stopped after update 1, data kept in {out}); "
+            f"to train, {rerun} (or after deleting {out}: a rerun into it with another budget is refused) and {fix}"
+            f"{fixes}" + (f"; {others}" if others else ""))
 
 
 #: What the smallest budget :func:`too_small_message` names buys (update 1's cost is measured, later ones vary)
 _ONE_UPDATE = "update 1's cost: the least that buys one update; a useful run needs many updates' cost"
-#: The unit of each budget kind, as :func:`too_small_message` names its smallest value
-_UNITS = {"generated_tokens": "tokens", "flops": "FLOPs", "device_seconds": "device-seconds", "updates": "updates"}
+#: The unit of each budget kind that :func:`too_small_message` names the smallest value of: tokens and FLOPs only
+#: (update 1 is not checked against a seconds budget, and an updates budget of at least 1 buys one update)
+_UNITS = {"generated_tokens": "tokens", "flops": "FLOPs"}
 
 
 def _cost(kind: str, cost: float) -> str:
@@ -294,10 +312,15 @@ def _cost(kind: str, cost: float) -> str:
 
 
 def _alternatives(names: dict, kinds: tuple[str, ...]) -> str:
-    """The other budget kinds, named as ``names`` names them (flags or :func:`gradprobe.train`'s arguments), offered
-    as alternatives to ``kinds``: ``"or budget the run by --updates, --budget-seconds or --budget-flops instead"``."""
+    """The budget kinds not in ``kinds`` (those the user gave, or that are too small), named as ``names`` names them
+    (flags or :func:`gradprobe.train`'s arguments), offered as alternatives: ``"or budget the run by --updates,
+    --budget-seconds or --budget-flops instead"``, ``"or budget the run by --updates instead"``; ``""`` when every
+    kind is in ``kinds`` (no alternative is left)."""
     others = [names[k] for k in ("updates", "device_seconds", "flops", "generated_tokens") if k not in kinds]
-    return f"or budget the run by {', '.join(others[:-1])} or {others[-1]} instead"
+    if not others:
+        return ""
+    listed = others[0] if len(others) == 1 else f"{', '.join(others[:-1])} or {others[-1]}"
+    return f"or budget the run by {listed} instead"
 
 
 def _larger_budget(kind: str, cost: float, flag_given: bool, plan: float | None, flag: str) -> str:

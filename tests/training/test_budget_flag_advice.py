@@ -43,7 +43,7 @@ def test_a_tokens_flag_names_its_own_flag_and_the_plan_limit():
     assert message.endswith("rerun with a new --out (or after deleting run: a rerun into it with another budget is "
                             f"refused) and raise --budget-tokens to at least 617 tokens ({_LEAST}), at most the "
                             "plan's budget.generated_tokens = 250,000, or leave it out to use the plan's budget; or "
-                            "shorten the run by --updates, --budget-seconds or --budget-flops instead")
+                            "budget the run by --updates, --budget-seconds or --budget-flops instead")
 
 
 def test_a_flag_for_a_kind_the_plan_does_not_set_has_no_upper_limit():
@@ -76,10 +76,11 @@ def test_two_budgets_below_one_update_are_both_named():
     message = too_small_message(run, {"generated_tokens": (16, 600), "flops": (5e9, COST)}, "o")
     assert message.startswith("budget.generated_tokens = 16 but one update of arm 'grpo' cost 600; --budget-flops = "
                               "5,000,000,000 but one update of arm 'grpo' cost 10,105,274,368: ")
-    assert message.endswith(f"and raise budget.generated_tokens in the plan to at least 600 tokens ({_LEAST}) (a "
-                            f"changed plan) and raise --budget-flops to at least 10,105,274,368 FLOPs ({_LEAST}), at "
-                            "most the plan's budget.flops = 60,000,000,000, or leave it out to use the plan's budget; "
-                            "or budget the run by --updates or --budget-seconds instead")
+    assert "both budgets are smaller than one update" in message
+    assert message.endswith(f"and fix both budgets: raise budget.generated_tokens in the plan to at least 600 tokens "
+                            f"({_LEAST}) (a changed plan); raise --budget-flops to at least 10,105,274,368 FLOPs "
+                            f"({_LEAST}), at most the plan's budget.flops = 60,000,000,000, or leave it out to use the "
+                            "plan's budget; or budget the run by --updates or --budget-seconds instead")
 
 
 def test_gradprobe_train_prints_the_advice_and_following_it_works(tmp_path, capsys):
@@ -100,7 +101,7 @@ def test_gradprobe_train_prints_the_advice_and_following_it_works(tmp_path, caps
                    f"budget is smaller than one update (the run stopped after update 1, data kept in {bad}); to train, "
                    f"rerun with a new --out (or after deleting {bad}: a rerun into it with another budget is refused) "
                    f"and raise --budget-tokens to at least {cost:,} tokens ({_LEAST}), at most the plan's "
-                   "budget.generated_tokens = 250,000, or leave it out to use the plan's budget; or shorten the run "
+                   "budget.generated_tokens = 250,000, or leave it out to use the plan's budget; or budget the run "
                    "by --updates, --budget-seconds or --budget-flops instead\n")
     assert summary["error"] == err[len("gradprobe train: error: "):-1]
     assert train(bad, "--budget-tokens", str(3 * cost)) == 2  # the same --out: refused, as the advice says
