@@ -664,7 +664,7 @@ def _first_order_gains(batches: list[dict], names: list[str]) -> dict[str, float
 def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | None = None,
                      budget_flops: float | None = None, method: str = "probe", arms: dict | None = None,
                      lr_curve: dict | None = None, reference_reward: str = "outcome", n_draws: int = 2000,
-                     seed: int = 0, level: float = 0.95, batches: list[dict] | None = None) -> ForecastResult:
+                     seed: int = 0, level: float = 0.95, _batches: list[dict] | None = None) -> ForecastResult:
     """Forecast accuracy and gain vs grpo of every probed reward (or arm) at a budget (module docstring).
 
     Parameters
@@ -696,9 +696,9 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
         Monte Carlo draws of the interval (>= 100); the seed of the bootstrap and the curve-replicate draws.
     level : float
         Interval coverage in (0, 1).
-    batches : list of dict, optional
-        What :func:`~.probe_input.probe_batches_of` returned for this ``probe`` where the caller has already read and
-        checked it (:func:`~.section.forecast_section`, with its file named): not read again. Default: read here.
+    _batches : list of dict, optional
+        Internal (forecast_section, study_forecasts): the batches ``probe_batches_of(probe)`` returned for this very
+        probe, read and checked by the caller; not checked against ``probe``. Default: read here.
 
     Returns
     -------
@@ -712,7 +712,7 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
         ``tokens_per_update`` or ``per_group``, ``n_draws < 100``, a level outside (0, 1).
     """
     check_request(method, budget_tokens, budget_flops, n_draws, level)
-    batches = probe_batches_of(probe) if batches is None else batches
+    batches = probe_batches_of(probe) if _batches is None else _batches
     cfg = batches[0]["config"]
     names = check_batches(batches, reference_reward)
     kind, value = budget_of(budget_tokens, budget_flops, cfg)

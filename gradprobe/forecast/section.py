@@ -244,7 +244,7 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     if method == "auto":
         method = VALIDATION["best"]
         choice = f"auto: validated best, {VALIDATION['evidence']}"
-    fr = forecast_rewards(curve, result, method=method, reference_reward=reference_reward, batches=batches)
+    fr = forecast_rewards(curve, result, method=method, reference_reward=reference_reward, _batches=batches)
     _unmeasured_probe_columns(fr, result, curve, method, reference_reward, batches)
     d = fr.to_dict()
     d["method_choice"] = choice
@@ -289,7 +289,7 @@ def _unmeasured_probe_columns(fr, result: dict, curve: ReferenceCurve, method: s
     undefined = reference_rho_undefined(entry, result.get("reference"), guided)
     cost_rows = {}
     if undefined and method == "probe":  # the rows fall back to cost only's forecast of the same arms
-        cost = forecast_rewards(curve, result, method="cost_only", reference_reward=reference_reward, batches=batches)
+        cost = forecast_rewards(curve, result, method="cost_only", reference_reward=reference_reward, _batches=batches)
         cost_rows = {r["arm"]: r for r in cost.table.to_dict(orient="records")}
     for row in rows:
         if row is ref:

@@ -167,7 +167,7 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     batches = _check_probed(study_dir, probe, arms, batches)
     probe, guided, batches = _guided_entries(study_dir, probe, arms, labels, arms_map, batches)
     res = forecast_rewards(curve, probe, budget_tokens=budget, method="probe", arms=arms, lr_curve=lr_curve,
-                           reference_reward=arms["grpo"]["reward"], n_draws=n_draws, seed=seed, batches=batches)
+                           reference_reward=arms["grpo"]["reward"], n_draws=n_draws, seed=seed, _batches=batches)
     t = res.table.set_index("arm")
     c_ref = float(t.loc["grpo", "tokens_per_update"])
     common = {"budget": "tokens", "budget_value": budget, "curve_source": ("in-sample: " if in_sample else "") +
@@ -394,7 +394,7 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
                 guided, own = read[folder]
                 try:  # one that does not match the shared probe: the unguided entry, the note says why
                     probe, key = merge_guided_entries(probe, guided, a["reward"], folder, source=path,
-                                                      probe_batches=batches, guided_batches=own)
+                                                      _probe_batches=batches, _guided_batches=own)
                     batches = None  # the merged probe's batches are not the shared probe's: read in the next merge
                     done[folder, a["reward"]] = {"key": key, "folder": folder}
                 except ValueError as e:
@@ -413,8 +413,8 @@ def _with_entry(item: dict, key: str, entry: dict) -> dict:
     return dict(item, rewards=rewards)
 
 
-def merge_guided_entries(probe, guided, entry: str, folder: str, source=None, *, probe_batches: list | None = None,
-                         guided_batches: list | None = None) -> tuple[object, str]:
+def merge_guided_entries(probe, guided, entry: str, folder: str, source=None, *, _probe_batches: list | None = None,
+                         _guided_batches: list | None = None) -> tuple[object, str]:
     """The shared probe ``probe`` with the guided probe's ``entry`` added batch by batch (module docstring).
 
     Parameters
@@ -429,11 +429,12 @@ def merge_guided_entries(probe, guided, entry: str, folder: str, source=None, *,
         The guided probe's folder relative to ``probe/`` (``"guided/<arm>"``).
     source : path, optional
         The file ``guided`` was read from, named in a refusal of its entries (else ``probe.json``).
-    probe_batches, guided_batches : list of dict, optional
-        ``probe_batches_of(probe)`` and ``probe_batches_of(guided, source=source)``
-        (:func:`~gradprobe.forecast.probe_input.probe_batches_of`) where the caller has already read and checked
-        them, so that neither probe is read and checked twice; default: read (and checked) here. Pass exactly what
-        it returned for these ``probe`` and ``guided``.
+    _probe_batches, _guided_batches : list of dict, optional
+        Internal, for :func:`study_forecasts`, which has read and checked both probes with their files named: the
+        batches ``probe_batches_of(probe)`` and ``probe_batches_of(guided, source=source)``
+        (:func:`~gradprobe.forecast.probe_input.probe_batches_of`) returned for these very ``probe`` and ``guided``,
+        not read again. Not checked against them: another probe's batches would be merged instead. Default: read
+        (and checked) here.
 
     Returns
     -------
@@ -448,12 +449,11 @@ def merge_guided_entries(probe, guided, entry: str, folder: str, source=None, *,
         The guided probe has no ``entry``, another number of batches than ``probe``, or another number of
         groups (``per_group`` length) in a batch than ``probe``'s ``entry``, or entries that contradict their
         per-group lists or (pooled) their batches (:func:`~gradprobe.forecast.probe_input.probe_batches_of`,
-        ``source`` named, where ``guided_batches`` is not given); the caller then reads the unguided entry and notes
-        why.
+        ``source`` named); the caller then reads the unguided entry and notes why.
     """
     key = f"{entry}{_GUIDED_KEY_SEPARATOR}{folder}"
-    shared = probe_batches_of(probe) if probe_batches is None else probe_batches
-    own = probe_batches_of(guided, source=source) if guided_batches is None else guided_batches
+    shared = probe_batches_of(probe) if _probe_batches is None else _probe_batches
+    own = probe_batches_of(guided, source=source) if _guided_batches is None else _guided_batches
     if len(own) != len(shared):
         raise ValueError(f"its guided probe {folder} has {len(own)} batch(es), the probe {len(shared)}")
     for k, (b, g) in enumerate(zip(shared, own)):

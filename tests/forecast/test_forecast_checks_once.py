@@ -6,10 +6,15 @@ them again; ``study_forecasts`` read the study's probe when it read the file, ag
 again in ``merge_guided_entries``. Each check named the same file with the same outcome, so the repeats only cost
 time (``probe_batches_of`` checks every entry's summaries against its per-group lists). The counters wrap
 ``probe_batches_of`` in each module namespace where it is looked up.
+
+The batches read once are handed on through internal keywords (``_batches``, ``_probe_batches``,
+``_guided_batches``): public keywords let a caller pass another probe's batches and get that probe's forecast under
+this one's name (and ``batches=[]`` an IndexError), so the public signatures are those before the change.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections import Counter
 from pathlib import Path
@@ -19,7 +24,9 @@ import pytest
 import gradprobe.forecast.budget_forecast as budget_forecast
 import gradprobe.forecast.section as section
 import gradprobe.forecast.study as study
-from gradprobe.forecast import forecast_section, study_forecasts
+from gradprobe.forecast import (default_curve_path, forecast_rewards, forecast_section, load_reference_curve,
+                                study_forecasts)
+from gradprobe.forecast.probe_input import probe_batches_of
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = ROOT / "data" / "study_tiny"
@@ -83,3 +90,29 @@ def test_a_guided_probe_of_two_arms_of_different_rewards_is_read_once(calls):
     assert status["guided"] == {"key": "outcome~guided/guided", "folder": "guided/guided"}
     assert status["guided2"] == {"why": "its guided probe guided/guided has no entry 'format' (probed: ['outcome'])"}
     assert batches is None and [r["name"] for r in merged["rewards"]] == ["outcome", "outcome~guided/guided"]
+
+
+def _public(fn) -> list[str]:
+    return [name for name in inspect.signature(fn).parameters if not name.startswith("_")]
+
+
+def test_the_batches_a_caller_read_are_internal_keywords():
+    """The public parameters are those of before the reuse (1b24a0d); the public ``batches=`` that let a caller
+    forecast probe A with probe B's batches (B's gains printed as A's) is refused, ``_batches`` of A itself gives
+    A's forecast bit for bit."""
+    assert _public(forecast_rewards) == ["curve", "probe", "budget_tokens", "budget_flops", "method", "arms",
+                                         "lr_curve", "reference_reward", "n_draws", "seed", "level"]
+    assert _public(study.merge_guided_entries) == ["probe", "guided", "entry", "folder", "source"]
+    curve = load_reference_curve(default_curve_path())
+    a = json.loads((STUDY / "probe" / "probe.json").read_text())
+    b = json.loads((ROOT / "data" / "study_tiny_hard_rewards" / "probe" / "probe.json").read_text())
+    with pytest.raises(TypeError, match="'batches'"):
+        forecast_rewards(curve, a, batches=probe_batches_of(b), n_draws=200)
+    shared = json.loads((GUIDED / "probe" / "probe.json").read_text())
+    guided = json.loads((GUIDED / "probe" / "guided" / "guided" / "probe.json").read_text())
+    for keyword in ("probe_batches", "guided_batches"):
+        with pytest.raises(TypeError, match=f"'{keyword}'"):
+            study.merge_guided_entries(shared, guided, "outcome", "guided/guided", **{keyword: probe_batches_of(a)})
+    own = forecast_rewards(curve, a, n_draws=200, _batches=probe_batches_of(a)).table
+    read = forecast_rewards(curve, a, n_draws=200).table
+    assert own.map(repr).equals(read.map(repr)) and read.set_index("arm").loc["mc_value", "forecast_gain"] < 0
