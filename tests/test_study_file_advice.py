@@ -77,20 +77,22 @@ def _runs_fix(study: Path, runs: bool) -> str:
             "DIR` rewrites runs.csv from DIR/runs/ARM/seedS/metrics.jsonl)")
 
 
-def _first_line(study: Path, arm: str) -> tuple[int, list[str]]:
+def _edit_first_line(study: Path, arm: str, column: str, value: str, *, duplicate: bool = False) -> int:
+    """Set ``column`` of ``arm``'s first runs.csv line to ``value`` (``duplicate``: insert the edited line after the
+    original instead); returns that line's index (0 = the header)."""
     lines = (study / "runs.csv").read_text().splitlines()
     i = next(i for i, line in enumerate(lines) if line.startswith(f"{arm},"))
-    return i, lines
+    cells = lines[i].split(",")
+    cells[lines[0].split(",").index(column)] = value
+    lines[i + duplicate:i + 1] = [",".join(cells)]  # replaced, or inserted after it
+    (study / "runs.csv").write_text("\n".join(lines) + "\n")
+    return i
 
 
 @pytest.mark.parametrize("runs", RUNS, ids=IDS)
 def test_a_study_seed_that_is_no_integer_names_the_runs_csv_fix(tmp_path, runs):
     study = _study(tmp_path, runs)
-    i, lines = _first_line(study, "grpo")
-    cells = lines[i].split(",")
-    cells[lines[0].split(",").index("seed")] = "1.5"
-    lines[i] = ",".join(cells)
-    (study / "runs.csv").write_text("\n".join(lines) + "\n")
+    i = _edit_first_line(study, "grpo", "seed", "1.5")
     with pytest.raises(Exception) as e:
         load_reference_curve(study)
     assert str(e.value).endswith("so runs.csv was edited or damaged; " + _runs_fix(study, runs))
@@ -100,13 +102,7 @@ def test_a_study_seed_that_is_no_integer_names_the_runs_csv_fix(tmp_path, runs):
 @pytest.mark.parametrize("runs", RUNS, ids=IDS)
 def test_one_eval_on_two_lines_names_the_runs_csv_fix(tmp_path, runs):
     study = _study(tmp_path, runs)
-    i, lines = _first_line(study, "grpo")
-    header = lines[0].split(",")
-    cells = lines[i].split(",")
-    acc = header.index("accuracy")
-    cells[acc] = "0.987654"
-    lines.insert(i + 1, ",".join(cells))
-    (study / "runs.csv").write_text("\n".join(lines) + "\n")
+    _edit_first_line(study, "grpo", "accuracy", "0.987654", duplicate=True)
     with pytest.raises(Exception) as e:
         ReferenceCurve.from_study(study, arm="grpo", n_replicates=20)
     assert str(e.value).endswith("which line is right cannot be told: " + _runs_fix(study, runs))
@@ -115,12 +111,7 @@ def test_one_eval_on_two_lines_names_the_runs_csv_fix(tmp_path, runs):
 @pytest.mark.parametrize("runs", RUNS, ids=IDS)
 def test_calib_names_the_runs_csv_fix_of_the_study(tmp_path, runs):
     study = _study(tmp_path, runs)
-    i, lines = _first_line(study, "grpo")
-    header = lines[0].split(",")
-    cells = lines[i].split(",")
-    cells[header.index("seed")] = "True"
-    lines[i] = ",".join(cells)
-    (study / "runs.csv").write_text("\n".join(lines) + "\n")
+    i = _edit_first_line(study, "grpo", "seed", "True")
     with pytest.raises(StudyFormatError) as e:
         read_study_runs(study)
     csv = study / "runs.csv"
