@@ -563,14 +563,15 @@ def check_plan_sha(study_dir: Path, study_sha: str | None, analysis_sha: str | N
                                f"`{REANALYZE.format(study_dir)}`")
 
 
-def analysis_error(study_dir: Path, field: str, value, what: str, number: bool = False) -> StudyFormatError:
+def analysis_error(study_dir: Path, field: str, value, what: str, number: bool = False,
+                   fix: str | None = None) -> StudyFormatError:
     """The one-line error for ``analysis.json``'s ``field`` (a dotted path, e.g. ``matched.generated_tokens.budget``)
     holding ``value`` (shown as the file holds it: JSON text, an integer too large for a float by its digits), which
-    is not ``what`` (``number``: a number field, where a boolean is said not to be read as 1 or 0); the fix: rebuild
-    analysis.json from runs.csv (:data:`REBUILD_ANALYSIS`)."""
+    is not ``what`` (``number``: a number field, where a boolean is said not to be read as 1 or 0); the fix: ``fix``,
+    else rebuild analysis.json from runs.csv (:data:`REBUILD_ANALYSIS`)."""
     why = " (a boolean is never read as 1 or 0)" if number and isinstance(value, bool) else ""
     return StudyFormatError(f"{study_dir}/{ANALYSIS_JSON} field {field} is {json_number_text(value, json_short(value))}"
-                            f"{why}, not {what}; " + REBUILD_ANALYSIS.format(study=study_dir))
+                            f"{why}, not {what}; " + (REBUILD_ANALYSIS.format(study=study_dir) if fix is None else fix))
 
 
 def analysis_number(study_dir: Path, field: str, value, what: str, *, low: float = -math.inf,

@@ -245,18 +245,19 @@ def check_never_trained(study_dir: Path, arm: str, value) -> None:
         One line (:func:`calib.integrity.analysis_error`): the file, the field (``arms.ARM.never_trained`` for a value
         that is no list, ``arms.ARM.never_trained[I]`` for a record that is no object or lacks ``seed`` or ``cause``,
         ``arms.ARM.never_trained[I].KEY`` for a key of the wrong kind), the value as the file holds it, what is
-        accepted, and the fix: re-analyse the study (:data:`calib.integrity.REBUILD_ANALYSIS`).
+        accepted, and the fix (:func:`_never_trained_fix`: re-analyse a study that keeps its ``runs/``, which reads
+        the records from the run folders again; else restore ``analysis.json`` from a copy).
     """
-    field = f"arms.{arm}.never_trained"
+    field, fix = f"arms.{arm}.never_trained", _never_trained_fix(study_dir)
     if value is None:
         return
     if not isinstance(value, list):
-        raise analysis_error(study_dir, field, value, NEVER_TRAINED_LIST)
+        raise analysis_error(study_dir, field, value, NEVER_TRAINED_LIST, fix=fix)
     for i, rec in enumerate(value):
         missing = [k for k in ("seed", "cause") if k not in rec] if isinstance(rec, dict) else []
         if not isinstance(rec, dict) or missing:
             lacks = "".join(f"{', no' if j else ': it has no'} \"{k}\"" for j, k in enumerate(missing))
-            raise analysis_error(study_dir, f"{field}[{i}]", rec, NEVER_TRAINED_RECORD + lacks)
+            raise analysis_error(study_dir, f"{field}[{i}]", rec, NEVER_TRAINED_RECORD + lacks, fix=fix)
         rules = {"seed": (is_json_number(rec["seed"], integer=True) and rec["seed"] >= 0, "a whole number >= 0"),
                  "cause": (isinstance(rec["cause"], str), "text"),
                  "why": (isinstance(rec.get("why", ""), str), "text"),
@@ -265,7 +266,20 @@ def check_never_trained(study_dir: Path, arm: str, value) -> None:
         for key, (ok, what) in rules.items():
             if not ok:
                 raise analysis_error(study_dir, f"{field}[{i}].{key}", rec[key], f"{what} ({NEVER_TRAINED_RECORD})",
-                                     number=key in ("seed", "updates"))
+                                     number=key in ("seed", "updates"), fix=fix)
+
+
+def _never_trained_fix(study_dir: Path) -> str:
+    """How to get a damaged ``never_trained`` of ``study_dir/analysis.json`` back: the analysis reads the records from
+    the run folders (``runs/ARM/seedS/metrics.jsonl``: :func:`gradprobe.study.never_trained_arms.never_trained_runs`),
+    so re-analysing a study without ``runs/`` (a shipped study keeps only its tables) would write ``[]`` for every
+    arm and put an arm that never trained back among the findings; there, only a copy of the file has them."""
+    study_dir = Path(study_dir)
+    if (study_dir / "runs").is_dir():
+        return (f"re-analyse the study with `gradprobe study {study_dir}/plan.toml --analyze-only --overwrite-analysis "
+                f"--out {study_dir}` (it reads these records from the run folders again)")
+    return (f"restore {study_dir}/{ANALYSIS_JSON} from a copy of the study ({study_dir} has no runs/: a re-analysis "
+            "would read no run folder and record no run that never trained)")
 
 
 def arm_level_errors(predicted, realized, arms, studies, *, never_trained=None, reference_arm: str = "grpo",

@@ -68,7 +68,8 @@ def run_max_new_tokens(folder: str | Path) -> int | None:
 #: :func:`never_trained_text` of a ``never_trained`` value with no record to show (not a list of objects: a damaged
 #: ``analysis.json``, which calib refuses, ``calib.noise_floor.check_never_trained``)
 UNREADABLE_RECORDS = ("its records in analysis.json cannot be read: re-analyse the study with `gradprobe study "
-                      "STUDY/plan.toml --analyze-only --overwrite-analysis --out STUDY`")
+                      "STUDY/plan.toml --analyze-only --overwrite-analysis --out STUDY` where it keeps its runs/ (the "
+                      "records are read from the run folders), else restore analysis.json from a copy of the study")
 
 
 def never_trained_records(value) -> list[dict]:

@@ -154,9 +154,22 @@ def _malformed(tmp_path, value, arm: str = "mc_advantage") -> Path:
 
 
 def _refusal(study: Path, field: str, shown: str, what: str) -> str:
-    return (f"{study}/analysis.json field arms.mc_advantage.never_trained{field} is {shown}, not {what}; re-analyse "
-            f"the study with `gradprobe study {study}/plan.toml --analyze-only --overwrite-analysis --out {study}` "
-            "(it rebuilds analysis.json from runs.csv)")
+    """The refusal of a study without runs/ (as shipped): a re-analysis would record no run that never trained."""
+    return (f"{study}/analysis.json field arms.mc_advantage.never_trained{field} is {shown}, not {what}; restore "
+            f"{study}/analysis.json from a copy of the study ({study} has no runs/: a re-analysis would read no run "
+            "folder and record no run that never trained)")
+
+
+def test_the_fix_of_a_study_with_run_folders_is_a_re_analysis(tmp_path):
+    """With runs/ the analysis reads the records from the run folders again; without it (above) a re-analysis would
+    write [] for every arm, so the fix is a copy of analysis.json (before: re-analyse in both cases)."""
+    study = _malformed(tmp_path, 3)
+    (study / "runs").mkdir()
+    with pytest.raises(StudyFormatError) as e:
+        study_never_trained([study])
+    assert str(e.value) == (f"{study}/analysis.json field arms.mc_advantage.never_trained is 3, not {LIST}; re-analyse "
+                            f"the study with `gradprobe study {study}/plan.toml --analyze-only --overwrite-analysis "
+                            f"--out {study}` (it reads these records from the run folders again)")
 
 
 LIST = f"absent, null or a list (each item {RECORD})"
@@ -239,7 +252,9 @@ def test_the_study_report_reads_around_a_malformed_never_trained(value):
     assert (f"mc_advantage never trained, not ranked (every update of the run had every advantage 0): "
             f"{UNREADABLE_RECORDS}") in text.splitlines()
     assert UNREADABLE_RECORDS == ("its records in analysis.json cannot be read: re-analyse the study with `gradprobe "
-                                  "study STUDY/plan.toml --analyze-only --overwrite-analysis --out STUDY`")
+                                  "study STUDY/plan.toml --analyze-only --overwrite-analysis --out STUDY` where it "
+                                  "keeps its runs/ (the records are read from the run folders), else restore "
+                                  "analysis.json from a copy of the study")
     assert untrained_arms(doc["arms"]) == {}
     assert never_trained_text([None, GOOD, "x"]) == "seed 0: W (10 updates)"
     assert untrained_arms({"a": {"never_trained": ["x", GOOD]}, "b": {"never_trained": "seed"}}) == {"a": [GOOD]}
