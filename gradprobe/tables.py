@@ -4,9 +4,9 @@ Fixed-width format specs (``f"{name:<14}"``) let a long entry, such as a reward 
 ``hybrid_0.5_very_long_custom_reward_name``, push the rest of its row out of line with the header.
 :func:`format_columns` measures every column instead (header and cells), so the columns of every
 row line up whatever their content. It measures by display width (:func:`display_width`), not by
-``len``: a reward named in CJK (two terminal columns a character) or with combining accents (none)
-would otherwise push its row's later columns off those of an ASCII row. Torch-free, so any result
-reader can use it.
+``len``: a reward named in CJK (two terminal columns a character) or with combining accents or
+zero-width format characters (none) would otherwise push its row's later columns off those of an
+ASCII row. Torch-free, so any result reader can use it.
 """
 
 from __future__ import annotations
@@ -16,18 +16,43 @@ from collections.abc import Sequence
 
 __all__ = ["format_columns", "display_width"]
 
+_ZERO_CATEGORIES = ("Mn", "Me", "Cf")  # nonspacing mark, enclosing mark, format character: 0 columns
+_JAMO_MEDIAL_FINAL = ((0x1160, 0x11FF), (0xD7B0, 0xD7FF))  # Hangul medial vowel / final consonant jamo: 0 columns
+
 
 def display_width(text: str) -> int:
-    """The number of terminal columns ``text`` takes in a monospaced font (an int >= 0).
+    """The number of terminal columns ``text`` takes in a monospaced font (an int >= 0), summed per character.
 
-    Per character: 0 for a combining mark (``unicodedata.combining`` nonzero, e.g. U+0301 in ``e\u0301``), 2 for an
-    East Asian wide or fullwidth character (``unicodedata.east_asian_width`` ``W`` or ``F``: CJK ideographs, most
-    emoji), 1 otherwise (Unicode Standard Annex #11, East Asian Width; as the C ``wcwidth`` counts them for these
-    classes). An ASCII string's width is its ``len``.
+    Per character, from its East Asian Width (Unicode Standard Annex #11) and general category (Unicode Character
+    Database, ``unicodedata``), the classes of Markus Kuhn's ``wcwidth``:
+
+    * 0 for a nonspacing or enclosing mark (category ``Mn``, e.g. U+0301 in ``e\u0301``, variation selectors
+      U+FE0E/U+FE0F; ``Me``, e.g. the keycap U+20E3), a format character (``Cf``: zero-width joiner U+200D,
+      zero-width space U+200B, ...; but the soft hyphen U+00AD, which terminals draw as a hyphen, counts 1), and a
+      Hangul medial vowel or final consonant jamo (U+1160-U+11FF, U+D7B0-U+D7FF: drawn inside the leading
+      consonant's two columns);
+    * 2 for an East Asian wide or fullwidth character (``unicodedata.east_asian_width`` ``W`` or ``F``: CJK
+      ideographs, most emoji);
+    * 1 otherwise (spacing marks ``Mc``, ambiguous-width characters and control characters included).
+
+    An ASCII string's width is its ``len``. Not exact for every terminal: an emoji ZWJ sequence (e.g. a family,
+    U+1F468 U+200D U+1F469 U+200D U+1F467) counts 2 per emoji (6 here) where a terminal that draws it as one glyph
+    takes 2; a presentation selector does not change its base's width (U+FE0F after the narrow heart U+2764 leaves
+    it 1 column, where many terminals draw the emoji in 2; U+FE0E after a wide emoji leaves it 2); terminals differ
+    on these, and on ambiguous-width characters.
     """
     if text.isascii():
         return len(text)
-    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return sum(_char_width(c) for c in text)
+
+
+def _char_width(c: str) -> int:
+    """The columns of one character: 0, 1 or 2 (:func:`display_width`)."""
+    if c == "\u00ad":  # soft hyphen: Cf, but shown as "-"
+        return 1
+    if unicodedata.category(c) in _ZERO_CATEGORIES or any(lo <= ord(c) <= hi for lo, hi in _JAMO_MEDIAL_FINAL):
+        return 0
+    return 2 if unicodedata.east_asian_width(c) in "WF" else 1
 
 
 def _pad(text: str, align: str, width: int) -> str:
@@ -55,8 +80,8 @@ def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]], align: 
     -------
     list of str
         ``1 + len(rows)`` lines; column c starts at the same display column (:func:`display_width`:
-        a wide CJK character counts 2, a combining mark 0) on every line, and trailing spaces are
-        stripped. Cells of ASCII text: the same character offset.
+        a wide CJK character counts 2, a combining mark or zero-width character 0) on every line, and
+        trailing spaces are stripped. Cells of ASCII text: the same character offset.
 
     Raises
     ------

@@ -58,3 +58,35 @@ def test_the_probe_table_lines_up_a_cjk_reward_name():
     ends = [[display_width(line[:i + 1]) for i in range(len(line)) if line[i] != " " and line[i + 1:i + 3] == "  "]
             for line in block]  # display column where each cell but the last ends (cells are 2+ spaces apart)
     assert len({tuple(e[1:]) for e in ends}) == 1, ends  # every number column after the name ends together
+
+
+def test_display_width_counts_format_enclosing_variation_and_jamo_characters_as_zero():
+    """Zero-width joiner / space (Cf), the keycap (Me), variation selectors and Hangul medial/final jamo take no column
+    (before, each counted 1). Expected widths hard-coded, per character as display_width's docstring says (the
+    ``wcwidth`` package, no dependency, joins some sequences: ZWJ, keycap, U+FE0E, and differs on those)."""
+    texts = {
+        "a\u200db": 2,  # zero-width joiner (Cf)
+        "a\u200bb": 2,  # zero-width space (Cf)
+        "a\u2060b": 2,  # word joiner (Cf)
+        "1\ufe0f\u20e3": 1,  # keycap 1: variation selector 16 (Mn) + combining enclosing keycap (Me)
+        "\u231a\ufe0e": 2,  # watch (W) + text variation selector (Mn)
+        "\u1100\u1161": 2,  # Hangul choseong kiyeok (W) + jungseong a (medial, U+1160-U+11FF)
+        "\u1100\u1161\u11a8": 2,  # + jongseong kiyeok (final)
+        "\u1100\ud7b0": 2,  # + a jungseong of Hangul Jamo Extended-B
+        "a\u00adb": 3,  # soft hyphen: Cf, but drawn as a hyphen
+        "\u0915\u093e": 2,  # Devanagari ka + sign aa (Mc, a spacing mark)
+    }
+    assert {t: display_width(t) for t in texts} == texts
+    # an emoji ZWJ sequence: 2 per emoji, not the one glyph's 2 columns of a terminal that joins it (docstring)
+    assert display_width("\U0001F468\u200d\U0001F469\u200d\U0001F467") == 6
+
+
+def test_format_columns_lines_up_zero_width_characters():
+    rows = [["plain", "+1.0"], ["a\u200db", "+2.0"], ["\u1100\u1161_kr", "+3.0"], ["1\ufe0f\u20e3_key", "+4.0"]]
+    assert format_columns(["reward", "gain"], rows, "<>", sep=" |") == [
+        "reward |gain",
+        "plain  |+1.0",
+        "a\u200db     |+2.0",
+        "\u1100\u1161_kr  |+3.0",
+        "1\ufe0f\u20e3_key  |+4.0",
+    ]

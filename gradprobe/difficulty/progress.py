@@ -46,10 +46,15 @@ def pool_problems(task, n: int, *, seed: int, desc: str, progress: bool) -> list
     Where the pool's size is known in advance a bar shows done / total, rate and ETA:
 
     * a reasoning-gym task (:class:`gradprobe.tasks.reasoning_gym.ReasoningGymTask`, also inside a few-shot wrapper):
-      the train pool is exactly ``n`` procedurally generated items, counted as each is made;
+      the train pool is exactly ``n`` procedurally generated items, counted as each is made. Counted are only the
+      items of the pool itself: a ``_make`` of split ``"train"`` with the data seed ``seed``, at most ``n`` of them.
+      A few-shot wrapper (:class:`gradprobe.tasks.fewshot.FewShotTask`) makes its K + 8 example candidates with the
+      same ``_make`` but with :data:`~gradprobe.tasks.fewshot.FEWSHOT_SEED`, so they are not counted (and were the
+      data seed that very seed, the cap at ``n`` still ends the bar at ``(n, n)``);
     * a JSONL data task (:class:`gradprobe.tasks.dataset.DatasetTask`, ``kind="jsonl"``): the total is the file's
-      line count (a byte count of newlines, read before parsing: cheap next to the JSON parse), the lines counted as
-      they are parsed; a file already read by this task is not read again (the bar then stays at 0).
+      line count (a byte count of newlines, read before parsing: cheap next to the JSON parse, plus 1 for a last line
+      without a final newline, which the parse reads too), the lines counted as they are parsed; a file already read
+      by this task is not read again (the bar then stays at 0).
 
     Elsewhere (a hub dataset, GSM8K, a plug-in task: the size or the progress is not known before the task returns)
     the line shows the elapsed seconds only (:func:`building`).
@@ -81,7 +86,7 @@ def pool_problems(task, n: int, *, seed: int, desc: str, progress: bool) -> list
     bar = tqdm(total=n if kind == "items" else None, desc=desc, unit="prompt" if kind == "items" else "line",
                leave=False)
     try:
-        with _counting(target, kind, bar):
+        with _counting(target, kind, bar, seed=seed):
             return task.problems("train", n, seed=seed)
     finally:
         bar.close()
@@ -104,10 +109,11 @@ def _count_hooks(task):
 
 
 @contextlib.contextmanager
-def _counting(task, kind: str, bar) -> Iterator[None]:
+def _counting(task, kind: str, bar, *, seed: int) -> Iterator[None]:
     """While the body runs, ``bar`` counts the items ``task`` makes (``items``: each :meth:`_make` of a reasoning-gym
-    task) or the lines it parses (``lines``: a JSONL file's total set as it is opened); the task's own methods are
-    restored after (instance attributes only: the class is not touched)."""
+    task for the train pool of data seed ``seed``, up to ``bar.total``: not a few-shot wrapper's examples, made with
+    another seed) or the lines it parses (``lines``: a JSONL file's total set as it is opened); the task's own methods
+    are restored after (instance attributes only: the class is not touched)."""
     own = dict(task.__dict__)
     if kind == "items":
         make = task._make
@@ -115,7 +121,10 @@ def _counting(task, kind: str, bar) -> Iterator[None]:
         @functools.wraps(make)
         def counted_make(*args, **kwargs):
             problem = make(*args, **kwargs)
-            bar.update(1)
+            split, item_seed = (*args, None, None)[:2]  # _make(split, seed, index, item, rg_seed)
+            split, item_seed = kwargs.get("split", split), kwargs.get("seed", item_seed)
+            if split == "train" and item_seed == seed and bar.n < bar.total:
+                bar.update(1)
             return problem
 
         task._make = counted_make
@@ -123,8 +132,11 @@ def _counting(task, kind: str, bar) -> Iterator[None]:
         read, parse = task._read_file, task._parse
 
         def counted_read(file):
+            lines, last = 0, b"\n"
             with open(file, "rb") as fh:
-                lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    lines, last = lines + chunk.count(b"\n"), chunk[-1:]
+            lines += last != b"\n"  # a last line without a final newline (the parse reads it as a row too)
             bar.total = (bar.total or 0) + lines
             bar.refresh()
             return read(file)

@@ -82,3 +82,39 @@ def test_no_progress_shows_nothing(captured):
     task = load_task("chain_sum:max_digits=1")
     assert len(pool_problems(task, 3, seed=0, desc="pool", progress=False)) == 3
     assert bars == [] and err.getvalue() == "" and "_make" not in vars(task)
+
+
+def test_a_few_shot_wrappers_examples_are_not_counted(captured):
+    """FewShotTask builds its K + 8 example candidates (seed FEWSHOT_SEED) with the wrapped task's ``_make`` after the
+    pool: before, they were counted too and the bar of a 10-prompt pool ended at 20/10."""
+    err, bars = captured
+    task = load_task("chain_sum", fewshot=2)
+    got = pool_problems(task, 10, seed=0, desc="pool", progress=True)
+    assert len(got) == 10 and len(task._candidates) >= 3  # the examples were made during the call
+    assert [(b.n, b.total) for b in bars] == [(10, 10)]
+    assert "_make" not in vars(task.task)
+
+
+def test_a_few_shot_pool_whose_data_seed_is_the_examples_seed_still_ends_at_n(captured):
+    from gradprobe.tasks.fewshot import FEWSHOT_SEED
+
+    err, bars = captured
+    task = load_task("chain_sum", fewshot=3)
+    got = pool_problems(task, 4, seed=FEWSHOT_SEED, desc="pool", progress=True)  # examples: 3 + 8 more train items
+    assert len(got) == 4 and [(b.n, b.total) for b in bars] == [(4, 4)]
+
+
+def test_a_jsonl_files_last_line_without_a_newline_is_counted(captured, tmp_path):
+    """The total counted newline bytes, so a file whose last row has no final newline ended the bar at 20/19; a final
+    newline, a blank last line and an empty file are counted as before."""
+    err, bars = captured
+    rows = "\n".join(json.dumps({"question": f"what is {i} + 1?", "answer": str(i + 1)}) for i in range(20))
+    for name, text in [("no_final_newline", rows), ("final_newline", rows + "\n"), ("blank_last", rows + "\n\n"),
+                       ("empty", "")]:
+        (tmp_path / f"{name}.jsonl").write_text(text)
+        task = load_task(f"jsonl:{tmp_path / name}.jsonl")
+        try:
+            assert len(pool_problems(task, 5, seed=0, desc="pool", progress=True)) == 5
+        except ValueError:  # the empty file has no row
+            assert name == "empty"
+    assert [(b.n, b.total) for b in bars] == [(20, 20), (20, 20), (21, 21), (0, 0)]
