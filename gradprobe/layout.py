@@ -194,21 +194,45 @@ def study_probe_advice(study: str | Path, file: str | Path, *, missing: bool = F
 
 
 def study_probe_refusal(folder: str | Path) -> str | None:
-    """Why ``gradprobe probe --out FOLDER`` is refused when ``folder`` is a study's probe or a guided arm's
-    (:func:`output_kind`'s ``"study probe"``, ``"guided probe"``; or a missing folder :func:`probe_study` names, as
-    ``STUDY/probe/guided/NEWARM``), with the study's fix, as a phrase after the folder's name; None for any other
-    folder.
+    """Why ``gradprobe probe --out FOLDER`` is refused when ``folder`` (existing or missing) is a study's probe folder
+    or lies inside one, with the study's fix, as a phrase after the folder's name; None for any other folder.
 
-    The fix: with ``STUDY/runs/``, delete the probe's ``probe.json`` (where there is one) and resume the study
-    (which re-runs the missing probe and keeps finished runs); without it (a shipped study keeps only its tables)
-    resuming would train every run again, so the probe is left as it is and another ``--out`` chosen. Paths are
-    shown as given where they name the study (:func:`probe_study`).
+    A study's probe folder (``STUDY/probe``, :func:`probe_study`) is found among ``folder`` and its ancestors, both
+    resolved and as given made absolute (:func:`_study_probe_ancestor`). Three cases, each with its own wording:
+
+    - ``STUDY/probe`` itself, existing, or a guided arm's ``STUDY/probe/guided/ARM`` that exists or that the study's
+      ``arms.json`` names (``"probe_dir": "guided/ARM"``): the study's fix. With ``STUDY/runs/``, delete the probe's
+      ``probe.json`` (where there is one) and resume the study (which re-runs the missing probe and keeps finished
+      runs); without it (a shipped study keeps only its tables) resuming would train every run again, so the probe
+      is left as it is and another ``--out`` chosen;
+    - ``STUDY/probe`` missing (a study whose probe was never written): the study has no ``probe/`` yet; resume it
+      (with ``runs/``), else choose another ``--out``;
+    - any other path inside (``probe/batch_3``, ``probe/newdir``, ``probe/guided``, ``probe/guided/NEWARM`` of an
+      arm the study has not, ``probe/guided/ARM/sub``): the study never writes it, and a probe there would be read
+      as part of the study's (``load_probe(STUDY/probe)`` reads ``batch_K``), so another ``--out`` is chosen.
+
+    Paths are shown as given where they name the study (:func:`_as_given`).
     """
-    found = _study_probe_path(Path(folder))  # a missing folder too: probe/guided/NEWARM inside a study's probe
-    if found is None:
+    found = _study_probe_path(Path(folder))
+    if found is not None and (found[0] == "study probe" or _studys_guided_arm(found[1])):
+        return _own_folder_refusal(Path(folder), found)
+    inside = _study_probe_ancestor(Path(folder))
+    if inside is None:
         return None
-    folder, study = Path(folder), probe_study(folder)
+    probe, depth = inside  # depth >= 1: STUDY/probe itself, existing or missing, is _study_probe_path's
+    shown = (_as_given(probe.parent, given, depth + 1) for given in (Path(folder), Path(os.path.normpath(folder))))
+    study = next((s for s in shown if s != probe.parent), probe.parent)  # as typed, `x/..` removed where needed
+    return (f"is inside the probe folder of study {study} ({study / probe.name}), which only the study writes: choose "
+            "another --out (an empty folder, or an earlier probe's)")
+
+
+def _own_folder_refusal(folder: Path, found: tuple[str, Path]) -> str:
+    """:func:`study_probe_refusal` for an existing ``STUDY/probe`` or a guided arm's ``STUDY/probe/guided/ARM``
+    (``found``: :func:`_study_probe_path`)."""
+    study = probe_study(folder)
     shared = found[1] if found[0] == "study probe" else found[1].parent.parent
+    if found[0] == "study probe" and not shared.exists():
+        return _no_probe_yet(study)
     shown = (f"{ARMS_JSON} {'there' if found[0] == 'study probe' else 'in its probe/'}"
              if (shared / ARMS_JSON).exists() else f"the probe/ of study {study}, whose {ARMS_JSON} is missing")
     if not (Path(study) / "runs").is_dir():
@@ -219,6 +243,48 @@ def study_probe_refusal(folder: str | Path) -> str | None:
     return (f"is a study's probe folder ({shown}); to redo it {redo}resume the study with `gradprobe study "
             f"{study / PLAN_COPY} --out {study}`, which re-runs the missing probe (finished runs are kept); else "
             "choose another --out")
+
+
+def _no_probe_yet(study: Path) -> str:
+    """:func:`study_probe_refusal` for the missing ``probe/`` of ``study``: resume the study (with ``runs/``), else
+    another ``--out``."""
+    said = f"is the probe folder of study {study} ({_study_evidence(Path(study))}), which has no probe/ yet"
+    if not (Path(study) / "runs").is_dir():
+        return (f"{said} and only the study writes it; {study} has no runs/ (resuming it to write its probe would "
+                "train every run again): choose another --out (an empty folder, or an earlier probe's)")
+    return (f"{said}; to write it resume the study with `gradprobe study {study / PLAN_COPY} --out {study}`, which "
+            "runs the missing probe (finished runs are kept); else choose another --out")
+
+
+def _studys_guided_arm(arm: Path) -> bool:
+    """Whether ``arm`` (``STUDY/probe/guided/ARM``) is a guided arm's probe folder of the study: it exists, or the
+    study's ``arms.json`` names it (an entry's ``"probe_dir"`` is ``"guided/ARM"``; unreadable: not named)."""
+    if arm.exists():
+        return True
+    try:
+        arms = json.loads((arm.parent.parent / ARMS_JSON).read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    wanted = f"{GUIDED_PROBES}/{arm.name}"
+    return isinstance(arms, dict) and any(isinstance(e, dict) and e.get("probe_dir") == wanted for e in arms.values())
+
+
+def _study_probe_ancestor(folder: Path) -> tuple[Path, int] | None:
+    """``(PROBE, DEPTH)`` when ``folder`` (existing or not) is a study's probe folder ``PROBE``
+    (:func:`_study_of_probe`) or lies ``DEPTH`` levels below one, else None. Read as :func:`_study_probe_path` reads
+    ``folder`` (resolved, and made absolute without following links); a ``PROBE`` named ``probe`` beside its
+    study's files is preferred to one known only by its ``arms.json`` (a link named otherwise), the resolved path
+    first. An ancestor counts only when it is named as a study names its probe folder (:func:`probe_dir`): any
+    folder holding a file ``arms.json`` would otherwise refuse every ``--out`` below it (a link to a study's probe
+    is still found: by the path as given, or resolved to the study's own ``probe``)."""
+    found = []
+    for path in (_resolved(folder), Path(os.path.abspath(folder))):
+        ancestor = next((a for a in (path, *path.parents) if (a == path or a.name == probe_dir(a.parent).name)
+                         and _study_of_probe(a) is not None), None)
+        if ancestor is not None:
+            found.append((ancestor, len(path.parts) - len(ancestor.parts)))
+    named = [(a, d) for a, d in found if a.name == probe_dir(a.parent).name and _study_evidence(a.parent)]
+    return (named or found or [None])[0]
 
 
 def probe_study(folder: str | Path) -> Path | None:

@@ -159,16 +159,17 @@ def probe_files(out) -> list[str]:
 
 def _other_output(folder: Path) -> str | None:
     """Why ``folder`` is refused (another command's output, :func:`gradprobe.layout.output_kind`, named with the
-    fix), else None. A missing folder inside a study's probe (``STUDY/probe/guided/NEWARM``) is refused as the
-    study's (:func:`gradprobe.layout.study_probe_refusal`): a probe written there would be taken for the study's."""
-    found = output_kind(folder)
-    if found is None:  # missing, empty or unmarked: refused only where it is a study's probe (or a guided arm's)
-        return study_probe_refusal(folder)
-    if found[0] in ("probe", "killed probe"):  # a killed probe's leftover is put back (_leftover)
+    fix), else None. A study's probe folder, or any folder inside one, existing or missing (``STUDY/probe/batch_3``,
+    ``STUDY/probe/guided/NEWARM``), is refused first, with the study's wording
+    (:func:`gradprobe.layout.study_probe_refusal`): a probe written there would be taken for (part of) the study's.
+    ``gradprobe study`` writes its own probe without this check (``prepare_output_dir``)."""
+    refusal = study_probe_refusal(folder)
+    if refusal is not None:
+        return refusal
+    found = output_kind(folder)  # "study probe" and "guided probe" are study_probe_refusal's already
+    if found is None or found[0] in ("probe", "killed probe"):  # a killed probe's leftover is put back (_leftover)
         return None
     kind, evidence = found
-    if kind in ("study probe", "guided probe"):  # the study's fix (resume it, or another --out without runs/)
-        return study_probe_refusal(folder)
     return (f"holds {OUTPUT_KINDS[kind]} ({evidence}), not a probe's output; a probe there would mix its files into "
             "it: choose another --out (an empty folder, or an earlier probe's)")
 
@@ -235,18 +236,18 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out"):
     ------
     OutputDirError (an OSError)
         ``out`` holds a training run, a study, a model or a study's probe (``arms.json``; the message names the
-        folder, what it holds and the fix), or is a missing folder inside a study's probe (``probe/guided/NEWARM``,
-        :func:`gradprobe.layout.study_probe_refusal`); or files named as a probe's but no ``probe.json`` (the
-        message names them and the fix: another --out, or move them away); or an earlier probe whose ``batch_K/``
-        folders also hold other files (named, with the fix); or the earlier files cannot be moved (they are left in
-        place).
+        folder, what it holds and the fix), or lies inside a study's probe folder, existing or missing
+        (``probe/batch_3``, ``probe/guided/NEWARM``: :func:`gradprobe.layout.study_probe_refusal`); or files named
+        as a probe's but no ``probe.json`` (the message names them and the fix: another --out, or move them away);
+        or an earlier probe whose ``batch_K/`` folders also hold other files (named, with the fix); or the earlier
+        files cannot be moved (they are left in place).
     """
     folder = ProbeFolder(Path(out))
     if folder.path.is_dir():
         if (folder.path / PROBE_JSON).is_file():
             _refuse_mixed_batch_folders(folder.path, label)
         _move_aside(folder, say, label)
-    elif (other := _other_output(folder.path)) is not None:  # a missing folder inside a study's probe
+    elif (other := _other_output(folder.path)) is not None:  # a missing folder in (or as) a study's probe
         raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
     with removed_if_left_empty(folder.path):  # a folder this call found missing goes again if left empty
         try:
