@@ -76,7 +76,7 @@ from gradprobe.forecast.csv_cells import cut_lines, name_short_lines, numeric_co
     short_lines, unterminated_line
 from gradprobe.forecast.curve_fit import CurveError
 from gradprobe.forecast.study import REBUILD_ANALYSIS as STUDY_REBUILD_ANALYSIS
-from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON
+from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON, rerun_advice
 from gradprobe.outputs import is_json_number, json_number_text, json_short
 from gradprobe.study.coverage import CHANGED_READS, csv_seeds, stale_analysis
 from gradprobe.study.reading import (cut_tail_run, item_accuracy_mismatches, lost_eval_lines, read_item_lines,
@@ -333,7 +333,9 @@ def check_finite_forecasts(fc: pd.DataFrame, study_dir: Path, seeds: dict) -> No
     Raises
     ------
     StudyFormatError
-        Naming the study folder, the arm, its seeds, the column and the fix.
+        Naming the study folder, the arm, its seeds, the column and the fix (:func:`gradprobe.layout.rerun_advice`
+        of its probe folder: resume the study, or restore the file from a copy of a study without ``runs/``;
+        ``gradprobe probe --out`` refuses a study's probe folder).
     """
     for col in (c for c in FORECAST_NAMES if c in fc.columns):
         vals = pd.to_numeric(fc[col], errors="coerce").to_numpy(np.float64)
@@ -342,7 +344,7 @@ def check_finite_forecasts(fc: pd.DataFrame, study_dir: Path, seeds: dict) -> No
                 raise StudyFormatError(
                     f"{study_dir}: arm {arm!r} (seeds {sorted(seeds.get(arm, []))}) has {col} = {v}: an infinite "
                     f"forecast is bad data (NaN means no forecast); check the arm's probe entry in "
-                    f"{study_dir}/probe (tokens_per_update, rho) and re-run `gradprobe probe` for the study")
+                    f"{study_dir}/probe (tokens_per_update, rho); {rerun_advice(Path(study_dir) / 'probe')}")
 
 
 def read_runs(study_dir: Path, cols) -> tuple[pd.DataFrame, list[tuple[int, str]]]:

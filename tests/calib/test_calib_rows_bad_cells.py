@@ -9,6 +9,7 @@ import pytest
 
 from calib.cli import main
 from calib.dataset import RowsError, StudyFormatError, build_rows, build_rows_many, read_rows, select_rows
+from gradprobe.layout import rerun_advice
 from calib_helpers import single_thread_blas, synthetic, synthetic_forecasts, write_study  # noqa: F401 (fixtures)
 
 
@@ -121,7 +122,10 @@ def test_an_infinite_forecast_of_a_study_names_the_study_the_arm_and_its_seeds(t
         build_rows_many([study], forecast_fn=_inf_forecasts)
     msg = str(e.value)
     assert msg.startswith(f"{study}: arm 'mc_value' (seeds [0, 1, 2, 3]) has forecast_cost_only = inf")
-    assert "NaN means no forecast" in msg and "re-run `gradprobe probe`" in msg
+    assert "NaN means no forecast" in msg
+    # the study's fix (a probe folder of a study is refused by gradprobe probe --out): restore it, runs/ being absent
+    assert msg.endswith(f"(tokens_per_update, rho); {rerun_advice(study / 'probe')}") and "gradprobe probe" not in msg
+    assert rerun_advice(study / "probe").endswith(f"restore {study / 'probe' / 'probe.json'} from a copy of the study")
     # NaN (the lr arm) is still no forecast: the study builds
     assert build_rows(study, forecast_fn=synthetic_forecasts)["forecast_cost_only"].isna().sum() == 4
 
