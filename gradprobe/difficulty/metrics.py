@@ -354,15 +354,10 @@ def _resampled_flat_aucs(groups: dict, w: np.ndarray) -> dict:
     for kind, (rows, labels, _, scores) in groups.items():
         values = np.full(len(w), np.nan)
         if rows.size:
-            order, starts = _tie_groups(scores)
             step = max(1, 4_000_000 // rows.size)
             for lo in range(0, len(w), step):
-                wg = w[lo: lo + step][:, rows][:, order]  # (b, N) each group's count, in score order
-                pos = np.add.reduceat(wg * labels[order], starts, axis=1)
-                neg = np.add.reduceat(wg * (1.0 - labels[order]), starts, axis=1)
-                below = np.cumsum(neg, axis=1) - neg
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    values[lo: lo + step] = (pos * (below + 0.5 * neg)).sum(1) / (pos.sum(1) * neg.sum(1))
+                wg = w[lo: lo + step][:, rows]  # (b, N) each group's count
+                values[lo: lo + step] = _weighted_auc(wg * labels, wg * (1.0 - labels), scores)
         out[kind] = values
     return out
 
@@ -385,6 +380,18 @@ def _average_ranks(w: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return ranks, (wg > 0).sum(1)
 
 
+def _weighted_auc(pos_w: np.ndarray, neg_w: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """The Mann-Whitney AUC of each row (B,): ``pos_w``, ``neg_w`` (B, N) the positive and negative weights of N items
+    (counts of resampled outcomes or groups), ``scores`` (N,) their scores; ties count 1/2 (what
+    ``sklearn.metrics.roc_auc_score`` gives on the expanded arrays); NaN where a row has one class only."""
+    order, starts = _tie_groups(scores)
+    pos = np.add.reduceat(pos_w[:, order], starts, axis=1)
+    neg = np.add.reduceat(neg_w[:, order], starts, axis=1)
+    below = np.cumsum(neg, axis=1) - neg
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (pos * (below + 0.5 * neg)).sum(1) / (pos.sum(1) * neg.sum(1))
+
+
 def _resampled_scores(p: np.ndarray, y: np.ndarray, w: np.ndarray) -> dict:
     """Brier, AUC and Spearman rho of each resample (NaN where undefined), w (B, M) the prompts' counts
     (:func:`bootstrap_metrics`)."""
@@ -393,11 +400,7 @@ def _resampled_scores(p: np.ndarray, y: np.ndarray, w: np.ndarray) -> dict:
     loss = np.where(ok, (p[:, None] - np.where(ok, y, 0.0)) ** 2, 0.0).sum(1)
     with np.errstate(invalid="ignore", divide="ignore"):
         brier = (w @ loss) / (w @ n)
-        order, starts = _tie_groups(p)
-        pos = np.add.reduceat((w * s)[:, order], starts, axis=1)
-        neg = np.add.reduceat((w * (n - s))[:, order], starts, axis=1)
-        below = np.cumsum(neg, axis=1) - neg
-        auc = (pos * (below + 0.5 * neg)).sum(1) / (pos.sum(1) * neg.sum(1))
+        auc = _weighted_auc(w * s, w * (n - s), p)
         has = n > 0  # rho: prompts with a finite empirical success e_i
         e = s[has] / n[has]
         wk = w[:, has]
