@@ -157,27 +157,26 @@ def _check_batches_field(probe: dict, source) -> None:
     if stated is None and isinstance(rewards, list):
         field, stated = next(((f"rewards[{j}].probe_batches", e["probe_batches"]) for j, e in enumerate(rewards)
                               if isinstance(e, dict) and e.get("probe_batches") is not None), (field, None))
-    n, (file, fix) = _count(stated), file_and_fix(source, edited=True)
+    n, (file, fix) = _count(stated), _file_and_lazy_fix(source, edited=True)
     held = "no batches field" if "batches" not in probe else f"batches {json_short(batches)}"
-    tail = ("the file was edited or damaged after the probe wrote it, so a forecast from it would not be the probe's; "
-            + fix)
+    tail = "the file was edited or damaged after the probe wrote it, so a forecast from it would not be the probe's"
     if stated is not None and (n is None or n < 1):
         raise ValueError(f"{file} field {field} is {json_short(stated)}, and the file holds {held}: probe_batches is "
-                         f"the number of batches the probe pooled, a whole number >= 1; {tail}")
+                         f"the number of batches the probe pooled, a whole number >= 1; {tail}; {fix}")
     if n is not None and n > 1:
         raise ValueError(f"{file} field {field} is {n}, but the file holds 0 batches ({held}; "
                          "gradprobe.probe.batches.combine_batches writes the list of its batch objects, which the "
-                         f"forecast reads): {tail}")
+                         f"forecast reads): {tail}; {fix}")
     if "batches" in probe:
         raise ValueError(f"{file} field batches is {json_short(batches)}: a multi-batch probe.json holds the list of "
-                         "its batch objects there (a single-batch one no batches field); " + tail)
+                         f"its batch objects there (a single-batch one no batches field); {tail}; {fix}")
 
 
 def _check_batch_objects(batches: list, source) -> None:
     """Refuse a ``batches`` list of a probe.json holding something that is no batch object (an object with a
     ``rewards`` field, as :func:`gradprobe.probe.batches.run_probe_batches` writes each): one line naming the file
     (``source``, else ``probe.json``), the field (e.g. ``batches[1]``), its value and the fix."""
-    file, fix = file_and_fix(source, edited=True)
+    file, fix = _file_and_lazy_fix(source, edited=True)
     for k, b in enumerate(batches):
         if not (isinstance(b, dict) and "rewards" in b):
             what = f"is {json_short(b)}, not an object" if not isinstance(b, dict) else "has no 'rewards'"
@@ -219,6 +218,30 @@ def file_and_fix(source, edited: bool = False) -> tuple[str, str]:
     return str(source), restore_advice(folder) if edited else rerun_advice(folder)
 
 
+class _Fix:
+    """:func:`file_and_fix`'s fix, made when a message formats it (``f"...; {fix}"``): it asks
+    :mod:`gradprobe.layout` about the folder (resolving paths), which a check that passes has no need of."""
+
+    __slots__ = ("_source", "_edited", "_text")
+
+    def __init__(self, source, edited: bool):
+        self._source, self._edited, self._text = source, edited, None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = file_and_fix(self._source, self._edited)[1]
+        return self._text
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+def _file_and_lazy_fix(source, edited: bool = False) -> tuple[str, _Fix]:
+    """(file, fix) as :func:`file_and_fix` gives them, the fix made only when a message uses it (:class:`_Fix`): for
+    the checks that name them before they know whether they refuse."""
+    return ("probe.json" if source is None else str(source)), _Fix(source, edited)
+
+
 def check_entries(rewards, prefix: str, source) -> None:
     """Refuse a probe batch's ``rewards`` field that the forecast could not read by name, before any number is read.
 
@@ -245,7 +268,7 @@ def check_entries(rewards, prefix: str, source) -> None:
         that is no list of reward objects or a name that is no text; restore it or write it again for a name given
         twice (the file was edited or damaged after the probe wrote it).
     """
-    file, fix = file_and_fix(source)
+    file, fix = _file_and_lazy_fix(source)
     if isinstance(rewards, dict):
         bad = next((f"{prefix}rewards[{k!r}] is {json_short(v)}, not an object" for k, v in rewards.items()
                     if not isinstance(v, dict)), None)
@@ -304,7 +327,7 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
     """
     if not isinstance(entry, dict):
         return
-    file, fix = file_and_fix(source)
+    file, fix = _file_and_lazy_fix(source)
     for key in PER_UPDATE_FIELDS:
         problem = per_update_problem(key, entry.get(key))
         if problem:
@@ -711,7 +734,7 @@ def check_entry_inputs(probe, source=None) -> None:
         return
     _check_batches_field(probe, source)
     config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
-    file, fix = file_and_fix(source)
+    file, fix = _file_and_lazy_fix(source)
     batches = probe.get("batches")
     items = ([(f"batches[{k}].", b) for k, b in enumerate(batches) if isinstance(b, dict)] if batches else
              [("", probe)])
@@ -791,7 +814,7 @@ def _check_entry_tokens(entry: dict, where: str, source, generated: int | None, 
     if generated is None or scale is None or not isinstance(made, dict) or recorded is None or (
             _count(entry.get("probe_batches")) or 1) > 1 or per_update_problem("tokens_per_update", recorded):
         return  # (a value that is no number: check_entry_numbers' to refuse, never "is "4477", but ... give 4477")
-    file, fix = file_and_fix(source)
+    file, fix = _file_and_lazy_fix(source)
     for kind, n in made.items():
         if not _is_count(n):
             raise ValueError(f"{file} field {where}.generated_tokens.{kind} is {json_short(n)}: it must be a count "
@@ -884,7 +907,7 @@ def check_pooled_entries(probe, source=None) -> dict:
     batches = probe["batches"]
     pooled = _batches_of(dict(probe, batches=None), source, _group_counts(batches))[0]["rewards"]
     config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
-    stated, file, fix = config.get("probe_batches"), *file_and_fix(source, edited=True)
+    stated, file, fix = config.get("probe_batches"), *_file_and_lazy_fix(source, edited=True)
     if stated is not None and _count(stated) != len(batches):  # 2.0: a re-save's integral float, read as 2
         raise ValueError(f"{file} field config.probe_batches is {json_short(stated)}, but the file holds "
                          f"{len(batches)} batch(es) (its batches list; gradprobe.probe.batches.combine_batches records "

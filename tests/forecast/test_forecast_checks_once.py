@@ -116,3 +116,21 @@ def test_the_batches_a_caller_read_are_internal_keywords():
     own = forecast_rewards(curve, a, n_draws=200, _batches=probe_batches_of(a)).table
     read = forecast_rewards(curve, a, n_draws=200).table
     assert own.map(repr).equals(read.map(repr)) and read.set_index("arm").loc["mc_value", "forecast_gain"] < 0
+
+
+def test_checks_that_pass_derive_no_fix(monkeypatch):
+    """The fix a refusal names is derived from the folder (gradprobe.layout: resolved paths, several stat calls,
+    ~0.15 ms each); the checks of an intact probe.json make none (before: 16 per load_probe, about a third of it)."""
+    import gradprobe.layout as layout
+    from gradprobe.forecast.probe_input import check_entry_inputs
+    from gradprobe.outputs import read_probe_json
+
+    def no_fix(*args, **kwargs):
+        raise AssertionError("a fix was derived for a check that passed")
+
+    for path in (STUDY / "probe" / "probe.json", GUIDED / "probe" / "guided" / "guided" / "probe.json"):
+        raw = read_probe_json(path, "")
+        monkeypatch.setattr(layout, "probe_study", no_fix)
+        check_entry_inputs(raw, source=path)
+        probe_batches_of(raw, source=path)
+        monkeypatch.undo()
