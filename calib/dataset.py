@@ -56,7 +56,7 @@ import pandas as pd
 from gradprobe.api.probe_result import load_probe
 from gradprobe.forecast.study import (MATCHED_BUDGET_KEYS, SkippedEvalsWarning, matched_token_budget, read_study_json,
                                       study_forecasts)
-from gradprobe.layout import ANALYSIS_JSON, GUIDED_PROBES, PLAN_COPY, PROBE_JSON, STUDY_JSON, probe_dir, rerun_advice
+from gradprobe.layout import ANALYSIS_JSON, GUIDED_PROBES, PLAN_COPY, PROBE_JSON, STUDY_JSON, probe_dir
 from gradprobe.outputs import is_json_number, json_number_text, json_short, read_probe_json
 from gradprobe.study.folder import check_frozen_plan, is_plan_sha
 
@@ -540,8 +540,8 @@ def check_probe_numbers(study_dir: Path) -> None:
     for path in [folder / PROBE_JSON, *sorted((folder / GUIDED_PROBES).glob(f"*/{PROBE_JSON}"))]:
         if not path.is_file():
             continue
-        try:  # read as load_probe reads it: a UTF-8 byte-order mark is read, not taken for a damaged file
-            read_probe_json(path, rerun_advice(path.parent))
+        try:  # read as load_probe reads it (a UTF-8 byte-order mark is read); its refusal is not shown: no fix needed
+            read_probe_json(path, "")
         except (ValueError, OSError):  # not UTF-8, not JSON, no rewards list: named by the forecaster's own reader
             continue
         try:
