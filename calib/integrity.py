@@ -102,23 +102,6 @@ REANALYZE = "gradprobe study --analyze-only --overwrite-analysis --out {}"
 REBUILD_ANALYSIS = STUDY_REBUILD_ANALYSIS
 """The fix for a damaged analysis.json number (``{study}``: the study folder; gradprobe's own wording,
 :data:`gradprobe.forecast.study.REBUILD_ANALYSIS`); runs.csv's cells are checked first."""
-REBUILD_RUNS = ("restore {csv} from a copy, or rebuild it from the study's run folders by resuming the study with "
-                "`gradprobe study {study}/plan.toml --out {study}` (it rewrites runs.csv from every finished run's "
-                "metrics.jsonl; finished runs are not redone)")
-"""How to get a damaged runs.csv back (``{csv}``: its path, ``{study}``: the study folder;
-:func:`gradprobe.study.collect.write_runs_csv` writes it on every run of the study), for a study that keeps its
-``runs/`` (:func:`rebuild_runs_fix` picks it)."""
-
-
-def rebuild_runs_fix(csv: str | Path, study: str | Path) -> str:
-    """How to get a damaged ``runs.csv`` (``csv``) of study folder ``study`` back: :data:`REBUILD_RUNS` when the
-    study keeps its run folders (``runs/``); else only restoring it from a copy of the study (a shipped study keeps
-    only its tables: resuming it would train every run again, as :func:`gradprobe.layout.study_probe_advice` says
-    of its probe). Reads only whether ``study/runs`` is a folder; raises nothing."""
-    if (Path(study) / "runs").is_dir():
-        return REBUILD_RUNS.format(csv=csv, study=study)
-    return (f"restore {csv} from a copy of the study ({study} has no runs/ to rebuild it from: resuming the study "
-            "would train every run again)")
 _SEED = re.compile(r"\s*\+?\d{1,18}\s*")
 """A runs.csv seed cell: a whole number >= 0 (``gradprobe study`` writes ``0``, ``1``...)."""
 _REBUILD = "or rebuild the file with `calib rows STUDY_DIR... --out {}`"
@@ -358,7 +341,8 @@ def read_runs(study_dir: Path, cols) -> tuple[pd.DataFrame, list[tuple[int, str]
     StudyFormatError
         One line: runs.csv cannot be read (empty, not UTF-8, not a CSV), or a cell is bad: a seed that is not a
         whole number >= 0 (``True``, empty, ``-1``), a number column holding text or no finite number (``inf``, an
-        integer too large for a float); the file, the line, the column and the fix (:func:`rebuild_runs_fix`) named.
+        integer too large for a float); the file, the line, the column and the fix
+        (:func:`~gradprobe.forecast.study_items.restore_runs_csv_fix`) named.
     """
     return _checked_runs(study_dir, *_runs_text(study_dir, cols))
 
@@ -371,7 +355,8 @@ def _runs_text(study_dir: Path, cols) -> tuple[pd.DataFrame, bytes]:
     Raises
     ------
     StudyFormatError
-        runs.csv cannot be read (empty, not UTF-8, not a CSV): the file and the fix (:func:`rebuild_runs_fix`) named.
+        runs.csv cannot be read (empty, not UTF-8, not a CSV): the file and the fix
+        (:func:`~gradprobe.forecast.study_items.restore_runs_csv_fix`) named.
     """
     path = Path(study_dir) / RUNS_CSV
     raw = path.read_bytes()
@@ -379,7 +364,7 @@ def _runs_text(study_dir: Path, cols) -> tuple[pd.DataFrame, bytes]:
         df = pd.read_csv(io.BytesIO(raw), usecols=lambda c: c in cols, dtype=str, skip_blank_lines=False)
     except (ValueError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:  # ParserError is a ValueError
         raise StudyFormatError(f"{path} cannot be read ({type(e).__name__}: {(str(e).splitlines() or [''])[0]}); "
-                               f"{rebuild_runs_fix(path, study_dir)}") from None
+                               f"{restore_runs_csv_fix(study_dir)}") from None
     df.index = df.index + 2  # line numbers (runs.csv holds no quoted line break)
     return df, raw
 
@@ -388,7 +373,7 @@ def _checked_runs(study_dir: Path, whole: pd.DataFrame, raw: bytes) -> tuple[pd.
     """:func:`read_runs`' result from runs.csv as :func:`_runs_text` read it (``whole``, left as it is; ``raw``):
     blank and short lines left out, every cell checked, and the cut lines."""
     path = Path(study_dir) / RUNS_CSV
-    fix = rebuild_runs_fix(path, study_dir)
+    fix = restore_runs_csv_fix(study_dir)
     short = {line for line, _ in short_lines(raw)[1]}
     df = whole[~whole.isna().all(axis=1) & ~whole.index.isin(list(short))].copy()
     for col in (c for c in ("seed", "update", "generated_tokens", "accuracy") if c in df.columns):
@@ -447,7 +432,7 @@ def read_study_runs(study_dir: Path) -> tuple[pd.DataFrame, list[tuple[int, str]
     missing = [c for c in ("arm", "seed") if c not in runs.columns]
     if missing:
         raise StudyFormatError(f"{path} cannot be read for its arm and seed columns (no column(s) {missing}); "
-                               f"{rebuild_runs_fix(path, study_dir)}")
+                               f"{restore_runs_csv_fix(study_dir)}")
     if not {"update", "generated_tokens"} <= set(runs.columns):
         return runs, cut
     items = read_item_lines(study_dir)  # read once: the lost-line check and the accuracy cross-check
@@ -488,9 +473,11 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict,
         runs.csv's read there now, :func:`gradprobe.study.coverage.changed_reads`: the run, the point, both values
         and the evals read; an arm's mean accuracy read outside every accuracy runs.csv records for it), with the
         fix ``gradprobe study --analyze-only --overwrite-analysis --out STUDY`` (for changed reads also how to
-        restore runs.csv, :func:`rebuild_runs_fix`, should runs.csv be the edited one); when
+        restore runs.csv, :func:`~gradprobe.forecast.study_items.restore_runs_csv_fix`, should runs.csv be the
+        edited one); when
         runs.csv looks cut (a line with fewer fields than the header, no line break after its last line) or lacks
-        runs the analysis lists, the message first says so and how to restore or rebuild it (:func:`rebuild_runs_fix`),
+        runs the analysis lists, the message first says so and how to restore or rebuild it
+        (:func:`~gradprobe.forecast.study_items.restore_runs_csv_fix`),
         since a re-analysis would read the damaged file.
     """
     path = study_dir / RUNS_CSV
@@ -502,7 +489,7 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict,
     diffs = stale_analysis(study_dir, read, skip_arms=outside)  # arms, seeds, sha256, reads, R0s, fits
     if any(d.startswith(CHANGED_READS) for d in diffs):  # which file is right is unknown: both fixes named
         fix += (f" if {RUNS_CSV} is the study's own; if it was edited since, "
-                f"{rebuild_runs_fix(path, study_dir)} instead")
+                f"{restore_runs_csv_fix(study_dir)} instead")
     lost = [a for a in (analysis.get("arms") or {}) if a not in csv]
     for arm in (a for a in (analysis.get("arms") or {}) if a in csv):
         gone = sorted(set(per_seed.get(arm, {})) - csv[arm])
@@ -519,11 +506,12 @@ def check_analysis_matches_runs(study_dir: Path, analysis: dict, per_seed: dict,
 
 def _damaged_runs(study_dir: Path, path: Path, cut: list, lost: list) -> str:
     """The error's part for a runs.csv that looks cut or damaged: what (``cut``: its cut lines, ``lost``: the arms
-    and runs ``analysis.json`` lists that it lacks) and how to get it back (:func:`rebuild_runs_fix`), said before any
+    and runs ``analysis.json`` lists that it lacks) and how to get it back
+    (:func:`~gradprobe.forecast.study_items.restore_runs_csv_fix`), said before any
     re-analysis, which would read the damaged file."""
     what = [f"cut: {name_short_lines(cut)}"] if cut else []
     what += [f"it lacks runs {ANALYSIS_JSON} lists: {', '.join(lost)}"] if lost else []
-    return (f"{path} looks cut or damaged ({'; '.join(what)}): first {rebuild_runs_fix(path, study_dir)}"
+    return (f"{path} looks cut or damaged ({'; '.join(what)}): first {restore_runs_csv_fix(study_dir)}"
             " (a re-analysis now would read the damaged file)")
 
 

@@ -29,8 +29,8 @@ HUGE_SHOWN = "1000000000...0000000000 (an integer of 401 digits, too large for a
 FIX = ("re-analyse the study with `gradprobe study {s}/plan.toml --analyze-only --overwrite-analysis --out {s}` "
        "(it rebuilds analysis.json from runs.csv)")
 # a shipped copy keeps no runs/: restore runs.csv from a copy (resuming would train every run again)
-REBUILD = ("restore {csv} from a copy of the study ({s} has no runs/ to rebuild it from: resuming the study "
-           "would train every run again)")
+REBUILD = ("restore it from a copy: {s} has no runs/ folder to rebuild it from (`gradprobe study PLAN --out DIR` "
+           "rewrites runs.csv from DIR/runs/ARM/seedS/metrics.jsonl)")
 BUDGET = "a finite number > 0 of generated tokens"
 ACCURACY = "an accuracy in points (a finite number in [0, 100]; null for a failed run)"
 BOOL = " (a boolean is never read as 1 or 0)"
@@ -127,7 +127,7 @@ def test_a_negative_runs_csv_seed_is_a_bad_cell_not_a_stale_analysis(tmp_path, c
     runs = study / "runs.csv"
     assert _rows_error(study, tmp_path, capsys) == (
         f"calib rows: error: {runs}, line 2, column 'seed': -1 is not a seed (a whole number >= 0 such as 0); "
-        + REBUILD.format(csv=runs, s=study))
+        + REBUILD.format(s=study))
     with pytest.raises(StudyFormatError, match=r"line 2, column 'seed': -1 is not a seed"):
         read_runs(study, ("arm", "seed"))
 
@@ -141,4 +141,4 @@ def test_a_bad_runs_csv_cell_of_a_run_the_analysis_lacks_is_blamed_on_runs_csv_n
     runs.write_text("".join(lines) + ",".join(cells))
     assert _rows_error(study, tmp_path, capsys) == (
         f"calib rows: error: {runs}, line {len(lines) + 1}, column 'generated_tokens': 'abc' is not a finite number "
-        "(an empty cell means missing); " + REBUILD.format(csv=runs, s=study))
+        "(an empty cell means missing); " + REBUILD.format(s=study))

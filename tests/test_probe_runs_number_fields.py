@@ -179,8 +179,8 @@ def _edit_runs(study: Path, line: int, column: str, value: str) -> None:
 
 
 # a shipped copy keeps no runs/: restore runs.csv from a copy (resuming would train every run again)
-REBUILD = ("restore {csv} from a copy of the study ({study} has no runs/ to rebuild it from: resuming the study "
-           "would train every run again)")
+REBUILD = ("restore it from a copy: {study} has no runs/ folder to rebuild it from (`gradprobe study PLAN --out "
+           "DIR` rewrites runs.csv from DIR/runs/ARM/seedS/metrics.jsonl)")
 
 
 @pytest.mark.parametrize("column, value, shown, what", [
@@ -195,7 +195,7 @@ def test_calib_rows_refuses_a_bad_runs_csv_cell_naming_the_line_and_column(tmp_p
     err = capsys.readouterr().err
     runs = study / "runs.csv"
     assert err == (f"calib rows: error: {runs}, line 6, column {column!r}: {shown} is not {what}; "
-                   + REBUILD.format(csv=runs, study=study) + "\n")  # was invalid literal / an OverflowError
+                   + REBUILD.format(study=study) + "\n")  # was invalid literal / an OverflowError
     assert not (tmp_path / "rows.csv").exists()
 
 

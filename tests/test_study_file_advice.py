@@ -115,11 +115,7 @@ def test_calib_names_the_runs_csv_fix_of_the_study(tmp_path, runs):
     with pytest.raises(StudyFormatError) as e:
         read_study_runs(study)
     csv = study / "runs.csv"
-    fix = (f"restore {csv} from a copy, or rebuild it from the study's run folders by resuming the study with "
-           f"`gradprobe study {study}/plan.toml --out {study}` (it rewrites runs.csv from every finished run's "
-           "metrics.jsonl; finished runs are not redone)" if runs else
-           f"restore {csv} from a copy of the study ({study} has no runs/ to rebuild it from: resuming the study "
-           "would train every run again)")
+    fix = _runs_fix(study, runs)  # gradprobe's own (restore_runs_csv_fix), as the curve reader's
     assert str(e.value) == (f"{csv}, line {i + 1}, column 'seed': 'True' is not a seed (a whole number >= 0 such as "
                             f"0); {fix}")
 

@@ -39,7 +39,7 @@ def _refusal(study: Path) -> str:
         build_rows(study)  # calib rows: refused before any forecast is read
     msg = str(e.value)
     assert msg.startswith(f"{study}: analysis.json does not match runs.csv (")
-    assert f"if it was edited since, restore {study}/runs.csv from a copy" in msg  # a changed read: both fixes
+    assert f"if it was edited since, restore it from a copy: {study} has no runs/ folder" in msg  # both fixes
     return msg
 
 

@@ -110,7 +110,7 @@ def test_without_per_item_results_the_stale_analysis_is_named_by_run_point_and_e
     msg = str(info.value)
     assert msg.startswith(f"{study}: analysis.json does not match runs.csv ({diffs[0]}); runs.csv changed after the "
                           "analysis: re-analyse the study with `gradprobe study --analyze-only --overwrite-analysis")
-    assert f"if it was edited since, restore {study}/runs.csv from a copy" in msg
+    assert f"if it was edited since, restore it from a copy: {study} has no runs/ folder" in msg
 
 
 def test_an_edited_initial_accuracy_is_named_by_seed(tmp_path):
