@@ -21,24 +21,32 @@ from .run_folder import study_above
 from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, RunConfig, TrainConfig
 
 __all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS", "too_small_message", "named_as_arguments",
-           "MAX_WHOLE_BUDGET"]
+           "MAX_WHOLE_BUDGET", "reachable_updates"]
 
 #: The largest budget of updates or generated tokens (a plan's ``[budget]``, ``--updates``, ``budget_tokens=``): an
 #: int64, what the ledger and the JSON readers hold (as :func:`gradprobe.token_counts.parse_token_count`'s maximum).
 MAX_WHOLE_BUDGET = 2**63 - 1
 
 
-def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
+def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig, *,
+                 max_new_tokens: int | None = None) -> None:
     """Refuse a ``[budget]`` that sets no budget, a non-positive one, or one smaller than one update of
     some arm (DESIGN.md: every budget buys updates; a token budget must cover B * G completions of one token);
     with ``budget.updates``, also a ``save_weights_at`` (``[train]`` or an arm's) listing updates past it.
 
+    ``max_new_tokens`` (``[sampling] max_new_tokens``, tokens per completion; None: not named) gives one update's
+    upper cost, B * G * max_new_tokens, in the token budget's message, as ``--budget-tokens``'s does
+    (:func:`shorten_budget`).
+
     Raises
     ------
     PlanError
-        Naming ``budget.KIND`` and the minimum (or, for ``updates`` and ``generated_tokens``, the maximum
-        :data:`MAX_WHOLE_BUDGET`); or the ``save_weights_at`` key, the updates past the
-        budget, the budget and the fix.
+        Naming ``budget.KIND``, the value and the fix in the plan (``[budget] KIND``): ``updates`` not a whole
+        number > 0 (give at least 1); ``generated_tokens`` below B * G of the arm with the largest B * G
+        (completions of one token each: a lower bound on one update's cost, given as such beside the upper cost
+        B * G * max_new_tokens; the budget kinds the plan does not set are offered instead); ``updates`` or
+        ``generated_tokens`` above :data:`MAX_WHOLE_BUDGET`; another kind not > 0; or the ``save_weights_at`` key,
+        the updates past the budget, the budget and the fix.
     """
     given = budget.given()
     if not given:
@@ -49,20 +57,20 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
         if getattr(budget, k) is not None and getattr(budget, k) > MAX_WHOLE_BUDGET:
             raise PlanError(f"budget.{k} = {echo_value(getattr(budget, k))} is above 2**63 - 1, the most a run "
                             f"records (an int64); give [budget] {k} at most {MAX_WHOLE_BUDGET}")
-    if budget.updates is not None and budget.updates < 1:
-        raise PlanError(f"budget.updates = {budget.updates} is smaller than one update; minimum: 1")
+    if budget.updates is not None and budget.updates < 1:  # as --updates 0 is refused (_check_override)
+        raise PlanError(f"budget.updates must be a whole number > 0 (a budget the run can spend), got "
+                        f"{budget.updates}; give [budget] updates at least 1 (one update)")
     if budget.updates is not None:
         _check_save_weights_at(budget.updates, arms, base)
     if budget.generated_tokens is not None:
         check_positive(budget.generated_tokens, "budget.generated_tokens")  # a sign error is named as one
-        for arm in arms.values():
-            t = dataclasses.replace(base, **arm.train)
-            minimum = t.prompts_per_update * t.group
-            if budget.generated_tokens < minimum:
-                raise PlanError(
-                    f"budget.generated_tokens = {budget.generated_tokens} is smaller than one update of arm "
-                    f"{arm.name!r}: B * G = {t.prompts_per_update} * {t.group} completions of at least one token "
-                    f"each; minimum: {minimum} (a realistic budget is many updates of B * G * mean length)")
+        sizes = {a.name: dataclasses.replace(base, **a.train) for a in arms.values()}
+        arm = max(sizes, key=lambda n: sizes[n].prompts_per_update * sizes[n].group)  # first of the largest B * G
+        b, g = sizes[arm].prompts_per_update, sizes[arm].group
+        if budget.generated_tokens < b * g:
+            others = _alternatives(_PLAN_NAMES, tuple(budget.given()))
+            raise PlanError(_below_one_update(f"budget.generated_tokens = {budget.generated_tokens}", arm, b, g,
+                                              max_new_tokens, "[budget] generated_tokens", others))
 
 
 def _check_save_weights_at(updates: int, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
@@ -137,8 +145,9 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
         own budget of that kind (the flags only shorten a run: lengthen it in the plan); a token budget below B x G
         (completions of one token each: a lower bound on one update's cost, which the message names, up to
         B x G x max_new_tokens; the other budget kinds not given are offered instead); or ``--updates N`` that the
-        token budget can never let the run reach (N updates cost at least N x B x G tokens), which would make the
-        one flag meaningless next to the other.
+        token budget T can never let the run reach (an update starts only while fewer than T tokens are spent and
+        costs at least B x G, so at most ceil(T / (B x G)) updates are made: :func:`reachable_updates`), which would
+        make the one flag meaningless next to the other; the message names that most.
     """
     unknown = sorted(set(overrides) - set(BUDGET_KINDS))
     if unknown:
@@ -157,32 +166,70 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
         raise PlanError(_too_few_tokens(run, tokens, names, tuple(given)))
     updates = given.get("updates")
     token_limit = given.get("generated_tokens", plan_budget.get("generated_tokens"))
-    if updates is not None and token_limit is not None and updates * minimum > token_limit:
-        source = (names["generated_tokens"].rstrip("=") if "generated_tokens" in given
-                  else "the plan's budget.generated_tokens")
-        raise PlanError(f"{_said(names, 'updates', int(updates))} conflicts with {source} = {token_limit:,g}: "
-                        f"{int(updates)} updates of arm {run.arm!r} cost at least {int(updates)} * {minimum} = "
-                        f"{int(updates) * minimum:,} tokens (B * G completions of one token or more), so the run "
-                        f"always stops on tokens first; give {names['updates']} at most {int(token_limit // minimum)} "
-                        f"or only one of the two")
+    if updates is not None and token_limit is not None and int(updates) > reachable_updates(int(token_limit), minimum):
+        raise PlanError(_unreachable_updates(run, int(updates), int(token_limit), names,
+                                             "generated_tokens" in given))
     kinds = {k: (int(v) if k in ("generated_tokens", "updates") else float(v)) for k, v in given.items()}
     budget = dataclasses.replace(run.budget, **kinds)
     record = {"flags": {BUDGET_FLAGS[k]: v for k, v in kinds.items()}, "plan_budget": plan_budget}
     return dataclasses.replace(run, budget=budget, budget_override=record)
 
 
+def reachable_updates(tokens: int, per_update: int) -> int:
+    """The most updates a run can make under a budget of ``tokens`` charged tokens when each update costs at least
+    ``per_update`` (B * G: completions of one token each): ceil(tokens / per_update). A run starts an update only
+    while fewer than ``tokens`` are spent (:func:`gradprobe.training.state.exhausted`: a kind is spent at
+    ``spent >= limit``), so update k + 1 starts after k cheapest updates iff k * per_update < tokens; the last one
+    may overshoot the budget. Reached only when every update costs ``per_update``; longer completions reach fewer.
+    Both arguments are positive ints (any size: exact integer arithmetic)."""
+    return -(-tokens // per_update)
+
+
+def _unreachable_updates(run: RunConfig, updates: int, tokens: int, names: dict, flag_given: bool) -> str:
+    """The error of an updates override that the token budget ``tokens`` never lets the run reach
+    (:func:`shorten_budget`: ``updates`` > :func:`reachable_updates`): after that many of the cheapest updates the
+    tokens are spent, so the run always stops on tokens before update ``updates``; the fix names the most updates
+    still reachable."""
+    b, g = run.train.prompts_per_update, run.train.group
+    most = reachable_updates(tokens, b * g)
+    source = names["generated_tokens"].rstrip("=") if flag_given else "the plan's budget.generated_tokens"
+    return (f"{_said(names, 'updates', updates)} conflicts with {source} = {tokens:,}: each update of arm "
+            f"{run.arm!r} costs at least B * G = {b} * {g} = {b * g:,} tokens (completions of one token or more) and "
+            f"an update starts only while fewer than {tokens:,} tokens are spent, so the run makes at most {most} "
+            f"update{'s' if most != 1 else ''} (at least {most} * {b * g:,} = {most * b * g:,} tokens spent after "
+            f"the last) and always stops on tokens before update {updates}; give {names['updates']} at most {most} "
+            f"({_reached_if(most, tokens)}) or only one of the two")
+
+
+def _reached_if(most: int, tokens: int) -> str:
+    """When update ``most`` (:func:`reachable_updates` of ``tokens``) starts: update 1 always does; a later one only if
+    the updates before it spent fewer than ``tokens`` (completions of about one token)."""
+    if most == 1:
+        return "update 1 always starts"
+    before = "update 1 spends" if most == 2 else f"the first {most - 1} updates spend"
+    return f"reached only if {before} fewer than {tokens:,} tokens: completions of about one token"
+
+
 def _too_few_tokens(run: RunConfig, tokens: int, names: dict, given: tuple[str, ...]) -> str:
-    """The error of a token override below B * G (:func:`shorten_budget`): B * G tokens is only a lower bound (one
-    completion of one token each), so the message gives it as "at least" beside what one update costs (B * G * the
-    mean completion length, at most B * G * max_new_tokens), and offers only the budget kinds not in ``given``."""
-    b, g, most_len = run.train.prompts_per_update, run.train.group, run.sampling.max_new_tokens
-    flag = names["generated_tokens"]
-    others = _alternatives(names, given)
-    return (f"{_said(names, 'generated_tokens', f'{tokens:,g}')} is smaller than one update of arm {run.arm!r}: B * G "
-            f"= {b} * {g} completions of at least one token each; give {flag} at least {b * g} (a lower bound "
-            f"only: one update costs about B * G * the mean completion length, up to {b} * {g} * "
-            f"max_new_tokens {most_len} = {b * g * most_len:,} rollout tokens, and a budget below update 1's cost "
-            f"stops after update 1; a useful run needs many updates)" + (f"; {others}" if others else ""))
+    """The error of a token override below B * G (:func:`shorten_budget`, :func:`_below_one_update`), offering only
+    the budget kinds not in ``given``."""
+    said = _said(names, 'generated_tokens', f'{tokens:,g}')
+    return _below_one_update(said, run.arm, run.train.prompts_per_update, run.train.group,
+                             run.sampling.max_new_tokens, names["generated_tokens"], _alternatives(names, given))
+
+
+def _below_one_update(said: str, arm: str, b: int, g: int, most_len: int | None, fix: str, others: str) -> str:
+    """A token budget (``said``: ``--budget-tokens 1``, ``budget.generated_tokens = 7``) below one update of ``arm``
+    (B * G = ``b`` * ``g``), to be raised through ``fix`` (``--budget-tokens``, ``[budget] generated_tokens``):
+    B * G tokens is only a lower bound (one completion of one token each), so it is given as "at least" beside what
+    one update costs (B * G * the mean completion length, at most B * G * max_new_tokens ``most_len``; None: not
+    named), then ``others`` (:func:`_alternatives`; "": none)."""
+    upper = (f", up to {b} * {g} * max_new_tokens {most_len} = {b * g * most_len:,} rollout tokens"
+             if most_len is not None else "")
+    return (f"{said} is smaller than one update of arm {arm!r}: B * G = {b} * {g} completions of at least one token "
+            f"each; give {fix} at least {b * g} (a lower bound only: one update costs about B * G * the mean "
+            f"completion length{upper}, and a budget below update 1's cost stops after update 1; a useful run needs "
+            f"many updates)" + (f"; {others}" if others else ""))
 
 
 def _override_range(kind: str) -> str:
@@ -309,6 +356,10 @@ _UNITS = {"generated_tokens": "tokens", "flops": "FLOPs"}
 def _cost(kind: str, cost: float) -> str:
     """Update 1's ``cost`` in ``kind``'s unit (:data:`_UNITS`), rounded up: ``"4,492 tokens"``."""
     return f"{math.ceil(cost):,} {_UNITS[kind]}"
+
+
+#: The plan's budget keys, as :func:`check_budget`'s messages name them where the command line names its flags
+_PLAN_NAMES = {k: f"[budget] {k}" for k in BUDGET_KINDS}
 
 
 def _alternatives(names: dict, kinds: tuple[str, ...]) -> str:

@@ -210,7 +210,7 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
     check_pool(task.pool, arms, sec["train"])
     if INITIAL in arms:
         raise PlanError(f"arm name {INITIAL!r} is reserved (the policy before training)")
-    check_budget(sec["budget"], arms, sec["train"])
+    check_budget(sec["budget"], arms, sec["train"], max_new_tokens=sec["sampling"].max_new_tokens)
     seeds = coerce(data.get("seeds", [0]), tuple[int, ...], "seeds")
     check_seeds(seeds)
     hyps = data.get("hypotheses", [])

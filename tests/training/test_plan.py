@@ -125,9 +125,10 @@ def test_unknown_arm_lists_the_arms(tmp_path):
 
 def test_budget_smaller_than_one_update_names_the_minimum(tmp_path):
     msg = _error(tmp_path, BASE.replace("generated_tokens = 600", "generated_tokens = 7"))
-    assert "minimum: 8" in msg and "B * G = 2 * 4" in msg  # the arm with the largest B * G
+    assert "give [budget] generated_tokens at least 8 (a lower bound only" in msg and "B * G = 2 * 4" in msg
+    assert "up to 2 * 4 * max_new_tokens 16 = 128 rollout tokens" in msg  # the arm with the largest B * G
     msg = _error(tmp_path, BASE.replace("generated_tokens = 600", "updates = 0"))
-    assert "minimum: 1" in msg
+    assert "got 0; give [budget] updates at least 1" in msg
     msg = _error(tmp_path, BASE.replace("generated_tokens = 600", ""))
     assert "at least one of generated_tokens, device_seconds, flops, updates" in msg
     msg = _error(tmp_path, BASE.replace("generated_tokens = 600", "device_seconds = -1.0"))

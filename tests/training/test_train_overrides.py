@@ -76,7 +76,9 @@ def test_budget_tokens_shortens_the_token_budget(plan, tmp_path, capsys):
     (["--budget-tokens", "500000"], "--budget-tokens 500,000 is more than the plan's budget.generated_tokens = 250,000"),
     (["--budget-tokens", "15"], "--budget-tokens 15 is smaller than one update of arm 'grpo': B * G = 4 * 4"),
     (["--updates", "20", "--budget-tokens", "100"],
-     "--updates 20 conflicts with --budget-tokens = 100: 20 updates of arm 'grpo' cost at least 20 * 16 = 320"),
+     "--updates 20 conflicts with --budget-tokens = 100: each update of arm 'grpo' costs at least B * G = 4 * 4 = 16 "
+     "tokens (completions of one token or more) and an update starts only while fewer than 100 tokens are spent, so "
+     "the run makes at most 7 updates (at least 7 * 16 = 112 tokens spent after the last)"),
     (["--updates", "20000"], "--updates 20000 conflicts with the plan's budget.generated_tokens = 250,000"),
 ])
 def test_bad_overrides_are_refused_naming_the_flag_before_anything_is_written(plan, tmp_path, capsys, flags, fragment):
