@@ -31,8 +31,8 @@ from . import __version__
 
 __all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "beyond_float", "OutputDirError",
            "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way", "dangling_link",
-           "prepare_output_dir", "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe",
-           "json_float", "versions", "PER_UPDATE_FIELDS", "per_update_problem", "read_probe_json"]
+           "link_loop", "prepare_output_dir", "write_bytes_atomic", "write_text_atomic", "write_json_atomic",
+           "json_safe", "json_float", "versions", "PER_UPDATE_FIELDS", "per_update_problem", "read_probe_json"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
 VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
@@ -50,7 +50,8 @@ class OutputDirError(OSError):
 
 def dangling_link(path) -> tuple[Path, str] | None:
     """The first of ``path`` and its parents (nearest first) that is a symbolic link to nothing (its target, or a
-    link of its chain, does not exist), with the target it names (``os.readlink``); None when there is none."""
+    link of its chain, does not exist, or the chain loops: ``a -> b -> a``, :func:`link_loop`), with the target it
+    names (``os.readlink``); None when there is none."""
     for p in [Path(path), *Path(path).parents]:
         if p.is_symlink() and not p.exists():
             try:
@@ -60,8 +61,44 @@ def dangling_link(path) -> tuple[Path, str] | None:
     return None
 
 
+def link_loop(link) -> list[str] | None:
+    """The chain of symbolic links from ``link`` round to the first one met twice (``['a', 'b', 'a']`` for
+    ``a -> b -> a``), as paths (normalized, relative ones joined to their link's folder); ``[str(link)]`` when
+    following ``link`` fails with ELOOP but no repeat is found within 40 links (a loop through a linked folder, or a
+    chain longer than the system follows); None when ``link`` does not loop (it resolves, or ends at a missing
+    target: a broken link). Never raises."""
+    try:
+        os.stat(link)
+        return None
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            return None
+    chain, seen, p = [], set(), os.path.normpath(str(link))
+    for _ in range(40):
+        chain.append(p)
+        key = os.path.normcase(os.path.abspath(p))
+        if key in seen:
+            return chain
+        seen.add(key)
+        try:
+            target = os.readlink(p)
+        except OSError:  # not a link: the loop runs through a linked folder above it
+            break
+        p = os.path.normpath(target if os.path.isabs(target) else os.path.join(os.path.dirname(p), target))
+    return [str(link)]
+
+
 def _dangling_fix(out: Path, link: Path, target: str) -> str:
-    """The message for output folder ``out`` under ``link``, a symbolic link to ``target``, which does not exist."""
+    """The message for output folder ``out`` under ``link``, a symbolic link to ``target``, which does not exist, or
+    which leads back to itself (a symlink loop, :func:`link_loop`: there is no folder to create, only the link to
+    remove or re-point)."""
+    loop = link_loop(link)
+    if loop is not None:
+        shown = " -> ".join(repr(x) for x in loop) if len(loop) > 1 else f"{str(link)!r} -> {target!r} -> ..."
+        return (f"{str(link)!r} is a symlink loop ({shown}: each link points to the next, so it "
+                f"leads to no folder, and none can be created through it): remove the link (rm {str(link)!r}) so "
+                f"that {str(out)!r} is created as a folder, or point it at an existing folder (ln -sfn FOLDER "
+                f"{str(link)!r}), or choose another --out")
     resolved = target if os.path.isabs(target) else os.path.join(os.path.dirname(link), target)
     return (f"{str(link)!r} is a symbolic link to {target!r}, which does not exist (a broken link): create the "
             f"folder it points to (mkdir -p {resolved!r}), or remove the link (rm {str(link)!r}) so that "
@@ -140,11 +177,15 @@ def refuse_file_in_the_way(out: Path) -> None:
     OutputDirError (errno ENOENT)
         ``out`` or a parent is a broken symbolic link (to nothing): the message names the link and its target, with
         the fix (create the target folder, or remove the link).
+    OutputDirError (errno ELOOP)
+        ``out`` or a parent is a symbolic link in a loop (``a -> b -> a``, :func:`link_loop`): the message says "a
+        symlink loop", names the chain, and the fix (remove the link or point it at an existing folder).
     """
     out = Path(out)
     broken = dangling_link(out)
     if broken is not None:
-        raise OutputDirError(errno.ENOENT, f"cannot create output folder {str(out)!r}: {_dangling_fix(out, *broken)}")
+        code = errno.ELOOP if link_loop(broken[0]) is not None else errno.ENOENT
+        raise OutputDirError(code, f"cannot create output folder {str(out)!r}: {_dangling_fix(out, *broken)}")
     for parent in [out, *out.parents]:
         if parent.exists() and not parent.is_dir():
             raise OutputDirError(errno.ENOTDIR, f"cannot create output folder {str(out)!r}: {str(parent)!r} is a "
