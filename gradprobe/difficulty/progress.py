@@ -1,12 +1,11 @@
 """The progress of ``rank-prompts`` and ``difficulty-eval`` building their pool (the task builds it in one call):
-:func:`pool_problems` shows a bar with the total, rate and ETA where the pool's size is known in advance and its items
-can be counted as they are made, and :func:`building`, the elapsed seconds only, where not. Imports tqdm only when
-shown; no torch, pandas or scipy."""
+:func:`pool_problems` shows a bar with the total, rate and ETA where the task reports its progress through the public
+hook of :class:`gradprobe.tasks.base.Task` (``progress_unit``, ``report_progress``) and the pool's size is known, and
+:func:`building`, the elapsed seconds only, where not. Imports tqdm only when shown; no torch, pandas or scipy."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 from typing import Iterator
 
@@ -21,6 +20,14 @@ def building(desc: str, progress: bool) -> Iterator[None]:
     if not progress:
         yield
         return
+    with _elapsed_bar(desc):
+        yield
+
+
+@contextlib.contextmanager
+def _elapsed_bar(desc: str):
+    """:func:`building`'s line, yielded: a tqdm bar of total None showing ``desc: {elapsed}``, refreshed every second
+    by a daemon thread, closed (the thread stopped first) when the body ends."""
     from tqdm.auto import tqdm
 
     bar = tqdm(total=None, desc=desc, bar_format="{desc}: {elapsed}", leave=False)
@@ -33,7 +40,7 @@ def building(desc: str, progress: bool) -> Iterator[None]:
     thread = threading.Thread(target=tick, daemon=True)
     thread.start()
     try:
-        yield
+        yield bar
     finally:
         stop.set()
         thread.join()
@@ -43,21 +50,26 @@ def building(desc: str, progress: bool) -> Iterator[None]:
 def pool_problems(task, n: int, *, seed: int, desc: str, progress: bool) -> list:
     """``task.problems("train", n, seed=seed)``, its progress shown on stderr (tqdm) when ``progress``.
 
-    Where the pool's size is known in advance a bar shows done / total, rate and ETA:
+    The task reports its progress through its public hook (:attr:`gradprobe.tasks.base.Task.progress_unit`,
+    :meth:`~gradprobe.tasks.base.Task.report_progress`), which this sets for the call (``task.on_progress``, on the
+    task itself or, inside a wrapper such as few-shot prompts, on the wrapped task) and removes after:
 
-    * a reasoning-gym task (:class:`gradprobe.tasks.reasoning_gym.ReasoningGymTask`, also inside a few-shot wrapper):
-      the train pool is exactly ``n`` procedurally generated items, counted as each is made. Counted are only the
-      items of the pool itself: a ``_make`` of split ``"train"`` with the data seed ``seed``, at most ``n`` of them.
-      A few-shot wrapper (:class:`gradprobe.tasks.fewshot.FewShotTask`) makes its K + 8 example candidates with the
-      same ``_make`` but with :data:`~gradprobe.tasks.fewshot.FEWSHOT_SEED`, so they are not counted (and were the
-      data seed that very seed, the cap at ``n`` still ends the bar at ``(n, n)``);
-    * a JSONL data task (:class:`gradprobe.tasks.dataset.DatasetTask`, ``kind="jsonl"``): the total is the file's
-      line count (a byte count of newlines, read before parsing: cheap next to the JSON parse, plus 1 for a last line
-      without a final newline, which the parse reads too), the lines counted as they are parsed; a file already read
-      by this task is not read again (the bar then stays at 0).
+    * unit ``"prompt"`` (a reasoning-gym task, :class:`gradprobe.tasks.reasoning_gym.ReasoningGymTask`, also inside a
+      few-shot wrapper): the train pool is exactly ``n`` items; the bar shows done / n, rate and ETA, counting only
+      the items of the pool itself: those reported for split ``"train"`` and the data seed ``seed`` (or with no
+      split and seed), at most ``n`` of them. A few-shot wrapper (:class:`gradprobe.tasks.fewshot.FewShotTask`) makes
+      its K + 8 example candidates with :data:`~gradprobe.tasks.fewshot.FEWSHOT_SEED`, so they are not counted (and
+      were the data seed that very seed, the cap at ``n`` still ends the bar at ``(n, n)``);
+    * unit ``"line"`` (a JSONL data task, :class:`gradprobe.tasks.dataset.DatasetTask` ``kind="jsonl"``, or local
+      GSM8K): the total is the lines of the files read (:func:`gradprobe.tasks.base.file_lines`, counted before the
+      parse: cheap next to it), the lines counted as they are parsed; a file already read by this task is not read
+      again (the bar then stays at 0);
+    * unit ``"row"`` (a hub dataset, ``hf:NAME``, or GSM8K's hub copy): the elapsed seconds until the loaded split
+      tells its length (``len(ds)``), then done / total, rate and ETA over its rows as they are parsed; a split
+      without a length (a streamed dataset) keeps the elapsed seconds.
 
-    Elsewhere (a hub dataset, GSM8K, a plug-in task: the size or the progress is not known before the task returns)
-    the line shows the elapsed seconds only (:func:`building`).
+    Elsewhere (a task with no ``progress_unit``: a plug-in task that does not report) the line shows the elapsed
+    seconds only (:func:`building`).
 
     Parameters
     ----------
@@ -76,84 +88,73 @@ def pool_problems(task, n: int, *, seed: int, desc: str, progress: bool) -> list
     list of Problem
         What ``task.problems`` returns; its errors propagate (the bar is closed first).
     """
-    hooks = _count_hooks(task) if progress else None
-    if not hooks:
+    reporter = _reporter(task) if progress else None
+    if reporter is None:
         with building(desc, progress):
             return task.problems("train", n, seed=seed)
+    unit = reporter.progress_unit
+    if unit == "row":
+        with _elapsed_bar(desc) as bar:
+            with _listening(reporter, _hook(bar, unit, seed)):
+                return task.problems("train", n, seed=seed)
     from tqdm.auto import tqdm
 
-    kind, target = hooks
-    bar = tqdm(total=n if kind == "items" else None, desc=desc, unit="prompt" if kind == "items" else "line",
-               leave=False)
+    bar = tqdm(total=n if unit == "prompt" else None, desc=desc, unit=unit, leave=False)
     try:
-        with _counting(target, kind, bar, seed=seed):
+        with _listening(reporter, _hook(bar, unit, seed)):
             return task.problems("train", n, seed=seed)
     finally:
         bar.close()
 
 
-def _count_hooks(task):
-    """(kind, object) of a task whose pool can be counted as it is built (:func:`pool_problems`), or None."""
-    from ..tasks.dataset import DatasetTask
-    from ..tasks.reasoning_gym import ReasoningGymTask
+def _reporter(task):
+    """The task that reports the building of ``task``'s pool (its ``progress_unit`` one of
+    :data:`~gradprobe.tasks.base.PROGRESS_UNITS`): ``task`` itself, or the task a wrapper holds as ``task.task``
+    (few-shot prompts: the wrapper builds its wrapped task's pool, one problem each); None when none reports."""
+    from ..tasks.base import PROGRESS_UNITS
 
-    for _ in range(8):  # a wrapper (few-shot prompts) builds its wrapped task's pool, one problem each
-        if isinstance(task, (ReasoningGymTask, DatasetTask)) or getattr(task, "task", None) is None:
-            break
-        task = task.task
-    if isinstance(task, ReasoningGymTask):
-        return "items", task
-    if isinstance(task, DatasetTask) and task.kind == "jsonl":
-        return "lines", task
+    for _ in range(8):
+        if getattr(task, "progress_unit", None) in PROGRESS_UNITS:
+            return task
+        task = getattr(task, "task", None)
+        if task is None:
+            return None
     return None
 
 
+def _hook(bar, unit: str, pool_seed: int):
+    """The ``on_progress`` hook of a pool of data seed ``pool_seed`` (:func:`pool_problems`): reports of another split
+    or seed are not the pool's; ``total`` adds to a ``line`` or ``row`` bar's total (a ``row`` bar turns from the
+    elapsed seconds to done / total at its first); ``done`` advances the bar, a ``prompt`` bar at most to n."""
+    def on_progress(done: int = 0, total=None, split=None, seed=None):
+        if split not in (None, "train") or seed not in (None, pool_seed):
+            return
+        if total is not None and unit != "prompt":
+            with bar.get_lock():  # the elapsed line's thread refreshes it too
+                if unit == "row" and getattr(bar, "bar_format", None) is not None:  # a disabled bar has none
+                    bar.bar_format, bar.unit = None, "row"
+                bar.total = (bar.total or 0) + total
+                bar.refresh()
+        if unit == "prompt":
+            done = min(done, bar.total - bar.n)
+        if done > 0:
+            bar.update(done)
+    return on_progress
+
+
 @contextlib.contextmanager
-def _counting(task, kind: str, bar, *, seed: int) -> Iterator[None]:
-    """While the body runs, ``bar`` counts the items ``task`` makes (``items``: each :meth:`_make` of a reasoning-gym
-    task for the train pool of data seed ``seed``, up to ``bar.total``: not a few-shot wrapper's examples, made with
-    another seed) or the lines it parses (``lines``: a JSONL file's total set as it is opened); the task's own methods
-    are restored after (instance attributes only: the class is not touched)."""
-    own = dict(task.__dict__)
-    if kind == "items":
-        make = task._make
-
-        @functools.wraps(make)
-        def counted_make(*args, **kwargs):
-            problem = make(*args, **kwargs)
-            split, item_seed = (*args, None, None)[:2]  # _make(split, seed, index, item, rg_seed)
-            split, item_seed = kwargs.get("split", split), kwargs.get("seed", item_seed)
-            if split == "train" and item_seed == seed and bar.n < bar.total:
-                bar.update(1)
-            return problem
-
-        task._make = counted_make
-    else:
-        read, parse = task._read_file, task._parse
-
-        def counted_read(file):
-            lines, last = 0, b"\n"
-            with open(file, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    lines, last = lines + chunk.count(b"\n"), chunk[-1:]
-            lines += last != b"\n"  # a last line without a final newline (the parse reads it as a row too)
-            bar.total = (bar.total or 0) + lines
-            bar.refresh()
-            return read(file)
-
-        def counted_parse(records, *args, **kwargs):
-            def rows():
-                for record in records:
-                    yield record
-                    bar.update(1)
-            return parse(rows(), *args, **kwargs)
-
-        task._read_file, task._parse = counted_read, counted_parse
+def _listening(task, hook) -> Iterator[None]:
+    """``task.on_progress`` is ``hook`` while the body runs, and what it was after (an instance attribute only: the
+    class is not touched)."""
+    own = task.__dict__.get("on_progress", _UNSET)
+    task.on_progress = hook
     try:
         yield
     finally:
-        for name in ("_make", "_read_file", "_parse"):
-            if name in own:
-                task.__dict__[name] = own[name]
-            else:
-                task.__dict__.pop(name, None)
+        if own is _UNSET:
+            task.__dict__.pop("on_progress", None)
+        else:
+            task.on_progress = own
+
+
+_UNSET = object()

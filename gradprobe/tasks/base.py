@@ -41,6 +41,9 @@ __all__ = [
     "warn_repeated_train_prompts",
     "no_rows_error",
     "check_seed",
+    "PROGRESS_UNITS",
+    "file_lines",
+    "known_length",
 ]
 
 SPLITS = ("train", "heldout")
@@ -267,11 +270,48 @@ def no_rows_error(file, example: str) -> DatasetFormatError:
                               f"{example}; add rows to it (or give another file)")
 
 
+#: The units in which a task reports the building of a pool (:attr:`Task.progress_unit`, :meth:`Task.report_progress`).
+PROGRESS_UNITS = ("prompt", "line", "row")
+
+
+def file_lines(file) -> int:
+    """The lines of ``file`` as a JSONL reader sees them: its newline bytes, plus 1 for a last line without a final
+    newline (which is read as a row too); 0 for an empty file. Read in 1 MiB chunks (cheap next to a JSON parse).
+
+    Raises
+    ------
+    OSError
+        ``file`` cannot be read.
+    """
+    lines, last = 0, b"\n"
+    with open(file, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            lines, last = lines + chunk.count(b"\n"), chunk[-1:]
+    return lines + (last != b"\n")
+
+
+def known_length(ds) -> int | None:
+    """The rows of a loaded hub split or any sized sequence of rows (``len(ds)``, a ``datasets.Dataset``'s
+    ``num_rows``), or None when it cannot tell (a streamed ``datasets.IterableDataset`` has no length). Raises
+    nothing."""
+    try:
+        return int(len(ds))
+    except TypeError:
+        rows = getattr(ds, "num_rows", None)
+        return rows if isinstance(rows, int) and not isinstance(rows, bool) else None
+
+
 class Task(abc.ABC):
     """Abstract task: problems for two disjoint splits and an exact-match score.
 
     Subclasses implement :meth:`problems`; :meth:`score` and
     :meth:`format_rate` use :mod:`gradprobe.tasks.verify`.
+
+    Progress: a task may say how far the building of a training pool has got (``gradprobe rank-prompts`` and
+    ``difficulty-eval`` show it as a bar with a total and ETA: :func:`gradprobe.difficulty.progress.pool_problems`).
+    It sets :attr:`progress_unit` and calls :meth:`report_progress` from its :meth:`problems` as items are made or
+    rows read; the builder sets :attr:`on_progress` on the task for the one ``problems("train", n, seed=...)`` call
+    and removes it after. A task that leaves :attr:`progress_unit` None gets the elapsed seconds only.
 
     Attributes
     ----------
@@ -280,10 +320,58 @@ class Task(abc.ABC):
     numeric_answers : bool
         True when every gold answer is a number; then :meth:`format_rate`
         requires a number (or a LaTeX expression) after ``####``.
+    progress_unit : {"prompt", "line", "row"} or None
+        What :meth:`report_progress` counts while a pool is built (:data:`PROGRESS_UNITS`): ``"prompt"``: the n
+        problems of ``problems("train", n, seed=s)``, each reported as it is made (``done=1`` with its ``split`` and
+        ``seed``); the total, n, is known before. ``"line"``: the lines of the files read, each file's line count
+        reported when it is opened (``total=``, :func:`file_lines`), each line as it is parsed (``done=1``).
+        ``"row"``: the rows of a loaded dataset, their number reported once it is loaded (``total=``; not reported
+        when the dataset cannot tell it), each row as it is parsed. None (default): nothing is reported.
+    on_progress : callable or None
+        The hook :meth:`report_progress` calls, ``on_progress(done=int, total=int|None, split=str|None,
+        seed=int|None)``;
+        None (default) except while a pool's builder has set it.
     """
 
     name: str = "task"
     numeric_answers: bool = False
+    progress_unit: str | None = None
+    on_progress = None
+
+    def report_progress(self, done: int = 0, *, total: int | None = None, split: str | None = None,
+                        seed: int | None = None) -> None:
+        """Tell the pool's builder (:attr:`on_progress`) that ``done`` more items were made or rows parsed, and that
+        ``total`` more are to come (in :attr:`progress_unit`); nothing when no builder listens.
+
+        Parameters
+        ----------
+        done : int
+            Items made or rows parsed since the last report (>= 0).
+        total : int, optional
+            Rows or lines newly known to come (>= 0: an empty file's 0 too; ``"line"`` and ``"row"`` units only);
+            None (default): no news of the total.
+        split, seed : optional
+            The ``problems`` request the items are made for: the builder counts only those of its own request
+            (``"train"`` and its data seed; a few-shot wrapper's examples, made with
+            :data:`~gradprobe.tasks.fewshot.FEWSHOT_SEED`, are not the pool's). None: any request.
+
+        Raises nothing itself; what the hook raises propagates.
+        """
+        hook = self.on_progress
+        if hook is not None:
+            hook(done=done, total=total, split=split, seed=seed)
+
+    def reported_rows(self, records):
+        """``records`` (an iterable of rows being parsed), each reported with ``done=1`` (:meth:`report_progress`)
+        once the parser asks for the next one; ``records`` itself when no builder listens (:attr:`on_progress`)."""
+        if self.on_progress is None:
+            return records
+
+        def rows():
+            for record in records:
+                yield record
+                self.report_progress(1)
+        return rows()
 
     def __init_subclass__(cls, **kwargs):
         """A subclass's own :meth:`problems` checks ``seed`` first (:func:`check_seed`): a negative or NaN seed is

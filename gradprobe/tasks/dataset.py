@@ -81,8 +81,8 @@ from pathlib import Path
 import numpy as np
 
 from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
-                                  decoded_rows, drop_train_prompts, no_rows_error, relative_note,
-                                  removed_heldout_note, warn_repeated_train_prompts)
+                                  decoded_rows, drop_train_prompts, file_lines, known_length, no_rows_error,
+                                  relative_note, removed_heldout_note, warn_repeated_train_prompts)
 # column mapping and prompt formats live in gradprobe.tasks.columns; re-exported here (MAPPING_KEYS, _prompt_text too)
 from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, VERIFIERS, PromptText, _fix,
                                      _prompt_text, gold_answer, parse_dataset_spec, read_gold, read_prompt,
@@ -184,6 +184,11 @@ class DatasetTask(Task):
     train_size : int, optional
         Use at most this many training rows (a plan's ``pool``).
 
+    Progress (:meth:`~gradprobe.tasks.base.Task.report_progress`): a JSONL source reports in ``"line"`` units (each
+    file's line count when it is opened, each line as it is parsed); a hub dataset in ``"row"`` units (its length
+    once loaded, when it has one: :func:`known_length`, each row as it is parsed). A split already read is not read
+    again, so it reports nothing.
+
     Raises
     ------
     TaskConfigError
@@ -223,6 +228,7 @@ class DatasetTask(Task):
         self.skip_malformed = bool(skip_malformed)
         self.train_size = None if train_size is None else int(train_size)
         self.skipped = 0
+        self.progress_unit = "line" if kind == "jsonl" else "row"
         self._rows: dict[str, list[Problem]] = {}
         self._warned_repeats = False
         if kind == "jsonl":
@@ -268,6 +274,7 @@ class DatasetTask(Task):
         out, m = [], None
         if columns is not None:
             m = self._resolve_mapping(columns, where)
+        records = self.reported_rows(records)  # each row reported as parsed (a pool's progress)
         for line, raw in decoded_rows(records, lambda line, why: self._bad_row(where, line, why)):
             if isinstance(raw, str):
                 if not raw.strip():
@@ -313,6 +320,8 @@ class DatasetTask(Task):
 
     def _read_file(self, file: Path) -> list[Problem]:
         skipped = self.skipped
+        if self.on_progress is not None:  # a pool's builder listens: the file's lines are its total
+            self.report_progress(total=file_lines(file))
         with open(file, "rb") as fh:  # bytes: a row that is not UTF-8 is a malformed row (decode_row)
             rows = self._parse(enumerate(fh, start=1), str(file), file.stem)
         if not rows and self.skipped == skipped:  # no row at all: not a split too small for the request
@@ -350,6 +359,7 @@ class DatasetTask(Task):
                                   f"one of its splits" + (", or heldout_split=none to hold out a share of train"
                                                           if key == "heldout_split" else "")) from err
         where = f"{self.name}[{split}]"
+        self.report_progress(total=known_length(ds))  # a pool's total where the split knows its length
         return self._parse(enumerate(ds, start=1), where, f"{Path(self.source).name}/{split}",
                            columns=list(ds.column_names))
 

@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
-                                  decoded_rows, drop_train_prompts, no_rows_error, relative_note,
-                                  removed_heldout_note, warn_repeated_train_prompts)
+                                  decoded_rows, drop_train_prompts, file_lines, known_length, no_rows_error,
+                                  relative_note, removed_heldout_note, warn_repeated_train_prompts)
 from gradprobe.tasks.verify import drop_thousands_separators, numeric_gold
 
 __all__ = ["GSM8KTask", "gold_from_solution"]
@@ -95,6 +95,9 @@ class GSM8KTask(Task):
     heldout_fraction : float, default 0.2
         Single-file source only: share of rows put in heldout.
 
+    Progress (:meth:`~gradprobe.tasks.base.Task.report_progress`): local JSONL in ``"line"`` units (each file's line
+    count when opened, each line as parsed), the hub copy in ``"row"`` units (its length once loaded).
+
     Raises
     ------
     FileNotFoundError
@@ -112,6 +115,7 @@ class GSM8KTask(Task):
         self.skip_malformed = skip_malformed
         self.heldout_fraction = heldout_fraction
         self.skipped = 0
+        self.progress_unit = "row" if path is None else "line"
         self._rows: dict[str, list[Problem]] = {}
         self._warned_repeats = False
         if not 0.0 < heldout_fraction < 1.0:
@@ -142,6 +146,7 @@ class GSM8KTask(Task):
     def _parse(self, records, where: str, stem: str) -> list[Problem]:
         """Validate ``(line_number, raw)`` pairs; raw is a JSON string or a dict."""
         out = []
+        records = self.reported_rows(records)  # each row reported as parsed (a pool's progress)
         for line, raw in decoded_rows(records, lambda line, why: self._bad_row(where, line, why)):
             if isinstance(raw, str):
                 if not raw.strip():
@@ -177,6 +182,8 @@ class GSM8KTask(Task):
 
     def _read_file(self, file: Path) -> list[Problem]:
         skipped = self.skipped
+        if self.on_progress is not None:  # a pool's builder listens: the file's lines are its total
+            self.report_progress(total=file_lines(file))
         with open(file, "rb") as fh:  # bytes: a row that is not UTF-8 is a malformed row (decode_row)
             rows = self._parse(enumerate(fh, start=1), str(file), file.stem)
         if not rows and self.skipped == skipped:  # no row at all: not a split too small for the request
@@ -192,6 +199,7 @@ class GSM8KTask(Task):
                 "(pip install datasets), or use 'gsm8k:PATH' with local JSONL"
             ) from err
         ds = datasets.load_dataset(HUB_ID, "main", split=hub_split)
+        self.report_progress(total=known_length(ds))  # a pool's total where the split knows its length
         return self._parse(enumerate(ds, start=1), f"{HUB_ID}:{hub_split}", hub_split)
 
     def _load(self, which: str) -> list[Problem]:

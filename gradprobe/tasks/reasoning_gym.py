@@ -85,7 +85,12 @@ class ReasoningGymTask(Task):
     ValueError
         ``name`` is not registered (use :func:`gradprobe.tasks.load_task` for
         the error that lists the valid names).
+
+    Progress (:attr:`~gradprobe.tasks.base.Task.progress_unit` ``"prompt"``): each problem made is reported with its
+    split and data seed (:meth:`~gradprobe.tasks.base.Task.report_progress`); a train pool of n is n of them.
     """
+
+    progress_unit = "prompt"
 
     def __init__(self, name: str, *, train_size: int | None = None, **config):
         from reasoning_gym.factory import DATASETS
@@ -128,12 +133,14 @@ class ReasoningGymTask(Task):
         tag = f"{split}/{index}" if seed == 0 else f"{split}/s{seed}/{index}"
         meta = json.loads(json.dumps(item.get("metadata", {}), default=str))
         meta.update(rg_seed=rg_seed, rg_index=index, split=split)
-        return Problem(
+        problem = Problem(
             id=f"{self.name}/{tag}",
             question=item["question"],
             answer=str(item["answer"]),
             metadata=meta,
         )
+        self.report_progress(1, split=split, seed=seed)  # one item of the request (split, seed) made
+        return problem
 
     def problems(self, split: str, n: int, *, seed: int = 0) -> list[Problem]:
         """Return ``n`` generated problems of ``split`` (see the module docstring).

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from gradprobe.difficulty.progress import pool_problems
-from gradprobe.tasks import load_task
+from gradprobe.tasks import Problem, Task, load_task
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_a_reasoning_gym_pool_shows_its_total_and_eta(captured):
     # done/total [elapsed<ETA
     bar = r"rank-prompts: building the pool of 7 prompts: +\d+%\|[^|]*\| *\d/7 \[[\d:]+<[\d:?]+"
     assert re.search(bar, shown), shown
-    assert "_make" not in vars(task)  # the counting hook is removed again
+    assert "on_progress" not in vars(task)  # the counting hook is removed again
 
 
 def test_a_few_shot_wrapper_counts_its_wrapped_tasks_items(captured):
@@ -62,7 +62,7 @@ def test_a_jsonl_pool_counts_the_files_lines(captured, tmp_path):
     got = pool_problems(task, 5, seed=0, desc="difficulty-eval: building the pool of 5 prompts", progress=True)
     assert len(got) == 5 and [(b.total, b.n) for b in bars] == [(20, 20)]
     assert re.search(r"building the pool of 5 prompts: +100%\|[^|]*\| *20/20 ", err.getvalue()), err.getvalue()
-    assert not {"_read_file", "_parse"} & set(vars(task))
+    assert "on_progress" not in vars(task)
 
 
 def test_an_unknown_size_keeps_the_elapsed_seconds(captured):
@@ -81,7 +81,7 @@ def test_no_progress_shows_nothing(captured):
     err, bars = captured
     task = load_task("chain_sum:max_digits=1")
     assert len(pool_problems(task, 3, seed=0, desc="pool", progress=False)) == 3
-    assert bars == [] and err.getvalue() == "" and "_make" not in vars(task)
+    assert bars == [] and err.getvalue() == "" and "on_progress" not in vars(task)
 
 
 def test_a_few_shot_wrappers_examples_are_not_counted(captured):
@@ -92,7 +92,7 @@ def test_a_few_shot_wrappers_examples_are_not_counted(captured):
     got = pool_problems(task, 10, seed=0, desc="pool", progress=True)
     assert len(got) == 10 and len(task._candidates) >= 3  # the examples were made during the call
     assert [(b.n, b.total) for b in bars] == [(10, 10)]
-    assert "_make" not in vars(task.task)
+    assert "on_progress" not in vars(task.task)
 
 
 def test_a_few_shot_pool_whose_data_seed_is_the_examples_seed_still_ends_at_n(captured):
@@ -118,3 +118,81 @@ def test_a_jsonl_files_last_line_without_a_newline_is_counted(captured, tmp_path
         except ValueError:  # the empty file has no row
             assert name == "empty"
     assert [(b.n, b.total) for b in bars] == [(20, 20), (20, 20), (21, 21), (0, 0)]
+
+
+class _Counted(Task):
+    """A plug-in task that reports through the public hook only (Task.progress_unit, Task.report_progress): each
+    problem as it is made, with its request's split and seed; ``extra`` more of another seed (a wrapper's examples)."""
+
+    name = "counted"
+    progress_unit = "prompt"
+
+    def __init__(self, extra: int = 0):
+        self.extra = extra
+
+    def problems(self, split, n, *, seed=0):
+        out = []
+        for i in range(n):
+            out.append(Problem(id=f"counted/{split}/{i}", question=f"what is {i} + 1?", answer=str(i + 1)))
+            self.report_progress(1, split=split, seed=seed)
+        for _ in range(self.extra):
+            self.report_progress(1, split=split, seed=seed + 1)
+            self.report_progress(1, split="heldout", seed=seed)
+        return out
+
+
+def test_a_plug_in_task_that_reports_through_the_public_hook_gets_a_total(captured):
+    """Before, only reasoning-gym and JSONL tasks were counted (their private methods wrapped), so a plug-in task
+    showed the elapsed seconds; one that reports through Task.report_progress now gets done / total and ETA, counting
+    only the reports of the pool's own request (split "train", its data seed)."""
+    err, bars = captured
+    task = _Counted(extra=3)
+    got = pool_problems(task, 6, seed=2, desc="pool", progress=True)
+    assert [p.id for p in got] == [f"counted/train/{i}" for i in range(6)]
+    assert [(b.n, b.total) for b in bars] == [(6, 6)]
+    assert re.search(r"pool: +100%\|[^|]*\| *6/6 \[", err.getvalue()), err.getvalue()
+    assert "on_progress" not in vars(task) and task.on_progress is None
+
+
+def test_a_plug_in_task_reporting_lines_announces_its_total(captured):
+    """Unit "line": the task announces the lines it will read (total=) and reports each one parsed."""
+    err, bars = captured
+
+    class Lines(_Counted):
+        progress_unit = "line"
+
+        def problems(self, split, n, *, seed=0):
+            self.report_progress(total=12)
+            for _ in range(12):
+                self.report_progress(1)
+            return [Problem(id=f"l/{i}", question=str(i), answer="1") for i in range(n)]
+
+    assert len(pool_problems(Lines(), 4, seed=0, desc="pool", progress=True)) == 4
+    assert [(b.n, b.total) for b in bars] == [(12, 12)]
+    assert re.search(r"pool: +100%\|[^|]*\| *12/12 \[[^\]]*line/s\]", err.getvalue()), err.getvalue()
+
+
+def test_a_hook_that_fails_leaves_the_task_without_it(captured):
+    """The task's errors propagate and the hook is removed again (an instance attribute only: the class keeps None)."""
+    err, bars = captured
+
+    class Failing(_Counted):
+        def problems(self, split, n, *, seed=0):
+            self.report_progress(1, split=split, seed=seed)
+            raise ValueError("no rows")
+
+    task = Failing()
+    with pytest.raises(ValueError, match="no rows"):
+        pool_problems(task, 3, seed=0, desc="pool", progress=True)
+    assert [(b.n, b.total) for b in bars] == [(1, 3)] and "on_progress" not in vars(task)
+
+
+def test_a_local_gsm8k_pool_counts_its_files_lines(captured, tmp_path):
+    """GSM8K from a local JSONL file showed the elapsed seconds only; it reports its lines as a JSONL task does."""
+    err, bars = captured
+    path = tmp_path / "gsm.jsonl"
+    path.write_text("".join(json.dumps({"question": f"q{i}?", "answer": f"{i} + 1\n#### {i + 1}"}) + "\n"
+                            for i in range(15)))
+    task = load_task(f"gsm8k:{path}")
+    assert len(pool_problems(task, 4, seed=0, desc="pool", progress=True)) == 4
+    assert [(b.n, b.total) for b in bars] == [(15, 15)]
