@@ -297,7 +297,7 @@ def _scores(p, target, group_size: int, resamples: int, level: float, seed: int)
     return {"brier": brier_score(p, target), "auc": auc_score(p, target), "spearman_rho": spearman_rho(p, e),
             **{f"{k}_interval": boot[k] for k in ("brier", "auc", "spearman_rho")},
             "undefined_resamples": boot["undefined"], "mean_p": float(np.mean(p)),
-            "reliability": reliability_bins(p, target), "flat_auc": flat_group_auc(p, target, group_size),
+            "reliability": reliability_bins(p, target), "flat_auc": boot["flat_auc_point"],  # flat_group_auc's
             "flat_auc_interval": boot["flat_auc"], "flat_auc_interval_reason": boot["flat_auc_reason"]}
 
 

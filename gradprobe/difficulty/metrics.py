@@ -177,12 +177,21 @@ def flat_group_auc(p, y, group_size: int) -> dict:
     if group_size > y.shape[1]:
         raise ValueError(f"group_size ({group_size}) exceeds the {y.shape[1]} target outcomes per prompt, so no "
                          f"group is complete; lower group_size or sample more completions")
+    return _flat_scored(p, y, group_size)[0]
+
+
+def _flat_scored(p: np.ndarray, y: np.ndarray, group_size: int) -> tuple[dict, dict]:
+    """One scoring of the flat groups, for :func:`flat_group_auc` and the bootstrap (:func:`_flat_groups`): (its
+    dict, {kind: (rows (N,), labels (N,) 0/1 float64, reason of the point AUC or None, scores (N,))}), each group's
+    prompt row, realized label and score (p^G, (1 - p)^G, p^G + (1 - p)^G); p (M,) and y (M, K) float64, G checked."""
     rows, ones, zeros = flat_group_outcomes(y, group_size)
     q = p[rows]
     pc, pw = q ** group_size, (1 - q) ** group_size
-    return {"group_size": int(group_size), "groups": int(rows.size),
-            "all_correct": binary_auc(ones, pc), "all_wrong": binary_auc(zeros, pw),
-            "flat": binary_auc(ones | zeros, pc + pw)}
+    point, groups = {"group_size": int(group_size), "groups": int(rows.size)}, {}
+    for kind, labels, scores in (("all_correct", ones, pc), ("all_wrong", zeros, pw), ("flat", ones | zeros, pc + pw)):
+        point[kind] = binary_auc(labels, scores)
+        groups[kind] = (rows, labels.astype(np.float64), point[kind]["reason"], scores)
+    return point, groups
 
 
 def spearman_rho(p, e) -> float | None:
@@ -270,7 +279,8 @@ def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: floa
         With ``group_size``, also ``flat_auc``: {``all_correct``, ``all_wrong``, ``flat``: [lo, hi] or None, by the
         same rule}, ``flat_auc_reason``: {kind: None, or why the interval is None: the point AUC's own
         :func:`binary_auc` reason (e.g. one class only) when it is undefined, else how many resamples left it
-        undefined}, and ``undefined["flat_auc"]``: {kind: resamples where it was not defined}.
+        undefined}, ``undefined["flat_auc"]``: {kind: resamples where it was not defined}, and ``flat_auc_point``:
+        :func:`flat_group_auc` of ``p`` and ``y`` (the point AUCs, scored once for their reasons and the intervals).
 
     Raises
     ------
@@ -282,7 +292,7 @@ def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: floa
     if resamples < 1 or not 0 < level < 1 or y.ndim != 2 or len(y) != len(p):
         raise ValueError(f"bootstrap_metrics: need resamples >= 1, level in (0, 1) and y of shape (M, K) for M = "
                          f"{len(p)} predictions; got {resamples}, {level} and {y.shape}")
-    groups = None if group_size is None else _flat_groups(p, y, group_size)
+    point, groups = (None, None) if group_size is None else _flat_groups(p, y, group_size)
     rng = np.random.default_rng([seed, 0xB007])
     block = max(1, 4_000_000 // max(len(p), 1))  # resamples per block: at most ~4M counts in memory
     got = {"brier": [], "auc": [], "spearman_rho": []}
@@ -302,6 +312,7 @@ def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: floa
     if groups is not None:
         out["flat_auc"], out["flat_auc_reason"], out["undefined"]["flat_auc"] = _flat_intervals(groups, flat,
                                                                                                  resamples, level)
+        out["flat_auc_point"] = point
     return out
 
 
@@ -330,20 +341,14 @@ def _percentile(values: np.ndarray, resamples: int, level: float) -> tuple[list 
             int(resamples - values.size))
 
 
-def _flat_groups(p: np.ndarray, y: np.ndarray, group_size: int) -> dict:
-    """{kind: (rows (N,), labels (N,) 0/1, reason of the point AUC or None, scores (N,))} of :func:`flat_group_auc`'s
-    groups: each group's prompt row, realized label and score (p^G, (1 - p)^G, p^G + (1 - p)^G)."""
+def _flat_groups(p: np.ndarray, y: np.ndarray, group_size: int) -> tuple[dict, dict]:
+    """:func:`_flat_scored` of the bootstrap's G, checked: ({:func:`flat_group_auc`'s dict}, {kind: (rows (N,), labels
+    (N,) 0/1, reason of the point AUC or None, scores (N,))}); the point AUCs are scored once, here, and reused."""
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or \
             not 1 <= group_size <= y.shape[1]:
         raise ValueError(f"bootstrap_metrics: group_size must be an integer in [1, K] = [1, {y.shape[1]}] (outcomes "
                          f"per prompt), got {group_size!r}")
-    rows, ones, zeros = flat_group_outcomes(y, group_size)
-    q = p[rows]
-    pc, pw = q ** group_size, (1 - q) ** group_size
-    out = {}
-    for kind, labels, scores in (("all_correct", ones, pc), ("all_wrong", zeros, pw), ("flat", ones | zeros, pc + pw)):
-        out[kind] = (rows, labels.astype(np.float64), binary_auc(labels, scores)["reason"], scores)
-    return out
+    return _flat_scored(p, y, group_size)
 
 
 def _resampled_flat_aucs(groups: dict, w: np.ndarray) -> dict:
