@@ -34,7 +34,8 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["rerun_advice", "study_probe_advice", "restore_advice", "probe_study", "study_probe_refusal",
+__all__ = ["rerun_advice", "study_probe_advice", "restore_advice", "probe_study", "study_probe_refusal", "keeps_runs",
+           "RETRAIN_CLAUSE",
            "CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
            "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "EARLIER_PROBE",
            "EARLIER_MANIFEST", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
@@ -98,6 +99,21 @@ def run_dir(out: str | Path, arm: str, seed: int) -> Path:
 def probe_dir(out: str | Path) -> Path:
     """``out/probe``: the folder of a study's probe of its arms' rewards."""
     return Path(out) / "probe"
+
+
+#: Why a fix of a study without ``runs/`` (:func:`keeps_runs`) does not resume it, after what resuming would do:
+#: "(STUDY has no runs/: resuming it would train every run again)"
+RETRAIN_CLAUSE = "would train every run again"
+
+
+def keeps_runs(study: str | Path) -> bool:
+    """Whether the study folder ``study`` keeps its run folders: ``study/runs`` is a directory (or a link to one).
+
+    A study without ``runs/`` is a shipped study keeping only its tables (``runs.csv``, ``analysis.json``,
+    ``probe/``): resuming it :data:`RETRAIN_CLAUSE`, so the fix of its damaged or missing file restores the file from
+    a copy of the study. False where ``study`` or ``runs`` is missing, or ``runs`` is a file or a dangling link.
+    Raises OSError only where ``study`` cannot be looked into (:meth:`pathlib.Path.is_dir`: ``PermissionError``)."""
+    return (Path(study) / "runs").is_dir()
 
 
 #: kind of output folder -> how a message names it; :func:`output_kind` returns these keys
@@ -185,9 +201,9 @@ def study_probe_advice(study: str | Path, file: str | Path, *, missing: bool = F
     shipped study keeps only its tables, so resuming would train every run again), restore the file from a copy of
     the study."""
     study = Path(study)
-    if not (study / "runs").is_dir():
-        return (f"this is the probe of a study without run folders ({study} has no runs/: resuming it would train "
-                f"every run again): restore {file} from a copy of the study")
+    if not keeps_runs(study):
+        return (f"this is the probe of a study without run folders ({study} has no runs/: resuming it "
+                f"{RETRAIN_CLAUSE}): restore {file} from a copy of the study")
     delete = "" if missing else f"delete {file} and "
     return (f"this is a study's probe: {delete}resume the study with `gradprobe study "
             f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe (finished runs are kept)")
@@ -235,9 +251,9 @@ def _own_folder_refusal(folder: Path, found: tuple[str, Path]) -> str:
         return _no_probe_yet(study)
     shown = (f"{ARMS_JSON} {'there' if found[0] == 'study probe' else 'in its probe/'}"
              if (shared / ARMS_JSON).exists() else f"the probe/ of study {study}, whose {ARMS_JSON} is missing")
-    if not (Path(study) / "runs").is_dir():
+    if not keeps_runs(study):
         return (f"is a study's probe folder ({shown}) of a study without run folders ({study} has no runs/: "
-                "resuming it to write its probe again would train every run again): leave it as it is and choose "
+                f"resuming it to write its probe again {RETRAIN_CLAUSE}): leave it as it is and choose "
                 "another --out (an empty folder, or an earlier probe's)")
     redo = f"delete {folder / PROBE_JSON} and " if (folder / PROBE_JSON).exists() else ""  # a missing one: none
     return (f"is a study's probe folder ({shown}); to redo it {redo}resume the study with `gradprobe study "
@@ -249,9 +265,9 @@ def _no_probe_yet(study: Path) -> str:
     """:func:`study_probe_refusal` for the missing ``probe/`` of ``study``: resume the study (with ``runs/``), else
     another ``--out``."""
     said = f"is the probe folder of study {study} ({_study_evidence(Path(study))}), which has no probe/ yet"
-    if not (Path(study) / "runs").is_dir():
-        return (f"{said} and only the study writes it; {study} has no runs/ (resuming it to write its probe would "
-                "train every run again): choose another --out (an empty folder, or an earlier probe's)")
+    if not keeps_runs(study):
+        return (f"{said} and only the study writes it; {study} has no runs/ (resuming it to write its probe "
+                f"{RETRAIN_CLAUSE}): choose another --out (an empty folder, or an earlier probe's)")
     return (f"{said}; to write it resume the study with `gradprobe study {study / PLAN_COPY} --out {study}`, which "
             "runs the missing probe (finished runs are kept); else choose another --out")
 
@@ -392,8 +408,8 @@ def restore_advice(folder: str | Path) -> str:
     study, file = probe_study(folder), folder / PROBE_JSON
     if study is None:
         return f"restore the file, or {rerun_advice(folder)}"
-    if not (study / "runs").is_dir():
+    if not keeps_runs(study):
         return (f"restore {file} from a copy of the study ({study} has no runs/: resuming the study to write its "
-                "probe again would train every run again)")
+                f"probe again {RETRAIN_CLAUSE})")
     return (f"restore the file, or delete {file} and resume the study with `gradprobe study {study / PLAN_COPY} "
             f"--out {study}`, which re-runs the missing probe (finished runs are kept)")

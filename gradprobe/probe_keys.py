@@ -18,6 +18,8 @@ Torch-free: ``gradprobe.forecast`` and ``calib`` read probe.json with it.
 
 from __future__ import annotations
 
+from .layout import RETRAIN_CLAUSE
+
 __all__ = ["LOSS_TYPE_SEPARATOR", "entry_key", "split_entry_key", "arm_entry", "ARMS_JSON_FIX", "check_reward_name"]
 
 #: Separates a reward's name from an extra loss type in an entry key (``outcome@bnpo``).
@@ -86,7 +88,7 @@ def split_entry_key(key: str, probe_loss_type: str) -> tuple[str, str]:
 #: how to write a study's ``probe/arms.json`` again when the study is not known (:func:`arm_entry` without ``fix``)
 ARMS_JSON_FIX = ("resume the study with `gradprobe study STUDY/plan.toml --out STUDY`, which writes it again (finished "
                  "runs and a finished probe are kept); for a study without runs/ (a shipped study keeps only its "
-                 "tables), where resuming would train every run again, restore it from a copy of the study")
+                 f"tables), where resuming {RETRAIN_CLAUSE}, restore it from a copy of the study")
 
 
 def arm_entry(spec: dict, *, source=None, fix: str | None = None) -> str:

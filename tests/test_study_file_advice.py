@@ -89,14 +89,21 @@ def _edit_first_line(study: Path, arm: str, column: str, value: str, *, duplicat
     return i
 
 
+def _bad_seed_refusal(tmp_path: Path, runs: bool, seed: str, read, error: type[Exception]) -> tuple[Path, int, str]:
+    """A shipped copy (``runs``: with an empty runs/) whose grpo arm's first runs.csv line has seed ``seed``: the study,
+    that line's index (0 = the header) and the message of the ``error`` that ``read(study)`` raises."""
+    study = _study(tmp_path, runs)
+    i = _edit_first_line(study, "grpo", "seed", seed)
+    with pytest.raises(error) as e:
+        read(study)
+    return study, i, str(e.value)
+
+
 @pytest.mark.parametrize("runs", RUNS, ids=IDS)
 def test_a_study_seed_that_is_no_integer_names_the_runs_csv_fix(tmp_path, runs):
-    study = _study(tmp_path, runs)
-    i = _edit_first_line(study, "grpo", "seed", "1.5")
-    with pytest.raises(Exception) as e:
-        load_reference_curve(study)
-    assert str(e.value).endswith("so runs.csv was edited or damaged; " + _runs_fix(study, runs))
-    assert str(e.value).startswith(f"{study / 'runs.csv'}, line {i + 1}, column 'seed': '1.5' is not a seed")
+    study, i, message = _bad_seed_refusal(tmp_path, runs, "1.5", load_reference_curve, Exception)
+    assert message.endswith("so runs.csv was edited or damaged; " + _runs_fix(study, runs))
+    assert message.startswith(f"{study / 'runs.csv'}, line {i + 1}, column 'seed': '1.5' is not a seed")
 
 
 @pytest.mark.parametrize("runs", RUNS, ids=IDS)
@@ -110,14 +117,10 @@ def test_one_eval_on_two_lines_names_the_runs_csv_fix(tmp_path, runs):
 
 @pytest.mark.parametrize("runs", RUNS, ids=IDS)
 def test_calib_names_the_runs_csv_fix_of_the_study(tmp_path, runs):
-    study = _study(tmp_path, runs)
-    i = _edit_first_line(study, "grpo", "seed", "True")
-    with pytest.raises(StudyFormatError) as e:
-        read_study_runs(study)
+    study, i, message = _bad_seed_refusal(tmp_path, runs, "True", read_study_runs, StudyFormatError)
     csv = study / "runs.csv"
     fix = _runs_fix(study, runs)  # gradprobe's own (restore_runs_csv_fix), as the curve reader's
-    assert str(e.value) == (f"{csv}, line {i + 1}, column 'seed': 'True' is not a seed (a whole number >= 0 such as "
-                            f"0); {fix}")
+    assert message == f"{csv}, line {i + 1}, column 'seed': 'True' is not a seed (a whole number >= 0 such as 0); {fix}"
 
 
 @pytest.mark.parametrize("runs", RUNS, ids=IDS)

@@ -36,7 +36,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..layout import ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, probe_dir, rerun_advice, study_probe_advice
+from ..layout import (ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, RETRAIN_CLAUSE, keeps_runs, probe_dir,
+                      rerun_advice, study_probe_advice)
 from ..outputs import is_json_number, json_number_text, json_short, read_probe_json
 from ..probe_keys import arm_entry
 from .analysis_reads import REBUILD_ANALYSIS  # defined there for the curve reader; calib imports it from here
@@ -249,9 +250,9 @@ def _arms_fix(study_dir: Path) -> str:
     """How to write a study's missing or damaged ``probe/arms.json`` again: resume the study (which writes it before
     its probe, keeping finished runs and a finished probe); for a study without ``runs/`` (a shipped study keeps only
     its tables), where resuming would train every run again, restore it from a copy of the study."""
-    if not (study_dir / "runs").is_dir():
+    if not keeps_runs(study_dir):
         return (f"restore it from a copy of the study ({study_dir} has no runs/: resuming the study to write it again "
-                "would train every run again)")
+                f"{RETRAIN_CLAUSE})")
     return (f"resume the study with `gradprobe study {study_dir / PLAN_COPY} --out {study_dir}`, which writes it "
             "again (finished runs and a finished probe are kept)")
 
@@ -268,9 +269,9 @@ def _missing_probe_fix(study_dir: Path) -> str:
     failed = isinstance(record, dict) and record.get("status") not in (None, "done")
     why = (f"the study's probe {record.get('status')} ({record.get('error')})" if failed else
            "the study has no probe (it ran with --no-probe, or stopped during the probe)")
-    if not (study_dir / "runs").is_dir():
+    if not keeps_runs(study_dir):
         return (f"{why}: restore {study_dir / 'probe'} from a copy of the study that holds it ({study_dir} has no "
-                "runs/: resuming the study to run its probe would train every run again)")
+                f"runs/: resuming the study to run its probe {RETRAIN_CLAUSE})")
     resume = f"`gradprobe study {study_dir}/plan.toml --out {study_dir}` (it keeps finished runs and runs only the probe)"
     return f"{why}; run it again with {resume}" if failed else f"{why}: run it with {resume}"
 

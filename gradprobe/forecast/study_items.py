@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..layout import EVAL_ITEMS_GZ, PLAN_COPY
+from ..layout import EVAL_ITEMS_GZ, PLAN_COPY, keeps_runs
 from ..layout import EVAL_ITEMS_JSONL as EVAL_ITEMS
 from ..outputs import error_text
 
@@ -57,7 +57,7 @@ def restore_runs_csv_fix(study_dir: str | Path | None) -> str:
                 "DIR/runs/ARM/seedS/metrics.jsonl without redoing the finished runs (--analyze-only only reads "
                 "runs.csv), or restore it from a copy")
     d = Path(study_dir)
-    if (d / "runs").is_dir():
+    if keeps_runs(d):
         return (f"rebuild it from the run folders: `gradprobe study {d / 'plan.toml'} --out {d}` rewrites runs.csv "
                 f"from {d / 'runs'}/ARM/seedS/metrics.jsonl without redoing the finished runs (--analyze-only only "
                 "reads runs.csv)")

@@ -24,7 +24,8 @@ from ..layout import CONFIG_JSON, METRICS_JSONL, run_dir
 from ..training.untrained import never_trained
 
 __all__ = ["never_trained_runs", "never_trained_records", "never_trained_text", "never_trained_why", "not_findings",
-           "run_max_new_tokens", "untrained_arms", "GAIN_FIELDS", "AXIS_FINDINGS", "UNREADABLE_RECORDS"]
+           "control_never_trained_why", "run_max_new_tokens", "untrained_arms", "GAIN_FIELDS", "AXIS_FINDINGS",
+           "UNREADABLE_RECORDS"]
 
 #: the fields of an axis entry of ``analysis.json["arms"][ARM]`` that are gains vs the control arm
 GAIN_FIELDS = ("gain_vs_grpo", "gain_ci", "gain_vs_grpo_ci_two_way", "gain_sd", "gain_seeds", "disagreement")
@@ -94,6 +95,13 @@ def never_trained_why(arm: str, runs: list[dict]) -> str:
     return f"{arm} never trained ({never_trained_text(runs)})"
 
 
+def control_never_trained_why(control: str, runs: list[dict]) -> str:
+    """``"the control arm CONTROL never trained (seed 0: WHY (10 updates); ...)"``: :func:`never_trained_why` of the
+    control arm ``control`` (``runs``: its ``never_trained`` records), named as the control arm: the reason the
+    other arms' gains vs it (their paired differences, detectable effects, ...) are left out."""
+    return f"the control arm {never_trained_why(control, runs)}"
+
+
 def untrained_arms(arms: dict) -> dict[str, list[dict]]:
     """arm -> its ``never_trained`` records, for the arms of ``analysis.json["arms"]`` with at least one (an entry
     without the key, from an analysis written before it, counts as trained); in ``arms`` order. Only the records
@@ -120,5 +128,5 @@ def not_findings(arm: str, entry: dict, control: str, untrained: dict) -> dict |
         why.append(never_trained_why(arm, untrained[arm]))
     if arm != control and untrained.get(control):
         fields += [f"{a}.{k}" for a in axes for k in GAIN_FIELDS if k in entry[a] and f"{a}.{k}" not in fields]
-        why.append("the control arm " + never_trained_why(control, untrained[control]))
+        why.append(control_never_trained_why(control, untrained[control]))
     return {"fields": fields, "reason": f"{'; '.join(why)}: {NOT_A_FINDING}"} if why else None

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from .executors import default_workers
-from .never_trained_arms import never_trained_runs, never_trained_why
+from .never_trained_arms import control_never_trained_why, never_trained_runs, never_trained_why
 from .stats import min_seeds_for_floor
 from .reading import (AnalysisError, _item_index, _item_lines, _load_plan, _runs, finished_study, initial_reads,
                       items_at, load_runs, matched_budgets, read_runs)
@@ -85,7 +85,7 @@ def detectable_effects(arms: dict, *, axis: str = "generated_tokens", control: s
     that never trained (a broken run's spread is not the arm's): ``sd``/``effect`` None, ``seeds`` 0, ``reason``
     "not computed: ARM never trained (seed S: ...)"; with a ``control`` that did, for every arm (and ``reason``)."""
     per_arm, ctrl = {}, (arms.get(control) or {}).get("never_trained")
-    ctrl_why = f"not computed: the control arm {never_trained_why(control, ctrl)}" if ctrl else None
+    ctrl_why = f"not computed: {control_never_trained_why(control, ctrl)}" if ctrl else None
     for arm, e in arms.items():
         a, broken = e.get(axis), e.get("never_trained")
         if arm == control or not a or (a.get("gain_sd") is None and not (broken or ctrl)):
@@ -297,7 +297,7 @@ def paired_item_differences(study_dir, *, control: str = "grpo", axis: str = "ge
         broken = {a: untrained[a] for a in (arm, control) if a in untrained}
         if broken:  # a broken setup's differences are no sample of the arm's effect
             out[arm] = {"diffs": None, "D": None, "items": None, "never_trained": broken, "left_out": "; ".join(
-                ("the control arm " if a == control else "") + never_trained_why(a, r) for a, r in broken.items())}
+                (control_never_trained_why if a == control else never_trained_why)(a, r) for a, r in broken.items())}
             continue
         pc = _pilot_comparison(runs, matched, plan, index, arm, control, axis)
         out[arm] = None if pc is None else {**pc, "items": None if pc["D"] is None else int(pc["D"].shape[1]),

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..figures import subplots
 from .lr_sweep_report import format_lr_sweep, plot_lr_sweep
-from .never_trained_arms import never_trained_text, never_trained_why
+from .never_trained_arms import control_never_trained_why, never_trained_text
 
 HEADS = {"updates": "per update (at {:,.0f} updates)", "generated_tokens": "at matched tokens ({:,.0f})",
          "flops": "at matched FLOPs ({:.3g})", "device_seconds": "at matched time ({:,.1f} s)"}
@@ -49,7 +49,7 @@ def _no_control(result: dict) -> str | None:
     them)."""
     control = result.get("control_arm", "grpo")
     if (runs := (result.get("arms", {}).get(control) or {}).get("never_trained")):
-        return f"gains vs {control}: not shown, the control arm {never_trained_why(control, runs)}"
+        return f"gains vs {control}: not shown, {control_never_trained_why(control, runs)}"
     return control_missing(result.get("arms", {}), control)
 
 

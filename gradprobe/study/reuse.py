@@ -40,7 +40,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ..layout import run_dir
+from ..layout import keeps_runs, run_dir
 from ..outputs import output_error, versions, write_json_atomic
 from ..tasks import task_data_identity
 from ..training.plan import Plan, run_config_from_dict
@@ -84,7 +84,7 @@ def check_reuse_sources(sources, out: str | Path) -> None:
     for source in [Path(s) for s in sources]:
         if source.resolve() == Path(out).resolve():
             raise ReuseError(f"--reuse-runs {source} is this study's own folder; give another study's folder")
-        if not (source / "runs").is_dir():
+        if not keeps_runs(source):
             what = "no runs/ folder there (" + ("the folder does not exist)" if not source.exists() else
                                                  "is it a study folder? a shipped study keeps only its tables)")
             raise ReuseError(f"--reuse-runs {source}: {what}; reuse needs the folder a study ran in (its runs/): "
