@@ -209,7 +209,7 @@ def study_probe_advice(study: str | Path, file: str | Path, *, missing: bool = F
             f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe (finished runs are kept)")
 
 
-def study_probe_refusal(folder: str | Path) -> str | None:
+def study_probe_refusal(folder: str | Path, option: str = "--out") -> str | None:
     """Why ``gradprobe probe --out FOLDER`` is refused when ``folder`` (existing or missing) is a study's probe folder
     or lies inside one, with the study's fix, as a phrase after the folder's name; None for any other folder.
 
@@ -227,11 +227,13 @@ def study_probe_refusal(folder: str | Path) -> str | None:
       arm the study has not, ``probe/guided/ARM/sub``): the study never writes it, and a probe there would be read
       as part of the study's (``load_probe(STUDY/probe)`` reads ``batch_K``), so another ``--out`` is chosen.
 
-    Paths are shown as given where they name the study (:func:`_as_given`).
+    Paths are shown as given where they name the study (:func:`_as_given`). ``option`` is how the fix names the
+    folder to choose instead: ``"--out"`` for the command, the argument's name for an API call (``"dir"`` for
+    :meth:`gradprobe.ProbeResult.write`, ``"out="`` for :func:`gradprobe.probe`).
     """
     found = _study_probe_path(Path(folder))
     if found is not None and (found[0] == "study probe" or _studys_guided_arm(found[1])):
-        return _own_folder_refusal(Path(folder), found)
+        return _own_folder_refusal(Path(folder), found, option)
     inside = _study_probe_ancestor(Path(folder))
     if inside is None:
         return None
@@ -239,37 +241,37 @@ def study_probe_refusal(folder: str | Path) -> str | None:
     shown = (_as_given(probe.parent, given, depth + 1) for given in (Path(folder), Path(os.path.normpath(folder))))
     study = next((s for s in shown if s != probe.parent), probe.parent)  # as typed, `x/..` removed where needed
     return (f"is inside the probe folder of study {study} ({study / probe.name}), which only the study writes: choose "
-            "another --out (an empty folder, or an earlier probe's)")
+            f"another {option} (an empty folder, or an earlier probe's)")
 
 
-def _own_folder_refusal(folder: Path, found: tuple[str, Path]) -> str:
+def _own_folder_refusal(folder: Path, found: tuple[str, Path], option: str) -> str:
     """:func:`study_probe_refusal` for an existing ``STUDY/probe`` or a guided arm's ``STUDY/probe/guided/ARM``
-    (``found``: :func:`_study_probe_path`)."""
+    (``found``: :func:`_study_probe_path`); ``option``: the name of the folder to choose instead."""
     study = probe_study(folder)
     shared = found[1] if found[0] == "study probe" else found[1].parent.parent
     if found[0] == "study probe" and not shared.exists():
-        return _no_probe_yet(study)
+        return _no_probe_yet(study, option)
     shown = (f"{ARMS_JSON} {'there' if found[0] == 'study probe' else 'in its probe/'}"
              if (shared / ARMS_JSON).exists() else f"the probe/ of study {study}, whose {ARMS_JSON} is missing")
     if not keeps_runs(study):
         return (f"is a study's probe folder ({shown}) of a study without run folders ({study} has no runs/: "
                 f"resuming it to write its probe again {RETRAIN_CLAUSE}): leave it as it is and choose "
-                "another --out (an empty folder, or an earlier probe's)")
+                f"another {option} (an empty folder, or an earlier probe's)")
     redo = f"delete {folder / PROBE_JSON} and " if (folder / PROBE_JSON).exists() else ""  # a missing one: none
     return (f"is a study's probe folder ({shown}); to redo it {redo}resume the study with `gradprobe study "
             f"{study / PLAN_COPY} --out {study}`, which re-runs the missing probe (finished runs are kept); else "
-            "choose another --out")
+            f"choose another {option}")
 
 
-def _no_probe_yet(study: Path) -> str:
+def _no_probe_yet(study: Path, option: str) -> str:
     """:func:`study_probe_refusal` for the missing ``probe/`` of ``study``: resume the study (with ``runs/``), else
-    another ``--out``."""
+    another ``option`` (``--out``)."""
     said = f"is the probe folder of study {study} ({_study_evidence(Path(study))}), which has no probe/ yet"
     if not keeps_runs(study):
         return (f"{said} and only the study writes it; {study} has no runs/ (resuming it to write its probe "
-                f"{RETRAIN_CLAUSE}): choose another --out (an empty folder, or an earlier probe's)")
+                f"{RETRAIN_CLAUSE}): choose another {option} (an empty folder, or an earlier probe's)")
     return (f"{said}; to write it resume the study with `gradprobe study {study / PLAN_COPY} --out {study}`, which "
-            "runs the missing probe (finished runs are kept); else choose another --out")
+            f"runs the missing probe (finished runs are kept); else choose another {option}")
 
 
 def _studys_guided_arm(arm: Path) -> bool:

@@ -95,7 +95,7 @@ def test_train_refuses_an_empty_out(tmp_path, monkeypatch, plan_file, no_compute
 def test_probe_refuses_a_model_folder_before_any_compute(model_folder, no_compute):
     before = _listing(model_folder)
     with pytest.raises(OutputDirError, match=r"holds a model \(config\.json \+ model\.safetensors\), not a probe's "
-                                             r"output; .*choose another --out"):
+                                             r"output; .*choose another out \("):
         gradprobe.probe("tiny", rewards=["outcome"], out=model_folder, **TINY)
     assert _listing(model_folder) == before
 

@@ -31,13 +31,13 @@ from gradprobe.layout import output_kind, probe_study, study_probe_refusal
 ROOT = Path(__file__).resolve().parents[1]
 _PROBE = ["probe", "--model", "tiny-qwen2", "--task", "chain_sum", "--no-progress"]
 _INSIDE = ("is inside the probe folder of study {study} ({study}/probe), which only the study writes: choose another "
-           "--out (an empty folder, or an earlier probe's)")
+           "{option} (an empty folder, or an earlier probe's)")
 _NO_RUNS = ("of a study without run folders ({study} has no runs/: resuming it to write its probe again would train "
             "every run again): leave it as it is and choose another --out (an empty folder, or an earlier probe's)")
 
 
-def _inside(study) -> str:
-    return _INSIDE.format(study=study)
+def _inside(study, option: str = "--out") -> str:
+    return _INSIDE.format(study=study, option=option)
 
 
 @pytest.fixture
@@ -268,7 +268,7 @@ def test_existing_folders_inside_a_studys_probe_are_refused_and_nothing_written(
         before = sorted(str(p.relative_to(g)) for p in (g / "probe").rglob("*"))
         with pytest.raises(OutputDirError) as refused:
             result.write(folder)
-        assert str(refused.value) == f"dir {str(folder)!r} {_inside(g)}"
+        assert str(refused.value) == f"dir {str(folder)!r} {_inside(g, 'dir')}"  # the argument, not --out
         assert sorted(str(p.relative_to(g)) for p in (g / "probe").rglob("*")) == before
     written = result.write(tmp_path / "out1" / "a" / "b" / "c")  # no false refusal: nested new folders
     assert (Path(written) / "probe.json").is_file()
@@ -325,3 +325,25 @@ def test_a_folder_below_an_unrelated_arms_json_is_not_refused(tmp_path):
     for below in (work / "run1", work / "a" / "b", work / "probe"):
         assert study_probe_refusal(below) is None
     assert study_probe_refusal(work / "run1" / "batch_1") is None
+
+
+def test_the_api_refusals_name_the_argument_not_the_flag(shipped, tmp_path):
+    """ProbeResult.write(dir) and gradprobe.probe(out=) refused for a study's probe, or another command's folder, tell
+    the caller to choose another `dir` / `out`, the argument they passed, not the command's --out."""
+    import gradprobe
+    from gradprobe.outputs import OutputDirError
+
+    g = shipped["g"]
+    result = gradprobe.load_probe(g / "probe" / "guided" / "guided")
+    with pytest.raises(OutputDirError) as refused:
+        result.write(g / "probe")
+    assert str(refused.value).endswith("choose another dir (an empty folder, or an earlier probe's)")
+    assert "--out" not in str(refused.value).split(": leave it as it is")[-1]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    (run / "metrics.jsonl").write_text("")
+    with pytest.raises(OutputDirError) as refused:
+        gradprobe.probe("tiny-qwen2", "chain_sum", out=run, progress=False)
+    assert str(refused.value).startswith(f"out {str(run)!r} holds a training run")
+    assert str(refused.value).endswith("choose another out (an empty folder, or an earlier probe's)")

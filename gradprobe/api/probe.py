@@ -86,7 +86,7 @@ def _probe_into(*, folder: Path, config, probe_batches: int, extra: dict, curve,
     from ..probe.output import replacing_earlier_probe
     from ..probe.report_html import write_probe_report
 
-    with replacing_earlier_probe(folder):
+    with replacing_earlier_probe(folder, label="out"):  # the argument, as write() names its dir
         if checkpoints is None:
             result = run_probe_batches(config, batches=probe_batches, out=folder, extra_rewards=extra or None)
         else:  # batches at the initial policy and at each checkpoint, pooled

@@ -454,7 +454,7 @@ class ProbeResult:
         from ..probe.output import _other_output, replacing_earlier_probe  # torch-bound: deferred (module docstring)
 
         out = api_out(dir, "dir")
-        other = _other_output(out)
+        other = _other_output(out, "dir")
         if other is not None:
             raise OutputDirError(errno.EEXIST, f"dir {str(out)!r} {other}")
         if self.folder is None:

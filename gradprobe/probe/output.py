@@ -157,13 +157,14 @@ def probe_files(out) -> list[str]:
     return [f"{out}/{name}" for name in _probe_names(Path(out))]
 
 
-def _other_output(folder: Path) -> str | None:
+def _other_output(folder: Path, label: str = "--out") -> str | None:
     """Why ``folder`` is refused (another command's output, :func:`gradprobe.layout.output_kind`, named with the
     fix), else None. A study's probe folder, or any folder inside one, existing or missing (``STUDY/probe/batch_3``,
     ``STUDY/probe/guided/NEWARM``), is refused first, with the study's wording
     (:func:`gradprobe.layout.study_probe_refusal`): a probe written there would be taken for (part of) the study's.
-    ``gradprobe study`` writes its own probe without this check (``prepare_output_dir``)."""
-    refusal = study_probe_refusal(folder)
+    ``gradprobe study`` writes its own probe without this check (``prepare_output_dir``). ``label``: how the fix names
+    the folder to choose instead (``--out``, or an API argument: :func:`replacing_earlier_probe`)."""
+    refusal = study_probe_refusal(folder, label)
     if refusal is not None:
         return refusal
     found = output_kind(folder)  # "study probe" and "guided probe" are study_probe_refusal's already
@@ -171,7 +172,7 @@ def _other_output(folder: Path) -> str | None:
         return None
     kind, evidence = found
     return (f"holds {OUTPUT_KINDS[kind]} ({evidence}), not a probe's output; a probe there would mix its files into "
-            "it: choose another --out (an empty folder, or an earlier probe's)")
+            f"it: choose another {label} (an empty folder, or an earlier probe's)")
 
 
 def _remove(path: Path) -> None:
@@ -225,8 +226,8 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out"):
     say : callable(str), optional
         Receives one line per thing done to a leftover ``.earlier-probe/`` (default: :func:`warnings.warn`).
     label : str
-        How the refusals name ``out`` (``"--out"`` for the command; :meth:`gradprobe.ProbeResult.write` passes
-        ``"dir"``, its argument).
+        How the refusals name ``out`` and the folder to choose instead (``"--out"`` for the command;
+        :meth:`gradprobe.ProbeResult.write` passes ``"dir"`` and :func:`gradprobe.probe` ``"out"``, their arguments).
 
     Yields
     ------
@@ -247,7 +248,7 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out"):
         if (folder.path / PROBE_JSON).is_file():
             _refuse_mixed_batch_folders(folder.path, label)
         _move_aside(folder, say, label)
-    elif (other := _other_output(folder.path)) is not None:  # a missing folder in (or as) a study's probe
+    elif (other := _other_output(folder.path, label)) is not None:  # a missing folder in (or as) a study's probe
         raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
     with removed_if_left_empty(folder.path):  # a folder this call found missing goes again if left empty
         try:
@@ -403,7 +404,7 @@ def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
     """Refuse another command's folder; restore a leftover; without ``probe.json``, refuse complete files named as a
     probe's (:func:`_not_a_probe`) and remove a killed probe's ``.tmp`` partials and ``batch_K`` folders (which hold
     only a probe's file names: no user's); move the earlier probe's files into ``EARLIER``."""
-    other = _other_output(folder.path)
+    other = _other_output(folder.path, label)
     if other is not None:
         raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
     _leftover(folder, say)
