@@ -617,9 +617,11 @@ def apply_calibration(calibration, probe_result, *, source: str | None = None):
         ``probe.json`` for a dict or a ProbeResult without a file). A dict (or a ProbeResult without a file) gets the
         checks :func:`gradprobe.load_probe` runs on a file's entries too
         (:func:`calib.probe_input.check_probe_records`): a field every entry holds missing or null (e.g.
-        ``rewards[1].inner_product`` or ``predicted_gain_at_budget``; fix: :data:`calib.probe_input.DICT_FIX`), an
-        entry's ``lr``/budgets other than ``config``'s, a ``tokens_per_update`` its batch's generated tokens
-        contradict (where the dict records them).
+        ``rewards[1].inner_product`` or ``predicted_gain_at_budget``), an entry's ``lr``/budgets other than
+        ``config``'s, a ``tokens_per_update`` its batch's generated tokens contradict (where the dict records them).
+        The refusals of a damaged dict name the field, the values and :data:`calib.probe_input.DICT_FIX` (a damaged
+        ``forecast`` section: and "delete its 'forecast' field" where the entries are intact), and say the result,
+        not a file, was edited: no file to restore, no probe to re-run.
     TypeError
         ``probe_result`` is none of the accepted kinds.
     """

@@ -20,7 +20,7 @@ import pandas as pd
 import gradprobe
 from gradprobe.api.probe_result import check_fields
 from gradprobe.forecast import METHODS, ReferenceCurve, default_curve_path, forecast_section, load_reference_curve
-from gradprobe.forecast.probe_input import check_entry_inputs, file_and_fix, probe_batches_of
+from gradprobe.forecast.probe_input import check_entry_inputs, probe_batches_of
 from gradprobe.forecast.section import DEFAULT_CURVES
 from gradprobe.layout import GUIDED_PROBES, PLAN_COPY, STUDY_JSON, restore_advice
 from gradprobe.outputs import beyond_float, is_json_number, json_short, per_update_problem
@@ -117,6 +117,27 @@ GAIN_RANGE = (-100.0, 100.0)
 """The possible range of a gain vs GRPO in accuracy points: a forecast outside it is damage, except the raw first
 order (``first_order_gain``), which does not saturate and may overshoot it (it must still be finite)."""
 _RERUN = "re-run `gradprobe probe` (calib never edits probe.json)"
+#: The fix a refusal of a probe result passed as a dict names (no folder to derive one from: :func:`_source`)
+DICT_FIX = "pass the probe's result as gradprobe.probe returned it, or its probe folder"
+
+
+def _source(where: str) -> Path | None:
+    """The probe file a message names (``where``), as gradprobe's checks take it: None for the bare ``probe.json``
+    of a result passed as a dict (no file was read)."""
+    return None if where == "probe.json" else Path(where)
+
+
+def _dict_fix(where: str) -> str | None:
+    """The fix gradprobe's checks are to name for ``where`` (their ``fix=``): :data:`DICT_FIX` for a result passed
+    as a dict (:func:`_source` None), whose refusals then speak of the result, not of a file; None for a file
+    (gradprobe derives its fix from the file's folder)."""
+    return DICT_FIX if _source(where) is None else None
+
+
+def _rerun(where: str) -> str:
+    """The fix of calib's own refusal of a damaged value of ``where``: :data:`DICT_FIX` for a dict, else
+    re-run the probe."""
+    return _dict_fix(where) or _RERUN
 
 
 def check_probe_budgets(result: dict, where: str = "probe.json") -> None:
@@ -127,7 +148,8 @@ def check_probe_budgets(result: dict, where: str = "probe.json") -> None:
     ------
     CalibrationApplyError
         ``WHERE field config.KEY is VALUE, not ...; re-run gradprobe probe`` (VALUE as the file spells it:
-        ``true``, ``null``, ``'1000'``; :func:`calib.file_check.json_spelled`).
+        ``true``, ``null``, ``'1000'``; :func:`calib.file_check.json_spelled`); for a dict (``where`` the bare
+        ``probe.json``) the fix is :data:`DICT_FIX`.
     """
     cfg = result.get("config") if isinstance(result.get("config"), dict) else {}
     for key, unit in (("budget_tokens", "tokens"), ("budget_seconds", "device-seconds")):
@@ -136,7 +158,7 @@ def check_probe_budgets(result: dict, where: str = "probe.json") -> None:
             continue
         if not (is_json_number(v, finite=True) and v > 0):  # gradprobe's one rule (an integer past a float: refused)
             raise CalibrationApplyError(f"{where} field config.{key} is {json_spelled(v)}, not a budget (a finite "
-                                        f"number of {unit} > 0: gains are forecast at it); {_RERUN}")
+                                        f"number of {unit} > 0: gains are forecast at it); {_rerun(where)}")
 
 
 def _gain(v, field: str, column: str, where: str) -> float:
@@ -148,7 +170,7 @@ def _gain(v, field: str, column: str, where: str) -> float:
         Not a number of gradprobe's JSON encoding (:func:`gradprobe.outputs.is_json_number`, or null, ``"inf"``,
         ``"-inf"``: :func:`gradprobe.outputs.json_float`), infinite (an integer too large for a float included: the
         message shows its digits shortened), or (all but the raw first order) outside :data:`GAIN_RANGE`; the message
-        names ``where``, ``field`` and the fix.
+        names ``where``, ``field`` and the fix (re-run the probe; for a dict, :data:`DICT_FIX`).
     """
     try:
         x, bad = json_float(v), False
@@ -160,7 +182,7 @@ def _gain(v, field: str, column: str, where: str) -> float:
     if not bad and column != "forecast_first_order" and not (math.isnan(x) or low <= x <= high):
         bad = f"is outside [{low:g}, {high:g}] (a gain vs GRPO in accuracy points)"
     if bad:
-        raise CalibrationApplyError(f"{where} field {field} is {json_spelled(v)}: it {bad}; {_RERUN}")
+        raise CalibrationApplyError(f"{where} field {field} is {json_spelled(v)}: it {bad}; {_rerun(where)}")
     return x
 
 
@@ -209,12 +231,6 @@ def probe_forecasts(result: dict, column: str, *, where: str = "probe.json") -> 
     return out
 
 
-def _source(where: str) -> Path | None:
-    """The probe file a message names (``where``), as gradprobe's checks take it: None for the bare ``probe.json``
-    of a result passed as a dict (its fix is then the generic one, not a folder's)."""
-    return None if where == "probe.json" else Path(where)
-
-
 def check_probe_entries(result: dict, where: str = "probe.json") -> None:
     """Refuse a probe result the forecast would refuse (:func:`gradprobe.forecast.probe_input.probe_batches_of`:
     each entry's summaries against its per-group lists, a multi-batch result's pooled entries against its batches),
@@ -223,31 +239,14 @@ def check_probe_entries(result: dict, where: str = "probe.json") -> None:
     Raises
     ------
     CalibrationApplyError
-        gradprobe's one-line message: the file, the field, both values and the fix (for a dict, :data:`DICT_FIX`:
-        :func:`_refusal`).
+        gradprobe's one-line message: the file, the field, both values and the fix (for a dict, :data:`DICT_FIX`,
+        which gradprobe's checks name, ``fix=``: :func:`_dict_fix`; they then say the result, not the file, was
+        edited or damaged).
     """
-    source = _source(where)
     try:
-        probe_batches_of(result, source=source)
+        probe_batches_of(result, source=_source(where), fix=_dict_fix(where))
     except ValueError as e:
-        raise _refusal(e, source) from None
-
-
-#: The fix a refusal of a probe result passed as a dict names (no folder to derive one from: :func:`_source`)
-DICT_FIX = "pass the probe's result as gradprobe.probe returned it, or its probe folder"
-
-
-def _refusal(error: ValueError, source: Path | None) -> CalibrationApplyError:
-    """gradprobe's refusal ``error`` as calib's; for a dict (``source`` None), its closing fix, the one gradprobe gives
-    a probe.json it has no folder of (:func:`gradprobe.forecast.probe_input.file_and_fix` of None: re-run the probe, or
-    restore the file first for an edited one), becomes :data:`DICT_FIX` (gradprobe's checks take no fix of their own).
-    A message ending otherwise is kept whole."""
-    text = str(error)
-    if source is None:
-        for fix in (file_and_fix(None, edited=True)[1], file_and_fix(None)[1]):  # the longer first: it ends as both
-            if text.endswith(f"; {fix}"):
-                return CalibrationApplyError(text[:-len(fix)] + DICT_FIX)
-    return CalibrationApplyError(text)
+        raise CalibrationApplyError(str(e)) from None
 
 
 def check_probe_records(result: dict, where: str = "probe.json") -> None:
@@ -271,15 +270,14 @@ def check_probe_records(result: dict, where: str = "probe.json") -> None:
     CalibrationApplyError
         gradprobe's one-line message: the file, the field (e.g. ``rewards[1].inner_product``), that it is missing or
         null, what reads it and the fix; or the file, the field (e.g. ``rewards[1].tokens_per_update``), the reward,
-        the recorded value and the one the records give, the rule and the fix (for a dict, :data:`DICT_FIX`:
-        :func:`_refusal`).
+        the recorded value and the one the records give, the rule and the fix (for a dict, :data:`DICT_FIX`, which
+        gradprobe's checks name, ``fix=``: :func:`_dict_fix`).
     """
-    source = _source(where)
     try:
-        check_fields(result, where, fix=None if source is not None else DICT_FIX)
-        check_entry_inputs(result, source=source)
+        check_fields(result, where, fix=_dict_fix(where))
+        check_entry_inputs(result, source=_source(where), fix=_dict_fix(where))
     except ValueError as e:
-        raise _refusal(e, source) from None
+        raise CalibrationApplyError(str(e)) from None
 
 
 #: How far (accuracy points) a stored forecast number may lie from the forecast of the probe's batches
@@ -297,10 +295,11 @@ _MISSING = object()  # a key a message says is missing
 
 def _section_fix(where: str) -> str:
     """The fix for a forecast section that is damaged or differs from a recompute of the probe's entries: restore the
-    file or write it again (:func:`gradprobe.layout.restore_advice` of its folder; for a dict, re-run the probe);
-    deleting the section helps only when the entries are intact (calib then computes the forecast from them)."""
+    file or write it again (:func:`gradprobe.layout.restore_advice` of its folder; for a dict, no file: pass the
+    probe's result as it returned it, :data:`DICT_FIX`); deleting the section helps only when the entries are intact
+    (calib then computes the forecast from them)."""
     source = _source(where)
-    again = restore_advice(source.parent) if source is not None else f"restore the file, or {_RERUN}"
+    again = restore_advice(source.parent) if source is not None else DICT_FIX
     return (f"{again}; only when the entries are intact, delete its 'forecast' field (calib then computes the "
             "forecast from the batches)")
 
@@ -404,7 +403,7 @@ def check_forecast_section(result: dict, where: str = "probe.json") -> list[str]
         return [_unchecked_note(where, section, why)]
     try:
         fresh = forecast_section(result, curve=curve, curve_spec=section.get("curve_spec"), method=section["method"],
-                                 source=_source(where),
+                                 source=_source(where), fix=_dict_fix(where),
                                  reference_reward=section.get("reference_reward") or REFERENCE_REWARD)
     except (ValueError, KeyError) as e:
         raise CalibrationApplyError(f"{where} field forecast cannot be checked against its batches: {e}") from None
@@ -421,9 +420,10 @@ def check_forecast_section(result: dict, where: str = "probe.json") -> list[str]
 def _compare_rows(result: dict, section: dict, fresh: dict, where: str, label: str) -> None:
     """Refuse the first number of ``section``'s rows that ``fresh`` (its recompute with ``label``'s curve) moves by
     more than the tolerance (:func:`check_forecast_section`)."""
-    fix = (f"the section was edited or damaged after the probe wrote it, or the entries it was computed from were "
+    made = "wrote" if _source(where) is not None else "made"  # a dict: no file was written
+    fix = (f"the section was edited or damaged after the probe {made} it, or the entries it was computed from were "
            f"(it differs from a recompute of the entries, so either changed; or a gradprobe whose forecast differs "
-           f"wrote it), so calibrating it would not calibrate the probe's forecast; {_section_fix(where)}")
+           f"{made} it), so calibrating it would not calibrate the probe's forecast; {_section_fix(where)}")
     stored = {r.get("arm"): (i, r) for i, r in enumerate(section.get("rows") or [])}
     slack = _first_order_slack(result, fresh)
     for row in fresh.get("rows") or []:
@@ -525,7 +525,7 @@ def _forecast_section(result: dict, column: str, where: str = "probe.json") -> d
     why = (result.get("forecast") or {}).get("note") if isinstance(result.get("forecast"), dict) else None
     if why is None:
         try:
-            section = forecast_section(result, source=_source(where))
+            section = forecast_section(result, source=_source(where), fix=_dict_fix(where))
         except (ValueError, KeyError) as e:
             why = str(e)
         else:

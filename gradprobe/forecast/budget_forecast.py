@@ -664,7 +664,7 @@ def _first_order_gains(batches: list[dict], names: list[str]) -> dict[str, float
 def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | None = None,
                      budget_flops: float | None = None, method: str = "probe", arms: dict | None = None,
                      lr_curve: dict | None = None, reference_reward: str = "outcome", n_draws: int = 2000,
-                     seed: int = 0, level: float = 0.95, _batches: list[dict] | None = None) -> ForecastResult:
+                     seed: int = 0, level: float = 0.95, _batches=None, _names=None) -> ForecastResult:
     """Forecast accuracy and gain vs grpo of every probed reward (or arm) at a budget (module docstring).
 
     Parameters
@@ -696,9 +696,9 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
         Monte Carlo draws of the interval (>= 100); the seed of the bootstrap and the curve-replicate draws.
     level : float
         Interval coverage in (0, 1).
-    _batches : list of dict, optional
-        Internal (forecast_section, study_forecasts): the batches ``probe_batches_of(probe)`` returned for this very
-        probe, read and checked by the caller; not checked against ``probe``. Default: read here.
+    _batches, _names : list of dict, list of str, optional
+        Internal (forecast_section; study_forecasts the first): ``probe_batches_of(probe)`` of this very probe and
+        their ``check_batches``, as the caller read and checked them (not checked again). Default: read here.
 
     Returns
     -------
@@ -714,7 +714,7 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
     check_request(method, budget_tokens, budget_flops, n_draws, level)
     batches = probe_batches_of(probe) if _batches is None else _batches
     cfg = batches[0]["config"]
-    names = check_batches(batches, reference_reward)
+    names = check_batches(batches, reference_reward) if _names is None else _names
     kind, value = budget_of(budget_tokens, budget_flops, cfg)
     arms = arms_of(arms, names)
     notes: list[str] = []

@@ -9,6 +9,10 @@ report the pooled entries, so an edit of either is refused. A probe.json as the 
 against its own records (:func:`check_entry_inputs`, which :func:`gradprobe.load_probe` runs): each entry's
 ``tokens_per_update`` against its batch's generated tokens, its ``lr`` and budgets against ``config``'s.
 
+Each refusal names the file read (``source``, else ``probe.json``) and the fix derived from its folder
+(:func:`file_and_fix`), or the caller's (``fix=``: calib's for a result passed to it as a dict, whose refusals then
+say the result, not a file, was edited).
+
 Not checked: an entry's ``snr`` (and ``interval``): the probe computes snr = |inner_product| / sd, sd the standard
 deviation of a bootstrap over groups (:func:`gradprobe.probe.estimate` ``_reward_estimate``,
 :func:`gradprobe.probe.batches.combine_batches`) whose replicates (numpy's random stream, and for most loss types
@@ -25,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import MAX_LR
-from ..layout import rerun_advice, restore_advice
+from ..layout import RETRAIN_CLAUSE, rerun_advice, restore_advice
 from ..ledger import CHARGED
 from ..outputs import PER_UPDATE_FIELDS, is_json_number, json_float, json_number_text, json_short, per_update_problem
 
@@ -59,11 +63,11 @@ _MIN_DECIMALS = 4
 #: how to write a probe.json again (the probe's own folder, or a study's probe)
 PROBE_FIX = ("re-run the probe (`gradprobe probe --out DIR`); for a study's probe, delete STUDY/probe/probe.json "
              "and resume the study with `gradprobe study STUDY/plan.toml --out STUDY` (finished runs are kept); for "
-             "a study without runs/ (a shipped study keeps only its tables), where resuming would train every run "
-             "again, restore STUDY/probe/probe.json from a copy of the study")
+             f"a study without runs/ (a shipped study keeps only its tables), where resuming {RETRAIN_CLAUSE}, "
+             "restore STUDY/probe/probe.json from a copy of the study")
 
 
-def probe_batches_of(probe, source=None) -> list[dict]:
+def probe_batches_of(probe, source=None, *, fix: str | None = None) -> list[dict]:
     """The probe batches of a probe result: a ``probe.json`` dict (with ``batches`` when
     :func:`gradprobe.probe.batches.run_probe_batches` made it), or a list of per-batch results.
 
@@ -71,7 +75,10 @@ def probe_batches_of(probe, source=None) -> list[dict]:
     per-group lists (:func:`check_entry_summaries`: ``group`` is the batch's ``batch.group``, else
     ``config.group``; a batch of a multi-batch probe records no ``lr``, so its gain is checked at ``config.lr``,
     the one every batch used, :func:`gradprobe.probe.batches.combine_batches`); ``source`` (the file the dict was
-    read from, e.g. ``STUDY/probe/probe.json``) names the file in the message, else ``probe.json``.
+    read from, e.g. ``STUDY/probe/probe.json``) names the file in the message, else ``probe.json``. ``fix``: the
+    fix every refusal names, the caller's (e.g. calib's for a result passed to it as a dict); default None: derived
+    from ``source``'s folder (:func:`file_and_fix`). Given without ``source``, a refusal of damage speaks of the
+    result the caller holds, not of a file (:func:`_words`).
 
     Returns
     -------
@@ -94,7 +101,7 @@ def probe_batches_of(probe, source=None) -> list[dict]:
         entries would be read as one unchecked batch; :func:`_check_batches_field`). A ``per_group`` whose values'
         sum overflows a float (1e308, 1e308) is refused by :func:`check_entry_numbers`, never an OverflowError.
     """
-    return _batches_of(probe, source)
+    return _batches_of(probe, _with_fix(source, fix))
 
 
 def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
@@ -157,14 +164,14 @@ def _check_batches_field(probe: dict, source) -> None:
     if stated is None and isinstance(rewards, list):
         field, stated = next(((f"rewards[{j}].probe_batches", e["probe_batches"]) for j, e in enumerate(rewards)
                               if isinstance(e, dict) and e.get("probe_batches") is not None), (field, None))
-    n, (file, fix) = _count(stated), _file_and_lazy_fix(source, edited=True)
+    n, (file, fix), (holder, _) = _count(stated), _file_and_lazy_fix(source, edited=True), _words(source)
     held = "no batches field" if "batches" not in probe else f"batches {json_short(batches)}"
-    tail = "the file was edited or damaged after the probe wrote it, so a forecast from it would not be the probe's"
+    tail = f"{_edited(source)}, so a forecast from it would not be the probe's"
     if stated is not None and (n is None or n < 1):
-        raise ValueError(f"{file} field {field} is {json_short(stated)}, and the file holds {held}: probe_batches is "
+        raise ValueError(f"{file} field {field} is {json_short(stated)}, and {holder} holds {held}: probe_batches is "
                          f"the number of batches the probe pooled, a whole number >= 1; {tail}; {fix}")
     if n is not None and n > 1:
-        raise ValueError(f"{file} field {field} is {n}, but the file holds 0 batches ({held}; "
+        raise ValueError(f"{file} field {field} is {n}, but {holder} holds 0 batches ({held}; "
                          "gradprobe.probe.batches.combine_batches writes the list of its batch objects, which the "
                          f"forecast reads): {tail}; {fix}")
     if "batches" in probe:
@@ -182,10 +189,10 @@ def _check_batch_objects(batches: list, source) -> None:
             what = f"is {json_short(b)}, not an object" if not isinstance(b, dict) else "has no 'rewards'"
             raise ValueError(f"{file} field batches[{k}] {what}: each batch of a multi-batch probe.json is an object "
                              f"holding its reward entries ('rewards', as gradprobe.probe.batches.run_probe_batches "
-                             f"writes it); the file was edited or damaged after the probe wrote it; {fix}")
+                             f"writes it); {_edited(source)}; {fix}")
 
 
-def file_and_fix(source, edited: bool = False) -> tuple[str, str]:
+def file_and_fix(source, edited: bool = False, *, fix: str | None = None) -> tuple[str, str]:
     """How a message names the probe.json ``source`` and its one fix, derived from the folder here so that no
     caller rewrites a message.
 
@@ -193,10 +200,13 @@ def file_and_fix(source, edited: bool = False) -> tuple[str, str]:
     ----------
     source : str, Path or None
         The probe.json read (a path; only its text and its folder are used, the file need not exist), or None for a
-        probe result held in memory.
+        probe result held in memory. (The checks here pass on a caller's ``fix`` with it: :func:`_with_fix`.)
     edited : bool
         True where the file was edited or damaged after the probe wrote it: the fix then restores it or writes it
         again.
+    fix : str, optional
+        The caller's fix (e.g. calib's for a result passed to it as a dict, which has no folder to derive one from):
+        returned as it is, whatever ``edited``. Default None: derived as below.
 
     Returns
     -------
@@ -205,13 +215,17 @@ def file_and_fix(source, edited: bool = False) -> tuple[str, str]:
         (:func:`gradprobe.layout.rerun_advice` of its folder: ``gradprobe probe --out``, or the study's advice for a
         study's probe; :data:`PROBE_FIX` without a file), or, when ``edited``, to restore it or write it again
         (:func:`gradprobe.layout.restore_advice`: for the probe of a study without ``runs/``, only restoring it from
-        a copy of the study; ``"restore the file, or " + PROBE_FIX`` without a file).
+        a copy of the study; ``"restore the file, or " + PROBE_FIX`` without a file); or ``fix`` when given.
 
     Raises
     ------
     Nothing: it reads no file; it only asks :mod:`gradprobe.layout` which files exist around the folder (whether it
     is a study's probe folder, whether the study keeps ``runs/``).
     """
+    if isinstance(source, _Named):
+        source, fix = source.path, source.fix if fix is None else fix
+    if fix is not None:
+        return ("probe.json" if source is None else str(source)), fix
     if source is None:
         return "probe.json", f"restore the file, or {PROBE_FIX}" if edited else PROBE_FIX
     folder = Path(source).parent
@@ -239,10 +253,45 @@ class _Fix:
 def _file_and_lazy_fix(source, edited: bool = False) -> tuple[str, _Fix]:
     """(file, fix) as :func:`file_and_fix` gives them, the fix made only when a message uses it (:class:`_Fix`): for
     the checks that name them before they know whether they refuse."""
+    if isinstance(source, _Named):  # the caller's fix: nothing to derive
+        return file_and_fix(source, edited)
     return ("probe.json" if source is None else str(source)), _Fix(source, edited)
 
 
-def check_entries(rewards, prefix: str, source) -> None:
+class _Named(NamedTuple):
+    """A probe.json ``source`` (a path, or None for a probe result held in memory) with the fix its refusals name,
+    a caller's (the ``fix=`` of the public checks here): what the checks pass on as ``source`` to those they call, so
+    that every refusal below names it (:func:`file_and_fix`)."""
+
+    path: object
+    fix: str
+
+
+def _with_fix(source, fix: str | None):
+    """``source`` with the caller's ``fix`` (:class:`_Named`, whose fix it replaces); ``source`` itself without one
+    (so one that carries a fix keeps it)."""
+    if fix is None:
+        return source
+    return _Named(source.path if isinstance(source, _Named) else source, fix)
+
+
+def _words(source) -> tuple[str, str]:
+    """(what a refusal of damage says was damaged, what the probe did to it): ``("the file", "wrote")``, or for a
+    probe result a caller holds in memory and names its own fix for (``fix=`` without ``source``: no file was
+    read) ``("the result", "made")``."""
+    if isinstance(source, _Named) and source.path is None:
+        return "the result", "made"
+    return "the file", "wrote"
+
+
+def _edited(source) -> str:
+    """The clause of a refusal of damage: ``the file was edited or damaged after the probe wrote it`` (for a result a
+    caller holds: ``the result ... made it``, :func:`_words`)."""
+    holder, made = _words(source)
+    return f"{holder} was edited or damaged after the probe {made} it"
+
+
+def check_entries(rewards, prefix: str, source, *, fix: str | None = None) -> None:
     """Refuse a probe batch's ``rewards`` field that the forecast could not read by name, before any number is read.
 
     Accepted: a list of reward objects (dicts), each with a text ``name``, or an object mapping name -> reward object
@@ -259,6 +308,8 @@ def check_entries(rewards, prefix: str, source) -> None:
     source : str, Path or None
         The probe.json read (None: a probe result held in memory); the refusal names it and derives its fix from its
         folder (:func:`file_and_fix`).
+    fix : str, optional
+        The fix the refusal names, the caller's (default None: derived from ``source``, :func:`file_and_fix`).
 
     Raises
     ------
@@ -268,6 +319,7 @@ def check_entries(rewards, prefix: str, source) -> None:
         that is no list of reward objects or a name that is no text; restore it or write it again for a name given
         twice (the file was edited or damaged after the probe wrote it).
     """
+    source = _with_fix(source, fix)
     file, fix = _file_and_lazy_fix(source)
     if isinstance(rewards, dict):
         bad = next((f"{prefix}rewards[{k!r}] is {json_short(v)}, not an object" for k, v in rewards.items()
@@ -298,12 +350,11 @@ def _check_unique_names(rewards, prefix: str, source) -> None:
             file, fix = file_and_fix(source, edited=True)
             raise ValueError(f"{file} field {where} is {json_short(name)}, as is {seen[name]}: each reward entry has "
                              "its own name (the probe refuses a reward given twice), and the forecast would read "
-                             f"one of the two by its name; the file was edited or damaged after the probe wrote it; "
-                             f"{fix}")
+                             f"one of the two by its name; {_edited(source)}; {fix}")
         seen[name] = where
 
 
-def check_entry_numbers(entry: dict, where: str, source=None) -> None:
+def check_entry_numbers(entry: dict, where: str, source=None, *, fix: str | None = None) -> None:
     """Refuse a probe entry (``where``: its place in probe.json, e.g. ``rewards[1]``) whose number fields hold no
     usable number, before a forecast or a calibration row reads them: Python would read ``true`` as 1 token per
     update (a forecast flips sign silently), ``false``/``0`` divide by zero, text breaks numpy.
@@ -323,10 +374,11 @@ def check_entry_numbers(entry: dict, where: str, source=None) -> None:
     ------
     ValueError
         One line: the file (``source``, else ``probe.json``), the field (e.g. ``rewards[1].tokens_per_update``),
-        its value, what is accepted and the fix (:data:`PROBE_FIX`).
+        its value, what is accepted and the fix (:data:`PROBE_FIX`; ``fix``, the caller's, when given).
     """
     if not isinstance(entry, dict):
         return
+    source = _with_fix(source, fix)
     file, fix = _file_and_lazy_fix(source)
     for key in PER_UPDATE_FIELDS:
         problem = per_update_problem(key, entry.get(key))
@@ -368,8 +420,7 @@ def _check_number_field(value, field: str, many: bool, total: str | None, source
     if many and not math.isfinite(_fsum(abs(x) for x in read)):
         j = max(range(len(read)), key=lambda i: abs(read[i]))
         _refuse_number(source, field, f"holds values so large that their sum overflows a float ({field}[{j}] is "
-                                      f"{json_short(value[j])}; {total}): the file was edited or damaged after the "
-                                      "probe wrote it", edited=True)
+                                      f"{json_short(value[j])}; {total}): {_edited(source)}", edited=True)
 
 
 def _refuse_number(source, field: str, why: str, edited: bool = False) -> None:
@@ -409,7 +460,7 @@ def _setting_problem(key: str, value) -> str | None:
 
 
 def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, lr=None, batch_sizes=None,
-                          pooled: bool = False, budgets: dict | None = None) -> None:
+                          pooled: bool = False, budgets: dict | None = None, fix: str | None = None) -> None:
     """Refuse a probe entry (``where``: its place in probe.json, e.g. ``rewards[1]``) whose recorded summaries its
     per-group lists contradict: a hand edit of ``per_group`` (which the forecast's rho reads) or of a summary.
     Call it after :func:`check_entry_numbers` (the lists hold finite numbers).
@@ -451,10 +502,11 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
     ValueError
         One line: the file (``source``, else ``probe.json``), the field (e.g. ``rewards[1].inner_product``), the
         reward, the recorded value and the one its lists give, the formula, and the fix (restore the file, or
-        write it again: :func:`file_and_fix` with ``edited``).
+        write it again: :func:`file_and_fix` with ``edited``; ``fix``, the caller's, when given).
     """
     if not isinstance(entry, dict):
         return
+    source = _with_fix(source, fix)
     per, proxy = _floats(entry.get("per_group")), _floats(entry.get("signal_proxy_per_group"))
     tol = _tolerance([*(per or ()), *(proxy or ()), *(entry.get(k) for k in (
         "inner_product", "predicted_gain_per_update", "signal_proxy", "predicted_gain_at_budget", "seconds_per_update",
@@ -688,11 +740,11 @@ def _refuse(entry: dict, where: str, source, key: str, recorded: str, expected: 
     reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
     basis = f"{where}'s per-group lists" if basis is None else basis
     raise ValueError(f"{file} field {where}.{key}{reward} is {recorded}, but {basis} give "
-                     f"{expected} ({formula}, as the probe writes it): the file was edited or damaged after the probe "
-                     f"wrote it, so a forecast from it would not be the probe's; {fix}")
+                     f"{expected} ({formula}, as the probe writes it): {_edited(source)}, so a forecast from it would "
+                     f"not be the probe's; {fix}")
 
 
-def check_entry_inputs(probe, source=None) -> None:
+def check_entry_inputs(probe, source=None, *, fix: str | None = None) -> None:
     """Refuse a ``probe.json`` dict (as the probe wrote it: :func:`gradprobe.load_probe` calls this) whose reward
     entries contradict the settings and token counts the same file records, before a forecast or the table reads
     them:
@@ -721,6 +773,9 @@ def check_entry_inputs(probe, source=None) -> None:
 
     A dict put together in memory (a guided arm's entry merged into a study's probe,
     :func:`gradprobe.forecast.study.merge_guided_entries`, keeps its own probe's batch) is not checked here.
+    ``fix``: the fix every refusal names, the caller's (e.g. calib's for a result passed to it as a dict); default
+    None: derived from ``source``'s folder (:func:`file_and_fix`); given without ``source``, a refusal of damage
+    speaks of the result, not of a file (:func:`_words`).
 
     Raises
     ------
@@ -732,6 +787,7 @@ def check_entry_inputs(probe, source=None) -> None:
     """
     if not isinstance(probe, dict):
         return
+    source = _with_fix(source, fix)
     _check_batches_field(probe, source)
     config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
     file, fix = _file_and_lazy_fix(source)
@@ -786,8 +842,8 @@ def _check_entry_settings(entry: dict, where: str, source, config: dict) -> None
             reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
             raise ValueError(f"{file} field {where}.{key}{reward} is {json_short(own)}, but config.{key} is "
                              f"{json_short(stated)} (the probe writes its {key} into config and into every entry, "
-                             "as estimate_rewards records it): the file was edited or damaged after the probe wrote "
-                             f"it, so a forecast from it would not be the probe's; {fix}")
+                             f"as estimate_rewards records it): {_edited(source)}, so a forecast from it would not "
+                             f"be the probe's; {fix}")
 
 
 def _update_scale(config: dict, summary: dict) -> tuple[float, bool] | None:
@@ -838,11 +894,12 @@ def _check_entry_tokens(entry: dict, where: str, source, generated: int | None, 
             basis=f"{summary_field}.generated_tokens and {where}.generated_tokens")
 
 
-def pooled_entries(probe, source=None) -> dict:
+def pooled_entries(probe, source=None, *, fix: str | None = None) -> dict:
     """The pooled entries of a multi-batch ``probe.json``: its top-level ``rewards`` (pooled over its
     ``batches`` by :func:`gradprobe.probe.batches.run_probe_batches`), name -> entry as
     :func:`probe_batches_of` reads them; ``{}`` for a single-batch result, a list of batches, or a result
-    without top-level ``rewards``. ``source`` (the file the dict was read from) names the file in a message.
+    without top-level ``rewards``. ``source`` (the file the dict was read from) names the file in a message, ``fix``
+    (the caller's, else derived from it: :func:`file_and_fix`) the fix.
 
     Raises
     ------
@@ -851,10 +908,10 @@ def pooled_entries(probe, source=None) -> dict:
         counts, :func:`check_entry_summaries`), or a pooled entry its batches contradict
         (:func:`check_pooled_entries`).
     """
-    return check_pooled_entries(probe, source)
+    return check_pooled_entries(probe, source, fix=fix)
 
 
-def check_pooled_entries(probe, source=None) -> dict:
+def check_pooled_entries(probe, source=None, *, fix: str | None = None) -> dict:
     """Refuse a multi-batch ``probe.json`` whose pooled entries (its top-level ``rewards``) its ``batches``
     contradict, so that an edit of either is seen: the forecast reads the batches (:func:`probe_batches_of`: rho from
     their ``per_group``, costs from their ``tokens_per_update``, the signal proxy from theirs), the probe's table and
@@ -898,9 +955,11 @@ def check_pooled_entries(probe, source=None) -> dict:
     ValueError
         One line: the file (``source``, else ``probe.json``), the field (e.g. ``rewards[1].inner_product``), the
         reward, the recorded value and the one its batches give, the rule (:func:`gradprobe.probe.batches.
-        combine_batches`'s) and the fix (restore the file, or write it again); also a pooled entry of a reward some
-        batch lacks, or a ``config.probe_batches`` that is not the number of batches.
+        combine_batches`'s) and the fix (restore the file, or write it again; ``fix``, the caller's, when given);
+        also a pooled entry of a reward some batch lacks, or a ``config.probe_batches`` that is not the number of
+        batches.
     """
+    source = _with_fix(source, fix)
     if not (isinstance(probe, dict) and isinstance(probe.get("batches"), list) and probe["batches"]
             and probe.get("rewards")):
         return {}
@@ -908,11 +967,12 @@ def check_pooled_entries(probe, source=None) -> dict:
     pooled = _batches_of(dict(probe, batches=None), source, _group_counts(batches))[0]["rewards"]
     config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
     stated, file, fix = config.get("probe_batches"), *_file_and_lazy_fix(source, edited=True)
+    holder, made = _words(source)
     if stated is not None and _count(stated) != len(batches):  # 2.0: a re-save's integral float, read as 2
-        raise ValueError(f"{file} field config.probe_batches is {json_short(stated)}, but the file holds "
+        raise ValueError(f"{file} field config.probe_batches is {json_short(stated)}, but {holder} holds "
                          f"{len(batches)} batch(es) (its batches list; gradprobe.probe.batches.combine_batches records "
-                         "probe_batches = the batches it pools): a batch was added or removed after the probe wrote "
-                         f"the file, so a forecast from it would not be the probe's; {fix}")
+                         f"probe_batches = the batches it pools): a batch was added or removed after the probe {made} "
+                         f"{holder}, so a forecast from it would not be the probe's; {fix}")
     tables = [{name: (f"rewards[{j}]" if isinstance(b["rewards"], list) else f"rewards[{name!r}]", e)
                for j, (name, e) in enumerate(_entry_items(b.get("rewards")))} if isinstance(b, dict) else {}
               for b in batches]
@@ -926,7 +986,7 @@ def check_pooled_entries(probe, source=None) -> dict:
         if lacking is not None:
             raise ValueError(f"{file} field {where} is the pooled entry of reward {name!r}, but batches[{lacking}] "
                              "has no entry of it (gradprobe.probe.batches.combine_batches pools the reward's entry of "
-                             f"every batch): the file was edited or damaged after the probe wrote it; {fix}")
+                             f"every batch): {_edited(source)}; {fix}")
         settings = {k: entry.get(k) if entry.get(k) is not None else config.get(k)
                     for k in ("lr", "budget_tokens", "budget_seconds")}  # the entry's (batch 0's), else config's
         _check_pooled_entry(entry, where, source, [t[name] for t in tables], settings)
@@ -1038,10 +1098,11 @@ def _check_pooled_list(entry: dict, where: str, source, key: str, lists: list, p
 def _refuse_pooled(entry: dict, where: str, source, key: str, recorded: str, expected: str, rule: str) -> None:
     """The ValueError of :func:`check_pooled_entries`: file, field, reward, both values, the rule and the fix."""
     file, fix = file_and_fix(source, edited=True)
+    holder, made = _words(source)
     reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
     raise ValueError(f"{file} field {where}.{key}{reward} is {recorded}, but its batches give {expected} ({rule}, as "
                      "gradprobe.probe.batches.combine_batches pools them): the pooled entry or a batch's entry was "
-                     "edited or damaged after the probe wrote the file (the forecast reads the batches, the probe's "
+                     f"edited or damaged after the probe {made} {holder} (the forecast reads the batches, the probe's "
                      f"table and report the pooled entry), so a forecast from it would not be the probe's; {fix}")
 
 
@@ -1078,11 +1139,11 @@ def check_request(method: str, budget_tokens, budget_flops, n_draws: int, level:
         raise ValueError(f"level must be in (0, 1), got {level}")
 
 
-def check_batches(batches: list[dict], reference_reward: str, source=None) -> list[str]:
+def check_batches(batches: list[dict], reference_reward: str, source=None, *, fix: str | None = None) -> list[str]:
     """The probed reward entries (batch 0's order), after checking every batch probes the same ones, the
     reference is among them and each entry has ``tokens_per_update`` and ``per_group`` (ValueError; a missing or
     null one in one line naming the file, ``source`` else ``probe.json``, the field, e.g. ``rewards[1].per_group``
-    or ``batches[0].rewards[1].per_group``, and the fix: :func:`file_and_fix`)."""
+    or ``batches[0].rewards[1].per_group``, and the fix: ``fix``, the caller's, else :func:`file_and_fix`'s)."""
     names = list(batches[0]["rewards"])
     for j, b in enumerate(batches[1:], 1):
         if set(b["rewards"]) != set(names):
@@ -1097,7 +1158,7 @@ def check_batches(batches: list[dict], reference_reward: str, source=None) -> li
             if k is not None:
                 entry, j = batches[k]["rewards"][name], list(batches[k]["rewards"]).index(name)
                 where = f"{f'batches[{k}].' if len(batches) > 1 else ''}rewards[{j}].{key}"
-                file, fix = file_and_fix(source)
+                file, fix = file_and_fix(source, fix=fix)
                 raise ValueError(f"{file} field {where} is {'null' if key in entry else 'missing'}: probe entry "
                                  f"{name!r} lacks {key!r}, which the forecast reads (the probe writes it in every "
                                  f"entry); {fix}")

@@ -148,7 +148,7 @@ _NO_CURVE = ("the raw first-order extrapolation (expected to overestimate); a fo
              "trainer_state.json, a CSV of update,accuracy, a study folder or a saved curve)")
 
 
-def _entry_names(result: dict, source) -> list[str]:
+def _entry_names(result: dict, source, fix: str | None = None) -> list[str]:
     """The names of the reward entries of probe result ``result``, after refusing (ValueError, one line naming the
     file: ``source``, else ``probe.json``; the field and the fix) a ``rewards`` item that is no reward object with a
     text ``name``, e.g. ``rewards: [null]`` or ``["x"]`` (:func:`~.probe_input.probe_batches_of`'s check), and, with
@@ -157,31 +157,32 @@ def _entry_names(result: dict, source) -> list[str]:
     (:func:`~.probe_input.check_entry_inputs`, which refuses an entry's number field that holds no number first,
     as :func:`gradprobe.load_probe` does), and a ``rewards`` object (name -> entry), as
     :func:`gradprobe.outputs.read_probe_json` refuses it. A dict without ``source`` (the probe's own result before
-    it is written, one put together in memory) is not checked against its records."""
+    it is written, one put together in memory) is not checked against its records. ``fix``: the fix a refusal names,
+    the caller's (default: derived from ``source``, :func:`~.probe_input.file_and_fix`)."""
     rewards = result.get("rewards", [])
     if source is not None and isinstance(rewards, dict):  # a name -> entry object: no probe.json of the probe's
         raise ValueError(f"{source} has no 'rewards' list: not a probe.json of gradprobe probe; "
-                         f"{file_and_fix(source)[1]}")
-    check_entries(rewards, "", source)  # a null or text item: one line naming the field, not a TypeError
+                         f"{file_and_fix(source, fix=fix)[1]}")
+    check_entries(rewards, "", source, fix=fix)  # a null or text item: one line naming the field, not a TypeError
     if source is not None:
-        check_entry_inputs(result, source)
+        check_entry_inputs(result, source, fix=fix)
     return ([r["name"] for r in rewards] if isinstance(rewards, list) else
             [e.get("name", k) for k, e in rewards.items()])  # (name -> entry, as probe_batches_of reads it)
 
 
-def _config_of(result, source) -> dict:
+def _config_of(result, source, fix: str | None = None) -> dict:
     """The ``config`` of probe result ``result`` ({} when it records none), after refusing a ``result`` that is no
     dict (a ``probe.json`` holding ``[]``: was an AttributeError) in one line naming the file (``source``, else
-    ``probe.json``) and the fix (:func:`~.probe_input.file_and_fix`)."""
+    ``probe.json``) and the fix (``fix``, the caller's, else :func:`~.probe_input.file_and_fix`'s)."""
     if not isinstance(result, dict):
-        file, fix = file_and_fix(source)
+        file, fix = file_and_fix(source, fix=fix)
         raise ValueError(f"{file} holds {json_short(result)}, not a probe result (a JSON object with a 'rewards' "
                          f"list, as gradprobe probe writes it); {fix}")
     return result.get("config") or {}
 
 
 def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve_spec: str | None = None,
-                     method: str = "auto", reference_reward: str = "outcome", source=None) -> dict:
+                     method: str = "auto", reference_reward: str = "outcome", source=None, fix=None) -> dict:
     """The ``forecast`` section of ``probe.json`` (what ``gradprobe probe`` prints).
 
     Parameters
@@ -198,6 +199,8 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
     source : path, optional
         The file ``result`` was read from: a refusal of its entries names it (else ``probe.json``) and its fix.
         Given, ``result`` is that file as the probe wrote it, checked against its own records (:func:`_entry_names`).
+    fix : str, optional
+        The fix such a refusal names, the caller's (calib's for a dict); default: :func:`~.probe_input.file_and_fix`'s.
 
     Returns
     -------
@@ -227,7 +230,7 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
         a ``rewards`` item that is no reward object or an entry its file's records contradict (:func:`_entry_names`),
         one without ``tokens_per_update`` or ``per_group`` (:func:`~.probe_input.check_batches`), no dict (``[]``).
     """
-    cfg = _config_of(result, source)
+    cfg = _config_of(result, source, fix)
     is_default = False
     if curve is None:
         name = DEFAULT_CURVES.get(str(cfg.get("model")))
@@ -236,16 +239,14 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
                                 f"{RAW_GAINS_ABOVE} {_NO_CURVE}")
         curve = ReferenceCurve.load(default_curve_path().with_name(name))
         curve_spec, is_default = f"default ({name})", True
-    names = _entry_names(result, source)
-    if reference_reward not in names:
+    if reference_reward not in _entry_names(result, source, fix):
         return _no_forecast(result, f"the forecast is a gain vs grpo: add {reference_reward!r} to --rewards")
-    check_batches(batches := probe_batches_of(result, source), reference_reward, source)  # named; forecast reuses it
-    choice = "as asked"
-    if method == "auto":
-        method = VALIDATION["best"]
-        choice = f"auto: validated best, {VALIDATION['evidence']}"
-    fr = forecast_rewards(curve, result, method=method, reference_reward=reference_reward, _batches=batches)
-    _unmeasured_probe_columns(fr, result, curve, method, reference_reward, batches)
+    names = check_batches(batches := probe_batches_of(result, source, fix=fix), reference_reward, source, fix=fix)
+    choice = "as asked" if method != "auto" else f"auto: validated best, {VALIDATION['evidence']}"
+    method = VALIDATION["best"] if method == "auto" else method
+    fr = forecast_rewards(curve, result, method=method, reference_reward=reference_reward, _batches=batches,
+                          _names=names)  # read and checked here with the file named: not again
+    _unmeasured_probe_columns(fr, result, curve, method, reference_reward, batches, names)
     d = fr.to_dict()
     d["method_choice"] = choice
     mark_validated_arms(d["rows"], VALIDATION, probe_loss_type=str(cfg.get("loss_type") or DEFAULT_LOSS_TYPE),
@@ -263,10 +264,11 @@ def forecast_section(result: dict, *, curve: ReferenceCurve | None = None, curve
 
 
 def _unmeasured_probe_columns(fr, result: dict, curve: ReferenceCurve, method: str, reference_reward: str,
-                              batches: list[dict] | None = None) -> None:
+                              batches: list[dict] | None = None, names: list[str] | None = None) -> None:
     """Blank the probe numbers of ``fr`` (a :class:`~.result.ForecastResult` of ``result`` with ``method``; in place)
-    that the probe has not measured, and say so (:func:`~.special_rows.unmeasured_probe_row`). ``batches``:
-    ``probe_batches_of(result)`` as the caller read it, reused by the cost-only forecast below (default: read again).
+    that the probe has not measured, and say so (:func:`~.special_rows.unmeasured_probe_row`). ``batches``, ``names``:
+    ``probe_batches_of(result)`` and its ``check_batches`` as the caller read them, reused by the cost-only forecast
+    below (default: read and checked again).
 
     Where rho is undefined for every reward (:func:`~.special_rows.reference_rho_undefined`: the reference update is
     zero, or grpo's own <g_outcome, u> interval lies below 0) the probe columns are blanked, a note says why, and
@@ -289,7 +291,8 @@ def _unmeasured_probe_columns(fr, result: dict, curve: ReferenceCurve, method: s
     undefined = reference_rho_undefined(entry, result.get("reference"), guided)
     cost_rows = {}
     if undefined and method == "probe":  # the rows fall back to cost only's forecast of the same arms
-        cost = forecast_rewards(curve, result, method="cost_only", reference_reward=reference_reward, _batches=batches)
+        cost = forecast_rewards(curve, result, method="cost_only", reference_reward=reference_reward, _batches=batches,
+                                _names=names)
         cost_rows = {r["arm"]: r for r in cost.table.to_dict(orient="records")}
     for row in rows:
         if row is ref:

@@ -30,7 +30,7 @@ import pytest
 import calib
 import gradprobe
 from calib.cli import main
-from calib.probe_input import _RERUN, CalibrationApplyError
+from calib.probe_input import DICT_FIX, CalibrationApplyError
 from gradprobe.forecast import default_curve_path, forecast_section, load_reference_curve
 from gradprobe.layout import rerun_advice
 from gradprobe.outputs import json_safe
@@ -196,7 +196,7 @@ def _set(raw: dict, path: list, value) -> dict:
 def test_a_section_of_another_shape_is_one_line_naming_the_field(tmp_path, capsys, probe, path, value, field, shown,
                                                                   want):
     raw = _set(_copy(probe), path, value)
-    expected = f"probe.json field {field} is {shown}, not {want}; restore the file, or {_RERUN}; {DELETE}"
+    expected = f"probe.json field {field} is {shown}, not {want}; {DICT_FIX}; {DELETE}"  # was: "restore the file, ..."
     with pytest.raises(CalibrationApplyError) as info:  # was: a traceback (text, a list arm) or another field named
         calib.apply("default", _copy(raw))
     assert str(info.value) == expected

@@ -35,8 +35,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::calib.domain.CalibrationDomainW
 TOKENS_RULE = ("(tokens_per_update = round((batch.generated_tokens + its generated_tokens of the kinds training "
                "charges: rollout, continuation, selection) x s) = round(({g} + {c}) x 1.0), s = config's "
                "(update_prompts or prompts) x (update_group or group) / (prompts x group): "
-               "gradprobe.probe.result.per_update_costs, as the probe writes it): the file was edited or damaged "
-               "after the probe wrote it, so a forecast from it would not be the probe's; ")
+               "gradprobe.probe.result.per_update_costs, as the probe writes it): the result was edited or damaged "
+               "after the probe made it, so a forecast from it would not be the probe's; ")
+#: what a refusal of an edited dict says was edited, and what the same refusal of its file says
+DICT_EDITED, FILE_EDITED = ("the result was edited or damaged after the probe made it",
+                            "the file was edited or damaged after the probe wrote it")
 
 
 def _shipped() -> dict:
@@ -100,7 +103,8 @@ def test_a_dict_is_checked_against_its_records_as_its_file_is(tmp_path, edit, sa
     assert from_dict.endswith(f"; {DICT_FIX}") and "\n" not in from_dict  # was: the fix of a file
     from_file = _refusal(folder)  # the file: the same words, its path and its folder's fix
     file_fix = restore_advice(folder) if edited else rerun_advice(folder)
-    assert from_file == f"{folder / 'probe.json'}{from_dict[len('probe.json'):-len(DICT_FIX)]}{file_fix}"
+    said_of_file = from_dict[len('probe.json'):-len(DICT_FIX)].replace(DICT_EDITED, FILE_EDITED)
+    assert from_file == f"{folder / 'probe.json'}{said_of_file}{file_fix}"
 
 
 def test_a_multi_batch_dict_has_each_batchs_tokens_checked_and_only_what_is_recorded_is_compared():

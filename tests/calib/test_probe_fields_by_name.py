@@ -154,7 +154,8 @@ def test_apply_calibration_refuses_a_dicts_batch_entry_by_name_lacking_tokens_pe
 
 # --- 3: a dict's records refused with the fix of a dict, not of a file ----------------------------------------------
 
-EDITED = "the file was edited or damaged after the probe wrote it, so a forecast from it would not be the probe's"
+EDITED = "the result was edited or damaged after the probe made it, so a forecast from it would not be the probe's"
+FILE_EDITED = "the file was edited or damaged after the probe wrote it, so a forecast from it would not be the probe's"
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -186,8 +187,8 @@ def test_apply_calibration_refuses_a_dicts_records_with_the_fix_of_a_dict(edit, 
     with pytest.raises(CalibrationApplyError) as e:  # a file: its own fix, as gradprobe gives it
         check_probe_records(raw, str(path))
     edited = EDITED in message
-    assert str(e.value) == message.replace("probe.json", str(path), 1).replace(DICT_FIX,
-                                                                                file_and_fix(path, edited)[1])
+    assert str(e.value) == message.replace("probe.json", str(path), 1).replace(DICT_FIX, file_and_fix(path, edited)[1]
+                                                                                ).replace(EDITED, FILE_EDITED)
 
 
 def test_apply_calibration_refuses_a_dicts_pooled_entry_with_the_fix_of_a_dict():

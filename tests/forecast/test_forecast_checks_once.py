@@ -96,26 +96,62 @@ def _public(fn) -> list[str]:
     return [name for name in inspect.signature(fn).parameters if not name.startswith("_")]
 
 
-def test_the_batches_a_caller_read_are_internal_keywords():
-    """The public parameters are those of before the reuse (1b24a0d); the public ``batches=`` that let a caller
-    forecast probe A with probe B's batches (B's gains printed as A's) is refused, ``_batches`` of A itself gives
-    A's forecast bit for bit."""
+def test_the_batches_a_caller_read_are_internal_keywords(calls, checks):
+    """The public parameters are those of before the reuse (1b24a0d); the public ``batches=`` (and ``names=``) that
+    let a caller forecast probe A with probe B's batches (B's gains printed as A's) is refused, ``_batches`` and
+    ``_names`` of A itself give A's forecast bit for bit, and are used: neither read nor checked again (a
+    ``forecast_rewards`` that dropped them and read the probe again would read it here)."""
     assert _public(forecast_rewards) == ["curve", "probe", "budget_tokens", "budget_flops", "method", "arms",
                                          "lr_curve", "reference_reward", "n_draws", "seed", "level"]
     assert _public(study.merge_guided_entries) == ["probe", "guided", "entry", "folder", "source"]
     curve = load_reference_curve(default_curve_path())
     a = json.loads((STUDY / "probe" / "probe.json").read_text())
     b = json.loads((ROOT / "data" / "study_tiny_hard_rewards" / "probe" / "probe.json").read_text())
-    with pytest.raises(TypeError, match="'batches'"):
-        forecast_rewards(curve, a, batches=probe_batches_of(b), n_draws=200)
+    for keyword in ("batches", "names"):
+        with pytest.raises(TypeError, match=f"'{keyword}'"):
+            forecast_rewards(curve, a, **{keyword: probe_batches_of(b)}, n_draws=200)
     shared = json.loads((GUIDED / "probe" / "probe.json").read_text())
     guided = json.loads((GUIDED / "probe" / "guided" / "guided" / "probe.json").read_text())
     for keyword in ("probe_batches", "guided_batches"):
         with pytest.raises(TypeError, match=f"'{keyword}'"):
             study.merge_guided_entries(shared, guided, "outcome", "guided/guided", **{keyword: probe_batches_of(a)})
-    own = forecast_rewards(curve, a, n_draws=200, _batches=probe_batches_of(a)).table
+    batches = probe_batches_of(a)
+    names = list(batches[0]["rewards"])
+    calls.clear()
+    own = forecast_rewards(curve, a, n_draws=200, _batches=batches, _names=names).table
+    assert calls == [] and checks == []  # the caller's batches and names: not read or checked again
     read = forecast_rewards(curve, a, n_draws=200).table
+    assert [probe is a for probe, _ in calls] == [True] and len(checks) == 1  # without: read and checked here
     assert own.map(repr).equals(read.map(repr)) and read.set_index("arm").loc["mc_value", "forecast_gain"] < 0
+    assert list(read["arm"]) == names == ["outcome", "mc_value", "mc_advantage", "hybrid_0.5"]
+
+
+@pytest.fixture
+def checks(monkeypatch) -> list[object]:
+    """The batches of every ``check_batches`` call made by the forecast modules."""
+    seen: list[object] = []
+    original = budget_forecast.check_batches
+
+    def counted(batches, *args, **kwargs):
+        seen.append(batches)
+        return original(batches, *args, **kwargs)
+
+    for module in (budget_forecast, section):
+        monkeypatch.setattr(module, "check_batches", counted)
+    return seen
+
+
+@pytest.mark.parametrize("study_dir", ["study_tiny", "study_tiny_hard_heldout4k"])
+def test_forecast_section_checks_the_batches_once(calls, checks, study_dir):
+    """``check_batches`` (every batch probes the same rewards, the reference among them, each entry with
+    ``tokens_per_update`` and ``per_group``) ran in forecast_section with the file named, then again unnamed in
+    forecast_rewards on the same batches (2 calls; now 1)."""
+    path = ROOT / "data" / study_dir / "probe" / "probe.json"
+    result = json.loads(path.read_text(encoding="utf-8-sig"))
+    d = forecast_section(result, source=path)
+    assert len(checks) == 1 and len(calls) == 1  # was 2 checks of the batches its one read gave
+    assert d["available"] and d["rows"][0]["arm"] == "outcome"
+    assert [r["arm"] for r in d["rows"]] == [r["name"] for r in result["rewards"]]
 
 
 def test_checks_that_pass_derive_no_fix(monkeypatch):
