@@ -143,7 +143,12 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
         own curve is fitted without them (the rows are built). The default forecaster warns
         (:func:`gradprobe.forecast.study_forecasts`, from the curve it fits); this module re-exports the class.
     """
-    study_dir = Path(study_dir)
+    return _study_rows(Path(study_dir), curve, forecast_fn)[0]
+
+
+def _study_rows(study_dir: Path, curve, forecast_fn) -> tuple[pd.DataFrame, dict]:
+    """(rows, analysis): :func:`build_rows`'s rows (its checks, warnings and errors) and the ``analysis.json``
+    document they were built from (``calib report`` finds the arms that never trained in it, not reading it again)."""
     _check_folder(study_dir)
     study_json = _read_json(study_dir / STUDY_JSON, "it is written by `gradprobe study` when the plan is frozen")
     analysis = _read_json(study_dir / ANALYSIS_JSON, "run `gradprobe study` (it writes analysis.json at the end)")
@@ -179,13 +184,15 @@ def build_rows(study_dir: str | Path, *, curve=None, forecast_fn=None) -> pd.Dat
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     df.loc[df["is_reference"] & df["paired"], "target"] = 0.0  # exactly 0 for grpo's own paired rows
     _warn_left_out_arms(study_dir, [a for a in plan.arms if a not in arms], analysis, study_json)
-    return df
+    return df, analysis
 
 
-def build_rows_many(study_dirs, *, curve=None, forecast_fn=None) -> pd.DataFrame:
+def build_rows_many(study_dirs, *, curve=None, forecast_fn=None, _analyses=None) -> pd.DataFrame:
     """:func:`build_rows` of several studies, concatenated.
 
     ``study_dirs``: a list (or other iterable) of study folders; a single path (str or Path) is one study.
+    ``_analyses`` (internal, ``calib report``): a dict, filled with ``Path(folder)`` -> its ``analysis.json`` as
+    the rows were built from it (:func:`_study_rows`).
 
     Warns
     -----
@@ -209,7 +216,12 @@ def build_rows_many(study_dirs, *, curve=None, forecast_fn=None) -> pd.DataFrame
     study_dirs = study_dir_list(study_dirs)
     if not study_dirs:
         raise StudyFormatError("no study folders given")
-    frames = [build_rows(d, curve=curve, forecast_fn=forecast_fn) for d in study_dirs]
+    frames = []
+    for d in map(Path, study_dirs):
+        rows, analysis = _study_rows(d, curve, forecast_fn)
+        frames.append(rows)
+        if _analyses is not None:
+            _analyses[d] = analysis
     keys = [f["study"].iloc[0] for f in frames if len(f)]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:

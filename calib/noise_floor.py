@@ -52,9 +52,9 @@ import numpy as np
 import pandas as pd
 
 from gradprobe.forecast.study import read_study_json
-from gradprobe.layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, EVAL_ITEMS_JSONL, STUDY_JSON
+from gradprobe.layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, EVAL_ITEMS_JSONL, STUDY_JSON, keeps_runs
 from gradprobe.outputs import is_json_number
-from gradprobe.study.never_trained_arms import never_trained_why, untrained_arms
+from gradprobe.study.never_trained_arms import control_never_trained_why, never_trained_why, untrained_arms
 from gradprobe.study.power import paired_item_differences, variance_components
 from gradprobe.study.reading import AnalysisError
 
@@ -183,7 +183,7 @@ def _never_trained_left_out(arms, studies, never_trained, reference_arm: str) ->
         if not broken:
             continue
         keep &= ~((s == study) & (a == arm))
-        why = "; ".join(("the control arm " if x == reference_arm and x != arm else "") + never_trained_why(x, r)
+        why = "; ".join((control_never_trained_why if x == reference_arm and x != arm else never_trained_why)(x, r)
                         for x, r in broken.items())
         left.append({"study": study, "arm": arm, "why": f"{why}: {NEVER_TRAINED}",
                      "runs": [{"arm": x, "seed": r.get("seed"), "cause": r.get("cause")}
@@ -191,7 +191,7 @@ def _never_trained_left_out(arms, studies, never_trained, reference_arm: str) ->
     return keep, left
 
 
-def study_never_trained(study_dirs) -> dict[str, dict[str, list[dict]]]:
+def study_never_trained(study_dirs, *, _analyses=None) -> dict[str, dict[str, list[dict]]]:
     """study -> arm -> its ``never_trained`` records, the arms with a run that never trained of each study folder
     (its ``analysis.json`` ``arms[ARM].never_trained``: ``[{"seed", "cause", "why", "updates", ...}]``,
     :func:`gradprobe.study.never_trained_arms.untrained_arms`), the study named as calib's rows name it
@@ -201,6 +201,9 @@ def study_never_trained(study_dirs) -> dict[str, dict[str, list[dict]]]:
     ----------
     study_dirs : sequence of path
         Study folders (those the calibration rows were built from).
+    _analyses : dict, optional
+        Internal: folder (``pathlib.Path``) -> its ``analysis.json`` document as the caller already read it
+        (``calib report``: :func:`calib.dataset.build_rows_many`), so it is not read again; a folder it lacks is read.
 
     Raises
     ------
@@ -214,8 +217,9 @@ def study_never_trained(study_dirs) -> dict[str, dict[str, list[dict]]]:
     out = {}
     for d in map(Path, study_dirs):
         key = _study_key(d)
-        doc = read_study_json(d / ANALYSIS_JSON, "run `gradprobe study` (it writes analysis.json at the end)",
-                              error=StudyFormatError)
+        doc = (_analyses[d] if _analyses and d in _analyses else
+               read_study_json(d / ANALYSIS_JSON, "run `gradprobe study` (it writes analysis.json at the end)",
+                               error=StudyFormatError))
         arms = doc.get("arms") if isinstance(doc, dict) else None
         if not isinstance(arms, dict):
             raise StudyFormatError(f"{d / ANALYSIS_JSON} has no 'arms' object; re-run `gradprobe study --analyze-only`")
@@ -275,7 +279,7 @@ def _never_trained_fix(study_dir: Path) -> str:
     so re-analysing a study without ``runs/`` (a shipped study keeps only its tables) would write ``[]`` for every
     arm and put an arm that never trained back among the findings; there, only a copy of the file has them."""
     study_dir = Path(study_dir)
-    if (study_dir / "runs").is_dir():
+    if keeps_runs(study_dir):
         return (f"re-analyse the study with `gradprobe study {study_dir}/plan.toml --analyze-only --overwrite-analysis "
                 f"--out {study_dir}` (it reads these records from the run folders again)")
     return (f"restore {study_dir}/{ANALYSIS_JSON} from a copy of the study ({study_dir} has no runs/: a re-analysis "

@@ -90,7 +90,7 @@ UNITS = ("accuracy points; bias = mean(forecast - realized) over held-out runs; 
 def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: str = "linear", cv: str = "auto",
             interval: str = "cv_plus", confidence_level: float = 0.9, include_reference: bool = False,
             n_permutations: int = 9999, bootstrap_resamples: int = RESAMPLES, bootstrap_level: float = LEVEL,
-            bootstrap_seed: int = SEED, study_dirs=None) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+            bootstrap_seed: int = SEED, study_dirs=None, _analyses=None) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """Cross-validated errors, coverage and rank agreement of every forecaster.
 
     Parameters
@@ -113,7 +113,8 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         0.95, 0: the report is deterministic) and of the pooled taus (:func:`calib.bootstrap.pooled_interval`).
     study_dirs : list of path, optional
         The folders ``rows`` come from, for ``metrics["heldout_floor"]`` (else None) and the arms with a run that never
-        trained, which the floors and arm-mean errors leave out (:func:`calib.noise_floor.study_never_trained`).
+        trained, which the floors and arm-mean errors leave out (:func:`calib.noise_floor.study_never_trained`, from
+        ``_analyses``, internal: the ``analysis.json`` documents :func:`write_report` read with the rows).
 
     Returns
     -------
@@ -146,8 +147,9 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     rows, base, compared = _common_rows(rows, include_reference, notes)
     boot = {"resamples": bootstrap_resamples, "level": bootstrap_level, "seed": bootstrap_seed}
     per_row = {**boot, "min_studies": MIN_INTERVAL_STUDIES}  # the tau's rule (pooled_interval) for every interval
+    untrained = study_dirs and study_never_trained(study_dirs, _analyses=_analyses)  # the rows' reads, not again
     settings = {"method": method, "interval": interval, "include_reference": include_reference, "boot": per_row,
-                "level": confidence_level, "never_trained": study_dirs and study_never_trained(study_dirs)}
+                "level": confidence_level, "never_trained": untrained}
     long, errors = [], {}
     for mode in modes:
         errors[mode] = _mode_errors(rows, mode, compared, notes if mode == modes[0] else [], long, **settings)
@@ -471,9 +473,10 @@ def write_report(study_dirs, out: str | Path, *, curve=None, forecast_fn=None, *
     with removed_if_left_empty(out):  # a study refused after the folder was made: the folder (and parents) go
         out = prepare_report_folder(out)
         earlier = (out / CV_PREDICTIONS_CSV).is_file()  # the folder passed prepare_report_folder: a report's
-        rows = build_rows_many(study_dirs, curve=curve, forecast_fn=forecast_fn)
+        analyses = {}  # folder -> its analysis.json as the rows read it: the never-trained arms come from it
+        rows = build_rows_many(study_dirs, curve=curve, forecast_fn=forecast_fn, _analyses=analyses)
         runs = read_runs(study_dirs)
-        metrics, cv_rows, table = compute(rows, study_dirs=study_dirs, **settings)
+        metrics, cv_rows, table = compute(rows, study_dirs=study_dirs, _analyses=analyses, **settings)
     if earlier:  # said when it is replaced, after every check and the compute, as rank-prompts says it
         written = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime((out / CV_PREDICTIONS_CSV).stat().st_mtime))
         print(f"replacing the calibration report in {out} (written {written})", file=sys.stderr, flush=True)
