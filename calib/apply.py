@@ -536,8 +536,8 @@ def _reward_lines(rewards: list[dict]) -> list[str]:
         lo, hi = r["calibrated_interval"]
         iv = "n/a" if math.isnan(r["calibrated_gain"]) else f"[{lo:+.3f}, {hi:+.3f}]"
         rows.append([f"{r['name']}  ", f"  {_f(r['forecast'])}", f"  {_f(r['calibrated_gain'])}", f"  {iv}"])
-    header = [f"{title:{align}{width}}" for title, align, width in _COLUMNS]
-    lines = format_columns(header, rows, "".join(align for _, align, _ in _COLUMNS), sep="")
+    lines = format_columns([title for title, _, _ in _COLUMNS], rows, "".join(align for _, align, _ in _COLUMNS),
+                           sep="", min_widths=[width for _, _, width in _COLUMNS])
     marks = [list(r.get("caveats") or []) + (["outside domain"] if r["outside_domain"] else []) for r in rewards]
     return [lines[0]] + [line + "".join(f"  {m}" for m in ms) for line, ms in zip(lines[1:], marks)]
 

@@ -62,7 +62,8 @@ def _pad(text: str, align: str, width: int) -> str:
     return text + fill if align == "<" else fill + text
 
 
-def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]], align: str, *, sep: str = "  ") -> list[str]:
+def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]], align: str, *, sep: str = "  ",
+                   min_widths: Sequence[int] | None = None) -> list[str]:
     """Lines of a table: the header, then one line per row, each column as wide as its widest cell.
 
     Parameters
@@ -75,6 +76,9 @@ def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]], align: 
         Per column ``"<"`` (left, e.g. names) or ``">"`` (right, e.g. numbers).
     sep : str
         Put between columns.
+    min_widths : sequence of int, length C, optional
+        Per column the least width in display columns (:func:`display_width`): a column is as wide as its widest cell
+        or this, whichever is more (a fixed-width table's widths that a long entry still widens). Default: none.
 
     Returns
     -------
@@ -86,14 +90,18 @@ def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]], align: 
     Raises
     ------
     ValueError
-        ``align`` not C characters from ``<>``, or a row with another number of cells than the header.
+        ``align`` not C characters from ``<>``, a row with another number of cells than the header, or ``min_widths``
+        not C whole numbers >= 0.
     """
     n = len(header)
     if len(align) != n or set(align) - {"<", ">"}:
         raise ValueError(f"align must be {n} characters, each '<' or '>', got {align!r}")
+    least = [0] * n if min_widths is None else list(min_widths)
+    if len(least) != n or not all(isinstance(w, int) and not isinstance(w, bool) and w >= 0 for w in least):
+        raise ValueError(f"min_widths must be {n} whole numbers >= 0 (display columns), got {min_widths!r}")
     for i, row in enumerate(rows):
         if len(row) != n:
             raise ValueError(f"row {i} has {len(row)} cells, the header {n}: {list(row)!r}")
-    widths = [max(display_width(str(c)) for c in col) for col in zip(header, *rows)]
+    widths = [max(w, *(display_width(str(c)) for c in col)) for w, col in zip(least, zip(header, *rows))]
     return [sep.join(_pad(str(c), a, w) for c, a, w in zip(line, align, widths)).rstrip()
             for line in (header, *rows)]
