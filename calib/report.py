@@ -113,8 +113,8 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         0.95, 0: the report is deterministic) and of the pooled taus (:func:`calib.bootstrap.pooled_interval`).
     study_dirs : list of path, optional
         The folders ``rows`` come from, for ``metrics["heldout_floor"]`` (else None) and the arms with a run that never
-        trained, which the floors and arm-mean errors leave out (:func:`calib.noise_floor.study_never_trained`, from
-        ``_analyses``, internal: the ``analysis.json`` documents :func:`write_report` read with the rows).
+        trained, left out of the floors and arm-mean errors (:func:`calib.noise_floor.study_never_trained`; internal
+        ``_analyses``: their ``analysis.json`` as read for the rows).
 
     Returns
     -------
@@ -122,14 +122,13 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         ``metrics``: the content of ``metrics.json``; ``cv_rows``: every held-out prediction (long format); ``table``:
         :func:`calib.metrics.ranking_table` of the forecasters, ``rho`` and the headline calibrated gains.
 
-        In ``metrics["errors"][cv][forecaster]["raw" | "calibrated"]`` (and its ``"common"`` part,
-        the rows all compared forecasters cover), beside ``mae``: ``mae_interval`` [lo, hi] (points; None under 5
-        studies, ``mae_interval_reason`` then says why: :func:`_bootstrap_record`); in the ``"common"`` part of every
-        compared forecaster but cost only: ``mae_difference_vs_cost_only``
-        {estimate, interval, reason, n_clusters, rows, detectable_difference} (MAE minus cost only's on the same
-        rows, < 0: better: :func:`_differences`); ``arm_level`` (MAE on arm means, :mod:`calib.noise_floor`), and
-        ``metrics["seed_noise_floor"]``, ``metrics["heldout_floor"]`` (:func:`_floors`); ``metrics["bootstrap"]``
-        (:func:`_bootstrap_record`).
+        In ``metrics["errors"][cv][forecaster]["raw" | "calibrated"]`` (and its ``"common"`` part, the rows all compared
+        forecasters cover), beside ``mae``: ``mae_interval`` [lo, hi] (points; None under 5 studies,
+        ``mae_interval_reason`` then says why: :func:`_bootstrap_record`); in the ``"common"`` part of every compared
+        forecaster but cost only: ``mae_difference_vs_cost_only`` {estimate, interval, reason, n_clusters, rows,
+        detectable_difference} (MAE minus cost only's on the same rows, < 0: better: :func:`_differences`);
+        ``arm_level`` (MAE on arm means, :mod:`calib.noise_floor`), and ``metrics["seed_noise_floor"]``,
+        ``metrics["heldout_floor"]`` (:func:`_floors`); ``metrics["bootstrap"]`` (:func:`_bootstrap_record`).
         ``metrics["ranking"]``: :func:`calib.metrics.pooled_rank_agreement` (``kendall_tau_interval`` too) by score.
 
     Raises
@@ -147,16 +146,15 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     rows, base, compared = _common_rows(rows, include_reference, notes)
     boot = {"resamples": bootstrap_resamples, "level": bootstrap_level, "seed": bootstrap_seed}
     per_row = {**boot, "min_studies": MIN_INTERVAL_STUDIES}  # the tau's rule (pooled_interval) for every interval
-    untrained = study_dirs and study_never_trained(study_dirs, _analyses=_analyses)  # the rows' reads, not again
     settings = {"method": method, "interval": interval, "include_reference": include_reference, "boot": per_row,
-                "level": confidence_level, "never_trained": untrained}
+                "level": confidence_level, "never_trained": study_dirs and study_never_trained(
+                    study_dirs, _analyses=_analyses)}  # from the rows' reads of analysis.json, not read again
     long, errors = [], {}
     for mode in modes:
         errors[mode] = _mode_errors(rows, mode, compared, notes if mode == modes[0] else [], long, **settings)
     cv_rows = pd.concat(long, ignore_index=True) if long else pd.DataFrame()
     head, common = modes[0], base[base["all_forecasters"]]
     table, ranking, ranking_common = _rankings(rows, cv_rows, forecaster, method, head, n_permutations, compared, boot)
-    r = ranking[forecaster]
     metrics = {
         "headline_cv": head, "cv_modes": modes, "notes": notes, "forecaster": forecaster, "method": method,
         "interval": interval, "confidence_level": confidence_level, "include_reference": include_reference,
@@ -165,9 +163,9 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
         "errors": errors, "ranking": ranking, "ranking_common_arms": ranking_common,
         **_headline(errors[head][forecaster]),
         "bootstrap": _bootstrap_record(per_row, base),
-        **{k: r[k] for k in ("kendall_tau", "kendall_tau_interval", "kendall_tau_interval_reason", "p_kendall",
-                             "spearman_rho", "p_spearman")}, "versions": software_versions(), "units": UNITS,
-    }
+        **{k: ranking[forecaster][k] for k in ("kendall_tau", "kendall_tau_interval", "kendall_tau_interval_reason",
+                                               "p_kendall", "spearman_rho", "p_spearman")},
+        "versions": software_versions(), "units": UNITS}
     return metrics, cv_rows, table
 
 
