@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,19 @@ def test_gradprobe_train_refuses_a_looping_out(tmp_path, capsys):
     for words in _loop_words(a, [a, b, a], a):
         assert words in err, err
     assert a.is_symlink() and b.is_symlink()
+
+
+def test_probe_result_write_through_a_symlink_loop_is_refused_as_one(tmp_path):
+    """ProbeResult.write(dir) where dir is a symlink loop: an OutputDirError (ELOOP) naming the loop, not the
+    RuntimeError pathlib's resolve raises on a loop (Python 3.11); nothing is written."""
+    import gradprobe
+
+    result = gradprobe.load_probe(Path(__file__).resolve().parents[1] / "data" / "study_tiny" / "probe")
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "self").symlink_to(tmp_path / "self")
+    for out in (tmp_path / "a", tmp_path / "self", tmp_path / "a" / "deeper"):
+        with pytest.raises(OutputDirError) as refused:
+            result.write(out)
+        assert refused.value.errno == errno.ELOOP and "is a symlink loop" in str(refused.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "self"]

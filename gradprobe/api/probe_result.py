@@ -22,7 +22,7 @@ from pathlib import Path
 from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, PROBE_BATCH_DIR, PROBE_FILES, PROBE_JSON,
                       TOKENS_JSONL, probe_study, rerun_advice, study_probe_advice)
 from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_number, json_float, json_short,
-                       per_update_problem, prepare_output_dir, read_probe_json)
+                       per_update_problem, prepare_output_dir, read_probe_json, refuse_file_in_the_way)
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 
@@ -432,7 +432,8 @@ class ProbeResult:
         Raises
         ------
         OutputDirError (an OSError)
-            ``dir`` cannot be created or written, is a file, or holds another command's output or a model (a
+            ``dir`` cannot be created or written, is a file, or lies under a broken link or a symlink loop (errno
+            ELOOP, :func:`gradprobe.outputs.refuse_file_in_the_way`), or holds another command's output or a model (a
             training run, a study, a study's probe, a tier or ``save_pretrained`` weights: the message names
             what and the fix, as ``gradprobe probe --out`` refuses it); or it holds files named as a probe's
             (a user's own ``report.html``, a ``tokens.jsonl``) but no ``probe.json``, so no earlier probe's, which
@@ -454,6 +455,7 @@ class ProbeResult:
         from ..probe.output import _other_output, replacing_earlier_probe  # torch-bound: deferred (module docstring)
 
         out = api_out(dir, "dir")
+        refuse_file_in_the_way(out)  # a file, a broken link or a symlink loop (which Path.resolve raises on) in the way
         other = _other_output(out, "dir")
         if other is not None:
             raise OutputDirError(errno.EEXIST, f"dir {str(out)!r} {other}")
