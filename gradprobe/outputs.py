@@ -94,9 +94,12 @@ def _dangling_fix(out: Path, link: Path, target: str) -> str:
     remove or re-point)."""
     loop = link_loop(link)
     if loop is not None:
-        shown = " -> ".join(repr(x) for x in loop) if len(loop) > 1 else f"{str(link)!r} -> {target!r} -> ..."
-        return (f"{str(link)!r} is a symlink loop ({shown}: each link points to the next, so it "
-                f"leads to no folder, and none can be created through it): remove the link (rm {str(link)!r}) so "
+        if len(loop) > 1:
+            said = f"is a symlink loop ({' -> '.join(repr(x) for x in loop)}: each link points to the next, so it"
+        else:  # no link repeats from this one: the loop runs through a folder its target passes (c -> a/sub, a <-> b)
+            said = (f"leads into a symlink loop ({str(link)!r} -> {target!r}, a path through links that point back "
+                    "to each other, so it")
+        return (f"{str(link)!r} {said} leads to no folder, and none can be created through it): remove the link (rm {str(link)!r}) so "
                 f"that {str(out)!r} is created as a folder, or point it at an existing folder (ln -sfn FOLDER "
                 f"{str(link)!r}), or choose another --out")
     resolved = target if os.path.isabs(target) else os.path.join(os.path.dirname(link), target)

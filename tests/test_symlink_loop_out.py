@@ -104,3 +104,17 @@ def test_probe_result_write_through_a_symlink_loop_is_refused_as_one(tmp_path):
             result.write(out)
         assert refused.value.errno == errno.ELOOP and "is a symlink loop" in str(refused.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "self"]
+
+
+def test_a_link_into_a_loop_is_not_called_a_loop_itself(tmp_path):
+    """c -> a/sub with a <-> b: c is no loop (no link repeats from it), it leads into one; the refusal says so."""
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    (tmp_path / "c").symlink_to("a/sub")
+    with pytest.raises(OutputDirError) as refused:
+        prepare_output_dir(tmp_path / "c" / "run")
+    c = str(tmp_path / "c")
+    assert refused.value.errno == errno.ELOOP
+    assert f"{c!r} leads into a symlink loop ({c!r} -> 'a/sub', a path through links that point back" in str(
+        refused.value)
+    assert "is a symlink loop" not in str(refused.value)
