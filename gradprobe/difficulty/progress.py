@@ -125,7 +125,9 @@ def _reporter(task):
 def _hook(bar, unit: str, pool_seed: int):
     """The ``on_progress`` hook of a pool of data seed ``pool_seed`` (:func:`pool_problems`): reports of another split
     or seed are not the pool's; ``total`` adds to a ``line`` or ``row`` bar's total (a ``row`` bar turns from the
-    elapsed seconds to done / total at its first); ``done`` advances the bar, a ``prompt`` bar at most to n."""
+    elapsed seconds to done / total at its first); ``done`` advances the bar, at most to its total where known (a
+    ``prompt`` bar's n, a ``line`` or ``row`` bar's totals so far), so a bar never shows past 100%. The arguments
+    were checked by :meth:`gradprobe.tasks.base.Task.report_progress` (whole numbers >= 0)."""
     def on_progress(done: int = 0, total=None, split=None, seed=None):
         if split not in (None, "train") or seed not in (None, pool_seed):
             return
@@ -135,7 +137,7 @@ def _hook(bar, unit: str, pool_seed: int):
                     bar.bar_format, bar.unit = None, "row"
                 bar.total = (bar.total or 0) + total
                 bar.refresh()
-        if unit == "prompt":
+        if bar.total is not None:
             done = min(done, bar.total - bar.n)
         if done > 0:
             bar.update(done)

@@ -350,13 +350,29 @@ class Task(abc.ABC):
         total : int, optional
             Rows or lines newly known to come (>= 0: an empty file's 0 too; ``"line"`` and ``"row"`` units only);
             None (default): no news of the total.
-        split, seed : optional
+        split : {"train", "heldout"} or None
+        seed : int or None
             The ``problems`` request the items are made for: the builder counts only those of its own request
             (``"train"`` and its data seed; a few-shot wrapper's examples, made with
             :data:`~gradprobe.tasks.fewshot.FEWSHOT_SEED`, are not the pool's). None: any request.
 
-        Raises nothing itself; what the hook raises propagates.
+        Raises
+        ------
+        TypeError
+            ``done`` is not a whole number (an int or numpy integer; a bool, float or None is none), ``total`` is
+            neither None nor one, ``split`` is neither None nor a string, or ``seed`` neither None nor an integer.
+        ValueError
+            ``done`` or ``total`` is negative, or ``split`` is not one of :data:`SPLITS`.
+
+        Each message names the argument, its value, what is accepted and the task class whose call to fix
+        (``report_progress: done must be a whole number >= 0 (...), got None; fix the task's call (MyTask.problems)``).
+        The arguments are checked whether a builder listens or not (the same call fails with the bar on or off); a
+        call with plain ints and a split string costs a few type tests (it is made once per item or row). What the
+        hook raises propagates.
         """
+        if not (type(done) is int and done >= 0 and (total is None or type(total) is int and total >= 0)
+                and (split is None or type(split) is str and split in SPLITS) and (seed is None or type(seed) is int)):
+            done, total, seed = _checked_report(type(self).__name__, done, total, split, seed)
         hook = self.on_progress
         if hook is not None:
             hook(done=done, total=total, split=split, seed=seed)
@@ -471,6 +487,34 @@ class Task(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+def _checked_report(owner: str, done, total, split, seed) -> tuple:
+    """``(done, total, seed)`` of a :meth:`Task.report_progress` call by task class ``owner``, as plain ints (None
+    kept), once each is accepted; the errors :meth:`Task.report_progress` documents, naming ``owner``."""
+    fix = f"fix the task's call ({owner}.problems)"
+
+    def whole(name: str, value, what: str):
+        if type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, bool)):
+            if value >= 0:
+                return int(value)
+            raise ValueError(f"report_progress: {name} must be a whole number >= 0 ({what}), got {value!r}; {fix}")
+        raise TypeError(f"report_progress: {name} must be a whole number >= 0 ({what}), got {value!r} "
+                        f"({type(value).__name__}); {fix}")
+
+    done = whole("done", done, "items made or rows read since the last report")
+    if total is not None:
+        total = whole("total", total, "rows or lines newly known to come, or None")
+    if split is not None and not (isinstance(split, str) and split in SPLITS):
+        error = ValueError if isinstance(split, str) else TypeError
+        raise error(f"report_progress: split must be None or one of {SPLITS} (the request the items are made for), "
+                    f"got {split!r}; {fix}")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise TypeError(f"report_progress: seed must be None or an int (the data seed of the request the items "
+                            f"are made for), got {seed!r} ({type(seed).__name__}); {fix}")
+        seed = int(seed)
+    return done, total, seed
 
 
 def check_seed(seed, name: str = "seed") -> int:
