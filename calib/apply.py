@@ -58,10 +58,10 @@ from gradprobe.tables import format_columns
 
 from .domain import (CalibrationDomainWarning, DomainWarning, check_domain, check_in_sample, check_rewards,
                      probe_identity)
-from .files import json_float, write_json
+from .files import json_float, refuse_looping_file, write_json
 from .forecaster_choice import PROBE_FORECASTERS
 from .model import Calibration, load_calibration
-from .probe_input import (REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, check_probe_budgets,
+from .probe_input import (DICT_WHERE, REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, check_probe_budgets,
                           check_probe_entries, check_probe_records, check_section_shape, first_order_gain, load_probe,
                           probe_features, probe_forecasts, probe_study)
 from .validation import PLURAL, group_labels
@@ -111,7 +111,7 @@ def check_applicable(calibration: Calibration, *, rewards, budget_seconds=None, 
 
 
 def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "", task: dict | None = None,
-              where: str = "probe.json", study: dict | None = None) -> dict:
+              where: str = DICT_WHERE, study: dict | None = None) -> dict:
     """The calibrated gains of every probed reward (the content of ``calibrated.json``).
 
     Parameters
@@ -122,7 +122,7 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         ``probe.json`` (not modified), checked as the forecast reads it (:func:`calib.probe_input.check_probe_entries`)
         and, when it has one, its ``forecast`` section's shape (:func:`calib.probe_input.check_section_shape`).
     source, where : str
-        Where the calibration came from (recorded); the probe file as errors name it.
+        Where the calibration came from (recorded); the probe file as errors name it (a dict: ``DICT_WHERE``).
     task : dict, optional
         The probe's resolved task, when ``probe.json`` does not say it in full (:func:`load_probe`).
     study : dict, optional
@@ -487,9 +487,12 @@ def write_calibrated(folder: str | Path, document: dict, *, out: str | Path | No
     gradprobe.outputs.OutputDirError
         The write failed (an OSError; nothing changed): the message names the file, why, and the fix (next to
         probe.json: move what is in the way, make the folder writable, or copy the probe folder; ``out``: choose
-        another --out).
+        another --out); errno ELOOP: ``path`` is or lies under a symbolic link in a loop, refused before writing
+        (:func:`calib.files.refuse_looping_file`: the loop's chain and the fix).
     """
     path = Path(folder) / CALIBRATED_NAME if out is None else Path(out)
+    refuse_looping_file(path, "choose another --out" if out is not None else
+                        f"copy the probe folder {str(Path(folder))!r} somewhere else and apply there")
     try:
         return write_json(path, document, indent=1)
     except OutputDirError as e:
@@ -613,9 +616,9 @@ def apply_calibration(calibration, probe_result, *, source: str | None = None):
     calib.apply.CalibrationApplyError
         No ``outcome`` reward in the probe, no value of the calibration's budget, no forecast for
         a forecaster calibration, or a probe folder without ``probe.json`` (all ValueErrors); the messages name the
-        probe's file (``FOLDER/probe.json`` for a folder, and for a ProbeResult read from one: its ``folder``; the bare
-        ``probe.json`` for a dict or a ProbeResult without a file). A dict (or a ProbeResult without a file) gets the
-        checks :func:`gradprobe.load_probe` runs on a file's entries too
+        probe's file (``FOLDER/probe.json`` for a folder, and for a ProbeResult read from one: its ``folder``;
+        ``probe.json`` for a dict or a ProbeResult without a file: :data:`calib.probe_input.DICT_WHERE`). A dict (or a
+        ProbeResult without a file) gets the checks :func:`gradprobe.load_probe` runs on a file's entries too
         (:func:`calib.probe_input.check_probe_records`): a field every entry holds missing or null (e.g.
         ``rewards[1].inner_product`` or ``predicted_gain_at_budget``), an entry's ``lr``/budgets other than
         ``config``'s, a ``tokens_per_update`` its batch's generated tokens contradict (where the dict records them).
@@ -634,7 +637,7 @@ def _apply(calibration, probe_result, *, source: str | None):
     if not isinstance(calibration, Calibration):
         source = str(calibration) if source is None else source
         calibration = load_calibration(calibration)
-    task, where, study = None, "probe.json", None
+    task, where, study = None, DICT_WHERE, None
     if isinstance(probe_result, (str, Path)):
         raw, folder, task = load_probe(probe_result)
         where, study = str(Path(folder) / PROBE_JSON), probe_study(folder)
@@ -649,7 +652,7 @@ def _apply(calibration, probe_result, *, source: str | None):
     else:
         raise TypeError(f"probe_result must be a gradprobe.ProbeResult, a probe.json dict or a probe folder, got "
                         f"{type(probe_result).__name__}")
-    if where == "probe.json":  # no file read (a dict): its entries' fields and records, as load_probe checks a file
+    if where is DICT_WHERE:  # no file read (a dict): its entries' fields and records, as load_probe checks a file
         check_probe_records(raw, where)
     doc = calibrate(calibration, raw, source=source or "", task=task, where=where, study=study)
     table = pd.DataFrame([{"reward": r["name"], "forecast": r["forecast"], "calibrated_gain": r["calibrated_gain"],

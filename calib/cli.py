@@ -37,7 +37,7 @@ from .apply import CALIBRATED_FORMAT, calibrate, format_calibrated, load_probe, 
 from .dataset import (FORECASTERS, REFERENCE_ARM, RowsError, SkippedEvalsWarning, build_rows_many, read_rows,
                       rows_header)
 from .file_check import FIT_CHOICES, FIT_DEFAULTS
-from .files import write_json, write_text_atomic
+from .files import refuse_looping_file, write_json, write_text_atomic
 from .integrity import ReferenceLikeArmWarning, check_one_row_per_run, check_reference_rows, concat_rows
 from .metrics import p_value_text
 from .model import fit_calibration, is_calibration_file, load_calibration
@@ -163,13 +163,16 @@ def _rows(args) -> int:
 
 
 def _refuse_bad_file_out(path: Path, option: str, what: str, example: str) -> None:
-    """Refuse, before any work, an output file ``path`` (given as ``option``) that is a folder or lies under a file.
+    """Refuse, before any work, an output file ``path`` (given as ``option``) that is a folder, lies under a file, or
+    is or lies under a symbolic link in a loop (:func:`calib.files.refuse_looping_file`).
 
     Raises
     ------
     gradprobe.outputs.OutputDirError
-        Naming ``option``, the path in the way and the fix (another ``option``; ``example``: a file name in it).
+        Naming ``option``, the path in the way and the fix (another ``option``; ``example``: a file name in it); errno
+        ELOOP for a symlink loop, with the loop's chain.
     """
+    refuse_looping_file(path, f"choose another {option}")
     if path.is_dir():
         raise OutputDirError(errno.EISDIR, f"{option} {str(path)!r} is a folder, not a file; {what} is one file: "
                                            f"choose another {option} (a file path, e.g. {str(path / example)!r})")

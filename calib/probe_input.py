@@ -32,7 +32,7 @@ from .files import json_float
 __all__ = ["REFERENCE_REWARD", "CalibrationApplyError", "load_probe", "probe_forecasts", "probe_features",
            "first_order_gain", "SECTION_COLUMNS", "check_probe_budgets", "GAIN_RANGE", "probe_study_dir", "probe_study",
            "check_probe_entries", "check_probe_records", "check_forecast_section", "check_section_shape",
-           "SECTION_TOLERANCE"]
+           "SECTION_TOLERANCE", "DICT_FIX", "DICT_WHERE"]
 
 REFERENCE_REWARD = "outcome"
 
@@ -121,10 +121,20 @@ _RERUN = "re-run `gradprobe probe` (calib never edits probe.json)"
 DICT_FIX = "pass the probe's result as gradprobe.probe returned it, or its probe folder"
 
 
+class _NoFile(str):
+    """The ``where`` of a probe result passed as a dict: its messages call it ``probe.json``, but no file was read.
+    Marked by its type, not its text: a file read from the current folder (``calib apply .`` or ``calib apply
+    probe.json``) is named ``probe.json`` too, and is a file (:func:`_source`)."""
+
+
+#: ``where`` for a probe result passed as a dict (no file read; the default of every check here): :class:`_NoFile`
+DICT_WHERE = _NoFile("probe.json")
+
+
 def _source(where: str) -> Path | None:
-    """The probe file a message names (``where``), as gradprobe's checks take it: None for the bare ``probe.json``
-    of a result passed as a dict (no file was read)."""
-    return None if where == "probe.json" else Path(where)
+    """The probe file a message names (``where``), as gradprobe's checks take it: None for a result passed as a dict
+    (:data:`DICT_WHERE`: no file was read), else ``Path(where)`` (``probe.json`` of the current folder included)."""
+    return None if isinstance(where, _NoFile) else Path(where)
 
 
 def _dict_fix(where: str) -> str | None:
@@ -140,7 +150,7 @@ def _rerun(where: str) -> str:
     return _dict_fix(where) or _RERUN
 
 
-def check_probe_budgets(result: dict, where: str = "probe.json") -> None:
+def check_probe_budgets(result: dict, where: str = DICT_WHERE) -> None:
     """Refuse a probe result whose ``config.budget_tokens`` (always written) or ``config.budget_seconds`` (when
     not null) is not a finite number > 0; ``where`` names the file in the message.
 
@@ -148,8 +158,8 @@ def check_probe_budgets(result: dict, where: str = "probe.json") -> None:
     ------
     CalibrationApplyError
         ``WHERE field config.KEY is VALUE, not ...; re-run gradprobe probe`` (VALUE as the file spells it:
-        ``true``, ``null``, ``'1000'``; :func:`calib.file_check.json_spelled`); for a dict (``where`` the bare
-        ``probe.json``) the fix is :data:`DICT_FIX`.
+        ``true``, ``null``, ``'1000'``; :func:`calib.file_check.json_spelled`); for a dict (``where``
+        :data:`DICT_WHERE`, the default) the fix is :data:`DICT_FIX`.
     """
     cfg = result.get("config") if isinstance(result.get("config"), dict) else {}
     for key, unit in (("budget_tokens", "tokens"), ("budget_seconds", "device-seconds")):
@@ -186,7 +196,7 @@ def _gain(v, field: str, column: str, where: str) -> float:
     return x
 
 
-def probe_forecasts(result: dict, column: str, *, where: str = "probe.json") -> pd.DataFrame:
+def probe_forecasts(result: dict, column: str, *, where: str = DICT_WHERE) -> pd.DataFrame:
     """The forecaster ``column`` of every reward of a probe result, one row per reward (index: name).
 
     Looked for, in order: the reward entries themselves (a key ``column``); the rows of ``probe.json``'s
@@ -231,7 +241,7 @@ def probe_forecasts(result: dict, column: str, *, where: str = "probe.json") -> 
     return out
 
 
-def check_probe_entries(result: dict, where: str = "probe.json") -> None:
+def check_probe_entries(result: dict, where: str = DICT_WHERE) -> None:
     """Refuse a probe result the forecast would refuse (:func:`gradprobe.forecast.probe_input.probe_batches_of`:
     each entry's summaries against its per-group lists, a multi-batch result's pooled entries against its batches),
     so calib never calibrates an edited entry; ``where`` names the file.
@@ -249,7 +259,7 @@ def check_probe_entries(result: dict, where: str = "probe.json") -> None:
         raise CalibrationApplyError(str(e)) from None
 
 
-def check_probe_records(result: dict, where: str = "probe.json") -> None:
+def check_probe_records(result: dict, where: str = DICT_WHERE) -> None:
     """Refuse a probe result whose reward entries lack a field the probe writes in every entry, or contradict the
     settings and token counts it records, as :func:`gradprobe.load_probe` refuses such a file. First the fields
     (:func:`gradprobe.api.probe_result.check_fields`: ``inner_product``, ``predicted_gain_per_update``,
@@ -263,7 +273,7 @@ def check_probe_records(result: dict, where: str = "probe.json") -> None:
     without ``config`` or batch records passes them. The result the probe returns in memory
     (``gradprobe.probe(...).raw``, one batch or several), which it writes as its probe.json, passes both. For the
     dict passed to :func:`calib.apply.apply_calibration`, which no reader of the file checked; ``where`` names the
-    file (the bare ``probe.json`` for a dict: :func:`_source`; every refusal's fix is then :data:`DICT_FIX`).
+    file (:data:`DICT_WHERE` for a dict: :func:`_source`; every refusal's fix is then :data:`DICT_FIX`).
 
     Raises
     ------
@@ -304,7 +314,7 @@ def _section_fix(where: str) -> str:
             "forecast from the batches)")
 
 
-def check_section_shape(result: dict, where: str = "probe.json") -> None:
+def check_section_shape(result: dict, where: str = DICT_WHERE) -> None:
     """Refuse a ``forecast`` field of a probe result that is no forecast section as
     :func:`gradprobe.forecast.forecast_section` writes it, so that no reader of it (calib's forecasts, notes and
     caveats) meets a shape it cannot read; ``where`` names the file. Absent or null: no section (calib computes the
@@ -353,7 +363,7 @@ def check_section_shape(result: dict, where: str = "probe.json") -> None:
             refuse(f"forecast.rows[{i}].arm", row.get("arm", _MISSING), "the name of the arm the row forecasts")
 
 
-def check_forecast_section(result: dict, where: str = "probe.json") -> list[str]:
+def check_forecast_section(result: dict, where: str = DICT_WHERE) -> list[str]:
     """Refuse a stored ``forecast`` section that the probe's own batches contradict: calib corrects the section's
     gains (:func:`probe_forecasts`), which ``gradprobe probe`` computed from the batches with
     :func:`gradprobe.forecast.forecast_section`, so an edited gain would be calibrated as if it were the probe's.
@@ -521,7 +531,7 @@ def _stored_number(value) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _forecast_section(result: dict, column: str, where: str = "probe.json") -> dict:
+def _forecast_section(result: dict, column: str, where: str = DICT_WHERE) -> dict:
     why = (result.get("forecast") or {}).get("note") if isinstance(result.get("forecast"), dict) else None
     if why is None:
         try:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from calib.file_check import CalibrationFileError, check_fitted, check_predictions
-from calib.probe_input import CalibrationApplyError, _gain, check_probe_budgets
+from calib.probe_input import DICT_FIX, CalibrationApplyError, _gain, check_probe_budgets
 from gradprobe.forecast import CurveError, ReferenceCurve, default_curve_path
 from gradprobe.forecast.curve_fit import REPLICATE_SEED, seed_bootstrap_draws
 from gradprobe.forecast.start_check import heldout_measurement
@@ -71,7 +71,7 @@ def test_a_probe_budget_too_large_for_a_float_is_refused_not_a_crash(key, unit):
     with pytest.raises(CalibrationApplyError) as e:  # was OverflowError
         check_probe_budgets({"config": config})
     assert str(e.value) == (f"probe.json field config.{key} is {HUGE_SHOWN}, not a budget (a finite number of {unit} "
-                            f"> 0: gains are forecast at it); {RERUN}")
+                            f"> 0: gains are forecast at it); {DICT_FIX}")  # a dict: no probe.json to re-run
 
 
 def test_probe_budgets_take_a_numpy_integer_and_keep_their_messages_for_other_values():
@@ -83,7 +83,7 @@ def test_probe_budgets_take_a_numpy_integer_and_keep_their_messages_for_other_va
         with pytest.raises(CalibrationApplyError) as e:
             check_probe_budgets({"config": {"budget_tokens": value}})
         assert str(e.value) == (f"probe.json field config.budget_tokens is {shown}, not a budget (a finite number of "
-                                f"tokens > 0: gains are forecast at it); {RERUN}")
+                                f"tokens > 0: gains are forecast at it); {DICT_FIX}")
 
 
 @pytest.mark.parametrize("column", ["forecast_probe", "forecast_first_order"])
