@@ -4,7 +4,6 @@ and nothing with ``--no-progress`` (``progress=False``; the CLI sets ``TQDM_DISA
 
 from __future__ import annotations
 
-import io
 import json
 import re
 
@@ -12,24 +11,6 @@ import pytest
 
 from gradprobe.difficulty.progress import pool_problems
 from gradprobe.tasks import Problem, Task, load_task
-
-
-@pytest.fixture
-def captured(monkeypatch):
-    """Every tqdm bar pool_problems opens writes to one StringIO; the bars themselves are kept."""
-    import tqdm.auto
-
-    err, bars = io.StringIO(), []
-    real = tqdm.auto.tqdm
-
-    def make(*args, **kwargs):
-        bar = real(*args, **{**kwargs, "file": err, "mininterval": 0, "miniters": 1})
-        bars.append(bar)
-        return bar
-
-    monkeypatch.setattr(tqdm.auto, "tqdm", make)
-    monkeypatch.delenv("TQDM_DISABLE", raising=False)
-    return err, bars
 
 
 def test_a_reasoning_gym_pool_shows_its_total_and_eta(captured):

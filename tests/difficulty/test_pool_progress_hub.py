@@ -4,7 +4,6 @@ are parsed, and one that does not (a streamed split) keeps the elapsed seconds."
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import sys
@@ -16,24 +15,6 @@ datasets = pytest.importorskip("datasets")  # imported before tqdm.auto.tqdm is 
 
 from gradprobe.difficulty.progress import pool_problems  # noqa: E402
 from gradprobe.tasks import load_task  # noqa: E402
-
-
-@pytest.fixture
-def captured(monkeypatch):
-    """Every tqdm bar pool_problems opens writes to one StringIO; the bars themselves are kept."""
-    import tqdm.auto
-
-    err, bars = io.StringIO(), []
-    real = tqdm.auto.tqdm
-
-    def make(*args, **kwargs):
-        bar = real(*args, **{**kwargs, "file": err, "mininterval": 0, "miniters": 1})
-        bars.append(bar)
-        return bar
-
-    monkeypatch.setattr(tqdm.auto, "tqdm", make)
-    monkeypatch.delenv("TQDM_DISABLE", raising=False)
-    return err, bars
 
 
 def _rows(n: int) -> list[dict]:

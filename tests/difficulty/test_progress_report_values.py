@@ -5,7 +5,6 @@ silently); and a ``line`` or ``row`` bar stops at its known total (before, done 
 
 from __future__ import annotations
 
-import io
 import re
 
 import numpy as np
@@ -20,24 +19,6 @@ SPLIT = ("report_progress: split must be None or one of ('train', 'heldout') (th
          "got ")
 SEED = "report_progress: seed must be None or an int (the data seed of the request the items are made for), got "
 FIX = "; fix the task's call (Reporting.problems)"
-
-
-@pytest.fixture
-def captured(monkeypatch):
-    """Every tqdm bar pool_problems opens writes to one StringIO; the bars themselves are kept."""
-    import tqdm.auto
-
-    err, bars = io.StringIO(), []
-    real = tqdm.auto.tqdm
-
-    def make(*args, **kwargs):
-        bar = real(*args, **{**kwargs, "file": err, "mininterval": 0, "miniters": 1})
-        bars.append(bar)
-        return bar
-
-    monkeypatch.setattr(tqdm.auto, "tqdm", make)
-    monkeypatch.delenv("TQDM_DISABLE", raising=False)
-    return err, bars
 
 
 class Reporting(Task):
