@@ -17,6 +17,7 @@ an object with a ``rewards`` list) is here too, beside its writer, so every read
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import json
 import math
@@ -32,7 +33,8 @@ from . import __version__
 __all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "beyond_float", "OutputDirError",
            "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way", "dangling_link",
            "link_loop", "prepare_output_dir", "write_bytes_atomic", "write_text_atomic", "write_json_atomic",
-           "json_safe", "json_float", "versions", "PER_UPDATE_FIELDS", "per_update_problem", "read_probe_json"]
+           "json_safe", "json_float", "versions", "PER_UPDATE_FIELDS", "per_update_problem", "read_probe_json",
+           "naming_out", "out_option"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
 VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
@@ -99,13 +101,13 @@ def _dangling_fix(out: Path, link: Path, target: str) -> str:
         else:  # no link repeats from this one: the loop runs through a folder its target passes (c -> a/sub, a <-> b)
             said = (f"leads into a symlink loop ({str(link)!r} -> {target!r}, a path through links that point back "
                     "to each other, so it")
-        return (f"{str(link)!r} {said} leads to no folder, and none can be created through it): remove the link (rm {str(link)!r}) so "
-                f"that {str(out)!r} is created as a folder, or point it at an existing folder (ln -sfn FOLDER "
-                f"{str(link)!r}), or choose another --out")
+        return (f"{str(link)!r} {said} leads to no folder, and none can be created through it): remove the link "
+                f"(rm {str(link)!r}) so that {str(out)!r} is created as a folder, or point it at an existing folder "
+                f"(ln -sfn FOLDER {str(link)!r}), or choose another {out_option()}")
     resolved = target if os.path.isabs(target) else os.path.join(os.path.dirname(link), target)
     return (f"{str(link)!r} is a symbolic link to {target!r}, which does not exist (a broken link): create the "
             f"folder it points to (mkdir -p {resolved!r}), or remove the link (rm {str(link)!r}) so that "
-            f"{str(out)!r} is created as a folder, or choose another --out")
+            f"{str(out)!r} is created as a folder, or choose another {out_option()}")
 
 
 def _fix(path: Path, e: OSError) -> str:
@@ -113,10 +115,11 @@ def _fix(path: Path, e: OSError) -> str:
     if broken is not None:
         return _dangling_fix(path, *broken)
     if e.errno == errno.ENOSPC or e.errno == errno.EDQUOT:
-        return f"free space on the device holding {str(path)!r} (or choose another --out), then rerun to resume"
+        return (f"free space on the device holding {str(path)!r} (or choose another {out_option()}), then rerun to "
+                "resume")
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"make {str(path)!r} writable or choose another --out"
-    return "choose another --out"
+        return f"make {str(path)!r} writable or choose another {out_option()}"
+    return f"choose another {out_option()}"
 
 
 def error_text(e: BaseException) -> str:
@@ -150,6 +153,33 @@ def removed_if_left_empty(out: str | os.PathLike | None):
                 break
             folder.rmdir()
         raise
+
+
+#: How this module's fixes name the output folder's option (:func:`out_option`): ``--out`` on the command line, the
+#: argument's name inside a Python API call (:func:`naming_out`).
+_OUT_OPTION: contextvars.ContextVar[str] = contextvars.ContextVar("gradprobe_out_option", default="--out")
+
+
+def out_option() -> str:
+    """How a fix names the output folder to choose instead: ``"--out"`` (the command line's flag, the default), or
+    inside :func:`naming_out` the Python API argument (``"out"``, ``"dir"``)."""
+    return _OUT_OPTION.get()
+
+
+@contextlib.contextmanager
+def naming_out(name: str):
+    """While the body runs (or the decorated function: a context decorator), the output fixes of this module name
+    ``name`` as the option to change (``choose another out``), as a notebook user passed it, not ``--out``
+    (:func:`out_option`; a :class:`contextvars.ContextVar`, so threads and nested calls each keep their own).
+
+    Raises
+    ------
+    Nothing itself; what the body raises propagates (the name is restored first)."""
+    token = _OUT_OPTION.set(name)
+    try:
+        yield
+    finally:
+        _OUT_OPTION.reset(token)
 
 
 def api_out(out, name: str = "out") -> Path:
@@ -192,7 +222,7 @@ def refuse_file_in_the_way(out: Path) -> None:
     for parent in [out, *out.parents]:
         if parent.exists() and not parent.is_dir():
             raise OutputDirError(errno.ENOTDIR, f"cannot create output folder {str(out)!r}: {str(parent)!r} is a "
-                                                f"file, not a folder; choose another --out")
+                                                f"file, not a folder; choose another {out_option()}")
 
 
 def prepare_output_dir(out: Path) -> Path:

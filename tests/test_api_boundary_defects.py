@@ -143,7 +143,7 @@ def test_train_checks_the_seed_before_loading_the_model(tmp_path, plan_file, no_
 def test_train_says_a_file_is_not_a_folder(tmp_path, plan_file, no_compute):
     afile = tmp_path / "afile"
     afile.write_text("mine")
-    with pytest.raises(OutputDirError, match=r"'.*afile' is a file, not a folder; choose another --out$"):
+    with pytest.raises(OutputDirError, match=r"'.*afile' is a file, not a folder; choose another out$"):
         gradprobe.train(plan_file, afile, arm="grpo", updates=1)
     assert afile.read_text() == "mine"
 

@@ -118,3 +118,28 @@ def test_a_link_into_a_loop_is_not_called_a_loop_itself(tmp_path):
     assert f"{c!r} leads into a symlink loop ({c!r} -> 'a/sub', a path through links that point back" in str(
         refused.value)
     assert "is a symlink loop" not in str(refused.value)
+
+
+def test_the_python_api_names_its_argument_in_output_fixes_and_the_command_line_its_flag(tmp_path, capsys):
+    """A notebook user passed `out=` / `dir=`, not --out: gradprobe.train and ProbeResult.write refusals of a file or
+    a symlink loop in the way say "choose another out" / "choose another dir"; the command line keeps --out, and the
+    name is back to --out after the call (naming_out)."""
+    import gradprobe
+    from gradprobe.outputs import naming_out, out_option
+
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    with pytest.raises(OutputDirError, match=r"is a file, not a folder; choose another out$"):
+        gradprobe.train(Path(__file__).resolve().parents[1] / "plans" / "tiny.toml", afile / "run", arm="grpo",
+                        updates=1)
+    (tmp_path / "self").symlink_to(tmp_path / "self")
+    result = gradprobe.load_probe(Path(__file__).resolve().parents[1] / "data" / "study_tiny" / "probe")
+    with pytest.raises(OutputDirError, match=r"or choose another dir$"):
+        result.write(tmp_path / "self")
+    assert out_option() == "--out"
+    with naming_out("out"):
+        assert out_option() == "out"
+    assert out_option() == "--out" and afile.read_text() == "mine"
+    assert main(["train", "--plan", str(Path(__file__).resolve().parents[1] / "plans" / "tiny.toml"), "--arm", "grpo",
+                 "--out", str(tmp_path / "self"), "--updates", "1"]) == 2
+    assert capsys.readouterr().err.rstrip().endswith("or choose another --out")

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..layout import PROBE_JSON, rerun_advice
-from ..outputs import api_out, json_safe, read_probe_json, write_json_atomic
+from ..outputs import api_out, json_safe, naming_out, read_probe_json, write_json_atomic
 from ..probe_settings import DEFAULT_TASK, ProbeConfig, check_forecaster
 from .probe_result import ProbeFileError, ProbeResult, load_probe
 
@@ -99,6 +99,7 @@ def _probe_into(*, folder: Path, config, probe_batches: int, extra: dict, curve,
         write_probe_report(folder, result)  # off-screen figures: a notebook's backend is left alone
 
 
+@naming_out("out")  # its output fixes say "choose another out", the argument, not --out
 def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybrid_0.5"), *, out=None,
           probe_batches: int = 1, checkpoints=None, reference_curve=None, forecaster: str = "auto",
           **settings) -> ProbeResult:

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, PROBE_BATCH_DIR, PROBE_FILES, PROBE_JSON,
                       TOKENS_JSONL, probe_study, rerun_advice, study_probe_advice)
 from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_number, json_float, json_short,
-                       per_update_problem, prepare_output_dir, read_probe_json, refuse_file_in_the_way)
+                       naming_out, per_update_problem, prepare_output_dir, read_probe_json, refuse_file_in_the_way)
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 
@@ -415,6 +415,7 @@ class ProbeResult:
             raise damaged(path, "the file is empty: it holds no completion's line")
         return pd.DataFrame.from_records(records)
 
+    @naming_out("dir")  # its output fixes say "choose another dir", the argument, not --out
     def write(self, dir: str | Path) -> Path:
         """Copy the probe's files into ``dir``: what ``gradprobe probe --out dir`` writes (``probe.json``,
         ``report.html``, ``alignment.safetensors``, ``tokens.jsonl``, ``calibrated.json``, ``batch_K/`` for several

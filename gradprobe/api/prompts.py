@@ -14,12 +14,14 @@ import warnings
 from pathlib import Path
 
 from ..difficulty.rank import RankSettings, rank_prompts as rank
+from ..outputs import naming_out
 from ..training.run_folder import model_weights_identity
 
 
 __all__ = ["rank_prompts"]
 
 
+@naming_out("out")  # its output fixes say "choose another out", the argument, not --out
 def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = None, **options):
     """Predict each pool prompt's success probability under the policy and rank the pool nearest 1/2 first.
 

@@ -28,7 +28,7 @@ from ..training.coerce import echo_value
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
 from ..training.run_folder import refuse_other_output
 from .probe import PROBE_JSON, load_probe
-from ..outputs import api_out, removed_if_left_empty
+from ..outputs import api_out, naming_out, removed_if_left_empty
 
 
 __all__ = ["Study", "StudyResult", "StudyAnalysis", "RunResult", "load_study", "train"]
@@ -248,6 +248,7 @@ class Study:
     def __repr__(self) -> str:
         return f"Study(plan={str(self.plan_path)!r}, out={str(self.out)!r})"
 
+    @naming_out("out")  # Study(plan, out): its output fixes name the argument, not --out
     def run(self, *, executor: str = "local", workers: int | None = None, probe: bool = True,
             analyze: bool = True, restart: bool = False, quiet: bool = False, **options) -> StudyResult:
         """Run (or resume) the study, then read it back.
@@ -426,6 +427,7 @@ def _keywords_checked(fn):
 
 
 @_keywords_checked
+@naming_out("out")  # its output fixes say "choose another out", the argument, not --out
 def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device: str | None = None,
           updates: int | None = None, budget_tokens: int | str | None = None, budget_flops: float | None = None,
           budget_seconds: float | None = None, progress: bool = False, report_to: str = "none") -> RunResult:
