@@ -11,6 +11,7 @@ import pytest
 
 from gradprobe.difficulty.progress import pool_problems
 from gradprobe.tasks import Problem, Task, load_task
+from pool_bars import captured  # noqa: F401,E402 (a fixture: tests/pool_bars.py)
 
 
 def test_a_reasoning_gym_pool_shows_its_total_and_eta(captured):

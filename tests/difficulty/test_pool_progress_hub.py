@@ -15,6 +15,7 @@ datasets = pytest.importorskip("datasets")  # imported before tqdm.auto.tqdm is 
 
 from gradprobe.difficulty.progress import pool_problems  # noqa: E402
 from gradprobe.tasks import load_task  # noqa: E402
+from pool_bars import captured  # noqa: F401,E402 (a fixture: tests/pool_bars.py)
 
 
 def _rows(n: int) -> list[dict]:

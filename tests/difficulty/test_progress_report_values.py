@@ -12,6 +12,7 @@ import pytest
 
 from gradprobe.difficulty.progress import pool_problems
 from gradprobe.tasks import Problem, Task
+from pool_bars import captured  # noqa: F401,E402 (a fixture: tests/pool_bars.py)
 
 DONE = "report_progress: done must be a whole number >= 0 (items made or rows read since the last report), got "
 TOTAL = "report_progress: total must be a whole number >= 0 (rows or lines newly known to come, or None), got "

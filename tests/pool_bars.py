@@ -1,4 +1,5 @@
-"""Fixtures shared by the pool-progress tests of tests/difficulty."""
+"""The fixture the pool-progress tests of tests/difficulty share, imported by name as ``calib_helpers`` is (a
+conftest.py in tests/difficulty would shadow tests/conftest.py, which other test files import as ``conftest``)."""
 
 from __future__ import annotations
 
