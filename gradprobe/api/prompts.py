@@ -21,7 +21,6 @@ from ..training.run_folder import model_weights_identity
 __all__ = ["rank_prompts"]
 
 
-@naming_out("out")  # its output fixes say "choose another out", the argument, not --out
 def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = None, **options):
     """Predict each pool prompt's success probability under the policy and rank the pool nearest 1/2 first.
 
@@ -75,7 +74,9 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
         Unknown model.
     """
     settings = RankSettings.from_options(_progress_option(options))  # refuses bad options before any compute
-    return rank(model, task, pool, out=out, settings=settings, model_identity=model_weights_identity)
+    with naming_out("out"):  # its output fixes say "choose another out", the argument (a block, not a decorator:
+        # the deprecation warning above points at the caller's line, stacklevel=3)
+        return rank(model, task, pool, out=out, settings=settings, model_identity=model_weights_identity)
 
 
 def _progress_option(options: dict) -> dict:
