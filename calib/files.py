@@ -3,7 +3,9 @@
 calib writes ``calibration.json`` (``calib fit``), ``calibrated.json`` (``calib apply``), a report's
 ``metrics.json``, ``report.html``, figures and CSVs (``calib report``), the rows CSV (``calib rows``)
 and the forecaster validation record. Each is written atomically with fsync by
-:func:`gradprobe.outputs.write_bytes_atomic` (a reader sees the old file or the new one, never half),
+:func:`gradprobe.outputs.write_bytes_atomic` (a reader sees the old file or the new one, never half; a target that is,
+or lies under, a symbolic link in a loop is refused with nothing written: :func:`gradprobe.outputs.refuse_looping_file`;
+this module re-exports the writers and that refusal, which calib's commands call before any work with their own fix),
 and JSON in gradprobe's encoding of non-finite floats (:func:`gradprobe.outputs.json_safe`: NaN ->
 ``null``, +-inf -> ``"inf"``/``"-inf"``; :func:`gradprobe.outputs.json_float` reads them back), so
 calibration files written before this module still load. numpy scalars (a pandas aggregate, a
@@ -27,9 +29,8 @@ import json
 from pathlib import Path
 
 from gradprobe.layout import CV_PREDICTIONS_CSV, EARLIER_PROBE, OUTPUT_KINDS, output_kind
-from gradprobe import outputs as _outputs
-from gradprobe.outputs import (OutputDirError, dangling_link, json_float, json_safe, link_loop, output_error,
-                               refuse_file_in_the_way)
+from gradprobe.outputs import (OutputDirError, json_float, json_safe, output_error, refuse_link_loop,
+                               refuse_looping_file, write_bytes_atomic, write_text_atomic)
 
 __all__ = ["to_json", "write_json", "write_text_atomic", "write_bytes_atomic", "json_safe", "json_float",
            "prepare_report_folder", "refuse_looping_file", "REPORT_FILES", "REPORT_COMMAND"]
@@ -45,60 +46,6 @@ REPORT_COMMAND = "calib report"
 #: Keys of every ``metrics.json`` ``calib report`` wrote before it recorded :data:`REPORT_COMMAND` (since its
 #: leave-one-study-out metrics): with every file of :data:`REPORT_FILES`, they mark such an earlier report.
 _REPORT_KEYS = ("headline_cv", "cv_modes", "errors", "ranking", "versions", "units")
-
-
-def refuse_looping_file(path: str | Path, fix: str = "choose another --out") -> None:
-    """Refuse, before anything is written, an output file ``path`` that is, or lies under, a symbolic link in a loop
-    (``a -> b -> a``, a self-loop ``a -> a``: :func:`gradprobe.outputs.link_loop`): the atomic write would replace
-    the link itself with a regular file, and creating its folder fails with "File exists". Any other path passes (a
-    broken link, a missing folder: the write names them). ``fix``: the last fix the message names.
-
-    Raises
-    ------
-    gradprobe.outputs.OutputDirError (errno ELOOP)
-        A folder above the file loops: gradprobe's refusal of that output folder
-        (:func:`gradprobe.outputs.refuse_file_in_the_way`: ``cannot create output folder 'DIR': 'LINK' is a symlink
-        loop ('LINK' -> ... -> 'LINK': ...)``, with its fix). ``path`` itself loops: ``'PATH' is a symlink loop (the
-        chain...)``, with the fix (remove the link, point it at a file, or ``fix``).
-    """
-    path = Path(path)
-    broken = dangling_link(path)
-    loop = None if broken is None else link_loop(broken[0])
-    if loop is None:
-        return
-    if broken[0] != path:  # a folder of the path: refused as every output folder through a loop is
-        refuse_file_in_the_way(path.parent)
-    shown = " -> ".join(repr(x) for x in loop) if len(loop) > 1 else f"{str(path)!r} -> {broken[1]!r} -> ..."
-    raise OutputDirError(errno.ELOOP, (
-        f"{str(path)!r} is a symlink loop ({shown}: each link points to the next, so it leads to no file, and "
-        f"the write would replace the link with a regular file): remove the link (rm {str(path)!r}) so that the "
-        f"file is written there, or point it at a file (ln -sfn FILE {str(path)!r}), or {fix}"))
-
-
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """:func:`gradprobe.outputs.write_bytes_atomic` (``path.tmp``, fsync, ``os.replace``), after
-    :func:`refuse_looping_file` (a ``path`` through a symlink loop: refused, nothing written).
-
-    Raises
-    ------
-    gradprobe.outputs.OutputDirError
-        ``path`` is or lies under a symlink loop (errno ELOOP, :func:`refuse_looping_file`: its fix ends "choose
-        another --out"), or the write failed
-        (missing or read-only folder, a file in the way, disk full); ``path`` is unchanged.
-    """
-    refuse_looping_file(path)
-    _outputs.write_bytes_atomic(Path(path), data)
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` (UTF-8) atomically with :func:`write_bytes_atomic` (a symlink loop refused first).
-
-    Raises
-    ------
-    gradprobe.outputs.OutputDirError
-        As :func:`write_bytes_atomic`.
-    """
-    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def to_json(document, *, indent: int) -> str:
@@ -143,13 +90,11 @@ def prepare_report_folder(out: str | Path) -> Path:
         files from before it was recorded: :func:`_why_no_earlier_report`; the files are named, as the report would
         overwrite them), or cannot be created or written. Nothing is written then. errno ELOOP: ``out`` or a folder
         above it is a symbolic link in a loop (``a -> b -> a``), refused before anything is created, in the words of
-        every gradprobe command's ``--out`` (:func:`gradprobe.outputs.refuse_file_in_the_way`: the loop's chain, the
+        every gradprobe command's ``--out`` (:func:`gradprobe.outputs.refuse_link_loop`: the loop's chain, the
         link to remove or re-point).
     """
     out = Path(out)
-    broken = dangling_link(out)
-    if broken is not None and link_loop(broken[0]) is not None:  # mkdir would say "File exists"
-        refuse_file_in_the_way(out)  # errno ELOOP, the loop named as every gradprobe command's --out names it
+    refuse_link_loop(out)  # mkdir would say "File exists"; errno ELOOP, named as every gradprobe command's --out
     if out.exists() and not out.is_dir():
         raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} is a file; the report is a folder (report.html, "
                              f"metrics.json, figures, CSVs): {_FIX}")

@@ -8,7 +8,9 @@ but ``__version__``, so any layer may use it without an import cycle (issue 15).
 Atomic write: the text goes to ``<path>.tmp`` in the same folder, is flushed and fsynced, then
 ``os.replace``-d onto ``path`` (atomic on POSIX within one file system), so a reader sees the old
 file or the new one, never half of one. A failed write (disk full, read-only folder) removes the
-temporary file and raises :class:`OutputDirError` naming the path and the fix.
+temporary file and raises :class:`OutputDirError` naming the path and the fix. A target that is a symbolic link in a
+loop (``a -> b -> a``, ``a -> a``), which ``os.replace`` would silently replace with a regular file, or a file under a
+looping folder, is refused with nothing written (:func:`refuse_looping_file`).
 
 The one reading of a ``probe.json``'s form (:func:`read_probe_json`: UTF-8 with or without a byte-order mark, JSON,
 an object with a ``rewards`` list) is here too, beside its writer, so every reader of the file reads it alike.
@@ -32,9 +34,9 @@ from . import __version__
 
 __all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "beyond_float", "OutputDirError",
            "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way", "dangling_link",
-           "link_loop", "prepare_output_dir", "write_bytes_atomic", "write_text_atomic", "write_json_atomic",
-           "json_safe", "json_float", "versions", "PER_UPDATE_FIELDS", "per_update_problem", "read_probe_json",
-           "naming_out", "out_option"]
+           "link_loop", "refuse_link_loop", "refuse_looping_file", "prepare_output_dir", "write_bytes_atomic",
+           "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions", "PER_UPDATE_FIELDS",
+           "per_update_problem", "read_probe_json", "naming_out", "out_option"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
 VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
@@ -90,20 +92,29 @@ def link_loop(link) -> list[str] | None:
     return [str(link)]
 
 
+def _loop_words(link, loop: list[str], target: str) -> str:
+    """The one wording of a symlink loop, shared by the refusal of an output folder (:func:`_dangling_fix`) and of an
+    output file (:func:`refuse_looping_file`), each of which ends it (``... so it leads to no folder/file ...)``):
+    ``'LINK' is a symlink loop ('LINK' -> 'B' -> 'LINK': each link points to the next, so it`` for ``loop``, the
+    chain of :func:`link_loop`; ``'LINK' leads into a symlink loop ('LINK' -> 'TARGET', a path through links that
+    point back to each other, so it`` where no link repeats from ``link`` (``loop`` is ``[link]``: the loop runs
+    through a folder its ``target`` passes, ``c -> a/sub`` with ``a <-> b``)."""
+    if len(loop) > 1:
+        chain = " -> ".join(repr(x) for x in loop)
+        return f"{str(link)!r} is a symlink loop ({chain}: each link points to the next, so it"
+    return (f"{str(link)!r} leads into a symlink loop ({str(link)!r} -> {target!r}, a path through links that point "
+            "back to each other, so it")
+
+
 def _dangling_fix(out: Path, link: Path, target: str) -> str:
     """The message for output folder ``out`` under ``link``, a symbolic link to ``target``, which does not exist, or
     which leads back to itself (a symlink loop, :func:`link_loop`: there is no folder to create, only the link to
     remove or re-point)."""
     loop = link_loop(link)
     if loop is not None:
-        if len(loop) > 1:
-            said = f"is a symlink loop ({' -> '.join(repr(x) for x in loop)}: each link points to the next, so it"
-        else:  # no link repeats from this one: the loop runs through a folder its target passes (c -> a/sub, a <-> b)
-            said = (f"leads into a symlink loop ({str(link)!r} -> {target!r}, a path through links that point back "
-                    "to each other, so it")
-        return (f"{str(link)!r} {said} leads to no folder, and none can be created through it): remove the link "
-                f"(rm {str(link)!r}) so that {str(out)!r} is created as a folder, or point it at an existing folder "
-                f"(ln -sfn FOLDER {str(link)!r}), or choose another {out_option()}")
+        return (f"{_loop_words(link, loop, target)} leads to no folder, and none can be created through it): remove "
+                f"the link (rm {str(link)!r}) so that {str(out)!r} is created as a folder, or point it at an existing "
+                f"folder (ln -sfn FOLDER {str(link)!r}), or choose another {out_option()}")
     resolved = target if os.path.isabs(target) else os.path.join(os.path.dirname(link), target)
     return (f"{str(link)!r} is a symbolic link to {target!r}, which does not exist (a broken link): create the "
             f"folder it points to (mkdir -p {resolved!r}), or remove the link (rm {str(link)!r}) so that "
@@ -217,12 +228,66 @@ def refuse_file_in_the_way(out: Path) -> None:
     out = Path(out)
     broken = dangling_link(out)
     if broken is not None:
-        code = errno.ELOOP if link_loop(broken[0]) is not None else errno.ENOENT
-        raise OutputDirError(code, f"cannot create output folder {str(out)!r}: {_dangling_fix(out, *broken)}")
+        raise _link_error(out, broken)
     for parent in [out, *out.parents]:
         if parent.exists() and not parent.is_dir():
             raise OutputDirError(errno.ENOTDIR, f"cannot create output folder {str(out)!r}: {str(parent)!r} is a "
                                                 f"file, not a folder; choose another {out_option()}")
+
+
+def _link_error(out: Path, broken: tuple[Path, str]) -> OutputDirError:
+    """:func:`refuse_file_in_the_way`'s error for output folder ``out`` under ``broken``, the link
+    :func:`dangling_link` found and its target: errno ELOOP for a symlink loop (:func:`link_loop`), else ENOENT."""
+    code = errno.ELOOP if link_loop(broken[0]) is not None else errno.ENOENT
+    return OutputDirError(code, f"cannot create output folder {str(out)!r}: {_dangling_fix(out, *broken)}")
+
+
+def refuse_link_loop(out: str | os.PathLike) -> None:
+    """Raise :func:`refuse_file_in_the_way`'s error when ``out`` or one of its parents is a symbolic link in a loop
+    (``a -> b -> a``, ``a -> a``, or a link into one: :func:`link_loop`), and only then: a folder that would fail at
+    ``mkdir`` with "File exists". Anything else passes (a broken link to nothing, a file in the way: the caller's
+    own checks name them). Costs one ``lstat`` per path component, and ``stat`` calls only for a symbolic link.
+
+    Raises
+    ------
+    OutputDirError (errno ELOOP)
+        ``cannot create output folder 'OUT': 'LINK' is a symlink loop ('LINK' -> ... -> 'LINK': ...)``, with the fix
+        (remove the link, point it at an existing folder, or choose another ``--out``: :func:`out_option`).
+    """
+    out = Path(out)
+    broken = dangling_link(out)
+    if broken is not None and link_loop(broken[0]) is not None:
+        raise _link_error(out, broken)
+
+
+def refuse_looping_file(path: str | os.PathLike, fix: str | None = None) -> None:
+    """Refuse, before anything is written, an output file ``path`` that is, or lies under, a symbolic link in a loop
+    (``a -> b -> a``, a self-loop ``a -> a``: :func:`link_loop`): the atomic write (:func:`write_bytes_atomic`, which
+    calls this) would replace the link itself with a regular file, and creating its folder fails with "File
+    exists". Any other path passes (a broken link, a missing folder: the write names them). ``fix``: the last fix
+    the message names (default ``choose another --out``, or the Python API argument's name: :func:`out_option`).
+    Costs one ``lstat`` per path component (:func:`dangling_link`), and ``stat`` calls only for a symbolic link.
+
+    Raises
+    ------
+    OutputDirError (errno ELOOP)
+        A folder above the file loops: the refusal of that output folder (:func:`refuse_link_loop`: ``cannot create
+        output folder 'DIR': 'LINK' is a symlink loop ('LINK' -> ... -> 'LINK': ...)``, with its fix). ``path``
+        itself loops: ``'PATH' is a symlink loop ('PATH' -> ... -> 'PATH': each link points to the next, so it
+        leads to no file, ...)`` (``'PATH' leads into a symlink loop`` when it points into a looping folder), with
+        the fix (remove the link, point it at a file, or ``fix``).
+    """
+    path = Path(path)
+    broken = dangling_link(path)
+    loop = None if broken is None else link_loop(broken[0])
+    if loop is None:
+        return
+    if broken[0] != path:  # a folder of the path: refused as every output folder through a loop is
+        raise _link_error(path.parent, broken)
+    raise OutputDirError(errno.ELOOP, (
+        f"{_loop_words(path, loop, broken[1])} leads to no file, and the write would replace the link with a regular "
+        f"file): remove the link (rm {str(path)!r}) so that the file is written there, or point it at a file "
+        f"(ln -sfn FILE {str(path)!r}), or {fix if fix is not None else f'choose another {out_option()}'}"))
 
 
 def prepare_output_dir(out: Path) -> Path:
@@ -265,16 +330,24 @@ def give_umask_mode(path) -> None:
         os.chmod(path, 0o666 & ~_umask())
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path.tmp``, fsync, ``os.replace`` onto ``path`` (the one atomic writer).
+
+    A ``path`` that is a symbolic link in a loop (``a -> b -> a``, ``a -> a``), which ``os.replace`` would replace
+    with a regular file, is refused first (:func:`refuse_looping_file`); checked only when ``path`` is a link (one
+    ``lstat``): a folder above it that loops fails the temporary file's ``open`` with ELOOP, refused then in that
+    folder's words. A link to an existing file (or a broken one) is replaced by the file, as ``os.replace`` does.
 
     Raises
     ------
     OutputDirError
         The write failed (missing or read-only folder, a file in the way, disk full); the temporary
-        file is removed and ``path`` is unchanged.
+        file is removed and ``path`` is unchanged. errno ELOOP: ``path`` is or lies under a symlink loop
+        (:func:`refuse_looping_file`: the loop's chain, the fix), nothing written.
     """
     path = Path(path)
+    if os.path.islink(path):  # the one lstat of a plain path
+        refuse_looping_file(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as f:
@@ -285,16 +358,23 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     except OSError as e:
         with contextlib.suppress(OSError):  # the folder is not a folder: there is no temporary file
             tmp.unlink(missing_ok=True)
-        raise output_error("writing", path, e) from e
+        looping = None
+        if e.errno == errno.ELOOP:  # a folder above path loops (or path.tmp does: then no refusal, output_error's)
+            try:
+                refuse_looping_file(path)
+            except OutputDirError as refused:
+                looping = refused
+        raise (looping if looping is not None else output_error("writing", path, e)) from e
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) atomically with :func:`write_bytes_atomic`.
 
     Raises
     ------
     OutputDirError
-        The write failed; the temporary file is removed and ``path`` is unchanged.
+        The write failed; the temporary file is removed and ``path`` is unchanged (errno ELOOP: a symlink loop,
+        refused with nothing written: :func:`refuse_looping_file`).
     """
     write_bytes_atomic(path, text.encode("utf-8"))
 
