@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from ..difficulty.rank import RankSettings, rank_prompts as rank
-from ..outputs import naming_out
+from ..outputs import api_out, naming_out
 from ..training.run_folder import model_weights_identity
 
 
@@ -67,13 +67,19 @@ def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = N
     ValueError
         An unknown option (the valid names are listed), a bad value (the option and its flag are
         named), ``progress`` and ``no_progress`` both given, an unknown task, an empty pool, duplicate
-        prompt ids.
+        prompt ids; ``out`` an empty or blank string (it would mean the current folder, as ``--out ''``:
+        :func:`gradprobe.outputs.api_out`).
+    TypeError
+        ``out`` is neither None, a str nor an ``os.PathLike``.
     OSError
-        ``out`` cannot be written (before any compute).
+        ``out`` cannot be written (:class:`gradprobe.outputs.OutputDirError`, the fix saying "choose another out"): a
+        file in the way, a broken link or a symlink loop, an unwritable folder, or a folder holding another command's
+        output; refused before the pool is built or the model loaded, and nothing is created.
     gradprobe.models.ModelNotFoundError
         Unknown model.
     """
     settings = RankSettings.from_options(_progress_option(options))  # refuses bad options before any compute
+    out = None if out is None else api_out(out)  # an empty out would be the current folder, as --out '' is refused
     with naming_out("out"):  # its output fixes say "choose another out", the argument (a block, not a decorator:
         # the deprecation warning above points at the caller's line, stacklevel=3)
         return rank(model, task, pool, out=out, settings=settings, model_identity=model_weights_identity)

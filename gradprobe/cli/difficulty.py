@@ -40,7 +40,10 @@ if complete, from the CLI and the Python API alike. Each refuses, before any com
 another command's output (a study, a training run, a probe, a calibration report, or the other of these two) or
 a file named as its own that is not its complete earlier output (a user's ``metrics.json``), and says in one line,
 just before it writes, when it replaces its own earlier output there
-(:func:`gradprobe.difficulty.folder.check_output_folder`).
+(:func:`gradprobe.difficulty.folder.check_output_folder`); and an ``--out`` that cannot be a writable folder (a file
+in the way, a broken link or a symlink loop, an unwritable parent: :func:`gradprobe.outputs.prepare_output_dir`),
+before the pool is built (minutes for a large pool) or the model loaded
+(:func:`gradprobe.difficulty.rank.prepare_pool`). A refused ``--out`` leaves nothing created.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from ..layout import OUTPUT_KINDS, output_kind
-from ..outputs import OutputDirError
+from ..outputs import OutputDirError, out_option
 
 __all__ = ["RANK_FILES", "EVAL_FILES", "check_output_folder"]
 
@@ -55,7 +55,9 @@ def check_output_folder(out, command: str) -> str | None:
         ``out`` holds a study, a training run, a probe, a calibration report or the other command's output;
         or files named as the command's (``ranking.csv``, ``metrics.json``...) but not its complete earlier output
         (:func:`_complete`), which it would overwrite. One line naming the folder, what it holds (with the file
-        that shows it) and the fix. Nothing is written.
+        that shows it) and the fix (``--out``; inside :func:`gradprobe.outputs.naming_out`, as
+        ``gradprobe.rank_prompts`` calls it, the argument: ``out '/x' holds ...: choose another out``). Nothing is
+        written.
     ValueError
         ``command`` is not one of the two.
     """
@@ -72,10 +74,11 @@ def check_output_folder(out, command: str) -> str | None:
         other = next(c for c in _OWN if c != command)
         evidence = next((name for name in _OWN[other][0] if (folder / name).exists()), None)
         what = _OWN[other][1]
+    option = out_option()  # --out; the argument's name inside gradprobe.rank_prompts (out)
     if evidence is not None:
         raise OutputDirError(errno.EEXIST, (
-            f"--out {str(folder)!r} holds {what} ({evidence}), not the output of `gradprobe {command}`; "
-            f"{'an' if noun[0] in 'aeiou' else 'a'} {noun} there would mix its files into it: choose another --out "
+            f"{option} {str(folder)!r} holds {what} ({evidence}), not the output of `gradprobe {command}`; "
+            f"{'an' if noun[0] in 'aeiou' else 'a'} {noun} there would mix its files into it: choose another {option} "
             f"(an empty folder, or an earlier {noun}'s)"))
     earlier = [folder / name for name in files if (folder / name).exists()]
     if not earlier:
@@ -85,9 +88,9 @@ def check_output_folder(out, command: str) -> str | None:
         shown = ", ".join(p.name for p in earlier)
         them = "it" if len(earlier) == 1 else "them"
         raise OutputDirError(errno.EEXIST, (
-            f"--out {str(folder)!r} holds {shown} but {why}, so {'it is' if them == 'it' else 'they are'} no "
+            f"{option} {str(folder)!r} holds {shown} but {why}, so {'it is' if them == 'it' else 'they are'} no "
             f"earlier {noun}'s: {'an' if noun[0] in 'aeiou' else 'a'} {noun} there would overwrite {them}. Choose "
-            f"another --out, or move {shown} out of {str(folder)!r} (delete {them} if left by a `gradprobe "
+            f"another {option}, or move {shown} out of {str(folder)!r} (delete {them} if left by a `gradprobe "
             f"{command}` that was killed)"))
     written = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(max(p.stat().st_mtime for p in earlier)))
     return f"replacing the {noun} in {folder} (written {written})"

@@ -13,7 +13,9 @@ Steps: features of the pool prompts under the policy (one batched forward, in ch
 posteriors), then p_hat for every pool prompt with its 90% intervals (:mod:`gradprobe.difficulty.intervals`)
 and the ranking by |p_hat - 1/2| (:mod:`gradprobe.difficulty.estimator`; the compute in
 :mod:`gradprobe.difficulty.rank_pool`, what is recorded and printed in :mod:`gradprobe.difficulty.rank_report`).
-A pool over :data:`MAX_POOL` prompts is refused before anything is built (:func:`check_pool`).
+A pool over :data:`MAX_POOL` prompts is refused before anything is built (:func:`check_pool`), and so is an ``out``
+that cannot be a writable folder or holds another command's output (:func:`prepare_pool`,
+:func:`gradprobe.difficulty.folder.check_output_folder`).
 
 Importing this module imports neither torch nor pandas.
 """
@@ -244,10 +246,12 @@ def check_pool(pool) -> None:
 
 def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, settings: PoolSettings, *,
                  command: str = "rank-prompts") -> PreparedPool:
-    """Check the pool size (:func:`check_pool`) and the settings, load the task and build its training pool (on stderr a
-    bar with total and ETA where the pool's size is known, else the seconds: :func:`~gradprobe.difficulty.progress.
-    pool_problems`; hidden by ``no_progress``), create the output folder,
-    load the policy, in that order (refused input creates nothing and computes nothing).
+    """Check the pool size (:func:`check_pool`) and the settings, create the output folder and prove it writable
+    (:func:`gradprobe.outputs.prepare_output_dir`), load the task and build its training pool (on stderr a bar with
+    total and ETA where the pool's size is known, else the seconds: :func:`~gradprobe.difficulty.progress.
+    pool_problems`; hidden by ``no_progress``), load the policy, in that order: a bad ``out`` is refused before the
+    pool is built (minutes for a large one) or the model loaded, and a folder this call created is removed again
+    when a later step refuses (:func:`gradprobe.outputs.removed_if_left_empty`), so refused input leaves nothing.
 
     Parameters
     ----------
@@ -270,7 +274,8 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
         task, an empty pool, duplicate prompt ids, a metadata key whose values are not numbers (named, with the
         numeric keys of the pool).
     OSError
-        ``out`` cannot be created or written.
+        ``out`` cannot be created or written (:class:`gradprobe.outputs.OutputDirError`: a file in the way, a broken
+        link or a symlink loop, an unwritable folder), before the task is loaded.
     gradprobe.models.ModelNotFoundError
         Unknown model.
 
@@ -286,12 +291,27 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
     est_config = EstimatorConfig(prior_strength=settings.prior_strength, decay=settings.decay)  # settings first,
     sampling = SamplingConfig(temperature=settings.temperature, max_new_tokens=settings.max_new_tokens,
                               batch_size=settings.batch_size)
-    loaded = load_task(task, **({"skip_malformed": True} if settings.skip_malformed else {}))  # then the data,
-    problems = pool_problems(loaded, pool, seed=settings.data_seed, desc=f"{command}: building the pool of {pool:,} "
-                             "prompts", progress=not settings.no_progress)  # total and ETA where the size is known
-    if not problems:
-        raise ValueError(f"task {task!r} returned an empty pool for --pool {pool}")
-    check_unique_ids([p.id for p in problems])
+    with removed_if_left_empty(out):  # a folder made here goes again when the data or the model is refused
+        # then the folder (a file in the way, a symlink loop, unwritable: refused before the pool, minutes to build)
+        folder = None if out is None else prepare_output_dir(Path(out))
+        loaded = load_task(task, **({"skip_malformed": True} if settings.skip_malformed else {}))  # then the data,
+        problems = pool_problems(loaded, pool, seed=settings.data_seed, desc=f"{command}: building the pool of "
+                                 f"{pool:,} prompts", progress=not settings.no_progress)  # total and ETA if known
+        if not problems:
+            raise ValueError(f"task {task!r} returned an empty pool for --pool {pool}")
+        check_unique_ids([p.id for p in problems])
+        _warn_repeats(problems)
+        # strings as features: refused before the model; absent keys are warned by the feature pass
+        check_metadata_keys(problems, settings.keys, warn_absent=False)
+        # then the model: an alias (``tiny`` = the shipped or cached tier), folder, GGUF file or hub id, as a plan's
+        # [model] name
+        policy = load_policy(model, dtype=settings.dtype, device=settings.device, seed=settings.seed)
+    return PreparedPool(folder, policy, loaded, problems, sampling, est_config, settings.keys)
+
+
+def _warn_repeats(problems) -> None:
+    """Warn (UserWarning, pointing at :func:`prepare_pool`'s caller) when pool prompts repeat another's text
+    (:func:`gradprobe.tasks.base.repeated_prompts`), naming the first two groups of ids."""
     repeats = repeated_prompts(problems)
     if repeats:
         shown = "; ".join(" = ".join(ids[:3]) + (f" (+{len(ids) - 3} more)" if len(ids) > 3 else "")
@@ -299,13 +319,7 @@ def prepare_pool(model: str, task: str, pool: int, out: str | Path | None, setti
         warnings.warn(f"the pool holds {sum(len(ids) - 1 for ids in repeats)} prompt(s) that repeat another's text "
                       f"({shown}{'; ...' if len(repeats) > 2 else ''}): rank-prompts ranks each copy on its own, "
                       f"difficulty-eval keeps the copies of a prompt in one half; deduplicate the data to give each "
-                      f"prompt one place", stacklevel=3)
-    # strings as features: refused before the folder and the model; absent keys are warned by the feature pass
-    check_metadata_keys(problems, settings.keys, warn_absent=False)
-    folder = None if out is None else prepare_output_dir(Path(out))  # then the folder, then the compute
-    # an alias (``tiny`` = the shipped or cached tier), folder, GGUF file or hub id, as a plan's [model] name
-    policy = load_policy(model, dtype=settings.dtype, device=settings.device, seed=settings.seed)
-    return PreparedPool(folder, policy, loaded, problems, sampling, est_config, settings.keys)
+                      f"prompt one place", stacklevel=4)
 
 
 def rank_prompts(model: str, task: str, pool: int, *, out: str | Path | None = None,
