@@ -6,7 +6,10 @@ Fixed-width format specs (``f"{name:<14}"``) let a long entry, such as a reward 
 row line up whatever their content. It measures by display width (:func:`display_width`), not by
 ``len``: a reward named in CJK (two terminal columns a character) or with combining accents or
 zero-width format characters (none) would otherwise push its row's later columns off those of an
-ASCII row. Torch-free, so any result reader can use it.
+ASCII row. A control character in a cell (a tab or newline in a plug-in's reward name, an escape) has no width to
+measure: a tab moves to the next tab stop, a newline breaks the row, an escape sequence recolours the terminal; so
+:func:`format_columns` shows it escaped as ``repr`` does (:func:`shown`: ``\\t``, ``\\n``, ``\\x1b``), as the
+warnings naming a reward (``reward 'a\\tb' gives no gradient``) show it. Torch-free, so any result reader can use it.
 """
 
 from __future__ import annotations
@@ -14,10 +17,36 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["format_columns", "display_width"]
+__all__ = ["format_columns", "display_width", "shown"]
 
 _ZERO_CATEGORIES = ("Mn", "Me", "Cf")  # nonspacing mark, enclosing mark, format character: 0 columns
 _JAMO_MEDIAL_FINAL = ((0x1160, 0x11FF), (0xD7B0, 0xD7FF))  # Hangul medial vowel / final consonant jamo: 0 columns
+#: shown escaped by :func:`shown`: control characters (C0, DEL, C1), the line and paragraph separators, and lone
+#: surrogates (a file name's undecodable byte, which a UTF-8 terminal cannot print)
+_ESCAPED_CATEGORIES = ("Cc", "Zl", "Zp", "Cs")
+
+
+def shown(text: str) -> str:
+    """``text`` with each control character written as ``repr`` writes it, so that every character left takes the
+    columns :func:`display_width` counts: a tab as ``\\t``, a newline ``\\n``, a carriage return ``\\r``, other C0
+    and C1 controls and DEL as ``\\xHH`` (escape: ``\\x1b``), the line and paragraph separators as ``\\u2028`` /
+    ``\\u2029`` (they end a line for ``str.splitlines``) and a lone surrogate as ``\\udcHH``. Everything else is kept,
+    zero-width format characters (the joiner of an emoji sequence) and backslashes included: a name holding a
+    backslash and ``t`` shows as one holding a tab would (the name itself is in ``probe.json``).
+
+    Parameters
+    ----------
+    text : str
+        One table cell (any length).
+
+    Returns
+    -------
+    str
+        ``text`` itself when it holds no such character (every ASCII text without controls).
+    """
+    if text.isprintable():  # the usual cell; a False also comes of a format character or a no-break space, kept
+        return text
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in _ESCAPED_CATEGORIES else c for c in text)
 
 
 def display_width(text: str) -> int:
@@ -33,7 +62,9 @@ def display_width(text: str) -> int:
       consonant's two columns);
     * 2 for an East Asian wide or fullwidth character (``unicodedata.east_asian_width`` ``W`` or ``F``: CJK
       ideographs, most emoji);
-    * 1 otherwise (spacing marks ``Mc``, ambiguous-width characters and control characters included).
+    * 1 otherwise (spacing marks ``Mc``, ambiguous-width characters and control characters included: a tab, a
+      newline or an escape has no width of its own, so :func:`format_columns` measures and shows a cell as
+      :func:`shown` escapes it, ``\\t`` 2 columns).
 
     An ASCII string's width is its ``len``. Not exact for every terminal: an emoji ZWJ sequence (e.g. a family,
     U+1F468 U+200D U+1F469 U+200D U+1F467) counts 2 per emoji (6 here) where a terminal that draws it as one glyph
@@ -71,7 +102,9 @@ def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]], align: 
     header : sequence of str, length C
         Column titles.
     rows : sequence of sequences of str, each of length C
-        Already formatted cells (numbers formatted by the caller, e.g. ``f"{x:+.3e}"``).
+        Already formatted cells (numbers formatted by the caller, e.g. ``f"{x:+.3e}"``). A control character in a
+        cell or a title (a tab in a reward name) is shown escaped as ``repr`` does (:func:`shown`: ``a\\tb``), so the
+        line keeps its columns (a tab would jump to the next tab stop, a newline break the row).
     align : str of length C
         Per column ``"<"`` (left, e.g. names) or ``">"`` (right, e.g. numbers).
     sep : str
@@ -83,9 +116,9 @@ def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]], align: 
     Returns
     -------
     list of str
-        ``1 + len(rows)`` lines; column c starts at the same display column (:func:`display_width`:
-        a wide CJK character counts 2, a combining mark or zero-width character 0) on every line, and
-        trailing spaces are stripped. Cells of ASCII text: the same character offset.
+        ``1 + len(rows)`` lines, no cell holding a control character (:func:`shown`); column c starts at the same
+        display column (:func:`display_width`: a wide CJK character counts 2, a combining mark or zero-width
+        character 0) on every line, and trailing spaces are stripped. Cells of ASCII text: the same character offset.
 
     Raises
     ------
@@ -102,6 +135,6 @@ def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]], align: 
     for i, row in enumerate(rows):
         if len(row) != n:
             raise ValueError(f"row {i} has {len(row)} cells, the header {n}: {list(row)!r}")
-    widths = [max(w, *(display_width(str(c)) for c in col)) for w, col in zip(least, zip(header, *rows))]
-    return [sep.join(_pad(str(c), a, w) for c, a, w in zip(line, align, widths)).rstrip()
-            for line in (header, *rows)]
+    lines = [[shown(str(c)) for c in line] for line in (header, *rows)]  # a tab as \t: it has no width to pad
+    widths = [max(w, *(display_width(c) for c in col)) for w, col in zip(least, zip(*lines))]
+    return [sep.join(_pad(c, a, w) for c, a, w in zip(line, align, widths)).rstrip() for line in lines]
