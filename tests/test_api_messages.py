@@ -38,7 +38,7 @@ def test_train_names_its_argument_when_the_budget_is_smaller_than_one_update(tmp
         f"after deleting {out}: a rerun into it with another budget is refused) and raise budget_tokens= to at least "
         f"{cost:,} tokens (update 1's cost: the least that buys one update; a useful run needs many updates' cost), "
         "at most the plan's budget.generated_tokens = 250,000, or leave it out to use the plan's budget; or budget "
-        "the run by updates=, budget_seconds= or budget_flops= instead")
+        "the run by updates=, budget_seconds= or budget_flops= instead of budget_tokens=")
     assert summary["error"] == str(err.value)
     # the record keeps the flags' names, as from the command line: the folder compares with a CLI run's
     assert json.loads((out / "config.json").read_text())["run"]["budget_override"]["flags"] == {"--budget-tokens": 20}
@@ -57,7 +57,7 @@ def test_named_as_arguments_names_the_arguments_only_inside_its_block():
         "(or after deleting o: a rerun into it with another budget is refused) and raise budget_flops= to at least "
         "10,000,000,000 FLOPs (update 1's cost: the least that buys one update; a useful run needs many updates' "
         "cost), at most the plan's budget.flops = 60,000,000,000, or leave it out to use the plan's budget; or budget "
-        "the run by updates=, budget_seconds= or budget_tokens= instead")
+        "the run by updates=, budget_seconds= or budget_tokens= instead of budget_flops=")
     assert too_small_message(run, {"flops": (5e9, 1e10)}, "o").startswith("--budget-flops = 5,000,000,000 but ")
     assert too_small_message(run, {"flops": (5e9, 1e10)}, "o", python=True) == inside
 

@@ -30,7 +30,7 @@ def test_a_token_flag_names_its_flag_the_tokens_of_one_update_and_the_other_kind
         "stopped after update 1, data kept in run); to train, rerun with a new --out (or after deleting run: a rerun "
         f"into it with another budget is refused) and raise --budget-tokens to at least 617 tokens ({_LEAST}), at "
         "most the plan's budget.generated_tokens = 250,000, or leave it out to use the plan's budget; or budget the "
-        "run by --updates, --budget-seconds or --budget-flops instead")
+        "run by --updates, --budget-seconds or --budget-flops instead of --budget-tokens")
     assert "\n" not in message
 
 
@@ -41,14 +41,14 @@ def test_train_arguments_are_named_as_arguments():
     assert message.endswith(
         f"and raise budget_tokens= to at least 617 tokens ({_LEAST}), at most the plan's budget.generated_tokens = "
         "250,000, or leave it out to use the plan's budget; or budget the run by updates=, budget_seconds= or "
-        "budget_flops= instead")
+        "budget_flops= instead of budget_tokens=")
 
 
 def test_a_flop_flag_names_flops_rounded_up_and_no_plan_limit():
     run = _run({"generated_tokens": 250_000}, {"flops": 5e9})
     assert too_small_message(run, {"flops": (5e9, 10_105_274_368.4)}, "o", python=False).endswith(
         f"and raise --budget-flops to at least 10,105,274,369 FLOPs ({_LEAST}); or budget the run by --updates, "
-        "--budget-seconds or --budget-tokens instead")
+        "--budget-seconds or --budget-tokens instead of --budget-flops")
 
 
 def test_a_plan_budget_names_the_plan_and_no_alternative_flag():
@@ -67,7 +67,7 @@ def test_a_token_budget_below_b_times_g_says_what_one_update_costs():
     assert message == (
         "--budget-tokens 1 is smaller than one update of arm 'grpo': B * G = 2 * 4 completions of at least one token "
         f"each; give --budget-tokens at least 8 ({_BOUND}); or budget the run by --updates, --budget-seconds or "
-        "--budget-flops instead")
+        "--budget-flops instead of --budget-tokens")
 
 
 def _refusal(overrides: dict, python: bool = False) -> str:
@@ -84,9 +84,10 @@ def test_the_token_lower_bound_leaves_out_the_budget_kinds_given_with_it():
     message = _refusal({"generated_tokens": 1, "flops": 1, "device_seconds": 0.001})
     assert message == (
         "--budget-tokens 1 is smaller than one update of arm 'grpo': B * G = 2 * 4 completions of at least one token "
-        f"each; give --budget-tokens at least 8 ({_BOUND}); or budget the run by --updates instead")
+        f"each; give --budget-tokens at least 8 ({_BOUND}); or budget the run by --updates instead of "
+        "--budget-tokens")
     assert _refusal({"generated_tokens": 1, "flops": 1}, python=True).endswith(
-        "or budget the run by updates= or budget_seconds= instead")
+        "or budget the run by updates= or budget_seconds= instead of budget_tokens=")
 
 
 def test_the_token_lower_bound_offers_nothing_when_every_kind_was_given():
@@ -107,15 +108,17 @@ def test_two_flags_below_one_update_get_one_clause_each_and_no_flag_given_as_an_
         "kept in r); to train, rerun with a new --out (or after deleting r: a rerun into it with another budget is "
         f"refused) and fix both budgets: raise --budget-tokens to at least 4,409 tokens ({_LEAST}), at most the "
         "plan's budget.generated_tokens = 250,000, or leave it out to use the plan's budget; raise --budget-flops to "
-        f"at least 38,113,582,864 FLOPs ({_LEAST}); or budget the run by --updates instead")
+        f"at least 38,113,582,864 FLOPs ({_LEAST}); or budget the run by --updates instead of --budget-tokens and "
+        "--budget-flops")
 
 
 def test_a_flag_given_beside_the_one_too_small_is_no_alternative():
     run = _run({"generated_tokens": 250_000}, {"flops": 5e9, "device_seconds": 60.0, "updates": 9})
     assert too_small_message(run, {"flops": (5e9, 6e9)}, "o", python=True).endswith(
         f"and raise budget_flops= to at least 6,000,000,000 FLOPs ({_LEAST}); or budget the run by budget_tokens= "
-        "instead")
+        "instead of budget_flops=")
+    # 2,000 tokens: 9 updates of at most 2 * 4 * 40 = 320 tokens can spend them (100,000 is now refused: out of reach)
     every = _run({"generated_tokens": 250_000}, {"flops": 5e9, "device_seconds": 60.0, "updates": 9,
-                                                 "generated_tokens": 100_000})
+                                                 "generated_tokens": 2_000})
     assert too_small_message(every, {"flops": (5e9, 6e9)}, "o", python=False).endswith(
         f"and raise --budget-flops to at least 6,000,000,000 FLOPs ({_LEAST})")  # no alternative is left

@@ -21,22 +21,36 @@ from .run_folder import study_above
 from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, RunConfig, TrainConfig
 
 __all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS", "too_small_message", "named_as_arguments",
-           "MAX_WHOLE_BUDGET", "reachable_updates"]
+           "MAX_WHOLE_BUDGET", "reachable_updates", "ROLLOUT_ONLY_REWARDS", "most_tokens_per_update"]
 
 #: The largest budget of updates or generated tokens (a plan's ``[budget]``, ``--updates``, ``budget_tokens=``): an
 #: int64, what the ledger and the JSON readers hold (as :func:`gradprobe.token_counts.parse_token_count`'s maximum).
 MAX_WHOLE_BUDGET = 2**63 - 1
+
+#: The built-in rewards that charge no generated tokens beyond the rollouts (their ``RewardOutput.generated_tokens`` is
+#: ``{}`` and they sample nothing): the outcome rewards (:mod:`gradprobe.rewards.outcome`, ``outcome_loo``), the
+#: majority vote and the verifier's process rewards (:mod:`gradprobe.rewards.process`: no continuations). The MC
+#: rewards (``mc_value``, ``hybrid_*``, ...) charge continuations and a plug-in or user-registered reward may report
+#: any tokens, so :func:`most_tokens_per_update` bounds no update of theirs.
+ROLLOUT_ONLY_REWARDS = frozenset({"outcome", "outcome_batch", "outcome_dr", "outcome_loo", "majority_vote", "process",
+                                  "process_hybrid_0.9", "process_hybrid_0.5", "process_hybrid_0.1"})
 
 
 def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig, *,
                  max_new_tokens: int | None = None) -> None:
     """Refuse a ``[budget]`` that sets no budget, a non-positive one, or one smaller than one update of
     some arm (DESIGN.md: every budget buys updates; a token budget must cover B * G completions of one token);
-    with ``budget.updates``, also a ``save_weights_at`` (``[train]`` or an arm's) listing updates past it.
+    with ``budget.updates``, also a ``save_weights_at`` (``[train]`` or an arm's) listing updates past it, and a
+    ``budget.generated_tokens`` that the updates never let some arm spend.
 
     ``max_new_tokens`` (``[sampling] max_new_tokens``, tokens per completion; None: not named) gives one update's
     upper cost, B * G * max_new_tokens, in the token budget's message, as ``--budget-tokens``'s does
-    (:func:`shorten_budget`).
+    (:func:`shorten_budget`), and bounds the tokens that ``updates`` updates can spend (None: not checked).
+    Why a refusal and not a warning: a token budget out of reach never stops a run, so the plan promises arms
+    matched on generated tokens that stop on updates instead, its ``[eval] at_fractions`` of the token budget past
+    what the updates can spend are never reached, and a frozen plan cannot be fixed for its study afterwards; an
+    ``updates`` cap that the tokens can reach (``updates`` * B * G * max_new_tokens >= ``generated_tokens``) is
+    accepted, binding or not.
 
     Raises
     ------
@@ -44,9 +58,13 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
         Naming ``budget.KIND``, the value and the fix in the plan (``[budget] KIND``): ``updates`` not a whole
         number > 0 (give at least 1); ``generated_tokens`` below B * G of the arm with the largest B * G
         (completions of one token each: a lower bound on one update's cost, given as such beside the upper cost
-        B * G * max_new_tokens; the budget kinds the plan does not set are offered instead); ``updates`` or
-        ``generated_tokens`` above :data:`MAX_WHOLE_BUDGET`; another kind not > 0; or the ``save_weights_at`` key,
-        the updates past the budget, the budget and the fix.
+        B * G * max_new_tokens; the budget kinds the plan does not set are offered instead of it); ``updates`` or
+        ``generated_tokens`` above :data:`MAX_WHOLE_BUDGET`; another kind not > 0; the ``save_weights_at`` key,
+        the updates past the budget, the budget and the fix; or ``generated_tokens`` T above ``updates`` U times the
+        most tokens one update of some arm can generate (:func:`most_tokens_per_update`: B * G * max_new_tokens for
+        an arm with a rollout-only reward and no prompt selection; other arms are not checked), naming both values,
+        the arm, U * B * G * max_new_tokens and the fix: ``[budget] updates`` at least ceil(T / (B * G *
+        max_new_tokens)), or drop one of the two.
     """
     given = budget.given()
     if not given:
@@ -68,9 +86,70 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
         arm = max(sizes, key=lambda n: sizes[n].prompts_per_update * sizes[n].group)  # first of the largest B * G
         b, g = sizes[arm].prompts_per_update, sizes[arm].group
         if budget.generated_tokens < b * g:
-            others = _alternatives(_PLAN_NAMES, tuple(budget.given()))
+            others = _alternatives(_PLAN_NAMES, tuple(budget.given()), ("generated_tokens",))
             raise PlanError(_below_one_update(f"budget.generated_tokens = {budget.generated_tokens}", arm, b, g,
                                               max_new_tokens, "[budget] generated_tokens", others))
+    if budget.updates is not None and budget.generated_tokens is not None and max_new_tokens is not None:
+        _check_tokens_reachable(budget.updates, budget.generated_tokens, arms, base, max_new_tokens)
+
+
+def most_tokens_per_update(reward: str, selection: dict | None, b: int, g: int, max_new_tokens: int) -> int | None:
+    """The most charged generated tokens one update of an arm can cost, when that is known before the run:
+    B * G * max_new_tokens (``b`` prompts x ``g`` completions, each of at most ``max_new_tokens`` tokens; off-context
+    guidance samples the same B * G completions) for an arm whose ``reward`` is in :data:`ROLLOUT_ONLY_REWARDS` and
+    that selects no prompts (``selection`` empty or None); None otherwise (MC continuations, a plug-in reward's own
+    tokens, a selection rule's candidate rollouts and feature pass are charged too and have no bound here).
+    Units: tokens (an int, exact at any size)."""
+    if reward not in ROLLOUT_ONLY_REWARDS or selection:
+        return None
+    return b * g * max_new_tokens
+
+
+def _check_tokens_reachable(updates: int, tokens: int, arms: dict[str, ArmSpec], base: TrainConfig,
+                            max_new_tokens: int) -> None:
+    """Refuse ``[budget] generated_tokens`` that ``[budget] updates`` never lets an arm spend: ``updates`` updates of
+    the arm generate at most ``updates`` * :func:`most_tokens_per_update` tokens, and when that is below ``tokens``
+    every run of the arm stops on updates with the token budget unspent (not matched on tokens as the plan says).
+    The arm named is the first with the smallest bound (raising ``updates`` for it suffices for all); arms without a
+    bound (MC, plug-in rewards, prompt selection) are not checked."""
+    bounds = {}
+    for arm in arms.values():
+        t = dataclasses.replace(base, **arm.train)
+        most = most_tokens_per_update(arm.reward, arm.selection, t.prompts_per_update, t.group, max_new_tokens)
+        if most is not None:
+            bounds[arm.name] = most
+    if not bounds:
+        return
+    name = min(bounds, key=bounds.__getitem__)
+    if updates * bounds[name] >= tokens:
+        return
+    arm = arms[name]
+    t = dataclasses.replace(base, **arm.train)
+    fields = " * ".join(f"{'arms.' + name if k in arm.train else 'train'}.{k}" for k in ("prompts_per_update", "group"))
+    said = f"budget.generated_tokens = {tokens:,} is out of reach of budget.updates = {updates:,}"
+    raise PlanError(_tokens_out_of_reach(said, name, arm.reward, t.prompts_per_update, t.group, max_new_tokens,
+                                         f" ({fields} * sampling.max_new_tokens)", updates, tokens)
+                    + f": every run of the arm stops on updates with the token budget unspent, not matched on "
+                      f"generated tokens as the plan says; raise [budget] updates to at least "
+                      f"{_fewest(tokens, bounds[name])} or drop [budget] updates or [budget] generated_tokens")
+
+
+def _tokens_out_of_reach(said: str, arm: str, reward: str, b: int, g: int, most_len: int, fields: str, updates: int,
+                         tokens: int) -> str:
+    """The facts of a token budget ``tokens`` that ``updates`` updates of ``arm`` never spend (``said`` names the
+    two: flags, arguments or plan keys; ``fields`` the keys of B, G and max_new_tokens, or "")."""
+    per = b * g * most_len
+    return (f"{said}: one update of arm {arm!r} (reward {reward!r}: rollout tokens only) generates at most "
+            f"B * G * max_new_tokens = {b} * {g} * {most_len} = {per:,} tokens{fields}, so {updates:,} "
+            f"update{'s' if updates != 1 else ''} generate{'' if updates != 1 else 's'} at most {updates * per:,} < "
+            f"{tokens:,} tokens")
+
+
+def _fewest(tokens: int, per: int) -> str:
+    """The fewest updates whose most tokens (``per`` each) reach ``tokens``, with why it is only a floor."""
+    return (f"{reachable_updates(tokens, per):,} (ceil({tokens:,} / {per:,}): the fewest with which the token budget "
+            f"can be spent at all, and then only by completions of max_new_tokens tokens each; shorter completions "
+            f"need more)")
 
 
 def _check_save_weights_at(updates: int, arms: dict[str, ArmSpec], base: TrainConfig) -> None:
@@ -144,10 +223,14 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
         the largest float), or for tokens and updates not a whole number in [1, 2**63 - 1]; a value above the plan's
         own budget of that kind (the flags only shorten a run: lengthen it in the plan); a token budget below B x G
         (completions of one token each: a lower bound on one update's cost, which the message names, up to
-        B x G x max_new_tokens; the other budget kinds not given are offered instead); or ``--updates N`` that the
+        B x G x max_new_tokens; the other budget kinds not given are offered instead of it); ``--updates N`` that the
         token budget T can never let the run reach (an update starts only while fewer than T tokens are spent and
         costs at least B x G, so at most ceil(T / (B x G)) updates are made: :func:`reachable_updates`), which would
-        make the one flag meaningless next to the other; the message names that most.
+        make the one flag meaningless next to the other; the message names that most; or ``--budget-tokens T`` with
+        ``--updates N`` that N updates can never spend (N * B x G x max_new_tokens < T for an arm that
+        :func:`most_tokens_per_update` bounds), naming both flags, the most the N updates generate and the fix:
+        ``--updates`` at least ceil(T / (B x G x max_new_tokens)), or only one of the two. ``--updates`` beside the
+        plan's own token budget is the shortening it asks for and is not refused.
     """
     unknown = sorted(set(overrides) - set(BUDGET_KINDS))
     if unknown:
@@ -164,11 +247,7 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
     tokens = given.get("generated_tokens")
     if tokens is not None and tokens < minimum:
         raise PlanError(_too_few_tokens(run, tokens, names, tuple(given)))
-    updates = given.get("updates")
-    token_limit = given.get("generated_tokens", plan_budget.get("generated_tokens"))
-    if updates is not None and token_limit is not None and int(updates) > reachable_updates(int(token_limit), minimum):
-        raise PlanError(_unreachable_updates(run, int(updates), int(token_limit), names,
-                                             "generated_tokens" in given))
+    _check_updates_with_tokens(run, given, plan_budget, names)
     kinds = {k: (int(v) if k in ("generated_tokens", "updates") else float(v)) for k, v in given.items()}
     budget = dataclasses.replace(run.budget, **kinds)
     record = {"flags": {BUDGET_FLAGS[k]: v for k, v in kinds.items()}, "plan_budget": plan_budget}
@@ -183,6 +262,30 @@ def reachable_updates(tokens: int, per_update: int) -> int:
     may overshoot the budget. Reached only when every update costs ``per_update``; longer completions reach fewer.
     Both arguments are positive ints (any size: exact integer arithmetic)."""
     return -(-tokens // per_update)
+
+
+def _check_updates_with_tokens(run: RunConfig, given: dict, plan_budget: dict, names: dict) -> None:
+    """Refuse an updates override that a token budget (the override's or the plan's) never lets the run reach
+    (:func:`_unreachable_updates`), and a token override that an updates override never lets the run spend: N updates
+    of an arm bounded by :func:`most_tokens_per_update` generate at most N * B * G * max_new_tokens tokens, so below
+    the token override the run always stops on updates (the plan's own token budget beside ``--updates`` alone is the
+    shortening it asks for, not refused)."""
+    updates = given.get("updates")
+    if updates is None:
+        return
+    b, g = run.train.prompts_per_update, run.train.group
+    token_limit = given.get("generated_tokens", plan_budget.get("generated_tokens"))
+    if token_limit is not None and int(updates) > reachable_updates(int(token_limit), b * g):
+        raise PlanError(_unreachable_updates(run, int(updates), int(token_limit), names,
+                                             "generated_tokens" in given))
+    most = most_tokens_per_update(run.reward, run.selection, b, g, run.sampling.max_new_tokens)
+    if "generated_tokens" not in given or most is None or int(updates) * most >= int(given["generated_tokens"]):
+        return
+    n, tokens = int(updates), int(given["generated_tokens"])
+    said = f"{_said(names, 'generated_tokens', f'{tokens:,}')} is out of reach of {_said(names, 'updates', n)}"
+    raise PlanError(_tokens_out_of_reach(said, run.arm, run.reward, b, g, run.sampling.max_new_tokens, "", n, tokens)
+                    + f": the run always stops on updates with the token budget unspent; give {names['updates']} at "
+                      f"least {_fewest(tokens, most)} or only one of the two")
 
 
 def _unreachable_updates(run: RunConfig, updates: int, tokens: int, names: dict, flag_given: bool) -> str:
@@ -215,7 +318,8 @@ def _too_few_tokens(run: RunConfig, tokens: int, names: dict, given: tuple[str, 
     the budget kinds not in ``given``."""
     said = _said(names, 'generated_tokens', f'{tokens:,g}')
     return _below_one_update(said, run.arm, run.train.prompts_per_update, run.train.group,
-                             run.sampling.max_new_tokens, names["generated_tokens"], _alternatives(names, given))
+                             run.sampling.max_new_tokens, names["generated_tokens"],
+                             _alternatives(names, given, ("generated_tokens",)))
 
 
 def _below_one_update(said: str, arm: str, b: int, g: int, most_len: int | None, fix: str, others: str) -> str:
@@ -318,9 +422,11 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out,
     str
         One line: each budget and the update's cost, that the run stopped with its data kept, and the fix: the
         budget the user set (flag, argument or the plan's) raised to at least update 1's cost in its unit (tokens,
-        FLOPs: the least that buys one update, rounded up), two budgets' fixes as two clauses joined by "; "; where
-        a flag or argument was given, the flags (arguments) of the budget kinds the user gave no flag (argument)
-        for and that are not too small only as alternatives (none left: none named).
+        FLOPs: the least that buys one update, rounded up), two budgets' fixes as two clauses joined by "; "; then,
+        only where every budget too small is a flag (argument) whose plan budget of its kind is absent or larger than
+        update 1's cost (so that leaving the flags out leaves no budget too small: budgets combine, and another
+        kind added beside a plan budget too small does not help), the flags (arguments) of the budget kinds the user
+        gave no flag (argument) for as alternatives "instead of" the flags too small (none left: none named).
     """
     python = _PYTHON_NAMES.get() if python is None else python
     names = BUDGET_ARGUMENTS if python else BUDGET_FLAGS
@@ -339,7 +445,11 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out,
     fixes = "; ".join(_larger_budget(k, c, given[k], plan_budget.get(k), names[k]) for k, (_, c) in over.items())
     rerun = "call gradprobe.train again with a new out=" if python else "rerun with a new --out"
     set_by_user = set(over) | {k for k in BUDGET_KINDS if BUDGET_FLAGS[k] in flags}  # no alternative to itself
-    others = _alternatives(names, tuple(k for k in BUDGET_KINDS if k in set_by_user)) if any(given.values()) else ""
+    # another kind replaces the flags too small only where leaving each out leaves no budget too small: budgets
+    # combine (the run stops at the first spent), so a plan's budget too small stays whatever flag is added
+    replaceable = all(given[k] and _buys_update(plan_budget.get(k), c) for k, (_, c) in over.items())
+    others = _alternatives(names, tuple(k for k in BUDGET_KINDS if k in set_by_user), tuple(over)) if replaceable \
+        else ""
     what, fix = ("the budget is", "") if len(over) == 1 else ("both budgets are", "fix both budgets: ")
     return (f"{detail}: {what} smaller than one update (the run stopped after update 1, data kept in {out}); "
             f"to train, {rerun} (or after deleting {out}: a rerun into it with another budget is refused) and {fix}"
@@ -362,16 +472,25 @@ def _cost(kind: str, cost: float) -> str:
 _PLAN_NAMES = {k: f"[budget] {k}" for k in BUDGET_KINDS}
 
 
-def _alternatives(names: dict, kinds: tuple[str, ...]) -> str:
+def _alternatives(names: dict, kinds: tuple[str, ...], replaced: tuple[str, ...]) -> str:
     """The budget kinds not in ``kinds`` (those the user gave, or that are too small), named as ``names`` names them
-    (flags or :func:`gradprobe.train`'s arguments), offered as alternatives: ``"or budget the run by --updates,
-    --budget-seconds or --budget-flops instead"``, ``"or budget the run by --updates instead"``; ``""`` when every
-    kind is in ``kinds`` (no alternative is left)."""
+    (flags, :func:`gradprobe.train`'s arguments or the plan's keys), offered as alternatives to the budgets of the
+    kinds ``replaced`` (the ones too small): ``"or budget the run by --updates, --budget-seconds or --budget-flops
+    instead of --budget-tokens"``, ``"or budget the run by --updates instead of --budget-tokens and
+    --budget-flops"``; ``""`` when every kind is in ``kinds`` (no alternative is left). The caller offers them only
+    where leaving out the budgets ``replaced`` leaves no budget too small (:func:`too_small_message`)."""
     others = [names[k] for k in ("updates", "device_seconds", "flops", "generated_tokens") if k not in kinds]
     if not others:
         return ""
     listed = others[0] if len(others) == 1 else f"{', '.join(others[:-1])} or {others[-1]}"
-    return f"or budget the run by {listed} instead"
+    return f"or budget the run by {listed} instead of {' and '.join(names[k] for k in replaced)}"
+
+
+def _buys_update(plan: float | None, cost: float) -> bool:
+    """Whether leaving out a flag too small for update 1 (``cost``) leaves a budget that buys more than that update:
+    the plan sets none of its kind (None) or more than ``cost`` (a budget of exactly ``cost`` is spent by update 1:
+    a kind is spent at ``spent >= limit``, :func:`gradprobe.training.state.exhausted`)."""
+    return plan is None or plan > cost
 
 
 def _larger_budget(kind: str, cost: float, flag_given: bool, plan: float | None, flag: str) -> str:
@@ -384,7 +503,7 @@ def _larger_budget(kind: str, cost: float, flag_given: bool, plan: float | None,
         return f"raise budget.{kind} in the plan {least} (a changed plan)"
     if plan is None:
         return f"raise {flag} {least}"
-    if plan > cost:
+    if _buys_update(plan, cost):
         return (f"raise {flag} {least}, at most the plan's budget.{kind} = {plan:,.0f}, or leave it out to use the "
                 f"plan's budget")
     return (f"leave out {flag} and raise budget.{kind} in the plan (its {plan:,.0f} is smaller than one update too) "

@@ -33,7 +33,8 @@ def test_a_flops_flag_below_one_update_says_rerun_with_a_new_out_and_a_larger_fl
         "than one update (the run stopped after update 1, data kept in t_bad); to train, rerun with a new --out (or "
         "after deleting t_bad: a rerun into it with another budget is refused) and raise --budget-flops to at least "
         f"10,105,274,368 FLOPs ({_LEAST}), at most the plan's budget.flops = 60,000,000,000, or leave it out to use "
-        "the plan's budget; or budget the run by --updates, --budget-seconds or --budget-tokens instead")
+        "the plan's budget; or budget the run by --updates, --budget-seconds or --budget-tokens instead of "
+        "--budget-flops")
 
 
 def test_a_tokens_flag_names_its_own_flag_and_the_plan_limit():
@@ -43,14 +44,15 @@ def test_a_tokens_flag_names_its_own_flag_and_the_plan_limit():
     assert message.endswith("rerun with a new --out (or after deleting run: a rerun into it with another budget is "
                             f"refused) and raise --budget-tokens to at least 617 tokens ({_LEAST}), at most the "
                             "plan's budget.generated_tokens = 250,000, or leave it out to use the plan's budget; or "
-                            "budget the run by --updates, --budget-seconds or --budget-flops instead")
+                            "budget the run by --updates, --budget-seconds or --budget-flops instead of "
+                            "--budget-tokens")
 
 
 def test_a_flag_for_a_kind_the_plan_does_not_set_has_no_upper_limit():
     run = _run({"generated_tokens": 250_000}, {"flops": 5e9})
     assert too_small_message(run, {"flops": (5e9, COST)}, "o").endswith(
         f"a rerun into it with another budget is refused) and raise --budget-flops to at least 10,105,274,368 FLOPs "
-        f"({_LEAST}); or budget the run by --updates, --budget-seconds or --budget-tokens instead")
+        f"({_LEAST}); or budget the run by --updates, --budget-seconds or --budget-tokens instead of --budget-flops")
 
 
 def test_a_plan_budget_below_one_update_says_change_the_plan_and_use_a_new_out():
@@ -67,8 +69,7 @@ def test_a_flag_under_a_plan_budget_that_is_too_small_too_says_raise_the_plan():
     run = _run({"flops": 8e9}, {"flops": 5e9})  # the flag may not exceed the plan's 8e9, below one update
     assert too_small_message(run, {"flops": (5e9, COST)}, "o").endswith(
         "and leave out --budget-flops and raise budget.flops in the plan (its 8,000,000,000 is smaller than one "
-        f"update too) to at least 10,105,274,368 FLOPs ({_LEAST}); or budget the run by --updates, --budget-seconds "
-        "or --budget-tokens instead")
+        f"update too) to at least 10,105,274,368 FLOPs ({_LEAST})")  # no flag helps: the plan's 8e9 stays
 
 
 def test_two_budgets_below_one_update_are_both_named():
@@ -80,7 +81,7 @@ def test_two_budgets_below_one_update_are_both_named():
     assert message.endswith(f"and fix both budgets: raise budget.generated_tokens in the plan to at least 600 tokens "
                             f"({_LEAST}) (a changed plan); raise --budget-flops to at least 10,105,274,368 FLOPs "
                             f"({_LEAST}), at most the plan's budget.flops = 60,000,000,000, or leave it out to use the "
-                            "plan's budget; or budget the run by --updates or --budget-seconds instead")
+                            "plan's budget")  # no flag helps: the plan's token budget stays too small
 
 
 def test_gradprobe_train_prints_the_advice_and_following_it_works(tmp_path, capsys):
@@ -102,7 +103,7 @@ def test_gradprobe_train_prints_the_advice_and_following_it_works(tmp_path, caps
                    f"rerun with a new --out (or after deleting {bad}: a rerun into it with another budget is refused) "
                    f"and raise --budget-tokens to at least {cost:,} tokens ({_LEAST}), at most the plan's "
                    "budget.generated_tokens = 250,000, or leave it out to use the plan's budget; or budget the run "
-                   "by --updates, --budget-seconds or --budget-flops instead\n")
+                   "by --updates, --budget-seconds or --budget-flops instead of --budget-tokens\n")
     assert summary["error"] == err[len("gradprobe train: error: "):-1]
     assert train(bad, "--budget-tokens", str(3 * cost)) == 2  # the same --out: refused, as the advice says
     assert "differs in: budget, budget_override" in capsys.readouterr().err

@@ -183,8 +183,9 @@ def test_numpy_budget_arguments_are_read_and_a_decimal_is_named_by_its_type(plan
     import numpy as np
 
     run = load_plan(plan).arm("grpo")
-    short = shorten_budget(run, {"updates": np.int64(1), "generated_tokens": np.int64(2000)}, python=True)
-    assert (short.budget.updates, short.budget.generated_tokens) == (1, 2000)
+    # 7 updates: the fewest that can spend 2,000 tokens (at most 2 * 4 * 40 = 320 each; 1 is refused as out of reach)
+    short = shorten_budget(run, {"updates": np.int64(7), "generated_tokens": np.int64(2000)}, python=True)
+    assert (short.budget.updates, short.budget.generated_tokens) == (7, 2000)
     assert type(short.budget.updates) is int and type(short.budget.generated_tokens) is int
     with pytest.raises(PlanError) as e:
         shorten_budget(run, {"updates": Decimal("1e5000")}, python=True)

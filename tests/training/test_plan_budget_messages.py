@@ -29,7 +29,7 @@ def test_a_plan_token_budget_below_one_update_says_what_the_flag_says():
     assert _refusal(budget={"generated_tokens": 7}) == (
         "budget.generated_tokens = 7 is smaller than one update of arm 'grpo': B * G = 2 * 4 completions of at least "
         f"one token each; give [budget] generated_tokens at least 8 ({_BOUND}); or budget the run by [budget] "
-        "updates, [budget] device_seconds or [budget] flops instead")
+        "updates, [budget] device_seconds or [budget] flops instead of [budget] generated_tokens")
     # the same facts as the command line's refusal of the same number
     run = parse_plan(tiny_plan(budget={"generated_tokens": 250_000})).arm("grpo")
     with pytest.raises(PlanError) as flag:
@@ -39,7 +39,8 @@ def test_a_plan_token_budget_below_one_update_says_what_the_flag_says():
 
 def test_the_kinds_the_plan_sets_are_no_alternative():
     assert _refusal(budget={"generated_tokens": 7, "updates": 3, "flops": 1e12}).endswith(
-        f"give [budget] generated_tokens at least 8 ({_BOUND}); or budget the run by [budget] device_seconds instead")
+        f"give [budget] generated_tokens at least 8 ({_BOUND}); or budget the run by [budget] device_seconds "
+        "instead of [budget] generated_tokens")
     assert _refusal(budget={"generated_tokens": 7, "updates": 3, "flops": 1e12, "device_seconds": 60.0}).endswith(
         f"give [budget] generated_tokens at least 8 ({_BOUND})")
 

@@ -1,0 +1,169 @@
+"""Budgets that combine (the run stops at the first one spent).
+
+1. A token budget that the updates budget never lets a run spend: ``[budget] updates = 10`` beside ``generated_tokens =
+   250_000`` loaded silently though 10 updates of the tiny plan's grpo arm (B * G * max_new_tokens = 2 * 4 * 40 = 320
+   tokens each at most) spend at most 3,200 tokens, so every run stopped on updates and the arms were not matched on
+   tokens as the plan says; ``--budget-tokens 100000 --updates 9`` (``budget_tokens=``, ``updates=``) likewise.
+2. The alternatives a budget smaller than update 1 was offered ("or budget the run by --updates ... instead") were
+   offered where no flag could replace it (the plan's own budget of that kind too small too: it stays whatever flag is
+   added) and did not say what they replace; they now end "instead of --budget-tokens".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import gradprobe
+from gradprobe.cli import main
+from gradprobe.rewards import get_reward
+from gradprobe.training.budget import ROLLOUT_ONLY_REWARDS, most_tokens_per_update, too_small_message
+from gradprobe.training.plan import PlanError, parse_plan, shorten_budget
+
+from helpers_training import tiny_plan
+
+#: the tiny plan's grpo arm: prompts_per_update 2, group 4, max_new_tokens 40
+_PER = "B * G * max_new_tokens = 2 * 4 * 40 = 320 tokens"
+_FEWEST = ("the fewest with which the token budget can be spent at all, and then only by completions of max_new_tokens "
+           "tokens each; shorter completions need more")
+_LEAST = "update 1's cost: the least that buys one update; a useful run needs many updates' cost"
+
+
+def _plan_refusal(**kwargs) -> str:
+    with pytest.raises(PlanError) as e:
+        parse_plan(tiny_plan(**kwargs))
+    return str(e.value)
+
+
+def test_a_plan_token_budget_out_of_reach_of_its_updates_is_refused_naming_both_and_the_fix():
+    assert _plan_refusal(budget={"generated_tokens": 250_000, "updates": 10}) == (
+        "budget.generated_tokens = 250,000 is out of reach of budget.updates = 10: one update of arm 'grpo' (reward "
+        f"'outcome': rollout tokens only) generates at most {_PER} (train.prompts_per_update * train.group * "
+        "sampling.max_new_tokens), so 10 updates generate at most 3,200 < 250,000 tokens: every run of the arm stops "
+        "on updates with the token budget unspent, not matched on generated tokens as the plan says; raise [budget] "
+        f"updates to at least 782 (ceil(250,000 / 320): {_FEWEST}) or drop [budget] updates or [budget] "
+        "generated_tokens")
+
+
+def test_the_bound_is_exact_and_following_the_fix_loads():
+    # 10 updates of at most 320 tokens can spend 3,200 (then both budgets are spent after update 10): a cap, accepted
+    assert parse_plan(tiny_plan(budget={"generated_tokens": 3_200, "updates": 10})).budget.updates == 10
+    assert _plan_refusal(budget={"generated_tokens": 3_201, "updates": 10}).startswith(
+        "budget.generated_tokens = 3,201 is out of reach of budget.updates = 10: ")
+    assert "so 10 updates generate at most 3,200 < 3,201 tokens: " in _plan_refusal(
+        budget={"generated_tokens": 3_201, "updates": 10})
+    assert f"raise [budget] updates to at least 11 (ceil(3,201 / 320): {_FEWEST})" in _plan_refusal(
+        budget={"generated_tokens": 3_201, "updates": 10})
+    assert parse_plan(tiny_plan(budget={"generated_tokens": 250_000, "updates": 782})).budget.updates == 782
+    assert _plan_refusal(budget={"generated_tokens": 250_000, "updates": 781}).startswith(
+        "budget.generated_tokens = 250,000 is out of reach of budget.updates = 781: ")
+
+
+def test_the_arm_with_the_fewest_tokens_per_update_is_named_by_its_own_keys_and_unbounded_arms_are_not_checked():
+    arms = {"big": {"reward": "outcome"},  # 2 * 4 * 40 = 320 tokens per update at most
+            "grpo": {"reward": "outcome", "group": 2},  # 2 * 2 * 40 = 160: the one the updates must cover
+            "mc": {"reward": "mc_value"},  # continuations: no bound, not checked
+            "half": {"reward": "outcome", "selection": "half"}}  # candidate rollouts: no bound, not checked
+    message = _plan_refusal(arms=arms, budget={"generated_tokens": 2_000, "updates": 10})
+    assert message == (
+        "budget.generated_tokens = 2,000 is out of reach of budget.updates = 10: one update of arm 'grpo' (reward "
+        "'outcome': rollout tokens only) generates at most B * G * max_new_tokens = 2 * 2 * 40 = 160 tokens "
+        "(train.prompts_per_update * arms.grpo.group * sampling.max_new_tokens), so 10 updates generate at most "
+        "1,600 < 2,000 tokens: every run of the arm stops on updates with the token budget unspent, not matched on "
+        "generated tokens as the plan says; raise [budget] updates to at least 13 (ceil(2,000 / 160): "
+        f"{_FEWEST}) or drop [budget] updates or [budget] generated_tokens")
+    unbounded = {k: v for k, v in arms.items() if k in ("mc", "half")}
+    plan = parse_plan(tiny_plan(arms=unbounded, budget={"generated_tokens": 2_000, "updates": 10}))
+    assert sorted(plan.arms) == ["half", "mc"]
+
+
+def test_the_rollout_only_rewards_are_registered_rewards_that_generate_nothing_themselves():
+    assert most_tokens_per_update("outcome", None, 2, 4, 40) == 320
+    assert most_tokens_per_update("outcome", {"rule": "half"}, 2, 4, 40) is None
+    assert most_tokens_per_update("mc_value", None, 2, 4, 40) is None
+    assert most_tokens_per_update("hybrid_0.5", None, 2, 4, 40) is None
+    # each is defined where no reward samples (the MC rewards are gradprobe.rewards.dense's)
+    modules = {name: get_reward(name).__module__ for name in sorted(ROLLOUT_ONLY_REWARDS)}
+    assert set(modules.values()) <= {"gradprobe.rewards.outcome", "gradprobe.rewards.counterfactual",
+                                     "gradprobe.rewards.majority", "gradprobe.rewards.process"}, modules
+
+
+def _shortened(overrides: dict, python: bool = False):
+    run = parse_plan(tiny_plan(budget={"generated_tokens": 250_000})).arm("grpo")
+    return shorten_budget(run, overrides, python=python)
+
+
+def test_budget_tokens_out_of_reach_of_updates_is_refused_naming_the_flags_or_the_arguments():
+    with pytest.raises(PlanError) as e:
+        _shortened({"generated_tokens": 100_000, "updates": 9})
+    assert str(e.value) == (
+        "--budget-tokens 100,000 is out of reach of --updates 9: one update of arm 'grpo' (reward 'outcome': rollout "
+        f"tokens only) generates at most {_PER}, so 9 updates generate at most 2,880 < 100,000 tokens: the run always "
+        f"stops on updates with the token budget unspent; give --updates at least 313 (ceil(100,000 / 320): "
+        f"{_FEWEST}) or only one of the two")
+    with pytest.raises(PlanError) as e:
+        _shortened({"generated_tokens": 100_000, "updates": 9}, python=True)
+    assert str(e.value).startswith("budget_tokens=100,000 is out of reach of updates=9: one update of arm 'grpo' ")
+    assert str(e.value).endswith(f"give updates= at least 313 (ceil(100,000 / 320): {_FEWEST}) or only one of the two")
+    # the bound itself is accepted, and --updates alone beside the plan's token budget is the shortening it asks for
+    assert _shortened({"generated_tokens": 2_880, "updates": 9}).budget.given() == {"generated_tokens": 2_880,
+                                                                                     "updates": 9}
+    assert _shortened({"updates": 1}).budget.given() == {"generated_tokens": 250_000, "updates": 1}
+
+
+def test_gradprobe_train_and_train_refuse_it_before_anything_is_written(tmp_path, capsys):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(tiny_plan(budget={"generated_tokens": 250_000}))
+    out = tmp_path / "run"
+    assert main(["train", "--plan", str(plan), "--arm", "grpo", "--out", str(out), "--no-progress",
+                 "--budget-tokens", "5k", "--updates", "3"]) == 2
+    assert capsys.readouterr().err == (
+        "gradprobe train: error: --budget-tokens 5,000 is out of reach of --updates 3: one update of arm 'grpo' "
+        f"(reward 'outcome': rollout tokens only) generates at most {_PER}, so 3 updates generate at most 960 < 5,000 "
+        f"tokens: the run always stops on updates with the token budget unspent; give --updates at least 16 "
+        f"(ceil(5,000 / 320): {_FEWEST}) or only one of the two\n")
+    with pytest.raises(PlanError, match=r"^budget_tokens=5,000 is out of reach of updates=1: .* so 1 update generates "
+                                        r"at most 320 < 5,000 tokens: .*; give updates= at least 16 "):
+        gradprobe.train(plan, out, arm="grpo", updates=1, budget_tokens=5_000)
+    assert not out.exists()
+
+
+def _too_small(plan_budget: dict, overrides: dict, over: dict, python: bool = False) -> str:
+    run = shorten_budget(parse_plan(tiny_plan(budget=plan_budget)).arm("grpo"), overrides)
+    return too_small_message(run, over, "o", python=python)
+
+
+def test_no_alternative_is_offered_where_the_plans_own_budget_of_that_kind_is_too_small_too():
+    # the plan's 100 tokens stay whatever flag is added (budgets combine); --updates, which the plan sets, was offered
+    message = _too_small({"generated_tokens": 100, "updates": 10}, {"generated_tokens": 20},
+                         {"generated_tokens": (20, 617)})
+    assert message == (
+        "--budget-tokens = 20 but one update of arm 'grpo' cost 617: the budget is smaller than one update (the run "
+        "stopped after update 1, data kept in o); to train, rerun with a new --out (or after deleting o: a rerun into "
+        "it with another budget is refused) and leave out --budget-tokens and raise budget.generated_tokens in the "
+        f"plan (its 100 is smaller than one update too) to at least 617 tokens ({_LEAST})")
+    # a plan budget of exactly update 1's cost is spent by update 1 too: still no alternative
+    assert _too_small({"generated_tokens": 617}, {"generated_tokens": 20}, {"generated_tokens": (20, 617)}).endswith(
+        f"(its 617 is smaller than one update too) to at least 617 tokens ({_LEAST})")
+
+
+def test_no_alternative_is_offered_beside_a_plan_budget_too_small():
+    message = _too_small({"generated_tokens": 100, "flops": 6e10}, {"flops": 5e9},
+                         {"generated_tokens": (100, 617), "flops": (5e9, 1e10)})
+    assert message.endswith(
+        "fix both budgets: raise budget.generated_tokens in the plan to at least 617 tokens "
+        f"({_LEAST}) (a changed plan); raise --budget-flops to at least 10,000,000,000 FLOPs ({_LEAST}), at most the "
+        "plan's budget.flops = 60,000,000,000, or leave it out to use the plan's budget")
+
+
+def test_the_alternatives_say_what_they_replace_and_leave_out_the_kinds_given():
+    message = _too_small({"generated_tokens": 250_000, "updates": 1_000}, {"generated_tokens": 20, "updates": 2},
+                         {"generated_tokens": (20, 617)})
+    assert message.endswith("or leave it out to use the plan's budget; or budget the run by --budget-seconds or "
+                            "--budget-flops instead of --budget-tokens")
+    both = _too_small({"generated_tokens": 250_000, "flops": 6e10}, {"generated_tokens": 20, "flops": 5e9},
+                      {"generated_tokens": (20, 617), "flops": (5e9, 1e10)}, python=True)
+    assert both.endswith("or leave it out to use the plan's budget; or budget the run by updates= or budget_seconds= "
+                         "instead of budget_tokens= and budget_flops=")
+    assert _plan_refusal(budget={"generated_tokens": 7}).endswith(
+        "or budget the run by [budget] updates, [budget] device_seconds or [budget] flops instead of [budget] "
+        "generated_tokens")
