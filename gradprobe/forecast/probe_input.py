@@ -101,19 +101,20 @@ def probe_batches_of(probe, source=None, *, fix: str | None = None) -> list[dict
         entries would be read as one unchecked batch; :func:`_check_batches_field`). A ``per_group`` whose values'
         sum overflows a float (1e308, 1e308) is refused by :func:`check_entry_numbers`, never an OverflowError.
     """
-    return _batches_of(probe, _with_fix(source, fix))
+    return _batches_of(probe, source, fix=fix)
 
 
-def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
+def _batches_of(probe, source, pooled_sizes: dict | None = None, *, fix: str | None = None) -> list[dict]:
     """:func:`probe_batches_of`; ``pooled_sizes`` (entry name -> its batches' group counts, from
-    :func:`_group_counts`) lets :func:`check_entry_summaries` check a pooled entry's ``signal_proxy``."""
+    :func:`_group_counts`) lets :func:`check_entry_summaries` check a pooled entry's ``signal_proxy``; ``fix``: the
+    caller's, passed on to every check (default None: derived from ``source``, :func:`file_and_fix`)."""
     if isinstance(probe, dict) and pooled_sizes is None:  # (the pooled entries are read with batches=None)
-        _check_batches_field(probe, source)
+        _check_batches_field(probe, source, fix=fix)
     batched = isinstance(probe, dict) and isinstance(probe.get("batches"), list) and bool(probe["batches"])
     if isinstance(probe, (list, tuple)):
         items = list(probe)
     elif batched:
-        _check_batch_objects(probe["batches"], source)
+        _check_batch_objects(probe["batches"], source, fix=fix)
         items = [dict(b, config=b.get("config") or probe.get("config")) for b in probe["batches"]]
     elif isinstance(probe, dict):
         items = [probe]
@@ -125,7 +126,7 @@ def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
             raise ValueError(f"probe batch {i} has no 'rewards'; pass probe.json dicts (gradprobe probe / run_probe)")
         rewards = item["rewards"]
         prefix = f"batches[{i}]." if len(items) > 1 or batched else ""
-        check_entries(rewards, prefix, source)
+        check_entries(rewards, prefix, source, fix=fix)
         entries = {r["name"]: r for r in rewards} if isinstance(rewards, list) else \
             {k: dict(v, name=v.get("name", k)) for k, v in rewards.items()}
         config = item.get("config") if isinstance(item.get("config"), dict) else {}
@@ -133,10 +134,10 @@ def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
         group = summary.get("group") if summary.get("group") is not None else config.get("group")
         for key, entry in (enumerate(rewards) if isinstance(rewards, list) else rewards.items()):
             where, name = f"{prefix}rewards[{key if isinstance(rewards, list) else repr(key)}]", entry.get("name", key)
-            check_entry_numbers(entry, where, source)
+            check_entry_numbers(entry, where, source, fix=fix)
             check_entry_summaries(entry, where, source, group=group, lr=config.get("lr") if batched else None,
                                   batch_sizes=(pooled_sizes or {}).get(name) if isinstance(name, str) else None,
-                                  pooled=pooled_sizes is not None)
+                                  pooled=pooled_sizes is not None, fix=fix)
         ref = item.get("reference") or {}
         draw = ref.get("draw", ref.get("norm", i))
         trl = item.get("trl_config") or (probe.get("trl_config") if isinstance(probe, dict) else None)
@@ -144,17 +145,18 @@ def _batches_of(probe, source, pooled_sizes: dict | None = None) -> list[dict]:
                     "ledger": item.get("ledger") or {}, "batch": item.get("batch") or {}, "draw": draw,
                     "trl_config": trl})
     if batched:  # the pooled entries (the probe's table and report) against the batches (the forecast's)
-        check_pooled_entries(probe, source)
+        check_pooled_entries(probe, source, fix=fix)
     return out
 
 
-def _check_batches_field(probe: dict, source) -> None:
+def _check_batches_field(probe: dict, source, *, fix: str | None = None) -> None:
     """Refuse a probe.json dict whose ``batches`` field is not a non-empty list while it holds one, or while its
     ``config.probe_batches`` (else a reward entry's ``probe_batches``) records more than one batch: the pooled
     entries would be read as one batch, unchecked against the batches the forecast reads (``combine_batches``
     writes ``batches``, one object per batch, with ``probe_batches`` = N in ``config`` and every pooled entry). A
     recorded ``probe_batches`` that is no count >= 1 is refused too, where ``batches`` is no list of batches. One line:
-    the file (``source``, else ``probe.json``), the field, its value and the fix."""
+    the file (``source``, else ``probe.json``), the field, its value and the fix (``fix``, the caller's, when
+    given)."""
     batches = probe.get("batches")
     if isinstance(batches, list) and batches:
         return
@@ -164,32 +166,34 @@ def _check_batches_field(probe: dict, source) -> None:
     if stated is None and isinstance(rewards, list):
         field, stated = next(((f"rewards[{j}].probe_batches", e["probe_batches"]) for j, e in enumerate(rewards)
                               if isinstance(e, dict) and e.get("probe_batches") is not None), (field, None))
-    n, (file, fix), (holder, _) = _count(stated), _file_and_lazy_fix(source, edited=True), _words(source)
+    n, (file, advice) = _count(stated), _file_and_lazy_fix(source, edited=True, fix=fix)
+    holder = _words(source, fix=fix)[0]
     held = "no batches field" if "batches" not in probe else f"batches {json_short(batches)}"
-    tail = f"{_edited(source)}, so a forecast from it would not be the probe's"
+    tail = f"{_edited(source, fix=fix)}, so a forecast from it would not be the probe's"
     if stated is not None and (n is None or n < 1):
         raise ValueError(f"{file} field {field} is {json_short(stated)}, and {holder} holds {held}: probe_batches is "
-                         f"the number of batches the probe pooled, a whole number >= 1; {tail}; {fix}")
+                         f"the number of batches the probe pooled, a whole number >= 1; {tail}; {advice}")
     if n is not None and n > 1:
         raise ValueError(f"{file} field {field} is {n}, but {holder} holds 0 batches ({held}; "
                          "gradprobe.probe.batches.combine_batches writes the list of its batch objects, which the "
-                         f"forecast reads): {tail}; {fix}")
+                         f"forecast reads): {tail}; {advice}")
     if "batches" in probe:
         raise ValueError(f"{file} field batches is {json_short(batches)}: a multi-batch probe.json holds the list of "
-                         f"its batch objects there (a single-batch one no batches field); {tail}; {fix}")
+                         f"its batch objects there (a single-batch one no batches field); {tail}; {advice}")
 
 
-def _check_batch_objects(batches: list, source) -> None:
+def _check_batch_objects(batches: list, source, *, fix: str | None = None) -> None:
     """Refuse a ``batches`` list of a probe.json holding something that is no batch object (an object with a
     ``rewards`` field, as :func:`gradprobe.probe.batches.run_probe_batches` writes each): one line naming the file
-    (``source``, else ``probe.json``), the field (e.g. ``batches[1]``), its value and the fix."""
-    file, fix = _file_and_lazy_fix(source, edited=True)
+    (``source``, else ``probe.json``), the field (e.g. ``batches[1]``), its value and the fix (``fix``, the
+    caller's, when given)."""
+    file, advice = _file_and_lazy_fix(source, edited=True, fix=fix)
     for k, b in enumerate(batches):
         if not (isinstance(b, dict) and "rewards" in b):
             what = f"is {json_short(b)}, not an object" if not isinstance(b, dict) else "has no 'rewards'"
             raise ValueError(f"{file} field batches[{k}] {what}: each batch of a multi-batch probe.json is an object "
                              f"holding its reward entries ('rewards', as gradprobe.probe.batches.run_probe_batches "
-                             f"writes it); {_edited(source)}; {fix}")
+                             f"writes it); {_edited(source, fix=fix)}; {advice}")
 
 
 def file_and_fix(source, edited: bool = False, *, fix: str | None = None) -> tuple[str, str]:
@@ -200,7 +204,7 @@ def file_and_fix(source, edited: bool = False, *, fix: str | None = None) -> tup
     ----------
     source : str, Path or None
         The probe.json read (a path; only its text and its folder are used, the file need not exist), or None for a
-        probe result held in memory. (The checks here pass on a caller's ``fix`` with it: :func:`_with_fix`.)
+        probe result held in memory.
     edited : bool
         True where the file was edited or damaged after the probe wrote it: the fix then restores it or writes it
         again.
@@ -222,8 +226,6 @@ def file_and_fix(source, edited: bool = False, *, fix: str | None = None) -> tup
     Nothing: it reads no file; it only asks :mod:`gradprobe.layout` which files exist around the folder (whether it
     is a study's probe folder, whether the study keeps ``runs/``).
     """
-    if isinstance(source, _Named):
-        source, fix = source.path, source.fix if fix is None else fix
     if fix is not None:
         return ("probe.json" if source is None else str(source)), fix
     if source is None:
@@ -250,44 +252,27 @@ class _Fix:
         return format(str(self), spec)
 
 
-def _file_and_lazy_fix(source, edited: bool = False) -> tuple[str, _Fix]:
+def _file_and_lazy_fix(source, edited: bool = False, *, fix: str | None = None) -> tuple[str, str | _Fix]:
     """(file, fix) as :func:`file_and_fix` gives them, the fix made only when a message uses it (:class:`_Fix`): for
-    the checks that name them before they know whether they refuse."""
-    if isinstance(source, _Named):  # the caller's fix: nothing to derive
-        return file_and_fix(source, edited)
+    the checks that name them before they know whether they refuse. ``fix``: the caller's, returned as it is."""
+    if fix is not None:  # the caller's fix: nothing to derive
+        return file_and_fix(source, edited, fix=fix)
     return ("probe.json" if source is None else str(source)), _Fix(source, edited)
 
 
-class _Named(NamedTuple):
-    """A probe.json ``source`` (a path, or None for a probe result held in memory) with the fix its refusals name,
-    a caller's (the ``fix=`` of the public checks here): what the checks pass on as ``source`` to those they call, so
-    that every refusal below names it (:func:`file_and_fix`)."""
-
-    path: object
-    fix: str
-
-
-def _with_fix(source, fix: str | None):
-    """``source`` with the caller's ``fix`` (:class:`_Named`, whose fix it replaces); ``source`` itself without one
-    (so one that carries a fix keeps it)."""
-    if fix is None:
-        return source
-    return _Named(source.path if isinstance(source, _Named) else source, fix)
-
-
-def _words(source) -> tuple[str, str]:
+def _words(source, *, fix: str | None = None) -> tuple[str, str]:
     """(what a refusal of damage says was damaged, what the probe did to it): ``("the file", "wrote")``, or for a
-    probe result a caller holds in memory and names its own fix for (``fix=`` without ``source``: no file was
+    probe result a caller holds in memory and names its own fix for (``fix`` without ``source``: no file was
     read) ``("the result", "made")``."""
-    if isinstance(source, _Named) and source.path is None:
+    if source is None and fix is not None:
         return "the result", "made"
     return "the file", "wrote"
 
 
-def _edited(source) -> str:
+def _edited(source, *, fix: str | None = None) -> str:
     """The clause of a refusal of damage: ``the file was edited or damaged after the probe wrote it`` (for a result a
-    caller holds: ``the result ... made it``, :func:`_words`)."""
-    holder, made = _words(source)
+    caller holds, ``fix`` without ``source``: ``the result ... made it``, :func:`_words`)."""
+    holder, made = _words(source, fix=fix)
     return f"{holder} was edited or damaged after the probe {made} it"
 
 
@@ -319,8 +304,7 @@ def check_entries(rewards, prefix: str, source, *, fix: str | None = None) -> No
         that is no list of reward objects or a name that is no text; restore it or write it again for a name given
         twice (the file was edited or damaged after the probe wrote it).
     """
-    source = _with_fix(source, fix)
-    file, fix = _file_and_lazy_fix(source)
+    file, advice = _file_and_lazy_fix(source, fix=fix)
     if isinstance(rewards, dict):
         bad = next((f"{prefix}rewards[{k!r}] is {json_short(v)}, not an object" for k, v in rewards.items()
                     if not isinstance(v, dict)), None)
@@ -332,13 +316,14 @@ def check_entries(rewards, prefix: str, source, *, fix: str | None = None) -> No
     else:
         bad = f"{prefix}rewards is {json_short(rewards)}, not a list of reward objects"
     if bad:
-        raise ValueError(f"{file} field {bad}; {fix}")
-    _check_unique_names(rewards, prefix, source)
+        raise ValueError(f"{file} field {bad}; {advice}")
+    _check_unique_names(rewards, prefix, source, fix=fix)
 
 
-def _check_unique_names(rewards, prefix: str, source) -> None:
+def _check_unique_names(rewards, prefix: str, source, *, fix: str | None = None) -> None:
     """:func:`check_entries`' refusal of two reward entries of one name in ``rewards`` (a list of reward objects,
-    or name -> entry, whose ``name`` falls back to its key): one line naming both places, the name and the fix."""
+    or name -> entry, whose ``name`` falls back to its key): one line naming both places, the name and the fix
+    (``fix``, the caller's, when given)."""
     keyed = enumerate(rewards) if isinstance(rewards, list) else rewards.items()
     seen: dict = {}
     for key, entry in keyed:
@@ -347,10 +332,10 @@ def _check_unique_names(rewards, prefix: str, source) -> None:
         if not isinstance(name, str):  # (a name -> entry object's: the forecast reads its key)
             continue
         if name in seen:
-            file, fix = file_and_fix(source, edited=True)
+            file, advice = file_and_fix(source, edited=True, fix=fix)
             raise ValueError(f"{file} field {where} is {json_short(name)}, as is {seen[name]}: each reward entry has "
                              "its own name (the probe refuses a reward given twice), and the forecast would read "
-                             f"one of the two by its name; {_edited(source)}; {fix}")
+                             f"one of the two by its name; {_edited(source, fix=fix)}; {advice}")
         seen[name] = where
 
 
@@ -378,56 +363,57 @@ def check_entry_numbers(entry: dict, where: str, source=None, *, fix: str | None
     """
     if not isinstance(entry, dict):
         return
-    source = _with_fix(source, fix)
-    file, fix = _file_and_lazy_fix(source)
+    file, advice = _file_and_lazy_fix(source, fix=fix)
     for key in PER_UPDATE_FIELDS:
         problem = per_update_problem(key, entry.get(key))
         if problem:
-            raise ValueError(f"{file} field {where}.{key} {problem}; {fix}")
+            raise ValueError(f"{file} field {where}.{key} {problem}; {advice}")
     for key in (k for k in _NUMBER_FIELDS if entry.get(k) is not None):
-        _check_number_field(entry[key], f"{where}.{key}", key in _LIST_SUMS, _LIST_SUMS.get(key), source)
+        _check_number_field(entry[key], f"{where}.{key}", key in _LIST_SUMS, _LIST_SUMS.get(key), source, fix=fix)
     for key in (k for k in _INTERVAL_FIELDS if entry.get(k) is not None):
         value = entry[key]
         if not (isinstance(value, (list, tuple)) or getattr(value, "shape", None) == (2,)) or len(value) != 2:
             raise ValueError(f"{file} field {where}.{key} is {json_short(value)}: it must be [low, high], two "
-                             f"numbers (null without a bootstrap); {fix}")
+                             f"numbers (null without a bootstrap); {advice}")
         for j, x in enumerate(value):
-            _check_number_field(x, f"{where}.{key}[{j}]", False, None, source)
+            _check_number_field(x, f"{where}.{key}[{j}]", False, None, source, fix=fix)
     for key in _SETTINGS:
         problem = _setting_problem(key, entry.get(key))
         if problem:
-            raise ValueError(f"{file} field {where}.{key} {problem}; {fix}")
+            raise ValueError(f"{file} field {where}.{key} {problem}; {advice}")
 
 
-def _check_number_field(value, field: str, many: bool, total: str | None, source) -> None:
+def _check_number_field(value, field: str, many: bool, total: str | None, source, *, fix: str | None = None) -> None:
     """:func:`check_entry_numbers` of one field ``value`` (a list of finite numbers whose magnitudes sum to a finite
     float when ``many``; ``total`` says what its sum is), named ``field`` in the message, with the file ``source``
-    and its fix (:func:`file_and_fix`, derived on the refusal only: it looks at the folder)."""
+    and its fix (``fix``, the caller's, else :func:`file_and_fix`'s, derived on the refusal only: it looks at the
+    folder)."""
     if many and getattr(value, "dtype", None) is not None and value.dtype.kind in "fiu":
         return  # an in-memory array of numbers (a probe.json holds lists)
     if many and not isinstance(value, (list, tuple)):
-        _refuse_number(source, field, f"is {json_short(value)}: it must be a list of numbers")
+        _refuse_number(source, field, f"is {json_short(value)}: it must be a list of numbers", fix=fix)
     read = []
     for j, x in enumerate(value if many else [value]):
         name = f"{field}[{j}]" if many else field
         try:
             read.append(json_float(x))
         except ValueError as e:
-            _refuse_number(source, name, f"is {json_short(x)}: {e}")
+            _refuse_number(source, name, f"is {json_short(x)}: {e}", fix=fix)
         if many and not math.isfinite(read[-1]):  # a group's alignment is always a number: NaN/inf would turn rho
             _refuse_number(source, name, f"is {json_short(x)}: a group's alignment is a finite number (the probe "
-                                         "writes one per group)")
+                                         "writes one per group)", fix=fix)
     if many and not math.isfinite(_fsum(abs(x) for x in read)):
         j = max(range(len(read)), key=lambda i: abs(read[i]))
         _refuse_number(source, field, f"holds values so large that their sum overflows a float ({field}[{j}] is "
-                                      f"{json_short(value[j])}; {total}): {_edited(source)}", edited=True)
+                                      f"{json_short(value[j])}; {total}): {_edited(source, fix=fix)}", edited=True,
+                       fix=fix)
 
 
-def _refuse_number(source, field: str, why: str, edited: bool = False) -> None:
+def _refuse_number(source, field: str, why: str, edited: bool = False, *, fix: str | None = None) -> None:
     """Raise :func:`_check_number_field`'s one-line ValueError: the file (``source``), ``field``, ``why`` and the fix
-    (:func:`file_and_fix`; ``edited``: restore the file, or write it again)."""
-    file, fix = file_and_fix(source, edited)
-    raise ValueError(f"{file} field {field} {why}; {fix}") from None
+    (``fix``, the caller's, else :func:`file_and_fix`'s; ``edited``: restore the file, or write it again)."""
+    file, advice = file_and_fix(source, edited, fix=fix)
+    raise ValueError(f"{file} field {field} {why}; {advice}") from None
 
 
 def _fsum(values) -> float:
@@ -506,7 +492,6 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
     """
     if not isinstance(entry, dict):
         return
-    source = _with_fix(source, fix)
     per, proxy = _floats(entry.get("per_group")), _floats(entry.get("signal_proxy_per_group"))
     tol = _tolerance([*(per or ()), *(proxy or ()), *(entry.get(k) for k in (
         "inner_product", "predicted_gain_per_update", "signal_proxy", "predicted_gain_at_budget", "seconds_per_update",
@@ -516,27 +501,28 @@ def check_entry_summaries(entry: dict, where: str, source=None, *, group=None, l
         n = entry.get("num_groups")
         if n is not None and _count(n) != len(per):
             _refuse(entry, where, source, "num_groups", json_short(n), f"{len(per)}, the groups its per_group holds",
-                    "num_groups = len(per_group)")
+                    "num_groups = len(per_group)", fix=fix)
         if proxy is not None and len(proxy) != len(per):
             _refuse(entry, where, source, "signal_proxy_per_group", f"a list of {len(proxy)} groups", f"{len(per)}, "
-                    "the groups its per_group holds", "one signal_proxy_per_group value per group of per_group")
+                    "the groups its per_group holds", "one signal_proxy_per_group value per group of per_group",
+                    fix=fix)
         terms = _fsum(abs(x) for x in per)
         _check_sum(entry, where, source, "inner_product", _fsum(per), tol.allowed(terms, len(per)),
-                   "inner_product = sum(per_group)")
+                   "inner_product = sum(per_group)", fix=fix)
         rate = entry.get("lr") if entry.get("lr") is not None else lr
         if is_json_number(rate, finite=True):
             scale = 100.0 * float(rate)
             _check_sum(entry, where, source, "predicted_gain_per_update", scale * _fsum(per),
                        tol.allowed(abs(scale) * terms, abs(scale) * len(per)),
-                       f"predicted_gain_per_update = 100 x lr x sum(per_group), lr = {rate!r}")
+                       f"predicted_gain_per_update = 100 x lr x sum(per_group), lr = {rate!r}", fix=fix)
             if not (pooled or (_count(entry.get("probe_batches")) or 1) > 1):
                 _check_budget_gains(entry, where, source, (scale * _fsum(per), abs(scale) * terms,
-                                                           abs(scale) * len(per)), tol, budgets or {})
-    _check_signal_proxy(entry, where, source, proxy, _count(group), batch_sizes, tol)
+                                                           abs(scale) * len(per)), tol, budgets or {}, fix=fix)
+    _check_signal_proxy(entry, where, source, proxy, _count(group), batch_sizes, tol, fix=fix)
 
 
 def _check_signal_proxy(entry: dict, where: str, source, proxy: list | None, g: int | None, batch_sizes,
-                        tol: _Tolerance) -> None:
+                        tol: _Tolerance, *, fix: str | None = None) -> None:
     """:func:`check_entry_summaries`' ``signal_proxy`` rule (``proxy``: the entry's ``signal_proxy_per_group`` as
     floats, ``g`` the group size); not checked without either, or a pooled entry's parts."""
     if proxy is None or g is None or g <= 0:
@@ -549,10 +535,11 @@ def _check_signal_proxy(entry: dict, where: str, source, proxy: list | None, g: 
         parts = [p for p in parts if p]
         _check_sum(entry, where, source, "signal_proxy", _fsum(_fsum(p) / (g * len(p)) for p in parts),
                    tol.allowed(_fsum(_fsum(map(abs, p)) / (g * len(p)) for p in parts), len(parts) / g),
-                   f"{shown}, group = {g}")
+                   f"{shown}, group = {g}", fix=fix)
 
 
-def _check_budget_gains(entry: dict, where: str, source, gain: tuple, tol: _Tolerance, budgets: dict) -> None:
+def _check_budget_gains(entry: dict, where: str, source, gain: tuple, tol: _Tolerance, budgets: dict, *,
+                        fix: str | None = None) -> None:
     """Refuse a one-batch ``entry``'s ``predicted_gain_at_budget`` / ``predicted_gain_at_time_budget`` (where recorded)
     that is not its budget / its cost per update x ``gain`` = (100 lr sum(per_group), its terms' magnitudes, their
     weights): :func:`_at_budget_rule` with the entry's own ``budget_tokens`` / ``budget_seconds`` (else ``budgets``')
@@ -565,7 +552,7 @@ def _check_budget_gains(entry: dict, where: str, source, gain: tuple, tol: _Tole
             bad = _mismatch(entry, key, rule[1], rule[2])
             if bad is not None:
                 _refuse(entry, where, source, key, bad, repr(rule[1]), rule[3],
-                        basis=f"{where}'s per-group lists, lr and {cost_key}")
+                        basis=f"{where}'s per-group lists, lr and {cost_key}", fix=fix)
 
 
 def _at_budget_rule(key: str, gain: tuple, cost: float, cost_text: str, budget, budget_key: str,
@@ -709,12 +696,13 @@ def _tolerance(numbers, settings=()) -> _Tolerance:
                       0.5 * 10.0 ** -max(places, _MIN_DECIMALS))
 
 
-def _check_sum(entry: dict, where: str, source, key: str, expected: float, allowed: float, formula: str) -> None:
+def _check_sum(entry: dict, where: str, source, key: str, expected: float, allowed: float, formula: str, *,
+               fix: str | None = None) -> None:
     """Refuse ``entry[key]`` (where recorded, not null) unless it is ``expected`` within ``allowed``
     (:meth:`_Tolerance.allowed`) + 1e-300; a recorded value that is no number is refused too."""
     bad = _mismatch(entry, key, expected, allowed)
     if bad is not None:
-        _refuse(entry, where, source, key, bad, repr(expected), formula)
+        _refuse(entry, where, source, key, bad, repr(expected), formula, fix=fix)
 
 
 def _mismatch(entry: dict, key: str, expected: float, allowed: float) -> str | None:
@@ -733,15 +721,15 @@ def _mismatch(entry: dict, key: str, expected: float, allowed: float) -> str | N
 
 
 def _refuse(entry: dict, where: str, source, key: str, recorded: str, expected: str, formula: str,
-            basis: str | None = None) -> None:
+            basis: str | None = None, *, fix: str | None = None) -> None:
     """The ValueError of :func:`check_entry_summaries`: file, field, reward, both values, formula (from ``basis``,
-    e.g. ``rewards[1]'s per-group lists``, the default) and fix."""
-    file, fix = file_and_fix(source, edited=True)
+    e.g. ``rewards[1]'s per-group lists``, the default) and fix (``fix``, the caller's, when given)."""
+    file, advice = file_and_fix(source, edited=True, fix=fix)
     reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
     basis = f"{where}'s per-group lists" if basis is None else basis
     raise ValueError(f"{file} field {where}.{key}{reward} is {recorded}, but {basis} give "
-                     f"{expected} ({formula}, as the probe writes it): {_edited(source)}, so a forecast from it would "
-                     f"not be the probe's; {fix}")
+                     f"{expected} ({formula}, as the probe writes it): {_edited(source, fix=fix)}, so a forecast "
+                     f"from it would not be the probe's; {advice}")
 
 
 def check_entry_inputs(probe, source=None, *, fix: str | None = None) -> None:
@@ -787,34 +775,33 @@ def check_entry_inputs(probe, source=None, *, fix: str | None = None) -> None:
     """
     if not isinstance(probe, dict):
         return
-    source = _with_fix(source, fix)
-    _check_batches_field(probe, source)
+    _check_batches_field(probe, source, fix=fix)
     config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
-    file, fix = _file_and_lazy_fix(source)
+    file, advice = _file_and_lazy_fix(source, fix=fix)
     batches = probe.get("batches")
     items = ([(f"batches[{k}].", b) for k, b in enumerate(batches) if isinstance(b, dict)] if batches else
              [("", probe)])
     for prefix, item in [*([("", probe)] if batches else []), *items]:  # numbers first, as load_probe's check_costs
         for where, entry in _places(item.get("rewards"), prefix):
-            check_entry_numbers(entry, where, source)
+            check_entry_numbers(entry, where, source, fix=fix)
     for key in _SETTINGS:  # "2500000", true, "inf": the forecast's budget would read them (budget_of)
         problem = _setting_problem(key, config.get(key))
         if problem:
-            raise ValueError(f"{file} field config.{key} {problem}; {fix}")
+            raise ValueError(f"{file} field config.{key} {problem}; {advice}")
     for prefix, item in items:  # tokens first: a gain at the budget is read off them
         summary = item.get("batch") if isinstance(item.get("batch"), dict) else {}
         generated = summary.get("generated_tokens")
         if generated is not None and not _is_count(generated):
             raise ValueError(f"{file} field {prefix}batch.generated_tokens is {json_short(generated)}: it must be a "
-                             f"count of tokens >= 0 (the probe batch's generated tokens); {fix}")
+                             f"count of tokens >= 0 (the probe batch's generated tokens); {advice}")
         scale = _update_scale(config, summary)
         for where, entry in _places(item.get("rewards"), prefix):
-            _check_entry_tokens(entry, where, source, _count(generated), scale, f"{prefix}batch")
+            _check_entry_tokens(entry, where, source, _count(generated), scale, f"{prefix}batch", fix=fix)
     settings = {k: config.get(k) for k in _SETTINGS}
     for where, entry in _places(probe.get("rewards"), ""):
-        _check_entry_settings(entry, where, source, config)
+        _check_entry_settings(entry, where, source, config, fix=fix)
         if not batches:  # an entry recording no lr or budget was made at config's (_reward_estimate's meta)
-            check_entry_summaries(entry, where, source, lr=settings["lr"], budgets=settings)
+            check_entry_summaries(entry, where, source, lr=settings["lr"], budgets=settings, fix=fix)
 
 
 def _places(rewards, prefix: str) -> list[tuple[str, dict]]:
@@ -830,7 +817,7 @@ def _is_count(value) -> bool:
     return n is not None and n >= 0
 
 
-def _check_entry_settings(entry: dict, where: str, source, config: dict) -> None:
+def _check_entry_settings(entry: dict, where: str, source, config: dict, *, fix: str | None = None) -> None:
     """:func:`check_entry_inputs`: refuse an entry's ``lr`` / ``budget_tokens`` / ``budget_seconds`` that differs
     from ``config``'s, where both are recorded and usable (:func:`check_entry_numbers` refuses one that is not)."""
     for key in _SETTINGS:
@@ -838,12 +825,12 @@ def _check_entry_settings(entry: dict, where: str, source, config: dict) -> None
         if own is None or stated is None or _setting_problem(key, own) or _setting_problem(key, stated):
             continue
         if abs(float(own) - float(stated)) > 1e-9 * abs(float(stated)):
-            file, fix = file_and_fix(source, edited=True)
+            file, advice = file_and_fix(source, edited=True, fix=fix)
             reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
             raise ValueError(f"{file} field {where}.{key}{reward} is {json_short(own)}, but config.{key} is "
                              f"{json_short(stated)} (the probe writes its {key} into config and into every entry, "
-                             f"as estimate_rewards records it): {_edited(source)}, so a forecast from it would not "
-                             f"be the probe's; {fix}")
+                             f"as estimate_rewards records it): {_edited(source, fix=fix)}, so a forecast from it "
+                             f"would not be the probe's; {advice}")
 
 
 def _update_scale(config: dict, summary: dict) -> tuple[float, bool] | None:
@@ -863,18 +850,18 @@ def _update_scale(config: dict, summary: dict) -> tuple[float, bool] | None:
 
 
 def _check_entry_tokens(entry: dict, where: str, source, generated: int | None, scale: tuple | None,
-                        summary_field: str) -> None:
+                        summary_field: str, *, fix: str | None = None) -> None:
     """:func:`check_entry_inputs`'s ``tokens_per_update`` rule for one entry of one batch (``generated``: its
     batch's generated tokens, ``scale``: :func:`_update_scale`)."""
     made, recorded = entry.get("generated_tokens"), entry.get("tokens_per_update")
     if generated is None or scale is None or not isinstance(made, dict) or recorded is None or (
             _count(entry.get("probe_batches")) or 1) > 1 or per_update_problem("tokens_per_update", recorded):
         return  # (a value that is no number: check_entry_numbers' to refuse, never "is "4477", but ... give 4477")
-    file, fix = _file_and_lazy_fix(source)
+    file, advice = _file_and_lazy_fix(source, fix=fix)
     for kind, n in made.items():
         if not _is_count(n):
             raise ValueError(f"{file} field {where}.generated_tokens.{kind} is {json_short(n)}: it must be a count "
-                             f"of tokens >= 0 (the tokens the reward generated of that kind); {fix}")
+                             f"of tokens >= 0 (the tokens the reward generated of that kind); {advice}")
     charged = sum(_count(n) for kind, n in made.items() if kind in CHARGED)
     sums = list(dict.fromkeys((charged, sum(_count(n) for n in made.values()))))  # a gradprobe before CHARGED: all
     (s, exact), value = scale, _number(recorded)
@@ -891,7 +878,7 @@ def _check_entry_tokens(entry: dict, where: str, source, generated: int | None, 
             f"tokens_per_update = round((batch.generated_tokens + its generated_tokens of the kinds training charges: "
             f"{', '.join(CHARGED)}) x s) = round(({generated} + {kinds}) x {s!r}), s = {ratio}: "
             "gradprobe.probe.result.per_update_costs",
-            basis=f"{summary_field}.generated_tokens and {where}.generated_tokens")
+            basis=f"{summary_field}.generated_tokens and {where}.generated_tokens", fix=fix)
 
 
 def pooled_entries(probe, source=None, *, fix: str | None = None) -> dict:
@@ -959,20 +946,19 @@ def check_pooled_entries(probe, source=None, *, fix: str | None = None) -> dict:
         also a pooled entry of a reward some batch lacks, or a ``config.probe_batches`` that is not the number of
         batches.
     """
-    source = _with_fix(source, fix)
     if not (isinstance(probe, dict) and isinstance(probe.get("batches"), list) and probe["batches"]
             and probe.get("rewards")):
         return {}
     batches = probe["batches"]
-    pooled = _batches_of(dict(probe, batches=None), source, _group_counts(batches))[0]["rewards"]
+    pooled = _batches_of(dict(probe, batches=None), source, _group_counts(batches), fix=fix)[0]["rewards"]
     config = probe.get("config") if isinstance(probe.get("config"), dict) else {}
-    stated, file, fix = config.get("probe_batches"), *_file_and_lazy_fix(source, edited=True)
-    holder, made = _words(source)
+    stated, file, advice = config.get("probe_batches"), *_file_and_lazy_fix(source, edited=True, fix=fix)
+    holder, made = _words(source, fix=fix)
     if stated is not None and _count(stated) != len(batches):  # 2.0: a re-save's integral float, read as 2
         raise ValueError(f"{file} field config.probe_batches is {json_short(stated)}, but {holder} holds "
                          f"{len(batches)} batch(es) (its batches list; gradprobe.probe.batches.combine_batches records "
                          f"probe_batches = the batches it pools): a batch was added or removed after the probe {made} "
-                         f"{holder}, so a forecast from it would not be the probe's; {fix}")
+                         f"{holder}, so a forecast from it would not be the probe's; {advice}")
     tables = [{name: (f"rewards[{j}]" if isinstance(b["rewards"], list) else f"rewards[{name!r}]", e)
                for j, (name, e) in enumerate(_entry_items(b.get("rewards")))} if isinstance(b, dict) else {}
               for b in batches]
@@ -986,22 +972,24 @@ def check_pooled_entries(probe, source=None, *, fix: str | None = None) -> dict:
         if lacking is not None:
             raise ValueError(f"{file} field {where} is the pooled entry of reward {name!r}, but batches[{lacking}] "
                              "has no entry of it (gradprobe.probe.batches.combine_batches pools the reward's entry of "
-                             f"every batch): {_edited(source)}; {fix}")
+                             f"every batch): {_edited(source, fix=fix)}; {advice}")
         settings = {k: entry.get(k) if entry.get(k) is not None else config.get(k)
                     for k in ("lr", "budget_tokens", "budget_seconds")}  # the entry's (batch 0's), else config's
-        _check_pooled_entry(entry, where, source, [t[name] for t in tables], settings)
+        _check_pooled_entry(entry, where, source, [t[name] for t in tables], settings, fix=fix)
     return pooled
 
 
-def _check_pooled_entry(entry: dict, where: str, source, parts: list[tuple], config: dict) -> None:
+def _check_pooled_entry(entry: dict, where: str, source, parts: list[tuple], config: dict, *,
+                        fix: str | None = None) -> None:
     """:func:`check_pooled_entries` of one pooled ``entry`` against ``parts``, (its place in batch k, e.g.
-    ``rewards[1]``; the batch's entry) per batch; ``config``: ``lr``, ``budget_tokens`` and ``budget_seconds``."""
+    ``rewards[1]``; the batch's entry) per batch; ``config``: ``lr``, ``budget_tokens`` and ``budget_seconds``;
+    ``fix``: the caller's, when given."""
     n, es = len(parts), [e for _, e in parts]
     places = {p for p, _ in parts}
     pattern = f"batches[k].{places.pop()}" if len(places) == 1 else "batches[k]'s entry of the reward"
     if entry.get("probe_batches") is not None and _count(entry["probe_batches"]) != n:
         _refuse_pooled(entry, where, source, "probe_batches", json_short(entry["probe_batches"]), repr(n),
-                       "probe_batches = N, the batches it pools")
+                       "probe_batches = N, the batches it pools", fix=fix)
     pers = [_floats(e.get("per_group")) for e in es]
     if any(p is None for p in pers):
         return  # a batch without per_group: the forecast refuses it (check_batches)
@@ -1012,15 +1000,16 @@ def _check_pooled_entry(entry: dict, where: str, source, parts: list[tuple], con
     num, groups = entry.get("num_groups"), sum(map(len, pers))
     if num is not None and _count(num) != groups:
         _refuse_pooled(entry, where, source, "num_groups", json_short(num), repr(groups),
-                       f"num_groups = the sum of its batches' len({pattern}.per_group)")
+                       f"num_groups = the sum of its batches' len({pattern}.per_group)", fix=fix)
     for key, expected, allowed, rule in _pooled_rules(es, pers, config, pattern, tol):
         bad = _mismatch(entry, key, expected, allowed)
         if bad is not None:
-            _refuse_pooled(entry, where, source, key, bad, repr(expected), rule)
+            _refuse_pooled(entry, where, source, key, bad, repr(expected), rule, fix=fix)
         if key == "inner_product":
-            _check_pooled_list(entry, where, source, "per_group", pers, [p for p, _ in parts], tol)
+            _check_pooled_list(entry, where, source, "per_group", pers, [p for p, _ in parts], tol, fix=fix)
     if all(e.get("signal_proxy") is not None for e in es):
-        _check_pooled_list(entry, where, source, "signal_proxy_per_group", proxies, [p for p, _ in parts], tol)
+        _check_pooled_list(entry, where, source, "signal_proxy_per_group", proxies, [p for p, _ in parts], tol,
+                           fix=fix)
 
 
 #: the pooled entry's and its batches' scalar fields whose digits :func:`_tolerance` reads
@@ -1076,7 +1065,7 @@ def _pooled_rules(es: list[dict], pers: list[list[float]], config: dict, pattern
 
 
 def _check_pooled_list(entry: dict, where: str, source, key: str, lists: list, places: list[str],
-                       tol: _Tolerance) -> None:
+                       tol: _Tolerance, *, fix: str | None = None) -> None:
     """Refuse a pooled ``entry[key]`` (where recorded) that is not the batches' ``lists`` (batch k's entry at
     ``places[k]``, e.g. ``rewards[1]``) one after another, each value / N, within ``rel`` x |value| + ``step`` x
     (1/N + 1) (:func:`_tolerance`) + 1e-300: the first value that differs is named with the batch value it should
@@ -1088,22 +1077,25 @@ def _check_pooled_list(entry: dict, where: str, source, key: str, lists: list, p
     rule = f"{key} = its batches' {pattern}.{key} one after another, each value divided by N = {n}"
     flat = [(k, j, x / n) for k, p in enumerate(lists) for j, x in enumerate(p)]
     if len(pooled) != len(flat):
-        _refuse_pooled(entry, where, source, key, f"a list of {len(pooled)} values", f"{len(flat)}", rule)
+        _refuse_pooled(entry, where, source, key, f"a list of {len(pooled)} values", f"{len(flat)}", rule,
+                       fix=fix)
     for i, ((k, j, expected), value) in enumerate(zip(flat, pooled)):
         if not abs(value - expected) <= tol.allowed(abs(expected), 1.0 / n) + _SUMMARY_ABS:
             _refuse_pooled(entry, where, source, f"{key}[{i}]", json_short(entry[key][i]), repr(expected),
-                           f"{rule}: here batches[{k}].{places[k]}.{key}[{j}] / {n}")
+                           f"{rule}: here batches[{k}].{places[k]}.{key}[{j}] / {n}", fix=fix)
 
 
-def _refuse_pooled(entry: dict, where: str, source, key: str, recorded: str, expected: str, rule: str) -> None:
-    """The ValueError of :func:`check_pooled_entries`: file, field, reward, both values, the rule and the fix."""
-    file, fix = file_and_fix(source, edited=True)
-    holder, made = _words(source)
+def _refuse_pooled(entry: dict, where: str, source, key: str, recorded: str, expected: str, rule: str, *,
+                   fix: str | None = None) -> None:
+    """The ValueError of :func:`check_pooled_entries`: file, field, reward, both values, the rule and the fix
+    (``fix``, the caller's, when given)."""
+    file, advice = file_and_fix(source, edited=True, fix=fix)
+    holder, made = _words(source, fix=fix)
     reward = f" (reward {entry['name']!r})" if isinstance(entry.get("name"), str) else ""
     raise ValueError(f"{file} field {where}.{key}{reward} is {recorded}, but its batches give {expected} ({rule}, as "
                      "gradprobe.probe.batches.combine_batches pools them): the pooled entry or a batch's entry was "
                      f"edited or damaged after the probe {made} {holder} (the forecast reads the batches, the probe's "
-                     f"table and report the pooled entry), so a forecast from it would not be the probe's; {fix}")
+                     f"table and report the pooled entry), so a forecast from it would not be the probe's; {advice}")
 
 
 def _entry_items(rewards) -> list[tuple]:
