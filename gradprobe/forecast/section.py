@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..outputs import json_float, json_short
-from ..tables import format_columns
+from ..tables import format_columns, shown
 from .accuracy_values import is_scale_note
 from .budget_forecast import forecast_rewards, transfer_clause
 from .curves import ReferenceCurve, default_curve_path
@@ -366,7 +366,8 @@ def format_forecast(section: dict) -> str:
     lines.append("")
     for r in section["rows"]:
         if r["verdict"] != REFERENCE_VERDICT:  # grpo's plain row has nothing to say; a guided or flat reference has
-            lines.append(f"{r['arm']}: {r['verdict']}" + (f"  ({r['note']})" if r.get("note") else ""))
+            # the arm as the table above shows it (a tab in a plug-in reward's name as \\t: tables.shown)
+            lines.append(f"{shown(r['arm'])}: {r['verdict']}" + (f"  ({r['note']})" if r.get("note") else ""))
     lines += pre_screen_line(section)
     lines += [f"note: {n}" for n in notes if not n.startswith(CHECK_MARK)]
     return "\n".join(lines)
