@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import gradprobe
@@ -167,3 +169,93 @@ def test_the_alternatives_say_what_they_replace_and_leave_out_the_kinds_given():
     assert _plan_refusal(budget={"generated_tokens": 7}).endswith(
         "or budget the run by [budget] updates, [budget] device_seconds or [budget] flops instead of [budget] "
         "generated_tokens")
+
+
+# ------------------------------------------------------------------ frozen plans: the reach check is for new plans
+
+_OUT_OF_REACH = {"generated_tokens": 250_000, "updates": 10}
+_WARNED = ("budget.generated_tokens = 250,000 is out of reach of budget.updates = 10: one update of arm 'grpo' (reward "
+           f"'outcome': rollout tokens only) generates at most {_PER} (train.prompts_per_update * train.group * "
+           "sampling.max_new_tokens), so 10 updates generate at most 3,200 < 250,000 tokens: the frozen plan's runs "
+           "stop on updates with the token budget unspent (a new plan with this budget is refused)")
+
+
+def test_a_frozen_plan_read_without_the_new_checks_loads_with_a_warning_and_a_new_one_is_refused():
+    text = tiny_plan(budget=_OUT_OF_REACH)
+    with pytest.warns(UserWarning) as caught:
+        plan = parse_plan(text, check_schedule=False)
+    assert [str(w.message) for w in caught] == [_WARNED]
+    assert plan.budget.given() == _OUT_OF_REACH
+    assert _plan_refusal(budget=_OUT_OF_REACH).startswith("budget.generated_tokens = 250,000 is out of reach of ")
+
+
+def _old_study(tmp_path):
+    """A finished study (study_helpers.make_study: runs.csv, study.json, no training) whose frozen plan sets a token
+    budget out of reach of its updates (5 updates x 2 x 4 x 16 tokens = 640 < 1,000), as made before the check."""
+    import hashlib
+
+    from study_helpers import PLAN, make_study
+    plan = PLAN.replace("[budget]\n", "[budget]\nupdates = 5\n", 1).replace("[eval]\n",
+                                                                            "[sampling]\nmax_new_tokens = 16\n[eval]\n")
+    study = make_study(tmp_path / "old", plan=plan)
+    record = json.loads((study / "study.json").read_text())
+    sha = hashlib.sha256((study / "plan.toml").read_bytes()).hexdigest()
+    (study / "study.json").write_text(json.dumps({**record, "plan_sha256": sha}))
+    return study
+
+
+def test_an_old_study_of_such_a_plan_is_analysed_loaded_and_resumable_and_a_new_study_of_it_is_refused(tmp_path,
+                                                                                                       capsys):
+    study = _old_study(tmp_path)
+    with pytest.warns(UserWarning, match=r"^budget\.generated_tokens = 1,000 is out of reach of budget\.updates = 5: "):
+        assert main(["study", "--analyze-only", "--out", str(study), "--overwrite-analysis"]) == 0
+    assert "gradprobe study: error" not in capsys.readouterr().err
+    assert (study / "analysis.json").is_file()
+    with pytest.warns(UserWarning, match=r"so 5 updates generate at most 640 < 1,000 tokens: the frozen plan's "):
+        assert sorted(gradprobe.load_study(study).plan.arms) == ["grpo", "grpo_2xlr", "mc_value"]
+    # resuming (`gradprobe study PLAN --out STUDY`, gradprobe.run_study) loads its plan by load_study_plan
+    from gradprobe.study.freeze import load_study_plan
+    copy = tmp_path / "plan.toml"
+    copy.write_bytes((study / "plan.toml").read_bytes())
+    with pytest.warns(UserWarning, match=r"^budget\.generated_tokens = 1,000 is out of reach "):
+        assert load_study_plan(copy, study).budget.updates == 5
+    with pytest.raises(PlanError, match=r"^budget\.generated_tokens = 1,000 is out of reach of budget\.updates = 5: "):
+        load_study_plan(copy, tmp_path / "new")  # a new study of it
+    assert main(["study", str(copy), "--out", str(tmp_path / "new")]) == 2
+    assert "out of reach of budget.updates = 5" in capsys.readouterr().err
+    assert not (tmp_path / "new" / "study.json").exists()
+
+
+def test_budget_tokens_alone_that_the_plans_updates_never_spend_is_refused_as_a_no_op():
+    run = parse_plan(tiny_plan(budget={"updates": 10})).arm("grpo")
+    with pytest.raises(PlanError) as e:
+        shorten_budget(run, {"generated_tokens": 100_000})
+    assert str(e.value) == (
+        "--budget-tokens 100,000 is out of reach of the plan's budget.updates = 10: one update of arm 'grpo' (reward "
+        f"'outcome': rollout tokens only) generates at most {_PER}, so 10 updates generate at most 3,200 < 100,000 "
+        "tokens: the run always stops on updates with the token budget unspent; the flag is a no-op; give "
+        "--budget-tokens at most 3,200 (below which it can bind) or leave it out")
+    with pytest.raises(PlanError) as e:
+        shorten_budget(run, {"generated_tokens": 100_000}, python=True)
+    assert str(e.value).startswith("budget_tokens=100,000 is out of reach of the plan's budget.updates = 10: ")
+    assert str(e.value).endswith("give budget_tokens= at most 3,200 (below which it can bind) or leave it out")
+    assert shorten_budget(run, {"generated_tokens": 3_200}).budget.given() == {"generated_tokens": 3_200, "updates": 10}
+    # a run folder resumed (started before the check) is not refused
+    assert shorten_budget(run, {"generated_tokens": 100_000}, check_reach=False).budget.generated_tokens == 100_000
+
+
+def test_both_flags_where_the_fewest_updates_exceed_the_plans_offer_a_smaller_token_flag_instead():
+    run = parse_plan(tiny_plan(budget={"updates": 100})).arm("grpo")
+    with pytest.raises(PlanError) as e:
+        shorten_budget(run, {"generated_tokens": 100_000, "updates": 9})
+    assert str(e.value) == (
+        "--budget-tokens 100,000 is out of reach of --updates 9: one update of arm 'grpo' (reward 'outcome': rollout "
+        f"tokens only) generates at most {_PER}, so 9 updates generate at most 2,880 < 100,000 tokens: the run always "
+        "stops on updates with the token budget unspent; --updates at least 313 would exceed the plan's "
+        "budget.updates = 100 (the flags only shorten a run); give --budget-tokens at most 2,880 (below which it can "
+        "bind) or only one of the two")
+    with pytest.raises(PlanError) as e:
+        shorten_budget(run, {"generated_tokens": 100_000, "updates": 9}, python=True)
+    assert str(e.value).endswith("updates= at least 313 would exceed the plan's budget.updates = 100 (the flags only "
+                                 "shorten a run); give budget_tokens= at most 2,880 (below which it can bind) or only "
+                                 "one of the two")

@@ -489,8 +489,9 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     if not isinstance(run, (RunConfig, Plan, str, os.PathLike)):
         raise TypeError(f"run must be a RunConfig (plan.arm(name, seed)), a Plan (gradprobe.load_plan(PATH)) or the "
                         f"path of a plan TOML file, got {run!r} ({type(run).__name__})")
+    new = not (out / "config.json").is_file()  # a run started before a later budget check resumes (config.json)
     if not isinstance(run, RunConfig):
-        plan = run if isinstance(run, Plan) else load_plan(run)
+        plan = run if isinstance(run, Plan) else load_plan(run, check_reach=new)
         if arm is None:
             raise PlanError(f"train(plan, out) needs arm=, one of: {', '.join(plan.arms)}")
         run = plan.arm(arm, seed=_seed(seed))
@@ -500,7 +501,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     if device:
         run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=device))
     run = shorten_budget(run, {"updates": updates, "generated_tokens": budget_tokens, "flops": budget_flops,
-                               "device_seconds": budget_seconds}, python=True)  # errors name updates=, not --updates
+                               "device_seconds": budget_seconds}, python=True, check_reach=new)  # names updates=
     refuse_other_output(out, outside_studies=True)  # as `gradprobe train`: not inside a study
     with removed_if_left_empty(out), hold_run_folder(out):  # a folder another live process trains in: refused
         with named_as_arguments():  # a budget smaller than one update is told as budget_tokens=, not --budget-tokens

@@ -20,14 +20,28 @@ from ..training.plan import Plan, load_plan
 from ..training.run_folder import (MODULES, TASK_DATA, modules_mismatch, modules_problem, task_data_mismatch,
                                    task_data_moved, task_data_problem)
 from .folder import (STUDY_OUTPUTS, FolderLock, PlanChangedError, StudyError, check_frozen_plan, finished_runs,
-                     is_file_manager_file, is_plan_sha, not_written_by_study, now, read_study_json, study_json_fix,
-                     study_plan_sha)
+                     is_file_manager_file, is_plan_sha, not_written_by_study, now, read_study_json, sha256,
+                     study_json_fix, study_plan_sha)
 
 __all__ = ["STUDY_OUTPUTS", "freeze_plan", "check_reward_plugins", "REWARD_PLUGINS", "check_task_data", "TASK_DATA",
-           "check_study_model"]
+           "check_study_model", "load_study_plan"]
 
 # STUDY_OUTPUTS (what ``--restart`` deletes) is defined in .folder, whose refuse_other_output refuses a user's files of
 # those names in a folder without study.json; exposed here as before.
+
+
+def load_study_plan(plan_path: str | Path, out: str | Path | None) -> Plan:
+    """:func:`~gradprobe.training.plan.load_plan` of the plan a study into ``out`` runs: a plan ``out`` froze
+    already (its bytes' sha256 is the study's, :func:`~gradprobe.study.folder.study_plan_sha`) is resumed as it was
+    frozen, without the checks added since that a new plan must pass (``check_reach``: a token budget out of reach of
+    the updates, warned instead); any other plan (a new study, another plan) is checked in full. Raises as
+    ``load_plan``."""
+    try:
+        frozen = out is not None and Path(out).is_dir() and study_plan_sha(Path(out))[0] == sha256(
+            Path(plan_path).read_bytes())
+    except (OSError, TypeError):  # load_plan names an unreadable plan or a path that is none
+        frozen = False
+    return load_plan(plan_path, check_reach=not frozen)
 
 
 def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False, say=None) -> tuple[Plan, dict]:
@@ -71,7 +85,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
     OutputDirError
         ``out`` cannot be created or written (names the path and the fix).
     """
-    plan = load_plan(plan_path)
+    plan = load_study_plan(plan_path, out)  # a study frozen before a later check resumes
     out = prepare_output_dir(Path(out))
     raw = Path(plan_path).read_bytes()
     frozen, sj = out / PLAN_COPY, out / STUDY_JSON
@@ -105,7 +119,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
     if not study:
         study = _new_study_json(plan, plan_path)
         write_json_atomic(sj, study)
-    return load_plan(frozen), study
+    return load_plan(frozen, check_reach=False), study  # plan_path's bytes, loaded above as the study's
 
 
 def _plan_changed(out: Path, plan_path, old: str, new: str, restart: bool) -> PlanChangedError:

@@ -70,13 +70,13 @@ from ..config import backend_unavailable
 from ..layout import ARMS_JSON, METRICS_JSONL, PLAN_COPY, STUDY_JSON, probe_dir, run_dir
 from ..outputs import OutputDirError, prepare_output_dir, write_json_atomic
 from ..tracking import require_tracker
-from ..training.plan import Plan, load_plan
+from ..training.plan import Plan
 from ..training.untrained import cause, describe, trained, untrained_tail, update_lines
 from .analysis import analyze as run_analysis
 from .collect import FinishedRunFiles, check_finished_runs, write_eval_items, write_runs_csv
 from .executors import EXECUTORS, default_workers, run_tasks, worker_threads
 from .folder import TRAIN_LOG, FolderLock, StudyError, now, refuse_other_output, run_status
-from .freeze import check_reward_plugins, check_study_model, check_task_data, freeze_plan
+from .freeze import check_reward_plugins, check_study_model, check_task_data, freeze_plan, load_study_plan
 from .invocations import Invocation
 from .never_trained_arms import run_max_new_tokens
 from .preflight import check_plan_inputs
@@ -236,7 +236,7 @@ def _checked_plan(plan_path, executor: str, workers: int | None, ray_address: st
     if executor == "ray" and importlib.util.find_spec("ray") is None:  # before the plan is frozen into the folder
         raise StudyError("--executor ray needs Ray: pip install 'ray[default]' (or use --executor local)")
     require_tracker(report_to)
-    plan = load_plan(plan_path)
+    plan = load_study_plan(plan_path, out)  # a plan this folder froze before a later check resumes
     # vLLM missing: before the plan is frozen (a Ray cluster's workers may have it where the driver does not)
     if executor != "ray" and (why := backend_unavailable(plan.sampling.backend)) is not None:
         raise StudyError(why)

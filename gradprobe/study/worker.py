@@ -152,7 +152,9 @@ def execute_task(task: dict) -> dict:
     try:
         out = Path(task["out"])
         lock = FolderLock(out, ".lock", wait=True, what="run folder")  # waits for an orphan of a killed study
-        plan = load_plan(task["plan"])
+        with warnings.catch_warnings():  # the study's frozen copy, checked (or warned about) once when frozen
+            warnings.simplefilter("ignore", UserWarning)
+            plan = load_plan(task["plan"], check_reach=False)
         with library_bars(task.get("progress", True) is not False):
             if task["kind"] == "train":
                 res.update(_train(plan, task["arm"], int(task["seed"]), out, task.get("log", True),

@@ -11,6 +11,7 @@ import dataclasses
 import math
 import numbers
 import sys
+import warnings
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -37,7 +38,7 @@ ROLLOUT_ONLY_REWARDS = frozenset({"outcome", "outcome_batch", "outcome_dr", "out
 
 
 def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig, *,
-                 max_new_tokens: int | None = None) -> None:
+                 max_new_tokens: int | None = None, check_reach: bool = True) -> None:
     """Refuse a ``[budget]`` that sets no budget, a non-positive one, or one smaller than one update of
     some arm (DESIGN.md: every budget buys updates; a token budget must cover B * G completions of one token);
     with ``budget.updates``, also a ``save_weights_at`` (``[train]`` or an arm's) listing updates past it, and a
@@ -50,7 +51,9 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
     matched on generated tokens that stop on updates instead, its ``[eval] at_fractions`` of the token budget past
     what the updates can spend are never reached, and a frozen plan cannot be fixed for its study afterwards; an
     ``updates`` cap that the tokens can reach (``updates`` * B * G * max_new_tokens >= ``generated_tokens``) is
-    accepted, binding or not.
+    accepted, binding or not. ``check_reach`` False (a plan frozen into a study before this check, read again to
+    analyse, load or resume it: :func:`gradprobe.training.plan.load_plan`'s ``check_schedule``) turns that refusal
+    into a :class:`UserWarning` with the same facts: the runs were made or promised under that plan.
 
     Raises
     ------
@@ -90,7 +93,7 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
             raise PlanError(_below_one_update(f"budget.generated_tokens = {budget.generated_tokens}", arm, b, g,
                                               max_new_tokens, "[budget] generated_tokens", others))
     if budget.updates is not None and budget.generated_tokens is not None and max_new_tokens is not None:
-        _check_tokens_reachable(budget.updates, budget.generated_tokens, arms, base, max_new_tokens)
+        _check_tokens_reachable(budget.updates, budget.generated_tokens, arms, base, max_new_tokens, check_reach)
 
 
 def most_tokens_per_update(reward: str, selection: dict | None, b: int, g: int, max_new_tokens: int) -> int | None:
@@ -106,12 +109,13 @@ def most_tokens_per_update(reward: str, selection: dict | None, b: int, g: int, 
 
 
 def _check_tokens_reachable(updates: int, tokens: int, arms: dict[str, ArmSpec], base: TrainConfig,
-                            max_new_tokens: int) -> None:
+                            max_new_tokens: int, refuse: bool = True) -> None:
     """Refuse ``[budget] generated_tokens`` that ``[budget] updates`` never lets an arm spend: ``updates`` updates of
     the arm generate at most ``updates`` * :func:`most_tokens_per_update` tokens, and when that is below ``tokens``
     every run of the arm stops on updates with the token budget unspent (not matched on tokens as the plan says).
     The arm named is the first with the smallest bound (raising ``updates`` for it suffices for all); arms without a
-    bound (MC, plug-in rewards, prompt selection) are not checked."""
+    bound (MC, plug-in rewards, prompt selection) are not checked. ``refuse`` False: warned, not refused (a frozen
+    plan, :func:`check_budget`)."""
     bounds = {}
     for arm in arms.values():
         t = dataclasses.replace(base, **arm.train)
@@ -127,11 +131,15 @@ def _check_tokens_reachable(updates: int, tokens: int, arms: dict[str, ArmSpec],
     t = dataclasses.replace(base, **arm.train)
     fields = " * ".join(f"{'arms.' + name if k in arm.train else 'train'}.{k}" for k in ("prompts_per_update", "group"))
     said = f"budget.generated_tokens = {tokens:,} is out of reach of budget.updates = {updates:,}"
-    raise PlanError(_tokens_out_of_reach(said, name, arm.reward, t.prompts_per_update, t.group, max_new_tokens,
-                                         f" ({fields} * sampling.max_new_tokens)", updates, tokens)
-                    + f": every run of the arm stops on updates with the token budget unspent, not matched on "
-                      f"generated tokens as the plan says; raise [budget] updates to at least "
-                      f"{_fewest(tokens, bounds[name])} or drop [budget] updates or [budget] generated_tokens")
+    facts = _tokens_out_of_reach(said, name, arm.reward, t.prompts_per_update, t.group, max_new_tokens,
+                                 f" ({fields} * sampling.max_new_tokens)", updates, tokens)
+    if not refuse:  # a frozen plan: its study is read as it was run (a new plan like it is refused)
+        warnings.warn(f"{facts}: the frozen plan's runs stop on updates with the token budget unspent (a new plan "
+                      f"with this budget is refused)", UserWarning, stacklevel=2)
+        return
+    raise PlanError(facts + f": every run of the arm stops on updates with the token budget unspent, not matched on "
+                            f"generated tokens as the plan says; raise [budget] updates to at least "
+                            f"{_fewest(tokens, bounds[name])} or drop [budget] updates or [budget] generated_tokens")
 
 
 def _tokens_out_of_reach(said: str, arm: str, reward: str, b: int, g: int, most_len: int, fields: str, updates: int,
@@ -187,7 +195,8 @@ def named_as_arguments():
         _PYTHON_NAMES.reset(token)
 
 
-def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python: bool = False) -> RunConfig:
+def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python: bool = False,
+                   check_reach: bool = True) -> RunConfig:
     """``run`` with some budgets lowered from the command line (``gradprobe train --updates 1`` ...).
 
     Each given override replaces the plan's budget of its kind (or adds that kind where the plan
@@ -209,6 +218,9 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
     python : bool
         The messages name :func:`gradprobe.train`'s arguments (``updates=``, :data:`BUDGET_ARGUMENTS`) instead
         of the flags (``--updates``); the record keeps the flags either way.
+    check_reach : bool
+        Refuse a token override that the updates (the override's or the plan's) never let the run spend (below);
+        False where the run folder already holds the run being resumed (it was started with these budgets).
 
     Returns
     -------
@@ -229,8 +241,11 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
         make the one flag meaningless next to the other; the message names that most; or ``--budget-tokens T`` with
         ``--updates N`` that N updates can never spend (N * B x G x max_new_tokens < T for an arm that
         :func:`most_tokens_per_update` bounds), naming both flags, the most the N updates generate and the fix:
-        ``--updates`` at least ceil(T / (B x G x max_new_tokens)), or only one of the two. ``--updates`` beside the
-        plan's own token budget is the shortening it asks for and is not refused.
+        ``--updates`` at least ceil(T / (B x G x max_new_tokens)) where that is at most the plan's ``budget.updates``,
+        else ``--budget-tokens`` at most N x B x G x max_new_tokens; or only one of the two; or ``--budget-tokens T``
+        alone that the plan's ``budget.updates`` U never spends (U x B x G x max_new_tokens < T: a no-op), naming U,
+        the most U updates generate and the fix (``--budget-tokens`` at most that, or leave it out). ``--updates``
+        beside the plan's own token budget is the shortening it asks for and is not refused.
     """
     unknown = sorted(set(overrides) - set(BUDGET_KINDS))
     if unknown:
@@ -247,7 +262,7 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
     tokens = given.get("generated_tokens")
     if tokens is not None and tokens < minimum:
         raise PlanError(_too_few_tokens(run, tokens, names, tuple(given)))
-    _check_updates_with_tokens(run, given, plan_budget, names)
+    _check_updates_with_tokens(run, given, plan_budget, names, check_reach)
     kinds = {k: (int(v) if k in ("generated_tokens", "updates") else float(v)) for k, v in given.items()}
     budget = dataclasses.replace(run.budget, **kinds)
     record = {"flags": {BUDGET_FLAGS[k]: v for k, v in kinds.items()}, "plan_budget": plan_budget}
@@ -264,28 +279,39 @@ def reachable_updates(tokens: int, per_update: int) -> int:
     return -(-tokens // per_update)
 
 
-def _check_updates_with_tokens(run: RunConfig, given: dict, plan_budget: dict, names: dict) -> None:
+def _check_updates_with_tokens(run: RunConfig, given: dict, plan_budget: dict, names: dict,
+                               check_reach: bool = True) -> None:
     """Refuse an updates override that a token budget (the override's or the plan's) never lets the run reach
-    (:func:`_unreachable_updates`), and a token override that an updates override never lets the run spend: N updates
-    of an arm bounded by :func:`most_tokens_per_update` generate at most N * B * G * max_new_tokens tokens, so below
-    the token override the run always stops on updates (the plan's own token budget beside ``--updates`` alone is the
-    shortening it asks for, not refused)."""
+    (:func:`_unreachable_updates`), and (``check_reach``) a token override that the updates (the override's, else the
+    plan's ``budget.updates``) never let the run spend: N updates of an arm bounded by :func:`most_tokens_per_update`
+    generate at most N * B * G * max_new_tokens tokens, so below the token override the run always stops on updates
+    (the plan's own token budget beside ``--updates`` alone is the shortening it asks for, not refused)."""
     updates = given.get("updates")
-    if updates is None:
-        return
     b, g = run.train.prompts_per_update, run.train.group
     token_limit = given.get("generated_tokens", plan_budget.get("generated_tokens"))
-    if token_limit is not None and int(updates) > reachable_updates(int(token_limit), b * g):
+    if updates is not None and token_limit is not None and int(updates) > reachable_updates(int(token_limit), b * g):
         raise PlanError(_unreachable_updates(run, int(updates), int(token_limit), names,
                                              "generated_tokens" in given))
     most = most_tokens_per_update(run.reward, run.selection, b, g, run.sampling.max_new_tokens)
-    if "generated_tokens" not in given or most is None or int(updates) * most >= int(given["generated_tokens"]):
+    cap = updates if updates is not None else plan_budget.get("updates")
+    if not check_reach or "generated_tokens" not in given or cap is None or most is None \
+            or int(cap) * most >= int(given["generated_tokens"]):
         return
-    n, tokens = int(updates), int(given["generated_tokens"])
-    said = f"{_said(names, 'generated_tokens', f'{tokens:,}')} is out of reach of {_said(names, 'updates', n)}"
-    raise PlanError(_tokens_out_of_reach(said, run.arm, run.reward, b, g, run.sampling.max_new_tokens, "", n, tokens)
-                    + f": the run always stops on updates with the token budget unspent; give {names['updates']} at "
-                      f"least {_fewest(tokens, most)} or only one of the two")
+    n, tokens, plan_updates = int(cap), int(given["generated_tokens"]), plan_budget.get("updates")
+    flag = _said(names, "generated_tokens", f"{tokens:,}")
+    said = f"{flag} is out of reach of " + (_said(names, "updates", n) if updates is not None else
+                                           f"the plan's budget.updates = {n:,}")
+    facts = _tokens_out_of_reach(said, run.arm, run.reward, b, g, run.sampling.max_new_tokens, "", n, tokens)
+    bound = f"{names['generated_tokens']} at most {n * most:,} (below which it can bind)"
+    if updates is None:
+        fix = f"the flag is a no-op; give {bound} or leave it out"
+    elif plan_updates is not None and reachable_updates(tokens, most) > int(plan_updates):
+        fix = (f"{names['updates']} at least {reachable_updates(tokens, most):,} would exceed the plan's "
+               f"budget.updates = {int(plan_updates):,} (the flags only shorten a run); give {bound} or only one of "
+               f"the two")
+    else:
+        fix = f"give {names['updates']} at least {_fewest(tokens, most)} or only one of the two"
+    raise PlanError(f"{facts}: the run always stops on updates with the token budget unspent; {fix}")
 
 
 def _unreachable_updates(run: RunConfig, updates: int, tokens: int, names: dict, flag_given: bool) -> str:

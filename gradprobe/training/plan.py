@@ -173,7 +173,8 @@ def check_model(model: ModelSpec) -> None:
                         "or bfloat16 on the CPU, float16 on a GPU")
 
 
-def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, check_schedule: bool = True) -> Plan:
+def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, check_schedule: bool = True,
+               check_reach: bool | None = None) -> Plan:
     """A :class:`Plan` from TOML text (see :func:`load_plan`)."""
     data = _read_toml(text, path)
     check_keys(data, _TOP_LEVEL, "")
@@ -210,7 +211,8 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
     check_pool(task.pool, arms, sec["train"])
     if INITIAL in arms:
         raise PlanError(f"arm name {INITIAL!r} is reserved (the policy before training)")
-    check_budget(sec["budget"], arms, sec["train"], max_new_tokens=sec["sampling"].max_new_tokens)
+    check_budget(sec["budget"], arms, sec["train"], max_new_tokens=sec["sampling"].max_new_tokens,
+                 check_reach=check_schedule if check_reach is None else check_reach)
     seeds = coerce(data.get("seeds", [0]), tuple[int, ...], "seeds")
     check_seeds(seeds)
     hyps = data.get("hypotheses", [])
@@ -295,7 +297,7 @@ def _values(value, where: str):
         yield where, value
 
 
-def load_plan(path: str | Path, *, check_schedule: bool = True) -> Plan:
+def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: bool | None = None) -> Plan:
     """Read and validate a plan file.
 
     Parameters
@@ -306,6 +308,10 @@ def load_plan(path: str | Path, *, check_schedule: bool = True) -> Plan:
         Refuse a hypothesis whose point has no promised eval (:meth:`EvalSpec.promised_points`).
         False only to analyse a study frozen before that check (its analysis then refuses the
         values it cannot read within a promised interval instead).
+    check_reach : bool or None
+        Refuse a ``[budget] generated_tokens`` out of reach of ``[budget] updates``
+        (:func:`~gradprobe.training.budget.check_budget`); False warns instead (a plan frozen into a study, or a run,
+        made before that check: resumed, analysed or loaded as it was run). None: as ``check_schedule``.
 
     Returns
     -------
@@ -337,7 +343,8 @@ def load_plan(path: str | Path, *, check_schedule: bool = True) -> Plan:
         text = raw.decode("utf-8-sig")  # a byte-order mark some editors write is no part of the TOML (sha256: the bytes)
     except UnicodeDecodeError as e:
         raise PlanError(f"plan {p} is not UTF-8: {e}") from None
-    return parse_plan(text, path=str(p), sha256=hashlib.sha256(raw).hexdigest(), check_schedule=check_schedule)
+    return parse_plan(text, path=str(p), sha256=hashlib.sha256(raw).hexdigest(), check_schedule=check_schedule,
+                      check_reach=check_reach)
 
 
 def _resolve(plan: Plan, arm: ArmSpec, seed: int) -> RunConfig:
