@@ -52,7 +52,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..difficulty.folder import check_output_folder
+from ..difficulty.folder import check_output_folder, refuse_looping_outputs
 from ..difficulty.metrics import BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES
 from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, prepare_pool, rank_prompts
 from ..difficulty.rank_report import weights_text
@@ -245,6 +245,7 @@ def _write_eval(out: Path, result: dict, summary: dict) -> None:
     OSError
         A file cannot be written.
     """
+    refuse_looping_outputs(out, "difficulty-eval")  # a loop made during the compute: refused, not removed below
     try:
         plot_reliability(result, out / "reliability.png")
         write_json_atomic(out / "metrics.json", json_safe(summary))

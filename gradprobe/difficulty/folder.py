@@ -6,7 +6,9 @@ study, a training run, a probe, a calibration report: :func:`gradprobe.layout.ou
 two commands) is refused before any compute. Only a complete earlier output is replaced (the file its command writes
 last: ``rank.json``; a ``metrics.json`` that ``difficulty-eval`` wrote, ``"command": "difficulty-eval"``): a folder
 holding one of the command's file names without it (a user's ``metrics.json``, a lone ``ranking.csv``) is refused
-too, naming the file, so no file the command did not write is overwritten.
+too, naming the file, so no file the command did not write is overwritten. A file the command writes there (or the
+temporary name of its atomic write: ``ranking.csv.tmp``...) that is a symbolic link in a loop is refused before any
+compute too, the link left as it was (:func:`refuse_looping_outputs`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import time
 from pathlib import Path
 
 from ..layout import OUTPUT_KINDS, output_kind
-from ..outputs import OutputDirError, out_option
+from ..outputs import OutputDirError, out_option, refuse_looping_file
 
-__all__ = ["RANK_FILES", "EVAL_FILES", "check_output_folder"]
+__all__ = ["RANK_FILES", "EVAL_FILES", "check_output_folder", "refuse_looping_outputs"]
 
 #: The files of ``rank-prompts`` (``rank.json`` written last) and of ``difficulty-eval`` (``metrics.json`` last).
 RANK_FILES = ("ranking.csv", "rank.json")
@@ -30,6 +32,11 @@ EVAL_FILES = ("reliability.png", "metrics.json")
 _OWN = {"rank-prompts": (RANK_FILES, "a ranking (`gradprobe rank-prompts`)", "ranking", "ranking"),
         "difficulty-eval": (EVAL_FILES, "a difficulty evaluation (`gradprobe difficulty-eval`)", "evaluation",
                             "difficulty eval")}
+
+#: command -> every file it writes in ``--out``: its files and the temporary names of the atomic writes
+#: (``reliability.png`` is written in place, by matplotlib)
+_WRITTEN = {"rank-prompts": ("ranking.csv", "ranking.csv.tmp", "rank.json", "rank.json.tmp"),
+            "difficulty-eval": ("reliability.png", "metrics.json", "metrics.json.tmp")}
 
 
 def check_output_folder(out, command: str) -> str | None:
@@ -58,6 +65,9 @@ def check_output_folder(out, command: str) -> str | None:
         that shows it) and the fix (``--out``; inside :func:`gradprobe.outputs.naming_out`, as
         ``gradprobe.rank_prompts`` calls it, the argument: ``out '/x' holds ...: choose another out``). Nothing is
         written.
+    OutputDirError (errno ELOOP)
+        A file the command writes there is a symbolic link in a loop (:func:`refuse_looping_outputs`); the link is
+        left as it was.
     ValueError
         ``command`` is not one of the two.
     """
@@ -80,6 +90,7 @@ def check_output_folder(out, command: str) -> str | None:
             f"{option} {str(folder)!r} holds {what} ({evidence}), not the output of `gradprobe {command}`; "
             f"{'an' if noun[0] in 'aeiou' else 'a'} {noun} there would mix its files into it: choose another {option} "
             f"(an empty folder, or an earlier {noun}'s)"))
+    refuse_looping_outputs(folder, command)  # exists() is False for a loop: refused here, not after the compute
     earlier = [folder / name for name in files if (folder / name).exists()]
     if not earlier:
         return None
@@ -94,6 +105,28 @@ def check_output_folder(out, command: str) -> str | None:
             f"{command}` that was killed)"))
     written = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(max(p.stat().st_mtime for p in earlier)))
     return f"replacing the {noun} in {folder} (written {written})"
+
+
+def refuse_looping_outputs(folder, command: str) -> None:
+    """Refuse each file ``command`` writes in ``folder`` (its :data:`RANK_FILES` or :data:`EVAL_FILES`, and the
+    temporary ``ranking.csv.tmp``, ``rank.json.tmp``, ``metrics.json.tmp`` of its atomic writes) that is a symbolic
+    link in a loop (``a -> a``, ``a -> b -> a``): the write would replace the link with a regular file, or fail with
+    ELOOP after the compute. Nothing is created or removed, so a
+    refusal leaves the folder and the link as they were. One ``lstat`` per name (and ``stat`` calls for a link).
+
+    Raises
+    ------
+    OutputDirError (errno ELOOP)
+        :func:`gradprobe.outputs.refuse_looping_file`'s message: ``'OUT/ranking.csv' is a symlink loop (... ->
+        ...: ...): remove the link (rm 'OUT/ranking.csv') ..., or choose another --out`` (``out`` inside
+        :func:`gradprobe.outputs.naming_out`).
+    ValueError
+        ``command`` is not ``"rank-prompts"`` or ``"difficulty-eval"``.
+    """
+    if command not in _OWN:
+        raise ValueError(f"command must be one of {', '.join(_OWN)}, got {command!r}")
+    for name in _WRITTEN[command]:
+        refuse_looping_file(Path(folder) / name)
 
 
 def _complete(folder: Path, command: str) -> str | None:

@@ -19,6 +19,7 @@ from ..outputs import output_error, write_json_atomic
 from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, rank_half
 from .evaluate import sample_outcomes
 from .features import check_prompt_lengths
+from .folder import refuse_looping_outputs
 from .fit_quality import heldout_fit_quality
 from .intervals import DRAWS, LEVEL, bootstrap_fit, chunk_intervals, jeffreys_interval, percentile_interval
 from .metadata import check_metadata_keys
@@ -174,11 +175,14 @@ def write_ranking(folder: Path, table: pd.DataFrame, document: dict) -> None:
     Raises
     ------
     OSError
-        A file cannot be written (the message names it); the temporary file is removed.
+        A file cannot be written (the message names it); the temporary file is removed. errno ELOOP: a file it
+        writes (``ranking.csv``, ``rank.json`` or a temporary name) is a symbolic link in a loop, refused before
+        anything is written (:func:`gradprobe.difficulty.folder.refuse_looping_outputs`), the link kept.
     ValueError
         ``document`` holds a NaN or infinite float (``ranking.csv`` is removed, as above).
     """
     csv, part, doc = folder / "ranking.csv", folder / "ranking.csv.tmp", folder / "rank.json"
+    refuse_looping_outputs(folder, "rank-prompts")  # not replaced by a file, nor removed by the cleanup below
     try:
         table.to_csv(part, index=False)
         part.replace(csv)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..figures import subplots
+from ..outputs import refuse_looping_file
 
 __all__ = ["plot_reliability"]
 
@@ -15,8 +16,18 @@ def plot_reliability(result: dict, path) -> None:
 
     x: mean predicted p per bin, y: observed success frequency; marker area ~ completions in the bin;
     the diagonal is perfect calibration.
+
+    Raises
+    ------
+    OutputDirError (errno ELOOP)
+        ``path`` is a symbolic link in a loop (:func:`gradprobe.outputs.refuse_looping_file`: the chain and the fix),
+        refused before the figure is drawn; the link is kept.
+    OSError
+        ``path`` cannot be written (matplotlib's error).
     """
     import seaborn as sns
+
+    refuse_looping_file(path)  # matplotlib would fail with a bare "[Errno 40] Too many levels of symbolic links"
 
     fig, ax = subplots(figsize=(5.5, 5))  # off-screen: no backend switch (gradprobe.figures)
     ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")

@@ -1,0 +1,126 @@
+"""``rank-prompts`` and ``difficulty-eval`` refuse an output file of theirs that is a symbolic link in a loop
+before any compute, and keep the link.
+
+Before, the folder check (:func:`gradprobe.difficulty.folder.check_output_folder`) tested each file with
+``Path.exists()``, False for a looping link: a loop at ``ranking.csv`` was silently replaced by a regular file
+(``to_csv`` and ``Path.replace``), a loop at ``rank.json`` or ``metrics.json`` was refused only after the compute and
+then deleted by the writer's cleanup (so the message's ``rm`` named nothing), and a loop at ``reliability.png`` gave
+matplotlib's bare ``[Errno 40] Too many levels of symbolic links``. Each is now refused in
+:func:`gradprobe.outputs.refuse_looping_file`'s words before the task, the pool or the model is loaded.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import gradprobe
+import gradprobe.difficulty.rank as rank
+import gradprobe.models
+from gradprobe.cli import main
+from gradprobe.difficulty.rank_pool import write_ranking
+from gradprobe.difficulty.reliability_plot import plot_reliability
+from gradprobe.outputs import OutputDirError
+
+SIZES = {"rank-prompts": ["--fit-prompts", "2", "--probe-samples", "1", "--resamples", "4"],
+         "difficulty-eval": ["--samples", "2"]}
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The task loader, the pool builder and the model loader, each recording its call and refusing to work (an
+    AssertionError, which no command catches), as in tests/test_difficulty_out_first.py: ``calls == []`` means
+    none of them ran."""
+    seen = []
+
+    def refuse(name):
+        def fake(*args, **kwargs):
+            seen.append(name)
+            raise AssertionError(f"{name} was called before the looping output file was refused")
+        return fake
+
+    monkeypatch.setattr(rank, "load_task", refuse("load_task"))
+    monkeypatch.setattr(rank, "pool_problems", refuse("pool_problems"))
+    monkeypatch.setattr(gradprobe.models, "load_policy", refuse("load_policy"))
+    return seen
+
+
+def _argv(command: str, out) -> list[str]:
+    return [command, "--model", "tiny-qwen2", "--task", "chain_sum", "--pool", "4", *SIZES[command], "--no-progress",
+            "--max-new-tokens", "4", "--out", str(out)]
+
+
+def _loop(out: Path, name: str) -> Path:
+    """``out/name -> name``: a self-loop in an existing folder ``out``."""
+    out.mkdir(exist_ok=True)
+    link = out / name
+    link.symlink_to(name)
+    return link
+
+
+def _message(link: Path, option: str = "--out") -> str:
+    return (f"{str(link)!r} is a symlink loop ({str(link)!r} -> {str(link)!r}: each link points to the next, so it "
+            f"leads to no file, and the write would replace the link with a regular file): remove the link "
+            f"(rm {str(link)!r}) so that the file is written there, or point it at a file "
+            f"(ln -sfn FILE {str(link)!r}), or choose another {option}")
+
+
+def _kept(out: Path, link: Path) -> None:
+    """The folder holds the link alone, still a link to itself."""
+    assert sorted(p.name for p in out.iterdir()) == [link.name]
+    assert link.is_symlink() and os.readlink(link) == link.name
+
+
+@pytest.mark.parametrize("command, name", [("rank-prompts", "ranking.csv"), ("rank-prompts", "rank.json"),
+                                           ("difficulty-eval", "metrics.json"),
+                                           ("difficulty-eval", "reliability.png")])
+def test_a_looping_output_file_is_refused_before_the_compute(tmp_path, capsys, calls, command, name):
+    out = tmp_path / "o"
+    link = _loop(out, name)
+    assert main(_argv(command, out)) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"gradprobe {command}: error: {_message(link)}\n"
+    assert captured.out == "" and calls == []
+    _kept(out, link)
+
+
+def test_a_looping_temporary_name_is_refused_before_the_compute(tmp_path, capsys, calls):
+    """``ranking.csv.tmp``: the table's temporary file, whose failed write would remove it after the compute."""
+    out = tmp_path / "o"
+    link = _loop(out, "ranking.csv.tmp")
+    assert main(_argv("rank-prompts", out)) == 2
+    assert capsys.readouterr().err == f"gradprobe rank-prompts: error: {_message(link)}\n"
+    assert calls == []
+    _kept(out, link)
+
+
+def test_the_api_names_its_out_argument(tmp_path, calls):
+    out = tmp_path / "o"
+    link = _loop(out, "rank.json")
+    with pytest.raises(OutputDirError) as info:
+        gradprobe.rank_prompts("tiny-qwen2", "chain_sum", 4, out=out, progress=False)
+    assert str(info.value) == _message(link, option="out") and info.value.errno == errno.ELOOP
+    assert calls == []
+    _kept(out, link)
+
+
+def test_write_ranking_refuses_a_loop_made_during_the_compute(tmp_path):
+    """The writer itself (a loop made after the folder check): nothing written, the link not removed by its
+    cleanup."""
+    link = _loop(tmp_path, "rank.json")
+    with pytest.raises(OutputDirError) as info:
+        write_ranking(tmp_path, pd.DataFrame({"prompt_id": [1]}), {"command": "rank-prompts"})
+    assert str(info.value) == _message(link)
+    _kept(tmp_path, link)
+
+
+def test_plot_reliability_refuses_a_looping_path(tmp_path):
+    link = _loop(tmp_path, "reliability.png")
+    with pytest.raises(OutputDirError) as info:
+        plot_reliability({"estimators": {}, "baselines": {}}, link)
+    assert str(info.value) == _message(link)
+    _kept(tmp_path, link)
