@@ -15,10 +15,10 @@ import os
 from pathlib import Path
 
 import pytest
+from difficulty_calls import argv, refuse_loaders
 
 import gradprobe
 import gradprobe.difficulty.rank as rank
-import gradprobe.models
 from gradprobe.cli import main
 from gradprobe.outputs import OutputDirError
 
@@ -26,36 +26,17 @@ from helpers_rollout import one_thread
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
-SIZES = {"rank-prompts": ["--fit-prompts", "2", "--probe-samples", "1", "--resamples", "4"],
-         "difficulty-eval": ["--samples", "2"]}
-
-
 @pytest.fixture
 def calls(monkeypatch):
-    """The task loader, the pool builder and the model loader, each recording its call and refusing to work (an
-    AssertionError, which no command catches): a test that sees ``calls == []`` saw none of them run."""
-    seen = []
-
-    def refuse(name):
-        def fake(*args, **kwargs):
-            seen.append(name)
-            raise AssertionError(f"{name} was called before the bad out was refused")
-        return fake
-
-    monkeypatch.setattr(rank, "load_task", refuse("load_task"))
-    monkeypatch.setattr(rank, "pool_problems", refuse("pool_problems"))
-    monkeypatch.setattr(gradprobe.models, "load_policy", refuse("load_policy"))
-    return seen
+    """The task, pool and model loaders, each recording its call and refusing to work
+    (:func:`difficulty_calls.refuse_loaders`): ``calls == []`` means none of them ran."""
+    return refuse_loaders(monkeypatch, "the bad out was refused")
 
 
 def _tree(path: Path) -> list[str]:
     """Every entry under ``path`` (links not followed), relative, sorted."""
     return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
 
-
-def _argv(command: str, out) -> list[str]:
-    return [command, "--model", "tiny-qwen2", "--task", "chain_sum", "--pool", "4", *SIZES[command], "--no-progress",
-            "--max-new-tokens", "4", "--out", str(out)]
 
 
 def _loop_message(link: Path, out: Path, option: str = "--out") -> str:
@@ -70,7 +51,7 @@ def _loop_message(link: Path, out: Path, option: str = "--out") -> str:
 def test_a_file_in_the_way_is_refused_before_the_pool_is_built(tmp_path, capsys, calls, command, under):
     (tmp_path / "f").write_text("mine")
     out = tmp_path / "f" / under if under else tmp_path / "f"
-    assert main(_argv(command, out)) == 2
+    assert main(argv(command, out)) == 2
     captured = capsys.readouterr()
     assert captured.err == (f"gradprobe {command}: error: cannot create output folder {str(out)!r}: "
                             f"{str(tmp_path / 'f')!r} is a file, not a folder; choose another --out\n")
@@ -84,7 +65,7 @@ def test_a_symlink_loop_is_refused_before_the_pool_is_built(tmp_path, capsys, ca
     link = tmp_path / "a"
     link.symlink_to("a")  # a -> a
     out = link / under if under else link
-    assert main(_argv(command, out)) == 2
+    assert main(argv(command, out)) == 2
     captured = capsys.readouterr()
     assert captured.err == f"gradprobe {command}: error: {_loop_message(link, out)}\n"
     assert captured.out == "" and calls == []
@@ -107,7 +88,7 @@ def test_an_unwritable_parent_is_refused_before_the_pool_is_built(tmp_path, caps
 
         monkeypatch.setattr(Path, "mkdir", mkdir)
     try:
-        assert main(_argv(command, out)) == 2
+        assert main(argv(command, out)) == 2
     finally:
         locked.chmod(0o755)
     captured = capsys.readouterr()
@@ -167,7 +148,7 @@ def test_the_folder_is_made_before_the_pool_and_removed_when_the_pool_is_refused
         return []
 
     monkeypatch.setattr(rank, "pool_problems", empty_pool)
-    assert main(_argv(command, out)) == 2
+    assert main(argv(command, out)) == 2
     assert capsys.readouterr().err == (f"gradprobe {command}: error: task 'chain_sum' returned an empty pool for "
                                        "--pool 4\n")
     assert seen == [True] and _tree(tmp_path) == []
@@ -183,7 +164,7 @@ def test_a_good_out_still_ranks_with_the_folder_made_first(tmp_path, capsys, mon
         return real(*args, **kwargs)
 
     monkeypatch.setattr(rank, "pool_problems", spy)
-    assert main(_argv("rank-prompts", out)) == 0, capsys.readouterr().err
+    assert main(argv("rank-prompts", out)) == 0, capsys.readouterr().err
     assert seen == [True]
     assert _tree(tmp_path) == ["new", "new/rank", "new/rank/rank.json", "new/rank/ranking.csv"]
     assert len((out / "ranking.csv").read_text().splitlines()) == 1 + 4  # header and the 4 pool prompts

@@ -17,41 +17,20 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from difficulty_calls import argv, refuse_loaders
 
 import gradprobe
-import gradprobe.difficulty.rank as rank
-import gradprobe.models
 from gradprobe.cli import main
 from gradprobe.difficulty.rank_pool import write_ranking
 from gradprobe.difficulty.reliability_plot import plot_reliability
 from gradprobe.outputs import OutputDirError
 
-SIZES = {"rank-prompts": ["--fit-prompts", "2", "--probe-samples", "1", "--resamples", "4"],
-         "difficulty-eval": ["--samples", "2"]}
-
-
 @pytest.fixture
 def calls(monkeypatch):
-    """The task loader, the pool builder and the model loader, each recording its call and refusing to work (an
-    AssertionError, which no command catches), as in tests/test_difficulty_out_first.py: ``calls == []`` means
-    none of them ran."""
-    seen = []
+    """The task, pool and model loaders, each recording its call and refusing to work
+    (:func:`difficulty_calls.refuse_loaders`): ``calls == []`` means none of them ran."""
+    return refuse_loaders(monkeypatch, "the looping output file was refused")
 
-    def refuse(name):
-        def fake(*args, **kwargs):
-            seen.append(name)
-            raise AssertionError(f"{name} was called before the looping output file was refused")
-        return fake
-
-    monkeypatch.setattr(rank, "load_task", refuse("load_task"))
-    monkeypatch.setattr(rank, "pool_problems", refuse("pool_problems"))
-    monkeypatch.setattr(gradprobe.models, "load_policy", refuse("load_policy"))
-    return seen
-
-
-def _argv(command: str, out) -> list[str]:
-    return [command, "--model", "tiny-qwen2", "--task", "chain_sum", "--pool", "4", *SIZES[command], "--no-progress",
-            "--max-new-tokens", "4", "--out", str(out)]
 
 
 def _loop(out: Path, name: str) -> Path:
@@ -81,7 +60,7 @@ def _kept(out: Path, link: Path) -> None:
 def test_a_looping_output_file_is_refused_before_the_compute(tmp_path, capsys, calls, command, name):
     out = tmp_path / "o"
     link = _loop(out, name)
-    assert main(_argv(command, out)) == 2
+    assert main(argv(command, out)) == 2
     captured = capsys.readouterr()
     assert captured.err == f"gradprobe {command}: error: {_message(link)}\n"
     assert captured.out == "" and calls == []
@@ -92,7 +71,7 @@ def test_a_looping_temporary_name_is_refused_before_the_compute(tmp_path, capsys
     """``ranking.csv.tmp``: the table's temporary file, whose failed write would remove it after the compute."""
     out = tmp_path / "o"
     link = _loop(out, "ranking.csv.tmp")
-    assert main(_argv("rank-prompts", out)) == 2
+    assert main(argv("rank-prompts", out)) == 2
     assert capsys.readouterr().err == f"gradprobe rank-prompts: error: {_message(link)}\n"
     assert calls == []
     _kept(out, link)
