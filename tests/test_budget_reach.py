@@ -224,6 +224,15 @@ def test_an_old_study_of_such_a_plan_is_analysed_loaded_and_resumable_and_a_new_
     assert main(["study", str(copy), "--out", str(tmp_path / "new")]) == 2
     assert "out of reach of budget.updates = 5" in capsys.readouterr().err
     assert not (tmp_path / "new" / "study.json").exists()
+    # a folder that only holds the plan as plan.toml (kept in its own output folder: no study.json) is no study yet
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "plan.toml").write_bytes(copy.read_bytes())
+    with pytest.raises(PlanError, match=r"^budget\.generated_tokens = 1,000 is out of reach of budget\.updates = 5: "):
+        load_study_plan(kept / "plan.toml", kept)
+    assert main(["study", str(kept / "plan.toml"), "--out", str(kept)]) == 2
+    assert "out of reach of budget.updates = 5" in capsys.readouterr().err
+    assert sorted(p.name for p in kept.iterdir()) == ["plan.toml"]
 
 
 def test_budget_tokens_alone_that_the_plans_updates_never_spend_is_refused_as_a_no_op():
@@ -253,9 +262,12 @@ def test_both_flags_where_the_fewest_updates_exceed_the_plans_offer_a_smaller_to
         f"tokens only) generates at most {_PER}, so 9 updates generate at most 2,880 < 100,000 tokens: the run always "
         "stops on updates with the token budget unspent; --updates at least 313 would exceed the plan's "
         "budget.updates = 100 (the flags only shorten a run); give --budget-tokens at most 2,880 (below which it can "
-        "bind) or only one of the two")
+        "bind) or leave out --budget-tokens (alone it would be a no-op beside the plan's updates)")
+    # each fix the message gives is accepted
+    assert shorten_budget(run, {"generated_tokens": 2_880, "updates": 9}).budget.generated_tokens == 2_880
+    assert shorten_budget(run, {"updates": 9}).budget.updates == 9
     with pytest.raises(PlanError) as e:
         shorten_budget(run, {"generated_tokens": 100_000, "updates": 9}, python=True)
     assert str(e.value).endswith("updates= at least 313 would exceed the plan's budget.updates = 100 (the flags only "
-                                 "shorten a run); give budget_tokens= at most 2,880 (below which it can bind) or only "
-                                 "one of the two")
+                                 "shorten a run); give budget_tokens= at most 2,880 (below which it can bind) or leave "
+                                 "out budget_tokens (alone it would be a no-op beside the plan's updates)")

@@ -32,13 +32,14 @@ __all__ = ["STUDY_OUTPUTS", "freeze_plan", "check_reward_plugins", "REWARD_PLUGI
 
 def load_study_plan(plan_path: str | Path, out: str | Path | None) -> Plan:
     """:func:`~gradprobe.training.plan.load_plan` of the plan a study into ``out`` runs: a plan ``out`` froze
-    already (its bytes' sha256 is the study's, :func:`~gradprobe.study.folder.study_plan_sha`) is resumed as it was
-    frozen, without the checks added since that a new plan must pass (``check_reach``: a token budget out of reach of
-    the updates, warned instead); any other plan (a new study, another plan) is checked in full. Raises as
-    ``load_plan``."""
+    already (its bytes' sha256 is the one ``out/study.json`` records, :func:`~gradprobe.study.folder.study_plan_sha`)
+    is resumed as it was frozen, without the checks added since that a new plan must pass (``check_reach``: a token
+    budget out of reach of the updates, warned instead); any other plan is checked in full: a new study, another
+    plan, or a folder without ``study.json`` that merely holds the plan as ``plan.toml`` (a plan kept in its own
+    output folder is no study yet). Raises as ``load_plan``."""
     try:
-        frozen = out is not None and Path(out).is_dir() and study_plan_sha(Path(out))[0] == sha256(
-            Path(plan_path).read_bytes())
+        sha, source = study_plan_sha(Path(out)) if out is not None and Path(out).is_dir() else (None, None)
+        frozen = source is not None and source.name == STUDY_JSON and sha == sha256(Path(plan_path).read_bytes())
     except (OSError, TypeError):  # load_plan names an unreadable plan or a path that is none
         frozen = False
     return load_plan(plan_path, check_reach=not frozen)

@@ -242,10 +242,11 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
         ``--updates N`` that N updates can never spend (N * B x G x max_new_tokens < T for an arm that
         :func:`most_tokens_per_update` bounds), naming both flags, the most the N updates generate and the fix:
         ``--updates`` at least ceil(T / (B x G x max_new_tokens)) where that is at most the plan's ``budget.updates``,
-        else ``--budget-tokens`` at most N x B x G x max_new_tokens; or only one of the two; or ``--budget-tokens T``
-        alone that the plan's ``budget.updates`` U never spends (U x B x G x max_new_tokens < T: a no-op), naming U,
-        the most U updates generate and the fix (``--budget-tokens`` at most that, or leave it out). ``--updates``
-        beside the plan's own token budget is the shortening it asks for and is not refused.
+        else ``--budget-tokens`` at most N x B x G x max_new_tokens or no ``--budget-tokens``; or only one of the
+        two; or ``--budget-tokens T`` alone that the plan's ``budget.updates`` U never spends (U x B x G x
+        max_new_tokens < T: a no-op), naming U, the most U updates generate and the fix (``--budget-tokens`` at most
+        that, or leave it out). ``--updates`` beside the plan's own token budget is the shortening it asks for and is
+        not refused.
     """
     unknown = sorted(set(overrides) - set(BUDGET_KINDS))
     if unknown:
@@ -307,8 +308,8 @@ def _check_updates_with_tokens(run: RunConfig, given: dict, plan_budget: dict, n
         fix = f"the flag is a no-op; give {bound} or leave it out"
     elif plan_updates is not None and reachable_updates(tokens, most) > int(plan_updates):
         fix = (f"{names['updates']} at least {reachable_updates(tokens, most):,} would exceed the plan's "
-               f"budget.updates = {int(plan_updates):,} (the flags only shorten a run); give {bound} or only one of "
-               f"the two")
+               f"budget.updates = {int(plan_updates):,} (the flags only shorten a run); give {bound} or leave out "
+               f"{names['generated_tokens'].rstrip('=')} (alone it would be a no-op beside the plan's updates)")
     else:
         fix = f"give {names['updates']} at least {_fewest(tokens, most)} or only one of the two"
     raise PlanError(f"{facts}: the run always stops on updates with the token budget unspent; {fix}")
