@@ -34,9 +34,9 @@ from . import __version__
 
 __all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "beyond_float", "OutputDirError",
            "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way", "dangling_link",
-           "link_loop", "refuse_link_loop", "refuse_looping_file", "prepare_output_dir", "write_bytes_atomic",
-           "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions", "PER_UPDATE_FIELDS",
-           "per_update_problem", "read_probe_json", "naming_out", "out_option"]
+           "link_loop", "refuse_link_loop", "refuse_looping_file", "open_temporary", "prepare_output_dir",
+           "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions",
+           "PER_UPDATE_FIELDS", "per_update_problem", "read_probe_json", "naming_out", "out_option"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
 VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
@@ -350,7 +350,7 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
         refuse_looping_file(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(open_temporary(tmp), "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -365,6 +365,28 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
             except OutputDirError as refused:
                 looping = refused
         raise (looping if looping is not None else output_error("writing", path, e)) from e
+
+
+def open_temporary(tmp: str | os.PathLike) -> int:
+    """Open the temporary file ``tmp`` of an atomic write for writing (created, or truncated), never through a
+    symbolic link: a stale ``NAME.tmp`` that is a link (to a file elsewhere, or a loop) is the writer's own name, so
+    the link itself is removed and a new file made in its place; following it would overwrite the file it points to
+    (``os.open`` with ``O_NOFOLLOW``, which fails with ELOOP on a link, then ``os.unlink``). Mode 0666 less the
+    umask, as ``open()`` gives. Returns the file descriptor (the caller closes it: ``os.fdopen``).
+
+    Raises
+    ------
+    OSError
+        ``tmp`` cannot be created (a missing or read-only folder, a loop in a folder above it: errno ELOOP).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        return os.open(tmp, flags, 0o666)
+    except OSError as e:
+        if e.errno != errno.ELOOP or not os.path.islink(tmp):  # a folder above loops: the caller names it
+            raise
+    os.unlink(tmp)
+    return os.open(tmp, flags, 0o666)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

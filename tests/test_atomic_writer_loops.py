@@ -113,3 +113,17 @@ def test_calib_writes_through_gradprobes_refusal():
     assert calib.files.refuse_looping_file is outputs.refuse_looping_file
     assert calib.files.write_bytes_atomic is outputs.write_bytes_atomic
     assert calib.files.write_text_atomic is outputs.write_text_atomic
+
+
+@pytest.mark.parametrize("stale", ["loop", "file elsewhere"])
+def test_a_stale_temporary_link_is_replaced_never_followed(tmp_path, stale):
+    """``PATH.tmp`` left as a symbolic link is the writer's own name: removed and written anew (O_NOFOLLOW), the file
+    it pointed to untouched; before, ``open(PATH.tmp, 'wb')`` followed it and overwrote that file (or failed, ELOOP)."""
+    outside = tmp_path / "precious.txt"
+    outside.write_text("precious\n")
+    tmp = tmp_path / "f.json.tmp"
+    tmp.symlink_to(tmp if stale == "loop" else outside)
+    write_text_atomic(tmp_path / "f.json", "{}\n")
+    assert (tmp_path / "f.json").read_text() == "{}\n" and not (tmp_path / "f.json").is_symlink()
+    assert outside.read_text() == "precious\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json", "precious.txt"]

@@ -6,9 +6,10 @@ study, a training run, a probe, a calibration report: :func:`gradprobe.layout.ou
 two commands) is refused before any compute. Only a complete earlier output is replaced (the file its command writes
 last: ``rank.json``; a ``metrics.json`` that ``difficulty-eval`` wrote, ``"command": "difficulty-eval"``): a folder
 holding one of the command's file names without it (a user's ``metrics.json``, a lone ``ranking.csv``) is refused
-too, naming the file, so no file the command did not write is overwritten. A file the command writes there (or the
-temporary name of its atomic write: ``ranking.csv.tmp``...) that is a symbolic link in a loop is refused before any
-compute too, the link left as it was (:func:`refuse_looping_outputs`).
+too, naming the file, so no file the command did not write is overwritten. A file the command writes there that is
+a symbolic link in a loop is refused before any compute too, the link left as it was (:func:`refuse_looping_outputs`);
+a stale temporary name of its atomic writes (``ranking.csv.tmp``...) that is a link is the writer's own to replace,
+never followed (:func:`gradprobe.outputs.open_temporary`).
 """
 
 from __future__ import annotations
@@ -35,8 +36,7 @@ _OWN = {"rank-prompts": (RANK_FILES, "a ranking (`gradprobe rank-prompts`)", "ra
 
 #: command -> every file it writes in ``--out``: its files and the temporary names of the atomic writes
 #: (``reliability.png`` is written in place, by matplotlib)
-_WRITTEN = {"rank-prompts": ("ranking.csv", "ranking.csv.tmp", "rank.json", "rank.json.tmp"),
-            "difficulty-eval": ("reliability.png", "metrics.json", "metrics.json.tmp")}
+_WRITTEN = {"rank-prompts": ("ranking.csv", "rank.json"), "difficulty-eval": ("reliability.png", "metrics.json")}
 
 
 def check_output_folder(out, command: str) -> str | None:
@@ -108,11 +108,12 @@ def check_output_folder(out, command: str) -> str | None:
 
 
 def refuse_looping_outputs(folder, command: str) -> None:
-    """Refuse each file ``command`` writes in ``folder`` (its :data:`RANK_FILES` or :data:`EVAL_FILES`, and the
-    temporary ``ranking.csv.tmp``, ``rank.json.tmp``, ``metrics.json.tmp`` of its atomic writes) that is a symbolic
-    link in a loop (``a -> a``, ``a -> b -> a``): the write would replace the link with a regular file, or fail with
-    ELOOP after the compute. Nothing is created or removed, so a
-    refusal leaves the folder and the link as they were. One ``lstat`` per name (and ``stat`` calls for a link).
+    """Refuse each file ``command`` writes in ``folder`` (``ranking.csv`` and ``rank.json``, or ``metrics.json`` and
+    ``reliability.png``) that is a symbolic link in a loop (``a -> a``, ``a -> b -> a``): the write would fail with
+    ELOOP after the compute. Nothing is created or removed, so a refusal leaves the folder and the link as they were.
+    The temporary names of the atomic writes (``rank.json.tmp``...) are not checked: a stale one that is a link, a
+    loop included, is removed and replaced (:func:`gradprobe.outputs.open_temporary`). One ``lstat`` per name (and
+    ``stat`` calls for a link).
 
     Raises
     ------

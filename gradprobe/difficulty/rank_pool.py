@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..outputs import output_error, write_json_atomic
+from ..outputs import write_bytes_atomic, write_json_atomic
 from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, rank_half
 from .evaluate import sample_outcomes
 from .features import check_prompt_lengths
@@ -176,20 +176,17 @@ def write_ranking(folder: Path, table: pd.DataFrame, document: dict) -> None:
     ------
     OSError
         A file cannot be written (the message names it); the temporary file is removed. errno ELOOP: a file it
-        writes (``ranking.csv``, ``rank.json`` or a temporary name) is a symbolic link in a loop, refused before
+        writes (``ranking.csv``, ``rank.json``) is a symbolic link in a loop, refused before
         anything is written (:func:`gradprobe.difficulty.folder.refuse_looping_outputs`), the link kept.
     ValueError
         ``document`` holds a NaN or infinite float (``ranking.csv`` is removed, as above).
     """
     csv, part, doc = folder / "ranking.csv", folder / "ranking.csv.tmp", folder / "rank.json"
     refuse_looping_outputs(folder, "rank-prompts")  # not replaced by a file, nor removed by the cleanup below
-    try:
-        table.to_csv(part, index=False)
-        part.replace(csv)
-    except BaseException as e:  # Ctrl-C too: no temporary file left; the earlier pair is untouched
+    try:  # the atomic writer: its temporary name is opened without following a stale link (open_temporary)
+        write_bytes_atomic(csv, table.to_csv(index=False).encode("utf-8"))
+    except BaseException:  # Ctrl-C too: no temporary file left; the earlier pair is untouched
         part.unlink(missing_ok=True)
-        if isinstance(e, OSError):
-            raise output_error("writing", csv, e) from e
         raise
     try:
         write_json_atomic(doc, document)

@@ -67,14 +67,20 @@ def test_a_looping_output_file_is_refused_before_the_compute(tmp_path, capsys, c
     _kept(out, link)
 
 
-def test_a_looping_temporary_name_is_refused_before_the_compute(tmp_path, capsys, calls):
-    """``ranking.csv.tmp``: the table's temporary file, whose failed write would remove it after the compute."""
+def test_a_stale_temporary_name_that_is_a_link_is_replaced_not_followed(tmp_path):
+    """``ranking.csv.tmp`` / ``rank.json.tmp`` left as links (a loop; a link to a user's file elsewhere): the writer's
+    own names, removed and written anew (gradprobe.outputs.open_temporary); following the second link overwrote the
+    user's file with the ranking."""
+    outside = tmp_path / "precious.txt"
+    outside.write_text("precious\n")
     out = tmp_path / "o"
-    link = _loop(out, "ranking.csv.tmp")
-    assert main(argv("rank-prompts", out)) == 2
-    assert capsys.readouterr().err == f"gradprobe rank-prompts: error: {_message(link)}\n"
-    assert calls == []
-    _kept(out, link)
+    _loop(out, "ranking.csv.tmp")
+    (out / "rank.json.tmp").symlink_to(outside)
+    write_ranking(out, pd.DataFrame({"prompt_id": [1, 2]}), {"command": "rank-prompts"})
+    assert outside.read_text() == "precious\n"
+    assert sorted(p.name for p in out.iterdir()) == ["rank.json", "ranking.csv"]
+    assert not (out / "rank.json").is_symlink() and not (out / "ranking.csv").is_symlink()
+    assert (out / "ranking.csv").read_text() == "prompt_id\n1\n2\n"
 
 
 def test_the_api_names_its_out_argument(tmp_path, calls):
