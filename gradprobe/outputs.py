@@ -359,7 +359,7 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
         with contextlib.suppress(OSError):  # the folder is not a folder: there is no temporary file
             tmp.unlink(missing_ok=True)
         looping = None
-        if e.errno == errno.ELOOP:  # a folder above path loops (or path.tmp does: then no refusal, output_error's)
+        if e.errno == errno.ELOOP:  # a folder above path loops (a link at path.tmp is replaced: open_temporary)
             try:
                 refuse_looping_file(path)
             except OutputDirError as refused:

@@ -28,6 +28,7 @@ from ..training.coerce import echo_value
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
 from ..training.run_folder import refuse_other_output
 from .probe import PROBE_JSON, load_probe
+from ..layout import CONFIG_JSON
 from ..outputs import api_out, naming_out, removed_if_left_empty
 
 
@@ -489,7 +490,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     if not isinstance(run, (RunConfig, Plan, str, os.PathLike)):
         raise TypeError(f"run must be a RunConfig (plan.arm(name, seed)), a Plan (gradprobe.load_plan(PATH)) or the "
                         f"path of a plan TOML file, got {run!r} ({type(run).__name__})")
-    new = not (out / "config.json").is_file()  # a run started before a later budget check resumes (config.json)
+    new = not (out / CONFIG_JSON).is_file()  # a run started before a later budget check resumes (config.json)
     if not isinstance(run, RunConfig):
         plan = run if isinstance(run, Plan) else load_plan(run, check_reach=new)
         if arm is None:

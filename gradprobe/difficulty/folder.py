@@ -34,10 +34,6 @@ _OWN = {"rank-prompts": (RANK_FILES, "a ranking (`gradprobe rank-prompts`)", "ra
         "difficulty-eval": (EVAL_FILES, "a difficulty evaluation (`gradprobe difficulty-eval`)", "evaluation",
                             "difficulty eval")}
 
-#: command -> every file it writes in ``--out``: its files and the temporary names of the atomic writes
-#: (``reliability.png`` is written in place, by matplotlib)
-_WRITTEN = {"rank-prompts": ("ranking.csv", "rank.json"), "difficulty-eval": ("reliability.png", "metrics.json")}
-
 
 def check_output_folder(out, command: str) -> str | None:
     """Refuse ``out`` when it holds another command's output; else the line to say when it holds our own.
@@ -126,7 +122,7 @@ def refuse_looping_outputs(folder, command: str) -> None:
     """
     if command not in _OWN:
         raise ValueError(f"command must be one of {', '.join(_OWN)}, got {command!r}")
-    for name in _WRITTEN[command]:
+    for name in _OWN[command][0]:  # RANK_FILES or EVAL_FILES
         refuse_looping_file(Path(folder) / name)
 
 

@@ -152,8 +152,8 @@ def execute_task(task: dict) -> dict:
     try:
         out = Path(task["out"])
         lock = FolderLock(out, ".lock", wait=True, what="run folder")  # waits for an orphan of a killed study
-        with warnings.catch_warnings():  # the study's frozen copy, checked (or warned about) once when frozen
-            warnings.simplefilter("ignore", UserWarning)
+        with warnings.catch_warnings():  # the study's frozen copy: its out-of-reach budget was warned about when frozen
+            warnings.filterwarnings("ignore", message=r".* is out of reach of budget\.updates", category=UserWarning)
             plan = load_plan(task["plan"], check_reach=False)
         with library_bars(task.get("progress", True) is not False):
             if task["kind"] == "train":

@@ -116,9 +116,9 @@ def _check_tokens_reachable(updates: int, tokens: int, arms: dict[str, ArmSpec],
     The arm named is the first with the smallest bound (raising ``updates`` for it suffices for all); arms without a
     bound (MC, plug-in rewards, prompt selection) are not checked. ``refuse`` False: warned, not refused (a frozen
     plan, :func:`check_budget`)."""
-    bounds = {}
+    bounds, sizes = {}, {}
     for arm in arms.values():
-        t = dataclasses.replace(base, **arm.train)
+        sizes[arm.name] = t = dataclasses.replace(base, **arm.train)
         most = most_tokens_per_update(arm.reward, arm.selection, t.prompts_per_update, t.group, max_new_tokens)
         if most is not None:
             bounds[arm.name] = most
@@ -127,8 +127,7 @@ def _check_tokens_reachable(updates: int, tokens: int, arms: dict[str, ArmSpec],
     name = min(bounds, key=bounds.__getitem__)
     if updates * bounds[name] >= tokens:
         return
-    arm = arms[name]
-    t = dataclasses.replace(base, **arm.train)
+    arm, t = arms[name], sizes[name]
     fields = " * ".join(f"{'arms.' + name if k in arm.train else 'train'}.{k}" for k in ("prompts_per_update", "group"))
     said = f"budget.generated_tokens = {tokens:,} is out of reach of budget.updates = {updates:,}"
     facts = _tokens_out_of_reach(said, name, arm.reward, t.prompts_per_update, t.group, max_new_tokens,
