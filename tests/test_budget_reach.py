@@ -12,13 +12,15 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 import gradprobe
 from gradprobe.cli import main
 from gradprobe.rewards import get_reward
-from gradprobe.training.budget import ROLLOUT_ONLY_REWARDS, most_tokens_per_update, too_small_message
+from gradprobe.training.budget import (ROLLOUT_ONLY_REWARDS, OutOfReachWarning, most_tokens_per_update,
+                                       too_small_message)
 from gradprobe.training.plan import PlanError, parse_plan, shorten_budget
 
 from helpers_training import tiny_plan
@@ -174,7 +176,7 @@ def test_the_alternatives_say_what_they_replace_and_leave_out_the_kinds_given():
 # ------------------------------------------------------------------ frozen plans: the reach check is for new plans
 
 _OUT_OF_REACH = {"generated_tokens": 250_000, "updates": 10}
-_WARNED = ("budget.generated_tokens = 250,000 is out of reach of budget.updates = 10: one update of arm 'grpo' (reward "
+_WARNED = ("plan frozen/plan.toml: budget.generated_tokens = 250,000 is out of reach of budget.updates = 10: one update of arm 'grpo' (reward "
            f"'outcome': rollout tokens only) generates at most {_PER} (train.prompts_per_update * train.group * "
            "sampling.max_new_tokens), so 10 updates generate at most 3,200 < 250,000 tokens: the frozen plan's runs "
            "stop on updates with the token budget unspent (a new plan with this budget is refused)")
@@ -182,9 +184,10 @@ _WARNED = ("budget.generated_tokens = 250,000 is out of reach of budget.updates 
 
 def test_a_frozen_plan_read_without_the_new_checks_loads_with_a_warning_and_a_new_one_is_refused():
     text = tiny_plan(budget=_OUT_OF_REACH)
-    with pytest.warns(UserWarning) as caught:
-        plan = parse_plan(text, check_schedule=False)
+    with pytest.warns(OutOfReachWarning) as caught:  # a UserWarning, named by the plan's file
+        plan = parse_plan(text, path="frozen/plan.toml", check_schedule=False)
     assert [str(w.message) for w in caught] == [_WARNED]
+    assert issubclass(OutOfReachWarning, UserWarning) and caught[0].filename == __file__  # the caller's line
     assert plan.budget.given() == _OUT_OF_REACH
     assert _plan_refusal(budget=_OUT_OF_REACH).startswith("budget.generated_tokens = 250,000 is out of reach of ")
 
@@ -207,7 +210,8 @@ def _old_study(tmp_path):
 def test_an_old_study_of_such_a_plan_is_analysed_loaded_and_resumable_and_a_new_study_of_it_is_refused(tmp_path,
                                                                                                        capsys):
     study = _old_study(tmp_path)
-    with pytest.warns(UserWarning, match=r"^budget\.generated_tokens = 1,000 is out of reach of budget\.updates = 5: "):
+    with pytest.warns(UserWarning, match=r"^plan \S+/plan\.toml: budget\.generated_tokens = 1,000 is out of reach of "
+                                         r"budget\.updates = 5: "):
         assert main(["study", "--analyze-only", "--out", str(study), "--overwrite-analysis"]) == 0
     assert "gradprobe study: error" not in capsys.readouterr().err
     assert (study / "analysis.json").is_file()
@@ -217,7 +221,7 @@ def test_an_old_study_of_such_a_plan_is_analysed_loaded_and_resumable_and_a_new_
     from gradprobe.study.freeze import load_study_plan
     copy = tmp_path / "plan.toml"
     copy.write_bytes((study / "plan.toml").read_bytes())
-    with pytest.warns(UserWarning, match=r"^budget\.generated_tokens = 1,000 is out of reach "):
+    with pytest.warns(UserWarning, match=rf"^plan {re.escape(str(copy))}: budget\.generated_tokens = 1,000 is out of reach "):
         assert load_study_plan(copy, study).budget.updates == 5
     with pytest.raises(PlanError, match=r"^budget\.generated_tokens = 1,000 is out of reach of budget\.updates = 5: "):
         load_study_plan(copy, tmp_path / "new")  # a new study of it
@@ -249,8 +253,10 @@ def test_budget_tokens_alone_that_the_plans_updates_never_spend_is_refused_as_a_
     assert str(e.value).startswith("budget_tokens=100,000 is out of reach of the plan's budget.updates = 10: ")
     assert str(e.value).endswith("give budget_tokens= at most 3,200 (below which it can bind) or leave it out")
     assert shorten_budget(run, {"generated_tokens": 3_200}).budget.given() == {"generated_tokens": 3_200, "updates": 10}
-    # a run folder resumed (started before the check) is not refused
-    assert shorten_budget(run, {"generated_tokens": 100_000}, check_reach=False).budget.generated_tokens == 100_000
+    # a run folder resumed with the flags it was started with (before the check) is warned about, not refused
+    with pytest.warns(OutOfReachWarning, match=r"^--budget-tokens 100,000 is out of reach of the plan's "):
+        resumed = shorten_budget(run, {"generated_tokens": 100_000}, resumed_flags={"--budget-tokens": 100_000})
+    assert resumed.budget.generated_tokens == 100_000
 
 
 def test_both_flags_where_the_fewest_updates_exceed_the_plans_offer_a_smaller_token_flag_instead():

@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..study.report import format_rankings
-from ..training.budget import named_as_arguments
+from ..training.budget import named_as_arguments, reach_warned_once
 from ..training.coerce import echo_value
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
-from ..training.run_folder import refuse_other_output
+from ..training.run_folder import recorded_budget_flags, refuse_other_output
 from .probe import PROBE_JSON, load_probe
-from ..layout import CONFIG_JSON
 from ..outputs import api_out, naming_out, removed_if_left_empty
 
 
@@ -148,6 +147,10 @@ class StudyResult:
 def load_study(dir: str | Path) -> StudyResult:
     """Read a study folder (``gradprobe study PLAN --out DIR``, or a shipped one under ``data/``).
 
+    A frozen plan whose token budget is out of reach of its updates (frozen before such plans were refused) is read as
+    it was run, with one :class:`~gradprobe.training.budget.OutOfReachWarning` at the caller's line, however often the
+    folder's readers read it (:func:`~gradprobe.training.budget.reach_warned_once`).
+
     Raises
     ------
     gradprobe.study.reading.AnalysisError (a ValueError)
@@ -173,8 +176,9 @@ def load_study(dir: str | Path) -> StudyResult:
         raise PlanError(f"{folder / 'plan.toml'} not found: {str(folder)!r} is not a study folder "
                         "(`gradprobe study PLAN --out DIR` writes one)")
     check_frozen_plan(folder, error=AnalysisError)  # an edited plan.toml would relabel the study's numbers
-    plan = load_plan(folder / "plan.toml", check_schedule=False)  # frozen plans predate later schedule checks
-    runs = load_runs(folder)
+    with reach_warned_once():  # load_runs reads the plan again
+        plan = load_plan(folder / "plan.toml", check_schedule=False)  # frozen plans predate later schedule checks
+        runs = load_runs(folder)
     analysis = None
     if (folder / "analysis.json").is_file():
         try:
@@ -297,12 +301,13 @@ class Study:
                              "`if __name__ == \"__main__\":` guard, so every worker would run it again from the top "
                              "and die. Put the code that runs the study under that guard, or pass "
                              "executor='inline' (one run at a time, in this process). Nothing was run.")
-        status = run_study(self.plan_path, self.out, executor=executor, workers=workers, probe=probe,
-                           analyze=analyze, restart=restart, say=(lambda m: None) if quiet else None, **options)
-        runs_csv = self.out / "runs.csv"
-        if not runs_csv.is_file() or not runs_csv.read_text().strip().count("\n"):
-            raise StudyError(f"no run of the study finished, so there is nothing to read:\n{status.summary()}")
-        result = load_study(self.out)
+        with reach_warned_once():  # the study's plan out of reach: one warning for the run and the read back
+            status = run_study(self.plan_path, self.out, executor=executor, workers=workers, probe=probe,
+                               analyze=analyze, restart=restart, say=(lambda m: None) if quiet else None, **options)
+            runs_csv = self.out / "runs.csv"
+            if not runs_csv.is_file() or not runs_csv.read_text().strip().count("\n"):
+                raise StudyError(f"no run of the study finished, so there is nothing to read:\n{status.summary()}")
+            result = load_study(self.out)
         result.status = status
         return result
 
@@ -490,9 +495,9 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     if not isinstance(run, (RunConfig, Plan, str, os.PathLike)):
         raise TypeError(f"run must be a RunConfig (plan.arm(name, seed)), a Plan (gradprobe.load_plan(PATH)) or the "
                         f"path of a plan TOML file, got {run!r} ({type(run).__name__})")
-    new = not (out / CONFIG_JSON).is_file()  # a run started before a later budget check resumes (config.json)
+    resumed = recorded_budget_flags(out)  # a run started before a later budget check resumes (None: no run there)
     if not isinstance(run, RunConfig):
-        plan = run if isinstance(run, Plan) else load_plan(run, check_reach=new)
+        plan = run if isinstance(run, Plan) else load_plan(run, check_reach=resumed is None)
         if arm is None:
             raise PlanError(f"train(plan, out) needs arm=, one of: {', '.join(plan.arms)}")
         run = plan.arm(arm, seed=_seed(seed))
@@ -502,7 +507,7 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     if device:
         run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=device))
     run = shorten_budget(run, {"updates": updates, "generated_tokens": budget_tokens, "flops": budget_flops,
-                               "device_seconds": budget_seconds}, python=True, check_reach=new)  # names updates=
+                               "device_seconds": budget_seconds}, python=True, resumed_flags=resumed)  # updates=
     refuse_other_output(out, outside_studies=True)  # as `gradprobe train`: not inside a study
     with removed_if_left_empty(out), hold_run_folder(out):  # a folder another live process trains in: refused
         with named_as_arguments():  # a budget smaller than one update is told as budget_tokens=, not --budget-tokens

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..config import EXECUTOR_NAMES
 from ..tracking import TrackerUnavailableError, require_tracker
+from ..training.budget import reach_warned_once
 from ..training.plan import PlanError, load_plan, replicate_plan
 from ..outputs import OutputDirError, prepare_output_dir, removed_if_left_empty
 from .args import HelpFormatter, add_report_to, integer, out_path
@@ -308,7 +309,15 @@ def _other_plan(plan: str, out: Path) -> str | None:
 
 def study_main(args) -> int:
     """Run ``gradprobe study``; returns the exit status (0 done, 1 something failed, 2 bad input, 130 Ctrl-C,
-    143 SIGTERM); both interrupts print the command that resumes the study."""
+    143 SIGTERM); both interrupts print the command that resumes the study. A frozen plan whose token budget is out
+    of reach of its updates is warned about once, however often the command reads it
+    (:func:`~gradprobe.training.budget.reach_warned_once`)."""
+    with reach_warned_once():
+        return _study_command(args)
+
+
+def _study_command(args) -> int:
+    """``gradprobe study`` within :func:`study_main`'s one warning per frozen plan."""
     from ..study.analysis import format_rankings
     from ..study.runner import StudyError, run_study
 

@@ -15,11 +15,11 @@ import json
 import sys
 from pathlib import Path
 
-from ..layout import CHECKPOINT_POINTER, CONFIG_JSON, METRICS_JSONL, SUMMARY_JSON
+from ..layout import CHECKPOINT_POINTER, METRICS_JSONL, SUMMARY_JSON
 from ..outputs import removed_if_left_empty
 from ..training.errors import NonFiniteRunError
 from ..training.plan import PlanError, load_plan, shorten_budget
-from ..training.run_folder import refuse_other_output
+from ..training.run_folder import recorded_budget_flags, refuse_other_output
 from .args import HelpFormatter, add_report_to, integer, out_path, seed_int, token_count
 from .probe import Terminated, terminate_cleanly
 
@@ -140,15 +140,16 @@ def _train_command(args) -> int:
     run = None
     try:
         refuse_other_output(args.out, outside_studies=True)  # a probe's or a study's folder: refused before the plan is read
-        new = not (Path(args.out) / CONFIG_JSON).is_file()  # a run started before a later budget check resumes
-        plan = load_plan(args.plan, check_reach=new)
+        resumed = recorded_budget_flags(args.out)  # a run started before a later budget check resumes (None: none)
+        plan = load_plan(args.plan, check_reach=resumed is None)
         run = plan.arm(args.arm, seed=args.seed)
         if args.device:
             run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=args.device))
         run = shorten_budget(run, {"updates": getattr(args, "updates", None),
                                    "generated_tokens": getattr(args, "budget_tokens", None),
                                    "flops": getattr(args, "budget_flops", None),
-                                   "device_seconds": getattr(args, "budget_seconds", None)}, check_reach=new)
+                                   "device_seconds": getattr(args, "budget_seconds", None)},
+                             resumed_flags=resumed)  # the run's own flags out of reach: warned; other ones refused
         # refused input (e.g. an unknown model) leaves no empty folder; another live process's folder is refused
         with removed_if_left_empty(args.out), hold_run_folder(args.out):
             summary = run_training(run, args.out, progress=not args.no_progress,

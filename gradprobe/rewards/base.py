@@ -106,6 +106,10 @@ class RewardOutput:
 
 Reward = Callable[[RolloutBatch, RewardContext], RewardOutput]
 REWARDS: dict[str, Reward] = {}
+#: The names of :data:`REWARDS` registered with ``rollout_only=True`` (:func:`register_reward`): rewards that charge no
+#: generated tokens beyond the rollouts, which a plan's budget check bounds
+#: (:func:`gradprobe.training.budget.most_tokens_per_update`).
+ROLLOUT_ONLY: set[str] = set()
 #: Resolvers of names that are not registered: ``resolver(name) -> Reward or None`` (None: not its kind of name);
 #: :mod:`gradprobe.rewards.plugin` adds the ``MODULE:FUNCTION`` import-path one.
 RESOLVERS: list[Callable[[str], "Reward | None"]] = []
@@ -217,8 +221,21 @@ def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardO
     return dataclasses.replace(out, advantages=adv, valid=valid, generated_tokens=counts, stats=dict(out.stats))
 
 
-def register_reward(name: str):
+def register_reward(name: str, *, rollout_only: bool = False):
     """Decorator registering a :data:`Reward` under ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The name plans and commands give the reward (``reward = "my_reward"``, ``--rewards my_reward``).
+    rollout_only : bool, default False
+        Declare that the reward charges no generated tokens beyond the rollouts: its
+        :attr:`RewardOutput.generated_tokens` is always ``{}`` and it samples nothing (no MC continuations, no call
+        of ``ctx.sampler``). One update of an arm with such a reward (and no prompt selection) then generates at most
+        B * G * max_new_tokens tokens, so a plan whose ``[budget] updates`` never let it spend its ``[budget]
+        generated_tokens`` is refused (:func:`gradprobe.training.budget.check_budget`); False (the default): the
+        reward may generate tokens of its own, and that check skips its arms. Recorded in :data:`ROLLOUT_ONLY`
+        (registering the name again sets it anew).
 
     Raises
     ------
@@ -241,6 +258,7 @@ def register_reward(name: str):
         if old is not None and old is not fn and getattr(old, "__qualname__", None) != getattr(fn, "__qualname__", 0):
             raise ValueError(f"reward {name!r} is already registered ({old!r})")
         REWARDS[name] = fn
+        (ROLLOUT_ONLY.add if rollout_only else ROLLOUT_ONLY.discard)(name)
         return fn
 
     return deco

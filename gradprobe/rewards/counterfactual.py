@@ -109,7 +109,7 @@ def outcome_loo_reward(batch: RolloutBatch, ctx: RewardContext | None = None, *,
                         valid=valid, generated_tokens={}, stats=stats)
 
 
-@register_reward("outcome_loo")
+@register_reward("outcome_loo", rollout_only=True)
 def outcome_loo(batch: RolloutBatch, ctx: RewardContext | None = None) -> RewardOutput:
     """Outcome reward minus the group's accuracy without the completion (counterfactual / RLOO baseline)."""
     return outcome_loo_reward(batch, ctx, name="outcome_loo")

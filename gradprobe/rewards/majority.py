@@ -249,7 +249,7 @@ def answer_span_mask(batch: RolloutBatch, tokenizer) -> torch.Tensor:
     return out & batch.completion_mask.bool().cpu()
 
 
-@register_reward("majority_vote")
+@register_reward("majority_vote", rollout_only=True)
 def majority_vote(batch: RolloutBatch, ctx: RewardContext, *, scale: str = DEFAULT_SCALE) -> RewardOutput:
     """Label-free majority-vote reward with answer-span masking (rules in the module docstring).
 

@@ -88,19 +88,19 @@ def outcome_reward(batch: RolloutBatch, ctx: RewardContext | None = None, *, sca
     return RewardOutput(name=name, advantages=adv, valid=valid, generated_tokens={}, stats=stats)
 
 
-@register_reward("outcome")
+@register_reward("outcome", rollout_only=True)
 def outcome(batch: RolloutBatch, ctx: RewardContext | None = None) -> RewardOutput:
     """GRPO outcome reward, centred per group and divided by the group std (:data:`~gradprobe.grpo.advantages.DEFAULT_SCALE`)."""
     return outcome_reward(batch, ctx, name="outcome")
 
 
-@register_reward("outcome_batch")
+@register_reward("outcome_batch", rollout_only=True)
 def outcome_batch(batch: RolloutBatch, ctx: RewardContext | None = None) -> RewardOutput:
     """Outcome reward, centred per group and divided by the batch std (REINFORCE++)."""
     return outcome_reward(batch, ctx, scale="batch", name="outcome_batch")
 
 
-@register_reward("outcome_dr")
+@register_reward("outcome_dr", rollout_only=True)
 def outcome_dr(batch: RolloutBatch, ctx: RewardContext | None = None) -> RewardOutput:
     """Outcome reward, centred per group only (Dr. GRPO)."""
     return outcome_reward(batch, ctx, scale="none", name="outcome_dr")

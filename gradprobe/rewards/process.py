@@ -123,7 +123,8 @@ def make_process_reward(verifier: LineVerifier | None = None, *, lam: float | No
     return reward
 
 
-register_reward("process")(make_process_reward())
+register_reward("process", rollout_only=True)(make_process_reward())
 for _lam in HYBRID_WEIGHTS:
-    register_reward(f"process_hybrid_{_lam}")(make_process_reward(lam=_lam, name=f"process_hybrid_{_lam}"))
+    register_reward(f"process_hybrid_{_lam}", rollout_only=True)(make_process_reward(lam=_lam,
+                                                                                   name=f"process_hybrid_{_lam}"))
 

@@ -8,14 +8,17 @@ finished and ``restart`` asks to replace it (:data:`STUDY_OUTPUTS` are then dele
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 from ..layout import CONFIG_JSON, PLAN_COPY, PROBE_JSON, STUDY_JSON, run_dir
 from ..outputs import json_short, output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
 from ..tasks import task_data_identity
+from ..training.budget import OutOfReachWarning
 from ..training.plan import Plan, load_plan
 from ..training.run_folder import (MODULES, TASK_DATA, modules_mismatch, modules_problem, task_data_mismatch,
                                    task_data_moved, task_data_problem)
@@ -45,7 +48,8 @@ def load_study_plan(plan_path: str | Path, out: str | Path | None) -> Plan:
     return load_plan(plan_path, check_reach=not frozen)
 
 
-def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False, say=None) -> tuple[Plan, dict]:
+def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False, say=None,
+                plan: Plan | None = None) -> tuple[Plan, dict]:
     """Validate ``plan_path``, then copy it to ``out/plan.toml`` and record it in ``out/study.json``.
 
     Parameters
@@ -61,11 +65,13 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
         silent: data is deleted). The caller must hold the study folder's lock.
     say : callable(str), optional
         Progress messages.
+    plan : Plan, optional
+        ``plan_path`` as :func:`load_study_plan` read it already (not parsed and warned about again); None: read here.
 
     Returns
     -------
     (Plan, dict)
-        The plan loaded from the FROZEN copy (every run reads that file) and ``study.json``'s content.
+        The plan of the FROZEN copy (every run reads that file: :func:`_frozen_copy`) and ``study.json``'s content.
 
     Raises
     ------
@@ -86,7 +92,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
     OutputDirError
         ``out`` cannot be created or written (names the path and the fix).
     """
-    plan = load_study_plan(plan_path, out)  # a study frozen before a later check resumes
+    plan = plan if plan is not None else load_study_plan(plan_path, out)  # frozen before a later check: resumed
     out = prepare_output_dir(Path(out))
     raw = Path(plan_path).read_bytes()
     frozen, sj = out / PLAN_COPY, out / STUDY_JSON
@@ -94,7 +100,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
         write_bytes_atomic(frozen, raw)
         study = _new_study_json(plan, plan_path)
         write_json_atomic(sj, study)
-        return load_plan(frozen), study
+        return _frozen_copy(plan, frozen, new=True), study
     study = read_study_json(out) or {}  # a damaged study.json is refused here, before its plan sha256 is read
     recorded = study.get("plan_sha256")
     if "plan_sha256" in study and not is_plan_sha(recorded):
@@ -110,7 +116,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
     if old != plan.sha256:
         if restart and not finished_runs(out):
             _restart_study(out, old, plan, plan_path)
-            return freeze_plan(plan_path, out, say=say)
+            return freeze_plan(plan_path, out, say=say, plan=plan)
         raise _plan_changed(out, plan_path, old, plan.sha256, restart)
     if restart and say is not None:
         say("--restart: the plan is the frozen one; nothing to replace, resuming the study")
@@ -120,7 +126,16 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
     if not study:
         study = _new_study_json(plan, plan_path)
         write_json_atomic(sj, study)
-    return load_plan(frozen, check_reach=False), study  # plan_path's bytes, loaded above as the study's
+    return _frozen_copy(plan, frozen, new=False), study  # plan_path's bytes, loaded above as the study's
+
+
+def _frozen_copy(plan: Plan, frozen: Path, *, new: bool) -> Plan:
+    """The plan of the study's frozen copy ``frozen``: ``plan`` itself, its ``path`` that copy's, when the copy holds
+    its bytes (sha256), so a study's one plan is parsed, checked and warned about once; else (the plan file was
+    changed while it was being frozen) the copy loaded, checked in full where it is ``new``."""
+    if sha256(frozen.read_bytes()) == plan.sha256:
+        return dataclasses.replace(plan, path=str(frozen))
+    return load_plan(frozen, check_reach=new)
 
 
 def _plan_changed(out: Path, plan_path, old: str, new: str, restart: bool) -> PlanChangedError:
@@ -225,8 +240,10 @@ def _frozen_runs(out: Path) -> set[tuple[str, str]]:
         if isinstance(r, dict) and isinstance(r.get("arm"), str) and type(r.get("seed")) is int:
             names.add((r["arm"], run_dir("", r["arm"], r["seed"]).name))
     try:
-        names |= {(arm, run_dir("", arm, seed).name) for arm, seed in load_plan(out / PLAN_COPY,
-                                                                                 check_schedule=False).runs()}
+        with warnings.catch_warnings():  # the frozen plan being replaced: its budget's reach is of no concern here
+            warnings.simplefilter("ignore", OutOfReachWarning)
+            frozen = load_plan(out / PLAN_COPY, check_schedule=False)
+        names |= {(arm, run_dir("", arm, seed).name) for arm, seed in frozen.runs()}
     except Exception:  # PlanError, a plug-in reward that cannot be loaded: the records above decide
         pass
     return names

@@ -70,6 +70,7 @@ from ..config import backend_unavailable
 from ..layout import ARMS_JSON, METRICS_JSONL, PLAN_COPY, STUDY_JSON, probe_dir, run_dir
 from ..outputs import OutputDirError, prepare_output_dir, write_json_atomic
 from ..tracking import require_tracker
+from ..training.budget import reach_warned_once
 from ..training.plan import Plan
 from ..training.untrained import cause, describe, trained, untrained_tail, update_lines
 from .analysis import analyze as run_analysis
@@ -114,7 +115,9 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
     Parameters
     ----------
     plan_path : path
-        Plan TOML; frozen into ``out`` (:func:`~gradprobe.study.freeze.freeze_plan`).
+        Plan TOML; frozen into ``out`` (:func:`~gradprobe.study.freeze.freeze_plan`). Read once; a plan ``out`` froze
+        before a later check is resumed as it was frozen, its token budget out of reach of its updates warned about
+        once (:class:`~gradprobe.training.budget.OutOfReachWarning`; the analysis reads it again silently).
     out : path
         Study folder (format: ``/work/notes/study_format.md``; see the module docstring).
     executor : {"local", "ray", "inline"}
@@ -171,13 +174,22 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
     ValueError
         Unknown executor, workers < 1, or ``ray_address`` without ``executor="ray"``.
     """
-    plan = _checked_plan(plan_path, executor, workers, ray_address, report_to, check, out)  # before anything written
-    say = say or (lambda m: print(f"[study] {m}", file=sys.stderr, flush=True))
+    with reach_warned_once():  # a frozen plan out of reach: warned once, not by each read (freeze, analysis)
+        plan = _checked_plan(plan_path, executor, workers, ray_address, report_to, check, out)  # nothing written yet
+        say = say or (lambda m: print(f"[study] {m}", file=sys.stderr, flush=True))
+        return _locked_run(plan, plan_path, out, restart, reuse_from, say,
+                           _Options(executor, workers, ray_address, probe, probe_overrides, analyze, report_to,
+                                    progress))
+
+
+def _locked_run(plan: Plan, plan_path, out, restart: bool, reuse_from, say, opts: _Options) -> StudyResult:
+    """:func:`run_study` once ``plan`` (read from ``plan_path``) is checked: ``out`` locked (:func:`_locked_folder`),
+    the plan frozen (:func:`_frozen`) and the study run (:func:`_run`), the lock released; an interrupt outside the
+    runs is raised as :class:`StudyInterrupted` (nothing was running). Raises as :func:`run_study` says."""
     out, lock = _locked_folder(out, reuse_from)
     try:
-        plan, study, read = _frozen(plan_path, out, restart, reuse_from, say)
-        return _run(plan, study, out, _Options(executor, workers, ray_address, probe, probe_overrides, analyze,
-                                               report_to, progress), say, read)
+        plan, study, read = _frozen(plan, plan_path, out, restart, reuse_from, say)
+        return _run(plan, study, out, opts, say, read)
     except StudyInterrupted:
         raise
     except KeyboardInterrupt as e:  # outside the runs (setting up, the analysis): nothing was running
@@ -197,13 +209,13 @@ def _locked_folder(out, reuse_from) -> tuple[Path, FolderLock]:
     return out, FolderLock(out, ".study.lock", wait=False, what="study folder")
 
 
-def _frozen(plan_path, out: Path, restart: bool, reuse_from, say) -> tuple[Plan, dict, FinishedRunFiles]:
-    """:func:`.freeze.freeze_plan`, then damaged run folders refused before anything is run or rewritten
-    (:func:`.collect.check_finished_runs`, whose reads of the finished runs are returned, so that ``runs.csv`` and
-    ``eval_items.jsonl.gz`` are rebuilt without reading those runs' files again), then the runs of ``reuse_from``
-    copied (:func:`.reuse.reuse_runs`), compared with the model's identity :func:`.freeze.check_study_model` read
-    (its weights are hashed once for both)."""
-    plan, study = freeze_plan(plan_path, out, restart=restart, say=say)
+def _frozen(plan: Plan, plan_path, out: Path, restart: bool, reuse_from, say) -> tuple[Plan, dict, FinishedRunFiles]:
+    """:func:`.freeze.freeze_plan` of ``plan`` (``plan_path`` as :func:`_checked_plan` read it: not read again), then
+    damaged run folders refused before anything is run or rewritten (:func:`.collect.check_finished_runs`, whose reads
+    of the finished runs are returned, so that ``runs.csv`` and ``eval_items.jsonl.gz`` are rebuilt without reading
+    those runs' files again), then the runs of ``reuse_from`` copied (:func:`.reuse.reuse_runs`), compared with the
+    model's identity :func:`.freeze.check_study_model` read (its weights are hashed once for both)."""
+    plan, study = freeze_plan(plan_path, out, restart=restart, say=say, plan=plan)
     study = check_task_data(plan, out, study)  # the same task data for every run of the study
     study = check_reward_plugins(plan, out, study)  # the same reward code for every run of an arm
     weights = check_study_model(plan, out)  # the same model for every run (a run's resume checks its own record)

@@ -7,12 +7,13 @@ FLOPs, ``updates`` updates (:data:`~gradprobe.training.specs.BUDGET_KINDS`). Tor
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import numbers
+import os
 import sys
 import warnings
-from contextlib import contextmanager
 from contextvars import ContextVar
 
 from ..outputs import beyond_float
@@ -22,7 +23,8 @@ from .run_folder import study_above
 from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, RunConfig, TrainConfig
 
 __all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS", "too_small_message", "named_as_arguments",
-           "MAX_WHOLE_BUDGET", "reachable_updates", "ROLLOUT_ONLY_REWARDS", "most_tokens_per_update"]
+           "MAX_WHOLE_BUDGET", "reachable_updates", "ROLLOUT_ONLY_REWARDS", "most_tokens_per_update",
+           "OutOfReachWarning", "reach_warned_once"]
 
 #: The largest budget of updates or generated tokens (a plan's ``[budget]``, ``--updates``, ``budget_tokens=``): an
 #: int64, what the ledger and the JSON readers hold (as :func:`gradprobe.token_counts.parse_token_count`'s maximum).
@@ -30,15 +32,76 @@ MAX_WHOLE_BUDGET = 2**63 - 1
 
 #: The built-in rewards that charge no generated tokens beyond the rollouts (their ``RewardOutput.generated_tokens`` is
 #: ``{}`` and they sample nothing): the outcome rewards (:mod:`gradprobe.rewards.outcome`, ``outcome_loo``), the
-#: majority vote and the verifier's process rewards (:mod:`gradprobe.rewards.process`: no continuations). The MC
-#: rewards (``mc_value``, ``hybrid_*``, ...) charge continuations and a plug-in or user-registered reward may report
-#: any tokens, so :func:`most_tokens_per_update` bounds no update of theirs.
+#: majority vote and the verifier's process rewards (:mod:`gradprobe.rewards.process`: no continuations). Each is
+#: registered with ``register_reward(name, rollout_only=True)`` (:func:`gradprobe.rewards.base.register_reward`);
+#: this copy of those declarations lets a plan be checked without importing the rewards (torch). The MC rewards
+#: (``mc_value``, ``hybrid_*``, ...) charge continuations and a plug-in reward may report any tokens, so
+#: :func:`most_tokens_per_update` bounds no update of theirs; a user's reward registered with ``rollout_only=True``
+#: is bounded as these are (:func:`_rollout_only`).
 ROLLOUT_ONLY_REWARDS = frozenset({"outcome", "outcome_batch", "outcome_dr", "outcome_loo", "majority_vote", "process",
                                   "process_hybrid_0.9", "process_hybrid_0.5", "process_hybrid_0.1"})
 
 
+class OutOfReachWarning(UserWarning):
+    """A ``[budget] generated_tokens`` out of reach of the updates (:func:`check_budget`), or budget flags out of
+    reach of each other (:func:`shorten_budget`), in a plan frozen into a study or a run started before such budgets
+    were refused: read again to resume, analyse or load it, it is warned about, not refused (the runs were made or
+    promised under it). A :class:`UserWarning`, so a filter of those applies to it too."""
+
+
+#: The out-of-reach warnings given within the current :func:`reach_warned_once` block (None: outside any block)
+_REACH_WARNED: ContextVar[set | None] = ContextVar("gradprobe_reach_warned", default=None)
+#: The frames skipped to name the caller of a warning (:func:`_caller_level`): the gradprobe package's, and those of
+#: :mod:`contextlib`, whose context decorators wrap some of its functions
+_SKIPPED = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, os.path.abspath(contextlib.__file__))
+
+
+@contextlib.contextmanager
+def reach_warned_once():
+    """Within this block (this thread or task only; a nested block shares the outer one's record), each
+    :class:`OutOfReachWarning` is given once per plan (sha256) and budget: a command or API call that reads one frozen
+    plan several times (freeze, resume, analyse and load a study) warns once, not once per read. A warning that a
+    filter hides is not counted as given. Outside any block every read warns, as Python's filters decide."""
+    if _REACH_WARNED.get() is not None:
+        yield
+        return
+    token = _REACH_WARNED.set(set())
+    try:
+        yield
+    finally:
+        _REACH_WARNED.reset(token)
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` with which a :func:`warnings.warn` in this function's caller names the first frame outside
+    the gradprobe package (:data:`_SKIPPED`): the line of the user's code (or of the command's entry point) that
+    called gradprobe."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_SKIPPED):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _warn_out_of_reach(message: str, key) -> None:
+    """Warn ``message`` (:class:`OutOfReachWarning`) at gradprobe's caller (:func:`_caller_level`); within a
+    :func:`reach_warned_once` block only the first time that ``key`` (the plan's sha256 and the facts) is shown."""
+    level = _caller_level()
+    warned = _REACH_WARNED.get()
+    if warned is None:
+        warnings.warn(message, OutOfReachWarning, stacklevel=level)
+        return
+    if key in warned:
+        return
+    with warnings.catch_warnings(record=True) as shown:  # the filters as they are: is it shown, or ignored?
+        warnings.warn(message, OutOfReachWarning, stacklevel=level)
+    for w in shown:  # shown (an "error" filter raised above): given now, and counted
+        warned.add(key)
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+
+
 def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig, *,
-                 max_new_tokens: int | None = None, check_reach: bool = True) -> None:
+                 max_new_tokens: int | None = None, check_reach: bool = True, path: str = "<string>",
+                 sha256: str | None = None) -> None:
     """Refuse a ``[budget]`` that sets no budget, a non-positive one, or one smaller than one update of
     some arm (DESIGN.md: every budget buys updates; a token budget must cover B * G completions of one token);
     with ``budget.updates``, also a ``save_weights_at`` (``[train]`` or an arm's) listing updates past it, and a
@@ -53,7 +116,9 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
     ``updates`` cap that the tokens can reach (``updates`` * B * G * max_new_tokens >= ``generated_tokens``) is
     accepted, binding or not. ``check_reach`` False (a plan frozen into a study before this check, read again to
     analyse, load or resume it: :func:`gradprobe.training.plan.load_plan`'s ``check_schedule``) turns that refusal
-    into a :class:`UserWarning` with the same facts: the runs were made or promised under that plan.
+    into an :class:`OutOfReachWarning` with the same facts, led by ``plan PATH:`` (``path``, the plan's file): the
+    runs were made or promised under that plan. Within a :func:`reach_warned_once` block it is given once per plan
+    (``sha256``, of the file's bytes; None: the facts alone) and budget.
 
     Raises
     ------
@@ -93,29 +158,42 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
             raise PlanError(_below_one_update(f"budget.generated_tokens = {budget.generated_tokens}", arm, b, g,
                                               max_new_tokens, "[budget] generated_tokens", others))
     if budget.updates is not None and budget.generated_tokens is not None and max_new_tokens is not None:
-        _check_tokens_reachable(budget.updates, budget.generated_tokens, arms, base, max_new_tokens, check_reach)
+        _check_tokens_reachable(budget.updates, budget.generated_tokens, arms, base, max_new_tokens, check_reach,
+                                (path, sha256))
 
 
 def most_tokens_per_update(reward: str, selection: dict | None, b: int, g: int, max_new_tokens: int) -> int | None:
     """The most charged generated tokens one update of an arm can cost, when that is known before the run:
     B * G * max_new_tokens (``b`` prompts x ``g`` completions, each of at most ``max_new_tokens`` tokens; off-context
-    guidance samples the same B * G completions) for an arm whose ``reward`` is in :data:`ROLLOUT_ONLY_REWARDS` and
-    that selects no prompts (``selection`` empty or None); None otherwise (MC continuations, a plug-in reward's own
-    tokens, a selection rule's candidate rollouts and feature pass are charged too and have no bound here).
+    guidance samples the same B * G completions) for an arm whose ``reward`` charges rollout tokens only
+    (:func:`_rollout_only`: :data:`ROLLOUT_ONLY_REWARDS`, or registered with ``rollout_only=True``) and that selects
+    no prompts (``selection`` empty or None); None otherwise (MC continuations, a plug-in reward's own tokens, a
+    selection rule's candidate rollouts and feature pass are charged too and have no bound here).
     Units: tokens (an int, exact at any size)."""
-    if reward not in ROLLOUT_ONLY_REWARDS or selection:
+    if not _rollout_only(reward) or selection:
         return None
     return b * g * max_new_tokens
 
 
+def _rollout_only(reward: str) -> bool:
+    """Whether the reward named ``reward`` charges no generated tokens beyond the rollouts: a built-in one of
+    :data:`ROLLOUT_ONLY_REWARDS`, or one registered with ``register_reward(name, rollout_only=True)``
+    (:data:`gradprobe.rewards.base.ROLLOUT_ONLY`), looked up only where :mod:`gradprobe.rewards.base` is imported
+    already (a registered reward's module imported it; this module imports no torch)."""
+    if reward in ROLLOUT_ONLY_REWARDS:
+        return True
+    rewards = sys.modules.get("gradprobe.rewards.base")
+    return rewards is not None and reward in getattr(rewards, "ROLLOUT_ONLY", ())
+
+
 def _check_tokens_reachable(updates: int, tokens: int, arms: dict[str, ArmSpec], base: TrainConfig,
-                            max_new_tokens: int, refuse: bool = True) -> None:
+                            max_new_tokens: int, refuse: bool = True, plan: tuple = ("<string>", None)) -> None:
     """Refuse ``[budget] generated_tokens`` that ``[budget] updates`` never lets an arm spend: ``updates`` updates of
     the arm generate at most ``updates`` * :func:`most_tokens_per_update` tokens, and when that is below ``tokens``
     every run of the arm stops on updates with the token budget unspent (not matched on tokens as the plan says).
     The arm named is the first with the smallest bound (raising ``updates`` for it suffices for all); arms without a
     bound (MC, plug-in rewards, prompt selection) are not checked. ``refuse`` False: warned, not refused (a frozen
-    plan, :func:`check_budget`)."""
+    plan, :func:`check_budget`; ``plan``: its (path, sha256))."""
     bounds, sizes = {}, {}
     for arm in arms.values():
         sizes[arm.name] = t = dataclasses.replace(base, **arm.train)
@@ -133,8 +211,8 @@ def _check_tokens_reachable(updates: int, tokens: int, arms: dict[str, ArmSpec],
     facts = _tokens_out_of_reach(said, name, arm.reward, t.prompts_per_update, t.group, max_new_tokens,
                                  f" ({fields} * sampling.max_new_tokens)", updates, tokens)
     if not refuse:  # a frozen plan: its study is read as it was run (a new plan like it is refused)
-        warnings.warn(f"{facts}: the frozen plan's runs stop on updates with the token budget unspent (a new plan "
-                      f"with this budget is refused)", UserWarning, stacklevel=2)
+        _warn_out_of_reach(f"plan {plan[0]}: {facts}: the frozen plan's runs stop on updates with the token budget "
+                           f"unspent (a new plan with this budget is refused)", (plan[1], facts))
         return
     raise PlanError(facts + f": every run of the arm stops on updates with the token budget unspent, not matched on "
                             f"generated tokens as the plan says; raise [budget] updates to at least "
@@ -182,7 +260,7 @@ BUDGET_ARGUMENTS = {"generated_tokens": "budget_tokens=", "device_seconds": "bud
 _PYTHON_NAMES: ContextVar[bool] = ContextVar("gradprobe_budget_python_names", default=False)
 
 
-@contextmanager
+@contextlib.contextmanager
 def named_as_arguments():
     """Within this block (this thread or task only), :func:`too_small_message` names :func:`gradprobe.train`'s
     arguments (``budget_tokens=``, ``out=``, :data:`BUDGET_ARGUMENTS`) instead of ``gradprobe train``'s flags
@@ -195,7 +273,7 @@ def named_as_arguments():
 
 
 def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python: bool = False,
-                   check_reach: bool = True) -> RunConfig:
+                   resumed_flags: dict | None = None) -> RunConfig:
     """``run`` with some budgets lowered from the command line (``gradprobe train --updates 1`` ...).
 
     Each given override replaces the plan's budget of its kind (or adds that kind where the plan
@@ -217,9 +295,13 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
     python : bool
         The messages name :func:`gradprobe.train`'s arguments (``updates=``, :data:`BUDGET_ARGUMENTS`) instead
         of the flags (``--updates``); the record keeps the flags either way.
-    check_reach : bool
-        Refuse a token override that the updates (the override's or the plan's) never let the run spend (below);
-        False where the run folder already holds the run being resumed (it was started with these budgets).
+    resumed_flags : dict, optional
+        The flags of the run that the run folder holds (``config.json``'s ``budget_override["flags"]``, ``{}`` for
+        none: :func:`gradprobe.training.run_folder.recorded_budget_flags`); None: a new run. A token override that
+        the updates never let the run spend (below) is refused, except where these are exactly the flags the run
+        was started with (before such flags were refused): then it resumes under them, with an
+        :class:`OutOfReachWarning` of the same facts. Changed flags are refused on their own, before the resume
+        would refuse them as another configuration: out of reach, they are refused in any folder.
 
     Returns
     -------
@@ -262,10 +344,10 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
     tokens = given.get("generated_tokens")
     if tokens is not None and tokens < minimum:
         raise PlanError(_too_few_tokens(run, tokens, names, tuple(given)))
-    _check_updates_with_tokens(run, given, plan_budget, names, check_reach)
     kinds = {k: (int(v) if k in ("generated_tokens", "updates") else float(v)) for k, v in given.items()}
-    budget = dataclasses.replace(run.budget, **kinds)
     record = {"flags": {BUDGET_FLAGS[k]: v for k, v in kinds.items()}, "plan_budget": plan_budget}
+    _check_updates_with_tokens(run, given, plan_budget, names, resumed=record["flags"] == resumed_flags)
+    budget = dataclasses.replace(run.budget, **kinds)
     return dataclasses.replace(run, budget=budget, budget_override=record)
 
 
@@ -280,12 +362,13 @@ def reachable_updates(tokens: int, per_update: int) -> int:
 
 
 def _check_updates_with_tokens(run: RunConfig, given: dict, plan_budget: dict, names: dict,
-                               check_reach: bool = True) -> None:
+                               resumed: bool = False) -> None:
     """Refuse an updates override that a token budget (the override's or the plan's) never lets the run reach
-    (:func:`_unreachable_updates`), and (``check_reach``) a token override that the updates (the override's, else the
-    plan's ``budget.updates``) never let the run spend: N updates of an arm bounded by :func:`most_tokens_per_update`
+    (:func:`_unreachable_updates`), and a token override that the updates (the override's, else the plan's
+    ``budget.updates``) never let the run spend: N updates of an arm bounded by :func:`most_tokens_per_update`
     generate at most N * B * G * max_new_tokens tokens, so below the token override the run always stops on updates
-    (the plan's own token budget beside ``--updates`` alone is the shortening it asks for, not refused)."""
+    (the plan's own token budget beside ``--updates`` alone is the shortening it asks for, not refused); ``resumed``
+    (the flags of the run being resumed): that one warned (:class:`OutOfReachWarning`), not refused."""
     updates = given.get("updates")
     b, g = run.train.prompts_per_update, run.train.group
     token_limit = given.get("generated_tokens", plan_budget.get("generated_tokens"))
@@ -294,7 +377,7 @@ def _check_updates_with_tokens(run: RunConfig, given: dict, plan_budget: dict, n
                                              "generated_tokens" in given))
     most = most_tokens_per_update(run.reward, run.selection, b, g, run.sampling.max_new_tokens)
     cap = updates if updates is not None else plan_budget.get("updates")
-    if not check_reach or "generated_tokens" not in given or cap is None or most is None \
+    if "generated_tokens" not in given or cap is None or most is None \
             or int(cap) * most >= int(given["generated_tokens"]):
         return
     n, tokens, plan_updates = int(cap), int(given["generated_tokens"]), plan_budget.get("updates")
@@ -302,6 +385,12 @@ def _check_updates_with_tokens(run: RunConfig, given: dict, plan_budget: dict, n
     said = f"{flag} is out of reach of " + (_said(names, "updates", n) if updates is not None else
                                            f"the plan's budget.updates = {n:,}")
     facts = _tokens_out_of_reach(said, run.arm, run.reward, b, g, run.sampling.max_new_tokens, "", n, tokens)
+    if resumed:  # the run was started with these flags before they were refused: it resumes as it was made
+        what = "arguments" if names is BUDGET_ARGUMENTS else "flags"
+        _warn_out_of_reach(f"{facts}: the run being resumed was started with these {what}, so it resumes under them "
+                           f"and stops on updates with the token budget unspent (a new run with them is refused)",
+                           ("run", facts))
+        return
     bound = f"{names['generated_tokens']} at most {n * most:,} (below which it can bind)"
     if updates is None:
         fix = f"the flag is a no-op; give {bound} or leave it out"

@@ -212,7 +212,7 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
     if INITIAL in arms:
         raise PlanError(f"arm name {INITIAL!r} is reserved (the policy before training)")
     check_budget(sec["budget"], arms, sec["train"], max_new_tokens=sec["sampling"].max_new_tokens,
-                 check_reach=check_schedule if check_reach is None else check_reach)
+                 check_reach=check_schedule if check_reach is None else check_reach, path=path, sha256=sha256)
     seeds = coerce(data.get("seeds", [0]), tuple[int, ...], "seeds")
     check_seeds(seeds)
     hyps = data.get("hypotheses", [])
@@ -311,7 +311,9 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
     check_reach : bool or None
         Refuse a ``[budget] generated_tokens`` out of reach of ``[budget] updates``
         (:func:`~gradprobe.training.budget.check_budget`); False warns instead (a plan frozen into a study, or a run,
-        made before that check: resumed, analysed or loaded as it was run). None: as ``check_schedule``.
+        made before that check: resumed, analysed or loaded as it was run), with an
+        :class:`~gradprobe.training.budget.OutOfReachWarning` naming ``path`` at the caller's line, once per plan
+        within a :func:`~gradprobe.training.budget.reach_warned_once` block. None: as ``check_schedule``.
 
     Returns
     -------

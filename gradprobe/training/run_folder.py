@@ -68,7 +68,8 @@ __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", 
            "refuse_unimportable_reward", "TASK_DATA", "check_task_data", "task_data_problem", "task_data_mismatch",
            "task_data_moved", "MODEL_WEIGHTS", "HASH_LIMIT_BYTES", "model_weights_identity", "model_weights_problem",
            "MODEL_FILES", "model_files_differences", "model_weights_mismatch", "model_record_problem",
-           "model_weights_comparable", "LOCAL_SOURCES", "check_model_weights", "config_differences"]
+           "model_weights_comparable", "LOCAL_SOURCES", "check_model_weights", "config_differences",
+           "recorded_budget_flags"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
 #: worker hold an exclusive ``flock`` on it (:class:`gradprobe.study.folder.FolderLock`) while they train there.
@@ -87,6 +88,22 @@ TASK_DATA = "task_data"
 #: run's ``config.json`` they are another's, and refused (:func:`foreign_run_files`).
 RUN_FILES = (METRICS_JSONL, EVAL_ITEMS_JSONL, SUMMARY_JSON, CHECKPOINT_POINTER)
 _CHECKPOINT_DIR = re.compile(r"\.?checkpoint-\d{6}(\.tmp)?")
+
+def recorded_budget_flags(out) -> dict | None:
+    """The budget flags the run in the folder ``out`` was started with: its ``config.json``'s
+    ``run.budget_override["flags"]`` (``{"--budget-tokens": 5000, "--updates": 3}``, the flags' names whoever gave
+    them: :func:`gradprobe.training.budget.shorten_budget`), ``{}`` when it was started without any or when
+    ``config.json`` cannot be read (the resume refuses a damaged one itself); None when ``out`` holds no
+    ``config.json`` (no run to resume). Raises nothing."""
+    cfg = Path(out) / CONFIG_JSON
+    if not cfg.is_file():
+        return None
+    try:
+        flags = (json.loads(cfg.read_text())["run"].get("budget_override") or {}).get("flags")
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+    return dict(flags) if isinstance(flags, dict) else {}
+
 
 def other_output(out) -> str | None:
     """What ``out`` holds when it is another command's output folder (:func:`gradprobe.layout.output_kind`),
