@@ -10,7 +10,9 @@ Atomic write: the text goes to ``<path>.tmp`` in the same folder, is flushed and
 file or the new one, never half of one. A failed write (disk full, read-only folder) removes the
 temporary file and raises :class:`OutputDirError` naming the path and the fix. A target that is a symbolic link in a
 loop (``a -> b -> a``, ``a -> a``), which ``os.replace`` would silently replace with a regular file, or a file under a
-looping folder, is refused with nothing written (:func:`refuse_looping_file`).
+looping folder, is refused with nothing written (:func:`refuse_looping_file`). The shell commands these refusals
+advise (``rm PATH``, ``ln -sfn FOLDER PATH``, ``mkdir -p PATH``) quote the path for a shell (:func:`shell_word`); the
+prose around them names it as ``repr`` does.
 
 The one reading of a ``probe.json``'s form (:func:`read_probe_json`: UTF-8 with or without a byte-order mark, JSON,
 an object with a ``rewards`` list) is here too, beside its writer, so every reader of the file reads it alike.
@@ -25,6 +27,7 @@ import json
 import math
 import os
 import platform
+import shlex
 from importlib import metadata
 from numbers import Integral, Real
 from pathlib import Path
@@ -34,7 +37,7 @@ from . import __version__
 
 __all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "beyond_float", "OutputDirError",
            "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way", "dangling_link",
-           "link_loop", "refuse_link_loop", "refuse_looping_file", "open_temporary", "prepare_output_dir",
+           "link_loop", "refuse_link_loop", "shell_word", "refuse_looping_file", "open_temporary", "prepare_output_dir",
            "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions",
            "PER_UPDATE_FIELDS", "per_update_problem", "read_probe_json", "naming_out", "out_option"]
 
@@ -92,6 +95,22 @@ def link_loop(link) -> list[str] | None:
     return [str(link)]
 
 
+def shell_word(text: str | os.PathLike) -> str:
+    """``text`` (a path) as one word of a POSIX shell command that a fix names (``rm WORD``, ``ln -sfn FOLDER WORD``,
+    ``mkdir -p WORD``): always between single quotes, each single quote in it written ``'"'"'`` (the quoting of
+    :func:`shlex.quote`, here also for a word that needs none, so every such command reads alike: ``rm 'out/a'``).
+    A space, tab, newline, quote, ``$`` or backslash in ``text`` is kept as it is, so the shell (and
+    :func:`shlex.split`) reads back exactly ``text``, where Python's ``repr`` (``'t\\tl'``) would name another path.
+
+    Raises
+    ------
+    TypeError
+        ``text`` is neither a str nor an ``os.PathLike`` giving one.
+    """
+    quoted = shlex.quote(os.fspath(text))
+    return quoted if quoted.startswith("'") else f"'{quoted}'"
+
+
 def _loop_words(link, loop: list[str], target: str) -> str:
     """The one wording of a symlink loop, shared by the refusal of an output folder (:func:`_dangling_fix`) and of an
     output file (:func:`refuse_looping_file`), each of which ends it (``... so it leads to no folder/file ...)``):
@@ -113,12 +132,12 @@ def _dangling_fix(out: Path, link: Path, target: str) -> str:
     loop = link_loop(link)
     if loop is not None:
         return (f"{_loop_words(link, loop, target)} leads to no folder, and none can be created through it): remove "
-                f"the link (rm {str(link)!r}) so that {str(out)!r} is created as a folder, or point it at an existing "
-                f"folder (ln -sfn FOLDER {str(link)!r}), or choose another {out_option()}")
+                f"the link (rm {shell_word(link)}) so that {str(out)!r} is created as a folder, or point it at an "
+                f"existing folder (ln -sfn FOLDER {shell_word(link)}), or choose another {out_option()}")
     resolved = target if os.path.isabs(target) else os.path.join(os.path.dirname(link), target)
     return (f"{str(link)!r} is a symbolic link to {target!r}, which does not exist (a broken link): create the "
-            f"folder it points to (mkdir -p {resolved!r}), or remove the link (rm {str(link)!r}) so that "
-            f"{str(out)!r} is created as a folder, or choose another {out_option()}")
+            f"folder it points to (mkdir -p {shell_word(resolved)}), or remove the link (rm {shell_word(link)}) so "
+            f"that {str(out)!r} is created as a folder, or choose another {out_option()}")
 
 
 def _fix(path: Path, e: OSError) -> str:
@@ -145,24 +164,36 @@ def output_error(what: str, path: Path, e: OSError) -> OutputDirError:
     return err
 
 
+def _missing_folders(out: Path) -> list[str]:
+    """The folders that creating ``out`` (``mkdir -p``) would make, as absolute paths in the order it makes them:
+    each leading part of ``out`` (``new9``, ``new9/..``, ``new9/../new10``, ...) where the system will find it
+    (:func:`os.path.realpath`, not strict: links that exist followed, a ``..`` after a missing part taken back off
+    it, as the system does once that part is made a folder), kept when nothing is there now."""
+    made, seen = [], set()
+    for k in range(1, len(out.parts) + 1):
+        where = os.path.realpath(Path(*out.parts[:k]))
+        if where not in seen and not os.path.lexists(where):
+            seen.add(where)
+            made.append(where)
+    return made
+
+
 @contextlib.contextmanager
 def removed_if_left_empty(out: str | os.PathLike | None):
-    """Context manager: if the block raises and ``out`` did not exist before it and is an empty
-    folder now (refused input, nothing written), remove it, and the parents the block created for it
-    (``--out new/deeper/run``) while they are left empty, so a failed command leaves nothing behind. A
-    folder that existed before, or that holds anything, is never touched. ``None``: no-op."""
-    missing = []  # out and its parents that do not exist yet, deepest first
-    path = None if out is None else Path(out)
-    while path is not None and not path.exists() and path != path.parent:
-        missing.append(path)
-        path = path.parent
+    """Context manager: if the block raises, remove each folder on the way to ``out`` that did not exist before it
+    and is an empty folder now (refused input, nothing written): ``out`` and the parents the block created for it
+    (``--out new/deeper/run``), and a folder made only to be passed through (``new9`` of ``--out new9/../new10/run``,
+    which ``mkdir -p`` creates since the system takes ``..`` after it), so a failed command leaves nothing behind.
+    A folder that existed before (``new9/../old`` reaches an existing ``old``), or that holds anything, is never
+    touched; nor is a folder's link. ``None``: no-op."""
+    missing = [] if out is None else _missing_folders(Path(out))  # created parents before their children
     try:
         yield
     except BaseException:
-        for folder in missing:
-            if not (folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir())):
-                break
-            folder.rmdir()
+        for folder in reversed(missing):  # children first: a parent is empty only once they are gone
+            with contextlib.suppress(OSError):
+                if os.path.isdir(folder) and not os.path.islink(folder) and not os.listdir(folder):
+                    os.rmdir(folder)
         raise
 
 
@@ -255,9 +286,19 @@ def refuse_link_loop(out: str | os.PathLike) -> None:
         (remove the link, point it at an existing folder, or choose another ``--out``: :func:`out_option`).
     """
     out = Path(out)
-    broken = dangling_link(out)
-    if broken is not None and link_loop(broken[0]) is not None:
-        raise _link_error(out, broken)
+    looping = _looping_link(out)
+    if looping is not None:
+        raise _link_error(out, looping[:2])
+
+
+def _looping_link(path: Path) -> tuple[Path, str, list[str]] | None:
+    """The first of ``path`` and its parents (nearest first) that is a symbolic link in a loop (:func:`dangling_link`,
+    then :func:`link_loop`), with the target it names and the loop's chain; None when none loops (a broken link to
+    nothing is no loop). The one check of :func:`refuse_link_loop` (an output folder) and
+    :func:`refuse_looping_file` (an output file)."""
+    broken = dangling_link(path)
+    loop = None if broken is None else link_loop(broken[0])
+    return None if loop is None else (broken[0], broken[1], loop)
 
 
 def refuse_looping_file(path: str | os.PathLike, fix: str | None = None) -> None:
@@ -278,16 +319,16 @@ def refuse_looping_file(path: str | os.PathLike, fix: str | None = None) -> None
         the fix (remove the link, point it at a file, or ``fix``).
     """
     path = Path(path)
-    broken = dangling_link(path)
-    loop = None if broken is None else link_loop(broken[0])
-    if loop is None:
+    looping = _looping_link(path)
+    if looping is None:
         return
-    if broken[0] != path:  # a folder of the path: refused as every output folder through a loop is
-        raise _link_error(path.parent, broken)
+    link, target, loop = looping
+    if link != path:  # a folder of the path: refused as every output folder through a loop is
+        raise _link_error(path.parent, (link, target))
     raise OutputDirError(errno.ELOOP, (
-        f"{_loop_words(path, loop, broken[1])} leads to no file, and the write would replace the link with a regular "
-        f"file): remove the link (rm {str(path)!r}) so that the file is written there, or point it at a file "
-        f"(ln -sfn FILE {str(path)!r}), or {fix if fix is not None else f'choose another {out_option()}'}"))
+        f"{_loop_words(path, loop, target)} leads to no file, and the write would replace the link with a regular "
+        f"file): remove the link (rm {shell_word(path)}) so that the file is written there, or point it at a file "
+        f"(ln -sfn FILE {shell_word(path)}), or {fix if fix is not None else f'choose another {out_option()}'}"))
 
 
 def prepare_output_dir(out: Path) -> Path:

@@ -48,7 +48,6 @@ before the pool is built (minutes for a large pool) or the model loaded
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -58,6 +57,7 @@ from ..difficulty.rank import DTYPES, PoolSettings, PreparedPool, RankSettings, 
 from ..difficulty.rank_report import weights_text
 from ..ledger import Ledger
 from ..outputs import json_safe, removed_if_left_empty, versions, write_json_atomic
+from ..tables import shown
 from ..difficulty.evaluate import evaluate_estimator, plot_reliability, prompt_groups, sample_outcomes
 from ..training.run_folder import model_weights_identity
 from .args import MODEL_HELP, HelpFormatter, flag_named, integer, nonneg_int, out_path, positive_int
@@ -145,9 +145,16 @@ def rank_prompts_main(args) -> int:
     summary printed on stdout, the model recorded as a training run records it
     (:func:`gradprobe.training.run_folder.model_weights_identity`); returns the exit status (errors propagate to
     :func:`difficulty_main`)."""
-    rank_prompts(args.model, args.task, args.pool, out=args.out, settings=RankSettings.from_args(args), say=print,
-                 model_identity=model_weights_identity)
+    rank_prompts(args.model, args.task, args.pool, out=args.out, settings=RankSettings.from_args(args),
+                 say=_say, model_identity=model_weights_identity)
     return 0
+
+
+def _say(line: str) -> None:
+    """Print one summary line of a command (each is one line: the model, the verdict, ``wrote OUT/ranking.csv``),
+    a control character in it escaped (:func:`gradprobe.tables.shown`): a newline or tab in ``--out`` or the model's
+    path would break the line or push its columns."""
+    print(shown(line))
 
 
 def difficulty_eval(args) -> int:
@@ -187,10 +194,10 @@ def difficulty_eval(args) -> int:
                **result, "feature_tokens_read": read,
                "ledger": ledger.to_dict(), "versions": versions()}
     if replacing:  # said when it happens
-        print(replacing)
+        _say(replacing)
     _write_eval(out, result, summary)
     _print_eval(args.model, weights, result, read)
-    print(f"wrote {out / 'metrics.json'} and {out / 'reliability.png'}")
+    _say(f"wrote {out / 'metrics.json'} and {out / 'reliability.png'}")
     return 0
 
 
@@ -211,7 +218,7 @@ def _print_eval(model: str, weights, result: dict, read: int) -> None:
     fmt = lambda x: "  n/a" if x is None else f"{x:.3f}"  # noqa: E731
     iv = lambda pair: "[  n/a,   n/a]" if pair is None else f"[{fmt(pair[0])}, {fmt(pair[1])}]"  # noqa: E731
     boot = result["bootstrap"]
-    print(f"model: {weights_text(model, weights)}")
+    _say(f"model: {weights_text(model, weights)}")
     print(f"{'':20s} {'brier':>5s} {'[' + format(boot['level'], '.0%') + ' interval]':16s} {'auc':>5s} "
           f"{'[interval]':16s} {'rho':>5s} {'[interval]':16s} {'mean p':>6s}")
     for group in ("estimators", "baselines"):

@@ -26,6 +26,7 @@ from ..layout import PROBE_JSON
 from ..outputs import json_safe, write_json_atomic
 from ..probe_settings import (DEFAULT_MC, FORECASTERS, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig,
                               ReferenceSettings, RunSettings, TaskSettings, UpdateSettings)
+from ..tables import shown
 from .args import HelpFormatter, CALIBRATION_PATH, MODEL_HELP, flag_named, in_path, integer, out_path, token_count
 
 __all__ = ["probe_main", "interrupt_message", "Terminated", "terminate_cleanly"]
@@ -240,6 +241,7 @@ def interrupt_message(out, folder=None, how: str = "interrupted") -> str:
     how : str
         What stopped the probe, the line's first words after ``gradprobe probe:``.
     """
+    out = shown(str(out))  # a newline or tab in the path escaped: one line
     if folder is None:
         return f"gradprobe probe: {how} before the probe started; nothing was written to {out}"
     back = (f"; the earlier probe's files there ({', '.join(folder.earlier)}) were put back" if folder.earlier else "")
@@ -336,20 +338,20 @@ def _probe_command(args) -> int:
         print(interrupt_message(args.out, folder, how="terminated (SIGTERM)"), file=sys.stderr)
         return 143
     except (ValueError, OSError, RuntimeError) as e:
-        kept = f" (the earlier probe in {args.out} was kept)" if folder is not None and folder.earlier else ""
+        kept = f" (the earlier probe in {shown(args.out)} was kept)" if folder is not None and folder.earlier else ""
         print(f"gradprobe probe: error: {flag_named(str(e))}{kept}", file=sys.stderr)
         return 2
     except Exception:  # a bug: rolled back by replacing_earlier_probe already; say so, then the traceback
         if folder is not None:
             back = f"; the earlier probe's files ({', '.join(folder.earlier)}) were put back" if folder.earlier else ""
             print(f"gradprobe probe: internal error (traceback below, please report it); the unfinished probe's files "
-                  f"in {args.out} were removed{back}", file=sys.stderr)
+                  f"in {shown(args.out)} were removed{back}", file=sys.stderr)
         raise
     if folder.earlier:
-        print(f"replaced the earlier probe in {args.out}: its files ({', '.join(folder.earlier)}) were removed "
+        print(f"replaced the earlier probe in {shown(args.out)}: its files ({', '.join(folder.earlier)}) were removed "
               "before this probe wrote its own")
     print(printed)
-    written = probe_files(args.out)  # every file this probe wrote (the earlier probe's were removed)
+    written = [shown(f) for f in probe_files(args.out)]  # every file this probe wrote, a newline in --out escaped
     print(f"\nwrote {', '.join(written[:-1])} and {written[-1]}" if len(written) > 1 else f"\nwrote {written[0]}")
     return 0
 
@@ -387,8 +389,8 @@ def probe_main(args) -> int:
         with terminate_cleanly():  # SIGTERM: rolled back as Ctrl-C is (exit 143)
             return _probe_command(args)
     except Terminated:  # after the probe was complete, while its table was printed
-        print(f"gradprobe probe: terminated (SIGTERM) after the probe in {args.out} was complete; its files are kept",
-              file=sys.stderr)
+        print(f"gradprobe probe: terminated (SIGTERM) after the probe in {shown(args.out)} was complete; its files are "
+              "kept", file=sys.stderr)
         return 143
     finally:
         notes_log.setLevel(level)

@@ -6,9 +6,9 @@ Ctrl-C exits 130 and SIGTERM 143 (:func:`gradprobe.cli.probe.terminate_cleanly`)
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from ..tables import shown
 from ..tiers import TIERS
 from .args import HelpFormatter, out_path, seed_int
 from .probe import Terminated, terminate_cleanly
@@ -44,7 +44,7 @@ def warmstart_main(args) -> int:
 
 
 def _stopped(args, how: str) -> str:
-    where = f"--out {args.out}" if args.out is not None else "the tier cache"
+    where = f"--out {shown(args.out)}" if args.out is not None else "the tier cache"
     return (f"gradprobe warmstart: {how}; the unfinished build was removed and nothing was written to {where} (an "
             "earlier build there, if any, is kept); run the same command again to build the tier")
 
@@ -69,7 +69,7 @@ def _warmstart_command(args) -> int:
     ev = record["eval"]
     when = (f"reused an earlier build (which took {record['seconds']:.0f} s; --force rebuilds it)" if reused
             else f"built in {record['seconds']:.0f} s")
-    print(f"tier {args.tier} (seed {args.seed}): {path}\n"
+    print(f"tier {args.tier} (seed {args.seed}): {shown(str(path))}\n"
           f"  parameters {record['parameters']:,}, final SFT loss {record['final_sft_loss']:.4f}, {when}\n"
           f"  train pool ({ev['prompts']} prompts): greedy accuracy {ev['greedy_accuracy']:.3f}, "
           f"sampled (T=1, {ev['samples']}/prompt) {ev['sampled_accuracy']:.3f}, "

@@ -17,7 +17,9 @@ Probing again into a folder (``gradprobe probe --out DIR``): :func:`replacing_ea
 so that no file of the earlier probe remains beside the new one (e.g. a ``calibrated.json`` from an earlier
 ``--calibration``). It touches only :data:`PROBE_FILES` (and their ``.tmp`` partials and ``batch_K/``
 folders), never other files, and only in a folder holding ``probe.json`` (an earlier probe): files of those names
-without it are no probe's (a user's ``report.html``) and the folder is refused, nothing moved or deleted. It also
+without it are no probe's (a user's ``report.html``) and the folder is refused, nothing moved or deleted; so is a
+folder where one of those names (or a ``batch_K``) is a symbolic link in a loop, in the loop's words, or where
+``probe.json`` is a broken link (:func:`_refuse_unwritable_names`). It also
 refuses a folder that holds a training run, a study, a ``calib report``
 (``cv_predictions.csv``), a model (a tier, ``save_pretrained`` weights) or a study's probe (``arms.json``:
 ``gradprobe study`` writes its probe with :func:`gradprobe.probe.run.run_probe`, not through it). A
@@ -36,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import shutil
 import warnings
 from dataclasses import dataclass, field
@@ -45,8 +48,9 @@ from safetensors.torch import save as safetensors_bytes
 
 from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, OUTPUT_KINDS, PROBE_BATCH_DIR,
                       PROBE_FILES, PROBE_JSON, TOKENS_JSONL, output_kind, study_probe_refusal)
-from ..outputs import (OutputDirError, json_safe, output_error, removed_if_left_empty, write_bytes_atomic,
-                       write_json_atomic, write_text_atomic)
+from ..outputs import (OutputDirError, json_safe, naming_out, output_error, refuse_link_loop, refuse_looping_file,
+                       removed_if_left_empty, shell_word, write_bytes_atomic, write_json_atomic, write_text_atomic)
+from ..tables import shown
 from .table import format_table, no_signal_entries
 
 __all__ = ["token_texts", "write_probe_files", "format_table", "PROBE_FILES", "ProbeFolder", "replacing_earlier_probe",
@@ -176,7 +180,11 @@ def _other_output(folder: Path, label: str = "--out") -> str | None:
 
 
 def _remove(path: Path) -> None:
-    if path.is_dir():
+    """Delete the file or folder ``path`` (a symbolic link itself, never what it points to: a broken or looping link
+    too); nothing when nothing is there."""
+    if path.is_symlink():
+        path.unlink()
+    elif path.is_dir():
         shutil.rmtree(path)
     elif path.exists():
         path.unlink()
@@ -241,9 +249,13 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out"):
         (``probe/batch_3``, ``probe/guided/NEWARM``: :func:`gradprobe.layout.study_probe_refusal`); or files named
         as a probe's but no ``probe.json`` (the message names them and the fix: another --out, or move them away);
         or an earlier probe whose ``batch_K/`` folders also hold other files (named, with the fix); or the earlier
-        files cannot be moved (they are left in place).
+        files cannot be moved (they are left in place). Before any of these: a file name of the probe's (or a
+        ``batch_K``, or ``out`` itself) that is a symbolic link in a loop (errno ELOOP, the loop's chain and the fix:
+        :func:`gradprobe.outputs.refuse_looping_file`), or a ``probe.json`` that is a broken link (errno ENOENT);
+        nothing is moved then (:func:`_refuse_unwritable_names`).
     """
     folder = ProbeFolder(Path(out))
+    _refuse_unwritable_names(folder.path, label)
     if folder.path.is_dir():
         if (folder.path / PROBE_JSON).is_file():
             _refuse_mixed_batch_folders(folder.path, label)
@@ -257,6 +269,34 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out"):
             _roll_back(folder)
             raise
     _remove(folder.path / EARLIER)
+
+
+def _refuse_unwritable_names(folder: Path, label: str = "--out") -> None:
+    """Refuse, before anything is moved or computed, a name the probe writes in ``folder`` that it cannot write: one
+    of :data:`PROBE_FILES` or a ``batch_K`` that is a symbolic link in a loop (``a -> b -> a``: the write would fail
+    after the compute, or replace the link; :func:`gradprobe.outputs.refuse_looping_file`, its fix naming ``label``),
+    a ``folder`` that is or lies under one, or a ``probe.json`` that is a broken link (to nothing: no earlier probe's,
+    and the probe would replace the link). A ``NAME.tmp`` link is the writer's own name, removed and replaced.
+
+    Raises
+    ------
+    OutputDirError (an OSError)
+        errno ELOOP: the loop's refusal (``'OUT/probe.json' is a symlink loop ('OUT/probe.json' -> ... : ...)``, or
+        ``cannot create output folder ...``), with its fix. errno ENOENT: the broken ``probe.json`` link, named with
+        its target and the fix (remove the link, or choose another ``label``). Nothing is moved or deleted."""
+    with naming_out(label):  # the loop refusals' last fix: choose another LABEL
+        for name in PROBE_FILES:
+            refuse_looping_file(folder / name)
+        if folder.is_dir():
+            for p in sorted(folder.iterdir()):
+                if _BATCH_DIR.fullmatch(p.name):
+                    refuse_link_loop(p)
+    top = folder / PROBE_JSON
+    if top.is_symlink() and not top.exists():
+        raise OutputDirError(errno.ENOENT, (
+            f"{label} {str(folder)!r} holds {PROBE_JSON} as a symbolic link to {os.readlink(top)!r}, which does not "
+            f"exist (a broken link), so no earlier probe's {PROBE_JSON}, and a probe there would replace the link with "
+            f"its own: remove the link (rm {shell_word(top)}), or choose another {label}; nothing was moved"))
 
 
 def _mixed_batch_folders(folder: Path) -> dict:
@@ -346,11 +386,11 @@ def _leftover(folder: ProbeFolder, say) -> None:
         return _half_moved(folder, say, kept, [n for n in listed if n not in kept])
     if listed is None and ((folder.path / PROBE_JSON).exists() or not kept):
         if kept:
-            say(f"{aside} (left by an earlier probe that was killed: {', '.join(kept)}) is deleted: "
-                f"the probe in {folder.path} is newer and is kept as the earlier probe")
+            say(f"{shown(str(aside))} (left by an earlier probe that was killed: {', '.join(kept)}) is deleted: "
+                f"the probe in {shown(str(folder.path))} is newer and is kept as the earlier probe")
         return _remove(aside)
     partial = _probe_names(folder.path)  # all of it aside: the folder's probe files are the killed probe's
-    say(f"restored the earlier probe in {folder.path} from {EARLIER}/ ({', '.join(kept)}), left by "
+    say(f"restored the earlier probe in {shown(str(folder.path))} from {EARLIER}/ ({', '.join(kept)}), left by "
         "a probe that was killed" + (f"; its unfinished files ({', '.join(partial)}) were deleted" if partial else ""))
     _put_back(folder, kept, partial, listed is None)
 
@@ -360,12 +400,12 @@ def _half_moved(folder: ProbeFolder, say, kept: list[str], rest: list[str]) -> N
     folder: a probe was killed while moving its files (either way), saying so first."""
     rest = [n for n in rest if (folder.path / n).exists()]
     if kept:
-        say(f"restored the earlier probe in {folder.path} from {EARLIER}/ ({', '.join(kept)}), left by a probe that "
-            f"was killed while moving the earlier probe's files; the rest of them ({', '.join(rest)}) were still in "
-            f"{folder.path}")
+        say(f"restored the earlier probe in {shown(str(folder.path))} from {EARLIER}/ ({', '.join(kept)}), left by a "
+            f"probe that was killed while moving the earlier probe's files; the rest of them ({', '.join(rest)}) were "
+            f"still in {shown(str(folder.path))}")
     else:
-        say(f"removed {folder.path / EARLIER}, left by a probe that was killed while moving the earlier probe's "
-            f"files: it held none of them; all ({', '.join(rest)}) are still in {folder.path}")
+        say(f"removed {shown(str(folder.path / EARLIER))}, left by a probe that was killed while moving the earlier "
+            f"probe's files: it held none of them; all ({', '.join(rest)}) are still in {shown(str(folder.path))}")
     _put_back(folder, kept, [], False)
 
 
@@ -417,7 +457,8 @@ def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
             raise _not_a_probe(folder.path, whole, label)
         for name in partial:  # .tmp partials and batch_K folders of probe files only: a killed probe's, no user's
             _remove(folder.path / name)
-        say(f"removed what a probe killed before its {PROBE_JSON} left in {folder.path} ({', '.join(partial)})")
+        say(f"removed what a probe killed before its {PROBE_JSON} left in {shown(str(folder.path))} "
+            f"({', '.join(partial)})")
         names = []
     folder.earlier = names
     if not folder.earlier:
