@@ -5,9 +5,22 @@ on a :class:`matplotlib.figure.Figure` made directly, not through ``pyplot``: no
 (``matplotlib.use("Agg")`` would turn a notebook's inline backend off, so that every later
 ``plt.show()`` draws nothing), no figure registered with pyplot's figure manager (nothing to
 close), and ``Figure.savefig`` renders PNG with the Agg canvas on its own.
+
+The text of these figures holds names the user gave (studies, arms, rewards, runs, paths), in titles, axis and
+tick labels, legends and annotations. A control character in one (a tab, an escape) has no glyph in the font, so
+matplotlib warns ``Glyph 9 ... missing from font(s) DejaVu Sans`` and draws an empty box, and a lone surrogate (a
+file name's undecodable byte, ``os.fsdecode``) makes its font code raise. The figure's canvas therefore measures
+and draws every line of text as :func:`gradprobe.tables.shown` escapes it (``\\t``, ``\\x1b``, ``\\udcff``), as
+the printed tables and warnings show the same names, whichever figure code put it there; the text objects keep the
+names as given. A newline still breaks a line (matplotlib splits the text at newlines before it measures or draws
+a line: report titles use two lines), and math text (``$...$``) is drawn as matplotlib parses it.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
+
+from .tables import shown
 
 __all__ = ["subplots"]
 
@@ -15,9 +28,44 @@ __all__ = ["subplots"]
 def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | None = None, **kwargs):
     """``pyplot.subplots`` without pyplot: returns ``(Figure, Axes or array of Axes)``.
 
+    The figure's canvas is an Agg canvas that escapes control characters and lone surrogates in the text it
+    measures and draws (module docstring), for ``savefig`` to PNG and for the layout (``tight_layout``,
+    ``bbox_inches="tight"``); another format (``.svg``, ``.pdf``) is drawn by that format's own canvas, unescaped.
     ``kwargs`` go to :meth:`matplotlib.figure.Figure.subplots` (``squeeze``, ``sharex``, ...).
     """
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=figsize)
+    _escaping_canvas()(fig)  # sets fig.canvas
     return fig, fig.subplots(nrows, ncols, **kwargs)
+
+
+def _plain(s: str, ismath) -> str:
+    """The text ``s`` a renderer is given, escaped (:func:`shown`) unless it is math text (``ismath`` true, or
+    ``"TeX"``), which matplotlib's own parser reads."""
+    return s if ismath else shown(s)
+
+
+@lru_cache(maxsize=1)
+def _escaping_canvas():
+    """The Agg canvas class (made once, on first use: matplotlib is imported only when a figure is made) whose
+    renderer measures and draws text escaped (:func:`_plain`)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
+
+    class EscapingRenderer(RendererAgg):
+        def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+            return super().draw_text(gc, x, y, _plain(s, ismath), prop, angle, ismath=ismath, mtext=mtext)
+
+        def get_text_width_height_descent(self, s, prop, ismath):
+            return super().get_text_width_height_descent(_plain(s, ismath), prop, ismath)
+
+    class EscapingCanvas(FigureCanvasAgg):
+        def get_renderer(self):
+            w, h = self.get_width_height(physical=True)
+            key = w, h, self.figure.dpi
+            if self._lastKey != key:  # as FigureCanvasAgg.get_renderer, with the escaping renderer
+                self.renderer = EscapingRenderer(w, h, self.figure.dpi)
+                self._lastKey = key
+            return self.renderer
+
+    return EscapingCanvas

@@ -52,6 +52,7 @@ from pathlib import Path
 
 import torch
 
+from ..tables import shown
 from .base import REWARDS, RESOLVERS, Reward, RewardFunctionError, RewardOutput, UnknownRewardError
 from .sequence import call_reward, one_line, sequence_reward
 
@@ -80,12 +81,14 @@ def _import_module(module: str, spec: str):
     if module.endswith(".py") or os.sep in module or "/" in module:
         path = Path(module).expanduser().resolve()
         if path.is_dir():
-            raise UnknownRewardError(f"reward {spec!r}: {module} is a folder, not a Python file; name the file that "
-                                     f"defines the function ({module.rstrip('/' + os.sep)}/FILE.py:FUNCTION), or "
+            folder = shown(module.rstrip("/" + os.sep))
+            raise UnknownRewardError(f"reward {spec!r}: {shown(module)} is a folder, not a Python file; name the file "
+                                     f"that defines the function ({folder}/FILE.py:FUNCTION), or "
                                      f"write it as {_FORMS}")
         if not path.is_file():
-            raise UnknownRewardError(f"reward {spec!r}: no file {module} (from {Path.cwd()}); write it as {_FORMS}")
-        name = f"gradprobe_user_rewards.{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:10]}"
+            raise UnknownRewardError(f"reward {spec!r}: no file {shown(module)} (from {shown(str(Path.cwd()))}); write "
+                                     f"it as {_FORMS}")
+        name = _file_module_name(path)
         if name in sys.modules:
             return sys.modules[name]
         if str(path.parent) not in sys.path:  # as `python FILE.py` does: the file's modules beside it import
@@ -97,7 +100,7 @@ def _import_module(module: str, spec: str):
             loader.loader.exec_module(mod)
         except (Exception, SystemExit) as e:  # sys.exit() at import: one line, as from the function itself
             del sys.modules[name]
-            raise UnknownRewardError(f"reward {spec!r}: importing {path} raised {_raised(e)}") from e
+            raise UnknownRewardError(f"reward {spec!r}: importing {shown(str(path))} raised {_raised(e)}") from e
         return mod
     cwd = os.getcwd()
     if cwd not in sys.path:  # a console script's sys.path lacks the working directory `python -m` puts first
@@ -106,12 +109,21 @@ def _import_module(module: str, spec: str):
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
         if e.name and module.startswith(e.name):
-            raise UnknownRewardError(f"reward {spec!r}: no module named {e.name!r} (from {cwd}); write it as "
+            raise UnknownRewardError(f"reward {spec!r}: no module named {e.name!r} (from {shown(cwd)}); write it as "
                                      f"{_FORMS}") from None
-        raise UnknownRewardError(f"reward {spec!r}: importing {module} raised ModuleNotFoundError: {e}") from e
+        raise UnknownRewardError(f"reward {spec!r}: importing {shown(module)} raised {_raised(e)}") from e
     except (Exception, SystemExit) as e:
         sys.modules.pop(module, None)  # a module stopped part-way is not kept for a later lookup
-        raise UnknownRewardError(f"reward {spec!r}: importing {module} raised {_raised(e)}") from e
+        raise UnknownRewardError(f"reward {spec!r}: importing {shown(module)} raised {_raised(e)}") from e
+
+
+def _file_module_name(path: Path) -> str:
+    """The module name a ``FILE.py`` reward at ``path`` (resolved) is imported under: its stem and a hash of the
+    path's bytes (``os.fsencode``), so two files of one stem in different folders are two modules. The stem's
+    control characters and lone surrogates (an undecodable byte of the file name, as ``os.fsdecode`` gives it) are
+    escaped (:func:`gradprobe.tables.shown`: ``\\udcff``), so the name is text that UTF-8 can encode (a
+    traceback, a log) while the file is read from its path as it is on the OS."""
+    return f"gradprobe_user_rewards.{shown(path.stem)}_{hashlib.sha256(os.fsencode(path)).hexdigest()[:10]}"
 
 
 def _shadowed(module: str, mod, attr: str) -> str:
@@ -122,14 +134,16 @@ def _shadowed(module: str, mod, attr: str) -> str:
     found = getattr(mod, "__file__", None)
     if not local.is_file() or (found and Path(found).resolve() == local.resolve()):
         return ""
-    return (f"; this {module} is {found or 'a built-in module'}, not {local}: a module of that name (Python's own, "
-            f"or installed) is found first, so name the file instead: {module.replace('.', '/')}.py:{attr}")
+    return (f"; this {shown(module)} is {shown(found or 'a built-in module')}, not {shown(str(local))}: a module of "
+            f"that name (Python's own, or installed) is found first, so name the file instead: "
+            f"{shown(module.replace('.', '/'))}.py:{shown(attr)}")
 
 
 def _raised(e: BaseException) -> str:
     """``TYPE: MESSAGE`` of an exception raised by a plug-in's import, on one line (:func:`one_line`); a SystemExit
-    shows its code (``sys.exit()``: ``SystemExit: None``, where its text would be empty)."""
-    return one_line(e)
+    shows its code (``sys.exit()``: ``SystemExit: None``, where its text would be empty); control characters and
+    lone surrogates (a file name's undecodable byte) escaped (:func:`gradprobe.tables.shown`)."""
+    return shown(one_line(e))
 
 
 def _takes_completions(fn) -> bool:
@@ -174,15 +188,16 @@ def load_reward_plugin(spec: str) -> Reward:
     if fn is None:
         found = sorted(n for n, v in vars(mod).items() if callable(v) and not n.startswith("_")
                        and getattr(v, "__module__", None) == mod.__name__)
-        raise UnknownRewardError(f"reward {spec!r}: {module} has no {attr.strip()!r}; its functions: "
+        raise UnknownRewardError(f"reward {spec!r}: {shown(module)} has no {attr.strip()!r}; its functions: "
                                  f"{', '.join(found) or 'none'}{_shadowed(module.strip(), mod, attr.strip())}")
     if not callable(fn):
-        raise UnknownRewardError(f"reward {spec!r}: {module}.{attr.strip()} is a {type(fn).__name__}, not a function")
+        raise UnknownRewardError(f"reward {spec!r}: {shown(module)}.{shown(attr.strip())} is a {type(fn).__name__}, "
+                                 "not a function")
     origin = (getattr(mod, "__file__", None) or mod.__name__, attr.strip())
     other = _ORIGINS.get(origin)
     if other is not None and other != spec:
-        raise UnknownRewardError(f"reward {spec!r} is the function {other!r} already names ({origin[0]}); use one "
-                                 "name for it (two names would probe and train it as two rewards)")
+        raise UnknownRewardError(f"reward {spec!r} is the function {other!r} already names ({shown(origin[0])}); use "
+                                 "one name for it (two names would probe and train it as two rewards)")
     reward = sequence_reward(fn, name=spec) if _takes_completions(fn) else _native(fn, spec)
     REWARDS[spec] = reward
     _ORIGINS[origin] = spec

@@ -1,0 +1,62 @@
+"""Names the user gave (a study, arm, reward, run or path) in a figure's title, labels, ticks or legend: a tab made
+matplotlib warn ``Glyph 9 (\\t) missing from font(s) DejaVu Sans`` and draw an empty box, and a file name's
+undecodable byte (a lone surrogate, ``\\udcff``) made its font code raise TypeError. The figures of
+:func:`gradprobe.figures.subplots` now draw such text escaped, as the printed tables show it (``\\t``)."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import pytest
+from matplotlib.backends.backend_agg import RendererAgg
+
+from gradprobe.difficulty.reliability_plot import plot_reliability
+from gradprobe.figures import subplots
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The text strings the Agg renderer is asked to draw (after the figure's escaping), in order."""
+    seen: list[str] = []
+    draw_text = RendererAgg.draw_text
+
+    def record(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        seen.append(s)
+        return draw_text(self, gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+
+    monkeypatch.setattr(RendererAgg, "draw_text", record)
+    return seen
+
+
+def _saved(fig, **kwargs) -> list[str]:
+    """``fig`` saved as PNG; the messages of the warnings that raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.tight_layout()
+        fig.savefig(io.BytesIO(), format="png", **kwargs)
+    return [str(w.message) for w in caught]
+
+
+def test_a_tab_and_an_undecodable_byte_in_figure_text_are_drawn_escaped(drawn):
+    fig, ax = subplots(figsize=(4, 3))
+    ax.set_title("study\tone")
+    ax.barh(["arm\tx", "r\udcff.py:reward"], [1, 2])
+    ax.plot([0, 1], [0, 1], label="run\x1bred")
+    ax.legend()
+    ax.set_xlabel("two\nlines")  # a newline the figure code wrote still breaks the line
+    assert _saved(fig, bbox_inches="tight") == []  # no "Glyph 9 (\t) missing from font(s)" warning
+    assert {"study\\tone", "arm\\tx", "r\\udcff.py:reward", "run\\x1bred", "two", "lines"} <= set(drawn)
+    assert not any(c in s for s in drawn for c in "\t\x1b\udcff\n")
+    assert ax.get_title() == "study\tone"  # the text object keeps the name as given
+
+
+def test_the_reliability_diagram_legend_shows_a_tab_escaped(tmp_path, drawn):
+    rel = {"count": [4, 6], "mean_predicted": [0.2, 0.7], "observed": [0.25, 0.66]}
+    result = {"estimators": {"my\test": {"reliability": rel, "brier": 0.1}}, "baselines": {}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_reliability(result, tmp_path / "reliability.png")
+    assert [str(w.message) for w in caught if "Glyph" in str(w.message)] == []
+    assert "my\\test (Brier 0.100)" in drawn
+    assert (tmp_path / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
