@@ -177,7 +177,12 @@ class ProbeResult:
         """
         import pandas as pd
 
-        table = pd.DataFrame.from_dict(self._rows(), orient="index")
+        rows = self._rows()
+        if all(map(_utf8, rows)):
+            table = pd.DataFrame.from_dict(rows, orient="index")
+        else:  # a name pandas' text labels cannot hold: the rows by number, then the names as labels of any object
+            table = pd.DataFrame.from_dict(dict(enumerate(rows.values())), orient="index")
+            table.index = pd.Index(list(rows), dtype=object)
         table.index.name = "reward"
         return table
 
@@ -366,7 +371,9 @@ class ProbeResult:
         ProbeFileError, ValueError
             As :attr:`alignment`.
         """
-        key = f"advantages.{reward}"
+        from ..probe.output import advantages_key  # torch is loaded by now: the tensors need it
+
+        key = advantages_key(reward)
         tensors = self._tensors()
         if key not in tensors:
             raise KeyError(f"reward {reward!r} was not probed; probed: {', '.join(self.rewards)}")
@@ -413,7 +420,13 @@ class ProbeResult:
                 lines += 1
         if not lines:  # the probe writes one line per completion of its batch (N >= 1): never an empty file
             raise damaged(path, "the file is empty: it holds no completion's line")
-        return pd.DataFrame.from_records(records)
+        columns = list(dict.fromkeys(k for rec in records for k in rec))
+        if all(map(_utf8, columns)):
+            return pd.DataFrame.from_records(records)
+        at = {k: i for i, k in enumerate(columns)}  # a reward name pandas' text labels cannot hold: columns by number
+        frame = pd.DataFrame.from_records([{at[k]: v for k, v in rec.items()} for rec in records])
+        frame.columns = pd.Index([columns[i] for i in frame.columns], dtype=object)
+        return frame
 
     @naming_out("dir")  # its output fixes say "choose another dir", the argument, not --out
     def write(self, dir: str | Path) -> Path:
@@ -599,6 +612,18 @@ def missing_field(file, fix: str, field: str, null: bool, why: tuple) -> ValueEr
     return ValueError(f"{file} field {field} is {'null' if null else 'missing'}: {why[0]} ({why[1]}); {fix}")
 
 
+def _utf8(label) -> bool:
+    """Whether ``label`` can be a label of pandas' text type (which stores UTF-8): False for a text holding a lone
+    surrogate, such as a reward named after a plug-in file whose name has an undecodable byte (``os.fsdecode``:
+    ``r\\udcff.py:reward``); such labels are kept whole as labels of any object (``dtype=object``)."""
+    return not isinstance(label, str) or not any("\ud800" <= c <= "\udfff" for c in label)
+
+
+def _escaped(name: str) -> str:
+    """``name`` with each lone surrogate written ``\\udcHH``, so that a message naming it can be written as UTF-8."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _token_number(field: str, value) -> float:
     """``value`` of the numeric token field ``field`` as :func:`gradprobe.outputs.json_float` reads it (a number,
     null, ``"inf"``); ValueError naming the field otherwise (true/false: never read as 1 or 0, text, a list)."""
@@ -623,7 +648,7 @@ def _token_records(row: dict) -> list[dict]:
         rec = {"completion": row["row"], "prompt_id": row["prompt_id"], "score": score,
                "truncated": bool(row.get("truncated")), "position": t, "token": tok, "text": text,
                "alignment": _token_number(f"alignment[{t}]", a)}
-        rec.update({f"advantage_{name}": _token_number(f"advantages.{name}[{t}]", values[t])
+        rec.update({f"advantage_{name}": _token_number(f"advantages.{_escaped(name)}[{t}]", values[t])
                     for name, values in adv.items()})
         records.append(rec)
     return records

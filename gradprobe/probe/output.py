@@ -3,7 +3,8 @@
 :func:`write_probe_files` writes the folder of one probe batch (names from :mod:`gradprobe.layout`):
 
 - :data:`~gradprobe.layout.ALIGNMENT_SAFETENSORS`: ``alignment`` a (N, T) in the model's dtype,
-  ``completion_mask`` (N, T), ``completion_ids`` (N, T) and ``advantages.<reward>`` A^R (N, T, float64);
+  ``completion_mask`` (N, T), ``completion_ids`` (N, T) and ``advantages.<reward>`` A^R (N, T, float64:
+  :func:`advantages_key`);
 - :data:`~gradprobe.layout.TOKENS_JSONL`: one line per completion: ``row``, ``prompt_id``, ``score``,
   ``truncated``, ``tokens`` (the vocabulary's pieces), ``texts`` (what each adds to the decoded text,
   :func:`token_texts`), their ``alignment`` and every reward's ``advantages``, for heat maps;
@@ -53,8 +54,8 @@ from ..outputs import (OutputDirError, json_safe, naming_out, output_error, refu
 from ..tables import shown
 from .table import format_table, no_signal_entries
 
-__all__ = ["token_texts", "write_probe_files", "format_table", "PROBE_FILES", "ProbeFolder", "replacing_earlier_probe",
-           "probe_files", "no_signal_entries"]
+__all__ = ["token_texts", "write_probe_files", "advantages_key", "format_table", "PROBE_FILES", "ProbeFolder",
+           "replacing_earlier_probe", "probe_files", "no_signal_entries"]
 
 # PROBE_FILES (:mod:`gradprobe.layout`): every file a probe writes into its folder; with their ``.tmp`` partials and
 # the ``batch_K/`` folders of ``--probe-batches``, all that :func:`replacing_earlier_probe` ever moves or deletes.
@@ -85,6 +86,15 @@ def token_texts(tokenizer, ids: list[int]) -> list[str]:
         out.append(text[len(prev):] if text.startswith(prev) else text)
         prev = text
     return out
+
+
+def advantages_key(reward: str) -> str:
+    """The key of reward ``reward``'s advantages in alignment.safetensors: ``advantages.<reward>``, each lone surrogate
+    of the name (an undecodable byte of a plug-in file's name, ``os.fsdecode``: ``r\\xff.py`` is ``r\\udcff.py``)
+    written as ``\\udcHH`` (as :func:`gradprobe.tables.shown` shows it), since the file's header is UTF-8, which
+    cannot hold a lone surrogate. Every other name is its key unchanged, so earlier probes' files read as before.
+    Writer and reader (:meth:`gradprobe.api.ProbeResult.advantages`) both map names here."""
+    return "advantages." + reward.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _token_lines(batch, alignment, advantages: dict, tokenizer) -> str:
@@ -134,7 +144,7 @@ def write_probe_files(out, result: dict, batch, alignment, advantages: dict, tok
                "completion_mask": batch.completion_mask.cpu().contiguous(),
                "completion_ids": batch.completion_ids.cpu().contiguous()}
     for name, adv in advantages.items():
-        tensors[f"advantages.{name}"] = adv.cpu().contiguous()
+        tensors[advantages_key(name)] = adv.cpu().contiguous()
     if importance_weights is not None:
         tensors["importance_weights"] = importance_weights.detach().cpu().contiguous()
     write_bytes_atomic(out / ALIGNMENT_SAFETENSORS, safetensors_bytes(tensors))

@@ -49,6 +49,7 @@ from ..forecast.section import RAW_GAINS_ABOVE, pre_screen_line, row_marks
 from ..forecast.special_rows import no_verdict_words
 from ..layout import PROBE_JSON, rerun_advice
 from ..outputs import read_probe_json, write_text_atomic
+from ..tables import shown
 from .report_figures import NO_VERDICT_MARK, interval_figure, ledger_figure, ledger_rows, png
 
 
@@ -101,8 +102,8 @@ the probe and signal-proxy forecasters only, not by cost only).</p>
 #}<th>{{ cal.own_header }}</th>{% endif %}<th>{{ cal.header }}</th><th>calibrated interval</th>{% endif %}
 <th>method</th><th>verdict</th></tr>
 {% for r in forecast.rows %}{% set ma, m = row_marks(forecast, r) %}{#
-#}<tr{% if m %} class="noverdict"{% endif %}><td>{{ r.arm }}</td>{#
-#}<td>{{ r.reward }}</td><td class="n">{{ fmt(r.tokens_per_update, ",.0f") }}</td>
+#}<tr{% if m %} class="noverdict"{% endif %}><td>{{ r.arm|shown }}</td>{#
+#}<td>{{ r.reward|shown }}</td><td class="n">{{ fmt(r.tokens_per_update, ",.0f") }}</td>
 <td class="n">{{ fmt(r.rho, ".2f") }}</td><td class="n">{{ fmt(r.forecast_accuracy, ".1f") }}{{ ma }}</td>
 <td class="n">{{ fmt(r.forecast_gain, "+.1f") }}{{ m }}</td>{#
 #}<td class="n">{{ interval(r.gain_interval, "+.1f") }}{{ m }}</td>
@@ -137,7 +138,7 @@ update under the reward, its own compute included, and gain@{{ "{:g}".format(sec
 <th>SNR of &lt;g_R, u&gt;</th><th>gain / update</th>
 <th>tokens / update</th><th>gain at budget</th>{% if secs is not none %}<th>seconds / update</th>
 <th>gain@{{ "{:g}".format(secs) }}s (raw first order)</th>{% endif %}</tr>
-{% for r in rewards %}<tr><td>{{ r.name }}</td><td class="n">{{ fmt(r.inner_product, "+.3e") }}</td>
+{% for r in rewards %}<tr><td>{{ r.name|shown }}</td><td class="n">{{ fmt(r.inner_product, "+.3e") }}</td>
 <td class="n">{{ interval(r.interval, "+.3e") }}</td><td class="n">{{ fmt(r.snr, ".2f") }}</td>
 <td class="n">{{ fmt(r.predicted_gain_per_update, "+.4f") }}</td><td class="n">{{ fmt(r.tokens_per_update, ",.0f") }}</td>
 <td class="n">{{ fmt(r.predicted_gain_at_budget, "+.3f") }}</td>{% if secs is not none %}
@@ -155,7 +156,7 @@ a<sub>t</sub> has the largest magnitude. Each token is coloured by its own term 
 <span class="scale"></span> red: against the reference update, white: 0, blue: toward it (full colour at the 95th
 percentile of the |terms| shown for that reward; larger ones saturate). Hover a token for its numbers; a line break
 is shown as &#8629;.</p>
-{% for h in heatmaps %}<div class="reward-heatmap" data-reward="{{ h.name }}"><h3>{{ h.name }}</h3>
+{% for h in heatmaps %}<div class="reward-heatmap" data-reward="{{ h.name|shown }}"><h3>{{ h.name|shown }}</h3>
 {% if h.rows %}<p class="meta">colour scale: |A a| = {{ fmt(h.scale, ".3g") }}</p>
 {% for row in h.rows %}<p class="meta">completion {{ row.row }} (prompt {{ row.prompt_id }}), verifier score
 {{ fmt(row.score, "g") }}{% if row.truncated %}, truncated{% endif %}; sum A a = {{ fmt(row.total, "+.3g") }}</p>
@@ -287,7 +288,7 @@ def _heatmaps(rows: list[dict], names: list[str], per_reward: int) -> list[dict]
     for name in names:
         chosen = pick_completions(rows, name, per_reward)
         scale = colour_scale(t for r in chosen for t in r["terms"])
-        shown = []
+        picked = []
         for r in chosen:
             texts = r.get("texts") or r.get("tokens") or []
             toks = []
@@ -295,10 +296,24 @@ def _heatmaps(rows: list[dict], names: list[str], per_reward: int) -> list[dict]
                 newline = text.endswith("\n")
                 toks.append({"text": text.replace("\n", "\u21b5"), "newline": newline, "colour": _colour(term, scale),
                              "title": f"a = {a:+.3g}, A = {adv:+.3g}, A a = {term:+.3g}"})
-            shown.append({"row": r.get("row"), "prompt_id": r.get("prompt_id"), "score": r.get("score"),
-                          "truncated": r.get("truncated"), "total": r["total"], "tokens": toks})
-        out.append({"name": name, "scale": scale, "rows": shown})
+            picked.append({"row": r.get("row"), "prompt_id": r.get("prompt_id"), "score": r.get("score"),
+                           "truncated": r.get("truncated"), "total": r["total"], "tokens": toks})
+        out.append({"name": name, "scale": scale, "rows": picked})
     return out
+
+
+def _shown_name(name):
+    """A reward's or arm's name as the page shows it: control characters and lone surrogates escaped as the printed
+    table does (:func:`gradprobe.tables.shown`: ``r\\udcff.py:reward``); anything but a string unchanged."""
+    return shown(name) if isinstance(name, str) else name
+
+
+def _encodable(value):
+    """Every value the page shows, each lone surrogate (an undecodable byte of a file name, ``os.fsdecode``) written
+    as ``\\udcHH``, so that the page can be written as UTF-8 (a surrogate has no UTF-8 form); the rest unchanged."""
+    if not isinstance(value, str) or not any("\ud800" <= c <= "\udfff" for c in value):
+        return value
+    return type(value)(value.encode("utf-8", "backslashreplace").decode("utf-8"))  # markup stays markup
 
 
 def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = COMPLETIONS_PER_REWARD) -> str:
@@ -331,7 +346,8 @@ def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = C
     fig, caption = interval_figure(result)
     intervals_png = png(fig)
     budget = fc.get("budget") or {}
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined, finalize=_encodable)
+    env.filters["shown"] = _shown_name
     return env.from_string(_TEMPLATE).render(
         cfg=cfg, batch=result.get("batch") or {}, reference=result.get("reference") or {}, forecast=fc,
         pre_screen=pre_screen_line(fc), no_forecast_note=_page_note(fc.get("note")),

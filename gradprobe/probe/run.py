@@ -47,6 +47,7 @@ from pathlib import Path
 
 import torch
 
+from ..layout import ALIGNMENT_SAFETENSORS
 from ..ledger import Ledger
 from ..memory import release_memory  # after each large stage: freed heap pages back to the OS (issue 14)
 from ..models import load_policy
@@ -57,7 +58,7 @@ from ..rollout import check_backend
 from ..tasks import load_task
 from .config import DEFAULT_TASK, PRECONDITIONERS, REFERENCES, ProbeConfig, config_dict
 from .direction import align, family_alignments, own_second_moment, reference_update, weight_family
-from .output import format_table, token_texts
+from .output import advantages_key, format_table, token_texts
 from .output import write_probe_files as _write
 from .reference_update import load_direction
 from .result import (REFERENCE_REWARD, add_same_loss_ratios, assemble_result, estimate_all, per_update_costs,
@@ -177,7 +178,8 @@ def _rewards_to_probe(config: ProbeConfig, extra_rewards: dict | None) -> list:
     Raises
     ------
     ValueError
-        No reward, a name given twice, an unknown reward (the valid names listed), a name with ``@``.
+        No reward, a name given twice, an unknown reward (the valid names listed), a name with ``@``, two names
+        saved under one key (:func:`~gradprobe.probe.output.advantages_key`).
     """
     rewards = parse_rewards(list(config.rewards)) if config.rewards else []
     for name, fn in (extra_rewards or {}).items():
@@ -186,8 +188,14 @@ def _rewards_to_probe(config: ProbeConfig, extra_rewards: dict | None) -> list:
         rewards.append((name, fn))
     if not rewards:
         raise ValueError("no rewards to probe: pass --rewards, e.g. outcome,mc_value")
+    keys = {}
     for name, _ in rewards:  # "@" separates a reward from a loss type in probe.json's keys (gradprobe.probe_keys)
         check_reward_name(name)
+        other = keys.setdefault(advantages_key(name), name)
+        if other != name:  # one holds a lone surrogate, the other a backslash where the first shows it escaped
+            raise ValueError(f"rewards {other!r} and {name!r} would save their advantages under one key "
+                             f"({advantages_key(name)!r}) in {ALIGNMENT_SAFETENSORS}: probe them in separate runs, "
+                             "or rename one's file")
     if config.sampling.top_p < 1 or config.sampling.top_k:
         log.warning("top_p/top_k truncate the sampler: the probe differentiates the untruncated policy at the "
                     "sampling temperature, so advantages and alignments refer to slightly different distributions")
