@@ -53,7 +53,7 @@ import pandas as pd
 
 from gradprobe.forecast.study import read_study_json
 from gradprobe.layout import ANALYSIS_JSON, EVAL_ITEMS_GZ, EVAL_ITEMS_JSONL, STUDY_JSON, keeps_runs
-from gradprobe.outputs import is_json_number
+from gradprobe.outputs import is_json_number, shell_word
 from gradprobe.study.never_trained_arms import control_never_trained_why, never_trained_why, untrained_arms
 from gradprobe.study.power import paired_item_differences, variance_components
 from gradprobe.study.reading import AnalysisError
@@ -280,8 +280,9 @@ def _never_trained_fix(study_dir: Path) -> str:
     arm and put an arm that never trained back among the findings; there, only a copy of the file has them."""
     study_dir = Path(study_dir)
     if keeps_runs(study_dir):
-        return (f"re-analyse the study with `gradprobe study {study_dir}/plan.toml --analyze-only --overwrite-analysis "
-                f"--out {study_dir}` (it reads these records from the run folders again)")
+        return (f"re-analyse the study with `gradprobe study {shell_word(study_dir / 'plan.toml')} --analyze-only "
+                f"--overwrite-analysis --out {shell_word(study_dir)}` (it reads these records from the run folders "
+                "again)")
     return (f"restore {study_dir}/{ANALYSIS_JSON} from a copy of the study ({study_dir} has no runs/: a re-analysis "
             "would read no run folder and record no run that never trained)")
 

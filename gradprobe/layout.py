@@ -34,6 +34,8 @@ import os
 import re
 from pathlib import Path
 
+from .outputs import shell_word
+
 __all__ = ["rerun_advice", "study_probe_advice", "restore_advice", "probe_study", "study_probe_refusal", "keeps_runs",
            "RETRAIN_CLAUSE",
            "CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
@@ -206,7 +208,8 @@ def study_probe_advice(study: str | Path, file: str | Path, *, missing: bool = F
                 f"{RETRAIN_CLAUSE}): restore {file} from a copy of the study")
     delete = "" if missing else f"delete {file} and "
     return (f"this is a study's probe: {delete}resume the study with `gradprobe study "
-            f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe (finished runs are kept)")
+            f"{shell_word(study / PLAN_COPY)} --out {shell_word(study)}`, which re-runs the missing probe (finished "
+            "runs are kept)")
 
 
 def study_probe_refusal(folder: str | Path, option: str = "--out") -> str | None:
@@ -259,8 +262,8 @@ def _own_folder_refusal(folder: Path, found: tuple[str, Path], option: str) -> s
                 f"another {option} (an empty folder, or an earlier probe's)")
     redo = f"delete {folder / PROBE_JSON} and " if (folder / PROBE_JSON).exists() else ""  # a missing one: none
     return (f"is a study's probe folder ({shown}); to redo it {redo}resume the study with `gradprobe study "
-            f"{study / PLAN_COPY} --out {study}`, which re-runs the missing probe (finished runs are kept); else "
-            f"choose another {option}")
+            f"{shell_word(study / PLAN_COPY)} --out {shell_word(study)}`, which re-runs the missing probe (finished "
+            f"runs are kept); else choose another {option}")
 
 
 def _no_probe_yet(study: Path, option: str) -> str:
@@ -270,8 +273,9 @@ def _no_probe_yet(study: Path, option: str) -> str:
     if not keeps_runs(study):
         return (f"{said} and only the study writes it; {study} has no runs/ (resuming it to write its probe "
                 f"{RETRAIN_CLAUSE}): choose another {option} (an empty folder, or an earlier probe's)")
-    return (f"{said}; to write it resume the study with `gradprobe study {study / PLAN_COPY} --out {study}`, which "
-            f"runs the missing probe (finished runs are kept); else choose another {option}")
+    return (f"{said}; to write it resume the study with `gradprobe study {shell_word(study / PLAN_COPY)} --out "
+            f"{shell_word(study)}`, which runs the missing probe (finished runs are kept); else choose another "
+            f"{option}")
 
 
 def _studys_guided_arm(arm: Path) -> bool:
@@ -398,7 +402,8 @@ def rerun_advice(folder: str | Path) -> str:
     study = probe_study(folder)
     if study is not None:
         return study_probe_advice(study, folder / PROBE_JSON)
-    return f"re-run `gradprobe probe --out {folder}` (with the same settings) to write the probe's files again"
+    return (f"re-run `gradprobe probe --out {shell_word(folder)}` (with the same settings) to write the probe's "
+            "files again")
 
 
 def restore_advice(folder: str | Path) -> str:
@@ -413,5 +418,6 @@ def restore_advice(folder: str | Path) -> str:
     if not keeps_runs(study):
         return (f"restore {file} from a copy of the study ({study} has no runs/: resuming the study to write its "
                 f"probe again {RETRAIN_CLAUSE})")
-    return (f"restore the file, or delete {file} and resume the study with `gradprobe study {study / PLAN_COPY} "
-            f"--out {study}`, which re-runs the missing probe (finished runs are kept)")
+    return (f"restore the file, or delete {file} and resume the study with `gradprobe study "
+            f"{shell_word(study / PLAN_COPY)} --out {shell_word(study)}`, which re-runs the missing probe (finished "
+            "runs are kept)")

@@ -41,6 +41,7 @@ from .attention import register as _register_attention
 from .char_tokenizer import char_tokenizer
 from .errors import ModelNotFoundError  # defined below models and tiers (tier lookup raises it too)
 from .memory import release_memory
+from .outputs import shell_word
 from .token_counts import echo_text
 from .tiers import ALIASES, TIER_ALIASES, TINY_ARCHITECTURES  # noqa: F401  (re-exported: defined torch-free there)
 from .tiers import TIERS, cache_root, config_hash, shipped_root, tier_config, tier_path
@@ -162,7 +163,7 @@ def refuse_damaged_tier(folder: Path) -> None:
     if damage is None:
         return
     cached = folder.resolve().parent in (cache_root().resolve(), shipped_root())  # rebuilt into the cache
-    where = "" if cached else f" --out {folder}"
+    where = "" if cached else f" --out {shell_word(folder)}"  # quoted for a shell
     shipped = shipped_root() / folder.name  # a cache build shadowing a shipped one: deleting it is instant
     instead = (f", or delete {folder} to load the shipped build {shipped} again (a cache build takes precedence)"
                if folder.resolve().parent == cache_root().resolve() and (shipped / "warmstart.json").is_file()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shlex
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +27,7 @@ from gradprobe.cli import main as gradprobe_main
 from study_helpers import shipped_copy
 
 HUGE_SHOWN = "1000000000...0000000000 (an integer of 401 digits, too large for a float)"
-FIX = ("re-analyse the study with `gradprobe study {s}/plan.toml --analyze-only --overwrite-analysis --out {s}` "
+FIX = ("re-analyse the study with `gradprobe study '{s}/plan.toml' --analyze-only --overwrite-analysis --out '{s}'` "
        "(it rebuilds analysis.json from runs.csv)")
 # a shipped copy keeps no runs/: restore runs.csv from a copy (resuming would train every run again)
 REBUILD = ("restore it from a copy: {s} has no runs/ folder to rebuild it from (`gradprobe study PLAN --out DIR` "
@@ -105,7 +106,7 @@ def test_the_advised_re_analysis_rebuilds_the_damaged_budget_and_calib_rows_then
     study = _study(tmp_path)
     _edit_analysis(study, _set_budget(True))  # was read as a budget of 1.0 token, exit 0
     err = _rows_error(study, tmp_path, capsys)
-    command = err.split("`")[1].split()  # the command the message gives, run as given
+    command = shlex.split(err.split("`")[1])  # the command the message gives, run as a shell reads it
     assert command[:2] == ["gradprobe", "study"]
     assert gradprobe_main(command[1:]) == 0
     assert json.loads((study / "analysis.json").read_text())["matched"]["generated_tokens"]["budget"] == 250000.0

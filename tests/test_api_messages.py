@@ -55,7 +55,7 @@ def test_named_as_arguments_names_the_arguments_only_inside_its_block():
         "budget_flops=5,000,000,000 but one update of arm 'grpo' cost 10,000,000,000: the budget is smaller than one "
         "update (the run stopped after update 1, data kept in o); to train, call gradprobe.train again with a new out= "
         "(or after deleting o: a rerun into it with another budget is refused) and raise budget_flops= to at least "
-        "10,000,000,000 FLOPs (update 1's cost: the least that buys one update; a useful run needs many updates' "
+        "10_000_000_000 FLOPs (update 1's cost: the least that buys one update; a useful run needs many updates' "
         "cost), at most the plan's budget.flops = 60,000,000,000, or leave it out to use the plan's budget; or budget "
         "the run by updates=, budget_seconds= or budget_tokens= instead of budget_flops=")
     assert too_small_message(run, {"flops": (5e9, 1e10)}, "o").startswith("--budget-flops = 5,000,000,000 but ")

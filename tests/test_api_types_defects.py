@@ -74,7 +74,7 @@ def test_write_refuses_a_probe_missing_one_batch_file(tmp_path, missing, beside)
         result.write(tmp_path / "copy")
     msg = str(info.value)
     assert f"{src / missing} is missing beside {beside}" in msg
-    assert "nothing was written" in msg and f"re-run `gradprobe probe --out {src}`" in msg
+    assert "nothing was written" in msg and f"re-run `gradprobe probe --out '{src}'`" in msg
     assert not (tmp_path / "copy").exists()
 
 
@@ -89,7 +89,7 @@ def _named_by_readers_and_refused_by_write(tmp_path, name: str, keep: int, why: 
             read()
         msg = str(info.value)
         assert msg.startswith(f"{src / name} is damaged ({why}")
-        assert f"re-run `gradprobe probe --out {src}`" in msg
+        assert f"re-run `gradprobe probe --out '{src}'`" in msg
     with pytest.raises(ValueError, match=re.escape(f"{src / name} is damaged ({why}")):
         result.write(tmp_path / "copy")
     assert not (tmp_path / "copy").exists()
@@ -120,8 +120,8 @@ def test_a_study_probe_damaged_file_gets_the_study_fix(tmp_path):
     with pytest.raises(ValueError) as info:
         gradprobe.load_probe(src).alignment
     msg = str(info.value)
-    assert f"delete {src / 'probe.json'} and resume the study with `gradprobe study {study / 'plan.toml'} " \
-           f"--out {study}`" in msg
+    assert f"delete {src / 'probe.json'} and resume the study with `gradprobe study '{study / 'plan.toml'}' " \
+           f"--out '{study}'`" in msg
     assert "gradprobe probe --out" not in msg
 
 

@@ -155,7 +155,7 @@ def test_no_alternative_is_offered_beside_a_plan_budget_too_small():
                          {"generated_tokens": (100, 617), "flops": (5e9, 1e10)})
     assert message.endswith(
         "fix both budgets: raise budget.generated_tokens in the plan to at least 617 tokens "
-        f"({_LEAST}) (a changed plan); raise --budget-flops to at least 10,000,000,000 FLOPs ({_LEAST}), at most the "
+        f"({_LEAST}) (a changed plan); raise --budget-flops to at least 10_000_000_000 FLOPs ({_LEAST}), at most the "
         "plan's budget.flops = 60,000,000,000, or leave it out to use the plan's budget")
 
 
@@ -247,11 +247,11 @@ def test_budget_tokens_alone_that_the_plans_updates_never_spend_is_refused_as_a_
         "--budget-tokens 100,000 is out of reach of the plan's budget.updates = 10: one update of arm 'grpo' (reward "
         f"'outcome': rollout tokens only) generates at most {_PER}, so 10 updates generate at most 3,200 < 100,000 "
         "tokens: the run always stops on updates with the token budget unspent; the flag is a no-op; give "
-        "--budget-tokens at most 3,200 (below which it can bind) or leave it out")
+        "--budget-tokens at most 3_200 (below which it can bind) or leave it out")
     with pytest.raises(PlanError) as e:
         shorten_budget(run, {"generated_tokens": 100_000}, python=True)
     assert str(e.value).startswith("budget_tokens=100,000 is out of reach of the plan's budget.updates = 10: ")
-    assert str(e.value).endswith("give budget_tokens= at most 3,200 (below which it can bind) or leave it out")
+    assert str(e.value).endswith("give budget_tokens= at most 3_200 (below which it can bind) or leave it out")
     assert shorten_budget(run, {"generated_tokens": 3_200}).budget.given() == {"generated_tokens": 3_200, "updates": 10}
     # a run folder resumed with the flags it was started with (before the check) is warned about, not refused
     with pytest.warns(OutOfReachWarning, match=r"^--budget-tokens 100,000 is out of reach of the plan's "):
@@ -267,7 +267,7 @@ def test_both_flags_where_the_fewest_updates_exceed_the_plans_offer_a_smaller_to
         "--budget-tokens 100,000 is out of reach of --updates 9: one update of arm 'grpo' (reward 'outcome': rollout "
         f"tokens only) generates at most {_PER}, so 9 updates generate at most 2,880 < 100,000 tokens: the run always "
         "stops on updates with the token budget unspent; --updates at least 313 would exceed the plan's "
-        "budget.updates = 100 (the flags only shorten a run); give --budget-tokens at most 2,880 (below which it can "
+        "budget.updates = 100 (the flags only shorten a run); give --budget-tokens at most 2_880 (below which it can "
         "bind) or leave out --budget-tokens (alone it would be a no-op beside the plan's updates)")
     # each fix the message gives is accepted
     assert shorten_budget(run, {"generated_tokens": 2_880, "updates": 9}).budget.generated_tokens == 2_880
@@ -275,5 +275,5 @@ def test_both_flags_where_the_fewest_updates_exceed_the_plans_offer_a_smaller_to
     with pytest.raises(PlanError) as e:
         shorten_budget(run, {"generated_tokens": 100_000, "updates": 9}, python=True)
     assert str(e.value).endswith("updates= at least 313 would exceed the plan's budget.updates = 100 (the flags only "
-                                 "shorten a run); give budget_tokens= at most 2,880 (below which it can bind) or leave "
+                                 "shorten a run); give budget_tokens= at most 2_880 (below which it can bind) or leave "
                                  "out budget_tokens (alone it would be a no-op beside the plan's updates)")

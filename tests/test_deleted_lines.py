@@ -135,7 +135,7 @@ def test_a_study_with_run_folders_says_to_rebuild_runs_csv_from_them(tmp_path):
     _drop(study, lambda i, f: not (f[0] == "grpo" and f[1] == "1" and f[2] == "2"))
     msg = _lost_warning(study)
     assert msg.startswith(f"{study / 'runs.csv'} lost eval lines: arm grpo, seed 1 lacks update(s) 2 (plan) "), msg
-    assert msg.endswith(f"rebuild it from the run folders: `gradprobe study {study / 'plan.toml'} --out {study}` "
+    assert msg.endswith(f"rebuild it from the run folders: `gradprobe study '{study / 'plan.toml'}' --out '{study}'` "
                         f"rewrites runs.csv from {study / 'runs'}/ARM/seedS/metrics.jsonl without redoing the finished "
                         "runs (--analyze-only only reads runs.csv)")
     with warnings.catch_warnings():  # the analysis reads the runs with the evals left

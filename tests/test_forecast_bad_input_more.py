@@ -29,7 +29,7 @@ from study_helpers import shipped_copy
 
 REPO = Path(__file__).resolve().parents[1]
 
-FIX = ("re-analyse the study with `gradprobe study {s}/plan.toml --analyze-only --overwrite-analysis --out {s}` "
+FIX = ("re-analyse the study with `gradprobe study '{s}/plan.toml' --analyze-only --overwrite-analysis --out '{s}'` "
        "(it rebuilds analysis.json from runs.csv)")
 BUDGET = "a finite number > 0 of generated tokens"
 BOOL = " (a boolean is never read as 1 or 0)"

@@ -116,7 +116,7 @@ def test_the_probe_table_refuses_a_boolean_naming_the_file_the_field_and_the_fix
         _ = probe.table
     message = str(e.value)
     assert message.startswith(f"{tmp_path / 'probe.json'} field {field} is {shown}: ")
-    assert message.endswith(f"; re-run `gradprobe probe --out {tmp_path}` (with the same settings) to write the "
+    assert message.endswith(f"; re-run `gradprobe probe --out '{tmp_path}'` (with the same settings) to write the "
                             "probe's files again") and "\n" not in message
     assert ("is a boolean" in message) is (shown in ("true", "false"))
 
@@ -133,7 +133,7 @@ def test_the_tokens_table_refuses_a_score_of_true_naming_the_line(tmp_path):
         probe.tokens()
     assert str(e.value) == (f"{tmp_path / 'tokens.jsonl'} is damaged (line 2: field score: True is a boolean (JSON "
                             f"true/false), not {ENCODING}: a boolean is never read as 1 or 0); re-run `gradprobe "
-                            f"probe --out {tmp_path}` (with the same settings) to write the probe's files again")
+                            f"probe --out '{tmp_path}'` (with the same settings) to write the probe's files again")
     (tmp_path / "tokens.jsonl").write_text(_tokens_line(None) + "\n" + _tokens_line("inf") + "\n")
     scores = probe.tokens()["score"].tolist()
     assert math.isnan(scores[0]) and scores[2:] == [math.inf, math.inf]

@@ -71,8 +71,8 @@ def test_a_study_whose_runs_is_a_symlink_to_a_folder_gets_the_resume_fix(tmp_pat
     study = _study(tmp_path, "symlink")
     file = study / "probe" / "probe.json"
     assert study_probe_advice(study, file) == (
-        f"this is a study's probe: delete {file} and resume the study with `gradprobe study {study / 'plan.toml'} "
-        f"--out {study}`, which re-runs the missing probe (finished runs are kept)")
+        f"this is a study's probe: delete {file} and resume the study with `gradprobe study '{study / 'plan.toml'}' "
+        f"--out '{study}'`, which re-runs the missing probe (finished runs are kept)")
 
 
 def test_control_never_trained_why_names_the_control_arm():

@@ -120,7 +120,7 @@ def test_the_refusal_with_runs_names_the_resume(study, capsys, no_compute, arms)
         arms, (f"the probe/ of study {study}, whose arms.json is missing",) * 2)
     for folder, said in zip((study / "probe", study / "probe" / "guided" / "guided"), shown):
         expected = (f"is a study's probe folder ({said}); to redo it delete {folder / 'probe.json'} and resume the "
-                    f"study with `gradprobe study {study / 'plan.toml'} --out {study}`, which re-runs the missing "
+                    f"study with `gradprobe study '{study / 'plan.toml'}' --out '{study}'`, which re-runs the missing "
                     "probe (finished runs are kept); else choose another --out")
         assert study_probe_refusal(folder) == expected
         assert main(_PROBE + ["--out", str(folder)]) == 2
@@ -144,8 +144,9 @@ def test_a_probe_folder_linked_elsewhere_is_refused(study, tmp_path, capsys, no_
     assert probe_study(folder) == study and probe_study(f"{folder}/") == study
     assert output_kind(folder) == ("study probe", f"plan.toml + study.json in {study}")
     expected = (f"is a study's probe folder (the probe/ of study {study}, whose arms.json is missing); to redo it "
-                f"delete {folder / 'probe.json'} and resume the study with `gradprobe study {study / 'plan.toml'} "
-                f"--out {study}`, which re-runs the missing probe (finished runs are kept); else choose another --out")
+                f"delete {folder / 'probe.json'} and resume the study with `gradprobe study '{study / 'plan.toml'}' "
+                f"--out '{study}'`, which re-runs the missing probe (finished runs are kept); else choose another "
+                "--out")
     assert study_probe_refusal(folder) == expected
     assert main(_PROBE + ["--out", str(folder)]) == 2
     assert capsys.readouterr().err.strip() == f"gradprobe probe: error: --out {str(folder)!r} {expected}"
@@ -153,7 +154,7 @@ def test_a_probe_folder_linked_elsewhere_is_refused(study, tmp_path, capsys, no_
     assert main(_PROBE + ["--out", "s/probe"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("gradprobe probe: error: --out 's/probe' is a study's probe folder (the probe/ of study s, ")
-    assert "`gradprobe study s/plan.toml --out s`" in err
+    assert "`gradprobe study 's/plan.toml' --out 's'`" in err
     assert (study / "probe" / "probe.json").read_bytes() == before
     assert sorted(p.name for p in (study / "probe").iterdir()) == ["guided", "probe.json"]
 
@@ -201,7 +202,7 @@ def test_a_missing_guided_arm_that_arms_json_names_keeps_the_studys_fix(study, r
         (study / "runs").mkdir()
         assert study_probe_refusal(folder) == (
             f"is a study's probe folder (arms.json in its probe/); to redo it resume the study with `gradprobe study "
-            f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe (finished runs are kept); else "
+            f"'{study / 'plan.toml'}' --out '{study}'`, which re-runs the missing probe (finished runs are kept); else "
             "choose another --out")
     else:
         assert study_probe_refusal(folder) == (
@@ -296,8 +297,8 @@ def test_a_study_without_a_probe_says_it_has_none_yet(tmp_path, capsys, no_compu
     monkeypatch.chdir(tmp_path)
     assert study_probe_refusal("v/probe") == (
         "is the probe folder of study v (plan.toml + analysis.json), which has no probe/ yet; to write it resume the "
-        "study with `gradprobe study v/plan.toml --out v`, which runs the missing probe (finished runs are kept); else "
-        "choose another --out")
+        "study with `gradprobe study 'v/plan.toml' --out 'v'`, which runs the missing probe (finished runs are "
+        "kept); else choose another --out")
     for other in ("w/probe", "w/probe/guided/x", "a/probe", "a/probe/batch_1", "out1/a/b/c", "v/probe2",
                   "v/runs/probe"):
         assert study_probe_refusal(other) is None, other

@@ -82,7 +82,7 @@ def test_a_lost_final_eval_is_refused_from_the_per_item_results_alone(tmp_path):
                           "update 5 but lacks update(s) 10 (runs/ARM/seedS/eval_items.jsonl) after it "
                           "(runs/ARM/seedS/eval_items.jsonl: the per-item results, written at every eval, record an "
                           "eval of the run there): lines were deleted from runs.csv"), msg
-    assert msg.endswith(f"rebuild it from the run folders: `gradprobe study {study / 'plan.toml'} --out {study}` "
+    assert msg.endswith(f"rebuild it from the run folders: `gradprobe study '{study / 'plan.toml'}' --out '{study}'` "
                         f"rewrites runs.csv from {study / 'runs'}/ARM/seedS/metrics.jsonl without redoing the finished "
                         "runs (--analyze-only only reads runs.csv)"), msg
 

@@ -130,7 +130,7 @@ def _probe_folder(folder: Path, tokens_per_update=300) -> Path:
 
 def test_the_probe_table_and_load_probe_refuse_a_tokens_per_update_of_true(tmp_path):
     folder = _probe_folder(tmp_path, True)
-    fix = f"re-run `gradprobe probe --out {tmp_path}` (with the same settings) to write the probe's files again"
+    fix = f"re-run `gradprobe probe --out '{tmp_path}'` (with the same settings) to write the probe's files again"
     want = (f"{tmp_path / 'probe.json'} field rewards[0].tokens_per_update is true (a boolean is never read as 1 or "
             f"0): {ACCEPTED}; {fix}")
     with pytest.raises(ValueError) as e:  # int(True) was 1
@@ -150,7 +150,7 @@ def _tokens_line(alignment, advantage=1.0) -> str:
 def test_the_tokens_table_refuses_a_non_number_token_field_and_an_empty_file(tmp_path):
     probe = load_probe(_probe_folder(tmp_path))
     path = tmp_path / "tokens.jsonl"
-    fix = f"re-run `gradprobe probe --out {tmp_path}` (with the same settings) to write the probe's files again"
+    fix = f"re-run `gradprobe probe --out '{tmp_path}'` (with the same settings) to write the probe's files again"
     path.write_text(_tokens_line([0.5, -0.5]) + "\n" + _tokens_line([0.5, True]) + "\n")
     with pytest.raises(ValueError) as e:  # was an object column holding True
         probe.tokens()

@@ -28,7 +28,7 @@ def _study(tmp_path: Path, runs: bool) -> Path:
 
 
 def _resume(study: Path, what: str) -> str:
-    return f"`gradprobe study {study / 'plan.toml'} --out {study}`, which {what}"
+    return f"`gradprobe study '{study / 'plan.toml'}' --out '{study}'`, which {what}"
 
 
 def _edit_arms(study: Path, arm: str, record: dict) -> None:
@@ -70,7 +70,7 @@ def test_a_probe_without_an_arm_loss_type_entry_names_the_study_fix(tmp_path, ru
 def _runs_fix(study: Path, runs: bool) -> str:
     """restore_runs_csv_fix's two answers for ``study``."""
     if runs:
-        return (f"rebuild it from the run folders: `gradprobe study {study / 'plan.toml'} --out {study}` rewrites "
+        return (f"rebuild it from the run folders: `gradprobe study '{study / 'plan.toml'}' --out '{study}'` rewrites "
                 f"runs.csv from {study / 'runs'}/ARM/seedS/metrics.jsonl without redoing the finished runs "
                 "(--analyze-only only reads runs.csv)")
     return (f"restore it from a copy: {study} has no runs/ folder to rebuild it from (`gradprobe study PLAN --out "
@@ -129,7 +129,7 @@ def test_an_analysed_study_without_runs_csv_names_the_fix(tmp_path, runs):
     (study / "runs.csv").unlink()
     with pytest.raises(AnalysisError) as e:
         load_runs(study)
-    fix = (f"run `gradprobe study PLAN --out {study}` first" if runs else
+    fix = (f"run `gradprobe study PLAN --out '{study}'` first" if runs else
            f"restore it from a copy: {study} has no runs/ folder to rebuild it from (`gradprobe study PLAN --out DIR` "
            "rewrites runs.csv from DIR/runs/ARM/seedS/metrics.jsonl)")  # was: run the whole study again
     assert str(e.value) == f"{study / 'runs.csv'} does not exist; {fix}"

@@ -48,5 +48,5 @@ def test_a_tier_copy_resaved_in_shards_is_told_how_to_keep_its_weights(tmp_path)
         "model.safetensors, so restore that file from a backup, or load the shards and save them as one file with "
         "save_pretrained, which writes model.safetensors for a model below its max_shard_size); --force replaces the "
         f"whole folder, so first copy elsewhere what you keep in {folder} (any file of yours in it is lost); rebuild "
-        f"it with `gradprobe warmstart --tier tiny --out {folder} --force`")
+        f"it with `gradprobe warmstart --tier tiny --out '{folder}' --force`")
     assert all((folder / s).is_file() for s in set(weight_map.values()))  # nothing was touched

@@ -47,14 +47,14 @@ def test_train_arguments_are_named_as_arguments():
 def test_a_flop_flag_names_flops_rounded_up_and_no_plan_limit():
     run = _run({"generated_tokens": 250_000}, {"flops": 5e9})
     assert too_small_message(run, {"flops": (5e9, 10_105_274_368.4)}, "o", python=False).endswith(
-        f"and raise --budget-flops to at least 10,105,274,369 FLOPs ({_LEAST}); or budget the run by --updates, "
+        f"and raise --budget-flops to at least 10_105_274_369 FLOPs ({_LEAST}); or budget the run by --updates, "
         "--budget-seconds or --budget-tokens instead of --budget-flops")
 
 
 def test_a_plan_budget_names_the_plan_and_no_alternative_flag():
     run = _run({"flops": 5e9}, {})
     assert too_small_message(run, {"flops": (5e9, 6e9)}, "o", python=False).endswith(
-        f"and raise budget.flops in the plan to at least 6,000,000,000 FLOPs ({_LEAST}) (a changed plan)")
+        f"and raise budget.flops in the plan to at least 6_000_000_000 FLOPs ({_LEAST}) (a changed plan)")
 
 
 def test_a_token_budget_below_b_times_g_says_what_one_update_costs():
@@ -106,19 +106,19 @@ def test_two_flags_below_one_update_get_one_clause_each_and_no_flag_given_as_an_
         "--budget-tokens = 200 but one update of arm 'grpo' cost 4,409; --budget-flops = 1 but one update of arm "
         "'grpo' cost 38,113,582,864: both budgets are smaller than one update (the run stopped after update 1, data "
         "kept in r); to train, rerun with a new --out (or after deleting r: a rerun into it with another budget is "
-        f"refused) and fix both budgets: raise --budget-tokens to at least 4,409 tokens ({_LEAST}), at most the "
+        f"refused) and fix both budgets: raise --budget-tokens to at least 4_409 tokens ({_LEAST}), at most the "
         "plan's budget.generated_tokens = 250,000, or leave it out to use the plan's budget; raise --budget-flops to "
-        f"at least 38,113,582,864 FLOPs ({_LEAST}); or budget the run by --updates instead of --budget-tokens and "
+        f"at least 38_113_582_864 FLOPs ({_LEAST}); or budget the run by --updates instead of --budget-tokens and "
         "--budget-flops")
 
 
 def test_a_flag_given_beside_the_one_too_small_is_no_alternative():
     run = _run({"generated_tokens": 250_000}, {"flops": 5e9, "device_seconds": 60.0, "updates": 9})
     assert too_small_message(run, {"flops": (5e9, 6e9)}, "o", python=True).endswith(
-        f"and raise budget_flops= to at least 6,000,000,000 FLOPs ({_LEAST}); or budget the run by budget_tokens= "
+        f"and raise budget_flops= to at least 6_000_000_000 FLOPs ({_LEAST}); or budget the run by budget_tokens= "
         "instead of budget_flops=")
     # 2,000 tokens: 9 updates of at most 2 * 4 * 40 = 320 tokens can spend them (100,000 is now refused: out of reach)
     every = _run({"generated_tokens": 250_000}, {"flops": 5e9, "device_seconds": 60.0, "updates": 9,
                                                  "generated_tokens": 2_000})
     assert too_small_message(every, {"flops": (5e9, 6e9)}, "o", python=False).endswith(
-        f"and raise --budget-flops to at least 6,000,000,000 FLOPs ({_LEAST})")  # no alternative is left
+        f"and raise --budget-flops to at least 6_000_000_000 FLOPs ({_LEAST})")  # no alternative is left

@@ -131,7 +131,7 @@ def test_loading_a_damaged_tier_names_the_file_and_the_fix(damage, tmp_path):
     message = str(err.value)
     assert isinstance(err.value, ValueError) and not isinstance(err.value, ModelNotFoundError)
     assert message.startswith(f"the tier in {folder} is damaged: {folder / name}") and words in message
-    assert message.endswith(f"rebuild it with `gradprobe warmstart --tier tiny --out {folder} --force`")
+    assert message.endswith(f"rebuild it with `gradprobe warmstart --tier tiny --out '{folder}' --force`")
     cached = _copy(SHIPPED, tiers.cache_root() / SHIPPED.name)  # the alias resolves to the cache first
     spoil(cached / name)
     with pytest.raises(TierDamagedError) as err:

@@ -14,7 +14,8 @@ from ..config import EXECUTOR_NAMES
 from ..tracking import TrackerUnavailableError, require_tracker
 from ..training.budget import reach_warned_once
 from ..training.plan import PlanError, load_plan, replicate_plan
-from ..outputs import OutputDirError, prepare_output_dir, removed_if_left_empty
+from ..outputs import OutputDirError, prepare_output_dir, removed_if_left_empty, shell_word
+from ..tables import shown
 from .args import HelpFormatter, add_report_to, integer, out_path
 
 
@@ -113,7 +114,7 @@ def _interrupted(args, e: BaseException) -> int:
     from ..study.result import StudyTerminated
 
     terminated = isinstance(e, StudyTerminated) or getattr(e, "terminated", False)
-    what = str(e) if str(e) else f"study {args.out} interrupted before any run started"
+    what = str(e) if str(e) else f"study {shown(str(args.out))} interrupted before any run started"
     how = "terminated (SIGTERM): " if terminated else ""
     print(f"gradprobe study: {how}{what}.\nResume with: {_resume_command(args)}", file=sys.stderr)
     return 143 if terminated else 130
@@ -158,7 +159,7 @@ def _check_replicate(args):
         raise ValueError("--replicate needs --out NEW_DIR, the replicate's own study folder")
     src = finished_study(args.replicate, key="--replicate")
     if Path(args.out).resolve() == src.resolve():
-        raise ValueError(f"--out {args.out} is the study being replicated; give a new folder")
+        raise ValueError(f"--out {shown(str(args.out))} is the study being replicated; give a new folder")
     refuse_other_output(args.out)  # a training run's folder: refused before replicate_of.json is written
     plan = load_plan(src / "plan.toml")
     offset = args.seed_offset if args.seed_offset is not None else max(plan.seeds) - min(plan.seeds) + 1
@@ -205,12 +206,12 @@ def _warn_stale_analysis(out: Path) -> None:
     from ..study.coverage import stale_analysis
     from ..study.reading import AnalysisError, load_runs
 
+    said, rewrite = shown(str(out)), f"`gradprobe study --analyze-only --out {shell_word(out)} --overwrite-analysis`"
     try:  # a damaged analysis.json (a write cut short) was kept with no word: calib refuses the study then
         json.loads((out / "analysis.json").read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
-        print(f"gradprobe study: warning: {out}/analysis.json is damaged (not valid JSON: {e}), so calib refuses "
-              f"this study; run `gradprobe study --analyze-only --out {out} --overwrite-analysis` to rewrite it",
-              file=sys.stderr)
+        print(f"gradprobe study: warning: {said}/analysis.json is damaged (not valid JSON: {e}), so calib refuses "
+              f"this study; run {rewrite} to rewrite it", file=sys.stderr)
         return
     except OSError:
         pass
@@ -221,11 +222,10 @@ def _warn_stale_analysis(out: Path) -> None:
     except (AnalysisError, OSError, ValueError):
         return
     if diffs:
-        print(f"gradprobe study: warning: {out}/analysis.json does not match {out}/runs.csv ({'; '.join(diffs)}): "
+        print(f"gradprobe study: warning: {said}/analysis.json does not match {said}/runs.csv ({'; '.join(diffs)}): "
               f"runs.csv (or the plan) changed after the analysis, and calib refuses this study until it is "
-              f"re-analysed; the "
-              f"re-analysis goes to {out}/{REANALYSIS}/, not {out}/analysis.json: run `gradprobe study "
-              f"--analyze-only --out {out} --overwrite-analysis` to rewrite it", file=sys.stderr)
+              f"re-analysed; the re-analysis goes to {said}/{REANALYSIS}/, not {said}/analysis.json: run {rewrite} "
+              "to rewrite it", file=sys.stderr)
 
 
 def _analyze_only(args) -> int:
@@ -258,15 +258,16 @@ def _analyze_only(args) -> int:
         return _err(str(e))
     for r in result.get("missing_runs") or []:
         print(f"gradprobe study: warning: run {r['arm']} seed {r['seed']} of the plan is missing from "
-              f"{out}/runs.csv: {r['reason']}; the analysis reads {r['arm']} without it (analysis.json "
+              f"{shown(str(out))}/runs.csv: {r['reason']}; the analysis reads {r['arm']} without it (analysis.json "
               "missing_runs)", file=sys.stderr)
     print(format_rankings(result))
+    said, into = shown(str(out)), shown(str(target))  # a newline or tab in the path escaped: one line
     if target == out:
-        print(f"\nwrote {out}/analysis.json and {out}/figures/")
+        print(f"\nwrote {said}/analysis.json and {said}/figures/")
     else:
-        print(f"\n{out}/analysis.json exists (the study's own analysis; kept as it is): wrote the re-analysis to "
-              f"{target}/analysis.json, {target}/figures/ and {target}/report.txt (--overwrite-analysis rewrites "
-              f"{out}/analysis.json instead)")
+        print(f"\n{said}/analysis.json exists (the study's own analysis; kept as it is): wrote the re-analysis to "
+              f"{into}/analysis.json, {into}/figures/ and {into}/report.txt (--overwrite-analysis rewrites "
+              f"{said}/analysis.json instead)")
     return 0
 
 
@@ -368,5 +369,6 @@ def _study_command(args) -> int:
         analysis = json.loads((Path(args.out) / "analysis.json").read_text())
         print()
         print(format_rankings(analysis))
-        print(f"\nwrote {args.out}/runs.csv, {args.out}/analysis.json, {args.out}/figures/")
+        out = shown(str(args.out))  # a newline or tab in the path escaped: one line
+        print(f"\nwrote {out}/runs.csv, {out}/analysis.json, {out}/figures/")
     return 0 if res.ok else 1

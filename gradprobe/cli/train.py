@@ -17,9 +17,12 @@ from pathlib import Path
 
 from ..layout import CHECKPOINT_POINTER, METRICS_JSONL, SUMMARY_JSON
 from ..outputs import removed_if_left_empty
+from ..tables import shown
+from ..training.budget import budget_text
 from ..training.errors import NonFiniteRunError
 from ..training.plan import PlanError, load_plan, shorten_budget
 from ..training.run_folder import recorded_budget_flags, refuse_other_output
+from ..training.specs import BUDGET_FLAGS
 from .args import HelpFormatter, add_report_to, integer, out_path, seed_int, token_count
 from .probe import Terminated, terminate_cleanly
 
@@ -83,14 +86,15 @@ def interrupt_message(out, checkpoint_every: int | None = None) -> str:
         name, at = ckpt["checkpoint"], int(ckpt["update"])
     except (OSError, ValueError, KeyError, TypeError):
         name = at = None
+    where = shown(str(out))  # a newline or tab in the path escaped: one line
     if name is not None:
-        redo = f"; the {done - at} update(s) done after it are redone" if done > at else ""
-        return (f"running the same command again resumes from {name} (update {at}) in {out}{redo}")
-    every = f" (checkpoint_every = {checkpoint_every} updates)" if checkpoint_every else ""
+        redo = f"; the {done - at:,} update(s) done after it are redone" if done > at else ""
+        return f"running the same command again resumes from {shown(str(name))} (update {at:,}) in {where}{redo}"
+    every = f" (checkpoint_every = {checkpoint_every:,} updates)" if checkpoint_every else ""
     if done:
-        return (f"it stopped after {done} update(s), before the first checkpoint{every}: there is nothing to "
+        return (f"it stopped after {done:,} update(s), before the first checkpoint{every}: there is nothing to "
                 f"resume from, so running the same command again starts this run over from update 0 (the "
-                f"{done} update(s) in {out} are discarded)")
+                f"{done:,} update(s) in {where} are discarded)")
     return (f"it stopped before the first update and the first checkpoint{every}: running the same command again "
             f"starts the run from update 0")
 
@@ -117,8 +121,8 @@ def train_main(args) -> int:
             return _train_command(args)
     except Terminated:  # outside the run: while the modules loaded, or after it finished, while its lines printed
         if _finished(args.out):
-            print(f"gradprobe train: terminated (SIGTERM) after the run in {args.out} had finished; its files are "
-                  "kept", file=sys.stderr)
+            print(f"gradprobe train: terminated (SIGTERM) after the run in {shown(str(args.out))} had finished; its "
+                  "files are kept", file=sys.stderr)
         else:
             print(f"gradprobe train: terminated (SIGTERM); {interrupt_message(args.out)}", file=sys.stderr)
         return 143
@@ -169,12 +173,13 @@ def _train_command(args) -> int:
         print(f"gradprobe train: error: {e}{_after_reward_error(e, args.out, run)}", file=sys.stderr)
         return 2
     acc = summary.get("final_greedy_accuracy")
-    print(f"{run.arm} seed {run.seed}: {summary['updates']} updates, stop: {summary['stop_reason']} "
+    print(f"{run.arm} seed {run.seed}: {summary['updates']:,} updates, stop: {summary['stop_reason']} "
           f"({summary.get('budget_spent')}), final greedy accuracy {acc}, overshoot {summary['overshoot']}; "
-          f"wrote {args.out}/{SUMMARY_JSON}")
+          f"wrote {shown(f'{args.out}/{SUMMARY_JSON}')}")  # a newline in --out escaped: one line
     if run.budget_override:
-        flags = " ".join(f"{f} {v:g}" for f, v in run.budget_override["flags"].items())
-        plan = ", ".join(f"{k} {v:,g}" for k, v in run.budget_override["plan_budget"].items())
+        kind_of = {flag: kind for kind, flag in BUDGET_FLAGS.items()}
+        flags = " ".join(f"{f} {budget_text(kind_of[f], v)}" for f, v in run.budget_override["flags"].items())
+        plan = ", ".join(f"{k} {budget_text(k, v)}" for k, v in run.budget_override["plan_budget"].items())
         print(f"note: shortened from the command line ({flags}); the plan's budget: {plan}; this run is not "
               f"comparable with the plan's full-budget runs")
     return 0

@@ -274,8 +274,8 @@ def arm_row(st: Setting, arm: str, spec: dict) -> dict:
     if st.ref_where is not None and not is_ref:
         undefined_probe_columns(row)
     if not is_ref and math.isfinite(n_pt) and n_pt > arm_curve.max_update * 1.0001:
-        arm_notes.append(f"its {n_pt:.0f} effective updates lie beyond the curve's last eval (update "
-                         f"{arm_curve.max_update:g}): extrapolated")
+        arm_notes.append(f"its {n_pt:,.0f} effective updates lie beyond the curve's last eval (update "
+                         f"{_update_no(arm_curve.max_update)}): extrapolated")
     row.update(effective_updates=n_pt, forecast_accuracy=acc, forecast_gain=gain, gain_interval=iv, method=used,
                note="; ".join(arm_notes),
                verdict=reference_verdict(st.ref_where, st.guided) if is_ref
@@ -370,8 +370,8 @@ def _mismatch_notes(curve: ReferenceCurve, cfg: dict, n_ref: float) -> list[str]
                      "points: grpo's accuracy drops with updates): forecasts read off it reward FEWER updates, so a "
                      "costlier or less efficient reward looks better; check the curve")
     if n_ref > curve.max_update * 1.0001:
-        notes.append(f"grpo's {n_ref:.0f} updates at this budget lie beyond the curve's last eval (update "
-                     f"{curve.max_update:g}): its accuracy there is the fit's extrapolation")
+        notes.append(f"grpo's {n_ref:,.0f} updates at this budget lie beyond the curve's last eval (update "
+                     f"{_update_no(curve.max_update)}): its accuracy there is the fit's extrapolation")
     lr_probe, lr_curve_rate = cfg.get("lr"), curve.metadata.get("lr")
     if lr_probe and lr_curve_rate and not math.isclose(float(lr_probe), float(lr_curve_rate), rel_tol=1e-6):
         notes.append(f"the probe's --lr {float(lr_probe):g} differs from the curve's training rate "
@@ -415,11 +415,17 @@ def _ceiling_notes(curve: ReferenceCurve, n_ref: float) -> list[str]:
     p = curve.params
     if (getattr(curve, "status", None) or {}).get("A") != "at_bound" or not p["A"] > p["R0"]:
         return []
-    where = (f"grpo's {n_ref:.0f} updates at this budget lie within its evals" if n_ref <= curve.max_update * 1.0001
-             else f"grpo's {n_ref:.0f} updates at this budget lie beyond them, read on the bound")
+    where = (f"grpo's {n_ref:,.0f} updates at this budget lie within its evals" if n_ref <= curve.max_update * 1.0001
+             else f"grpo's {n_ref:,.0f} updates at this budget lie beyond them, read on the bound")
     return [f"the reference curve's asymptote A sits at its bound ({p['A']:.0f} points: not identified): its evals "
-            f"(up to update {curve.max_update:g}) do not reach their ceiling, so the ceiling is unknown and readings "
-            f"far beyond its last eval rest on the bound, not on evals; {where}"]
+            f"(up to update {_update_no(curve.max_update)}) do not reach their ceiling, so the ceiling is unknown and "
+            f"readings far beyond its last eval rest on the bound, not on evals; {where}"]
+
+
+def _update_no(update: float) -> str:
+    """An update number or count of updates (a curve's eval update, a limit: a float, maybe fractional) by all its
+    digits, thousands separated: ``22,400``, ``1,500,000`` (``:g`` would print ``1.5e+06``), ``12.5``."""
+    return f"{int(update):,}" if float(update).is_integer() and abs(update) < 2**53 else f"{update:,g}"
 
 
 def _falls(curve: ReferenceCurve) -> bool:
@@ -517,12 +523,12 @@ def extrapolation_reason(n: float, curve: ReferenceCurve, who: str, value: float
         return None
     most = value * limit / n
     fix = (f"give a budget of at most {format_budget(most, kind)}{' tokens' if kind == 'tokens' else ''}"
-           if math.isfinite(most) else f"give a budget within {limit:g} updates")
+           if math.isfinite(most) else f"give a budget within {_update_no(limit)} updates")
     times = n / curve.max_update
     times_s = f"{times:,.0f}" if times >= 100 else f"{times:.3g}"
     return (f"{who} {n:,.0f} effective updates lie {times_s}x past the curve's last eval (update "
-            f"{curve.max_update:g}), beyond the {EXTRAPOLATION_LIMIT:g}x over which a sigmoid's extrapolation is "
-            f"validated: {fix}, or a curve evaluated further")
+            f"{_update_no(curve.max_update)}), beyond the {EXTRAPOLATION_LIMIT:g}x over which a sigmoid's "
+            f"extrapolation is validated: {fix}, or a curve evaluated further")
 
 
 def _curve_differences(curve: ReferenceCurve, cfg: dict) -> list[tuple[str, str, str]]:
@@ -600,18 +606,18 @@ def no_verdict_reasons(curve: ReferenceCurve, n_ref: float, tokens_ref: float, k
                  else "a budget that reaches it")
         if n_ref >= 1 and first >= TOKENS_COLUMN_FIRST_EVAL:  # evals that start where a token column puts them
             reasons.append(f"grpo's {n_ref:.3g} updates at this budget lie before the curve's first eval after update "
-                           f"0 (update {first:g}), so the forecast rests on no eval: does the curve's update column "
-                           f"hold tokens or samples instead of updates (one grpo update here is {tokens_ref:,.0f} "
-                           f"generated tokens)? Else give {reach}")
+                           f"0 (update {_update_no(first)}), so the forecast rests on no eval: does the curve's "
+                           f"update column hold tokens or samples instead of updates (one grpo update here is "
+                           f"{tokens_ref:,.0f} generated tokens)? Else give {reach}")
         elif n_ref < 1:
             reasons.append(f"the budget buys grpo {n_ref:.3g} of one update ({tokens_ref:,.0f} generated tokens each), "
                            f"less than one update and short of the curve's first eval after update 0 (update "
-                           f"{first:g}), so the forecast rests on no eval: give {reach}")
+                           f"{_update_no(first)}), so the forecast rests on no eval: give {reach}")
         else:
             reasons.append(f"the budget buys grpo {n_ref:.3g} updates ({tokens_ref:,.0f} generated tokens each), "
-                           f"before the curve's first eval after update 0 (update {first:g}), so the forecast rests "
-                           f"on no eval: give {reach}; or, if the curve's update column holds tokens or samples "
-                           "instead of updates, convert it to updates")
+                           f"before the curve's first eval after update 0 (update {_update_no(first)}), so the "
+                           f"forecast rests on no eval: give {reach}; or, if the curve's update column holds tokens or "
+                           "samples instead of updates, convert it to updates")
     beyond = extrapolation_reason(n_ref, curve, "grpo's", n_ref * tokens_ref if kind == "tokens" else math.nan, kind)
     return "; ".join(reasons + ([beyond] if beyond else [])) or None
 

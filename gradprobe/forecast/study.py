@@ -38,7 +38,7 @@ import pandas as pd
 
 from ..layout import (ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, RETRAIN_CLAUSE, keeps_runs, probe_dir,
                       rerun_advice, study_probe_advice)
-from ..outputs import is_json_number, json_number_text, json_short, read_probe_json
+from ..outputs import is_json_number, json_number_text, json_short, read_probe_json, shell_word
 from ..probe_keys import arm_entry
 from .analysis_reads import REBUILD_ANALYSIS  # defined there for the curve reader; calib imports it from here
 from .budget_forecast import forecast_rewards
@@ -243,7 +243,7 @@ def _warn_skipped_evals(study_dir: Path, curve: ReferenceCurve) -> None:
         warnings.warn(f"{study_dir}: {note}; the study's own grpo curve, which every forecast of its rows reads, is "
                       "fitted without them. Fill those cells in (each run's metrics.jsonl holds its evals), or, where "
                       "the study's run folders are kept, rewrite runs.csv by running its plan.toml again with --out "
-                      f"{study_dir} (finished runs are not redone)", SkippedEvalsWarning, stacklevel=3)
+                      f"{shell_word(study_dir)} (finished runs are not redone)", SkippedEvalsWarning, stacklevel=3)
 
 
 def _arms_fix(study_dir: Path) -> str:
@@ -253,8 +253,8 @@ def _arms_fix(study_dir: Path) -> str:
     if not keeps_runs(study_dir):
         return (f"restore it from a copy of the study ({study_dir} has no runs/: resuming the study to write it again "
                 f"{RETRAIN_CLAUSE})")
-    return (f"resume the study with `gradprobe study {study_dir / PLAN_COPY} --out {study_dir}`, which writes it "
-            "again (finished runs and a finished probe are kept)")
+    return (f"resume the study with `gradprobe study {shell_word(study_dir / PLAN_COPY)} --out "
+            f"{shell_word(study_dir)}`, which writes it again (finished runs and a finished probe are kept)")
 
 
 def _missing_probe_fix(study_dir: Path) -> str:
@@ -272,7 +272,8 @@ def _missing_probe_fix(study_dir: Path) -> str:
     if not keeps_runs(study_dir):
         return (f"{why}: restore {study_dir / 'probe'} from a copy of the study that holds it ({study_dir} has no "
                 f"runs/: resuming the study to run its probe {RETRAIN_CLAUSE})")
-    resume = f"`gradprobe study {study_dir}/plan.toml --out {study_dir}` (it keeps finished runs and runs only the probe)"
+    resume = (f"`gradprobe study {shell_word(study_dir / PLAN_COPY)} --out {shell_word(study_dir)}` (it keeps finished "
+              "runs and runs only the probe)")
     return f"{why}; run it again with {resume}" if failed else f"{why}: run it with {resume}"
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..layout import EVAL_ITEMS_GZ, PLAN_COPY, keeps_runs
 from ..layout import EVAL_ITEMS_JSONL as EVAL_ITEMS
-from ..outputs import error_text
+from ..outputs import error_text, shell_word
 
 __all__ = ["EVAL_ITEMS", "EVAL_ITEMS_GZ", "ITEM_ACCURACY_TOL", "SHOWN", "ItemsFileError", "restore_runs_csv_fix",
            "rows_named", "run_key", "csv_run_evals", "is_number", "same_training", "items_name", "item_lines",
@@ -58,9 +58,9 @@ def restore_runs_csv_fix(study_dir: str | Path | None) -> str:
                 "runs.csv), or restore it from a copy")
     d = Path(study_dir)
     if keeps_runs(d):
-        return (f"rebuild it from the run folders: `gradprobe study {d / 'plan.toml'} --out {d}` rewrites runs.csv "
-                f"from {d / 'runs'}/ARM/seedS/metrics.jsonl without redoing the finished runs (--analyze-only only "
-                "reads runs.csv)")
+        return (f"rebuild it from the run folders: `gradprobe study {shell_word(d / PLAN_COPY)} --out {shell_word(d)}` "
+                f"rewrites runs.csv from {d / 'runs'}/ARM/seedS/metrics.jsonl without redoing the finished runs "
+                "(--analyze-only only reads runs.csv)")
     return (f"restore it from a copy: {d} has no runs/ folder to rebuild it from (`gradprobe study PLAN --out DIR` "
             "rewrites runs.csv from DIR/runs/ARM/seedS/metrics.jsonl)")
 
@@ -145,7 +145,8 @@ def item_lines(study_dir: str | Path) -> list[dict] | None:
         except (OSError, EOFError, UnicodeDecodeError, ValueError, zlib.error) as e:  # cut, not gzip, not JSON lines
             raise ItemsFileError(f"{gz} cannot be read ({error_text(e)}): the "
                                  "per-item results were cut or damaged; restore the file from the study, or, where its "
-                                 f"run folders are kept, `gradprobe study {study_dir / PLAN_COPY} --out {study_dir}` "
+                                 f"run folders are kept, `gradprobe study {shell_word(study_dir / PLAN_COPY)} --out "
+                                 f"{shell_word(study_dir)}` "
                                  "rewrites it from runs/ARM/seedS/eval_items.jsonl (finished runs are not redone)"
                                  ) from None
     lines = []

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..layout import (ANALYSIS_JSON, ARMS_JSON, CONFIG_JSON, EARLIER_MANIFEST, EARLIER_PROBE, EVAL_ITEMS_GZ, FIGURES,
                       GUIDED_PROBES, METRICS_JSONL, OUTPUT_KINDS, PLAN_COPY, PROBE_BATCH_DIR, PROBE_FILES, RUNS_CSV,
                       STUDY_JSON, SUMMARY_JSON, WEIGHTS_DIR, keeps_runs, output_kind)
-from ..outputs import OutputDirError, error_text, output_error, prepare_output_dir
+from ..outputs import OutputDirError, error_text, output_error, prepare_output_dir, shell_word
 
 __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now",
            "hold_run_folder", "refuse_other_output", "run_damage", "check_run_folders", "read_study_json",
@@ -539,9 +539,9 @@ def study_json_fix(out: str | Path) -> str:
     time are lost), or, without ``runs/`` (a shipped study keeps only its tables), from a copy."""
     d = Path(out)
     if keeps_runs(d):
-        return (f"restore it from a copy, or delete it and run `gradprobe study {d / 'plan.toml'} --out {d}` to "
-                f"rebuild it from {d / 'runs'} (finished runs are not redone; the recorded invocations and wall "
-                f"time are lost)")
+        return (f"restore it from a copy, or delete it and run `gradprobe study {shell_word(d / PLAN_COPY)} --out "
+                f"{shell_word(d)}` to rebuild it from {d / 'runs'} (finished runs are not redone; the recorded "
+                "invocations and wall time are lost)")
     return f"restore it from a copy of the study ({d} has no runs/ folder to rebuild it from)"
 
 

@@ -86,7 +86,13 @@ def never_trained_text(runs) -> str:
     recs = never_trained_records(runs)
     if not recs:
         return UNREADABLE_RECORDS
-    return "; ".join(f"seed {r.get('seed')}: {r.get('why')} ({r.get('updates')} updates)" for r in recs)
+    return "; ".join(f"seed {r.get('seed')}: {r.get('why')} ({_count(r.get('updates'))} updates)" for r in recs)
+
+
+def _count(value) -> str:
+    """A record's count of updates as a message prints it: an int with thousands separators (``1,500``), anything
+    else (a damaged record's ``null`` or text) as ``str`` does."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
 def never_trained_why(arm: str, runs: list[dict]) -> str:

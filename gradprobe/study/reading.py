@@ -29,6 +29,7 @@ from ..forecast.study_items import (EVAL_ITEMS, EVAL_ITEMS_GZ, ITEM_ACCURACY_TOL
 from ..forecast.study_items import SHOWN as _SHOWN, csv_run_evals as _csv_run_evals, rows_named as _rows_named
 from ..forecast.study_items import run_key as _run_key, same_training as _same_training
 from ..layout import OUTPUT_KINDS, PLAN_COPY, keeps_runs, output_kind
+from ..outputs import shell_word
 from ..training.plan import load_plan
 
 
@@ -189,7 +190,7 @@ def _runs_csv_bytes(study_dir) -> tuple[Path, bytes]:
         d = Path(study_dir)
         if (d / "analysis.json").is_file() and not keeps_runs(d):  # analysed, its runs not kept: shipped
             raise AnalysisError(f"{path} does not exist; {restore_runs_csv_fix(study_dir)}")
-        raise AnalysisError(f"{path} does not exist; run `gradprobe study PLAN --out {study_dir}` first")
+        raise AnalysisError(f"{path} does not exist; run `gradprobe study PLAN --out {shell_word(study_dir)}` first")
     return path, path.read_bytes()
 
 
@@ -858,7 +859,8 @@ def frozen_plan(study_dir: str | Path, record: dict | None = None):
     src, sha = record.get("plan_path"), record.get("plan_sha256")
     which = "the plan file the study ran" + (f" ({src} per study.json, sha256 {sha})" if src and sha else
                                              f" (study.json: sha256 {sha})" if sha else "")
-    rerun = (f", or run `gradprobe study {src or 'PLAN'} --out {d}`, which writes it back when that plan has the "
+    plan = shell_word(str(src)) if src else "PLAN"  # quoted for a shell (a damaged record's value as text)
+    rerun = (f", or run `gradprobe study {plan} --out {shell_word(d)}`, which writes it back when that plan has the "
              "frozen sha256 (finished runs are not redone)") if keeps_runs(d) else ""
     raise AnalysisError(f"{p} does not exist: the analysis needs the study's frozen plan (without it the budgets, "
                         "the promised eval gaps and the hypotheses are lost: matched points fall back to the runs' "

@@ -15,6 +15,7 @@ import os
 import sys
 import warnings
 from contextvars import ContextVar
+from decimal import Decimal
 
 from ..outputs import beyond_float
 from ..token_counts import parse_token_count
@@ -24,11 +25,13 @@ from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, R
 
 __all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS", "too_small_message", "named_as_arguments",
            "MAX_WHOLE_BUDGET", "reachable_updates", "ROLLOUT_ONLY_REWARDS", "most_tokens_per_update",
-           "OutOfReachWarning", "reach_warned_once"]
+           "OutOfReachWarning", "reach_warned_once", "budget_text"]
 
 #: The largest budget of updates or generated tokens (a plan's ``[budget]``, ``--updates``, ``budget_tokens=``): an
 #: int64, what the ledger and the JSON readers hold (as :func:`gradprobe.token_counts.parse_token_count`'s maximum).
 MAX_WHOLE_BUDGET = 2**63 - 1
+#: The budget kinds counted in whole units (tokens, updates): printed by all their digits (:func:`budget_text`)
+_WHOLE = ("generated_tokens", "updates")
 
 #: The built-in rewards that charge no generated tokens beyond the rollouts (their ``RewardOutput.generated_tokens`` is
 #: ``{}`` and they sample nothing): the outcome rewards (:mod:`gradprobe.rewards.outcome`, ``outcome_loo``), the
@@ -145,7 +148,7 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
                             f"records (an int64); give [budget] {k} at most {MAX_WHOLE_BUDGET}")
     if budget.updates is not None and budget.updates < 1:  # as --updates 0 is refused (_check_override)
         raise PlanError(f"budget.updates must be a whole number > 0 (a budget the run can spend), got "
-                        f"{budget.updates}; give [budget] updates at least 1 (one update)")
+                        f"{budget_text('updates', budget.updates)}; give [budget] updates at least 1 (one update)")
     if budget.updates is not None:
         _check_save_weights_at(budget.updates, arms, base)
     if budget.generated_tokens is not None:
@@ -155,8 +158,8 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
         b, g = sizes[arm].prompts_per_update, sizes[arm].group
         if budget.generated_tokens < b * g:
             others = _alternatives(_PLAN_NAMES, tuple(budget.given()), ("generated_tokens",))
-            raise PlanError(_below_one_update(f"budget.generated_tokens = {budget.generated_tokens}", arm, b, g,
-                                              max_new_tokens, "[budget] generated_tokens", others))
+            said = f"budget.generated_tokens = {budget_text('generated_tokens', budget.generated_tokens)}"
+            raise PlanError(_below_one_update(said, arm, b, g, max_new_tokens, "[budget] generated_tokens", others))
     if budget.updates is not None and budget.generated_tokens is not None and max_new_tokens is not None:
         _check_tokens_reachable(budget.updates, budget.generated_tokens, arms, base, max_new_tokens, check_reach,
                                 (path, sha256))
@@ -232,7 +235,7 @@ def _tokens_out_of_reach(said: str, arm: str, reward: str, b: int, g: int, most_
 
 def _fewest(tokens: int, per: int) -> str:
     """The fewest updates whose most tokens (``per`` each) reach ``tokens``, with why it is only a floor."""
-    return (f"{reachable_updates(tokens, per):,} (ceil({tokens:,} / {per:,}): the fewest with which the token budget "
+    return (f"{reachable_updates(tokens, per):_} (ceil({tokens:,} / {per:,}): the fewest with which the token budget "
             f"can be spent at all, and then only by completions of max_new_tokens tokens each; shorter completions "
             f"need more)")
 
@@ -245,8 +248,8 @@ def _check_save_weights_at(updates: int, arms: dict[str, ArmSpec], base: TrainCo
         past = [u for u in listed if u > updates]
         if past:
             raise PlanError(f"{where}.save_weights_at lists update(s) {', '.join(map(str, past))} past budget.updates "
-                            f"= {updates}: a run makes {updates} update(s), so no weights would be kept for them; "
-                            f"list updates from 1 to {updates} or raise [budget] updates")
+                            f"= {updates:,}: a run makes {updates:,} update(s), so no weights would be kept for them; "
+                            f"list updates from 1 to {updates:_} or raise [budget] updates")
 
 
 #: The keyword arguments of :func:`gradprobe.train` that shorten each budget kind (its messages name them, as the
@@ -344,7 +347,7 @@ def shorten_budget(run: RunConfig, overrides: dict[str, float | None], *, python
     tokens = given.get("generated_tokens")
     if tokens is not None and tokens < minimum:
         raise PlanError(_too_few_tokens(run, tokens, names, tuple(given)))
-    kinds = {k: (int(v) if k in ("generated_tokens", "updates") else float(v)) for k, v in given.items()}
+    kinds = {k: (int(v) if k in _WHOLE else float(v)) for k, v in given.items()}
     record = {"flags": {BUDGET_FLAGS[k]: v for k, v in kinds.items()}, "plan_budget": plan_budget}
     _check_updates_with_tokens(run, given, plan_budget, names, resumed=record["flags"] == resumed_flags)
     budget = dataclasses.replace(run.budget, **kinds)
@@ -382,7 +385,7 @@ def _check_updates_with_tokens(run: RunConfig, given: dict, plan_budget: dict, n
         return
     n, tokens, plan_updates = int(cap), int(given["generated_tokens"]), plan_budget.get("updates")
     flag = _said(names, "generated_tokens", f"{tokens:,}")
-    said = f"{flag} is out of reach of " + (_said(names, "updates", n) if updates is not None else
+    said = f"{flag} is out of reach of " + (_said(names, "updates", f"{n:,}") if updates is not None else
                                            f"the plan's budget.updates = {n:,}")
     facts = _tokens_out_of_reach(said, run.arm, run.reward, b, g, run.sampling.max_new_tokens, "", n, tokens)
     if resumed:  # the run was started with these flags before they were refused: it resumes as it was made
@@ -391,7 +394,7 @@ def _check_updates_with_tokens(run: RunConfig, given: dict, plan_budget: dict, n
                            f"and stops on updates with the token budget unspent (a new run with them is refused)",
                            ("run", facts))
         return
-    bound = f"{names['generated_tokens']} at most {n * most:,} (below which it can bind)"
+    bound = f"{names['generated_tokens']} at most {n * most:_} (below which it can bind)"
     if updates is None:
         fix = f"the flag is a no-op; give {bound} or leave it out"
     elif plan_updates is not None and reachable_updates(tokens, most) > int(plan_updates):
@@ -411,12 +414,12 @@ def _unreachable_updates(run: RunConfig, updates: int, tokens: int, names: dict,
     b, g = run.train.prompts_per_update, run.train.group
     most = reachable_updates(tokens, b * g)
     source = names["generated_tokens"].rstrip("=") if flag_given else "the plan's budget.generated_tokens"
-    return (f"{_said(names, 'updates', updates)} conflicts with {source} = {tokens:,}: each update of arm "
+    return (f"{_said(names, 'updates', f'{updates:,}')} conflicts with {source} = {tokens:,}: each update of arm "
             f"{run.arm!r} costs at least B * G = {b} * {g} = {b * g:,} tokens (completions of one token or more) and "
-            f"an update starts only while fewer than {tokens:,} tokens are spent, so the run makes at most {most} "
-            f"update{'s' if most != 1 else ''} (at least {most} * {b * g:,} = {most * b * g:,} tokens spent after "
-            f"the last) and always stops on tokens before update {updates}; give {names['updates']} at most {most} "
-            f"({_reached_if(most, tokens)}) or only one of the two")
+            f"an update starts only while fewer than {tokens:,} tokens are spent, so the run makes at most {most:,} "
+            f"update{'s' if most != 1 else ''} (at least {most:,} * {b * g:,} = {most * b * g:,} tokens spent after "
+            f"the last) and always stops on tokens before update {updates:,}; give {names['updates']} at most "
+            f"{most:_} ({_reached_if(most, tokens)}) or only one of the two")
 
 
 def _reached_if(most: int, tokens: int) -> str:
@@ -424,14 +427,14 @@ def _reached_if(most: int, tokens: int) -> str:
     the updates before it spent fewer than ``tokens`` (completions of about one token)."""
     if most == 1:
         return "update 1 always starts"
-    before = "update 1 spends" if most == 2 else f"the first {most - 1} updates spend"
+    before = "update 1 spends" if most == 2 else f"the first {most - 1:,} updates spend"
     return f"reached only if {before} fewer than {tokens:,} tokens: completions of about one token"
 
 
 def _too_few_tokens(run: RunConfig, tokens: int, names: dict, given: tuple[str, ...]) -> str:
     """The error of a token override below B * G (:func:`shorten_budget`, :func:`_below_one_update`), offering only
     the budget kinds not in ``given``."""
-    said = _said(names, 'generated_tokens', f'{tokens:,g}')
+    said = _said(names, 'generated_tokens', f'{tokens:,}')
     return _below_one_update(said, run.arm, run.train.prompts_per_update, run.train.group,
                              run.sampling.max_new_tokens, names["generated_tokens"],
                              _alternatives(names, given, ("generated_tokens",)))
@@ -446,7 +449,7 @@ def _below_one_update(said: str, arm: str, b: int, g: int, most_len: int | None,
     upper = (f", up to {b} * {g} * max_new_tokens {most_len} = {b * g * most_len:,} rollout tokens"
              if most_len is not None else "")
     return (f"{said} is smaller than one update of arm {arm!r}: B * G = {b} * {g} completions of at least one token "
-            f"each; give {fix} at least {b * g} (a lower bound only: one update costs about B * G * the mean "
+            f"each; give {fix} at least {b * g:_} (a lower bound only: one update costs about B * G * the mean "
             f"completion length{upper}, and a budget below update 1's cost stops after update 1; a useful run needs "
             f"many updates)" + (f"; {others}" if others else ""))
 
@@ -455,7 +458,7 @@ def _override_range(kind: str) -> str:
     """The values a budget override of ``kind`` takes, as its error states them: a whole number of tokens or updates
     in [1, 2**63 - 1] (:data:`MAX_WHOLE_BUDGET`), a finite number > 0 of FLOPs or seconds (a float: at most
     1.8e308)."""
-    if kind in ("generated_tokens", "updates"):
+    if kind in _WHOLE:
         return "a whole number in [1, 2**63 - 1]"
     return f"a finite number > 0 and at most {sys.float_info.max:.2g} (the largest float)"
 
@@ -464,6 +467,39 @@ def _said(names: dict, kind: str, value) -> str:
     """A budget override as its caller wrote it: ``--updates 20`` (a flag, :data:`BUDGET_FLAGS`) or ``updates=20``
     (an argument of :func:`gradprobe.train`, :data:`BUDGET_ARGUMENTS`)."""
     return f"{names[kind]}{value}" if names[kind].endswith("=") else f"{names[kind]} {value}"
+
+
+def budget_text(kind: str, value, sep: str = ",", spec: str = "g") -> str:
+    """A budget ``value`` of ``kind`` (:data:`~gradprobe.training.specs.BUDGET_KINDS`) as a message prints it, every
+    digit kept, so that a refusal names the very number given (``:g`` printed ``--updates 2345678`` as
+    ``2.34568e+06``).
+
+    A whole number of tokens or updates (an int, or a whole float below 2**53; ``1e30`` reads as ``1e+30``), and an
+    int beyond a float, is written by all its digits with ``sep`` between thousands: ``","`` in prose
+    (``2,345,678``), ``"_"`` in advice to paste into a flag, an argument of :func:`gradprobe.train` or the plan
+    (``2_345_678``: ``int``, ``float``, :func:`gradprobe.token_counts.parse_token_count`, Python and TOML all read
+    it). Any other number (FLOPs, seconds, a fractional count) is written by the format ``spec`` (``"g"``:
+    ``1e+18``, ``2.5``; ``".0f"``: ``8,000,000,000``) where that keeps its value exactly, else by its shortest
+    exact decimal (``1,234,567.5``: the digits of ``repr``, ``.0`` dropped); ``nan`` and ``inf`` as such. An int
+    beyond a float is printed whole: the callers shorten one of thousands of digits first
+    (:func:`~gradprobe.training.coerce.echo_value`).
+
+    Raises
+    ------
+    TypeError
+        ``value`` is no real number (an int, a float, a numpy scalar).
+    """
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"a budget is a real number (an int or float), got {type(value).__name__}")
+    exact = int(value) if isinstance(value, numbers.Integral) else float(value)
+    whole = isinstance(exact, int) or (abs(exact) < 2**53 and exact == int(exact))  # 1e30 is no count typed
+    if (kind in _WHOLE and whole) or (isinstance(exact, int) and beyond_float(exact)):
+        return f"{int(exact):{sep}}"
+    text = f"{exact:{sep}{spec}}"
+    if not math.isfinite(exact) or Decimal(text.replace(sep, "")) == Decimal(exact):
+        return text
+    text = format(exact, sep) if isinstance(exact, float) else f"{exact:{sep}}"  # repr's digits: the value again
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _token_text(value, name: str):
@@ -483,12 +519,12 @@ def _check_override(kind: str, value, plan_budget: dict, names: dict) -> None:
     kind; named as ``names`` (flags or arguments) name it, the value echoed shortened
     (:func:`~gradprobe.training.coerce.echo_value`: an integer of 5,000 digits by its first 40 and its length)."""
     flag = names[kind]
-    whole = kind in ("generated_tokens", "updates")
+    whole = kind in _WHOLE
     kind_of = "a whole number" if whole else "a finite number"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's numbers are Real, Decimal is not
         raise PlanError(f"{flag} must be {kind_of} > 0 (an int or float), got {echo_value(value)} of type "
                         f"{type(value).__name__}; pass int(...) or float(...) of it")
-    shown = echo_value(value) if beyond_float(value) else f"{value:g}"  # 10**400: no float to format
+    shown = echo_value(value) if beyond_float(value) else budget_text(kind, value)  # 10**400: no float to format
     if not (value > 0 and value < float("inf")) or (whole and value != int(value)):
         raise PlanError(f"{flag} must be {kind_of} > 0 (a budget the run can spend), got {shown}")
     if beyond_float(value) or (whole and value > MAX_WHOLE_BUDGET):  # 10**400 is no float, 2**63 no int64
@@ -497,9 +533,9 @@ def _check_override(kind: str, value, plan_budget: dict, names: dict) -> None:
         raise PlanError(f"{flag} must be {_override_range(kind)}, got {echo_value(value)}; {fix}")
     if kind in plan_budget and value > plan_budget[kind]:
         who = "the budget arguments" if flag.endswith("=") else "the command-line budgets"
-        raise PlanError(f"{_said(names, kind, f'{value:,g}')} is more than the plan's budget.{kind} = "
-                        f"{plan_budget[kind]:,g}: {who} only shorten a run; to lengthen it, raise [budget] "
-                        f"{kind} in the plan (a new plan, so its runs are not compared with the old ones)")
+        raise PlanError(f"{_said(names, kind, budget_text(kind, value))} is more than the plan's budget.{kind} = "
+                        f"{budget_text(kind, plan_budget[kind])}: {who} only shorten a run; to lengthen it, raise "
+                        f"[budget] {kind} in the plan (a new plan, so its runs are not compared with the old ones)")
 
 
 def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out, *,
@@ -548,8 +584,9 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out,
     flags = (run.budget_override or {}).get("flags", {})  # recorded under the flags' names, whoever gave them
     plan_budget = (run.budget_override or {}).get("plan_budget", run.budget.given())
     given = {k: BUDGET_FLAGS[k] in flags for k in over}
-    stated = {k: f"{names[k]}{v:,.0f}" if given[k] and python else  # budget_tokens=20 (as train() was called)
-              f"{names[k] if given[k] else f'budget.{k}'} = {v:,.0f}" for k, (v, _) in over.items()}
+    value = {k: budget_text(k, v, spec=".0f") for k, (v, _) in over.items()}  # every digit of the budget given
+    stated = {k: f"{names[k]}{value[k]}" if given[k] and python else  # budget_tokens=20 (as train() was called)
+              f"{names[k] if given[k] else f'budget.{k}'} = {value[k]}" for k in over}
     detail = "; ".join(f"{stated[k]} but one update of arm {run.arm!r} cost {c:,.0f}" for k, (_, c) in over.items())
     study = study_above(out)
     if study is not None:  # a study's run: its folder keeps the plan it was frozen with
@@ -579,8 +616,9 @@ _UNITS = {"generated_tokens": "tokens", "flops": "FLOPs"}
 
 
 def _cost(kind: str, cost: float) -> str:
-    """Update 1's ``cost`` in ``kind``'s unit (:data:`_UNITS`), rounded up: ``"4,492 tokens"``."""
-    return f"{math.ceil(cost):,} {_UNITS[kind]}"
+    """Update 1's ``cost`` in ``kind``'s unit (:data:`_UNITS`), rounded up, as the least value to give a flag or the
+    plan (pasteable: ``_`` between thousands, :func:`budget_text`): ``"4_492 tokens"``."""
+    return f"{math.ceil(cost):_} {_UNITS[kind]}"
 
 
 #: The plan's budget keys, as :func:`check_budget`'s messages name them where the command line names its flags
@@ -619,7 +657,7 @@ def _larger_budget(kind: str, cost: float, flag_given: bool, plan: float | None,
     if plan is None:
         return f"raise {flag} {least}"
     if _buys_update(plan, cost):
-        return (f"raise {flag} {least}, at most the plan's budget.{kind} = {plan:,.0f}, or leave it out to use the "
-                f"plan's budget")
-    return (f"leave out {flag} and raise budget.{kind} in the plan (its {plan:,.0f} is smaller than one update too) "
-            f"{least}")
+        return (f"raise {flag} {least}, at most the plan's budget.{kind} = {budget_text(kind, plan, spec='.0f')}, or "
+                f"leave it out to use the plan's budget")
+    return (f"leave out {flag} and raise budget.{kind} in the plan (its {budget_text(kind, plan, spec='.0f')} is "
+            f"smaller than one update too) {least}")

@@ -358,7 +358,7 @@ def _warn_unreached_weights(run: RunConfig, updates: int, out: Path) -> None:
     line, that ran out first; a plan whose ``budget.updates`` is below them is refused when read)."""
     missed = [u for u in run.train.save_weights_at if u > updates]
     if missed:
-        warnings.warn(f"arm {run.arm!r} seed {run.seed}: the run ended after {updates} update(s), so "
+        warnings.warn(f"arm {run.arm!r} seed {run.seed}: the run ended after {updates:,} update(s), so "
                       f"save_weights_at update(s) {', '.join(map(str, missed))} were never reached and no weights "
                       f"were written for them in {out / 'weights'}; list updates the budget reaches or raise the "
                       "budget",

@@ -60,7 +60,7 @@ from pathlib import Path
 
 from ..layout import (CHECKPOINT_POINTER, CONFIG_JSON, EVAL_ITEMS_JSONL, METRICS_JSONL, OUTPUT_KINDS, STUDY_JSON,
                       SUMMARY_JSON, output_kind)
-from ..outputs import OutputDirError, error_text, json_short, refuse_file_in_the_way
+from ..outputs import OutputDirError, error_text, json_short, refuse_file_in_the_way, shell_word
 from .errors import DamagedRunFolderError, RunConfigMismatchError
 
 __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", "other_output", "refuse_other_output",
@@ -144,7 +144,7 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
     if study is not None:
         raise OutputDirError(errno.EEXIST, (
             f"{out} is inside the study {study} ({STUDY_JSON}): its runs are trained and resumed by `gradprobe "
-            f"study --out {study}`; for a run of your own choose an --out outside the study"))
+            f"study --out {shell_word(study)}`; for a run of your own choose an --out outside the study"))
     what = other_output(out)
     if what is not None:
         raise OutputDirError(errno.EEXIST, (
@@ -1219,7 +1219,8 @@ def _relinked_fix(then: dict, now: dict, names: list[str]) -> str:
     """How to resume a run whose weight files ``names`` are links re-pointed since it started: point each back where
     the record says it pointed (``ln -sfn TARGET LINK``), or at the file of the recorded digest."""
     folder, old = Path(now["path"]), then.get("links") or {}
-    back = [f"`ln -sfn {old[n]} {folder / n}`" for n in names if n in old and Path(old[n]).is_file()]
+    back = [f"`ln -sfn {shell_word(old[n])} {shell_word(folder / n)}`" for n in names  # quoted for a shell
+            if n in old and Path(old[n]).is_file()]
     if len(back) == len(names):
         return f"to resume it, point {'each link' if len(names) > 1 else 'the link'} back: {', '.join(back)}"
     return (f"to resume it, point {', '.join(str(folder / n) for n in names)} back at the weights the run started "

@@ -245,5 +245,5 @@ def test_an_edited_study_probe_gets_one_fix(tmp_path):
     with pytest.raises(ValueError) as info:
         gradprobe.load_study(study)
     assert str(info.value).endswith(f"; restore the file, or delete {file} and resume the study with `gradprobe study "
-                                    f"{study / 'plan.toml'} --out {study}`, which re-runs the missing probe (finished "
-                                    "runs are kept)")
+                                    f"'{study / 'plan.toml'}' --out '{study}'`, which re-runs the missing probe "
+                                    "(finished runs are kept)")

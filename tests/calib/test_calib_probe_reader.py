@@ -42,7 +42,7 @@ def test_missing_and_bad_files_raise_calib_errors_naming_the_path(tmp_path):
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "probe.json").write_text("{\"rewards\": [")
     with pytest.raises(CalibrationApplyError,
-                       match=r"bad/probe.json is not valid JSON .*re-run `gradprobe probe --out .*bad`"):
+                       match=r"bad/probe.json is not valid JSON .*re-run `gradprobe probe --out '.*bad'`"):
         load_probe(tmp_path / "bad")
     (tmp_path / "bad" / "probe.json").write_text("{\"config\": {}}")
     with pytest.raises(CalibrationApplyError, match=r"bad/probe.json has no 'rewards' list"):

@@ -73,7 +73,7 @@ def test_a_probe_json_of_the_current_folder_gets_the_files_fix_not_the_dicts(tmp
     if damage is _no_budget:
         assert absolute.endswith("; re-run `gradprobe probe` (calib never edits probe.json)")
     else:
-        assert restore_advice(folder) in absolute and "--out ." in expected
+        assert restore_advice(folder) in absolute and "--out '.'" in expected
     monkeypatch.chdir(folder)  # restored by monkeypatch at the end of the test
     assert _cli_error(capsys, ".") == expected  # was: ...; pass the probe's result as gradprobe.probe returned it...
     assert _cli_error(capsys, "probe.json") == expected

@@ -168,8 +168,8 @@ def test_the_fix_of_a_study_with_run_folders_is_a_re_analysis(tmp_path):
     with pytest.raises(StudyFormatError) as e:
         study_never_trained([study])
     assert str(e.value) == (f"{study}/analysis.json field arms.mc_advantage.never_trained is 3, not {LIST}; re-analyse "
-                            f"the study with `gradprobe study {study}/plan.toml --analyze-only --overwrite-analysis "
-                            f"--out {study}` (it reads these records from the run folders again)")
+                            f"the study with `gradprobe study '{study}/plan.toml' --analyze-only --overwrite-analysis "
+                            f"--out '{study}'` (it reads these records from the run folders again)")
 
 
 LIST = f"absent, null or a list (each item {RECORD})"

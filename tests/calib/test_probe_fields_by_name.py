@@ -76,7 +76,7 @@ def test_load_probe_refuses_a_batch_entry_by_name_without_tokens_per_update(tmp_
     with pytest.raises(ValueError) as e:  # was: read
         gradprobe.load_probe(path.parent)
     assert str(e.value) == (f"{path} field batches[1].rewards['mc_value'].tokens_per_update is missing: {TOKENS_WHY}; "
-                            f"re-run `gradprobe probe --out {path.parent}` (with the same settings) to write the "
+                            f"re-run `gradprobe probe --out '{path.parent}'` (with the same settings) to write the "
                             "probe's files again")
 
 
@@ -88,7 +88,7 @@ def test_a_null_per_group_of_a_batch_entry_by_name_is_named_as_null(tmp_path):
         gradprobe.load_probe(path.parent)
     assert str(e.value) == (f"{path} field batches[1].rewards['hybrid_0.5'].per_group is null: the forecasts need it "
                             "(the per-group alignments the entry's efficiency is measured from); re-run `gradprobe "
-                            f"probe --out {path.parent}` (with the same settings) to write the probe's files again")
+                            f"probe --out '{path.parent}'` (with the same settings) to write the probe's files again")
 
 
 def test_calib_rows_refuses_a_studys_probe_with_load_probes_text(tmp_path, capsys):

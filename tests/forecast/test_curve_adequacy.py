@@ -83,7 +83,7 @@ def test_an_update_column_in_tokens_gives_no_verdict(tmp_path):
     assert curve.misfit is None and curve.first_eval == 22400.0  # its fit is fine: the budget reads none of it
     res = _forecast(curve)
     assert res.grpo_accuracy == pytest.approx(46.0, abs=0.05)  # R0: 55.8 updates on a curve whose evals start at 22400
-    why = ("grpo's 55.8 updates at this budget lie before the curve's first eval after update 0 (update 22400), so "
+    why = ("grpo's 55.8 updates at this budget lie before the curve's first eval after update 0 (update 22,400), so "
            "the forecast rests on no eval: does the curve's update column hold tokens or samples instead of updates "
            "(one grpo update here is 4,480 generated tokens)? Else give a budget of at least 100,352,000 tokens")
     assert res.no_verdict_reason == why

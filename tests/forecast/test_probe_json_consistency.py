@@ -85,7 +85,7 @@ def test_a_tripled_per_group_is_refused_naming_the_file_reward_both_values_and_t
         f"per-group lists give {tripled!r} (inner_product = sum(per_group), as the probe writes it): the file was "
         "edited or damaged after the probe wrote it, so a forecast from it would not be the probe's; restore the "
         f"file, or {rerun_advice(path.parent)}")
-    assert f"re-run `gradprobe probe --out {path.parent}`" in str(info.value)
+    assert f"re-run `gradprobe probe --out '{path.parent}'`" in str(info.value)
 
 
 def test_a_study_whose_probe_json_was_tripled_gives_no_forecast(tmp_path):

@@ -57,7 +57,7 @@ def _edit(file: Path, edit: str) -> str:
 def _expected_fix(kind: str, file: Path, study: Path | None, edited: bool) -> str:
     """The one fix, written out (not read from gradprobe.layout)."""
     if kind == "probe":
-        rerun = (f"re-run `gradprobe probe --out {file.parent}` (with the same settings) to write the probe's files "
+        rerun = (f"re-run `gradprobe probe --out '{file.parent}'` (with the same settings) to write the probe's files "
                  "again")
         return f"restore the file, or {rerun}" if edited else rerun
     if kind == "study without runs":
@@ -66,8 +66,8 @@ def _expected_fix(kind: str, file: Path, study: Path | None, edited: bool) -> st
                     "probe again would train every run again)")
         return (f"this is the probe of a study without run folders ({study} has no runs/: resuming it would train "
                 f"every run again): restore {file} from a copy of the study")
-    resume = (f"delete {file} and resume the study with `gradprobe study {study / 'plan.toml'} --out {study}`, which "
-              "re-runs the missing probe (finished runs are kept)")
+    resume = (f"delete {file} and resume the study with `gradprobe study '{study / 'plan.toml'}' --out '{study}'`, "
+              "which re-runs the missing probe (finished runs are kept)")
     return f"restore the file, or {resume}" if edited else f"this is a study's probe: {resume}"
 
 

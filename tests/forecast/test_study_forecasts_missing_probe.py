@@ -65,8 +65,8 @@ def test_a_study_run_without_its_probe(study):
     with pytest.raises(FileNotFoundError) as e:
         study_forecasts(study)
     assert str(e.value) == (f"{study}/probe/probe.json is missing; the study has no probe (it ran with --no-probe, or "
-                            f"stopped during the probe): run it with `gradprobe study {study}/plan.toml --out {study}` "
-                            "(it keeps finished runs and runs only the probe)")
+                            f"stopped during the probe): run it with `gradprobe study '{study}/plan.toml' --out "
+                            f"'{study}'` (it keeps finished runs and runs only the probe)")
 
 
 def test_a_study_whose_probe_failed(study):
@@ -74,7 +74,8 @@ def test_a_study_whose_probe_failed(study):
     doc["probe"] = {"status": "failed", "error": "ValueError: out of memory", "seconds": 3.0}
     (study / "study.json").write_text(json.dumps(doc))
     with pytest.raises(FileNotFoundError, match=r"probe\.json is missing; the study's probe failed \(ValueError: out of "
-                                                r"memory\); run it again with `gradprobe study .*/plan\.toml --out"):
+                                                r"memory\); run it again with `gradprobe study '.*/plan\.toml' "
+                                                r"--out '"):
         study_forecasts(study)
 
 
@@ -88,8 +89,8 @@ def test_a_study_without_its_probe_folder(study):
     with pytest.raises(FileNotFoundError) as e:
         study_forecasts(study)
     assert str(e.value) == (f"{study}/probe/arms.json is missing; the study has no probe (it ran with --no-probe, or "
-                            f"stopped during the probe): run it with `gradprobe study {study}/plan.toml --out {study}` "
-                            "(it keeps finished runs and runs only the probe)")
+                            f"stopped during the probe): run it with `gradprobe study '{study}/plan.toml' --out "
+                            f"'{study}'` (it keeps finished runs and runs only the probe)")
 
 
 def test_a_shipped_study_run_without_its_probe_is_told_to_restore_it_not_to_resume(shipped):

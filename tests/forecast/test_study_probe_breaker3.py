@@ -119,8 +119,8 @@ def test_a_missing_or_damaged_arms_json_gets_the_fix_of_its_study(tmp_path, runs
     if runs:
         (study / "runs").mkdir()
     file = study / "probe" / "arms.json"
-    fix = (f"resume the study with `gradprobe study {study}/plan.toml --out {study}`, which writes it again (finished "
-           "runs and a finished probe are kept)" if runs else
+    fix = (f"resume the study with `gradprobe study '{study}/plan.toml' --out '{study}'`, which writes it again "
+           "(finished runs and a finished probe are kept)" if runs else
            f"restore it from a copy of the study ({study} has no runs/: resuming the study to write it again would "
            "train every run again)")
     file.unlink()
@@ -146,7 +146,7 @@ def test_load_probe_of_a_study_probe_whose_probe_json_was_deleted_names_the_stud
         file.unlink()
         with pytest.raises(ProbeFileError) as info:
             gradprobe.load_probe(folder)
-        fix = (f"this is a study's probe: resume the study with `gradprobe study {study}/plan.toml --out {study}`, "
+        fix = (f"this is a study's probe: resume the study with `gradprobe study '{study}/plan.toml' --out '{study}'`, "
                "which re-runs the missing probe (finished runs are kept)" if runs else
                "this is the probe of a study without run folders " + NO_RUNS.format(study=study, file=file))
         assert str(info.value) == f"{file} not found; {fix}"

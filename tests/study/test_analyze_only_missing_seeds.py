@@ -39,7 +39,7 @@ def test_a_seed_lost_from_runs_csv_is_named_and_the_stale_shipped_analysis_is_wa
     assert err.count("of the plan is missing from") == 1
     assert (f"gradprobe study: warning: {study}/analysis.json does not match {study}/runs.csv (mc_value: 4 seed(s) "
             "in analysis.json, 3 in runs.csv (seeds [0, 1, 3]))") in err
-    assert f"--analyze-only --out {study} --overwrite-analysis" in err
+    assert f"--analyze-only --out '{study}' --overwrite-analysis" in err
     redo = json.loads((study / "reanalysis" / "analysis.json").read_text())
     assert [(r["arm"], r["seed"]) for r in redo["missing_runs"]] == [("mc_value", 2)]
     assert "records it as done" in redo["missing_runs"][0]["reason"]

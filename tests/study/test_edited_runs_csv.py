@@ -168,6 +168,6 @@ def test_a_damaged_analysis_json_is_named_by_analyze_only(tmp_path, capsys):
     assert cli_main(["study", "--analyze-only", "--out", str(study)]) == 0
     err = capsys.readouterr().err
     assert (f"gradprobe study: warning: {study}/analysis.json is damaged (not valid JSON: ") in err
-    assert (f"so calib refuses this study; run `gradprobe study --analyze-only --out {study} --overwrite-analysis` "
+    assert (f"so calib refuses this study; run `gradprobe study --analyze-only --out '{study}' --overwrite-analysis` "
             "to rewrite it") in err
     assert (study / "analysis.json").read_text() == text[:500]  # kept: the re-analysis goes to reanalysis/

@@ -35,7 +35,7 @@ def test_empty_runs_csv_names_the_file_and_the_fix(tmp_path):
         load_runs(root)
     assert str(info.value) == (
         f"{root / 'runs.csv'} is empty (0 bytes: no header line, no rows); rebuild it from the run folders: "
-        f"`gradprobe study {root / 'plan.toml'} --out {root}` rewrites runs.csv from {root / 'runs'}/ARM/seedS/"
+        f"`gradprobe study '{root / 'plan.toml'}' --out '{root}'` rewrites runs.csv from {root / 'runs'}/ARM/seedS/"
         "metrics.jsonl without redoing the finished runs (--analyze-only only reads runs.csv)")
 
 
@@ -194,7 +194,7 @@ def test_damaged_per_item_results_are_refused_naming_the_file_and_leave_no_reana
     err = capsys.readouterr().err
     assert f"gradprobe study: error: {gz} cannot be read (" in err
     assert ("the per-item results were cut or damaged; restore the file from the study, or, where its run folders "
-            f"are kept, `gradprobe study {root / 'plan.toml'} --out {root}` rewrites it") in err
+            f"are kept, `gradprobe study '{root / 'plan.toml'}' --out '{root}'` rewrites it") in err
     assert not (root / "reanalysis").exists()
 
 

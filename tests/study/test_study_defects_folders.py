@@ -131,8 +131,8 @@ def test_a_garbage_study_json_is_named_on_resume_and_by_analyze_only(tmp_path, c
     (out / "study.json").write_text('{"plan": garbage')
     before = _snapshot(out)
     fix = (f"the study's record (plan sha256, run statuses, invocations) is damaged; restore it from a copy, or delete "
-           f"it and run `gradprobe study {out / 'plan.toml'} --out {out}` to rebuild it from {out / 'runs'} (finished "
-           "runs are not redone; the recorded invocations and wall time are lost)")
+           f"it and run `gradprobe study '{out / 'plan.toml'}' --out '{out}'` to rebuild it from {out / 'runs'} "
+           "(finished runs are not redone; the recorded invocations and wall time are lost)")
     head = f"gradprobe study: error: {out / 'study.json'} cannot be read (JSONDecodeError: Expecting value: line 1 "
     assert _resume(plan, out) == 2
     assert _one_line_error(capsys.readouterr().err) == head + f"column 10 (char 9)): {fix}"
@@ -189,7 +189,7 @@ def test_a_runs_csv_cut_inside_its_header_names_the_rebuild(tmp_path, capsys):
     assert _one_line_error(capsys.readouterr().err) == (
         f"gradprobe study: error: {out / 'runs.csv'} lacks the column(s) device_seconds, accuracy, accuracy_sampled, "
         f"reward, lr_scale (its header line was cut or edited); rebuild it from the run folders: `gradprobe study "
-        f"{out / 'plan.toml'} --out {out}` rewrites runs.csv from {out / 'runs'}/ARM/seedS/metrics.jsonl without "
+        f"'{out / 'plan.toml'}' --out '{out}'` rewrites runs.csv from {out / 'runs'}/ARM/seedS/metrics.jsonl without "
         "redoing the finished runs (--analyze-only only reads runs.csv)")
     assert _resume(plan, out) == 0  # the rebuild it names
     assert (out / "runs.csv").read_text().startswith("arm,seed,update,generated_tokens,device_seconds,accuracy")

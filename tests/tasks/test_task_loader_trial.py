@@ -172,7 +172,7 @@ def test_a_key_no_prompt_holds_is_warned_with_the_numeric_key_it_is_likely_a_typ
                                  "the budget arguments only shorten a run"),
     ({"updates": 20, "budget_tokens": 2000}, "updates=20 conflicts with budget_tokens = 2,000: each update of arm "
                                              "'grpo' costs at least B * G = 16 * 8 = 128 tokens"),
-    ({"updates": 2000}, "updates=2000 conflicts with the plan's budget.generated_tokens = 250,000: "),
+    ({"updates": 2000}, "updates=2,000 conflicts with the plan's budget.generated_tokens = 250,000: "),
 ])
 def test_train_names_its_own_budget_arguments_not_the_flags(tmp_path, kwargs, said):
     """Was: "--updates must be a whole number > 0 ...": the command line's flag, from Python."""
@@ -191,5 +191,5 @@ def test_train_says_how_many_updates_the_token_budget_allows_by_its_argument(tmp
     from gradprobe.training.plan import PlanError
 
     # 1953 * 128 = 249,984 < 250,000 tokens: update 1954 still starts (it said "at most 1953")
-    with pytest.raises(PlanError, match=r"always stops on tokens before update 2000; give updates= at most 1954 "):
+    with pytest.raises(PlanError, match=r"always stops on tokens before update 2,000; give updates= at most 1_954 "):
         gradprobe.train(PLAN, tmp_path / "run", arm="grpo", updates=2000)

@@ -32,7 +32,7 @@ def test_a_flops_flag_below_one_update_says_rerun_with_a_new_out_and_a_larger_fl
         "--budget-flops = 5,000,000,000 but one update of arm 'grpo' cost 10,105,274,368: the budget is smaller "
         "than one update (the run stopped after update 1, data kept in t_bad); to train, rerun with a new --out (or "
         "after deleting t_bad: a rerun into it with another budget is refused) and raise --budget-flops to at least "
-        f"10,105,274,368 FLOPs ({_LEAST}), at most the plan's budget.flops = 60,000,000,000, or leave it out to use "
+        f"10_105_274_368 FLOPs ({_LEAST}), at most the plan's budget.flops = 60,000,000,000, or leave it out to use "
         "the plan's budget; or budget the run by --updates, --budget-seconds or --budget-tokens instead of "
         "--budget-flops")
 
@@ -51,7 +51,7 @@ def test_a_tokens_flag_names_its_own_flag_and_the_plan_limit():
 def test_a_flag_for_a_kind_the_plan_does_not_set_has_no_upper_limit():
     run = _run({"generated_tokens": 250_000}, {"flops": 5e9})
     assert too_small_message(run, {"flops": (5e9, COST)}, "o").endswith(
-        f"a rerun into it with another budget is refused) and raise --budget-flops to at least 10,105,274,368 FLOPs "
+        f"a rerun into it with another budget is refused) and raise --budget-flops to at least 10_105_274_368 FLOPs "
         f"({_LEAST}); or budget the run by --updates, --budget-seconds or --budget-tokens instead of --budget-flops")
 
 
@@ -62,14 +62,14 @@ def test_a_plan_budget_below_one_update_says_change_the_plan_and_use_a_new_out()
         "budget.flops = 5,000,000,000 but one update of arm 'grpo' cost 10,105,274,368: the budget is smaller than "
         "one update (the run stopped after update 1, data kept in o); to train, rerun with a new --out (or after "
         "deleting o: a rerun into it with another budget is refused) and raise budget.flops in the plan to at least "
-        f"10,105,274,368 FLOPs ({_LEAST}) (a changed plan)")
+        f"10_105_274_368 FLOPs ({_LEAST}) (a changed plan)")
 
 
 def test_a_flag_under_a_plan_budget_that_is_too_small_too_says_raise_the_plan():
     run = _run({"flops": 8e9}, {"flops": 5e9})  # the flag may not exceed the plan's 8e9, below one update
     assert too_small_message(run, {"flops": (5e9, COST)}, "o").endswith(
         "and leave out --budget-flops and raise budget.flops in the plan (its 8,000,000,000 is smaller than one "
-        f"update too) to at least 10,105,274,368 FLOPs ({_LEAST})")  # no flag helps: the plan's 8e9 stays
+        f"update too) to at least 10_105_274_368 FLOPs ({_LEAST})")  # no flag helps: the plan's 8e9 stays
 
 
 def test_two_budgets_below_one_update_are_both_named():
@@ -79,7 +79,7 @@ def test_two_budgets_below_one_update_are_both_named():
                               "5,000,000,000 but one update of arm 'grpo' cost 10,105,274,368: ")
     assert "both budgets are smaller than one update" in message
     assert message.endswith(f"and fix both budgets: raise budget.generated_tokens in the plan to at least 600 tokens "
-                            f"({_LEAST}) (a changed plan); raise --budget-flops to at least 10,105,274,368 FLOPs "
+                            f"({_LEAST}) (a changed plan); raise --budget-flops to at least 10_105_274_368 FLOPs "
                             f"({_LEAST}), at most the plan's budget.flops = 60,000,000,000, or leave it out to use the "
                             "plan's budget")  # no flag helps: the plan's token budget stays too small
 

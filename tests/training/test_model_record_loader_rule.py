@@ -152,8 +152,8 @@ def test_a_re_pointed_weights_link_is_named_with_where_it_points_and_pointing_it
         f"{a}, so it holds other weights than the run started with: model {str(model)!r} now loads "
         f"{folder / 'model.safetensors'} (sha256 {now[:12]}), not {folder / 'model.safetensors'} (sha256 {then[:12]}) "
         "as when the run started, so the initial policy its kl_init is measured against would be another model than "
-        f"in its first updates; to resume it, point the link back: `ln -sfn {a} {folder / 'model.safetensors'}`, or "
-        f"start a new run under a new --out (not {out}); nothing was loaded or written")
+        f"in its first updates; to resume it, point the link back: `ln -sfn '{a}' '{folder / 'model.safetensors'}'`, "
+        f"or start a new run under a new --out (not {out}); nothing was loaded or written")
     _set_record(out, {k: v for k, v in _record(out).items() if k != "links"})  # a record from before links
     assert refused_before_loading(run, out, RunConfigMismatchError).startswith(
         f"{out} cannot be resumed: {folder / 'model.safetensors'} is a symbolic link that points to {b} now, so it "

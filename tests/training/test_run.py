@@ -436,7 +436,7 @@ def test_ctrl_c_says_what_running_the_command_again_really_does(tmp_path):
     assert not (out / "checkpoint.json").exists()
     n = updates(out)
     assert (f"gradprobe train: interrupted; it stopped after {n} update(s), before the first checkpoint "
-            f"(checkpoint_every = 100000 updates): there is nothing to resume from, so running the same command "
+            f"(checkpoint_every = 100,000 updates): there is nothing to resume from, so running the same command "
             f"again starts this run over from update 0 (the {n} update(s) in {out} are discarded)") in text["no_ckpt"]
     out = procs["ckpt"][1]
     pointer = json.loads((out / "checkpoint.json").read_text())

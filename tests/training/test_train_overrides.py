@@ -79,7 +79,7 @@ def test_budget_tokens_shortens_the_token_budget(plan, tmp_path, capsys):
      "--updates 20 conflicts with --budget-tokens = 100: each update of arm 'grpo' costs at least B * G = 4 * 4 = 16 "
      "tokens (completions of one token or more) and an update starts only while fewer than 100 tokens are spent, so "
      "the run makes at most 7 updates (at least 7 * 16 = 112 tokens spent after the last)"),
-    (["--updates", "20000"], "--updates 20000 conflicts with the plan's budget.generated_tokens = 250,000"),
+    (["--updates", "20000"], "--updates 20,000 conflicts with the plan's budget.generated_tokens = 250,000"),
 ])
 def test_bad_overrides_are_refused_naming_the_flag_before_anything_is_written(plan, tmp_path, capsys, flags, fragment):
     out = tmp_path / "run"

@@ -75,8 +75,8 @@ def test_the_advice_of_the_tiny_plan_with_200_tokens(tmp_path, capsys):
 
 def test_the_plan_budget_and_a_huge_budget_are_counted_exactly():
     run = _tiny_run()  # [budget] generated_tokens = 250,000: 1953 * 128 = 249,984 < 250,000, so update 1954 starts
-    with pytest.raises(PlanError, match=r"the plan's budget.generated_tokens = 250,000: .* at most 1954 updates \(at "
-                                        r"least 1954 \* 128 = 250,112 tokens spent after the last\)"):
+    with pytest.raises(PlanError, match=r"the plan's budget.generated_tokens = 250,000: .* at most 1,954 updates \(at "
+                                        r"least 1,954 \* 128 = 250,112 tokens spent after the last\)"):
         shorten_budget(run, {"updates": 1955})
     assert shorten_budget(run, {"updates": 1954}).budget.updates == 1954
     assert reachable_updates(2**63 - 1, 3) == 3074457345618258603  # exact: no float rounding
