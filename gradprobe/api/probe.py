@@ -83,10 +83,17 @@ def _probe_into(*, folder: Path, config, probe_batches: int, extra: dict, curve,
     # torch-bound (matplotlib for the report): deferred so that importing the API stays light
     from ..forecast import forecast_section
     from ..probe.batches import run_probe_batches
-    from ..probe.output import replacing_earlier_probe
+    from ..probe.output import batch_folder_count, replacing_earlier_probe
     from ..probe.report_html import write_probe_report
 
-    with replacing_earlier_probe(folder, label="out"):  # the argument, as write() names its dir
+    checkpoint_files = None
+    if checkpoints is not None:
+        from ..probe.checkpoints import checkpoint_weights
+
+        checkpoint_files = len(checkpoint_weights(checkpoints))
+    # the argument named as write() names its dir; a batch_K it writes that is no earlier probe's is refused first
+    folders = batch_folder_count(probe_batches, checkpoint_files)
+    with replacing_earlier_probe(folder, label="out", batch_folders=folders):
         if checkpoints is None:
             result = run_probe_batches(config, batches=probe_batches, out=folder, extra_rewards=extra or None)
         else:  # batches at the initial policy and at each checkpoint, pooled
@@ -165,8 +172,8 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
         ``out`` is not a path, ``reference_curve`` is neither a path nor a ReferenceCurve, or ``rewards`` is neither a
         sequence (a list) nor a string (before any compute).
     OSError
-        ``out`` cannot be written, is a file, or holds a training run, a study or a model (before any compute).
-        An earlier probe in ``out`` is replaced whole (as ``gradprobe probe --out``); on an error it is put back.
+        ``out`` cannot be written, is a file, holds a run, a study, a model, or a ``batch_K`` the probe writes that is
+        no earlier probe's (before any compute). An earlier probe there is replaced whole; on an error it is put back.
     gradprobe.forecast.curves.CurveError
         ``reference_curve`` names nothing readable (before any compute; a ValueError).
     """

@@ -160,8 +160,9 @@ def _add_run_options(p) -> None:
                    help="the model's weights and compute (float16 is refused on the CPU: non-finite alignments)")
     p.add_argument("--out", type=out_path, default="runs/probe", help="output folder (probe.json, report.html, alignment.safetensors, "
                    "tokens.jsonl); replaces an earlier probe there (a folder with probe.json), keeps other files, "
-                   "refuses a run's, a study's, a study's probe, a calib report or a model folder, and a folder "
-                   "holding files of a probe's names without probe.json")
+                   "refuses a run's, a study's, a study's probe, a calib report or a model folder, a folder "
+                   "holding files of a probe's names without probe.json, and a batch_K the probe writes that is no "
+                   "earlier probe's (a link, a file, a folder of your files)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--threads", type=integer, default=ModelSettings.threads,
                    help="torch CPU threads (default: torch's own; 1 for models under 20M parameters when OpenMP threads spin, "
@@ -284,7 +285,7 @@ def _probe_command(args) -> int:
     (Ctrl-C) or 143 (SIGTERM)."""
     from ..forecast import forecast_section
     from ..probe.batches import run_probe_batches
-    from ..probe.output import probe_files, replacing_earlier_probe
+    from ..probe.output import batch_folder_count, probe_files, replacing_earlier_probe
     from ..probe.run import format_table
 
     folder = None
@@ -299,10 +300,11 @@ def _probe_command(args) -> int:
 
             calibration = load_calibration(args.calibration)
         config = _config_from_args(args)
+        checkpoint_files = None
         if args.checkpoints is not None:  # a missing or wrong path fails before any compute
             from ..probe.checkpoints import checkpoint_weights
 
-            checkpoint_weights(args.checkpoints)
+            checkpoint_files = len(checkpoint_weights(args.checkpoints))
         if calibration is not None:
             from calib.apply import calibrate_probe, check_applicable, format_calibrated, rewrite_probe_json
 
@@ -310,7 +312,9 @@ def _probe_command(args) -> int:
 
             check_applicable(calibration, rewards=config.rewards, budget_seconds=config.budget.seconds,
                              model=config.model.name, has_curve=curve is not None or config.model.name in DEFAULT_CURVES)
-        with replacing_earlier_probe(args.out, say=_warn) as folder:  # after the checks: a typo keeps the earlier one
+        # after the checks: a typo keeps the earlier one; the batch_K folders it writes are checked before any compute
+        with replacing_earlier_probe(args.out, say=_warn,
+                                     batch_folders=batch_folder_count(args.probe_batches, checkpoint_files)) as folder:
             if args.checkpoints is None:
                 result = run_probe_batches(config, batches=args.probe_batches, out=args.out)
             else:  # batches at the initial policy and at each checkpoint, pooled
@@ -351,7 +355,8 @@ def _probe_command(args) -> int:
         print(f"replaced the earlier probe in {shown(args.out)}: its files ({', '.join(folder.earlier)}) were removed "
               "before this probe wrote its own")
     print(printed)
-    written = [shown(f) for f in probe_files(args.out)]  # every file this probe wrote, a newline in --out escaped
+    # every file this probe wrote (its batch folders, not a user's batch_K beside them), a newline in --out escaped
+    written = [shown(f) for f in probe_files(args.out, folder.batch_folders)]
     print(f"\nwrote {', '.join(written[:-1])} and {written[-1]}" if len(written) > 1 else f"\nwrote {written[0]}")
     return 0
 

@@ -19,8 +19,13 @@ so that no file of the earlier probe remains beside the new one (e.g. a ``calibr
 ``--calibration``). It touches only :data:`PROBE_FILES` (and their ``.tmp`` partials and ``batch_K/``
 folders), never other files, and only in a folder holding ``probe.json`` (an earlier probe): files of those names
 without it are no probe's (a user's ``report.html``) and the folder is refused, nothing moved or deleted; so is a
-folder where one of those names (or a ``batch_K``) is a symbolic link in a loop, in the loop's words, or where
-``probe.json`` is a broken link (:func:`_refuse_unwritable_names`). It also
+folder where one of those names (or a ``batch_K``) is a symbolic link in a loop, in the loop's words, where
+``probe.json`` is a broken link, or where one of those file names is a folder (:func:`_refuse_unwritable_names`).
+A ``batch_K/`` is an earlier probe's only when it is a real folder (never a link) holding nothing but regular files of
+those names (or their ``.tmp`` partials) and, beside a ``probe.json`` that gradprobe wrote, among the ``batch_0`` ..
+``batch_{n-1}`` it lists (``config.probe_batches``; none for one batch: :func:`_batch_folders_of`). Any other
+``batch_K`` (a user's folder, a link to one elsewhere, a file) is never moved or deleted, and is refused before any
+compute when the probe writes there (``--probe-batches``: :func:`_refuse_batch_folders_in_the_way`). It also
 refuses a folder that holds a training run, a study, a ``calib report``
 (``cv_predictions.csv``), a model (a tier, ``save_pretrained`` weights) or a study's probe (``arms.json``:
 ``gradprobe study`` writes its probe with :func:`gradprobe.probe.run.run_probe`, not through it). A
@@ -55,7 +60,7 @@ from ..tables import shown
 from .table import format_table, no_signal_entries
 
 __all__ = ["token_texts", "write_probe_files", "advantages_key", "format_table", "PROBE_FILES", "ProbeFolder",
-           "replacing_earlier_probe", "probe_files", "no_signal_entries"]
+           "replacing_earlier_probe", "probe_files", "batch_folder_count", "no_signal_entries"]
 
 # PROBE_FILES (:mod:`gradprobe.layout`): every file a probe writes into its folder; with their ``.tmp`` partials and
 # the ``batch_K/`` folders of ``--probe-batches``, all that :func:`replacing_earlier_probe` ever moves or deletes.
@@ -67,6 +72,7 @@ EARLIER = EARLIER_PROBE
 _MANIFEST = EARLIER_MANIFEST
 _MANIFEST_FILES = (_MANIFEST, f"{_MANIFEST}.tmp")  # the manifest and its partial: no earlier probe's files
 _BATCH_DIR = PROBE_BATCH_DIR
+_OURS = frozenset(PROBE_FILES) | {f"{n}.tmp" for n in PROBE_FILES}  # a probe's file names and their .tmp partials
 
 
 def token_texts(tokenizer, ids: list[int]) -> list[str]:
@@ -152,23 +158,97 @@ def write_probe_files(out, result: dict, batch, alignment, advantages: dict, tok
     write_json_atomic(out / PROBE_JSON, json_safe(result))
 
 
-def _probe_names(folder: Path) -> list[str]:
-    """The names in ``folder`` that a probe writes (:data:`PROBE_FILES`, their ``.tmp`` partials, ``batch_K``
-    folders holding nothing else), sorted; other names are never listed."""
-    ours = set(PROBE_FILES) | {f"{n}.tmp" for n in PROBE_FILES}
+def _batch_entries(batch: Path) -> tuple[list[str], list[str]]:
+    """What the folder ``batch`` (a ``batch_K``) holds, sorted: (a probe's files there: regular files, not links, named
+    as :data:`PROBE_FILES` or their ``.tmp`` partials; every other entry, a folder marked ``NAME (a folder)`` and a
+    link ``NAME (a symbolic link)``)."""
+    mine, others = [], []
+    for q in sorted(batch.iterdir()):
+        if q.name in _OURS and not q.is_symlink() and q.is_file():
+            mine.append(q.name)
+        else:
+            others.append(q.name + (" (a symbolic link)" if q.is_symlink() else " (a folder)" if q.is_dir() else ""))
+    return mine, others
+
+
+def _batch_kind(batch: Path) -> str:
+    """What the ``batch_K`` entry ``batch`` is: ``"missing"``; ``"link"`` (a symbolic link, whatever it points to:
+    never a probe's); ``"file"`` (no folder); a real folder of ``"debris"`` (``.tmp`` partials of a probe's files
+    only, or nothing: what a killed probe leaves), of ``"probe"`` files only (:func:`_batch_entries`, some complete),
+    ``"mixed"`` (a probe's files and other entries) or ``"other"`` entries only."""
+    if batch.is_symlink():
+        return "link"
+    if not batch.exists():
+        return "missing"
+    if not batch.is_dir():
+        return "file"
+    mine, others = _batch_entries(batch)
+    if others:
+        return "mixed" if mine else "other"
+    return "debris" if all(name.endswith(".tmp") for name in mine) else "probe"
+
+
+def _batch_folders_of(probe_json: Path) -> int | None:
+    """How many ``batch_K`` folders the probe whose ``probe.json`` is ``probe_json`` wrote (``batch_0`` ..
+    ``batch_{n-1}``): its ``config.probe_batches`` (:func:`batch_folder_count`), 0 for a probe.json of one batch
+    (it lists none); None when the file says nothing gradprobe wrote (unreadable, no ``versions`` or ``config``, as a
+    hand-made one): then every ``batch_K`` of a probe's files only is taken as its (:func:`_probe_names`)."""
+    try:
+        data = json.loads(probe_json.read_bytes().decode("utf-8-sig"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or "versions" not in data or not isinstance(data.get("config"), dict):
+        return None
+    count = data["config"].get("probe_batches", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        return None
+    return count if "checkpoints" in data["config"] else batch_folder_count(count)  # the total, policies included
+
+
+def batch_folder_count(probe_batches, checkpoints: int | None = None) -> int:
+    """How many ``batch_K`` folders (``batch_0`` .. ``batch_{n-1}``) a probe of ``probe_batches`` batches writes
+    (``--probe-batches``; :func:`gradprobe.probe.batches.run_probe_batches`): none for one batch (its files are in the
+    folder itself), else one per batch; with ``checkpoints`` (how many ``--checkpoints`` files, None without the
+    option) one per batch at each policy, the initial one included (:func:`gradprobe.probe.checkpoints.
+    run_probe_checkpoints`), one batch too. A ``probe_batches`` that is no integer >= 1 counts as 1 (the probe
+    refuses it itself)."""
+    if isinstance(probe_batches, bool) or not isinstance(probe_batches, int) or probe_batches < 1:
+        probe_batches = 1
+    if checkpoints is not None:
+        return probe_batches * (1 + checkpoints)
+    return probe_batches if probe_batches > 1 else 0
+
+
+def _earlier_batch(name: str, batch_folders: int | None) -> bool:
+    """Whether the ``batch_K`` named ``name`` may be an earlier probe's that wrote ``batch_folders`` of them (None:
+    not known, any may)."""
+    return batch_folders is None or name in {f"batch_{k}" for k in range(batch_folders)}
+
+
+def _probe_names(folder: Path, batch_folders: int | None = None) -> list[str]:
+    """The names in ``folder`` that a probe writes, sorted: :data:`PROBE_FILES` and their ``.tmp`` partials (not
+    folders), ``batch_K`` folders of ``.tmp`` partials only (:func:`_batch_kind`), and those of a probe's files only
+    that the earlier probe wrote (``batch_0`` .. ``batch_{batch_folders-1}``, any when None); never a link, never a
+    folder holding anything else."""
     names = []
     for p in folder.iterdir():
-        if p.name in ours and not p.is_dir():
+        if p.name in _OURS and not p.is_dir():
             names.append(p.name)
-        elif _BATCH_DIR.fullmatch(p.name) and p.is_dir() and all(q.name in ours for q in p.iterdir()):
-            names.append(p.name)
+        elif _BATCH_DIR.fullmatch(p.name):
+            kind = _batch_kind(p)
+            if kind == "debris" or (kind == "probe" and _earlier_batch(p.name, batch_folders)):
+                names.append(p.name)
     return sorted(names)
 
 
-def probe_files(out) -> list[str]:
+def probe_files(out, batch_folders: int = 0) -> list[str]:
     """The paths (``out/NAME``, sorted) of the probe's files in folder ``out``: what ``gradprobe probe`` names as
-    written (probe.json, report.html, tokens.jsonl, alignment.safetensors, calibrated.json, batch_K)."""
-    return [f"{out}/{name}" for name in _probe_names(Path(out))]
+    written (probe.json, report.html, tokens.jsonl, alignment.safetensors, calibrated.json, and ``batch_0`` ..
+    ``batch_{batch_folders-1}``: :func:`batch_folder_count`; other ``batch_K`` folders there are not the probe's)."""
+    folder = Path(out)
+    mine = {f"batch_{k}" for k in range(batch_folders)}
+    return [f"{out}/{p.name}" for p in sorted(folder.iterdir())
+            if (p.name in _OURS and not p.is_dir()) or (p.name in mine and p.is_dir())]
 
 
 def _other_output(folder: Path, label: str = "--out") -> str | None:
@@ -209,10 +289,17 @@ class ProbeFolder:
     path : Path
     earlier : list[str]
         Names of the earlier probe's files found there (moved aside, then deleted or put back).
+    batch_folders : int
+        How many ``batch_K`` folders the probe writes (``batch_0`` ..; :func:`batch_folder_count`).
+    kept : list[str]
+        The ``batch_K`` entries found there that are no probe's (a user's folder of other files, a link): left as they
+        are, never written, moved or deleted.
     """
 
     path: Path
     earlier: list[str] = field(default_factory=list)
+    batch_folders: int = 0
+    kept: list[str] = field(default_factory=list)
 
 
 def _warn(message: str) -> None:
@@ -220,23 +307,16 @@ def _warn(message: str) -> None:
 
 
 @contextlib.contextmanager
-def replacing_earlier_probe(out, say=_warn, *, label: str = "--out"):
+def replacing_earlier_probe(out, say=_warn, *, label: str = "--out", batch_folders: int = 0):
     """Context manager around a probe that writes into ``out``: no file of an earlier probe remains beside it.
 
-    On entry the earlier probe's files (:data:`PROBE_FILES`, their ``.tmp`` partials, ``batch_K/`` folders) are
-    moved into ``out/.earlier-probe``; other files are never touched. Only a folder holding ``probe.json`` holds an
-    earlier probe: one that holds files of those names without it is refused (they are not a probe's: a user's
-    ``report.html``, or the partial files of a probe killed before it wrote ``probe.json``), nothing moved. When the
-    block ends normally the earlier files are deleted; when it raises (an error, Ctrl-C, the CLI's SIGTERM) the
-    files this probe wrote so far are deleted, the earlier ones put back and a folder this call found missing is
-    removed again if left empty, so nothing partial is left as if complete. A ``.earlier-probe/`` found on entry
-    (left by a probe killed by SIGKILL) is first put back when ``out`` holds no ``probe.json`` of its own (the
-    killed probe's partial files there are deleted), else deleted (``out``'s complete probe is the earlier one);
-    either way ``say`` is told first. Files move between ``out`` and ``.earlier-probe`` (either way) only while
-    ``.earlier-probe/manifest.json`` names them all: a ``.earlier-probe/`` holding it was left by a probe killed
-    while moving them, and the part of the earlier probe moved is put back beside the part still in ``out``.
-    A folder whose earlier probe's ``batch_K/`` folders also hold other files (a user's ``mydata.csv``) is refused
-    before anything moves (:func:`_refuse_mixed_batch_folders`): they cannot be moved aside whole.
+    On entry the earlier probe's files (:data:`PROBE_FILES`, their ``.tmp`` partials, its ``batch_K/`` folders:
+    :func:`_probe_names`) are moved into ``out/.earlier-probe``; other files are never touched. Only a folder holding
+    ``probe.json`` holds an earlier probe: one that holds files of those names without it is refused (a user's
+    ``report.html``, or a killed probe's partial files), nothing moved. When the block ends normally the earlier files
+    are deleted; when it raises (an error, Ctrl-C, the CLI's SIGTERM) the files this probe wrote so far are deleted,
+    the earlier ones put back and a folder this call found missing is removed again if left empty. A ``.earlier-probe/``
+    left by a killed probe is dealt with first (module docstring; ``say`` is told).
 
     Parameters
     ----------
@@ -246,6 +326,9 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out"):
     label : str
         How the refusals name ``out`` and the folder to choose instead (``"--out"`` for the command;
         :meth:`gradprobe.ProbeResult.write` passes ``"dir"`` and :func:`gradprobe.probe` ``"out"``, their arguments).
+    batch_folders : int
+        How many ``batch_K`` folders the probe writes (:func:`batch_folder_count`): each that is there already and
+        is no earlier probe's is refused before anything moves (:func:`_refuse_batch_folders_in_the_way`).
 
     Yields
     ------
@@ -254,21 +337,17 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out"):
     Raises
     ------
     OutputDirError (an OSError)
-        ``out`` holds a training run, a study, a model or a study's probe (``arms.json``; the message names the
-        folder, what it holds and the fix), or lies inside a study's probe folder, existing or missing
-        (``probe/batch_3``, ``probe/guided/NEWARM``: :func:`gradprobe.layout.study_probe_refusal`); or files named
-        as a probe's but no ``probe.json`` (the message names them and the fix: another --out, or move them away);
-        or an earlier probe whose ``batch_K/`` folders also hold other files (named, with the fix); or the earlier
-        files cannot be moved (they are left in place). Before any of these: a file name of the probe's (or a
-        ``batch_K``, or ``out`` itself) that is a symbolic link in a loop (errno ELOOP, the loop's chain and the fix:
-        :func:`gradprobe.outputs.refuse_looping_file`), or a ``probe.json`` that is a broken link (errno ENOENT);
-        nothing is moved then (:func:`_refuse_unwritable_names`).
+        Before anything moves, each naming what is in the way and the fix: ``out`` holds a training run, a study, a
+        model or a study's probe, or lies inside a study's probe folder (:func:`_other_output`); files named as a
+        probe's but no ``probe.json`` (:func:`_not_a_probe`); an earlier probe whose ``batch_K/`` folders also hold
+        other files (:func:`_refuse_mixed_batch_folders`); a ``batch_K`` the probe writes that is no earlier probe's
+        (a link, a file, a user's folder: :func:`_refuse_batch_folders_in_the_way`); a name of the probe's that is a
+        folder, a symbolic link in a loop (errno ELOOP) or a broken ``probe.json`` link (errno ENOENT)
+        (:func:`_refuse_unwritable_names`). Or the earlier files cannot be moved (they are left in place).
     """
-    folder = ProbeFolder(Path(out))
+    folder = ProbeFolder(Path(out), batch_folders=batch_folders)
     _refuse_unwritable_names(folder.path, label)
     if folder.path.is_dir():
-        if (folder.path / PROBE_JSON).is_file():
-            _refuse_mixed_batch_folders(folder.path, label)
         _move_aside(folder, say, label)
     elif (other := _other_output(folder.path, label)) is not None:  # a missing folder in (or as) a study's probe
         raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
@@ -285,15 +364,18 @@ def _refuse_unwritable_names(folder: Path, label: str = "--out") -> None:
     """Refuse, before anything is moved or computed, a name the probe writes in ``folder`` that it cannot write: one
     of :data:`PROBE_FILES` or a ``batch_K`` that is a symbolic link in a loop (``a -> b -> a``: the write would fail
     after the compute, or replace the link; :func:`gradprobe.outputs.refuse_looping_file`, its fix naming ``label``),
-    a ``folder`` that is or lies under one, or a ``probe.json`` that is a broken link (to nothing: no earlier probe's,
-    and the probe would replace the link). A ``NAME.tmp`` link is the writer's own name, removed and replaced.
+    a ``folder`` that is or lies under one, a ``probe.json`` that is a broken link (to nothing: no earlier probe's,
+    and the probe would replace the link), or one of :data:`PROBE_FILES` or its ``.tmp`` that is a folder (or a link
+    to one: writing the file fails there, after the compute). A ``NAME.tmp`` link is the writer's own name, removed
+    and replaced.
 
     Raises
     ------
     OutputDirError (an OSError)
         errno ELOOP: the loop's refusal (``'OUT/probe.json' is a symlink loop ('OUT/probe.json' -> ... : ...)``, or
         ``cannot create output folder ...``), with its fix. errno ENOENT: the broken ``probe.json`` link, named with
-        its target and the fix (remove the link, or choose another ``label``). Nothing is moved or deleted."""
+        its target and the fix (remove the link, or choose another ``label``). errno EISDIR: the folder of a file's
+        name, with the fix (move it away, or choose another ``label``). Nothing is moved or deleted."""
     with naming_out(label):  # the loop refusals' last fix: choose another LABEL
         for name in PROBE_FILES:
             refuse_looping_file(folder / name)
@@ -307,33 +389,46 @@ def _refuse_unwritable_names(folder: Path, label: str = "--out") -> None:
             f"{label} {str(folder)!r} holds {PROBE_JSON} as a symbolic link to {os.readlink(top)!r}, which does not "
             f"exist (a broken link), so no earlier probe's {PROBE_JSON}, and a probe there would replace the link with "
             f"its own: remove the link (rm {shell_word(top)}), or choose another {label}; nothing was moved"))
+    for name in sorted(_OURS) if folder.is_dir() else ():
+        if (folder / name).is_dir():
+            raise _a_folder_named_as_a_file(folder, name, label)
 
 
-def _mixed_batch_folders(folder: Path) -> dict:
-    """The ``batch_K`` folders in ``folder`` holding a probe's files (:data:`PROBE_FILES`, their ``.tmp`` partials)
-    and other files too, which :func:`_probe_names` leaves out: name -> ([probe files], [other names]), sorted."""
-    ours = set(PROBE_FILES) | {f"{n}.tmp" for n in PROBE_FILES}
+def _a_folder_named_as_a_file(folder: Path, name: str, label: str) -> OutputDirError:
+    """The refusal of ``folder``, which holds a folder (or a link to one) named ``name``, a file the probe writes (one
+    of :data:`PROBE_FILES`, or its ``.tmp``, through which it is written)."""
+    path, file = folder / name, name.removesuffix(".tmp")
+    what = (f"a symbolic link to the folder {os.readlink(path)!r}" if path.is_symlink() else "a folder")
+    via = f" through the temporary file {name}" if name != file else ""
+    fix = (f"remove the link (rm {shell_word(path)}; the folder it points to is kept)" if path.is_symlink() else
+           f"move {name} out of {str(folder)!r} (or rename it)")
+    return OutputDirError(errno.EISDIR, (
+        f"{label} {str(folder)!r} holds {name} as {what}, not a file, where a probe writes its {file}{via}: writing "
+        f"it would fail after the probe's compute (Is a directory). {fix[0].upper()}{fix[1:]}, or choose another "
+        f"{label}; nothing was moved"))
+
+
+def _mixed_batch_folders(folder: Path, batch_folders: int | None = None) -> dict:
+    """The ``batch_K`` folders in ``folder`` that may be the earlier probe's (``batch_folders``: how many it wrote,
+    None: not known, :func:`_earlier_batch`) holding a probe's files (:func:`_batch_entries`) and other entries too,
+    which :func:`_probe_names` leaves out: name -> ([probe files], [other names]), sorted."""
     found = {}
     for p in sorted(folder.iterdir()):
-        if not (_BATCH_DIR.fullmatch(p.name) and p.is_dir() and not p.is_symlink()):
-            continue
-        inside = sorted(q.name for q in p.iterdir())
-        mine = [n for n in inside if n in ours]
-        others = [n for n in inside if n not in ours]
-        if mine and others:
-            found[p.name] = (mine, others)
+        if _BATCH_DIR.fullmatch(p.name) and _earlier_batch(p.name, batch_folders) and _batch_kind(p) == "mixed":
+            found[p.name] = _batch_entries(p)
     return found
 
 
-def _refuse_mixed_batch_folders(folder: Path, label: str = "--out") -> None:
-    """Refuse ``folder`` when its earlier probe's ``batch_K/`` folders also hold other files (a user's): they cannot
-    be moved aside whole, and a new probe would write its batches over the earlier probe's there, mixing the two.
+def _refuse_mixed_batch_folders(folder: Path, label: str = "--out", batch_folders: int | None = None) -> None:
+    """Refuse ``folder`` when its earlier probe's ``batch_K/`` folders (``batch_folders``: :func:`_mixed_batch_folders`)
+    also hold other files (a user's): they cannot be moved aside whole, and a new probe would write its batches over
+    the earlier probe's there, mixing the two.
 
     Raises
     ------
     OutputDirError (an OSError, errno EEXIST)
         Naming the folders, the other files and the fix; nothing is moved or deleted."""
-    mixed = _mixed_batch_folders(folder)
+    mixed = _mixed_batch_folders(folder, batch_folders)
     if not mixed:
         return
     others = ", ".join(f"{name}/{o}" for name, (_, other) in mixed.items() for o in other)
@@ -343,6 +438,69 @@ def _refuse_mixed_batch_folders(folder: Path, label: str = "--out") -> None:
         f"batch folders aside whole and never moves or deletes other files, so it would mix its batches with the "
         f"earlier probe's there. Move {others} out of the batch folders, or choose another {label}; nothing was "
         "moved"))
+
+
+def _refuse_batch_folders_in_the_way(folder: ProbeFolder, handled: list[str], earlier: int | None,
+                                     label: str = "--out") -> None:
+    """Refuse, before anything moves or is computed, a ``batch_K`` the probe writes (``batch_0`` ..
+    ``batch_{folder.batch_folders-1}``) that is there and neither the earlier probe's (moved aside) nor a killed
+    probe's partial (removed): those ``handled``. Writing there would overwrite or mix with a user's files, write
+    through a link into a folder elsewhere, or fail after the compute of the batches before it (a broken link, a
+    file). ``earlier``: how many batch folders the earlier probe wrote (:func:`_batch_folders_of`; None: none there,
+    or not known).
+
+    Raises
+    ------
+    OutputDirError (an OSError, errno EEXIST)
+        Naming the entry, what it is or holds, why it is no earlier probe's and the fix (remove the link, move it
+        away, or choose another ``label``); nothing is moved or deleted."""
+    for k in range(folder.batch_folders):
+        path = folder.path / f"batch_{k}"
+        kind = _batch_kind(path)
+        if kind != "missing" and path.name not in handled:
+            raise OutputDirError(errno.EEXIST, _in_the_way(folder, path, kind, k, earlier, label))
+
+
+def _in_the_way(folder: ProbeFolder, path: Path, kind: str, k: int, earlier: int | None, label: str) -> str:
+    """:func:`_refuse_batch_folders_in_the_way`'s message for ``path`` (``batch_k``, of :func:`_batch_kind`
+    ``kind``)."""
+    head = f"{label} {str(folder.path)!r} holds {path.name}"
+    writes = f"where the probe writes batch {k} of its {folder.batch_folders} probe batches"
+    before = f", after computing batch{'es' if k > 1 else ''} {', '.join(map(str, range(k)))}" if k else ""
+    fail = f"it could not make that folder and would fail there{before}"
+    if kind == "link":
+        target = os.readlink(path)
+        if path.is_dir():
+            return (f"{head} as a symbolic link to the folder {target!r}, {writes}: it would write its files into that "
+                    f"folder outside {str(folder.path)!r}, over any of its names there. Remove the link "
+                    f"(rm {shell_word(path)}; the folder it points to is kept), or choose another {label}; nothing was "
+                    "moved")
+        what = "a file, not a folder" if path.exists() else "which does not exist (a broken link)"
+        return (f"{head} as a symbolic link to {target!r}, {what}, {writes}: {fail}. Remove the link "
+                f"(rm {shell_word(path)}), or choose another {label}; nothing was moved")
+    if kind == "file":
+        return (f"{head}, a file, not a folder, {writes}: {fail}. Move the file out of {str(folder.path)!r} (or rename "
+                f"it), or choose another {label}; nothing was moved")
+    mine, others = _batch_entries(path)
+    if others:
+        why = f"it holds {_listed(others)}, which no probe writes"
+    elif earlier:
+        why = f"the earlier probe there wrote batch_0 to batch_{earlier - 1} only, as its {PROBE_JSON} lists {earlier}"
+    else:
+        why = f"the earlier probe there wrote none, as its {PROBE_JSON} lists one probe batch"
+    complete = [name for name in mine if not name.endswith(".tmp")]
+    harm = [f"overwrite {_listed(complete)}"] if complete else []
+    harm += [f"mix its files with {_listed(others)}"] if others else []
+    return (f"{head}/ ({_listed(sorted(mine + others))}), {writes}, and it is no earlier probe's batch folder: {why}. "
+            f"The probe would {' and '.join(harm)} there. Move {path.name}/ out of {str(folder.path)!r} (or rename "
+            f"it), or choose another {label}; nothing was moved")
+
+
+def _listed(names: list[str], most: int = 6) -> str:
+    """``names`` for a message (control characters escaped: :func:`gradprobe.tables.shown`), the first ``most`` and
+    how many more."""
+    shown_names = [shown(n) for n in names[:most]]
+    return ", ".join(shown_names) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _start_moving(aside: Path, names: list[str]) -> None:
@@ -399,7 +557,10 @@ def _leftover(folder: ProbeFolder, say) -> None:
             say(f"{shown(str(aside))} (left by an earlier probe that was killed: {', '.join(kept)}) is deleted: "
                 f"the probe in {shown(str(folder.path))} is newer and is kept as the earlier probe")
         return _remove(aside)
-    partial = _probe_names(folder.path)  # all of it aside: the folder's probe files are the killed probe's
+    # all of it aside: the folder's probe files are the killed probe's (its batch folders among the earlier probe's,
+    # :func:`_batch_folders_of`, and any of a name aside: a user's batch_K of a probe's file names is kept)
+    partial = sorted(set(_probe_names(folder.path, _batch_folders_of(aside / PROBE_JSON)))
+                     | {n for n in kept if _BATCH_DIR.fullmatch(n) and os.path.lexists(folder.path / n)})
     say(f"restored the earlier probe in {shown(str(folder.path))} from {EARLIER}/ ({', '.join(kept)}), left by "
         "a probe that was killed" + (f"; its unfinished files ({', '.join(partial)}) were deleted" if partial else ""))
     _put_back(folder, kept, partial, listed is None)
@@ -453,24 +614,32 @@ def _not_a_probe(folder: Path, names: list[str], label: str = "--out") -> Output
 def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
     """Refuse another command's folder; restore a leftover; without ``probe.json``, refuse complete files named as a
     probe's (:func:`_not_a_probe`) and remove a killed probe's ``.tmp`` partials and ``batch_K`` folders (which hold
-    only a probe's file names: no user's); move the earlier probe's files into ``EARLIER``."""
+    only a probe's files: :func:`_probe_names`); with it, refuse the earlier probe's batch folders holding other files
+    too; refuse a ``batch_K`` in the way of the probe's (:func:`_refuse_batch_folders_in_the_way`); move the earlier
+    probe's files into ``EARLIER``. Every refusal comes before anything is removed or moved."""
     other = _other_output(folder.path, label)
     if other is not None:
         raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
     _leftover(folder, say)
     aside = folder.path / EARLIER
-    names = _probe_names(folder.path)
-    if names and not (folder.path / PROBE_JSON).is_file():  # only a folder with probe.json holds an earlier probe
-        partial = [n for n in names if n.endswith(".tmp") or _BATCH_DIR.fullmatch(n)]
-        whole = [n for n in names if n not in partial]
-        if whole:  # a complete file of a probe's name may be a user's own (a report.html): refused, kept
-            raise _not_a_probe(folder.path, whole, label)
-        for name in partial:  # .tmp partials and batch_K folders of probe files only: a killed probe's, no user's
-            _remove(folder.path / name)
+    top = (folder.path / PROBE_JSON).is_file()  # only a folder with probe.json holds an earlier probe
+    earlier = _batch_folders_of(folder.path / PROBE_JSON) if top else None  # its batch folders, when it says
+    if top:
+        _refuse_mixed_batch_folders(folder.path, label, earlier)
+    names = _probe_names(folder.path, earlier)
+    partial = [] if top else [n for n in names if n.endswith(".tmp") or _BATCH_DIR.fullmatch(n)]
+    whole = [] if top else [n for n in names if n not in partial]
+    if whole:  # a complete file of a probe's name may be a user's own (a report.html): refused, kept
+        raise _not_a_probe(folder.path, whole, label)
+    _refuse_batch_folders_in_the_way(folder, names, earlier, label)
+    for name in partial:  # .tmp partials and batch_K folders of probe files only: a killed probe's, no user's
+        _remove(folder.path / name)
+    if partial:
         say(f"removed what a probe killed before its {PROBE_JSON} left in {shown(str(folder.path))} "
             f"({', '.join(partial)})")
-        names = []
-    folder.earlier = names
+    folder.earlier = names if top else []
+    folder.kept = sorted(p.name for p in folder.path.iterdir() if _BATCH_DIR.fullmatch(p.name)
+                         and p.name not in folder.earlier)
     if not folder.earlier:
         return
     moved = []
@@ -491,15 +660,17 @@ def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
 
 
 def _roll_back(folder: ProbeFolder) -> None:
-    """After a failed probe: delete what it wrote, put the earlier probe's files back."""
+    """After a failed probe: delete what it wrote (:data:`PROBE_FILES` and their ``.tmp`` partials, every ``batch_K``
+    but those it found there and kept, :attr:`ProbeFolder.kept`), put the earlier probe's files back."""
     if not folder.path.is_dir():
         return
     aside = folder.path / EARLIER
     if folder.earlier and aside.is_dir():
         with contextlib.suppress(OSError):  # a full disk: put back as before, unnamed (killed now, it may be lost)
             _start_moving(aside, folder.earlier)
-    for name in _probe_names(folder.path):
-        _remove(folder.path / name)
+    for p in sorted(folder.path.iterdir()):
+        if (p.name in _OURS and not p.is_dir()) or (_BATCH_DIR.fullmatch(p.name) and p.name not in folder.kept):
+            _remove(p)
     for name in folder.earlier:
         if (aside / name).exists():
             (aside / name).rename(folder.path / name)
