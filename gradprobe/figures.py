@@ -13,7 +13,11 @@ file name's undecodable byte, ``os.fsdecode``) makes its font code raise. The fi
 and draws every line of text as :func:`gradprobe.tables.shown` escapes it (``\\t``, ``\\x1b``, ``\\udcff``), as
 the printed tables and warnings show the same names, whichever figure code put it there; the text objects keep the
 names as given. A newline still breaks a line (matplotlib splits the text at newlines before it measures or draws
-a line: report titles use two lines), and math text (``$...$``) is drawn as matplotlib parses it.
+a line: report titles use two lines). No text is read as math text: a name holding ``$`` signs (a reward file
+``c$x$.py``, ``d$^$.py``) is measured and drawn as its characters, where matplotlib would parse ``$...$`` as
+mathtext (``c$x$`` drawn as c and an italic x, ``d$^$`` raising a multi-line ParseSyntaxException when the figure
+is saved, after the computation it reports); gradprobe's own figure text uses no math text. Text drawn by LaTeX
+(``rcParams["text.usetex"]``, which the user sets) is LaTeX's, as given.
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | N
     """``pyplot.subplots`` without pyplot: returns ``(Figure, Axes or array of Axes)``.
 
     The figure's canvas is an Agg canvas that escapes control characters and lone surrogates in the text it
-    measures and draws (module docstring), for ``savefig`` to PNG and for the layout (``tight_layout``,
-    ``bbox_inches="tight"``); another format (``.svg``, ``.pdf``) is drawn by that format's own canvas, unescaped.
+    measures and draws, and reads no ``$...$`` in it as math text (module docstring), for ``savefig`` to PNG and for
+    the layout (``tight_layout``, ``bbox_inches="tight"``); another format (``.svg``, ``.pdf``) is drawn by that
+    format's own canvas, unescaped.
     ``kwargs`` go to :meth:`matplotlib.figure.Figure.subplots` (``squeeze``, ``sharex``, ...).
     """
     from matplotlib.figure import Figure
@@ -40,24 +45,27 @@ def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | N
     return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
-def _plain(s: str, ismath) -> str:
-    """The text ``s`` a renderer is given, escaped (:func:`shown`) unless it is math text (``ismath`` true, or
-    ``"TeX"``), which matplotlib's own parser reads."""
-    return s if ismath else shown(s)
+def _plain(s: str, ismath) -> tuple[str, bool | str]:
+    """The text ``s`` a renderer is given and the ``ismath`` it draws it with: escaped (:func:`shown`) and plain
+    (``False``, whatever matplotlib found: ``$...$`` in a name is no math text, module docstring), or as given when
+    LaTeX draws it (``ismath == "TeX"``)."""
+    return (s, ismath) if ismath == "TeX" else (shown(s), False)
 
 
 @lru_cache(maxsize=1)
 def _escaping_canvas():
     """The Agg canvas class (made once, on first use: matplotlib is imported only when a figure is made) whose
-    renderer measures and draws text escaped (:func:`_plain`)."""
+    renderer measures and draws text escaped and plain (:func:`_plain`)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 
     class EscapingRenderer(RendererAgg):
         def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
-            return super().draw_text(gc, x, y, _plain(s, ismath), prop, angle, ismath=ismath, mtext=mtext)
+            s, ismath = _plain(s, ismath)
+            return super().draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
 
         def get_text_width_height_descent(self, s, prop, ismath):
-            return super().get_text_width_height_descent(_plain(s, ismath), prop, ismath)
+            s, ismath = _plain(s, ismath)
+            return super().get_text_width_height_descent(s, prop, ismath)
 
     class EscapingCanvas(FigureCanvasAgg):
         def get_renderer(self):

@@ -96,19 +96,53 @@ def link_loop(link) -> list[str] | None:
 
 
 def shell_word(text: str | os.PathLike) -> str:
-    """``text`` (a path) as one word of a POSIX shell command that a fix names (``rm WORD``, ``ln -sfn FOLDER WORD``,
-    ``mkdir -p WORD``): always between single quotes, each single quote in it written ``'"'"'`` (the quoting of
-    :func:`shlex.quote`, here also for a word that needs none, so every such command reads alike: ``rm 'out/a'``).
-    A space, tab, newline, quote, ``$`` or backslash in ``text`` is kept as it is, so the shell (and
-    :func:`shlex.split`) reads back exactly ``text``, where Python's ``repr`` (``'t\\tl'``) would name another path.
+    """``text`` (a path) as one word of a shell command that a fix names (``rm WORD``, ``ln -sfn FOLDER WORD``,
+    ``mkdir -p WORD``), which the shell reads back as exactly that path:
+
+    - between single quotes, each single quote in it written ``'"'"'`` (the quoting of :func:`shlex.quote`, here also
+      for a word that needs none, so every such command reads alike: ``rm 'out/a'``). A space, quote, ``$`` or
+      backslash is kept as it is, where Python's ``repr`` (``'t\\tl'``) would name another path;
+    - a relative path that starts with ``-`` led by ``./`` (``rm './-dash'``), which the command would read as an
+      option;
+    - where the path holds a character that is not printable (:meth:`str.isprintable`: a control character such as
+      a tab, a newline or an escape, or an undecodable byte of a file name, the lone surrogate of
+      :func:`os.fsdecode`), in bash's ANSI-C quoting: ``$'u\\xff'`` for ``u\\udcff``, ``$'t\\x09l'`` for a tab.
+      Each such character is written as the bytes :func:`os.fsencode` gives it (``\\xHH``), so the shell passes the
+      file's own bytes and the command stays on one line; ``\\`` and ``'`` inside are written ``\\\\`` and ``\\'``, the
+      other characters as they are. This form is for bash and zsh (ksh93 too); POSIX sh (dash) lacks it, and it is
+      used only where the path needs it. (A surrogate no file name holds, not an undecodable byte's, is written
+      ``\\uHHHH``.)
 
     Raises
     ------
     TypeError
-        ``text`` is neither a str nor an ``os.PathLike`` giving one.
+        ``text`` is neither a str nor an ``os.PathLike`` giving one (bytes, ``os.fsdecode`` them first), named.
     """
-    quoted = shlex.quote(os.fspath(text))
+    try:
+        path = os.fspath(text)
+    except TypeError:
+        path = None
+    if not isinstance(path, str):
+        fix = "; decode bytes with os.fsdecode first" if isinstance(path, bytes) else ""
+        raise TypeError(f"shell_word(text): text must be a str path or an os.PathLike giving one, got "
+                        f"{type(text).__name__} {text!r:.60}{fix}")
+    if path.startswith("-"):  # relative (an absolute path starts with /): rm would read it as options
+        path = "./" + path
+    if not path.isprintable():
+        return "$'" + "".join(_ansi_c(c) for c in path) + "'"
+    quoted = shlex.quote(path)
     return quoted if quoted.startswith("'") else f"'{quoted}'"
+
+
+def _ansi_c(c: str) -> str:
+    """One character ``c`` of a path inside bash's ``$'...'`` (:func:`shell_word`): a printable one as it is
+    (``\\`` and ``'`` escaped), another as its file-name bytes (:func:`os.fsencode`), ``\\xHH`` each."""
+    if c.isprintable():
+        return "\\" + c if c in "\\'" else c
+    try:
+        return "".join(f"\\x{b:02x}" for b in os.fsencode(c))
+    except UnicodeEncodeError:  # a surrogate that is no undecodable byte: no file name holds it
+        return f"\\u{ord(c):04x}"
 
 
 def _loop_words(link, loop: list[str], target: str) -> str:

@@ -1,7 +1,8 @@
 """Names the user gave (a study, arm, reward, run or path) in a figure's title, labels, ticks or legend: a tab made
 matplotlib warn ``Glyph 9 (\\t) missing from font(s) DejaVu Sans`` and draw an empty box, and a file name's
 undecodable byte (a lone surrogate, ``\\udcff``) made its font code raise TypeError. The figures of
-:func:`gradprobe.figures.subplots` now draw such text escaped, as the printed tables show it (``\\t``)."""
+:func:`gradprobe.figures.subplots` now draw such text escaped, as the printed tables show it (``\\t``), and read no
+``$...$`` in it as math text (a reward file ``d$^$.py`` made ``savefig`` raise a ParseSyntaxException)."""
 
 from __future__ import annotations
 
@@ -60,3 +61,29 @@ def test_the_reliability_diagram_legend_shows_a_tab_escaped(tmp_path, drawn):
     assert [str(w.message) for w in caught if "Glyph" in str(w.message)] == []
     assert "my\\test (Brier 0.100)" in drawn
     assert (tmp_path / "reliability.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_dollar_signs_in_a_name_are_drawn_as_they_are_not_as_math_text(drawn):
+    """Was: ``c$x$`` drawn as c and an italic x (mathtext), and ``d$^$`` raising a multi-line ParseSyntaxException
+    from ``savefig``, after the computation the figure reports (``--rewards 'outcome,c$x$.py:fn,d$^$.py:fn'``)."""
+    fig, ax = subplots(figsize=(4, 3))
+    names = ["outcome", "c$x$.py:fn", "d$^$.py:fn"]
+    ax.barh(names, [1, 2, 3])
+    ax.set_title("rewards c$x$ and d$^$")
+    ax.plot([0, 1], [0, 1], label="run $\\alpha$ one")
+    ax.legend()
+    assert _saved(fig, bbox_inches="tight") == []
+    assert {"outcome", "c$x$.py:fn", "d$^$.py:fn", "rewards c$x$ and d$^$", "run $\\alpha$ one"} <= set(drawn)
+    assert not any("mathtext" in s for s in drawn)
+
+
+def test_a_math_text_name_is_measured_as_its_characters(drawn):
+    """The layout measures the text the figure draws: ``$\\frac{1}{2}$`` as its characters, not as a fraction."""
+    fig, ax = subplots(figsize=(4, 3))
+    parsed = ax.text(0, 0, "$\\frac{1}{2}$")  # matplotlib would read it as math text
+    plain = ax.text(0, 0.5, "$\\frac{1}{2}$", parse_math=False)  # its characters, as the reference
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width = plain.get_window_extent(renderer).width
+    assert parsed.get_window_extent(renderer).width == pytest.approx(width) and width > 60
+    assert drawn.count("$\\frac{1}{2}$") == 2

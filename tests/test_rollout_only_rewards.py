@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import gradprobe
@@ -76,3 +77,36 @@ def test_a_users_reward_declared_rollout_only_gets_the_reach_check_and_an_undecl
         _unregister("test_user_rollout_only", "test_user_may_sample")
     assert "test_user_rollout_only" not in base.REWARDS
 
+
+
+@pytest.mark.parametrize("given", ["no", 1, 0, None, np.array([True, False]), np.bool_(True)],
+                         ids=["text", "one", "zero", "none", "array", "numpy_bool"])
+def test_rollout_only_must_be_a_bool_and_nothing_is_registered_otherwise(given):
+    """Was: ``rollout_only="no"`` registered a rollout-only reward (its truth value), and a numpy array raised
+    ValueError at decoration, with the reward already in REWARDS."""
+    name = "test_user_not_a_bool"
+    try:
+        with pytest.raises(TypeError) as e:
+            gradprobe.register_reward(name, rollout_only=given)(_reward)
+        assert str(e.value).startswith(f"register_reward('{name}', rollout_only=...) takes True or False, got "
+                                       f"rollout_only={given!r:.60} ({type(given).__name__}); ")
+        assert name not in base.REWARDS and name not in base.ROLLOUT_ONLY
+    finally:
+        _unregister(name)
+
+
+def test_a_builtin_registered_again_without_the_declaration_is_no_longer_bounded():
+    """The docstring's "registering the name again sets it anew" holds for a built-in too: ``outcome`` was still
+    bounded through the torch-free copy of the built-ins' declarations."""
+    fn = base.REWARDS["outcome"]
+    budget = {"generated_tokens": 250_000, "updates": 10}  # out of reach of a bounded reward: 3,200 tokens at most
+    try:
+        gradprobe.register_reward("outcome")(fn)
+        assert "outcome" not in base.ROLLOUT_ONLY and "outcome" in ROLLOUT_ONLY_REWARDS
+        assert most_tokens_per_update("outcome", None, 2, 4, 40) is None
+        assert parse_plan(tiny_plan(reward="outcome", budget=budget)).budget.generated_tokens == 250_000
+    finally:
+        gradprobe.register_reward("outcome", rollout_only=True)(fn)
+    assert most_tokens_per_update("outcome", None, 2, 4, 40) == 320
+    with pytest.raises(PlanError, match=r"^budget\.generated_tokens = 250,000 is out of reach of "):
+        parse_plan(tiny_plan(reward="outcome", budget=budget))

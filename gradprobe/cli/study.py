@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import warnings
@@ -12,7 +11,7 @@ from pathlib import Path
 
 from ..config import EXECUTOR_NAMES
 from ..tracking import TrackerUnavailableError, require_tracker
-from ..training.budget import reach_warned_once
+from ..training.budget import reach_unrecorded, reach_warned_once
 from ..training.plan import PlanError, load_plan, replicate_plan
 from ..outputs import OutputDirError, prepare_output_dir, removed_if_left_empty, shell_word
 from ..tables import shown
@@ -80,8 +79,16 @@ def add_study_parser(subparsers) -> None:
 
 
 def _err(msg: str) -> int:
-    print(f"gradprobe study: error: {msg}", file=sys.stderr)
+    """Print ``msg`` as the command's error on stderr (:func:`_terminal`); the exit status of bad input, 2."""
+    print(f"gradprobe study: error: {_terminal(msg)}", file=sys.stderr)
     return 2
+
+
+def _terminal(msg: str) -> str:
+    """``msg`` with the control characters of each line escaped (:func:`shown`: ``\\x1b``), its line breaks kept: a
+    name that an error quotes raw (a plug-in reward file ``e\\x1b[31m.py``, a reward's own exception text) cannot
+    drive the terminal, whichever code built the message."""
+    return "\n".join(shown(line) for line in msg.split("\n"))
 
 
 def _resume_command(args) -> str:
@@ -114,7 +121,7 @@ def _interrupted(args, e: BaseException) -> int:
     from ..study.result import StudyTerminated
 
     terminated = isinstance(e, StudyTerminated) or getattr(e, "terminated", False)
-    what = str(e) if str(e) else f"study {shown(str(args.out))} interrupted before any run started"
+    what = _terminal(str(e)) if str(e) else f"study {shown(str(args.out))} interrupted before any run started"
     how = "terminated (SIGTERM): " if terminated else ""
     print(f"gradprobe study: {how}{what}.\nResume with: {_resume_command(args)}", file=sys.stderr)
     return 143 if terminated else 130
@@ -216,8 +223,8 @@ def _warn_stale_analysis(out: Path) -> None:
     except OSError:
         pass
     try:
-        with warnings.catch_warnings():  # runs.csv's own warnings come once, from the analysis that follows
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(), reach_unrecorded():  # runs.csv's and the plan's warnings come once, from
+            warnings.simplefilter("ignore")  # the analysis that follows (this hidden read does not count as given)
             diffs = stale_analysis(out, load_runs(out))
     except (AnalysisError, OSError, ValueError):
         return

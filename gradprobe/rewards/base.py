@@ -234,20 +234,28 @@ def register_reward(name: str, *, rollout_only: bool = False):
         of ``ctx.sampler``). One update of an arm with such a reward (and no prompt selection) then generates at most
         B * G * max_new_tokens tokens, so a plan whose ``[budget] updates`` never let it spend its ``[budget]
         generated_tokens`` is refused (:func:`gradprobe.training.budget.check_budget`); False (the default): the
-        reward may generate tokens of its own, and that check skips its arms. Recorded in :data:`ROLLOUT_ONLY`
-        (registering the name again sets it anew).
+        reward may generate tokens of its own, and that check skips its arms. Recorded in :data:`ROLLOUT_ONLY`;
+        registering the name again (the same function, or one of the same qualified name: a reloaded module) sets
+        it anew, a built-in's too (``register_reward("outcome")(fn)`` without it: the budget check no longer bounds
+        ``outcome``'s arms, :func:`gradprobe.training.budget.most_tokens_per_update`, which reads
+        :data:`ROLLOUT_ONLY` for every name registered here).
 
     Raises
     ------
     ValueError
         ``name`` is empty, contains a comma, or is already registered to another function.
     TypeError
-        ``name`` is not a string (``@register_reward("my_reward")``, not bare ``@register_reward``), or the
-        decorated object is not callable.
+        ``name`` is not a string (``@register_reward("my_reward")``, not bare ``@register_reward``), ``rollout_only``
+        is not a bool (``True`` or ``False``; not ``"no"``, 1, a numpy value), both raised before anything is
+        registered, or the decorated object is not callable.
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string (use @register_reward(\"my_reward\")), got {name!r} "
                         f"({type(name).__name__})")
+    if not isinstance(rollout_only, bool):  # "no" or a numpy array would be read by truth value (or raise later)
+        raise TypeError(f"register_reward({name!r}, rollout_only=...) takes True or False, got "
+                        f"rollout_only={rollout_only!r:.60} ({type(rollout_only).__name__}); pass rollout_only=True "
+                        f"only when the reward charges no generated tokens beyond the rollouts")
     if not name or "," in name or name != name.strip():
         raise ValueError(f"invalid reward name {name!r}: non-empty, no comma, no surrounding spaces")
 

@@ -27,6 +27,7 @@ import threading
 import torch
 
 from ..grpo.advantages import DEFAULT_SCALE, check_scale
+from ..tables import shown
 from ..types import RolloutBatch
 from .base import RewardContext, RewardFunctionError, RewardOutput
 from .outcome import normalize_sequence_rewards
@@ -70,9 +71,10 @@ def _to_float(value, name: str, index: int) -> float:
 
 def one_line(e: BaseException, limit: int = 300) -> str:
     """``TYPE: MESSAGE`` of an exception a reward raised, on one line: line breaks in the message (a completion's
-    text quoted in it) written as ``\\n`` and the text cut at ``limit`` characters with "...", so the error the
-    command prints stays the one line it promises."""
-    text = str(e.code if isinstance(e, SystemExit) else e).replace("\r", "\\r").replace("\n", "\\n")
+    text quoted in it) written as ``\\n``, other control characters (a terminal's escape sequence) and lone
+    surrogates escaped as :func:`gradprobe.tables.shown` writes them, and the text cut at ``limit`` characters with
+    "...", so the error the command prints stays the one line it promises and prints as text."""
+    text = shown(str(e.code if isinstance(e, SystemExit) else e))
     return f"{type(e).__name__}: {text if len(text) <= limit else text[:limit] + '...'}"
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..layout import CONFIG_JSON, PLAN_COPY, PROBE_JSON, STUDY_JSON, run_dir
 from ..outputs import json_short, output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
+from ..tables import shown
 from ..tasks import task_data_identity
 from ..training.budget import OutOfReachWarning
 from ..training.plan import Plan, load_plan
@@ -349,9 +350,10 @@ def _check_recorded_plugin(out: Path, spec: str, then: dict, now_id: dict) -> No
     sj = out / STUDY_JSON
     if then.get("sha256") and now_id.get("sha256") != then.get("sha256"):
         raise StudyError(
-            f"{out}: reward {spec!r} now runs {now_id.get('file')} (sha256 {str(now_id.get('sha256'))[:12]}), not "
-            f"the code the study's runs started with ({then.get('file')}, sha256 {str(then['sha256'])[:12]}, "
-            f"{sj} {REWARD_PLUGINS}): its remaining runs would train another reward than its finished ones; "
+            f"{shown(str(out))}: reward {spec!r} now runs {shown(str(now_id.get('file')))} (sha256 "
+            f"{str(now_id.get('sha256'))[:12]}), not the code the study's runs started with "
+            f"({shown(str(then.get('file')))}, sha256 {str(then['sha256'])[:12]}, {shown(str(sj))} {REWARD_PLUGINS}): "
+            "its remaining runs would train another reward than its finished ones; "
             "restore the reward file as it was (or run from the directory the study started in), or run the plan "
             "as a new study under a new --out")
     problem = modules_problem(then)

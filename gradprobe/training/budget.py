@@ -18,6 +18,7 @@ from contextvars import ContextVar
 from decimal import Decimal
 
 from ..outputs import beyond_float
+from ..tables import shown
 from ..token_counts import parse_token_count
 from .coerce import check_positive, echo_value
 from .run_folder import study_above
@@ -25,7 +26,7 @@ from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, R
 
 __all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS", "too_small_message", "named_as_arguments",
            "MAX_WHOLE_BUDGET", "reachable_updates", "ROLLOUT_ONLY_REWARDS", "most_tokens_per_update",
-           "OutOfReachWarning", "reach_warned_once", "budget_text"]
+           "OutOfReachWarning", "reach_warned_once", "reach_unrecorded", "budget_text"]
 
 #: The largest budget of updates or generated tokens (a plan's ``[budget]``, ``--updates``, ``budget_tokens=``): an
 #: int64, what the ledger and the JSON readers hold (as :func:`gradprobe.token_counts.parse_token_count`'s maximum).
@@ -37,10 +38,12 @@ _WHOLE = ("generated_tokens", "updates")
 #: ``{}`` and they sample nothing): the outcome rewards (:mod:`gradprobe.rewards.outcome`, ``outcome_loo``), the
 #: majority vote and the verifier's process rewards (:mod:`gradprobe.rewards.process`: no continuations). Each is
 #: registered with ``register_reward(name, rollout_only=True)`` (:func:`gradprobe.rewards.base.register_reward`);
-#: this copy of those declarations lets a plan be checked without importing the rewards (torch). The MC rewards
+#: this copy of those declarations lets a plan be checked without importing the rewards (torch), and is read only
+#: then: once :mod:`gradprobe.rewards.base` is imported, the declarations registered there decide (a built-in
+#: registered again without ``rollout_only=True`` is no longer bounded; :func:`_rollout_only`). The MC rewards
 #: (``mc_value``, ``hybrid_*``, ...) charge continuations and a plug-in reward may report any tokens, so
 #: :func:`most_tokens_per_update` bounds no update of theirs; a user's reward registered with ``rollout_only=True``
-#: is bounded as these are (:func:`_rollout_only`).
+#: is bounded as these are.
 ROLLOUT_ONLY_REWARDS = frozenset({"outcome", "outcome_batch", "outcome_dr", "outcome_loo", "majority_vote", "process",
                                   "process_hybrid_0.9", "process_hybrid_0.5", "process_hybrid_0.1"})
 
@@ -63,12 +66,29 @@ _SKIPPED = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 def reach_warned_once():
     """Within this block (this thread or task only; a nested block shares the outer one's record), each
     :class:`OutOfReachWarning` is given once per plan (sha256) and budget: a command or API call that reads one frozen
-    plan several times (freeze, resume, analyse and load a study) warns once, not once per read. A warning that a
-    filter hides is not counted as given. Outside any block every read warns, as Python's filters decide."""
+    plan several times (freeze, resume, analyse and load a study) warns once, not once per read. Given means passed
+    to :func:`warnings.warn` at the first read, which Python's filters and registries then show, hide ("ignore"; or
+    "once", "default": shown before) or raise ("error") as for any warning; later reads do not call it. A read that
+    should not count (one whose warnings the caller hides) goes inside :func:`reach_unrecorded`. Outside any block
+    every read warns, as Python's filters decide."""
     if _REACH_WARNED.get() is not None:
         yield
         return
     token = _REACH_WARNED.set(set())
+    try:
+        yield
+    finally:
+        _REACH_WARNED.reset(token)
+
+
+@contextlib.contextmanager
+def reach_unrecorded():
+    """Within this block (this thread or task only) no :class:`OutOfReachWarning` is recorded as given by an
+    enclosing :func:`reach_warned_once` block: every read warns as outside one (Python's filters decide), and a read
+    after the block within the enclosing one still warns the first time. For a read whose warnings the caller hides
+    (a check ahead of the read that reports, under an "ignore" filter), which would otherwise use up the one
+    warning."""
+    token = _REACH_WARNED.set(None)
     try:
         yield
     finally:
@@ -87,24 +107,20 @@ def _caller_level() -> int:
 
 def _warn_out_of_reach(message: str, key) -> None:
     """Warn ``message`` (:class:`OutOfReachWarning`) at gradprobe's caller (:func:`_caller_level`); within a
-    :func:`reach_warned_once` block only the first time that ``key`` (the plan's sha256 and the facts) is shown."""
-    level = _caller_level()
+    :func:`reach_warned_once` block only the first time that ``key`` (the plan's sha256 and the facts) comes. The
+    warning goes through :func:`warnings.warn` alone (no :func:`warnings.catch_warnings`, which would reset every
+    module's registry of warnings shown), so the filters and registries decide whether it shows."""
     warned = _REACH_WARNED.get()
-    if warned is None:
-        warnings.warn(message, OutOfReachWarning, stacklevel=level)
-        return
-    if key in warned:
-        return
-    with warnings.catch_warnings(record=True) as shown:  # the filters as they are: is it shown, or ignored?
-        warnings.warn(message, OutOfReachWarning, stacklevel=level)
-    for w in shown:  # shown (an "error" filter raised above): given now, and counted
+    if warned is not None:
+        if key in warned:
+            return
         warned.add(key)
-        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    warnings.warn(message, OutOfReachWarning, stacklevel=_caller_level())
 
 
 def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig, *,
                  max_new_tokens: int | None = None, check_reach: bool = True, path: str = "<string>",
-                 sha256: str | None = None) -> None:
+                 sha256: str | None = None, resumed_run: bool = False) -> None:
     """Refuse a ``[budget]`` that sets no budget, a non-positive one, or one smaller than one update of
     some arm (DESIGN.md: every budget buys updates; a token budget must cover B * G completions of one token);
     with ``budget.updates``, also a ``save_weights_at`` (``[train]`` or an arm's) listing updates past it, and a
@@ -121,7 +137,9 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
     analyse, load or resume it: :func:`gradprobe.training.plan.load_plan`'s ``check_schedule``) turns that refusal
     into an :class:`OutOfReachWarning` with the same facts, led by ``plan PATH:`` (``path``, the plan's file): the
     runs were made or promised under that plan. Within a :func:`reach_warned_once` block it is given once per plan
-    (``sha256``, of the file's bytes; None: the facts alone) and budget.
+    (``sha256``, of the file's bytes; None: the facts alone) and budget. ``resumed_run`` True: the plan is that of
+    one ``gradprobe train`` run resumed from its folder (:func:`gradprobe.training.plan.run_in_folder`), and the
+    warning says so instead of naming a study's frozen plan.
 
     Raises
     ------
@@ -162,16 +180,17 @@ def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig
             raise PlanError(_below_one_update(said, arm, b, g, max_new_tokens, "[budget] generated_tokens", others))
     if budget.updates is not None and budget.generated_tokens is not None and max_new_tokens is not None:
         _check_tokens_reachable(budget.updates, budget.generated_tokens, arms, base, max_new_tokens, check_reach,
-                                (path, sha256))
+                                (path, sha256), resumed_run)
 
 
 def most_tokens_per_update(reward: str, selection: dict | None, b: int, g: int, max_new_tokens: int) -> int | None:
     """The most charged generated tokens one update of an arm can cost, when that is known before the run:
     B * G * max_new_tokens (``b`` prompts x ``g`` completions, each of at most ``max_new_tokens`` tokens; off-context
     guidance samples the same B * G completions) for an arm whose ``reward`` charges rollout tokens only
-    (:func:`_rollout_only`: :data:`ROLLOUT_ONLY_REWARDS`, or registered with ``rollout_only=True``) and that selects
-    no prompts (``selection`` empty or None); None otherwise (MC continuations, a plug-in reward's own tokens, a
-    selection rule's candidate rollouts and feature pass are charged too and have no bound here).
+    (:func:`_rollout_only`: registered with ``rollout_only=True``, or :data:`ROLLOUT_ONLY_REWARDS` where the rewards
+    are not imported) and that selects no prompts (``selection`` empty or None); None otherwise (MC continuations, a
+    plug-in reward's own tokens, a selection rule's candidate rollouts and feature pass are charged too and have no
+    bound here).
     Units: tokens (an int, exact at any size)."""
     if not _rollout_only(reward) or selection:
         return None
@@ -179,24 +198,28 @@ def most_tokens_per_update(reward: str, selection: dict | None, b: int, g: int, 
 
 
 def _rollout_only(reward: str) -> bool:
-    """Whether the reward named ``reward`` charges no generated tokens beyond the rollouts: a built-in one of
-    :data:`ROLLOUT_ONLY_REWARDS`, or one registered with ``register_reward(name, rollout_only=True)``
-    (:data:`gradprobe.rewards.base.ROLLOUT_ONLY`), looked up only where :mod:`gradprobe.rewards.base` is imported
-    already (a registered reward's module imported it; this module imports no torch)."""
-    if reward in ROLLOUT_ONLY_REWARDS:
-        return True
+    """Whether the reward named ``reward`` charges no generated tokens beyond the rollouts, as its registration
+    declares (``register_reward(name, rollout_only=True)``). Where :mod:`gradprobe.rewards.base` is imported (a
+    reward's module imported it), its :data:`~gradprobe.rewards.base.ROLLOUT_ONLY` decides for every name
+    registered there (:data:`~gradprobe.rewards.base.REWARDS`), a built-in re-registered without the declaration
+    too; for a name not registered there, and where it is not imported (this module imports no torch), the copy of
+    the built-ins' declarations :data:`ROLLOUT_ONLY_REWARDS`."""
     rewards = sys.modules.get("gradprobe.rewards.base")
-    return rewards is not None and reward in getattr(rewards, "ROLLOUT_ONLY", ())
+    if rewards is not None and reward in getattr(rewards, "REWARDS", ()):
+        return reward in getattr(rewards, "ROLLOUT_ONLY", ())
+    return reward in ROLLOUT_ONLY_REWARDS
 
 
 def _check_tokens_reachable(updates: int, tokens: int, arms: dict[str, ArmSpec], base: TrainConfig,
-                            max_new_tokens: int, refuse: bool = True, plan: tuple = ("<string>", None)) -> None:
+                            max_new_tokens: int, refuse: bool = True, plan: tuple = ("<string>", None),
+                            resumed_run: bool = False) -> None:
     """Refuse ``[budget] generated_tokens`` that ``[budget] updates`` never lets an arm spend: ``updates`` updates of
     the arm generate at most ``updates`` * :func:`most_tokens_per_update` tokens, and when that is below ``tokens``
     every run of the arm stops on updates with the token budget unspent (not matched on tokens as the plan says).
     The arm named is the first with the smallest bound (raising ``updates`` for it suffices for all); arms without a
     bound (MC, plug-in rewards, prompt selection) are not checked. ``refuse`` False: warned, not refused (a frozen
-    plan, :func:`check_budget`; ``plan``: its (path, sha256))."""
+    plan, :func:`check_budget`; ``plan``: its (path, sha256); ``resumed_run``: the plan of one ``gradprobe train`` run
+    being resumed, not a study's frozen plan, as the warning says)."""
     bounds, sizes = {}, {}
     for arm in arms.values():
         sizes[arm.name] = t = dataclasses.replace(base, **arm.train)
@@ -214,8 +237,11 @@ def _check_tokens_reachable(updates: int, tokens: int, arms: dict[str, ArmSpec],
     facts = _tokens_out_of_reach(said, name, arm.reward, t.prompts_per_update, t.group, max_new_tokens,
                                  f" ({fields} * sampling.max_new_tokens)", updates, tokens)
     if not refuse:  # a frozen plan: its study is read as it was run (a new plan like it is refused)
-        _warn_out_of_reach(f"plan {plan[0]}: {facts}: the frozen plan's runs stop on updates with the token budget "
-                           f"unspent (a new plan with this budget is refused)", (plan[1], facts))
+        whose = ("the run being resumed was started under this plan, so it resumes under it and stops on updates with "
+                 "the token budget unspent (a new run with this plan is refused)" if resumed_run else
+                 "the frozen plan's runs stop on updates with the token budget unspent (a new plan with this budget "
+                 "is refused)")
+        _warn_out_of_reach(f"plan {plan[0]}: {facts}: {whose}", (plan[1], facts))
         return
     raise PlanError(facts + f": every run of the arm stops on updates with the token budget unspent, not matched on "
                             f"generated tokens as the plan says; raise [budget] updates to at least "
@@ -592,8 +618,9 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out,
     if study is not None:  # a study's run: its folder keeps the plan it was frozen with
         kinds = " and ".join(f"budget.{k} to at least {_cost(k, c)}" for k, (_, c) in over.items())
         return (f"{detail}: the budget is smaller than one update (the run stopped after update 1, data kept in "
-                f"{out}); raise {kinds} in the plan ({_ONE_UPDATE}) and run the changed plan as a new study "
-                f"under a new --out (or into {study} with --restart while none of its runs has finished)")
+                f"{shown(str(out))}); raise {kinds} in the plan ({_ONE_UPDATE}) and run the changed plan as a new "
+                f"study under a new --out (or into {shown(str(study))} with --restart while none of its runs has "
+                "finished)")
     fixes = "; ".join(_larger_budget(k, c, given[k], plan_budget.get(k), names[k]) for k, (_, c) in over.items())
     rerun = "call gradprobe.train again with a new out=" if python else "rerun with a new --out"
     set_by_user = set(over) | {k for k in BUDGET_KINDS if BUDGET_FLAGS[k] in flags}  # no alternative to itself
@@ -603,8 +630,9 @@ def too_small_message(run: RunConfig, over: dict[str, tuple[float, float]], out,
     others = _alternatives(names, tuple(k for k in BUDGET_KINDS if k in set_by_user), tuple(over)) if replaceable \
         else ""
     what, fix = ("the budget is", "") if len(over) == 1 else ("both budgets are", "fix both budgets: ")
-    return (f"{detail}: {what} smaller than one update (the run stopped after update 1, data kept in {out}); "
-            f"to train, {rerun} (or after deleting {out}: a rerun into it with another budget is refused) and {fix}"
+    return (f"{detail}: {what} smaller than one update (the run stopped after update 1, data kept in "
+            f"{shown(str(out))}); to train, {rerun} (or after deleting {shown(str(out))}: a rerun into it with another "
+            f"budget is refused) and {fix}"
             f"{fixes}" + (f"; {others}" if others else ""))
 
 
