@@ -61,10 +61,10 @@ from gradprobe.outputs import is_json_number, json_number_text, json_short, read
 from gradprobe.study.folder import check_frozen_plan, is_plan_sha
 
 from .domain import resolve_model, resolve_task, study_identity
-from .integrity import (REBUILD_ANALYSIS, DuplicateRunsWarning, RowsError, StudyFormatError, analysis_error,
-                        analysis_number, check_analysis_matches_runs, check_duplicate_runs, check_finite_forecasts,
+from .integrity import (DuplicateRunsWarning, RowsError, StudyFormatError, analysis_error, analysis_number,
+                        check_analysis_matches_runs, check_duplicate_runs, check_finite_forecasts,
                         check_one_row_per_run, check_paired_targets, check_plan_sha, check_reference_rows,
-                        read_rows_csv, read_study_runs)
+                        read_rows_csv, read_study_runs, rebuild_analysis)
 
 log = logging.getLogger(__name__)
 
@@ -651,7 +651,7 @@ def _per_seed(res: dict, arm: str, study_dir: Path) -> dict[int, float]:
     key = next((k for k in ANALYSIS_KEYS if isinstance(res.get(k), dict)), None)
     if key is None or "per_seed" not in res[key]:
         raise StudyFormatError(f"{study_dir}/analysis.json: arms.{arm}.{ANALYSIS_KEYS[0]}.per_seed is missing; "
-                               + REBUILD_ANALYSIS.format(study=study_dir))
+                               + rebuild_analysis(study_dir))
     field, block = f"arms.{arm}.{key}.per_seed", res[key]["per_seed"]
     if not isinstance(block, dict):
         raise analysis_error(study_dir, field, block, "an object {seed: accuracy in points}")

@@ -75,7 +75,7 @@ from gradprobe.forecast.analysis_reads import as_analysed
 from gradprobe.forecast.csv_cells import cut_lines, name_short_lines, numeric_columns, read_csv_checked, \
     short_lines, unterminated_line
 from gradprobe.forecast.curve_fit import CurveError
-from gradprobe.forecast.study import REBUILD_ANALYSIS as STUDY_REBUILD_ANALYSIS
+from gradprobe.forecast.study import rebuild_analysis
 from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON, rerun_advice
 from gradprobe.outputs import is_json_number, json_number_text, json_short
 from gradprobe.study.coverage import CHANGED_READS, csv_seeds, stale_analysis
@@ -99,9 +99,6 @@ RAW_BOUND = 1e6
 """|forecast_first_order| above this is bad data (an overflowed or edited cell), not an overshoot: refused."""
 BOOLEAN = ("is_reference", "paired")
 REANALYZE = "gradprobe study --analyze-only --overwrite-analysis --out {}"
-REBUILD_ANALYSIS = STUDY_REBUILD_ANALYSIS
-"""The fix for a damaged analysis.json number (``{study}``: the study folder; gradprobe's own wording,
-:data:`gradprobe.forecast.study.REBUILD_ANALYSIS`); runs.csv's cells are checked first."""
 _SEED = re.compile(r"\s*\+?\d{1,18}\s*")
 """A runs.csv seed cell: a whole number >= 0 (``gradprobe study`` writes ``0``, ``1``...)."""
 _REBUILD = "or rebuild the file with `calib rows STUDY_DIR... --out {}`"
@@ -558,10 +555,11 @@ def analysis_error(study_dir: Path, field: str, value, what: str, number: bool =
     """The one-line error for ``analysis.json``'s ``field`` (a dotted path, e.g. ``matched.generated_tokens.budget``)
     holding ``value`` (shown as the file holds it: JSON text, an integer too large for a float by its digits), which
     is not ``what`` (``number``: a number field, where a boolean is said not to be read as 1 or 0); the fix: ``fix``,
-    else rebuild analysis.json from runs.csv (:data:`REBUILD_ANALYSIS`)."""
+    else rebuild analysis.json from runs.csv (:func:`rebuild_analysis`, gradprobe's own wording; runs.csv's cells are
+    checked first)."""
     why = " (a boolean is never read as 1 or 0)" if number and isinstance(value, bool) else ""
     return StudyFormatError(f"{study_dir}/{ANALYSIS_JSON} field {field} is {json_number_text(value, json_short(value))}"
-                            f"{why}, not {what}; " + (REBUILD_ANALYSIS.format(study=study_dir) if fix is None else fix))
+                            f"{why}, not {what}; " + (rebuild_analysis(study_dir) if fix is None else fix))
 
 
 def analysis_number(study_dir: Path, field: str, value, what: str, *, low: float = -math.inf,

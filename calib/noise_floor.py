@@ -212,7 +212,7 @@ def study_never_trained(study_dirs, *, _analyses=None) -> dict[str, dict[str, li
         object (the file and the fix are named); or an arm's ``never_trained`` is not absent, null or a list of
         records (:data:`NEVER_TRAINED_RECORD`; :func:`check_never_trained`): ``FILE field arms.ARM.never_trained[I]
         is VALUE, not ...; re-analyse the study with `gradprobe study ... --analyze-only --overwrite-analysis ...```
-        (:data:`calib.integrity.REBUILD_ANALYSIS`).
+        (:func:`calib.integrity.rebuild_analysis`).
     """
     out = {}
     for d in map(Path, study_dirs):

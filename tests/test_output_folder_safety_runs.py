@@ -63,7 +63,7 @@ def test_train_refuses_a_users_files_of_a_runs_names_and_keeps_them(tmp_path, ca
     before = _tree(out)
     plan = tmp_path / "plan.toml"
     plan.write_text(tiny_plan(budget={"updates": 1}))
-    monkeypatch.setattr(train_cli, "load_plan", lambda *a, **k: pytest.fail("the plan was read before the refusal"))
+    monkeypatch.setattr(train_cli, "run_in_folder", lambda *a, **k: pytest.fail("the plan was read before the refusal"))
     assert train_main(_train_args(plan, out)) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"gradprobe train: error: {out} holds {named}") and len(err.splitlines()) == 1, err

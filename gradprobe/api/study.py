@@ -25,8 +25,8 @@ from pathlib import Path
 from ..study.report import format_rankings
 from ..training.budget import named_as_arguments, reach_warned_once
 from ..training.coerce import echo_value
-from ..training.plan import Plan, PlanError, RunConfig, load_plan, shorten_budget
-from ..training.run_folder import recorded_budget_flags, refuse_other_output
+from ..training.plan import Plan, PlanError, RunConfig, load_plan, run_in_folder, shorten_budget
+from ..training.run_folder import refuse_other_output
 from .probe import PROBE_JSON, load_probe
 from ..outputs import api_out, naming_out, removed_if_left_empty
 
@@ -432,6 +432,23 @@ def _keywords_checked(fn):
     return checked
 
 
+def _train_run(plan, resumed_flags, *, arm: str | None, seed, device: str | None, budgets: dict) -> RunConfig:
+    """The run :func:`train` trains: ``plan`` (a Plan or a RunConfig) at ``arm`` and ``seed``, on ``device``, with
+    the shortened ``budgets`` (kind -> value or None; ``resumed_flags`` as
+    :func:`~gradprobe.training.budget.shorten_budget` takes them: :func:`~gradprobe.training.plan.run_in_folder`).
+    Raises PlanError for a plan without ``arm``, ValueError for a seed out of range (:func:`train`'s)."""
+    if isinstance(plan, RunConfig):
+        run = plan
+    else:
+        if arm is None:
+            raise PlanError(f"train(plan, out) needs arm=, one of: {', '.join(plan.arms)}")
+        run = plan.arm(arm, seed=_seed(seed))
+    _seed(run.seed, "the RunConfig's seed")
+    if device:
+        run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=device))
+    return shorten_budget(run, budgets, python=True, resumed_flags=resumed_flags)  # named updates=, not --updates
+
+
 @_keywords_checked
 @naming_out("out")  # its output fixes say "choose another out", the argument, not --out
 def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device: str | None = None,
@@ -495,19 +512,12 @@ def train(run, out: str | Path, *, arm: str | None = None, seed: int = 0, device
     if not isinstance(run, (RunConfig, Plan, str, os.PathLike)):
         raise TypeError(f"run must be a RunConfig (plan.arm(name, seed)), a Plan (gradprobe.load_plan(PATH)) or the "
                         f"path of a plan TOML file, got {run!r} ({type(run).__name__})")
-    resumed = recorded_budget_flags(out)  # a run started before a later budget check resumes (None: no run there)
-    if not isinstance(run, RunConfig):
-        plan = run if isinstance(run, Plan) else load_plan(run, check_reach=resumed is None)
-        if arm is None:
-            raise PlanError(f"train(plan, out) needs arm=, one of: {', '.join(plan.arms)}")
-        run = plan.arm(arm, seed=_seed(seed))
-    elif arm is not None:
+    if isinstance(run, RunConfig) and arm is not None:
         raise ValueError("arm= goes with a plan; a RunConfig already names its arm")
-    _seed(run.seed, "the RunConfig's seed")
-    if device:
-        run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=device))
-    run = shorten_budget(run, {"updates": updates, "generated_tokens": budget_tokens, "flops": budget_flops,
-                               "device_seconds": budget_seconds}, python=True, resumed_flags=resumed)  # updates=
+    budgets = {"updates": updates, "generated_tokens": budget_tokens, "flops": budget_flops,
+               "device_seconds": budget_seconds}
+    # a plan or budget arguments out of reach: refused, but warned where out holds this very run (started before)
+    run = run_in_folder(run, out, functools.partial(_train_run, arm=arm, seed=seed, device=device, budgets=budgets))
     refuse_other_output(out, outside_studies=True)  # as `gradprobe train`: not inside a study
     with removed_if_left_empty(out), hold_run_folder(out):  # a folder another live process trains in: refused
         with named_as_arguments():  # a budget smaller than one update is told as budget_tokens=, not --budget-tokens

@@ -9,8 +9,8 @@ SIGTERM, exit 143, as ``gradprobe probe`` does). ``--out`` holding a probe, a st
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import functools
 import json
 import sys
 from pathlib import Path
@@ -19,9 +19,9 @@ from ..layout import CHECKPOINT_POINTER, METRICS_JSONL, SUMMARY_JSON
 from ..outputs import removed_if_left_empty
 from ..tables import shown
 from ..training.budget import budget_text
-from ..training.errors import NonFiniteRunError
-from ..training.plan import PlanError, load_plan, shorten_budget
-from ..training.run_folder import recorded_budget_flags, refuse_other_output
+from ..training.errors import BudgetTooSmallError, NonFiniteRunError
+from ..training.plan import PlanError, RunConfig, run_in_folder, shorten_budget
+from ..training.run_folder import refuse_other_output
 from ..training.specs import BUDGET_FLAGS
 from .args import HelpFormatter, add_report_to, integer, out_path, seed_int, token_count
 from .probe import Terminated, terminate_cleanly
@@ -36,8 +36,9 @@ def add_train_parser(subparsers) -> None:
     p.add_argument("--plan", required=True, help="plan TOML file (e.g. plans/tiny.toml)")
     p.add_argument("--arm", required=True, help="arm name in the plan's [arms]")
     p.add_argument("--seed", type=seed_int, default=0, help="run seed (rollout sampling, prompt order)")
-    p.add_argument("--out", type=out_path, required=True, help="run folder (config.json, metrics.jsonl, summary.json, checkpoints); "
-                                                "an existing run there is resumed")
+    p.add_argument("--out", type=out_path, required=True,
+                   help="run folder (config.json, metrics.jsonl, summary.json, checkpoints); an existing run there is "
+                        "resumed")
     p.add_argument("--device", default=None, help="override the plan's [model] device")
     p.add_argument("--no-progress", action="store_true", help="no per-update lines on stderr")
     add_report_to(p, "also log per-update metrics, evals and the token ledger to this tracker (tensorboard: RUN/tb; "
@@ -136,6 +137,18 @@ def _finished(out) -> bool:
         return False
 
 
+def _resolve(args, plan, resumed_flags) -> RunConfig:
+    """The run of ``args`` (``--arm``, ``--seed``, ``--device``, the budget flags) in ``plan``; ``resumed_flags``: as
+    :func:`~gradprobe.training.budget.shorten_budget` takes them (:func:`~gradprobe.training.plan.run_in_folder`)."""
+    run = plan.arm(args.arm, seed=args.seed)
+    if args.device:
+        run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=args.device))
+    return shorten_budget(run, {"updates": getattr(args, "updates", None),
+                                "generated_tokens": getattr(args, "budget_tokens", None),
+                                "flops": getattr(args, "budget_flops", None),
+                                "device_seconds": getattr(args, "budget_seconds", None)}, resumed_flags=resumed_flags)
+
+
 def _train_command(args) -> int:
     """``gradprobe train`` inside :func:`train_main`'s SIGTERM handler."""
     from ..study.folder import hold_run_folder  # the study package loads pandas: deferred as torch is
@@ -143,17 +156,9 @@ def _train_command(args) -> int:
 
     run = None
     try:
-        refuse_other_output(args.out, outside_studies=True)  # a probe's or a study's folder: refused before the plan is read
-        resumed = recorded_budget_flags(args.out)  # a run started before a later budget check resumes (None: none)
-        plan = load_plan(args.plan, check_reach=resumed is None)
-        run = plan.arm(args.arm, seed=args.seed)
-        if args.device:
-            run = dataclasses.replace(run, model=dataclasses.replace(run.model, device=args.device))
-        run = shorten_budget(run, {"updates": getattr(args, "updates", None),
-                                   "generated_tokens": getattr(args, "budget_tokens", None),
-                                   "flops": getattr(args, "budget_flops", None),
-                                   "device_seconds": getattr(args, "budget_seconds", None)},
-                             resumed_flags=resumed)  # the run's own flags out of reach: warned; other ones refused
+        refuse_other_output(args.out, outside_studies=True)  # a probe's or a study's folder: refused before the plan
+        # a plan or flags out of reach: refused, but warned where --out holds this very run (started before the check)
+        run = run_in_folder(args.plan, args.out, functools.partial(_resolve, args))
         # refused input (e.g. an unknown model) leaves no empty folder; another live process's folder is refused
         with removed_if_left_empty(args.out), hold_run_folder(args.out):
             summary = run_training(run, args.out, progress=not args.no_progress,
@@ -170,7 +175,8 @@ def _train_command(args) -> int:
         print(f"gradprobe train: terminated (SIGTERM); {interrupt_message(args.out, every)}", file=sys.stderr)
         return 143
     except (PlanError, ValueError, OSError, RuntimeError) as e:
-        print(f"gradprobe train: error: {e}{_after_reward_error(e, args.out, run)}", file=sys.stderr)
+        said = shown(str(e)) if isinstance(e, BudgetTooSmallError) else e  # one line: a tab in --out escaped
+        print(f"gradprobe train: error: {said}{_after_reward_error(e, args.out, run)}", file=sys.stderr)
         return 2
     acc = summary.get("final_greedy_accuracy")
     print(f"{run.arm} seed {run.seed}: {summary['updates']:,} updates, stop: {summary['stop_reason']} "

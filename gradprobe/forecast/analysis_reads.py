@@ -65,24 +65,26 @@ from .read_rule import read_point
 from .study_items import run_key
 
 __all__ = ["analysis_differences", "read_differences", "as_analysed", "analysis_damage", "missing_items_clause",
-           "CHANGED_READS", "READ_TOL", "RESAVE_REL", "FIT_RTOL", "REBUILD_ANALYSIS", "LOST_LINES"]
-
-class _ShellCommandText(str):
-    """A message template holding a shell command whose paths :meth:`format` fills quoted for a shell."""
-
-    def format(self, *, study) -> str:
-        """The text with the study folder ``study`` (a path) and its ``plan.toml`` put into the command, each as
-        one word of a POSIX shell (:func:`gradprobe.outputs.shell_word`): a space, tab or quote in the path is kept
-        as it is and the command reads back as exactly that path."""
-        return str.format(self, plan=shell_word(Path(study) / PLAN_COPY), study=shell_word(study))
+           "CHANGED_READS", "READ_TOL", "RESAVE_REL", "FIT_RTOL", "rebuild_analysis", "LOST_LINES"]
 
 
-#: The fix for an ``analysis.json`` that is damaged or older than ``runs.csv``, for gradprobe's and calib's refusals
-#: of the same file (:data:`gradprobe.forecast.study.REBUILD_ANALYSIS` and :data:`calib.integrity.REBUILD_ANALYSIS`
-#: are this): ``REBUILD_ANALYSIS.format(study=STUDY_FOLDER)`` fills in the study folder and its ``plan.toml``, each
-#: quoted for a shell (a plain ``str.format`` would paste a path with a space as two words).
-REBUILD_ANALYSIS = _ShellCommandText("re-analyse the study with `gradprobe study {plan} --analyze-only "
-                                     "--overwrite-analysis --out {study}` (it rebuilds analysis.json from runs.csv)")
+def rebuild_analysis(study) -> str:
+    """The fix for an ``analysis.json`` that is damaged or older than ``runs.csv``, for gradprobe's and calib's
+    refusals of the same file (:func:`gradprobe.forecast.study.rebuild_analysis` and
+    :func:`calib.integrity.rebuild_analysis` are this): re-analyse the study in the folder ``study`` (a path) with
+    ``gradprobe study --analyze-only --overwrite-analysis``, the folder and its ``plan.toml`` each written as one word
+    of a POSIX shell (:func:`gradprobe.outputs.shell_word`: a space, tab or quote in the path is kept as it is, and the
+    command reads back as exactly that path).
+
+    Raises
+    ------
+    TypeError
+        ``study`` is not a path (str or os.PathLike).
+    """
+    return (f"re-analyse the study with `gradprobe study {shell_word(Path(study) / PLAN_COPY)} --analyze-only "
+            f"--overwrite-analysis --out {shell_word(study)}` (it rebuilds analysis.json from runs.csv)")
+
+
 #: How each changed-read phrase begins (:data:`gradprobe.study.coverage.CHANGED_READS` is this; calib tells them from
 #: the other differences by it).
 CHANGED_READS = f"the accuracy {ANALYSIS_JSON} reads differs from {RUNS_CSV}'s now"

@@ -106,9 +106,29 @@ from .special_rows import (NAN_FORECAST, NAN_IV, cost_only_why, equal_cost_row, 
                            undefined_probe_columns, undefined_rho_note)
 from .start_check import start_notes
 
-__all__ = ["forecast_rewards", "entry_efficiencies", "arm_row", "Setting", "no_verdict_reasons", "curve_reasons",
-           "clipped_rho_note", "extrapolation_reason", "shipped_curve_reason", "transfer_clause", "EXTRAPOLATION_LIMIT",
-           "unrecorded_curve_notes", "CLEAR_RISE"]
+__all__ = ["forecast_rewards", "forecast_table", "entry_efficiencies", "arm_row", "Setting", "no_verdict_reasons",
+           "curve_reasons", "clipped_rho_note", "extrapolation_reason", "shipped_curve_reason", "transfer_clause",
+           "EXTRAPOLATION_LIMIT", "unrecorded_curve_notes", "CLEAR_RISE"]
+
+
+def forecast_table(rows: list[dict], columns: list[str]) -> pd.DataFrame:
+    """The forecast table of ``rows`` (column -> value each; a column a row lacks is missing there) in ``columns``'
+    order. A column holding a text with a lone surrogate (an arm or reward named after a plug-in file whose name has
+    an undecodable byte, ``os.fsdecode``: ``r\\udcff.py:fn``) is built with ``dtype=object``: pandas' text type
+    stores UTF-8, which has no form for a lone surrogate, so such a name would stop the forecast; every other column,
+    and every column of a table without such a name, is inferred as pandas infers it."""
+    odd = {c for c in columns if not all(_utf8(r.get(c)) for r in rows)}
+    if not odd:
+        return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame({c: pd.Series([r.get(c) for r in rows], dtype=object if c in odd else None)
+                         for c in columns}, columns=columns)
+
+
+def _utf8(value) -> bool:
+    """Whether ``value`` can be a cell of pandas' text type (which stores UTF-8): False only for a text holding a
+    lone surrogate (:func:`forecast_table`)."""
+    return not isinstance(value, str) or not any("\ud800" <= c <= "\udfff" for c in value)
+
 
 @dataclass
 class Setting:
@@ -739,7 +759,7 @@ def forecast_rewards(curve: ReferenceCurve, probe, *, budget_tokens: float | Non
     st.no_verdict = "; ".join(x for x in (no_verdict_reasons(curve, n_ref, tokens[reference_reward], kind, cfg),
                                           no_interval) if x) or None  # judged once per forecast
     _reference_state(st, batches, cfg, notes)
-    table = pd.DataFrame([arm_row(st, arm, spec) for arm, spec in arms.items()], columns=list(TABLE_COLUMNS))
+    table = forecast_table([arm_row(st, arm, spec) for arm, spec in arms.items()], list(TABLE_COLUMNS))
     notes += _mismatch_notes(curve, cfg, n_ref) + _budget_notes(st, names)
     # the curve's notes that change what it says: B fixed, and evals of its source skipped (lines or steps named)
     curve_notes = [n for n in curve.notes if n.startswith("B ") or is_skipped_note(n)]

@@ -20,7 +20,7 @@ import numpy as np
 from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
 from ..outputs import is_json_number, json_number_float, json_number_text, json_short
 from .accuracy_values import one_value_per_eval, to_points
-from .analysis_reads import REBUILD_ANALYSIS, analysis_damage, analysis_differences, missing_items_clause
+from .analysis_reads import analysis_damage, analysis_differences, missing_items_clause, rebuild_analysis
 from .csv_cells import (CAUTION_MARK, SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval,
                         read_csv_checked, skipped_cells, skipped_note, study_skipped_evals, with_skipped,
                         without_short_lines)
@@ -308,13 +308,13 @@ def _check_analysis_reads(study_dir: Path, table, raw: bytes, arm: str | None = 
         (:func:`~gradprobe.forecast.analysis_reads.missing_items_clause`), and the fix: put back the runs.csv the
         analysis was made from (:func:`~gradprobe.forecast.study_items.restore_runs_csv_fix`), or, if the edit was
         meant, re-analyse the study
-        (:data:`~gradprobe.forecast.analysis_reads.REBUILD_ANALYSIS`).
+        (:func:`~gradprobe.forecast.analysis_reads.rebuild_analysis`).
     """
     damage = analysis_damage(study_dir)
     if damage is not None:  # as calib refuses it: not read as a study without an analysis
         raise CurveError(f"{study_dir}/analysis.json is damaged ({damage}), so runs.csv cannot be checked against the "
                          "analysis the study made from it; put the file back from a copy of the study, or "
-                         f"{REBUILD_ANALYSIS.format(study=study_dir)}, then read the curve again")
+                         f"{rebuild_analysis(study_dir)}, then read the curve again")
     diffs = analysis_differences(study_dir, table, raw, fit_arms=None if arm is None else [arm])
     if not diffs:
         return
@@ -323,7 +323,7 @@ def _check_analysis_reads(study_dir: Path, table, raw: bytes, arm: str | None = 
                      "after the analysis, and the reference curve would be fitted to runs.csv as it is now"
                      f"{'; ' + items if items else ''}; put back the runs.csv the analysis was made from: "
                      f"{restore_runs_csv_fix(study_dir)}; or, if the edit was meant, "
-                     f"{REBUILD_ANALYSIS.format(study=study_dir)}, then read the curve again")
+                     f"{rebuild_analysis(study_dir)}, then read the curve again")
 
 
 def _each_file_once(paths: list[Path], kind: str, entries: list[list] | None = None) -> None:

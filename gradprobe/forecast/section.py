@@ -11,12 +11,10 @@ import json
 import math
 from pathlib import Path
 
-import pandas as pd
-
 from ..outputs import json_float, json_short
 from ..tables import format_columns, shown
 from .accuracy_values import is_scale_note
-from .budget_forecast import forecast_rewards, transfer_clause
+from .budget_forecast import forecast_rewards, forecast_table, transfer_clause
 from .curves import ReferenceCurve, default_curve_path
 from .probe_input import budget_of, check_batches, check_entries, check_entry_inputs, file_and_fix, probe_batches_of
 from .result import METHODS, format_budget
@@ -307,7 +305,7 @@ def _unmeasured_probe_columns(fr, result: dict, curve: ReferenceCurve, method: s
         fr.notes.append(undefined[1])
     elif unbounded := reference_rho_unbounded(entry, guided):
         fr.notes.append(unbounded)
-    fr.table = pd.DataFrame(rows, columns=fr.table.columns)
+    fr.table = forecast_table(rows, list(fr.table.columns))
 
 
 def format_forecast(section: dict) -> str:

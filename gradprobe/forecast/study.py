@@ -40,13 +40,13 @@ from ..layout import (ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, RETRAIN_C
                       rerun_advice, study_probe_advice)
 from ..outputs import is_json_number, json_number_text, json_short, read_probe_json, shell_word
 from ..probe_keys import arm_entry
-from .analysis_reads import REBUILD_ANALYSIS  # defined there for the curve reader; calib imports it from here
+from .analysis_reads import rebuild_analysis  # defined there for the curve reader; calib imports it from here
 from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve
 from .probe_input import check_entry_inputs, pooled_entries, probe_batches_of
 
 __all__ = ["study_forecasts", "merge_guided_entries", "matched_token_budget", "STUDY_COLUMNS", "SkippedEvalsWarning",
-           "REBUILD_ANALYSIS", "MATCHED_BUDGET_KEYS"]
+           "rebuild_analysis", "MATCHED_BUDGET_KEYS"]
 
 #: Separates an arm's probe entry from its guided probe's folder in a merged key (``outcome~guided/guided``).
 _GUIDED_KEY_SEPARATOR = "~"
@@ -301,9 +301,9 @@ def matched_token_budget(analysis: dict, study_dir, error: type[Exception] = Val
     error
         The field is missing, or holds no finite number > 0; one line naming ``STUDY/analysis.json``, the field
         (``matched.generated_tokens.budget``), its value as the file holds it and the fix (a re-analysis,
-        :data:`REBUILD_ANALYSIS`).
+        :func:`rebuild_analysis`).
     """
-    fix = REBUILD_ANALYSIS.format(study=study_dir)
+    fix = rebuild_analysis(study_dir)
     matched = analysis.get("matched") if isinstance(analysis, dict) else None
     key = next((k for k in MATCHED_BUDGET_KEYS if isinstance(matched, dict) and isinstance(matched.get(k), dict)),
                None)

@@ -20,7 +20,8 @@ from pathlib import Path
 from ..layout import (ANALYSIS_JSON, ARMS_JSON, CONFIG_JSON, EARLIER_MANIFEST, EARLIER_PROBE, EVAL_ITEMS_GZ, FIGURES,
                       GUIDED_PROBES, METRICS_JSONL, OUTPUT_KINDS, PLAN_COPY, PROBE_BATCH_DIR, PROBE_FILES, RUNS_CSV,
                       STUDY_JSON, SUMMARY_JSON, WEIGHTS_DIR, keeps_runs, output_kind)
-from ..outputs import OutputDirError, error_text, output_error, prepare_output_dir, shell_word
+from ..outputs import (OutputDirError, error_text, output_error, prepare_output_dir, removed_if_left_empty,
+                       shell_word)
 
 __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now",
            "hold_run_folder", "refuse_other_output", "run_damage", "check_run_folders", "read_study_json",
@@ -200,9 +201,12 @@ def hold_run_folder(out):
     worker takes on its run folders), so that a second ``gradprobe train`` on the folder is refused instead of
     interleaving its lines with this one's. The lock is released when the block ends (normally, on an error, on
     Ctrl-C or SIGTERM) and by the kernel when the process dies, so a dead holder's lock is taken over. A folder
-    that does not exist is created first (:func:`~gradprobe.outputs.prepare_output_dir`); when the block leaves
-    nothing but the lock file, that file and the folders created for it are removed again (a refused run leaves
-    nothing behind).
+    that does not exist is created first (:func:`~gradprobe.outputs.prepare_output_dir`). When the block leaves
+    nothing but the lock file, that file is removed (while still locked); when it also raises (a refused run), the
+    folders created for ``out`` are removed again as :func:`~gradprobe.outputs.removed_if_left_empty` removes them, so
+    a refused run leaves nothing behind: the folders ``mkdir -p`` makes (a folder made only to be passed through,
+    ``new9`` of ``new9/../old``, included), each only while it is an empty folder; a folder that existed before
+    (``old`` reached through ``new9/..``) is never removed.
 
     Raises
     ------
@@ -214,28 +218,23 @@ def hold_run_folder(out):
     """
     from ..training.run_folder import RUN_LOCK
 
-    out = folder = Path(out)
-    made = []  # the folders this creates, deepest first
-    while not folder.exists() and folder != folder.parent:
-        made.append(folder)
-        folder = folder.parent
-    if made:
-        prepare_output_dir(out)  # a file in the way, an unwritable parent: its one-line errors
-    try:
-        lock = FolderLock(out, RUN_LOCK, wait=False, what="run folder")
-    except OSError as e:  # in use by another process: a StudyError, passed on
-        raise output_error("opening the lock file", out / RUN_LOCK, e) from e
-    try:
-        yield
-    finally:
+    out = Path(out)
+    with removed_if_left_empty(out):  # on an error: the folders made here for out, while empty
+        if not out.is_dir():
+            prepare_output_dir(out)  # a file in the way, an unwritable parent: its one-line errors
         try:
-            if all(p.name == RUN_LOCK for p in out.iterdir()):  # nothing else written: nothing left behind
-                (out / RUN_LOCK).unlink()  # while still locked: whoever opened it meanwhile is still refused
-                for folder in made:
-                    folder.rmdir()
-        except OSError:
-            pass
-        lock.release()
+            lock = FolderLock(out, RUN_LOCK, wait=False, what="run folder")
+        except OSError as e:  # in use by another process: a StudyError, passed on
+            raise output_error("opening the lock file", out / RUN_LOCK, e) from e
+        try:
+            yield
+        finally:
+            try:
+                if all(p.name == RUN_LOCK for p in out.iterdir()):  # nothing else written: nothing left behind
+                    (out / RUN_LOCK).unlink()  # while still locked: whoever opened it meanwhile is still refused
+            except OSError:
+                pass
+            lock.release()
 
 
 def run_status(folder: Path) -> tuple[str, dict | None]:

@@ -46,16 +46,19 @@ import os
 import re
 import sys
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import MCConfig, SamplingConfig
+from ..layout import CONFIG_JSON
 from ..token_counts import echo_text
-from .budget import check_budget, shorten_budget
+from .budget import OutOfReachWarning, check_budget, shorten_budget
 from .coerce import build_section, check_keys, check_positive, coerce, echo_value
 from .plan_checks import (check_arm_name, check_data_seed, check_eval, check_guided_task, check_heldout_size,
                           check_hypotheses, check_mc, check_pool, check_probe, check_seeds, check_train, parse_arm,
                           parse_hypothesis, parse_power)
+from .run_folder import recorded_budget_flags, records_run
 from .specs import (ALTERNATIVES, AXES, BUDGET_FLAGS, BUDGET_KINDS, INITIAL, METRICS, OPTIMIZERS, POWER_ALTERNATIVES,
                     SAMPLED_AT, SECTIONS, TESTS, ArmSpec, BudgetSpec, EvalSpec, HeldoutSpec, Hypothesis, ModelSpec,
                     PlanError, PowerSpec, ProbeSpec, RunConfig, TaskSpec, TrainConfig, run_config_from_dict)
@@ -64,7 +67,7 @@ __all__ = ["ALTERNATIVES", "AXES", "BUDGET_FLAGS", "BUDGET_KINDS", "INITIAL", "M
            "POWER_ALTERNATIVES", "SAMPLED_AT", "TESTS", "ArmSpec", "BudgetSpec", "EvalSpec", "HeldoutSpec",
            "Hypothesis", "MCConfig", "ModelSpec", "Plan", "PlanError", "PowerSpec", "ProbeSpec", "RunConfig",
            "SamplingConfig", "TaskSpec", "TrainConfig", "load_plan", "parse_plan", "replicate_plan",
-           "run_config_from_dict", "shorten_budget"]
+           "run_config_from_dict", "shorten_budget", "run_in_folder"]
 
 _TOP_LEVEL = ("name", "description", "seeds", *SECTIONS, "probe", "power", "arms", "hypotheses")
 _REQUIRED = ("model", "task", "budget", "arms")
@@ -347,6 +350,60 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
         raise PlanError(f"plan {p} is not UTF-8: {e}") from None
     return parse_plan(text, path=str(p), sha256=hashlib.sha256(raw).hexdigest(), check_schedule=check_schedule,
                       check_reach=check_reach)
+
+
+def run_in_folder(plan, out, resolve) -> RunConfig:
+    """The run that ``gradprobe train`` and :func:`gradprobe.train` train in the run folder ``out``: ``resolve(PLAN,
+    resumed_flags)`` of ``plan``, under a new run's budget checks unless ``out`` holds that very run.
+
+    A new run's checks refuse a plan's ``[budget] generated_tokens`` out of reach of its ``[budget] updates``
+    (:func:`~gradprobe.training.budget.check_budget`) and budget flags out of reach of each other
+    (:func:`~gradprobe.training.budget.shorten_budget`). A run started before those were refused resumes under them:
+    where ``out``'s ``config.json`` records the run this call makes (:func:`~gradprobe.training.run_folder.records_run`:
+    the configuration a resume compares, so the resume goes on), they are warned about instead
+    (:class:`~gradprobe.training.budget.OutOfReachWarning`: the plan, naming its file, and the flags). In any other
+    folder (no ``config.json``, a damaged one, a user's own file, another run's) the refusal stands, before the resume
+    would refuse the folder for another reason.
+
+    Parameters
+    ----------
+    plan : path, Plan or RunConfig
+        A plan file (read here: :func:`load_plan`), or an object passed to ``resolve`` as it is.
+    out : path
+        The run folder.
+    resolve : callable
+        ``resolve(plan, resumed_flags) -> RunConfig``: the plan's arm at the seed, with the device and the shortened
+        budget of the command; ``resumed_flags`` goes to ``shorten_budget`` (None: a new run's checks; else the flags
+        ``config.json`` records, :func:`~gradprobe.training.run_folder.recorded_budget_flags`).
+
+    Raises
+    ------
+    PlanError, ValueError, TypeError
+        As :func:`load_plan` and ``resolve`` raise them for a new run (an out-of-reach budget refused, naming it and
+        the fix), unless ``out`` holds this very run.
+    """
+    def read(check_reach: bool):
+        return load_plan(plan, check_reach=check_reach) if isinstance(plan, (str, os.PathLike)) else plan
+
+    try:
+        return resolve(read(True), None)
+    except PlanError as refused:
+        if not (Path(out) / CONFIG_JSON).is_file():
+            raise
+        flags = recorded_budget_flags(out)
+        with warnings.catch_warnings():  # tried without its warnings: given below only if the run is resumed
+            warnings.simplefilter("ignore", OutOfReachWarning)
+            try:
+                loaded = read(False)
+                resumed = resolve(loaded, flags)
+            except (PlanError, ValueError, TypeError):  # refused for another reason too: the new run's refusal
+                raise refused from None
+        if not records_run(out, resumed):
+            raise
+    if loaded is not plan:  # read here: the resumed run's own plan out of reach is warned about, naming its file
+        check_budget(loaded.budget, loaded.arms, loaded.train, max_new_tokens=loaded.sampling.max_new_tokens,
+                     check_reach=False, path=loaded.path, sha256=loaded.sha256, resumed_run=True)
+    return resolve(loaded, flags)  # and its own flags out of reach
 
 
 def _resolve(plan: Plan, arm: ArmSpec, seed: int) -> RunConfig:

@@ -73,8 +73,8 @@ from .specs import PlanError
 from .preflight import GuidancePreflightError, check_run_guidance
 from .records import end_invocation, finish, maybe_eval, record_end, save, start_invocation
 from .run_folder import (MODEL_WEIGHTS, REWARD_PLUGIN, TASK_DATA, check_model_weights, check_reward_identity,
-                         check_task_data, config_differences, model_weights_identity, refuse_other_output,
-                         refuse_unimportable_reward)
+                         check_task_data, comparable_config, config_differences, model_weights_identity,
+                         refuse_other_output, refuse_unimportable_reward)
 from .state import RunSession, RunState, crossed_eval_points, exhausted, resumed_invocations
 from .update import check_first_update, run_update
 
@@ -104,9 +104,7 @@ def _check_existing(out: Path, run: RunConfig) -> dict | None:
             raise DamagedRunFolderError(
                 f"{cfg} is damaged ({error_text(e)}): the run's configuration is lost, so a resume cannot be checked "
                 f"against the plan; restore the file from a copy, or delete {out} to start the run over") from None
-        new = run.to_dict()
-        for label in ("plan_sha256", "plan_name"):  # name the plan only; no computation reads them
-            old.pop(label, None), new.pop(label, None)
+        old, new = comparable_config(old), comparable_config(run.to_dict())  # the plan's labels are not compared
         if old != new:
             diff = sorted(k for k in new if old.get(k) != new[k])
             raise RunConfigMismatchError(f"{out} holds a run with a different configuration (differs in: "

@@ -62,6 +62,7 @@ from ..layout import (CHECKPOINT_POINTER, CONFIG_JSON, EVAL_ITEMS_JSONL, METRICS
                       SUMMARY_JSON, output_kind)
 from ..outputs import OutputDirError, error_text, json_short, refuse_file_in_the_way, shell_word
 from .errors import DamagedRunFolderError, RunConfigMismatchError
+from .specs import run_config_from_dict
 
 __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", "other_output", "refuse_other_output",
            "foreign_run_files", "study_above", "check_reward_identity", "modules_problem", "modules_mismatch",
@@ -69,7 +70,7 @@ __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", 
            "task_data_moved", "MODEL_WEIGHTS", "HASH_LIMIT_BYTES", "model_weights_identity", "model_weights_problem",
            "MODEL_FILES", "model_files_differences", "model_weights_mismatch", "model_record_problem",
            "model_weights_comparable", "LOCAL_SOURCES", "check_model_weights", "config_differences",
-           "recorded_budget_flags"]
+           "recorded_budget_flags", "PLAN_LABELS", "comparable_config", "records_run"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
 #: worker hold an exclusive ``flock`` on it (:class:`gradprobe.study.folder.FolderLock`) while they train there.
@@ -103,6 +104,31 @@ def recorded_budget_flags(out) -> dict | None:
     except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError):
         return {}
     return dict(flags) if isinstance(flags, dict) else {}
+
+
+#: The keys of a run's configuration that name its plan only (no computation reads them): a resume does not compare
+#: them (:func:`comparable_config`), so a run resumes under a copy of its plan, or one with an edited comment.
+PLAN_LABELS = ("plan_sha256", "plan_name")
+
+
+def comparable_config(run: dict) -> dict:
+    """A copy of the run configuration ``run`` (:meth:`~gradprobe.training.specs.RunConfig.to_dict`) without
+    :data:`PLAN_LABELS`: what a resume compares (:func:`gradprobe.training.run.run_training` refuses a folder whose
+    recorded run differs in it; :func:`records_run`)."""
+    return {k: v for k, v in run.items() if k not in PLAN_LABELS}
+
+
+def records_run(out, run) -> bool:
+    """Whether the run folder ``out`` holds the run ``run`` (a :class:`~gradprobe.training.specs.RunConfig`) itself:
+    its ``config.json``'s ``run``, read as a resume reads it (:func:`~gradprobe.training.specs.run_config_from_dict`:
+    keys added since get their defaults), has the same :func:`comparable_config` as ``run``, so a resume would
+    continue it. False without a ``config.json``, or with one that cannot be read as a run's (damaged, a user's own
+    file) or that holds another run. Raises nothing."""
+    try:
+        old = run_config_from_dict(json.loads((Path(out) / CONFIG_JSON).read_text())["run"]).to_dict()
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError):
+        return False
+    return comparable_config(old) == comparable_config(run.to_dict())
 
 
 def other_output(out) -> str | None:

@@ -24,7 +24,7 @@ import gradprobe.probe.batches as probe_batches
 from gradprobe.cli import main
 from gradprobe.forecast import load_reference_curve
 from gradprobe.forecast.curves import CurveError, ReferenceCurve
-from gradprobe.forecast.study import REBUILD_ANALYSIS
+from gradprobe.forecast.study import rebuild_analysis
 from gradprobe.forecast.study_items import restore_runs_csv_fix
 from gradprobe.study.coverage import stale_analysis
 from gradprobe.study.reading import load_runs
@@ -63,7 +63,7 @@ def _refusal(study: Path, diffs: str, items: int | None = 1000) -> str:
     return (f"{study}: analysis.json does not match runs.csv ({diffs}): runs.csv changed after the analysis, and the "
             f"reference curve would be fitted to runs.csv as it is now{missing}; put back the runs.csv the analysis "
             f"was made from: {restore_runs_csv_fix(study)}; or, if the edit was meant, "
-            f"{REBUILD_ANALYSIS.format(study=study)}, then read the curve again")
+            f"{rebuild_analysis(study)}, then read the curve again")
 
 
 def test_an_accuracy_edited_at_a_matched_point_without_per_item_results_is_refused(tmp_path):
@@ -119,7 +119,7 @@ def test_a_folder_without_analysis_json_is_read_as_before(tmp_path):
     assert str(e.value).startswith(f"{study}/analysis.json is damaged (JSONDecodeError: ")
     assert str(e.value).endswith("so runs.csv cannot be checked against the analysis the study made from it; put the "
                                  "file back from a copy of the study, or "
-                                 f"{REBUILD_ANALYSIS.format(study=study)}, then read the curve again")
+                                 f"{rebuild_analysis(study)}, then read the curve again")
     (study / "analysis.json").write_text("[1, 2]")
     with pytest.raises(CurveError, match=r"is damaged \(it holds a JSON list, not an object\)"):
         ReferenceCurve.from_study(study)

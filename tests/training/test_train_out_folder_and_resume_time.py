@@ -51,7 +51,7 @@ def test_train_refuses_another_commands_folder_before_loading_anything(tmp_path,
     for name, text in files.items():
         (out / name).write_text(text)
     before = sorted(p.name for p in out.iterdir())
-    monkeypatch.setattr(train_cli, "load_plan", lambda *a, **k: pytest.fail("the plan was read before the refusal"))
+    monkeypatch.setattr(train_cli, "run_in_folder", lambda *a, **k: pytest.fail("the plan was read before the refusal"))
     assert train_main(_args(plan_file, out)) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
