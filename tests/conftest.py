@@ -57,3 +57,19 @@ def tiny_policy():
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture()
+def no_compute(monkeypatch):
+    """The probe's compute (:func:`gradprobe.probe.batches.run_probe_batches`) records its call and refuses to run:
+    a command refused before any compute leaves the list empty. (Some test files keep a variant of their own.)"""
+    import gradprobe.probe.batches
+
+    calls = []
+
+    def refuse(*args, **kwargs):
+        calls.append("run_probe_batches")
+        raise AssertionError("the probe ran")
+
+    monkeypatch.setattr(gradprobe.probe.batches, "run_probe_batches", refuse)
+    return calls

@@ -84,3 +84,23 @@ def sha256_of(path) -> str:
     import hashlib
 
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@contextlib.contextmanager
+def undecodable_plugin_folder(tmp_path, monkeypatch, source: str):
+    """``tmp_path`` as the working directory, holding the reward file ``r\\xff.py`` (a byte that is not UTF-8: its
+    name as Python sees it, ``os.fsdecode``, is ``r\\udcff.py``) with ``source``; skips where the file system refuses
+    the name; the reward registry, sys.path and the modules imported from the folder restored after
+    (:func:`plugin_records_restored`)."""
+    import os
+
+    import pytest
+
+    try:
+        with open(os.path.join(os.fsencode(tmp_path), b"r\xff.py"), "w") as f:
+            f.write(source)
+    except OSError as e:  # a file system that names files in Unicode (macOS APFS, Windows)
+        pytest.skip(f"this file system refuses a file name with a non-UTF-8 byte: {e}")
+    monkeypatch.chdir(tmp_path)
+    with plugin_records_restored(monkeypatch, tmp_path):
+        yield tmp_path

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 import gradprobe
-import gradprobe.probe.batches
 from gradprobe.cli import main
 from gradprobe.outputs import OutputDirError, write_text_atomic
 from gradprobe.probe.output import EARLIER, batch_folder_count, replacing_earlier_probe
@@ -60,19 +59,6 @@ def _earlier(out: Path, batches: int = 1) -> Path:
         for name in ("alignment.safetensors", "tokens.jsonl", "probe.json"):
             (out / f"batch_{k}" / name).write_text(f"old batch {k} {name}")
     return out
-
-
-@pytest.fixture
-def no_compute(monkeypatch):
-    """The probe's compute records its call and refuses to run."""
-    calls = []
-
-    def refuse(*args, **kwargs):
-        calls.append("run_probe_batches")
-        raise AssertionError("the probe ran")
-
-    monkeypatch.setattr(gradprobe.probe.batches, "run_probe_batches", refuse)
-    return calls
 
 
 def _refused(out: Path, capsys, *flags: str) -> str:

@@ -14,7 +14,6 @@ import shlex
 
 import pytest
 
-import gradprobe.probe.batches
 from gradprobe.cli import main
 from gradprobe.layout import PROBE_FILES, PROBE_JSON
 from gradprobe.outputs import OutputDirError
@@ -127,19 +126,6 @@ def test_a_looping_tmp_partial_is_removed_as_said(tmp_path):
     with replacing_earlier_probe(out, say=said.append):
         assert sorted(os.listdir(out)) == []
     assert said == [f"removed what a probe killed before its probe.json left in {out} (probe.json.tmp)"]
-
-
-@pytest.fixture
-def no_compute(monkeypatch):
-    """The probe's compute records its call and refuses to run."""
-    calls = []
-
-    def refuse(*args, **kwargs):
-        calls.append("run_probe_batches")
-        raise AssertionError("the probe ran")
-
-    monkeypatch.setattr(gradprobe.probe.batches, "run_probe_batches", refuse)
-    return calls
 
 
 def test_the_command_refuses_a_looping_probe_json_before_any_compute(tmp_path, capsys, no_compute):

@@ -8,11 +8,10 @@ probe.json complete. A real run of a small probe (2x4 completions of at most 40 
 from __future__ import annotations
 
 import json
-import os
 
 import pandas as pd
 import pytest
-from plugin_helpers import plugin_records_restored
+from plugin_helpers import undecodable_plugin_folder
 
 from gradprobe.cli import main
 from gradprobe.forecast.budget_forecast import forecast_table
@@ -25,16 +24,9 @@ SHOWN = "r\\udcff.py:fn"  #: how the printed tables and the page write it
 
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
-    """A working directory holding ``r\\xff.py`` (skips where the file system refuses the name); the reward
-    registry, sys.path and the modules imported from it restored after."""
-    try:
-        with open(os.path.join(os.fsencode(tmp_path), b"r\xff.py"), "w") as f:
-            f.write(ODD_ROWS)
-    except OSError as e:  # a file system that names files in Unicode (macOS APFS, Windows)
-        pytest.skip(f"this file system refuses a file name with a non-UTF-8 byte: {e}")
-    monkeypatch.chdir(tmp_path)
-    with plugin_records_restored(monkeypatch, tmp_path):
-        yield tmp_path
+    """A working directory holding ``r\\xff.py`` (:func:`plugin_helpers.undecodable_plugin_folder`)."""
+    with undecodable_plugin_folder(tmp_path, monkeypatch, ODD_ROWS) as where:
+        yield where
 
 
 def test_a_probe_with_a_forecast_of_such_a_reward_completes(folder, capsys):

@@ -11,11 +11,10 @@ A real run of the cheapest probe (tiny-qwen2, 2x2 completions of 4 tokens)."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import torch
-from plugin_helpers import plugin_records_restored
+from plugin_helpers import undecodable_plugin_folder
 from safetensors.torch import load_file
 
 from gradprobe import load_probe
@@ -34,16 +33,9 @@ SHOWN = "r\\udcff.py:reward"  #: how tables, the page and the safetensors key wr
 
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
-    """A working directory holding ``r\\xff.py`` (skips where the file system refuses the name); the reward
-    registry, sys.path and the modules imported from it restored after."""
-    try:
-        with open(os.path.join(os.fsencode(tmp_path), b"r\xff.py"), "w") as f:
-            f.write(ODD_ROWS)
-    except OSError as e:  # a file system that names files in Unicode (macOS APFS, Windows)
-        pytest.skip(f"this file system refuses a file name with a non-UTF-8 byte: {e}")
-    monkeypatch.chdir(tmp_path)
-    with plugin_records_restored(monkeypatch, tmp_path):
-        yield tmp_path
+    """A working directory holding ``r\\xff.py`` (:func:`plugin_helpers.undecodable_plugin_folder`)."""
+    with undecodable_plugin_folder(tmp_path, monkeypatch, ODD_ROWS) as where:
+        yield where
 
 
 def test_a_probe_of_such_a_reward_writes_its_files_and_reads_them_back(folder, capsys):

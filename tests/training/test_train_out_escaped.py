@@ -1,6 +1,7 @@
 """``gradprobe train``'s lines name ``--out`` escaped (:func:`gradprobe.tables.shown`, as ``gradprobe probe`` does): a
 newline in the folder's name printed raw split the success line in two, the second part looking like a line of its
-own. One update of the shipped tiny tier, B x G = 2 x 4."""
+own; the error of a budget smaller than one update (:func:`gradprobe.training.budget.too_small_message`) named it
+raw too. One update of the shipped tiny tier, B x G = 2 x 4."""
 
 from __future__ import annotations
 
@@ -41,3 +42,17 @@ def test_the_rerun_advice_after_an_interruption_names_out_escaped(tmp_path):
     assert said == (f"it stopped after 1,234 update(s), before the first checkpoint (checkpoint_every = 2,000 updates): "
                     f"there is nothing to resume from, so running the same command again starts this run over from "
                     f"update 0 (the 1,234 update(s) in {escaped} are discarded)")
+
+
+def test_the_budget_smaller_than_one_update_error_names_out_escaped(tmp_path, capsys):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(tiny_plan(budget={"generated_tokens": 250_000}))
+    out = tmp_path / "x\ty"
+    assert main(["train", "--plan", str(plan), "--arm", "grpo", "--out", str(out), "--no-progress",
+                 "--budget-tokens", "10"]) == 2
+    assert json.loads((out / "summary.json").read_text())["stop_reason"] == "budget_smaller_than_one_update"
+    err = capsys.readouterr().err
+    escaped = str(out).replace("\t", "\\t")
+    assert "\t" not in err and err.count("\n") == 1 and err.startswith("gradprobe train: error: --budget-tokens = 10 ")
+    assert f"(the run stopped after update 1, data kept in {escaped}); to train, rerun with a new --out (or after " \
+           f"deleting {escaped}: a rerun into it with another budget is refused)" in err
