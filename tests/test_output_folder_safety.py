@@ -202,13 +202,30 @@ def test_report_files_name_every_file_calib_report_writes():
 
 
 def test_a_probe_killed_before_probe_json_leaves_partials_the_next_probe_removes(tmp_path):
-    """A first probe killed before its probe.json leaves .tmp partials and batch_K folders of probe files only: no
-    user's, so the next probe removes them, saying so (it refused the folder); a user's file beside them is kept."""
-    out = _folder(tmp_path / "p", {"alignment.safetensors.tmp": "cut", "batch_0/tokens.jsonl": "x", "notes.txt": "k"})
+    """A first probe killed before its probe.json leaves .tmp partials and batch_K folders of those only (or empty):
+    no user's, so the next probe removes them, saying so (it refused the folder); a user's file beside them is kept."""
+    out = _folder(tmp_path / "p", {"alignment.safetensors.tmp": "cut", "batch_0/tokens.jsonl.tmp": "x",
+                                   "notes.txt": "k"})
+    (out / "batch_1").mkdir()
     said = []
     with replacing_earlier_probe(out, say=said.append) as folder:
         assert folder.earlier == []
         (out / "probe.json").write_text("new")
     assert said == [f"removed what a probe killed before its probe.json left in {out} "
-                    "(alignment.safetensors.tmp, batch_0)"]
+                    "(alignment.safetensors.tmp, batch_0, batch_1)"]
     assert _tree(out) == {"probe.json": "new", "notes.txt": "k"}
+
+
+@pytest.mark.parametrize("files", [{"batch_0/tokens.jsonl": "mine"},  # a user's lone file of a probe's name
+                                   {"batch_0/probe.json": "{}", "batch_0/report.html": "<p>",  # a probe copied there
+                                    "batch_0/tokens.jsonl": "x", "batch_0/alignment.safetensors": "y"}])
+def test_a_batch_folder_holding_complete_files_without_probe_json_is_refused_and_kept(tmp_path, files):
+    """Without probe.json a batch_K of complete probe files (a user's, or a whole probe written into DIR/batch_0) cannot
+    be told from a killed probe's: refused, as a complete file of a probe's name at the top is, and kept; it was
+    deleted as a killed probe's leftover."""
+    out = _folder(tmp_path / "p", files)
+    with pytest.raises(OutputDirError, match=r"holds batch_0 but no probe\.json, so it is no earlier probe's .*\(delete "
+                                             r"it if left by a probe that was killed before it wrote probe\.json\)$"):
+        with replacing_earlier_probe(out, say=pytest.fail, batch_folders=2):
+            pytest.fail("the block ran")
+    assert _tree(out) == files

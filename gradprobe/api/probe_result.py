@@ -481,7 +481,7 @@ class ProbeResult:
         top = self._file(PROBE_JSON)
         files = _copied_files(self.folder, top)
         _check_copy(files)  # before anything is written
-        with replacing_earlier_probe(out, label="dir"):
+        with replacing_earlier_probe(out, label="dir", batch_folders=_batch_folders(files, self.folder)):
             out = prepare_output_dir(out)
             for src in [*files, top]:  # probe.json last: it marks a complete folder
                 dst = out / src.relative_to(self.folder)
@@ -610,6 +610,15 @@ def missing_field(file, fix: str, field: str, null: bool, why: tuple) -> ValueEr
     """The one-line ValueError of a field of probe.json (``file``) that the probe writes in every reward entry,
     missing (or null: ``null``): the field, who needs it and why (``why``: :data:`_TABLE_FIELDS`' pair), the fix."""
     return ValueError(f"{file} field {field} is {'null' if null else 'missing'}: {why[0]} ({why[1]}); {fix}")
+
+
+def _batch_folders(files: list[Path], folder: Path) -> int:
+    """How many ``batch_K`` folders (``batch_0`` .. ``batch_{n-1}``) a copy of ``files`` (paths under ``folder``) writes:
+    one more than the largest K among them, 0 for none; what :func:`gradprobe.probe.output.replacing_earlier_probe`
+    checks in the target folder before anything is copied (a link, a file or a user's folder of that name refused)."""
+    tops = [p.relative_to(folder).parts for p in files]
+    ks = [int(parts[0][len("batch_"):]) for parts in tops if len(parts) > 1 and PROBE_BATCH_DIR.fullmatch(parts[0])]
+    return max(ks) + 1 if ks else 0
 
 
 def _utf8(label) -> bool:

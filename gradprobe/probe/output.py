@@ -613,8 +613,9 @@ def _not_a_probe(folder: Path, names: list[str], label: str = "--out") -> Output
 
 def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
     """Refuse another command's folder; restore a leftover; without ``probe.json``, refuse complete files named as a
-    probe's (:func:`_not_a_probe`) and remove a killed probe's ``.tmp`` partials and ``batch_K`` folders (which hold
-    only a probe's files: :func:`_probe_names`); with it, refuse the earlier probe's batch folders holding other files
+    probe's and ``batch_K`` folders holding any (:func:`_not_a_probe`: a user's own, or a complete probe copied
+    there, cannot be told from a killed probe's) and remove a killed probe's ``.tmp`` partials and ``batch_K``
+    folders of ``.tmp`` partials only or nothing (:func:`_batch_kind` ``"debris"``); with it, refuse the earlier probe's batch folders holding other files
     too; refuse a ``batch_K`` in the way of the probe's (:func:`_refuse_batch_folders_in_the_way`); move the earlier
     probe's files into ``EARLIER``. Every refusal comes before anything is removed or moved."""
     other = _other_output(folder.path, label)
@@ -627,12 +628,13 @@ def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
     if top:
         _refuse_mixed_batch_folders(folder.path, label, earlier)
     names = _probe_names(folder.path, earlier)
-    partial = [] if top else [n for n in names if n.endswith(".tmp") or _BATCH_DIR.fullmatch(n)]
+    partial = [] if top else [n for n in names if n.endswith(".tmp") or (_BATCH_DIR.fullmatch(n) and
+                                                                         _batch_kind(folder.path / n) == "debris")]
     whole = [] if top else [n for n in names if n not in partial]
-    if whole:  # a complete file of a probe's name may be a user's own (a report.html): refused, kept
+    if whole:  # a complete file of a probe's name, or a batch_K holding one, may be a user's own: refused, kept
         raise _not_a_probe(folder.path, whole, label)
     _refuse_batch_folders_in_the_way(folder, names, earlier, label)
-    for name in partial:  # .tmp partials and batch_K folders of probe files only: a killed probe's, no user's
+    for name in partial:  # .tmp partials and batch_K folders of those only: a killed probe's, no user's
         _remove(folder.path / name)
     if partial:
         say(f"removed what a probe killed before its {PROBE_JSON} left in {shown(str(folder.path))} "

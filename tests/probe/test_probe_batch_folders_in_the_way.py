@@ -266,6 +266,31 @@ def _wrote(out_text: str) -> list[str]:
     return re.split(r", | and ", line.removeprefix("wrote "))
 
 
+def _copies_check_the_batch_folders(probe, tmp_path: Path) -> None:
+    """``ProbeResult.write`` of a 2-batch probe checks the batch folders it copies as the probe does: a user's
+    ``batch_0`` (its own probe.json overwritten before), a ``batch_1`` linked to a folder elsewhere (written through
+    before) and a file ``batch_0`` (a bare FileExistsError partway before) are refused, nothing written; into an empty
+    folder both batch folders are copied."""
+    mine, elsewhere, linked, filed = (tmp_path / name for name in ("mine", "elsewhere", "linked", "filed"))
+    (mine / "batch_0").mkdir(parents=True)
+    (mine / "batch_0" / "notes.txt").write_text("k")
+    (mine / "batch_0" / "probe.json").write_text('{"mine": 1}')
+    elsewhere.mkdir()
+    (elsewhere / "probe.json").write_text("precious")
+    linked.mkdir()
+    (linked / "batch_1").symlink_to(elsewhere)
+    filed.mkdir()
+    (filed / "batch_0").write_text("a file")
+    before = {dest: _tree(dest) for dest in (mine, elsewhere, linked, filed)}
+    for dest in (mine, linked, filed):
+        with pytest.raises(OutputDirError, match=r"^dir .* holds batch_[01]"):
+            probe.write(dest)
+    assert {dest: _tree(dest) for dest in before} == before
+    assert sorted(p.name for p in linked.iterdir()) == ["batch_1"]
+    copy = probe.write(tmp_path / "copy")
+    assert sorted(p.name for p in copy.iterdir()) == ["batch_0", "batch_1", "probe.json", "report.html"]
+
+
 def test_real_runs_replace_an_earlier_probes_batch_folders_and_keep_a_users(tmp_path, capsys):
     """Real probes of the tiny tier: a 2-batch probe, then again over it (its batch folders replaced, as its
     probe.json lists them), then one batch (they are removed); a user's batch_2 of a probe's file names stays."""
@@ -274,6 +299,7 @@ def test_real_runs_replace_an_earlier_probes_batch_folders_and_keep_a_users(tmp_
     assert _wrote(capsys.readouterr().out) == [f"{out}/batch_0", f"{out}/batch_1", f"{out}/probe.json",
                                                f"{out}/report.html"]
     assert json.loads((out / "probe.json").read_text())["config"]["probe_batches"] == 2
+    _copies_check_the_batch_folders(gradprobe.load_probe(out), tmp_path)
     (out / "batch_2").mkdir()
     (out / "batch_2" / "tokens.jsonl").write_text("my tokens")
     (out / "batch_1" / "probe.json").write_text("the first probe's, marked")
