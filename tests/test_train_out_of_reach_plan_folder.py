@@ -151,3 +151,21 @@ def test_records_run_compares_what_a_resume_compares(tmp_path, plan):
     assert not records_run(_folder(tmp_path, "list", "[1, 2]"), run)
     (_folder(tmp_path, "bytes", "") / "config.json").write_bytes(b"\xff{}")
     assert not records_run(tmp_path / "bytes", run)
+
+
+@pytest.mark.parametrize("action", ["once", "default"])
+def test_resuming_the_run_three_times_from_one_line_warns_once_under_once_and_default(tmp_path, plan, monkeypatch,
+                                                                                       action):
+    """The trial read that decides whether the folder holds this run is silenced by gradprobe itself
+    (:func:`gradprobe.training.budget.reach_silenced`), not by a ``warnings.catch_warnings`` block, whose entry resets
+    every module's registry of warnings shown: three resumes from one line gave three warnings under ``-W once``."""
+    out = _folder(tmp_path, "run", json.dumps({"run": _recorded_run(plan)}))
+    calls = []
+    monkeypatch.setattr(training_run, "run_training", _resume_checked_only(calls))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.resetwarnings()
+        warnings.simplefilter(action)
+        for _ in range(3):
+            gradprobe.train(plan, out, arm="grpo")
+    assert len(calls) == 3
+    assert [w.category for w in caught] == [OutOfReachWarning]

@@ -26,7 +26,7 @@ from .specs import BUDGET_FLAGS, BUDGET_KINDS, ArmSpec, BudgetSpec, PlanError, R
 
 __all__ = ["check_budget", "shorten_budget", "BUDGET_ARGUMENTS", "too_small_message", "named_as_arguments",
            "MAX_WHOLE_BUDGET", "reachable_updates", "ROLLOUT_ONLY_REWARDS", "most_tokens_per_update",
-           "OutOfReachWarning", "reach_warned_once", "reach_unrecorded", "budget_text"]
+           "OutOfReachWarning", "reach_warned_once", "reach_silenced", "reach_unrecorded", "budget_text"]
 
 #: The largest budget of updates or generated tokens (a plan's ``[budget]``, ``--updates``, ``budget_tokens=``): an
 #: int64, what the ledger and the JSON readers hold (as :func:`gradprobe.token_counts.parse_token_count`'s maximum).
@@ -57,6 +57,8 @@ class OutOfReachWarning(UserWarning):
 
 #: The out-of-reach warnings given within the current :func:`reach_warned_once` block (None: outside any block)
 _REACH_WARNED: ContextVar[set | None] = ContextVar("gradprobe_reach_warned", default=None)
+#: True within a :func:`reach_silenced` block: no out-of-reach warning is given there
+_REACH_SILENT: ContextVar[bool] = ContextVar("gradprobe_reach_silent", default=False)
 #: The frames skipped to name the caller of a warning (:func:`_caller_level`): the gradprobe package's, and those of
 #: :mod:`contextlib`, whose context decorators wrap some of its functions
 _SKIPPED = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, os.path.abspath(contextlib.__file__))
@@ -95,6 +97,20 @@ def reach_unrecorded():
         _REACH_WARNED.reset(token)
 
 
+@contextlib.contextmanager
+def reach_silenced():
+    """Within this block (this thread or task only) no :class:`OutOfReachWarning` is given nor recorded: for a trial
+    read whose refusal or success decides whether the warning is due at all (a ``gradprobe train`` folder that may
+    hold the run being resumed: :func:`gradprobe.training.plan.run_in_folder`, which warns after it if it is). Used
+    instead of a :func:`warnings.catch_warnings` block, whose entry resets every module's registry of warnings shown
+    (so ``-W once`` would show a warning again) and which is not thread-safe."""
+    token = _REACH_SILENT.set(True)
+    try:
+        yield
+    finally:
+        _REACH_SILENT.reset(token)
+
+
 def _caller_level() -> int:
     """The ``stacklevel`` with which a :func:`warnings.warn` in this function's caller names the first frame outside
     the gradprobe package (:data:`_SKIPPED`): the line of the user's code (or of the command's entry point) that
@@ -110,6 +126,8 @@ def _warn_out_of_reach(message: str, key) -> None:
     :func:`reach_warned_once` block only the first time that ``key`` (the plan's sha256 and the facts) comes. The
     warning goes through :func:`warnings.warn` alone (no :func:`warnings.catch_warnings`, which would reset every
     module's registry of warnings shown), so the filters and registries decide whether it shows."""
+    if _REACH_SILENT.get():
+        return
     warned = _REACH_WARNED.get()
     if warned is not None:
         if key in warned:

@@ -46,14 +46,13 @@ import os
 import re
 import sys
 import tomllib
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import MCConfig, SamplingConfig
 from ..layout import CONFIG_JSON
 from ..token_counts import echo_text
-from .budget import OutOfReachWarning, check_budget, shorten_budget
+from .budget import check_budget, reach_silenced, shorten_budget
 from .coerce import build_section, check_keys, check_positive, coerce, echo_value
 from .plan_checks import (check_arm_name, check_data_seed, check_eval, check_guided_task, check_heldout_size,
                           check_hypotheses, check_mc, check_pool, check_probe, check_seeds, check_train, parse_arm,
@@ -391,8 +390,7 @@ def run_in_folder(plan, out, resolve) -> RunConfig:
         if not (Path(out) / CONFIG_JSON).is_file():
             raise
         flags = recorded_budget_flags(out)
-        with warnings.catch_warnings():  # tried without its warnings: given below only if the run is resumed
-            warnings.simplefilter("ignore", OutOfReachWarning)
+        with reach_silenced():  # tried without its warnings: given below only if the run is resumed
             try:
                 loaded = read(False)
                 resumed = resolve(loaded, flags)
