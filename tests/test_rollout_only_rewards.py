@@ -79,9 +79,10 @@ def test_a_users_reward_declared_rollout_only_gets_the_reach_check_and_an_undecl
 
 
 
-@pytest.mark.parametrize("given", ["no", 1, 0, None, np.array([True, False]), np.bool_(True)],
+@pytest.mark.parametrize("given, kind", [("no", "str"), (1, "int"), (0, "int"), (None, "NoneType"),
+                                         (np.array([True, False]), "numpy.ndarray"), (np.bool_(True), "numpy.bool")],
                          ids=["text", "one", "zero", "none", "array", "numpy_bool"])
-def test_rollout_only_must_be_a_bool_and_nothing_is_registered_otherwise(given):
+def test_rollout_only_must_be_a_bool_and_nothing_is_registered_otherwise(given, kind):
     """Was: ``rollout_only="no"`` registered a rollout-only reward (its truth value), and a numpy array raised
     ValueError at decoration, with the reward already in REWARDS."""
     name = "test_user_not_a_bool"
@@ -89,7 +90,7 @@ def test_rollout_only_must_be_a_bool_and_nothing_is_registered_otherwise(given):
         with pytest.raises(TypeError) as e:
             gradprobe.register_reward(name, rollout_only=given)(_reward)
         assert str(e.value).startswith(f"register_reward('{name}', rollout_only=...) takes True or False, got "
-                                       f"rollout_only={given!r:.60} ({type(given).__name__}); ")
+                                       f"rollout_only={given!r:.60} ({kind}); ")  # numpy's named: not "bool"
         assert name not in base.REWARDS and name not in base.ROLLOUT_ONLY
     finally:
         _unregister(name)
@@ -110,3 +111,18 @@ def test_a_builtin_registered_again_without_the_declaration_is_no_longer_bounded
     assert most_tokens_per_update("outcome", None, 2, 4, 40) == 320
     with pytest.raises(PlanError, match=r"^budget\.generated_tokens = 250,000 is out of reach of "):
         parse_plan(tiny_plan(reward="outcome", budget=budget))
+
+
+def test_a_users_function_named_as_a_builtin_does_not_replace_it():
+    """A user's ``def outcome`` (same qualified name as the built-in, another module) replaced the built-in reward for
+    every later probe and train of the process, and its declaration with it: refused, the built-in kept."""
+    builtin = base.REWARDS["outcome"]
+
+    def outcome(batch, ctx):
+        raise AssertionError("never called")
+
+    outcome.__qualname__ = builtin.__qualname__
+    with pytest.raises(ValueError, match=r"^reward 'outcome' is already registered \(.*\); register yours under "
+                                         r"another name$"):
+        gradprobe.register_reward("outcome")(outcome)
+    assert base.REWARDS["outcome"] is builtin and "outcome" in base.ROLLOUT_ONLY

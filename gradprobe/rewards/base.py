@@ -235,15 +235,16 @@ def register_reward(name: str, *, rollout_only: bool = False):
         B * G * max_new_tokens tokens, so a plan whose ``[budget] updates`` never let it spend its ``[budget]
         generated_tokens`` is refused (:func:`gradprobe.training.budget.check_budget`); False (the default): the
         reward may generate tokens of its own, and that check skips its arms. Recorded in :data:`ROLLOUT_ONLY`;
-        registering the name again (the same function, or one of the same qualified name: a reloaded module) sets
-        it anew, a built-in's too (``register_reward("outcome")(fn)`` without it: the budget check no longer bounds
-        ``outcome``'s arms, :func:`gradprobe.training.budget.most_tokens_per_update`, which reads
-        :data:`ROLLOUT_ONLY` for every name registered here).
+        registering the name again (the same function, or one of the same module and qualified name: a reloaded
+        module) sets it anew, a built-in's too (without it, the budget check no longer bounds that reward's arms:
+        :func:`gradprobe.training.budget.most_tokens_per_update` reads :data:`ROLLOUT_ONLY` for every name
+        registered here).
 
     Raises
     ------
     ValueError
-        ``name`` is empty, contains a comma, or is already registered to another function.
+        ``name`` is empty, contains a comma, or is already registered to another function (one defined elsewhere:
+        a user's ``def outcome`` does not replace the built-in ``outcome``).
     TypeError
         ``name`` is not a string (``@register_reward("my_reward")``, not bare ``@register_reward``), ``rollout_only``
         is not a bool (``True`` or ``False``; not ``"no"``, 1, a numpy value), both raised before anything is
@@ -254,7 +255,7 @@ def register_reward(name: str, *, rollout_only: bool = False):
                         f"({type(name).__name__})")
     if not isinstance(rollout_only, bool):  # "no" or a numpy array would be read by truth value (or raise later)
         raise TypeError(f"register_reward({name!r}, rollout_only=...) takes True or False, got "
-                        f"rollout_only={rollout_only!r:.60} ({type(rollout_only).__name__}); pass rollout_only=True "
+                        f"rollout_only={rollout_only!r:.60} ({_type_name(rollout_only)}); pass rollout_only=True "
                         f"only when the reward charges no generated tokens beyond the rollouts")
     if not name or "," in name or name != name.strip():
         raise ValueError(f"invalid reward name {name!r}: non-empty, no comma, no surrounding spaces")
@@ -263,13 +264,26 @@ def register_reward(name: str, *, rollout_only: bool = False):
         if not callable(fn):
             raise TypeError(f"register_reward({name!r}) decorates a function, got {fn!r} ({type(fn).__name__})")
         old = REWARDS.get(name)
-        if old is not None and old is not fn and getattr(old, "__qualname__", None) != getattr(fn, "__qualname__", 0):
-            raise ValueError(f"reward {name!r} is already registered ({old!r})")
+        if old is not None and old is not fn and _where(old) != _where(fn):
+            raise ValueError(f"reward {name!r} is already registered ({old!r}); register yours under another name")
         REWARDS[name] = fn
         (ROLLOUT_ONLY.add if rollout_only else ROLLOUT_ONLY.discard)(name)
         return fn
 
     return deco
+
+
+def _where(fn) -> tuple:
+    """Where a reward function is defined: (its module, its qualified name). A function registered again under its
+    name is the same one when these match (a reloaded module re-running its ``@register_reward``); a user's function
+    of the same name in another module (``def outcome`` in a notebook) is another reward."""
+    return getattr(fn, "__module__", None), getattr(fn, "__qualname__", None) or id(fn)
+
+
+def _type_name(value) -> str:
+    """``value``'s type as a message names it: its module too when not a builtin (``numpy.bool``, not ``bool``)."""
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
 def get_reward(name: str) -> Reward:
