@@ -186,6 +186,11 @@ def load_reward_plugin(spec: str) -> Reward:
     mod = _import_module(module.strip(), spec)
     fn = getattr(mod, attr.strip(), None)
     if fn is None:
+        if getattr(mod, "__file__", None) is None and hasattr(mod, "__path__"):  # a folder imported as a namespace
+            where = shown(", ".join(dict.fromkeys(map(str, mod.__path__))))
+            raise UnknownRewardError(f"reward {spec!r}: {shown(module.strip())} is a folder (found as {where}), not a "
+                                     f"Python module; name the file that defines the function "
+                                     f"({shown(module.strip())}/FILE.py:FUNCTION), or write it as {_FORMS}")
         found = sorted(n for n, v in vars(mod).items() if callable(v) and not n.startswith("_")
                        and getattr(v, "__module__", None) == mod.__name__)
         raise UnknownRewardError(f"reward {spec!r}: {shown(module)} has no {attr.strip()!r}; its functions: "
