@@ -169,3 +169,19 @@ def test_resuming_the_run_three_times_from_one_line_warns_once_under_once_and_de
             gradprobe.train(plan, out, arm="grpo")
     assert len(calls) == 3
     assert [w.category for w in caught] == [OutOfReachWarning]
+
+
+def test_under_an_error_filter_the_warning_is_the_commands_one_error_line(tmp_path, plan, monkeypatch, capsys):
+    """``python -W error`` (or ``PYTHONWARNINGS=error``) turns the resumed run's warning into an exception: the
+    command printed a traceback (exit 1); it prints one error line naming the warning, exit 2, the folder unchanged."""
+    out = _folder(tmp_path, "run", json.dumps({"run": _recorded_run(plan)}))
+    before = (out / "config.json").read_bytes()
+    monkeypatch.setattr(training_run, "run_training", _resume_checked_only([]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OutOfReachWarning)
+        status = main(["train", "--plan", str(plan), "--arm", "grpo", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1
+    assert err.startswith(f"gradprobe train: error: OutOfReachWarning (a warning turned into an error by a warnings "
+                          f"filter, e.g. -W error): plan {plan}: {_FACTS}: the run being resumed was started under ")
+    assert (out / "config.json").read_bytes() == before and sorted(p.name for p in out.iterdir()) == ["config.json"]

@@ -13,6 +13,7 @@ import os
 import sys
 import warnings
 
+from ..tables import shown
 from .args import CommandParser
 from .difficulty import add_difficulty_parsers, difficulty_main
 from .probe import _add_probe, probe_main
@@ -102,6 +103,18 @@ def _no_library_progress_bars() -> None:
     hf_logging.disable_progress_bar()
 
 
+def _warning_as_error(command, args) -> int:
+    """``command(args)``, with a warning that a filter turned into an error (``python -W error``, ``PYTHONWARNINGS=
+    error``) reported as the command's one error line and exit status 2, as its other refusals are, instead of a
+    traceback: the warning's text says what is wrong, and the filter is the user's choice."""
+    try:
+        return command(args)
+    except Warning as e:
+        print(f"gradprobe {args.command}: error: {type(e).__name__} (a warning turned into an error by a warnings "
+              f"filter, e.g. -W error): {shown(str(e))}", file=sys.stderr)
+        return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradprobe`` command; returns the exit status."""
     console = argv is None
@@ -128,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"probe": probe_main, "train": train_main, "warmstart": warmstart_main, "study": study_main,
                 "rank-prompts": difficulty_main, "difficulty-eval": difficulty_main}
     if not getattr(args, "no_progress", False):
-        return commands[args.command](args)
+        return _warning_as_error(commands[args.command], args)
     kept = {k: os.environ.get(k) for k in _PROGRESS_SWITCHES}
     if not console:
         from huggingface_hub.utils import are_progress_bars_disabled  # light: no torch
@@ -136,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         kept["hub_bars_off"] = are_progress_bars_disabled()
     _no_library_progress_bars()
     try:
-        return commands[args.command](args)
+        return _warning_as_error(commands[args.command], args)
     finally:
         if not console:  # called in process (a notebook, a test): its later bars are the caller's again
             _restore_progress_bars(kept)
