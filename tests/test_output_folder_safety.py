@@ -224,8 +224,9 @@ def test_a_batch_folder_holding_complete_files_without_probe_json_is_refused_and
     be told from a killed probe's: refused, as a complete file of a probe's name at the top is, and kept; it was
     deleted as a killed probe's leftover."""
     out = _folder(tmp_path / "p", files)
-    with pytest.raises(OutputDirError, match=r"holds batch_0 but no probe\.json, so it is no earlier probe's .*\(delete "
-                                             r"it if left by a probe that was killed before it wrote probe\.json\)$"):
+    with pytest.raises(OutputDirError, match=r"holds batch_0 but no probe\.json, so it is no earlier probe's "
+                                             r".*\(delete it if left by a probe that was killed before it wrote "
+                                             r"probe\.json\)$"):
         with replacing_earlier_probe(out, say=pytest.fail, batch_folders=2):
             pytest.fail("the block ran")
     assert _tree(out) == files

@@ -613,9 +613,10 @@ def missing_field(file, fix: str, field: str, null: bool, why: tuple) -> ValueEr
 
 
 def _batch_folders(files: list[Path], folder: Path) -> int:
-    """How many ``batch_K`` folders (``batch_0`` .. ``batch_{n-1}``) a copy of ``files`` (paths under ``folder``) writes:
-    one more than the largest K among them, 0 for none; what :func:`gradprobe.probe.output.replacing_earlier_probe`
-    checks in the target folder before anything is copied (a link, a file or a user's folder of that name refused)."""
+    """How many ``batch_K`` folders (``batch_0`` .. ``batch_{n-1}``) a copy of ``files`` (paths under ``folder``)
+    writes: one more than the largest K among them, 0 for none; what
+    :func:`gradprobe.probe.output.replacing_earlier_probe` checks in the target folder before anything is copied (a
+    link, a file or a user's folder of that name refused)."""
     tops = [p.relative_to(folder).parts for p in files]
     ks = [int(parts[0][len("batch_"):]) for parts in tops if len(parts) > 1 and PROBE_BATCH_DIR.fullmatch(parts[0])]
     return max(ks) + 1 if ks else 0

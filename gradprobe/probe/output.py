@@ -615,9 +615,10 @@ def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
     """Refuse another command's folder; restore a leftover; without ``probe.json``, refuse complete files named as a
     probe's and ``batch_K`` folders holding any (:func:`_not_a_probe`: a user's own, or a complete probe copied
     there, cannot be told from a killed probe's) and remove a killed probe's ``.tmp`` partials and ``batch_K``
-    folders of ``.tmp`` partials only or nothing (:func:`_batch_kind` ``"debris"``); with it, refuse the earlier probe's batch folders holding other files
-    too; refuse a ``batch_K`` in the way of the probe's (:func:`_refuse_batch_folders_in_the_way`); move the earlier
-    probe's files into ``EARLIER``. Every refusal comes before anything is removed or moved."""
+    folders of ``.tmp`` partials only or nothing (:func:`_batch_kind` ``"debris"``); with it, refuse the earlier
+    probe's batch folders holding other files too; refuse a ``batch_K`` in the way of the probe's
+    (:func:`_refuse_batch_folders_in_the_way`); move the earlier probe's files into ``EARLIER``. Every refusal comes
+    before anything is removed or moved."""
     other = _other_output(folder.path, label)
     if other is not None:
         raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
