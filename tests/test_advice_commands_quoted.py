@@ -61,7 +61,8 @@ def test_the_re_analysis_fix_is_one_plain_function_for_gradprobe_and_calib():
 
     fix = rebuild_analysis("my study")
     assert type(fix) is str
-    assert fix == ("re-analyse the study with `gradprobe study 'my study/plan.toml' --analyze-only --overwrite-analysis "
+    assert fix == ("re-analyse the study with `gradprobe study 'my study/plan.toml' --analyze-only "
+                   "--overwrite-analysis "
                    "--out 'my study'` (it rebuilds analysis.json from runs.csv)")
     assert gradprobe.forecast.study.rebuild_analysis is rebuild_analysis is calib.integrity.rebuild_analysis
 

@@ -176,7 +176,8 @@ def test_the_alternatives_say_what_they_replace_and_leave_out_the_kinds_given():
 # ------------------------------------------------------------------ frozen plans: the reach check is for new plans
 
 _OUT_OF_REACH = {"generated_tokens": 250_000, "updates": 10}
-_WARNED = ("plan frozen/plan.toml: budget.generated_tokens = 250,000 is out of reach of budget.updates = 10: one update of arm 'grpo' (reward "
+_WARNED = ("plan frozen/plan.toml: budget.generated_tokens = 250,000 is out of reach of budget.updates = 10: one "
+           "update of arm 'grpo' (reward "
            f"'outcome': rollout tokens only) generates at most {_PER} (train.prompts_per_update * train.group * "
            "sampling.max_new_tokens), so 10 updates generate at most 3,200 < 250,000 tokens: the frozen plan's runs "
            "stop on updates with the token budget unspent (a new plan with this budget is refused)")
@@ -221,7 +222,8 @@ def test_an_old_study_of_such_a_plan_is_analysed_loaded_and_resumable_and_a_new_
     from gradprobe.study.freeze import load_study_plan
     copy = tmp_path / "plan.toml"
     copy.write_bytes((study / "plan.toml").read_bytes())
-    with pytest.warns(UserWarning, match=rf"^plan {re.escape(str(copy))}: budget\.generated_tokens = 1,000 is out of reach "):
+    with pytest.warns(UserWarning, match=rf"^plan {re.escape(str(copy))}: budget\.generated_tokens = 1,000 is out "
+                                         r"of reach "):
         assert load_study_plan(copy, study).budget.updates == 5
     with pytest.raises(PlanError, match=r"^budget\.generated_tokens = 1,000 is out of reach of budget\.updates = 5: "):
         load_study_plan(copy, tmp_path / "new")  # a new study of it

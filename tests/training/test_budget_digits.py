@@ -60,9 +60,11 @@ def test_unreachable_updates_name_their_counts_with_separators_and_advise_a_past
     run = _run({"generated_tokens": 10**12})
     message = _refusal(run, {"updates": 10**12})
     assert message == (
-        "--updates 1,000,000,000,000 conflicts with the plan's budget.generated_tokens = 1,000,000,000,000: each update "
+        "--updates 1,000,000,000,000 conflicts with the plan's budget.generated_tokens = 1,000,000,000,000: each "
+        "update "
         "of arm 'grpo' costs at least B * G = 2 * 4 = 8 tokens (completions of one token or more) and an update starts "
-        "only while fewer than 1,000,000,000,000 tokens are spent, so the run makes at most 125,000,000,000 updates (at "
+        "only while fewer than 1,000,000,000,000 tokens are spent, so the run makes at most 125,000,000,000 updates "
+        "(at "
         "least 125,000,000,000 * 8 = 1,000,000,000,000 tokens spent after the last) and always stops on tokens before "
         "update 1,000,000,000,000; give --updates at most 125_000_000_000 (reached only if the first 124,999,999,999 "
         "updates spend fewer than 1,000,000,000,000 tokens: completions of about one token) or only one of the two")

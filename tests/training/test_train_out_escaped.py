@@ -39,7 +39,8 @@ def test_the_rerun_advice_after_an_interruption_names_out_escaped(tmp_path):
     out.mkdir()
     (out / "metrics.jsonl").write_text("".join(json.dumps({"update": u}) + "\n" for u in range(1, 1235)))
     said, escaped = interrupt_message(out, 2000), str(out).replace("\t", "\\t")
-    assert said == (f"it stopped after 1,234 update(s), before the first checkpoint (checkpoint_every = 2,000 updates): "
+    assert said == (f"it stopped after 1,234 update(s), before the first checkpoint (checkpoint_every = 2,000 "
+                    f"updates): "
                     f"there is nothing to resume from, so running the same command again starts this run over from "
                     f"update 0 (the 1,234 update(s) in {escaped} are discarded)")
 
