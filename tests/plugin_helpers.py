@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+
+import pytest
 
 
 @contextlib.contextmanager
@@ -86,21 +89,28 @@ def sha256_of(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+#: The tests of file names holding a byte that is not UTF-8 run where the file system keeps such a name: Linux (CI's
+#: machine), which names files by bytes; macOS (APFS) and Windows name files in Unicode and refuse or re-encode it, so
+#: no such name reaches gradprobe there.
+UNDECODABLE_NAMES = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                       reason="only Linux file systems keep a file name's non-UTF-8 byte")
+
+
+def undecodable_file(folder, raw: bytes, source: str) -> str:
+    """The file ``folder``/``raw`` (a name given as bytes, e.g. ``b"r\\xff.py"``) holding ``source``; returns its name
+    as Python sees it (``os.fsdecode``: each undecodable byte a lone surrogate, ``r\\udcff.py``)."""
+    with open(os.path.join(os.fsencode(folder), raw), "w") as f:
+        f.write(source)
+    return os.fsdecode(raw)
+
+
 @contextlib.contextmanager
 def undecodable_plugin_folder(tmp_path, monkeypatch, source: str):
     """``tmp_path`` as the working directory, holding the reward file ``r\\xff.py`` (a byte that is not UTF-8: its
-    name as Python sees it, ``os.fsdecode``, is ``r\\udcff.py``) with ``source``; skips where the file system refuses
-    the name; the reward registry, sys.path and the modules imported from the folder restored after
-    (:func:`plugin_records_restored`)."""
-    import os
-
-    import pytest
-
-    try:
-        with open(os.path.join(os.fsencode(tmp_path), b"r\xff.py"), "w") as f:
-            f.write(source)
-    except OSError as e:  # a file system that names files in Unicode (macOS APFS, Windows)
-        pytest.skip(f"this file system refuses a file name with a non-UTF-8 byte: {e}")
+    name as Python sees it, ``os.fsdecode``, is ``r\\udcff.py``) with ``source`` (:func:`undecodable_file`; the tests
+    using it are marked :data:`UNDECODABLE_NAMES`); the reward registry, sys.path and the modules imported from the
+    folder restored after (:func:`plugin_records_restored`)."""
+    undecodable_file(tmp_path, b"r\xff.py", source)
     monkeypatch.chdir(tmp_path)
     with plugin_records_restored(monkeypatch, tmp_path):
         yield tmp_path

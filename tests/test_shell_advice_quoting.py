@@ -21,8 +21,6 @@ from gradprobe.outputs import OutputDirError, refuse_file_in_the_way, shell_word
 
 from helpers_shell import BASH, SHELL_ENV, shell_split
 
-pytestmark = pytest.mark.skipif(BASH is None, reason="no bash to read the advised commands")
-
 #: file names a shell command must quote, each a way repr's quoting read as another path or expanded in the shell
 ODD = ["with space", "with\ttab", "it's", 'say "hi"', "dollar $HOME", "it's $HOME", "back\\slash", "new\nline"]
 

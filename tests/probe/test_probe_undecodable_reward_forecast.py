@@ -11,7 +11,7 @@ import json
 
 import pandas as pd
 import pytest
-from plugin_helpers import undecodable_plugin_folder
+from plugin_helpers import UNDECODABLE_NAMES, undecodable_plugin_folder
 
 from gradprobe.cli import main
 from gradprobe.forecast.budget_forecast import forecast_table
@@ -20,6 +20,9 @@ from gradprobe.forecast.budget_forecast import forecast_table
 ODD_ROWS = "def fn(completions, **kwargs):\n    return [float(i % 2) for i, _ in enumerate(completions)]\n"
 NAME = "r\udcff.py:fn"  #: the reward's name (its spec), as probe.json keeps it
 SHOWN = "r\\udcff.py:fn"  #: how the printed tables and the page write it
+
+
+pytestmark = UNDECODABLE_NAMES
 
 
 @pytest.fixture

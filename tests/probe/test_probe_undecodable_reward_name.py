@@ -14,7 +14,7 @@ import json
 
 import pytest
 import torch
-from plugin_helpers import undecodable_plugin_folder
+from plugin_helpers import UNDECODABLE_NAMES, undecodable_plugin_folder
 from safetensors.torch import load_file
 
 from gradprobe import load_probe
@@ -29,6 +29,9 @@ from gradprobe.rewards import get_reward
 ODD_ROWS = "def reward(completions, **kwargs):\n    return [float(i % 2) for i, _ in enumerate(completions)]\n"
 NAME = "r\udcff.py:reward"  #: the reward's name (its spec), as probe.json and load_probe give it
 SHOWN = "r\\udcff.py:reward"  #: how tables, the page and the safetensors key write it
+
+
+pytestmark = UNDECODABLE_NAMES
 
 
 @pytest.fixture

@@ -10,25 +10,16 @@ import os
 import sys
 
 import pytest
-from plugin_helpers import plugin_records_restored
+from plugin_helpers import UNDECODABLE_NAMES, plugin_records_restored
+from plugin_helpers import undecodable_file as _file
 
 from gradprobe.rewards import UnknownRewardError, get_reward
 from gradprobe.rewards.plugin import plugin_identity
 
+pytestmark = UNDECODABLE_NAMES
+
 NATIVE = "def reward(batch, ctx):\n    return 'native'\n"
 TRL = "def reward(prompts, completions, **kwargs):\n    return [float(len(c) < 5) for c in completions]\n"
-
-
-def _file(folder, raw: bytes, source: str) -> str:
-    """The file ``folder``/``raw`` (a name given as bytes) holding ``source``; its name as Python sees it
-    (``os.fsdecode``: each undecodable byte a lone surrogate). Skips where the file system refuses the name."""
-    path = os.path.join(os.fsencode(folder), raw)
-    try:
-        with open(path, "w") as f:
-            f.write(source)
-    except OSError as e:  # a file system that names files in Unicode (macOS APFS, Windows)
-        pytest.skip(f"this file system refuses a file name with a non-UTF-8 byte: {e}")
-    return os.fsdecode(raw)
 
 
 @pytest.fixture
