@@ -17,7 +17,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["format_columns", "display_width", "shown"]
+__all__ = ["format_columns", "display_width", "shown", "holds_surrogate", "surrogates_escaped"]
 
 _ZERO_CATEGORIES = ("Mn", "Me", "Cf")  # nonspacing mark, enclosing mark, format character: 0 columns
 _JAMO_MEDIAL_FINAL = ((0x1160, 0x11FF), (0xD7B0, 0xD7FF))  # Hangul medial vowel / final consonant jamo: 0 columns
@@ -47,6 +47,19 @@ def shown(text: str) -> str:
     if text.isprintable():  # the usual cell; a False also comes of a format character or a no-break space, kept
         return text
     return "".join(repr(c)[1:-1] if unicodedata.category(c) in _ESCAPED_CATEGORIES else c for c in text)
+
+
+def holds_surrogate(value) -> bool:
+    """Whether ``value`` is a text holding a lone surrogate (U+D800..U+DFFF: a file name's undecodable byte as
+    ``os.fsdecode`` gives it, ``r\\udcff.py``), which UTF-8 (a safetensors header, an HTML page, pandas' text type)
+    cannot hold; False for anything else."""
+    return isinstance(value, str) and any("\ud800" <= c <= "\udfff" for c in value)
+
+
+def surrogates_escaped(text: str) -> str:
+    """``text`` with each lone surrogate written ``\\udcHH`` (as :func:`shown` and ``repr`` write it), every other
+    character kept (a tab stays a tab): text that UTF-8 can encode, the same for every text without surrogates."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8") if holds_surrogate(text) else text
 
 
 def display_width(text: str) -> int:

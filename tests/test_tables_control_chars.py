@@ -77,3 +77,15 @@ def test_the_probe_table_shows_a_tab_named_reward_escaped_as_its_warning_names_i
     ]
     assert ("warning: reward 'a\\tb' gives no gradient (every advantage is 0): it cannot train, and its zeros above "
             "are exact, not a measurement") in lines
+
+
+def test_lone_surrogates_alone_are_escaped_for_utf8():
+    """The one test and escape of a lone surrogate (a non-UTF-8 file name's byte) that the safetensors key, the
+    probe page and pandas' labels share: a tab is kept (a key of such a name is unchanged), a surrogate is written
+    as repr writes it, and the result encodes as UTF-8."""
+    from gradprobe.tables import holds_surrogate, surrogates_escaped
+
+    assert [holds_surrogate(v) for v in ("r\udcff.py", "tab\there", "é", None, 3)] == [True, False, False, False, False]
+    assert surrogates_escaped("r\udcff\tx.py") == "r\\udcff\tx.py" == shown("r\udcff.py").replace(".py", "\tx.py")
+    assert surrogates_escaped("plain\ttext") == "plain\ttext"
+    surrogates_escaped("a\ud800b\udfff").encode("utf-8")

@@ -23,6 +23,7 @@ from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, PR
                       TOKENS_JSONL, probe_study, rerun_advice, study_probe_advice)
 from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_number, json_float, json_short,
                        naming_out, per_update_problem, prepare_output_dir, read_probe_json, refuse_file_in_the_way)
+from ..tables import holds_surrogate, surrogates_escaped
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
 
@@ -178,7 +179,7 @@ class ProbeResult:
         import pandas as pd
 
         rows = self._rows()
-        if all(map(_utf8, rows)):
+        if not any(map(holds_surrogate, rows)):  # pandas' text labels are UTF-8
             table = pd.DataFrame.from_dict(rows, orient="index")
         else:  # a name pandas' text labels cannot hold: the rows by number, then the names as labels of any object
             table = pd.DataFrame.from_dict(dict(enumerate(rows.values())), orient="index")
@@ -421,7 +422,7 @@ class ProbeResult:
         if not lines:  # the probe writes one line per completion of its batch (N >= 1): never an empty file
             raise damaged(path, "the file is empty: it holds no completion's line")
         columns = list(dict.fromkeys(k for rec in records for k in rec))
-        if all(map(_utf8, columns)):
+        if not any(map(holds_surrogate, columns)):
             return pd.DataFrame.from_records(records)
         at = {k: i for i, k in enumerate(columns)}  # a reward name pandas' text labels cannot hold: columns by number
         frame = pd.DataFrame.from_records([{at[k]: v for k, v in rec.items()} for rec in records])
@@ -622,18 +623,6 @@ def _batch_folders(files: list[Path], folder: Path) -> int:
     return max(ks) + 1 if ks else 0
 
 
-def _utf8(label) -> bool:
-    """Whether ``label`` can be a label of pandas' text type (which stores UTF-8): False for a text holding a lone
-    surrogate, such as a reward named after a plug-in file whose name has an undecodable byte (``os.fsdecode``:
-    ``r\\udcff.py:reward``); such labels are kept whole as labels of any object (``dtype=object``)."""
-    return not isinstance(label, str) or not any("\ud800" <= c <= "\udfff" for c in label)
-
-
-def _escaped(name: str) -> str:
-    """``name`` with each lone surrogate written ``\\udcHH``, so that a message naming it can be written as UTF-8."""
-    return name.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def _token_number(field: str, value) -> float:
     """``value`` of the numeric token field ``field`` as :func:`gradprobe.outputs.json_float` reads it (a number,
     null, ``"inf"``); ValueError naming the field otherwise (true/false: never read as 1 or 0, text, a list)."""
@@ -658,7 +647,7 @@ def _token_records(row: dict) -> list[dict]:
         rec = {"completion": row["row"], "prompt_id": row["prompt_id"], "score": score,
                "truncated": bool(row.get("truncated")), "position": t, "token": tok, "text": text,
                "alignment": _token_number(f"alignment[{t}]", a)}
-        rec.update({f"advantage_{name}": _token_number(f"advantages.{_escaped(name)}[{t}]", values[t])
+        rec.update({f"advantage_{name}": _token_number(f"advantages.{surrogates_escaped(name)}[{t}]", values[t])
                     for name, values in adv.items()})
         records.append(rec)
     return records

@@ -95,6 +95,7 @@ import numpy as np
 import pandas as pd
 
 from ..outputs import json_float
+from ..tables import holds_surrogate
 from .csv_cells import is_skipped_note
 from .curves import ReferenceCurve, task_key
 from .probe_input import (arms_of, budget_of, check_batches, check_request, pooled_entries, probe_batches_of,
@@ -117,17 +118,11 @@ def forecast_table(rows: list[dict], columns: list[str]) -> pd.DataFrame:
     an undecodable byte, ``os.fsdecode``: ``r\\udcff.py:fn``) is built with ``dtype=object``: pandas' text type
     stores UTF-8, which has no form for a lone surrogate, so such a name would stop the forecast; every other column,
     and every column of a table without such a name, is inferred as pandas infers it."""
-    odd = {c for c in columns if not all(_utf8(r.get(c)) for r in rows)}
+    odd = {c for c in columns if any(holds_surrogate(r.get(c)) for r in rows)}
     if not odd:
         return pd.DataFrame(rows, columns=columns)
     return pd.DataFrame({c: pd.Series([r.get(c) for r in rows], dtype=object if c in odd else None)
                          for c in columns}, columns=columns)
-
-
-def _utf8(value) -> bool:
-    """Whether ``value`` can be a cell of pandas' text type (which stores UTF-8): False only for a text holding a
-    lone surrogate (:func:`forecast_table`)."""
-    return not isinstance(value, str) or not any("\ud800" <= c <= "\udfff" for c in value)
 
 
 @dataclass

@@ -56,7 +56,7 @@ from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, OU
                       PROBE_FILES, PROBE_JSON, TOKENS_JSONL, output_kind, study_probe_refusal)
 from ..outputs import (OutputDirError, json_safe, naming_out, output_error, refuse_link_loop, refuse_looping_file,
                        removed_if_left_empty, shell_word, write_bytes_atomic, write_json_atomic, write_text_atomic)
-from ..tables import shown
+from ..tables import shown, surrogates_escaped
 from .table import format_table, no_signal_entries
 
 __all__ = ["token_texts", "write_probe_files", "advantages_key", "format_table", "PROBE_FILES", "ProbeFolder",
@@ -100,7 +100,7 @@ def advantages_key(reward: str) -> str:
     written as ``\\udcHH`` (as :func:`gradprobe.tables.shown` shows it), since the file's header is UTF-8, which
     cannot hold a lone surrogate. Every other name is its key unchanged, so earlier probes' files read as before.
     Writer and reader (:meth:`gradprobe.api.ProbeResult.advantages`) both map names here."""
-    return "advantages." + reward.encode("utf-8", "backslashreplace").decode("utf-8")
+    return "advantages." + surrogates_escaped(reward)
 
 
 def _token_lines(batch, alignment, advantages: dict, tokenizer) -> str:

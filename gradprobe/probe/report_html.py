@@ -49,7 +49,7 @@ from ..forecast.section import RAW_GAINS_ABOVE, pre_screen_line, row_marks
 from ..forecast.special_rows import no_verdict_words
 from ..layout import PROBE_JSON, rerun_advice
 from ..outputs import read_probe_json, write_text_atomic
-from ..tables import shown
+from ..tables import holds_surrogate, shown, surrogates_escaped
 from .report_figures import NO_VERDICT_MARK, interval_figure, ledger_figure, ledger_rows, png
 
 
@@ -311,9 +311,7 @@ def _shown_name(name):
 def _encodable(value):
     """Every value the page shows, each lone surrogate (an undecodable byte of a file name, ``os.fsdecode``) written
     as ``\\udcHH``, so that the page can be written as UTF-8 (a surrogate has no UTF-8 form); the rest unchanged."""
-    if not isinstance(value, str) or not any("\ud800" <= c <= "\udfff" for c in value):
-        return value
-    return type(value)(value.encode("utf-8", "backslashreplace").decode("utf-8"))  # markup stays markup
+    return type(value)(surrogates_escaped(value)) if holds_surrogate(value) else value  # markup stays markup
 
 
 def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = COMPLETIONS_PER_REWARD) -> str:
