@@ -12,14 +12,13 @@ import dataclasses
 import json
 import shutil
 import sys
-import warnings
 from pathlib import Path
 
 from ..layout import CONFIG_JSON, PLAN_COPY, PROBE_JSON, STUDY_JSON, run_dir
 from ..outputs import json_short, output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
 from ..tables import shown
 from ..tasks import task_data_identity
-from ..training.budget import OutOfReachWarning
+from ..training.budget import reach_silenced
 from ..training.plan import Plan, load_plan
 from ..training.run_folder import (MODULES, TASK_DATA, modules_mismatch, modules_problem, task_data_mismatch,
                                    task_data_moved, task_data_problem)
@@ -241,8 +240,7 @@ def _frozen_runs(out: Path) -> set[tuple[str, str]]:
         if isinstance(r, dict) and isinstance(r.get("arm"), str) and type(r.get("seed")) is int:
             names.add((r["arm"], run_dir("", r["arm"], r["seed"]).name))
     try:
-        with warnings.catch_warnings():  # the frozen plan being replaced: its budget's reach is of no concern here
-            warnings.simplefilter("ignore", OutOfReachWarning)
+        with reach_silenced():  # the frozen plan being replaced: its budget's reach is of no concern here
             frozen = load_plan(out / PLAN_COPY, check_schedule=False)
         names |= {(arm, run_dir("", arm, seed).name) for arm, seed in frozen.runs()}
     except Exception:  # PlanError, a plug-in reward that cannot be loaded: the records above decide

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..layout import PROBE_JSON
 from ..outputs import json_safe, write_json_atomic
-from ..training.budget import OutOfReachWarning
+from ..training.budget import reach_silenced
 from ..training.plan import Plan, PlanError, load_plan
 from .folder import TRAIN_LOG, FolderLock, StudyError
 from .probe_plan import guided_probes, pending_probes, probe_settings
@@ -153,8 +153,7 @@ def execute_task(task: dict) -> dict:
     try:
         out = Path(task["out"])
         lock = FolderLock(out, ".lock", wait=True, what="run folder")  # waits for an orphan of a killed study
-        with warnings.catch_warnings():  # the study's frozen copy: its out-of-reach budget was warned about when frozen
-            warnings.simplefilter("ignore", OutOfReachWarning)
+        with reach_silenced():  # the study's frozen copy: its out-of-reach budget was warned about when frozen
             plan = load_plan(task["plan"], check_reach=False)
         with library_bars(task.get("progress", True) is not False):
             if task["kind"] == "train":
