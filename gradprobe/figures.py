@@ -16,7 +16,9 @@ names as given. A newline still breaks a line (matplotlib splits the text at new
 a line: report titles use two lines). No text is read as math text: a name holding ``$`` signs (a reward file
 ``c$x$.py``, ``d$^$.py``) is measured and drawn as its characters, where matplotlib would parse ``$...$`` as
 mathtext (``c$x$`` drawn as c and an italic x, ``d$^$`` raising a multi-line ParseSyntaxException when the figure
-is saved, after the computation it reports); gradprobe's own figure text uses no math text. Text drawn by LaTeX
+is saved, after the computation it reports), and ``a\\$b`` keeps its backslash (matplotlib drops it from text
+it parses); gradprobe's own figure text uses no math text. The canvas makes its renderer as Agg's does, through
+public API only (``Text.set_parse_math``, a renderer subclass). Text drawn by LaTeX
 (``rcParams["text.usetex"]``, which the user sets) is LaTeX's, as given.
 """
 
@@ -52,6 +54,17 @@ def _plain(s: str, ismath) -> tuple[str, bool | str]:
     return (s, ismath) if ismath == "TeX" else (shown(s), False)
 
 
+def _no_math_text(figure) -> None:
+    """Set every text object of ``figure`` not drawn by LaTeX to read no math text (``Text.set_parse_math``), so that
+    matplotlib keeps a name's ``\\$`` as given (it drops the backslash of a text it parses); the renderer draws
+    text plain in any case (:func:`_plain`), also that of tick labels matplotlib makes while it draws."""
+    from matplotlib.text import Text
+
+    for text in figure.findobj(Text):
+        if not text.get_usetex():
+            text.set_parse_math(False)
+
+
 @lru_cache(maxsize=1)
 def _escaping_canvas():
     """The Agg canvas class (made once, on first use: matplotlib is imported only when a figure is made) whose
@@ -68,12 +81,15 @@ def _escaping_canvas():
             return super().get_text_width_height_descent(s, prop, ismath)
 
     class EscapingCanvas(FigureCanvasAgg):
+        _escaping_key = None  # (width, height, dpi) of the renderer made last: a new one when they change
+
         def get_renderer(self):
+            _no_math_text(self.figure)
             w, h = self.get_width_height(physical=True)
             key = w, h, self.figure.dpi
-            if self._lastKey != key:  # as FigureCanvasAgg.get_renderer, with the escaping renderer
+            if self._escaping_key != key:  # what FigureCanvasAgg.get_renderer does, with the escaping renderer
                 self.renderer = EscapingRenderer(w, h, self.figure.dpi)
-                self._lastKey = key
+                self._escaping_key = key
             return self.renderer
 
     return EscapingCanvas

@@ -87,3 +87,25 @@ def test_a_math_text_name_is_measured_as_its_characters(drawn):
     width = plain.get_window_extent(renderer).width
     assert parsed.get_window_extent(renderer).width == pytest.approx(width) and width > 60
     assert drawn.count("$\\frac{1}{2}$") == 2
+
+
+def test_a_backslash_before_a_dollar_sign_in_a_name_is_drawn_as_given(drawn):
+    """Was: ``a\\$b`` drawn as ``a$b`` (matplotlib drops the backslash of text it parses as possible math text)."""
+    fig, ax = subplots(figsize=(4, 3))
+    ax.barh(["a\\$b.py:fn", "outcome"], [1, 2])
+    ax.set_title("t\\$u")
+    ax.plot([0, 1], [0, 1], label="l\\$m")
+    ax.legend()
+    assert _saved(fig, bbox_inches="tight") == []
+    assert {"a\\$b.py:fn", "t\\$u", "l\\$m"} <= set(drawn)
+    assert not any("$" in s and "\\$" not in s for s in drawn)
+
+
+def test_the_renderer_is_kept_while_the_size_holds_and_made_again_for_a_new_dpi():
+    fig, _ = subplots(figsize=(4, 3))
+    first = fig.canvas.get_renderer()
+    assert fig.canvas.get_renderer() is first
+    fig.set_dpi(fig.dpi * 2)
+    second = fig.canvas.get_renderer()
+    assert second is not first and second.dpi == fig.dpi
+    assert isinstance(second, RendererAgg) and type(second) is type(first)
