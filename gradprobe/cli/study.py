@@ -92,10 +92,9 @@ def _terminal(msg: str) -> str:
 
 
 def _resume_command(args) -> str:
-    """The command line that resumes an interrupted study (the options it was started with)."""
-    import shlex
-
-    parts = ["gradprobe", "study"] + ([args.plan] if args.plan else []) + ["--out", str(args.out)]
+    """The command line that resumes an interrupted study (the options it was started with), each word as bash reads
+    it back (:func:`_word`)."""
+    parts = ["gradprobe", "study"] + ([_Path(args.plan)] if args.plan else []) + ["--out", _Path(args.out)]
     if getattr(args, "replicate", None):
         parts += ["--replicate", args.replicate]
         if args.seed_offset is not None:
@@ -108,11 +107,27 @@ def _resume_command(args) -> str:
         parts += ["--ray-address", args.ray_address]
     parts += ["--report-to", args.report_to] if getattr(args, "report_to", "none") != "none" else []
     for src in getattr(args, "reuse_runs", None) or []:
-        parts += ["--reuse-runs", src]
+        parts += ["--reuse-runs", _Path(src)]
     parts += [flag for flag, on in (("--no-probe", args.no_probe), ("--no-analysis", args.no_analysis),
                                     ("--quiet", args.quiet), ("--no-progress", getattr(args, "no_progress", False)))
               if on]
-    return " ".join(shlex.quote(str(x)) for x in parts)
+    return " ".join(_word(x) for x in parts)
+
+
+class _Path(str):
+    """A word of :func:`_resume_command` that is a path (the plan, ``--out``, ``--reuse-runs``)."""
+
+
+def _word(word) -> str:
+    """``word`` quoted as :func:`shlex.quote` does where that reads back as given, else as :func:`shell_word` quotes
+    a path (bash's ``$'...'`` for a control character or an undecodable byte, which the printed line would otherwise
+    hold raw; ``./`` before a relative path that starts with ``-``, which the command would read as an option)."""
+    import shlex
+
+    text = str(word)
+    if isinstance(word, _Path) and (not text.isprintable() or text.startswith("-")):
+        return shell_word(text)
+    return shlex.quote(text) if text.isprintable() else shell_word(text)
 
 
 def _interrupted(args, e: BaseException) -> int:

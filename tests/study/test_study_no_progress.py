@@ -14,6 +14,7 @@ from gradprobe.cli import main
 from gradprobe.cli.study import _resume_command, add_study_parser
 from gradprobe.study import worker
 
+from helpers_shell import shell_split
 from helpers_training import tiny_plan
 
 
@@ -46,3 +47,16 @@ def test_the_resume_command_keeps_no_progress():
     add_study_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["study", "plan.toml", "--out", "st", "--no-progress", "--quiet"])
     assert _resume_command(args) == "gradprobe study plan.toml --out st --quiet --no-progress"
+
+
+def test_the_resume_command_reads_back_as_the_paths_it_names():
+    """Was: ``shlex.quote`` kept a tab raw inside quotes, and the printed line then showed it escaped (``\\t``) inside
+    single quotes, a command naming another folder; a plan path ``-p.toml`` was read back as an option."""
+    parser = argparse.ArgumentParser()
+    add_study_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["study", "./-p.toml", "--out", "st\tx", "--reuse-runs", "r\udcff", "--quiet"])
+    args.plan = "-p.toml"  # as a caller of the API may name it
+    line = _resume_command(args)
+    assert line.isprintable() and "\t" not in line
+    assert shell_split(line) == ["gradprobe", "study", "./-p.toml", "--out", "st\tx", "--reuse-runs", "r\udcff",
+                                 "--quiet"]
