@@ -33,8 +33,9 @@ Layout (every section optional except ``[model]``, ``[task]``, ``[budget]`` and 
 
 Modules (this one re-exports their public names, so ``from gradprobe.training.plan import X`` works
 for every X): :mod:`~gradprobe.training.specs` (the dataclasses and vocabularies),
-:mod:`~gradprobe.training.coerce` (TOML table -> dataclass), :mod:`~gradprobe.training.plan_checks`
-(checks across sections), :mod:`~gradprobe.training.budget` (budget checks, ``shorten_budget``).
+:mod:`~gradprobe.training.plan_toml` (the file's text -> TOML data), :mod:`~gradprobe.training.coerce` (TOML table ->
+dataclass), :mod:`~gradprobe.training.plan_checks` (checks across sections), :mod:`~gradprobe.training.budget` (budget
+checks, ``shorten_budget``).
 """
 
 from __future__ import annotations
@@ -43,20 +44,17 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
-import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import MCConfig, SamplingConfig
 from ..layout import CONFIG_JSON
-from ..token_counts import echo_text
 from .budget import check_budget, reach_silenced, shorten_budget
 from .coerce import build_section, check_keys, check_positive, coerce, echo_value
 from .plan_checks import (check_arm_name, check_data_seed, check_eval, check_guided_task, check_heldout_size,
                           check_hypotheses, check_mc, check_pool, check_probe, check_seeds, check_train, parse_arm,
                           parse_hypothesis, parse_power)
+from .plan_toml import read_plan_toml
 from .run_folder import recorded_budget_flags, records_run
 from .specs import (ALTERNATIVES, AXES, BUDGET_FLAGS, BUDGET_KINDS, INITIAL, METRICS, OPTIMIZERS, POWER_ALTERNATIVES,
                     SAMPLED_AT, SECTIONS, TESTS, ArmSpec, BudgetSpec, EvalSpec, HeldoutSpec, Hypothesis, ModelSpec,
@@ -178,13 +176,13 @@ def check_model(model: ModelSpec) -> None:
 def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, check_schedule: bool = True,
                check_reach: bool | None = None) -> Plan:
     """A :class:`Plan` from TOML text (see :func:`load_plan`)."""
-    data = _read_toml(text, path)
+    data = read_plan_toml(text, path)
     check_keys(data, _TOP_LEVEL, "")
     for key in _REQUIRED:
         if key not in data:
             inside = [t for t, v in data.items() if isinstance(v, dict) and key in v]
-            hint = (f"; the key {key!r} sits inside [{inside[0]}]: a key written after a [table] header belongs to that "
-                    f"table, so write [{key}]" + (" as [arms.NAME] tables" if key == "arms" else " as a table")
+            hint = (f"; the key {key!r} sits inside [{inside[0]}]: a key written after a [table] header belongs to "
+                    f"that table, so write [{key}]" + (" as [arms.NAME] tables" if key == "arms" else " as a table")
                     + f" of its own") if inside else ""
             raise PlanError(f"plan {path} has no [{key}] section (required: {', '.join(_REQUIRED)}){hint}")
     sec = {k: build_section(cls, data.get(k, {}), k) for k, cls in SECTIONS.items()}
@@ -230,75 +228,6 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
                 arms=arms, seeds=seeds, hypotheses=hypotheses, probe=probe, power=power, **sec)
 
 
-#: a run of decimal digits as TOML writes an integer's (single underscores between digits); the sign stays outside
-_DIGITS = re.compile(r"\d(?:_?\d)*")
-#: what the i-th over-long integer is read as when a plan is read again to find its key: an integer no plan writes
-#: (60 digits), so that a run of digits inside a string or a comment stays text and the TOML stays valid
-_STAND_IN = 314159265358979323846264338327950288419716939937510582097494 * 10**6
-
-
-def _read_toml(text: str, path: str) -> dict:
-    """The TOML ``text`` of plan ``path`` as a dict (:mod:`tomllib`).
-
-    Raises
-    ------
-    PlanError
-        Invalid TOML (tomllib's message, with its line and column); or an integer longer than Python reads as a
-        number (``sys.get_int_max_str_digits()``, 4300 digits, where tomllib's ``int()`` raises a bare ValueError),
-        named by its key's full path (``budget.updates``) and line, shown by its first 40 digits and its length
-        (:func:`gradprobe.token_counts.echo_text`), with the fix.
-    """
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise PlanError(f"plan {path} is not valid TOML: {e}") from None
-    except ValueError as e:  # not TOML's own error: an integer beyond the int-to-text limit
-        raise _long_integer_error(text, path, e) from None
-
-
-def _long_integer_error(text: str, path: str, error: ValueError) -> PlanError:
-    """The error of plan ``text`` holding an integer beyond Python's int-to-text limit (:func:`_read_toml`): each run
-    of more digits than the limit is read as :data:`_STAND_IN` plus its number, so the first one read as a value
-    (not text in a string or comment) names its key; ``error`` (tomllib's) when no such run is found."""
-    limit = sys.get_int_max_str_digits()
-    runs = [m for m in _DIGITS.finditer(text) if limit and m.end() - m.start() - m[0].count("_") > limit]
-    if not runs:
-        return PlanError(f"plan {path} cannot be read: {error}")
-    stand_in = text
-    for i, m in reversed(list(enumerate(runs))):
-        stand_in = stand_in[:m.start()] + str(_STAND_IN + i) + stand_in[m.end():]
-    try:
-        found = {abs(v) - _STAND_IN: where for where, v in _values(tomllib.loads(stand_in), "")
-                 if isinstance(v, int) and not isinstance(v, bool) and 0 <= abs(v) - _STAND_IN < len(runs)}
-    except ValueError:  # another mistake in the file: the first run of digits is named by its line only
-        found = {}
-    i = min(found, default=0)
-    for j, run in enumerate(runs):  # a bare key of digits (task.config.999...) was read as its stand-in too
-        found = {k: v.replace(str(_STAND_IN + j), echo_text(run[0], str)) for k, v in found.items()}
-    m = runs[i]
-    sign = text[m.start() - 1] if m.start() and text[m.start() - 1] in "+-" else ""
-    line = text.count("\n", 0, m.start()) + 1
-    key = echo_text(found[i], str) if found else None
-    where, key = (f"{key} (line {line})", key) if found else (f"line {line}", "it")
-    return PlanError(f"plan {path}: {where} holds an integer of {len(m[0].replace('_', '')):,} digits, "
-                     f"{echo_text(sign + m[0], str)}: more than Python reads as a number "
-                     f"(sys.get_int_max_str_digits() = {limit}), and far outside the range of any plan key; write the "
-                     f"number {key} needs (seeds and budgets of updates or generated tokens are at most 2**63 - 1, "
-                     f"19 digits; a FLOP budget may be written as a float, e.g. 1e18)")
-
-
-def _values(value, where: str):
-    """(full path, value) of every value in the TOML data ``value`` (``budget.updates``, ``seeds[1]``)."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _values(v, f"{where}.{k}" if where else k)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _values(v, f"{where}[{i}]")
-    else:
-        yield where, value
-
-
 def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: bool | None = None) -> Plan:
     """Read and validate a plan file.
 
@@ -326,12 +255,12 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
     ------
     PlanError
         Missing file, invalid TOML, an integer longer than Python reads (over 4300 digits: its key, line, first 40
-        digits and length, :func:`_read_toml`), an unknown key (full path + the valid keys), a value of
-        the wrong type or range (a text value longer than 80 characters shown by its first 40 and its length), an
-        unregistered reward (the registered ones are listed), a hypothesis naming an unknown arm or a point without
-        a promised eval, negative or repeated seeds, a budget smaller than one update (the minimum is named), ``[mc]``
-        or an arm's ``mc`` out of range (``mc.continuations`` >= 1...), a ``[task] pool`` smaller than
-        ``prompts_per_update``, or ``save_weights_at`` updates past ``[budget] updates``.
+        digits and length, :func:`~gradprobe.training.plan_toml.read_plan_toml`), an unknown key (full path + the
+        valid keys), a value of the wrong type or range (a text value longer than 80 characters shown by its first 40
+        and its length), an unregistered reward (the registered ones are listed), a hypothesis naming an unknown arm
+        or a point without a promised eval, negative or repeated seeds, a budget smaller than one update (the minimum
+        is named), ``[mc]`` or an arm's ``mc`` out of range (``mc.continuations`` >= 1...), a ``[task] pool`` smaller
+        than ``prompts_per_update``, or ``save_weights_at`` updates past ``[budget] updates``.
     TypeError
         ``path`` is not a path (str or os.PathLike), e.g. None or a dict of the plan's content.
     """
@@ -344,7 +273,7 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
     except OSError as e:
         raise PlanError(f"cannot read plan {str(p)!r}: {e.strerror or e}") from None
     try:
-        text = raw.decode("utf-8-sig")  # a byte-order mark some editors write is no part of the TOML (sha256: the bytes)
+        text = raw.decode("utf-8-sig")  # a byte-order mark some editors write is no TOML (sha256: of the bytes)
     except UnicodeDecodeError as e:
         raise PlanError(f"plan {p} is not UTF-8: {e}") from None
     return parse_plan(text, path=str(p), sha256=hashlib.sha256(raw).hexdigest(), check_schedule=check_schedule,
