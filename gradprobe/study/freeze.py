@@ -18,7 +18,7 @@ from ..layout import CONFIG_JSON, PLAN_COPY, PROBE_JSON, STUDY_JSON, run_dir
 from ..outputs import json_short, output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
 from ..tables import shown
 from ..tasks import task_data_identity
-from ..training.budget import reach_silenced
+from ..training.budget import check_budget, reach_silenced
 from ..training.plan import Plan, load_plan
 from ..training.run_folder import (MODULES, TASK_DATA, modules_mismatch, modules_problem, task_data_mismatch,
                                    task_data_moved, task_data_problem)
@@ -41,11 +41,43 @@ def load_study_plan(plan_path: str | Path, out: str | Path | None) -> Plan:
     plan, or a folder without ``study.json`` that merely holds the plan as ``plan.toml`` (a plan kept in its own
     output folder is no study yet). Raises as ``load_plan``."""
     try:
-        sha, source = study_plan_sha(Path(out)) if out is not None and Path(out).is_dir() else (None, None)
-        frozen = source is not None and source.name == STUDY_JSON and sha == sha256(Path(plan_path).read_bytes())
+        frozen = _frozen_in(out, sha256(Path(plan_path).read_bytes()))
     except (OSError, TypeError):  # load_plan names an unreadable plan or a path that is none
         frozen = False
     return load_plan(plan_path, check_reach=not frozen)
+
+
+def _frozen_in(out, sha: str) -> bool:
+    """Whether the study folder ``out`` froze the plan of sha256 ``sha``: its ``study.json`` records that sha256
+    (:func:`~gradprobe.study.folder.study_plan_sha`); a folder that holds the plan only as ``plan.toml``, or no folder
+    (None, missing), froze nothing yet. The one rule of :func:`load_study_plan` and :func:`freeze_plan`.
+
+    Raises
+    ------
+    TypeError
+        ``out`` is not a path (and not None)."""
+    if out is None or not Path(out).is_dir():
+        return False
+    recorded, source = study_plan_sha(Path(out))
+    return source.name == STUDY_JSON and recorded == sha
+
+
+def _check_as_new(plan: Plan, out: Path) -> None:
+    """Unless the study folder ``out`` (its lock held) holds ``plan`` frozen now (:func:`_frozen_in`), refuse
+    ``plan`` as the plan of a new study: the check that :func:`load_study_plan` leaves out for a plan the folder froze
+    already (a ``[budget] generated_tokens`` out of reach of ``[budget] updates``, only warned about there), made as
+    :func:`~gradprobe.training.plan.load_plan` makes it. Why: :func:`freeze_plan` is given the plan as read before
+    the lock was taken; another command may have replaced or removed the study since, and ``plan`` would then be
+    frozen anew (``--restart``, or a new study) without the check.
+
+    Raises
+    ------
+    PlanError
+        As :func:`~gradprobe.training.budget.check_budget` refuses it (the budgets, the arm and the fix named)."""
+    if _frozen_in(out, plan.sha256):
+        return
+    check_budget(plan.budget, plan.arms, plan.train, max_new_tokens=plan.sampling.max_new_tokens, check_reach=True,
+                 path=plan.path, sha256=plan.sha256)
 
 
 def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False, say=None,
@@ -59,14 +91,14 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
     out : path
         The study folder (created and checked writable before anything else is written).
     restart : bool
-        When ``out`` holds a study of another plan of which no run has finished: delete its
-        frozen plan and every study output (:data:`STUDY_OUTPUTS`: runs, probe, runs.csv,
-        analysis...) and freeze ``plan_path`` instead (said on stderr, even when ``say`` is
-        silent: data is deleted). The caller must hold the study folder's lock.
+        When ``out`` holds a study of another plan of which no run has finished: delete its frozen plan and every
+        study output (:data:`STUDY_OUTPUTS`: runs, probe, runs.csv, analysis...) and freeze ``plan_path`` instead
+        (said on stderr, even when ``say`` is silent: data is deleted). The caller must hold the study folder's lock.
     say : callable(str), optional
         Progress messages.
     plan : Plan, optional
         ``plan_path`` as :func:`load_study_plan` read it already (not parsed and warned about again); None: read here.
+        A read made before the lock and no longer true of ``out`` is checked again (:func:`_check_as_new`).
 
     Returns
     -------
@@ -76,11 +108,11 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
     Raises
     ------
     PlanError
-        The plan is invalid (nothing is written).
+        The plan is invalid, read here or checked again under the lock (:func:`_check_as_new`; nothing is written).
     PlanChangedError
-        ``out`` holds a study of a plan with another sha256 (both hashes named; the fix: a new
-        ``--out``, or ``--restart`` when no run of it has finished), or ``restart`` was asked
-        but runs of the frozen plan have finished (how many is named).
+        ``out`` holds a study of a plan with another sha256 (both hashes named; the fix: a new ``--out``, or
+        ``--restart`` when no run of it has finished), or ``restart`` was asked but runs of the frozen plan have
+        finished (how many is named).
     StudyError
         ``out/plan.toml`` was edited after freezing, ``out/study.json`` is damaged (not JSON, no object: the
         file and the fix are named, :func:`~gradprobe.study.folder.read_study_json`), or it records no plan sha256
@@ -94,6 +126,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
     """
     plan = plan if plan is not None else load_study_plan(plan_path, out)  # frozen before a later check: resumed
     out = prepare_output_dir(Path(out))
+    _check_as_new(plan, out)  # the folder now, under the lock: the plan's read, before it, may have seen it frozen
     raw = Path(plan_path).read_bytes()
     frozen, sj = out / PLAN_COPY, out / STUDY_JSON
     if not (sj.exists() or frozen.exists()):
