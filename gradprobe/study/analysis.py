@@ -80,6 +80,7 @@ from pathlib import Path
 import numpy as np
 
 from ..outputs import json_safe, write_json_atomic
+from ..training.budget import reach_warned_once
 from . import stats
 from .comparisons import _by_seed, compare
 from .coverage import missing_runs
@@ -171,7 +172,8 @@ def _initial(init: dict, runs: dict) -> dict:
 
 def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, n_resamples: int = N_RESAMPLES,
             seed: int = BOOTSTRAP_SEED, control: str = CONTROL_ARM, out_dir: str | Path | None = None) -> dict:
-    """Analyse a study folder (see the module docstring for every definition).
+    """Analyse a study folder (see the module docstring for every definition); a frozen plan's token budget out of
+    reach of its updates is warned about once per call (:func:`_runs_and_plan`).
 
     Parameters
     ----------
@@ -207,10 +209,9 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     ------
     AnalysisError
         No usable ``runs.csv``, no eval at update 0, no frozen ``plan.toml``
-        (:func:`~gradprobe.study.reading.frozen_plan`: without it the budgets, promised eval gaps and hypotheses
-        are lost), a ``plan.toml`` edited after the study froze it (its sha256 is not ``study.json``'s
-        ``plan_sha256``: :func:`~gradprobe.study.folder.check_frozen_plan`) or a damaged ``study.json`` (the file
-        and the fix are named).
+        (:func:`~gradprobe.study.reading.frozen_plan`: without it the budgets, promised eval gaps and hypotheses are
+        lost), a ``plan.toml`` edited after the study froze it (its sha256 is not ``study.json``'s ``plan_sha256``:
+        :func:`~gradprobe.study.folder.check_frozen_plan`) or a damaged ``study.json`` (the file and the fix are named).
     ValueError
         ``n_resamples`` < 2000.
     """
@@ -219,7 +220,7 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     study_dir = Path(study_dir)
     record = _study_record(study_dir)
     lines = _item_lines(study_dir)  # read once: runs.csv's lost-line check uses them too
-    df, plan = load_runs(study_dir, item_lines=lines or []), frozen_plan(study_dir, record)
+    df, plan = _runs_and_plan(study_dir, record, lines)
     runs, recorded = _runs(df), recorded_axes(df)
     matched = matched_budgets(df, plan)
     index = _item_index(lines) if lines else None
@@ -249,6 +250,18 @@ def analyze(study_dir: str | Path, *, write: bool = True, figures: bool = True, 
     if figures:
         plot_figures(df, result, Path(out_dir or study_dir) / "figures")
     return result
+
+
+def _runs_and_plan(study_dir: Path, record: dict, lines):
+    """(``runs.csv`` as :func:`~gradprobe.study.reading.load_runs` reads it, given the per-item result ``lines``
+    already read; the frozen plan, :func:`~gradprobe.study.reading.frozen_plan`, ``record``: ``study.json``'s
+    content). Both read the frozen ``plan.toml`` (runs.csv's lost-line check reads its eval schedule), so within one
+    :func:`~gradprobe.training.budget.reach_warned_once` block: a plan whose ``[budget] generated_tokens`` is out of
+    reach of its ``[budget] updates`` (frozen before such budgets were refused) is warned about once per analysis, at
+    the caller's line, whatever the warning filters (an enclosing block, a study command's: once for the whole block).
+    Raises as :func:`analyze` says."""
+    with reach_warned_once():
+        return load_runs(study_dir, item_lines=lines or []), frozen_plan(study_dir, record)
 
 
 def _no_items_reason(study_dir: Path) -> str:
