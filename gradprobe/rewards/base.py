@@ -180,6 +180,29 @@ def _checked_valid(valid, name: str, rows: int) -> torch.Tensor:
     return valid
 
 
+def _check_rollout_only(counts: dict[str, int], name: str) -> None:
+    """Refuse generated tokens reported by a reward registered under ``name`` with ``rollout_only=True``: that
+    declaration promises none beyond the rollouts, and a plan's budget check bounds the tokens of one update of its
+    arms by B * G * max_new_tokens on that promise (:func:`gradprobe.training.budget.most_tokens_per_update`), so a
+    token budget checked as within reach could be spent by fewer updates than checked, unseen. Counts of 0 charge
+    nothing and keep the promise. ``counts``: the checked ``generated_tokens`` (:func:`_checked_counts`).
+
+    Raises
+    ------
+    RewardFunctionError
+        One line naming the reward, the tokens it reported and the fix: register it without ``rollout_only=True``
+        when it generates tokens of its own, else return ``generated_tokens={}``."""
+    if name not in ROLLOUT_ONLY or not any(counts.values()):
+        return
+    reported = ", ".join(f"{k!r}: {n:,}" for k, n in counts.items() if n)
+    raise RewardFunctionError(
+        f"reward {name!r} is registered with rollout_only=True (it generates no tokens beyond the rollouts) but "
+        f"returned generated_tokens={{{reported}}}: a plan's budget check bounds each update of its arms by B * G * "
+        f"max_new_tokens tokens on that promise, so its token budget could be spent unchecked; register it without "
+        f"rollout_only=True (register_reward({name!r})) when it generates tokens of its own, else return "
+        "generated_tokens={}")
+
+
 def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardOutput:
     """A reward's output checked and normalised where it enters the probe, so every consumer sees checked values.
 
@@ -200,7 +223,9 @@ def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardO
         ``out`` is not a RewardOutput; ``advantages`` not a tensor of shape (N, T); ``valid`` not a ``torch.bool``
         tensor of shape (N,); ``generated_tokens`` None, not a dict, a key that is not a ledger category
         (:data:`gradprobe.ledger.CATEGORIES`), or a count that is negative, fractional, non-finite, a bool or text;
-        ``stats`` None or not a dict. The one-line message names the reward, the field, the value and the fix.
+        ``stats`` None or not a dict; or ``name`` is registered with ``rollout_only=True`` (:data:`ROLLOUT_ONLY`)
+        and ``generated_tokens`` reports tokens (:func:`_check_rollout_only`). The one-line message names the
+        reward, the field, the value and the fix.
     """
     if not isinstance(out, RewardOutput):
         raise RewardFunctionError(f"reward {name!r} returned {type(out).__name__}, expected a RewardOutput")
@@ -212,6 +237,7 @@ def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardO
                                   "(N = B * G completions x T completion tokens)")
     valid = _checked_valid(out.valid, name, mask.shape[0])
     counts = _checked_counts(out.generated_tokens, name)
+    _check_rollout_only(counts, name)
     if out.stats is None or not isinstance(out.stats, Mapping):
         raise RewardFunctionError(f"reward {name!r} returned stats={out.stats!r:.60} ({type(out.stats).__name__}): "
                                   "return a dict of statistics, {} (or omit it) for none")
@@ -233,12 +259,13 @@ def register_reward(name: str, *, rollout_only: bool = False):
         :attr:`RewardOutput.generated_tokens` is always ``{}`` and it samples nothing (no MC continuations, no call
         of ``ctx.sampler``). One update of an arm with such a reward (and no prompt selection) then generates at most
         B * G * max_new_tokens tokens, so a plan whose ``[budget] updates`` never let it spend its ``[budget]
-        generated_tokens`` is refused (:func:`gradprobe.training.budget.check_budget`); False (the default): the
-        reward may generate tokens of its own, and that check skips its arms. Recorded in :data:`ROLLOUT_ONLY`;
-        registering the name again (the same function, or one of the same module and qualified name: a reloaded
-        module) sets it anew, a built-in's too (without it, the budget check no longer bounds that reward's arms:
-        :func:`gradprobe.training.budget.most_tokens_per_update` reads :data:`ROLLOUT_ONLY` for every name
-        registered here).
+        generated_tokens`` is refused (:func:`gradprobe.training.budget.check_budget`), and an output of the reward
+        that reports generated tokens is refused where it enters training or the probe (:func:`checked_output`);
+        False (the default): the reward may generate tokens of its own, and that check skips its arms. Recorded in
+        :data:`ROLLOUT_ONLY`; registering the name again (the same function, or one of the same module and qualified
+        name: a reloaded module) sets it anew, a built-in's too (without it, the budget check no longer bounds that
+        reward's arms: :func:`gradprobe.training.budget.most_tokens_per_update` reads :data:`ROLLOUT_ONLY` for every
+        name registered here).
 
     Raises
     ------
