@@ -26,7 +26,7 @@ from ..grpo import step as grpo_update  # grpo_update.grpo_step at call time: a 
 from ..layout import METRICS_JSONL
 from ..ledger import CHARGED, Ledger, forward_flops_per_token
 from ..rewards import RewardContext
-from ..rewards.base import checked_output
+from ..rewards.base import ROLLOUT_ONLY, RewardFunctionError, checked_output
 from ..rollout.guided import guidance_stats, guided_logprobs
 from .errors import BudgetTooSmallError, NonFiniteRunError, NoValidRewardError, RewardOverflowError
 from .metrics import batch_stats, mean_context
@@ -112,12 +112,16 @@ def charged_reward(reward_fn, batch, ctx, ledger: Ledger, name: str = "reward"):
     Raises
     ------
     RewardFunctionError
-        The output is refused (:func:`~gradprobe.rewards.base.checked_output`; ``name`` is the reward named).
+        The output is refused (:func:`~gradprobe.rewards.base.checked_output`; ``name`` is the reward named), or a
+        reward registered with ``rollout_only=True`` charged generated tokens to the ledger itself
+        (:func:`_refuse_rollout_only_charges`).
     """
     before = sum(ledger.device_seconds.values())
     tokens_before = dict(ledger.generated_tokens)
     start = time.perf_counter()
-    out = checked_output(reward_fn(batch, ctx), name, batch)
+    out = reward_fn(batch, ctx)
+    _refuse_rollout_only_charges(name, ledger, tokens_before)
+    out = checked_output(out, name, batch)
     elapsed = time.perf_counter() - start
     ledger.add_seconds("reward", max(0.0, elapsed - (sum(ledger.device_seconds.values()) - before)))
     for category, n in out.generated_tokens.items():
@@ -125,6 +129,31 @@ def charged_reward(reward_fn, batch, ctx, ledger: Ledger, name: str = "reward"):
         if category in CHARGED and n > charged:
             ledger.add_generated(category, n - charged)
     return out
+
+
+def _refuse_rollout_only_charges(name: str, ledger: Ledger, tokens_before: dict) -> None:
+    """Refuse a call of the reward ``name``, registered with ``rollout_only=True``
+    (:data:`~gradprobe.rewards.base.ROLLOUT_ONLY`), that charged generated tokens to ``ledger`` itself (through
+    ``ctx.sampler``: MC continuations), beyond ``tokens_before`` (the ledger's ``generated_tokens`` before the call):
+    the plan's budget check bounds an update of its arms by B * G * max_new_tokens tokens on that declaration
+    (:func:`gradprobe.training.budget.most_tokens_per_update`), as :func:`~gradprobe.rewards.base.checked_output`
+    refuses the tokens such a reward reports.
+
+    Raises
+    ------
+    RewardFunctionError
+        One line naming the reward, the tokens charged and the fix."""
+    if name not in ROLLOUT_ONLY:
+        return
+    spent = {c: ledger.generated_tokens.get(c, 0) - tokens_before.get(c, 0) for c in CHARGED}
+    if not any(spent.values()):
+        return
+    said = ", ".join(f"{c!r}: {n:,}" for c, n in spent.items() if n)
+    raise RewardFunctionError(
+        f"reward {name!r} is registered with rollout_only=True (it generates no tokens beyond the rollouts) but "
+        f"generated {{{said}}} tokens in this update (ctx.sampler): a plan's budget check bounds each update of its "
+        f"arms by B * G * max_new_tokens tokens on that promise, so its token budget could be spent unchecked; "
+        f"register it without rollout_only=True (register_reward({name!r})) when it generates tokens of its own")
 
 
 def policy_step(s: RunSession, batch, adv: torch.Tensor) -> tuple[float, dict]:

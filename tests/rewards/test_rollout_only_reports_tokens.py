@@ -73,3 +73,32 @@ def test_training_refuses_it_at_the_first_update_before_any_optimizer_step(decla
         train_tiny(tmp_path / "run", reward=declared, budget={"updates": 2})
     assert str(e.value) == REFUSAL.format(tokens="'continuation': 300")
     assert not [x for x in metric_lines(tmp_path / "run") if not x.get("eval")]  # no update recorded
+
+
+CHARGES = "test_rollout_only_but_charges"
+
+
+def _charges(batch, ctx):  # samples continuations through the ledger itself, reporting none
+    ctx.ledger.add_generated("continuation", 512)
+    return _out(batch, {})
+
+
+def test_training_refuses_one_that_charges_the_ledger_itself_without_reporting(tmp_path):
+    """Was: tokens a rollout-only reward charged through ``ctx.sampler`` (the ledger) trained on, unrefused."""
+    gradprobe.register_reward(CHARGES, rollout_only=True)(_charges)
+    try:
+        with pytest.raises(RewardFunctionError) as e:
+            train_tiny(tmp_path / "run", reward=CHARGES, budget={"updates": 2})
+        assert str(e.value) == (
+            f"reward '{CHARGES}' is registered with rollout_only=True (it generates no tokens beyond the rollouts) "
+            "but generated {'continuation': 512} tokens in this update (ctx.sampler): a plan's budget check bounds "
+            "each update of its arms by B * G * max_new_tokens tokens on that promise, so its token budget could be "
+            f"spent unchecked; register it without rollout_only=True (register_reward('{CHARGES}')) when it "
+            "generates tokens of its own")
+        assert not [x for x in metric_lines(tmp_path / "run") if not x.get("eval")]  # no update recorded
+        gradprobe.register_reward(CHARGES)(_charges)  # declared as generating: trained, its tokens charged
+        summary = train_tiny(tmp_path / "run2", reward=CHARGES, budget={"updates": 1})
+        assert summary["ledger"]["generated_tokens"]["continuation"] == 512
+    finally:
+        base.REWARDS.pop(CHARGES, None)
+        base.ROLLOUT_ONLY.discard(CHARGES)
