@@ -36,10 +36,11 @@ from . import __version__
 
 
 __all__ = ["is_json_number", "json_number_float", "json_number_text", "json_short", "beyond_float", "OutputDirError",
-           "output_error", "error_text", "removed_if_left_empty", "api_out", "refuse_file_in_the_way", "dangling_link",
-           "link_loop", "refuse_link_loop", "shell_word", "refuse_looping_file", "open_temporary", "prepare_output_dir",
-           "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe", "json_float", "versions",
-           "PER_UPDATE_FIELDS", "per_update_problem", "read_probe_json", "naming_out", "out_option"]
+           "output_error", "error_text", "as_made", "removed_if_left_empty", "api_out", "refuse_file_in_the_way",
+           "dangling_link", "link_loop", "refuse_link_loop", "shell_word", "refuse_looping_file", "open_temporary",
+           "prepare_output_dir", "write_bytes_atomic", "write_text_atomic", "write_json_atomic", "json_safe",
+           "json_float", "versions", "PER_UPDATE_FIELDS", "per_update_problem", "read_probe_json", "naming_out",
+           "out_option"]
 
 #: distributions recorded by :func:`versions` (besides gradprobe and python), distribution name -> key
 VERSIONED = {"torch": "torch", "transformers": "transformers", "reasoning-gym": "reasoning_gym"}
@@ -198,14 +199,24 @@ def output_error(what: str, path: Path, e: OSError) -> OutputDirError:
     return err
 
 
+def as_made(out: str | os.PathLike) -> Path:
+    """Where the system will find ``out`` once ``mkdir -p`` has made its missing folders: its absolute path with the
+    links that exist followed and a ``..`` after a missing part taken back off it (:func:`os.path.realpath`, not
+    strict), the rule by which :func:`removed_if_left_empty` tells what ``mkdir -p`` makes. Read what the folder holds
+    through it to decide about the folder before it is created: ``new7/../R1`` cannot be read while ``new7`` is
+    missing (the system fails with ENOENT), though once ``mkdir -p`` has made ``new7`` it reaches ``R1``. Messages keep
+    naming ``out`` as given. Raises nothing (a symbolic link in a loop is kept unresolved)."""
+    return Path(os.path.realpath(out))
+
+
 def _missing_folders(out: Path) -> list[str]:
     """The folders that creating ``out`` (``mkdir -p``) would make, as absolute paths in the order it makes them:
     each leading part of ``out`` (``new9``, ``new9/..``, ``new9/../new10``, ...) where the system will find it
     (:func:`os.path.realpath`, not strict: links that exist followed, a ``..`` after a missing part taken back off
-    it, as the system does once that part is made a folder), kept when nothing is there now."""
+    it, as the system does once that part is made a folder: :func:`as_made`), kept when nothing is there now."""
     made, seen = [], set()
     for k in range(1, len(out.parts) + 1):
-        where = os.path.realpath(Path(*out.parts[:k]))
+        where = str(as_made(Path(*out.parts[:k])))
         if where not in seen and not os.path.lexists(where):
             seen.add(where)
             made.append(where)

@@ -201,8 +201,10 @@ def hold_run_folder(out):
     worker takes on its run folders), so that a second ``gradprobe train`` on the folder is refused instead of
     interleaving its lines with this one's. The lock is released when the block ends (normally, on an error, on
     Ctrl-C or SIGTERM) and by the kernel when the process dies, so a dead holder's lock is taken over. A folder
-    that does not exist is created first (:func:`~gradprobe.outputs.prepare_output_dir`). When the block leaves
-    nothing but the lock file, that file is removed (while still locked); when it also raises (a refused run), the
+    that does not exist is created first (:func:`~gradprobe.outputs.prepare_output_dir`). When the block leaves the
+    folder holding the names it held before (nothing written: a refused run, in a new folder or one of a user's
+    files), the lock file made here is removed (while still locked), so the folder is left as it was; a lock file
+    that was there before (a killed run's) is kept. When the block raises (a refused run), the
     folders created for ``out`` are removed again as :func:`~gradprobe.outputs.removed_if_left_empty` removes them, so
     a refused run leaves nothing behind: the folders ``mkdir -p`` makes (a folder made only to be passed through,
     ``new9`` of ``new9/../old``, included), each only while it is an empty folder; a folder that existed before
@@ -222,6 +224,7 @@ def hold_run_folder(out):
     with removed_if_left_empty(out):  # on an error: the folders made here for out, while empty
         if not out.is_dir():
             prepare_output_dir(out)  # a file in the way, an unwritable parent: its one-line errors
+        before = _names(out)  # what the folder holds before its lock file: left as it is when nothing is written
         try:
             lock = FolderLock(out, RUN_LOCK, wait=False, what="run folder")
         except OSError as e:  # in use by another process: a StudyError, passed on
@@ -229,12 +232,19 @@ def hold_run_folder(out):
         try:
             yield
         finally:
-            try:
-                if all(p.name == RUN_LOCK for p in out.iterdir()):  # nothing else written: nothing left behind
+            after = _names(out)
+            if before is not None and RUN_LOCK not in before and after is not None and after - {RUN_LOCK} == before:
+                with contextlib.suppress(OSError):
                     (out / RUN_LOCK).unlink()  # while still locked: whoever opened it meanwhile is still refused
-            except OSError:
-                pass
             lock.release()
+
+
+def _names(out: Path) -> set[str] | None:
+    """The names the folder ``out`` holds, or None when it cannot be listed."""
+    try:
+        return set(os.listdir(out))
+    except OSError:
+        return None
 
 
 def run_status(folder: Path) -> tuple[str, dict | None]:

@@ -49,6 +49,7 @@ from pathlib import Path
 
 from ..config import MCConfig, SamplingConfig
 from ..layout import CONFIG_JSON
+from ..outputs import as_made
 from .budget import check_budget, reach_silenced, shorten_budget
 from .coerce import build_section, check_keys, check_positive, coerce, echo_value
 from .plan_checks import (check_arm_name, check_data_seed, check_eval, check_guided_task, check_heldout_size,
@@ -316,7 +317,7 @@ def run_in_folder(plan, out, resolve) -> RunConfig:
     try:
         return resolve(read(True), None)
     except PlanError as refused:
-        if not (Path(out) / CONFIG_JSON).is_file():
+        if not (as_made(out) / CONFIG_JSON).is_file():  # new7/../R1 reaches R1 once mkdir -p makes new7
             raise
         flags = recorded_budget_flags(out)
         with reach_silenced():  # tried without its warnings: given below only if the run is resumed

@@ -9,8 +9,11 @@ loaded or written, as ``gradprobe probe`` refuses a run's folder (:mod:`gradprob
 ``save_pretrained`` weights: :func:`gradprobe.layout.output_kind`) is refused too: the run's ``config.json`` would
 replace the model's. So is a file in the way, and a folder holding a run's file names (``metrics.jsonl``,
 ``summary.json``...) without the ``config.json`` a run writes first (:func:`foreign_run_files`: a user's files, which
-the run would truncate or delete). Any other folder is accepted: a new or empty one, a run's own folder (a resume; a run
-killed before its ``config.json`` left none of those names), or a folder of other files (the run's files go beside
+the run would truncate or delete), and a folder whose ``config.json`` is a symbolic link (:func:`linked_config`:
+the run's record would be a file elsewhere, its checkpoints and metrics here). Each is read where the system will find
+``out`` once ``mkdir -p`` has made its missing folders (:func:`gradprobe.outputs.as_made`: ``new7/../R1`` is ``R1``,
+though ``new7`` does not exist yet). Any other folder is accepted: a new or empty one, a run's own folder (a resume; a
+run killed before its ``config.json`` left none of those names), or a folder of other files (the run's files go beside
 them). Torch-free.
 
 A run with a plug-in reward (``rw.py:brevity``, ``my_rewards:brevity``) records in ``config.json`` which code its
@@ -60,17 +63,17 @@ from pathlib import Path
 
 from ..layout import (CHECKPOINT_POINTER, CONFIG_JSON, EVAL_ITEMS_JSONL, METRICS_JSONL, OUTPUT_KINDS, STUDY_JSON,
                       SUMMARY_JSON, output_kind)
-from ..outputs import OutputDirError, error_text, json_short, refuse_file_in_the_way, shell_word
+from ..outputs import OutputDirError, as_made, error_text, json_short, refuse_file_in_the_way, shell_word
 from .errors import DamagedRunFolderError, RunConfigMismatchError
 from .specs import run_config_from_dict
 
 __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", "other_output", "refuse_other_output",
-           "foreign_run_files", "study_above", "check_reward_identity", "modules_problem", "modules_mismatch",
-           "refuse_unimportable_reward", "TASK_DATA", "check_task_data", "task_data_problem", "task_data_mismatch",
-           "task_data_moved", "MODEL_WEIGHTS", "HASH_LIMIT_BYTES", "model_weights_identity", "model_weights_problem",
-           "MODEL_FILES", "model_files_differences", "model_weights_mismatch", "model_record_problem",
-           "model_weights_comparable", "LOCAL_SOURCES", "check_model_weights", "config_differences",
-           "recorded_budget_flags", "PLAN_LABELS", "comparable_config", "records_run"]
+           "foreign_run_files", "linked_config", "study_above", "check_reward_identity", "modules_problem",
+           "modules_mismatch", "refuse_unimportable_reward", "TASK_DATA", "check_task_data", "task_data_problem",
+           "task_data_mismatch", "task_data_moved", "MODEL_WEIGHTS", "HASH_LIMIT_BYTES", "model_weights_identity",
+           "model_weights_problem", "MODEL_FILES", "model_files_differences", "model_weights_mismatch",
+           "model_record_problem", "model_weights_comparable", "LOCAL_SOURCES", "check_model_weights",
+           "config_differences", "recorded_budget_flags", "PLAN_LABELS", "comparable_config", "records_run"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
 #: worker hold an exclusive ``flock`` on it (:class:`gradprobe.study.folder.FolderLock`) while they train there.
@@ -95,8 +98,9 @@ def recorded_budget_flags(out) -> dict | None:
     ``run.budget_override["flags"]`` (``{"--budget-tokens": 5000, "--updates": 3}``, the flags' names whoever gave
     them: :func:`gradprobe.training.budget.shorten_budget`), ``{}`` when it was started without any or when
     ``config.json`` cannot be read (the resume refuses a damaged one itself); None when ``out`` holds no
-    ``config.json`` (no run to resume). Raises nothing."""
-    cfg = Path(out) / CONFIG_JSON
+    ``config.json`` (no run to resume). ``out`` is read where the system will find it once its missing folders are
+    made (:func:`gradprobe.outputs.as_made`: ``new7/../R1`` is ``R1``). Raises nothing."""
+    cfg = as_made(out) / CONFIG_JSON
     if not cfg.is_file():
         return None
     try:
@@ -122,10 +126,16 @@ def records_run(out, run) -> bool:
     """Whether the run folder ``out`` holds the run ``run`` (a :class:`~gradprobe.training.specs.RunConfig`) itself:
     its ``config.json``'s ``run``, read as a resume reads it (:func:`~gradprobe.training.specs.run_config_from_dict`:
     keys added since get their defaults), has the same :func:`comparable_config` as ``run``, so a resume would
-    continue it. False without a ``config.json``, or with one that cannot be read as a run's (damaged, a user's own
-    file) or that holds another run. Raises nothing."""
+    continue it. ``out`` is read where the system will find it once ``mkdir -p`` has made its missing folders
+    (:func:`gradprobe.outputs.as_made`: ``new7/../R1`` is the run folder ``R1`` though ``new7`` does not exist yet).
+    False without a ``config.json``, with one that is a symbolic link (:func:`linked_config`: refused by
+    :func:`refuse_other_output`), or with one that cannot be read as a run's (damaged, a user's own file) or that holds
+    another run. Raises nothing."""
+    config = as_made(out) / CONFIG_JSON
+    if config.is_symlink():
+        return False
     try:
-        old = run_config_from_dict(json.loads((Path(out) / CONFIG_JSON).read_text())["run"]).to_dict()
+        old = run_config_from_dict(json.loads(config.read_text())["run"]).to_dict()
     except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError):
         return False
     return comparable_config(old) == comparable_config(run.to_dict())
@@ -163,21 +173,36 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
         file, not a folder; choose another --out``). Or ``out`` holds a run's file names (``metrics.jsonl``,
         ``eval_items.jsonl``, ``summary.json``, ``checkpoint.json``, ``checkpoint-*``) without a run's ``config.json``
         (:func:`foreign_run_files`): someone else's files, which the run would truncate or delete; the line names
-        them and the fix (another ``--out``, or move them). Nothing is written.
+        them and the fix (another ``--out``, or move them). Or ``out``'s ``config.json`` is a symbolic link
+        (:func:`linked_config`): the line names it, its target and the fix (a copy of the file in its place, or the
+        folder it links into as ``--out``). Nothing is written.
+
+    ``out`` is read where the system will find it once ``mkdir -p`` has made its missing folders
+    (:func:`gradprobe.outputs.as_made`: ``new7/../probe`` is the folder ``probe``); the messages name it as given.
     """
     refuse_file_in_the_way(out)  # else the lock file's opening fails with a message naming a path inside a file
-    study = study_above(out) if outside_studies else None
+    where = as_made(out)  # new7/../probe: the folder probe, though new7 does not exist yet
+    study = study_above(where) if outside_studies else None
     if study is not None:
         raise OutputDirError(errno.EEXIST, (
             f"{out} is inside the study {study} ({STUDY_JSON}): its runs are trained and resumed by `gradprobe "
             f"study --out {shell_word(study)}`; for a run of your own choose an --out outside the study"))
-    what = other_output(out)
+    what = other_output(where)
     if what is not None:
         raise OutputDirError(errno.EEXIST, (
             f"{out} holds {what}, not a training run; a run there would write its checkpoints, config.json, "
             "metrics.jsonl and summary.json into it: choose another --out (a new or empty folder, or a run's "
             "own folder to resume it)"))
-    theirs = foreign_run_files(out)
+    linked = linked_config(where)
+    if linked is not None:
+        config = Path(out) / CONFIG_JSON
+        raise OutputDirError(errno.EEXIST, (
+            f"{config} is a symbolic link (to {linked!r}), not a run's own {CONFIG_JSON}: a run there would write its "
+            "checkpoints, metrics.jsonl and summary.json beside a record kept elsewhere; put a copy of the file in its "
+            f"place (rm {shell_word(config)} && cp {shell_word(os.path.realpath(where / CONFIG_JSON))} "
+            f"{shell_word(config)}), or choose the folder it links into as --out (to resume that run), or another "
+            "--out; nothing was written"))
+    theirs = foreign_run_files(where)
     if theirs:
         they, them = ("they are", "them") if len(theirs) > 1 else ("it is", "it")
         raise OutputDirError(errno.EEXIST, (
@@ -185,6 +210,19 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
             f"writes first), so {they} not a training run's; a run there would overwrite or delete {them}: choose "
             f"another --out (a new or empty folder, or a run's own folder to resume it), or move {them} out of the "
             "folder; nothing was written"))
+
+
+def linked_config(out) -> str | None:
+    """The target (:func:`os.readlink`) of ``out``'s ``config.json`` when it is a symbolic link (to a run's record
+    elsewhere, to nothing, or in a loop), else None (no such file, a regular file, an unreadable folder). A run
+    folder's ``config.json`` is the run's own record: through a link, a resume would take another folder's run for
+    this folder's and write its checkpoints and metrics here (:func:`refuse_other_output` refuses it). Raises
+    nothing."""
+    config = Path(out) / CONFIG_JSON
+    try:
+        return os.readlink(config) if config.is_symlink() else None
+    except OSError:  # gone meanwhile, or an unreadable link: none to name
+        return None
 
 
 def foreign_run_files(out) -> list[str]:
