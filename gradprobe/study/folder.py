@@ -161,12 +161,22 @@ class FolderLock:
     ------
     StudyError
         ``wait`` is false and another process holds the lock (its pid is named; the fix: wait for it
-        or stop it).
+        or stop it); or ``folder/name`` is no lock file of gradprobe's, which it would overwrite
+        (:func:`_not_a_lock`): a symbolic link (opened without following it, so its target is never written) or a
+        file holding other text than ``pid <PID>``; the line names it and the fix (move it out of the folder).
+    OSError
+        The file cannot be opened (a folder of that name, no permission).
     """
 
     def __init__(self, folder: Path, name: str, *, wait: bool, what: str):
         folder.mkdir(parents=True, exist_ok=True)
-        self.f = open(folder / name, "a+")
+        path = folder / name
+        try:  # never through a link: "a+" would write the pid into the file it points to
+            self.f = os.fdopen(os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644), "a+")
+        except OSError as e:
+            if e.errno == errno.ELOOP or path.is_symlink():
+                raise StudyError(_not_a_lock(path, what, "is a symbolic link")) from None
+            raise
         flags = fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB)
         try:
             fcntl.flock(self.f.fileno(), flags)
@@ -176,6 +186,12 @@ class FolderLock:
             self.f.close()
             raise StudyError(f"{what} {folder} is in use by another process ({holder or 'unknown pid'}); wait for "
                              f"it to finish or stop it") from None
+        self.f.seek(0)
+        held = self.f.read(4096)
+        if held.strip() and not re.fullmatch(r"pid \d+", held.strip()):  # a user's file of that name: kept
+            fcntl.flock(self.f.fileno(), fcntl.LOCK_UN)
+            self.f.close()
+            raise StudyError(_not_a_lock(path, what, "holds text that is no lock's"))
         self.f.seek(0)
         self.f.truncate()
         self.f.write(f"pid {os.getpid()}")
@@ -192,6 +208,14 @@ class FolderLock:
                 pass
             fcntl.flock(self.f.fileno(), fcntl.LOCK_UN)
             self.f.close()
+
+
+def _not_a_lock(path: Path, what: str, why: str) -> str:
+    """:class:`FolderLock`'s refusal of ``path``, a file of the lock's name that is no lock of gradprobe's (``why``),
+    naming the fix."""
+    return (f"{path} {why} (gradprobe's lock file of a {what} holds 'pid N' or nothing): gradprobe keeps the {what}'s "
+            f"lock under this name and would overwrite it; move it out of {shell_word(path.parent)} (mv "
+            f"{shell_word(path)} SOMEWHERE), or choose another folder; nothing was written")
 
 
 @contextlib.contextmanager
