@@ -10,7 +10,8 @@ loaded or written, as ``gradprobe probe`` refuses a run's folder (:mod:`gradprob
 replace the model's. So is a file in the way, and a folder holding a run's file names (``metrics.jsonl``,
 ``summary.json``...) without the ``config.json`` a run writes first (:func:`foreign_run_files`: a user's files, which
 the run would truncate or delete), and a folder whose ``config.json`` is a symbolic link (:func:`linked_config`:
-the run's record would be a file elsewhere, its checkpoints and metrics here). Each is read where the system will find
+the run's record would be a file elsewhere, its checkpoints and metrics here), or one of whose run files is
+(:func:`linked_run_files`: the run would write into what it points to). Each is read where the system will find
 ``out`` once ``mkdir -p`` has made its missing folders (:func:`gradprobe.outputs.as_made`: ``new7/../R1`` is ``R1``,
 though ``new7`` does not exist yet). Any other folder is accepted: a new or empty one, a run's own folder (a resume; a
 run killed before its ``config.json`` left none of those names), or a folder of other files (the run's files go beside
@@ -68,12 +69,13 @@ from .errors import DamagedRunFolderError, RunConfigMismatchError
 from .specs import run_config_from_dict
 
 __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", "other_output", "refuse_other_output",
-           "foreign_run_files", "linked_config", "study_above", "check_reward_identity", "modules_problem",
-           "modules_mismatch", "refuse_unimportable_reward", "TASK_DATA", "check_task_data", "task_data_problem",
-           "task_data_mismatch", "task_data_moved", "MODEL_WEIGHTS", "HASH_LIMIT_BYTES", "model_weights_identity",
-           "model_weights_problem", "MODEL_FILES", "model_files_differences", "model_weights_mismatch",
-           "model_record_problem", "model_weights_comparable", "LOCAL_SOURCES", "check_model_weights",
-           "config_differences", "recorded_budget_flags", "PLAN_LABELS", "comparable_config", "records_run"]
+           "foreign_run_files", "linked_config", "linked_run_files", "study_above", "check_reward_identity",
+           "modules_problem", "modules_mismatch", "refuse_unimportable_reward", "TASK_DATA", "check_task_data",
+           "task_data_problem", "task_data_mismatch", "task_data_moved", "MODEL_WEIGHTS", "HASH_LIMIT_BYTES",
+           "model_weights_identity", "model_weights_problem", "MODEL_FILES", "model_files_differences",
+           "model_weights_mismatch", "model_record_problem", "model_weights_comparable", "LOCAL_SOURCES",
+           "check_model_weights", "config_differences", "recorded_budget_flags", "PLAN_LABELS", "comparable_config",
+           "records_run"]
 
 #: The lock file of a run folder: ``gradprobe train`` (:func:`gradprobe.study.folder.hold_run_folder`) and a study's
 #: worker hold an exclusive ``flock`` on it (:class:`gradprobe.study.folder.FolderLock`) while they train there.
@@ -202,6 +204,15 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
             f"place (rm {shell_word(config)} && cp {shell_word(os.path.realpath(where / CONFIG_JSON))} "
             f"{shell_word(config)}), or choose the folder it links into as --out (to resume that run), or another "
             "--out; nothing was written"))
+    linked = linked_run_files(where)
+    if linked:
+        name, target = linked[0]
+        path = Path(out) / name
+        raise OutputDirError(errno.EEXIST, (
+            f"{path} is a symbolic link (to {target!r}), not the run's own file: a run there would write into what it "
+            f"points to; put a copy in its place (rm {shell_word(path)} && cp -r "
+            f"{shell_word(os.path.realpath(where / name))} {shell_word(path)}) or remove it, or choose another --out; "
+            "nothing was written"))
     theirs = foreign_run_files(where)
     if theirs:
         they, them = ("they are", "them") if len(theirs) > 1 else ("it is", "it")
@@ -223,6 +234,25 @@ def linked_config(out) -> str | None:
         return os.readlink(config) if config.is_symlink() else None
     except OSError:  # gone meanwhile, or an unreadable link: none to name
         return None
+
+
+def linked_run_files(out) -> list[tuple[str, str]]:
+    """(name, :func:`os.readlink` target) of each file or folder the run writes in ``out`` after its ``config.json``
+    (:data:`RUN_FILES`, ``checkpoint-UUUUUU/``) that is a symbolic link, sorted by name; [] for none or a folder that
+    cannot be listed. A run appends its lines and writes its checkpoints through such a link into the file or folder
+    it points to (:func:`refuse_other_output` refuses it). Raises nothing."""
+    try:
+        names = sorted(n for n in os.listdir(out) if n in RUN_FILES or _CHECKPOINT_DIR.fullmatch(n))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            if (Path(out) / name).is_symlink():
+                found.append((name, os.readlink(Path(out) / name)))
+        except OSError:  # gone meanwhile
+            continue
+    return found
 
 
 def foreign_run_files(out) -> list[str]:

@@ -206,3 +206,20 @@ def test_the_api_resumes_the_run_folder_reached_through_a_missing_folder(here, t
     with pytest.raises(Exception, match="is out of reach of budget.updates = 10"):
         gradprobe.train("oor.toml", "new8/../R2", arm="grpo", progress=False)  # no run there: refused
     assert trained.calls == [str(r1)] and sorted(os.listdir(here)) == ["R1", "new7", "ok.toml", "oor.toml"]
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "summary.json", "checkpoint-000001"])
+def test_a_run_file_that_is_a_link_is_refused_and_its_target_kept(here, trained, capsys, name):
+    """Was: the resume appended its lines to (or wrote its checkpoint into) the file or folder the link points to."""
+    r1 = _run_folder(here / "R1", here / "ok.toml")
+    target = here / f"elsewhere_{name}"
+    target.mkdir() if name.startswith("checkpoint") else target.write_text("theirs\n")
+    os.symlink(target, r1 / name)
+    status, _ = _train("ok.toml", "R1")
+    err = capsys.readouterr().err
+    assert status == 2 and err == (
+        f"gradprobe train: error: R1/{name} is a symbolic link (to '{target}'), not the run's own file: a run there "
+        f"would write into what it points to; put a copy in its place (rm 'R1/{name}' && cp -r '{target}' "
+        f"'R1/{name}') or remove it, or choose another --out; nothing was written\n")
+    assert trained.calls == [] and sorted(os.listdir(r1)) == sorted(["config.json", name])
+    assert os.listdir(target) == [] if target.is_dir() else target.read_text() == "theirs\n"
