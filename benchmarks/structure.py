@@ -46,7 +46,7 @@ LAYERS = [
     ["gradprobe.errors", "gradprobe.outputs", "gradprobe.layout", "gradprobe.config", "gradprobe.memory",
      "gradprobe.tables", "gradprobe.figures", "gradprobe.probe_keys", "gradprobe.streams", "gradprobe.ledger",
      "gradprobe.logprobs", "gradprobe.attention", "gradprobe.char_tokenizer", "gradprobe.tracking",
-     "gradprobe.token_counts"],
+     "gradprobe.token_counts", "gradprobe.caller"],
     ["gradprobe.tasks", "gradprobe.forecast"],   # prompts and verifiers; forecasts are arithmetic on curves
     ["gradprobe.types", "gradprobe.tiers"],
     ["gradprobe.models"],

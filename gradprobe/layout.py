@@ -40,7 +40,7 @@ __all__ = ["rerun_advice", "study_probe_advice", "restore_advice", "probe_study"
            "RETRAIN_CLAUSE",
            "CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
            "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "EARLIER_PROBE",
-           "EARLIER_MANIFEST", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
+           "EARLIER_MANIFEST", "UNFINISHED_BATCHES", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
            "PROBE_FILES", "PROBE_BATCH_DIR",
            "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "CV_PREDICTIONS_CSV", "run_dir", "probe_dir",
            "TIER_FILES", "MODEL_WEIGHTS",
@@ -64,6 +64,7 @@ ARMS_JSON = "arms.json"                # in a study's probe/: arm -> the probe e
 GUIDED_PROBES = "guided"               # in a study's probe/: guided/<arm>, the probe of a guided arm's update
 EARLIER_PROBE = ".earlier-probe"       # where an earlier probe's files wait until the new probe has finished
 EARLIER_MANIFEST = "manifest.json"     # in EARLIER_PROBE: the names of the earlier probe's files while they move
+UNFINISHED_BATCHES = ".unfinished-batches.json"  # in a probe's folder: the batch_K folders it writes, until complete
 #: Every file a probe writes into its folder (:mod:`gradprobe.probe.output`; a study's ``--restart`` names any other)
 PROBE_FILES = (PROBE_JSON, TOKENS_JSONL, ALIGNMENT_SAFETENSORS, REPORT_HTML, CALIBRATED_JSON)
 #: The folder of batch K of ``--probe-batches`` inside a probe's folder: ``batch_K`` (:mod:`gradprobe.probe.batches`)

@@ -466,6 +466,12 @@ class ProbeResult:
 
         A folder (or ``batch_K/``) holding neither file, as a study's probe kept with ``probe.json`` only, is copied
         as it is.
+
+        Warns
+        -----
+        UserWarning
+            One line per thing done to what a killed probe (or copy) left in ``dir`` (an earlier probe put back, its
+            unfinished files and batch folders deleted), naming the line that called this method.
         """
         from ..probe.output import _other_output, replacing_earlier_probe  # torch-bound: deferred (module docstring)
 

@@ -23,9 +23,14 @@ folder where one of those names (or a ``batch_K``) is a symbolic link in a loop,
 ``probe.json`` is a broken link, or where one of those file names is a folder (:func:`_refuse_unwritable_names`).
 A ``batch_K/`` is an earlier probe's only when it is a real folder (never a link) holding nothing but regular files of
 those names (or their ``.tmp`` partials) and, beside a ``probe.json`` that gradprobe wrote, among the ``batch_0`` ..
-``batch_{n-1}`` it lists (``config.probe_batches``; none for one batch: :func:`_batch_folders_of`). Any other
-``batch_K`` (a user's folder, a link to one elsewhere, a file) is never moved or deleted, and is refused before any
-compute when the probe writes there (``--probe-batches``: :func:`_refuse_batch_folders_in_the_way`). It also
+``batch_{n-1}`` it lists (``config.probe_batches``; none for one batch, nor for a ``probe.json`` without gradprobe's
+``versions`` and ``config``, as a hand-made one: :func:`_batch_folders_of`). While a probe writes its batch folders,
+``.unfinished-batches.json`` in the folder names them (:data:`~gradprobe.layout.UNFINISHED_BATCHES`, written
+atomically before the first, deleted once the probe is complete or rolled back): those a probe killed before its
+``probe.json`` (SIGKILL) left are known by it as that probe's, not guessed, and the next probe deletes them with the
+rest of what it left, saying so in one line (:func:`_killed_batches`). Any other ``batch_K`` (a user's folder, another
+probe's, a link to one elsewhere, a file) is never moved or deleted, and is refused before any compute when the probe
+writes there (``--probe-batches``: :func:`_refuse_batch_folders_in_the_way`). It also
 refuses a folder that holds a training run, a study, a ``calib report``
 (``cv_predictions.csv``), a model (a tier, ``save_pretrained`` weights) or a study's probe (``arms.json``:
 ``gradprobe study`` writes its probe with :func:`gradprobe.probe.run.run_probe`, not through it). A
@@ -52,10 +57,12 @@ from pathlib import Path
 
 from safetensors.torch import save as safetensors_bytes
 
+from ..caller import caller_stacklevel
 from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, OUTPUT_KINDS, PROBE_BATCH_DIR,
-                      PROBE_FILES, PROBE_JSON, TOKENS_JSONL, output_kind, study_probe_refusal)
-from ..outputs import (OutputDirError, json_safe, naming_out, output_error, refuse_link_loop, refuse_looping_file,
-                       removed_if_left_empty, shell_word, write_bytes_atomic, write_json_atomic, write_text_atomic)
+                      PROBE_FILES, PROBE_JSON, TOKENS_JSONL, UNFINISHED_BATCHES, output_kind, study_probe_refusal)
+from ..outputs import (OutputDirError, json_safe, naming_out, output_error, prepare_output_dir, refuse_link_loop,
+                       refuse_looping_file, removed_if_left_empty, shell_word, write_bytes_atomic, write_json_atomic,
+                       write_text_atomic)
 from ..tables import shown, surrogates_escaped
 from .table import format_table, no_signal_entries
 
@@ -72,6 +79,10 @@ EARLIER = EARLIER_PROBE
 _MANIFEST = EARLIER_MANIFEST
 _MANIFEST_FILES = (_MANIFEST, f"{_MANIFEST}.tmp")  # the manifest and its partial: no earlier probe's files
 _BATCH_DIR = PROBE_BATCH_DIR
+#: In the folder while a probe writes its ``batch_K/`` folders: their names, written atomically before the first and
+#: deleted once the probe is complete or rolled back (:func:`_unfinished_batches` reads it).
+_UNFINISHED = UNFINISHED_BATCHES
+_UNFINISHED_FILES = (_UNFINISHED, f"{_UNFINISHED}.tmp")  # the record and its partial
 _OURS = frozenset(PROBE_FILES) | {f"{n}.tmp" for n in PROBE_FILES}  # a probe's file names and their .tmp partials
 
 
@@ -188,21 +199,30 @@ def _batch_kind(batch: Path) -> str:
     return "debris" if all(name.endswith(".tmp") for name in mine) else "probe"
 
 
-def _batch_folders_of(probe_json: Path) -> int | None:
-    """How many ``batch_K`` folders the probe whose ``probe.json`` is ``probe_json`` wrote (``batch_0`` ..
-    ``batch_{n-1}``): its ``config.probe_batches`` (:func:`batch_folder_count`), 0 for a probe.json of one batch
-    (it lists none); None when the file says nothing gradprobe wrote (unreadable, no ``versions`` or ``config``, as a
-    hand-made one): then every ``batch_K`` of a probe's files only is taken as its (:func:`_probe_names`)."""
+def _gradprobe_config(probe_json: Path) -> dict | None:
+    """The ``config`` of the ``probe.json`` at ``probe_json`` when gradprobe wrote it (a JSON object with ``versions``
+    and a ``config`` object), else None (unreadable, or made by hand)."""
     try:
         data = json.loads(probe_json.read_bytes().decode("utf-8-sig"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or "versions" not in data or not isinstance(data.get("config"), dict):
         return None
-    count = data["config"].get("probe_batches", 1)
+    return data["config"]
+
+
+def _batch_folders_of(probe_json: Path) -> int:
+    """How many ``batch_K`` folders the probe whose ``probe.json`` is ``probe_json`` wrote (``batch_0`` ..
+    ``batch_{n-1}``): its ``config.probe_batches`` (:func:`batch_folder_count`), 0 for a probe.json of one batch
+    (it lists none). 0 too when the file says nothing gradprobe wrote (:func:`_gradprobe_config`: unreadable, no
+    ``versions`` or ``config``, as a hand-made one) or its count is no integer >= 1: such a file names no batch folder
+    as its probe's, so a ``batch_K`` beside it is never moved or deleted with it (and is refused where the probe
+    writes: :func:`_refuse_batch_folders_in_the_way`)."""
+    config = _gradprobe_config(probe_json)
+    count = None if config is None else config.get("probe_batches", 1)
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        return None
-    return count if "checkpoints" in data["config"] else batch_folder_count(count)  # the total, policies included
+        return 0
+    return count if "checkpoints" in config else batch_folder_count(count)  # the total, policies included
 
 
 def batch_folder_count(probe_batches, checkpoints: int | None = None) -> int:
@@ -221,15 +241,15 @@ def batch_folder_count(probe_batches, checkpoints: int | None = None) -> int:
 
 def _earlier_batch(name: str, batch_folders: int | None) -> bool:
     """Whether the ``batch_K`` named ``name`` may be an earlier probe's that wrote ``batch_folders`` of them (None:
-    not known, any may)."""
+    no ``probe.json`` there, any is listed, to be refused by :func:`_move_aside` unless a killed probe's)."""
     return batch_folders is None or name in {f"batch_{k}" for k in range(batch_folders)}
 
 
 def _probe_names(folder: Path, batch_folders: int | None = None) -> list[str]:
     """The names in ``folder`` that a probe writes, sorted: :data:`PROBE_FILES` and their ``.tmp`` partials (not
     folders), ``batch_K`` folders of ``.tmp`` partials only (:func:`_batch_kind`), and those of a probe's files only
-    that the earlier probe wrote (``batch_0`` .. ``batch_{batch_folders-1}``, any when None); never a link, never a
-    folder holding anything else."""
+    that the earlier probe wrote (``batch_0`` .. ``batch_{batch_folders-1}``, any when None: no ``probe.json``);
+    never a link, never a folder holding anything else."""
     names = []
     for p in folder.iterdir():
         if p.name in _OURS and not p.is_dir():
@@ -303,7 +323,9 @@ class ProbeFolder:
 
 
 def _warn(message: str) -> None:
-    warnings.warn(message, stacklevel=4)
+    """:func:`replacing_earlier_probe`'s default ``say``: a UserWarning of ``message`` (:func:`warnings.warn`, so the
+    filters decide whether it shows) at the user's line that called gradprobe (:func:`gradprobe.caller.caller_stacklevel`)."""
+    warnings.warn(message, stacklevel=caller_stacklevel())
 
 
 @contextlib.contextmanager
@@ -313,16 +335,19 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out", batch_folde
     On entry the earlier probe's files (:data:`PROBE_FILES`, their ``.tmp`` partials, its ``batch_K/`` folders:
     :func:`_probe_names`) are moved into ``out/.earlier-probe``; other files are never touched. Only a folder holding
     ``probe.json`` holds an earlier probe: one that holds files of those names without it is refused (a user's
-    ``report.html``, or a killed probe's partial files), nothing moved. When the block ends normally the earlier files
-    are deleted; when it raises (an error, Ctrl-C, the CLI's SIGTERM) the files this probe wrote so far are deleted,
-    the earlier ones put back and a folder this call found missing is removed again if left empty. A ``.earlier-probe/``
-    left by a killed probe is dealt with first (module docstring; ``say`` is told).
+    ``report.html``, or a killed probe's partial files), nothing moved. Before the block runs, the ``batch_K``
+    folders it writes are named in ``out/.unfinished-batches.json`` (:func:`_record_batches`). When the block ends
+    normally that record and the earlier files are deleted; when it raises (an error, Ctrl-C, the CLI's SIGTERM) the
+    files this probe wrote so far and the record are deleted, the earlier ones put back and a folder this call found
+    missing is removed again if left empty. What a killed probe left (a ``.earlier-probe/``, batch folders it
+    recorded) is dealt with first (module docstring; ``say`` is told).
 
     Parameters
     ----------
     out : path
     say : callable(str), optional
-        Receives one line per thing done to a leftover ``.earlier-probe/`` (default: :func:`warnings.warn`).
+        Receives one line per thing done to what a killed probe left (default: :func:`_warn`, a warning at the
+        caller's line).
     label : str
         How the refusals name ``out`` and the folder to choose instead (``"--out"`` for the command;
         :meth:`gradprobe.ProbeResult.write` passes ``"dir"`` and :func:`gradprobe.probe` ``"out"``, their arguments).
@@ -343,7 +368,9 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out", batch_folde
         other files (:func:`_refuse_mixed_batch_folders`); a ``batch_K`` the probe writes that is no earlier probe's
         (a link, a file, a user's folder: :func:`_refuse_batch_folders_in_the_way`); a name of the probe's that is a
         folder, a symbolic link in a loop (errno ELOOP) or a broken ``probe.json`` link (errno ENOENT)
-        (:func:`_refuse_unwritable_names`). Or the earlier files cannot be moved (they are left in place).
+        (:func:`_refuse_unwritable_names`); errno EINVAL: a record of the batch folders a killed probe was writing
+        that cannot be read (:func:`_unfinished_batches`). Or the earlier files cannot be moved (they are left in
+        place), or the record cannot be written (the earlier files put back).
     """
     folder = ProbeFolder(Path(out), batch_folders=batch_folders)
     _refuse_unwritable_names(folder.path, label)
@@ -353,10 +380,13 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out", batch_folde
         raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
     with removed_if_left_empty(folder.path):  # a folder this call found missing goes again if left empty
         try:
+            _record_batches(folder)  # before the first batch folder: a probe killed now leaves them named its own
             yield folder
         except BaseException:
             _roll_back(folder)
             raise
+        with contextlib.suppress(OSError):  # complete: a record left (a full disk) is deleted by the next probe
+            _unrecord_batches(folder.path)
     _remove(folder.path / EARLIER)
 
 
@@ -444,10 +474,10 @@ def _refuse_batch_folders_in_the_way(folder: ProbeFolder, handled: list[str], ea
                                      label: str = "--out") -> None:
     """Refuse, before anything moves or is computed, a ``batch_K`` the probe writes (``batch_0`` ..
     ``batch_{folder.batch_folders-1}``) that is there and neither the earlier probe's (moved aside) nor a killed
-    probe's partial (removed): those ``handled``. Writing there would overwrite or mix with a user's files, write
-    through a link into a folder elsewhere, or fail after the compute of the batches before it (a broken link, a
-    file). ``earlier``: how many batch folders the earlier probe wrote (:func:`_batch_folders_of`; None: none there,
-    or not known).
+    probe's (removed: ``.tmp`` partials only, or recorded as its own, :func:`_killed_batches`): those ``handled``.
+    Writing there would overwrite or mix with a user's files, write through a link into a folder elsewhere, or fail
+    after the compute of the batches before it (a broken link, a file). ``earlier``: how many batch folders the
+    earlier probe wrote (:func:`_batch_folders_of`; None: no ``probe.json`` there).
 
     Raises
     ------
@@ -486,6 +516,9 @@ def _in_the_way(folder: ProbeFolder, path: Path, kind: str, k: int, earlier: int
         why = f"it holds {_listed(others)}, which no probe writes"
     elif earlier:
         why = f"the earlier probe there wrote batch_0 to batch_{earlier - 1} only, as its {PROBE_JSON} lists {earlier}"
+    elif _gradprobe_config(folder.path / PROBE_JSON) is None:
+        why = (f"the {PROBE_JSON} there is not one gradprobe wrote (no JSON object with its versions and config), so "
+               "it names no batch folder as its probe's")
     else:
         why = f"the earlier probe there wrote none, as its {PROBE_JSON} lists one probe batch"
     complete = [name for name in mine if not name.endswith(".tmp")]
@@ -511,6 +544,57 @@ def _start_moving(aside: Path, names: list[str]) -> None:
 def _done_moving(aside: Path) -> None:
     """Delete ``aside/manifest.json`` after the last of the earlier probe's files moved."""
     (aside / _MANIFEST).unlink(missing_ok=True)
+
+
+def _record_batches(folder: ProbeFolder) -> None:
+    """Name the ``batch_K`` folders the probe writes (``batch_0`` .. ``batch_{n-1}``, ``n`` its
+    :attr:`~ProbeFolder.batch_folders`) in ``folder/.unfinished-batches.json`` (atomically; the folder created if
+    missing) before it writes the first, so that what a probe killed before it is complete leaves there is known as its
+    own (:func:`_unfinished_batches`); nothing for a probe of none."""
+    if folder.batch_folders:
+        if not folder.path.is_dir():
+            prepare_output_dir(folder.path)
+        write_json_atomic(folder.path / _UNFINISHED,
+                          {"probe_batch_folders": [f"batch_{k}" for k in range(folder.batch_folders)]})
+
+
+def _unrecord_batches(folder: Path) -> None:
+    """Delete ``folder``'s record of the batch folders a probe writes (:func:`_record_batches`) and its ``.tmp``."""
+    for name in _UNFINISHED_FILES:
+        _remove(folder / name)
+
+
+def _unfinished_batches(folder: Path, label: str = "--out") -> list[str]:
+    """The ``batch_K`` folders that ``folder/.unfinished-batches.json`` names (:func:`_record_batches`): those a probe
+    killed there was writing (or, beside the complete ``probe.json`` of a probe killed before it deleted the record,
+    that probe's own); [] without one.
+
+    Raises
+    ------
+    OutputDirError (an OSError, errno EINVAL)
+        The record cannot be read or names anything but ``batch_K`` folders: named, with the fix (delete it and the
+        batch folders the killed probe left, or choose another ``label``); nothing is moved or deleted."""
+    path = folder / _UNFINISHED
+    if not os.path.lexists(path):
+        return []
+    try:
+        names = json.loads(path.read_text(encoding="utf-8"))["probe_batch_folders"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        names = e
+    if isinstance(names, list) and all(isinstance(n, str) and _BATCH_DIR.fullmatch(n) for n in names):
+        return names
+    raise OutputDirError(errno.EINVAL, (
+        f"{str(path)!r} (where a probe names the batch folders it is writing) is no list of batch folders "
+        f"({names!r}): delete it (rm {shell_word(path)}) and any batch_K folder that a probe killed in "
+        f"{str(folder)!r} left, then probe again, or choose another {label}; nothing was moved"))
+
+
+def _killed_batches(folder: Path, recorded: list[str]) -> list[str]:
+    """The batch folders of ``recorded`` (:func:`_unfinished_batches`) that a killed probe left in ``folder``: real
+    folders holding a probe's files only, or nothing (:func:`_batch_kind` ``"probe"`` or ``"debris"``). One holding
+    other files too (a user's, put there since), a link or a file is no probe's: kept (and refused where the probe
+    writes, :func:`_refuse_batch_folders_in_the_way`)."""
+    return [name for name in recorded if _batch_kind(folder / name) in ("probe", "debris")]
 
 
 def _is_probe_name(name) -> bool:
@@ -543,8 +627,9 @@ def _manifest(aside: Path) -> list[str] | None:
         f"{str(aside)!r}, and probe again"))
 
 
-def _leftover(folder: ProbeFolder, say) -> None:
-    """Deal with a ``.earlier-probe/`` left by a killed probe (:func:`replacing_earlier_probe`), saying so first."""
+def _leftover(folder: ProbeFolder, say, recorded: list[str]) -> None:
+    """Deal with a ``.earlier-probe/`` left by a killed probe (:func:`replacing_earlier_probe`), saying so first;
+    ``recorded``: the batch folders the killed probe named as its own (:func:`_unfinished_batches`)."""
     aside = folder.path / EARLIER
     if not aside.is_dir():
         return _remove(aside)
@@ -557,13 +642,15 @@ def _leftover(folder: ProbeFolder, say) -> None:
             say(f"{shown(str(aside))} (left by an earlier probe that was killed: {', '.join(kept)}) is deleted: "
                 f"the probe in {shown(str(folder.path))} is newer and is kept as the earlier probe")
         return _remove(aside)
-    # all of it aside: the folder's probe files are the killed probe's (its batch folders among the earlier probe's,
-    # :func:`_batch_folders_of`, and any of a name aside: a user's batch_K of a probe's file names is kept)
+    # all of it aside: the folder's probe files are the killed probe's (its batch folders as it recorded them,
+    # :func:`_killed_batches`, those among the earlier probe's, :func:`_batch_folders_of`, and any of a name aside:
+    # a user's batch_K of a probe's file names is kept)
     partial = sorted(set(_probe_names(folder.path, _batch_folders_of(aside / PROBE_JSON)))
+                     | set(_killed_batches(folder.path, recorded))
                      | {n for n in kept if _BATCH_DIR.fullmatch(n) and os.path.lexists(folder.path / n)})
     say(f"restored the earlier probe in {shown(str(folder.path))} from {EARLIER}/ ({', '.join(kept)}), left by "
         "a probe that was killed" + (f"; its unfinished files ({', '.join(partial)}) were deleted" if partial else ""))
-    _put_back(folder, kept, partial, listed is None)
+    _put_back(folder, kept, partial, listed is None, unrecord=True)
 
 
 def _half_moved(folder: ProbeFolder, say, kept: list[str], rest: list[str]) -> None:
@@ -580,9 +667,11 @@ def _half_moved(folder: ProbeFolder, say, kept: list[str], rest: list[str]) -> N
     _put_back(folder, kept, [], False)
 
 
-def _put_back(folder: ProbeFolder, kept: list[str], partial: list[str], name_them: bool) -> None:
+def _put_back(folder: ProbeFolder, kept: list[str], partial: list[str], name_them: bool,
+              unrecord: bool = False) -> None:
     """Delete ``partial`` (a killed probe's unfinished files) and move ``kept`` from ``.earlier-probe/`` back into
-    the folder, naming them in its manifest first when ``name_them`` (it holds none yet)."""
+    the folder, naming them in its manifest first when ``name_them`` (it holds none yet); with ``unrecord``, delete
+    the killed probe's record of its batch folders (:func:`_unrecord_batches`) once those of ``partial`` are gone."""
     aside = folder.path / EARLIER
     try:
         if name_them:
@@ -590,6 +679,8 @@ def _put_back(folder: ProbeFolder, kept: list[str], partial: list[str], name_the
                 _start_moving(aside, kept)
         for name in partial:
             _remove(folder.path / name)
+        if unrecord:
+            _unrecord_batches(folder.path)
         for name in kept:
             (aside / name).rename(folder.path / name)
         _done_moving(aside)
@@ -614,29 +705,33 @@ def _not_a_probe(folder: Path, names: list[str], label: str = "--out") -> Output
 def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
     """Refuse another command's folder; restore a leftover; without ``probe.json``, refuse complete files named as a
     probe's and ``batch_K`` folders holding any (:func:`_not_a_probe`: a user's own, or a complete probe copied
-    there, cannot be told from a killed probe's) and remove a killed probe's ``.tmp`` partials and ``batch_K``
-    folders of ``.tmp`` partials only or nothing (:func:`_batch_kind` ``"debris"``); with it, refuse the earlier
+    there, cannot be told from a killed probe's) but those a killed probe recorded as its own (:func:`_killed_batches`)
+    and remove those, a killed probe's ``.tmp`` partials and ``batch_K`` folders of ``.tmp`` partials only or nothing
+    (:func:`_batch_kind` ``"debris"``), and its record (:func:`_unrecord_batches`); with it, refuse the earlier
     probe's batch folders holding other files too; refuse a ``batch_K`` in the way of the probe's
     (:func:`_refuse_batch_folders_in_the_way`); move the earlier probe's files into ``EARLIER``. Every refusal comes
     before anything is removed or moved."""
     other = _other_output(folder.path, label)
     if other is not None:
         raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
-    _leftover(folder, say)
+    recorded = _unfinished_batches(folder.path, label)  # read (or refused) before anything moves
+    _leftover(folder, say, recorded)
     aside = folder.path / EARLIER
     top = (folder.path / PROBE_JSON).is_file()  # only a folder with probe.json holds an earlier probe
-    earlier = _batch_folders_of(folder.path / PROBE_JSON) if top else None  # its batch folders, when it says
+    earlier = _batch_folders_of(folder.path / PROBE_JSON) if top else None  # its batch folders (None: any is listed)
     if top:
         _refuse_mixed_batch_folders(folder.path, label, earlier)
     names = _probe_names(folder.path, earlier)
-    partial = [] if top else [n for n in names if n.endswith(".tmp") or (_BATCH_DIR.fullmatch(n) and
-                                                                         _batch_kind(folder.path / n) == "debris")]
+    killed = [] if top else _killed_batches(folder.path, recorded)  # beside probe.json: that complete probe's own
+    partial = [] if top else [n for n in names if n.endswith(".tmp") or n in killed or (
+        _BATCH_DIR.fullmatch(n) and _batch_kind(folder.path / n) == "debris")]
     whole = [] if top else [n for n in names if n not in partial]
     if whole:  # a complete file of a probe's name, or a batch_K holding one, may be a user's own: refused, kept
         raise _not_a_probe(folder.path, whole, label)
     _refuse_batch_folders_in_the_way(folder, names, earlier, label)
-    for name in partial:  # .tmp partials and batch_K folders of those only: a killed probe's, no user's
+    for name in partial:  # .tmp partials, batch_K folders of those only and those recorded: a killed probe's
         _remove(folder.path / name)
+    _unrecord_batches(folder.path)  # a killed probe's (its batch folders gone), or beside its complete probe.json
     if partial:
         say(f"removed what a probe killed before its {PROBE_JSON} left in {shown(str(folder.path))} "
             f"({', '.join(partial)})")
@@ -664,7 +759,8 @@ def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
 
 def _roll_back(folder: ProbeFolder) -> None:
     """After a failed probe: delete what it wrote (:data:`PROBE_FILES` and their ``.tmp`` partials, every ``batch_K``
-    but those it found there and kept, :attr:`ProbeFolder.kept`), put the earlier probe's files back."""
+    but those it found there and kept, :attr:`ProbeFolder.kept`) and its record of its batch folders, then put the
+    earlier probe's files back."""
     if not folder.path.is_dir():
         return
     aside = folder.path / EARLIER
@@ -674,6 +770,7 @@ def _roll_back(folder: ProbeFolder) -> None:
     for p in sorted(folder.path.iterdir()):
         if (p.name in _OURS and not p.is_dir()) or (_BATCH_DIR.fullmatch(p.name) and p.name not in folder.kept):
             _remove(p)
+    _unrecord_batches(folder.path)  # its batch folders gone: before the earlier files come back
     for name in folder.earlier:
         if (aside / name).exists():
             (aside / name).rename(folder.path / name)

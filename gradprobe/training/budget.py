@@ -11,12 +11,12 @@ import contextlib
 import dataclasses
 import math
 import numbers
-import os
 import sys
 import warnings
 from contextvars import ContextVar
 from decimal import Decimal
 
+from ..caller import caller_stacklevel
 from ..outputs import beyond_float
 from ..tables import shown
 from ..token_counts import parse_token_count
@@ -59,9 +59,6 @@ class OutOfReachWarning(UserWarning):
 _REACH_WARNED: ContextVar[set | None] = ContextVar("gradprobe_reach_warned", default=None)
 #: True within a :func:`reach_silenced` block: no out-of-reach warning is given there
 _REACH_SILENT: ContextVar[bool] = ContextVar("gradprobe_reach_silent", default=False)
-#: The frames skipped to name the caller of a warning (:func:`_caller_level`): the gradprobe package's, and those of
-#: :mod:`contextlib`, whose context decorators wrap some of its functions
-_SKIPPED = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, os.path.abspath(contextlib.__file__))
 
 
 @contextlib.contextmanager
@@ -111,18 +108,8 @@ def reach_silenced():
         _REACH_SILENT.reset(token)
 
 
-def _caller_level() -> int:
-    """The ``stacklevel`` with which a :func:`warnings.warn` in this function's caller names the first frame outside
-    the gradprobe package (:data:`_SKIPPED`): the line of the user's code (or of the command's entry point) that
-    called gradprobe."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_SKIPPED):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 def _warn_out_of_reach(message: str, key) -> None:
-    """Warn ``message`` (:class:`OutOfReachWarning`) at gradprobe's caller (:func:`_caller_level`); within a
+    """Warn ``message`` (:class:`OutOfReachWarning`) at gradprobe's caller (:func:`gradprobe.caller.caller_stacklevel`); within a
     :func:`reach_warned_once` block only the first time that ``key`` (the plan's sha256 and the facts) comes. The
     warning goes through :func:`warnings.warn` alone (no :func:`warnings.catch_warnings`, which would reset every
     module's registry of warnings shown), so the filters and registries decide whether it shows."""
@@ -133,7 +120,7 @@ def _warn_out_of_reach(message: str, key) -> None:
         if key in warned:
             return
         warned.add(key)
-    warnings.warn(message, OutOfReachWarning, stacklevel=_caller_level())
+    warnings.warn(message, OutOfReachWarning, stacklevel=caller_stacklevel())
 
 
 def check_budget(budget: BudgetSpec, arms: dict[str, ArmSpec], base: TrainConfig, *,

@@ -5,6 +5,7 @@ probe's). It used to keep them silently, stale ``batch_0/probe.json`` included."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,12 @@ _BATCH = ("alignment.safetensors", "probe.json", "tokens.jsonl")
 
 
 def _earlier(out: Path) -> None:
-    """An earlier 2-batch probe in ``out``, with the user's mydata.csv in each batch folder."""
+    """An earlier 2-batch probe in ``out`` (its probe.json as gradprobe writes it: versions, config.probe_batches), with
+    the user's mydata.csv in each batch folder."""
     out.mkdir()
-    for name in ("probe.json", "report.html", "tokens.jsonl", "alignment.safetensors"):
+    for name in ("report.html", "tokens.jsonl", "alignment.safetensors"):
         (out / name).write_text(f"old {name}")
+    (out / "probe.json").write_text(json.dumps({"versions": {"gradprobe": "0"}, "config": {"probe_batches": 2}}))
     for k in (0, 1):
         (out / f"batch_{k}").mkdir()
         for name in _BATCH:

@@ -12,6 +12,7 @@ no handler of the module catches, so nothing after it runs, as after SIGKILL; ev
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -20,8 +21,12 @@ import pytest
 
 from gradprobe.probe.output import EARLIER, replacing_earlier_probe
 
-_EARLIER = {"alignment.safetensors": "old a", "batch_0/probe.json": "old batch", "calibrated.json": "old cal",
-            "probe.json": "old probe", "report.html": "old report", "tokens.jsonl": "old tokens"}
+# a 2-batch probe's probe.json as gradprobe writes it (versions, config): its batch_0 and batch_1 are its own
+_PROBE_JSON = json.dumps({"rewards": [], "versions": {}, "config": {"probe_batches": 2},
+                          "batches": [{"rewards": []}, {"rewards": []}]})
+_EARLIER = {"alignment.safetensors": "old a", "batch_0/probe.json": "old batch 0", "batch_1/probe.json": "old batch 1",
+            "calibrated.json": "old cal", "probe.json": _PROBE_JSON, "report.html": "old report",
+            "tokens.jsonl": "old tokens"}
 _NEW = {"alignment.safetensors": "new a", "tokens.jsonl": "new tokens", "probe.json": "new probe"}  # in write order
 _MINE = {"notes.txt": "mine"}
 _NAMES = {name.split("/")[0] for name in _EARLIER}  # the earlier probe's names in the folder
@@ -197,8 +202,8 @@ def _split(out: Path, moved: int) -> Path:
 
 
 @pytest.mark.parametrize("moved, aside, rest", [
-    (2, "alignment.safetensors, batch_0", "calibrated.json, probe.json, report.html, tokens.jsonl"),
-    (4, "alignment.safetensors, batch_0, calibrated.json, probe.json", "report.html, tokens.jsonl"),
+    (2, "alignment.safetensors, batch_0", "batch_1, calibrated.json, probe.json, report.html, tokens.jsonl"),
+    (5, "alignment.safetensors, batch_0, batch_1, calibrated.json, probe.json", "report.html, tokens.jsonl"),
 ])
 def test_a_half_moved_earlier_probe_is_put_back_saying_so(tmp_path, moved, aside, rest):
     out = _split(tmp_path / "p", moved)
@@ -215,8 +220,8 @@ def test_a_probe_killed_before_it_moved_any_earlier_file_leaves_them_all_in_plac
     found, said = _next_probe(out)
     assert found == _EARLIER
     assert said == [f"removed {out / EARLIER}, left by a probe that was killed while moving the earlier probe's "
-                    f"files: it held none of them; all (alignment.safetensors, batch_0, calibrated.json, probe.json, "
-                    f"report.html, tokens.jsonl) are still in {out}"]
+                    f"files: it held none of them; all (alignment.safetensors, batch_0, batch_1, calibrated.json, "
+                    f"probe.json, report.html, tokens.jsonl) are still in {out}"]
 
 
 @pytest.mark.parametrize("text", ["{", '{"earlier_probe_files": ["../notes.txt"]}'])
@@ -238,21 +243,21 @@ def test_a_manifest_less_half_moved_leftover_is_handled_as_before(tmp_path):
     _write(out / EARLIER, {k: v for k, v in _EARLIER.items() if k < "probe.json"})
     _write(out, {**{k: v for k, v in _EARLIER.items() if k >= "probe.json"}, **_MINE})
     found, said = _next_probe(out)
-    assert found == {"probe.json": "old probe", "report.html": "old report", "tokens.jsonl": "old tokens"}
+    assert found == {"probe.json": _PROBE_JSON, "report.html": "old report", "tokens.jsonl": "old tokens"}
     assert said == [f"{out / EARLIER} (left by an earlier probe that was killed: alignment.safetensors, batch_0, "
-                    f"calibrated.json) is deleted: the probe in {out} is newer and is kept as the earlier probe"]
+                    f"batch_1, calibrated.json) is deleted: the probe in {out} is newer and is kept as the earlier "
+                    "probe"]
 
 
 
 def test_load_probe_refuses_a_half_moved_folder(tmp_path):
-    """A probe killed while it moved the earlier files aside (3 of 6 moved, probe.json still in the folder) leaves a
+    """A probe killed while it moved the earlier files aside (3 of 7 moved, probe.json still in the folder) leaves a
     probe.json whose alignment.safetensors is gone: load_probe names the half-moved state and the fix instead of
     reading it as whole; the same folder read before the kill was read."""
     from gradprobe.api.probe_result import ProbeFileError, load_probe
 
     out = _earlier_folder(tmp_path / "out")
-    (out / "probe.json").write_text('{"rewards": []}')
-    assert load_probe(out).raw == {"rewards": []}
+    assert load_probe(out).raw == json.loads(_PROBE_JSON)
     with pytest.raises(_Killed), _killed_at(out, 5):  # mkdir, the manifest's os.replace, then 3 moves
         _probe(out, finish=True)
     assert (out / EARLIER / "manifest.json").is_file() and (out / "probe.json").is_file()

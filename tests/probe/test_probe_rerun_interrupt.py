@@ -175,6 +175,8 @@ def test_ctrl_c_between_rank_prompts_writes_removes_the_mismatched_pair(tmp_path
 
 def test_replacing_earlier_probe_moves_only_probe_files(tmp_path):
     out = _earlier_probe(tmp_path / "p")
+    # as gradprobe writes it (versions, config.probe_batches): the probe of batch_0 and batch_1
+    (out / "probe.json").write_text(json.dumps({"versions": {"gradprobe": "0"}, "config": {"probe_batches": 2}}))
     (out / "batch_0").mkdir()
     (out / "batch_0" / "probe.json").write_text("{}")
     (out / "batch_1").mkdir()

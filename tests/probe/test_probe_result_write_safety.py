@@ -65,6 +65,9 @@ def test_write_refuses_a_folder_holding_a_users_file_of_a_probes_name(tmp_path, 
 def test_write_replaces_an_earlier_probe_whole_calibrated_json_and_batches_included(tmp_path):
     result = gradprobe.load_probe(_probe_folder(tmp_path / "p", "outcome"))
     target = _probe_folder(tmp_path / "stale", "format", batches=2)
+    # as gradprobe writes it (versions, config.probe_batches): the probe of its batch_0 and batch_1
+    (target / "probe.json").write_text(json.dumps({"rewards": [_entry("format")], "versions": {"gradprobe": "0"},
+                                                   "config": {"model": "m", "probe_batches": 2}}))
     (target / "calibrated.json").write_text('{"calibrated_for": ["format"]}')
     (target / "report.html").write_text("<p>old report</p>")
     (target / "notes.txt").write_text("mine")  # not a probe's file: kept
