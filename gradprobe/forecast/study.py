@@ -22,7 +22,10 @@ indices resamples prompts, with both batches' rollouts of a drawn prompt, and ke
 marginal distribution. Both probes measure along one reference update v (the guided probe reuses the
 shared one's, ``reference.reused``); under Adam each u = P v has P from its own batch. Without the guided
 probe (an older study, or a probe whose batches do not match it) the arm reads its reward's unguided entry
-and the note says so; a guided probe that is there but damaged or edited (not UTF-8 or JSON, an entry its own records
+and the note says so. A guided arm whose reward failed on its guided probe's batch (that probe.json's ``left_out``,
+or, when every reward of that probe failed, its record ``probe/<probe_dir>/left_out.json`` and no probe.json:
+:func:`gradprobe.study.worker.isolated_probe`) has no forecast and says why, as an arm whose reward the shared probe
+left out. A guided probe or record that is there but damaged or edited (not UTF-8 or JSON, an entry its own records
 contradict) is refused in one line naming the file and the fix, as the study's own probe is.
 """
 
@@ -48,6 +51,9 @@ from .probe_input import check_entry_inputs, pooled_entries, probe_batches_of
 __all__ = ["study_forecasts", "merge_guided_entries", "matched_token_budget", "STUDY_COLUMNS", "SkippedEvalsWarning",
            "rebuild_analysis", "MATCHED_BUDGET_KEYS"]
 
+#: A guided probe's record of its rewards when every one failed on its batch (it then has no probe.json): the
+#: study's :data:`gradprobe.study.folder.GUIDED_LEFT_OUT` (named again here: forecasts sit below the study runner).
+_GUIDED_LEFT_OUT = "left_out.json"
 #: Separates an arm's probe entry from its guided probe's folder in a merged key (``outcome~guided/guided``).
 _GUIDED_KEY_SEPARATOR = "~"
 #: The keys of ``analysis.json``'s matched generated-token budget, newest first (``tokens`` in older analyses).
@@ -126,15 +132,15 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
         Columns :data:`STUDY_COLUMNS`, one row per arm (budget axis ``tokens``): ``reward`` and ``loss_type``
         (the arm's training loss; from ``plan.toml`` when ``arms.json`` predates it, None without either),
         ``probe_entry`` (the probe entry read: ``arms.json``'s, else the reward; ``ENTRY~guided/<arm>`` for a
-        guided arm read from its guided probe, module docstring). Gains are accuracy points
-        vs grpo at the budget: ``forecast_probe`` (probe efficiency, shrunk; cost only where its SNR <= 1),
+        guided arm read from its guided probe, module docstring). Gains are accuracy points vs grpo at the
+        budget: ``forecast_probe`` (probe efficiency, shrunk; cost only where its SNR <= 1),
         ``forecast_cost_only`` (rho = 1), ``forecast_signal_proxy`` (verl's proxy; NaN when the probe has
         none), ``forecast_first_order`` (the raw extrapolation (T / c_R) s g_R - (T / c_grpo) g_grpo, the
         old ``predicted_gain_at_budget`` difference), ``forecast_probe_interval`` ((lo, hi)).
         ``token_multiplier`` = c_R / c_grpo; ``rho``, ``snr`` the probe's shrunk efficiency and its SNR;
         ``realized_gain`` the study's mean gain vs grpo at matched tokens (``analysis.json``, for checks;
-        not a feature). ``grpo``'s row is 0 by definition. An arm whose reward failed on the probe batch
-        (``probe.json`` ``left_out``: :func:`_left_out_arms`) has method ``no_probe_entry``, no forecast, the note why.
+        not a feature). ``grpo``'s row is 0 by definition. An arm whose reward a probe left out (``left_out``:
+        :func:`_left_out_arms`, :func:`_guided_entries`) has method ``no_probe_entry``, no forecast, the note why.
 
     Raises
     ------
@@ -143,9 +149,9 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     ValueError
         Invalid JSON, no ``grpo`` arm, a matched token budget in ``analysis.json`` that is missing or no finite
         number > 0 (``true``, text, NaN, 0: :func:`matched_token_budget`, naming the field and the re-analysis that
-        fixes it), a damaged or edited ``probe/probe.json`` or guided arm's probe (named as ``load_probe`` names it),
-        an arm whose probe entry the probe did not cover (a probe.json from before loss-type arms: the message says
-        to re-run the probe), grpo's reward left out of the probe, a curve that cannot be fitted (``CurveError``).
+        fixes it), a damaged or edited ``probe/probe.json``, guided probe or its ``left_out.json`` (named with the
+        fix), an arm whose probe entry the probe did not cover (a probe.json from before loss-type arms: the message
+        says to re-run the probe), grpo's reward left out of the probe, a curve that cannot be fitted (``CurveError``).
 
     Warns
     -----
@@ -166,7 +172,7 @@ def study_forecasts(study_dir, *, curve: ReferenceCurve | None = None, probe=Non
     left_out = _left_out_arms(study_dir, probe, arms)  # reward failed on the probe batch: a row without forecast
     arms = {arm: a for arm, a in arms.items() if arm not in left_out}
     batches = _check_probed(study_dir, probe, arms, batches)
-    probe, guided, batches = _guided_entries(study_dir, probe, arms, labels, arms_map, batches)
+    probe, guided, batches = _guided_entries(study_dir, probe, arms, labels, arms_map, batches, left_out=left_out)
     res = forecast_rewards(curve, probe, budget_tokens=budget, method="probe", arms=arms, lr_curve=lr_curve,
                            reference_reward=arms["grpo"]["reward"], n_draws=n_draws, seed=seed, _batches=batches)
     t = res.table.set_index("arm")
@@ -363,7 +369,7 @@ def _check_probed(study_dir: Path, probe, arms: dict, batches: list | None = Non
 
 
 def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: dict,
-                    batches: list | None = None) -> tuple[object, dict, list | None]:
+                    batches: list | None = None, left_out: dict | None = None) -> tuple[object, dict, list | None]:
     """``probe`` with each guided arm's guided entry merged in (:func:`merge_guided_entries`), the arm's
     ``reward`` in ``arms`` and ``probe_entry`` in ``labels`` switched to its key; and arm (with ``probe_dir``)
     -> ``{"key": merged key, "folder": its guided probe's folder}``, or ``{"why": why its guided probe was not
@@ -372,27 +378,40 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
     merged probe is read by the forecast). Arms sharing a guided probe and reward read and merge it once and share
     the key; a guided probe is read and checked once (its batches passed on to the merge), as is ``probe``.
 
+    An arm whose reward its guided probe left out (that ``probe.json``'s ``left_out``, or the record
+    :data:`_GUIDED_LEFT_OUT` of a guided probe whose every reward failed, which has no ``probe.json``) is taken out
+    of ``arms`` and put in ``left_out`` (arm -> why it has no probe entry, :func:`_guided_left_out_why`; a dict of
+    the caller's, or one of this call's own), with no status.
+
     Raises
     ------
     ValueError
         A guided probe that is there but damaged or edited (:func:`gradprobe.outputs.read_probe_json`,
         :func:`~gradprobe.forecast.probe_input.check_entry_inputs`,
-        :func:`~gradprobe.forecast.probe_input.probe_batches_of`): one line naming the file, the field and the fix.
+        :func:`~gradprobe.forecast.probe_input.probe_batches_of`), or a damaged record (:func:`_failed_guided_probe`):
+        one line naming the file, the field and the fix.
     """
-    status, done, read = {}, {}, {}  # done: (folder, reward) -> the status of the first arm that read it
-    for arm, a in arms.items():
+    status, done, read, left_out = {}, {}, {}, {} if left_out is None else left_out
+    for arm, a in list(arms.items()):
         folder = (arms_map.get(arm) or {}).get("probe_dir")
         if not folder or arm == "grpo":  # grpo's is the shared entry every rho is measured against
             continue
+        path = probe_dir(study_dir) / folder / PROBE_JSON
+        if folder not in read:  # a damaged or edited guided probe is refused, as the study's own probe is
+            if path.is_file():
+                guided = read_probe_json(path, rerun_advice(path.parent))
+                check_entry_inputs(guided, source=path)
+                read[folder] = guided, probe_batches_of(guided, source=path)
+            else:  # none: the record of a probe whose every reward failed, or nothing (not probed yet, an older study)
+                read[folder] = _failed_guided_probe(study_dir, folder), None
+        if (why := _guided_left_out_why(read[folder][0], arm, study_dir, folder, path)) is not None:
+            left_out[arm] = why
+            del arms[arm]
+            continue
         if (folder, a["reward"]) not in done:
-            path = probe_dir(study_dir) / folder / PROBE_JSON
-            if not path.is_file():
+            if read[folder][1] is None:
                 done[folder, a["reward"]] = {"why": f"its guided probe {folder}/{PROBE_JSON} is missing"}
-            else:  # a damaged or edited guided probe is refused, as the study's own probe is (one line, its fix)
-                if folder not in read:
-                    guided = read_probe_json(path, rerun_advice(path.parent))
-                    check_entry_inputs(guided, source=path)
-                    read[folder] = guided, probe_batches_of(guided, source=path)
+            else:
                 guided, own = read[folder]
                 try:  # one that does not match the shared probe: the unguided entry, the note says why
                     probe, key = merge_guided_entries(probe, guided, a["reward"], folder, source=path,
@@ -405,6 +424,51 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
         if "key" in status[arm]:
             a["reward"] = labels[arm]["probe_entry"] = status[arm]["key"]
     return probe, status, batches
+
+
+def _failed_guided_probe(study_dir: Path, folder: str) -> dict | None:
+    """The record :data:`_GUIDED_LEFT_OUT` of the guided probe ``folder`` (relative to ``probe/``) whose every
+    reward failed on its batch (``{"left_out": [records]}``, :func:`gradprobe.study.worker.isolated_probe`'s records),
+    marked ``every_reward_failed``; None when there is no such file.
+
+    Raises
+    ------
+    ValueError
+        A record that is not UTF-8 JSON holding a list ``left_out`` of objects: one line naming the file and the fix
+        (delete it and resume the study, which probes that arm again; a study without ``runs/``: restore it).
+    """
+    path = probe_dir(study_dir) / folder / _GUIDED_LEFT_OUT
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        doc, why = None, f"cannot be read ({type(e).__name__}: {e})"
+    else:
+        why = "is not an object with a list of objects left_out"
+    records = doc.get("left_out") if isinstance(doc, dict) else None
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        fix = (f"delete it and resume the study with `gradprobe study {shell_word(study_dir / PLAN_COPY)} --out "
+               f"{shell_word(study_dir)}`, which runs that guided probe again (finished runs are kept)"
+               if keeps_runs(study_dir) else f"restore it from a copy of the study ({study_dir} has no runs/: "
+               f"resuming the study to probe again {RETRAIN_CLAUSE})")
+        raise ValueError(f"{path} (the record of a guided probe whose every reward failed) {why}; {fix}")
+    return {"left_out": [dict(r, every_reward_failed=True) for r in records]}
+
+
+def _guided_left_out_why(guided, arm: str, study_dir: Path, folder: str, path: Path) -> str | None:
+    """Why guided arm ``arm`` has no probe entry, when its guided probe ``guided`` (its ``probe.json`` at ``path``,
+    or :func:`_failed_guided_probe`'s record of ``folder``) left its reward out (a ``left_out`` record naming the
+    arm), as :func:`_left_out_arms` says it of the shared probe; else None."""
+    records = guided.get("left_out") if isinstance(guided, dict) else None
+    for r in records if isinstance(records, list) else []:
+        if isinstance(r, dict) and arm in (r.get("arms") or []):
+            where = (f"{study_dir}/probe/{folder}, as every reward of that probe did, so it has no {PROBE_JSON} "
+                     f"(recorded in {_GUIDED_LEFT_OUT}: " if r.get("every_reward_failed")
+                     else f"and was left out of {path} (")
+            return (f"no probe entry: its reward {r.get('reward')!r} failed on the batch of its guided probe {where}"
+                    f"{r.get('error')}); {r.get('fix')}")
+    return None
 
 
 def _with_entry(item: dict, key: str, entry: dict) -> dict:

@@ -27,11 +27,17 @@ __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finish
            "hold_run_folder", "refuse_other_output", "run_damage", "check_run_folders", "read_study_json",
            "study_json_fix", "study_plan_sha", "check_frozen_plan", "is_plan_sha", "STUDY_OUTPUTS",
            "foreign_study_files", "holds_study_runs", "TRAIN_LOG", "REANALYSIS", "REANALYSIS_REPORT",
-           "CHECKPOINT_FILES", "not_written_by_study"]
+           "CHECKPOINT_FILES", "not_written_by_study", "GUIDED_LEFT_OUT"]
 
 #: A study run's log (its progress and warnings), which the study's worker opens in the run folder
 #: (:func:`gradprobe.study.worker._train`).
 TRAIN_LOG = "train.log"
+#: What a guided arm's probe folder (``probe/guided/<arm>``) holds instead of ``probe.json`` when every reward of that
+#: probe failed on its batch (:func:`gradprobe.study.worker.isolated_probe`): ``{"probe", "left_out", "note"}``,
+#: ``left_out`` the records a probe.json's ``left_out`` holds (reward, arms, error, probe, fix). The probe is then
+#: done (:func:`gradprobe.study.probe_plan.pending_probes`): a rerun of the study would fail the same way (it refuses
+#: an edited plug-in reward file while runs of it remain). Deleting the file makes the next rerun probe it again.
+GUIDED_LEFT_OUT = "left_out.json"
 #: Where ``gradprobe study --analyze-only`` writes beside a study's own analysis (``analysis.json``, ``figures/`` and
 #: :data:`REANALYSIS_REPORT`, the printed report; :func:`gradprobe.cli.study.analysis_target`).
 REANALYSIS = "reanalysis"
@@ -401,8 +407,9 @@ def not_written_by_study(out: str | Path, run_folders) -> list[Path]:
       (``checkpoint-UUUUUU/``, ``.checkpoint-UUUUUU.tmp/``, holding :data:`CHECKPOINT_FILES`) and ``weights/``
       (``update-UUUUUU.safetensors``);
     - ``probe/``: a probe's files (:data:`gradprobe.layout.PROBE_FILES`), ``arms.json``, ``.lock``, ``batch_K/``
-      folders of a probe's files, ``guided/<arm>/`` probe folders, and ``.earlier-probe/`` (an earlier probe a killed
-      probe left aside: a probe's files, ``batch_K/`` and :data:`gradprobe.layout.EARLIER_MANIFEST`);
+      folders of a probe's files, ``guided/<arm>/`` probe folders (a probe's files, or :data:`GUIDED_LEFT_OUT`: the
+      record of a guided probe whose every reward failed), and ``.earlier-probe/`` (an earlier probe a killed probe
+      left aside: a probe's files, ``batch_K/`` and :data:`gradprobe.layout.EARLIER_MANIFEST`);
     - ``figures/``: the study's figures (:data:`gradprobe.study.report.FIGURES`, ``lr_sweep.png``);
     - ``reanalysis/``: ``analysis.json``, :data:`REANALYSIS_REPORT` and a ``figures/`` as above;
     - in any of these folders, a file manager's ``.DS_Store``, ``Thumbs.db``, ``desktop.ini`` or ``._NAME``
@@ -451,15 +458,17 @@ def _leaf_rule(names: set[str], pattern=None):
                                  else False)
 
 
-def _probe_rule(study: bool):
-    """What a probe's folder holds; ``study``: a study's ``probe/`` (also ``arms.json`` and ``guided/<arm>/``)."""
+def _probe_rule(study: bool, guided: bool = False):
+    """What a probe's folder holds; ``study``: a study's ``probe/`` (also ``arms.json`` and ``guided/<arm>/``);
+    ``guided``: a guided arm's ``guided/<arm>/`` (also :data:`GUIDED_LEFT_OUT`)."""
     from ..training.run_folder import RUN_LOCK
 
-    files = _files(*PROBE_FILES, *((ARMS_JSON,) if study else ())) | {RUN_LOCK}
+    probe_files = _files(*PROBE_FILES, *((ARMS_JSON,) if study else ())) | {RUN_LOCK}
+    files = probe_files | (_files(GUIDED_LEFT_OUT) if guided else set())
     batch = _leaf_rule(_files(*PROBE_FILES))
-    guided = (lambda name, is_dir: _probe_rule(study=False) if is_dir else False)
+    arm_probe = (lambda name, is_dir: _probe_rule(study=False, guided=True) if is_dir else False)
     aside = (lambda name, is_dir: batch if is_dir and PROBE_BATCH_DIR.fullmatch(name) else
-             None if not is_dir and name in files | _files(EARLIER_MANIFEST) else False)
+             None if not is_dir and name in probe_files | _files(EARLIER_MANIFEST) else False)
 
     def rule(name: str, is_dir: bool):
         if not is_dir:
@@ -468,7 +477,7 @@ def _probe_rule(study: bool):
             return batch
         if name == EARLIER_PROBE:  # an earlier probe a killed probe left aside (gradprobe.probe.output)
             return aside
-        return guided if study and name == GUIDED_PROBES else False
+        return arm_probe if study and name == GUIDED_PROBES else False
     return rule
 
 

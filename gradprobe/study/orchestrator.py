@@ -22,7 +22,8 @@
 4. the probe of every arm's reward on the initial policy (``DIR/probe/probe.json``,
    ``DIR/probe/arms.json``; settings from :mod:`gradprobe.study.probe_plan`), and of each guided arm's
    own update into ``DIR/probe/guided/<arm>/``, once (skipped when ``probe.json`` and every guided
-   arm's ``probe/guided/<arm>/probe.json`` exist, or with ``probe=False``);
+   arm's ``probe/guided/<arm>/probe.json``, or its record of a probe whose every reward failed, exist
+   (:func:`~gradprobe.study.probe_plan.pending_probes`), or with ``probe=False``);
 5. ``DIR/runs.csv`` is rebuilt from the finished run folders after every run
    (:mod:`gradprobe.study.collect`), so a killed study loses nothing; at the end
    :func:`gradprobe.study.analysis.analyze` writes ``DIR/analysis.json`` and ``DIR/figures/``.
@@ -76,12 +77,12 @@ from ..training.untrained import cause, describe, trained, untrained_tail, updat
 from .analysis import analyze as run_analysis
 from .collect import FinishedRunFiles, check_finished_runs, write_eval_items, write_runs_csv
 from .executors import EXECUTORS, default_workers, run_tasks, worker_threads
-from .folder import TRAIN_LOG, FolderLock, StudyError, now, refuse_other_output, run_status
+from .folder import GUIDED_LEFT_OUT, TRAIN_LOG, FolderLock, StudyError, now, refuse_other_output, run_status
 from .freeze import check_reward_plugins, check_study_model, check_task_data, freeze_plan, load_study_plan
 from .invocations import Invocation
 from .never_trained_arms import run_max_new_tokens
 from .preflight import check_plan_inputs
-from .probe_plan import arms_table, check_probe_settings, pending_probes
+from .probe_plan import arms_table, check_probe_settings, pending_probes, recorded_left_out
 from .result import StudyInterrupted, StudyResult, StudyTerminated, clock, progress_line
 from .reuse import check_reuse_sources, reuse_runs, reused_source
 from .worker import arms_text
@@ -345,9 +346,11 @@ def _train_tasks(plan: Plan, out: Path, entries: dict, result: StudyResult, repo
 
 def _probe_task(plan: Plan, out: Path, opts: _Options, result: StudyResult, study: dict) -> dict | None:
     """Write ``probe/arms.json``; the probe's task when it is asked for and not done yet: the shared
-    ``probe/probe.json`` or a guided arm's ``probe/guided/<arm>/probe.json`` missing (``result.probe``
-    says ``off`` / ``skipped`` otherwise, or, when ``study.json``'s probe record says an earlier invocation left
-    rewards out, which: :func:`probe_state`). A bad ``[probe]`` key or value fails here, before any run
+    ``probe/probe.json`` or a guided arm's ``probe/guided/<arm>/probe.json`` missing, and for a guided arm no
+    record that its every reward failed (:func:`~gradprobe.study.probe_plan.pending_probes`; ``result.probe``
+    says ``off`` / ``skipped`` otherwise, or, when an earlier invocation left rewards out, which:
+    :func:`probe_state` of ``study.json``'s probe record, with the guided records it lacks read from their files,
+    :func:`~gradprobe.study.probe_plan.recorded_left_out`). A bad ``[probe]`` key or value fails here, before any run
     (:class:`~gradprobe.training.plan.PlanError`)."""
     folder = probe_dir(out)
     write_json_atomic(prepare_output_dir(folder) / ARMS_JSON, arms_table(plan, opts.probe_overrides))
@@ -355,7 +358,13 @@ def _probe_task(plan: Plan, out: Path, opts: _Options, result: StudyResult, stud
         result.probe = "off"
         return None
     if not pending_probes(plan, folder, opts.probe_overrides):
-        earlier = study.get("probe") if isinstance(study.get("probe"), dict) else {}
+        earlier = dict(study["probe"]) if isinstance(study.get("probe"), dict) else {}
+        said = earlier.get("left_out") if isinstance(earlier.get("left_out"), list) else []
+        known = {(r.get("probe"), r.get("reward")) for r in said if isinstance(r, dict)}
+        files = [r for r in recorded_left_out(plan, folder, opts.probe_overrides)
+                 if (r.get("probe"), r.get("reward")) not in known]
+        if files:  # a study stopped after a guided probe's record was written, before study.json recorded it
+            earlier.update(status="done", left_out=[*said, *files])
         result.probe = probe_state(earlier, earlier=True) if earlier.get("left_out") else "skipped"
         return None
     check_probe_settings(plan, opts.probe_overrides)
@@ -414,15 +423,19 @@ def probe_state(record: dict, earlier: bool = False) -> str:
     """:attr:`StudyResult.probe <gradprobe.study.result.StudyResult.probe>` of the probe task's ``study.json`` record
     (``status``, ``error``, ``left_out``: :func:`gradprobe.study.worker.isolated_probe`'s records): ``done``,
     ``failed: ERROR``, or, when rewards were left out of a probe, ``failed for arm A: ERROR; ...``, naming each
-    reward's arms, its error, that the other arms' entries are kept and the fix (``earlier``: recorded by an earlier
-    invocation, whose ``probe.json`` is kept)."""
+    reward's arms, its error, the probe's file, that the other arms' entries are kept and the fix (``earlier``:
+    recorded by an earlier invocation, whose files are kept). A guided probe whose every reward failed (records with
+    ``every_reward_failed``) is named by its folder and its record, ``probe/guided/ARM/``
+    :data:`~gradprobe.study.folder.GUIDED_LEFT_OUT` (it has no ``probe.json``)."""
     if record.get("status") != "done":
         return f"failed: {record.get('error')}"
     left_out = record.get("left_out") or []
     if not left_out:
         return "done"
-    where = {r.get("probe") or "" for r in left_out}
-    files = ", ".join(f"probe/{f}/probe.json" if f else "probe/probe.json" for f in sorted(where))
+    where = {r.get("probe") or "": bool(r.get("every_reward_failed")) for r in left_out}
+    files = ", ".join(f"probe/{f} (every reward of that probe failed: no probe.json, its record probe/{f}/"
+                      f"{GUIDED_LEFT_OUT})" if where[f] else f"probe/{f}/probe.json" if f else "probe/probe.json"
+                      for f in sorted(where))
     failures = "; ".join(f"{arms_text(r.get('arms') or [])}: {r.get('error')}" for r in left_out)
     return (f"failed for {failures}; {'that reward is' if len(left_out) == 1 else 'those rewards are'} left out of "
             f"{files}{' (written by an earlier invocation, kept)' if earlier else ''}, and the other arms' entries "

@@ -11,6 +11,7 @@ loss registry, and the torch work happens in the worker that runs the probe).
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from ..layout import GUIDED_PROBES, PROBE_JSON
@@ -18,9 +19,10 @@ from ..probe_keys import entry_key
 from ..probe_settings import SETTINGS, ProbeConfig
 from ..probe_settings.stages import split_loss_types
 from ..training.plan import Plan, PlanError
+from .folder import GUIDED_LEFT_OUT
 
 __all__ = ["PROBE_DEFAULTS", "probe_settings", "check_probe_settings", "guided_probes", "pending_probes",
-           "arms_table"]
+           "arms_table", "recorded_left_out"]
 
 # probe settings when the plan has no [probe] table: ProbeConfig defaults scaled for a study
 PROBE_DEFAULTS = {"prompts": 16, "group": 8, "heldout_prompts": 16, "heldout_group": 16}
@@ -157,13 +159,43 @@ def pending_probes(plan: Plan, probe_folder: Path, overrides: dict | None = None
     ``probe.json`` does not exist, ``""`` (the shared probe) first, then the ``"guided/<arm>"`` folders of
     :func:`guided_probes` in plan order. Empty when every probe is done.
 
+    A guided probe whose every reward failed on its batch wrote no ``probe.json`` but its record,
+    :data:`~gradprobe.study.folder.GUIDED_LEFT_OUT`: it is done too, as the shared probe is done with the rewards it
+    left out (a rerun would fail the same way: the study refuses an edited plug-in reward file while runs of it
+    remain). A guided folder with neither file (never probed, or a study from before that record) is pending.
+
     Raises
     ------
     PlanError
         A ``[probe]`` key :class:`~gradprobe.probe.run.ProbeConfig` does not have (:func:`probe_settings`).
     """
-    folders = ("", *guided_probes(plan, overrides))
-    return [f for f in folders if not (Path(probe_folder) / f / PROBE_JSON).exists()]
+    folder = Path(probe_folder)
+    guided = [f for f in guided_probes(plan, overrides) if not (folder / f / GUIDED_LEFT_OUT).exists()]
+    return [f for f in ("", *guided) if not (folder / f / PROBE_JSON).exists()]
+
+
+def recorded_left_out(plan: Plan, probe_folder: Path, overrides: dict | None = None) -> list[dict]:
+    """The ``left_out`` records of the study's guided probes whose every reward failed (their
+    :data:`~gradprobe.study.folder.GUIDED_LEFT_OUT` in ``probe_folder``), in plan order, each marked
+    ``every_reward_failed``: what the study says of them when ``study.json``'s probe record lacks them (a study
+    stopped between the probe's record and its report). A record that cannot be read (missing, not UTF-8 JSON, no
+    list of records) gives none: it is the forecast that refuses a damaged one, naming the fix.
+
+    Raises
+    ------
+    PlanError
+        As :func:`pending_probes` raises it.
+    """
+    out = []
+    for f in guided_probes(plan, overrides):
+        try:
+            doc = json.loads((Path(probe_folder) / f / GUIDED_LEFT_OUT).read_text(encoding="utf-8-sig"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        records = doc.get("left_out") if isinstance(doc, dict) else None
+        out += [dict(r, every_reward_failed=True) for r in records if isinstance(r, dict)] if isinstance(
+            records, list) else []
+    return out
 
 
 def arms_table(plan: Plan, overrides: dict | None = None) -> dict:

@@ -23,10 +23,10 @@ import warnings
 from pathlib import Path
 
 from ..layout import PROBE_JSON
-from ..outputs import json_safe, write_json_atomic
+from ..outputs import json_safe, prepare_output_dir, write_json_atomic
 from ..training.budget import reach_silenced
 from ..training.plan import Plan, PlanError, load_plan
-from .folder import TRAIN_LOG, FolderLock, StudyError
+from .folder import GUIDED_LEFT_OUT, TRAIN_LOG, FolderLock, StudyError
 from .probe_plan import guided_probes, pending_probes, probe_settings
 
 __all__ = ["execute_task", "worker_init", "library_bars", "isolated_probe", "left_out_fix", "arms_text"]
@@ -196,7 +196,8 @@ def _train(plan: Plan, arm: str, seed: int, out: Path, log: bool, report_to: str
 def _probe(plan: Plan, out: Path, overrides: dict) -> dict:
     """The study's probe of every arm's reward on the initial policy, into ``out``, then each guided arm's own
     probe into ``out/guided/<arm>`` (:func:`~gradprobe.study.probe_plan.guided_probes`); each is skipped
-    when its ``probe.json`` exists, so a resumed study redoes none.
+    when it is done (its ``probe.json``, or a guided probe's record of its failed rewards:
+    :func:`~gradprobe.study.probe_plan.pending_probes`), so a resumed study redoes none.
 
     One policy (the plan's model at the probe's seed) serves every probe, and one reference update v: the
     shared probe computes it and the guided probes reuse it (``reference.reused`` in their ``probe.json``).
@@ -205,7 +206,10 @@ def _probe(plan: Plan, out: Path, overrides: dict) -> dict:
     each probe's u = P v has P from its own batch's second moment, as every probe batch does.
 
     A reward that fails on a probe's batch (a plug-in that raises) is left out of that probe and the others are
-    probed (:func:`isolated_probe`), so one broken reward does not cost every arm its probe entry.
+    probed (:func:`isolated_probe`), so one broken reward does not cost every arm its probe entry. A guided probe
+    whose every reward failed writes no ``probe.json`` but :data:`~gradprobe.study.folder.GUIDED_LEFT_OUT` in its
+    folder (:func:`_record_failed_probe`; its records have ``every_reward_failed``), so a rerun of the study does not
+    load the policy to fail the same way again.
 
     Returns ``{"skipped": True}`` when nothing was left to do, else ``rewards`` (the shared probe's entries,
     when it ran), ``guided`` (the guided probe folders run, relative to ``out``) and, when a reward was left out,
@@ -244,6 +248,8 @@ def _probe(plan: Plan, out: Path, overrides: dict) -> dict:
                 record.update(probe=folder, fix=left_out_fix(out.parent))
             if dropped and result is not None:
                 _record_left_out(out / folder, result, dropped)
+            elif result is None:  # a guided probe whose every reward failed: recorded, so a rerun does not redo it
+                _record_failed_probe(out / folder, folder, dropped)
             left_out += dropped
             if folder == "":
                 res["rewards"] = [r["name"] for r in result["rewards"]]
@@ -336,3 +342,18 @@ def _record_left_out(out: Path, result: dict, left_out: list) -> None:
     result["left_out"] = left_out
     result["warnings"] = [*(result.get("warnings") or []), *notes]
     write_json_atomic(out / PROBE_JSON, json_safe(result))
+
+
+def _record_failed_probe(out: Path, folder: str, left_out: list) -> None:
+    """Write ``out/``:data:`~gradprobe.study.folder.GUIDED_LEFT_OUT` for the guided probe ``folder`` (relative to the
+    study's ``probe/``) whose every reward failed: ``{"probe", "left_out", "note"}``, ``left_out`` being
+    :func:`isolated_probe`'s records with ``probe`` and ``fix``, each marked ``every_reward_failed`` (in place, so the
+    study's record says it too). Atomic (:func:`gradprobe.outputs.write_json_atomic`): the file marks the probe done
+    (:func:`~gradprobe.study.probe_plan.pending_probes`)."""
+    for record in left_out:
+        record["every_reward_failed"] = True
+    note = (f"every reward of this guided probe failed on its batch, so it wrote no {PROBE_JSON} and its arms have no "
+            "probe entry; a rerun of the study does not probe it again while this file exists (delete it and rerun "
+            "the study to probe it again); each record's fix says how to get the entry")
+    write_json_atomic(prepare_output_dir(out) / GUIDED_LEFT_OUT,
+                      json_safe({"probe": folder, "left_out": left_out, "note": note}))
