@@ -96,7 +96,7 @@ def _resume_command(args) -> str:
     it back (:func:`_word`)."""
     parts = ["gradprobe", "study"] + ([_Path(args.plan)] if args.plan else []) + ["--out", _Path(args.out)]
     if getattr(args, "replicate", None):
-        parts += ["--replicate", args.replicate]
+        parts += ["--replicate", _Path(args.replicate)]
         if args.seed_offset is not None:
             parts += ["--seed-offset", str(args.seed_offset)]
     if args.executor != "local":
@@ -115,7 +115,7 @@ def _resume_command(args) -> str:
 
 
 class _Path(str):
-    """A word of :func:`_resume_command` that is a path (the plan, ``--out``, ``--reuse-runs``)."""
+    """A word of :func:`_resume_command` that is a path (the plan, ``--out``, ``--replicate``, ``--reuse-runs``)."""
 
 
 def _word(word) -> str:

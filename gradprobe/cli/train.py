@@ -104,9 +104,13 @@ def _after_reward_error(error: Exception, out, run) -> str:
     """What a rerun does after a reward raised during training (``RewardFunctionError``, matched by name: the class
     lives with torch): the run folder keeps its updates, a rerun resumes only with the reward's file unchanged (a
     resume checks its sha256: :func:`gradprobe.training.run_folder.check_reward_identity`), so a fixed reward
-    starts a new run. '' for any other error."""
+    starts a new run; a run that kept no checkpoint starts from update 0 whatever the file holds (the check is made
+    only for a checkpoint to resume), so a fixed reward is rerun into the same folder. '' for any other error."""
     if type(error).__name__ != "RewardFunctionError" or run is None:
         return ""
+    if not (Path(out) / CHECKPOINT_POINTER).is_file():
+        return ("; the run kept no checkpoint: after fixing the reward (or as it is, if the failure was transient), "
+                "running the same command again starts the run from update 0")
     every = run.train.checkpoint_every
     return (f"; if the failure was transient (the reward's file unchanged), {interrupt_message(out, every)}; after "
             "fixing the reward, start the run under a new --out (a resume with an edited reward file is refused: its "

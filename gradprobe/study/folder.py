@@ -22,6 +22,7 @@ from ..layout import (ANALYSIS_JSON, ARMS_JSON, CONFIG_JSON, EARLIER_MANIFEST, E
                       STUDY_JSON, SUMMARY_JSON, WEIGHTS_DIR, keeps_runs, output_kind)
 from ..outputs import (OutputDirError, error_text, output_error, prepare_output_dir, removed_if_left_empty,
                        shell_word)
+from ..tables import shown
 
 __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finished_runs", "sha256", "now",
            "hold_run_folder", "refuse_other_output", "run_damage", "check_run_folders", "read_study_json",
@@ -187,14 +188,12 @@ class FolderLock:
         try:
             fcntl.flock(self.f.fileno(), flags)
         except BlockingIOError:
-            self.f.seek(0)
-            holder = self.f.read().strip()
+            holder = os.pread(self.f.fileno(), 4096, 0).decode("utf-8", "backslashreplace").strip()
             self.f.close()
-            raise StudyError(f"{what} {folder} is in use by another process ({holder or 'unknown pid'}); wait for "
-                             f"it to finish or stop it") from None
-        self.f.seek(0)
-        held = self.f.read(4096)
-        if held.strip() and not re.fullmatch(r"pid \d+", held.strip()):  # a user's file of that name: kept
+            raise StudyError(f"{what} {folder} is in use by another process ({shown(holder) or 'unknown pid'}); "
+                             f"wait for it to finish or stop it") from None
+        held = os.pread(self.f.fileno(), 4096, 0).strip()  # bytes: a user's file need not be text
+        if held and not re.fullmatch(rb"pid \d+", held):  # a user's file of that name: kept
             fcntl.flock(self.f.fileno(), fcntl.LOCK_UN)
             self.f.close()
             raise StudyError(_not_a_lock(path, what, "holds text that is no lock's"))

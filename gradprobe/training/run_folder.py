@@ -63,8 +63,9 @@ import sys
 from pathlib import Path
 
 from ..layout import (CHECKPOINT_POINTER, CONFIG_JSON, EVAL_ITEMS_JSONL, METRICS_JSONL, OUTPUT_KINDS, STUDY_JSON,
-                      SUMMARY_JSON, output_kind)
-from ..outputs import OutputDirError, as_made, error_text, json_short, refuse_file_in_the_way, shell_word
+                      SUMMARY_JSON, WEIGHTS_DIR, output_kind)
+from ..outputs import (OutputDirError, as_made, error_text, json_short, out_option, refuse_file_in_the_way,
+                       shell_word)
 from .errors import DamagedRunFolderError, RunConfigMismatchError
 from .specs import run_config_from_dict
 
@@ -182,18 +183,19 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
     ``out`` is read where the system will find it once ``mkdir -p`` has made its missing folders
     (:func:`gradprobe.outputs.as_made`: ``new7/../probe`` is the folder ``probe``); the messages name it as given.
     """
+    opt = out_option()  # --out, or the API's argument (out) inside naming_out
     refuse_file_in_the_way(out)  # else the lock file's opening fails with a message naming a path inside a file
     where = as_made(out)  # new7/../probe: the folder probe, though new7 does not exist yet
     study = study_above(where) if outside_studies else None
     if study is not None:
         raise OutputDirError(errno.EEXIST, (
             f"{out} is inside the study {study} ({STUDY_JSON}): its runs are trained and resumed by `gradprobe "
-            f"study --out {shell_word(study)}`; for a run of your own choose an --out outside the study"))
+            f"study --out {shell_word(study)}`; for a run of your own choose an {opt} outside the study"))
     what = other_output(where)
     if what is not None:
         raise OutputDirError(errno.EEXIST, (
             f"{out} holds {what}, not a training run; a run there would write its checkpoints, config.json, "
-            "metrics.jsonl and summary.json into it: choose another --out (a new or empty folder, or a run's "
+            f"metrics.jsonl and summary.json into it: choose another {opt} (a new or empty folder, or a run's "
             "own folder to resume it)"))
     linked = linked_config(where)
     if linked is not None:
@@ -202,8 +204,8 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
             f"{config} is a symbolic link (to {linked!r}), not a run's own {CONFIG_JSON}: a run there would write its "
             "checkpoints, metrics.jsonl and summary.json beside a record kept elsewhere; put a copy of the file in its "
             f"place (rm {shell_word(config)} && cp {shell_word(os.path.realpath(where / CONFIG_JSON))} "
-            f"{shell_word(config)}), or choose the folder it links into as --out (to resume that run), or another "
-            "--out; nothing was written"))
+            f"{shell_word(config)}), or choose the folder it links into as {opt} (to resume that run), or another "
+            f"{opt}; nothing was written"))
     linked = linked_run_files(where)
     if linked:
         name, target = linked[0]
@@ -211,7 +213,7 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
         raise OutputDirError(errno.EEXIST, (
             f"{path} is a symbolic link (to {target!r}), not the run's own file: a run there would write into what it "
             f"points to; put a copy in its place (rm {shell_word(path)} && cp -r "
-            f"{shell_word(os.path.realpath(where / name))} {shell_word(path)}) or remove it, or choose another --out; "
+            f"{shell_word(os.path.realpath(where / name))} {shell_word(path)}) or remove it, or choose another {opt}; "
             "nothing was written"))
     theirs = foreign_run_files(where)
     if theirs:
@@ -219,7 +221,7 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
         raise OutputDirError(errno.EEXIST, (
             f"{out} holds {', '.join(theirs)} but no run's {CONFIG_JSON} (one with a \"run\" record, which a run "
             f"writes first), so {they} not a training run's; a run there would overwrite or delete {them}: choose "
-            f"another --out (a new or empty folder, or a run's own folder to resume it), or move {them} out of the "
+            f"another {opt} (a new or empty folder, or a run's own folder to resume it), or move {them} out of the "
             "folder; nothing was written"))
 
 
@@ -238,11 +240,13 @@ def linked_config(out) -> str | None:
 
 def linked_run_files(out) -> list[tuple[str, str]]:
     """(name, :func:`os.readlink` target) of each file or folder the run writes in ``out`` after its ``config.json``
-    (:data:`RUN_FILES`, ``checkpoint-UUUUUU/``) that is a symbolic link, sorted by name; [] for none or a folder that
-    cannot be listed. A run appends its lines and writes its checkpoints through such a link into the file or folder
-    it points to (:func:`refuse_other_output` refuses it). Raises nothing."""
+    (:data:`RUN_FILES`, ``checkpoint-UUUUUU/``, ``weights/``: :data:`gradprobe.layout.WEIGHTS_DIR`) that is a symbolic
+    link, sorted by name; [] for none or a folder that cannot be listed. A run appends its lines and writes its
+    checkpoints and kept weights through such a link into the file or folder it points to (:func:`refuse_other_output`
+    refuses it). Raises nothing."""
     try:
-        names = sorted(n for n in os.listdir(out) if n in RUN_FILES or _CHECKPOINT_DIR.fullmatch(n))
+        names = sorted(n for n in os.listdir(out)
+                       if n in RUN_FILES or n == WEIGHTS_DIR or _CHECKPOINT_DIR.fullmatch(n))
     except OSError:
         return []
     found = []

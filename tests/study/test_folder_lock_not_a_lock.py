@@ -63,3 +63,11 @@ def test_gradprobe_train_into_a_folder_with_a_users_lock_file_is_refused_before_
     err = capsys.readouterr().err
     assert status == 2 and "out/.lock holds text that is no lock's" in err and err.count("\n") == 1
     assert (tmp_path / "out" / ".lock").read_text() == "my notes\n" and os.listdir(tmp_path / "out") == [".lock"]
+
+
+def test_a_lock_file_of_bytes_that_are_no_text_is_refused_naming_it(tmp_path):
+    """Was: ``'utf-8' codec can't decode byte 0xff``, naming neither the file nor the fix."""
+    (tmp_path / ".study.lock").write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(StudyError, match=r"\.study\.lock holds text that is no lock's .* nothing was written$"):
+        FolderLock(tmp_path, ".study.lock", wait=False, what="study folder")
+    assert (tmp_path / ".study.lock").read_bytes() == b"\xff\xfe\x00binary"

@@ -60,3 +60,6 @@ def test_the_resume_command_reads_back_as_the_paths_it_names():
     assert line.isprintable() and "\t" not in line
     assert shell_split(line) == ["gradprobe", "study", "./-p.toml", "--out", "st\tx", "--reuse-runs", "r\udcff",
                                  "--quiet"]
+    args = parser.parse_args(["study", "--replicate", "./-src", "--out", "new"])
+    args.replicate = "-src"
+    assert shell_split(_resume_command(args)) == ["gradprobe", "study", "--out", "new", "--replicate", "./-src"]

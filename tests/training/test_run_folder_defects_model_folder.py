@@ -87,6 +87,6 @@ def test_python_train_refuses_a_tier_folder(tmp_path):
     plan = tmp_path / "plan.toml"
     plan.write_text(tiny_plan())
     with pytest.raises(OutputDirError, match=r"holds a model \(warmstart\.json\), not a training run; .*choose "
-                                             r"another --out"):
+                                             r"another out \("):  # the API's argument, not the command's --out
         gradprobe.train(plan, tier, arm="grpo", updates=1)
     assert _snapshot(tier) == before

@@ -208,12 +208,12 @@ def test_the_api_resumes_the_run_folder_reached_through_a_missing_folder(here, t
     assert trained.calls == [str(r1)] and sorted(os.listdir(here)) == ["R1", "new7", "ok.toml", "oor.toml"]
 
 
-@pytest.mark.parametrize("name", ["metrics.jsonl", "summary.json", "checkpoint-000001"])
+@pytest.mark.parametrize("name", ["metrics.jsonl", "summary.json", "checkpoint-000001", "weights"])
 def test_a_run_file_that_is_a_link_is_refused_and_its_target_kept(here, trained, capsys, name):
     """Was: the resume appended its lines to (or wrote its checkpoint into) the file or folder the link points to."""
     r1 = _run_folder(here / "R1", here / "ok.toml")
     target = here / f"elsewhere_{name}"
-    target.mkdir() if name.startswith("checkpoint") else target.write_text("theirs\n")
+    target.mkdir() if name.startswith(("checkpoint", "weights")) else target.write_text("theirs\n")
     os.symlink(target, r1 / name)
     status, _ = _train("ok.toml", "R1")
     err = capsys.readouterr().err
@@ -223,3 +223,15 @@ def test_a_run_file_that_is_a_link_is_refused_and_its_target_kept(here, trained,
         f"'R1/{name}') or remove it, or choose another --out; nothing was written\n")
     assert trained.calls == [] and sorted(os.listdir(r1)) == sorted(["config.json", name])
     assert os.listdir(target) == [] if target.is_dir() else target.read_text() == "theirs\n"
+
+
+def test_the_api_refusal_names_its_argument_out(here, trained):
+    """Was: ``gradprobe.train(...)`` told to "choose another --out", an option the API has not."""
+    import gradprobe
+
+    r1 = _run_folder(here / "R1", here / "ok.toml")
+    os.symlink(here / "elsewhere.jsonl", r1 / "metrics.jsonl")
+    with pytest.raises(OSError) as e:
+        gradprobe.train("ok.toml", "R1", arm="grpo", progress=False)
+    assert str(e.value).endswith("or remove it, or choose another out; nothing was written")
+    assert "--out" not in str(e.value) and trained.calls == []

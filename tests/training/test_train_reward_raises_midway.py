@@ -35,3 +35,22 @@ def test_a_reward_raising_midway_says_what_a_rerun_does(tmp_path, capsys):
                         f"again resumes from {ckpt['checkpoint']} (update 2) in {out}; after fixing the reward, "
                         "start the run under a new --out (a resume with an edited reward file is refused: its first "
                         "updates were trained with the old one)")
+
+
+def test_a_reward_raising_before_any_checkpoint_says_the_same_folder_takes_the_fixed_reward(tmp_path, capsys):
+    """Was: "after fixing the reward, start the run under a new --out (a resume with an edited reward file is
+    refused...)", though with no checkpoint the rerun starts from update 0 and takes the edited file."""
+    (tmp_path / "rw.py").write_text(PLUGIN.replace("len(CALLS) == 3", "len(CALLS) == 1"))
+    plan = tmp_path / "plan.toml"
+    plan.write_text(tiny_plan(reward=f"{tmp_path / 'rw.py'}:flaky", budget={"updates": 2},
+                              train={"checkpoint_every": 1}, eval={"sampled": False}))
+    out = tmp_path / "run"
+    args = ["train", "--plan", str(plan), "--arm", "grpo", "--out", str(out), "--no-progress"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (out / "checkpoint.json").exists() and "the grader's service is down" in err
+    assert err.endswith("; the run kept no checkpoint: after fixing the reward (or as it is, if the failure was "
+                        "transient), running the same command again starts the run from update 0")
+    (tmp_path / "rw.py").write_text(PLUGIN.replace("len(CALLS) == 3", "False"))  # fixed: the same --out trains
+    assert main(args) == 0
+    assert json.loads((out / "summary.json").read_text())["updates"] == 2
