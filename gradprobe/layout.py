@@ -25,6 +25,8 @@ that is not a run's). Every command refuses it as an ``--out`` (:func:`output_ki
 into a model and no run's ``config.json`` replaces the model's. A folder holding only a killed probe's
 :data:`EARLIER_PROBE` (non-empty) is that probe's too: every other command refuses it, since ``gradprobe probe`` then
 refuses their output there and the earlier probe would be stranded (``gradprobe probe --out`` on it puts it back).
+So is a folder holding :data:`UNFINISHED_PROBE`, a probe's record of the files and ``batch_K/`` folders it is
+writing, left with them by a probe killed before its ``probe.json`` (``gradprobe probe --out`` on it removes them).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ __all__ = ["rerun_advice", "study_probe_advice", "restore_advice", "probe_study"
            "RETRAIN_CLAUSE",
            "CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
            "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "EARLIER_PROBE",
-           "EARLIER_MANIFEST", "UNFINISHED_BATCHES", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
+           "EARLIER_MANIFEST", "UNFINISHED_PROBE", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
            "PROBE_FILES", "PROBE_BATCH_DIR",
            "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "CV_PREDICTIONS_CSV", "run_dir", "probe_dir",
            "TIER_FILES", "MODEL_WEIGHTS",
@@ -64,7 +66,9 @@ ARMS_JSON = "arms.json"                # in a study's probe/: arm -> the probe e
 GUIDED_PROBES = "guided"               # in a study's probe/: guided/<arm>, the probe of a guided arm's update
 EARLIER_PROBE = ".earlier-probe"       # where an earlier probe's files wait until the new probe has finished
 EARLIER_MANIFEST = "manifest.json"     # in EARLIER_PROBE: the names of the earlier probe's files while they move
-UNFINISHED_BATCHES = ".unfinished-batches.json"  # in a probe's folder: the batch_K folders it writes, until complete
+#: In a probe's folder while the probe writes it: the files (:data:`PROBE_FILES`) and ``batch_K`` folders it writes,
+#: named before the first and deleted once it is complete or rolled back (:mod:`gradprobe.probe.output`)
+UNFINISHED_PROBE = ".unfinished-probe.json"
 #: Every file a probe writes into its folder (:mod:`gradprobe.probe.output`; a study's ``--restart`` names any other)
 PROBE_FILES = (PROBE_JSON, TOKENS_JSONL, ALIGNMENT_SAFETENSORS, REPORT_HTML, CALIBRATED_JSON)
 #: The folder of batch K of ``--probe-batches`` inside a probe's folder: ``batch_K`` (:mod:`gradprobe.probe.batches`)
@@ -127,7 +131,10 @@ OUTPUT_KINDS = {"run": "a training run (`gradprobe train`)", "study": "a study (
                 "ranking": "a ranking (`gradprobe rank-prompts`)",
                 "difficulty eval": "a difficulty evaluation (`gradprobe difficulty-eval`)", "model": "a model",
                 "killed probe": ("the earlier probe a killed `gradprobe probe` left aside (`gradprobe probe --out` on "
-                                 "this folder puts it back first; or move its files back by hand)")}
+                                 "this folder puts it back first; or move its files back by hand)"),
+                "unfinished probe": ("what a `gradprobe probe` killed before its probe.json left (`gradprobe probe "
+                                     "--out` on this folder removes it first; or delete the files and batch folders "
+                                     f"that its {UNFINISHED_PROBE} names, then that file, by hand)")}
 #: marker file -> the kind of folder holding it (checked in this order; the first found names the folder)
 _MARKERS = {METRICS_JSONL: "run", SUMMARY_JSON: "run", CHECKPOINT_POINTER: "run", STUDY_JSON: "study",
             RUNS_CSV: "study", ANALYSIS_JSON: "study", PROBE_JSON: "probe", CALIBRATED_JSON: "probe",
@@ -157,7 +164,10 @@ def output_kind(folder: str | Path) -> tuple[str, str] | None:
         :func:`probe_study`; ``"probe/guided/<arm>"``, a marker file, ``"warmstart.json"`` or
         ``"config.json + model.safetensors"`` for a model, ``".earlier-probe/"`` for ``"killed probe"``: a folder
         with no marker whose non-empty :data:`EARLIER_PROBE` holds the earlier probe a killed ``gradprobe probe``
-        left aside); None for a missing or empty folder or one holding none of these.
+        left aside; :data:`UNFINISHED_PROBE` for ``"unfinished probe"``: a folder with neither that holds a probe's
+        record of what it is writing, left by a probe killed before its ``probe.json`` with what it wrote, its
+        ``report.html`` or ``batch_K/`` folders, which mark no folder by themselves); None for a missing or empty
+        folder or one holding none of these.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -177,6 +187,8 @@ def output_kind(folder: str | Path) -> tuple[str, str] | None:
     found = next(((kind, name) for name, kind in _MARKERS.items() if (folder / name).exists()), None)
     if found is None and (leftover := _earlier_probe_evidence(folder)) is not None:
         return "killed probe", leftover
+    if found is None and os.path.lexists(folder / UNFINISHED_PROBE):  # a probe killed before its probe.json
+        return "unfinished probe", UNFINISHED_PROBE
     return found
 
 

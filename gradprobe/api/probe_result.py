@@ -471,7 +471,8 @@ class ProbeResult:
         -----
         UserWarning
             One line per thing done to what a killed probe (or copy) left in ``dir`` (an earlier probe put back, its
-            unfinished files and batch folders deleted), naming the line that called this method.
+            unfinished files and batch folders deleted: those it named in ``dir/.unfinished-probe.json``, a copy's
+            ``report.html`` written before its ``probe.json`` too), naming the line that called this method.
         """
         from ..probe.output import _other_output, replacing_earlier_probe  # torch-bound: deferred (module docstring)
 

@@ -6,8 +6,10 @@ study's folder is refused; ``probe.json``'s entries say which rewards give no gr
 :func:`gradprobe.probe.result.reward_entries` builds them), and on Ctrl-C removes what it wrote so far, puts the earlier
 probe back and exits 130 with one line (:func:`interrupt_message`), as ``gradprobe train`` and ``study`` do. SIGTERM
 takes the same path (:class:`Terminated`, raised by a handler installed for the command's duration) and exits 143.
-What a probe killed outright (SIGKILL) left in ``--out`` (the earlier probe aside, the batch folders it named as its
-own) is put back or removed by the next probe there, each in one ``warning:`` line on stderr (:func:`_warn`).
+What a probe killed outright (SIGKILL) left in ``--out`` (the earlier probe aside; the files and batch folders it
+named as its own, as a one-batch probe's ``tokens.jsonl`` and ``alignment.safetensors`` written before its
+``probe.json``) is put back or removed by the next probe there, each in one ``warning:`` line on stderr
+(:func:`_warn`).
 Any other error after the probe started (up to and including formatting what it prints) rolls back the same way
 before it is reported: a bad input or I/O error as one line, exit 2; anything else (a bug) with a line saying the
 earlier probe was put back, then its traceback.

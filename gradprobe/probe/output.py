@@ -24,11 +24,15 @@ folder where one of those names (or a ``batch_K``) is a symbolic link in a loop,
 A ``batch_K/`` is an earlier probe's only when it is a real folder (never a link) holding nothing but regular files of
 those names (or their ``.tmp`` partials) and, beside a ``probe.json`` that gradprobe wrote, among the ``batch_0`` ..
 ``batch_{n-1}`` it lists (``config.probe_batches``; none for one batch, nor for a ``probe.json`` without gradprobe's
-``versions`` and ``config``, as a hand-made one: :func:`_batch_folders_of`). While a probe writes its batch folders,
-``.unfinished-batches.json`` in the folder names them (:data:`~gradprobe.layout.UNFINISHED_BATCHES`, written
-atomically before the first, deleted once the probe is complete or rolled back): those a probe killed before its
-``probe.json`` (SIGKILL) left are known by it as that probe's, not guessed, and the next probe deletes them with the
-rest of what it left, saying so in one line (:func:`_killed_batches`). Any other ``batch_K`` (a user's folder, another
+``versions`` and ``config``, as a hand-made one: :func:`_batch_folders_of`). While a probe writes its folder,
+``.unfinished-probe.json`` there names the files (:data:`PROBE_FILES`) and batch folders it writes
+(:data:`~gradprobe.layout.UNFINISHED_PROBE`, written atomically once the folder was checked to hold none of them and
+before the first, deleted once the probe is complete or rolled back): what a probe killed before its ``probe.json``
+(SIGKILL) left, its complete ``tokens.jsonl`` or ``alignment.safetensors`` as well as its batch folders, is known by
+it as that probe's, not guessed, and the next probe deletes it with the rest of what it left, saying so in one line
+(:func:`_killed_files`, :func:`_killed_batches`): only regular files of those names (never a link or a folder) and
+batch folders of a probe's files only. A file of those names in a folder without the record (a user's ``report.html``)
+is refused as before. Any other ``batch_K`` (a user's folder, another
 probe's, a link to one elsewhere, a file) is never moved or deleted, and is refused before any compute when the probe
 writes there (``--probe-batches``: :func:`_refuse_batch_folders_in_the_way`). It also
 refuses a folder that holds a training run, a study, a ``calib report``
@@ -49,6 +53,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import shutil
 import warnings
@@ -59,7 +64,7 @@ from safetensors.torch import save as safetensors_bytes
 
 from ..caller import caller_stacklevel
 from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, OUTPUT_KINDS, PROBE_BATCH_DIR,
-                      PROBE_FILES, PROBE_JSON, TOKENS_JSONL, UNFINISHED_BATCHES, output_kind, study_probe_refusal)
+                      PROBE_FILES, PROBE_JSON, TOKENS_JSONL, UNFINISHED_PROBE, output_kind, study_probe_refusal)
 from ..outputs import (OutputDirError, json_safe, naming_out, output_error, prepare_output_dir, refuse_link_loop,
                        refuse_looping_file, removed_if_left_empty, shell_word, write_bytes_atomic, write_json_atomic,
                        write_text_atomic)
@@ -79,9 +84,9 @@ EARLIER = EARLIER_PROBE
 _MANIFEST = EARLIER_MANIFEST
 _MANIFEST_FILES = (_MANIFEST, f"{_MANIFEST}.tmp")  # the manifest and its partial: no earlier probe's files
 _BATCH_DIR = PROBE_BATCH_DIR
-#: In the folder while a probe writes its ``batch_K/`` folders: their names, written atomically before the first and
-#: deleted once the probe is complete or rolled back (:func:`_unfinished_batches` reads it).
-_UNFINISHED = UNFINISHED_BATCHES
+#: In the folder while a probe writes it: the names of the files and ``batch_K/`` folders it writes, written atomically
+#: before the first and deleted once the probe is complete or rolled back (:func:`_unfinished` reads it).
+_UNFINISHED = UNFINISHED_PROBE
 _UNFINISHED_FILES = (_UNFINISHED, f"{_UNFINISHED}.tmp")  # the record and its partial
 _OURS = frozenset(PROBE_FILES) | {f"{n}.tmp" for n in PROBE_FILES}  # a probe's file names and their .tmp partials
 
@@ -282,7 +287,7 @@ def _other_output(folder: Path, label: str = "--out") -> str | None:
     if refusal is not None:
         return refusal
     found = output_kind(folder)  # "study probe" and "guided probe" are study_probe_refusal's already
-    if found is None or found[0] in ("probe", "killed probe"):  # a killed probe's leftover is put back (_leftover)
+    if found is None or found[0] in ("probe", "killed probe", "unfinished probe"):  # a killed probe's: dealt with
         return None
     kind, evidence = found
     return (f"holds {OUTPUT_KINDS[kind]} ({evidence}), not a probe's output; a probe there would mix its files into "
@@ -324,7 +329,8 @@ class ProbeFolder:
 
 def _warn(message: str) -> None:
     """:func:`replacing_earlier_probe`'s default ``say``: a UserWarning of ``message`` (:func:`warnings.warn`, so the
-    filters decide whether it shows) at the user's line that called gradprobe (:func:`gradprobe.caller.caller_stacklevel`)."""
+    filters decide whether it shows) at the user's line that called gradprobe
+    (:func:`gradprobe.caller.caller_stacklevel`)."""
     warnings.warn(message, stacklevel=caller_stacklevel())
 
 
@@ -335,12 +341,12 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out", batch_folde
     On entry the earlier probe's files (:data:`PROBE_FILES`, their ``.tmp`` partials, its ``batch_K/`` folders:
     :func:`_probe_names`) are moved into ``out/.earlier-probe``; other files are never touched. Only a folder holding
     ``probe.json`` holds an earlier probe: one that holds files of those names without it is refused (a user's
-    ``report.html``, or a killed probe's partial files), nothing moved. Before the block runs, the ``batch_K``
-    folders it writes are named in ``out/.unfinished-batches.json`` (:func:`_record_batches`). When the block ends
+    ``report.html``, or a killed probe's partial files), nothing moved. Before the block runs, the files and ``batch_K``
+    folders it writes are named in ``out/.unfinished-probe.json`` (:func:`_record_unfinished`). When the block ends
     normally that record and the earlier files are deleted; when it raises (an error, Ctrl-C, the CLI's SIGTERM) the
     files this probe wrote so far and the record are deleted, the earlier ones put back and a folder this call found
-    missing is removed again if left empty. What a killed probe left (a ``.earlier-probe/``, batch folders it
-    recorded) is dealt with first (module docstring; ``say`` is told).
+    missing is removed again if left empty. What a killed probe left (a ``.earlier-probe/``, the files and batch
+    folders it recorded) is dealt with first (module docstring; ``say`` is told).
 
     Parameters
     ----------
@@ -368,9 +374,9 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out", batch_folde
         other files (:func:`_refuse_mixed_batch_folders`); a ``batch_K`` the probe writes that is no earlier probe's
         (a link, a file, a user's folder: :func:`_refuse_batch_folders_in_the_way`); a name of the probe's that is a
         folder, a symbolic link in a loop (errno ELOOP) or a broken ``probe.json`` link (errno ENOENT)
-        (:func:`_refuse_unwritable_names`); errno EINVAL: a record of the batch folders a killed probe was writing
-        that cannot be read (:func:`_unfinished_batches`). Or the earlier files cannot be moved (they are left in
-        place), or the record cannot be written (the earlier files put back).
+        (:func:`_refuse_unwritable_names`); errno EINVAL: a record of the files and batch folders a killed probe was
+        writing that cannot be read (:func:`_unfinished`). Or the earlier files cannot be moved (they are left in
+        place), or the record cannot be written (the earlier files put back, a folder this call made removed).
     """
     folder = ProbeFolder(Path(out), batch_folders=batch_folders)
     _refuse_unwritable_names(folder.path, label)
@@ -380,13 +386,13 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out", batch_folde
         raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
     with removed_if_left_empty(folder.path):  # a folder this call found missing goes again if left empty
         try:
-            _record_batches(folder)  # before the first batch folder: a probe killed now leaves them named its own
+            _record_unfinished(folder)  # before the first file: a probe killed now leaves what it wrote named its own
             yield folder
         except BaseException:
             _roll_back(folder)
             raise
         with contextlib.suppress(OSError):  # complete: a record left (a full disk) is deleted by the next probe
-            _unrecord_batches(folder.path)
+            _unrecord(folder.path)
     _remove(folder.path / EARLIER)
 
 
@@ -546,55 +552,92 @@ def _done_moving(aside: Path) -> None:
     (aside / _MANIFEST).unlink(missing_ok=True)
 
 
-def _record_batches(folder: ProbeFolder) -> None:
-    """Name the ``batch_K`` folders the probe writes (``batch_0`` .. ``batch_{n-1}``, ``n`` its
-    :attr:`~ProbeFolder.batch_folders`) in ``folder/.unfinished-batches.json`` (atomically; the folder created if
+def _record_unfinished(folder: ProbeFolder) -> None:
+    """Name the files a probe writes in its folder (every one of :data:`PROBE_FILES`: which of them it writes depends
+    on the caller and its options) and the ``batch_K`` folders it writes (``batch_0`` .. ``batch_{n-1}``, ``n`` its
+    :attr:`~ProbeFolder.batch_folders`) in ``folder/.unfinished-probe.json`` (atomically; the folder created if
     missing) before it writes the first, so that what a probe killed before it is complete leaves there is known as its
-    own (:func:`_unfinished_batches`); nothing for a probe of none."""
-    if folder.batch_folders:
-        if not folder.path.is_dir():
-            prepare_output_dir(folder.path)
-        write_json_atomic(folder.path / _UNFINISHED,
-                          {"probe_batch_folders": [f"batch_{k}" for k in range(folder.batch_folders)]})
+    own (:func:`_unfinished`). Called once :func:`_move_aside` has left none of them there: any found later is the
+    probe's."""
+    if not folder.path.is_dir():
+        prepare_output_dir(folder.path)
+    write_json_atomic(folder.path / _UNFINISHED, {
+        "probe_files": list(PROBE_FILES), "probe_batch_folders": [f"batch_{k}" for k in range(folder.batch_folders)]})
 
 
-def _unrecord_batches(folder: Path) -> None:
-    """Delete ``folder``'s record of the batch folders a probe writes (:func:`_record_batches`) and its ``.tmp``."""
+def _unrecord(folder: Path) -> None:
+    """Delete ``folder``'s record of what a probe writes (:func:`_record_unfinished`) and its ``.tmp``."""
     for name in _UNFINISHED_FILES:
         _remove(folder / name)
 
 
-def _unfinished_batches(folder: Path, label: str = "--out") -> list[str]:
-    """The ``batch_K`` folders that ``folder/.unfinished-batches.json`` names (:func:`_record_batches`): those a probe
-    killed there was writing (or, beside the complete ``probe.json`` of a probe killed before it deleted the record,
-    that probe's own); [] without one.
+def _unfinished(folder: Path, label: str = "--out") -> tuple[list[str], float]:
+    """The files and ``batch_K`` folders that ``folder/.unfinished-probe.json`` names (:func:`_record_unfinished`; a
+    record without ``probe_files`` names batch folders only), and the record's modification time (seconds since the
+    epoch): what a probe killed there was writing (or, beside the complete ``probe.json`` of a probe killed before it
+    deleted the record, that probe's own); ``([], inf)`` without one.
 
     Raises
     ------
     OutputDirError (an OSError, errno EINVAL)
-        The record cannot be read or names anything but ``batch_K`` folders: named, with the fix (delete it and the
-        batch folders the killed probe left, or choose another ``label``); nothing is moved or deleted."""
+        The record cannot be read or names anything but a probe's files (:data:`PROBE_FILES`) and ``batch_K``
+        folders: named, with the fix (delete it and the files and batch folders the killed probe left, or choose
+        another ``label``); nothing is moved or deleted."""
     path = folder / _UNFINISHED
     if not os.path.lexists(path):
-        return []
+        return [], math.inf
     try:
-        names = json.loads(path.read_text(encoding="utf-8"))["probe_batch_folders"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        names = e
-    if isinstance(names, list) and all(isinstance(n, str) and _BATCH_DIR.fullmatch(n) for n in names):
-        return names
+        record = json.loads(path.read_text(encoding="utf-8"))
+        files, names = record.get("probe_files", []), record["probe_batch_folders"]
+        since = path.stat().st_mtime
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        record, files, names = e, None, None
+    if (isinstance(files, list) and all(isinstance(n, str) and n in PROBE_FILES for n in files)
+            and isinstance(names, list) and all(isinstance(n, str) and _BATCH_DIR.fullmatch(n) for n in names)):
+        return [*files, *names], since
+    rm = "rm -r" if path.is_dir() and not path.is_symlink() else "rm"
     raise OutputDirError(errno.EINVAL, (
-        f"{str(path)!r} (where a probe names the batch folders it is writing) is no list of batch folders "
-        f"({names!r}): delete it (rm {shell_word(path)}) and any batch_K folder that a probe killed in "
-        f"{str(folder)!r} left, then probe again, or choose another {label}; nothing was moved"))
+        f"{str(path)!r} (where a probe names the files and batch folders it is writing) is no list of them "
+        f"({record!r}): delete it ({rm} {shell_word(path)}) and any file ({', '.join(PROBE_FILES)}) or batch_K folder "
+        f"that a probe killed in {str(folder)!r} left, then probe again, or choose another {label}; nothing was "
+        "moved"))
 
 
-def _killed_batches(folder: Path, recorded: list[str]) -> list[str]:
-    """The batch folders of ``recorded`` (:func:`_unfinished_batches`) that a killed probe left in ``folder``: real
-    folders holding a probe's files only, or nothing (:func:`_batch_kind` ``"probe"`` or ``"debris"``). One holding
-    other files too (a user's, put there since), a link or a file is no probe's: kept (and refused where the probe
+#: Seconds by which a file a killed probe wrote may seem older than its record (:func:`_not_older`): file systems
+#: whose timestamps are coarse (FAT: 2 s) round a later write down to before the record's.
+_CLOCK_SLACK = 2.0
+
+
+def _not_older(path: Path, since: float) -> bool:
+    """Whether ``path`` (not followed, and for a folder every entry in it) was modified no earlier than ``since``
+    (the record's time, :func:`_unfinished`) less :data:`_CLOCK_SLACK`: what a killed probe wrote after naming it.
+    A file or folder moved there or copied keeping its times (``mv``, ``cp -a``) from before the record is a user's,
+    kept. False when it cannot be read."""
+    try:
+        stamps = [path.lstat().st_mtime] + ([p.lstat().st_mtime for p in path.iterdir()]
+                                            if path.is_dir() and not path.is_symlink() else [])
+    except OSError:
+        return False
+    return min(stamps) >= since - _CLOCK_SLACK
+
+
+def _killed_files(folder: Path, recorded: list[str], since: float) -> list[str]:
+    """The files of ``recorded`` (:func:`_unfinished`) that a killed probe left in ``folder``: regular files (not
+    links, not folders) named as one of :data:`PROBE_FILES`, written after the record (:func:`_not_older`, ``since``
+    its time). A link of such a name is no probe's (it writes none), nor an older file: kept, and refused
+    (:func:`_not_a_probe`)."""
+    return [name for name in recorded if name in PROBE_FILES and not (folder / name).is_symlink()
+            and (folder / name).is_file() and _not_older(folder / name, since)]
+
+
+def _killed_batches(folder: Path, recorded: list[str], since: float) -> list[str]:
+    """The batch folders of ``recorded`` (:func:`_unfinished`) that a killed probe left in ``folder``: real
+    folders holding a probe's files only, or nothing (:func:`_batch_kind` ``"probe"`` or ``"debris"``), none of it
+    older than the record (:func:`_not_older`, ``since`` its time). One holding other files too (a user's, put there
+    since), an older one (moved or copied there), a link or a file is no probe's: kept (and refused where the probe
     writes, :func:`_refuse_batch_folders_in_the_way`)."""
-    return [name for name in recorded if _batch_kind(folder / name) in ("probe", "debris")]
+    return [name for name in recorded
+            if _batch_kind(folder / name) in ("probe", "debris") and _not_older(folder / name, since)]
 
 
 def _is_probe_name(name) -> bool:
@@ -627,9 +670,10 @@ def _manifest(aside: Path) -> list[str] | None:
         f"{str(aside)!r}, and probe again"))
 
 
-def _leftover(folder: ProbeFolder, say, recorded: list[str]) -> None:
+def _leftover(folder: ProbeFolder, say, recorded: tuple[list[str], float]) -> None:
     """Deal with a ``.earlier-probe/`` left by a killed probe (:func:`replacing_earlier_probe`), saying so first;
-    ``recorded``: the batch folders the killed probe named as its own (:func:`_unfinished_batches`)."""
+    ``recorded``: the files and batch folders the killed probe named as its own and the record's time
+    (:func:`_unfinished`)."""
     aside = folder.path / EARLIER
     if not aside.is_dir():
         return _remove(aside)
@@ -646,7 +690,7 @@ def _leftover(folder: ProbeFolder, say, recorded: list[str]) -> None:
     # :func:`_killed_batches`, those among the earlier probe's, :func:`_batch_folders_of`, and any of a name aside:
     # a user's batch_K of a probe's file names is kept)
     partial = sorted(set(_probe_names(folder.path, _batch_folders_of(aside / PROBE_JSON)))
-                     | set(_killed_batches(folder.path, recorded))
+                     | set(_killed_batches(folder.path, *recorded))
                      | {n for n in kept if _BATCH_DIR.fullmatch(n) and os.path.lexists(folder.path / n)})
     say(f"restored the earlier probe in {shown(str(folder.path))} from {EARLIER}/ ({', '.join(kept)}), left by "
         "a probe that was killed" + (f"; its unfinished files ({', '.join(partial)}) were deleted" if partial else ""))
@@ -671,7 +715,7 @@ def _put_back(folder: ProbeFolder, kept: list[str], partial: list[str], name_the
               unrecord: bool = False) -> None:
     """Delete ``partial`` (a killed probe's unfinished files) and move ``kept`` from ``.earlier-probe/`` back into
     the folder, naming them in its manifest first when ``name_them`` (it holds none yet); with ``unrecord``, delete
-    the killed probe's record of its batch folders (:func:`_unrecord_batches`) once those of ``partial`` are gone."""
+    the killed probe's record of what it writes (:func:`_unrecord`) once those of ``partial`` are gone."""
     aside = folder.path / EARLIER
     try:
         if name_them:
@@ -680,7 +724,7 @@ def _put_back(folder: ProbeFolder, kept: list[str], partial: list[str], name_the
         for name in partial:
             _remove(folder.path / name)
         if unrecord:
-            _unrecord_batches(folder.path)
+            _unrecord(folder.path)
         for name in kept:
             (aside / name).rename(folder.path / name)
         _done_moving(aside)
@@ -705,16 +749,16 @@ def _not_a_probe(folder: Path, names: list[str], label: str = "--out") -> Output
 def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
     """Refuse another command's folder; restore a leftover; without ``probe.json``, refuse complete files named as a
     probe's and ``batch_K`` folders holding any (:func:`_not_a_probe`: a user's own, or a complete probe copied
-    there, cannot be told from a killed probe's) but those a killed probe recorded as its own (:func:`_killed_batches`)
-    and remove those, a killed probe's ``.tmp`` partials and ``batch_K`` folders of ``.tmp`` partials only or nothing
-    (:func:`_batch_kind` ``"debris"``), and its record (:func:`_unrecord_batches`); with it, refuse the earlier
-    probe's batch folders holding other files too; refuse a ``batch_K`` in the way of the probe's
+    there, cannot be told from a killed probe's) but those a killed probe recorded as its own (:func:`_killed_files`,
+    :func:`_killed_batches`) and remove those, a killed probe's ``.tmp`` partials and ``batch_K`` folders of ``.tmp``
+    partials only or nothing (:func:`_batch_kind` ``"debris"``), and its record (:func:`_unrecord`); with it, refuse the
+    earlier probe's batch folders holding other files too; refuse a ``batch_K`` in the way of the probe's
     (:func:`_refuse_batch_folders_in_the_way`); move the earlier probe's files into ``EARLIER``. Every refusal comes
     before anything is removed or moved."""
     other = _other_output(folder.path, label)
     if other is not None:
         raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
-    recorded = _unfinished_batches(folder.path, label)  # read (or refused) before anything moves
+    recorded = _unfinished(folder.path, label)  # read (or refused) before anything moves
     _leftover(folder, say, recorded)
     aside = folder.path / EARLIER
     top = (folder.path / PROBE_JSON).is_file()  # only a folder with probe.json holds an earlier probe
@@ -722,16 +766,17 @@ def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
     if top:
         _refuse_mixed_batch_folders(folder.path, label, earlier)
     names = _probe_names(folder.path, earlier)
-    killed = [] if top else _killed_batches(folder.path, recorded)  # beside probe.json: that complete probe's own
+    # what a killed probe recorded as its own; beside probe.json, that complete probe's own
+    killed = [] if top else _killed_files(folder.path, *recorded) + _killed_batches(folder.path, *recorded)
     partial = [] if top else [n for n in names if n.endswith(".tmp") or n in killed or (
         _BATCH_DIR.fullmatch(n) and _batch_kind(folder.path / n) == "debris")]
     whole = [] if top else [n for n in names if n not in partial]
     if whole:  # a complete file of a probe's name, or a batch_K holding one, may be a user's own: refused, kept
         raise _not_a_probe(folder.path, whole, label)
     _refuse_batch_folders_in_the_way(folder, names, earlier, label)
-    for name in partial:  # .tmp partials, batch_K folders of those only and those recorded: a killed probe's
+    for name in partial:  # .tmp partials, batch_K folders of those only and what it recorded: a killed probe's
         _remove(folder.path / name)
-    _unrecord_batches(folder.path)  # a killed probe's (its batch folders gone), or beside its complete probe.json
+    _unrecord(folder.path)  # a killed probe's (its files gone), or beside its complete probe.json
     if partial:
         say(f"removed what a probe killed before its {PROBE_JSON} left in {shown(str(folder.path))} "
             f"({', '.join(partial)})")
@@ -759,7 +804,7 @@ def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
 
 def _roll_back(folder: ProbeFolder) -> None:
     """After a failed probe: delete what it wrote (:data:`PROBE_FILES` and their ``.tmp`` partials, every ``batch_K``
-    but those it found there and kept, :attr:`ProbeFolder.kept`) and its record of its batch folders, then put the
+    but those it found there and kept, :attr:`ProbeFolder.kept`) and its record of what it writes, then put the
     earlier probe's files back."""
     if not folder.path.is_dir():
         return
@@ -770,7 +815,7 @@ def _roll_back(folder: ProbeFolder) -> None:
     for p in sorted(folder.path.iterdir()):
         if (p.name in _OURS and not p.is_dir()) or (_BATCH_DIR.fullmatch(p.name) and p.name not in folder.kept):
             _remove(p)
-    _unrecord_batches(folder.path)  # its batch folders gone: before the earlier files come back
+    _unrecord(folder.path)  # its files gone: before the earlier files come back
     for name in folder.earlier:
         if (aside / name).exists():
             (aside / name).rename(folder.path / name)

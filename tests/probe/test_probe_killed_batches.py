@@ -1,7 +1,7 @@
 """A probe killed (SIGKILL) after it wrote a complete ``batch_0/`` of ``--probe-batches`` but before its ``probe.json``
 was refused on the identical rerun ("holds batch_0 but no probe.json", or "batch_0/ ... is no earlier probe's batch
 folder" when it was replacing a one-batch probe): the user had to delete batch_0 by hand. The probe now names the
-batch folders it is about to write in ``DIR/.unfinished-batches.json`` (deleted once it is complete or rolled back),
+batch folders it is about to write in ``DIR/.unfinished-probe.json`` (deleted once it is complete or rolled back),
 so the rerun knows them as the killed probe's and replaces them, in one warning line, while a user's ``batch_K`` (or
 one another probe wrote) is still refused and kept. A ``probe.json`` without gradprobe's ``versions`` and ``config``
 (made by hand) names no batch folder as its probe's: every ``batch_K`` of a probe's files beside it counted as its
@@ -28,7 +28,7 @@ import gradprobe
 import gradprobe.probe.batches as probe_batches
 from gradprobe.cli import main
 from gradprobe.forecast import default_curve_path
-from gradprobe.layout import UNFINISHED_BATCHES
+from gradprobe.layout import UNFINISHED_PROBE
 from gradprobe.outputs import OutputDirError, write_text_atomic
 from gradprobe.probe.output import EARLIER, replacing_earlier_probe
 
@@ -109,7 +109,7 @@ def test_the_identical_rerun_after_a_probe_killed_after_batch_0_goes_through(tmp
     else:
         _killed_in_process_after_batch_0(out)
     left = sorted(p.name for p in out.iterdir())
-    assert left == sorted([*([EARLIER] if earlier else []), UNFINISHED_BATCHES, "batch_0", "notes.txt"])
+    assert left == sorted([*([EARLIER] if earlier else []), UNFINISHED_PROBE, "batch_0", "notes.txt"])
     assert sorted(p.name for p in (out / "batch_0").iterdir()) == ["alignment.safetensors", "probe.json",
                                                                      "tokens.jsonl"]  # complete
     capsys.readouterr()
@@ -203,7 +203,7 @@ def _next_probe(out: Path) -> tuple[dict, list[str]]:
     with pytest.raises(ZeroDivisionError):
         with replacing_earlier_probe(out, say=said.append, batch_folders=2):
             aside = _tree(out / EARLIER) if (out / EARLIER).is_dir() else {}
-            left = sorted(p.name for p in out.iterdir() if p.name != UNFINISHED_BATCHES)  # its own record
+            left = sorted(p.name for p in out.iterdir() if p.name != UNFINISHED_PROBE)  # its own record
             assert left == sorted([EARLIER] * bool(aside) + ["notes.txt"])
             1 / 0
     assert _tree(out) == {**aside, "notes.txt": "mine"}, "not put back whole"
@@ -219,8 +219,8 @@ def _complete(files: dict) -> dict:
 def test_every_kill_point_of_a_two_batch_probe_lets_the_identical_rerun_through(tmp_path, earlier):
     with _killed_at(_make(tmp_path / "count", earlier), float("inf")) as ops:
         _two_batch_probe(tmp_path / "count", say=pytest.fail)
-    assert f"replace {UNFINISHED_BATCHES}" in ops and "mkdir batch_0" in ops
-    assert ops.index(f"replace {UNFINISHED_BATCHES}") < ops.index("mkdir batch_0")  # named before written
+    assert f"replace {UNFINISHED_PROBE}" in ops and "mkdir batch_0" in ops
+    assert ops.index(f"replace {UNFINISHED_PROBE}") < ops.index("mkdir batch_0")  # named before written
     assert _tree(tmp_path / "count") == {**_NEW, "batch_0": None, "batch_1": None, "notes.txt": "mine"}  # no record
     folders = {"batch_0": None, "batch_1": None}
     # the earlier probe (nothing in a new folder), or the killed one once its probe.json was written (report.html next)
@@ -244,7 +244,7 @@ def test_a_killed_probes_record_names_only_its_own_batch_folders(tmp_path, capsy
     """Beside the killed probe's batch_0 and batch_1, a batch_2 of a probe's files it never named (a user's, or one
     another probe wrote) is refused, and kept, by a 3-batch probe; so is a recorded batch_1 the user put a file in."""
     out = _make(tmp_path / "K", earlier=False)
-    (out / UNFINISHED_BATCHES).write_text(json.dumps({"probe_batch_folders": ["batch_0", "batch_1"]}))
+    (out / UNFINISHED_PROBE).write_text(json.dumps({"probe_batch_folders": ["batch_0", "batch_1"]}))
     for k in (0, 1, 2):
         (out / f"batch_{k}").mkdir()
         (out / f"batch_{k}" / "tokens.jsonl").write_text(f"batch {k}")
@@ -264,21 +264,61 @@ def test_a_killed_probes_record_names_only_its_own_batch_folders(tmp_path, capsy
     assert no_compute == [] and _tree(out) == before
 
 
-@pytest.mark.parametrize("text", ["{", '{"probe_batch_folders": ["../notes.txt"]}', '{"probe_batch_folders": 2}'])
+@pytest.mark.parametrize("text", ["{", '{"probe_batch_folders": ["../notes.txt"]}', '{"probe_batch_folders": 2}',
+                                  '{"probe_files": ["notes.txt"], "probe_batch_folders": []}', "[]"])
 def test_an_unreadable_record_is_refused_touching_nothing(tmp_path, text):
     out = _make(tmp_path / "K", earlier=False)
-    (out / UNFINISHED_BATCHES).write_text(text)
+    (out / UNFINISHED_PROBE).write_text(text)
     (out / "batch_0").mkdir()
     (out / "batch_0" / "probe.json").write_text("{}")
     before = _tree(out)
-    record = re.escape(repr(str(out / UNFINISHED_BATCHES)))
-    with pytest.raises(OutputDirError, match=rf"^{record} \(where a probe names the batch folders "
-                                             r"it is writing\) is no list of batch folders .*: delete it \(rm .*\) and "
-                                             r"any batch_K folder that a probe killed in .* left, then probe again, or "
-                                             r"choose another --out; nothing was moved$"):
+    record = re.escape(repr(str(out / UNFINISHED_PROBE)))
+    with pytest.raises(OutputDirError, match=rf"^{record} \(where a probe names the files and batch folders "
+                                             r"it is writing\) is no list of them .*: delete it \(rm .*\) and any "
+                                             r"file \(probe.json, tokens.jsonl, alignment.safetensors, report.html, "
+                                             r"calibrated.json\) or batch_K folder that a probe killed in .* left, "
+                                             r"then probe again, or choose another --out; nothing was moved$"):
         with replacing_earlier_probe(out, say=pytest.fail, batch_folders=2):
             pytest.fail("the block ran")
     assert _tree(out) == before
+
+
+def test_a_record_left_behind_does_not_take_a_users_older_batch_folder_or_file(tmp_path, capsys, no_compute):
+    """Was: with a killed probe's record left (a user cleared its batch folders with ``rm -r DIR/batch_*``, not the
+    hidden record), a batch_0 the user then moved or copied in (``mv``, ``cp -a``: its times kept) was deleted as the
+    killed probe's. What is older than the record is no probe's that wrote the record: refused and kept."""
+    out = _make(tmp_path / "K", earlier=False)
+    (out / UNFINISHED_PROBE).write_text(json.dumps({"probe_files": ["tokens.jsonl"],
+                                                     "probe_batch_folders": ["batch_0", "batch_1"]}))
+    mine = tmp_path / "mine"
+    (mine / "batch_0").mkdir(parents=True)
+    (mine / "batch_0" / "tokens.jsonl").write_text("my batch")
+    (mine / "tokens.jsonl").write_text("my tokens")
+    hour_ago = os.stat(out / UNFINISHED_PROBE).st_mtime - 3600
+    for p in (mine / "batch_0" / "tokens.jsonl", mine / "batch_0", mine / "tokens.jsonl"):
+        os.utime(p, (hour_ago, hour_ago))
+    (mine / "batch_0").rename(out / "batch_0")  # mv keeps the folder's and its files' times
+    before = _tree(out)
+    assert main(_PROBE + ["--probe-batches", "2", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(f"gradprobe probe: error: --out {str(out)!r} holds batch_0 but no "
+                                              "probe.json, so it is no earlier probe's")
+    assert no_compute == [] and _tree(out) == before
+    shutil.rmtree(out / "batch_0")
+    (mine / "tokens.jsonl").rename(out / "tokens.jsonl")
+    before = _tree(out)
+    assert main(_PROBE + ["--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(f"gradprobe probe: error: --out {str(out)!r} holds tokens.jsonl but no "
+                                              "probe.json")
+    assert no_compute == [] and _tree(out) == before and (out / "tokens.jsonl").read_text() == "my tokens"
+
+
+def test_a_record_that_is_a_folder_is_refused_with_rm_r(tmp_path):
+    out = _make(tmp_path / "K", earlier=False)
+    (out / UNFINISHED_PROBE).mkdir()
+    with pytest.raises(OutputDirError, match=r"is no list of them .*: delete it \(rm -r '"):
+        with replacing_earlier_probe(out, say=pytest.fail, batch_folders=0):
+            pytest.fail("the block ran")
+    assert (out / UNFINISHED_PROBE).is_dir()
 
 
 # ---------------------------------------------------------------------------- a hand-made probe.json

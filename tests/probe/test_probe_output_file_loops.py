@@ -15,7 +15,7 @@ import shlex
 import pytest
 
 from gradprobe.cli import main
-from gradprobe.layout import PROBE_FILES, PROBE_JSON
+from gradprobe.layout import PROBE_FILES, PROBE_JSON, UNFINISHED_PROBE
 from gradprobe.outputs import OutputDirError
 from gradprobe.probe.output import EARLIER, replacing_earlier_probe
 
@@ -124,7 +124,7 @@ def test_a_looping_tmp_partial_is_removed_as_said(tmp_path):
     (out / "probe.json.tmp").symlink_to("probe.json.tmp")
     said = []
     with replacing_earlier_probe(out, say=said.append):
-        assert sorted(os.listdir(out)) == []
+        assert sorted(os.listdir(out)) == [UNFINISHED_PROBE]  # the probe's own record of what it writes
     assert said == [f"removed what a probe killed before its probe.json left in {out} (probe.json.tmp)"]
 
 

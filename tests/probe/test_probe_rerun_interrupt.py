@@ -14,6 +14,7 @@ import gradprobe.cli.probe as probe_cli
 import gradprobe.probe.batches as probe_batches
 from gradprobe.cli import main
 from gradprobe.forecast import default_curve_path
+from gradprobe.layout import UNFINISHED_PROBE
 from gradprobe.probe.output import EARLIER, replacing_earlier_probe
 
 from helpers_rollout import one_thread
@@ -106,7 +107,7 @@ def test_ctrl_c_in_a_new_folder_leaves_nothing(tmp_path, capsys, monkeypatch):
     out = tmp_path / "new"
 
     def interrupted(config, *, batches, out):
-        (tmp_path / "new").mkdir()
+        (tmp_path / "new").mkdir(exist_ok=True)  # made already for the probe's record of what it writes
         (tmp_path / "new" / "tokens.jsonl").write_text("")
         raise KeyboardInterrupt
 
@@ -183,7 +184,7 @@ def test_replacing_earlier_probe_moves_only_probe_files(tmp_path):
     (out / "batch_1" / "mine.txt").write_text("not a probe's")
     with replacing_earlier_probe(out) as folder:
         assert folder.earlier == sorted([*_EARLIER, "batch_0"])
-        assert sorted(p.name for p in out.iterdir()) == [EARLIER, "batch_1", "notes.txt"]
+        assert sorted(p.name for p in out.iterdir()) == [EARLIER, UNFINISHED_PROBE, "batch_1", "notes.txt"]
         (out / "probe.json").write_text("{}")
     assert sorted(p.name for p in out.iterdir()) == ["batch_1", "notes.txt", "probe.json"]  # replaced
     assert (out / "batch_1" / "mine.txt").read_text() == "not a probe's"

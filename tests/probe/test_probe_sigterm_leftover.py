@@ -16,6 +16,7 @@ import gradprobe.cli.probe as probe_cli
 import gradprobe.probe.batches as probe_batches
 from gradprobe.cli import main
 from gradprobe.forecast import default_curve_path
+from gradprobe.layout import UNFINISHED_PROBE
 from gradprobe.probe.output import EARLIER, replacing_earlier_probe
 
 _PROBE = ["probe", "--model", "tiny-qwen2", "--task", "chain_sum", "--rewards", "outcome", "--prompts", "2",
@@ -82,7 +83,8 @@ def test_a_leftover_is_restored_then_replaced(tmp_path):
     said = []
     with replacing_earlier_probe(out, say=said.append) as folder:
         assert folder.earlier == ["calibrated.json", "probe.json", "report.html"]  # the restored probe, aside again
-        assert _files(out / EARLIER) == _OLD and sorted(p.name for p in out.iterdir()) == [EARLIER, "notes.txt"]
+        assert _files(out / EARLIER) == _OLD
+        assert sorted(p.name for p in out.iterdir()) == [EARLIER, UNFINISHED_PROBE, "notes.txt"]  # its record
         (out / "probe.json").write_text("new")
     assert said == [f"restored the earlier probe in {out} from {EARLIER}/ (calibrated.json, probe.json, "
                                     "report.html), left by a probe that was killed; its unfinished files "
