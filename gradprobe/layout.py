@@ -41,7 +41,8 @@ from .outputs import shell_word
 __all__ = ["rerun_advice", "study_probe_advice", "restore_advice", "probe_study", "study_probe_refusal", "keeps_runs",
            "RETRAIN_CLAUSE",
            "CONFIG_JSON", "METRICS_JSONL", "EVAL_ITEMS_JSONL", "SUMMARY_JSON", "CHECKPOINT_POINTER", "WEIGHTS_DIR", "PROBE_JSON", "REPORT_HTML",
-           "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "EARLIER_PROBE",
+           "CALIBRATED_JSON", "ALIGNMENT_SAFETENSORS", "TOKENS_JSONL", "ARMS_JSON", "GUIDED_PROBES", "GUIDED_LEFT_OUT",
+           "EARLIER_PROBE",
            "EARLIER_MANIFEST", "UNFINISHED_PROBE", "PLAN_COPY", "STUDY_JSON", "RUNS_CSV",
            "PROBE_FILES", "PROBE_BATCH_DIR",
            "RUNS_CSV_COLUMNS", "EVAL_ITEMS_GZ", "ANALYSIS_JSON", "FIGURES", "CV_PREDICTIONS_CSV", "run_dir", "probe_dir",
@@ -64,6 +65,9 @@ ALIGNMENT_SAFETENSORS = "alignment.safetensors"
 TOKENS_JSONL = "tokens.jsonl"
 ARMS_JSON = "arms.json"                # in a study's probe/: arm -> the probe entry that stands for it
 GUIDED_PROBES = "guided"               # in a study's probe/: guided/<arm>, the probe of a guided arm's update
+#: In a guided arm's probe folder (``probe/guided/<arm>``) instead of ``probe.json``: the record of a probe whose every
+#: reward failed on its batch (:func:`gradprobe.study.worker.isolated_probe`); the study then does not run it again.
+GUIDED_LEFT_OUT = "left_out.json"
 EARLIER_PROBE = ".earlier-probe"       # where an earlier probe's files wait until the new probe has finished
 EARLIER_MANIFEST = "manifest.json"     # in EARLIER_PROBE: the names of the earlier probe's files while they move
 #: In a probe's folder while the probe writes it: the files (:data:`PROBE_FILES`) and ``batch_K`` folders it writes,
@@ -211,15 +215,17 @@ def _model_evidence(folder: Path) -> str | None:
 
 
 def study_probe_advice(study: str | Path, file: str | Path, *, missing: bool = False) -> str:
-    """How to write a study's probe file ``file`` again: delete it (unless ``missing``: it is gone already) and
-    resume the study, which re-runs the missing probe and keeps finished runs; for a study without ``runs/`` (a
+    """How to write a study's probe file ``file`` again: delete it (unless ``missing``: it is gone already; then the
+    record :data:`GUIDED_LEFT_OUT` beside it, where a guided probe whose every reward failed left one) and resume the
+    study, which re-runs the missing probe and keeps finished runs; for a study without ``runs/`` (a
     shipped study keeps only its tables, so resuming would train every run again), restore the file from a copy of
     the study."""
     study = Path(study)
     if not keeps_runs(study):
         return (f"this is the probe of a study without run folders ({study} has no runs/: resuming it "
                 f"{RETRAIN_CLAUSE}): restore {file} from a copy of the study")
-    delete = "" if missing else f"delete {file} and "
+    record = Path(file).parent / GUIDED_LEFT_OUT  # a guided probe whose every reward failed: not run again without it
+    delete = (f"delete {record} and " if missing and record.is_file() else "" if missing else f"delete {file} and ")
     return (f"this is a study's probe: {delete}resume the study with `gradprobe study "
             f"{shell_word(study / PLAN_COPY)} --out {shell_word(study)}`, which re-runs the missing probe (finished "
             "runs are kept)")
@@ -273,7 +279,8 @@ def _own_folder_refusal(folder: Path, found: tuple[str, Path], option: str) -> s
         return (f"is a study's probe folder ({shown}) of a study without run folders ({study} has no runs/: "
                 f"resuming it to write its probe again {RETRAIN_CLAUSE}): leave it as it is and choose "
                 f"another {option} (an empty folder, or an earlier probe's)")
-    redo = f"delete {folder / PROBE_JSON} and " if (folder / PROBE_JSON).exists() else ""  # a missing one: none
+    done = next((folder / n for n in (PROBE_JSON, GUIDED_LEFT_OUT) if (folder / n).exists()), None)
+    redo = f"delete {done} and " if done is not None else ""  # a missing one (and no failed probe's record): none
     return (f"is a study's probe folder ({shown}); to redo it {redo}resume the study with `gradprobe study "
             f"{shell_word(study / PLAN_COPY)} --out {shell_word(study)}`, which re-runs the missing probe (finished "
             f"runs are kept); else choose another {option}")

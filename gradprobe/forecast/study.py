@@ -39,8 +39,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..layout import (ANALYSIS_JSON, ARMS_JSON, PLAN_COPY, PROBE_JSON, RETRAIN_CLAUSE, keeps_runs, probe_dir,
-                      rerun_advice, study_probe_advice)
+from ..layout import (ANALYSIS_JSON, ARMS_JSON, GUIDED_LEFT_OUT, PLAN_COPY, PROBE_JSON, RETRAIN_CLAUSE, keeps_runs,
+                      probe_dir, rerun_advice, study_probe_advice)
 from ..outputs import is_json_number, json_number_text, json_short, read_probe_json, shell_word
 from ..probe_keys import arm_entry
 from .analysis_reads import rebuild_analysis  # defined there for the curve reader; calib imports it from here
@@ -51,9 +51,7 @@ from .probe_input import check_entry_inputs, pooled_entries, probe_batches_of
 __all__ = ["study_forecasts", "merge_guided_entries", "matched_token_budget", "STUDY_COLUMNS", "SkippedEvalsWarning",
            "rebuild_analysis", "MATCHED_BUDGET_KEYS"]
 
-#: A guided probe's record of its rewards when every one failed on its batch (it then has no probe.json): the
-#: study's :data:`gradprobe.study.folder.GUIDED_LEFT_OUT` (named again here: forecasts sit below the study runner).
-_GUIDED_LEFT_OUT = "left_out.json"
+_GUIDED_LEFT_OUT = GUIDED_LEFT_OUT  # a guided probe's record when every reward of it failed (no probe.json)
 #: Separates an arm's probe entry from its guided probe's folder in a merged key (``outcome~guided/guided``).
 _GUIDED_KEY_SEPARATOR = "~"
 #: The keys of ``analysis.json``'s matched generated-token budget, newest first (``tokens`` in older analyses).

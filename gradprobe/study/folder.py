@@ -18,8 +18,8 @@ import re
 from pathlib import Path
 
 from ..layout import (ANALYSIS_JSON, ARMS_JSON, CONFIG_JSON, EARLIER_MANIFEST, EARLIER_PROBE, EVAL_ITEMS_GZ, FIGURES,
-                      GUIDED_PROBES, METRICS_JSONL, OUTPUT_KINDS, PLAN_COPY, PROBE_BATCH_DIR, PROBE_FILES, RUNS_CSV,
-                      STUDY_JSON, SUMMARY_JSON, WEIGHTS_DIR, keeps_runs, output_kind)
+                      GUIDED_LEFT_OUT, GUIDED_PROBES, METRICS_JSONL, OUTPUT_KINDS, PLAN_COPY, PROBE_BATCH_DIR,
+                      PROBE_FILES, RUNS_CSV, STUDY_JSON, SUMMARY_JSON, WEIGHTS_DIR, keeps_runs, output_kind)
 from ..outputs import (OutputDirError, error_text, output_error, prepare_output_dir, removed_if_left_empty,
                        shell_word)
 from ..tables import shown
@@ -33,12 +33,10 @@ __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finish
 #: A study run's log (its progress and warnings), which the study's worker opens in the run folder
 #: (:func:`gradprobe.study.worker._train`).
 TRAIN_LOG = "train.log"
-#: What a guided arm's probe folder (``probe/guided/<arm>``) holds instead of ``probe.json`` when every reward of that
-#: probe failed on its batch (:func:`gradprobe.study.worker.isolated_probe`): ``{"probe", "left_out", "note"}``,
-#: ``left_out`` the records a probe.json's ``left_out`` holds (reward, arms, error, probe, fix). The probe is then
-#: done (:func:`gradprobe.study.probe_plan.pending_probes`): a rerun of the study would fail the same way (it refuses
-#: an edited plug-in reward file while runs of it remain). Deleting the file makes the next rerun probe it again.
-GUIDED_LEFT_OUT = "left_out.json"
+#: :data:`gradprobe.layout.GUIDED_LEFT_OUT` holds ``{"probe", "left_out", "note"}``, ``left_out`` the records a
+#: probe.json's ``left_out`` holds (reward, arms, error, probe, fix). The probe is then done
+#: (:func:`gradprobe.study.probe_plan.pending_probes`): a rerun of the study would fail the same way (it refuses an
+#: edited plug-in reward file while runs of it remain). Deleting the file makes the next rerun probe it again.
 #: Where ``gradprobe study --analyze-only`` writes beside a study's own analysis (``analysis.json``, ``figures/`` and
 #: :data:`REANALYSIS_REPORT`, the printed report; :func:`gradprobe.cli.study.analysis_target`).
 REANALYSIS = "reanalysis"

@@ -185,3 +185,20 @@ def test_restart_deletes_the_record_as_the_studys_own_file(tmp_path):
     (out / "probe" / GUIDED_LEFT_OUT).unlink()
     freeze_plan(ROOT / "data" / "study_tiny_lr" / "plan.toml", out, restart=True)
     assert sorted(p.name for p in out.iterdir()) == ["plan.toml", "study.json"]
+
+
+def test_the_advice_for_that_folder_says_to_delete_the_record_first(tmp_path, probes, capsys):
+    """Was: "resume the study, which re-runs the missing probe", which a rerun no longer does while the record is
+    there (``gradprobe probe --out`` into the folder, ``gradprobe.load_probe`` of it)."""
+    import gradprobe
+    from gradprobe.cli import main
+
+    plan, out = _finished_study(tmp_path)
+    _run(plan, out, [])
+    folder = out / "probe" / "guided" / "guided"
+    assert main(["probe", "--out", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"to redo it delete {folder / GUIDED_LEFT_OUT} and resume the study with `gradprobe study" in err, err
+    with pytest.raises(FileNotFoundError) as e:
+        gradprobe.load_probe(folder)
+    assert f"delete {folder / GUIDED_LEFT_OUT} and resume the study with `gradprobe study" in str(e.value)
