@@ -195,12 +195,18 @@ def _check_rollout_only(counts: dict[str, int], name: str) -> None:
     if name not in ROLLOUT_ONLY or not any(counts.values()):
         return
     reported = ", ".join(f"{k!r}: {n:,}" for k, n in counts.items() if n)
-    raise RewardFunctionError(
-        f"reward {name!r} is registered with rollout_only=True (it generates no tokens beyond the rollouts) but "
-        f"returned generated_tokens={{{reported}}}: a plan's budget check bounds each update of its arms by B * G * "
-        f"max_new_tokens tokens on that promise, so its token budget could be spent unchecked; register it without "
-        f"rollout_only=True (register_reward({name!r})) when it generates tokens of its own, else return "
-        "generated_tokens={}")
+    raise rollout_only_refusal(name, f"returned generated_tokens={{{reported}}}", "else return generated_tokens={}")
+
+
+def rollout_only_refusal(name: str, did: str, otherwise: str = "") -> RewardFunctionError:
+    """The one-line refusal of the reward ``name``, registered with ``rollout_only=True``, that generated tokens all
+    the same (``did``: what it did, ``"returned generated_tokens={...}"``): why the promise matters (the plan's budget
+    check, :func:`gradprobe.training.budget.most_tokens_per_update`) and the fix, ``otherwise`` the second one."""
+    return RewardFunctionError(
+        f"reward {name!r} is registered with rollout_only=True (it generates no tokens beyond the rollouts) but {did}: "
+        "a plan's budget check bounds each update of its arms by B * G * max_new_tokens tokens on that promise, so its "
+        f"token budget could be spent unchecked; register it without rollout_only=True (register_reward({name!r})) "
+        f"when it generates tokens of its own{', ' + otherwise if otherwise else ''}")
 
 
 def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardOutput:

@@ -26,7 +26,7 @@ from ..grpo import step as grpo_update  # grpo_update.grpo_step at call time: a 
 from ..layout import METRICS_JSONL
 from ..ledger import CHARGED, Ledger, forward_flops_per_token
 from ..rewards import RewardContext
-from ..rewards.base import ROLLOUT_ONLY, RewardFunctionError, checked_output
+from ..rewards.base import ROLLOUT_ONLY, checked_output, rollout_only_refusal
 from ..rollout.guided import guidance_stats, guided_logprobs
 from .errors import BudgetTooSmallError, NonFiniteRunError, NoValidRewardError, RewardOverflowError
 from .metrics import batch_stats, mean_context
@@ -149,11 +149,7 @@ def _refuse_rollout_only_charges(name: str, ledger: Ledger, tokens_before: dict)
     if not any(spent.values()):
         return
     said = ", ".join(f"{c!r}: {n:,}" for c, n in spent.items() if n)
-    raise RewardFunctionError(
-        f"reward {name!r} is registered with rollout_only=True (it generates no tokens beyond the rollouts) but "
-        f"generated {{{said}}} tokens in this update (ctx.sampler): a plan's budget check bounds each update of its "
-        f"arms by B * G * max_new_tokens tokens on that promise, so its token budget could be spent unchecked; "
-        f"register it without rollout_only=True (register_reward({name!r})) when it generates tokens of its own")
+    raise rollout_only_refusal(name, f"generated {{{said}}} tokens in this update (ctx.sampler)")
 
 
 def policy_step(s: RunSession, batch, adv: torch.Tensor) -> tuple[float, dict]:

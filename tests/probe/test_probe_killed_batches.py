@@ -196,12 +196,12 @@ def _two_batch_probe(out: Path, say) -> None:
             write_text_atomic(out / name, text)
 
 
-def _next_probe(out: Path) -> tuple[dict, list[str]]:
-    """The identical probe again, failing at once: what it found as the earlier probe (moved aside whole, then put
-    back), and what it said. It must not refuse the folder."""
+def _next_probe(out: Path, batch_folders: int = 2) -> tuple[dict, list[str]]:
+    """The identical probe again (of ``batch_folders`` batch folders), failing at once: what it found as the earlier
+    probe (moved aside whole, then put back), and what it said. It must not refuse the folder."""
     said = []
     with pytest.raises(ZeroDivisionError):
-        with replacing_earlier_probe(out, say=said.append, batch_folders=2):
+        with replacing_earlier_probe(out, say=said.append, batch_folders=batch_folders):
             aside = _tree(out / EARLIER) if (out / EARLIER).is_dir() else {}
             left = sorted(p.name for p in out.iterdir() if p.name != UNFINISHED_PROBE)  # its own record
             assert left == sorted([EARLIER] * bool(aside) + ["notes.txt"])

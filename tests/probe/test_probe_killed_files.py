@@ -24,11 +24,12 @@ import gradprobe
 from gradprobe.cli import main
 from gradprobe.layout import UNFINISHED_PROBE, output_kind
 from gradprobe.outputs import OutputDirError, write_text_atomic
-from gradprobe.probe.output import EARLIER, replacing_earlier_probe
+from gradprobe.probe.output import replacing_earlier_probe
 
 from helpers_rollout import one_thread
 from helpers_training import tiny_plan
 from test_probe_killed_batches import _PROBE, REPO, _Killed, _killed_at, _probe_json, _tree  # same folder
+from test_probe_killed_batches import _next_probe as next_probe
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 
@@ -96,17 +97,8 @@ def _one_batch_probe(out: Path) -> None:
 
 
 def _next_probe(out: Path) -> tuple[dict, list[str]]:
-    """The identical probe again, failing at once: what it found as the earlier probe (moved aside whole, then put
-    back), and what it said. It must not refuse the folder."""
-    said = []
-    with pytest.raises(ZeroDivisionError):
-        with replacing_earlier_probe(out, say=said.append):
-            aside = _tree(out / EARLIER) if (out / EARLIER).is_dir() else {}
-            left = sorted(p.name for p in out.iterdir() if p.name != UNFINISHED_PROBE)  # its own record
-            assert left == sorted([EARLIER] * bool(aside) + ["notes.txt"])
-            1 / 0
-    assert _tree(out) == {**aside, "notes.txt": "mine"}, "not put back whole"
-    return aside, said
+    """The identical one-batch probe again, failing at once (:func:`test_probe_killed_batches._next_probe`)."""
+    return next_probe(out, batch_folders=0)
 
 
 @pytest.mark.parametrize("earlier", [False, True], ids=["new-folder", "replacing-a-one-batch-probe"])
