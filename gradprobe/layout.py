@@ -136,7 +136,7 @@ OUTPUT_KINDS = {"run": "a training run (`gradprobe train`)", "study": "a study (
                 "difficulty eval": "a difficulty evaluation (`gradprobe difficulty-eval`)", "model": "a model",
                 "killed probe": ("the earlier probe a killed `gradprobe probe` left aside (`gradprobe probe --out` on "
                                  "this folder puts it back first; or move its files back by hand)"),
-                "unfinished probe": ("what a `gradprobe probe` killed before its probe.json left (`gradprobe probe "
+                "unfinished probe": ("what a `gradprobe probe` killed before it was complete left (`gradprobe probe "
                                      "--out` on this folder removes it first; or delete the files and batch folders "
                                      f"that its {UNFINISHED_PROBE} names, then that file, by hand)")}
 #: marker file -> the kind of folder holding it (checked in this order; the first found names the folder)
@@ -168,10 +168,11 @@ def output_kind(folder: str | Path) -> tuple[str, str] | None:
         :func:`probe_study`; ``"probe/guided/<arm>"``, a marker file, ``"warmstart.json"`` or
         ``"config.json + model.safetensors"`` for a model, ``".earlier-probe/"`` for ``"killed probe"``: a folder
         with no marker whose non-empty :data:`EARLIER_PROBE` holds the earlier probe a killed ``gradprobe probe``
-        left aside; :data:`UNFINISHED_PROBE` for ``"unfinished probe"``: a folder with neither that holds a probe's
-        record of what it is writing, left by a probe killed before its ``probe.json`` with what it wrote, its
-        ``report.html`` or ``batch_K/`` folders, which mark no folder by themselves); None for a missing or empty
-        folder or one holding none of these.
+        left aside; :data:`UNFINISHED_PROBE` for ``"unfinished probe"``: a folder with no marker but a probe's, and
+        no such ``.earlier-probe/``, that holds a probe's record of what it is writing, left by a probe killed before
+        it was complete with what it wrote (its ``probe.json`` written before the forecast, ``report.html``,
+        ``batch_K/`` folders; the record goes once a probe is complete); None for a missing or empty folder or one
+        holding none of these.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -191,7 +192,7 @@ def output_kind(folder: str | Path) -> tuple[str, str] | None:
     found = next(((kind, name) for name, kind in _MARKERS.items() if (folder / name).exists()), None)
     if found is None and (leftover := _earlier_probe_evidence(folder)) is not None:
         return "killed probe", leftover
-    if found is None and os.path.lexists(folder / UNFINISHED_PROBE):  # a probe killed before its probe.json
+    if (found is None or found[0] == "probe") and os.path.lexists(folder / UNFINISHED_PROBE):  # killed unfinished
         return "unfinished probe", UNFINISHED_PROBE
     return found
 

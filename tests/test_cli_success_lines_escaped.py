@@ -78,7 +78,7 @@ def test_the_probe_folders_notes_name_it_on_one_line(tmp_path):
     said = []
     with replacing_earlier_probe(out, say=said.append):
         pass
-    assert said == [f"removed what a probe killed before its probe.json left in {tmp_path}/{SHOWN} (probe.json.tmp)"]
+    assert said == [f"removed what a probe killed before it was complete left in {tmp_path}/{SHOWN} (probe.json.tmp)"]
 
 
 @pytest.fixture

@@ -211,7 +211,7 @@ def test_a_probe_killed_before_probe_json_leaves_partials_the_next_probe_removes
     with replacing_earlier_probe(out, say=said.append) as folder:
         assert folder.earlier == []
         (out / "probe.json").write_text("new")
-    assert said == [f"removed what a probe killed before its probe.json left in {out} "
+    assert said == [f"removed what a probe killed before it was complete left in {out} "
                     "(alignment.safetensors.tmp, batch_0, batch_1)"]
     assert _tree(out) == {"probe.json": "new", "notes.txt": "k"}
 

@@ -15,14 +15,16 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import os
 import shutil
 import weakref
 from pathlib import Path
 
 from ..layout import (ALIGNMENT_SAFETENSORS, EARLIER_MANIFEST, EARLIER_PROBE, PROBE_BATCH_DIR, PROBE_FILES, PROBE_JSON,
-                      TOKENS_JSONL, probe_study, rerun_advice, study_probe_advice)
+                      TOKENS_JSONL, UNFINISHED_PROBE, probe_study, rerun_advice, study_probe_advice)
 from ..outputs import (PER_UPDATE_FIELDS, OutputDirError, api_out, is_json_number, json_float, json_short,
-                       naming_out, per_update_problem, prepare_output_dir, read_probe_json, refuse_file_in_the_way)
+                       naming_out, per_update_problem, prepare_output_dir, read_probe_json, refuse_file_in_the_way,
+                       shell_word)
 from ..tables import holds_surrogate, surrogates_escaped
 
 __all__ = ["ProbeResult", "load_probe", "ProbeFileError"]
@@ -704,7 +706,8 @@ def load_probe(dir: str | Path) -> ProbeResult:
         (:func:`gradprobe.layout.probe_study`, ``arms.json`` or not) the study's fix
         (:func:`gradprobe.layout.study_probe_advice`) rather than ``gradprobe probe --out``; or ``dir`` holds part
         of a probe (``.earlier-probe/manifest.json``: a probe was killed while moving the earlier probe's files,
-        :mod:`gradprobe.probe.output`), named with the fix.
+        :mod:`gradprobe.probe.output`), named with the fix; or ``dir`` holds a probe killed before it was complete
+        (its :data:`~gradprobe.layout.UNFINISHED_PROBE`: its ``probe.json`` may lack the forecast), with the fix.
     ValueError
         ``probe.json`` is not valid JSON (a UTF-8 byte-order mark is read), or not a JSON object with a ``rewards``
         list (named); a reward entry's ``tokens_per_update`` or ``seconds_per_update`` is no finite number > 0
@@ -753,6 +756,10 @@ def _probe_file(path: Path) -> Path:
         hint = f" (a study folder: its probe is {study.parent})" if study.is_file() else ""
         raise ProbeFileError(f"{missing} not found; pass a `gradprobe probe --out` folder (it holds probe.json)"
                              + hint)
+    if os.path.lexists(file.parent / UNFINISHED_PROBE):  # the record goes once a probe is complete
+        raise ProbeFileError(f"{file.parent} holds a probe that was killed before it was complete (its "
+                             f"{UNFINISHED_PROBE} is there, its {PROBE_JSON} may lack the forecast and report); run "
+                             f"`gradprobe probe --out {shell_word(file.parent)}` again, which replaces what it left")
     if (file.parent / EARLIER_PROBE / EARLIER_MANIFEST).is_file():  # gradprobe.probe.output names the files moving
         raise ProbeFileError(f"{file.parent} holds part of a probe: a probe was killed while it moved the earlier "
                              f"probe's files between {file.parent} and {file.parent / EARLIER_PROBE} (its "

@@ -31,10 +31,12 @@ before the first, deleted once the probe is complete or rolled back): what a pro
 (SIGKILL) left, its complete ``tokens.jsonl`` or ``alignment.safetensors`` as well as its batch folders, is known by
 it as that probe's, not guessed, and the next probe deletes it with the rest of what it left, saying so in one line
 (:func:`_killed_files`, :func:`_killed_batches`): only regular files of those names (never a link or a folder) and
-batch folders of a probe's files only. A file of those names in a folder without the record (a user's ``report.html``)
-is refused as before. Any other ``batch_K`` (a user's folder, another
-probe's, a link to one elsewhere, a file) is never moved or deleted, and is refused before any compute when the probe
-writes there (``--probe-batches``: :func:`_refuse_batch_folders_in_the_way`). It also
+batch folders of a probe's files only, none older than the record (a user's file moved or copied in keeping its
+times is refused and kept). A ``probe.json`` beside the record is the killed probe's too (the CLI writes it before
+its forecast and ``report.html``), never a complete probe that would replace one kept in ``.earlier-probe/``. A file
+of those names in a folder without the record (a user's ``report.html``) is refused as before. Any other ``batch_K``
+(a user's folder, another probe's, a link to one elsewhere, a file) is never moved or deleted, and is refused before
+any compute when the probe writes there (``--probe-batches``: :func:`_refuse_batch_folders_in_the_way`). It also
 refuses a folder that holds a training run, a study, a ``calib report``
 (``cv_predictions.csv``), a model (a tier, ``save_pretrained`` weights) or a study's probe (``arms.json``:
 ``gradprobe study`` writes its probe with :func:`gradprobe.probe.run.run_probe`, not through it). A
@@ -574,8 +576,8 @@ def _unrecord(folder: Path) -> None:
 def _unfinished(folder: Path, label: str = "--out") -> tuple[list[str], float]:
     """The files and ``batch_K`` folders that ``folder/.unfinished-probe.json`` names (:func:`_record_unfinished`; a
     record without ``probe_files`` names batch folders only), and the record's modification time (seconds since the
-    epoch): what a probe killed there was writing (or, beside the complete ``probe.json`` of a probe killed before it
-    deleted the record, that probe's own); ``([], inf)`` without one.
+    epoch): what a probe killed there was writing, its ``probe.json`` too (the record goes only once a probe is
+    complete); ``([], inf)`` without one.
 
     Raises
     ------
@@ -587,7 +589,7 @@ def _unfinished(folder: Path, label: str = "--out") -> tuple[list[str], float]:
     if not os.path.lexists(path):
         return [], math.inf
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(path.read_text(encoding="utf-8-sig"))
         files, names = record.get("probe_files", []), record["probe_batch_folders"]
         since = path.stat().st_mtime
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
@@ -670,10 +672,13 @@ def _manifest(aside: Path) -> list[str] | None:
         f"{str(aside)!r}, and probe again"))
 
 
-def _leftover(folder: ProbeFolder, say, recorded: tuple[list[str], float]) -> None:
+def _leftover(folder: ProbeFolder, say, recorded: tuple[list[str], float], label: str = "--out") -> None:
     """Deal with a ``.earlier-probe/`` left by a killed probe (:func:`replacing_earlier_probe`), saying so first;
     ``recorded``: the files and batch folders the killed probe named as its own and the record's time
-    (:func:`_unfinished`)."""
+    (:func:`_unfinished`). Beside a record, the folder's ``probe.json`` is the killed probe's (the record goes only
+    once a probe is complete), never taken for a newer complete probe; its files there are put aside for the earlier
+    probe's only where a killed probe wrote them (:func:`_killed_files`: a link, or a file older than the record, is a
+    user's: refused, nothing moved)."""
     aside = folder.path / EARLIER
     if not aside.is_dir():
         return _remove(aside)
@@ -681,7 +686,8 @@ def _leftover(folder: ProbeFolder, say, recorded: tuple[list[str], float]) -> No
     kept = sorted(p.name for p in aside.iterdir() if p.name not in _MANIFEST_FILES)
     if listed is not None and not set(listed) <= set(kept):  # killed while moving: part of it still in the folder
         return _half_moved(folder, say, kept, [n for n in listed if n not in kept])
-    if listed is None and ((folder.path / PROBE_JSON).exists() or not kept):
+    unfinished = math.isfinite(recorded[1])  # a record there: the folder's probe was killed before it was complete
+    if listed is None and (((folder.path / PROBE_JSON).exists() and not unfinished) or not kept):
         if kept:
             say(f"{shown(str(aside))} (left by an earlier probe that was killed: {', '.join(kept)}) is deleted: "
                 f"the probe in {shown(str(folder.path))} is newer and is kept as the earlier probe")
@@ -692,6 +698,14 @@ def _leftover(folder: ProbeFolder, say, recorded: tuple[list[str], float]) -> No
     partial = sorted(set(_probe_names(folder.path, _batch_folders_of(aside / PROBE_JSON)))
                      | set(_killed_batches(folder.path, *recorded))
                      | {n for n in kept if _BATCH_DIR.fullmatch(n) and os.path.lexists(folder.path / n)})
+    files = [n for n in partial if n in PROBE_FILES]
+    theirs = sorted(set(files) - set(_killed_files(folder.path, files, recorded[1]))) if unfinished else []
+    if theirs:  # a user's file where the earlier probe's goes back: refused before anything moves
+        raise OutputDirError(errno.EEXIST, (
+            f"{label} {str(folder.path)!r} holds {', '.join(theirs)}, which the probe killed there did not write (a "
+            f"link, or older than its record {_UNFINISHED}), where the earlier probe it had moved to {EARLIER}/ goes "
+            f"back: move {'them' if len(theirs) > 1 else 'it'} out of the folder and probe again, or choose another "
+            f"{label}; nothing was moved"))
     say(f"restored the earlier probe in {shown(str(folder.path))} from {EARLIER}/ ({', '.join(kept)}), left by "
         "a probe that was killed" + (f"; its unfinished files ({', '.join(partial)}) were deleted" if partial else ""))
     _put_back(folder, kept, partial, listed is None, unrecord=True)
@@ -759,14 +773,16 @@ def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
     if other is not None:
         raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
     recorded = _unfinished(folder.path, label)  # read (or refused) before anything moves
-    _leftover(folder, say, recorded)
+    _leftover(folder, say, recorded, label)
     aside = folder.path / EARLIER
-    top = (folder.path / PROBE_JSON).is_file()  # only a folder with probe.json holds an earlier probe
+    # only a folder with probe.json holds an earlier probe, and only without a record: beside one it is the killed
+    # probe's (the record goes once a probe is complete); _leftover may have put an earlier probe back, record gone
+    top = (folder.path / PROBE_JSON).is_file() and not os.path.lexists(folder.path / _UNFINISHED)
     earlier = _batch_folders_of(folder.path / PROBE_JSON) if top else None  # its batch folders (None: any is listed)
     if top:
         _refuse_mixed_batch_folders(folder.path, label, earlier)
     names = _probe_names(folder.path, earlier)
-    # what a killed probe recorded as its own; beside probe.json, that complete probe's own
+    # what a killed probe recorded as its own
     killed = [] if top else _killed_files(folder.path, *recorded) + _killed_batches(folder.path, *recorded)
     partial = [] if top else [n for n in names if n.endswith(".tmp") or n in killed or (
         _BATCH_DIR.fullmatch(n) and _batch_kind(folder.path / n) == "debris")]
@@ -776,9 +792,9 @@ def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
     _refuse_batch_folders_in_the_way(folder, names, earlier, label)
     for name in partial:  # .tmp partials, batch_K folders of those only and what it recorded: a killed probe's
         _remove(folder.path / name)
-    _unrecord(folder.path)  # a killed probe's (its files gone), or beside its complete probe.json
+    _unrecord(folder.path)  # a killed probe's (its files gone)
     if partial:
-        say(f"removed what a probe killed before its {PROBE_JSON} left in {shown(str(folder.path))} "
+        say(f"removed what a probe killed before it was complete left in {shown(str(folder.path))} "
             f"({', '.join(partial)})")
     folder.earlier = names if top else []
     folder.kept = sorted(p.name for p in folder.path.iterdir() if _BATCH_DIR.fullmatch(p.name)

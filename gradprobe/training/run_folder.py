@@ -210,11 +210,12 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
     if linked:
         name, target = linked[0]
         path = Path(out) / name
+        real = os.path.realpath(where / name)
+        copy = (f"put a copy in its place (rm {shell_word(path)} && cp -r {shell_word(real)} {shell_word(path)}) or "
+                if os.path.exists(real) else "")  # a broken link: nothing to copy
         raise OutputDirError(errno.EEXIST, (
             f"{path} is a symbolic link (to {target!r}), not the run's own file: a run there would write into what it "
-            f"points to; put a copy in its place (rm {shell_word(path)} && cp -r "
-            f"{shell_word(os.path.realpath(where / name))} {shell_word(path)}) or remove it, or choose another {opt}; "
-            "nothing was written"))
+            f"points to; {copy}remove it (rm {shell_word(path)}), or choose another {opt}; nothing was written"))
     theirs = foreign_run_files(where)
     if theirs:
         they, them = ("they are", "them") if len(theirs) > 1 else ("it is", "it")

@@ -119,7 +119,7 @@ def test_the_identical_rerun_after_a_probe_killed_after_batch_0_goes_through(tmp
     assert cap.err.splitlines() == [
         f"gradprobe probe: warning: restored the earlier probe in {out} from {EARLIER}/ ({kept}), left by a probe "
         "that was killed; its unfinished files (batch_0) were deleted" if earlier else
-        f"gradprobe probe: warning: removed what a probe killed before its probe.json left in {out} (batch_0)"]
+        f"gradprobe probe: warning: removed what a probe killed before it was complete left in {out} (batch_0)"]
     replaced = f"replaced the earlier probe in {out}: its files ({kept}) were removed before this probe wrote its own"
     assert (cap.out.splitlines()[0] == replaced) if earlier else "replaced" not in cap.out
     assert sorted(p.name for p in out.iterdir()) == ["batch_0", "batch_1", "notes.txt", "probe.json", "report.html"]

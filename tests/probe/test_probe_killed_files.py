@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import os
 import signal
 import subprocess
@@ -59,12 +60,12 @@ def test_the_identical_rerun_after_the_default_probe_was_killed_before_its_probe
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert sorted(p.name for p in out.iterdir()) == [UNFINISHED_PROBE, "alignment.safetensors", "notes.txt",
                                                      "tokens.jsonl"]
-    assert output_kind(out) == ("probe", "tokens.jsonl")
+    assert output_kind(out) == ("unfinished probe", UNFINISHED_PROBE)  # refused by every other command
     capsys.readouterr()
     assert main(_PROBE + ["--out", str(out)]) == 0
     cap = capsys.readouterr()
-    assert cap.err.splitlines() == [f"gradprobe probe: warning: removed what a probe killed before its probe.json left "
-                                    f"in {out} (alignment.safetensors, tokens.jsonl)"]
+    assert cap.err.splitlines() == [f"gradprobe probe: warning: removed what a probe killed before it was complete "
+                                    f"left in {out} (alignment.safetensors, tokens.jsonl)"]
     assert "replaced" not in cap.out
     assert sorted(p.name for p in out.iterdir()) == ["alignment.safetensors", "notes.txt", "probe.json", "report.html",
                                                      "tokens.jsonl"]
@@ -148,7 +149,7 @@ def test_a_recorded_name_that_is_a_link_and_a_file_without_a_record_are_refused_
     said = []
     with replacing_earlier_probe(out, say=said.append) as folder:  # its own files only: removed, one line
         assert folder.earlier == [] and sorted(p.name for p in out.iterdir()) == [UNFINISHED_PROBE, "notes.txt"]
-    assert said == [f"removed what a probe killed before its probe.json left in {out} (alignment.safetensors, "
+    assert said == [f"removed what a probe killed before it was complete left in {out} (alignment.safetensors, "
                     "calibrated.json)"]
     assert _tree(out) == {"notes.txt": "mine"}
     (out / "tokens.jsonl").write_text("my tokens")  # no record: a user's
@@ -185,7 +186,7 @@ def test_a_folder_of_a_probe_killed_before_its_probe_json_is_a_probes(tmp_path, 
                                                           else {"report.html"} if left == "report.html" else set())})
     assert output_kind(out) == ("unfinished probe", UNFINISHED_PROBE)
     assert other_output(out) == (
-        f"what a `gradprobe probe` killed before its probe.json left (`gradprobe probe --out` on this folder removes "
+        f"what a `gradprobe probe` killed before it was complete left (`gradprobe probe --out` on this folder removes "
         f"it first; or delete the files and batch folders that its {UNFINISHED_PROBE} names, then that file, by "
         f"hand) ({UNFINISHED_PROBE})")
     if left == "batch_0":  # the command itself, refused before any compute
@@ -195,14 +196,81 @@ def test_a_folder_of_a_probe_killed_before_its_probe_json_is_a_probes(tmp_path, 
         assert main(["train", "--plan", str(plan), "--arm", "grpo", "--updates", "1", "--out", str(out),
                      "--no-progress"]) == 2
         err = capsys.readouterr().err
-        assert err.startswith(f"gradprobe train: error: {out} holds what a `gradprobe probe` killed before its "
-                              f"probe.json left (") and f"({UNFINISHED_PROBE}), not a training run" in err, err
+        assert err.startswith(f"gradprobe train: error: {out} holds what a `gradprobe probe` killed before it "
+                              f"was complete left (") and f"({UNFINISHED_PROBE}), not a training run" in err, err
     assert _tree(out) == before
     said = []
     with replacing_earlier_probe(out, say=said.append):  # the probe takes it and removes what the killed one left
         assert sorted(p.name for p in out.iterdir()) == [UNFINISHED_PROBE]
     assert said == ([] if left == "record" else
-                    [f"removed what a probe killed before its probe.json left in {out} ({left})"])
+                    [f"removed what a probe killed before it was complete left in {out} ({left})"])
     assert _tree(out) == {} and output_kind(out) is None
     (out / f"{UNFINISHED_PROBE}.tmp").write_text(json.dumps({}))  # a partial record marks nothing
     assert output_kind(out) is None
+
+
+def _killed_over_an_earlier_probe(out: Path) -> dict:
+    """``out`` as a probe killed after its first ``probe.json`` (written before the forecast and report.html) leaves
+    it while replacing a complete earlier probe: the earlier one whole in ``.earlier-probe/``, the killed probe's
+    record, ``probe.json`` and ``tokens.jsonl`` in the folder, a user's notes beside. Returns the earlier probe's
+    files."""
+    earlier = {"probe.json": _probe_json(), "tokens.jsonl": "earlier tokens", "report.html": "earlier report"}
+    (out / ".earlier-probe").mkdir(parents=True)
+    for name, text in earlier.items():
+        (out / ".earlier-probe" / name).write_text(text)
+    (out / UNFINISHED_PROBE).write_text(json.dumps({"probe_files": ["probe.json", "tokens.jsonl", "report.html"],
+                                                     "probe_batch_folders": []}))
+    (out / "probe.json").write_text(_probe_json().replace("rewards", "killed"))
+    (out / "tokens.jsonl").write_text("killed tokens")
+    (out / "notes.txt").write_text("mine")
+    return earlier
+
+
+def test_a_killed_probes_probe_json_beside_its_record_never_replaces_the_earlier_probe(tmp_path):
+    """Was: the killed probe's first probe.json was taken for a newer complete probe, and the complete earlier probe
+    in .earlier-probe/ was deleted ("the probe in DIR is newer and is kept as the earlier probe")."""
+    out = tmp_path / "K"
+    earlier = _killed_over_an_earlier_probe(out)
+    assert output_kind(out) == ("unfinished probe", UNFINISHED_PROBE)  # refused by every other command
+    said = []
+    with pytest.raises(ZeroDivisionError):  # the next probe, failing at once: the earlier probe comes back whole
+        with replacing_earlier_probe(out, say=said.append):
+            1 / 0
+    assert _tree(out) == {**earlier, "notes.txt": "mine"}
+    assert said == [f"restored the earlier probe in {out} from .earlier-probe/ (probe.json, report.html, "
+                    "tokens.jsonl), left by a probe that was killed; its unfinished files (probe.json, tokens.jsonl) "
+                    "were deleted"]
+
+
+@pytest.mark.parametrize("theirs", ["older", "link"])
+def test_a_users_file_where_the_earlier_probe_goes_back_is_refused_and_kept(tmp_path, theirs):
+    """Was: a user's report.html (older than the record, or a link) was deleted as the killed probe's "unfinished
+    file" and the earlier probe's put in its place."""
+    out = tmp_path / "K"
+    _killed_over_an_earlier_probe(out)
+    if theirs == "older":
+        (out / "report.html").write_text("my report")
+        os.utime(out / "report.html", (1e9, 1e9))  # 2001: long before the record
+    else:
+        (tmp_path / "mine.html").write_text("my report")
+        (out / "report.html").symlink_to(tmp_path / "mine.html")
+    before = _tree(out)
+    with pytest.raises(OutputDirError, match=r"holds report\.html, which the probe killed there did not write \(a "
+                                             r"link, or older than its record \.unfinished-probe\.json\), where the "
+                                             r"earlier probe it had moved to \.earlier-probe/ goes back: move it out "
+                                             r"of the folder and probe again, or choose another --out; nothing was "
+                                             r"moved$"):
+        with replacing_earlier_probe(out, say=pytest.fail):
+            pytest.fail("the block ran")
+    assert _tree(out) == before
+
+
+def test_a_probe_json_beside_a_record_is_an_unfinished_probe_that_load_probe_refuses(tmp_path):
+    out = tmp_path / "K"
+    out.mkdir()
+    (out / "probe.json").write_text(_probe_json())
+    (out / UNFINISHED_PROBE).write_text(json.dumps({"probe_files": ["probe.json"], "probe_batch_folders": []}))
+    assert output_kind(out) == ("unfinished probe", UNFINISHED_PROBE)
+    with pytest.raises(FileNotFoundError, match=rf"^{re.escape(str(out))} holds a probe that was killed before it was "
+                                                r"complete \(its \.unfinished-probe\.json is there"):
+        gradprobe.load_probe(out)

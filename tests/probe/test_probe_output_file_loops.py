@@ -118,14 +118,14 @@ def test_a_broken_probe_json_link_is_named_as_one(tmp_path):
 
 
 def test_a_looping_tmp_partial_is_removed_as_said(tmp_path):
-    """Was: said "removed what a probe killed before its probe.json left ... (probe.json.tmp)", the link kept."""
+    """Was: said "removed what a probe killed before it was complete left ... (probe.json.tmp)", the link kept."""
     out = tmp_path / "out"
     out.mkdir()
     (out / "probe.json.tmp").symlink_to("probe.json.tmp")
     said = []
     with replacing_earlier_probe(out, say=said.append):
         assert sorted(os.listdir(out)) == [UNFINISHED_PROBE]  # the probe's own record of what it writes
-    assert said == [f"removed what a probe killed before its probe.json left in {out} (probe.json.tmp)"]
+    assert said == [f"removed what a probe killed before it was complete left in {out} (probe.json.tmp)"]
 
 
 def test_the_command_refuses_a_looping_probe_json_before_any_compute(tmp_path, capsys, no_compute):

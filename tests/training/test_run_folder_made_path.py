@@ -220,7 +220,7 @@ def test_a_run_file_that_is_a_link_is_refused_and_its_target_kept(here, trained,
     assert status == 2 and err == (
         f"gradprobe train: error: R1/{name} is a symbolic link (to '{target}'), not the run's own file: a run there "
         f"would write into what it points to; put a copy in its place (rm 'R1/{name}' && cp -r '{target}' "
-        f"'R1/{name}') or remove it, or choose another --out; nothing was written\n")
+        f"'R1/{name}') or remove it (rm 'R1/{name}'), or choose another --out; nothing was written\n")
     assert trained.calls == [] and sorted(os.listdir(r1)) == sorted(["config.json", name])
     assert os.listdir(target) == [] if target.is_dir() else target.read_text() == "theirs\n"
 
@@ -233,5 +233,6 @@ def test_the_api_refusal_names_its_argument_out(here, trained):
     os.symlink(here / "elsewhere.jsonl", r1 / "metrics.jsonl")
     with pytest.raises(OSError) as e:
         gradprobe.train("ok.toml", "R1", arm="grpo", progress=False)
-    assert str(e.value).endswith("or remove it, or choose another out; nothing was written")
+    assert str(e.value).endswith("points to; remove it (rm 'R1/metrics.jsonl'), or choose another out; nothing was "
+                                 "written")  # a broken link: no copy advised
     assert "--out" not in str(e.value) and trained.calls == []
