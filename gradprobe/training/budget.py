@@ -109,10 +109,11 @@ def reach_silenced():
 
 
 def _warn_out_of_reach(message: str, key) -> None:
-    """Warn ``message`` (:class:`OutOfReachWarning`) at gradprobe's caller (:func:`gradprobe.caller.caller_stacklevel`); within a
-    :func:`reach_warned_once` block only the first time that ``key`` (the plan's sha256 and the facts) comes. The
-    warning goes through :func:`warnings.warn` alone (no :func:`warnings.catch_warnings`, which would reset every
-    module's registry of warnings shown), so the filters and registries decide whether it shows."""
+    """Warn ``message`` (:class:`OutOfReachWarning`) at gradprobe's caller
+    (:func:`gradprobe.caller.caller_stacklevel`); within a :func:`reach_warned_once` block only the first time that
+    ``key`` (the plan's sha256 and the facts) comes. The warning goes through :func:`warnings.warn` alone (no
+    :func:`warnings.catch_warnings`, which would reset every module's registry of warnings shown), so the filters and
+    registries decide whether it shows."""
     if _REACH_SILENT.get():
         return
     warned = _REACH_WARNED.get()
