@@ -48,10 +48,9 @@ from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve
 from .probe_input import check_entry_inputs, pooled_entries, probe_batches_of
 
-__all__ = ["study_forecasts", "merge_guided_entries", "matched_token_budget", "STUDY_COLUMNS", "SkippedEvalsWarning",
+__all__ = ["study_forecasts", "failed_guided_probe", "merge_guided_entries", "matched_token_budget", "STUDY_COLUMNS", "SkippedEvalsWarning",
            "rebuild_analysis", "MATCHED_BUDGET_KEYS"]
 
-_GUIDED_LEFT_OUT = GUIDED_LEFT_OUT  # a guided probe's record when every reward of it failed (no probe.json)
 #: Separates an arm's probe entry from its guided probe's folder in a merged key (``outcome~guided/guided``).
 _GUIDED_KEY_SEPARATOR = "~"
 #: The keys of ``analysis.json``'s matched generated-token budget, newest first (``tokens`` in older analyses).
@@ -377,7 +376,7 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
     the key; a guided probe is read and checked once (its batches passed on to the merge), as is ``probe``.
 
     An arm whose reward its guided probe left out (that ``probe.json``'s ``left_out``, or the record
-    :data:`_GUIDED_LEFT_OUT` of a guided probe whose every reward failed, which has no ``probe.json``) is taken out
+    :data:`GUIDED_LEFT_OUT` of a guided probe whose every reward failed, which has no ``probe.json``) is taken out
     of ``arms`` and put in ``left_out`` (arm -> why it has no probe entry, :func:`_guided_left_out_why`; a dict of
     the caller's, or one of this call's own), with no status.
 
@@ -386,7 +385,7 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
     ValueError
         A guided probe that is there but damaged or edited (:func:`gradprobe.outputs.read_probe_json`,
         :func:`~gradprobe.forecast.probe_input.check_entry_inputs`,
-        :func:`~gradprobe.forecast.probe_input.probe_batches_of`), or a damaged record (:func:`_failed_guided_probe`):
+        :func:`~gradprobe.forecast.probe_input.probe_batches_of`), or a damaged record (:func:`failed_guided_probe`):
         one line naming the file, the field and the fix.
     """
     status, done, read, left_out = {}, {}, {}, {} if left_out is None else left_out
@@ -401,7 +400,7 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
                 check_entry_inputs(guided, source=path)
                 read[folder] = guided, probe_batches_of(guided, source=path)
             else:  # none: the record of a probe whose every reward failed, or nothing (not probed yet, an older study)
-                read[folder] = _failed_guided_probe(study_dir, folder), None
+                read[folder] = failed_guided_probe(study_dir, folder), None
         if (why := _guided_left_out_why(read[folder][0], arm, study_dir, folder, path)) is not None:
             left_out[arm] = why
             del arms[arm]
@@ -424,8 +423,8 @@ def _guided_entries(study_dir: Path, probe, arms: dict, labels: dict, arms_map: 
     return probe, status, batches
 
 
-def _failed_guided_probe(study_dir: Path, folder: str) -> dict | None:
-    """The record :data:`_GUIDED_LEFT_OUT` of the guided probe ``folder`` (relative to ``probe/``) whose every
+def failed_guided_probe(study_dir: Path, folder: str) -> dict | None:
+    """The record :data:`GUIDED_LEFT_OUT` of the guided probe ``folder`` (relative to ``probe/``) whose every
     reward failed on its batch (``{"left_out": [records]}``, :func:`gradprobe.study.worker.isolated_probe`'s records),
     marked ``every_reward_failed``; None when there is no such file.
 
@@ -435,7 +434,7 @@ def _failed_guided_probe(study_dir: Path, folder: str) -> dict | None:
         A record that is not UTF-8 JSON holding a list ``left_out`` of objects: one line naming the file and the fix
         (delete it and resume the study, which probes that arm again; a study without ``runs/``: restore it).
     """
-    path = probe_dir(study_dir) / folder / _GUIDED_LEFT_OUT
+    path = probe_dir(study_dir) / folder / GUIDED_LEFT_OUT
     if not path.is_file():
         return None
     try:
@@ -456,13 +455,13 @@ def _failed_guided_probe(study_dir: Path, folder: str) -> dict | None:
 
 def _guided_left_out_why(guided, arm: str, study_dir: Path, folder: str, path: Path) -> str | None:
     """Why guided arm ``arm`` has no probe entry, when its guided probe ``guided`` (its ``probe.json`` at ``path``,
-    or :func:`_failed_guided_probe`'s record of ``folder``) left its reward out (a ``left_out`` record naming the
+    or :func:`failed_guided_probe`'s record of ``folder``) left its reward out (a ``left_out`` record naming the
     arm), as :func:`_left_out_arms` says it of the shared probe; else None."""
     records = guided.get("left_out") if isinstance(guided, dict) else None
     for r in records if isinstance(records, list) else []:
         if isinstance(r, dict) and arm in (r.get("arms") or []):
             where = (f"{study_dir}/probe/{folder}, as every reward of that probe did, so it has no {PROBE_JSON} "
-                     f"(recorded in {_GUIDED_LEFT_OUT}: " if r.get("every_reward_failed")
+                     f"(recorded in {GUIDED_LEFT_OUT}: " if r.get("every_reward_failed")
                      else f"and was left out of {path} (")
             return (f"no probe entry: its reward {r.get('reward')!r} failed on the batch of its guided probe {where}"
                     f"{r.get('error')}); {r.get('fix')}")

@@ -28,7 +28,7 @@ __all__ = ["StudyError", "PlanChangedError", "FolderLock", "run_status", "finish
            "hold_run_folder", "refuse_other_output", "run_damage", "check_run_folders", "read_study_json",
            "study_json_fix", "study_plan_sha", "check_frozen_plan", "is_plan_sha", "STUDY_OUTPUTS",
            "foreign_study_files", "holds_study_runs", "TRAIN_LOG", "REANALYSIS", "REANALYSIS_REPORT",
-           "CHECKPOINT_FILES", "not_written_by_study", "GUIDED_LEFT_OUT"]
+           "CHECKPOINT_FILES", "not_written_by_study"]
 
 #: A study run's log (its progress and warnings), which the study's worker opens in the run folder
 #: (:func:`gradprobe.study.worker._train`).

@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import backend_unavailable
-from ..layout import ARMS_JSON, METRICS_JSONL, PLAN_COPY, STUDY_JSON, probe_dir, run_dir
+from ..layout import ARMS_JSON, GUIDED_LEFT_OUT, METRICS_JSONL, PLAN_COPY, STUDY_JSON, probe_dir, run_dir
 from ..outputs import OutputDirError, prepare_output_dir, write_json_atomic
 from ..tracking import require_tracker
 from ..training.budget import reach_warned_once
@@ -77,7 +77,7 @@ from ..training.untrained import cause, describe, trained, untrained_tail, updat
 from .analysis import analyze as run_analysis
 from .collect import FinishedRunFiles, check_finished_runs, write_eval_items, write_runs_csv
 from .executors import EXECUTORS, default_workers, run_tasks, worker_threads
-from .folder import GUIDED_LEFT_OUT, TRAIN_LOG, FolderLock, StudyError, now, refuse_other_output, run_status
+from .folder import TRAIN_LOG, FolderLock, StudyError, now, refuse_other_output, run_status
 from .freeze import check_reward_plugins, check_study_model, check_task_data, freeze_plan, load_study_plan
 from .invocations import Invocation
 from .never_trained_arms import run_max_new_tokens
@@ -426,7 +426,7 @@ def probe_state(record: dict, earlier: bool = False) -> str:
     reward's arms, its error, the probe's file, that the other arms' entries are kept and the fix (``earlier``:
     recorded by an earlier invocation, whose files are kept). A guided probe whose every reward failed (records with
     ``every_reward_failed``) is named by its folder and its record, ``probe/guided/ARM/``
-    :data:`~gradprobe.study.folder.GUIDED_LEFT_OUT` (it has no ``probe.json``)."""
+    :data:`~gradprobe.layout.GUIDED_LEFT_OUT` (it has no ``probe.json``)."""
     if record.get("status") != "done":
         return f"failed: {record.get('error')}"
     left_out = record.get("left_out") or []

@@ -11,15 +11,13 @@ loss registry, and the torch work happens in the worker that runs the probe).
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
-from ..layout import GUIDED_PROBES, PROBE_JSON
+from ..layout import GUIDED_LEFT_OUT, GUIDED_PROBES, PROBE_JSON
 from ..probe_keys import entry_key
 from ..probe_settings import SETTINGS, ProbeConfig
 from ..probe_settings.stages import split_loss_types
 from ..training.plan import Plan, PlanError
-from .folder import GUIDED_LEFT_OUT
 
 __all__ = ["PROBE_DEFAULTS", "probe_settings", "check_probe_settings", "guided_probes", "pending_probes",
            "arms_table", "recorded_left_out"]
@@ -160,7 +158,7 @@ def pending_probes(plan: Plan, probe_folder: Path, overrides: dict | None = None
     :func:`guided_probes` in plan order. Empty when every probe is done.
 
     A guided probe whose every reward failed on its batch wrote no ``probe.json`` but its record,
-    :data:`~gradprobe.study.folder.GUIDED_LEFT_OUT`: it is done too, as the shared probe is done with the rewards it
+    :data:`~gradprobe.layout.GUIDED_LEFT_OUT`: it is done too, as the shared probe is done with the rewards it
     left out (a rerun would fail the same way: the study refuses an edited plug-in reward file while runs of it
     remain). A guided folder with neither file (never probed, or a study from before that record) is pending.
 
@@ -176,7 +174,7 @@ def pending_probes(plan: Plan, probe_folder: Path, overrides: dict | None = None
 
 def recorded_left_out(plan: Plan, probe_folder: Path, overrides: dict | None = None) -> list[dict]:
     """The ``left_out`` records of the study's guided probes whose every reward failed (their
-    :data:`~gradprobe.study.folder.GUIDED_LEFT_OUT` in ``probe_folder``), in plan order, each marked
+    :data:`~gradprobe.layout.GUIDED_LEFT_OUT` in ``probe_folder``), in plan order, each marked
     ``every_reward_failed``: what the study says of them when ``study.json``'s probe record lacks them (a study
     stopped between the probe's record and its report). A record that cannot be read (missing, not UTF-8 JSON, no
     list of records) gives none: it is the forecast that refuses a damaged one, naming the fix.
@@ -186,15 +184,15 @@ def recorded_left_out(plan: Plan, probe_folder: Path, overrides: dict | None = N
     PlanError
         As :func:`pending_probes` raises it.
     """
+    from ..forecast.study import failed_guided_probe  # the one reader of the record (pandas: when called)
+
     out = []
     for f in guided_probes(plan, overrides):
         try:
-            doc = json.loads((Path(probe_folder) / f / GUIDED_LEFT_OUT).read_text(encoding="utf-8-sig"))
-        except (OSError, UnicodeDecodeError, ValueError):
+            record = failed_guided_probe(Path(probe_folder).parent, f)
+        except ValueError:  # damaged: the forecast refuses it, naming the fix
             continue
-        records = doc.get("left_out") if isinstance(doc, dict) else None
-        out += [dict(r, every_reward_failed=True) for r in records if isinstance(r, dict)] if isinstance(
-            records, list) else []
+        out += record["left_out"] if record else []
     return out
 
 

@@ -22,11 +22,11 @@ import traceback
 import warnings
 from pathlib import Path
 
-from ..layout import PROBE_JSON
+from ..layout import GUIDED_LEFT_OUT, PROBE_JSON
 from ..outputs import json_safe, prepare_output_dir, write_json_atomic
 from ..training.budget import reach_silenced
 from ..training.plan import Plan, PlanError, load_plan
-from .folder import GUIDED_LEFT_OUT, TRAIN_LOG, FolderLock, StudyError
+from .folder import TRAIN_LOG, FolderLock, StudyError
 from .probe_plan import guided_probes, pending_probes, probe_settings
 
 __all__ = ["execute_task", "worker_init", "library_bars", "isolated_probe", "left_out_fix", "arms_text"]
@@ -207,7 +207,7 @@ def _probe(plan: Plan, out: Path, overrides: dict) -> dict:
 
     A reward that fails on a probe's batch (a plug-in that raises) is left out of that probe and the others are
     probed (:func:`isolated_probe`), so one broken reward does not cost every arm its probe entry. A guided probe
-    whose every reward failed writes no ``probe.json`` but :data:`~gradprobe.study.folder.GUIDED_LEFT_OUT` in its
+    whose every reward failed writes no ``probe.json`` but :data:`~gradprobe.layout.GUIDED_LEFT_OUT` in its
     folder (:func:`_record_failed_probe`; its records have ``every_reward_failed``), so a rerun of the study does not
     load the policy to fail the same way again.
 
@@ -345,7 +345,7 @@ def _record_left_out(out: Path, result: dict, left_out: list) -> None:
 
 
 def _record_failed_probe(out: Path, folder: str, left_out: list) -> None:
-    """Write ``out/``:data:`~gradprobe.study.folder.GUIDED_LEFT_OUT` for the guided probe ``folder`` (relative to the
+    """Write ``out/``:data:`~gradprobe.layout.GUIDED_LEFT_OUT` for the guided probe ``folder`` (relative to the
     study's ``probe/``) whose every reward failed: ``{"probe", "left_out", "note"}``, ``left_out`` being
     :func:`isolated_probe`'s records with ``probe`` and ``fix``, each marked ``every_reward_failed`` (in place, so the
     study's record says it too). Atomic (:func:`gradprobe.outputs.write_json_atomic`): the file marks the probe done

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from gradprobe.layout import run_dir
+from gradprobe.layout import GUIDED_LEFT_OUT, run_dir
 from gradprobe.probe import run as probe_run
 from gradprobe.rewards.base import RewardFunctionError
 from gradprobe.study import executors, worker
-from gradprobe.study.folder import GUIDED_LEFT_OUT, not_written_by_study
+from gradprobe.study.folder import not_written_by_study
 from gradprobe.study.freeze import freeze_plan
 from gradprobe.study.probe_plan import pending_probes
 from gradprobe.study.runner import run_study
