@@ -18,8 +18,8 @@ from ..layout import CONFIG_JSON, PLAN_COPY, PROBE_JSON, STUDY_JSON, run_dir
 from ..outputs import json_short, output_error, prepare_output_dir, versions, write_bytes_atomic, write_json_atomic
 from ..tables import shown
 from ..tasks import task_data_identity
-from ..training.budget import check_budget, reach_silenced
-from ..training.plan import Plan, load_plan
+from ..training.budget import reach_silenced
+from ..training.plan import Plan, check_plan_budget, load_plan
 from ..training.run_folder import (MODULES, TASK_DATA, modules_mismatch, modules_problem, task_data_mismatch,
                                    task_data_moved, task_data_problem)
 from .folder import (STUDY_OUTPUTS, FolderLock, PlanChangedError, StudyError, check_frozen_plan, finished_runs,
@@ -73,11 +73,10 @@ def _check_as_new(plan: Plan, out: Path) -> None:
     Raises
     ------
     PlanError
-        As :func:`~gradprobe.training.budget.check_budget` refuses it (the budgets, the arm and the fix named)."""
+        As :func:`~gradprobe.training.plan.check_plan_budget` refuses it (the budgets, the arm and the fix named)."""
     if _frozen_in(out, plan.sha256):
         return
-    check_budget(plan.budget, plan.arms, plan.train, max_new_tokens=plan.sampling.max_new_tokens, check_reach=True,
-                 path=plan.path, sha256=plan.sha256)
+    check_plan_budget(plan, check_reach=True)
 
 
 def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False, say=None,

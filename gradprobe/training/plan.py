@@ -64,8 +64,8 @@ from .specs import (ALTERNATIVES, AXES, BUDGET_FLAGS, BUDGET_KINDS, INITIAL, MET
 __all__ = ["ALTERNATIVES", "AXES", "BUDGET_FLAGS", "BUDGET_KINDS", "INITIAL", "METRICS", "OPTIMIZERS",
            "POWER_ALTERNATIVES", "SAMPLED_AT", "TESTS", "ArmSpec", "BudgetSpec", "EvalSpec", "HeldoutSpec",
            "Hypothesis", "MCConfig", "ModelSpec", "Plan", "PlanError", "PowerSpec", "ProbeSpec", "RunConfig",
-           "SamplingConfig", "TaskSpec", "TrainConfig", "load_plan", "parse_plan", "replicate_plan",
-           "run_config_from_dict", "shorten_budget", "run_in_folder"]
+           "SamplingConfig", "TaskSpec", "TrainConfig", "check_plan_budget", "load_plan", "parse_plan",
+           "replicate_plan", "run_config_from_dict", "shorten_budget", "run_in_folder"]
 
 _TOP_LEVEL = ("name", "description", "seeds", *SECTIONS, "probe", "power", "arms", "hypotheses")
 _REQUIRED = ("model", "task", "budget", "arms")
@@ -281,6 +281,18 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
                       check_reach=check_reach)
 
 
+def check_plan_budget(plan: Plan, *, check_reach: bool, resumed_run: bool = False) -> None:
+    """:func:`~gradprobe.training.budget.check_budget` of the read ``plan``'s ``[budget]``, arms, ``[train]`` and
+    ``max_new_tokens``, as :func:`parse_plan` checks it while reading (``check_reach``, ``resumed_run``: as there).
+
+    Raises
+    ------
+    PlanError
+        As :func:`~gradprobe.training.budget.check_budget` raises it."""
+    check_budget(plan.budget, plan.arms, plan.train, max_new_tokens=plan.sampling.max_new_tokens,
+                 check_reach=check_reach, path=plan.path, sha256=plan.sha256, resumed_run=resumed_run)
+
+
 def run_in_folder(plan, out, resolve) -> RunConfig:
     """The run that ``gradprobe train`` and :func:`gradprobe.train` train in the run folder ``out``: ``resolve(PLAN,
     resumed_flags)`` of ``plan``, under a new run's budget checks unless ``out`` holds that very run.
@@ -329,8 +341,7 @@ def run_in_folder(plan, out, resolve) -> RunConfig:
         if not records_run(out, resumed):
             raise
     if loaded is not plan:  # read here: the resumed run's own plan out of reach is warned about, naming its file
-        check_budget(loaded.budget, loaded.arms, loaded.train, max_new_tokens=loaded.sampling.max_new_tokens,
-                     check_reach=False, path=loaded.path, sha256=loaded.sha256, resumed_run=True)
+        check_plan_budget(loaded, check_reach=False, resumed_run=True)
     return resolve(loaded, flags)  # and its own flags out of reach
 
 

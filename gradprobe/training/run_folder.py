@@ -9,9 +9,9 @@ loaded or written, as ``gradprobe probe`` refuses a run's folder (:mod:`gradprob
 ``save_pretrained`` weights: :func:`gradprobe.layout.output_kind`) is refused too: the run's ``config.json`` would
 replace the model's. So is a file in the way, and a folder holding a run's file names (``metrics.jsonl``,
 ``summary.json``...) without the ``config.json`` a run writes first (:func:`foreign_run_files`: a user's files, which
-the run would truncate or delete), and a folder whose ``config.json`` is a symbolic link (:func:`linked_config`:
-the run's record would be a file elsewhere, its checkpoints and metrics here), or one of whose run files is
-(:func:`linked_run_files`: the run would write into what it points to). Each is read where the system will find
+the run would truncate or delete), and a folder whose ``config.json`` is a symbolic link (:func:`linked_run_files`:
+the run's record would be a file elsewhere, its checkpoints and metrics here), or one of whose run files is (the
+run would write into what it points to). Each is read where the system will find
 ``out`` once ``mkdir -p`` has made its missing folders (:func:`gradprobe.outputs.as_made`: ``new7/../R1`` is ``R1``,
 though ``new7`` does not exist yet). Any other folder is accepted: a new or empty one, a run's own folder (a resume; a
 run killed before its ``config.json`` left none of those names), or a folder of other files (the run's files go beside
@@ -70,7 +70,7 @@ from .errors import DamagedRunFolderError, RunConfigMismatchError
 from .specs import run_config_from_dict
 
 __all__ = ["RUN_LOCK", "REWARD_PLUGIN", "MODULES", "PACKAGE_ROOT", "RUN_FILES", "other_output", "refuse_other_output",
-           "foreign_run_files", "linked_config", "linked_run_files", "study_above", "check_reward_identity",
+           "foreign_run_files", "linked_run_files", "study_above", "check_reward_identity",
            "modules_problem", "modules_mismatch", "refuse_unimportable_reward", "TASK_DATA", "check_task_data",
            "task_data_problem", "task_data_mismatch", "task_data_moved", "MODEL_WEIGHTS", "HASH_LIMIT_BYTES",
            "model_weights_identity", "model_weights_problem", "MODEL_FILES", "model_files_differences",
@@ -131,7 +131,7 @@ def records_run(out, run) -> bool:
     keys added since get their defaults), has the same :func:`comparable_config` as ``run``, so a resume would
     continue it. ``out`` is read where the system will find it once ``mkdir -p`` has made its missing folders
     (:func:`gradprobe.outputs.as_made`: ``new7/../R1`` is the run folder ``R1`` though ``new7`` does not exist yet).
-    False without a ``config.json``, with one that is a symbolic link (:func:`linked_config`: refused by
+    False without a ``config.json``, with one that is a symbolic link (:func:`linked_run_files`: refused by
     :func:`refuse_other_output`), or with one that cannot be read as a run's (damaged, a user's own file) or that holds
     another run. Raises nothing."""
     config = as_made(out) / CONFIG_JSON
@@ -177,7 +177,7 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
         ``eval_items.jsonl``, ``summary.json``, ``checkpoint.json``, ``checkpoint-*``) without a run's ``config.json``
         (:func:`foreign_run_files`): someone else's files, which the run would truncate or delete; the line names
         them and the fix (another ``--out``, or move them). Or ``out``'s ``config.json`` is a symbolic link
-        (:func:`linked_config`): the line names it, its target and the fix (a copy of the file in its place, or the
+        (:func:`linked_run_files`): the line names it, its target and the fix (a copy of the file in its place, or the
         folder it links into as ``--out``). Nothing is written.
 
     ``out`` is read where the system will find it once ``mkdir -p`` has made its missing folders
@@ -197,20 +197,16 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
             f"{out} holds {what}, not a training run; a run there would write its checkpoints, config.json, "
             f"metrics.jsonl and summary.json into it: choose another {opt} (a new or empty folder, or a run's "
             "own folder to resume it)"))
-    linked = linked_config(where)
-    if linked is not None:
-        config = Path(out) / CONFIG_JSON
-        raise OutputDirError(errno.EEXIST, (
-            f"{config} is a symbolic link (to {linked!r}), not a run's own {CONFIG_JSON}: a run there would write its "
-            "checkpoints, metrics.jsonl and summary.json beside a record kept elsewhere; put a copy of the file in its "
-            f"place (rm {shell_word(config)} && cp {shell_word(os.path.realpath(where / CONFIG_JSON))} "
-            f"{shell_word(config)}), or choose the folder it links into as {opt} (to resume that run), or another "
-            f"{opt}; nothing was written"))
     linked = linked_run_files(where)
     if linked:
         name, target = linked[0]
-        path = Path(out) / name
-        real = os.path.realpath(where / name)
+        path, real = Path(out) / name, os.path.realpath(where / name)
+        if name == CONFIG_JSON:
+            raise OutputDirError(errno.EEXIST, (
+                f"{path} is a symbolic link (to {target!r}), not a run's own {CONFIG_JSON}: a run there would write "
+                "its checkpoints, metrics.jsonl and summary.json beside a record kept elsewhere; put a copy of the "
+                f"file in its place (rm {shell_word(path)} && cp {shell_word(real)} {shell_word(path)}), or choose the "
+                f"folder it links into as {opt} (to resume that run), or another {opt}; nothing was written"))
         copy = (f"put a copy in its place (rm {shell_word(path)} && cp -r {shell_word(real)} {shell_word(path)}) or "
                 if os.path.exists(real) else "")  # a broken link: nothing to copy
         raise OutputDirError(errno.EEXIST, (
@@ -226,28 +222,16 @@ def refuse_other_output(out, *, outside_studies: bool = False) -> None:
             "folder; nothing was written"))
 
 
-def linked_config(out) -> str | None:
-    """The target (:func:`os.readlink`) of ``out``'s ``config.json`` when it is a symbolic link (to a run's record
-    elsewhere, to nothing, or in a loop), else None (no such file, a regular file, an unreadable folder). A run
-    folder's ``config.json`` is the run's own record: through a link, a resume would take another folder's run for
-    this folder's and write its checkpoints and metrics here (:func:`refuse_other_output` refuses it). Raises
-    nothing."""
-    config = Path(out) / CONFIG_JSON
-    try:
-        return os.readlink(config) if config.is_symlink() else None
-    except OSError:  # gone meanwhile, or an unreadable link: none to name
-        return None
-
-
 def linked_run_files(out) -> list[tuple[str, str]]:
-    """(name, :func:`os.readlink` target) of each file or folder the run writes in ``out`` after its ``config.json``
-    (:data:`RUN_FILES`, ``checkpoint-UUUUUU/``, ``weights/``: :data:`gradprobe.layout.WEIGHTS_DIR`) that is a symbolic
-    link, sorted by name; [] for none or a folder that cannot be listed. A run appends its lines and writes its
-    checkpoints and kept weights through such a link into the file or folder it points to (:func:`refuse_other_output`
-    refuses it). Raises nothing."""
+    """(name, :func:`os.readlink` target) of each file or folder the run writes in ``out`` (its ``config.json`` first,
+    then :data:`RUN_FILES`, ``checkpoint-UUUUUU/``, ``weights/``: :data:`gradprobe.layout.WEIGHTS_DIR`, by name) that
+    is a symbolic link; [] for none or a folder that cannot be listed. Through a linked ``config.json`` a resume would
+    take another folder's run for this one's; through the others a run appends its lines and writes its checkpoints
+    and kept weights into what they point to (:func:`refuse_other_output` refuses both). Raises nothing."""
     try:
-        names = sorted(n for n in os.listdir(out)
-                       if n in RUN_FILES or n == WEIGHTS_DIR or _CHECKPOINT_DIR.fullmatch(n))
+        names = sorted((n for n in os.listdir(out)
+                        if n in (CONFIG_JSON, *RUN_FILES, WEIGHTS_DIR) or _CHECKPOINT_DIR.fullmatch(n)),
+                       key=lambda n: (n != CONFIG_JSON, n))
     except OSError:
         return []
     found = []
