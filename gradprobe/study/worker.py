@@ -354,6 +354,7 @@ def _record_failed_probe(out: Path, folder: str, left_out: list) -> None:
         record["every_reward_failed"] = True
     note = (f"every reward of this guided probe failed on its batch, so it wrote no {PROBE_JSON} and its arms have no "
             "probe entry; a rerun of the study does not probe it again while this file exists (delete it and rerun "
-            "the study to probe it again); each record's fix says how to get the entry")
+            "the study to probe the same rewards again, for a failure they may not repeat); a fixed reward gets its "
+            "entry as each record's fix says")
     write_json_atomic(prepare_output_dir(out) / GUIDED_LEFT_OUT,
                       json_safe({"probe": folder, "left_out": left_out, "note": note}))

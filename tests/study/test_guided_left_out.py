@@ -102,7 +102,11 @@ def test_a_rerun_does_not_run_a_guided_probe_whose_every_reward_failed_and_says_
     assert not (folder / "probe.json").exists()
     saved = json.loads((folder / GUIDED_LEFT_OUT).read_text())
     assert saved["probe"] == "guided/guided" and saved["left_out"] == [record]
-    assert saved["note"].startswith("every reward of this guided probe failed on its batch, so it wrote no probe.json")
+    assert saved["note"] == (
+        "every reward of this guided probe failed on its batch, so it wrote no probe.json and its arms have no probe "
+        "entry; a rerun of the study does not probe it again while this file exists (delete it and rerun the study to "
+        "probe the same rewards again, for a failure they may not repeat); a fixed reward gets its entry as each "
+        "record's fix says")
     assert json.loads((out / "study.json").read_text())["probe"]["left_out"] == [record]
     assert pending_probes(load_plan(out / "plan.toml"), out / "probe") == []
     # the same command again: no policy loaded, no probe run; the state names the reward, its error and the fix
