@@ -34,7 +34,7 @@ from gradprobe.layout import (ANALYSIS_JSON, CALIBRATED_JSON, OUTPUT_KINDS, PLAN
 from gradprobe.outputs import OutputDirError
 
 from .apply import CALIBRATED_FORMAT, calibrate, format_calibrated, load_probe, write_calibrated
-from .dataset import (FORECASTERS, REFERENCE_ARM, RowsError, SkippedEvalsWarning, build_rows_many, read_rows,
+from .dataset import (FORECASTERS, REFERENCE_ARM, SkippedEvalsWarning, build_rows_many, read_rows,
                       rows_header)
 from .file_check import FIT_CHOICES, FIT_DEFAULTS
 from .files import refuse_looping_file, write_json, write_text_atomic

@@ -72,9 +72,7 @@ import numpy as np
 import pandas as pd
 
 from gradprobe.forecast.analysis_reads import as_analysed
-from gradprobe.forecast.csv_cells import cut_lines, name_short_lines, numeric_columns, read_csv_checked, \
-    short_lines, unterminated_line
-from gradprobe.forecast.curve_fit import CurveError
+from gradprobe.forecast.csv_cells import cut_lines, name_short_lines, short_lines, unterminated_line
 from gradprobe.forecast.study import rebuild_analysis
 from gradprobe.layout import ANALYSIS_JSON, RUNS_CSV, STUDY_JSON, rerun_advice
 from gradprobe.outputs import is_json_number, json_number_text, json_short

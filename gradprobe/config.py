@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 
 #: the largest prompt pool a plan's ``[task] pool`` or ``gradprobe rank-prompts --pool`` takes: every prompt of the

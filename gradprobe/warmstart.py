@@ -55,7 +55,6 @@ import math
 import os
 import re
 import shutil
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -64,7 +63,7 @@ import torch
 
 from .outputs import give_umask_mode, versions
 from .tasks.chain_sum import chain_sum_target
-from .tiers import FORMAT_VERSION, TIERS, TinyTierConfig, cache_root, config_hash, tier_config
+from .tiers import FORMAT_VERSION, TinyTierConfig, cache_root, config_hash, tier_config
 from .tasks.prompts import encode_prompt
 from .config import SamplingConfig
 from .rollout import HFSampler, collect_rollouts

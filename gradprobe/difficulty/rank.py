@@ -33,10 +33,10 @@ from typing import Callable, Mapping, NamedTuple
 
 from ..config import DTYPE_NAMES, MAX_POOL, SamplingConfig
 from ..ledger import Ledger
-from ..outputs import prepare_output_dir, removed_if_left_empty, versions
+from ..outputs import prepare_output_dir, removed_if_left_empty
 from ..tasks import load_task
 from ..tasks.base import repeated_prompts
-from .estimator import EstimatorConfig, check_unique_ids, verdict
+from .estimator import EstimatorConfig, check_unique_ids
 from .folder import check_output_folder
 from .metadata import DEFAULT_KEYS, check_metadata_keys
 from .progress import pool_problems

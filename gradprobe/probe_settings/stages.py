@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from ..config import LOSS_TYPE_NAMES, MAX_LR, MCConfig, SamplingConfig, preconditioner, reference_kind
+from ..config import LOSS_TYPE_NAMES, MAX_LR, MCConfig, preconditioner, reference_kind
 from ..tiers import TINY_FRONTIER_TASK
 
 __all__ = ["DEFAULT_TASK", "DEFAULT_MC", "ModelSettings", "TaskSettings", "BatchSettings", "ReferenceSettings",

@@ -120,8 +120,8 @@ def load_task(spec: str, **config) -> Task:
             raise TaskConfigError(f"unknown option {unknown[0]!r} for {kind}:...; valid: "
                                   f"{', '.join(DATA_TASK_OPTIONS[kind])}")
         if kind == "jsonl" and {"train_split", "heldout_split"} & set(options):
-            raise TaskConfigError(f"train_split/heldout_split apply to hf:NAME datasets only; a JSONL file is split "
-                                  f"by heldout_fraction, a folder holds train.jsonl and test.jsonl")
+            raise TaskConfigError("train_split/heldout_split apply to hf:NAME datasets only; a JSONL file is split "
+                                  "by heldout_fraction, a folder holds train.jsonl and test.jsonl")
         return apply_fewshot(DatasetTask(source, kind=kind, hub_config=hub_config, **options), kind, fewshot)
     if spec == "gsm8k" or spec.startswith("gsm8k:"):
         unknown = sorted(set(config) - set(DATA_TASK_OPTIONS["gsm8k"]))

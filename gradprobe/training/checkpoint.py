@@ -184,7 +184,7 @@ def read_pointer(out: Path) -> dict | None:
         data = json.loads(pointer.read_text())
         ok = (isinstance(data, dict) and isinstance(data.get("checkpoint"), str)
               and _CHECKPOINT_NAME.fullmatch(data["checkpoint"]) is not None and data.get("update") is not None)
-        problem = None if ok else f"no {{\"checkpoint\": \"checkpoint-UUUUUU\", \"update\": U}} object"
+        problem = None if ok else 'no {"checkpoint": "checkpoint-UUUUUU", "update": U} object'
     except (UnicodeDecodeError, ValueError) as e:
         problem = error_text(e)
     if problem is None:

@@ -184,7 +184,7 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
             inside = [t for t, v in data.items() if isinstance(v, dict) and key in v]
             hint = (f"; the key {key!r} sits inside [{inside[0]}]: a key written after a [table] header belongs to "
                     f"that table, so write [{key}]" + (" as [arms.NAME] tables" if key == "arms" else " as a table")
-                    + f" of its own") if inside else ""
+                    + " of its own") if inside else ""
             raise PlanError(f"plan {path} has no [{key}] section (required: {', '.join(_REQUIRED)}){hint}")
     sec = {k: build_section(cls, data.get(k, {}), k) for k, cls in SECTIONS.items()}
     check_model(sec["model"])
