@@ -71,7 +71,7 @@ GUIDED_LEFT_OUT = "left_out.json"
 EARLIER_PROBE = ".earlier-probe"       # where an earlier probe's files wait until the new probe has finished
 EARLIER_MANIFEST = "manifest.json"     # in EARLIER_PROBE: the names of the earlier probe's files while they move
 #: In a probe's folder while the probe writes it: the files (:data:`PROBE_FILES`) and ``batch_K`` folders it writes,
-#: named before the first and deleted once it is complete or rolled back (:mod:`gradprobe.probe.output`)
+#: each named as the probe starts writing it; deleted once it is complete or rolled back (:mod:`gradprobe.probe.output`)
 UNFINISHED_PROBE = ".unfinished-probe.json"
 #: Every file a probe writes into its folder (:mod:`gradprobe.probe.output`; a study's ``--restart`` names any other)
 PROBE_FILES = (PROBE_JSON, TOKENS_JSONL, ALIGNMENT_SAFETENSORS, REPORT_HTML, CALIBRATED_JSON)

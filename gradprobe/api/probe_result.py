@@ -476,7 +476,8 @@ class ProbeResult:
             unfinished files and batch folders deleted: those it named in ``dir/.unfinished-probe.json``, a copy's
             ``report.html`` written before its ``probe.json`` too), naming the line that called this method.
         """
-        from ..probe.output import _other_output, replacing_earlier_probe  # torch-bound: deferred (module docstring)
+        # torch-bound: deferred (module docstring)
+        from ..probe.output import _other_output, claim_probe_file, replacing_earlier_probe
 
         out = api_out(dir, "dir")
         refuse_file_in_the_way(out)  # a file, a broken link or a symlink loop (which Path.resolve raises on) in the way
@@ -495,6 +496,7 @@ class ProbeResult:
             out = prepare_output_dir(out)
             for src in [*files, top]:  # probe.json last: it marks a complete folder
                 dst = out / src.relative_to(self.folder)
+                claim_probe_file(dst.parent, dst.name)  # named in the record (a batch_K: the folder) before it starts
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 tmp = dst.with_name(dst.name + ".tmp")
                 shutil.copyfile(src, tmp)

@@ -7,9 +7,10 @@ study's folder is refused; ``probe.json``'s entries say which rewards give no gr
 probe back and exits 130 with one line (:func:`interrupt_message`), as ``gradprobe train`` and ``study`` do. SIGTERM
 takes the same path (:class:`Terminated`, raised by a handler installed for the command's duration) and exits 143.
 What a probe killed outright (SIGKILL) left in ``--out`` (the earlier probe aside; the files and batch folders it
-named as its own, as a one-batch probe's ``tokens.jsonl`` and ``alignment.safetensors`` written before its
-``probe.json``) is put back or removed by the next probe there, each in one ``warning:`` line on stderr
-(:func:`_warn`).
+named as its own, each as it started writing it, as a one-batch probe's ``tokens.jsonl`` and ``alignment.safetensors``
+written before its ``probe.json``: :func:`gradprobe.probe.output.claim_probe_file`) is put back or removed by the next
+probe there, each in one ``warning:`` line on stderr (:func:`_warn`); a file of a probe's name it never started (a
+user's fresh ``report.html``) is refused and kept.
 Any other error after the probe started (up to and including formatting what it prints) rolls back the same way
 before it is reported: a bad input or I/O error as one line, exit 2; anything else (a bug) with a line saying the
 earlier probe was put back, then its traceback.
@@ -22,12 +23,10 @@ import contextlib
 import logging
 import signal
 import sys
-from pathlib import Path
 
 from ..config import DTYPE_NAMES, LOSS_TYPE_NAMES, PRECONDITIONER_KINDS, SAMPLER_BACKENDS, MCConfig, SamplingConfig
 from ..integrations.trl_config import apply_trl_config, mark_explicit_flags
-from ..layout import PROBE_JSON
-from ..outputs import json_safe, write_json_atomic
+from ..layout import CALIBRATED_JSON, PROBE_JSON, REPORT_HTML
 from ..probe_settings import (DEFAULT_MC, FORECASTERS, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig,
                               ReferenceSettings, RunSettings, TaskSettings, UpdateSettings)
 from ..tables import shown
@@ -310,7 +309,7 @@ def _probe_command(args) -> int:
 
             checkpoint_files = len(checkpoint_weights(args.checkpoints))
         if calibration is not None:
-            from calib.apply import calibrate_probe, check_applicable, format_calibrated, rewrite_probe_json
+            from calib.apply import check_applicable, format_calibrated
 
             from ..forecast.forecaster import DEFAULT_CURVES
 
@@ -330,13 +329,7 @@ def _probe_command(args) -> int:
                                                   reference_reward=trl.reference_reward if trl else "outcome")
             if trl is not None:
                 result["trl_config"] = trl.record()  # which fields came from the file, which flags won
-            write_json_atomic(Path(args.out) / PROBE_JSON, json_safe(result))
-            if calibration is not None:
-                calibrate_probe(result, calibration, source=args.calibration)
-                rewrite_probe_json(f"{args.out}/{PROBE_JSON}", result)
-            from ..probe.report_html import write_probe_report  # after the forecast: the page shows its verdicts
-
-            write_probe_report(args.out, result)
+            _write_outputs(args, result, calibration)
             # the printout is made inside the block: a failure to format it rolls the probe back as any error does
             printed = format_table(result) + (f"\n{format_calibrated(result)}" if calibration is not None else "")
     except KeyboardInterrupt:
@@ -363,6 +356,26 @@ def _probe_command(args) -> int:
     written = [shown(f) for f in probe_files(args.out, folder.batch_folders)]
     print(f"\nwrote {', '.join(written[:-1])} and {written[-1]}" if len(written) > 1 else f"\nwrote {written[0]}")
     return 0
+
+
+def _write_outputs(args, result: dict, calibration) -> None:
+    """Write ``gradprobe probe``'s ``probe.json`` (``result``, its forecast in), ``calibrated.json`` (with
+    ``calibration``, :func:`calib.apply.calibrate_probe`, which adds it to ``result``) and ``report.html`` into
+    ``--out``, each named in the probe's record just before it is started
+    (:func:`gradprobe.probe.output.claim_probe_file`), so that a probe killed meanwhile leaves none of them unnamed and
+    names none it did not start. Raises what those writers raise (OutputDirError, an OSError: the file named)."""
+    from ..probe.output import claim_probe_file, write_probe_json
+    from ..probe.report_html import write_probe_report  # after the forecast: the page shows its verdicts
+
+    write_probe_json(args.out, result)
+    if calibration is not None:
+        from calib.apply import calibrate_probe, rewrite_probe_json
+
+        calibrate_probe(result, calibration, source=args.calibration)
+        claim_probe_file(args.out, CALIBRATED_JSON)
+        rewrite_probe_json(f"{args.out}/{PROBE_JSON}", result)
+    claim_probe_file(args.out, REPORT_HTML)
+    write_probe_report(args.out, result)
 
 
 def _config_from_args(args) -> ProbeConfig:

@@ -37,12 +37,12 @@ import numpy as np
 
 from ..forecast.proxies import stratified_counts
 from ..forecast.result import no_signal_reason
-from ..layout import PROBE_JSON
 from ..models import load_policy
-from ..outputs import json_safe, prepare_output_dir, removed_if_left_empty, write_json_atomic
+from ..outputs import prepare_output_dir, removed_if_left_empty
 from ..tasks import load_task
 from . import run as probe_run  # probe_run.run_probe is looked up per call: a test may stand in for it
 from .guided import check_guided_task, pool_guidance
+from .output import write_probe_json
 from .result import add_same_loss_ratios
 
 __all__ = ["ReferenceDirection", "run_probe_batches", "combine_batches", "pooled_batch_summary"]
@@ -170,7 +170,7 @@ def run_probe_batches(config, *, batches: int = 1, out: str | Path | None = None
             results.append(res)
         combined = combine_batches(results, config)
         if out is not None:
-            write_json_atomic(Path(out) / PROBE_JSON, json_safe(combined))
+            write_probe_json(out, combined)  # named in a probe's record first (claim_probe_file)
         return combined
 
 

@@ -29,12 +29,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..layout import PROBE_JSON, WEIGHTS_DIR
-from ..outputs import json_safe, prepare_output_dir, removed_if_left_empty, write_json_atomic
+from ..layout import WEIGHTS_DIR
+from ..outputs import prepare_output_dir, removed_if_left_empty
 from . import run as probe_run  # probe_run.run_probe is looked up per call, as in gradprobe.probe.batches
 from .batches import (ReferenceDirection, _distinct_train_prompts, _sum_ledgers, _TrainSlice, combine_batches,
                       loaded_task_and_policy)
 from .guided import check_guided_task
+from .output import write_probe_json
 
 __all__ = ["checkpoint_weights", "load_weights", "check_weights", "run_probe_checkpoints"]
 
@@ -225,7 +226,7 @@ def run_probe_checkpoints(config, checkpoints, *, batches: int = 1, out=None, po
         results = _probe_each_policy(config, policies, batches, out, policy, task, extra_rewards, sampler)
         combined = _pooled(results, config, policies, batches)
         if out is not None:
-            write_json_atomic(Path(out) / PROBE_JSON, json_safe(combined))
+            write_probe_json(out, combined)  # named in a probe's record first (claim_probe_file)
         return combined
 
 

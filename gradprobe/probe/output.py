@@ -25,16 +25,23 @@ A ``batch_K/`` is an earlier probe's only when it is a real folder (never a link
 those names (or their ``.tmp`` partials) and, beside a ``probe.json`` that gradprobe wrote, among the ``batch_0`` ..
 ``batch_{n-1}`` it lists (``config.probe_batches``; none for one batch, nor for a ``probe.json`` without gradprobe's
 ``versions`` and ``config``, as a hand-made one: :func:`_batch_folders_of`). While a probe writes its folder,
-``.unfinished-probe.json`` there names the files (:data:`PROBE_FILES`) and batch folders it writes
-(:data:`~gradprobe.layout.UNFINISHED_PROBE`, written atomically once the folder was checked to hold none of them and
-before the first, deleted once the probe is complete or rolled back): what a probe killed before its ``probe.json``
-(SIGKILL) left, its complete ``tokens.jsonl`` or ``alignment.safetensors`` as well as its batch folders, is known by
-it as that probe's, not guessed, and the next probe deletes it with the rest of what it left, saying so in one line
-(:func:`_killed_files`, :func:`_killed_batches`): only regular files of those names (never a link or a folder) and
+``.unfinished-probe.json`` there (:data:`~gradprobe.layout.UNFINISHED_PROBE`) names the files (of
+:data:`PROBE_FILES`) and batch folders it has started writing: written atomically, naming none, once the folder was
+checked to hold none of them, then rewritten atomically (keeping its first time) to add each name just before the
+probe starts writing that file or into that batch folder (:func:`claim_probe_file`; :func:`write_probe_files`,
+:func:`write_probe_json` and every other writer of a probe's files call it), deleted once the probe is complete or
+rolled back. So what a probe killed before its ``probe.json`` (SIGKILL) left, its complete ``tokens.jsonl`` or
+``alignment.safetensors`` as well as its batch folders, is known by it as that probe's, not guessed, and the next
+probe deletes it with the rest of what it left, saying so in one line (:func:`_killed_files`,
+:func:`_killed_batches`): only what the record names, regular files of those names (never a link or a folder) and
 batch folders of a probe's files only, none older than the record (a user's file moved or copied in keeping its
-times is refused and kept). A ``probe.json`` beside the record is the killed probe's too (the CLI writes it before
-its forecast and ``report.html``), never a complete probe that would replace one kept in ``.earlier-probe/``. A file
-of those names in a folder without the record (a user's ``report.html``) is refused as before. Any other ``batch_K``
+times is refused and kept). A file of those names the killed probe never started (a user's fresh ``report.html``
+put there after the kill, by ``cp`` or an editor) is not named, so it is refused and kept like any user's file, as
+is a fresh ``batch_K`` it never started. A record of an older gradprobe, which named every one of
+:data:`PROBE_FILES` and every batch folder up front, is read as before. A ``probe.json`` beside the record is the
+killed probe's too (the CLI writes it before its forecast and ``report.html``), never a complete probe that would
+replace one kept in ``.earlier-probe/``. A file of those names in a folder without the record (a user's
+``report.html``) is refused as before. Any other ``batch_K``
 (a user's folder, another probe's, a link to one elsewhere, a file) is never moved or deleted, and is refused before
 any compute when the probe writes there (``--probe-batches``: :func:`_refuse_batch_folders_in_the_way`). It also
 refuses a folder that holds a training run, a study, a ``calib report``
@@ -73,8 +80,9 @@ from ..outputs import (OutputDirError, json_safe, naming_out, output_error, prep
 from ..tables import shown, surrogates_escaped
 from .table import format_table, no_signal_entries
 
-__all__ = ["token_texts", "write_probe_files", "advantages_key", "format_table", "PROBE_FILES", "ProbeFolder",
-           "replacing_earlier_probe", "probe_files", "batch_folder_count", "no_signal_entries"]
+__all__ = ["token_texts", "write_probe_files", "write_probe_json", "claim_probe_file", "advantages_key",
+           "format_table", "PROBE_FILES", "ProbeFolder", "replacing_earlier_probe", "probe_files",
+           "batch_folder_count", "no_signal_entries"]
 
 # PROBE_FILES (:mod:`gradprobe.layout`): every file a probe writes into its folder; with their ``.tmp`` partials and
 # the ``batch_K/`` folders of ``--probe-batches``, all that :func:`replacing_earlier_probe` ever moves or deletes.
@@ -86,8 +94,9 @@ EARLIER = EARLIER_PROBE
 _MANIFEST = EARLIER_MANIFEST
 _MANIFEST_FILES = (_MANIFEST, f"{_MANIFEST}.tmp")  # the manifest and its partial: no earlier probe's files
 _BATCH_DIR = PROBE_BATCH_DIR
-#: In the folder while a probe writes it: the names of the files and ``batch_K/`` folders it writes, written atomically
-#: before the first and deleted once the probe is complete or rolled back (:func:`_unfinished` reads it).
+#: In the folder while a probe writes it: the names of the files and ``batch_K/`` folders it has started writing, each
+#: added atomically before the probe starts it (:func:`claim_probe_file`), the record deleted once the probe is
+#: complete or rolled back (:func:`_unfinished` reads it).
 _UNFINISHED = UNFINISHED_PROBE
 _UNFINISHED_FILES = (_UNFINISHED, f"{_UNFINISHED}.tmp")  # the record and its partial
 _OURS = frozenset(PROBE_FILES) | {f"{n}.tmp" for n in PROBE_FILES}  # a probe's file names and their .tmp partials
@@ -163,6 +172,7 @@ def write_probe_files(out, result: dict, batch, alignment, advantages: dict, tok
         A file cannot be written (named); the file's previous content, if any, is left unchanged.
     """
     out = Path(out)
+    claim_probe_file(out, ALIGNMENT_SAFETENSORS)  # before the folder (a batch_K) and the file: named as started
     out.mkdir(parents=True, exist_ok=True)
     tensors = {"alignment": alignment.detach().cpu().contiguous(),
                "completion_mask": batch.completion_mask.cpu().contiguous(),
@@ -172,8 +182,24 @@ def write_probe_files(out, result: dict, batch, alignment, advantages: dict, tok
     if importance_weights is not None:
         tensors["importance_weights"] = importance_weights.detach().cpu().contiguous()
     write_bytes_atomic(out / ALIGNMENT_SAFETENSORS, safetensors_bytes(tensors))
+    claim_probe_file(out, TOKENS_JSONL)
     write_text_atomic(out / TOKENS_JSONL, _token_lines(batch, alignment, advantages, tokenizer))
-    write_json_atomic(out / PROBE_JSON, json_safe(result))
+    write_probe_json(out, result)
+
+
+def write_probe_json(out, result: dict) -> Path:
+    """Write ``result`` as ``out/probe.json`` (atomically, non-finite floats as :func:`gradprobe.outputs.json_safe`
+    writes them), named first in the record of the probe writing ``out`` (:func:`claim_probe_file`). Returns the
+    path.
+
+    Raises
+    ------
+    OutputDirError (an OSError)
+        The record or the file cannot be written (named); the file's previous content, if any, is left unchanged."""
+    path = Path(out) / PROBE_JSON
+    claim_probe_file(out, PROBE_JSON)
+    write_json_atomic(path, json_safe(result))
+    return path
 
 
 def _batch_entries(batch: Path) -> tuple[list[str], list[str]]:
@@ -343,12 +369,13 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out", batch_folde
     On entry the earlier probe's files (:data:`PROBE_FILES`, their ``.tmp`` partials, its ``batch_K/`` folders:
     :func:`_probe_names`) are moved into ``out/.earlier-probe``; other files are never touched. Only a folder holding
     ``probe.json`` holds an earlier probe: one that holds files of those names without it is refused (a user's
-    ``report.html``, or a killed probe's partial files), nothing moved. Before the block runs, the files and ``batch_K``
-    folders it writes are named in ``out/.unfinished-probe.json`` (:func:`_record_unfinished`). When the block ends
-    normally that record and the earlier files are deleted; when it raises (an error, Ctrl-C, the CLI's SIGTERM) the
-    files this probe wrote so far and the record are deleted, the earlier ones put back and a folder this call found
-    missing is removed again if left empty. What a killed probe left (a ``.earlier-probe/``, the files and batch
-    folders it recorded) is dealt with first (module docstring; ``say`` is told).
+    ``report.html``, or a killed probe's partial files), nothing moved. Before the block runs,
+    ``out/.unfinished-probe.json`` is written (:func:`_record_unfinished`); the block names each file and ``batch_K``
+    folder there as it starts writing it (:func:`claim_probe_file`: every writer of a probe's files calls it). When
+    the block ends normally that record and the earlier files are deleted; when it raises (an error, Ctrl-C, the CLI's
+    SIGTERM) the files this probe wrote so far and the record are deleted, the earlier ones put back and a folder this
+    call found missing is removed again if left empty. What a killed probe left (a ``.earlier-probe/``, the files and
+    batch folders it recorded) is dealt with first (module docstring; ``say`` is told).
 
     Parameters
     ----------
@@ -388,7 +415,7 @@ def replacing_earlier_probe(out, say=_warn, *, label: str = "--out", batch_folde
         raise OutputDirError(errno.EEXIST, f"{label} {str(folder.path)!r} {other}")
     with removed_if_left_empty(folder.path):  # a folder this call found missing goes again if left empty
         try:
-            _record_unfinished(folder)  # before the first file: a probe killed now leaves what it wrote named its own
+            _record_unfinished(folder)  # before the first file: each is named there as the probe starts it
             yield folder
         except BaseException:
             _roll_back(folder)
@@ -555,16 +582,47 @@ def _done_moving(aside: Path) -> None:
 
 
 def _record_unfinished(folder: ProbeFolder) -> None:
-    """Name the files a probe writes in its folder (every one of :data:`PROBE_FILES`: which of them it writes depends
-    on the caller and its options) and the ``batch_K`` folders it writes (``batch_0`` .. ``batch_{n-1}``, ``n`` its
-    :attr:`~ProbeFolder.batch_folders`) in ``folder/.unfinished-probe.json`` (atomically; the folder created if
-    missing) before it writes the first, so that what a probe killed before it is complete leaves there is known as its
-    own (:func:`_unfinished`). Called once :func:`_move_aside` has left none of them there: any found later is the
-    probe's."""
+    """Write ``folder/.unfinished-probe.json`` (atomically; the folder created if missing) naming no file and no batch
+    folder yet, before the probe writes anything: each is added as the probe starts it (:func:`claim_probe_file`), so
+    that what a probe killed before it is complete leaves there is known as its own (:func:`_unfinished`) and nothing
+    it never started (a user's fresh file of a probe's name) is. The time it is written now (its modification time,
+    kept as ``since`` when :func:`claim_probe_file` rewrites it) is what the next probe compares what it finds with
+    (:func:`_not_older`). Called once :func:`_move_aside` has left none of them there."""
     if not folder.path.is_dir():
         prepare_output_dir(folder.path)
-    write_json_atomic(folder.path / _UNFINISHED, {
-        "probe_files": list(PROBE_FILES), "probe_batch_folders": [f"batch_{k}" for k in range(folder.batch_folders)]})
+    write_json_atomic(folder.path / _UNFINISHED, {"probe_files": [], "probe_batch_folders": []})
+
+
+def claim_probe_file(folder, name: str) -> None:
+    """Name the file ``name`` (one of :data:`PROBE_FILES`) that a probe is about to write in ``folder`` in the record
+    of the probe writing there (:func:`_record_unfinished`), before the file (or its temporary file) is created: the
+    record names only what the probe started, so a user's fresh file of a probe's name that it never started is not
+    taken for the killed probe's by the next one. ``folder`` may be the probe's folder, where the file is named, or
+    one of its ``batch_K`` folders (created or not yet), where that folder is named in its parent's record. Nothing
+    is done without a record there (a study's probe, :func:`gradprobe.probe.run.run_probe` called on its own) or when
+    the name is in it already. The record is rewritten atomically (:func:`gradprobe.outputs.write_json_atomic`),
+    keeping the time it was first written (``since``: what the next probe compares the files with, :func:`_unfinished`).
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not one of :data:`PROBE_FILES`.
+    OutputDirError (an OSError)
+        The record cannot be read (:func:`_unfinished`'s refusal) or written (named).
+    """
+    if name not in PROBE_FILES:
+        raise ValueError(f"{name!r} is no probe's file (a probe writes {', '.join(PROBE_FILES)})")
+    folder = Path(folder)
+    if os.path.lexists(folder / _UNFINISHED):
+        key, top = "probe_files", folder
+    elif _BATCH_DIR.fullmatch(folder.name) and os.path.lexists(folder.parent / _UNFINISHED):
+        key, top, name = "probe_batch_folders", folder.parent, folder.name
+    else:
+        return
+    record = _read_record(top)
+    if name not in record[key]:
+        record[key] = [*record[key], name]
+        write_json_atomic(top / _UNFINISHED, record)
 
 
 def _unrecord(folder: Path) -> None:
@@ -574,29 +632,44 @@ def _unrecord(folder: Path) -> None:
 
 
 def _unfinished(folder: Path, label: str = "--out") -> tuple[list[str], float]:
-    """The files and ``batch_K`` folders that ``folder/.unfinished-probe.json`` names (:func:`_record_unfinished`; a
-    record without ``probe_files`` names batch folders only), and the record's modification time (seconds since the
-    epoch): what a probe killed there was writing, its ``probe.json`` too (the record goes only once a probe is
-    complete); ``([], inf)`` without one.
+    """The files and ``batch_K`` folders that ``folder/.unfinished-probe.json`` names (:func:`_read_record`): what a
+    probe killed there had started writing, its ``probe.json`` too (the record goes only once a probe is complete),
+    and the record's time (seconds since the epoch); ``([], inf)`` without one.
 
     Raises
     ------
     OutputDirError (an OSError, errno EINVAL)
-        The record cannot be read or names anything but a probe's files (:data:`PROBE_FILES`) and ``batch_K``
-        folders: named, with the fix (delete it and the files and batch folders the killed probe left, or choose
-        another ``label``); nothing is moved or deleted."""
-    path = folder / _UNFINISHED
-    if not os.path.lexists(path):
+        :func:`_read_record`'s refusal; nothing is moved or deleted."""
+    if not os.path.lexists(folder / _UNFINISHED):
         return [], math.inf
+    record = _read_record(folder, label)
+    return [*record["probe_files"], *record["probe_batch_folders"]], record["since"]
+
+
+def _read_record(folder: Path, label: str = "--out") -> dict:
+    """``folder/.unfinished-probe.json`` (:func:`_record_unfinished`) as ``{"probe_files": [...],
+    "probe_batch_folders": [...], "since": t}``: the files and batch folders named (a record without
+    ``probe_files`` names batch folders only; one of an older gradprobe names every one of :data:`PROBE_FILES`), and
+    ``t`` the time it was first written, its ``since`` (:func:`claim_probe_file` keeps it there when it rewrites the
+    record), else its modification time (seconds since the epoch).
+
+    Raises
+    ------
+    OutputDirError (an OSError, errno EINVAL)
+        The record cannot be read, names anything but a probe's files (:data:`PROBE_FILES`) and ``batch_K``
+        folders, or its ``since`` is no finite number: named, with the fix (delete it and the files and batch
+        folders the killed probe left, or choose another ``label``)."""
+    path = folder / _UNFINISHED
     try:
         record = json.loads(path.read_text(encoding="utf-8-sig"))
         files, names = record.get("probe_files", []), record["probe_batch_folders"]
-        since = path.stat().st_mtime
+        since = record.get("since", path.stat().st_mtime)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        record, files, names = e, None, None
+        record, files, names, since = e, None, None, None
     if (isinstance(files, list) and all(isinstance(n, str) and n in PROBE_FILES for n in files)
-            and isinstance(names, list) and all(isinstance(n, str) and _BATCH_DIR.fullmatch(n) for n in names)):
-        return [*files, *names], since
+            and isinstance(names, list) and all(isinstance(n, str) and _BATCH_DIR.fullmatch(n) for n in names)
+            and isinstance(since, (int, float)) and not isinstance(since, bool) and math.isfinite(since)):
+        return {"probe_files": files, "probe_batch_folders": names, "since": since}
     rm = "rm -r" if path.is_dir() and not path.is_symlink() else "rm"
     raise OutputDirError(errno.EINVAL, (
         f"{str(path)!r} (where a probe names the files and batch folders it is writing) is no list of them "
@@ -677,8 +750,8 @@ def _leftover(folder: ProbeFolder, say, recorded: tuple[list[str], float], label
     ``recorded``: the files and batch folders the killed probe named as its own and the record's time
     (:func:`_unfinished`). Beside a record, the folder's ``probe.json`` is the killed probe's (the record goes only
     once a probe is complete), never taken for a newer complete probe; its files there are put aside for the earlier
-    probe's only where a killed probe wrote them (:func:`_killed_files`: a link, or a file older than the record, is a
-    user's: refused, nothing moved)."""
+    probe's only where a killed probe wrote them (:func:`_killed_files`: a file the record does not name, a link, or a
+    file older than the record, is a user's: refused, nothing moved)."""
     aside = folder.path / EARLIER
     if not aside.is_dir():
         return _remove(aside)
@@ -699,13 +772,13 @@ def _leftover(folder: ProbeFolder, say, recorded: tuple[list[str], float], label
                      | set(_killed_batches(folder.path, *recorded))
                      | {n for n in kept if _BATCH_DIR.fullmatch(n) and os.path.lexists(folder.path / n)})
     files = [n for n in partial if n in PROBE_FILES]
-    theirs = sorted(set(files) - set(_killed_files(folder.path, files, recorded[1]))) if unfinished else []
+    theirs = sorted(set(files) - set(_killed_files(folder.path, *recorded))) if unfinished else []
     if theirs:  # a user's file where the earlier probe's goes back: refused before anything moves
         raise OutputDirError(errno.EEXIST, (
-            f"{label} {str(folder.path)!r} holds {', '.join(theirs)}, which the probe killed there did not write (a "
-            f"link, or older than its record {_UNFINISHED}), where the earlier probe it had moved to {EARLIER}/ goes "
-            f"back: move {'them' if len(theirs) > 1 else 'it'} out of the folder and probe again, or choose another "
-            f"{label}; nothing was moved"))
+            f"{label} {str(folder.path)!r} holds {', '.join(theirs)}, which the probe killed there did not write (not "
+            f"named in its record {_UNFINISHED}, a link, or older than the record), where the earlier probe it had "
+            f"moved to {EARLIER}/ goes back: move {'them' if len(theirs) > 1 else 'it'} out of the folder and probe "
+            f"again, or choose another {label}; nothing was moved"))
     say(f"restored the earlier probe in {shown(str(folder.path))} from {EARLIER}/ ({', '.join(kept)}), left by "
         "a probe that was killed" + (f"; its unfinished files ({', '.join(partial)}) were deleted" if partial else ""))
     _put_back(folder, kept, partial, listed is None, unrecord=True)
@@ -748,16 +821,20 @@ def _put_back(folder: ProbeFolder, kept: list[str], partial: list[str], name_the
         raise output_error(f"restoring the earlier probe from {EARLIER}/ in", folder.path, e) from e
 
 
-def _not_a_probe(folder: Path, names: list[str], label: str = "--out") -> OutputDirError:
+def _not_a_probe(folder: Path, names: list[str], label: str = "--out", recorded: bool = False) -> OutputDirError:
     """The refusal of ``folder``, which holds files named as a probe's (``names``) but no ``probe.json``: they are
     not an earlier probe's (a user's own ``report.html``, or what a probe killed before its ``probe.json`` left),
-    and a probe there would overwrite them; named with the fix."""
+    and a probe there would overwrite them; named with the fix. With ``recorded`` (a killed probe's record is there,
+    :func:`_unfinished`), they are none of that probe's either (:func:`_killed_files`, :func:`_killed_batches`: not
+    named in the record, links, or older than it), and the fix says so instead of offering to delete them."""
     shown, them = ", ".join(names), ("it" if len(names) == 1 else "them")
+    why = (f"the probe killed there did not write {them}: its record {_UNFINISHED} does not name {them}, or "
+           f"{'it is a link or' if them == 'it' else 'they are links or'} older than the record" if recorded else
+           f"delete {them} if left by a probe that was killed before it wrote {PROBE_JSON}")
     return OutputDirError(errno.EEXIST, (
         f"{label} {str(folder)!r} holds {shown} but no {PROBE_JSON}, so {'it is' if them == 'it' else 'they are'} no "
         f"earlier probe's (a probe writes {', '.join(PROBE_FILES)}): a probe there would overwrite {them}. Choose "
-        f"another {label}, or move {shown} out of {str(folder)!r} (delete {them} if left by a probe that was killed "
-        f"before it wrote {PROBE_JSON})"))
+        f"another {label}, or move {shown} out of {str(folder)!r} ({why})"))
 
 
 def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
@@ -788,7 +865,7 @@ def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:
         _BATCH_DIR.fullmatch(n) and _batch_kind(folder.path / n) == "debris")]
     whole = [] if top else [n for n in names if n not in partial]
     if whole:  # a complete file of a probe's name, or a batch_K holding one, may be a user's own: refused, kept
-        raise _not_a_probe(folder.path, whole, label)
+        raise _not_a_probe(folder.path, whole, label, recorded=math.isfinite(recorded[1]))
     _refuse_batch_folders_in_the_way(folder, names, earlier, label)
     for name in partial:  # .tmp partials, batch_K folders of those only and what it recorded: a killed probe's
         _remove(folder.path / name)

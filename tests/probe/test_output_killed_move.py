@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from gradprobe.layout import UNFINISHED_PROBE
-from gradprobe.probe.output import EARLIER, replacing_earlier_probe
+from gradprobe.probe.output import EARLIER, claim_probe_file, replacing_earlier_probe
 
 # a 2-batch probe's probe.json as gradprobe writes it (versions, config): its batch_0 and batch_1 are its own
 _PROBE_JSON = json.dumps({"rewards": [], "versions": {}, "config": {"probe_batches": 2},
@@ -93,6 +93,13 @@ def _write(folder: Path, files: dict) -> None:
         (folder / name).write_text(text)
 
 
+def _write_as_a_probe(out: Path, files: dict) -> None:
+    """Write ``files`` (names in ``out``) as a probe's writers do: each named in the probe's record first."""
+    for name, text in files.items():
+        claim_probe_file(out, name)
+        (out / name).write_text(text)
+
+
 def _earlier_folder(out: Path) -> Path:
     _write(out, {**_EARLIER, **_MINE})
     return out
@@ -109,7 +116,7 @@ def _leftover_folder(out: Path) -> Path:
 def _probe(out: Path, *, finish: bool) -> None:
     """One probe into ``out``: writes the new files (all of them when ``finish``, else two and raises)."""
     with replacing_earlier_probe(out, say=lambda line: None):
-        _write(out, _NEW if finish else dict(list(_NEW.items())[:2]))
+        _write_as_a_probe(out, _NEW if finish else dict(list(_NEW.items())[:2]))
         if not finish:
             raise ValueError("the probe failed")
 
@@ -183,7 +190,7 @@ def test_a_failed_probe_that_wrote_probe_json_killed_while_rolling_back(tmp_path
 
     def run(out):
         with replacing_earlier_probe(out, say=lambda line: None):
-            _write(out, _NEW)
+            _write_as_a_probe(out, _NEW)
             raise ValueError("interrupted after probe.json")
 
     ops, broken = _sweep(tmp_path, _earlier_folder, run, [_EARLIER, _NEW])

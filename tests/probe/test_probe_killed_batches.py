@@ -30,7 +30,7 @@ from gradprobe.cli import main
 from gradprobe.forecast import default_curve_path
 from gradprobe.layout import UNFINISHED_PROBE
 from gradprobe.outputs import OutputDirError, write_text_atomic
-from gradprobe.probe.output import EARLIER, replacing_earlier_probe
+from gradprobe.probe.output import EARLIER, claim_probe_file, replacing_earlier_probe
 
 from helpers_rollout import one_thread
 
@@ -188,12 +188,19 @@ def _make(out: Path, earlier: bool) -> Path:
     return out
 
 
+def write_as_a_probe(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` as a probe's writers do: named in the probe's record first (the file, or its
+    ``batch_K`` folder in the probe folder's record: claim_probe_file), then its folder made and the file written."""
+    claim_probe_file(path.parent, path.name)
+    path.parent.mkdir(exist_ok=True)
+    write_text_atomic(path, text)
+
+
 def _two_batch_probe(out: Path, say) -> None:
     """A probe of 2 batch folders into ``out``, as ``gradprobe probe --probe-batches 2`` writes them."""
     with replacing_earlier_probe(out, say=say, batch_folders=2):
         for name, text in _NEW.items():
-            (out / name).parent.mkdir(exist_ok=True)
-            write_text_atomic(out / name, text)
+            write_as_a_probe(out / name, text)
 
 
 def _next_probe(out: Path, batch_folders: int = 2) -> tuple[dict, list[str]]:

@@ -24,12 +24,13 @@ import pytest
 import gradprobe
 from gradprobe.cli import main
 from gradprobe.layout import UNFINISHED_PROBE, output_kind
-from gradprobe.outputs import OutputDirError, write_text_atomic
+from gradprobe.outputs import OutputDirError
 from gradprobe.probe.output import replacing_earlier_probe
 
 from helpers_rollout import one_thread
 from helpers_training import tiny_plan
-from test_probe_killed_batches import _PROBE, REPO, _Killed, _killed_at, _probe_json, _tree  # same folder
+from test_probe_killed_batches import (_PROBE, REPO, _Killed, _killed_at, _probe_json, _tree,  # same folder
+                                       write_as_a_probe)
 from test_probe_killed_batches import _next_probe as next_probe
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
@@ -94,7 +95,7 @@ def _one_batch_probe(out: Path) -> None:
     """A probe of one batch into ``out`` writing each of its files (:data:`_WRITES`)."""
     with replacing_earlier_probe(out, say=pytest.fail):
         for name, text in _WRITES:
-            write_text_atomic(out / name, text)
+            write_as_a_probe(out / name, text)
 
 
 def _next_probe(out: Path) -> tuple[dict, list[str]]:
@@ -166,10 +167,9 @@ def _unfinished(out: Path, left: str) -> Path:
     out.mkdir(parents=True)
     with replacing_earlier_probe(out, say=pytest.fail, batch_folders=2 if left == "batch_0" else 0):
         if left == "batch_0":
-            (out / "batch_0").mkdir()
-            write_text_atomic(out / "batch_0" / "probe.json", _probe_json())
+            write_as_a_probe(out / "batch_0" / "probe.json", _probe_json())
         elif left == "report.html":
-            write_text_atomic(out / "report.html", "new report")
+            write_as_a_probe(out / "report.html", "new report")
         raise _Killed(left)  # SIGKILL here: the block left unfinished
 
 
@@ -255,11 +255,11 @@ def test_a_users_file_where_the_earlier_probe_goes_back_is_refused_and_kept(tmp_
         (tmp_path / "mine.html").write_text("my report")
         (out / "report.html").symlink_to(tmp_path / "mine.html")
     before = _tree(out)
-    with pytest.raises(OutputDirError, match=r"holds report\.html, which the probe killed there did not write \(a "
-                                             r"link, or older than its record \.unfinished-probe\.json\), where the "
-                                             r"earlier probe it had moved to \.earlier-probe/ goes back: move it out "
-                                             r"of the folder and probe again, or choose another --out; nothing was "
-                                             r"moved$"):
+    with pytest.raises(OutputDirError, match=r"holds report\.html, which the probe killed there did not write \(not "
+                                             r"named in its record \.unfinished-probe\.json, a link, or older than "
+                                             r"the record\), where the earlier probe it had moved to \.earlier-probe/ "
+                                             r"goes back: move it out of the folder and probe again, or choose another "
+                                             r"--out; nothing was moved$"):
         with replacing_earlier_probe(out, say=pytest.fail):
             pytest.fail("the block ran")
     assert _tree(out) == before
