@@ -314,10 +314,22 @@ class ProbeResult:
 
         Raises
         ------
+        TypeError
+            ``k`` is not an integer (``.batch(1)``, not ``.batch("1")`` or ``.batch(True)``).
         ProbeFileError
-            No ``batch_k/probe.json`` in this probe's folder.
+            No ``batch_k/probe.json`` in this probe's folder: the message names the batches it has (``batch_0`` ..),
+            or says that a probe of one batch has no ``batch_K/`` folders (its own files are that batch).
         """
-        result = load_probe(self._file(f"batch_{int(k)}/{PROBE_JSON}").parent)
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"batch(k): k must be an integer batch number (0, 1, ...), got {k!r}")
+        if self.folder is not None and not (self.folder / f"batch_{k}" / PROBE_JSON).is_file():
+            have = sorted(int(p.name[6:]) for p in self.folder.glob("batch_*") if PROBE_BATCH_DIR.fullmatch(p.name)
+                          and (p / PROBE_JSON).is_file())
+            raise ProbeFileError(f"{self.folder / f'batch_{k}' / PROBE_JSON} not found: " + (
+                f"this probe's batches are {', '.join(map(str, have))} (.batch(k) reads batch_k/)" if have else
+                "this probe has no batch_K/ folders (one probe batch: this result's own files are that batch; "
+                "`gradprobe probe --probe-batches N` with N > 1 writes one folder per batch)"))
+        result = load_probe(self._file(f"batch_{k}/{PROBE_JSON}").parent)
         result._parent = self  # a temporary folder lives as long as any result reading it
         return result
 
@@ -369,12 +381,18 @@ class ProbeResult:
 
         Raises
         ------
+        TypeError
+            ``reward`` is not a string (the probed names are listed).
         KeyError
             ``reward`` was not probed (the probed names are listed).
         ProbeFileError, ValueError
             As :attr:`alignment`.
         """
         from ..probe.output import advantages_key  # torch is loaded by now: the tensors need it
+
+        if not isinstance(reward, str):
+            raise TypeError(f"advantages(reward): reward must be a probed reward's name, one of "
+                            f"{', '.join(self.rewards)}; got {reward!r}")
 
         key = advantages_key(reward)
         tensors = self._tensors()
