@@ -79,14 +79,31 @@ from ..config import SamplingConfig
 from ..ledger import CATEGORIES, Ledger
 from ..models import Policy, _prepare_tokenizer, use_attention
 from ..outputs import json_safe, write_json_atomic
-from ..probe.run import ProbeConfig, run_probe
+from ..probe.guided import check_guided_task
+from ..probe.run import ProbeConfig, _rewards_to_probe, run_probe
 from ..rewards.sequence import sequence_reward
+from ..rollout import check_backend
 from ..tasks import load_task
 from .trl_config import LOSS_TYPES
 from .trl_isolation import rng_state, set_rng_state, without_checkpointing
 from .trl_tokens import append_jsonl_line, counting, generations_between, reward_generated_tokens
 
 __all__ = ["GradprobeCallback", "reward_generated_tokens", "generations_between"]
+
+#: Stand-ins, at construction, for settings the trainer gives the probe (read from it at :meth:`attach`): the
+#: device is the trainer's model's, unknown before, so a ``dtype`` option is not refused for the CPU default then.
+_TRAINER_STAND_INS = {"device": "cuda"}
+#: What a trainer needs for :meth:`GradprobeCallback.attach` (those of a ``trl.GRPOTrainer`` the callback reads first).
+_TRAINER_ATTRIBUTES = ("add_callback", "callback_handler", "reward_funcs", "args", "model", "accelerator")
+
+
+def _refusal(e: Exception, where: str) -> Exception:
+    """``e`` with its message opened by ``where`` (the argument refused), of the same class where that class takes
+    one message (a caller's ``except UnknownRewardError`` still matches), else a ValueError."""
+    try:
+        return type(e)(f"{where}: {e}")
+    except Exception:  # noqa: BLE001 - a class that takes other arguments
+        return ValueError(f"{where}: {e}")
 
 
 class GradprobeCallback(TrainerCallback):
@@ -132,8 +149,22 @@ class GradprobeCallback(TrainerCallback):
     ------
     ValueError
         (constructor) ``probe_every`` < 0, ``probe_every`` > 0 without a ``task``, an unknown
-        ``on_error``; (during training) a reward's ``generated_tokens`` that breaks the protocol, or
-        a count that went down.
+        ``on_error``; with ``probe_every`` > 0, what the probe itself refuses before any compute and
+        needs no model for, each message opened by ``GradprobeCallback(ARGUMENT)``: an unknown task
+        or task option (:func:`gradprobe.tasks.load_task`, ``TaskNotFoundError`` /
+        ``TaskConfigError``), an unknown reward (``UnknownRewardError``; a plug-in's file is imported
+        now) or one named twice, no reward at all, an unknown probe option or a bad value
+        (:meth:`ProbeConfig.from_dict`), guidance with a task without reference solutions;
+        (:meth:`attach`, ``on_train_begin``) the trainer's settings the probe cannot take (its
+        ``loss_type``, ``num_generations`` < 2...); (during training) a reward's ``generated_tokens``
+        that breaks the protocol, or a count that went down.
+    TypeError
+        (constructor) ``task`` neither a spec string nor a task object; (:meth:`attach`) ``trainer`` is
+        not a trainer (e.g. None).
+    FileNotFoundError
+        (constructor) a task spec naming a missing file (``gsm8k:PATH``).
+    ImportError
+        (constructor) ``backend="vllm"`` where vLLM is not installed (``VLLMUnavailableError``).
     RuntimeError
         (during training) the callback was not attached (:meth:`attach`).
     """
@@ -162,11 +193,71 @@ class GradprobeCallback(TrainerCallback):
         self._reward_seen: dict[int, dict[str, int]] = {}
         self._pending_reward_tokens = {c: 0 for c in CATEGORIES}
         self._pending_logs: dict | None = None
-        self._task_obj = None
+        self._task_obj = self._checked_task() if probe_every else None
+
+    # ---- checks before training ----------------------------------------------------------------
+    def _task_name(self) -> str:
+        return self.task if isinstance(self.task, str) else (getattr(self.task, "name", None) or "task")
+
+    def _checked_task(self):
+        """The probe's task, loaded, after the checks :func:`gradprobe.probe.run.run_probe` makes before any compute
+        that need no model (the settings, the rewards, the backend, guidance's task): a bad argument is refused at
+        construction, naming it, not at the first probe step after ``probe_every`` steps of training."""
+        settings = dict(_TRAINER_STAND_INS, task=self._task_name(), rewards=self.rewards, prompts=self.prompts,
+                        heldout_prompts=self.heldout_prompts, heldout_group=self.heldout_group,
+                        precondition=self.precondition, **self.probe_options)
+        try:
+            config = ProbeConfig.from_dict(settings)
+            check_backend(config.sampling.backend)  # vllm where it is not installed
+        except (ValueError, TypeError, ImportError) as e:
+            raise _refusal(e, "GradprobeCallback(probe settings)") from e
+        try:
+            if self.rewards or not self.trainer_rewards:  # the trainer's own are checked at attach
+                _rewards_to_probe(config, None)
+        except (ValueError, TypeError) as e:
+            raise _refusal(e, f"GradprobeCallback(rewards={self.rewards!r})") from e
+        task = self.task
+        if not isinstance(task, str) and not callable(getattr(task, "problems", None)):
+            raise TypeError(f"GradprobeCallback(task={task!r}): task must be a task spec (a str, e.g. 'gsm8k' or "
+                            f"'jsonl:data.jsonl') or a gradprobe.tasks.Task, got {type(task).__name__}")
+        try:
+            if isinstance(task, str):  # the data is read when the probe draws prompts, not now
+                task = load_task(task, **({"skip_malformed": True} if config.task.skip_malformed else {}))
+            check_guided_task(config, task)
+        except (ValueError, TypeError, OSError) as e:
+            raise _refusal(e, f"GradprobeCallback(task={self.task!r})") from e
+        return task
+
+    def _check_trainer(self, trainer, where: str) -> None:
+        """The probe's settings with the trainer's (:meth:`_probe_config`) and its own rewards, checked before
+        training: a loss type without a probe equivalent, a group below 2... Raises ValueError naming them, opened
+        by ``where`` (the call that checks)."""
+        if not self.probe_every:
+            return
+        try:
+            config, _ = self._probe_config(trainer.args, trainer)
+            if self.trainer_rewards:
+                _rewards_to_probe(config, self._trainer_rewards(trainer, trainer.args))
+        except (ValueError, TypeError) as e:
+            raise _refusal(e, f"{where}: the trainer's settings") from e
 
     # ---- wiring -------------------------------------------------------------------------------
     def attach(self, trainer) -> "GradprobeCallback":
-        """Bind to ``trainer`` (a ``trl.GRPOTrainer``) and add this callback to it; returns self."""
+        """Bind to ``trainer`` (a ``trl.GRPOTrainer``) and add this callback to it; returns self.
+
+        Raises
+        ------
+        TypeError
+            ``trainer`` is no trainer (None, a config...): ``GradprobeCallback.attach(trainer): trainer must be
+            a trl GRPOTrainer ...``.
+        ValueError
+            With ``probe_every`` > 0, trainer settings the probe cannot take (its ``loss_type``...), named.
+        """
+        if trainer is None or not all(hasattr(trainer, a) for a in _TRAINER_ATTRIBUTES):
+            raise TypeError(f"GradprobeCallback.attach(trainer): trainer must be a trl GRPOTrainer (the trainer whose "
+                            f"run is probed), got {'None' if trainer is None else type(trainer).__name__}; build the "
+                            "trainer first, then callback.attach(trainer)")
+        self._check_trainer(trainer, "GradprobeCallback.attach(trainer)")
         self.trainer = trainer
         if self not in trainer.callback_handler.callbacks:
             trainer.add_callback(self)
@@ -179,7 +270,7 @@ class GradprobeCallback(TrainerCallback):
 
     # ---- ledger ---------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
-        self._need_trainer()
+        self._check_trainer(self._need_trainer(), "GradprobeCallback at train begin")  # args changed since attach
         self._last_logged_step = state.global_step
         self._last_tokens_seen = int(state.num_input_tokens_seen)
         for i, fn in enumerate(self.trainer.reward_funcs):  # counts from before training are not this run's
@@ -260,7 +351,7 @@ class GradprobeCallback(TrainerCallback):
         dtype = {torch.float64: "float64", torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(
             next(model.parameters()).dtype, "float32")
         options = dict(model=f"trainer:{getattr(model, 'name_or_path', '') or type(model).__name__}",
-                       task=self.task if isinstance(self.task, str) else getattr(self.task, "name", "task"),
+                       task=self._task_name(),
                        rewards=self.rewards, prompts=self.prompts, group=args.num_generations,
                        heldout_prompts=self.heldout_prompts, heldout_group=self.heldout_group,
                        precondition=self.precondition, lr=lr, loss_type=loss_type,
@@ -270,6 +361,16 @@ class GradprobeCallback(TrainerCallback):
         options.update(self.probe_options)
         return ProbeConfig.from_dict(options), model
 
+    @staticmethod
+    def _trainer_rewards(trainer, args) -> dict:
+        """The trainer's own (callable, not model) reward functions, wrapped for the probe under their TRL names."""
+        extra = {}
+        for fn, name in zip(trainer.reward_funcs, trainer.reward_func_names):
+            if isinstance(fn, torch.nn.Module):
+                continue  # reward models score texts with their own tokenizer; not wrapped
+            extra[name] = counting(sequence_reward(fn, name=name, scale=args.scale_rewards), fn)
+        return extra
+
     def _probe(self, args, state) -> None:
         trainer = self._need_trainer()
         step = state.global_step
@@ -277,14 +378,7 @@ class GradprobeCallback(TrainerCallback):
         record: dict = {"step": step}
         try:
             config, model = self._probe_config(args, trainer)
-            if self._task_obj is None:
-                self._task_obj = load_task(self.task) if isinstance(self.task, str) else self.task
-            extra = {}
-            if self.trainer_rewards:
-                for fn, name in zip(trainer.reward_funcs, trainer.reward_func_names):
-                    if isinstance(fn, torch.nn.Module):
-                        continue  # reward models score texts with their own tokenizer; not wrapped
-                    extra[name] = counting(sequence_reward(fn, name=name, scale=args.scale_rewards), fn)
+            extra = self._trainer_rewards(trainer, args) if self.trainer_rewards else {}
             tokenizer = trainer.processing_class
             tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor's tokenizer
             padding_side, was_training = tokenizer.padding_side, model.training

@@ -18,10 +18,12 @@ import dataclasses
 import difflib
 import importlib
 import json
+import numbers
 import warnings
 from pathlib import Path
 
-__all__ = ["TrlConfigError", "TrlMissingError", "require_trl", "read_trl_config", "MACHINE_FIELDS", "FLOAT_FIELDS"]
+__all__ = ["TrlConfigError", "TrlMissingError", "require_trl", "read_trl_config", "MACHINE_FIELDS", "FLOAT_FIELDS",
+           "COUNT_FIELDS"]
 
 #: How to install TRL (the ``trl`` extra of pyproject.toml), quoted by :class:`TrlMissingError`.
 INSTALL_HINT = "pip install -e '.[trl]' (or pip install trl)"
@@ -35,6 +37,19 @@ MACHINE_FIELDS = ("bf16", "fp16", "tf32", "use_cpu", "deepspeed", "fsdp", "fsdp_
 #: Float fields whose numeric strings are converted (YAML reads ``1e-6`` without a dot as text).
 FLOAT_FIELDS = ("learning_rate", "beta", "temperature", "top_p", "epsilon", "epsilon_high", "top_entropy_quantile",
                 "entropy_coef", "repetition_penalty", "max_grad_norm", "weight_decay", "warmup_ratio")
+#: Count fields refused below 1 (zero, negative) or not whole before ``trl.GRPOConfig`` sees them (a 0 there divides
+#: by zero inside TRL, or passes it and maps to 0 prompts per update): field -> (the least value a run can use, named
+#: in the fix; what it counts; whether ``null`` is allowed: TRL then derives it). TRL's own checks (``num_generations``
+#: >= 2, whole groups) come after.
+COUNT_FIELDS = {
+    "num_generations": (2, "completions per prompt, a GRPO group", False),
+    "per_device_train_batch_size": (1, "completions per device per micro-step", False),
+    "gradient_accumulation_steps": (1, "micro-steps per optimizer step", False),
+    "generation_batch_size": (1, "completions per generation batch", True),
+    "steps_per_generation": (1, "micro-steps per generation batch", True),
+    "num_iterations": (1, "updates per generation batch", False),
+    "max_completion_length": (1, "tokens a completion is cut at", True),
+}
 
 
 class TrlConfigError(ValueError):
@@ -137,6 +152,23 @@ def _checked_fields(path: Path, raw: dict, known: dict) -> dict:
     return fields
 
 
+def _check_counts(path: Path, fields: dict, known: dict) -> None:
+    """Refuse a :data:`COUNT_FIELDS` value that is no whole number, or below 1 (zero or negative), naming the file,
+    the field and the fix (TRL's default quoted); ``null`` only where TRL derives the field itself."""
+    for name, (least, what, nullable) in COUNT_FIELDS.items():
+        if name not in fields or (fields[name] is None and nullable):
+            continue
+        value = fields[name]
+        whole = isinstance(value, numbers.Real) and not isinstance(value, bool) and float(value).is_integer()
+        if whole and value >= 1:
+            continue
+        default = _default(known[name]) if name in known else dataclasses.MISSING
+        hint = "" if default in (dataclasses.MISSING, None) else f" (TRL's default {default!r})"
+        null = " or null (TRL derives it)" if nullable else ""
+        raise TrlConfigError(f"--trl-config {path}: field {name!r} = {value!r} ({what}) must be a whole number >= "
+                             f"{least}; set {name} to a whole number >= {least}{null} in the file{hint}, or remove it")
+
+
 def read_trl_config(path: str | Path) -> tuple[dict, dict]:
     """Read and validate a TRL ``GRPOConfig`` file.
 
@@ -163,23 +195,28 @@ def read_trl_config(path: str | Path) -> tuple[dict, dict]:
         before the file is read.
     TrlConfigError
         Missing or unparsable file, a top level that is not a mapping, an unknown field (the closest
-        GRPOConfig field suggested), a non-numeric value of a float field, or a value
-        ``trl.GRPOConfig`` rejects (its message, with the fields it names).
+        GRPOConfig field suggested), a non-numeric value of a float field, a count of
+        :data:`COUNT_FIELDS` that is not a whole number >= 1 (checked before TRL, naming the field),
+        or a value ``trl.GRPOConfig`` rejects with any exception (its message, with the fields it
+        names or, where it names none, those it rejects on their own).
     """
     path = Path(path)
     require_trl()  # before anything else: without TRL the file cannot be checked
     raw = _load_file(path)
     known = _grpo_fields()
     fields = _checked_fields(path, raw, known)
+    _check_counts(path, fields, known)  # before TRL: it divides by some of them
     check = {k: v for k, v in fields.items() if k in known and k not in MACHINE_FIELDS}
     try:
         cfg = _grpo_config(check)
-    except (ValueError, TypeError) as e:
+    except Exception as e:  # noqa: BLE001 - whatever TRL raises on the user's values (ZeroDivisionError...)
         named = [k for k in check if k in str(e)]
         if not named:  # TRL's message does not name the field: find the fields it rejects on their own
             named = [k for k in check if _rejects({k: check[k]})]
         where = f" (field{'s' if len(named) > 1 else ''} {', '.join(named)})" if named else ""
-        raise TrlConfigError(f"--trl-config {path}{where}: trl.GRPOConfig rejects it: {e}") from e
+        why = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"  # TRL's own checks: ValueError
+        fix = f"correct {', '.join(named)} in the file" if named else "correct the value it names in the file"
+        raise TrlConfigError(f"--trl-config {path}{where}: trl.GRPOConfig rejects it: {why}; {fix}") from e
     return fields, {name: getattr(cfg, name) for name in known if hasattr(cfg, name)}
 
 
@@ -197,6 +234,6 @@ def _rejects(fields: dict) -> bool:
     """Whether ``trl.GRPOConfig`` rejects ``fields`` on their own."""
     try:
         _grpo_config(fields)
-    except (ValueError, TypeError):
+    except Exception:  # noqa: BLE001 - as read_trl_config: whatever TRL raises on them
         return True
     return False
