@@ -34,6 +34,8 @@ __all__ = [
     "DatasetFormatError",
     "decode_row",
     "decoded_rows",
+    "unencodable_text",
+    "text_cell_problem",
     "prompt_key",
     "repeated_prompts",
     "drop_train_prompts",
@@ -106,6 +108,88 @@ def decoded_rows(records, on_bad):
                 on_bad(line, why)
                 continue
         yield line, raw
+
+
+def _unencodable(text: str, field: str) -> str | None:
+    """Why ``text`` (a row's ``field``) is not UTF-8 text, or None (:func:`unencodable_text`)."""
+    try:
+        text.encode("utf-8")
+        return None
+    except UnicodeEncodeError as err:
+        bad = text[err.start]
+        return (f"field {field} holds \\u{ord(bad):04x} (character {err.start + 1}, after "
+                f"{text[max(0, err.start - 30):err.start]!r}), an unpaired UTF-16 surrogate: half of a character, "
+                f"which no UTF-8 text can hold (a JSON escape \\ud800-\\udbff must be followed by its "
+                f"\\udc00-\\udfff pair, e.g. \\ud83d\\ude00 for one emoji); write the whole character (or its "
+                f"pair of escapes), or delete the escape")
+
+
+def unencodable_text(row, field: str = "") -> str | None:
+    """Why a parsed row cannot be used as text, or None: the first string in it (a value or a key, in nested
+    lists and objects too) that UTF-8 cannot encode. JSON text may hold an unpaired UTF-16 surrogate escape
+    (``"\\ud800"``): the file is valid UTF-8 and valid JSON, but the decoded string holds half a character,
+    which a tokenizer (or any UTF-8 writer) refuses when the prompt is first used, long after loading. Checked
+    on every row a task reads (JSONL rows and hub rows alike), next to :func:`decode_row`'s check of the bytes.
+
+    Parameters
+    ----------
+    row : dict, list or str
+        The row as parsed (other values hold no text and pass).
+    field : str
+        The path of ``row`` inside the top-level row, for the message ("" for the row itself).
+
+    Returns
+    -------
+    str or None
+        What is wrong (the field, e.g. ``'question'`` or ``'prompt'[1]['content']``, the character, its position
+        and the text before it) and the fix; None when every string in the row is valid text.
+    """
+    if isinstance(row, str):
+        return _unencodable(row, field or "the row")
+    if isinstance(row, dict):
+        for key, value in row.items():
+            if isinstance(key, str) and (why := _unencodable(key, f"name {key!r}")):
+                return why
+            if why := unencodable_text(value, f"{field}[{key!r}]" if field else repr(key)):
+                return why
+    elif isinstance(row, (list, tuple)):
+        for i, value in enumerate(row):
+            if why := unencodable_text(value, f"{field}[{i}]"):
+                return why
+    return None
+
+
+def text_cell_problem(row: dict, column: str, said: str = "") -> str | None:
+    """Why ``row[column]`` cannot be a question's, prompt's or answer's text, or None: the column is absent,
+    null, not a string, or empty or whitespace only (a blank prompt would be trained on as a real one). One
+    check for every task that reads text from rows (``gsm8k:``, ``jsonl:``, ``hf:``), so they refuse alike.
+
+    Parameters
+    ----------
+    row : dict
+        The parsed row.
+    column : str
+        The column read, e.g. ``"question"``.
+    said : str
+        How the option that maps the column is named after it, e.g. ``" (question=)"`` (``jsonl:``/``hf:``);
+        "" where the column is fixed (``gsm8k:``).
+
+    Returns
+    -------
+    str or None
+        E.g. ``"column 'question' is empty"`` (the task adds its file, line and fix); None when the text is usable.
+    """
+    if column not in row:
+        return f"no {column!r} key"
+    value = row[column]
+    name = f"column {column!r}{said}"
+    if value is None:
+        return f"{name} is null"
+    if not isinstance(value, str):
+        return f"{name} is not a string (got {type(value).__name__})"
+    if not value.strip():
+        return f"{name} is empty" + (f" (whitespace only: {value!r})" if value else "")
+    return None
 
 
 @dataclass(frozen=True)

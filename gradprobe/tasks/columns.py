@@ -6,7 +6,7 @@ answer. Everything here is re-exported by :mod:`gradprobe.tasks.dataset`."""
 from __future__ import annotations
 
 from gradprobe.outputs import json_short
-from gradprobe.tasks.base import TaskConfigError, TaskNotFoundError, parse_task_config
+from gradprobe.tasks.base import TaskConfigError, TaskNotFoundError, parse_task_config, text_cell_problem
 from gradprobe.tasks.verify import drop_thousands_separators, last_boxed, numeric_gold
 
 __all__ = ["PromptText", "VERIFIERS", "MAPPING_KEYS", "OPTIONS", "BOXED_INSTRUCTION", "parse_dataset_spec",
@@ -104,18 +104,18 @@ def resolve_mapping(mapping: dict, columns: list[str], where: str) -> dict:
 
 def read_prompt(raw: dict, m: dict, verifier) -> tuple[PromptText | None, str | None]:
     """A row's prompt by the resolved mapping ``m`` (TRL's plain or conversational format, or a bare
-    question): ``(PromptText, None)``, or ``(None, why)`` when the row cannot be used."""
+    question): ``(PromptText, None)``, or ``(None, why)`` when the row cannot be used (a bare question or plain
+    prompt that is null, not a string or blank: :func:`gradprobe.tasks.base.text_cell_problem`)."""
     if m["question"] is not None:
-        text = raw.get(m["question"])
-        if not isinstance(text, str) or not text.strip():
-            return None, f"column {m['question']!r} (question=) is missing, empty or not a string"
+        why = text_cell_problem(raw, m["question"], " (question=)")
+        if why:
+            return None, why
         instruction = BOXED_INSTRUCTION if verifier == "boxed" else None
-        return PromptText(text, prompt_format="question", instruction=instruction), None
+        return PromptText(raw[m["question"]], prompt_format="question", instruction=instruction), None
     value = raw.get(m["prompt"])
     if isinstance(value, str):
-        if not value.strip():
-            return None, f"column {m['prompt']!r} (prompt=) is empty"
-        return PromptText(value, prompt_format="plain"), None
+        why = text_cell_problem(raw, m["prompt"], " (prompt=)")
+        return (None, why) if why else (PromptText(value, prompt_format="plain"), None)
     if isinstance(value, list) and value:
         bad = [i for i, msg in enumerate(value)
                if not (isinstance(msg, dict) and isinstance(msg.get("role"), str)

@@ -68,8 +68,10 @@ of its own. ``train_size`` (a plan's ``pool``) caps the training rows used.
 Bad input is refused with the field named and the fix: a JSONL file with no row (empty, or blank lines only:
 the file and what a row looks like), an unknown option or verifier, a mapping
 that names a column the data does not have (the columns it has are listed), a row that lacks a
-mapped column (an empty object ``{}`` too), has an empty answer or is not valid UTF-8 (file and line;
-``skip_malformed=True`` skips, counts and warns instead), a conversational prompt without a ``user`` turn.
+mapped column (an empty object ``{}`` too), has an empty or whitespace-only question, prompt or answer, or is
+not valid UTF-8 (bytes that are not, or an unpaired surrogate escape such as ``"\\ud800"`` in any of its text;
+file and line; ``skip_malformed=True`` skips, counts and warns instead), a conversational prompt without a
+``user`` turn.
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ import numpy as np
 
 from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
                                   decoded_rows, drop_train_prompts, file_lines, known_length, no_rows_error,
-                                  relative_note, removed_heldout_note, warn_repeated_train_prompts)
+                                  relative_note, removed_heldout_note, unencodable_text,
+                                  warn_repeated_train_prompts)
 # column mapping and prompt formats live in gradprobe.tasks.columns; re-exported here (MAPPING_KEYS, _prompt_text too)
 from gradprobe.tasks.columns import (BOXED_INSTRUCTION, MAPPING_KEYS, OPTIONS, VERIFIERS, PromptText, _fix,
                                      _prompt_text, gold_answer, parse_dataset_spec, read_gold, read_prompt,
@@ -286,6 +289,9 @@ class DatasetTask(Task):
                     continue
             if not isinstance(raw, dict):
                 self._bad_row(where, line, f"not a JSON object (got {type(raw).__name__})")
+                continue
+            if why := unencodable_text(raw):  # "\ud800" in the JSON text: valid JSON, but no UTF-8 text
+                self._bad_row(where, line, why)
                 continue
             if not raw:  # before the mapping: an empty first row must not decide it (it has no columns)
                 self._bad_row(where, line, f"an empty JSON object {{}}, missing the fields "

@@ -18,7 +18,12 @@ as gold ``"13"``; ``"#### 13.0"`` is kept and read as 13; both are matched by
 ``#### 13`` and ``#### 13 apples``). A row without one,
 or whose answer holds no number (``"#### twelve"``: a completion echoing the
 same words would otherwise score 1.0 by text comparison) or several
-(``"#### 3:30"``), is an error (:class:`DatasetFormatError`, naming file, line and fix), or, with
+(``"#### 3:30"``), a row whose question or answer is missing, null, not a
+string or blank (the check ``jsonl:`` data gets:
+:func:`~gradprobe.tasks.base.text_cell_problem`), and a row whose text is not
+UTF-8 (bytes that are not, or an unpaired surrogate escape such as
+``"\\ud800"``: :func:`~gradprobe.tasks.base.unencodable_text`) is an error
+(:class:`DatasetFormatError`, naming file, line and fix), or, with
 ``skip_malformed=True``, skipped, counted (``self.skipped``) and warned about;
 never dropped silently. Heldout rows whose
 question also occurs in train are removed (the official splits share none; a
@@ -41,7 +46,8 @@ import numpy as np
 
 from gradprobe.tasks.base import (TRAIN_ONLY_FOLDER, DatasetFormatError, Problem, Task, TaskConfigError,
                                   decoded_rows, drop_train_prompts, file_lines, known_length, no_rows_error,
-                                  relative_note, removed_heldout_note, warn_repeated_train_prompts)
+                                  relative_note, removed_heldout_note, text_cell_problem, unencodable_text,
+                                  warn_repeated_train_prompts)
 from gradprobe.tasks.verify import drop_thousands_separators, numeric_gold
 
 __all__ = ["GSM8KTask", "gold_from_solution"]
@@ -90,8 +96,9 @@ class GSM8KTask(Task):
         JSONL file or folder with ``train.jsonl`` / ``test.jsonl``; None loads
         the hub copy.
     skip_malformed : bool, default False
-        Skip (count and warn about) rows without a usable answer (none after
-        ``####``, or one without a number) instead of raising.
+        Skip (count and warn about) malformed rows (a blank question, an answer
+        with none after ``####`` or one without a number, text that is not
+        UTF-8) instead of raising.
     heldout_fraction : float, default 0.2
         Single-file source only: share of rows put in heldout.
 
@@ -156,11 +163,12 @@ class GSM8KTask(Task):
                 except json.JSONDecodeError as err:
                     self._bad_row(where, line, f"not valid JSON ({err.msg})")
                     continue
-            if not isinstance(raw, dict) or not isinstance(raw.get("question"), str):
-                self._bad_row(where, line, "no 'question' string")
+            if not isinstance(raw, dict):
+                self._bad_row(where, line, f"not a JSON object (got {type(raw).__name__})")
                 continue
-            if "answer" not in raw:
-                self._bad_row(where, line, "no 'answer' key")
+            why = unencodable_text(raw) or text_cell_problem(raw, "question") or text_cell_problem(raw, "answer")
+            if why:  # "\ud800" in the JSON text (valid JSON, but no UTF-8 text); a blank question or answer
+                self._bad_row(where, line, why)
                 continue
             gold = gold_from_solution(raw["answer"])
             if gold is None:
