@@ -64,7 +64,7 @@ from .model import Calibration, load_calibration
 from .probe_input import (DICT_WHERE, REFERENCE_REWARD, SECTION_COLUMNS, CalibrationApplyError, check_probe_budgets,
                           check_probe_entries, check_probe_records, check_section_shape, first_order_gain, load_probe,
                           probe_features, probe_forecasts, probe_study)
-from .validation import PLURAL, group_labels
+from .validation import PLURAL, group_labels, level_percent
 
 __all__ = ["apply_calibration", "calibrate", "calibrate_probe", "check_applicable", "write_calibrated",
            "format_calibrated", "rewrite_probe_json", "CALIBRATED_NAME", "CALIBRATED_FORMAT",
@@ -135,12 +135,12 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         domain...), ``outside_domain`` (any entry outside), ``in_sample`` (None, or the warning of
         :func:`calib.domain.check_in_sample`, also in ``warnings``), ``warnings`` (in-sample, domain and per reward),
         ``notes`` (the warnings, then the notes on a stored forecast section that could not be checked against the
-        probe's batches: :func:`calib.probe_input.check_forecast_section`, e.g. a user's curve not readable here;
-        then one note per reward without a calibrated gain: a reward that gives no
-        gradient on the probe batch, ``no_signal`` in ``probe.json``, with its ``no_signal_reason``; rewards
-        the forecaster cannot say anything about, and those whose forecast row gives no verdict, with its
-        ``no_verdict_reason``: their calibrated gain is NaN; then the notes on ``caveats``, then the note when the
-        calibration corrects another forecaster than the verdicts'), ``rewards`` (module docstring), ``target``.
+        probe's batches: :func:`calib.probe_input.check_forecast_section`, e.g. a user's curve not readable here; then
+        one note per reward without a calibrated gain: a reward that gives no gradient on the probe batch,
+        ``no_signal`` in ``probe.json``, with its ``no_signal_reason``; rewards the forecaster cannot say anything
+        about, and those whose forecast row gives no verdict, with its ``no_verdict_reason``: their calibrated gain is
+        NaN; then the notes on ``caveats``, then the note when the calibration corrects another forecaster than the
+        verdicts', then why the intervals are infinite, if they are), ``rewards`` (module docstring), ``target``.
         ``calibration`` also holds ``forecaster_name``, ``verdict_forecaster``, ``calibrates_verdict``,
         ``forecaster_note`` and ``slope`` (:func:`_calibration_block`). A reward outside the domain is marked
         ``outside_domain`` whether or not it has a calibrated gain; the warning of one without (NaN) says so
@@ -181,7 +181,7 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
     block = _calibration_block(calibration, source, probe_result)
     # what the calibrated numbers cannot say: another forecaster than the verdict's, equal forecasts, a mere shift
     notes += _information_notes(calibration, rewards, probe_result, block) + \
-        ([block["forecaster_note"]] if block["forecaster_note"] else [])
+        ([block["forecaster_note"]] if block["forecaster_note"] else []) + _infinite_note(calibration, rewards)
     return {
         "format": CALIBRATED_FORMAT, "format_version": 1,
         "target": f"realized gain vs GRPO ({REFERENCE_REWARD}) at the probe's {calibration.budget} budget, accuracy "
@@ -190,6 +190,15 @@ def calibrate(calibration: Calibration, probe_result: dict, *, source: str = "",
         "budget": calibration.budget, "budget_value": me["budgets"].get(calibration.budget, math.nan),
         "calibration": block, "outside_domain": outside, "in_sample": in_sample, "warnings": warnings,
         "notes": notes, "rewards": rewards}
+
+
+def _infinite_note(calibration: Calibration, rewards: list[dict]) -> list[str]:
+    """The note of :meth:`calib.model.Calibration.infinite_interval_note` (why the intervals are [-inf, +inf] and the
+    fix), when some reward has a calibrated gain with such an interval; else none."""
+    infinite = any(math.isfinite(r["calibrated_gain"]) and not all(map(math.isfinite, r["calibrated_interval"]))
+                   for r in rewards)
+    note = calibration.infinite_interval_note() if infinite else None
+    return [note] if note else []
 
 
 def _checked_rewards(probe_result: dict, where: str) -> list[str]:
@@ -516,7 +525,7 @@ def format_calibrated(document: dict) -> str:
     in_sample = doc.get("in_sample")  # fitted on this study's runs: a warning at the top, not a note at the bottom
     whose = f" of {c.get('forecaster_name')}'s gain, not {c.get('verdict_forecaster')}'s" if mismatch else ""
     lines = ["", f"calibrated gain vs GRPO at {doc['budget_value']:,.0f} {doc['budget']}{whose} ({c['method']} "
-                 f"correction of {c['forecaster']}, {lvl:.0%} conformal interval for one run; fitted on "
+                 f"correction of {c['forecaster']}, {level_percent(lvl)} conformal interval for one run; fitted on "
                  f"{c['training_rows']} runs of {len(c['arms'])} arms, {', '.join(c['models'])})",
              *([f"warning: {in_sample}"] if in_sample else []),
              *([f"note: {mismatch}"] if mismatch else []), *_reward_lines(doc["rewards"])]

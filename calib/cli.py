@@ -275,6 +275,9 @@ def _fit(args) -> int:
           f"fitted: isotonic with {len(cal.fitted_parameters()['X_thresholds'])} knots")
     print(f"domain: models {[m['key'] for m in cal.domain.models]}, tasks {[t['key'] for t in cal.domain.tasks]}, "
           f"{cal.domain.budget_kind} budgets {cal.domain.budget_range}")
+    infinite = cal.infinite_interval_note()  # said when it is fitted, not first when it is applied
+    if infinite:
+        print(f"note: {infinite}")
     return 0
 
 

@@ -53,7 +53,8 @@ from .file_check import (FIT_CHOICES, FIT_DEFAULTS, CalibrationFileError, Damage
                          check_fitted, check_forecaster, check_method, check_params, check_predictions, read_data,
                          read_domain, rebuild_command, unreadable_fix)
 from .files import json_safe, write_json
-from .validation import PLURAL, check_confidence_level, conformal_regressor, group_labels, predict_interval
+from .validation import (PLURAL, check_confidence_level, conformal_regressor, group_labels, infinite_interval_note,
+                         predict_interval)
 
 FORMAT = "gradprobe-calibration"
 FORMAT_VERSION = 2
@@ -196,6 +197,13 @@ class Calibration:
                              f"where it cannot say; drop those rows first (for NaN: X.dropna(subset={cols}))")
         return a
 
+    def infinite_interval_note(self) -> str | None:
+        """Why this calibration's conformal intervals are infinite, with the fix (a lower confidence level, or more
+        rows); None when they are finite (:func:`calib.validation.infinite_interval_note`: a finite interval at level
+        L needs at least L / (1 - L) conformity scores, 999 at 99.9%)."""
+        return infinite_interval_note(self.confidence_level, getattr(self.regressor, "n_conformity_scores_", None),
+                                      self.interval)
+
     def fitted_parameters(self) -> dict:
         """The fitted map in readable form (slope/intercept, isotonic knots, or nothing for ``none``)."""
         e = self.estimator
@@ -258,7 +266,8 @@ def fit_calibration(rows: pd.DataFrame, *, forecaster: str = FIT_DEFAULTS["forec
     Raises
     ------
     TypeError
-        ``rows`` is not a pandas DataFrame (e.g. a list of row dicts): the message says to pass one.
+        ``rows`` is not a pandas DataFrame (e.g. a list of row dicts): the message says to pass one;
+        ``confidence_level`` is no number (the string "0.9", True: :func:`calib.validation.check_confidence_level`).
     calib.dataset.RowsError
         Missing columns, an unknown forecaster, one run (study, arm, seed) on two rows, a paired target that
         is not its run's realized accuracy minus grpo's, a single arm with a forecast, no rows.
@@ -323,9 +332,10 @@ def load_calibration(spec: str | Path) -> Calibration:
         length, a non-number where a number belongs: the cell is named) or ``domain`` block (a field
         missing or malformed, e.g. ``domain.models`` not a list, a reversed ``domain.budget_range``:
         :func:`calib.file_check.read_domain` names it), a top-level ``confidence_level`` that is no number in
-        (0, 1), an ``include_reference`` that is no JSON boolean or a ``format_version`` that is no integer (by
-        :func:`gradprobe.outputs.is_json_number`: ``"0.9"``, ``true`` and null are no numbers; the field and its
-        value are named), has a format version this
+        (0, 1), an ``include_reference`` that is no JSON boolean or disagrees with the rows (false with rows of grpo
+        in its ``data``, true with rows of grpo left out by its ``training.counts``) or a ``format_version`` that is
+        no integer (by :func:`gradprobe.outputs.is_json_number`: ``"0.9"``, ``true`` and null are no numbers; the
+        field and its value are named), has a format version this
         calib does not read (a newer one up to :data:`PLAUSIBLE_VERSION`: upgrade; a larger one is damage) or one
         that does not match its content (:func:`_check_version`), its ``forecaster`` names another forecaster than
         its data's column, its ``params`` (calibrator settings) or ``fitted`` parameters differ from the refit's
@@ -472,7 +482,7 @@ def _from_v2(d: dict) -> Calibration:
     domain = read_domain(d)
     check_domain_matches_data(domain, data)
     return Calibration(forecaster=forecaster, method=d["method"], cv=d["cv"], interval=d["interval"],
-                       confidence_level=_level(d), include_reference=_include_reference(d),
+                       confidence_level=_level(d), include_reference=_include_reference(d, data),
                        rows=data, counts=d["training"]["counts"], domain=domain,
                        versions=d["versions"], created=d.get("created", ""), format_version=2)
 
@@ -488,7 +498,7 @@ def _from_v1(d: dict) -> Calibration:
                     budget_range=[float(v) for v in t["budget_values"]], arms=list(t["arms"]),
                     forecaster=features[0])
     return Calibration(forecaster=features[0], method=d["method"], cv=d["cv"], interval=d["interval"],
-                       confidence_level=_level(d), include_reference=_include_reference(d),
+                       confidence_level=_level(d), include_reference=_include_reference(d, data),
                        rows=data, counts=t["counts"], domain=domain, versions=d["versions"],
                        created=d.get("created", ""), format_version=1, features=features)
 
@@ -518,19 +528,36 @@ def _level(d: dict) -> float:
     return float(level)
 
 
-def _include_reference(d: dict) -> bool:
-    """The file's ``include_reference``: a JSON boolean (``true`` or ``false``; not 1, ``"yes"`` or null).
+def _include_reference(d: dict, data: pd.DataFrame) -> bool:
+    """The file's ``include_reference``: a JSON boolean (``true`` or ``false``; not 1, ``"yes"`` or null) that agrees
+    with the rows it was fitted on. The refit on load fits the ``data`` block as it is, whatever the flag says, so
+    the flag is checked against that block and the fit's counts instead: ``false`` (grpo's rows left out, the
+    default) with rows of the reference arm in ``data``, or ``true`` (grpo's rows fitted) with
+    ``training.counts.dropped_reference`` > 0 (rows of it left out), is no file ``calib fit`` writes: an edit, which
+    would make the loaded calibration (and the refit command of its messages) claim another fit than its numbers'.
 
     Raises
     ------
     DamagedField
-        ``'include_reference'`` missing or not a boolean.
+        ``'include_reference'`` missing, not a boolean, or disagreeing with ``data`` or the counts (both named).
     """
     if "include_reference" not in d:
         raise DamagedField("'include_reference'", "is missing (it must be a JSON boolean, true or false)")
     value = d["include_reference"]
     if not isinstance(value, bool):
         raise DamagedField("'include_reference'", f"is {_json_shown(value)}, not a JSON boolean (true or false)")
+    fitted = int((data["arm"].astype(str) == REFERENCE_ARM).sum())
+    counts = (d.get("training") or {}).get("counts") if isinstance(d.get("training"), dict) else None
+    dropped = counts.get("dropped_reference") if isinstance(counts, dict) else None
+    if value and is_json_number(dropped, integer=True) and dropped > 0:
+        raise DamagedField("'include_reference'", f"is true ({REFERENCE_ARM}'s rows fitted), but training.counts."
+                                                  f"dropped_reference says {json_short(dropped)} {REFERENCE_ARM} "
+                                                  f"row(s) were left out of the fit, and its data holds {fitted}: the "
+                                                  "flag does not match the rows the calibration was fitted on")
+    if not value and fitted:
+        raise DamagedField("'include_reference'", f"is false ({REFERENCE_ARM}'s rows left out), but its data holds "
+                                                  f"{fitted} row(s) of the arm {REFERENCE_ARM!r}, which the "
+                                                  "calibration is fitted on: the flag does not match its rows")
     return value
 
 

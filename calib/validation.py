@@ -17,7 +17,8 @@ conformal regressors with absolute-residual conformity scores:
 
 With n conformity scores an interval at level 1 - alpha is finite only when
 ceil((n + 1)(1 - alpha)) <= n, i.e. n >= 1/alpha - 1 (9 rows at 90%); otherwise its bounds are
-infinite (reported as such, never clipped).
+infinite (reported as such, never clipped, with a note naming the rows the level needs and the highest level the
+rows allow: :func:`infinite_interval_note`).
 
 Grouped cross-validation (:func:`cross_validate`): leave one group out (a study, the headline;
 an arm within its study; or a model); the calibrator and the conformal regressor are refitted on
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -69,9 +71,13 @@ def conformal_regressor(estimator, X, y, groups, *, confidence_level: float = 0.
     Returns
     -------
     mapie.regression.CrossConformalRegressor or SplitConformalRegressor
+        With ``n_conformity_scores_``: the conformity scores its intervals are quantiles of (every row with
+        ``cv_plus``, the conformalization half's with ``split``; :func:`infinite_interval_note`).
 
     Raises
     ------
+    TypeError
+        ``confidence_level`` is no number (:func:`check_confidence_level`).
     ValueError
         Unknown ``interval``, ``confidence_level`` outside (0, 1), fewer than 2 groups.
     """
@@ -84,12 +90,16 @@ def conformal_regressor(estimator, X, y, groups, *, confidence_level: float = 0.
     X, y = np.asarray(X, float), np.asarray(y, float)
     with threadpool_limits(limits=1, user_api="blas"):
         if interval == "cv_plus":
-            return CrossConformalRegressor(clone(estimator), confidence_level=confidence_level, method="plus",
-                                           cv=LeaveOneGroupOut()).fit_conformalize(X, y, groups=groups)
+            reg = CrossConformalRegressor(clone(estimator), confidence_level=confidence_level, method="plus",
+                                          cv=LeaveOneGroupOut()).fit_conformalize(X, y, groups=groups)
+            reg.n_conformity_scores_ = len(y)  # leave-one-group-out: every row is scored once
+            return reg
         train, conf = next(GroupShuffleSplit(n_splits=1, test_size=0.5, random_state=random_state)
                            .split(X, y, groups))
-        return (SplitConformalRegressor(clone(estimator), confidence_level=confidence_level, prefit=False)
-                .fit(X[train], y[train]).conformalize(X[conf], y[conf]))
+        reg = (SplitConformalRegressor(clone(estimator), confidence_level=confidence_level, prefit=False)
+               .fit(X[train], y[train]).conformalize(X[conf], y[conf]))
+        reg.n_conformity_scores_ = len(conf)
+        return reg
 
 
 def check_confidence_level(confidence_level) -> None:
@@ -97,13 +107,61 @@ def check_confidence_level(confidence_level) -> None:
 
     Raises
     ------
+    TypeError
+        ``confidence_level`` is no number: a string (``"0.9"``, whose fix is the number it spells), a bool (``True``
+        is no level, though Python counts it as 1), None...
     ValueError
-        ``confidence_level`` is not a number strictly between 0 and 1 (NaN, 5, -1, 0, 1, "0.9", True).
+        ``confidence_level`` is a number not strictly between 0 and 1 (NaN, 5, -1, 0, 1).
     """
-    number = isinstance(confidence_level, (int, float, np.integer, np.floating)) and not isinstance(confidence_level,
-                                                                                                   (bool, np.bool_))
-    if not number or not 0 < confidence_level < 1:
+    if isinstance(confidence_level, (bool, np.bool_)) or \
+            not isinstance(confidence_level, (int, float, np.integer, np.floating)):
+        kind = type(confidence_level).__name__
+        fix = "pass a number, e.g. 0.9"
+        if isinstance(confidence_level, str):
+            try:
+                fix = f"pass the number it spells, {float(confidence_level)!r}, not a string"
+            except ValueError:
+                pass
+        raise TypeError(f"confidence_level must be a number in (0, 1) (e.g. 0.9 for 90% intervals), got the {kind} "
+                        f"{confidence_level!r}; {fix}")
+    if not 0 < confidence_level < 1:
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
+
+
+def level_percent(confidence_level: float) -> str:
+    """A confidence level as a percent with the digits it has: ``"90%"``, ``"99.9%"``, ``"99.99%"`` (``:.0%`` printed
+    0.999 as "100%", a level no interval has)."""
+    return f"{float(confidence_level) * 100:.12g}%"
+
+
+def rows_for_finite_interval(confidence_level: float) -> int:
+    """The fewest conformity scores n with which a conformal interval at ``confidence_level`` L is finite: the
+    least n with ceil(L (n + 1)) <= n, i.e. n >= L / (1 - L) (9 at 90%, 19 at 95%, 999 at 99.9%), computed as MAPIE
+    does (alpha = 1 - L in decimal, then its corrected quantile level ceil((1 - alpha)(n + 1)) / n <= 1; module
+    docstring)."""
+    alpha = float(Decimal(1) - Decimal(str(float(confidence_level))))
+    level = (1 - 2 * alpha) + alpha  # MAPIE's upper quantile level of a symmetric score
+    n = max(1, math.floor(confidence_level / (1 - confidence_level)) - 2)
+    while math.ceil(level * (n + 1)) > n:
+        n += 1
+    return n
+
+
+def infinite_interval_note(confidence_level: float, scores: int | None, interval: str) -> str | None:
+    """Why a calibration's conformal intervals are infinite, and the fix; None when its ``scores`` conformity scores
+    (:func:`conformal_regressor`'s ``n_conformity_scores_``; None: unknown) suffice for ``confidence_level``
+    (:func:`rows_for_finite_interval`)."""
+    need = rows_for_finite_interval(confidence_level)
+    if scores is None or scores >= need:
+        return None
+    top = math.floor(scores / (scores + 1) * 1000) / 1000  # the highest level of 3 decimals these scores allow
+    while top > 0 and rows_for_finite_interval(top) > scores:
+        top = round(top - 0.001, 3)
+    what = "one per calibration row" if interval == "cv_plus" else "the rows of its conformalization half"
+    lower = f"a confidence level of at most {top:g} (--confidence {top:g})" if top > 0 else "a lower confidence level"
+    return (f"the {level_percent(confidence_level)} conformal intervals are infinite ([-inf, +inf]): a finite one at "
+            f"that level needs at least {need} conformity scores, and this calibration has {scores} ({what}); refit "
+            f"it with {lower}, or on more rows")
 
 
 def predict_interval(regressor, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -58,6 +58,7 @@ from ..difficulty.rank_report import weights_text
 from ..ledger import Ledger
 from ..outputs import json_safe, removed_if_left_empty, versions, write_json_atomic
 from ..tables import shown
+from ..token_counts import echo_text
 from ..difficulty.evaluate import evaluate_estimator, plot_reliability, prompt_groups, sample_outcomes
 from ..training.run_folder import model_weights_identity
 from .args import MODEL_HELP, HelpFormatter, flag_named, integer, nonneg_int, out_path, positive_int
@@ -87,7 +88,10 @@ def add_difficulty_parsers(subparsers) -> None:
         p.add_argument("--skip-malformed", action="store_true",
                        help="tasks read from data (gsm8k, jsonl:, hf:): skip (count and warn about) malformed rows "
                        "instead of stopping at the first")
-        p.add_argument("--pool", type=positive_int, required=True, help="N, pool prompts (train split)")
+        # difficulty-eval's least pool (2: a fit half and an eval half) is checked in difficulty_eval, so that 0 and 1
+        # get the same one message naming it, not the parser's ">= 1" first
+        p.add_argument("--pool", type=positive_int if name == "rank-prompts" else integer, required=True,
+                       help="N, pool prompts (train split)" + ("" if name == "rank-prompts" else "; at least 2"))
         p.add_argument("--out", type=out_path, required=True, help="output folder")
         if name == "rank-prompts":
             p.add_argument("--probe-samples", type=positive_int, default=_RANK["probe_samples"],
@@ -162,7 +166,7 @@ def difficulty_eval(args) -> int:
     from ..difficulty.features import prompt_features
 
     if args.pool < 2:
-        raise ValueError(f"--pool must be >= 2 (a fit half and an eval half), got {args.pool}")
+        raise ValueError(f"--pool must be >= 2 (a fit half and an eval half), got {echo_text(str(args.pool), str)}")
     observed = args.samples // 4 if args.observed is None else args.observed
     if observed >= args.samples:
         raise ValueError(f"--observed ({observed}) must be smaller than --samples ({args.samples}) so a target remains")

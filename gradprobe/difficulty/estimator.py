@@ -42,8 +42,10 @@ from typing import Sequence
 
 import numpy as np
 
+from .metadata import MAX_METADATA
+
 __all__ = ["EstimatorConfig", "DifficultyEstimator", "DegenerateOutcomesWarning", "DuplicatePromptError",
-           "rank_half", "verdict", "check_unique_ids"]
+           "rank_half", "verdict", "check_unique_ids", "check_features"]
 
 
 class DuplicatePromptError(ValueError):
@@ -61,6 +63,39 @@ def check_unique_ids(ids: Sequence[str], what: str = "pool") -> None:
         raise DuplicatePromptError(
             f"the {what} has {len(dup)} duplicate prompt id(s), first {dup[0]!r}: prompt ids key the posterior "
             f"counts, so each prompt must appear once; deduplicate the {what} (e.g. by Problem.id)")
+
+
+def check_features(x: np.ndarray, name: str = "features") -> None:
+    """Refuse a feature matrix the logistic model can neither be fitted on nor predict from, naming the argument, the
+    first bad cell and the fix (scikit-learn said "Input X contains NaN" of values the user never made NaN).
+
+    Parameters
+    ----------
+    x : ndarray (float64), shape (M, F)
+        One row of features per prompt; NaN marks a missing value (imputed with the fit-time column mean).
+    name : str
+        The argument as the caller's user passed it (``features``).
+
+    Raises
+    ------
+    ValueError
+        ``x`` has rows but no column (F = 0: nothing to fit a model on); a value is infinite; or a value lies beyond
+        +-:data:`gradprobe.difficulty.metadata.MAX_METADATA` (the limit ``--metadata-keys`` values have on the command
+        line: the estimator standardises each feature, and the square of such a value overflows float64 into NaN).
+    """
+    if x.ndim == 2 and x.shape[0] and x.shape[1] == 0:
+        raise ValueError(f"{name} has 0 columns (shape {x.shape}): the logistic model needs at least one feature per "
+                         f"prompt; pass an (M, F) array with F >= 1, e.g. gradprobe.prompt_features(policy, problems)")
+    if np.isinf(x).any():
+        r, c = (int(v[0]) for v in np.nonzero(np.isinf(x)))
+        raise ValueError(f"{name}[{r}, {c}] is {x[r, c]}: a feature must be finite (NaN marks a missing value, "
+                         "imputed); fix the feature column")
+    big = np.abs(x) > MAX_METADATA  # NaN compares False: a missing value
+    if big.any():
+        r, c = (int(v[0]) for v in np.nonzero(big))
+        raise ValueError(f"{name}[{r}, {c}] is {x[r, c]:g} ({int(big.sum())} value(s) beyond +-{MAX_METADATA:g}): the "
+                         "estimator standardises each feature, and the square of such a value overflows; rescale "
+                         f"that column of {name} (e.g. its log10, or divide it by its scale)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +189,8 @@ class DifficultyEstimator:
         Raises
         ------
         ValueError
-            Mismatched lengths, a wrong feature width, or counts out of range.
+            Mismatched lengths, a wrong feature width, counts out of range, or features :func:`check_features`
+            refuses (no column, an infinite value, one beyond +-1e150).
         """
         x = np.asarray(features, dtype=np.float64)
         s = np.asarray(successes, dtype=np.float64).reshape(-1)
@@ -162,6 +198,7 @@ class DifficultyEstimator:
         if x.ndim != 2 or not (len(ids) == x.shape[0] == s.shape[0] == n.shape[0]):
             raise ValueError(f"observe: {len(ids)} ids, features {x.shape}, {s.shape[0]} successes, "
                              f"{n.shape[0]} attempts; expected M ids, (M, F) features, M counts")
+        check_features(x)
         if self._hx and x.shape[1] != self._hx[0].shape[0]:
             raise ValueError(f"observe: features have {x.shape[1]} columns, earlier observations {self._hx[0].shape[0]}")
         if np.any(s < 0) or np.any(s > n):
@@ -248,10 +285,21 @@ class DifficultyEstimator:
         Parameters
         ----------
         features : ndarray, shape (M, F)
+            F as at :meth:`observe`.
+
+        Raises
+        ------
+        ValueError
+            ``features`` not 2-D, of another width than the observed features', or refused by :func:`check_features`
+            (no column, an infinite value, one beyond +-1e150).
         """
         x = np.asarray(features, dtype=np.float64)
         if x.ndim != 2:
             raise ValueError(f"predict_model: features must be (M, F), got shape {x.shape}")
+        check_features(x)
+        if self._hx and len(x) and x.shape[1] != self._hx[0].shape[0]:
+            raise ValueError(f"predict_model: features have {x.shape[1]} columns, the observed features "
+                             f"{self._hx[0].shape[0]}; pass the same feature columns as to observe")
         if self._model is None:
             p = np.full(x.shape[0], self._const if self._const is not None else 0.5)
         else:

@@ -37,7 +37,8 @@ import warnings
 
 import numpy as np
 
-from .estimator import DegenerateOutcomesWarning, DifficultyEstimator, EstimatorConfig, check_unique_ids
+from .estimator import (DegenerateOutcomesWarning, DifficultyEstimator, EstimatorConfig, check_features,
+                        check_unique_ids)
 from .metrics import (BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, auc_score, binary_auc, bootstrap_metrics, brier_score,
                       flat_group_auc, flat_group_outcomes, reliability_bins, spearman_rho, success_rate)
 from ..ledger import forward_flops_per_token
@@ -250,12 +251,12 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     ------
     ValueError
         M < 2, mismatched shapes, ``observed`` or ``group_size`` not an integer (a bool or the string "1" is
-        not), ``observed`` not in [0, S - 1], ``group_size`` not in [1, S - observed], ``seed`` not an
-        integer in [0, 2**63 - 1], or ``prompts`` not of length M or with fewer than two distinct texts (no
-        eval half would remain); outcomes all missing (NaN), or one
-        that is not 0 or 1 (partial credit in (0, 1) too: map it to 0/1 first) or infinite; an infinite
-        feature (a NaN feature is missing: imputed, and counted in
-        ``notes``).
+        not), ``observed`` not in [0, S - 1], ``group_size`` not in [1, S - observed], ``seed`` not an integer in
+        [0, 2**63 - 1], or ``prompts`` not of length M or with fewer than two distinct texts (no eval half would
+        remain); outcomes all missing (NaN), or one that is not 0 or 1 (partial credit in (0, 1) too: map it to 0/1
+        first) or infinite; ``features`` with no column, an infinite feature or one beyond +-1e150, the limit of
+        ``--metadata-keys`` values (:func:`~gradprobe.difficulty.estimator.check_features`; a NaN feature is
+        missing: imputed, and counted in ``notes``).
     """
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= 2**63 - 1:
         raise ValueError(f"seed (--seed) must be an integer in [0, 2**63 - 1], got {seed!r}")
@@ -306,12 +307,9 @@ def _checked_inputs(ids, x, y, observed: int, group_size: int | None) -> int:
     m = len(ids)
     if m < 2:
         raise ValueError(f"difficulty evaluation needs at least 2 prompts (a fit half and an eval half), got {m}")
-    if y.ndim != 2 or y.shape[0] != m or x.shape[0] != m:
+    if y.ndim != 2 or x.ndim != 2 or y.shape[0] != m or x.shape[0] != m:
         raise ValueError(f"evaluate_estimator: {m} ids, features {x.shape}, outcomes {y.shape}; expected (M, F), (M, S)")
-    if np.isinf(x).any():
-        r, c = (int(v[0]) for v in np.nonzero(np.isinf(x)))
-        raise ValueError(f"features[{r}, {c}] is {x[r, c]}: a feature must be finite (NaN marks a missing value, "
-                         "imputed); fix the feature column")
+    check_features(x)
     if isinstance(observed, bool) or not isinstance(observed, numbers.Integral):
         raise ValueError(f"observed must be an integer in [0, S - 1] = [0, {y.shape[1] - 1}] (outcomes per eval prompt "
                          f"given to the posteriors), got {observed!r} ({type(observed).__name__})")

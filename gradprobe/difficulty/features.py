@@ -36,8 +36,8 @@ from ..tasks.prompts import encode_prompt
 from .metadata import check_metadata_keys, is_numeric, prompt_place
 
 
-__all__ = ["DEFAULT_METADATA_KEYS", "check_prompt_lengths", "hidden_features", "metadata_features", "prompt_features",
-           "feature_names"]
+__all__ = ["DEFAULT_METADATA_KEYS", "check_problems", "check_prompt_lengths", "hidden_features", "metadata_features",
+           "prompt_features", "feature_names"]
 
 #: Task metadata used by default (reasoning-gym arithmetic tasks provide both).
 DEFAULT_METADATA_KEYS = ("num_terms", "num_digits")
@@ -226,6 +226,47 @@ def feature_names(d_model: int, keys: Sequence[str] = DEFAULT_METADATA_KEYS) -> 
     return [f"h{k}" for k in range(d_model)] + ["prompt_tokens", *keys]
 
 
+def check_problems(problems, name: str = "problems") -> None:
+    """Refuse ``problems`` that are not task items (:class:`gradprobe.tasks.Problem`: ``id``, ``question``,
+    ``answer``, ``metadata``), before a model reads anything, with the fix (a prompt's text passed as is would
+    fail deep inside, with "'str' object has no attribute 'question'").
+
+    Parameters
+    ----------
+    problems : list[Problem]
+        What the caller passed (a list or tuple of task items: ``gradprobe.load_task(spec).problems(split, n)``).
+    name : str
+        The argument as the user passed it.
+
+    Raises
+    ------
+    TypeError
+        ``problems`` is a string, no list or tuple, or holds an item without a ``question`` (the first is named, with
+        its index and type, and with how to make a Problem of a text).
+    """
+    make = "gradprobe.tasks.Problem(id='p0', question=TEXT, answer='')"
+    if isinstance(problems, (str, bytes)) or not isinstance(problems, (list, tuple)):
+        text = f"the string {_short(problems)}" if isinstance(problems, (str, bytes)) else \
+            f"a {type(problems).__name__} {_short(problems)}"
+        raise TypeError(f"{name} must be a list of task items (Problems: gradprobe.load_task(spec).problems(split, "
+                        f"n)), got {text}; make a Problem of a prompt's text with {make} (answer: the gold answer, "
+                        f"not read by the features) and pass a list of them")
+    bad = next((i for i, p in enumerate(problems) if not hasattr(p, "question")), None)
+    if bad is not None:
+        item = problems[bad]
+        if isinstance(item, str):
+            make = make.replace("TEXT", _short(item))
+        raise TypeError(f"{name}[{bad}] is a {type(item).__name__} ({_short(item)}), not a task item: {name} must be "
+                        f"a list of Problems (gradprobe.load_task(spec).problems(split, n)); make a Problem of a "
+                        f"prompt's text with {make} (answer: the gold answer, not read by the features)")
+
+
+def _short(value) -> str:
+    """``repr(value)`` cut to 60 characters, for a message."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def prompt_features(policy, problems, *, metadata_keys: Sequence[str] = DEFAULT_METADATA_KEYS,
                     batch_size: int = 32, ledger=None, prompt_ids=None, progress: bool = False,
                     desc: str = "features") -> np.ndarray:
@@ -252,12 +293,17 @@ def prompt_features(policy, problems, *, metadata_keys: Sequence[str] = DEFAULT_
 
     Raises
     ------
+    TypeError
+        ``problems`` is not a list of task items (Problems, each with a ``question``): a string, or a list holding
+        one (a prompt's text); the message names the first such item and shows how to make a Problem of a text
+        (:func:`check_problems`), before any forward.
     ValueError
         As :func:`hidden_features` and :func:`metadata_features` (a metadata key given twice or whose values
         are not numbers); a prompt longer than the model's ``max_position_embeddings``
         (:class:`gradprobe.rollout.PromptTooLongError`, named by its id and data line, :func:`check_prompt_lengths`),
         before any forward.
     """
+    check_problems(problems)
     if prompt_ids is None:
         prompt_ids = [list(encode_prompt(policy.tokenizer, p.question)) for p in problems]
     check_prompt_lengths(policy.model, prompt_ids, problems)
