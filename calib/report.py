@@ -139,6 +139,8 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     ValueError
         Checked before any fit: an unknown method, cv or interval; ``confidence_level`` outside (0, 1) or NaN (as
         ``calib.fit``); ``n_permutations`` not a positive integer; bad bootstrap settings (:func:`_check_settings`).
+    TypeError
+        A ``confidence_level`` that is no number (a string, a bool, None), before any fit.
     """
     _check_settings(**locals())  # the arguments (all locals() holds here), before any work
     select_rows(rows, forecaster=forecaster, include_reference=include_reference)  # the headline must be usable
@@ -185,6 +187,8 @@ def _check_settings(**settings) -> None:
     ------
     ValueError
         A bad setting, named (:func:`compute`).
+    TypeError
+        A ``confidence_level`` that is no number (:func:`~calib.validation.check_confidence_level`).
     """
     s = {name: p.default for name, p in inspect.signature(compute).parameters.items() if p.kind == p.KEYWORD_ONLY}
     s.update(settings)

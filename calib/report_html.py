@@ -26,6 +26,7 @@ import pandas as pd
 
 from .dataset import FORECASTERS
 from .metrics import p_value_text
+from .validation import level_percent
 from .noise_floor import heldout_label
 from gradprobe import figures
 
@@ -425,7 +426,7 @@ models: {e(', '.join(m['models']))}; tasks: {e('; '.join(m['tasks']))}.</p>
 "study-arms" below count an arm once per study it is in; {m['grpo_rows_left_out']} grpo runs left out: 0 = 0 by
 definition).
 Calibration: realized ~ f(forecast), {e(m['method'])} (Huber linear or isotonic), refitted without the held-out group;
-intervals: {e(m['interval'])} conformal (MAPIE) at {lvl:.0%}, nested inside each held-out fold; coverage = share of
+intervals: {e(m['interval'])} conformal (MAPIE) at {level_percent(lvl)}, nested inside each held-out fold; coverage = share of
 held-out runs inside their interval (count in brackets), width = mean interval width (points).</p>
 <p>MAE intervals: {_boot_text(m)}</p>
 {notes}

@@ -105,3 +105,10 @@ def test_printed_text_and_page_show_the_detectable_difference(studies, tmp_path,
     assert (f"{raw['estimate']:+.2f} [{raw['interval'][0]:+.2f}, {raw['interval'][1]:+.2f}], detectable "
             f"{raw['detectable_difference']:.2f}") in html
     assert "smallest difference these studies could detect" in html
+
+
+def test_the_page_gives_the_conformal_level_with_its_digits(studies, tmp_path, synthetic):  # noqa: F811
+    out = tmp_path / "rep999"
+    assert calib_main(["report", *map(str, studies), "--out", str(out), "--confidence", "0.999"]) == 0
+    html = (out / "report.html").read_text()
+    assert "conformal (MAPIE) at 99.9%, nested inside each held-out fold" in html and "at 100%," not in html
