@@ -136,11 +136,9 @@ def compute(rows: pd.DataFrame, *, forecaster: str = "forecast_probe", method: s
     calib.dataset.RowsError, calib.dataset.StudyFormatError
         The headline forecaster cannot be calibrated (missing columns, a single arm...); a ``study_dirs`` folder's
         ``study.json`` or ``analysis.json`` cannot be read (:func:`calib.noise_floor.study_never_trained`).
-    ValueError
-        Checked before any fit: an unknown method, cv or interval; ``confidence_level`` outside (0, 1) or NaN (as
-        ``calib.fit``); ``n_permutations`` not a positive integer; bad bootstrap settings (:func:`_check_settings`).
-    TypeError
-        A ``confidence_level`` that is no number (a string, a bool, None), before any fit.
+    ValueError, TypeError
+        Checked before any fit: an unknown method, cv or interval; ``confidence_level`` outside (0, 1), NaN or no
+        number (TypeError; as ``calib.fit``); ``n_permutations`` not a positive integer; bad bootstrap settings.
     """
     _check_settings(**locals())  # the arguments (all locals() holds here), before any work
     select_rows(rows, forecaster=forecaster, include_reference=include_reference)  # the headline must be usable
