@@ -32,15 +32,69 @@ class PromptTooLongError(ValueError):
     """A prompt plus ``max_new_tokens`` does not fit in the model's context window."""
 
 
+#: How the samplers name the limit of :func:`context_limit` (a model's own context).
+MODEL_CONTEXT = "the model's max_position_embeddings"
+
+
+def context_limit(config) -> int | None:
+    """The context limit (tokens) of a transformers model config: its ``max_position_embeddings``, or its text
+    config's (a multimodal config); None when it names none (no check is made then). The limit every sampler's
+    length check (:func:`check_prompt_ids`) and a run's setup check of its prompts
+    (:mod:`gradprobe.rollout.prompt_lengths`) compare with."""
+    n = getattr(config, "max_position_embeddings", None)
+    if n is None and hasattr(config, "get_text_config"):
+        n = getattr(config.get_text_config(), "max_position_embeddings", None)
+    return int(n) if n is not None else None
+
+
+def exceeds_context(length: int, budget: int, limit: int | None) -> bool:
+    """The length rule: a prompt of ``length`` tokens with a budget of ``budget`` new tokens does not fit a context of
+    ``limit`` tokens (``length + budget > limit``). A budget of 0 generates nothing and always fits; no known
+    limit (None): everything fits."""
+    return limit is not None and budget > 0 and length + budget > limit
+
+
+def check_prompt_ids(prompts: Sequence[Sequence[int]], budgets: Sequence[int], limit: int | None,
+                     what: str = MODEL_CONTEXT) -> None:
+    """A sampler call's check of its prompts (every backend's ``check_prompts``): each must be non-empty and fit
+    with its budget (:func:`exceeds_context`).
+
+    Parameters
+    ----------
+    prompts : sequence of sequences of int, length M
+        Unpadded prompt ids.
+    budgets : sequence of int, length M
+        Each prompt's ``max_new_tokens``.
+    limit : int or None
+        The context limit (tokens); None: no length check.
+    what : str
+        The limit's name in the message.
+
+    Raises
+    ------
+    PromptTooLongError
+        The first prompt that does not fit (:func:`prompt_too_long`: its index, length, the limit and the fix).
+    ValueError
+        An empty prompt.
+    """
+    for i, (p, b) in enumerate(zip(prompts, budgets)):
+        if len(p) == 0:
+            raise ValueError(f"prompt {i} is empty: generation needs at least one prompt token (e.g. BOS)")
+        if exceeds_context(len(p), b, limit):
+            raise prompt_too_long(i, len(prompts), len(p), b, limit, what)
+
+
 def prompt_too_long(index: int, n_prompts: int, length: int, budget: int, limit: int,
-                    what: str = "the model's max_position_embeddings") -> PromptTooLongError:
+                    what: str = MODEL_CONTEXT, *, name: str | None = None, note: str = "") -> PromptTooLongError:
     """The error for prompt ``index`` (of a call's ``n_prompts``) of ``length`` tokens that, with ``budget``
     new tokens, passes the context ``limit`` (``what`` names it), with the fix: a lower ``max_new_tokens``, or,
-    when the prompt alone fills the context, a shorter prompt or one left out of the pool."""
+    when the prompt alone fills the context, a shorter prompt or one left out of the pool. ``name`` names the
+    prompt instead of its index in the call (a data file's line: a run's setup check); ``note`` is appended."""
     fix = (f"Lower max_new_tokens to at most {limit - length} or shorten the prompt." if length < limit else
            "The prompt alone leaves no room for a completion: shorten it or leave it out of the prompt pool.")
-    return PromptTooLongError(f"prompt {index} (of this call's {n_prompts}) has {length} tokens; with "
-                              f"max_new_tokens={budget} that is {length + budget} > {what}={limit}. {fix}")
+    name = name or f"prompt {index} (of this call's {n_prompts})"
+    return PromptTooLongError(f"{name} has {length} tokens; with max_new_tokens={budget} that is "
+                              f"{length + budget} > {what}={limit}. {fix}{note}")
 
 
 class NonFiniteSamplingError(RuntimeError):

@@ -24,15 +24,13 @@ import torch
 
 from ..config import SamplingConfig
 from ..models import use_attention
-from .base import Sample, cut_at_eos, non_finite_sampling, per_prompt_budgets, prompt_too_long
+from .base import (MODEL_CONTEXT, Sample, check_prompt_ids, context_limit, cut_at_eos, non_finite_sampling,
+                   per_prompt_budgets)
 
 
 def _context_length(model) -> int | None:
-    cfg = model.config
-    n = getattr(cfg, "max_position_embeddings", None)
-    if n is None and hasattr(cfg, "get_text_config"):
-        n = getattr(cfg.get_text_config(), "max_position_embeddings", None)
-    return int(n) if n is not None else None
+    """The context limit of ``model`` (:func:`~gradprobe.rollout.base.context_limit` of its config)."""
+    return context_limit(model.config)
 
 
 class HFSampler:
@@ -77,8 +75,14 @@ class HFSampler:
         :mod:`gradprobe.streams`); its call counter starts at 0."""
         return HFSampler(self.policy, seed=seed, attn_implementation=self.attn_implementation, progress=self.progress)
 
+    def context_limit(self) -> tuple[int | None, str]:
+        """The context limit this sampler's :meth:`check_prompts` compares with, and its name for messages:
+        the model's ``max_position_embeddings`` (None: no check)."""
+        return _context_length(self.policy.model), MODEL_CONTEXT
+
     def check_prompts(self, prompts: list[list[int]], max_new_tokens) -> None:
-        """Raise if a prompt is empty or ``len(prompt) + max_new_tokens`` exceeds the context.
+        """Raise if a prompt is empty or ``len(prompt) + max_new_tokens`` exceeds the context
+        (:func:`~gradprobe.rollout.base.check_prompt_ids` with :meth:`context_limit`).
 
         Parameters
         ----------
@@ -92,13 +96,7 @@ class HFSampler:
         ValueError
             An empty prompt.
         """
-        limit = _context_length(self.policy.model)
-        budgets = per_prompt_budgets(max_new_tokens, len(prompts), 0)
-        for i, (p, b) in enumerate(zip(prompts, budgets)):
-            if len(p) == 0:
-                raise ValueError(f"prompt {i} is empty: generation needs at least one prompt token (e.g. BOS)")
-            if limit is not None and b > 0 and len(p) + b > limit:
-                raise prompt_too_long(i, len(prompts), len(p), b, limit)
+        check_prompt_ids(prompts, per_prompt_budgets(max_new_tokens, len(prompts), 0), *self.context_limit())
 
     def _generation_config(self, sampling: SamplingConfig, max_new_tokens: int, greedy: bool,
                            num_return_sequences: int = 1):

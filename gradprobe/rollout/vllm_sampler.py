@@ -52,7 +52,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..config import SamplingConfig
-from .base import cut_at_eos, per_prompt_budgets, prompt_too_long
+from .base import check_prompt_ids, cut_at_eos, per_prompt_budgets
 from .hf import _context_length
 from .logprob_samples import VLLMSample, sampler_logprobs
 from .vllm_engine import LoadWeights, VLLMUnavailableError, build_engine, export_policy, in_process_model, \
@@ -143,8 +143,16 @@ class VLLMSampler:
 
     # ------------------------------------------------------------------ sampling
 
+    def context_limit(self) -> tuple[int | None, str]:
+        """The context limit :meth:`check_prompts` compares with (the smaller of the model's
+        ``max_position_embeddings`` and the engine's ``max_model_len``; None: no check), and its name."""
+        limits = [x for x in (_context_length(self.policy.model), self._max_model_len) if x is not None]
+        return (min(limits) if limits else None,
+                "the context limit (model max_position_embeddings / engine max_model_len)")
+
     def check_prompts(self, prompts: list[list[int]], budgets: Sequence[int]) -> None:
-        """Raise if a prompt is empty or ``len(prompt) + budget`` exceeds the context.
+        """Raise if a prompt is empty or ``len(prompt) + budget`` exceeds the context
+        (:func:`~gradprobe.rollout.base.check_prompt_ids` with :meth:`context_limit`).
 
         Raises
         ------
@@ -153,14 +161,7 @@ class VLLMSampler:
         ValueError
             An empty prompt.
         """
-        limits = [x for x in (_context_length(self.policy.model), self._max_model_len) if x is not None]
-        limit = min(limits) if limits else None
-        for i, (p, b) in enumerate(zip(prompts, budgets)):
-            if len(p) == 0:
-                raise ValueError(f"prompt {i} is empty: generation needs at least one prompt token (e.g. BOS)")
-            if limit is not None and b > 0 and len(p) + b > limit:
-                raise prompt_too_long(i, len(prompts), len(p), b, limit,
-                                      "the context limit (model max_position_embeddings / engine max_model_len)")
+        check_prompt_ids(prompts, budgets, *self.context_limit())
 
     def request_params(self, sampling: SamplingConfig, *, num_samples: int, max_tokens: int, seed: int,
                        greedy: bool = False) -> dict:

@@ -18,6 +18,9 @@ do, in the study process, before anything is written into ``--out``:
 * ``[task]`` builds (:func:`gradprobe.training.run.load_run_task`: name and ``[task.config]``),
   yields one training and one held-out problem for the plan's data seed, and the tokenizer
   encodes the training problem's prompt (:func:`gradprobe.tasks.encode_prompt`);
+* every prompt of the runs' training pool and held-out set fits the model's context with ``[sampling]
+  max_new_tokens`` (encoded as the rollouts encode it; the limit read from the model's config):
+  :func:`gradprobe.training.preflight.check_run_prompt_lengths`, which ``gradprobe train`` runs too;
 * an arm with ``guidance``: every problem of the training pool has a reference solution and the
   hint reaches the model's prompt (a chat template that keeps only part of the user message would
   make the arm plain GRPO): :func:`gradprobe.training.preflight.check_run_guidance`, which
@@ -283,25 +286,55 @@ def _check_task(plan, tokenizer) -> int:
         raise _fail(f"[model] name = {plan.model.name!r}", "its tokenizer encodes the task's prompt as no token "
                                                            "(an empty vocabulary?)",
                     "use a model whose tokenizer fits the task")
-    _check_guidance(plan, tokenizer, task)
+    pool = _training_pool(plan, task)
+    _check_prompt_lengths(plan, tokenizer, task, pool)
+    _check_guidance(plan, tokenizer, task, pool)
     return len(ids)
 
 
-def _check_guidance(plan, tokenizer, task) -> None:
+def _training_pool(plan, task) -> list:
+    """Every run's training pool (:func:`gradprobe.training.loading.training_pool`); one the task cannot build is
+    refused naming ``[task] pool`` and the fix."""
+    from ..training.loading import training_pool
+
+    try:
+        return training_pool(task, plan.task, plan.heldout)
+    except Exception as e:
+        raise _fail(f"[task] name = {plan.task.name!r}", f"building the training pool of [task] pool = "
+                                                         f"{plan.task.pool} problems failed ({type(e).__name__}: {e})",
+                    "lower [task] pool or give the task more rows") from None
+
+
+def _check_prompt_lengths(plan, tokenizer, task, pool: list) -> None:
+    """Every prompt of the runs' training pool and held-out set fits the model's context with ``[sampling]
+    max_new_tokens`` (:func:`gradprobe.training.preflight.check_run_prompt_lengths`, the check ``gradprobe train``
+    makes; the limit read from the model's config, :func:`gradprobe.training.loading.load_run_context_limit`), once
+    for the study: every run has the same pool, held-out set and sampling."""
+    from ..rollout import PromptTooLongError
+    from ..training.loading import load_run_context_limit
+    from ..training.preflight import check_run_prompt_lengths
+
+    key = f"[task] name = {plan.task.name!r}"
+    try:
+        heldout = task.problems("heldout", plan.heldout.prompts, seed=plan.heldout.seed)  # every run's held-out set
+    except Exception as e:
+        raise _fail(key, f"building the held-out set of [heldout] prompts = {plan.heldout.prompts} problems failed "
+                         f"({type(e).__name__}: {e})", "lower [heldout] prompts or give the task more rows") from None
+    try:
+        check_run_prompt_lengths(plan.sampling.max_new_tokens, tokenizer, pool, heldout,
+                                 limit=load_run_context_limit(plan.model))
+    except PromptTooLongError as e:  # names the prompt, its line, the limit and the fix
+        raise PreflightError(f"{key}: {e} (checked before the study folder was written; nothing was)") from None
+
+
+def _check_guidance(plan, tokenizer, task, pool: list) -> None:
     """Every guided arm's pool problems have reference solutions and its hint reaches the model's
     prompt: :func:`gradprobe.training.preflight.check_run_guidance`, the check ``gradprobe train`` makes."""
     from ..training.preflight import GuidancePreflightError, check_run_guidance
-    from ..training.loading import training_pool
 
     runs = [plan.arm(name) for name, arm in plan.arms.items() if arm.guidance]
     if not runs:
         return
-    key = f"[task] name = {plan.task.name!r}"
-    try:
-        pool = training_pool(task, plan.task, plan.heldout)  # every run's pool
-    except Exception as e:
-        raise _fail(key, f"building the training pool of [task] pool = {plan.task.pool} problems failed "
-                         f"({type(e).__name__}: {e})", "lower [task] pool or give the task more rows") from None
     try:
         check_run_guidance(runs, task, tokenizer, pool)
     except GuidancePreflightError as e:  # the reason names its fix (a solution column, another model, no guidance)
@@ -377,7 +410,9 @@ def check_plan_inputs(plan, *, executor: str = "local", out=None) -> PreflightRe
     PreflightError
         The model does not resolve, a model folder lacks a file or holds a damaged one (a cut config.json or
         model.safetensors: named, with the fix), its tokenizer does not load, the CUDA device is missing, or
-        the task cannot be built or yields no problem, or a guided arm cannot run (a pool problem
+        the task cannot be built or yields no problem, a prompt of the training pool or held-out set does not fit
+        the model's context with ``[sampling] max_new_tokens`` (named by its data file's line), or a guided arm
+        cannot run (a pool problem
         without a reference solution, a prompt format that drops the hint); the message names the
         plan key (``[model] name``, ``[model] device``, ``[task] name``, ``[task.config]``,
         ``[arms.NAME] guidance``) and the fix.

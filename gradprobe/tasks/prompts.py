@@ -17,7 +17,7 @@ Without a chat template the prompt is plain text ending in ``"Answer:\\n"``.
 
 from __future__ import annotations
 
-__all__ = ["INSTRUCTION", "format_prompt", "encode_prompt", "tokenizer_adds_bos"]
+__all__ = ["INSTRUCTION", "format_prompt", "encode_prompt", "encode_prompts", "tokenizer_adds_bos"]
 
 INSTRUCTION = (
     "Solve the problem step by step. Write one reasoning step per line. "
@@ -107,11 +107,52 @@ def encode_prompt(tokenizer, question: str) -> list[int]:
         Prompt ids, length P (no padding, no EOS).
     """
     ids = list(tokenizer.encode(format_prompt(tokenizer, question), add_special_tokens=False))
+    return _one_bos(ids, tokenizer, None)
+
+
+def encode_prompts(tokenizer, questions) -> list[list[int]]:
+    """:func:`encode_prompt` of every question, the same ids, with one batched tokenizer call for a fast
+    (``tokenizers``-backed) tokenizer and the BOS probe (:func:`tokenizer_adds_bos`) made once: a whole prompt
+    pool (thousands of prompts) is encoded for a length check at a run's setup without a call per prompt.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+        A fast one is called once for all (``tokenizer(texts, add_special_tokens=False)``); any other tokenizer
+        (or test double) is asked per prompt, as :func:`encode_prompt` asks it.
+    questions : sequence of str
+        The problems' questions (``Problem.question``, a :class:`~gradprobe.tasks.dataset.PromptText` too).
+
+    Returns
+    -------
+    list of list of int
+        One prompt's ids per question, in order (no padding, no EOS).
+
+    Raises
+    ------
+    ValueError
+        As :func:`format_prompt` (a conversational prompt and a tokenizer without a chat template).
+    """
+    texts = [format_prompt(tokenizer, q) for q in questions]
+    if not texts:
+        return []
+    if getattr(tokenizer, "is_fast", False):
+        encoded = [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    else:
+        encoded = [list(tokenizer.encode(t, add_special_tokens=False)) for t in texts]
+    adds = tokenizer_adds_bos(tokenizer)
+    return [_one_bos(ids, tokenizer, adds) for ids in encoded]
+
+
+def _one_bos(ids: list[int], tokenizer, adds_bos: bool | None) -> list[int]:
+    """``ids`` with exactly one leading BOS when the tokenizer prepends one (``adds_bos``; None: probed here,
+    :func:`tokenizer_adds_bos`): repeated leading BOS ids collapsed, a missing one prepended; unchanged for a
+    tokenizer without a BOS."""
     bos = getattr(tokenizer, "bos_token_id", None)
     if bos is None:
         return ids
     while len(ids) >= 2 and ids[0] == bos and ids[1] == bos:
         ids.pop(0)
-    if tokenizer_adds_bos(tokenizer) and (not ids or ids[0] != bos):
+    if (tokenizer_adds_bos(tokenizer) if adds_bos is None else adds_bos) and (not ids or ids[0] != bos):
         ids.insert(0, bos)
     return ids

@@ -2,17 +2,21 @@
 checkpointing, and the task (``[task]``), as :mod:`gradprobe.training.run` and a study's preflight
 (:mod:`gradprobe.study.preflight`) load them (both re-exported by :mod:`gradprobe.training.run`); and
 the policy's tokenizer alone (:func:`load_run_tokenizer`), for the checks a run makes before it
-writes anything (:mod:`gradprobe.training.preflight`); and a run's training pool (:func:`training_pool`).
+writes anything (:mod:`gradprobe.training.preflight`), and its context limit read from the model's config alone
+(:func:`load_run_context_limit`); and a run's training pool (:func:`training_pool`).
 """
 
 from __future__ import annotations
 
-from ..models import load_policy, load_tokenizer
+from ..char_tokenizer import char_tokenizer
+from ..models import TIER_ALIASES, TINY_ARCHITECTURES, _pretrained_source, load_policy, load_tokenizer, tiny_config
+from ..rollout.base import context_limit
 from ..tasks import load_task
+from ..tiers import tier_path
 from .specs import PlanError
 
-__all__ = ["load_run_policy", "load_run_tokenizer", "enable_gradient_checkpointing", "load_run_task",
-           "training_pool"]
+__all__ = ["load_run_policy", "load_run_tokenizer", "load_run_context_limit", "enable_gradient_checkpointing",
+           "load_run_task", "training_pool"]
 
 
 def load_run_policy(model_spec, *, seed: int = 0):
@@ -42,6 +46,31 @@ def load_run_tokenizer(model_spec):
         The tokenizer files cannot be read (e.g. a hub id not in the cache while offline).
     """
     return load_tokenizer(str(model_spec.name))
+
+
+def load_run_context_limit(model_spec) -> int | None:
+    """The context limit (tokens) the samplers of a run on ``[model]`` check prompts against
+    (:func:`gradprobe.rollout.base.context_limit`: ``max_position_embeddings``), read from the model's config
+    alone, without the weights: the config :func:`load_run_policy` builds (``tiny-qwen2``/``tiny-llama``) or
+    reads (a tier's folder, a model folder, a GGUF file, a hub id in the cache). For the checks a run or study makes
+    before the model is loaded (:func:`gradprobe.training.preflight.check_run_prompt_lengths`).
+
+    Returns None when no limit is known: the config names none, or it cannot be read here (a missing or
+    unbuilt model, a hub id not in the cache offline), which the model's own load then reports with its fix.
+    """
+    from transformers import AutoConfig  # heavy: deferred, as load_tokenizer defers it
+
+    try:
+        spec = str(model_spec.name)
+        if spec in TIER_ALIASES:
+            spec = str(tier_path(spec))
+        if spec in TINY_ARCHITECTURES:
+            return context_limit(tiny_config(spec, vocab_size=len(char_tokenizer())))
+        source, kwargs = _pretrained_source(spec, weights=False)
+        extra = {"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}
+        return context_limit(AutoConfig.from_pretrained(source, trust_remote_code=False, **extra))
+    except Exception:  # noqa: BLE001 - any unreadable model is the load's to report, with its own fix
+        return None
 
 
 def enable_gradient_checkpointing(model) -> None:

@@ -1,4 +1,4 @@
-"""Checks of a run's off-context guidance before anything is written: shared by ``gradprobe train``
+"""Checks of a run's prompts and off-context guidance before anything is written: shared by ``gradprobe train``
 (:func:`gradprobe.training.run.run_training`, before the run folder is created) and ``gradprobe
 study`` (:func:`gradprobe.study.preflight.check_plan_inputs`, before the study folder is touched).
 
@@ -15,16 +15,23 @@ were written:
 
 An arm whose ``fraction`` gives no guided completion per group (``k = 0``) samples no hint and is
 not checked, as its run never asks for one.
+
+Every run's training pool and held-out set are checked against the samplers' length rule
+(:func:`check_run_prompt_lengths`): a prompt that with ``[sampling] max_new_tokens`` passes the model's context
+stopped the run at the first update that drew it, and leaving its row out of the data file then made the
+resume refuse the edited file, so the updates made were lost.
 """
 
 from __future__ import annotations
 
 from typing import Iterable
 
+from ..rollout.base import MODEL_CONTEXT
 from ..rollout.guidance import (GUIDANCE_LABEL, GuidanceConfig, GuidanceError, check_hint_reaches_prompt,
                                 hint_text, task_kind)
+from ..rollout.prompt_lengths import check_prompt_lengths
 
-__all__ = ["GuidancePreflightError", "check_run_guidance", "guidance_key"]
+__all__ = ["GuidancePreflightError", "check_run_guidance", "check_run_prompt_lengths", "guidance_key"]
 
 class GuidancePreflightError(GuidanceError):
     """A guided arm cannot run with this task or model (a :class:`~gradprobe.rollout.guidance.GuidanceError`,
@@ -90,3 +97,42 @@ def check_run_guidance(runs: Iterable, task, tokenizer, problems: list) -> None:
             # guidance_key names the arm's guidance already (else "[arms.x] guidance: guidance: ...")
             reason = reason[len(GUIDANCE_LABEL):] if reason.startswith(GUIDANCE_LABEL) else reason
             raise GuidancePreflightError(guidance_key(run.arm), reason) from None
+
+
+def check_run_prompt_lengths(max_new_tokens: int, tokenizer, pool: list, heldout: list, *, limit: int | None,
+                             what: str = MODEL_CONTEXT, when: str = "") -> list[list[int]]:
+    """Refuse a run whose training pool or held-out set holds a prompt that does not fit the model's context
+    with ``max_new_tokens`` (:func:`gradprobe.rollout.prompt_lengths.check_prompt_lengths`: the samplers' rule,
+    the prompts encoded as the rollouts and evals encode them), before the run samples anything.
+
+    Parameters
+    ----------
+    max_new_tokens : int
+        ``[sampling] max_new_tokens``: every rollout, MC continuation and eval of the run samples with it.
+    tokenizer : transformers tokenizer
+        The model's, with its chat template.
+    pool, heldout : list of Problem
+        The run's training pool (:func:`gradprobe.training.loading.training_pool`) and held-out set.
+    limit : int or None
+        The context limit (tokens; :func:`gradprobe.training.loading.load_run_context_limit`, or a loaded
+        model's); None: nothing is refused.
+    what : str
+        The limit's name in the message.
+    when : str
+        Said in the message: what the refusal comes before (``"checked before update 0; nothing was sampled"``).
+
+    Returns
+    -------
+    list of list of int
+        The held-out set's prompt ids, in order (the run's evals sample them).
+
+    Raises
+    ------
+    gradprobe.rollout.PromptTooLongError
+        (a ValueError) The first prompt of the pool (then of the held-out set) that does not fit: its data file's
+        line (or id and index), token count, the limit, the fix, and how many more do not fit.
+    """
+    check_prompt_lengths(tokenizer, pool, max_new_tokens=max_new_tokens, limit=limit, what=what,
+                         role="training pool", when=when)
+    return check_prompt_lengths(tokenizer, heldout, max_new_tokens=max_new_tokens, limit=limit, what=what,
+                                role="held-out set", when=when)

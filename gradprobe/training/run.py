@@ -57,6 +57,7 @@ from ..outputs import OutputDirError, error_text, prepare_output_dir, versions, 
 from ..rewards import UnknownRewardError, get_reward
 from ..rewards.plugin import plugin_identity
 from ..rollout import NonFiniteSamplingError, check_backend, collect_rollouts, make_sampler
+from ..rollout.base import context_limit
 from ..rollout.guided import GuidanceConfig, collect_guided_rollouts, task_kind
 from ..streams import pool_indices, stream_sampler  # noqa: F401  (pool_indices: also imported from here)
 from ..tasks import encode_prompt, task_data_identity
@@ -64,13 +65,13 @@ from ..tracking import open_tracker, require_tracker
 from .checkpoint import current_checkpoint, latest_checkpoint, load_checkpoint, save_weights, set_rng_states
 from .errors import (BudgetTooSmallError, DamagedRunFolderError, NonFiniteRunError, NoValidRewardError,
                      PolicyDivergedError, RunConfigMismatchError)
-from .loading import (enable_gradient_checkpointing, load_run_policy, load_run_task, load_run_tokenizer,
-                      training_pool)
+from .loading import (enable_gradient_checkpointing, load_run_context_limit, load_run_policy, load_run_task,
+                      load_run_tokenizer, training_pool)
 from .metrics import MetricsFile
 from .plan import RunConfig, run_config_from_dict
 from .plan_checks import check_mc
 from .specs import PlanError
-from .preflight import GuidancePreflightError, check_run_guidance
+from .preflight import GuidancePreflightError, check_run_guidance, check_run_prompt_lengths
 from .records import end_invocation, finish, maybe_eval, record_end, save, start_invocation
 from .run_folder import (MODEL_WEIGHTS, REWARD_PLUGIN, TASK_DATA, check_model_weights, check_reward_identity,
                          check_task_data, comparable_config, config_differences, model_weights_identity,
@@ -136,8 +137,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     run : RunConfig
         From :meth:`gradprobe.training.plan.Plan.arm`.
     out : path
-        The run folder (created; checked for writing before any compute). A guided run's task and
-        model are checked first (:mod:`gradprobe.training.preflight`): refused, nothing is created.
+        The run folder (created; checked for writing before any compute). The prompts and a guided run's
+        task and model are checked first (:mod:`gradprobe.training.preflight`): refused, nothing is created.
     policy, task : optional
         Already loaded policy/task (tests, notebooks; default: ``run.model``/``run.task``): INITIAL weights.
     progress : bool
@@ -179,6 +180,8 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         A guided arm whose pool has a problem without a reference solution, or whose model's
         prompt format drops the hint (a ValueError; before DIR is created or anything loaded
         beyond the task and the tokenizer).
+    gradprobe.rollout.PromptTooLongError
+        A pool or held-out prompt too long for the context (named by its data line; before DIR is created).
     TrackerUnavailableError
         ``report_to`` is unknown or its library is not installed (before anything is written).
     PlanError
@@ -248,11 +251,12 @@ def _checked_reward_identity(run: RunConfig, out: Path) -> dict | None:
 
 
 def _preflight(run: RunConfig, out: Path, *, policy, task):
-    """The checks of :mod:`gradprobe.training.preflight` (a guided arm's reference solutions and
-    prompt format), on the tokenizer alone, before ``out`` is created (and the ``mc`` settings' range,
-    :func:`~gradprobe.training.plan_checks.check_mc`); returns the task it built
-    (or ``task``), for the run to reuse. A run without guidance is not checked (nothing loaded). Its reward is
-    resolved first (a reward by import path is imported here, so a bad module stops the run before ``out``)."""
+    """The checks of :mod:`gradprobe.training.preflight` (every prompt of the training pool and held-out set fits
+    the model's context with ``[sampling] max_new_tokens``; a guided arm's reference solutions and prompt format),
+    on the tokenizer and the model's config alone, before ``out`` is created (and the ``mc`` settings' range,
+    :func:`~gradprobe.training.plan_checks.check_mc`); returns the task it built (or ``task``), for the run to
+    reuse. Its reward is resolved first (a reward by import path is imported here, so a bad module stops the run
+    before ``out``)."""
     check_mc(run.mc, f"arms.{run.arm}.mc")  # the plan's rule (a RunConfig built in code skips load_plan)
     try:
         get_reward(run.reward)
@@ -260,11 +264,16 @@ def _preflight(run: RunConfig, out: Path, *, policy, task):
         refuse_unimportable_reward(out, run.reward, e)  # a resume: how to get the recorded reward back
         raise PlanError(f"arms.{run.arm}.reward: {e} (checked before the run folder {str(out)!r} was written; "
                         "nothing was)") from None
-    if not run.guidance:
-        return task
     task = task or load_run_task(run.task)
     tokenizer = policy.tokenizer if policy is not None else load_run_tokenizer(run.model)
     pool = training_pool(task, run.task, run.heldout)  # the run's pool, as _open_session
+    heldout = task.problems("heldout", run.heldout.prompts, seed=run.heldout.seed)  # its held-out set, as there
+    limit = context_limit(policy.model.config) if policy is not None else load_run_context_limit(run.model)
+    check_run_prompt_lengths(run.sampling.max_new_tokens, tokenizer, pool, heldout, limit=limit,
+                             when=f"checked before update 0 and before the run folder {str(out)!r} was written; "
+                                  "nothing was")
+    if not run.guidance:
+        return task
     try:
         check_run_guidance([run], task, tokenizer, pool)
     except GuidancePreflightError as e:
