@@ -9,8 +9,10 @@
   GRPO's group normalisation, exactly as ``gradprobe.probe(rewards=[fn])`` does from Python;
 - a native :data:`gradprobe.rewards.base.Reward` ``reward(batch, ctx) -> RewardOutput`` is called as it is,
   through a check (:func:`checked_native`): an exception it raises, or a return that is not a
-  :class:`~gradprobe.rewards.base.RewardOutput` with advantages (N, T) and valid (N,), becomes a
-  :class:`~gradprobe.rewards.base.RewardFunctionError` naming the reward, as the TRL-style wrapper's errors do.
+  :class:`~gradprobe.rewards.base.RewardOutput` with advantages (N, T), valid (N,) and ``stats`` that gradprobe
+  can write (:func:`gradprobe.rewards.output.writable_stats`), becomes a
+  :class:`~gradprobe.rewards.base.RewardFunctionError` naming the reward, as the TRL-style wrapper's errors do;
+  its advantages are detached from any autograd graph (data, not part of the policy's graph).
 
 A module name is looked up with the working directory first on ``sys.path``, as ``python -m`` does; a file's
 folder is put on ``sys.path`` as ``python FILE.py`` does, so the file may import modules beside it (each one's
@@ -38,6 +40,7 @@ which a training run records in its ``config.json`` and checks when it resumes
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import importlib
 import importlib.machinery
@@ -47,6 +50,7 @@ import os
 import site
 import sys
 import sysconfig
+from collections.abc import Mapping
 from functools import lru_cache, wraps
 from pathlib import Path
 
@@ -54,12 +58,15 @@ import torch
 
 from ..tables import shown
 from .base import REWARDS, RESOLVERS, Reward, RewardFunctionError, RewardOutput, UnknownRewardError
+from .output import UnwritableStatError, writable_stats
 from .sequence import call_reward, one_line, sequence_reward
 
 __all__ = ["load_reward_plugin", "is_plugin_name", "checked_native", "plugin_identity"]
 
-#: (module file, attribute) -> the first name it was loaded under, so a second name for it is refused
-_ORIGINS: dict[tuple[str, str], str] = {}
+#: (module file, attribute), and each function object (:class:`_Same`), -> the first name it was loaded under, so a
+#: second name for it is refused: ``two:f`` and ``two.py:f`` (one file), ``two.py:g`` where the file says ``g = f``
+#: or two files import one function (one object)
+_ORIGINS: dict[tuple[str, str] | _Same, str] = {}
 #: name -> {"spec", "file", "sha256", "modules"[, "package_root"]} of each reward loaded here
 #: (:func:`plugin_identity`)
 _IDENTITIES: dict[str, dict] = {}
@@ -68,6 +75,23 @@ _MODULE_SHAS: dict[str, tuple[object, str | None]] = {}
 
 _FORMS = ("MODULE:FUNCTION (a module importable from the working directory or sys.path) or "
           "path/to/file.py:FUNCTION")
+
+
+class _Same:
+    """A key of :data:`_ORIGINS` equal only to another of the same object (``is``), hashable whatever the object
+    (a callable instance may define ``__eq__`` without ``__hash__``); it holds the object, so its id is not reused
+    while the key is kept."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
 
 
 def is_plugin_name(name: str) -> bool:
@@ -199,15 +223,34 @@ def load_reward_plugin(spec: str) -> Reward:
         raise UnknownRewardError(f"reward {spec!r}: {shown(module)}.{shown(attr.strip())} is a {type(fn).__name__}, "
                                  "not a function")
     origin = (getattr(mod, "__file__", None) or mod.__name__, attr.strip())
-    other = _ORIGINS.get(origin)
-    if other is not None and other != spec:
-        raise UnknownRewardError(f"reward {spec!r} is the function {other!r} already names ({shown(origin[0])}); use "
-                                 "one name for it (two names would probe and train it as two rewards)")
+    _refuse_second_name(spec, origin, fn)
     reward = sequence_reward(fn, name=spec) if _takes_completions(fn) else _native(fn, spec)
     REWARDS[spec] = reward
-    _ORIGINS[origin] = spec
+    _ORIGINS[origin] = _ORIGINS[_Same(fn)] = spec
     _IDENTITIES[spec] = _identity(spec, mod)
     return reward
+
+
+def _refuse_second_name(spec: str, origin: tuple[str, str], fn) -> None:
+    """Refuse ``spec`` when another name already loaded the same reward: the same attribute of the same module file
+    (``origin``: ``two:f`` and ``two.py:f``), or the same function object ``fn`` under another attribute or file
+    (``g = f`` in the file, one function imported into two files), which would be probed and trained as two rewards.
+
+    Raises
+    ------
+    UnknownRewardError
+        Naming both names, where the function is, and the fix (one name)."""
+    other = _ORIGINS.get(origin)
+    where = shown(origin[0])
+    if other is None:
+        other = _ORIGINS.get(_Same(fn))
+        code = getattr(inspect.unwrap(fn), "__code__", None)  # a callable object, a partial: none
+        defined = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+        where = (f"the same function object: {shown(defined)}, defined in "
+                 f"{shown(code.co_filename if code else origin[0])}")
+    if other is not None and other != spec:
+        raise UnknownRewardError(f"reward {spec!r} is the function {other!r} already names ({where}); use one name "
+                                 "for it (two names would probe and train it as two rewards)")
 
 
 def _identity(spec: str, mod) -> dict:
@@ -528,7 +571,12 @@ def checked_native(fn, name: str) -> Reward:
     Returns
     -------
     Reward
-        Calls ``fn(batch, ctx)`` and returns its :class:`~gradprobe.rewards.base.RewardOutput` unchanged.
+        Calls ``fn(batch, ctx)`` and returns a copy of its :class:`~gradprobe.rewards.base.RewardOutput` whose
+        ``advantages`` are detached from any autograd graph (``.detach()``) and whose ``stats`` are a plain dict of
+        values gradprobe can write (:func:`~gradprobe.rewards.output.writable_stats`: numpy and torch scalars as
+        Python numbers). Why detached: a reward's advantages are data, constants of the policy-gradient loss (GRPO's
+        advantages carry no gradient); a graph left on them (a reward computed with a model outside
+        ``torch.no_grad()``) would keep its memory and, in training, send gradients into whatever produced them.
 
     Raises
     ------
@@ -537,7 +585,11 @@ def checked_native(fn, name: str) -> Reward:
         the command without a word, and a KeyboardInterrupt no SIGINT caused: :func:`~.sequence.call_reward`),
         or returned something other than a ``RewardOutput`` whose
         ``advantages`` is a tensor of shape (N, T) = ``batch.completion_mask.shape`` and ``valid`` one of
-        shape (N,); the message names the reward and what a native reward returns.
+        shape (N,), or whose ``stats`` hold a value gradprobe cannot write to ``probe.json`` and ``metrics.jsonl``
+        (a numpy array, a tensor of several values, a set...: :class:`~gradprobe.rewards.output.UnwritableStatError`,
+        at the update it returned it, not when the file is written after the compute); the message names the reward,
+        the field (the key of ``stats``) and what a native reward returns (for ``stats``, the fix: ``x.tolist()``,
+        ``float(x)``).
     """
     form = ("a gradprobe reward(batch, ctx) returns gradprobe.rewards.RewardOutput(name, advantages (N, T), "
             "valid (N,), generated_tokens, stats); or write it TRL-style, fn(prompts, completions, **kwargs) -> "
@@ -555,7 +607,13 @@ def checked_native(fn, name: str) -> Reward:
                 got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
                 raise RewardFunctionError(f"reward {name!r} returned {field} of shape {got}, expected {shape} "
                                           f"(N = B * G completions x T completion tokens): {form}")
-        return out
+        stats = out.stats
+        if isinstance(stats, Mapping):  # else checked_output refuses it, with its own message
+            try:
+                stats = writable_stats(stats)
+            except UnwritableStatError as e:
+                raise RewardFunctionError(f"reward {name!r} returned {e}") from e
+        return dataclasses.replace(out, advantages=out.advantages.detach(), stats=stats)
 
     return reward
 

@@ -69,6 +69,28 @@ def _to_float(value, name: str, index: int) -> float:
                               "expected a number or None")
 
 
+def _row_values(values, name: str, rows: int):
+    """``values``, a TRL-style reward's return; an array (a torch tensor, a numpy array: anything with ``shape`` and
+    ``tolist``) as the list of its values when its shape is (K,) or (K, 1) (a model's one-logit head), the length K
+    checked by the caller. Tensors and numpy arrays take this one path, so neither is read in an order the
+    completions do not have.
+
+    Raises
+    ------
+    RewardFunctionError
+        An array of any other shape ((G, B), (B, G), (1, N), 0-d): flattening it would put its values on the wrong
+        completions, or on none; the message names the reward, the shape and the one accepted."""
+    shape = getattr(values, "shape", None)
+    if shape is None or not hasattr(values, "tolist") or isinstance(values, (str, bytes, dict)):
+        return values
+    shape = tuple(shape)
+    if len(shape) == 1 or (len(shape) == 2 and shape[1] == 1):
+        return [row[0] if isinstance(row, list) else row for row in values.tolist()]
+    raise RewardFunctionError(f"reward {name!r} returned a {type(values).__module__}.{type(values).__qualname__} "
+                              f"of shape {shape}; expected one value per completion in row order (completions[n] "
+                              f"is row n): shape ({rows},) or ({rows}, 1), a list of {rows} floats or None")
+
+
 def one_line(e: BaseException, limit: int = 300) -> str:
     """``TYPE: MESSAGE`` of an exception a reward raised, on one line: line breaks in the message (a completion's
     text quoted in it) written as ``\\n``, other control characters (a terminal's escape sequence) and lone
@@ -142,7 +164,8 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
     Parameters
     ----------
     fn : callable
-        ``fn(prompts: list[str], completions: list[str], **columns) -> list[float | None]``, called by
+        ``fn(prompts: list[str], completions: list[str], **columns) -> list[float | None]`` (or a tensor or numpy
+        array of shape (N,) or (N, 1)), called by
         keyword as TRL's ``GRPOTrainer`` calls its reward functions (so ``fn(completions, **kwargs)``
         works too; a ``fn`` without ``**kwargs``, ``fn(completions)``, gets only the keywords it names, where
         TRL would raise TypeError); ``prompts[n]`` is the problem's question (the dataset prompt, before the chat
@@ -166,7 +189,9 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
     RewardFunctionError
         (when the reward is called) ``fn`` requires a parameter no column gives (the columns it could name are
         listed), raised (chained as ``__cause__``; ``SystemExit`` too; the message on one line, :func:`one_line`),
-        returned a non-sequence (a dict too), a sequence of the wrong length, or a non-numeric value.
+        returned a non-sequence (a dict too), a sequence of the wrong length, a tensor or numpy array of a shape
+        other than (N,) or (N, 1) (:func:`_row_values`: a (G, B) table is not read in another order), or a
+        non-numeric value.
     ValueError
         Unknown ``scale``.
     TypeError
@@ -192,9 +217,7 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
                                       "columns): use one of those, or give the parameter a default")
         if accepts is not None:
             columns = {k: v for k, v in columns.items() if k in accepts}
-        values = call_reward(fn, reward_name, **columns)  # by keyword, as TRL calls
-        if isinstance(values, torch.Tensor):
-            values = values.reshape(-1).tolist()
+        values = _row_values(call_reward(fn, reward_name, **columns), reward_name, batch.num_rows)  # as TRL calls
         if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
             raise RewardFunctionError(f"reward {reward_name!r} returned {type(values).__name__}; "
                                       f"expected a list of {batch.num_rows} floats or None")
