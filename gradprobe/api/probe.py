@@ -31,10 +31,28 @@ __all__ = ["ProbeResult", "probe", "load_probe", "ProbeFileError"]
 
 
 def _extra_reward(item, index: int) -> tuple[str, object]:
-    """(name, Reward) of a non-string entry of ``rewards``."""
-    from ..rewards import sequence_reward  # torch-bound: deferred (module docstring)
+    """(name, Reward) of a non-string entry of ``rewards``, checked before any compute.
+
+    Raises
+    ------
+    ValueError
+        A token-level Reward passed bare, a function without a name (a lambda), a pair whose function cannot be called
+        as ``reward(batch, ctx)`` (a TRL-style one: :func:`gradprobe.probe.stages.native_signature_problem`), a
+        function or pair under the name of a registered reward that is another function (:func:`_registered_name`),
+        or anything else; each names ``rewards[index]`` and the fix.
+    """
+    from ..probe.stages import native_signature_problem  # torch-bound: deferred (module docstring)
+    from ..rewards import sequence_reward
 
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and callable(item[1]):
+        name, fn = item
+        problem = native_signature_problem(fn)
+        if problem is not None:
+            raise ValueError(f"rewards[{index}] = ({name!r}, ...): {problem}; the second item of a pair is a Reward: "
+                             f"pass ({name!r}, gradprobe.sequence_reward({getattr(fn, '__name__', 'fn')})) for a "
+                             "TRL-style function, or the function itself, bare (named after it)")
+        _registered_name(index, name, fn, fn, f"give the pair another name (the string {name!r} alone probes the "
+                                              "registered one)")
         return item
     if callable(item):
         params = list(inspect.signature(item).parameters)
@@ -44,9 +62,26 @@ def _extra_reward(item, index: int) -> tuple[str, object]:
         name = getattr(item, "__name__", None)
         if not name or name == "<lambda>":
             raise ValueError(f"rewards[{index}] has no name (a lambda): pass (name, sequence_reward(fn)) or a def")
-        return name, sequence_reward(item, name=name)
+        reward = sequence_reward(item, name=name)
+        _registered_name(index, name, reward, item, f"rename the function, or pass it under another name as a "
+                                                    f"pair, (\"my_{name}\", gradprobe.sequence_reward({name}))")
+        return name, reward
     raise ValueError(f"rewards[{index}] = {item!r}: expected a registered reward name (str), a TRL-style function "
                      "f(prompts, completions, **columns) -> list[float | None], or a (name, Reward) pair")
+
+
+def _registered_name(index: int, name: str, reward, given, fix: str) -> None:
+    """ValueError when ``name``, the name ``rewards[index]`` (``given``: the caller's function) gets, is registered to
+    a reward other than ``reward``, what ``given`` is probed as (:func:`gradprobe.rewards.base.registered_elsewhere`):
+    the probe and what reads its results would take the caller's function for that reward (a ``def outcome`` for
+    grpo's reference). ``fix``: how to name it otherwise."""
+    from ..rewards.base import registered_elsewhere, reward_origin  # torch-bound: deferred (module docstring)
+
+    other = registered_elsewhere(name, reward)
+    if other is not None:
+        raise ValueError(f"rewards[{index}] ({reward_origin(given)}) is named {name!r}, which is the registered reward "
+                         f"{reward_origin(other)}, another function: the probe and everything reading its results "
+                         f"(grpo's reference, notes, a calibration) would take yours for it; {fix}")
 
 
 def _reference_curve(value) -> tuple[object, str | None]:
@@ -126,11 +161,10 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     task : str, optional
         A task spec (:func:`gradprobe.tasks.load_task`); default the tiny tier's frontier task.
     rewards : sequence
-        Each a registered reward name (``gradprobe.rewards.REWARDS``), a TRL-style function
-        ``f(prompts, completions, **columns) -> list[float | None]`` (wrapped with
-        :func:`gradprobe.sequence_reward`, named after the function), or a ``(name, Reward)`` pair.
-        All are probed in the same single alignment pass. ``outcome`` must be among them for a
-        forecast (a gain vs grpo).
+        Each a registered reward name (``gradprobe.rewards.REWARDS``), a TRL-style function ``f(prompts, completions,
+        **columns) -> list[float | None]`` (wrapped with :func:`gradprobe.sequence_reward`, named after it), or a
+        ``(name, Reward)`` pair (called ``reward(batch, ctx)``); none under another reward's registered name. All are
+        probed in one alignment pass. ``outcome`` must be among them for a forecast (a gain vs grpo).
     out : path, optional
         Output folder (``probe.json``, ``report.html``, ``alignment.safetensors``, ``tokens.jsonl``;
         checked writable before any compute). Default: a temporary folder that lives as long as the
@@ -165,10 +199,11 @@ def probe(model: str = "tiny", task=None, rewards=("outcome", "mc_value", "hybri
     ------
     ValueError
         An unknown setting (the valid names are listed), a bad value (the field is named: ``continuations
-        (--continuations) must be >= 1``), an unknown ``forecaster`` (the valid ones listed), an empty ``out``
-        or ``reference_curve``, an unknown reward, model or task, a reward that produced non-finite advantages;
-        a bad ``guidance``, a task without reference solutions or a template that drops the hint (before any
-        compute).
+        (--continuations) must be >= 1``), an unknown ``forecaster`` (the valid ones listed), an empty ``out`` or
+        ``reference_curve``, an unknown reward, model or task, a bad ``rewards`` entry, a bad ``guidance``, a task
+        without reference solutions, a template that drops the hint (before any compute); non-finite advantages.
+    gradprobe.rewards.RewardFunctionError
+        A reward raised (``sys.exit()`` too) or returned something unusable; its attribute ``reward`` names it.
     TypeError
         ``out`` is not a path, ``reference_curve`` is neither a path nor a ReferenceCurve, or ``rewards`` is neither a
         sequence (a list) nor a string (before any compute).

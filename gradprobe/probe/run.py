@@ -54,6 +54,7 @@ from ..models import load_policy
 from ..outputs import prepare_output_dir, removed_if_left_empty
 from ..probe_keys import check_reward_name
 from ..rewards import parse_rewards
+from ..rewards.base import registered_elsewhere, reward_origin
 from ..rollout import check_backend
 from ..tasks import load_task
 from .config import DEFAULT_TASK, PRECONDITIONERS, REFERENCES, ProbeConfig, config_dict
@@ -64,8 +65,8 @@ from .reference_update import load_direction
 from .result import (REFERENCE_REWARD, add_same_loss_ratios, assemble_result, estimate_all, per_update_costs,
                      probe_notes, reward_cosines, reward_entries, signal_proxy)
 from .guided import check_guided_task
-from .stages import (StageTimes, guided_stage, probe_samplers, progress_printer, reward_advantages, sample_batch,
-                     update_yardstick)
+from .stages import (StageTimes, caller_reward, guided_stage, native_signature_problem, probe_samplers,
+                     progress_printer, reward_advantages, sample_batch, update_yardstick)
 
 __all__ = ["ProbeConfig", "DEFAULT_TASK", "REFERENCES", "PRECONDITIONERS", "SMALL_MODEL_PARAMETERS", "REFERENCE_REWARD",
            "run_probe", "probe_threads", "weight_family", "add_same_loss_ratios", "token_texts", "format_table",
@@ -118,7 +119,9 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         An already loaded task; default: ``load_task(config.task.spec)``.
     extra_rewards : dict[str, Reward], optional
         Rewards defined in the caller (e.g. ``sequence_reward(my_fn)``), probed beside
-        ``config.rewards`` with the same single alignment pass.
+        ``config.rewards`` with the same single alignment pass; each is called as ``reward(batch, ctx)``,
+        and what it raises (``sys.exit()`` too) is a RewardFunctionError naming it. A key may not be a
+        registered reward's name unless its value is that reward.
     sampler : Sampler, optional
         Rollout backend for rollouts, continuations and held-out rollouts (e.g.
         :class:`gradprobe.rollout.vllm_sampler.VLLMSampler`); default: the backend
@@ -153,7 +156,11 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     ------
     ValueError
         Bad configuration, unknown reward/model/task (the message lists the valid names),
-        a reward name containing ``@``, a reward that produced non-finite advantages.
+        a reward name containing ``@``, a reward that produced non-finite advantages; an ``extra_rewards`` key
+        that is a registered reward's name with another function, a value that cannot be called as
+        ``reward(batch, ctx)`` (a TRL-style function not wrapped with ``sequence_reward``; before any compute).
+    gradprobe.rewards.RewardFunctionError
+        A reward raised (``sys.exit()`` too) or returned an unusable output; its attribute ``reward`` names it.
     GuidanceError (a ValueError)
         With ``config.guidance``: a task without reference solutions (before anything is loaded), a model
         whose prompt format drops the hint (before any rollout), each naming the fix.
@@ -173,19 +180,22 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
 
 
 def _rewards_to_probe(config: ProbeConfig, extra_rewards: dict | None) -> list:
-    """(name, Reward) of ``config.rewards`` then ``extra_rewards``, checked before any compute.
+    """(name, Reward) of ``config.rewards`` then ``extra_rewards``, checked before any compute; each of
+    ``extra_rewards`` called through :func:`~gradprobe.probe.stages.caller_reward` (what it raises names it).
 
     Raises
     ------
     ValueError
         No reward, a name given twice, an unknown reward (the valid names listed), a name with ``@``, two names
-        saved under one key (:func:`~gradprobe.probe.output.advantages_key`).
+        saved under one key (:func:`~gradprobe.probe.output.advantages_key`); an ``extra_rewards`` function under
+        the name of a registered reward that is another function (:func:`_caller_reward`), or one that cannot be
+        called as ``reward(batch, ctx)`` (a TRL-style function not wrapped with ``sequence_reward``).
     """
     rewards = parse_rewards(list(config.rewards)) if config.rewards else []
     for name, fn in (extra_rewards or {}).items():
         if name in dict(rewards):
             raise ValueError(f"reward {name!r} given twice")
-        rewards.append((name, fn))
+        rewards.append((name, _caller_reward(name, fn)))
     if not rewards:
         raise ValueError("no rewards to probe: pass --rewards, e.g. outcome,mc_value")
     keys = {}
@@ -200,6 +210,31 @@ def _rewards_to_probe(config: ProbeConfig, extra_rewards: dict | None) -> list:
         log.warning("top_p/top_k truncate the sampler: the probe differentiates the untruncated policy at the "
                     "sampling temperature, so advantages and alignments refer to slightly different distributions")
     return rewards
+
+
+def _caller_reward(name: str, fn):
+    """``extra_rewards[name]`` checked before any compute and guarded (:func:`~gradprobe.probe.stages.caller_reward`).
+
+    Raises
+    ------
+    ValueError
+        ``name`` is registered to another function (:func:`gradprobe.rewards.base.registered_elsewhere`: a user's
+        ``outcome`` would be taken for the built-in one, grpo's reference, with its notes and a calibration's domain),
+        or ``fn`` cannot be called as ``reward(batch, ctx)``
+        (:func:`~gradprobe.probe.stages.native_signature_problem`); the message names the reward and the fix.
+    """
+    other = registered_elsewhere(name, fn)
+    if other is not None:
+        raise ValueError(f"extra_rewards[{name!r}] ({reward_origin(fn)}) is named {name!r}, which is the registered "
+                         f"reward {reward_origin(other)}, another function: the probe and everything reading its "
+                         "results (grpo's reference, notes, a calibration) would take yours for it; give yours another "
+                         f"key (the name {name!r} in config.rewards probes the registered one)")
+    problem = native_signature_problem(fn)
+    if problem is not None:
+        raise ValueError(f"extra_rewards[{name!r}]: {problem}; wrap a TRL-style function as "
+                         f"sequence_reward({getattr(fn, '__name__', 'fn')}, name={name!r}) "
+                         "(gradprobe.rewards.sequence_reward)")
+    return caller_reward(fn, name)
 
 
 def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler, reference_direction=None) -> dict:

@@ -16,6 +16,7 @@ The reference direction and the alignment passes follow in :mod:`gradprobe.probe
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from ..logprobs import memory_bounded_rows
 from ..memory import release_memory
 from ..rewards import RewardContext, get_reward
 from ..rewards.base import RewardFunctionError, checked_output
+from ..rewards.sequence import call_reward
 from ..rollout import collect_rollouts, make_sampler
 from ..streams import stream_sampler
 from ..types import RolloutBatch
@@ -37,7 +39,8 @@ from .config import ProbeConfig
 from .guided import check_guided_prompts, importance_weights, sample_guided_batch
 
 __all__ = ["StageTimes", "Samplers", "DeviceBatch", "progress_printer", "probe_samplers", "sample_batch",
-           "reward_outputs", "reward_advantages", "guided_stage", "update_yardstick"]
+           "reward_outputs", "reward_advantages", "guided_stage", "update_yardstick", "caller_reward",
+           "native_signature_problem"]
 
 
 @dataclass
@@ -163,6 +166,59 @@ def sample_batch(config: ProbeConfig, policy, task, sampler, ledger: Ledger, tim
     times.rollout = float(batch.metadata.get("generation_seconds", 0.0))
     release_memory()  # the generation's KV caches
     return batch
+
+
+def native_signature_problem(fn) -> str | None:
+    """Why ``fn``, given where a native :data:`~gradprobe.rewards.base.Reward` ``reward(batch, ctx) -> RewardOutput``
+    is expected (a ``(name, Reward)`` pair, ``run_probe``'s ``extra_rewards``), cannot be one, read from its
+    signature before any compute; None when it can, or when it has no signature to read (left to the call).
+
+    Why: a TRL-style function ``f(prompts, completions, **columns)`` called as ``f(batch, ctx)`` failed deep in the
+    probe with "'RewardContext' object is not iterable", naming neither the reward nor the fix."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    label = getattr(fn, "__name__", None) or type(fn).__name__  # a functools.partial or callable object: its type
+    params = sig.parameters
+    trl = next((p for p in ("completions", "prompts") if p in params), None)
+    try:
+        sig.bind(None, None)
+    except TypeError:
+        if trl:
+            return f"{label}{sig} is a TRL-style function (it takes {trl}), not a Reward reward(batch, ctx)"
+        return f"{label}{sig} cannot be called as a Reward reward(batch, ctx)"
+    if trl and list(params)[:1] != ["batch"]:
+        return f"{label}{sig} is a TRL-style function (it takes {trl}), not a Reward reward(batch, ctx)"
+    return None
+
+
+def caller_reward(fn, name: str):
+    """``fn``, a reward the caller passed as a function (``run_probe``'s ``extra_rewards``, a ``(name, Reward)`` pair
+    of ``gradprobe.probe``), called through :func:`gradprobe.rewards.sequence.call_reward`, as plug-ins are.
+
+    Why: called bare, a native reward that raised stopped the probe with an error naming no reward, and one that
+    called ``sys.exit()`` ended the program without a word. Now what it raises (a SystemExit, a KeyboardInterrupt no
+    SIGINT caused) is a :class:`~gradprobe.rewards.base.RewardFunctionError` naming ``name``, which
+    :func:`reward_outputs` records as that reward's failure; one already raised by the reward's own guard (a
+    :func:`~gradprobe.rewards.sequence_reward`'s) goes on unchanged, named once."""
+
+    def reward(batch, ctx=None):
+        named = []
+
+        def call():
+            try:
+                return fn(batch, ctx)
+            except RewardFunctionError as e:  # named by the reward's own guard: not wrapped twice
+                named.append(e)
+                return None
+
+        out = call_reward(call, name)
+        if named:
+            raise named[0]
+        return out
+
+    return reward
 
 
 def reward_outputs(batch: RolloutBatch, rewards, ctx: RewardContext) -> tuple[dict, dict]:

@@ -296,14 +296,35 @@ def register_reward(name: str, *, rollout_only: bool = False):
     def deco(fn: Reward) -> Reward:
         if not callable(fn):
             raise TypeError(f"register_reward({name!r}) decorates a function, got {fn!r} ({type(fn).__name__})")
-        old = REWARDS.get(name)
-        if old is not None and old is not fn and _where(old) != _where(fn):
+        old = registered_elsewhere(name, fn)
+        if old is not None:
             raise ValueError(f"reward {name!r} is already registered ({old!r}); register yours under another name")
         REWARDS[name] = fn
         (ROLLOUT_ONLY.add if rollout_only else ROLLOUT_ONLY.discard)(name)
         return fn
 
     return deco
+
+
+def registered_elsewhere(name: str, fn) -> Reward | None:
+    """The reward registered under ``name`` when ``fn`` is another function, else None (nothing registered there, or
+    ``fn`` itself: the same object, or one of the same module and qualified name, :func:`_where`).
+
+    Why: a name is one reward everywhere. :func:`register_reward` refuses to give a registered name to another
+    function, and the probe refuses a caller's function under one (a user's ``def outcome`` would be taken for the
+    built-in ``outcome``: grpo's reference, its notes, a calibration's domain)."""
+    old = REWARDS.get(name)
+    return None if old is None or old is fn or _where(old) == _where(fn) else old
+
+
+def reward_origin(fn) -> str:
+    """A reward function as messages name it: ``module.qualified_name``, its ``__name__`` in place of a qualified
+    name through ``<locals>`` (a wrapper made by a function: ``gradprobe.rewards.sequence.sequence_reward_brevity``);
+    its repr when it has neither (a ``functools.partial``, a callable object)."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not module or not qualname:
+        return repr(fn)
+    return f"{module}.{getattr(fn, '__name__', qualname) if '<locals>' in qualname else qualname}"
 
 
 def _where(fn) -> tuple:
