@@ -60,6 +60,7 @@ from ..tasks import load_task
 from .config import DEFAULT_TASK, PRECONDITIONERS, REFERENCES, ProbeConfig, config_dict
 from .direction import align, family_alignments, own_second_moment, reference_update, weight_family
 from .output import advantages_key, format_table, token_texts
+from .prompt_lengths import check_probe_prompts
 from .output import write_probe_files as _write
 from .reference_update import load_direction
 from .result import (REFERENCE_REWARD, add_same_loss_ratios, assemble_result, estimate_all, per_update_costs,
@@ -257,6 +258,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     if config.reference.variant.takes_path:  # fail before any generation if the file is missing or mismatched
         direction = load_direction(config.reference.variant.path(config.reference.kind), policy.model)
     samplers = probe_samplers(config, policy, sampler)
+    check_probe_prompts(config, policy, task, samplers.rollout)  # every prompt fits the context, before any rollout
     ledger, times, say = Ledger(), StageTimes(), progress_printer(config)
 
     batch = sample_batch(config, policy, task, samplers.rollout, ledger, times)  # 1. rollouts

@@ -33,6 +33,7 @@ import torch
 from ..config import MCConfig, SamplingConfig
 from ..ledger import CATEGORIES, Ledger
 from ..types import RolloutBatch
+from .output import UnwritableStatError, writable_stats
 
 
 class UnknownRewardError(ValueError):
@@ -229,7 +230,8 @@ def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardO
         ``out`` is not a RewardOutput; ``advantages`` not a tensor of shape (N, T); ``valid`` not a ``torch.bool``
         tensor of shape (N,); ``generated_tokens`` None, not a dict, a key that is not a ledger category
         (:data:`gradprobe.ledger.CATEGORIES`), or a count that is negative, fractional, non-finite, a bool or text;
-        ``stats`` None or not a dict; or ``name`` is registered with ``rollout_only=True`` (:data:`ROLLOUT_ONLY`)
+        ``stats`` None, not a dict, or holding what gradprobe cannot write as JSON (:func:`~gradprobe.rewards.output
+        .writable_stats`: an array, a set, bytes...; numpy scalars and 0-d tensors are converted); or ``name`` is registered with ``rollout_only=True`` (:data:`ROLLOUT_ONLY`)
         and ``generated_tokens`` reports tokens (:func:`_check_rollout_only`). The one-line message names the
         reward, the field, the value and the fix.
     """
@@ -247,10 +249,14 @@ def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardO
     if out.stats is None or not isinstance(out.stats, Mapping):
         raise RewardFunctionError(f"reward {name!r} returned stats={out.stats!r:.60} ({type(out.stats).__name__}): "
                                   "return a dict of statistics, {} (or omit it) for none")
-    adv = adv.to(torch.float64)
+    try:
+        stats = writable_stats(out.stats)
+    except UnwritableStatError as e:
+        raise RewardFunctionError(f"reward {name!r} returned {e}") from e
+    adv = adv.detach().to(torch.float64)  # advantages are constants of the loss (stop-gradient), never its graph
     keep = valid.to(adv.device)[:, None] & mask.to(adv.device).bool()
     adv = torch.where(keep, adv, torch.zeros((), dtype=torch.float64, device=adv.device))  # exact zeros
-    return dataclasses.replace(out, advantages=adv, valid=valid, generated_tokens=counts, stats=dict(out.stats))
+    return dataclasses.replace(out, advantages=adv, valid=valid, generated_tokens=counts, stats=stats)
 
 
 def register_reward(name: str, *, rollout_only: bool = False):

@@ -9,10 +9,10 @@
   GRPO's group normalisation, exactly as ``gradprobe.probe(rewards=[fn])`` does from Python;
 - a native :data:`gradprobe.rewards.base.Reward` ``reward(batch, ctx) -> RewardOutput`` is called as it is,
   through a check (:func:`checked_native`): an exception it raises, or a return that is not a
-  :class:`~gradprobe.rewards.base.RewardOutput` with advantages (N, T), valid (N,) and ``stats`` that gradprobe
-  can write (:func:`gradprobe.rewards.output.writable_stats`), becomes a
-  :class:`~gradprobe.rewards.base.RewardFunctionError` naming the reward, as the TRL-style wrapper's errors do;
-  its advantages are detached from any autograd graph (data, not part of the policy's graph).
+  :class:`~gradprobe.rewards.base.RewardOutput` with advantages (N, T) and valid (N,), becomes a
+  :class:`~gradprobe.rewards.base.RewardFunctionError` naming the reward, as the TRL-style wrapper's errors do
+  (its ``stats``, which must be what gradprobe can write, and the detach of its advantages from any autograd graph
+  are checked where every reward's output enters: :func:`gradprobe.rewards.base.checked_output`).
 
 A module name is looked up with the working directory first on ``sys.path``, as ``python -m`` does; a file's
 folder is put on ``sys.path`` as ``python FILE.py`` does, so the file may import modules beside it (each one's
@@ -40,7 +40,6 @@ which a training run records in its ``config.json`` and checks when it resumes
 from __future__ import annotations
 
 import ast
-import dataclasses
 import hashlib
 import importlib
 import importlib.machinery
@@ -50,7 +49,6 @@ import os
 import site
 import sys
 import sysconfig
-from collections.abc import Mapping
 from functools import lru_cache, wraps
 from pathlib import Path
 
@@ -58,7 +56,6 @@ import torch
 
 from ..tables import shown
 from .base import REWARDS, RESOLVERS, Reward, RewardFunctionError, RewardOutput, UnknownRewardError
-from .output import UnwritableStatError, writable_stats
 from .sequence import call_reward, one_line, sequence_reward
 
 __all__ = ["load_reward_plugin", "is_plugin_name", "checked_native", "plugin_identity"]
@@ -571,12 +568,10 @@ def checked_native(fn, name: str) -> Reward:
     Returns
     -------
     Reward
-        Calls ``fn(batch, ctx)`` and returns a copy of its :class:`~gradprobe.rewards.base.RewardOutput` whose
-        ``advantages`` are detached from any autograd graph (``.detach()``) and whose ``stats`` are a plain dict of
-        values gradprobe can write (:func:`~gradprobe.rewards.output.writable_stats`: numpy and torch scalars as
-        Python numbers). Why detached: a reward's advantages are data, constants of the policy-gradient loss (GRPO's
-        advantages carry no gradient); a graph left on them (a reward computed with a model outside
-        ``torch.no_grad()``) would keep its memory and, in training, send gradients into whatever produced them.
+        Calls ``fn(batch, ctx)`` and returns its :class:`~gradprobe.rewards.base.RewardOutput` once its type and
+        shapes are checked; its ``stats`` (:func:`~gradprobe.rewards.output.writable_stats`) and the detach of its
+        ``advantages`` from any autograd graph are :func:`~gradprobe.rewards.base.checked_output`'s, where every
+        reward's output enters the probe and training.
 
     Raises
     ------
@@ -585,11 +580,7 @@ def checked_native(fn, name: str) -> Reward:
         the command without a word, and a KeyboardInterrupt no SIGINT caused: :func:`~.sequence.call_reward`),
         or returned something other than a ``RewardOutput`` whose
         ``advantages`` is a tensor of shape (N, T) = ``batch.completion_mask.shape`` and ``valid`` one of
-        shape (N,), or whose ``stats`` hold a value gradprobe cannot write to ``probe.json`` and ``metrics.jsonl``
-        (a numpy array, a tensor of several values, a set...: :class:`~gradprobe.rewards.output.UnwritableStatError`,
-        at the update it returned it, not when the file is written after the compute); the message names the reward,
-        the field (the key of ``stats``) and what a native reward returns (for ``stats``, the fix: ``x.tolist()``,
-        ``float(x)``).
+        shape (N,); the message names the reward, the field and what a native reward returns.
     """
     form = ("a gradprobe reward(batch, ctx) returns gradprobe.rewards.RewardOutput(name, advantages (N, T), "
             "valid (N,), generated_tokens, stats); or write it TRL-style, fn(prompts, completions, **kwargs) -> "
@@ -607,13 +598,7 @@ def checked_native(fn, name: str) -> Reward:
                 got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
                 raise RewardFunctionError(f"reward {name!r} returned {field} of shape {got}, expected {shape} "
                                           f"(N = B * G completions x T completion tokens): {form}")
-        stats = out.stats
-        if isinstance(stats, Mapping):  # else checked_output refuses it, with its own message
-            try:
-                stats = writable_stats(stats)
-            except UnwritableStatError as e:
-                raise RewardFunctionError(f"reward {name!r} returned {e}") from e
-        return dataclasses.replace(out, advantages=out.advantages.detach(), stats=stats)
+        return out  # its stats and the detach: checked_output, where every reward's output enters
 
     return reward
 

@@ -1,4 +1,5 @@
-"""A native reward plug-in's output is checked where it returns (gradprobe.rewards.plugin.checked_native):
+"""A native reward's output is checked where it enters the probe and training (gradprobe.rewards.base.checked_output,
+which plug-ins, Python pairs and registered rewards all pass through):
 
 - ``stats`` must hold what gradprobe writes to ``probe.json`` and ``metrics.jsonl`` (numbers, strings, bools, None,
   lists and dicts of them; numpy and torch scalars become Python numbers, as gradprobe.outputs.json_safe writes
@@ -20,7 +21,7 @@ import pytest
 import torch
 
 from gradprobe.cli import main
-from gradprobe.rewards.base import RewardFunctionError
+from gradprobe.rewards.base import RewardFunctionError, checked_output
 
 from helpers_rollout import make_batch, one_thread
 from helpers_training import metric_lines, tiny_plan
@@ -71,6 +72,11 @@ WRITE = ("which gradprobe cannot write (a reward's stats go to probe.json and me
 ARRAY_FIX = "convert it: x.tolist() (a list of numbers) for an array or tensor, float(x) or x.item() for one value"
 
 
+def _checked(plugins, name: str):
+    """Plug-in ``name``'s output on :data:`BATCH`, as it enters the probe and training."""
+    return checked_output(plugins(name)(BATCH, None), f"stats_mod:{name}", BATCH)
+
+
 @pytest.fixture
 def plugins(tmp_path, monkeypatch):
     """``stats_mod.py`` in a fresh working directory; the registry and import cache restored after."""
@@ -87,7 +93,7 @@ def plugins(tmp_path, monkeypatch):
 ])
 def test_a_stat_gradprobe_cannot_write_is_refused_naming_reward_key_type_and_fix(plugins, name, message):
     with pytest.raises(RewardFunctionError) as e:
-        plugins(name)(BATCH, None)
+        _checked(plugins, name)
     assert str(e.value) == f"reward 'stats_mod:{name}' returned {message}"
     from gradprobe.rewards.output import UnwritableStatError  # new with this check
 
@@ -95,7 +101,7 @@ def test_a_stat_gradprobe_cannot_write_is_refused_naming_reward_key_type_and_fix
 
 
 def test_scalars_become_python_values_and_what_json_holds_is_kept(plugins):
-    stats = plugins("scalars")(BATCH, None).stats
+    stats = _checked(plugins, "scalars").stats
     assert stats["np"] == 0.5 and type(stats["np"]) is float
     assert stats["t"] == 2.0 and type(stats["t"]) is float  # a 0-d tensor, grad and all: its value
     assert stats["n"] == 3 and type(stats["n"]) is int
@@ -119,7 +125,7 @@ def test_a_list_that_holds_itself_is_refused_by_its_place():
 
 
 def test_advantages_with_a_graph_are_detached_with_their_values(plugins):
-    out = plugins("graph")(BATCH, None)
+    out = _checked(plugins, "graph")
     assert out.advantages.requires_grad is False and out.advantages.grad_fn is None
     r = BATCH.completion_mask.sum(1).double().view(-1, 2)
     expected = (r - r.mean(1, keepdim=True)).reshape(-1, 1) * BATCH.completion_mask
