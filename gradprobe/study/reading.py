@@ -117,7 +117,9 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
     ------
     AnalysisError
         No ``runs.csv``; an empty (0 bytes) or unparsable one, missing core columns, no rows, a blank ``arm``, ``seed``
-        or ``update`` cell, one eval (arm, seed, update) on two lines with different values, an ``accuracy`` or
+        or ``update`` cell, an ``arm`` or ``seed`` that is none of the frozen plan's, an ``update`` that is no whole
+        number >= 0 (:func:`_checked_identity`: the file, lines, cells and fix named), one eval (arm, seed, update) on
+        two lines with different values, an ``accuracy`` or
         ``accuracy_sampled`` outside [0, 1] (points, not fractions; inf too), a ``generated_tokens``, ``device_seconds``
         or ``flops`` value infinite or negative, or one that decreases from a run's eval to its next (by update: each is
         the run's running total, :func:`running_total_decreases`), or no accuracy on any line (both accuracy columns
@@ -155,6 +157,8 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
         df.index = pd.Index(text_lines)  # each row's line in the file
     df = df[df.notna().any(axis=1)]  # a line of empty cells is no row
     _check_rows(df, path, list(df.index) if lines_known else None, study_dir)
+    plan = _readable_plan(study_dir)  # read once: the identity cells and the lost-line check use it
+    df = _checked_identity(df, path, list(df.index) if lines_known else None, study_dir, plan)
     df = _read_each_eval_once(df, path, list(df.index) if lines_known else None, study_dir)
     _check_fractions(df, path, list(df.index) if lines_known else None, study_dir)
     _check_costs(df, path, list(df.index) if lines_known else None, study_dir)
@@ -163,7 +167,7 @@ def load_runs(study_dir: str | Path, *, item_lines=None):
     df = _sorted_runs(df, lines_known, study_dir)
     _check_running_totals(df, path, cut, study_dir)  # a cost typo (256359 -> 25635) would move every matched point
     item_lines = read_item_lines(study_dir) if item_lines is None else item_lines  # read once, for both checks
-    _check_lost_lines(df, study_dir, path, tail, item_lines)  # lines deleted or cut off (a lost end: refused)
+    _check_lost_lines(df, study_dir, path, tail, item_lines, plan)  # lines deleted or cut off (a lost end: refused)
     _blank_accuracy_at_cuts(df, cut, path, study_dir)
     if (wrong := item_accuracy_mismatches(df, item_lines, path, df.attrs.get("csv_lines"), study_dir)) is not None:
         raise AnalysisError(f"{wrong}; {restore_runs_csv_fix(study_dir)}")
@@ -229,6 +233,69 @@ def _check_rows(df, path: Path, lines, study_dir) -> None:
             rows = _rows_named(df, df[c].isna().to_numpy(), lines)
             raise AnalysisError(f"{path} has a blank {c!r} cell at {rows}: runs.csv was edited or damaged; "
                                 f"{restore_runs_csv_fix(study_dir)}")
+
+
+def _readable_plan(study_dir):
+    """The study's frozen ``plan.toml`` (:func:`_load_plan`), or None when there is none or it cannot be read (the
+    analysis refuses that itself: :func:`frozen_plan`); what :func:`load_runs` checks the rows against."""
+    try:
+        return _load_plan(Path(study_dir))
+    except (ValueError, OSError):
+        return None
+
+
+#: The largest whole number a runs.csv seed or update cell is read as exactly (a float64 holds every integer up to it).
+_WHOLE_MAX = 2.0 ** 53
+
+
+def _checked_identity(df, path: Path, lines, study_dir, plan):
+    """``df`` (a ``runs.csv`` read by :func:`load_runs`, its rows on the file's ``lines``, None when unknown) with its
+    ``seed`` and ``update`` read as integers, after refusing a row whose cells naming its eval are no eval of a run of
+    the study: an ``arm`` that is not one of ``plan``'s arms, a ``seed`` that is not one of its seeds and an
+    ``update`` that is no whole number >= 0 (``plan`` None: the frozen plan cannot be read, and a ``seed`` that is no
+    whole number >= 0 is refused instead).
+
+    ``gradprobe study`` writes one row per eval of each run (arm, seed) of the frozen plan
+    (:func:`gradprobe.study.collect.collect_runs`; a replicate has its own plan, with its own seeds), so such a cell
+    is a typo or damage. Read as it is, a seed 1 typed ``1.5`` would be a run of its own (keyed as seed 1, its one
+    eval replacing the run's others), and a seed or arm the plan does not run an extra run or arm (ranked as any
+    other): each moves the matched points, the rankings and the tests with no word.
+
+    Raises
+    ------
+    AnalysisError
+        One line naming ``path``, each kind of wrong cell with the values allowed and the first rows that hold one
+        (line, arm, seed and update: :func:`_rows_named`), and the fix (:func:`restore_runs_csv_fix`).
+    """
+    import pandas as pd
+
+    seeds = pd.to_numeric(df["seed"], errors="coerce").to_numpy(np.float64)  # text: NaN
+    updates = pd.to_numeric(df["update"], errors="coerce").to_numpy(np.float64)
+    found = []
+    if plan is not None:
+        arms = ", ".join(plan.arms)
+        found.append((~df["arm"].astype(str).isin(list(plan.arms)).to_numpy(),
+                      f"an arm that is not one of the plan's arms ({arms})"))
+        found.append((~np.isin(seeds, np.asarray(plan.seeds, dtype=np.float64)),
+                      f"a seed that is not one of the plan's seeds ({', '.join(map(str, plan.seeds))})"))
+    else:
+        found.append((~_whole(seeds), "a seed that is no whole number >= 0"))
+    found.append((~_whole(updates), "an update that is no whole number >= 0 (the optimizer updates at that eval)"))
+    said = [f"{what} at {_rows_named(df, bad, lines)}" for bad, what in found if bad.any()]
+    if said:
+        source = f"its frozen plan {path.parent / PLAN_COPY}" if plan is not None else "its frozen plan"
+        raise AnalysisError(f"{path} has cells that name no eval of the study's runs: {'; '.join(said)}; runs.csv "
+                            f"holds one row per eval of each run (arm x seed) of {source}, so it was edited or "
+                            "damaged (read as it is, such a row would be another run's eval or a run of its own, "
+                            "moving the matched points, rankings and tests); put the cell back to the run's own arm, "
+                            f"seed or update, or {restore_runs_csv_fix(study_dir)}")
+    return df.assign(seed=seeds.astype(np.int64), update=updates.astype(np.int64))
+
+
+def _whole(values) -> np.ndarray:
+    """Whether each of ``values`` (float64, NaN for text or a blank cell) is a whole number in [0, 2**53]."""
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(values) & (values >= 0) & (values <= _WHOLE_MAX) & (values == np.floor(values))
 
 
 def _check_some_accuracy(df, path: Path, study_dir) -> None:
@@ -468,6 +535,7 @@ def lost_eval_lines(df, study_dir: str | Path, path: str | Path | None = None, *
 
 
 _CUT_OFF = ", its later lines gone with the file's cut last line (this run's)"
+_UNREAD = object()  # a plan argument not given: the function reads the frozen plan itself
 
 
 def _lost_text(path: Path, lost: dict, items_file: str, cut_run=None) -> str:
@@ -487,16 +555,18 @@ def _gone(lost: dict, cut_run) -> str:
     return "deleted from or cut off the end of" if why and max(why) > last else "deleted from"
 
 
-def _lost_by_run(df, study_dir, item_lines) -> tuple[dict, str]:
+def _lost_by_run(df, study_dir, item_lines, plan=_UNREAD) -> tuple[dict, str]:
     """(arm, seed) -> (the last update ``df`` holds for the run, {lost update: the source expecting it ("plan",
     "study.json" or the per-item file's name)}) for each run of ``df`` that lost eval lines, in ``df``'s run order;
     and the per-item file's name. The rules and ``item_lines``: :func:`lost_eval_lines` (a cut last line's run is
-    checked as any other: its end after the cut line is lost, the cut line's own update being in ``df``)."""
+    checked as any other: its end after the cut line is lost, the cut line's own update being in ``df``). ``plan``: the
+    frozen plan already read (:func:`_readable_plan`; None: none readable); by default read here."""
     d = Path(study_dir)
     runs = _csv_run_evals(df)
     if not runs:
         return {}, EVAL_ITEMS_GZ
-    promised, finals, (items, items_file) = _plan_eval_updates(d), _final_updates(d), _item_evals(d, item_lines)
+    plan = _readable_plan(d) if plan is _UNREAD else plan
+    promised, finals, (items, items_file) = _plan_eval_updates(plan), _final_updates(d), _item_evals(d, item_lines)
     lost = {}
     for (arm, seed), evals in runs.items():
         last = max(evals)
@@ -552,9 +622,10 @@ def cut_tail_run(raw: bytes):
     return _run_key(fields[header.index("arm")], fields[header.index("seed")])
 
 
-def _check_lost_lines(df, study_dir, path: Path, cut_run, item_lines=None) -> None:
+def _check_lost_lines(df, study_dir, path: Path, cut_run, item_lines=None, plan=_UNREAD) -> None:
     """Refuse a ``runs.csv`` (``df``) whose run lost its final eval line, else warn once when it lost other eval
-    lines (:func:`lost_eval_lines`; ``cut_run``: the run of a cut last line, :func:`cut_tail_run`).
+    lines (:func:`lost_eval_lines`; ``cut_run``: the run of a cut last line, :func:`cut_tail_run`; ``plan``: the frozen
+    plan already read, as :func:`_lost_by_run` takes it).
 
     A lost final eval (an update ``study.json`` or the run's per-item results record after the run's last line) leaves
     the run's end unknown: read as it is, the run would end at its last line left, moving its last read and the
@@ -572,7 +643,7 @@ def _check_lost_lines(df, study_dir, path: Path, cut_run, item_lines=None) -> No
         missing update(s) with their source (for a cut last line's run, that they went with the cut), and the fix
         (:func:`restore_runs_csv_fix`).
     """
-    lost, items_file = _lost_by_run(df, study_dir, item_lines)
+    lost, items_file = _lost_by_run(df, study_dir, item_lines, plan)
     ended = {key: (last, {u: k for u, k in why.items() if u > last}) for key, (last, why) in lost.items()}
     ended = {key: v for key, v in ended.items() if v[1]}
     if ended:
@@ -601,14 +672,10 @@ def _said_updates(why: dict) -> str:
     return ", ".join(f"{', '.join(f'{u:g}' for u in ups)} ({key})" for key, ups in by.items())
 
 
-def _plan_eval_updates(study_dir: Path) -> list[float]:
-    """The updates at which every run of the study's frozen plan evaluates, whatever it spends: 0, ``[eval]
-    at_updates`` and, with a ``[budget] updates``, the first update reaching each ``at_fractions`` point of it;
-    [] without a readable ``plan.toml`` (the analysis reports that itself)."""
-    try:
-        plan = _load_plan(study_dir)
-    except (ValueError, OSError):
-        return []
+def _plan_eval_updates(plan) -> list[float]:
+    """The updates at which every run of the study's frozen plan (``plan``, :func:`_readable_plan`) evaluates, whatever
+    it spends: 0, ``[eval] at_updates`` and, with a ``[budget] updates``, the first update reaching each
+    ``at_fractions`` point of it; [] for ``plan`` None (no readable ``plan.toml``: the analysis reports that itself)."""
     if plan is None:
         return []
     pts = {0.0, *(float(u) for u in plan.eval.at_updates)}
