@@ -199,6 +199,31 @@ def _check_rollout_only(counts: dict[str, int], name: str) -> None:
     raise rollout_only_refusal(name, f"returned generated_tokens={{{reported}}}", "else return generated_tokens={}")
 
 
+#: The ``stats`` keys that the probe's diagnosis and the training loop read themselves (:func:`gradprobe.probe.result
+#: .diagnose`, :mod:`gradprobe.training.update`), each a count of groups or completions, except the largest |reward|.
+READ_STATS = {"groups": "count", "zero_variance_groups": "count", "missing": "count", "nonfinite_groups": "count",
+              "overflow_max_abs_reward": "number"}
+
+
+def _checked_read_stats(stats: dict, name: str) -> None:
+    """Refuse a ``stats`` value that gradprobe reads itself (:data:`READ_STATS`) when it is not what it reads: a
+    whole number >= 0 for a count (None as absent), a finite or infinite real number for the largest |reward|; the
+    message names the reward, the key and the value, before the probe or update reads it after its compute."""
+    for key, kind in READ_STATS.items():
+        n = stats.get(key)
+        if n is None:
+            continue
+        real = isinstance(n, numbers.Real) and not isinstance(n, bool)
+        if kind == "count" and not (real and math.isfinite(float(n)) and float(n).is_integer() and n >= 0):
+            raise RewardFunctionError(f"reward {name!r} returned stats[{key!r}] = {n!r:.60} ({type(n).__name__}): "
+                                      "gradprobe reads that key as a count, a whole number >= 0; return an int, or "
+                                      "name your statistic otherwise")
+        if kind == "number" and not (real and not math.isnan(float(n))):
+            raise RewardFunctionError(f"reward {name!r} returned stats[{key!r}] = {n!r:.60} ({type(n).__name__}): "
+                                      "gradprobe reads that key as a number; return a float, or name your statistic "
+                                      "otherwise")
+
+
 def rollout_only_refusal(name: str, did: str, otherwise: str = "") -> RewardFunctionError:
     """The one-line refusal of the reward ``name``, registered with ``rollout_only=True``, that generated tokens all
     the same (``did``: what it did, ``"returned generated_tokens={...}"``): why the promise matters (the plan's budget
@@ -231,7 +256,8 @@ def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardO
         tensor of shape (N,); ``generated_tokens`` None, not a dict, a key that is not a ledger category
         (:data:`gradprobe.ledger.CATEGORIES`), or a count that is negative, fractional, non-finite, a bool or text;
         ``stats`` None, not a dict, or holding what gradprobe cannot write as JSON (:func:`~gradprobe.rewards.output
-        .writable_stats`: an array, a set, bytes...; numpy scalars and 0-d tensors are converted); or ``name`` is registered with ``rollout_only=True`` (:data:`ROLLOUT_ONLY`)
+        .writable_stats`: an array, a set, bytes...; numpy scalars and 0-d tensors are converted), or a key gradprobe
+        reads itself (:data:`READ_STATS`) that is not a number of its kind; or ``name`` is registered with ``rollout_only=True`` (:data:`ROLLOUT_ONLY`)
         and ``generated_tokens`` reports tokens (:func:`_check_rollout_only`). The one-line message names the
         reward, the field, the value and the fix.
     """
@@ -253,6 +279,7 @@ def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardO
         stats = writable_stats(out.stats)
     except UnwritableStatError as e:
         raise RewardFunctionError(f"reward {name!r} returned {e}") from e
+    _checked_read_stats(stats, name)
     adv = adv.detach().to(torch.float64)  # advantages are constants of the loss (stop-gradient), never its graph
     keep = valid.to(adv.device)[:, None] & mask.to(adv.device).bool()
     adv = torch.where(keep, adv, torch.zeros((), dtype=torch.float64, device=adv.device))  # exact zeros

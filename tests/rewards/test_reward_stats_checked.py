@@ -164,3 +164,24 @@ def test_gradprobe_train_refuses_array_stats_at_the_first_update(plugins, tmp_pa
     assert err.startswith("gradprobe train: error: reward 'stats_mod:array_stats' returned stats['group_means'] of "
                           f"type numpy.ndarray (shape (2,)), {WRITE}{ARRAY_FIX}; the run kept no checkpoint"), err
     assert [line["update"] for line in metric_lines(run) if not line.get("eval")] == []  # no update line written
+
+
+@pytest.mark.parametrize("key, value, kind", [
+    ("missing", "two", "a count, a whole number >= 0; return an int"),
+    ("zero_variance_groups", -1, "a count, a whole number >= 0; return an int"),
+    ("nonfinite_groups", 1.5, "a count, a whole number >= 0; return an int"),
+    ("groups", True, "a count, a whole number >= 0; return an int"),
+    ("overflow_max_abs_reward", float("nan"), "a number; return a float"),
+])
+def test_a_stat_gradprobe_reads_itself_must_be_its_kind(key, value, kind):
+    from gradprobe.rewards.base import RewardOutput
+
+    out = RewardOutput("x", torch.zeros(BATCH.completion_mask.shape, dtype=torch.float64),
+                       torch.ones(BATCH.num_rows, dtype=torch.bool), stats={key: value})
+    with pytest.raises(RewardFunctionError) as e:
+        checked_output(out, "mine", BATCH)
+    assert str(e.value) == (f"reward 'mine' returned stats[{key!r}] = {value!r} ({type(value).__name__}): gradprobe "
+                            f"reads that key as {kind}, or name your statistic otherwise")
+    fine = {"missing": 2, "zero_variance_groups": 0, "nonfinite_groups": None, "groups": 2.0,
+            "overflow_max_abs_reward": float("inf")}
+    assert checked_output(RewardOutput("x", out.advantages, out.valid, stats=fine), "mine", BATCH).stats == fine
