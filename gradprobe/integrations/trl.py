@@ -80,7 +80,7 @@ from ..ledger import CATEGORIES, Ledger
 from ..models import Policy, _prepare_tokenizer, use_attention
 from ..outputs import json_safe, write_json_atomic
 from ..probe.guided import check_guided_task
-from ..probe.run import ProbeConfig, _rewards_to_probe, run_probe
+from ..probe.run import ProbeConfig, rewards_to_probe, run_probe
 from ..rewards.sequence import sequence_reward
 from ..rollout import check_backend
 from ..tasks import load_task
@@ -213,7 +213,7 @@ class GradprobeCallback(TrainerCallback):
             raise _refusal(e, "GradprobeCallback(probe settings)") from e
         try:
             if self.rewards or not self.trainer_rewards:  # the trainer's own are checked at attach
-                _rewards_to_probe(config, None)
+                rewards_to_probe(config, None)
         except (ValueError, TypeError) as e:
             raise _refusal(e, f"GradprobeCallback(rewards={self.rewards!r})") from e
         task = self.task
@@ -237,7 +237,7 @@ class GradprobeCallback(TrainerCallback):
         try:
             config, _ = self._probe_config(trainer.args, trainer)
             if self.trainer_rewards:
-                _rewards_to_probe(config, self._trainer_rewards(trainer, trainer.args))
+                rewards_to_probe(config, self._trainer_rewards(trainer, trainer.args))
         except (ValueError, TypeError) as e:
             raise _refusal(e, f"{where}: the trainer's settings") from e
 

@@ -71,7 +71,7 @@ from .stages import (StageTimes, caller_reward, guided_stage, native_signature_p
 
 __all__ = ["ProbeConfig", "DEFAULT_TASK", "REFERENCES", "PRECONDITIONERS", "SMALL_MODEL_PARAMETERS", "REFERENCE_REWARD",
            "run_probe", "probe_threads", "weight_family", "add_same_loss_ratios", "token_texts", "format_table",
-           "notes_log"]
+           "notes_log", "rewards_to_probe"]
 
 log = logging.getLogger(__name__)
 #: The probe's diagnostic notes (also in ``result["warnings"]`` and printed by :func:`format_table`);
@@ -180,7 +180,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         torch.set_num_threads(threads)
 
 
-def _rewards_to_probe(config: ProbeConfig, extra_rewards: dict | None) -> list:
+def rewards_to_probe(config: ProbeConfig, extra_rewards: dict | None) -> list:
     """(name, Reward) of ``config.rewards`` then ``extra_rewards``, checked before any compute; each of
     ``extra_rewards`` called through :func:`~gradprobe.probe.stages.caller_reward` (what it raises names it).
 
@@ -241,7 +241,7 @@ def _caller_reward(name: str, fn):
 def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler, reference_direction=None) -> dict:
     """The stages of :func:`run_probe` in order (module docstring); the order fixes every random draw."""
     torch.manual_seed(config.batch.seed)
-    rewards = _rewards_to_probe(config, extra_rewards)
+    rewards = rewards_to_probe(config, extra_rewards)
     check_guided_task(config, task)  # a guided probe needs reference solutions (before any compute)
     if sampler is None:
         check_backend(config.sampling.backend)  # vllm not installed: before the folder, the task and the model

@@ -133,7 +133,7 @@ def test_a_registered_name_takes_its_own_function_only():
 def _probed(rewards: list) -> list:
     """The (name, reward) pairs the probe calls for ``gradprobe.probe(rewards=rewards)``, built as it builds them."""
     config, extra = _config_and_rewards("tiny", None, rewards, {})
-    return probe_run._rewards_to_probe(config, extra)
+    return probe_run.rewards_to_probe(config, extra)
 
 
 def test_a_pair_that_raises_is_named_once_as_the_reward_that_failed():
