@@ -623,7 +623,7 @@ def _check_folder(spec: str, folder: Path, *, weights: bool) -> None:
             "and tokenizer.save_pretrained(DIR)")
 
 
-def _pretrained_source(spec: str, *, weights: bool = True) -> tuple[str, dict]:
+def pretrained_source(spec: str, *, weights: bool = True) -> tuple[str, dict]:
     """Where ``from_pretrained`` reads a non-tiny ``spec`` from: (folder or hub id, extra keyword arguments).
     A folder is checked first (``weights``: for the model too, else for the tokenizer alone).
 
@@ -680,12 +680,12 @@ def load_tokenizer(spec: str):
         spec = str(tier_path(spec))  # raises TierNotBuiltError with the build command
     if spec in TINY_ARCHITECTURES:
         return char_tokenizer()
-    source, kwargs = _pretrained_source(spec, weights=False)
+    source, kwargs = pretrained_source(spec, weights=False)
     return _pretrained_tokenizer(source, kwargs)
 
 
 def _pretrained_tokenizer(source: str, kwargs: dict):
-    """The tokenizer at ``source`` (a folder or hub id, with :func:`_pretrained_source`'s ``kwargs``)."""
+    """The tokenizer at ``source`` (a folder or hub id, with :func:`pretrained_source`'s ``kwargs``)."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast  # heavy: deferred
 
     if os.path.isfile(os.path.join(source, TIER_MARKER)):
@@ -704,7 +704,7 @@ def _load_pretrained(spec: str, common: dict):
 
     if os.path.isdir(os.path.expanduser(spec)):
         refuse_damaged_tier(Path(spec).expanduser())  # a cut model.safetensors: a clear error, not safetensors'
-    source, kwargs = _pretrained_source(spec)  # a plain folder's cut files: refuse_damaged_model_folder
+    source, kwargs = pretrained_source(spec)  # a plain folder's cut files: refuse_damaged_model_folder
     tokenizer = _pretrained_tokenizer(source, kwargs)
     try:
         model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, **common, **kwargs)

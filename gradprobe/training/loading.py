@@ -9,7 +9,7 @@ writes anything (:mod:`gradprobe.training.preflight`), and its context limit rea
 from __future__ import annotations
 
 from ..char_tokenizer import char_tokenizer
-from ..models import TIER_ALIASES, TINY_ARCHITECTURES, _pretrained_source, load_policy, load_tokenizer, tiny_config
+from ..models import TIER_ALIASES, TINY_ARCHITECTURES, pretrained_source, load_policy, load_tokenizer, tiny_config
 from ..rollout.base import context_limit
 from ..tasks import load_task
 from ..tiers import tier_path
@@ -66,7 +66,7 @@ def load_run_context_limit(model_spec) -> int | None:
             spec = str(tier_path(spec))
         if spec in TINY_ARCHITECTURES:
             return context_limit(tiny_config(spec, vocab_size=len(char_tokenizer())))
-        source, kwargs = _pretrained_source(spec, weights=False)
+        source, kwargs = pretrained_source(spec, weights=False)
         extra = {"gguf_file": kwargs["gguf_file"]} if "gguf_file" in kwargs else {}
         return context_limit(AutoConfig.from_pretrained(source, trust_remote_code=False, **extra))
     except Exception:  # noqa: BLE001 - any unreadable model is the load's to report, with its own fix
