@@ -363,7 +363,12 @@ def reward_origin(fn) -> str:
 def _where(fn) -> tuple:
     """Where a reward function is defined: (its module, its qualified name). A function registered again under its
     name is the same one when these match (a reloaded module re-running its ``@register_reward``); a user's function
-    of the same name in another module (``def outcome`` in a notebook) is another reward."""
+    of the same name in another module (``def outcome`` in a notebook) is another reward. A
+    :func:`~gradprobe.rewards.sequence.sequence_reward` wrapper is where the function it wraps is, with its scale
+    (every wrapper has the wrapper's own module and qualified name: two wrapped functions are two rewards)."""
+    source = getattr(fn, "sequence_source", None)
+    if isinstance(source, tuple) and len(source) == 2:
+        return ("sequence_reward", source[1], *_where(source[0]))
     return getattr(fn, "__module__", None), getattr(fn, "__qualname__", None) or id(fn)
 
 

@@ -230,4 +230,5 @@ def sequence_reward(fn, *, name: str | None = None, scale: str = DEFAULT_SCALE):
 
     reward.__name__ = f"sequence_reward_{reward_name}"
     reward.__doc__ = f"Sequence reward {reward_name!r} (TRL signature), {scale}-normalised."
+    reward.sequence_source = (fn, scale)  # what it wraps: the reward's identity (gradprobe.rewards.base._where)
     return reward

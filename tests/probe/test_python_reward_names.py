@@ -130,6 +130,30 @@ def test_a_registered_name_takes_its_own_function_only():
         ROLLOUT_ONLY.discard(name)
 
 
+def test_two_wrapped_functions_are_two_rewards_under_a_registered_name():
+    """Every sequence_reward wrapper has the wrapper's own module and qualified name, so ("my_len",
+    sequence_reward(other)) passed for a registered sequence_reward(my_len) was taken as the same reward (its results
+    labelled my_len), and registering sequence_reward(other) under my_len replaced it silently. The wrapped function
+    (and its scale) is the reward's identity: both refused; the same function wrapped again is the same reward."""
+    name = "zz_users_wrapped_reward"
+    register_reward(name)(sequence_reward(brevity))
+    try:
+        again = sequence_reward(brevity)
+        assert _config_and_rewards("tiny", None, [(name, again)], {})[1] == {name: again}
+        register_reward(name)(sequence_reward(brevity))  # the same function: registered anew, as a reload would
+        other = sequence_reward(outcome)
+        with pytest.raises(ValueError, match=rf"^rewards\[0\] \(.*\) is named '{name}', which is the registered "
+                                             "reward .*, another function"):
+            _config_and_rewards("tiny", None, [(name, other)], {})
+        with pytest.raises(ValueError, match="already registered"):
+            register_reward(name)(other)
+        with pytest.raises(ValueError, match="already registered"):
+            register_reward(name)(sequence_reward(brevity, scale="none"))  # another scale: another reward
+    finally:
+        REWARDS.pop(name, None)
+        ROLLOUT_ONLY.discard(name)
+
+
 def _probed(rewards: list) -> list:
     """The (name, reward) pairs the probe calls for ``gradprobe.probe(rewards=rewards)``, built as it builds them."""
     config, extra = _config_and_rewards("tiny", None, rewards, {})
