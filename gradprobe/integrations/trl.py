@@ -67,6 +67,7 @@ and :func:`generations_between`, re-exported here), what keeps the probe from to
 from __future__ import annotations
 
 import math
+import numbers
 import time
 import warnings
 from pathlib import Path
@@ -116,8 +117,9 @@ class GradprobeCallback(TrainerCallback):
         or ``"jsonl:data.jsonl"``). Required when ``probe_every`` > 0.
     probe_every : int
         Probe after every ``probe_every``-th optimizer step (0: ledger only).
-    rewards : tuple[str, ...]
-        Registered gradprobe rewards to probe (:data:`gradprobe.rewards.REWARDS`).
+    rewards : tuple[str, ...] or str
+        Registered gradprobe rewards to probe (:data:`gradprobe.rewards.REWARDS`), or one string of names joined by
+        commas as ``--rewards`` takes them (``"outcome,mc_value"``).
     trainer_rewards : bool
         Also probe the trainer's own (callable, not model) reward functions, each under its TRL name.
     prompts : int
@@ -173,8 +175,11 @@ class GradprobeCallback(TrainerCallback):
                  trainer_rewards: bool = False, prompts: int = 8, heldout_prompts: int = 8, heldout_group: int = 8,
                  precondition: str = "adam", out: str | Path | None = None, on_error: str = "raise",
                  **probe_options):
-        if not isinstance(probe_every, int) or probe_every < 0:
+        if isinstance(probe_every, bool) or not isinstance(probe_every, numbers.Integral) or probe_every < 0:
             raise ValueError(f"probe_every must be an int >= 0 (0 = ledger only), got {probe_every!r}")
+        probe_every = int(probe_every)  # numpy's integers too
+        if isinstance(rewards, str):  # as --rewards takes them; tuple("outcome") would be its letters
+            rewards = tuple(r.strip() for r in rewards.split(","))
         if probe_every and task is None:
             raise ValueError("probe_every > 0 needs task=: the probe's prompts and verifier, e.g. task='gsm8k'")
         if on_error not in ("raise", "warn"):

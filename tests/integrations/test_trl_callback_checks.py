@@ -133,3 +133,17 @@ def test_attach_refuses_a_loss_type_the_probe_cannot_predict():
     ledger_only = GradprobeCallback()
     trainer = _trainer("sapo")
     assert ledger_only.attach(trainer) is ledger_only and ledger_only.trainer is trainer  # no probe: not checked
+
+
+def test_rewards_as_one_string_are_names_joined_by_commas_and_probe_every_takes_numpy_integers():
+    import numpy as np
+
+    cb = GradprobeCallback(task="chain_sum", probe_every=np.int64(5), rewards="outcome, mc_value")
+    assert cb.rewards == ("outcome", "mc_value") and cb.probe_every == 5 and type(cb.probe_every) is int
+    assert GradprobeCallback(task="chain_sum", probe_every=2, rewards="outcome").rewards == ("outcome",)
+
+
+@pytest.mark.parametrize("every", [True, 2.0, "5", -1])
+def test_probe_every_that_is_no_whole_number_is_refused(every):
+    with pytest.raises(ValueError, match=rf"^probe_every must be an int >= 0 \(0 = ledger only\), got {every!r}$"):
+        GradprobeCallback(task="chain_sum", probe_every=every)
