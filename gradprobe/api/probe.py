@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..layout import PROBE_JSON, REPORT_HTML, rerun_advice
+from ..layout import PROBE_JSON, rerun_advice
 from ..outputs import api_out, naming_out, read_probe_json
 from ..probe_settings import DEFAULT_TASK, ProbeConfig, check_forecaster
 from .probe_result import ProbeFileError, ProbeResult, load_probe
@@ -118,7 +118,7 @@ def _probe_into(*, folder: Path, config, probe_batches: int, extra: dict, curve,
     # torch-bound (matplotlib for the report): deferred so that importing the API stays light
     from ..forecast import forecast_section
     from ..probe.batches import run_probe_batches
-    from ..probe.output import batch_folder_count, claim_probe_file, replacing_earlier_probe, write_probe_json
+    from ..probe.output import batch_folder_count, replacing_earlier_probe, write_probe_json
     from ..probe.report_html import write_probe_report
 
     checkpoint_files = None
@@ -138,8 +138,7 @@ def _probe_into(*, folder: Path, config, probe_batches: int, extra: dict, curve,
                                            extra_rewards=extra or None)
         result["forecast"] = forecast_section(result, curve=curve, curve_spec=curve_spec, method=forecaster)
         write_probe_json(folder, result)  # each file named in the probe's record as it is started
-        claim_probe_file(folder, REPORT_HTML)
-        write_probe_report(folder, result)  # off-screen figures: a notebook's backend is left alone
+        write_probe_report(folder, result)  # off-screen figures (a notebook's backend is left alone); named once drawn
 
 
 @naming_out("out")  # its output fixes say "choose another out", the argument, not --out

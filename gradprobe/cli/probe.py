@@ -26,7 +26,7 @@ import sys
 
 from ..config import DTYPE_NAMES, LOSS_TYPE_NAMES, PRECONDITIONER_KINDS, SAMPLER_BACKENDS, MCConfig, SamplingConfig
 from ..integrations.trl_config import apply_trl_config, mark_explicit_flags
-from ..layout import CALIBRATED_JSON, PROBE_JSON, REPORT_HTML
+from ..layout import CALIBRATED_JSON, PROBE_JSON
 from ..probe_settings import (DEFAULT_MC, FORECASTERS, BatchSettings, BudgetSettings, ModelSettings, ProbeConfig,
                               ReferenceSettings, RunSettings, TaskSettings, UpdateSettings)
 from ..tables import shown
@@ -361,9 +361,11 @@ def _probe_command(args) -> int:
 def _write_outputs(args, result: dict, calibration) -> None:
     """Write ``gradprobe probe``'s ``probe.json`` (``result``, its forecast in), ``calibrated.json`` (with
     ``calibration``, :func:`calib.apply.calibrate_probe`, which adds it to ``result``) and ``report.html`` into
-    ``--out``, each named in the probe's record just before it is started
-    (:func:`gradprobe.probe.output.claim_probe_file`), so that a probe killed meanwhile leaves none of them unnamed and
-    names none it did not start. Raises what those writers raise (OutputDirError, an OSError: the file named)."""
+    ``--out``, each named in the probe's record once its content is made, just before it is started
+    (:func:`gradprobe.probe.output.claim_probe_file`: by :func:`~gradprobe.probe.output.write_probe_json`, here for
+    ``calibrated.json`` and by :func:`~gradprobe.probe.report_html.write_probe_report` after it rendered the page),
+    so that a probe killed meanwhile leaves none of them unnamed and names none it did not start. Raises what those
+    writers raise (OutputDirError, an OSError: the file named)."""
     from ..probe.output import claim_probe_file, write_probe_json
     from ..probe.report_html import write_probe_report  # after the forecast: the page shows its verdicts
 
@@ -372,10 +374,9 @@ def _write_outputs(args, result: dict, calibration) -> None:
         from calib.apply import calibrate_probe, rewrite_probe_json
 
         calibrate_probe(result, calibration, source=args.calibration)
-        claim_probe_file(args.out, CALIBRATED_JSON)
+        claim_probe_file(args.out, CALIBRATED_JSON)  # calibrated: its document is written at once
         rewrite_probe_json(f"{args.out}/{PROBE_JSON}", result)
-    claim_probe_file(args.out, REPORT_HTML)
-    write_probe_report(args.out, result)
+    write_probe_report(args.out, result)  # report.html named there once rendered
 
 
 def _config_from_args(args) -> ProbeConfig:

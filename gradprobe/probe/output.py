@@ -28,8 +28,9 @@ those names (or their ``.tmp`` partials) and, beside a ``probe.json`` that gradp
 ``.unfinished-probe.json`` there (:data:`~gradprobe.layout.UNFINISHED_PROBE`) names the files (of
 :data:`PROBE_FILES`) and batch folders it has started writing: written atomically, naming none, once the folder was
 checked to hold none of them, then rewritten atomically (keeping its first time) to add each name just before the
-probe starts writing that file or into that batch folder (:func:`claim_probe_file`; :func:`write_probe_files`,
-:func:`write_probe_json` and every other writer of a probe's files call it), deleted once the probe is complete or
+probe starts writing that file or into that batch folder, once its content is made (:func:`claim_probe_file`;
+:func:`write_probe_files`, :func:`write_probe_json`, :func:`gradprobe.probe.report_html.write_probe_report` and every
+other writer of a probe's files call it, each in one place), deleted once the probe is complete or
 rolled back. So what a probe killed before its ``probe.json`` (SIGKILL) left, its complete ``tokens.jsonl`` or
 ``alignment.safetensors`` as well as its batch folders, is known by it as that probe's, not guessed, and the next
 probe deletes it with the rest of what it left, saying so in one line (:func:`_killed_files`,
@@ -172,8 +173,6 @@ def write_probe_files(out, result: dict, batch, alignment, advantages: dict, tok
         A file cannot be written (named); the file's previous content, if any, is left unchanged.
     """
     out = Path(out)
-    claim_probe_file(out, ALIGNMENT_SAFETENSORS)  # before the folder (a batch_K) and the file: named as started
-    out.mkdir(parents=True, exist_ok=True)
     tensors = {"alignment": alignment.detach().cpu().contiguous(),
                "completion_mask": batch.completion_mask.cpu().contiguous(),
                "completion_ids": batch.completion_ids.cpu().contiguous()}
@@ -181,9 +180,13 @@ def write_probe_files(out, result: dict, batch, alignment, advantages: dict, tok
         tensors[advantages_key(name)] = adv.cpu().contiguous()
     if importance_weights is not None:
         tensors["importance_weights"] = importance_weights.detach().cpu().contiguous()
-    write_bytes_atomic(out / ALIGNMENT_SAFETENSORS, safetensors_bytes(tensors))
+    data = safetensors_bytes(tensors)  # each file's bytes made before it is named: its write follows the name at once
+    claim_probe_file(out, ALIGNMENT_SAFETENSORS)  # before the folder (a batch_K) and the file: named as started
+    out.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(out / ALIGNMENT_SAFETENSORS, data)
+    text = _token_lines(batch, alignment, advantages, tokenizer)  # one decode per token: before the name
     claim_probe_file(out, TOKENS_JSONL)
-    write_text_atomic(out / TOKENS_JSONL, _token_lines(batch, alignment, advantages, tokenizer))
+    write_text_atomic(out / TOKENS_JSONL, text)
     write_probe_json(out, result)
 
 
@@ -196,9 +199,9 @@ def write_probe_json(out, result: dict) -> Path:
     ------
     OutputDirError (an OSError)
         The record or the file cannot be written (named); the file's previous content, if any, is left unchanged."""
-    path = Path(out) / PROBE_JSON
-    claim_probe_file(out, PROBE_JSON)
-    write_json_atomic(path, json_safe(result))
+    path, data = Path(out) / PROBE_JSON, json_safe(result)
+    claim_probe_file(out, PROBE_JSON)  # just before its temporary file: nothing slow between
+    write_json_atomic(path, data)
     return path
 
 
@@ -595,13 +598,15 @@ def _record_unfinished(folder: ProbeFolder) -> None:
 
 def claim_probe_file(folder, name: str) -> None:
     """Name the file ``name`` (one of :data:`PROBE_FILES`) that a probe is about to write in ``folder`` in the record
-    of the probe writing there (:func:`_record_unfinished`), before the file (or its temporary file) is created: the
-    record names only what the probe started, so a user's fresh file of a probe's name that it never started is not
-    taken for the killed probe's by the next one. ``folder`` may be the probe's folder, where the file is named, or
-    one of its ``batch_K`` folders (created or not yet), where that folder is named in its parent's record. Nothing
-    is done without a record there (a study's probe, :func:`gradprobe.probe.run.run_probe` called on its own) or when
-    the name is in it already. The record is rewritten atomically (:func:`gradprobe.outputs.write_json_atomic`),
-    keeping the time it was first written (``since``: what the next probe compares the files with, :func:`_unfinished`).
+    of the probe writing there (:func:`_record_unfinished`), just before the file (or its temporary file) is created
+    and after its content is made (a report's figures rendered, tensors encoded): the record names only what the probe
+    started writing, so a user's fresh file of a probe's name that it never started (one put there after a probe was
+    killed while it made that file's content) is not taken for the killed probe's by the next one. ``folder`` may be
+    the probe's folder, where the file is named, or one of its ``batch_K`` folders (created or not yet), where that
+    folder is named in its parent's record. Nothing is done without a record there (a study's probe,
+    :func:`gradprobe.probe.run.run_probe` called on its own) or when the name is in it already. The record is
+    rewritten atomically (:func:`gradprobe.outputs.write_json_atomic`), keeping the time it was first written
+    (``since``: what the next probe compares the files with, :func:`_unfinished`).
 
     Raises
     ------
@@ -657,8 +662,8 @@ def _read_record(folder: Path, label: str = "--out") -> dict:
     ------
     OutputDirError (an OSError, errno EINVAL)
         The record cannot be read, names anything but a probe's files (:data:`PROBE_FILES`) and ``batch_K``
-        folders, or its ``since`` is no finite number: named, with the fix (delete it and the files and batch
-        folders the killed probe left, or choose another ``label``)."""
+        folders, or its ``since`` is no finite number a float holds (:func:`_seconds`): named, with the fix (delete
+        it and the files and batch folders the killed probe left, or choose another ``label``)."""
     path = folder / _UNFINISHED
     try:
         record = json.loads(path.read_text(encoding="utf-8-sig"))
@@ -666,9 +671,10 @@ def _read_record(folder: Path, label: str = "--out") -> dict:
         since = record.get("since", path.stat().st_mtime)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         record, files, names, since = e, None, None, None
+    since = _seconds(since)
     if (isinstance(files, list) and all(isinstance(n, str) and n in PROBE_FILES for n in files)
             and isinstance(names, list) and all(isinstance(n, str) and _BATCH_DIR.fullmatch(n) for n in names)
-            and isinstance(since, (int, float)) and not isinstance(since, bool) and math.isfinite(since)):
+            and since is not None):
         return {"probe_files": files, "probe_batch_folders": names, "since": since}
     rm = "rm -r" if path.is_dir() and not path.is_symlink() else "rm"
     raise OutputDirError(errno.EINVAL, (
@@ -676,6 +682,19 @@ def _read_record(folder: Path, label: str = "--out") -> dict:
         f"({record!r}): delete it ({rm} {shell_word(path)}) and any file ({', '.join(PROBE_FILES)}) or batch_K folder "
         f"that a probe killed in {str(folder)!r} left, then probe again, or choose another {label}; nothing was "
         "moved"))
+
+
+def _seconds(since) -> float | None:
+    """A record's ``since`` (:func:`_read_record`) as a finite float (seconds since the epoch), else None: no number
+    (a string, a bool, null), NaN or +-inf, or an integer too large for a float (``1`` and 400 zeros: ``float``
+    raises OverflowError, as would the comparison with a file's time, :func:`_not_older`)."""
+    if isinstance(since, bool) or not isinstance(since, (int, float)):
+        return None
+    try:
+        seconds = float(since)
+    except OverflowError:
+        return None
+    return seconds if math.isfinite(seconds) else None
 
 
 #: Seconds by which a file a killed probe wrote may seem older than its record (:func:`_not_older`): file systems
@@ -826,15 +845,26 @@ def _not_a_probe(folder: Path, names: list[str], label: str = "--out", recorded:
     not an earlier probe's (a user's own ``report.html``, or what a probe killed before its ``probe.json`` left),
     and a probe there would overwrite them; named with the fix. With ``recorded`` (a killed probe's record is there,
     :func:`_unfinished`), they are none of that probe's either (:func:`_killed_files`, :func:`_killed_batches`: not
-    named in the record, links, or older than it), and the fix says so instead of offering to delete them."""
-    shown, them = ", ".join(names), ("it" if len(names) == 1 else "them")
-    why = (f"the probe killed there did not write {them}: its record {_UNFINISHED} does not name {them}, or "
-           f"{'it is a link or' if them == 'it' else 'they are links or'} older than the record" if recorded else
+    named in the record, links, or older than it), and the fix says so instead of offering to delete them. A
+    ``probe.json`` beside that record (the killed probe's, or one of ``names``: a user's copied there) is no earlier
+    probe's, so the refusal then says which files the killed probe did not write and that they are kept, not that the
+    folder holds no ``probe.json``."""
+    shown, one = ", ".join(names), len(names) == 1
+    them, are = ("it", "it is") if one else ("them", "they are")
+    not_its = (f"its record {_UNFINISHED} does not name {them}, or {are} {'a link' if one else 'links'} or older than "
+               "the record")
+    if recorded and os.path.lexists(folder / PROBE_JSON):
+        return OutputDirError(errno.EEXIST, (
+            f"{label} {str(folder)!r} holds {shown}, which the probe killed there before it was complete did not "
+            f"write ({not_its}), so {are} no probe's and kept (a probe writes {', '.join(PROBE_FILES)}): a probe there "
+            f"would overwrite {them}. Move {shown} out of {str(folder)!r} and probe again (the probe removes what the "
+            f"killed one left), or choose another {label}"))
+    why = (f"the probe killed there did not write {them}: {not_its}" if recorded else
            f"delete {them} if left by a probe that was killed before it wrote {PROBE_JSON}")
     return OutputDirError(errno.EEXIST, (
-        f"{label} {str(folder)!r} holds {shown} but no {PROBE_JSON}, so {'it is' if them == 'it' else 'they are'} no "
-        f"earlier probe's (a probe writes {', '.join(PROBE_FILES)}): a probe there would overwrite {them}. Choose "
-        f"another {label}, or move {shown} out of {str(folder)!r} ({why})"))
+        f"{label} {str(folder)!r} holds {shown} but no {PROBE_JSON}, so {are} no earlier probe's (a probe writes "
+        f"{', '.join(PROBE_FILES)}): a probe there would overwrite {them}. Choose another {label}, or move {shown} out "
+        f"of {str(folder)!r} ({why})"))
 
 
 def _move_aside(folder: ProbeFolder, say, label: str = "--out") -> None:

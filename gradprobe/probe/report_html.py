@@ -50,6 +50,7 @@ from ..forecast.special_rows import no_verdict_words
 from ..layout import PROBE_JSON, rerun_advice
 from ..outputs import read_probe_json, write_text_atomic
 from ..tables import holds_surrogate, shown, surrogates_escaped
+from .output import claim_probe_file
 from .report_figures import NO_VERDICT_MARK, interval_figure, ledger_figure, ledger_rows, png
 
 
@@ -414,7 +415,10 @@ def _page_note(note: str | None) -> str | None:
 
 def write_probe_report(out: str | Path, result: dict | None = None, *,
                        per_reward: int = COMPLETIONS_PER_REWARD) -> Path:
-    """Write ``out/report.html`` atomically (a temporary file in ``out``, then ``os.replace``).
+    """Write ``out/report.html`` atomically (a temporary file in ``out``, then ``os.replace``), named in the record of
+    the probe writing ``out`` (:func:`gradprobe.probe.output.claim_probe_file`; nothing without one) once the page and
+    its figures are rendered, just before its temporary file: a probe killed while rendering has not named it, so a
+    ``report.html`` the user puts there afterwards is kept by the next probe, not deleted as the killed probe's.
 
     Parameters
     ----------
@@ -434,7 +438,8 @@ def write_probe_report(out: str | Path, result: dict | None = None, *,
     ------
     OutputDirError
         ``out`` is missing, not a folder, not writable, or the disk is full (names the path and the
-        fix); the temporary file is removed and an existing ``report.html`` is left as it was.
+        fix); the temporary file is removed and an existing ``report.html`` is left as it was. Or the probe's record
+        in ``out`` cannot be read or written (:func:`~gradprobe.probe.output.claim_probe_file`, named).
     FileNotFoundError
         ``result`` not given and ``out/probe.json`` does not exist (named, with the fix).
     ValueError
@@ -447,5 +452,6 @@ def write_probe_report(out: str | Path, result: dict | None = None, *,
         result = read_probe_json(out / PROBE_JSON, rerun_advice(out))
     page = render_probe_report(result, read_tokens(out) if out.is_dir() else [], per_reward=per_reward)
     path = out / REPORT
+    claim_probe_file(out, REPORT)  # rendered: named in the probe's record just before its temporary file
     write_text_atomic(path, page)  # a temporary file in out, fsynced, then os.replace
     return path

@@ -8,7 +8,13 @@ was a regular file newer than the record. So was a user's fresh ``batch_1/`` of 
 killed after its batch 0. Now each name is added to the record (atomically, keeping the record's first time) just
 before the probe starts that file or batch folder (:func:`gradprobe.probe.output.claim_probe_file`), and what the
 record does not name is refused and kept, before any compute. A record of an older gradprobe (naming every file) is
-read as before."""
+read as before.
+
+A name is added once the file's content is made, just before its temporary file (was: ``report.html`` named before
+its figures were drawn, so a probe killed while drawing them left it named, unwritten, and a ``report.html`` the user
+put there afterwards was deleted by the rerun as the killed probe's). A record whose ``since`` is an integer too large
+for a float is refused in one line as any other bad ``since`` (was: an OverflowError traceback). A ``probe.json`` the
+user copied beside a killed probe's record is named as not that probe's (was: "holds probe.json but no probe.json")."""
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -250,3 +257,164 @@ def test_a_record_whose_first_time_is_no_number_is_refused_touching_nothing(tmp_
         with replacing_earlier_probe(out, say=pytest.fail):
             pytest.fail("the block ran")
     assert _tree(out) == before
+
+
+@pytest.mark.parametrize("since", ["1" + "0" * 400, "-1" + "0" * 400])
+def test_a_record_whose_first_time_is_an_integer_too_large_for_a_float_is_refused_touching_nothing(tmp_path, since):
+    """A hand-edited ``since`` of 401 digits: refused as a string, NaN or inf is (was: an OverflowError from
+    math.isfinite, a traceback)."""
+    out = tmp_path / "K"
+    out.mkdir()
+    (out / "tokens.jsonl").write_text("killed")
+    (out / UNFINISHED_PROBE).write_text(f'{{"probe_files":["tokens.jsonl"],"probe_batch_folders":[],"since":{since}}}')
+    before = _tree(out)
+    with pytest.raises(OutputDirError, match=r"\(where a probe names the files and batch folders it is writing\) is "
+                                             r"no list of them .*: delete it \(rm "):
+        with replacing_earlier_probe(out, say=pytest.fail):
+            pytest.fail("the block ran")
+    assert _tree(out) == before
+
+
+def test_the_command_refuses_a_record_whose_first_time_is_too_large_for_a_float_in_one_line(tmp_path, capsys,
+                                                                                          no_compute):
+    """The tester's record (``printf '{"probe_files":[],"probe_batch_folders":[],"since":1%0400d}' 0``), then the
+    command: one line, exit 2, before any compute, the record kept."""
+    out = tmp_path / "d1"
+    out.mkdir()
+    text = '{"probe_files":[],"probe_batch_folders":[],"since":1' + "0" * 400 + "}"
+    (out / UNFINISHED_PROBE).write_text(text)
+    capsys.readouterr()
+    assert main(_PROBE + ["--out", str(out)]) == 2
+    record = {"probe_files": [], "probe_batch_folders": [], "since": 10 ** 400}
+    path = out / UNFINISHED_PROBE
+    assert capsys.readouterr().err == (
+        f"gradprobe probe: error: {str(path)!r} (where a probe names the files and batch folders it is writing) is no "
+        f"list of them ({record!r}): delete it (rm '{path}') and any file ({', '.join(PROBE_FILES)}) or batch_K folder "
+        f"that a probe killed in {str(out)!r} left, then probe again, or choose another --out; nothing was moved\n")
+    assert no_compute == [] and _tree(out) == {UNFINISHED_PROBE: text}
+
+
+# ---------------------------------------------------------------------------- each name added just before its write
+# the CLI, killed by SIGKILL (no handler runs) as it starts drawing report.html's figures: its probe.json is written
+_KILLED_DRAWING_THE_REPORT = """
+import os, signal, sys
+import gradprobe.probe.report_html as report_html
+from gradprobe.cli import main
+def render_probe_report(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+report_html.render_probe_report = render_probe_report
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _users_report_is_refused_and_kept(out: Path, refuse, label: str) -> None:
+    """A ``report.html`` the user puts into ``out`` after a probe there was killed while drawing its report (its
+    probe.json, tokens.jsonl and alignment.safetensors written) is refused (``refuse(out)`` returns the message, which
+    names ``out`` as ``label``) and kept; moved out, what the killed probe left is removed in one line."""
+    assert sorted(p.name for p in out.iterdir()) == [UNFINISHED_PROBE, "alignment.safetensors", "probe.json",
+                                                     "tokens.jsonl"]
+    (out / "report.html").write_text(_USERS["report.html"])
+    before = _tree(out)
+    assert refuse(out) == (
+        f"{label} {str(out)!r} holds report.html, which the probe killed there before it was complete did not write "
+        f"(its record {UNFINISHED_PROBE} does not name it, or it is a link or older than the record), so it is no "
+        f"probe's and kept (a probe writes {', '.join(PROBE_FILES)}): a probe there would overwrite it. Move "
+        f"report.html out of {str(out)!r} and probe again (the probe removes what the killed one left), or choose "
+        f"another {label}")
+    assert _tree(out) == before and (out / "report.html").read_text() == _USERS["report.html"]
+    assert _record(out)["probe_files"] == ["alignment.safetensors", "tokens.jsonl", "probe.json"]  # no report.html
+    (out / "report.html").rename(out.parent / "my-report.html")
+    said = []
+    with replacing_earlier_probe(out, say=said.append):
+        assert sorted(p.name for p in out.iterdir()) == [UNFINISHED_PROBE]
+    assert said == [f"removed what a probe killed before it was complete left in {out} (alignment.safetensors, "
+                    "probe.json, tokens.jsonl)"]
+    assert (out.parent / "my-report.html").read_text() == _USERS["report.html"]
+
+
+_API = dict(rewards="outcome", prompts=2, group=2, heldout_prompts=2, heldout_group=2, max_new_tokens=8,
+            n_bootstrap=20, progress=False, threads=1)  # _PROBE's settings
+
+
+def test_a_users_report_html_beside_a_probe_sigkilled_while_drawing_its_report_is_refused_and_kept(tmp_path, capsys,
+                                                                                                 no_compute):
+    """A real SIGKILL of the command as it starts drawing report.html (after its probe.json): report.html is not named
+    in the record yet (was: named before the drawing, so the user's report.html put there afterwards was deleted by the
+    identical rerun as the killed probe's, with its alignment.safetensors, probe.json and tokens.jsonl)."""
+    out = tmp_path / "p"
+    out.mkdir()
+    done = subprocess.run([sys.executable, "-c", _KILLED_DRAWING_THE_REPORT, *_PROBE, "--out", str(out)], cwd=REPO,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+
+    def _command(out: Path) -> str:
+        capsys.readouterr()
+        assert main(_PROBE + ["--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("gradprobe probe: error: ") and err.endswith("\n") and err.count("\n") == 1, err
+        return err[len("gradprobe probe: error: "):-1]
+
+    _users_report_is_refused_and_kept(out, _command, "--out")
+    assert no_compute == []
+
+
+def test_a_users_report_html_beside_an_api_probe_killed_while_drawing_its_report_is_refused_and_kept(tmp_path,
+                                                                                                   monkeypatch):
+    """gradprobe.probe(out=...) killed in this process as it starts drawing report.html (nothing after it runs, its
+    roll-back included, as after SIGKILL)."""
+    from gradprobe.forecast import default_curve_path
+
+    out = tmp_path / "p"
+    out.mkdir()
+    settings = dict(_API, out=out, reference_curve=str(default_curve_path()))
+
+    def killed(*args, **kwargs):
+        raise _Killed("drawing report.html")
+
+    with monkeypatch.context() as mp, pytest.raises(_Killed):
+        mp.setattr("gradprobe.probe.report_html.render_probe_report", killed)
+        mp.setattr("gradprobe.probe.output._roll_back", lambda folder: None)  # SIGKILL: no roll-back runs
+        gradprobe.probe("tiny-qwen2", "chain_sum", **settings)
+
+    def _api(out: Path) -> str:
+        with monkeypatch.context() as mp:
+            calls = _no_compute(mp)
+            with pytest.raises(OutputDirError) as refused:
+                gradprobe.probe("tiny-qwen2", "chain_sum", **settings)
+        assert calls == []
+        return str(refused.value)
+
+    _users_report_is_refused_and_kept(out, _api, "out")
+
+
+@pytest.mark.parametrize("copy", [shutil.copy, shutil.copy2], ids=["cp", "cp-p"])
+def test_a_users_probe_json_beside_a_probe_killed_after_naming_its_first_file_is_named_as_not_its(
+        tmp_path, capsys, no_compute, one_batch_probe, monkeypatch, copy):
+    """A probe killed (SIGKILL) right after naming alignment.safetensors, then the user copies a complete probe.json
+    into the folder (``cp``: newer than the record; ``cp -p``: older): it is not the killed probe's, refused and kept,
+    in words that hold (was: "holds probe.json but no probe.json")."""
+    out = tmp_path / "d2"
+    out.mkdir()
+    with monkeypatch.context() as mp, pytest.raises(_Killed):
+        mp.setattr("gradprobe.probe.output._roll_back", lambda folder: None)  # SIGKILL: no roll-back runs
+        with replacing_earlier_probe(out, say=pytest.fail):
+            from gradprobe.probe.output import claim_probe_file
+
+            claim_probe_file(out, "alignment.safetensors")  # write_probe_files names it, then makes the file
+            raise _Killed("after naming alignment.safetensors")
+    copy(one_batch_probe / "probe.json", out / "probe.json")
+    before = _tree(out)
+    capsys.readouterr()
+    assert main(_PROBE + ["--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"gradprobe probe: error: --out {str(out)!r} holds probe.json, which the probe killed there before it was "
+        f"complete did not write (its record {UNFINISHED_PROBE} does not name it, or it is a link or older than the "
+        f"record), so it is no probe's and kept (a probe writes {', '.join(PROBE_FILES)}): a probe there would "
+        f"overwrite it. Move probe.json out of {str(out)!r} and probe again (the probe removes what the killed one "
+        f"left), or choose another --out\n")
+    assert no_compute == [] and _tree(out) == before
+    assert (out / "probe.json").read_bytes() == (one_batch_probe / "probe.json").read_bytes()
+    (out / "probe.json").rename(tmp_path / "probe.json")  # the fix: the killed probe left nothing else to remove
+    with replacing_earlier_probe(out, say=pytest.fail):
+        assert sorted(p.name for p in out.iterdir()) == [UNFINISHED_PROBE]
+    assert sorted(p.name for p in out.iterdir()) == []
