@@ -9,6 +9,7 @@ that existed before."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 import gradprobe
 from gradprobe.cli import main
 from gradprobe.study.folder import hold_run_folder
+from gradprobe.tiers import tier_path
 
 PLANS = Path(__file__).resolve().parents[2] / "plans"
 
@@ -23,9 +25,12 @@ PLANS = Path(__file__).resolve().parents[2] / "plans"
 @pytest.fixture
 def here(tmp_path, monkeypatch):
     """A working directory holding ``old`` (an empty folder) and ``bad.toml``, the tiny plan with a ``[model] name``
-    that is an empty folder (``emptymodel``): refused once the run folder is held."""
+    that is a folder of tokenizer files only (``emptymodel``): its tokenizer passes the checks made before the run
+    folder is held (the prompts' lengths), its missing ``config.json`` is refused once the folder is held."""
     (tmp_path / "old").mkdir()
     (tmp_path / "emptymodel").mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copyfile(tier_path("tiny") / name, tmp_path / "emptymodel" / name)
     text = (PLANS / "tiny.toml").read_text()
     start = text.index('\nname = "tiny"          #')
     end = text.index("\n", start + 1)
