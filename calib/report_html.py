@@ -426,8 +426,8 @@ models: {e(', '.join(m['models']))}; tasks: {e('; '.join(m['tasks']))}.</p>
 "study-arms" below count an arm once per study it is in; {m['grpo_rows_left_out']} grpo runs left out: 0 = 0 by
 definition).
 Calibration: realized ~ f(forecast), {e(m['method'])} (Huber linear or isotonic), refitted without the held-out group;
-intervals: {e(m['interval'])} conformal (MAPIE) at {level_percent(lvl)}, nested inside each held-out fold; coverage = share of
-held-out runs inside their interval (count in brackets), width = mean interval width (points).</p>
+intervals: {e(m['interval'])} conformal (MAPIE) at {level_percent(lvl)}, nested inside each held-out fold; coverage =
+share of held-out runs inside their interval (count in brackets), width = mean interval width (points).</p>
 <p>MAE intervals: {_boot_text(m)}</p>
 {notes}
 <h2>Errors of the forecast gain vs grpo, before and after calibration</h2>{errs}

@@ -257,9 +257,9 @@ def checked_output(out: RewardOutput, name: str, batch: RolloutBatch) -> RewardO
         (:data:`gradprobe.ledger.CATEGORIES`), or a count that is negative, fractional, non-finite, a bool or text;
         ``stats`` None, not a dict, or holding what gradprobe cannot write as JSON (:func:`~gradprobe.rewards.output
         .writable_stats`: an array, a set, bytes...; numpy scalars and 0-d tensors are converted), or a key gradprobe
-        reads itself (:data:`READ_STATS`) that is not a number of its kind; or ``name`` is registered with ``rollout_only=True`` (:data:`ROLLOUT_ONLY`)
-        and ``generated_tokens`` reports tokens (:func:`_check_rollout_only`). The one-line message names the
-        reward, the field, the value and the fix.
+        reads itself (:data:`READ_STATS`) that is not a number of its kind; or ``name`` is registered with
+        ``rollout_only=True`` (:data:`ROLLOUT_ONLY`) and ``generated_tokens`` reports tokens
+        (:func:`_check_rollout_only`). The one-line message names the reward, the field, the value and the fix.
     """
     if not isinstance(out, RewardOutput):
         raise RewardFunctionError(f"reward {name!r} returned {type(out).__name__}, expected a RewardOutput")

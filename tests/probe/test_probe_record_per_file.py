@@ -39,19 +39,11 @@ from gradprobe.probe.output import replacing_earlier_probe
 from helpers_rollout import one_thread
 from test_probe_killed_batches import (_PROBE, REPO, _Killed, _killed_at, _killed_in_process_after_batch_0,  # same
                                        _probe_json, _tree)  # folder
+from test_probe_killed_batches import one_batch_probe  # noqa: F401  (a fixture: a real one-batch probe)
 from test_probe_killed_files import _KILLED_BEFORE_PROBE_JSON
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)  # tiny models: one thread
 _USERS = {"report.html": "my own report", "calibrated.json": '{"mine": true}'}  # a user's fresh files
-
-
-@pytest.fixture(scope="module")
-def one_batch_probe(tmp_path_factory) -> Path:
-    """A real one-batch probe of the tiny tier (probe.json, report.html, tokens.jsonl, alignment.safetensors)."""
-    out = tmp_path_factory.mktemp("earlier") / "p"
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert main(_PROBE + ["--out", str(out)]) == 0
-    return out
 
 
 def _no_compute(mp) -> list:
@@ -244,29 +236,15 @@ def test_a_record_is_read_with_its_first_time(tmp_path, since):
     assert _tree(out) == {"notes.txt": "mine"}
 
 
-@pytest.mark.parametrize("since", ['"yesterday"', "true", "null", "1e999"])
+@pytest.mark.parametrize("since", ['"yesterday"', "true", "null", "1e999", "1" + "0" * 400, "-1" + "0" * 400])
 def test_a_record_whose_first_time_is_no_number_is_refused_touching_nothing(tmp_path, since):
+    """A hand-edited ``since``: text, a bool, null, inf, or an integer of 401 digits, too large for a float (was an
+    OverflowError from math.isfinite, a traceback), is refused, touching nothing."""
     out = tmp_path / "K"
     out.mkdir()
     (out / "tokens.jsonl").write_text("killed")
     (out / UNFINISHED_PROBE).write_text(f'{{"probe_files": ["tokens.jsonl"], "probe_batch_folders": [], '
                                         f'"since": {since}}}')
-    before = _tree(out)
-    with pytest.raises(OutputDirError, match=r"\(where a probe names the files and batch folders it is writing\) is "
-                                             r"no list of them .*: delete it \(rm "):
-        with replacing_earlier_probe(out, say=pytest.fail):
-            pytest.fail("the block ran")
-    assert _tree(out) == before
-
-
-@pytest.mark.parametrize("since", ["1" + "0" * 400, "-1" + "0" * 400])
-def test_a_record_whose_first_time_is_an_integer_too_large_for_a_float_is_refused_touching_nothing(tmp_path, since):
-    """A hand-edited ``since`` of 401 digits: refused as a string, NaN or inf is (was: an OverflowError from
-    math.isfinite, a traceback)."""
-    out = tmp_path / "K"
-    out.mkdir()
-    (out / "tokens.jsonl").write_text("killed")
-    (out / UNFINISHED_PROBE).write_text(f'{{"probe_files":["tokens.jsonl"],"probe_batch_folders":[],"since":{since}}}')
     before = _tree(out)
     with pytest.raises(OutputDirError, match=r"\(where a probe names the files and batch folders it is writing\) is "
                                              r"no list of them .*: delete it \(rm "):
