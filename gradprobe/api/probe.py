@@ -61,7 +61,10 @@ def _extra_reward(item, index: int) -> tuple[str, object]:
                              "register it with gradprobe.register_reward(name) and pass the name")
         name = getattr(item, "__name__", None)
         if not name or name == "<lambda>":
-            raise ValueError(f"rewards[{index}] has no name (a lambda): pass (name, sequence_reward(fn)) or a def")
+            kind = type(item)
+            kind_name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+            what = "a lambda" if name else f"a {kind_name} object without __name__"
+            raise ValueError(f"rewards[{index}] has no name ({what}): pass (name, sequence_reward(fn)) or a def")
         reward = sequence_reward(item, name=name)
         _registered_name(index, name, reward, item, f"rename the function, or pass it under another name as a "
                                                     f"pair, (\"my_{name}\", gradprobe.sequence_reward({name}))")

@@ -205,3 +205,13 @@ def test_run_probe_refuses_an_unwrapped_trl_style_extra_reward_up_front(monkeypa
     assert str(e.value) == ("extra_rewards['brevity']: brevity(prompts, completions, **kw) is a TRL-style function (it "
                             "takes completions), not a Reward reward(batch, ctx); wrap a TRL-style function as "
                             "sequence_reward(brevity, name='brevity') (gradprobe.rewards.sequence_reward)")
+
+
+@pytest.mark.parametrize("fn, what", [(lambda completions, **kw: [0.0] * len(completions), "a lambda"),
+                                      (functools.partial(brevity, prompts=None),
+                                       "a functools.partial object without __name__")])
+def test_a_reward_without_a_name_is_told_what_it_is(fn, what, no_compute):
+    with pytest.raises(ValueError, match=rf"^rewards\[1\] has no name \({what}\): pass \(name, sequence_reward\(fn\)\) "
+                                         r"or a def$"):
+        gradprobe.probe("tiny", rewards=["outcome", fn], **TINY)
+    assert no_compute == []
