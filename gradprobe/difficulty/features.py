@@ -33,6 +33,7 @@ from ..models import use_attention
 from ..rollout.base import PromptTooLongError
 from ..rollout.hf import _context_length
 from ..tasks.prompts import encode_prompt
+from ..tasks.base import data_row
 from .metadata import check_metadata_keys, is_numeric, prompt_place
 
 
@@ -72,18 +73,12 @@ def check_prompt_lengths(model, prompt_ids: Sequence[Sequence[int]], problems=No
         return
     if problems is not None and len(problems) != len(prompt_ids):
         problems = None  # mismatched (metadata_features refuses it): name by index
-    i = long[0] if problems is None else min(long, key=lambda k: _data_row(problems[k]))
+    i = long[0] if problems is None else min(long, key=lambda k: data_row(problems[k]))
     name = f"prompt {i} (of {len(prompt_ids)})" if problems is None else prompt_place(problems[i])
     raise PromptTooLongError(
         f"{name} has {len(prompt_ids[i])} tokens > the model's max_position_embeddings={limit}, the most the forward "
         f"of the difficulty features reads ({len(long)} of the {len(prompt_ids)} prompts "
         f"{'is' if len(long) == 1 else 'are'} longer): shorten the prompt or leave it out of the prompt pool")
-
-
-def _data_row(prob) -> float:
-    """The problem's 0-based data row (``metadata["row"]``); inf when it has none (named after those that do)."""
-    row = (getattr(prob, "metadata", None) or {}).get("row")
-    return float(row) if is_numeric(row) else math.inf
 
 
 @torch.no_grad()

@@ -16,6 +16,8 @@ import numbers
 import warnings
 from typing import Sequence
 
+from ..tasks.base import prompt_place
+
 __all__ = ["is_numeric", "check_metadata_keys", "prompt_place", "IDENTIFIER_KEYS", "DEFAULT_KEYS"]
 
 #: The metadata keys used when none are given (``--metadata-keys``' default, ``RankSettings.metadata_keys``,
@@ -160,25 +162,6 @@ def _magnitude(v) -> float:
         return abs(float(v))
     except OverflowError:
         return math.inf
-
-
-def prompt_place(prob) -> str:
-    """``"prompt jsonl/pool/7 (line 8) of pool.jsonl"``: a problem's id and, for a data file's row, its line (counting
-    from 1) and file (``(row 8) of`` a hub split); ``"prompt p3"`` for a problem with no data row.
-
-    Parameters
-    ----------
-    prob : Problem
-        Its ``id`` and ``metadata`` (``row``, 0-based, and ``source``, when read from data).
-
-    Returns
-    -------
-    str
-        The words that name the prompt in an error message.
-    """
-    source = (getattr(prob, "metadata", None) or {}).get("source")
-    where = f"{_line(prob, source)} of {source}" if source and _row(prob) >= 0 else ""
-    return f"prompt {getattr(prob, 'id', '?')}{where}"
 
 
 def _refuse_infinite(problems, key: str) -> None:

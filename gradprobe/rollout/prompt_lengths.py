@@ -15,13 +15,13 @@ does not fit by its data file's line (or its id and place in the set), with its 
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
+from ..tasks.base import data_row, prompt_place
 from ..tasks.prompts import encode_prompts
 from .base import MODEL_CONTEXT, context_limit, exceeds_context, prompt_too_long
 
-__all__ = ["check_prompt_lengths", "sampler_context_limit", "problem_place"]
+__all__ = ["check_prompt_lengths", "sampler_context_limit"]
 
 
 def sampler_context_limit(sampler, model) -> tuple[int | None, str]:
@@ -35,22 +35,8 @@ def sampler_context_limit(sampler, model) -> tuple[int | None, str]:
     return context_limit(model.config), MODEL_CONTEXT
 
 
-def problem_place(problem, index: int, total: int) -> str:
-    """How a refusal names a problem: ``"prompt ID (line 21 of data.jsonl)"`` for a JSONL file's row (``row 21``
-    for a hub split's), counting from 1, from its ``metadata`` ``row`` (0-based) and ``source``; else
-    ``"prompt ID (index I of N)"``, its place in the set checked (0-based)."""
-    meta = getattr(problem, "metadata", None) or {}
-    row, source = meta.get("row"), meta.get("source")
-    pid = getattr(problem, "id", None)
-    label = f"prompt {pid}" if pid is not None else "prompt"
-    if isinstance(row, int) and not isinstance(row, bool) and source:
-        unit = "line" if str(source).endswith(".jsonl") else "row"
-        return f"{label} ({unit} {row + 1} of {source})"
-    return f"{label} (index {index} of {total})"
-
-
 def check_prompt_lengths(tokenizer, problems: Sequence, *, max_new_tokens: int, limit: int | None,
-                         what: str = MODEL_CONTEXT, role: str = "prompt pool", when: str = "") -> list[list[int]]:
+                         what: str = MODEL_CONTEXT, role: str = "prompt pool", when: str = "") -> None:
     """Encode every problem's prompt and refuse the set if one does not fit the context with ``max_new_tokens``.
 
     Parameters
@@ -73,11 +59,6 @@ def check_prompt_lengths(tokenizer, problems: Sequence, *, max_new_tokens: int, 
         Said in the message after the count: what the refusal came before (``"checked before update 0; nothing
         was sampled"``).
 
-    Returns
-    -------
-    list of list of int
-        Every problem's prompt ids, in order (for a caller that needs them, the held-out eval's).
-
     Raises
     ------
     gradprobe.rollout.PromptTooLongError
@@ -90,17 +71,20 @@ def check_prompt_lengths(tokenizer, problems: Sequence, *, max_new_tokens: int, 
     ids = encode_prompts(tokenizer, [p.question for p in problems])
     long = [i for i, p in enumerate(ids) if exceeds_context(len(p), max_new_tokens, limit)]
     if not long:
-        return ids
-    i = min(long, key=lambda k: (_row(problems[k]), k))
+        return
+    i = min(long, key=lambda k: (data_row(problems[k]), k))
     n = len(problems)
     count = (f"It is the only prompt of the {role}'s {n} that does not fit" if len(long) == 1 else
              f"{len(long)} of the {role}'s {n} prompts do not fit")
     raise prompt_too_long(i, n, len(ids[i]), max_new_tokens, limit, what,
-                          name=f"{problem_place(problems[i], i, n)} of the {role}",
+                          name=f"{_place(problems[i], i, n)} of the {role}",
                           note=f" {count}{'; ' + when if when else ''}.")
 
 
-def _row(problem) -> float:
-    """The problem's 0-based data row (``metadata["row"]``); inf when it has none (named after those that do)."""
-    row = (getattr(problem, "metadata", None) or {}).get("row")
-    return float(row) if isinstance(row, int) and not isinstance(row, bool) else math.inf
+
+def _place(problem, index: int, total: int) -> str:
+    """How a refusal names a problem: by its data line (:func:`gradprobe.tasks.base.prompt_place`), or, without
+    one, by its id and place in the set checked (``"prompt p3 (index 3 of 8)"``, 0-based)."""
+    if data_row(problem) != float("inf") and (getattr(problem, "metadata", None) or {}).get("source"):
+        return prompt_place(problem)
+    return f"prompt {getattr(problem, 'id', '?')} (index {index} of {total})"

@@ -36,6 +36,8 @@ __all__ = [
     "decoded_rows",
     "unencodable_text",
     "text_cell_problem",
+    "prompt_place",
+    "data_row",
     "prompt_key",
     "repeated_prompts",
     "drop_train_prompts",
@@ -123,6 +125,25 @@ def _unencodable(text: str, field: str) -> str | None:
                 f"\\udc00-\\udfff pair, e.g. \\ud83d\\ude00 for one emoji); write the whole character (or its "
                 f"pair of escapes), or delete the escape")
 
+
+
+def data_row(prob) -> float:
+    """A problem's 0-based row in its data file or hub split (``metadata["row"]``, set by the loaders); inf when it
+    has none (a generated task's problem), so that a sort by it names data rows first, in file order."""
+    row = (getattr(prob, "metadata", None) or {}).get("row")
+    ok = isinstance(row, numbers.Real) and not isinstance(row, bool) and row == row and abs(row) != float("inf")
+    return float(row) if ok and row >= 0 else float("inf")
+
+
+def prompt_place(prob) -> str:
+    """How a message names a problem: ``"prompt jsonl/pool/7 (line 8) of pool.jsonl"``, its id and, for a data
+    file's row, its line (counting from 1) and file (``(row 8) of`` a hub split); ``"prompt p3"`` for a problem
+    with no data row (:func:`data_row`) or source."""
+    source = (getattr(prob, "metadata", None) or {}).get("source")
+    row = data_row(prob)
+    where = (f" ({'line' if str(source).endswith('.jsonl') else 'row'} {int(row) + 1}) of {source}"
+             if source and row != float("inf") else "")
+    return f"prompt {getattr(prob, 'id', '?')}{where}"
 
 def unencodable_text(row, field: str = "") -> str | None:
     """Why a parsed row cannot be used as text, or None: the first string in it (a value or a key, in nested

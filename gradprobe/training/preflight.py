@@ -100,7 +100,7 @@ def check_run_guidance(runs: Iterable, task, tokenizer, problems: list) -> None:
 
 
 def check_run_prompt_lengths(max_new_tokens: int, tokenizer, pool: list, heldout: list, *, limit: int | None,
-                             what: str = MODEL_CONTEXT, when: str = "") -> list[list[int]]:
+                             what: str = MODEL_CONTEXT, when: str = "") -> None:
     """Refuse a run whose training pool or held-out set holds a prompt that does not fit the model's context
     with ``max_new_tokens`` (:func:`gradprobe.rollout.prompt_lengths.check_prompt_lengths`: the samplers' rule,
     the prompts encoded as the rollouts and evals encode them), before the run samples anything.
@@ -121,11 +121,6 @@ def check_run_prompt_lengths(max_new_tokens: int, tokenizer, pool: list, heldout
     when : str
         Said in the message: what the refusal comes before (``"checked before update 0; nothing was sampled"``).
 
-    Returns
-    -------
-    list of list of int
-        The held-out set's prompt ids, in order (the run's evals sample them).
-
     Raises
     ------
     gradprobe.rollout.PromptTooLongError
@@ -134,5 +129,5 @@ def check_run_prompt_lengths(max_new_tokens: int, tokenizer, pool: list, heldout
     """
     check_prompt_lengths(tokenizer, pool, max_new_tokens=max_new_tokens, limit=limit, what=what,
                          role="training pool", when=when)
-    return check_prompt_lengths(tokenizer, heldout, max_new_tokens=max_new_tokens, limit=limit, what=what,
+    check_prompt_lengths(tokenizer, heldout, max_new_tokens=max_new_tokens, limit=limit, what=what,
                                 role="held-out set", when=when)
