@@ -43,6 +43,7 @@ def _extra_reward(item, index: int) -> tuple[str, object]:
     """
     from ..probe.stages import native_signature_problem  # torch-bound: deferred (module docstring)
     from ..rewards import sequence_reward
+    from ..rewards.output import type_name
 
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and callable(item[1]):
         name, fn = item
@@ -61,9 +62,7 @@ def _extra_reward(item, index: int) -> tuple[str, object]:
                              "register it with gradprobe.register_reward(name) and pass the name")
         name = getattr(item, "__name__", None)
         if not name or name == "<lambda>":
-            kind = type(item)
-            kind_name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-            what = "a lambda" if name else f"a {kind_name} object without __name__"
+            what = "a lambda" if name else f"a {type_name(item)} object without __name__"
             raise ValueError(f"rewards[{index}] has no name ({what}): pass (name, sequence_reward(fn)) or a def")
         reward = sequence_reward(item, name=name)
         _registered_name(index, name, reward, item, f"rename the function, or pass it under another name as a "

@@ -48,8 +48,8 @@ from .budget_forecast import forecast_rewards
 from .curves import ReferenceCurve
 from .probe_input import check_entry_inputs, pooled_entries, probe_batches_of
 
-__all__ = ["study_forecasts", "failed_guided_probe", "merge_guided_entries", "matched_token_budget", "STUDY_COLUMNS", "SkippedEvalsWarning",
-           "rebuild_analysis", "MATCHED_BUDGET_KEYS"]
+__all__ = ["study_forecasts", "failed_guided_probe", "merge_guided_entries", "matched_token_budget", "STUDY_COLUMNS",
+           "SkippedEvalsWarning", "rebuild_analysis", "MATCHED_BUDGET_KEYS"]
 
 #: Separates an arm's probe entry from its guided probe's folder in a merged key (``outcome~guided/guided``).
 _GUIDED_KEY_SEPARATOR = "~"

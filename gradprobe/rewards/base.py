@@ -33,7 +33,7 @@ import torch
 from ..config import MCConfig, SamplingConfig
 from ..ledger import CATEGORIES, Ledger
 from ..types import RolloutBatch
-from .output import UnwritableStatError, writable_stats
+from .output import UnwritableStatError, type_name, writable_stats
 
 
 class UnknownRewardError(ValueError):
@@ -321,7 +321,7 @@ def register_reward(name: str, *, rollout_only: bool = False):
                         f"({type(name).__name__})")
     if not isinstance(rollout_only, bool):  # "no" or a numpy array would be read by truth value (or raise later)
         raise TypeError(f"register_reward({name!r}, rollout_only=...) takes True or False, got "
-                        f"rollout_only={rollout_only!r:.60} ({_type_name(rollout_only)}); pass rollout_only=True "
+                        f"rollout_only={rollout_only!r:.60} ({type_name(rollout_only)}); pass rollout_only=True "
                         f"only when the reward charges no generated tokens beyond the rollouts")
     if not name or "," in name or name != name.strip():
         raise ValueError(f"invalid reward name {name!r}: non-empty, no comma, no surrounding spaces")
@@ -370,12 +370,6 @@ def _where(fn) -> tuple:
     if isinstance(source, tuple) and len(source) == 2:
         return ("sequence_reward", source[1], *_where(source[0]))
     return getattr(fn, "__module__", None), getattr(fn, "__qualname__", None) or id(fn)
-
-
-def _type_name(value) -> str:
-    """``value``'s type as a message names it: its module too when not a builtin (``numpy.bool``, not ``bool``)."""
-    kind = type(value)
-    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
 def get_reward(name: str) -> Reward:

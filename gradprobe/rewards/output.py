@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["UnwritableStatError", "writable_stats"]
+__all__ = ["UnwritableStatError", "writable_stats", "type_name"]
 
 #: what the JSON writers hold, named in every refusal
 ACCEPTED = "numbers, strings, bools, None, and lists or dicts of them"
@@ -26,7 +26,7 @@ class UnwritableStatError(TypeError):
 
     def __init__(self, where: str, value, why: str = ""):
         self.where, self.value = where, value
-        super().__init__(f"{where} of type {_type_name(value)}{_shape(value)}{why}, which gradprobe cannot write "
+        super().__init__(f"{where} of type {type_name(value)}{_shape(value)}{why}, which gradprobe cannot write "
                          f"(a reward's stats go to probe.json and metrics.jsonl as JSON: {ACCEPTED}); "
                          f"{_fix(value)}")
 
@@ -73,7 +73,7 @@ def _writable(x, where: str, inside: tuple[int, ...]):
     return tuple(items) if isinstance(x, tuple) else items
 
 
-def _type_name(value) -> str:
+def type_name(value) -> str:
     """``value``'s type as the message names it: with its module when not a builtin (``numpy.ndarray``)."""
     kind = type(value)
     return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
