@@ -35,6 +35,8 @@ __all__ = [
     "decode_row",
     "decoded_rows",
     "unencodable_text",
+    "JSON_SURROGATE_FIX",
+    "PYTHON_SURROGATE_FIX",
     "text_cell_problem",
     "prompt_place",
     "data_row",
@@ -112,8 +114,19 @@ def decoded_rows(records, on_bad):
         yield line, raw
 
 
-def _unencodable(text: str, field: str) -> str | None:
-    """Why ``text`` (a row's ``field``) is not UTF-8 text, or None (:func:`unencodable_text`)."""
+#: The fix :func:`unencodable_text` names for a data file's row (JSON text, whose escapes pair up).
+JSON_SURROGATE_FIX = ("(a JSON escape \\ud800-\\udbff must be followed by its \\udc00-\\udfff pair, e.g. "
+                      "\\ud83d\\ude00 for one emoji); write the whole character (or its pair of escapes), or delete "
+                      "the escape")
+#: The fix named for text built in Python (a :class:`Problem` made by hand, a prompt given to
+#: :func:`gradprobe.tasks.prompts.encode_prompt`): a Python string keeps the two halves of a pair apart.
+PYTHON_SURROGATE_FIX = ("(in a Python string the escapes '\\ud83d\\ude00' are two halves, not one emoji); write the "
+                        "whole character ('\\U0001f600' or the character itself; text.encode('utf-16', "
+                        "'surrogatepass').decode('utf-16') joins a string's pairs of halves), or delete the half")
+
+
+def _unencodable(text: str, field: str, fix: str = JSON_SURROGATE_FIX) -> str | None:
+    """Why ``text`` (a row's ``field``) is not UTF-8 text, or None (:func:`unencodable_text`); ``fix`` ends it."""
     try:
         text.encode("utf-8")
         return None
@@ -121,9 +134,7 @@ def _unencodable(text: str, field: str) -> str | None:
         bad = text[err.start]
         return (f"field {field} holds \\u{ord(bad):04x} (character {err.start + 1}, after "
                 f"{text[max(0, err.start - 30):err.start]!r}), an unpaired UTF-16 surrogate: half of a character, "
-                f"which no UTF-8 text can hold (a JSON escape \\ud800-\\udbff must be followed by its "
-                f"\\udc00-\\udfff pair, e.g. \\ud83d\\ude00 for one emoji); write the whole character (or its "
-                f"pair of escapes), or delete the escape")
+                f"which no UTF-8 text can hold {fix}")
 
 
 
@@ -145,7 +156,7 @@ def prompt_place(prob) -> str:
              if source and row != float("inf") else "")
     return f"prompt {getattr(prob, 'id', '?')}{where}"
 
-def unencodable_text(row, field: str = "") -> str | None:
+def unencodable_text(row, field: str = "", fix: str = JSON_SURROGATE_FIX) -> str | None:
     """Why a parsed row cannot be used as text, or None: the first string in it (a value or a key, in nested
     lists and objects too) that UTF-8 cannot encode. JSON text may hold an unpaired UTF-16 surrogate escape
     (``"\\ud800"``): the file is valid UTF-8 and valid JSON, but the decoded string holds half a character,
@@ -158,6 +169,9 @@ def unencodable_text(row, field: str = "") -> str | None:
         The row as parsed (other values hold no text and pass).
     field : str
         The path of ``row`` inside the top-level row, for the message ("" for the row itself).
+    fix : str
+        How the message ends: the fix, after the words "which no UTF-8 text can hold" (:data:`JSON_SURROGATE_FIX`
+        for a file's row; :data:`PYTHON_SURROGATE_FIX` for text built in Python).
 
     Returns
     -------
@@ -166,16 +180,16 @@ def unencodable_text(row, field: str = "") -> str | None:
         and the text before it) and the fix; None when every string in the row is valid text.
     """
     if isinstance(row, str):
-        return _unencodable(row, field or "the row")
+        return _unencodable(row, field or "the row", fix)
     if isinstance(row, dict):
         for key, value in row.items():
-            if isinstance(key, str) and (why := _unencodable(key, f"name {key!r}")):
+            if isinstance(key, str) and (why := _unencodable(key, f"name {key!r}", fix)):
                 return why
-            if why := unencodable_text(value, f"{field}[{key!r}]" if field else repr(key)):
+            if why := unencodable_text(value, f"{field}[{key!r}]" if field else repr(key), fix):
                 return why
     elif isinstance(row, (list, tuple)):
         for i, value in enumerate(row):
-            if why := unencodable_text(value, f"{field}[{i}]"):
+            if why := unencodable_text(value, f"{field}[{i}]", fix):
                 return why
     return None
 
@@ -230,12 +244,28 @@ class Problem:
     metadata : dict
         Task metadata; JSON-serialisable (plain dicts, lists, str, numbers).
         Excluded from the hash, so problems can be set members / dict keys.
+
+    Raises
+    ------
+    ValueError
+        ``question`` (its text, or a :class:`~gradprobe.tasks.columns.PromptText`'s messages or instruction) or
+        ``answer`` holds an unpaired UTF-16 surrogate (e.g. ``"\\ud800"``), which no tokenizer can encode: the
+        message names the problem's id, the field, the character and its place, and the fix
+        (:func:`unencodable_text`). Rows read from a task's files are refused before, naming their line.
     """
 
     id: str
     question: str
     answer: str
     metadata: dict = field(default_factory=dict, hash=False)
+
+    def __post_init__(self):
+        q = self.question
+        parts = [("'question'", q), ("'question'.messages", getattr(q, "messages", None)),
+                 ("'question'.instruction", getattr(q, "instruction", None)), ("'answer'", self.answer)]
+        for name, value in parts:
+            if why := unencodable_text(value, name, PYTHON_SURROGATE_FIX):
+                raise ValueError(f"Problem {self.id!r} cannot be encoded for a model: {why}")
 
 
 def prompt_key(question) -> str:
@@ -651,7 +681,8 @@ def parse_task_config(text: str) -> dict:
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise TaskConfigError(f"task config item {item!r} is not key=value (e.g. chain_sum:min_terms=2,max_digits=1)")
+            raise TaskConfigError(f"task config item {item!r} is not key=value (e.g. "
+                                  "chain_sum:min_terms=2,max_digits=1)")
         if key.strip() in out:
             raise TaskConfigError(f"task config key {key.strip()!r} is given twice ({text!r}); give each key once")
         try:

@@ -17,6 +17,8 @@ Without a chat template the prompt is plain text ending in ``"Answer:\\n"``.
 
 from __future__ import annotations
 
+from .base import PYTHON_SURROGATE_FIX, unencodable_text
+
 __all__ = ["INSTRUCTION", "format_prompt", "encode_prompt", "encode_prompts", "tokenizer_adds_bos"]
 
 INSTRUCTION = (
@@ -105,8 +107,20 @@ def encode_prompt(tokenizer, question: str) -> list[int]:
     -------
     list of int
         Prompt ids, length P (no padding, no EOS).
+
+    Raises
+    ------
+    ValueError
+        As :func:`format_prompt`; or the prompt holds an unpaired UTF-16 surrogate (e.g. ``"\\ud800"``), which no
+        tokenizer can encode (a ``tokenizers`` one raises a bare TypeError): the message names the question, the
+        character and the fix (:func:`_refuse_unencodable`).
     """
-    ids = list(tokenizer.encode(format_prompt(tokenizer, question), add_special_tokens=False))
+    text = format_prompt(tokenizer, question)
+    try:
+        ids = list(tokenizer.encode(text, add_special_tokens=False))
+    except Exception:
+        _refuse_unencodable([text], [question])
+        raise
     return _one_bos(ids, tokenizer, None)
 
 
@@ -131,17 +145,37 @@ def encode_prompts(tokenizer, questions) -> list[list[int]]:
     Raises
     ------
     ValueError
-        As :func:`format_prompt` (a conversational prompt and a tokenizer without a chat template).
+        As :func:`format_prompt` (a conversational prompt and a tokenizer without a chat template); or the first
+        prompt that holds an unpaired UTF-16 surrogate, named by its place and question, with the fix
+        (:func:`encode_prompt`).
     """
+    questions = list(questions)
     texts = [format_prompt(tokenizer, q) for q in questions]
     if not texts:
         return []
-    if getattr(tokenizer, "is_fast", False):
-        encoded = [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-    else:
-        encoded = [list(tokenizer.encode(t, add_special_tokens=False)) for t in texts]
+    try:
+        if getattr(tokenizer, "is_fast", False):
+            encoded = [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        else:
+            encoded = [list(tokenizer.encode(t, add_special_tokens=False)) for t in texts]
+    except Exception:
+        _refuse_unencodable(texts, questions)
+        raise
     adds = tokenizer_adds_bos(tokenizer)
     return [_one_bos(ids, tokenizer, adds) for ids in encoded]
+
+
+def _refuse_unencodable(texts: list, questions: list) -> None:
+    """Raise the ValueError that says why the tokenizer failed when one of ``texts`` (the prompts of
+    ``questions``) is not UTF-8 text (:func:`gradprobe.tasks.base.unencodable_text`); return when none is, so the
+    tokenizer's own error passes unchanged. Checked only after a failure: a prompt pool's encoding costs nothing
+    more."""
+    for i, (text, question) in enumerate(zip(texts, questions)):
+        parts = [("'question'", str(question)), ("'question'.messages", getattr(question, "messages", None)),
+                 ("'question'.instruction", getattr(question, "instruction", None)), ("'prompt'", str(text))]
+        if why := next(filter(None, (unencodable_text(v, k, PYTHON_SURROGATE_FIX) for k, v in parts)), None):
+            where = f"prompt {i} of {len(texts)}" if len(texts) > 1 else "the prompt"
+            raise ValueError(f"{where} (question {ascii(str(question)[:60])}) cannot be encoded: {why}") from None
 
 
 def _one_bos(ids: list[int], tokenizer, adds_bos: bool | None) -> list[int]:
