@@ -24,7 +24,11 @@ Uncertainty, in three parts:
    bootstrap distribution has Cauchy-like tails.
 
 Signal-to-noise of rho: SNR = |rho_raw - 1| / se, the evidence that R's per-update efficiency
-differs from grpo's (rho = 1).
+differs from grpo's (rho = 1). A reward that is an exact rescaling of grpo's on every group (``outcome_loo``:
+G / (G - 1) times grpo's advantages) has replicates equal to rho_raw up to float rounding, so its se is rounding
+and its SNR an arbitrary huge number of order 1 / eps: such an SNR is printed ``exact`` (:func:`rho_snr_text`,
+:data:`ROUNDING_RTOL`); the stored value and the forecast are unchanged (the calibration reads the stored ``snr``
+as a feature).
 
 Empirical-Bayes shrinkage toward 1 (normal prior rho ~ N(1, tau^2), normal likelihood with the
 bootstrap se; tau^2 estimated by moments from the observation itself, tau_hat^2 =
@@ -52,9 +56,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["Efficiency", "stratified_counts", "probe_efficiency", "signal_proxy_efficiency", "robust_se",
-           "shrink_factor"]
+           "shrink_factor", "ROUNDING_RTOL", "EXACT_SNR", "se_at_rounding", "rho_snr_text"]
 
 Z68 = (0.15865525393145707, 0.8413447460685429)  # normal quantiles at -1 and +1 standard deviation
+
+#: Relative standard error of rho at or below which it is float rounding, not a measurement: sqrt(eps) of float64
+#: (1.49e-8). The replicates of a reward that rescales grpo's group contributions exactly are ratios of B-term dot
+#: products that differ from rho_raw by rounding alone, at most gamma_n * kappa relative (Higham 2002, "Accuracy and
+#: Stability of Numerical Algorithms", 2nd ed., section 3.1: gamma_n = n u / (1 - n u), u = eps / 2, kappa the dot
+#: product's condition number sum |c a| / |sum c a|), a few eps for the probe's sums; sqrt(eps) leaves room for n kappa
+#: up to 1e8, and lies orders of magnitude below the relative se a bootstrap over sampled groups of rollouts measures.
+ROUNDING_RTOL = math.sqrt(float(np.finfo(np.float64).eps))
+#: How an SNR of rho-1 whose se is rounding (:func:`se_at_rounding`) is printed.
+EXACT_SNR = "exact"
 
 
 def robust_se(x: np.ndarray) -> float:
@@ -66,6 +80,28 @@ def robust_se(x: np.ndarray) -> float:
         return math.nan
     lo, hi = np.quantile(x, Z68)
     return float(hi - lo) / 2.0
+
+
+def se_at_rounding(rho_raw, snr) -> bool:
+    """Whether the se behind an SNR of rho-1 (``snr`` = |rho_raw - 1| / se) is float rounding: se <=
+    :data:`ROUNDING_RTOL` |rho_raw|, i.e. the bootstrap replicates all equal rho_raw to rounding (a reward that is an
+    exact rescaling of grpo's on every group, module docstring). An infinite ``snr`` (se exactly 0) is; NaN, None,
+    0 (rho_raw = 1, or se not finite: no se to judge) or text is not. Reads the stored pair (a forecast row's
+    ``rho_raw`` and ``snr``, JSON's ``"inf"`` included), so a saved ``probe.json`` section prints by it too."""
+    try:
+        raw, snr = float(rho_raw), float(snr)
+    except (TypeError, ValueError):
+        return False
+    if not (snr > 0 and math.isfinite(raw)):
+        return False
+    return abs(raw - 1.0) / snr <= ROUNDING_RTOL * abs(raw)
+
+
+def rho_snr_text(rho_raw, snr, number: str) -> str:
+    """How the SNR of rho-1 is printed: :data:`EXACT_SNR` when its se is rounding (:func:`se_at_rounding`), else
+    ``number``, the SNR as the caller prints its numbers (e.g. ``f"{snr:.2f}"``). One rule for the forecast table
+    (:func:`gradprobe.forecast.format_forecast`) and the verdicts that quote the SNR."""
+    return EXACT_SNR if se_at_rounding(rho_raw, snr) else number
 
 
 def shrink_factor(snr: float) -> float:

@@ -17,6 +17,7 @@ from .accuracy_values import is_scale_note
 from .budget_forecast import forecast_rewards, forecast_table, transfer_clause
 from .curves import ReferenceCurve, default_curve_path
 from .probe_input import budget_of, check_batches, check_entries, check_entry_inputs, file_and_fix, probe_batches_of
+from .proxies import EXACT_SNR, ROUNDING_RTOL, rho_snr_text
 from .result import METHODS, format_budget
 from .special_rows import (NO_VERDICT_MARK, REFERENCE_VERDICT, reference_rho_unbounded, reference_rho_undefined,
                            no_verdict_words, reference_verdict, unmeasured_probe_row)
@@ -24,7 +25,7 @@ from .start_check import CHECK_MARK
 from .validated_arms import DEFAULT_LOSS_TYPE, mark_validated_arms
 
 __all__ = ["DEFAULT_CURVES", "VALIDATION_FILE", "VALIDATION", "load_validation", "forecast_section", "pre_screen_line",
-           "format_forecast", "SECONDS_NOTE", "RAW_GAINS_ABOVE", "row_marks", "RHO_SNR_HEADER"]
+           "format_forecast", "SECONDS_NOTE", "RAW_GAINS_ABOVE", "row_marks", "RHO_SNR_HEADER", "EXACT_SNR_LINE"]
 
 #: Models whose shipped reference curve is used when no --reference-curve is given.
 DEFAULT_CURVES = {"tiny": "tiny_frontier_grpo.json"}
@@ -45,8 +46,13 @@ RAW_GAINS_ABOVE = "the gains above are"
 _UNSURE = NO_VERDICT_MARK
 #: The forecast table's column of rho's evidence, |rho_raw - 1| / se (``snr`` of the forecast rows,
 #: :mod:`~.proxies`), not the per-reward table's <g_R,u> / se (:data:`gradprobe.probe.table.ALIGNMENT_SNR_HEADER`).
-#: Two SNRs, each named by its ratio.
+#: Two SNRs, each named by its ratio. A row whose se is float rounding (a reward that rescales grpo's exactly) shows
+#: ``exact`` there (:func:`~.proxies.rho_snr_text`), not a number of order 1e14.
 RHO_SNR_HEADER = "|rho-1|/se"
+#: The line under a forecast table with an ``exact`` SNR of rho-1 (:func:`~.proxies.se_at_rounding`).
+EXACT_SNR_LINE = (f"{EXACT_SNR}: rho's bootstrap replicates equal it to float rounding (se <= {ROUNDING_RTOL:.1e} "
+                  "|rho|): each contributing group's alignment is rho times grpo's (e.g. grpo's advantages rescaled), "
+                  "so rho is exact on the probe batch, not noisy")
 
 #: What ``pre_screen["note"]`` says the pre-screen cost counts.
 _PRE_SCREEN_NOTE = ("probe rollouts, MC continuations and the held-out reference's rollouts, against one grpo run's "
@@ -330,7 +336,8 @@ def format_forecast(section: dict) -> str:
     lines = ["", _title(section, unsure),
              f"forecaster: {section['method']} ({section.get('method_choice', '')}); the other forecasters' gains are "
              "printed beside it",
-             f"reference curve: {section['curve']}" + ("  [shipped default]" if section.get("curve_is_default") else "")]
+             f"reference curve: {section['curve']}"
+             + ("  [shipped default]" if section.get("curve_is_default") else "")]
     notes = section.get("notes", [])
     lines += [f"note: {n}" for n in notes if n.startswith(CHECK_MARK)]  # above the verdicts it casts doubt on
     header = ["arm", "tokens/update", "raw rho", "rho", f"rho {pct}%", RHO_SNR_HEADER, "eff.updates", "accuracy",
@@ -351,10 +358,13 @@ def format_forecast(section: dict) -> str:
         giv_s = "-" if giv[0] is None else f"[{f(giv[0], '+.1f')}, {f(giv[1], '+.1f')}]"
         acc_mark, mark = row_marks(section, r)
         rows.append([r["arm"], f(r["tokens_per_update"], ",.0f"), f(raw, ".2f"), f(r["rho"], ".2f"), riv_s,
-                     f(r["snr"], ".2f"), f(r["effective_updates"], ".1f"), f(r["forecast_accuracy"], ".1f") + acc_mark,
+                     rho_snr_text(raw, r["snr"], f(r["snr"], ".2f")), f(r["effective_updates"], ".1f"),
+                     f(r["forecast_accuracy"], ".1f") + acc_mark,
                      f(r["forecast_gain"], "+.1f") + mark, giv_s, f(r["gain_probe"], "+.1f"),
                      f(r["gain_cost_only"], "+.1f"), f(r["gain_signal_proxy"], "+.1f"), str(r["method"])])
     lines += format_columns(header, rows, "<>>>>>>>>>>>><")
+    if any(row[5] == EXACT_SNR for row in rows):
+        lines.append(EXACT_SNR_LINE)
     if any(r.get("no_verdict_reason") for r in section["rows"]):  # a curve's reason, or a rho on too few groups
         words = no_verdict_words(r.get("no_verdict_reason") for r in section["rows"])
         lines.append(f"{_UNSURE} {words} (why: below); not advice")

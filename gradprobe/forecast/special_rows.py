@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 from ..probe_keys import split_entry_key
-from .proxies import MIN_INFORMATIVE_GROUPS
+from .proxies import MIN_INFORMATIVE_GROUPS, rho_snr_text
 from .result import gain_text, no_gradient_verdict, no_verdict, verdict
 from .validated_arms import DEFAULT_LOSS_TYPE
 
@@ -181,7 +181,7 @@ def equal_cost_row(row: dict, budget: str, kind: str, level: float, *, probe_why
     else:
         probe = (f"{gain:+.1f} [{iv[0]:+.1f}, {iv[1]:+.1f}] ({int(round(100 * level))}% interval) vs grpo, "
                  "SNR of rho-1 "
-                 + ("-" if math.isnan(snr) else f"{snr:.2f}"))
+                 + ("-" if math.isnan(snr) else rho_snr_text(row.get("rho_raw"), snr, f"{snr:.2f}")))
     row["verdict"] = (f"cost only cannot tell rewards of equal cost apart: at {budget} its forecast is {zero}; the "
                       f"probe's forecast, not validated better than cost only: {probe}")
     return row
@@ -361,7 +361,8 @@ def reference_verdict(silent_where: str | None, guided: bool) -> str:
 
 def guided_note(guidance: dict) -> str:
     """The forecast section's note on a guided probe (``guidance``: ``config.guidance``, fraction and prefix)."""
-    knobs = ", ".join(f"{k} {guidance[k]:g}" for k in ("fraction", "prefix") if isinstance(guidance.get(k), (int, float)))
+    knobs = ", ".join(f"{k} {guidance[k]:g}" for k in ("fraction", "prefix")
+                      if isinstance(guidance.get(k), (int, float)))
     return (f"a guided probe ({knobs or 'guidance'}): every entry is of the guided, importance-weighted update, the "
             "reference included, so the gains vs grpo here are vs the guided outcome, not unguided grpo (compare the "
             "two in a study)")

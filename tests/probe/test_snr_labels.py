@@ -49,9 +49,12 @@ def test_a_fallback_on_a_low_snr_of_rho_names_it(curve):
 
 
 def test_the_equal_cost_verdict_quotes_the_snr_of_rho(curve):
-    twin = 2.5 * np.random.default_rng(0).normal(2.0, 0.5, size=16)  # rho 2.5 at grpo's cost: the probe can tell
+    o = np.random.default_rng(0).normal(2.0, 0.5, size=16)  # grpo's groups (_probe's)
+    twin = 2.5 * o + np.random.default_rng(1).normal(0.0, 0.5, size=16)  # rho about 2.5 at grpo's cost, measured
     row = forecast_rewards(curve, _probe(twin), method="cost_only", n_draws=300).table.set_index("arm").loc["noisy"]
-    assert row["verdict"].endswith(f" vs grpo, SNR of rho-1 {row['snr']:.2f}")
+    assert 3 < row["snr"] < 1e3 and row["verdict"].endswith(f" vs grpo, SNR of rho-1 {row['snr']:.2f}")
+    exact = forecast_rewards(curve, _probe(2.5 * o), method="cost_only", n_draws=300).table.set_index("arm")
+    assert exact.loc["noisy", "verdict"].endswith(" vs grpo, SNR of rho-1 exact")  # 2.5 x grpo's on every group
 
 
 def test_the_no_gradient_note_names_the_alignments_snr(curve):
