@@ -53,6 +53,11 @@ figures at the next step's start (or at the end of training), when TRL's metric 
 gradient on the batch: ``no_signal`` 1 and ``tokens_per_update`` only);
 ``gradprobe/heldout_accuracy``; ``gradprobe/tokens/<category>`` (ledger totals).
 
+Every probe step draws the same prompts (the task's ``prompts`` training and ``heldout_prompts`` held-out ones, by
+the trainer's ``seed``); that each fits the model's context with ``max_completion_length`` is checked at the first
+probe step, before its rollouts, and again only when what that check reads changes
+(:class:`gradprobe.probe.run.PromptCheck`).
+
 The probe leaves training untouched: it restores the model's train/eval mode, its attention
 implementation, the tokenizer's padding side and every random generator (torch CPU and CUDA,
 ``random``, numpy), and runs after the optimizer step, when gradients are already cleared. With
@@ -81,7 +86,7 @@ from ..ledger import CATEGORIES, Ledger
 from ..models import Policy, _prepare_tokenizer, use_attention
 from ..outputs import json_safe, write_json_atomic
 from ..probe.guided import check_guided_task
-from ..probe.run import ProbeConfig, rewards_to_probe, run_probe
+from ..probe.run import ProbeConfig, PromptCheck, rewards_to_probe, run_probe
 from ..rewards.sequence import sequence_reward
 from ..rollout import check_backend
 from ..tasks import load_task
@@ -199,6 +204,9 @@ class GradprobeCallback(TrainerCallback):
         self._pending_reward_tokens = {c: 0 for c in CATEGORIES}
         self._pending_logs: dict | None = None
         self._task_obj = self._checked_task() if probe_every else None
+        # every probe step draws the same prompts (the task, counts and the trainer's seed): their lengths are
+        # checked at the first and again only when what the check reads changed (run_probe's prompt_check)
+        self._prompt_check = PromptCheck()
 
     # ---- checks before training ----------------------------------------------------------------
     def _task_name(self) -> str:
@@ -395,7 +403,8 @@ class GradprobeCallback(TrainerCallback):
                 with without_checkpointing(model, args.gradient_checkpointing_kwargs), \
                         use_attention(model, register_attention()):
                     out = None if self.out is None else self.out / f"probe_step_{step}"
-                    result = run_probe(config, out=out, policy=policy, task=self._task_obj, extra_rewards=extra)
+                    result = run_probe(config, out=out, policy=policy, task=self._task_obj, extra_rewards=extra,
+                                       prompt_check=self._prompt_check)
             finally:
                 model.train(was_training)
                 tokenizer.padding_side = padding_side

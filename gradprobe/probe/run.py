@@ -43,6 +43,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -54,8 +55,9 @@ from ..models import load_policy
 from ..outputs import prepare_output_dir, removed_if_left_empty
 from ..probe_keys import check_reward_name
 from ..rewards import parse_rewards
-from ..rewards.base import registered_elsewhere, reward_origin
+from ..rewards.base import check_distinct_rewards, registered_elsewhere, reward_origin
 from ..rollout import check_backend
+from ..rollout.prompt_lengths import sampler_context_limit
 from ..tasks import load_task
 from .config import DEFAULT_TASK, PRECONDITIONERS, REFERENCES, ProbeConfig, config_dict
 from .direction import align, family_alignments, own_second_moment, reference_update, weight_family
@@ -71,7 +73,7 @@ from .stages import (StageTimes, caller_reward, guided_stage, native_signature_p
 
 __all__ = ["ProbeConfig", "DEFAULT_TASK", "REFERENCES", "PRECONDITIONERS", "SMALL_MODEL_PARAMETERS", "REFERENCE_REWARD",
            "run_probe", "probe_threads", "weight_family", "add_same_loss_ratios", "token_texts", "format_table",
-           "notes_log", "rewards_to_probe"]
+           "notes_log", "rewards_to_probe", "PromptCheck"]
 
 log = logging.getLogger(__name__)
 #: The probe's diagnostic notes (also in ``result["warnings"]`` and printed by :func:`format_table`);
@@ -103,8 +105,53 @@ def probe_threads(config: ProbeConfig, model) -> int:
     return torch.get_num_threads()
 
 
+@dataclass
+class PromptCheck:
+    """What :func:`run_probe`'s prompt-length check (:func:`~gradprobe.probe.prompt_lengths.check_probe_prompts`)
+    last passed on, kept by a caller that probes the same prompts again and again: the TRL callback
+    (:class:`gradprobe.integrations.trl.GradprobeCallback`) draws the same batch and held-out prompts (the same task,
+    counts and seed) at every probe step, and encoding them all again each time finds nothing new. A
+    :func:`run_probe` given it skips the check when everything the check reads is what it passed on, and otherwise
+    checks and records what it passed on.
+
+    Attributes
+    ----------
+    passed : tuple or None
+        ``(task, tokenizer, settings)``: the task and the policy's tokenizer (the objects, compared by identity) and
+        the settings the check reads (:func:`_prompt_settings`); None until a check passed.
+    """
+
+    passed: tuple | None = None
+
+
+def _prompt_settings(config: ProbeConfig, policy, sampler) -> tuple:
+    """What :func:`~gradprobe.probe.prompt_lengths.check_probe_prompts` reads besides the task and the tokenizer:
+    the batch's prompts and seed, the sampling budget (tokens), whether the held-out prompts are rollouts (and how
+    many), the sampler's context limit with its name, and what a guided arm's hinted prompts depend on (the
+    guidance, the group size, the task's kind)."""
+    return (config.batch.prompts, config.batch.seed, config.sampling.max_new_tokens,
+            config.reference.variant.takes_path, config.reference.heldout_prompts,
+            sampler_context_limit(sampler, policy.model), config.guidance, config.batch.group, config.task.spec)
+
+
+def _check_prompts(config: ProbeConfig, policy, task, sampler, prompt_check: PromptCheck | None) -> None:
+    """:func:`~gradprobe.probe.prompt_lengths.check_probe_prompts`, unless ``prompt_check`` says it passed on this
+    task, tokenizer and settings (:class:`PromptCheck`); a check that passes is recorded there. Raises what the check
+    raises (PromptTooLongError, nothing recorded)."""
+    if prompt_check is None:
+        check_probe_prompts(config, policy, task, sampler)
+        return
+    settings = _prompt_settings(config, policy, sampler)
+    held = prompt_check.passed
+    if held is not None and held[0] is task and held[1] is policy.tokenizer and held[2] == settings:
+        return
+    check_probe_prompts(config, policy, task, sampler)
+    prompt_check.passed = (task, policy.tokenizer, settings)
+
+
 def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None, task=None,
-              extra_rewards: dict | None = None, sampler=None, reference_direction=None) -> dict:
+              extra_rewards: dict | None = None, sampler=None, reference_direction=None,
+              prompt_check: PromptCheck | None = None) -> dict:
     """Run the probe end to end and (optionally) write the output folder.
 
     The output folder is checked for writing before any compute, so a bad ``out`` fails at once.
@@ -132,6 +179,10 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
         A reference update computed once per policy and reused (several probe batches,
         :func:`gradprobe.probe.batches.run_probe_batches`): when it holds a vector, step 3 uses it
         instead of computing one; when it is empty, step 3 computes v as usual and stores it there.
+    prompt_check : PromptCheck, optional
+        Where the prompt-length check (each batch and held-out prompt fits the context with ``max_new_tokens``) is
+        recorded: skipped when an earlier call passed it on this task, tokenizer and settings (:class:`PromptCheck`),
+        else made and recorded. Default None: checked every time.
 
     Returns
     -------
@@ -175,7 +226,7 @@ def run_probe(config: ProbeConfig, *, out: str | Path | None = None, policy=None
     try:
         with removed_if_left_empty(out):
             return _run_probe(config, out=out, policy=policy, task=task, extra_rewards=extra_rewards, sampler=sampler,
-                              reference_direction=reference_direction)
+                              reference_direction=reference_direction, prompt_check=prompt_check)
     finally:
         torch.set_num_threads(threads)
 
@@ -187,34 +238,42 @@ def rewards_to_probe(config: ProbeConfig, extra_rewards: dict | None) -> list:
     Raises
     ------
     ValueError
-        No reward, a name given twice, an unknown reward (the valid names listed), a name with ``@``, two names
-        saved under one key (:func:`~gradprobe.probe.output.advantages_key`); an ``extra_rewards`` function under
-        the name of a registered reward that is another function (:func:`_caller_reward`), or one that cannot be
-        called as ``reward(batch, ctx)`` (a TRL-style function not wrapped with ``sequence_reward``).
+        No reward, a name given twice, one reward under two names (``outcome`` and an import path to the built-in's
+        own function, a caller's function and a registered name for it:
+        :func:`gradprobe.rewards.base.check_distinct_rewards`), an unknown reward (the valid names listed), a name
+        with ``@``, two names saved under one key (:func:`~gradprobe.probe.output.advantages_key`); an
+        ``extra_rewards`` function under the name of a registered reward that is another function
+        (:func:`_check_caller_reward`), or one that cannot be called as ``reward(batch, ctx)`` (a TRL-style function
+        not wrapped with ``sequence_reward``).
     """
-    rewards = parse_rewards(list(config.rewards)) if config.rewards else []
-    for name, fn in (extra_rewards or {}).items():
-        if name in dict(rewards):
+    given = dict(parse_rewards(list(config.rewards)) if config.rewards else [])
+    extra = dict(extra_rewards or {})
+    for name, fn in extra.items():
+        if name in given:
             raise ValueError(f"reward {name!r} given twice")
-        rewards.append((name, _caller_reward(name, fn)))
-    if not rewards:
+        _check_caller_reward(name, fn)
+        given[name] = fn
+    if not given:
         raise ValueError("no rewards to probe: pass --rewards, e.g. outcome,mc_value")
     keys = {}
-    for name, _ in rewards:  # "@" separates a reward from a loss type in probe.json's keys (gradprobe.probe_keys)
+    for name in given:  # "@" separates a reward from a loss type in probe.json's keys (gradprobe.probe_keys)
         check_reward_name(name)
         other = keys.setdefault(advantages_key(name), name)
         if other != name:  # one holds a lone surrogate, the other a backslash where the first shows it escaped
             raise ValueError(f"rewards {other!r} and {name!r} would save their advantages under one key "
                              f"({advantages_key(name)!r}) in {ALIGNMENT_SAFETENSORS}: probe them in separate runs, "
                              "or rename one's file")
+    check_distinct_rewards(list(given.items()))  # on the functions themselves, before caller_reward wraps them
+    rewards = [(name, caller_reward(fn, name) if name in extra else fn) for name, fn in given.items()]
     if config.sampling.top_p < 1 or config.sampling.top_k:
         log.warning("top_p/top_k truncate the sampler: the probe differentiates the untruncated policy at the "
                     "sampling temperature, so advantages and alignments refer to slightly different distributions")
     return rewards
 
 
-def _caller_reward(name: str, fn):
-    """``extra_rewards[name]`` checked before any compute and guarded (:func:`~gradprobe.probe.stages.caller_reward`).
+def _check_caller_reward(name: str, fn) -> None:
+    """``extra_rewards[name]`` checked before any compute (it is then guarded:
+    :func:`~gradprobe.probe.stages.caller_reward`).
 
     Raises
     ------
@@ -235,10 +294,10 @@ def _caller_reward(name: str, fn):
         raise ValueError(f"extra_rewards[{name!r}]: {problem}; wrap a TRL-style function as "
                          f"sequence_reward({getattr(fn, '__name__', 'fn')}, name={name!r}) "
                          "(gradprobe.rewards.sequence_reward)")
-    return caller_reward(fn, name)
 
 
-def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler, reference_direction=None) -> dict:
+def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler, reference_direction=None,
+               prompt_check: PromptCheck | None = None) -> dict:
     """The stages of :func:`run_probe` in order (module docstring); the order fixes every random draw."""
     torch.manual_seed(config.batch.seed)
     rewards = rewards_to_probe(config, extra_rewards)
@@ -258,7 +317,7 @@ def _run_probe(config: ProbeConfig, *, out, policy, task, extra_rewards, sampler
     if config.reference.variant.takes_path:  # fail before any generation if the file is missing or mismatched
         direction = load_direction(config.reference.variant.path(config.reference.kind), policy.model)
     samplers = probe_samplers(config, policy, sampler)
-    check_probe_prompts(config, policy, task, samplers.rollout)  # every prompt fits the context, before any rollout
+    _check_prompts(config, policy, task, samplers.rollout, prompt_check)  # every prompt fits, before any rollout
     ledger, times, say = Ledger(), StageTimes(), progress_printer(config)
 
     batch = sample_batch(config, policy, task, samplers.rollout, ledger, times)  # 1. rollouts

@@ -22,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import inspect
 import math
 import numbers
+import types
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -301,16 +303,16 @@ def register_reward(name: str, *, rollout_only: bool = False):
         generated_tokens`` is refused (:func:`gradprobe.training.budget.check_budget`), and an output of the reward
         that reports generated tokens is refused where it enters training or the probe (:func:`checked_output`);
         False (the default): the reward may generate tokens of its own, and that check skips its arms. Recorded in
-        :data:`ROLLOUT_ONLY`; registering the name again (the same function, or one of the same module and qualified
-        name: a reloaded module) sets it anew, a built-in's too (without it, the budget check no longer bounds that
-        reward's arms: :func:`gradprobe.training.budget.most_tokens_per_update` reads :data:`ROLLOUT_ONLY` for every
-        name registered here).
+        :data:`ROLLOUT_ONLY`; registering the name again (the same function, or one :func:`same_reward` takes for
+        it: of the same module and qualified name, a reloaded module) sets it anew, a built-in's too (without it, the
+        budget check no longer bounds that reward's arms: :func:`gradprobe.training.budget.most_tokens_per_update`
+        reads :data:`ROLLOUT_ONLY` for every name registered here).
 
     Raises
     ------
     ValueError
         ``name`` is empty, contains a comma, or is already registered to another function (one defined elsewhere:
-        a user's ``def outcome`` does not replace the built-in ``outcome``).
+        a user's ``def outcome`` does not replace the built-in ``outcome``; another lambda of the same module).
     TypeError
         ``name`` is not a string (``@register_reward("my_reward")``, not bare ``@register_reward``), ``rollout_only``
         is not a bool (``True`` or ``False``; not ``"no"``, 1, a numpy value), both raised before anything is
@@ -341,35 +343,148 @@ def register_reward(name: str, *, rollout_only: bool = False):
 
 def registered_elsewhere(name: str, fn) -> Reward | None:
     """The reward registered under ``name`` when ``fn`` is another function, else None (nothing registered there, or
-    ``fn`` itself: the same object, or one of the same module and qualified name, :func:`_where`).
+    ``fn`` itself: the same object, or one :func:`same_reward` takes for it).
 
     Why: a name is one reward everywhere. :func:`register_reward` refuses to give a registered name to another
     function, and the probe refuses a caller's function under one (a user's ``def outcome`` would be taken for the
     built-in ``outcome``: grpo's reference, its notes, a calibration's domain)."""
     old = REWARDS.get(name)
-    return None if old is None or old is fn or _where(old) == _where(fn) else old
+    return None if old is None or same_reward(old, fn) else old
+
+
+def same_reward(a, b) -> bool:
+    """Whether the reward functions ``a`` and ``b`` are one reward: the same object, or the same identity
+    (:func:`_where`): one of the same module and qualified name (a reloaded module), the same function wrapped again
+    (:func:`~gradprobe.rewards.sequence.sequence_reward` with the same scale, a plug-in's check), a lambda or nested
+    function running the same code on the same objects."""
+    return a is b or _where(a) == _where(b)
+
+
+def check_distinct_rewards(rewards: list[tuple[str, Reward]]) -> None:
+    """Refuse one reward given under two names in ``rewards`` (``(name, reward)`` pairs, as :func:`parse_rewards`
+    returns them): ``outcome`` and an import path naming the built-in's own function
+    (``gradprobe.rewards.outcome:outcome``), or a registered name and a plug-in wrapping its function. Why: each name
+    is probed as a reward of its own, so the one reward would be computed twice and reported as two, as a plug-in
+    function under two names would (:func:`gradprobe.rewards.plugin.load_reward_plugin` refuses that).
+
+    Raises
+    ------
+    ValueError
+        The first such pair: both names, the function, and the fix (give it once, under one name)."""
+    for i, (second, fn) in enumerate(rewards):
+        first = next((name for name, other in rewards[:i] if same_reward(other, fn)), None)
+        if first is not None:
+            raise ValueError(f"rewards {first!r} and {second!r} are one reward ({reward_origin(_wrapped(fn))}): give "
+                             f"it once, under one name (e.g. {first!r} alone); two names would probe it as two rewards")
+
+
+def _wrapped(fn):
+    """The user's function inside a reward wrapper (a sequence reward's, a plug-in's check: :func:`_where`), or
+    ``fn`` itself."""
+    while True:
+        source = getattr(fn, "sequence_source", None)
+        inner = source[0] if isinstance(source, tuple) and len(source) == 2 else getattr(fn, "native_source", None)
+        if inner is None or inner is fn:
+            return fn
+        fn = inner
 
 
 def reward_origin(fn) -> str:
     """A reward function as messages name it: ``module.qualified_name``, its ``__name__`` in place of a qualified
     name through ``<locals>`` (a wrapper made by a function: ``gradprobe.rewards.sequence.sequence_reward_brevity``);
-    its repr when it has neither (a ``functools.partial``, a callable object)."""
+    its repr when it has neither (a ``functools.partial``, a callable object). A lambda, or a sequence reward of
+    one, is followed by where it is defined (``(a lambda at line 3 of nb.py)``): lambdas share their name."""
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
     if not module or not qualname:
         return repr(fn)
-    return f"{module}.{getattr(fn, '__name__', qualname) if '<locals>' in qualname else qualname}"
+    name = getattr(fn, "__name__", qualname) if "<locals>" in qualname else qualname
+    source = getattr(fn, "sequence_source", None)
+    inner = source[0] if isinstance(source, tuple) and len(source) == 2 else fn
+    code = getattr(inner, "__code__", None)
+    place = (f" (a lambda at line {code.co_firstlineno} of {code.co_filename})"
+             if isinstance(code, types.CodeType) and getattr(inner, "__name__", None) == "<lambda>" else "")
+    return f"{module}.{name}{place}"
+
+
+class SameObject:
+    """A value equal only to another holding the very same object (``is``), hashable whatever the object (a callable
+    instance may define ``__eq__`` without ``__hash__``, or one that does not return a bool); it holds the object, so
+    its id is not reused while the value is kept. Reward identities (:func:`_where`) and the plug-in records of
+    :mod:`gradprobe.rewards.plugin` compare objects through it."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SameObject) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+_EMPTY_CELL = object()  # a closure cell not yet assigned (its contents raise ValueError)
 
 
 def _where(fn) -> tuple:
-    """Where a reward function is defined: (its module, its qualified name). A function registered again under its
-    name is the same one when these match (a reloaded module re-running its ``@register_reward``); a user's function
-    of the same name in another module (``def outcome`` in a notebook) is another reward. A
-    :func:`~gradprobe.rewards.sequence.sequence_reward` wrapper is where the function it wraps is, with its scale
-    (every wrapper has the wrapper's own module and qualified name: two wrapped functions are two rewards)."""
+    """What a reward function is, compared by :func:`same_reward` (in this process; never written anywhere):
+
+    - a function its module and qualified name import (defined at a module's top level or in a class): (its module,
+      its qualified name), so a function registered again under its name is the same one when these match (a
+      reloaded module re-running its ``@register_reward``), and a user's function of the same name in another module
+      (``def outcome`` in a notebook) is another reward;
+    - a :func:`~gradprobe.rewards.sequence.sequence_reward` wrapper: the function it wraps, with its scale (every
+      wrapper has the wrapper's own module and qualified name: two wrapped functions are two rewards); a plug-in's
+      native reward (:func:`gradprobe.rewards.plugin.checked_native`): the function it checks;
+    - a bound method: its instance (the object) and its function, so two instances' methods are two rewards;
+    - a function that no import names (a ``<`` in its qualified name: a lambda, one defined inside another function):
+      what calling it runs (:func:`_code_identity`), not its module and qualified name, which every lambda of a
+      module shares;
+    - anything else (a ``functools.partial``, a callable object): the object itself."""
     source = getattr(fn, "sequence_source", None)
     if isinstance(source, tuple) and len(source) == 2:
         return ("sequence_reward", source[1], *_where(source[0]))
-    return getattr(fn, "__module__", None), getattr(fn, "__qualname__", None) or id(fn)
+    native = getattr(fn, "native_source", None)
+    if native is not None and native is not fn:
+        return _where(native)
+    if inspect.ismethod(fn):
+        return ("method", SameObject(fn.__self__), *_where(fn.__func__))
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not isinstance(qualname, str) or not qualname:
+        return module, SameObject(fn)
+    return (module, qualname) if "<" not in qualname else _code_identity(fn, module, qualname)
+
+
+_PLAIN_VALUES = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _held(value):
+    """A value a lambda or nested function runs on, as :func:`_code_identity` compares it: a number, string, bytes or
+    None by type and value (``make(0.5)`` run again in a notebook cell holds a new float object, and is the same
+    reward; ``repr`` so that a NaN equals itself), anything else by identity (:class:`SameObject`)."""
+    return (type(value).__name__, repr(value)) if type(value) in _PLAIN_VALUES else SameObject(value)
+
+
+def _code_identity(fn, module, qualname: str) -> tuple:
+    """The identity of a function no import names (:func:`_where`): its code object, compared by value (the same
+    source at the same line, as a module reloaded or a notebook cell run again compiles it anew), and the objects it
+    runs on: its globals by identity, what its closure cells hold and its defaults as :func:`_held` compares them.
+    Two lambdas of one module are two rewards, and so are two closures one factory made over different objects
+    (``make(0.5)``, ``make(0.7)``); a lambda of a reloaded module is the one it was. A callable without code: the
+    object itself."""
+    code, scope = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
+    if not isinstance(code, types.CodeType) or not isinstance(scope, dict):
+        return module, SameObject(fn)
+    cells = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            cells.append(_held(cell.cell_contents))
+        except ValueError:  # empty
+            cells.append(SameObject(_EMPTY_CELL))
+    defaults = tuple(_held(d) for d in getattr(fn, "__defaults__", None) or ())
+    keyword = tuple((k, _held(v)) for k, v in sorted((getattr(fn, "__kwdefaults__", None) or {}).items()))
+    return module, qualname, code, SameObject(scope), tuple(cells), defaults, keyword
 
 
 def get_reward(name: str) -> Reward:
@@ -402,7 +517,7 @@ def parse_rewards(spec: str | list[str]) -> list[tuple[str, Reward]]:
     UnknownRewardError
         An unknown name.
     ValueError
-        Empty spec or a name given twice.
+        Empty spec, a name given twice, or one reward under two names (:func:`check_distinct_rewards`).
     """
     names = spec.split(",") if isinstance(spec, str) else list(spec)
     names = [n.strip() for n in names if n.strip()]
@@ -411,7 +526,9 @@ def parse_rewards(spec: str | list[str]) -> list[tuple[str, Reward]]:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ValueError(f"reward(s) given more than once: {', '.join(dup)}")
-    return [(n, get_reward(n)) for n in names]
+    rewards = [(n, get_reward(n)) for n in names]
+    check_distinct_rewards(rewards)
+    return rewards
 
 
 def broadcast_to_tokens(row_values: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:

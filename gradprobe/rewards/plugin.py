@@ -55,15 +55,15 @@ from pathlib import Path
 import torch
 
 from ..tables import shown
-from .base import REWARDS, RESOLVERS, Reward, RewardFunctionError, RewardOutput, UnknownRewardError
+from .base import REWARDS, RESOLVERS, Reward, RewardFunctionError, RewardOutput, SameObject, UnknownRewardError
 from .sequence import call_reward, one_line, sequence_reward
 
 __all__ = ["load_reward_plugin", "is_plugin_name", "checked_native", "plugin_identity"]
 
-#: (module file, attribute), and each function object (:class:`_Same`), -> the first name it was loaded under, so a
-#: second name for it is refused: ``two:f`` and ``two.py:f`` (one file), ``two.py:g`` where the file says ``g = f``
-#: or two files import one function (one object)
-_ORIGINS: dict[tuple[str, str] | _Same, str] = {}
+#: (module file, attribute), and each function object (:class:`~gradprobe.rewards.base.SameObject`), -> the first
+#: name it was loaded under, so a second name for it is refused: ``two:f`` and ``two.py:f`` (one file), ``two.py:g``
+#: where the file says ``g = f`` or two files import one function (one object)
+_ORIGINS: dict[tuple[str, str] | SameObject, str] = {}
 #: name -> {"spec", "file", "sha256", "modules"[, "package_root"]} of each reward loaded here
 #: (:func:`plugin_identity`)
 _IDENTITIES: dict[str, dict] = {}
@@ -72,23 +72,6 @@ _MODULE_SHAS: dict[str, tuple[object, str | None]] = {}
 
 _FORMS = ("MODULE:FUNCTION (a module importable from the working directory or sys.path) or "
           "path/to/file.py:FUNCTION")
-
-
-class _Same:
-    """A key of :data:`_ORIGINS` equal only to another of the same object (``is``), hashable whatever the object
-    (a callable instance may define ``__eq__`` without ``__hash__``); it holds the object, so its id is not reused
-    while the key is kept."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _Same) and other.obj is self.obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
 
 
 def is_plugin_name(name: str) -> bool:
@@ -223,7 +206,7 @@ def load_reward_plugin(spec: str) -> Reward:
     _refuse_second_name(spec, origin, fn)
     reward = sequence_reward(fn, name=spec) if _takes_completions(fn) else _native(fn, spec)
     REWARDS[spec] = reward
-    _ORIGINS[origin] = _ORIGINS[_Same(fn)] = spec
+    _ORIGINS[origin] = _ORIGINS[SameObject(fn)] = spec
     _IDENTITIES[spec] = _identity(spec, mod)
     return reward
 
@@ -240,7 +223,7 @@ def _refuse_second_name(spec: str, origin: tuple[str, str], fn) -> None:
     other = _ORIGINS.get(origin)
     where = shown(origin[0])
     if other is None:
-        other = _ORIGINS.get(_Same(fn))
+        other = _ORIGINS.get(SameObject(fn))
         code = getattr(inspect.unwrap(fn), "__code__", None)  # a callable object, a partial: none
         defined = getattr(fn, "__qualname__", None) or type(fn).__qualname__
         where = (f"the same function object: {shown(defined)}, defined in "
@@ -571,7 +554,8 @@ def checked_native(fn, name: str) -> Reward:
         Calls ``fn(batch, ctx)`` and returns its :class:`~gradprobe.rewards.base.RewardOutput` once its type and
         shapes are checked; its ``stats`` (:func:`~gradprobe.rewards.output.writable_stats`) and the detach of its
         ``advantages`` from any autograd graph are :func:`~gradprobe.rewards.base.checked_output`'s, where every
-        reward's output enters the probe and training.
+        reward's output enters the probe and training. Its ``native_source`` is ``fn``: the same reward as ``fn``
+        (:func:`gradprobe.rewards.base.same_reward`), so ``fn`` registered under another name is refused beside it.
 
     Raises
     ------
@@ -600,6 +584,7 @@ def checked_native(fn, name: str) -> Reward:
                                           f"(N = B * G completions x T completion tokens): {form}")
         return out  # its stats and the detach: checked_output, where every reward's output enters
 
+    reward.native_source = fn  # what it checks: the reward's identity (gradprobe.rewards.base._where)
     return reward
 
 
