@@ -11,6 +11,12 @@ does not fit by its data file's line (or its id and place in the set), with its 
 ``gradprobe train`` and ``gradprobe study`` check their pool and held-out set
 (:func:`gradprobe.training.preflight.check_run_prompt_lengths`), the probe its batch and held-out prompts
 (:func:`gradprobe.probe.prompt_lengths.check_probe_prompts`).
+
+A guided arm (:mod:`gradprobe.rollout.guided`) also samples each problem of its pool from the hinted prompt, the
+question plus a prefix of its reference solution, which is longer: :func:`hinted_questions` gives those prompts'
+questions (the guided rollouts' own, :func:`~gradprobe.rollout.guidance.hint_text` and
+:func:`~gradprobe.rollout.guidance.hinted_question`), and :func:`check_prompt_lengths` checks them by the same rule,
+naming the data line, when ``questions`` and ``hinted`` are given.
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ from typing import Sequence
 from ..tasks.base import data_row, prompt_place
 from ..tasks.prompts import encode_prompts
 from .base import MODEL_CONTEXT, context_limit, exceeds_context, prompt_too_long
+from .guidance import GuidanceConfig, GuidanceError, hint_text, hinted_question
 
-__all__ = ["check_prompt_lengths", "sampler_context_limit"]
+__all__ = ["check_prompt_lengths", "hinted_questions", "sampler_context_limit"]
 
 
 def sampler_context_limit(sampler, model) -> tuple[int | None, str]:
@@ -35,8 +42,43 @@ def sampler_context_limit(sampler, model) -> tuple[int | None, str]:
     return context_limit(model.config), MODEL_CONTEXT
 
 
+def hinted_questions(problems: Sequence, kind: str, guidance: GuidanceConfig, task=None) -> list:
+    """The question each problem's guided rollouts are sampled from (:func:`~gradprobe.rollout.guidance
+    .hinted_question` with :func:`~gradprobe.rollout.guidance.hint_text`, as
+    :func:`gradprobe.rollout.guided.collect_guided_rollouts` builds it), or None where there is no hinted prompt to
+    check: an empty hint (the guided prompt is the plain one, checked already), or no hint at all (no reference
+    solution, a conversational prompt without a user message: :func:`gradprobe.training.preflight.check_run_guidance`
+    refuses those, naming the fix).
+
+    Parameters
+    ----------
+    problems : sequence of Problem, length M
+        The pool a guided arm draws from.
+    kind : str
+        The task kind (:func:`~gradprobe.rollout.guidance.task_kind` of ``[task] name``).
+    guidance : GuidanceConfig
+        The arm's settings (``prefix`` sets the hint's length).
+    task : Task, optional
+        Its ``reference_solution``, when it has one.
+
+    Returns
+    -------
+    list, length M
+        A hinted question (str or PromptText) or None per problem.
+    """
+    out = []
+    for p in problems:
+        try:
+            hint = hint_text(p, kind, guidance, task)
+            out.append(hinted_question(p.question, hint) if hint else None)
+        except GuidanceError:
+            out.append(None)
+    return out
+
+
 def check_prompt_lengths(tokenizer, problems: Sequence, *, max_new_tokens: int, limit: int | None,
-                         what: str = MODEL_CONTEXT, role: str = "prompt pool", when: str = "") -> None:
+                         what: str = MODEL_CONTEXT, role: str = "prompt pool", when: str = "",
+                         questions: Sequence | None = None, hinted: str = "") -> None:
     """Encode every problem's prompt and refuse the set if one does not fit the context with ``max_new_tokens``.
 
     Parameters
@@ -58,28 +100,38 @@ def check_prompt_lengths(tokenizer, problems: Sequence, *, max_new_tokens: int, 
     when : str
         Said in the message after the count: what the refusal came before (``"checked before update 0; nothing
         was sampled"``).
+    questions : sequence, length M, optional
+        The question each problem is sampled from, in place of its own (``Problem.question``): a guided arm's
+        hinted questions (:func:`hinted_questions`); None entries are not checked (nor counted).
+    hinted : str
+        With ``questions``: what gave them, said after the prompt's name (``"[arms.NAME] guidance (prefix 0.5)"``);
+        the message then speaks of hinted prompts and names a shorter hint as a fix too.
 
     Raises
     ------
     gradprobe.rollout.PromptTooLongError
         (a ValueError) A prompt whose length plus ``max_new_tokens`` passes ``limit``
         (:func:`~gradprobe.rollout.base.exceeds_context`, the samplers' rule): names the first such prompt in data
-        order (its file line, or id and index), its length, the limit, the fix, how many of the set do not fit.
+        order (its file line, or id and index in ``problems``), its length, the limit, the fix, how many of the
+        set do not fit.
     ValueError
         A prompt the tokenizer cannot render (:func:`gradprobe.tasks.prompts.format_prompt`).
     """
-    ids = encode_prompts(tokenizer, [p.question for p in problems])
-    long = [i for i, p in enumerate(ids) if exceeds_context(len(p), max_new_tokens, limit)]
+    texts = [p.question for p in problems] if questions is None else list(questions)
+    checked = [i for i, q in enumerate(texts) if q is not None]
+    ids = dict(zip(checked, encode_prompts(tokenizer, [texts[i] for i in checked])))
+    long = [i for i in checked if exceeds_context(len(ids[i]), max_new_tokens, limit)]
     if not long:
         return
     i = min(long, key=lambda k: (data_row(problems[k]), k))
-    n = len(problems)
-    count = (f"It is the only prompt of the {role}'s {n} that does not fit" if len(long) == 1 else
-             f"{len(long)} of the {role}'s {n} prompts do not fit")
+    n, noun = len(checked), "hinted prompt" if hinted else "prompt"
+    count = (f"It is the only {noun} of the {role}'s {n} that does not fit" if len(long) == 1 else
+             f"{len(long)} of the {role}'s {n} {noun}s do not fit")
+    shorter = f"; a smaller prefix in {hinted} gives shorter hints" if hinted else ""
     raise prompt_too_long(i, n, len(ids[i]), max_new_tokens, limit, what,
-                          name=f"{_place(problems[i], i, n)} of the {role}",
-                          note=f" {count}{'; ' + when if when else ''}.")
-
+                          name=f"{_place(problems[i], i, len(problems))} of the {role}"
+                               + (f", with its hint from {hinted}," if hinted else ""),
+                          note=f" {count}{shorter}{'; ' + when if when else ''}.")
 
 
 def _place(problem, index: int, total: int) -> str:

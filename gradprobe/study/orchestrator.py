@@ -105,6 +105,7 @@ class _Options:
     analyze: bool
     report_to: str
     progress: bool = True
+    lengths_checked: str | None = None  # the plan sha256 whose prompt lengths the study checked (_lengths_checked)
 
 
 def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local", workers: int | None = None,
@@ -180,7 +181,18 @@ def run_study(plan_path: str | Path, out: str | Path, *, executor: str = "local"
         say = say or (lambda m: print(f"[study] {m}", file=sys.stderr, flush=True))
         return _locked_run(plan, plan_path, out, restart, reuse_from, say,
                            _Options(executor, workers, ray_address, probe, probe_overrides, analyze, report_to,
-                                    progress))
+                                    progress, _lengths_checked(plan, check, executor)))
+
+
+def _lengths_checked(plan: Plan, check: bool, executor: str) -> str | None:
+    """The sha256 of ``plan`` when this invocation's preflight (``check``: :func:`.preflight.check_plan_inputs`)
+    checked every prompt of its runs' training pool and held-out set against the model's context, and the runs read
+    the same files as that check did: a ``local`` or ``inline`` run, on this machine from this working directory.
+    Each training task carries it (``prompt_lengths_checked``), and a run of that plan does not check the lengths
+    again (:func:`gradprobe.training.run.run_training`). None, and every run checks its own: without ``check`` (a
+    replicate checked its plan itself, a study run with ``check=False``), or on Ray, whose tasks may run on another
+    machine, with its own copies of the data and model files and its own working directory."""
+    return plan.sha256 if check and executor in ("local", "inline") else None
 
 
 def _locked_run(plan: Plan, plan_path, out, restart: bool, reuse_from, say, opts: _Options) -> StudyResult:
@@ -301,6 +313,8 @@ def _run_tasks(plan: Plan, study: dict, out: Path, opts: _Options, say, invocati
         tasks.insert(0, probe_task)
     for task in tasks:
         task["progress"] = opts.progress
+        if task["kind"] == "train" and opts.lengths_checked is not None:
+            task["prompt_lengths_checked"] = opts.lengths_checked  # the plan whose lengths the preflight checked
     study["runs"] = [entries[r] for r in plan.runs()]
     _save_study(out, study, say, invocation)
     if result.skipped:

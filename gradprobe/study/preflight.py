@@ -19,7 +19,8 @@ do, in the study process, before anything is written into ``--out``:
   yields one training and one held-out problem for the plan's data seed, and the tokenizer
   encodes the training problem's prompt (:func:`gradprobe.tasks.encode_prompt`);
 * every prompt of the runs' training pool and held-out set fits the model's context with ``[sampling]
-  max_new_tokens`` (encoded as the rollouts encode it; the limit read from the model's config):
+  max_new_tokens`` (encoded as the rollouts encode it; the limit read from the model's config), and so does each
+  guided arm's hinted prompt of the pool (question plus hint):
   :func:`gradprobe.training.preflight.check_run_prompt_lengths`, which ``gradprobe train`` runs too;
 * an arm with ``guidance``: every problem of the training pool has a reference solution and the
   hint reaches the model's prompt (a chat template that keeps only part of the user message would
@@ -309,7 +310,8 @@ def _check_prompt_lengths(plan, tokenizer, task, pool: list) -> None:
     """Every prompt of the runs' training pool and held-out set fits the model's context with ``[sampling]
     max_new_tokens`` (:func:`gradprobe.training.preflight.check_run_prompt_lengths`, the check ``gradprobe train``
     makes; the limit read from the model's config, :func:`gradprobe.training.loading.load_run_context_limit`), once
-    for the study: every run has the same pool, held-out set and sampling."""
+    for the study: every run has the same pool, held-out set and sampling. The pool's hinted prompts are checked too
+    for the arms with ``guidance`` (only theirs are resolved; arms whose hints are alike once)."""
     from ..rollout import PromptTooLongError
     from ..training.loading import load_run_context_limit
     from ..training.preflight import check_run_prompt_lengths
@@ -322,7 +324,8 @@ def _check_prompt_lengths(plan, tokenizer, task, pool: list) -> None:
                          f"({type(e).__name__}: {e})", "lower [heldout] prompts or give the task more rows") from None
     try:
         check_run_prompt_lengths(plan.sampling.max_new_tokens, tokenizer, pool, heldout,
-                                 limit=load_run_context_limit(plan.model))
+                                 limit=load_run_context_limit(plan.model), task=task,
+                                 runs=[plan.arm(name) for name, arm in plan.arms.items() if arm.guidance])
     except PromptTooLongError as e:  # names the prompt, its line, the limit and the fix
         raise PreflightError(f"{key}: {e} (checked before the study folder was written; nothing was)") from None
 
@@ -410,8 +413,9 @@ def check_plan_inputs(plan, *, executor: str = "local", out=None) -> PreflightRe
     PreflightError
         The model does not resolve, a model folder lacks a file or holds a damaged one (a cut config.json or
         model.safetensors: named, with the fix), its tokenizer does not load, the CUDA device is missing, or
-        the task cannot be built or yields no problem, a prompt of the training pool or held-out set does not fit
-        the model's context with ``[sampling] max_new_tokens`` (named by its data file's line), or a guided arm
+        the task cannot be built or yields no problem, a prompt of the training pool or held-out set (or a guided
+        arm's hinted prompt of the pool) does not fit the model's context with ``[sampling] max_new_tokens`` (named
+        by its data file's line), or a guided arm
         cannot run (a pool problem
         without a reference solution, a prompt format that drops the hint); the message names the
         plan key (``[model] name``, ``[model] device``, ``[task] name``, ``[task.config]``,

@@ -137,7 +137,11 @@ def execute_task(task: dict) -> dict:
 
     ``task``: ``{"kind": "train", "plan": PATH, "arm", "seed", "out": RUN_DIR}`` or
     ``{"kind": "probe", "plan": PATH, "out": PROBE_DIR, "settings": {...}}``; ``"progress": False`` in either hides
-    the libraries' progress bars while it runs (:func:`library_bars`). Returns
+    the libraries' progress bars while it runs (:func:`library_bars`); ``"prompt_lengths_checked": SHA256`` in a
+    training task: the study's preflight checked the prompt lengths of the plan of that sha256 (the study's
+    ``_lengths_checked``), so a run of that plan does not check them again
+    (:func:`gradprobe.training.run.run_training`'s ``prompt_lengths_checked``; absent, or another plan's: the run
+    checks them). Returns
     ``{"kind", "arm", "seed", "status": "done"|"failed", "error", "seconds", ...}`` (``seconds``:
     wall-clock seconds of the task; a failed task also ``resume_fix``, the error's own fix that lets the same command
     resume the run, or None: :class:`~gradprobe.training.errors.RunConfigMismatchError`; a failed training run also
@@ -158,7 +162,8 @@ def execute_task(task: dict) -> dict:
         with library_bars(task.get("progress", True) is not False):
             if task["kind"] == "train":
                 res.update(_train(plan, task["arm"], int(task["seed"]), out, task.get("log", True),
-                                  task.get("report_to", "none")))
+                                  task.get("report_to", "none"),
+                                  task.get("prompt_lengths_checked") == plan.sha256))
             elif task["kind"] == "probe":
                 res.update(_probe(plan, out, task.get("settings") or {}))
             else:
@@ -179,8 +184,10 @@ def execute_task(task: dict) -> dict:
     return res
 
 
-def _train(plan: Plan, arm: str, seed: int, out: Path, log: bool, report_to: str = "none") -> dict:
-    """Train (or resume) one run in ``out``, its progress and warnings in ``out/train.log`` when ``log``."""
+def _train(plan: Plan, arm: str, seed: int, out: Path, log: bool, report_to: str = "none",
+           lengths_checked: bool = False) -> dict:
+    """Train (or resume) one run in ``out``, its progress and warnings in ``out/train.log`` when ``log``;
+    ``lengths_checked``: the study checked the prompt lengths (the run does not check them again)."""
     from ..training.run import run_training  # torch: see the module docstring
 
     run = plan.arm(arm, seed=seed)
@@ -189,7 +196,8 @@ def _train(plan: Plan, arm: str, seed: int, out: Path, log: bool, report_to: str
         ctx = contextlib.redirect_stderr(f) if f is not None else contextlib.nullcontext()
         with ctx:
             summary = run_training(run, out, progress=f is not None, report_to=report_to,
-                                   tracking_dir=out.parents[2] / "tb" / arm / f"seed{seed}")  # STUDY/tb/<arm>/seed<N>
+                                   tracking_dir=out.parents[2] / "tb" / arm / f"seed{seed}",  # STUDY/tb/<arm>/seed<N>
+                                   prompt_lengths_checked=lengths_checked)
     return {"updates": summary.get("updates"), "final_accuracy": summary.get("final_greedy_accuracy")}
 
 

@@ -129,7 +129,8 @@ def _check_existing(out: Path, run: RunConfig) -> dict | None:
 
 
 def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, progress: bool = False,
-                 after_update=None, report_to: str = "none", tracking_dir: str | Path | None = None) -> dict:
+                 after_update=None, report_to: str = "none", tracking_dir: str | Path | None = None,
+                 prompt_lengths_checked: bool = False) -> dict:
     """Train one run until its budget is spent, resuming from DIR's checkpoint if there is one.
 
     Parameters
@@ -149,6 +150,10 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
         Also send every ``metrics.jsonl`` line to this tracker (:mod:`gradprobe.tracking`; checked first).
     tracking_dir : path, optional
         The tracker's folder (default ``DIR/tb``; a study passes ``STUDY/tb/<arm>/seed<N>``).
+    prompt_lengths_checked : bool
+        True only when the caller checked this run's pool and held-out prompt lengths on the same plan and files (a
+        study's preflight, :func:`gradprobe.study.preflight.check_plan_inputs`): not checked again (the reward, mc
+        and guidance checks are made either way, :func:`_preflight`). Default False: checked (``gradprobe train``).
 
     Returns
     -------
@@ -191,15 +196,10 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     require_tracker(report_to)  # a missing tracker fails before anything is written or loaded
     out = Path(out)
     refuse_other_output(out)  # another command's folder (a probe, a study): refused before anything is loaded
-    done = _check_existing(out, run) if out.is_dir() else None  # a completed run: nothing to check or load
-    if done is not None:
+    if out.is_dir() and (done := _check_existing(out, run)) is not None:  # a completed run: nothing to check or load
         return done
-    data = task_data_identity(run.task.name)  # the task's data files and sha256s ({}: read from no file)
-    check_task_data(out, run.task.name, data)  # a resume on edited data: refused before anything is loaded
-    weights = _initial_weights(run, policy)  # what the initial policy (kl_init's frozen copy) is loaded from
-    check_model_weights(out, str(run.model.name), weights)  # other weights than the run started from: refused
-    task = _preflight(run, out, policy=policy, task=task)  # refused before the folder is created
-    identity = _checked_reward_identity(run, out)  # a resume whose plug-in reward is other code: refused here
+    task, identity, data, weights = _checked_inputs(run, out, policy=policy, task=task,
+                                                    lengths_checked=prompt_lengths_checked)
     out = prepare_output_dir(out)
     s = _open_session(run, out, policy=policy, task=task, progress=progress)
     resumed = _resume_or_start(s, identity, data, weights)
@@ -208,6 +208,19 @@ def run_training(run: RunConfig, out: str | Path, *, policy=None, task=None, pro
     s.metrics = MetricsFile(out / METRICS_JSONL, s.state.metrics_bytes, tracker=tracker)  # closes the tracker too
     s.items = MetricsFile(out / EVAL_ITEMS_JSONL, s.state.items_bytes)
     return _train_recorded(s, after_update)
+
+
+def _checked_inputs(run: RunConfig, out: Path, *, policy, task, lengths_checked: bool) -> tuple:
+    """:func:`run_training`'s checks of a run's inputs, before ``out`` is created: the task's data and the initial
+    weights against a resumed run's records, :func:`_preflight`, then the plug-in reward's code against the record.
+    Returns ``(task, reward identity, task data identity, weights identity)``; raises as :func:`run_training` says."""
+    data = task_data_identity(run.task.name)  # the task's data files and sha256s ({}: read from no file)
+    check_task_data(out, run.task.name, data)  # a resume on edited data: refused before anything is loaded
+    weights = _initial_weights(run, policy)  # what the initial policy (kl_init's frozen copy) is loaded from
+    check_model_weights(out, str(run.model.name), weights)  # other weights than the run started from: refused
+    task = _preflight(run, out, policy=policy, task=task, lengths_checked=lengths_checked)  # before out is made
+    identity = _checked_reward_identity(run, out)  # a resume whose plug-in reward is other code: refused here
+    return task, identity, data, weights
 
 
 def _train_recorded(s: RunSession, after_update) -> dict:
@@ -250,13 +263,15 @@ def _checked_reward_identity(run: RunConfig, out: Path) -> dict | None:
     return identity
 
 
-def _preflight(run: RunConfig, out: Path, *, policy, task):
+def _preflight(run: RunConfig, out: Path, *, policy, task, lengths_checked: bool = False):
     """The checks of :mod:`gradprobe.training.preflight` (every prompt of the training pool and held-out set fits
     the model's context with ``[sampling] max_new_tokens``; a guided arm's reference solutions and prompt format),
     on the tokenizer and the model's config alone, before ``out`` is created (and the ``mc`` settings' range,
     :func:`~gradprobe.training.plan_checks.check_mc`); returns the task it built (or ``task``), for the run to
     reuse. Its reward is resolved first (a reward by import path is imported here, so a bad module stops the run
-    before ``out``)."""
+    before ``out``). ``lengths_checked`` (:func:`run_training`'s ``prompt_lengths_checked``): the prompt lengths
+    were checked by the caller, so they are not checked here, and a run without guidance loads no tokenizer or
+    config and builds no pool here."""
     check_mc(run.mc, f"arms.{run.arm}.mc")  # the plan's rule (a RunConfig built in code skips load_plan)
     try:
         get_reward(run.reward)
@@ -265,13 +280,17 @@ def _preflight(run: RunConfig, out: Path, *, policy, task):
         raise PlanError(f"arms.{run.arm}.reward: {e} (checked before the run folder {str(out)!r} was written; "
                         "nothing was)") from None
     task = task or load_run_task(run.task)
+    if lengths_checked and not run.guidance:
+        return task  # the tokenizer and the pool were needed for the length check alone
     tokenizer = policy.tokenizer if policy is not None else load_run_tokenizer(run.model)
     pool = training_pool(task, run.task, run.heldout)  # the run's pool, as _open_session
-    heldout = task.problems("heldout", run.heldout.prompts, seed=run.heldout.seed)  # its held-out set, as there
-    limit = context_limit(policy.model.config) if policy is not None else load_run_context_limit(run.model)
-    check_run_prompt_lengths(run.sampling.max_new_tokens, tokenizer, pool, heldout, limit=limit,
-                             when=f"checked before update 0 and before the run folder {str(out)!r} was written; "
-                                  "nothing was")
+    if not lengths_checked:
+        heldout = task.problems("heldout", run.heldout.prompts, seed=run.heldout.seed)  # its held-out set, as there
+        limit = context_limit(policy.model.config) if policy is not None else load_run_context_limit(run.model)
+        check_run_prompt_lengths(run.sampling.max_new_tokens, tokenizer, pool, heldout, limit=limit,
+                                 runs=[run], task=task,
+                                 when=f"checked before update 0 and before the run folder {str(out)!r} was "
+                                      "written; nothing was")
     if not run.guidance:
         return task
     try:
