@@ -207,9 +207,10 @@ def difficulty_eval(args) -> int:
 
 def _small_eval_note(result: dict, n_eval: int) -> str:
     """The note of an eval set under :data:`SMALL_EVAL_PROMPTS` prompts, with the widths of the posterior's
-    intervals (the sampling error at this size, in numbers)."""
+    intervals (the sampling error at this size, in numbers; "no interval" where the bootstrap gives none, its
+    reason in the notes: :func:`gradprobe.difficulty.metrics.bootstrap_metrics`)."""
     head, level = result["estimators"]["posterior"], result["bootstrap"]["level"]
-    widths = ", ".join(f"{name} {'undefined' if iv is None else f'{iv[1] - iv[0]:.2f}'}" for name, iv in
+    widths = ", ".join(f"{name} {'no interval' if iv is None else f'{iv[1] - iv[0]:.2f}'}" for name, iv in
                        (("Brier", head["brier_interval"]), ("AUC", head["auc_interval"]),
                         ("rho", head["spearman_rho_interval"])))
     return (f"only {n_eval} eval prompts: the posterior's {level:.0%} bootstrap intervals are this wide: {widths}; "

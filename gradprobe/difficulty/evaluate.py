@@ -24,7 +24,11 @@ Metrics (each over the eval half's target outcomes; formulas and sources in
 :mod:`gradprobe.difficulty.metrics`): ``brier``, ``auc``, ``spearman_rho``, each with its 90% interval from a
 seeded percentile bootstrap over the eval prompts (``brier_interval``...; :func:`~gradprobe.difficulty.metrics.
 bootstrap_metrics`), ``reliability`` (10 bins) and ``flat_auc`` (can p_i tell a flat, zero-advantage group of G
-completions before rollout?) with its intervals from the same resamples (``flat_auc_interval``).
+completions before rollout?) with its intervals from the same resamples (``flat_auc_interval``). Every interval
+contains its score; it is None, its reason in ``brier_interval_reason``... and, for the posterior, in ``notes``,
+where the bootstrap cannot measure the sampling error: fewer than 2 eval prompts with a target, or every resample
+giving the same score (no spread: a width of 0 would read as precision; the rule of
+:func:`~gradprobe.difficulty.metrics.bootstrap_metrics`).
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ __all__ = ["ESTIMATORS", "BASELINES", "sample_outcomes", "split_halves", "brier_
            "spearman_rho", "reliability_bins", "binary_auc", "flat_group_outcomes", "flat_group_auc",
            "evaluate_estimator", "prompt_groups", "plot_reliability"]
 
+
+#: The scores of every estimator that carry an interval (``brier_interval``...).
+SCORES = ("brier", "auc", "spearman_rho")
 
 #: G of :func:`flat_group_auc` when not given (a plan's default ``[train] group``), capped at the target size.
 DEFAULT_GROUP_SIZE = 8
@@ -241,8 +248,8 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     -------
     dict
         ``estimators`` and ``baselines``: name -> {brier, auc, spearman_rho, each with its ``*_interval`` [lo, hi]
-        (None where too few resamples define it), ``undefined_resamples``, mean_p, reliability, flat_auc
-        (:func:`flat_group_auc`), ``flat_auc_interval`` {kind: [lo, hi] or None}, ``flat_auc_interval_reason``};
+        or None and ``*_interval_reason`` (why None: module docstring), ``undefined_resamples``, mean_p, reliability,
+        flat_auc (:func:`flat_group_auc`), ``flat_auc_interval`` {kind: [lo, hi] or None} and its ``_reason``};
         ``bootstrap`` (``resamples``, ``level``, ``seed``, ``unit``, ``method``);
         ``split`` (prompt counts), ``pool_mean_success`` (fit half), ``eval_target_success``,
         ``model_degenerate``, ``flat_group_size`` (G), ``notes`` (why a metric is None).
@@ -293,10 +300,9 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
 
 def _scores(p, target, group_size: int, resamples: int, level: float, seed: int) -> dict:
     """One estimator's scores of :func:`evaluate_estimator` (its Returns), p (M_ev,) against target (M_ev, K)."""
-    e = np.array([success_rate(r) if success_rate(r) is not None else math.nan for r in target])
     boot = bootstrap_metrics(p, target, resamples=resamples, level=level, seed=seed, group_size=group_size)
-    return {"brier": brier_score(p, target), "auc": auc_score(p, target), "spearman_rho": spearman_rho(p, e),
-            **{f"{k}_interval": boot[k] for k in ("brier", "auc", "spearman_rho")},
+    return {**boot["point"],  # brier_score, auc_score and spearman_rho, scored once with the intervals
+            **{f"{k}_interval": boot[k] for k in SCORES}, **{f"{k}_interval_reason": boot["reason"][k] for k in SCORES},
             "undefined_resamples": boot["undefined"], "mean_p": float(np.mean(p)),
             "reliability": reliability_bins(p, target), "flat_auc": boot["flat_auc_point"],  # flat_group_auc's
             "flat_auc_interval": boot["flat_auc"], "flat_auc_interval_reason": boot["flat_auc_reason"]}
@@ -386,7 +392,21 @@ def _notes(target, head: dict, group_size: int, caught) -> list[str]:
         elif flat_reasons[kind] is not None:
             notes.append(f"flat-group AUC interval ({kind.replace('_', '-')}, groups of {group_size}) is None: "
                          f"{flat_reasons[kind]}")
+    notes.extend(_interval_notes(head))
     if caught:
         notes.append(f"logistic model not fitted: {caught[0].message}")
     notes.append("pool_mean is constant across prompts: its AUC is 0.5 and its Spearman rho undefined by construction")
     return notes
+
+
+def _interval_notes(head: dict) -> list[str]:
+    """The notes of the posterior's Brier, AUC and rho intervals that are None while the score is not (no spread,
+    too few eval prompts: :func:`~gradprobe.difficulty.metrics.bootstrap_metrics`), one per reason (an undefined
+    score has its own note)."""
+    names = {"brier": "Brier", "auc": "AUC", "spearman_rho": "Spearman rho"}
+    by_reason: dict = {}
+    for key in SCORES:
+        if head[key] is not None and head[f"{key}_interval"] is None:
+            by_reason.setdefault(head[f"{key}_interval_reason"], []).append(names[key])
+    return [f"the posterior's {' and '.join(scores)} interval{'s' if len(scores) > 1 else ''} "
+            f"{'are' if len(scores) > 1 else 'is'} None: {reason}" for reason, scores in by_reason.items()]

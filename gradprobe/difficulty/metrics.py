@@ -14,7 +14,20 @@ Metrics (each over the eval half's target outcomes):
                   per non-empty bin (the data of the reliability diagram, Murphy & Winkler 1977);
 ``*_interval``    [lo, hi] of brier, auc and spearman_rho, and ``flat_auc_interval`` {all_correct, all_wrong,
                   flat: [lo, hi]} of flat_auc: a seeded percentile bootstrap over the eval prompts, the same
-                  resamples for every score (:func:`bootstrap_metrics`);
+                  resamples for every score (:func:`bootstrap_metrics`). None, with its reason, where the
+                  bootstrap cannot measure the score's sampling error (the rule of the flat-group AUCs
+                  extended to every score): the score is undefined; fewer than :data:`MIN_INTERVAL_PROMPTS`
+                  eval prompts have a target outcome (one prompt is drawn alone in every resample); fewer than
+                  half the resamples define the score; or every resample gives the same score up to rounding
+                  (relative spread at most :data:`NO_SPREAD`: the prompts do not differ in it, e.g. copies of
+                  one prompt), where a width of 0 would read as a precision the data do not give. The one
+                  exception is the AUC of a prediction constant over the prompts: 0.5 by construction on
+                  every sample, so its [0.5, 0.5] is exact. Every interval given contains its score: an end
+                  the score lies beyond is moved to it. The score is computed by scikit-learn or scipy on the
+                  arrays and the resamples from counts, so a resample equal to the sample can differ from it
+                  by an ulp, and a skewed bootstrap can put more than (1 - level) / 2 of its resamples on one
+                  side of the score; the percentile interval then excludes its own estimate, and widening it
+                  to the estimate can only raise its coverage;
 ``flat_auc``      can p_i tell a *flat* (zero-variance, zero-advantage) group before rollout, the
                   question a pre-rollout filter such as GRESO (Zheng et al. 2025, arXiv 2506.02177)
                   answers from history? Each eval prompt's target outcomes are cut into consecutive
@@ -34,11 +47,18 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["brier_score", "auc_score", "binary_auc", "flat_group_outcomes", "flat_group_auc", "spearman_rho",
-           "reliability_bins", "success_rate", "bootstrap_metrics", "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_LEVEL"]
+           "reliability_bins", "success_rate", "bootstrap_metrics", "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_LEVEL",
+           "MIN_INTERVAL_PROMPTS"]
 
 #: Resamples and coverage of :func:`bootstrap_metrics` (``difficulty-eval``'s defaults).
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_LEVEL = 0.90
+#: Eval prompts with a target outcome below which :func:`bootstrap_metrics` gives no interval: one prompt is drawn
+#: alone in every resample, so the resamples cannot vary with the sample of prompts.
+MIN_INTERVAL_PROMPTS = 2
+#: Relative spread (max - min over max(1, |value|)) of the resampled scores at or below which they count as all
+#: equal: a few float64 ulps of rounding, far below any sampling error.
+NO_SPREAD = 1e-12
 
 
 def _flatten(p, y):
@@ -271,16 +291,21 @@ def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: floa
     group_size : int, optional
         G in [1, K] of :func:`flat_group_auc`; None (default): no flat-group intervals.
 
+    An interval is None, with its reason, where the bootstrap cannot measure the score's sampling error, and every
+    interval given contains its score (the rule, and why, in the module docstring, ``*_interval``).
+
     Returns
     -------
     dict
-        ``brier``, ``auc``, ``spearman_rho``: each [lo, hi] (None when fewer than half the resamples define the
-        score: one class of outcome, a constant prediction), and ``undefined``: {score: resamples where it was not}.
-        With ``group_size``, also ``flat_auc``: {``all_correct``, ``all_wrong``, ``flat``: [lo, hi] or None, by the
-        same rule}, ``flat_auc_reason``: {kind: None, or why the interval is None: the point AUC's own
-        :func:`binary_auc` reason (e.g. one class only) when it is undefined, else how many resamples left it
-        undefined}, ``undefined["flat_auc"]``: {kind: resamples where it was not defined}, and ``flat_auc_point``:
-        :func:`flat_group_auc` of ``p`` and ``y`` (the point AUCs, scored once for their reasons and the intervals).
+        ``brier``, ``auc``, ``spearman_rho``: each [lo, hi] or None (the rule above); ``reason``: {score: None, or
+        why its interval is None}; ``point``: {score: :func:`brier_score`, :func:`auc_score`, :func:`spearman_rho` of
+        ``p`` and ``y`` (rho against each prompt's :func:`success_rate`), None where undefined}; ``undefined``:
+        {score: resamples where it was not defined}. With ``group_size``, also ``flat_auc``: {``all_correct``,
+        ``all_wrong``, ``flat``: [lo, hi] or None, by the same rule}, ``flat_auc_reason``: {kind: None, or why the
+        interval is None: the point AUC's own :func:`binary_auc` reason (e.g. one class only) when it is undefined,
+        else the rule's}, ``undefined["flat_auc"]``: {kind: resamples where it was not defined}, and
+        ``flat_auc_point``: :func:`flat_group_auc` of ``p`` and ``y`` (the point AUCs, scored once for their reasons
+        and the intervals).
 
     Raises
     ------
@@ -293,6 +318,23 @@ def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: floa
         raise ValueError(f"bootstrap_metrics: need resamples >= 1, level in (0, 1) and y of shape (M, K) for M = "
                          f"{len(p)} predictions; got {resamples}, {level} and {y.shape}")
     point, groups = (None, None) if group_size is None else _flat_groups(p, y, group_size)
+    got, flat = _resampled(p, y, groups, resamples, seed)
+    rule = _Rule(resamples, level, int(np.isfinite(y).any(axis=1).sum()), bool(p.size == 0 or np.ptp(p) == 0))
+    out = {"undefined": {}, "reason": {}, "point": _point_scores(p, y)}
+    for name, parts in got.items():
+        out[name], out["undefined"][name], out["reason"][name] = rule.interval(
+            np.concatenate(parts), out["point"][name], _LABELS[name], *_UNDEFINED[name], by_construction=name == "auc")
+    if groups is not None:
+        out["flat_auc"], out["flat_auc_reason"], out["undefined"]["flat_auc"] = _flat_intervals(groups, flat, rule,
+                                                                                                 point)
+        out["flat_auc_point"] = point
+    return out
+
+
+def _resampled(p: np.ndarray, y: np.ndarray, groups: dict | None, resamples: int, seed: int) -> tuple[dict, dict]:
+    """({score: list of arrays}, {flat kind: list of arrays}): each score of :func:`bootstrap_metrics`'s ``resamples``
+    resamples, seeded by ``seed``, drawn in blocks of at most ~4M prompt counts; the flat-group AUCs only with
+    ``groups`` (:func:`_flat_groups`)."""
     rng = np.random.default_rng([seed, 0xB007])
     block = max(1, 4_000_000 // max(len(p), 1))  # resamples per block: at most ~4M counts in memory
     got = {"brier": [], "auc": [], "spearman_rho": []}
@@ -306,39 +348,77 @@ def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: floa
         if groups is not None:
             for kind, values in _resampled_flat_aucs(groups, w.astype(np.float64)).items():
                 flat[kind].append(values)
-    out = {"undefined": {}}
-    for name, parts in got.items():
-        out[name], out["undefined"][name] = _percentile(np.concatenate(parts), resamples, level)
-    if groups is not None:
-        out["flat_auc"], out["flat_auc_reason"], out["undefined"]["flat_auc"] = _flat_intervals(groups, flat,
-                                                                                                 resamples, level)
-        out["flat_auc_point"] = point
-    return out
+    return got, flat
 
 
-def _flat_intervals(groups: dict, flat: dict, resamples: int, level: float) -> tuple[dict, dict, dict]:
+def _point_scores(p: np.ndarray, y: np.ndarray) -> dict:
+    """:func:`bootstrap_metrics`'s ``point``: the Brier score, AUC and Spearman rho (against each prompt's
+    :func:`success_rate`, NaN where it has no finite outcome) of ``p`` (M,) and ``y`` (M, K)."""
+    e = np.array([np.nan if success_rate(r) is None else success_rate(r) for r in y])
+    return {"brier": brier_score(p, y), "auc": auc_score(p, y), "spearman_rho": spearman_rho(p, e)}
+
+
+#: Each score's name in a reason.
+_LABELS = {"brier": "Brier score", "auc": "AUC", "spearman_rho": "Spearman rho"}
+#: Each score's (reason of an undefined score, why a resample leaves it undefined).
+_UNDEFINED = {
+    "brier": ("the Brier score is undefined: no prompt has a finite outcome",
+              "they draw only prompts without a finite outcome"),
+    "auc": ("the AUC is undefined: the outcomes hold one class only", "their outcomes hold one class only"),
+    "spearman_rho": ("Spearman rho is undefined: the predictions or the prompts' success rates are constant",
+                     "their predictions or success rates are constant"),
+}
+
+
+class _Rule:
+    """When :func:`bootstrap_metrics` gives an interval, and the interval (the module docstring, ``*_interval``): the
+    resamples B, the level, the prompts with a finite outcome, and whether the prediction is constant over them."""
+
+    def __init__(self, resamples: int, level: float, prompts: int, constant: bool):
+        self.resamples, self.level, self.prompts, self.constant = resamples, level, prompts, constant
+
+    def interval(self, values: np.ndarray, point, label: str, undefined_reason: str, why: str, *,
+                 by_construction: bool = False) -> tuple[list | None, int, str | None]:
+        """([lo, hi] or None, resamples where the score was undefined, reason or None) of one score: ``values`` (B,)
+        its resamples (NaN where undefined), ``point`` its value on the sample (None where undefined),
+        ``undefined_reason`` why the point is undefined, ``why`` why a resample leaves it undefined;
+        ``by_construction``: an AUC, fixed at 0.5 by a constant prediction."""
+        values = values[np.isfinite(values)]
+        undefined = int(self.resamples - values.size)
+        if point is None:
+            return None, undefined, undefined_reason
+        if self.prompts < MIN_INTERVAL_PROMPTS:
+            drawn = "that prompt alone" if self.prompts == 1 else "the same prompts"
+            return None, undefined, (f"only {self.prompts} prompt{'s' * (self.prompts != 1)} with an outcome: every "
+                                     f"resample draws {drawn}, so the bootstrap cannot measure the sampling error; an "
+                                     f"interval needs at least {MIN_INTERVAL_PROMPTS} prompts")
+        if values.size * 2 < self.resamples:
+            return None, undefined, (f"the {label} is undefined in {undefined} of {self.resamples} resamples ({why}); "
+                                     "an interval needs it defined in at least half")
+        if np.ptp(values) <= NO_SPREAD * max(1.0, float(np.abs(values).max())) and not (by_construction
+                                                                                        and self.constant):
+            return None, undefined, (f"every resample gives the same {label} ({values[0]:.6g}) up to rounding: the "
+                                     "prompts do not differ in it, so the bootstrap cannot measure its sampling error "
+                                     "(a width of 0 would claim a precision the data do not give)")
+        a = (1.0 - self.level) / 2.0
+        lo, hi = np.quantile(values, [a, 1.0 - a]).tolist()
+        return [min(lo, point), max(hi, point)], undefined, None
+
+
+def _flat_intervals(groups: dict, flat: dict, rule: _Rule, point: dict) -> tuple[dict, dict, dict]:
     """({kind: [lo, hi] or None}, {kind: reason or None}, {kind: undefined resamples}) of :func:`bootstrap_metrics`
-    from each flat-group AUC's resampled values (``flat``: kind -> list of arrays)."""
+    from each flat-group AUC's resampled values (``flat``: kind -> list of arrays), by ``rule``; ``point``:
+    :func:`flat_group_auc`'s dict, ``groups`` its groups (:func:`_flat_groups`)."""
     ivs, reasons, undefined = {}, {}, {}
     for kind, parts in flat.items():
-        ivs[kind], undefined[kind] = _percentile(np.concatenate(parts), resamples, level)
-        unset = (f"the AUC is undefined in {undefined[kind]} of {resamples} resamples (their groups hold one class "
-                 "only); an interval needs it defined in at least half")
-        reasons[kind] = groups[kind][2] or (None if ivs[kind] is not None else unset)
+        ivs[kind], undefined[kind], reasons[kind] = rule.interval(
+            np.concatenate(parts), point[kind]["auc"], "AUC", groups[kind][2], "their groups hold one class only",
+            by_construction=True)
     return ivs, reasons, undefined
 
 
 #: The three AUCs of :func:`flat_group_auc`, in its order.
 FLAT_KINDS = ("all_correct", "all_wrong", "flat")
-
-
-def _percentile(values: np.ndarray, resamples: int, level: float) -> tuple[list | None, int]:
-    """([lo, hi] of the finite ``values`` (None when fewer than half the resamples are finite), resamples that
-    were not) for :func:`bootstrap_metrics`."""
-    values = values[np.isfinite(values)]
-    a = (1.0 - level) / 2.0
-    return (np.quantile(values, [a, 1.0 - a]).tolist() if values.size * 2 >= resamples else None,
-            int(resamples - values.size))
 
 
 def _flat_groups(p: np.ndarray, y: np.ndarray, group_size: int) -> tuple[dict, dict]:
