@@ -44,6 +44,8 @@ import sklearn
 from threadpoolctl import threadpool_limits
 
 from gradprobe import __version__
+from gradprobe.forecast.curve_sources import truncated_hint
+from gradprobe.forecast.text_files import not_utf8, read_source_text
 from gradprobe.outputs import is_json_number, json_number_text, json_short
 
 from .dataset import BUDGET, FORECASTERS, REFERENCE_ARM, rows_header, select_rows
@@ -327,7 +329,8 @@ def load_calibration(spec: str | Path) -> Calibration:
     Raises
     ------
     CalibrationFileError
-        No default is shipped, the file is missing, is not valid JSON, is not a calibration file,
+        No default is shipped, the file is missing, cannot be parsed (empty, truncated, not UTF-8 text or not valid
+        JSON: :func:`_parsed` says which, with the fix), is not a calibration file,
         lacks a field (named), has a damaged ``data`` block (a missing column, a row of the wrong
         length, a non-number where a number belongs: the cell is named) or ``domain`` block (a field
         missing or malformed, e.g. ``domain.models`` not a list, a reversed ``domain.budget_range``:
@@ -345,14 +348,7 @@ def load_calibration(spec: str | Path) -> Calibration:
         file, says which, and how to rebuild it.
     """
     path = resolve(spec)
-    try:
-        d = json.loads(path.read_text())
-    except OSError as e:
-        raise CalibrationFileError(f"cannot read calibration file {str(path)!r}: {e}") from e
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer beyond Python's int-to-text limit
-        _refuse_rows_file(path)
-        fix = unreadable_fix(path, default=_is_default(path), in_place=is_calibration_file(path))
-        raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); {fix}") from e
+    d = _parsed(path)
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise CalibrationFileError(f"{path} is not a gradprobe calibration file (no \"format\": \"{FORMAT}\"); "
                                    "write one with `calib fit ROWS.csv --out FILE`")
@@ -392,6 +388,56 @@ def load_calibration(spec: str | Path) -> Calibration:
         check_fitted(fitted, cal.fitted_parameters(), path=path, fix=fix, versions_note=note)
     check_predictions(stored, {"point": point, "lower": lo, "upper": hi}, path=path, fix=fix, versions_note=note)
     return cal
+
+
+def _parsed(path: Path):
+    """The JSON value of calibration file ``path``, read by the shared reader of JSON sources
+    (:func:`gradprobe.forecast.text_files.read_source_text`: UTF-8, a leading byte-order mark dropped, a NUL byte
+    refused).
+
+    Raises
+    ------
+    CalibrationFileError
+        Naming the file, what is wrong with it and the fix: it cannot be read (OSError); it is calibration rows
+        (:func:`_refuse_rows_file`); its bytes are not UTF-8 text, and what they are instead (UTF-16: convert it;
+        gzip-compressed: decompress it; a tail of NUL bytes: a write cut short; binary: :func:`gradprobe.forecast.
+        text_files.not_utf8`); it is empty or holds only whitespace (nothing was written to it); its JSON ends
+        mid-value (truncated, :func:`gradprobe.forecast.curve_sources.truncated_hint`: re-copy it, or refit it); it
+        is otherwise not valid JSON (damaged: refit it). The refit is :func:`calib.file_check.unreadable_fix`'s, in
+        place where ``calib fit --out`` would replace the file (one that opens as a calibration, or an empty one).
+    """
+    def fix() -> str:
+        in_place = is_calibration_file(path) or (path.is_file() and path.stat().st_size == 0)
+        return unreadable_fix(path, default=_is_default(path), in_place=in_place)
+
+    try:
+        text = read_source_text(path)
+    except OSError as e:
+        raise CalibrationFileError(f"cannot read calibration file {str(path)!r}: {e}") from e
+    except UnicodeDecodeError as e:
+        _refuse_rows_file(path)
+        what = not_utf8(path, e, False).removesuffix(_CURVE_FIX)  # the curve readers' rewrite is no calibration's
+        raise CalibrationFileError(f"calibration file {path} cannot be read as JSON: {what}; or {fix()}") from None
+    if not text.strip():
+        what = "is empty (0 bytes)" if not text else f"holds only whitespace ({len(text.encode())} bytes)"
+        raise CalibrationFileError(f"calibration file {path} {what}: no calibration was written to it (a write that "
+                                   f"never happened, or a copy of nothing); re-copy it, or {fix()}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        _refuse_rows_file(path)
+        what = truncated_hint(path, e).split("; ")[0]
+        if what.startswith("the file is truncated"):
+            raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}): {what}; re-copy it "
+                                       f"from where it was copied, or {fix()}") from e
+        raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); {fix()}") from e
+    except ValueError as e:  # an integer beyond Python's int-to-text limit
+        raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); {fix()}") from e
+
+
+#: The fix :func:`gradprobe.forecast.text_files.not_utf8` adds for a ``.json`` curve file, which is no fix of a
+#: calibration file (:func:`_parsed` drops it).
+_CURVE_FIX = ", or rewrite a saved curve with ReferenceCurve.save"
 
 
 def is_calibration_file(path: str | Path) -> bool:
