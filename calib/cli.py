@@ -334,6 +334,9 @@ def _report(args) -> int:
         print(f"no tau interval: {reason}")
     for reason in sorted({r.get("oracle_reason") for r in m["ranking"].values()} - {None}):
         print(f"no ceiling: {reason}")
+    for col, r in m["ranking"].items():  # why "significant from n/a" (a metrics.json of an older calib has no reason)
+        if r.get("critical_reason") and _n(r.get("critical_kendall_tau", math.nan)) == "n/a":
+            print(f"significant from n/a for {col}: {r['critical_reason']}")
     return 0
 
 

@@ -33,7 +33,9 @@ null distribution of the arms and studies ranked (the smallest attained null val
 test computes it; with Monte Carlo draws the observed tau is a candidate too, so that it is significant exactly
 when it reaches the critical value). It is the smallest agreement these arms can show above chance: an observed
 tau below it is not shown above chance whatever its point value; NaN where no attainable tau reaches alpha (too
-few arms: e.g. one study of 3 arms, whose best p is 1/6).
+few arms: e.g. one study of 3 arms, whose best p is 1/6; or arms whose tied forecasts or realized gains let several
+permutations share the largest tau: 2 of 24 for one study of 4 arms with a tie, p 1/12), ``critical_reason`` then
+saying why, with that smallest attainable p (:func:`_critical_reason`).
 
 Interval of the pooled tau and rho (``kendall_tau_interval``, ``spearman_rho_interval`` of
 :func:`pooled_rank_agreement`, :func:`calib.bootstrap.pooled_interval`): a 95% percentile study-cluster bootstrap, the conventions
@@ -320,8 +322,8 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
         ``n_permutations`` (enumerated or drawn), ``oracle_kendall_tau`` (the pooled ceiling over the same
         arms, :func:`oracle_kendall_tau`; NaN when the table has no ``realized_se`` or a ranked arm has one
         seed, ``oracle_reason`` then says why), ``critical_kendall_tau`` (the smallest pooled tau this test calls
-        significant at one-sided 5% on these arms, :func:`critical_value`; NaN where none can be). NaN statistics
-        with no study to rank.
+        significant at one-sided 5% on these arms, :func:`critical_value`; NaN where none can be, ``critical_reason``
+        then saying why: :func:`_critical_reason`, else None). NaN statistics with no study to rank.
 
     Raises
     ------
@@ -344,7 +346,7 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
     out = {"studies": per, "kendall_tau": math.nan, "spearman_rho": math.nan, "p_kendall": math.nan,
            "p_spearman": math.nan, "n_studies": len(blocks), "n_arms": int(sum(len(b[0]) for b in blocks)),
            "exact": False, "n_permutations": 0, "oracle_kendall_tau": math.nan, "oracle_reason": None,
-           "critical_kendall_tau": math.nan, **_intervals([], [], [], [], [], boot)}
+           "critical_kendall_tau": math.nan, "critical_reason": NO_RANKED_STUDY, **_intervals([], [], [], [], [], boot)}
     if not blocks:
         return out
     total = math.prod(math.factorial(len(x)) for x, _ in blocks)
@@ -360,15 +362,42 @@ def pooled_rank_agreement(table: pd.DataFrame, column: str, *, n_permutations: i
     tau_obs, rho_obs = float(np.average(taus, weights=w_tau)), float(np.average(rhos, weights=w_rho))
     tau_null = np.average(np.stack([kendall_tau_b(x, p) for (x, _), p in zip(blocks, perms)]), axis=0, weights=w_tau)
     rho_null = np.average(np.stack([spearman_rho(x, p) for (x, _), p in zip(blocks, perms)]), axis=0, weights=w_rho)
+    critical = critical_value(tau_null, exact, observed=tau_obs)
     out.update(kendall_tau=tau_obs, spearman_rho=rho_obs, p_kendall=_p_value(tau_null, tau_obs, exact),
-               p_spearman=_p_value(rho_null, rho_obs, exact), exact=exact,
-               n_permutations=int(len(tau_null)), critical_kendall_tau=critical_value(tau_null, exact,
-                                                                                      observed=tau_obs),
+               p_spearman=_p_value(rho_null, rho_obs, exact), exact=exact, n_permutations=int(len(tau_null)),
+               critical_kendall_tau=critical, critical_reason=None if math.isfinite(critical) else
+               _critical_reason(tau_null, exact, tau_obs, blocks),
                oracle_kendall_tau=float(np.average(ceilings, weights=w_tau)) if np.isfinite(ceilings).all() else math.nan,
                oracle_reason=None if np.isfinite(ceilings).all() else (
                    ONE_SEED if "realized_se" in table else "the ranking table has no realized_se column"),
                **_intervals(ranked, taus, w_tau, rhos, w_rho, boot))
     return out
+
+
+#: ``critical_reason`` of :func:`pooled_rank_agreement` when no study has two arms to rank.
+NO_RANKED_STUDY = ("no study has 2 or more arms with distinct forecasts and realized gains to rank, so there is no "
+                   "permutation test")
+
+
+def _critical_reason(null: np.ndarray, exact: bool, observed: float, blocks: list, alpha: float = 0.05) -> str:
+    """Why :func:`critical_value` found no critical tau (``null``: the pooled tau of each permutation, ``blocks``: each
+    ranked study's (forecasts, realized) arrays): the smallest p any candidate attains, that of the largest tau, is
+    above ``alpha``; said with that p, how many permutations reach it and what limits it (few arms, ties that let
+    several permutations share the largest tau, or too few Monte Carlo draws)."""
+    values = np.asarray(null, float)[np.isfinite(null)]
+    top = max(values.max(), observed) if math.isfinite(observed) else values.max()
+    reach = int(np.sum(values >= top - 1e-12))
+    p = reach / values.size if exact else (1 + reach) / (1 + values.size)
+    arms = sum(len(x) for x, _ in blocks)
+    tied = sum(int(len(x) - np.unique(x).size + len(y) - np.unique(y).size) for x, y in blocks)
+    why = (f"all {values.size} orderings of {arms} arms in {len(blocks)} stud{'y' if len(blocks) == 1 else 'ies'} "
+           f"enumerated, {reach} of them reach{'es' * (reach == 1)} the largest tau" if exact else
+           f"{values.size} Monte Carlo permutations drawn, p cannot go below 1/(1 + {values.size})")
+    ties = (f"; ties ({tied} forecast or realized value(s) repeat another of their study) let several orderings "
+            "share a tau" if exact and tied else "")
+    more = "more arms or studies" if exact else "more permutations (n_permutations)"
+    return (f"no pooled tau is significant at one-sided {alpha:.0%} on these arms: the smallest p the permutation test "
+            f"can give is {p:.3g} > {alpha:g} ({why}{ties}); {more} would be needed")
 
 
 def p_value_text(r: dict, key: str = "p_kendall", spec: str = ".3g") -> str:

@@ -367,7 +367,8 @@ def _ranking_table(rk: dict) -> str:
         f"<td class=n>{r['n_arms']}</td>"
         f"<td>{_test(r)}</td><td class=n{_title(r.get('oracle_reason'))}>"
         f"{_fmt(r.get('oracle_kendall_tau', math.nan), '+.2f')}</td>"
-        f"<td class=n>{_fmt(r.get('critical_kendall_tau', math.nan), '+.2f')}</td></tr>"
+        f"<td class=n{_title(r.get('critical_reason'))}>{_fmt(r.get('critical_kendall_tau', math.nan), '+.2f')}</td>"
+        "</tr>"
         for c, r in rk.items())
     return f"<table>{head}{body}</table>"
 
@@ -382,6 +383,18 @@ def _boot_text(m: dict) -> str:
             f"(few distinct resamples), and under {b.get('min_studies', 2)} studies none is given ([no interval], the "
             "reason as its title), as for the tau: a percentile bootstrap over few clusters undercovers (Cameron "
             "&amp; Miller 2015).")
+
+
+def _critical_text(m: dict) -> str:
+    """The reasons of the "tau significant from" cells that are n/a (``critical_reason`` of
+    :func:`calib.metrics.pooled_rank_agreement`), each once with the scores it holds for, escaped; empty when none."""
+    by_reason: dict = {}
+    for part in ("ranking", "ranking_common_arms"):
+        for col, r in (m.get(part) or {}).items():
+            if r.get("critical_reason") and _fmt(r.get("critical_kendall_tau", math.nan), "+.2f") == "n/a":
+                by_reason.setdefault(r["critical_reason"], []).append(short(col))
+    return "".join(f" No significance for {html.escape(', '.join(dict.fromkeys(cols)))}: {html.escape(reason)}."
+                   for reason, cols in by_reason.items())
 
 
 def _rank_interval_text(m: dict) -> str:
@@ -438,7 +451,8 @@ arm labels within each study. Ceiling of tau: what a forecaster that knew each a
 against the realized means with their seed noise (a parametric bootstrap with the observed means and standard errors
 plugged in, an upper estimate; calib.metrics.oracle_kendall_tau). Tau significant from: the smallest pooled tau the
 same permutation test calls significant at one-sided 5% on these arms (calib.metrics.critical_value); a tau below it
-is not shown above chance. {_rank_interval_text(m)}</p>
+is not shown above chance; n/a (the reason as its title) where no tau can be: too few arms or studies, or ties among
+them, keep every permutation p above 5%.{_critical_text(m)} {_rank_interval_text(m)}</p>
 <h3>Each score on the arms it covers</h3>{_ranking_table(m['ranking'])}
 <h3>On the arms all compared forecasters cover</h3>{_ranking_table(m['ranking_common_arms'])}
 <h3>Per study and arm (points; rho: per-update efficiency vs grpo)</h3>
