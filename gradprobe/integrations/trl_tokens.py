@@ -67,7 +67,9 @@ def generations_between(step_from: int, step_to: int, *, gradient_accumulation_s
 def counting(reward, fn):
     """``reward`` (a gradprobe Reward wrapping the TRL function ``fn``) reporting, as its
     ``generated_tokens``, what ``fn`` generated during the call (the generated-tokens protocol), so
-    the probe's tokens per update include e.g. a judge's tokens."""
+    the probe's tokens per update include e.g. a judge's tokens. It is the reward it wraps to
+    :func:`gradprobe.rewards.base.same_reward` and :func:`~gradprobe.rewards.base.check_distinct_rewards` (its
+    ``sequence_source``): the trainer's function named again by import path is one reward under two names."""
 
     def counted(batch, ctx=None):
         before = reward_generated_tokens(fn)
@@ -78,6 +80,8 @@ def counting(reward, fn):
         return out
 
     counted.__name__ = getattr(reward, "__name__", "reward")
+    if hasattr(reward, "sequence_source"):  # the reward it counts for: its identity (gradprobe.rewards.base._where)
+        counted.sequence_source = reward.sequence_source
     return counted
 
 

@@ -353,10 +353,12 @@ def registered_elsewhere(name: str, fn) -> Reward | None:
 
 
 def same_reward(a, b) -> bool:
-    """Whether the reward functions ``a`` and ``b`` are one reward: the same object, or the same identity
-    (:func:`_where`): one of the same module and qualified name (a reloaded module), the same function wrapped again
-    (:func:`~gradprobe.rewards.sequence.sequence_reward` with the same scale, a plug-in's check), a lambda or nested
-    function running the same code on the same objects."""
+    """Whether ``b`` registered under a name that holds ``a`` registers it again, rather than giving the name to
+    another reward (:func:`registered_elsewhere`): the same object, or the same place (:func:`_where`): one of the
+    same module and qualified name (a reloaded module, a notebook cell run again or edited), the same function
+    wrapped again (:func:`~gradprobe.rewards.sequence.sequence_reward` with the same scale, a plug-in's check). A
+    lenient rule on purpose: a user re-running their own definition replaces it; one probe given the same function
+    under two names is the stricter :func:`check_distinct_rewards`."""
     return a is b or _where(a) == _where(b)
 
 
@@ -370,12 +372,36 @@ def check_distinct_rewards(rewards: list[tuple[str, Reward]]) -> None:
     Raises
     ------
     ValueError
-        The first such pair: both names, the function, and the fix (give it once, under one name)."""
+        The first such pair: both names, the function, and the fix (give it once, under one name).
+
+    One reward is one function object computing it (:func:`_computes`), not a shared module and qualified name: two
+    variants of a function made by one ``functools.wraps`` decorator share those and are two rewards."""
+    keys = [_computes(fn) for _, fn in rewards]
     for i, (second, fn) in enumerate(rewards):
-        first = next((name for name, other in rewards[:i] if same_reward(other, fn)), None)
+        first = next((name for (name, _), key in zip(rewards[:i], keys) if key == keys[i]), None)
         if first is not None:
             raise ValueError(f"rewards {first!r} and {second!r} are one reward ({reward_origin(_wrapped(fn))}): give "
                              f"it once, under one name (e.g. {first!r} alone); two names would probe it as two rewards")
+
+
+def _computes(fn) -> tuple:
+    """What computes the reward ``fn`` (:func:`check_distinct_rewards`): the function object inside its reward
+    wrappers (a sequence reward's, with each wrapper's scale; a plug-in's check), or a bound method's instance and
+    function, each compared by identity (:class:`SameObject`)."""
+    scales = []
+    while True:
+        source = getattr(fn, "sequence_source", None)
+        if isinstance(source, tuple) and len(source) == 2 and source[0] is not fn:
+            scales.append(source[1])
+            fn = source[0]
+            continue
+        native = getattr(fn, "native_source", None)
+        if native is None or native is fn:
+            break
+        fn = native
+    if inspect.ismethod(fn):
+        return SameObject(fn.__self__), SameObject(fn.__func__), tuple(scales)
+    return SameObject(fn), tuple(scales)
 
 
 def _wrapped(fn):
@@ -424,67 +450,31 @@ class SameObject:
         return id(self.obj)
 
 
-_EMPTY_CELL = object()  # a closure cell not yet assigned (its contents raise ValueError)
-
-
 def _where(fn) -> tuple:
-    """What a reward function is, compared by :func:`same_reward` (in this process; never written anywhere):
+    """Where a reward function is defined, compared by :func:`same_reward` (in this process; never written anywhere):
 
-    - a function its module and qualified name import (defined at a module's top level or in a class): (its module,
-      its qualified name), so a function registered again under its name is the same one when these match (a
-      reloaded module re-running its ``@register_reward``), and a user's function of the same name in another module
-      (``def outcome`` in a notebook) is another reward;
-    - a :func:`~gradprobe.rewards.sequence.sequence_reward` wrapper: the function it wraps, with its scale (every
-      wrapper has the wrapper's own module and qualified name: two wrapped functions are two rewards); a plug-in's
-      native reward (:func:`gradprobe.rewards.plugin.checked_native`): the function it checks;
-    - a bound method: its instance (the object) and its function, so two instances' methods are two rewards;
-    - a function that no import names (a ``<`` in its qualified name: a lambda, one defined inside another function):
-      what calling it runs (:func:`_code_identity`), not its module and qualified name, which every lambda of a
-      module shares;
-    - anything else (a ``functools.partial``, a callable object): the object itself."""
+    - a function: (its module, its qualified name), so a function registered again under its name is the same one
+      when these match (a reloaded module re-running its ``@register_reward``, a notebook cell run again), and a
+      user's function of the same name in another module (``def outcome`` in a notebook) is another reward; a
+      lambda or a function defined inside another (a ``<`` in its qualified name, which every lambda of a module
+      shares) adds the line its code starts on, so two lambdas of one module are two rewards;
+    - a :func:`~gradprobe.rewards.sequence.sequence_reward` wrapper: where the function it wraps is, with its scale
+      (every wrapper has the wrapper's own module and qualified name: two wrapped functions are two rewards); a
+      plug-in's native reward (:func:`gradprobe.rewards.plugin.checked_native`): where the function it checks is;
+    - a callable without a qualified name (a ``functools.partial``, a callable object): the object itself."""
     source = getattr(fn, "sequence_source", None)
-    if isinstance(source, tuple) and len(source) == 2:
+    if isinstance(source, tuple) and len(source) == 2 and source[0] is not fn:
         return ("sequence_reward", source[1], *_where(source[0]))
     native = getattr(fn, "native_source", None)
     if native is not None and native is not fn:
         return _where(native)
-    if inspect.ismethod(fn):
-        return ("method", SameObject(fn.__self__), *_where(fn.__func__))
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
     if not isinstance(qualname, str) or not qualname:
         return module, SameObject(fn)
-    return (module, qualname) if "<" not in qualname else _code_identity(fn, module, qualname)
-
-
-_PLAIN_VALUES = (bool, int, float, complex, str, bytes, type(None))
-
-
-def _held(value):
-    """A value a lambda or nested function runs on, as :func:`_code_identity` compares it: a number, string, bytes or
-    None by type and value (``make(0.5)`` run again in a notebook cell holds a new float object, and is the same
-    reward; ``repr`` so that a NaN equals itself), anything else by identity (:class:`SameObject`)."""
-    return (type(value).__name__, repr(value)) if type(value) in _PLAIN_VALUES else SameObject(value)
-
-
-def _code_identity(fn, module, qualname: str) -> tuple:
-    """The identity of a function no import names (:func:`_where`): its code object, compared by value (the same
-    source at the same line, as a module reloaded or a notebook cell run again compiles it anew), and the objects it
-    runs on: its globals by identity, what its closure cells hold and its defaults as :func:`_held` compares them.
-    Two lambdas of one module are two rewards, and so are two closures one factory made over different objects
-    (``make(0.5)``, ``make(0.7)``); a lambda of a reloaded module is the one it was. A callable without code: the
-    object itself."""
-    code, scope = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
-    if not isinstance(code, types.CodeType) or not isinstance(scope, dict):
-        return module, SameObject(fn)
-    cells = []
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            cells.append(_held(cell.cell_contents))
-        except ValueError:  # empty
-            cells.append(SameObject(_EMPTY_CELL))
-    defaults = tuple(_held(d) for d in getattr(fn, "__defaults__", None) or ())
-    keyword = tuple((k, _held(v)) for k, v in sorted((getattr(fn, "__kwdefaults__", None) or {}).items()))
-    return module, qualname, code, SameObject(scope), tuple(cells), defaults, keyword
+    code = getattr(fn, "__code__", None)
+    if "<" in qualname and isinstance(code, types.CodeType):
+        return module, qualname, code.co_firstlineno
+    return module, qualname
 
 
 def get_reward(name: str) -> Reward:

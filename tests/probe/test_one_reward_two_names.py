@@ -92,3 +92,18 @@ def test_a_registered_reward_and_a_plugin_of_its_function_are_refused(tmp_path, 
         finally:
             for name in ("zz_brevity", "zz_brevity_raw", "zz_native"):
                 REWARDS.pop(name, None)
+
+
+def test_a_trainer_reward_and_an_import_path_to_it_are_refused_in_the_callbacks_probe(tmp_path, monkeypatch):
+    from gradprobe.integrations.trl_tokens import counting
+
+    with plugin_module(tmp_path, monkeypatch, "zz_trainer_rw", SOURCE) as get:
+        get("brevity")  # imports the module
+        fn = sys.modules["zz_trainer_rw"].brevity
+        counted = counting(sequence_reward(fn, name="brevity"), fn)  # as GradprobeCallback wraps a trainer's reward
+        with pytest.raises(ValueError, match=r"^rewards 'zz_trainer_rw:brevity' and 'brevity' are one reward "
+                                             r"\(zz_trainer_rw\.brevity\): give it once"):
+            rewards_to_probe(ProbeConfig.from_dict({"rewards": ["zz_trainer_rw:brevity"]}), {"brevity": counted})
+        other = counting(sequence_reward(fn, name="brevity", scale="none"), fn)  # another scale: another reward
+        assert [n for n, _ in rewards_to_probe(ProbeConfig.from_dict({"rewards": ["zz_trainer_rw:brevity"]}),
+                                               {"brevity": other})] == ["zz_trainer_rw:brevity", "brevity"]
