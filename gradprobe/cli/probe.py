@@ -57,8 +57,9 @@ _CURVE_METRIC_HELP = ("the eval key holding held-out accuracy in a --reference-c
                       "(default greedy_accuracy)")
 
 _CURVE_SCALE_HELP = ("how a --reference-curve CSV's, metrics.jsonl's or TRL trainer_state.json's accuracies are read: "
-                     "fraction (in [0, 1]), points (in [0, 100]) or auto (default: fractions when every value lies in "
-                     "[0, 1])")
+                     "fraction (in [0, 1]), points (in [0, 100]) or auto (default: points when the largest value is "
+                     "above 5, refused when it lies in (1, 5], where points under 5%% cannot be told from a metric on "
+                     "a small scale such as a sum of 0/1 rewards; fractions when every value lies in [0, 1])")
 _INITIAL_ACCURACY_HELP = ("the initial policy's accuracy on a --reference-curve TRL trainer_state.json's eval, in the "
                           "curve's scale (--reference-curve-scale), when the log has no eval at step 0 (TRL evaluates "
                           "there only with eval_on_start=True): the curve's R0, else extrapolated by the fit, noted "

@@ -4,7 +4,8 @@ Every source of a curve (:mod:`gradprobe.forecast.curve_sources`: a study, ``met
 ``trainer_state.json``) reads its evals' accuracies and then passes them here, with where each sits in its file:
 
 - :func:`to_points` reads fractions or points (``scale="auto"`` detects which), and refuses values that mix the
-  two, a negative value and a non-finite one, naming the values' places;
+  two, a negative value and a non-finite one, naming the values' places; :func:`read_points`, what the file readers
+  call, also refuses under ``auto`` values whose scale cannot be told (above 1, at most :data:`AMBIGUOUS_MAX`);
 - :func:`one_value_per_eval` keeps each eval (seed, update) once: an exact repeat is read once and named, one
   eval with two different values is refused naming both places.
 
@@ -19,7 +20,7 @@ import numpy as np
 from .csv_cells import SKIPPED_MARK
 from .curve_fit import CurveError
 
-__all__ = ["to_points", "one_value_per_eval", "SCALE_NOTE_MARK", "is_scale_note"]
+__all__ = ["to_points", "read_points", "one_value_per_eval", "SCALE_NOTE_MARK", "is_scale_note", "AMBIGUOUS_MAX"]
 
 #: The words of every note :func:`to_points` returns, after the source's name (``"runs.csv accuracy: accuracy read as
 #: fractions in [0, 1] (range 0.676-0.803) and converted to points; ..."``): the note saying how a curve's accuracies
@@ -28,6 +29,9 @@ __all__ = ["to_points", "one_value_per_eval", "SCALE_NOTE_MARK", "is_scale_note"
 SCALE_NOTE_MARK = "accuracy read as"
 
 _SHOWN = 5  # places named in a note or an error; the rest are counted
+#: Under ``scale="auto"``, :func:`read_points` refuses values read as points (above 1, not mixing scales) whose largest
+#: is at most this, whatever their smallest (:func:`read_points` says why).
+AMBIGUOUS_MAX = 5.0
 
 
 def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=None, seeds=None,
@@ -102,6 +106,43 @@ def to_points(values: np.ndarray, scale: str, what: str, where=None, *, updates=
                          "[0, 100] points")
     read_as = "fractions" if scale == "fraction" else "points"
     return out, f"{what}: {SCALE_NOTE_MARK} {read_as} (accuracy_scale={scale!r})"
+
+
+def read_points(values: np.ndarray, scale: str, what: str, where=None, **kw) -> tuple[np.ndarray, str]:
+    """:func:`to_points` (its arguments, ``updates``, ``seeds`` and ``given`` among ``kw``) as the file readers read
+    a curve's values (a CSV, a ``metrics.jsonl``, a TRL trainer state: :mod:`.curve_sources`), which under
+    ``scale="auto"`` also refuses values read as points whose largest lies in (1, :data:`AMBIGUOUS_MAX`].
+
+    The rule, and why: such values are no fractions, and whether they are accuracy points cannot be told from them.
+    An accuracy that never passes 5 points is as plausible as a metric on another small scale, read by mistake from
+    a log that holds many (``--reference-curve-metric eval_reward`` summing three 0/1 rewards, 1.2-2.31; a sum of
+    the few reward functions a GRPO run logs; a 1-5 judge score; a loss), and read as points that metric gives a
+    confident verdict on a curve that rises a point or two. The two mistakes cost unequally: the refusal costs one
+    option (``accuracy_scale='points'``, ``--reference-curve-scale points``), a wrong scale a wrong verdict with
+    only a note. Why 5, not higher: a hard task's curve in points rising from under 1 to a few points (0.4 to 6) is
+    read as points, as it always was, and a metric on a small scale rarely passes 5. Values all in [0, 1] stay
+    fractions (a curve truly under 1 point is too flat to forecast from), and ``fraction`` and ``points`` read the
+    values as they say. :func:`to_points` itself, and the :class:`~.curves.ReferenceCurve` constructor's ``auto``
+    (arrays a caller computed, not a key picked from a log), read such values as points.
+
+    Raises
+    ------
+    CurveError
+        What :func:`to_points` raises; and the refusal above, naming ``what``, the range, where the largest sits
+        (``where``) and the fix: the scale stated, or the key or column that holds the held-out accuracy.
+    """
+    out, note = to_points(values, scale, what, where, **kw)
+    v = np.asarray(values, dtype=np.float64)
+    if scale == "auto" and v.size and 1.0 < float(v.max()) <= AMBIGUOUS_MAX:
+        at = f" (the largest at {where[int(np.argmax(v))]})" if where is not None else ""
+        raise CurveError(f"{what}: accuracy values range {float(v.min()):.4g}-{float(v.max()):.4g}{at}, above 1 (so no "
+                         f"fractions) but no higher than {AMBIGUOUS_MAX:g}, so their scale cannot be told: accuracy "
+                         f"points of a curve that never passes {AMBIGUOUS_MAX:g}%, or another metric on a small scale "
+                         "(a sum of several 0/1 rewards, a 1-5 score, a loss), which read as points would give a "
+                         "wrong verdict; if they are accuracy points, pass accuracy_scale='points' (on the command "
+                         "line, --reference-curve-scale points); if not, read the key or column that holds the "
+                         "held-out accuracy")
+    return out, note
 
 
 def is_scale_note(note: str) -> bool:

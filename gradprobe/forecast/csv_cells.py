@@ -244,14 +244,16 @@ def repeated_rows(df: pd.DataFrame, keys, lines) -> tuple[list[str], np.ndarray]
 
 
 def check_csv_values(df: pd.DataFrame, path: Path, update_col: str) -> None:
-    """Refuse, naming the lines (row ``i`` of ``df`` is line ``i + 2``), a negative update. (An accuracy column
+    """Refuse, naming the lines (row ``i`` of ``df`` is line ``i + 2``), a negative update, and an update that is no
+    whole number (``2.5``): the column counts optimizer updates, the curve's x axis (``1.0`` reads as 1; a fraction
+    is an epoch, a share of training or a typo, and fitted as updates it would move the curve). (An accuracy column
     that mixes fractions and points is refused by :func:`gradprobe.forecast.accuracy_values.to_points`, for every
     source of a curve.)
 
     Raises
     ------
     CurveError
-        Naming the file, the first line, the value and the fix.
+        Naming the file, the first line, the column, the value and the fix.
     """
     updates = df[update_col].to_numpy(float)
     lines = df.index.to_numpy() + 2
@@ -260,6 +262,13 @@ def check_csv_values(df: pd.DataFrame, path: Path, update_col: str) -> None:
         raise CurveError(f"{path}: {update_col} must be an update count >= 0, got {updates[bad[0]]:g} at line "
                          f"{lines[bad[0]]}" + (f" (and {bad.size - 1} more line(s))" if bad.size > 1 else "")
                          + "; fix or delete those lines")
+    bad = np.flatnonzero(updates != np.floor(updates))
+    if bad.size:
+        raise CurveError(f"{path}, line {lines[bad[0]]}, column {update_col!r}: {float(updates[bad[0]])!r} is not a "
+                         f"whole number of updates ({bad.size} such cell(s) in that column): the column counts the "
+                         "optimizer updates each eval was made after, the curve's x axis; write that update count "
+                         "(1.0 reads as 1; an epoch or a share of training is no update count: convert it), or "
+                         "delete that line")
 
 
 def without_short_lines(df: pd.DataFrame, path: Path, raw: bytes, accuracy_col: str, arm: str | None = None,

@@ -43,7 +43,8 @@ import numpy as np
 from ..outputs import is_json_number, json_number_float, json_number_text, json_short, write_text_atomic
 from .curve_fit import (B_BOUNDS, MODES, PARAMETERS, REPLICATE_SEED, CurveError, fit_needs, fit_sigmoid,
                         fit_statuses, free_parameters, scalerl_sigmoid, seed_bootstrap_draws, sigmoid_params)
-from .curve_sources import GIVEN_R0_KEY, not_utf8, read_source_text, truncated_hint
+from .curve_sources import GIVEN_R0_KEY, TRL_RECOPY, not_utf8, read_source_text, truncated_hint
+from .text_files import JSONShapeError, parse_curve_json
 
 __all__ = ["FORMAT", "VERSION", "curve_document", "write_curve", "read_curve_file", "not_json", "damaged",
            "check_fit", "check_replicates", "RMSE_TOLERANCE", "METADATA_FIELDS", "FIT_STATUSES", "SEED_LABEL",
@@ -138,7 +139,8 @@ def read_curve_file(path: str | Path) -> dict:
     Raises
     ------
     CurveError
-        Missing file, invalid JSON, or a file that is not a reference curve or lacks a field; a ``version``
+        Missing file, invalid JSON (a key given twice in one object or nesting too deep included:
+        :func:`~.text_files.parse_curve_json`), or a file that is not a reference curve or lacks a field; a ``version``
         other than :data:`VERSION`; a field of the wrong type or out of its range (a parameter of ``params`` or
         ``replicates`` not finite or outside the fit's range, ...). One line naming the file, the field (``params.A``,
         ``points.update[4]``, ``replicates[3]``, ``metadata.lr``), its value and the fix. That the params fit the
@@ -150,8 +152,8 @@ def read_curve_file(path: str | Path) -> dict:
         raise CurveError(f"reference curve file {str(path)!r} not found; write one with ReferenceCurve.save or "
                          "pass a study folder, metrics.jsonl, CSV or trainer_state.json")
     try:
-        d = json.loads(read_source_text(path))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        d = parse_curve_json(read_source_text(path))
+    except (json.JSONDecodeError, UnicodeDecodeError, JSONShapeError) as e:
         raise not_json(path, e) from None
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         trl = "" if not isinstance(d, dict) else (
@@ -755,11 +757,16 @@ def _short(p: dict) -> str:
 
 def not_json(path: Path, e: ValueError, *, trainer_state: bool = False) -> CurveError:
     """The refusal of a curve file ``path`` whose text does not parse as JSON: ``e`` a :class:`json.JSONDecodeError`
-    (truncated or damaged, and the fix: :func:`~.curve_sources.truncated_hint`) or a :class:`UnicodeDecodeError`
-    (not UTF-8 text, which JSON must be: convert it, or rewrite a saved curve). ``trainer_state``: the text holds
-    ``"log_history"``, a TRL trainer state's key, so the fix names TRL's own file. :func:`read_curve_file` raises it,
-    and ``load_reference_curve`` for a ``.json`` or a trainer state under another name before it checks the read
-    options against the file's kind (a file that does not parse has none)."""
+    (truncated or damaged, and the fix: :func:`~.curve_sources.truncated_hint`), a :class:`UnicodeDecodeError`
+    (not UTF-8 text, which JSON must be: convert it, or rewrite a saved curve) or a
+    :class:`~.text_files.JSONShapeError` (a key given twice in one object, or nesting too deep: no writer of a curve
+    file writes either, so it was edited or damaged: rebuild a saved curve, re-copy a trainer state).
+    ``trainer_state``: the text holds ``"log_history"``, a TRL trainer state's key, so the fix names TRL's own file.
+    :func:`read_curve_file` raises it, and ``load_reference_curve`` for a ``.json`` or a trainer state under another
+    name before it checks the read options against the file's kind (a file that does not parse has none)."""
+    if isinstance(e, JSONShapeError):
+        return CurveError(f"reference curve file {str(path)!r}: {e}; "
+                          + (TRL_RECOPY if trainer_state else REBUILD))
     if isinstance(e, json.JSONDecodeError):
         return CurveError(f"reference curve file {str(path)!r} is not valid JSON ({e}): {truncated_hint(path, e)}")
     return CurveError(f"reference curve file {str(path)!r} cannot be read as JSON: {not_utf8(path, e, trainer_state)}")

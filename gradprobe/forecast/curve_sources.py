@@ -19,18 +19,20 @@ import numpy as np
 
 from ..layout import CONFIG_JSON, METRICS_JSONL, PLAN_COPY, RUNS_CSV
 from ..outputs import is_json_number, json_number_float, json_number_text, json_short
-from .accuracy_values import one_value_per_eval, to_points
+from .accuracy_values import one_value_per_eval, read_points, to_points
 from .analysis_reads import analysis_damage, analysis_differences, missing_items_clause, rebuild_analysis
 from .csv_cells import (CAUTION_MARK, SKIPPED_MARK, check_csv_values, numeric_columns, one_line_per_eval,
                         read_csv_checked, skipped_cells, skipped_note, study_skipped_evals, with_skipped,
                         without_short_lines)
 from .curve_fit import N_REPLICATES, CurveError, TooFewEvalsError, fit_needs
-from .text_files import not_utf8, read_source_text  # noqa: F401  (curve_file, curves import them from here)
+# not_utf8 and read_source_text: curve_file and curves import them from here too
+from .text_files import JSONShapeError, not_utf8, parse_curve_json, read_source_text
 from .study_items import item_accuracy_mismatches, read_item_lines, restore_runs_csv_fix
 
 __all__ = ["CurveSources", "task_key", "to_points", "one_value_per_eval", "TRL_STATE", "PLAN_EVAL_HINT",
            "TRL_EVAL_HINT", "CSV_EVAL_HINT", "study_eval_hint", "INITIAL_RANGE", "initial_accuracy_value",
-           "GIVEN_R0_MARK", "GIVEN_R0_KEY", "last_checkpoint_state", "trl_state_path", "truncated_hint"]
+           "GIVEN_R0_MARK", "GIVEN_R0_KEY", "last_checkpoint_state", "trl_state_path", "truncated_hint",
+           "TRL_RECOPY"]
 
 TRL_STATE = "trainer_state.json"  # TRL's Trainer log (log_history)
 #: a TRL (transformers Trainer) checkpoint folder of an output_dir: ``checkpoint-N``, N its global step
@@ -59,6 +61,9 @@ GIVEN_R0_MARK = " is the given initial accuracy "
 GIVEN_R0_KEY = "initial_accuracy"
 _GIVEN = "initial_accuracy"  # where the value given sits among a TRL log's evals (:func:`_trl_rows`)
 _SHOWN_STEPS = 5  # skipped eval steps (or files) named in a note; the rest are counted
+#: The fix of a TRL trainer state that does not parse, or parses as no TRL writer writes it (a key twice).
+TRL_RECOPY = ("re-copy trainer_state.json from the TRL run's output_dir (its last checkpoint-N/), or pass that "
+              "output_dir itself to --reference-curve")
 
 
 def task_key(task: str | None, config: dict | None = None) -> str | None:
@@ -101,35 +106,84 @@ def _run_config(path: Path, i: int, n_paths: int, meta: dict) -> tuple[str, obje
     """The seed label of run ``i`` from the ``config.json`` beside its ``metrics.jsonl`` (read when ``n_paths`` > 1;
     run ``i`` without one is ``str(i)``), and the seed that file records (``run.seed``; None: no such file or
     field, for :func:`_one_run_each`); fills ``meta`` (model, task, update batch, lr, loss type) where it has no
-    value yet.
+    value yet. A ``config.json`` that is absent gives no metadata; one that is there is read whole or refused
+    (:func:`_config_run`): skipped, its update batch would be taken to be the probe's and the forecast would move,
+    with notes saying the curve records none.
 
     Raises
     ------
     CurveError
-        A ``run.seed`` read as a label that is not an integer >= 0 (``true``, ``"0"``, ``1.5``), which ``gradprobe
-        train`` never writes: the message names the file, the field, the value and the fix.
+        A ``config.json`` that cannot be read or is not what ``gradprobe train`` writes (:func:`_config_run`); a
+        ``run.seed`` read as a label that is not an integer >= 0 (``true``, ``"0"``, ``1.5``), which ``gradprobe
+        train`` never writes. The message names the file, the field, the value and the fix.
     """
     label, recorded = str(i), None
     cfg = path.parent / CONFIG_JSON
-    if cfg.is_file():
-        try:
-            run = json.loads(cfg.read_text()).get("run") or {}
-            recorded = run.get("seed")
-            seed = run.get("seed", i)
-            if n_paths > 1 and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-                raise CurveError(f"{cfg}: field 'run.seed' = {json_short(seed, 40)} is not a seed: `gradprobe train` "
-                                 "writes the run's seed as an integer >= 0 (JSON, unquoted); write the seed the run "
-                                 "was trained with")
-            label = str(seed) if n_paths > 1 else label
-            train, task = run.get("train") or {}, run.get("task") or {}
-            for k, v in (("model", (run.get("model") or {}).get("name")),
-                         ("task", task_key(task.get("name"), task.get("config"))),
-                         ("update_prompts", train.get("prompts_per_update")), ("update_group", train.get("group")),
-                         ("lr", train.get("lr")), ("loss_type", train.get("loss_type"))):
-                meta.setdefault(k, v)
-        except (json.JSONDecodeError, AttributeError):
-            pass
+    if not cfg.is_file():
+        return label, recorded
+    run = _config_run(cfg)
+    recorded = run.get("seed")
+    seed = run.get("seed", i)
+    if n_paths > 1 and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise CurveError(f"{cfg}: field 'run.seed' = {json_short(seed, 40)} is not a seed: `gradprobe train` "
+                         "writes the run's seed as an integer >= 0 (JSON, unquoted); write the seed the run "
+                         "was trained with")
+    label = str(seed) if n_paths > 1 else label
+    train, task = run.get("train", {}), run.get("task", {})
+    for k, v in (("model", run.get("model", {}).get("name")),
+                 ("task", task_key(task.get("name"), task.get("config"))),
+                 ("update_prompts", train.get("prompts_per_update")), ("update_group", train.get("group")),
+                 ("lr", train.get("lr")), ("loss_type", train.get("loss_type"))):
+        meta.setdefault(k, v)
     return label, recorded
+
+
+#: The fix of a ``config.json`` beside a ``metrics.jsonl`` that cannot be read (:func:`_config_run`).
+_CONFIG_FIX = ("`gradprobe train` writes it at the start of the run: put back the run's own config.json (from a copy "
+               "of the run folder), or move the file out of the folder to read the curve without the run's model, "
+               "task and update batch (then state the update with --update-prompts/--update-group)")
+#: The objects of a run's ``config.json`` whose fields the curve's metadata reads (``gradprobe train`` writes each as
+#: a JSON object; ``run.task.config`` the task's keyword arguments).
+_CONFIG_TABLES = (("run",), ("run", "model"), ("run", "task"), ("run", "train"), ("run", "task", "config"))
+
+
+def _config_run(cfg: Path) -> dict:
+    """The ``run`` object of a ``gradprobe train`` ``config.json`` (``{}`` when it has none: a ``config.json`` of
+    something else, such as a model's), read as UTF-8 JSON (:func:`~.text_files.read_source_text`,
+    :func:`~.text_files.parse_curve_json`) with each object the metadata reads (:data:`_CONFIG_TABLES`) checked to
+    be one where present.
+
+    Raises
+    ------
+    CurveError
+        Naming the file, what is wrong and the fix (:data:`_CONFIG_FIX`): bytes that are not UTF-8 text (UTF-16,
+        gzip, ...: what they are, :func:`~.text_files.not_utf8`, with its iconv fix), text that is not JSON (truncated
+        or damaged: :func:`_cut_short`), a key given twice or nesting too deep (:class:`~.text_files.JSONShapeError`),
+        a document that is not an object, or one of :data:`_CONFIG_TABLES` that is not an object (``"run": {"model":
+        "tiny"}``).
+    """
+    try:
+        doc = parse_curve_json(read_source_text(cfg))
+    except UnicodeDecodeError as e:
+        why = not_utf8(cfg, e, False, json_fix=f"then put the converted file in its place ({cfg.name})")
+        raise CurveError(f"{cfg} (the run's config, read for the curve's model, task and update batch) cannot be "
+                         f"read as JSON: {why}") from None
+    except json.JSONDecodeError as e:
+        what = "truncated (it ends mid-value)" if _cut_short(e) else "damaged"
+        raise CurveError(f"{cfg} (the run's config, read for the curve's model, task and update batch) is not valid "
+                         f"JSON ({e}): the file is {what}; {_CONFIG_FIX}") from None
+    except JSONShapeError as e:
+        raise CurveError(f"{cfg} (the run's config, read for the curve's model, task and update batch): {e}; "
+                         f"{_CONFIG_FIX}") from None
+    for keys in ((),) + _CONFIG_TABLES:
+        value, field = doc, "the document"
+        for depth, key in enumerate(keys):
+            value, field = value.get(key, {}), "field " + repr(".".join(keys[:depth + 1]))
+        if not isinstance(value, dict):
+            raise CurveError(f"{cfg} (the run's config, read for the curve's model, task and update batch): {field} "
+                             f"is {json_short(value, 40)}, not the JSON object `gradprobe train` writes there, so the "
+                             f"run's model, task and update batch cannot be read; {_CONFIG_FIX}")
+    return doc.get("run", {})
 
 
 def _number(value, where: str) -> float:
@@ -466,9 +520,11 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = parse_curve_json(line)
         except json.JSONDecodeError as e:
             raise CurveError(f"{path}:{line_no} is not valid JSON ({e})") from None
+        except JSONShapeError as e:  # `gradprobe train` writes each key once: the line was edited or damaged
+            raise CurveError(f"{path}:{line_no}: {e}; fix or delete that line") from None
         at = f"{path}:{line_no}"
         if isinstance(rec, dict) and "eval" in rec and not isinstance(rec["eval"], bool):
             raise CurveError(_eval_field(at, rec["eval"]))
@@ -481,6 +537,10 @@ def _eval_lines(path: Path, metric: str) -> tuple[list[tuple[float, float, str]]
         if not update >= 0 or math.isinf(update):
             raise CurveError(f"{at}: field 'update' = {json_number_text(rec['update'], f'{update:g}')} must be an "
                              "update count >= 0; fix or delete that eval")
+        if not update.is_integer():
+            raise CurveError(f"{at}: field 'update' = {rec['update']!r} is not a whole number of updates: the curve's "
+                             "x axis counts optimizer updates, and `gradprobe train` logs each eval's update as an "
+                             "integer; write the update that eval was made at (1.0 reads as 1), or delete that eval")
         if rec[metric] is None:  # not measured at that eval, or a failed one logged without a value
             skipped.append((at, "null", update))
             continue
@@ -501,8 +561,8 @@ def _eval_field(at: str, value) -> str:
     """The refusal of a ``metrics.jsonl`` line (``at``: ``PATH:LINE``) whose ``eval`` field holds ``value``, not JSON
     true or false (``"true"``, ``1``, ``null``, ...): whether the line is an eval cannot be read."""
     hint = " (a JSON string: write true or false unquoted)" if isinstance(value, str) else ""
-    return (f"{at}: field 'eval' = {json_short(value, 40)} must be JSON true (an eval line, as `gradprobe train` writes it) "
-            f"or false{hint}; fix that line")
+    return (f"{at}: field 'eval' = {json_short(value, 40)} must be JSON true (an eval line, as `gradprobe train` "
+            f"writes it) or false{hint}; fix that line")
 
 
 
@@ -674,17 +734,18 @@ def truncated_hint(path: Path, error: json.JSONDecodeError) -> str:
     what = ("the file is truncated (it ends mid-value: a copy cut short, or taken while it was being written)"
             if _cut_short(error) else "the file is damaged")
     if '"log_history"' in doc:
-        return (f"{what}; it looks like a TRL trainer state: re-copy trainer_state.json from the TRL run's output_dir "
-                "(its last checkpoint-N/), or pass that output_dir itself to --reference-curve")
+        return f"{what}; it looks like a TRL trainer state: {TRL_RECOPY}"
     return f"{what}; re-copy it, or rebuild the curve from its source and write it with ReferenceCurve.save"
 
 
 def _trl_history(path: Path) -> list:
     """The ``log_history`` list of a TRL ``trainer_state.json``; CurveError when it is not JSON or holds none."""
     try:
-        hist = json.loads(read_source_text(path))["log_history"]
+        hist = parse_curve_json(read_source_text(path))["log_history"]
     except json.JSONDecodeError as e:
         raise CurveError(f"{path} is not valid JSON ({e}): {truncated_hint(path, e)}") from None
+    except JSONShapeError as e:  # TRL writes each key once, 2 to 3 levels deep: edited or damaged
+        raise CurveError(f"{path} is not a trainer state as TRL writes it: {e}; {TRL_RECOPY}") from None
     except UnicodeDecodeError as e:
         raise CurveError(f"{path} cannot be read as JSON: {not_utf8(path, e, True)}") from None
     except (KeyError, TypeError) as e:
@@ -724,6 +785,11 @@ def _trl_rows(path: Path, metric: str,
         if not step >= 0 or math.isinf(step):
             raise CurveError(f"{path}: log_history[{i}] field 'step' = {json_number_text(h['step'], f'{step:g}')} must "
                              "be an optimizer step count >= 0; fix or delete that entry")
+        if not step.is_integer():
+            raise CurveError(f"{path}: log_history[{i}] field 'step' = {h['step']!r} is not a whole number of "
+                             "optimizer steps: the curve's x axis counts updates, and TRL logs each entry's global "
+                             "step as an integer; write the step that eval was made at (20.0 reads as 20), or delete "
+                             "that entry")
         if h[metric] is None:  # a failed or skipped eval logged without a value
             skipped.append((step, "null"))
             continue
@@ -1123,27 +1189,31 @@ class CurveSources:
         metric : str
             ``greedy_accuracy`` (fractions; default) or ``sampled_accuracy``.
         accuracy_scale : {"auto", "fraction", "points"}
-            ``auto`` detects fractions (all values in [0, 1]) and says so in ``notes``.
+            ``auto`` detects fractions (all values in [0, 1]) and says so in ``notes``; values above 1 but at
+            most 5 are refused as of unknown scale (:func:`read_points`).
 
         Raises
         ------
         CurveError
-            A missing file, a file given twice, a ``config.json`` whose ``run.seed`` (the label of each of several
-            runs) is no integer >= 0 (:func:`_run_config`), a line that is not JSON, an ``update`` or ``metric`` that
-            is no number (a JSON string such as ``"0.676"`` or true/false included), a negative update or an infinite
-            metric (each naming the line), an eval line without ``update`` (the message names the fix), a file
-            without eval lines carrying ``metric``, eval lines of ``metric`` that all hold null or NaN (the message
-            says which, and the fix: :func:`_no_value`), one update of a run
-            with two different values (:func:`one_value_per_eval`), values that mix fractions and points
-            (:func:`to_points`; the lines are named), too few evals (the fix named: evaluate more often, or, when
-            the null or NaN lines are what leaves too few, their fix first: :func:`_skipped_lead`; the files are
-            named in the refusal's first sentence, and the skipped lines in the note after it: :func:`_named`), an
-            ``eval`` field that is not JSON true or
-            false (``"true"``, ``1``: the message names the line). Eval lines whose
-            ``metric`` is NaN or JSON ``null`` (not measured there, or a failed eval) are skipped and named, in the
-            curve's ``notes`` and in any refusal, with the fix (:func:`_lines_skipped_note`: for a
-            ``sampled_accuracy`` that ``gradprobe train`` left null by its ``sampled_at = "ends"`` schedule,
-            ``greedy_accuracy`` or a run sampled at every eval); an exact repeat of an eval is read once and named.
+            A missing file, a file given twice, a ``config.json`` beside a file that cannot be read or is not what
+            ``gradprobe train`` writes (not UTF-8, not JSON, a key twice, ``run.train`` no object, ...:
+            :func:`_config_run`; an absent one is no error) or whose ``run.seed`` (the label of each of several runs) is
+            no integer >= 0 (:func:`_run_config`), a line that is not JSON or names a key twice
+            (:func:`~.text_files.parse_curve_json`), an ``update`` or ``metric`` that is no number (a JSON string such
+            as ``"0.676"`` or true/false included), a negative update or one that is no whole number (``2.5``; ``2.0``
+            reads as 2) or an infinite metric (each naming the line), an eval line without ``update`` (the message names
+            the fix), a file without eval lines carrying ``metric``, eval lines of ``metric`` that all hold null or NaN
+            (the message says which, and the fix: :func:`_no_value`), one update of a run with two different values
+            (:func:`one_value_per_eval`), values that mix fractions and points or whose scale cannot be told under
+            ``auto`` (:func:`to_points`, :func:`read_points`; the lines are named), too few evals (the fix named:
+            evaluate more often, or, when the null or NaN lines are what leaves too few, their fix first:
+            :func:`_skipped_lead`; the files are named in the refusal's first sentence, and the skipped lines in the
+            note after it: :func:`_named`), an ``eval`` field that is not JSON true or false (``"true"``, ``1``: the
+            message names the line). Eval lines whose ``metric`` is NaN or JSON ``null`` (not measured there, or a
+            failed eval) are skipped and named, in the curve's ``notes`` and in any refusal, with the fix
+            (:func:`_lines_skipped_note`: for a ``sampled_accuracy`` that ``gradprobe train`` left null by its
+            ``sampled_at = "ends"`` schedule, ``greedy_accuracy`` or a run sampled at every eval); an exact repeat of an
+            eval is read once and named.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
@@ -1175,7 +1245,7 @@ class CurveSources:
         try:
             keep, copies = one_value_per_eval(n, y, seeds, where, src)
             n, y, seeds, where = ([x for x, k in zip(col, keep) if k] for col in (n, y, seeds, where))
-            acc, note = to_points(np.array(y), accuracy_scale, f"metrics {metric}", where, updates=n, seeds=seeds)
+            acc, note = read_points(np.array(y), accuracy_scale, f"metrics {metric}", where, updates=n, seeds=seeds)
             curve = cls(updates=n, accuracy=acc, seeds=seeds, mode=mode, B=B, source=src, metadata=meta,
                         notes=[note] + [x for x in (skipped, copies) if x], n_replicates=n_replicates,
                         eval_hint=lead or PLAN_EVAL_HINT,  # the skipped lines' fix when they leave too few evals
@@ -1214,21 +1284,21 @@ class CurveSources:
         CurveError
             A missing or unparsable file, a file with no line of values (a header alone: a
             :class:`~.curve_fit.TooFewEvalsError` saying what a line holds and how many are needed,
-            :func:`_no_eval_lines`), a missing column (the message lists the columns; a file separated by
-            semicolons, tabs or bars is named so, with the fix: :func:`_csv_columns`), a cell of
-            the update or accuracy column that is text, infinite or too large for a float (the message names the line
-            and the column, and shows the cell as the file holds it: :func:`_too_large_cells`), a boolean seed label
-            (the line named), a column ``arm`` naming several arms (a study's runs.csv: :func:`_one_arm`), a
-            negative update, runs stacked one after another without a seed column (:func:`_stacked_runs`: add one),
-            one (seed, update) on two lines with different accuracies
-            (:func:`one_value_per_eval`), an accuracy column that mixes fractions and points (:func:`to_points`;
-            the lines are named), too few evals (a :class:`~.curve_fit.TooFewEvalsError` naming the CSV, the
-            minimum and the fix, :data:`CSV_EVAL_HINT`, as the other readers' do: :func:`_named`). Lines with an
-            empty or NaN cell there are skipped (logs with a
-            row per step carry the accuracy at evals only), and named: in the curve's ``notes``, and in any
-            refusal (:mod:`gradprobe.forecast.csv_cells`); so are lines that look cut (fewer fields than the
-            header, or a last line without a line break: its last value may be cut); an exact copy of a line is
-            read once and named.
+            :func:`_no_eval_lines`), a missing column (the message lists the columns; a file separated by semicolons,
+            tabs or bars is named so, with the fix: :func:`_csv_columns`), a cell of the update or accuracy column
+            that is text, infinite or too large for a float (the message names the line and the column, and shows the
+            cell as the file holds it: :func:`_too_large_cells`), a boolean seed label (the line named), a column
+            ``arm`` naming several arms (a study's runs.csv: :func:`_one_arm`), a negative update or one that is no
+            whole number (``2.5``; ``2.0`` reads as 2: :func:`~.csv_cells.check_csv_values`), runs stacked one after
+            another without a seed column (:func:`_stacked_runs`: add one), one (seed, update) on two lines with
+            different accuracies (:func:`one_value_per_eval`), an accuracy column that mixes fractions and points or
+            whose scale cannot be told under ``auto`` (above 1, at most 5: :func:`read_points`; the lines are named),
+            too few evals (a :class:`~.curve_fit.TooFewEvalsError` naming the CSV, the minimum and the fix,
+            :data:`CSV_EVAL_HINT`, as the other readers' do: :func:`_named`). Lines with an empty or NaN cell there
+            are skipped (logs with a row per step carry the accuracy at evals only), and named: in the curve's
+            ``notes``, and in any refusal (:mod:`gradprobe.forecast.csv_cells`); so are lines that look cut (fewer
+            fields than the header, or a last line without a line break: its last value may be cut); an exact copy of
+            a line is read once and named.
         """
         path = Path(path)
         if not path.is_file():
@@ -1259,7 +1329,8 @@ class CurveSources:
                 _stacked_runs(df[update_col], df[accuracy_col], where, path)
             keep, copies = one_value_per_eval(df[update_col], df[accuracy_col], seeds, where, str(path))
             df, where, seeds = df[keep], [w for w, k in zip(where, keep) if k], None if seeds is None else seeds[keep]
-            acc, note = to_points(df[accuracy_col].to_numpy(float), accuracy_scale, f"{path} {accuracy_col}", where,
+            acc, note = read_points(df[accuracy_col].to_numpy(float), accuracy_scale, f"{path} {accuracy_col}",
+                                    where,
                                   updates=df[update_col].to_numpy(float), seeds=seeds)
             return cls(updates=df[update_col].to_numpy(float), accuracy=acc, seeds=seeds, mode=mode, B=B,
                        source=f"CSV {path}", metadata=metadata, notes=[note] + [x for x in (skipped, copies) if x],
@@ -1274,9 +1345,9 @@ class CurveSources:
                        metadata: dict | None = None, n_replicates: int = N_REPLICATES):
         """The curve from TRL ``trainer_state.json`` file(s) (one per seed).
 
-        TRL's ``Trainer`` writes ``log_history``, a list of dicts; eval entries carry ``step``
-        (optimizer steps = updates) and the eval metrics. Steps are read as updates: with gradient
-        accumulation one TRL step is one optimizer update, which is what the x axis means.
+        TRL's ``Trainer`` writes ``log_history``, a list of dicts; eval entries carry ``step`` (optimizer steps =
+        updates) and the eval metrics. Steps are read as updates: with gradient accumulation one TRL step is one
+        optimizer update, which is what the x axis means.
 
         Parameters
         ----------
@@ -1287,33 +1358,33 @@ class CurveSources:
             ``eval_rewards/accuracy_reward/mean`` for a GRPOTrainer eval of an accuracy reward).
         accuracy_scale : {"auto", "fraction", "points"}
         initial_accuracy : float, optional
-            Accuracy of the initial policy (same scale as the metric) when the log has no step-0 eval
-            (TRL evaluates at step 0 only with ``eval_on_start=True``); it becomes R0 (``gradprobe probe
-            --initial-accuracy``). A file with its own (non-NaN, non-null) eval at step 0 keeps it, and a note in
-            ``notes`` names the file. Where it is used, it is no eval of the file: a note (with
-            :data:`GIVEN_R0_MARK`, printed under the forecast) says R0 is the value given, the curve's ``metadata``
-            records it (:data:`GIVEN_R0_KEY`, kept by ``save``), its summary counts the file's own evals and the
-            scale note's range is theirs, the value given named apart.
+            Accuracy of the initial policy (same scale as the metric) when the log has no step-0 eval (TRL evaluates at
+            step 0 only with ``eval_on_start=True``); it becomes R0 (``gradprobe probe --initial-accuracy``). A file
+            with its own (non-NaN, non-null) eval at step 0 keeps it, and a note in ``notes`` names the file. Where it
+            is used, it is no eval of the file: a note (with :data:`GIVEN_R0_MARK`, printed under the forecast) says R0
+            is the value given, the curve's ``metadata`` records it (:data:`GIVEN_R0_KEY`, kept by ``save``), its
+            summary counts the file's own evals and the scale note's range is theirs, the value given named apart.
 
         Raises
         ------
         CurveError
-            A missing or invalid file, a file given twice, an entry holding ``metric`` without a ``step`` (named
-            ``log_history[i]``), a ``step`` or ``metric`` that is no number or is infinite (the message names the
-            ``log_history`` entry and its step), no entry with ``metric`` (the message lists the eval keys found),
-            an ``initial_accuracy`` that is no finite number or outside the scale's range
-            (:func:`initial_accuracy_value`; or, under ``accuracy_scale="auto"``, one in (0, 1] beside evals in
-            points, or one above 1 beside evals in fractions, used or not: :func:`_check_initial_scale`), no eval
-            of ``metric`` with a value (all null or NaN: the message says which, and to rerun them or name another
-            eval key: :func:`_no_value`), one step with two different values (:func:`one_value_per_eval`:
-            e.g. a ``trainer.evaluate()`` after training at the last eval's step with sampled evals; keep one),
-            values that mix fractions and points (:func:`to_points`; the entries are named), too few evals (the
-            fix named is TRL's ``eval_strategy`` / ``eval_steps``, and ``eval_on_start`` or ``initial_accuracy``
-            when no eval sits at step 0, or rerunning a NaN or null step-0 eval: :func:`_trl_eval_hint`; when the
-            null or NaN evals are what leaves too few, rerunning them: :func:`_skipped_lead`; the files named first,
-            the skipped evals in a note after the fix: :func:`_named`). Entries whose ``metric`` is NaN or ``null`` (a
-            failed or skipped eval) are skipped, as a CSV's empty or NaN cells, and named by their steps, in ``notes``
-            and any refusal. Entries without ``metric`` are passed over.
+            A missing or invalid file (a key twice in one object, or nesting too deep:
+            :func:`~.text_files.parse_curve_json`), a file given twice, an entry holding ``metric`` without a ``step``
+            (named ``log_history[i]``), a ``step`` or ``metric`` that is no number or is infinite, a ``step`` no whole
+            number (``20.5``) (the message names the ``log_history`` entry and its step), no entry with ``metric`` (the
+            message lists the eval keys found), an ``initial_accuracy`` that is no finite number or outside the scale's
+            range (:func:`initial_accuracy_value`; or, under ``accuracy_scale="auto"``, one in (0, 1] beside evals in
+            points, or one above 1 beside evals in fractions, used or not: :func:`_check_initial_scale`), no eval of
+            ``metric`` with a value (all null or NaN: the message says which, and to rerun them or name another eval
+            key: :func:`_no_value`), one step with two different values (:func:`one_value_per_eval`: e.g. a
+            ``trainer.evaluate()`` after training at the last eval's step with sampled evals; keep one), values that mix
+            fractions and points or whose scale cannot be told under ``auto`` (above 1, at most 5: :func:`read_points`;
+            the entries are named), too few evals (the fix named is TRL's ``eval_strategy`` / ``eval_steps``, and
+            ``eval_on_start`` or ``initial_accuracy`` when no eval sits at step 0, or rerunning a NaN or null step-0
+            eval: :func:`_trl_eval_hint`; when the null or NaN evals are what leaves too few, rerunning them:
+            :func:`_skipped_lead`; the files named first, the skipped evals in a note after the fix: :func:`_named`).
+            Entries whose ``metric`` is NaN or ``null`` (a failed or skipped eval) are skipped, as a CSV's empty or NaN
+            cells, and named by their steps, in ``notes`` and any refusal. Entries without ``metric`` are passed over.
         """
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
@@ -1338,7 +1409,7 @@ class CurveSources:
             n, y, seeds, where = ([x for x, k in zip(col, keep) if k] for col in (n, y, seeds, where))
             _check_initial_scale(initial_accuracy, y, where, accuracy_scale, files)  # used or not
             given = np.array([at == _GIVEN for at in where])
-            acc, note = to_points(np.array(y), accuracy_scale, f"trainer_state {metric}", where, updates=n,
+            acc, note = read_points(np.array(y), accuracy_scale, f"trainer_state {metric}", where, updates=n,
                                   seeds=seeds, given=given)
             meta, given_note = _given_r0(initial_accuracy, acc, given, np.array(n), seeds, paths, metadata)
             unused = _unused_initial_accuracy(initial_accuracy, rows_of)
@@ -1417,8 +1488,8 @@ def _log_history(path: Path) -> list:
     """A trainer state's ``log_history`` (for :func:`_one_run_each`); [] when it cannot be read or has none (its
     reader names why)."""
     try:
-        history = json.loads(path.read_text(encoding="utf-8")).get("log_history")
-    except (OSError, ValueError, AttributeError):
+        history = parse_curve_json(read_source_text(path)).get("log_history")
+    except (OSError, ValueError, AttributeError):  # JSONShapeError and UnicodeDecodeError are ValueErrors
         return []
     return history if isinstance(history, list) else []
 

@@ -58,7 +58,7 @@ from .curve_fit import (B_BOUNDS, B_FALLBACK, MODES, N_REPLICATES, PARAMETERS, R
 from .csv_cells import is_skipped_note
 from .curve_sources import (GIVEN_R0_KEY, PLAN_EVAL_HINT, TRL_STATE, CurveSources, initial_accuracy_value,
                             last_checkpoint_state, read_source_text, task_key)
-from .text_files import utf16_without_bom
+from .text_files import JSONShapeError, parse_curve_json, utf16_without_bom
 
 __all__ = ["ReferenceCurve", "CurveError", "scalerl_sigmoid", "MODES", "task_key", "load_reference_curve",
            "default_curve_path",
@@ -107,7 +107,9 @@ class ReferenceCurve(CurveSources):
         How ``accuracy`` is read, as every file reader reads its values (:func:`~.accuracy_values.to_points`):
         ``auto`` (default) reads values that all lie in [0, 1] (not all 0) as fractions, converts them to points
         and says so in ``notes``, and refuses values that mix the scales (0.676 among points, naming
-        ``accuracy[i]``); values in points are read as given, with no note. ``points`` reads the values as given
+        ``accuracy[i]``); values in points are read as given, with no note (the file readers also refuse, under
+        ``auto``, values whose largest lies in (1, 5]: :func:`~.accuracy_values.read_points`; here the caller built
+        the array and knows its scale). ``points`` reads the values as given
         (a curve truly under 1 point; the readers and :meth:`load` pass their points so), ``fraction`` multiplies
         them by 100. Why ``auto``: ``accuracy=df["accuracy"]`` straight from a log of fractions, fitted as points,
         would be a curve under 1 point whose forecast gains are 100 x too small, a wrong verdict with no word,
@@ -198,8 +200,8 @@ class ReferenceCurve(CurveSources):
         r0 = float(y[n == 0].mean()) if has_zero else None
         fit = fit_sigmoid(n, y, r0=r0, b_fixed=B)
         if B is None and fit.status.get("B") != "identified":
-            self.notes.append(f"B {fit.status['B'].replace('_', ' ')} (fit B = {fit.params['B']:.3g}): the evals do not "
-                              f"pin the curve's steepness, so B is fixed at {B_FALLBACK:g} (hyperbolic saturation)")
+            self.notes.append(f"B {fit.status['B'].replace('_', ' ')} (fit B = {fit.params['B']:.3g}): the evals do "
+                              f"not pin the curve's steepness, so B is fixed at {B_FALLBACK:g} (hyperbolic saturation)")
             fit = fit_sigmoid(n, y, r0=r0, b_fixed=B_FALLBACK)
             B = B_FALLBACK
         self.params = fit.params
@@ -588,7 +590,9 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
         ``metrics.jsonl`` (default ``greedy_accuracy``). A TRL key must be an eval metric (``eval_...``).
     accuracy_scale : {"auto", "fraction", "points"}, optional
         How a CSV's, a ``metrics.jsonl``'s or a TRL state's accuracies are read (``--reference-curve-scale``;
-        default ``auto``: fractions when every value lies in [0, 1], :func:`~.accuracy_values.to_points`).
+        default ``auto``: fractions when every value lies in [0, 1], points when the largest lies above 5, and
+        refused in between, where points of an accuracy under 5% cannot be told from another metric on a small
+        scale: :func:`~.accuracy_values.read_points`).
     initial_accuracy : float, optional
         The initial policy's accuracy on a TRL trainer state's eval, in the metric's scale (a fraction in [0, 1]
         or points in [0, 100], as ``accuracy_scale`` reads it), for a log without an eval at step 0 (TRL evaluates
@@ -602,7 +606,8 @@ def load_reference_curve(spec: str | Path, *, mode: str | None = None, metric: s
         Nothing at ``spec`` (the message says it does not exist), a folder holding none of
         ``runs.csv``, ``metrics.jsonl``, ``trainer_state.json``, or a file of none of these kinds (each
         message lists what is accepted); a ``.json`` file, or one holding ``"log_history"``, that does not parse
-        (called truncated or damaged, with the fix: :func:`~.curve_file.not_json`; before the options below are
+        (called truncated or damaged, with the fix: :func:`~.curve_file.not_json`), names a key twice in one object
+        or nests too deep (:func:`~.text_files.parse_curve_json`; before the options below are
         checked against its kind, which such a file has none of); a ``metric`` for a source without eval keys (a
         saved curve, a CSV, a study, ``default``), an empty one, a TRL key that is not ``eval_...``; an
         ``accuracy_scale`` not among the three, or for a source whose scale is fixed (a saved curve, a study,
@@ -721,15 +726,18 @@ def _is_trl_state(path: Path, suffix: str) -> bool:
     CurveError
         A text that does not parse as JSON yet is meant as JSON: a ``.json`` file (``suffix``), or one holding
         ``"log_history"`` (a trainer state under another name, UTF-8 or not); the message says whether it is
-        truncated, damaged or not UTF-8, with the fix (:func:`~.curve_file.not_json`). It comes before the read
+        truncated, damaged, not UTF-8, names a key twice in one object or nests too deep
+        (:func:`~.text_files.parse_curve_json`), with the fix (:func:`~.curve_file.not_json`). It comes before the read
         options are checked against the file's kind: such a file has no kind, and ``--reference-curve-metric``'s
         refusal for a saved curve would hide the cause. Any other text that does not parse is no trainer state (False).
     """
     try:
-        d = json.loads(read_source_text(path))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        text = e.doc if isinstance(e, json.JSONDecodeError) else _as_text(bytes(e.object))
-        # meant as JSON, or a trainer state that is not UTF-8
+        text = read_source_text(path)
+        d = parse_curve_json(text)
+    except (UnicodeDecodeError, json.JSONDecodeError, JSONShapeError) as e:
+        if isinstance(e, UnicodeDecodeError):
+            text = _as_text(bytes(e.object))
+        # meant as JSON (a key twice or deep nesting: JSON all the same), or a trainer state that is not UTF-8
         if suffix == ".json" or '"log_history"' in text:
             raise not_json(path, e, trainer_state='"log_history"' in text) from None
         return False

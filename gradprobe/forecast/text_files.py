@@ -1,27 +1,37 @@
 """Reading curve sources as text: UTF-8 (a leading byte-order mark dropped), and what to say when they are not.
 
 :func:`read_source_text` reads a JSON, JSON lines or trainer-state file; :func:`not_utf8` names what bytes that are
-not UTF-8 are instead (UTF-16, gzip, binary, another encoding) with the fix. Used by the reference-curve readers
+not UTF-8 are instead (UTF-16, gzip, binary, another encoding) with the fix; :func:`parse_curve_json` parses their
+JSON, refusing what ``json.loads`` would read silently (a key given twice in one object) or fail on without a word
+of the file (nesting too deep: a bare ``RecursionError``). Used by the reference-curve readers
 (:mod:`.curve_sources`, :mod:`.curve_file`, :mod:`.curves`) and the CSV reader (:mod:`.csv_cells`).
 """
 
 from __future__ import annotations
 
 import codecs
+import json
 import shlex
+import sys
 from pathlib import Path
 
-__all__ = ["decode_text", "not_utf8", "read_source_text", "utf16_without_bom"]
+__all__ = ["decode_text", "not_utf8", "read_source_text", "utf16_without_bom", "parse_curve_json", "JSONShapeError",
+           "SAVED_CURVE_REWRITE"]
 
 
-def not_utf8(path: Path, e: UnicodeDecodeError, trainer_state: bool) -> str:
+#: The end of :func:`not_utf8`'s fix for a JSON file that is no trainer state (by default: a saved curve).
+SAVED_CURVE_REWRITE = "or rewrite a saved curve with ReferenceCurve.save"
+
+
+def not_utf8(path: Path, e: UnicodeDecodeError, trainer_state: bool, *, json_fix: str = SAVED_CURVE_REWRITE) -> str:
     """Why a curve source ``path`` cannot be read: it is not UTF-8 text (``e``, whose ``object`` holds the bytes),
     what it is instead and the fix. Its bytes say which: UTF-16 text (a byte-order mark, or NUL high bytes
     without one: convert from UTF-16), gzip-compressed (decompress it), a tail of NUL bytes (a write cut short: keep
     the text before it), binary (NUL bytes inside: re-copy it), else text in another encoding (e.g. latin-1:
     convert it). For a TRL trainer state (``trainer_state``: its text holds ``"log_history"``, or the file is TRL's
-    ``trainer_state.json``) the fix names TRL's own file, which TRL writes as UTF-8; else, for a JSON file, a saved
-    curve's rewrite."""
+    ``trainer_state.json``) the fix names TRL's own file, which TRL writes as UTF-8; else, for a JSON file,
+    ``json_fix`` ends it (a saved curve's rewrite, :data:`SAVED_CURVE_REWRITE`; a run's ``config.json`` says to put
+    the converted file in its place)."""
     raw = bytes(getattr(e, "object", b"") or b"")
     name, out = shlex.quote(str(path)), shlex.quote(str(path.with_name(f"{path.stem}_utf8{path.suffix or '.txt'}")))
     trl = ("TRL writes it as UTF-8: re-copy it from the run's checkpoint-N/" if path.name == "trainer_state.json"
@@ -42,7 +52,7 @@ def not_utf8(path: Path, e: UnicodeDecodeError, trainer_state: bool) -> str:
     if trainer_state:
         fix = f"{fix}, {trl}" if path.name != "trainer_state.json" else f"{trl}, or {fix}"
     elif path.suffix.lower() == ".json":
-        fix += ", or rewrite a saved curve with ReferenceCurve.save"
+        fix += f", {json_fix}"
     return f"{what}; {fix}"
 
 
@@ -101,3 +111,67 @@ def read_source_text(path: Path) -> str:
     """The text of a curve source (JSON, JSON lines or a trainer state): :func:`decode_text` of its bytes. Raises
     UnicodeDecodeError (bytes that are not UTF-8 text: :func:`not_utf8` says what they are) and OSError."""
     return decode_text(path.read_bytes())
+
+
+class JSONShapeError(ValueError):
+    """A curve source's JSON text that :func:`parse_curve_json` refuses although ``json.loads`` reads it, or fails on
+    without naming the file: an object that names one key twice (``key``: that key), or nesting too deep for Python's
+    parser (``key`` None). The message says what is wrong, without the file: the reader that raises its
+    ``CurveError`` names the file (and line or entry) and the fix."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
+
+def _shown(value) -> str:
+    """``value`` as a refusal shows it: its JSON, cut at 40 characters."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(type(value).__name__)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _unique_keys(pairs: list) -> dict:
+    """The ``object_pairs_hook`` of :func:`parse_curve_json`: the object of ``pairs`` ((key, value) in file order),
+    refused when one key comes twice."""
+    out = dict(pairs)
+    if len(out) == len(pairs):  # the common case, at C speed
+        return out
+    first: dict = {}
+    for key, value in pairs:
+        if key in first:
+            raise JSONShapeError(f"an object names the key {json.dumps(key)} twice ({_shown(first[key])}, then "
+                                 f"{_shown(value)}): JSON readers keep one of the two (Python's json the last, "
+                                 "silently), so which value was meant cannot be told", key=key)
+        first[key] = value
+    return first
+
+
+def parse_curve_json(text: str):
+    """``text`` (a curve source's JSON: a saved curve, a trainer state, a ``config.json``, a line of a
+    ``metrics.jsonl``) parsed as ``json.loads`` parses it (NaN, Infinity and integers of any size as it reads them),
+    except where that would be silent or name no file:
+
+    - an object that names a key twice (``{"eval_accuracy": 0.7, "step": 20, "eval_accuracy": 0.1}``, two
+      ``log_history`` lists): ``json.loads`` keeps the last value without a word, so an eval (or a whole log) would
+      be read as a value the file also contradicts. No writer of these files writes a key twice (``json.dump`` of a
+      dict cannot), so the file was edited or damaged;
+    - nesting deeper than Python's parser goes (its recursion limit, :func:`sys.getrecursionlimit`, about 1000
+      levels): ``json.loads`` raises a bare ``RecursionError``; the files a curve is read from nest a few levels.
+
+    Raises
+    ------
+    json.JSONDecodeError
+        ``text`` is not JSON (as ``json.loads`` raises it).
+    JSONShapeError
+        A key given twice in one object (its ``key``: the key, the message showing both values), or nesting too
+        deep; the message names no file (the caller adds it and the fix).
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise JSONShapeError(f"its arrays or objects nest deeper than Python's JSON parser reads (its recursion limit, "
+                             f"{sys.getrecursionlimit()} levels), where the files a curve is read from nest a few "
+                             "levels: the file is damaged") from None
