@@ -28,7 +28,8 @@ differs from grpo's (rho = 1). A reward that is an exact rescaling of grpo's on 
 G / (G - 1) times grpo's advantages) has replicates equal to rho_raw up to float rounding, so its se is rounding
 and its SNR an arbitrary huge number of order 1 / eps: such an SNR is printed ``exact`` (:func:`rho_snr_text`,
 :data:`ROUNDING_RTOL`); the stored value and the forecast are unchanged (the calibration reads the stored ``snr``
-as a feature).
+as a feature). A ratio resting on one contributing group has se exactly 0 (every replicate that draws the group is
+its ratio) and SNR inf, printed as such: one group is no rescaling, and the note on few groups says so.
 
 Empirical-Bayes shrinkage toward 1 (normal prior rho ~ N(1, tau^2), normal likelihood with the
 bootstrap se; tau^2 estimated by moments from the observation itself, tau_hat^2 =
@@ -83,16 +84,19 @@ def robust_se(x: np.ndarray) -> float:
 
 
 def se_at_rounding(rho_raw, snr) -> bool:
-    """Whether the se behind an SNR of rho-1 (``snr`` = |rho_raw - 1| / se) is float rounding: se <=
-    :data:`ROUNDING_RTOL` |rho_raw|, i.e. the bootstrap replicates all equal rho_raw to rounding (a reward that is an
-    exact rescaling of grpo's on every group, module docstring). An infinite ``snr`` (se exactly 0) is; NaN, None,
-    0 (rho_raw = 1, or se not finite: no se to judge) or text is not. Reads the stored pair (a forecast row's
-    ``rho_raw`` and ``snr``, JSON's ``"inf"`` included), so a saved ``probe.json`` section prints by it too."""
+    """Whether the se behind an SNR of rho-1 (``snr`` = |rho_raw - 1| / se) is float rounding: 0 < se <=
+    :data:`ROUNDING_RTOL` |rho_raw|, i.e. the bootstrap replicates differ from rho_raw by rounding alone, as those of a
+    reward that is an exact rescaling of grpo's on several groups do (module docstring). An infinite ``snr`` (se
+    exactly 0) is not: every replicate is then bit-identical, which is what a ratio resting on one contributing group
+    gives (each replicate that draws it is that group's ratio: :func:`probe_efficiency`), so it is printed as the
+    number (``inf``) with the note on few groups, not as an exact rescaling. NaN, None, 0 (rho_raw = 1, or se not
+    finite: no se to judge) or text is not either. Reads the stored pair (a forecast row's ``rho_raw`` and ``snr``,
+    JSON's ``"inf"`` included), so a saved ``probe.json`` section prints by it too."""
     try:
         raw, snr = float(rho_raw), float(snr)
     except (TypeError, ValueError):
         return False
-    if not (snr > 0 and math.isfinite(raw)):
+    if not (0 < snr < math.inf and math.isfinite(raw)):
         return False
     return abs(raw - 1.0) / snr <= ROUNDING_RTOL * abs(raw)
 
@@ -251,6 +255,7 @@ def probe_efficiency(reward: str, per_group: list[np.ndarray], per_group_ref: li
         return Efficiency(reward, math.nan, math.nan, 0.0, 0.0, 1.0, (math.nan, math.nan), (math.nan, math.nan),
                           np.ones(len(boot)), k, False, notes)
     rho_raw = num / den
+    boot = _one_group_replicates(per_group, per_group_ref, boot, rho_raw)
     se = robust_se(boot)
     reference_noise = k >= 2 and len(draws) >= 2
     if reference_noise:
@@ -263,6 +268,16 @@ def probe_efficiency(reward: str, per_group: list[np.ndarray], per_group_ref: li
     notes += _reading_notes(per_group, per_group_ref, raw_interval, snr, level)
     interval = _interval(shrunk, level) if kf > 0 else (math.nan, math.nan)  # all 1: no interval, not [1, 1]
     return Efficiency(reward, rho_raw, se, snr, kf, rho, raw_interval, interval, shrunk, k, reference_noise, notes)
+
+
+def _one_group_replicates(per_group, per_group_ref, boot: np.ndarray, rho_raw: float) -> np.ndarray:
+    """``boot`` with every finite replicate set to ``rho_raw`` when one group, in all the batches, contributes to
+    either alignment (the others are 0 in both): a replicate that draws it w times is (w c^R) / (w c^outcome) =
+    rho_raw exactly, which float products at w = 3, 5... miss by an ulp, and that rounding would read as an se at
+    rounding, i.e. an exact rescaling (:func:`se_at_rounding`), where one group rescales nothing. Else unchanged."""
+    groups = sum(int(np.count_nonzero((np.asarray(a, dtype=np.float64) != 0) | (np.asarray(b, dtype=np.float64) != 0)))
+                 for a, b in zip(per_group, per_group_ref))
+    return np.where(np.isfinite(boot), rho_raw, boot) if groups == 1 else boot
 
 
 #: Fewest groups with a nonzero contribution (to <g_R, u> and to <g_outcome, u>) for which the bootstrap over groups

@@ -47,7 +47,8 @@ _UNSURE = NO_VERDICT_MARK
 #: The forecast table's column of rho's evidence, |rho_raw - 1| / se (``snr`` of the forecast rows,
 #: :mod:`~.proxies`), not the per-reward table's <g_R,u> / se (:data:`gradprobe.probe.table.ALIGNMENT_SNR_HEADER`).
 #: Two SNRs, each named by its ratio. A row whose se is float rounding (a reward that rescales grpo's exactly) shows
-#: ``exact`` there (:func:`~.proxies.rho_snr_text`), not a number of order 1e14.
+#: ``exact`` there (:func:`~.proxies.rho_snr_text`), not a number of order 1e14; one whose se is exactly 0 (a ratio
+#: resting on one contributing group, whose note says so) shows ``inf``, not ``exact``.
 RHO_SNR_HEADER = "|rho-1|/se"
 #: The line under a forecast table with an ``exact`` SNR of rho-1 (:func:`~.proxies.se_at_rounding`).
 EXACT_SNR_LINE = (f"{EXACT_SNR}: rho's bootstrap replicates equal it to float rounding (se <= {ROUNDING_RTOL:.1e} "
