@@ -24,7 +24,8 @@
     bootstrap over the eval prompts, ``--resamples`` resamples; reliability data, the model's weights, ledger)
     and ``DIR/reliability.png``; the posterior's flat-group AUCs (all-correct, all-wrong, either) are printed with
     their intervals from the same resamples (``flat_auc_interval``); under 50 eval prompts a note gives the intervals'
-    widths. Copies of one prompt
+    widths. An interval the bootstrap cannot measure prints ``n/a``, and a note says why for every estimator and
+    baseline it holds for (identical reasons once). Copies of one prompt
     text stay in one half of the fit/eval split (``evaluate_estimator(..., prompts=)``); a pool of one text is
     refused before any compute.
 

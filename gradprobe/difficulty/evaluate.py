@@ -25,10 +25,10 @@ Metrics (each over the eval half's target outcomes; formulas and sources in
 seeded percentile bootstrap over the eval prompts (``brier_interval``...; :func:`~gradprobe.difficulty.metrics.
 bootstrap_metrics`), ``reliability`` (10 bins) and ``flat_auc`` (can p_i tell a flat, zero-advantage group of G
 completions before rollout?) with its intervals from the same resamples (``flat_auc_interval``). Every interval
-contains its score; it is None, its reason in ``brier_interval_reason``... and, for the posterior, in ``notes``,
-where the bootstrap cannot measure the sampling error: fewer than 2 eval prompts with a target, or every resample
-giving the same score (no spread: a width of 0 would read as precision; the rule of
-:func:`~gradprobe.difficulty.metrics.bootstrap_metrics`).
+contains its score; it is None, its reason in ``brier_interval_reason``... and in ``notes`` (every estimator's and
+baseline's, identical reasons said once), where the bootstrap cannot measure the sampling error: no eval prompt with
+a target (every score None too), fewer than 2, or every resample giving the same score (no spread: a width of 0
+would read as precision; the rule of :func:`~gradprobe.difficulty.metrics.bootstrap_metrics`).
 """
 
 from __future__ import annotations
@@ -279,7 +279,7 @@ def evaluate_estimator(ids, features, outcomes, *, observed: int, config: Estima
     pool_mean = success_rate(y[fit])
     preds = _predictions(est, config, x[ev], y[ev][:, :observed], pool_mean)
     scored = {name: _scores(p, target, group_size, resamples, level, seed) for name, p in preds.items()}
-    notes = _notes(target, scored["posterior"], group_size, caught)
+    notes = _notes(target, scored, group_size, caught)
     if keys is not None and len(set(keys)) < len(keys):
         notes.append(f"{len(keys) - len(set(keys))} prompt(s) repeat another prompt's text: each set of copies was "
                      f"kept in one half, so no eval prompt's text was fitted on (fit half {len(fit)}, eval half "
@@ -376,37 +376,60 @@ def _predictions(est, config: EstimatorConfig, x_ev, seen, pool_mean: float | No
     }
 
 
-def _notes(target, head: dict, group_size: int, caught) -> list[str]:
-    """Why a metric of :func:`evaluate_estimator` is None or uninformative, in words (``head``: the posterior's
-    scores, :func:`_scores`)."""
+def _notes(target, scored: dict, group_size: int, caught) -> list[str]:
+    """Why a metric of :func:`evaluate_estimator` is None or uninformative, in words (``scored``: each estimator's and
+    baseline's scores, :func:`_scores`; the flat-group AUCs are the posterior's, the ones printed)."""
+    head = scored["posterior"]
     flat, flat_reasons = head["flat_auc"], head["flat_auc_interval_reason"]
     notes = []
     tgt = target[np.isfinite(target)]
-    if tgt.size and tgt.min() == tgt.max():
+    if not tgt.size:
+        notes.append(f"no eval prompt has a finite target outcome (its last {target.shape[1]} completions): every "
+                     "score and interval is None; sample_outcomes gives NaN where the task's scorer failed (its "
+                     "warnings name the prompts): fix the scorer or the task")
+    elif tgt.min() == tgt.max():
         notes.append(f"every target completion {'succeeded' if tgt[0] == 1 else 'failed'}: AUC and Spearman rho "
                      f"are undefined (None); only the Brier score is meaningful")
-    for kind in ("all_correct", "all_wrong", "flat"):
+    for kind in ("all_correct", "all_wrong", "flat") if tgt.size else ():  # no target: said above
         if flat[kind]["reason"] is not None:
             notes.append(f"flat-group AUC ({kind.replace('_', '-')}, groups of {group_size}) and its interval are "
                          f"None: {flat[kind]['reason']}")
         elif flat_reasons[kind] is not None:
             notes.append(f"flat-group AUC interval ({kind.replace('_', '-')}, groups of {group_size}) is None: "
                          f"{flat_reasons[kind]}")
-    notes.extend(_interval_notes(head))
+    notes.extend(_interval_notes(scored))
     if caught:
         notes.append(f"logistic model not fitted: {caught[0].message}")
     notes.append("pool_mean is constant across prompts: its AUC is 0.5 and its Spearman rho undefined by construction")
     return notes
 
 
-def _interval_notes(head: dict) -> list[str]:
-    """The notes of the posterior's Brier, AUC and rho intervals that are None while the score is not (no spread,
-    too few eval prompts: :func:`~gradprobe.difficulty.metrics.bootstrap_metrics`), one per reason (an undefined
-    score has its own note)."""
+def _interval_notes(scored: dict) -> list[str]:
+    """The notes of the Brier, AUC and rho intervals that are None while the score is not (no spread, too few eval
+    prompts: :func:`~gradprobe.difficulty.metrics.bootstrap_metrics`), of every estimator and baseline of ``scored``
+    (the console prints each as n/a), one per reason: identical reasons are said once, naming every estimator and
+    score they hold for (an undefined score has its own note)."""
     names = {"brier": "Brier", "auc": "AUC", "spearman_rho": "Spearman rho"}
     by_reason: dict = {}
-    for key in SCORES:
-        if head[key] is not None and head[f"{key}_interval"] is None:
-            by_reason.setdefault(head[f"{key}_interval_reason"], []).append(names[key])
-    return [f"the posterior's {' and '.join(scores)} interval{'s' if len(scores) > 1 else ''} "
-            f"{'are' if len(scores) > 1 else 'is'} None: {reason}" for reason, scores in by_reason.items()]
+    for est, head in scored.items():
+        for key in SCORES:
+            if head[key] is not None and head[f"{key}_interval"] is None:
+                by_reason.setdefault(head[f"{key}_interval_reason"], {}).setdefault(est, []).append(names[key])
+    notes = []
+    for reason, per_est in by_reason.items():
+        by_scores: dict = {}  # estimators missing the same scores' intervals, said together
+        for est, scores in per_est.items():
+            by_scores.setdefault(tuple(scores), []).append(est)
+        parts, many = [], len(by_scores) > 1
+        for scores, ests in by_scores.items():
+            n = len(scores) * len(ests)
+            many = many or n > 1
+            owners = _joined([f"{e}'s" for e in ests])
+            parts.append(f"the {owners} {' and '.join(scores)} interval{'s' * (n > 1)}")
+        notes.append(f"{_joined(parts)} {'are' if many else 'is'} None: {reason}")
+    return notes
+
+
+def _joined(words: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"

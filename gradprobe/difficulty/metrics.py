@@ -318,8 +318,12 @@ def bootstrap_metrics(p, y, *, resamples: int = BOOTSTRAP_RESAMPLES, level: floa
         raise ValueError(f"bootstrap_metrics: need resamples >= 1, level in (0, 1) and y of shape (M, K) for M = "
                          f"{len(p)} predictions; got {resamples}, {level} and {y.shape}")
     point, groups = (None, None) if group_size is None else _flat_groups(p, y, group_size)
-    got, flat = _resampled(p, y, groups, resamples, seed)
     rule = _Rule(resamples, level, int(np.isfinite(y).any(axis=1).sum()), bool(p.size == 0 or np.ptp(p) == 0))
+    if rule.prompts:
+        got, flat = _resampled(p, y, groups, resamples, seed)
+    else:  # nothing to resample (M = 0 too): every score is undefined, its reason NO_OUTCOME (_Rule.interval)
+        got = {name: [np.full(resamples, np.nan)] for name in _LABELS}
+        flat = {kind: [np.full(resamples, np.nan)] for kind in FLAT_KINDS}
     out = {"undefined": {}, "reason": {}, "point": _point_scores(p, y)}
     for name, parts in got.items():
         out[name], out["undefined"][name], out["reason"][name] = rule.interval(
@@ -358,11 +362,13 @@ def _point_scores(p: np.ndarray, y: np.ndarray) -> dict:
     return {"brier": brier_score(p, y), "auc": auc_score(p, y), "spearman_rho": spearman_rho(p, e)}
 
 
+#: Why every score, and so every interval, of :func:`bootstrap_metrics` is None when no prompt has an outcome.
+NO_OUTCOME = "no prompt has a finite outcome"
 #: Each score's name in a reason.
 _LABELS = {"brier": "Brier score", "auc": "AUC", "spearman_rho": "Spearman rho"}
 #: Each score's (reason of an undefined score, why a resample leaves it undefined).
 _UNDEFINED = {
-    "brier": ("the Brier score is undefined: no prompt has a finite outcome",
+    "brier": (f"the Brier score is undefined: {NO_OUTCOME}",
               "they draw only prompts without a finite outcome"),
     "auc": ("the AUC is undefined: the outcomes hold one class only", "their outcomes hold one class only"),
     "spearman_rho": ("Spearman rho is undefined: the predictions or the prompts' success rates are constant",
@@ -385,6 +391,8 @@ class _Rule:
         ``by_construction``: an AUC, fixed at 0.5 by a constant prediction."""
         values = values[np.isfinite(values)]
         undefined = int(self.resamples - values.size)
+        if self.prompts == 0:  # before the score's own reason (e.g. "one class only"): there is no outcome at all
+            return None, undefined, f"the {label} is undefined: {NO_OUTCOME}"
         if point is None:
             return None, undefined, undefined_reason
         if self.prompts < MIN_INTERVAL_PROMPTS:
@@ -397,7 +405,7 @@ class _Rule:
                                      "an interval needs it defined in at least half")
         if np.ptp(values) <= NO_SPREAD * max(1.0, float(np.abs(values).max())) and not (by_construction
                                                                                         and self.constant):
-            return None, undefined, (f"every resample gives the same {label} ({values[0]:.6g}) up to rounding: the "
+            return None, undefined, (f"every resample gives the same {label} (the sample's) up to rounding: the "
                                      "prompts do not differ in it, so the bootstrap cannot measure its sampling error "
                                      "(a width of 0 would claim a precision the data do not give)")
         a = (1.0 - self.level) / 2.0

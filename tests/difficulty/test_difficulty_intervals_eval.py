@@ -80,7 +80,8 @@ def test_difficulty_eval_prints_the_intervals_and_the_small_eval_note_gives_thei
     m = json.loads((out / "metrics.json").read_text())
     assert m["bootstrap"]["resamples"] == 200 and m["brier_interval"] == m["estimators"]["posterior"]["brier_interval"]
     assert m["model_weights"]["source"] == "tier" and shown.startswith("model: tiny = the ")
-    post, width = m["estimators"]["posterior"], lambda iv: "no interval" if iv is None else f"{iv[1] - iv[0]:.2f}"  # noqa
+    post = m["estimators"]["posterior"]
+    width = lambda iv: "no interval" if iv is None else f"{iv[1] - iv[0]:.2f}"  # noqa: E731
     note = (f"only 6 eval prompts: the posterior's 90% bootstrap intervals are this wide: Brier "
             f"{width(post['brier_interval'])}, AUC {width(post['auc_interval'])}, rho "
             f"{width(post['spearman_rho_interval'])}; use --pool >= 100 for a comparison between estimators")

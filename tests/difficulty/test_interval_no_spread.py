@@ -30,7 +30,8 @@ def test_one_eval_prompt_gives_no_interval_and_the_reason():
             assert s["spearman_rho"] is None and s["spearman_rho_interval"] is None
             assert s["spearman_rho_interval_reason"] == ("Spearman rho is undefined: the predictions or the prompts' "
                                                          "success rates are constant")
-    assert f"the posterior's Brier and AUC intervals are None: {ONE_PROMPT}" in r["notes"]
+    assert (f"the model's, posterior's, pool_mean's and posterior_pool_mean's Brier and AUC intervals are None: "
+            f"{ONE_PROMPT}") in r["notes"]  # every row that prints n/a, not the posterior's alone
 
 
 def test_resamples_without_spread_give_no_interval():
@@ -41,9 +42,9 @@ def test_resamples_without_spread_give_no_interval():
     got = bootstrap_metrics(p, y, resamples=500, group_size=3)
     assert got["brier"] is None  # was [0.0004, 0.0004]
     assert got["point"]["brier"] == brier_score(p, y) == pytest.approx(0.0004, abs=1e-15)
-    assert got["reason"]["brier"] == ("every resample gives the same Brier score (0.0004) up to rounding: the prompts "
-                                      "do not differ in it, so the bootstrap cannot measure its sampling error (a "
-                                      "width of 0 would claim a precision the data do not give)")
+    assert got["reason"]["brier"] == ("every resample gives the same Brier score (the sample's) up to rounding: the "
+                                      "prompts do not differ in it, so the bootstrap cannot measure its sampling error "
+                                      "(a width of 0 would claim a precision the data do not give)")
     assert got["auc"] is None and got["reason"]["auc"] == "the AUC is undefined: the outcomes hold one class only"
     spread = bootstrap_metrics(np.array([0.02, 0.5]), y, resamples=500)  # the prompts' losses differ: an interval
     assert spread["reason"]["brier"] is None and spread["brier"][0] < spread["brier"][1]
