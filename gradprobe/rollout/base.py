@@ -85,13 +85,30 @@ def check_prompt_ids(prompts: Sequence[Sequence[int]], budgets: Sequence[int], l
 
 
 def prompt_too_long(index: int, n_prompts: int, length: int, budget: int, limit: int,
-                    what: str = MODEL_CONTEXT, *, name: str | None = None, note: str = "") -> PromptTooLongError:
+                    what: str = MODEL_CONTEXT, *, name: str | None = None, note: str = "",
+                    longest: int | None = None, longest_name: str = "") -> PromptTooLongError:
     """The error for prompt ``index`` (of a call's ``n_prompts``) of ``length`` tokens that, with ``budget``
     new tokens, passes the context ``limit`` (``what`` names it), with the fix: a lower ``max_new_tokens``, or,
     when the prompt alone fills the context, a shorter prompt or one left out of the pool. ``name`` names the
-    prompt instead of its index in the call (a data file's line: a run's setup check); ``note`` is appended."""
-    fix = (f"Lower max_new_tokens to at most {limit - length} or shorten the prompt." if length < limit else
-           "The prompt alone leaves no room for a completion: shorten it or leave it out of the prompt pool.")
+    prompt instead of its index in the call (a data file's line: a run's setup check); ``note`` is appended.
+
+    ``longest`` (tokens), with ``longest_name`` (e.g. ``"the longest prompt of the training pool"``): the longest
+    prompt of the set the named one was checked with (:func:`~gradprobe.rollout.prompt_lengths.check_prompt_lengths`).
+    The bound given is then the one that makes every prompt of the set fit, limit - longest, and the message says it is
+    the longest prompt's where that is longer than the named one (a bound from the named prompt alone was refused
+    again at the next longer one); where the longest prompt alone fills the context, no max_new_tokens fits the set
+    and the message says so. Without it (a sampler's per-call check), the bound is the named prompt's own."""
+    top = length if longest is None else max(length, longest)
+    if length >= limit:
+        fix = "The prompt alone leaves no room for a completion: shorten it or leave it out of the prompt pool."
+    elif top == length:
+        fix = f"Lower max_new_tokens to at most {limit - length} or shorten the prompt."
+    elif top < limit:
+        fix = (f"Lower max_new_tokens to at most {limit - top}, the bound for {longest_name} ({top} tokens), or "
+               "shorten the prompts.")
+    else:
+        fix = (f"No max_new_tokens fits every prompt: {longest_name} has {top} tokens, which alone leave no room "
+               "for a completion: shorten it or leave it out of the prompt pool.")
     name = name or f"prompt {index} (of this call's {n_prompts})"
     return PromptTooLongError(f"{name} has {length} tokens; with max_new_tokens={budget} that is "
                               f"{length + budget} > {what}={limit}. {fix}{note}")

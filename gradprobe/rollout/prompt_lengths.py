@@ -7,7 +7,8 @@ and leaving the row out of the data then made the run's resume refuse the edited
 applies the same rule (:func:`~gradprobe.rollout.base.exceeds_context`, the same limit,
 :func:`sampler_context_limit`) to a whole set of problems at setup, encoded as the rollouts encode them
 (:func:`gradprobe.tasks.prompts.encode_prompts`, chat template and BOS included), and names the first prompt that
-does not fit by its data file's line (or its id and place in the set), with its token count, the limit and the fix.
+does not fit by its data file's line (or its id and place in the set), with its token count, the limit and the fix
+(a bound on ``max_new_tokens`` that fits the longest prompt of the set, not only the one named).
 ``gradprobe train`` and ``gradprobe study`` check their pool and held-out set
 (:func:`gradprobe.training.preflight.check_run_prompt_lengths`), the probe its batch and held-out prompts
 (:func:`gradprobe.probe.prompt_lengths.check_probe_prompts`).
@@ -113,7 +114,9 @@ def check_prompt_lengths(tokenizer, problems: Sequence, *, max_new_tokens: int, 
         (a ValueError) A prompt whose length plus ``max_new_tokens`` passes ``limit``
         (:func:`~gradprobe.rollout.base.exceeds_context`, the samplers' rule): names the first such prompt in data
         order (its file line, or id and index in ``problems``), its length, the limit, the fix, how many of the
-        set do not fit.
+        set do not fit. The fix's bound on ``max_new_tokens`` makes every prompt of the set fit: limit minus the
+        longest prompt, named as such where it is longer than the first (:func:`~gradprobe.rollout.base
+        .prompt_too_long`).
     ValueError
         A prompt the tokenizer cannot render (:func:`gradprobe.tasks.prompts.format_prompt`).
     """
@@ -131,7 +134,8 @@ def check_prompt_lengths(tokenizer, problems: Sequence, *, max_new_tokens: int, 
     raise prompt_too_long(i, n, len(ids[i]), max_new_tokens, limit, what,
                           name=f"{_place(problems[i], i, len(problems))} of the {role}"
                                + (f", with its hint from {hinted}," if hinted else ""),
-                          note=f" {count}{shorter}{'; ' + when if when else ''}.")
+                          note=f" {count}{shorter}{'; ' + when if when else ''}.",
+                          longest=max(len(ids[k]) for k in long), longest_name=f"the longest {noun} of the {role}")
 
 
 def _place(problem, index: int, total: int) -> str:

@@ -111,11 +111,13 @@ def test_a_prompt_that_fits_only_without_its_budget_names_the_budget_fix_and_a_t
     budget = LIMIT - min(lengths) + 1  # every prompt of the pool is one token or more too long with it
     code, err = _train(tiny_plan(sampling={"max_new_tokens": budget}), tmp_path, capsys)
     assert code == 2
-    first = lengths[0]
+    first, longest = lengths[0], max(lengths)
+    assert first < longest  # the bound is the longest prompt's, which the message names: the first's was refused again
     assert err.startswith(f"gradprobe train: error: prompt {pool[0].id} (index 0 of 8) of the training pool has "
                           f"{first} tokens; with max_new_tokens={budget} that is {first + budget} > the model's "
-                          f"max_position_embeddings={LIMIT}. Lower max_new_tokens to at most {LIMIT - first} or "
-                          "shorten the prompt. 8 of the training pool's 8 prompts do not fit; checked before update 0")
+                          f"max_position_embeddings={LIMIT}. Lower max_new_tokens to at most {LIMIT - longest}, the "
+                          f"bound for the longest prompt of the training pool ({longest} tokens), or shorten the "
+                          "prompts. 8 of the training pool's 8 prompts do not fit; checked before update 0")
 
 
 def test_the_rule_is_the_samplers_one_at_the_boundary(tmp_path, tokenizer):
