@@ -40,7 +40,7 @@ from .file_check import FIT_CHOICES, FIT_DEFAULTS
 from .files import refuse_looping_file, write_json, write_text_atomic
 from .integrity import ReferenceLikeArmWarning, check_one_row_per_run, check_reference_rows, concat_rows
 from .metrics import p_value_text
-from .model import fit_calibration, is_calibration_file, load_calibration
+from .model import fit_calibration, is_blank_file, is_calibration_file, load_calibration
 from .noise_floor import NO_SEEDS, heldout_label
 from .probe_input import probe_study, probe_study_dir
 from .report import validation_record, write_report
@@ -194,7 +194,8 @@ def _check_out_file(out: Path, command: str, inputs, input_what: str, what: str,
     ``calib fit`` replaces a calibration file (:func:`calib.model.is_calibration_file`: its format marker), ``calib
     rows`` a rows CSV (:func:`calib.dataset.rows_header`: calib's rows columns), ``calib apply`` a calibrated.json
     (:func:`_is_calibrated_file`); any other file (the rows themselves, a study's ``runs.csv`` or ``plan.toml``, a
-    user's file) is never overwritten; an empty file is written over (it holds nothing to lose: a ``mktemp`` file).
+    user's file) is never overwritten; an empty or whitespace-only file is written over (it holds nothing to lose: a
+    ``mktemp`` file; :func:`calib.model.is_blank_file`).
     All write atomically
     (a temporary file renamed over ``out``), so a failed write leaves ``out`` as it was.
 
@@ -213,7 +214,7 @@ def _check_out_file(out: Path, command: str, inputs, input_what: str, what: str,
             raise OutputDirError(errno.EEXIST, f"--out {str(out)!r} is the {input_what} {str(given)!r} this command "
                                                f"reads: writing the {what} there would destroy it; choose another "
                                                f"--out (e.g. {str(out.with_name(example))!r})")
-    if out.stat().st_size == 0:  # nothing to lose (a `mktemp` file)
+    if is_blank_file(out):  # nothing to lose (a `mktemp` file, or one that holds only whitespace)
         return None
     ours = {"fit": is_calibration_file, "apply": _is_calibrated_file}.get(command, _is_rows_file)(out)
     if ours:
@@ -334,10 +335,26 @@ def _report(args) -> int:
         print(f"no tau interval: {reason}")
     for reason in sorted({r.get("oracle_reason") for r in m["ranking"].values()} - {None}):
         print(f"no ceiling: {reason}")
-    for col, r in m["ranking"].items():  # why "significant from n/a" (a metrics.json of an older calib has no reason)
-        if r.get("critical_reason") and _n(r.get("critical_kendall_tau", math.nan)) == "n/a":
-            print(f"significant from n/a for {col}: {r['critical_reason']}")
+    for line in _critical_lines(m):
+        print(line)
     return 0
+
+
+#: How :func:`_critical_lines` names a score of the ranking on the arms all compared forecasters cover.
+_COMMON_ARMS = " on the arms all compared forecasters cover"
+
+
+def _critical_lines(m: dict) -> list[str]:
+    """Why "significant from n/a" (``critical_reason`` of :func:`calib.metrics.pooled_rank_agreement`), one line per
+    score, for the ranking on each forecaster's arms (``ranking``, the lines printed) and on the arms all compared
+    forecasters cover (``ranking_common_arms``, the report page's second table; named so); a score whose reason is
+    the same in both is said once, with no qualifier. A metrics.json of an older calib has no reason: no line."""
+    said: dict = {}
+    for part, where in (("ranking", ""), ("ranking_common_arms", _COMMON_ARMS)):
+        for col, r in (m.get(part) or {}).items():
+            if r.get("critical_reason") and _n(r.get("critical_kendall_tau", math.nan)) == "n/a":
+                said.setdefault((col, r["critical_reason"]), where)  # the same score and reason: once
+    return [f"significant from n/a for {col}{where}: {reason}" for (col, reason), where in said.items()]
 
 
 def _print_difference(forecaster: str, d: list) -> bool:

@@ -400,14 +400,16 @@ def _parsed(path: Path):
     CalibrationFileError
         Naming the file, what is wrong with it and the fix: it cannot be read (OSError); it is calibration rows
         (:func:`_refuse_rows_file`); its bytes are not UTF-8 text, and what they are instead (UTF-16: convert it;
-        gzip-compressed: decompress it; a tail of NUL bytes: a write cut short; binary: :func:`gradprobe.forecast.
-        text_files.not_utf8`); it is empty or holds only whitespace (nothing was written to it); its JSON ends
-        mid-value (truncated, :func:`gradprobe.forecast.curve_sources.truncated_hint`: re-copy it, or refit it); it
-        is otherwise not valid JSON (damaged: refit it). The refit is :func:`calib.file_check.unreadable_fix`'s, in
-        place where ``calib fit --out`` would replace the file (one that opens as a calibration, or an empty one).
+        gzip-compressed: decompress it; a tail of NUL bytes: a write cut short, whose text before them is no
+        calibration either, so re-copy it or refit it; binary: :func:`gradprobe.forecast.text_files.not_utf8`); it is
+        empty or holds only whitespace (nothing was written to it); its JSON ends mid-value (truncated,
+        :func:`gradprobe.forecast.curve_sources.truncated_hint`: re-copy it, or refit it); it is otherwise not valid
+        JSON (damaged: refit it). The refit is :func:`calib.file_check.unreadable_fix`'s, in place where ``calib fit
+        --out`` would replace the file (one that opens as a calibration, or an empty or whitespace-only one:
+        :func:`is_blank_file`).
     """
     def fix() -> str:
-        in_place = is_calibration_file(path) or (path.is_file() and path.stat().st_size == 0)
+        in_place = is_calibration_file(path) or is_blank_file(path)
         return unreadable_fix(path, default=_is_default(path), in_place=in_place)
 
     try:
@@ -417,6 +419,10 @@ def _parsed(path: Path):
     except UnicodeDecodeError as e:
         _refuse_rows_file(path)
         what = not_utf8(path, e, False).removesuffix(_CURVE_FIX)  # the curve readers' rewrite is no calibration's
+        if _nul_tail(bytes(getattr(e, "object", b"") or b"")):  # the text before the NULs is a calibration cut short
+            raise CalibrationFileError(f"calibration file {path} cannot be read as JSON: {what.split('; ')[0]}; the "
+                                       "text before them is a calibration cut short, not one: re-copy it from where "
+                                       f"it was copied, or {fix()}") from None
         raise CalibrationFileError(f"calibration file {path} cannot be read as JSON: {what}; or {fix()}") from None
     if not text.strip():
         what = "is empty (0 bytes)" if not text else f"holds only whitespace ({len(text.encode())} bytes)"
@@ -433,6 +439,31 @@ def _parsed(path: Path):
         raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); {fix()}") from e
     except ValueError as e:  # an integer beyond Python's int-to-text limit
         raise CalibrationFileError(f"calibration file {path} is damaged: not valid JSON ({e}); {fix()}") from e
+
+
+def _nul_tail(raw: bytes) -> bool:
+    """Whether the bytes ``raw`` end in NUL bytes and hold none before them (a write cut short, as
+    :func:`gradprobe.forecast.text_files.not_utf8` tells it)."""
+    return b"\x00" in raw and not raw[raw.index(b"\x00"):].strip(b"\x00")
+
+
+#: Largest file :func:`is_blank_file` reads to tell whether it holds only whitespace (bytes).
+_BLANK_READ_LIMIT = 1 << 20
+
+
+def is_blank_file(path: str | Path) -> bool:
+    """Whether ``path`` is a file that holds nothing: empty (0 bytes), or only whitespace as UTF-8 text (a leading
+    byte-order mark included; read when at most 1 MiB). ``calib fit --out`` writes over one (nothing to lose:
+    :func:`calib.cli._check_out_file`), so the refit of such a calibration file is in place, under its own name.
+    Never raises: an unreadable file is not one."""
+    try:
+        path = Path(path)
+        size = path.stat().st_size if path.is_file() else -1
+        if size < 0 or size > _BLANK_READ_LIMIT:
+            return False
+        return size == 0 or not path.read_text(encoding="utf-8-sig").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 #: The fix :func:`gradprobe.forecast.text_files.not_utf8` adds for a ``.json`` curve file, which is no fix of a

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import gzip
 import shlex
+from pathlib import Path
 
 import pytest
 
 from calib.cli import main as calib_main
 from calib.model import CalibrationFileError, default_path, load_calibration
+
+ROWS = Path(__file__).resolve().parents[2] / "data" / "calibration" / "rows.csv"
 
 DEFAULT_TEXT = default_path().read_text(encoding="utf-8")
 REFIT = "refit it with `calib fit ROWS.csv --forecaster FORECASTER --out "
@@ -33,8 +36,22 @@ def test_an_empty_or_blank_file_is_said_to_hold_nothing(tmp_path):
                               f"that never happened, or a copy of nothing); re-copy it, or {REFIT}{empty}`")  # in place
     assert "damaged" not in message and "not valid JSON" not in message
     message = _refused(blank)
-    assert message.startswith(f"calibration file {blank} holds only whitespace (4 bytes): no calibration was written")
-    assert f"--out {tmp_path / 'calibration.json'}`" in message  # calib fit replaces an empty file only
+    assert message.startswith(f"calibration file {blank} holds only whitespace (4 bytes): no calibration was written "
+                              f"to it (a write that never happened, or a copy of nothing); re-copy it, or {REFIT}"
+                              f"{blank}`")  # in place, as the empty one (was a new calibration.json beside it)
+
+
+def test_calib_fit_writes_over_a_blank_file_as_its_fix_says(tmp_path, capsys):
+    """The fix refits a whitespace-only file under its own name: calib fit writes over it (nothing to lose), as over
+    an empty file, and still refuses a file holding text."""
+    blank, kept = tmp_path / "blank.json", tmp_path / "notes.json"
+    blank.write_bytes(b"\xef\xbb\xbf \n\t\n")
+    kept.write_text("my notes\n", encoding="utf-8")
+    fit = ["fit", str(ROWS), "--forecaster", "forecast_cost_only", "--out"]
+    assert calib_main([*fit, str(blank)]) == 0  # was refused: "exists and is no calibration file but blank text"
+    assert load_calibration(blank).forecaster == "forecast_cost_only"
+    assert calib_main([*fit, str(kept)]) == 2 and kept.read_text(encoding="utf-8") == "my notes\n"
+    assert "exists and is no calibration file (`calib fit`) but a text file" in capsys.readouterr().err
 
 
 def test_a_truncated_file_is_said_to_be_truncated_and_json_wrong_inside_damaged(tmp_path):
@@ -69,7 +86,12 @@ def test_a_write_cut_short_by_nul_bytes_is_named(tmp_path):
     path = tmp_path / "nul.json"
     path.write_bytes(DEFAULT_TEXT[:3000].encode() + b"\x00" * 5)
     message = _refused(path)
-    assert "cannot be read as JSON: it ends in 5 NUL bytes from line" in message and "a write cut short" in message
+    line = DEFAULT_TEXT[:3000].count("\n") + 1
+    assert message.startswith(f"calibration file {path} cannot be read as JSON: it ends in 5 NUL bytes from line "
+                              f"{line} (byte 3000): a write cut short when the machine stopped; the text before them "
+                              "is a calibration cut short, not one: re-copy it from where it was copied, or "
+                              f"{REFIT}{path}`")  # in place: it opens as a calibration file
+    assert "head -c" not in message and "keep the text" not in message  # its text before the NULs is truncated JSON
 
 
 def test_calib_apply_names_the_problem_and_exits_2(tmp_path, capsys):

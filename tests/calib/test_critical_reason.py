@@ -62,3 +62,27 @@ def test_calib_report_says_why_cost_only_has_no_significance_threshold(tmp_path,
     page = (tmp_path / "rep" / "report.html").read_text()
     shown = r["critical_reason"].replace(">", "&gt;")
     assert f' title="{shown}">n/a</td>' in page and f"No significance for cost only: {shown}." in page
+
+
+def test_calib_report_says_why_for_the_common_arms_ranking_too_and_each_line_once(tmp_path, capsys, monkeypatch):
+    """The page's second ranking (on the arms all compared forecasters cover) had its reasons on the page only; the
+    console now prints them too, naming that ranking, and a score whose reason is the same in both once."""
+    import calib.cli as cli
+
+    real = cli.write_report
+    reason = "no study has 2 or more arms with distinct forecasts and realized gains to rank, so there is no test"
+
+    def report(*args, **kwargs):  # study_tiny's report, its common-arms first-order tau without a threshold
+        m = real(*args, **kwargs)
+        m["ranking_common_arms"]["forecast_first_order"].update(critical_kendall_tau=math.nan, critical_reason=reason)
+        return m
+
+    monkeypatch.setattr(cli, "write_report", report)
+    assert calib_main(["report", str(STUDY), "--out", str(tmp_path / "rep")]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("significant from n/a for ")]
+    m = json.loads((tmp_path / "rep" / "metrics.json").read_text())
+    same = m["ranking"]["forecast_cost_only"]["critical_reason"]
+    assert m["ranking_common_arms"]["forecast_cost_only"]["critical_reason"] == same  # in both: said once
+    assert lines == [f"significant from n/a for forecast_cost_only: {same}",
+                     "significant from n/a for forecast_first_order on the arms all compared forecasters cover: "
+                     f"{reason}"]
