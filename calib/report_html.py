@@ -29,10 +29,18 @@ from .metrics import p_value_text
 from .validation import level_percent
 from .noise_floor import heldout_label
 from gradprobe import figures
+from gradprobe.probe.table import bidi_escaped
 
 
 _SHORT = {"forecast_probe": "probe", "forecast_cost_only": "cost only", "forecast_signal_proxy": "signal proxy",
           "forecast_first_order": "first order (raw)", "rho": "per-update rho"}
+
+
+def _escape(text: str) -> str:
+    """``text`` for the page: HTML-escaped (quotes too, :func:`html.escape`), each bidirectional control written as
+    ``\\u202e`` (:func:`gradprobe.probe.table.bidi_escaped`), so that a study folder's or an arm's name holding U+202E
+    cannot reverse the rest of its cell or paragraph. Every name and text of the page passes here."""
+    return html.escape(bidi_escaped(text))
 
 
 def short(col: str) -> str:
@@ -216,7 +224,7 @@ def _ci_html(iv, reason, spec=".2f") -> str:
     """:func:`ci_text`, with the reason of a missing interval (e.g. under 5 studies) as the tooltip of
     ``[no interval]``."""
     if iv is None and reason:
-        return f"<span title=\"{html.escape(reason)}\">[no interval]</span>"
+        return f"<span title=\"{_escape(reason)}\">[no interval]</span>"
     return ci_text(iv, spec)
 
 
@@ -227,7 +235,7 @@ def _mae_cell(r: dict) -> str:
 
 def _difference_table(m: dict, cv: str) -> str:
     """Paired MAE difference of each compared forecaster minus cost only (common rows), with intervals."""
-    e = html.escape
+    e = _escape
     recs = [(f, {k: m["errors"][cv][f][k].get("common", {}).get("mae_difference_vs_cost_only")
                  for k in ("raw", "calibrated")}) for f in m["compared_forecasters"]]
     recs = [(f, d) for f, d in recs if any(d.values())]
@@ -261,12 +269,12 @@ def _floor_html(m: dict, cv: str) -> str:
     if not fl:
         return ""
     if not fl["arms"]:
-        return f"<p>Seed-noise floor of the run-level MAE: n/a, {html.escape(fl['reason'] or '')}.</p>"
+        return f"<p>Seed-noise floor of the run-level MAE: n/a, {_escape(fl['reason'] or '')}.</p>"
     rows = ""
     for f in m["compared_forecasters"]:
         a = m["errors"][cv][f]["raw"].get("common", {}).get("arm_level")
         if a:
-            rows += (f"<tr><td>{html.escape(short(f))}</td><td class=n>{_fmt(a['mae']['estimate'], '.2f')} "
+            rows += (f"<tr><td>{_escape(short(f))}</td><td class=n>{_fmt(a['mae']['estimate'], '.2f')} "
                      f"{_ci_html(a['mae']['interval'], a['mae']['reason'])}</td><td class=n>"
                      f"{_fmt(a['floor']['estimate'], '.2f')} {_ci_html(a['floor']['interval'], a['floor']['reason'])}"
                      f"</td><td class=n>{a['arms']}"
@@ -277,7 +285,7 @@ def _floor_html(m: dict, cv: str) -> str:
             f"{fl['runs']} runs{left}): even a "
             "forecaster that knew each arm's mean gain exactly would be off by about this much on single runs. It "
             "leaves out grpo's own noise and is itself uncertain (its interval), so an MAE near it is at the floor. "
-            f"Method: {html.escape(fl['method'])}.</p>"
+            f"Method: {_escape(fl['method'])}.</p>"
             "<p>On arm means (each arm once: mean forecast vs mean realized over its seeds), as forecast:</p>"
             "<table><tr><th>forecaster</th><th>MAE [95% interval]</th><th>floor of arm means</th><th>study-arms</th>"
             "</tr>"
@@ -291,29 +299,29 @@ def _never_trained_html(fl: dict) -> str:
     if not left:
         return ""
     return "<p>Left out of the floor and the arm-mean errors: " + "; ".join(
-        html.escape(f"{e['study']}/{e['arm']}: {e['why']}") for e in left) + ".</p>"
+        _escape(f"{e['study']}/{e['arm']}: {e['why']}") for e in left) + ".</p>"
 
 
 def _heldout_html(h: dict | None) -> str:
     """The run-level floor on larger held-out sets (:func:`calib.noise_floor.heldout_floor`)."""
     if not h:
         return ""
-    skipped = (f" Not split: {html.escape('; '.join(h['skipped']))}." if h["skipped"] else "")
+    skipped = (f" Not split: {_escape('; '.join(h['skipped']))}." if h["skipped"] else "")
     if not h["arms"]:
         return f"<p>Held-out split of the floor: n/a.{skipped}</p>"
     items = ", ".join(map(str, sorted({a["items"] for a in h["arms"]})))
-    cells = "".join(f"<tr><td>{html.escape(heldout_label(f['multiple']))}</td><td class=n>"
+    cells = "".join(f"<tr><td>{_escape(heldout_label(f['multiple']))}</td><td class=n>"
                     f"{_fmt(f['estimate'], '.2f')} {_ci_html(f['interval'], f['reason'])}</td></tr>"
                     for f in h["floors"])
     return (f"<p>How much of that floor is the held-out set (N = {items} items, the same for every seed): on average "
             f"{_fmt(h['heldout_share'], '.2f')} of the seeds' variance is the held-out set's own error, which a larger "
             f"held-out set removes; the rest is training randomness ({h['runs']} runs, {len(h['arms'])} study-arms "
-            f"with per-item results).{skipped} Method: {html.escape(h['method'])}.</p>"
+            f"with per-item results).{skipped} Method: {_escape(h['method'])}.</p>"
             f"<table><tr><th>held-out items</th><th>run-level floor [95% interval]</th></tr>{cells}</table>")
 
 
 def _error_table(m: dict, cv: str, part: str | None) -> str:
-    e = html.escape
+    e = _escape
     head = ("<tr><th rowspan=2>forecaster</th><th rowspan=2>runs</th><th colspan=4>as forecast</th>"
             f"<th colspan=4>calibrated ({e(m['method'])})</th></tr><tr>"
             + "<th>bias</th><th>MAE [95% interval]</th><th>coverage</th><th>width</th>" * 2 + "</tr>")
@@ -344,7 +352,7 @@ def _test(r: dict) -> str:
 
 
 def _title(reason) -> str:
-    return f' title="{html.escape(reason)}"' if reason else ""
+    return f' title="{_escape(reason)}"' if reason else ""
 
 
 def _interval_cell(r: dict, key: str) -> str:
@@ -359,11 +367,11 @@ def _ranking_table(rk: dict) -> str:
             "<th>rho interval</th><th>p</th><th>studies</th>"
             "<th>study-arms (grpo included)</th><th>test</th><th>ceiling of tau</th><th>tau significant from</th></tr>")
     body = "".join(
-        f"<tr><td>{html.escape(short(c))}</td><td class=n>{_fmt(r['kendall_tau'], '+.3f')}</td>"
+        f"<tr><td>{_escape(short(c))}</td><td class=n>{_fmt(r['kendall_tau'], '+.3f')}</td>"
         f"{_interval_cell(r, 'kendall_tau_interval')}"
-        f"<td class=n>{html.escape(p_value_text(r))}</td><td class=n>{_fmt(r['spearman_rho'], '+.3f')}</td>"
+        f"<td class=n>{_escape(p_value_text(r))}</td><td class=n>{_fmt(r['spearman_rho'], '+.3f')}</td>"
         f"{_interval_cell(r, 'spearman_rho_interval')}"
-        f"<td class=n>{html.escape(p_value_text(r, 'p_spearman'))}</td><td class=n>{r['n_studies']}</td>"
+        f"<td class=n>{_escape(p_value_text(r, 'p_spearman'))}</td><td class=n>{r['n_studies']}</td>"
         f"<td class=n>{r['n_arms']}</td>"
         f"<td>{_test(r)}</td><td class=n{_title(r.get('oracle_reason'))}>"
         f"{_fmt(r.get('oracle_kendall_tau', math.nan), '+.2f')}</td>"
@@ -393,7 +401,7 @@ def _critical_text(m: dict) -> str:
         for col, r in (m.get(part) or {}).items():
             if r.get("critical_reason") and _fmt(r.get("critical_kendall_tau", math.nan), "+.2f") == "n/a":
                 by_reason.setdefault(r["critical_reason"], []).append(short(col))
-    return "".join(f" No significance for {html.escape(', '.join(dict.fromkeys(cols)))}: {html.escape(reason)}."
+    return "".join(f" No significance for {_escape(', '.join(dict.fromkeys(cols)))}: {_escape(reason)}."
                    for reason, cols in by_reason.items())
 
 
@@ -409,7 +417,7 @@ def _rank_interval_text(m: dict) -> str:
 
 def render_html(m: dict, table: pd.DataFrame, images: dict, study_dirs) -> str:
     """The report page (self-contained: figures embedded as base64 PNG)."""
-    e = html.escape
+    e = _escape
     lvl = m["confidence_level"]
     notes = "".join(f"<p class=note>{e(n)}</p>" for n in m["notes"])
     errs = "".join(

@@ -106,6 +106,41 @@ def _jsonl_row(path: Path, index: int, line) -> dict:
     return row
 
 
+def expected_completions(raw: dict) -> int | None:
+    """The completions of the probe batch whose ``probe.json`` content is ``raw``: its ``batch.completions`` (N =
+    B * G, one line each of the batch's ``tokens.jsonl`` and one row each of its alignment), else ``batch.prompts``
+    times ``batch.group``; None when the record gives no whole number (a foreign file: nothing to check against)."""
+    batch = raw.get("batch") if isinstance(raw, dict) else None
+    if not isinstance(batch, dict):
+        return None
+    n = batch.get("completions")
+    if is_json_number(n, integer=True) and n > 0:
+        return int(n)
+    b, g = batch.get("prompts"), batch.get("group")
+    if is_json_number(b, integer=True) and is_json_number(g, integer=True) and b > 0 and g > 0:
+        return int(b) * int(g)
+    return None
+
+
+def check_token_lines(path: Path, lines: int, expected: int | None) -> None:
+    """Refuse a ``tokens.jsonl`` at ``path`` of ``lines`` completion lines when its ``probe.json`` says the batch has
+    ``expected`` completions (:func:`expected_completions`; None: no check): a file cut at a line boundary (``head``)
+    reads as valid JSON lines, but its heat maps and :meth:`ProbeResult.tokens` would show part of the batch.
+
+    Raises
+    ------
+    ValueError
+        ``lines != expected``: the file, both counts and the fix (restore the file, or write the probe again) named.
+    """
+    if expected is None or lines == expected:
+        return
+    folder = path.parent
+    if PROBE_BATCH_DIR.fullmatch(folder.name) and (folder.parent / PROBE_JSON).is_file():
+        folder = folder.parent  # batch_K of a multi-batch probe: the probe is written again as a whole
+    raise ValueError(f"{path} holds {lines} completion lines but its {PROBE_JSON} records {expected} completions "
+                     f"(one line each): the file is incomplete or was edited; restore it, or {rerun_advice(folder)}")
+
+
 class ProbeResult:
     """One probe's result: per-reward table, per-token alignment, tokens, files.
 
@@ -421,7 +456,8 @@ class ProbeResult:
             ``tokens.jsonl`` is damaged (empty, a truncated line, a line without a token field, a ``score``,
             ``alignment`` or ``advantages`` value that is no number, e.g. ``true``: never read as 1 or 0): the
             message names the file, the line, the field and the fix (re-run ``gradprobe probe --out DIR``; for a
-            study's probe, resume the study).
+            study's probe, resume the study). Or it holds another number of completion lines than ``probe.json``'s
+            ``batch.completions`` (a file cut at a line boundary: :func:`check_token_lines`, both counts named).
         """
         import pandas as pd
 
@@ -441,6 +477,7 @@ class ProbeResult:
                 lines += 1
         if not lines:  # the probe writes one line per completion of its batch (N >= 1): never an empty file
             raise damaged(path, "the file is empty: it holds no completion's line")
+        check_token_lines(path, lines, expected_completions(self.raw))
         columns = list(dict.fromkeys(k for rec in records for k in rec))
         if not any(map(holds_surrogate, columns)):
             return pd.DataFrame.from_records(records)

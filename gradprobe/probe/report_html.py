@@ -47,11 +47,12 @@ from ..forecast.result import NO_VERDICT, no_verdict
 # the words and marks format_forecast prints: one wording
 from ..forecast.section import RAW_GAINS_ABOVE, pre_screen_line, row_marks
 from ..forecast.special_rows import no_verdict_words
-from ..layout import PROBE_JSON, rerun_advice
+from ..layout import PROBE_JSON, TOKENS_JSONL, rerun_advice
 from ..outputs import read_probe_json, write_text_atomic
 from ..tables import holds_surrogate, shown, surrogates_escaped
 from .output import claim_probe_file
 from .report_figures import NO_VERDICT_MARK, interval_figure, ledger_figure, ledger_rows, png
+from .table import bidi_escaped
 
 
 __all__ = ["write_probe_report", "render_probe_report", "pick_completions", "colour_scale", "read_tokens", "REPORT"]
@@ -228,12 +229,51 @@ def _no_verdict_line(fc: dict) -> str | None:
     return None
 
 
-def read_tokens(out: Path) -> list[dict]:
-    """Rows of ``out/tokens.jsonl`` (``out/batch_0/tokens.jsonl`` for several probe batches); [] if neither."""
-    for path in (out / "tokens.jsonl", out / "batch_0" / "tokens.jsonl"):
+def read_tokens(out: Path, result: dict | None = None) -> list[dict]:
+    """Rows of ``out/tokens.jsonl`` (``out/batch_0/tokens.jsonl`` for several probe batches); [] if neither.
+
+    With ``result`` (the probe's ``probe.json`` content) the rows are counted against the completions of the batch
+    the file belongs to: ``result["batch"]`` for ``out/tokens.jsonl``, batch 0's record (``result["batches"][0]``,
+    else ``out/batch_0/probe.json``) for ``out/batch_0/tokens.jsonl``, so that the heat maps are never drawn from
+    part of the batch (a file cut at a line boundary reads as valid JSON lines).
+
+    Raises
+    ------
+    ValueError
+        The file holds another number of lines than the batch's completions (``batch.completions``, else
+        ``prompts`` x ``group``): the file, both counts and the fix (restore it, or write the probe again) named.
+    """
+    for path in (out / TOKENS_JSONL, out / "batch_0" / TOKENS_JSONL):
         if path.exists():
-            return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+            rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+            expected = _completions(_batch_record(out, path, result)) if result is not None else None
+            if expected is not None and len(rows) != expected:
+                raise ValueError(f"{path} holds {len(rows)} completion lines but its {PROBE_JSON} records {expected} "
+                                 "completions (one line each): the file is incomplete or was edited; restore it, or "
+                                 f"{rerun_advice(out)}")
+            return rows
     return []
+
+
+def _batch_record(out: Path, path: Path, result: dict):
+    """The ``probe.json`` content of the batch whose ``tokens.jsonl`` is ``path`` (:func:`read_tokens`)."""
+    if path.parent == out:
+        return result
+    batches = result.get("batches")
+    if isinstance(batches, list) and batches and isinstance(batches[0], dict):
+        return batches[0]
+    file = path.parent / PROBE_JSON
+    return read_probe_json(file, rerun_advice(out)) if file.is_file() else None
+
+
+def _completions(record) -> int | None:
+    """``record["batch"]``'s completions (``completions``, else ``prompts`` x ``group``); None without a count."""
+    batch = record.get("batch") if isinstance(record, dict) else None
+    if not isinstance(batch, dict):
+        return None
+    n, b, g = batch.get("completions"), batch.get("prompts"), batch.get("group")
+    whole = [isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (n, b, g)]
+    return n if whole[0] else (b * g if whole[1] and whole[2] else None)
 
 
 def pick_completions(rows: list[dict], reward: str, k: int = COMPLETIONS_PER_REWARD) -> list[dict]:
@@ -311,8 +351,11 @@ def _shown_name(name):
 
 def _encodable(value):
     """Every value the page shows, each lone surrogate (an undecodable byte of a file name, ``os.fsdecode``) written
-    as ``\\udcHH``, so that the page can be written as UTF-8 (a surrogate has no UTF-8 form); the rest unchanged."""
-    return type(value)(surrogates_escaped(value)) if holds_surrogate(value) else value  # markup stays markup
+    as ``\\udcHH``, so that the page can be written as UTF-8 (a surrogate has no UTF-8 form), and each bidirectional
+    control as ``\\u202e`` (:func:`gradprobe.probe.table.bidi_escaped`: a name holding U+202E would reverse the rest
+    of its cell or heading); the rest unchanged."""
+    value = bidi_escaped(value) if isinstance(value, str) else value  # markup stays markup
+    return type(value)(surrogates_escaped(value)) if holds_surrogate(value) else value
 
 
 def render_probe_report(result: dict, tokens: list[dict], *, per_reward: int = COMPLETIONS_PER_REWARD) -> str:
@@ -445,12 +488,13 @@ def write_probe_report(out: str | Path, result: dict | None = None, *,
     ValueError
         ``result`` not given and ``out/probe.json`` is not UTF-8 text, not valid JSON or no JSON object with a
         ``rewards`` list (one line naming the file and the fix: :func:`gradprobe.outputs.read_probe_json`, which
-        reads a UTF-8 byte-order mark as :func:`gradprobe.load_probe` does).
+        reads a UTF-8 byte-order mark as :func:`gradprobe.load_probe` does). Or ``tokens.jsonl`` holds another number
+        of lines than the batch's completions (:func:`read_tokens`: the file, both counts and the fix named).
     """
     out = Path(out)
     if result is None:
         result = read_probe_json(out / PROBE_JSON, rerun_advice(out))
-    page = render_probe_report(result, read_tokens(out) if out.is_dir() else [], per_reward=per_reward)
+    page = render_probe_report(result, read_tokens(out, result) if out.is_dir() else [], per_reward=per_reward)
     path = out / REPORT
     claim_probe_file(out, REPORT)  # rendered: named in the probe's record just before its temporary file
     write_text_atomic(path, page)  # a temporary file in out, fsynced, then os.replace

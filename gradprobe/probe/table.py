@@ -13,7 +13,14 @@ from ..probe_keys import LOSS_TYPE_SEPARATOR
 from ..tables import format_columns
 from .result import REFERENCE_REWARD
 
-__all__ = ["format_table", "no_signal_entries", "ALIGNMENT_SNR_HEADER"]
+__all__ = ["format_table", "no_signal_entries", "ALIGNMENT_SNR_HEADER", "BIDI_CONTROLS", "bidi_escaped"]
+
+#: The Unicode bidirectional controls (Unicode Standard Annex #9, "Explicit Directional Embeddings/Overrides/Isolates"
+#: and the implicit marks): LRE, RLE, PDF, LRO, RLO (U+202A..U+202E), LRI, RLI, FSI, PDI (U+2066..U+2069), LRM, RLM
+#: (U+200E, U+200F) and ALM (U+061C). Raw in a table cell or a page they reorder the text after them (a name
+#: ``r<RLO>gnp.py`` reads as ``ryp.png``, and the rest of its line or paragraph is reversed), so a name (a plug-in
+#: file's, a study folder's, an arm's) shows them as ``repr`` writes them (:func:`bidi_escaped`).
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
 
 #: The per-reward table's column of <g_R,u> / its bootstrap standard error (``snr`` of ``probe.json``'s ``rewards``),
 #: not the forecast table's SNR of rho-1 (:data:`gradprobe.forecast.section.RHO_SNR_HEADER`): two SNRs, each
@@ -21,8 +28,26 @@ __all__ = ["format_table", "no_signal_entries", "ALIGNMENT_SNR_HEADER"]
 ALIGNMENT_SNR_HEADER = "<g,u>/se"
 
 
+def bidi_escaped(value):
+    """``value`` with each :data:`BIDI_CONTROLS` character of its text written as ``repr`` writes it (U+202E as
+    ``\\u202e``), so that a shown name cannot reorder what follows it; lists, tuples and dicts (keys and values)
+    mapped item by item; anything else, and a text without such a character, unchanged (the same object)."""
+    if isinstance(value, str):
+        if BIDI_CONTROLS.isdisjoint(value):
+            return value
+        return type(value)("".join(repr(c)[1:-1] if c in BIDI_CONTROLS else c for c in value))  # markup stays markup
+    if isinstance(value, dict):
+        return {bidi_escaped(k): bidi_escaped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(bidi_escaped(v) for v in value)
+    return value
+
+
 def format_table(result: dict) -> str:
-    """A plain-text table of the per-reward results (what ``gradprobe probe`` prints)."""
+    """A plain-text table of the per-reward results (what ``gradprobe probe`` prints). Every text of ``result`` is
+    shown with its bidirectional controls escaped (:func:`bidi_escaped`: a plug-in file's name holding U+202E)."""
+    silent = _no_signal_lines(result)  # names as repr writes them (bidi controls escaped); warnings compared raw
+    result = bidi_escaped(result)
     cfg = result["config"]
     secs = cfg.get("budget_seconds")
     lines = [
@@ -60,7 +85,7 @@ def format_table(result: dict) -> str:
                      f"tokens; every estimate is of the importance-weighted update (mean weight {iw['mean']:.4f}, "
                      f"{iw['capped_fraction']:.1%} of tokens at the cap)")
     lines += [f"warning: {w}" for w in result.get("warnings", [])]
-    lines += _no_signal_lines(result)
+    lines += silent
     c = result["costs"]
     ratio = c.get("alignment_to_update_ratio")
     fc = result.get("forecast")
