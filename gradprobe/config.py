@@ -25,6 +25,15 @@ LOSS_TYPE_NAMES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo")
 #: The largest learning rate a plan or a probe accepts: an AdamW step moves each weight by about lr, so above 1
 #: one update replaces the policy's weights by noise (and past float32's range the optimizer cannot hold it).
 MAX_LR = 1.0
+#: The lowest sampling temperature (``sampling.temperature``) a plan or a probe accepts. Logits are divided by the
+#: temperature, so a tiny one overflows float32 (1e-300 gave non-finite logits at update 0); vLLM samples
+#: greedily below its ``_SAMPLING_EPS = 1e-5`` (vllm/sampling_params.py: "Zero temperature means greedy
+#: sampling"), so no backend samples at a lower one. Greedy decoding is what ``[eval] greedy`` measures.
+MIN_TEMPERATURE = 1e-5
+#: The largest ``sampling.top_k``: far above any vocabulary (a top_k at or above the vocabulary keeps every token;
+#: 0 means off), and within the 32-bit integer tensors that vLLM holds top_k in (a value past 2**63 - 1 does not
+#: even fit torch's int64).
+MAX_TOP_K = 2**31 - 1
 #: What to do when the vllm backend cannot run here (every vLLM refusal ends with it).
 VLLM_FIX = ("install the vllm extra on a GPU machine (`pip install -e \".[vllm]\"` in a checkout, or "
             "`pip install gradprobe[vllm]`; a vllm build matching your torch), or sample with the hf backend "
@@ -149,12 +158,13 @@ class SamplingConfig:
     Attributes
     ----------
     temperature : float
-        Softmax temperature; log-probabilities are computed at this temperature too.
+        Softmax temperature; log-probabilities are computed at this temperature too. At least
+        :data:`MIN_TEMPERATURE` (1e-5).
     top_p : float
         Nucleus mass (1.0 = off). Values < 1 make the sampler differ from the policy whose
         log-probabilities are differentiated; the probe warns.
     top_k : int
-        0 = off.
+        0 = off; at most :data:`MAX_TOP_K`.
     max_new_tokens : int
         Completion length limit in tokens; a completion that reaches it without EOS is truncated.
     batch_size : int
@@ -186,10 +196,20 @@ class SamplingConfig:
         self._check_types()
         if not 0 < self.temperature < math.inf:
             raise ValueError(f"sampling.temperature must be a finite number > 0, got {self.temperature}")
+        if self.temperature < MIN_TEMPERATURE:
+            raise ValueError(f"sampling.temperature = {self.temperature!r} is below the minimum {MIN_TEMPERATURE:g}: "
+                             "logits are divided by the temperature, so a tiny one overflows float32 (1e-300 gives "
+                             "non-finite logits), and vLLM samples greedily below 1e-5 (its _SAMPLING_EPS); set "
+                             "temperature >= "
+                             f"{MIN_TEMPERATURE:g} (1.0 is the default; greedy accuracy is measured by [eval] greedy)")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"sampling.top_p must be in (0, 1], got {self.top_p}")
         if isinstance(self.top_k, bool) or self.top_k < 0:
             raise ValueError(f"sampling.top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        if self.top_k > MAX_TOP_K:
+            raise ValueError(f"sampling.top_k = {self.top_k!r} is above {MAX_TOP_K:,} (2**31 - 1): no vocabulary is "
+                             "that large and samplers hold top_k in 32-bit integers; set top_k = 0 to keep every token "
+                             "(off), or a number of tokens below the vocabulary's size")
         if self.max_new_tokens < 1:
             raise ValueError(f"sampling.max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.batch_size < 1:

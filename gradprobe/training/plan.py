@@ -261,7 +261,10 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
         and its length), an unregistered reward (the registered ones are listed), a hypothesis naming an unknown arm
         or a point without a promised eval, negative or repeated seeds, a budget smaller than one update (the minimum
         is named), ``[mc]`` or an arm's ``mc`` out of range (``mc.continuations`` >= 1...), a ``[task] pool`` smaller
-        than ``prompts_per_update``, or ``save_weights_at`` updates past ``[budget] updates``.
+        than ``prompts_per_update``, ``save_weights_at`` updates past ``[budget] updates``, an ``[arms.grpo]`` (the
+        reference of every gain) that is not plain outcome GRPO
+        (:func:`~gradprobe.training.plan_checks.check_reference_arm`), or a ``[sampling] temperature`` below
+        :data:`~gradprobe.config.MIN_TEMPERATURE` or ``top_k`` above :data:`~gradprobe.config.MAX_TOP_K`.
     TypeError
         ``path`` is not a path (str or os.PathLike), e.g. None or a dict of the plan's content.
     """

@@ -67,13 +67,14 @@ def test_ranking_needs_two_arms_read_on_every_seed():
 
 def test_a_study_whose_other_arm_overflowed_ranks_nothing(tmp_path, capsys, monkeypatch):
     """The tester's study, shrunk: grpo and an arm whose reward overflows every group; that run stops with
-    reward_overflow (failed), and grpo alone is not a ranking."""
+    reward_overflow (failed), and nothing is ranked (grpo, plain outcome GRPO, trains no group of the random toy
+    model: both arms are named with their reason)."""
     with plugin_records_restored(monkeypatch, tmp_path):
         (tmp_path / "huge_reward.py").write_text(  # G = 4 in order: rewards 0, s, 0, s in every group
             "def small(completions, **kwargs):\n    return [float(i % 2) for i, _ in enumerate(completions)]\n\n\n"
             "def huge(completions, **kwargs):\n    return [1e200 * (i % 2) for i, _ in enumerate(completions)]\n")
-        spec = tmp_path / "huge_reward.py"  # grpo: every group trains (the random model's outcome scores are flat)
-        arms = f'[arms.grpo]\nreward = "{spec}:small"\n[arms.huge]\nreward = "{spec}:huge"\n'
+        spec = tmp_path / "huge_reward.py"  # grpo is plain outcome GRPO (the reference: training.plan_checks)
+        arms = f'[arms.grpo]\nreward = "outcome"\n[arms.huge]\nreward = "{spec}:huge"\n'
         plan = tmp_path / "plan.toml"
         plan.write_text(toy_plan("huge", seeds=(0,), generated_tokens=300, arms=arms))
         out = tmp_path / "study"
@@ -87,5 +88,5 @@ def test_a_study_whose_other_arm_overflowed_ranks_nothing(tmp_path, capsys, monk
     analysis = json.loads((out / "analysis.json").read_text())
     assert analysis["rankings"] == {axis: [] for axis in analysis["rankings"]} and analysis["rankings"]
     why = "no run in runs.csv (seed 0: its status in study.json is 'failed')"
-    assert all(n == {"huge": why} for n in analysis["not_ranked"].values())
-    assert f"not ranked (only grpo read; the others: huge: {why})" in printed
+    assert all(n["huge"] == why for n in analysis["not_ranked"].values())
+    assert "grpo never trained, not ranked (every update of the run had every advantage 0)" in printed

@@ -1,0 +1,41 @@
+"""The arm named ``grpo`` is the control of every gain (``gradprobe.study.analysis.CONTROL_ARM``) and the calibration's
+reference: a plan whose ``[arms.grpo]`` was another intervention (another reward, ``lr_scale`` != 1, a selection rule,
+guidance) loaded, and every "gain vs grpo" was then against that intervention. Now refused when the plan is read,
+naming the key and the fix; settings every arm shares (``[train]`` keys such as ``loss_type``) stay allowed."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradprobe.training.plan import PlanError, parse_plan
+
+from helpers_training import tiny_plan
+
+_FIX = "rename this arm (e.g. [arms.grpo_variant]) and add a plain [arms.grpo] with reward = 'outcome', or make"
+
+
+@pytest.mark.parametrize("grpo, named", [
+    ({"reward": "mc_value"}, "arms.grpo.reward = 'mc_value'"),
+    ({"reward": "outcome", "lr_scale": 2.0}, "arms.grpo.lr_scale = 2"),
+    ({"reward": "outcome", "selection": "greso"}, "arms.grpo.selection = 'greso'"),
+    ({"reward": "outcome", "guidance": {"fraction": 0.25, "prefix": 0.5}},
+     "arms.grpo.guidance = {'fraction': 0.25, 'prefix': 0.5, 'cap': 2.0}"),
+    ({"reward": "mc_value", "lr_scale": 0.5}, "arms.grpo.reward = 'mc_value'; arms.grpo.lr_scale = 0.5"),
+])
+def test_a_grpo_arm_that_is_not_plain_outcome_grpo_is_refused(grpo, named):
+    with pytest.raises(PlanError) as e:
+        parse_plan(tiny_plan(arms={"grpo": grpo, "other": {"reward": "outcome"}}))
+    msg = str(e.value)
+    assert msg.startswith(named + ": the arm named 'grpo' is the reference every gain is measured against"), msg
+    assert _FIX in msg
+    # the same table under another name loads, beside a grpo that sets a [train] key every arm may set
+    plan = parse_plan(tiny_plan(arms={"grpo": {"reward": "outcome", "loss_type": "dapo"}, "variant": grpo}))
+    assert plan.arms["variant"].reward == grpo["reward"] and plan.arms["variant"].lr_scale == grpo.get("lr_scale", 1)
+    assert plan.arms["grpo"].train == {"loss_type": "dapo"} and not plan.arms["grpo"].selection
+
+
+def test_the_reference_arm_is_the_analysis_control_arm():
+    from gradprobe.study.analysis import CONTROL_ARM
+    from gradprobe.training.plan_checks import REFERENCE_ARM
+
+    assert REFERENCE_ARM == CONTROL_ARM == "grpo"
