@@ -28,7 +28,7 @@ from ..training.coerce import echo_value
 from ..training.plan import Plan, PlanError, RunConfig, load_plan, run_in_folder, shorten_budget
 from ..training.run_folder import refuse_other_output
 from .probe import PROBE_JSON, load_probe
-from ..outputs import api_out, naming_out, removed_if_left_empty
+from ..outputs import api_out, naming_out, removed_if_left_empty, shell_word
 
 
 __all__ = ["Study", "StudyResult", "StudyAnalysis", "RunResult", "load_study", "train"]
@@ -149,7 +149,10 @@ def load_study(dir: str | Path) -> StudyResult:
 
     A frozen plan whose token budget is out of reach of its updates (frozen before such plans were refused) is read as
     it was run, with one :class:`~gradprobe.training.budget.OutOfReachWarning` at the caller's line, however often the
-    folder's readers read it (:func:`~gradprobe.training.budget.reach_warned_once`).
+    folder's readers read it (:func:`~gradprobe.training.budget.reach_warned_once`). An ``analysis.json`` that no
+    longer matches ``runs.csv`` (:func:`gradprobe.study.coverage.stale_analysis`, the check the CLI warns with and
+    calib refuses by) is read with a :class:`UserWarning` naming the differences and the fix (re-analyse with
+    ``gradprobe study --analyze-only``).
 
     Raises
     ------
@@ -158,9 +161,12 @@ def load_study(dir: str | Path) -> StudyResult:
         froze it (its sha256 is not ``study.json``'s ``plan_sha256``; both named, with the fix:
         :func:`gradprobe.study.folder.check_frozen_plan`).
     gradprobe.training.plan.PlanError (a ValueError)
-        No readable ``plan.toml`` (named).
+        No readable ``plan.toml`` (named), or ``dir`` is a file (e.g. the study's ``study.json``; its folder named
+        when it is a study's).
     ValueError
-        ``analysis.json`` or ``probe/probe.json`` is not valid JSON (named), or ``probe/probe.json`` is no probe's
+        ``analysis.json`` or ``probe/probe.json`` is not valid JSON (named), or ``analysis.json`` is no analysis
+        (no object with ``rankings`` and ``arms``; the fix: ``gradprobe study --analyze-only --out DIR
+        --overwrite-analysis``), or ``probe/probe.json`` is no probe's
         record: the message names the file and how to re-create the study's probe (delete that ``probe.json`` and
         resume the study with ``gradprobe study DIR/plan.toml --out DIR``; finished runs are kept; for a study
         without ``runs/``, restore it from a copy: :func:`gradprobe.layout.restore_advice`), or ``dir`` is empty
@@ -172,6 +178,11 @@ def load_study(dir: str | Path) -> StudyResult:
     from ..study.reading import AnalysisError, load_runs
 
     folder = api_out(dir, "dir")
+    if folder.is_file():  # a file of the study (study.json, runs.csv) given for its folder
+        up = folder.parent
+        parent = f" (its folder, {str(up)!r}, is one)" if (up / "plan.toml").is_file() else ""
+        raise PlanError(f"{folder} is a file, not a study folder: load_study expects the folder holding plan.toml, "
+                        f"runs.csv and analysis.json{parent}; pass the folder")
     if not (folder / "plan.toml").is_file():
         raise PlanError(f"{folder / 'plan.toml'} not found: {str(folder)!r} is not a study folder "
                         "(`gradprobe study PLAN --out DIR` writes one)")
@@ -179,15 +190,45 @@ def load_study(dir: str | Path) -> StudyResult:
     with reach_warned_once():  # load_runs reads the plan again
         plan = load_plan(folder / "plan.toml", check_schedule=False)  # frozen plans predate later schedule checks
         runs = load_runs(folder)
-    analysis = None
-    if (folder / "analysis.json").is_file():
-        try:
-            analysis = StudyAnalysis.from_dict(json.loads((folder / "analysis.json").read_text()))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{folder / 'analysis.json'} is not valid JSON ({e}); rewrite it with "
-                             f"`gradprobe study --analyze-only --out {folder} --overwrite-analysis`") from e
+    analysis = _study_analysis(folder, runs) if (folder / "analysis.json").is_file() else None
     probe = _study_probe(folder) if (folder / "probe" / PROBE_JSON).is_file() else None
     return StudyResult(folder=folder, plan=plan, runs=runs, analysis=analysis, probe=probe)
+
+
+def _study_analysis(folder: Path, runs) -> StudyAnalysis:
+    """``folder/analysis.json`` read back, with a :class:`UserWarning` (at the caller of :func:`load_study`) naming
+    each difference from ``runs`` (``runs.csv`` as read now) when it no longer matches it: the CLI's and calib's
+    comparison, :func:`gradprobe.study.coverage.stale_analysis`, so its numbers are not silently runs.csv's.
+
+    Raises
+    ------
+    ValueError
+        ``analysis.json`` is not valid JSON, or not an analysis (no object with ``rankings`` and ``arms``): named,
+        with the fix (rewrite it with ``gradprobe study --analyze-only --out DIR --overwrite-analysis``).
+    """
+    import warnings
+
+    from ..study.coverage import stale_analysis
+
+    path, word = folder / "analysis.json", shell_word(folder)
+    rewrite = f"`gradprobe study --analyze-only --out {word} --overwrite-analysis`"
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON ({e}); rewrite it with {rewrite}") from e
+    lacks = [k for k in ("rankings", "arms") if not isinstance(raw, dict) or not isinstance(raw.get(k), dict)]
+    if lacks:
+        raise ValueError(f"{path} is no study analysis (a JSON {type(raw).__name__} without "
+                         f"{' and '.join(repr(k) for k in lacks)}: damaged or another file); rewrite it with {rewrite}")
+    with warnings.catch_warnings():  # runs.csv's own warnings came from load_runs already
+        warnings.simplefilter("ignore")
+        diffs = stale_analysis(folder, runs)
+    if diffs:
+        warnings.warn(f"{path} does not match {folder / 'runs.csv'} ({'; '.join(diffs)}): runs.csv (or the plan) "
+                      f"changed after the analysis, so .analysis holds the old numbers (calib refuses this study); "
+                      f"re-analyse with {rewrite} (without --overwrite-analysis the re-analysis goes to "
+                      f"{folder / 'reanalysis'}/)", UserWarning, stacklevel=3)
+    return StudyAnalysis.from_dict(raw)
 
 
 def _study_probe(folder: Path):

@@ -34,8 +34,8 @@ def evaluate_hypotheses(plan, runs: dict, matched: dict, index=None, *, n_resamp
     -------
     list[dict]
         Per hypothesis: ``name``, ``statement``, ``status`` ("PASSED", "not passed", "not
-        testable (n seeds)", "not tested (never trained)", "not evaluated"), ``estimate`` (points; None when not
-        computed), ``ci``, ``ci_level``,
+        testable (n seeds)", "not testable (n seeds, no spread)" (a paired t over equal differences), "not tested
+        (never trained)", "not evaluated"), ``estimate`` (points; None when not computed), ``ci``, ``ci_level``,
         ``ci_two_way``, ``p_value``, ``p_floor``, ``p_text``, ``p_adjusted`` (Holm), ``passed``,
         ``testable``, ``untestable_reason``, ``test``, ``per_seed`` (differences), ``excluded_seeds``
         (refused reads), ``treatment``, ``control``, ``at``, ``budget``, ``metric``,
@@ -53,7 +53,8 @@ def evaluate_hypotheses(plan, runs: dict, matched: dict, index=None, *, n_resamp
         n = r["seeds"]
         r["status"] = (NOT_TESTED_NEVER_TRAINED if r["never_trained"] else
                        "not evaluated" if r["estimate"] is None else "PASSED" if r["passed"] else
-                       "not passed" if r["testable"] else f"not testable ({n} seed{'' if n == 1 else 's'})")
+                       "not passed" if r["testable"] else f"not testable ({n} seed{'' if n == 1 else 's'}"
+                       + (", no spread)" if r["untestable_reason"] == stats.NO_SPREAD else ")"))
     return recs
 
 

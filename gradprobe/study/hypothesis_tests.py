@@ -65,12 +65,14 @@ def sign_flip(differences, exact: dict, *, min_effect: float, alternative: str, 
 def paired_t(differences, exact: dict, *, min_effect: float, alternative: str, alpha: float) -> dict:
     """Paired Student-t test over seeds (Student 1908), through :func:`gradprobe.study.stats.paired_t_test`:
     it assumes roughly normal per-seed differences and in exchange can reject with few seeds; testable
-    with >= 2 seeds. The exact sign-flip p is reported beside it (``p_exact``)."""
+    with >= 2 seeds whose differences have some spread (equal differences give t = mean / 0: not testable, why
+    :data:`gradprobe.study.stats.NO_SPREAD`). The exact sign-flip p is reported beside it (``p_exact``)."""
     n = len(differences)
     pt = stats.paired_t_test(differences, min_effect=min_effect, alternative=alternative)
     testable = pt["testable"] and pt["p_value"] is not None
+    why = None if testable else _ONE_SEED if n < 2 else pt["why"]
     return {"p_value": pt["p_value"], "p_text": f"p = {pt['p_value']:.3g} (paired t, {n - 1} df)" if testable else None,
-            "method": pt["method"], "testable": testable, "why": None if testable else _ONE_SEED}
+            "method": pt["method"], "testable": testable, "why": why}
 
 
 #: test name -> test; the names and aliases equal :data:`gradprobe.training.specs.TESTS`

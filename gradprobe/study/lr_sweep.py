@@ -29,7 +29,8 @@ trained, no point gets a difference to it (``difference_note`` says why). Over t
 - ``optimum``: ``"interior"``, or ``"edge"`` when the best is the smallest or largest used lr_scale
   ("optimum at the edge: extend the sweep"): the sweep does not bracket the optimum;
 - ``reference_within_best``: whether the best's paired difference to lr_scale = 1 has a t interval
-  that contains 0 (True when the best is lr_scale = 1; None without an interval);
+  that contains 0 (True when the best is lr_scale = 1; None without an interval, as when the seeds'
+  differences have no spread: :func:`~gradprobe.study.stats.no_spread`, a zero-width interval is no evidence);
 - ``peak_fit`` (only for an interior optimum): the quadratic ``acc = a + b x + c x^2`` in
   ``x = log2(lr_scale)`` through the best mean and its two neighbours (``numpy.polyfit``; the
   three-point bracket of a line search, e.g. Brent's parabolic step), its vertex
@@ -50,6 +51,7 @@ import math
 
 import numpy as np
 
+from . import stats
 from .never_trained_arms import never_trained_records, never_trained_text, never_trained_why
 
 FIGURE = "lr_sweep.png"
@@ -151,15 +153,18 @@ def _difference(point: dict, ref: str, entry: dict, axis: str, control: str | No
     """Fill the point's paired difference to the reference arm (the analysis's gain when ref is its control)."""
     if ref == control:
         est, ci, tw, n = entry["gain_vs_grpo"], entry["gain_ci"], entry["gain_vs_grpo_ci_two_way"], entry["gain_seeds"]
+        sd = entry.get("gain_sd")
     else:
         c = pair(axis, point["arm"], ref)
         t = c["t"]
-        est, ci, n = (t["estimate"], t["ci"], t["seeds"]) if t else (None, None, 0)
+        est, ci, n, sd = (t["estimate"], t["ci"], t["seeds"], t["sd"]) if t else (None, None, 0, None)
         tw = c["two_way"]["ci"] if c["two_way"] else None
+    if est is not None and stats.no_spread(sd, est):  # a zero-width t interval excludes 0 on no evidence
+        ci = None
     point.update(difference=est, difference_ci=ci, difference_ci_two_way=tw, difference_seeds=n,
                  difference_note=None if est is not None else f"no seed read in both {point['arm']} and {ref}")
     if est is not None and ci is None:
-        point["difference_note"] = "one paired seed: no interval"
+        point["difference_note"] = stats.NO_SPREAD if n >= 2 else "one paired seed: no interval"
 
 
 def peak_fit(lr_scales, accuracy) -> dict:
@@ -250,7 +255,8 @@ def _axis(group: dict, arms: dict, axis: str, budget, control: str | None, pair)
     elif best["arm"] == ref:
         out.update(reference_within_best=True, reference_within_best_note="lr_scale 1 is the best")
     elif best["difference_ci"] is None:
-        out["reference_within_best_note"] = f"no t interval for {best['arm']} - {ref}"
+        out["reference_within_best_note"] = (f"no t interval for {best['arm']} - {ref}"
+                                             + (f" ({best['difference_note']})" if best["difference_note"] else ""))
     else:
         lo, hi = best["difference_ci"]
         inside = bool(lo <= 0.0 <= hi)

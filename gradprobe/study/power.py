@@ -33,7 +33,7 @@ import numpy as np
 
 from .executors import default_workers
 from .never_trained_arms import control_never_trained_why, never_trained_runs, never_trained_why
-from .stats import min_seeds_for_floor
+from .stats import NO_SPREAD, min_seeds_for_floor, no_spread
 from .reading import (AnalysisError, _item_index, _item_lines, _load_plan, _runs, finished_study, initial_reads,
                       items_at, load_runs, matched_budgets, read_runs)
 from ..training.plan import INITIAL
@@ -83,12 +83,18 @@ def detectable_effects(arms: dict, *, axis: str = "generated_tokens", control: s
     """``analysis.json["detectable_effect"]``: per arm vs ``control`` at ``axis``, from the SD of its per-seed
     differences and its paired seeds (:func:`detectable_effect`); ``largest`` over arms. None for an arm with a run
     that never trained (a broken run's spread is not the arm's): ``sd``/``effect`` None, ``seeds`` 0, ``reason``
-    "not computed: ARM never trained (seed S: ...)"; with a ``control`` that did, for every arm (and ``reason``)."""
+    "not computed: ARM never trained (seed S: ...)"; with a ``control`` that did, for every arm (and ``reason``). None
+    too for an arm whose per-seed gains have no spread (:func:`~gradprobe.study.stats.no_spread`; ``reason`` "not
+    computed: ARM: ..."): an sd of 0 would make any effect "detectable"."""
     per_arm, ctrl = {}, (arms.get(control) or {}).get("never_trained")
     ctrl_why = f"not computed: {control_never_trained_why(control, ctrl)}" if ctrl else None
     for arm, e in arms.items():
         a, broken = e.get(axis), e.get("never_trained")
         if arm == control or not a or (a.get("gain_sd") is None and not (broken or ctrl)):
+            continue
+        if not (broken or ctrl) and no_spread(a["gain_sd"], a["gain_vs_grpo"]):  # sd 0: "any effect" is no finding
+            per_arm[arm] = {"sd": a["gain_sd"], "seeds": a["gain_seeds"], "effect": None,
+                            "reason": f"not computed: {arm}: {NO_SPREAD}"}
             continue
         per_arm[arm] = ({"sd": None, "seeds": 0, "effect": None,  # a broken setup: no effect
                          "reason": ctrl_why or f"not computed: {never_trained_why(arm, broken)}"} if broken or ctrl

@@ -849,9 +849,13 @@ def read_runs(runs: dict, axis: str, at: float, *, plan=None, final: bool = Fals
     has a blank ``metric`` cell is not read beyond the evals left: status ``"blank_accuracy"`` (value None) for a
     final read when its last eval's cell is blank (the eval before it is no read at the budget), and for a point
     outside the evals left but within all its evals, where :func:`read_point` says ``"outside"``; so a run without
-    its update-0 accuracy has no initial read (:func:`initial_reads`)."""
+    its update-0 accuracy has no initial read (:func:`initial_reads`). A read between two evals with an update the
+    plan promises every run evaluates at (:func:`_plan_eval_updates`) strictly between them, of which the run has no
+    line (a lost eval: :func:`lost_eval_lines` warns of it), is refused as ``"gap_exceeded"`` (value None) whatever
+    its width: DESIGN.md, "never read a value across missing evals"."""
     col, mcol = AXIS_COLUMNS[axis], METRIC_COLUMNS[metric]
     gap = promised_gap(_promised(plan, axis), at)
+    promised_updates = _plan_eval_updates(plan)
     out = {}
     for key, g in runs.items():
         full, g = g, g[g[mcol].notna()]
@@ -865,12 +869,23 @@ def read_runs(runs: dict, axis: str, at: float, *, plan=None, final: bool = Fals
             r = read_point(g[col].to_numpy(np.float64), g["update"].to_numpy(np.float64), at, gap=gap)
             if r["status"] == "outside" and _within(full[col].to_numpy(np.float64), at):
                 r = {**r, "status": "blank_accuracy"}
+            elif r["status"] == "interpolated" and _across_lost_eval(g, full, r["rows"], promised_updates):
+                r = {**r, "status": "gap_exceeded"}
         y = 100.0 * g[mcol].to_numpy(np.float64)
         v = _combine(y, r)
         ups = g["update"].to_numpy()
         out[key] = {**r, "value": None if v is None else float(v),
                     "updates": None if r["rows"] is None else [int(ups[i]) for i in r["rows"]], "frame": g}
     return out
+
+
+def _across_lost_eval(g, full, rows: tuple[int, int], promised_updates: list[float]) -> bool:
+    """Whether the evals ``rows`` (lo, hi) of ``g`` (the run's evals with a ``metric`` value) bracket an update of
+    ``promised_updates`` that no eval line of the run (``full``, blank cells included) holds: a lost eval."""
+    ups = g["update"].to_numpy(np.float64)
+    lo, hi = float(ups[rows[0]]), float(ups[rows[1]])
+    have = set(full["update"].to_numpy(np.float64).tolist())
+    return any(lo < u < hi and u not in have for u in promised_updates)
 
 
 def _within(x, at: float) -> bool:

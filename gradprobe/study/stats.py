@@ -43,13 +43,28 @@ from statsmodels.stats.multitest import multipletests
 from .bootstrap import BOOTSTRAP_SEED, N_RESAMPLES, two_way_bootstrap, two_way_indices
 from ..forecast.analysis_sigmoid import SIGMOID_B_BOUNDS, SIGMOID_DECADES, fit_sigmoid, scalerl_sigmoid
 
-__all__ = ["EXACT_MAX_SEEDS", "MC_PATTERNS", "N_RESAMPLES", "BOOTSTRAP_SEED", "ALTERNATIVES", "paired_t",
+__all__ = ["EXACT_MAX_SEEDS", "MC_PATTERNS", "N_RESAMPLES", "BOOTSTRAP_SEED", "ALTERNATIVES", "NO_SPREAD_RTOL",
+           "NO_SPREAD", "no_spread", "paired_t",
            "paired_t_test", "sign_patterns", "sign_flip_test", "min_seeds_for_floor", "holm", "two_way_indices",
            "two_way_bootstrap", "scalerl_sigmoid", "fit_sigmoid", "SIGMOID_B_BOUNDS", "SIGMOID_DECADES"]
 
 EXACT_MAX_SEEDS = 16
 MC_PATTERNS = 20_000
 ALTERNATIVES = ("greater", "less", "two-sided")
+#: relative tolerance under which the per-seed differences count as equal: :func:`math.isclose`'s default ``rel_tol``
+#: (1e-9, "about 9 decimal digits"; Python docs, ``math.isclose``), far above the float rounding a difference of two
+#: accuracy values carries (~1e-14 points) and far below any real spread (one held-out item of 10^6 is 1e-4 points)
+NO_SPREAD_RTOL = 1e-9
+#: why a paired t test (and the detectable effect, and a claim resting on the t interval) is not computed
+NO_SPREAD = "the seeds' differences have no spread: a t test is undefined"
+
+
+def no_spread(sd: float | None, estimate: float) -> bool:
+    """Whether per-seed differences with standard deviation ``sd`` and mean ``estimate`` (points) have no spread:
+    ``sd <= NO_SPREAD_RTOL * max(|estimate|, 1)`` (:data:`NO_SPREAD_RTOL`; the floor of 1 point keeps a mean near 0
+    from shrinking the tolerance below float rounding). Equal differences leave a t statistic of mean / 0 (or of
+    float-rounding noise), not evidence; None (one seed) is not "no spread"."""
+    return sd is not None and sd <= NO_SPREAD_RTOL * max(abs(estimate), 1.0)
 
 
 def _differences(differences) -> np.ndarray:
@@ -80,7 +95,8 @@ def paired_t(differences, *, level: float = 0.95) -> dict:
     dict
         ``estimate`` (mean, points), ``sd`` (ddof 1; None with one seed), ``se``, ``df`` (n - 1),
         ``ci`` ``[lo, hi]`` (None with one seed), ``level``, ``seeds``, ``testable`` (n >= 2),
-        ``note`` (``"not testable (1 seed)"`` or None).
+        ``note`` (``"not testable (1 seed)"`` or None), ``no_spread`` (:func:`no_spread`: the interval
+        has zero width up to float rounding, and no t test is computed on it).
 
     Raises
     ------
@@ -92,12 +108,13 @@ def paired_t(differences, *, level: float = 0.95) -> dict:
         raise ValueError(f"level must be in (0, 1), got {level}")
     n = d.size
     out = {"estimate": float(d.mean()), "sd": None, "se": None, "df": n - 1, "ci": None, "level": level,
-           "seeds": n, "testable": n >= 2, "note": None if n >= 2 else "not testable (1 seed)"}
+           "seeds": n, "testable": n >= 2, "note": None if n >= 2 else "not testable (1 seed)", "no_spread": False}
     if n >= 2:
         sd = float(d.std(ddof=1))
         se = sd / math.sqrt(n)
         half = float(student_t.ppf(0.5 + level / 2, n - 1)) * se
-        out.update(sd=sd, se=se, ci=[out["estimate"] - half, out["estimate"] + half])
+        out.update(sd=sd, se=se, ci=[out["estimate"] - half, out["estimate"] + half],
+                   no_spread=no_spread(sd, out["estimate"]))
     return out
 
 
@@ -122,8 +139,10 @@ def paired_t_test(differences, *, min_effect: float = 0.0, alternative: str = "g
     Returns
     -------
     dict
-        ``p_value`` (None with fewer than 2 seeds or zero spread with the mean on the null),
-        ``t``, ``df``, ``seeds``, ``testable`` (n >= 2), ``method`` ("paired t").
+        ``p_value`` (None with fewer than 2 seeds, or with differences that have no spread:
+        :func:`no_spread`, whose t statistic is mean / 0 or mean / float rounding), ``t`` (None then),
+        ``df``, ``seeds``, ``testable`` (n >= 2), ``method`` ("paired t"), ``why`` (why p is None:
+        ``"one seed"`` or :data:`NO_SPREAD`; None with a p).
 
     Raises
     ------
@@ -134,16 +153,16 @@ def paired_t_test(differences, *, min_effect: float = 0.0, alternative: str = "g
     if alternative not in ("greater", "less", "two-sided"):
         raise ValueError(f"alternative must be greater, less or two-sided, got {alternative!r}")
     n = d.size
-    out = {"p_value": None, "t": None, "df": n - 1, "seeds": n, "testable": n >= 2, "method": "paired t"}
+    out = {"p_value": None, "t": None, "df": n - 1, "seeds": n, "testable": n >= 2, "method": "paired t",
+           "why": None if n >= 2 else "one seed"}
     if n < 2:
         return out
     null = {"greater": min_effect, "less": -min_effect, "two-sided": 0.0}[alternative]
-    se = float(d.std(ddof=1)) / math.sqrt(n)
-    diff = float(d.mean()) - null
-    if se == 0.0:  # every seed agrees exactly: the data are on one side of the null or on it
-        t = math.inf if diff > 0 else -math.inf if diff < 0 else 0.0
-    else:
-        t = diff / se
+    sd = float(d.std(ddof=1))
+    if no_spread(sd, float(d.mean())):  # every seed agrees (up to float rounding): t = mean / 0 is no test
+        out["why"] = NO_SPREAD
+        return out
+    t = (float(d.mean()) - null) / (sd / math.sqrt(n))
     if alternative == "greater":
         p = float(student_t.sf(t, n - 1))
     elif alternative == "less":

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from gradprobe.forecast import analysis_sigmoid as sigmoid
-from gradprobe.study.stats import (fit_sigmoid, holm, min_seeds_for_floor, paired_t, scalerl_sigmoid, sign_flip_test,
-                                   two_way_bootstrap, two_way_indices)
+from gradprobe.study.stats import (NO_SPREAD, fit_sigmoid, holm, min_seeds_for_floor, paired_t, scalerl_sigmoid,
+                                   sign_flip_test, two_way_bootstrap, two_way_indices)
 
 
 # ----------------------------------------------------------------------------- t interval
@@ -192,7 +192,8 @@ def test_paired_t_test_matches_scipy_and_can_reject_with_four_seeds():
     assert paired_t_test(d)["p_value"] < 0.001 and sign_flip_test(d)["p_value"] == 1 / 16
     one = paired_t_test([2.0])
     assert one["p_value"] is None and not one["testable"]
-    same = paired_t_test([1.0, 1.0, 1.0])
-    assert same["p_value"] == 0.0 and paired_t_test([0.0, 0.0], alternative="two-sided")["p_value"] == 1.0
+    same = paired_t_test([1.0, 1.0, 1.0])  # no spread: no t test (it was p = 0)
+    assert same["p_value"] is None and same["why"] == NO_SPREAD
+    assert paired_t_test([0.0, 0.0], alternative="two-sided")["p_value"] is None
     with pytest.raises(ValueError, match="alternative"):
         paired_t_test(d, alternative="up")
