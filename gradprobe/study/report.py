@@ -111,7 +111,8 @@ def _unranked(result: dict, axis: str, *, short: bool = False) -> str | None:
 
 def _table(result: dict, axes: list[str]) -> list[str]:
     heads = {a: HEADS[a].format(result["matched"][a]["budget"]) for a in axes}
-    width = max(32, *(len(h) + 2 for h in heads.values()))
+    name = max(14, *(len(arm) + 1 for arm in result["arms"]))  # an arm's name, then at least one space
+    width = max(32, name + 18, *(len(h) + 2 for h in heads.values()))  # name, 6.2f accuracy, " (+dd.dd)", 2 spaces
     ranked, no_gain = {a: _ranking(result, a) for a in axes}, _no_control(result) is not None
     lines = ["rank  " + "".join(f"{heads[a]:<{width}}" for a in axes)]
     for i in range(max(1, *(len(ranked[a]) for a in axes))):
@@ -121,10 +122,10 @@ def _table(result: dict, axes: list[str]) -> list[str]:
             e = result["arms"][r[i]][a] if i < len(r) else None
             gain = "" if e is None or e["gain_vs_grpo"] is None or no_gain else f" ({e['gain_vs_grpo']:+.2f})"
             cells.append((_unranked(result, a, short=True) if i == 0 and not r else "") if e is None else
-                         f"{r[i]:<14}{e['accuracy']:6.2f}{gain}")
+                         f"{r[i]:<{name}}{e['accuracy']:6.2f}{gain}")
         lines.append(f"{i + 1:<6}" + "".join(f"{c:<{width}}" for c in cells))
     never = [arm for arm, e in result["arms"].items() if e.get("never_trained")]
-    lines += [f"{'-':<6}" + "".join(f"{f'{arm:<14}never trained':<{width}}" for _ in axes) for arm in never]
+    lines += [f"{'-':<6}" + "".join(f"{f'{arm:<{name}}never trained':<{width}}" for _ in axes) for arm in never]
     gains = "" if _no_control(result) else f"in parentheses: paired gain vs {result.get('control_arm', 'grpo')}; "
     lines.append(f"(accuracy points; {gains}ranked: the arms read on every seed)")
     lines += [f"{heads[a]}: {note}" for a in axes if not ranked[a] and (note := _unranked(result, a))]
