@@ -26,10 +26,12 @@ LOSS_TYPE_NAMES = ("grpo", "dapo", "dr_grpo", "bnpo", "cispo", "gspo")
 #: one update replaces the policy's weights by noise (and past float32's range the optimizer cannot hold it).
 MAX_LR = 1.0
 #: The lowest sampling temperature (``sampling.temperature``) a plan or a probe accepts. Logits are divided by the
-#: temperature, so a tiny one overflows float32 (1e-300 gave non-finite logits at update 0); vLLM samples
-#: greedily below its ``_SAMPLING_EPS = 1e-5`` (vllm/sampling_params.py: "Zero temperature means greedy
-#: sampling"), so no backend samples at a lower one. Greedy decoding is what ``[eval] greedy`` measures.
-MIN_TEMPERATURE = 1e-5
+#: temperature in float32, whose largest value is about 3.4e38: below 1e-30 a logit of magnitude 3.4e8 or more
+#: (and below float32's smallest normal, about 1.2e-38, any logit: the temperature itself rounds towards 0)
+#: overflows to inf (1e-300 gave non-finite logits at update 0). Temperatures above it but under vLLM's
+#: ``_SAMPLING_EPS = 1e-5`` (vllm/sampling_params.py) are sampled greedily by vLLM and near-greedily by the HF
+#: sampler; a plan or a study frozen with one stays readable.
+MIN_TEMPERATURE = 1e-30
 #: The largest ``sampling.top_k``: far above any vocabulary (a top_k at or above the vocabulary keeps every token;
 #: 0 means off), and within the 32-bit integer tensors that vLLM holds top_k in (a value past 2**63 - 1 does not
 #: even fit torch's int64).
@@ -159,7 +161,7 @@ class SamplingConfig:
     ----------
     temperature : float
         Softmax temperature; log-probabilities are computed at this temperature too. At least
-        :data:`MIN_TEMPERATURE` (1e-5).
+        :data:`MIN_TEMPERATURE` (1e-30).
     top_p : float
         Nucleus mass (1.0 = off). Values < 1 make the sampler differ from the policy whose
         log-probabilities are differentiated; the probe warns.
@@ -198,10 +200,9 @@ class SamplingConfig:
             raise ValueError(f"sampling.temperature must be a finite number > 0, got {self.temperature}")
         if self.temperature < MIN_TEMPERATURE:
             raise ValueError(f"sampling.temperature = {self.temperature!r} is below the minimum {MIN_TEMPERATURE:g}: "
-                             "logits are divided by the temperature, so a tiny one overflows float32 (1e-300 gives "
-                             "non-finite logits), and vLLM samples greedily below 1e-5 (its _SAMPLING_EPS); set "
-                             "temperature >= "
-                             f"{MIN_TEMPERATURE:g} (1.0 is the default; greedy accuracy is measured by [eval] greedy)")
+                             "logits are divided by the temperature in float32, which overflows to inf (non-finite "
+                             f"logits at the first rollout); set temperature >= {MIN_TEMPERATURE:g} (1.0 is the "
+                             "default; vLLM samples greedily below 1e-5)")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"sampling.top_p must be in (0, 1], got {self.top_p}")
         if isinstance(self.top_k, bool) or self.top_k < 0:

@@ -37,14 +37,15 @@ def load_study_plan(plan_path: str | Path, out: str | Path | None) -> Plan:
     """:func:`~gradprobe.training.plan.load_plan` of the plan a study into ``out`` runs: a plan ``out`` froze
     already (its bytes' sha256 is the one ``out/study.json`` records, :func:`~gradprobe.study.folder.study_plan_sha`)
     is resumed as it was frozen, without the checks added since that a new plan must pass (``check_reach``: a token
-    budget out of reach of the updates, warned instead); any other plan is checked in full: a new study, another
+    budget out of reach of the updates, warned instead; an ``[arms.grpo]`` frozen before the reference arm's check,
+    read as it was run); any other plan is checked in full: a new study, another
     plan, or a folder without ``study.json`` that merely holds the plan as ``plan.toml`` (a plan kept in its own
     output folder is no study yet). Raises as ``load_plan``."""
     try:
         frozen = _frozen_in(out, sha256(Path(plan_path).read_bytes()))
     except (OSError, TypeError):  # load_plan names an unreadable plan or a path that is none
         frozen = False
-    return load_plan(plan_path, check_reach=not frozen)
+    return load_plan(plan_path, check_reach=not frozen, check_reference=not frozen)
 
 
 def _frozen_in(out, sha: str) -> bool:
@@ -167,7 +168,7 @@ def _frozen_copy(plan: Plan, frozen: Path, *, new: bool) -> Plan:
     changed while it was being frozen) the copy loaded, checked in full where it is ``new``."""
     if sha256(frozen.read_bytes()) == plan.sha256:
         return dataclasses.replace(plan, path=str(frozen))
-    return load_plan(frozen, check_reach=new)
+    return load_plan(frozen, check_reach=new, check_reference=new)
 
 
 def _plan_changed(out: Path, plan_path, old: str, new: str, restart: bool) -> PlanChangedError:

@@ -53,8 +53,8 @@ from ..outputs import as_made
 from .budget import check_budget, reach_silenced, shorten_budget
 from .coerce import build_section, check_keys, check_positive, coerce, echo_value
 from .plan_checks import (check_arm_name, check_data_seed, check_eval, check_guided_task, check_heldout_size,
-                          check_hypotheses, check_mc, check_pool, check_probe, check_seeds, check_train, parse_arm,
-                          parse_hypothesis, parse_power)
+                          check_hypotheses, check_mc, check_pool, check_probe, check_reference_arm, check_seeds,
+                          check_train, parse_arm, parse_hypothesis, parse_power)
 from .plan_toml import read_plan_toml
 from .run_folder import recorded_budget_flags, records_run
 from .specs import (ALTERNATIVES, AXES, BUDGET_FLAGS, BUDGET_KINDS, INITIAL, METRICS, OPTIMIZERS, POWER_ALTERNATIVES,
@@ -175,7 +175,7 @@ def check_model(model: ModelSpec) -> None:
 
 
 def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, check_schedule: bool = True,
-               check_reach: bool | None = None) -> Plan:
+               check_reach: bool | None = None, check_reference: bool | None = None) -> Plan:
     """A :class:`Plan` from TOML text (see :func:`load_plan`)."""
     data = read_plan_toml(text, path)
     check_keys(data, _TOP_LEVEL, "")
@@ -208,6 +208,9 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
     for n in data["arms"]:
         check_arm_name(n)
     arms = {n: parse_arm(n, t, sec["train"], sec["mc"]) for n, t in data["arms"].items()}
+    if check_schedule if check_reference is None else check_reference:
+        for arm in arms.values():
+            check_reference_arm(arm, sec["train"])
     check_guided_task(arms, task)
     check_pool(task.pool, arms, sec["train"])
     if INITIAL in arms:
@@ -229,7 +232,8 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
                 arms=arms, seeds=seeds, hypotheses=hypotheses, probe=probe, power=power, **sec)
 
 
-def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: bool | None = None) -> Plan:
+def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: bool | None = None,
+              check_reference: bool | None = None) -> Plan:
     """Read and validate a plan file.
 
     Parameters
@@ -246,6 +250,10 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
         made before that check: resumed, analysed or loaded as it was run), with an
         :class:`~gradprobe.training.budget.OutOfReachWarning` naming ``path`` at the caller's line, once per plan
         within a :func:`~gradprobe.training.budget.reach_warned_once` block. None: as ``check_schedule``.
+    check_reference : bool or None
+        Refuse an ``[arms.grpo]`` that is not plain outcome GRPO
+        (:func:`~gradprobe.training.plan_checks.check_reference_arm`); False for a plan a study froze before that
+        check (read, analysed and resumed as it was run). None: as ``check_schedule``.
 
     Returns
     -------
@@ -263,8 +271,9 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
         is named), ``[mc]`` or an arm's ``mc`` out of range (``mc.continuations`` >= 1...), a ``[task] pool`` smaller
         than ``prompts_per_update``, ``save_weights_at`` updates past ``[budget] updates``, an ``[arms.grpo]`` (the
         reference of every gain) that is not plain outcome GRPO
-        (:func:`~gradprobe.training.plan_checks.check_reference_arm`), or a ``[sampling] temperature`` below
-        :data:`~gradprobe.config.MIN_TEMPERATURE` or ``top_k`` above :data:`~gradprobe.config.MAX_TOP_K`.
+        (:func:`~gradprobe.training.plan_checks.check_reference_arm`; with ``check_reference``), or a
+        ``[sampling] temperature`` below :data:`~gradprobe.config.MIN_TEMPERATURE` or ``top_k`` above
+        :data:`~gradprobe.config.MAX_TOP_K`.
     TypeError
         ``path`` is not a path (str or os.PathLike), e.g. None or a dict of the plan's content.
     """
@@ -281,7 +290,7 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
     except UnicodeDecodeError as e:
         raise PlanError(f"plan {p} is not UTF-8: {e}") from None
     return parse_plan(text, path=str(p), sha256=hashlib.sha256(raw).hexdigest(), check_schedule=check_schedule,
-                      check_reach=check_reach)
+                      check_reach=check_reach, check_reference=check_reference)
 
 
 def check_plan_budget(plan: Plan, *, check_reach: bool, resumed_run: bool = False) -> None:

@@ -23,14 +23,16 @@ from .specs import (ALTERNATIVES, AXES, INITIAL, METRICS, OPTIMIZERS, POWER_ALTE
 __all__ = ["check_train", "check_mc", "check_pool", "parse_arm", "check_guided_task", "parse_hypothesis", "check_eval",
            "check_probe", "check_seeds", "check_data_seed", "check_lr", "check_arm_name", "check_hypotheses",
            "parse_power", "MAX_LR", "MAX_SEED", "MAX_HELDOUT_PROMPTS", "check_heldout_size", "REFERENCE_ARM",
-           "check_reference_arm"]
+           "REFERENCE_REWARDS", "check_reference_arm"]
 
 #: The arm every gain is measured against (``gradprobe.study.analysis.CONTROL_ARM``, which a test keeps equal; the
 #: calibration marks its rows as the reference): DESIGN.md's plain outcome-reward GRPO, refused otherwise
 #: (:func:`check_reference_arm`).
 REFERENCE_ARM = "grpo"
-#: The reward of :data:`REFERENCE_ARM` (DESIGN.md: "Arms: ``grpo`` (outcome)").
-REFERENCE_REWARD = "outcome"
+#: The rewards :data:`REFERENCE_ARM` may have: GRPO's outcome advantage (DESIGN.md: "Arms: ``grpo`` (outcome)") in
+#: the three scalings TRL's ``scale_rewards`` selects (group std, batch std, none: Dr. GRPO), which
+#: :mod:`gradprobe.integrations.trl_config` maps to these names.
+REFERENCE_REWARDS = ("outcome", "outcome_batch", "outcome_dr")
 
 ARM_OWN = ("reward", "lr_scale", "description", "mc")
 """Keys of ``[arms.NAME]`` besides ``[train]`` keys, prompt selection and ``guidance``."""
@@ -182,8 +184,7 @@ def parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSpe
     ------
     PlanError
         An unknown key (the valid ones listed), no reward or an unregistered one (the registered ones
-        listed), a bad override, bad prompt-selection or guidance settings, both selection and guidance, or an
-        arm named ``grpo`` that is not plain outcome GRPO (:func:`check_reference_arm`).
+        listed), a bad override, bad prompt-selection or guidance settings, both selection and guidance.
     """
     from ..rewards import UnknownRewardError, get_reward, is_plugin_name
 
@@ -225,18 +226,19 @@ def parse_arm(name: str, table: dict, base: TrainConfig, mc: MCConfig) -> ArmSpe
     arm = ArmSpec(name=name, reward=reward, lr_scale=lr_scale,
                   description=coerce(table.get("description", ""), str, f"{where}.description"),
                   train=train, mc=mc_over, selection=selection, guidance=_parse_guidance(table, where, selection))
-    check_reference_arm(arm)
     return arm
 
 
-def check_reference_arm(arm: ArmSpec) -> None:
+def check_reference_arm(arm: ArmSpec, base: TrainConfig) -> None:
     """Refuse an arm named :data:`REFERENCE_ARM` (``grpo``) that is not plain outcome GRPO: the analysis compares
     every arm against the arm of that name and the calibration takes its rows as the reference (DESIGN.md: the
     ``grpo`` arm is outcome GRPO, "Forecast gain vs grpo", "realized gain vs GRPO"), so a ``grpo`` arm with another
-    reward, an ``lr_scale`` other than 1, a prompt-selection rule or off-context guidance would silently turn every
-    "gain vs grpo" into a gain against another intervention. Settings every arm shares (``[train]`` keys such as
+    reward (any but :data:`REFERENCE_REWARDS`), an ``lr_scale`` other than 1 or a learning rate other than
+    ``[train] lr`` (``base.lr``), a prompt-selection rule or off-context guidance would silently turn every "gain vs
+    grpo" into a gain against another intervention. Settings every arm shares (other ``[train]`` keys such as
     ``loss_type``, an ``[arms.grpo.mc]`` table that an outcome reward does not read) stay allowed. Other arms: no
-    check.
+    check. Called for a new plan (:func:`gradprobe.training.plan.parse_plan`'s ``check_reference``), not for one a
+    study froze before this check, which is read, analysed and resumed as it was run.
 
     Raises
     ------
@@ -248,16 +250,18 @@ def check_reference_arm(arm: ArmSpec) -> None:
         return
     where = f"arms.{REFERENCE_ARM}"
     bad = [f"{where}.{key} = {shown}" for key, shown, differs in (
-        ("reward", echo_value(arm.reward), arm.reward != REFERENCE_REWARD),
-        ("lr_scale", f"{arm.lr_scale:g}", arm.lr_scale != 1.0),
+        ("reward", echo_value(arm.reward), arm.reward not in REFERENCE_REWARDS),
+        ("lr_scale", repr(arm.lr_scale), arm.lr_scale != 1.0),
+        ("lr", repr(arm.train.get("lr", base.lr)), arm.train.get("lr", base.lr) != base.lr),
         ("selection", echo_value(arm.selection.get("rule")), bool(arm.selection)),
         ("guidance", echo_value(arm.guidance), bool(arm.guidance))) if differs]
     if bad:
         raise PlanError(f"{'; '.join(bad)}: the arm named {REFERENCE_ARM!r} is the reference every gain is measured "
-                        f"against (plain GRPO: reward = {REFERENCE_REWARD!r}, lr_scale = 1, no selection, no "
-                        f"guidance), so this would compare every arm with another intervention; rename this arm "
-                        f"(e.g. [arms.{REFERENCE_ARM}_variant]) and add a plain [arms.{REFERENCE_ARM}] with reward = "
-                        f"{REFERENCE_REWARD!r}, or make [arms.{REFERENCE_ARM}] plain")
+                        f"against (plain GRPO: reward = {' or '.join(map(repr, REFERENCE_REWARDS))}, lr_scale = 1, "
+                        f"[train] lr, no selection, no guidance), so this would compare every arm with another "
+                        f"intervention; rename this arm (e.g. [arms.{REFERENCE_ARM}_variant]) and add a plain "
+                        f"[arms.{REFERENCE_ARM}] with reward = {REFERENCE_REWARDS[0]!r}, or make "
+                        f"[arms.{REFERENCE_ARM}] plain")
 
 
 def _parse_guidance(table: dict, where: str, selection: dict) -> dict:
