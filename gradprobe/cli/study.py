@@ -162,7 +162,7 @@ def _power(args) -> int:
     if args.analyze_only or args.replicate:
         return _err("--power only reads a plan and a pilot; drop --analyze-only / --replicate")
     try:
-        res = power_analysis(load_plan(args.plan), args.pilot, workers=args.workers)
+        res = power_analysis(load_plan(args.plan, check_reference=True), args.pilot, workers=args.workers)
     except (PlanError, PowerError, AnalysisError, OSError) as e:
         return _err(str(e))
     print(format_power(res))

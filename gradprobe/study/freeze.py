@@ -20,6 +20,7 @@ from ..tables import shown
 from ..tasks import task_data_identity
 from ..training.budget import reach_silenced
 from ..training.plan import Plan, check_plan_budget, load_plan
+from ..training.plan_checks import check_reference_arm
 from ..training.run_folder import (MODULES, TASK_DATA, modules_mismatch, modules_problem, task_data_mismatch,
                                    task_data_moved, task_data_problem)
 from .folder import (STUDY_OUTPUTS, FolderLock, PlanChangedError, StudyError, check_frozen_plan, finished_runs,
@@ -46,6 +47,17 @@ def load_study_plan(plan_path: str | Path, out: str | Path | None) -> Plan:
     except (OSError, TypeError):  # load_plan names an unreadable plan or a path that is none
         frozen = False
     return load_plan(plan_path, check_reach=not frozen, check_reference=not frozen)
+
+
+def _check_reference(plan: Plan, out) -> Plan:
+    """``plan``, refused when it starts a new study whose ``[arms.grpo]`` is not plain GRPO
+    (:func:`~gradprobe.training.plan_checks.check_reference_arm`: its analysis measures every gain against it), a
+    :class:`Plan` object given in code too; a plan ``out`` froze already is resumed as it was run (:func:`_frozen_in`).
+    Raises PlanError, before anything is written."""
+    if not _frozen_in(out, plan.sha256):
+        for arm in plan.arms.values():
+            check_reference_arm(arm, plan.train)
+    return plan
 
 
 def _frozen_in(out, sha: str) -> bool:
@@ -108,7 +120,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
     Raises
     ------
     PlanError
-        The plan is invalid, read here or checked again under the lock (:func:`_check_as_new`; nothing is written).
+        The plan is invalid, read here or checked again (:func:`_check_reference`, :func:`_check_as_new`).
     PlanChangedError
         ``out`` holds a study of a plan with another sha256 (both hashes named; the fix: a new ``--out``, or
         ``--restart`` when no run of it has finished), or ``restart`` was asked but runs of the frozen plan have
@@ -124,7 +136,7 @@ def freeze_plan(plan_path: str | Path, out: str | Path, *, restart: bool = False
     OutputDirError
         ``out`` cannot be created or written (names the path and the fix).
     """
-    plan = plan if plan is not None else load_study_plan(plan_path, out)  # frozen before a later check: resumed
+    plan = _check_reference(plan if plan is not None else load_study_plan(plan_path, out), out)  # frozen: as run
     out = prepare_output_dir(Path(out))
     _check_as_new(plan, out)  # the folder now, under the lock: the plan's read, before it, may have seen it frozen
     raw = Path(plan_path).read_bytes()

@@ -175,7 +175,7 @@ def check_model(model: ModelSpec) -> None:
 
 
 def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, check_schedule: bool = True,
-               check_reach: bool | None = None, check_reference: bool | None = None) -> Plan:
+               check_reach: bool | None = None, check_reference: bool = False) -> Plan:
     """A :class:`Plan` from TOML text (see :func:`load_plan`)."""
     data = read_plan_toml(text, path)
     check_keys(data, _TOP_LEVEL, "")
@@ -208,7 +208,7 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
     for n in data["arms"]:
         check_arm_name(n)
     arms = {n: parse_arm(n, t, sec["train"], sec["mc"]) for n, t in data["arms"].items()}
-    if check_schedule if check_reference is None else check_reference:
+    if check_reference:
         for arm in arms.values():
             check_reference_arm(arm, sec["train"])
     check_guided_task(arms, task)
@@ -233,7 +233,7 @@ def parse_plan(text: str, *, path: str = "<string>", sha256: str | None = None, 
 
 
 def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: bool | None = None,
-              check_reference: bool | None = None) -> Plan:
+              check_reference: bool = False) -> Plan:
     """Read and validate a plan file.
 
     Parameters
@@ -250,10 +250,12 @@ def load_plan(path: str | Path, *, check_schedule: bool = True, check_reach: boo
         made before that check: resumed, analysed or loaded as it was run), with an
         :class:`~gradprobe.training.budget.OutOfReachWarning` naming ``path`` at the caller's line, once per plan
         within a :func:`~gradprobe.training.budget.reach_warned_once` block. None: as ``check_schedule``.
-    check_reference : bool or None
+    check_reference : bool
         Refuse an ``[arms.grpo]`` that is not plain outcome GRPO
-        (:func:`~gradprobe.training.plan_checks.check_reference_arm`); False for a plan a study froze before that
-        check (read, analysed and resumed as it was run). None: as ``check_schedule``.
+        (:func:`~gradprobe.training.plan_checks.check_reference_arm`): True for the plan of a new study (its
+        analysis measures every gain against ``grpo``: :func:`gradprobe.study.freeze.load_study_plan`) and for
+        ``gradprobe study --power``; False (the default) for a single run (``gradprobe train``, where ``grpo`` is only
+        an arm's name) and for a plan a study froze before that check (read, analysed and resumed as it was run).
 
     Returns
     -------

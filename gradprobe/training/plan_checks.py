@@ -237,8 +237,9 @@ def check_reference_arm(arm: ArmSpec, base: TrainConfig) -> None:
     ``[train] lr`` (``base.lr``), a prompt-selection rule or off-context guidance would silently turn every "gain vs
     grpo" into a gain against another intervention. Settings every arm shares (other ``[train]`` keys such as
     ``loss_type``, an ``[arms.grpo.mc]`` table that an outcome reward does not read) stay allowed. Other arms: no
-    check. Called for a new plan (:func:`gradprobe.training.plan.parse_plan`'s ``check_reference``), not for one a
-    study froze before this check, which is read, analysed and resumed as it was run.
+    check. Called for a new study's plan (:func:`gradprobe.training.plan.parse_plan`'s ``check_reference``), not for
+    a single run's (``gradprobe train``: no gain is measured) or one a study froze before this check, which is read,
+    analysed and resumed as it was run.
 
     Raises
     ------

@@ -27,8 +27,11 @@ ACC = [0.25, 0.5, 0.625, 0.75]
 
 
 def _plan(points):
-    """A plan stand-in whose promised points on :data:`AXIS` are ``points`` (what :func:`reading._promised` reads)."""
-    return SimpleNamespace(eval=SimpleNamespace(promised_points=lambda budget: {AXIS: list(points)}), budget=None)
+    """A plan stand-in whose promised points on :data:`AXIS` are ``points`` (what :func:`reading._promised` reads),
+    with no eval every run makes at fixed updates but update 0 (``reading._plan_eval_updates``)."""
+    return SimpleNamespace(eval=SimpleNamespace(promised_points=lambda budget: {AXIS: list(points)}, at_updates=(),
+                                                at_fractions=()),
+                           budget=SimpleNamespace(updates=None))
 
 
 def _both(x, u, acc, at, points=PROMISED):
