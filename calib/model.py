@@ -418,7 +418,7 @@ def _parsed(path: Path):
         raise CalibrationFileError(f"cannot read calibration file {str(path)!r}: {e}") from e
     except UnicodeDecodeError as e:
         _refuse_rows_file(path)
-        what = not_utf8(path, e, False).removesuffix(_CURVE_FIX)  # the curve readers' rewrite is no calibration's
+        what = not_utf8(path, e, False, json_fix="")  # the curve readers' rewrite is no calibration's fix
         if _nul_tail(bytes(getattr(e, "object", b"") or b"")):  # the text before the NULs is a calibration cut short
             raise CalibrationFileError(f"calibration file {path} cannot be read as JSON: {what.split('; ')[0]}; the "
                                        "text before them is a calibration cut short, not one: re-copy it from where "
@@ -465,10 +465,6 @@ def is_blank_file(path: str | Path) -> bool:
     except (OSError, UnicodeDecodeError):
         return False
 
-
-#: The fix :func:`gradprobe.forecast.text_files.not_utf8` adds for a ``.json`` curve file, which is no fix of a
-#: calibration file (:func:`_parsed` drops it).
-_CURVE_FIX = ", or rewrite a saved curve with ReferenceCurve.save"
 
 
 def is_calibration_file(path: str | Path) -> bool:

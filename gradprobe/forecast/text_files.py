@@ -31,7 +31,7 @@ def not_utf8(path: Path, e: UnicodeDecodeError, trainer_state: bool, *, json_fix
     convert it). For a TRL trainer state (``trainer_state``: its text holds ``"log_history"``, or the file is TRL's
     ``trainer_state.json``) the fix names TRL's own file, which TRL writes as UTF-8; else, for a JSON file,
     ``json_fix`` ends it (a saved curve's rewrite, :data:`SAVED_CURVE_REWRITE`; a run's ``config.json`` says to put
-    the converted file in its place)."""
+    the converted file in its place; "" adds none: a calibration file's reader says its own)."""
     raw = bytes(getattr(e, "object", b"") or b"")
     name, out = shlex.quote(str(path)), shlex.quote(str(path.with_name(f"{path.stem}_utf8{path.suffix or '.txt'}")))
     trl = ("TRL writes it as UTF-8: re-copy it from the run's checkpoint-N/" if path.name == "trainer_state.json"
@@ -51,7 +51,7 @@ def not_utf8(path: Path, e: UnicodeDecodeError, trainer_state: bool, *, json_fix
         what, fix = f"it is not UTF-8 text ({e})", f"convert it (e.g. `iconv -f latin1 -t utf-8 {name} > {out}`)"
     if trainer_state:
         fix = f"{fix}, {trl}" if path.name != "trainer_state.json" else f"{trl}, or {fix}"
-    elif path.suffix.lower() == ".json":
+    elif path.suffix.lower() == ".json" and json_fix:
         fix += f", {json_fix}"
     return f"{what}; {fix}"
 
